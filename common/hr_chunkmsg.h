@@ -1,0 +1,35 @@
+/* hr_chunkmsg: the Kafka chunk message, schemas/kafka/chunk.v1.json.
+ *
+ *   key   "<task>:<seq>"
+ *   value {"v":1,"task":42,"seq":17,"count":5000,"due_ms":...,"published_ms":...}
+ *
+ * Decoding is strict: a message that is not exactly this (wrong version,
+ * missing or non-integer fields, task/seq < 1, count outside 0..100000,
+ * unknown fields, trailing bytes, over 4 KiB) is rejected with a reason, so
+ * the worker can count and skip it. */
+#ifndef HR_CHUNKMSG_H
+#define HR_CHUNKMSG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HR_CHUNKMSG_VERSION 1
+#define HR_CHUNKMSG_MAX_BYTES 4096
+
+typedef struct hr_chunkmsg {
+    int64_t task;
+    int64_t seq;
+    int64_t count;
+    int64_t due_ms;
+    int64_t published_ms;
+} hr_chunkmsg;
+
+/* Writes the JSON value into BUF; returns its length or -1 if LEN is short. */
+int hr_chunkmsg_encode(const hr_chunkmsg *msg, char *buf, size_t len);
+/* Writes "<task>:<seq>"; returns its length or -1. */
+int hr_chunkmsg_key(const hr_chunkmsg *msg, char *buf, size_t len);
+/* Parses LEN bytes (not NUL-terminated).  0, or -1 with the reason. */
+int hr_chunkmsg_decode(const void *data, size_t len, hr_chunkmsg *out, char *errstr,
+                       size_t errlen);
+
+#endif

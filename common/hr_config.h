@@ -1,0 +1,141 @@
+/* hr_config: the one YAML configuration file shared by every herald binary.
+ *
+ * The file is read with libyaml's event parser into an hr_config that the
+ * caller owns and releases with hr_config_free().  Every key is described by
+ * one table in hr_config.c (name, type, bounds, default), in the manner of
+ * redis' static_configs[]: unknown keys, wrong types and out-of-range values
+ * are errors reported as "file:line:column: message" (1-based, pointing at
+ * the offending node), and the binaries exit 2 on them.
+ *
+ * Scalars may contain ${VAR} and ${VAR:-default}; a ${VAR} whose variable is
+ * unset is an error.  After the file is read, environment variables override
+ * connection settings (HERALD_MYSQL_HOST, HERALD_MYSQL_PORT, HERALD_MYSQL_USER,
+ * HERALD_MYSQL_PASSWORD, HERALD_MYSQL_DATABASE, HERALD_REDIS_HOST,
+ * HERALD_REDIS_PORT, HERALD_REDIS_PASSWORD, HERALD_KAFKA_BROKERS), so a
+ * Kubernetes Secret can supply them without templating the file. */
+#ifndef HR_CONFIG_H
+#define HR_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* An ordered key/value pair (HTTP headers, librdkafka properties). */
+typedef struct hr_kv {
+    char *key;
+    char *value;
+} hr_kv;
+
+typedef enum hr_log_format { HR_LOG_FORMAT_LOGFMT = 0, HR_LOG_FORMAT_JSON = 1 } hr_log_format;
+
+typedef enum hr_throttle_mode {
+    HR_THROTTLE_ENFORCE = 0, /* throttled recipients are not pushed */
+    HR_THROTTLE_SHADOW = 1,  /* counted as would-be throttled, pushed anyway */
+} hr_throttle_mode;
+
+typedef struct hr_channel {
+    char *name;            /* map key under channels: */
+    char *url;             /* http:// or https:// absolute URL (template allowed) */
+    char *method;          /* GET POST PUT PATCH; default POST */
+    hr_kv *headers;        /* values may be templates */
+    size_t nheaders;
+    char *body;            /* body template; default the DESIGN.md webhook body */
+    int concurrency;       /* requests in flight per worker, 1..10000, default 256 */
+    long rate_limit;       /* pushes/s across the cluster, 0 = none, 0..10000000 */
+    int timeout_ms;        /* per request, 1..600000, default 5000 */
+    bool http2;            /* negotiate HTTP/2 (h2c prior knowledge on http://) */
+    int retry_max_attempts;   /* 1..100, default 5 */
+    int retry_backoff_ms;     /* first backoff, 1..3600000, default 200 */
+    int retry_max_backoff_ms; /* cap, >= backoff_ms, default 30000 */
+    int *success;          /* HTTP codes that mean delivered, each 100..599 */
+    size_t nsuccess;       /* default 200 201 202 204 */
+    bool json_escape;      /* escape: json (default) | none */
+    hr_throttle_mode throttle_mode; /* throttle: enforce (default) | shadow */
+    char *ca_file;         /* optional CA bundle for https providers */
+    bool tls_verify;       /* default true */
+} hr_channel;
+
+typedef struct hr_config {
+    char *path;            /* the file as given, for messages */
+    char *instance;        /* default: $HOSTNAME, else the host name */
+
+    struct {
+        int level;             /* hr_log_level from hr_log.h; default info */
+        hr_log_format format;  /* default logfmt */
+    } log;
+
+    struct {
+        char *host;            /* default 127.0.0.1 */
+        int port;              /* 1..65535, default 3306 */
+        char *user;            /* default herald */
+        char *password;        /* default "" */
+        char *database;        /* default herald */
+        int connect_timeout_s; /* 1..600, default 5 */
+    } mysql;
+
+    struct {
+        char *host;            /* default 127.0.0.1 */
+        int port;              /* default 6379 */
+        char *password;        /* default "" (no AUTH) */
+        char *prefix;          /* key prefix, default "herald:" */
+        int db;                /* 0..15, default 0 */
+        int timeout_ms;        /* connect and command timeout, default 5000 */
+    } redis;
+
+    struct {
+        char *brokers;         /* bootstrap.servers, default 127.0.0.1:9092 */
+        char *topic;           /* default herald.chunks */
+        char *group;           /* default herald-workers */
+        hr_kv *properties;     /* passed to librdkafka as is, applied last */
+        size_t nproperties;
+    } kafka;
+
+    struct {
+        char *listen;          /* host:port, default 127.0.0.1:8080 */
+        struct {
+            char **tokens;     /* bearer tokens; empty strings are dropped */
+            size_t ntokens;
+            long max_body_bytes;   /* 1 KiB..64 MiB, default 1 MiB */
+            int max_ids;           /* ids per request, 1..100000, default 10000 */
+            bool insecure;         /* serve without tokens (development only) */
+            int threads;           /* libmicrohttpd pool size, 1..64, default 4 */
+        } api;
+        int scan_interval_ms;      /* 100..60000, default 1000 */
+        int timer_interval_ms;     /* 10..10000, default 100 */
+        int poller_interval_ms;    /* 100..60000, default 3000 */
+        int poller_grace_ms;       /* a due task older than this is the poller's, default 3000 */
+        int horizon_s;             /* 1..86400, default 600 */
+        int lease_s;               /* 2..3600, default 30 */
+        int redelivery_timeout_s;  /* 1..86400, default 120 */
+        int sweep_interval_ms;     /* 100..600000, default 5000 */
+        int refill_batch;          /* ids per refill round trip, 100..100000, default 10000 */
+    } dispatcher;
+
+    struct {
+        char *listen;              /* default 127.0.0.1:8081 */
+        int ack_batch;             /* 1..10000, default 100 */
+        bool delivery_log;         /* default true */
+        int reporter_queue;        /* events, 1000..10000000, default 100000 */
+        int reporter_batch;        /* rows per INSERT, 10..10000, default 1000 */
+        int max_chunks_in_flight;  /* chunks processed at once, 1..64, default 4 */
+        int lease_ms;              /* chunk lease, 1000..600000, default 30000 */
+        int shutdown_grace_ms;     /* 1000..600000, default 25000 */
+    } worker;
+
+    hr_channel *channels;      /* at least one */
+    size_t nchannels;
+} hr_config;
+
+/* Reads and validates PATH.  On success *out owns a new hr_config and 0 is
+ * returned; on failure -1 and ERRSTR holds "file:line:col: message". */
+int hr_config_load(const char *path, hr_config **out, char *errstr, size_t errlen);
+
+/* The same from a buffer; NAME stands for the file name in messages. */
+int hr_config_load_buffer(const char *name, const char *text, size_t len,
+                          hr_config **out, char *errstr, size_t errlen);
+
+void hr_config_free(hr_config *cfg);
+
+/* The channel called NAME, or NULL. */
+const hr_channel *hr_config_channel(const hr_config *cfg, const char *name);
+
+#endif

@@ -1,0 +1,73 @@
+/* hr_mysql: a MariaDB connection with prepared statements only.
+ *
+ * An hr_mysql is used by one thread at a time.  Every statement is prepared
+ * (never built from strings with values in them), parameters are typed
+ * hr_mysql_param values, and result cells come back as NUL-terminated
+ * strings with a NULL flag, which is all herald needs.  A statement that
+ * fails because the server went away reconnects once and is retried. */
+#ifndef HR_MYSQL_H
+#define HR_MYSQL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "hr_config.h"
+#include "hr_sql_migrations.h"
+
+typedef struct hr_mysql hr_mysql;
+
+typedef enum hr_mysql_type { HR_MYSQL_NULL, HR_MYSQL_I64, HR_MYSQL_STR, HR_MYSQL_DOUBLE } hr_mysql_type;
+
+typedef struct hr_mysql_param {
+    hr_mysql_type type;
+    int64_t i64;
+    double dbl;
+    const char *str; /* not copied; STR with len */
+    size_t len;
+} hr_mysql_param;
+
+#define HR_P_I64(v) ((hr_mysql_param){.type = HR_MYSQL_I64, .i64 = (int64_t)(v)})
+#define HR_P_STR(s) ((hr_mysql_param){.type = HR_MYSQL_STR, .str = (s), .len = strlen(s)})
+#define HR_P_STRN(s, n) ((hr_mysql_param){.type = HR_MYSQL_STR, .str = (s), .len = (n)})
+#define HR_P_NULL ((hr_mysql_param){.type = HR_MYSQL_NULL})
+
+/* A fully fetched result: nrows x ncols cells, row-major. */
+typedef struct hr_mysql_rows {
+    size_t nrows, ncols;
+    char **cells;   /* NULL pointer = SQL NULL */
+    char **names;   /* column names */
+} hr_mysql_rows;
+
+int hr_mysql_connect(const hr_config *cfg, hr_mysql **out, char *errstr, size_t errlen);
+void hr_mysql_free(hr_mysql *m);
+
+/* Prepared statement without a result set.  *AFFECTED and *INSERT_ID may be
+ * NULL.  Returns 0, or -1 with ERRSTR; *ERRNO_OUT (may be NULL) gets the
+ * server error number (e.g. 1644 for a SIGNAL from a trigger). */
+int hr_mysql_exec(hr_mysql *m, const char *sql, const hr_mysql_param *params, size_t nparams,
+                  uint64_t *affected, uint64_t *insert_id, unsigned *errno_out, char *errstr,
+                  size_t errlen);
+
+/* Prepared statement with a result set, fetched whole into *OUT. */
+int hr_mysql_query(hr_mysql *m, const char *sql, const hr_mysql_param *params, size_t nparams,
+                   hr_mysql_rows **out, char *errstr, size_t errlen);
+void hr_mysql_rows_free(hr_mysql_rows *rows);
+const char *hr_mysql_cell(const hr_mysql_rows *rows, size_t row, size_t col);
+
+/* Plain statement without parameters, for DDL and migration files (which may
+ * hold several statements and trigger bodies). */
+int hr_mysql_script(hr_mysql *m, const char *sql, char *errstr, size_t errlen);
+
+int hr_mysql_begin(hr_mysql *m, char *errstr, size_t errlen);
+int hr_mysql_commit(hr_mysql *m, char *errstr, size_t errlen);
+int hr_mysql_rollback(hr_mysql *m);
+
+/* Applies, in name order, every migration of FILES (the schemas/mysql/
+ * NNN_*.sql files compiled in by embed.py) whose version NNN is not yet
+ * recorded in schema_migrations; *APPLIED gets how many ran. */
+int hr_mysql_migrate(hr_mysql *m, const hr_embedded *files, size_t nfiles, int *applied,
+                     char *errstr, size_t errlen);
+
+#endif

@@ -1,0 +1,2 @@
+/* placeholder until the module lands */
+typedef int hr_hr_ratelimit_placeholder;

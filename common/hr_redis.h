@@ -1,0 +1,66 @@
+/* hr_redis: one synchronous hiredis connection with reconnection, key
+ * naming and the Lua script registry.
+ *
+ * An hr_redis is owned by one thread (hiredis contexts are not thread-safe).
+ * Commands that fail on a broken connection reconnect once and retry; the
+ * caller sees -1 and an errstr only when that fails too.  Lua scripts live
+ * in common/lua/*.lua, are compiled into the binary (hr_lua_scripts.h is
+ * generated from them), loaded with SCRIPT LOAD on connect and called with
+ * EVALSHA; a NOSCRIPT answer (Redis restarted, SCRIPT FLUSH) reloads the
+ * script and repeats the call once.
+ *
+ * Keys: hr_redis_key() prefixes the configured prefix ("herald:").  Every
+ * per-task key carries the hash tag {t<ID>}: "herald:{t42}:subs". */
+#ifndef HR_REDIS_H
+#define HR_REDIS_H
+
+#include <hiredis/hiredis.h>
+#include <stdint.h>
+
+#include "hr_config.h"
+#include "hr_lua_scripts.h"
+
+typedef struct hr_redis hr_redis;
+
+/* Connects (AUTH and SELECT as configured) and loads every script. */
+int hr_redis_connect(const hr_config *cfg, hr_redis **out, char *errstr, size_t errlen);
+void hr_redis_free(hr_redis *r);
+
+/* The live context, for pipelining with redisAppendCommandArgv and
+ * redisGetReply.  May change after any hr_redis_* call that reconnected. */
+redisContext *hr_redis_context(hr_redis *r);
+
+/* Writes prefix + formatted suffix into BUF; returns BUF. */
+char *hr_redis_key(const hr_redis *r, char *buf, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* "herald:{t42}:" + SUFFIX, e.g. hr_redis_task_key(r, b, sizeof b, 42, "subs"). */
+char *hr_redis_task_key(const hr_redis *r, char *buf, size_t len, int64_t task, const char *suffix);
+const char *hr_redis_prefix(const hr_redis *r);
+
+/* One command (argv form).  Returns the reply (caller frees with
+ * freeReplyObject) or NULL with ERRSTR set; a Redis error reply is returned
+ * as NULL with its text in ERRSTR. */
+redisReply *hr_redis_cmd(hr_redis *r, char *errstr, size_t errlen, int argc,
+                         const char **argv, const size_t *argvlen);
+/* The same with a hiredis format string. */
+redisReply *hr_redis_cmdf(hr_redis *r, char *errstr, size_t errlen, const char *fmt, ...);
+
+/* EVALSHA of script ID with NKEYS keys followed by the other arguments
+ * (ARGV holds keys then args; ARGVLEN may be NULL for C strings). */
+redisReply *hr_redis_eval(hr_redis *r, hr_lua_id id, int nkeys, int argc, const char **argv,
+                          const size_t *argvlen, char *errstr, size_t errlen);
+
+/* Pipelined EVALSHA: append now, read with hr_redis_pipe_reply() later, in
+ * order.  A NOSCRIPT reply in a pipeline is returned as an error (scripts
+ * are loaded on connect, so it only happens after SCRIPT FLUSH mid-batch);
+ * hr_redis_reload_scripts() then repairs the connection. */
+int hr_redis_pipe_eval(hr_redis *r, hr_lua_id id, int nkeys, int argc, const char **argv,
+                       const size_t *argvlen);
+int hr_redis_pipe_cmd(hr_redis *r, int argc, const char **argv, const size_t *argvlen);
+redisReply *hr_redis_pipe_reply(hr_redis *r, char *errstr, size_t errlen);
+int hr_redis_reload_scripts(hr_redis *r, char *errstr, size_t errlen);
+
+/* Milliseconds since the epoch by the Redis server's clock (TIME). */
+int hr_redis_time_ms(hr_redis *r, int64_t *out, char *errstr, size_t errlen);
+
+#endif

@@ -1,0 +1,64 @@
+/* hr_template: {{name}} templates for channel bodies, URLs, headers and the
+ * task's title and body.
+ *
+ * A template is compiled once into literal and variable parts.  Names are
+ * uid, title, body, task.id, task.name, task.topic, payload.FIELD and
+ * user.ATTR (FIELD/ATTR: [A-Za-z0-9_.-]+).  Syntax errors (unclosed "{{",
+ * empty or unknown names, over 64 KiB) are reported with the byte offset.
+ * Rendering asks a lookup callback for each variable's value; a missing
+ * value renders as "" and is counted in hr_template_out.missing.  Values are
+ * JSON-escaped when the template is compiled with escape on (the channel's
+ * `escape: json`); literals are never changed. */
+#ifndef HR_TEMPLATE_H
+#define HR_TEMPLATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct hr_template hr_template;
+
+typedef enum hr_tvar_kind {
+    HR_TVAR_UID,
+    HR_TVAR_TITLE,
+    HR_TVAR_BODY,
+    HR_TVAR_TASK,    /* name = task.<field> */
+    HR_TVAR_PAYLOAD, /* name = payload.<field> */
+    HR_TVAR_USER,    /* name = user.<attr> */
+} hr_tvar_kind;
+
+/* Returns the value of variable KIND/NAME (NAME is the part after the dot,
+ * or "" for uid/title/body) and its length, or NULL when missing. */
+typedef const char *(*hr_template_lookup)(void *ctx, hr_tvar_kind kind, const char *name,
+                                          size_t *len);
+
+int hr_template_compile(const char *src, size_t len, bool json_escape, hr_template **out,
+                        char *errstr, size_t errlen);
+void hr_template_free(hr_template *t);
+
+/* True when the template names any user.* variable (the worker then fetches
+ * herald:user:<uid> hashes for the chunk). */
+bool hr_template_uses_user(const hr_template *t);
+/* True when it names KIND at all. */
+bool hr_template_uses(const hr_template *t, hr_tvar_kind kind);
+
+/* A growable output buffer with a hard cap chosen by its owner. */
+typedef struct hr_buf {
+    char *data;
+    size_t len, cap, max; /* max: the most it may grow to */
+} hr_buf;
+
+void hr_buf_init(hr_buf *b, size_t max);
+void hr_buf_reset(hr_buf *b);
+void hr_buf_free(hr_buf *b);
+/* 0, or -1 when the cap would be exceeded (the buffer is then unchanged). */
+int hr_buf_append(hr_buf *b, const char *s, size_t n);
+
+/* Appends the rendering to OUT; *MISSING (may be NULL) is increased by the
+ * number of variables the lookup did not know.  0, or -1 past OUT's cap. */
+int hr_template_render(const hr_template *t, hr_template_lookup lookup, void *ctx, hr_buf *out,
+                       size_t *missing);
+
+/* Appends S JSON-escaped (without quotes) to OUT. */
+int hr_json_escape_append(hr_buf *out, const char *s, size_t n);
+
+#endif
