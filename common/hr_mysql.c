@@ -1,2 +1,691 @@
-/* placeholder until the module lands */
-typedef int hr_hr_mysql_placeholder;
+/* hr_mysql: one MariaDB connection, prepared statements, migrations.
+ *
+ * An hr_mysql owns a MYSQL handle, a copy of the connection settings (so a
+ * reconnect does not depend on the caller's hr_config staying alive) and a
+ * small cache of prepared statements keyed by their SQL text: the daemons
+ * run the same few statements thousands of times, and preparing each time
+ * would double the round trips.  The cache holds at most
+ * HR_MYSQL_STMT_CACHE statements and evicts the least recently used.
+ *
+ * Reconnection is done here rather than by libmariadb's MYSQL_OPT_RECONNECT,
+ * which silently reconnects without the session settings (time zone, SQL
+ * mode).  A statement that fails with "server gone" / "lost connection" is
+ * retried once on a fresh connection, but only when the session holds no
+ * state that a reconnect would lose: an open transaction or the migration
+ * lock.  Inside those the error goes to the caller, who rolls back.
+ *
+ * Result cells are fetched as strings: each column is bound to a
+ * HR_MYSQL_CELL_BUF buffer, and a longer value (a MEDIUMTEXT payload) is
+ * fetched again whole with mysql_stmt_fetch_column. */
+#include "hr_mysql.h"
+
+#include <errmsg.h>
+#include <mysql.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define HR_MYSQL_STMT_CACHE 32
+/* Read/write timeout of one network operation.  Above the migration lock
+ * wait (HR_MYSQL_LOCK_WAIT_S) so that waiting for the lock is not taken for
+ * a dead server. */
+#define HR_MYSQL_IO_TIMEOUT_S 60
+#define HR_MYSQL_CELL_BUF 256
+#define HR_MYSQL_LOCK_WAIT_S 30
+
+static const char hr_mysql_session_sql[] =
+    "SET time_zone = '+00:00', SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,"
+    "NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION'";
+
+typedef struct hr_mysql_cached {
+    char *sql;
+    MYSQL_STMT *stmt;
+    uint64_t used; /* value of hr_mysql.tick at the last use */
+} hr_mysql_cached;
+
+struct hr_mysql {
+    MYSQL *conn;
+    char *host, *user, *password, *database;
+    unsigned port;
+    unsigned connect_timeout_s;
+    bool in_txn;  /* between hr_mysql_begin and commit/rollback */
+    bool locked;  /* holds the migration lock */
+    uint64_t tick;
+    hr_mysql_cached cache[HR_MYSQL_STMT_CACHE];
+    size_t ncache;
+};
+
+static pthread_once_t hr_mysql_lib_once = PTHREAD_ONCE_INIT;
+static int hr_mysql_lib_rc;
+
+/* mysql_init() initializes the library on first use, which is not
+ * thread-safe; daemons connect from several threads. */
+static void hr_mysql_lib_init(void)
+{
+    hr_mysql_lib_rc = mysql_library_init(0, NULL, NULL);
+}
+
+static void hr_mysql_seterr(char *errstr, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void hr_mysql_seterr(char *errstr, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (!errstr || errlen == 0)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(errstr, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static bool hr_mysql_gone(unsigned err)
+{
+    return err == CR_SERVER_GONE_ERROR || err == CR_SERVER_LOST;
+}
+
+/* Opens a new MYSQL handle with herald's options and session settings. */
+static MYSQL *hr_mysql_open(const hr_mysql *m, char *errstr, size_t errlen)
+{
+    unsigned int connect_timeout = m->connect_timeout_s, io_timeout = HR_MYSQL_IO_TIMEOUT_S;
+    my_bool reconnect = 0;
+    MYSQL *conn = mysql_init(NULL);
+
+    if (!conn) {
+        hr_mysql_seterr(errstr, errlen, "mysql: out of memory");
+        return NULL;
+    }
+    mysql_options(conn, MYSQL_OPT_CONNECT_TIMEOUT, &connect_timeout);
+    mysql_options(conn, MYSQL_OPT_READ_TIMEOUT, &io_timeout);
+    mysql_options(conn, MYSQL_OPT_WRITE_TIMEOUT, &io_timeout);
+    mysql_options(conn, MYSQL_OPT_RECONNECT, &reconnect);
+    mysql_options(conn, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+    if (!mysql_real_connect(conn, m->host, m->user, m->password, m->database, m->port, NULL,
+                            CLIENT_MULTI_STATEMENTS | CLIENT_MULTI_RESULTS)) {
+        hr_mysql_seterr(errstr, errlen, "mysql %s:%u: %s", m->host, m->port, mysql_error(conn));
+        goto fail;
+    }
+    if (mysql_real_query(conn, hr_mysql_session_sql, sizeof hr_mysql_session_sql - 1) != 0) {
+        hr_mysql_seterr(errstr, errlen, "mysql %s:%u: session settings: %s", m->host, m->port,
+                        mysql_error(conn));
+        goto fail;
+    }
+    return conn;
+
+fail:
+    mysql_close(conn);
+    return NULL;
+}
+
+static void hr_mysql_cache_remove(hr_mysql *m, size_t i)
+{
+    mysql_stmt_close(m->cache[i].stmt);
+    free(m->cache[i].sql);
+    m->cache[i] = m->cache[--m->ncache];
+}
+
+static void hr_mysql_cache_clear(hr_mysql *m)
+{
+    while (m->ncache > 0)
+        hr_mysql_cache_remove(m, m->ncache - 1);
+}
+
+/* Drops STMT from the cache after a client-side error left it unusable. */
+static void hr_mysql_cache_drop(hr_mysql *m, MYSQL_STMT *stmt)
+{
+    for (size_t i = 0; i < m->ncache; i++) {
+        if (m->cache[i].stmt == stmt) {
+            hr_mysql_cache_remove(m, i);
+            return;
+        }
+    }
+}
+
+/* Replaces the connection; prepared statements die with the old one.  On
+ * failure the old (dead) handle stays so that the next statement fails with
+ * "server gone" and tries again. */
+static int hr_mysql_reconnect(hr_mysql *m, char *errstr, size_t errlen)
+{
+    MYSQL *conn = hr_mysql_open(m, errstr, errlen);
+
+    if (!conn)
+        return -1;
+    hr_mysql_cache_clear(m);
+    mysql_close(m->conn);
+    m->conn = conn;
+    return 0;
+}
+
+int hr_mysql_connect(const hr_config *cfg, hr_mysql **out, char *errstr, size_t errlen)
+{
+    hr_mysql *m = NULL;
+
+    *out = NULL;
+    pthread_once(&hr_mysql_lib_once, hr_mysql_lib_init);
+    if (hr_mysql_lib_rc != 0) {
+        hr_mysql_seterr(errstr, errlen, "mysql: client library initialization failed");
+        return -1;
+    }
+    m = calloc(1, sizeof *m);
+    if (!m)
+        goto oom;
+    m->host = strdup(cfg->mysql.host ? cfg->mysql.host : "127.0.0.1");
+    m->user = strdup(cfg->mysql.user ? cfg->mysql.user : "");
+    m->password = strdup(cfg->mysql.password ? cfg->mysql.password : "");
+    m->database = strdup(cfg->mysql.database ? cfg->mysql.database : "");
+    if (!m->host || !m->user || !m->password || !m->database)
+        goto oom;
+    m->port = (unsigned)cfg->mysql.port;
+    m->connect_timeout_s = cfg->mysql.connect_timeout_s > 0 ? (unsigned)cfg->mysql.connect_timeout_s : 5;
+    m->conn = hr_mysql_open(m, errstr, errlen);
+    if (!m->conn)
+        goto fail;
+    *out = m;
+    return 0;
+
+oom:
+    hr_mysql_seterr(errstr, errlen, "mysql: out of memory");
+fail:
+    hr_mysql_free(m);
+    return -1;
+}
+
+void hr_mysql_free(hr_mysql *m)
+{
+    if (!m)
+        return;
+    hr_mysql_cache_clear(m);
+    if (m->conn)
+        mysql_close(m->conn);
+    free(m->host);
+    free(m->user);
+    free(m->password);
+    free(m->database);
+    free(m);
+}
+
+/* The cached statement for SQL, prepared now if it is not cached. */
+static MYSQL_STMT *hr_mysql_prepare(hr_mysql *m, const char *sql, unsigned *err, char *errstr,
+                                    size_t errlen)
+{
+    MYSQL_STMT *stmt;
+    char *key;
+    size_t slot;
+
+    for (size_t i = 0; i < m->ncache; i++) {
+        if (strcmp(m->cache[i].sql, sql) == 0) {
+            m->cache[i].used = ++m->tick;
+            return m->cache[i].stmt;
+        }
+    }
+    stmt = mysql_stmt_init(m->conn);
+    if (!stmt) {
+        *err = mysql_errno(m->conn);
+        hr_mysql_seterr(errstr, errlen, "%s", mysql_error(m->conn));
+        return NULL;
+    }
+    if (mysql_stmt_prepare(stmt, sql, strlen(sql)) != 0) {
+        *err = mysql_stmt_errno(stmt);
+        hr_mysql_seterr(errstr, errlen, "%s", mysql_stmt_error(stmt));
+        mysql_stmt_close(stmt);
+        return NULL;
+    }
+    key = strdup(sql);
+    if (!key) {
+        hr_mysql_seterr(errstr, errlen, "mysql: out of memory");
+        mysql_stmt_close(stmt);
+        return NULL;
+    }
+    if (m->ncache == HR_MYSQL_STMT_CACHE) {
+        size_t lru = 0;
+        for (size_t i = 1; i < m->ncache; i++)
+            if (m->cache[i].used < m->cache[lru].used)
+                lru = i;
+        hr_mysql_cache_remove(m, lru);
+    }
+    slot = m->ncache++;
+    m->cache[slot] = (hr_mysql_cached){.sql = key, .stmt = stmt, .used = ++m->tick};
+    return stmt;
+}
+
+static int hr_mysql_bind_params(MYSQL_STMT *stmt, const hr_mysql_param *params, size_t nparams,
+                                char *errstr, size_t errlen)
+{
+    MYSQL_BIND *binds = NULL;
+    unsigned long *lens = NULL;
+    int rc = -1;
+
+    if (mysql_stmt_param_count(stmt) != nparams) {
+        hr_mysql_seterr(errstr, errlen, "statement takes %lu parameters, %zu given",
+                        mysql_stmt_param_count(stmt), nparams);
+        return -1;
+    }
+    if (nparams == 0)
+        return 0;
+    binds = calloc(nparams, sizeof *binds);
+    lens = calloc(nparams, sizeof *lens);
+    if (!binds || !lens) {
+        hr_mysql_seterr(errstr, errlen, "mysql: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < nparams; i++) {
+        /* libmariadb only reads input buffers; MYSQL_BIND is not const. */
+        switch (params[i].type) {
+        case HR_MYSQL_NULL:
+            binds[i].buffer_type = MYSQL_TYPE_NULL;
+            break;
+        case HR_MYSQL_I64:
+            binds[i].buffer_type = MYSQL_TYPE_LONGLONG;
+            binds[i].buffer = (void *)&params[i].i64;
+            break;
+        case HR_MYSQL_DOUBLE:
+            binds[i].buffer_type = MYSQL_TYPE_DOUBLE;
+            binds[i].buffer = (void *)&params[i].dbl;
+            break;
+        case HR_MYSQL_STR:
+            binds[i].buffer_type = MYSQL_TYPE_STRING;
+            binds[i].buffer = (void *)(params[i].str ? params[i].str : "");
+            lens[i] = params[i].str ? (unsigned long)params[i].len : 0;
+            binds[i].buffer_length = lens[i];
+            binds[i].length = &lens[i];
+            break;
+        default:
+            hr_mysql_seterr(errstr, errlen, "parameter %zu has an unknown type %d", i + 1,
+                            (int)params[i].type);
+            goto out;
+        }
+    }
+    if (mysql_stmt_bind_param(stmt, binds) != 0) {
+        hr_mysql_seterr(errstr, errlen, "%s", mysql_stmt_error(stmt));
+        goto out;
+    }
+    rc = 0;
+out:
+    free(binds);
+    free(lens);
+    return rc;
+}
+
+/* Copies the current row's column COL into a new string; a value longer
+ * than the bound buffer is fetched again whole. */
+static char *hr_mysql_cell_dup(MYSQL_STMT *stmt, unsigned col, const char *buf, unsigned long len)
+{
+    char *cell = malloc((size_t)len + 1);
+
+    if (!cell)
+        return NULL;
+    if (len <= HR_MYSQL_CELL_BUF) {
+        memcpy(cell, buf, len);
+    } else {
+        unsigned long got = 0;
+        MYSQL_BIND b = {.buffer_type = MYSQL_TYPE_STRING, .buffer = cell,
+                        .buffer_length = len + 1, .length = &got};
+        if (mysql_stmt_fetch_column(stmt, &b, col, 0) != 0 || got != len) {
+            free(cell);
+            return NULL;
+        }
+    }
+    cell[len] = '\0';
+    return cell;
+}
+
+/* Fetches the whole result of an executed STMT into a new hr_mysql_rows. */
+static int hr_mysql_fetch_all(MYSQL_STMT *stmt, hr_mysql_rows **out, unsigned *err, char *errstr,
+                              size_t errlen)
+{
+    hr_mysql_rows *rows = calloc(1, sizeof *rows);
+    MYSQL_RES *meta = NULL;
+    MYSQL_BIND *binds = NULL;
+    char *bufs = NULL;
+    unsigned long *lens = NULL;
+    my_bool *nulls = NULL, *truncs = NULL;
+    unsigned ncols = mysql_stmt_field_count(stmt);
+    MYSQL_FIELD *fields;
+    int rc = -1;
+
+    if (!rows)
+        goto oom;
+    if (ncols == 0) {
+        *out = rows;
+        return 0;
+    }
+    meta = mysql_stmt_result_metadata(stmt);
+    if (!meta || mysql_stmt_store_result(stmt) != 0) {
+        *err = mysql_stmt_errno(stmt);
+        hr_mysql_seterr(errstr, errlen, "%s", mysql_stmt_error(stmt));
+        goto out;
+    }
+    fields = mysql_fetch_fields(meta);
+    rows->ncols = ncols;
+    rows->nrows = (size_t)mysql_stmt_num_rows(stmt);
+    rows->names = calloc(ncols, sizeof *rows->names);
+    if (rows->nrows > SIZE_MAX / ncols / sizeof *rows->cells)
+        goto oom;
+    rows->cells = calloc(rows->nrows * ncols + 1, sizeof *rows->cells);
+    binds = calloc(ncols, sizeof *binds);
+    bufs = malloc((size_t)ncols * HR_MYSQL_CELL_BUF);
+    lens = calloc(ncols, sizeof *lens);
+    nulls = calloc(ncols, sizeof *nulls);
+    truncs = calloc(ncols, sizeof *truncs);
+    if (!rows->names || !rows->cells || !binds || !bufs || !lens || !nulls || !truncs)
+        goto oom;
+    for (unsigned c = 0; c < ncols; c++) {
+        rows->names[c] = strdup(fields[c].name ? fields[c].name : "");
+        if (!rows->names[c])
+            goto oom;
+        binds[c] = (MYSQL_BIND){.buffer_type = MYSQL_TYPE_STRING,
+                                .buffer = bufs + (size_t)c * HR_MYSQL_CELL_BUF,
+                                .buffer_length = HR_MYSQL_CELL_BUF,
+                                .length = &lens[c],
+                                .is_null = &nulls[c],
+                                .error = &truncs[c]};
+    }
+    if (mysql_stmt_bind_result(stmt, binds) != 0) {
+        hr_mysql_seterr(errstr, errlen, "%s", mysql_stmt_error(stmt));
+        goto out;
+    }
+    for (size_t r = 0; r < rows->nrows; r++) {
+        int f = mysql_stmt_fetch(stmt);
+        if (f == MYSQL_NO_DATA) {
+            rows->nrows = r;
+            break;
+        }
+        if (f != 0 && f != MYSQL_DATA_TRUNCATED) {
+            *err = mysql_stmt_errno(stmt);
+            hr_mysql_seterr(errstr, errlen, "%s", mysql_stmt_error(stmt));
+            goto out;
+        }
+        for (unsigned c = 0; c < ncols; c++) {
+            char **cell = &rows->cells[r * ncols + c];
+            if (nulls[c])
+                continue;
+            *cell = hr_mysql_cell_dup(stmt, c, (const char *)binds[c].buffer, lens[c]);
+            if (!*cell) {
+                hr_mysql_seterr(errstr, errlen, "mysql: cannot fetch column %s of %lu bytes",
+                                rows->names[c], lens[c]);
+                goto out;
+            }
+        }
+    }
+    *out = rows;
+    rows = NULL;
+    rc = 0;
+    goto out;
+
+oom:
+    hr_mysql_seterr(errstr, errlen, "mysql: out of memory");
+out:
+    mysql_stmt_free_result(stmt);
+    if (meta)
+        mysql_free_result(meta);
+    free(binds);
+    free(bufs);
+    free(lens);
+    free(nulls);
+    free(truncs);
+    hr_mysql_rows_free(rows);
+    return rc;
+}
+
+/* One attempt at a prepared statement.  With ROWS the result set is
+ * fetched, otherwise any result set is discarded. */
+static int hr_mysql_stmt_once(hr_mysql *m, const char *sql, const hr_mysql_param *params,
+                              size_t nparams, hr_mysql_rows **rows, uint64_t *affected,
+                              uint64_t *insert_id, unsigned *err, char *errstr, size_t errlen)
+{
+    MYSQL_STMT *stmt = hr_mysql_prepare(m, sql, err, errstr, errlen);
+
+    if (!stmt)
+        return -1;
+    if (hr_mysql_bind_params(stmt, params, nparams, errstr, errlen) != 0)
+        return -1;
+    if (mysql_stmt_execute(stmt) != 0) {
+        *err = mysql_stmt_errno(stmt);
+        hr_mysql_seterr(errstr, errlen, "%s", mysql_stmt_error(stmt));
+        /* Server errors (a SIGNAL, a duplicate key) leave the statement
+         * usable; client errors (CR_*, 2000..2999) may not. */
+        if (*err >= 2000 && *err < 3000)
+            hr_mysql_cache_drop(m, stmt);
+        return -1;
+    }
+    if (rows)
+        return hr_mysql_fetch_all(stmt, rows, err, errstr, errlen);
+    if (affected)
+        *affected = (uint64_t)mysql_stmt_affected_rows(stmt);
+    if (insert_id)
+        *insert_id = (uint64_t)mysql_stmt_insert_id(stmt);
+    if (mysql_stmt_field_count(stmt) > 0) {
+        /* Unread rows would block the connection; read and drop them. */
+        mysql_stmt_store_result(stmt);
+        mysql_stmt_free_result(stmt);
+    }
+    return 0;
+}
+
+static int hr_mysql_stmt(hr_mysql *m, const char *sql, const hr_mysql_param *params,
+                         size_t nparams, hr_mysql_rows **rows, uint64_t *affected,
+                         uint64_t *insert_id, unsigned *errno_out, char *errstr, size_t errlen)
+{
+    unsigned err = 0;
+    int rc = hr_mysql_stmt_once(m, sql, params, nparams, rows, affected, insert_id, &err, errstr,
+                                errlen);
+
+    if (rc != 0 && hr_mysql_gone(err) && !m->in_txn && !m->locked &&
+        hr_mysql_reconnect(m, errstr, errlen) == 0) {
+        err = 0;
+        rc = hr_mysql_stmt_once(m, sql, params, nparams, rows, affected, insert_id, &err, errstr,
+                                errlen);
+    }
+    if (errno_out)
+        *errno_out = rc == 0 ? 0 : err;
+    return rc;
+}
+
+int hr_mysql_exec(hr_mysql *m, const char *sql, const hr_mysql_param *params, size_t nparams,
+                  uint64_t *affected, uint64_t *insert_id, unsigned *errno_out, char *errstr,
+                  size_t errlen)
+{
+    return hr_mysql_stmt(m, sql, params, nparams, NULL, affected, insert_id, errno_out, errstr,
+                         errlen);
+}
+
+int hr_mysql_query(hr_mysql *m, const char *sql, const hr_mysql_param *params, size_t nparams,
+                   hr_mysql_rows **out, char *errstr, size_t errlen)
+{
+    *out = NULL;
+    return hr_mysql_stmt(m, sql, params, nparams, out, NULL, NULL, NULL, errstr, errlen);
+}
+
+void hr_mysql_rows_free(hr_mysql_rows *rows)
+{
+    if (!rows)
+        return;
+    if (rows->cells)
+        for (size_t i = 0; i < rows->nrows * rows->ncols; i++)
+            free(rows->cells[i]);
+    if (rows->names)
+        for (size_t c = 0; c < rows->ncols; c++)
+            free(rows->names[c]);
+    free(rows->cells);
+    free(rows->names);
+    free(rows);
+}
+
+const char *hr_mysql_cell(const hr_mysql_rows *rows, size_t row, size_t col)
+{
+    if (!rows || row >= rows->nrows || col >= rows->ncols)
+        return NULL;
+    return rows->cells[row * rows->ncols + col];
+}
+
+/* One attempt at a text-protocol script.  *NTH gets the 1-based number of
+ * the statement that failed. */
+static int hr_mysql_script_once(hr_mysql *m, const char *sql, unsigned *err, int *nth,
+                                char *errstr, size_t errlen)
+{
+    int status = mysql_real_query(m->conn, sql, strlen(sql));
+
+    for (*nth = 1;; ++*nth) {
+        MYSQL_RES *res;
+
+        if (status != 0)
+            break;
+        res = mysql_store_result(m->conn);
+        if (res)
+            mysql_free_result(res);
+        else if (mysql_field_count(m->conn) != 0)
+            break;
+        status = mysql_next_result(m->conn);
+        if (status == -1)
+            return 0;
+    }
+    *err = mysql_errno(m->conn);
+    hr_mysql_seterr(errstr, errlen, "statement %d: %s", *nth, mysql_error(m->conn));
+    return -1;
+}
+
+/* A script, retried on a new connection only when the server was gone
+ * before its first statement ran. */
+static int hr_mysql_script_retry(hr_mysql *m, const char *sql, bool may_retry, char *errstr,
+                                 size_t errlen)
+{
+    unsigned err = 0;
+    int nth = 0;
+    int rc = hr_mysql_script_once(m, sql, &err, &nth, errstr, errlen);
+
+    if (rc != 0 && may_retry && nth == 1 && hr_mysql_gone(err) && !m->in_txn && !m->locked &&
+        hr_mysql_reconnect(m, errstr, errlen) == 0)
+        rc = hr_mysql_script_once(m, sql, &err, &nth, errstr, errlen);
+    return rc;
+}
+
+int hr_mysql_script(hr_mysql *m, const char *sql, char *errstr, size_t errlen)
+{
+    return hr_mysql_script_retry(m, sql, true, errstr, errlen);
+}
+
+int hr_mysql_begin(hr_mysql *m, char *errstr, size_t errlen)
+{
+    if (hr_mysql_script_retry(m, "START TRANSACTION", true, errstr, errlen) != 0)
+        return -1;
+    m->in_txn = true;
+    return 0;
+}
+
+int hr_mysql_commit(hr_mysql *m, char *errstr, size_t errlen)
+{
+    /* A failed COMMIT has rolled back (or lost) the transaction too. */
+    m->in_txn = false;
+    return hr_mysql_script_retry(m, "COMMIT", false, errstr, errlen);
+}
+
+int hr_mysql_rollback(hr_mysql *m)
+{
+    char errstr[256];
+
+    if (!m)
+        return -1;
+    m->in_txn = false;
+    return hr_mysql_script_retry(m, "ROLLBACK", false, errstr, sizeof errstr);
+}
+
+/* "001_tables.sql" -> version 1 and name length 10 ("001_tables"). */
+static int hr_mysql_migration_version(const char *file, long *version, int *namelen)
+{
+    char *end;
+    const char *dot = strrchr(file, '.');
+
+    *version = strtol(file, &end, 10);
+    if (end == file || *end != '_' || *version < 0 || *version > INT32_MAX)
+        return -1;
+    *namelen = (int)(dot ? (size_t)(dot - file) : strlen(file));
+    return 0;
+}
+
+static bool hr_mysql_version_recorded(const hr_mysql_rows *done, long version)
+{
+    for (size_t r = 0; r < done->nrows; r++) {
+        const char *v = hr_mysql_cell(done, r, 0);
+        if (v && strtol(v, NULL, 10) == version)
+            return true;
+    }
+    return false;
+}
+
+int hr_mysql_migrate(hr_mysql *m, const hr_embedded *files, size_t nfiles, int *applied,
+                     char *errstr, size_t errlen)
+{
+    hr_mysql_rows *lock = NULL, *done = NULL;
+    char err[1024];
+    int rc = -1;
+
+    *applied = 0;
+    if (hr_mysql_query(m, "SELECT GET_LOCK('herald_migrate', ?)",
+                       (hr_mysql_param[]){HR_P_I64(HR_MYSQL_LOCK_WAIT_S)}, 1, &lock, errstr,
+                       errlen) != 0)
+        goto out;
+    if (!hr_mysql_cell(lock, 0, 0) || strcmp(hr_mysql_cell(lock, 0, 0), "1") != 0) {
+        hr_mysql_seterr(errstr, errlen,
+                        "another migration holds the lock herald_migrate (waited %d s)",
+                        HR_MYSQL_LOCK_WAIT_S);
+        goto out;
+    }
+    m->locked = true;
+    if (hr_mysql_script(m,
+                        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                        " version INT NOT NULL PRIMARY KEY,"
+                        " name VARCHAR(255) NOT NULL,"
+                        " applied_at DATETIME(3) NOT NULL"
+                        ") ENGINE=InnoDB",
+                        err, sizeof err) != 0) {
+        hr_mysql_seterr(errstr, errlen, "schema_migrations: %s", err);
+        goto out;
+    }
+    if (hr_mysql_query(m, "SELECT version FROM schema_migrations", NULL, 0, &done, errstr,
+                       errlen) != 0)
+        goto out;
+    for (size_t i = 0; i < nfiles; i++) {
+        long version;
+        int namelen;
+
+        if (hr_mysql_migration_version(files[i].name, &version, &namelen) != 0) {
+            hr_mysql_seterr(errstr, errlen, "migration %s: name does not start with NNN_",
+                            files[i].name);
+            goto out;
+        }
+        if (hr_mysql_version_recorded(done, version))
+            continue;
+        /* DDL commits implicitly, so each file is recorded as soon as it
+         * has run: a later failure does not make it run again. */
+        if (hr_mysql_script(m, files[i].text, err, sizeof err) != 0) {
+            hr_mysql_seterr(errstr, errlen, "migration %s: %s", files[i].name, err);
+            goto out;
+        }
+        if (hr_mysql_exec(m,
+                          "INSERT INTO schema_migrations (version, name, applied_at)"
+                          " VALUES (?, ?, UTC_TIMESTAMP(3))",
+                          (hr_mysql_param[]){HR_P_I64(version),
+                                             HR_P_STRN(files[i].name, (size_t)namelen)},
+                          2, NULL, NULL, NULL, err, sizeof err) != 0) {
+            hr_mysql_seterr(errstr, errlen, "migration %s ran but was not recorded: %s",
+                            files[i].name, err);
+            goto out;
+        }
+        ++*applied;
+    }
+    rc = 0;
+
+out:
+    if (m->locked) {
+        hr_mysql_rows *released = NULL;
+        /* Losing the connection releases the lock as well. */
+        if (hr_mysql_query(m, "SELECT RELEASE_LOCK('herald_migrate')", NULL, 0, &released, err,
+                           sizeof err) == 0)
+            hr_mysql_rows_free(released);
+        m->locked = false;
+    }
+    hr_mysql_rows_free(lock);
+    hr_mysql_rows_free(done);
+    return rc;
+}

@@ -1,2 +1,415 @@
-/* placeholder until the module lands */
-typedef int hr_hr_redis_placeholder;
+/* hr_redis: one synchronous hiredis connection with reconnection, key
+ * naming and the Lua script registry (see hr_redis.h).
+ *
+ * An hr_redis copies what it needs from the config (it outlives nothing),
+ * holds the live redisContext and the SHA1 of every embedded script.  Every
+ * single command goes through hr_redis_exec(): the command is formatted
+ * once, so a retry after a reconnect sends exactly the same bytes.  hiredis
+ * marks a context dead (c->err) after any I/O or protocol error; the next
+ * call then reconnects before sending.  A command that failed on I/O or EOF
+ * is retried once on a fresh connection, so it may run twice: herald's
+ * scripts and commands tolerate that (at-least-once everywhere). */
+#include "hr_redis.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+
+#define HR_REDIS_SHA_LEN 40
+
+struct hr_redis {
+    redisContext *c;
+    char *host;
+    int port;
+    char *password;  /* "" = no AUTH */
+    int db;
+    int timeout_ms;
+    char *prefix;
+    char sha[HR_LUA__COUNT][HR_REDIS_SHA_LEN + 1];
+};
+
+static void hr_redis_ctx_error(const hr_redis *r, char *errstr, size_t errlen)
+{
+    snprintf(errstr, errlen, "redis %s:%d: %s", r->host, r->port,
+             r->c != NULL && r->c->errstr[0] != '\0' ? r->c->errstr : "connection failed");
+}
+
+/* Sends one formatted command on the current context and reads its reply.
+ * NULL when the connection failed (the context is then dead). */
+static redisReply *hr_redis_roundtrip(hr_redis *r, const char *cmd, size_t len)
+{
+    void *reply = NULL;
+
+    if (redisAppendFormattedCommand(r->c, cmd, len) != REDIS_OK)
+        return NULL;
+    if (redisGetReply(r->c, &reply) != REDIS_OK)
+        return NULL;
+    return reply;
+}
+
+/* A reply that is an error becomes NULL with its text in ERRSTR. */
+static redisReply *hr_redis_check(redisReply *reply, char *errstr, size_t errlen)
+{
+    if (reply != NULL && reply->type == REDIS_REPLY_ERROR) {
+        snprintf(errstr, errlen, "%s", reply->str);
+        freeReplyObject(reply);
+        return NULL;
+    }
+    return reply;
+}
+
+/* Loads script ID with SCRIPT LOAD on the current context. */
+static int hr_redis_load_script(hr_redis *r, hr_lua_id id, char *errstr, size_t errlen)
+{
+    const hr_embedded *script = &hr_lua_files[id];
+    const char *argv[] = {"SCRIPT", "LOAD", script->text};
+    const size_t argvlen[] = {6, 4, script->len};
+    char *cmd = NULL;
+    redisReply *reply = NULL;
+    int len = redisFormatCommandArgv(&cmd, 3, argv, argvlen);
+    int rc = -1;
+
+    if (len < 0) {
+        snprintf(errstr, errlen, "out of memory");
+        goto out;
+    }
+    reply = hr_redis_roundtrip(r, cmd, (size_t)len);
+    if (reply == NULL) {
+        hr_redis_ctx_error(r, errstr, errlen);
+        goto out;
+    }
+    if (reply->type != REDIS_REPLY_STRING || reply->len != HR_REDIS_SHA_LEN) {
+        snprintf(errstr, errlen, "SCRIPT LOAD %s: %s", script->name,
+                 reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+        goto out;
+    }
+    memcpy(r->sha[id], reply->str, HR_REDIS_SHA_LEN);
+    r->sha[id][HR_REDIS_SHA_LEN] = '\0';
+    rc = 0;
+out:
+    freeReplyObject(reply);
+    redisFreeCommand(cmd);
+    return rc;
+}
+
+static int hr_redis_load_all(hr_redis *r, char *errstr, size_t errlen)
+{
+    for (int id = 0; id < HR_LUA__COUNT; id++)
+        if (hr_redis_load_script(r, (hr_lua_id)id, errstr, errlen) != 0)
+            return -1;
+    return 0;
+}
+
+/* Runs a setup command (AUTH, SELECT) that must answer +OK. */
+static int hr_redis_setup_cmd(hr_redis *r, const char *what, char *cmd, int len, char *errstr,
+                              size_t errlen)
+{
+    redisReply *reply = NULL;
+    int rc = -1;
+
+    if (len < 0) {
+        snprintf(errstr, errlen, "out of memory");
+        goto out;
+    }
+    reply = hr_redis_roundtrip(r, cmd, (size_t)len);
+    if (reply == NULL) {
+        hr_redis_ctx_error(r, errstr, errlen);
+        goto out;
+    }
+    if (reply->type == REDIS_REPLY_ERROR) {
+        snprintf(errstr, errlen, "redis %s:%d: %s: %s", r->host, r->port, what, reply->str);
+        goto out;
+    }
+    rc = 0;
+out:
+    freeReplyObject(reply);
+    redisFreeCommand(cmd);
+    return rc;
+}
+
+/* Drops the current context and opens a new one: timeouts, AUTH, SELECT,
+ * scripts. */
+static int hr_redis_reconnect(hr_redis *r, char *errstr, size_t errlen)
+{
+    struct timeval tv = {r->timeout_ms / 1000, (r->timeout_ms % 1000) * 1000};
+    char *cmd = NULL;
+    int len;
+
+    redisFree(r->c);
+    r->c = redisConnectWithTimeout(r->host, r->port, tv);
+    if (r->c == NULL || r->c->err) {
+        hr_redis_ctx_error(r, errstr, errlen);
+        goto fail;
+    }
+    if (redisSetTimeout(r->c, tv) != REDIS_OK) {
+        hr_redis_ctx_error(r, errstr, errlen);
+        goto fail;
+    }
+    if (r->password[0] != '\0') {
+        len = redisFormatCommand(&cmd, "AUTH %s", r->password);
+        if (hr_redis_setup_cmd(r, "AUTH", cmd, len, errstr, errlen) != 0)
+            goto fail;
+    }
+    if (r->db != 0) {
+        len = redisFormatCommand(&cmd, "SELECT %d", r->db);
+        if (hr_redis_setup_cmd(r, "SELECT", cmd, len, errstr, errlen) != 0)
+            goto fail;
+    }
+    if (hr_redis_load_all(r, errstr, errlen) != 0)
+        goto fail;
+    return 0;
+
+fail:
+    redisFree(r->c);
+    r->c = NULL;
+    return -1;
+}
+
+/* One formatted command with reconnect-and-retry-once on I/O or EOF.
+ * Returns every reply, error replies included; NULL + ERRSTR otherwise. */
+static redisReply *hr_redis_exec(hr_redis *r, const char *cmd, size_t len, char *errstr,
+                                 size_t errlen)
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if ((r->c == NULL || r->c->err) && hr_redis_reconnect(r, errstr, errlen) != 0)
+            return NULL;
+        redisReply *reply = hr_redis_roundtrip(r, cmd, len);
+        if (reply != NULL)
+            return reply;
+        hr_redis_ctx_error(r, errstr, errlen);
+        if (r->c->err != REDIS_ERR_IO && r->c->err != REDIS_ERR_EOF)
+            return NULL;
+    }
+    return NULL;
+}
+
+static redisReply *hr_redis_exec_argv(hr_redis *r, int argc, const char **argv,
+                                      const size_t *argvlen, char *errstr, size_t errlen)
+{
+    char *cmd = NULL;
+    int len = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
+    redisReply *reply;
+
+    if (len < 0) {
+        snprintf(errstr, errlen, "out of memory");
+        return NULL;
+    }
+    reply = hr_redis_exec(r, cmd, (size_t)len, errstr, errlen);
+    redisFreeCommand(cmd);
+    return reply;
+}
+
+int hr_redis_connect(const hr_config *cfg, hr_redis **out, char *errstr, size_t errlen)
+{
+    hr_redis *r = calloc(1, sizeof *r);
+
+    *out = NULL;
+    if (r == NULL)
+        goto oom;
+    r->host = strdup(cfg->redis.host);
+    r->password = strdup(cfg->redis.password != NULL ? cfg->redis.password : "");
+    r->prefix = strdup(cfg->redis.prefix);
+    if (r->host == NULL || r->password == NULL || r->prefix == NULL)
+        goto oom;
+    r->port = cfg->redis.port;
+    r->db = cfg->redis.db;
+    r->timeout_ms = cfg->redis.timeout_ms > 0 ? cfg->redis.timeout_ms : 5000;
+    if (hr_redis_reconnect(r, errstr, errlen) != 0)
+        goto fail;
+    *out = r;
+    return 0;
+
+oom:
+    snprintf(errstr, errlen, "out of memory");
+fail:
+    hr_redis_free(r);
+    return -1;
+}
+
+void hr_redis_free(hr_redis *r)
+{
+    if (r == NULL)
+        return;
+    redisFree(r->c);
+    free(r->host);
+    free(r->password);
+    free(r->prefix);
+    free(r);
+}
+
+redisContext *hr_redis_context(hr_redis *r)
+{
+    return r->c;
+}
+
+char *hr_redis_key(const hr_redis *r, char *buf, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    int n = snprintf(buf, len, "%s", r->prefix);
+
+    if (n >= 0 && (size_t)n < len) {
+        va_start(ap, fmt);
+        vsnprintf(buf + n, len - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return buf;
+}
+
+char *hr_redis_task_key(const hr_redis *r, char *buf, size_t len, int64_t task, const char *suffix)
+{
+    snprintf(buf, len, "%s{t%lld}:%s", r->prefix, (long long)task, suffix);
+    return buf;
+}
+
+const char *hr_redis_prefix(const hr_redis *r)
+{
+    return r->prefix;
+}
+
+redisReply *hr_redis_cmd(hr_redis *r, char *errstr, size_t errlen, int argc, const char **argv,
+                         const size_t *argvlen)
+{
+    return hr_redis_check(hr_redis_exec_argv(r, argc, argv, argvlen, errstr, errlen), errstr,
+                          errlen);
+}
+
+redisReply *hr_redis_cmdf(hr_redis *r, char *errstr, size_t errlen, const char *fmt, ...)
+{
+    char *cmd = NULL;
+    va_list ap;
+    int len;
+    redisReply *reply;
+
+    va_start(ap, fmt);
+    len = redisvFormatCommand(&cmd, fmt, ap);
+    va_end(ap);
+    if (len < 0) {
+        snprintf(errstr, errlen, "bad command format or out of memory");
+        return NULL;
+    }
+    reply = hr_redis_exec(r, cmd, (size_t)len, errstr, errlen);
+    redisFreeCommand(cmd);
+    return hr_redis_check(reply, errstr, errlen);
+}
+
+/* "EVALSHA <sha> <nkeys> argv..." as a new argv/argvlen pair (one block). */
+static int hr_redis_evalsha_argv(const hr_redis *r, hr_lua_id id, int nkeys, int argc,
+                                 const char **argv, const size_t *argvlen, const char ***out_argv,
+                                 size_t **out_len, char *nkeys_buf, size_t nkeys_len)
+{
+    size_t n = (size_t)argc + 3;
+    void *block = malloc(n * (sizeof(const char *) + sizeof(size_t)));
+    const char **av = block;
+    size_t *al;
+
+    if (block == NULL)
+        return -1;
+    al = (size_t *)(av + n);
+    snprintf(nkeys_buf, nkeys_len, "%d", nkeys);
+    av[0] = "EVALSHA";
+    av[1] = r->sha[id];
+    av[2] = nkeys_buf;
+    for (int i = 0; i < 3; i++)
+        al[i] = strlen(av[i]);
+    for (int i = 0; i < argc; i++) {
+        av[i + 3] = argv[i];
+        al[i + 3] = argvlen != NULL ? argvlen[i] : strlen(argv[i]);
+    }
+    *out_argv = av;
+    *out_len = al;
+    return 0;
+}
+
+redisReply *hr_redis_eval(hr_redis *r, hr_lua_id id, int nkeys, int argc, const char **argv,
+                          const size_t *argvlen, char *errstr, size_t errlen)
+{
+    const char **av = NULL;
+    size_t *al = NULL;
+    char nkeys_buf[16];
+    redisReply *reply = NULL;
+
+    if (hr_redis_evalsha_argv(r, id, nkeys, argc, argv, argvlen, &av, &al, nkeys_buf,
+                              sizeof nkeys_buf) != 0) {
+        snprintf(errstr, errlen, "out of memory");
+        return NULL;
+    }
+    reply = hr_redis_exec_argv(r, argc + 3, av, al, errstr, errlen);
+    if (reply != NULL && reply->type == REDIS_REPLY_ERROR &&
+        strncmp(reply->str, "NOSCRIPT", 8) == 0) {
+        /* Redis lost its script cache (restart, SCRIPT FLUSH): load, repeat. */
+        freeReplyObject(reply);
+        reply = NULL;
+        if (hr_redis_load_script(r, id, errstr, errlen) == 0)
+            reply = hr_redis_exec_argv(r, argc + 3, av, al, errstr, errlen);
+    }
+    free(av);
+    return hr_redis_check(reply, errstr, errlen);
+}
+
+int hr_redis_pipe_eval(hr_redis *r, hr_lua_id id, int nkeys, int argc, const char **argv,
+                       const size_t *argvlen)
+{
+    const char **av = NULL;
+    size_t *al = NULL;
+    char nkeys_buf[16];
+    int rc;
+
+    if (hr_redis_evalsha_argv(r, id, nkeys, argc, argv, argvlen, &av, &al, nkeys_buf,
+                              sizeof nkeys_buf) != 0)
+        return -1;
+    rc = hr_redis_pipe_cmd(r, argc + 3, av, al);
+    free(av);
+    return rc;
+}
+
+int hr_redis_pipe_cmd(hr_redis *r, int argc, const char **argv, const size_t *argvlen)
+{
+    char errstr[256];
+
+    /* A dead context means the batch is lost anyway; start the next one on
+     * a fresh connection. */
+    if ((r->c == NULL || r->c->err) && hr_redis_reconnect(r, errstr, sizeof errstr) != 0)
+        return -1;
+    return redisAppendCommandArgv(r->c, argc, argv, argvlen) == REDIS_OK ? 0 : -1;
+}
+
+redisReply *hr_redis_pipe_reply(hr_redis *r, char *errstr, size_t errlen)
+{
+    void *reply = NULL;
+
+    if (r->c == NULL || r->c->err || redisGetReply(r->c, &reply) != REDIS_OK) {
+        hr_redis_ctx_error(r, errstr, errlen);
+        return NULL;
+    }
+    return hr_redis_check(reply, errstr, errlen);
+}
+
+int hr_redis_reload_scripts(hr_redis *r, char *errstr, size_t errlen)
+{
+    if ((r->c == NULL || r->c->err) && hr_redis_reconnect(r, errstr, errlen) != 0)
+        return -1;
+    return hr_redis_load_all(r, errstr, errlen);
+}
+
+int hr_redis_time_ms(hr_redis *r, int64_t *out, char *errstr, size_t errlen)
+{
+    redisReply *reply = hr_redis_cmdf(r, errstr, errlen, "TIME");
+    int rc = -1;
+
+    if (reply == NULL)
+        return -1;
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+        reply->element[0]->type != REDIS_REPLY_STRING ||
+        reply->element[1]->type != REDIS_REPLY_STRING) {
+        snprintf(errstr, errlen, "TIME: unexpected reply");
+        goto out;
+    }
+    *out = strtoll(reply->element[0]->str, NULL, 10) * 1000 +
+           strtoll(reply->element[1]->str, NULL, 10) / 1000;
+    rc = 0;
+out:
+    freeReplyObject(reply);
+    return rc;
+}

@@ -1,1 +1,16 @@
--- placeholder
+-- ratelimit.lua: take up to WANT units of one scope's per-second budget.
+--
+-- KEYS[1]  <prefix>rl:<scope>:<epoch_s>  (the caller names the second)
+-- ARGV[1]  limit (> 0), ARGV[2] want (>= 0)
+-- Returns the grant, 0..want.  Reading, adding and setting the expiry
+-- happen in one script, so the grants of one second never add up to more
+-- than the limit and the counter never lives without a TTL.
+local limit = tonumber(ARGV[1])
+local want = tonumber(ARGV[2])
+local used = tonumber(redis.call('GET', KEYS[1]) or '0')
+local grant = math.min(want, math.max(0, limit - used))
+if grant > 0 then
+  redis.call('INCRBY', KEYS[1], grant)
+  redis.call('PEXPIRE', KEYS[1], 2000)
+end
+return grant

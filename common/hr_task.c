@@ -1,0 +1,299 @@
+/* hr_task: a push_task row in memory and the validation shared by every
+ * entry point.
+ *
+ * hr_task_from_row copies one row selected with HR_TASK_COLUMNS into a
+ * freshly allocated hr_task; every string is a private copy, so the result
+ * set can be freed at once.  Numeric columns arrive as decimal text (that is
+ * how hr_mysql returns cells) and are parsed strictly: a cell that is not an
+ * integer means the select list and this file disagree, which is reported as
+ * an error rather than guessed around.
+ *
+ * hr_task_validate answers "can this task be dispatched and pushed?" with
+ * the first problem found, phrased for the admin who wrote the row; the
+ * dispatcher copies that text into push_task.last_error. */
+#include "hr_task.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hr_template.h"
+
+/* Positions in HR_TASK_COLUMNS. */
+enum {
+    COL_ID,
+    COL_NAME,
+    COL_TOPIC,
+    COL_CHANNEL,
+    COL_TITLE,
+    COL_BODY,
+    COL_PAYLOAD,
+    COL_DUE,
+    COL_FREEZE,
+    COL_RATE_LIMIT,
+    COL_CHUNK_SIZE,
+    COL_THROTTLE_LIMIT,
+    COL_THROTTLE_WINDOW,
+    COL_THROTTLE_SCOPE,
+    COL_THROTTLE_KEY,
+    COL_THROTTLE_MODE,
+    COL_CONTROL,
+    COL_STATE,
+    COL_LAST_ERROR,
+    COL_CLAIMED_BY,
+    COL_LEASE_UNTIL,
+    COL_TOTAL,
+    COL_SENT,
+    COL_FAILED,
+    COL_THROTTLED,
+    COL_PULLED,
+    COL_CANCELLED,
+    COL_RETRIED,
+    COL__COUNT
+};
+
+/* Copies a cell (NULL stays NULL).  0, or -1 when out of memory. */
+static int task_dup(const hr_mysql_rows *rows, size_t row, size_t col, char **out)
+{
+    const char *v = hr_mysql_cell(rows, row, col);
+
+    *out = NULL;
+    if (v == NULL)
+        return 0;
+    *out = strdup(v);
+    return *out == NULL ? -1 : 0;
+}
+
+/* Parses an integer cell.  A NULL cell gives -1 when NULLABLE, otherwise it
+ * is an error like any text that is not an integer. */
+static int task_int(const hr_mysql_rows *rows, size_t row, size_t col, bool nullable,
+                    int64_t *out, char *errstr, size_t errlen)
+{
+    const char *v = hr_mysql_cell(rows, row, col);
+    char *end;
+    long long n;
+
+    if (v == NULL) {
+        if (nullable) {
+            *out = -1;
+            return 0;
+        }
+        snprintf(errstr, errlen, "column %zu is NULL", col + 1);
+        return -1;
+    }
+    errno = 0;
+    n = strtoll(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0') {
+        snprintf(errstr, errlen, "column %zu is not an integer: \"%.40s\"", col + 1, v);
+        return -1;
+    }
+    *out = n;
+    return 0;
+}
+
+/* Where each column goes: a string field, or an integer field that may or
+ * may not be NULL (a NULL time becomes -1). */
+typedef struct task_col {
+    size_t col;
+    enum { TC_STR, TC_INT, TC_INT_NULL } kind;
+    size_t offset;
+} task_col;
+
+#define TC(c, k, f) {c, k, offsetof(hr_task, f)}
+static const task_col task_cols[] = {
+    TC(COL_ID, TC_INT, id),
+    TC(COL_NAME, TC_STR, name),
+    TC(COL_TOPIC, TC_STR, topic),
+    TC(COL_CHANNEL, TC_STR, channel),
+    TC(COL_TITLE, TC_STR, title),
+    TC(COL_BODY, TC_STR, body),
+    TC(COL_PAYLOAD, TC_STR, payload),
+    TC(COL_DUE, TC_INT_NULL, due_ms),
+    TC(COL_FREEZE, TC_INT_NULL, freeze_ms),
+    TC(COL_RATE_LIMIT, TC_INT, rate_limit),
+    TC(COL_CHUNK_SIZE, TC_INT, chunk_size),
+    TC(COL_THROTTLE_LIMIT, TC_INT, throttle_limit),
+    TC(COL_THROTTLE_WINDOW, TC_INT, throttle_window_s),
+    TC(COL_THROTTLE_SCOPE, TC_STR, throttle_scope),
+    TC(COL_THROTTLE_KEY, TC_STR, throttle_key),
+    TC(COL_THROTTLE_MODE, TC_STR, throttle_mode),
+    TC(COL_CONTROL, TC_STR, control),
+    TC(COL_STATE, TC_STR, state),
+    TC(COL_LAST_ERROR, TC_STR, last_error),
+    TC(COL_CLAIMED_BY, TC_STR, claimed_by),
+    TC(COL_LEASE_UNTIL, TC_INT_NULL, lease_until_ms),
+    TC(COL_TOTAL, TC_INT, total),
+    TC(COL_SENT, TC_INT, sent),
+    TC(COL_FAILED, TC_INT, failed),
+    TC(COL_THROTTLED, TC_INT, throttled),
+    TC(COL_PULLED, TC_INT, pulled),
+    TC(COL_CANCELLED, TC_INT, cancelled),
+    TC(COL_RETRIED, TC_INT, retried),
+};
+#undef TC
+
+int hr_task_from_row(const hr_mysql_rows *rows, size_t row, hr_task **out, char *errstr,
+                     size_t errlen)
+{
+    hr_task *t = NULL;
+    size_t i;
+
+    *out = NULL;
+    if (rows == NULL || row >= rows->nrows || rows->ncols != COL__COUNT) {
+        snprintf(errstr, errlen, "task row %zu of %zu with %zu columns (want %d)", row,
+                 rows ? rows->nrows : 0, rows ? rows->ncols : 0, COL__COUNT);
+        return -1;
+    }
+    t = calloc(1, sizeof *t);
+    if (t == NULL)
+        goto oom;
+    for (i = 0; i < sizeof task_cols / sizeof task_cols[0]; i++) {
+        const task_col *c = &task_cols[i];
+        void *field = (char *)t + c->offset;
+
+        if (c->kind == TC_STR) {
+            if (task_dup(rows, row, c->col, (char **)field) < 0)
+                goto oom;
+        } else if (task_int(rows, row, c->col, c->kind == TC_INT_NULL, (int64_t *)field,
+                            errstr, errlen) < 0) {
+            goto fail;
+        }
+    }
+    /* The effective throttle scope is the topic when the column is NULL. */
+    if (t->throttle_scope == NULL && t->topic != NULL) {
+        t->throttle_scope = strdup(t->topic);
+        if (t->throttle_scope == NULL)
+            goto oom;
+    }
+    *out = t;
+    return 0;
+
+oom:
+    snprintf(errstr, errlen, "out of memory");
+fail:
+    hr_task_free(t);
+    return -1;
+}
+
+int hr_task_load(hr_mysql *m, int64_t id, hr_task **out, char *errstr, size_t errlen)
+{
+    hr_mysql_param p = HR_P_I64(id);
+    hr_mysql_rows *rows = NULL;
+    int rc = -1;
+
+    *out = NULL;
+    if (hr_mysql_query(m, "SELECT " HR_TASK_COLUMNS " FROM push_task WHERE id = ?", &p, 1,
+                       &rows, errstr, errlen) < 0)
+        goto done;
+    if (rows->nrows == 0) {
+        rc = 1;
+        goto done;
+    }
+    rc = hr_task_from_row(rows, 0, out, errstr, errlen);
+done:
+    hr_mysql_rows_free(rows);
+    return rc;
+}
+
+/* Compiles SRC only to learn whether it is well formed; WHAT names it in
+ * the error ("title", "channel webhook url", ...). */
+static int task_check_template(const char *what, const char *src, bool json_escape,
+                               char *errstr, size_t errlen)
+{
+    hr_template *tpl = NULL;
+    char why[256];
+
+    if (src == NULL)
+        return 0;
+    if (hr_template_compile(src, strlen(src), json_escape, &tpl, why, sizeof why) < 0) {
+        snprintf(errstr, errlen, "%s template: %s", what, why);
+        return -1;
+    }
+    hr_template_free(tpl);
+    return 0;
+}
+
+int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_t errlen)
+{
+    const hr_channel *ch;
+    char what[160];
+    cJSON *payload;
+    size_t i;
+
+    if (t->channel == NULL || (ch = hr_config_channel(cfg, t->channel)) == NULL) {
+        snprintf(errstr, errlen, "unknown channel \"%.64s\"", t->channel ? t->channel : "");
+        return -1;
+    }
+    if (t->chunk_size < 1 || t->chunk_size > HR_TASK_MAX_CHUNK) {
+        snprintf(errstr, errlen, "chunk_size %lld is outside 1..%d", (long long)t->chunk_size,
+                 HR_TASK_MAX_CHUNK);
+        return -1;
+    }
+    if (t->due_ms < 0) {
+        snprintf(errstr, errlen, "due_at is NULL");
+        return -1;
+    }
+    if (t->rate_limit < 0) {
+        snprintf(errstr, errlen, "rate_limit %lld is negative", (long long)t->rate_limit);
+        return -1;
+    }
+    if (t->throttle_limit < 0) {
+        snprintf(errstr, errlen, "throttle_limit %lld is negative",
+                 (long long)t->throttle_limit);
+        return -1;
+    }
+    if (t->throttle_limit > 0 &&
+        (t->throttle_window_s < 1 || t->throttle_window_s > HR_TASK_MAX_WINDOW_S)) {
+        snprintf(errstr, errlen, "throttle_window_s %lld is outside 1..%d (1 s..31 days)",
+                 (long long)t->throttle_window_s, HR_TASK_MAX_WINDOW_S);
+        return -1;
+    }
+    if (t->payload != NULL) {
+        payload = cJSON_Parse(t->payload);
+        if (payload == NULL || !cJSON_IsObject(payload)) {
+            snprintf(errstr, errlen, "payload is not a JSON object");
+            cJSON_Delete(payload);
+            return -1;
+        }
+        cJSON_Delete(payload);
+    }
+    if (task_check_template("title", t->title, ch->json_escape, errstr, errlen) < 0 ||
+        task_check_template("body", t->body, ch->json_escape, errstr, errlen) < 0)
+        return -1;
+    snprintf(what, sizeof what, "channel %.64s url", ch->name);
+    if (task_check_template(what, ch->url, false, errstr, errlen) < 0)
+        return -1;
+    snprintf(what, sizeof what, "channel %.64s body", ch->name);
+    if (task_check_template(what, ch->body, ch->json_escape, errstr, errlen) < 0)
+        return -1;
+    for (i = 0; i < ch->nheaders; i++) {
+        snprintf(what, sizeof what, "channel %.64s header %.64s", ch->name, ch->headers[i].key);
+        if (task_check_template(what, ch->headers[i].value, false, errstr, errlen) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+void hr_task_free(hr_task *t)
+{
+    if (t == NULL)
+        return;
+    free(t->name);
+    free(t->topic);
+    free(t->channel);
+    free(t->title);
+    free(t->body);
+    free(t->payload);
+    free(t->throttle_scope);
+    free(t->throttle_key);
+    free(t->throttle_mode);
+    free(t->control);
+    free(t->state);
+    free(t->last_error);
+    free(t->claimed_by);
+    free(t);
+}

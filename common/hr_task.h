@@ -1,0 +1,71 @@
+/* hr_task: one push_task row in memory, loaded with a fixed column list,
+ * and the validation every entry point shares (dispatcher scanner, API,
+ * heraldctl create, worker).
+ *
+ * Times are converted by MySQL (sessions run in UTC) to epoch milliseconds;
+ * NULL times are -1.  Strings are owned by the hr_task and freed with it. */
+#ifndef HR_TASK_H
+#define HR_TASK_H
+
+#include <stdint.h>
+
+#include "hr_config.h"
+#include "hr_mysql.h"
+
+/* The select list hr_task_from_row expects, in this order. */
+#define HR_TASK_COLUMNS                                                                     \
+    "id, name, topic, channel, title, body, payload, "                                      \
+    "CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), "                                \
+    "CAST(ROUND(UNIX_TIMESTAMP(COALESCE(freeze_at, CAST(DATE(due_at) AS DATETIME(3)))) * 1000) AS SIGNED), " \
+    "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "           \
+    "throttle_key, throttle_mode, control, state, last_error, claimed_by, "                 \
+    "CAST(ROUND(UNIX_TIMESTAMP(lease_until) * 1000) AS SIGNED), "                           \
+    "total, sent, failed, throttled, pulled, cancelled, retried"
+
+#define HR_TASK_MAX_WINDOW_S 2678400 /* 31 days */
+#define HR_TASK_MAX_CHUNK 100000
+
+typedef struct hr_task {
+    int64_t id;
+    char *name;
+    char *topic;
+    char *channel;
+    char *title;   /* template */
+    char *body;    /* template */
+    char *payload; /* JSON object text, or NULL */
+    int64_t due_ms;    /* -1 = NULL */
+    int64_t freeze_ms; /* freeze_at, or 00:00 UTC of the due day; -1 when due_at is NULL */
+    int64_t rate_limit;
+    int64_t chunk_size;
+    int64_t throttle_limit;    /* 0 = no throttle */
+    int64_t throttle_window_s;
+    char *throttle_scope;      /* effective: topic when the column is NULL */
+    char *throttle_key;        /* NULL = none */
+    char *throttle_mode;       /* "enforce" | "shadow" | NULL (channel's mode) */
+    char *control;             /* run | pause | cancel */
+    char *state;
+    char *last_error;
+    char *claimed_by;
+    int64_t lease_until_ms;    /* -1 = NULL */
+    int64_t total, sent, failed, throttled, pulled, cancelled, retried;
+} hr_task;
+
+/* Builds a task from row ROW of a result selected with HR_TASK_COLUMNS. */
+int hr_task_from_row(const hr_mysql_rows *rows, size_t row, hr_task **out, char *errstr,
+                     size_t errlen);
+
+/* Loads task ID.  Returns 0 and *OUT, 1 when there is no such task (*OUT
+ * NULL), or -1 on a database error. */
+int hr_task_load(hr_mysql *m, int64_t id, hr_task **out, char *errstr, size_t errlen);
+
+/* Checks everything a task needs to be dispatched and pushed: a known
+ * channel, chunk_size 1..100000, due_at set, rate_limit >= 0, throttle_limit
+ * >= 0 and, when > 0, throttle_window_s 1..2678400, payload absent or a JSON
+ * object, title/body and the channel's templates compile.  ERRSTR gets the
+ * first problem in words an admin understands, e.g.
+ * "chunk_size 0 is outside 1..100000". */
+int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_t errlen);
+
+void hr_task_free(hr_task *t);
+
+#endif

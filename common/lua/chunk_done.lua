@@ -1,0 +1,19 @@
+-- chunk_done: close a chunk whose set is empty (worker; idempotent).
+-- KEYS[1] chunk set, KEYS[2] lease, KEYS[3] pending hash, KEYS[4] stats
+-- hash, KEYS[5] subs set
+-- ARGV[1] seq, ARGV[2] owner id
+-- Returns {removed, pending left, subs left}; removed is 1 when this call
+-- closed the chunk, 0 when it was closed before, -1 when the set is not
+-- empty (nothing is changed then).
+if redis.call('SCARD', KEYS[1]) ~= 0 then
+  return {-1, redis.call('HLEN', KEYS[3]), redis.call('SCARD', KEYS[5])}
+end
+redis.call('DEL', KEYS[1])
+if redis.call('GET', KEYS[2]) == ARGV[2] then
+  redis.call('DEL', KEYS[2])
+end
+local removed = redis.call('HDEL', KEYS[3], ARGV[1])
+if removed == 1 then
+  redis.call('HINCRBY', KEYS[4], 'chunks_done', 1)
+end
+return {removed, redis.call('HLEN', KEYS[3]), redis.call('SCARD', KEYS[5])}

@@ -1,0 +1,366 @@
+/* cmd_import: `heraldctl import TASK FILE|-` — subscribers into a scheduled
+ * task, written to both stores (DESIGN.md "dual storage").
+ *
+ * The whole input is read and checked first (8 bytes an id), so a bad line
+ * costs only its message: nothing is written unless every line is good.
+ * Then the ids go in batches of IMPORT_BATCH:
+ *
+ *   MySQL, the durable truth: one transaction per batch that re-reads the
+ *   task's state under a shared lock (a dispatcher cannot claim the task in
+ *   the middle of a batch, and a task claimed meanwhile stops the import)
+ *   and runs one prepared multi-row INSERT IGNORE, the same statement text
+ *   for every full batch so hr_mysql's cache prepares it once.
+ *
+ *   Redis, after MySQL committed: one SADD of the batch on the task's subs
+ *   set, sent at once but its reply read only after the next batch's
+ *   commit, so Redis works while MySQL does.  Redis thus never holds an id
+ *   MySQL lacks.
+ *
+ * Both writes are idempotent, so an import that failed half way is simply
+ * run again. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "ctl_fmt.h"
+
+#define IMPORT_BATCH 10000
+#define IMPORT_UID_LEN 24      /* a decimal int64 and its NUL, rounded up */
+#define IMPORT_PROGRESS_MS 100 /* redraw period of the progress line */
+#define IMPORT_BAR_WIDTH 30
+
+#define IMPORT_INSERT_HEAD "INSERT IGNORE INTO push_subscription (task_id, uid) VALUES "
+#define IMPORT_STATE_SQL "SELECT state FROM push_task WHERE id = ?"
+
+typedef struct import_ids {
+    int64_t *v;
+    size_t n, cap;
+} import_ids;
+
+typedef struct import_job {
+    hr_mysql *m;
+    hr_redis *r;
+    int64_t task;
+    char key[256];         /* the task's subs set */
+    char *sql;             /* INSERT for SQL_ROWS rows */
+    size_t sql_rows;
+    hr_mysql_param *params;
+    const char **argv;     /* SADD key uid... */
+    size_t *argvlen;
+    char *txt;             /* IMPORT_BATCH decimal uids, IMPORT_UID_LEN apart */
+    bool sadd_pending;     /* a SADD was sent whose reply is not read yet */
+    uint64_t added;        /* rows MySQL inserted (the rest were there) */
+} import_job;
+
+/* One line's id: digits only, 1 .. 2^63-1.  Whitespace around it is
+ * allowed.  1 = an id in *OUT, 0 = blank or comment, -1 = bad. */
+static int import_parse_line(char *line, int64_t *out)
+{
+    char *s = line, *end;
+    uint64_t v = 0;
+
+    while (*s == ' ' || *s == '\t')
+        s++;
+    end = s + strlen(s);
+    while (end > s && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t'))
+        *--end = '\0';
+    if (*s == '\0' || *s == '#')
+        return 0;
+    for (; *s != '\0'; s++) {
+        if (*s < '0' || *s > '9' || v > ((uint64_t)INT64_MAX - (uint64_t)(*s - '0')) / 10)
+            return -1;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    if (v == 0)
+        return -1;
+    *out = (int64_t)v;
+    return 1;
+}
+
+static int import_push(import_ids *ids, int64_t v)
+{
+    if (ids->n == ids->cap) {
+        size_t cap = ids->cap ? ids->cap * 2 : 65536;
+        int64_t *nv = realloc(ids->v, cap * sizeof *nv);
+        if (nv == NULL)
+            return -1;
+        ids->v = nv;
+        ids->cap = cap;
+    }
+    ids->v[ids->n++] = v;
+    return 0;
+}
+
+/* Reads every id of PATH ("-" = stdin) into IDS.  0, or -1 with ERRSTR
+ * "file:line: ..." for a bad line. */
+static int import_read(const char *path, import_ids *ids, char *errstr, size_t errlen)
+{
+    bool std = strcmp(path, "-") == 0;
+    const char *name = std ? "<stdin>" : path;
+    FILE *f = std ? stdin : fopen(path, "r");
+    char *line = NULL;
+    size_t cap = 0, lineno = 0;
+    int64_t v;
+    int rc = -1, got;
+
+    if (f == NULL) {
+        snprintf(errstr, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    while (getline(&line, &cap, f) >= 0) {
+        lineno++;
+        got = import_parse_line(line, &v);
+        if (got < 0) {
+            snprintf(errstr, errlen, "%s:%zu: \"%.40s\" is not a user id (an integer 1..2^63-1)",
+                     name, lineno, line);
+            goto done;
+        }
+        if (got == 1 && import_push(ids, v) < 0) {
+            snprintf(errstr, errlen, "%s:%zu: out of memory", name, lineno);
+            goto done;
+        }
+    }
+    if (ferror(f)) {
+        snprintf(errstr, errlen, "%s: %s", name, strerror(errno));
+        goto done;
+    }
+    rc = 0;
+done:
+    free(line);
+    if (!std)
+        fclose(f);
+    return rc;
+}
+
+/* Refuses a task that does not exist or is past `scheduled`.  With LOCK
+ * (inside a transaction) the row stays share-locked until the commit. */
+static int import_check_task(hr_mysql *m, int64_t task, bool lock, char *errstr, size_t errlen)
+{
+    hr_mysql_param p = HR_P_I64(task);
+    hr_mysql_rows *rows = NULL;
+    const char *state;
+    int rc = -1;
+
+    if (hr_mysql_query(m, lock ? IMPORT_STATE_SQL " LOCK IN SHARE MODE" : IMPORT_STATE_SQL, &p, 1,
+                       &rows, errstr, errlen) < 0)
+        goto done;
+    if (rows->nrows == 0) {
+        snprintf(errstr, errlen, "task %lld does not exist", (long long)task);
+        goto done;
+    }
+    state = hr_mysql_cell(rows, 0, 0);
+    if (state == NULL || strcmp(state, "scheduled") != 0) {
+        snprintf(errstr, errlen,
+                 "task %lld is %s: subscribers can only be imported while it is scheduled",
+                 (long long)task, state != NULL ? state : "NULL");
+        goto done;
+    }
+    rc = 0;
+done:
+    hr_mysql_rows_free(rows);
+    return rc;
+}
+
+/* The INSERT text for N rows, built when N changes (a full batch, then
+ * the last one). */
+static int import_sql(import_job *j, size_t n)
+{
+    size_t head = strlen(IMPORT_INSERT_HEAD);
+    char *sql, *p;
+
+    if (j->sql != NULL && j->sql_rows == n)
+        return 0;
+    sql = malloc(head + n * 6 + 1);
+    if (sql == NULL)
+        return -1;
+    memcpy(sql, IMPORT_INSERT_HEAD, head);
+    p = sql + head;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(p, i ? ",(?,?)" : "(?,?)", i ? 6 : 5);
+        p += i ? 6 : 5;
+    }
+    *p = '\0';
+    free(j->sql);
+    j->sql = sql;
+    j->sql_rows = n;
+    return 0;
+}
+
+/* Reads the reply of the SADD in flight, if any. */
+static int import_sadd_finish(import_job *j, char *errstr, size_t errlen)
+{
+    redisReply *reply;
+
+    if (!j->sadd_pending)
+        return 0;
+    j->sadd_pending = false;
+    reply = hr_redis_pipe_reply(j->r, errstr, errlen);
+    if (reply == NULL)
+        return -1;
+    freeReplyObject(reply);
+    return 0;
+}
+
+/* Sends SADD of UIDS without waiting for the reply. */
+static int import_sadd_send(import_job *j, const int64_t *uids, size_t n, char *errstr,
+                            size_t errlen)
+{
+    redisContext *c;
+    int done = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        char *t = j->txt + i * IMPORT_UID_LEN;
+        j->argvlen[2 + i] = (size_t)snprintf(t, IMPORT_UID_LEN, "%lld", (long long)uids[i]);
+        j->argv[2 + i] = t;
+    }
+    if (hr_redis_pipe_cmd(j->r, (int)(2 + n), j->argv, j->argvlen) < 0)
+        goto fail;
+    /* hiredis only buffers; write now so that Redis works during the next
+     * MySQL batch. */
+    c = hr_redis_context(j->r);
+    while (!done)
+        if (redisBufferWrite(c, &done) != REDIS_OK)
+            goto fail;
+    j->sadd_pending = true;
+    return 0;
+fail:
+    c = hr_redis_context(j->r);
+    snprintf(errstr, errlen, "redis: %s", c != NULL && c->errstr[0] ? c->errstr : "write failed");
+    return -1;
+}
+
+/* One batch: MySQL transaction, then Redis.  0, or -1 with ERRSTR. */
+static int import_batch(import_job *j, const int64_t *uids, size_t n, char *errstr,
+                        size_t errlen)
+{
+    uint64_t affected = 0;
+
+    if (import_sql(j, n) < 0) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        j->params[2 * i] = HR_P_I64(j->task);
+        j->params[2 * i + 1] = HR_P_I64(uids[i]);
+    }
+    if (hr_mysql_begin(j->m, errstr, errlen) < 0)
+        return -1;
+    if (import_check_task(j->m, j->task, true, errstr, errlen) < 0 ||
+        hr_mysql_exec(j->m, j->sql, j->params, 2 * n, &affected, NULL, NULL, errstr, errlen) < 0 ||
+        hr_mysql_commit(j->m, errstr, errlen) < 0) {
+        hr_mysql_rollback(j->m);
+        return -1;
+    }
+    j->added += affected;
+    if (import_sadd_finish(j, errstr, errlen) < 0)
+        return -1;
+    return import_sadd_send(j, uids, n, errstr, errlen);
+}
+
+static void import_progress(size_t done, size_t total, int64_t elapsed_ms)
+{
+    char bar[IMPORT_BAR_WIDTH + 3], d[32], t[32], rate[32], eta[32];
+    double per_s = elapsed_ms > 0 ? done * 1000.0 / elapsed_ms : 0;
+
+    fprintf(stderr, "\r%s %3d%%  %s/%s ids  %s ids/s  ETA %s\033[K",
+            ctl_fmt_bar(total ? (double)done / total : 1, IMPORT_BAR_WIDTH, bar, sizeof bar),
+            total ? (int)(done * 100 / total) : 100, ctl_fmt_count((int64_t)done, d, sizeof d),
+            ctl_fmt_count((int64_t)total, t, sizeof t), ctl_fmt_count((int64_t)per_s, rate, sizeof rate),
+            ctl_fmt_eta(per_s > 0 ? (total - done) / per_s : -1, eta, sizeof eta));
+}
+
+static int import_job_init(import_job *j)
+{
+    j->params = malloc(2 * IMPORT_BATCH * sizeof *j->params);
+    j->argv = malloc((2 + IMPORT_BATCH) * sizeof *j->argv);
+    j->argvlen = malloc((2 + IMPORT_BATCH) * sizeof *j->argvlen);
+    j->txt = malloc((size_t)IMPORT_BATCH * IMPORT_UID_LEN);
+    if (!j->params || !j->argv || !j->argvlen || !j->txt)
+        return -1;
+    j->argv[0] = "SADD";
+    j->argvlen[0] = 4;
+    hr_redis_task_key(j->r, j->key, sizeof j->key, j->task, "subs");
+    j->argv[1] = j->key;
+    j->argvlen[1] = strlen(j->key);
+    return 0;
+}
+
+static void import_job_release(import_job *j)
+{
+    free(j->sql);
+    free(j->params);
+    free(j->argv);
+    free(j->argvlen);
+    free(j->txt);
+}
+
+int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
+{
+    import_job j = {0};
+    import_ids ids = {0};
+    char err[1024], n1[32], n2[32], n3[32], n4[32];
+    int64_t start = ctl_fmt_mono_ms(), last_draw = 0, elapsed;
+    bool tty = isatty(STDERR_FILENO);
+    size_t done = 0;
+    int rc = CTL_EXIT_FAIL;
+
+    if (argc < 3)
+        return ctl_usage("import", "TASK and FILE (or -) are required");
+    if (argc > 3)
+        return ctl_usage("import", "unexpected argument \"%s\"", argv[3]);
+    if (ctl_fmt_parse_int("TASK", argv[1], 1, INT64_MAX, &j.task, err, sizeof err) < 0)
+        return ctl_usage("import", "%s", err);
+    if (ctl_mysql(ctx, &j.m) < 0 || ctl_redis(ctx, &j.r) < 0)
+        return CTL_EXIT_FAIL;
+    /* Refuse early: no point reading a million lines for a task that is gone. */
+    if (import_check_task(j.m, j.task, false, err, sizeof err) < 0)
+        return ctl_fail("import: %s", err);
+    if (import_read(argv[2], &ids, err, sizeof err) < 0) {
+        ctl_fail("import: %s (nothing imported)", err);
+        goto done;
+    }
+    if (import_job_init(&j) < 0) {
+        ctl_fail("import: out of memory");
+        goto done;
+    }
+    while (done < ids.n) {
+        size_t n = ids.n - done < IMPORT_BATCH ? ids.n - done : IMPORT_BATCH;
+        if (import_batch(&j, ids.v + done, n, err, sizeof err) < 0) {
+            if (tty)
+                fputs("\r\033[K", stderr);
+            ctl_fail("import into task %lld stopped after %s of %s ids: %s (run it again once "
+                     "fixed: importing is idempotent)",
+                     (long long)j.task, ctl_fmt_count((int64_t)done, n1, sizeof n1),
+                     ctl_fmt_count((int64_t)ids.n, n2, sizeof n2), err);
+            goto done;
+        }
+        done += n;
+        if (tty && ctl_fmt_mono_ms() - last_draw >= IMPORT_PROGRESS_MS) {
+            last_draw = ctl_fmt_mono_ms();
+            import_progress(done, ids.n, last_draw - start);
+        }
+    }
+    if (import_sadd_finish(&j, err, sizeof err) < 0) {
+        ctl_fail("import into task %lld: every id is in MySQL but the last Redis batch failed: "
+                 "%s (run it again: importing is idempotent)", (long long)j.task, err);
+        goto done;
+    }
+    if (tty)
+        fputs("\r\033[K", stderr);
+    elapsed = ctl_fmt_mono_ms() - start;
+    printf("imported %s ids into task %lld in %.1f s (%s ids/s; %s new, %s duplicates)\n",
+           ctl_fmt_count((int64_t)ids.n, n1, sizeof n1), (long long)j.task, elapsed / 1000.0,
+           ctl_fmt_count(elapsed > 0 ? (int64_t)(ids.n * 1000.0 / elapsed) : (int64_t)ids.n, n2,
+                         sizeof n2),
+           ctl_fmt_count((int64_t)j.added, n3, sizeof n3),
+           ctl_fmt_count((int64_t)(ids.n - j.added), n4, sizeof n4));
+    rc = CTL_EXIT_OK;
+done:
+    import_job_release(&j);
+    free(ids.v);
+    return rc;
+}

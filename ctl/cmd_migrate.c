@@ -1,0 +1,53 @@
+/* ctl migrate: applies the compiled-in schemas/mysql migrations that the
+ * database has not recorded yet (hr_mysql_migrate), then says which ran or
+ * which version the schema is at.  Safe to run twice or concurrently. */
+#include <stdio.h>
+
+#include "ctl.h"
+
+/* Prints the names of the N migrations recorded last, in the order they
+ * were applied.  hr_mysql_migrate held the migration lock while it
+ * recorded them, so the last N rows are this run's. */
+static int ctl_migrate_report(hr_mysql *m, int n)
+{
+    hr_mysql_rows *rows = NULL;
+    char errstr[512];
+
+    if (hr_mysql_query(m,
+                       "SELECT name FROM schema_migrations"
+                       " ORDER BY applied_at DESC, version DESC LIMIT ?",
+                       (hr_mysql_param[]){HR_P_I64(n)}, 1, &rows, errstr, sizeof errstr) != 0)
+        return ctl_fail("migrate: applied %d migrations, but cannot list them: %s", n, errstr);
+    printf("applied %d migration%s (", n, n == 1 ? "" : "s");
+    for (size_t i = rows->nrows; i > 0; i--) {
+        const char *name = hr_mysql_cell(rows, i - 1, 0);
+        printf("%s%s", name ? name : "?", i > 1 ? ", " : "");
+    }
+    printf(")\n");
+    hr_mysql_rows_free(rows);
+    return CTL_EXIT_OK;
+}
+
+int ctl_cmd_migrate(ctl_ctx *ctx, int argc, char **argv)
+{
+    hr_mysql *m;
+    hr_mysql_rows *rows = NULL;
+    char errstr[1024];
+    int applied;
+
+    if (argc > 1)
+        return ctl_usage(argv[0], "unexpected argument '%s'", argv[1]);
+    if (ctl_mysql(ctx, &m) != 0)
+        return CTL_EXIT_FAIL;
+    if (hr_mysql_migrate(m, hr_sql_files, HR_SQL__COUNT, &applied, errstr, sizeof errstr) != 0)
+        return ctl_fail("migrate: %s", errstr);
+    if (applied > 0)
+        return ctl_migrate_report(m, applied);
+    if (hr_mysql_query(m, "SELECT MAX(version) FROM schema_migrations", NULL, 0, &rows, errstr,
+                       sizeof errstr) != 0)
+        return ctl_fail("migrate: %s", errstr);
+    printf("schema is up to date (version %s)\n",
+           hr_mysql_cell(rows, 0, 0) ? hr_mysql_cell(rows, 0, 0) : "none");
+    hr_mysql_rows_free(rows);
+    return CTL_EXIT_OK;
+}

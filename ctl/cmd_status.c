@@ -1,0 +1,323 @@
+/* cmd_status: `heraldctl status TASK [--watch] [--interval 1s]` — where a
+ * task stands: state, MySQL counters, live Redis state, progress, rate, ETA.
+ *
+ * A sample is one hr_task_load plus one pipelined round trip to Redis
+ * (SCARD subs, HLEN pending, HGETALL stats).  Progress is
+ *   done  = sent + failed + throttled + pulled + cancelled   (MySQL)
+ *   total = recipients published (push_task.total, or the live `published`
+ *           stat when ahead) + recipients not chunked yet (SCARD subs);
+ *           before dispatch, the subscriptions in MySQL when Redis has fewer.
+ * The rate is measured over the last STATUS_RATE_SAMPLES samples of a
+ * --watch; a single status shows the average since the due time.  Redis is
+ * optional: without it the MySQL half is still shown. */
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "ctl_fmt.h"
+#include "hr_task.h"
+
+#define STATUS_BAR_WIDTH 24
+#define STATUS_RATE_SAMPLES 5
+#define STATUS_MIN_INTERVAL_MS 100
+#define STATUS_STATS_TEXT 512
+
+typedef struct status_sample {
+    hr_task *t;
+    int64_t subs;      /* SCARD subs, -1 = unknown */
+    int64_t pending;   /* HLEN pending, -1 = unknown */
+    int64_t published; /* stats.published, 0 when absent */
+    char stats[STATUS_STATS_TEXT]; /* "k=v k=v ..." of the stats hash */
+    int64_t done, total;
+    int64_t mono_ms;
+} status_sample;
+
+static bool status_finished(const char *state)
+{
+    return strcmp(state, "done") == 0 || strcmp(state, "cancelled") == 0 ||
+           strcmp(state, "failed") == 0;
+}
+
+static int64_t status_int_reply(redisReply *reply)
+{
+    return reply != NULL && reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
+}
+
+static void status_stats(status_sample *s, const redisReply *reply)
+{
+    size_t off = 0;
+
+    s->stats[0] = '\0';
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY)
+        return;
+    for (size_t i = 0; i + 1 < reply->elements; i += 2) {
+        const redisReply *k = reply->element[i], *v = reply->element[i + 1];
+        if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
+            continue;
+        if (strcmp(k->str, "published") == 0)
+            s->published = strtoll(v->str, NULL, 10);
+        if (off < sizeof s->stats)
+            off += (size_t)snprintf(s->stats + off, sizeof s->stats - off, "%s%s=%s",
+                                    off ? " " : "", k->str, v->str);
+    }
+}
+
+/* The Redis half of a sample; leaves -1s when Redis does not answer. */
+static void status_redis(hr_redis *r, int64_t task, status_sample *s)
+{
+    static const char *const cmds[][2] = {{"SCARD", "subs"}, {"HLEN", "pending"},
+                                          {"HGETALL", "stats"}};
+    redisReply *reply[3] = {NULL, NULL, NULL};
+    char keys[3][256], err[256];
+    size_t sent = 0;
+
+    for (; sent < 3; sent++) {
+        const char *argv[2] = {cmds[sent][0],
+                               hr_redis_task_key(r, keys[sent], sizeof keys[sent], task,
+                                                 cmds[sent][1])};
+        if (hr_redis_pipe_cmd(r, 2, argv, NULL) < 0)
+            break;
+    }
+    for (size_t i = 0; i < sent; i++)
+        reply[i] = hr_redis_pipe_reply(r, err, sizeof err);
+    s->subs = status_int_reply(reply[0]);
+    s->pending = status_int_reply(reply[1]);
+    status_stats(s, reply[2]);
+    for (size_t i = 0; i < 3; i++)
+        freeReplyObject(reply[i]);
+}
+
+/* Subscriptions in MySQL: what the scanner will load into Redis. */
+static int64_t status_subscriptions(hr_mysql *m, int64_t task)
+{
+    hr_mysql_param p = HR_P_I64(task);
+    hr_mysql_rows *rows = NULL;
+    char err[256];
+    int64_t n = -1;
+
+    if (hr_mysql_query(m, "SELECT COUNT(*) FROM push_subscription WHERE task_id = ?", &p, 1,
+                       &rows, err, sizeof err) == 0 && rows->nrows == 1 &&
+        hr_mysql_cell(rows, 0, 0) != NULL)
+        n = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
+    hr_mysql_rows_free(rows);
+    return n;
+}
+
+/* Takes one sample into S (S->t replaced).  0, 1 = no such task, -1. */
+static int status_sample_take(hr_mysql *m, hr_redis *r, int64_t task, status_sample *s,
+                              char *errstr, size_t errlen)
+{
+    hr_task *t = NULL;
+    int64_t published, subs;
+    int rc = hr_task_load(m, task, &t, errstr, errlen);
+
+    if (rc != 0)
+        return rc;
+    hr_task_free(s->t);
+    *s = (status_sample){.t = t, .subs = -1, .pending = -1, .mono_ms = ctl_fmt_mono_ms()};
+    if (r != NULL)
+        status_redis(r, task, s);
+    s->done = t->sent + t->failed + t->throttled + t->pulled + t->cancelled;
+    published = t->total > s->published ? t->total : s->published;
+    subs = s->subs > 0 ? s->subs : 0;
+    if (strcmp(t->state, "scheduled") == 0) {
+        int64_t in_mysql = status_subscriptions(m, task);
+        if (in_mysql > subs)
+            subs = in_mysql;
+    }
+    s->total = published + subs;
+    if (s->total < s->done)
+        s->total = s->done;
+    return 0;
+}
+
+static double status_fraction(const status_sample *s)
+{
+    return s->total > 0 ? (double)s->done / s->total : status_finished(s->t->state) ? 1 : 0;
+}
+
+/* "12,345/s" and the ETA text for RATE (recipients/s, < 0 = unknown). */
+static void status_rate_text(const status_sample *s, double rate, char *rbuf, size_t rlen,
+                             char *ebuf, size_t elen)
+{
+    char n[32];
+
+    if (rate < 0) {
+        snprintf(rbuf, rlen, "-/s");
+        snprintf(ebuf, elen, "-");
+        return;
+    }
+    snprintf(rbuf, rlen, "%s/s", ctl_fmt_count((int64_t)(rate + 0.5), n, sizeof n));
+    if (status_finished(s->t->state) || s->done >= s->total)
+        snprintf(ebuf, elen, "0 s");
+    else
+        ctl_fmt_eta(rate > 0 ? (s->total - s->done) / rate : -1, ebuf, elen);
+}
+
+/* The one line of --watch. */
+static void status_line(FILE *out, const status_sample *s, double rate, const char *end)
+{
+    char bar[STATUS_BAR_WIDTH + 3], d[32], t[32], sent[32], failed[32], thr[32], r[48], eta[32];
+
+    status_rate_text(s, rate, r, sizeof r, eta, sizeof eta);
+    fprintf(out, "%s %5.1f%%  %s/%s  sent %s failed %s throttled %s  %s  ETA %s  %s%s",
+            ctl_fmt_bar(status_fraction(s), STATUS_BAR_WIDTH, bar, sizeof bar),
+            status_fraction(s) * 100, ctl_fmt_count(s->done, d, sizeof d),
+            ctl_fmt_count(s->total, t, sizeof t), ctl_fmt_count(s->t->sent, sent, sizeof sent),
+            ctl_fmt_count(s->t->failed, failed, sizeof failed),
+            ctl_fmt_count(s->t->throttled, thr, sizeof thr), r, eta, s->t->state, end);
+    fflush(out);
+}
+
+/* The full report of a single status and of the end of a --watch. */
+static void status_report(const status_sample *s, double rate)
+{
+    const hr_task *t = s->t;
+    char due[40], when[32], bar[STATUS_BAR_WIDTH + 3], n[8][32], r[48], eta[32];
+    int64_t lag = ctl_fmt_now_ms() - t->due_ms;
+
+    status_rate_text(s, rate, r, sizeof r, eta, sizeof eta);
+    printf("task %lld \"%s\" on %s: %s%s%s\n", (long long)t->id, t->name, t->channel, t->state,
+           strcmp(t->control, "run") != 0 ? ", control " : "",
+           strcmp(t->control, "run") != 0 ? t->control : "");
+    printf("  due       %s (%s %s)\n", ctl_fmt_time_iso(t->due_ms, due, sizeof due),
+           lag < 0 ? "in" : "", ctl_fmt_eta((lag < 0 ? -lag : lag) / 1000.0, when, sizeof when));
+    printf("  progress  %s %5.1f%%  %s of %s\n",
+           ctl_fmt_bar(status_fraction(s), STATUS_BAR_WIDTH, bar, sizeof bar),
+           status_fraction(s) * 100, ctl_fmt_count(s->done, n[0], sizeof n[0]),
+           ctl_fmt_count(s->total, n[1], sizeof n[1]));
+    printf("  counters  total %s  sent %s  failed %s  throttled %s  pulled %s  cancelled %s  "
+           "retried %s\n",
+           ctl_fmt_count(t->total, n[0], sizeof n[0]), ctl_fmt_count(t->sent, n[1], sizeof n[1]),
+           ctl_fmt_count(t->failed, n[2], sizeof n[2]),
+           ctl_fmt_count(t->throttled, n[3], sizeof n[3]),
+           ctl_fmt_count(t->pulled, n[4], sizeof n[4]),
+           ctl_fmt_count(t->cancelled, n[5], sizeof n[5]),
+           ctl_fmt_count(t->retried, n[6], sizeof n[6]));
+    if (s->subs >= 0)
+        printf("  redis     subs left %s  pending chunks %s  stats %s\n",
+               ctl_fmt_count(s->subs, n[0], sizeof n[0]),
+               ctl_fmt_count(s->pending, n[1], sizeof n[1]), s->stats[0] ? s->stats : "-");
+    else
+        printf("  redis     unavailable\n");
+    printf("  rate      %s  ETA %s\n", r, eta);
+    if (t->last_error != NULL)
+        printf("  error     %s\n", t->last_error);
+}
+
+/* Recipients/s over the samples in HIST (oldest first), -1 if unknown. */
+static double status_rate(const int64_t hist_done[], const int64_t hist_ms[], int nhist)
+{
+    if (nhist < 2 || hist_ms[nhist - 1] <= hist_ms[0])
+        return -1;
+    return (hist_done[nhist - 1] - hist_done[0]) * 1000.0 / (hist_ms[nhist - 1] - hist_ms[0]);
+}
+
+static void status_sleep_ms(int64_t ms)
+{
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000};
+
+    nanosleep(&ts, NULL);
+}
+
+static int status_watch(hr_mysql *m, hr_redis *r, int64_t task, int64_t interval_ms,
+                        status_sample *s)
+{
+    int64_t hist_done[STATUS_RATE_SAMPLES], hist_ms[STATUS_RATE_SAMPLES];
+    bool tty = isatty(STDOUT_FILENO);
+    char err[512];
+    int nhist = 0;
+    double rate = -1;
+
+    for (;;) {
+        int rc = status_sample_take(m, r, task, s, err, sizeof err);
+        if (rc != 0) {
+            if (tty)
+                putchar('\n');
+            return rc > 0 ? ctl_fail("task %lld does not exist", (long long)task)
+                          : ctl_fail("status: %s", err);
+        }
+        if (nhist == STATUS_RATE_SAMPLES) {
+            memmove(hist_done, hist_done + 1, (STATUS_RATE_SAMPLES - 1) * sizeof hist_done[0]);
+            memmove(hist_ms, hist_ms + 1, (STATUS_RATE_SAMPLES - 1) * sizeof hist_ms[0]);
+            nhist--;
+        }
+        hist_done[nhist] = s->done;
+        hist_ms[nhist++] = s->mono_ms;
+        rate = status_rate(hist_done, hist_ms, nhist);
+        if (tty) {
+            putchar('\r');
+            status_line(stdout, s, rate, "\033[K");
+        } else {
+            status_line(stdout, s, rate, "\n");
+        }
+        if (status_finished(s->t->state))
+            break;
+        status_sleep_ms(interval_ms);
+    }
+    if (tty)
+        putchar('\n');
+    status_report(s, rate);
+    return strcmp(s->t->state, "failed") == 0 ? CTL_EXIT_FAIL : CTL_EXIT_OK;
+}
+
+int ctl_cmd_status(ctl_ctx *ctx, int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"watch", no_argument, NULL, 'w'},
+        {"interval", required_argument, NULL, 'i'},
+        {NULL, 0, NULL, 0},
+    };
+    status_sample s = {0};
+    int64_t task, interval_ms = 1000, since;
+    bool watch = false;
+    hr_mysql *m;
+    hr_redis *r = NULL;
+    char err[512];
+    int opt, rc;
+
+    optind = 0;
+    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        if (opt == 'w') {
+            watch = true;
+        } else if (opt == 'i') {
+            if (ctl_fmt_parse_duration("--interval", optarg, &interval_ms, err, sizeof err) < 0)
+                return ctl_usage("status", "%s", err);
+            if (interval_ms < STATUS_MIN_INTERVAL_MS)
+                interval_ms = STATUS_MIN_INTERVAL_MS;
+        } else {
+            return ctl_usage("status", NULL);
+        }
+    }
+    if (optind != argc - 1)
+        return ctl_usage("status", optind >= argc ? "TASK is required" : "one TASK only");
+    if (ctl_fmt_parse_int("TASK", argv[optind], 1, INT64_MAX, &task, err, sizeof err) < 0)
+        return ctl_usage("status", "%s", err);
+    if (ctl_mysql(ctx, &m) < 0)
+        return CTL_EXIT_FAIL;
+    if (ctl_redis(ctx, &r) < 0)
+        r = NULL; /* reported; the MySQL half is still worth showing */
+
+    if (watch) {
+        rc = status_watch(m, r, task, interval_ms, &s);
+    } else {
+        rc = status_sample_take(m, r, task, &s, err, sizeof err);
+        if (rc != 0) {
+            rc = rc > 0 ? ctl_fail("task %lld does not exist", (long long)task)
+                        : ctl_fail("status: %s", err);
+        } else {
+            since = ctl_fmt_now_ms() - s.t->due_ms;
+            status_report(&s, !status_finished(s.t->state) && since > 0 && s.done > 0
+                                  ? s.done * 1000.0 / since
+                                  : -1);
+            rc = CTL_EXIT_OK;
+        }
+    }
+    hr_task_free(s.t);
+    return rc;
+}

@@ -1,0 +1,184 @@
+/* ctl: heraldctl's command table, global options and shared context (see
+ * ctl.h).  `help` lives here because it prints this table. */
+#include "ctl.h"
+
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int ctl_cmd_help(ctl_ctx *ctx, int argc, char **argv);
+
+static const ctl_command ctl_commands[] = {
+    {"help", "show the commands, or how to use one", "[COMMAND]", ctl_cmd_help},
+    {"migrate", "apply the MySQL schema migrations not applied yet", "", ctl_cmd_migrate},
+    {"create", "create a task from flags; prints its id", "--name N --channel C --due-in D|--due-at T [...]", ctl_cmd_create},
+    {"import", "add subscribers (one id a line) to a scheduled task", "TASK FILE|-", ctl_cmd_import},
+    {"status", "a task's state, counters, progress and ETA", "TASK [--watch] [--interval 1s]", ctl_cmd_status},
+    {"list", "the newest tasks as a table", "[--state S] [--limit N]", ctl_cmd_list},
+};
+
+#define CTL_NCOMMANDS (sizeof ctl_commands / sizeof ctl_commands[0])
+
+static const ctl_command *ctl_find(const char *name)
+{
+    for (size_t i = 0; i < CTL_NCOMMANDS; i++)
+        if (strcmp(ctl_commands[i].name, name) == 0)
+            return &ctl_commands[i];
+    return NULL;
+}
+
+static void ctl_print_help(FILE *out)
+{
+    fprintf(out,
+            "usage: heraldctl [-c CONFIG] COMMAND [ARGS]\n"
+            "\n"
+            "  -c, --config CONFIG  configuration file (default: $HERALD_CONFIG, else ./herald.yaml)\n"
+            "  -h, --help           show this help\n"
+            "  -V, --version        show the version\n"
+            "\n"
+            "commands:\n");
+    for (size_t i = 0; i < CTL_NCOMMANDS; i++) {
+        char left[64];
+        snprintf(left, sizeof left, "%s %s", ctl_commands[i].name, ctl_commands[i].usage);
+        fprintf(out, "  %-20s %s\n", left, ctl_commands[i].summary);
+    }
+}
+
+static void ctl_print_command(FILE *out, const ctl_command *cmd)
+{
+    fprintf(out, "usage: heraldctl [-c CONFIG] %s%s%s\n\n%s\n", cmd->name, *cmd->usage ? " " : "",
+            cmd->usage, cmd->summary);
+}
+
+int ctl_fail(const char *fmt, ...)
+{
+    va_list ap;
+
+    fputs("heraldctl: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return CTL_EXIT_FAIL;
+}
+
+int ctl_usage(const char *cmd, const char *fmt, ...)
+{
+    const ctl_command *command = cmd ? ctl_find(cmd) : NULL;
+    va_list ap;
+
+    if (fmt) {
+        fputs("heraldctl: ", stderr);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputs("\n", stderr);
+    }
+    if (command)
+        ctl_print_command(stderr, command);
+    else
+        ctl_print_help(stderr);
+    return CTL_EXIT_USAGE;
+}
+
+static int ctl_cmd_help(ctl_ctx *ctx, int argc, char **argv)
+{
+    const ctl_command *cmd;
+
+    (void)ctx;
+    if (argc > 2)
+        return ctl_usage("help", "unexpected argument '%s'", argv[2]);
+    if (argc == 1) {
+        ctl_print_help(stdout);
+        return CTL_EXIT_OK;
+    }
+    cmd = ctl_find(argv[1]);
+    if (!cmd)
+        return ctl_usage(NULL, "unknown command '%s'", argv[1]);
+    ctl_print_command(stdout, cmd);
+    return CTL_EXIT_OK;
+}
+
+int ctl_mysql(ctl_ctx *ctx, hr_mysql **out)
+{
+    char errstr[512];
+
+    if (!ctx->mysql && hr_mysql_connect(ctx->cfg, &ctx->mysql, errstr, sizeof errstr) != 0) {
+        ctl_fail("%s", errstr);
+        return -1;
+    }
+    *out = ctx->mysql;
+    return 0;
+}
+
+int ctl_redis(ctl_ctx *ctx, hr_redis **out)
+{
+    char errstr[512];
+
+    if (!ctx->redis && hr_redis_connect(ctx->cfg, &ctx->redis, errstr, sizeof errstr) != 0) {
+        ctl_fail("%s", errstr);
+        return -1;
+    }
+    *out = ctx->redis;
+    return 0;
+}
+
+int ctl_main(int argc, char **argv)
+{
+    static const struct option options[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
+    ctl_ctx ctx = {0};
+    const ctl_command *cmd;
+    char errstr[1024];
+    int opt, rc;
+
+    ctx.config_path = getenv("HERALD_CONFIG");
+    if (!ctx.config_path || !*ctx.config_path)
+        ctx.config_path = "herald.yaml";
+    /* "+": stop at the command name, its options are its own.  ":": tell a
+     * missing value from an unknown option. */
+    optind = 0;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, "+:c:hV", options, NULL)) != -1) {
+        switch (opt) {
+        case 'c':
+            ctx.config_path = optarg;
+            break;
+        case 'h':
+            ctl_print_help(stdout);
+            return CTL_EXIT_OK;
+        case 'V':
+            printf("heraldctl %s\n", HR_VERSION);
+            return CTL_EXIT_OK;
+        case ':':
+            return ctl_usage(NULL, "option %s needs a value", argv[optind - 1]);
+        default:
+            return ctl_usage(NULL, "unknown option %s", argv[optind - 1]);
+        }
+    }
+    if (optind >= argc)
+        return ctl_usage(NULL, "no command given");
+    cmd = ctl_find(argv[optind]);
+    if (!cmd)
+        return ctl_usage(NULL, "unknown command '%s'", argv[optind]);
+    argc -= optind;
+    argv += optind;
+    optind = 0;
+    if (cmd->run == ctl_cmd_help)
+        return ctl_cmd_help(&ctx, argc, argv);
+    if (hr_config_load(ctx.config_path, &ctx.cfg, errstr, sizeof errstr) != 0) {
+        fprintf(stderr, "%s\n", errstr);
+        return CTL_EXIT_USAGE;
+    }
+    rc = cmd->run(&ctx, argc, argv);
+    hr_redis_free(ctx.redis);
+    hr_mysql_free(ctx.mysql);
+    hr_config_free(ctx.cfg);
+    return rc;
+}

@@ -1,0 +1,167 @@
+/* dsp: herald-dispatcher's shared state and the functions its modules call
+ * on each other.
+ *
+ * Threads (the one place where they are written down):
+ *   - the loop thread runs the libuv loop: timer pops and their claims,
+ *     the chunker, Kafka delivery reports (rd_kafka_poll is only called
+ *     here), push_chunk bookkeeping, lease renewal, shutdown.  It owns
+ *     dsp.loop_conn and the owned-task table dsp.tasks.
+ *   - one background job at a time runs on libuv's thread pool (dsp_bg.c):
+ *     scanner + prepare (refill), DB poller, sweeper.  It owns dsp.bg_conn,
+ *     dsp.scan (its memory of what it put into the timer) and fills
+ *     dsp.bg_claimed, which the loop thread takes over in the job's
+ *     after-work callback (libuv orders the two, so no lock is needed).
+ *   - both produce to Kafka (rd_kafka_producev is thread-safe).
+ *   - dsp.health is shared and guarded by health_mu; dsp.stopping is atomic.
+ * Blocking MySQL work on the loop thread is limited to single-row
+ * statements (claim, renew, chunk rows); the scans whose cost grows with
+ * the number of tasks or subscribers run in the background job. */
+#ifndef DSP_H
+#define DSP_H
+
+#include <librdkafka/rdkafka.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "hr_config.h"
+#include "hr_mysql.h"
+#include "hr_redis.h"
+#include "hr_task.h"
+
+/* Bounds on the work of one step, so the loop stays responsive. */
+#define DSP_TIMER_POP_MAX 100       /* ids per timer pop */
+#define DSP_SCAN_MAX 1000           /* tasks per scan */
+#define DSP_POLL_MAX 100            /* tasks per poller round */
+#define DSP_SWEEP_MAX 100           /* republishes per sweep */
+#define DSP_CHUNKS_PER_TICK 64      /* chunk moves per tick, all tasks */
+#define DSP_OUTSTANDING_MAX 32      /* unconfirmed chunks per task */
+#define DSP_REPORTS_MAX 100000      /* confirmed chunks waiting for MySQL */
+#define DSP_TICK_MS 10
+#define DSP_PREP_LOCK_MS 120000     /* prepare lock (refill vs first chunk) */
+#define DSP_RECHECK_MS 10000        /* recount a prepared task's subscribers */
+#define DSP_FLUSH_MS 10000          /* bound of the producer flush at exit */
+
+typedef enum dsp_backend { DSP_MYSQL, DSP_REDIS, DSP_KAFKA, DSP__BACKENDS } dsp_backend;
+
+/* A thread's own connections, made lazily and retried with backoff. */
+typedef struct dsp_conn {
+    hr_mysql *m;
+    hr_redis *r;
+    int64_t retry_at_ms; /* no backend work before this after a failure */
+    int backoff_ms;
+} dsp_conn;
+
+/* A task this dispatcher owns (claimed_by = owner) and chunks. */
+typedef struct dsp_task {
+    int64_t id;
+    int64_t due_ms;
+    int64_t chunk_size;
+    int64_t rate_limit;  /* effective; 0 = unlimited */
+    int64_t next_ms;     /* do not chunk before (rate limit, retry) */
+    int outstanding;     /* produced, delivery report not yet served */
+    int64_t chunks;      /* chunks this owner moved */
+    bool started;        /* the seq key exists: refills can no longer run */
+    bool subs_empty;
+} dsp_task;
+
+/* The scanner's memory of one task in the horizon. */
+typedef struct dsp_scan_entry {
+    int64_t id;
+    int64_t due_ms;      /* as put into the timer; -1 = not put yet */
+    int64_t have;        /* SCARD subs + SCARD pulled at the last count */
+    int64_t checked_ms;  /* when subscribers were last counted; 0 = never */
+} dsp_scan_entry;
+
+/* A confirmed first publish or republish waiting for its push_chunk row. */
+typedef struct dsp_report {
+    int64_t task, seq, size, published_ms;
+} dsp_report;
+
+enum { DSP_BG_SCAN = 1, DSP_BG_POLL = 2, DSP_BG_SWEEP = 4 };
+
+typedef struct dsp {
+    const hr_config *cfg;
+    char owner[192];            /* "<instance>/<pid>" */
+    const char *topic_filter;   /* HERALD_TEST_TASK_TOPIC (test only) or NULL */
+    long crash_after_move;      /* HERALD_TEST_CRASH_AFTER_MOVE (test only), 0 = off */
+    long moves;
+
+    uv_loop_t *loop;
+    uv_timer_t t_scan, t_timer, t_poll, t_sweep, t_lease, t_tick;
+    uv_signal_t sig_term, sig_int;
+    atomic_bool stopping;
+    bool finished;
+
+    rd_kafka_t *rk;
+
+    pthread_mutex_t health_mu;
+    bool down[DSP__BACKENDS];
+
+    dsp_conn loop_conn;
+    dsp_task **tasks;
+    size_t ntasks, cap_tasks;
+    dsp_report *reports;
+    size_t nreports, cap_reports;
+
+    /* background job */
+    uv_work_t bg_work;
+    bool bg_busy;
+    unsigned bg_want, bg_doing;
+    dsp_conn bg_conn;
+    dsp_scan_entry *scan;
+    size_t nscan;
+    hr_task **bg_claimed;
+    size_t nbg_claimed, cap_bg_claimed;
+} dsp;
+
+/* dsp_conn.c */
+int64_t dsp_now_ms(void);
+/* Connects what is missing unless in backoff; true when both are there. */
+bool dsp_conn_ready(dsp *d, dsp_conn *c);
+/* A backend call failed: log the state change once, back off. */
+void dsp_conn_failed(dsp *d, dsp_conn *c, dsp_backend b, const char *err);
+/* A backend call worked: log a recovery once. */
+void dsp_health_ok(dsp *d, dsp_backend b);
+void dsp_health_fail(dsp *d, dsp_backend b, const char *err);
+void dsp_conn_close(dsp_conn *c);
+
+/* dsp_store.c: the dispatcher's MySQL statements. */
+/* Claims a scheduled task; 1 = ours, 0 = not (any more) claimable, -1. */
+int dsp_store_claim(dsp *d, hr_mysql *m, int64_t id, char *errstr, size_t errlen);
+/* Marks a task failed with REASON; 1 = changed, 0, -1. */
+int dsp_store_fail(hr_mysql *m, int64_t id, const char *reason, char *errstr, size_t errlen);
+/* The tasks of a query that selected HR_TASK_COLUMNS, or -1. */
+int dsp_store_tasks(hr_mysql *m, const char *sql, const hr_mysql_param *p, size_t np,
+                    hr_task ***out, size_t *n, char *errstr, size_t errlen);
+void dsp_store_tasks_free(hr_task **tasks, size_t n);
+/* Validates T; an invalid task is made failed (logged once).  true = valid. */
+bool dsp_store_check(dsp *d, hr_mysql *m, const hr_task *t);
+/* The task's effective rate limit. */
+int64_t dsp_task_rate_limit(const dsp *d, const hr_task *t);
+
+/* dsp_chunk.c (loop thread) */
+int dsp_produce(dsp *d, int64_t task, int64_t seq, int64_t count, int64_t due_ms,
+                bool republish, char *errstr, size_t errlen);
+void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque);
+/* Takes over a claimed task (T is only read). */
+void dsp_own(dsp *d, const hr_task *t, const char *via);
+void dsp_timer_pop(dsp *d);
+void dsp_tick(dsp *d);
+void dsp_renew_leases(dsp *d);
+/* At exit: serve reports, write them, mark finished tasks, release leases. */
+void dsp_release_all(dsp *d);
+void dsp_tasks_free(dsp *d);
+
+/* dsp_bg.c */
+/* Asks for background work WHAT (DSP_BG_*) and starts the job if idle. */
+void dsp_bg_kick(dsp *d, unsigned what);
+void dsp_bg_free(dsp *d);
+
+/* dispatcher.c */
+/* Runs the dispatcher until SIGTERM/SIGINT; the exit code for main. */
+int dsp_run(const hr_config *cfg);
+
+#endif

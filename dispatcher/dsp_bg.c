@@ -1,0 +1,492 @@
+/* dsp_bg: the dispatcher's background job, run on libuv's thread pool with
+ * its own connections (dsp.bg_conn), one job at a time.
+ *
+ * - Scanner: scheduled, control=run tasks due within the horizon are
+ *   validated (bad rows become `failed`), prepared and put into the timer.
+ *   The scanner remembers what it put there (dsp.scan, sorted by id and
+ *   rebuilt by every scan, so it holds at most DSP_SCAN_MAX entries): an
+ *   entry is ZADDed again only when its due time moved, so a timer entry
+ *   that vanished stays gone and the DB poller is what recovers it.
+ * - Prepare: when SCARD subs + SCARD pulled is below the task's row count
+ *   in push_subscription, the set is refilled from MySQL by keyset pages
+ *   under the task's prepare lock, through refill_add.lua (which skips
+ *   pulled recipients and stops once chunking started).  Counting again
+ *   happens when the Redis count changed or DSP_RECHECK_MS passed.
+ * - Poller: claims scheduled tasks overdue by more than poller_grace_ms,
+ *   and takes over dispatching tasks whose lease expired.  The claimed
+ *   tasks go to the loop thread through dsp.bg_claimed.
+ * - Sweeper: republishes pending chunks older than redelivery_timeout_s
+ *   that no worker holds (sweep_claim.lua lets one sweeper win), and turns
+ *   `dispatched` tasks with nothing pending into `done`.
+ *
+ * HERALD_TEST_TASK_TOPIC (test only) restricts every query to one topic,
+ * so that tests sharing the database do not take each other's tasks. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dsp.h"
+#include "hr_log.h"
+
+/* The topic filter as two parameters of "(? IS NULL OR topic = ?)". */
+#define DSP_TOPIC_PARAMS(d) \
+    ((d)->topic_filter ? HR_P_STR((d)->topic_filter) : HR_P_NULL), \
+    ((d)->topic_filter ? HR_P_STR((d)->topic_filter) : HR_P_NULL)
+
+static int dsp_scan_cmp(const void *a, const void *b)
+{
+    int64_t x = ((const dsp_scan_entry *)a)->id, y = ((const dsp_scan_entry *)b)->id;
+
+    return (x > y) - (x < y);
+}
+
+static int64_t dsp_reply_int(redisReply *reply)
+{
+    int64_t v = reply != NULL && reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
+
+    freeReplyObject(reply);
+    return v;
+}
+
+/* Refills T's subscriber set from push_subscription.  Returns the number
+ * added, or -1 (ERR set; "" when another party holds the lock). */
+static int64_t dsp_refill(dsp *d, int64_t id, char *err, size_t errlen)
+{
+    dsp_conn *c = &d->bg_conn;
+    int batch = d->cfg->dispatcher.refill_batch;
+    char keys[3][256], lock_key[256], token[256];
+    const char **argv = NULL;
+    hr_mysql_rows *rows = NULL;
+    redisReply *reply;
+    int64_t added = 0, last = 0, rc;
+    size_t i;
+
+    err[0] = '\0';
+    hr_redis_task_key(c->r, keys[0], sizeof keys[0], id, "subs");
+    hr_redis_task_key(c->r, keys[1], sizeof keys[1], id, "pulled");
+    hr_redis_task_key(c->r, keys[2], sizeof keys[2], id, "seq");
+    hr_redis_task_key(c->r, lock_key, sizeof lock_key, id, "prep");
+    snprintf(token, sizeof token, "%s/scan", d->owner);
+    reply = hr_redis_cmdf(c->r, err, errlen, "SET %s %s NX PX %d", lock_key, token,
+                          DSP_PREP_LOCK_MS);
+    if (reply == NULL)
+        return -1;
+    rc = reply->type == REDIS_REPLY_STATUS;
+    freeReplyObject(reply);
+    if (!rc)
+        return -1;
+    argv = malloc(((size_t)batch + 3) * sizeof *argv);
+    if (argv == NULL) {
+        snprintf(err, errlen, "out of memory");
+        added = -1;
+        goto done;
+    }
+    argv[0] = keys[0];
+    argv[1] = keys[1];
+    argv[2] = keys[2];
+    while (!atomic_load(&d->stopping)) {
+        const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(last), HR_P_I64(batch)};
+
+        if (hr_mysql_query(c->m,
+                           "SELECT uid FROM push_subscription WHERE task_id = ? AND uid > ? "
+                           "ORDER BY uid LIMIT ?",
+                           p, 3, &rows, err, errlen) < 0) {
+            added = -1;
+            goto done;
+        }
+        if (rows->nrows == 0)
+            break;
+        for (i = 0; i < rows->nrows; i++)
+            argv[3 + i] = hr_mysql_cell(rows, i, 0);
+        last = strtoll(argv[2 + rows->nrows], NULL, 10);
+        reply = hr_redis_eval(c->r, HR_LUA_REFILL_ADD, 3, 3 + (int)rows->nrows, argv, NULL,
+                              err, errlen);
+        if (reply == NULL) {
+            added = -1;
+            goto done;
+        }
+        rc = dsp_reply_int(reply);
+        if (rc < 0)
+            break; /* chunking started meanwhile: the set is the chunker's now */
+        added += rc;
+        if (rows->nrows < (size_t)batch)
+            break;
+        hr_mysql_rows_free(rows);
+        rows = NULL;
+    }
+done:
+    hr_mysql_rows_free(rows);
+    free(argv);
+    {
+        const char *rargv[2] = {lock_key, token};
+        char e2[256];
+
+        freeReplyObject(hr_redis_eval(c->r, HR_LUA_LEASE_RELEASE, 1, 2, rargv, NULL, e2,
+                                      sizeof e2));
+    }
+    return added;
+}
+
+/* Makes sure T's subscriber set holds everyone in push_subscription.
+ * E carries the scanner's memory of the last count.  0 or -1. */
+static int dsp_prepare(dsp *d, const hr_task *t, dsp_scan_entry *e, int64_t now)
+{
+    dsp_conn *c = &d->bg_conn;
+    const hr_mysql_param p[] = {HR_P_I64(t->id)};
+    char subs[256], pulled[256], err[512];
+    hr_mysql_rows *rows = NULL;
+    int64_t have, want, added;
+
+    hr_redis_task_key(c->r, subs, sizeof subs, t->id, "subs");
+    hr_redis_task_key(c->r, pulled, sizeof pulled, t->id, "pulled");
+    have = dsp_reply_int(hr_redis_cmdf(c->r, err, sizeof err, "SCARD %s", subs));
+    if (have >= 0)
+        have += dsp_reply_int(hr_redis_cmdf(c->r, err, sizeof err, "SCARD %s", pulled));
+    if (have < 0) {
+        dsp_conn_failed(d, c, DSP_REDIS, err);
+        return -1;
+    }
+    if (e->checked_ms > 0 && have == e->have && now - e->checked_ms < DSP_RECHECK_MS)
+        return 0;
+    if (hr_mysql_query(c->m, "SELECT COUNT(*) FROM push_subscription WHERE task_id = ?", p, 1,
+                       &rows, err, sizeof err) < 0) {
+        dsp_conn_failed(d, c, DSP_MYSQL, err);
+        return -1;
+    }
+    want = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
+    hr_mysql_rows_free(rows);
+    e->have = have;
+    e->checked_ms = now;
+    if (have >= want)
+        return 0;
+    added = dsp_refill(d, t->id, err, sizeof err);
+    if (added < 0) {
+        e->checked_ms = 0; /* try again next scan */
+        if (err[0] != '\0') {
+            hr_log_warn("refill_failed", "task=%lld error=%s", (long long)t->id, err);
+            return -1;
+        }
+        return 0;
+    }
+    e->have = have + added;
+    hr_log_info("task_prepared", "task=%lld subscriptions=%lld had=%lld added=%lld",
+                (long long)t->id, (long long)want, (long long)have, (long long)added);
+    return 0;
+}
+
+/* Puts T into the timer and mirrors control=run for workers. */
+static int dsp_schedule(dsp *d, const hr_task *t)
+{
+    dsp_conn *c = &d->bg_conn;
+    char timer[256], ctl[256], err[512];
+    redisReply *reply;
+
+    hr_redis_key(c->r, timer, sizeof timer, "timer");
+    hr_redis_task_key(c->r, ctl, sizeof ctl, t->id, "ctl");
+    reply = hr_redis_cmdf(c->r, err, sizeof err, "ZADD %s %lld %lld", timer,
+                          (long long)t->due_ms, (long long)t->id);
+    if (reply != NULL) {
+        freeReplyObject(reply);
+        reply = hr_redis_cmdf(c->r, err, sizeof err, "SET %s run", ctl);
+    }
+    if (reply == NULL) {
+        dsp_conn_failed(d, c, DSP_REDIS, err);
+        return -1;
+    }
+    freeReplyObject(reply);
+    hr_log_debug("task_scheduled", "task=%lld due_ms=%lld", (long long)t->id,
+                 (long long)t->due_ms);
+    return 0;
+}
+
+static void dsp_bg_scan(dsp *d)
+{
+    dsp_conn *c = &d->bg_conn;
+    const hr_mysql_param p[] = {HR_P_I64(d->cfg->dispatcher.horizon_s), DSP_TOPIC_PARAMS(d),
+                                HR_P_I64(DSP_SCAN_MAX)};
+    hr_task **tasks = NULL;
+    dsp_scan_entry *next = NULL;
+    size_t n = 0, nnext = 0, i;
+    int64_t now = dsp_now_ms();
+    char err[512];
+
+    if (dsp_store_tasks(c->m,
+                        "SELECT " HR_TASK_COLUMNS " FROM push_task "
+                        "WHERE state = 'scheduled' AND control = 'run' AND (due_at IS NULL OR "
+                        "due_at <= UTC_TIMESTAMP(3) + INTERVAL ? SECOND) "
+                        "AND (? IS NULL OR topic = ?) ORDER BY id LIMIT ?",
+                        p, 4, &tasks, &n, err, sizeof err) < 0) {
+        dsp_conn_failed(d, c, DSP_MYSQL, err);
+        return;
+    }
+    if (n > 0 && (next = calloc(n, sizeof *next)) == NULL) {
+        hr_log_error("scan_failed", "error=out of memory");
+        goto done;
+    }
+    for (i = 0; i < n; i++) {
+        const hr_task *t = tasks[i];
+        dsp_scan_entry key = {.id = t->id}, *prev, *e;
+
+        if (atomic_load(&d->stopping))
+            break;
+        if (!dsp_store_check(d, c->m, t))
+            continue;
+        prev = bsearch(&key, d->scan, d->nscan, sizeof *d->scan, dsp_scan_cmp);
+        e = &next[nnext++];
+        *e = prev ? *prev : (dsp_scan_entry){.id = t->id, .due_ms = -1};
+        if (dsp_prepare(d, t, e, now) < 0)
+            continue; /* not in the timer before it is prepared */
+        if (e->due_ms != t->due_ms && dsp_schedule(d, t) == 0)
+            e->due_ms = t->due_ms;
+    }
+    free(d->scan);
+    d->scan = next;
+    d->nscan = nnext;
+    next = NULL;
+done:
+    free(next);
+    dsp_store_tasks_free(tasks, n);
+}
+
+static void dsp_bg_claimed_add(dsp *d, hr_task *t)
+{
+    hr_task **grown;
+    size_t cap;
+
+    if (d->nbg_claimed == d->cap_bg_claimed) {
+        cap = d->cap_bg_claimed ? d->cap_bg_claimed * 2 : 16;
+        grown = realloc(d->bg_claimed, cap * sizeof *grown);
+        if (grown == NULL) {
+            /* Our claim lapses after lease_s and the task is taken over. */
+            hr_log_error("task_not_owned", "task=%lld error=out of memory", (long long)t->id);
+            hr_task_free(t);
+            return;
+        }
+        d->bg_claimed = grown;
+        d->cap_bg_claimed = cap;
+    }
+    d->bg_claimed[d->nbg_claimed++] = t;
+}
+
+static void dsp_bg_poll(dsp *d)
+{
+    dsp_conn *c = &d->bg_conn;
+    const hr_mysql_param ps[] = {HR_P_I64((int64_t)d->cfg->dispatcher.poller_grace_ms * 1000),
+                                 DSP_TOPIC_PARAMS(d), HR_P_I64(DSP_POLL_MAX)};
+    const hr_mysql_param pt[] = {DSP_TOPIC_PARAMS(d), HR_P_I64(DSP_POLL_MAX)};
+    hr_task **tasks = NULL;
+    size_t n = 0, i;
+    char err[512];
+    int rc;
+
+    if (dsp_store_tasks(c->m,
+                        "SELECT " HR_TASK_COLUMNS " FROM push_task "
+                        "WHERE state = 'scheduled' AND control = 'run' "
+                        "AND due_at < UTC_TIMESTAMP(3) - INTERVAL ? MICROSECOND "
+                        "AND (? IS NULL OR topic = ?) ORDER BY due_at LIMIT ?",
+                        ps, 4, &tasks, &n, err, sizeof err) < 0)
+        goto failed;
+    for (i = 0; i < n && !atomic_load(&d->stopping); i++) {
+        if (!dsp_store_check(d, c->m, tasks[i]))
+            continue;
+        rc = dsp_store_claim(d, c->m, tasks[i]->id, err, sizeof err);
+        if (rc < 0)
+            goto failed;
+        if (rc == 1) {
+            hr_log_info("task_overdue", "task=%lld via=poller", (long long)tasks[i]->id);
+            dsp_bg_claimed_add(d, tasks[i]);
+            tasks[i] = NULL;
+        }
+    }
+    dsp_store_tasks_free(tasks, n);
+    tasks = NULL;
+
+    if (dsp_store_tasks(c->m,
+                        "SELECT " HR_TASK_COLUMNS " FROM push_task "
+                        "WHERE state = 'dispatching' AND control = 'run' "
+                        "AND lease_until < UTC_TIMESTAMP(3) "
+                        "AND (? IS NULL OR topic = ?) ORDER BY lease_until LIMIT ?",
+                        pt, 3, &tasks, &n, err, sizeof err) < 0)
+        goto failed;
+    for (i = 0; i < n && !atomic_load(&d->stopping); i++) {
+        const hr_mysql_param pu[] = {
+            HR_P_STR(d->owner), HR_P_I64(d->cfg->dispatcher.lease_s), HR_P_I64(tasks[i]->id),
+            tasks[i]->claimed_by ? HR_P_STR(tasks[i]->claimed_by) : HR_P_NULL};
+        uint64_t affected = 0;
+
+        if (hr_mysql_exec(c->m,
+                          "UPDATE push_task SET claimed_by = ?, "
+                          "lease_until = UTC_TIMESTAMP(3) + INTERVAL ? SECOND "
+                          "WHERE id = ? AND state = 'dispatching' AND claimed_by <=> ? "
+                          "AND lease_until < UTC_TIMESTAMP(3)",
+                          pu, 4, &affected, NULL, NULL, err, sizeof err) < 0)
+            goto failed;
+        if (affected == 1) {
+            hr_log_info("task_taken_over", "task=%lld from=%s", (long long)tasks[i]->id,
+                        tasks[i]->claimed_by ? tasks[i]->claimed_by : "");
+            dsp_bg_claimed_add(d, tasks[i]);
+            tasks[i] = NULL;
+        }
+    }
+    dsp_store_tasks_free(tasks, n);
+    return;
+failed:
+    dsp_store_tasks_free(tasks, n);
+    dsp_conn_failed(d, c, DSP_MYSQL, err);
+}
+
+/* Republishes T's stale chunks; *BUDGET bounds the work of one sweep.
+ * Returns the number of pending chunks, or -1 on a Redis error. */
+static int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int *budget)
+{
+    dsp_conn *c = &d->bg_conn;
+    int64_t stale = now - (int64_t)d->cfg->dispatcher.redelivery_timeout_s * 1000;
+    char pending[256], lease[256], chunk[256], base[256], now_s[24], err[512];
+    redisReply *all;
+    int64_t npending;
+    size_t i;
+
+    hr_redis_task_key(c->r, base, sizeof base, id, "");
+    hr_redis_task_key(c->r, pending, sizeof pending, id, "pending");
+    all = hr_redis_cmdf(c->r, err, sizeof err, "HGETALL %s", pending);
+    if (all == NULL) {
+        dsp_conn_failed(d, c, DSP_REDIS, err);
+        return -1;
+    }
+    npending = (int64_t)all->elements / 2;
+    snprintf(now_s, sizeof now_s, "%lld", (long long)now);
+    for (i = 0; i + 1 < all->elements && *budget > 0; i += 2) {
+        const char *seq = all->element[i]->str, *at = all->element[i + 1]->str;
+        const char *argv[5] = {pending, lease, seq, at, now_s};
+        int64_t count;
+
+        if (strtoll(at, NULL, 10) >= stale)
+            continue;
+        snprintf(lease, sizeof lease, "%slease:%s", base, seq);
+        if (dsp_reply_int(hr_redis_eval(c->r, HR_LUA_SWEEP_CLAIM, 2, 5, argv, NULL, err,
+                                        sizeof err)) != 1)
+            continue;
+        snprintf(chunk, sizeof chunk, "%schunk:%s", base, seq);
+        count = dsp_reply_int(hr_redis_cmdf(c->r, err, sizeof err, "SCARD %s", chunk));
+        if (count < 0 || dsp_produce(d, id, strtoll(seq, NULL, 10), count, due_ms, true, err,
+                                     sizeof err) < 0) {
+            /* pending[seq] now says "published now": the next sweep after
+             * the redelivery timeout tries again. */
+            hr_log_warn("chunk_redeliver_failed", "task=%lld seq=%s error=%s", (long long)id,
+                        seq, err);
+            continue;
+        }
+        (*budget)--;
+        hr_log_info("chunk_redelivered", "task=%lld seq=%s count=%lld last_publish_ms=%s",
+                    (long long)id, seq, (long long)count, at);
+        freeReplyObject(hr_redis_cmdf(c->r, err, sizeof err, "HINCRBY %sstats redelivered 1",
+                                      base));
+    }
+    freeReplyObject(all);
+    return npending;
+}
+
+static void dsp_bg_sweep(dsp *d)
+{
+    dsp_conn *c = &d->bg_conn;
+    const hr_mysql_param p[] = {DSP_TOPIC_PARAMS(d), HR_P_I64(DSP_SCAN_MAX)};
+    hr_mysql_rows *rows = NULL;
+    int64_t now = dsp_now_ms();
+    int budget = DSP_SWEEP_MAX;
+    char subs[256], err[512];
+    size_t i;
+
+    if (hr_mysql_query(c->m,
+                       "SELECT id, state, CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED) "
+                       "FROM push_task WHERE state IN ('dispatching', 'dispatched') "
+                       "AND (? IS NULL OR topic = ?) ORDER BY id LIMIT ?",
+                       p, 3, &rows, err, sizeof err) < 0) {
+        dsp_conn_failed(d, c, DSP_MYSQL, err);
+        return;
+    }
+    for (i = 0; i < rows->nrows && !atomic_load(&d->stopping); i++) {
+        int64_t id = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
+        const char *due = hr_mysql_cell(rows, i, 2);
+        int64_t npending = dsp_sweep_task(d, id, due ? strtoll(due, NULL, 10) : 0, now,
+                                          &budget);
+        const hr_mysql_param pd[] = {HR_P_I64(id)};
+        uint64_t affected = 0;
+
+        if (npending < 0)
+            break;
+        if (npending > 0 || strcmp(hr_mysql_cell(rows, i, 1), "dispatched") != 0)
+            continue;
+        hr_redis_task_key(c->r, subs, sizeof subs, id, "subs");
+        if (dsp_reply_int(hr_redis_cmdf(c->r, err, sizeof err, "SCARD %s", subs)) != 0)
+            continue;
+        if (hr_mysql_exec(c->m,
+                          "UPDATE push_task SET state = 'done', finished_at = UTC_TIMESTAMP(3) "
+                          "WHERE id = ? AND state = 'dispatched'",
+                          pd, 1, &affected, NULL, NULL, err, sizeof err) < 0) {
+            dsp_conn_failed(d, c, DSP_MYSQL, err);
+            break;
+        }
+        if (affected == 1)
+            hr_log_info("task_done", "task=%lld via=sweeper", (long long)id);
+    }
+    hr_mysql_rows_free(rows);
+}
+
+static void dsp_bg_work(uv_work_t *w)
+{
+    dsp *d = w->data;
+
+    if (!dsp_conn_ready(d, &d->bg_conn))
+        return;
+    if (d->bg_doing & DSP_BG_SCAN)
+        dsp_bg_scan(d);
+    if ((d->bg_doing & DSP_BG_POLL) && !atomic_load(&d->stopping))
+        dsp_bg_poll(d);
+    if ((d->bg_doing & DSP_BG_SWEEP) && !atomic_load(&d->stopping))
+        dsp_bg_sweep(d);
+}
+
+static void dsp_bg_done(uv_work_t *w, int status)
+{
+    dsp *d = w->data;
+    size_t i;
+
+    (void)status;
+    d->bg_busy = false;
+    for (i = 0; i < d->nbg_claimed; i++) {
+        dsp_own(d, d->bg_claimed[i],
+                strcmp(d->bg_claimed[i]->state, "dispatching") == 0 ? "takeover" : "poller");
+        hr_task_free(d->bg_claimed[i]);
+    }
+    d->nbg_claimed = 0;
+    if (atomic_load(&d->stopping))
+        return;
+    if (d->bg_want != 0)
+        dsp_bg_kick(d, 0);
+}
+
+void dsp_bg_kick(dsp *d, unsigned what)
+{
+    d->bg_want |= what;
+    if (d->bg_busy || d->bg_want == 0 || atomic_load(&d->stopping))
+        return;
+    d->bg_doing = d->bg_want;
+    d->bg_want = 0;
+    d->bg_work.data = d;
+    if (uv_queue_work(d->loop, &d->bg_work, dsp_bg_work, dsp_bg_done) == 0)
+        d->bg_busy = true;
+}
+
+void dsp_bg_free(dsp *d)
+{
+    size_t i;
+
+    for (i = 0; i < d->nbg_claimed; i++)
+        hr_task_free(d->bg_claimed[i]);
+    free(d->bg_claimed);
+    free(d->scan);
+    d->bg_claimed = NULL;
+    d->scan = NULL;
+    d->nbg_claimed = d->nscan = 0;
+    dsp_conn_close(&d->bg_conn);
+}

@@ -1,0 +1,551 @@
+/* dsp_chunk: the loop thread's work on tasks this dispatcher owns.
+ *
+ * - Timer: timer_pop.lua hands this dispatcher the due ids no other one
+ *   got; each is claimed in MySQL (one winner) and joins dsp.tasks.
+ * - Chunker: per owned task, at most one chunk per tick: take the rate
+ *   limit's grant, INCR seq, chunk_move.lua (SPOP -> chunk set -> pending),
+ *   produce.  A chunk counts as published only on its delivery report,
+ *   which queues a dsp_report; the reports become push_chunk rows and
+ *   push_task.total here too.  Empty subs and no report outstanding ->
+ *   `dispatched`.
+ * - Leases: renewed every lease_s/3; a task whose row no longer names us,
+ *   or whose control is no longer `run`, is dropped at once.
+ *
+ * The first chunk of a task takes the prepare lock (the one the scanner's
+ * refill holds) around its INCR of seq: once seq exists refill_add.lua
+ * refuses to add, so a refill can never put back recipients that were
+ * already moved into chunks. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dsp.h"
+#include "hr_chunkmsg.h"
+#include "hr_log.h"
+#include "hr_ratelimit.h"
+
+/* What a produced message carries to its delivery report. */
+typedef struct dsp_msg {
+    int64_t task, seq, size, published_ms;
+    bool republish;
+} dsp_msg;
+
+static dsp_task *dsp_find(dsp *d, int64_t id)
+{
+    size_t i;
+
+    for (i = 0; i < d->ntasks; i++)
+        if (d->tasks[i]->id == id)
+            return d->tasks[i];
+    return NULL;
+}
+
+static void dsp_drop(dsp *d, dsp_task *t)
+{
+    size_t i;
+
+    for (i = 0; i < d->ntasks; i++) {
+        if (d->tasks[i] == t) {
+            d->tasks[i] = d->tasks[--d->ntasks];
+            free(t);
+            return;
+        }
+    }
+}
+
+void dsp_tasks_free(dsp *d)
+{
+    size_t i;
+
+    for (i = 0; i < d->ntasks; i++)
+        free(d->tasks[i]);
+    free(d->tasks);
+    free(d->reports);
+    d->tasks = NULL;
+    d->reports = NULL;
+    d->ntasks = d->nreports = 0;
+}
+
+void dsp_own(dsp *d, const hr_task *t, const char *via)
+{
+    dsp_task *dt, **grown;
+    size_t cap;
+
+    if (dsp_find(d, t->id) != NULL)
+        return;
+    if (d->ntasks == d->cap_tasks) {
+        cap = d->cap_tasks ? d->cap_tasks * 2 : 16;
+        grown = realloc(d->tasks, cap * sizeof *grown);
+        if (grown == NULL)
+            goto oom;
+        d->tasks = grown;
+        d->cap_tasks = cap;
+    }
+    dt = calloc(1, sizeof *dt);
+    if (dt == NULL)
+        goto oom;
+    dt->id = t->id;
+    dt->due_ms = t->due_ms;
+    dt->chunk_size = t->chunk_size;
+    dt->rate_limit = dsp_task_rate_limit(d, t);
+    d->tasks[d->ntasks++] = dt;
+    hr_log_info("task_claimed", "task=%lld via=%s lag_ms=%lld rate_limit=%lld",
+                (long long)t->id, via, (long long)(dsp_now_ms() - t->due_ms),
+                (long long)dt->rate_limit);
+    return;
+oom:
+    /* The claim stands in MySQL; the lease lapses and another dispatcher
+     * (or our own poller) takes the task over. */
+    hr_log_error("task_not_owned", "task=%lld error=out of memory", (long long)t->id);
+}
+
+int dsp_produce(dsp *d, int64_t task, int64_t seq, int64_t count, int64_t due_ms,
+                bool republish, char *errstr, size_t errlen)
+{
+    hr_chunkmsg cm = {.task = task, .seq = seq, .count = count, .due_ms = due_ms,
+                      .published_ms = dsp_now_ms()};
+    char key[64], value[HR_CHUNKMSG_MAX_BYTES];
+    int klen = hr_chunkmsg_key(&cm, key, sizeof key);
+    int vlen = hr_chunkmsg_encode(&cm, value, sizeof value);
+    dsp_msg *om;
+    rd_kafka_resp_err_t err;
+
+    if (klen < 0 || vlen < 0) {
+        snprintf(errstr, errlen, "chunk message does not fit");
+        return -1;
+    }
+    om = malloc(sizeof *om);
+    if (om == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    *om = (dsp_msg){.task = task, .seq = seq, .size = count,
+                    .published_ms = cm.published_ms, .republish = republish};
+    err = rd_kafka_producev(d->rk, RD_KAFKA_V_TOPIC(d->cfg->kafka.topic),
+                            RD_KAFKA_V_KEY(key, (size_t)klen),
+                            RD_KAFKA_V_VALUE(value, (size_t)vlen),
+                            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(om),
+                            RD_KAFKA_V_END);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(errstr, errlen, "produce: %s", rd_kafka_err2str(err));
+        free(om);
+        return -1;
+    }
+    return 0;
+}
+
+void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
+{
+    dsp *d = opaque;
+    dsp_msg *om = msg->_private;
+    dsp_task *t = om->republish ? NULL : dsp_find(d, om->task);
+    dsp_report *grown;
+    size_t cap;
+
+    (void)rk;
+    if (t != NULL)
+        t->outstanding--;
+    if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        /* pending[seq] stays: the sweeper republishes the chunk. */
+        dsp_health_fail(d, DSP_KAFKA, rd_kafka_err2str(msg->err));
+        hr_log_warn("chunk_publish_failed", "task=%lld seq=%lld error=%s",
+                    (long long)om->task, (long long)om->seq, rd_kafka_err2str(msg->err));
+        goto done;
+    }
+    dsp_health_ok(d, DSP_KAFKA);
+    if (d->nreports == d->cap_reports) {
+        cap = d->cap_reports ? d->cap_reports * 2 : 64;
+        grown = cap <= DSP_REPORTS_MAX ? realloc(d->reports, cap * sizeof *grown) : NULL;
+        if (grown == NULL) {
+            hr_log_error("chunk_row_lost", "task=%lld seq=%lld error=report queue full",
+                         (long long)om->task, (long long)om->seq);
+            goto done;
+        }
+        d->reports = grown;
+        d->cap_reports = cap;
+    }
+    d->reports[d->nreports++] = (dsp_report){.task = om->task, .seq = om->seq,
+                                             .size = om->size,
+                                             .published_ms = om->published_ms};
+done:
+    free(om);
+}
+
+/* Writes the queued push_chunk rows; the first publish of a chunk adds its
+ * size to total and to the live stats.  What MySQL refused stays queued. */
+static void dsp_write_reports(dsp *d)
+{
+    dsp_conn *c = &d->loop_conn;
+    char err[512], key[256];
+    size_t done = 0;
+    uint64_t affected;
+
+    if (d->nreports == 0 || !dsp_conn_ready(d, c))
+        return;
+    for (; done < d->nreports; done++) {
+        const dsp_report *rp = &d->reports[done];
+        const hr_mysql_param p[] = {HR_P_I64(rp->task), HR_P_I64(rp->seq), HR_P_I64(rp->size),
+                                    HR_P_I64(rp->published_ms)};
+        const hr_mysql_param pt[] = {HR_P_I64(rp->size), HR_P_I64(rp->task)};
+        redisReply *reply;
+
+        affected = 0;
+        if (hr_mysql_exec(c->m,
+                          "INSERT INTO push_chunk (task_id, seq, size, state, published_at) "
+                          "VALUES (?, ?, ?, 'published', FROM_UNIXTIME(? / 1000)) "
+                          "ON DUPLICATE KEY UPDATE publishes = publishes + 1, "
+                          "published_at = VALUES(published_at)",
+                          p, 4, &affected, NULL, NULL, err, sizeof err) < 0)
+            goto failed;
+        if (affected != 1)
+            continue; /* a republish of a known chunk */
+        if (hr_mysql_exec(c->m, "UPDATE push_task SET total = total + ? WHERE id = ?", pt, 2,
+                          NULL, NULL, NULL, err, sizeof err) < 0) {
+            hr_log_error("task_total_lost", "task=%lld seq=%lld size=%lld error=%s",
+                         (long long)rp->task, (long long)rp->seq, (long long)rp->size, err);
+            goto failed_after_row;
+        }
+        hr_redis_task_key(c->r, key, sizeof key, rp->task, "stats");
+        reply = hr_redis_cmdf(c->r, err, sizeof err, "HINCRBY %s published %lld", key,
+                              (long long)rp->size);
+        freeReplyObject(reply);
+        if (reply != NULL) {
+            reply = hr_redis_cmdf(c->r, err, sizeof err, "HINCRBY %s chunks_published 1", key);
+            freeReplyObject(reply);
+        }
+        if (reply == NULL)
+            dsp_health_fail(d, DSP_REDIS, err);
+    }
+    d->nreports = 0;
+    dsp_health_ok(d, DSP_MYSQL);
+    return;
+failed_after_row:
+    done++;
+failed:
+    memmove(d->reports, d->reports + done, (d->nreports - done) * sizeof *d->reports);
+    d->nreports -= done;
+    dsp_conn_failed(d, c, DSP_MYSQL, err);
+}
+
+static bool dsp_task_reports_queued(const dsp *d, int64_t id)
+{
+    size_t i;
+
+    for (i = 0; i < d->nreports; i++)
+        if (d->reports[i].task == id)
+            return true;
+    return false;
+}
+
+/* Subs is empty and every chunk's report was served: `dispatched`. */
+static void dsp_finish(dsp *d, dsp_task *t)
+{
+    dsp_conn *c = &d->loop_conn;
+    const hr_mysql_param p[] = {HR_P_I64(t->id), HR_P_STR(d->owner)};
+    uint64_t affected = 0;
+    char err[512];
+
+    if (hr_mysql_exec(c->m,
+                      "UPDATE push_task SET state = 'dispatched', "
+                      "dispatched_at = UTC_TIMESTAMP(3) "
+                      "WHERE id = ? AND state = 'dispatching' AND claimed_by = ?",
+                      p, 2, &affected, NULL, NULL, err, sizeof err) < 0) {
+        dsp_conn_failed(d, c, DSP_MYSQL, err);
+        return;
+    }
+    if (affected == 1)
+        hr_log_info("task_dispatched", "task=%lld chunks=%lld", (long long)t->id,
+                    (long long)t->chunks);
+    else
+        hr_log_warn("task_lost", "task=%lld reason=not dispatching or not ours",
+                    (long long)t->id);
+    dsp_drop(d, t);
+}
+
+/* Before the first chunk: make sure no refill runs now or later.  true when
+ * seq exists or we hold the prepare lock (*LOCKED). */
+static bool dsp_start(dsp *d, dsp_task *t, bool *locked, char *err, size_t errlen, bool *failed)
+{
+    hr_redis *r = d->loop_conn.r;
+    char seq_key[256], lock_key[256];
+    redisReply *reply;
+    bool ok;
+
+    *locked = false;
+    *failed = false;
+    hr_redis_task_key(r, seq_key, sizeof seq_key, t->id, "seq");
+    hr_redis_task_key(r, lock_key, sizeof lock_key, t->id, "prep");
+    reply = hr_redis_cmdf(r, err, errlen, "EXISTS %s", seq_key);
+    if (reply == NULL)
+        goto fail;
+    ok = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
+    freeReplyObject(reply);
+    if (ok)
+        return true;
+    reply = hr_redis_cmdf(r, err, errlen, "SET %s %s NX PX %d", lock_key, d->owner,
+                          DSP_PREP_LOCK_MS);
+    if (reply == NULL)
+        goto fail;
+    *locked = reply->type == REDIS_REPLY_STATUS;
+    freeReplyObject(reply);
+    return *locked;
+fail:
+    *failed = true;
+    return false;
+}
+
+static void dsp_unlock(dsp *d, int64_t id)
+{
+    hr_redis *r = d->loop_conn.r;
+    char lock_key[256], err[256];
+    const char *argv[2] = {lock_key, d->owner};
+    redisReply *reply;
+
+    hr_redis_task_key(r, lock_key, sizeof lock_key, id, "prep");
+    reply = hr_redis_eval(r, HR_LUA_LEASE_RELEASE, 1, 2, argv, NULL, err, sizeof err);
+    if (reply == NULL)
+        hr_log_warn("prepare_unlock_failed", "task=%lld error=%s", (long long)id, err);
+    freeReplyObject(reply);
+}
+
+/* The rate limiter's grant for one chunk; 0 = wait (T->next_ms is set). */
+static int64_t dsp_grant(dsp *d, dsp_task *t, int64_t now, char *err, size_t errlen,
+                         bool *failed)
+{
+    char scope[64];
+    int64_t want, granted = 0, wait_ms = 0, after;
+
+    *failed = false;
+    if (t->rate_limit <= 0)
+        return t->chunk_size;
+    want = t->chunk_size < t->rate_limit ? t->chunk_size : t->rate_limit;
+    snprintf(scope, sizeof scope, "task%lld", (long long)t->id);
+    if (hr_ratelimit_take(d->loop_conn.r, scope, t->rate_limit, want, &granted, &wait_ms, err,
+                          errlen) < 0) {
+        *failed = true;
+        return 0;
+    }
+    after = dsp_now_ms();
+    /* The limiter counted the grant against the second it read before its
+     * call; when the clock crossed a second meanwhile, the chunk's
+     * published_ms could land in the next second on top of that second's
+     * own budget.  Give such a grant up: under-use, never overshoot. */
+    if (after / 1000 != now / 1000) {
+        t->next_ms = after;
+        return 0;
+    }
+    if (granted < want)
+        t->next_ms = now + (wait_ms > 0 ? wait_ms : 1);
+    return granted;
+}
+
+/* One chunk of T: grant, seq, move, produce. */
+static void dsp_chunk_one(dsp *d, dsp_task *t)
+{
+    dsp_conn *c = &d->loop_conn;
+    char err[512], keys[3][256], seq_s[24], n_s[24], now_s[24];
+    const char *argv[6] = {keys[0], keys[1], keys[2], n_s, seq_s, now_s};
+    int64_t now = dsp_now_ms(), n, seq, moved;
+    bool locked = false, failed = false;
+    redisReply *reply;
+
+    if (!t->started && !dsp_start(d, t, &locked, err, sizeof err, &failed)) {
+        if (failed)
+            goto redis_failed;
+        t->next_ms = now + 100; /* a refill holds the prepare lock */
+        return;
+    }
+    n = dsp_grant(d, t, now, err, sizeof err, &failed);
+    if (n == 0) {
+        if (locked)
+            dsp_unlock(d, t->id);
+        if (failed)
+            goto redis_failed;
+        return;
+    }
+    hr_redis_task_key(c->r, keys[0], sizeof keys[0], t->id, "seq");
+    reply = hr_redis_cmdf(c->r, err, sizeof err, "INCR %s", keys[0]);
+    if (locked)
+        dsp_unlock(d, t->id);
+    if (reply == NULL)
+        goto redis_failed;
+    seq = reply->integer;
+    freeReplyObject(reply);
+    t->started = true;
+
+    snprintf(n_s, sizeof n_s, "%lld", (long long)n);
+    snprintf(seq_s, sizeof seq_s, "%lld", (long long)seq);
+    snprintf(now_s, sizeof now_s, "%lld", (long long)now);
+    hr_redis_task_key(c->r, keys[0], sizeof keys[0], t->id, "subs");
+    snprintf(keys[1], sizeof keys[1], "%schunk:%lld",
+             hr_redis_task_key(c->r, keys[2], sizeof keys[2], t->id, ""), (long long)seq);
+    hr_redis_task_key(c->r, keys[2], sizeof keys[2], t->id, "pending");
+    reply = hr_redis_eval(c->r, HR_LUA_CHUNK_MOVE, 3, 6, argv, NULL, err, sizeof err);
+    if (reply == NULL)
+        goto redis_failed;
+    moved = reply->integer;
+    freeReplyObject(reply);
+    dsp_health_ok(d, DSP_REDIS);
+    if (moved == 0) {
+        t->subs_empty = true;
+        return;
+    }
+    t->chunks++;
+    if (d->crash_after_move > 0 && ++d->moves == d->crash_after_move)
+        _exit(137); /* test only: die between the move and the publish */
+    if (dsp_produce(d, t->id, seq, moved, t->due_ms, false, err, sizeof err) < 0) {
+        /* The chunk is pending; the sweeper publishes it later. */
+        hr_log_warn("chunk_publish_failed", "task=%lld seq=%lld error=%s", (long long)t->id,
+                    (long long)seq, err);
+        t->next_ms = now + 1000;
+        return;
+    }
+    t->outstanding++;
+    hr_log_debug("chunk_moved", "task=%lld seq=%lld size=%lld", (long long)t->id,
+                 (long long)seq, (long long)moved);
+    return;
+redis_failed:
+    dsp_conn_failed(d, c, DSP_REDIS, err);
+}
+
+void dsp_tick(dsp *d)
+{
+    size_t i, budget = DSP_CHUNKS_PER_TICK;
+    int64_t now;
+
+    rd_kafka_poll(d->rk, 0);
+    dsp_write_reports(d);
+    if (atomic_load(&d->stopping))
+        return;
+    now = dsp_now_ms();
+    /* Backwards, because dsp_finish moves the last task into slot i. */
+    for (i = d->ntasks; i-- > 0 && budget > 0;) {
+        dsp_task *t = d->tasks[i];
+
+        if (t->next_ms > now || !dsp_conn_ready(d, &d->loop_conn))
+            continue;
+        if (t->subs_empty) {
+            if (t->outstanding == 0 && !dsp_task_reports_queued(d, t->id))
+                dsp_finish(d, t);
+            continue;
+        }
+        if (t->outstanding >= DSP_OUTSTANDING_MAX)
+            continue;
+        dsp_chunk_one(d, t);
+        budget--;
+    }
+}
+
+void dsp_timer_pop(dsp *d)
+{
+    dsp_conn *c = &d->loop_conn;
+    char key[256], now_s[24], max_s[24], err[512];
+    const char *argv[3] = {key, now_s, max_s};
+    redisReply *reply;
+    size_t i;
+
+    if (atomic_load(&d->stopping) || !dsp_conn_ready(d, c))
+        return;
+    hr_redis_key(c->r, key, sizeof key, "timer");
+    snprintf(now_s, sizeof now_s, "%lld", (long long)dsp_now_ms());
+    snprintf(max_s, sizeof max_s, "%d", DSP_TIMER_POP_MAX);
+    reply = hr_redis_eval(c->r, HR_LUA_TIMER_POP, 1, 3, argv, NULL, err, sizeof err);
+    if (reply == NULL) {
+        dsp_conn_failed(d, c, DSP_REDIS, err);
+        return;
+    }
+    for (i = 0; i + 1 < reply->elements; i += 2) {
+        int64_t id = strtoll(reply->element[i]->str, NULL, 10);
+        hr_task *t = NULL;
+        int rc = dsp_store_claim(d, c->m, id, err, sizeof err);
+
+        if (rc == 1)
+            rc = hr_task_load(c->m, id, &t, err, sizeof err) == 0 ? 1 : -1;
+        if (rc < 0) {
+            /* The entry is gone from the timer; the DB poller claims the
+             * task once it is overdue. */
+            hr_log_warn("claim_failed", "task=%lld error=%s", (long long)id, err);
+            dsp_conn_failed(d, c, DSP_MYSQL, err);
+        } else if (rc == 1) {
+            dsp_own(d, t, "timer");
+        }
+        hr_task_free(t);
+    }
+    freeReplyObject(reply);
+}
+
+void dsp_renew_leases(dsp *d)
+{
+    dsp_conn *c = &d->loop_conn;
+    const hr_mysql_param pr[] = {HR_P_I64(d->cfg->dispatcher.lease_s), HR_P_STR(d->owner)};
+    const hr_mysql_param ps[] = {HR_P_STR(d->owner)};
+    hr_mysql_rows *rows = NULL;
+    char err[512], key[256];
+    size_t i, j;
+
+    if (d->ntasks == 0 || !dsp_conn_ready(d, c))
+        return;
+    if (hr_mysql_exec(c->m,
+                      "UPDATE push_task SET lease_until = UTC_TIMESTAMP(3) + INTERVAL ? SECOND "
+                      "WHERE claimed_by = ? AND state = 'dispatching' AND control = 'run'",
+                      pr, 2, NULL, NULL, NULL, err, sizeof err) < 0 ||
+        hr_mysql_query(c->m,
+                       "SELECT id, control FROM push_task "
+                       "WHERE claimed_by = ? AND state = 'dispatching'",
+                       ps, 1, &rows, err, sizeof err) < 0) {
+        dsp_conn_failed(d, c, DSP_MYSQL, err);
+        return;
+    }
+    for (i = d->ntasks; i-- > 0;) {
+        dsp_task *t = d->tasks[i];
+        const char *control = NULL;
+
+        for (j = 0; j < rows->nrows; j++)
+            if (strtoll(hr_mysql_cell(rows, j, 0), NULL, 10) == t->id)
+                control = hr_mysql_cell(rows, j, 1);
+        if (control == NULL) {
+            hr_log_warn("task_lost", "task=%lld reason=lease taken over", (long long)t->id);
+            dsp_drop(d, t);
+        } else if (strcmp(control, "run") != 0) {
+            /* Pause and cancel are carried out by workers and heraldctl;
+             * the dispatcher stops chunking and mirrors the wish. */
+            hr_redis_task_key(c->r, key, sizeof key, t->id, "ctl");
+            freeReplyObject(hr_redis_cmdf(c->r, err, sizeof err, "SET %s %s", key, control));
+            hr_log_info("task_stopped", "task=%lld control=%s", (long long)t->id, control);
+            dsp_drop(d, t);
+        }
+    }
+    hr_mysql_rows_free(rows);
+}
+
+void dsp_release_all(dsp *d)
+{
+    dsp_conn *c = &d->loop_conn;
+    const hr_mysql_param p[] = {HR_P_STR(d->owner)};
+    uint64_t affected = 0;
+    char err[512];
+    size_t i;
+
+    if (rd_kafka_flush(d->rk, DSP_FLUSH_MS) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        hr_log_warn("flush_incomplete", "messages=%d", rd_kafka_outq_len(d->rk));
+    /* The backoff of a recent failure must not skip the last writes. */
+    c->retry_at_ms = 0;
+    dsp_write_reports(d);
+    if (c->m == NULL)
+        return;
+    for (i = d->ntasks; i-- > 0;) {
+        dsp_task *t = d->tasks[i];
+
+        if (t->subs_empty && t->outstanding == 0 && !dsp_task_reports_queued(d, t->id))
+            dsp_finish(d, t);
+    }
+    if (hr_mysql_exec(c->m,
+                      "UPDATE push_task SET lease_until = UTC_TIMESTAMP(3) "
+                      "WHERE claimed_by = ? AND state = 'dispatching'",
+                      p, 1, &affected, NULL, NULL, err, sizeof err) < 0)
+        hr_log_error("lease_release_failed", "error=%s", err);
+    else
+        hr_log_info("leases_released", "tasks=%llu", (unsigned long long)affected);
+}

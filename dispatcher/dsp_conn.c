@@ -1,0 +1,95 @@
+/* dsp_conn: a thread's MySQL and Redis connections and the health of the
+ * three backends.
+ *
+ * Connections are made lazily, so the dispatcher starts (and keeps its
+ * signal handling) while a backend is down.  After any failure the thread
+ * backs off (100 ms doubling to 5 s) before touching a backend again, so a
+ * dead server is retried, never spun on.  Health is one flag per backend
+ * shared by every thread: a change is logged once (`mysql_down` with the
+ * error, `mysql_up`), not every failed call. */
+#include <time.h>
+
+#include "dsp.h"
+#include "hr_log.h"
+
+#define DSP_BACKOFF_MIN_MS 100
+#define DSP_BACKOFF_MAX_MS 5000
+
+static const char *const dsp_down_events[DSP__BACKENDS] = {"mysql_down", "redis_down",
+                                                           "kafka_down"};
+static const char *const dsp_up_events[DSP__BACKENDS] = {"mysql_up", "redis_up", "kafka_up"};
+
+int64_t dsp_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void dsp_health_set(dsp *d, dsp_backend b, bool down, const char *err)
+{
+    bool changed;
+
+    pthread_mutex_lock(&d->health_mu);
+    changed = d->down[b] != down;
+    d->down[b] = down;
+    pthread_mutex_unlock(&d->health_mu);
+    if (!changed)
+        return;
+    if (down)
+        hr_log_error(dsp_down_events[b], "error=%s", err ? err : "");
+    else
+        hr_log_info(dsp_up_events[b], "recovered=1");
+}
+
+void dsp_health_ok(dsp *d, dsp_backend b)
+{
+    dsp_health_set(d, b, false, NULL);
+}
+
+void dsp_health_fail(dsp *d, dsp_backend b, const char *err)
+{
+    dsp_health_set(d, b, true, err);
+}
+
+void dsp_conn_failed(dsp *d, dsp_conn *c, dsp_backend b, const char *err)
+{
+    dsp_health_fail(d, b, err);
+    c->backoff_ms = c->backoff_ms == 0 ? DSP_BACKOFF_MIN_MS : c->backoff_ms * 2;
+    if (c->backoff_ms > DSP_BACKOFF_MAX_MS)
+        c->backoff_ms = DSP_BACKOFF_MAX_MS;
+    c->retry_at_ms = dsp_now_ms() + c->backoff_ms;
+}
+
+bool dsp_conn_ready(dsp *d, dsp_conn *c)
+{
+    char err[512];
+
+    if (dsp_now_ms() < c->retry_at_ms)
+        return false;
+    if (c->m == NULL) {
+        if (hr_mysql_connect(d->cfg, &c->m, err, sizeof err) < 0) {
+            dsp_conn_failed(d, c, DSP_MYSQL, err);
+            return false;
+        }
+        dsp_health_ok(d, DSP_MYSQL);
+    }
+    if (c->r == NULL) {
+        if (hr_redis_connect(d->cfg, &c->r, err, sizeof err) < 0) {
+            dsp_conn_failed(d, c, DSP_REDIS, err);
+            return false;
+        }
+        dsp_health_ok(d, DSP_REDIS);
+    }
+    c->backoff_ms = 0;
+    return true;
+}
+
+void dsp_conn_close(dsp_conn *c)
+{
+    hr_mysql_free(c->m);
+    hr_redis_free(c->r);
+    c->m = NULL;
+    c->r = NULL;
+}

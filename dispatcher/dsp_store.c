@@ -1,0 +1,106 @@
+/* dsp_store: the MySQL statements the scanner, poller and timer share:
+ * loading task rows, validating them (a bad row becomes `failed` with a
+ * readable last_error) and the conditional claim that makes exactly one
+ * dispatcher the owner of a task. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "dsp.h"
+#include "hr_log.h"
+
+int dsp_store_claim(dsp *d, hr_mysql *m, int64_t id, char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_STR(d->owner), HR_P_I64(d->cfg->dispatcher.lease_s),
+                                HR_P_I64(id)};
+    uint64_t affected = 0;
+
+    if (hr_mysql_exec(m,
+                      "UPDATE push_task SET state = 'dispatching', claimed_by = ?, "
+                      "lease_until = UTC_TIMESTAMP(3) + INTERVAL ? SECOND, "
+                      "started_at = COALESCE(started_at, UTC_TIMESTAMP(3)) "
+                      "WHERE id = ? AND state = 'scheduled' AND control = 'run'",
+                      p, 3, &affected, NULL, NULL, errstr, errlen) < 0)
+        return -1;
+    return affected == 1;
+}
+
+int dsp_store_fail(hr_mysql *m, int64_t id, const char *reason, char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_STR(reason), HR_P_I64(id)};
+    uint64_t affected = 0;
+
+    if (hr_mysql_exec(m,
+                      "UPDATE push_task SET state = 'failed', last_error = ?, "
+                      "finished_at = UTC_TIMESTAMP(3) WHERE id = ? AND state = 'scheduled'",
+                      p, 2, &affected, NULL, NULL, errstr, errlen) < 0)
+        return -1;
+    return affected == 1;
+}
+
+void dsp_store_tasks_free(hr_task **tasks, size_t n)
+{
+    size_t i;
+
+    if (tasks == NULL)
+        return;
+    for (i = 0; i < n; i++)
+        hr_task_free(tasks[i]);
+    free(tasks);
+}
+
+int dsp_store_tasks(hr_mysql *m, const char *sql, const hr_mysql_param *p, size_t np,
+                    hr_task ***out, size_t *n, char *errstr, size_t errlen)
+{
+    hr_mysql_rows *rows = NULL;
+    hr_task **tasks = NULL;
+    size_t i, got = 0;
+    int rc = -1;
+
+    *out = NULL;
+    *n = 0;
+    if (hr_mysql_query(m, sql, p, np, &rows, errstr, errlen) < 0)
+        goto done;
+    if (rows->nrows > 0) {
+        tasks = calloc(rows->nrows, sizeof *tasks);
+        if (tasks == NULL) {
+            snprintf(errstr, errlen, "out of memory");
+            goto done;
+        }
+    }
+    for (i = 0; i < rows->nrows; i++, got++)
+        if (hr_task_from_row(rows, i, &tasks[i], errstr, errlen) < 0)
+            goto done;
+    *out = tasks;
+    *n = got;
+    tasks = NULL;
+    rc = 0;
+done:
+    dsp_store_tasks_free(tasks, got);
+    hr_mysql_rows_free(rows);
+    return rc;
+}
+
+bool dsp_store_check(dsp *d, hr_mysql *m, const hr_task *t)
+{
+    char why[512], err[512];
+    int rc;
+
+    if (hr_task_validate(t, d->cfg, why, sizeof why) == 0)
+        return true;
+    rc = dsp_store_fail(m, t->id, why, err, sizeof err);
+    if (rc < 0)
+        dsp_health_fail(d, DSP_MYSQL, err);
+    else if (rc == 1)
+        hr_log_warn("task_failed", "task=%lld error=%s", (long long)t->id, why);
+    return false;
+}
+
+int64_t dsp_task_rate_limit(const dsp *d, const hr_task *t)
+{
+    const hr_channel *ch;
+
+    if (t->rate_limit > 0)
+        return t->rate_limit;
+    ch = hr_config_channel(d->cfg, t->channel);
+    return ch != NULL ? ch->rate_limit : 0;
+}

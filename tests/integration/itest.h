@@ -1,0 +1,71 @@
+/* itest: shared helpers for herald's integration tests.
+ *
+ * Every integration test runs against the servers of the local stack named
+ * by $HERALD_TEST_CONFIG (a herald.yaml) next to other tests, so it isolates
+ * itself: itest_config() returns that config with a Redis key prefix
+ * "hrtest:<pid>:<rand>:", a Kafka topic "herald.test.<pid>.<rand>" and a
+ * consumer group "herald-test-<pid>-<rand>" of its own (the same three
+ * values for every call within one process).
+ *
+ * Typical test:
+ *
+ *     hr_config *cfg = itest_config();            // exits 77 when unset
+ *     assert_int_equal(itest_create_topic(cfg), 0);
+ *     ... hr_redis_connect(cfg, ...), hr_kafka_conf_new(cfg, ...) ...
+ *     itest_redis_cleanup(cfg);
+ *     hr_config_free(cfg);
+ *
+ * Tests that run the daemons change fields of their config (itest_set_str
+ * for strings), write it with itest_write_config() and start the binary
+ * with itest_spawn(); they stop it with itest_kill() + itest_wait_exit().
+ * Every wait here is bounded. */
+#ifndef ITEST_H
+#define ITEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "hr_config.h"
+
+/* $HERALD_TEST_CONFIG made unique for this process; the caller owns it
+ * (hr_config_free).  Exits 77 (skipped) when the variable is unset and 1
+ * when the file does not load, printing why on stderr. */
+hr_config *itest_config(void);
+/* The same file as it is, unchanged (the real topic, group and prefix). */
+hr_config *itest_config_shared(void);
+
+/* Replaces the malloc'ed string *FIELD of a config with a copy of VALUE. */
+void itest_set_str(char **field, const char *value);
+
+/* Wall clock in milliseconds since the epoch. */
+int64_t itest_now_ms(void);
+
+/* Calls FN(CTX) every 20 ms until it returns true (→ true) or TIMEOUT_MS
+ * passed (→ false). */
+bool itest_wait_until(bool (*fn)(void *ctx), void *ctx, int timeout_ms);
+
+/* Creates cfg->kafka.topic with 12 partitions (exists = fine), waiting at
+ * most 30 s.  0, or -1 after printing the reason. */
+int itest_create_topic(const hr_config *cfg);
+/* Deletes every Redis key under cfg->redis.prefix (SCAN + DEL, at most
+ * 10,000 SCAN rounds).  Returns the number deleted or -1 after printing. */
+long itest_redis_cleanup(const hr_config *cfg);
+
+/* Writes CFG as a complete herald.yaml into a new temporary file whose
+ * path goes to PATH (the caller unlinks it).  0, or -1 after printing.
+ * String values are emitted double-quoted; a value holding "${" would be
+ * expanded again by the loader, so tests must not use one. */
+int itest_write_config(const hr_config *cfg, char *path, size_t len);
+
+/* Starts ARGV[0] (searched in PATH) with ARGV, stdout and stderr appended
+ * to LOGFILE (NULL = inherited).  The child's pid, or -1. */
+pid_t itest_spawn(char *const argv[], const char *logfile);
+/* kill(PID, SIG); 0 or -1. */
+int itest_kill(pid_t pid, int sig);
+/* Waits at most TIMEOUT_MS for PID to exit; 0 with its wait status in
+ * *STATUS (may be NULL), or -1 when it is still running. */
+int itest_wait_exit(pid_t pid, int timeout_ms, int *status);
+
+#endif

@@ -1,0 +1,492 @@
+/* test_mysql: hr_mysql and `heraldctl migrate` against the stack's MariaDB.
+ *
+ * Round trips go through a TEMPORARY table (private to the connection); the
+ * freeze trigger is tested on push_task rows named "hrtest-mysql-<pid>-*",
+ * deleted at the end.  The schema is the real one of the shared database,
+ * which is why migrate is only ever expected to be idempotent here.
+ *
+ * usage: test_mysql HERALDCTL (the built binary, passed by meson) */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "hr_mysql.h"
+#include "itest.h"
+
+#define BIG_TEXT_LEN (100 * 1024)
+#define CTL_TIMEOUT_MS 60000
+
+static hr_config *cfg;
+static hr_mysql *db;
+static const char *heraldctl;
+static char task_prefix[64];
+
+static int group_setup(void **state)
+{
+    char errstr[512];
+    int applied;
+
+    (void)state;
+    cfg = itest_config_shared();
+    if (hr_mysql_connect(cfg, &db, errstr, sizeof errstr) != 0) {
+        fprintf(stderr, "test_mysql: %s\n", errstr);
+        return -1;
+    }
+    if (hr_mysql_migrate(db, hr_sql_files, HR_SQL__COUNT, &applied, errstr, sizeof errstr) != 0) {
+        fprintf(stderr, "test_mysql: migrate: %s\n", errstr);
+        return -1;
+    }
+    snprintf(task_prefix, sizeof task_prefix, "hrtest-mysql-%ld-", (long)getpid());
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    char name[80], errstr[512];
+
+    (void)state;
+    snprintf(name, sizeof name, "%s%%", task_prefix);
+    if (db && hr_mysql_exec(db, "DELETE FROM push_task WHERE name LIKE ?",
+                            (hr_mysql_param[]){HR_P_STR(name)}, 1, NULL, NULL, NULL, errstr,
+                            sizeof errstr) != 0)
+        fprintf(stderr, "test_mysql: cleanup: %s\n", errstr);
+    hr_mysql_free(db);
+    hr_config_free(cfg);
+    return 0;
+}
+
+static void exec_ok(const char *sql, const hr_mysql_param *params, size_t nparams,
+                    uint64_t *affected)
+{
+    char errstr[512] = "";
+    int rc = hr_mysql_exec(db, sql, params, nparams, affected, NULL, NULL, errstr, sizeof errstr);
+
+    if (rc != 0)
+        fail_msg("%s: %s", sql, errstr);
+}
+
+static hr_mysql_rows *query_ok(const char *sql, const hr_mysql_param *params, size_t nparams)
+{
+    hr_mysql_rows *rows = NULL;
+    char errstr[512] = "";
+
+    if (hr_mysql_query(db, sql, params, nparams, &rows, errstr, sizeof errstr) != 0)
+        fail_msg("%s: %s", sql, errstr);
+    return rows;
+}
+
+/* The single cell of a one-row, one-column query, copied. */
+static char *query_value(const char *sql, const hr_mysql_param *params, size_t nparams)
+{
+    hr_mysql_rows *rows = query_ok(sql, params, nparams);
+    char *value;
+
+    assert_int_equal(rows->nrows, 1);
+    assert_non_null(hr_mysql_cell(rows, 0, 0));
+    value = strdup(hr_mysql_cell(rows, 0, 0));
+    hr_mysql_rows_free(rows);
+    return value;
+}
+
+static void create_scratch_table(void)
+{
+    char errstr[512];
+
+    assert_int_equal(hr_mysql_script(db,
+                                     "DROP TEMPORARY TABLE IF EXISTS hrtest_rt;"
+                                     "CREATE TEMPORARY TABLE hrtest_rt ("
+                                     " id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,"
+                                     " s VARCHAR(255) NULL, big BIGINT NULL, small BIGINT NULL,"
+                                     " d DOUBLE NULL, n VARCHAR(10) NULL, t MEDIUMTEXT NULL"
+                                     ") DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+                                     errstr, sizeof errstr),
+                     0);
+}
+
+static void test_roundtrip(void **state)
+{
+    static const char tricky[] = "it's a \"quote\" \\ back\\slash '); DROP TABLE push_task; -- "
+                                 "h\xc3\xa9llo \xe4\xb8\x96\xe7\x95\x8c \xf0\x9f\x8e\x89";
+    char *big = malloc(BIG_TEXT_LEN + 1);
+    char errstr[512], idbuf[32];
+    uint64_t affected = 0, id = 0;
+    hr_mysql_rows *rows;
+
+    (void)state;
+    assert_non_null(big);
+    for (size_t i = 0; i < BIG_TEXT_LEN; i++)
+        big[i] = (char)('a' + (i * 7) % 26);
+    big[BIG_TEXT_LEN] = '\0';
+    create_scratch_table();
+    assert_int_equal(hr_mysql_exec(db,
+                                   "INSERT INTO hrtest_rt (s, big, small, d, n, t)"
+                                   " VALUES (?, ?, ?, ?, ?, ?)",
+                                   (hr_mysql_param[]){HR_P_STR(tricky), HR_P_I64(INT64_MAX),
+                                                      HR_P_I64(INT64_MIN),
+                                                      {.type = HR_MYSQL_DOUBLE, .dbl = 3.25},
+                                                      HR_P_NULL, HR_P_STRN(big, BIG_TEXT_LEN)},
+                                   6, &affected, &id, NULL, errstr, sizeof errstr),
+                     0);
+    assert_int_equal(affected, 1);
+    assert_true(id > 0);
+
+    snprintf(idbuf, sizeof idbuf, "%llu", (unsigned long long)id);
+    rows = query_ok("SELECT s, big, small, d, n, t, LENGTH(t) FROM hrtest_rt WHERE id = ?",
+                    (hr_mysql_param[]){HR_P_STR(idbuf)}, 1);
+    assert_int_equal(rows->nrows, 1);
+    assert_int_equal(rows->ncols, 7);
+    assert_string_equal(rows->names[0], "s");
+    assert_string_equal(rows->names[6], "LENGTH(t)");
+    assert_string_equal(hr_mysql_cell(rows, 0, 0), tricky);
+    assert_string_equal(hr_mysql_cell(rows, 0, 1), "9223372036854775807");
+    assert_string_equal(hr_mysql_cell(rows, 0, 2), "-9223372036854775808");
+    assert_float_equal(strtod(hr_mysql_cell(rows, 0, 3), NULL), 3.25, 1e-9);
+    assert_null(hr_mysql_cell(rows, 0, 4));
+    assert_int_equal(strlen(hr_mysql_cell(rows, 0, 5)), BIG_TEXT_LEN);
+    assert_memory_equal(hr_mysql_cell(rows, 0, 5), big, BIG_TEXT_LEN);
+    assert_string_equal(hr_mysql_cell(rows, 0, 6), "102400");
+    assert_null(hr_mysql_cell(rows, 1, 0));
+    assert_null(hr_mysql_cell(rows, 0, 7));
+    hr_mysql_rows_free(rows);
+
+    /* An empty result and a statement without a result set. */
+    rows = query_ok("SELECT s FROM hrtest_rt WHERE id = 0", NULL, 0);
+    assert_int_equal(rows->nrows, 0);
+    assert_int_equal(rows->ncols, 1);
+    hr_mysql_rows_free(rows);
+    exec_ok("UPDATE hrtest_rt SET n = ? WHERE id = ?",
+            (hr_mysql_param[]){HR_P_STR(""), HR_P_I64(id)}, 2, &affected);
+    assert_int_equal(affected, 1);
+    rows = query_ok("SELECT n, n IS NULL FROM hrtest_rt WHERE id = ?",
+                    (hr_mysql_param[]){HR_P_I64(id)}, 1);
+    assert_string_equal(hr_mysql_cell(rows, 0, 0), "");
+    assert_string_equal(hr_mysql_cell(rows, 0, 1), "0");
+    hr_mysql_rows_free(rows);
+    free(big);
+}
+
+/* More distinct statements than the cache holds, each run repeatedly, and
+ * many rows in one result. */
+static void test_statement_cache(void **state)
+{
+    char sql[64], expect[32];
+    char *value;
+
+    (void)state;
+    create_scratch_table();
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 40; i++) {
+            snprintf(sql, sizeof sql, "SELECT ? + %d", i);
+            value = query_value(sql, (hr_mysql_param[]){HR_P_I64(round * 1000)}, 1);
+            snprintf(expect, sizeof expect, "%d", round * 1000 + i);
+            assert_string_equal(value, expect);
+            free(value);
+        }
+    }
+    for (int i = 0; i < 500; i++)
+        exec_ok("INSERT INTO hrtest_rt (big) VALUES (?)", (hr_mysql_param[]){HR_P_I64(i)}, 1,
+                NULL);
+    hr_mysql_rows *rows = query_ok("SELECT big FROM hrtest_rt ORDER BY big", NULL, 0);
+    assert_int_equal(rows->nrows, 500);
+    assert_string_equal(hr_mysql_cell(rows, 499, 0), "499");
+    hr_mysql_rows_free(rows);
+}
+
+static void test_transaction(void **state)
+{
+    char errstr[512];
+    char *value;
+
+    (void)state;
+    create_scratch_table();
+    assert_int_equal(hr_mysql_begin(db, errstr, sizeof errstr), 0);
+    exec_ok("INSERT INTO hrtest_rt (s) VALUES ('rolled back')", NULL, 0, NULL);
+    assert_int_equal(hr_mysql_rollback(db), 0);
+    assert_int_equal(hr_mysql_begin(db, errstr, sizeof errstr), 0);
+    exec_ok("INSERT INTO hrtest_rt (s) VALUES ('committed')", NULL, 0, NULL);
+    assert_int_equal(hr_mysql_commit(db, errstr, sizeof errstr), 0);
+    value = query_value("SELECT GROUP_CONCAT(s) FROM hrtest_rt", NULL, 0);
+    assert_string_equal(value, "committed");
+    free(value);
+}
+
+static void test_errors(void **state)
+{
+    hr_mysql_rows *rows = NULL;
+    char errstr[512] = "";
+    unsigned err = 0;
+
+    (void)state;
+    assert_int_equal(hr_mysql_exec(db, "SELEC 1", NULL, 0, NULL, NULL, &err, errstr,
+                                   sizeof errstr),
+                     -1);
+    assert_int_equal(err, 1064);
+    assert_non_null(strstr(errstr, "SQL syntax"));
+    assert_int_equal(hr_mysql_query(db, "SELECT * FROM hrtest_no_such_table", NULL, 0, &rows,
+                                    errstr, sizeof errstr),
+                     -1);
+    assert_null(rows);
+    assert_non_null(strstr(errstr, "doesn't exist"));
+    assert_int_equal(hr_mysql_exec(db, "SELECT ?", NULL, 0, NULL, NULL, NULL, errstr,
+                                   sizeof errstr),
+                     -1);
+    assert_non_null(strstr(errstr, "parameters"));
+    assert_int_equal(hr_mysql_script(db, "SELECT 1; SELEC 2; SELECT 3", errstr, sizeof errstr),
+                     -1);
+    assert_true(strncmp(errstr, "statement 2: ", 13) == 0);
+    /* The connection is still usable after each error. */
+    char *value = query_value("SELECT 'alive'", NULL, 0);
+    assert_string_equal(value, "alive");
+    free(value);
+}
+
+/* A killed connection is replaced, with the session settings, outside a
+ * transaction; inside one the error reaches the caller. */
+static void test_reconnect(void **state)
+{
+    hr_mysql *victim = NULL;
+    char errstr[512], kill[64];
+    char *conn_id;
+    hr_mysql_rows *rows = NULL;
+    unsigned err = 0;
+
+    (void)state;
+    assert_int_equal(hr_mysql_connect(cfg, &victim, errstr, sizeof errstr), 0);
+    for (int in_txn = 0; in_txn < 2; in_txn++) {
+        assert_int_equal(hr_mysql_query(victim, "SELECT CONNECTION_ID()", NULL, 0, &rows, errstr,
+                                        sizeof errstr),
+                         0);
+        conn_id = strdup(hr_mysql_cell(rows, 0, 0));
+        hr_mysql_rows_free(rows);
+        if (in_txn)
+            assert_int_equal(hr_mysql_begin(victim, errstr, sizeof errstr), 0);
+        snprintf(kill, sizeof kill, "KILL CONNECTION %s", conn_id);
+        assert_int_equal(hr_mysql_script(db, kill, errstr, sizeof errstr), 0);
+        free(conn_id);
+        rows = NULL;
+        int rc = hr_mysql_exec(victim, "SELECT @@session.time_zone", NULL, 0, NULL, NULL, &err,
+                               errstr, sizeof errstr);
+        if (in_txn) {
+            assert_int_equal(rc, -1);
+            assert_true(err == 2006 || err == 2013);
+            hr_mysql_rollback(victim);
+        } else {
+            assert_int_equal(rc, 0);
+        }
+        assert_int_equal(hr_mysql_query(victim,
+                                        "SELECT @@session.time_zone, @@session.sql_mode", NULL,
+                                        0, &rows, errstr, sizeof errstr),
+                         0);
+        assert_string_equal(hr_mysql_cell(rows, 0, 0), "+00:00");
+        assert_non_null(strstr(hr_mysql_cell(rows, 0, 1), "STRICT_ALL_TABLES"));
+        hr_mysql_rows_free(rows);
+    }
+    hr_mysql_free(victim);
+}
+
+static void test_migrate_idempotent(void **state)
+{
+    char errstr[512];
+    char *value;
+    int applied = -1;
+
+    (void)state;
+    assert_int_equal(hr_mysql_migrate(db, hr_sql_files, HR_SQL__COUNT, &applied, errstr,
+                                      sizeof errstr),
+                     0);
+    assert_int_equal(applied, 0);
+    value = query_value("SELECT GROUP_CONCAT(name ORDER BY version) FROM schema_migrations"
+                        " WHERE version IN (1, 2)",
+                        NULL, 0);
+    assert_string_equal(value, "001_tables,002_freeze_trigger");
+    free(value);
+    /* The lock was released: another session can take it at once. */
+    value = query_value("SELECT IS_FREE_LOCK('herald_migrate')", NULL, 0);
+    assert_string_equal(value, "1");
+    free(value);
+}
+
+static uint64_t insert_task(const char *suffix, const char *freeze_expr)
+{
+    char sql[512], name[96], errstr[512];
+    uint64_t id = 0;
+
+    snprintf(name, sizeof name, "%s%s", task_prefix, suffix);
+    snprintf(sql, sizeof sql,
+             "INSERT INTO push_task (name, channel, title, body, payload, due_at, freeze_at)"
+             " VALUES (?, 'webhook', 'hello', 'body', '{\"a\":1}', UTC_TIMESTAMP(3), %s)",
+             freeze_expr);
+    if (hr_mysql_exec(db, sql, (hr_mysql_param[]){HR_P_STR(name)}, 1, NULL, &id, NULL, errstr,
+                      sizeof errstr) != 0)
+        fail_msg("insert task: %s", errstr);
+    return id;
+}
+
+static void expect_frozen(uint64_t id, const char *set)
+{
+    char sql[256], errstr[512] = "";
+    unsigned err = 0;
+
+    snprintf(sql, sizeof sql, "UPDATE push_task SET %s WHERE id = ?", set);
+    assert_int_equal(hr_mysql_exec(db, sql, (hr_mysql_param[]){HR_P_I64(id)}, 1, NULL, NULL,
+                                   &err, errstr, sizeof errstr),
+                     -1);
+    assert_int_equal(err, 1644);
+    if (!strstr(errstr, "is frozen"))
+        fail_msg("unexpected freeze message: %s", errstr);
+}
+
+static void test_freeze_trigger(void **state)
+{
+    uint64_t past = insert_task("past", "UTC_TIMESTAMP(3) - INTERVAL 1 HOUR");
+    uint64_t dueday = insert_task("dueday", "NULL");
+    uint64_t future = insert_task("future", "UTC_TIMESTAMP(3) + INTERVAL 1 DAY");
+    uint64_t affected = 0;
+    char *value;
+
+    (void)state;
+    expect_frozen(past, "title = 'x'");
+    expect_frozen(past, "title = 'x'"); /* the cached statement survives the SIGNAL */
+    expect_frozen(past, "title = 'hello '");
+    expect_frozen(past, "body = 'other'");
+    expect_frozen(past, "payload = NULL");
+    expect_frozen(past, "due_at = due_at + INTERVAL 1 DAY");
+    expect_frozen(dueday, "title = 'x'");
+
+    exec_ok("UPDATE push_task SET state = 'dispatching', sent = sent + 5, control = 'pause',"
+            " last_error = 'e' WHERE id = ?",
+            (hr_mysql_param[]){HR_P_I64(past)}, 1, &affected);
+    assert_int_equal(affected, 1);
+    value = query_value("SELECT CONCAT(state, ',', sent, ',', control, ',', title) FROM push_task"
+                        " WHERE id = ?",
+                        (hr_mysql_param[]){HR_P_I64(past)}, 1);
+    assert_string_equal(value, "dispatching,5,pause,hello");
+    free(value);
+
+    exec_ok("UPDATE push_task SET title = 'changed' WHERE id = ?",
+            (hr_mysql_param[]){HR_P_I64(future)}, 1, &affected);
+    assert_int_equal(affected, 1);
+    value = query_value("SELECT title FROM push_task WHERE id = ?",
+                        (hr_mysql_param[]){HR_P_I64(future)}, 1);
+    assert_string_equal(value, "changed");
+    free(value);
+}
+
+/* Runs heraldctl with ARGS (NULL-terminated after the binary), returning
+ * its exit code and its output (stdout and stderr) in a new string. */
+static int run_ctl(char **output, ...)
+{
+    char *argv[16], logpath[] = "/tmp/hrtest-ctl-XXXXXX";
+    int n = 0, status = 0, fd;
+    va_list ap;
+    FILE *f;
+    long len;
+    pid_t pid;
+
+    argv[n++] = (char *)heraldctl;
+    va_start(ap, output);
+    while (n < 15 && (argv[n] = va_arg(ap, char *)) != NULL)
+        n++;
+    va_end(ap);
+    argv[n] = NULL;
+    fd = mkstemp(logpath);
+    assert_true(fd >= 0);
+    close(fd);
+    pid = itest_spawn(argv, logpath);
+    assert_true(pid > 0);
+    if (itest_wait_exit(pid, CTL_TIMEOUT_MS, &status) != 0) {
+        itest_kill(pid, SIGKILL);
+        itest_wait_exit(pid, 5000, NULL);
+        fail_msg("heraldctl did not exit within %d ms", CTL_TIMEOUT_MS);
+    }
+    f = fopen(logpath, "r");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    len = ftell(f);
+    rewind(f);
+    *output = calloc(1, (size_t)len + 1);
+    assert_int_equal(fread(*output, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    unlink(logpath);
+    assert_true(WIFEXITED(status));
+    return WEXITSTATUS(status);
+}
+
+static void test_heraldctl(void **state)
+{
+    const char *config = getenv("HERALD_TEST_CONFIG");
+    char badpath[] = "/tmp/hrtest-badcfg-XXXXXX";
+    char expect[128];
+    char *out;
+    FILE *f;
+    int fd;
+
+    (void)state;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(run_ctl(&out, "-c", config, "migrate", NULL), 0);
+        if (strncmp(out, "schema is up to date (version ", 30) != 0)
+            fail_msg("unexpected migrate output: %s", out);
+        free(out);
+    }
+
+    fd = mkstemp(badpath);
+    assert_true(fd >= 0);
+    f = fdopen(fd, "w");
+    assert_non_null(f);
+    fputs("mysql:\n  port: lots\n", f);
+    fclose(f);
+    assert_int_equal(run_ctl(&out, "-c", badpath, "migrate", NULL), 2);
+    snprintf(expect, sizeof expect, "%s:2:", badpath);
+    if (strncmp(out, expect, strlen(expect)) != 0)
+        fail_msg("bad config output lacks %s: %s", expect, out);
+    free(out);
+    unlink(badpath);
+
+    assert_int_equal(run_ctl(&out, "-c", config, "frobnicate", NULL), 2);
+    assert_non_null(strstr(out, "unknown command 'frobnicate'"));
+    assert_non_null(strstr(out, "usage: heraldctl"));
+    free(out);
+    assert_int_equal(run_ctl(&out, "-c", config, "migrate", "extra", NULL), 2);
+    assert_non_null(strstr(out, "usage: heraldctl [-c CONFIG] migrate"));
+    free(out);
+    assert_int_equal(run_ctl(&out, "--version", NULL), 0);
+    assert_true(strncmp(out, "heraldctl ", 10) == 0);
+    free(out);
+    assert_int_equal(run_ctl(&out, "help", NULL), 0);
+    assert_non_null(strstr(out, "migrate"));
+    free(out);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_statement_cache),
+        cmocka_unit_test(test_transaction),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_reconnect),
+        cmocka_unit_test(test_migrate_idempotent),
+        cmocka_unit_test(test_freeze_trigger),
+        cmocka_unit_test(test_heraldctl),
+    };
+
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s HERALDCTL\n", argv[0]);
+        return 2;
+    }
+    heraldctl = argv[1];
+    if (!getenv("HERALD_TEST_CONFIG") || !*getenv("HERALD_TEST_CONFIG")) {
+        fprintf(stderr, "test_mysql: HERALD_TEST_CONFIG is not set -- skipping\n");
+        return 77;
+    }
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

@@ -1,0 +1,344 @@
+/* Integration test of hr_redis and hr_ratelimit against the stack's Redis:
+ * SCRIPT LOAD + EVALSHA, the NOSCRIPT fallback, reconnect after the server
+ * dropped the connection, the rate limiter under concurrent callers, and
+ * pipelining.  Keys live under the test's own prefix (itest_config). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hr_ratelimit.h"
+#include "hr_redis.h"
+#include "itest.h"
+
+static hr_config *cfg;
+static hr_redis *rd;
+static char errstr[512];
+
+static int setup(void **state)
+{
+    (void)state;
+    cfg = itest_config();
+    if (hr_redis_connect(cfg, &rd, errstr, sizeof errstr) != 0) {
+        fprintf(stderr, "connect: %s\n", errstr);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    hr_redis_free(rd);
+    itest_redis_cleanup(cfg);
+    hr_config_free(cfg);
+    return 0;
+}
+
+static long long cmd_int(hr_redis *r, const char *fmt, const char *arg)
+{
+    redisReply *reply = hr_redis_cmdf(r, errstr, sizeof errstr, fmt, arg);
+    long long v;
+
+    if (reply == NULL)
+        fail_msg("%s: %s", fmt, errstr);
+    assert_int_equal(reply->type, REDIS_REPLY_INTEGER);
+    v = reply->integer;
+    freeReplyObject(reply);
+    return v;
+}
+
+/* ratelimit.lua directly on a fixed key: grant, partial grant, nothing. */
+static long long rl_eval(const char *key, const char *limit, const char *want)
+{
+    const char *argv[] = {key, limit, want};
+    redisReply *reply = hr_redis_eval(rd, HR_LUA_RATELIMIT, 1, 3, argv, NULL, errstr, sizeof errstr);
+    long long v;
+
+    if (reply == NULL)
+        fail_msg("eval: %s", errstr);
+    assert_int_equal(reply->type, REDIS_REPLY_INTEGER);
+    v = reply->integer;
+    freeReplyObject(reply);
+    return v;
+}
+
+/* The isolation every integration test relies on (itest): a prefix of our
+ * own, and a written config that loads back with it. */
+static void test_itest_config(void **state)
+{
+    (void)state;
+    hr_config *shared = itest_config_shared(), *reloaded = NULL;
+    char path[256];
+
+    assert_string_not_equal(shared->redis.prefix, cfg->redis.prefix);
+    assert_string_not_equal(shared->kafka.topic, cfg->kafka.topic);
+    assert_int_equal(itest_write_config(cfg, path, sizeof path), 0);
+    if (hr_config_load(path, &reloaded, errstr, sizeof errstr) != 0)
+        fail_msg("%s", errstr);
+    unlink(path);
+    assert_string_equal(reloaded->redis.prefix, cfg->redis.prefix);
+    assert_string_equal(reloaded->kafka.group, cfg->kafka.group);
+    assert_int_equal(reloaded->nchannels, cfg->nchannels);
+    assert_string_equal(reloaded->channels[0].body, cfg->channels[0].body);
+    hr_config_free(reloaded);
+    hr_config_free(shared);
+}
+
+static void test_keys_and_time(void **state)
+{
+    (void)state;
+    char buf[256], want[256];
+    int64_t ms;
+
+    snprintf(want, sizeof want, "%s{t42}:subs", cfg->redis.prefix);
+    assert_string_equal(hr_redis_task_key(rd, buf, sizeof buf, 42, "subs"), want);
+    snprintf(want, sizeof want, "%srl:task7:123", cfg->redis.prefix);
+    assert_string_equal(hr_redis_key(rd, buf, sizeof buf, "rl:task%d:%d", 7, 123), want);
+    assert_string_equal(hr_redis_prefix(rd), cfg->redis.prefix);
+    assert_int_equal(hr_redis_time_ms(rd, &ms, errstr, sizeof errstr), 0);
+    assert_true(llabs((long long)(ms - itest_now_ms())) < 5000);
+}
+
+static void test_eval_ratelimit(void **state)
+{
+    (void)state;
+    char key[256];
+
+    hr_redis_key(rd, key, sizeof key, "rl:eval:1");
+    assert_int_equal(rl_eval(key, "10", "7"), 7);
+    assert_int_equal(rl_eval(key, "10", "7"), 3);
+    assert_int_equal(rl_eval(key, "10", "1"), 0);
+    long long pttl = cmd_int(rd, "PTTL %s", key);
+    assert_true(pttl > 0 && pttl <= 2000);
+
+    /* No grant on a new key must not create it (no key without a TTL). */
+    hr_redis_key(rd, key, sizeof key, "rl:eval:2");
+    assert_int_equal(rl_eval(key, "10", "0"), 0);
+    assert_int_equal(cmd_int(rd, "EXISTS %s", key), 0);
+
+    /* A Redis error reply comes back as NULL with its text. */
+    assert_null(hr_redis_cmdf(rd, errstr, sizeof errstr, "NOSUCHCOMMAND"));
+    assert_non_null(strstr(errstr, "unknown command"));
+}
+
+static void test_noscript_fallback(void **state)
+{
+    (void)state;
+    char key[256];
+    redisReply *reply = hr_redis_cmdf(rd, errstr, sizeof errstr, "SCRIPT FLUSH");
+
+    assert_non_null(reply);
+    freeReplyObject(reply);
+    hr_redis_key(rd, key, sizeof key, "rl:noscript:1");
+    assert_int_equal(rl_eval(key, "5", "3"), 3);
+    assert_int_equal(rl_eval(key, "5", "3"), 2);
+}
+
+static void test_reconnect(void **state)
+{
+    (void)state;
+    hr_redis *killer = NULL;
+    char id[32];
+    long long before, after;
+
+    assert_int_equal(hr_redis_connect(cfg, &killer, errstr, sizeof errstr), 0);
+    before = cmd_int(rd, "CLIENT ID", NULL);
+    snprintf(id, sizeof id, "%lld", before);
+    /* Kill exactly our connection: TYPE normal would also cut the
+     * connections of tests running next to this one. */
+    assert_int_equal(cmd_int(killer, "CLIENT KILL ID %s", id), 1);
+    hr_redis_free(killer);
+
+    after = cmd_int(rd, "CLIENT ID", NULL);
+    assert_true(after != before);
+}
+
+#define RL_THREADS 4
+#define RL_LIMIT 300
+#define RL_RUN_MS 2600
+#define RL_MAX_SECONDS 8
+
+typedef struct rl_worker {
+    pthread_t thread;
+    int64_t start_s;
+    int64_t unambiguous[RL_MAX_SECONDS]; /* grants known to belong to a second */
+    int64_t total;
+    int calls;
+    int failed;
+    char err[256];
+} rl_worker;
+
+static const char rl_scope[] = "conc";
+
+static int64_t now_s(void)
+{
+    return itest_now_ms() / 1000;
+}
+
+static void *rl_run(void *arg)
+{
+    rl_worker *w = arg;
+    hr_redis *r = NULL;
+    int64_t end = itest_now_ms() + RL_RUN_MS;
+
+    if (hr_redis_connect(cfg, &r, w->err, sizeof w->err) != 0) {
+        w->failed = 1;
+        return NULL;
+    }
+    while (itest_now_ms() < end) {
+        int64_t granted, wait_ms, s0 = now_s();
+        if (hr_ratelimit_take(r, rl_scope, RL_LIMIT, 5, &granted, &wait_ms, w->err,
+                              sizeof w->err) != 0) {
+            w->failed = 1;
+            break;
+        }
+        int64_t s1 = now_s();
+        w->calls++;
+        w->total += granted;
+        /* The key's second was read between s0 and s1. */
+        if (s0 == s1 && s0 - w->start_s >= 0 && s0 - w->start_s < RL_MAX_SECONDS)
+            w->unambiguous[s0 - w->start_s] += granted;
+        usleep(granted < 5 ? 20 * 1000 : 1000);
+    }
+    hr_redis_free(r);
+    return NULL;
+}
+
+static void test_ratelimit_concurrent(void **state)
+{
+    (void)state;
+    rl_worker workers[RL_THREADS];
+    int64_t start_s = now_s(), end_s, total = 0;
+    char pattern[256];
+
+    memset(workers, 0, sizeof workers);
+    for (int i = 0; i < RL_THREADS; i++) {
+        workers[i].start_s = start_s;
+        assert_int_equal(pthread_create(&workers[i].thread, NULL, rl_run, &workers[i]), 0);
+    }
+    for (int i = 0; i < RL_THREADS; i++)
+        pthread_join(workers[i].thread, NULL);
+    end_s = now_s();
+
+    /* The last second's counter must carry a TTL of at most 2 s. */
+    char key[256];
+    hr_redis_key(rd, key, sizeof key, "rl:%s:%lld", rl_scope, (long long)(end_s - 1));
+    long long pttl = cmd_int(rd, "PTTL %s", key);
+    assert_true(pttl <= 2000);
+
+    for (int i = 0; i < RL_THREADS; i++) {
+        if (workers[i].failed)
+            fail_msg("worker %d: %s", i, workers[i].err);
+        assert_true(workers[i].calls > 10);
+        total += workers[i].total;
+    }
+    /* Per second: never over the limit; every whole second got some. */
+    for (int64_t s = 0; s <= end_s - start_s && s < RL_MAX_SECONDS; s++) {
+        int64_t sum = 0;
+        for (int i = 0; i < RL_THREADS; i++)
+            sum += workers[i].unambiguous[s];
+        print_message("second %lld: %lld granted\n", (long long)s, (long long)sum);
+        assert_true(sum <= RL_LIMIT);
+        if (s > 0 && s < end_s - start_s)
+            assert_true(sum > 0);
+    }
+    assert_true(total <= RL_LIMIT * (end_s - start_s + 1));
+    assert_true(total > RL_LIMIT); /* demand (4 x 5 per ms) spans several full budgets */
+
+    /* Every counter is gone 3 s later. */
+    sleep(3);
+    snprintf(pattern, sizeof pattern, "%srl:%s:*", cfg->redis.prefix, rl_scope);
+    redisReply *reply = hr_redis_cmdf(rd, errstr, sizeof errstr, "KEYS %s", pattern);
+    assert_non_null(reply);
+    assert_int_equal(reply->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(reply->elements, 0);
+    freeReplyObject(reply);
+}
+
+static void test_ratelimit_wait(void **state)
+{
+    (void)state;
+    int64_t granted, wait_ms;
+
+    assert_int_equal(hr_ratelimit_take(rd, "wait", 3, 2, &granted, &wait_ms, errstr,
+                                       sizeof errstr), 0);
+    if (granted == 2) {
+        assert_int_equal(wait_ms, 0);
+        assert_int_equal(hr_ratelimit_take(rd, "wait", 3, 2, &granted, &wait_ms, errstr,
+                                           sizeof errstr), 0);
+    }
+    /* Either the second call got the last unit, or the second rolled over. */
+    if (granted < 2)
+        assert_true(wait_ms > 0 && wait_ms <= 1000);
+    assert_int_equal(hr_ratelimit_take(rd, "wait", 0, 1, &granted, &wait_ms, errstr,
+                                       sizeof errstr), -1);
+}
+
+static void test_pipeline(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    char key[256], rlkey[256];
+    const char *argv[] = {"INCR", key};
+    const char *eargv[] = {rlkey, "1000", "1"};
+
+    hr_redis_key(rd, key, sizeof key, "pipe");
+    hr_redis_key(rd, rlkey, sizeof rlkey, "rl:pipe:1");
+    for (int i = 0; i < N; i++)
+        assert_int_equal(hr_redis_pipe_cmd(rd, 2, argv, NULL), 0);
+    assert_int_equal(hr_redis_pipe_eval(rd, HR_LUA_RATELIMIT, 1, 3, eargv, NULL), 0);
+    for (int i = 0; i < N; i++) {
+        redisReply *reply = hr_redis_pipe_reply(rd, errstr, sizeof errstr);
+        if (reply == NULL)
+            fail_msg("reply %d: %s", i, errstr);
+        assert_int_equal(reply->type, REDIS_REPLY_INTEGER);
+        assert_int_equal(reply->integer, i + 1);
+        freeReplyObject(reply);
+    }
+    redisReply *reply = hr_redis_pipe_reply(rd, errstr, sizeof errstr);
+    assert_non_null(reply);
+    assert_int_equal(reply->integer, 1);
+    freeReplyObject(reply);
+
+    /* After SCRIPT FLUSH a pipelined EVALSHA reports NOSCRIPT; a reload
+     * repairs the connection. */
+    reply = hr_redis_cmdf(rd, errstr, sizeof errstr, "SCRIPT FLUSH");
+    assert_non_null(reply);
+    freeReplyObject(reply);
+    assert_int_equal(hr_redis_pipe_eval(rd, HR_LUA_RATELIMIT, 1, 3, eargv, NULL), 0);
+    assert_null(hr_redis_pipe_reply(rd, errstr, sizeof errstr));
+    assert_non_null(strstr(errstr, "NOSCRIPT"));
+    assert_int_equal(hr_redis_reload_scripts(rd, errstr, sizeof errstr), 0);
+    assert_int_equal(hr_redis_pipe_eval(rd, HR_LUA_RATELIMIT, 1, 3, eargv, NULL), 0);
+    reply = hr_redis_pipe_reply(rd, errstr, sizeof errstr);
+    assert_non_null(reply);
+    assert_int_equal(reply->integer, 1);
+    freeReplyObject(reply);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_itest_config),
+        cmocka_unit_test(test_keys_and_time),
+        cmocka_unit_test(test_eval_ratelimit),
+        cmocka_unit_test(test_noscript_fallback),
+        cmocka_unit_test(test_reconnect),
+        cmocka_unit_test(test_ratelimit_wait),
+        cmocka_unit_test(test_pipeline),
+        cmocka_unit_test(test_ratelimit_concurrent),
+    };
+
+    cfg = itest_config(); /* exits 77 before cmocka starts when unset */
+    hr_config_free(cfg);
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

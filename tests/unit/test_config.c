@@ -1,0 +1,493 @@
+/* Unit tests for hr_config: good files (defaults, every key, ${VAR} expansion,
+ * env overrides, the shipped example) and one test per kind of bad file, each
+ * asserting the exact "file:line:col: " prefix and the distinctive part of
+ * the message.
+ *
+ * Usage: test_config FIXTURE_DIR EXAMPLE_YAML (meson passes both). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hr_config.h"
+#include "hr_log.h"
+
+static const char *fixture_dir;
+static const char *example_path;
+
+static const char *const override_vars[] = {
+    "HERALD_MYSQL_HOST",  "HERALD_MYSQL_PORT",     "HERALD_MYSQL_USER",
+    "HERALD_MYSQL_PASSWORD", "HERALD_MYSQL_DATABASE", "HERALD_REDIS_HOST",
+    "HERALD_REDIS_PORT",  "HERALD_REDIS_PASSWORD", "HERALD_KAFKA_BROKERS",
+};
+
+static void fixture(char *buf, size_t len, const char *name) {
+    snprintf(buf, len, "%s/%s", fixture_dir, name);
+}
+
+static hr_config *load_ok(const char *path) {
+    hr_config *cfg = NULL;
+    char err[512] = "";
+    if (hr_config_load(path, &cfg, err, sizeof(err)) != 0) fail_msg("%s", err);
+    assert_non_null(cfg);
+    return cfg;
+}
+
+/* Every default from hr_config.h, as the minimal file and the example give them. */
+static void assert_defaults(const hr_config *cfg) {
+    assert_int_equal(cfg->log.level, HR_LOG_INFO);
+    assert_int_equal(cfg->log.format, HR_LOG_FORMAT_LOGFMT);
+    assert_string_equal(cfg->mysql.host, "127.0.0.1");
+    assert_int_equal(cfg->mysql.port, 3306);
+    assert_string_equal(cfg->mysql.user, "herald");
+    assert_string_equal(cfg->mysql.password, "");
+    assert_string_equal(cfg->mysql.database, "herald");
+    assert_int_equal(cfg->mysql.connect_timeout_s, 5);
+    assert_string_equal(cfg->redis.host, "127.0.0.1");
+    assert_int_equal(cfg->redis.port, 6379);
+    assert_string_equal(cfg->redis.password, "");
+    assert_string_equal(cfg->redis.prefix, "herald:");
+    assert_int_equal(cfg->redis.db, 0);
+    assert_int_equal(cfg->redis.timeout_ms, 5000);
+    assert_string_equal(cfg->kafka.brokers, "127.0.0.1:9092");
+    assert_string_equal(cfg->kafka.topic, "herald.chunks");
+    assert_string_equal(cfg->kafka.group, "herald-workers");
+    assert_int_equal(cfg->kafka.nproperties, 0);
+    assert_string_equal(cfg->dispatcher.listen, "127.0.0.1:8080");
+    assert_int_equal(cfg->dispatcher.api.ntokens, 0);
+    assert_int_equal(cfg->dispatcher.api.max_body_bytes, 1048576);
+    assert_int_equal(cfg->dispatcher.api.max_ids, 10000);
+    assert_false(cfg->dispatcher.api.insecure);
+    assert_int_equal(cfg->dispatcher.api.threads, 4);
+    assert_int_equal(cfg->dispatcher.scan_interval_ms, 1000);
+    assert_int_equal(cfg->dispatcher.timer_interval_ms, 100);
+    assert_int_equal(cfg->dispatcher.poller_interval_ms, 3000);
+    assert_int_equal(cfg->dispatcher.poller_grace_ms, 3000);
+    assert_int_equal(cfg->dispatcher.horizon_s, 600);
+    assert_int_equal(cfg->dispatcher.lease_s, 30);
+    assert_int_equal(cfg->dispatcher.redelivery_timeout_s, 120);
+    assert_int_equal(cfg->dispatcher.sweep_interval_ms, 5000);
+    assert_int_equal(cfg->dispatcher.refill_batch, 10000);
+    assert_string_equal(cfg->worker.listen, "127.0.0.1:8081");
+    assert_int_equal(cfg->worker.ack_batch, 100);
+    assert_true(cfg->worker.delivery_log);
+    assert_int_equal(cfg->worker.reporter_queue, 100000);
+    assert_int_equal(cfg->worker.reporter_batch, 1000);
+    assert_int_equal(cfg->worker.max_chunks_in_flight, 4);
+    assert_int_equal(cfg->worker.lease_ms, 30000);
+    assert_int_equal(cfg->worker.shutdown_grace_ms, 25000);
+
+    assert_int_equal(cfg->nchannels, 1);
+    const hr_channel *ch = hr_config_channel(cfg, "webhook");
+    assert_non_null(ch);
+    assert_string_equal(ch->name, "webhook");
+    assert_string_equal(ch->url, "http://127.0.0.1:9099/push");
+    assert_string_equal(ch->method, "POST");
+    assert_int_equal(ch->nheaders, 1);
+    assert_string_equal(ch->headers[0].key, "Content-Type");
+    assert_string_equal(ch->headers[0].value, "application/json");
+    assert_string_equal(ch->body, "{\"uid\":\"{{uid}}\",\"title\":\"{{title}}\",\"body\":\"{{body}}\"}");
+    assert_int_equal(ch->concurrency, 256);
+    assert_int_equal(ch->rate_limit, 0);
+    assert_int_equal(ch->timeout_ms, 5000);
+    assert_false(ch->http2);
+    assert_int_equal(ch->retry_max_attempts, 5);
+    assert_int_equal(ch->retry_backoff_ms, 200);
+    assert_int_equal(ch->retry_max_backoff_ms, 30000);
+    assert_int_equal(ch->nsuccess, 4);
+    assert_int_equal(ch->success[0], 200);
+    assert_int_equal(ch->success[1], 201);
+    assert_int_equal(ch->success[2], 202);
+    assert_int_equal(ch->success[3], 204);
+    assert_true(ch->json_escape);
+    assert_int_equal(ch->throttle_mode, HR_THROTTLE_ENFORCE);
+    assert_null(ch->ca_file);
+    assert_true(ch->tls_verify);
+}
+
+static void test_minimal(void **state) {
+    (void)state;
+    char path[512];
+    fixture(path, sizeof(path), "minimal.yaml");
+
+    setenv("HOSTNAME", "pod-abc", 1);
+    hr_config *cfg = load_ok(path);
+    assert_defaults(cfg);
+    assert_string_equal(cfg->path, path);
+    assert_string_equal(cfg->instance, "pod-abc");
+    assert_null(hr_config_channel(cfg, "sms"));
+    hr_config_free(cfg);
+
+    /* Without $HOSTNAME the instance is the host name. */
+    char host[256] = "";
+    unsetenv("HOSTNAME");
+    assert_int_equal(gethostname(host, sizeof(host)), 0);
+    cfg = load_ok(path);
+    assert_string_equal(cfg->instance, host);
+    hr_config_free(cfg);
+}
+
+/* The shipped example loads and documents the true defaults. */
+static void test_example(void **state) {
+    (void)state;
+    unsetenv("HERALD_API_TOKEN");
+    hr_config *cfg = load_ok(example_path);
+    assert_defaults(cfg);
+    hr_config_free(cfg);
+
+    setenv("HERALD_API_TOKEN", "tok-1", 1);
+    cfg = load_ok(example_path);
+    assert_int_equal(cfg->dispatcher.api.ntokens, 1);
+    assert_string_equal(cfg->dispatcher.api.tokens[0], "tok-1");
+    hr_config_free(cfg);
+    unsetenv("HERALD_API_TOKEN");
+}
+
+/* Every key set to a non-default value lands in its own field. */
+static void test_full(void **state) {
+    (void)state;
+    char path[512];
+    fixture(path, sizeof(path), "full.yaml");
+    hr_config *cfg = load_ok(path);
+
+    assert_string_equal(cfg->instance, "node-7");
+    assert_int_equal(cfg->log.level, HR_LOG_DEBUG);
+    assert_int_equal(cfg->log.format, HR_LOG_FORMAT_JSON);
+    assert_string_equal(cfg->mysql.host, "db.internal");
+    assert_int_equal(cfg->mysql.port, 13306);
+    assert_string_equal(cfg->mysql.user, "app");
+    assert_string_equal(cfg->mysql.password, "s3cret");
+    assert_string_equal(cfg->mysql.database, "reminders");
+    assert_int_equal(cfg->mysql.connect_timeout_s, 9);
+    assert_string_equal(cfg->redis.host, "cache.internal");
+    assert_int_equal(cfg->redis.port, 16379);
+    assert_string_equal(cfg->redis.password, "rpass");
+    assert_string_equal(cfg->redis.prefix, "t1:");
+    assert_int_equal(cfg->redis.db, 3);
+    assert_int_equal(cfg->redis.timeout_ms, 750);
+    assert_string_equal(cfg->kafka.brokers, "k1:9092,k2:9092");
+    assert_string_equal(cfg->kafka.topic, "chunks.test");
+    assert_string_equal(cfg->kafka.group, "workers.test");
+    assert_int_equal(cfg->kafka.nproperties, 3);
+    assert_string_equal(cfg->kafka.properties[0].key, "security.protocol");
+    assert_string_equal(cfg->kafka.properties[0].value, "SASL_SSL");
+    assert_string_equal(cfg->kafka.properties[1].key, "enable.idempotence");
+    assert_string_equal(cfg->kafka.properties[1].value, "true");
+    assert_string_equal(cfg->kafka.properties[2].key, "linger.ms");
+    assert_string_equal(cfg->kafka.properties[2].value, "5");
+    assert_string_equal(cfg->dispatcher.listen, "0.0.0.0:18080");
+    assert_int_equal(cfg->dispatcher.api.ntokens, 2);
+    assert_string_equal(cfg->dispatcher.api.tokens[0], "alpha");
+    assert_string_equal(cfg->dispatcher.api.tokens[1], "beta");
+    assert_int_equal(cfg->dispatcher.api.max_body_bytes, 2048);
+    assert_int_equal(cfg->dispatcher.api.max_ids, 77);
+    assert_true(cfg->dispatcher.api.insecure);
+    assert_int_equal(cfg->dispatcher.api.threads, 8);
+    assert_int_equal(cfg->dispatcher.scan_interval_ms, 1100);
+    assert_int_equal(cfg->dispatcher.timer_interval_ms, 50);
+    assert_int_equal(cfg->dispatcher.poller_interval_ms, 4000);
+    assert_int_equal(cfg->dispatcher.poller_grace_ms, 0);
+    assert_int_equal(cfg->dispatcher.horizon_s, 300);
+    assert_int_equal(cfg->dispatcher.lease_s, 15);
+    assert_int_equal(cfg->dispatcher.redelivery_timeout_s, 60);
+    assert_int_equal(cfg->dispatcher.sweep_interval_ms, 2500);
+    assert_int_equal(cfg->dispatcher.refill_batch, 500);
+    assert_string_equal(cfg->worker.listen, "[::1]:0");
+    assert_int_equal(cfg->worker.ack_batch, 10);
+    assert_false(cfg->worker.delivery_log);
+    assert_int_equal(cfg->worker.reporter_queue, 5000);
+    assert_int_equal(cfg->worker.reporter_batch, 20);
+    assert_int_equal(cfg->worker.max_chunks_in_flight, 2);
+    assert_int_equal(cfg->worker.lease_ms, 20000);
+    assert_int_equal(cfg->worker.shutdown_grace_ms, 5000);
+
+    assert_int_equal(cfg->nchannels, 2);
+    const hr_channel *ch = hr_config_channel(cfg, "webhook");
+    assert_ptr_equal(ch, &cfg->channels[0]);
+    assert_string_equal(ch->url, "https://push.example.com:8443/v1/{{uid}}?title={{title}}");
+    assert_string_equal(ch->method, "PUT");
+    assert_int_equal(ch->nheaders, 2);
+    assert_string_equal(ch->headers[0].key, "Authorization");
+    assert_string_equal(ch->headers[0].value, "Bearer abc");
+    assert_string_equal(ch->headers[1].key, "X-Task");
+    assert_string_equal(ch->headers[1].value, "{{task.id}}");
+    assert_string_equal(ch->body, "{{body}}");
+    assert_int_equal(ch->concurrency, 32);
+    assert_int_equal(ch->rate_limit, 1000);
+    assert_int_equal(ch->timeout_ms, 1500);
+    assert_true(ch->http2);
+    assert_int_equal(ch->retry_max_attempts, 3);
+    assert_int_equal(ch->retry_backoff_ms, 100);
+    assert_int_equal(ch->retry_max_backoff_ms, 100);
+    assert_int_equal(ch->nsuccess, 2);
+    assert_int_equal(ch->success[0], 200);
+    assert_int_equal(ch->success[1], 299);
+    assert_false(ch->json_escape);
+    assert_int_equal(ch->throttle_mode, HR_THROTTLE_SHADOW);
+    assert_string_equal(ch->ca_file, "/etc/ssl/custom.pem");
+    assert_false(ch->tls_verify);
+
+    /* An explicit empty headers mapping means no headers, not the default. */
+    ch = hr_config_channel(cfg, "sms");
+    assert_ptr_equal(ch, &cfg->channels[1]);
+    assert_string_equal(ch->method, "GET");
+    assert_int_equal(ch->nheaders, 0);
+    assert_string_equal(ch->body, "");
+    hr_config_free(cfg);
+}
+
+static void test_env_expansion(void **state) {
+    (void)state;
+    char path[512];
+    fixture(path, sizeof(path), "env.yaml");
+    setenv("HERALD_TEST_INSTANCE", "inst-9", 1);
+    setenv("HERALD_TEST_PORT", "3307", 1);
+    setenv("HERALD_TEST_SECRET", "s$cr}t", 1);
+    setenv("HERALD_TEST_EMPTY", "", 1);
+    unsetenv("HERALD_TEST_UNSET");
+
+    hr_config *cfg = load_ok(path);
+    assert_string_equal(cfg->instance, "inst-9");
+    assert_string_equal(cfg->mysql.host, "db.example");
+    assert_int_equal(cfg->mysql.port, 3307);
+    assert_string_equal(cfg->mysql.user, "pa$s");
+    /* $$ -> $, empty with :- -> default, values are not expanded again. */
+    assert_string_equal(cfg->mysql.password, "p$w-s$cr}t-dflt");
+    assert_int_equal(cfg->kafka.nproperties, 1);
+    assert_string_equal(cfg->kafka.properties[0].value, "s$cr}t");
+    assert_int_equal(cfg->dispatcher.api.ntokens, 1);
+    assert_string_equal(cfg->dispatcher.api.tokens[0], "s$cr}t");
+    const hr_channel *ch = hr_config_channel(cfg, "webhook");
+    assert_string_equal(ch->url, "http://127.0.0.1:9099/{{uid}}");
+    assert_string_equal(ch->headers[0].value, "Bearer s$cr}t");
+    assert_null(ch->ca_file);
+    hr_config_free(cfg);
+
+    /* A value from the environment is checked like one from the file. */
+    char err[512];
+    setenv("HERALD_TEST_PORT", "http", 1);
+    cfg = NULL;
+    assert_int_equal(hr_config_load(path, &cfg, err, sizeof(err)), -1);
+    assert_null(cfg);
+    char want[600];
+    snprintf(want, sizeof(want), "%s:5:9: mysql.port: expected an integer, got \"http\"", path);
+    assert_string_equal(err, want);
+
+    unsetenv("HERALD_TEST_INSTANCE");
+    unsetenv("HERALD_TEST_PORT");
+    unsetenv("HERALD_TEST_SECRET");
+    unsetenv("HERALD_TEST_EMPTY");
+}
+
+static void test_env_overrides(void **state) {
+    (void)state;
+    char path[512], err[512];
+    fixture(path, sizeof(path), "full.yaml");
+    setenv("HERALD_MYSQL_HOST", "mysql.svc", 1);
+    setenv("HERALD_MYSQL_PORT", "3310", 1);
+    setenv("HERALD_MYSQL_USER", "u2", 1);
+    setenv("HERALD_MYSQL_PASSWORD", "", 1); /* set but empty still wins */
+    setenv("HERALD_MYSQL_DATABASE", "db2", 1);
+    setenv("HERALD_REDIS_HOST", "redis.svc", 1);
+    setenv("HERALD_REDIS_PORT", "6380", 1);
+    setenv("HERALD_REDIS_PASSWORD", "rp2", 1);
+    setenv("HERALD_KAFKA_BROKERS", "kafka.svc:9092", 1);
+
+    hr_config *cfg = load_ok(path);
+    assert_string_equal(cfg->mysql.host, "mysql.svc");
+    assert_int_equal(cfg->mysql.port, 3310);
+    assert_string_equal(cfg->mysql.user, "u2");
+    assert_string_equal(cfg->mysql.password, "");
+    assert_string_equal(cfg->mysql.database, "db2");
+    assert_string_equal(cfg->redis.host, "redis.svc");
+    assert_int_equal(cfg->redis.port, 6380);
+    assert_string_equal(cfg->redis.password, "rp2");
+    assert_string_equal(cfg->kafka.brokers, "kafka.svc:9092");
+    assert_string_equal(cfg->redis.prefix, "t1:"); /* untouched */
+    hr_config_free(cfg);
+
+    setenv("HERALD_MYSQL_PORT", "70000", 1);
+    cfg = NULL;
+    assert_int_equal(hr_config_load(path, &cfg, err, sizeof(err)), -1);
+    assert_null(cfg);
+    assert_string_equal(err, "HERALD_MYSQL_PORT: 70000 is out of range (1..65535)");
+
+    setenv("HERALD_MYSQL_PORT", "3306", 1);
+    setenv("HERALD_REDIS_HOST", "", 1);
+    assert_int_equal(hr_config_load(path, &cfg, err, sizeof(err)), -1);
+    assert_string_equal(err, "HERALD_REDIS_HOST: must not be empty");
+
+    for (size_t i = 0; i < sizeof(override_vars) / sizeof(override_vars[0]); i++)
+        unsetenv(override_vars[i]);
+}
+
+static void test_cannot_open(void **state) {
+    (void)state;
+    char path[512], err[512], want[600];
+    hr_config *cfg = NULL;
+    fixture(path, sizeof(path), "no-such-file.yaml");
+    assert_int_equal(hr_config_load(path, &cfg, err, sizeof(err)), -1);
+    assert_null(cfg);
+    snprintf(want, sizeof(want), "%s: cannot open: No such file or directory", path);
+    assert_string_equal(err, want);
+
+    assert_int_equal(hr_config_load(fixture_dir, &cfg, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "cannot read: not a regular file"));
+    hr_config_free(NULL);
+}
+
+/* From a buffer: the name stands for the file; garbage of every byte value
+ * and truncations of a good file never crash or leak. */
+static void test_buffer(void **state) {
+    (void)state;
+    static const char good[] = "channels:\n  a: {url: \"http://h/{{uid}}\", success: [204]}\n";
+    hr_config *cfg = NULL;
+    char err[512];
+
+    assert_int_equal(hr_config_load_buffer("mem", good, strlen(good), &cfg, err, sizeof(err)), 0);
+    assert_string_equal(cfg->path, "mem");
+    assert_int_equal(hr_config_channel(cfg, "a")->nsuccess, 1);
+    hr_config_free(cfg);
+
+    /* Every proper prefix short of the final newline is broken somewhere. */
+    for (size_t n = 0; n + 1 < strlen(good); n++) {
+        int rc = hr_config_load_buffer("mem", good, n, &cfg, err, sizeof(err));
+        assert_int_equal(rc, -1);
+        assert_null(cfg);
+        assert_memory_equal(err, "mem:", 4);
+    }
+
+    char junk[64];
+    uint32_t x = 12345;
+    for (int round = 0; round < 200; round++) {
+        for (size_t i = 0; i < sizeof(junk); i++) {
+            x = x * 1103515245u + 12345u;
+            junk[i] = (char)(x >> 16);
+        }
+        int rc = hr_config_load_buffer("junk", junk, sizeof(junk), &cfg, err, sizeof(err));
+        assert_int_equal(rc, -1);
+        assert_null(cfg);
+        assert_memory_equal(err, "junk:", 5);
+    }
+
+    /* Deep nesting is refused before it costs stack. */
+    char deep[400];
+    size_t n = (size_t)snprintf(deep, sizeof(deep), "channels: ");
+    for (int i = 0; i < 100; i++) deep[n++] = '[';
+    assert_int_equal(hr_config_load_buffer("deep", deep, n, &cfg, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "nested deeper than"));
+}
+
+typedef struct bad_case {
+    const char *file;
+    const char *where; /* "line:col" */
+    const char *message;
+} bad_case;
+
+static const bad_case bad_cases[] = {
+    {"bad_type_int.yaml", "2:14", "worker.ack_batch: expected an integer, got \"many\""},
+    {"bad_int_junk.yaml", "4:17", "channels.webhook.timeout_ms: expected an integer, got \"10ms\""},
+    {"bad_type_map_for_scalar.yaml", "2:9", "mysql.host: expected a string, got a mapping"},
+    {"bad_type_seq_for_map.yaml", "3:8", "mysql: expected a mapping, got a sequence"},
+    {"bad_channel_scalar.yaml", "2:12", "channels.webhook: expected a mapping, got a scalar"},
+    {"bad_top_sequence.yaml", "1:1", "the configuration must be a mapping of sections"},
+    {"bad_unknown_top.yaml", "1:1",
+     "unknown key \"mysqll\" at the top level (expected: instance, log, mysql, redis, kafka, "
+     "dispatcher, worker, channels)"},
+    {"bad_unknown_nested.yaml", "3:3",
+     "unknown key \"hostt\" in mysql (expected: host, port, user, password, database, "
+     "connect_timeout_s)"},
+    {"bad_unknown_channel_key.yaml", "4:30",
+     "unknown key \"backof_ms\" in channels.webhook.retry (expected: max_attempts, backoff_ms, "
+     "max_backoff_ms)"},
+    {"bad_range_low.yaml", "5:14", "worker.ack_batch: 0 is out of range (1..10000)"},
+    {"bad_range_high.yaml", "2:9", "mysql.port: 70000 is out of range (1..65535)"},
+    {"bad_range_negative.yaml", "2:7", "redis.db: -1 is out of range (0..15)"},
+    {"bad_overflow.yaml", "4:17",
+     "channels.webhook.rate_limit: 99999999999999999999 is out of range (0..10000000)"},
+    {"bad_url_ftp.yaml", "3:10", "is not an http:// or https:// URL"},
+    {"bad_url_nohost.yaml", "3:10", "channels.webhook.url: URL \"http:///push\": no host"},
+    {"bad_url_garbage.yaml", "3:10", "\"not a url\" is not an http:// or https:// URL"},
+    {"bad_url_space.yaml", "3:10", "spaces and control characters must be %-encoded"},
+    {"bad_url_missing.yaml", "2:3", "channels.webhook: missing required key \"url\""},
+    {"bad_env_missing.yaml", "5:13", "mysql.password: ${HERALD_TEST_NOT_SET} is not set"},
+    {"bad_env_syntax.yaml", "2:13", "mysql.password: unterminated \"${\""},
+    {"bad_dup_channel.yaml", "6:3", "duplicate key \"webhook\" (first at line 2)"},
+    {"bad_dup_key.yaml", "4:3", "duplicate key \"port\" (first at line 2)"},
+    {"bad_tab.yaml", "4:1",
+     "found character that cannot start any token (tabs are not allowed for indentation)"},
+    {"bad_empty.yaml", "1:1", "empty configuration"},
+    {"bad_comments.yaml", "1:1", "empty configuration"},
+    {"bad_binary_ctl.yaml", "2:11", "control characters are not allowed (byte 0x00)"},
+    {"bad_binary_utf8.yaml", "2:11", "invalid trailing UTF-8 octet (byte 0x28)"},
+    {"bad_no_channels.yaml", "1:1", "no channels: add a \"channels:\" section"},
+    {"bad_channels_empty.yaml", "3:11", "channels: no channel configured"},
+    {"bad_success_code.yaml", "4:20", "channels.webhook.success: 600 is out of range (100..599)"},
+    {"bad_backoff.yaml", "6:23",
+     "channels.webhook.retry: max_backoff_ms (1000) is less than backoff_ms (5000)"},
+    {"bad_listen.yaml", "2:11",
+     "dispatcher.listen: \"localhost\" is not a listen address host:port"},
+    {"bad_log_level.yaml", "2:10",
+     "log.level: unknown value \"verbose\" (expected: debug, info, warn, error)"},
+    {"bad_bool.yaml", "4:12", "channels.webhook.http2: expected true or false, got \"maybe\""},
+    {"bad_escape.yaml", "4:13",
+     "channels.webhook.escape: unknown value \"html\" (expected: json, none)"},
+    {"bad_method.yaml", "4:13", "unknown method \"DELETE\" (expected: GET, POST, PUT, PATCH)"},
+    {"bad_redis_prefix.yaml", "2:11", "redis.prefix: must not be empty"},
+    {"bad_header.yaml", "5:7", "\"Bad Name\" is not a valid header name"},
+    {"bad_unclosed_quote.yaml", "4:1",
+     "found unexpected end of stream while scanning a quoted scalar that starts at 3:10"},
+    {"bad_unclosed_flow.yaml", "5:1",
+     "did not find expected ',' or ']' while parsing a flow sequence that starts at 4:14"},
+    {"bad_alias.yaml", "4:9", "aliases (*hook) are not supported"},
+    {"bad_two_documents.yaml", "3:1", "only one YAML document is allowed"},
+};
+
+static void test_bad(void **state) {
+    const bad_case *c = *state;
+    char path[512], err[512], prefix[600];
+    hr_config *cfg = (hr_config *)&cfg; /* must be reset to NULL */
+
+    fixture(path, sizeof(path), c->file);
+    assert_int_equal(access(path, R_OK), 0);
+    assert_int_equal(hr_config_load(path, &cfg, err, sizeof(err)), -1);
+    assert_null(cfg);
+    snprintf(prefix, sizeof(prefix), "%s:%s: ", path, c->where);
+    if (strncmp(err, prefix, strlen(prefix)) != 0 || strstr(err, c->message) == NULL)
+        fail_msg("%s\n  got:  %s\n  want: %s...%s", c->file, err, prefix, c->message);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s FIXTURE_DIR EXAMPLE_YAML\n", argv[0]);
+        return 2;
+    }
+    fixture_dir = argv[1];
+    example_path = argv[2];
+    /* A developer's shell may export the stack's settings; they would win. */
+    for (size_t i = 0; i < sizeof(override_vars) / sizeof(override_vars[0]); i++)
+        unsetenv(override_vars[i]);
+    unsetenv("HERALD_TEST_NOT_SET");
+
+    enum { NBAD = sizeof(bad_cases) / sizeof(bad_cases[0]) };
+    struct CMUnitTest tests[7 + NBAD] = {
+        cmocka_unit_test(test_minimal),     cmocka_unit_test(test_example),
+        cmocka_unit_test(test_full),        cmocka_unit_test(test_env_expansion),
+        cmocka_unit_test(test_env_overrides), cmocka_unit_test(test_cannot_open),
+        cmocka_unit_test(test_buffer),
+    };
+    size_t n = 7;
+    for (size_t i = 0; i < NBAD; i++) {
+        tests[n].name = bad_cases[i].file;
+        tests[n].test_func = test_bad;
+        tests[n].initial_state = (void *)&bad_cases[i];
+        n++;
+    }
+    return _cmocka_run_group_tests("config", tests, n, NULL, NULL);
+}

@@ -1,0 +1,312 @@
+/* Unit tests for common/hr_template.c: compile errors with offsets, every
+ * variable kind, JSON escaping, hr_buf caps and rollback. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "hr_template.h"
+
+/* Lookup over a fixed table: uid, title, body, task.*, payload.*, user.*. */
+typedef struct tvals {
+    int calls;
+} tvals;
+
+static const char *tvals_lookup(void *ctx, hr_tvar_kind kind, const char *name, size_t *len)
+{
+    static const struct {
+        hr_tvar_kind kind;
+        const char *name, *value;
+    } table[] = {
+        {HR_TVAR_UID, "", "u42"},
+        {HR_TVAR_TITLE, "", "Hello"},
+        {HR_TVAR_BODY, "", "Body text"},
+        {HR_TVAR_TASK, "id", "7"},
+        {HR_TVAR_TASK, "name", "daily"},
+        {HR_TVAR_PAYLOAD, "a.b-c_d", "deep"},
+        {HR_TVAR_PAYLOAD, "quote", "say \"hi\"\\"},
+        {HR_TVAR_PAYLOAD, "ctl", "a\nb\tc\x01" "d\re"},
+        {HR_TVAR_PAYLOAD, "utf8", "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"},
+        {HR_TVAR_PAYLOAD, "bad", "a\xFF" "b\xC3" "c\xED\xA0\x80"},
+        {HR_TVAR_USER, "lang", "fr"},
+    };
+    ((tvals *)ctx)->calls++;
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        if (table[i].kind == kind && strcmp(table[i].name, name) == 0) {
+            *len = strlen(table[i].value);
+            return table[i].value;
+        }
+    }
+    return NULL;
+}
+
+static hr_template *compile_ok(const char *src, bool escape)
+{
+    hr_template *t = NULL;
+    char err[256] = "";
+    int rc = hr_template_compile(src, strlen(src), escape, &t, err, sizeof err);
+    if (rc != 0)
+        fail_msg("compile of '%s' failed: %s", src, err);
+    assert_non_null(t);
+    return t;
+}
+
+/* Renders SRC and compares with WANT; returns the missing count. */
+static size_t render_expect(const char *src, bool escape, const char *want)
+{
+    hr_template *t = compile_ok(src, escape);
+    hr_buf b;
+    hr_buf_init(&b, 4096);
+    tvals v = {0};
+    size_t missing = 0;
+    assert_int_equal(hr_template_render(t, tvals_lookup, &v, &b, &missing), 0);
+    assert_int_equal(b.len, strlen(want));
+    assert_memory_equal(b.data, want, b.len);
+    hr_buf_free(&b);
+    hr_template_free(t);
+    return missing;
+}
+
+static void compile_err(const char *src, size_t len, const char *want_substr)
+{
+    hr_template *t = (hr_template *)1;
+    char err[256] = "";
+    assert_int_equal(hr_template_compile(src, len, true, &t, err, sizeof err), -1);
+    assert_null(t);
+    if (strstr(err, want_substr) == NULL)
+        fail_msg("error '%s' lacks '%s'", err, want_substr);
+}
+
+static void test_literal_only(void **state)
+{
+    (void)state;
+    assert_int_equal(render_expect("plain text, no vars } {", true, "plain text, no vars } {"), 0);
+    assert_int_equal(render_expect("", true, ""), 0);
+}
+
+static void test_stray_close_is_literal(void **state)
+{
+    (void)state;
+    render_expect("a }} b {{uid}} }}", false, "a }} b u42 }}");
+}
+
+static void test_each_kind(void **state)
+{
+    (void)state;
+    size_t missing = render_expect(
+        "{{uid}}|{{title}}|{{body}}|{{task.id}}|{{task.name}}|{{payload.a.b-c_d}}|{{user.lang}}",
+        true, "u42|Hello|Body text|7|daily|deep|fr");
+    assert_int_equal(missing, 0);
+}
+
+static void test_spaces_in_braces(void **state)
+{
+    (void)state;
+    render_expect("[{{ uid }}][{{\tuser.lang  }}][{{uid  }}]", true, "[u42][fr][u42]");
+}
+
+static void test_triple_brace(void **state)
+{
+    (void)state;
+    render_expect("{\"o\":{{{task.id}}}}", false, "{\"o\":{7}}");
+}
+
+static void test_missing_counted(void **state)
+{
+    (void)state;
+    hr_template *t = compile_ok("a{{payload.nope}}b{{user.nope}}c{{uid}}", true);
+    hr_buf b;
+    hr_buf_init(&b, 100);
+    tvals v = {0};
+    size_t missing = 5; /* render adds to what is there */
+    assert_int_equal(hr_template_render(t, tvals_lookup, &v, &b, &missing), 0);
+    assert_int_equal(missing, 7);
+    assert_int_equal(v.calls, 3);
+    assert_string_equal(b.data, "abcu42");
+    assert_int_equal(hr_template_render(t, tvals_lookup, &v, &b, NULL), 0);
+    assert_string_equal(b.data, "abcu42abcu42");
+    hr_buf_free(&b);
+    hr_template_free(t);
+}
+
+static void test_escape_quotes_backslash(void **state)
+{
+    (void)state;
+    render_expect("{\"m\":\"{{payload.quote}}\"}", true, "{\"m\":\"say \\\"hi\\\"\\\\\"}");
+    /* Without escaping the value goes through untouched. */
+    render_expect("{{payload.quote}}", false, "say \"hi\"\\");
+}
+
+static void test_escape_control(void **state)
+{
+    (void)state;
+    render_expect("{{payload.ctl}}", true, "a\\nb\\tc\\u0001d\\re");
+}
+
+static void test_escape_unicode_passes(void **state)
+{
+    (void)state;
+    render_expect("{{payload.utf8}}", true, "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80");
+}
+
+static void test_escape_invalid_utf8(void **state)
+{
+    (void)state;
+    /* 0xFF, a truncated C3, and an encoded surrogate (3 bytes) each become
+     * U+FFFD per byte. */
+    render_expect("{{payload.bad}}", true,
+                  "a\xEF\xBF\xBD" "b\xEF\xBF\xBD" "c\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+}
+
+static void test_escape_literals_untouched(void **state)
+{
+    (void)state;
+    render_expect("\"lit\\\n\"{{uid}}", true, "\"lit\\\n\"u42");
+}
+
+static void test_json_escape_append_direct(void **state)
+{
+    (void)state;
+    hr_buf b;
+    hr_buf_init(&b, 64);
+    const char in[] = {'x', '\0', '\x1f', '\x7f', '"'};
+    assert_int_equal(hr_json_escape_append(&b, in, sizeof in), 0);
+    assert_int_equal(b.len, strlen("x\\u0000\\u001f\x7f\\\""));
+    assert_memory_equal(b.data, "x\\u0000\\u001f\x7f\\\"", b.len);
+    /* Past the cap: -1 and nothing appended. */
+    char big[40];
+    memset(big, '"', sizeof big);
+    assert_int_equal(hr_json_escape_append(&b, big, sizeof big), -1);
+    assert_int_equal(b.len, strlen("x\\u0000\\u001f\x7f\\\""));
+    hr_buf_free(&b);
+}
+
+static void test_err_unclosed(void **state)
+{
+    (void)state;
+    compile_err("hello {{uid", 11, "unclosed '{{' at offset 6");
+    compile_err("{{uid}} and {{ title", 20, "at offset 12");
+}
+
+static void test_err_empty(void **state)
+{
+    (void)state;
+    compile_err("ab{{}}", 6, "empty variable name at offset 2");
+    compile_err("abc{{   }}", 10, "empty variable name at offset 3");
+}
+
+static void test_err_unknown(void **state)
+{
+    (void)state;
+    compile_err("x{{foo}}", 8, "unknown variable 'foo' at offset 1");
+    compile_err("{{uid}}{{task.}}", 16, "at offset 7");
+    compile_err("{{payload.a b}}", 15, "at offset 0");
+    compile_err("{{user.x/y}}", 12, "at offset 0");
+    compile_err("{{UID}}", 7, "unknown variable 'UID'");
+    compile_err("{{uidx}}", 8, "unknown variable");
+}
+
+static void test_err_too_long(void **state)
+{
+    (void)state;
+    size_t n = 64 * 1024 + 1;
+    char *src = malloc(n);
+    assert_non_null(src);
+    memset(src, 'a', n);
+    compile_err(src, n, "offset 65536");
+    /* Exactly 64 KiB is allowed. */
+    hr_template *t = NULL;
+    char err[128];
+    assert_int_equal(hr_template_compile(src, n - 1, true, &t, err, sizeof err), 0);
+    hr_template_free(t);
+    free(src);
+}
+
+static void test_cap_exceeded_unchanged(void **state)
+{
+    (void)state;
+    hr_template *t = compile_ok("0123456789{{body}}", true);
+    hr_buf b;
+    hr_buf_init(&b, 16);
+    assert_int_equal(hr_buf_append(&b, "xy", 2), 0);
+    tvals v = {0};
+    size_t missing = 0;
+    assert_int_equal(hr_template_render(t, tvals_lookup, &v, &b, &missing), -1);
+    assert_int_equal(b.len, 2);
+    assert_string_equal(b.data, "xy");
+    /* A plain append past the cap fails the same way; up to it succeeds. */
+    assert_int_equal(hr_buf_append(&b, "0123456789abcdef", 15), -1);
+    assert_int_equal(b.len, 2);
+    assert_int_equal(hr_buf_append(&b, "0123456789abcd", 14), 0);
+    assert_int_equal(b.len, 16);
+    hr_buf_reset(&b);
+    assert_int_equal(b.len, 0);
+    hr_buf_free(&b);
+    hr_buf_free(&b); /* a freed buffer can be freed again */
+    hr_buf_free(NULL);
+    hr_template_free(NULL);
+    hr_template_free(t);
+}
+
+static void test_uses(void **state)
+{
+    (void)state;
+    hr_template *t = compile_ok("{{uid}} {{payload.x}}", true);
+    assert_false(hr_template_uses_user(t));
+    assert_true(hr_template_uses(t, HR_TVAR_UID));
+    assert_true(hr_template_uses(t, HR_TVAR_PAYLOAD));
+    assert_false(hr_template_uses(t, HR_TVAR_TITLE));
+    assert_false(hr_template_uses(t, HR_TVAR_TASK));
+    hr_template_free(t);
+
+    t = compile_ok("hi {{ user.name }}", false);
+    assert_true(hr_template_uses_user(t));
+    assert_true(hr_template_uses(t, HR_TVAR_USER));
+    assert_false(hr_template_uses(t, HR_TVAR_UID));
+    hr_template_free(t);
+}
+
+static void test_buffer_grows(void **state)
+{
+    (void)state;
+    hr_template *t = compile_ok("{{body}}-{{uid}};", true);
+    hr_buf b;
+    hr_buf_init(&b, 1 << 20);
+    tvals v = {0};
+    for (int i = 0; i < 1000; i++)
+        assert_int_equal(hr_template_render(t, tvals_lookup, &v, &b, NULL), 0);
+    assert_int_equal(b.len, 1000 * strlen("Body text-u42;"));
+    assert_memory_equal(b.data + b.len - 14, "Body text-u42;", 14);
+    hr_buf_free(&b);
+    hr_template_free(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_literal_only),
+        cmocka_unit_test(test_stray_close_is_literal),
+        cmocka_unit_test(test_each_kind),
+        cmocka_unit_test(test_spaces_in_braces),
+        cmocka_unit_test(test_triple_brace),
+        cmocka_unit_test(test_missing_counted),
+        cmocka_unit_test(test_escape_quotes_backslash),
+        cmocka_unit_test(test_escape_control),
+        cmocka_unit_test(test_escape_unicode_passes),
+        cmocka_unit_test(test_escape_invalid_utf8),
+        cmocka_unit_test(test_escape_literals_untouched),
+        cmocka_unit_test(test_json_escape_append_direct),
+        cmocka_unit_test(test_err_unclosed),
+        cmocka_unit_test(test_err_empty),
+        cmocka_unit_test(test_err_unknown),
+        cmocka_unit_test(test_err_too_long),
+        cmocka_unit_test(test_cap_exceeded_unchanged),
+        cmocka_unit_test(test_uses),
+        cmocka_unit_test(test_buffer_grows),
+    };
+    return cmocka_run_group_tests_name("hr_template", tests, NULL, NULL);
+}

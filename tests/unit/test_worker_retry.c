@@ -1,0 +1,85 @@
+/* Unit tests of wk_retry: backoff bounds and the AIMD in-flight cap. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "wk_retry.h"
+
+static void test_backoff_ceiling_doubles(void **state)
+{
+    (void)state;
+    /* rnd = UINT64_MAX - k picks values near the top; exact ceilings are
+     * reached with rnd = ceiling. */
+    assert_int_equal(wk_retry_backoff_ms(200, 30000, 1, 200), 200);
+    assert_int_equal(wk_retry_backoff_ms(200, 30000, 1, 201), 0);
+    assert_int_equal(wk_retry_backoff_ms(200, 30000, 2, 400), 400);
+    assert_int_equal(wk_retry_backoff_ms(200, 30000, 3, 800), 800);
+    assert_int_equal(wk_retry_backoff_ms(200, 30000, 3, 801), 0);
+}
+
+static void test_backoff_capped(void **state)
+{
+    (void)state;
+    assert_int_equal(wk_retry_backoff_ms(200, 1000, 4, 1000), 1000);
+    assert_int_equal(wk_retry_backoff_ms(200, 1000, 10, 1000), 1000);
+    /* A huge attempt count must not overflow. */
+    assert_int_equal(wk_retry_backoff_ms(200, 30000, 100, 30000), 30000);
+}
+
+static void test_backoff_within_bounds(void **state)
+{
+    uint64_t x = 88172645463325252ULL;
+
+    (void)state;
+    for (int i = 0; i < 10000; i++) {
+        int attempt = 1 + i % 12;
+        int64_t cap = 100;
+
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        for (int k = 1; k < attempt && cap < 5000; k++)
+            cap *= 2;
+        if (cap > 5000)
+            cap = 5000;
+        int64_t d = wk_retry_backoff_ms(100, 5000, attempt, x);
+        assert_true(d >= 0);
+        assert_true(d <= cap);
+    }
+}
+
+static void test_cap_halves_and_grows(void **state)
+{
+    wk_retry_cap c;
+
+    (void)state;
+    wk_retry_cap_init(&c, 10);
+    assert_int_equal(c.cap, 10);
+    wk_retry_cap_halve(&c);
+    assert_int_equal(c.cap, 5);
+    wk_retry_cap_halve(&c);
+    wk_retry_cap_halve(&c);
+    assert_int_equal(c.cap, 1);
+    wk_retry_cap_halve(&c);
+    assert_int_equal(c.cap, 1); /* never below one */
+    for (int i = 0; i < 20; i++)
+        wk_retry_cap_grow(&c);
+    assert_int_equal(c.cap, 10); /* never above concurrency */
+    wk_retry_cap_init(&c, 0);
+    assert_int_equal(c.cap, 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_backoff_ceiling_doubles),
+        cmocka_unit_test(test_backoff_capped),
+        cmocka_unit_test(test_backoff_within_bounds),
+        cmocka_unit_test(test_cap_halves_and_grows),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,75 @@
+/* wk_reporter: the worker's MySQL writer thread.
+ *
+ * The loop thread never talks to MySQL for writes: it pushes small events
+ * into a bounded ring (capacity worker.reporter_queue, mutex + condition
+ * variables) and a reporter thread with its own hr_mysql connection drains
+ * it in bulk every 200 ms or when worker.reporter_batch events wait:
+ * per-recipient outcomes become multi-row INSERTs into push_delivery (when
+ * worker.delivery_log is on), counter deltas are summed per task into one
+ * UPDATE push_task each, chunk-done events mark push_chunk rows done and,
+ * when the chunk was the task's last pending one and its subs set is empty,
+ * move a 'dispatched' task to 'done' (after the counters, in the same
+ * transaction).  A batch leaves the ring only after its transaction
+ * committed, so a MySQL outage keeps everything queued (retried with
+ * backoff, logged once per state change).  A full ring makes the pusher wait
+ * — events are never dropped.  wk_reporter_stop() writes everything queued
+ * before it returns.
+ *
+ * Thread hand-off: the loop thread only calls wk_reporter_push(); the ring's
+ * head and count are read and written under the mutex, and the slots
+ * [head, head+n) the writer is working on are not touched by the pusher
+ * until the writer advances head. */
+#ifndef WK_REPORTER_H
+#define WK_REPORTER_H
+
+#include <stdint.h>
+
+#include "hr_config.h"
+
+typedef enum wk_event_kind {
+    WK_EVENT_OUTCOME,    /* one recipient settled: a push_delivery row */
+    WK_EVENT_COUNTERS,   /* deltas for push_task counters */
+    WK_EVENT_CHUNK_DONE, /* a chunk closed by chunk_done.lua */
+} wk_event_kind;
+
+typedef enum wk_delivery { WK_DELIVERY_SENT, WK_DELIVERY_FAILED } wk_delivery;
+
+typedef struct wk_event {
+    wk_event_kind kind;
+    int64_t task;
+    union {
+        struct {
+            uint64_t uid;
+            wk_delivery status;
+            int attempts;
+            int http_status; /* 0 = none (connection error) */
+            int latency_ms;
+            int64_t at_ms;
+        } outcome;
+        struct {
+            int64_t sent, failed, throttled, retried;
+        } counters;
+        struct {
+            int64_t seq;
+            int64_t done_ms;
+            int64_t pending_left; /* HLEN pending after the close */
+            int64_t subs_left;    /* SCARD subs */
+        } chunk;
+    } u;
+} wk_event;
+
+typedef struct wk_reporter wk_reporter;
+
+/* Starts the thread.  OWNER (copied) goes into push_chunk.worker. */
+int wk_reporter_start(const hr_config *cfg, const char *owner, wk_reporter **out, char *errstr,
+                      size_t errlen);
+
+/* Queues a copy of EV, waiting while the ring is full. */
+void wk_reporter_push(wk_reporter *rp, const wk_event *ev);
+
+/* Writes everything queued (giving up after a long MySQL outage, which is
+ * logged with the number of events lost), joins the thread and frees.
+ * Accepts NULL. */
+void wk_reporter_stop(wk_reporter *rp);
+
+#endif

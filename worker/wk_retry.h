@@ -1,0 +1,26 @@
+/* wk_retry: the sender's retry arithmetic, kept pure for unit tests.
+ *
+ * Backoff is exponential with full jitter: attempt N (1-based) waits a
+ * uniformly drawn 0..min(max, base * 2^(N-1)) ms, so retries of many
+ * recipients that failed together spread out instead of returning in a
+ * wave.  The in-flight cap of a channel follows AIMD: a provider's "slow
+ * down" (429/503 with Retry-After) halves it (never below 1), every success
+ * grows it by one back up to the configured concurrency. */
+#ifndef WK_RETRY_H
+#define WK_RETRY_H
+
+#include <stdint.h>
+
+/* Delay before retry ATTEMPT (>= 1) drawn with RND (any 64-bit random). */
+int64_t wk_retry_backoff_ms(int base_ms, int max_ms, int attempt, uint64_t rnd);
+
+typedef struct wk_retry_cap {
+    int cap; /* requests allowed in flight now, 1..max */
+    int max; /* the channel's concurrency */
+} wk_retry_cap;
+
+void wk_retry_cap_init(wk_retry_cap *c, int max);
+void wk_retry_cap_halve(wk_retry_cap *c);
+void wk_retry_cap_grow(wk_retry_cap *c);
+
+#endif

@@ -1,0 +1,718 @@
+/* wk_sender: libcurl multi over libuv, per-channel queues, rate limits,
+ * retries and slow-downs (see wk_sender.h).
+ *
+ * Re-entrancy: the done callback runs from wk_sender_check() (after
+ * curl_multi_socket_action returned, never inside a curl callback) or from
+ * wk_sender_pump() when a push cannot be rendered.  It may submit or cancel
+ * pushes; queues are re-read after every callback, and a pump requested
+ * while one runs is folded into the running one (s->pumping). */
+#include "wk_sender.h"
+
+#include <curl/curl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hr_log.h"
+#include "hr_ratelimit.h"
+#include "wk_retry.h"
+
+#define WK_SENDER_BODY_MAX (256 * 1024)
+#define WK_SENDER_URL_MAX (16 * 1024)
+/* How often one push may be told "slow down" before that counts as a
+ * failed attempt: bounds a provider that never lets up. */
+#define WK_SENDER_MAX_SLOWDOWNS 100
+/* Pause when a 429 carries no (or an HTTP-date) Retry-After. */
+#define WK_SENDER_DEFAULT_PAUSE_MS 1000
+/* A limiter error (Redis down): try again after this. */
+#define WK_SENDER_LIMITER_RETRY_MS 1000
+#define WK_SENDER_GRANT_DIVISOR 20
+
+typedef struct wk_chan wk_chan;
+
+typedef struct wk_xfer {
+    CURL *easy;
+    wk_chan *ch;
+    wk_push *p;                 /* NULL while in the pool */
+    hr_buf url, body;
+    struct curl_slist *headers; /* of the current request */
+    char errbuf[CURL_ERROR_SIZE];
+    long retry_after_s;         /* -1 = header absent */
+    int64_t start_ms;
+} wk_xfer;
+
+struct wk_chan {
+    wk_sender *s;
+    const hr_channel *cfg;
+    char rl_scope[96];
+    wk_push_list ready, delayed;
+    wk_xfer **all;   /* every handle created, up to concurrency */
+    wk_xfer **free;  /* stack of idle handles */
+    size_t nall, nfree;
+    size_t inflight;
+    wk_retry_cap cap;
+    int64_t paused_until_ms;
+    int64_t tokens;
+    uv_timer_t wake;  /* end of a pause or of a rate-limit wait */
+    uv_timer_t retry; /* earliest delayed push */
+};
+
+struct wk_sender {
+    uv_loop_t *loop;
+    const hr_config *cfg;
+    hr_redis *redis;
+    wk_sender_done_fn done;
+    void *ctx;
+    CURLM *multi;
+    uv_timer_t timer;
+    wk_chan *chans;
+    size_t nchans;
+    size_t inflight;
+    bool draining;
+    bool pumping, pump_again;
+    uint64_t rnd;
+};
+
+typedef struct wk_sock {
+    uv_poll_t poll;
+    curl_socket_t fd;
+    wk_sender *s;
+} wk_sock;
+
+static void wk_sender_pump(wk_sender *s);
+static void wk_sender_check(wk_sender *s);
+
+static int64_t wk_sender_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static uint64_t wk_sender_random(wk_sender *s)
+{
+    /* xorshift64*: jitter needs spread, not secrecy. */
+    s->rnd ^= s->rnd >> 12;
+    s->rnd ^= s->rnd << 25;
+    s->rnd ^= s->rnd >> 27;
+    return s->rnd * 2685821657736338717ULL;
+}
+
+/* ---- curl <-> uv glue (after curl's docs/examples/multi-uv.c) --------- */
+
+static void wk_sender_sock_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void wk_sender_poll_cb(uv_poll_t *poll, int status, int events)
+{
+    wk_sock *ss = poll->data;
+    wk_sender *s = ss->s;
+    int flags = 0, running;
+
+    if (status < 0)
+        flags = CURL_CSELECT_ERR;
+    if (events & UV_READABLE)
+        flags |= CURL_CSELECT_IN;
+    if (events & UV_WRITABLE)
+        flags |= CURL_CSELECT_OUT;
+    curl_multi_socket_action(s->multi, ss->fd, flags, &running);
+    wk_sender_check(s);
+}
+
+static int wk_sender_socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *sockp)
+{
+    wk_sender *s = userp;
+    wk_sock *ss = sockp;
+    int events = 0;
+
+    (void)easy;
+    if (what == CURL_POLL_REMOVE) {
+        if (ss != NULL) {
+            uv_poll_stop(&ss->poll);
+            uv_close((uv_handle_t *)&ss->poll, wk_sender_sock_closed);
+            curl_multi_assign(s->multi, fd, NULL);
+        }
+        return 0;
+    }
+    if (ss == NULL) {
+        ss = calloc(1, sizeof *ss);
+        if (ss == NULL)
+            return -1;
+        ss->fd = fd;
+        ss->s = s;
+        if (uv_poll_init_socket(s->loop, &ss->poll, fd) != 0) {
+            free(ss);
+            return -1;
+        }
+        ss->poll.data = ss;
+        curl_multi_assign(s->multi, fd, ss);
+    }
+    if (what & CURL_POLL_IN)
+        events |= UV_READABLE;
+    if (what & CURL_POLL_OUT)
+        events |= UV_WRITABLE;
+    uv_poll_start(&ss->poll, events, wk_sender_poll_cb);
+    return 0;
+}
+
+static void wk_sender_timeout_cb(uv_timer_t *t)
+{
+    wk_sender *s = t->data;
+    int running;
+
+    curl_multi_socket_action(s->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+    wk_sender_check(s);
+}
+
+static int wk_sender_timer_cb(CURLM *multi, long timeout_ms, void *userp)
+{
+    wk_sender *s = userp;
+
+    (void)multi;
+    if (timeout_ms < 0)
+        uv_timer_stop(&s->timer);
+    else
+        uv_timer_start(&s->timer, wk_sender_timeout_cb, (uint64_t)timeout_ms, 0);
+    return 0;
+}
+
+/* ---- easy handles ------------------------------------------------------ */
+
+static size_t wk_sender_discard(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+    (void)ptr;
+    (void)userdata;
+    return size * nmemb; /* response bodies are not needed */
+}
+
+static size_t wk_sender_header(char *buf, size_t size, size_t nitems, void *userdata)
+{
+    wk_xfer *x = userdata;
+    size_t n = size * nitems;
+    static const char name[] = "retry-after:";
+
+    if (n > sizeof name - 1 && strncasecmp(buf, name, sizeof name - 1) == 0) {
+        char tmp[32];
+        size_t len = n - (sizeof name - 1);
+        char *end;
+        long v;
+
+        if (len >= sizeof tmp)
+            len = sizeof tmp - 1;
+        memcpy(tmp, buf + sizeof name - 1, len);
+        tmp[len] = '\0';
+        v = strtol(tmp, &end, 10);
+        /* Delta seconds only; an HTTP-date gives the default pause. */
+        x->retry_after_s = (end != tmp && v >= 0) ? v : 0;
+    }
+    return n;
+}
+
+static wk_xfer *wk_xfer_new(wk_chan *ch)
+{
+    const hr_channel *c = ch->cfg;
+    wk_xfer *x = calloc(1, sizeof *x);
+    CURL *e;
+
+    if (x == NULL)
+        return NULL;
+    e = x->easy = curl_easy_init();
+    if (e == NULL) {
+        free(x);
+        return NULL;
+    }
+    x->ch = ch;
+    hr_buf_init(&x->url, WK_SENDER_URL_MAX);
+    hr_buf_init(&x->body, WK_SENDER_BODY_MAX);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, x);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, wk_sender_discard);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, wk_sender_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
+    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    if (c->http2) {
+        bool tls = strncasecmp(c->url, "https:", 6) == 0;
+
+        curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
+                         tls ? (long)CURL_HTTP_VERSION_2TLS : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+        curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+    }
+    if (strcasecmp(c->method, "GET") == 0) {
+        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    } else {
+        curl_easy_setopt(e, CURLOPT_POST, 1L);
+        if (strcasecmp(c->method, "POST") != 0)
+            curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, c->method);
+    }
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, c->tls_verify ? 1L : 0L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, c->tls_verify ? 2L : 0L);
+    if (c->ca_file != NULL)
+        curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file);
+    return x;
+}
+
+static void wk_xfer_free(wk_xfer *x)
+{
+    if (x == NULL)
+        return;
+    curl_easy_cleanup(x->easy);
+    curl_slist_free_all(x->headers);
+    hr_buf_free(&x->url);
+    hr_buf_free(&x->body);
+    free(x);
+}
+
+static wk_xfer *wk_chan_take_xfer(wk_chan *ch)
+{
+    wk_xfer *x;
+
+    if (ch->nfree > 0)
+        return ch->free[--ch->nfree];
+    if (ch->nall == (size_t)ch->cfg->concurrency)
+        return NULL;
+    x = wk_xfer_new(ch);
+    if (x != NULL)
+        ch->all[ch->nall++] = x;
+    return x;
+}
+
+/* Takes X out of the multi handle and back into the pool. */
+static void wk_chan_release_xfer(wk_chan *ch, wk_xfer *x)
+{
+    wk_sender *s = ch->s;
+
+    curl_multi_remove_handle(s->multi, x->easy);
+    if (x->p != NULL) {
+        x->p->xfer = NULL;
+        x->p->state = WK_PUSH_IDLE;
+    }
+    x->p = NULL;
+    ch->free[ch->nfree++] = x;
+    ch->inflight--;
+    s->inflight--;
+}
+
+/* ---- scheduling ---------------------------------------------------------- */
+
+static void wk_chan_wake_cb(uv_timer_t *t)
+{
+    wk_chan *ch = t->data;
+
+    wk_sender_pump(ch->s);
+}
+
+static void wk_chan_arm_retry(wk_chan *ch)
+{
+    int64_t first = INT64_MAX, now = wk_sender_now_ms();
+    wk_push *p;
+
+    TAILQ_FOREACH(p, &ch->delayed, link)
+        if (p->not_before_ms < first)
+            first = p->not_before_ms;
+    if (first == INT64_MAX)
+        uv_timer_stop(&ch->retry);
+    else
+        uv_timer_start(&ch->retry, wk_chan_wake_cb, first > now ? (uint64_t)(first - now) : 0, 0);
+}
+
+/* Moves delayed pushes whose backoff passed to the ready queue. */
+static void wk_chan_promote(wk_chan *ch, int64_t now)
+{
+    wk_push *p, *next;
+    bool moved = false;
+
+    for (p = TAILQ_FIRST(&ch->delayed); p != NULL; p = next) {
+        next = TAILQ_NEXT(p, link);
+        if (p->not_before_ms > now)
+            continue;
+        TAILQ_REMOVE(&ch->delayed, p, link);
+        TAILQ_INSERT_TAIL(&ch->ready, p, link);
+        p->state = WK_PUSH_READY;
+        moved = true;
+    }
+    if (moved || !TAILQ_EMPTY(&ch->delayed))
+        wk_chan_arm_retry(ch);
+}
+
+/* Spends one token of SCOPE's LIMIT, asking the limiter for a grant when
+ * none is left.  true when a token was spent; false with *WAIT_MS set. */
+static bool wk_chan_token(wk_chan *ch, const char *scope, int64_t limit, int64_t *tokens,
+                          int64_t *wait_ms)
+{
+    int64_t want, granted = 0;
+    char errstr[256];
+
+    if (limit <= 0)
+        return true;
+    if (*tokens == 0) {
+        want = limit / WK_SENDER_GRANT_DIVISOR;
+        if (want < 1)
+            want = 1;
+        if (hr_ratelimit_take(ch->s->redis, scope, limit, want, &granted, wait_ms, errstr,
+                              sizeof errstr) != 0) {
+            hr_log_warn("ratelimit_error", "scope=%s error=%s", scope, errstr);
+            *wait_ms = WK_SENDER_LIMITER_RETRY_MS;
+            return false;
+        }
+        *tokens += granted;
+        if (*tokens == 0)
+            return false;
+    }
+    (*tokens)--;
+    return true;
+}
+
+static void wk_sender_settle(wk_sender *s, wk_push *p, const wk_push_result *res)
+{
+    p->state = WK_PUSH_IDLE;
+    s->done(s->ctx, p, res);
+}
+
+/* Starts P on a free handle X; false when P was settled instead (it could
+ * not be rendered or the request not added). */
+static bool wk_chan_start(wk_chan *ch, wk_xfer *x, wk_push *p)
+{
+    wk_sender *s = ch->s;
+    struct curl_slist *headers = NULL, *h;
+    char errstr[256];
+    wk_push_result res = {.delivered = false};
+    CURLMcode mc;
+
+    if (wk_task_render(p->task, p->uid, p->user, &x->url, &x->body, &headers, errstr,
+                       sizeof errstr) != 0)
+        goto fail;
+    /* curl would add "Expect: 100-continue" to larger POSTs: a wasted
+     * round trip per push. */
+    h = curl_slist_append(headers, "Expect:");
+    if (h == NULL) {
+        snprintf(errstr, sizeof errstr, "out of memory");
+        goto fail;
+    }
+    headers = h;
+    curl_slist_free_all(x->headers);
+    x->headers = headers;
+    headers = NULL;
+    curl_easy_setopt(x->easy, CURLOPT_URL, x->url.data);
+    curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, x->headers);
+    if (strcasecmp(ch->cfg->method, "GET") != 0) {
+        curl_easy_setopt(x->easy, CURLOPT_POSTFIELDSIZE, (long)x->body.len);
+        curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, x->body.data ? x->body.data : "");
+    }
+    x->errbuf[0] = '\0';
+    x->retry_after_s = -1;
+    x->start_ms = wk_sender_now_ms();
+    x->p = p;
+    mc = curl_multi_add_handle(s->multi, x->easy);
+    if (mc != CURLM_OK) {
+        x->p = NULL;
+        snprintf(errstr, sizeof errstr, "curl: %s", curl_multi_strerror(mc));
+        goto fail;
+    }
+    p->xfer = x;
+    p->state = WK_PUSH_INFLIGHT;
+    p->attempts++;
+    ch->inflight++;
+    s->inflight++;
+    return true;
+fail:
+    curl_slist_free_all(headers);
+    ch->free[ch->nfree++] = x;
+    res.reason = errstr;
+    wk_sender_settle(s, p, &res);
+    return false;
+}
+
+/* Starts as many ready pushes of CH as its cap, pause and tokens allow. */
+static void wk_chan_pump(wk_chan *ch)
+{
+    wk_sender *s = ch->s;
+    int64_t now = wk_sender_now_ms(), wait_ms = 0;
+    wk_push *p;
+    wk_xfer *x;
+
+    wk_chan_promote(ch, now);
+    while (!s->draining && (p = TAILQ_FIRST(&ch->ready)) != NULL &&
+           ch->inflight < (size_t)ch->cap.cap) {
+        if (now < ch->paused_until_ms) {
+            uv_timer_start(&ch->wake, wk_chan_wake_cb, (uint64_t)(ch->paused_until_ms - now), 0);
+            return;
+        }
+        if (!wk_chan_token(ch, ch->rl_scope, ch->cfg->rate_limit, &ch->tokens, &wait_ms) ||
+            !wk_chan_token(ch, p->task->rl_scope, p->task->rate_limit, &p->task->tokens,
+                           &wait_ms)) {
+            uv_timer_start(&ch->wake, wk_chan_wake_cb, (uint64_t)(wait_ms > 0 ? wait_ms : 1), 0);
+            return;
+        }
+        x = wk_chan_take_xfer(ch);
+        if (x == NULL) {
+            hr_log_error("curl_handle_error", "channel=%s", ch->cfg->name);
+            uv_timer_start(&ch->wake, wk_chan_wake_cb, WK_SENDER_LIMITER_RETRY_MS, 0);
+            return;
+        }
+        TAILQ_REMOVE(&ch->ready, p, link);
+        wk_chan_start(ch, x, p);
+    }
+}
+
+static void wk_sender_pump(wk_sender *s)
+{
+    if (s->pumping) {
+        s->pump_again = true;
+        return;
+    }
+    s->pumping = true;
+    do {
+        s->pump_again = false;
+        for (size_t i = 0; i < s->nchans; i++)
+            wk_chan_pump(&s->chans[i]);
+    } while (s->pump_again);
+    s->pumping = false;
+}
+
+/* ---- outcomes ------------------------------------------------------------ */
+
+static bool wk_chan_success(const wk_chan *ch, long code)
+{
+    for (size_t i = 0; i < ch->cfg->nsuccess; i++)
+        if (ch->cfg->success[i] == code)
+            return true;
+    return false;
+}
+
+/* A finished request of X with curl result RC. */
+static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
+{
+    wk_chan *ch = x->ch;
+    wk_push *p = x->p;
+    const hr_channel *c = ch->cfg;
+    long code = 0, retry_after_s = x->retry_after_s;
+    int64_t now = wk_sender_now_ms();
+    wk_push_result res = {.latency_ms = (int)(now - x->start_ms)};
+    char reason[CURL_ERROR_SIZE + 64];
+
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+    else
+        snprintf(reason, sizeof reason, "curl: %s", x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
+    wk_chan_release_xfer(ch, x);
+    res.http_status = code;
+
+    if (rc == CURLE_OK && wk_chan_success(ch, code)) {
+        wk_retry_cap_grow(&ch->cap);
+        res.delivered = true;
+        wk_sender_settle(s, p, &res);
+        return;
+    }
+    if (rc == CURLE_OK && (code == 429 || (code == 503 && retry_after_s >= 0)) &&
+        p->slowdowns < WK_SENDER_MAX_SLOWDOWNS) {
+        int64_t pause = retry_after_s > 0 ? retry_after_s * 1000 : WK_SENDER_DEFAULT_PAUSE_MS;
+
+        /* One halving per pause window: the many requests that were in
+         * flight when the provider pushed back report it together. */
+        if (now >= ch->paused_until_ms) {
+            wk_retry_cap_halve(&ch->cap);
+            hr_log_warn("channel_slowdown", "channel=%s status=%ld pause_ms=%" PRId64 " cap=%d",
+                        c->name, code, pause, ch->cap.cap);
+        }
+        if (now + pause > ch->paused_until_ms)
+            ch->paused_until_ms = now + pause;
+        p->attempts--;
+        p->slowdowns++;
+        p->state = WK_PUSH_READY;
+        TAILQ_INSERT_HEAD(&ch->ready, p, link);
+        return;
+    }
+    if (rc == CURLE_OK)
+        snprintf(reason, sizeof reason, "http %ld", code);
+    if (rc == CURLE_OK && code < 500 && code != 429) {
+        res.reason = reason; /* other 4xx (and odd codes): retrying won't help */
+        wk_sender_settle(s, p, &res);
+        return;
+    }
+    if (p->attempts >= c->retry_max_attempts) {
+        size_t n = strlen(reason);
+
+        snprintf(reason + n, sizeof reason - n, " after %d attempts", p->attempts);
+        res.reason = reason;
+        wk_sender_settle(s, p, &res);
+        return;
+    }
+    p->not_before_ms = now + wk_retry_backoff_ms(c->retry_backoff_ms, c->retry_max_backoff_ms,
+                                                 p->attempts, wk_sender_random(s));
+    p->state = WK_PUSH_DELAYED;
+    TAILQ_INSERT_TAIL(&ch->delayed, p, link);
+    wk_chan_arm_retry(ch);
+}
+
+static void wk_sender_check(wk_sender *s)
+{
+    CURLMsg *msg;
+    int left;
+
+    while ((msg = curl_multi_info_read(s->multi, &left)) != NULL) {
+        wk_xfer *x = NULL;
+
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+        wk_sender_finished(s, x, msg->data.result);
+    }
+    wk_sender_pump(s);
+}
+
+/* ---- public -------------------------------------------------------------- */
+
+int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_sender_done_fn done,
+                  void *ctx, wk_sender **out, char *errstr, size_t errlen)
+{
+    wk_sender *s = calloc(1, sizeof *s);
+    long maxconn = 0, hostconn = 0;
+
+    *out = NULL;
+    if (s == NULL)
+        goto oom;
+    s->loop = loop;
+    s->cfg = cfg;
+    s->redis = redis;
+    s->done = done;
+    s->ctx = ctx;
+    if (getrandom(&s->rnd, sizeof s->rnd, 0) != (ssize_t)sizeof s->rnd || s->rnd == 0)
+        s->rnd = (uint64_t)wk_sender_now_ms() ^ ((uint64_t)getpid() << 32) ^ 1;
+    s->chans = calloc(cfg->nchannels, sizeof *s->chans);
+    if (s->chans == NULL)
+        goto oom;
+    s->multi = curl_multi_init();
+    if (s->multi == NULL) {
+        snprintf(errstr, errlen, "curl_multi_init failed");
+        goto fail;
+    }
+    uv_timer_init(loop, &s->timer);
+    s->timer.data = s;
+    for (size_t i = 0; i < cfg->nchannels; i++) {
+        wk_chan *ch = &s->chans[i];
+
+        ch->s = s;
+        ch->cfg = &cfg->channels[i];
+        snprintf(ch->rl_scope, sizeof ch->rl_scope, "push:ch:%s", ch->cfg->name);
+        TAILQ_INIT(&ch->ready);
+        TAILQ_INIT(&ch->delayed);
+        wk_retry_cap_init(&ch->cap, ch->cfg->concurrency);
+        ch->all = calloc((size_t)ch->cfg->concurrency, sizeof *ch->all);
+        ch->free = calloc((size_t)ch->cfg->concurrency, sizeof *ch->free);
+        uv_timer_init(loop, &ch->wake);
+        uv_timer_init(loop, &ch->retry);
+        ch->wake.data = ch->retry.data = ch;
+        s->nchans++;
+        if (ch->all == NULL || ch->free == NULL)
+            goto oom;
+        maxconn += ch->cfg->concurrency;
+        if (ch->cfg->concurrency > hostconn)
+            hostconn = ch->cfg->concurrency;
+    }
+    curl_multi_setopt(s->multi, CURLMOPT_SOCKETFUNCTION, wk_sender_socket_cb);
+    curl_multi_setopt(s->multi, CURLMOPT_SOCKETDATA, s);
+    curl_multi_setopt(s->multi, CURLMOPT_TIMERFUNCTION, wk_sender_timer_cb);
+    curl_multi_setopt(s->multi, CURLMOPT_TIMERDATA, s);
+    curl_multi_setopt(s->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
+    /* One connection per request in flight (HTTP/1.1), kept for reuse. */
+    curl_multi_setopt(s->multi, CURLMOPT_MAX_HOST_CONNECTIONS, hostconn);
+    curl_multi_setopt(s->multi, CURLMOPT_MAXCONNECTS, maxconn);
+    *out = s;
+    return 0;
+oom:
+    snprintf(errstr, errlen, "out of memory");
+fail:
+    if (s != NULL && s->multi != NULL) {
+        wk_sender_close(s);
+        /* Handles were initialised but never started: closing them needs
+         * one loop turn. */
+        uv_run(loop, UV_RUN_NOWAIT);
+    }
+    wk_sender_free(s);
+    return -1;
+}
+
+void wk_sender_submit(wk_sender *s, wk_push *p)
+{
+    wk_chan *ch = &s->chans[p->task->ch_index];
+
+    p->state = WK_PUSH_READY;
+    p->xfer = NULL;
+    TAILQ_INSERT_TAIL(&ch->ready, p, link);
+    wk_sender_pump(s);
+}
+
+void wk_sender_cancel(wk_sender *s, wk_push *p)
+{
+    wk_chan *ch = &s->chans[p->task->ch_index];
+
+    switch (p->state) {
+    case WK_PUSH_READY:
+        TAILQ_REMOVE(&ch->ready, p, link);
+        break;
+    case WK_PUSH_DELAYED:
+        TAILQ_REMOVE(&ch->delayed, p, link);
+        break;
+    case WK_PUSH_INFLIGHT:
+        wk_chan_release_xfer(ch, p->xfer);
+        break;
+    case WK_PUSH_IDLE:
+        break;
+    }
+    p->state = WK_PUSH_IDLE;
+    p->xfer = NULL;
+}
+
+void wk_sender_drain(wk_sender *s)
+{
+    s->draining = true;
+}
+
+size_t wk_sender_in_flight(const wk_sender *s)
+{
+    return s->inflight;
+}
+
+void wk_sender_close(wk_sender *s)
+{
+    if (s == NULL)
+        return;
+    for (size_t i = 0; i < s->nchans; i++) {
+        wk_chan *ch = &s->chans[i];
+
+        for (size_t k = 0; k < ch->nall; k++) {
+            if (ch->all[k]->p != NULL)
+                curl_multi_remove_handle(s->multi, ch->all[k]->easy);
+            wk_xfer_free(ch->all[k]);
+        }
+        ch->nall = ch->nfree = 0;
+        uv_close((uv_handle_t *)&ch->wake, NULL);
+        uv_close((uv_handle_t *)&ch->retry, NULL);
+    }
+    /* Closes cached connections; the socket callback closes their polls. */
+    curl_multi_cleanup(s->multi);
+    s->multi = NULL;
+    uv_close((uv_handle_t *)&s->timer, NULL);
+}
+
+void wk_sender_free(wk_sender *s)
+{
+    if (s == NULL)
+        return;
+    for (size_t i = 0; i < s->nchans; i++) {
+        free(s->chans[i].all);
+        free(s->chans[i].free);
+    }
+    free(s->chans);
+    free(s);
+}

@@ -1,0 +1,87 @@
+/* wk_sender: pushes recipients over HTTP with libcurl multi on a libuv loop.
+ *
+ * The sender owns one CURLM driven by uv (CURLMOPT_SOCKETFUNCTION puts a
+ * uv_poll on every socket curl cares about, CURLMOPT_TIMERFUNCTION arms one
+ * uv_timer; finished transfers are drained with curl_multi_info_read), and
+ * one runtime state per configured channel:
+ *   - a ready queue and a delayed list of wk_push (intrusive links; the
+ *     pushes are owned by their chunk, the sender only links them),
+ *   - a pool of easy handles kept configured between requests so
+ *     connections are reused (at most the channel's concurrency),
+ *   - the AIMD in-flight cap (wk_retry) and a pause deadline set by
+ *     429/503 with Retry-After,
+ *   - tokens granted by the cluster-wide rate limiter (scope
+ *     "push:ch:<name>"; the task's share "push:task<ID>" is kept in its
+ *     wk_task), asked for in grants of max(1, limit/20) so the rate is
+ *     smooth; when the limiter says no, a per-channel uv_timer wakes the
+ *     channel at the next second while other channels keep sending.
+ * Retryable failures (5xx, curl errors such as timeouts or refused
+ * connections) wait an exponential backoff with full jitter on the delayed
+ * list; when a push is settled — delivered, or failed for good — the done
+ * callback is called once with the result and the push is no longer linked
+ * anywhere.  The callback may cancel other pushes and submit new ones. */
+#ifndef WK_SENDER_H
+#define WK_SENDER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <uv.h>
+
+#include "hr_config.h"
+#include "hr_redis.h"
+#include "wk_task.h"
+
+typedef enum wk_push_state {
+    WK_PUSH_IDLE,     /* not known to the sender */
+    WK_PUSH_READY,    /* waiting for a slot, a token or the end of a pause */
+    WK_PUSH_DELAYED,  /* waiting out a retry backoff */
+    WK_PUSH_INFLIGHT, /* a request is running */
+} wk_push_state;
+
+typedef struct wk_push {
+    TAILQ_ENTRY(wk_push) link;
+    void *owner;              /* the chunk; not used by the sender */
+    wk_task *task;
+    const char *uid;          /* owned by the chunk */
+    const redisReply *user;   /* HGETALL reply, or NULL */
+    wk_push_state state;
+    int attempts;             /* requests that counted as attempts */
+    int slowdowns;            /* requests answered "slow down", not counted */
+    int64_t not_before_ms;    /* DELAYED until */
+    struct wk_xfer *xfer;     /* INFLIGHT on this handle */
+} wk_push;
+
+typedef TAILQ_HEAD(wk_push_list, wk_push) wk_push_list;
+
+typedef struct wk_push_result {
+    bool delivered;
+    long http_status;   /* 0 when no response came */
+    int latency_ms;     /* of the last request */
+    const char *reason; /* why it failed for good; valid during the callback */
+} wk_push_result;
+
+typedef void (*wk_sender_done_fn)(void *ctx, wk_push *p, const wk_push_result *res);
+
+typedef struct wk_sender wk_sender;
+
+/* REDIS is used for rate-limit grants on the loop thread. */
+int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_sender_done_fn done,
+                  void *ctx, wk_sender **out, char *errstr, size_t errlen);
+
+/* Queues P (state IDLE) for its first attempt. */
+void wk_sender_submit(wk_sender *s, wk_push *p);
+/* Unlinks P wherever it is (an in-flight request is aborted); no callback.
+ * P is IDLE afterwards. */
+void wk_sender_cancel(wk_sender *s, wk_push *p);
+
+/* Stops starting requests (shutdown); running ones finish. */
+void wk_sender_drain(wk_sender *s);
+size_t wk_sender_in_flight(const wk_sender *s);
+
+/* Closes every handle; the caller then runs the loop until it has no
+ * active handles and calls wk_sender_free.  No push may be linked. */
+void wk_sender_close(wk_sender *s);
+void wk_sender_free(wk_sender *s);
+
+#endif

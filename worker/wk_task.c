@@ -1,0 +1,326 @@
+/* wk_task: task cache and per-recipient rendering (see wk_task.h). */
+#include "wk_task.h"
+
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The task's rendered title and body are bounded like any template value. */
+#define WK_TASK_TEXT_MAX (64 * 1024)
+
+struct wk_task_cache {
+    const hr_config *cfg;
+    wk_task *slots[WK_TASK_CACHE_SLOTS];
+};
+
+int wk_task_cache_new(const hr_config *cfg, wk_task_cache **out)
+{
+    *out = calloc(1, sizeof **out);
+    if (*out == NULL)
+        return -1;
+    (*out)->cfg = cfg;
+    return 0;
+}
+
+static void wk_task_free_entry(wk_task *t)
+{
+    if (t == NULL)
+        return;
+    hr_task_free(t->row);
+    hr_template_free(t->title);
+    hr_template_free(t->body);
+    hr_template_free(t->url);
+    hr_template_free(t->chbody);
+    if (t->headers != NULL)
+        for (size_t i = 0; i < t->ch->nheaders; i++)
+            hr_template_free(t->headers[i]);
+    free(t->headers);
+    cJSON_Delete(t->payload);
+    free(t);
+}
+
+void wk_task_cache_free(wk_task_cache *tc)
+{
+    if (tc == NULL)
+        return;
+    for (size_t i = 0; i < WK_TASK_CACHE_SLOTS; i++)
+        wk_task_free_entry(tc->slots[i]);
+    free(tc);
+}
+
+static int wk_task_compile(const char *what, const char *src, bool esc, hr_template **out,
+                           char *errstr, size_t errlen)
+{
+    char why[256];
+
+    if (hr_template_compile(src ? src : "", src ? strlen(src) : 0, esc, out, why, sizeof why) != 0) {
+        snprintf(errstr, errlen, "%s template: %s", what, why);
+        return -1;
+    }
+    return 0;
+}
+
+/* Builds a cache entry from a loaded row; 0, or 2 when it cannot be pushed. */
+static int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errstr,
+                         size_t errlen)
+{
+    wk_task *t = calloc(1, sizeof *t);
+
+    *out = NULL;
+    if (t == NULL) {
+        hr_task_free(row);
+        snprintf(errstr, errlen, "out of memory");
+        return 2;
+    }
+    t->row = row;
+    if (hr_task_validate(row, cfg, errstr, errlen) != 0)
+        goto fail;
+    t->ch = hr_config_channel(cfg, row->channel);
+    t->ch_index = (size_t)(t->ch - cfg->channels);
+    /* Title and body are rendered raw: the channel template escapes them
+     * when it inserts them. */
+    if (wk_task_compile("title", row->title, false, &t->title, errstr, errlen) != 0 ||
+        wk_task_compile("body", row->body, false, &t->body, errstr, errlen) != 0 ||
+        wk_task_compile("channel url", t->ch->url, false, &t->url, errstr, errlen) != 0 ||
+        wk_task_compile("channel body", t->ch->body, t->ch->json_escape, &t->chbody, errstr,
+                        errlen) != 0)
+        goto fail;
+    t->headers = calloc(t->ch->nheaders ? t->ch->nheaders : 1, sizeof *t->headers);
+    if (t->headers == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        goto fail;
+    }
+    for (size_t i = 0; i < t->ch->nheaders; i++)
+        if (wk_task_compile("channel header", t->ch->headers[i].value, false, &t->headers[i],
+                            errstr, errlen) != 0)
+            goto fail;
+    if (row->payload != NULL && (t->payload = cJSON_Parse(row->payload)) == NULL) {
+        snprintf(errstr, errlen, "payload is not JSON");
+        goto fail;
+    }
+    t->uses_user = hr_template_uses_user(t->title) || hr_template_uses_user(t->body) ||
+                   hr_template_uses_user(t->url) || hr_template_uses_user(t->chbody);
+    for (size_t i = 0; i < t->ch->nheaders; i++)
+        t->uses_user = t->uses_user || hr_template_uses_user(t->headers[i]);
+    t->rate_limit = row->rate_limit > 0 ? row->rate_limit : t->ch->rate_limit;
+    snprintf(t->rl_scope, sizeof t->rl_scope, "push:task%" PRId64, row->id);
+    *out = t;
+    return 0;
+fail:
+    wk_task_free_entry(t);
+    return 2;
+}
+
+int wk_task_get(wk_task_cache *tc, hr_mysql *m, int64_t id, int64_t now_ms, wk_task **out,
+                char *errstr, size_t errlen)
+{
+    size_t slot = WK_TASK_CACHE_SLOTS, i;
+    hr_task *row = NULL;
+    wk_task *t;
+    int rc;
+
+    *out = NULL;
+    for (i = 0; i < WK_TASK_CACHE_SLOTS; i++) {
+        t = tc->slots[i];
+        if (t == NULL || t->row->id != id)
+            continue;
+        if (t->refs > 0 || now_ms - t->loaded_ms < WK_TASK_TTL_MS) {
+            t->refs++;
+            *out = t;
+            return 0;
+        }
+        wk_task_free_entry(t); /* stale and unused: reload */
+        tc->slots[i] = NULL;
+    }
+    rc = hr_task_load(m, id, &row, errstr, errlen);
+    if (rc != 0)
+        return rc;
+    rc = wk_task_build(tc->cfg, row, &t, errstr, errlen);
+    if (rc != 0)
+        return rc;
+    /* An empty slot, else the oldest unreferenced entry. */
+    for (i = 0; i < WK_TASK_CACHE_SLOTS; i++) {
+        if (tc->slots[i] == NULL) {
+            slot = i;
+            break;
+        }
+        if (tc->slots[i]->refs == 0 &&
+            (slot == WK_TASK_CACHE_SLOTS || tc->slots[i]->loaded_ms < tc->slots[slot]->loaded_ms))
+            slot = i;
+    }
+    if (slot == WK_TASK_CACHE_SLOTS) {
+        wk_task_free_entry(t);
+        snprintf(errstr, errlen, "task cache full");
+        return -1;
+    }
+    wk_task_free_entry(tc->slots[slot]);
+    t->loaded_ms = now_ms;
+    t->refs = 1;
+    tc->slots[slot] = t;
+    *out = t;
+    return 0;
+}
+
+void wk_task_put(wk_task_cache *tc, wk_task *t)
+{
+    (void)tc;
+    if (t != NULL && t->refs > 0)
+        t->refs--;
+}
+
+/* Everything a lookup needs for one recipient. */
+typedef struct wk_render_ctx {
+    const wk_task *t;
+    const char *uid;
+    const redisReply *user;
+    hr_buf title, body; /* the task's, rendered first */
+    char num[64];       /* a number or boolean printed from the payload */
+    char *printed;      /* a payload object/array printed, freed by the caller */
+} wk_render_ctx;
+
+static const char *wk_render_payload(wk_render_ctx *c, const char *name, size_t *len)
+{
+    const cJSON *item = c->t->payload;
+    char part[128];
+
+    /* FIELD may be a dotted path into nested objects. */
+    while (item != NULL && *name != '\0') {
+        const char *dot = strchr(name, '.');
+        size_t n = dot ? (size_t)(dot - name) : strlen(name);
+
+        if (n >= sizeof part)
+            return NULL;
+        memcpy(part, name, n);
+        part[n] = '\0';
+        item = cJSON_GetObjectItemCaseSensitive(item, part);
+        name += n + (dot ? 1 : 0);
+    }
+    if (item == NULL || cJSON_IsNull(item))
+        return NULL;
+    if (cJSON_IsString(item)) {
+        *len = strlen(item->valuestring);
+        return item->valuestring;
+    }
+    if (cJSON_IsBool(item)) {
+        *len = cJSON_IsTrue(item) ? 4 : 5;
+        return cJSON_IsTrue(item) ? "true" : "false";
+    }
+    if (cJSON_IsNumber(item)) {
+        double d = item->valuedouble;
+
+        if (d == (double)(int64_t)d)
+            *len = (size_t)snprintf(c->num, sizeof c->num, "%" PRId64, (int64_t)d);
+        else
+            *len = (size_t)snprintf(c->num, sizeof c->num, "%.17g", d);
+        return c->num;
+    }
+    free(c->printed);
+    c->printed = cJSON_PrintUnformatted(item);
+    if (c->printed == NULL)
+        return NULL;
+    *len = strlen(c->printed);
+    return c->printed;
+}
+
+static const char *wk_render_lookup(void *ctx, hr_tvar_kind kind, const char *name, size_t *len)
+{
+    wk_render_ctx *c = ctx;
+    const hr_task *row = c->t->row;
+
+    switch (kind) {
+    case HR_TVAR_UID:
+        *len = strlen(c->uid);
+        return c->uid;
+    case HR_TVAR_TITLE:
+        *len = c->title.len;
+        return c->title.data ? c->title.data : "";
+    case HR_TVAR_BODY:
+        *len = c->body.len;
+        return c->body.data ? c->body.data : "";
+    case HR_TVAR_TASK:
+        if (strcmp(name, "id") == 0) {
+            *len = (size_t)snprintf(c->num, sizeof c->num, "%" PRId64, row->id);
+            return c->num;
+        }
+        if (strcmp(name, "name") == 0 && row->name != NULL) {
+            *len = strlen(row->name);
+            return row->name;
+        }
+        if (strcmp(name, "topic") == 0 && row->topic != NULL) {
+            *len = strlen(row->topic);
+            return row->topic;
+        }
+        return NULL;
+    case HR_TVAR_PAYLOAD:
+        return wk_render_payload(c, name, len);
+    case HR_TVAR_USER:
+        if (c->user == NULL || c->user->type != REDIS_REPLY_ARRAY)
+            return NULL;
+        for (size_t i = 0; i + 1 < c->user->elements; i += 2) {
+            const redisReply *k = c->user->element[i], *v = c->user->element[i + 1];
+
+            if (k->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING &&
+                strcmp(k->str, name) == 0) {
+                *len = (size_t)v->len;
+                return v->str;
+            }
+        }
+        return NULL;
+    }
+    return NULL;
+}
+
+int wk_task_render(const wk_task *t, const char *uid, const redisReply *user, hr_buf *url,
+                   hr_buf *body, struct curl_slist **headers, char *errstr, size_t errlen)
+{
+    wk_render_ctx c = {.t = t, .uid = uid, .user = user};
+    struct curl_slist *list = NULL;
+    hr_buf line;
+    int rc = -1;
+
+    *headers = NULL;
+    hr_buf_init(&c.title, WK_TASK_TEXT_MAX);
+    hr_buf_init(&c.body, WK_TASK_TEXT_MAX);
+    hr_buf_init(&line, WK_TASK_TEXT_MAX);
+    hr_buf_reset(url);
+    hr_buf_reset(body);
+    if (hr_template_render(t->title, wk_render_lookup, &c, &c.title, NULL) != 0 ||
+        hr_template_render(t->body, wk_render_lookup, &c, &c.body, NULL) != 0 ||
+        hr_template_render(t->url, wk_render_lookup, &c, url, NULL) != 0 ||
+        hr_template_render(t->chbody, wk_render_lookup, &c, body, NULL) != 0 ||
+        hr_buf_append(url, "", 1) != 0) {
+        snprintf(errstr, errlen, "rendering exceeds its size cap");
+        goto done;
+    }
+    url->len--; /* keep the terminator appended above out of the length */
+    for (size_t i = 0; i < t->ch->nheaders; i++) {
+        const char *key = t->ch->headers[i].key;
+        struct curl_slist *next;
+
+        hr_buf_reset(&line);
+        if (hr_buf_append(&line, key, strlen(key)) != 0 || hr_buf_append(&line, ": ", 2) != 0 ||
+            hr_template_render(t->headers[i], wk_render_lookup, &c, &line, NULL) != 0 ||
+            hr_buf_append(&line, "", 1) != 0) {
+            snprintf(errstr, errlen, "header %s exceeds its size cap", key);
+            goto done;
+        }
+        next = curl_slist_append(list, line.data);
+        if (next == NULL) {
+            snprintf(errstr, errlen, "out of memory");
+            goto done;
+        }
+        list = next;
+    }
+    *headers = list;
+    list = NULL;
+    rc = 0;
+done:
+    curl_slist_free_all(list);
+    hr_buf_free(&line);
+    hr_buf_free(&c.title);
+    hr_buf_free(&c.body);
+    free(c.printed);
+    return rc;
+}

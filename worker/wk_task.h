@@ -1,0 +1,67 @@
+/* wk_task: the worker's cache of tasks ready to render pushes.
+ *
+ * A chunk names its task by id; loading the push_task row, compiling its
+ * title/body and its channel's URL, header and body templates, and parsing
+ * the payload happen once per task, not per chunk.  Entries live in a small
+ * fixed table (WK_TASK_CACHE_SLOTS) and are reference counted: a chunk
+ * holds its task with wk_task_get() until wk_task_put(); an unreferenced
+ * entry older than WK_TASK_TTL_MS is reloaded on the next get, and the
+ * oldest unreferenced one is evicted when the table is full.  As a worker
+ * processes at most 64 chunks at once, the table never fills with
+ * referenced entries.
+ *
+ * wk_task also carries the per-task share of the push rate limit granted
+ * to this worker (tokens), spent by the sender. */
+#ifndef WK_TASK_H
+#define WK_TASK_H
+
+#include <curl/curl.h>
+#include <hiredis/hiredis.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hr_config.h"
+#include "hr_mysql.h"
+#include "hr_task.h"
+#include "hr_template.h"
+
+#define WK_TASK_CACHE_SLOTS 128
+#define WK_TASK_TTL_MS 30000
+
+typedef struct wk_task {
+    hr_task *row;
+    const hr_channel *ch;
+    size_t ch_index;          /* position in cfg->channels */
+    hr_template *title, *body; /* the task's own, rendered raw */
+    hr_template *url, *chbody; /* the channel's */
+    hr_template **headers;     /* one per channel header value */
+    struct cJSON *payload;     /* NULL when the task has none */
+    bool uses_user;            /* some template names user.* */
+    int64_t rate_limit;        /* effective pushes/s for the task, 0 = none */
+    char rl_scope[40];         /* "push:task<ID>" */
+    int64_t tokens;            /* granted by the limiter, not yet spent */
+    int refs;
+    int64_t loaded_ms;
+} wk_task;
+
+typedef struct wk_task_cache wk_task_cache;
+
+int wk_task_cache_new(const hr_config *cfg, wk_task_cache **out);
+/* Frees every entry; none may be referenced any more.  Accepts NULL. */
+void wk_task_cache_free(wk_task_cache *tc);
+
+/* Returns 0 with a referenced *OUT, 1 when no such task exists, 2 when the
+ * task cannot be pushed (ERRSTR says why: unknown channel, bad template,
+ * bad payload), -1 on a database error. */
+int wk_task_get(wk_task_cache *tc, hr_mysql *m, int64_t id, int64_t now_ms, wk_task **out,
+                char *errstr, size_t errlen);
+void wk_task_put(wk_task_cache *tc, wk_task *t);
+
+/* Renders one push for UID (USER: its HGETALL reply or NULL) into URL and
+ * BODY (both reset first) and a new header list *HEADERS the caller frees
+ * with curl_slist_free_all.  0, or -1 with ERRSTR (a value past a buffer's
+ * cap, out of memory). */
+int wk_task_render(const wk_task *t, const char *uid, const redisReply *user, hr_buf *url,
+                   hr_buf *body, struct curl_slist **headers, char *errstr, size_t errlen);
+
+#endif
