@@ -1,10 +1,10 @@
 /* hr_config: herald.yaml -> struct hr_config.  See hr_config.h for the contract.
  *
- * Two passes.  First libyaml's event parser (not its document loader, which
- * would lose nothing but is no simpler) builds a small tree of cfg_node:
+ * Two passes.  First libyaml's event parser builds a small tree of cfg_node:
  * scalars, mappings and sequences, each with the 1-based line and column of
- * its first character.  Syntax errors, duplicate keys, aliases and excessive
- * nesting are found here, in document order.
+ * its first character.  Syntax errors, duplicate keys (anywhere, so duplicate
+ * channel names too), aliases (refused: nothing needs them and they allow
+ * expansion bombs) and excessive nesting are found here, in document order.
  *
  * Then the tree is walked against tables of keys, one per section, in the
  * manner of redis' static_configs[]: a cfg_key names a key, its type, its
@@ -15,6 +15,11 @@
  * both work.  The same tables give defaults, env overrides, the "expected:"
  * list of unknown-key messages, and hr_config_free().
  *
+ * Rules beyond the header: a plain null (`key:`, `~`) is an empty section or
+ * list, or "" for a string; an empty instance means the default; a channel's
+ * headers default only when the key is absent (`headers: {}` means none); an
+ * empty ca_file is NULL; listen ports may be 0 (any free port).
+ *
  * Ownership: the tree belongs to the load call and is freed before it
  * returns; every string and array in hr_config belongs to the hr_config. */
 #include "hr_config.h"
@@ -24,12 +29,12 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <yaml.h>
@@ -924,6 +929,7 @@ static int cfg_apply_strlist(const cfg_ctx *ctx, const cfg_key *k, void *base,
     size_t *count = CFG_COUNT(base, k);
     char *text = NULL;
 
+    if (cfg_node_is_null(node)) return 0;
     if (node->type != CFG_SEQ)
         return cfg_err(ctx, node->line, node->col, "%s: expected a sequence, got %s", path,
                        cfg_node_kind(node));
@@ -974,6 +980,7 @@ static int cfg_apply_codes(const cfg_ctx *ctx, const cfg_key *k, void *base,
     size_t *count = CFG_COUNT(base, k);
     char why[CFG_WHY];
 
+    if (cfg_node_is_null(node)) return 0;
     if (node->type != CFG_SEQ)
         return cfg_err(ctx, node->line, node->col, "%s: expected a sequence, got %s", path,
                        cfg_node_kind(node));
@@ -1087,7 +1094,6 @@ static int cfg_apply_key(const cfg_ctx *ctx, const cfg_key *k, void *base,
     case CFG_T_SECTION:
         return cfg_apply_map(ctx, k->sub, base, node, path);
     case CFG_T_STRLIST:
-        if (cfg_node_is_null(node)) return 0;
         return cfg_apply_strlist(ctx, k, base, node, path);
     case CFG_T_KVMAP:
         return cfg_apply_kvmap(ctx, k, base, node, path);

@@ -21,6 +21,7 @@
 
 #include <errmsg.h>
 #include <mysql.h>
+#include <mysqld_error.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -52,6 +53,9 @@ struct hr_mysql {
     bool in_txn;  /* between hr_mysql_begin and commit/rollback */
     bool locked;  /* holds the migration lock */
     uint64_t tick;
+    MYSQL_BIND *binds;   /* parameter bindings, NBINDS long, reused */
+    unsigned long *lens;
+    size_t nbinds;
     hr_mysql_cached cache[HR_MYSQL_STMT_CACHE];
     size_t ncache;
 };
@@ -177,7 +181,8 @@ int hr_mysql_connect(const hr_config *cfg, hr_mysql **out, char *errstr, size_t 
     if (!m->host || !m->user || !m->password || !m->database)
         goto oom;
     m->port = (unsigned)cfg->mysql.port;
-    m->connect_timeout_s = cfg->mysql.connect_timeout_s > 0 ? (unsigned)cfg->mysql.connect_timeout_s : 5;
+    m->connect_timeout_s =
+        cfg->mysql.connect_timeout_s > 0 ? (unsigned)cfg->mysql.connect_timeout_s : 5;
     m->conn = hr_mysql_open(m, errstr, errlen);
     if (!m->conn)
         goto fail;
@@ -202,6 +207,8 @@ void hr_mysql_free(hr_mysql *m)
     free(m->user);
     free(m->password);
     free(m->database);
+    free(m->binds);
+    free(m->lens);
     free(m);
 }
 
@@ -249,13 +256,12 @@ static MYSQL_STMT *hr_mysql_prepare(hr_mysql *m, const char *sql, unsigned *err,
     return stmt;
 }
 
-static int hr_mysql_bind_params(MYSQL_STMT *stmt, const hr_mysql_param *params, size_t nparams,
-                                char *errstr, size_t errlen)
+/* Binds PARAMS to STMT.  libmariadb keeps pointers into the MYSQL_BIND
+ * array (lengths) until the execute, so the arrays belong to M and are
+ * reused by every statement. */
+static int hr_mysql_bind_params(hr_mysql *m, MYSQL_STMT *stmt, const hr_mysql_param *params,
+                                size_t nparams, char *errstr, size_t errlen)
 {
-    MYSQL_BIND *binds = NULL;
-    unsigned long *lens = NULL;
-    int rc = -1;
-
     if (mysql_stmt_param_count(stmt) != nparams) {
         hr_mysql_seterr(errstr, errlen, "statement takes %lu parameters, %zu given",
                         mysql_stmt_param_count(stmt), nparams);
@@ -263,48 +269,53 @@ static int hr_mysql_bind_params(MYSQL_STMT *stmt, const hr_mysql_param *params, 
     }
     if (nparams == 0)
         return 0;
-    binds = calloc(nparams, sizeof *binds);
-    lens = calloc(nparams, sizeof *lens);
-    if (!binds || !lens) {
-        hr_mysql_seterr(errstr, errlen, "mysql: out of memory");
-        goto out;
+    if (nparams > m->nbinds) {
+        MYSQL_BIND *binds = realloc(m->binds, nparams * sizeof *binds);
+        if (binds)
+            m->binds = binds;
+        unsigned long *lens = realloc(m->lens, nparams * sizeof *lens);
+        if (lens)
+            m->lens = lens;
+        if (!binds || !lens) {
+            hr_mysql_seterr(errstr, errlen, "mysql: out of memory");
+            return -1;
+        }
+        m->nbinds = nparams;
     }
+    memset(m->binds, 0, nparams * sizeof *m->binds);
     for (size_t i = 0; i < nparams; i++) {
+        MYSQL_BIND *b = &m->binds[i];
         /* libmariadb only reads input buffers; MYSQL_BIND is not const. */
         switch (params[i].type) {
         case HR_MYSQL_NULL:
-            binds[i].buffer_type = MYSQL_TYPE_NULL;
+            b->buffer_type = MYSQL_TYPE_NULL;
             break;
         case HR_MYSQL_I64:
-            binds[i].buffer_type = MYSQL_TYPE_LONGLONG;
-            binds[i].buffer = (void *)&params[i].i64;
+            b->buffer_type = MYSQL_TYPE_LONGLONG;
+            b->buffer = (void *)&params[i].i64;
             break;
         case HR_MYSQL_DOUBLE:
-            binds[i].buffer_type = MYSQL_TYPE_DOUBLE;
-            binds[i].buffer = (void *)&params[i].dbl;
+            b->buffer_type = MYSQL_TYPE_DOUBLE;
+            b->buffer = (void *)&params[i].dbl;
             break;
         case HR_MYSQL_STR:
-            binds[i].buffer_type = MYSQL_TYPE_STRING;
-            binds[i].buffer = (void *)(params[i].str ? params[i].str : "");
-            lens[i] = params[i].str ? (unsigned long)params[i].len : 0;
-            binds[i].buffer_length = lens[i];
-            binds[i].length = &lens[i];
+            b->buffer_type = MYSQL_TYPE_STRING;
+            b->buffer = (void *)(params[i].str ? params[i].str : "");
+            m->lens[i] = params[i].str ? (unsigned long)params[i].len : 0;
+            b->buffer_length = m->lens[i];
+            b->length = &m->lens[i];
             break;
         default:
             hr_mysql_seterr(errstr, errlen, "parameter %zu has an unknown type %d", i + 1,
                             (int)params[i].type);
-            goto out;
+            return -1;
         }
     }
-    if (mysql_stmt_bind_param(stmt, binds) != 0) {
+    if (mysql_stmt_bind_param(stmt, m->binds) != 0) {
         hr_mysql_seterr(errstr, errlen, "%s", mysql_stmt_error(stmt));
-        goto out;
+        return -1;
     }
-    rc = 0;
-out:
-    free(binds);
-    free(lens);
-    return rc;
+    return 0;
 }
 
 /* Copies the current row's column COL into a new string; a value longer
@@ -438,14 +449,15 @@ static int hr_mysql_stmt_once(hr_mysql *m, const char *sql, const hr_mysql_param
 
     if (!stmt)
         return -1;
-    if (hr_mysql_bind_params(stmt, params, nparams, errstr, errlen) != 0)
+    if (hr_mysql_bind_params(m, stmt, params, nparams, errstr, errlen) != 0)
         return -1;
     if (mysql_stmt_execute(stmt) != 0) {
         *err = mysql_stmt_errno(stmt);
         hr_mysql_seterr(errstr, errlen, "%s", mysql_stmt_error(stmt));
         /* Server errors (a SIGNAL, a duplicate key) leave the statement
-         * usable; client errors (CR_*, 2000..2999) may not. */
-        if (*err >= 2000 && *err < 3000)
+         * usable; client errors (CR_*, 2000..2999) may not, and a statement
+         * the server could not re-prepare after DDL must be prepared anew. */
+        if ((*err >= 2000 && *err < 3000) || *err == ER_NEED_REPREPARE)
             hr_mysql_cache_drop(m, stmt);
         return -1;
     }
@@ -471,8 +483,11 @@ static int hr_mysql_stmt(hr_mysql *m, const char *sql, const hr_mysql_param *par
     int rc = hr_mysql_stmt_once(m, sql, params, nparams, rows, affected, insert_id, &err, errstr,
                                 errlen);
 
-    if (rc != 0 && hr_mysql_gone(err) && !m->in_txn && !m->locked &&
-        hr_mysql_reconnect(m, errstr, errlen) == 0) {
+    /* ER_NEED_REPREPARE: the statement did not run, so even inside a
+     * transaction it is safe to prepare it again and repeat it. */
+    if ((rc != 0 && err == ER_NEED_REPREPARE) ||
+        (rc != 0 && hr_mysql_gone(err) && !m->in_txn && !m->locked &&
+         hr_mysql_reconnect(m, errstr, errlen) == 0)) {
         err = 0;
         rc = hr_mysql_stmt_once(m, sql, params, nparams, rows, affected, insert_id, &err, errstr,
                                 errlen);

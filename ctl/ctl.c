@@ -34,16 +34,15 @@ static void ctl_print_help(FILE *out)
     fprintf(out,
             "usage: heraldctl [-c CONFIG] COMMAND [ARGS]\n"
             "\n"
-            "  -c, --config CONFIG  configuration file (default: $HERALD_CONFIG, else ./herald.yaml)\n"
+            "  -c, --config CONFIG  configuration file\n"
+            "                       (default: $HERALD_CONFIG, else ./herald.yaml)\n"
             "  -h, --help           show this help\n"
             "  -V, --version        show the version\n"
             "\n"
             "commands:\n");
-    for (size_t i = 0; i < CTL_NCOMMANDS; i++) {
-        char left[64];
-        snprintf(left, sizeof left, "%s %s", ctl_commands[i].name, ctl_commands[i].usage);
-        fprintf(out, "  %-20s %s\n", left, ctl_commands[i].summary);
-    }
+    for (size_t i = 0; i < CTL_NCOMMANDS; i++)
+        fprintf(out, "  %-10s %s\n", ctl_commands[i].name, ctl_commands[i].summary);
+    fprintf(out, "\n'heraldctl help COMMAND' shows the arguments of a command.\n");
 }
 
 static void ctl_print_command(FILE *out, const ctl_command *cmd)

@@ -309,6 +309,21 @@ static void test_migrate_idempotent(void **state)
                         NULL, 0);
     assert_string_equal(value, "001_tables,002_freeze_trigger");
     free(value);
+    /* A failing file is reported with its statement and not recorded; a
+     * file without a version is refused before anything runs. */
+    const hr_embedded broken[] = {{"999_hrtest_broken.sql", "SELECT 1; SELEC 2", 17}};
+    assert_int_equal(hr_mysql_migrate(db, broken, 1, &applied, errstr, sizeof errstr), -1);
+    static const char expect[] =
+        "migration 999_hrtest_broken.sql: statement 2: You have an error in your SQL syntax";
+    if (strncmp(errstr, expect, sizeof expect - 1) != 0 || !strstr(errstr, "'SELEC 2'"))
+        fail_msg("unexpected migrate error: %s", errstr);
+    assert_int_equal(applied, 0);
+    const hr_embedded unnamed[] = {{"hrtest.sql", "SELECT 1", 8}};
+    assert_int_equal(hr_mysql_migrate(db, unnamed, 1, &applied, errstr, sizeof errstr), -1);
+    assert_non_null(strstr(errstr, "NNN_"));
+    value = query_value("SELECT COUNT(*) FROM schema_migrations WHERE version = 999", NULL, 0);
+    assert_string_equal(value, "0");
+    free(value);
     /* The lock was released: another session can take it at once. */
     value = query_value("SELECT IS_FREE_LOCK('herald_migrate')", NULL, 0);
     assert_string_equal(value, "1");

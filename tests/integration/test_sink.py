@@ -300,7 +300,7 @@ def test_latency():
         read_responses(b, 1)
         took = time.monotonic() - t0
         # Both connections and both pipelined requests wait in parallel.
-        assert 0.29 <= took < 0.55, took
+        assert 0.29 <= took < 0.6, took  # one after another would take 0.6 s or more
         a.close()
         b.close()
     finally:
