@@ -231,7 +231,8 @@ static void dsp_bg_scan(dsp *d)
             break;
         if (!dsp_store_check(d, c->m, t))
             continue;
-        prev = bsearch(&key, d->scan, d->nscan, sizeof *d->scan, dsp_scan_cmp);
+        prev = d->nscan > 0 ? bsearch(&key, d->scan, d->nscan, sizeof *d->scan, dsp_scan_cmp)
+                           : NULL;
         e = &next[nnext++];
         *e = prev ? *prev : (dsp_scan_entry){.id = t->id, .due_ms = -1};
         if (dsp_prepare(d, t, e, now) < 0)
@@ -341,7 +342,7 @@ static int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, i
 {
     dsp_conn *c = &d->bg_conn;
     int64_t stale = now - (int64_t)d->cfg->dispatcher.redelivery_timeout_s * 1000;
-    char pending[256], lease[256], chunk[256], base[256], now_s[24], err[512];
+    char pending[256], lease[320], chunk[320], base[256], now_s[24], err[512];
     redisReply *all;
     int64_t npending;
     size_t i;
@@ -362,11 +363,11 @@ static int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, i
 
         if (strtoll(at, NULL, 10) >= stale)
             continue;
-        snprintf(lease, sizeof lease, "%slease:%s", base, seq);
+        snprintf(lease, sizeof lease, "%slease:%.24s", base, seq);
         if (dsp_reply_int(hr_redis_eval(c->r, HR_LUA_SWEEP_CLAIM, 2, 5, argv, NULL, err,
                                         sizeof err)) != 1)
             continue;
-        snprintf(chunk, sizeof chunk, "%schunk:%s", base, seq);
+        snprintf(chunk, sizeof chunk, "%schunk:%.24s", base, seq);
         count = dsp_reply_int(hr_redis_cmdf(c->r, err, sizeof err, "SCARD %s", chunk));
         if (count < 0 || dsp_produce(d, id, strtoll(seq, NULL, 10), count, due_ms, true, err,
                                      sizeof err) < 0) {

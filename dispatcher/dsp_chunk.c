@@ -528,8 +528,13 @@ void dsp_release_all(dsp *d)
     char err[512];
     size_t i;
 
-    if (rd_kafka_flush(d->rk, DSP_FLUSH_MS) != RD_KAFKA_RESP_ERR_NO_ERROR)
+    if (rd_kafka_flush(d->rk, DSP_FLUSH_MS) != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        /* Their chunks stay pending and the sweepers republish them; the
+         * purge hands every message back to dsp_dr_cb, which frees it. */
         hr_log_warn("flush_incomplete", "messages=%d", rd_kafka_outq_len(d->rk));
+        rd_kafka_purge(d->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+        rd_kafka_poll(d->rk, 0);
+    }
     /* The backoff of a recent failure must not skip the last writes. */
     c->retry_at_ms = 0;
     dsp_write_reports(d);

@@ -1,0 +1,181 @@
+/* dispatcher: herald-dispatcher's event loop and lifecycle.
+ *
+ * dsp_run sets up the producer and the libuv handles and runs the loop:
+ *   t_scan  (scan_interval_ms)   -> background scan + prepare
+ *   t_poll  (poller_interval_ms) -> background DB poller
+ *   t_sweep (sweep_interval_ms)  -> background sweeper
+ *   t_timer (timer_interval_ms)  -> timer pop + claims
+ *   t_lease (lease_s / 3)        -> lease renewal
+ *   t_tick  (DSP_TICK_MS)        -> delivery reports, chunk rows, chunking
+ * SIGTERM/SIGINT stop claiming at once; when the background job in flight
+ * has returned, the producer is flushed (bounded), the reports written,
+ * the leases released (lease_until = now, so another dispatcher takes
+ * over without waiting) and the loop ends.
+ *
+ * Test-only environment (never set in production):
+ *   HERALD_TEST_TASK_TOPIC=<topic>  only tasks of this topic are seen
+ *   HERALD_TEST_CRASH_AFTER_MOVE=N  _exit(137) right after the N-th chunk
+ *                                   move, before its message is produced */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dsp.h"
+#include "hr_kafka.h"
+#include "hr_log.h"
+
+static void dsp_close_all(dsp *d);
+
+static void dsp_on_scan(uv_timer_t *h)
+{
+    dsp_bg_kick(h->data, DSP_BG_SCAN);
+}
+
+static void dsp_on_poll(uv_timer_t *h)
+{
+    dsp_bg_kick(h->data, DSP_BG_POLL);
+}
+
+static void dsp_on_sweep(uv_timer_t *h)
+{
+    dsp_bg_kick(h->data, DSP_BG_SWEEP);
+}
+
+static void dsp_on_timer(uv_timer_t *h)
+{
+    dsp_timer_pop(h->data);
+}
+
+static void dsp_on_lease(uv_timer_t *h)
+{
+    dsp_renew_leases(h->data);
+}
+
+static void dsp_on_tick(uv_timer_t *h)
+{
+    dsp *d = h->data;
+
+    dsp_tick(d);
+    /* Shutting down: finish once the background job has returned. */
+    if (atomic_load(&d->stopping) && !d->bg_busy && !d->finished) {
+        d->finished = true;
+        dsp_release_all(d);
+        dsp_close_all(d);
+    }
+}
+
+static void dsp_on_signal(uv_signal_t *h, int signum)
+{
+    dsp *d = h->data;
+
+    if (atomic_exchange(&d->stopping, true))
+        return;
+    hr_log_info("shutdown", "signal=%d tasks=%zu", signum, d->ntasks);
+    uv_timer_stop(&d->t_scan);
+    uv_timer_stop(&d->t_poll);
+    uv_timer_stop(&d->t_sweep);
+    uv_timer_stop(&d->t_timer);
+    uv_timer_stop(&d->t_lease);
+}
+
+static void dsp_close_all(dsp *d)
+{
+    uv_close((uv_handle_t *)&d->t_scan, NULL);
+    uv_close((uv_handle_t *)&d->t_poll, NULL);
+    uv_close((uv_handle_t *)&d->t_sweep, NULL);
+    uv_close((uv_handle_t *)&d->t_timer, NULL);
+    uv_close((uv_handle_t *)&d->t_lease, NULL);
+    uv_close((uv_handle_t *)&d->t_tick, NULL);
+    uv_close((uv_handle_t *)&d->sig_term, NULL);
+    uv_close((uv_handle_t *)&d->sig_int, NULL);
+}
+
+static void dsp_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    (void)rk;
+    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__TRANSPORT ||
+        err == RD_KAFKA_RESP_ERR__FATAL)
+        dsp_health_fail(opaque, DSP_KAFKA, reason);
+    else
+        hr_log_warn("kafka_error", "error=%s", reason);
+}
+
+static int dsp_producer_new(dsp *d, char *errstr, size_t errlen)
+{
+    rd_kafka_conf_t *conf = hr_kafka_conf_new(d->cfg, HR_KAFKA_PRODUCER, errstr, errlen);
+
+    if (conf == NULL)
+        return -1;
+    rd_kafka_conf_set_opaque(conf, d);
+    rd_kafka_conf_set_dr_msg_cb(conf, dsp_dr_cb);
+    rd_kafka_conf_set_error_cb(conf, dsp_error_cb);
+    d->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, errlen);
+    if (d->rk == NULL) {
+        rd_kafka_conf_destroy(conf);
+        return -1;
+    }
+    return 0;
+}
+
+static void dsp_timer_start(dsp *d, uv_timer_t *t, uv_timer_cb cb, uint64_t every_ms)
+{
+    uv_timer_init(d->loop, t);
+    t->data = d;
+    uv_timer_start(t, cb, every_ms, every_ms);
+}
+
+int dsp_run(const hr_config *cfg)
+{
+    dsp *d = calloc(1, sizeof *d);
+    const char *crash;
+    char err[512];
+    int rc = 1;
+
+    if (d == NULL) {
+        hr_log_error("startup_failed", "error=out of memory");
+        return 1;
+    }
+    d->cfg = cfg;
+    snprintf(d->owner, sizeof d->owner, "%s/%ld", cfg->instance, (long)getpid());
+    d->topic_filter = getenv("HERALD_TEST_TASK_TOPIC");
+    crash = getenv("HERALD_TEST_CRASH_AFTER_MOVE");
+    d->crash_after_move = crash ? strtol(crash, NULL, 10) : 0;
+    pthread_mutex_init(&d->health_mu, NULL);
+    atomic_init(&d->stopping, false);
+    d->loop = uv_default_loop();
+    if (dsp_producer_new(d, err, sizeof err) < 0) {
+        hr_log_error("startup_failed", "error=%s", err);
+        goto done;
+    }
+
+    dsp_timer_start(d, &d->t_scan, dsp_on_scan, (uint64_t)cfg->dispatcher.scan_interval_ms);
+    dsp_timer_start(d, &d->t_poll, dsp_on_poll, (uint64_t)cfg->dispatcher.poller_interval_ms);
+    dsp_timer_start(d, &d->t_sweep, dsp_on_sweep, (uint64_t)cfg->dispatcher.sweep_interval_ms);
+    dsp_timer_start(d, &d->t_timer, dsp_on_timer, (uint64_t)cfg->dispatcher.timer_interval_ms);
+    dsp_timer_start(d, &d->t_lease, dsp_on_lease,
+                    (uint64_t)cfg->dispatcher.lease_s * 1000 / 3);
+    dsp_timer_start(d, &d->t_tick, dsp_on_tick, DSP_TICK_MS);
+    uv_signal_init(d->loop, &d->sig_term);
+    uv_signal_init(d->loop, &d->sig_int);
+    d->sig_term.data = d->sig_int.data = d;
+    uv_signal_start(&d->sig_term, dsp_on_signal, SIGTERM);
+    uv_signal_start(&d->sig_int, dsp_on_signal, SIGINT);
+
+    hr_log_info("dispatcher_started", "owner=%s topic=%s test_task_topic=%s", d->owner,
+                cfg->kafka.topic, d->topic_filter ? d->topic_filter : "");
+    dsp_bg_kick(d, DSP_BG_SCAN | DSP_BG_POLL);
+    uv_run(d->loop, UV_RUN_DEFAULT);
+    uv_loop_close(d->loop);
+    hr_log_info("dispatcher_stopped", "owner=%s", d->owner);
+    rc = 0;
+done:
+    dsp_tasks_free(d);
+    dsp_bg_free(d);
+    dsp_conn_close(&d->loop_conn);
+    if (d->rk != NULL)
+        rd_kafka_destroy(d->rk);
+    pthread_mutex_destroy(&d->health_mu);
+    free(d);
+    return rc;
+}

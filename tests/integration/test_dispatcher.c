@@ -1,0 +1,664 @@
+/* Integration test of herald-dispatcher against the stack's servers.
+ *
+ * Each case inserts its own push_task rows under a task topic of its own
+ * and starts herald-dispatcher processes with HERALD_TEST_TASK_TOPIC set to
+ * it (so dispatchers of other tests never touch these rows), a config with
+ * the test's Redis prefix and Kafka topic, and short intervals.  The cases
+ * then inspect MySQL, the Redis chunk sets and the Kafka topic (read with a
+ * consumer group of the test's own). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <librdkafka/rdkafka.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hr_chunkmsg.h"
+#include "hr_kafka.h"
+#include "hr_mysql.h"
+#include "hr_redis.h"
+#include "itest.h"
+
+#define MAX_DISPATCHERS 2
+#define MAX_MSGS 4096
+
+static hr_config *cfg;
+static hr_mysql *db;
+static hr_redis *rd;
+static rd_kafka_t *consumer;
+static char errstr[1024];
+static char cfg_path[512];
+static char task_topic[200];
+static char log_path[MAX_DISPATCHERS][512];
+static pid_t pids[MAX_DISPATCHERS];
+static int ncase;
+
+/* Every chunk message read so far from the test's topic. */
+static hr_chunkmsg msgs[MAX_MSGS];
+static char msg_keys[MAX_MSGS][64];
+static size_t nmsgs;
+
+static int64_t sql_int(const char *sql, const hr_mysql_param *p, size_t np)
+{
+    hr_mysql_rows *rows = NULL;
+    int64_t v = -1;
+
+    if (hr_mysql_query(db, sql, p, np, &rows, errstr, sizeof errstr) != 0)
+        fail_msg("%s: %s", sql, errstr);
+    if (rows->nrows > 0 && hr_mysql_cell(rows, 0, 0) != NULL)
+        v = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
+    hr_mysql_rows_free(rows);
+    return v;
+}
+
+static void sql_exec(const char *sql, const hr_mysql_param *p, size_t np)
+{
+    if (hr_mysql_exec(db, sql, p, np, NULL, NULL, NULL, errstr, sizeof errstr) != 0)
+        fail_msg("%s: %s", sql, errstr);
+}
+
+static int64_t redis_int(const char *fmt, const char *key)
+{
+    redisReply *r = hr_redis_cmdf(rd, errstr, sizeof errstr, fmt, key);
+    int64_t v;
+
+    assert_non_null(r);
+    v = r->type == REDIS_REPLY_INTEGER ? r->integer
+        : r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : -1;
+    freeReplyObject(r);
+    return v;
+}
+
+/* A valid task of this case's topic; bad-row cases UPDATE it afterwards. */
+static int64_t task_insert(int64_t due_ms, int chunk_size, int rate_limit)
+{
+    const hr_mysql_param p[] = {HR_P_STR(task_topic), HR_P_I64(due_ms), HR_P_I64(due_ms),
+                                HR_P_I64(chunk_size), HR_P_I64(rate_limit)};
+    uint64_t id = 0;
+
+    /* freeze_at a day after due, so that bad-row cases may still edit it */
+    if (hr_mysql_exec(db,
+                      "INSERT INTO push_task (name, topic, channel, title, body, due_at, "
+                      "freeze_at, chunk_size, rate_limit) VALUES ('itest', ?, 'webhook', 'hi', "
+                      "'hello {{uid}}', FROM_UNIXTIME(? / 1000), "
+                      "FROM_UNIXTIME(? / 1000) + INTERVAL 1 DAY, ?, ?)",
+                      p, 5, NULL, &id, NULL, errstr, sizeof errstr) != 0)
+        fail_msg("insert task: %s", errstr);
+    return (int64_t)id;
+}
+
+/* Subscribers FIRST..FIRST+N-1 in Redis (SADD) and/or push_subscription. */
+static void subs_add(int64_t task, int64_t first, int64_t n, bool redis, bool mysql)
+{
+    char key[256], *argv[1002], nums[1000][24];
+    int64_t i, j;
+
+    if (mysql) {
+        const hr_mysql_param p[] = {HR_P_I64(task), HR_P_I64(first - 1), HR_P_I64(n)};
+
+        sql_exec("INSERT INTO push_subscription (task_id, uid) SELECT ?, seq + ? "
+                 "FROM seq_1_to_1000000 LIMIT ?",
+                 p, 3);
+    }
+    if (!redis)
+        return;
+    hr_redis_task_key(rd, key, sizeof key, task, "subs");
+    argv[0] = "SADD";
+    argv[1] = key;
+    for (i = 0; i < n; i += 1000) {
+        int64_t m = n - i < 1000 ? n - i : 1000;
+        redisReply *r;
+
+        for (j = 0; j < m; j++) {
+            snprintf(nums[j], sizeof nums[j], "%lld", (long long)(first + i + j));
+            argv[2 + j] = nums[j];
+        }
+        r = hr_redis_cmd(rd, errstr, sizeof errstr, (int)(2 + m), (const char **)argv, NULL);
+        assert_non_null(r);
+        freeReplyObject(r);
+    }
+}
+
+static char *task_state(int64_t task, char *buf, size_t len)
+{
+    const hr_mysql_param p[] = {HR_P_I64(task)};
+    hr_mysql_rows *rows = NULL;
+
+    if (hr_mysql_query(db, "SELECT state FROM push_task WHERE id = ?", p, 1, &rows, errstr,
+                       sizeof errstr) != 0)
+        fail_msg("state: %s", errstr);
+    snprintf(buf, len, "%s", rows->nrows ? hr_mysql_cell(rows, 0, 0) : "?");
+    hr_mysql_rows_free(rows);
+    return buf;
+}
+
+typedef struct state_wait {
+    int64_t task;
+    const char *state;
+} state_wait;
+
+static bool state_reached(void *ctx)
+{
+    const state_wait *w = ctx;
+    char st[32];
+
+    return strcmp(task_state(w->task, st, sizeof st), w->state) == 0;
+}
+
+static void wait_state(int64_t task, const char *state, int timeout_ms)
+{
+    state_wait w = {task, state};
+    char st[32];
+
+    if (!itest_wait_until(state_reached, &w, timeout_ms))
+        fail_msg("task %lld: state %s after %d ms, want %s", (long long)task,
+                 task_state(task, st, sizeof st), timeout_ms, state);
+}
+
+/* Starts dispatcher I with the case's config and topic filter. */
+static void dispatcher_start(int i, const char *extra_env)
+{
+    char *argv[] = {(char *)HERALD_DISPATCHER, "-c", cfg_path, NULL};
+
+    snprintf(log_path[i], sizeof log_path[i], "/tmp/itest-dispatcher-%d-%d-%d.log",
+             (int)getpid(), ncase, i);
+    unlink(log_path[i]);
+    setenv("HERALD_TEST_TASK_TOPIC", task_topic, 1);
+    if (extra_env != NULL)
+        putenv((char *)extra_env);
+    pids[i] = itest_spawn(argv, log_path[i]);
+    unsetenv("HERALD_TEST_CRASH_AFTER_MOVE");
+    assert_true(pids[i] > 0);
+}
+
+static void dispatcher_stop(int i)
+{
+    int status = 0;
+
+    if (pids[i] <= 0)
+        return;
+    itest_kill(pids[i], SIGTERM);
+    if (itest_wait_exit(pids[i], 20000, &status) != 0) {
+        itest_kill(pids[i], SIGKILL);
+        itest_wait_exit(pids[i], 5000, &status);
+        fail_msg("dispatcher %d did not stop on SIGTERM", i);
+    }
+    pids[i] = 0;
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* Reads the topic for up to TIMEOUT_MS or until TASK has WANT messages. */
+static size_t consume_for(int64_t task, size_t want, int timeout_ms)
+{
+    int64_t end = itest_now_ms() + timeout_ms;
+    size_t i, have;
+
+    for (;;) {
+        for (have = 0, i = 0; i < nmsgs; i++)
+            have += msgs[i].task == task;
+        if (have >= want || itest_now_ms() >= end)
+            return have;
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(consumer, 200);
+        if (m == NULL)
+            continue;
+        if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR && nmsgs < MAX_MSGS) {
+            char why[256];
+
+            if (hr_chunkmsg_decode(m->payload, m->len, &msgs[nmsgs], why, sizeof why) != 0)
+                fail_msg("bad chunk message: %s", why);
+            snprintf(msg_keys[nmsgs], sizeof msg_keys[nmsgs], "%.*s", (int)m->key_len,
+                     (const char *)m->key);
+            nmsgs++;
+        }
+        rd_kafka_message_destroy(m);
+    }
+}
+
+/* Checks that TASK's chunk sets are disjoint and together are exactly
+ * FIRST..FIRST+N-1; *SIZES gets each chunk's size by seq (index seq-1). */
+static int64_t check_chunks(int64_t task, int64_t first, int64_t n, int64_t *sizes,
+                            int64_t max_seq)
+{
+    char base[256], key[320];
+    unsigned char *seen = calloc((size_t)n, 1);
+    int64_t seq, nseq, total = 0;
+    size_t i;
+
+    assert_non_null(seen);
+    hr_redis_task_key(rd, key, sizeof key, task, "seq");
+    nseq = redis_int("GET %s", key);
+    assert_true(nseq >= 1 && nseq <= max_seq);
+    hr_redis_task_key(rd, base, sizeof base, task, "");
+    for (seq = 1; seq <= nseq; seq++) {
+        redisReply *r;
+
+        snprintf(key, sizeof key, "%schunk:%lld", base, (long long)seq);
+        r = hr_redis_cmdf(rd, errstr, sizeof errstr, "SMEMBERS %s", key);
+        assert_non_null(r);
+        sizes[seq - 1] = (int64_t)r->elements;
+        for (i = 0; i < r->elements; i++) {
+            int64_t uid = strtoll(r->element[i]->str, NULL, 10);
+
+            assert_true(uid >= first && uid < first + n);
+            if (seen[uid - first])
+                fail_msg("task %lld: uid %lld in two chunks", (long long)task, (long long)uid);
+            seen[uid - first] = 1;
+            total++;
+        }
+        freeReplyObject(r);
+    }
+    free(seen);
+    assert_int_equal(total, n);
+    hr_redis_task_key(rd, key, sizeof key, task, "subs");
+    assert_int_equal(redis_int("SCARD %s", key), 0);
+    return nseq;
+}
+
+/* How many of TASK's seqs 1..MAX_SEQ have a message so far. */
+static size_t distinct_seqs(int64_t task, int64_t max_seq)
+{
+    unsigned char seen[128] = {0};
+    size_t i, n = 0;
+
+    assert_true(max_seq < 128);
+    for (i = 0; i < nmsgs; i++) {
+        if (msgs[i].task != task || msgs[i].seq > max_seq || seen[msgs[i].seq])
+            continue;
+        seen[msgs[i].seq] = 1;
+        n++;
+    }
+    return n;
+}
+
+static size_t log_count(int i, const char *event, int64_t task)
+{
+    char line[4096], want_event[128], want_task[64];
+    FILE *f = fopen(log_path[i], "r");
+    size_t n = 0;
+
+    if (f == NULL)
+        return 0;
+    snprintf(want_event, sizeof want_event, "event=%s ", event);
+    snprintf(want_task, sizeof want_task, " task=%lld ", (long long)task);
+    while (fgets(line, sizeof line, f) != NULL)
+        if (strstr(line, want_event) && strstr(line, want_task))
+            n++;
+    fclose(f);
+    return n;
+}
+
+static int case_setup(void **state)
+{
+    (void)state;
+    ncase++;
+    snprintf(task_topic, sizeof task_topic, "%s.c%d", cfg->kafka.topic, ncase);
+    return 0;
+}
+
+static int case_teardown(void **state)
+{
+    int i;
+
+    (void)state;
+    for (i = 0; i < MAX_DISPATCHERS; i++) {
+        if (pids[i] > 0) {
+            itest_kill(pids[i], SIGKILL);
+            itest_wait_exit(pids[i], 5000, NULL);
+            pids[i] = 0;
+        }
+    }
+    return 0;
+}
+
+/* 12,345 subscribers in Redis -> chunks 5000, 5000, 2345 and one message
+ * per chunk with the right fields; push_chunk rows and total recorded. */
+static void test_chunks(void **state)
+{
+    int64_t due = itest_now_ms() + 1000, task = task_insert(due, 5000, 0);
+    int64_t sizes[8] = {0}, nseq, seen_seq[8] = {0};
+    const hr_mysql_param p[] = {HR_P_I64(task)};
+    size_t i, got;
+
+    (void)state;
+    subs_add(task, 1, 12345, true, false);
+    dispatcher_start(0, NULL);
+    wait_state(task, "dispatched", 20000);
+    /* seq 4 is the move that found subs empty */
+    nseq = check_chunks(task, 1, 12345, sizes, 4);
+    assert_int_equal(nseq, 4);
+    assert_int_equal(sizes[0], 5000);
+    assert_int_equal(sizes[1], 5000);
+    assert_int_equal(sizes[2], 2345);
+    assert_int_equal(sizes[3], 0);
+    got = consume_for(task, 3, 15000);
+    assert_int_equal(got, 3);
+    for (i = 0; i < nmsgs; i++) {
+        char key[64];
+
+        if (msgs[i].task != task)
+            continue;
+        assert_true(msgs[i].seq >= 1 && msgs[i].seq <= 3);
+        assert_int_equal(msgs[i].count, sizes[msgs[i].seq - 1]);
+        assert_int_equal(msgs[i].due_ms, due);
+        assert_true(msgs[i].published_ms >= due);
+        snprintf(key, sizeof key, "%lld:%lld", (long long)task, (long long)msgs[i].seq);
+        assert_string_equal(msg_keys[i], key);
+        assert_int_equal(seen_seq[msgs[i].seq]++, 0);
+    }
+    assert_int_equal(sql_int("SELECT COUNT(*) FROM push_chunk WHERE task_id = ?", p, 1), 3);
+    assert_int_equal(sql_int("SELECT total FROM push_task WHERE id = ?", p, 1), 12345);
+    dispatcher_stop(0);
+}
+
+/* Due in 2 s -> claimed within a second of due (target: 200 ms). */
+static void test_claim_lag(void **state)
+{
+    int64_t due = itest_now_ms() + 2000, task, lag;
+    hr_mysql_param p[1];
+
+    (void)state;
+    dispatcher_start(0, NULL);
+    task = task_insert(due, 5000, 0);
+    subs_add(task, 1, 10, true, false);
+    wait_state(task, "dispatched", 10000);
+    p[0] = HR_P_I64(task);
+    lag = sql_int("SELECT CAST(ROUND(UNIX_TIMESTAMP(started_at) * 1000) AS SIGNED) - "
+                  "CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED) FROM push_task "
+                  "WHERE id = ?",
+                  p, 1);
+    printf("# claim lag %lld ms\n", (long long)lag);
+    assert_true(lag >= 0 && lag <= 1000);
+    assert_int_equal(log_count(0, "task_claimed", task), 1);
+    dispatcher_stop(0);
+}
+
+static bool timer_has(void *ctx)
+{
+    char key[256];
+    redisReply *r;
+    bool has;
+
+    hr_redis_key(rd, key, sizeof key, "timer");
+    r = hr_redis_cmdf(rd, errstr, sizeof errstr, "ZSCORE %s %lld", key,
+                      (long long)*(int64_t *)ctx);
+    has = r != NULL && r->type == REDIS_REPLY_STRING;
+    freeReplyObject(r);
+    return has;
+}
+
+/* The timer entry deleted by hand -> the DB poller claims the task 3-5 s
+ * after due (poller_grace_ms 3000, poller_interval_ms 1000). */
+static void test_poller(void **state)
+{
+    int64_t due = itest_now_ms() + 2500, task = task_insert(due, 5000, 0), lag;
+    const hr_mysql_param p[] = {HR_P_I64(task)};
+    char key[256];
+
+    (void)state;
+    subs_add(task, 1, 10, true, false);
+    dispatcher_start(0, NULL);
+    assert_true(itest_wait_until(timer_has, &task, 2000));
+    hr_redis_key(rd, key, sizeof key, "timer");
+    freeReplyObject(hr_redis_cmdf(rd, errstr, sizeof errstr, "ZREM %s %lld", key,
+                                  (long long)task));
+    wait_state(task, "dispatched", 10000);
+    lag = sql_int("SELECT CAST(ROUND(UNIX_TIMESTAMP(started_at) * 1000) AS SIGNED) - "
+                  "CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED) FROM push_task "
+                  "WHERE id = ?",
+                  p, 1);
+    printf("# poller claim lag %lld ms\n", (long long)lag);
+    assert_true(lag >= 3000 && lag <= 5000);
+    dispatcher_stop(0);
+}
+
+/* Two dispatchers, 50 tasks due the same second: each claimed once, every
+ * chunk published once, chunk sets disjoint. */
+static void test_two_dispatchers(void **state)
+{
+    int64_t due = (itest_now_ms() / 1000 + 3) * 1000, tasks[50], sizes[8];
+    size_t i, k, claims;
+
+    (void)state;
+    for (i = 0; i < 50; i++) {
+        tasks[i] = task_insert(due + (int64_t)(i % 10), 40, 0);
+        subs_add(tasks[i], 1, 100, true, false);
+    }
+    dispatcher_start(0, NULL);
+    dispatcher_start(1, NULL);
+    for (i = 0; i < 50; i++)
+        wait_state(tasks[i], "dispatched", 20000);
+    for (i = 0; i < 50; i++) {
+        assert_int_equal(check_chunks(tasks[i], 1, 100, sizes, 4), 4); /* 40+40+20, + empty */
+        claims = log_count(0, "task_claimed", tasks[i]) + log_count(1, "task_claimed", tasks[i]);
+        assert_int_equal(claims, 1);
+    }
+    consume_for(tasks[49], 3, 15000);
+    for (i = 0; i < 50; i++) {
+        size_t per_seq[5] = {0};
+
+        consume_for(tasks[i], 3, 5000);
+        for (k = 0; k < nmsgs; k++)
+            if (msgs[k].task == tasks[i])
+                per_seq[msgs[k].seq]++;
+        assert_int_equal(per_seq[1], 1);
+        assert_int_equal(per_seq[2], 1);
+        assert_int_equal(per_seq[3], 1);
+    }
+    dispatcher_stop(0);
+    dispatcher_stop(1);
+}
+
+/* kill -9 of the owner in the middle of a 50,000-recipient task: the other
+ * dispatcher takes over after the lease; every recipient is in exactly one
+ * chunk and every chunk is published. */
+static void test_takeover(void **state)
+{
+    int64_t due = itest_now_ms() + 1000, task = task_insert(due, 2500, 10000);
+    int64_t sizes[64], nseq, seq;
+    const hr_mysql_param p[] = {HR_P_I64(task)};
+    hr_mysql_rows *rows = NULL;
+    char key[256], owner[256];
+    int victim;
+    size_t k;
+
+    (void)state;
+    subs_add(task, 1, 50000, true, false);
+    dispatcher_start(0, NULL);
+    dispatcher_start(1, NULL);
+    wait_state(task, "dispatching", 5000);
+    hr_redis_task_key(rd, key, sizeof key, task, "seq");
+    for (k = 0; k < 200 && redis_int("GET %s", key) < 5; k++)
+        usleep(20000);
+    assert_true(redis_int("GET %s", key) >= 5);
+    if (hr_mysql_query(db, "SELECT claimed_by FROM push_task WHERE id = ?", p, 1, &rows, errstr,
+                       sizeof errstr) != 0)
+        fail_msg("%s", errstr);
+    snprintf(owner, sizeof owner, "%s", hr_mysql_cell(rows, 0, 0));
+    hr_mysql_rows_free(rows);
+    victim = atoi(strrchr(owner, '/') + 1) == pids[0] ? 0 : 1;
+    assert_int_equal(atoi(strrchr(owner, '/') + 1), pids[victim]);
+    itest_kill(pids[victim], SIGKILL);
+    itest_wait_exit(pids[victim], 5000, NULL);
+    pids[victim] = 0;
+    wait_state(task, "dispatched", 30000);
+    assert_int_equal(log_count(1 - victim, "task_claimed", task), 1);
+    nseq = check_chunks(task, 1, 50000, sizes, 64);
+    for (seq = 1; seq <= nseq; seq++) {
+        size_t have = 0;
+        int64_t end = itest_now_ms() + 10000;
+
+        if (sizes[seq - 1] == 0)
+            continue;
+        while (have == 0 && itest_now_ms() < end) {
+            consume_for(task, (size_t)nseq + 100, 200);
+            for (k = 0; k < nmsgs; k++)
+                have += msgs[k].task == task && msgs[k].seq == seq;
+        }
+        if (have == 0)
+            fail_msg("task %lld: chunk %lld never published", (long long)task, (long long)seq);
+    }
+    dispatcher_stop(1 - victim);
+}
+
+/* rate_limit 2000/s, 20,000 recipients, chunk_size 500: no second (by
+ * published_ms) carries more than 2000 recipients. */
+static void test_rate_limit(void **state)
+{
+    int64_t due = itest_now_ms() + 500, task = task_insert(due, 500, 2000);
+    int64_t sizes[64], first_s = -1, last_s = 0, per[64] = {0}, first_pub[41] = {0}, seq;
+    size_t i;
+
+    (void)state;
+    subs_add(task, 1, 20000, true, false);
+    dispatcher_start(0, NULL);
+    wait_state(task, "dispatched", 30000);
+    assert_int_equal(check_chunks(task, 1, 20000, sizes, 64), 41);
+    for (i = 0; i < 75 && distinct_seqs(task, 40) < 40; i++)
+        consume_for(task, SIZE_MAX, 200);
+    assert_int_equal(distinct_seqs(task, 40), 40);
+    /* The first publish of each chunk; the sweeper republishes chunks that
+     * no worker took (there are none here) after redelivery_timeout_s. */
+    for (i = 0; i < nmsgs; i++) {
+        if (msgs[i].task != task)
+            continue;
+        assert_true(msgs[i].seq >= 1 && msgs[i].seq <= 40);
+        if (first_pub[msgs[i].seq] == 0 || msgs[i].published_ms < first_pub[msgs[i].seq])
+            first_pub[msgs[i].seq] = msgs[i].published_ms;
+    }
+    for (seq = 1; seq <= 40; seq++) {
+        assert_true(first_pub[seq] > 0);
+        if (first_s < 0 || first_pub[seq] / 1000 < first_s)
+            first_s = first_pub[seq] / 1000;
+    }
+    for (seq = 1; seq <= 40; seq++) {
+        int64_t s = first_pub[seq] / 1000 - first_s;
+
+        assert_true(s >= 0 && s < 64);
+        per[s] += sizes[seq - 1];
+        if (s > last_s)
+            last_s = s;
+    }
+    for (i = 0; i <= (size_t)last_s; i++) {
+        printf("# second %zu: %lld recipients\n", i, (long long)per[i]);
+        assert_true(per[i] <= 2000);
+    }
+    assert_true(last_s >= 9); /* 20,000 at 2000/s needs ten seconds */
+    dispatcher_stop(0);
+}
+
+/* Every bad row becomes failed with a readable last_error while a good
+ * task beside it is dispatched; subscribers loaded only into
+ * push_subscription by raw SQL are dispatched all the same. */
+static void test_bad_rows_and_raw_sql(void **state)
+{
+    static const char *const bad[] = {
+        "channel = 'nosuch'",
+        "chunk_size = 0",
+        "chunk_size = 100001",
+        "due_at = NULL",
+        "throttle_limit = 5, throttle_window_s = 0",
+        "throttle_limit = 5, throttle_window_s = 2678401",
+        "rate_limit = -1",
+        "payload = '[1, 2]'",
+        "payload = 'not json'",
+        "title = 'hello {{uid'",
+        "body = '{{nosuch}}'",
+    };
+    const size_t nbad = sizeof bad / sizeof bad[0];
+    int64_t due = itest_now_ms() + 1500, ids[16], good, sizes[8];
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < nbad; i++) {
+        char sql[256];
+        hr_mysql_param p[1];
+
+        ids[i] = task_insert(due, 5000, 0);
+        snprintf(sql, sizeof sql, "UPDATE push_task SET %s WHERE id = ?", bad[i]);
+        p[0] = HR_P_I64(ids[i]);
+        sql_exec(sql, p, 1);
+        subs_add(ids[i], 1, 10, true, false);
+    }
+    good = task_insert(due, 1000, 0);
+    subs_add(good, 1, 2345, false, true); /* MySQL only */
+    dispatcher_start(0, NULL);
+    wait_state(good, "dispatched", 20000);
+    for (i = 0; i < nbad; i++) {
+        const hr_mysql_param p[] = {HR_P_I64(ids[i])};
+        hr_mysql_rows *rows = NULL;
+
+        wait_state(ids[i], "failed", 5000);
+        if (hr_mysql_query(db, "SELECT last_error FROM push_task WHERE id = ?", p, 1, &rows,
+                           errstr, sizeof errstr) != 0)
+            fail_msg("%s", errstr);
+        assert_non_null(hr_mysql_cell(rows, 0, 0));
+        printf("# %s -> %s\n", bad[i], hr_mysql_cell(rows, 0, 0));
+        assert_true(strlen(hr_mysql_cell(rows, 0, 0)) > 5);
+        hr_mysql_rows_free(rows);
+    }
+    assert_int_equal(check_chunks(good, 1, 2345, sizes, 4), 4);
+    assert_int_equal(sizes[0] + sizes[1] + sizes[2], 2345);
+    dispatcher_stop(0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_chunks, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_claim_lag, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_poller, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_two_dispatchers, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_takeover, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_rate_limit, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_rows_and_raw_sql, case_setup, case_teardown),
+    };
+    rd_kafka_conf_t *conf;
+    rd_kafka_topic_partition_list_t *topics;
+    int rc;
+
+    cfg = itest_config();
+    cfg->dispatcher.scan_interval_ms = 200;
+    cfg->dispatcher.timer_interval_ms = 50;
+    cfg->dispatcher.poller_interval_ms = 1000;
+    cfg->dispatcher.poller_grace_ms = 3000;
+    cfg->dispatcher.lease_s = 3;
+    cfg->dispatcher.redelivery_timeout_s = 2;
+    cfg->dispatcher.sweep_interval_ms = 500;
+    if (itest_create_topic(cfg) != 0 || itest_write_config(cfg, cfg_path, sizeof cfg_path) != 0)
+        return 1;
+    if (hr_mysql_connect(cfg, &db, errstr, sizeof errstr) != 0 ||
+        hr_redis_connect(cfg, &rd, errstr, sizeof errstr) != 0) {
+        fprintf(stderr, "connect: %s\n", errstr);
+        return 1;
+    }
+    conf = hr_kafka_conf_new(cfg, HR_KAFKA_CONSUMER, errstr, sizeof errstr);
+    consumer = conf ? rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr) : NULL;
+    if (consumer == NULL) {
+        fprintf(stderr, "consumer: %s\n", errstr);
+        return 1;
+    }
+    rd_kafka_poll_set_consumer(consumer);
+    topics = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(topics, cfg->kafka.topic, RD_KAFKA_PARTITION_UA);
+    rd_kafka_subscribe(consumer, topics);
+    rd_kafka_topic_partition_list_destroy(topics);
+
+    rc = cmocka_run_group_tests(tests, NULL, NULL);
+
+    rd_kafka_consumer_close(consumer);
+    rd_kafka_destroy(consumer);
+    itest_redis_cleanup(cfg);
+    hr_redis_free(rd);
+    hr_mysql_free(db);
+    unlink(cfg_path);
+    hr_config_free(cfg);
+    return rc;
+}
