@@ -1,0 +1,190 @@
+/* Unit tests for hr_task_validate: a valid task passes, and each kind of bad
+ * column fails with the message an admin reads in push_task.last_error.
+ * Tasks are hr_task structs filled in memory (static strings, so they are
+ * never given to hr_task_free); the configuration is one channel loaded
+ * from a YAML string. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <string.h>
+
+#include "hr_config.h"
+#include "hr_task.h"
+
+static const char config_yaml[] =
+    "channels:\n"
+    "  webhook:\n"
+    "    url: \"http://127.0.0.1:9099/push/{{uid}}\"\n"
+    "    headers: {X-Task: \"{{task.id}}\"}\n";
+
+static int task_setup(void **state)
+{
+    hr_config *cfg = NULL;
+    char err[256];
+
+    if (hr_config_load_buffer("test.yaml", config_yaml, strlen(config_yaml), &cfg, err,
+                              sizeof err) != 0) {
+        print_error("config: %s\n", err);
+        return -1;
+    }
+    *state = cfg;
+    return 0;
+}
+
+static int task_teardown(void **state)
+{
+    hr_config_free(*state);
+    return 0;
+}
+
+/* A task every check accepts: throttled, with a payload and templates. */
+static hr_task valid_task(void)
+{
+    hr_task t;
+
+    memset(&t, 0, sizeof t);
+    t.id = 7;
+    t.name = "daily";
+    t.topic = "games";
+    t.channel = "webhook";
+    t.title = "Hello {{user.name}}";
+    t.body = "Your {{payload.item}} is ready";
+    t.payload = "{\"item\":\"sword\"}";
+    t.due_ms = 1700000000000;
+    t.freeze_ms = 1699920000000;
+    t.rate_limit = 0;
+    t.chunk_size = 5000;
+    t.throttle_limit = 1;
+    t.throttle_window_s = 86400;
+    t.throttle_scope = "games";
+    return t;
+}
+
+static void expect_valid(const hr_task *t, const hr_config *cfg)
+{
+    char err[256] = "";
+
+    if (hr_task_validate(t, cfg, err, sizeof err) != 0)
+        fail_msg("valid task rejected: %s", err);
+}
+
+/* T must fail with a message containing WANT. */
+static void expect_invalid(const hr_task *t, const hr_config *cfg, const char *want)
+{
+    char err[256] = "";
+
+    assert_int_equal(hr_task_validate(t, cfg, err, sizeof err), -1);
+    if (strstr(err, want) == NULL)
+        fail_msg("error \"%s\" does not contain \"%s\"", err, want);
+}
+
+static void test_valid(void **state)
+{
+    hr_task t = valid_task();
+
+    expect_valid(&t, *state);
+    /* The optional parts absent: no payload, no throttle, no rate limit. */
+    t.payload = NULL;
+    t.throttle_limit = 0;
+    t.throttle_window_s = 0;
+    t.rate_limit = 1000;
+    t.chunk_size = 1;
+    expect_valid(&t, *state);
+    t.chunk_size = HR_TASK_MAX_CHUNK;
+    expect_valid(&t, *state);
+}
+
+static void test_unknown_channel(void **state)
+{
+    hr_task t = valid_task();
+
+    t.channel = "sms";
+    expect_invalid(&t, *state, "unknown channel \"sms\"");
+    t.channel = NULL;
+    expect_invalid(&t, *state, "unknown channel \"\"");
+}
+
+static void test_chunk_size(void **state)
+{
+    hr_task t = valid_task();
+
+    t.chunk_size = 0;
+    expect_invalid(&t, *state, "chunk_size 0 is outside 1..100000");
+    t.chunk_size = HR_TASK_MAX_CHUNK + 1;
+    expect_invalid(&t, *state, "chunk_size 100001 is outside 1..100000");
+}
+
+static void test_due_at_null(void **state)
+{
+    hr_task t = valid_task();
+
+    t.due_ms = -1;
+    t.freeze_ms = -1;
+    expect_invalid(&t, *state, "due_at is NULL");
+}
+
+static void test_negative_limits(void **state)
+{
+    hr_task t = valid_task();
+
+    t.rate_limit = -1;
+    expect_invalid(&t, *state, "rate_limit -1 is negative");
+    t = valid_task();
+    t.throttle_limit = -1;
+    expect_invalid(&t, *state, "throttle_limit -1 is negative");
+}
+
+static void test_throttle_window(void **state)
+{
+    hr_task t = valid_task();
+
+    t.throttle_window_s = 0;
+    expect_invalid(&t, *state, "throttle_window_s 0 is outside 1..2678400");
+    t.throttle_window_s = HR_TASK_MAX_WINDOW_S + 1;
+    expect_invalid(&t, *state, "throttle_window_s 2678401 is outside 1..2678400");
+    t.throttle_window_s = HR_TASK_MAX_WINDOW_S;
+    expect_valid(&t, *state);
+}
+
+static void test_payload(void **state)
+{
+    hr_task t = valid_task();
+
+    t.payload = "{\"item\": sword}";
+    expect_invalid(&t, *state, "payload is not a JSON object");
+    t.payload = "[1, 2]";
+    expect_invalid(&t, *state, "payload is not a JSON object");
+    t.payload = "null";
+    expect_invalid(&t, *state, "payload is not a JSON object");
+    t.payload = "";
+    expect_invalid(&t, *state, "payload is not a JSON object");
+}
+
+static void test_templates(void **state)
+{
+    hr_task t = valid_task();
+
+    t.title = "Hello {{user.name";
+    expect_invalid(&t, *state, "title template: unclosed '{{' at offset 6");
+    t = valid_task();
+    t.body = "Your {{item}} is ready";
+    expect_invalid(&t, *state, "body template: unknown variable 'item' at offset 5");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_valid),
+        cmocka_unit_test(test_unknown_channel),
+        cmocka_unit_test(test_chunk_size),
+        cmocka_unit_test(test_due_at_null),
+        cmocka_unit_test(test_negative_limits),
+        cmocka_unit_test(test_throttle_window),
+        cmocka_unit_test(test_payload),
+        cmocka_unit_test(test_templates),
+    };
+    return cmocka_run_group_tests(tests, task_setup, task_teardown);
+}
