@@ -141,31 +141,44 @@ static double status_fraction(const status_sample *s)
     return s->total > 0 ? (double)s->done / s->total : status_finished(s->t->state) ? 1 : 0;
 }
 
-/* "12,345/s" and the ETA text for RATE (recipients/s, < 0 = unknown). */
+/* "12,345/s" and "ETA 4 s" (or "due in 3 s" before the due time) for
+ * RATE (recipients/s, < 0 = unknown). */
 static void status_rate_text(const status_sample *s, double rate, char *rbuf, size_t rlen,
                              char *ebuf, size_t elen)
 {
-    char n[32];
+    int64_t until_due = s->t->due_ms - ctl_fmt_now_ms();
+    char n[32], d[32];
 
+    if (status_finished(s->t->state) && rate < 0) {
+        snprintf(rbuf, rlen, "-/s");
+        snprintf(ebuf, elen, "finished");
+        return;
+    }
+    if (strcmp(s->t->state, "scheduled") == 0 && until_due > 0) {
+        snprintf(rbuf, rlen, "-/s");
+        snprintf(ebuf, elen, "due in %s", ctl_fmt_eta(until_due / 1000.0, d, sizeof d));
+        return;
+    }
     if (rate < 0) {
         snprintf(rbuf, rlen, "-/s");
-        snprintf(ebuf, elen, "-");
+        snprintf(ebuf, elen, "ETA -");
         return;
     }
     snprintf(rbuf, rlen, "%s/s", ctl_fmt_count((int64_t)(rate + 0.5), n, sizeof n));
     if (status_finished(s->t->state) || s->done >= s->total)
-        snprintf(ebuf, elen, "0 s");
+        snprintf(ebuf, elen, "ETA 0 s");
     else
-        ctl_fmt_eta(rate > 0 ? (s->total - s->done) / rate : -1, ebuf, elen);
+        snprintf(ebuf, elen, "ETA %s",
+                 ctl_fmt_eta(rate > 0 ? (s->total - s->done) / rate : -1, d, sizeof d));
 }
 
 /* The one line of --watch. */
 static void status_line(FILE *out, const status_sample *s, double rate, const char *end)
 {
-    char bar[STATUS_BAR_WIDTH + 3], d[32], t[32], sent[32], failed[32], thr[32], r[48], eta[32];
+    char bar[STATUS_BAR_WIDTH + 3], d[32], t[32], sent[32], failed[32], thr[32], r[48], eta[48];
 
     status_rate_text(s, rate, r, sizeof r, eta, sizeof eta);
-    fprintf(out, "%s %5.1f%%  %s/%s  sent %s failed %s throttled %s  %s  ETA %s  %s%s",
+    fprintf(out, "%s %5.1f%%  %s/%s  sent %s failed %s throttled %s  %s  %s  %s%s",
             ctl_fmt_bar(status_fraction(s), STATUS_BAR_WIDTH, bar, sizeof bar),
             status_fraction(s) * 100, ctl_fmt_count(s->done, d, sizeof d),
             ctl_fmt_count(s->total, t, sizeof t), ctl_fmt_count(s->t->sent, sent, sizeof sent),
@@ -178,15 +191,16 @@ static void status_line(FILE *out, const status_sample *s, double rate, const ch
 static void status_report(const status_sample *s, double rate)
 {
     const hr_task *t = s->t;
-    char due[40], when[32], bar[STATUS_BAR_WIDTH + 3], n[8][32], r[48], eta[32];
+    char due[40], when[32], bar[STATUS_BAR_WIDTH + 3], n[8][32], r[48], eta[48];
     int64_t lag = ctl_fmt_now_ms() - t->due_ms;
 
     status_rate_text(s, rate, r, sizeof r, eta, sizeof eta);
     printf("task %lld \"%s\" on %s: %s%s%s\n", (long long)t->id, t->name, t->channel, t->state,
            strcmp(t->control, "run") != 0 ? ", control " : "",
            strcmp(t->control, "run") != 0 ? t->control : "");
-    printf("  due       %s (%s %s)\n", ctl_fmt_time_iso(t->due_ms, due, sizeof due),
-           lag < 0 ? "in" : "", ctl_fmt_eta((lag < 0 ? -lag : lag) / 1000.0, when, sizeof when));
+    printf("  due       %s (%s%s%s)\n", ctl_fmt_time_iso(t->due_ms, due, sizeof due),
+           lag < 0 ? "in " : "", ctl_fmt_eta((lag < 0 ? -lag : lag) / 1000.0, when, sizeof when),
+           lag < 0 ? "" : " ago");
     printf("  progress  %s %5.1f%%  %s of %s\n",
            ctl_fmt_bar(status_fraction(s), STATUS_BAR_WIDTH, bar, sizeof bar),
            status_fraction(s) * 100, ctl_fmt_count(s->done, n[0], sizeof n[0]),
@@ -205,7 +219,7 @@ static void status_report(const status_sample *s, double rate)
                ctl_fmt_count(s->pending, n[1], sizeof n[1]), s->stats[0] ? s->stats : "-");
     else
         printf("  redis     unavailable\n");
-    printf("  rate      %s  ETA %s\n", r, eta);
+    printf("  rate      %s  %s\n", r, eta);
     if (t->last_error != NULL)
         printf("  error     %s\n", t->last_error);
 }

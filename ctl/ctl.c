@@ -17,6 +17,11 @@ static const ctl_command ctl_commands[] = {
     {"import", "add subscribers (one id a line) to a scheduled task", "TASK FILE|-", ctl_cmd_import},
     {"status", "a task's state, counters, progress and ETA", "TASK [--watch] [--interval 1s]", ctl_cmd_status},
     {"list", "the newest tasks as a table", "[--state S] [--limit N]", ctl_cmd_list},
+    {"pause", "pause a task: workers park their chunks", "TASK", ctl_cmd_control},
+    {"resume", "resume a paused task", "TASK", ctl_cmd_control},
+    {"cancel", "cancel a task: remaining recipients count as cancelled", "TASK", ctl_cmd_control},
+    {"recover", "rebuild a task's Redis state from MySQL after a loss", "TASK", ctl_cmd_recover},
+    {"redrive", "put a task's dead-lettered recipients into a new chunk", "TASK", ctl_cmd_redrive},
 };
 
 #define CTL_NCOMMANDS (sizeof ctl_commands / sizeof ctl_commands[0])

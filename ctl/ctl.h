@@ -62,5 +62,9 @@ int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_status(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_list(ctl_ctx *ctx, int argc, char **argv);
+/* pause|resume|cancel: ARGV[0] names the wish. */
+int ctl_cmd_control(ctl_ctx *ctx, int argc, char **argv);
+int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv);
+int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv);
 
 #endif

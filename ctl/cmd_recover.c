@@ -1,0 +1,218 @@
+/* cmd_recover: `heraldctl recover TASK` — rebuilds a task's Redis state from
+ * MySQL after Redis lost it (or part of it).
+ *
+ *   1. The stale working keys go: subs, seq, pending, every chunk:* and
+ *      lease:* of the task (pulled, failed and stats stay: what survived of
+ *      them is still true).
+ *   2. subs = push_subscription minus the recipients push_delivery shows
+ *      as sent/failed/throttled/pulled, minus the pulled set, added by keyset
+ *      pages through refill_add.lua (seq is gone, so it accepts them).
+ *   3. seq is set to the highest push_chunk seq, so new chunks never reuse a
+ *      number whose row exists (a reused one would not count in total).
+ *   4. A claimed task (dispatching/dispatched) becomes `dispatching` with no
+ *      owner and an expired lease, so a dispatcher's poller takes it over
+ *      and chunks the rebuilt set; a scheduled one goes back into the timer;
+ *      a paused one stays paused (resume chunks it).  The ctl key mirrors
+ *      control. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl.h"
+#include "hr_task.h"
+
+#define RECOVER_BATCH 10000
+#define RECOVER_SCAN_ROUNDS 100000
+
+/* Deletes the keys matching BASE + PATTERN (SCAN, bounded).  The number
+ * deleted, or -1. */
+static long long recover_del_matching(hr_redis *r, const char *base, const char *pattern,
+                                      char *err, size_t errlen)
+{
+    char match[512], cursor[32] = "0";
+    long long deleted = 0;
+    size_t i, o = 0;
+    int rounds = 0;
+
+    /* The prefix is literal: escape glob characters in it. */
+    for (i = 0; base[i] != '\0' && o + 3 < sizeof match; i++) {
+        if (strchr("*?[]\\", base[i]) != NULL)
+            match[o++] = '\\';
+        match[o++] = base[i];
+    }
+    snprintf(match + o, sizeof match - o, "%s", pattern);
+    do {
+        redisReply *reply = hr_redis_cmdf(r, err, errlen, "SCAN %s MATCH %s COUNT 1000", cursor,
+                                          match);
+
+        if (reply == NULL)
+            return -1;
+        snprintf(cursor, sizeof cursor, "%s", reply->element[0]->str);
+        for (i = 0; i < reply->element[1]->elements; i++) {
+            redisReply *del = hr_redis_cmdf(r, err, errlen, "DEL %s",
+                                            reply->element[1]->element[i]->str);
+
+            if (del == NULL) {
+                freeReplyObject(reply);
+                return -1;
+            }
+            deleted += del->integer;
+            freeReplyObject(del);
+        }
+        freeReplyObject(reply);
+    } while (strcmp(cursor, "0") != 0 && ++rounds < RECOVER_SCAN_ROUNDS);
+    return deleted;
+}
+
+/* Step 2: the set from MySQL.  Adds to *ADDED and *SEEN (rows read). */
+static int recover_fill(hr_mysql *m, hr_redis *r, long long id, long long *added,
+                        long long *seen, char *err, size_t errlen)
+{
+    char keys[3][256];
+    const char **argv = malloc((RECOVER_BATCH + 3) * sizeof *argv);
+    hr_mysql_rows *rows = NULL;
+    long long last = 0;
+    int rc = -1;
+    size_t i;
+
+    if (argv == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    argv[0] = hr_redis_task_key(r, keys[0], sizeof keys[0], id, "subs");
+    argv[1] = hr_redis_task_key(r, keys[1], sizeof keys[1], id, "pulled");
+    argv[2] = hr_redis_task_key(r, keys[2], sizeof keys[2], id, "seq");
+    for (;;) {
+        const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(last), HR_P_I64(RECOVER_BATCH)};
+        redisReply *reply;
+
+        if (hr_mysql_query(m,
+                           "SELECT s.uid FROM push_subscription s WHERE s.task_id = ? "
+                           "AND s.uid > ? AND NOT EXISTS (SELECT 1 FROM push_delivery d "
+                           "WHERE d.task_id = s.task_id AND d.uid = s.uid AND d.status IN "
+                           "('sent', 'failed', 'throttled', 'pulled')) "
+                           "ORDER BY s.uid LIMIT ?",
+                           p, 3, &rows, err, errlen) < 0)
+            goto done;
+        if (rows->nrows == 0)
+            break;
+        for (i = 0; i < rows->nrows; i++)
+            argv[3 + i] = hr_mysql_cell(rows, i, 0);
+        last = strtoll(argv[2 + rows->nrows], NULL, 10);
+        reply = hr_redis_eval(r, HR_LUA_REFILL_ADD, 3, 3 + (int)rows->nrows, argv, NULL, err,
+                              errlen);
+        if (reply == NULL)
+            goto done;
+        *added += reply->integer > 0 ? reply->integer : 0;
+        *seen += (long long)rows->nrows;
+        freeReplyObject(reply);
+        if (rows->nrows < RECOVER_BATCH)
+            break;
+        hr_mysql_rows_free(rows);
+        rows = NULL;
+    }
+    rc = 0;
+done:
+    hr_mysql_rows_free(rows);
+    free(argv);
+    return rc;
+}
+
+int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
+{
+    hr_mysql *m;
+    hr_redis *r;
+    hr_task *t = NULL;
+    hr_mysql_rows *rows = NULL;
+    redisReply *reply;
+    char err[512], base[256], key[320], *end;
+    long long id, dropped, dropped2, added = 0, seen = 0, maxseq;
+    bool claimed;
+    int rc = CTL_EXIT_FAIL;
+
+    if (argc != 2)
+        return ctl_usage(argv[0], "expected one TASK id");
+    id = strtoll(argv[1], &end, 10);
+    if (id <= 0 || *end != '\0')
+        return ctl_usage(argv[0], "TASK must be a positive integer, not '%s'", argv[1]);
+    if (ctl_mysql(ctx, &m) < 0 || ctl_redis(ctx, &r) < 0)
+        return CTL_EXIT_FAIL;
+    switch (hr_task_load(m, id, &t, err, sizeof err)) {
+    case 1:
+        return ctl_fail("task %lld does not exist", id);
+    case -1:
+        return ctl_fail("%s", err);
+    }
+    if (strcmp(t->state, "done") == 0 || strcmp(t->state, "cancelled") == 0 ||
+        strcmp(t->state, "failed") == 0) {
+        ctl_fail("task %lld is %s; nothing to recover", id, t->state);
+        goto done;
+    }
+    claimed = strcmp(t->state, "scheduled") != 0;
+    hr_redis_task_key(r, base, sizeof base, id, "");
+    reply = hr_redis_cmdf(r, err, sizeof err, "DEL %ssubs %sseq %spending", base, base, base);
+    if (reply == NULL)
+        goto redis_failed;
+    freeReplyObject(reply);
+    dropped = recover_del_matching(r, base, "chunk:*", err, sizeof err);
+    dropped2 = dropped < 0 ? -1 : recover_del_matching(r, base, "lease:*", err, sizeof err);
+    if (dropped2 < 0)
+        goto redis_failed;
+    if (recover_fill(m, r, id, &added, &seen, err, sizeof err) < 0) {
+        ctl_fail("%s", err);
+        goto done;
+    }
+    {
+        const hr_mysql_param p[] = {HR_P_I64(id)};
+
+        if (hr_mysql_query(m, "SELECT COALESCE(MAX(seq), 0) FROM push_chunk WHERE task_id = ?",
+                           p, 1, &rows, err, sizeof err) < 0) {
+            ctl_fail("%s", err);
+            goto done;
+        }
+        maxseq = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
+    }
+    if (claimed && maxseq > 0) {
+        reply = hr_redis_cmdf(r, err, sizeof err, "SET %sseq %lld", base, maxseq);
+        if (reply == NULL)
+            goto redis_failed;
+        freeReplyObject(reply);
+    }
+    snprintf(key, sizeof key, "%sctl", base);
+    reply = hr_redis_cmdf(r, err, sizeof err, "SET %s %s", key, t->control);
+    if (reply == NULL)
+        goto redis_failed;
+    freeReplyObject(reply);
+    if (!claimed) {
+        hr_redis_key(r, key, sizeof key, "timer");
+        reply = hr_redis_cmdf(r, err, sizeof err, "ZADD %s %lld %lld", key,
+                              (long long)t->due_ms, id);
+        if (reply == NULL)
+            goto redis_failed;
+        freeReplyObject(reply);
+    } else if (strcmp(t->state, "paused") != 0) {
+        const hr_mysql_param p[] = {HR_P_I64(id)};
+
+        if (hr_mysql_exec(m,
+                          "UPDATE push_task SET state = 'dispatching', claimed_by = NULL, "
+                          "lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND, "
+                          "dispatched_at = NULL WHERE id = ? "
+                          "AND state IN ('dispatching', 'dispatched')",
+                          p, 1, NULL, NULL, NULL, err, sizeof err) < 0) {
+            ctl_fail("%s", err);
+            goto done;
+        }
+    }
+    printf("task %lld: recovered subs=%lld (undelivered subscriptions=%lld) "
+           "dropped_chunks=%lld dropped_leases=%lld seq=%lld state=%s\n",
+           id, added, seen, dropped, dropped2, claimed ? maxseq : 0,
+           claimed && strcmp(t->state, "paused") != 0 ? "dispatching" : t->state);
+    rc = CTL_EXIT_OK;
+    goto done;
+redis_failed:
+    ctl_fail("%s", err);
+done:
+    hr_mysql_rows_free(rows);
+    hr_task_free(t);
+    return rc;
+}

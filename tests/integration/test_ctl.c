@@ -1,0 +1,487 @@
+/* test_ctl: heraldctl create, import, status and list against the stack.
+ *
+ * The built heraldctl runs as a child with a config written by itest (its
+ * own Redis prefix); its exit code, stdout and stderr are checked, and the
+ * rows and keys it wrote are read back through hr_mysql / hr_redis.  Every
+ * task of this test has the topic "hrtest-ctl-<pid>"; rows and keys are
+ * deleted at the end.
+ *
+ * usage: test_ctl HERALDCTL (the built binary, passed by meson) */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "hr_mysql.h"
+#include "hr_redis.h"
+#include "hr_task.h"
+#include "itest.h"
+
+#define CTL_TIMEOUT_MS 120000
+#define CTL_OUT_MAX (64 * 1024)
+#define IMPORT_IDS 50000
+
+static hr_config *cfg;
+static hr_mysql *db;
+static hr_redis *rd;
+static const char *heraldctl;
+static char config_path[256];
+static char topic[64];
+
+/* What a heraldctl run left behind. */
+typedef struct ctl_run {
+    int rc; /* exit code, -1 if it did not exit normally */
+    char out[CTL_OUT_MAX];
+    char err[CTL_OUT_MAX];
+} ctl_run;
+
+static int group_setup(void **state)
+{
+    char errstr[512];
+
+    (void)state;
+    cfg = itest_config();
+    snprintf(topic, sizeof topic, "hrtest-ctl-%ld", (long)getpid());
+    if (itest_write_config(cfg, config_path, sizeof config_path) != 0)
+        return -1;
+    if (hr_mysql_connect(cfg, &db, errstr, sizeof errstr) != 0 ||
+        hr_redis_connect(cfg, &rd, errstr, sizeof errstr) != 0) {
+        fprintf(stderr, "test_ctl: %s\n", errstr);
+        return -1;
+    }
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    char errstr[512];
+    hr_mysql_param p = HR_P_STR(topic);
+
+    (void)state;
+    if (db != NULL &&
+        (hr_mysql_exec(db,
+                       "DELETE s FROM push_subscription s JOIN push_task t ON t.id = s.task_id "
+                       "WHERE t.topic = ?",
+                       &p, 1, NULL, NULL, NULL, errstr, sizeof errstr) != 0 ||
+         hr_mysql_exec(db, "DELETE FROM push_task WHERE topic = ?", &p, 1, NULL, NULL, NULL,
+                       errstr, sizeof errstr) != 0))
+        fprintf(stderr, "test_ctl: cleanup: %s\n", errstr);
+    if (cfg != NULL)
+        itest_redis_cleanup(cfg);
+    hr_redis_free(rd);
+    hr_mysql_free(db);
+    hr_config_free(cfg);
+    if (config_path[0] != '\0')
+        unlink(config_path);
+    return 0;
+}
+
+static void slurp(FILE *f, char *buf, size_t len)
+{
+    size_t n;
+
+    rewind(f);
+    n = fread(buf, 1, len - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+}
+
+/* Runs heraldctl -c CONFIG ARGS... (NULL-terminated) with stdin from
+ * STDIN_PATH (NULL = /dev/null). */
+static void run_ctl(ctl_run *r, const char *stdin_path, ...)
+{
+    char *argv[64];
+    FILE *out = tmpfile(), *err = tmpfile();
+    va_list ap;
+    size_t n = 0;
+    int status;
+    pid_t pid;
+
+    assert_non_null(out);
+    assert_non_null(err);
+    argv[n++] = (char *)heraldctl;
+    argv[n++] = "-c";
+    argv[n++] = config_path;
+    va_start(ap, stdin_path);
+    while (n < 63 && (argv[n] = va_arg(ap, char *)) != NULL)
+        n++;
+    va_end(ap);
+    argv[n] = NULL;
+
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        FILE *in = fopen(stdin_path ? stdin_path : "/dev/null", "r");
+        if (in == NULL || dup2(fileno(in), 0) < 0 || dup2(fileno(out), 1) < 0 ||
+            dup2(fileno(err), 2) < 0)
+            _exit(127);
+        execv(heraldctl, argv);
+        _exit(127);
+    }
+    if (itest_wait_exit(pid, CTL_TIMEOUT_MS, &status) != 0) {
+        itest_kill(pid, SIGKILL);
+        itest_wait_exit(pid, 5000, NULL);
+        fail_msg("heraldctl %s did not finish in %d ms", argv[3], CTL_TIMEOUT_MS);
+    }
+    r->rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    slurp(out, r->out, sizeof r->out);
+    slurp(err, r->err, sizeof r->err);
+}
+
+static int64_t scalar(const char *sql, int64_t id)
+{
+    hr_mysql_param p = HR_P_I64(id);
+    hr_mysql_rows *rows = NULL;
+    char errstr[512];
+    int64_t v;
+
+    if (hr_mysql_query(db, sql, &p, 1, &rows, errstr, sizeof errstr) != 0)
+        fail_msg("%s: %s", sql, errstr);
+    assert_int_equal(rows->nrows, 1);
+    v = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
+    hr_mysql_rows_free(rows);
+    return v;
+}
+
+static void exec_id(const char *sql, int64_t id)
+{
+    hr_mysql_param p = HR_P_I64(id);
+    char errstr[512];
+
+    if (hr_mysql_exec(db, sql, &p, 1, NULL, NULL, NULL, errstr, sizeof errstr) != 0)
+        fail_msg("%s: %s", sql, errstr);
+}
+
+static int64_t tasks_of_topic(void)
+{
+    hr_mysql_param p = HR_P_STR(topic);
+    hr_mysql_rows *rows = NULL;
+    char errstr[512];
+    int64_t v;
+
+    if (hr_mysql_query(db, "SELECT COUNT(*) FROM push_task WHERE topic = ?", &p, 1, &rows,
+                       errstr, sizeof errstr) != 0)
+        fail_msg("count: %s", errstr);
+    v = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
+    hr_mysql_rows_free(rows);
+    return v;
+}
+
+static int64_t subscriptions(int64_t id)
+{
+    return scalar("SELECT COUNT(*) FROM push_subscription WHERE task_id = ?", id);
+}
+
+static int64_t scard(int64_t id)
+{
+    char key[256], errstr[256];
+    redisReply *reply;
+    int64_t n;
+
+    hr_redis_task_key(rd, key, sizeof key, id, "subs");
+    reply = hr_redis_cmdf(rd, errstr, sizeof errstr, "SCARD %s", key);
+    if (reply == NULL)
+        fail_msg("SCARD: %s", errstr);
+    n = reply->integer;
+    freeReplyObject(reply);
+    return n;
+}
+
+/* A task due in an hour, created through heraldctl --quiet. */
+static int64_t new_task(const char *name)
+{
+    ctl_run *r = malloc(sizeof *r);
+    int64_t id;
+
+    assert_non_null(r);
+    run_ctl(r, NULL, "create", "--name", name, "--channel", cfg->channels[0].name, "--topic",
+            topic, "--due-in", "1h", "--quiet", NULL);
+    if (r->rc != 0)
+        fail_msg("create: rc %d: %s", r->rc, r->err);
+    id = strtoll(r->out, NULL, 10);
+    assert_true(id > 0);
+    free(r);
+    return id;
+}
+
+static void test_create_every_flag(void **state)
+{
+    ctl_run *r = malloc(sizeof *r);
+    hr_task *t = NULL;
+    char errstr[512], want[64];
+    int64_t id;
+
+    (void)state;
+    assert_non_null(r);
+    run_ctl(r, NULL, "create", "--name", "every flag", "--channel", cfg->channels[0].name,
+            "--topic", topic, "--title", "Hello {{uid}}", "--body", "about {{payload.what}}",
+            "--payload", "{\"what\":\"tea\"}", "--due-at", "2031-05-06 07:08:09.123",
+            "--freeze-at", "2031-05-06 00:30:00", "--rate-limit", "250", "--chunk-size", "777",
+            "--throttle-limit", "3", "--throttle-window", "2h", "--throttle-scope", "scope-x",
+            "--throttle-key", "device", "--throttle-mode", "shadow", "--quiet", NULL);
+    if (r->rc != 0)
+        fail_msg("rc %d: %s", r->rc, r->err);
+    id = strtoll(r->out, NULL, 10);
+    assert_true(id > 0);
+    snprintf(want, sizeof want, "%lld\n", (long long)id);
+    assert_string_equal(r->out, want); /* --quiet: the id alone */
+
+    assert_int_equal(hr_task_load(db, id, &t, errstr, sizeof errstr), 0);
+    assert_string_equal(t->name, "every flag");
+    assert_string_equal(t->topic, topic);
+    assert_string_equal(t->channel, cfg->channels[0].name);
+    assert_string_equal(t->title, "Hello {{uid}}");
+    assert_string_equal(t->body, "about {{payload.what}}");
+    assert_string_equal(t->payload, "{\"what\":\"tea\"}");
+    assert_int_equal(t->due_ms, 1935817689123LL);  /* 2031-05-06 07:08:09.123Z */
+    assert_int_equal(t->freeze_ms, 1935793800000LL); /* 2031-05-06 00:30:00Z */
+    assert_int_equal(t->rate_limit, 250);
+    assert_int_equal(t->chunk_size, 777);
+    assert_int_equal(t->throttle_limit, 3);
+    assert_int_equal(t->throttle_window_s, 7200);
+    assert_string_equal(t->throttle_scope, "scope-x");
+    assert_string_equal(t->throttle_key, "device");
+    assert_string_equal(t->throttle_mode, "shadow");
+    assert_string_equal(t->state, "scheduled");
+    assert_string_equal(t->control, "run");
+    hr_task_free(t);
+
+    /* Without --quiet: a sentence with the id and the due time. */
+    run_ctl(r, NULL, "create", "--name", "plain", "--channel", cfg->channels[0].name, "--topic",
+            topic, "--due-at", "2031-01-02T03:04:05Z", NULL);
+    assert_int_equal(r->rc, 0);
+    assert_non_null(strstr(r->out, "created task "));
+    assert_non_null(strstr(r->out, " due 2031-01-02T03:04:05.000Z"));
+    free(r);
+}
+
+static void test_create_refuses_bad_input(void **state)
+{
+    static const struct {
+        int rc;
+        const char *flag, *value, *message;
+    } cases[] = {
+        {1, "--channel", "no-such-channel", "unknown channel \"no-such-channel\""},
+        {1, "--chunk-size", "0", "chunk_size 0 is outside 1..100000"},
+        {1, "--payload", "[1,2]", "payload is not a JSON object"},
+        {1, "--throttle-limit", "5", "throttle_window_s 0 is outside"},
+        {1, "--title", "Hi {{nope", "title template"},
+        {1, "--rate-limit", "-1", "rate_limit -1 is negative"},
+        {2, "--due-at", "2031-02-30 10:00:00", "is not a UTC time"},
+        {2, "--due-in", "5", "is not a duration"},
+        {2, "--chunk-size", "many", "is not an integer"},
+        {2, "--throttle-window", "1500ms", "is not whole seconds"},
+        {2, "--bogus", "x", "usage: heraldctl"},
+    };
+    ctl_run *r = malloc(sizeof *r);
+    int64_t before = tasks_of_topic();
+
+    (void)state;
+    assert_non_null(r);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        /* The case's flag comes last so that it overrides --channel or
+         * --due-in where it repeats them. */
+        const char *due = strcmp(cases[i].flag, "--due-at") == 0 ||
+                                  strcmp(cases[i].flag, "--due-in") == 0
+                              ? "--name"
+                              : "--due-in";
+        run_ctl(r, NULL, "create", "--name", "bad", "--topic", topic, "--channel",
+                strcmp(cases[i].flag, "--channel") == 0 ? cases[i].value : cfg->channels[0].name,
+                due, strcmp(due, "--name") == 0 ? "bad" : "1h", cases[i].flag, cases[i].value,
+                NULL);
+        if (r->rc != cases[i].rc || strstr(r->err, cases[i].message) == NULL)
+            fail_msg("%s %s: rc %d (want %d), stderr: %s", cases[i].flag, cases[i].value, r->rc,
+                     cases[i].rc, r->err);
+    }
+    run_ctl(r, NULL, "create", "--channel", cfg->channels[0].name, "--due-in", "1h", NULL);
+    assert_int_equal(r->rc, 2);
+    assert_non_null(strstr(r->err, "--name, --channel and --due-at or --due-in are required"));
+    assert_int_equal(tasks_of_topic(), before);
+    free(r);
+}
+
+/* IMPORT_IDS distinct ids (1..N, some twice) among comments, blank lines,
+ * spaces and CRLF endings. */
+static void write_ids(const char *path)
+{
+    FILE *f = fopen(path, "w");
+
+    assert_non_null(f);
+    fputs("# subscribers of the test\n\n", f);
+    for (int i = 1; i <= IMPORT_IDS; i++) {
+        fprintf(f, i % 7 == 0 ? "  %d \r\n" : "%d\n", i);
+        if (i % 1000 == 0)
+            fprintf(f, "# dup\n%d\n\n", i / 2);
+    }
+    assert_int_equal(fclose(f), 0);
+}
+
+static void test_import(void **state)
+{
+    char path[] = "/tmp/hrtest-ctl-ids-XXXXXX", idtext[32];
+    ctl_run *r = malloc(sizeof *r);
+    int64_t id = new_task("import");
+    int fd = mkstemp(path);
+
+    (void)state;
+    assert_non_null(r);
+    assert_true(fd >= 0);
+    close(fd);
+    write_ids(path);
+    snprintf(idtext, sizeof idtext, "%lld", (long long)id);
+
+    run_ctl(r, NULL, "import", idtext, path, NULL);
+    if (r->rc != 0)
+        fail_msg("import: rc %d: %s", r->rc, r->err);
+    assert_non_null(strstr(r->out, "imported 50,050 ids into task"));
+    assert_non_null(strstr(r->out, "50,000 new, 50 duplicates"));
+    assert_int_equal(subscriptions(id), IMPORT_IDS);
+    assert_int_equal(scard(id), IMPORT_IDS);
+
+    /* Again, from stdin: nothing new, nothing lost. */
+    run_ctl(r, path, "import", idtext, "-", NULL);
+    if (r->rc != 0)
+        fail_msg("re-import: rc %d: %s", r->rc, r->err);
+    assert_non_null(strstr(r->out, "0 new, 50,050 duplicates"));
+    assert_int_equal(subscriptions(id), IMPORT_IDS);
+    assert_int_equal(scard(id), IMPORT_IDS);
+
+    /* status shows the subscribers waiting in Redis and the counters. */
+    run_ctl(r, NULL, "status", idtext, NULL);
+    if (r->rc != 0)
+        fail_msg("status: rc %d: %s", r->rc, r->err);
+    assert_non_null(strstr(r->out, ": scheduled"));
+    assert_non_null(strstr(r->out, "subs left 50,000"));
+    assert_non_null(strstr(r->out, "0.0%  0 of 50,000"));
+    assert_non_null(strstr(r->out, "sent 0  failed 0  throttled 0  pulled 0  cancelled 0"));
+    unlink(path);
+    free(r);
+}
+
+static void test_import_bad_line(void **state)
+{
+    static const char *const bad[] = {"12x", "0", "-5", "9223372036854775808", "1 2"};
+    char path[] = "/tmp/hrtest-ctl-bad-XXXXXX", idtext[32], want[128];
+    ctl_run *r = malloc(sizeof *r);
+    int64_t id = new_task("bad line");
+    int fd = mkstemp(path);
+
+    (void)state;
+    assert_non_null(r);
+    assert_true(fd >= 0);
+    close(fd);
+    snprintf(idtext, sizeof idtext, "%lld", (long long)id);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fprintf(f, "1\n# two more\n2\n9223372036854775807\n%s\n3\n", bad[i]);
+        fclose(f);
+        run_ctl(r, NULL, "import", idtext, path, NULL);
+        snprintf(want, sizeof want, "%s:5: \"%s\" is not a user id", path, bad[i]);
+        if (r->rc != 1 || strstr(r->err, want) == NULL)
+            fail_msg("%s: rc %d, stderr: %s", bad[i], r->rc, r->err);
+    }
+    /* A bad line anywhere means nothing is written. */
+    assert_int_equal(subscriptions(id), 0);
+    assert_int_equal(scard(id), 0);
+    unlink(path);
+    free(r);
+}
+
+static void test_import_refused(void **state)
+{
+    ctl_run *r = malloc(sizeof *r);
+    int64_t id = new_task("not scheduled");
+    char idtext[32];
+
+    (void)state;
+    assert_non_null(r);
+    snprintf(idtext, sizeof idtext, "%lld", (long long)id);
+    exec_id("UPDATE push_task SET state = 'dispatching' WHERE id = ?", id);
+    run_ctl(r, "/dev/null", "import", idtext, "-", NULL);
+    assert_int_equal(r->rc, 1);
+    assert_non_null(strstr(r->err, "is dispatching: subscribers can only be imported while it "
+                                   "is scheduled"));
+
+    snprintf(idtext, sizeof idtext, "%lld", (long long)id + 1000000000LL);
+    run_ctl(r, "/dev/null", "import", idtext, "-", NULL);
+    assert_int_equal(r->rc, 1);
+    assert_non_null(strstr(r->err, "does not exist"));
+    assert_int_equal(subscriptions(id), 0);
+    free(r);
+}
+
+static void test_status_watch_and_list(void **state)
+{
+    ctl_run *r = malloc(sizeof *r);
+    int64_t id = new_task("finished one");
+    char idtext[32], name[64];
+
+    (void)state;
+    assert_non_null(r);
+    snprintf(idtext, sizeof idtext, "%lld", (long long)id);
+    exec_id("UPDATE push_task SET state = 'done', total = 100, sent = 90, failed = 4, "
+            "throttled = 3, pulled = 2, cancelled = 1, retried = 7 WHERE id = ?", id);
+
+    /* A finished task: --watch draws once and exits 0 (stdout is no tty:
+     * one line per sample, then the report). */
+    run_ctl(r, NULL, "status", idtext, "--watch", "--interval", "100ms", NULL);
+    if (r->rc != 0)
+        fail_msg("status --watch: rc %d: %s", r->rc, r->err);
+    assert_non_null(strstr(r->out, "100.0%  100/100  sent 90 failed 4 throttled 3"));
+    assert_non_null(strstr(r->out, "total 100  sent 90  failed 4  throttled 3  pulled 2  "
+                                   "cancelled 1  retried 7"));
+
+    exec_id("UPDATE push_task SET state = 'failed', last_error = 'broken on purpose' WHERE id = ?",
+            id);
+    run_ctl(r, NULL, "status", idtext, "--watch", NULL);
+    assert_int_equal(r->rc, 1);
+    assert_non_null(strstr(r->out, "error     broken on purpose"));
+
+    run_ctl(r, NULL, "status", "999999999999", NULL);
+    assert_int_equal(r->rc, 1);
+    assert_non_null(strstr(r->err, "does not exist"));
+
+    run_ctl(r, NULL, "list", "--state", "failed", "--limit", "1000", NULL);
+    assert_int_equal(r->rc, 0);
+    assert_non_null(strstr(r->out, "finished one"));
+    snprintf(name, sizeof name, "\n%8s  finished one", idtext);
+    assert_non_null(strstr(r->out, name));
+    run_ctl(r, NULL, "list", "--state", "scheduled", "--limit", "1000", NULL);
+    assert_int_equal(r->rc, 0);
+    assert_null(strstr(r->out, "finished one"));
+    run_ctl(r, NULL, "list", "--state", "bogus", NULL);
+    assert_int_equal(r->rc, 2);
+    free(r);
+}
+
+int main(int argc, char **argv)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_create_every_flag),
+        cmocka_unit_test(test_create_refuses_bad_input),
+        cmocka_unit_test(test_import),
+        cmocka_unit_test(test_import_bad_line),
+        cmocka_unit_test(test_import_refused),
+        cmocka_unit_test(test_status_watch_and_list),
+    };
+
+    if (getenv("HERALD_TEST_CONFIG") == NULL || *getenv("HERALD_TEST_CONFIG") == '\0') {
+        fprintf(stderr, "test_ctl: HERALD_TEST_CONFIG is not set -- skipping\n");
+        return 77;
+    }
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_ctl HERALDCTL\n");
+        return 2;
+    }
+    heraldctl = argv[1];
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
