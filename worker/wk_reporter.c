@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "hr_log.h"
+#include "wk_clock.h"
 #include "hr_mysql.h"
 
 #define WK_REPORTER_FLUSH_MS 200
@@ -44,14 +45,6 @@ struct wk_reporter {
 typedef struct wk_task_delta {
     int64_t task, sent, failed, throttled, retried;
 } wk_task_delta;
-
-static int64_t wk_reporter_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void wk_reporter_deadline(struct timespec *ts, int ms)
 {
@@ -252,7 +245,7 @@ static void *wk_reporter_main(void *arg)
             break;
         }
         if (rp->stopping && stop_seen_ms < 0)
-            stop_seen_ms = wk_reporter_now_ms();
+            stop_seen_ms = wk_clock_now_ms();
         n = rp->count < rp->batch ? rp->count : rp->batch;
         pthread_mutex_unlock(&rp->mu);
         if (n == 0)
@@ -265,7 +258,7 @@ static void *wk_reporter_main(void *arg)
             backoff_ms = backoff_ms == 0 ? 100 : backoff_ms * 2;
             if (backoff_ms > WK_REPORTER_BACKOFF_MAX_MS)
                 backoff_ms = WK_REPORTER_BACKOFF_MAX_MS;
-            if (stop_seen_ms >= 0 && wk_reporter_now_ms() - stop_seen_ms > WK_REPORTER_STOP_GIVEUP_MS) {
+            if (stop_seen_ms >= 0 && wk_clock_now_ms() - stop_seen_ms > WK_REPORTER_STOP_GIVEUP_MS) {
                 pthread_mutex_lock(&rp->mu);
                 hr_log_error("reporter_events_lost", "count=%zu error=%s", rp->count, errstr);
                 rp->count = 0;
@@ -282,7 +275,7 @@ static void *wk_reporter_main(void *arg)
             continue;
         }
         if (rp->mysql_down)
-            hr_log_info("reporter_mysql_up", "");
+            hr_log_info("reporter_mysql_up", "queued=%zu", n);
         rp->mysql_down = false;
         backoff_ms = 0;
         pthread_mutex_lock(&rp->mu);

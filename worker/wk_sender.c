@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "hr_log.h"
+#include "wk_clock.h"
 #include "hr_ratelimit.h"
 #include "wk_retry.h"
 
@@ -86,14 +87,6 @@ typedef struct wk_sock {
 
 static void wk_sender_pump(wk_sender *s);
 static void wk_sender_check(wk_sender *s);
-
-static int64_t wk_sender_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static uint64_t wk_sender_random(wk_sender *s)
 {
@@ -313,7 +306,7 @@ static void wk_chan_wake_cb(uv_timer_t *t)
 
 static void wk_chan_arm_retry(wk_chan *ch)
 {
-    int64_t first = INT64_MAX, now = wk_sender_now_ms();
+    int64_t first = INT64_MAX, now = wk_clock_now_ms();
     wk_push *p;
 
     TAILQ_FOREACH(p, &ch->delayed, link)
@@ -410,7 +403,7 @@ static bool wk_chan_start(wk_chan *ch, wk_xfer *x, wk_push *p)
     }
     x->errbuf[0] = '\0';
     x->retry_after_s = -1;
-    x->start_ms = wk_sender_now_ms();
+    x->start_ms = wk_clock_now_ms();
     x->p = p;
     mc = curl_multi_add_handle(s->multi, x->easy);
     if (mc != CURLM_OK) {
@@ -436,7 +429,7 @@ fail:
 static void wk_chan_pump(wk_chan *ch)
 {
     wk_sender *s = ch->s;
-    int64_t now = wk_sender_now_ms(), wait_ms = 0;
+    int64_t now = wk_clock_now_ms(), wait_ms = 0;
     wk_push *p;
     wk_xfer *x;
 
@@ -496,7 +489,7 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
     wk_push *p = x->p;
     const hr_channel *c = ch->cfg;
     long code = 0, retry_after_s = x->retry_after_s;
-    int64_t now = wk_sender_now_ms();
+    int64_t now = wk_clock_now_ms();
     wk_push_result res = {.latency_ms = (int)(now - x->start_ms)};
     char reason[CURL_ERROR_SIZE + 64];
 
@@ -587,7 +580,7 @@ int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_sen
     s->done = done;
     s->ctx = ctx;
     if (getrandom(&s->rnd, sizeof s->rnd, 0) != (ssize_t)sizeof s->rnd || s->rnd == 0)
-        s->rnd = (uint64_t)wk_sender_now_ms() ^ ((uint64_t)getpid() << 32) ^ 1;
+        s->rnd = (uint64_t)wk_clock_now_ms() ^ ((uint64_t)getpid() << 32) ^ 1;
     s->chans = calloc(cfg->nchannels, sizeof *s->chans);
     if (s->chans == NULL)
         goto oom;
@@ -649,6 +642,10 @@ void wk_sender_submit(wk_sender *s, wk_push *p)
     p->state = WK_PUSH_READY;
     p->xfer = NULL;
     TAILQ_INSERT_TAIL(&ch->ready, p, link);
+}
+
+void wk_sender_kick(wk_sender *s)
+{
     wk_sender_pump(s);
 }
 

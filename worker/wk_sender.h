@@ -69,8 +69,11 @@ typedef struct wk_sender wk_sender;
 int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_sender_done_fn done,
                   void *ctx, wk_sender **out, char *errstr, size_t errlen);
 
-/* Queues P (state IDLE) for its first attempt. */
+/* Queues P (state IDLE) for its first attempt; nothing starts (and no
+ * callback runs) until wk_sender_kick(). */
 void wk_sender_submit(wk_sender *s, wk_push *p);
+/* Starts what the queues, caps, pauses and rate limits allow. */
+void wk_sender_kick(wk_sender *s);
 /* Unlinks P wherever it is (an in-flight request is aborted); no callback.
  * P is IDLE afterwards. */
 void wk_sender_cancel(wk_sender *s, wk_push *p);

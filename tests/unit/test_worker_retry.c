@@ -11,8 +11,8 @@
 static void test_backoff_ceiling_doubles(void **state)
 {
     (void)state;
-    /* rnd = UINT64_MAX - k picks values near the top; exact ceilings are
-     * reached with rnd = ceiling. */
+    /* The draw is rnd % (ceiling + 1): rnd = ceiling gives the ceiling
+     * itself, rnd = ceiling + 1 gives 0. */
     assert_int_equal(wk_retry_backoff_ms(200, 30000, 1, 200), 200);
     assert_int_equal(wk_retry_backoff_ms(200, 30000, 1, 201), 0);
     assert_int_equal(wk_retry_backoff_ms(200, 30000, 2, 400), 400);

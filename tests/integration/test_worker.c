@@ -1,0 +1,829 @@
+/* Integration tests of herald-worker against the local stack: real Redis,
+ * MariaDB and Kafka, the herald-sink as the provider, herald-worker
+ * processes spawned with a test YAML (HERALD_WORKER_BIN, HERALD_SINK_BIN
+ * name the binaries; meson sets them).
+ *
+ * Each scenario creates its own push_task row in state 'dispatched' (no
+ * dispatcher needed), fills chunk sets and pending in Redis under the
+ * test's private prefix, produces the chunk messages on the test's private
+ * topic and waits for the task to become 'done'.  Every wait is bounded. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <inttypes.h>
+#include <librdkafka/rdkafka.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "hr_chunkmsg.h"
+#include "hr_kafka.h"
+#include "hr_mysql.h"
+#include "hr_redis.h"
+#include "itest.h"
+
+#define T_WAIT_DONE_MS 120000
+#define T_MAX_WORKERS 2
+
+/* One scenario's processes and files. */
+typedef struct t_run {
+    hr_config *cfg;
+    hr_mysql *m;
+    hr_redis *r;
+    char cfg_path[256];
+    char record[256];
+    char sink_log[256];
+    char worker_log[T_MAX_WORKERS][256];
+    pid_t sink, workers[T_MAX_WORKERS];
+    int port;
+    int64_t task;
+    int64_t total;
+} t_run;
+
+static int t_scenario;
+/* The scenario running now, so that a failed one's processes are stopped
+ * by t_teardown instead of consuming the next scenario's messages. */
+static t_run *t_current;
+
+static const char *t_env(const char *name)
+{
+    const char *v = getenv(name);
+
+    if (v == NULL || *v == '\0') {
+        fprintf(stderr, "%s is not set\n", name);
+        exit(1);
+    }
+    return v;
+}
+
+static bool t_port_open(void *ctx)
+{
+    const t_run *run = ctx;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)run->port)};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    bool ok;
+
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    ok = fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+/* Config, connections, sink (with EXTRA options, NULL-terminated). */
+static void t_start(t_run *run, const char *const *extra)
+{
+    char url[128], listen[64], errstr[512];
+    char *argv[16];
+    int argc = 0;
+
+    memset(run, 0, sizeof *run);
+    t_current = run;
+    t_scenario++;
+    run->cfg = itest_config();
+    assert_int_equal(itest_create_topic(run->cfg), 0);
+    /* Below the ephemeral range (32768+), where outgoing connections live. */
+    run->port = 20000 + (int)((getpid() * 13 + t_scenario * 7919) % 12000);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/push", run->port);
+    itest_set_str(&run->cfg->channels[0].url, url);
+    run->cfg->channels[0].concurrency = 64;
+    run->cfg->channels[0].retry_backoff_ms = 50;
+    run->cfg->channels[0].retry_max_backoff_ms = 500;
+    run->cfg->worker.ack_batch = 100;
+    run->cfg->worker.max_chunks_in_flight = 2;
+    run->cfg->worker.lease_ms = 2000; /* expires before the 6 s session timeout */
+    run->cfg->worker.shutdown_grace_ms = 5000;
+    run->cfg->worker.reporter_batch = 500;
+    /* A killed worker's partitions move after the session timeout: keep it
+     * at the broker's minimum so the kill -9 scenario stays short. */
+    for (size_t i = 0; i < run->cfg->kafka.nproperties; i++) {
+        free(run->cfg->kafka.properties[i].key);
+        free(run->cfg->kafka.properties[i].value);
+    }
+    free(run->cfg->kafka.properties);
+    run->cfg->kafka.properties = calloc(1, sizeof *run->cfg->kafka.properties);
+    assert_non_null(run->cfg->kafka.properties);
+    run->cfg->kafka.properties[0].key = strdup("session.timeout.ms");
+    run->cfg->kafka.properties[0].value = strdup("6000");
+    run->cfg->kafka.nproperties = 1;
+    assert_int_equal(itest_write_config(run->cfg, run->cfg_path, sizeof run->cfg_path), 0);
+    assert_int_equal(hr_mysql_connect(run->cfg, &run->m, errstr, sizeof errstr), 0);
+    assert_int_equal(hr_redis_connect(run->cfg, &run->r, errstr, sizeof errstr), 0);
+
+    snprintf(run->record, sizeof run->record, "/tmp/herald-test-worker-%d-%d.record", getpid(),
+             t_scenario);
+    snprintf(run->sink_log, sizeof run->sink_log, "/tmp/herald-test-worker-%d-%d.sink.log",
+             getpid(), t_scenario);
+    unlink(run->record);
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", run->port);
+    argv[argc++] = (char *)t_env("HERALD_SINK_BIN");
+    argv[argc++] = "--listen";
+    argv[argc++] = listen;
+    argv[argc++] = "--record";
+    argv[argc++] = run->record;
+    for (size_t i = 0; extra != NULL && extra[i] != NULL && argc < 14; i++)
+        argv[argc++] = (char *)extra[i];
+    argv[argc] = NULL;
+    run->sink = itest_spawn(argv, run->sink_log);
+    assert_true(run->sink > 0);
+    assert_true(itest_wait_until(t_port_open, run, 10000));
+}
+
+static void t_spawn_worker(t_run *run, int i)
+{
+    char *argv[] = {(char *)t_env("HERALD_WORKER_BIN"), "-c", run->cfg_path, NULL};
+
+    snprintf(run->worker_log[i], sizeof run->worker_log[i],
+             "/tmp/herald-test-worker-%d-%d.worker%d.log", getpid(), t_scenario, i);
+    run->workers[i] = itest_spawn(argv, run->worker_log[i]);
+    assert_true(run->workers[i] > 0);
+}
+
+/* Occurrences of "event=NAME" in worker I's log. */
+static int t_log_count(const t_run *run, int i, const char *event)
+{
+    char needle[96], line[4096];
+    FILE *f = fopen(run->worker_log[i], "r");
+    int n = 0;
+
+    if (f == NULL)
+        return 0;
+    snprintf(needle, sizeof needle, "event=%s ", event);
+    while (fgets(line, sizeof line, f) != NULL)
+        if (strstr(line, needle) != NULL)
+            n++;
+    fclose(f);
+    return n;
+}
+
+typedef struct t_wait_log {
+    const t_run *run;
+    int worker;
+    const char *event;
+} t_wait_log;
+
+static bool t_log_seen(void *ctx)
+{
+    const t_wait_log *w = ctx;
+
+    return t_log_count(w->run, w->worker, w->event) > 0;
+}
+
+static void t_wait_assigned(const t_run *run, int nworkers)
+{
+    for (int i = 0; i < nworkers; i++) {
+        t_wait_log w = {run, i, "partitions_assigned"};
+
+        assert_true(itest_wait_until(t_log_seen, &w, 60000));
+    }
+}
+
+static void t_stop_worker(t_run *run, int i)
+{
+    int status = 0;
+
+    if (run->workers[i] <= 0)
+        return;
+    itest_kill(run->workers[i], SIGTERM);
+    assert_int_equal(itest_wait_exit(run->workers[i], 15000, &status), 0);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    run->workers[i] = 0;
+}
+
+static void t_finish(t_run *run)
+{
+    for (int i = 0; i < T_MAX_WORKERS; i++)
+        t_stop_worker(run, i);
+    if (run->sink > 0) {
+        itest_kill(run->sink, SIGTERM);
+        itest_wait_exit(run->sink, 5000, NULL);
+    }
+    itest_redis_cleanup(run->cfg);
+    hr_redis_free(run->r);
+    hr_mysql_free(run->m);
+    unlink(run->cfg_path);
+    hr_config_free(run->cfg);
+    t_current = NULL;
+}
+
+static int t_teardown(void **state)
+{
+    (void)state;
+    if (t_current == NULL)
+        return 0;
+    for (int i = 0; i < T_MAX_WORKERS; i++)
+        if (t_current->workers[i] > 0) {
+            itest_kill(t_current->workers[i], SIGKILL);
+            itest_wait_exit(t_current->workers[i], 5000, NULL);
+        }
+    if (t_current->sink > 0) {
+        itest_kill(t_current->sink, SIGKILL);
+        itest_wait_exit(t_current->sink, 5000, NULL);
+    }
+    t_current = NULL;
+    return 0;
+}
+
+/* A 'dispatched' task row; its id goes to run->task. */
+static void t_create_task(t_run *run, const char *name)
+{
+    hr_mysql_param p[] = {HR_P_STR(name), HR_P_STR(run->cfg->channels[0].name)};
+    uint64_t id = 0;
+    char errstr[512];
+
+    assert_int_equal(hr_mysql_exec(run->m,
+                                   "INSERT INTO push_task (name, topic, channel, title, body, "
+                                   "due_at, state) VALUES (?, 'worker-test', ?, 'Hello {{uid}}', "
+                                   "'Task \"{{task.name}}\"', UTC_TIMESTAMP(3), 'dispatched')",
+                                   p, 2, NULL, &id, NULL, errstr, sizeof errstr),
+                     0);
+    run->task = (int64_t)id;
+}
+
+/* Chunk SEQ holds uids FIRST..FIRST+COUNT-1; pending[seq] is set. */
+static void t_fill_chunk(t_run *run, int64_t seq, int64_t first, int64_t count)
+{
+    char key[256], suffix[48], errstr[512];
+    const char **argv = calloc((size_t)count + 2, sizeof *argv);
+    char (*uids)[24] = calloc((size_t)count, sizeof *uids);
+    redisReply *reply;
+
+    assert_non_null(argv);
+    assert_non_null(uids);
+    snprintf(suffix, sizeof suffix, "chunk:%" PRId64, seq);
+    hr_redis_task_key(run->r, key, sizeof key, run->task, suffix);
+    argv[0] = "SADD";
+    argv[1] = key;
+    for (int64_t i = 0; i < count; i++) {
+        snprintf(uids[i], sizeof uids[i], "%" PRId64, first + i);
+        argv[i + 2] = uids[i];
+    }
+    reply = hr_redis_cmd(run->r, errstr, sizeof errstr, (int)count + 2, argv, NULL);
+    assert_non_null(reply);
+    assert_int_equal(reply->integer, count);
+    freeReplyObject(reply);
+    hr_redis_task_key(run->r, key, sizeof key, run->task, "pending");
+    reply = hr_redis_cmdf(run->r, errstr, sizeof errstr, "HSET %s %lld %lld", key,
+                          (long long)seq, (long long)itest_now_ms());
+    assert_non_null(reply);
+    freeReplyObject(reply);
+    run->total += count;
+    free(argv);
+    free(uids);
+}
+
+/* Produces raw VALUE with KEY on the test topic. */
+static void t_produce_raw(const t_run *run, const char *key, const char *value, size_t len)
+{
+    char errstr[512];
+    rd_kafka_conf_t *conf = hr_kafka_conf_new(run->cfg, HR_KAFKA_PRODUCER, errstr, sizeof errstr);
+    rd_kafka_t *rk;
+
+    assert_non_null(conf);
+    rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, sizeof errstr);
+    assert_non_null(rk);
+    assert_int_equal(rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(run->cfg->kafka.topic),
+                                       RD_KAFKA_V_KEY(key, strlen(key)),
+                                       RD_KAFKA_V_VALUE((void *)value, len),
+                                       RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_END),
+                     RD_KAFKA_RESP_ERR_NO_ERROR);
+    assert_int_equal(rd_kafka_flush(rk, 30000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    rd_kafka_destroy(rk);
+}
+
+static void t_produce_chunk(const t_run *run, int64_t task, int64_t seq, int64_t count)
+{
+    hr_chunkmsg msg = {.task = task, .seq = seq, .count = count, .due_ms = itest_now_ms(),
+                       .published_ms = itest_now_ms()};
+    char key[64], value[HR_CHUNKMSG_MAX_BYTES];
+    int n;
+
+    assert_true(hr_chunkmsg_key(&msg, key, sizeof key) > 0);
+    n = hr_chunkmsg_encode(&msg, value, sizeof value);
+    assert_true(n > 0);
+    t_produce_raw(run, key, value, (size_t)n);
+}
+
+static int64_t t_sql_int(const t_run *run, const char *sql)
+{
+    hr_mysql_param p = HR_P_I64(run->task);
+    hr_mysql_rows *rows = NULL;
+    char errstr[512];
+    int64_t v;
+
+    assert_int_equal(hr_mysql_query(run->m, sql, &p, 1, &rows, errstr, sizeof errstr), 0);
+    assert_int_equal(rows->nrows, 1);
+    v = hr_mysql_cell(rows, 0, 0) ? strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10) : -1;
+    hr_mysql_rows_free(rows);
+    return v;
+}
+
+static int64_t t_pending(const t_run *run)
+{
+    char key[256], errstr[512];
+    redisReply *reply;
+    int64_t n;
+
+    hr_redis_task_key(run->r, key, sizeof key, run->task, "pending");
+    reply = hr_redis_cmdf(run->r, errstr, sizeof errstr, "HLEN %s", key);
+    assert_non_null(reply);
+    n = reply->integer;
+    freeReplyObject(reply);
+    return n;
+}
+
+/* Done by the worker: no pending chunk under the test's private prefix
+ * (a dispatcher of the shared stack may sweep our 'dispatched' rows and
+ * set 'done' on its own, so the state alone proves nothing) and the row
+ * says 'done'. */
+static bool t_task_done(void *ctx)
+{
+    const t_run *run = ctx;
+
+    return t_pending(run) == 0 &&
+           t_sql_int(run, "SELECT state = 'done' FROM push_task WHERE id = ?") == 1;
+}
+
+static int64_t t_stat(const t_run *run, const char *field)
+{
+    char key[256], errstr[512];
+    redisReply *reply;
+    int64_t v = 0;
+
+    hr_redis_task_key(run->r, key, sizeof key, run->task, "stats");
+    reply = hr_redis_cmdf(run->r, errstr, sizeof errstr, "HGET %s %s", key, field);
+    assert_non_null(reply);
+    if (reply->type == REDIS_REPLY_STRING)
+        v = strtoll(reply->str, NULL, 10);
+    freeReplyObject(reply);
+    return v;
+}
+
+/* What the sink recorded for uids FIRST..FIRST+total-1. */
+typedef struct t_record {
+    int *ok;       /* successes per uid */
+    int *bad400;   /* 400 answers per uid */
+    int64_t lines, successes, missing, duplicates, permanent;
+} t_record;
+
+static void t_read_record(const t_run *run, int64_t first, t_record *rec)
+{
+    FILE *f = fopen(run->record, "r");
+    char uid[64];
+    int status;
+    long long ms;
+
+    memset(rec, 0, sizeof *rec);
+    rec->ok = calloc((size_t)run->total, sizeof *rec->ok);
+    rec->bad400 = calloc((size_t)run->total, sizeof *rec->bad400);
+    assert_non_null(rec->ok);
+    assert_non_null(rec->bad400);
+    assert_non_null(f);
+    while (fscanf(f, "%63s %d %lld", uid, &status, &ms) == 3) {
+        int64_t i = strtoll(uid, NULL, 10) - first;
+
+        rec->lines++;
+        if (i < 0 || i >= run->total)
+            continue;
+        if (status == 200) {
+            rec->ok[i]++;
+            rec->successes++;
+        } else if (status == 400) {
+            rec->bad400[i]++;
+        }
+    }
+    fclose(f);
+    for (int64_t i = 0; i < run->total; i++) {
+        if (rec->ok[i] == 0)
+            rec->missing++;
+        if (rec->ok[i] > 1)
+            rec->duplicates += rec->ok[i] - 1;
+        if (rec->bad400[i] > 0)
+            rec->permanent++;
+    }
+}
+
+static void t_record_free(t_record *rec)
+{
+    free(rec->ok);
+    free(rec->bad400);
+}
+
+/* Stops the sink so its record file is complete. */
+static void t_stop_sink(t_run *run)
+{
+    assert_int_equal(itest_kill(run->sink, SIGTERM), 0);
+    assert_int_equal(itest_wait_exit(run->sink, 10000, NULL), 0);
+    run->sink = 0;
+}
+
+/* ---- scenarios ---------------------------------------------------------------- */
+
+/* 10,000 recipients in 2 chunks, 2 workers: each uid exactly once, Redis and
+ * MySQL counters agree, delivery rows, task done. */
+static void test_two_workers_exactly_once(void **state)
+{
+    t_run run;
+    t_record rec;
+
+    (void)state;
+    t_start(&run, NULL);
+    t_create_task(&run, "worker exactly once");
+    t_fill_chunk(&run, 1, 1000001, 5000);
+    t_fill_chunk(&run, 2, 1005001, 5000);
+    t_spawn_worker(&run, 0);
+    t_spawn_worker(&run, 1);
+    t_wait_assigned(&run, 2);
+    t_produce_chunk(&run, run.task, 1, 5000);
+    t_produce_chunk(&run, run.task, 2, 5000);
+    assert_true(itest_wait_until(t_task_done, &run, T_WAIT_DONE_MS));
+    t_stop_worker(&run, 0);
+    t_stop_worker(&run, 1);
+    t_stop_sink(&run);
+
+    t_read_record(&run, 1000001, &rec);
+    assert_int_equal(rec.missing, 0);
+    assert_int_equal(rec.duplicates, 0);
+    assert_int_equal(rec.successes, 10000);
+    assert_int_equal(t_stat(&run, "sent"), 10000);
+    assert_int_equal(t_stat(&run, "chunks_done"), 2);
+    assert_int_equal(t_sql_int(&run, "SELECT sent FROM push_task WHERE id = ?"), 10000);
+    assert_int_equal(t_sql_int(&run, "SELECT failed FROM push_task WHERE id = ?"), 0);
+    assert_int_equal(t_sql_int(&run, "SELECT COUNT(*) FROM push_delivery WHERE task_id = ? "
+                                     "AND status = 'sent'"),
+                     10000);
+    t_record_free(&rec);
+    t_finish(&run);
+}
+
+/* 10 % of first attempts get 500: all delivered, retries counted. */
+static void test_fail_first_retried(void **state)
+{
+    static const char *const extra[] = {"--fail-first", "10", NULL};
+    t_run run;
+    t_record rec;
+
+    (void)state;
+    t_start(&run, extra);
+    t_create_task(&run, "worker fail first");
+    t_fill_chunk(&run, 1, 2000001, 2000);
+    t_spawn_worker(&run, 0);
+    t_wait_assigned(&run, 1);
+    t_produce_chunk(&run, run.task, 1, 2000);
+    assert_true(itest_wait_until(t_task_done, &run, T_WAIT_DONE_MS));
+    t_stop_worker(&run, 0);
+    t_stop_sink(&run);
+
+    t_read_record(&run, 2000001, &rec);
+    assert_int_equal(rec.missing, 0);
+    assert_int_equal(t_stat(&run, "sent"), 2000);
+    assert_true(t_stat(&run, "retried") > 0);
+    assert_true(t_sql_int(&run, "SELECT retried FROM push_task WHERE id = ?") > 0);
+    assert_int_equal(t_sql_int(&run, "SELECT sent FROM push_task WHERE id = ?"), 2000);
+    /* Every 500 was retried: one extra request per retried uid. */
+    assert_int_equal(rec.lines - rec.successes, t_stat(&run, "retried"));
+    t_record_free(&rec);
+    t_finish(&run);
+}
+
+/* 5 % permanent 400s: dead-lettered with the reason, the rest delivered. */
+static void test_fail_permanent_dead_letters(void **state)
+{
+    static const char *const extra[] = {"--fail-permanent", "5", NULL};
+    char key[256], errstr[512];
+    redisReply *reply;
+    t_run run;
+    t_record rec;
+    int64_t failed;
+
+    (void)state;
+    t_start(&run, extra);
+    t_create_task(&run, "worker fail permanent");
+    t_fill_chunk(&run, 1, 3000001, 2000);
+    t_spawn_worker(&run, 0);
+    t_wait_assigned(&run, 1);
+    t_produce_chunk(&run, run.task, 1, 2000);
+    assert_true(itest_wait_until(t_task_done, &run, T_WAIT_DONE_MS));
+    t_stop_worker(&run, 0);
+    t_stop_sink(&run);
+
+    t_read_record(&run, 3000001, &rec);
+    failed = t_stat(&run, "failed");
+    assert_true(failed > 0);
+    assert_int_equal(failed, rec.permanent);
+    assert_int_equal(rec.missing, rec.permanent);
+    assert_int_equal(t_stat(&run, "sent") + failed, 2000);
+    assert_int_equal(t_sql_int(&run, "SELECT sent + failed FROM push_task WHERE id = ?"), 2000);
+    assert_int_equal(t_sql_int(&run, "SELECT failed FROM push_task WHERE id = ?"), failed);
+    /* 400 is not retried: one request per failed uid. */
+    assert_int_equal(rec.lines, 2000);
+    hr_redis_task_key(run.r, key, sizeof key, run.task, "failed");
+    reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "HGETALL %s", key);
+    assert_non_null(reply);
+    assert_int_equal((int64_t)reply->elements, 2 * failed);
+    for (size_t i = 0; i + 1 < reply->elements; i += 2) {
+        int64_t uid = strtoll(reply->element[i]->str, NULL, 10) - 3000001;
+
+        assert_true(uid >= 0 && uid < 2000);
+        assert_true(rec.bad400[uid] > 0);
+        assert_string_equal(reply->element[i + 1]->str, "http 400");
+    }
+    freeReplyObject(reply);
+    t_record_free(&rec);
+    t_finish(&run);
+}
+
+/* 429 + Retry-After: 1 for 2 s: the channel slows down and finishes. */
+static void test_throttled_channel_recovers(void **state)
+{
+    static const char *const extra[] = {"--throttle-ms", "2000", NULL};
+    t_run run;
+    t_record rec;
+
+    (void)state;
+    t_start(&run, extra);
+    t_create_task(&run, "worker throttled");
+    t_fill_chunk(&run, 1, 4000001, 3000);
+    t_spawn_worker(&run, 0);
+    t_wait_assigned(&run, 1);
+    t_produce_chunk(&run, run.task, 1, 3000);
+    assert_true(itest_wait_until(t_task_done, &run, T_WAIT_DONE_MS));
+    t_stop_worker(&run, 0);
+    t_stop_sink(&run);
+
+    t_read_record(&run, 4000001, &rec);
+    assert_int_equal(rec.missing, 0);
+    assert_true(rec.lines > rec.successes); /* some 429s were answered */
+    assert_true(t_log_count(&run, 0, "channel_slowdown") > 0);
+    assert_int_equal(t_stat(&run, "sent"), 3000);
+    assert_int_equal(t_stat(&run, "failed"), 0);
+    t_record_free(&rec);
+    t_finish(&run);
+}
+
+/* A garbage message and one for a task that does not exist are skipped
+ * and counted; the chunk produced after them is still pushed. */
+static void test_bad_messages_skipped(void **state)
+{
+    static const char garbage[] = "{\"v\":1,\"task\":\"oops\"";
+    static const char unknown[] = "{\"v\":1,\"task\":999999999,\"seq\":1,\"count\":1,"
+                                  "\"due_ms\":1,\"published_ms\":1}";
+    char key[64];
+    t_run run;
+    t_record rec;
+
+    (void)state;
+    t_start(&run, NULL);
+    t_create_task(&run, "worker bad messages");
+    t_fill_chunk(&run, 1, 5000001, 500);
+    t_spawn_worker(&run, 0);
+    t_wait_assigned(&run, 1);
+    /* The chunk's own key sends all three to one partition, in this
+     * order, so the bad ones are consumed before the chunk. */
+    snprintf(key, sizeof key, "%" PRId64 ":1", run.task);
+    t_produce_raw(&run, key, garbage, sizeof garbage - 1);
+    t_produce_raw(&run, key, unknown, sizeof unknown - 1);
+    t_produce_chunk(&run, run.task, 1, 500);
+    assert_true(itest_wait_until(t_task_done, &run, T_WAIT_DONE_MS));
+    t_stop_worker(&run, 0);
+    t_stop_sink(&run);
+
+    assert_true(t_log_count(&run, 0, "bad_message") >= 1);
+    assert_true(t_log_count(&run, 0, "unknown_task") >= 1);
+    t_read_record(&run, 5000001, &rec);
+    assert_int_equal(rec.missing, 0);
+    assert_int_equal(t_stat(&run, "sent"), 500);
+    t_record_free(&rec);
+    t_finish(&run);
+}
+
+typedef struct t_progress {
+    const t_run *run;
+    int64_t at_least;
+} t_progress;
+
+static bool t_sink_progress(void *ctx)
+{
+    const t_progress *p = ctx;
+    FILE *f = fopen(p->run->record, "r");
+    int64_t lines = 0;
+    int ch;
+
+    if (f == NULL)
+        return false;
+    while ((ch = fgetc(f)) != EOF)
+        lines += ch == '\n';
+    fclose(f);
+    return lines >= p->at_least;
+}
+
+/* kill -9 in the middle: after a restart every uid arrived at least once;
+ * duplicates are bounded by what the dead worker had delivered but not
+ * acknowledged (ack batch per open chunk) plus its requests in flight. */
+static void test_kill9_redelivers(void **state)
+{
+    static const char *const extra[] = {"--latency-ms", "50", NULL};
+    t_progress prog;
+    t_run run;
+    t_record rec;
+    int64_t bound, sql_sent;
+
+    (void)state;
+    t_start(&run, extra);
+    t_create_task(&run, "worker kill -9");
+    for (int64_t seq = 1; seq <= 4; seq++)
+        t_fill_chunk(&run, seq, 6000001 + (seq - 1) * 2500, 2500);
+    t_spawn_worker(&run, 0);
+    t_wait_assigned(&run, 1);
+    for (int64_t seq = 1; seq <= 4; seq++)
+        t_produce_chunk(&run, run.task, seq, 2500);
+    prog = (t_progress){&run, 2000};
+    assert_true(itest_wait_until(t_sink_progress, &prog, 60000));
+    assert_int_equal(itest_kill(run.workers[0], SIGKILL), 0);
+    assert_int_equal(itest_wait_exit(run.workers[0], 5000, NULL), 0);
+    run.workers[0] = 0;
+    assert_false(t_task_done(&run));
+    t_spawn_worker(&run, 0);
+    assert_true(itest_wait_until(t_task_done, &run, T_WAIT_DONE_MS));
+    t_stop_worker(&run, 0);
+    t_stop_sink(&run);
+
+    t_read_record(&run, 6000001, &rec);
+    assert_int_equal(rec.missing, 0);
+    bound = (int64_t)run.cfg->worker.ack_batch * run.cfg->worker.max_chunks_in_flight +
+            run.cfg->channels[0].concurrency;
+    fprintf(stderr, "kill -9: duplicates=%" PRId64 " bound=%" PRId64 "\n", rec.duplicates, bound);
+    assert_true(rec.duplicates <= bound);
+    assert_int_equal(t_stat(&run, "sent"), 10000);
+    /* MySQL lags by what the dead worker's reporter still held (at most
+     * ~200 ms of events); it never counts a recipient twice. */
+    sql_sent = t_sql_int(&run, "SELECT sent FROM push_task WHERE id = ?");
+    assert_true(sql_sent > 0 && sql_sent <= 10000);
+    t_record_free(&rec);
+    t_finish(&run);
+}
+
+/* SIGTERM in the middle: exit 0 within the grace period; after a restart
+ * MySQL's counter equals what the sink received, with nothing lost. */
+static void test_sigterm_drains(void **state)
+{
+    static const char *const extra[] = {"--latency-ms", "50", NULL};
+    t_progress prog;
+    t_run run;
+    t_record rec;
+    int status = 0;
+    int64_t t0;
+
+    (void)state;
+    t_start(&run, extra);
+    t_create_task(&run, "worker sigterm");
+    for (int64_t seq = 1; seq <= 4; seq++)
+        t_fill_chunk(&run, seq, 7000001 + (seq - 1) * 2500, 2500);
+    t_spawn_worker(&run, 0);
+    t_wait_assigned(&run, 1);
+    for (int64_t seq = 1; seq <= 4; seq++)
+        t_produce_chunk(&run, run.task, seq, 2500);
+    prog = (t_progress){&run, 2000};
+    assert_true(itest_wait_until(t_sink_progress, &prog, 60000));
+    t0 = itest_now_ms();
+    assert_int_equal(itest_kill(run.workers[0], SIGTERM), 0);
+    assert_int_equal(itest_wait_exit(run.workers[0], run.cfg->worker.shutdown_grace_ms + 5000,
+                                     &status),
+                     0);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_true(itest_now_ms() - t0 < run.cfg->worker.shutdown_grace_ms + 5000);
+    run.workers[0] = 0;
+    assert_false(t_task_done(&run));
+    t_spawn_worker(&run, 0);
+    assert_true(itest_wait_until(t_task_done, &run, T_WAIT_DONE_MS));
+    t_stop_worker(&run, 0);
+    t_stop_sink(&run);
+
+    t_read_record(&run, 7000001, &rec);
+    assert_int_equal(rec.missing, 0);
+    assert_int_equal(t_sql_int(&run, "SELECT sent FROM push_task WHERE id = ?"), 10000);
+    /* Running requests were finished and acknowledged before the exit. */
+    assert_int_equal(rec.successes, 10000);
+    t_record_free(&rec);
+    t_finish(&run);
+}
+
+/* Every one of the 20 chunks closed by a worker, and the row is done. */
+static bool t_e2e_done(void *ctx)
+{
+    const t_run *run = ctx;
+
+    return t_stat(run, "chunks_done") == 20 && t_task_done(ctx);
+}
+
+/* End to end with herald-dispatcher (HERALD_DISPATCHER_BIN): a scheduled
+ * task of 100,000 subscribers due in 2 s, one dispatcher, two workers →
+ * the sink got every uid exactly once, Redis and MySQL agree, task done. */
+static void test_e2e_dispatcher_100k(void **state)
+{
+    const char *bin = getenv("HERALD_DISPATCHER_BIN");
+    char topic[64], listen[64], key[256], errstr[512], nums[1000][24];
+    const char *argv[1002];
+    char *dargv[4];
+    t_run run;
+    t_record rec;
+    pid_t dispatcher;
+    uint64_t id = 0;
+    int status = 0;
+
+    (void)state;
+    if (bin == NULL || *bin == '\0')
+        skip();
+    t_start(&run, NULL);
+    snprintf(topic, sizeof topic, "worker-e2e-%d", getpid());
+    hr_mysql_param p[] = {HR_P_STR(topic), HR_P_I64(itest_now_ms() + 2000)};
+
+    assert_int_equal(hr_mysql_exec(run.m,
+                                   "INSERT INTO push_task (name, topic, channel, title, body, "
+                                   "due_at, freeze_at) VALUES ('worker e2e', ?, 'webhook', 'Hi', "
+                                   "'hello {{uid}}', FROM_UNIXTIME(? / 1000), NULL)",
+                                   p, 2, NULL, &id, NULL, errstr, sizeof errstr),
+                     0);
+    run.task = (int64_t)id;
+    run.total = 100000;
+    hr_redis_task_key(run.r, key, sizeof key, run.task, "subs");
+    argv[0] = "SADD";
+    argv[1] = key;
+    for (int64_t i = 0; i < run.total; i += 1000) {
+        redisReply *reply;
+
+        for (int j = 0; j < 1000; j++) {
+            snprintf(nums[j], sizeof nums[j], "%" PRId64, 8000001 + i + j);
+            argv[2 + j] = nums[j];
+        }
+        reply = hr_redis_cmd(run.r, errstr, sizeof errstr, 1002, argv, NULL);
+        assert_non_null(reply);
+        freeReplyObject(reply);
+    }
+    t_spawn_worker(&run, 0);
+    t_spawn_worker(&run, 1);
+    t_wait_assigned(&run, 2);
+
+    /* The dispatcher serves its API on a port of its own. */
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", run.port + 1);
+    itest_set_str(&run.cfg->dispatcher.listen, listen);
+    unlink(run.cfg_path);
+    assert_int_equal(itest_write_config(run.cfg, run.cfg_path, sizeof run.cfg_path), 0);
+    dargv[0] = (char *)bin;
+    dargv[1] = "-c";
+    dargv[2] = run.cfg_path;
+    dargv[3] = NULL;
+    setenv("HERALD_TEST_TASK_TOPIC", topic, 1);
+    dispatcher = itest_spawn(dargv, "/tmp/herald-test-worker-e2e-dispatcher.log");
+    unsetenv("HERALD_TEST_TASK_TOPIC");
+    assert_true(dispatcher > 0);
+    assert_true(itest_wait_until(t_e2e_done, &run, 180000));
+    itest_kill(dispatcher, SIGTERM);
+    assert_int_equal(itest_wait_exit(dispatcher, 15000, &status), 0);
+    t_stop_worker(&run, 0);
+    t_stop_worker(&run, 1);
+    t_stop_sink(&run);
+
+    t_read_record(&run, 8000001, &rec);
+    assert_int_equal(rec.missing, 0);
+    assert_int_equal(rec.duplicates, 0);
+    assert_int_equal(t_stat(&run, "sent"), 100000);
+    assert_int_equal(t_sql_int(&run, "SELECT sent FROM push_task WHERE id = ?"), 100000);
+    assert_int_equal(t_sql_int(&run, "SELECT COUNT(*) FROM push_chunk WHERE task_id = ? "
+                                     "AND state = 'done'"),
+                     20);
+    t_record_free(&rec);
+    t_finish(&run);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_two_workers_exactly_once, t_teardown),
+        cmocka_unit_test_teardown(test_fail_first_retried, t_teardown),
+        cmocka_unit_test_teardown(test_fail_permanent_dead_letters, t_teardown),
+        cmocka_unit_test_teardown(test_throttled_channel_recovers, t_teardown),
+        cmocka_unit_test_teardown(test_bad_messages_skipped, t_teardown),
+        cmocka_unit_test_teardown(test_kill9_redelivers, t_teardown),
+        cmocka_unit_test_teardown(test_sigterm_drains, t_teardown),
+        cmocka_unit_test_teardown(test_e2e_dispatcher_100k, t_teardown),
+    };
+
+    hr_config_free(itest_config_shared()); /* exits 77 without a stack */
+    /* TEST_WORKER_ONLY=<glob> runs a subset while debugging one scenario. */
+    if (getenv("TEST_WORKER_ONLY") != NULL)
+        cmocka_set_test_filter(getenv("TEST_WORKER_ONLY"));
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

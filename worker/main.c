@@ -1,0 +1,67 @@
+/* herald-worker: consumes chunk messages and pushes their recipients
+ * (see wk_worker.h).  Usage: herald-worker [-c CONFIG]; the config path
+ * defaults to $HERALD_CONFIG.  Exit status: 0 after a clean stop, 1 on a
+ * startup failure, 2 on a bad command line or configuration. */
+#include <curl/curl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "hr_config.h"
+#include "hr_log.h"
+#include "wk_worker.h"
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: herald-worker [-c CONFIG]   (default: $HERALD_CONFIG)\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *path = getenv("HERALD_CONFIG");
+    hr_config *cfg = NULL;
+    wk_worker *w = NULL;
+    char errstr[1024];
+    int opt, rc = 1;
+
+    while ((opt = getopt(argc, argv, "c:h")) != -1) {
+        switch (opt) {
+        case 'c':
+            path = optarg;
+            break;
+        case 'h':
+            usage();
+            return 0;
+        default:
+            usage();
+            return 2;
+        }
+    }
+    if (optind != argc || path == NULL || *path == '\0') {
+        usage();
+        return 2;
+    }
+    if (hr_config_load(path, &cfg, errstr, sizeof errstr) != 0) {
+        fprintf(stderr, "%s\n", errstr);
+        return 2;
+    }
+    hr_log_setup(cfg->log.level, cfg->log.format, cfg->instance);
+    /* A peer closing a connection must not kill the process. */
+    signal(SIGPIPE, SIG_IGN);
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        hr_log_error("startup_failed", "error=%s", "curl_global_init failed");
+        goto done;
+    }
+    if (wk_worker_new(cfg, &w, errstr, sizeof errstr) != 0 ||
+        wk_worker_run(w, errstr, sizeof errstr) != 0) {
+        hr_log_error("startup_failed", "error=%s", errstr);
+        goto done;
+    }
+    rc = 0;
+done:
+    wk_worker_free(w);
+    curl_global_cleanup();
+    hr_config_free(cfg);
+    return rc;
+}

@@ -1,0 +1,268 @@
+/* wk_chunk: a chunk's lease, members, acknowledgements and close
+ * (see wk_chunk.h). */
+#include "wk_chunk.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+wk_chunk *wk_chunk_new(hr_redis *r, const hr_chunkmsg *msg, int32_t partition, int64_t offset,
+                       wk_task *task, int ack_batch)
+{
+    wk_chunk *c = calloc(1, sizeof *c);
+    char suffix[48];
+
+    if (c == NULL)
+        return NULL;
+    c->msg = *msg;
+    c->partition = partition;
+    c->offset = offset;
+    c->task = task;
+    c->ack_batch = (size_t)ack_batch;
+    c->acks = calloc(c->ack_batch, sizeof *c->acks);
+    if (c->acks == NULL) {
+        free(c);
+        return NULL;
+    }
+    snprintf(suffix, sizeof suffix, "chunk:%" PRId64, msg->seq);
+    hr_redis_task_key(r, c->k_set, sizeof c->k_set, msg->task, suffix);
+    snprintf(suffix, sizeof suffix, "lease:%" PRId64, msg->seq);
+    hr_redis_task_key(r, c->k_lease, sizeof c->k_lease, msg->task, suffix);
+    hr_redis_task_key(r, c->k_pending, sizeof c->k_pending, msg->task, "pending");
+    hr_redis_task_key(r, c->k_stats, sizeof c->k_stats, msg->task, "stats");
+    hr_redis_task_key(r, c->k_subs, sizeof c->k_subs, msg->task, "subs");
+    hr_redis_task_key(r, c->k_failed, sizeof c->k_failed, msg->task, "failed");
+    return c;
+}
+
+void wk_chunk_free(wk_chunk *c)
+{
+    if (c == NULL)
+        return;
+    if (c->users != NULL)
+        for (size_t i = 0; i < c->npushes; i++)
+            if (c->users[i] != NULL)
+                freeReplyObject(c->users[i]);
+    free(c->users);
+    if (c->members != NULL)
+        freeReplyObject(c->members);
+    free(c->pushes);
+    free(c->acks);
+    free(c);
+}
+
+/* SET NX PX; when taken, whether the holder is us.  A lease that expires
+ * between the SET and the GET is tried once more. */
+static int wk_chunk_lease(wk_chunk *c, hr_redis *r, const char *owner, int lease_ms,
+                          char *errstr, size_t errlen)
+{
+    char ms[24];
+    const char *set[] = {"SET", c->k_lease, owner, "NX", "PX", ms};
+    const char *get[] = {"GET", c->k_lease};
+    redisReply *reply;
+    int rc = WK_CHUNK_BUSY;
+
+    snprintf(ms, sizeof ms, "%d", lease_ms);
+    for (int round = 0; round < 2; round++) {
+        bool gone;
+
+        reply = hr_redis_cmd(r, errstr, errlen, 6, set, NULL);
+        if (reply == NULL)
+            return -1;
+        rc = reply->type == REDIS_REPLY_STATUS ? WK_CHUNK_STARTED : WK_CHUNK_BUSY;
+        freeReplyObject(reply);
+        if (rc == WK_CHUNK_STARTED)
+            return rc;
+        reply = hr_redis_cmd(r, errstr, errlen, 2, get, NULL);
+        if (reply == NULL)
+            return -1;
+        /* Our own id: a redelivery of a chunk this process held before (the
+         * worker has already ruled out one it is pushing now). */
+        if (reply->type == REDIS_REPLY_STRING && strcmp(reply->str, owner) == 0)
+            rc = WK_CHUNK_STARTED;
+        gone = reply->type == REDIS_REPLY_NIL;
+        freeReplyObject(reply);
+        if (!gone)
+            break;
+    }
+    return rc;
+}
+
+static int wk_chunk_fetch_users(wk_chunk *c, hr_redis *r, char *errstr, size_t errlen)
+{
+    char key[WK_CHUNK_KEY_MAX];
+    size_t n = c->members->elements;
+    int rc = 0;
+
+    c->users = calloc(n, sizeof *c->users);
+    if (c->users == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *argv[] = {"HGETALL", key};
+
+        hr_redis_key(r, key, sizeof key, "user:%s", c->members->element[i]->str);
+        if (hr_redis_pipe_cmd(r, 2, argv, NULL) != 0) {
+            snprintf(errstr, errlen, "redis: cannot queue HGETALL");
+            return -1;
+        }
+    }
+    /* Every queued reply is read, even after an error, so the connection
+     * stays in step. */
+    for (size_t i = 0; i < n; i++) {
+        char why[256];
+
+        c->users[i] = hr_redis_pipe_reply(r, why, sizeof why);
+        if (c->users[i] == NULL && rc == 0) {
+            snprintf(errstr, errlen, "%s", why);
+            rc = -1;
+        }
+    }
+    return rc;
+}
+
+int wk_chunk_open(wk_chunk *c, hr_redis *r, const char *owner, int lease_ms, char *errstr,
+                  size_t errlen)
+{
+    const char *smembers[] = {"SMEMBERS", c->k_set};
+    int rc = wk_chunk_lease(c, r, owner, lease_ms, errstr, errlen);
+
+    if (rc != WK_CHUNK_STARTED)
+        return rc;
+    c->members = hr_redis_cmd(r, errstr, errlen, 2, smembers, NULL);
+    if (c->members == NULL)
+        return -1;
+    if (c->members->type != REDIS_REPLY_ARRAY) {
+        snprintf(errstr, errlen, "SMEMBERS: unexpected reply type %d", c->members->type);
+        return -1;
+    }
+    if (c->members->elements == 0)
+        return WK_CHUNK_EMPTY;
+    if (c->task->uses_user && wk_chunk_fetch_users(c, r, errstr, errlen) != 0)
+        return -1;
+    c->npushes = c->members->elements;
+    c->pushes = calloc(c->npushes, sizeof *c->pushes);
+    if (c->pushes == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < c->npushes; i++) {
+        wk_push *p = &c->pushes[i];
+
+        p->owner = c;
+        p->task = c->task;
+        p->uid = c->members->element[i]->str;
+        p->user = c->users != NULL ? c->users[i] : NULL;
+        p->state = WK_PUSH_IDLE;
+    }
+    c->open = c->npushes;
+    return WK_CHUNK_STARTED;
+}
+
+bool wk_chunk_ack(wk_chunk *c, const char *uid)
+{
+    c->acks[c->nacks++] = uid;
+    return c->nacks >= c->ack_batch;
+}
+
+/* Reads an integer reply of script ID; -1 with ERRSTR otherwise. */
+static int wk_chunk_eval_int(hr_redis *r, hr_lua_id id, int nkeys, int argc, const char **argv,
+                             int64_t *out, char *errstr, size_t errlen)
+{
+    redisReply *reply = hr_redis_eval(r, id, nkeys, argc, argv, NULL, errstr, errlen);
+
+    if (reply == NULL)
+        return -1;
+    if (reply->type != REDIS_REPLY_INTEGER) {
+        snprintf(errstr, errlen, "script %d: unexpected reply type %d", (int)id, reply->type);
+        freeReplyObject(reply);
+        return -1;
+    }
+    *out = reply->integer;
+    freeReplyObject(reply);
+    return 0;
+}
+
+int wk_chunk_flush(wk_chunk *c, hr_redis *r, int64_t *removed, int64_t *retried, char *errstr,
+                   size_t errlen)
+{
+    const char **argv = calloc(c->nacks + 3, sizeof *argv);
+    char retried_s[24];
+    int rc = -1;
+
+    *removed = 0;
+    *retried = 0;
+    if (c->nacks == 0 && c->retried_unflushed == 0) {
+        free(argv);
+        return 0;
+    }
+    if (argv == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    snprintf(retried_s, sizeof retried_s, "%" PRId64, c->retried_unflushed);
+    argv[0] = c->k_set;
+    argv[1] = c->k_stats;
+    argv[2] = retried_s;
+    memcpy(argv + 3, c->acks, c->nacks * sizeof *argv);
+    if (wk_chunk_eval_int(r, HR_LUA_ACK, 2, (int)c->nacks + 3, argv, removed, errstr, errlen) != 0)
+        goto done;
+    *retried = c->retried_unflushed;
+    c->retried_unflushed = 0;
+    c->nacks = 0;
+    c->sent += *removed;
+    rc = 0;
+done:
+    free(argv);
+    return rc;
+}
+
+int wk_chunk_dead_letter(wk_chunk *c, hr_redis *r, const char *uid, const char *reason,
+                         int64_t *removed, char *errstr, size_t errlen)
+{
+    const char *argv[] = {c->k_set, c->k_failed, c->k_stats, uid, reason};
+
+    if (wk_chunk_eval_int(r, HR_LUA_DEAD_LETTER, 3, 5, argv, removed, errstr, errlen) != 0)
+        return -1;
+    c->failed += *removed;
+    return 0;
+}
+
+int wk_chunk_close(wk_chunk *c, hr_redis *r, const char *owner, int64_t res[3], char *errstr,
+                   size_t errlen)
+{
+    char seq[24];
+    const char *argv[] = {c->k_set, c->k_lease, c->k_pending, c->k_stats, c->k_subs, seq, owner};
+    redisReply *reply;
+    int rc = -1;
+
+    snprintf(seq, sizeof seq, "%" PRId64, c->msg.seq);
+    reply = hr_redis_eval(r, HR_LUA_CHUNK_DONE, 5, 7, argv, NULL, errstr, errlen);
+    if (reply == NULL)
+        return -1;
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3) {
+        snprintf(errstr, errlen, "chunk_done.lua: unexpected reply");
+        goto done;
+    }
+    for (size_t i = 0; i < 3; i++) {
+        if (reply->element[i]->type != REDIS_REPLY_INTEGER) {
+            snprintf(errstr, errlen, "chunk_done.lua: unexpected reply");
+            goto done;
+        }
+        res[i] = reply->element[i]->integer;
+    }
+    rc = 0;
+done:
+    freeReplyObject(reply);
+    return rc;
+}
+
+int wk_chunk_release(wk_chunk *c, hr_redis *r, const char *owner, char *errstr, size_t errlen)
+{
+    const char *argv[] = {c->k_lease, owner};
+    int64_t released;
+
+    return wk_chunk_eval_int(r, HR_LUA_LEASE_RELEASE, 1, 2, argv, &released, errstr, errlen);
+}

@@ -1,0 +1,83 @@
+/* wk_chunk: one chunk being pushed, and its Redis side.
+ *
+ * A wk_chunk is created by the worker for a chunk message, holds its task
+ * (a wk_task reference the worker takes and puts), the lease, the members
+ * read from the chunk set (the SMEMBERS reply owns the uid strings every
+ * push points at), the HGETALL replies of the recipients when the task's
+ * templates use user.*, one wk_push per member, and the uids delivered but
+ * not yet acknowledged.  The Redis operations are synchronous, on the loop
+ * thread, each one script call (common/lua/):
+ *   open      SET lease NX PX, SMEMBERS, pipelined HGETALLs
+ *   ack       buffered; flushed per ack_batch with ack.lua
+ *   dead      dead_letter.lua per recipient
+ *   close     chunk_done.lua once every recipient is settled
+ *   release   lease_release.lua when the chunk is abandoned
+ * Keys are built once at creation ({t<ID>} hash tag on every one). */
+#ifndef WK_CHUNK_H
+#define WK_CHUNK_H
+
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "hr_chunkmsg.h"
+#include "hr_redis.h"
+#include "wk_sender.h"
+#include "wk_task.h"
+
+#define WK_CHUNK_KEY_MAX 192
+
+typedef struct wk_chunk {
+    TAILQ_ENTRY(wk_chunk) link;
+    hr_chunkmsg msg;
+    int32_t partition;
+    int64_t offset;
+    wk_task *task;
+    char k_set[WK_CHUNK_KEY_MAX], k_lease[WK_CHUNK_KEY_MAX], k_pending[WK_CHUNK_KEY_MAX];
+    char k_stats[WK_CHUNK_KEY_MAX], k_subs[WK_CHUNK_KEY_MAX], k_failed[WK_CHUNK_KEY_MAX];
+    redisReply *members;   /* SMEMBERS reply */
+    redisReply **users;    /* per member, or NULL when not needed */
+    wk_push *pushes;
+    size_t npushes;
+    size_t open;           /* pushes not yet settled */
+    const char **acks;     /* delivered, awaiting ack.lua */
+    size_t nacks, ack_batch;
+    int64_t retried_unflushed;
+    int64_t sent, failed, retried; /* totals, for the chunk_done log line */
+    int64_t started_ms;
+} wk_chunk;
+
+typedef enum wk_chunk_open_result {
+    WK_CHUNK_STARTED = 0, /* lease held, pushes ready to submit */
+    WK_CHUNK_BUSY = 1,    /* another worker holds the lease */
+    WK_CHUNK_EMPTY = 2,   /* the set is empty or gone: already done */
+} wk_chunk_open_result;
+
+/* A new chunk for MSG with TASK (the reference passes to the chunk's
+ * owner, who puts it).  NULL when out of memory. */
+wk_chunk *wk_chunk_new(hr_redis *r, const hr_chunkmsg *msg, int32_t partition, int64_t offset,
+                       wk_task *task, int ack_batch);
+void wk_chunk_free(wk_chunk *c);
+
+/* Takes the lease and reads the members.  A wk_chunk_open_result, or -1
+ * with ERRSTR on a Redis error. */
+int wk_chunk_open(wk_chunk *c, hr_redis *r, const char *owner, int lease_ms, char *errstr,
+                  size_t errlen);
+
+/* Buffers UID as delivered; true when the buffer reached the ack batch and
+ * should be flushed. */
+bool wk_chunk_ack(wk_chunk *c, const char *uid);
+/* Runs ack.lua for the buffered uids and retries: *REMOVED gets how many
+ * left the set (counted as sent), *RETRIED the retries flushed.  The buffer
+ * is emptied only on success. */
+int wk_chunk_flush(wk_chunk *c, hr_redis *r, int64_t *removed, int64_t *retried, char *errstr,
+                   size_t errlen);
+/* dead_letter.lua for UID; *REMOVED is 1 when it was still in the set. */
+int wk_chunk_dead_letter(wk_chunk *c, hr_redis *r, const char *uid, const char *reason,
+                         int64_t *removed, char *errstr, size_t errlen);
+/* chunk_done.lua: RES gets {removed, pending left, subs left}. */
+int wk_chunk_close(wk_chunk *c, hr_redis *r, const char *owner, int64_t res[3], char *errstr,
+                   size_t errlen);
+/* lease_release.lua. */
+int wk_chunk_release(wk_chunk *c, hr_redis *r, const char *owner, char *errstr, size_t errlen);
+
+#endif

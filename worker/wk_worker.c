@@ -1,0 +1,699 @@
+/* wk_worker: the loop thread of herald-worker (see wk_worker.h).
+ *
+ * Handles on the loop: the Kafka queue's io-event pipe (uv_poll), a kick
+ * timer that polls the consumer queue as a fallback and after fetching was
+ * paused, an idle handle that runs deferred work outside callbacks (fetch
+ * more, finish the shutdown), the lease renewal timer, the shutdown grace
+ * timer and the two signals.  The sender adds its own.
+ *
+ * Ownership: the worker owns every wk_chunk in w->chunks; a chunk owns its
+ * pushes; the sender only links them.  A chunk leaves the list through
+ * wk_worker_finish (all settled), wk_worker_abandon (revoke, shutdown) or
+ * wk_worker_drop (a Redis error: the chunk's offset counts as finished, the
+ * dispatcher's sweeper republishes it once its lease expired). */
+#include "wk_worker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <librdkafka/rdkafka.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/queue.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "hr_chunkmsg.h"
+#include "hr_kafka.h"
+#include "hr_log.h"
+#include "wk_clock.h"
+#include "hr_mysql.h"
+#include "hr_redis.h"
+#include "wk_chunk.h"
+#include "wk_offsets.h"
+#include "wk_reporter.h"
+#include "wk_sender.h"
+#include "wk_task.h"
+
+#define WK_WORKER_KICK_MS 250
+#define WK_WORKER_CLOSE_TIMEOUT_MS 10000
+
+struct wk_worker {
+    const hr_config *cfg;
+    char owner[160];
+    uv_loop_t loop;
+    uv_signal_t sigterm, sigint;
+    uv_timer_t kick, renew, grace;
+    uv_idle_t idle;
+    uv_poll_t kpoll;
+    int kpipe[2];
+    bool handles_ready;
+    rd_kafka_t *rk;
+    rd_kafka_queue_t *kq;
+    hr_redis *redis;
+    hr_mysql *mysql;
+    wk_task_cache *tasks;
+    wk_sender *sender;
+    wk_reporter *reporter;
+    wk_offsets *offsets;
+    TAILQ_HEAD(, wk_chunk) chunks;
+    size_t nchunks;
+    bool stopping, finished;
+    wk_worker_stats stats;
+};
+
+static void wk_worker_fetch(wk_worker *w);
+
+/* ---- offsets ------------------------------------------------------------ */
+
+static void wk_worker_store(wk_worker *w, int32_t partition, int64_t offset)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_resp_err_t err;
+
+    rd_kafka_topic_partition_list_add(l, w->cfg->kafka.topic, partition)->offset = offset;
+    err = rd_kafka_offsets_store(w->rk, l);
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+        err = l->elems[0].err;
+    /* __STATE: the partition was revoked meanwhile, which is expected. */
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR__STATE)
+        hr_log_warn("offset_store_failed", "partition=%" PRId32 " offset=%" PRId64 " error=%s",
+                    partition, offset, rd_kafka_err2str(err));
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+/* The message at PARTITION/OFFSET needs nothing more. */
+static void wk_worker_settle_offset(wk_worker *w, int32_t partition, int64_t offset)
+{
+    int64_t store;
+
+    if (wk_offsets_finish(w->offsets, partition, offset, &store) == 1)
+        wk_worker_store(w, partition, store);
+}
+
+static void wk_worker_soon(wk_worker *w);
+
+/* ---- chunk endings ------------------------------------------------------ */
+
+static void wk_worker_report_counters(wk_worker *w, int64_t task, int64_t sent, int64_t failed,
+                                      int64_t retried)
+{
+    wk_event ev = {.kind = WK_EVENT_COUNTERS, .task = task};
+
+    if (sent == 0 && failed == 0 && retried == 0)
+        return;
+    ev.u.counters.sent = sent;
+    ev.u.counters.failed = failed;
+    ev.u.counters.retried = retried;
+    wk_reporter_push(w->reporter, &ev);
+}
+
+/* Flushes C's acknowledgements and reports them; 0 or -1 (logged). */
+static int wk_worker_flush(wk_worker *w, wk_chunk *c)
+{
+    int64_t removed, retried;
+    char errstr[256];
+
+    if (wk_chunk_flush(c, w->redis, &removed, &retried, errstr, sizeof errstr) != 0) {
+        hr_log_error("ack_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s", c->msg.task,
+                     c->msg.seq, errstr);
+        return -1;
+    }
+    wk_worker_report_counters(w, c->msg.task, removed, 0, retried);
+    return 0;
+}
+
+static void wk_worker_unlink(wk_worker *w, wk_chunk *c)
+{
+    for (size_t i = 0; i < c->npushes; i++)
+        wk_sender_cancel(w->sender, &c->pushes[i]);
+    TAILQ_REMOVE(&w->chunks, c, link);
+    w->nchunks--;
+    wk_task_put(w->tasks, c->task);
+    wk_chunk_free(c);
+    wk_worker_soon(w);
+}
+
+/* Gives C up without finishing it: requests stop, delivered recipients are
+ * acknowledged, the lease is released; the rest stay in the set.  The
+ * offset is not stored, so the chunk is redelivered. */
+static void wk_worker_abandon(wk_worker *w, wk_chunk *c, const char *why)
+{
+    char errstr[256];
+
+    for (size_t i = 0; i < c->npushes; i++)
+        wk_sender_cancel(w->sender, &c->pushes[i]);
+    wk_worker_flush(w, c);
+    if (wk_chunk_release(c, w->redis, w->owner, errstr, sizeof errstr) != 0)
+        hr_log_warn("lease_release_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s",
+                    c->msg.task, c->msg.seq, errstr);
+    hr_log_info("chunk_abandoned", "task=%" PRId64 " seq=%" PRId64 " reason=%s open=%zu",
+                c->msg.task, c->msg.seq, why, c->open);
+    wk_worker_unlink(w, c);
+}
+
+/* A Redis error: the lease is left to expire and the offset counts as
+ * finished; the sweeper republishes the chunk (pending still holds it). */
+static void wk_worker_drop(wk_worker *w, wk_chunk *c, const char *why)
+{
+    w->stats.errors++;
+    hr_log_error("chunk_dropped", "task=%" PRId64 " seq=%" PRId64 " reason=%s", c->msg.task,
+                 c->msg.seq, why);
+    wk_worker_settle_offset(w, c->partition, c->offset);
+    wk_worker_unlink(w, c);
+}
+
+/* Every recipient of C is settled: acknowledge, close, store the offset. */
+static void wk_worker_finish(wk_worker *w, wk_chunk *c)
+{
+    int64_t res[3];
+    char errstr[256];
+
+    if (wk_worker_flush(w, c) != 0) {
+        wk_worker_drop(w, c, "ack failed");
+        return;
+    }
+    if (wk_chunk_close(c, w->redis, w->owner, res, errstr, sizeof errstr) != 0) {
+        wk_worker_drop(w, c, errstr);
+        return;
+    }
+    if (res[0] < 0) {
+        /* Members appeared after we read the set: leave them to a
+         * redelivery by the sweeper. */
+        hr_log_warn("chunk_not_empty", "task=%" PRId64 " seq=%" PRId64, c->msg.task, c->msg.seq);
+        wk_chunk_release(c, w->redis, w->owner, errstr, sizeof errstr);
+    } else {
+        wk_event ev = {.kind = WK_EVENT_CHUNK_DONE, .task = c->msg.task};
+
+        ev.u.chunk.seq = c->msg.seq;
+        ev.u.chunk.done_ms = wk_clock_now_ms();
+        ev.u.chunk.pending_left = res[1];
+        ev.u.chunk.subs_left = res[2];
+        wk_reporter_push(w->reporter, &ev);
+        w->stats.chunks_done++;
+    }
+    hr_log_info("chunk_done",
+                "task=%" PRId64 " seq=%" PRId64 " recipients=%zu sent=%" PRId64 " failed=%" PRId64
+                " retried=%" PRId64 " duration_ms=%" PRId64 " pending_left=%" PRId64,
+                c->msg.task, c->msg.seq, c->npushes, c->sent, c->failed, c->retried,
+                wk_clock_now_ms() - c->started_ms, res[1]);
+    wk_worker_settle_offset(w, c->partition, c->offset);
+    wk_worker_unlink(w, c);
+}
+
+/* ---- push outcomes ---------------------------------------------------------- */
+
+static void wk_worker_outcome(wk_worker *w, const wk_chunk *c, const wk_push *p,
+                              const wk_push_result *res)
+{
+    wk_event ev = {.kind = WK_EVENT_OUTCOME, .task = c->msg.task};
+    char *end;
+
+    errno = 0;
+    ev.u.outcome.uid = strtoull(p->uid, &end, 10);
+    if (errno != 0 || end == p->uid || *end != '\0')
+        return; /* push_delivery keys on numeric uids */
+    ev.u.outcome.status = res->delivered ? WK_DELIVERY_SENT : WK_DELIVERY_FAILED;
+    ev.u.outcome.attempts = p->attempts;
+    ev.u.outcome.http_status = (int)res->http_status;
+    ev.u.outcome.latency_ms = res->latency_ms;
+    ev.u.outcome.at_ms = wk_clock_now_ms();
+    wk_reporter_push(w->reporter, &ev);
+}
+
+static void wk_worker_push_done(void *ctx, wk_push *p, const wk_push_result *res)
+{
+    wk_worker *w = ctx;
+    wk_chunk *c = p->owner;
+    char errstr[256];
+
+    c->open--;
+    if (p->attempts > 1) {
+        c->retried += p->attempts - 1;
+        c->retried_unflushed += p->attempts - 1;
+    }
+    if (w->cfg->worker.delivery_log)
+        wk_worker_outcome(w, c, p, res);
+    if (res->delivered) {
+        if (wk_chunk_ack(c, p->uid) && wk_worker_flush(w, c) != 0) {
+            wk_worker_drop(w, c, "ack failed");
+            return;
+        }
+    } else {
+        int64_t removed = 0;
+
+        if (wk_chunk_dead_letter(c, w->redis, p->uid, res->reason, &removed, errstr,
+                                 sizeof errstr) != 0) {
+            wk_worker_drop(w, c, errstr);
+            return;
+        }
+        hr_log_debug("push_failed", "task=%" PRId64 " uid=%s reason=%s", c->msg.task, p->uid,
+                     res->reason);
+        wk_worker_report_counters(w, c->msg.task, 0, removed, 0);
+    }
+    if (c->open == 0)
+        wk_worker_finish(w, c);
+    if (w->stopping)
+        wk_worker_soon(w);
+}
+
+/* ---- messages -------------------------------------------------------------- */
+
+static bool wk_worker_active(const wk_worker *w, const hr_chunkmsg *msg)
+{
+    const wk_chunk *c;
+
+    TAILQ_FOREACH(c, &w->chunks, link)
+        if (c->msg.task == msg->task && c->msg.seq == msg->seq)
+            return true;
+    return false;
+}
+
+/* The control key: run unless it says pause or cancel.  -1 on error. */
+static int wk_worker_ctl_runs(wk_worker *w, int64_t task, char *errstr, size_t errlen)
+{
+    char key[WK_CHUNK_KEY_MAX];
+    const char *argv[] = {"GET", key};
+    redisReply *reply;
+    int runs;
+
+    hr_redis_task_key(w->redis, key, sizeof key, task, "ctl");
+    reply = hr_redis_cmd(w->redis, errstr, errlen, 2, argv, NULL);
+    if (reply == NULL)
+        return -1;
+    runs = !(reply->type == REDIS_REPLY_STRING &&
+             (strcmp(reply->str, "pause") == 0 || strcmp(reply->str, "cancel") == 0));
+    freeReplyObject(reply);
+    return runs;
+}
+
+/* Starts work on a decoded chunk message; the offset is settled here for
+ * every message that does not become an open chunk. */
+static void wk_worker_chunk(wk_worker *w, const hr_chunkmsg *msg, int32_t partition,
+                            int64_t offset)
+{
+    wk_task *task = NULL;
+    wk_chunk *c;
+    char errstr[512];
+    int rc;
+
+    rc = wk_task_get(w->tasks, w->mysql, msg->task, wk_clock_now_ms(), &task, errstr,
+                     sizeof errstr);
+    if (rc != 0) {
+        if (rc == 1) {
+            w->stats.unknown_tasks++;
+            hr_log_warn("unknown_task", "task=%" PRId64 " seq=%" PRId64 " partition=%" PRId32
+                        " offset=%" PRId64 " unknown_tasks=%" PRId64,
+                        msg->task, msg->seq, partition, offset, w->stats.unknown_tasks);
+        } else {
+            w->stats.errors++;
+            hr_log_error("task_load_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s",
+                         msg->task, msg->seq, errstr);
+        }
+        wk_worker_settle_offset(w, partition, offset);
+        return;
+    }
+    rc = wk_worker_ctl_runs(w, msg->task, errstr, sizeof errstr);
+    if (rc != 1 || wk_worker_active(w, msg)) {
+        if (rc < 0) {
+            w->stats.errors++;
+            hr_log_error("ctl_read_failed", "task=%" PRId64 " error=%s", msg->task, errstr);
+        } else if (rc == 0) {
+            w->stats.parked_chunks++;
+            hr_log_info("chunk_parked", "task=%" PRId64 " seq=%" PRId64, msg->task, msg->seq);
+        } else {
+            hr_log_info("chunk_duplicate", "task=%" PRId64 " seq=%" PRId64, msg->task, msg->seq);
+        }
+        wk_task_put(w->tasks, task);
+        wk_worker_settle_offset(w, partition, offset);
+        return;
+    }
+    c = wk_chunk_new(w->redis, msg, partition, offset, task, w->cfg->worker.ack_batch);
+    if (c == NULL) {
+        wk_task_put(w->tasks, task);
+        hr_log_error("out_of_memory", "task=%" PRId64 " seq=%" PRId64, msg->task, msg->seq);
+        wk_worker_settle_offset(w, partition, offset);
+        return;
+    }
+    c->started_ms = wk_clock_now_ms();
+    TAILQ_INSERT_TAIL(&w->chunks, c, link);
+    w->nchunks++;
+    rc = wk_chunk_open(c, w->redis, w->owner, w->cfg->worker.lease_ms, errstr, sizeof errstr);
+    switch (rc) {
+    case WK_CHUNK_BUSY:
+        w->stats.busy_chunks++;
+        hr_log_info("chunk_busy", "task=%" PRId64 " seq=%" PRId64, msg->task, msg->seq);
+        wk_worker_settle_offset(w, partition, offset);
+        wk_worker_unlink(w, c);
+        return;
+    case WK_CHUNK_EMPTY:
+        wk_worker_finish(w, c);
+        return;
+    case WK_CHUNK_STARTED:
+        break;
+    default:
+        wk_worker_drop(w, c, errstr);
+        return;
+    }
+    hr_log_info("chunk_start", "task=%" PRId64 " seq=%" PRId64 " recipients=%zu partition=%" PRId32
+                " offset=%" PRId64,
+                msg->task, msg->seq, c->npushes, partition, offset);
+    for (size_t i = 0; i < c->npushes; i++)
+        wk_sender_submit(w->sender, &c->pushes[i]);
+    /* May settle pushes, even finish or drop C: C is not touched after. */
+    wk_sender_kick(w->sender);
+}
+
+static void wk_worker_message(wk_worker *w, const rd_kafka_message_t *m)
+{
+    hr_chunkmsg msg;
+    char errstr[256];
+
+    if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+            hr_log_warn("kafka_error", "error=%s", rd_kafka_message_errstr(m));
+        return;
+    }
+    if (wk_offsets_begin(w->offsets, m->partition, m->offset) != 0) {
+        hr_log_warn("offset_out_of_order", "partition=%" PRId32 " offset=%" PRId64, m->partition,
+                    m->offset);
+        return;
+    }
+    if (hr_chunkmsg_decode(m->payload, m->len, &msg, errstr, sizeof errstr) != 0) {
+        w->stats.bad_messages++;
+        hr_log_warn("bad_message", "partition=%" PRId32 " offset=%" PRId64
+                    " reason=%s bad_messages=%" PRId64,
+                    m->partition, m->offset, errstr, w->stats.bad_messages);
+        wk_worker_settle_offset(w, m->partition, m->offset);
+        return;
+    }
+    wk_worker_chunk(w, &msg, m->partition, m->offset);
+}
+
+/* Takes messages while fewer than max_chunks_in_flight chunks are open. */
+static void wk_worker_fetch(wk_worker *w)
+{
+    while (!w->stopping && w->nchunks < (size_t)w->cfg->worker.max_chunks_in_flight) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(w->rk, 0);
+
+        if (m == NULL)
+            break;
+        wk_worker_message(w, m);
+        rd_kafka_message_destroy(m);
+    }
+}
+
+static void wk_worker_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                                rd_kafka_topic_partition_list_t *parts, void *opaque)
+{
+    wk_worker *w = opaque;
+
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        hr_log_info("partitions_assigned", "count=%d", parts->cnt);
+        rd_kafka_assign(rk, parts);
+        return;
+    }
+    if (err != RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS)
+        hr_log_error("rebalance_error", "error=%s", rd_kafka_err2str(err));
+    for (int i = 0; i < parts->cnt; i++) {
+        int32_t partition = parts->elems[i].partition;
+        wk_chunk *c, *next;
+
+        for (c = TAILQ_FIRST(&w->chunks); c != NULL; c = next) {
+            next = TAILQ_NEXT(c, link);
+            if (c->partition == partition)
+                wk_worker_abandon(w, c, "revoked");
+        }
+        wk_offsets_drop(w->offsets, partition);
+    }
+    hr_log_info("partitions_revoked", "count=%d", parts->cnt);
+    rd_kafka_assign(rk, NULL);
+}
+
+/* ---- loop callbacks ------------------------------------------------------------ */
+
+static void wk_worker_kpoll_cb(uv_poll_t *h, int status, int events)
+{
+    wk_worker *w = h->data;
+    char buf[64];
+
+    (void)status;
+    (void)events;
+    while (read(w->kpipe[0], buf, sizeof buf) > 0)
+        ;
+    wk_worker_fetch(w);
+}
+
+static void wk_worker_kick_cb(uv_timer_t *t)
+{
+    wk_worker_fetch(t->data);
+}
+
+static void wk_worker_renew_cb(uv_timer_t *t)
+{
+    wk_worker *w = t->data;
+    char ms[24], errstr[256];
+    wk_chunk *c;
+    size_t n = 0;
+
+    snprintf(ms, sizeof ms, "%d", w->cfg->worker.lease_ms);
+    TAILQ_FOREACH(c, &w->chunks, link) {
+        const char *argv[] = {c->k_lease, w->owner, ms};
+
+        if (hr_redis_pipe_eval(w->redis, HR_LUA_LEASE_RENEW, 1, 3, argv, NULL) == 0)
+            n++;
+    }
+    c = TAILQ_FIRST(&w->chunks);
+    for (size_t i = 0; i < n; i++, c = c ? TAILQ_NEXT(c, link) : NULL) {
+        redisReply *reply = hr_redis_pipe_reply(w->redis, errstr, sizeof errstr);
+
+        if (reply == NULL)
+            hr_log_warn("lease_renew_failed", "error=%s", errstr);
+        else if (reply->type == REDIS_REPLY_INTEGER && reply->integer == 0 && c != NULL)
+            /* Someone else holds it now; pushing on only adds duplicates
+             * the acks absorb, so the chunk is kept. */
+            hr_log_warn("lease_lost", "task=%" PRId64 " seq=%" PRId64, c->msg.task, c->msg.seq);
+        if (reply != NULL)
+            freeReplyObject(reply);
+    }
+}
+
+static void wk_worker_close_handles(wk_worker *w);
+
+/* Abandons what is left, commits offsets, leaves the group. */
+static void wk_worker_shutdown_now(wk_worker *w)
+{
+    rd_kafka_resp_err_t err;
+    wk_chunk *c;
+
+    if (w->finished)
+        return;
+    w->finished = true;
+    while ((c = TAILQ_FIRST(&w->chunks)) != NULL)
+        wk_worker_abandon(w, c, "shutdown");
+    err = rd_kafka_commit(w->rk, NULL, 0);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR__NO_OFFSET)
+        hr_log_warn("offset_commit_failed", "error=%s", rd_kafka_err2str(err));
+    err = rd_kafka_consumer_close(w->rk);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+        hr_log_warn("consumer_close_failed", "error=%s", rd_kafka_err2str(err));
+    wk_worker_close_handles(w);
+}
+
+static void wk_worker_idle_cb(uv_idle_t *h)
+{
+    wk_worker *w = h->data;
+
+    uv_idle_stop(h);
+    if (w->stopping) {
+        if (wk_sender_in_flight(w->sender) == 0)
+            wk_worker_shutdown_now(w);
+        return;
+    }
+    wk_worker_fetch(w);
+}
+
+/* Runs the idle callback once the current callback has returned. */
+static void wk_worker_soon(wk_worker *w)
+{
+    if (!w->finished)
+        uv_idle_start(&w->idle, wk_worker_idle_cb);
+}
+
+static void wk_worker_grace_cb(uv_timer_t *t)
+{
+    wk_worker *w = t->data;
+
+    hr_log_warn("shutdown_grace_expired", "in_flight=%zu", wk_sender_in_flight(w->sender));
+    wk_worker_shutdown_now(w);
+}
+
+static void wk_worker_signal_cb(uv_signal_t *h, int signum)
+{
+    wk_worker *w = h->data;
+
+    if (w->stopping)
+        return;
+    w->stopping = true;
+    hr_log_info("worker_stopping", "signal=%d chunks=%zu in_flight=%zu", signum, w->nchunks,
+                wk_sender_in_flight(w->sender));
+    uv_poll_stop(&w->kpoll);
+    uv_timer_stop(&w->kick);
+    wk_sender_drain(w->sender);
+    uv_timer_start(&w->grace, wk_worker_grace_cb, (uint64_t)w->cfg->worker.shutdown_grace_ms, 0);
+    wk_worker_soon(w);
+}
+
+static void wk_worker_close_handles(wk_worker *w)
+{
+    uv_close((uv_handle_t *)&w->sigterm, NULL);
+    uv_close((uv_handle_t *)&w->sigint, NULL);
+    uv_close((uv_handle_t *)&w->kick, NULL);
+    uv_close((uv_handle_t *)&w->renew, NULL);
+    uv_close((uv_handle_t *)&w->grace, NULL);
+    uv_close((uv_handle_t *)&w->idle, NULL);
+    uv_close((uv_handle_t *)&w->kpoll, NULL);
+    wk_sender_close(w->sender);
+}
+
+/* ---- setup ------------------------------------------------------------------- */
+
+int wk_worker_new(const hr_config *cfg, wk_worker **out, char *errstr, size_t errlen)
+{
+    wk_worker *w = calloc(1, sizeof *w);
+
+    *out = NULL;
+    if (w == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    w->cfg = cfg;
+    w->kpipe[0] = w->kpipe[1] = -1;
+    TAILQ_INIT(&w->chunks);
+    snprintf(w->owner, sizeof w->owner, "%s/%ld", cfg->instance, (long)getpid());
+    if (uv_loop_init(&w->loop) != 0) {
+        snprintf(errstr, errlen, "uv_loop_init failed");
+        free(w);
+        return -1;
+    }
+    if (hr_redis_connect(cfg, &w->redis, errstr, errlen) != 0 ||
+        hr_mysql_connect(cfg, &w->mysql, errstr, errlen) != 0)
+        goto fail;
+    if (wk_task_cache_new(cfg, &w->tasks) != 0 || wk_offsets_new(&w->offsets) != 0) {
+        snprintf(errstr, errlen, "out of memory");
+        goto fail;
+    }
+    if (wk_sender_new(&w->loop, cfg, w->redis, wk_worker_push_done, w, &w->sender, errstr,
+                      errlen) != 0 ||
+        wk_reporter_start(cfg, w->owner, &w->reporter, errstr, errlen) != 0)
+        goto fail;
+    *out = w;
+    return 0;
+fail:
+    wk_worker_free(w);
+    return -1;
+}
+
+/* The consumer, its io-event pipe and the loop handles. */
+static int wk_worker_setup(wk_worker *w, char *errstr, size_t errlen)
+{
+    rd_kafka_conf_t *conf = hr_kafka_conf_new(w->cfg, HR_KAFKA_CONSUMER, errstr, errlen);
+    rd_kafka_topic_partition_list_t *topics;
+    rd_kafka_resp_err_t err;
+
+    if (conf == NULL)
+        return -1;
+    rd_kafka_conf_set_rebalance_cb(conf, wk_worker_rebalance);
+    rd_kafka_conf_set_opaque(conf, w);
+    w->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, errlen);
+    if (w->rk == NULL) {
+        rd_kafka_conf_destroy(conf);
+        return -1;
+    }
+    rd_kafka_poll_set_consumer(w->rk);
+    w->kq = rd_kafka_queue_get_consumer(w->rk);
+    if (pipe2(w->kpipe, O_NONBLOCK | O_CLOEXEC) != 0) {
+        snprintf(errstr, errlen, "pipe: %s", strerror(errno));
+        return -1;
+    }
+    rd_kafka_queue_io_event_enable(w->kq, w->kpipe[1], "1", 1);
+    topics = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(topics, w->cfg->kafka.topic, RD_KAFKA_PARTITION_UA);
+    err = rd_kafka_subscribe(w->rk, topics);
+    rd_kafka_topic_partition_list_destroy(topics);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(errstr, errlen, "subscribe %s: %s", w->cfg->kafka.topic, rd_kafka_err2str(err));
+        return -1;
+    }
+
+    uv_signal_init(&w->loop, &w->sigterm);
+    uv_signal_init(&w->loop, &w->sigint);
+    uv_timer_init(&w->loop, &w->kick);
+    uv_timer_init(&w->loop, &w->renew);
+    uv_timer_init(&w->loop, &w->grace);
+    uv_idle_init(&w->loop, &w->idle);
+    uv_poll_init(&w->loop, &w->kpoll, w->kpipe[0]);
+    w->handles_ready = true;
+    w->sigterm.data = w->sigint.data = w;
+    w->kick.data = w->renew.data = w->grace.data = w;
+    w->idle.data = w->kpoll.data = w;
+    uv_signal_start(&w->sigterm, wk_worker_signal_cb, SIGTERM);
+    uv_signal_start(&w->sigint, wk_worker_signal_cb, SIGINT);
+    uv_timer_start(&w->kick, wk_worker_kick_cb, WK_WORKER_KICK_MS, WK_WORKER_KICK_MS);
+    uv_timer_start(&w->renew, wk_worker_renew_cb, (uint64_t)w->cfg->worker.lease_ms / 3,
+                   (uint64_t)w->cfg->worker.lease_ms / 3);
+    uv_poll_start(&w->kpoll, UV_READABLE, wk_worker_kpoll_cb);
+    return 0;
+}
+
+int wk_worker_run(wk_worker *w, char *errstr, size_t errlen)
+{
+    if (wk_worker_setup(w, errstr, errlen) != 0)
+        return -1;
+    hr_log_info("worker_started", "owner=%s topic=%s group=%s max_chunks_in_flight=%d", w->owner,
+                w->cfg->kafka.topic, w->cfg->kafka.group, w->cfg->worker.max_chunks_in_flight);
+    uv_run(&w->loop, UV_RUN_DEFAULT);
+    hr_log_info("worker_stopped", "chunks_done=%" PRId64 " bad_messages=%" PRId64
+                " unknown_tasks=%" PRId64 " busy_chunks=%" PRId64 " parked_chunks=%" PRId64,
+                w->stats.chunks_done, w->stats.bad_messages, w->stats.unknown_tasks,
+                w->stats.busy_chunks, w->stats.parked_chunks);
+    return 0;
+}
+
+void wk_worker_get_stats(const wk_worker *w, wk_worker_stats *out)
+{
+    *out = w->stats;
+}
+
+void wk_worker_free(wk_worker *w)
+{
+    if (w == NULL)
+        return;
+    if (!w->finished && w->handles_ready) {
+        /* Run failed half way or never finished: close what was opened. */
+        w->finished = true;
+        wk_worker_close_handles(w);
+    } else if (!w->handles_ready && w->sender != NULL) {
+        wk_sender_close(w->sender);
+    }
+    uv_run(&w->loop, UV_RUN_DEFAULT);
+    wk_sender_free(w->sender);
+    wk_reporter_stop(w->reporter);
+    if (w->kq != NULL)
+        rd_kafka_queue_destroy(w->kq);
+    if (w->rk != NULL)
+        rd_kafka_destroy(w->rk);
+    if (w->kpipe[0] >= 0)
+        close(w->kpipe[0]);
+    if (w->kpipe[1] >= 0)
+        close(w->kpipe[1]);
+    wk_offsets_free(w->offsets);
+    wk_task_cache_free(w->tasks);
+    hr_mysql_free(w->mysql);
+    hr_redis_free(w->redis);
+    uv_loop_close(&w->loop);
+    free(w);
+}

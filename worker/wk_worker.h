@@ -1,0 +1,43 @@
+/* wk_worker: the herald-worker daemon — one libuv loop thread that drives
+ * the Kafka consumer, the chunks, the sender and the lease renewals, plus
+ * the reporter thread (wk_reporter) for MySQL writes.
+ *
+ * Flow per chunk message (DESIGN.md flows 6-8, docs/architecture.md
+ * "Runtime contract"): decode strictly (bad → count, skip); load the task
+ * (unknown → count, skip); read the control key (pause/cancel → leave the
+ * chunk untouched, skip); take the lease (foreign → skip); read the set
+ * (empty → close it idempotently); push every member; acknowledge in
+ * batches; close with chunk_done.lua; then store the offset — only once
+ * every earlier message of the partition is finished too (wk_offsets).
+ * "Skip" always means: the offset counts as finished.
+ *
+ * Fetching stops while worker.max_chunks_in_flight chunks are open.
+ * Revoked partitions' chunks are abandoned (requests aborted, acks
+ * flushed, lease released; the recipients stay in the set for the next
+ * owner).  SIGTERM/SIGINT: stop fetching and starting requests, wait for
+ * running requests (at most worker.shutdown_grace_ms), abandon what is
+ * left, commit offsets, close the consumer, flush the reporter. */
+#ifndef WK_WORKER_H
+#define WK_WORKER_H
+
+#include <stdint.h>
+
+#include "hr_config.h"
+
+typedef struct wk_worker wk_worker;
+
+/* Counters of skipped input, for logs and tests. */
+typedef struct wk_worker_stats {
+    int64_t bad_messages, unknown_tasks, busy_chunks, parked_chunks, chunks_done, errors;
+} wk_worker_stats;
+
+/* Connects to Redis, MySQL and Kafka and starts the reporter.  CFG must
+ * outlive the worker. */
+int wk_worker_new(const hr_config *cfg, wk_worker **out, char *errstr, size_t errlen);
+/* Runs until a signal asks it to stop and the drain is done; 0, or -1 with
+ * ERRSTR when Kafka cannot be set up. */
+int wk_worker_run(wk_worker *w, char *errstr, size_t errlen);
+void wk_worker_get_stats(const wk_worker *w, wk_worker_stats *out);
+void wk_worker_free(wk_worker *w);
+
+#endif
