@@ -7,7 +7,9 @@
  *   t_timer (timer_interval_ms)  -> timer pop + claims
  *   t_lease (lease_s / 3)        -> lease renewal
  *   t_tick  (DSP_TICK_MS)        -> delivery reports, chunk rows, chunking
- * SIGTERM/SIGINT stop claiming at once; when the background job in flight
+ * The HTTP server (dsp_api.c) runs from start to exit on its own threads;
+ * without API tokens (and without api.insecure) the dispatcher refuses to
+ * start (exit 2).  SIGTERM/SIGINT stop claiming at once; when the background job in flight
  * has returned, the producer is flushed (bounded), the reports written,
  * the leases released (lease_until = now, so another dispatcher takes
  * over without waiting) and the loop ends.
@@ -144,7 +146,14 @@ int dsp_run(const hr_config *cfg)
     pthread_mutex_init(&d->health_mu, NULL);
     atomic_init(&d->stopping, false);
     d->loop = uv_default_loop();
-    if (dsp_producer_new(d, err, sizeof err) < 0) {
+    if (cfg->dispatcher.api.ntokens == 0 && !cfg->dispatcher.api.insecure) {
+        fprintf(stderr, "%s: dispatcher.api.tokens is empty; configure at least one bearer "
+                "token, or set dispatcher.api.insecure: true (development only)\n", cfg->path);
+        rc = 2;
+        goto done;
+    }
+    if (dsp_metrics_new(d, err, sizeof err) < 0 || dsp_producer_new(d, err, sizeof err) < 0 ||
+        dsp_api_start(d, err, sizeof err) < 0) {
         hr_log_error("startup_failed", "error=%s", err);
         goto done;
     }
@@ -170,11 +179,13 @@ int dsp_run(const hr_config *cfg)
     hr_log_info("dispatcher_stopped", "owner=%s", d->owner);
     rc = 0;
 done:
+    dsp_api_stop(d);
     dsp_tasks_free(d);
     dsp_bg_free(d);
     dsp_conn_close(&d->loop_conn);
     if (d->rk != NULL)
         rd_kafka_destroy(d->rk);
+    dsp_metrics_free(d);
     pthread_mutex_destroy(&d->health_mu);
     free(d);
     return rc;

@@ -13,6 +13,12 @@
  *     after-work callback (libuv orders the two, so no lock is needed).
  *   - both produce to Kafka (rd_kafka_producev is thread-safe).
  *   - dsp.health is shared and guarded by health_mu; dsp.stopping is atomic.
+ *   - the HTTP API (dsp_api.c) runs on libmicrohttpd's pool threads.  It
+ *     never touches the loop's or the job's connections: it has its own
+ *     pool (dsp_api.pool, guarded by pool_mu, one connection pair per
+ *     request in flight).  It reads dsp.down/dsp.seen under health_mu.
+ *   - metric children (dsp.met) are looked up at start-up and updated
+ *     lock-free from any thread.
  * Blocking MySQL work on the loop thread is limited to single-row
  * statements (claim, renew, chunk rows); the scans whose cost grows with
  * the number of tasks or subscribers run in the background job. */
@@ -27,6 +33,8 @@
 #include <uv.h>
 
 #include "hr_config.h"
+#include "hr_httpd.h"
+#include "hr_metrics.h"
 #include "hr_mysql.h"
 #include "hr_redis.h"
 #include "hr_task.h"
@@ -82,6 +90,19 @@ typedef struct dsp_report {
 
 enum { DSP_BG_SCAN = 1, DSP_BG_POLL = 2, DSP_BG_SWEEP = 4 };
 
+/* The dispatcher's metric handles (registered by dsp_metrics_new). */
+typedef struct dsp_metrics {
+    hr_metrics *reg;
+    hr_metrics_child *chunks_published, *chunks_redelivered, *ratelimit_waits;
+    hr_metrics_child *claimed_timer, *claimed_poller, *claimed_takeover;
+    hr_metrics_child *claim_lag;
+    hr_metrics_child *backend_errors[DSP__BACKENDS];
+    hr_metrics_family *tasks;        /* herald_tasks{state} */
+    hr_metrics_family *api_requests; /* herald_api_requests_total{route,code} */
+} dsp_metrics;
+
+typedef struct dsp_api dsp_api;
+
 typedef struct dsp {
     const hr_config *cfg;
     char owner[192];            /* "<instance>/<pid>" */
@@ -99,6 +120,10 @@ typedef struct dsp {
 
     pthread_mutex_t health_mu;
     bool down[DSP__BACKENDS];
+    bool seen[DSP__BACKENDS];   /* worked at least once (readiness) */
+
+    dsp_metrics met;
+    dsp_api *api;
 
     dsp_conn loop_conn;
     dsp_task **tasks;
@@ -156,9 +181,28 @@ void dsp_release_all(dsp *d);
 void dsp_tasks_free(dsp *d);
 
 /* dsp_bg.c */
+/* Background job: republishes task ID's pending chunks last published at or
+ * before STALE (ms) that no worker holds; *BUDGET bounds the work.  Returns
+ * the number of pending chunks, or -1 on a Redis error. */
+int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t stale,
+                       int *budget);
 /* Asks for background work WHAT (DSP_BG_*) and starts the job if idle. */
 void dsp_bg_kick(dsp *d, unsigned what);
 void dsp_bg_free(dsp *d);
+
+/* dsp_metrics.c */
+int dsp_metrics_new(dsp *d, char *errstr, size_t errlen);
+void dsp_metrics_free(dsp *d);
+/* Sets herald_tasks{state} from a "state, count" result (every state not
+ * in it becomes 0). */
+void dsp_metrics_tasks(dsp *d, const hr_mysql_rows *rows);
+
+/* dsp_ctl.c (background job): pause / resume / cancel transitions. */
+void dsp_ctl_scan(dsp *d);
+
+/* dsp_api.c: the HTTP server (metrics, probes, /v1 API). */
+int dsp_api_start(dsp *d, char *errstr, size_t errlen);
+void dsp_api_stop(dsp *d);
 
 /* dispatcher.c */
 /* Runs the dispatcher until SIGTERM/SIGINT; the exit code for main. */

@@ -18,6 +18,8 @@
  * - Sweeper: republishes pending chunks older than redelivery_timeout_s
  *   that no worker holds (sweep_claim.lua lets one sweeper win), and turns
  *   `dispatched` tasks with nothing pending into `done`.
+ * - After each scan: the control transitions (dsp_ctl.c) and the
+ *   herald_tasks{state} gauge.
  *
  * HERALD_TEST_TASK_TOPIC (test only) restricts every query to one topic,
  * so that tests sharing the database do not take each other's tasks. */
@@ -249,6 +251,27 @@ done:
     dsp_store_tasks_free(tasks, n);
 }
 
+/* herald_tasks{state}: one GROUP BY over the state index. */
+static void dsp_bg_count(dsp *d)
+{
+    dsp_conn *c = &d->bg_conn;
+    const hr_mysql_param p[] = {DSP_TOPIC_PARAMS(d)};
+    hr_mysql_rows *rows = NULL;
+    char err[512];
+
+    if (atomic_load(&d->stopping))
+        return;
+    if (hr_mysql_query(c->m,
+                       "SELECT state, COUNT(*) FROM push_task WHERE (? IS NULL OR topic = ?) "
+                       "GROUP BY state",
+                       p, 2, &rows, err, sizeof err) < 0) {
+        dsp_conn_failed(d, c, DSP_MYSQL, err);
+        return;
+    }
+    dsp_metrics_tasks(d, rows);
+    hr_mysql_rows_free(rows);
+}
+
 static void dsp_bg_claimed_add(dsp *d, hr_task *t)
 {
     hr_task **grown;
@@ -336,12 +359,10 @@ failed:
     dsp_conn_failed(d, c, DSP_MYSQL, err);
 }
 
-/* Republishes T's stale chunks; *BUDGET bounds the work of one sweep.
- * Returns the number of pending chunks, or -1 on a Redis error. */
-static int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int *budget)
+int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t stale,
+                       int *budget)
 {
     dsp_conn *c = &d->bg_conn;
-    int64_t stale = now - (int64_t)d->cfg->dispatcher.redelivery_timeout_s * 1000;
     char pending[256], lease[320], chunk[320], base[256], now_s[24], err[512];
     redisReply *all;
     int64_t npending;
@@ -361,7 +382,7 @@ static int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, i
         const char *argv[5] = {pending, lease, seq, at, now_s};
         int64_t count;
 
-        if (strtoll(at, NULL, 10) >= stale)
+        if (strtoll(at, NULL, 10) > stale)
             continue;
         snprintf(lease, sizeof lease, "%slease:%.24s", base, seq);
         if (dsp_reply_int(hr_redis_eval(c->r, HR_LUA_SWEEP_CLAIM, 2, 5, argv, NULL, err,
@@ -378,6 +399,7 @@ static int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, i
             continue;
         }
         (*budget)--;
+        hr_metrics_inc(d->met.chunks_redelivered);
         hr_log_info("chunk_redelivered", "task=%lld seq=%s count=%lld last_publish_ms=%s",
                     (long long)id, seq, (long long)count, at);
         freeReplyObject(hr_redis_cmdf(c->r, err, sizeof err, "HINCRBY %sstats redelivered 1",
@@ -393,6 +415,7 @@ static void dsp_bg_sweep(dsp *d)
     const hr_mysql_param p[] = {DSP_TOPIC_PARAMS(d), HR_P_I64(DSP_SCAN_MAX)};
     hr_mysql_rows *rows = NULL;
     int64_t now = dsp_now_ms();
+    int64_t stale_ms = (int64_t)d->cfg->dispatcher.redelivery_timeout_s * 1000;
     int budget = DSP_SWEEP_MAX;
     char subs[256], err[512];
     size_t i;
@@ -409,7 +432,7 @@ static void dsp_bg_sweep(dsp *d)
         int64_t id = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
         const char *due = hr_mysql_cell(rows, i, 2);
         int64_t npending = dsp_sweep_task(d, id, due ? strtoll(due, NULL, 10) : 0, now,
-                                          &budget);
+                                          now - stale_ms, &budget);
         const hr_mysql_param pd[] = {HR_P_I64(id)};
         uint64_t affected = 0;
 
@@ -439,8 +462,11 @@ static void dsp_bg_work(uv_work_t *w)
 
     if (!dsp_conn_ready(d, &d->bg_conn))
         return;
-    if (d->bg_doing & DSP_BG_SCAN)
+    if (d->bg_doing & DSP_BG_SCAN) {
         dsp_bg_scan(d);
+        dsp_ctl_scan(d);
+        dsp_bg_count(d);
+    }
     if ((d->bg_doing & DSP_BG_POLL) && !atomic_load(&d->stopping))
         dsp_bg_poll(d);
     if ((d->bg_doing & DSP_BG_SWEEP) && !atomic_load(&d->stopping))

@@ -91,6 +91,11 @@ void dsp_own(dsp *d, const hr_task *t, const char *via)
     dt->chunk_size = t->chunk_size;
     dt->rate_limit = dsp_task_rate_limit(d, t);
     d->tasks[d->ntasks++] = dt;
+    hr_metrics_inc(strcmp(via, "timer") == 0    ? d->met.claimed_timer
+                   : strcmp(via, "poller") == 0 ? d->met.claimed_poller
+                                                : d->met.claimed_takeover);
+    if (strcmp(via, "takeover") != 0) /* a takeover's lag is the old owner's */
+        hr_metrics_observe(d->met.claim_lag, (double)(dsp_now_ms() - t->due_ms) / 1000.0);
     hr_log_info("task_claimed", "task=%lld via=%s lag_ms=%lld rate_limit=%lld",
                 (long long)t->id, via, (long long)(dsp_now_ms() - t->due_ms),
                 (long long)dt->rate_limit);
@@ -155,6 +160,8 @@ void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
         goto done;
     }
     dsp_health_ok(d, DSP_KAFKA);
+    if (!om->republish)
+        hr_metrics_inc(d->met.chunks_published);
     if (d->nreports == d->cap_reports) {
         cap = d->cap_reports ? d->cap_reports * 2 : 64;
         grown = cap <= DSP_REPORTS_MAX ? realloc(d->reports, cap * sizeof *grown) : NULL;
@@ -336,8 +343,10 @@ static int64_t dsp_grant(dsp *d, dsp_task *t, int64_t now, char *err, size_t err
         t->next_ms = after;
         return 0;
     }
-    if (granted < want)
+    if (granted < want) {
         t->next_ms = now + (wait_ms > 0 ? wait_ms : 1);
+        hr_metrics_inc(d->met.ratelimit_waits);
+    }
     return granted;
 }
 

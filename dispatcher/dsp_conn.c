@@ -34,6 +34,7 @@ static void dsp_health_set(dsp *d, dsp_backend b, bool down, const char *err)
     pthread_mutex_lock(&d->health_mu);
     changed = d->down[b] != down;
     d->down[b] = down;
+    d->seen[b] = d->seen[b] || !down;
     pthread_mutex_unlock(&d->health_mu);
     if (!changed)
         return;
@@ -50,6 +51,7 @@ void dsp_health_ok(dsp *d, dsp_backend b)
 
 void dsp_health_fail(dsp *d, dsp_backend b, const char *err)
 {
+    hr_metrics_inc(d->met.backend_errors[b]);
     dsp_health_set(d, b, true, err);
 }
 

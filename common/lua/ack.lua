@@ -1,14 +1,16 @@
--- ack: acknowledge delivered recipients of a chunk (worker, per ack batch).
+-- ack: acknowledge settled recipients of a chunk (worker, per ack batch).
 -- KEYS[1] chunk set, KEYS[2] stats hash
--- ARGV[1] retries spent since the last batch, ARGV[2..] delivered uids
--- Only uids still in the set count as sent, so a redelivered chunk never
--- counts a recipient twice.  Returns how many were removed.
+-- ARGV[1] retries spent since the last batch, ARGV[2] the stats field the
+-- removed uids count under ('sent', or 'throttled' for recipients the
+-- throttle blocked), ARGV[3..] uids
+-- Only uids still in the set count, so a redelivered chunk never counts a
+-- recipient twice.  Returns how many were removed.
 local removed = 0
-if #ARGV > 1 then
-  removed = redis.call('SREM', KEYS[1], unpack(ARGV, 2))
+if #ARGV > 2 then
+  removed = redis.call('SREM', KEYS[1], unpack(ARGV, 3))
 end
 if removed > 0 then
-  redis.call('HINCRBY', KEYS[2], 'sent', removed)
+  redis.call('HINCRBY', KEYS[2], ARGV[2], removed)
 end
 local retried = tonumber(ARGV[1])
 if retried > 0 then

@@ -74,6 +74,10 @@ hr_config *itest_config(void)
     itest_set_str(&cfg->kafka.topic, buf);
     snprintf(buf, sizeof buf, "herald-test-%ld-%08x", pid, rnd);
     itest_set_str(&cfg->kafka.group, buf);
+    /* Several daemons of several tests run at once: each HTTP server takes
+     * any free port instead of the stack's fixed ones. */
+    itest_set_str(&cfg->dispatcher.listen, "127.0.0.1:0");
+    itest_set_str(&cfg->worker.listen, "127.0.0.1:0");
     return cfg;
 }
 

@@ -1,0 +1,71 @@
+/* dsp_api.h: what dsp_api.c (server, pool, tasks, control) and
+ * dsp_api_subs.c (subscribers, pull) share.  Private to the dispatcher.
+ *
+ * Every /v1 handler gets a connection pair of the API's own pool
+ * (dsp_api_conn), held for the length of one request; the loop thread's and
+ * the background job's connections are never touched from here. */
+#ifndef DSP_API_H
+#define DSP_API_H
+
+#include <cJSON.h>
+
+#include "dsp.h"
+
+typedef struct dsp_api_conn {
+    hr_mysql *m;
+    hr_redis *r;
+    bool busy;
+} dsp_api_conn;
+
+typedef void (*dsp_api_fn)(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
+                           hr_httpd_resp *resp);
+
+/* What a route's ctx points to. */
+typedef struct dsp_api_route {
+    dsp_api *a;
+    const char *name; /* the route label of herald_api_requests_total */
+    bool open;        /* no token needed, no connection */
+    hr_httpd_handler builtin; /* open routes: the hr_httpd built-in */
+    void *builtin_ctx;
+    dsp_api_fn fn;    /* /v1 routes */
+    const char *arg;  /* control routes: "pause" | "run" | "cancel" */
+} dsp_api_route;
+
+#define DSP_API_NROUTES 16
+
+struct dsp_api {
+    dsp *d;
+    hr_httpd *h;
+    hr_httpd_ready ready;
+    dsp_api_route rctx[DSP_API_NROUTES];
+    hr_httpd_route routes[DSP_API_NROUTES];
+    size_t nroutes;
+    pthread_mutex_t pool_mu;
+    pthread_cond_t pool_cv;
+    dsp_api_conn *pool;
+    size_t npool;
+};
+
+/* A path param as a positive integer (BIGINT UNSIGNED ids below 2^63);
+ * false after answering 400. */
+bool dsp_api_id(const hr_httpd_req *req, const char *name, hr_httpd_resp *resp, int64_t *out);
+/* Parses the body as a JSON object; NULL after answering 400. */
+cJSON *dsp_api_body(const hr_httpd_req *req, hr_httpd_resp *resp);
+/* Puts J (consumed) as the response body with STATUS. */
+void dsp_api_reply(hr_httpd_resp *resp, int status, cJSON *j);
+/* Answers a backend failure with 503 and logs it once. */
+void dsp_api_backend_error(hr_httpd_resp *resp, const char *what, const char *err);
+/* Loads task ID; false after answering 404 or 503 (*T NULL). */
+bool dsp_api_task(dsp_api_conn *c, int64_t id, hr_httpd_resp *resp, hr_task **t);
+/* "2024-05-01T08:00:00.000Z" into BUF (33 bytes). */
+void dsp_api_time(int64_t ms, char *buf, size_t len);
+
+/* dsp_api_subs.c */
+void dsp_api_subs_add(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
+                      hr_httpd_resp *resp);
+void dsp_api_subs_del(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
+                      hr_httpd_resp *resp);
+void dsp_api_reminders(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
+                       hr_httpd_resp *resp);
+
+#endif

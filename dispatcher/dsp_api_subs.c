@@ -1,0 +1,397 @@
+/* dsp_api_subs: the API's subscriber and pull endpoints (see dsp_api.c for
+ * the server and the rules every handler follows).
+ *
+ * - POST /v1/tasks/{id}/subscribers {"uids":[...]}: at most api.max_ids
+ *   positive integers, all checked before anything is written; then one
+ *   multi-row INSERT IGNORE into push_subscription and one refill_add.lua
+ *   call (SADD minus pulled, refused once chunking started), so a repeat
+ *   changes nothing.  Only while the task is `scheduled`.
+ * - DELETE /v1/tasks/{id}/subscribers/{uid}: the MySQL row and the set
+ *   member, also only while `scheduled`.
+ * - GET /v1/users/{uid}/reminders?date=YYYY-MM-DD[&ack=1]: the unfinished,
+ *   frozen tasks due that UTC day the uid is subscribed to, title and body
+ *   rendered (uid, task.*, payload.*, user.* from P user:<uid>).  ack=1
+ *   moves the uid from subs to pulled (pull_ack.lua) and, when it moved,
+ *   writes a `pulled` push_delivery row and pulled = pulled + 1. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dsp_api.h"
+#include "hr_log.h"
+
+#define DSP_API_UID_MAX 9007199254740991.0 /* 2^53 - 1: exact in a JSON number */
+#define DSP_API_RENDER_MAX ((size_t)1 << 20)
+
+/* The task of a subscriber change, which must be scheduled.  false after
+ * answering 404/409/503. */
+static bool dsp_api_sub_task(dsp_api_conn *c, int64_t id, hr_httpd_resp *resp)
+{
+    hr_task *t = NULL;
+    bool ok;
+
+    if (!dsp_api_task(c, id, resp, &t))
+        return false;
+    ok = strcmp(t->state, "scheduled") == 0;
+    if (!ok)
+        hr_httpd_error(resp, 409, "wrong_state",
+                       "task %lld is %s; subscribers change only while it is scheduled",
+                       (long long)id, t->state);
+    hr_task_free(t);
+    return ok;
+}
+
+void dsp_api_subs_add(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
+                      hr_httpd_resp *resp)
+{
+    cJSON *j = NULL, *uids, *v, *o;
+    char **ids = NULL, *sql = NULL, err[512], keys[3][256];
+    const char **argv = NULL;
+    hr_mysql_param *p = NULL;
+    redisReply *reply = NULL;
+    size_t n = 0, i, off;
+    int64_t id;
+    uint64_t inserted = 0;
+
+    if (!dsp_api_id(req, "id", resp, &id) || (j = dsp_api_body(req, resp)) == NULL)
+        goto done;
+    uids = cJSON_GetObjectItemCaseSensitive(j, "uids");
+    cJSON_ArrayForEach(v, j) {
+        if (strcmp(v->string, "uids") != 0) {
+            hr_httpd_error(resp, 400, "unknown_field", "unknown field '%s'", v->string);
+            goto done;
+        }
+    }
+    if (!cJSON_IsArray(uids) || (n = (size_t)cJSON_GetArraySize(uids)) == 0) {
+        hr_httpd_error(resp, 400, "bad_field", "uids must be a non-empty array");
+        goto done;
+    }
+    if (n > (size_t)a->d->cfg->dispatcher.api.max_ids) {
+        hr_httpd_error(resp, 400, "too_many_ids", "%zu uids in one request; at most %d", n,
+                       a->d->cfg->dispatcher.api.max_ids);
+        goto done;
+    }
+    i = 0;
+    cJSON_ArrayForEach(v, uids) {
+        if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > DSP_API_UID_MAX ||
+            v->valuedouble != (double)(int64_t)v->valuedouble) {
+            hr_httpd_error(resp, 400, "bad_id", "uids[%zu] is not a positive integer", i);
+            goto done;
+        }
+        i++;
+    }
+    if (!dsp_api_sub_task(c, id, resp))
+        goto done;
+
+    ids = calloc(n, sizeof *ids);
+    p = calloc(2 * n, sizeof *p);
+    argv = calloc(n + 3, sizeof *argv);
+    sql = malloc(64 + n * 8);
+    if (ids == NULL || p == NULL || argv == NULL || sql == NULL)
+        goto oom;
+    off = (size_t)sprintf(sql, "INSERT IGNORE INTO push_subscription (task_id, uid) VALUES ");
+    i = 0;
+    cJSON_ArrayForEach(v, uids) {
+        if ((ids[i] = malloc(24)) == NULL)
+            goto oom;
+        snprintf(ids[i], 24, "%lld", (long long)v->valuedouble);
+        p[2 * i] = HR_P_I64(id);
+        p[2 * i + 1] = HR_P_I64((int64_t)v->valuedouble);
+        argv[3 + i] = ids[i];
+        off += (size_t)sprintf(sql + off, i ? ",(?,?)" : "(?,?)");
+        i++;
+    }
+    if (hr_mysql_exec(c->m, sql, p, 2 * n, &inserted, NULL, NULL, err, sizeof err) < 0) {
+        dsp_api_backend_error(resp, "mysql", err);
+        goto done;
+    }
+    argv[0] = hr_redis_task_key(c->r, keys[0], sizeof keys[0], id, "subs");
+    argv[1] = hr_redis_task_key(c->r, keys[1], sizeof keys[1], id, "pulled");
+    argv[2] = hr_redis_task_key(c->r, keys[2], sizeof keys[2], id, "seq");
+    reply = hr_redis_eval(c->r, HR_LUA_REFILL_ADD, 3, (int)(n + 3), argv, NULL, err,
+                          sizeof err);
+    if (reply == NULL) {
+        /* MySQL has them: the scanner's refill adds them before due. */
+        hr_log_warn("api_subs_redis_failed", "task=%lld uids=%zu error=%s", (long long)id, n,
+                    err);
+    }
+    o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "task_id", (double)id);
+    cJSON_AddNumberToObject(o, "received", (double)n);
+    cJSON_AddNumberToObject(o, "added", (double)inserted);
+    dsp_api_reply(resp, 200, o);
+    goto done;
+oom:
+    hr_httpd_error(resp, 500, "internal", "out of memory");
+done:
+    freeReplyObject(reply);
+    for (i = 0; ids != NULL && i < n; i++)
+        free(ids[i]);
+    free(ids);
+    free(p);
+    free(argv);
+    free(sql);
+    cJSON_Delete(j);
+}
+
+void dsp_api_subs_del(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
+                      hr_httpd_resp *resp)
+{
+    int64_t id, uid;
+    uint64_t deleted = 0;
+    char err[512], key[256], uid_s[24];
+    redisReply *reply;
+    cJSON *o;
+
+    (void)a;
+    if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_id(req, "uid", resp, &uid) ||
+        !dsp_api_sub_task(c, id, resp))
+        return;
+    {
+        const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(uid)};
+
+        if (hr_mysql_exec(c->m, "DELETE FROM push_subscription WHERE task_id = ? AND uid = ?",
+                          p, 2, &deleted, NULL, NULL, err, sizeof err) < 0) {
+            dsp_api_backend_error(resp, "mysql", err);
+            return;
+        }
+    }
+    snprintf(uid_s, sizeof uid_s, "%lld", (long long)uid);
+    hr_redis_task_key(c->r, key, sizeof key, id, "subs");
+    reply = hr_redis_cmdf(c->r, err, sizeof err, "SREM %s %s", key, uid_s);
+    if (reply == NULL) {
+        dsp_api_backend_error(resp, "redis", err);
+        return;
+    }
+    freeReplyObject(reply);
+    o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "task_id", (double)id);
+    cJSON_AddNumberToObject(o, "uid", (double)uid);
+    cJSON_AddNumberToObject(o, "deleted", (double)deleted);
+    dsp_api_reply(resp, 200, o);
+}
+
+/* ---- the pull ------------------------------------------------------------- */
+
+/* What a rendering looks values up in. */
+typedef struct dsp_api_vars {
+    const char *uid;
+    const hr_task *t;
+    const cJSON *payload;
+    const redisReply *user; /* HGETALL reply or NULL */
+    char id[24];
+    char scratch[64];
+} dsp_api_vars;
+
+static const char *dsp_api_lookup(void *ctx, hr_tvar_kind kind, const char *name, size_t *len)
+{
+    dsp_api_vars *v = ctx;
+    const cJSON *f;
+    const char *s = NULL;
+    size_t i;
+
+    switch (kind) {
+    case HR_TVAR_UID:
+        s = v->uid;
+        break;
+    case HR_TVAR_TITLE:
+        s = v->t->title;
+        break;
+    case HR_TVAR_BODY:
+        s = v->t->body;
+        break;
+    case HR_TVAR_TASK:
+        if (strcmp(name, "id") == 0)
+            s = v->id;
+        else if (strcmp(name, "name") == 0)
+            s = v->t->name;
+        else if (strcmp(name, "topic") == 0)
+            s = v->t->topic;
+        break;
+    case HR_TVAR_PAYLOAD:
+        f = v->payload != NULL ? cJSON_GetObjectItemCaseSensitive(v->payload, name) : NULL;
+        if (cJSON_IsString(f)) {
+            s = f->valuestring;
+        } else if (cJSON_IsNumber(f) || cJSON_IsBool(f)) {
+            if (cJSON_IsBool(f))
+                snprintf(v->scratch, sizeof v->scratch, "%s", cJSON_IsTrue(f) ? "true" : "false");
+            else
+                snprintf(v->scratch, sizeof v->scratch, "%.17g", f->valuedouble);
+            s = v->scratch;
+        }
+        break;
+    case HR_TVAR_USER:
+        for (i = 0; v->user != NULL && i + 1 < v->user->elements; i += 2)
+            if (strcmp(v->user->element[i]->str, name) == 0)
+                s = v->user->element[i + 1]->str;
+        break;
+    }
+    if (s != NULL)
+        *len = strlen(s);
+    return s;
+}
+
+/* Renders template SRC of task T for the uid into a new JSON string, or
+ * NULL when it does not compile (validated tasks always do). */
+static cJSON *dsp_api_render(const char *src, dsp_api_vars *vars)
+{
+    hr_template *tpl = NULL;
+    hr_buf out;
+    cJSON *s = NULL;
+    char err[256];
+
+    hr_buf_init(&out, DSP_API_RENDER_MAX);
+    if (hr_template_compile(src, strlen(src), false, &tpl, err, sizeof err) == 0 &&
+        hr_template_render(tpl, dsp_api_lookup, vars, &out, NULL) == 0 &&
+        hr_buf_append(&out, "", 1) == 0)
+        s = cJSON_CreateString(out.data);
+    hr_template_free(tpl);
+    hr_buf_free(&out);
+    return s != NULL ? s : cJSON_CreateNull();
+}
+
+/* Moves UID of task ID from subs to pulled; true when it moved. */
+static int dsp_api_ack(dsp_api_conn *c, int64_t id, int64_t uid, const char *uid_s, char *err,
+                       size_t errlen)
+{
+    char keys[3][256];
+    const char *argv[4] = {keys[0], keys[1], keys[2], uid_s};
+    const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(uid)};
+    const hr_mysql_param pt[] = {HR_P_I64(id)};
+    redisReply *reply;
+    int moved;
+
+    hr_redis_task_key(c->r, keys[0], sizeof keys[0], id, "subs");
+    hr_redis_task_key(c->r, keys[1], sizeof keys[1], id, "pulled");
+    hr_redis_task_key(c->r, keys[2], sizeof keys[2], id, "stats");
+    reply = hr_redis_eval(c->r, HR_LUA_PULL_ACK, 3, 4, argv, NULL, err, errlen);
+    if (reply == NULL)
+        return -1;
+    moved = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
+    freeReplyObject(reply);
+    if (!moved)
+        return 0;
+    if (hr_mysql_exec(c->m,
+                      "INSERT INTO push_delivery (task_id, uid, status, at) "
+                      "VALUES (?, ?, 'pulled', UTC_TIMESTAMP(3)) "
+                      "ON DUPLICATE KEY UPDATE status = 'pulled', at = VALUES(at)",
+                      p, 2, NULL, NULL, NULL, err, errlen) < 0 ||
+        hr_mysql_exec(c->m, "UPDATE push_task SET pulled = pulled + 1 WHERE id = ?", pt, 1,
+                      NULL, NULL, NULL, err, errlen) < 0) {
+        hr_log_error("pull_count_lost", "task=%lld uid=%lld error=%s", (long long)id,
+                     (long long)uid, err);
+        return -1;
+    }
+    return 1;
+}
+
+/* "YYYY-MM-DD" (default: today, UTC) into the day's first ms. */
+static bool dsp_api_day(const char *s, int64_t *out)
+{
+    struct tm tm = {0};
+    int n = 0;
+    time_t now;
+
+    if (s == NULL) {
+        now = time(NULL);
+        *out = (int64_t)(now - now % 86400) * 1000;
+        return true;
+    }
+    if (sscanf(s, "%4d-%2d-%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &n) != 3 || n != 10 ||
+        s[n] != '\0' || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31)
+        return false;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    *out = (int64_t)timegm(&tm) * 1000;
+    return true;
+}
+
+void dsp_api_reminders(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
+                       hr_httpd_resp *resp)
+{
+    const char *date = hr_httpd_query(req, "date"), *ack_s = hr_httpd_query(req, "ack");
+    bool ack = ack_s != NULL && strcmp(ack_s, "1") == 0;
+    hr_task **tasks = NULL;
+    redisReply *user = NULL;
+    size_t n = 0, i;
+    int64_t uid, day;
+    char err[512], key[256], uid_s[24], day_s[40];
+    cJSON *o = NULL, *arr;
+
+    (void)a;
+    if (!dsp_api_id(req, "uid", resp, &uid))
+        return;
+    if (!dsp_api_day(date, &day)) {
+        hr_httpd_error(resp, 400, "bad_query", "date must be YYYY-MM-DD");
+        return;
+    }
+    if (ack_s != NULL && !ack && strcmp(ack_s, "0") != 0) {
+        hr_httpd_error(resp, 400, "bad_query", "ack must be 0 or 1");
+        return;
+    }
+    {
+        const hr_mysql_param p[] = {HR_P_I64(uid), HR_P_I64(day), HR_P_I64(day + 86400000)};
+
+        if (dsp_store_tasks(c->m,
+                            "SELECT " HR_TASK_COLUMNS " FROM push_task WHERE id IN "
+                            "(SELECT task_id FROM push_subscription WHERE uid = ?) "
+                            "AND due_at >= FROM_UNIXTIME(? / 1000) "
+                            "AND due_at < FROM_UNIXTIME(? / 1000) "
+                            "AND state NOT IN ('done', 'cancelled', 'failed') "
+                            "AND COALESCE(freeze_at, CAST(DATE(due_at) AS DATETIME(3))) "
+                            "<= UTC_TIMESTAMP(3) ORDER BY due_at, id",
+                            p, 3, &tasks, &n, err, sizeof err) < 0) {
+            dsp_api_backend_error(resp, "mysql", err);
+            return;
+        }
+    }
+    snprintf(uid_s, sizeof uid_s, "%lld", (long long)uid);
+    if (n > 0) {
+        hr_redis_key(c->r, key, sizeof key, "user:%s", uid_s);
+        user = hr_redis_cmdf(c->r, err, sizeof err, "HGETALL %s", key);
+        if (user == NULL) {
+            dsp_api_backend_error(resp, "redis", err);
+            goto done;
+        }
+    }
+    o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "uid", (double)uid);
+    dsp_api_time(day, day_s, sizeof day_s);
+    day_s[10] = '\0';
+    cJSON_AddStringToObject(o, "date", day_s);
+    arr = cJSON_AddArrayToObject(o, "reminders");
+    for (i = 0; i < n; i++) {
+        const hr_task *t = tasks[i];
+        dsp_api_vars vars = {.uid = uid_s, .t = t, .user = user};
+        cJSON *r = cJSON_CreateObject();
+        char due[40];
+        int moved = 0;
+
+        snprintf(vars.id, sizeof vars.id, "%lld", (long long)t->id);
+        vars.payload = t->payload != NULL ? cJSON_Parse(t->payload) : NULL;
+        cJSON_AddItemToArray(arr, r);
+        cJSON_AddNumberToObject(r, "task_id", (double)t->id);
+        cJSON_AddStringToObject(r, "name", t->name);
+        cJSON_AddStringToObject(r, "topic", t->topic);
+        cJSON_AddStringToObject(r, "channel", t->channel);
+        dsp_api_time(t->due_ms, due, sizeof due);
+        cJSON_AddStringToObject(r, "due_at", due);
+        cJSON_AddItemToObject(r, "title", dsp_api_render(t->title, &vars));
+        cJSON_AddItemToObject(r, "body", dsp_api_render(t->body, &vars));
+        cJSON_AddItemToObject(r, "payload", vars.payload != NULL ? (cJSON *)vars.payload
+                                                                 : cJSON_CreateNull());
+        if (ack && (moved = dsp_api_ack(c, t->id, uid, uid_s, err, sizeof err)) < 0) {
+            dsp_api_backend_error(resp, "redis", err);
+            goto done;
+        }
+        if (ack)
+            cJSON_AddBoolToObject(r, "acked", moved == 1);
+    }
+    dsp_api_reply(resp, 200, o);
+    o = NULL;
+done:
+    cJSON_Delete(o);
+    freeReplyObject(user);
+    dsp_store_tasks_free(tasks, n);
+}

@@ -1,0 +1,85 @@
+/* dsp_metrics: herald-dispatcher's Prometheus families.
+ *
+ * One registration table; the label-free children and the fixed label
+ * tuples (claim paths, backends) are looked up once here so the hot paths
+ * update them without a lock.  herald_tasks{state} is set by the scanner
+ * from one GROUP BY query; herald_api_requests_total{route,code} is looked
+ * up per request by the API (a bounded set: routes x status codes). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dsp.h"
+
+/* Claim lag: due time to claim, seconds. */
+static const double dsp_lag_buckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300};
+
+static const char *const dsp_task_states[] = {"scheduled", "dispatching", "dispatched", "done",
+                                              "paused",    "cancelled",   "failed"};
+
+int dsp_metrics_new(dsp *d, char *errstr, size_t errlen)
+{
+    dsp_metrics *m = &d->met;
+    hr_metrics_family *published, *redelivered, *claimed, *lag, *waits, *errors;
+    const hr_metrics_spec specs[] = {
+        {&published, "herald_chunks_published_total",
+         "Chunks whose first publish Kafka confirmed", HR_METRICS_COUNTER, NULL, NULL, 0},
+        {&redelivered, "herald_chunks_redelivered_total",
+         "Chunks published again (sweeper, resume)", HR_METRICS_COUNTER, NULL, NULL, 0},
+        {&claimed, "herald_tasks_claimed_total", "Tasks this dispatcher claimed, by path",
+         HR_METRICS_COUNTER, "via", NULL, 0},
+        {&lag, "herald_claim_lag_seconds", "Due time to claim", HR_METRICS_HISTOGRAM, NULL,
+         HR_METRICS_BUCKETS(dsp_lag_buckets)},
+        {&waits, "herald_ratelimit_waits_total",
+         "Chunks held back because the task's rate limit was spent", HR_METRICS_COUNTER, NULL,
+         NULL, 0},
+        {&m->tasks, "herald_tasks", "Tasks by state (refreshed by the scanner)",
+         HR_METRICS_GAUGE, "state", NULL, 0},
+        {&errors, "herald_backend_errors_total", "Failed backend calls",
+         HR_METRICS_COUNTER, "backend", NULL, 0},
+        {&m->api_requests, "herald_api_requests_total", "API requests by route and status",
+         HR_METRICS_COUNTER, "route,code", NULL, 0},
+    };
+    static const char *const backends[DSP__BACKENDS] = {"mysql", "redis", "kafka"};
+    size_t i;
+
+    m->reg = hr_metrics_new(0);
+    if (m->reg == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    if (hr_metrics_register(m->reg, specs, sizeof specs / sizeof specs[0], errstr, errlen) < 0)
+        return -1;
+    m->chunks_published = hr_metrics_labels(published, NULL);
+    m->chunks_redelivered = hr_metrics_labels(redelivered, NULL);
+    m->ratelimit_waits = hr_metrics_labels(waits, NULL);
+    m->claim_lag = hr_metrics_labels(lag, NULL);
+    m->claimed_timer = hr_metrics_labels(claimed, "timer");
+    m->claimed_poller = hr_metrics_labels(claimed, "poller");
+    m->claimed_takeover = hr_metrics_labels(claimed, "takeover");
+    for (i = 0; i < DSP__BACKENDS; i++)
+        m->backend_errors[i] = hr_metrics_labels(errors, backends[i]);
+    for (i = 0; i < sizeof dsp_task_states / sizeof dsp_task_states[0]; i++)
+        hr_metrics_set(hr_metrics_labels(m->tasks, dsp_task_states[i]), 0);
+    return 0;
+}
+
+void dsp_metrics_free(dsp *d)
+{
+    hr_metrics_free(d->met.reg);
+    memset(&d->met, 0, sizeof d->met);
+}
+
+void dsp_metrics_tasks(dsp *d, const hr_mysql_rows *rows)
+{
+    size_t i, j;
+
+    for (i = 0; i < sizeof dsp_task_states / sizeof dsp_task_states[0]; i++) {
+        double v = 0;
+
+        for (j = 0; j < rows->nrows; j++)
+            if (strcmp(hr_mysql_cell(rows, j, 0), dsp_task_states[i]) == 0)
+                v = strtod(hr_mysql_cell(rows, j, 1), NULL);
+        hr_metrics_set(hr_metrics_labels(d->met.tasks, dsp_task_states[i]), v);
+    }
+}
