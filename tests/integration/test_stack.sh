@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# test_stack: the local stack of deploy/local/stack is what it promises —
+# Redis with AOF, MariaDB that lets the herald user in (and no one with a
+# wrong password) with the migrated tables, and topic herald.chunks with 12
+# partitions.  Reads the stack's env file beside HERALD_TEST_CONFIG.
+set -uo pipefail
+
+[ -n "${HERALD_TEST_CONFIG:-}" ] || { echo "HERALD_TEST_CONFIG unset: skipped"; exit 77; }
+env_file=$(dirname "$HERALD_TEST_CONFIG")/env
+[ -r "$env_file" ] || { echo "FAIL: no $env_file beside $HERALD_TEST_CONFIG"; exit 1; }
+# shellcheck source=/dev/null
+. "$env_file"
+
+failed=0
+check() {  # check NAME EXPECTED ACTUAL
+    if [ "$2" = "$3" ]; then
+        echo "ok: $1"
+    else
+        echo "FAIL: $1: expected '$2', got '$3'"
+        failed=1
+    fi
+}
+
+check "redis appendonly" yes "$($REDIS_CLI config get appendonly | sed -n 2p)"
+check "redis appendfsync" everysec "$($REDIS_CLI config get appendfsync | sed -n 2p)"
+
+check "mariadb herald user over TCP" "herald@127.0.0.1 herald" \
+    "$($MYSQL -N -B -e 'SELECT CURRENT_USER(), DATABASE()' 2>&1 | tr '\t' ' ')"
+check "mariadb migrated push_task" 1 \
+    "$($MYSQL -N -B -e "SELECT COUNT(*) FROM information_schema.tables
+                        WHERE table_schema = 'herald' AND table_name = 'push_task'" 2>&1)"
+check "mariadb herald may create triggers" 1 \
+    "$($MYSQL -N -B -e "SHOW GRANTS" 2>&1 | grep -c 'ALL PRIVILEGES ON `herald`\.\*')"
+if ${MYSQL/-pherald/-pwrong} -e 'SELECT 1' >/dev/null 2>&1; then
+    check "mariadb rejects a wrong password" rejected accepted
+else
+    check "mariadb rejects a wrong password" rejected rejected
+fi
+
+describe=$(kafka_topics --describe --topic herald.chunks 2>&1)
+check "kafka herald.chunks partitions" 12 "$(printf '%s\n' "$describe" | grep -c 'Partition: [0-9]')"
+check "kafka herald.chunks leaders" 12 "$(printf '%s\n' "$describe" | grep -c 'Leader: 1')"
+
+exit "$failed"
