@@ -1,11 +1,15 @@
 /* herald-worker: consumes chunk messages and pushes their recipients
- * (see wk_worker.h).  Usage: herald-worker [-c CONFIG]; the config path
- * defaults to $HERALD_CONFIG.  Exit status: 0 after a clean stop, 1 on a
- * startup failure, 2 on a bad command line or configuration. */
+ * (see wk_worker.h).  Usage: herald-worker [-c CONFIG] [--listen HOST:PORT];
+ * the config path defaults to $HERALD_CONFIG, --listen overrides
+ * worker.listen (the metrics endpoint) so two workers can share a host.
+ * Exit status: 0 after a clean stop, 1 on a startup failure (including a
+ * listen address in use), 2 on a bad command line or configuration. */
 #include <curl/curl.h>
+#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "hr_config.h"
@@ -14,21 +18,32 @@
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: herald-worker [-c CONFIG]   (default: $HERALD_CONFIG)\n");
+    fprintf(stderr, "usage: herald-worker [-c CONFIG] [--listen HOST:PORT]\n"
+                    "  -c CONFIG            default: $HERALD_CONFIG\n"
+                    "  -l, --listen ADDR    metrics endpoint, overrides worker.listen\n");
 }
 
 int main(int argc, char **argv)
 {
-    const char *path = getenv("HERALD_CONFIG");
+    static const struct option longopts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"listen", required_argument, NULL, 'l'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *path = getenv("HERALD_CONFIG"), *listen = NULL;
     hr_config *cfg = NULL;
     wk_worker *w = NULL;
     char errstr[1024];
     int opt, rc = 1;
 
-    while ((opt = getopt(argc, argv, "c:h")) != -1) {
+    while ((opt = getopt_long(argc, argv, "c:l:h", longopts, NULL)) != -1) {
         switch (opt) {
         case 'c':
             path = optarg;
+            break;
+        case 'l':
+            listen = optarg;
             break;
         case 'h':
             usage();
@@ -45,6 +60,17 @@ int main(int argc, char **argv)
     if (hr_config_load(path, &cfg, errstr, sizeof errstr) != 0) {
         fprintf(stderr, "%s\n", errstr);
         return 2;
+    }
+    if (listen != NULL) {
+        char *copy = strdup(listen);
+
+        if (copy == NULL) {
+            fprintf(stderr, "out of memory\n");
+            hr_config_free(cfg);
+            return 2;
+        }
+        free(cfg->worker.listen);
+        cfg->worker.listen = copy;
     }
     hr_log_setup(cfg->log.level, cfg->log.format, cfg->instance);
     /* A peer closing a connection must not kill the process. */

@@ -48,6 +48,7 @@ void wk_chunk_free(wk_chunk *c)
     if (c->members != NULL)
         freeReplyObject(c->members);
     free(c->pushes);
+    free(c->verdicts);
     free(c->acks);
     free(c);
 }
@@ -155,6 +156,7 @@ int wk_chunk_open(wk_chunk *c, hr_redis *r, const char *owner, int lease_ms, cha
         p->task = c->task;
         p->uid = c->members->element[i]->str;
         p->user = c->users != NULL ? c->users[i] : NULL;
+        p->hold = &c->held;
         p->state = WK_PUSH_IDLE;
     }
     c->open = c->npushes;
@@ -185,37 +187,145 @@ static int wk_chunk_eval_int(hr_redis *r, hr_lua_id id, int nkeys, int argc, con
     return 0;
 }
 
-int wk_chunk_flush(wk_chunk *c, hr_redis *r, int64_t *removed, int64_t *retried, char *errstr,
-                   size_t errlen)
+/* ack.lua for the N UIDS, counted under stats FIELD, plus RETRIED. */
+static int wk_chunk_ack_eval(wk_chunk *c, hr_redis *r, const char *field, int64_t retried,
+                             const char *const *uids, size_t n, int64_t *removed, char *errstr,
+                             size_t errlen)
 {
-    const char **argv = calloc(c->nacks + 3, sizeof *argv);
+    const char **argv = calloc(n + 4, sizeof *argv);
     char retried_s[24];
-    int rc = -1;
+    int rc;
 
-    *removed = 0;
-    *retried = 0;
-    if (c->nacks == 0 && c->retried_unflushed == 0) {
-        free(argv);
-        return 0;
-    }
     if (argv == NULL) {
         snprintf(errstr, errlen, "out of memory");
         return -1;
     }
-    snprintf(retried_s, sizeof retried_s, "%" PRId64, c->retried_unflushed);
+    snprintf(retried_s, sizeof retried_s, "%" PRId64, retried);
     argv[0] = c->k_set;
     argv[1] = c->k_stats;
     argv[2] = retried_s;
-    memcpy(argv + 3, c->acks, c->nacks * sizeof *argv);
-    if (wk_chunk_eval_int(r, HR_LUA_ACK, 2, (int)c->nacks + 3, argv, removed, errstr, errlen) != 0)
-        goto done;
+    argv[3] = field;
+    if (n > 0)
+        memcpy(argv + 4, uids, n * sizeof *argv);
+    rc = wk_chunk_eval_int(r, HR_LUA_ACK, 2, (int)n + 4, argv, removed, errstr, errlen);
+    free(argv);
+    return rc;
+}
+
+int wk_chunk_flush(wk_chunk *c, hr_redis *r, int64_t *removed, int64_t *retried, char *errstr,
+                   size_t errlen)
+{
+    *removed = 0;
+    *retried = 0;
+    if (c->nacks == 0 && c->retried_unflushed == 0)
+        return 0;
+    if (wk_chunk_ack_eval(c, r, "sent", c->retried_unflushed, c->acks, c->nacks, removed, errstr,
+                          errlen) != 0)
+        return -1;
     *retried = c->retried_unflushed;
     c->retried_unflushed = 0;
     c->nacks = 0;
     c->sent += *removed;
+    return 0;
+}
+
+/* HINCRBY stats FIELD N, when N > 0. */
+static int wk_chunk_count(wk_chunk *c, hr_redis *r, const char *field, int64_t n, char *errstr,
+                          size_t errlen)
+{
+    char n_s[24];
+    const char *argv[] = {"HINCRBY", c->k_stats, field, n_s};
+    redisReply *reply;
+
+    if (n == 0)
+        return 0;
+    snprintf(n_s, sizeof n_s, "%" PRId64, n);
+    reply = hr_redis_cmd(r, errstr, errlen, 4, argv, NULL);
+    if (reply == NULL)
+        return -1;
+    freeReplyObject(reply);
+    return 0;
+}
+
+/* The throttle keys of pushes [FIRST, FIRST+N) into KEYS (N slots of
+ * HR_THROTTLE_KEY_MAX) and REQS; *MISSING counts absent attributes. */
+static int wk_chunk_throttle_keys(wk_chunk *c, hr_redis *r, size_t first, size_t n,
+                                  char (*keys)[HR_THROTTLE_KEY_MAX], hr_throttle_req *reqs,
+                                  int64_t *missing, char *errstr, size_t errlen)
+{
+    const hr_task *row = c->task->row;
+
+    for (size_t i = 0; i < n; i++) {
+        const wk_push *p = &c->pushes[first + i];
+        char vbuf[HR_THROTTLE_VALUE_MAX];
+        const char *value = NULL;
+
+        if (row->throttle_key != NULL) {
+            value = hr_throttle_value(row->throttle_key, c->task->payload, p->user, vbuf,
+                                      sizeof vbuf);
+            if (value == NULL)
+                (*missing)++;
+        }
+        if (hr_throttle_key(r, row->throttle_scope, p->uid, value, keys[i], sizeof keys[i],
+                            errstr, errlen) != 0)
+            return -1;
+        reqs[i].key = keys[i];
+        reqs[i].rule = &c->task->throttle;
+    }
+    return 0;
+}
+
+int wk_chunk_throttle(wk_chunk *c, hr_redis *r, wk_chunk_throttled *out, char *errstr,
+                      size_t errlen)
+{
+    size_t slice = c->npushes < HR_THROTTLE_PIPE_MAX ? c->npushes : HR_THROTTLE_PIPE_MAX;
+    char (*keys)[HR_THROTTLE_KEY_MAX] = calloc(slice, sizeof *keys);
+    hr_throttle_req *reqs = calloc(slice, sizeof *reqs);
+    hr_throttle_result *res = calloc(slice, sizeof *res);
+    const char **blocked = calloc(slice, sizeof *blocked);
+    int rc = -1;
+
+    memset(out, 0, sizeof *out);
+    c->verdicts = calloc(c->npushes, sizeof *c->verdicts);
+    if (keys == NULL || reqs == NULL || res == NULL || blocked == NULL || c->verdicts == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        goto done;
+    }
+    /* Slices bound the key memory; each is one pipelined round trip. */
+    for (size_t first = 0; first < c->npushes; first += slice) {
+        size_t n = c->npushes - first < slice ? c->npushes - first : slice, nblocked = 0;
+        int64_t removed;
+
+        if (wk_chunk_throttle_keys(c, r, first, n, keys, reqs, &out->key_missing, errstr,
+                                   errlen) != 0 ||
+            hr_throttle_check(r, reqs, n, res, errstr, errlen) != 0)
+            goto done;
+        for (size_t i = 0; i < n; i++) {
+            c->verdicts[first + i] = (uint8_t)res[i].verdict;
+            if (res[i].verdict == HR_THROTTLE_BLOCKED)
+                blocked[nblocked++] = c->pushes[first + i].uid;
+            else if (res[i].verdict == HR_THROTTLE_SHADOWED)
+                out->shadowed++;
+        }
+        if (nblocked == 0)
+            continue;
+        if (wk_chunk_ack_eval(c, r, "throttled", 0, blocked, nblocked, &removed, errstr,
+                              errlen) != 0)
+            goto done;
+        out->blocked += (int64_t)nblocked;
+        out->removed += removed;
+        c->open -= nblocked;
+    }
+    if (wk_chunk_count(c, r, "throttle_shadowed", out->shadowed, errstr, errlen) != 0 ||
+        wk_chunk_count(c, r, "throttle_key_missing", out->key_missing, errstr, errlen) != 0)
+        goto done;
+    c->throttled = out->removed;
     rc = 0;
 done:
-    free(argv);
+    free(keys);
+    free(reqs);
+    free(res);
+    free(blocked);
     return rc;
 }
 
@@ -257,6 +367,16 @@ int wk_chunk_close(wk_chunk *c, hr_redis *r, const char *owner, int64_t res[3], 
 done:
     freeReplyObject(reply);
     return rc;
+}
+
+int wk_chunk_cancel(wk_chunk *c, hr_redis *r, const char *owner, int64_t *cancelled,
+                    char *errstr, size_t errlen)
+{
+    char seq[24];
+    const char *argv[] = {c->k_set, c->k_stats, c->k_pending, c->k_lease, seq, owner};
+
+    snprintf(seq, sizeof seq, "%" PRId64, c->msg.seq);
+    return wk_chunk_eval_int(r, HR_LUA_CHUNK_CANCEL, 4, 6, argv, cancelled, errstr, errlen);
 }
 
 int wk_chunk_release(wk_chunk *c, hr_redis *r, const char *owner, char *errstr, size_t errlen)

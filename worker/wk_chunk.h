@@ -8,14 +8,18 @@
  * not yet acknowledged.  The Redis operations are synchronous, on the loop
  * thread, each one script call (common/lua/):
  *   open      SET lease NX PX, SMEMBERS, pipelined HGETALLs
+ *   throttle  pipelined throttle.lua per member (hr_throttle), then ack.lua
+ *             counting the blocked ones under 'throttled'
  *   ack       buffered; flushed per ack_batch with ack.lua
  *   dead      dead_letter.lua per recipient
  *   close     chunk_done.lua once every recipient is settled
- *   release   lease_release.lua when the chunk is abandoned
+ *   release   lease_release.lua when the chunk is abandoned or parked
+ *   cancel    chunk_cancel.lua when the task is cancelled
  * Keys are built once at creation ({t<ID>} hash tag on every one). */
 #ifndef WK_CHUNK_H
 #define WK_CHUNK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/queue.h>
 
@@ -25,6 +29,13 @@
 #include "wk_task.h"
 
 #define WK_CHUNK_KEY_MAX 192
+
+/* Why a chunk stops before its set is empty (the task's control key). */
+typedef enum wk_chunk_halt {
+    WK_CHUNK_RUN = 0,
+    WK_CHUNK_PARK,   /* pause: recipients stay, lease released, row 'parked' */
+    WK_CHUNK_CANCEL, /* cancel: recipients counted as cancelled and dropped */
+} wk_chunk_halt;
 
 typedef struct wk_chunk {
     TAILQ_ENTRY(wk_chunk) link;
@@ -37,13 +48,16 @@ typedef struct wk_chunk {
     redisReply *members;   /* SMEMBERS reply */
     redisReply **users;    /* per member, or NULL when not needed */
     wk_push *pushes;
+    uint8_t *verdicts;     /* hr_throttle_verdict per push, NULL = not throttled */
     size_t npushes;
     size_t open;           /* pushes not yet settled */
     const char **acks;     /* delivered, awaiting ack.lua */
     size_t nacks, ack_batch;
     int64_t retried_unflushed;
-    int64_t sent, failed, retried; /* totals, for the chunk_done log line */
+    int64_t sent, failed, retried, throttled; /* totals, for the chunk_done log line */
     int64_t started_ms;
+    wk_chunk_halt halt;
+    bool held;             /* pushes' hold flag: set once halt is not RUN */
 } wk_chunk;
 
 typedef enum wk_chunk_open_result {
@@ -71,12 +85,29 @@ bool wk_chunk_ack(wk_chunk *c, const char *uid);
  * is emptied only on success. */
 int wk_chunk_flush(wk_chunk *c, hr_redis *r, int64_t *removed, int64_t *retried, char *errstr,
                    size_t errlen);
+/* What wk_chunk_throttle decided. */
+typedef struct wk_chunk_throttled {
+    int64_t blocked;     /* pushes not to be submitted (settled already) */
+    int64_t removed;     /* of those, left the set now: counted as throttled */
+    int64_t shadowed;    /* over the limit but pushed (shadow mode) */
+    int64_t key_missing; /* throttle_key attribute absent */
+} wk_chunk_throttled;
+
+/* For an opened chunk whose task throttles: checks every member, fills
+ * C->verdicts, acknowledges the blocked ones (ack.lua, 'throttled'; they
+ * leave C->open) and counts throttle_shadowed / throttle_key_missing in the
+ * stats hash.  0, or -1 with ERRSTR on a Redis error. */
+int wk_chunk_throttle(wk_chunk *c, hr_redis *r, wk_chunk_throttled *out, char *errstr,
+                      size_t errlen);
 /* dead_letter.lua for UID; *REMOVED is 1 when it was still in the set. */
 int wk_chunk_dead_letter(wk_chunk *c, hr_redis *r, const char *uid, const char *reason,
                          int64_t *removed, char *errstr, size_t errlen);
 /* chunk_done.lua: RES gets {removed, pending left, subs left}. */
 int wk_chunk_close(wk_chunk *c, hr_redis *r, const char *owner, int64_t res[3], char *errstr,
                    size_t errlen);
+/* chunk_cancel.lua: *CANCELLED gets how many recipients were left. */
+int wk_chunk_cancel(wk_chunk *c, hr_redis *r, const char *owner, int64_t *cancelled,
+                    char *errstr, size_t errlen);
 /* lease_release.lua. */
 int wk_chunk_release(wk_chunk *c, hr_redis *r, const char *owner, char *errstr, size_t errlen);
 

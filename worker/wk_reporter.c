@@ -35,6 +35,7 @@ struct wk_reporter {
     bool stopping;
 
     hr_mysql *m;
+    wk_metrics *met;
     bool mysql_down;
     char *sql;       /* multi-row INSERT text, rebuilt per row count */
     size_t sql_rows; /* rows SQL was built for */
@@ -43,7 +44,7 @@ struct wk_reporter {
 
 /* Counter deltas of one task within a batch. */
 typedef struct wk_task_delta {
-    int64_t task, sent, failed, throttled, retried;
+    int64_t task, sent, failed, throttled, retried, cancelled;
 } wk_task_delta;
 
 static void wk_reporter_deadline(struct timespec *ts, int ms)
@@ -97,6 +98,13 @@ static int wk_reporter_delivery_sql(wk_reporter *rp, size_t nrows)
     return 0;
 }
 
+/* push_delivery.status per wk_delivery. */
+static const char *const wk_reporter_status[] = {
+    [WK_DELIVERY_SENT] = "sent",
+    [WK_DELIVERY_FAILED] = "failed",
+    [WK_DELIVERY_THROTTLED] = "throttled",
+};
+
 static int wk_reporter_write_deliveries(wk_reporter *rp, size_t n, char *errstr, size_t errlen)
 {
     size_t rows = 0;
@@ -119,7 +127,7 @@ static int wk_reporter_write_deliveries(wk_reporter *rp, size_t n, char *errstr,
             continue;
         *p++ = HR_P_I64(ev->task);
         *p++ = HR_P_I64(ev->u.outcome.uid);
-        *p++ = HR_P_STR(ev->u.outcome.status == WK_DELIVERY_SENT ? "sent" : "failed");
+        *p++ = HR_P_STR(wk_reporter_status[ev->u.outcome.status]);
         *p++ = HR_P_I64(ev->u.outcome.attempts);
         *p++ = ev->u.outcome.http_status > 0 ? HR_P_I64(ev->u.outcome.http_status) : HR_P_NULL;
         *p++ = HR_P_I64(ev->u.outcome.latency_ms);
@@ -153,16 +161,18 @@ static int wk_reporter_write_counters(wk_reporter *rp, size_t n, char *errstr, s
         d[k].failed += ev->u.counters.failed;
         d[k].throttled += ev->u.counters.throttled;
         d[k].retried += ev->u.counters.retried;
+        d[k].cancelled += ev->u.counters.cancelled;
     }
     for (size_t k = 0; k < nd && rc == 0; k++) {
         hr_mysql_param params[] = {HR_P_I64(d[k].sent), HR_P_I64(d[k].failed),
                                    HR_P_I64(d[k].throttled), HR_P_I64(d[k].retried),
-                                   HR_P_I64(d[k].task)};
+                                   HR_P_I64(d[k].cancelled), HR_P_I64(d[k].task)};
 
         rc = hr_mysql_exec(rp->m,
                            "UPDATE push_task SET sent = sent + ?, failed = failed + ?, "
-                           "throttled = throttled + ?, retried = retried + ? WHERE id = ?",
-                           params, 5, NULL, NULL, NULL, errstr, errlen);
+                           "throttled = throttled + ?, retried = retried + ?, "
+                           "cancelled = cancelled + ? WHERE id = ?",
+                           params, 6, NULL, NULL, NULL, errstr, errlen);
     }
     free(d);
     return rc;
@@ -175,15 +185,18 @@ static int wk_reporter_write_chunks(wk_reporter *rp, size_t n, char *errstr, siz
 
         if (ev->kind != WK_EVENT_CHUNK_DONE)
             continue;
-        hr_mysql_param chunk[] = {HR_P_I64(ev->u.chunk.done_ms), HR_P_STR(rp->owner),
-                                  HR_P_I64(ev->task), HR_P_I64(ev->u.chunk.seq)};
+        hr_mysql_param chunk[] = {HR_P_STR(ev->u.chunk.state), HR_P_I64(ev->u.chunk.done_ms),
+                                  HR_P_STR(rp->owner), HR_P_I64(ev->task),
+                                  HR_P_I64(ev->u.chunk.seq)};
 
         if (hr_mysql_exec(rp->m,
-                          "UPDATE push_chunk SET state = 'done', done_at = FROM_UNIXTIME(? / 1000), "
+                          "UPDATE push_chunk SET state = ?, done_at = FROM_UNIXTIME(? / 1000), "
                           "worker = ? WHERE task_id = ? AND seq = ?",
-                          chunk, 4, NULL, NULL, NULL, errstr, errlen) != 0)
+                          chunk, 5, NULL, NULL, NULL, errstr, errlen) != 0)
             return -1;
-        if (ev->u.chunk.pending_left != 0 || ev->u.chunk.subs_left != 0)
+        /* Only a closed chunk can finish its task. */
+        if (strcmp(ev->u.chunk.state, "done") != 0 || ev->u.chunk.pending_left != 0 ||
+            ev->u.chunk.subs_left != 0)
             continue;
         hr_mysql_param task[] = {HR_P_I64(ev->task)};
         uint64_t affected = 0;
@@ -251,7 +264,11 @@ static void *wk_reporter_main(void *arg)
         if (n == 0)
             continue;
 
+        int64_t started_ms = wk_clock_now_ms();
+
         if (wk_reporter_write(rp, n, errstr, sizeof errstr) != 0) {
+            hr_metrics_inc(rp->met->backend_errors[WK_BACKEND_MYSQL]);
+            atomic_store(&rp->met->mysql_ok, false);
             if (!rp->mysql_down)
                 hr_log_error("reporter_mysql_down", "error=%s queued=%zu", errstr, n);
             rp->mysql_down = true;
@@ -274,6 +291,8 @@ static void *wk_reporter_main(void *arg)
             }
             continue;
         }
+        hr_metrics_observe(rp->met->reporter_flush, (wk_clock_now_ms() - started_ms) / 1000.0);
+        atomic_store(&rp->met->mysql_ok, true);
         if (rp->mysql_down)
             hr_log_info("reporter_mysql_up", "queued=%zu", n);
         rp->mysql_down = false;
@@ -287,8 +306,20 @@ static void *wk_reporter_main(void *arg)
     return NULL;
 }
 
-int wk_reporter_start(const hr_config *cfg, const char *owner, wk_reporter **out, char *errstr,
-                      size_t errlen)
+/* herald_reporter_queue_depth, at scrape time (any thread). */
+static double wk_reporter_depth(void *ctx)
+{
+    wk_reporter *rp = ctx;
+    size_t n;
+
+    pthread_mutex_lock(&rp->mu);
+    n = rp->count;
+    pthread_mutex_unlock(&rp->mu);
+    return (double)n;
+}
+
+int wk_reporter_start(const hr_config *cfg, const char *owner, wk_metrics *met, wk_reporter **out,
+                      char *errstr, size_t errlen)
 {
     wk_reporter *rp = calloc(1, sizeof *rp);
 
@@ -296,6 +327,7 @@ int wk_reporter_start(const hr_config *cfg, const char *owner, wk_reporter **out
     if (rp == NULL)
         goto oom;
     rp->cfg = cfg;
+    rp->met = met;
     snprintf(rp->owner, sizeof rp->owner, "%s", owner);
     rp->delivery_log = cfg->worker.delivery_log;
     rp->batch = (size_t)cfg->worker.reporter_batch;
@@ -314,6 +346,7 @@ int wk_reporter_start(const hr_config *cfg, const char *owner, wk_reporter **out
         pthread_mutex_destroy(&rp->mu);
         goto fail;
     }
+    hr_metrics_gauge_fn(met->reporter_queue, wk_reporter_depth, rp);
     *out = rp;
     return 0;
 oom:

@@ -6,7 +6,8 @@
  * it in bulk every 200 ms or when worker.reporter_batch events wait:
  * per-recipient outcomes become multi-row INSERTs into push_delivery (when
  * worker.delivery_log is on), counter deltas are summed per task into one
- * UPDATE push_task each, chunk-done events mark push_chunk rows done and,
+ * UPDATE push_task each, chunk events set push_chunk rows' state (done,
+ * parked, cancelled) and, for done,
  * when the chunk was the task's last pending one and its subs set is empty,
  * move a 'dispatched' task to 'done' (after the counters, in the same
  * transaction).  A batch leaves the ring only after its transaction
@@ -25,14 +26,19 @@
 #include <stdint.h>
 
 #include "hr_config.h"
+#include "wk_metrics.h"
 
 typedef enum wk_event_kind {
     WK_EVENT_OUTCOME,    /* one recipient settled: a push_delivery row */
     WK_EVENT_COUNTERS,   /* deltas for push_task counters */
-    WK_EVENT_CHUNK_DONE, /* a chunk closed by chunk_done.lua */
+    WK_EVENT_CHUNK_DONE, /* a chunk closed by chunk_done.lua, parked or cancelled */
 } wk_event_kind;
 
-typedef enum wk_delivery { WK_DELIVERY_SENT, WK_DELIVERY_FAILED } wk_delivery;
+typedef enum wk_delivery {
+    WK_DELIVERY_SENT,
+    WK_DELIVERY_FAILED,
+    WK_DELIVERY_THROTTLED, /* blocked by the throttle, never pushed */
+} wk_delivery;
 
 typedef struct wk_event {
     wk_event_kind kind;
@@ -47,9 +53,10 @@ typedef struct wk_event {
             int64_t at_ms;
         } outcome;
         struct {
-            int64_t sent, failed, throttled, retried;
+            int64_t sent, failed, throttled, retried, cancelled;
         } counters;
         struct {
+            const char *state;    /* push_chunk.state: "done", "parked", "cancelled" */
             int64_t seq;
             int64_t done_ms;
             int64_t pending_left; /* HLEN pending after the close */
@@ -60,9 +67,12 @@ typedef struct wk_event {
 
 typedef struct wk_reporter wk_reporter;
 
-/* Starts the thread.  OWNER (copied) goes into push_chunk.worker. */
-int wk_reporter_start(const hr_config *cfg, const char *owner, wk_reporter **out, char *errstr,
-                      size_t errlen);
+/* Starts the thread.  OWNER (copied) goes into push_chunk.worker.  MET
+ * (which must outlive the reporter) gets the flush time, MySQL errors and
+ * health, and the queue depth (a gauge callback, so stop the metrics
+ * server before the reporter). */
+int wk_reporter_start(const hr_config *cfg, const char *owner, wk_metrics *met, wk_reporter **out,
+                      char *errstr, size_t errlen);
 
 /* Queues a copy of EV, waiting while the ring is full. */
 void wk_reporter_push(wk_reporter *rp, const wk_event *ev);

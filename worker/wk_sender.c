@@ -67,6 +67,7 @@ struct wk_sender {
     uv_loop_t *loop;
     const hr_config *cfg;
     hr_redis *redis;
+    wk_metrics *m;
     wk_sender_done_fn done;
     void *ctx;
     CURLM *multi;
@@ -293,6 +294,7 @@ static void wk_chan_release_xfer(wk_chan *ch, wk_xfer *x)
     ch->free[ch->nfree++] = x;
     ch->inflight--;
     s->inflight--;
+    hr_metrics_set(s->m->inflight, (double)s->inflight);
 }
 
 /* ---- scheduling ---------------------------------------------------------- */
@@ -354,12 +356,15 @@ static bool wk_chan_token(wk_chan *ch, const char *scope, int64_t limit, int64_t
         if (hr_ratelimit_take(ch->s->redis, scope, limit, want, &granted, wait_ms, errstr,
                               sizeof errstr) != 0) {
             hr_log_warn("ratelimit_error", "scope=%s error=%s", scope, errstr);
+            hr_metrics_inc(ch->s->m->backend_errors[WK_BACKEND_REDIS]);
             *wait_ms = WK_SENDER_LIMITER_RETRY_MS;
             return false;
         }
         *tokens += granted;
-        if (*tokens == 0)
+        if (*tokens == 0) {
+            hr_metrics_inc(ch->s->m->ratelimit_waits);
             return false;
+        }
     }
     (*tokens)--;
     return true;
@@ -416,6 +421,7 @@ static bool wk_chan_start(wk_chan *ch, wk_xfer *x, wk_push *p)
     p->attempts++;
     ch->inflight++;
     s->inflight++;
+    hr_metrics_set(s->m->inflight, (double)s->inflight);
     return true;
 fail:
     curl_slist_free_all(headers);
@@ -499,10 +505,18 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
         snprintf(reason, sizeof reason, "curl: %s", x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
     wk_chan_release_xfer(ch, x);
     res.http_status = code;
+    hr_metrics_observe(s->m->chans[ch - s->chans].latency, res.latency_ms / 1000.0);
+    if (rc != CURLE_OK)
+        hr_metrics_inc(s->m->backend_errors[WK_BACKEND_HTTP]);
 
     if (rc == CURLE_OK && wk_chan_success(ch, code)) {
         wk_retry_cap_grow(&ch->cap);
         res.delivered = true;
+        wk_sender_settle(s, p, &res);
+        return;
+    }
+    if (p->hold != NULL && *p->hold) {
+        res.held = true;
         wk_sender_settle(s, p, &res);
         return;
     }
@@ -565,8 +579,8 @@ static void wk_sender_check(wk_sender *s)
 
 /* ---- public -------------------------------------------------------------- */
 
-int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_sender_done_fn done,
-                  void *ctx, wk_sender **out, char *errstr, size_t errlen)
+int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_metrics *m,
+                  wk_sender_done_fn done, void *ctx, wk_sender **out, char *errstr, size_t errlen)
 {
     wk_sender *s = calloc(1, sizeof *s);
     long maxconn = 0, hostconn = 0;
@@ -577,6 +591,7 @@ int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_sen
     s->loop = loop;
     s->cfg = cfg;
     s->redis = redis;
+    s->m = m;
     s->done = done;
     s->ctx = ctx;
     if (getrandom(&s->rnd, sizeof s->rnd, 0) != (ssize_t)sizeof s->rnd || s->rnd == 0)

@@ -17,9 +17,11 @@
  *     channel at the next second while other channels keep sending.
  * Retryable failures (5xx, curl errors such as timeouts or refused
  * connections) wait an exponential backoff with full jitter on the delayed
- * list; when a push is settled — delivered, or failed for good — the done
- * callback is called once with the result and the push is no longer linked
- * anywhere.  The callback may cancel other pushes and submit new ones. */
+ * list, unless the push's hold flag is set (its owner is pausing or
+ * cancelling): then it is settled as held.  When a push is settled —
+ * delivered, failed for good, or held — the done callback is called once
+ * with the result and the push is no longer linked anywhere.  The callback
+ * may cancel other pushes and submit new ones. */
 #ifndef WK_SENDER_H
 #define WK_SENDER_H
 
@@ -30,6 +32,7 @@
 
 #include "hr_config.h"
 #include "hr_redis.h"
+#include "wk_metrics.h"
 #include "wk_task.h"
 
 typedef enum wk_push_state {
@@ -45,6 +48,7 @@ typedef struct wk_push {
     wk_task *task;
     const char *uid;          /* owned by the chunk */
     const redisReply *user;   /* HGETALL reply, or NULL */
+    const bool *hold;         /* when *hold: no further attempt (owner halting) */
     wk_push_state state;
     int attempts;             /* requests that counted as attempts */
     int slowdowns;            /* requests answered "slow down", not counted */
@@ -59,15 +63,18 @@ typedef struct wk_push_result {
     long http_status;   /* 0 when no response came */
     int latency_ms;     /* of the last request */
     const char *reason; /* why it failed for good; valid during the callback */
+    bool held;          /* not delivered, not tried again because of *hold */
 } wk_push_result;
 
 typedef void (*wk_sender_done_fn)(void *ctx, wk_push *p, const wk_push_result *res);
 
 typedef struct wk_sender wk_sender;
 
-/* REDIS is used for rate-limit grants on the loop thread. */
-int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_sender_done_fn done,
-                  void *ctx, wk_sender **out, char *errstr, size_t errlen);
+/* REDIS is used for rate-limit grants on the loop thread.  M (which must
+ * outlive the sender) gets the request latency, in-flight, rate-limit wait
+ * and HTTP / limiter error metrics. */
+int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_metrics *m,
+                  wk_sender_done_fn done, void *ctx, wk_sender **out, char *errstr, size_t errlen);
 
 /* Queues P (state IDLE) for its first attempt; nothing starts (and no
  * callback runs) until wk_sender_kick(). */

@@ -100,8 +100,12 @@ static int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char
         snprintf(errstr, errlen, "payload is not JSON");
         goto fail;
     }
+    if (hr_throttle_rule_from_task(row, t->ch, &t->throttle, errstr, errlen) != 0)
+        goto fail;
+    /* A throttle_key value may come from the user hash (payload first). */
     t->uses_user = hr_template_uses_user(t->title) || hr_template_uses_user(t->body) ||
-                   hr_template_uses_user(t->url) || hr_template_uses_user(t->chbody);
+                   hr_template_uses_user(t->url) || hr_template_uses_user(t->chbody) ||
+                   (t->throttle.limit > 0 && row->throttle_key != NULL);
     for (size_t i = 0; i < t->ch->nheaders; i++)
         t->uses_user = t->uses_user || hr_template_uses_user(t->headers[i]);
     t->rate_limit = row->rate_limit > 0 ? row->rate_limit : t->ch->rate_limit;

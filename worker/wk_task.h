@@ -10,6 +10,8 @@
  * processes at most 64 chunks at once, the table never fills with
  * referenced entries.
  *
+ * The task's throttle rule (hr_throttle.h) is resolved here too.
+ *
  * wk_task also carries the per-task share of the push rate limit granted
  * to this worker (tokens), spent by the sender. */
 #ifndef WK_TASK_H
@@ -24,6 +26,7 @@
 #include "hr_mysql.h"
 #include "hr_task.h"
 #include "hr_template.h"
+#include "hr_throttle.h"
 
 #define WK_TASK_CACHE_SLOTS 128
 #define WK_TASK_TTL_MS 30000
@@ -36,7 +39,8 @@ typedef struct wk_task {
     hr_template *url, *chbody; /* the channel's */
     hr_template **headers;     /* one per channel header value */
     struct cJSON *payload;     /* NULL when the task has none */
-    bool uses_user;            /* some template names user.* */
+    bool uses_user;            /* some template or the throttle_key names user.* */
+    hr_throttle_rule throttle; /* limit 0 = the task does not throttle */
     int64_t rate_limit;        /* effective pushes/s for the task, 0 = none */
     char rl_scope[40];         /* "push:task<ID>" */
     int64_t tokens;            /* granted by the limiter, not yet spent */

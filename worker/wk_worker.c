@@ -33,6 +33,7 @@
 #include "hr_mysql.h"
 #include "hr_redis.h"
 #include "wk_chunk.h"
+#include "wk_metrics.h"
 #include "wk_offsets.h"
 #include "wk_reporter.h"
 #include "wk_sender.h"
@@ -40,13 +41,18 @@
 
 #define WK_WORKER_KICK_MS 250
 #define WK_WORKER_CLOSE_TIMEOUT_MS 10000
+/* Control keys are re-read this often while chunks are open, so a pause
+ * or cancel stops new requests well within 2 s. */
+#define WK_WORKER_CTL_MS 250
+/* The config's bound on worker.max_chunks_in_flight. */
+#define WK_WORKER_MAX_CHUNKS 64
 
 struct wk_worker {
     const hr_config *cfg;
     char owner[160];
     uv_loop_t loop;
     uv_signal_t sigterm, sigint;
-    uv_timer_t kick, renew, grace;
+    uv_timer_t kick, renew, grace, ctl;
     uv_idle_t idle;
     uv_poll_t kpoll;
     int kpipe[2];
@@ -58,6 +64,7 @@ struct wk_worker {
     wk_task_cache *tasks;
     wk_sender *sender;
     wk_reporter *reporter;
+    wk_metrics *met;
     wk_offsets *offsets;
     TAILQ_HEAD(, wk_chunk) chunks;
     size_t nchunks;
@@ -99,14 +106,15 @@ static void wk_worker_soon(wk_worker *w);
 /* ---- chunk endings ------------------------------------------------------ */
 
 static void wk_worker_report_counters(wk_worker *w, int64_t task, int64_t sent, int64_t failed,
-                                      int64_t retried)
+                                      int64_t throttled, int64_t retried)
 {
     wk_event ev = {.kind = WK_EVENT_COUNTERS, .task = task};
 
-    if (sent == 0 && failed == 0 && retried == 0)
+    if (sent == 0 && failed == 0 && throttled == 0 && retried == 0)
         return;
     ev.u.counters.sent = sent;
     ev.u.counters.failed = failed;
+    ev.u.counters.throttled = throttled;
     ev.u.counters.retried = retried;
     wk_reporter_push(w->reporter, &ev);
 }
@@ -122,7 +130,7 @@ static int wk_worker_flush(wk_worker *w, wk_chunk *c)
                      c->msg.seq, errstr);
         return -1;
     }
-    wk_worker_report_counters(w, c->msg.task, removed, 0, retried);
+    wk_worker_report_counters(w, c->msg.task, removed, 0, 0, retried);
     return 0;
 }
 
@@ -138,9 +146,11 @@ static void wk_worker_unlink(wk_worker *w, wk_chunk *c)
 }
 
 /* Gives C up without finishing it: requests stop, delivered recipients are
- * acknowledged, the lease is released; the rest stay in the set.  The
- * offset is not stored, so the chunk is redelivered. */
-static void wk_worker_abandon(wk_worker *w, wk_chunk *c, const char *why)
+ * acknowledged, the lease is released; the rest stay in the set.  With
+ * SETTLE the offset counts as finished (the lease went to another worker,
+ * which does the rest); without, it is not stored and the chunk is
+ * redelivered to the partition's next owner. */
+static void wk_worker_abandon(wk_worker *w, wk_chunk *c, const char *why, bool settle)
 {
     char errstr[256];
 
@@ -152,6 +162,8 @@ static void wk_worker_abandon(wk_worker *w, wk_chunk *c, const char *why)
                     c->msg.task, c->msg.seq, errstr);
     hr_log_info("chunk_abandoned", "task=%" PRId64 " seq=%" PRId64 " reason=%s open=%zu",
                 c->msg.task, c->msg.seq, why, c->open);
+    if (settle)
+        wk_worker_settle_offset(w, c->partition, c->offset);
     wk_worker_unlink(w, c);
 }
 
@@ -160,6 +172,8 @@ static void wk_worker_abandon(wk_worker *w, wk_chunk *c, const char *why)
 static void wk_worker_drop(wk_worker *w, wk_chunk *c, const char *why)
 {
     w->stats.errors++;
+    hr_metrics_inc(w->met->backend_errors[WK_BACKEND_REDIS]);
+    atomic_store(&w->met->redis_ok, false);
     hr_log_error("chunk_dropped", "task=%" PRId64 " seq=%" PRId64 " reason=%s", c->msg.task,
                  c->msg.seq, why);
     wk_worker_settle_offset(w, c->partition, c->offset);
@@ -188,26 +202,92 @@ static void wk_worker_finish(wk_worker *w, wk_chunk *c)
     } else {
         wk_event ev = {.kind = WK_EVENT_CHUNK_DONE, .task = c->msg.task};
 
+        ev.u.chunk.state = "done";
         ev.u.chunk.seq = c->msg.seq;
         ev.u.chunk.done_ms = wk_clock_now_ms();
         ev.u.chunk.pending_left = res[1];
         ev.u.chunk.subs_left = res[2];
         wk_reporter_push(w->reporter, &ev);
         w->stats.chunks_done++;
+        hr_metrics_inc(w->met->chunks_acked);
     }
     hr_log_info("chunk_done",
                 "task=%" PRId64 " seq=%" PRId64 " recipients=%zu sent=%" PRId64 " failed=%" PRId64
-                " retried=%" PRId64 " duration_ms=%" PRId64 " pending_left=%" PRId64,
-                c->msg.task, c->msg.seq, c->npushes, c->sent, c->failed, c->retried,
+                " throttled=%" PRId64 " retried=%" PRId64 " duration_ms=%" PRId64
+                " pending_left=%" PRId64,
+                c->msg.task, c->msg.seq, c->npushes, c->sent, c->failed, c->throttled, c->retried,
                 wk_clock_now_ms() - c->started_ms, res[1]);
     wk_worker_settle_offset(w, c->partition, c->offset);
     wk_worker_unlink(w, c);
 }
 
+/* C stopped by its task's control key and nothing of it is in flight:
+ * acknowledge what was delivered, then park it (lease released, the rest
+ * stays in the set and pending for the dispatcher to republish on resume)
+ * or cancel it (chunk_cancel.lua); the offset counts as finished. */
+static void wk_worker_halted(wk_worker *w, wk_chunk *c)
+{
+    wk_event ev = {.kind = WK_EVENT_CHUNK_DONE, .task = c->msg.task};
+    int64_t cancelled = 0;
+    char errstr[256];
+
+    if (wk_worker_flush(w, c) != 0) {
+        wk_worker_drop(w, c, "ack failed");
+        return;
+    }
+    if (c->halt == WK_CHUNK_CANCEL) {
+        wk_event counters = {.kind = WK_EVENT_COUNTERS, .task = c->msg.task};
+
+        if (wk_chunk_cancel(c, w->redis, w->owner, &cancelled, errstr, sizeof errstr) != 0) {
+            wk_worker_drop(w, c, errstr);
+            return;
+        }
+        counters.u.counters.cancelled = cancelled;
+        if (cancelled > 0)
+            wk_reporter_push(w->reporter, &counters);
+        ev.u.chunk.state = "cancelled";
+    } else {
+        if (wk_chunk_release(c, w->redis, w->owner, errstr, sizeof errstr) != 0) {
+            wk_worker_drop(w, c, errstr);
+            return;
+        }
+        w->stats.parked_chunks++;
+        ev.u.chunk.state = "parked";
+    }
+    ev.u.chunk.seq = c->msg.seq;
+    ev.u.chunk.done_ms = wk_clock_now_ms();
+    wk_reporter_push(w->reporter, &ev);
+    hr_log_info(c->halt == WK_CHUNK_CANCEL ? "chunk_cancelled" : "chunk_parked",
+                "task=%" PRId64 " seq=%" PRId64 " sent=%" PRId64 " cancelled=%" PRId64, c->msg.task,
+                c->msg.seq, c->sent, cancelled);
+    wk_worker_settle_offset(w, c->partition, c->offset);
+    wk_worker_unlink(w, c);
+}
+
+/* Stops starting requests for C (HALT: park or cancel; cancel overrides a
+ * park under way); running requests finish and are not retried. */
+static void wk_worker_halt(wk_worker *w, wk_chunk *c, wk_chunk_halt halt)
+{
+    if (halt <= c->halt)
+        return;
+    c->halt = halt;
+    c->held = true;
+    for (size_t i = 0; i < c->npushes; i++) {
+        wk_push *p = &c->pushes[i];
+
+        if (p->state == WK_PUSH_READY || p->state == WK_PUSH_DELAYED) {
+            wk_sender_cancel(w->sender, p);
+            c->open--;
+        }
+    }
+    if (c->open == 0)
+        wk_worker_halted(w, c);
+}
+
 /* ---- push outcomes ---------------------------------------------------------- */
 
 static void wk_worker_outcome(wk_worker *w, const wk_chunk *c, const wk_push *p,
-                              const wk_push_result *res)
+                              wk_delivery status, const wk_push_result *res)
 {
     wk_event ev = {.kind = WK_EVENT_OUTCOME, .task = c->msg.task};
     char *end;
@@ -216,7 +296,7 @@ static void wk_worker_outcome(wk_worker *w, const wk_chunk *c, const wk_push *p,
     ev.u.outcome.uid = strtoull(p->uid, &end, 10);
     if (errno != 0 || end == p->uid || *end != '\0')
         return; /* push_delivery keys on numeric uids */
-    ev.u.outcome.status = res->delivered ? WK_DELIVERY_SENT : WK_DELIVERY_FAILED;
+    ev.u.outcome.status = status;
     ev.u.outcome.attempts = p->attempts;
     ev.u.outcome.http_status = (int)res->http_status;
     ev.u.outcome.latency_ms = res->latency_ms;
@@ -228,15 +308,30 @@ static void wk_worker_push_done(void *ctx, wk_push *p, const wk_push_result *res
 {
     wk_worker *w = ctx;
     wk_chunk *c = p->owner;
+    wk_metrics_chan *mc = &w->met->chans[c->task->ch_index];
     char errstr[256];
 
     c->open--;
     if (p->attempts > 1) {
         c->retried += p->attempts - 1;
         c->retried_unflushed += p->attempts - 1;
+        hr_metrics_add(mc->retried, (uint64_t)(p->attempts - 1));
+        hr_metrics_add(w->met->retries, (uint64_t)(p->attempts - 1));
+    }
+    if (res->held) {
+        if (c->open == 0)
+            wk_worker_halted(w, c);
+        return;
+    }
+    if (res->delivered) {
+        hr_metrics_inc(mc->sent);
+        hr_metrics_observe(w->met->due_to_delivery,
+                           (double)(wk_clock_now_ms() - c->msg.due_ms) / 1000.0);
+    } else {
+        hr_metrics_inc(mc->failed);
     }
     if (w->cfg->worker.delivery_log)
-        wk_worker_outcome(w, c, p, res);
+        wk_worker_outcome(w, c, p, res->delivered ? WK_DELIVERY_SENT : WK_DELIVERY_FAILED, res);
     if (res->delivered) {
         if (wk_chunk_ack(c, p->uid) && wk_worker_flush(w, c) != 0) {
             wk_worker_drop(w, c, "ack failed");
@@ -252,9 +347,11 @@ static void wk_worker_push_done(void *ctx, wk_push *p, const wk_push_result *res
         }
         hr_log_debug("push_failed", "task=%" PRId64 " uid=%s reason=%s", c->msg.task, p->uid,
                      res->reason);
-        wk_worker_report_counters(w, c->msg.task, 0, removed, 0);
+        wk_worker_report_counters(w, c->msg.task, 0, removed, 0, 0);
     }
-    if (c->open == 0)
+    if (c->open == 0 && c->halt != WK_CHUNK_RUN)
+        wk_worker_halted(w, c);
+    else if (c->open == 0)
         wk_worker_finish(w, c);
     if (w->stopping)
         wk_worker_soon(w);
@@ -272,22 +369,58 @@ static bool wk_worker_active(const wk_worker *w, const hr_chunkmsg *msg)
     return false;
 }
 
-/* The control key: run unless it says pause or cancel.  -1 on error. */
-static int wk_worker_ctl_runs(wk_worker *w, int64_t task, char *errstr, size_t errlen)
+/* What a GET of the control key says: run unless pause or cancel. */
+static wk_chunk_halt wk_worker_ctl_parse(const redisReply *reply)
+{
+    if (reply->type != REDIS_REPLY_STRING)
+        return WK_CHUNK_RUN;
+    if (strcmp(reply->str, "pause") == 0)
+        return WK_CHUNK_PARK;
+    if (strcmp(reply->str, "cancel") == 0)
+        return WK_CHUNK_CANCEL;
+    return WK_CHUNK_RUN;
+}
+
+/* The task's control key as a wk_chunk_halt, or -1 on error. */
+static int wk_worker_ctl_read(wk_worker *w, int64_t task, char *errstr, size_t errlen)
 {
     char key[WK_CHUNK_KEY_MAX];
     const char *argv[] = {"GET", key};
     redisReply *reply;
-    int runs;
+    wk_chunk_halt halt;
 
     hr_redis_task_key(w->redis, key, sizeof key, task, "ctl");
     reply = hr_redis_cmd(w->redis, errstr, errlen, 2, argv, NULL);
     if (reply == NULL)
         return -1;
-    runs = !(reply->type == REDIS_REPLY_STRING &&
-             (strcmp(reply->str, "pause") == 0 || strcmp(reply->str, "cancel") == 0));
+    halt = wk_worker_ctl_parse(reply);
     freeReplyObject(reply);
-    return runs;
+    return (int)halt;
+}
+
+/* The throttle step of an opened chunk: blocked recipients are acknowledged
+ * as throttled and reported; 0, or -1 when C was dropped. */
+static int wk_worker_throttle(wk_worker *w, wk_chunk *c)
+{
+    static const wk_push_result none = {.delivered = false};
+    wk_chunk_throttled thr;
+    char errstr[512];
+
+    if (wk_chunk_throttle(c, w->redis, &thr, errstr, sizeof errstr) != 0) {
+        wk_worker_drop(w, c, errstr);
+        return -1;
+    }
+    wk_worker_report_counters(w, c->msg.task, 0, 0, thr.removed, 0);
+    hr_metrics_add(w->met->chans[c->task->ch_index].throttled, (uint64_t)thr.blocked);
+    hr_metrics_add(w->met->throttled, (uint64_t)thr.blocked);
+    if (w->cfg->worker.delivery_log && thr.blocked > 0)
+        for (size_t i = 0; i < c->npushes; i++)
+            if (c->verdicts[i] == HR_THROTTLE_BLOCKED)
+                wk_worker_outcome(w, c, &c->pushes[i], WK_DELIVERY_THROTTLED, &none);
+    if (thr.key_missing > 0)
+        hr_log_info("throttle_key_missing", "task=%" PRId64 " seq=%" PRId64 " count=%" PRId64,
+                    c->msg.task, c->msg.seq, thr.key_missing);
+    return 0;
 }
 
 /* Starts work on a decoded chunk message; the offset is settled here for
@@ -298,32 +431,33 @@ static void wk_worker_chunk(wk_worker *w, const hr_chunkmsg *msg, int32_t partit
     wk_task *task = NULL;
     wk_chunk *c;
     char errstr[512];
-    int rc;
+    int rc, halt;
 
     rc = wk_task_get(w->tasks, w->mysql, msg->task, wk_clock_now_ms(), &task, errstr,
                      sizeof errstr);
     if (rc != 0) {
         if (rc == 1) {
             w->stats.unknown_tasks++;
+            hr_metrics_inc(w->met->bad[WK_BAD_UNKNOWN_TASK]);
             hr_log_warn("unknown_task", "task=%" PRId64 " seq=%" PRId64 " partition=%" PRId32
                         " offset=%" PRId64 " unknown_tasks=%" PRId64,
                         msg->task, msg->seq, partition, offset, w->stats.unknown_tasks);
         } else {
             w->stats.errors++;
+            hr_metrics_inc(rc == 2 ? w->met->bad[WK_BAD_INVALID_TASK]
+                                   : w->met->backend_errors[WK_BACKEND_MYSQL]);
             hr_log_error("task_load_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s",
                          msg->task, msg->seq, errstr);
         }
         wk_worker_settle_offset(w, partition, offset);
         return;
     }
-    rc = wk_worker_ctl_runs(w, msg->task, errstr, sizeof errstr);
-    if (rc != 1 || wk_worker_active(w, msg)) {
-        if (rc < 0) {
+    halt = wk_worker_ctl_read(w, msg->task, errstr, sizeof errstr);
+    if (halt < 0 || wk_worker_active(w, msg)) {
+        if (halt < 0) {
             w->stats.errors++;
+            hr_metrics_inc(w->met->backend_errors[WK_BACKEND_REDIS]);
             hr_log_error("ctl_read_failed", "task=%" PRId64 " error=%s", msg->task, errstr);
-        } else if (rc == 0) {
-            w->stats.parked_chunks++;
-            hr_log_info("chunk_parked", "task=%" PRId64 " seq=%" PRId64, msg->task, msg->seq);
         } else {
             hr_log_info("chunk_duplicate", "task=%" PRId64 " seq=%" PRId64, msg->task, msg->seq);
         }
@@ -341,28 +475,46 @@ static void wk_worker_chunk(wk_worker *w, const hr_chunkmsg *msg, int32_t partit
     c->started_ms = wk_clock_now_ms();
     TAILQ_INSERT_TAIL(&w->chunks, c, link);
     w->nchunks++;
+    if (halt != WK_CHUNK_RUN) {
+        /* Paused or cancelled before it started: no lease, no push. */
+        c->halt = (wk_chunk_halt)halt;
+        wk_worker_halted(w, c);
+        return;
+    }
     rc = wk_chunk_open(c, w->redis, w->owner, w->cfg->worker.lease_ms, errstr, sizeof errstr);
     switch (rc) {
     case WK_CHUNK_BUSY:
         w->stats.busy_chunks++;
+        hr_metrics_inc(w->met->chunks_redelivered);
         hr_log_info("chunk_busy", "task=%" PRId64 " seq=%" PRId64, msg->task, msg->seq);
         wk_worker_settle_offset(w, partition, offset);
         wk_worker_unlink(w, c);
         return;
     case WK_CHUNK_EMPTY:
+        hr_metrics_inc(w->met->chunks_redelivered);
         wk_worker_finish(w, c);
         return;
     case WK_CHUNK_STARTED:
+        /* Fewer members than published: a redelivery, partly acknowledged. */
+        if ((int64_t)c->npushes < msg->count)
+            hr_metrics_inc(w->met->chunks_redelivered);
         break;
     default:
         wk_worker_drop(w, c, errstr);
         return;
     }
+    if (task->throttle.limit > 0 && wk_worker_throttle(w, c) != 0)
+        return;
     hr_log_info("chunk_start", "task=%" PRId64 " seq=%" PRId64 " recipients=%zu partition=%" PRId32
-                " offset=%" PRId64,
-                msg->task, msg->seq, c->npushes, partition, offset);
+                " offset=%" PRId64 " throttled=%" PRId64,
+                msg->task, msg->seq, c->npushes, partition, offset, c->throttled);
+    if (c->open == 0) {
+        wk_worker_finish(w, c);
+        return;
+    }
     for (size_t i = 0; i < c->npushes; i++)
-        wk_sender_submit(w->sender, &c->pushes[i]);
+        if (c->verdicts == NULL || c->verdicts[i] != HR_THROTTLE_BLOCKED)
+            wk_sender_submit(w->sender, &c->pushes[i]);
     /* May settle pushes, even finish or drop C: C is not touched after. */
     wk_sender_kick(w->sender);
 }
@@ -373,8 +525,10 @@ static void wk_worker_message(wk_worker *w, const rd_kafka_message_t *m)
     char errstr[256];
 
     if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+        if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            hr_metrics_inc(w->met->backend_errors[WK_BACKEND_KAFKA]);
             hr_log_warn("kafka_error", "error=%s", rd_kafka_message_errstr(m));
+        }
         return;
     }
     if (wk_offsets_begin(w->offsets, m->partition, m->offset) != 0) {
@@ -384,6 +538,7 @@ static void wk_worker_message(wk_worker *w, const rd_kafka_message_t *m)
     }
     if (hr_chunkmsg_decode(m->payload, m->len, &msg, errstr, sizeof errstr) != 0) {
         w->stats.bad_messages++;
+        hr_metrics_inc(w->met->bad[WK_BAD_DECODE]);
         hr_log_warn("bad_message", "partition=%" PRId32 " offset=%" PRId64
                     " reason=%s bad_messages=%" PRId64,
                     m->partition, m->offset, errstr, w->stats.bad_messages);
@@ -425,7 +580,7 @@ static void wk_worker_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         for (c = TAILQ_FIRST(&w->chunks); c != NULL; c = next) {
             next = TAILQ_NEXT(c, link);
             if (c->partition == partition)
-                wk_worker_abandon(w, c, "revoked");
+                wk_worker_abandon(w, c, "revoked", false);
         }
         wk_offsets_drop(w->offsets, partition);
     }
@@ -456,8 +611,8 @@ static void wk_worker_renew_cb(uv_timer_t *t)
 {
     wk_worker *w = t->data;
     char ms[24], errstr[256];
-    wk_chunk *c;
-    size_t n = 0;
+    wk_chunk *c, *lost[WK_WORKER_MAX_CHUNKS];
+    size_t n = 0, nlost = 0;
 
     snprintf(ms, sizeof ms, "%d", w->cfg->worker.lease_ms);
     TAILQ_FOREACH(c, &w->chunks, link) {
@@ -470,14 +625,86 @@ static void wk_worker_renew_cb(uv_timer_t *t)
     for (size_t i = 0; i < n; i++, c = c ? TAILQ_NEXT(c, link) : NULL) {
         redisReply *reply = hr_redis_pipe_reply(w->redis, errstr, sizeof errstr);
 
-        if (reply == NULL)
+        if (reply == NULL) {
+            hr_metrics_inc(w->met->backend_errors[WK_BACKEND_REDIS]);
             hr_log_warn("lease_renew_failed", "error=%s", errstr);
-        else if (reply->type == REDIS_REPLY_INTEGER && reply->integer == 0 && c != NULL)
-            /* Someone else holds it now; pushing on only adds duplicates
-             * the acks absorb, so the chunk is kept. */
-            hr_log_warn("lease_lost", "task=%" PRId64 " seq=%" PRId64, c->msg.task, c->msg.seq);
+        }
+        else if (reply->type == REDIS_REPLY_INTEGER && reply->integer == 0 && c != NULL &&
+                 nlost < WK_WORKER_MAX_CHUNKS)
+            lost[nlost++] = c;
         if (reply != NULL)
             freeReplyObject(reply);
+    }
+    /* The lease expired and may be someone else's now: pushing on would
+     * only send duplicates, so the chunk is given up like a revoke, and its
+     * offset counts as finished since the new holder does the rest. */
+    for (size_t i = 0; i < nlost; i++) {
+        hr_log_warn("lease_lost", "task=%" PRId64 " seq=%" PRId64, lost[i]->msg.task,
+                    lost[i]->msg.seq);
+        wk_worker_abandon(w, lost[i], "lease lost", true);
+    }
+}
+
+/* Reads the control key of every task with an open chunk (one pipelined GET
+ * per task) and halts the chunks of paused or cancelled tasks. */
+static void wk_worker_ctl_cb(uv_timer_t *t)
+{
+    wk_worker *w = t->data;
+    int64_t tasks[WK_WORKER_MAX_CHUNKS];
+    wk_chunk_halt halts[WK_WORKER_MAX_CHUNKS];
+    size_t ntasks = 0, queued = 0;
+    char key[WK_CHUNK_KEY_MAX], errstr[256];
+    wk_chunk *c, *next;
+    bool failed = false;
+
+    TAILQ_FOREACH(c, &w->chunks, link) {
+        size_t i;
+
+        for (i = 0; i < ntasks && tasks[i] != c->msg.task; i++)
+            ;
+        if (i == ntasks && ntasks < WK_WORKER_MAX_CHUNKS)
+            tasks[ntasks++] = c->msg.task;
+    }
+    for (size_t i = 0; i < ntasks; i++) {
+        const char *argv[] = {"GET", key};
+
+        hr_redis_task_key(w->redis, key, sizeof key, tasks[i], "ctl");
+        if (hr_redis_pipe_cmd(w->redis, 2, argv, NULL) != 0)
+            break;
+        queued++;
+    }
+    if (ntasks == 0) {
+        /* Nothing open: a PING keeps /readyz's view of Redis current. */
+        const char *ping[] = {"PING"};
+        redisReply *reply = hr_redis_cmd(w->redis, errstr, sizeof errstr, 1, ping, NULL);
+
+        atomic_store(&w->met->redis_ok, reply != NULL);
+        if (reply != NULL)
+            freeReplyObject(reply);
+        return;
+    }
+    /* Every queued reply is read, so the connection stays in step. */
+    for (size_t i = 0; i < queued; i++) {
+        redisReply *reply = hr_redis_pipe_reply(w->redis, errstr, sizeof errstr);
+
+        halts[i] = WK_CHUNK_RUN;
+        if (reply == NULL) {
+            failed = true;
+            continue;
+        }
+        halts[i] = wk_worker_ctl_parse(reply);
+        freeReplyObject(reply);
+    }
+    if (failed) {
+        hr_metrics_inc(w->met->backend_errors[WK_BACKEND_REDIS]);
+        hr_log_warn("ctl_read_failed", "error=%s", errstr);
+    }
+    atomic_store(&w->met->redis_ok, !failed);
+    for (c = TAILQ_FIRST(&w->chunks); c != NULL; c = next) {
+        next = TAILQ_NEXT(c, link);
+        for (size_t i = 0; i < queued; i++)
+            if (tasks[i] == c->msg.task && halts[i] != WK_CHUNK_RUN)
+                wk_worker_halt(w, c, halts[i]);
     }
 }
 
@@ -493,7 +720,7 @@ static void wk_worker_shutdown_now(wk_worker *w)
         return;
     w->finished = true;
     while ((c = TAILQ_FIRST(&w->chunks)) != NULL)
-        wk_worker_abandon(w, c, "shutdown");
+        wk_worker_abandon(w, c, "shutdown", false);
     err = rd_kafka_commit(w->rk, NULL, 0);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR__NO_OFFSET)
         hr_log_warn("offset_commit_failed", "error=%s", rd_kafka_err2str(err));
@@ -538,6 +765,7 @@ static void wk_worker_signal_cb(uv_signal_t *h, int signum)
     if (w->stopping)
         return;
     w->stopping = true;
+    atomic_store(&w->met->assigned, false);
     hr_log_info("worker_stopping", "signal=%d chunks=%zu in_flight=%zu", signum, w->nchunks,
                 wk_sender_in_flight(w->sender));
     uv_poll_stop(&w->kpoll);
@@ -554,6 +782,7 @@ static void wk_worker_close_handles(wk_worker *w)
     uv_close((uv_handle_t *)&w->kick, NULL);
     uv_close((uv_handle_t *)&w->renew, NULL);
     uv_close((uv_handle_t *)&w->grace, NULL);
+    uv_close((uv_handle_t *)&w->ctl, NULL);
     uv_close((uv_handle_t *)&w->idle, NULL);
     uv_close((uv_handle_t *)&w->kpoll, NULL);
     wk_sender_close(w->sender);
@@ -586,15 +815,45 @@ int wk_worker_new(const hr_config *cfg, wk_worker **out, char *errstr, size_t er
         snprintf(errstr, errlen, "out of memory");
         goto fail;
     }
-    if (wk_sender_new(&w->loop, cfg, w->redis, wk_worker_push_done, w, &w->sender, errstr,
-                      errlen) != 0 ||
-        wk_reporter_start(cfg, w->owner, &w->reporter, errstr, errlen) != 0)
+    w->met = wk_metrics_new(cfg, errstr, errlen);
+    if (w->met == NULL)
         goto fail;
+    if (wk_sender_new(&w->loop, cfg, w->redis, w->met, wk_worker_push_done, w, &w->sender,
+                      errstr, errlen) != 0 ||
+        wk_reporter_start(cfg, w->owner, w->met, &w->reporter, errstr, errlen) != 0)
+        goto fail;
+    if (wk_metrics_serve(w->met, cfg->worker.listen, errstr, errlen) != 0)
+        goto fail;
+    hr_log_info("metrics_listening", "listen=%s port=%d", cfg->worker.listen,
+                hr_httpd_port(w->met->httpd));
     *out = w;
     return 0;
 fail:
     wk_worker_free(w);
     return -1;
+}
+
+/* librdkafka statistics (served by the consumer poll on the loop thread):
+ * consumer lag and broker health for /metrics and /readyz. */
+static int wk_worker_stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaque)
+{
+    wk_worker *w = opaque;
+
+    (void)rk;
+    if (wk_metrics_kafka_stats(w->met, json, len) != 0)
+        hr_log_warn("kafka_stats_unparsed", "bytes=%zu", len);
+    return 0; /* librdkafka frees JSON */
+}
+
+static void wk_worker_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    wk_worker *w = opaque;
+
+    (void)rk;
+    hr_metrics_inc(w->met->backend_errors[WK_BACKEND_KAFKA]);
+    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
+        atomic_store(&w->met->kafka_ok, false);
+    hr_log_warn("kafka_error", "error=%s reason=%s", rd_kafka_err2name(err), reason);
 }
 
 /* The consumer, its io-event pipe and the loop handles. */
@@ -607,6 +866,13 @@ static int wk_worker_setup(wk_worker *w, char *errstr, size_t errlen)
     if (conf == NULL)
         return -1;
     rd_kafka_conf_set_rebalance_cb(conf, wk_worker_rebalance);
+    rd_kafka_conf_set_stats_cb(conf, wk_worker_stats_cb);
+    rd_kafka_conf_set_error_cb(conf, wk_worker_error_cb);
+    if (rd_kafka_conf_set(conf, "statistics.interval.ms", "5000", errstr, errlen) !=
+        RD_KAFKA_CONF_OK) {
+        rd_kafka_conf_destroy(conf);
+        return -1;
+    }
     rd_kafka_conf_set_opaque(conf, w);
     w->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, errlen);
     if (w->rk == NULL) {
@@ -628,23 +894,26 @@ static int wk_worker_setup(wk_worker *w, char *errstr, size_t errlen)
         snprintf(errstr, errlen, "subscribe %s: %s", w->cfg->kafka.topic, rd_kafka_err2str(err));
         return -1;
     }
+    atomic_store(&w->met->assigned, true);
 
     uv_signal_init(&w->loop, &w->sigterm);
     uv_signal_init(&w->loop, &w->sigint);
     uv_timer_init(&w->loop, &w->kick);
     uv_timer_init(&w->loop, &w->renew);
     uv_timer_init(&w->loop, &w->grace);
+    uv_timer_init(&w->loop, &w->ctl);
     uv_idle_init(&w->loop, &w->idle);
     uv_poll_init(&w->loop, &w->kpoll, w->kpipe[0]);
     w->handles_ready = true;
     w->sigterm.data = w->sigint.data = w;
-    w->kick.data = w->renew.data = w->grace.data = w;
+    w->kick.data = w->renew.data = w->grace.data = w->ctl.data = w;
     w->idle.data = w->kpoll.data = w;
     uv_signal_start(&w->sigterm, wk_worker_signal_cb, SIGTERM);
     uv_signal_start(&w->sigint, wk_worker_signal_cb, SIGINT);
     uv_timer_start(&w->kick, wk_worker_kick_cb, WK_WORKER_KICK_MS, WK_WORKER_KICK_MS);
     uv_timer_start(&w->renew, wk_worker_renew_cb, (uint64_t)w->cfg->worker.lease_ms / 3,
                    (uint64_t)w->cfg->worker.lease_ms / 3);
+    uv_timer_start(&w->ctl, wk_worker_ctl_cb, WK_WORKER_CTL_MS, WK_WORKER_CTL_MS);
     uv_poll_start(&w->kpoll, UV_READABLE, wk_worker_kpoll_cb);
     return 0;
 }
@@ -680,6 +949,9 @@ void wk_worker_free(wk_worker *w)
         wk_sender_close(w->sender);
     }
     uv_run(&w->loop, UV_RUN_DEFAULT);
+    /* The scrape callbacks read the reporter: stop serving first. */
+    if (w->met != NULL)
+        wk_metrics_stop(w->met);
     wk_sender_free(w->sender);
     wk_reporter_stop(w->reporter);
     if (w->kq != NULL)
@@ -694,6 +966,7 @@ void wk_worker_free(wk_worker *w)
     wk_task_cache_free(w->tasks);
     hr_mysql_free(w->mysql);
     hr_redis_free(w->redis);
+    wk_metrics_free(w->met);
     uv_loop_close(&w->loop);
     free(w);
 }

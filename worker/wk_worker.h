@@ -4,12 +4,22 @@
  *
  * Flow per chunk message (DESIGN.md flows 6-8, docs/architecture.md
  * "Runtime contract"): decode strictly (bad → count, skip); load the task
- * (unknown → count, skip); read the control key (pause/cancel → leave the
- * chunk untouched, skip); take the lease (foreign → skip); read the set
- * (empty → close it idempotently); push every member; acknowledge in
+ * (unknown → count, skip); read the control key (pause → park, cancel →
+ * cancel, below); take the lease (foreign → skip); read the set (empty →
+ * close it idempotently); when the task throttles, check every member and
+ * acknowledge the blocked ones as throttled; push the rest; acknowledge in
  * batches; close with chunk_done.lua; then store the offset — only once
  * every earlier message of the partition is finished too (wk_offsets).
  * "Skip" always means: the offset counts as finished.
+ *
+ * Control: the control keys of tasks with open chunks are re-read every
+ * 250 ms (one pipelined GET per task).  pause/cancel stops starting
+ * requests for the task's chunks; running ones finish (no retries), their
+ * acks are written, then the chunk is parked (lease released, recipients
+ * and pending kept, push_chunk 'parked') or cancelled (chunk_cancel.lua,
+ * counted as cancelled, push_chunk 'cancelled'); the offset is stored.
+ * A lease found lost at renewal abandons its chunk (offset stored: the new
+ * holder does the rest).  Metrics and /readyz: wk_metrics.
  *
  * Fetching stops while worker.max_chunks_in_flight chunks are open.
  * Revoked partitions' chunks are abandoned (requests aborted, acks

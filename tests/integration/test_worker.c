@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <inttypes.h>
 #include <librdkafka/rdkafka.h>
 #include <netinet/in.h>
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -139,10 +141,20 @@ static void t_start(t_run *run, const char *const *extra)
     assert_true(itest_wait_until(t_port_open, run, 10000));
 }
 
+/* Worker I's metrics port: after the sink's (run->port) and the e2e
+ * dispatcher's (run->port + 1), so scenarios and workers never collide. */
+static int t_metrics_port(const t_run *run, int i)
+{
+    return run->port + 2 + i;
+}
+
 static void t_spawn_worker(t_run *run, int i)
 {
-    char *argv[] = {(char *)t_env("HERALD_WORKER_BIN"), "-c", run->cfg_path, NULL};
+    char listen[64];
+    char *argv[] = {(char *)t_env("HERALD_WORKER_BIN"), "-c", run->cfg_path, "--listen", listen,
+                    NULL};
 
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", t_metrics_port(run, i));
     snprintf(run->worker_log[i], sizeof run->worker_log[i],
              "/tmp/herald-test-worker-%d-%d.worker%d.log", getpid(), t_scenario, i);
     run->workers[i] = itest_spawn(argv, run->worker_log[i]);
@@ -247,6 +259,27 @@ static void t_create_task(t_run *run, const char *name)
                                    "due_at, state) VALUES (?, 'worker-test', ?, 'Hello {{uid}}', "
                                    "'Task \"{{task.name}}\"', UTC_TIMESTAMP(3), 'dispatched')",
                                    p, 2, NULL, &id, NULL, errstr, sizeof errstr),
+                     0);
+    run->task = (int64_t)id;
+}
+
+/* A 'dispatched' task row that throttles: limit 1 per 60 s in SCOPE, MODE
+ * enforce or shadow.  Its id goes to run->task. */
+static void t_create_throttled_task(t_run *run, const char *name, const char *scope,
+                                    const char *mode)
+{
+    hr_mysql_param p[] = {HR_P_STR(name), HR_P_STR(run->cfg->channels[0].name), HR_P_STR(scope),
+                          HR_P_STR(mode)};
+    uint64_t id = 0;
+    char errstr[512];
+
+    assert_int_equal(hr_mysql_exec(run->m,
+                                   "INSERT INTO push_task (name, topic, channel, title, body, "
+                                   "due_at, state, throttle_limit, throttle_window_s, "
+                                   "throttle_scope, throttle_mode) VALUES (?, 'worker-test', ?, "
+                                   "'Hello {{uid}}', 'Throttled', UTC_TIMESTAMP(3), 'dispatched', "
+                                   "1, 60, ?, ?)",
+                                   p, 4, NULL, &id, NULL, errstr, sizeof errstr),
                      0);
     run->task = (int64_t)id;
 }
@@ -808,6 +841,424 @@ static void test_e2e_dispatcher_100k(void **state)
     t_finish(&run);
 }
 
+/* Two tasks of one scope (throttle 1 per 60 s) share 1,000 uids and run one
+ * after the other: in enforce mode the second task's chunk is throttled
+ * whole (each uid reaches the sink once, stats / MySQL / delivery log say
+ * throttled); in shadow mode everything is pushed and counted as
+ * throttle_shadowed. */
+static void t_throttle_two_tasks(const char *mode)
+{
+    bool shadow = strcmp(mode, "shadow") == 0;
+    char scope[64];
+    t_run run;
+    t_record rec;
+
+    t_start(&run, NULL);
+    snprintf(scope, sizeof scope, "worker-test-%d-%d", getpid(), t_scenario);
+    t_create_throttled_task(&run, "throttle first", scope, mode);
+    t_fill_chunk(&run, 1, 3000001, 1000);
+    t_spawn_worker(&run, 0);
+    t_wait_assigned(&run, 1);
+    t_produce_chunk(&run, run.task, 1, 1000);
+    assert_true(itest_wait_until(t_task_done, &run, T_WAIT_DONE_MS));
+    assert_int_equal(t_stat(&run, "sent"), 1000);
+    assert_int_equal(t_stat(&run, "throttled"), 0);
+
+    t_create_throttled_task(&run, "throttle second", scope, mode);
+    t_fill_chunk(&run, 1, 3000001, 1000);
+    t_produce_chunk(&run, run.task, 1, 1000);
+    assert_true(itest_wait_until(t_task_done, &run, T_WAIT_DONE_MS));
+    t_stop_worker(&run, 0);
+    t_stop_sink(&run);
+
+    run.total = 1000;
+    t_read_record(&run, 3000001, &rec);
+    assert_int_equal(rec.missing, 0);
+    assert_int_equal(rec.successes, shadow ? 2000 : 1000);
+    assert_int_equal(rec.duplicates, shadow ? 1000 : 0);
+    assert_int_equal(t_stat(&run, "sent"), shadow ? 1000 : 0);
+    assert_int_equal(t_stat(&run, "throttled"), shadow ? 0 : 1000);
+    assert_int_equal(t_stat(&run, "throttle_shadowed"), shadow ? 1000 : 0);
+    assert_int_equal(t_stat(&run, "chunks_done"), 1);
+    assert_int_equal(t_sql_int(&run, "SELECT throttled FROM push_task WHERE id = ?"),
+                     shadow ? 0 : 1000);
+    assert_int_equal(t_sql_int(&run, "SELECT sent FROM push_task WHERE id = ?"),
+                     shadow ? 1000 : 0);
+    assert_int_equal(t_sql_int(&run, "SELECT COUNT(*) FROM push_delivery WHERE task_id = ? "
+                                     "AND status = 'throttled'"),
+                     shadow ? 0 : 1000);
+    t_record_free(&rec);
+    t_finish(&run);
+}
+
+static void test_throttle_enforce(void **state)
+{
+    (void)state;
+    t_throttle_two_tasks("enforce");
+}
+
+static void test_throttle_shadow(void **state)
+{
+    (void)state;
+    t_throttle_two_tasks("shadow");
+}
+
+/* ---- control: pause and cancel ------------------------------------------- */
+
+#define T_CTL_CHUNKS 4
+#define T_CTL_CHUNK_SIZE 5000
+#define T_CTL_FIRST 4000001
+
+static int64_t t_record_lines(const t_run *run)
+{
+    FILE *f = fopen(run->record, "r");
+    int64_t lines = 0;
+    int ch;
+
+    if (f == NULL)
+        return 0;
+    while ((ch = fgetc(f)) != EOF)
+        lines += ch == '\n';
+    fclose(f);
+    return lines;
+}
+
+static void t_set_ctl(const t_run *run, const char *value)
+{
+    char key[256], errstr[512];
+    redisReply *reply;
+
+    hr_redis_task_key(run->r, key, sizeof key, run->task, "ctl");
+    reply = hr_redis_cmdf(run->r, errstr, sizeof errstr, "SET %s %s", key, value);
+    assert_non_null(reply);
+    freeReplyObject(reply);
+}
+
+/* Recipients still in the chunk sets. */
+static int64_t t_chunk_left(const t_run *run)
+{
+    char key[256], suffix[48], errstr[512];
+    int64_t n = 0;
+
+    for (int64_t seq = 1; seq <= T_CTL_CHUNKS; seq++) {
+        redisReply *reply;
+
+        snprintf(suffix, sizeof suffix, "chunk:%" PRId64, seq);
+        hr_redis_task_key(run->r, key, sizeof key, run->task, suffix);
+        reply = hr_redis_cmdf(run->r, errstr, sizeof errstr, "SCARD %s", key);
+        assert_non_null(reply);
+        n += reply->integer;
+        freeReplyObject(reply);
+    }
+    return n;
+}
+
+/* Every partition's committed offset of the test group is its high
+ * watermark: each message's offset was stored. */
+static void t_assert_offsets_committed(const t_run *run)
+{
+    char errstr[512];
+    rd_kafka_conf_t *conf = hr_kafka_conf_new(run->cfg, HR_KAFKA_CONSUMER, errstr, sizeof errstr);
+    rd_kafka_topic_partition_list_t *parts = rd_kafka_topic_partition_list_new(12);
+    rd_kafka_t *rk;
+
+    assert_non_null(conf);
+    rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr);
+    assert_non_null(rk);
+    for (int32_t i = 0; i < 12; i++)
+        rd_kafka_topic_partition_list_add(parts, run->cfg->kafka.topic, i);
+    assert_int_equal(rd_kafka_committed(rk, parts, 10000), RD_KAFKA_RESP_ERR_NO_ERROR);
+    for (int i = 0; i < parts->cnt; i++) {
+        int64_t lo = 0, hi = 0;
+
+        assert_int_equal(rd_kafka_query_watermark_offsets(rk, run->cfg->kafka.topic,
+                                                          parts->elems[i].partition, &lo, &hi,
+                                                          10000),
+                         RD_KAFKA_RESP_ERR_NO_ERROR);
+        if (hi > 0)
+            assert_int_equal(parts->elems[i].offset, hi);
+    }
+    rd_kafka_topic_partition_list_destroy(parts);
+    rd_kafka_destroy(rk);
+}
+
+/* 20,000 recipients in 4 chunks (with push_chunk rows) against a sink that
+ * answers after 400 ms; returns once the sink saw some of them. */
+static void t_ctl_start(t_run *run)
+{
+    const char *slow[] = {"--latency-ms", "400", NULL};
+    char errstr[512];
+    t_progress prog = {run, 200};
+
+    t_start(run, slow);
+    t_create_task(run, "worker control");
+    for (int64_t seq = 1; seq <= T_CTL_CHUNKS; seq++) {
+        hr_mysql_param p[] = {HR_P_I64(run->task), HR_P_I64(seq), HR_P_I64(T_CTL_CHUNK_SIZE)};
+
+        t_fill_chunk(run, seq, T_CTL_FIRST + (seq - 1) * T_CTL_CHUNK_SIZE, T_CTL_CHUNK_SIZE);
+        assert_int_equal(hr_mysql_exec(run->m,
+                                       "INSERT INTO push_chunk (task_id, seq, size, published_at) "
+                                       "VALUES (?, ?, ?, UTC_TIMESTAMP(3))",
+                                       p, 3, NULL, NULL, NULL, errstr, sizeof errstr),
+                         0);
+    }
+    t_spawn_worker(run, 0);
+    t_wait_assigned(run, 1);
+    for (int64_t seq = 1; seq <= T_CTL_CHUNKS; seq++)
+        t_produce_chunk(run, run->task, seq, T_CTL_CHUNK_SIZE);
+    assert_true(itest_wait_until(t_sink_progress, &prog, 60000));
+}
+
+typedef struct t_chunk_rows {
+    const t_run *run;
+    const char *sql;
+    int64_t want;
+} t_chunk_rows;
+
+static bool t_sql_reached(void *ctx)
+{
+    const t_chunk_rows *q = ctx;
+
+    return t_sql_int(q->run, q->sql) == q->want;
+}
+
+/* pause: within 2 s nothing more reaches the sink (flat for 3 s), the rest
+ * stays in the chunk sets and pending, the offsets are stored, the rows
+ * say 'parked'. */
+static void test_ctl_pause_parks(void **state)
+{
+    t_run run;
+    t_chunk_rows parked = {&run, "SELECT COUNT(*) FROM push_chunk WHERE task_id = ? AND "
+                                 "state = 'parked'", T_CTL_CHUNKS};
+    int64_t flat, left;
+
+    (void)state;
+    t_ctl_start(&run);
+    t_set_ctl(&run, "pause");
+    sleep(2);
+    flat = t_record_lines(&run);
+    sleep(3);
+    assert_int_equal(t_record_lines(&run), flat);
+    assert_true(flat < T_CTL_CHUNKS * T_CTL_CHUNK_SIZE);
+    assert_true(itest_wait_until(t_sql_reached, &parked, 10000));
+    left = t_chunk_left(&run);
+    assert_true(left > 0);
+    assert_int_equal(left + t_stat(&run, "sent"), T_CTL_CHUNKS * T_CTL_CHUNK_SIZE);
+    assert_int_equal(t_pending(&run), T_CTL_CHUNKS);
+    assert_int_equal(t_log_count(&run, 0, "chunk_parked"), T_CTL_CHUNKS);
+    t_stop_worker(&run, 0);
+    t_assert_offsets_committed(&run);
+    t_finish(&run);
+}
+
+/* cancel: every recipient ends up sent or cancelled, in Redis and MySQL;
+ * nothing is pending; the rows say 'cancelled'. */
+static void test_ctl_cancel_drops(void **state)
+{
+    t_run run;
+    t_chunk_rows rows = {&run, "SELECT COUNT(*) FROM push_chunk WHERE task_id = ? AND "
+                               "state = 'cancelled'", T_CTL_CHUNKS};
+    t_chunk_rows counters = {&run, "SELECT sent + cancelled FROM push_task WHERE id = ?",
+                             T_CTL_CHUNKS * T_CTL_CHUNK_SIZE};
+    int64_t cancelled;
+
+    (void)state;
+    t_ctl_start(&run);
+    t_set_ctl(&run, "cancel");
+    assert_true(itest_wait_until(t_sql_reached, &rows, 20000));
+    assert_true(itest_wait_until(t_sql_reached, &counters, 10000));
+    cancelled = t_stat(&run, "cancelled");
+    assert_true(cancelled > 0);
+    assert_int_equal(cancelled + t_stat(&run, "sent"), T_CTL_CHUNKS * T_CTL_CHUNK_SIZE);
+    assert_int_equal(t_sql_int(&run, "SELECT cancelled FROM push_task WHERE id = ?"), cancelled);
+    assert_int_equal(t_chunk_left(&run), 0);
+    assert_int_equal(t_pending(&run), 0);
+    t_stop_worker(&run, 0);
+    t_finish(&run);
+}
+
+/* ---- metrics ---------------------------------------------------------------- */
+
+/* GET PATH from 127.0.0.1:PORT (HTTP/1.0, read to the close).  Returns the
+ * status; *BODY (malloc'ed, NUL-terminated) gets the body. */
+static int t_http_get(int port, const char *path, char **body)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    struct timeval tv = {.tv_sec = 10};
+    char req[256], *buf = NULL, *sep;
+    size_t len = 0, cap = 0;
+    int fd = socket(AF_INET, SOCK_STREAM, 0), status = -1;
+    ssize_t n;
+
+    *body = NULL;
+    assert_true(fd >= 0);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+    assert_int_equal(write(fd, req, (size_t)n), n);
+    for (;;) {
+        if (cap - len < 4096) {
+            cap = cap ? cap * 2 : 65536;
+            buf = realloc(buf, cap);
+            assert_non_null(buf);
+        }
+        n = read(fd, buf + len, cap - len - 1);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    close(fd);
+    assert_non_null(buf);
+    buf[len] = '\0';
+    assert_int_equal(sscanf(buf, "HTTP/1.%*d %d", &status), 1);
+    sep = strstr(buf, "\r\n\r\n");
+    assert_non_null(sep);
+    *body = strdup(sep + 4);
+    assert_non_null(*body);
+    free(buf);
+    return status;
+}
+
+static bool t_metric_name_ok(const char *s, size_t n)
+{
+    if (n == 0 || !(isalpha((unsigned char)s[0]) || s[0] == '_' || s[0] == ':'))
+        return false;
+    for (size_t i = 1; i < n; i++)
+        if (!(isalnum((unsigned char)s[i]) || s[i] == '_' || s[i] == ':'))
+            return false;
+    return true;
+}
+
+/* Parses TEXT (exposition format 0.0.4) strictly: every line is a HELP, a
+ * TYPE or a sample of a declared family with well-formed labels and a
+ * number.  Returns the value of sample WANT (name and labels exactly as
+ * rendered, e.g. 'x_total{a="b"}'), or -1 when absent. */
+static double t_metrics_parse(const char *text, const char *want)
+{
+    char types[64][128];
+    size_t ntypes = 0;
+    double found = -1;
+    const char *line = text;
+
+    while (*line != '\0') {
+        const char *end = strchr(line, '\n'), *p = line, *name_end;
+        bool declared = false;
+        char *vend;
+        double v;
+
+        assert_non_null(end); /* every line ends with a newline */
+        if (strncmp(line, "# HELP ", 7) == 0) {
+            p = line + 7;
+            name_end = strchr(p, ' ');
+            assert_true(name_end != NULL && name_end < end);
+            assert_true(t_metric_name_ok(p, (size_t)(name_end - p)));
+        } else if (strncmp(line, "# TYPE ", 7) == 0) {
+            p = line + 7;
+            name_end = strchr(p, ' ');
+            assert_true(name_end != NULL && name_end < end);
+            assert_true(t_metric_name_ok(p, (size_t)(name_end - p)));
+            assert_true(ntypes < 64 && (size_t)(name_end - p) < sizeof types[0]);
+            memcpy(types[ntypes], p, (size_t)(name_end - p));
+            types[ntypes][name_end - p] = '\0';
+            ntypes++;
+            assert_true(strncmp(name_end + 1, "counter\n", 8) == 0 ||
+                        strncmp(name_end + 1, "gauge\n", 6) == 0 ||
+                        strncmp(name_end + 1, "histogram\n", 10) == 0);
+        } else {
+            name_end = p;
+            while (name_end < end && *name_end != '{' && *name_end != ' ')
+                name_end++;
+            assert_true(t_metric_name_ok(p, (size_t)(name_end - p)));
+            for (size_t i = 0; i < ntypes && !declared; i++) {
+                size_t tl = strlen(types[i]);
+
+                declared = strncmp(p, types[i], tl) == 0 &&
+                           ((size_t)(name_end - p) == tl ||
+                            strncmp(p + tl, "_bucket", 7) == 0 || strncmp(p + tl, "_sum", 4) == 0 ||
+                            strncmp(p + tl, "_count", 6) == 0);
+            }
+            assert_true(declared);
+            if (*name_end == '{') {
+                const char *q = name_end + 1;
+
+                while (*q != '}') {
+                    const char *eq = strchr(q, '=');
+
+                    assert_true(eq != NULL && eq < end);
+                    assert_true(t_metric_name_ok(q, (size_t)(eq - q)));
+                    assert_int_equal(eq[1], '"');
+                    for (q = eq + 2; *q != '"'; q++) {
+                        assert_true(q < end);
+                        if (*q == '\\')
+                            q++;
+                    }
+                    q++;
+                    if (*q == ',')
+                        q++;
+                    else
+                        assert_int_equal(*q, '}');
+                }
+                name_end = q + 1;
+            }
+            assert_int_equal(*name_end, ' ');
+            v = strtod(name_end + 1, &vend);
+            assert_true(vend == end);
+            if ((size_t)(name_end - line) == strlen(want) &&
+                strncmp(line, want, strlen(want)) == 0)
+                found = v;
+        }
+        line = end + 1;
+    }
+    return found;
+}
+
+/* A campaign through one worker, then a strict scrape: the sent pushes
+ * equal what the sink received, the chunks are counted, /readyz is 200. */
+static void test_metrics_scrape(void **state)
+{
+    char want[256], *body = NULL;
+    t_run run;
+    t_record rec;
+    double sent, acked, inflight;
+
+    (void)state;
+    t_start(&run, NULL);
+    t_create_task(&run, "worker metrics");
+    t_fill_chunk(&run, 1, 6000001, 2000);
+    t_fill_chunk(&run, 2, 6002001, 2000);
+    t_spawn_worker(&run, 0);
+    t_wait_assigned(&run, 1);
+    t_produce_chunk(&run, run.task, 1, 2000);
+    t_produce_chunk(&run, run.task, 2, 2000);
+    assert_true(itest_wait_until(t_task_done, &run, T_WAIT_DONE_MS));
+
+    assert_int_equal(t_http_get(t_metrics_port(&run, 0), "/metrics", &body), 200);
+    snprintf(want, sizeof want, "herald_pushes_total{channel=\"%s\",outcome=\"sent\"}",
+             run.cfg->channels[0].name);
+    sent = t_metrics_parse(body, want);
+    acked = t_metrics_parse(body, "herald_chunks_acked_total");
+    inflight = t_metrics_parse(body, "herald_inflight_requests");
+    snprintf(want, sizeof want, "herald_push_latency_seconds_count{channel=\"%s\"}",
+             run.cfg->channels[0].name);
+    assert_true(t_metrics_parse(body, want) >= 4000);
+    free(body);
+    assert_int_equal(t_http_get(t_metrics_port(&run, 0), "/readyz", &body), 200);
+    free(body);
+    assert_int_equal(t_http_get(t_metrics_port(&run, 0), "/healthz", &body), 200);
+    free(body);
+    t_stop_worker(&run, 0);
+    t_stop_sink(&run);
+
+    t_read_record(&run, 6000001, &rec);
+    assert_int_equal(rec.successes, 4000);
+    assert_int_equal((int64_t)sent, rec.successes);
+    assert_int_equal((int64_t)acked, 2);
+    assert_int_equal((int64_t)inflight, 0);
+    t_record_free(&rec);
+    t_finish(&run);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -819,6 +1270,11 @@ int main(void)
         cmocka_unit_test_teardown(test_kill9_redelivers, t_teardown),
         cmocka_unit_test_teardown(test_sigterm_drains, t_teardown),
         cmocka_unit_test_teardown(test_e2e_dispatcher_100k, t_teardown),
+        cmocka_unit_test_teardown(test_throttle_enforce, t_teardown),
+        cmocka_unit_test_teardown(test_throttle_shadow, t_teardown),
+        cmocka_unit_test_teardown(test_ctl_pause_parks, t_teardown),
+        cmocka_unit_test_teardown(test_ctl_cancel_drops, t_teardown),
+        cmocka_unit_test_teardown(test_metrics_scrape, t_teardown),
     };
 
     hr_config_free(itest_config_shared()); /* exits 77 without a stack */

@@ -1,0 +1,189 @@
+/* wk_metrics: the worker's families, children and HTTP endpoint (see
+ * wk_metrics.h). */
+#include "wk_metrics.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Reporter transaction time, seconds. */
+static const double wk_metrics_flush_buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                  0.1,   0.25,   0.5,   1,    2.5,   5};
+
+static double wk_metrics_lag(void *ctx)
+{
+    const wk_metrics *m = ctx;
+
+    return (double)atomic_load(&m->kafka_lag_sum);
+}
+
+static void wk_metrics_check(hr_buf *out, bool *first, const char *name, bool ok,
+                             const char *bad)
+{
+    char item[96];
+    int n = snprintf(item, sizeof item, "%s\"%s\":\"%s\"", *first ? "" : ",", name,
+                     ok ? "ok" : bad);
+
+    hr_buf_append(out, item, (size_t)n);
+    *first = false;
+}
+
+/* /readyz: Redis, MySQL (the reporter's connection) and Kafka healthy, the
+ * consumer subscribed. */
+static bool wk_metrics_ready(void *ctx, hr_buf *out)
+{
+    wk_metrics *m = ctx;
+    bool redis = atomic_load(&m->redis_ok), mysql = atomic_load(&m->mysql_ok);
+    bool kafka = atomic_load(&m->kafka_ok), assigned = atomic_load(&m->assigned);
+    bool first = true;
+
+    hr_buf_append(out, "{", 1);
+    wk_metrics_check(out, &first, "redis", redis, "down");
+    wk_metrics_check(out, &first, "mysql", mysql, "down");
+    wk_metrics_check(out, &first, "kafka", kafka, "down");
+    wk_metrics_check(out, &first, "consumer", assigned, "not subscribed");
+    hr_buf_append(out, "}", 1);
+    return redis && mysql && kafka && assigned;
+}
+
+wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
+{
+    wk_metrics *m = calloc(1, sizeof *m);
+    hr_metrics_family *pushes, *latency, *due, *inflight, *retries, *throttled, *waits, *acked;
+    hr_metrics_family *redelivered, *bad, *queue, *flush, *lag, *errors;
+    const hr_metrics_spec specs[] = {
+        {&pushes, "herald_pushes_total", "Pushes by channel and outcome", HR_METRICS_COUNTER,
+         "channel,outcome", NULL, 0},
+        {&latency, "herald_push_latency_seconds", "Push request latency", HR_METRICS_HISTOGRAM,
+         "channel", HR_METRICS_BUCKETS(hr_metrics_buckets_latency)},
+        {&due, "herald_due_to_delivery_seconds", "Task due time to delivery",
+         HR_METRICS_HISTOGRAM, NULL, HR_METRICS_BUCKETS(hr_metrics_buckets_delivery)},
+        {&inflight, "herald_inflight_requests", "Push requests in flight", HR_METRICS_GAUGE,
+         NULL, NULL, 0},
+        {&retries, "herald_retries_total", "Push attempts beyond the first",
+         HR_METRICS_COUNTER, NULL, NULL, 0},
+        {&throttled, "herald_throttled_total", "Recipients blocked by the throttle",
+         HR_METRICS_COUNTER, NULL, NULL, 0},
+        {&waits, "herald_ratelimit_waits_total",
+         "Times a channel waited because the push rate limit was spent", HR_METRICS_COUNTER,
+         NULL, NULL, 0},
+        {&acked, "herald_chunks_acked_total", "Chunks closed with every recipient settled",
+         HR_METRICS_COUNTER, NULL, NULL, 0},
+        {&redelivered, "herald_chunks_redelivered_total",
+         "Chunks taken partly acknowledged, or skipped for a live foreign lease",
+         HR_METRICS_COUNTER, NULL, NULL, 0},
+        {&bad, "herald_bad_messages_total", "Chunk messages skipped, by reason",
+         HR_METRICS_COUNTER, "reason", NULL, 0},
+        {&queue, "herald_reporter_queue_depth", "Events waiting for the MySQL reporter",
+         HR_METRICS_GAUGE, NULL, NULL, 0},
+        {&flush, "herald_reporter_flush_seconds", "Reporter transaction time",
+         HR_METRICS_HISTOGRAM, NULL, HR_METRICS_BUCKETS(wk_metrics_flush_buckets)},
+        {&lag, "herald_kafka_consumer_lag", "Sum of consumer lag over assigned partitions",
+         HR_METRICS_GAUGE, NULL, NULL, 0},
+        {&errors, "herald_backend_errors_total", "Failed backend calls", HR_METRICS_COUNTER,
+         "backend", NULL, 0},
+    };
+    static const char *const backends[WK__BACKENDS] = {"mysql", "redis", "kafka", "http"};
+    static const char *const reasons[WK__BAD_REASONS] = {"decode", "unknown_task",
+                                                         "invalid_task"};
+
+    if (m == NULL || (m->reg = hr_metrics_new(0)) == NULL ||
+        (m->chans = calloc(cfg->nchannels ? cfg->nchannels : 1, sizeof *m->chans)) == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        goto fail;
+    }
+    if (hr_metrics_register(m->reg, specs, sizeof specs / sizeof specs[0], errstr, errlen) != 0)
+        goto fail;
+    m->nchans = cfg->nchannels;
+    for (size_t i = 0; i < cfg->nchannels; i++) {
+        const char *name = cfg->channels[i].name;
+
+        m->chans[i].sent = hr_metrics_labels(pushes, name, "sent");
+        m->chans[i].failed = hr_metrics_labels(pushes, name, "failed");
+        m->chans[i].throttled = hr_metrics_labels(pushes, name, "throttled");
+        m->chans[i].retried = hr_metrics_labels(pushes, name, "retried");
+        m->chans[i].latency = hr_metrics_labels(latency, name);
+    }
+    m->due_to_delivery = hr_metrics_labels(due, NULL);
+    m->inflight = hr_metrics_labels(inflight, NULL);
+    m->retries = hr_metrics_labels(retries, NULL);
+    m->throttled = hr_metrics_labels(throttled, NULL);
+    m->ratelimit_waits = hr_metrics_labels(waits, NULL);
+    m->chunks_acked = hr_metrics_labels(acked, NULL);
+    m->chunks_redelivered = hr_metrics_labels(redelivered, NULL);
+    m->reporter_queue = hr_metrics_labels(queue, NULL);
+    m->reporter_flush = hr_metrics_labels(flush, NULL);
+    m->kafka_lag = hr_metrics_labels(lag, NULL);
+    hr_metrics_gauge_fn(m->kafka_lag, wk_metrics_lag, m);
+    for (size_t i = 0; i < WK__BAD_REASONS; i++)
+        m->bad[i] = hr_metrics_labels(bad, reasons[i]);
+    for (size_t i = 0; i < WK__BACKENDS; i++)
+        m->backend_errors[i] = hr_metrics_labels(errors, backends[i]);
+    atomic_init(&m->redis_ok, true);
+    atomic_init(&m->mysql_ok, true);
+    atomic_init(&m->kafka_ok, true);
+    atomic_init(&m->assigned, false);
+    atomic_init(&m->kafka_lag_sum, 0);
+    return m;
+fail:
+    wk_metrics_free(m);
+    return NULL;
+}
+
+int wk_metrics_serve(wk_metrics *m, const char *listen, char *errstr, size_t errlen)
+{
+    m->ready.fn = wk_metrics_ready;
+    m->ready.ctx = m;
+    m->routes[0] = (hr_httpd_route){"GET", "/metrics", hr_httpd_metrics, m->reg};
+    m->routes[1] = (hr_httpd_route){"GET", "/healthz", hr_httpd_healthz, NULL};
+    m->routes[2] = (hr_httpd_route){"GET", "/readyz", hr_httpd_readyz, &m->ready};
+    return hr_httpd_start(listen, 2, m->routes, 3, 1024, &m->httpd, errstr, errlen);
+}
+
+void wk_metrics_stop(wk_metrics *m)
+{
+    hr_httpd_stop(m->httpd);
+    m->httpd = NULL;
+}
+
+void wk_metrics_free(wk_metrics *m)
+{
+    if (m == NULL)
+        return;
+    wk_metrics_stop(m);
+    hr_metrics_free(m->reg);
+    free(m->chans);
+    free(m);
+}
+
+int wk_metrics_kafka_stats(wk_metrics *m, const char *json, size_t len)
+{
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    const cJSON *topic, *part, *broker;
+    long long lag = 0;
+    bool up = false;
+
+    if (root == NULL)
+        return -1;
+    cJSON_ArrayForEach(broker, cJSON_GetObjectItemCaseSensitive(root, "brokers")) {
+        const cJSON *state = cJSON_GetObjectItemCaseSensitive(broker, "state");
+
+        if (cJSON_IsString(state) && strcmp(state->valuestring, "UP") == 0)
+            up = true;
+    }
+    cJSON_ArrayForEach(topic, cJSON_GetObjectItemCaseSensitive(root, "topics")) {
+        cJSON_ArrayForEach(part, cJSON_GetObjectItemCaseSensitive(topic, "partitions")) {
+            const cJSON *desired = cJSON_GetObjectItemCaseSensitive(part, "desired");
+            const cJSON *clag = cJSON_GetObjectItemCaseSensitive(part, "consumer_lag");
+
+            /* "desired": in this consumer's assignment; -1 = lag unknown. */
+            if (cJSON_IsTrue(desired) && cJSON_IsNumber(clag) && clag->valuedouble >= 0)
+                lag += (long long)clag->valuedouble;
+        }
+    }
+    cJSON_Delete(root);
+    atomic_store(&m->kafka_lag_sum, lag);
+    atomic_store(&m->kafka_ok, up);
+    return 0;
+}

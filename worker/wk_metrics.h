@@ -1,0 +1,79 @@
+/* wk_metrics: herald-worker's Prometheus families and its HTTP endpoint.
+ *
+ * One registration table; every child the worker updates (per channel and
+ * outcome, per backend, per bad-message reason, the label-free ones) is
+ * looked up once at creation, so the loop thread, the reporter thread and
+ * the sender update them lock-free.  wk_metrics_serve() starts an hr_httpd
+ * with /metrics, /healthz and /readyz on worker.listen (or --listen).
+ *
+ * Thread hand-off: the HTTP handlers run on libmicrohttpd's threads and
+ * read only the registry (thread-safe) and the atomics below, which the
+ * loop thread (redis_ok, kafka_ok, assigned, kafka_lag) and the reporter
+ * thread (mysql_ok) keep up to date; gauge callbacks (reporter queue depth)
+ * take the reporter's own mutex. */
+#ifndef WK_METRICS_H
+#define WK_METRICS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "hr_config.h"
+#include "hr_httpd.h"
+#include "hr_metrics.h"
+
+typedef enum wk_backend {
+    WK_BACKEND_MYSQL,
+    WK_BACKEND_REDIS,
+    WK_BACKEND_KAFKA,
+    WK_BACKEND_HTTP,
+    WK__BACKENDS,
+} wk_backend;
+
+typedef enum wk_bad_reason {
+    WK_BAD_DECODE,       /* not a valid chunk message */
+    WK_BAD_UNKNOWN_TASK, /* no such task row */
+    WK_BAD_INVALID_TASK, /* the task cannot be pushed */
+    WK__BAD_REASONS,
+} wk_bad_reason;
+
+/* herald_pushes_total and herald_push_latency_seconds of one channel. */
+typedef struct wk_metrics_chan {
+    hr_metrics_child *sent, *failed, *throttled, *retried, *latency;
+} wk_metrics_chan;
+
+typedef struct wk_metrics {
+    hr_metrics *reg;
+    wk_metrics_chan *chans; /* one per cfg->channels, same order */
+    size_t nchans;
+    hr_metrics_child *due_to_delivery, *inflight, *retries, *throttled, *ratelimit_waits;
+    hr_metrics_child *chunks_acked, *chunks_redelivered, *reporter_queue, *reporter_flush;
+    hr_metrics_child *kafka_lag;
+    hr_metrics_child *bad[WK__BAD_REASONS];
+    hr_metrics_child *backend_errors[WK__BACKENDS];
+    atomic_bool redis_ok, mysql_ok, kafka_ok;
+    atomic_bool assigned; /* the consumer is subscribed (assigned or waiting) */
+    atomic_llong kafka_lag_sum;
+    hr_httpd_ready ready;
+    hr_httpd_route routes[3];
+    hr_httpd *httpd;
+} wk_metrics;
+
+/* The registry and children for CFG's channels; NULL when out of memory or
+ * the table is refused (ERRSTR says why). */
+wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen);
+/* Serves /metrics, /healthz, /readyz on LISTEN ("host:port"). */
+int wk_metrics_serve(wk_metrics *m, const char *listen, char *errstr, size_t errlen);
+/* Stops the server (waiting for running handlers); serving again is not
+ * supported.  Call it before freeing what gauge callbacks read. */
+void wk_metrics_stop(wk_metrics *m);
+/* Stops the server (if any) and frees.  Accepts NULL. */
+void wk_metrics_free(wk_metrics *m);
+
+/* Reads a librdkafka statistics JSON document: stores the sum of
+ * consumer_lag over the partitions this consumer holds (unknown lags, -1,
+ * are skipped) and whether some broker is UP.  Returns 0, or -1 when the
+ * document does not parse. */
+int wk_metrics_kafka_stats(wk_metrics *m, const char *json, size_t len);
+
+#endif
