@@ -480,6 +480,14 @@ static int cfg_check_listen(const char *text, char *why, size_t whylen) {
     return -1;
 }
 
+/* The owner id "<instance>/<pid>" must fit push_task.claimed_by
+ * (VARCHAR(128)), or every claim fails. */
+static int cfg_check_instance(const char *text, char *why, size_t whylen) {
+    if (strlen(text) <= 100) return 0;
+    snprintf(why, whylen, "%zu bytes long; at most 100", strlen(text));
+    return -1;
+}
+
 /* http:// or https://, a host and an optional port, then a path/query in
  * which {{...}} templates may appear; no spaces or control characters
  * outside templates (the renderer escapes what it substitutes). */
@@ -733,7 +741,8 @@ static const cfg_key cfg_channel_keys[] = {
 };
 
 static const cfg_key cfg_top_keys[] = {
-    K_STR("instance", hr_config, instance, 0, NULL),
+    {.name = "instance", .type = CFG_T_STR, .off = offsetof(hr_config, instance),
+     .check = cfg_check_instance},
     K_SECTION("log", cfg_log_keys),
     K_SECTION("mysql", cfg_mysql_keys),
     K_SECTION("redis", cfg_redis_keys),

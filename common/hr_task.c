@@ -199,6 +199,26 @@ done:
     return rc;
 }
 
+int hr_task_set_control(hr_mysql *m, hr_redis *r, int64_t id, const char *control,
+                        char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_STR(control), HR_P_I64(id)};
+    char key[256];
+    redisReply *reply;
+
+    if (m != NULL && hr_mysql_exec(m,
+                                   "UPDATE push_task SET control = ? WHERE id = ? "
+                                   "AND state NOT IN ('done', 'cancelled', 'failed')",
+                                   p, 2, NULL, NULL, NULL, errstr, errlen) < 0)
+        return -1;
+    hr_redis_task_key(r, key, sizeof key, id, "ctl");
+    reply = hr_redis_cmdf(r, errstr, errlen, "SET %s %s", key, control);
+    if (reply == NULL)
+        return m != NULL ? 1 : -1;
+    freeReplyObject(reply);
+    return 0;
+}
+
 /* Compiles SRC only to learn whether it is well formed; WHAT names it in
  * the error ("title", "channel webhook url", ...). */
 static int task_check_template(const char *what, const char *src, bool json_escape,

@@ -11,6 +11,7 @@
 
 #include "hr_config.h"
 #include "hr_mysql.h"
+#include "hr_redis.h"
 
 /* The select list hr_task_from_row expects, in this order. */
 #define HR_TASK_COLUMNS                                                                     \
@@ -65,6 +66,15 @@ int hr_task_load(hr_mysql *m, int64_t id, hr_task **out, char *errstr, size_t er
  * first problem in words an admin understands, e.g.
  * "chunk_size 0 is outside 1..100000". */
 int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_t errlen);
+
+/* An admin's pause / resume / cancel wish (CONTROL is "pause", "run" or
+ * "cancel"): push_task.control of an unfinished task when M is not NULL,
+ * then the task's ctl key, so workers react at once.  Returns 0, -1 when
+ * the first step failed (nothing changed), or 1 when MySQL holds the wish
+ * but the ctl key was not set (the dispatchers' control scan sets it);
+ * ERRSTR says why. */
+int hr_task_set_control(hr_mysql *m, hr_redis *r, int64_t id, const char *control,
+                        char *errstr, size_t errlen);
 
 void hr_task_free(hr_task *t);
 

@@ -15,8 +15,7 @@ int ctl_cmd_control(ctl_ctx *ctx, int argc, char **argv)
     hr_mysql *m;
     hr_redis *r;
     hr_task *t = NULL;
-    redisReply *reply;
-    char err[512], key[256], *end;
+    char err[512], *end;
     long long id;
     int rc = CTL_EXIT_FAIL;
 
@@ -38,25 +37,15 @@ int ctl_cmd_control(ctl_ctx *ctx, int argc, char **argv)
         ctl_fail("task %lld is already %s", id, t->state);
         goto done;
     }
-    {
-        const hr_mysql_param p[] = {HR_P_STR(control), HR_P_I64(id)};
-
-        if (hr_mysql_exec(m,
-                          "UPDATE push_task SET control = ? WHERE id = ? "
-                          "AND state NOT IN ('done', 'cancelled', 'failed')",
-                          p, 2, NULL, NULL, NULL, err, sizeof err) < 0) {
-            ctl_fail("%s", err);
-            goto done;
-        }
-    }
-    hr_redis_task_key(r, key, sizeof key, id, "ctl");
-    reply = hr_redis_cmdf(r, err, sizeof err, "SET %s %s", key, control);
-    if (reply == NULL) {
+    switch (hr_task_set_control(m, r, id, control, err, sizeof err)) {
+    case -1:
+        ctl_fail("%s", err);
+        goto done;
+    case 1:
         ctl_fail("control is %s in MySQL, but the ctl key was not set (%s); the dispatcher "
                  "sets it at its next scan", control, err);
         goto done;
     }
-    freeReplyObject(reply);
     printf("task %lld: control=%s (state %s)\n", id, control, t->state);
     rc = CTL_EXIT_OK;
 done:

@@ -11,10 +11,13 @@
  *   and runs one prepared multi-row INSERT IGNORE, the same statement text
  *   for every full batch so hr_mysql's cache prepares it once.
  *
- *   Redis, after MySQL committed: one SADD of the batch on the task's subs
- *   set, sent at once but its reply read only after the next batch's
- *   commit, so Redis works while MySQL does.  Redis thus never holds an id
- *   MySQL lacks.
+ *   Redis, after MySQL committed: one refill_add.lua of the batch on the
+ *   task's subs set (the dispatcher's refill script: it skips pulled uids
+ *   and refuses once chunking started), sent at once but its reply read
+ *   only after the next batch's commit, so Redis works while MySQL does.
+ *   Redis thus never holds an id MySQL lacks.  A refusal stops the import:
+ *   the task already started (a dispatcher claimed it meanwhile), and the
+ *   ids of that batch reached MySQL only.
  *
  * Both writes are idempotent, so an import that failed half way is simply
  * run again. */
@@ -45,14 +48,14 @@ typedef struct import_job {
     hr_mysql *m;
     hr_redis *r;
     int64_t task;
-    char key[256];         /* the task's subs set */
+    char keys[3][256];     /* the task's subs, pulled and seq keys */
     char *sql;             /* INSERT for SQL_ROWS rows */
     size_t sql_rows;
     hr_mysql_param *params;
-    const char **argv;     /* SADD key uid... */
+    const char **argv;     /* refill_add.lua: 3 keys, then uids */
     size_t *argvlen;
     char *txt;             /* IMPORT_BATCH decimal uids, IMPORT_UID_LEN apart */
-    bool sadd_pending;     /* a SADD was sent whose reply is not read yet */
+    bool sadd_pending;     /* a refill_add was sent whose reply is not read yet */
     uint64_t added;        /* rows MySQL inserted (the rest were there) */
 } import_job;
 
@@ -201,11 +204,18 @@ static int import_sadd_finish(import_job *j, char *errstr, size_t errlen)
     reply = hr_redis_pipe_reply(j->r, errstr, errlen);
     if (reply == NULL)
         return -1;
+    if (reply->type == REDIS_REPLY_INTEGER && reply->integer < 0) {
+        snprintf(errstr, errlen, "task %lld already started chunking: the last batch is in "
+                 "MySQL only and will not be pushed (import into a new task instead)",
+                 (long long)j->task);
+        freeReplyObject(reply);
+        return -1;
+    }
     freeReplyObject(reply);
     return 0;
 }
 
-/* Sends SADD of UIDS without waiting for the reply. */
+/* Sends refill_add.lua of UIDS without waiting for the reply. */
 static int import_sadd_send(import_job *j, const int64_t *uids, size_t n, char *errstr,
                             size_t errlen)
 {
@@ -214,10 +224,10 @@ static int import_sadd_send(import_job *j, const int64_t *uids, size_t n, char *
 
     for (size_t i = 0; i < n; i++) {
         char *t = j->txt + i * IMPORT_UID_LEN;
-        j->argvlen[2 + i] = (size_t)snprintf(t, IMPORT_UID_LEN, "%lld", (long long)uids[i]);
-        j->argv[2 + i] = t;
+        j->argvlen[3 + i] = (size_t)snprintf(t, IMPORT_UID_LEN, "%lld", (long long)uids[i]);
+        j->argv[3 + i] = t;
     }
-    if (hr_redis_pipe_cmd(j->r, (int)(2 + n), j->argv, j->argvlen) < 0)
+    if (hr_redis_pipe_eval(j->r, HR_LUA_REFILL_ADD, 3, (int)(3 + n), j->argv, j->argvlen) < 0)
         goto fail;
     /* hiredis only buffers; write now so that Redis works during the next
      * MySQL batch. */
@@ -276,16 +286,16 @@ static void import_progress(size_t done, size_t total, int64_t elapsed_ms)
 static int import_job_init(import_job *j)
 {
     j->params = malloc(2 * IMPORT_BATCH * sizeof *j->params);
-    j->argv = malloc((2 + IMPORT_BATCH) * sizeof *j->argv);
-    j->argvlen = malloc((2 + IMPORT_BATCH) * sizeof *j->argvlen);
+    j->argv = malloc((3 + IMPORT_BATCH) * sizeof *j->argv);
+    j->argvlen = malloc((3 + IMPORT_BATCH) * sizeof *j->argvlen);
     j->txt = malloc((size_t)IMPORT_BATCH * IMPORT_UID_LEN);
     if (!j->params || !j->argv || !j->argvlen || !j->txt)
         return -1;
-    j->argv[0] = "SADD";
-    j->argvlen[0] = 4;
-    hr_redis_task_key(j->r, j->key, sizeof j->key, j->task, "subs");
-    j->argv[1] = j->key;
-    j->argvlen[1] = strlen(j->key);
+    j->argv[0] = hr_redis_task_key(j->r, j->keys[0], sizeof j->keys[0], j->task, "subs");
+    j->argv[1] = hr_redis_task_key(j->r, j->keys[1], sizeof j->keys[1], j->task, "pulled");
+    j->argv[2] = hr_redis_task_key(j->r, j->keys[2], sizeof j->keys[2], j->task, "seq");
+    for (int i = 0; i < 3; i++)
+        j->argvlen[i] = strlen(j->argv[i]);
     return 0;
 }
 

@@ -1,16 +1,22 @@
 /* cmd_recover: `heraldctl recover TASK` — rebuilds a task's Redis state from
  * MySQL after Redis lost it (or part of it).
  *
+ *   0. A `dispatching` task is refused: its owner chunks it and would
+ *      INCR seq under our feet.  Pause it first (state becomes paused), or
+ *      let it reach dispatched.  The task's prepare lock is taken and held
+ *      until the set is filled, so no dispatcher's refill or first chunk
+ *      runs meanwhile.
  *   1. The stale working keys go: subs, seq, pending, every chunk:* and
  *      lease:* of the task (pulled, failed and stats stay: what survived of
  *      them is still true).
  *   2. subs = push_subscription minus the recipients push_delivery shows
- *      as sent/failed/throttled/pulled, minus the pulled set, added by keyset
- *      pages through refill_add.lua (seq is gone, so it accepts them).
+ *      as sent/failed/throttled/pulled, minus the pulled set: hr_subs_refill
+ *      (the dispatcher's refill, excluding delivered recipients).  A refill
+ *      cut short (seq appeared, lock lost) is an error.
  *   3. seq is set to the highest push_chunk seq, so new chunks never reuse a
  *      number whose row exists (a reused one would not count in total).
- *   4. A claimed task (dispatching/dispatched) becomes `dispatching` with no
- *      owner and an expired lease, so a dispatcher's poller takes it over
+ *   4. A dispatched task becomes `dispatching` with no owner and an
+ *      expired lease, so a dispatcher's poller takes it over
  *      and chunks the rebuilt set; a scheduled one goes back into the timer;
  *      a paused one stays paused (resume chunks it).  The ctl key mirrors
  *      control. */
@@ -18,10 +24,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "ctl.h"
+#include "hr_subs.h"
 #include "hr_task.h"
 
 #define RECOVER_BATCH 10000
+#define RECOVER_LOCK_MS 120000
 #define RECOVER_SCAN_ROUNDS 100000
 
 /* Deletes the keys matching BASE + PATTERN (SCAN, bounded).  The number
@@ -64,60 +74,6 @@ static long long recover_del_matching(hr_redis *r, const char *base, const char 
     return deleted;
 }
 
-/* Step 2: the set from MySQL.  Adds to *ADDED and *SEEN (rows read). */
-static int recover_fill(hr_mysql *m, hr_redis *r, long long id, long long *added,
-                        long long *seen, char *err, size_t errlen)
-{
-    char keys[3][256];
-    const char **argv = malloc((RECOVER_BATCH + 3) * sizeof *argv);
-    hr_mysql_rows *rows = NULL;
-    long long last = 0;
-    int rc = -1;
-    size_t i;
-
-    if (argv == NULL) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    argv[0] = hr_redis_task_key(r, keys[0], sizeof keys[0], id, "subs");
-    argv[1] = hr_redis_task_key(r, keys[1], sizeof keys[1], id, "pulled");
-    argv[2] = hr_redis_task_key(r, keys[2], sizeof keys[2], id, "seq");
-    for (;;) {
-        const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(last), HR_P_I64(RECOVER_BATCH)};
-        redisReply *reply;
-
-        if (hr_mysql_query(m,
-                           "SELECT s.uid FROM push_subscription s WHERE s.task_id = ? "
-                           "AND s.uid > ? AND NOT EXISTS (SELECT 1 FROM push_delivery d "
-                           "WHERE d.task_id = s.task_id AND d.uid = s.uid AND d.status IN "
-                           "('sent', 'failed', 'throttled', 'pulled')) "
-                           "ORDER BY s.uid LIMIT ?",
-                           p, 3, &rows, err, errlen) < 0)
-            goto done;
-        if (rows->nrows == 0)
-            break;
-        for (i = 0; i < rows->nrows; i++)
-            argv[3 + i] = hr_mysql_cell(rows, i, 0);
-        last = strtoll(argv[2 + rows->nrows], NULL, 10);
-        reply = hr_redis_eval(r, HR_LUA_REFILL_ADD, 3, 3 + (int)rows->nrows, argv, NULL, err,
-                              errlen);
-        if (reply == NULL)
-            goto done;
-        *added += reply->integer > 0 ? reply->integer : 0;
-        *seen += (long long)rows->nrows;
-        freeReplyObject(reply);
-        if (rows->nrows < RECOVER_BATCH)
-            break;
-        hr_mysql_rows_free(rows);
-        rows = NULL;
-    }
-    rc = 0;
-done:
-    hr_mysql_rows_free(rows);
-    free(argv);
-    return rc;
-}
-
 int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
 {
     hr_mysql *m;
@@ -125,10 +81,13 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     hr_task *t = NULL;
     hr_mysql_rows *rows = NULL;
     redisReply *reply;
-    char err[512], base[256], key[320], *end;
-    long long id, dropped, dropped2, added = 0, seen = 0, maxseq;
-    bool claimed;
-    int rc = CTL_EXIT_FAIL;
+    char err[512], base[256], key[320], token[128], *end;
+    hr_subs_refill_opts o = {.token = token, .lock_ms = RECOVER_LOCK_MS,
+                             .batch = RECOVER_BATCH, .exclude_delivered = true};
+    long long id, dropped, dropped2, maxseq;
+    int64_t added = 0, seen = 0;
+    bool claimed, locked = false;
+    int rc = CTL_EXIT_FAIL, fill;
 
     if (argc != 2)
         return ctl_usage(argv[0], "expected one TASK id");
@@ -148,7 +107,22 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
         ctl_fail("task %lld is %s; nothing to recover", id, t->state);
         goto done;
     }
+    if (strcmp(t->state, "dispatching") == 0) {
+        ctl_fail("task %lld is dispatching: a dispatcher is chunking it; pause it first "
+                 "(heraldctl pause %lld), wait until it is paused, recover, then resume", id, id);
+        goto done;
+    }
     claimed = strcmp(t->state, "scheduled") != 0;
+    snprintf(token, sizeof token, "heraldctl/%ld", (long)getpid());
+    switch (hr_subs_lock(r, id, token, RECOVER_LOCK_MS, err, sizeof err)) {
+    case -1:
+        goto redis_failed;
+    case 0:
+        ctl_fail("task %lld: a dispatcher is preparing it (prepare lock held); try again in a "
+                 "minute", id);
+        goto done;
+    }
+    locked = true;
     hr_redis_task_key(r, base, sizeof base, id, "");
     reply = hr_redis_cmdf(r, err, sizeof err, "DEL %ssubs %sseq %spending", base, base, base);
     if (reply == NULL)
@@ -158,8 +132,17 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     dropped2 = dropped < 0 ? -1 : recover_del_matching(r, base, "lease:*", err, sizeof err);
     if (dropped2 < 0)
         goto redis_failed;
-    if (recover_fill(m, r, id, &added, &seen, err, sizeof err) < 0) {
+    /* Our own lock counts as taken: hr_subs_refill holds it on and
+     * releases it. */
+    fill = hr_subs_refill(m, r, id, &o, &added, &seen, err, sizeof err);
+    locked = false;
+    if (fill < 0) {
         ctl_fail("%s", err);
+        goto done;
+    }
+    if (fill != HR_SUBS_DONE) {
+        ctl_fail("task %lld: the set is incomplete (%lld added): %s; run recover again", id,
+                 (long long)added, hr_subs_result_str(fill));
         goto done;
     }
     {
@@ -205,13 +188,15 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     }
     printf("task %lld: recovered subs=%lld (undelivered subscriptions=%lld) "
            "dropped_chunks=%lld dropped_leases=%lld seq=%lld state=%s\n",
-           id, added, seen, dropped, dropped2, claimed ? maxseq : 0,
+           id, (long long)added, (long long)seen, dropped, dropped2, claimed ? maxseq : 0,
            claimed && strcmp(t->state, "paused") != 0 ? "dispatching" : t->state);
     rc = CTL_EXIT_OK;
     goto done;
 redis_failed:
     ctl_fail("%s", err);
 done:
+    if (locked)
+        hr_subs_unlock(r, id, token, err, sizeof err);
     hr_mysql_rows_free(rows);
     hr_task_free(t);
     return rc;

@@ -1,28 +1,105 @@
 /* cmd_redrive: `heraldctl redrive TASK` — the task's dead letters (the
- * `failed` hash) go back into a new chunk: INCR seq, then redrive.lua moves
- * every uid into chunk:<seq>, records pending[seq] with a publish time
- * older than the redelivery timeout (so the next sweep publishes it),
- * deletes the hash and takes them off stats.failed.  MySQL's failed
- * counter drops by the same number, and a `done` task becomes
+ * `failed` hash) go back into new chunks of at most the task's chunk_size
+ * (a chunk message may not claim more than 100,000 recipients): the hash
+ * is read with HSCAN, and each slice gets a new seq (INCR), then
+ * redrive.lua moves its uids from the hash into chunk:<seq>, records
+ * pending[seq] with a publish time older than the redelivery timeout (so
+ * the next sweep publishes it) and takes them off stats.failed.  MySQL's
+ * failed counter drops by the number moved, and a `done` task becomes
  * `dispatched` again so the sweeper serves it. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ctl.h"
 #include "hr_task.h"
 
+#define REDRIVE_SCAN_COUNT 1000
+#define REDRIVE_SCAN_ROUNDS 1000000
+
+typedef struct redrive_job {
+    hr_redis *r;
+    char base[256], keys[4][320], seq_s[24], at_s[24];
+    const char **argv; /* 4 keys, seq, at, then up to chunk_size uids */
+    char **uids;       /* owned copies, argv + 6 points at them */
+    size_t n, max;
+    long long moved, chunks;
+} redrive_job;
+
+/* Moves the collected uids into a new chunk.  0 or -1 (ERR). */
+static int redrive_flush(redrive_job *j, char *err, size_t errlen)
+{
+    redisReply *reply;
+    size_t i;
+    int rc = -1;
+
+    if (j->n == 0)
+        return 0;
+    reply = hr_redis_cmdf(j->r, err, errlen, "INCR %sseq", j->base);
+    if (reply == NULL)
+        goto done;
+    snprintf(j->seq_s, sizeof j->seq_s, "%lld", reply->integer);
+    snprintf(j->keys[1], sizeof j->keys[1], "%schunk:%lld", j->base, reply->integer);
+    freeReplyObject(reply);
+    for (i = 0; i < j->n; i++)
+        j->argv[6 + i] = j->uids[i];
+    reply = hr_redis_eval(j->r, HR_LUA_REDRIVE, 4, 6 + (int)j->n, j->argv, NULL, err, errlen);
+    if (reply == NULL)
+        goto done;
+    if (reply->integer > 0) {
+        j->moved += reply->integer;
+        j->chunks++;
+    }
+    freeReplyObject(reply);
+    rc = 0;
+done:
+    for (i = 0; i < j->n; i++)
+        free(j->uids[i]);
+    j->n = 0;
+    return rc;
+}
+
+/* HSCAN over the hash, a slice of at most J->max uids at a time. */
+static int redrive_all(redrive_job *j, char *err, size_t errlen)
+{
+    char cursor[32] = "0";
+    long rounds = 0;
+    size_t i;
+
+    do {
+        redisReply *reply = hr_redis_cmdf(j->r, err, errlen, "HSCAN %s %s COUNT %d",
+                                          j->keys[0], cursor, REDRIVE_SCAN_COUNT);
+
+        if (reply == NULL)
+            return -1;
+        snprintf(cursor, sizeof cursor, "%s", reply->element[0]->str);
+        for (i = 0; i < reply->element[1]->elements; i += 2) {
+            if ((j->uids[j->n] = strdup(reply->element[1]->element[i]->str)) == NULL) {
+                snprintf(err, errlen, "out of memory");
+                freeReplyObject(reply);
+                return -1;
+            }
+            if (++j->n == j->max && redrive_flush(j, err, errlen) < 0) {
+                freeReplyObject(reply);
+                return -1;
+            }
+        }
+        freeReplyObject(reply);
+    } while (strcmp(cursor, "0") != 0 && ++rounds < REDRIVE_SCAN_ROUNDS);
+    return redrive_flush(j, err, errlen);
+}
+
 int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
 {
     hr_mysql *m;
-    hr_redis *r;
     hr_task *t = NULL;
-    redisReply *reply;
-    char err[512], base[256], keys[4][320], seq_s[24], at_s[24], *end;
-    const char *eargv[6] = {keys[0], keys[1], keys[2], keys[3], seq_s, at_s};
-    long long id, seq, moved;
+    redrive_job j = {0};
+    char err[512], *end;
+    long long id;
     int64_t now;
+    size_t i;
+    bool failed;
     int rc = CTL_EXIT_FAIL;
 
     if (argc != 2)
@@ -30,7 +107,7 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
     id = strtoll(argv[1], &end, 10);
     if (id <= 0 || *end != '\0')
         return ctl_usage(argv[0], "TASK must be a positive integer, not '%s'", argv[1]);
-    if (ctl_mysql(ctx, &m) < 0 || ctl_redis(ctx, &r) < 0)
+    if (ctl_mysql(ctx, &m) < 0 || ctl_redis(ctx, &j.r) < 0)
         return CTL_EXIT_FAIL;
     switch (hr_task_load(m, id, &t, err, sizeof err)) {
     case 1:
@@ -44,61 +121,67 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
                  t->state);
         goto done;
     }
-    hr_redis_task_key(r, base, sizeof base, id, "");
-    snprintf(keys[0], sizeof keys[0], "%sfailed", base);
-    reply = hr_redis_cmdf(r, err, sizeof err, "HLEN %s", keys[0]);
-    if (reply == NULL) {
+    if (hr_redis_time_ms(j.r, &now, err, sizeof err) < 0) {
         ctl_fail("%s", err);
         goto done;
     }
-    moved = reply->integer;
-    freeReplyObject(reply);
-    if (moved == 0) {
-        printf("task %lld: no dead letters\n", id);
-        rc = CTL_EXIT_OK;
+    j.max = t->chunk_size >= 1 && t->chunk_size <= HR_TASK_MAX_CHUNK ? (size_t)t->chunk_size
+                                                                    : HR_TASK_MAX_CHUNK;
+    j.argv = malloc((6 + j.max) * sizeof *j.argv);
+    j.uids = malloc(j.max * sizeof *j.uids);
+    if (j.argv == NULL || j.uids == NULL) {
+        ctl_fail("out of memory");
         goto done;
     }
-    reply = hr_redis_cmdf(r, err, sizeof err, "INCR %sseq", base);
-    if (reply == NULL) {
-        ctl_fail("%s", err);
-        goto done;
-    }
-    seq = reply->integer;
-    freeReplyObject(reply);
-    if (hr_redis_time_ms(r, &now, err, sizeof err) < 0) {
-        ctl_fail("%s", err);
-        goto done;
-    }
-    snprintf(keys[1], sizeof keys[1], "%schunk:%lld", base, seq);
-    snprintf(keys[2], sizeof keys[2], "%spending", base);
-    snprintf(keys[3], sizeof keys[3], "%sstats", base);
-    snprintf(seq_s, sizeof seq_s, "%lld", seq);
-    snprintf(at_s, sizeof at_s, "%lld",
+    hr_redis_task_key(j.r, j.base, sizeof j.base, id, "");
+    snprintf(j.keys[0], sizeof j.keys[0], "%sfailed", j.base);
+    snprintf(j.keys[2], sizeof j.keys[2], "%spending", j.base);
+    snprintf(j.keys[3], sizeof j.keys[3], "%sstats", j.base);
+    snprintf(j.at_s, sizeof j.at_s, "%lld",
              (long long)(now - ((int64_t)ctx->cfg->dispatcher.redelivery_timeout_s + 1) * 1000));
-    reply = hr_redis_eval(r, HR_LUA_REDRIVE, 4, 6, eargv, NULL, err, sizeof err);
-    if (reply == NULL) {
-        ctl_fail("%s", err);
+    for (i = 0; i < 4; i++)
+        j.argv[i] = j.keys[i];
+    j.argv[4] = j.seq_s;
+    j.argv[5] = j.at_s;
+    failed = redrive_all(&j, err, sizeof err) < 0;
+    if (failed)
+        ctl_fail("redrive stopped after %lld recipients in %lld chunks: %s", j.moved, j.chunks,
+                 err);
+    if (j.moved == 0) {
+        if (!failed) {
+            printf("task %lld: no dead letters\n", id);
+            rc = CTL_EXIT_OK;
+        }
         goto done;
     }
-    moved = reply->integer;
-    freeReplyObject(reply);
     {
-        const hr_mysql_param p[] = {HR_P_I64(moved), HR_P_I64(id)};
+        const hr_mysql_param p[] = {HR_P_I64(j.moved), HR_P_I64(id)};
+        char merr[512];
 
         if (hr_mysql_exec(m,
                           "UPDATE push_task SET failed = GREATEST(failed - ?, 0), "
                           "state = IF(state = 'done', 'dispatched', state), "
                           "finished_at = IF(state = 'dispatched', NULL, finished_at) "
                           "WHERE id = ?",
-                          p, 2, NULL, NULL, NULL, err, sizeof err) < 0) {
-            ctl_fail("chunk %lld holds %lld recipients, but MySQL was not updated: %s", seq,
-                     moved, err);
+                          p, 2, NULL, NULL, NULL, merr, sizeof merr) < 0) {
+            ctl_fail("%lld recipients are in %lld new chunks, but MySQL was not updated: %s",
+                     j.moved, j.chunks, merr);
             goto done;
         }
     }
-    printf("task %lld: redrove %lld recipients into chunk %lld\n", id, moved, seq);
+    if (failed)
+        goto done; /* MySQL counts what moved; the failure was printed */
+    if (j.chunks == 1)
+        printf("task %lld: redrove %lld recipients into chunk %s\n", id, j.moved, j.seq_s);
+    else
+        printf("task %lld: redrove %lld recipients into %lld chunks (last %s)\n", id, j.moved,
+               j.chunks, j.seq_s);
     rc = CTL_EXIT_OK;
 done:
+    for (i = 0; i < j.n; i++)
+        free(j.uids[i]);
+    free(j.uids);
+    free(j.argv);
     hr_task_free(t);
     return rc;
 }

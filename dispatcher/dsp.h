@@ -47,6 +47,10 @@
 #define DSP_CHUNKS_PER_TICK 64      /* chunk moves per tick, all tasks */
 #define DSP_OUTSTANDING_MAX 32      /* unconfirmed chunks per task */
 #define DSP_REPORTS_MAX 100000      /* confirmed chunks waiting for MySQL */
+#define DSP_REPORTS_PER_TICK 256    /* push_chunk rows written per tick */
+#define DSP_RETIRE_MAX 100          /* finished tasks whose keys get a TTL, per sweep */
+#define DSP_KEY_RETENTION_MS (7LL * 86400 * 1000) /* a finished task's Redis keys */
+#define DSP_CLAIM_EARLY_MS 1000     /* a claim accepts due_at at most this far ahead */
 #define DSP_TICK_MS 10
 #define DSP_PREP_LOCK_MS 120000     /* prepare lock (refill vs first chunk) */
 #define DSP_RECHECK_MS 10000        /* recount a prepared task's subscribers */
@@ -69,6 +73,7 @@ typedef struct dsp_task {
     int64_t chunk_size;
     int64_t rate_limit;  /* effective; 0 = unlimited */
     int64_t next_ms;     /* do not chunk before (rate limit, retry) */
+    uint64_t gen;        /* this ownership; reports of an earlier one are ignored */
     int outstanding;     /* produced, delivery report not yet served */
     int64_t chunks;      /* chunks this owner moved */
     bool started;        /* the seq key exists: refills can no longer run */
@@ -128,6 +133,7 @@ typedef struct dsp {
     dsp_conn loop_conn;
     dsp_task **tasks;
     size_t ntasks, cap_tasks;
+    uint64_t gen_next;          /* dsp_task.gen of the next owned task */
     dsp_report *reports;
     size_t nreports, cap_reports;
 
@@ -138,9 +144,16 @@ typedef struct dsp {
     dsp_conn bg_conn;
     dsp_scan_entry *scan;
     size_t nscan;
+    int64_t sweep_after;        /* the sweeper's page cursor (task id) */
+    int64_t retire_after;       /* the retirement pass's cursor (task id) */
     hr_task **bg_claimed;
     size_t nbg_claimed, cap_bg_claimed;
 } dsp;
+
+/* The topic filter as two parameters of "(? IS NULL OR topic = ?)". */
+#define DSP_TOPIC_PARAMS(d) \
+    ((d)->topic_filter ? HR_P_STR((d)->topic_filter) : HR_P_NULL), \
+    ((d)->topic_filter ? HR_P_STR((d)->topic_filter) : HR_P_NULL)
 
 /* dsp_conn.c */
 int64_t dsp_now_ms(void);
@@ -154,8 +167,11 @@ void dsp_health_fail(dsp *d, dsp_backend b, const char *err);
 void dsp_conn_close(dsp_conn *c);
 
 /* dsp_store.c: the dispatcher's MySQL statements. */
-/* Claims a scheduled task; 1 = ours, 0 = not (any more) claimable, -1. */
-int dsp_store_claim(dsp *d, hr_mysql *m, int64_t id, char *errstr, size_t errlen);
+/* Claims a scheduled task due by NOW_MS (+ DSP_CLAIM_EARLY_MS); one we
+ * already claimed counts again (a retried claim whose reply was lost).
+ * 1 = ours, 0 = not (any more) claimable, -1. */
+int dsp_store_claim(dsp *d, hr_mysql *m, int64_t id, int64_t now_ms, char *errstr,
+                    size_t errlen);
 /* Marks a task failed with REASON; 1 = changed, 0, -1. */
 int dsp_store_fail(hr_mysql *m, int64_t id, const char *reason, char *errstr, size_t errlen);
 /* The tasks of a query that selected HR_TASK_COLUMNS, or -1. */
@@ -171,8 +187,10 @@ int64_t dsp_task_rate_limit(const dsp *d, const hr_task *t);
 int dsp_produce(dsp *d, int64_t task, int64_t seq, int64_t count, int64_t due_ms,
                 bool republish, char *errstr, size_t errlen);
 void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque);
-/* Takes over a claimed task (T is only read). */
-void dsp_own(dsp *d, const hr_task *t, const char *via);
+/* Takes over a claimed task (T is only read); VIA is timer, poller,
+ * takeover or adopt.  false when out of memory (the caller frees the
+ * claim or lets its lease lapse). */
+bool dsp_own(dsp *d, const hr_task *t, const char *via);
 void dsp_timer_pop(dsp *d);
 void dsp_tick(dsp *d);
 void dsp_renew_leases(dsp *d);
@@ -189,6 +207,11 @@ int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t 
 /* Asks for background work WHAT (DSP_BG_*) and starts the job if idle. */
 void dsp_bg_kick(dsp *d, unsigned what);
 void dsp_bg_free(dsp *d);
+/* Gives a finished task's Redis keys (subs, seq, pending, stats, ctl,
+ * pulled, failed, prep) the DSP_KEY_RETENTION_MS expiry, only where they
+ * have none, so a later pass does not push it further out.  Chunk and
+ * lease keys are the workers' and go when a chunk ends.  0 or -1 (ERR). */
+int dsp_retire_keys(dsp_conn *c, int64_t id, char *err, size_t errlen);
 
 /* dsp_metrics.c */
 int dsp_metrics_new(dsp *d, char *errstr, size_t errlen);

@@ -537,8 +537,7 @@ static void dsp_api_control(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req
                             hr_httpd_resp *resp, const char *control)
 {
     hr_task *t = NULL;
-    char err[512], key[256];
-    redisReply *reply;
+    char err[512];
     int64_t id;
 
     (void)a;
@@ -549,25 +548,16 @@ static void dsp_api_control(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req
                        t->state);
         goto done;
     }
-    {
-        const hr_mysql_param p[] = {HR_P_STR(control), HR_P_I64(id)};
-
-        if (hr_mysql_exec(c->m,
-                          "UPDATE push_task SET control = ? WHERE id = ? "
-                          "AND state NOT IN ('done', 'cancelled', 'failed')",
-                          p, 2, NULL, NULL, NULL, err, sizeof err) < 0) {
-            dsp_api_backend_error(resp, "mysql", err);
-            goto done;
-        }
-    }
-    hr_redis_task_key(c->r, key, sizeof key, id, "ctl");
-    reply = hr_redis_cmdf(c->r, err, sizeof err, "SET %s %s", key, control);
-    if (reply == NULL) {
+    switch (hr_task_set_control(c->m, c->r, id, control, err, sizeof err)) {
+    case -1:
+        dsp_api_backend_error(resp, "mysql", err);
+        goto done;
+    case 1:
         /* MySQL holds the wish; the next dispatcher scan mirrors it. */
         hr_log_warn("api_ctl_key_failed", "task=%lld control=%s error=%s", (long long)id,
                     control, err);
+        break;
     }
-    freeReplyObject(reply);
     hr_log_info("api_task_control", "task=%lld control=%s", (long long)id, control);
     hr_task_free(t);
     t = NULL;

@@ -5,7 +5,9 @@
  *   positive integers, all checked before anything is written; then one
  *   multi-row INSERT IGNORE into push_subscription and one refill_add.lua
  *   call (SADD minus pulled, refused once chunking started), so a repeat
- *   changes nothing.  Only while the task is `scheduled`.
+ *   changes nothing.  Only while the task is `scheduled`; when chunking
+ *   already started (a timer claim raced the request) the answer is 409
+ *   chunking_started: the rows reached MySQL only and will not be pushed.
  * - DELETE /v1/tasks/{id}/subscribers/{uid}: the MySQL row and the set
  *   member, also only while `scheduled`.
  * - GET /v1/users/{uid}/reminders?date=YYYY-MM-DD[&ack=1]: the unfinished,
@@ -115,6 +117,14 @@ void dsp_api_subs_add(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
         /* MySQL has them: the scanner's refill adds them before due. */
         hr_log_warn("api_subs_redis_failed", "task=%lld uids=%zu error=%s", (long long)id, n,
                     err);
+    } else if (reply->type == REDIS_REPLY_INTEGER && reply->integer < 0) {
+        /* seq exists: no refill will bring the new rows into Redis. */
+        hr_log_warn("api_subs_too_late", "task=%lld uids=%zu", (long long)id, n);
+        hr_httpd_error(resp, 409, "chunking_started",
+                       "task %lld already started chunking; %llu of the uids were stored in "
+                       "MySQL only and will not be pushed",
+                       (long long)id, (unsigned long long)inserted);
+        goto done;
     }
     o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "task_id", (double)id);

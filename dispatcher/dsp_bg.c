@@ -6,18 +6,23 @@
  *   The scanner remembers what it put there (dsp.scan, sorted by id and
  *   rebuilt by every scan, so it holds at most DSP_SCAN_MAX entries): an
  *   entry is ZADDed again only when its due time moved, so a timer entry
- *   that vanished stays gone and the DB poller is what recovers it.
+ *   that vanished stays gone and the DB poller is what recovers it.  A
+ *   complete scan ZREMs the entries of tasks it no longer returns.
  * - Prepare: when SCARD subs + SCARD pulled is below the task's row count
- *   in push_subscription, the set is refilled from MySQL by keyset pages
- *   under the task's prepare lock, through refill_add.lua (which skips
- *   pulled recipients and stops once chunking started).  Counting again
- *   happens when the Redis count changed or DSP_RECHECK_MS passed.
- * - Poller: claims scheduled tasks overdue by more than poller_grace_ms,
- *   and takes over dispatching tasks whose lease expired.  The claimed
+ *   in push_subscription, the set is refilled from MySQL (hr_subs_refill:
+ *   keyset pages under the task's prepare lock, renewed every batch,
+ *   through refill_add.lua, which skips pulled recipients and stops once
+ *   chunking started; a refill cut short is logged refill_incomplete).
+ *   Counting again happens when the Redis count changed or DSP_RECHECK_MS
+ *   passed.
+ * - Poller: prepares, then claims scheduled tasks overdue by more than
+ *   poller_grace_ms, and takes over dispatching tasks whose lease expired.  The claimed
  *   tasks go to the loop thread through dsp.bg_claimed.
  * - Sweeper: republishes pending chunks older than redelivery_timeout_s
  *   that no worker holds (sweep_claim.lua lets one sweeper win), and turns
- *   `dispatched` tasks with nothing pending into `done`.
+ *   `dispatched` tasks with nothing pending into `done`; one page of tasks
+ *   per sweep from a cursor.  Finished tasks' keys get the retention
+ *   expiry (dsp_retire_keys).
  * - After each scan: the control transitions (dsp_ctl.c) and the
  *   herald_tasks{state} gauge.
  *
@@ -29,11 +34,7 @@
 
 #include "dsp.h"
 #include "hr_log.h"
-
-/* The topic filter as two parameters of "(? IS NULL OR topic = ?)". */
-#define DSP_TOPIC_PARAMS(d) \
-    ((d)->topic_filter ? HR_P_STR((d)->topic_filter) : HR_P_NULL), \
-    ((d)->topic_filter ? HR_P_STR((d)->topic_filter) : HR_P_NULL)
+#include "hr_subs.h"
 
 static int dsp_scan_cmp(const void *a, const void *b)
 {
@@ -50,94 +51,20 @@ static int64_t dsp_reply_int(redisReply *reply)
     return v;
 }
 
-/* Refills T's subscriber set from push_subscription.  Returns the number
- * added, or -1 (ERR set; "" when another party holds the lock). */
-static int64_t dsp_refill(dsp *d, int64_t id, char *err, size_t errlen)
-{
-    dsp_conn *c = &d->bg_conn;
-    int batch = d->cfg->dispatcher.refill_batch;
-    char keys[3][256], lock_key[256], token[256];
-    const char **argv = NULL;
-    hr_mysql_rows *rows = NULL;
-    redisReply *reply;
-    int64_t added = 0, last = 0, rc;
-    size_t i;
-
-    err[0] = '\0';
-    hr_redis_task_key(c->r, keys[0], sizeof keys[0], id, "subs");
-    hr_redis_task_key(c->r, keys[1], sizeof keys[1], id, "pulled");
-    hr_redis_task_key(c->r, keys[2], sizeof keys[2], id, "seq");
-    hr_redis_task_key(c->r, lock_key, sizeof lock_key, id, "prep");
-    snprintf(token, sizeof token, "%s/scan", d->owner);
-    reply = hr_redis_cmdf(c->r, err, errlen, "SET %s %s NX PX %d", lock_key, token,
-                          DSP_PREP_LOCK_MS);
-    if (reply == NULL)
-        return -1;
-    rc = reply->type == REDIS_REPLY_STATUS;
-    freeReplyObject(reply);
-    if (!rc)
-        return -1;
-    argv = malloc(((size_t)batch + 3) * sizeof *argv);
-    if (argv == NULL) {
-        snprintf(err, errlen, "out of memory");
-        added = -1;
-        goto done;
-    }
-    argv[0] = keys[0];
-    argv[1] = keys[1];
-    argv[2] = keys[2];
-    while (!atomic_load(&d->stopping)) {
-        const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(last), HR_P_I64(batch)};
-
-        if (hr_mysql_query(c->m,
-                           "SELECT uid FROM push_subscription WHERE task_id = ? AND uid > ? "
-                           "ORDER BY uid LIMIT ?",
-                           p, 3, &rows, err, errlen) < 0) {
-            added = -1;
-            goto done;
-        }
-        if (rows->nrows == 0)
-            break;
-        for (i = 0; i < rows->nrows; i++)
-            argv[3 + i] = hr_mysql_cell(rows, i, 0);
-        last = strtoll(argv[2 + rows->nrows], NULL, 10);
-        reply = hr_redis_eval(c->r, HR_LUA_REFILL_ADD, 3, 3 + (int)rows->nrows, argv, NULL,
-                              err, errlen);
-        if (reply == NULL) {
-            added = -1;
-            goto done;
-        }
-        rc = dsp_reply_int(reply);
-        if (rc < 0)
-            break; /* chunking started meanwhile: the set is the chunker's now */
-        added += rc;
-        if (rows->nrows < (size_t)batch)
-            break;
-        hr_mysql_rows_free(rows);
-        rows = NULL;
-    }
-done:
-    hr_mysql_rows_free(rows);
-    free(argv);
-    {
-        const char *rargv[2] = {lock_key, token};
-        char e2[256];
-
-        freeReplyObject(hr_redis_eval(c->r, HR_LUA_LEASE_RELEASE, 1, 2, rargv, NULL, e2,
-                                      sizeof e2));
-    }
-    return added;
-}
-
 /* Makes sure T's subscriber set holds everyone in push_subscription.
- * E carries the scanner's memory of the last count.  0 or -1. */
+ * E carries the scanner's memory of the last count.  0 = prepared (or
+ * someone else is refilling it under the prepare lock, which the first
+ * chunk waits for), -1 = not prepared (logged). */
 static int dsp_prepare(dsp *d, const hr_task *t, dsp_scan_entry *e, int64_t now)
 {
     dsp_conn *c = &d->bg_conn;
     const hr_mysql_param p[] = {HR_P_I64(t->id)};
-    char subs[256], pulled[256], err[512];
+    char subs[256], pulled[256], token[256], err[512];
+    hr_subs_refill_opts o = {.token = token, .lock_ms = DSP_PREP_LOCK_MS,
+                             .batch = d->cfg->dispatcher.refill_batch, .stop = &d->stopping};
     hr_mysql_rows *rows = NULL;
-    int64_t have, want, added;
+    int64_t have, want, added = 0;
+    int rc;
 
     hr_redis_task_key(c->r, subs, sizeof subs, t->id, "subs");
     hr_redis_task_key(c->r, pulled, sizeof pulled, t->id, "pulled");
@@ -161,19 +88,32 @@ static int dsp_prepare(dsp *d, const hr_task *t, dsp_scan_entry *e, int64_t now)
     e->checked_ms = now;
     if (have >= want)
         return 0;
-    added = dsp_refill(d, t->id, err, sizeof err);
-    if (added < 0) {
-        e->checked_ms = 0; /* try again next scan */
-        if (err[0] != '\0') {
-            hr_log_warn("refill_failed", "task=%lld error=%s", (long long)t->id, err);
-            return -1;
-        }
+    snprintf(token, sizeof token, "%s/scan", d->owner);
+    rc = hr_subs_refill(c->m, c->r, t->id, &o, &added, NULL, err, sizeof err);
+    switch (rc) {
+    case HR_SUBS_DONE:
+        e->have = have + added;
+        hr_log_info("task_prepared", "task=%lld subscriptions=%lld had=%lld added=%lld",
+                    (long long)t->id, (long long)want, (long long)have, (long long)added);
         return 0;
+    case HR_SUBS_BUSY:
+        e->checked_ms = 0; /* count again next scan */
+        return 0;
+    case HR_SUBS_STARTED:
+    case HR_SUBS_LOCK_LOST:
+        /* Subscribers in MySQL that never reached Redis: they will not be
+         * pushed unless an admin recovers the task. */
+        e->checked_ms = 0;
+        hr_log_error("refill_incomplete", "task=%lld added=%lld reason=%s", (long long)t->id,
+                     (long long)added, hr_subs_result_str(rc));
+        return -1;
+    case HR_SUBS_STOPPED:
+        e->checked_ms = 0;
+        return -1;
     }
-    e->have = have + added;
-    hr_log_info("task_prepared", "task=%lld subscriptions=%lld had=%lld added=%lld",
-                (long long)t->id, (long long)want, (long long)have, (long long)added);
-    return 0;
+    e->checked_ms = 0; /* try again next scan */
+    hr_log_warn("refill_failed", "task=%lld error=%s", (long long)t->id, err);
+    return -1;
 }
 
 /* Puts T into the timer and mirrors control=run for workers. */
@@ -199,6 +139,31 @@ static int dsp_schedule(dsp *d, const hr_task *t)
     hr_log_debug("task_scheduled", "task=%lld due_ms=%lld", (long long)t->id,
                  (long long)t->due_ms);
     return 0;
+}
+
+/* Takes the timer entries of the last scan's tasks that this complete scan
+ * no longer returned (claimed, paused, cancelled, failed, or postponed
+ * beyond the horizon) out of the timer: a stale entry would pop at the old
+ * due time.  OLD and NEXT are sorted by id. */
+static void dsp_scan_forget(dsp *d, const dsp_scan_entry *old, size_t nold,
+                            const dsp_scan_entry *next, size_t nnext)
+{
+    dsp_conn *c = &d->bg_conn;
+    char timer[256], err[512];
+    size_t i, j = 0;
+
+    hr_redis_key(c->r, timer, sizeof timer, "timer");
+    for (i = 0; i < nold; i++) {
+        while (j < nnext && next[j].id < old[i].id)
+            j++;
+        if (old[i].due_ms < 0 || (j < nnext && next[j].id == old[i].id))
+            continue;
+        if (dsp_reply_int(hr_redis_cmdf(c->r, err, sizeof err, "ZREM %s %lld", timer,
+                                        (long long)old[i].id)) < 0) {
+            dsp_conn_failed(d, c, DSP_REDIS, err);
+            return;
+        }
+    }
 }
 
 static void dsp_bg_scan(dsp *d)
@@ -230,7 +195,7 @@ static void dsp_bg_scan(dsp *d)
         dsp_scan_entry key = {.id = t->id}, *prev, *e;
 
         if (atomic_load(&d->stopping))
-            break;
+            goto done;
         if (!dsp_store_check(d, c->m, t))
             continue;
         prev = d->nscan > 0 ? bsearch(&key, d->scan, d->nscan, sizeof *d->scan, dsp_scan_cmp)
@@ -242,6 +207,9 @@ static void dsp_bg_scan(dsp *d)
         if (e->due_ms != t->due_ms && dsp_schedule(d, t) == 0)
             e->due_ms = t->due_ms;
     }
+    /* A full page may have cut off tasks that are still scheduled. */
+    if (n < DSP_SCAN_MAX)
+        dsp_scan_forget(d, d->scan, d->nscan, next, nnext);
     free(d->scan);
     d->scan = next;
     d->nscan = nnext;
@@ -311,9 +279,16 @@ static void dsp_bg_poll(dsp *d)
                         ps, 4, &tasks, &n, err, sizeof err) < 0)
         goto failed;
     for (i = 0; i < n && !atomic_load(&d->stopping); i++) {
+        dsp_scan_entry e = {.id = tasks[i]->id, .due_ms = -1};
+
         if (!dsp_store_check(d, c->m, tasks[i]))
             continue;
-        rc = dsp_store_claim(d, c->m, tasks[i]->id, err, sizeof err);
+        /* The scanner may never have prepared it (its timer entry was lost
+         * before it was put there): a claim now would chunk an empty or
+         * partial set. */
+        if (dsp_prepare(d, tasks[i], &e, dsp_now_ms()) < 0)
+            continue;
+        rc = dsp_store_claim(d, c->m, tasks[i]->id, dsp_now_ms(), err, sizeof err);
         if (rc < 0)
             goto failed;
         if (rc == 1) {
@@ -390,6 +365,11 @@ int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t 
             continue;
         snprintf(chunk, sizeof chunk, "%schunk:%.24s", base, seq);
         count = dsp_reply_int(hr_redis_cmdf(c->r, err, sizeof err, "SCARD %s", chunk));
+        /* The count only sizes the worker's work (it reads the set); a
+         * chunk message must decode, so it never claims more than a chunk
+         * may hold. */
+        if (count > HR_TASK_MAX_CHUNK)
+            count = HR_TASK_MAX_CHUNK;
         if (count < 0 || dsp_produce(d, id, strtoll(seq, NULL, 10), count, due_ms, true, err,
                                      sizeof err) < 0) {
             /* pending[seq] now says "published now": the next sweep after
@@ -409,10 +389,65 @@ int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t 
     return npending;
 }
 
+int dsp_retire_keys(dsp_conn *c, int64_t id, char *err, size_t errlen)
+{
+    static const char *const suffixes[] = {"subs", "seq", "pending", "stats", "ctl",
+                                           "pulled", "failed", "prep"};
+    char key[256];
+    size_t i;
+
+    for (i = 0; i < sizeof suffixes / sizeof *suffixes; i++) {
+        hr_redis_task_key(c->r, key, sizeof key, id, suffixes[i]);
+        if (dsp_reply_int(hr_redis_cmdf(c->r, err, errlen, "PEXPIRE %s %lld NX", key,
+                                        (long long)DSP_KEY_RETENTION_MS)) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The tasks that finished within the last day (done through a worker's
+ * report, cancelled, failed): their keys get the retention expiry.  Pages
+ * by id with a cursor, DSP_RETIRE_MAX per sweep. */
+static void dsp_bg_retire(dsp *d)
+{
+    dsp_conn *c = &d->bg_conn;
+    const hr_mysql_param p[] = {HR_P_I64(d->retire_after), DSP_TOPIC_PARAMS(d),
+                                HR_P_I64(DSP_RETIRE_MAX)};
+    hr_mysql_rows *rows = NULL;
+    char err[512];
+    size_t i;
+
+    if (hr_mysql_query(c->m,
+                       "SELECT id FROM push_task WHERE state IN ('done', 'cancelled', 'failed') "
+                       "AND finished_at > UTC_TIMESTAMP(3) - INTERVAL 1 DAY AND id > ? "
+                       "AND (? IS NULL OR topic = ?) ORDER BY id LIMIT ?",
+                       p, 4, &rows, err, sizeof err) < 0) {
+        dsp_conn_failed(d, c, DSP_MYSQL, err);
+        return;
+    }
+    for (i = 0; i < rows->nrows && !atomic_load(&d->stopping); i++) {
+        int64_t id = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
+
+        if (dsp_retire_keys(c, id, err, sizeof err) < 0) {
+            dsp_conn_failed(d, c, DSP_REDIS, err);
+            goto done;
+        }
+        d->retire_after = id;
+    }
+    if (rows->nrows < DSP_RETIRE_MAX)
+        d->retire_after = 0;
+done:
+    hr_mysql_rows_free(rows);
+}
+
+/* One page of unfinished tasks per sweep, by id from the cursor kept in
+ * dsp.sweep_after (back to the start after a short page), so that every
+ * task is swept however many there are. */
 static void dsp_bg_sweep(dsp *d)
 {
     dsp_conn *c = &d->bg_conn;
-    const hr_mysql_param p[] = {DSP_TOPIC_PARAMS(d), HR_P_I64(DSP_SCAN_MAX)};
+    const hr_mysql_param p[] = {HR_P_I64(d->sweep_after), DSP_TOPIC_PARAMS(d),
+                                HR_P_I64(DSP_SCAN_MAX)};
     hr_mysql_rows *rows = NULL;
     int64_t now = dsp_now_ms();
     int64_t stale_ms = (int64_t)d->cfg->dispatcher.redelivery_timeout_s * 1000;
@@ -423,12 +458,12 @@ static void dsp_bg_sweep(dsp *d)
     if (hr_mysql_query(c->m,
                        "SELECT id, state, CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED) "
                        "FROM push_task WHERE state IN ('dispatching', 'dispatched') "
-                       "AND (? IS NULL OR topic = ?) ORDER BY id LIMIT ?",
-                       p, 3, &rows, err, sizeof err) < 0) {
+                       "AND id > ? AND (? IS NULL OR topic = ?) ORDER BY id LIMIT ?",
+                       p, 4, &rows, err, sizeof err) < 0) {
         dsp_conn_failed(d, c, DSP_MYSQL, err);
         return;
     }
-    for (i = 0; i < rows->nrows && !atomic_load(&d->stopping); i++) {
+    for (i = 0; i < rows->nrows && !atomic_load(&d->stopping) && budget > 0; i++) {
         int64_t id = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
         const char *due = hr_mysql_cell(rows, i, 2);
         int64_t npending = dsp_sweep_task(d, id, due ? strtoll(due, NULL, 10) : 0, now,
@@ -437,7 +472,9 @@ static void dsp_bg_sweep(dsp *d)
         uint64_t affected = 0;
 
         if (npending < 0)
-            break;
+            goto done;
+        if (budget > 0) /* else its other stale chunks come first next time */
+            d->sweep_after = id;
         if (npending > 0 || strcmp(hr_mysql_cell(rows, i, 1), "dispatched") != 0)
             continue;
         hr_redis_task_key(c->r, subs, sizeof subs, id, "subs");
@@ -448,11 +485,21 @@ static void dsp_bg_sweep(dsp *d)
                           "WHERE id = ? AND state = 'dispatched'",
                           pd, 1, &affected, NULL, NULL, err, sizeof err) < 0) {
             dsp_conn_failed(d, c, DSP_MYSQL, err);
-            break;
+            goto done;
         }
-        if (affected == 1)
-            hr_log_info("task_done", "task=%lld via=sweeper", (long long)id);
+        if (affected != 1)
+            continue;
+        hr_log_info("task_done", "task=%lld via=sweeper", (long long)id);
+        if (dsp_retire_keys(c, id, err, sizeof err) < 0)
+            hr_log_warn("retire_failed", "task=%lld error=%s", (long long)id, err);
     }
+    /* A page seen to its end that was short: start over next time.  A
+     * sweep cut short by the budget resumes after the last task served. */
+    if (i == rows->nrows && rows->nrows < DSP_SCAN_MAX)
+        d->sweep_after = 0;
+    if (!atomic_load(&d->stopping))
+        dsp_bg_retire(d);
+done:
     hr_mysql_rows_free(rows);
 }
 

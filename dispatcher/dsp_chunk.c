@@ -9,7 +9,12 @@
  *   push_task.total here too.  Empty subs and no report outstanding ->
  *   `dispatched`.
  * - Leases: renewed every lease_s/3; a task whose row no longer names us,
- *   or whose control is no longer `run`, is dropped at once.
+ *   or whose control is no longer `run`, is dropped at once.  A row that
+ *   names us but is not in dsp.tasks (a claim whose reply or load failed)
+ *   is adopted, or its lease is ended so another dispatcher takes it.
+ * - Every owned task carries a generation, copied into its messages, so
+ *   the delivery reports of an earlier ownership of the same task do not
+ *   count against the current one's outstanding chunks.
  *
  * The first chunk of a task takes the prepare lock (the one the scanner's
  * refill holds) around its INCR of seq: once seq exists refill_add.lua
@@ -25,10 +30,12 @@
 #include "hr_chunkmsg.h"
 #include "hr_log.h"
 #include "hr_ratelimit.h"
+#include "hr_subs.h"
 
 /* What a produced message carries to its delivery report. */
 typedef struct dsp_msg {
     int64_t task, seq, size, published_ms;
+    uint64_t gen; /* dsp_task.gen of the owner that produced it */
     bool republish;
 } dsp_msg;
 
@@ -68,13 +75,14 @@ void dsp_tasks_free(dsp *d)
     d->ntasks = d->nreports = 0;
 }
 
-void dsp_own(dsp *d, const hr_task *t, const char *via)
+bool dsp_own(dsp *d, const hr_task *t, const char *via)
 {
     dsp_task *dt, **grown;
     size_t cap;
+    bool fresh = strcmp(via, "timer") == 0 || strcmp(via, "poller") == 0;
 
     if (dsp_find(d, t->id) != NULL)
-        return;
+        return true;
     if (d->ntasks == d->cap_tasks) {
         cap = d->cap_tasks ? d->cap_tasks * 2 : 16;
         grown = realloc(d->tasks, cap * sizeof *grown);
@@ -90,25 +98,26 @@ void dsp_own(dsp *d, const hr_task *t, const char *via)
     dt->due_ms = t->due_ms;
     dt->chunk_size = t->chunk_size;
     dt->rate_limit = dsp_task_rate_limit(d, t);
+    dt->gen = ++d->gen_next;
     d->tasks[d->ntasks++] = dt;
     hr_metrics_inc(strcmp(via, "timer") == 0    ? d->met.claimed_timer
                    : strcmp(via, "poller") == 0 ? d->met.claimed_poller
                                                 : d->met.claimed_takeover);
-    if (strcmp(via, "takeover") != 0) /* a takeover's lag is the old owner's */
+    if (fresh) /* a takeover's or adoption's lag is not a claim's */
         hr_metrics_observe(d->met.claim_lag, (double)(dsp_now_ms() - t->due_ms) / 1000.0);
     hr_log_info("task_claimed", "task=%lld via=%s lag_ms=%lld rate_limit=%lld",
                 (long long)t->id, via, (long long)(dsp_now_ms() - t->due_ms),
                 (long long)dt->rate_limit);
-    return;
+    return true;
 oom:
-    /* The claim stands in MySQL; the lease lapses and another dispatcher
-     * (or our own poller) takes the task over. */
     hr_log_error("task_not_owned", "task=%lld error=out of memory", (long long)t->id);
+    return false;
 }
 
 int dsp_produce(dsp *d, int64_t task, int64_t seq, int64_t count, int64_t due_ms,
                 bool republish, char *errstr, size_t errlen)
 {
+    dsp_task *owned = republish ? NULL : dsp_find(d, task);
     hr_chunkmsg cm = {.task = task, .seq = seq, .count = count, .due_ms = due_ms,
                       .published_ms = dsp_now_ms()};
     char key[64], value[HR_CHUNKMSG_MAX_BYTES];
@@ -127,7 +136,8 @@ int dsp_produce(dsp *d, int64_t task, int64_t seq, int64_t count, int64_t due_ms
         return -1;
     }
     *om = (dsp_msg){.task = task, .seq = seq, .size = count,
-                    .published_ms = cm.published_ms, .republish = republish};
+                    .published_ms = cm.published_ms, .gen = owned ? owned->gen : 0,
+                    .republish = republish};
     err = rd_kafka_producev(d->rk, RD_KAFKA_V_TOPIC(d->cfg->kafka.topic),
                             RD_KAFKA_V_KEY(key, (size_t)klen),
                             RD_KAFKA_V_VALUE(value, (size_t)vlen),
@@ -150,7 +160,9 @@ void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
     size_t cap;
 
     (void)rk;
-    if (t != NULL)
+    /* A report of an earlier ownership (the task was dropped and owned
+     * again meanwhile) was never counted in this one's outstanding. */
+    if (t != NULL && t->gen == om->gen)
         t->outstanding--;
     if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
         /* pending[seq] stays: the sweeper republishes the chunk. */
@@ -180,18 +192,19 @@ done:
     free(om);
 }
 
-/* Writes the queued push_chunk rows; the first publish of a chunk adds its
- * size to total and to the live stats.  What MySQL refused stays queued. */
-static void dsp_write_reports(dsp *d)
+/* Writes up to MAX queued push_chunk rows, oldest first; the first publish
+ * of a chunk adds its size to total and to the live stats.  What MySQL
+ * refused and what is over MAX stays queued. */
+static void dsp_write_reports(dsp *d, size_t max)
 {
     dsp_conn *c = &d->loop_conn;
     char err[512], key[256];
-    size_t done = 0;
+    size_t done = 0, n = d->nreports < max ? d->nreports : max;
     uint64_t affected;
 
     if (d->nreports == 0 || !dsp_conn_ready(d, c))
         return;
-    for (; done < d->nreports; done++) {
+    for (; done < n; done++) {
         const dsp_report *rp = &d->reports[done];
         const hr_mysql_param p[] = {HR_P_I64(rp->task), HR_P_I64(rp->seq), HR_P_I64(rp->size),
                                     HR_P_I64(rp->published_ms)};
@@ -225,7 +238,8 @@ static void dsp_write_reports(dsp *d)
         if (reply == NULL)
             dsp_health_fail(d, DSP_REDIS, err);
     }
-    d->nreports = 0;
+    memmove(d->reports, d->reports + done, (d->nreports - done) * sizeof *d->reports);
+    d->nreports -= done;
     dsp_health_ok(d, DSP_MYSQL);
     return;
 failed_after_row:
@@ -276,14 +290,14 @@ static void dsp_finish(dsp *d, dsp_task *t)
 static bool dsp_start(dsp *d, dsp_task *t, bool *locked, char *err, size_t errlen, bool *failed)
 {
     hr_redis *r = d->loop_conn.r;
-    char seq_key[256], lock_key[256];
+    char seq_key[256];
     redisReply *reply;
     bool ok;
+    int rc;
 
     *locked = false;
     *failed = false;
     hr_redis_task_key(r, seq_key, sizeof seq_key, t->id, "seq");
-    hr_redis_task_key(r, lock_key, sizeof lock_key, t->id, "prep");
     reply = hr_redis_cmdf(r, err, errlen, "EXISTS %s", seq_key);
     if (reply == NULL)
         goto fail;
@@ -291,12 +305,10 @@ static bool dsp_start(dsp *d, dsp_task *t, bool *locked, char *err, size_t errle
     freeReplyObject(reply);
     if (ok)
         return true;
-    reply = hr_redis_cmdf(r, err, errlen, "SET %s %s NX PX %d", lock_key, d->owner,
-                          DSP_PREP_LOCK_MS);
-    if (reply == NULL)
+    rc = hr_subs_lock(r, t->id, d->owner, DSP_PREP_LOCK_MS, err, errlen);
+    if (rc < 0)
         goto fail;
-    *locked = reply->type == REDIS_REPLY_STATUS;
-    freeReplyObject(reply);
+    *locked = rc == 1;
     return *locked;
 fail:
     *failed = true;
@@ -305,16 +317,10 @@ fail:
 
 static void dsp_unlock(dsp *d, int64_t id)
 {
-    hr_redis *r = d->loop_conn.r;
-    char lock_key[256], err[256];
-    const char *argv[2] = {lock_key, d->owner};
-    redisReply *reply;
+    char err[256];
 
-    hr_redis_task_key(r, lock_key, sizeof lock_key, id, "prep");
-    reply = hr_redis_eval(r, HR_LUA_LEASE_RELEASE, 1, 2, argv, NULL, err, sizeof err);
-    if (reply == NULL)
+    if (hr_subs_unlock(d->loop_conn.r, id, d->owner, err, sizeof err) < 0)
         hr_log_warn("prepare_unlock_failed", "task=%lld error=%s", (long long)id, err);
-    freeReplyObject(reply);
 }
 
 /* The rate limiter's grant for one chunk; 0 = wait (T->next_ms is set). */
@@ -425,7 +431,7 @@ void dsp_tick(dsp *d)
     int64_t now;
 
     rd_kafka_poll(d->rk, 0);
-    dsp_write_reports(d);
+    dsp_write_reports(d, DSP_REPORTS_PER_TICK);
     if (atomic_load(&d->stopping))
         return;
     now = dsp_now_ms();
@@ -447,18 +453,49 @@ void dsp_tick(dsp *d)
     }
 }
 
+/* Puts the popped entries FROM.. of REPLY back into the timer with their
+ * scores, so a failed claim does not make the others wait for the poller. */
+static void dsp_timer_putback(dsp *d, const redisReply *reply, size_t from)
+{
+    dsp_conn *c = &d->loop_conn;
+    char key[256], err[256];
+    const char **argv;
+    size_t i, n = 0;
+    redisReply *r;
+
+    argv = malloc((2 + reply->elements) * sizeof *argv);
+    if (argv == NULL)
+        goto lost;
+    argv[n++] = "ZADD";
+    argv[n++] = hr_redis_key(c->r, key, sizeof key, "timer");
+    for (i = from; i + 1 < reply->elements; i += 2) {
+        argv[n++] = reply->element[i + 1]->str; /* score */
+        argv[n++] = reply->element[i]->str;     /* id */
+    }
+    r = n > 2 ? hr_redis_cmd(c->r, err, sizeof err, (int)n, argv, NULL) : NULL;
+    free(argv);
+    if (n <= 2 || r != NULL) {
+        freeReplyObject(r);
+        return;
+    }
+lost:
+    /* The DB poller claims them once they are overdue. */
+    hr_log_warn("timer_putback_failed", "entries=%zu", (reply->elements - from) / 2);
+}
+
 void dsp_timer_pop(dsp *d)
 {
     dsp_conn *c = &d->loop_conn;
     char key[256], now_s[24], max_s[24], err[512];
     const char *argv[3] = {key, now_s, max_s};
     redisReply *reply;
+    int64_t now = dsp_now_ms();
     size_t i;
 
     if (atomic_load(&d->stopping) || !dsp_conn_ready(d, c))
         return;
     hr_redis_key(c->r, key, sizeof key, "timer");
-    snprintf(now_s, sizeof now_s, "%lld", (long long)dsp_now_ms());
+    snprintf(now_s, sizeof now_s, "%lld", (long long)now);
     snprintf(max_s, sizeof max_s, "%d", DSP_TIMER_POP_MAX);
     reply = hr_redis_eval(c->r, HR_LUA_TIMER_POP, 1, 3, argv, NULL, err, sizeof err);
     if (reply == NULL) {
@@ -468,21 +505,50 @@ void dsp_timer_pop(dsp *d)
     for (i = 0; i + 1 < reply->elements; i += 2) {
         int64_t id = strtoll(reply->element[i]->str, NULL, 10);
         hr_task *t = NULL;
-        int rc = dsp_store_claim(d, c->m, id, err, sizeof err);
+        int rc = dsp_store_claim(d, c->m, id, now, err, sizeof err);
 
         if (rc == 1)
             rc = hr_task_load(c->m, id, &t, err, sizeof err) == 0 ? 1 : -1;
         if (rc < 0) {
-            /* The entry is gone from the timer; the DB poller claims the
-             * task once it is overdue. */
+            /* MySQL is failing: every further claim would wait for its
+             * timeout too.  The rest (this one included: its claim may
+             * have committed, and claiming again is harmless) go back. */
             hr_log_warn("claim_failed", "task=%lld error=%s", (long long)id, err);
+            dsp_timer_putback(d, reply, i);
             dsp_conn_failed(d, c, DSP_MYSQL, err);
-        } else if (rc == 1) {
-            dsp_own(d, t, "timer");
+            break;
         }
+        /* rc 0: taken by another, paused, or postponed (the scanner puts
+         * it back with its new due time). */
+        if (rc == 1)
+            dsp_own(d, t, "timer");
         hr_task_free(t);
     }
     freeReplyObject(reply);
+}
+
+/* A task claimed under our name that we do not chunk (its claim's reply or
+ * load failed, or dsp_own ran out of memory): own it now, or give the claim
+ * up at once so that a poller takes it over.  Without this the renewal
+ * would keep it ours, unchunked, forever. */
+static void dsp_adopt(dsp *d, int64_t id)
+{
+    dsp_conn *c = &d->loop_conn;
+    const hr_mysql_param p[] = {HR_P_I64(id), HR_P_STR(d->owner)};
+    hr_task *t = NULL;
+    char err[512];
+
+    if (hr_task_load(c->m, id, &t, err, sizeof err) == 0 && dsp_own(d, t, "adopt")) {
+        hr_task_free(t);
+        return;
+    }
+    hr_task_free(t);
+    hr_log_warn("task_released", "task=%lld reason=claimed but not owned", (long long)id);
+    if (hr_mysql_exec(c->m,
+                      "UPDATE push_task SET lease_until = UTC_TIMESTAMP(3) "
+                      "WHERE id = ? AND claimed_by = ? AND state = 'dispatching'",
+                      p, 2, NULL, NULL, NULL, err, sizeof err) < 0)
+        dsp_conn_failed(d, c, DSP_MYSQL, err);
 }
 
 void dsp_renew_leases(dsp *d)
@@ -491,10 +557,10 @@ void dsp_renew_leases(dsp *d)
     const hr_mysql_param pr[] = {HR_P_I64(d->cfg->dispatcher.lease_s), HR_P_STR(d->owner)};
     const hr_mysql_param ps[] = {HR_P_STR(d->owner)};
     hr_mysql_rows *rows = NULL;
-    char err[512], key[256];
+    char err[512];
     size_t i, j;
 
-    if (d->ntasks == 0 || !dsp_conn_ready(d, c))
+    if (!dsp_conn_ready(d, c))
         return;
     if (hr_mysql_exec(c->m,
                       "UPDATE push_task SET lease_until = UTC_TIMESTAMP(3) + INTERVAL ? SECOND "
@@ -520,11 +586,17 @@ void dsp_renew_leases(dsp *d)
         } else if (strcmp(control, "run") != 0) {
             /* Pause and cancel are carried out by workers and heraldctl;
              * the dispatcher stops chunking and mirrors the wish. */
-            hr_redis_task_key(c->r, key, sizeof key, t->id, "ctl");
-            freeReplyObject(hr_redis_cmdf(c->r, err, sizeof err, "SET %s %s", key, control));
+            if (hr_task_set_control(NULL, c->r, t->id, control, err, sizeof err) < 0)
+                dsp_health_fail(d, DSP_REDIS, err);
             hr_log_info("task_stopped", "task=%lld control=%s", (long long)t->id, control);
             dsp_drop(d, t);
         }
+    }
+    for (j = 0; j < rows->nrows; j++) {
+        int64_t id = strtoll(hr_mysql_cell(rows, j, 0), NULL, 10);
+
+        if (strcmp(hr_mysql_cell(rows, j, 1), "run") == 0 && dsp_find(d, id) == NULL)
+            dsp_adopt(d, id);
     }
     hr_mysql_rows_free(rows);
 }
@@ -546,7 +618,7 @@ void dsp_release_all(dsp *d)
     }
     /* The backoff of a recent failure must not skip the last writes. */
     c->retry_at_ms = 0;
-    dsp_write_reports(d);
+    dsp_write_reports(d, d->nreports);
     if (c->m == NULL)
         return;
     for (i = d->ntasks; i-- > 0;) {

@@ -26,25 +26,13 @@
 
 #define DSP_CTL_MAX 100 /* transitions per scan */
 
-/* Sets the ctl key of task ID to VALUE.  0 or -1 (ERR). */
-static int dsp_ctl_key(dsp_conn *c, int64_t id, const char *value, char *err, size_t errlen)
-{
-    char key[256];
-    redisReply *reply;
-
-    hr_redis_task_key(c->r, key, sizeof key, id, "ctl");
-    reply = hr_redis_cmdf(c->r, err, errlen, "SET %s %s", key, value);
-    freeReplyObject(reply);
-    return reply != NULL ? 0 : -1;
-}
-
 static int dsp_ctl_pause(dsp *d, int64_t id, char *err, size_t errlen)
 {
     dsp_conn *c = &d->bg_conn;
     const hr_mysql_param p[] = {HR_P_I64(id)};
     uint64_t affected = 0;
 
-    if (dsp_ctl_key(c, id, "pause", err, errlen) < 0)
+    if (hr_task_set_control(NULL, c->r, id, "pause", err, errlen) < 0)
         return -1;
     if (hr_mysql_exec(c->m,
                       "UPDATE push_task SET state = 'paused' WHERE id = ? AND control = 'pause' "
@@ -76,7 +64,7 @@ static int dsp_ctl_resume(dsp *d, int64_t id, bool claimed, bool reached_dispatc
         freeReplyObject(reply);
         state = nsubs > 0 || !reached_dispatched ? "dispatching" : "dispatched";
     }
-    if (dsp_ctl_key(c, id, "run", err, errlen) < 0)
+    if (hr_task_set_control(NULL, c->r, id, "run", err, errlen) < 0)
         return -1;
     {
         const hr_mysql_param p[] = {HR_P_STR(state), HR_P_I64(id)};
@@ -137,7 +125,7 @@ static int dsp_ctl_cancel(dsp *d, int64_t id, char *err, size_t errlen)
     size_t i;
     int rc = -1;
 
-    if (dsp_ctl_key(c, id, "cancel", err, errlen) < 0)
+    if (hr_task_set_control(NULL, c->r, id, "cancel", err, errlen) < 0)
         return -1;
     cancelled = dsp_ctl_drop(c, id, NULL, err, errlen);
     if (cancelled < 0)
@@ -168,6 +156,8 @@ static int dsp_ctl_cancel(dsp *d, int64_t id, char *err, size_t errlen)
     }
     hr_log_info("task_cancelled", "task=%lld cancelled=%lld", (long long)id,
                 (long long)cancelled);
+    if (affected == 1 && dsp_retire_keys(c, id, err, errlen) < 0)
+        hr_log_warn("retire_failed", "task=%lld error=%s", (long long)id, err);
     rc = 0;
 done:
     freeReplyObject(all);
@@ -177,9 +167,7 @@ done:
 void dsp_ctl_scan(dsp *d)
 {
     dsp_conn *c = &d->bg_conn;
-    const hr_mysql_param p[] = {
-        d->topic_filter ? HR_P_STR(d->topic_filter) : HR_P_NULL,
-        d->topic_filter ? HR_P_STR(d->topic_filter) : HR_P_NULL, HR_P_I64(DSP_CTL_MAX)};
+    const hr_mysql_param p[] = {DSP_TOPIC_PARAMS(d), HR_P_I64(DSP_CTL_MAX)};
     hr_mysql_rows *rows = NULL;
     char err[512];
     size_t i;

@@ -299,10 +299,24 @@ def test_control(env, sched, later):
     check(env.r.cmd("EXISTS", key(env, later, "subs")) == 0
           and env.r.cmd("HGET", key(env, later, "stats"), "cancelled") == "2",
           "subs dropped, stats.cancelled = 2")
+    check(env.r.cmd("PTTL", key(env, later, "stats")) > 6 * 86400 * 1000
+          and env.r.cmd("PTTL", key(env, later, "ctl")) > 6 * 86400 * 1000,
+          "a cancelled task's keys expire after the retention")
     status, j = http(env, "POST", "/v1/tasks/%d/resume" % later)
     check(status == 409, "control on a cancelled task -> 409")
     out = ctl(env, "pause", later)
     check(out.returncode == 1, "heraldctl pause of a cancelled task fails")
+
+
+def test_subs_after_start(env, sched):
+    env.r.cmd("SET", key(env, sched, "seq"), 1)
+    status, j = http(env, "POST", "/v1/tasks/%d/subscribers" % sched, {"uids": [777]})
+    check(status == 409 and j["error"]["code"] == "chunking_started",
+          "subscribers after chunking started -> 409 chunking_started (%d %s)" % (status, j))
+    check(env.r.cmd("SISMEMBER", key(env, sched, "subs"), 777) == 0, "... and not in subs")
+    env.r.cmd("DEL", key(env, sched, "seq"))
+    status, _ = http(env, "DELETE", "/v1/tasks/%d/subscribers/777" % sched)
+    check(status == 200, "the MySQL-only row can be deleted again")
 
 
 def test_metrics(env):
@@ -390,6 +404,7 @@ def main():
         later = create(env, "later", env.due, now + timedelta(hours=1))
         test_errors(env, sched, frozen)
         test_tasks_and_subs(env, sched)
+        test_subs_after_start(env, sched)
         test_pull(env, frozen, later)
         test_control(env, sched, later)
         test_metrics(env)

@@ -419,6 +419,109 @@ static void test_import_refused(void **state)
     free(r);
 }
 
+/* Runs a Redis command given as a format; the reply's integer (or the
+ * string parsed), -1 for nil. */
+static long long redis_ll(const char *fmt, ...)
+{
+    redisReply *reply;
+    long long v;
+    va_list ap;
+
+    va_start(ap, fmt);
+    reply = redisvCommand(hr_redis_context(rd), fmt, ap);
+    va_end(ap);
+    assert_non_null(reply);
+    v = reply->type == REDIS_REPLY_INTEGER ? reply->integer
+        : reply->type == REDIS_REPLY_STRING ? strtoll(reply->str, NULL, 10) : -1;
+    freeReplyObject(reply);
+    return v;
+}
+
+/* Import into a task whose chunking started (seq exists) must not add to
+ * subs behind the seq guard: it stops with exit 1 and says so. */
+static void test_import_after_start(void **state)
+{
+    char path[] = "/tmp/hrtest-ctl-late-XXXXXX", idtext[32], key[256];
+    ctl_run *r = malloc(sizeof *r);
+    int64_t id = new_task("late import");
+    int fd = mkstemp(path);
+
+    (void)state;
+    assert_non_null(r);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "1\n2\n3\n", 6), 6);
+    close(fd);
+    snprintf(idtext, sizeof idtext, "%lld", (long long)id);
+    hr_redis_task_key(rd, key, sizeof key, id, "seq");
+    redis_ll("SET %s 1", key);
+    run_ctl(r, NULL, "import", idtext, path, NULL);
+    if (r->rc != 1 || strstr(r->err, "already started chunking") == NULL)
+        fail_msg("import after start: rc %d, stderr: %s", r->rc, r->err);
+    assert_int_equal(scard(id), 0);
+    unlink(path);
+    free(r);
+}
+
+/* 5 dead letters of a chunk_size-2 task: redrive makes chunks of 2, 2 and
+ * 1 (never one chunk over chunk_size), all pending, the hash empty. */
+static void test_redrive_slices(void **state)
+{
+    ctl_run *r = malloc(sizeof *r);
+    int64_t id = new_task("redrive slices");
+    char idtext[32], base[256];
+    long long seq, total = 0, nchunks = 0;
+    int uid;
+
+    (void)state;
+    assert_non_null(r);
+    snprintf(idtext, sizeof idtext, "%lld", (long long)id);
+    exec_id("UPDATE push_task SET state = 'done', chunk_size = 2, failed = 5 WHERE id = ?", id);
+    hr_redis_task_key(rd, base, sizeof base, id, "");
+    for (uid = 101; uid <= 105; uid++)
+        redis_ll("HSET %sfailed %d %s", base, uid, "http 500");
+    redis_ll("HSET %sstats failed 5", base);
+    redis_ll("SET %sseq 7", base);
+    run_ctl(r, NULL, "redrive", idtext, NULL);
+    if (r->rc != 0 || strstr(r->out, "redrove 5 recipients into 3 chunks") == NULL)
+        fail_msg("redrive: rc %d: %s%s", r->rc, r->out, r->err);
+    for (seq = 8; seq <= 10; seq++) {
+        long long n = redis_ll("SCARD %schunk:%lld", base, seq);
+
+        assert_true(n >= 1 && n <= 2);
+        total += n;
+        nchunks += redis_ll("HEXISTS %spending %lld", base, seq);
+    }
+    assert_int_equal(total, 5);
+    assert_int_equal(nchunks, 3);
+    assert_int_equal(redis_ll("EXISTS %sfailed", base), 0);
+    assert_int_equal(redis_ll("HGET %sstats failed", base), 0);
+    free(r);
+}
+
+/* recover refuses a task a dispatcher is chunking (it would INCR seq while
+ * recover rebuilds), and one whose prepare lock another party holds. */
+static void test_recover_refused(void **state)
+{
+    ctl_run *r = malloc(sizeof *r);
+    int64_t id = new_task("recover refused");
+    char idtext[32], base[256];
+
+    (void)state;
+    assert_non_null(r);
+    snprintf(idtext, sizeof idtext, "%lld", (long long)id);
+    hr_redis_task_key(rd, base, sizeof base, id, "");
+    redis_ll("SET %sprep someone-else", base);
+    run_ctl(r, NULL, "recover", idtext, NULL);
+    if (r->rc != 1 || strstr(r->err, "prepare lock held") == NULL)
+        fail_msg("recover with the lock held: rc %d: %s", r->rc, r->err);
+    redis_ll("DEL %sprep", base);
+    exec_id("UPDATE push_task SET state = 'dispatching' WHERE id = ?", id);
+    run_ctl(r, NULL, "recover", idtext, NULL);
+    if (r->rc != 1 || strstr(r->err, "pause it first") == NULL)
+        fail_msg("recover of a dispatching task: rc %d: %s", r->rc, r->err);
+    free(r);
+}
+
 static void test_status_watch_and_list(void **state)
 {
     ctl_run *r = malloc(sizeof *r);
@@ -471,6 +574,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_import),
         cmocka_unit_test(test_import_bad_line),
         cmocka_unit_test(test_import_refused),
+        cmocka_unit_test(test_import_after_start),
+        cmocka_unit_test(test_redrive_slices),
+        cmocka_unit_test(test_recover_refused),
         cmocka_unit_test(test_status_watch_and_list),
     };
 

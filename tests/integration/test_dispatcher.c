@@ -609,6 +609,66 @@ static void test_bad_rows_and_raw_sql(void **state)
     dispatcher_stop(0);
 }
 
+/* A row claimed under the dispatcher's name that it never took into
+ * memory (a claim whose reply was lost): renewal must not keep it ours and
+ * unchunked forever; the dispatcher adopts and dispatches it. */
+static void test_orphan_adopted(void **state)
+{
+    /* due beyond the horizon: neither the scanner nor the poller touch it */
+    int64_t task = task_insert(itest_now_ms() + 3600 * 1000, 50, 0), sizes[4];
+    char owner[256];
+
+    (void)state;
+    subs_add(task, 1, 120, true, false);
+    dispatcher_start(0, NULL);
+    snprintf(owner, sizeof owner, "%s/%d", cfg->instance, (int)pids[0]);
+    {
+        const hr_mysql_param p[] = {HR_P_STR(owner), HR_P_I64(task)};
+
+        sql_exec("UPDATE push_task SET state = 'dispatching', claimed_by = ?, "
+                 "started_at = UTC_TIMESTAMP(3), "
+                 "lease_until = UTC_TIMESTAMP(3) + INTERVAL 1 HOUR WHERE id = ?",
+                 p, 2);
+    }
+    wait_state(task, "dispatched", 10000);
+    assert_int_equal(check_chunks(task, 1, 120, sizes, 4), 4); /* 50+50+20, + empty */
+    dispatcher_stop(0);
+}
+
+static bool timer_lacks(void *ctx)
+{
+    return !timer_has(ctx);
+}
+
+/* A task postponed beyond the horizon: the scanner takes its timer entry
+ * out; and a stale entry that pops anyway (score of the old due time) is
+ * refused by the claim, so the task stays scheduled. */
+static void test_postponed(void **state)
+{
+    int64_t now = itest_now_ms(), moved = task_insert(now + 4000, 50, 0);
+    int64_t stale = task_insert(now + 7200 * 1000, 50, 0);
+    char key[256], st[32];
+    const hr_mysql_param p[] = {HR_P_I64(moved)};
+
+    (void)state;
+    subs_add(moved, 1, 10, true, false);
+    subs_add(stale, 1, 10, true, false);
+    hr_redis_key(rd, key, sizeof key, "timer");
+    freeReplyObject(hr_redis_cmdf(rd, errstr, sizeof errstr, "ZADD %s %lld %lld", key,
+                                  (long long)(now - 1000), (long long)stale));
+    dispatcher_start(0, NULL);
+    assert_true(itest_wait_until(timer_has, &moved, 3000));
+    sql_exec("UPDATE push_task SET due_at = due_at + INTERVAL 2 HOUR, "
+             "freeze_at = freeze_at + INTERVAL 2 HOUR WHERE id = ?", p, 1);
+    /* well before the old due time: only the scanner can have removed it */
+    assert_true(itest_wait_until(timer_lacks, &moved, 2500));
+    assert_true(itest_wait_until(timer_lacks, &stale, 3000)); /* popped, refused */
+    usleep(3000 * 1000); /* past the old due time and one poller round */
+    assert_string_equal(task_state(moved, st, sizeof st), "scheduled");
+    assert_string_equal(task_state(stale, st, sizeof st), "scheduled");
+    dispatcher_stop(0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -619,6 +679,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_takeover, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_rate_limit, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_bad_rows_and_raw_sql, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_orphan_adopted, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_postponed, case_setup, case_teardown),
     };
     rd_kafka_conf_t *conf;
     rd_kafka_topic_partition_list_t *topics;

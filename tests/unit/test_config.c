@@ -440,6 +440,7 @@ static const bad_case bad_cases[] = {
      "channels.webhook.escape: unknown value \"html\" (expected: json, none)"},
     {"bad_method.yaml", "4:13", "unknown method \"DELETE\" (expected: GET, POST, PUT, PATCH)"},
     {"bad_redis_prefix.yaml", "2:11", "redis.prefix: must not be empty"},
+    {"bad_instance_long.yaml", "1:11", "instance: 101 bytes long; at most 100"},
     {"bad_header.yaml", "5:7", "\"Bad Name\" is not a valid header name"},
     {"bad_unclosed_quote.yaml", "4:1",
      "found unexpected end of stream while scanning a quoted scalar that starts at 3:10"},

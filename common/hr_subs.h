@@ -1,0 +1,55 @@
+/* hr_subs: filling a task's Redis subscriber set from push_subscription,
+ * shared by the dispatcher's prepare (scanner and poller) and `heraldctl
+ * recover`, and the task's prepare lock that keeps a refill and the first
+ * chunk apart.
+ *
+ * The prepare lock ({t<ID>}prep) is a Redis string holding its owner's
+ * token with an expiry.  The refill holds it for its whole run and renews it
+ * before every batch (lease_renew.lua); the dispatcher's first chunk takes
+ * it around its INCR of seq.  Once seq exists refill_add.lua refuses to add,
+ * so a refill never brings back recipients already moved into chunks. */
+#ifndef HR_SUBS_H
+#define HR_SUBS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hr_mysql.h"
+#include "hr_redis.h"
+
+/* Takes task ID's prepare lock for TOKEN for MS milliseconds.  A lock that
+ * already holds TOKEN (a retried SET whose first reply was lost) counts as
+ * taken.  1 = ours, 0 = another party holds it, -1 on a Redis error. */
+int hr_subs_lock(hr_redis *r, int64_t id, const char *token, int ms, char *errstr,
+                 size_t errlen);
+/* Releases the lock if TOKEN still holds it.  0 or -1. */
+int hr_subs_unlock(hr_redis *r, int64_t id, const char *token, char *errstr, size_t errlen);
+
+typedef struct hr_subs_refill_opts {
+    const char *token;        /* the prepare lock's owner */
+    int lock_ms;              /* its expiry, renewed every batch */
+    int batch;                /* uids per MySQL page and per refill_add.lua call */
+    bool exclude_delivered;   /* skip uids push_delivery shows sent/failed/throttled/pulled */
+    const atomic_bool *stop;  /* NULL, or stop between batches when it becomes true */
+} hr_subs_refill_opts;
+
+typedef enum hr_subs_result {
+    HR_SUBS_DONE = 0,      /* every page was read and added */
+    HR_SUBS_BUSY = 1,      /* another party holds the prepare lock: nothing done */
+    HR_SUBS_STARTED = 2,   /* chunking started (seq exists) before the last page */
+    HR_SUBS_LOCK_LOST = 3, /* the lock expired and was taken meanwhile: stopped */
+    HR_SUBS_STOPPED = 4,   /* *STOP became true */
+} hr_subs_result;
+
+/* Adds task ID's push_subscription uids (minus the pulled set; minus the
+ * delivered ones when asked) to its subscriber set by keyset pages under
+ * the prepare lock.  *ADDED gets the number added, *SEEN the rows read
+ * (either may be NULL).  Returns an hr_subs_result, or -1 on a database
+ * error (ERRSTR). */
+int hr_subs_refill(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts *o,
+                   int64_t *added, int64_t *seen, char *errstr, size_t errlen);
+
+const char *hr_subs_result_str(int result);
+
+#endif
