@@ -25,6 +25,7 @@
 #include "hr_config.h"
 
 #include "hr_log.h"
+#include "hr_template.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -488,6 +489,24 @@ static int cfg_check_instance(const char *text, char *why, size_t whylen) {
     return -1;
 }
 
+/* A channel's url, body and header values are templates: one that does
+ * not compile would fail every task on the channel at run time, so it is a
+ * configuration error instead. */
+static int cfg_check_template(const char *what, const char *text, char *why, size_t whylen) {
+    hr_template *t = NULL;
+    char err[160];
+    if (hr_template_compile(text, strlen(text), false, &t, err, sizeof(err)) == 0) {
+        hr_template_free(t);
+        return 0;
+    }
+    snprintf(why, whylen, "%s template: %s", what, err);
+    return -1;
+}
+
+static int cfg_check_body(const char *text, char *why, size_t whylen) {
+    return cfg_check_template("body", text, why, whylen);
+}
+
 /* http:// or https://, a host and an optional port, then a path/query in
  * which {{...}} templates may appear; no spaces or control characters
  * outside templates (the renderer escapes what it substitutes). */
@@ -527,7 +546,7 @@ static int cfg_check_url(const char *text, char *why, size_t whylen) {
         }
         s++;
     }
-    return 0;
+    return cfg_check_template("url", text, why, whylen);
 }
 
 static int cfg_check_method(const char *text, char *why, size_t whylen) {
@@ -550,7 +569,7 @@ static int cfg_check_header(const char *name, const char *value, char *why, size
         snprintf(why, whylen, "header %.64s: line breaks are not allowed in values", name);
         return -1;
     }
-    return 0;
+    return cfg_check_template("header value", value, why, whylen);
 }
 
 /* ---- choices: a name in the file -> a value in the struct ------------ */
@@ -701,7 +720,7 @@ static const cfg_key cfg_dispatcher_keys[] = {
 
 static const cfg_key cfg_worker_keys[] = {
     K_CHECKED("listen", hr_config, worker.listen, "127.0.0.1:8081", cfg_check_listen),
-    K_INT("ack_batch", hr_config, worker.ack_batch, 1, 10000, 100),
+    K_INT("ack_batch", hr_config, worker.ack_batch, 1, 4000, 100),
     K_BOOL("delivery_log", hr_config, worker.delivery_log, true),
     K_INT("reporter_queue", hr_config, worker.reporter_queue, 1000, 10000000, 100000),
     K_INT("reporter_batch", hr_config, worker.reporter_batch, 10, 10000, 1000),
@@ -725,7 +744,9 @@ static const cfg_key cfg_channel_keys[] = {
     K_CHECKED("url", hr_channel, url, NULL, cfg_check_url),
     K_CHECKED("method", hr_channel, method, "POST", cfg_check_method),
     K_KVMAP("headers", hr_channel, headers, nheaders, cfg_check_header),
-    K_STR("body", hr_channel, body, 0, cfg_default_body),
+    /* An empty body is allowed (a GET provider, say). */
+    {.name = "body", .type = CFG_T_STR, .off = offsetof(hr_channel, body), .def = cfg_default_body,
+     .check = cfg_check_body},
     K_INT("concurrency", hr_channel, concurrency, 1, 10000, 256),
     K_LONG("rate_limit", hr_channel, rate_limit, 0, 10000000, 0),
     K_INT("timeout_ms", hr_channel, timeout_ms, 1, 600000, 5000),

@@ -213,6 +213,18 @@ static void t_stop_worker(t_run *run, int i)
     run->workers[i] = 0;
 }
 
+/* Removes the scenario's files in /tmp (record, logs, config). */
+static void t_remove_files(t_run *run)
+{
+    unlink(run->record);
+    unlink(run->sink_log);
+    for (int i = 0; i < T_MAX_WORKERS; i++)
+        if (run->worker_log[i][0] != '\0')
+            unlink(run->worker_log[i]);
+    if (run->cfg_path[0] != '\0')
+        unlink(run->cfg_path);
+}
+
 static void t_finish(t_run *run)
 {
     for (int i = 0; i < T_MAX_WORKERS; i++)
@@ -224,7 +236,7 @@ static void t_finish(t_run *run)
     itest_redis_cleanup(run->cfg);
     hr_redis_free(run->r);
     hr_mysql_free(run->m);
-    unlink(run->cfg_path);
+    t_remove_files(run);
     hr_config_free(run->cfg);
     t_current = NULL;
 }
@@ -243,6 +255,11 @@ static int t_teardown(void **state)
         itest_kill(t_current->sink, SIGKILL);
         itest_wait_exit(t_current->sink, 5000, NULL);
     }
+    /* A failed scenario keeps its logs for a look, and says where. */
+    fprintf(stderr, "scenario failed; logs: %s %s %s\n", t_current->sink_log,
+            t_current->worker_log[0], t_current->worker_log[1]);
+    unlink(t_current->record);
+    unlink(t_current->cfg_path);
     t_current = NULL;
     return 0;
 }
@@ -825,6 +842,7 @@ static void test_e2e_dispatcher_100k(void **state)
     assert_true(itest_wait_until(t_e2e_done, &run, 180000));
     itest_kill(dispatcher, SIGTERM);
     assert_int_equal(itest_wait_exit(dispatcher, 15000, &status), 0);
+    unlink("/tmp/herald-test-worker-e2e-dispatcher.log");
     t_stop_worker(&run, 0);
     t_stop_worker(&run, 1);
     t_stop_sink(&run);
@@ -1259,6 +1277,140 @@ static void test_metrics_scrape(void **state)
     t_finish(&run);
 }
 
+/* Occurrences of NEEDLE anywhere in worker I's log. */
+static int t_log_grep(const t_run *run, int i, const char *needle)
+{
+    char line[4096];
+    FILE *f = fopen(run->worker_log[i], "r");
+    int n = 0;
+
+    if (f == NULL)
+        return 0;
+    while (fgets(line, sizeof line, f) != NULL)
+        if (strstr(line, needle) != NULL)
+            n++;
+    fclose(f);
+    return n;
+}
+
+/* One chunk slower than max.poll.interval.ms with max_chunks_in_flight 1:
+ * the worker keeps polling (partitions paused) and stays in the group. */
+static void test_full_keeps_polling(void **state)
+{
+    t_run run;
+
+    (void)state;
+    t_start(&run, NULL);
+    run.cfg->worker.max_chunks_in_flight = 1;
+    run.cfg->channels[0].rate_limit = 10; /* 100 recipients: about 10 s */
+    /* At least session.timeout.ms (6 s), well below the chunk's time. */
+    run.cfg->kafka.properties = realloc(run.cfg->kafka.properties,
+                                        2 * sizeof *run.cfg->kafka.properties);
+    assert_non_null(run.cfg->kafka.properties);
+    run.cfg->kafka.properties[1].key = strdup("max.poll.interval.ms");
+    run.cfg->kafka.properties[1].value = strdup("6500");
+    run.cfg->kafka.nproperties = 2;
+    assert_non_null(run.cfg->kafka.properties[1].value);
+    unlink(run.cfg_path);
+    assert_int_equal(itest_write_config(run.cfg, run.cfg_path, sizeof run.cfg_path), 0);
+    t_create_task(&run, "worker full keeps polling");
+    t_fill_chunk(&run, 1, 9000001, 100);
+    t_spawn_worker(&run, 0);
+    t_wait_assigned(&run, 1);
+    t_produce_chunk(&run, run.task, 1, 100);
+    assert_true(itest_wait_until(t_task_done, &run, T_WAIT_DONE_MS));
+    assert_int_equal(t_stat(&run, "sent"), 100);
+    assert_int_equal(t_log_grep(&run, 0, "MAX_POLL"), 0);
+    assert_int_equal(t_log_count(&run, 0, "partitions_revoked"), 0);
+    t_finish(&run);
+}
+
+/* Members that are not uids are dead-lettered ("invalid uid") and never
+ * pushed or written to push_delivery (a bad row would stall the reporter);
+ * a user hash of the wrong type leaves that recipient without attributes. */
+static void test_bad_members(void **state)
+{
+    static const char *const bad[] = {"-1", "18446744073709551615", "abc"};
+    char key[256], ukey[256], errstr[512];
+    hr_mysql_param p;
+    redisReply *reply;
+    t_run run;
+    t_record rec;
+
+    (void)state;
+    t_start(&run, NULL);
+    t_create_task(&run, "worker bad members");
+    p = HR_P_I64(run.task);
+    assert_int_equal(hr_mysql_exec(run.m, "UPDATE push_task SET title = 'Hi {{user.name}}' "
+                                          "WHERE id = ?", &p, 1, NULL, NULL, NULL, errstr,
+                                   sizeof errstr),
+                     0);
+    t_fill_chunk(&run, 1, 9100001, 2);
+    hr_redis_task_key(run.r, key, sizeof key, run.task, "chunk:1");
+    reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "SADD %s %s %s %s", key, bad[0], bad[1],
+                          bad[2]);
+    assert_non_null(reply);
+    freeReplyObject(reply);
+    hr_redis_key(run.r, ukey, sizeof ukey, "user:%s", "9100002");
+    reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "SET %s not-a-hash", ukey);
+    assert_non_null(reply);
+    freeReplyObject(reply);
+    t_spawn_worker(&run, 0);
+    t_wait_assigned(&run, 1);
+    t_produce_chunk(&run, run.task, 1, 5);
+    assert_true(itest_wait_until(t_task_done, &run, T_WAIT_DONE_MS));
+    t_stop_worker(&run, 0);
+    t_stop_sink(&run);
+
+    t_read_record(&run, 9100001, &rec);
+    assert_int_equal(rec.successes, 2);
+    assert_int_equal(rec.lines, 2);
+    t_record_free(&rec);
+    assert_int_equal(t_stat(&run, "sent"), 2);
+    assert_int_equal(t_stat(&run, "failed"), 3);
+    assert_int_equal(t_sql_int(&run, "SELECT failed FROM push_task WHERE id = ?"), 3);
+    assert_int_equal(t_sql_int(&run, "SELECT COUNT(*) FROM push_delivery WHERE task_id = ?"), 2);
+    hr_redis_task_key(run.r, key, sizeof key, run.task, "failed");
+    for (size_t i = 0; i < 3; i++) {
+        reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "HGET %s %s", key, bad[i]);
+        assert_non_null(reply);
+        assert_int_equal(reply->type, REDIS_REPLY_STRING);
+        assert_string_equal(reply->str, "invalid uid");
+        freeReplyObject(reply);
+    }
+    assert_int_equal(t_log_count(&run, 0, "user_hash_error"), 1);
+    assert_int_equal(t_log_count(&run, 0, "chunk_dropped"), 0);
+    t_finish(&run);
+}
+
+/* A cancelled task's chunk whose lease another worker holds is left to
+ * that holder: no recipient is dropped, the offset is settled. */
+static void test_cancel_foreign_lease(void **state)
+{
+    char key[256], errstr[512];
+    redisReply *reply;
+    t_run run;
+    t_wait_log seen = {&run, 0, "chunk_cancel_foreign"};
+
+    (void)state;
+    t_start(&run, NULL);
+    t_create_task(&run, "worker cancel foreign lease");
+    t_fill_chunk(&run, 1, 9200001, 10);
+    hr_redis_task_key(run.r, key, sizeof key, run.task, "lease:1");
+    reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "SET %s other-worker PX 60000", key);
+    assert_non_null(reply);
+    freeReplyObject(reply);
+    t_set_ctl(&run, "cancel");
+    t_spawn_worker(&run, 0);
+    t_wait_assigned(&run, 1);
+    t_produce_chunk(&run, run.task, 1, 10);
+    assert_true(itest_wait_until(t_log_seen, &seen, 30000));
+    assert_int_equal(t_chunk_left(&run), 10);
+    assert_int_equal(t_pending(&run), 1);
+    assert_int_equal(t_stat(&run, "cancelled"), 0);
+    t_finish(&run);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1275,6 +1427,9 @@ int main(void)
         cmocka_unit_test_teardown(test_ctl_pause_parks, t_teardown),
         cmocka_unit_test_teardown(test_ctl_cancel_drops, t_teardown),
         cmocka_unit_test_teardown(test_metrics_scrape, t_teardown),
+        cmocka_unit_test_teardown(test_full_keeps_polling, t_teardown),
+        cmocka_unit_test_teardown(test_bad_members, t_teardown),
+        cmocka_unit_test_teardown(test_cancel_foreign_lease, t_teardown),
     };
 
     hr_config_free(itest_config_shared()); /* exits 77 without a stack */

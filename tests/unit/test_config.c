@@ -406,7 +406,9 @@ static const bad_case bad_cases[] = {
     {"bad_unknown_channel_key.yaml", "4:30",
      "unknown key \"backof_ms\" in channels.webhook.retry (expected: max_attempts, backoff_ms, "
      "max_backoff_ms)"},
-    {"bad_range_low.yaml", "5:14", "worker.ack_batch: 0 is out of range (1..10000)"},
+    {"bad_range_low.yaml", "5:14", "worker.ack_batch: 0 is out of range (1..4000)"},
+    /* ack.lua takes the batch as arguments: kept well inside Lua's limits. */
+    {"bad_ack_batch_high.yaml", "4:14", "worker.ack_batch: 4001 is out of range (1..4000)"},
     {"bad_range_high.yaml", "2:9", "mysql.port: 70000 is out of range (1..65535)"},
     {"bad_range_negative.yaml", "2:7", "redis.db: -1 is out of range (0..15)"},
     {"bad_overflow.yaml", "4:17",
@@ -416,6 +418,9 @@ static const bad_case bad_cases[] = {
     {"bad_url_garbage.yaml", "3:10", "\"not a url\" is not an http:// or https:// URL"},
     {"bad_url_space.yaml", "3:10", "spaces and control characters must be %-encoded"},
     {"bad_url_missing.yaml", "2:3", "channels.webhook: missing required key \"url\""},
+    {"bad_body_template.yaml", "4:11", "channels.webhook.body: body template: unclosed"},
+    {"bad_url_template.yaml", "3:10", "url template:"},
+    {"bad_header_template.yaml", "4:15", "header value template: unknown variable"},
     {"bad_env_missing.yaml", "5:13", "mysql.password: ${HERALD_TEST_NOT_SET} is not set"},
     {"bad_env_syntax.yaml", "2:13", "mysql.password: unterminated \"${\""},
     {"bad_dup_channel.yaml", "6:3", "duplicate key \"webhook\" (first at line 2)"},

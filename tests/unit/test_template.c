@@ -285,6 +285,46 @@ static void test_buffer_grows(void **state)
     hr_template_free(t);
 }
 
+/* URL mode: values percent-encoded (unreserved bytes kept), literals as
+ * they are, so a payload cannot add a path, a query or a header. */
+static void test_url_escape(void **state)
+{
+    (void)state;
+    const char *src = "http://h/p/{{uid}}?t={{payload.ctl}}&q={{payload.quote}}&d={{payload.a.b-c_d}}";
+    const char *want = "http://h/p/u42?t=a%0Ab%09c%01d%0De&q=say%20%22hi%22%5C&d=deep";
+    hr_template *t = NULL;
+    char err[256] = "";
+    hr_buf b;
+    tvals v = {0};
+
+    assert_int_equal(hr_template_compile_escape(src, strlen(src), HR_TEMPLATE_URL, &t, err,
+                                                sizeof err),
+                     0);
+    hr_buf_init(&b, 4096);
+    assert_int_equal(hr_template_render(t, tvals_lookup, &v, &b, NULL), 0);
+    assert_string_equal(b.data, want);
+    hr_buf_free(&b);
+    hr_template_free(t);
+}
+
+/* hr_url_escape_append: every byte outside A-Z a-z 0-9 - . _ ~ becomes %XX,
+ * high bytes included; past the cap the buffer is unchanged. */
+static void test_url_escape_append(void **state)
+{
+    hr_buf b;
+
+    (void)state;
+    hr_buf_init(&b, 8);
+    assert_int_equal(hr_url_escape_append(&b, "aZ9-._~", 7), 0);
+    assert_string_equal(b.data, "aZ9-._~");
+    hr_buf_reset(&b);
+    assert_int_equal(hr_url_escape_append(&b, "/\xC3", 2), 0);
+    assert_string_equal(b.data, "%2F%C3");
+    assert_int_equal(hr_url_escape_append(&b, "?", 1), -1);
+    assert_string_equal(b.data, "%2F%C3");
+    hr_buf_free(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -307,6 +347,8 @@ int main(void)
         cmocka_unit_test(test_cap_exceeded_unchanged),
         cmocka_unit_test(test_uses),
         cmocka_unit_test(test_buffer_grows),
+        cmocka_unit_test(test_url_escape),
+        cmocka_unit_test(test_url_escape_append),
     };
     return cmocka_run_group_tests_name("hr_template", tests, NULL, NULL);
 }

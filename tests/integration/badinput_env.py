@@ -1,0 +1,347 @@
+"""badinput_env: what the bad-input and security tests share (python3 stdlib).
+
+One Env per test process: its own Redis prefix, Kafka topic and consumer
+group, task topic (the dispatcher runs with HERALD_TEST_TASK_TOPIC) and
+loopback ports, all derived from the stack config named by
+HERALD_TEST_CONFIG.  Env.config() writes a complete herald.yaml for these
+servers with the channels a test needs; Env.start() runs a daemon with its
+output in a log file the test can grep; Env.cleanup() deletes the test's
+rows and keys.  Backends are reached without drivers: the mariadb CLI,
+Redis RESP over a socket, kcat for raw Kafka messages.  Every wait is
+bounded."""
+import json
+import os
+import random
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+FAILS = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        FAILS.append(what)
+    return cond
+
+
+def finish():
+    """Prints the summary; the process exit status."""
+    print("%d failed" % len(FAILS) + ("".join("\n  - " + f for f in FAILS)))
+    return 1 if FAILS else 0
+
+
+def wait_until(fn, timeout_s, step=0.1):
+    end = time.time() + timeout_s
+    while True:
+        if fn():
+            return True
+        if time.time() >= end:
+            return False
+        time.sleep(step)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def yaml_value(text, section, key):
+    m = re.search(r"^%s:.*?\b%s: *\"?([^,}\"\n]*)" % (section, key), text, re.M | re.S)
+    return m.group(1).strip() if m else None
+
+
+class Redis:
+    """Just enough RESP for tests; bulk replies stay bytes when raw=True."""
+
+    def __init__(self, host, port):
+        self.s = socket.create_connection((host, port), timeout=10)
+        self.f = self.s.makefile("rb")
+
+    def cmd(self, *args, raw=False):
+        out = b"*%d\r\n" % len(args)
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out += b"$%d\r\n%s\r\n" % (len(a), a)
+        self.s.sendall(out)
+        return self._read(raw)
+
+    def _read(self, raw):
+        line = self.f.readline()[:-2]
+        t, rest = line[:1], line[1:]
+        if t == b"+":
+            return rest.decode()
+        if t == b"-":
+            raise RuntimeError(rest.decode())
+        if t == b":":
+            return int(rest)
+        if t == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            data = self.f.read(n + 2)[:-2]
+            return data if raw else data.decode(errors="replace")
+        if t == b"*":
+            n = int(rest)
+            return None if n < 0 else [self._read(raw) for _ in range(n)]
+        raise RuntimeError("bad reply %r" % line)
+
+
+def q(s):
+    """A YAML double-quoted scalar."""
+    return json.dumps(s)
+
+
+class Env:
+    def __init__(self, name):
+        cfg = os.environ.get("HERALD_TEST_CONFIG")
+        if not cfg:
+            print("HERALD_TEST_CONFIG is not set: skipped")
+            sys.exit(77)
+        text = open(cfg).read()
+        self.name = name
+        self.my = {k: yaml_value(text, "mysql", k)
+                   for k in ("host", "port", "user", "password", "database")}
+        self.redis_host = yaml_value(text, "redis", "host")
+        self.redis_port = int(yaml_value(text, "redis", "port"))
+        self.brokers = yaml_value(text, "kafka", "brokers")
+        tag = "%d_%d" % (os.getpid(), random.randrange(1 << 20))
+        self.tag = tag
+        self.prefix = "hrtest:%s:%s:" % (name, tag)
+        self.topic = "%s_%s" % (name, tag)
+        self.kafka_topic = "herald.test.%s.%s" % (name, tag)
+        self.group = "herald-test-%s-%s" % (name, tag)
+        self.dir = tempfile.mkdtemp(prefix="herald-%s-" % name)
+        self.r = Redis(self.redis_host, self.redis_port)
+        self.procs = []
+        self.dsp_port = free_port()
+        self.wk_port = free_port()
+        self.token = "tok-%s-%d" % (name, random.randrange(1 << 30))
+
+    # ---- backends -----------------------------------------------------------
+
+    def sql(self, query, strict=True):
+        out = subprocess.run(["mariadb", "-h", self.my["host"], "-P", self.my["port"],
+                              "-u", self.my["user"], "-p" + self.my["password"],
+                              self.my["database"], "-N", "-B", "-e", query],
+                             capture_output=True, text=True, timeout=30)
+        if out.returncode != 0:
+            if strict:
+                raise RuntimeError(out.stderr)
+            return out.stderr
+        return [line.split("\t") for line in out.stdout.splitlines()]
+
+    def key(self, task, suffix):
+        return "%s{t%d}:%s" % (self.prefix, task, suffix)
+
+    def insert_task(self, name, channel, due="UTC_TIMESTAMP(3) + INTERVAL 2 SECOND", **cols):
+        """Inserts a push_task row of this test's topic; COLS values are SQL
+        expressions.  Returns the new id."""
+        subs = cols.pop("_subs", None)
+        cols = dict({"name": "'%s'" % name, "topic": "'%s'" % self.topic,
+                     "channel": "'%s'" % channel, "due_at": due}, **cols)
+        names = ", ".join(cols)
+        values = ", ".join(str(v) for v in cols.values())
+        stmt = "BEGIN; INSERT INTO push_task (%s) VALUES (%s); SET @t = LAST_INSERT_ID();" \
+            % (names, values)
+        if subs:
+            stmt += "INSERT INTO push_subscription (task_id, uid) VALUES %s;" % subs
+        rows = self.sql(stmt + "COMMIT; SELECT @t;")
+        return int(rows[-1][0])
+
+    def insert_with_subs(self, name, channel, uids, due_s=3, **cols):
+        """insert_task with its subscribers in the same session, so the
+        dispatcher never sees the task without them.  Returns the id."""
+        subs = ",".join("(@t,%d)" % u for u in uids)
+        return self.insert_task(name, channel,
+                                due="UTC_TIMESTAMP(3) + INTERVAL %d SECOND" % due_s,
+                                _subs=subs, **cols)
+
+    def task(self, task, cols="state, sent, failed, last_error"):
+        rows = self.sql("SELECT %s FROM push_task WHERE id = %d" % (cols, task))
+        return rows[0] if rows else None
+
+    def wait_state(self, task, states, timeout_s):
+        states = (states,) if isinstance(states, str) else states
+        return wait_until(lambda: self.task(task, "state")[0] in states, timeout_s, 0.3)
+
+    def deliveries(self, task):
+        """{uid: status} from push_delivery."""
+        return {int(u): s for u, s in
+                self.sql("SELECT uid, status FROM push_delivery WHERE task_id = %d" % task)}
+
+    def kcat_produce(self, payloads, key=None):
+        """Produces each bytes object as one message to the test's topic
+        (partition 0, the only one).  Needs kcat."""
+        files = []
+        for i, p in enumerate(payloads):
+            path = os.path.join(self.dir, "msg%d.bin" % i)
+            with open(path, "wb") as f:
+                f.write(p)
+            files.append(path)
+        cmd = [shutil.which("kcat") or "kcat", "-P", "-b", self.brokers, "-t", self.kafka_topic,
+               "-p", "0", "-X", "message.max.bytes=2000000"]
+        if key is not None:
+            cmd += ["-k", key]
+        out = subprocess.run(cmd + files, capture_output=True, text=True, timeout=30)
+        if out.returncode != 0:
+            raise RuntimeError("kcat: " + out.stderr)
+
+    def create_topic(self):
+        """The broker auto-creates the topic (1 partition) on a metadata
+        request; the worker must find it when it subscribes.  Returns False
+        (after printing why) without kcat."""
+        if shutil.which("kcat") is None:
+            print("kcat is not installed (apt-get install kcat): cannot create or feed the "
+                  "topic")
+            return False
+        for _ in range(30):
+            out = subprocess.run(["kcat", "-b", self.brokers, "-L", "-t", self.kafka_topic],
+                                 capture_output=True, text=True, timeout=30)
+            if "with 1 partitions" in out.stdout:
+                return True
+            time.sleep(0.5)
+        print("topic %s not created: %s" % (self.kafka_topic, out.stdout + out.stderr))
+        return False
+
+    # ---- config and daemons ---------------------------------------------------
+
+    def config(self, channels, tokens=None, insecure=False, extra_top="", api_extra=""):
+        """Writes a complete herald.yaml; CHANNELS maps a name to a dict of
+        channel keys (strings and numbers, emitted as YAML flow values).
+        Returns its path."""
+        tokens = [self.token] if tokens is None else tokens
+        lines = [
+            "instance: %s" % q("badinput-" + self.name),
+            "log: {level: info, format: logfmt}",
+            "mysql: {host: %s, port: %s, user: %s, password: %s, database: %s}"
+            % (self.my["host"], self.my["port"], q(self.my["user"]), q(self.my["password"]),
+               q(self.my["database"])),
+            "redis: {host: %s, port: %d, password: \"\", prefix: %s}"
+            % (self.redis_host, self.redis_port, q(self.prefix)),
+            "kafka: {brokers: %s, topic: %s, group: %s, properties: {}}"
+            % (q(self.brokers), q(self.kafka_topic), q(self.group)),
+            "dispatcher:",
+            "  listen: 127.0.0.1:%d" % self.dsp_port,
+            "  api: {tokens: [%s], insecure: %s, max_body_bytes: 65536, max_ids: 1000%s}"
+            % (", ".join(q(t) for t in tokens), "true" if insecure else "false", api_extra),
+            "  scan_interval_ms: 200",
+            "  timer_interval_ms: 50",
+            "  poller_interval_ms: 500",
+            "  poller_grace_ms: 1000",
+            "  sweep_interval_ms: 1000",
+            "  redelivery_timeout_s: 20",
+            "worker:",
+            "  listen: 127.0.0.1:%d" % self.wk_port,
+            "  ack_batch: 10",
+            "  delivery_log: true",
+            "  lease_ms: 20000",
+            "  shutdown_grace_ms: 3000",
+            "channels:",
+        ]
+        for name, keys in channels.items():
+            lines.append("  %s:" % name)
+            for k, v in keys.items():
+                if isinstance(v, bool):
+                    v = "true" if v else "false"
+                raw = isinstance(v, int) or v in ("true", "false") or v.startswith(("{", "["))
+                lines.append("    %s: %s" % (k, v if raw else q(v)))
+        path = os.path.join(self.dir, "herald-%d.yaml" % random.randrange(1 << 30))
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n" + extra_top)
+        return path
+
+    def start(self, argv, logname, env=None):
+        """Starts a daemon with stdout+stderr in DIR/LOGNAME; returns the Popen."""
+        log = open(os.path.join(self.dir, logname), "ab")
+        e = dict(os.environ, HERALD_TEST_TASK_TOPIC=self.topic, **(env or {}))
+        p = subprocess.Popen(argv, stdout=log, stderr=log, env=e)
+        p.logpath = log.name
+        log.close()
+        self.procs.append(p)
+        return p
+
+    def log(self, proc):
+        with open(proc.logpath, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def stop(self, proc, timeout_s=15):
+        """SIGTERM, then SIGKILL after TIMEOUT_S; returns the exit status."""
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        return proc.returncode
+
+    def http(self, method, path, body=None, raw=None, token="default", port=None,
+             headers=None):
+        """(status, parsed JSON or text); status 0 when the connection failed."""
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None
+                                            else None)
+        req = urllib.request.Request("http://127.0.0.1:%d%s" % (port or self.dsp_port, path),
+                                     data=data, method=method)
+        if token == "default":
+            token = self.token
+        if token is not None:
+            req.add_header("Authorization", "Bearer " + token)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        for k, v in (headers or {}).items():
+            req.add_header(k, v)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                text, status = r.read().decode(errors="replace"), r.status
+        except urllib.error.HTTPError as e:
+            text, status = e.read().decode(errors="replace"), e.code
+        except (urllib.error.URLError, OSError) as e:
+            return 0, str(e)
+        try:
+            return status, json.loads(text)
+        except ValueError:
+            return status, text
+
+    def metrics(self, port):
+        status, text = self.http("GET", "/metrics", token=None, port=port)
+        return text if status == 200 else ""
+
+    def wait_ready(self, port, timeout_s=20):
+        return wait_until(lambda: self.http("GET", "/healthz", token=None, port=port)[0] == 200,
+                          timeout_s, 0.2)
+
+    def cleanup(self):
+        for p in self.procs:
+            self.stop(p)
+        cursor = "0"
+        for _ in range(10000):
+            cursor, keys = self.r.cmd("SCAN", cursor, "MATCH", self.prefix + "*", "COUNT", 1000)
+            if keys:
+                self.r.cmd("DEL", *keys)
+            if cursor == "0":
+                break
+        ids = "SELECT id FROM push_task WHERE topic = '%s'" % self.topic
+        for t in ("push_subscription", "push_delivery", "push_chunk"):
+            self.sql("DELETE FROM %s WHERE task_id IN (%s)" % (t, ids))
+        self.sql("DELETE FROM push_task WHERE topic = '%s'" % self.topic)
+        if not FAILS:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        else:
+            print("logs kept in " + self.dir)
+
+
+def metric(text, name, labels=""):
+    """The value of one sample of a Prometheus text exposition, or None."""
+    m = re.search(r"^%s%s (\S+)$" % (re.escape(name), re.escape(labels)), text, re.M)
+    return float(m.group(1)) if m else None
