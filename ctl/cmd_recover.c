@@ -15,6 +15,10 @@
  *      cut short (seq appeared, lock lost) is an error.
  *   3. seq is set to the highest push_chunk seq, so new chunks never reuse a
  *      number whose row exists (a reused one would not count in total).
+ *      The push_chunk rows of chunks that were not done are deleted (their
+ *      Redis sets are gone; what they still held is back in subs), and
+ *      total restarts from the recipients the delivery log shows as
+ *      delivered, so the rebuilt chunks are not counted twice.
  *   4. A dispatched task becomes `dispatching` with no owner and an
  *      expired lease, so a dispatcher's poller takes it over
  *      and chunks the rebuilt set; a scheduled one goes back into the timer;
@@ -33,6 +37,30 @@
 #define RECOVER_BATCH 10000
 #define RECOVER_LOCK_MS 120000
 #define RECOVER_SCAN_ROUNDS 100000
+
+/* Step 3's MySQL side, in one transaction: the rows of chunks that were not
+ * done go, and total becomes what the delivery log shows as delivered; the
+ * chunks cut from the rebuilt set add their sizes again. */
+static int recover_reset_total(hr_mysql *m, int64_t id, char *err, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(id)};
+    const hr_mysql_param p2[] = {HR_P_I64(id), HR_P_I64(id)};
+
+    if (hr_mysql_begin(m, err, errlen) < 0)
+        return -1;
+    if (hr_mysql_exec(m, "DELETE FROM push_chunk WHERE task_id = ? AND state <> 'done'", p, 1,
+                      NULL, NULL, NULL, err, errlen) < 0 ||
+        hr_mysql_exec(m,
+                      "UPDATE push_task SET total = (SELECT COUNT(*) FROM push_delivery "
+                      "WHERE task_id = ? AND status IN ('sent', 'failed', 'throttled')) "
+                      "WHERE id = ?",
+                      p2, 2, NULL, NULL, NULL, err, errlen) < 0 ||
+        hr_mysql_commit(m, err, errlen) < 0) {
+        hr_mysql_rollback(m);
+        return -1;
+    }
+    return 0;
+}
 
 /* Deletes the keys matching BASE + PATTERN (SCAN, bounded).  The number
  * deleted, or -1. */
@@ -160,6 +188,10 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
         if (reply == NULL)
             goto redis_failed;
         freeReplyObject(reply);
+    }
+    if (claimed && recover_reset_total(m, id, err, sizeof err) < 0) {
+        ctl_fail("%s", err);
+        goto done;
     }
     snprintf(key, sizeof key, "%sctl", base);
     reply = hr_redis_cmdf(r, err, sizeof err, "SET %s %s", key, t->control);

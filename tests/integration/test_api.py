@@ -11,7 +11,6 @@ import json
 import os
 import random
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,56 +19,13 @@ import urllib.error
 import urllib.request
 from datetime import datetime, timedelta, timezone
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from badinput_env import FAILS, Redis, check, wait_until, yaml_value  # noqa: E402
+
 TOKEN = "t0k3n-" + str(random.randrange(1 << 30))
-FAILS = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        FAILS.append(what)
 
 
 # ---- backends -------------------------------------------------------------
-
-class Redis:
-    def __init__(self, host, port):
-        self.s = socket.create_connection((host, port), timeout=5)
-        self.f = self.s.makefile("rb")
-
-    def cmd(self, *args):
-        out = b"*%d\r\n" % len(args)
-        for a in args:
-            a = str(a).encode()
-            out += b"$%d\r\n%s\r\n" % (len(a), a)
-        self.s.sendall(out)
-        return self._read()
-
-    def _read(self):
-        line = self.f.readline()[:-2]
-        t, rest = line[:1], line[1:]
-        if t == b"+":
-            return rest.decode()
-        if t == b"-":
-            raise RuntimeError(rest.decode())
-        if t == b":":
-            return int(rest)
-        if t == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            data = self.f.read(n + 2)[:-2]
-            return data.decode()
-        if t == b"*":
-            n = int(rest)
-            return None if n < 0 else [self._read() for _ in range(n)]
-        raise RuntimeError("bad reply %r" % line)
-
-
-def yaml_value(text, section, key):
-    m = re.search(r"^%s:.*?\b%s: *\"?([^,}\"\n]*)" % (section, key), text, re.M | re.S)
-    return m.group(1).strip() if m else None
-
 
 class Env:
     pass
@@ -105,15 +61,6 @@ def http(env, method, path, body=None, token=TOKEN, raw=None):
         return status, json.loads(text)
     except ValueError:
         return status, text
-
-
-def wait_until(fn, timeout_s):
-    end = time.time() + timeout_s
-    while time.time() < end:
-        if fn():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def iso(dt):
