@@ -103,6 +103,31 @@ static void dsp_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaq
         hr_log_warn("kafka_error", "error=%s", reason);
 }
 
+/* Learns the chunk topic's partition leaders now: a producer that meets a
+ * topic for the first time holds its messages until that metadata arrives,
+ * which put most of a second between the first claim after a start and the
+ * first chunk on the wire.  A broker that is down is no error here; the
+ * producer retries by itself. */
+static void dsp_topic_warm(dsp *d)
+{
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(d->rk, d->cfg->kafka.topic, NULL);
+    const struct rd_kafka_metadata *md = NULL;
+    rd_kafka_resp_err_t err;
+
+    if (rkt == NULL)
+        return;
+    err = rd_kafka_metadata(d->rk, 0, rkt, &md, DSP_WARM_TIMEOUT_MS);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+        hr_log_warn("kafka_metadata_failed", "topic=%s error=%s", d->cfg->kafka.topic,
+                    rd_kafka_err2str(err));
+    else if (md->topic_cnt == 1 && md->topics[0].err != RD_KAFKA_RESP_ERR_NO_ERROR)
+        hr_log_warn("kafka_topic_unavailable", "topic=%s error=%s", d->cfg->kafka.topic,
+                    rd_kafka_err2str(md->topics[0].err));
+    if (md != NULL)
+        rd_kafka_metadata_destroy(md);
+    rd_kafka_topic_destroy(rkt);
+}
+
 static int dsp_producer_new(dsp *d, char *errstr, size_t errlen)
 {
     rd_kafka_conf_t *conf = hr_kafka_conf_new(d->cfg, HR_KAFKA_PRODUCER, errstr, errlen);
@@ -117,6 +142,7 @@ static int dsp_producer_new(dsp *d, char *errstr, size_t errlen)
         rd_kafka_conf_destroy(conf);
         return -1;
     }
+    dsp_topic_warm(d);
     return 0;
 }
 
