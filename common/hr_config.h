@@ -112,7 +112,7 @@ typedef struct hr_config {
 
     struct {
         char *listen;              /* default 127.0.0.1:8081 */
-        int ack_batch;             /* 1..10000, default 100 */
+        int ack_batch;             /* 1..4000, default 100 (bounded by ack.lua's arguments) */
         bool delivery_log;         /* default true */
         int reporter_queue;        /* events, 1000..10000000, default 100000 */
         int reporter_batch;        /* rows per INSERT, 10..10000, default 1000 */

@@ -8,7 +8,9 @@
  * marks a context dead (c->err) after any I/O or protocol error; the next
  * call then reconnects before sending.  A command that failed on I/O or EOF
  * is retried once on a fresh connection, so it may run twice: herald's
- * scripts and commands tolerate that (at-least-once everywhere). */
+ * scripts and commands tolerate that (at-least-once everywhere).  A failed
+ * connect opens a fail-fast window (100 ms, doubling to 2 s): reconnects
+ * within it fail at once with "redis HOST:PORT down (retrying in N ms)". */
 #include "hr_redis.h"
 
 #include <stdarg.h>
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
 
 #define HR_REDIS_SHA_LEN 40
 
@@ -28,7 +31,24 @@ struct hr_redis {
     int timeout_ms;
     char *prefix;
     char sha[HR_LUA__COUNT][HR_REDIS_SHA_LEN + 1];
+    /* After a failed connect, calls fail at once until retry_at_ms (a
+     * monotonic time), so a dead server costs one connect timeout per
+     * window instead of one per call. */
+    int64_t retry_at_ms;
+    int backoff_ms;
 };
+
+/* First and longest fail-fast window after a failed connect. */
+#define HR_REDIS_BACKOFF_MIN_MS 100
+#define HR_REDIS_BACKOFF_MAX_MS 2000
+
+static int64_t hr_redis_mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static void hr_redis_ctx_error(const hr_redis *r, char *errstr, size_t errlen)
 {
@@ -135,8 +155,14 @@ static int hr_redis_reconnect(hr_redis *r, char *errstr, size_t errlen)
 {
     struct timeval tv = {r->timeout_ms / 1000, (r->timeout_ms % 1000) * 1000};
     char *cmd = NULL;
+    int64_t now = hr_redis_mono_ms();
     int len;
 
+    if (now < r->retry_at_ms) {
+        snprintf(errstr, errlen, "redis %s:%d down (retrying in %lld ms)", r->host, r->port,
+                 (long long)(r->retry_at_ms - now));
+        return -1;
+    }
     redisFree(r->c);
     r->c = redisConnectWithTimeout(r->host, r->port, tv);
     if (r->c == NULL || r->c->err) {
@@ -159,11 +185,17 @@ static int hr_redis_reconnect(hr_redis *r, char *errstr, size_t errlen)
     }
     if (hr_redis_load_all(r, errstr, errlen) != 0)
         goto fail;
+    r->backoff_ms = 0;
+    r->retry_at_ms = 0;
     return 0;
 
 fail:
     redisFree(r->c);
     r->c = NULL;
+    r->backoff_ms = r->backoff_ms == 0 ? HR_REDIS_BACKOFF_MIN_MS : r->backoff_ms * 2;
+    if (r->backoff_ms > HR_REDIS_BACKOFF_MAX_MS)
+        r->backoff_ms = HR_REDIS_BACKOFF_MAX_MS;
+    r->retry_at_ms = hr_redis_mono_ms() + r->backoff_ms;
     return -1;
 }
 

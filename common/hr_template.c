@@ -41,7 +41,7 @@ struct hr_template {
     size_t nparts;
     char *text;    /* owns every part's bytes */
     unsigned uses; /* bit (1 << kind) for each variable kind named */
-    bool json_escape;
+    hr_template_escape escape;
 };
 
 /* ---- hr_buf ---------------------------------------------------------- */
@@ -132,6 +132,27 @@ static size_t hr_utf8_seq_len(const unsigned char *s, size_t n)
         if (c == 0xF4 && s[1] >= 0x90)
             return 0; /* past U+10FFFF */
         return 4;
+    }
+    return 0;
+}
+
+int hr_url_escape_append(hr_buf *out, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t start_len = out->len;
+
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        char enc[3] = {'%', hex[ch >> 4], hex[ch & 15]};
+        bool plain = (ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+                     (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' || ch == '_' || ch == '~';
+
+        if (hr_buf_append(out, plain ? (const char *)&s[i] : enc, plain ? 1 : 3) != 0) {
+            out->len = start_len;
+            if (out->data != NULL)
+                out->data[start_len] = '\0';
+            return -1;
+        }
     }
     return 0;
 }
@@ -259,6 +280,13 @@ static void hr_template_add(hr_template *t, uint8_t kind, const char *s, size_t 
 int hr_template_compile(const char *src, size_t len, bool json_escape, hr_template **out,
                         char *errstr, size_t errlen)
 {
+    return hr_template_compile_escape(src, len, json_escape ? HR_TEMPLATE_JSON : HR_TEMPLATE_RAW,
+                                      out, errstr, errlen);
+}
+
+int hr_template_compile_escape(const char *src, size_t len, hr_template_escape escape,
+                               hr_template **out, char *errstr, size_t errlen)
+{
     hr_template *t = NULL;
     *out = NULL;
 
@@ -270,7 +298,7 @@ int hr_template_compile(const char *src, size_t len, bool json_escape, hr_templa
     t = calloc(1, sizeof *t);
     if (t == NULL)
         goto oom;
-    t->json_escape = json_escape;
+    t->escape = escape;
     /* Every variable takes at least 4 source bytes ("{{x}}" is 5) and yields
      * at most two parts, so len / 2 + 1 parts always suffice; literal and
      * name bytes never exceed len, plus one NUL per variable. */
@@ -378,7 +406,17 @@ int hr_template_render(const hr_template *t, hr_template_lookup lookup, void *ct
                 nmissing++;
                 continue;
             }
-            rc = t->json_escape ? hr_json_escape_append(out, v, vlen) : hr_buf_append(out, v, vlen);
+            switch (t->escape) {
+            case HR_TEMPLATE_JSON:
+                rc = hr_json_escape_append(out, v, vlen);
+                break;
+            case HR_TEMPLATE_URL:
+                rc = hr_url_escape_append(out, v, vlen);
+                break;
+            default:
+                rc = hr_buf_append(out, v, vlen);
+                break;
+            }
         }
         if (rc != 0)
             goto fail;

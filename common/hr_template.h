@@ -8,7 +8,8 @@
  * Rendering asks a lookup callback for each variable's value; a missing
  * value renders as "" and is counted in hr_template_out.missing.  Values are
  * JSON-escaped when the template is compiled with escape on (the channel's
- * `escape: json`); literals are never changed. */
+ * `escape: json`) and percent-encoded in URL mode (hr_template_compile_escape);
+ * literals are never changed. */
 #ifndef HR_TEMPLATE_H
 #define HR_TEMPLATE_H
 
@@ -33,6 +34,18 @@ typedef const char *(*hr_template_lookup)(void *ctx, hr_tvar_kind kind, const ch
 
 int hr_template_compile(const char *src, size_t len, bool json_escape, hr_template **out,
                         char *errstr, size_t errlen);
+
+/* How variable values are escaped when rendered (literals never are). */
+typedef enum hr_template_escape {
+    HR_TEMPLATE_RAW,  /* as they are */
+    HR_TEMPLATE_JSON, /* JSON string escapes (hr_json_escape_append) */
+    HR_TEMPLATE_URL,  /* percent-encoded but for RFC 3986 unreserved bytes (URL templates) */
+} hr_template_escape;
+
+/* hr_template_compile with an escape mode; hr_template_compile(.., b, ..)
+ * is hr_template_compile_escape(.., b ? HR_TEMPLATE_JSON : HR_TEMPLATE_RAW, ..). */
+int hr_template_compile_escape(const char *src, size_t len, hr_template_escape escape,
+                               hr_template **out, char *errstr, size_t errlen);
 void hr_template_free(hr_template *t);
 
 /* True when the template names any user.* variable (the worker then fetches
@@ -60,5 +73,7 @@ int hr_template_render(const hr_template *t, hr_template_lookup lookup, void *ct
 
 /* Appends S JSON-escaped (without quotes) to OUT. */
 int hr_json_escape_append(hr_buf *out, const char *s, size_t n);
+/* Appends S percent-encoded (every byte but A-Z a-z 0-9 - . _ ~) to OUT. */
+int hr_url_escape_append(hr_buf *out, const char *s, size_t n);
 
 #endif

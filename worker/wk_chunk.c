@@ -3,6 +3,7 @@
 #include "wk_chunk.h"
 
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,7 +42,7 @@ void wk_chunk_free(wk_chunk *c)
     if (c == NULL)
         return;
     if (c->users != NULL)
-        for (size_t i = 0; i < c->npushes; i++)
+        for (size_t i = 0; i < c->members->elements; i++)
             if (c->users[i] != NULL)
                 freeReplyObject(c->users[i]);
     free(c->users);
@@ -114,14 +115,59 @@ static int wk_chunk_fetch_users(wk_chunk *c, hr_redis *r, char *errstr, size_t e
      * stays in step. */
     for (size_t i = 0; i < n; i++) {
         char why[256];
+        const redisContext *ctx;
 
         c->users[i] = hr_redis_pipe_reply(r, why, sizeof why);
-        if (c->users[i] == NULL && rc == 0) {
+        if (c->users[i] != NULL || rc != 0)
+            continue;
+        ctx = hr_redis_context(r);
+        if (ctx == NULL || ctx->err != 0) {
             snprintf(errstr, errlen, "%s", why);
             rc = -1;
+        } else {
+            /* An error reply for this user alone (WRONGTYPE: not a hash):
+             * the recipient gets no attributes, the chunk goes on. */
+            c->user_errors++;
+            if (c->user_error[0] == '\0')
+                snprintf(c->user_error, sizeof c->user_error, "uid=%.40s error=%.100s",
+                         c->members->element[i]->str, why);
         }
     }
     return rc;
+}
+
+bool wk_chunk_uid_valid(const char *s)
+{
+    uint64_t v = 0;
+
+    if (*s == '\0')
+        return false;
+    for (; *s != '\0'; s++) {
+        if (*s < '0' || *s > '9')
+            return false;
+        v = v * 10 + (uint64_t)(*s - '0');
+        if (v > (uint64_t)INT64_MAX)
+            return false;
+    }
+    return v >= 1;
+}
+
+/* Dead-letters the members that are not valid uids ("invalid uid"): they
+ * are never pushed; push_delivery and the limiter key on numeric uids. */
+static int wk_chunk_drop_invalid(wk_chunk *c, hr_redis *r, char *errstr, size_t errlen)
+{
+    for (size_t i = 0; i < c->members->elements; i++) {
+        const redisReply *m = c->members->element[i];
+        int64_t removed;
+
+        if (m->type == REDIS_REPLY_STRING && wk_chunk_uid_valid(m->str))
+            continue;
+        if (wk_chunk_dead_letter(c, r, m->type == REDIS_REPLY_STRING ? m->str : "",
+                                 "invalid uid", &removed, errstr, errlen) != 0)
+            return -1;
+        c->invalid++;
+    }
+    return 0;
 }
 
 int wk_chunk_open(wk_chunk *c, hr_redis *r, const char *owner, int lease_ms, char *errstr,
@@ -141,20 +187,25 @@ int wk_chunk_open(wk_chunk *c, hr_redis *r, const char *owner, int lease_ms, cha
     }
     if (c->members->elements == 0)
         return WK_CHUNK_EMPTY;
+    if (wk_chunk_drop_invalid(c, r, errstr, errlen) != 0)
+        return -1;
     if (c->task->uses_user && wk_chunk_fetch_users(c, r, errstr, errlen) != 0)
         return -1;
-    c->npushes = c->members->elements;
-    c->pushes = calloc(c->npushes, sizeof *c->pushes);
+    c->pushes = calloc(c->members->elements, sizeof *c->pushes);
     if (c->pushes == NULL) {
         snprintf(errstr, errlen, "out of memory");
         return -1;
     }
-    for (size_t i = 0; i < c->npushes; i++) {
-        wk_push *p = &c->pushes[i];
+    for (size_t i = 0; i < c->members->elements; i++) {
+        const redisReply *m = c->members->element[i];
+        wk_push *p;
 
+        if (m->type != REDIS_REPLY_STRING || !wk_chunk_uid_valid(m->str))
+            continue;
+        p = &c->pushes[c->npushes++];
         p->owner = c;
         p->task = c->task;
-        p->uid = c->members->element[i]->str;
+        p->uid = m->str;
         p->user = c->users != NULL ? c->users[i] : NULL;
         p->hold = &c->held;
         p->state = WK_PUSH_IDLE;

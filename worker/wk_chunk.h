@@ -55,6 +55,9 @@ typedef struct wk_chunk {
     size_t nacks, ack_batch;
     int64_t retried_unflushed;
     int64_t sent, failed, retried, throttled; /* totals, for the chunk_done log line */
+    int64_t invalid;       /* members dead-lettered as "invalid uid" at open */
+    int64_t user_errors;   /* HGETALL error replies (the user got no attributes) */
+    char user_error[160];  /* the first of them, for the log */
     int64_t started_ms;
     wk_chunk_halt halt;
     bool held;             /* pushes' hold flag: set once halt is not RUN */
@@ -72,10 +75,16 @@ wk_chunk *wk_chunk_new(hr_redis *r, const hr_chunkmsg *msg, int32_t partition, i
                        wk_task *task, int ack_batch);
 void wk_chunk_free(wk_chunk *c);
 
-/* Takes the lease and reads the members.  A wk_chunk_open_result, or -1
- * with ERRSTR on a Redis error. */
+/* Takes the lease and reads the members.  Members that are not valid uids
+ * are dead-lettered ("invalid uid", counted in C->invalid and C->failed)
+ * and get no push; a user hash that answers an error reply (not a hash)
+ * leaves that recipient without attributes (C->user_errors).  A
+ * wk_chunk_open_result, or -1 with ERRSTR on a Redis (connection) error. */
 int wk_chunk_open(wk_chunk *c, hr_redis *r, const char *owner, int lease_ms, char *errstr,
                   size_t errlen);
+
+/* A chunk member is a uid: decimal digits only, 1..INT64_MAX. */
+bool wk_chunk_uid_valid(const char *s);
 
 /* Buffers UID as delivered; true when the buffer reached the ack batch and
  * should be flushed. */
@@ -105,7 +114,8 @@ int wk_chunk_dead_letter(wk_chunk *c, hr_redis *r, const char *uid, const char *
 /* chunk_done.lua: RES gets {removed, pending left, subs left}. */
 int wk_chunk_close(wk_chunk *c, hr_redis *r, const char *owner, int64_t res[3], char *errstr,
                    size_t errlen);
-/* chunk_cancel.lua: *CANCELLED gets how many recipients were left. */
+/* chunk_cancel.lua: *CANCELLED gets how many recipients were left, or -1
+ * when another worker holds a live lease (nothing changed). */
 int wk_chunk_cancel(wk_chunk *c, hr_redis *r, const char *owner, int64_t *cancelled,
                     char *errstr, size_t errlen);
 /* lease_release.lua. */

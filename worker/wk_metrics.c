@@ -51,7 +51,7 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
 {
     wk_metrics *m = calloc(1, sizeof *m);
     hr_metrics_family *pushes, *latency, *due, *inflight, *retries, *throttled, *waits, *acked;
-    hr_metrics_family *redelivered, *bad, *queue, *flush, *lag, *errors;
+    hr_metrics_family *redelivered, *bad, *queue, *flush, *lag, *errors, *dropped, *anomalies;
     const hr_metrics_spec specs[] = {
         {&pushes, "herald_pushes_total", "Pushes by channel and outcome", HR_METRICS_COUNTER,
          "channel,outcome", NULL, 0},
@@ -83,7 +83,15 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
          HR_METRICS_GAUGE, NULL, NULL, 0},
         {&errors, "herald_backend_errors_total", "Failed backend calls", HR_METRICS_COUNTER,
          "backend", NULL, 0},
+        {&dropped, "herald_reporter_dropped_total",
+         "push_delivery rows not written: the queue stayed full, or MySQL rejected the row",
+         HR_METRICS_COUNTER, "reason", NULL, 0},
+        {&anomalies, "herald_worker_anomalies_total",
+         "Bad input the worker worked around, by kind", HR_METRICS_COUNTER, "kind", NULL, 0},
     };
+    static const char *const drop_reasons[WK__DROPS] = {"queue_full", "rejected"};
+    static const char *const kinds[WK__ANOMALIES] = {"invalid_uid", "user_hash_error",
+                                                     "header_stripped"};
     static const char *const backends[WK__BACKENDS] = {"mysql", "redis", "kafka", "http"};
     static const char *const reasons[WK__BAD_REASONS] = {"decode", "unknown_task",
                                                          "invalid_task"};
@@ -118,6 +126,10 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
     hr_metrics_gauge_fn(m->kafka_lag, wk_metrics_lag, m);
     for (size_t i = 0; i < WK__BAD_REASONS; i++)
         m->bad[i] = hr_metrics_labels(bad, reasons[i]);
+    for (size_t i = 0; i < WK__DROPS; i++)
+        m->reporter_dropped[i] = hr_metrics_labels(dropped, drop_reasons[i]);
+    for (size_t i = 0; i < WK__ANOMALIES; i++)
+        m->anomalies[i] = hr_metrics_labels(anomalies, kinds[i]);
     for (size_t i = 0; i < WK__BACKENDS; i++)
         m->backend_errors[i] = hr_metrics_labels(errors, backends[i]);
     atomic_init(&m->redis_ok, true);

@@ -37,6 +37,21 @@ typedef enum wk_bad_reason {
     WK__BAD_REASONS,
 } wk_bad_reason;
 
+/* Why the reporter did not write a push_delivery row. */
+typedef enum wk_drop_reason {
+    WK_DROP_QUEUE_FULL, /* the ring stayed full (MySQL slow or down) */
+    WK_DROP_REJECTED,   /* MySQL refused the row itself */
+    WK__DROPS,
+} wk_drop_reason;
+
+/* Bad input worked around (herald_worker_anomalies_total). */
+typedef enum wk_anomaly {
+    WK_ANOMALY_INVALID_UID,     /* a chunk member that is not 1..INT64_MAX: dead-lettered */
+    WK_ANOMALY_USER_HASH,       /* HGETALL user:<uid> answered an error: no attributes */
+    WK_ANOMALY_HEADER_STRIPPED, /* control bytes removed from a rendered header value */
+    WK__ANOMALIES,
+} wk_anomaly;
+
 /* herald_pushes_total and herald_push_latency_seconds of one channel. */
 typedef struct wk_metrics_chan {
     hr_metrics_child *sent, *failed, *throttled, *retried, *latency;
@@ -51,6 +66,8 @@ typedef struct wk_metrics {
     hr_metrics_child *kafka_lag;
     hr_metrics_child *bad[WK__BAD_REASONS];
     hr_metrics_child *backend_errors[WK__BACKENDS];
+    hr_metrics_child *reporter_dropped[WK__DROPS];
+    hr_metrics_child *anomalies[WK__ANOMALIES];
     atomic_bool redis_ok, mysql_ok, kafka_ok;
     atomic_bool assigned; /* the consumer is subscribed (assigned or waiting) */
     atomic_llong kafka_lag_sum;

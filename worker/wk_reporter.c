@@ -3,6 +3,7 @@
 #include "wk_reporter.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,6 +20,23 @@
 /* After a stop request, how long a MySQL outage may hold the exit. */
 #define WK_REPORTER_STOP_GIVEUP_MS 30000
 #define WK_DELIVERY_COLS 7
+/* How long wk_reporter_push waits for ring room before it drops an outcome
+ * row: the loop thread must keep renewing leases and polling Kafka. */
+#define WK_REPORTER_PUSH_WAIT_MS 20
+/* Task failures waiting to be written (each is re-reported by the next
+ * chunk of the task when this overflows). */
+#define WK_REPORTER_FAILS 16
+
+/* Counter deltas of one task not yet written. */
+typedef struct wk_task_delta {
+    int64_t task, sent, failed, throttled, retried, cancelled;
+} wk_task_delta;
+
+/* A task the worker cannot push, to be marked failed. */
+typedef struct wk_task_fail {
+    int64_t task;
+    char why[256];
+} wk_task_fail;
 
 struct wk_reporter {
     const hr_config *cfg;
@@ -30,8 +48,16 @@ struct wk_reporter {
     pthread_mutex_t mu;
     pthread_cond_t has_work;
     pthread_cond_t has_room;
-    wk_event *ring;
+    wk_event *ring;  /* outcome events only */
     size_t cap, head, count;
+    /* Counter deltas per task and chunk events wait here, not in the ring,
+     * so they never wait for room and are never dropped. */
+    wk_task_delta *deltas;
+    size_t ndeltas, deltas_cap;
+    wk_event *chunks;
+    size_t nchunks, chunks_cap;
+    wk_task_fail fails[WK_REPORTER_FAILS]; /* deduplicated by task; full = dropped */
+    size_t nfails;
     bool stopping;
 
     hr_mysql *m;
@@ -39,13 +65,9 @@ struct wk_reporter {
     bool mysql_down;
     char *sql;       /* multi-row INSERT text, rebuilt per row count */
     size_t sql_rows; /* rows SQL was built for */
+    char *sql1;      /* the one-row INSERT, for the row-by-row retry */
     hr_mysql_param *params;
 };
-
-/* Counter deltas of one task within a batch. */
-typedef struct wk_task_delta {
-    int64_t task, sent, failed, throttled, retried, cancelled;
-} wk_task_delta;
 
 static void wk_reporter_deadline(struct timespec *ts, int ms)
 {
@@ -65,7 +87,7 @@ static const wk_event *wk_reporter_at(const wk_reporter *rp, size_t i)
 
 /* Builds the INSERT for NROWS rows into rp->sql (kept for the next batch of
  * the same size, which is the common case). */
-static int wk_reporter_delivery_sql(wk_reporter *rp, size_t nrows)
+static char *wk_reporter_build_sql(size_t nrows)
 {
     static const char head[] =
         "INSERT INTO push_delivery (task_id, uid, status, attempts, http_status, latency_ms, at) "
@@ -75,13 +97,10 @@ static int wk_reporter_delivery_sql(wk_reporter *rp, size_t nrows)
         " ON DUPLICATE KEY UPDATE status = VALUES(status), attempts = VALUES(attempts), "
         "http_status = VALUES(http_status), latency_ms = VALUES(latency_ms), at = VALUES(at)";
     size_t len = sizeof head + nrows * (sizeof row + 1) + sizeof tail;
-    char *sql, *p;
+    char *sql = malloc(len), *p;
 
-    if (rp->sql != NULL && rp->sql_rows == nrows)
-        return 0;
-    sql = malloc(len);
     if (sql == NULL)
-        return -1;
+        return NULL;
     p = sql;
     memcpy(p, head, sizeof head - 1);
     p += sizeof head - 1;
@@ -92,10 +111,31 @@ static int wk_reporter_delivery_sql(wk_reporter *rp, size_t nrows)
         p += sizeof row - 1;
     }
     memcpy(p, tail, sizeof tail);
+    return sql;
+}
+
+static int wk_reporter_delivery_sql(wk_reporter *rp, size_t nrows)
+{
+    char *sql;
+
+    if (rp->sql != NULL && rp->sql_rows == nrows)
+        return 0;
+    sql = wk_reporter_build_sql(nrows);
+    if (sql == NULL)
+        return -1;
     free(rp->sql);
     rp->sql = sql;
     rp->sql_rows = nrows;
     return 0;
+}
+
+/* Server errors that say the connection (or the transaction) is gone, so
+ * the whole batch is retried: connection refused / lost / gone away,
+ * deadlock, lock wait timeout.  Any other error is about the data. */
+static bool wk_reporter_transient(unsigned err)
+{
+    return err == 0 || err == 2002 || err == 2003 || err == 2006 || err == 2013 ||
+           err == 1205 || err == 1213;
 }
 
 /* push_delivery.status per wk_delivery. */
@@ -119,6 +159,7 @@ static int wk_reporter_write_deliveries(wk_reporter *rp, size_t n, char *errstr,
         return -1;
     }
     hr_mysql_param *p = rp->params;
+    unsigned err = 0;
 
     for (size_t i = 0; i < n; i++) {
         const wk_event *ev = wk_reporter_at(rp, i);
@@ -126,72 +167,68 @@ static int wk_reporter_write_deliveries(wk_reporter *rp, size_t n, char *errstr,
         if (ev->kind != WK_EVENT_OUTCOME)
             continue;
         *p++ = HR_P_I64(ev->task);
-        *p++ = HR_P_I64(ev->u.outcome.uid);
+        *p++ = HR_P_I64((int64_t)ev->u.outcome.uid);
         *p++ = HR_P_STR(wk_reporter_status[ev->u.outcome.status]);
         *p++ = HR_P_I64(ev->u.outcome.attempts);
         *p++ = ev->u.outcome.http_status > 0 ? HR_P_I64(ev->u.outcome.http_status) : HR_P_NULL;
         *p++ = HR_P_I64(ev->u.outcome.latency_ms);
         *p++ = HR_P_I64(ev->u.outcome.at_ms);
     }
-    return hr_mysql_exec(rp->m, rp->sql, rp->params, rows * WK_DELIVERY_COLS, NULL, NULL, NULL,
-                         errstr, errlen);
+    if (hr_mysql_exec(rp->m, rp->sql, rp->params, rows * WK_DELIVERY_COLS, NULL, NULL, &err,
+                      errstr, errlen) == 0)
+        return 0;
+    if (wk_reporter_transient(err))
+        return -1;
+    /* MySQL refused the data (only the statement was rolled back): one bad
+     * row must not hold the batch forever, so the rows go one by one and
+     * the ones refused again are logged and dropped. */
+    hr_log_warn("delivery_batch_rejected", "rows=%zu errno=%u error=%s", rows, err, errstr);
+    for (size_t i = 0; i < rows; i++) {
+        p = rp->params + i * WK_DELIVERY_COLS;
+        if (hr_mysql_exec(rp->m, rp->sql1, p, WK_DELIVERY_COLS, NULL, NULL, &err, errstr,
+                          errlen) == 0)
+            continue;
+        if (wk_reporter_transient(err))
+            return -1;
+        hr_metrics_inc(rp->met->reporter_dropped[WK_DROP_REJECTED]);
+        hr_log_error("delivery_row_dropped", "task=%" PRId64 " uid=%" PRId64 " errno=%u error=%s",
+                     p[0].i64, p[1].i64, err, errstr);
+    }
+    return 0;
 }
 
-static int wk_reporter_write_counters(wk_reporter *rp, size_t n, char *errstr, size_t errlen)
+static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, size_t nd,
+                                      char *errstr, size_t errlen)
 {
-    wk_task_delta *d = calloc(n, sizeof *d);
-    size_t nd = 0;
-    int rc = 0;
-
-    if (d == NULL) {
-        snprintf(errstr, errlen, "out of memory");
-        return -1;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const wk_event *ev = wk_reporter_at(rp, i);
-        size_t k;
-
-        if (ev->kind != WK_EVENT_COUNTERS)
-            continue;
-        for (k = 0; k < nd && d[k].task != ev->task; k++)
-            ;
-        if (k == nd)
-            d[nd++].task = ev->task;
-        d[k].sent += ev->u.counters.sent;
-        d[k].failed += ev->u.counters.failed;
-        d[k].throttled += ev->u.counters.throttled;
-        d[k].retried += ev->u.counters.retried;
-        d[k].cancelled += ev->u.counters.cancelled;
-    }
-    for (size_t k = 0; k < nd && rc == 0; k++) {
+    for (size_t k = 0; k < nd; k++) {
         hr_mysql_param params[] = {HR_P_I64(d[k].sent), HR_P_I64(d[k].failed),
                                    HR_P_I64(d[k].throttled), HR_P_I64(d[k].retried),
                                    HR_P_I64(d[k].cancelled), HR_P_I64(d[k].task)};
 
-        rc = hr_mysql_exec(rp->m,
-                           "UPDATE push_task SET sent = sent + ?, failed = failed + ?, "
-                           "throttled = throttled + ?, retried = retried + ?, "
-                           "cancelled = cancelled + ? WHERE id = ?",
-                           params, 6, NULL, NULL, NULL, errstr, errlen);
+        if (hr_mysql_exec(rp->m,
+                          "UPDATE push_task SET sent = sent + ?, failed = failed + ?, "
+                          "throttled = throttled + ?, retried = retried + ?, "
+                          "cancelled = cancelled + ? WHERE id = ?",
+                          params, 6, NULL, NULL, NULL, errstr, errlen) != 0)
+            return -1;
     }
-    free(d);
-    return rc;
+    return 0;
 }
 
-static int wk_reporter_write_chunks(wk_reporter *rp, size_t n, char *errstr, size_t errlen)
+static int wk_reporter_write_chunks(wk_reporter *rp, const wk_event *evs, size_t n,
+                                    char *errstr, size_t errlen)
 {
     for (size_t i = 0; i < n; i++) {
-        const wk_event *ev = wk_reporter_at(rp, i);
-
-        if (ev->kind != WK_EVENT_CHUNK_DONE)
-            continue;
+        const wk_event *ev = &evs[i];
         hr_mysql_param chunk[] = {HR_P_STR(ev->u.chunk.state), HR_P_I64(ev->u.chunk.done_ms),
                                   HR_P_STR(rp->owner), HR_P_I64(ev->task),
                                   HR_P_I64(ev->u.chunk.seq)};
 
+        /* A chunk closed by one worker stays 'done' even when another
+         * (a redelivery, a late cancel) reports it parked or cancelled. */
         if (hr_mysql_exec(rp->m,
                           "UPDATE push_chunk SET state = ?, done_at = FROM_UNIXTIME(? / 1000), "
-                          "worker = ? WHERE task_id = ? AND seq = ?",
+                          "worker = ? WHERE task_id = ? AND seq = ? AND state <> 'done'",
                           chunk, 5, NULL, NULL, NULL, errstr, errlen) != 0)
             return -1;
         /* Only a closed chunk can finish its task. */
@@ -212,16 +249,47 @@ static int wk_reporter_write_chunks(wk_reporter *rp, size_t n, char *errstr, siz
     return 0;
 }
 
-/* Writes the first N queued events in one transaction. */
-static int wk_reporter_write(wk_reporter *rp, size_t n, char *errstr, size_t errlen)
+static int wk_reporter_write_fails(wk_reporter *rp, const wk_task_fail *f, size_t n,
+                                   char *errstr, size_t errlen)
+{
+    for (size_t i = 0; i < n; i++) {
+        hr_mysql_param p[] = {HR_P_STR(f[i].why), HR_P_I64(f[i].task)};
+        uint64_t affected = 0;
+
+        if (hr_mysql_exec(rp->m,
+                          "UPDATE push_task SET state = 'failed', last_error = ?, "
+                          "finished_at = UTC_TIMESTAMP(3) WHERE id = ? AND state = 'dispatched'",
+                          p, 2, &affected, NULL, NULL, errstr, errlen) != 0)
+            return -1;
+        if (affected > 0)
+            hr_log_warn("task_failed", "task=%" PRId64 " error=%s", f[i].task, f[i].why);
+    }
+    return 0;
+}
+
+/* What one transaction writes: the first N ring events and the taken
+ * deltas and chunk events. */
+typedef struct wk_batch {
+    size_t n;
+    wk_task_delta *deltas;
+    size_t ndeltas;
+    wk_event *chunks;
+    size_t nchunks;
+    wk_task_fail fails[WK_REPORTER_FAILS];
+    size_t nfails;
+} wk_batch;
+
+/* Writes batch B in one transaction. */
+static int wk_reporter_write(wk_reporter *rp, const wk_batch *b, char *errstr, size_t errlen)
 {
     if (rp->m == NULL && hr_mysql_connect(rp->cfg, &rp->m, errstr, errlen) != 0)
         return -1;
     if (hr_mysql_begin(rp->m, errstr, errlen) != 0)
         goto fail;
-    if (wk_reporter_write_deliveries(rp, n, errstr, errlen) != 0 ||
-        wk_reporter_write_counters(rp, n, errstr, errlen) != 0 ||
-        wk_reporter_write_chunks(rp, n, errstr, errlen) != 0 ||
+    if (wk_reporter_write_deliveries(rp, b->n, errstr, errlen) != 0 ||
+        wk_reporter_write_counters(rp, b->deltas, b->ndeltas, errstr, errlen) != 0 ||
+        wk_reporter_write_chunks(rp, b->chunks, b->nchunks, errstr, errlen) != 0 ||
+        wk_reporter_write_fails(rp, b->fails, b->nfails, errstr, errlen) != 0 ||
         hr_mysql_commit(rp->m, errstr, errlen) != 0) {
         hr_mysql_rollback(rp->m);
         goto fail;
@@ -234,6 +302,116 @@ fail:
     return -1;
 }
 
+/* Adds the deltas of task D into rp->deltas (caller holds the mutex);
+ * -1 when out of memory. */
+static int wk_reporter_merge(wk_reporter *rp, const wk_task_delta *d)
+{
+    size_t k;
+
+    for (k = 0; k < rp->ndeltas && rp->deltas[k].task != d->task; k++)
+        ;
+    if (k == rp->ndeltas) {
+        if (rp->ndeltas == rp->deltas_cap) {
+            size_t cap = rp->deltas_cap ? rp->deltas_cap * 2 : 16;
+            wk_task_delta *grown = realloc(rp->deltas, cap * sizeof *grown);
+
+            if (grown == NULL)
+                return -1;
+            rp->deltas = grown;
+            rp->deltas_cap = cap;
+        }
+        rp->deltas[rp->ndeltas++] = (wk_task_delta){.task = d->task};
+    }
+    rp->deltas[k].sent += d->sent;
+    rp->deltas[k].failed += d->failed;
+    rp->deltas[k].throttled += d->throttled;
+    rp->deltas[k].retried += d->retried;
+    rp->deltas[k].cancelled += d->cancelled;
+    return 0;
+}
+
+/* Appends N chunk events to rp->chunks (caller holds the mutex). */
+static int wk_reporter_add_chunks(wk_reporter *rp, const wk_event *evs, size_t n)
+{
+    if (rp->nchunks + n > rp->chunks_cap) {
+        size_t cap = rp->chunks_cap ? rp->chunks_cap : 16;
+        wk_event *grown;
+
+        while (cap < rp->nchunks + n)
+            cap *= 2;
+        grown = realloc(rp->chunks, cap * sizeof *grown);
+        if (grown == NULL)
+            return -1;
+        rp->chunks = grown;
+        rp->chunks_cap = cap;
+    }
+    memcpy(rp->chunks + rp->nchunks, evs, n * sizeof *evs);
+    rp->nchunks += n;
+    return 0;
+}
+
+/* Takes the next batch (caller holds the mutex): ring events stay in the
+ * ring until written, deltas and chunk events move to B. */
+static void wk_reporter_take(wk_reporter *rp, wk_batch *b)
+{
+    b->n = rp->count < rp->batch ? rp->count : rp->batch;
+    b->deltas = rp->deltas;
+    b->ndeltas = rp->ndeltas;
+    b->chunks = rp->chunks;
+    b->nchunks = rp->nchunks;
+    rp->deltas = NULL;
+    rp->ndeltas = rp->deltas_cap = 0;
+    rp->chunks = NULL;
+    rp->nchunks = rp->chunks_cap = 0;
+    memcpy(b->fails, rp->fails, rp->nfails * sizeof *rp->fails);
+    b->nfails = rp->nfails;
+    rp->nfails = 0;
+}
+
+/* Queues the failure of TASK unless it is queued already (mutex held). */
+static void wk_reporter_add_fail(wk_reporter *rp, int64_t task, const char *why)
+{
+    for (size_t i = 0; i < rp->nfails; i++)
+        if (rp->fails[i].task == task)
+            return;
+    if (rp->nfails == WK_REPORTER_FAILS)
+        return;
+    rp->fails[rp->nfails].task = task;
+    snprintf(rp->fails[rp->nfails].why, sizeof rp->fails[rp->nfails].why, "%s", why);
+    rp->nfails++;
+}
+
+/* A failed batch goes back (caller holds the mutex): deltas are merged
+ * into the ones added meanwhile, chunk events keep their order. */
+static void wk_reporter_giveback(wk_reporter *rp, wk_batch *b)
+{
+    for (size_t k = 0; k < b->ndeltas; k++)
+        if (wk_reporter_merge(rp, &b->deltas[k]) != 0)
+            hr_log_error("reporter_counters_lost", "task=%" PRId64, b->deltas[k].task);
+    if (b->nchunks > 0) {
+        wk_event *newer = rp->chunks;
+        size_t nnewer = rp->nchunks;
+
+        rp->chunks = b->chunks;
+        rp->nchunks = rp->chunks_cap = b->nchunks;
+        b->chunks = NULL;
+        if (nnewer > 0 && wk_reporter_add_chunks(rp, newer, nnewer) != 0)
+            hr_log_error("reporter_chunks_lost", "count=%zu", nnewer);
+        free(newer);
+    }
+    for (size_t i = 0; i < b->nfails; i++)
+        wk_reporter_add_fail(rp, b->fails[i].task, b->fails[i].why);
+    free(b->deltas);
+    free(b->chunks);
+    b->deltas = NULL;
+    b->chunks = NULL;
+}
+
+static bool wk_reporter_idle(const wk_reporter *rp)
+{
+    return rp->count == 0 && rp->ndeltas == 0 && rp->nchunks == 0 && rp->nfails == 0;
+}
+
 static void *wk_reporter_main(void *arg)
 {
     wk_reporter *rp = arg;
@@ -243,63 +421,66 @@ static void *wk_reporter_main(void *arg)
 
     for (;;) {
         struct timespec ts;
-        size_t n;
+        wk_batch b;
 
         pthread_mutex_lock(&rp->mu);
         if (rp->count < rp->batch && !rp->stopping) {
             /* Wait for a full batch, a stop, or the flush interval. */
-            wk_reporter_deadline(&ts, backoff_ms > 0 ? backoff_ms : WK_REPORTER_FLUSH_MS);
+            wk_reporter_deadline(&ts, WK_REPORTER_FLUSH_MS);
             while (rp->count < rp->batch && !rp->stopping &&
                    pthread_cond_timedwait(&rp->has_work, &rp->mu, &ts) != ETIMEDOUT)
                 ;
         }
-        if (rp->count == 0 && rp->stopping) {
+        if (rp->stopping && wk_reporter_idle(rp)) {
             pthread_mutex_unlock(&rp->mu);
             break;
         }
         if (rp->stopping && stop_seen_ms < 0)
             stop_seen_ms = wk_clock_now_ms();
-        n = rp->count < rp->batch ? rp->count : rp->batch;
+        wk_reporter_take(rp, &b);
         pthread_mutex_unlock(&rp->mu);
-        if (n == 0)
+        if (b.n == 0 && b.ndeltas == 0 && b.nchunks == 0 && b.nfails == 0)
             continue;
 
         int64_t started_ms = wk_clock_now_ms();
 
-        if (wk_reporter_write(rp, n, errstr, sizeof errstr) != 0) {
+        if (wk_reporter_write(rp, &b, errstr, sizeof errstr) != 0) {
             hr_metrics_inc(rp->met->backend_errors[WK_BACKEND_MYSQL]);
             atomic_store(&rp->met->mysql_ok, false);
             if (!rp->mysql_down)
-                hr_log_error("reporter_mysql_down", "error=%s queued=%zu", errstr, n);
+                hr_log_error("reporter_mysql_down", "error=%s queued=%zu", errstr, b.n);
             rp->mysql_down = true;
-            backoff_ms = backoff_ms == 0 ? 100 : backoff_ms * 2;
-            if (backoff_ms > WK_REPORTER_BACKOFF_MAX_MS)
-                backoff_ms = WK_REPORTER_BACKOFF_MAX_MS;
+            pthread_mutex_lock(&rp->mu);
+            wk_reporter_giveback(rp, &b);
             if (stop_seen_ms >= 0 && wk_clock_now_ms() - stop_seen_ms > WK_REPORTER_STOP_GIVEUP_MS) {
-                pthread_mutex_lock(&rp->mu);
-                hr_log_error("reporter_events_lost", "count=%zu error=%s", rp->count, errstr);
-                rp->count = 0;
+                hr_log_error("reporter_events_lost", "outcomes=%zu tasks=%zu chunks=%zu error=%s",
+                             rp->count, rp->ndeltas, rp->nchunks, errstr);
+                rp->count = rp->ndeltas = rp->nchunks = rp->nfails = 0;
                 pthread_mutex_unlock(&rp->mu);
                 break;
             }
-            /* The wait at the top doubles as the backoff sleep, except
-             * when stopping, where it returns at once. */
-            if (rp->stopping) {
-                struct timespec d = {backoff_ms / 1000, (long)(backoff_ms % 1000) * 1000000L};
+            pthread_mutex_unlock(&rp->mu);
+            /* Always wait out the backoff: a full ring must not turn the
+             * retries into a busy loop against a dead server. */
+            backoff_ms = backoff_ms == 0 ? 100 : backoff_ms * 2;
+            if (backoff_ms > WK_REPORTER_BACKOFF_MAX_MS)
+                backoff_ms = WK_REPORTER_BACKOFF_MAX_MS;
+            struct timespec d = {backoff_ms / 1000, (long)(backoff_ms % 1000) * 1000000L};
 
-                nanosleep(&d, NULL);
-            }
+            nanosleep(&d, NULL);
             continue;
         }
         hr_metrics_observe(rp->met->reporter_flush, (wk_clock_now_ms() - started_ms) / 1000.0);
         atomic_store(&rp->met->mysql_ok, true);
         if (rp->mysql_down)
-            hr_log_info("reporter_mysql_up", "queued=%zu", n);
+            hr_log_info("reporter_mysql_up", "queued=%zu", b.n);
         rp->mysql_down = false;
         backoff_ms = 0;
+        free(b.deltas);
+        free(b.chunks);
         pthread_mutex_lock(&rp->mu);
-        rp->head = (rp->head + n) % rp->cap;
-        rp->count -= n;
+        rp->head = (rp->head + b.n) % rp->cap;
+        rp->count -= b.n;
         pthread_cond_broadcast(&rp->has_room);
         pthread_mutex_unlock(&rp->mu);
     }
@@ -334,7 +515,8 @@ int wk_reporter_start(const hr_config *cfg, const char *owner, wk_metrics *met, 
     rp->cap = (size_t)cfg->worker.reporter_queue;
     rp->ring = calloc(rp->cap, sizeof *rp->ring);
     rp->params = calloc(rp->batch * WK_DELIVERY_COLS, sizeof *rp->params);
-    if (rp->ring == NULL || rp->params == NULL)
+    rp->sql1 = wk_reporter_build_sql(1);
+    if (rp->ring == NULL || rp->params == NULL || rp->sql1 == NULL)
         goto oom;
     pthread_mutex_init(&rp->mu, NULL);
     pthread_cond_init(&rp->has_work, NULL);
@@ -355,6 +537,7 @@ fail:
     if (rp != NULL) {
         free(rp->ring);
         free(rp->params);
+        free(rp->sql1);
         free(rp);
     }
     return -1;
@@ -362,13 +545,51 @@ fail:
 
 void wk_reporter_push(wk_reporter *rp, const wk_event *ev)
 {
+    struct timespec ts;
+    bool lost = false;
+
     pthread_mutex_lock(&rp->mu);
-    while (rp->count == rp->cap)
-        pthread_cond_wait(&rp->has_room, &rp->mu);
-    rp->ring[(rp->head + rp->count) % rp->cap] = *ev;
-    rp->count++;
-    if (rp->count >= rp->batch)
-        pthread_cond_signal(&rp->has_work);
+    switch (ev->kind) {
+    case WK_EVENT_COUNTERS: {
+        wk_task_delta d = {.task = ev->task,
+                           .sent = ev->u.counters.sent,
+                           .failed = ev->u.counters.failed,
+                           .throttled = ev->u.counters.throttled,
+                           .retried = ev->u.counters.retried,
+                           .cancelled = ev->u.counters.cancelled};
+
+        lost = wk_reporter_merge(rp, &d) != 0;
+        break;
+    }
+    case WK_EVENT_CHUNK_DONE:
+        lost = wk_reporter_add_chunks(rp, ev, 1) != 0;
+        break;
+    case WK_EVENT_OUTCOME:
+        wk_reporter_deadline(&ts, WK_REPORTER_PUSH_WAIT_MS);
+        while (rp->count == rp->cap &&
+               pthread_cond_timedwait(&rp->has_room, &rp->mu, &ts) != ETIMEDOUT)
+            ;
+        if (rp->count == rp->cap) {
+            /* The delivery log is optional; the loop thread is not. */
+            hr_metrics_inc(rp->met->reporter_dropped[WK_DROP_QUEUE_FULL]);
+            break;
+        }
+        rp->ring[(rp->head + rp->count) % rp->cap] = *ev;
+        rp->count++;
+        if (rp->count >= rp->batch)
+            pthread_cond_signal(&rp->has_work);
+        break;
+    }
+    pthread_mutex_unlock(&rp->mu);
+    if (lost)
+        hr_log_error("reporter_event_lost", "task=%" PRId64 " kind=%d reason=out_of_memory",
+                     ev->task, (int)ev->kind);
+}
+
+void wk_reporter_fail_task(wk_reporter *rp, int64_t task, const char *why)
+{
+    pthread_mutex_lock(&rp->mu);
+    wk_reporter_add_fail(rp, task, why);
     pthread_mutex_unlock(&rp->mu);
 }
 
@@ -386,7 +607,10 @@ void wk_reporter_stop(wk_reporter *rp)
     pthread_cond_destroy(&rp->has_work);
     pthread_mutex_destroy(&rp->mu);
     free(rp->sql);
+    free(rp->sql1);
     free(rp->params);
     free(rp->ring);
+    free(rp->deltas);
+    free(rp->chunks);
     free(rp);
 }

@@ -1,25 +1,31 @@
 /* wk_reporter: the worker's MySQL writer thread.
  *
- * The loop thread never talks to MySQL for writes: it pushes small events
- * into a bounded ring (capacity worker.reporter_queue, mutex + condition
- * variables) and a reporter thread with its own hr_mysql connection drains
- * it in bulk every 200 ms or when worker.reporter_batch events wait:
- * per-recipient outcomes become multi-row INSERTs into push_delivery (when
- * worker.delivery_log is on), counter deltas are summed per task into one
- * UPDATE push_task each, chunk events set push_chunk rows' state (done,
- * parked, cancelled) and, for done,
- * when the chunk was the task's last pending one and its subs set is empty,
- * move a 'dispatched' task to 'done' (after the counters, in the same
- * transaction).  A batch leaves the ring only after its transaction
- * committed, so a MySQL outage keeps everything queued (retried with
- * backoff, logged once per state change).  A full ring makes the pusher wait
- * — events are never dropped.  wk_reporter_stop() writes everything queued
- * before it returns.
+ * The loop thread never talks to MySQL for writes.  Per-recipient outcomes
+ * go into a bounded ring (capacity worker.reporter_queue, mutex + condition
+ * variables); counter deltas are merged per task into a small table and
+ * chunk events appended to a list, both beside the ring, so they never wait
+ * for room and are never dropped.  A reporter thread with its own hr_mysql
+ * connection drains everything every 200 ms or when worker.reporter_batch
+ * outcomes wait, in one transaction: outcomes become multi-row INSERTs into
+ * push_delivery (when worker.delivery_log is on), deltas one UPDATE
+ * push_task per task, chunk events set push_chunk rows' state (done,
+ * parked, cancelled — never over 'done') and, for done, when the chunk was
+ * the task's last pending one and its subs set is empty, move a
+ * 'dispatched' task to 'done' (after the counters).  Nothing leaves before
+ * its transaction committed; a failed one waits an exponential backoff
+ * (100 ms .. 5 s) before the retry, logged once per state change.  A row
+ * MySQL refuses for its data (not a connection error) is retried alone and
+ * then dropped (logged, herald_reporter_dropped_total{reason="rejected"}).
+ * When the ring stays full for 20 ms (MySQL slow or down) an outcome is
+ * dropped (herald_reporter_dropped_total{reason="queue_full"}): the
+ * delivery log is optional, and the loop thread must not stall.
+ * wk_reporter_stop() writes everything queued before it returns.
  *
  * Thread hand-off: the loop thread only calls wk_reporter_push(); the ring's
- * head and count are read and written under the mutex, and the slots
- * [head, head+n) the writer is working on are not touched by the pusher
- * until the writer advances head. */
+ * head and count, the delta table and the chunk list are read and written
+ * under the mutex; the writer takes the table and the list whole, and the
+ * ring slots [head, head+n) it is writing are not touched by the pusher
+ * until it advances head. */
 #ifndef WK_REPORTER_H
 #define WK_REPORTER_H
 
@@ -74,8 +80,14 @@ typedef struct wk_reporter wk_reporter;
 int wk_reporter_start(const hr_config *cfg, const char *owner, wk_metrics *met, wk_reporter **out,
                       char *errstr, size_t errlen);
 
-/* Queues a copy of EV, waiting while the ring is full. */
+/* Queues a copy of EV; an outcome waits at most 20 ms for ring room and is
+ * dropped (counted) after that.  Never blocks longer. */
 void wk_reporter_push(wk_reporter *rp, const wk_event *ev);
+
+/* Marks TASK 'failed' with last_error WHY (copied) when it is still
+ * 'dispatched': a task this worker can never push (unknown channel, bad
+ * template or payload).  Never blocks. */
+void wk_reporter_fail_task(wk_reporter *rp, int64_t task, const char *why);
 
 /* Writes everything queued (giving up after a long MySQL outage, which is
  * logged with the number of events lost), joins the thread and frees.

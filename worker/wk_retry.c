@@ -2,6 +2,8 @@
  * (see wk_retry.h). */
 #include "wk_retry.h"
 
+#include <stdlib.h>
+
 int64_t wk_retry_backoff_ms(int base_ms, int max_ms, int attempt, uint64_t rnd)
 {
     int64_t ceiling = base_ms;
@@ -33,4 +35,83 @@ void wk_retry_cap_grow(wk_retry_cap *c)
 {
     if (c->cap < c->max)
         c->cap++;
+}
+
+static void wk_retry_heap_set(wk_retry_heap *h, size_t i, wk_retry_node *n)
+{
+    h->v[i] = n;
+    n->index = i;
+}
+
+static void wk_retry_heap_up(wk_retry_heap *h, size_t i)
+{
+    wk_retry_node *n = h->v[i];
+
+    while (i > 0 && h->v[(i - 1) / 2]->due_ms > n->due_ms) {
+        wk_retry_heap_set(h, i, h->v[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    wk_retry_heap_set(h, i, n);
+}
+
+static void wk_retry_heap_down(wk_retry_heap *h, size_t i)
+{
+    wk_retry_node *n = h->v[i];
+
+    for (;;) {
+        size_t c = 2 * i + 1;
+
+        if (c >= h->n)
+            break;
+        if (c + 1 < h->n && h->v[c + 1]->due_ms < h->v[c]->due_ms)
+            c++;
+        if (h->v[c]->due_ms >= n->due_ms)
+            break;
+        wk_retry_heap_set(h, i, h->v[c]);
+        i = c;
+    }
+    wk_retry_heap_set(h, i, n);
+}
+
+int wk_retry_heap_push(wk_retry_heap *h, wk_retry_node *n)
+{
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 64;
+        wk_retry_node **v = realloc(h->v, cap * sizeof *v);
+
+        if (v == NULL)
+            return -1;
+        h->v = v;
+        h->cap = cap;
+    }
+    h->v[h->n++] = n;
+    wk_retry_heap_up(h, h->n - 1);
+    return 0;
+}
+
+wk_retry_node *wk_retry_heap_min(const wk_retry_heap *h)
+{
+    return h->n > 0 ? h->v[0] : NULL;
+}
+
+void wk_retry_heap_remove(wk_retry_heap *h, wk_retry_node *n)
+{
+    size_t i = n->index;
+
+    h->n--;
+    if (i == h->n)
+        return;
+    /* The last node fills the hole, then moves whichever way it must. */
+    wk_retry_heap_set(h, i, h->v[h->n]);
+    if (i > 0 && h->v[(i - 1) / 2]->due_ms > h->v[i]->due_ms)
+        wk_retry_heap_up(h, i);
+    else
+        wk_retry_heap_down(h, i);
+}
+
+void wk_retry_heap_free(wk_retry_heap *h)
+{
+    free(h->v);
+    h->v = NULL;
+    h->n = h->cap = 0;
 }

@@ -9,6 +9,8 @@
 #include "wk_sender.h"
 
 #include <curl/curl.h>
+#include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +35,9 @@
 /* A limiter error (Redis down): try again after this. */
 #define WK_SENDER_LIMITER_RETRY_MS 1000
 #define WK_SENDER_GRANT_DIVISOR 20
+/* A Retry-After beyond this is read as this, before the channel's own
+ * bound (retry.max_backoff_ms) applies. */
+#define WK_SENDER_RETRY_AFTER_MAX_S 3600
 
 typedef struct wk_chan wk_chan;
 
@@ -51,7 +56,8 @@ struct wk_chan {
     wk_sender *s;
     const hr_channel *cfg;
     char rl_scope[96];
-    wk_push_list ready, delayed;
+    wk_push_list ready;
+    wk_retry_heap delayed; /* by due time */
     wk_xfer **all;   /* every handle created, up to concurrency */
     wk_xfer **free;  /* stack of idle handles */
     size_t nall, nfree;
@@ -203,9 +209,15 @@ static size_t wk_sender_header(char *buf, size_t size, size_t nitems, void *user
             len = sizeof tmp - 1;
         memcpy(tmp, buf + sizeof name - 1, len);
         tmp[len] = '\0';
+        errno = 0;
         v = strtol(tmp, &end, 10);
-        /* Delta seconds only; an HTTP-date gives the default pause. */
-        x->retry_after_s = (end != tmp && v >= 0) ? v : 0;
+        /* Delta seconds only; an HTTP-date gives the default pause.  The
+         * value is clamped where the response is read (no overflow). */
+        if (end == tmp || v < 0)
+            v = 0;
+        else if (errno == ERANGE || v > WK_SENDER_RETRY_AFTER_MAX_S)
+            v = WK_SENDER_RETRY_AFTER_MAX_S;
+        x->retry_after_s = v;
     }
     return n;
 }
@@ -308,35 +320,35 @@ static void wk_chan_wake_cb(uv_timer_t *t)
 
 static void wk_chan_arm_retry(wk_chan *ch)
 {
-    int64_t first = INT64_MAX, now = wk_clock_now_ms();
-    wk_push *p;
+    const wk_retry_node *first = wk_retry_heap_min(&ch->delayed);
+    int64_t now = wk_clock_now_ms();
 
-    TAILQ_FOREACH(p, &ch->delayed, link)
-        if (p->not_before_ms < first)
-            first = p->not_before_ms;
-    if (first == INT64_MAX)
+    if (first == NULL)
         uv_timer_stop(&ch->retry);
     else
-        uv_timer_start(&ch->retry, wk_chan_wake_cb, first > now ? (uint64_t)(first - now) : 0, 0);
+        uv_timer_start(&ch->retry, wk_chan_wake_cb,
+                       first->due_ms > now ? (uint64_t)(first->due_ms - now) : 0, 0);
+}
+
+static wk_push *wk_push_of(wk_retry_node *n)
+{
+    return (wk_push *)((char *)n - offsetof(wk_push, delay));
 }
 
 /* Moves delayed pushes whose backoff passed to the ready queue. */
 static void wk_chan_promote(wk_chan *ch, int64_t now)
 {
-    wk_push *p, *next;
-    bool moved = false;
+    wk_retry_node *n;
 
-    for (p = TAILQ_FIRST(&ch->delayed); p != NULL; p = next) {
-        next = TAILQ_NEXT(p, link);
-        if (p->not_before_ms > now)
-            continue;
-        TAILQ_REMOVE(&ch->delayed, p, link);
+    while ((n = wk_retry_heap_min(&ch->delayed)) != NULL && n->due_ms <= now) {
+        wk_push *p = wk_push_of(n);
+
+        wk_retry_heap_remove(&ch->delayed, n);
         TAILQ_INSERT_TAIL(&ch->ready, p, link);
         p->state = WK_PUSH_READY;
-        moved = true;
     }
-    if (moved || !TAILQ_EMPTY(&ch->delayed))
-        wk_chan_arm_retry(ch);
+    /* Also after a cancel took the node the timer was armed for. */
+    wk_chan_arm_retry(ch);
 }
 
 /* Spends one token of SCOPE's LIMIT, asking the limiter for a grant when
@@ -386,9 +398,13 @@ static bool wk_chan_start(wk_chan *ch, wk_xfer *x, wk_push *p)
     wk_push_result res = {.delivered = false};
     CURLMcode mc;
 
-    if (wk_task_render(p->task, p->uid, p->user, &x->url, &x->body, &headers, errstr,
+    size_t stripped = 0;
+
+    if (wk_task_render(p->task, p->uid, p->user, &x->url, &x->body, &headers, &stripped, errstr,
                        sizeof errstr) != 0)
         goto fail;
+    if (stripped > 0)
+        hr_metrics_add(s->m->anomalies[WK_ANOMALY_HEADER_STRIPPED], (uint64_t)stripped);
     /* curl would add "Expect: 100-continue" to larger POSTs: a wasted
      * round trip per push. */
     h = curl_slist_append(headers, "Expect:");
@@ -522,7 +538,13 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
     }
     if (rc == CURLE_OK && (code == 429 || (code == 503 && retry_after_s >= 0)) &&
         p->slowdowns < WK_SENDER_MAX_SLOWDOWNS) {
-        int64_t pause = retry_after_s > 0 ? retry_after_s * 1000 : WK_SENDER_DEFAULT_PAUSE_MS;
+        int64_t pause = retry_after_s > 0 ? (int64_t)retry_after_s * 1000
+                                          : WK_SENDER_DEFAULT_PAUSE_MS;
+
+        /* A provider's Retry-After may not stall the channel for longer
+         * than the channel's longest retry backoff. */
+        if (pause > c->retry_max_backoff_ms)
+            pause = c->retry_max_backoff_ms;
 
         /* One halving per pause window: the many requests that were in
          * flight when the provider pushed back report it together. */
@@ -554,10 +576,14 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
         wk_sender_settle(s, p, &res);
         return;
     }
-    p->not_before_ms = now + wk_retry_backoff_ms(c->retry_backoff_ms, c->retry_max_backoff_ms,
-                                                 p->attempts, wk_sender_random(s));
+    p->delay.due_ms = now + wk_retry_backoff_ms(c->retry_backoff_ms, c->retry_max_backoff_ms,
+                                                p->attempts, wk_sender_random(s));
+    if (wk_retry_heap_push(&ch->delayed, &p->delay) != 0) {
+        res.reason = "out of memory";
+        wk_sender_settle(s, p, &res);
+        return;
+    }
     p->state = WK_PUSH_DELAYED;
-    TAILQ_INSERT_TAIL(&ch->delayed, p, link);
     wk_chan_arm_retry(ch);
 }
 
@@ -613,7 +639,6 @@ int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_met
         ch->cfg = &cfg->channels[i];
         snprintf(ch->rl_scope, sizeof ch->rl_scope, "push:ch:%s", ch->cfg->name);
         TAILQ_INIT(&ch->ready);
-        TAILQ_INIT(&ch->delayed);
         wk_retry_cap_init(&ch->cap, ch->cfg->concurrency);
         ch->all = calloc((size_t)ch->cfg->concurrency, sizeof *ch->all);
         ch->free = calloc((size_t)ch->cfg->concurrency, sizeof *ch->free);
@@ -673,7 +698,7 @@ void wk_sender_cancel(wk_sender *s, wk_push *p)
         TAILQ_REMOVE(&ch->ready, p, link);
         break;
     case WK_PUSH_DELAYED:
-        TAILQ_REMOVE(&ch->delayed, p, link);
+        wk_retry_heap_remove(&ch->delayed, &p->delay);
         break;
     case WK_PUSH_INFLIGHT:
         wk_chan_release_xfer(ch, p->xfer);
@@ -724,6 +749,7 @@ void wk_sender_free(wk_sender *s)
     for (size_t i = 0; i < s->nchans; i++) {
         free(s->chans[i].all);
         free(s->chans[i].free);
+        wk_retry_heap_free(&s->chans[i].delayed);
     }
     free(s->chans);
     free(s);

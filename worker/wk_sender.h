@@ -4,8 +4,9 @@
  * uv_poll on every socket curl cares about, CURLMOPT_TIMERFUNCTION arms one
  * uv_timer; finished transfers are drained with curl_multi_info_read), and
  * one runtime state per configured channel:
- *   - a ready queue and a delayed list of wk_push (intrusive links; the
- *     pushes are owned by their chunk, the sender only links them),
+ *   - a ready queue of wk_push (intrusive links) and a min-heap of the
+ *     pushes waiting out a retry backoff (the pushes are owned by their
+ *     chunk, the sender only links them),
  *   - a pool of easy handles kept configured between requests so
  *     connections are reused (at most the channel's concurrency),
  *   - the AIMD in-flight cap (wk_retry) and a pause deadline set by
@@ -17,7 +18,7 @@
  *     channel at the next second while other channels keep sending.
  * Retryable failures (5xx, curl errors such as timeouts or refused
  * connections) wait an exponential backoff with full jitter on the delayed
- * list, unless the push's hold flag is set (its owner is pausing or
+ * heap, unless the push's hold flag is set (its owner is pausing or
  * cancelling): then it is settled as held.  When a push is settled —
  * delivered, failed for good, or held — the done callback is called once
  * with the result and the push is no longer linked anywhere.  The callback
@@ -33,6 +34,7 @@
 #include "hr_config.h"
 #include "hr_redis.h"
 #include "wk_metrics.h"
+#include "wk_retry.h"
 #include "wk_task.h"
 
 typedef enum wk_push_state {
@@ -52,7 +54,7 @@ typedef struct wk_push {
     wk_push_state state;
     int attempts;             /* requests that counted as attempts */
     int slowdowns;            /* requests answered "slow down", not counted */
-    int64_t not_before_ms;    /* DELAYED until */
+    wk_retry_node delay;      /* DELAYED until delay.due_ms, in the channel's heap */
     struct wk_xfer *xfer;     /* INFLIGHT on this handle */
 } wk_push;
 

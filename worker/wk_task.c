@@ -10,9 +10,20 @@
 /* The task's rendered title and body are bounded like any template value. */
 #define WK_TASK_TEXT_MAX (64 * 1024)
 
+/* A task that could not be loaded (no such row, or not pushable), so its
+ * chunks are skipped without a query each for WK_TASK_NEG_TTL_MS. */
+typedef struct wk_task_neg {
+    int64_t id;
+    int rc;
+    int64_t until_ms;
+    char why[200];
+} wk_task_neg;
+
 struct wk_task_cache {
     const hr_config *cfg;
     wk_task *slots[WK_TASK_CACHE_SLOTS];
+    wk_task_neg neg[WK_TASK_NEG_SLOTS];
+    size_t neg_next; /* the slot the next negative entry overwrites */
 };
 
 int wk_task_cache_new(const hr_config *cfg, wk_task_cache **out)
@@ -24,7 +35,7 @@ int wk_task_cache_new(const hr_config *cfg, wk_task_cache **out)
     return 0;
 }
 
-static void wk_task_free_entry(wk_task *t)
+void wk_task_free(wk_task *t)
 {
     if (t == NULL)
         return;
@@ -46,25 +57,24 @@ void wk_task_cache_free(wk_task_cache *tc)
     if (tc == NULL)
         return;
     for (size_t i = 0; i < WK_TASK_CACHE_SLOTS; i++)
-        wk_task_free_entry(tc->slots[i]);
+        wk_task_free(tc->slots[i]);
     free(tc);
 }
 
-static int wk_task_compile(const char *what, const char *src, bool esc, hr_template **out,
-                           char *errstr, size_t errlen)
+static int wk_task_compile(const char *what, const char *src, hr_template_escape esc,
+                           hr_template **out, char *errstr, size_t errlen)
 {
     char why[256];
 
-    if (hr_template_compile(src ? src : "", src ? strlen(src) : 0, esc, out, why, sizeof why) != 0) {
+    if (hr_template_compile_escape(src ? src : "", src ? strlen(src) : 0, esc, out, why,
+                                   sizeof why) != 0) {
         snprintf(errstr, errlen, "%s template: %s", what, why);
         return -1;
     }
     return 0;
 }
 
-/* Builds a cache entry from a loaded row; 0, or 2 when it cannot be pushed. */
-static int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errstr,
-                         size_t errlen)
+int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errstr, size_t errlen)
 {
     wk_task *t = calloc(1, sizeof *t);
 
@@ -81,11 +91,14 @@ static int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char
     t->ch_index = (size_t)(t->ch - cfg->channels);
     /* Title and body are rendered raw: the channel template escapes them
      * when it inserts them. */
-    if (wk_task_compile("title", row->title, false, &t->title, errstr, errlen) != 0 ||
-        wk_task_compile("body", row->body, false, &t->body, errstr, errlen) != 0 ||
-        wk_task_compile("channel url", t->ch->url, false, &t->url, errstr, errlen) != 0 ||
-        wk_task_compile("channel body", t->ch->body, t->ch->json_escape, &t->chbody, errstr,
-                        errlen) != 0)
+    if (wk_task_compile("title", row->title, HR_TEMPLATE_RAW, &t->title, errstr, errlen) != 0 ||
+        wk_task_compile("body", row->body, HR_TEMPLATE_RAW, &t->body, errstr, errlen) != 0 ||
+        /* Values in the URL are percent-encoded: a payload or user
+         * attribute cannot change the path or add query parameters. */
+        wk_task_compile("channel url", t->ch->url, HR_TEMPLATE_URL, &t->url, errstr, errlen) != 0 ||
+        wk_task_compile("channel body", t->ch->body,
+                        t->ch->json_escape ? HR_TEMPLATE_JSON : HR_TEMPLATE_RAW, &t->chbody,
+                        errstr, errlen) != 0)
         goto fail;
     t->headers = calloc(t->ch->nheaders ? t->ch->nheaders : 1, sizeof *t->headers);
     if (t->headers == NULL) {
@@ -93,8 +106,8 @@ static int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char
         goto fail;
     }
     for (size_t i = 0; i < t->ch->nheaders; i++)
-        if (wk_task_compile("channel header", t->ch->headers[i].value, false, &t->headers[i],
-                            errstr, errlen) != 0)
+        if (wk_task_compile("channel header", t->ch->headers[i].value, HR_TEMPLATE_RAW,
+                            &t->headers[i], errstr, errlen) != 0)
             goto fail;
     if (row->payload != NULL && (t->payload = cJSON_Parse(row->payload)) == NULL) {
         snprintf(errstr, errlen, "payload is not JSON");
@@ -113,19 +126,45 @@ static int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char
     *out = t;
     return 0;
 fail:
-    wk_task_free_entry(t);
+    wk_task_free(t);
     return 2;
+}
+
+/* The unexpired negative entry of ID, or NULL. */
+static const wk_task_neg *wk_task_neg_find(const wk_task_cache *tc, int64_t id, int64_t now_ms)
+{
+    for (size_t i = 0; i < WK_TASK_NEG_SLOTS; i++)
+        if (tc->neg[i].id == id && tc->neg[i].until_ms > now_ms)
+            return &tc->neg[i];
+    return NULL;
+}
+
+static void wk_task_neg_add(wk_task_cache *tc, int64_t id, int rc, const char *why,
+                            int64_t now_ms)
+{
+    wk_task_neg *n = &tc->neg[tc->neg_next];
+
+    tc->neg_next = (tc->neg_next + 1) % WK_TASK_NEG_SLOTS;
+    n->id = id;
+    n->rc = rc;
+    n->until_ms = now_ms + WK_TASK_NEG_TTL_MS;
+    snprintf(n->why, sizeof n->why, "%s", why);
 }
 
 int wk_task_get(wk_task_cache *tc, hr_mysql *m, int64_t id, int64_t now_ms, wk_task **out,
                 char *errstr, size_t errlen)
 {
-    size_t slot = WK_TASK_CACHE_SLOTS, i;
+    size_t slot = WK_TASK_CACHE_SLOTS, i, stale = WK_TASK_CACHE_SLOTS;
+    const wk_task_neg *neg = wk_task_neg_find(tc, id, now_ms);
     hr_task *row = NULL;
     wk_task *t;
     int rc;
 
     *out = NULL;
+    if (neg != NULL) {
+        snprintf(errstr, errlen, "%s", neg->why);
+        return neg->rc;
+    }
     for (i = 0; i < WK_TASK_CACHE_SLOTS; i++) {
         t = tc->slots[i];
         if (t == NULL || t->row->id != id)
@@ -135,15 +174,34 @@ int wk_task_get(wk_task_cache *tc, hr_mysql *m, int64_t id, int64_t now_ms, wk_t
             *out = t;
             return 0;
         }
-        wk_task_free_entry(t); /* stale and unused: reload */
-        tc->slots[i] = NULL;
+        stale = i;
+        break;
     }
     rc = hr_task_load(m, id, &row, errstr, errlen);
+    if (rc < 0 && stale < WK_TASK_CACHE_SLOTS) {
+        /* MySQL is unreachable: the stale entry is better than nothing,
+         * and is tried again after another TTL. */
+        t = tc->slots[stale];
+        t->loaded_ms = now_ms;
+        t->refs++;
+        *out = t;
+        return 0;
+    }
+    if (stale < WK_TASK_CACHE_SLOTS) {
+        wk_task_free(tc->slots[stale]);
+        tc->slots[stale] = NULL;
+    }
+    if (rc == 1) {
+        snprintf(errstr, errlen, "no such task");
+        wk_task_neg_add(tc, id, rc, errstr, now_ms);
+    }
     if (rc != 0)
         return rc;
     rc = wk_task_build(tc->cfg, row, &t, errstr, errlen);
-    if (rc != 0)
+    if (rc != 0) {
+        wk_task_neg_add(tc, id, rc, errstr, now_ms);
         return rc;
+    }
     /* An empty slot, else the oldest unreferenced entry. */
     for (i = 0; i < WK_TASK_CACHE_SLOTS; i++) {
         if (tc->slots[i] == NULL) {
@@ -155,11 +213,11 @@ int wk_task_get(wk_task_cache *tc, hr_mysql *m, int64_t id, int64_t now_ms, wk_t
             slot = i;
     }
     if (slot == WK_TASK_CACHE_SLOTS) {
-        wk_task_free_entry(t);
+        wk_task_free(t);
         snprintf(errstr, errlen, "task cache full");
         return -1;
     }
-    wk_task_free_entry(tc->slots[slot]);
+    wk_task_free(tc->slots[slot]);
     t->loaded_ms = now_ms;
     t->refs = 1;
     tc->slots[slot] = t;
@@ -214,7 +272,8 @@ static const char *wk_render_payload(wk_render_ctx *c, const char *name, size_t 
     if (cJSON_IsNumber(item)) {
         double d = item->valuedouble;
 
-        if (d == (double)(int64_t)d)
+        /* The cast is defined only inside int64_t's range (1e300 is not). */
+        if (d >= -9223372036854775808.0 && d < 9223372036854775808.0 && d == (double)(int64_t)d)
             *len = (size_t)snprintf(c->num, sizeof c->num, "%" PRId64, (int64_t)d);
         else
             *len = (size_t)snprintf(c->num, sizeof c->num, "%.17g", d);
@@ -276,8 +335,29 @@ static const char *wk_render_lookup(void *ctx, hr_tvar_kind kind, const char *na
     return NULL;
 }
 
+/* Removes control bytes (< 0x20, 0x7f) from LINE after byte FROM: libcurl
+ * sends header lines verbatim, so a CR/LF in a rendered value would end the
+ * header and start another.  Returns how many were removed. */
+static size_t wk_task_strip_ctl(hr_buf *line, size_t from)
+{
+    size_t w = from, removed = 0;
+
+    for (size_t r = from; r < line->len; r++) {
+        unsigned char ch = (unsigned char)line->data[r];
+
+        if (ch < 0x20 || ch == 0x7f)
+            removed++;
+        else
+            line->data[w++] = (char)ch;
+    }
+    line->len = w;
+    line->data[w] = '\0';
+    return removed;
+}
+
 int wk_task_render(const wk_task *t, const char *uid, const redisReply *user, hr_buf *url,
-                   hr_buf *body, struct curl_slist **headers, char *errstr, size_t errlen)
+                   hr_buf *body, struct curl_slist **headers, size_t *stripped, char *errstr,
+                   size_t errlen)
 {
     wk_render_ctx c = {.t = t, .uid = uid, .user = user};
     struct curl_slist *list = NULL;
@@ -303,13 +383,16 @@ int wk_task_render(const wk_task *t, const char *uid, const redisReply *user, hr
         const char *key = t->ch->headers[i].key;
         struct curl_slist *next;
 
+        size_t value_at = strlen(key) + 2;
+
         hr_buf_reset(&line);
         if (hr_buf_append(&line, key, strlen(key)) != 0 || hr_buf_append(&line, ": ", 2) != 0 ||
-            hr_template_render(t->headers[i], wk_render_lookup, &c, &line, NULL) != 0 ||
-            hr_buf_append(&line, "", 1) != 0) {
+            hr_template_render(t->headers[i], wk_render_lookup, &c, &line, NULL) != 0) {
             snprintf(errstr, errlen, "header %s exceeds its size cap", key);
             goto done;
         }
+        /* hr_buf keeps the rendering NUL-terminated for curl_slist_append. */
+        *stripped += wk_task_strip_ctl(&line, value_at);
         next = curl_slist_append(list, line.data);
         if (next == NULL) {
             snprintf(errstr, errlen, "out of memory");

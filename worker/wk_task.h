@@ -30,6 +30,9 @@
 
 #define WK_TASK_CACHE_SLOTS 128
 #define WK_TASK_TTL_MS 30000
+/* Tasks that could not be loaded are remembered this long (and this many). */
+#define WK_TASK_NEG_SLOTS 64
+#define WK_TASK_NEG_TTL_MS 10000
 
 typedef struct wk_task {
     hr_task *row;
@@ -56,16 +59,27 @@ void wk_task_cache_free(wk_task_cache *tc);
 
 /* Returns 0 with a referenced *OUT, 1 when no such task exists, 2 when the
  * task cannot be pushed (ERRSTR says why: unknown channel, bad template,
- * bad payload), -1 on a database error. */
+ * bad payload), -1 on a database error.  Answers 1 and 2 are remembered for
+ * WK_TASK_NEG_TTL_MS (no query meanwhile); when a reload of a stale entry
+ * fails on the database, the stale entry is served (and kept another TTL). */
 int wk_task_get(wk_task_cache *tc, hr_mysql *m, int64_t id, int64_t now_ms, wk_task **out,
                 char *errstr, size_t errlen);
 void wk_task_put(wk_task_cache *tc, wk_task *t);
 
+/* Builds a task from ROW (always taken over): 0, or 2 with ERRSTR when it
+ * cannot be pushed.  wk_task_get uses it; tests call it directly. */
+int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errstr, size_t errlen);
+/* Frees a task built by wk_task_build.  Accepts NULL. */
+void wk_task_free(wk_task *t);
+
 /* Renders one push for UID (USER: its HGETALL reply or NULL) into URL and
  * BODY (both reset first) and a new header list *HEADERS the caller frees
- * with curl_slist_free_all.  0, or -1 with ERRSTR (a value past a buffer's
- * cap, out of memory). */
+ * with curl_slist_free_all.  Values rendered into the URL are
+ * percent-encoded; control bytes (< 0x20, 0x7f) are removed from rendered
+ * header values (header injection) and counted into *STRIPPED.  0, or -1
+ * with ERRSTR (a value past a buffer's cap, out of memory). */
 int wk_task_render(const wk_task *t, const char *uid, const redisReply *user, hr_buf *url,
-                   hr_buf *body, struct curl_slist **headers, char *errstr, size_t errlen);
+                   hr_buf *body, struct curl_slist **headers, size_t *stripped, char *errstr,
+                   size_t errlen);
 
 #endif

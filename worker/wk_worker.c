@@ -69,6 +69,7 @@ struct wk_worker {
     TAILQ_HEAD(, wk_chunk) chunks;
     size_t nchunks;
     bool stopping, finished;
+    bool paused; /* the assignment is paused: max_chunks_in_flight open */
     wk_worker_stats stats;
 };
 
@@ -242,6 +243,14 @@ static void wk_worker_halted(wk_worker *w, wk_chunk *c)
             wk_worker_drop(w, c, errstr);
             return;
         }
+        if (cancelled < 0) {
+            /* Another worker holds the lease: it cancels the chunk. */
+            hr_log_info("chunk_cancel_foreign", "task=%" PRId64 " seq=%" PRId64, c->msg.task,
+                        c->msg.seq);
+            wk_worker_settle_offset(w, c->partition, c->offset);
+            wk_worker_unlink(w, c);
+            return;
+        }
         counters.u.counters.cancelled = cancelled;
         if (cancelled > 0)
             wk_reporter_push(w->reporter, &counters);
@@ -290,12 +299,9 @@ static void wk_worker_outcome(wk_worker *w, const wk_chunk *c, const wk_push *p,
                               wk_delivery status, const wk_push_result *res)
 {
     wk_event ev = {.kind = WK_EVENT_OUTCOME, .task = c->msg.task};
-    char *end;
 
-    errno = 0;
-    ev.u.outcome.uid = strtoull(p->uid, &end, 10);
-    if (errno != 0 || end == p->uid || *end != '\0')
-        return; /* push_delivery keys on numeric uids */
+    /* wk_chunk_open pushes only valid uids (1..INT64_MAX). */
+    ev.u.outcome.uid = strtoull(p->uid, NULL, 10);
     ev.u.outcome.status = status;
     ev.u.outcome.attempts = p->attempts;
     ev.u.outcome.http_status = (int)res->http_status;
@@ -423,6 +429,24 @@ static int wk_worker_throttle(wk_worker *w, wk_chunk *c)
     return 0;
 }
 
+/* Reports what wk_chunk_open worked around: invalid uids (dead-lettered,
+ * counted failed) and user hashes that answered an error. */
+static void wk_worker_open_anomalies(wk_worker *w, wk_chunk *c)
+{
+    if (c->invalid > 0) {
+        wk_worker_report_counters(w, c->msg.task, 0, c->failed, 0, 0);
+        hr_metrics_add(w->met->chans[c->task->ch_index].failed, (uint64_t)c->invalid);
+        hr_metrics_add(w->met->anomalies[WK_ANOMALY_INVALID_UID], (uint64_t)c->invalid);
+        hr_log_warn("invalid_uids", "task=%" PRId64 " seq=%" PRId64 " count=%" PRId64,
+                    c->msg.task, c->msg.seq, c->invalid);
+    }
+    if (c->user_errors > 0) {
+        hr_metrics_add(w->met->anomalies[WK_ANOMALY_USER_HASH], (uint64_t)c->user_errors);
+        hr_log_warn("user_hash_error", "task=%" PRId64 " seq=%" PRId64 " count=%" PRId64 " %s",
+                    c->msg.task, c->msg.seq, c->user_errors, c->user_error);
+    }
+}
+
 /* Starts work on a decoded chunk message; the offset is settled here for
  * every message that does not become an open chunk. */
 static void wk_worker_chunk(wk_worker *w, const hr_chunkmsg *msg, int32_t partition,
@@ -448,6 +472,9 @@ static void wk_worker_chunk(wk_worker *w, const hr_chunkmsg *msg, int32_t partit
                                    : w->met->backend_errors[WK_BACKEND_MYSQL]);
             hr_log_error("task_load_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s",
                          msg->task, msg->seq, errstr);
+            /* Redelivering its chunks would never help: fail the task. */
+            if (rc == 2)
+                wk_reporter_fail_task(w->reporter, msg->task, errstr);
         }
         wk_worker_settle_offset(w, partition, offset);
         return;
@@ -496,8 +523,9 @@ static void wk_worker_chunk(wk_worker *w, const hr_chunkmsg *msg, int32_t partit
         return;
     case WK_CHUNK_STARTED:
         /* Fewer members than published: a redelivery, partly acknowledged. */
-        if ((int64_t)c->npushes < msg->count)
+        if ((int64_t)c->npushes + c->invalid < msg->count)
             hr_metrics_inc(w->met->chunks_redelivered);
+        wk_worker_open_anomalies(w, c);
         break;
     default:
         wk_worker_drop(w, c, errstr);
@@ -548,12 +576,38 @@ static void wk_worker_message(wk_worker *w, const rd_kafka_message_t *m)
     wk_worker_chunk(w, &msg, m->partition, m->offset);
 }
 
-/* Takes messages while fewer than max_chunks_in_flight chunks are open. */
+/* Pauses (PAUSE) or resumes every assigned partition. */
+static void wk_worker_pause(wk_worker *w, bool pause)
+{
+    rd_kafka_topic_partition_list_t *parts = NULL;
+    rd_kafka_resp_err_t err = rd_kafka_assignment(w->rk, &parts);
+
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR)
+        err = pause ? rd_kafka_pause_partitions(w->rk, parts)
+                    : rd_kafka_resume_partitions(w->rk, parts);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+        hr_log_warn(pause ? "pause_failed" : "resume_failed", "error=%s", rd_kafka_err2str(err));
+    else
+        w->paused = pause;
+    if (parts != NULL)
+        rd_kafka_topic_partition_list_destroy(parts);
+}
+
+/* Polls the consumer.  While max_chunks_in_flight chunks are open the
+ * assignment is paused but still polled: a consumer that is not polled for
+ * max.poll.interval.ms leaves the group, and rebalances wait for it.
+ * librdkafka drops what it fetched for a paused partition and fetches it
+ * again from the consumed position on resume, so a message rarely arrives
+ * while full; one that does is started anyway (the cap is soft by that). */
 static void wk_worker_fetch(wk_worker *w)
 {
-    while (!w->stopping && w->nchunks < (size_t)w->cfg->worker.max_chunks_in_flight) {
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(w->rk, 0);
+    while (!w->stopping) {
+        bool full = w->nchunks >= (size_t)w->cfg->worker.max_chunks_in_flight;
+        rd_kafka_message_t *m;
 
+        if (full != w->paused)
+            wk_worker_pause(w, full);
+        m = rd_kafka_consumer_poll(w->rk, 0);
         if (m == NULL)
             break;
         wk_worker_message(w, m);
@@ -566,6 +620,8 @@ static void wk_worker_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 {
     wk_worker *w = opaque;
 
+    /* A new assignment starts unpaused; the next fetch pauses it if full. */
+    w->paused = false;
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         hr_log_info("partitions_assigned", "count=%d", parts->cnt);
         rd_kafka_assign(rk, parts);
@@ -577,11 +633,18 @@ static void wk_worker_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         int32_t partition = parts->elems[i].partition;
         wk_chunk *c, *next;
 
+        size_t pending = wk_offsets_pending(w->offsets, partition);
+
         for (c = TAILQ_FIRST(&w->chunks); c != NULL; c = next) {
             next = TAILQ_NEXT(c, link);
             if (c->partition == partition)
                 wk_worker_abandon(w, c, "revoked", false);
         }
+        /* Messages received but not settled are consumed again by the
+         * partition's next owner. */
+        if (pending > 0)
+            hr_log_info("partition_unsettled", "partition=%" PRId32 " messages=%zu", partition,
+                        pending);
         wk_offsets_drop(w->offsets, partition);
     }
     hr_log_info("partitions_revoked", "count=%d", parts->cnt);
@@ -611,8 +674,8 @@ static void wk_worker_renew_cb(uv_timer_t *t)
 {
     wk_worker *w = t->data;
     char ms[24], errstr[256];
-    wk_chunk *c, *lost[WK_WORKER_MAX_CHUNKS];
-    size_t n = 0, nlost = 0;
+    wk_chunk *c, *lost[WK_WORKER_MAX_CHUNKS], *again[WK_WORKER_MAX_CHUNKS];
+    size_t n = 0, nlost = 0, nagain = 0;
 
     snprintf(ms, sizeof ms, "%d", w->cfg->worker.lease_ms);
     TAILQ_FOREACH(c, &w->chunks, link) {
@@ -625,15 +688,38 @@ static void wk_worker_renew_cb(uv_timer_t *t)
     for (size_t i = 0; i < n; i++, c = c ? TAILQ_NEXT(c, link) : NULL) {
         redisReply *reply = hr_redis_pipe_reply(w->redis, errstr, sizeof errstr);
 
+        if (reply == NULL && strncmp(errstr, "NOSCRIPT", 8) == 0 && c != NULL &&
+            nagain < WK_WORKER_MAX_CHUNKS) {
+            again[nagain++] = c; /* Redis lost its scripts: reload, renew again */
+        } else if (reply == NULL) {
+            hr_metrics_inc(w->met->backend_errors[WK_BACKEND_REDIS]);
+            hr_log_warn("lease_renew_failed", "error=%s", errstr);
+        } else if (reply->type == REDIS_REPLY_INTEGER && reply->integer == 0 && c != NULL &&
+                   nlost < WK_WORKER_MAX_CHUNKS) {
+            lost[nlost++] = c;
+        }
+        if (reply != NULL)
+            freeReplyObject(reply);
+    }
+    if (nagain > 0 && hr_redis_reload_scripts(w->redis, errstr, sizeof errstr) != 0) {
+        hr_metrics_inc(w->met->backend_errors[WK_BACKEND_REDIS]);
+        hr_log_warn("lease_renew_failed", "error=%s", errstr);
+        nagain = 0;
+    }
+    for (size_t i = 0; i < nagain; i++) {
+        const char *argv[] = {again[i]->k_lease, w->owner, ms};
+        redisReply *reply = hr_redis_eval(w->redis, HR_LUA_LEASE_RENEW, 1, 3, argv, NULL, errstr,
+                                          sizeof errstr);
+
         if (reply == NULL) {
             hr_metrics_inc(w->met->backend_errors[WK_BACKEND_REDIS]);
             hr_log_warn("lease_renew_failed", "error=%s", errstr);
+            continue;
         }
-        else if (reply->type == REDIS_REPLY_INTEGER && reply->integer == 0 && c != NULL &&
-                 nlost < WK_WORKER_MAX_CHUNKS)
-            lost[nlost++] = c;
-        if (reply != NULL)
-            freeReplyObject(reply);
+        if (reply->type == REDIS_REPLY_INTEGER && reply->integer == 0 &&
+            nlost < WK_WORKER_MAX_CHUNKS)
+            lost[nlost++] = again[i];
+        freeReplyObject(reply);
     }
     /* The lease expired and may be someone else's now: pushing on would
      * only send duplicates, so the chunk is given up like a revoke, and its
@@ -703,8 +789,11 @@ static void wk_worker_ctl_cb(uv_timer_t *t)
     for (c = TAILQ_FIRST(&w->chunks); c != NULL; c = next) {
         next = TAILQ_NEXT(c, link);
         for (size_t i = 0; i < queued; i++)
-            if (tasks[i] == c->msg.task && halts[i] != WK_CHUNK_RUN)
+            if (tasks[i] == c->msg.task && halts[i] != WK_CHUNK_RUN) {
+                /* May free C (nothing in flight): do not look at it again. */
                 wk_worker_halt(w, c, halts[i]);
+                break;
+            }
     }
 }
 

@@ -21,7 +21,9 @@
  * A lease found lost at renewal abandons its chunk (offset stored: the new
  * holder does the rest).  Metrics and /readyz: wk_metrics.
  *
- * Fetching stops while worker.max_chunks_in_flight chunks are open.
+ * While worker.max_chunks_in_flight chunks are open the assignment is
+ * paused, and the consumer is still polled so that the member stays in the
+ * group (max.poll.interval.ms) and rebalances are served.
  * Revoked partitions' chunks are abandoned (requests aborted, acks
  * flushed, lease released; the recipients stay in the set for the next
  * owner).  SIGTERM/SIGINT: stop fetching and starting requests, wait for

@@ -6,8 +6,9 @@
 -- Only uids still in the set count, so a redelivered chunk never counts a
 -- recipient twice.  Returns how many were removed.
 local removed = 0
-if #ARGV > 2 then
-  removed = redis.call('SREM', KEYS[1], unpack(ARGV, 3))
+-- unpack() is limited by the Lua C stack (8000 slots): remove in slices.
+for i = 3, #ARGV, 1000 do
+  removed = removed + redis.call('SREM', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 if removed > 0 then
   redis.call('HINCRBY', KEYS[2], ARGV[2], removed)

@@ -54,7 +54,9 @@ typedef struct t_run {
 
 static int t_scenario;
 /* The scenario running now, so that a failed one's processes are stopped
- * by t_teardown instead of consuming the next scenario's messages. */
+ * by t_teardown instead of consuming the next scenario's messages.  Every
+ * scenario's t_run is static: a failed assertion leaves the test's frame
+ * (longjmp) before t_teardown reads it. */
 static t_run *t_current;
 
 static const char *t_env(const char *name)
@@ -256,7 +258,7 @@ static int t_teardown(void **state)
         itest_wait_exit(t_current->sink, 5000, NULL);
     }
     /* A failed scenario keeps its logs for a look, and says where. */
-    fprintf(stderr, "scenario failed; logs: %s %s %s\n", t_current->sink_log,
+    fprintf(stderr, "scenario failed; logs kept: %s %s %s\n", t_current->sink_log,
             t_current->worker_log[0], t_current->worker_log[1]);
     unlink(t_current->record);
     unlink(t_current->cfg_path);
@@ -264,20 +266,26 @@ static int t_teardown(void **state)
     return 0;
 }
 
-/* A 'dispatched' task row; its id goes to run->task. */
-static void t_create_task(t_run *run, const char *name)
+/* A 'dispatched' task row with TITLE; its id goes to run->task. */
+static void t_create_task_titled(t_run *run, const char *name, const char *title)
 {
-    hr_mysql_param p[] = {HR_P_STR(name), HR_P_STR(run->cfg->channels[0].name)};
+    hr_mysql_param p[] = {HR_P_STR(name), HR_P_STR(run->cfg->channels[0].name),
+                          HR_P_STR(title)};
     uint64_t id = 0;
     char errstr[512];
 
     assert_int_equal(hr_mysql_exec(run->m,
                                    "INSERT INTO push_task (name, topic, channel, title, body, "
-                                   "due_at, state) VALUES (?, 'worker-test', ?, 'Hello {{uid}}', "
+                                   "due_at, state) VALUES (?, 'worker-test', ?, ?, "
                                    "'Task \"{{task.name}}\"', UTC_TIMESTAMP(3), 'dispatched')",
-                                   p, 2, NULL, &id, NULL, errstr, sizeof errstr),
+                                   p, 3, NULL, &id, NULL, errstr, sizeof errstr),
                      0);
     run->task = (int64_t)id;
+}
+
+static void t_create_task(t_run *run, const char *name)
+{
+    t_create_task_titled(run, name, "Hello {{uid}}");
 }
 
 /* A 'dispatched' task row that throttles: limit 1 per 60 s in SCOPE, MODE
@@ -484,7 +492,7 @@ static void t_stop_sink(t_run *run)
  * MySQL counters agree, delivery rows, task done. */
 static void test_two_workers_exactly_once(void **state)
 {
-    t_run run;
+    static t_run run;
     t_record rec;
 
     (void)state;
@@ -521,7 +529,7 @@ static void test_two_workers_exactly_once(void **state)
 static void test_fail_first_retried(void **state)
 {
     static const char *const extra[] = {"--fail-first", "10", NULL};
-    t_run run;
+    static t_run run;
     t_record rec;
 
     (void)state;
@@ -553,7 +561,7 @@ static void test_fail_permanent_dead_letters(void **state)
     static const char *const extra[] = {"--fail-permanent", "5", NULL};
     char key[256], errstr[512];
     redisReply *reply;
-    t_run run;
+    static t_run run;
     t_record rec;
     int64_t failed;
 
@@ -598,7 +606,7 @@ static void test_fail_permanent_dead_letters(void **state)
 static void test_throttled_channel_recovers(void **state)
 {
     static const char *const extra[] = {"--throttle-ms", "2000", NULL};
-    t_run run;
+    static t_run run;
     t_record rec;
 
     (void)state;
@@ -630,7 +638,7 @@ static void test_bad_messages_skipped(void **state)
     static const char unknown[] = "{\"v\":1,\"task\":999999999,\"seq\":1,\"count\":1,"
                                   "\"due_ms\":1,\"published_ms\":1}";
     char key[64];
-    t_run run;
+    static t_run run;
     t_record rec;
 
     (void)state;
@@ -685,7 +693,7 @@ static void test_kill9_redelivers(void **state)
 {
     static const char *const extra[] = {"--latency-ms", "50", NULL};
     t_progress prog;
-    t_run run;
+    static t_run run;
     t_record rec;
     int64_t bound, sql_sent;
 
@@ -730,7 +738,7 @@ static void test_sigterm_drains(void **state)
 {
     static const char *const extra[] = {"--latency-ms", "50", NULL};
     t_progress prog;
-    t_run run;
+    static t_run run;
     t_record rec;
     int status = 0;
     int64_t t0;
@@ -787,7 +795,7 @@ static void test_e2e_dispatcher_100k(void **state)
     char topic[64], listen[64], key[256], errstr[512], nums[1000][24];
     const char *argv[1002];
     char *dargv[4];
-    t_run run;
+    static t_run run;
     t_record rec;
     pid_t dispatcher;
     uint64_t id = 0;
@@ -868,7 +876,7 @@ static void t_throttle_two_tasks(const char *mode)
 {
     bool shadow = strcmp(mode, "shadow") == 0;
     char scope[64];
-    t_run run;
+    static t_run run;
     t_record rec;
 
     t_start(&run, NULL);
@@ -1045,7 +1053,7 @@ static bool t_sql_reached(void *ctx)
  * say 'parked'. */
 static void test_ctl_pause_parks(void **state)
 {
-    t_run run;
+    static t_run run;
     t_chunk_rows parked = {&run, "SELECT COUNT(*) FROM push_chunk WHERE task_id = ? AND "
                                  "state = 'parked'", T_CTL_CHUNKS};
     int64_t flat, left;
@@ -1073,7 +1081,7 @@ static void test_ctl_pause_parks(void **state)
  * nothing is pending; the rows say 'cancelled'. */
 static void test_ctl_cancel_drops(void **state)
 {
-    t_run run;
+    static t_run run;
     t_chunk_rows rows = {&run, "SELECT COUNT(*) FROM push_chunk WHERE task_id = ? AND "
                                "state = 'cancelled'", T_CTL_CHUNKS};
     t_chunk_rows counters = {&run, "SELECT sent + cancelled FROM push_task WHERE id = ?",
@@ -1236,7 +1244,7 @@ static double t_metrics_parse(const char *text, const char *want)
 static void test_metrics_scrape(void **state)
 {
     char want[256], *body = NULL;
-    t_run run;
+    static t_run run;
     t_record rec;
     double sent, acked, inflight;
 
@@ -1297,7 +1305,7 @@ static int t_log_grep(const t_run *run, int i, const char *needle)
  * the worker keeps polling (partitions paused) and stays in the group. */
 static void test_full_keeps_polling(void **state)
 {
-    t_run run;
+    static t_run run;
 
     (void)state;
     t_start(&run, NULL);
@@ -1332,19 +1340,13 @@ static void test_bad_members(void **state)
 {
     static const char *const bad[] = {"-1", "18446744073709551615", "abc"};
     char key[256], ukey[256], errstr[512];
-    hr_mysql_param p;
     redisReply *reply;
-    t_run run;
+    static t_run run;
     t_record rec;
 
     (void)state;
     t_start(&run, NULL);
-    t_create_task(&run, "worker bad members");
-    p = HR_P_I64(run.task);
-    assert_int_equal(hr_mysql_exec(run.m, "UPDATE push_task SET title = 'Hi {{user.name}}' "
-                                          "WHERE id = ?", &p, 1, NULL, NULL, NULL, errstr,
-                                   sizeof errstr),
-                     0);
+    t_create_task_titled(&run, "worker bad members", "Hi {{user.name}}");
     t_fill_chunk(&run, 1, 9100001, 2);
     hr_redis_task_key(run.r, key, sizeof key, run.task, "chunk:1");
     reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "SADD %s %s %s %s", key, bad[0], bad[1],
@@ -1389,7 +1391,7 @@ static void test_cancel_foreign_lease(void **state)
 {
     char key[256], errstr[512];
     redisReply *reply;
-    t_run run;
+    static t_run run;
     t_wait_log seen = {&run, 0, "chunk_cancel_foreign"};
 
     (void)state;

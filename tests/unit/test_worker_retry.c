@@ -72,6 +72,40 @@ static void test_cap_halves_and_grows(void **state)
     assert_int_equal(c.cap, 1);
 }
 
+/* The heap yields nodes in due order after pushes and removals anywhere. */
+static void test_heap_order(void **state)
+{
+    enum { N = 500 };
+    wk_retry_node nodes[N];
+    wk_retry_heap h = {0};
+    uint64_t rnd = 88172645463325252ULL;
+    int64_t last = INT64_MIN;
+    size_t left = N;
+
+    (void)state;
+    for (size_t i = 0; i < N; i++) {
+        rnd ^= rnd << 13;
+        rnd ^= rnd >> 7;
+        rnd ^= rnd << 17;
+        nodes[i].due_ms = (int64_t)(rnd % 1000);
+        assert_int_equal(wk_retry_heap_push(&h, &nodes[i]), 0);
+    }
+    /* Cancel every third node wherever it sits. */
+    for (size_t i = 0; i < N; i += 3) {
+        wk_retry_heap_remove(&h, &nodes[i]);
+        left--;
+    }
+    for (size_t i = 0; i < h.n; i++)
+        assert_int_equal(h.v[i]->index, i);
+    for (wk_retry_node *n; (n = wk_retry_heap_min(&h)) != NULL; left--) {
+        assert_true(n->due_ms >= last);
+        last = n->due_ms;
+        wk_retry_heap_remove(&h, n);
+    }
+    assert_int_equal(left, 0);
+    wk_retry_heap_free(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -79,6 +113,7 @@ int main(void)
         cmocka_unit_test(test_backoff_capped),
         cmocka_unit_test(test_backoff_within_bounds),
         cmocka_unit_test(test_cap_halves_and_grows),
+        cmocka_unit_test(test_heap_order),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

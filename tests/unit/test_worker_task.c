@@ -1,0 +1,123 @@
+/* wk_task rendering and wk_chunk's uid check, without servers: header
+ * values lose control bytes (no header injection), values in the URL are
+ * percent-encoded, huge payload numbers print without undefined casts, and
+ * chunk members must be uids 1..INT64_MAX. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "wk_chunk.h"
+#include "wk_task.h"
+
+static const char yaml[] =
+    "channels:\n"
+    "  webhook:\n"
+    "    url: \"http://127.0.0.1/push/{{uid}}?p={{payload.p}}\"\n"
+    "    headers:\n"
+    "      X-Value: \"v={{payload.h}};\"\n"
+    "    body: \"{{payload.n}}|{{payload.m}}\"\n";
+
+typedef struct fixture {
+    hr_config *cfg;
+    wk_task *task;
+} fixture;
+
+static int setup(void **state)
+{
+    char path[] = "/tmp/herald-unit-task-XXXXXX.yaml", errstr[512];
+    fixture *f = calloc(1, sizeof *f);
+    hr_task *row = calloc(1, sizeof *row);
+    int fd = mkstemps(path, 5);
+
+    assert_non_null(f);
+    assert_non_null(row);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, yaml, sizeof yaml - 1), (ssize_t)(sizeof yaml - 1));
+    close(fd);
+    assert_int_equal(hr_config_load(path, &f->cfg, errstr, sizeof errstr), 0);
+    unlink(path);
+    row->id = 7;
+    row->name = strdup("t");
+    row->topic = strdup("default");
+    row->channel = strdup("webhook");
+    row->title = strdup("");
+    row->body = strdup("");
+    row->payload = strdup("{\"p\":\"a/b?c=d&e\",\"h\":\"x\\r\\nX-Evil: 1\\u007f\","
+                          "\"n\":1e300,\"m\":-42}");
+    row->due_ms = 0;
+    row->freeze_ms = 0;
+    row->chunk_size = 100;
+    row->lease_until_ms = -1;
+    assert_int_equal(wk_task_build(f->cfg, row, &f->task, errstr, sizeof errstr), 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+
+    wk_task_free(f->task);
+    hr_config_free(f->cfg);
+    free(f);
+    return 0;
+}
+
+static void test_render_escapes(void **state)
+{
+    fixture *f = *state;
+    struct curl_slist *headers = NULL;
+    size_t stripped = 0;
+    hr_buf url, body;
+    char errstr[256];
+
+    hr_buf_init(&url, 4096);
+    hr_buf_init(&body, 4096);
+    assert_int_equal(wk_task_render(f->task, "42", NULL, &url, &body, &headers, &stripped, errstr,
+                                    sizeof errstr),
+                     0);
+    assert_string_equal(url.data, "http://127.0.0.1/push/42?p=a%2Fb%3Fc%3Dd%26e");
+    assert_non_null(headers);
+    assert_string_equal(headers->data, "X-Value: v=xX-Evil: 1;");
+    assert_null(headers->next);
+    assert_int_equal(stripped, 3); /* CR, LF, DEL */
+    /* 1e300 is outside int64_t: printed as a double, not cast. */
+    assert_string_equal(body.data, "1.0000000000000001e+300|-42");
+    curl_slist_free_all(headers);
+    hr_buf_free(&url);
+    hr_buf_free(&body);
+}
+
+static void test_uid_valid(void **state)
+{
+    (void)state;
+    assert_true(wk_chunk_uid_valid("1"));
+    assert_true(wk_chunk_uid_valid("9223372036854775807"));
+    assert_false(wk_chunk_uid_valid("9223372036854775808"));
+    assert_false(wk_chunk_uid_valid("18446744073709551615"));
+    assert_false(wk_chunk_uid_valid("99999999999999999999999"));
+    assert_false(wk_chunk_uid_valid("0"));
+    assert_false(wk_chunk_uid_valid("-1"));
+    assert_false(wk_chunk_uid_valid("+1"));
+    assert_false(wk_chunk_uid_valid(" 1"));
+    assert_false(wk_chunk_uid_valid("1a"));
+    assert_false(wk_chunk_uid_valid(""));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_render_escapes, setup, teardown),
+        cmocka_unit_test(test_uid_valid),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
