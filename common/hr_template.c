@@ -136,6 +136,20 @@ static size_t hr_utf8_seq_len(const unsigned char *s, size_t n)
     return 0;
 }
 
+bool hr_utf8_valid(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+
+    while (i < n) {
+        size_t seq = p[i] < 0x80 ? 1 : hr_utf8_seq_len(p + i, n - i);
+        if (seq == 0)
+            return false;
+        i += seq;
+    }
+    return true;
+}
+
 int hr_url_escape_append(hr_buf *out, const char *s, size_t n)
 {
     static const char hex[] = "0123456789ABCDEF";

@@ -73,6 +73,11 @@ int hr_template_render(const hr_template *t, hr_template_lookup lookup, void *ct
 
 /* Appends S JSON-escaped (without quotes) to OUT. */
 int hr_json_escape_append(hr_buf *out, const char *s, size_t n);
+
+/* True when the N bytes at S are valid UTF-8 (no overlong forms, no
+ * surrogates, nothing past U+10FFFF): what JSON text and MySQL's utf8mb4
+ * columns accept. */
+bool hr_utf8_valid(const char *s, size_t n);
 /* Appends S percent-encoded (every byte but A-Z a-z 0-9 - . _ ~) to OUT. */
 int hr_url_escape_append(hr_buf *out, const char *s, size_t n);
 

@@ -48,8 +48,16 @@ bool dsp_api_id(const hr_httpd_req *req, const char *name, hr_httpd_resp *resp, 
 cJSON *dsp_api_body(const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     const char *end = NULL;
-    cJSON *j = cJSON_ParseWithLengthOpts(req->body, req->body_len, &end, false);
+    cJSON *j;
 
+    /* JSON text is UTF-8 (RFC 8259); cJSON passes other bytes through, and
+     * MySQL would refuse them later with an error that is not the client's
+     * to retry. */
+    if (!hr_utf8_valid(req->body, req->body_len)) {
+        hr_httpd_error(resp, 400, "malformed_json", "the body is not valid UTF-8");
+        return NULL;
+    }
+    j = cJSON_ParseWithLengthOpts(req->body, req->body_len, &end, false);
     if (j == NULL) {
         hr_httpd_error(resp, 400, "malformed_json", "the body is not valid JSON (near byte %zu)",
                        end != NULL ? (size_t)(end - req->body) : (size_t)0);

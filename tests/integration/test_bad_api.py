@@ -15,15 +15,9 @@ sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from badinput_env import Env, check, finish  # noqa: E402
 
-# Known bugs, reported to the lead: each still runs and prints XFAIL; when
-# one starts passing the run fails (XPASS) so it is moved into the cases.
-# - invalid UTF-8 inside a JSON string reaches MySQL, which refuses it
-#   (1366 Incorrect string value); the API answers 503 "mysql is not
-#   available, try again" and counts a backend error, instead of a 400.
-KNOWN_BUGS = [
-    ("invalid UTF-8 in a string", "POST", "/v1/tasks",
-     b'{"name": "\xc3\x28", "channel": "ok", "due_at": 1}', 400),
-]
+# Known bugs: each still runs and prints XFAIL; when one starts passing the
+# run fails (XPASS) so it is moved into the cases.
+KNOWN_BUGS = []
 INJECT = ["1; DROP TABLE push_task", "' OR 1=1 --", "\"; DELETE FROM push_task; --"]
 
 
@@ -58,6 +52,8 @@ def main():
             ("oversize, no JSON at all", "POST", "/v1/tasks/%d/subscribers" % tid,
              b"\xff" * 70000, 413),
             ("truncated JSON", "POST", "/v1/tasks", b'{"name": "a", "channel": ', 400),
+            ("invalid UTF-8 in a string", "POST", "/v1/tasks",
+             b'{"name": "\xc3\x28", "channel": "ok", "due_at": 1}', 400),
             ("JSON array", "POST", "/v1/tasks", b"[1,2,3]", 400),
             ("binary body", "POST", "/v1/tasks", b"\x00\xff\xfe\x01", 400),
             ("deeply nested", "POST", "/v1/tasks", b"[" * 5000 + b"]" * 5000, 400),

@@ -287,6 +287,20 @@ static void test_buffer_grows(void **state)
 
 /* URL mode: values percent-encoded (unreserved bytes kept), literals as
  * they are, so a payload cannot add a path, a query or a header. */
+static void test_utf8_valid(void **state)
+{
+    (void)state;
+    assert_true(hr_utf8_valid("", 0));
+    assert_true(hr_utf8_valid("plain ascii", 11));
+    assert_true(hr_utf8_valid("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 14));
+    assert_false(hr_utf8_valid("\xc3\x28", 2));         /* bad continuation */
+    assert_false(hr_utf8_valid("\xc3", 1));              /* truncated */
+    assert_false(hr_utf8_valid("\xc0\xaf", 2));         /* overlong */
+    assert_false(hr_utf8_valid("\xed\xa0\x80", 3));     /* surrogate */
+    assert_false(hr_utf8_valid("\xf4\x90\x80\x80", 4)); /* past U+10FFFF */
+    assert_false(hr_utf8_valid("ok\xff", 3));
+}
+
 static void test_url_escape(void **state)
 {
     (void)state;
@@ -347,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_cap_exceeded_unchanged),
         cmocka_unit_test(test_uses),
         cmocka_unit_test(test_buffer_grows),
+        cmocka_unit_test(test_utf8_valid),
         cmocka_unit_test(test_url_escape),
         cmocka_unit_test(test_url_escape_append),
     };
