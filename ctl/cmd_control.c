@@ -15,23 +15,15 @@ int ctl_cmd_control(ctl_ctx *ctx, int argc, char **argv)
     hr_mysql *m;
     hr_redis *r;
     hr_task *t = NULL;
-    char err[512], *end;
+    char err[512];
     long long id;
-    int rc = CTL_EXIT_FAIL;
+    int rc;
 
-    if (argc != 2)
-        return ctl_usage(argv[0], "expected one TASK id");
-    id = strtoll(argv[1], &end, 10);
-    if (id <= 0 || *end != '\0')
-        return ctl_usage(argv[0], "TASK must be a positive integer, not '%s'", argv[1]);
-    if (ctl_mysql(ctx, &m) < 0 || ctl_redis(ctx, &r) < 0)
-        return CTL_EXIT_FAIL;
-    switch (hr_task_load(m, id, &t, err, sizeof err)) {
-    case 1:
-        return ctl_fail("task %lld does not exist", id);
-    case -1:
-        return ctl_fail("%s", err);
-    }
+    rc = ctl_task_arg(ctx, argc, argv, &m, &r, &t);
+    if (rc != CTL_EXIT_OK)
+        return rc;
+    rc = CTL_EXIT_FAIL;
+    id = t->id;
     if (strcmp(t->state, "done") == 0 || strcmp(t->state, "cancelled") == 0 ||
         strcmp(t->state, "failed") == 0) {
         ctl_fail("task %lld is already %s", id, t->state);

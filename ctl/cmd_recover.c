@@ -109,27 +109,19 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     hr_task *t = NULL;
     hr_mysql_rows *rows = NULL;
     redisReply *reply;
-    char err[512], base[256], key[320], token[128], *end;
+    char err[512], base[256], key[320], token[128];
     hr_subs_refill_opts o = {.token = token, .lock_ms = RECOVER_LOCK_MS,
                              .batch = RECOVER_BATCH, .exclude_delivered = true};
     long long id, dropped, dropped2, maxseq;
     int64_t added = 0, seen = 0;
     bool claimed, locked = false;
-    int rc = CTL_EXIT_FAIL, fill;
+    int rc, fill;
 
-    if (argc != 2)
-        return ctl_usage(argv[0], "expected one TASK id");
-    id = strtoll(argv[1], &end, 10);
-    if (id <= 0 || *end != '\0')
-        return ctl_usage(argv[0], "TASK must be a positive integer, not '%s'", argv[1]);
-    if (ctl_mysql(ctx, &m) < 0 || ctl_redis(ctx, &r) < 0)
-        return CTL_EXIT_FAIL;
-    switch (hr_task_load(m, id, &t, err, sizeof err)) {
-    case 1:
-        return ctl_fail("task %lld does not exist", id);
-    case -1:
-        return ctl_fail("%s", err);
-    }
+    rc = ctl_task_arg(ctx, argc, argv, &m, &r, &t);
+    if (rc != CTL_EXIT_OK)
+        return rc;
+    rc = CTL_EXIT_FAIL;
+    id = t->id;
     if (strcmp(t->state, "done") == 0 || strcmp(t->state, "cancelled") == 0 ||
         strcmp(t->state, "failed") == 0) {
         ctl_fail("task %lld is %s; nothing to recover", id, t->state);

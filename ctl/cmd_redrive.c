@@ -95,26 +95,18 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
     hr_mysql *m;
     hr_task *t = NULL;
     redrive_job j = {0};
-    char err[512], *end;
+    char err[512];
     long long id;
     int64_t now;
     size_t i;
     bool failed;
-    int rc = CTL_EXIT_FAIL;
+    int rc;
 
-    if (argc != 2)
-        return ctl_usage(argv[0], "expected one TASK id");
-    id = strtoll(argv[1], &end, 10);
-    if (id <= 0 || *end != '\0')
-        return ctl_usage(argv[0], "TASK must be a positive integer, not '%s'", argv[1]);
-    if (ctl_mysql(ctx, &m) < 0 || ctl_redis(ctx, &j.r) < 0)
-        return CTL_EXIT_FAIL;
-    switch (hr_task_load(m, id, &t, err, sizeof err)) {
-    case 1:
-        return ctl_fail("task %lld does not exist", id);
-    case -1:
-        return ctl_fail("%s", err);
-    }
+    rc = ctl_task_arg(ctx, argc, argv, &m, &j.r, &t);
+    if (rc != CTL_EXIT_OK)
+        return rc;
+    rc = CTL_EXIT_FAIL;
+    id = t->id;
     if (strcmp(t->state, "dispatching") != 0 && strcmp(t->state, "dispatched") != 0 &&
         strcmp(t->state, "done") != 0) {
         ctl_fail("task %lld is %s; redrive serves dispatching, dispatched and done tasks", id,

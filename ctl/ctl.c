@@ -129,6 +129,28 @@ int ctl_redis(ctl_ctx *ctx, hr_redis **out)
     return 0;
 }
 
+int ctl_task_arg(ctl_ctx *ctx, int argc, char **argv, hr_mysql **m, hr_redis **r, hr_task **t)
+{
+    char err[512], *end;
+    long long id;
+
+    *t = NULL;
+    if (argc != 2)
+        return ctl_usage(argv[0], "expected one TASK id");
+    id = strtoll(argv[1], &end, 10);
+    if (id <= 0 || *end != '\0')
+        return ctl_usage(argv[0], "TASK must be a positive integer, not '%s'", argv[1]);
+    if (ctl_mysql(ctx, m) < 0 || ctl_redis(ctx, r) < 0)
+        return CTL_EXIT_FAIL;
+    switch (hr_task_load(*m, id, t, err, sizeof err)) {
+    case 1:
+        return ctl_fail("task %lld does not exist", id);
+    case -1:
+        return ctl_fail("%s", err);
+    }
+    return CTL_EXIT_OK;
+}
+
 int ctl_main(int argc, char **argv)
 {
     static const struct option options[] = {

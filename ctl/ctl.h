@@ -21,6 +21,7 @@
 #include "hr_config.h"
 #include "hr_mysql.h"
 #include "hr_redis.h"
+#include "hr_task.h"
 
 enum {
     CTL_EXIT_OK = 0,
@@ -56,6 +57,12 @@ int ctl_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "heraldctl: MESSAGE" (when FMT is not NULL) and the usage of the
  * command named CMD on stderr; returns CTL_EXIT_USAGE. */
 int ctl_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The prologue of a command whose only argument is a TASK id: checks the
+ * arguments, opens both connections and loads the task into *T (the caller
+ * frees it).  CTL_EXIT_OK, or the exit code to return after the message
+ * was printed. */
+int ctl_task_arg(ctl_ctx *ctx, int argc, char **argv, hr_mysql **m, hr_redis **r, hr_task **t);
 
 int ctl_cmd_migrate(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv);
