@@ -126,6 +126,25 @@ int itest_create_topic(const hr_config *cfg)
     return 0;
 }
 
+int itest_redis_setup(hr_config **cfg, hr_redis **rd)
+{
+    char errstr[512];
+
+    *cfg = itest_config();
+    if (hr_redis_connect(*cfg, rd, errstr, sizeof errstr) != 0) {
+        fprintf(stderr, "itest: redis connect: %s\n", errstr);
+        return -1;
+    }
+    return 0;
+}
+
+void itest_redis_teardown(hr_config *cfg, hr_redis *rd)
+{
+    hr_redis_free(rd);
+    itest_redis_cleanup(cfg);
+    hr_config_free(cfg);
+}
+
 long itest_redis_cleanup(const hr_config *cfg)
 {
     char errstr[512], pattern[256], cursor[32] = "0";

@@ -28,6 +28,7 @@
 #include <sys/types.h>
 
 #include "hr_config.h"
+#include "hr_redis.h"
 
 /* $HERALD_TEST_CONFIG made unique for this process; the caller owns it
  * (hr_config_free).  Exits 77 (skipped) when the variable is unset and 1
@@ -52,6 +53,13 @@ int itest_create_topic(const hr_config *cfg);
 /* Deletes every Redis key under cfg->redis.prefix (SCAN + DEL, at most
  * 10,000 SCAN rounds).  Returns the number deleted or -1 after printing. */
 long itest_redis_cleanup(const hr_config *cfg);
+
+/* The cmocka setup and teardown of a test that needs one Redis connection
+ * under its own prefix: *CFG = itest_config(), *RD connected (setup returns
+ * -1 after printing when it cannot connect); teardown frees both and
+ * deletes the prefix's keys. */
+int itest_redis_setup(hr_config **cfg, hr_redis **rd);
+void itest_redis_teardown(hr_config *cfg, hr_redis *rd);
 
 /* Writes CFG as a complete herald.yaml into a new temporary file whose
  * path goes to PATH (the caller unlinks it).  0, or -1 after printing.

@@ -33,20 +33,13 @@ static char errstr[512];
 static int setup(void **state)
 {
     (void)state;
-    cfg = itest_config();
-    if (hr_redis_connect(cfg, &rd, errstr, sizeof errstr) != 0) {
-        fprintf(stderr, "connect: %s\n", errstr);
-        return -1;
-    }
-    return 0;
+    return itest_redis_setup(&cfg, &rd);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    hr_redis_free(rd);
-    itest_redis_cleanup(cfg);
-    hr_config_free(cfg);
+    itest_redis_teardown(cfg, rd);
     return 0;
 }
 
