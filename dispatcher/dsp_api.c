@@ -11,19 +11,16 @@
  * herald_api_requests_total{route,code}.  Handlers validate everything
  * before they change anything, so an error answer never leaves a change
  * behind.  This file: tasks (create, patch, get, list) and control
- * (pause/resume/cancel); dsp_api_subs.c: subscribers and the pull. */
-#include <errno.h>
+ * (pause/resume/cancel); dsp_api_subs.c: subscribers and the pull;
+ * dsp_api_parse.c: the request parsing all of them share. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "dsp_api.h"
 #include "hr_log.h"
 
-#define DSP_API_LIST_MAX 1000
-#define DSP_API_LIST_DEFAULT 100
 #define DSP_API_TASK_FINISHED(s) \
     (strcmp((s), "done") == 0 || strcmp((s), "cancelled") == 0 || strcmp((s), "failed") == 0)
 
@@ -31,43 +28,24 @@
 
 bool dsp_api_id(const hr_httpd_req *req, const char *name, hr_httpd_resp *resp, int64_t *out)
 {
-    const char *s = hr_httpd_param(req, name);
-    char *end;
-    long long v;
+    const char *code;
+    char err[1024];
 
-    errno = 0;
-    v = s != NULL && s[0] >= '1' && s[0] <= '9' ? strtoll(s, &end, 10) : 0;
-    if (v <= 0 || errno != 0 || *end != '\0') {
-        hr_httpd_error(resp, 400, "bad_id", "%s must be a positive integer", name);
+    if (dsp_api_parse_id(hr_httpd_param(req, name), name, out, &code, err, sizeof err) < 0) {
+        hr_httpd_error(resp, 400, code, "%s", err);
         return false;
     }
-    *out = v;
     return true;
 }
 
 cJSON *dsp_api_body(const hr_httpd_req *req, hr_httpd_resp *resp)
 {
-    const char *end = NULL;
+    const char *code;
+    char err[1024];
     cJSON *j;
 
-    /* JSON text is UTF-8 (RFC 8259); cJSON passes other bytes through, and
-     * MySQL would refuse them later with an error that is not the client's
-     * to retry. */
-    if (!hr_utf8_valid(req->body, req->body_len)) {
-        hr_httpd_error(resp, 400, "malformed_json", "the body is not valid UTF-8");
-        return NULL;
-    }
-    j = cJSON_ParseWithLengthOpts(req->body, req->body_len, &end, false);
-    if (j == NULL) {
-        hr_httpd_error(resp, 400, "malformed_json", "the body is not valid JSON (near byte %zu)",
-                       end != NULL ? (size_t)(end - req->body) : (size_t)0);
-        return NULL;
-    }
-    if (!cJSON_IsObject(j)) {
-        cJSON_Delete(j);
-        hr_httpd_error(resp, 400, "malformed_json", "the body must be a JSON object");
-        return NULL;
-    }
+    if (dsp_api_parse_json(req->body, req->body_len, &j, &code, err, sizeof err) < 0)
+        hr_httpd_error(resp, 400, code, "%s", err);
     return j;
 }
 
@@ -104,48 +82,6 @@ bool dsp_api_task(dsp_api_conn *c, int64_t id, hr_httpd_resp *resp, hr_task **t)
     else if (rc == 1)
         hr_httpd_error(resp, 404, "not_found", "task %lld does not exist", (long long)id);
     return rc == 0;
-}
-
-void dsp_api_time(int64_t ms, char *buf, size_t len)
-{
-    time_t s = (time_t)(ms / 1000);
-    struct tm tm;
-
-    gmtime_r(&s, &tm);
-    snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
-}
-
-/* RFC 3339 UTC ("...Z", optional fraction) or epoch ms into *MS. */
-static bool dsp_api_parse_time(const cJSON *v, int64_t *ms)
-{
-    struct tm tm = {0};
-    int n = 0, frac = 0, digits = 0;
-    const char *p;
-
-    if (cJSON_IsNumber(v)) {
-        *ms = (int64_t)v->valuedouble;
-        return v->valuedouble >= 0 && v->valuedouble < 253402300800000.0 &&
-               (double)*ms == v->valuedouble;
-    }
-    if (!cJSON_IsString(v) ||
-        sscanf(v->valuestring, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-               &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6 || n != 19)
-        return false;
-    p = v->valuestring + n;
-    if (*p == '.')
-        for (p++; *p >= '0' && *p <= '9'; p++, digits++)
-            if (digits < 3)
-                frac = frac * 10 + (*p - '0');
-    for (; digits > 0 && digits < 3; digits++)
-        frac *= 10;
-    if (strcmp(p, "Z") != 0 || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 ||
-        tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60)
-        return false;
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    *ms = (int64_t)timegm(&tm) * 1000 + frac;
-    return true;
 }
 
 /* ---- task JSON ------------------------------------------------------------ */
@@ -255,106 +191,6 @@ static void dsp_api_task_live(dsp_api_conn *c, const hr_task *t, cJSON *o)
 
 /* ---- POST /v1/tasks, PATCH /v1/tasks/{id} --------------------------------- */
 
-typedef enum dsp_api_kind { DSP_F_STR, DSP_F_INT, DSP_F_OBJ, DSP_F_TIME } dsp_api_kind;
-
-/* The task fields the API takes: name, kind, longest value (the column's),
- * whether PATCH may change it (the freeze trigger's columns). */
-static const struct dsp_api_field {
-    const char *name;
-    dsp_api_kind kind;
-    size_t max;
-    bool patch;
-} dsp_api_fields[] = {
-    {"name", DSP_F_STR, 200, false},         {"topic", DSP_F_STR, 100, false},
-    {"channel", DSP_F_STR, 64, false},       {"title", DSP_F_STR, 65535, true},
-    {"body", DSP_F_STR, 65535, true},        {"payload", DSP_F_OBJ, 0, true},
-    {"due_at", DSP_F_TIME, 0, true},         {"freeze_at", DSP_F_TIME, 0, false},
-    {"rate_limit", DSP_F_INT, 0, false},     {"chunk_size", DSP_F_INT, 0, false},
-    {"throttle_limit", DSP_F_INT, 0, false}, {"throttle_window_s", DSP_F_INT, 0, false},
-    {"throttle_scope", DSP_F_STR, 100, false}, {"throttle_key", DSP_F_STR, 100, false},
-    {"throttle_mode", DSP_F_STR, 16, false},
-};
-
-/* The values of a request, pointing into its cJSON (payload: owned). */
-typedef struct dsp_api_input {
-    hr_task t;
-    bool has_due, has_freeze;
-} dsp_api_input;
-
-/* Checks every member of J against the field table (PATCH: only the
- * patchable ones) and copies the values into IN, which starts with the
- * defaults or the stored task.  false after answering 400. */
-static bool dsp_api_input_read(const cJSON *j, bool patch, dsp_api_input *in,
-                               hr_httpd_resp *resp)
-{
-    const cJSON *v;
-    size_t f, nf = sizeof dsp_api_fields / sizeof dsp_api_fields[0];
-
-    cJSON_ArrayForEach(v, j) {
-        const struct dsp_api_field *fd = NULL;
-        int64_t ms = -1;
-
-        for (f = 0; f < nf; f++)
-            if (strcmp(dsp_api_fields[f].name, v->string) == 0)
-                fd = &dsp_api_fields[f];
-        if (fd == NULL || (patch && !fd->patch)) {
-            hr_httpd_error(resp, 400, "unknown_field", "unknown field '%s'%s", v->string,
-                           fd != NULL ? " (PATCH changes title, body, payload and due_at)" : "");
-            return false;
-        }
-        switch (fd->kind) {
-        case DSP_F_STR:
-            if (!cJSON_IsString(v) || strlen(v->valuestring) > fd->max) {
-                hr_httpd_error(resp, 400, "bad_field", "%s must be a string of at most %zu bytes",
-                               fd->name, fd->max);
-                return false;
-            }
-            break;
-        case DSP_F_INT:
-            if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int32_t)v->valuedouble) {
-                hr_httpd_error(resp, 400, "bad_field", "%s must be an integer", fd->name);
-                return false;
-            }
-            break;
-        case DSP_F_OBJ:
-            if (!cJSON_IsObject(v)) {
-                hr_httpd_error(resp, 400, "bad_field", "%s must be a JSON object", fd->name);
-                return false;
-            }
-            break;
-        case DSP_F_TIME:
-            if (!dsp_api_parse_time(v, &ms)) {
-                hr_httpd_error(resp, 400, "bad_field",
-                               "%s must be RFC 3339 UTC (2024-05-01T08:00:00Z) or epoch ms",
-                               fd->name);
-                return false;
-            }
-            break;
-        }
-        if (strcmp(fd->name, "name") == 0) in->t.name = v->valuestring;
-        else if (strcmp(fd->name, "topic") == 0) in->t.topic = v->valuestring;
-        else if (strcmp(fd->name, "channel") == 0) in->t.channel = v->valuestring;
-        else if (strcmp(fd->name, "title") == 0) in->t.title = v->valuestring;
-        else if (strcmp(fd->name, "body") == 0) in->t.body = v->valuestring;
-        else if (strcmp(fd->name, "payload") == 0) in->t.payload = cJSON_PrintUnformatted(v);
-        else if (strcmp(fd->name, "due_at") == 0) { in->t.due_ms = ms; in->has_due = true; }
-        else if (strcmp(fd->name, "freeze_at") == 0) { in->t.freeze_ms = ms; in->has_freeze = true; }
-        else if (strcmp(fd->name, "rate_limit") == 0) in->t.rate_limit = (int64_t)v->valuedouble;
-        else if (strcmp(fd->name, "chunk_size") == 0) in->t.chunk_size = (int64_t)v->valuedouble;
-        else if (strcmp(fd->name, "throttle_limit") == 0) in->t.throttle_limit = (int64_t)v->valuedouble;
-        else if (strcmp(fd->name, "throttle_window_s") == 0) in->t.throttle_window_s = (int64_t)v->valuedouble;
-        else if (strcmp(fd->name, "throttle_scope") == 0) in->t.throttle_scope = v->valuestring;
-        else if (strcmp(fd->name, "throttle_key") == 0) in->t.throttle_key = v->valuestring;
-        else if (strcmp(fd->name, "throttle_mode") == 0) in->t.throttle_mode = v->valuestring;
-    }
-    if (in->t.throttle_mode != NULL && strcmp(in->t.throttle_mode, "enforce") != 0 &&
-        strcmp(in->t.throttle_mode, "shadow") != 0) {
-        hr_httpd_error(resp, 400, "bad_field", "throttle_mode must be enforce or shadow");
-        return false;
-    }
-    return true;
-}
-
 static hr_mysql_param dsp_api_p_str(const char *s)
 {
     return s != NULL ? HR_P_STR(s) : HR_P_NULL;
@@ -368,14 +204,14 @@ static void dsp_api_create(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
                               .due_ms = -1, .freeze_ms = -1, .control = "run",
                               .state = "scheduled"}};
     hr_task *t = NULL;
-    char err[512];
+    char err[1024];
     uint64_t id = 0;
-    const char *scope;
+    const char *scope, *code;
 
-    if (j == NULL || !dsp_api_input_read(j, false, &in, resp))
+    if (j == NULL)
         goto done;
-    if (in.t.name == NULL || in.t.channel == NULL || !in.has_due) {
-        hr_httpd_error(resp, 400, "missing_field", "name, channel and due_at are required");
+    if (dsp_api_parse_task(j, false, &in, &code, err, sizeof err) < 0) {
+        hr_httpd_error(resp, 400, code, "%s", err);
         goto done;
     }
     scope = in.t.throttle_scope;
@@ -424,15 +260,18 @@ static void dsp_api_patch(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
     int64_t id;
     uint64_t affected = 0;
     unsigned sqlerr = 0;
-    char err[512];
+    char err[1024];
+    const char *code;
 
     if (!dsp_api_id(req, "id", resp, &id) || (j = dsp_api_body(req, resp)) == NULL ||
         !dsp_api_task(c, id, resp, &t))
         goto done;
     in.t = *t;
     in.t.payload = NULL;
-    if (!dsp_api_input_read(j, true, &in, resp))
+    if (dsp_api_parse_task(j, true, &in, &code, err, sizeof err) < 0) {
+        hr_httpd_error(resp, 400, code, "%s", err);
         goto done;
+    }
     if (in.t.payload == NULL && t->payload != NULL)
         in.t.payload = strdup(t->payload);
     if (hr_task_validate(&in.t, a->d->cfg, err, sizeof err) < 0) {
@@ -492,30 +331,18 @@ static void dsp_api_get(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
 static void dsp_api_list(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
                          hr_httpd_resp *resp)
 {
-    static const char *const states[] = {"scheduled", "dispatching", "dispatched", "done",
-                                         "paused",    "cancelled",   "failed"};
-    const char *state = hr_httpd_query(req, "state"), *limit_s = hr_httpd_query(req, "limit");
-    long limit = DSP_API_LIST_DEFAULT;
+    const char *state = hr_httpd_query(req, "state"), *code;
+    long limit;
     hr_task **tasks = NULL;
     size_t n = 0, i;
     cJSON *o, *arr;
-    char err[512], *end;
-    bool known = state == NULL;
+    char err[1024];
 
     (void)a;
-    for (i = 0; state != NULL && i < sizeof states / sizeof states[0]; i++)
-        known = known || strcmp(state, states[i]) == 0;
-    if (!known) {
-        hr_httpd_error(resp, 400, "bad_query", "state must be one of scheduled, dispatching, "
-                       "dispatched, done, paused, cancelled, failed");
+    if (dsp_api_parse_list(state, hr_httpd_query(req, "limit"), &limit, &code, err,
+                           sizeof err) < 0) {
+        hr_httpd_error(resp, 400, code, "%s", err);
         return;
-    }
-    if (limit_s != NULL) {
-        limit = strtol(limit_s, &end, 10);
-        if (*limit_s == '\0' || *end != '\0' || limit < 1 || limit > DSP_API_LIST_MAX) {
-            hr_httpd_error(resp, 400, "bad_query", "limit must be 1..%d", DSP_API_LIST_MAX);
-            return;
-        }
     }
     {
         const hr_mysql_param p[] = {dsp_api_p_str(state), dsp_api_p_str(state), HR_P_I64(limit)};

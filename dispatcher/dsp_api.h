@@ -46,6 +46,52 @@ struct dsp_api {
     size_t npool;
 };
 
+/* ---- request parsing (dsp_api_parse.c) -----------------------------------
+ * Pure: no backend, request or response, so tests/fuzz/fuzz_api_request.c
+ * runs it without servers.  Each parser returns 0, or -1 with the error
+ * code of docs/api.md in *CODE (static) and the message in ERRSTR; the
+ * handler answers 400 with both. */
+
+/* S (NULL: absent) as a positive integer below 2^63; NAME is for the message. */
+int dsp_api_parse_id(const char *s, const char *name, int64_t *out, const char **code,
+                     char *errstr, size_t errlen);
+/* BODY (LEN bytes) as a UTF-8 JSON object into *OUT (the caller's, freed
+ * with cJSON_Delete). */
+int dsp_api_parse_json(const char *body, size_t len, cJSON **out, const char **code,
+                       char *errstr, size_t errlen);
+
+/* The values of a task request, pointing into its cJSON (payload: owned,
+ * freed by the caller whatever the parser returned). */
+typedef struct dsp_api_input {
+    hr_task t;
+    bool has_due, has_freeze;
+} dsp_api_input;
+
+/* The members of body J of POST /v1/tasks (PATCH: only title, body,
+ * payload and due_at) into IN, which starts with the defaults or the stored
+ * task.  POST also needs name, channel and due_at.  The values are not
+ * checked against the config: that is hr_task_validate's job. */
+int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char **code,
+                       char *errstr, size_t errlen);
+/* RFC 3339 UTC ("...Z", optional fraction) or epoch ms, 1970..9999, into
+ * *MS; 0 or -1. */
+int dsp_api_parse_time(const cJSON *v, int64_t *ms);
+/* Body J of POST .../subscribers: {"uids": [...]}, 1..MAX_IDS integers in
+ * 1..2^53-1; *LIST points at the array in J, *N is its length. */
+int dsp_api_parse_uids(const cJSON *j, int max_ids, const cJSON **list, size_t *n,
+                       const char **code, char *errstr, size_t errlen);
+/* GET /v1/tasks ?state= and ?limit= (NULL: absent) into *LIMIT. */
+int dsp_api_parse_list(const char *state, const char *limit_s, long *limit, const char **code,
+                       char *errstr, size_t errlen);
+/* The pull's ?date=YYYY-MM-DD (NULL: the UTC day of NOW_S) as the day's
+ * first ms, and ?ack=0|1. */
+int dsp_api_parse_pull(const char *date, const char *ack_s, int64_t now_s, int64_t *day,
+                       bool *ack, const char **code, char *errstr, size_t errlen);
+/* "2024-05-01T08:00:00.000Z" into BUF (33 bytes). */
+void dsp_api_time(int64_t ms, char *buf, size_t len);
+
+/* ---- handler helpers (dsp_api.c) ----------------------------------------- */
+
 /* A path param as a positive integer (BIGINT UNSIGNED ids below 2^63);
  * false after answering 400. */
 bool dsp_api_id(const hr_httpd_req *req, const char *name, hr_httpd_resp *resp, int64_t *out);
@@ -57,9 +103,6 @@ void dsp_api_reply(hr_httpd_resp *resp, int status, cJSON *j);
 void dsp_api_backend_error(hr_httpd_resp *resp, const char *what, const char *err);
 /* Loads task ID; false after answering 404 or 503 (*T NULL). */
 bool dsp_api_task(dsp_api_conn *c, int64_t id, hr_httpd_resp *resp, hr_task **t);
-/* "2024-05-01T08:00:00.000Z" into BUF (33 bytes). */
-void dsp_api_time(int64_t ms, char *buf, size_t len);
-
 /* dsp_api_subs.c */
 void dsp_api_subs_add(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
                       hr_httpd_resp *resp);

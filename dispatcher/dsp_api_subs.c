@@ -23,7 +23,6 @@
 #include "dsp_api.h"
 #include "hr_log.h"
 
-#define DSP_API_UID_MAX 9007199254740991.0 /* 2^53 - 1: exact in a JSON number */
 #define DSP_API_RENDER_MAX ((size_t)1 << 20)
 
 /* The task of a subscriber change, which must be scheduled.  false after
@@ -47,9 +46,10 @@ static bool dsp_api_sub_task(dsp_api_conn *c, int64_t id, hr_httpd_resp *resp)
 void dsp_api_subs_add(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
                       hr_httpd_resp *resp)
 {
-    cJSON *j = NULL, *uids, *v, *o;
-    char **ids = NULL, *sql = NULL, err[512], keys[3][256];
-    const char **argv = NULL;
+    cJSON *j = NULL, *o;
+    const cJSON *uids, *v;
+    char **ids = NULL, *sql = NULL, err[1024], keys[3][256];
+    const char **argv = NULL, *code;
     hr_mysql_param *p = NULL;
     redisReply *reply = NULL;
     size_t n = 0, i, off;
@@ -58,30 +58,10 @@ void dsp_api_subs_add(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
 
     if (!dsp_api_id(req, "id", resp, &id) || (j = dsp_api_body(req, resp)) == NULL)
         goto done;
-    uids = cJSON_GetObjectItemCaseSensitive(j, "uids");
-    cJSON_ArrayForEach(v, j) {
-        if (strcmp(v->string, "uids") != 0) {
-            hr_httpd_error(resp, 400, "unknown_field", "unknown field '%s'", v->string);
-            goto done;
-        }
-    }
-    if (!cJSON_IsArray(uids) || (n = (size_t)cJSON_GetArraySize(uids)) == 0) {
-        hr_httpd_error(resp, 400, "bad_field", "uids must be a non-empty array");
+    if (dsp_api_parse_uids(j, a->d->cfg->dispatcher.api.max_ids, &uids, &n, &code, err,
+                           sizeof err) < 0) {
+        hr_httpd_error(resp, 400, code, "%s", err);
         goto done;
-    }
-    if (n > (size_t)a->d->cfg->dispatcher.api.max_ids) {
-        hr_httpd_error(resp, 400, "too_many_ids", "%zu uids in one request; at most %d", n,
-                       a->d->cfg->dispatcher.api.max_ids);
-        goto done;
-    }
-    i = 0;
-    cJSON_ArrayForEach(v, uids) {
-        if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > DSP_API_UID_MAX ||
-            v->valuedouble != (double)(int64_t)v->valuedouble) {
-            hr_httpd_error(resp, 400, "bad_id", "uids[%zu] is not a positive integer", i);
-            goto done;
-        }
-        i++;
     }
     if (!dsp_api_sub_task(c, id, resp))
         goto done;
@@ -296,48 +276,24 @@ static int dsp_api_ack(dsp_api_conn *c, int64_t id, int64_t uid, const char *uid
     return 1;
 }
 
-/* "YYYY-MM-DD" (default: today, UTC) into the day's first ms. */
-static bool dsp_api_day(const char *s, int64_t *out)
-{
-    struct tm tm = {0};
-    int n = 0;
-    time_t now;
-
-    if (s == NULL) {
-        now = time(NULL);
-        *out = (int64_t)(now - now % 86400) * 1000;
-        return true;
-    }
-    if (sscanf(s, "%4d-%2d-%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &n) != 3 || n != 10 ||
-        s[n] != '\0' || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31)
-        return false;
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    *out = (int64_t)timegm(&tm) * 1000;
-    return true;
-}
-
 void dsp_api_reminders(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
                        hr_httpd_resp *resp)
 {
-    const char *date = hr_httpd_query(req, "date"), *ack_s = hr_httpd_query(req, "ack");
-    bool ack = ack_s != NULL && strcmp(ack_s, "1") == 0;
+    const char *code;
+    bool ack;
     hr_task **tasks = NULL;
     redisReply *user = NULL;
     size_t n = 0, i;
     int64_t uid, day;
-    char err[512], key[256], uid_s[24], day_s[40];
+    char err[1024], key[256], uid_s[24], day_s[40];
     cJSON *o = NULL, *arr;
 
     (void)a;
     if (!dsp_api_id(req, "uid", resp, &uid))
         return;
-    if (!dsp_api_day(date, &day)) {
-        hr_httpd_error(resp, 400, "bad_query", "date must be YYYY-MM-DD");
-        return;
-    }
-    if (ack_s != NULL && !ack && strcmp(ack_s, "0") != 0) {
-        hr_httpd_error(resp, 400, "bad_query", "ack must be 0 or 1");
+    if (dsp_api_parse_pull(hr_httpd_query(req, "date"), hr_httpd_query(req, "ack"),
+                           (int64_t)time(NULL), &day, &ack, &code, err, sizeof err) < 0) {
+        hr_httpd_error(resp, 400, code, "%s", err);
         return;
     }
     {
