@@ -37,6 +37,14 @@ wk_chunk *wk_chunk_new(hr_redis *r, const hr_chunkmsg *msg, int32_t partition, i
     return c;
 }
 
+/* Frees the buffered dead letters' reasons and empties the buffer. */
+static void wk_chunk_dead_clear(wk_chunk *c)
+{
+    for (size_t i = 0; i < c->ndead; i++)
+        free(c->dead[i].reason);
+    c->ndead = 0;
+}
+
 void wk_chunk_free(wk_chunk *c)
 {
     if (c == NULL)
@@ -51,6 +59,8 @@ void wk_chunk_free(wk_chunk *c)
     free(c->pushes);
     free(c->verdicts);
     free(c->acks);
+    wk_chunk_dead_clear(c);
+    free(c->dead);
     free(c);
 }
 
@@ -158,16 +168,20 @@ static int wk_chunk_drop_invalid(wk_chunk *c, hr_redis *r, char *errstr, size_t 
 {
     for (size_t i = 0; i < c->members->elements; i++) {
         const redisReply *m = c->members->element[i];
-        int64_t removed;
+        int full;
 
         if (m->type == REDIS_REPLY_STRING && wk_chunk_uid_valid(m->str))
             continue;
-        if (wk_chunk_dead_letter(c, r, m->type == REDIS_REPLY_STRING ? m->str : "",
-                                 "invalid uid", &removed, errstr, errlen) != 0)
+        full = wk_chunk_dead(c, m->type == REDIS_REPLY_STRING ? m->str : "", "invalid uid");
+        if (full < 0) {
+            snprintf(errstr, errlen, "out of memory");
+            return -1;
+        }
+        if (full == 1 && wk_chunk_flush(c, r, errstr, errlen) != 0)
             return -1;
         c->invalid++;
     }
-    return 0;
+    return wk_chunk_flush(c, r, errstr, errlen);
 }
 
 int wk_chunk_open(wk_chunk *c, hr_redis *r, const char *owner, int lease_ms, char *errstr,
@@ -214,10 +228,36 @@ int wk_chunk_open(wk_chunk *c, hr_redis *r, const char *owner, int lease_ms, cha
     return WK_CHUNK_STARTED;
 }
 
-bool wk_chunk_ack(wk_chunk *c, const char *uid)
+/* Reads REPLY (taken; NULL = the call failed, ERRSTR set) of script ID: an
+ * array of N integers into OUT, then the four stats hash counters into
+ * C->counters.  -1 with ERRSTR on another reply. */
+static int wk_chunk_counted(wk_chunk *c, hr_lua_id id, redisReply *reply, int64_t *out, size_t n,
+                            char *errstr, size_t errlen)
 {
-    c->acks[c->nacks++] = uid;
-    return c->nacks >= c->ack_batch;
+    int64_t v[8];
+    int rc = -1;
+
+    if (reply == NULL)
+        return -1;
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != n + 4 || n + 4 > 8) {
+        snprintf(errstr, errlen, "script %d: unexpected reply", (int)id);
+        goto done;
+    }
+    for (size_t i = 0; i < n + 4; i++) {
+        if (reply->element[i]->type != REDIS_REPLY_INTEGER) {
+            snprintf(errstr, errlen, "script %d: unexpected reply", (int)id);
+            goto done;
+        }
+        v[i] = reply->element[i]->integer;
+    }
+    memcpy(out, v, n * sizeof *out);
+    c->counters = (wk_chunk_counters){.sent = v[n], .failed = v[n + 1], .throttled = v[n + 2],
+                                      .retried = v[n + 3]};
+    c->counters_new = true;
+    rc = 0;
+done:
+    freeReplyObject(reply);
+    return rc;
 }
 
 /* Reads an integer reply of script ID; -1 with ERRSTR otherwise. */
@@ -238,46 +278,143 @@ static int wk_chunk_eval_int(hr_redis *r, hr_lua_id id, int nkeys, int argc, con
     return 0;
 }
 
-/* ack.lua for the N UIDS, counted under stats FIELD, plus RETRIED. */
-static int wk_chunk_ack_eval(wk_chunk *c, hr_redis *r, const char *field, int64_t retried,
-                             const char *const *uids, size_t n, int64_t *removed, char *errstr,
-                             size_t errlen)
+/* The arguments of ack.lua for the N UIDS, counted under stats FIELD, plus
+ * RETRIED_S (the caller's buffer); the caller frees the array.  NULL when
+ * out of memory. */
+static const char **wk_chunk_ack_argv(const wk_chunk *c, const char *field, const char *retried_s,
+                                      const char *const *uids, size_t n)
 {
     const char **argv = calloc(n + 4, sizeof *argv);
-    char retried_s[24];
-    int rc;
 
-    if (argv == NULL) {
-        snprintf(errstr, errlen, "out of memory");
-        return -1;
-    }
-    snprintf(retried_s, sizeof retried_s, "%" PRId64, retried);
+    if (argv == NULL)
+        return NULL;
     argv[0] = c->k_set;
     argv[1] = c->k_stats;
     argv[2] = retried_s;
     argv[3] = field;
     if (n > 0)
         memcpy(argv + 4, uids, n * sizeof *argv);
-    rc = wk_chunk_eval_int(r, HR_LUA_ACK, 2, (int)n + 4, argv, removed, errstr, errlen);
+    return argv;
+}
+
+/* The arguments of dead_letter.lua for the buffered failures; the caller
+ * frees the array.  NULL when out of memory. */
+static const char **wk_chunk_dead_argv(const wk_chunk *c)
+{
+    const char **argv = calloc(2 * c->ndead + 3, sizeof *argv);
+
+    if (argv == NULL)
+        return NULL;
+    argv[0] = c->k_set;
+    argv[1] = c->k_failed;
+    argv[2] = c->k_stats;
+    for (size_t i = 0; i < c->ndead; i++) {
+        argv[3 + 2 * i] = c->dead[i].uid;
+        argv[4 + 2 * i] = c->dead[i].reason;
+    }
+    return argv;
+}
+
+/* ack.lua for the N UIDS, counted under stats FIELD (no retries). */
+static int wk_chunk_ack_eval(wk_chunk *c, hr_redis *r, const char *field,
+                             const char *const *uids, size_t n, int64_t *removed, char *errstr,
+                             size_t errlen)
+{
+    const char **argv = wk_chunk_ack_argv(c, field, "0", uids, n);
+    redisReply *reply;
+
+    if (argv == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    reply = hr_redis_eval(r, HR_LUA_ACK, 2, (int)n + 4, argv, NULL, errstr, errlen);
     free(argv);
+    return wk_chunk_counted(c, HR_LUA_ACK, reply, removed, 1, errstr, errlen);
+}
+
+bool wk_chunk_ack(wk_chunk *c, const char *uid)
+{
+    c->acks[c->nacks++] = uid;
+    return c->nacks + c->ndead >= c->ack_batch;
+}
+
+int wk_chunk_dead(wk_chunk *c, const char *uid, const char *reason)
+{
+    if (c->dead == NULL && (c->dead = calloc(c->ack_batch, sizeof *c->dead)) == NULL)
+        return -1;
+    c->dead[c->ndead].reason = strdup(reason);
+    if (c->dead[c->ndead].reason == NULL)
+        return -1;
+    c->dead[c->ndead++].uid = uid;
+    return c->nacks + c->ndead >= c->ack_batch;
+}
+
+/* One pipelined round trip: ack.lua for the buffered deliveries and
+ * retries, dead_letter.lua for the buffered failures.  What succeeded
+ * leaves its buffer even when the other call failed. */
+static int wk_chunk_flush_pipe(wk_chunk *c, hr_redis *r, char *errstr, size_t errlen)
+{
+    bool ack = c->nacks > 0 || c->retried_unflushed > 0, dead = c->ndead > 0;
+    const char **ack_argv = NULL, **dead_argv = NULL;
+    char retried_s[24];
+    int64_t removed;
+    int rc = -1, queued = 0;
+
+    snprintf(retried_s, sizeof retried_s, "%" PRId64, c->retried_unflushed);
+    if (ack)
+        ack_argv = wk_chunk_ack_argv(c, "sent", retried_s, c->acks, c->nacks);
+    if (dead)
+        dead_argv = wk_chunk_dead_argv(c);
+    if ((ack && ack_argv == NULL) || (dead && dead_argv == NULL)) {
+        snprintf(errstr, errlen, "out of memory");
+        goto done;
+    }
+    if (ack && hr_redis_pipe_eval(r, HR_LUA_ACK, 2, (int)c->nacks + 4, ack_argv, NULL) == 0)
+        queued |= 1;
+    if (dead &&
+        hr_redis_pipe_eval(r, HR_LUA_DEAD_LETTER, 3, 2 * (int)c->ndead + 3, dead_argv, NULL) == 0)
+        queued |= 2;
+    rc = queued == (ack ? 1 : 0) + (dead ? 2 : 0) ? 0 : -1;
+    if (rc != 0)
+        snprintf(errstr, errlen, "redis: cannot queue the ack batch");
+    /* Every queued reply is read, even after an error, so the connection
+     * stays in step. */
+    if (queued & 1) {
+        if (wk_chunk_counted(c, HR_LUA_ACK, hr_redis_pipe_reply(r, errstr, errlen), &removed, 1,
+                             errstr, errlen) == 0) {
+            c->sent += removed;
+            c->nacks = 0;
+            c->retried_unflushed = 0;
+        } else {
+            rc = -1;
+        }
+    }
+    if (queued & 2) {
+        if (wk_chunk_counted(c, HR_LUA_DEAD_LETTER, hr_redis_pipe_reply(r, errstr, errlen),
+                             &removed, 1, errstr, errlen) == 0) {
+            c->failed += removed;
+            wk_chunk_dead_clear(c);
+        } else {
+            rc = -1;
+        }
+    }
+done:
+    free(ack_argv);
+    free(dead_argv);
     return rc;
 }
 
-int wk_chunk_flush(wk_chunk *c, hr_redis *r, int64_t *removed, int64_t *retried, char *errstr,
-                   size_t errlen)
+int wk_chunk_flush(wk_chunk *c, hr_redis *r, char *errstr, size_t errlen)
 {
-    *removed = 0;
-    *retried = 0;
-    if (c->nacks == 0 && c->retried_unflushed == 0)
+    if (c->nacks == 0 && c->retried_unflushed == 0 && c->ndead == 0)
         return 0;
-    if (wk_chunk_ack_eval(c, r, "sent", c->retried_unflushed, c->acks, c->nacks, removed, errstr,
-                          errlen) != 0)
+    if (wk_chunk_flush_pipe(c, r, errstr, errlen) == 0)
+        return 0;
+    /* Redis lost its scripts (restart, SCRIPT FLUSH): load them, once more
+     * (both scripts only count uids still in the set: a repeat is safe). */
+    if (strncmp(errstr, "NOSCRIPT", 8) != 0 || hr_redis_reload_scripts(r, errstr, errlen) != 0)
         return -1;
-    *retried = c->retried_unflushed;
-    c->retried_unflushed = 0;
-    c->nacks = 0;
-    c->sent += *removed;
-    return 0;
+    return wk_chunk_flush_pipe(c, r, errstr, errlen);
 }
 
 /* HINCRBY stats FIELD N, when N > 0. */
@@ -360,8 +497,8 @@ int wk_chunk_throttle(wk_chunk *c, hr_redis *r, wk_chunk_throttled *out, char *e
         }
         if (nblocked == 0)
             continue;
-        if (wk_chunk_ack_eval(c, r, "throttled", 0, blocked, nblocked, &removed, errstr,
-                              errlen) != 0)
+        if (wk_chunk_ack_eval(c, r, "throttled", blocked, nblocked, &removed, errstr, errlen) !=
+            0)
             goto done;
         out->blocked += (int64_t)nblocked;
         out->removed += removed;
@@ -380,44 +517,16 @@ done:
     return rc;
 }
 
-int wk_chunk_dead_letter(wk_chunk *c, hr_redis *r, const char *uid, const char *reason,
-                         int64_t *removed, char *errstr, size_t errlen)
-{
-    const char *argv[] = {c->k_set, c->k_failed, c->k_stats, uid, reason};
-
-    if (wk_chunk_eval_int(r, HR_LUA_DEAD_LETTER, 3, 5, argv, removed, errstr, errlen) != 0)
-        return -1;
-    c->failed += *removed;
-    return 0;
-}
-
 int wk_chunk_close(wk_chunk *c, hr_redis *r, const char *owner, int64_t res[3], char *errstr,
                    size_t errlen)
 {
     char seq[24];
     const char *argv[] = {c->k_set, c->k_lease, c->k_pending, c->k_stats, c->k_subs, seq, owner};
-    redisReply *reply;
-    int rc = -1;
 
     snprintf(seq, sizeof seq, "%" PRId64, c->msg.seq);
-    reply = hr_redis_eval(r, HR_LUA_CHUNK_DONE, 5, 7, argv, NULL, errstr, errlen);
-    if (reply == NULL)
-        return -1;
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3) {
-        snprintf(errstr, errlen, "chunk_done.lua: unexpected reply");
-        goto done;
-    }
-    for (size_t i = 0; i < 3; i++) {
-        if (reply->element[i]->type != REDIS_REPLY_INTEGER) {
-            snprintf(errstr, errlen, "chunk_done.lua: unexpected reply");
-            goto done;
-        }
-        res[i] = reply->element[i]->integer;
-    }
-    rc = 0;
-done:
-    freeReplyObject(reply);
-    return rc;
+    return wk_chunk_counted(c, HR_LUA_CHUNK_DONE,
+                            hr_redis_eval(r, HR_LUA_CHUNK_DONE, 5, 7, argv, NULL, errstr, errlen),
+                            res, 3, errstr, errlen);
 }
 
 int wk_chunk_cancel(wk_chunk *c, hr_redis *r, const char *owner, int64_t *cancelled,

@@ -11,7 +11,11 @@
  *   throttle  pipelined throttle.lua per member (hr_throttle), then ack.lua
  *             counting the blocked ones under 'throttled'
  *   ack       buffered; flushed per ack_batch with ack.lua
- *   dead      dead_letter.lua per recipient
+ *   dead      buffered with the acks (ack_batch counts both); flushed with
+ *             dead_letter.lua in the same pipeline as ack.lua
+ * ack.lua, dead_letter.lua and chunk_done.lua answer the task's stats hash
+ * counters after the call; the chunk keeps the latest (C->counters) for the
+ * worker to hand to the reporter, which writes them as absolute values.
  *   close     chunk_done.lua once every recipient is settled
  *   release   lease_release.lua when the chunk is abandoned or parked
  *   cancel    chunk_cancel.lua when the task is cancelled
@@ -37,6 +41,11 @@ typedef enum wk_chunk_halt {
     WK_CHUNK_CANCEL, /* cancel: recipients counted as cancelled and dropped */
 } wk_chunk_halt;
 
+/* The stats hash's counters as a script left them (absolute values). */
+typedef struct wk_chunk_counters {
+    int64_t sent, failed, throttled, retried;
+} wk_chunk_counters;
+
 typedef struct wk_chunk {
     TAILQ_ENTRY(wk_chunk) link;
     hr_chunkmsg msg;
@@ -53,12 +62,19 @@ typedef struct wk_chunk {
     size_t open;           /* pushes not yet settled */
     const char **acks;     /* delivered, awaiting ack.lua */
     size_t nacks, ack_batch;
+    struct wk_chunk_dead {
+        const char *uid;
+        char *reason; /* owned */
+    } *dead;              /* failed for good, awaiting dead_letter.lua; NULL until needed */
+    size_t ndead;
     int64_t retried_unflushed;
     int64_t sent, failed, retried, throttled; /* totals, for the chunk_done log line */
     int64_t invalid;       /* members dead-lettered as "invalid uid" at open */
     int64_t user_errors;   /* HGETALL error replies (the user got no attributes) */
     char user_error[160];  /* the first of them, for the log */
     int64_t started_ms;
+    wk_chunk_counters counters; /* latest stats hash values seen */
+    bool counters_new;          /* COUNTERS changed since the worker took them */
     wk_chunk_halt halt;
     bool held;             /* pushes' hold flag: set once halt is not RUN */
 } wk_chunk;
@@ -76,7 +92,8 @@ wk_chunk *wk_chunk_new(hr_redis *r, const hr_chunkmsg *msg, int32_t partition, i
 void wk_chunk_free(wk_chunk *c);
 
 /* Takes the lease and reads the members.  Members that are not valid uids
- * are dead-lettered ("invalid uid", counted in C->invalid and C->failed)
+ * are dead-lettered at once ("invalid uid", counted in C->invalid and
+ * C->failed)
  * and get no push; a user hash that answers an error reply (not a hash)
  * leaves that recipient without attributes (C->user_errors).  A
  * wk_chunk_open_result, or -1 with ERRSTR on a Redis (connection) error. */
@@ -86,14 +103,18 @@ int wk_chunk_open(wk_chunk *c, hr_redis *r, const char *owner, int lease_ms, cha
 /* A chunk member is a uid: decimal digits only, 1..INT64_MAX. */
 bool wk_chunk_uid_valid(const char *s);
 
-/* Buffers UID as delivered; true when the buffer reached the ack batch and
- * should be flushed. */
+/* Buffers UID as delivered; true when the buffers reached the ack batch
+ * and should be flushed. */
 bool wk_chunk_ack(wk_chunk *c, const char *uid);
-/* Runs ack.lua for the buffered uids and retries: *REMOVED gets how many
- * left the set (counted as sent), *RETRIED the retries flushed.  The buffer
- * is emptied only on success. */
-int wk_chunk_flush(wk_chunk *c, hr_redis *r, int64_t *removed, int64_t *retried, char *errstr,
-                   size_t errlen);
+/* Buffers UID as failed for good with REASON (copied): 1 when the buffers
+ * reached the ack batch and should be flushed, 0, or -1 when out of
+ * memory. */
+int wk_chunk_dead(wk_chunk *c, const char *uid, const char *reason);
+/* One pipelined round trip: ack.lua for the buffered uids and retries
+ * (those that left the set are added to C->sent), dead_letter.lua for the
+ * buffered failures (added to C->failed).  A buffer is emptied only when
+ * its call succeeded. */
+int wk_chunk_flush(wk_chunk *c, hr_redis *r, char *errstr, size_t errlen);
 /* What wk_chunk_throttle decided. */
 typedef struct wk_chunk_throttled {
     int64_t blocked;     /* pushes not to be submitted (settled already) */
@@ -108,9 +129,6 @@ typedef struct wk_chunk_throttled {
  * stats hash.  0, or -1 with ERRSTR on a Redis error. */
 int wk_chunk_throttle(wk_chunk *c, hr_redis *r, wk_chunk_throttled *out, char *errstr,
                       size_t errlen);
-/* dead_letter.lua for UID; *REMOVED is 1 when it was still in the set. */
-int wk_chunk_dead_letter(wk_chunk *c, hr_redis *r, const char *uid, const char *reason,
-                         int64_t *removed, char *errstr, size_t errlen);
 /* chunk_done.lua: RES gets {removed, pending left, subs left}. */
 int wk_chunk_close(wk_chunk *c, hr_redis *r, const char *owner, int64_t res[3], char *errstr,
                    size_t errlen);

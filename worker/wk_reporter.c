@@ -27,7 +27,8 @@
  * chunk of the task when this overflows). */
 #define WK_REPORTER_FAILS 16
 
-/* Counter deltas of one task not yet written. */
+/* Counters of one task not yet written: sent .. retried absolute (-1 =
+ * none), cancelled a delta (see wk_reporter.h). */
 typedef struct wk_task_delta {
     int64_t task, sent, failed, throttled, retried, cancelled;
 } wk_task_delta;
@@ -50,7 +51,7 @@ struct wk_reporter {
     pthread_cond_t has_room;
     wk_event *ring;  /* outcome events only */
     size_t cap, head, count;
-    /* Counter deltas per task and chunk events wait here, not in the ring,
+    /* Counters per task and chunk events wait here, not in the ring,
      * so they never wait for room and are never dropped. */
     wk_task_delta *deltas;
     size_t ndeltas, deltas_cap;
@@ -206,9 +207,9 @@ static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, s
                                    HR_P_I64(d[k].cancelled), HR_P_I64(d[k].task)};
 
         if (hr_mysql_exec(rp->m,
-                          "UPDATE push_task SET sent = sent + ?, failed = failed + ?, "
-                          "throttled = throttled + ?, retried = retried + ?, "
-                          "cancelled = cancelled + ? WHERE id = ?",
+                          "UPDATE push_task SET sent = GREATEST(sent, ?), "
+                          "failed = GREATEST(failed, ?), throttled = GREATEST(throttled, ?), "
+                          "retried = GREATEST(retried, ?), cancelled = cancelled + ? WHERE id = ?",
                           params, 6, NULL, NULL, NULL, errstr, errlen) != 0)
             return -1;
     }
@@ -302,10 +303,19 @@ fail:
     return -1;
 }
 
-/* Adds the deltas of task D into rp->deltas (caller holds the mutex);
- * -1 when out of memory. */
-static int wk_reporter_merge(wk_reporter *rp, const wk_task_delta *d)
+/* The absolute value NEWER unless it is none (-1), then OLDER. */
+static int64_t wk_reporter_newest(int64_t older, int64_t newer)
 {
+    return newer >= 0 ? newer : older;
+}
+
+/* Adds the counters of task D into rp->deltas (caller holds the mutex):
+ * D's absolute values replace the kept ones, unless D is OLDER (a failed
+ * batch given back), whose values only fill in what nothing newer set;
+ * -1 when out of memory. */
+static int wk_reporter_merge(wk_reporter *rp, const wk_task_delta *d, bool older)
+{
+    wk_task_delta *e, lo, hi;
     size_t k;
 
     for (k = 0; k < rp->ndeltas && rp->deltas[k].task != d->task; k++)
@@ -320,13 +330,18 @@ static int wk_reporter_merge(wk_reporter *rp, const wk_task_delta *d)
             rp->deltas = grown;
             rp->deltas_cap = cap;
         }
-        rp->deltas[rp->ndeltas++] = (wk_task_delta){.task = d->task};
+        rp->deltas[rp->ndeltas++] =
+            (wk_task_delta){.task = d->task, .sent = -1, .failed = -1, .throttled = -1,
+                            .retried = -1};
     }
-    rp->deltas[k].sent += d->sent;
-    rp->deltas[k].failed += d->failed;
-    rp->deltas[k].throttled += d->throttled;
-    rp->deltas[k].retried += d->retried;
-    rp->deltas[k].cancelled += d->cancelled;
+    e = &rp->deltas[k];
+    lo = older ? *d : *e;
+    hi = older ? *e : *d;
+    e->sent = wk_reporter_newest(lo.sent, hi.sent);
+    e->failed = wk_reporter_newest(lo.failed, hi.failed);
+    e->throttled = wk_reporter_newest(lo.throttled, hi.throttled);
+    e->retried = wk_reporter_newest(lo.retried, hi.retried);
+    e->cancelled = lo.cancelled + hi.cancelled;
     return 0;
 }
 
@@ -381,12 +396,13 @@ static void wk_reporter_add_fail(wk_reporter *rp, int64_t task, const char *why)
     rp->nfails++;
 }
 
-/* A failed batch goes back (caller holds the mutex): deltas are merged
- * into the ones added meanwhile, chunk events keep their order. */
+/* A failed batch goes back (caller holds the mutex): its counters are
+ * merged under the ones added meanwhile (those are newer), chunk events
+ * keep their order. */
 static void wk_reporter_giveback(wk_reporter *rp, wk_batch *b)
 {
     for (size_t k = 0; k < b->ndeltas; k++)
-        if (wk_reporter_merge(rp, &b->deltas[k]) != 0)
+        if (wk_reporter_merge(rp, &b->deltas[k], true) != 0)
             hr_log_error("reporter_counters_lost", "task=%" PRId64, b->deltas[k].task);
     if (b->nchunks > 0) {
         wk_event *newer = rp->chunks;
@@ -558,7 +574,7 @@ void wk_reporter_push(wk_reporter *rp, const wk_event *ev)
                            .retried = ev->u.counters.retried,
                            .cancelled = ev->u.counters.cancelled};
 
-        lost = wk_reporter_merge(rp, &d) != 0;
+        lost = wk_reporter_merge(rp, &d, false) != 0;
         break;
     }
     case WK_EVENT_CHUNK_DONE:

@@ -2,13 +2,17 @@
  *
  * The loop thread never talks to MySQL for writes.  Per-recipient outcomes
  * go into a bounded ring (capacity worker.reporter_queue, mutex + condition
- * variables); counter deltas are merged per task into a small table and
+ * variables); counters are kept per task in a small table and
  * chunk events appended to a list, both beside the ring, so they never wait
  * for room and are never dropped.  A reporter thread with its own hr_mysql
  * connection drains everything every 200 ms or when worker.reporter_batch
  * outcomes wait, in one transaction: outcomes become multi-row INSERTs into
- * push_delivery (when worker.delivery_log is on), deltas one UPDATE
- * push_task per task, chunk events set push_chunk rows' state (done,
+ * push_delivery (when worker.delivery_log is on), counters one UPDATE
+ * push_task per task (sent, failed, throttled, retried are the stats hash's
+ * absolute values, newest per task, written with GREATEST so a report lost
+ * with a killed worker is made good by the next one and a late or replayed
+ * one never lowers or doubles a counter; cancelled is a delta, because the
+ * dispatcher adds its own cancellations to push_task.cancelled), chunk events set push_chunk rows' state (done,
  * parked, cancelled — never over 'done') and, for done, when the chunk was
  * the task's last pending one and its subs set is empty, move a
  * 'dispatched' task to 'done' (after the counters).  Nothing leaves before
@@ -36,7 +40,7 @@
 
 typedef enum wk_event_kind {
     WK_EVENT_OUTCOME,    /* one recipient settled: a push_delivery row */
-    WK_EVENT_COUNTERS,   /* deltas for push_task counters */
+    WK_EVENT_COUNTERS,   /* push_task counters: absolute values, and a delta */
     WK_EVENT_CHUNK_DONE, /* a chunk closed by chunk_done.lua, parked or cancelled */
 } wk_event_kind;
 
@@ -59,7 +63,9 @@ typedef struct wk_event {
             int64_t at_ms;
         } outcome;
         struct {
-            int64_t sent, failed, throttled, retried, cancelled;
+            /* The stats hash's values (newest wins); -1 = not carried. */
+            int64_t sent, failed, throttled, retried;
+            int64_t cancelled; /* added */
         } counters;
         struct {
             const char *state;    /* push_chunk.state: "done", "parked", "cancelled" */

@@ -56,7 +56,7 @@ struct wk_chan {
     wk_sender *s;
     const hr_channel *cfg;
     char rl_scope[96];
-    wk_push_list ready;
+    TAILQ_HEAD(wk_task_list, wk_task) tasks; /* with ready pushes, round robin */
     wk_retry_heap delayed; /* by due time */
     wk_xfer **all;   /* every handle created, up to concurrency */
     wk_xfer **free;  /* stack of idle handles */
@@ -335,6 +335,36 @@ static wk_push *wk_push_of(wk_retry_node *n)
     return (wk_push *)((char *)n - offsetof(wk_push, delay));
 }
 
+/* Links P READY into its task's queue (at the head when it goes next);
+ * a task that had none joins the channel's round robin at the end. */
+static void wk_chan_enqueue(wk_chan *ch, wk_push *p, bool head)
+{
+    wk_task *t = p->task;
+
+    if (!t->queued) {
+        TAILQ_INIT(&t->ready);
+        TAILQ_INSERT_TAIL(&ch->tasks, t, rr);
+        t->queued = true;
+    }
+    if (head)
+        TAILQ_INSERT_HEAD(&t->ready, p, link);
+    else
+        TAILQ_INSERT_TAIL(&t->ready, p, link);
+    p->state = WK_PUSH_READY;
+}
+
+/* Unlinks READY P; its task leaves the round robin when nothing is left. */
+static void wk_chan_dequeue(wk_chan *ch, wk_push *p)
+{
+    wk_task *t = p->task;
+
+    TAILQ_REMOVE(&t->ready, p, link);
+    if (TAILQ_EMPTY(&t->ready)) {
+        TAILQ_REMOVE(&ch->tasks, t, rr);
+        t->queued = false;
+    }
+}
+
 /* Moves delayed pushes whose backoff passed to the ready queue. */
 static void wk_chan_promote(wk_chan *ch, int64_t now)
 {
@@ -344,15 +374,16 @@ static void wk_chan_promote(wk_chan *ch, int64_t now)
         wk_push *p = wk_push_of(n);
 
         wk_retry_heap_remove(&ch->delayed, n);
-        TAILQ_INSERT_TAIL(&ch->ready, p, link);
-        p->state = WK_PUSH_READY;
+        wk_chan_enqueue(ch, p, false);
     }
     /* Also after a cancel took the node the timer was armed for. */
     wk_chan_arm_retry(ch);
 }
 
-/* Spends one token of SCOPE's LIMIT, asking the limiter for a grant when
- * none is left.  true when a token was spent; false with *WAIT_MS set. */
+/* Whether a token of SCOPE's LIMIT is at hand in *TOKENS, asking the
+ * limiter for a grant when none is left; false with *WAIT_MS set.  The
+ * token is spent (decremented) only when a push starts, so a grant is
+ * never lost to a push that could not start. */
 static bool wk_chan_token(wk_chan *ch, const char *scope, int64_t limit, int64_t *tokens,
                           int64_t *wait_ms)
 {
@@ -378,7 +409,6 @@ static bool wk_chan_token(wk_chan *ch, const char *scope, int64_t limit, int64_t
             return false;
         }
     }
-    (*tokens)--;
     return true;
 }
 
@@ -447,24 +477,50 @@ fail:
     return false;
 }
 
-/* Starts as many ready pushes of CH as its cap, pause and tokens allow. */
+/* The next task of CH's round robin that has a token at hand, or NULL
+ * with *WAIT_MS set to the end of the shortest wait.  Tasks whose limiter
+ * said no are skipped until their wait ends (head-of-line: one slow task
+ * must not stall the channel's others). */
+static wk_task *wk_chan_next_task(wk_chan *ch, int64_t now, int64_t *wait_ms)
+{
+    wk_task *t;
+
+    *wait_ms = INT64_MAX;
+    TAILQ_FOREACH(t, &ch->tasks, rr) {
+        int64_t wait = 0;
+
+        if (now < t->wait_until_ms) {
+            wait = t->wait_until_ms - now;
+        } else if (!wk_chan_token(ch, t->rl_scope, t->rate_limit, &t->tokens, &wait)) {
+            wait = wait > 0 ? wait : 1;
+            t->wait_until_ms = now + wait;
+        } else {
+            return t;
+        }
+        if (wait < *wait_ms)
+            *wait_ms = wait;
+    }
+    return NULL;
+}
+
+/* Starts as many ready pushes of CH as its cap, pause and tokens allow,
+ * one per task in turn. */
 static void wk_chan_pump(wk_chan *ch)
 {
     wk_sender *s = ch->s;
     int64_t now = wk_clock_now_ms(), wait_ms = 0;
+    wk_task *t;
     wk_push *p;
     wk_xfer *x;
 
     wk_chan_promote(ch, now);
-    while (!s->draining && (p = TAILQ_FIRST(&ch->ready)) != NULL &&
-           ch->inflight < (size_t)ch->cap.cap) {
+    while (!s->draining && !TAILQ_EMPTY(&ch->tasks) && ch->inflight < (size_t)ch->cap.cap) {
         if (now < ch->paused_until_ms) {
             uv_timer_start(&ch->wake, wk_chan_wake_cb, (uint64_t)(ch->paused_until_ms - now), 0);
             return;
         }
         if (!wk_chan_token(ch, ch->rl_scope, ch->cfg->rate_limit, &ch->tokens, &wait_ms) ||
-            !wk_chan_token(ch, p->task->rl_scope, p->task->rate_limit, &p->task->tokens,
-                           &wait_ms)) {
+            (t = wk_chan_next_task(ch, now, &wait_ms)) == NULL) {
             uv_timer_start(&ch->wake, wk_chan_wake_cb, (uint64_t)(wait_ms > 0 ? wait_ms : 1), 0);
             return;
         }
@@ -474,7 +530,18 @@ static void wk_chan_pump(wk_chan *ch)
             uv_timer_start(&ch->wake, wk_chan_wake_cb, WK_SENDER_LIMITER_RETRY_MS, 0);
             return;
         }
-        TAILQ_REMOVE(&ch->ready, p, link);
+        /* The tokens go with the push, started or settled. */
+        if (ch->cfg->rate_limit > 0)
+            ch->tokens--;
+        if (t->rate_limit > 0)
+            t->tokens--;
+        p = TAILQ_FIRST(&t->ready);
+        wk_chan_dequeue(ch, p);
+        /* Round robin: the task goes behind the others. */
+        if (t->queued) {
+            TAILQ_REMOVE(&ch->tasks, t, rr);
+            TAILQ_INSERT_TAIL(&ch->tasks, t, rr);
+        }
         wk_chan_start(ch, x, p);
     }
 }
@@ -557,8 +624,7 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
             ch->paused_until_ms = now + pause;
         p->attempts--;
         p->slowdowns++;
-        p->state = WK_PUSH_READY;
-        TAILQ_INSERT_HEAD(&ch->ready, p, link);
+        wk_chan_enqueue(ch, p, true);
         return;
     }
     if (rc == CURLE_OK)
@@ -638,7 +704,7 @@ int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_met
         ch->s = s;
         ch->cfg = &cfg->channels[i];
         snprintf(ch->rl_scope, sizeof ch->rl_scope, "push:ch:%s", ch->cfg->name);
-        TAILQ_INIT(&ch->ready);
+        TAILQ_INIT(&ch->tasks);
         wk_retry_cap_init(&ch->cap, ch->cfg->concurrency);
         ch->all = calloc((size_t)ch->cfg->concurrency, sizeof *ch->all);
         ch->free = calloc((size_t)ch->cfg->concurrency, sizeof *ch->free);
@@ -679,9 +745,8 @@ void wk_sender_submit(wk_sender *s, wk_push *p)
 {
     wk_chan *ch = &s->chans[p->task->ch_index];
 
-    p->state = WK_PUSH_READY;
     p->xfer = NULL;
-    TAILQ_INSERT_TAIL(&ch->ready, p, link);
+    wk_chan_enqueue(ch, p, false);
 }
 
 void wk_sender_kick(wk_sender *s)
@@ -695,7 +760,7 @@ void wk_sender_cancel(wk_sender *s, wk_push *p)
 
     switch (p->state) {
     case WK_PUSH_READY:
-        TAILQ_REMOVE(&ch->ready, p, link);
+        wk_chan_dequeue(ch, p);
         break;
     case WK_PUSH_DELAYED:
         wk_retry_heap_remove(&ch->delayed, &p->delay);

@@ -4,9 +4,11 @@
  * uv_poll on every socket curl cares about, CURLMOPT_TIMERFUNCTION arms one
  * uv_timer; finished transfers are drained with curl_multi_info_read), and
  * one runtime state per configured channel:
- *   - a ready queue of wk_push (intrusive links) and a min-heap of the
- *     pushes waiting out a retry backoff (the pushes are owned by their
- *     chunk, the sender only links them),
+ *   - one ready queue of wk_push (intrusive links, in the wk_task) per
+ *     task with pushes waiting, served round-robin so that one task cannot hold up the
+ *     others (a task waiting for rate-limit tokens is skipped until its
+ *     wait ends), and a min-heap of the pushes waiting out a retry backoff
+ *     (the pushes are owned by their chunk, the sender only links them),
  *   - a pool of easy handles kept configured between requests so
  *     connections are reused (at most the channel's concurrency),
  *   - the AIMD in-flight cap (wk_retry) and a pause deadline set by
@@ -14,8 +16,11 @@
  *   - tokens granted by the cluster-wide rate limiter (scope
  *     "push:ch:<name>"; the task's share "push:task<ID>" is kept in its
  *     wk_task), asked for in grants of max(1, limit/20) so the rate is
- *     smooth; when the limiter says no, a per-channel uv_timer wakes the
- *     channel at the next second while other channels keep sending.
+ *     smooth; a token is spent only when its push starts (a grant is never
+ *     thrown away: what is left waits for the next push of that task or
+ *     channel); when the channel's limiter says no, a per-channel uv_timer
+ *     wakes the channel at the next second while other channels keep
+ *     sending, and when a task's says no, the channel's other tasks go on.
  * Retryable failures (5xx, curl errors such as timeouts or refused
  * connections) wait an exponential backoff with full jitter on the delayed
  * heap, unless the push's hold flag is set (its owner is pausing or
@@ -58,7 +63,7 @@ typedef struct wk_push {
     struct wk_xfer *xfer;     /* INFLIGHT on this handle */
 } wk_push;
 
-typedef TAILQ_HEAD(wk_push_list, wk_push) wk_push_list;
+typedef struct wk_push_list wk_push_list; /* wk_task.h */
 
 typedef struct wk_push_result {
     bool delivered;

@@ -42,6 +42,8 @@ void wk_task_free(wk_task *t)
     hr_task_free(t->row);
     hr_template_free(t->title);
     hr_template_free(t->body);
+    hr_buf_free(&t->fixed_title);
+    hr_buf_free(&t->fixed_body);
     hr_template_free(t->url);
     hr_template_free(t->chbody);
     if (t->headers != NULL)
@@ -73,6 +75,8 @@ static int wk_task_compile(const char *what, const char *src, hr_template_escape
     }
     return 0;
 }
+
+static void wk_task_fix_texts(wk_task *t); /* with the rendering, below */
 
 int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errstr, size_t errlen)
 {
@@ -121,6 +125,7 @@ int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errst
                    (t->throttle.limit > 0 && row->throttle_key != NULL);
     for (size_t i = 0; i < t->ch->nheaders; i++)
         t->uses_user = t->uses_user || hr_template_uses_user(t->headers[i]);
+    wk_task_fix_texts(t);
     t->rate_limit = row->rate_limit > 0 ? row->rate_limit : t->ch->rate_limit;
     snprintf(t->rl_scope, sizeof t->rl_scope, "push:task%" PRId64, row->id);
     *out = t;
@@ -237,7 +242,8 @@ typedef struct wk_render_ctx {
     const wk_task *t;
     const char *uid;
     const redisReply *user;
-    hr_buf title, body; /* the task's, rendered first */
+    hr_buf title, body; /* the task's, rendered first ... */
+    const hr_buf *title_out, *body_out; /* ... here, or the task's fixed ones */
     char num[64];       /* a number or boolean printed from the payload */
     char *printed;      /* a payload object/array printed, freed by the caller */
 } wk_render_ctx;
@@ -297,11 +303,11 @@ static const char *wk_render_lookup(void *ctx, hr_tvar_kind kind, const char *na
         *len = strlen(c->uid);
         return c->uid;
     case HR_TVAR_TITLE:
-        *len = c->title.len;
-        return c->title.data ? c->title.data : "";
+        *len = c->title_out->len;
+        return c->title_out->data ? c->title_out->data : "";
     case HR_TVAR_BODY:
-        *len = c->body.len;
-        return c->body.data ? c->body.data : "";
+        *len = c->body_out->len;
+        return c->body_out->data ? c->body_out->data : "";
     case HR_TVAR_TASK:
         if (strcmp(name, "id") == 0) {
             *len = (size_t)snprintf(c->num, sizeof c->num, "%" PRId64, row->id);
@@ -355,6 +361,34 @@ static size_t wk_task_strip_ctl(hr_buf *line, size_t from)
     return removed;
 }
 
+/* Renders the task's title into TITLE, then its body into BODY (which
+ * C->title_out and C->body_out point at). */
+static int wk_render_texts(wk_render_ctx *c, hr_buf *title, hr_buf *body)
+{
+    if (hr_template_render(c->t->title, wk_render_lookup, c, title, NULL) != 0 ||
+        hr_template_render(c->t->body, wk_render_lookup, c, body, NULL) != 0)
+        return -1;
+    return 0;
+}
+
+/* Renders title and body once when they are the same for every recipient
+ * (no uid, no user.*); when that fails (a size cap) they are rendered per
+ * push, which reports the failure there. */
+static void wk_task_fix_texts(wk_task *t)
+{
+    wk_render_ctx c = {.t = t, .uid = ""};
+
+    if (hr_template_uses(t->title, HR_TVAR_UID) || hr_template_uses_user(t->title) ||
+        hr_template_uses(t->body, HR_TVAR_UID) || hr_template_uses_user(t->body))
+        return;
+    hr_buf_init(&t->fixed_title, WK_TASK_TEXT_MAX);
+    hr_buf_init(&t->fixed_body, WK_TASK_TEXT_MAX);
+    c.title_out = &t->fixed_title;
+    c.body_out = &t->fixed_body;
+    t->fixed = wk_render_texts(&c, &t->fixed_title, &t->fixed_body) == 0;
+    free(c.printed);
+}
+
 int wk_task_render(const wk_task *t, const char *uid, const redisReply *user, hr_buf *url,
                    hr_buf *body, struct curl_slist **headers, size_t *stripped, char *errstr,
                    size_t errlen)
@@ -370,8 +404,9 @@ int wk_task_render(const wk_task *t, const char *uid, const redisReply *user, hr
     hr_buf_init(&line, WK_TASK_TEXT_MAX);
     hr_buf_reset(url);
     hr_buf_reset(body);
-    if (hr_template_render(t->title, wk_render_lookup, &c, &c.title, NULL) != 0 ||
-        hr_template_render(t->body, wk_render_lookup, &c, &c.body, NULL) != 0 ||
+    c.title_out = t->fixed ? &t->fixed_title : &c.title;
+    c.body_out = t->fixed ? &t->fixed_body : &c.body;
+    if ((!t->fixed && wk_render_texts(&c, &c.title, &c.body) != 0) ||
         hr_template_render(t->url, wk_render_lookup, &c, url, NULL) != 0 ||
         hr_template_render(t->chbody, wk_render_lookup, &c, body, NULL) != 0 ||
         hr_buf_append(url, "", 1) != 0) {

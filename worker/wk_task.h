@@ -13,7 +13,8 @@
  * The task's throttle rule (hr_throttle.h) is resolved here too.
  *
  * wk_task also carries the per-task share of the push rate limit granted
- * to this worker (tokens), spent by the sender. */
+ * to this worker (tokens), spent by the sender, and the sender's ready
+ * queue of the task (a task has one channel, so one queue). */
 #ifndef WK_TASK_H
 #define WK_TASK_H
 
@@ -21,6 +22,7 @@
 #include <hiredis/hiredis.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include "hr_config.h"
 #include "hr_mysql.h"
@@ -39,6 +41,10 @@ typedef struct wk_task {
     const hr_channel *ch;
     size_t ch_index;          /* position in cfg->channels */
     hr_template *title, *body; /* the task's own, rendered raw */
+    /* When title and body name no uid or user.* field they are the same for
+     * every recipient: rendered once, at build (fixed). */
+    bool fixed;
+    hr_buf fixed_title, fixed_body;
     hr_template *url, *chbody; /* the channel's */
     hr_template **headers;     /* one per channel header value */
     struct cJSON *payload;     /* NULL when the task has none */
@@ -47,6 +53,13 @@ typedef struct wk_task {
     int64_t rate_limit;        /* effective pushes/s for the task, 0 = none */
     char rl_scope[40];         /* "push:task<ID>" */
     int64_t tokens;            /* granted by the limiter, not yet spent */
+    /* Sender state (loop thread; wk_sender): the ready pushes, the place
+     * in the channel's round robin while any wait, and until when the
+     * task's limiter said no. */
+    TAILQ_HEAD(wk_push_list, wk_push) ready;
+    TAILQ_ENTRY(wk_task) rr;
+    bool queued;
+    int64_t wait_until_ms;
     int refs;
     int64_t loaded_ms;
 } wk_task;

@@ -106,32 +106,33 @@ static void wk_worker_soon(wk_worker *w);
 
 /* ---- chunk endings ------------------------------------------------------ */
 
-static void wk_worker_report_counters(wk_worker *w, int64_t task, int64_t sent, int64_t failed,
-                                      int64_t throttled, int64_t retried)
+/* Hands the stats hash counters C's last script call answered to the
+ * reporter (absolute values: see wk_reporter.h). */
+static void wk_worker_report_counters(wk_worker *w, wk_chunk *c)
 {
-    wk_event ev = {.kind = WK_EVENT_COUNTERS, .task = task};
+    wk_event ev = {.kind = WK_EVENT_COUNTERS, .task = c->msg.task};
 
-    if (sent == 0 && failed == 0 && throttled == 0 && retried == 0)
+    if (!c->counters_new)
         return;
-    ev.u.counters.sent = sent;
-    ev.u.counters.failed = failed;
-    ev.u.counters.throttled = throttled;
-    ev.u.counters.retried = retried;
+    ev.u.counters.sent = c->counters.sent;
+    ev.u.counters.failed = c->counters.failed;
+    ev.u.counters.throttled = c->counters.throttled;
+    ev.u.counters.retried = c->counters.retried;
     wk_reporter_push(w->reporter, &ev);
+    c->counters_new = false;
 }
 
 /* Flushes C's acknowledgements and reports them; 0 or -1 (logged). */
 static int wk_worker_flush(wk_worker *w, wk_chunk *c)
 {
-    int64_t removed, retried;
     char errstr[256];
 
-    if (wk_chunk_flush(c, w->redis, &removed, &retried, errstr, sizeof errstr) != 0) {
+    if (wk_chunk_flush(c, w->redis, errstr, sizeof errstr) != 0) {
         hr_log_error("ack_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s", c->msg.task,
                      c->msg.seq, errstr);
         return -1;
     }
-    wk_worker_report_counters(w, c->msg.task, removed, 0, 0, retried);
+    wk_worker_report_counters(w, c);
     return 0;
 }
 
@@ -195,6 +196,9 @@ static void wk_worker_finish(wk_worker *w, wk_chunk *c)
         wk_worker_drop(w, c, errstr);
         return;
     }
+    /* Also for a redelivered, already empty chunk: its close reports what
+     * a killed worker's reporter could not write. */
+    wk_worker_report_counters(w, c);
     if (res[0] < 0) {
         /* Members appeared after we read the set: leave them to a
          * redelivery by the sweeper. */
@@ -237,7 +241,11 @@ static void wk_worker_halted(wk_worker *w, wk_chunk *c)
         return;
     }
     if (c->halt == WK_CHUNK_CANCEL) {
-        wk_event counters = {.kind = WK_EVENT_COUNTERS, .task = c->msg.task};
+        /* Only the delta: sent .. retried are not carried (-1). */
+        wk_event counters = {.kind = WK_EVENT_COUNTERS,
+                             .task = c->msg.task,
+                             .u.counters = {.sent = -1, .failed = -1, .throttled = -1,
+                                            .retried = -1}};
 
         if (wk_chunk_cancel(c, w->redis, w->owner, &cancelled, errstr, sizeof errstr) != 0) {
             wk_worker_drop(w, c, errstr);
@@ -315,7 +323,6 @@ static void wk_worker_push_done(void *ctx, wk_push *p, const wk_push_result *res
     wk_worker *w = ctx;
     wk_chunk *c = p->owner;
     wk_metrics_chan *mc = &w->met->chans[c->task->ch_index];
-    char errstr[256];
 
     c->open--;
     if (p->attempts > 1) {
@@ -344,16 +351,14 @@ static void wk_worker_push_done(void *ctx, wk_push *p, const wk_push_result *res
             return;
         }
     } else {
-        int64_t removed = 0;
+        int full = wk_chunk_dead(c, p->uid, res->reason);
 
-        if (wk_chunk_dead_letter(c, w->redis, p->uid, res->reason, &removed, errstr,
-                                 sizeof errstr) != 0) {
-            wk_worker_drop(w, c, errstr);
-            return;
-        }
         hr_log_debug("push_failed", "task=%" PRId64 " uid=%s reason=%s", c->msg.task, p->uid,
                      res->reason);
-        wk_worker_report_counters(w, c->msg.task, 0, removed, 0, 0);
+        if (full < 0 || (full == 1 && wk_worker_flush(w, c) != 0)) {
+            wk_worker_drop(w, c, full < 0 ? "out of memory" : "ack failed");
+            return;
+        }
     }
     if (c->open == 0 && c->halt != WK_CHUNK_RUN)
         wk_worker_halted(w, c);
@@ -416,7 +421,7 @@ static int wk_worker_throttle(wk_worker *w, wk_chunk *c)
         wk_worker_drop(w, c, errstr);
         return -1;
     }
-    wk_worker_report_counters(w, c->msg.task, 0, 0, thr.removed, 0);
+    wk_worker_report_counters(w, c);
     hr_metrics_add(w->met->chans[c->task->ch_index].throttled, (uint64_t)thr.blocked);
     hr_metrics_add(w->met->throttled, (uint64_t)thr.blocked);
     if (w->cfg->worker.delivery_log && thr.blocked > 0)
@@ -434,7 +439,7 @@ static int wk_worker_throttle(wk_worker *w, wk_chunk *c)
 static void wk_worker_open_anomalies(wk_worker *w, wk_chunk *c)
 {
     if (c->invalid > 0) {
-        wk_worker_report_counters(w, c->msg.task, 0, c->failed, 0, 0);
+        wk_worker_report_counters(w, c);
         hr_metrics_add(w->met->chans[c->task->ch_index].failed, (uint64_t)c->invalid);
         hr_metrics_add(w->met->anomalies[WK_ANOMALY_INVALID_UID], (uint64_t)c->invalid);
         hr_log_warn("invalid_uids", "task=%" PRId64 " seq=%" PRId64 " count=%" PRId64,

@@ -4,7 +4,10 @@
 -- removed uids count under ('sent', or 'throttled' for recipients the
 -- throttle blocked), ARGV[3..] uids
 -- Only uids still in the set count, so a redelivered chunk never counts a
--- recipient twice.  Returns how many were removed.
+-- recipient twice.  Returns {removed, sent, failed, throttled, retried}: how
+-- many were removed, then the stats hash's counters after this call (absolute
+-- values, which the worker's reporter writes to MySQL with GREATEST, so a
+-- lost or late report never leaves push_task low or counts twice).
 local removed = 0
 -- unpack() is limited by the Lua C stack (8000 slots): remove in slices.
 for i = 3, #ARGV, 1000 do
@@ -17,4 +20,6 @@ local retried = tonumber(ARGV[1])
 if retried > 0 then
   redis.call('HINCRBY', KEYS[2], 'retried', retried)
 end
-return removed
+local s = redis.call('HMGET', KEYS[2], 'sent', 'failed', 'throttled', 'retried')
+return {removed, tonumber(s[1]) or 0, tonumber(s[2]) or 0, tonumber(s[3]) or 0,
+        tonumber(s[4]) or 0}

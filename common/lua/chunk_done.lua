@@ -2,11 +2,16 @@
 -- KEYS[1] chunk set, KEYS[2] lease, KEYS[3] pending hash, KEYS[4] stats
 -- hash, KEYS[5] subs set
 -- ARGV[1] seq, ARGV[2] owner id
--- Returns {removed, pending left, subs left}; removed is 1 when this call
--- closed the chunk, 0 when it was closed before, -1 when the set is not
--- empty (nothing is changed then).
+-- Returns {removed, pending left, subs left, sent, failed, throttled,
+-- retried}; removed is 1 when this call closed the chunk, 0 when it was
+-- closed before, -1 when the set is not empty (nothing is changed then); the
+-- last four are the stats hash's counters (as ack.lua), so a redelivered
+-- chunk's close reports what a killed worker could not.
+local s = redis.call('HMGET', KEYS[4], 'sent', 'failed', 'throttled', 'retried')
+local counters = {tonumber(s[1]) or 0, tonumber(s[2]) or 0, tonumber(s[3]) or 0,
+                  tonumber(s[4]) or 0}
 if redis.call('SCARD', KEYS[1]) ~= 0 then
-  return {-1, redis.call('HLEN', KEYS[3]), redis.call('SCARD', KEYS[5])}
+  return {-1, redis.call('HLEN', KEYS[3]), redis.call('SCARD', KEYS[5]), unpack(counters)}
 end
 redis.call('DEL', KEYS[1])
 if redis.call('GET', KEYS[2]) == ARGV[2] then
@@ -16,4 +21,4 @@ local removed = redis.call('HDEL', KEYS[3], ARGV[1])
 if removed == 1 then
   redis.call('HINCRBY', KEYS[4], 'chunks_done', 1)
 end
-return {removed, redis.call('HLEN', KEYS[3]), redis.call('SCARD', KEYS[5])}
+return {removed, redis.call('HLEN', KEYS[3]), redis.call('SCARD', KEYS[5]), unpack(counters)}

@@ -1,7 +1,8 @@
 /* wk_task rendering and wk_chunk's uid check, without servers: header
  * values lose control bytes (no header injection), values in the URL are
- * percent-encoded, huge payload numbers print without undefined casts, and
- * chunk members must be uids 1..INT64_MAX. */
+ * percent-encoded, huge payload numbers print without undefined casts, a
+ * title and body that name no uid or user.* are rendered once per task,
+ * and chunk members must be uids 1..INT64_MAX. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,7 +24,10 @@ static const char yaml[] =
     "    url: \"http://127.0.0.1/push/{{uid}}?p={{payload.p}}\"\n"
     "    headers:\n"
     "      X-Value: \"v={{payload.h}};\"\n"
-    "    body: \"{{payload.n}}|{{payload.m}}\"\n";
+    "    body: \"{{payload.n}}|{{payload.m}}\"\n"
+    "  titled:\n"
+    "    url: \"http://127.0.0.1/t\"\n"
+    "    body: \"{{title}}|{{body}}|{{uid}}\"\n";
 
 typedef struct fixture {
     hr_config *cfg;
@@ -96,6 +100,66 @@ static void test_render_escapes(void **state)
     hr_buf_free(&body);
 }
 
+/* Renders TASK for UID into a string compared with WANT. */
+static void assert_rendered(const wk_task *task, const char *uid, const char *want)
+{
+    struct curl_slist *headers = NULL;
+    size_t stripped = 0;
+    hr_buf url, body;
+    char errstr[256];
+
+    hr_buf_init(&url, 4096);
+    hr_buf_init(&body, 4096);
+    assert_int_equal(wk_task_render(task, uid, NULL, &url, &body, &headers, &stripped, errstr,
+                                    sizeof errstr),
+                     0);
+    assert_string_equal(body.data, want);
+    curl_slist_free_all(headers);
+    hr_buf_free(&url);
+    hr_buf_free(&body);
+}
+
+/* A task on channel "titled" with TITLE and BODY. */
+static wk_task *titled_task(const hr_config *cfg, const char *title, const char *body)
+{
+    hr_task *row = calloc(1, sizeof *row);
+    wk_task *task = NULL;
+    char errstr[512];
+
+    assert_non_null(row);
+    row->id = 8;
+    row->name = strdup("t8");
+    row->topic = strdup("default");
+    row->channel = strdup("titled");
+    row->title = strdup(title);
+    row->body = strdup(body);
+    row->payload = strdup("{\"p\":\"pv\"}");
+    row->chunk_size = 100;
+    row->lease_until_ms = -1;
+    assert_int_equal(wk_task_build(cfg, row, &task, errstr, sizeof errstr), 0);
+    return task;
+}
+
+static void test_render_fixed_texts(void **state)
+{
+    fixture *f = *state;
+    wk_task *fixed = titled_task(f->cfg, "Hi {{task.name}}", "{{payload.p}} {{title}}");
+    wk_task *per_uid = titled_task(f->cfg, "Hi {{uid}}", "{{payload.p}}");
+    wk_task *per_user = titled_task(f->cfg, "Hi", "{{user.name}}");
+
+    assert_true(fixed->fixed);
+    assert_rendered(fixed, "1", "Hi t8|pv Hi t8|1");
+    assert_rendered(fixed, "2", "Hi t8|pv Hi t8|2");
+    assert_false(per_uid->fixed);
+    assert_rendered(per_uid, "5", "Hi 5|pv|5");
+    assert_rendered(per_uid, "6", "Hi 6|pv|6");
+    assert_false(per_user->fixed);
+    assert_rendered(per_user, "7", "Hi||7");
+    wk_task_free(fixed);
+    wk_task_free(per_uid);
+    wk_task_free(per_user);
+}
+
 static void test_uid_valid(void **state)
 {
     (void)state;
@@ -116,6 +180,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_render_escapes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_render_fixed_texts, setup, teardown),
         cmocka_unit_test(test_uid_valid),
     };
 
