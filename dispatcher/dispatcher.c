@@ -6,7 +6,8 @@
  *   t_sweep (sweep_interval_ms)  -> background sweeper
  *   t_timer (timer_interval_ms)  -> timer pop + claims
  *   t_lease (lease_s / 3)        -> lease renewal
- *   t_tick  (DSP_TICK_MS)        -> delivery reports, chunk rows, chunking
+ *   t_tick  (DSP_TICK_MS; 1 ms after a tick that moved a chunk)
+ *                                -> delivery reports, chunk rows, chunking
  * The HTTP server (dsp_api.c) runs from start to exit on its own threads;
  * without API tokens (and without api.insecure) the dispatcher refuses to
  * start (exit 2).  SIGTERM/SIGINT stop claiming at once; when the background job in flight
@@ -58,7 +59,15 @@ static void dsp_on_tick(uv_timer_t *h)
 {
     dsp *d = h->data;
 
-    dsp_tick(d);
+    if (dsp_tick(d)) {
+        /* libuv re-armed the timer from the loop time before this tick, which
+         * a chunk move (tens of ms) leaves stale, so the next tick would
+         * still wait a whole DSP_TICK_MS with Redis idle.  A chunk moved:
+         * tick again after 1 ms, which lets the loop serve its I/O and the
+         * other timers in between. */
+        uv_update_time(h->loop);
+        uv_timer_start(h, dsp_on_tick, 1, DSP_TICK_MS);
+    }
     /* Shutting down: finish once the background job has returned. */
     if (atomic_load(&d->stopping) && !d->bg_busy && !d->finished) {
         d->finished = true;

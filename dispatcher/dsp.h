@@ -193,7 +193,9 @@ void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque);
  * claim or lets its lease lapse). */
 bool dsp_own(dsp *d, const hr_task *t, const char *via);
 void dsp_timer_pop(dsp *d);
-void dsp_tick(dsp *d);
+/* Reports, chunk rows and at most one chunk per owned task.  true when it
+ * moved a chunk: more may be waiting, so the caller ticks again at once. */
+bool dsp_tick(dsp *d);
 void dsp_renew_leases(dsp *d);
 /* At exit: serve reports, write them, mark finished tasks, release leases. */
 void dsp_release_all(dsp *d);

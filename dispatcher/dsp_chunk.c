@@ -356,8 +356,8 @@ static int64_t dsp_grant(dsp *d, dsp_task *t, int64_t now, char *err, size_t err
     return granted;
 }
 
-/* One chunk of T: grant, seq, move, produce. */
-static void dsp_chunk_one(dsp *d, dsp_task *t)
+/* One chunk of T: grant, seq, move, produce.  true when a chunk moved. */
+static bool dsp_chunk_one(dsp *d, dsp_task *t)
 {
     dsp_conn *c = &d->loop_conn;
     char err[512], keys[3][256], seq_s[24], n_s[24], now_s[24];
@@ -370,7 +370,7 @@ static void dsp_chunk_one(dsp *d, dsp_task *t)
         if (failed)
             goto redis_failed;
         t->next_ms = now + 100; /* a refill holds the prepare lock */
-        return;
+        return false;
     }
     n = dsp_grant(d, t, now, err, sizeof err, &failed);
     if (n == 0) {
@@ -378,7 +378,7 @@ static void dsp_chunk_one(dsp *d, dsp_task *t)
             dsp_unlock(d, t->id);
         if (failed)
             goto redis_failed;
-        return;
+        return false;
     }
     hr_redis_task_key(c->r, keys[0], sizeof keys[0], t->id, "seq");
     reply = hr_redis_cmdf(c->r, err, sizeof err, "INCR %s", keys[0]);
@@ -405,7 +405,7 @@ static void dsp_chunk_one(dsp *d, dsp_task *t)
     dsp_health_ok(d, DSP_REDIS);
     if (moved == 0) {
         t->subs_empty = true;
-        return;
+        return false;
     }
     t->chunks++;
     if (d->crash_after_move > 0 && ++d->moves == d->crash_after_move)
@@ -415,25 +415,27 @@ static void dsp_chunk_one(dsp *d, dsp_task *t)
         hr_log_warn("chunk_publish_failed", "task=%lld seq=%lld error=%s", (long long)t->id,
                     (long long)seq, err);
         t->next_ms = now + 1000;
-        return;
+        return true;
     }
     t->outstanding++;
     hr_log_debug("chunk_moved", "task=%lld seq=%lld size=%lld", (long long)t->id,
                  (long long)seq, (long long)moved);
-    return;
+    return true;
 redis_failed:
     dsp_conn_failed(d, c, DSP_REDIS, err);
+    return false;
 }
 
-void dsp_tick(dsp *d)
+bool dsp_tick(dsp *d)
 {
     size_t i, budget = DSP_CHUNKS_PER_TICK;
     int64_t now;
+    bool moved = false;
 
     rd_kafka_poll(d->rk, 0);
     dsp_write_reports(d, DSP_REPORTS_PER_TICK);
     if (atomic_load(&d->stopping))
-        return;
+        return false;
     now = dsp_now_ms();
     /* Backwards, because dsp_finish moves the last task into slot i. */
     for (i = d->ntasks; i-- > 0 && budget > 0;) {
@@ -448,9 +450,11 @@ void dsp_tick(dsp *d)
         }
         if (t->outstanding >= DSP_OUTSTANDING_MAX)
             continue;
-        dsp_chunk_one(d, t);
+        if (dsp_chunk_one(d, t))
+            moved = true;
         budget--;
     }
+    return moved;
 }
 
 /* Puts the popped entries FROM.. of REPLY back into the timer with their
