@@ -8,7 +8,8 @@
  *      runs meanwhile.
  *   1. The stale working keys go: subs, seq, pending, every chunk:* and
  *      lease:* of the task (pulled, failed and stats stay: what survived of
- *      them is still true).
+ *      them is still true; counters of a lost stats hash are raised back to
+ *      MySQL's, which workers only ever raise).
  *   2. subs = push_subscription minus the recipients push_delivery shows
  *      as sent/failed/throttled/pulled, minus the pulled set: hr_subs_refill
  *      (the dispatcher's refill, excluding delivered recipients).  A refill
@@ -58,6 +59,41 @@ static int recover_reset_total(hr_mysql *m, int64_t id, char *err, size_t errlen
         hr_mysql_commit(m, err, errlen) < 0) {
         hr_mysql_rollback(m);
         return -1;
+    }
+    return 0;
+}
+
+/* Workers write the stats hash's counters to MySQL as absolute values
+ * (GREATEST), so a stats hash lost with Redis must not restart from 0: each
+ * counter is raised back to what MySQL recorded (the task is paused or not
+ * started, so no worker bumps them meanwhile). */
+static int recover_restore_stats(hr_redis *r, const char *base, const hr_task *t, char *err,
+                                 size_t errlen)
+{
+    const struct {
+        const char *field;
+        int64_t value;
+    } counters[] = {{"sent", t->sent},           {"failed", t->failed},
+                    {"throttled", t->throttled}, {"retried", t->retried},
+                    {"pulled", t->pulled},       {"cancelled", t->cancelled}};
+    redisReply *reply;
+    size_t i;
+
+    for (i = 0; i < sizeof counters / sizeof counters[0]; i++) {
+        long long have;
+
+        reply = hr_redis_cmdf(r, err, errlen, "HGET %sstats %s", base, counters[i].field);
+        if (reply == NULL)
+            return -1;
+        have = reply->type == REDIS_REPLY_STRING ? strtoll(reply->str, NULL, 10) : 0;
+        freeReplyObject(reply);
+        if (have >= counters[i].value)
+            continue;
+        reply = hr_redis_cmdf(r, err, errlen, "HSET %sstats %s %lld", base, counters[i].field,
+                              (long long)counters[i].value);
+        if (reply == NULL)
+            return -1;
+        freeReplyObject(reply);
     }
     return 0;
 }
@@ -185,6 +221,8 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
         ctl_fail("%s", err);
         goto done;
     }
+    if (recover_restore_stats(r, base, t, err, sizeof err) < 0)
+        goto redis_failed;
     snprintf(key, sizeof key, "%sctl", base);
     reply = hr_redis_cmdf(r, err, sizeof err, "SET %s %s", key, t->control);
     if (reply == NULL)
