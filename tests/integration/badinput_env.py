@@ -271,6 +271,14 @@ class Env:
         self.procs.append(p)
         return p
 
+    def start_daemons(self, dispatcher, worker, cfg):
+        """Starts a dispatcher and a worker on CFG and checks both serve;
+        returns (dispatcher, worker) Popens."""
+        dsp = self.start([dispatcher, "-c", cfg], "dispatcher.log")
+        wk = self.start([worker, "-c", cfg], "worker.log")
+        check(self.wait_ready(self.dsp_port) and self.wait_ready(self.wk_port), "daemons serve")
+        return dsp, wk
+
     def log(self, proc):
         with open(proc.logpath, "rb") as f:
             return f.read().decode(errors="replace")

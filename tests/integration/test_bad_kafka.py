@@ -43,9 +43,7 @@ def main():
         cfg = env.config({"ok": {"url": provider.url("ok"), "timeout_ms": 3000}})
         if not env.create_topic():
             return 77
-        wk = env.start([sys.argv[2], "-c", cfg], "worker.log")
-        dsp = env.start([sys.argv[1], "-c", cfg], "dispatcher.log")
-        check(env.wait_ready(env.dsp_port) and env.wait_ready(env.wk_port), "daemons serve")
+        dsp, wk = env.start_daemons(sys.argv[1], sys.argv[2], cfg)
         env.kcat_produce(DECODE_BAD, key="1:1")
         env.kcat_produce([chunk(1 << 40, 1, 3)], key="%d:1" % (1 << 40))
         first = env.insert_with_subs("first", "ok", range(1, 11), due_s=1)

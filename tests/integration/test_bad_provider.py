@@ -35,9 +35,7 @@ def main():
         cfg = env.config(channels)
         if not env.create_topic():
             return 77
-        dsp = env.start([sys.argv[1], "-c", cfg], "dispatcher.log")
-        wk = env.start([sys.argv[2], "-c", cfg], "worker.log")
-        check(env.wait_ready(env.dsp_port) and env.wait_ready(env.wk_port), "daemons serve")
+        dsp, wk = env.start_daemons(sys.argv[1], sys.argv[2], cfg)
         tasks = {}
         for i, mode in enumerate(MODES):
             tasks[mode] = env.insert_with_subs("prov-" + mode, mode,

@@ -44,9 +44,7 @@ def main():
         cfg = env.config({"ok": {"url": provider.url("ok"), "timeout_ms": 3000}})
         if not env.create_topic():
             return 77
-        dsp = env.start([sys.argv[1], "-c", cfg], "dispatcher.log")
-        wk = env.start([sys.argv[2], "-c", cfg], "worker.log")
-        check(env.wait_ready(env.dsp_port) and env.wait_ready(env.wk_port), "daemons serve")
+        dsp, wk = env.start_daemons(sys.argv[1], sys.argv[2], cfg)
         err = env.sql("INSERT INTO push_task (name, topic, channel, title) VALUES "
                       "('utf8', '%s', 'ok', UNHEX('41C328FF42'))" % env.topic, strict=False)
         check(isinstance(err, str) and "Incorrect string value" in err,
