@@ -525,6 +525,24 @@ static void test_two_workers_exactly_once(void **state)
     t_finish(&run);
 }
 
+/* The scenario most tests share: one worker pushes one chunk of N
+ * recipients FIRST.. against a sink started with EXTRA until the task is
+ * done; the sink's record goes to *REC. */
+static void t_one_chunk(t_run *run, const char *const *extra, const char *name, int64_t first,
+                        int64_t n, t_record *rec)
+{
+    t_start(run, extra);
+    t_create_task(run, name);
+    t_fill_chunk(run, 1, first, n);
+    t_spawn_worker(run, 0);
+    t_wait_assigned(run, 1);
+    t_produce_chunk(run, run->task, 1, n);
+    assert_true(itest_wait_until(t_task_done, run, T_WAIT_DONE_MS));
+    t_stop_worker(run, 0);
+    t_stop_sink(run);
+    t_read_record(run, first, rec);
+}
+
 /* 10 % of first attempts get 500: all delivered, retries counted. */
 static void test_fail_first_retried(void **state)
 {
@@ -533,17 +551,7 @@ static void test_fail_first_retried(void **state)
     t_record rec;
 
     (void)state;
-    t_start(&run, extra);
-    t_create_task(&run, "worker fail first");
-    t_fill_chunk(&run, 1, 2000001, 2000);
-    t_spawn_worker(&run, 0);
-    t_wait_assigned(&run, 1);
-    t_produce_chunk(&run, run.task, 1, 2000);
-    assert_true(itest_wait_until(t_task_done, &run, T_WAIT_DONE_MS));
-    t_stop_worker(&run, 0);
-    t_stop_sink(&run);
-
-    t_read_record(&run, 2000001, &rec);
+    t_one_chunk(&run, extra, "worker fail first", 2000001, 2000, &rec);
     assert_int_equal(rec.missing, 0);
     assert_int_equal(t_stat(&run, "sent"), 2000);
     assert_true(t_stat(&run, "retried") > 0);
@@ -566,17 +574,7 @@ static void test_fail_permanent_dead_letters(void **state)
     int64_t failed;
 
     (void)state;
-    t_start(&run, extra);
-    t_create_task(&run, "worker fail permanent");
-    t_fill_chunk(&run, 1, 3000001, 2000);
-    t_spawn_worker(&run, 0);
-    t_wait_assigned(&run, 1);
-    t_produce_chunk(&run, run.task, 1, 2000);
-    assert_true(itest_wait_until(t_task_done, &run, T_WAIT_DONE_MS));
-    t_stop_worker(&run, 0);
-    t_stop_sink(&run);
-
-    t_read_record(&run, 3000001, &rec);
+    t_one_chunk(&run, extra, "worker fail permanent", 3000001, 2000, &rec);
     failed = t_stat(&run, "failed");
     assert_true(failed > 0);
     assert_int_equal(failed, rec.permanent);
@@ -610,17 +608,7 @@ static void test_throttled_channel_recovers(void **state)
     t_record rec;
 
     (void)state;
-    t_start(&run, extra);
-    t_create_task(&run, "worker throttled");
-    t_fill_chunk(&run, 1, 4000001, 3000);
-    t_spawn_worker(&run, 0);
-    t_wait_assigned(&run, 1);
-    t_produce_chunk(&run, run.task, 1, 3000);
-    assert_true(itest_wait_until(t_task_done, &run, T_WAIT_DONE_MS));
-    t_stop_worker(&run, 0);
-    t_stop_sink(&run);
-
-    t_read_record(&run, 4000001, &rec);
+    t_one_chunk(&run, extra, "worker throttled", 4000001, 3000, &rec);
     assert_int_equal(rec.missing, 0);
     assert_true(rec.lines > rec.successes); /* some 429s were answered */
     assert_true(t_log_count(&run, 0, "channel_slowdown") > 0);
