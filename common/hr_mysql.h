@@ -43,6 +43,10 @@ typedef struct hr_mysql_rows {
 int hr_mysql_connect(const hr_config *cfg, hr_mysql **out, char *errstr, size_t errlen);
 void hr_mysql_free(hr_mysql *m);
 
+/* The server's error number for a SIGNAL from a trigger (the freeze and
+ * subscription guards): a refusal the caller shows the admin as is. */
+#define HR_MYSQL_ER_SIGNAL 1644
+
 /* Prepared statement without a result set.  *AFFECTED and *INSERT_ID may be
  * NULL.  Returns 0, or -1 with ERRSTR; *ERRNO_OUT (may be NULL) gets the
  * server error number (e.g. 1644 for a SIGNAL from a trigger). */

@@ -64,39 +64,52 @@ static int hr_subs_renew(hr_redis *r, int64_t id, const hr_subs_refill_opts *o, 
     return rc;
 }
 
-int hr_subs_refill(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts *o,
-                   int64_t *added, int64_t *seen, char *errstr, size_t errlen)
-{
-    static const char *const sql_all =
-        "SELECT uid FROM push_subscription WHERE task_id = ? AND uid > ? "
-        "ORDER BY uid LIMIT ?";
-    static const char *const sql_undelivered =
+/* Which rows a fill reads, by keyset pages.  The uid-ordered queries select
+ * uid only; the epoch-ordered one selects uid, epoch (its cursor is both). */
+typedef enum hr_subs_pages { HR_SUBS_ALL, HR_SUBS_UNDELIVERED, HR_SUBS_EPOCHS } hr_subs_pages;
+
+static const char *const hr_subs_sql[] = {
+    [HR_SUBS_ALL] = "SELECT uid FROM push_subscription WHERE task_id = ? AND uid > ? "
+                    "ORDER BY uid LIMIT ?",
+    [HR_SUBS_UNDELIVERED] =
         "SELECT s.uid FROM push_subscription s WHERE s.task_id = ? "
         "AND s.uid > ? AND NOT EXISTS (SELECT 1 FROM push_delivery d "
         "WHERE d.task_id = s.task_id AND d.uid = s.uid AND d.status IN "
         "('sent', 'failed', 'throttled', 'pulled')) "
-        "ORDER BY s.uid LIMIT ?";
+        "ORDER BY s.uid LIMIT ?",
+    /* The (task_id, epoch) index holds uid too (InnoDB appends the primary
+     * key), so this is one range read in (epoch, uid) order. */
+    [HR_SUBS_EPOCHS] = "SELECT uid, epoch FROM push_subscription WHERE task_id = ? "
+                       "AND ((epoch = ? AND uid > ?) OR epoch > ?) AND epoch < ? "
+                       "ORDER BY epoch, uid LIMIT ?",
+};
+
+/* Adds the rows PAGES selects (for HR_SUBS_EPOCHS those of epochs
+ * FROM..UPTO-1) to the set, holding the prepare lock that the caller took
+ * (renewed before every batch).  An hr_subs_result, or -1 (ERRSTR). */
+static int hr_subs_fill(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts *o,
+                        hr_subs_pages pages, int64_t from, int64_t upto, int64_t *added,
+                        int64_t *seen, char *errstr, size_t errlen)
+{
     char keys[3][256];
     const char **argv = NULL;
     hr_mysql_rows *rows = NULL;
-    int64_t last = 0, n_added = 0, n_seen = 0;
+    int64_t last = 0, epoch = from;
     int rc;
     size_t i;
 
-    rc = hr_subs_lock(r, id, o->token, o->lock_ms, errstr, errlen);
-    if (rc <= 0)
-        return rc < 0 ? -1 : HR_SUBS_BUSY;
     argv = malloc(((size_t)o->batch + 3) * sizeof *argv);
     if (argv == NULL) {
         snprintf(errstr, errlen, "out of memory");
-        rc = -1;
-        goto done;
+        return -1;
     }
     argv[0] = hr_redis_task_key(r, keys[0], sizeof keys[0], id, "subs");
     argv[1] = hr_redis_task_key(r, keys[1], sizeof keys[1], id, "pulled");
     argv[2] = hr_redis_task_key(r, keys[2], sizeof keys[2], id, "seq");
     for (;;) {
-        const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(last), HR_P_I64(o->batch)};
+        const hr_mysql_param pu[] = {HR_P_I64(id), HR_P_I64(last), HR_P_I64(o->batch)};
+        const hr_mysql_param pe[] = {HR_P_I64(id),    HR_P_I64(epoch), HR_P_I64(last),
+                                     HR_P_I64(epoch), HR_P_I64(upto),  HR_P_I64(o->batch)};
         redisReply *reply;
         long long got;
 
@@ -104,8 +117,8 @@ int hr_subs_refill(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_op
             rc = HR_SUBS_STOPPED;
             goto done;
         }
-        if (hr_mysql_query(m, o->exclude_delivered ? sql_undelivered : sql_all, p, 3, &rows,
-                           errstr, errlen) < 0) {
+        if (hr_mysql_query(m, hr_subs_sql[pages], pages == HR_SUBS_EPOCHS ? pe : pu,
+                           pages == HR_SUBS_EPOCHS ? 6 : 3, &rows, errstr, errlen) < 0) {
             rc = -1;
             goto done;
         }
@@ -121,6 +134,8 @@ int hr_subs_refill(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_op
         for (i = 0; i < rows->nrows; i++)
             argv[3 + i] = hr_mysql_cell(rows, i, 0);
         last = strtoll(argv[2 + rows->nrows], NULL, 10);
+        if (pages == HR_SUBS_EPOCHS)
+            epoch = strtoll(hr_mysql_cell(rows, rows->nrows - 1, 1), NULL, 10);
         reply = hr_redis_eval(r, HR_LUA_REFILL_ADD, 3, 3 + (int)rows->nrows, argv, NULL,
                               errstr, errlen);
         if (reply == NULL) {
@@ -133,8 +148,8 @@ int hr_subs_refill(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_op
             rc = HR_SUBS_STARTED;
             goto done;
         }
-        n_added += got;
-        n_seen += (int64_t)rows->nrows;
+        *added += got;
+        *seen += (int64_t)rows->nrows;
         if (rows->nrows < (size_t)o->batch)
             break;
         hr_mysql_rows_free(rows);
@@ -142,12 +157,26 @@ int hr_subs_refill(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_op
     }
     rc = HR_SUBS_DONE;
 done:
+    hr_mysql_rows_free(rows);
+    free(argv);
+    return rc;
+}
+
+int hr_subs_refill(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts *o,
+                   int64_t *added, int64_t *seen, char *errstr, size_t errlen)
+{
+    int64_t n_added = 0, n_seen = 0;
+    int rc;
+
+    rc = hr_subs_lock(r, id, o->token, o->lock_ms, errstr, errlen);
+    if (rc <= 0)
+        return rc < 0 ? -1 : HR_SUBS_BUSY;
+    rc = hr_subs_fill(m, r, id, o, o->exclude_delivered ? HR_SUBS_UNDELIVERED : HR_SUBS_ALL, 0,
+                      0, &n_added, &n_seen, errstr, errlen);
     if (added != NULL)
         *added = n_added;
     if (seen != NULL)
         *seen = n_seen;
-    hr_mysql_rows_free(rows);
-    free(argv);
     if (rc != HR_SUBS_LOCK_LOST) {
         char e2[256];
 
@@ -155,6 +184,121 @@ done:
         hr_subs_unlock(r, id, o->token, e2, sizeof e2);
     }
     return rc;
+}
+
+/* The first epoch the set does not hold yet ({t<ID>}synced; 0, all of
+ * them, when the key is missing, e.g. after Redis lost the set), or -1. */
+static int64_t hr_subs_synced(hr_redis *r, int64_t id, char *errstr, size_t errlen)
+{
+    char key[256];
+    redisReply *reply;
+    int64_t v;
+
+    hr_redis_task_key(r, key, sizeof key, id, "synced");
+    reply = hr_redis_cmdf(r, errstr, errlen, "GET %s", key);
+    if (reply == NULL)
+        return -1;
+    v = reply->type == REDIS_REPLY_STRING ? strtoll(reply->str, NULL, 10) : 0;
+    freeReplyObject(reply);
+    return v > 0 ? v : 0;
+}
+
+/* The epoch a sync reads up to (exclusive).  Before the claim: subs_epoch
+ * is bumped first, which waits for the inserts in flight (the guard trigger
+ * share-locks the task row) and stamps later ones with the new epoch, so
+ * every row of an older epoch is committed and visible.  After the claim no
+ * row can be added, so everything up to the current epoch is read.
+ * 0 (*UPTO set), 1 when CLAIMED is false but the task is no longer
+ * scheduled (its owner's reconciliation does the rest), or -1. */
+static int hr_subs_epoch_end(hr_mysql *m, int64_t id, bool claimed, int64_t *upto,
+                             char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(id)};
+    hr_mysql_rows *rows = NULL;
+    uint64_t affected = 0, epoch = 0;
+
+    if (!claimed) {
+        if (hr_mysql_exec(m,
+                          "UPDATE push_task SET subs_epoch = LAST_INSERT_ID(subs_epoch + 1) "
+                          "WHERE id = ? AND state = 'scheduled'",
+                          p, 1, &affected, &epoch, NULL, errstr, errlen) < 0)
+            return -1;
+        if (affected != 1)
+            return 1;
+        *upto = (int64_t)epoch;
+        return 0;
+    }
+    if (hr_mysql_query(m, "SELECT subs_epoch FROM push_task WHERE id = ?", p, 1, &rows, errstr,
+                       errlen) < 0)
+        return -1;
+    *upto = rows->nrows == 1 ? strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10) + 1 : 1;
+    hr_mysql_rows_free(rows);
+    return 0;
+}
+
+int hr_subs_sync(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts *o,
+                 bool claimed, int64_t *added, int64_t *seen, char *errstr, size_t errlen)
+{
+    char key[256], upto_s[24];
+    int64_t from, upto = 0, n_added = 0, n_seen = 0;
+    redisReply *reply;
+    int rc;
+
+    rc = hr_subs_lock(r, id, o->token, o->lock_ms, errstr, errlen);
+    if (rc <= 0)
+        return rc < 0 ? -1 : HR_SUBS_BUSY;
+    from = hr_subs_synced(r, id, errstr, errlen);
+    if (from < 0) {
+        rc = -1;
+        goto done;
+    }
+    rc = hr_subs_epoch_end(m, id, claimed, &upto, errstr, errlen);
+    if (rc != 0) {
+        rc = rc < 0 ? -1 : HR_SUBS_CLAIMED;
+        goto done;
+    }
+    rc = hr_subs_fill(m, r, id, o, HR_SUBS_EPOCHS, from, upto, &n_added, &n_seen, errstr,
+                      errlen);
+    if (rc != HR_SUBS_DONE)
+        goto done;
+    /* Nothing may be added after this but the set's own progress: the
+     * synced mark, then (after the claim) seq, which makes every later
+     * refill_add.lua refuse and lets the first chunk go. */
+    snprintf(upto_s, sizeof upto_s, "%lld", (long long)upto);
+    reply = hr_redis_cmdf(r, errstr, errlen, "SET %s %s",
+                          hr_redis_task_key(r, key, sizeof key, id, "synced"), upto_s);
+    if (reply != NULL && claimed) {
+        freeReplyObject(reply);
+        reply = hr_redis_cmdf(r, errstr, errlen, "SET %s 0 NX",
+                              hr_redis_task_key(r, key, sizeof key, id, "seq"));
+    }
+    if (reply == NULL) {
+        rc = -1;
+        goto done;
+    }
+    freeReplyObject(reply);
+done:
+    if (added != NULL)
+        *added = n_added;
+    if (seen != NULL)
+        *seen = n_seen;
+    if (rc != HR_SUBS_LOCK_LOST) {
+        char e2[256];
+
+        hr_subs_unlock(r, id, o->token, e2, sizeof e2);
+    }
+    return rc;
+}
+
+int hr_subs_forget_synced(hr_redis *r, int64_t id, char *errstr, size_t errlen)
+{
+    char key[256];
+    redisReply *reply;
+
+    reply = hr_redis_cmdf(r, errstr, errlen, "DEL %s",
+                          hr_redis_task_key(r, key, sizeof key, id, "synced"));
+    freeReplyObject(reply);
+    return reply != NULL ? 0 : -1;
 }
 
 const char *hr_subs_result_str(int result)
@@ -170,6 +314,8 @@ const char *hr_subs_result_str(int result)
         return "the prepare lock expired and was taken during the refill";
     case HR_SUBS_STOPPED:
         return "stopped";
+    case HR_SUBS_CLAIMED:
+        return "the task was claimed meanwhile";
     }
     return "error";
 }

@@ -40,6 +40,7 @@ typedef enum hr_subs_result {
     HR_SUBS_STARTED = 2,   /* chunking started (seq exists) before the last page */
     HR_SUBS_LOCK_LOST = 3, /* the lock expired and was taken meanwhile: stopped */
     HR_SUBS_STOPPED = 4,   /* *STOP became true */
+    HR_SUBS_CLAIMED = 5,   /* hr_subs_sync before the claim: the task was claimed */
 } hr_subs_result;
 
 /* Adds task ID's push_subscription uids (minus the pulled set; minus the
@@ -49,6 +50,22 @@ typedef enum hr_subs_result {
  * error (ERRSTR). */
 int hr_subs_refill(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts *o,
                    int64_t *added, int64_t *seen, char *errstr, size_t errlen);
+
+/* Adds the subscriptions of the epochs the set does not hold yet (see
+ * schemas/mysql/003_subscription_guard.sql; all of them when {t<ID>}synced
+ * is missing) to the set under the prepare lock, then records the new
+ * synced epoch.  CLAIMED false (the scanner, before the claim): bumps the
+ * task's subs_epoch first, and answers HR_SUBS_CLAIMED when the task is no
+ * longer scheduled.  CLAIMED true (the owner's reconciliation, after the
+ * claim and before the first chunk): reads everything up to the current
+ * epoch, then creates seq (SET NX), after which nothing is added to the set
+ * any more.  An hr_subs_result, or -1 (ERRSTR). */
+int hr_subs_sync(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts *o,
+                 bool claimed, int64_t *added, int64_t *seen, char *errstr, size_t errlen);
+
+/* Drops the synced mark, so that the next sync reads every subscription
+ * (the set was seen to hold fewer members than push_subscription rows). */
+int hr_subs_forget_synced(hr_redis *r, int64_t id, char *errstr, size_t errlen);
 
 const char *hr_subs_result_str(int result);
 

@@ -15,9 +15,12 @@
  *   task's subs set (the dispatcher's refill script: it skips pulled uids
  *   and refuses once chunking started), sent at once but its reply read
  *   only after the next batch's commit, so Redis works while MySQL does.
- *   Redis thus never holds an id MySQL lacks.  A refusal stops the import:
- *   the task already started (a dispatcher claimed it meanwhile), and the
- *   ids of that batch reached MySQL only.
+ *   Redis thus never holds an id MySQL lacks.  A refusal there (the task
+ *   was claimed meanwhile) loses nothing: the batch committed before the
+ *   claim, and the owner's reconciliation reads it from MySQL.  A batch
+ *   after the claim is refused by MySQL (the state check, or the guard
+ *   trigger of schemas/mysql/003_subscription_guard.sql), and the import
+ *   stops saying which ids were refused.
  *
  * Both writes are idempotent, so an import that failed half way is simply
  * run again. */
@@ -139,8 +142,10 @@ done:
     return rc;
 }
 
-/* Refuses a task that does not exist or is past `scheduled`.  With LOCK
- * (inside a transaction) the row stays share-locked until the commit. */
+/* Refuses a task that does not exist or is past `scheduled`: 0 = it is
+ * scheduled, 1 = refused, -1 = a database error (ERRSTR either way).
+ * With LOCK (inside a transaction) the row stays share-locked until the
+ * commit. */
 static int import_check_task(hr_mysql *m, int64_t task, bool lock, char *errstr, size_t errlen)
 {
     hr_mysql_param p = HR_P_I64(task);
@@ -160,6 +165,7 @@ static int import_check_task(hr_mysql *m, int64_t task, bool lock, char *errstr,
         snprintf(errstr, errlen,
                  "task %lld is %s: subscribers can only be imported while it is scheduled",
                  (long long)task, state != NULL ? state : "NULL");
+        rc = 1;
         goto done;
     }
     rc = 0;
@@ -204,13 +210,9 @@ static int import_sadd_finish(import_job *j, char *errstr, size_t errlen)
     reply = hr_redis_pipe_reply(j->r, errstr, errlen);
     if (reply == NULL)
         return -1;
-    if (reply->type == REDIS_REPLY_INTEGER && reply->integer < 0) {
-        snprintf(errstr, errlen, "task %lld already started chunking: the last batch is in "
-                 "MySQL only and will not be pushed (import into a new task instead)",
-                 (long long)j->task);
-        freeReplyObject(reply);
-        return -1;
-    }
+    /* A refusal (seq exists) loses nothing: the batch committed before the
+     * claim (the guard trigger refuses rows after it), so the owner's
+     * reconciliation read it from MySQL before creating seq. */
     freeReplyObject(reply);
     return 0;
 }
@@ -243,11 +245,15 @@ fail:
     return -1;
 }
 
-/* One batch: MySQL transaction, then Redis.  0, or -1 with ERRSTR. */
-static int import_batch(import_job *j, const int64_t *uids, size_t n, char *errstr,
-                        size_t errlen)
+/* One batch: MySQL transaction, then Redis.  0, or -1 with ERRSTR;
+ * *REFUSED tells a refusal of the task's state (claimed meanwhile) from
+ * a failure. */
+static int import_batch(import_job *j, const int64_t *uids, size_t n, bool *refused,
+                        char *errstr, size_t errlen)
 {
     uint64_t affected = 0;
+    unsigned errnum = 0;
+    int rc;
 
     if (import_sql(j, n) < 0) {
         snprintf(errstr, errlen, "out of memory");
@@ -259,9 +265,15 @@ static int import_batch(import_job *j, const int64_t *uids, size_t n, char *errs
     }
     if (hr_mysql_begin(j->m, errstr, errlen) < 0)
         return -1;
-    if (import_check_task(j->m, j->task, true, errstr, errlen) < 0 ||
-        hr_mysql_exec(j->m, j->sql, j->params, 2 * n, &affected, NULL, NULL, errstr, errlen) < 0 ||
-        hr_mysql_commit(j->m, errstr, errlen) < 0) {
+    rc = import_check_task(j->m, j->task, true, errstr, errlen);
+    if (rc == 0 &&
+        hr_mysql_exec(j->m, j->sql, j->params, 2 * n, &affected, NULL, &errnum, errstr,
+                      errlen) < 0)
+        rc = errnum == HR_MYSQL_ER_SIGNAL ? 1 : -1;
+    if (rc == 0 && hr_mysql_commit(j->m, errstr, errlen) < 0)
+        rc = -1;
+    if (rc != 0) {
+        *refused = rc > 0;
         hr_mysql_rollback(j->m);
         return -1;
     }
@@ -314,7 +326,7 @@ int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
     import_ids ids = {0};
     char err[1024], n1[32], n2[32], n3[32], n4[32];
     int64_t start = ctl_fmt_mono_ms(), last_draw = 0, elapsed;
-    bool tty = isatty(STDERR_FILENO);
+    bool tty = isatty(STDERR_FILENO), refused = false;
     size_t done = 0;
     int rc = CTL_EXIT_FAIL;
 
@@ -327,7 +339,7 @@ int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
     if (ctl_mysql(ctx, &j.m) < 0 || ctl_redis(ctx, &j.r) < 0)
         return CTL_EXIT_FAIL;
     /* Refuse early: no point reading a million lines for a task that is gone. */
-    if (import_check_task(j.m, j.task, false, err, sizeof err) < 0)
+    if (import_check_task(j.m, j.task, false, err, sizeof err) != 0)
         return ctl_fail("import: %s", err);
     if (import_read(argv[2], &ids, err, sizeof err) < 0) {
         ctl_fail("import: %s (nothing imported)", err);
@@ -339,13 +351,21 @@ int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
     }
     while (done < ids.n) {
         size_t n = ids.n - done < IMPORT_BATCH ? ids.n - done : IMPORT_BATCH;
-        if (import_batch(&j, ids.v + done, n, err, sizeof err) < 0) {
+        if (import_batch(&j, ids.v + done, n, &refused, err, sizeof err) < 0) {
             if (tty)
                 fputs("\r\033[K", stderr);
-            ctl_fail("import into task %lld stopped after %s of %s ids: %s (run it again once "
-                     "fixed: importing is idempotent)",
-                     (long long)j.task, ctl_fmt_count((int64_t)done, n1, sizeof n1),
-                     ctl_fmt_count((int64_t)ids.n, n2, sizeof n2), err);
+            if (refused)
+                ctl_fail("import into task %lld: %s.  The first %s ids were imported and will "
+                         "be pushed; the other %s were refused (ids #%zu to #%zu of the input, "
+                         "the first refused being %lld)",
+                         (long long)j.task, err, ctl_fmt_count((int64_t)done, n1, sizeof n1),
+                         ctl_fmt_count((int64_t)(ids.n - done), n2, sizeof n2), done + 1, ids.n,
+                         (long long)ids.v[done]);
+            else
+                ctl_fail("import into task %lld stopped after %s of %s ids: %s (run it again "
+                         "once fixed: importing is idempotent)",
+                         (long long)j.task, ctl_fmt_count((int64_t)done, n1, sizeof n1),
+                         ctl_fmt_count((int64_t)ids.n, n2, sizeof n2), err);
             goto done;
         }
         done += n;

@@ -69,7 +69,7 @@ static void dsp_on_tick(uv_timer_t *h)
         uv_timer_start(h, dsp_on_tick, 1, DSP_TICK_MS);
     }
     /* Shutting down: finish once the background job has returned. */
-    if (atomic_load(&d->stopping) && !d->bg_busy && !d->finished) {
+    if (atomic_load(&d->stopping) && !d->bg_busy && !d->rc_busy && !d->finished) {
         d->finished = true;
         dsp_release_all(d);
         dsp_close_all(d);
@@ -217,6 +217,7 @@ done:
     dsp_api_stop(d);
     dsp_tasks_free(d);
     dsp_bg_free(d);
+    dsp_reconcile_free(d);
     dsp_conn_close(&d->loop_conn);
     if (d->rk != NULL)
         rd_kafka_destroy(d->rk);

@@ -6,6 +6,9 @@
  *     the chunker, Kafka delivery reports (rd_kafka_poll is only called
  *     here), push_chunk bookkeeping, lease renewal, shutdown.  It owns
  *     dsp.loop_conn and the owned-task table dsp.tasks.
+ *   - one reconciliation at a time runs on libuv's thread pool
+ *     (dsp_reconcile.c) with its own dsp.rc_conn: a claimed task's set is
+ *     made complete before its first chunk.
  *   - one background job at a time runs on libuv's thread pool (dsp_bg.c):
  *     scanner + prepare (refill), DB poller, sweeper.  It owns dsp.bg_conn,
  *     dsp.scan (its memory of what it put into the timer) and fills
@@ -33,6 +36,7 @@
 #include <uv.h>
 
 #include "hr_config.h"
+#include "hr_finish.h"
 #include "hr_httpd.h"
 #include "hr_metrics.h"
 #include "hr_mysql.h"
@@ -77,7 +81,8 @@ typedef struct dsp_task {
     uint64_t gen;        /* this ownership; reports of an earlier one are ignored */
     int outstanding;     /* produced, delivery report not yet served */
     int64_t chunks;      /* chunks this owner moved */
-    bool started;        /* the seq key exists: refills can no longer run */
+    bool started;        /* the seq key exists: reconciled, refills can no longer run */
+    bool reconciling;    /* its reconciliation is queued or running */
     bool subs_empty;
 } dsp_task;
 
@@ -102,6 +107,7 @@ typedef struct dsp_metrics {
     hr_metrics_child *chunks_published, *chunks_redelivered, *ratelimit_waits;
     hr_metrics_child *claimed_timer, *claimed_poller, *claimed_takeover;
     hr_metrics_child *claim_lag;
+    hr_metrics_child *reconcile_added, *reconcile_seconds, *unaccounted;
     hr_metrics_child *backend_errors[DSP__BACKENDS];
     hr_metrics_family *tasks;        /* herald_tasks{state} */
     hr_metrics_family *api_requests; /* herald_api_requests_total{route,code} */
@@ -149,6 +155,17 @@ typedef struct dsp {
     int64_t retire_after;       /* the retirement pass's cursor (task id) */
     hr_task **bg_claimed;
     size_t nbg_claimed, cap_bg_claimed;
+
+    /* reconciliation job (dsp_reconcile.c): the loop thread owns the queue
+     * and reads rc_* in the after-work callback; the job writes them. */
+    uv_work_t rc_work;
+    bool rc_busy;
+    dsp_conn rc_conn;
+    int64_t *rc_queue;
+    size_t nrc_queue, cap_rc_queue;
+    int64_t rc_task, rc_added, rc_seen, rc_ms;
+    int rc_result;
+    char rc_err[512];
 } dsp;
 
 /* The topic filter as two parameters of "(? IS NULL OR topic = ?)". */
@@ -201,7 +218,18 @@ void dsp_renew_leases(dsp *d);
 void dsp_release_all(dsp *d);
 void dsp_tasks_free(dsp *d);
 
+/* dsp_reconcile.c (loop thread) */
+/* Queues task ID's reconciliation (once); false when out of memory. */
+bool dsp_reconcile_want(dsp *d, int64_t id);
+void dsp_reconcile_free(dsp *d);
+/* dsp_chunk.c: the outcome of task ID's reconciliation; OK false = try
+ * again after a short wait. */
+void dsp_reconciled(dsp *d, int64_t id, bool ok);
+
 /* dsp_bg.c */
+/* Logs a task hr_finish_task ended, VIA sweeper or worker; an unaccounted
+ * gap is an error and counts in herald_recipients_unaccounted_total. */
+void dsp_finished(dsp *d, int64_t id, const hr_finish_result *fin, const char *via);
 /* Background job: republishes task ID's pending chunks last published at or
  * before STALE (ms) that no worker holds; *BUDGET bounds the work.  Returns
  * the number of pending chunks, or -1 on a Redis error. */
@@ -211,7 +239,7 @@ int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t 
 void dsp_bg_kick(dsp *d, unsigned what);
 void dsp_bg_free(dsp *d);
 /* Gives a finished task's Redis keys (subs, seq, pending, stats, ctl,
- * pulled, failed, prep) the DSP_KEY_RETENTION_MS expiry, only where they
+ * pulled, failed, prep, synced) the DSP_KEY_RETENTION_MS expiry, only where they
  * have none, so a later pass does not push it further out.  Chunk and
  * lease keys are the workers' and go when a chunk ends.  0 or -1 (ERR). */
 int dsp_retire_keys(dsp_conn *c, int64_t id, char *err, size_t errlen);

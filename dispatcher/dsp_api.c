@@ -292,7 +292,7 @@ static void dsp_api_patch(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
                           "UPDATE push_task SET title = ?, body = ?, payload = ?, "
                           "due_at = FROM_UNIXTIME(? / 1000) WHERE id = ? AND state = 'scheduled'",
                           p, 5, &affected, NULL, &sqlerr, err, sizeof err) < 0) {
-            if (sqlerr == 1644) /* the freeze trigger */
+            if (sqlerr == HR_MYSQL_ER_SIGNAL) /* the freeze trigger */
                 hr_httpd_error(resp, 409, "frozen", "%s", err);
             else
                 dsp_api_backend_error(resp, "mysql", err);

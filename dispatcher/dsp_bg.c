@@ -8,19 +8,21 @@
  *   entry is ZADDed again only when its due time moved, so a timer entry
  *   that vanished stays gone and the DB poller is what recovers it.  A
  *   complete scan ZREMs the entries of tasks it no longer returns.
- * - Prepare: when SCARD subs + SCARD pulled is below the task's row count
- *   in push_subscription, the set is refilled from MySQL (hr_subs_refill:
- *   keyset pages under the task's prepare lock, renewed every batch,
- *   through refill_add.lua, which skips pulled recipients and stops once
- *   chunking started; a refill cut short is logged refill_incomplete).
- *   Counting again happens when the Redis count changed or DSP_RECHECK_MS
- *   passed.
+ * - Prepare: the subscriptions added since the last sync are added to the
+ *   set (hr_subs_sync: by epoch, keyset pages under the task's prepare
+ *   lock, renewed every batch, through refill_add.lua, which skips pulled
+ *   recipients and stops once chunking started); all of them when SCARD
+ *   subs + SCARD pulled is below the task's row count.  Syncing again
+ *   happens when the Redis count changed or DSP_RECHECK_MS passed.  The
+ *   owner's reconciliation after the claim (dsp_reconcile.c) reads what
+ *   the last sync could not see.
  * - Poller: prepares, then claims scheduled tasks overdue by more than
  *   poller_grace_ms, and takes over dispatching tasks whose lease expired.  The claimed
  *   tasks go to the loop thread through dsp.bg_claimed.
  * - Sweeper: republishes pending chunks older than redelivery_timeout_s
- *   that no worker holds (sweep_claim.lua lets one sweeper win), and turns
- *   `dispatched` tasks with nothing pending into `done`; one page of tasks
+ *   that no worker holds (sweep_claim.lua lets one sweeper win), and ends
+ *   `dispatched` tasks with nothing pending (hr_finish: `done` only when
+ *   every subscription is accounted for); one page of tasks
  *   per sweep from a cursor.  Finished tasks' keys get the retention
  *   expiry (dsp_retire_keys).
  * - After each scan: the control transitions (dsp_ctl.c) and the
@@ -34,6 +36,7 @@
 
 #include "dsp.h"
 #include "hr_log.h"
+#include "hr_finish.h"
 #include "hr_subs.h"
 
 static int dsp_scan_cmp(const void *a, const void *b)
@@ -51,10 +54,15 @@ static int64_t dsp_reply_int(redisReply *reply)
     return v;
 }
 
-/* Makes sure T's subscriber set holds everyone in push_subscription.
- * E carries the scanner's memory of the last count.  0 = prepared (or
- * someone else is refilling it under the prepare lock, which the first
- * chunk waits for), -1 = not prepared (logged). */
+/* Keeps T's subscriber set up to date with push_subscription before the
+ * claim, so that the reconciliation after it has little left to read.
+ * E carries the scanner's memory of the last count.  A sync (hr_subs_sync)
+ * reads the subscriptions added since the last one; when the set holds
+ * fewer members than MySQL rows (Redis lost some) the synced mark goes
+ * first, so the sync reads them all.  Syncing again happens when the Redis
+ * count changed or DSP_RECHECK_MS passed.  0 = prepared (or someone else
+ * holds the prepare lock, or the task was claimed meanwhile: its owner's
+ * reconciliation finishes the set), -1 = not prepared (logged). */
 static int dsp_prepare(dsp *d, const hr_task *t, dsp_scan_entry *e, int64_t now)
 {
     dsp_conn *c = &d->bg_conn;
@@ -84,35 +92,39 @@ static int dsp_prepare(dsp *d, const hr_task *t, dsp_scan_entry *e, int64_t now)
     }
     want = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
     hr_mysql_rows_free(rows);
-    e->have = have;
-    e->checked_ms = now;
-    if (have >= want)
-        return 0;
+    if (have < want && hr_subs_forget_synced(c->r, t->id, err, sizeof err) < 0) {
+        dsp_conn_failed(d, c, DSP_REDIS, err);
+        return -1;
+    }
     snprintf(token, sizeof token, "%s/scan", d->owner);
-    rc = hr_subs_refill(c->m, c->r, t->id, &o, &added, NULL, err, sizeof err);
+    rc = hr_subs_sync(c->m, c->r, t->id, &o, false, &added, NULL, err, sizeof err);
     switch (rc) {
     case HR_SUBS_DONE:
         e->have = have + added;
-        hr_log_info("task_prepared", "task=%lld subscriptions=%lld had=%lld added=%lld",
-                    (long long)t->id, (long long)want, (long long)have, (long long)added);
+        e->checked_ms = now;
+        if (added > 0)
+            hr_log_info("task_prepared", "task=%lld subscriptions=%lld had=%lld added=%lld",
+                        (long long)t->id, (long long)want, (long long)have, (long long)added);
         return 0;
     case HR_SUBS_BUSY:
+    case HR_SUBS_CLAIMED:
         e->checked_ms = 0; /* count again next scan */
         return 0;
     case HR_SUBS_STARTED:
     case HR_SUBS_LOCK_LOST:
-        /* Subscribers in MySQL that never reached Redis: they will not be
-         * pushed unless an admin recovers the task. */
+        /* Chunking started (the owner's reconciliation ran) or another
+         * party took the lock: the owner's reconciliation is what makes
+         * the set complete. */
         e->checked_ms = 0;
-        hr_log_error("refill_incomplete", "task=%lld added=%lld reason=%s", (long long)t->id,
-                     (long long)added, hr_subs_result_str(rc));
-        return -1;
+        hr_log_warn("prepare_incomplete", "task=%lld added=%lld reason=%s", (long long)t->id,
+                    (long long)added, hr_subs_result_str(rc));
+        return 0;
     case HR_SUBS_STOPPED:
         e->checked_ms = 0;
         return -1;
     }
     e->checked_ms = 0; /* try again next scan */
-    hr_log_warn("refill_failed", "task=%lld error=%s", (long long)t->id, err);
+    hr_log_warn("prepare_failed", "task=%lld error=%s", (long long)t->id, err);
     return -1;
 }
 
@@ -392,7 +404,7 @@ int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t 
 int dsp_retire_keys(dsp_conn *c, int64_t id, char *err, size_t errlen)
 {
     static const char *const suffixes[] = {"subs", "seq", "pending", "stats", "ctl",
-                                           "pulled", "failed", "prep"};
+                                           "pulled", "failed", "prep", "synced"};
     char key[256];
     size_t i;
 
@@ -443,6 +455,18 @@ done:
 /* One page of unfinished tasks per sweep, by id from the cursor kept in
  * dsp.sweep_after (back to the start after a short page), so that every
  * task is swept however many there are. */
+void dsp_finished(dsp *d, int64_t id, const hr_finish_result *fin, const char *via)
+{
+    if (fin->unaccounted == 0) {
+        hr_log_info("task_done", "task=%lld via=%s", (long long)id, via);
+        return;
+    }
+    hr_metrics_add(d->met.unaccounted, (uint64_t)fin->unaccounted);
+    hr_log_error("task_unaccounted", "task=%lld via=%s unaccounted=%lld subscriptions=%lld",
+                 (long long)id, via, (long long)fin->unaccounted,
+                 (long long)fin->subscriptions);
+}
+
 static void dsp_bg_sweep(dsp *d)
 {
     dsp_conn *c = &d->bg_conn;
@@ -468,8 +492,9 @@ static void dsp_bg_sweep(dsp *d)
         const char *due = hr_mysql_cell(rows, i, 2);
         int64_t npending = dsp_sweep_task(d, id, due ? strtoll(due, NULL, 10) : 0, now,
                                           now - stale_ms, &budget);
-        const hr_mysql_param pd[] = {HR_P_I64(id)};
-        uint64_t affected = 0;
+        hr_outcomes stats;
+        hr_finish_result fin;
+        int rc;
 
         if (npending < 0)
             goto done;
@@ -480,16 +505,18 @@ static void dsp_bg_sweep(dsp *d)
         hr_redis_task_key(c->r, subs, sizeof subs, id, "subs");
         if (dsp_reply_int(hr_redis_cmdf(c->r, err, sizeof err, "SCARD %s", subs)) != 0)
             continue;
-        if (hr_mysql_exec(c->m,
-                          "UPDATE push_task SET state = 'done', finished_at = UTC_TIMESTAMP(3) "
-                          "WHERE id = ? AND state = 'dispatched'",
-                          pd, 1, &affected, NULL, NULL, err, sizeof err) < 0) {
+        if (hr_finish_read_stats(c->r, id, &stats, err, sizeof err) < 0) {
+            dsp_conn_failed(d, c, DSP_REDIS, err);
+            goto done;
+        }
+        rc = hr_finish_task(c->m, id, &stats, &fin, err, sizeof err);
+        if (rc < 0) {
             dsp_conn_failed(d, c, DSP_MYSQL, err);
             goto done;
         }
-        if (affected != 1)
+        if (rc == 0)
             continue;
-        hr_log_info("task_done", "task=%lld via=sweeper", (long long)id);
+        dsp_finished(d, id, &fin, "sweeper");
         if (dsp_retire_keys(c, id, err, sizeof err) < 0)
             hr_log_warn("retire_failed", "task=%lld error=%s", (long long)id, err);
     }

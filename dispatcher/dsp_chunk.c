@@ -16,10 +16,10 @@
  *   the delivery reports of an earlier ownership of the same task do not
  *   count against the current one's outstanding chunks.
  *
- * The first chunk of a task takes the prepare lock (the one the scanner's
- * refill holds) around its INCR of seq: once seq exists refill_add.lua
- * refuses to add, so a refill can never put back recipients that were
- * already moved into chunks. */
+ * The first chunk of a task waits for its reconciliation (dsp_reconcile.c),
+ * which makes the set complete under the prepare lock and creates seq:
+ * once seq exists refill_add.lua refuses to add, so a refill can never put
+ * back recipients that were already moved into chunks. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +30,6 @@
 #include "hr_chunkmsg.h"
 #include "hr_log.h"
 #include "hr_ratelimit.h"
-#include "hr_subs.h"
 
 /* What a produced message carries to its delivery report. */
 typedef struct dsp_msg {
@@ -285,42 +284,50 @@ static void dsp_finish(dsp *d, dsp_task *t)
     dsp_drop(d, t);
 }
 
-/* Before the first chunk: make sure no refill runs now or later.  true when
- * seq exists or we hold the prepare lock (*LOCKED). */
-static bool dsp_start(dsp *d, dsp_task *t, bool *locked, char *err, size_t errlen, bool *failed)
+/* Before the first chunk: seq exists once the task's reconciliation ran
+ * (dsp_reconcile.c creates it, under the prepare lock, after the set was
+ * made complete).  true when chunking may start; otherwise the
+ * reconciliation is queued and the task waits for dsp_reconciled. */
+static bool dsp_start(dsp *d, dsp_task *t, char *err, size_t errlen, bool *failed)
 {
     hr_redis *r = d->loop_conn.r;
     char seq_key[256];
     redisReply *reply;
     bool ok;
-    int rc;
 
-    *locked = false;
     *failed = false;
     hr_redis_task_key(r, seq_key, sizeof seq_key, t->id, "seq");
     reply = hr_redis_cmdf(r, err, errlen, "EXISTS %s", seq_key);
-    if (reply == NULL)
-        goto fail;
+    if (reply == NULL) {
+        *failed = true;
+        return false;
+    }
     ok = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
     freeReplyObject(reply);
-    if (ok)
+    if (ok) {
+        t->started = true;
         return true;
-    rc = hr_subs_lock(r, t->id, d->owner, DSP_PREP_LOCK_MS, err, errlen);
-    if (rc < 0)
-        goto fail;
-    *locked = rc == 1;
-    return *locked;
-fail:
-    *failed = true;
+    }
+    if (!dsp_reconcile_want(d, t->id)) {
+        hr_log_error("reconcile_not_queued", "task=%lld error=out of memory", (long long)t->id);
+        t->next_ms = dsp_now_ms() + 1000;
+        return false;
+    }
+    t->reconciling = true;
     return false;
 }
 
-static void dsp_unlock(dsp *d, int64_t id)
+void dsp_reconciled(dsp *d, int64_t id, bool ok)
 {
-    char err[256];
+    dsp_task *t = dsp_find(d, id);
 
-    if (hr_subs_unlock(d->loop_conn.r, id, d->owner, err, sizeof err) < 0)
-        hr_log_warn("prepare_unlock_failed", "task=%lld error=%s", (long long)id, err);
+    if (t == NULL)
+        return; /* dropped meanwhile (paused, cancelled, lease lost) */
+    t->reconciling = false;
+    if (ok)
+        t->started = true;
+    else
+        t->next_ms = dsp_now_ms() + 100;
 }
 
 /* The rate limiter's grant for one chunk; 0 = wait (T->next_ms is set). */
@@ -363,32 +370,28 @@ static bool dsp_chunk_one(dsp *d, dsp_task *t)
     char err[512], keys[3][256], seq_s[24], n_s[24], now_s[24];
     const char *argv[6] = {keys[0], keys[1], keys[2], n_s, seq_s, now_s};
     int64_t now = dsp_now_ms(), n, seq, moved;
-    bool locked = false, failed = false;
+    bool failed = false;
     redisReply *reply;
 
-    if (!t->started && !dsp_start(d, t, &locked, err, sizeof err, &failed)) {
+    if (t->reconciling)
+        return false;
+    if (!t->started && !dsp_start(d, t, err, sizeof err, &failed)) {
         if (failed)
             goto redis_failed;
-        t->next_ms = now + 100; /* a refill holds the prepare lock */
         return false;
     }
     n = dsp_grant(d, t, now, err, sizeof err, &failed);
     if (n == 0) {
-        if (locked)
-            dsp_unlock(d, t->id);
         if (failed)
             goto redis_failed;
         return false;
     }
     hr_redis_task_key(c->r, keys[0], sizeof keys[0], t->id, "seq");
     reply = hr_redis_cmdf(c->r, err, sizeof err, "INCR %s", keys[0]);
-    if (locked)
-        dsp_unlock(d, t->id);
     if (reply == NULL)
         goto redis_failed;
     seq = reply->integer;
     freeReplyObject(reply);
-    t->started = true;
 
     snprintf(n_s, sizeof n_s, "%lld", (long long)n);
     snprintf(seq_s, sizeof seq_s, "%lld", (long long)seq);

@@ -14,6 +14,9 @@
 /* Claim lag: due time to claim, seconds. */
 static const double dsp_lag_buckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300};
 
+/* Reconciliation after the claim, seconds. */
+static const double dsp_rc_buckets[] = {0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120};
+
 static const char *const dsp_task_states[] = {"scheduled", "dispatching", "dispatched", "done",
                                               "paused",    "cancelled",   "failed"};
 
@@ -21,6 +24,7 @@ int dsp_metrics_new(dsp *d, char *errstr, size_t errlen)
 {
     dsp_metrics *m = &d->met;
     hr_metrics_family *published, *redelivered, *claimed, *lag, *waits, *errors;
+    hr_metrics_family *rc_added, *rc_seconds, *unaccounted;
     const hr_metrics_spec specs[] = {
         {&published, "herald_chunks_published_total",
          "Chunks whose first publish Kafka confirmed", HR_METRICS_COUNTER, NULL, NULL, 0},
@@ -33,6 +37,15 @@ int dsp_metrics_new(dsp *d, char *errstr, size_t errlen)
         {&waits, "herald_ratelimit_waits_total",
          "Chunks held back because the task's rate limit was spent", HR_METRICS_COUNTER, NULL,
          NULL, 0},
+        {&rc_added, "herald_reconcile_added_total",
+         "Subscriptions the reconciliation after the claim found missing from Redis and added",
+         HR_METRICS_COUNTER, NULL, NULL, 0},
+        {&rc_seconds, "herald_reconcile_seconds",
+         "Reconciliation of a claimed task's set with push_subscription", HR_METRICS_HISTOGRAM,
+         NULL, HR_METRICS_BUCKETS(dsp_rc_buckets)},
+        {&unaccounted, "herald_recipients_unaccounted_total",
+         "Subscriptions with no outcome when their task finished (the task is failed)",
+         HR_METRICS_COUNTER, NULL, NULL, 0},
         {&m->tasks, "herald_tasks", "Tasks by state (refreshed by the scanner)",
          HR_METRICS_GAUGE, "state", NULL, 0},
         {&errors, "herald_backend_errors_total", "Failed backend calls",
@@ -54,6 +67,9 @@ int dsp_metrics_new(dsp *d, char *errstr, size_t errlen)
     m->chunks_redelivered = hr_metrics_labels(redelivered, NULL);
     m->ratelimit_waits = hr_metrics_labels(waits, NULL);
     m->claim_lag = hr_metrics_labels(lag, NULL);
+    m->reconcile_added = hr_metrics_labels(rc_added, NULL);
+    m->reconcile_seconds = hr_metrics_labels(rc_seconds, NULL);
+    m->unaccounted = hr_metrics_labels(unaccounted, NULL);
     m->claimed_timer = hr_metrics_labels(claimed, "timer");
     m->claimed_poller = hr_metrics_labels(claimed, "poller");
     m->claimed_takeover = hr_metrics_labels(claimed, "takeover");

@@ -52,6 +52,7 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
     wk_metrics *m = calloc(1, sizeof *m);
     hr_metrics_family *pushes, *latency, *due, *inflight, *retries, *throttled, *waits, *acked;
     hr_metrics_family *redelivered, *bad, *queue, *flush, *lag, *errors, *dropped, *anomalies;
+    hr_metrics_family *unaccounted;
     const hr_metrics_spec specs[] = {
         {&pushes, "herald_pushes_total", "Pushes by channel and outcome", HR_METRICS_COUNTER,
          "channel,outcome", NULL, 0},
@@ -86,6 +87,9 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
         {&dropped, "herald_reporter_dropped_total",
          "push_delivery rows not written: the queue stayed full, or MySQL rejected the row",
          HR_METRICS_COUNTER, "reason", NULL, 0},
+        {&unaccounted, "herald_recipients_unaccounted_total",
+         "Subscriptions with no outcome when their task finished (the task is failed)",
+         HR_METRICS_COUNTER, NULL, NULL, 0},
         {&anomalies, "herald_worker_anomalies_total",
          "Bad input the worker worked around, by kind", HR_METRICS_COUNTER, "kind", NULL, 0},
     };
@@ -122,6 +126,7 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
     m->chunks_redelivered = hr_metrics_labels(redelivered, NULL);
     m->reporter_queue = hr_metrics_labels(queue, NULL);
     m->reporter_flush = hr_metrics_labels(flush, NULL);
+    m->unaccounted = hr_metrics_labels(unaccounted, NULL);
     m->kafka_lag = hr_metrics_labels(lag, NULL);
     hr_metrics_gauge_fn(m->kafka_lag, wk_metrics_lag, m);
     for (size_t i = 0; i < WK__BAD_REASONS; i++)

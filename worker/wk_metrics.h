@@ -67,6 +67,7 @@ typedef struct wk_metrics {
     hr_metrics_child *bad[WK__BAD_REASONS];
     hr_metrics_child *backend_errors[WK__BACKENDS];
     hr_metrics_child *reporter_dropped[WK__DROPS];
+    hr_metrics_child *unaccounted; /* herald_recipients_unaccounted_total */
     hr_metrics_child *anomalies[WK__ANOMALIES];
     atomic_bool redis_ok, mysql_ok, kafka_ok;
     atomic_bool assigned; /* the consumer is subscribed (assigned or waiting) */

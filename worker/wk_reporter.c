@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "hr_finish.h"
 #include "hr_log.h"
 #include "wk_clock.h"
 #include "hr_mysql.h"
@@ -236,16 +237,23 @@ static int wk_reporter_write_chunks(wk_reporter *rp, const wk_event *evs, size_t
         if (strcmp(ev->u.chunk.state, "done") != 0 || ev->u.chunk.pending_left != 0 ||
             ev->u.chunk.subs_left != 0)
             continue;
-        hr_mysql_param task[] = {HR_P_I64(ev->task)};
-        uint64_t affected = 0;
+        /* The counters of this batch were written first, from the stats
+         * hash the chunk's close read: MySQL's are the task's now. */
+        hr_finish_result fin;
+        int rc = hr_finish_task(rp->m, ev->task, &HR_OUTCOMES_UNKNOWN, &fin, errstr, errlen);
 
-        if (hr_mysql_exec(rp->m,
-                          "UPDATE push_task SET state = 'done', finished_at = UTC_TIMESTAMP(3) "
-                          "WHERE id = ? AND state = 'dispatched'",
-                          task, 1, &affected, NULL, NULL, errstr, errlen) != 0)
+        if (rc < 0)
             return -1;
-        if (affected > 0)
-            hr_log_info("task_done", "task=%lld", (long long)ev->task);
+        if (rc == 0)
+            continue;
+        if (fin.unaccounted == 0) {
+            hr_log_info("task_done", "task=%" PRId64, ev->task);
+            continue;
+        }
+        hr_metrics_add(rp->met->unaccounted, (uint64_t)fin.unaccounted);
+        hr_log_error("task_unaccounted",
+                     "task=%" PRId64 " via=worker unaccounted=%" PRId64 " subscriptions=%" PRId64,
+                     ev->task, fin.unaccounted, fin.subscriptions);
     }
     return 0;
 }

@@ -1,0 +1,44 @@
+/* hr_finish: the end of a campaign, `dispatched` -> `done`, shared by the
+ * dispatcher's sweeper and the worker's reporter.
+ *
+ * `done` means every subscription is accounted for: the outcomes (sent,
+ * failed, throttled, pulled, cancelled) add up to at least the task's
+ * push_subscription rows.  When they do not (Redis lost recipients, a set
+ * was flushed, a bug), the task does not claim success: it becomes
+ * `failed` with `unaccounted` = the gap and a last_error that says so, and
+ * the caller counts herald_recipients_unaccounted_total.  A recipient
+ * pushed twice counts twice, so a gap can hide behind duplicates; the
+ * check never reports a gap that is not there. */
+#ifndef HR_FINISH_H
+#define HR_FINISH_H
+
+#include <stdint.h>
+
+#include "hr_mysql.h"
+#include "hr_redis.h"
+
+/* A task's outcome counters; -1 = not known (MySQL's value stands). */
+typedef struct hr_outcomes {
+    int64_t sent, failed, throttled, pulled, cancelled, retried;
+} hr_outcomes;
+
+#define HR_OUTCOMES_UNKNOWN ((hr_outcomes){-1, -1, -1, -1, -1, -1})
+
+/* Reads the task's stats hash into *OUT (0 for a field it lacks).  0 or -1. */
+int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr,
+                         size_t errlen);
+
+typedef struct hr_finish_result {
+    int64_t subscriptions; /* push_subscription rows */
+    int64_t unaccounted;   /* 0 when the task became done */
+} hr_finish_result;
+
+/* Ends task ID if it is `dispatched`: raises its MySQL counters to STATS
+ * (absolute values from the stats hash, as the reporter writes them; may be
+ * HR_OUTCOMES_UNKNOWN), then `done` when they cover every subscription,
+ * else `failed` with unaccounted and last_error.  1 when this call ended
+ * it (*OUT filled), 0 when it was not dispatched (any more), -1 (ERRSTR). */
+int hr_finish_task(hr_mysql *m, int64_t id, const hr_outcomes *stats, hr_finish_result *out,
+                   char *errstr, size_t errlen);
+
+#endif

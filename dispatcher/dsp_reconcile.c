@@ -1,0 +1,128 @@
+/* dsp_reconcile: the final reconciliation of an owned task's subscriber set
+ * with push_subscription, after the claim and before the first chunk.
+ *
+ * Why after the claim: the guard trigger (schemas/mysql/
+ * 003_subscription_guard.sql) refuses subscriptions from the claim on, and
+ * the claim waited for the inserts in flight, so the rows MySQL holds now
+ * are every subscription there will ever be.  The scanner's syncs before due
+ * kept the set nearly complete; this one reads what they could not have
+ * seen (rows of the epochs since the last sync, or all of them when the
+ * synced mark is gone), adds them under the prepare lock and creates seq,
+ * which lets the chunker start and makes every later refill refuse.
+ *
+ * Off the loop thread: a sync's cost follows the rows added since the last
+ * one, which a bulk load just before due can make large.  One job at a
+ * time on libuv's pool, with its own connections (dsp.rc_conn); the loop
+ * thread queues task ids (dsp_reconcile_want) and reads the outcome in the
+ * job's after-work callback, which libuv runs on the loop thread. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dsp.h"
+#include "hr_log.h"
+#include "hr_subs.h"
+
+static void dsp_rc_work(uv_work_t *w)
+{
+    dsp *d = w->data;
+    dsp_conn *c = &d->rc_conn;
+    char token[256];
+    hr_subs_refill_opts o = {.token = token, .lock_ms = DSP_PREP_LOCK_MS,
+                             .batch = d->cfg->dispatcher.refill_batch, .stop = &d->stopping};
+    int64_t start = dsp_now_ms();
+
+    d->rc_added = d->rc_seen = 0;
+    if (!dsp_conn_ready(d, c)) {
+        d->rc_result = -1;
+        snprintf(d->rc_err, sizeof d->rc_err, "backends not ready");
+        return;
+    }
+    snprintf(token, sizeof token, "%s/reconcile", d->owner);
+    d->rc_result = hr_subs_sync(c->m, c->r, d->rc_task, &o, true, &d->rc_added, &d->rc_seen,
+                                d->rc_err, sizeof d->rc_err);
+    if (d->rc_result < 0)
+        dsp_conn_failed(d, c, DSP_MYSQL, d->rc_err);
+    d->rc_ms = dsp_now_ms() - start;
+}
+
+static void dsp_rc_start(dsp *d);
+
+static void dsp_rc_done(uv_work_t *w, int status)
+{
+    dsp *d = w->data;
+    int64_t id = d->rc_task;
+
+    (void)status;
+    d->rc_busy = false;
+    switch (d->rc_result) {
+    case HR_SUBS_DONE:
+        hr_log_info("task_reconciled", "task=%lld added=%lld read=%lld ms=%lld", (long long)id,
+                    (long long)d->rc_added, (long long)d->rc_seen, (long long)d->rc_ms);
+        if (d->rc_added > 0)
+            hr_metrics_add(d->met.reconcile_added, (uint64_t)d->rc_added);
+        hr_metrics_observe(d->met.reconcile_seconds, (double)d->rc_ms / 1000.0);
+        dsp_reconciled(d, id, true);
+        break;
+    case HR_SUBS_STARTED:
+        /* seq exists: an earlier owner reconciled and started chunking. */
+        dsp_reconciled(d, id, true);
+        break;
+    case HR_SUBS_BUSY:
+        /* A scanner's sync holds the prepare lock: try again shortly. */
+        dsp_reconciled(d, id, false);
+        break;
+    default:
+        hr_log_warn("reconcile_failed", "task=%lld result=%s error=%s", (long long)id,
+                    hr_subs_result_str(d->rc_result), d->rc_err);
+        dsp_reconciled(d, id, false);
+        break;
+    }
+    dsp_rc_start(d);
+}
+
+/* Starts the next queued reconciliation, if none runs. */
+static void dsp_rc_start(dsp *d)
+{
+    if (d->rc_busy || d->nrc_queue == 0 || atomic_load(&d->stopping))
+        return;
+    d->rc_task = d->rc_queue[0];
+    memmove(d->rc_queue, d->rc_queue + 1, (d->nrc_queue - 1) * sizeof *d->rc_queue);
+    d->nrc_queue--;
+    d->rc_work.data = d;
+    if (uv_queue_work(d->loop, &d->rc_work, dsp_rc_work, dsp_rc_done) == 0)
+        d->rc_busy = true;
+    else
+        dsp_reconciled(d, d->rc_task, false);
+}
+
+bool dsp_reconcile_want(dsp *d, int64_t id)
+{
+    size_t i;
+
+    if (d->rc_busy && d->rc_task == id)
+        return true;
+    for (i = 0; i < d->nrc_queue; i++)
+        if (d->rc_queue[i] == id)
+            return true;
+    if (d->nrc_queue == d->cap_rc_queue) {
+        size_t cap = d->cap_rc_queue ? d->cap_rc_queue * 2 : 16;
+        int64_t *grown = realloc(d->rc_queue, cap * sizeof *grown);
+
+        if (grown == NULL)
+            return false;
+        d->rc_queue = grown;
+        d->cap_rc_queue = cap;
+    }
+    d->rc_queue[d->nrc_queue++] = id;
+    dsp_rc_start(d);
+    return true;
+}
+
+void dsp_reconcile_free(dsp *d)
+{
+    free(d->rc_queue);
+    d->rc_queue = NULL;
+    d->nrc_queue = d->cap_rc_queue = 0;
+    dsp_conn_close(&d->rc_conn);
+}
