@@ -64,7 +64,7 @@ struct wk_chan {
     size_t inflight;
     wk_retry_cap cap;
     int64_t paused_until_ms;
-    int64_t tokens;
+    int64_t tokens, tokens_sec; /* channel budget: see wk_chan_token */
     uv_timer_t wake;  /* end of a pause or of a rate-limit wait */
     uv_timer_t retry; /* earliest delayed push */
 };
@@ -383,16 +383,22 @@ static void wk_chan_promote(wk_chan *ch, int64_t now)
 /* Whether a token of SCOPE's LIMIT is at hand in *TOKENS, asking the
  * limiter for a grant when none is left; false with *WAIT_MS set.  The
  * token is spent (decremented) only when a push starts, so a grant is
- * never lost to a push that could not start. */
+ * never lost to a push that could not start.  Tokens belong to the second
+ * they were granted in (*SEC): the limiter counted them against that
+ * second's budget, so the ones left when it is over are dropped, never
+ * spent on top of a later second's (under-use, never overshoot). */
 static bool wk_chan_token(wk_chan *ch, const char *scope, int64_t limit, int64_t *tokens,
-                          int64_t *wait_ms)
+                          int64_t *sec, int64_t *wait_ms)
 {
-    int64_t want, granted = 0;
+    int64_t want, granted = 0, now_sec = wk_clock_now_ms() / 1000;
     char errstr[256];
 
     if (limit <= 0)
         return true;
+    if (*tokens > 0 && *sec != now_sec)
+        *tokens = 0;
     if (*tokens == 0) {
+        *sec = now_sec;
         want = limit / WK_SENDER_GRANT_DIVISOR;
         if (want < 1)
             want = 1;
@@ -491,7 +497,8 @@ static wk_task *wk_chan_next_task(wk_chan *ch, int64_t now, int64_t *wait_ms)
 
         if (now < t->wait_until_ms) {
             wait = t->wait_until_ms - now;
-        } else if (!wk_chan_token(ch, t->rl_scope, t->rate_limit, &t->tokens, &wait)) {
+        } else if (!wk_chan_token(ch, t->rl_scope, t->rate_limit, &t->tokens, &t->tokens_sec,
+                                  &wait)) {
             wait = wait > 0 ? wait : 1;
             t->wait_until_ms = now + wait;
         } else {
@@ -519,7 +526,8 @@ static void wk_chan_pump(wk_chan *ch)
             uv_timer_start(&ch->wake, wk_chan_wake_cb, (uint64_t)(ch->paused_until_ms - now), 0);
             return;
         }
-        if (!wk_chan_token(ch, ch->rl_scope, ch->cfg->rate_limit, &ch->tokens, &wait_ms) ||
+        if (!wk_chan_token(ch, ch->rl_scope, ch->cfg->rate_limit, &ch->tokens, &ch->tokens_sec,
+                           &wait_ms) ||
             (t = wk_chan_next_task(ch, now, &wait_ms)) == NULL) {
             uv_timer_start(&ch->wake, wk_chan_wake_cb, (uint64_t)(wait_ms > 0 ? wait_ms : 1), 0);
             return;
@@ -531,9 +539,9 @@ static void wk_chan_pump(wk_chan *ch)
             return;
         }
         /* The tokens go with the push, started or settled. */
-        if (ch->cfg->rate_limit > 0)
+        if (ch->cfg->rate_limit > 0 && ch->tokens > 0)
             ch->tokens--;
-        if (t->rate_limit > 0)
+        if (t->rate_limit > 0 && t->tokens > 0)
             t->tokens--;
         p = TAILQ_FIRST(&t->ready);
         wk_chan_dequeue(ch, p);

@@ -53,6 +53,7 @@ typedef struct wk_task {
     int64_t rate_limit;        /* effective pushes/s for the task, 0 = none */
     char rl_scope[40];         /* "push:task<ID>" */
     int64_t tokens;            /* granted by the limiter, not yet spent */
+    int64_t tokens_sec;        /* the second they were granted in */
     /* Sender state (loop thread; wk_sender): the ready pushes, the place
      * in the channel's round robin while any wait, and until when the
      * task's limiter said no. */
