@@ -1096,7 +1096,8 @@ static void sink_usage(FILE *f)
             "  --status-ok CODE        success status (200..299, default 200)\n"
             "  --seed N                seed of the fault decisions (default 1)\n"
             "  --threads N             event-loop threads on one SO_REUSEPORT port (default 1)\n"
-            "  --help                  this text\n"
+            "  -h, --help              this text\n"
+            "  -V, --version           the version\n"
             "The uid is the JSON body's \"uid\" (string or number), else the uid= query\n"
             "parameter, else '-'.  recv_ms is wall-clock UTC milliseconds.\n");
 }
@@ -1136,12 +1137,13 @@ static int sink_parse_args(int argc, char **argv, sink_conf *cf)
         {"seed", required_argument, NULL, 'S'},
         {"threads", required_argument, NULL, 'n'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     const char *listen_at = "127.0.0.1:19099";
     int64_t v;
     int o, li = 0;
-    while ((o = getopt_long(argc, argv, "h", opts, &li)) != -1) {
+    while ((o = getopt_long(argc, argv, "hV", opts, &li)) != -1) {
         switch (o) {
         case 'l': listen_at = optarg; break;
         case 'r': cf->record_path = optarg; break;
@@ -1177,6 +1179,7 @@ static int sink_parse_args(int argc, char **argv, sink_conf *cf)
             cf->threads = (int)v;
             break;
         case 'h': sink_usage(stdout); exit(0);
+        case 'V': printf("herald-sink %s\n", HR_VERSION); exit(0);
         default: sink_usage(stderr); return -1;
         }
     }

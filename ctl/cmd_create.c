@@ -18,21 +18,27 @@
     "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "           \
     "throttle_key, throttle_mode) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
-#define CREATE_FLAGS_HELP                                                                 \
-    "\nflags:\n"                                                                          \
-    "  --name N                   required; shown in lists\n"                             \
-    "  --channel C                required; a channel of the configuration\n"            \
-    "  --due-at 'YYYY-MM-DD HH:MM:SS[.mmm]'  due time, UTC\n"                             \
-    "  --due-in D                 or due in 30s, 5m, 2h, 1d from now\n"                   \
-    "  --topic T                  default \"default\"\n"                                \
-    "  --title T, --body B        templates ({{uid}}, {{payload.x}}, {{user.x}}, ...)\n"  \
-    "  --payload JSON             a JSON object\n"                                        \
-    "  --freeze-at TIME           default 00:00 UTC of the due day\n"                     \
-    "  --rate-limit N             pushes/s across the cluster (0 = channel's)\n"          \
-    "  --chunk-size N             recipients per chunk, default 5000\n"                   \
-    "  --throttle-limit N --throttle-window 1h  at most N pushes per recipient a window\n" \
-    "  --throttle-scope S, --throttle-key K, --throttle-mode enforce|shadow\n"            \
-    "  --quiet                    print only the new id\n"
+/* Every flag of create_options[], for `heraldctl help create`. */
+const char ctl_create_flags[] =
+    "  --name N             required; shown in lists\n"
+    "  --channel C          required; a channel of the configuration\n"
+    "  --due-at TIME        due time, UTC: 'YYYY-MM-DD HH:MM:SS[.mmm]'\n"
+    "  --due-in D           or due D from now: 250ms, 30s, 5m, 2h, 1d\n"
+    "                       (one of --due-at and --due-in is required)\n"
+    "  --topic T            default \"default\"\n"
+    "  --title T            title template ({{uid}}, {{payload.x}}, {{user.x}}, ...)\n"
+    "  --body B             body template, same placeholders\n"
+    "  --payload JSON       a JSON object, {{payload.x}} in the templates\n"
+    "  --freeze-at TIME     title, body, payload and due time no longer change after it\n"
+    "                       (default 00:00 UTC of the due day)\n"
+    "  --rate-limit N       pushes/s across the cluster (default 0 = the channel's)\n"
+    "  --chunk-size N       recipients per chunk (default 5000)\n"
+    "  --throttle-limit N   at most N pushes per recipient in a window (0 = none)\n"
+    "  --throttle-window D  that window: 30s, 5m, 1h, 1d (whole seconds)\n"
+    "  --throttle-scope S   the name of the shared window (default: the topic)\n"
+    "  --throttle-key K     an attribute: one window per value of it (docs/throttle.md)\n"
+    "  --throttle-mode M    enforce or shadow (default: the channel's)\n"
+    "  --quiet              print only the new id\n";
 
 enum {
     OPT_NAME = 256,
@@ -154,9 +160,7 @@ static int create_parse(int argc, char **argv, create_args *a)
             a->t.throttle_window_s = window_ms / 1000 > INT32_MAX ? INT32_MAX : window_ms / 1000;
             break;
         default:
-            ctl_usage("create", NULL);
-            fputs(CREATE_FLAGS_HELP, stderr);
-            return CTL_EXIT_USAGE;
+            return ctl_usage("create", NULL);
         }
     }
     if (optind < argc)

@@ -4,24 +4,50 @@
 
 #include <getopt.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static int ctl_cmd_help(ctl_ctx *ctx, int argc, char **argv);
 
+#define CTL_TASK_ARG "  TASK                 the task's id\n"
+
 static const ctl_command ctl_commands[] = {
-    {"help", "show the commands, or how to use one", "[COMMAND]", ctl_cmd_help},
-    {"migrate", "apply the MySQL schema migrations not applied yet", "", ctl_cmd_migrate},
-    {"create", "create a task from flags; prints its id", "--name N --channel C --due-in D|--due-at T [...]", ctl_cmd_create},
-    {"import", "add subscribers (one id a line) to a scheduled task", "TASK FILE|-", ctl_cmd_import},
-    {"status", "a task's state, counters, progress and ETA", "TASK [--watch] [--interval 1s]", ctl_cmd_status},
-    {"list", "the newest tasks as a table", "[--state S] [--limit N]", ctl_cmd_list},
-    {"pause", "pause a task: workers park their chunks", "TASK", ctl_cmd_control},
-    {"resume", "resume a paused task", "TASK", ctl_cmd_control},
-    {"cancel", "cancel a task: remaining recipients count as cancelled", "TASK", ctl_cmd_control},
-    {"recover", "rebuild a task's Redis state from MySQL after a loss", "TASK", ctl_cmd_recover},
-    {"redrive", "put a task's dead-lettered recipients into a new chunk", "TASK", ctl_cmd_redrive},
+    {"help", "show the commands, or how to use one", "[COMMAND]",
+     "  COMMAND              show its arguments and every flag\n"
+     "                       ('heraldctl COMMAND --help' does the same)\n",
+     ctl_cmd_help},
+    {"migrate", "apply the MySQL schema migrations not applied yet", "",
+     "  (no arguments; safe to run twice or concurrently)\n", ctl_cmd_migrate},
+    {"create", "create a task from flags; prints its id",
+     "--name N --channel C --due-in D|--due-at T [FLAGS]", ctl_create_flags, ctl_cmd_create},
+    {"import", "add subscribers (one id a line) to a scheduled task", "TASK FILE|-",
+     CTL_TASK_ARG
+     "  FILE                 subscriber ids, one decimal uid a line; - reads stdin\n"
+     "                       (idempotent: run it again after an error)\n",
+     ctl_cmd_import},
+    {"status", "a task's state, counters, progress and ETA", "TASK [--watch] [--interval D]",
+     CTL_TASK_ARG
+     "  --watch              redraw until the task is finished (exit 1 if it failed)\n"
+     "  --interval D         time between samples of --watch (default 1s, at least 100ms)\n",
+     ctl_cmd_status},
+    {"list", "the newest tasks as a table", "[--state S] [--limit N] [--json]",
+     "  --state S            only tasks in state S: scheduled, dispatching, dispatched,\n"
+     "                       done, paused, cancelled or failed\n"
+     "  --limit N            at most N tasks, newest first (default 20, at most 10000)\n"
+     "  --json               one JSON array of task objects with every counter\n"
+     "                       (total, sent, failed, throttled, pulled, cancelled,\n"
+     "                       retried) and last_error, instead of the table\n",
+     ctl_cmd_list},
+    {"pause", "pause a task: workers park their chunks", "TASK", CTL_TASK_ARG, ctl_cmd_control},
+    {"resume", "resume a paused task", "TASK", CTL_TASK_ARG, ctl_cmd_control},
+    {"cancel", "cancel a task: remaining recipients count as cancelled", "TASK", CTL_TASK_ARG,
+     ctl_cmd_control},
+    {"recover", "rebuild a task's Redis state from MySQL after a loss", "TASK", CTL_TASK_ARG,
+     ctl_cmd_recover},
+    {"redrive", "put a task's dead-lettered recipients into a new chunk", "TASK", CTL_TASK_ARG,
+     ctl_cmd_redrive},
 };
 
 #define CTL_NCOMMANDS (sizeof ctl_commands / sizeof ctl_commands[0])
@@ -52,8 +78,22 @@ static void ctl_print_help(FILE *out)
 
 static void ctl_print_command(FILE *out, const ctl_command *cmd)
 {
-    fprintf(out, "usage: heraldctl [-c CONFIG] %s%s%s\n\n%s\n", cmd->name, *cmd->usage ? " " : "",
-            cmd->usage, cmd->summary);
+    fprintf(out, "usage: heraldctl [-c CONFIG] %s%s%s\n\n%s\n\n%s", cmd->name,
+            *cmd->usage ? " " : "", cmd->usage, cmd->summary, cmd->details);
+}
+
+/* Whether ARGV (a command's arguments) asks for its help: -h or --help
+ * before a "--".  Checked before the configuration is read, so help works
+ * without one. */
+static bool ctl_wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--") == 0)
+            return false;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return true;
+    }
+    return false;
 }
 
 int ctl_fail(const char *fmt, ...)
@@ -198,6 +238,10 @@ int ctl_main(int argc, char **argv)
     optind = 0;
     if (cmd->run == ctl_cmd_help)
         return ctl_cmd_help(&ctx, argc, argv);
+    if (ctl_wants_help(argc, argv)) {
+        ctl_print_command(stdout, cmd);
+        return CTL_EXIT_OK;
+    }
     if (hr_config_load(ctx.config_path, &ctx.cfg, errstr, sizeof errstr) != 0) {
         fprintf(stderr, "%s\n", errstr);
         return CTL_EXIT_USAGE;

@@ -9,6 +9,10 @@
  * declare it below, add its line to ctl_commands[] in ctl.c and its file to
  * ctl/meson.build.
  *
+ * `heraldctl help NAME` and `heraldctl NAME --help` print the command's
+ * usage line, summary and details (every flag) on stdout, before any
+ * configuration is read.
+ *
  * A command gets ARGV starting with its own name (so getopt works; reset
  * optind to 0 first) and returns an exit code: CTL_EXIT_OK, CTL_EXIT_FAIL
  * after printing one line with ctl_fail(), or CTL_EXIT_USAGE through
@@ -40,6 +44,7 @@ typedef struct ctl_command {
     const char *name;
     const char *summary; /* one line for `heraldctl help` */
     const char *usage;   /* the arguments after the name, "" for none */
+    const char *details; /* every argument and flag, for `heraldctl help NAME` */
     int (*run)(ctl_ctx *ctx, int argc, char **argv);
 } ctl_command;
 
@@ -66,6 +71,8 @@ int ctl_task_arg(ctl_ctx *ctx, int argc, char **argv, hr_mysql **m, hr_redis **r
 
 int ctl_cmd_migrate(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv);
+/* create's flags, one a line (its `help` details), next to its options. */
+extern const char ctl_create_flags[];
 int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_status(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_list(ctl_ctx *ctx, int argc, char **argv);

@@ -36,6 +36,19 @@ char *ctl_fmt_count(int64_t n, char *buf, size_t len);
 /* Seconds → "42 s", "3 min 05 s", "2 h 01 min"; negative → "-". */
 char *ctl_fmt_eta(double seconds, char *buf, size_t len);
 
+/* S as one table cell of WIDTH terminal columns, UTF-8 aware: cut at a
+ * character boundary (never inside a character, a combining mark stays with
+ * its base) and ended with "…" when cut; East Asian wide characters and
+ * emoji count 2 columns, combining marks 0.  PAD: fill up to WIDTH with
+ * spaces.  Bytes that are not UTF-8 become '?', control characters a space,
+ * so the cell is always valid UTF-8 on one line.  A BUF too small for the
+ * text cuts it earlier (4 * WIDTH + 8 bytes always fit).  Returns BUF. */
+char *ctl_fmt_cell(const char *s, int width, bool pad, char *buf, size_t len);
+
+/* The terminal columns of code point CP: 0, 1 or 2 (the common ranges of
+ * Unicode's East Asian Width and emoji, the same in every locale). */
+int ctl_fmt_cp_width(uint32_t cp);
+
 /* "[########------------]" of WIDTH cells for FRAC (clamped to 0..1). */
 char *ctl_fmt_bar(double frac, int width, char *buf, size_t len);
 

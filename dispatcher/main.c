@@ -1,9 +1,11 @@
 /* herald-dispatcher: turns push_task rows into Kafka chunk messages.
  *
  *   herald-dispatcher [-c CONFIG]      (default $HERALD_CONFIG)
+ *   herald-dispatcher --help | --version   (on stdout, exit 0)
  *
  * Exit codes: 0 after SIGTERM/SIGINT, 1 on a startup failure, 2 on a bad
  * command line or configuration (printed as "file:line:col: message"). */
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -11,28 +13,58 @@
 #include "dsp.h"
 #include "hr_log.h"
 
-static void usage(void)
+/* On stdout for --help, on stderr after a bad command line. */
+static void usage(FILE *out)
 {
-    fprintf(stderr, "usage: herald-dispatcher [-c CONFIG]  (default $HERALD_CONFIG)\n");
+    fprintf(out, "usage: herald-dispatcher [-c CONFIG]\n"
+                 "Turns due push tasks into Kafka chunk messages and serves the HTTP API.\n"
+                 "\n"
+                 "  -c, --config CONFIG  configuration file (default: $HERALD_CONFIG)\n"
+                 "  -h, --help           show this help\n"
+                 "  -V, --version        show the version\n"
+                 "\n"
+                 "Exit status: 0 after SIGTERM/SIGINT, 1 on a startup failure, 2 on a bad\n"
+                 "command line or configuration.\n");
 }
 
 int main(int argc, char **argv)
 {
+    static const struct option longopts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
+        {NULL, 0, NULL, 0},
+    };
     const char *path = getenv("HERALD_CONFIG");
     hr_config *cfg = NULL;
     char err[1024];
     int opt, rc;
 
-    while ((opt = getopt(argc, argv, "c:h")) != -1) {
-        if (opt == 'c') {
+    while ((opt = getopt_long(argc, argv, "c:hV", longopts, NULL)) != -1) {
+        switch (opt) {
+        case 'c':
             path = optarg;
-        } else {
-            usage();
-            return opt == 'h' ? 0 : 2;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case 'V':
+            printf("herald-dispatcher %s\n", HR_VERSION);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
         }
     }
-    if (optind != argc || path == NULL || path[0] == '\0') {
-        usage();
+    if (optind != argc) {
+        fprintf(stderr, "herald-dispatcher: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    if (path == NULL || path[0] == '\0') {
+        fprintf(stderr, "herald-dispatcher: no configuration: give -c CONFIG or set "
+                        "HERALD_CONFIG\n");
+        usage(stderr);
         return 2;
     }
     if (hr_config_load(path, &cfg, err, sizeof err) < 0) {

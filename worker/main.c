@@ -1,5 +1,6 @@
 /* herald-worker: consumes chunk messages and pushes their recipients
- * (see wk_worker.h).  Usage: herald-worker [-c CONFIG] [--listen HOST:PORT];
+ * (see wk_worker.h).  Usage: herald-worker [-c CONFIG] [--listen HOST:PORT]
+ * (--help and --version print on stdout and exit 0);
  * the config path defaults to $HERALD_CONFIG, --listen overrides
  * worker.listen (the metrics endpoint) so two workers can share a host.
  * Exit status: 0 after a clean stop, 1 on a startup failure (including a
@@ -16,11 +17,19 @@
 #include "hr_log.h"
 #include "wk_worker.h"
 
-static void usage(void)
+/* On stdout for --help, on stderr after a bad command line. */
+static void usage(FILE *out)
 {
-    fprintf(stderr, "usage: herald-worker [-c CONFIG] [--listen HOST:PORT]\n"
-                    "  -c CONFIG            default: $HERALD_CONFIG\n"
-                    "  -l, --listen ADDR    metrics endpoint, overrides worker.listen\n");
+    fprintf(out, "usage: herald-worker [-c CONFIG] [--listen HOST:PORT]\n"
+                 "Consumes chunk messages from Kafka and pushes their recipients.\n"
+                 "\n"
+                 "  -c, --config CONFIG  configuration file (default: $HERALD_CONFIG)\n"
+                 "  -l, --listen ADDR    metrics endpoint, overrides worker.listen\n"
+                 "  -h, --help           show this help\n"
+                 "  -V, --version        show the version\n"
+                 "\n"
+                 "Exit status: 0 after a clean stop, 1 on a startup failure, 2 on a bad\n"
+                 "command line or configuration.\n");
 }
 
 int main(int argc, char **argv)
@@ -29,6 +38,7 @@ int main(int argc, char **argv)
         {"config", required_argument, NULL, 'c'},
         {"listen", required_argument, NULL, 'l'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     const char *path = getenv("HERALD_CONFIG"), *listen = NULL;
@@ -37,7 +47,7 @@ int main(int argc, char **argv)
     char errstr[1024];
     int opt, rc = 1;
 
-    while ((opt = getopt_long(argc, argv, "c:l:h", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "c:l:hV", longopts, NULL)) != -1) {
         switch (opt) {
         case 'c':
             path = optarg;
@@ -46,15 +56,24 @@ int main(int argc, char **argv)
             listen = optarg;
             break;
         case 'h':
-            usage();
+            usage(stdout);
+            return 0;
+        case 'V':
+            printf("herald-worker %s\n", HR_VERSION);
             return 0;
         default:
-            usage();
+            usage(stderr);
             return 2;
         }
     }
-    if (optind != argc || path == NULL || *path == '\0') {
-        usage();
+    if (optind != argc) {
+        fprintf(stderr, "herald-worker: unexpected argument '%s'\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    if (path == NULL || *path == '\0') {
+        fprintf(stderr, "herald-worker: no configuration: give -c CONFIG or set HERALD_CONFIG\n");
+        usage(stderr);
         return 2;
     }
     if (hr_config_load(path, &cfg, errstr, sizeof errstr) != 0) {

@@ -18,8 +18,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cJSON.h>
 #include <cmocka.h>
 
+#include "ctl_fmt.h"
 #include "hr_mysql.h"
 #include "hr_redis.h"
 #include "hr_task.h"
@@ -569,6 +571,168 @@ static void test_status_watch_and_list(void **state)
     free(r);
 }
 
+/* The terminal columns of the first LEN bytes of S, which must be valid
+ * UTF-8 (fails the test otherwise). */
+static int columns(const char *s, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + len;
+    int w = 0;
+
+    while (p < end) {
+        uint32_t cp;
+        int n = p[0] < 0x80 ? 1 : (p[0] & 0xE0) == 0xC0 ? 2 : (p[0] & 0xF0) == 0xE0 ? 3
+                : (p[0] & 0xF8) == 0xF0 ? 4 : 0;
+        if (n == 0 || p + n > end)
+            fail_msg("invalid UTF-8 at byte %td of \"%s\"", (const char *)p - s, s);
+        cp = n == 1 ? p[0] : p[0] & (0x7F >> n);
+        for (int i = 1; i < n; i++) {
+            if ((p[i] & 0xC0) != 0x80)
+                fail_msg("invalid UTF-8 at byte %td of \"%s\"", (const char *)p - s, s);
+            cp = cp << 6 | (p[i] & 0x3F);
+        }
+        w += ctl_fmt_cp_width(cp);
+        p += n;
+    }
+    return w;
+}
+
+/* The line of OUT that starts with task ID (right-aligned in 8), copied
+ * into LINE. */
+static void list_line(const char *out, int64_t id, char *line, size_t len)
+{
+    char head[32];
+    const char *p, *nl;
+
+    snprintf(head, sizeof head, "\n%8lld  ", (long long)id);
+    p = strstr(out, head);
+    if (p == NULL)
+        fail_msg("task %lld is not in the list:\n%s", (long long)id, out);
+    p++;
+    nl = strchr(p, '\n');
+    assert_non_null(nl);
+    assert_true((size_t)(nl - p) < len);
+    memcpy(line, p, (size_t)(nl - p));
+    line[nl - p] = '\0';
+}
+
+#define CJK_NAME                                                                          \
+    "\xE6\x98\x8E\xE6\x99\x9A\xE7\x9B\xB4\xE6\x92\xAD\xE6\x8F\x90\xE9\x86\x92\xEF\xBC\x9A" \
+    "\xE6\x96\xB0\xE5\xB9\xB4\xE6\xBC\x94\xE5\x94\xB1\xE4\xBC\x9A\xE5\x8D\xB3\xE5\xB0\x86" \
+    "\xE5\xBC\x80\xE5\xA7\x8B" /* 16 CJK characters, 32 columns */
+#define EMOJI_NAME                                                                        \
+    "go \xF0\x9F\x8E\x89\xF0\x9F\x8E\x89\xF0\x9F\x8E\x89 live \xF0\x9F\x9A\x80\xF0\x9F\x9A" \
+    "\x80 now \xE2\x9C\x85\xE2\x9C\x85\xE2\x9C\x85 ok" /* 33 columns */
+#define CJK_ERROR "provider 429: \xE8\xAF\xB7\xE6\xB1\x82\xE8\xBF\x87\xE4\xBA\x8E\xE9\xA2\x91" \
+    "\xE7\xB9\x81\xEF\xBC\x8C\xE8\xAF\xB7\xE7\xA8\x8D\xE5\x90\x8E\xE9\x87\x8D\xE8\xAF\x95 " \
+    "(every recipient throttled)"
+
+/* list cuts CJK and emoji names at a character boundary and pads them by
+ * terminal columns: every line is valid UTF-8 and the columns after the
+ * name start at the same column as the header's.  A fully throttled task
+ * shows its throttled count and last error; --json carries every counter. */
+static void test_list_utf8_and_json(void **state)
+{
+    ctl_run *r = malloc(sizeof *r);
+    int64_t ids[3] = {new_task(CJK_NAME), new_task(EMOJI_NAME), new_task("short ascii")};
+    char line[1024];
+    const char *hdr_state, *hdr_error;
+    int state_col, error_col;
+    size_t nfound = 0;
+    cJSON *arr, *o;
+
+    (void)state;
+    assert_non_null(r);
+    for (int i = 0; i < 3; i++)
+        exec_id("UPDATE push_task SET state = 'done', total = 1000, throttled = 1000, "
+                "last_error = '" CJK_ERROR "' WHERE id = ?", ids[i]);
+    exec_id("UPDATE push_task SET pulled = 3, cancelled = 4, retried = 5, sent = 6, failed = 7 "
+            "WHERE id = ?", ids[2]);
+
+    run_ctl(r, NULL, "list", "--state", "done", "--limit", "1000", NULL);
+    if (r->rc != 0)
+        fail_msg("list: rc %d: %s", r->rc, r->err);
+    (void)columns(r->out, strlen(r->out)); /* the whole output is valid UTF-8 */
+    hdr_state = strstr(r->out, "STATE");
+    hdr_error = strstr(r->out, "LAST ERROR");
+    assert_non_null(hdr_state);
+    assert_non_null(hdr_error);
+    assert_non_null(strstr(r->out, "THROTTLED"));
+    assert_non_null(strstr(r->out, "PULLED"));
+    assert_non_null(strstr(r->out, "CANCELLED"));
+    state_col = columns(r->out, (size_t)(hdr_state - r->out));
+    error_col = columns(r->out, (size_t)(hdr_error - r->out));
+    for (int i = 0; i < 3; i++) {
+        char *st, *err, *tok, *save = NULL, *toks[8];
+        int n = 0;
+
+        list_line(r->out, ids[i], line, sizeof line);
+        st = strstr(line, "  done  ");
+        err = strstr(line, "provider 429: ");
+        if (st == NULL || err == NULL)
+            fail_msg("no state or last error in \"%s\"", line);
+        st += 2;
+        if (columns(line, (size_t)(st - line)) != state_col ||
+            columns(line, (size_t)(err - line)) != error_col)
+            fail_msg("columns shifted (state at %d, error at %d; header %d, %d):\n%s\n%s",
+                     columns(line, (size_t)(st - line)), columns(line, (size_t)(err - line)),
+                     state_col, error_col, r->out, line);
+        /* The error is cut with an ellipsis, whole characters only. */
+        assert_non_null(strstr(err, "\xE2\x80\xA6"));
+        assert_null(strstr(err, "throttled)"));
+        /* state, date, time, total, sent, failed, throttled, pulled, cancelled */
+        err[-1] = '\0';
+        for (tok = strtok_r(st, " ", &save); tok != NULL && n < 8;
+             tok = strtok_r(NULL, " ", &save))
+            toks[n++] = tok;
+        assert_int_equal(n, 8);
+        assert_string_equal(toks[3], "1,000"); /* total */
+        assert_string_equal(toks[6], "1,000"); /* throttled */
+        assert_string_equal(toks[4], i == 2 ? "6" : "0");
+        assert_string_equal(toks[7], i == 2 ? "3" : "0");
+    }
+    /* The names were cut: the CJK one after 13 characters (26 columns and
+     * the ellipsis, then one space of padding), never inside one. */
+    list_line(r->out, ids[0], line, sizeof line);
+    assert_non_null(strstr(line, "\xE5\x8D\xB3\xE2\x80\xA6   done"));
+
+    run_ctl(r, NULL, "list", "--json", "--state", "done", "--limit", "1000", NULL);
+    if (r->rc != 0)
+        fail_msg("list --json: rc %d: %s", r->rc, r->err);
+    arr = cJSON_Parse(r->out);
+    if (!cJSON_IsArray(arr))
+        fail_msg("list --json is not a JSON array:\n%s", r->out);
+    cJSON_ArrayForEach(o, arr)
+    {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "id");
+        int k;
+
+        assert_true(cJSON_IsNumber(id));
+        for (k = 0; k < 3 && (double)ids[k] != id->valuedouble; k++)
+            ;
+        if (k == 3)
+            continue;
+        nfound++;
+        assert_string_equal(cJSON_GetObjectItemCaseSensitive(o, "name")->valuestring,
+                            k == 0 ? CJK_NAME : k == 1 ? EMOJI_NAME : "short ascii");
+        assert_string_equal(cJSON_GetObjectItemCaseSensitive(o, "state")->valuestring, "done");
+        assert_string_equal(cJSON_GetObjectItemCaseSensitive(o, "last_error")->valuestring,
+                            CJK_ERROR);
+        assert_true(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o, "due_at")));
+        assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "finished_at")));
+        static const char *const counters[] = {"total",  "sent",      "failed", "throttled",
+                                               "pulled", "cancelled", "retried"};
+        const int want[2][7] = {{1000, 0, 0, 1000, 0, 0, 0}, {1000, 6, 7, 1000, 3, 4, 5}};
+        for (int c = 0; c < 7; c++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, counters[c]);
+            if (!cJSON_IsNumber(v) || v->valuedouble != want[k == 2][c])
+                fail_msg("task %d: %s is not %d in --json", k, counters[c], want[k == 2][c]);
+        }
+    }
+    cJSON_Delete(arr);
+    assert_int_equal(nfound, 3);
+    free(r);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -581,6 +745,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_redrive_slices),
         cmocka_unit_test(test_recover_refused),
         cmocka_unit_test(test_status_watch_and_list),
+        cmocka_unit_test(test_list_utf8_and_json),
     };
 
     if (getenv("HERALD_TEST_CONFIG") == NULL || *getenv("HERALD_TEST_CONFIG") == '\0') {
