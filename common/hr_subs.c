@@ -215,23 +215,27 @@ static int hr_subs_epoch_end(hr_mysql *m, int64_t id, bool claimed, int64_t *upt
 {
     const hr_mysql_param p[] = {HR_P_I64(id)};
     hr_mysql_rows *rows = NULL;
-    uint64_t affected = 0, epoch = 0;
+    uint64_t affected = 0;
 
     if (!claimed) {
         if (hr_mysql_exec(m,
-                          "UPDATE push_task SET subs_epoch = LAST_INSERT_ID(subs_epoch + 1) "
+                          "UPDATE push_task SET subs_epoch = subs_epoch + 1 "
                           "WHERE id = ? AND state = 'scheduled'",
-                          p, 1, &affected, &epoch, NULL, errstr, errlen) < 0)
+                          p, 1, &affected, NULL, NULL, errstr, errlen) < 0)
             return -1;
         if (affected != 1)
             return 1;
-        *upto = (int64_t)epoch;
-        return 0;
     }
+    /* Only a sync bumps the epoch, and syncs of a task hold its prepare
+     * lock: the value read is the one just written. */
     if (hr_mysql_query(m, "SELECT subs_epoch FROM push_task WHERE id = ?", p, 1, &rows, errstr,
                        errlen) < 0)
         return -1;
-    *upto = rows->nrows == 1 ? strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10) + 1 : 1;
+    if (rows->nrows != 1) {
+        hr_mysql_rows_free(rows);
+        return 1;
+    }
+    *upto = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10) + (claimed ? 1 : 0);
     hr_mysql_rows_free(rows);
     return 0;
 }

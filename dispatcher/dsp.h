@@ -58,6 +58,7 @@
 #define DSP_TICK_MS 10
 #define DSP_PREP_LOCK_MS 120000     /* prepare lock (refill vs first chunk) */
 #define DSP_RECHECK_MS 10000        /* recount a prepared task's subscribers */
+#define DSP_CTL_RECHECK_MS 100      /* a task held by its ctl key looks again */
 #define DSP_FLUSH_MS 10000          /* bound of the producer flush at exit */
 #define DSP_WARM_TIMEOUT_MS 5000    /* topic metadata at start-up */
 

@@ -330,6 +330,32 @@ void dsp_reconciled(dsp *d, int64_t id, bool ok)
         t->next_ms = dsp_now_ms() + 100;
 }
 
+/* Whether the task's ctl key (what pause, resume and cancel set at once in
+ * Redis, and the scanner mirrors from MySQL) still says run.  The lease
+ * renewal drops a paused or cancelled task only every lease_s / 3; without
+ * this check the owner kept chunking that long after a pause, and a
+ * recover right after the pause raced its chunks. */
+static bool dsp_running(dsp *d, dsp_task *t, char *err, size_t errlen, bool *failed)
+{
+    char key[256];
+    redisReply *reply;
+    bool run;
+
+    *failed = false;
+    hr_redis_task_key(d->loop_conn.r, key, sizeof key, t->id, "ctl");
+    reply = hr_redis_cmdf(d->loop_conn.r, err, errlen, "GET %s", key);
+    if (reply == NULL) {
+        *failed = true;
+        return false;
+    }
+    /* A missing key is run: the scanner sets it, a flush may have lost it. */
+    run = reply->type != REDIS_REPLY_STRING || strcmp(reply->str, "run") == 0;
+    freeReplyObject(reply);
+    if (!run)
+        hr_log_debug("task_held", "task=%lld reason=control", (long long)t->id);
+    return run;
+}
+
 /* The rate limiter's grant for one chunk; 0 = wait (T->next_ms is set). */
 static int64_t dsp_grant(dsp *d, dsp_task *t, int64_t now, char *err, size_t errlen,
                          bool *failed)
@@ -378,6 +404,12 @@ static bool dsp_chunk_one(dsp *d, dsp_task *t)
     if (!t->started && !dsp_start(d, t, err, sizeof err, &failed)) {
         if (failed)
             goto redis_failed;
+        return false;
+    }
+    if (!dsp_running(d, t, err, sizeof err, &failed)) {
+        if (failed)
+            goto redis_failed;
+        t->next_ms = now + DSP_CTL_RECHECK_MS;
         return false;
     }
     n = dsp_grant(d, t, now, err, sizeof err, &failed);

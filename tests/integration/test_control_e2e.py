@@ -216,7 +216,7 @@ def report_uids(name, got, uids, skip=()):
 
 def scenario_pause(e):
     env, uids = e.env, range(10_000_001, 10_000_001 + N_PAUSE)
-    t = e.task("pause", 4 + N_PAUSE / 25000, N_PAUSE, uids)
+    t = e.task("pause", 4 + N_PAUSE / 10000, N_PAUSE, uids)
     check(e.wait_received(uids, N_PAUSE // 4, 60), "pause: a quarter delivered")
     before = len(e.received(uids))
     t0 = time.time()
@@ -247,7 +247,7 @@ def scenario_pause(e):
 
 def scenario_cancel(e):
     env, uids = e.env, range(20_000_001, 20_000_001 + N_CANCEL)
-    t = e.task("cancel", 4 + N_CANCEL / 25000, N_CANCEL, uids)
+    t = e.task("cancel", 4 + N_CANCEL / 10000, N_CANCEL, uids)
     check(e.wait_received(uids, N_CANCEL // 4, 60), "cancel: a quarter delivered")
     t0 = time.time()
     status, _ = env.http("POST", "/v1/tasks/%d/cancel" % t)
@@ -331,7 +331,7 @@ def scenario_loss_before_due(e):
 
 def scenario_loss_mid(e):
     env, uids = e.env, range(50_000_001, 50_000_001 + N_LOSS_MID)
-    t = e.task("loss-mid", 4 + N_LOSS_MID / 25000, N_LOSS_MID, uids)
+    t = e.task("loss-mid", 4 + N_LOSS_MID / 10000, N_LOSS_MID, uids)
     check(e.wait_received(uids, N_LOSS_MID // 3, 60), "loss mid: a third delivered")
     t0 = time.time()
     out = e.ctl("pause", t)
