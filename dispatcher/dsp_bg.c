@@ -22,7 +22,9 @@
  * - Sweeper: republishes pending chunks older than redelivery_timeout_s
  *   that no worker holds (sweep_claim.lua lets one sweeper win), and ends
  *   `dispatched` tasks with nothing pending (hr_finish: `done` only when
- *   every subscription is accounted for); one page of tasks
+ *   every subscription is accounted for; one whose subs holds recipients
+ *   again, after Redis came back from an older AOF, goes back to the
+ *   pollers); one page of tasks
  *   per sweep from a cursor.  Finished tasks' keys get the retention
  *   expiry (dsp_retire_keys).
  * - After each scan: the control transitions (dsp_ctl.c) and the
@@ -455,6 +457,29 @@ done:
 /* One page of unfinished tasks per sweep, by id from the cursor kept in
  * dsp.sweep_after (back to the start after a short page), so that every
  * task is swept however many there are. */
+/* A `dispatched` task with LEFT recipients in subs becomes `dispatching`
+ * with no owner and an expired lease, which a poller takes over.  0 or -1. */
+static int dsp_redispatch(dsp *d, int64_t id, int64_t left)
+{
+    dsp_conn *c = &d->bg_conn;
+    const hr_mysql_param p[] = {HR_P_I64(id)};
+    uint64_t affected = 0;
+    char err[512];
+
+    if (hr_mysql_exec(c->m,
+                      "UPDATE push_task SET state = 'dispatching', claimed_by = NULL, "
+                      "lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND, dispatched_at = NULL "
+                      "WHERE id = ? AND state = 'dispatched' AND control = 'run'",
+                      p, 1, &affected, NULL, NULL, err, sizeof err) < 0) {
+        dsp_conn_failed(d, c, DSP_MYSQL, err);
+        return -1;
+    }
+    if (affected == 1)
+        hr_log_warn("task_redispatched", "task=%lld reason=subs_not_empty left=%lld",
+                    (long long)id, (long long)left);
+    return 0;
+}
+
 void dsp_finished(dsp *d, int64_t id, const hr_finish_result *fin, const char *via)
 {
     if (fin->unaccounted == 0) {
@@ -494,6 +519,7 @@ static void dsp_bg_sweep(dsp *d)
                                           now - stale_ms, &budget);
         hr_outcomes stats;
         hr_finish_result fin;
+        int64_t left;
         int rc;
 
         if (npending < 0)
@@ -503,8 +529,17 @@ static void dsp_bg_sweep(dsp *d)
         if (npending > 0 || strcmp(hr_mysql_cell(rows, i, 1), "dispatched") != 0)
             continue;
         hr_redis_task_key(c->r, subs, sizeof subs, id, "subs");
-        if (dsp_reply_int(hr_redis_cmdf(c->r, err, sizeof err, "SCARD %s", subs)) != 0)
+        left = dsp_reply_int(hr_redis_cmdf(c->r, err, sizeof err, "SCARD %s", subs));
+        if (left < 0)
             continue;
+        if (left > 0) {
+            /* `dispatched` with recipients left and no owner: Redis came
+             * back from an AOF older than the owner's last chunk moves.
+             * Hand the task to the pollers, which chunk the rest. */
+            if (dsp_redispatch(d, id, left) < 0)
+                goto done;
+            continue;
+        }
         if (hr_finish_read_stats(c->r, id, &stats, err, sizeof err) < 0) {
             dsp_conn_failed(d, c, DSP_REDIS, err);
             goto done;

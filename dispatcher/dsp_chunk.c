@@ -16,8 +16,9 @@
  *   the delivery reports of an earlier ownership of the same task do not
  *   count against the current one's outstanding chunks.
  *
- * The first chunk of a task waits for its reconciliation (dsp_reconcile.c),
- * which makes the set complete under the prepare lock and creates seq:
+ * An owner's first chunk waits for the task's reconciliation
+ * (dsp_reconcile.c), which makes the set complete under the prepare lock
+ * and creates seq (or checks it did not go backwards):
  * once seq exists refill_add.lua refuses to add, so a refill can never put
  * back recipients that were already moved into chunks. */
 #include <inttypes.h>
@@ -284,37 +285,18 @@ static void dsp_finish(dsp *d, dsp_task *t)
     dsp_drop(d, t);
 }
 
-/* Before the first chunk: seq exists once the task's reconciliation ran
- * (dsp_reconcile.c creates it, under the prepare lock, after the set was
- * made complete).  true when chunking may start; otherwise the
- * reconciliation is queued and the task waits for dsp_reconciled. */
-static bool dsp_start(dsp *d, dsp_task *t, char *err, size_t errlen, bool *failed)
+/* Before an owner's first chunk: the task's reconciliation (dsp_reconcile.c)
+ * makes the set complete and creates seq under the prepare lock, or, for a
+ * task an earlier owner started, checks that seq did not go backwards.  It
+ * is queued here and the task waits for dsp_reconciled. */
+static void dsp_start(dsp *d, dsp_task *t)
 {
-    hr_redis *r = d->loop_conn.r;
-    char seq_key[256];
-    redisReply *reply;
-    bool ok;
-
-    *failed = false;
-    hr_redis_task_key(r, seq_key, sizeof seq_key, t->id, "seq");
-    reply = hr_redis_cmdf(r, err, errlen, "EXISTS %s", seq_key);
-    if (reply == NULL) {
-        *failed = true;
-        return false;
-    }
-    ok = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
-    freeReplyObject(reply);
-    if (ok) {
-        t->started = true;
-        return true;
-    }
     if (!dsp_reconcile_want(d, t->id)) {
         hr_log_error("reconcile_not_queued", "task=%lld error=out of memory", (long long)t->id);
         t->next_ms = dsp_now_ms() + 1000;
-        return false;
+        return;
     }
     t->reconciling = true;
-    return false;
 }
 
 void dsp_reconciled(dsp *d, int64_t id, bool ok)
@@ -401,9 +383,8 @@ static bool dsp_chunk_one(dsp *d, dsp_task *t)
 
     if (t->reconciling)
         return false;
-    if (!t->started && !dsp_start(d, t, err, sizeof err, &failed)) {
-        if (failed)
-            goto redis_failed;
+    if (!t->started) {
+        dsp_start(d, t);
         return false;
     }
     if (!dsp_running(d, t, err, sizeof err, &failed)) {

@@ -8,7 +8,10 @@
  * kept the set nearly complete; this one reads what they could not have
  * seen (rows of the epochs since the last sync, or all of them when the
  * synced mark is gone), adds them under the prepare lock and creates seq,
- * which lets the chunker start and makes every later refill refuse.
+ * which lets the chunker start and makes every later refill refuse.  Every
+ * new ownership (a claim, a takeover) runs it once, which also raises a seq
+ * that went backwards (Redis restored from an older AOF) above every chunk
+ * number the task ever used.
  *
  * Off the loop thread: a sync's cost follows the rows added since the last
  * one, which a bulk load just before due can make large.  One job at a
@@ -22,6 +25,51 @@
 #include "dsp.h"
 #include "hr_log.h"
 #include "hr_subs.h"
+
+/* Raises task ID's seq to the highest chunk number it ever had (a
+ * push_chunk row, or a pending chunk) when it is lower: Redis came back
+ * from an AOF older than the last chunk moves.  A reused number would put
+ * new recipients into a chunk whose row exists (not counted in total) or
+ * whose set a worker is still reading.  0 or -1 (ERRSTR). */
+static int dsp_rc_seq(dsp_conn *c, int64_t id, char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(id)};
+    char seq_key[256], pending[256];
+    hr_mysql_rows *rows = NULL;
+    redisReply *reply;
+    int64_t max, cur;
+    size_t i;
+
+    if (hr_mysql_query(c->m, "SELECT COALESCE(MAX(seq), 0) FROM push_chunk WHERE task_id = ?",
+                       p, 1, &rows, errstr, errlen) < 0)
+        return -1;
+    max = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
+    hr_mysql_rows_free(rows);
+    hr_redis_task_key(c->r, pending, sizeof pending, id, "pending");
+    reply = hr_redis_cmdf(c->r, errstr, errlen, "HKEYS %s", pending);
+    if (reply == NULL)
+        return -1;
+    for (i = 0; reply->type == REDIS_REPLY_ARRAY && i < reply->elements; i++)
+        if (strtoll(reply->element[i]->str, NULL, 10) > max)
+            max = strtoll(reply->element[i]->str, NULL, 10);
+    freeReplyObject(reply);
+    hr_redis_task_key(c->r, seq_key, sizeof seq_key, id, "seq");
+    reply = hr_redis_cmdf(c->r, errstr, errlen, "GET %s", seq_key);
+    if (reply == NULL)
+        return -1;
+    cur = reply->type == REDIS_REPLY_STRING ? strtoll(reply->str, NULL, 10) : 0;
+    freeReplyObject(reply);
+    if (cur >= max)
+        return 0;
+    /* No one else moves this task's chunks while its owner reconciles. */
+    reply = hr_redis_cmdf(c->r, errstr, errlen, "SET %s %lld", seq_key, (long long)max);
+    if (reply == NULL)
+        return -1;
+    freeReplyObject(reply);
+    hr_log_warn("seq_behind", "task=%lld seq=%lld raised_to=%lld", (long long)id,
+                (long long)cur, (long long)max);
+    return 0;
+}
 
 static void dsp_rc_work(uv_work_t *w)
 {
@@ -41,6 +89,9 @@ static void dsp_rc_work(uv_work_t *w)
     snprintf(token, sizeof token, "%s/reconcile", d->owner);
     d->rc_result = hr_subs_sync(c->m, c->r, d->rc_task, &o, true, &d->rc_added, &d->rc_seen,
                                 d->rc_err, sizeof d->rc_err);
+    if ((d->rc_result == HR_SUBS_DONE || d->rc_result == HR_SUBS_STARTED) &&
+        dsp_rc_seq(c, d->rc_task, d->rc_err, sizeof d->rc_err) < 0)
+        d->rc_result = -1;
     if (d->rc_result < 0)
         dsp_conn_failed(d, c, DSP_MYSQL, d->rc_err);
     d->rc_ms = dsp_now_ms() - start;
