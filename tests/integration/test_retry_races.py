@@ -403,7 +403,7 @@ def main():
         print(__doc__)
         return 2
     bins, wanted = sys.argv[1:5], sys.argv[5:]
-    scenarios = ["redrive", "chunk_move", "cancel_race", "cancel_stopped"]
+    scenarios = ["redrive", "chunk_move", "cancel_race", "cancel_stopped", "recover"]
     rc = 0
     for name in scenarios:
         if wanted and name not in wanted:
