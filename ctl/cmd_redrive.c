@@ -8,7 +8,11 @@
  * records its result under redrive:<seq>, so the retry hr_redis makes after
  * a lost reply answers what the first run moved instead of 0.  MySQL's
  * failed counter drops by the number moved, and a `done` task becomes
- * `dispatched` again so the sweeper serves it. */
+ * `dispatched` again so the sweeper serves it.  A done transition (the
+ * sweeper's or a worker's reporter's) that read an empty pending just before
+ * the move can still land after that UPDATE, so the task also goes into the
+ * redriven set first: dispatchers reopen a done task of that set while its
+ * pending hash is not empty (dispatcher/dsp_ctl.c). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,6 +152,20 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
             rc = CTL_EXIT_OK;
         }
         goto done;
+    }
+    {
+        char key[256];
+        redisReply *reply = hr_redis_cmdf(j.r, err, sizeof err, "SADD %s %lld",
+                                          hr_redis_key(j.r, key, sizeof key, "%s",
+                                                       HR_TASK_REDRIVEN_KEY),
+                                          id);
+
+        if (reply == NULL) {
+            ctl_fail("%lld recipients are in %lld new chunks, but the task is not marked "
+                     "redriven (%s): run redrive again", j.moved, j.chunks, err);
+            goto done;
+        }
+        freeReplyObject(reply);
     }
     {
         const hr_mysql_param p[] = {HR_P_I64(j.moved), HR_P_I64(id)};

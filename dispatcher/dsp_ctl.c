@@ -20,6 +20,11 @@
  *     and every later scan drops those chunks once their leases expired
  *     (a holder stopped past its lease never cancels), until pending is
  *     empty.
+ *   - a task heraldctl redrive marked (the redriven set): a done task
+ *     whose pending hash is not empty goes back to dispatched, so the
+ *     sweeper publishes the redriven chunks; it leaves the set once pending
+ *     is empty.  (A done transition that read an empty pending just before
+ *     the redrive's move can land after the redrive's own UPDATE.)
  *   push_task.cancelled is always the stats hash's cancelled counter (as
  *   cancel_set.lua and chunk_cancel.lua answer it) written with GREATEST:
  *   several dispatchers cancel one task at once, each dropping a part, and
@@ -280,6 +285,60 @@ static void dsp_ctl_held(dsp *d)
     freeReplyObject(ids);
 }
 
+/* The tasks heraldctl redrive gave new chunks (HR_TASK_REDRIVEN_KEY): a
+ * done one with pending chunks is reopened (dispatched, so the sweeper
+ * publishes them and the last chunk's close makes it done again); one whose
+ * pending hash is empty leaves the set. */
+static void dsp_ctl_redriven(dsp *d)
+{
+    dsp_conn *c = &d->bg_conn;
+    char key[256], pending[256], err[512];
+    redisReply *ids, *reply;
+    size_t i;
+
+    ids = hr_redis_cmdf(c->r, err, sizeof err, "SRANDMEMBER %s %d",
+                        hr_redis_key(c->r, key, sizeof key, "%s", HR_TASK_REDRIVEN_KEY),
+                        DSP_CTL_MAX);
+    if (ids == NULL) {
+        dsp_conn_failed(d, c, DSP_REDIS, err);
+        return;
+    }
+    for (i = 0; i < ids->elements && !atomic_load(&d->stopping); i++) {
+        int64_t id = strtoll(ids->element[i]->str, NULL, 10), npending;
+        const hr_mysql_param p[] = {HR_P_I64(id)};
+        uint64_t affected = 0;
+
+        hr_redis_task_key(c->r, pending, sizeof pending, id, "pending");
+        reply = hr_redis_cmdf(c->r, err, sizeof err, "HLEN %s", pending);
+        if (reply == NULL) {
+            dsp_conn_failed(d, c, DSP_REDIS, err);
+            break;
+        }
+        npending = reply->integer;
+        freeReplyObject(reply);
+        if (npending == 0) {
+            reply = hr_redis_cmdf(c->r, err, sizeof err, "SREM %s %lld", key, (long long)id);
+            if (reply == NULL) {
+                dsp_conn_failed(d, c, DSP_REDIS, err);
+                break;
+            }
+            freeReplyObject(reply);
+            continue;
+        }
+        if (hr_mysql_exec(c->m,
+                          "UPDATE push_task SET state = 'dispatched', finished_at = NULL "
+                          "WHERE id = ? AND state = 'done'",
+                          p, 1, &affected, NULL, NULL, err, sizeof err) < 0) {
+            dsp_conn_failed(d, c, DSP_MYSQL, err);
+            break;
+        }
+        if (affected == 1)
+            hr_log_info("task_reopened", "task=%lld pending=%lld reason=redrive", (long long)id,
+                        (long long)npending);
+    }
+    freeReplyObject(ids);
+}
+
 void dsp_ctl_scan(dsp *d)
 {
     dsp_conn *c = &d->bg_conn;
@@ -324,4 +383,5 @@ void dsp_ctl_scan(dsp *d)
     }
     hr_mysql_rows_free(rows);
     dsp_ctl_held(d);
+    dsp_ctl_redriven(d);
 }

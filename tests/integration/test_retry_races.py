@@ -20,6 +20,10 @@ racing cancels, recover in flight" has one section per scenario.
                  or cancelled (the held chunk used to stay forever).
   recover        heraldctl recover on a dispatched task while a chunk lease
                  lives is refused, and the Redis state is left as it was.
+  redrive_done   the sweeper's done transition read an empty pending, then
+                 (its next reply held 3 s by the proxy) heraldctl redrive
+                 moves dead letters into a chunk and the done lands after
+                 it: the task is reopened and the chunk published.
 
 usage: test_retry_races.py HERALD_DISPATCHER HERALD_WORKER HERALD_SINK HERALDCTL [SCENARIO...]
 (python3 stdlib + kcat; exit 77 without HERALD_TEST_CONFIG).  Every wait is
@@ -398,12 +402,59 @@ class T:
               % (out.returncode, out.stderr.strip()))
 
 
+    # ---- redrive_done ----------------------------------------------------------------
+
+    def redrive_done(self):
+        env, n = self.env, 100
+        if not env.create_topic():
+            check(False, "redrive_done: kcat and the Kafka topic")
+            return
+        t = env.insert_task("redrive-done", "webhook", state="'dispatched'", chunk_size=1000,
+                            total=n, failed=n, started_at="UTC_TIMESTAMP(3)",
+                            dispatched_at="UTC_TIMESTAMP(3)")
+        args = []
+        for u in range(1, n + 1):
+            args += [u, "http 500"]
+        env.r.cmd("HSET", env.key(t, "failed"), *args)
+        env.r.cmd("HSET", env.key(t, "stats"), "failed", n)
+        env.r.cmd("SET", env.key(t, "seq"), 4)
+        subs = env.key(t, "subs").encode()
+        # The sweeper reads pending (empty), then SCARD subs: that reply waits.
+        proxy = RedisProxy(env.redis_port, lambda a: a[0].upper() == b"SCARD" and a[1] == subs,
+                           "delay", 3.0)
+        dsp = self.start_dispatcher(self.config(proxy.port), "dispatcher-redrive-done.log")
+        held = proxy.fired.wait(30)
+        check(held, "redrive_done: the sweeper is held inside its done transition")
+        out = self.ctl(self.config(), "redrive", t)
+        check(out.returncode == 0 and "redrove %d" % n in out.stdout,
+              "redrive_done: heraldctl redrive (%s %s)" % (out.stdout.strip(), out.stderr.strip()))
+        ok = wait_until(lambda: "task_done" in env.log(dsp), 15, 0.1)
+        check(ok, "redrive_done: the sweeper's done transition landed after the redrive")
+        ok = wait_until(lambda: "event=task_reopened" in env.log(dsp), 15, 0.2)
+
+        def published():
+            out = subprocess.run(["kcat", "-C", "-b", env.brokers, "-t", env.kafka_topic, "-e",
+                                  "-q", "-o", "beginning", "-f", "%s\\n"],
+                                 capture_output=True, text=True, timeout=60)
+            return [json.loads(x) for x in out.stdout.splitlines()
+                    if x.startswith("{") and json.loads(x).get("task") == t]
+        ok = ok and wait_until(lambda: published(), 20, 0.5)
+        msgs = published()
+        state = env.task(t, "state")[0]
+        env.stop(dsp)
+        proxy.close()
+        check(ok and state == "dispatched" and [m["count"] for m in msgs] == [n],
+              "redrive_done: task reopened (%s) and the redriven chunk published (%s)"
+              % (state, msgs))
+
+
 def main():
     if len(sys.argv) < 5:
         print(__doc__)
         return 2
     bins, wanted = sys.argv[1:5], sys.argv[5:]
-    scenarios = ["redrive", "chunk_move", "cancel_race", "cancel_stopped", "recover"]
+    scenarios = ["redrive", "chunk_move", "cancel_race", "cancel_stopped", "recover",
+                 "redrive_done"]
     rc = 0
     for name in scenarios:
         if wanted and name not in wanted:
