@@ -265,7 +265,7 @@ static void dsp_ctl_held(dsp *d)
         bool held = false;
 
         if (dsp_ctl_drop_chunks(c, id, &dropped, &total, &held, err, sizeof err) < 0 ||
-            (total > 0 && dsp_ctl_count(c, id, total, err, sizeof err) < 0)) {
+            (dropped > 0 && dsp_ctl_count(c, id, total, err, sizeof err) < 0)) {
             hr_log_warn("control_failed", "task=%lld control=cancel error=%s", (long long)id,
                         err);
             break;
