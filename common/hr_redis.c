@@ -7,8 +7,12 @@
  * once, so a retry after a reconnect sends exactly the same bytes.  hiredis
  * marks a context dead (c->err) after any I/O or protocol error; the next
  * call then reconnects before sending.  A command that failed on I/O or EOF
- * is retried once on a fresh connection, so it may run twice: herald's
- * scripts and commands tolerate that (at-least-once everywhere).  A failed
+ * is retried once on a fresh connection, so it may run twice (its reply, not
+ * the command, may be what was lost).  Every script whose answer drives a
+ * decision is therefore idempotent on its own output: a re-run answers what
+ * the first run did (chunk_move.lua, redrive.lua) or an absolute counter
+ * (ack, dead_letter, cancel_set, chunk_cancel); docs/reliability.md, "Lost
+ * replies and racing cancels".  A failed
  * connect opens a fail-fast window (100 ms, doubling to 2 s): reconnects
  * within it fail at once with "redis HOST:PORT down (retrying in N ms)". */
 #include "hr_redis.h"

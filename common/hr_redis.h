@@ -2,8 +2,10 @@
  * naming and the Lua script registry.
  *
  * An hr_redis is owned by one thread (hiredis contexts are not thread-safe).
- * Commands that fail on a broken connection reconnect once and retry; the
- * caller sees -1 and an errstr only when that fails too.  After a failed
+ * Commands that fail on a broken connection reconnect once and retry (so a
+ * command whose reply was lost runs twice: scripts must be idempotent on
+ * their own output); the caller sees -1 and an errstr only when that fails
+ * too.  After a failed
  * connect, calls fail at once for a short window (100 ms doubling to 2 s)
  * instead of each waiting out the connect timeout.  Lua scripts live
  * in common/lua/NAME.lua, are compiled into the binary (hr_lua_scripts.h is

@@ -3,7 +3,12 @@
  *
  *   0. A `dispatching` task is refused: its owner chunks it and would
  *      INCR seq under our feet.  Pause it first (state becomes paused), or
- *      let it reach dispatched.  The task's prepare lock is taken and held
+ *      let it reach dispatched.  So is a task with a live chunk lease (any
+ *      lease:* key): its holder pushes the members it read into memory
+ *      while the rebuilt set, which still holds them, is chunked again, so
+ *      every one of them would go out twice.  Pausing makes the holders park
+ *      their chunks (lease released); leases lost with Redis are no
+ *      obstacle.  The task's prepare lock is taken and held
  *      until the set is filled, so no dispatcher's refill or first chunk
  *      runs meanwhile.
  *   1. The stale working keys go: subs, seq, pending, every chunk:* and
@@ -25,6 +30,7 @@
  *      and chunks the rebuilt set; a scheduled one goes back into the timer;
  *      a paused one stays paused (resume chunks it).  The ctl key mirrors
  *      control. */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,9 +104,10 @@ static int recover_restore_stats(hr_redis *r, const char *base, const hr_task *t
     return 0;
 }
 
-/* Deletes the keys matching BASE + PATTERN (SCAN, bounded).  The number
- * deleted, or -1. */
-static long long recover_del_matching(hr_redis *r, const char *base, const char *pattern,
+/* Deletes the keys matching BASE + PATTERN (SCAN, bounded); with DEL
+ * false only counts them, stopping at the first.  The number deleted (or
+ * found), or -1. */
+static long long recover_del_matching(hr_redis *r, const char *base, const char *pattern, bool del,
                                       char *err, size_t errlen)
 {
     char match[512], cursor[32] = "0";
@@ -122,16 +129,23 @@ static long long recover_del_matching(hr_redis *r, const char *base, const char 
         if (reply == NULL)
             return -1;
         snprintf(cursor, sizeof cursor, "%s", reply->element[0]->str);
+        if (!del) {
+            deleted += (long long)reply->element[1]->elements;
+            freeReplyObject(reply);
+            if (deleted > 0)
+                break;
+            continue;
+        }
         for (i = 0; i < reply->element[1]->elements; i++) {
-            redisReply *del = hr_redis_cmdf(r, err, errlen, "DEL %s",
-                                            reply->element[1]->element[i]->str);
+            redisReply *gone = hr_redis_cmdf(r, err, errlen, "DEL %s",
+                                             reply->element[1]->element[i]->str);
 
-            if (del == NULL) {
+            if (gone == NULL) {
                 freeReplyObject(reply);
                 return -1;
             }
-            deleted += del->integer;
-            freeReplyObject(del);
+            deleted += gone->integer;
+            freeReplyObject(gone);
         }
         freeReplyObject(reply);
     } while (strcmp(cursor, "0") != 0 && ++rounds < RECOVER_SCAN_ROUNDS);
@@ -180,12 +194,22 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     }
     locked = true;
     hr_redis_task_key(r, base, sizeof base, id, "");
+    dropped = recover_del_matching(r, base, "lease:*", false, err, sizeof err);
+    if (dropped < 0)
+        goto redis_failed;
+    if (dropped > 0) {
+        ctl_fail("task %lld has chunks in flight (a worker holds a chunk lease): its workers "
+                 "would push what they hold while the rebuilt set is chunked again; pause it "
+                 "first (heraldctl pause %lld), wait until it is paused and its chunks are "
+                 "parked, recover, then resume", id, id);
+        goto done;
+    }
     reply = hr_redis_cmdf(r, err, sizeof err, "DEL %ssubs %sseq %spending", base, base, base);
     if (reply == NULL)
         goto redis_failed;
     freeReplyObject(reply);
-    dropped = recover_del_matching(r, base, "chunk:*", err, sizeof err);
-    dropped2 = dropped < 0 ? -1 : recover_del_matching(r, base, "lease:*", err, sizeof err);
+    dropped = recover_del_matching(r, base, "chunk:*", true, err, sizeof err);
+    dropped2 = dropped < 0 ? -1 : recover_del_matching(r, base, "lease:*", true, err, sizeof err);
     if (dropped2 < 0)
         goto redis_failed;
     /* Our own lock counts as taken: hr_subs_refill holds it on and

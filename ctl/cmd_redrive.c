@@ -4,9 +4,15 @@
  * is read with HSCAN, and each slice gets a new seq (INCR), then
  * redrive.lua moves its uids from the hash into chunk:<seq>, records
  * pending[seq] with a publish time older than the redelivery timeout (so
- * the next sweep publishes it) and takes them off stats.failed.  MySQL's
+ * the next sweep publishes it) and takes them off stats.failed.  The script
+ * records its result under redrive:<seq>, so the retry hr_redis makes after
+ * a lost reply answers what the first run moved instead of 0.  MySQL's
  * failed counter drops by the number moved, and a `done` task becomes
- * `dispatched` again so the sweeper serves it. */
+ * `dispatched` again so the sweeper serves it.  A done transition (the
+ * sweeper's or a worker's reporter's) that read an empty pending just before
+ * the move can still land after that UPDATE, so the task also goes into the
+ * redriven set first: dispatchers reopen a done task of that set while its
+ * pending hash is not empty (dispatcher/dsp_ctl.c). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +26,9 @@
 
 typedef struct redrive_job {
     hr_redis *r;
-    char base[256], keys[4][320], seq_s[24], at_s[24];
-    const char **argv; /* 4 keys, seq, at, then up to chunk_size uids */
-    char **uids;       /* owned copies, argv + 6 points at them */
+    char base[256], keys[5][320], seq_s[24], at_s[24];
+    const char **argv; /* 5 keys, seq, at, then up to chunk_size uids */
+    char **uids;       /* owned copies, argv + 7 points at them */
     size_t n, max;
     long long moved, chunks;
 } redrive_job;
@@ -41,10 +47,11 @@ static int redrive_flush(redrive_job *j, char *err, size_t errlen)
         goto done;
     snprintf(j->seq_s, sizeof j->seq_s, "%lld", reply->integer);
     snprintf(j->keys[1], sizeof j->keys[1], "%schunk:%lld", j->base, reply->integer);
+    snprintf(j->keys[4], sizeof j->keys[4], "%sredrive:%lld", j->base, reply->integer);
     freeReplyObject(reply);
     for (i = 0; i < j->n; i++)
-        j->argv[6 + i] = j->uids[i];
-    reply = hr_redis_eval(j->r, HR_LUA_REDRIVE, 4, 6 + (int)j->n, j->argv, NULL, err, errlen);
+        j->argv[7 + i] = j->uids[i];
+    reply = hr_redis_eval(j->r, HR_LUA_REDRIVE, 5, 7 + (int)j->n, j->argv, NULL, err, errlen);
     if (reply == NULL)
         goto done;
     if (reply->integer > 0) {
@@ -119,7 +126,7 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
     }
     j.max = t->chunk_size >= 1 && t->chunk_size <= HR_TASK_MAX_CHUNK ? (size_t)t->chunk_size
                                                                     : HR_TASK_MAX_CHUNK;
-    j.argv = malloc((6 + j.max) * sizeof *j.argv);
+    j.argv = malloc((7 + j.max) * sizeof *j.argv);
     j.uids = malloc(j.max * sizeof *j.uids);
     if (j.argv == NULL || j.uids == NULL) {
         ctl_fail("out of memory");
@@ -131,10 +138,10 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
     snprintf(j.keys[3], sizeof j.keys[3], "%sstats", j.base);
     snprintf(j.at_s, sizeof j.at_s, "%lld",
              (long long)(now - ((int64_t)ctx->cfg->dispatcher.redelivery_timeout_s + 1) * 1000));
-    for (i = 0; i < 4; i++)
+    for (i = 0; i < 5; i++)
         j.argv[i] = j.keys[i];
-    j.argv[4] = j.seq_s;
-    j.argv[5] = j.at_s;
+    j.argv[5] = j.seq_s;
+    j.argv[6] = j.at_s;
     failed = redrive_all(&j, err, sizeof err) < 0;
     if (failed)
         ctl_fail("redrive stopped after %lld recipients in %lld chunks: %s", j.moved, j.chunks,
@@ -145,6 +152,20 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
             rc = CTL_EXIT_OK;
         }
         goto done;
+    }
+    {
+        char key[256];
+        redisReply *reply = hr_redis_cmdf(j.r, err, sizeof err, "SADD %s %lld",
+                                          hr_redis_key(j.r, key, sizeof key, "%s",
+                                                       HR_TASK_REDRIVEN_KEY),
+                                          id);
+
+        if (reply == NULL) {
+            ctl_fail("%lld recipients are in %lld new chunks, but the task is not marked "
+                     "redriven (%s): run redrive again", j.moved, j.chunks, err);
+            goto done;
+        }
+        freeReplyObject(reply);
     }
     {
         const hr_mysql_param p[] = {HR_P_I64(j.moved), HR_P_I64(id)};

@@ -15,8 +15,21 @@
  *     (pending, no lease) are republished at once, counted as redelivered.
  *   - control=cancel on an unfinished task: subs and the pending chunks no
  *     worker holds are dropped and counted as cancelled (cancel_set.lua,
- *     stats and MySQL), state -> cancelled.  Chunks held by live workers
- *     are cancelled by those workers. */
+ *     stats), state -> cancelled.  Chunks held by live workers are
+ *     cancelled by those workers; the task goes into the cancel_held set,
+ *     and every later scan drops those chunks once their leases expired
+ *     (a holder stopped past its lease never cancels), until pending is
+ *     empty.
+ *   - a task heraldctl redrive marked (the redriven set): a done task
+ *     whose pending hash is not empty goes back to dispatched, so the
+ *     sweeper publishes the redriven chunks; it leaves the set once pending
+ *     is empty.  (A done transition that read an empty pending just before
+ *     the redrive's move can land after the redrive's own UPDATE.)
+ *   push_task.cancelled is always the stats hash's cancelled counter (as
+ *   cancel_set.lua and chunk_cancel.lua answer it) written with GREATEST:
+ *   several dispatchers cancel one task at once, each dropping a part, and
+ *   workers cancel held chunks; adding each one's part would count only the
+ *   parts whose UPDATE passed the state guard. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,14 +101,19 @@ static int dsp_ctl_resume(dsp *d, int64_t id, bool claimed, bool reached_dispatc
     return 0;
 }
 
-/* Drops one set (subs, or chunk SEQ >= 0) with cancel_set.lua.  The count
- * cancelled, 0 for a chunk a worker holds, -1 on error. */
-static int64_t dsp_ctl_drop(dsp_conn *c, int64_t id, const char *seq, char *err, size_t errlen)
+/* dsp_ctl_drop's answer for a chunk a live worker holds. */
+#define DSP_CTL_HELD (-2)
+
+/* Drops one set (subs, or chunk SEQ) with cancel_set.lua and raises *TOTAL
+ * to the stats hash's cancelled counter after the call.  The count this
+ * call cancelled, DSP_CTL_HELD for a chunk a worker holds, -1 on error. */
+static int64_t dsp_ctl_drop(dsp_conn *c, int64_t id, const char *seq, int64_t *total, char *err,
+                            size_t errlen)
 {
     char base[256], set[320], stats[320], pending[320], lease[320];
     const char *argv[5] = {set, stats, pending, lease, seq};
     redisReply *reply;
-    int64_t n;
+    int64_t n = -1;
 
     hr_redis_task_key(c->r, base, sizeof base, id, "");
     snprintf(stats, sizeof stats, "%sstats", base);
@@ -110,58 +128,215 @@ static int64_t dsp_ctl_drop(dsp_conn *c, int64_t id, const char *seq, char *err,
     }
     if (reply == NULL)
         return -1;
-    n = reply->type == REDIS_REPLY_INTEGER ? reply->integer : 0;
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+        reply->element[0]->type != REDIS_REPLY_INTEGER ||
+        reply->element[1]->type != REDIS_REPLY_INTEGER) {
+        snprintf(err, errlen, "cancel_set: unexpected reply");
+        goto done;
+    }
+    n = reply->element[0]->integer < 0 ? DSP_CTL_HELD : reply->element[0]->integer;
+    if (reply->element[1]->integer > *total)
+        *total = reply->element[1]->integer;
+done:
     freeReplyObject(reply);
-    return n < 0 ? 0 : n;
+    return n;
+}
+
+/* Drops every pending chunk of task ID no live worker holds.  Adds the
+ * count to *DROPPED and raises *TOTAL (dsp_ctl_drop); *HELD says whether a
+ * worker held one.  0 or -1. */
+static int dsp_ctl_drop_chunks(dsp_conn *c, int64_t id, int64_t *dropped, int64_t *total,
+                               bool *held, char *err, size_t errlen)
+{
+    char pending[256];
+    redisReply *all;
+    int64_t n;
+    size_t i;
+    int rc = -1;
+
+    hr_redis_task_key(c->r, pending, sizeof pending, id, "pending");
+    all = hr_redis_cmdf(c->r, err, errlen, "HKEYS %s", pending);
+    if (all == NULL)
+        return -1;
+    for (i = 0; i < all->elements; i++) {
+        n = dsp_ctl_drop(c, id, all->element[i]->str, total, err, errlen);
+        if (n == -1)
+            goto done;
+        if (n == DSP_CTL_HELD)
+            *held = true;
+        else
+            *dropped += n;
+    }
+    rc = 0;
+done:
+    freeReplyObject(all);
+    return rc;
+}
+
+/* push_task.cancelled := the stats hash's counter TOTAL, never lower: the
+ * one count every canceller (each dispatcher, each worker's chunk_cancel)
+ * writes the same way, so concurrent cancels never add up wrong. */
+static int dsp_ctl_count(dsp_conn *c, int64_t id, int64_t total, char *err, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(total), HR_P_I64(id)};
+
+    return hr_mysql_exec(c->m,
+                         "UPDATE push_task SET cancelled = GREATEST(cancelled, ?) WHERE id = ?", p,
+                         2, NULL, NULL, NULL, err, errlen);
+}
+
+/* The Redis set of cancelled tasks with chunks a worker held at the
+ * cancel (dsp_ctl_held). */
+static char *dsp_ctl_held_key(dsp_conn *c, char *buf, size_t len)
+{
+    return hr_redis_key(c->r, buf, len, "cancel_held");
 }
 
 static int dsp_ctl_cancel(dsp *d, int64_t id, char *err, size_t errlen)
 {
     dsp_conn *c = &d->bg_conn;
-    char pending[256];
-    redisReply *all = NULL;
-    int64_t n, cancelled;
+    char key[256];
+    redisReply *reply;
+    int64_t dropped, total = 0;
     uint64_t affected = 0;
-    size_t i;
-    int rc = -1;
+    bool held = false;
 
     if (hr_task_set_control(NULL, c->r, id, "cancel", err, errlen) < 0)
         return -1;
-    cancelled = dsp_ctl_drop(c, id, NULL, err, errlen);
-    if (cancelled < 0)
+    dropped = dsp_ctl_drop(c, id, NULL, &total, err, errlen);
+    if (dropped < 0)
         return -1;
-    hr_redis_task_key(c->r, pending, sizeof pending, id, "pending");
-    all = hr_redis_cmdf(c->r, err, errlen, "HKEYS %s", pending);
-    if (all == NULL)
-        goto done;
-    for (i = 0; i < all->elements; i++) {
-        n = dsp_ctl_drop(c, id, all->element[i]->str, err, errlen);
-        if (n < 0)
-            goto done;
-        cancelled += n;
+    if (dsp_ctl_drop_chunks(c, id, &dropped, &total, &held, err, errlen) < 0)
+        return -1;
+    if (held) {
+        /* The holder cancels its chunk itself, unless it never comes back
+         * (stopped, cut off past its lease): later scans drop the chunk
+         * then.  Recorded before the task leaves the scan's query. */
+        reply = hr_redis_cmdf(c->r, err, errlen, "SADD %s %lld",
+                              dsp_ctl_held_key(c, key, sizeof key), (long long)id);
+        if (reply == NULL)
+            return -1;
+        freeReplyObject(reply);
+    }
+    if (dsp_ctl_count(c, id, total, err, errlen) < 0) {
+        /* The stats hash keeps the count; the next scan writes it. */
+        hr_log_error("cancel_count_lost", "task=%lld cancelled=%lld error=%s", (long long)id,
+                     (long long)total, err);
+        return -1;
     }
     {
-        const hr_mysql_param p[] = {HR_P_I64(cancelled), HR_P_I64(id)};
+        const hr_mysql_param p[] = {HR_P_I64(id)};
 
         if (hr_mysql_exec(c->m,
-                          "UPDATE push_task SET cancelled = cancelled + ?, state = 'cancelled', "
+                          "UPDATE push_task SET state = 'cancelled', "
                           "finished_at = UTC_TIMESTAMP(3) WHERE id = ? AND control = 'cancel' "
                           "AND state NOT IN ('done', 'cancelled', 'failed')",
-                          p, 2, &affected, NULL, NULL, err, errlen) < 0) {
-            /* Redis counted them; the next scan finds nothing left. */
-            hr_log_error("cancel_count_lost", "task=%lld cancelled=%lld error=%s",
-                         (long long)id, (long long)cancelled, err);
-            goto done;
-        }
+                          p, 1, &affected, NULL, NULL, err, errlen) < 0)
+            return -1;
     }
-    hr_log_info("task_cancelled", "task=%lld cancelled=%lld", (long long)id,
-                (long long)cancelled);
+    hr_log_info("task_cancelled", "task=%lld dropped=%lld cancelled=%lld held=%d", (long long)id,
+                (long long)dropped, (long long)total, held);
     if (affected == 1 && dsp_retire_keys(c, id, err, errlen) < 0)
         hr_log_warn("retire_failed", "task=%lld error=%s", (long long)id, err);
-    rc = 0;
-done:
-    freeReplyObject(all);
-    return rc;
+    return 0;
+}
+
+/* The chunks of cancelled tasks that a worker held at the cancel: each is
+ * dropped once no lease protects it (the holder normally cancels it itself;
+ * one that was stopped or cut off past its lease finds the lease gone and
+ * gives the chunk up, so nobody else would).  A task leaves the set when
+ * its pending hash is empty.  Every recipient of a cancelled task thus ends
+ * sent, failed or cancelled. */
+static void dsp_ctl_held(dsp *d)
+{
+    dsp_conn *c = &d->bg_conn;
+    char key[256], err[512];
+    redisReply *ids, *reply;
+    size_t i;
+
+    ids = hr_redis_cmdf(c->r, err, sizeof err, "SRANDMEMBER %s %d",
+                        dsp_ctl_held_key(c, key, sizeof key), DSP_CTL_MAX);
+    if (ids == NULL) {
+        dsp_conn_failed(d, c, DSP_REDIS, err);
+        return;
+    }
+    for (i = 0; i < ids->elements && !atomic_load(&d->stopping); i++) {
+        int64_t id = strtoll(ids->element[i]->str, NULL, 10), dropped = 0, total = 0;
+        bool held = false;
+
+        if (dsp_ctl_drop_chunks(c, id, &dropped, &total, &held, err, sizeof err) < 0 ||
+            (dropped > 0 && dsp_ctl_count(c, id, total, err, sizeof err) < 0)) {
+            hr_log_warn("control_failed", "task=%lld control=cancel error=%s", (long long)id,
+                        err);
+            break;
+        }
+        if (dropped > 0)
+            hr_log_info("cancel_held_dropped", "task=%lld dropped=%lld cancelled=%lld",
+                        (long long)id, (long long)dropped, (long long)total);
+        if (held)
+            continue;
+        reply = hr_redis_cmdf(c->r, err, sizeof err, "SREM %s %lld", key, (long long)id);
+        if (reply == NULL) {
+            dsp_conn_failed(d, c, DSP_REDIS, err);
+            break;
+        }
+        freeReplyObject(reply);
+    }
+    freeReplyObject(ids);
+}
+
+/* The tasks heraldctl redrive gave new chunks (HR_TASK_REDRIVEN_KEY): a
+ * done one with pending chunks is reopened (dispatched, so the sweeper
+ * publishes them and the last chunk's close makes it done again); one whose
+ * pending hash is empty leaves the set. */
+static void dsp_ctl_redriven(dsp *d)
+{
+    dsp_conn *c = &d->bg_conn;
+    char key[256], pending[256], err[512];
+    redisReply *ids, *reply;
+    size_t i;
+
+    ids = hr_redis_cmdf(c->r, err, sizeof err, "SRANDMEMBER %s %d",
+                        hr_redis_key(c->r, key, sizeof key, "%s", HR_TASK_REDRIVEN_KEY),
+                        DSP_CTL_MAX);
+    if (ids == NULL) {
+        dsp_conn_failed(d, c, DSP_REDIS, err);
+        return;
+    }
+    for (i = 0; i < ids->elements && !atomic_load(&d->stopping); i++) {
+        int64_t id = strtoll(ids->element[i]->str, NULL, 10), npending;
+        const hr_mysql_param p[] = {HR_P_I64(id)};
+        uint64_t affected = 0;
+
+        hr_redis_task_key(c->r, pending, sizeof pending, id, "pending");
+        reply = hr_redis_cmdf(c->r, err, sizeof err, "HLEN %s", pending);
+        if (reply == NULL) {
+            dsp_conn_failed(d, c, DSP_REDIS, err);
+            break;
+        }
+        npending = reply->integer;
+        freeReplyObject(reply);
+        if (npending == 0) {
+            reply = hr_redis_cmdf(c->r, err, sizeof err, "SREM %s %lld", key, (long long)id);
+            if (reply == NULL) {
+                dsp_conn_failed(d, c, DSP_REDIS, err);
+                break;
+            }
+            freeReplyObject(reply);
+            continue;
+        }
+        if (hr_mysql_exec(c->m,
+                          "UPDATE push_task SET state = 'dispatched', finished_at = NULL "
+                          "WHERE id = ? AND state = 'done'",
+                          p, 1, &affected, NULL, NULL, err, sizeof err) < 0) {
+            dsp_conn_failed(d, c, DSP_MYSQL, err);
+            break;
+        }
+        if (affected == 1)
+            hr_log_info("task_reopened", "task=%lld pending=%lld reason=redrive", (long long)id,
+                        (long long)npending);
+    }
+    freeReplyObject(ids);
 }
 
 void dsp_ctl_scan(dsp *d)
@@ -207,4 +382,6 @@ void dsp_ctl_scan(dsp *d)
         }
     }
     hr_mysql_rows_free(rows);
+    dsp_ctl_held(d);
+    dsp_ctl_redriven(d);
 }

@@ -133,8 +133,9 @@ int wk_chunk_throttle(wk_chunk *c, hr_redis *r, wk_chunk_throttled *out, char *e
 int wk_chunk_close(wk_chunk *c, hr_redis *r, const char *owner, int64_t res[3], char *errstr,
                    size_t errlen);
 /* chunk_cancel.lua: *CANCELLED gets how many recipients were left, or -1
- * when another worker holds a live lease (nothing changed). */
-int wk_chunk_cancel(wk_chunk *c, hr_redis *r, const char *owner, int64_t *cancelled,
+ * when another worker holds a live lease (nothing changed); *TOTAL the
+ * stats hash's cancelled counter after the call (what MySQL gets). */
+int wk_chunk_cancel(wk_chunk *c, hr_redis *r, const char *owner, int64_t *cancelled, int64_t *total,
                     char *errstr, size_t errlen);
 /* lease_release.lua. */
 int wk_chunk_release(wk_chunk *c, hr_redis *r, const char *owner, char *errstr, size_t errlen);

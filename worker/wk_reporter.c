@@ -29,7 +29,7 @@
 #define WK_REPORTER_FAILS 16
 
 /* Counters of one task not yet written: sent .. retried absolute (-1 =
- * none), cancelled a delta (see wk_reporter.h). */
+ * none), cancelled absolute too, the largest seen (see wk_reporter.h). */
 typedef struct wk_task_delta {
     int64_t task, sent, failed, throttled, retried, cancelled;
 } wk_task_delta;
@@ -210,7 +210,8 @@ static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, s
         if (hr_mysql_exec(rp->m,
                           "UPDATE push_task SET sent = GREATEST(sent, ?), "
                           "failed = GREATEST(failed, ?), throttled = GREATEST(throttled, ?), "
-                          "retried = GREATEST(retried, ?), cancelled = cancelled + ? WHERE id = ?",
+                          "retried = GREATEST(retried, ?), cancelled = GREATEST(cancelled, ?) "
+                          "WHERE id = ?",
                           params, 6, NULL, NULL, NULL, errstr, errlen) != 0)
             return -1;
     }
@@ -349,7 +350,7 @@ static int wk_reporter_merge(wk_reporter *rp, const wk_task_delta *d, bool older
     e->failed = wk_reporter_newest(lo.failed, hi.failed);
     e->throttled = wk_reporter_newest(lo.throttled, hi.throttled);
     e->retried = wk_reporter_newest(lo.retried, hi.retried);
-    e->cancelled = lo.cancelled + hi.cancelled;
+    e->cancelled = lo.cancelled > hi.cancelled ? lo.cancelled : hi.cancelled;
     return 0;
 }
 

@@ -11,8 +11,9 @@
  * push_task per task (sent, failed, throttled, retried are the stats hash's
  * absolute values, newest per task, written with GREATEST so a report lost
  * with a killed worker is made good by the next one and a late or replayed
- * one never lowers or doubles a counter; cancelled is a delta, because the
- * dispatcher adds its own cancellations to push_task.cancelled), chunk events set push_chunk rows' state (done,
+ * one never lowers or doubles a counter; cancelled too is the stats hash's
+ * counter, as chunk_cancel.lua answers it, the largest seen, since the
+ * dispatcher's cancel writes the same counter), chunk events set push_chunk rows' state (done,
  * parked, cancelled — never over 'done') and, for done, when the chunk was
  * the task's last pending one and its subs set is empty, move a
  * 'dispatched' task to 'done' (after the counters).  Nothing leaves before
@@ -65,7 +66,7 @@ typedef struct wk_event {
         struct {
             /* The stats hash's values (newest wins); -1 = not carried. */
             int64_t sent, failed, throttled, retried;
-            int64_t cancelled; /* added */
+            int64_t cancelled; /* the stats hash's; the largest wins, 0 = none */
         } counters;
         struct {
             const char *state;    /* push_chunk.state: "done", "parked", "cancelled" */

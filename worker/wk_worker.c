@@ -233,7 +233,7 @@ static void wk_worker_finish(wk_worker *w, wk_chunk *c)
 static void wk_worker_halted(wk_worker *w, wk_chunk *c)
 {
     wk_event ev = {.kind = WK_EVENT_CHUNK_DONE, .task = c->msg.task};
-    int64_t cancelled = 0;
+    int64_t cancelled = 0, total = 0;
     char errstr[256];
 
     if (wk_worker_flush(w, c) != 0) {
@@ -241,13 +241,15 @@ static void wk_worker_halted(wk_worker *w, wk_chunk *c)
         return;
     }
     if (c->halt == WK_CHUNK_CANCEL) {
-        /* Only the delta: sent .. retried are not carried (-1). */
+        /* Only cancelled (the stats hash's counter): sent .. retried are
+         * not carried (-1). */
         wk_event counters = {.kind = WK_EVENT_COUNTERS,
                              .task = c->msg.task,
                              .u.counters = {.sent = -1, .failed = -1, .throttled = -1,
                                             .retried = -1}};
 
-        if (wk_chunk_cancel(c, w->redis, w->owner, &cancelled, errstr, sizeof errstr) != 0) {
+        if (wk_chunk_cancel(c, w->redis, w->owner, &cancelled, &total, errstr, sizeof errstr) !=
+            0) {
             wk_worker_drop(w, c, errstr);
             return;
         }
@@ -259,8 +261,8 @@ static void wk_worker_halted(wk_worker *w, wk_chunk *c)
             wk_worker_unlink(w, c);
             return;
         }
-        counters.u.counters.cancelled = cancelled;
-        if (cancelled > 0)
+        counters.u.counters.cancelled = total;
+        if (total > 0)
             wk_reporter_push(w->reporter, &counters);
         ev.u.chunk.state = "cancelled";
     } else {
