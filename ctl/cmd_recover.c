@@ -1,7 +1,10 @@
 /* cmd_recover: `heraldctl recover TASK` — rebuilds a task's Redis state from
  * MySQL after Redis lost it (or part of it).
  *
- *   0. A `dispatching` task is refused: its owner chunks it and would
+ *   0. A `failed` task is recovered only when it failed unaccounted (its
+ *      outcomes did not cover its subscriptions, hr_finish.h): Redis lost
+ *      recipients, and this is what pushes them.  A `dispatching` task is
+ *      refused: its owner chunks it and would
  *      INCR seq under our feet.  Pause it first (state becomes paused), or
  *      let it reach dispatched.  So is a task with a live chunk lease (any
  *      lease:* key): its holder pushes the members it read into memory
@@ -43,6 +46,7 @@
 
 #define RECOVER_BATCH 10000
 #define RECOVER_LOCK_MS 120000
+#define RECOVER_LOCK_WAIT_MS 30000
 #define RECOVER_SCAN_ROUNDS 100000
 
 /* Step 3's MySQL side, in one transaction: the rows of chunks that were not
@@ -152,6 +156,45 @@ static long long recover_del_matching(hr_redis *r, const char *base, const char 
     return deleted;
 }
 
+/* Task ID's unaccounted subscriptions (a `failed` task whose outcomes did
+ * not cover them, hr_finish.h), or -1 (reported). */
+static int64_t recover_unaccounted(hr_mysql *m, int64_t id)
+{
+    const hr_mysql_param p[] = {HR_P_I64(id)};
+    hr_mysql_rows *rows = NULL;
+    char err[512];
+    int64_t v;
+
+    if (hr_mysql_query(m, "SELECT unaccounted FROM push_task WHERE id = ?", p, 1, &rows, err,
+                       sizeof err) < 0) {
+        ctl_fail("%s", err);
+        return -1;
+    }
+    v = rows->nrows == 1 ? strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10) : 0;
+    hr_mysql_rows_free(rows);
+    return v;
+}
+
+/* Records that the rebuilt set holds every subscription up to the task's
+ * current epoch (P T:synced, see hr_subs.h).  0 or -1 (ERR). */
+static int recover_mark_synced(hr_mysql *m, hr_redis *r, int64_t id, const char *base,
+                               char *err, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(id)};
+    hr_mysql_rows *rows = NULL;
+    redisReply *reply;
+    long long epoch;
+
+    if (hr_mysql_query(m, "SELECT subs_epoch FROM push_task WHERE id = ?", p, 1, &rows, err,
+                       errlen) < 0)
+        return -1;
+    epoch = rows->nrows == 1 ? strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10) : 0;
+    hr_mysql_rows_free(rows);
+    reply = hr_redis_cmdf(r, err, errlen, "SET %ssynced %lld", base, epoch + 1);
+    freeReplyObject(reply);
+    return reply != NULL ? 0 : -1;
+}
+
 int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
 {
     hr_mysql *m;
@@ -163,7 +206,8 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     hr_subs_refill_opts o = {.token = token, .lock_ms = RECOVER_LOCK_MS,
                              .batch = RECOVER_BATCH, .exclude_delivered = true};
     long long id, dropped, dropped2, maxseq;
-    int64_t added = 0, seen = 0;
+    int64_t added = 0, seen = 0, unaccounted;
+    int wait;
     bool claimed, locked = false;
     int rc, fill;
 
@@ -172,8 +216,11 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
         return rc;
     rc = CTL_EXIT_FAIL;
     id = t->id;
+    unaccounted = strcmp(t->state, "failed") == 0 ? recover_unaccounted(m, id) : 0;
+    if (unaccounted < 0)
+        goto done;
     if (strcmp(t->state, "done") == 0 || strcmp(t->state, "cancelled") == 0 ||
-        strcmp(t->state, "failed") == 0) {
+        (strcmp(t->state, "failed") == 0 && unaccounted == 0)) {
         ctl_fail("task %lld is %s; nothing to recover", id, t->state);
         goto done;
     }
@@ -184,12 +231,19 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     }
     claimed = strcmp(t->state, "scheduled") != 0;
     snprintf(token, sizeof token, "heraldctl/%ld", (long)getpid());
-    switch (hr_subs_lock(r, id, token, RECOVER_LOCK_MS, err, sizeof err)) {
-    case -1:
+    /* A scanner's sync holds the lock for a moment; a refill or a
+     * reconciliation of a big set for longer. */
+    for (wait = 0; (rc = hr_subs_lock(r, id, token, RECOVER_LOCK_MS, err, sizeof err)) == 0 &&
+                   wait < RECOVER_LOCK_WAIT_MS;
+         wait += 100)
+        usleep(100000);
+    rc = rc < 0 ? -1 : rc;
+    if (rc < 0)
         goto redis_failed;
-    case 0:
-        ctl_fail("task %lld: a dispatcher is preparing it (prepare lock held); try again in a "
-                 "minute", id);
+    rc = CTL_EXIT_FAIL;
+    if (wait >= RECOVER_LOCK_WAIT_MS) {
+        ctl_fail("task %lld: a dispatcher is preparing it (prepare lock held for %d s); try "
+                 "again in a minute", id, RECOVER_LOCK_WAIT_MS / 1000);
         goto done;
     }
     locked = true;
@@ -235,6 +289,12 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
         }
         maxseq = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
     }
+    /* The set holds every subscription now: the owner's reconciliation
+     * must not read them again (it would bring back the delivered ones). */
+    if (recover_mark_synced(m, r, id, base, err, sizeof err) < 0) {
+        ctl_fail("%s", err);
+        goto done;
+    }
     if (claimed && maxseq > 0) {
         reply = hr_redis_cmdf(r, err, sizeof err, "SET %sseq %lld", base, maxseq);
         if (reply == NULL)
@@ -265,8 +325,11 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
         if (hr_mysql_exec(m,
                           "UPDATE push_task SET state = 'dispatching', claimed_by = NULL, "
                           "lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND, "
-                          "dispatched_at = NULL WHERE id = ? "
-                          "AND state IN ('dispatching', 'dispatched')",
+                          "dispatched_at = NULL, finished_at = NULL, "
+                          "last_error = IF(state = 'failed', NULL, last_error), "
+                          "unaccounted = 0 WHERE id = ? "
+                          "AND (state IN ('dispatching', 'dispatched') "
+                          "OR (state = 'failed' AND unaccounted > 0))",
                           p, 1, NULL, NULL, NULL, err, sizeof err) < 0) {
             ctl_fail("%s", err);
             goto done;

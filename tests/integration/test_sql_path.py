@@ -15,7 +15,8 @@ herald-sink (delivery log on):
      ids were refused, and MySQL has none of them.
   4. a task whose Redis set loses members after the claim does not end
      `done`: it is `failed` with unaccounted = the gap, a last_error that
-     says so, and herald_recipients_unaccounted_total counts the gap.
+     says so, and herald_recipients_unaccounted_total counts the gap; then
+     `heraldctl recover` pushes the lost ones and the task ends `done`.
 
 Usage: test_sql_path.py HERALD_DISPATCHER HERALD_WORKER HERALD_SINK HERALDCTL"""
 import os
@@ -121,7 +122,7 @@ def test_import_racing_claim(env, ctl, cfg):
             "WHERE id = %d" % t)
 
 
-def test_lost_after_claim(env, dsp_port, wk_port):
+def test_lost_after_claim(env, dsp_port, wk_port, ctl, cfg, record):
     uids = range(500001, 503001)
     # 500 a second: the set is chunked over 6 s, so members can go missing
     # after the claim and before their chunk.
@@ -142,6 +143,17 @@ def test_lost_after_claim(env, dsp_port, wk_port):
         + (metric(env.metrics(wk_port), "herald_recipients_unaccounted_total") or 0) == 100,
         10, 0.2)
     check(counted, "herald_recipients_unaccounted_total counts the 100")
+    # What the last_error says to do: recover pushes the 100 (the delivery
+    # log tells them from the delivered), and the task ends done.
+    out = subprocess.run([ctl, "-c", cfg, "recover", str(t)], capture_output=True, text=True,
+                         timeout=60)
+    check(out.returncode == 0, "heraldctl recover of the failed task (%s%s)"
+          % (out.stdout.strip(), out.stderr.strip()))
+    ok = env.wait_state(t, ("done", "failed"), 60)
+    row = env.task(t, "state, sent, unaccounted")
+    got = sink_uids(record)
+    check(ok and row[0] == "done" and row[2] == "0" and all(int(u) in got for u in gone),
+          "after recover the 100 are pushed and the task is done (%s)" % row)
 
 
 def main():
@@ -163,7 +175,7 @@ def main():
         t = test_raw_sql_before_due(env, record)
         test_insert_after_claim(env, t)
         test_import_racing_claim(env, ctl, cfg)
-        test_lost_after_claim(env, env.dsp_port, env.wk_port)
+        test_lost_after_claim(env, env.dsp_port, env.wk_port, ctl, cfg, record)
     finally:
         env.cleanup()
     return finish()
