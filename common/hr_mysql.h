@@ -46,6 +46,8 @@ void hr_mysql_free(hr_mysql *m);
 /* The server's error number for a SIGNAL from a trigger (the freeze and
  * subscription guards): a refusal the caller shows the admin as is. */
 #define HR_MYSQL_ER_SIGNAL 1644
+/* A row lock was not granted within innodb_lock_wait_timeout. */
+#define HR_MYSQL_ER_LOCK_WAIT_TIMEOUT 1205
 
 /* Prepared statement without a result set.  *AFFECTED and *INSERT_ID may be
  * NULL.  Returns 0, or -1 with ERRSTR; *ERRNO_OUT (may be NULL) gets the

@@ -55,6 +55,8 @@
 #define DSP_RETIRE_MAX 100          /* finished tasks whose keys get a TTL, per sweep */
 #define DSP_KEY_RETENTION_MS (7LL * 86400 * 1000) /* a finished task's Redis keys */
 #define DSP_CLAIM_EARLY_MS 1000     /* a claim accepts due_at at most this far ahead */
+#define DSP_CLAIM_LOCK_WAIT_S "1"   /* a claim's wait for the task row's lock */
+#define DSP_CLAIM_BUSY 2            /* dsp_store_claim: the row stayed locked */
 #define DSP_TICK_MS 10
 #define DSP_PREP_LOCK_MS 120000     /* prepare lock (refill vs first chunk) */
 #define DSP_RECHECK_MS 10000        /* recount a prepared task's subscribers */
@@ -188,7 +190,9 @@ void dsp_conn_close(dsp_conn *c);
 /* dsp_store.c: the dispatcher's MySQL statements. */
 /* Claims a scheduled task due by NOW_MS (+ DSP_CLAIM_EARLY_MS); one we
  * already claimed counts again (a retried claim whose reply was lost).
- * 1 = ours, 0 = not (any more) claimable, -1. */
+ * 1 = ours, 0 = not (any more) claimable, DSP_CLAIM_BUSY = its row stayed
+ * locked (subscriptions being inserted in an open transaction; the DB
+ * poller tries again), -1. */
 int dsp_store_claim(dsp *d, hr_mysql *m, int64_t id, int64_t now_ms, char *errstr,
                     size_t errlen);
 /* Marks a task failed with REASON; 1 = changed, 0, -1. */

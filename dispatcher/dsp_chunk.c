@@ -529,6 +529,13 @@ void dsp_timer_pop(dsp *d)
 
         if (rc == 1)
             rc = hr_task_load(c->m, id, &t, err, sizeof err) == 0 ? 1 : -1;
+        if (rc == DSP_CLAIM_BUSY) {
+            /* Not from the loop thread again: the DB poller claims it
+             * once the transaction holding the row ends. */
+            hr_log_warn("claim_deferred", "task=%lld reason=row locked by an open transaction "
+                        "(subscriptions being inserted)", (long long)id);
+            continue;
+        }
         if (rc < 0) {
             /* MySQL is failing: every further claim would wait for its
              * timeout too.  The rest (this one included: its claim may

@@ -17,6 +17,9 @@ herald-sink (delivery log on):
      `done`: it is `failed` with unaccounted = the gap, a last_error that
      says so, and herald_recipients_unaccounted_total counts the gap; then
      `heraldctl recover` pushes the lost ones and the task ends `done`.
+  5. an admin's transaction inserting subscriptions is still open at the
+     due time: the timer's claim gives up after 1 s instead of freezing the
+     dispatcher, and the poller claims the task once it committed.
 
 Usage: test_sql_path.py HERALD_DISPATCHER HERALD_WORKER HERALD_SINK HERALDCTL"""
 import os
@@ -156,6 +159,33 @@ def test_lost_after_claim(env, dsp_port, wk_port, ctl, cfg, record):
           "after recover the 100 are pushed and the task is done (%s)" % row)
 
 
+def test_open_transaction_at_due(env, dsp, record):
+    """An admin's transaction inserting subscriptions is still open at the due
+    time: the claim does not freeze the dispatcher waiting for it, and once it
+    commits the poller claims the task and its rows are pushed."""
+    t = env.insert_task("open-txn", "webhook", due="UTC_TIMESTAMP(3) + INTERVAL 2 SECOND")
+    uids = range(600001, 600101)
+    txn = subprocess.Popen(
+        ["mariadb", "-h", env.my["host"], "-P", env.my["port"], "-u", env.my["user"],
+         "-p" + env.my["password"], env.my["database"], "-N", "-B", "-e",
+         "BEGIN; INSERT INTO push_subscription (task_id, uid) VALUES %s; SELECT SLEEP(6); "
+         "COMMIT;" % ",".join("(%d,%d)" % (t, u) for u in uids)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deferred = wait_until(lambda: "event=claim_deferred task=%d " % t in env.log(dsp), 10, 0.1)
+    check(deferred, "the timer's claim gives up on the locked row (claim_deferred)")
+    t0 = time.time()
+    status = env.http("GET", "/healthz", token=None)[0]
+    check(status == 200 and time.time() - t0 < 1.5,
+          "the dispatcher answers meanwhile (%d in %.2f s)" % (status, time.time() - t0))
+    txn.wait(timeout=30)
+    check(txn.returncode == 0, "the open transaction committed (%s)" % txn.stderr.read())
+    ok = env.wait_state(t, ("done", "failed"), 60)
+    got = sink_uids(record)
+    row = env.task(t, "state, sent, unaccounted")
+    check(ok and row[0] == "done" and all(u in got for u in uids),
+          "the poller claimed it after the commit and all 100 were pushed (%s)" % row)
+
+
 def main():
     if len(sys.argv) != 5:
         print(__doc__)
@@ -171,11 +201,12 @@ def main():
                    "--threads", "2"], "sink.log")
         cfg = env.config({"webhook": {"url": "http://127.0.0.1:%d/push" % sink_port,
                                       "concurrency": 64, "timeout_ms": 5000}})
-        env.start_daemons(dispatcher, worker, cfg)
+        dsp, _ = env.start_daemons(dispatcher, worker, cfg)
         t = test_raw_sql_before_due(env, record)
         test_insert_after_claim(env, t)
         test_import_racing_claim(env, ctl, cfg)
         test_lost_after_claim(env, env.dsp_port, env.wk_port, ctl, cfg, record)
+        test_open_transaction_at_due(env, dsp, record)
     finally:
         env.cleanup()
     return finish()
