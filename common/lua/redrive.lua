@@ -8,6 +8,9 @@
 -- Only uids still in the hash move (a uid HSCAN returned twice, or one
 -- another redrive took, moves once).  Returns the number moved (0: nothing
 -- written).
+-- The moved recipients were published once already: the new chunk's first
+-- publish adds its size to stats.published (and push_task.total) again, so
+-- they are taken off here first and each recipient counts once.
 local moved = 0
 for i = 3, #ARGV do
     if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then
@@ -20,4 +23,5 @@ if moved == 0 then
 end
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
 redis.call('HINCRBY', KEYS[4], 'failed', -moved)
+redis.call('HINCRBY', KEYS[4], 'published', -moved)
 return moved
