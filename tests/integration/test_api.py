@@ -293,10 +293,15 @@ def test_recover(env, sched):
 
 
 def test_redrive(env, sched):
-    sql(env, "UPDATE push_task SET state='done', failed=5 WHERE id=%d" % sched)
+    sql(env, "UPDATE push_task SET state='done', failed=5, total=200 WHERE id=%d" % sched)
+    sql(env, "DELETE FROM push_delivery WHERE task_id=%d" % sched)
+    sql(env, "INSERT INTO push_delivery (task_id, uid, status, at) VALUES %s"
+        % ",".join("(%d, %d, '%s', UTC_TIMESTAMP(3))" % (sched, u, "failed" if u > 200 else "sent")
+                   for u in (1, 2, 201, 202, 203, 204, 205)))
     for uid in range(201, 206):
         env.r.cmd("HSET", key(env, sched, "failed"), uid, "http 500")
     env.r.cmd("HSET", key(env, sched, "stats"), "failed", 5)
+    env.r.cmd("HSET", key(env, sched, "stats"), "published", 200)
     env.r.cmd("SET", key(env, sched, "seq"), 4)
     out = ctl(env, "redrive", sched)
     check(out.returncode == 0 and "5 recipients into chunk 5" in out.stdout,
@@ -308,6 +313,15 @@ def test_redrive(env, sched):
           "the dead letters form chunk 5, pending with an old publish time")
     check(sql(env, "SELECT state, failed FROM push_task WHERE id=%d" % sched)
           == [["dispatched", "0"]], "mysql: failed - 5, done -> dispatched")
+    # The 5 were published once: total and stats.published drop by 5 until
+    # the new chunk's first publish adds them back (never 205), and their
+    # 'failed' log rows go so a recover would push them again.
+    total = sql(env, "SELECT total FROM push_task WHERE id=%d" % sched)[0][0]
+    published = env.r.cmd("HGET", key(env, sched, "stats"), "published")
+    check(total in ("195", "200") and published in ("195", "200"),
+          "redrive takes the 5 off total and stats.published (%s, %s)" % (total, published))
+    check(sql(env, "SELECT uid, status FROM push_delivery WHERE task_id=%d ORDER BY uid" % sched)
+          == [["1", "sent"], ["2", "sent"]], "their 'failed' log rows are gone, the rest stay")
 
 
 def main():
