@@ -12,6 +12,7 @@
  * leaves NULL for numbers and frees with the node. */
 #include "hr_parse.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -222,6 +223,12 @@ static int hr_parse_walk(cJSON *v, hr_parse_lits *l, char *path, size_t plen, ch
     int rc = 0;
 
     if (cJSON_IsNumber(v)) {
+        /* 1e400 would be printed as null by cJSON and refused by MySQL's
+         * JSON column as written: neither is the client's text. */
+        if (!isfinite(v->valuedouble)) {
+            snprintf(errstr, errlen, "the number at '%s' is out of range", path);
+            return HR_PARSE_MALFORMED;
+        }
         if ((lit = hr_parse_next_number(l, &n)) == NULL ||
             (v->valuestring = malloc(n + 1)) == NULL) {
             snprintf(errstr, errlen, "a number of the body could not be read");

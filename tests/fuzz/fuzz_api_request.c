@@ -9,8 +9,9 @@
  *   the first one).
  * Besides what the sanitizers catch, it checks the parsers' contract: a
  * refusal carries one of the documented codes and a message; an accepted
- * task has every string within its column, times in 1970..9999 that print
- * and parse back to the same ms, a payload that is a JSON object, and (PATCH)
+ * task has every string within its column (names non-empty), times in
+ * 1970..9999 that print and parse back to the same ms, freeze_at not after
+ * due_at, a payload that is a JSON object, and (PATCH)
  * every non-patchable field untouched; accepted uids are exact integers in
  * 1..2^63-1 that print back as the literal (or string) sent, at most max_ids; an accepted id prints back as the same text;
  * accepted list limits are 1..1000; an accepted day starts at midnight.
@@ -144,6 +145,12 @@ static void fa_task(const char *body, size_t len, bool patch)
     } else {
         if (in.t.name == NULL || in.t.channel == NULL || !in.has_due)
             fa_fail("POST accepted without a required field", NULL);
+        if (in.t.name[0] == '\0' || in.t.topic[0] == '\0' || in.t.channel[0] == '\0' ||
+            (in.t.throttle_key != NULL && in.t.throttle_key[0] == '\0') ||
+            (in.t.throttle_scope != NULL && in.t.throttle_scope[0] == '\0'))
+            fa_fail("POST accepted an empty name", NULL);
+        if (in.has_freeze && in.t.freeze_ms > in.t.due_ms)
+            fa_fail("POST accepted freeze_at after due_at", NULL);
         if (in.t.throttle_scope == NULL)
             in.t.throttle_scope = in.t.topic;
         /* Either answer is fine; it must not crash or leak. */

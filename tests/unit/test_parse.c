@@ -130,7 +130,8 @@ static void test_json(void **state)
         {"{\"a\":[{\"k\":1,\"k\":2}]}", "'a[].k'"},
         {"{\"na\\u006de\":\"a\",\"name\":\"b\"}", "'name'"},
     };
-    static const char *const malformed[] = {"{\"a\":1} x", "{\"a\":", "\xff", "{\"a\":1}\0"};
+    static const char *const malformed[] = {"{\"a\":1} x", "{\"a\":", "\xff", "{\"a\":1}\0",
+                                            "{\"p\":{\"x\":1e400}}"};
     char err[256], *printed;
     cJSON *j;
     int64_t v;
