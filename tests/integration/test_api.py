@@ -11,6 +11,7 @@ import json
 import os
 import random
 import re
+import socket
 import subprocess
 import sys
 import tempfile
@@ -347,7 +348,11 @@ def main():
     env.prefix = "hrtest:api:%s:" % tag
     env.topic = "apitest_" + tag
     env.kafka_topic = "herald.test.api." + tag
-    env.port = random.randrange(20000, 60000)
+    # A port the kernel says is free (a random one collided with other
+    # servers on a shared machine now and then).
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        env.port = so.getsockname()[1]
     env.r = Redis(yaml_value(text, "redis", "host"), int(yaml_value(text, "redis", "port")))
 
     test_refuses_without_tokens(env, text)
