@@ -70,14 +70,14 @@ typedef struct dsp_api_input {
 
 /* The members of body J of POST /v1/tasks (PATCH: only title, body,
  * payload and due_at) into IN, which starts with the defaults or the stored
- * task.  POST also needs name, channel and due_at.  The values are not
+ * task.  POST also needs name, channel and due_at, and refuses freeze_at
+ * after due_at; name, topic, channel, throttle_scope and throttle_key must
+ * not be empty (hr_parse_name).  The values are not
  * checked against the config: that is hr_task_validate's job. */
 int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char **code,
                        char *errstr, size_t errlen);
 /* A time string of hr_parse_time (RFC 3339 UTC, a real calendar time) or
- * epoch ms, 1970..9999, into *MS; 0, or -1 with ERRSTR naming WHAT.  Also
- * refused by POST: freeze_at after due_at; empty name, topic, channel,
- * throttle_scope or throttle_key. */
+ * epoch ms, 1970..9999, into *MS; 0, or -1 with ERRSTR naming WHAT. */
 int dsp_api_parse_time(const cJSON *v, const char *what, int64_t *ms, char *errstr,
                        size_t errlen);
 /* Body J of POST .../subscribers: {"uids": [...]}, 1..MAX_IDS uids in
