@@ -7,7 +7,7 @@
  *   sent, failed (dead letter), throttled, pulled, cancelled
  * and, only for a finished task, `unaccounted`: subscriptions no counter
  * settled (a recipient lost with Redis, a task that failed before
- * chunking).  `shadowed` (sent although a shadow-mode throttle would have
+ * chunking, for a moment after a cancel what a worker is still cancelling).  `shadowed` (sent although a shadow-mode throttle would have
  * held it) and `retried` (attempts, not recipients) are reported but are
  * not outcomes.
  *   done  = the sum of the outcomes
