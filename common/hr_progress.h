@@ -7,9 +7,11 @@
  *   sent, failed (dead letter), throttled, pulled, cancelled
  * and, only for a finished task, `unaccounted`: subscriptions no counter
  * settled (a recipient lost with Redis, a task that failed before
- * chunking, for a moment after a cancel what a worker is still cancelling).  `shadowed` (sent although a shadow-mode throttle would have
- * held it) and `retried` (attempts, not recipients) are reported but are
- * not outcomes.
+ * chunking, for a moment after a cancel what a worker is still
+ * cancelling).  `shadowed` (sent although a shadow-mode throttle would
+ * have held it) and `retried` (attempts, not recipients) are reported but
+ * are not outcomes.  Also counted, and shown: `over`, outcomes beyond the
+ * subscriptions (a recipient counted twice; 0 unless something is wrong).
  *   done  = the sum of the outcomes
  *   total = the task's subscriptions (push_subscription, which the
  *           database freezes once the task is claimed); when they are not
