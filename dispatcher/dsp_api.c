@@ -233,6 +233,12 @@ static void dsp_api_task_live(dsp_api_conn *c, const hr_task *t, cJSON *o)
     for (i = 0; i < HR__OUTCOMES; i++)
         cJSON_AddNumberToObject(oc, hr_progress_outcome_name(i), (double)pr.outcome[i]);
     cJSON_AddNumberToObject(progress, "over", (double)pr.over);
+    /* Reported beside the outcomes, not among them: attempts, and pushes a
+     * shadow-mode throttle let through. */
+    cJSON_AddNumberToObject(progress, "retried",
+                            (double)hr_progress_merge(t->retried, dsp_api_stat(stats, "retried")));
+    cJSON_AddNumberToObject(progress, "shadowed",
+                            (double)hr_progress_merge(0, dsp_api_stat(stats, "throttle_shadowed")));
     if (pr.done > 0 && pr.done < pr.total && t->due_ms > 0 && now > t->due_ms &&
         !in.finished)
         cJSON_AddNumberToObject(progress, "eta_s",
