@@ -312,6 +312,27 @@ done:
     cJSON_Delete(j);
 }
 
+/* 1 when task ID has an explicit freeze_at after DUE_MS (the rule POST
+ * checks on its own fields; a NULL freeze_at follows due_at's day), 0 when
+ * not, -1 on a database error. */
+static int dsp_api_due_before_freeze(dsp_api_conn *c, int64_t id, int64_t due_ms, char *err,
+                                     size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(due_ms), HR_P_I64(id)};
+    hr_mysql_rows *rows = NULL;
+    int rc;
+
+    if (hr_mysql_query(c->m,
+                       "SELECT COALESCE(freeze_at > FROM_UNIXTIME(? / 1000), 0) FROM push_task "
+                       "WHERE id = ?",
+                       p, 2, &rows, err, errlen) < 0)
+        return -1;
+    rc = rows->nrows == 1 && hr_mysql_cell(rows, 0, 0) != NULL &&
+         strcmp(hr_mysql_cell(rows, 0, 0), "1") == 0;
+    hr_mysql_rows_free(rows);
+    return rc;
+}
+
 static void dsp_api_patch(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
                           hr_httpd_resp *resp)
 {
@@ -343,6 +364,19 @@ static void dsp_api_patch(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
         hr_httpd_error(resp, 409, "wrong_state", "task %lld is %s; only a scheduled task changes",
                        (long long)id, t->state);
         goto done;
+    }
+    if (in.has_due) {
+        int early = dsp_api_due_before_freeze(c, id, in.t.due_ms, err, sizeof err);
+
+        if (early < 0) {
+            dsp_api_backend_error(resp, "mysql", err);
+            goto done;
+        }
+        if (early == 1) {
+            hr_httpd_error(resp, 400, "bad_field", "due_at must not be before the task's "
+                           "freeze_at (the task would never be in the pull on its day)");
+            goto done;
+        }
     }
     {
         const hr_mysql_param p[] = {HR_P_STR(in.t.title), HR_P_STR(in.t.body),

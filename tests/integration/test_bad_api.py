@@ -144,6 +144,11 @@ def main():
         status, j = env.http("POST", "/v1/tasks", dict(base, name="base", title="x"))
         check(status == 201, "a task to aim at (%s)" % status)
         tid = j.get("id", 0) if isinstance(j, dict) else 0
+        # frozen one day before due; a PATCH may not move due_at before that
+        status, j = env.http("POST", "/v1/tasks", dict(base, name="freeze early", title="x",
+                                                       freeze_at=due - 86400 * 1000))
+        check(status == 201, "a task with an explicit freeze_at (%s)" % status)
+        early = j.get("id", 0) if isinstance(j, dict) else 0
         before = snapshot(env)
         big = (1 << 64)
         cases = [
@@ -180,9 +185,13 @@ def main():
              b'{"title": "{{uid"}', 400),
         ]
         due_iso = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(due / 1000))
+        early_due = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(due / 1000 - 2 * 86400))
         base_raw = b'{"name": "strict", "channel": "ok", "topic": "%s"' % env.topic.encode()
         max_id = env.sql("SELECT COALESCE(MAX(id), 0) FROM push_task")
-        for what, method, path, raw, code, field in strict_cases(tid, due_iso, base_raw):
+        patch_early = [("patch due_at before freeze_at", "PATCH", "/v1/tasks/%d" % early,
+                        b'{"due_at": "%s"}' % early_due.encode(), "bad_field", "due_at")]
+        for what, method, path, raw, code, field in strict_cases(tid, due_iso, base_raw) + \
+                patch_early:
             status, j = env.http(method, path, raw=raw)
             err = j.get("error", {}) if isinstance(j, dict) else {}
             ok = status == 400 and err.get("code") == code and field in err.get("message", "")
