@@ -211,6 +211,14 @@ def main():
                 if not ok:
                     print("XFAIL known bug: " + line)
         check(snapshot(env) == before, "the bad requests changed nothing, tables intact")
+        # ... while a due_at on or after the explicit freeze_at, or any on a task
+        # without one, is taken
+        for task, new_due in ((early, due + 86400 * 1000), (tid, due + 3600 * 1000)):
+            iso_due = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(new_due / 1000))
+            status, j = env.http("PATCH", "/v1/tasks/%d" % task, {"due_at": iso_due})
+            check(status == 200 and j.get("due_at") == iso_due,
+                  "PATCH of task %d to due_at %s -> 200 (%s %s)" % (task, iso_due, status,
+                                                                str(j)[:160]))
 
         # SQL and template text where it is only data: stored and returned as is
         for i, s in enumerate(INJECT + ["{{uid}} {{payload.x}}", "☃ напоминание 🔔"]):
