@@ -39,8 +39,9 @@ N_CANCEL = int(100000 * SCALE)
 N_PULL, N_PULLED = 5000, 1000
 N_LOSS_BEFORE = int(10000 * SCALE)
 N_LOSS_MID = int(100000 * SCALE)
-N_NUM_A = int(5000 * SCALE)
-N_NUM_B = int(10000 * SCALE)
+# Not scaled below 2000 / 4000: 2 % of the uids must give a few dead letters.
+N_NUM_A = max(2000, int(5000 * SCALE))
+N_NUM_B = max(4000, int(10000 * SCALE))
 NUM_RATE = 2000  # pushes/s of the cancelled task, so that it lasts long enough to cut
 CHUNK = 1000
 SINK_LATENCY_MS = 50
