@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "hr_parse.h"
 #include "ctl_fmt.h"
 #include "hr_task.h"
 
@@ -167,6 +168,25 @@ static int create_parse(int argc, char **argv, create_args *a)
         return ctl_usage("create", "unexpected argument \"%s\"", argv[optind]);
     if (a->t.name == NULL || a->t.channel == NULL || !a->due_given)
         return ctl_usage("create", "--name, --channel and --due-at or --due-in are required");
+    /* The API's rules for names (hr_parse_name): an empty one would be
+     * stored and match nothing. */
+    {
+        static const struct {
+            const char *flag;
+            size_t max;
+        } names[] = {{"--name", 200}, {"--topic", 100}, {"--channel", 64},
+                     {"--throttle-scope", 100}, {"--throttle-key", 100}};
+        const char *values[] = {a->t.name, a->t.topic, a->t.channel, a->scope,
+                                a->t.throttle_key};
+
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+            if (values[i] != NULL &&
+                hr_parse_name(names[i].flag, values[i], names[i].max, err, sizeof err) < 0)
+                return ctl_usage("create", "%s", err);
+    }
+    if (a->freeze_ms >= 0 && a->freeze_ms > a->t.due_ms)
+        return ctl_usage("create", "--freeze-at must not be after the due time (the task "
+                         "would never be in the pull on its day)");
     a->t.throttle_scope = a->scope != NULL ? a->scope : a->t.topic;
     return CTL_EXIT_OK;
 }

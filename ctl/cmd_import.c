@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "hr_parse.h"
 #include "ctl_fmt.h"
 
 #define IMPORT_BATCH 10000
@@ -62,12 +63,12 @@ typedef struct import_job {
     uint64_t added;        /* rows MySQL inserted (the rest were there) */
 } import_job;
 
-/* One line's id: digits only, 1 .. 2^63-1.  Whitespace around it is
- * allowed.  1 = an id in *OUT, 0 = blank or comment, -1 = bad. */
+/* One line's id: hr_parse_uid's, as the API takes it (digits only, no
+ * leading zero, 1 .. 2^63-1).  Whitespace around it is allowed.  1 = an id
+ * in *OUT, 0 = blank or comment, -1 = bad. */
 static int import_parse_line(char *line, int64_t *out)
 {
     char *s = line, *end;
-    uint64_t v = 0;
 
     while (*s == ' ' || *s == '\t')
         s++;
@@ -76,15 +77,7 @@ static int import_parse_line(char *line, int64_t *out)
         *--end = '\0';
     if (*s == '\0' || *s == '#')
         return 0;
-    for (; *s != '\0'; s++) {
-        if (*s < '0' || *s > '9' || v > ((uint64_t)INT64_MAX - (uint64_t)(*s - '0')) / 10)
-            return -1;
-        v = v * 10 + (uint64_t)(*s - '0');
-    }
-    if (v == 0)
-        return -1;
-    *out = (int64_t)v;
-    return 1;
+    return hr_parse_uid(s, (size_t)(end - s), out) == 0 ? 1 : -1;
 }
 
 static int import_push(import_ids *ids, int64_t v)

@@ -27,7 +27,10 @@
  *      The push_chunk rows of chunks that were not done are deleted (their
  *      Redis sets are gone; what they still held is back in subs), and
  *      total restarts from the recipients the delivery log shows as
- *      delivered, so the rebuilt chunks are not counted twice.
+ *      delivered, so the rebuilt chunks are not counted twice; the stats
+ *      hash's `published` restarts from the same number (the rebuilt
+ *      chunks' first publishes add to both), or progress and status would
+ *      count the recipients republished twice.
  *   4. A dispatched task becomes `dispatching` with no owner and an
  *      expired lease, so a dispatcher's poller takes it over
  *      and chunks the rebuilt set; a scheduled one goes back into the timer;
@@ -71,6 +74,33 @@ static int recover_reset_total(hr_mysql *m, int64_t id, char *err, size_t errlen
         return -1;
     }
     return 0;
+}
+
+/* Step 3's Redis side: stats.published = push_task.total as just reset. */
+static int recover_reset_published(hr_mysql *m, hr_redis *r, const char *base, int64_t id,
+                                   char *err, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(id)};
+    hr_mysql_rows *rows = NULL;
+    redisReply *reply;
+    int rc = -1;
+
+    if (hr_mysql_query(m, "SELECT total FROM push_task WHERE id = ?", p, 1, &rows, err,
+                       errlen) < 0)
+        return -1;
+    if (rows->nrows != 1 || hr_mysql_cell(rows, 0, 0) == NULL) {
+        snprintf(err, errlen, "task %lld disappeared", (long long)id);
+        goto done;
+    }
+    reply = hr_redis_cmdf(r, err, errlen, "HSET %sstats published %s", base,
+                          hr_mysql_cell(rows, 0, 0));
+    if (reply == NULL)
+        goto done;
+    freeReplyObject(reply);
+    rc = 0;
+done:
+    hr_mysql_rows_free(rows);
+    return rc;
 }
 
 /* Workers write the stats hash's counters to MySQL as absolute values
@@ -301,7 +331,8 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
             goto redis_failed;
         freeReplyObject(reply);
     }
-    if (claimed && recover_reset_total(m, id, err, sizeof err) < 0) {
+    if (claimed && (recover_reset_total(m, id, err, sizeof err) < 0 ||
+                    recover_reset_published(m, r, base, id, err, sizeof err) < 0)) {
         ctl_fail("%s", err);
         goto done;
     }

@@ -4,15 +4,19 @@
  * is read with HSCAN, and each slice gets a new seq (INCR), then
  * redrive.lua moves its uids from the hash into chunk:<seq>, records
  * pending[seq] with a publish time older than the redelivery timeout (so
- * the next sweep publishes it) and takes them off stats.failed.  The script
- * records its result under redrive:<seq>, so the retry hr_redis makes after
- * a lost reply answers what the first run moved instead of 0.  MySQL's
- * failed counter drops by the number moved, and a `done` task becomes
- * `dispatched` again so the sweeper serves it.  A done transition (the
- * sweeper's or a worker's reporter's) that read an empty pending just before
- * the move can still land after that UPDATE, so the task also goes into the
- * redriven set first: dispatchers reopen a done task of that set while its
- * pending hash is not empty (dispatcher/dsp_ctl.c). */
+ * the next sweep publishes it) and takes them off stats.failed and
+ * stats.published.  The script records its result under redrive:<seq>, so
+ * the retry hr_redis makes after a lost reply answers what the first run
+ * moved instead of 0.  MySQL's failed counter and total drop by the number
+ * moved, and a `done` task becomes `dispatched` again so the sweeper serves
+ * it.  The new chunk's first publish adds its size to total and
+ * stats.published (dsp_chunk.c), which brings both back to what they were:
+ * a redriven recipient is published, and counted in total, once.  Their
+ * 'failed' rows of the delivery log go too (redrive_forget).  A done
+ * transition (the sweeper's or a worker's reporter's) that read an empty
+ * pending just before the move can still land after that UPDATE, so the
+ * task also goes into the redriven set first: dispatchers reopen a done
+ * task of that set while its pending hash is not empty (dispatcher/dsp_ctl.c). */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,15 +27,43 @@
 
 #define REDRIVE_SCAN_COUNT 1000
 #define REDRIVE_SCAN_ROUNDS 1000000
+#define REDRIVE_LOG_BATCH 500
 
 typedef struct redrive_job {
     hr_redis *r;
+    hr_mysql *m;
+    int64_t id;
     char base[256], keys[5][320], seq_s[24], at_s[24];
     const char **argv; /* 5 keys, seq, at, then up to chunk_size uids */
     char **uids;       /* owned copies, argv + 7 points at them */
     size_t n, max;
     long long moved, chunks;
 } redrive_job;
+
+/* Deletes the 'failed' delivery log rows of the collected uids: a redriven
+ * recipient is not delivered any more, and recover's refill (which skips
+ * what the log shows delivered) must bring it back if Redis loses its new
+ * chunk.  The worker writes a new row when it settles it.  0 or -1. */
+static int redrive_forget(redrive_job *j, char *err, size_t errlen)
+{
+    hr_mysql_param p[1 + REDRIVE_LOG_BATCH];
+    char sql[128 + REDRIVE_LOG_BATCH * 2];
+    size_t i, k, off;
+
+    for (i = 0; i < j->n; i += k) {
+        p[0] = HR_P_I64(j->id);
+        off = (size_t)snprintf(sql, sizeof sql, "DELETE FROM push_delivery WHERE task_id = ? "
+                               "AND status = 'failed' AND uid IN (");
+        for (k = 0; k < REDRIVE_LOG_BATCH && i + k < j->n; k++) {
+            p[1 + k] = HR_P_STR(j->uids[i + k]);
+            off += (size_t)snprintf(sql + off, sizeof sql - off, k ? ",?" : "?");
+        }
+        snprintf(sql + off, sizeof sql - off, ")");
+        if (hr_mysql_exec(j->m, sql, p, 1 + k, NULL, NULL, NULL, err, errlen) < 0)
+            return -1;
+    }
+    return 0;
+}
 
 /* Moves the collected uids into a new chunk.  0 or -1 (ERR). */
 static int redrive_flush(redrive_job *j, char *err, size_t errlen)
@@ -59,6 +91,8 @@ static int redrive_flush(redrive_job *j, char *err, size_t errlen)
         j->chunks++;
     }
     freeReplyObject(reply);
+    if (redrive_forget(j, err, errlen) < 0)
+        goto done;
     rc = 0;
 done:
     for (i = 0; i < j->n; i++)
@@ -114,6 +148,8 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
         return rc;
     rc = CTL_EXIT_FAIL;
     id = t->id;
+    j.m = m;
+    j.id = t->id;
     if (strcmp(t->state, "dispatching") != 0 && strcmp(t->state, "dispatched") != 0 &&
         strcmp(t->state, "done") != 0) {
         ctl_fail("task %lld is %s; redrive serves dispatching, dispatched and done tasks", id,
@@ -168,15 +204,16 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
         freeReplyObject(reply);
     }
     {
-        const hr_mysql_param p[] = {HR_P_I64(j.moved), HR_P_I64(id)};
+        const hr_mysql_param p[] = {HR_P_I64(j.moved), HR_P_I64(j.moved), HR_P_I64(id)};
         char merr[512];
 
         if (hr_mysql_exec(m,
                           "UPDATE push_task SET failed = GREATEST(failed - ?, 0), "
+                          "total = GREATEST(total - ?, 0), "
                           "state = IF(state = 'done', 'dispatched', state), "
                           "finished_at = IF(state = 'dispatched', NULL, finished_at) "
                           "WHERE id = ?",
-                          p, 2, NULL, NULL, NULL, merr, sizeof merr) < 0) {
+                          p, 3, NULL, NULL, NULL, merr, sizeof merr) < 0) {
             ctl_fail("%lld recipients are in %lld new chunks, but MySQL was not updated: %s",
                      j.moved, j.chunks, merr);
             goto done;

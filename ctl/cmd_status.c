@@ -1,12 +1,13 @@
 /* cmd_status: `heraldctl status TASK [--watch] [--interval 1s]` — where a
  * task stands: state, MySQL counters, live Redis state, progress, rate, ETA.
  *
- * A sample is one hr_task_load plus one pipelined round trip to Redis
- * (SCARD subs, HLEN pending, HGETALL stats).  Progress is
- *   done  = sent + failed + throttled + pulled + cancelled   (MySQL)
- *   total = recipients published (push_task.total, or the live `published`
- *           stat when ahead) + recipients not chunked yet (SCARD subs);
- *           before dispatch, the subscriptions in MySQL when Redis has fewer.
+ * A sample is one hr_task_load, COUNT(push_subscription) (once the task is
+ * claimed the subscriptions are frozen, so a --watch counts them once) and
+ * one pipelined round trip to Redis (SCARD subs, HLEN pending, HGETALL
+ * stats).  Progress is hr_progress's, the same as the API's: each outcome
+ * the larger of MySQL's counter and the stats hash's, done = their sum,
+ * total = the subscriptions, ratio exactly 1 once the task is finished
+ * (unaccounted then shows what no counter settled).
  * The rate is measured over the last STATUS_RATE_SAMPLES samples of a
  * --watch; a single status shows the average since the due time.  Redis is
  * optional: without it the MySQL half is still shown. */
@@ -20,6 +21,7 @@
 
 #include "ctl.h"
 #include "ctl_fmt.h"
+#include "hr_progress.h"
 #include "hr_task.h"
 
 #define STATUS_BAR_WIDTH 24
@@ -32,7 +34,10 @@ typedef struct status_sample {
     int64_t subs;      /* SCARD subs, -1 = unknown */
     int64_t pending;   /* HLEN pending, -1 = unknown */
     int64_t published; /* stats.published, 0 when absent */
+    int64_t live[HR_OUTCOME_UNACCOUNTED]; /* the stats hash's outcomes, -1 = absent */
+    int64_t subscriptions; /* COUNT(push_subscription), -1 = unknown */
     char stats[STATUS_STATS_TEXT]; /* "k=v k=v ..." of the stats hash */
+    hr_progress pr;
     int64_t done, total;
     int64_t mono_ms;
 } status_sample;
@@ -61,6 +66,9 @@ static void status_stats(status_sample *s, const redisReply *reply)
             continue;
         if (strcmp(k->str, "published") == 0)
             s->published = strtoll(v->str, NULL, 10);
+        for (int o = 0; o < HR_OUTCOME_UNACCOUNTED; o++)
+            if (strcmp(k->str, hr_progress_outcome_name(o)) == 0)
+                s->live[o] = strtoll(v->str, NULL, 10);
         if (off < sizeof s->stats)
             off += (size_t)snprintf(s->stats + off, sizeof s->stats - off, "%s%s=%s",
                                     off ? " " : "", k->str, v->str);
@@ -113,32 +121,38 @@ static int status_sample_take(hr_mysql *m, hr_redis *r, int64_t task, status_sam
                               char *errstr, size_t errlen)
 {
     hr_task *t = NULL;
-    int64_t published, subs;
+    int64_t known = s->t != NULL && strcmp(s->t->state, "scheduled") != 0 ? s->subscriptions
+                                                                           : -1;
     int rc = hr_task_load(m, task, &t, errstr, errlen);
+    hr_progress_in in;
 
     if (rc != 0)
         return rc;
     hr_task_free(s->t);
-    *s = (status_sample){.t = t, .subs = -1, .pending = -1, .mono_ms = ctl_fmt_mono_ms()};
+    *s = (status_sample){.t = t, .subs = -1, .pending = -1, .mono_ms = ctl_fmt_mono_ms(),
+                         .live = {-1, -1, -1, -1, -1}};
     if (r != NULL)
         status_redis(r, task, s);
-    s->done = t->sent + t->failed + t->throttled + t->pulled + t->cancelled;
-    published = t->total > s->published ? t->total : s->published;
-    subs = s->subs > 0 ? s->subs : 0;
-    if (strcmp(t->state, "scheduled") == 0) {
-        int64_t in_mysql = status_subscriptions(m, task);
-        if (in_mysql > subs)
-            subs = in_mysql;
+    s->subscriptions = known >= 0 ? known : status_subscriptions(m, task);
+    in = (hr_progress_in){.subscriptions = s->subscriptions,
+                          .published = hr_progress_merge(t->total, s->published),
+                          .subs_left = s->subs, .finished = status_finished(t->state)};
+    {
+        const int64_t mysql[HR_OUTCOME_UNACCOUNTED] = {t->sent, t->failed, t->throttled,
+                                                       t->pulled, t->cancelled};
+
+        for (int o = 0; o < HR_OUTCOME_UNACCOUNTED; o++)
+            in.outcome[o] = hr_progress_merge(mysql[o], s->live[o]);
     }
-    s->total = published + subs;
-    if (s->total < s->done)
-        s->total = s->done;
+    hr_progress_compute(&in, &s->pr);
+    s->done = s->pr.done;
+    s->total = s->pr.total;
     return 0;
 }
 
 static double status_fraction(const status_sample *s)
 {
-    return s->total > 0 ? (double)s->done / s->total : status_finished(s->t->state) ? 1 : 0;
+    return s->pr.ratio;
 }
 
 /* "12,345/s" and "ETA 4 s" (or "due in 3 s" before the due time) for
@@ -181,9 +195,11 @@ static void status_line(FILE *out, const status_sample *s, double rate, const ch
     fprintf(out, "%s %5.1f%%  %s/%s  sent %s failed %s throttled %s  %s  %s  %s%s",
             ctl_fmt_bar(status_fraction(s), STATUS_BAR_WIDTH, bar, sizeof bar),
             status_fraction(s) * 100, ctl_fmt_count(s->done, d, sizeof d),
-            ctl_fmt_count(s->total, t, sizeof t), ctl_fmt_count(s->t->sent, sent, sizeof sent),
-            ctl_fmt_count(s->t->failed, failed, sizeof failed),
-            ctl_fmt_count(s->t->throttled, thr, sizeof thr), r, eta, s->t->state, end);
+            ctl_fmt_count(s->total, t, sizeof t),
+            ctl_fmt_count(s->pr.outcome[HR_OUTCOME_SENT], sent, sizeof sent),
+            ctl_fmt_count(s->pr.outcome[HR_OUTCOME_FAILED], failed, sizeof failed),
+            ctl_fmt_count(s->pr.outcome[HR_OUTCOME_THROTTLED], thr, sizeof thr), r, eta,
+            s->t->state, end);
     fflush(out);
 }
 
@@ -205,7 +221,13 @@ static void status_report(const status_sample *s, double rate)
            ctl_fmt_bar(status_fraction(s), STATUS_BAR_WIDTH, bar, sizeof bar),
            status_fraction(s) * 100, ctl_fmt_count(s->done, n[0], sizeof n[0]),
            ctl_fmt_count(s->total, n[1], sizeof n[1]));
-    printf("  counters  total %s  sent %s  failed %s  throttled %s  pulled %s  cancelled %s  "
+    printf("  outcomes ");
+    for (int o = 0; o < HR__OUTCOMES; o++)
+        printf(" %s %s", hr_progress_outcome_name(o),
+               ctl_fmt_count(s->pr.outcome[o], n[0], sizeof n[0]));
+    if (s->pr.over > 0)
+        printf("  (counted twice %s)", ctl_fmt_count(s->pr.over, n[0], sizeof n[0]));
+    printf("\n  mysql     total %s  sent %s  failed %s  throttled %s  pulled %s  cancelled %s  "
            "retried %s\n",
            ctl_fmt_count(t->total, n[0], sizeof n[0]), ctl_fmt_count(t->sent, n[1], sizeof n[1]),
            ctl_fmt_count(t->failed, n[2], sizeof n[2]),

@@ -4,6 +4,7 @@
  * an admin's command line: "5" for a duration or "2026-02-30" for a date is
  * refused with a message rather than guessed at. */
 #include "ctl_fmt.h"
+#include "hr_parse.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -56,45 +57,8 @@ int ctl_fmt_parse_duration(const char *what, const char *s, int64_t *ms, char *e
 int ctl_fmt_parse_time(const char *what, const char *s, int64_t *ms, char *errstr,
                        size_t errlen)
 {
-    struct tm tm = {0}, back;
-    int y, mo, d, h, mi, sec, frac = 0, n = 0, fn = 0;
-    const char *text = s;
-    char sep;
-    time_t t;
-
-    if (sscanf(s, "%4d-%2d-%2d%c%2d:%2d:%2d%n", &y, &mo, &d, &sep, &h, &mi, &sec, &n) != 7 ||
-        (sep != ' ' && sep != 'T'))
-        goto bad;
-    s += n;
-    if (*s == '.') {
-        if (sscanf(s + 1, "%3d%n", &frac, &fn) != 1 || fn != 3)
-            goto bad;
-        s += 1 + fn;
-    }
-    if (*s == 'Z')
-        s++;
-    if (*s != '\0')
-        goto bad;
-    tm.tm_year = y - 1900;
-    tm.tm_mon = mo - 1;
-    tm.tm_mday = d;
-    tm.tm_hour = h;
-    tm.tm_min = mi;
-    tm.tm_sec = sec;
-    back = tm;
-    t = timegm(&tm);
-    /* timegm normalises 2026-02-30 to March 2nd: compare to refuse it. */
-    if (t == (time_t)-1 || tm.tm_year != back.tm_year || tm.tm_mon != back.tm_mon ||
-        tm.tm_mday != back.tm_mday || tm.tm_hour != back.tm_hour || tm.tm_min != back.tm_min ||
-        tm.tm_sec != back.tm_sec)
-        goto bad;
-    *ms = (int64_t)t * 1000 + frac;
-    return 0;
-
-bad:
-    snprintf(errstr, errlen, "%s: \"%.40s\" is not a UTC time like '2026-01-31 08:00:00[.000]'",
-             what, text);
-    return -1;
+    /* The API's parser: what one refuses, the other refuses too. */
+    return hr_parse_time(what, s, ms, errstr, errlen);
 }
 
 static char *ctl_fmt_time(int64_t ms, const char *datefmt, const char *suffix, char *buf,

@@ -17,7 +17,8 @@ int ctl_fmt_parse_duration(const char *what, const char *s, int64_t *ms, char *e
                            size_t errlen);
 
 /* "YYYY-MM-DD HH:MM:SS[.mmm]" (a 'T' instead of the space and a final 'Z'
- * are accepted), read as UTC, into epoch milliseconds.  0, or -1. */
+ * are accepted), read as UTC, into epoch milliseconds: hr_parse_time, the
+ * API's parser.  0, or -1. */
 int ctl_fmt_parse_time(const char *what, const char *s, int64_t *ms, char *errstr,
                        size_t errlen);
 

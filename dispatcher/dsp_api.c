@@ -20,6 +20,8 @@
 
 #include "dsp_api.h"
 #include "hr_log.h"
+#include "hr_parse.h"
+#include "hr_progress.h"
 
 #define DSP_API_TASK_FINISHED(s) \
     (strcmp((s), "done") == 0 || strcmp((s), "cancelled") == 0 || strcmp((s), "failed") == 0)
@@ -47,6 +49,14 @@ cJSON *dsp_api_body(const hr_httpd_req *req, hr_httpd_resp *resp)
     if (dsp_api_parse_json(req->body, req->body_len, &j, &code, err, sizeof err) < 0)
         hr_httpd_error(resp, 400, code, "%s", err);
     return j;
+}
+
+void dsp_api_add_id(cJSON *o, const char *name, int64_t v)
+{
+    char text[24];
+
+    snprintf(text, sizeof text, "%" PRId64, v);
+    cJSON_AddRawToObject(o, name, text);
 }
 
 void dsp_api_reply(hr_httpd_resp *resp, int status, cJSON *j)
@@ -108,16 +118,23 @@ static void dsp_api_add_str(cJSON *o, const char *name, const char *s)
 
 static cJSON *dsp_api_task_json(const hr_task *t)
 {
-    cJSON *o = cJSON_CreateObject(), *counters;
+    cJSON *o = cJSON_CreateObject(), *counters, *payload = NULL;
+    char err[256];
 
-    cJSON_AddNumberToObject(o, "id", (double)t->id);
+    dsp_api_add_id(o, "id", t->id);
     dsp_api_add_str(o, "name", t->name);
     dsp_api_add_str(o, "topic", t->topic);
     dsp_api_add_str(o, "channel", t->channel);
     dsp_api_add_str(o, "title", t->title);
     dsp_api_add_str(o, "body", t->body);
-    if (t->payload == NULL || !cJSON_AddItemToObject(o, "payload", cJSON_Parse(t->payload)))
+    /* Numbers as stored, not through a double. */
+    if (t->payload != NULL && hr_parse_json(t->payload, strlen(t->payload), &payload, err,
+                                            sizeof err) == 0)
+        hr_parse_json_exact(payload);
+    if (payload == NULL || !cJSON_AddItemToObject(o, "payload", payload)) {
+        cJSON_Delete(payload);
         cJSON_AddNullToObject(o, "payload");
+    }
     dsp_api_add_time(o, "due_at", t->due_ms);
     dsp_api_add_time(o, "freeze_at", t->freeze_ms);
     cJSON_AddNumberToObject(o, "rate_limit", (double)t->rate_limit);
@@ -142,16 +159,49 @@ static cJSON *dsp_api_task_json(const hr_task *t)
     return o;
 }
 
-/* The live half of GET /v1/tasks/{id}: Redis state, progress and ETA.
- * Progress: done = sent + failed + throttled + pulled + cancelled (MySQL),
- * total = published recipients + recipients not chunked yet (SCARD subs);
- * ETA = remaining at the average rate since the due time. */
+/* COUNT(push_subscription) of task ID, or -1 when MySQL does not answer. */
+static int64_t dsp_api_subscriptions(dsp_api_conn *c, int64_t id)
+{
+    const hr_mysql_param p[] = {HR_P_I64(id)};
+    hr_mysql_rows *rows = NULL;
+    char err[256];
+    int64_t n = -1;
+
+    if (hr_mysql_query(c->m, "SELECT COUNT(*) FROM push_subscription WHERE task_id = ?", p, 1,
+                       &rows, err, sizeof err) == 0 &&
+        rows->nrows == 1 && hr_mysql_cell(rows, 0, 0) != NULL)
+        n = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
+    hr_mysql_rows_free(rows);
+    return n;
+}
+
+/* The value of FIELD in an HGETALL reply, -1 when absent. */
+static int64_t dsp_api_stat(const redisReply *stats, const char *field)
+{
+    size_t i;
+
+    for (i = 0; stats != NULL && i + 1 < stats->elements; i += 2)
+        if (strcmp(stats->element[i]->str, field) == 0)
+            return strtoll(stats->element[i + 1]->str, NULL, 10);
+    return -1;
+}
+
+/* The live half of GET /v1/tasks/{id}: Redis state, and the progress of
+ * hr_progress (docs/api.md "Progress"): each outcome the larger of MySQL's
+ * counter and the stats hash's, total the subscriptions; ETA = remaining
+ * at the average rate since the due time.  Without Redis the progress
+ * still comes from MySQL. */
 static void dsp_api_task_live(dsp_api_conn *c, const hr_task *t, cJSON *o)
 {
     char keys[2][256], err[256];
     redisReply *subs, *stats;
-    cJSON *live = cJSON_AddObjectToObject(o, "live"), *st, *progress;
-    int64_t published = t->total, done, total, now = dsp_now_ms();
+    cJSON *live = cJSON_AddObjectToObject(o, "live"), *st, *progress, *oc;
+    const int64_t mysql[HR_OUTCOME_UNACCOUNTED] = {t->sent, t->failed, t->throttled, t->pulled,
+                                                   t->cancelled};
+    hr_progress_in in = {.subscriptions = dsp_api_subscriptions(c, t->id), .subs_left = -1,
+                         .finished = DSP_API_TASK_FINISHED(t->state)};
+    hr_progress pr;
+    int64_t now = dsp_now_ms();
     size_t i;
 
     hr_redis_task_key(c->r, keys[0], sizeof keys[0], t->id, "subs");
@@ -161,28 +211,39 @@ static void dsp_api_task_live(dsp_api_conn *c, const hr_task *t, cJSON *o)
     if (stats == NULL) {
         cJSON_AddStringToObject(live, "error", err);
         freeReplyObject(subs);
-        return;
+        subs = NULL;
+    } else {
+        in.subs_left = subs->integer;
+        cJSON_AddNumberToObject(live, "subs", (double)subs->integer);
+        st = cJSON_AddObjectToObject(live, "stats");
+        for (i = 0; i + 1 < stats->elements; i += 2)
+            cJSON_AddNumberToObject(st, stats->element[i]->str,
+                                    (double)strtoll(stats->element[i + 1]->str, NULL, 10));
     }
-    cJSON_AddNumberToObject(live, "subs", (double)subs->integer);
-    st = cJSON_AddObjectToObject(live, "stats");
-    for (i = 0; i + 1 < stats->elements; i += 2) {
-        int64_t v = strtoll(stats->element[i + 1]->str, NULL, 10);
-
-        cJSON_AddNumberToObject(st, stats->element[i]->str, (double)v);
-        if (strcmp(stats->element[i]->str, "published") == 0 && v > published)
-            published = v;
-    }
-    done = t->sent + t->failed + t->throttled + t->pulled + t->cancelled;
-    total = published + subs->integer;
+    for (i = 0; i < HR_OUTCOME_UNACCOUNTED; i++)
+        in.outcome[i] = hr_progress_merge(mysql[i],
+                                          dsp_api_stat(stats, hr_progress_outcome_name(i)));
+    in.published = hr_progress_merge(t->total, dsp_api_stat(stats, "published"));
+    hr_progress_compute(&in, &pr);
     progress = cJSON_AddObjectToObject(o, "progress");
-    cJSON_AddNumberToObject(progress, "done", (double)done);
-    cJSON_AddNumberToObject(progress, "total", (double)total);
-    cJSON_AddNumberToObject(progress, "ratio", total > 0 ? (double)done / (double)total : 0);
-    if (done > 0 && done < total && t->due_ms > 0 && now > t->due_ms &&
-        !DSP_API_TASK_FINISHED(t->state))
+    cJSON_AddNumberToObject(progress, "done", (double)pr.done);
+    cJSON_AddNumberToObject(progress, "total", (double)pr.total);
+    cJSON_AddNumberToObject(progress, "ratio", pr.ratio);
+    oc = cJSON_AddObjectToObject(progress, "outcomes");
+    for (i = 0; i < HR__OUTCOMES; i++)
+        cJSON_AddNumberToObject(oc, hr_progress_outcome_name(i), (double)pr.outcome[i]);
+    cJSON_AddNumberToObject(progress, "over", (double)pr.over);
+    /* Reported beside the outcomes, not among them: attempts, and pushes a
+     * shadow-mode throttle let through. */
+    cJSON_AddNumberToObject(progress, "retried",
+                            (double)hr_progress_merge(t->retried, dsp_api_stat(stats, "retried")));
+    cJSON_AddNumberToObject(progress, "shadowed",
+                            (double)hr_progress_merge(0, dsp_api_stat(stats, "throttle_shadowed")));
+    if (pr.done > 0 && pr.done < pr.total && t->due_ms > 0 && now > t->due_ms &&
+        !in.finished)
         cJSON_AddNumberToObject(progress, "eta_s",
-                                (double)(total - done) * (double)(now - t->due_ms) /
-                                    (double)done / 1000.0);
+                                (double)(pr.total - pr.done) * (double)(now - t->due_ms) /
+                                    (double)pr.done / 1000.0);
     else
         cJSON_AddNullToObject(progress, "eta_s");
     freeReplyObject(subs);
@@ -251,6 +312,27 @@ done:
     cJSON_Delete(j);
 }
 
+/* 1 when task ID has an explicit freeze_at after DUE_MS (the rule POST
+ * checks on its own fields; a NULL freeze_at follows due_at's day), 0 when
+ * not, -1 on a database error. */
+static int dsp_api_due_before_freeze(dsp_api_conn *c, int64_t id, int64_t due_ms, char *err,
+                                     size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(due_ms), HR_P_I64(id)};
+    hr_mysql_rows *rows = NULL;
+    int rc;
+
+    if (hr_mysql_query(c->m,
+                       "SELECT COALESCE(freeze_at > FROM_UNIXTIME(? / 1000), 0) FROM push_task "
+                       "WHERE id = ?",
+                       p, 2, &rows, err, errlen) < 0)
+        return -1;
+    rc = rows->nrows == 1 && hr_mysql_cell(rows, 0, 0) != NULL &&
+         strcmp(hr_mysql_cell(rows, 0, 0), "1") == 0;
+    hr_mysql_rows_free(rows);
+    return rc;
+}
+
 static void dsp_api_patch(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
                           hr_httpd_resp *resp)
 {
@@ -282,6 +364,19 @@ static void dsp_api_patch(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
         hr_httpd_error(resp, 409, "wrong_state", "task %lld is %s; only a scheduled task changes",
                        (long long)id, t->state);
         goto done;
+    }
+    if (in.has_due) {
+        int early = dsp_api_due_before_freeze(c, id, in.t.due_ms, err, sizeof err);
+
+        if (early < 0) {
+            dsp_api_backend_error(resp, "mysql", err);
+            goto done;
+        }
+        if (early == 1) {
+            hr_httpd_error(resp, 400, "bad_field", "due_at must not be before the task's "
+                           "freeze_at (the task would never be in the pull on its day)");
+            goto done;
+        }
     }
     {
         const hr_mysql_param p[] = {HR_P_STR(in.t.title), HR_P_STR(in.t.body),

@@ -56,7 +56,8 @@ struct dsp_api {
 int dsp_api_parse_id(const char *s, const char *name, int64_t *out, const char **code,
                      char *errstr, size_t errlen);
 /* BODY (LEN bytes) as a UTF-8 JSON object into *OUT (the caller's, freed
- * with cJSON_Delete). */
+ * with cJSON_Delete) through hr_parse_json: a member named twice anywhere
+ * is refused with duplicate_field, numbers keep their literal text. */
 int dsp_api_parse_json(const char *body, size_t len, cJSON **out, const char **code,
                        char *errstr, size_t errlen);
 
@@ -69,16 +70,21 @@ typedef struct dsp_api_input {
 
 /* The members of body J of POST /v1/tasks (PATCH: only title, body,
  * payload and due_at) into IN, which starts with the defaults or the stored
- * task.  POST also needs name, channel and due_at.  The values are not
+ * task.  POST also needs name, channel and due_at, and refuses freeze_at
+ * after due_at; name, topic, channel, throttle_scope and throttle_key must
+ * not be empty (hr_parse_name).  The values are not
  * checked against the config: that is hr_task_validate's job. */
 int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char **code,
                        char *errstr, size_t errlen);
-/* RFC 3339 UTC ("...Z", optional fraction) or epoch ms, 1970..9999, into
- * *MS; 0 or -1. */
-int dsp_api_parse_time(const cJSON *v, int64_t *ms);
-/* Body J of POST .../subscribers: {"uids": [...]}, 1..MAX_IDS integers in
- * 1..2^53-1; *LIST points at the array in J, *N is its length. */
-int dsp_api_parse_uids(const cJSON *j, int max_ids, const cJSON **list, size_t *n,
+/* A time string of hr_parse_time (RFC 3339 UTC, a real calendar time) or
+ * epoch ms, 1970..9999, into *MS; 0, or -1 with ERRSTR naming WHAT. */
+int dsp_api_parse_time(const cJSON *v, const char *what, int64_t *ms, char *errstr,
+                       size_t errlen);
+/* Body J of POST .../subscribers: {"uids": [...]}, 1..MAX_IDS uids in
+ * 1..2^63-1, each a JSON integer literal or its decimal string
+ * (hr_parse_json_uid: exact, not through a double), into *UIDS (malloc'd,
+ * the caller frees it) of *N. */
+int dsp_api_parse_uids(const cJSON *j, int max_ids, int64_t **uids, size_t *n,
                        const char **code, char *errstr, size_t errlen);
 /* GET /v1/tasks ?state= and ?limit= (NULL: absent) into *LIMIT. */
 int dsp_api_parse_list(const char *state, const char *limit_s, long *limit, const char **code,
@@ -97,6 +103,9 @@ void dsp_api_time(int64_t ms, char *buf, size_t len);
 bool dsp_api_id(const hr_httpd_req *req, const char *name, hr_httpd_resp *resp, int64_t *out);
 /* Parses the body as a JSON object; NULL after answering 400. */
 cJSON *dsp_api_body(const hr_httpd_req *req, hr_httpd_resp *resp);
+/* Adds id/uid V to object O as an exact JSON integer (a raw literal: a
+ * cJSON number is a double and rounds past 2^53). */
+void dsp_api_add_id(cJSON *o, const char *name, int64_t v);
 /* Puts J (consumed) as the response body with STATUS. */
 void dsp_api_reply(hr_httpd_resp *resp, int status, cJSON *j);
 /* Answers a backend failure with 503 and logs it once. */

@@ -8,7 +8,6 @@
  * docs/api.md in *CODE (a static string) and the message in ERRSTR, which
  * the handler answers with 400.  That keeps the parsing reachable from
  * tests/fuzz/fuzz_api_request.c without servers. */
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,13 +15,10 @@
 #include <time.h>
 
 #include "dsp_api.h"
+#include "hr_parse.h"
 
 #define DSP_API_LIST_MAX 1000
 #define DSP_API_LIST_DEFAULT 100
-/* 2^53 - 1: the largest uid a JSON number carries exactly. */
-#define DSP_API_UID_MAX 9007199254740991.0
-/* 10000-01-01T00:00:00Z in ms: the first time four year digits cannot write. */
-#define DSP_API_TIME_END 253402300800000.0
 
 static int dsp_api_refuse(const char **code, const char *what, char *errstr, size_t errlen,
                           const char *fmt, ...) __attribute__((format(printf, 5, 6)));
@@ -39,45 +35,37 @@ static int dsp_api_refuse(const char **code, const char *what, char *errstr, siz
     return -1;
 }
 
+/* A refusal whose message the shared parser already wrote into errstr. */
+static int dsp_api_coded(const char **code, const char *what)
+{
+    *code = what;
+    return -1;
+}
+
 int dsp_api_parse_id(const char *s, const char *name, int64_t *out, const char **code,
                      char *errstr, size_t errlen)
 {
-    char *end = NULL;
-    long long v;
-
-    errno = 0;
-    v = s != NULL && s[0] >= '1' && s[0] <= '9' ? strtoll(s, &end, 10) : 0;
-    if (v <= 0 || errno != 0 || *end != '\0')
-        return dsp_api_refuse(code, "bad_id", errstr, errlen, "%s must be a positive integer",
-                              name);
-    *out = v;
+    if (s == NULL || hr_parse_uid(s, strlen(s), out) < 0)
+        return dsp_api_refuse(code, "bad_id", errstr, errlen,
+                              "%s must be an integer in 1..9223372036854775807", name);
     return 0;
 }
 
 int dsp_api_parse_json(const char *body, size_t len, cJSON **out, const char **code,
                        char *errstr, size_t errlen)
 {
-    const char *end = NULL;
-    cJSON *j;
+    int rc = hr_parse_json(body, len, out, errstr, errlen);
 
-    *out = NULL;
-    /* JSON text is UTF-8 (RFC 8259); cJSON passes other bytes through, and
-     * MySQL would refuse them later with an error that is not the client's
-     * to retry. */
-    if (!hr_utf8_valid(body, len))
-        return dsp_api_refuse(code, "malformed_json", errstr, errlen,
-                              "the body is not valid UTF-8");
-    j = cJSON_ParseWithLengthOpts(body, len, &end, false);
-    if (j == NULL)
-        return dsp_api_refuse(code, "malformed_json", errstr, errlen,
-                              "the body is not valid JSON (near byte %zu)",
-                              end != NULL ? (size_t)(end - body) : (size_t)0);
-    if (!cJSON_IsObject(j)) {
-        cJSON_Delete(j);
+    if (rc == HR_PARSE_DUPLICATE)
+        return dsp_api_coded(code, "duplicate_field");
+    if (rc < 0)
+        return dsp_api_coded(code, "malformed_json");
+    if (!cJSON_IsObject(*out)) {
+        cJSON_Delete(*out);
+        *out = NULL;
         return dsp_api_refuse(code, "malformed_json", errstr, errlen,
                               "the body must be a JSON object");
     }
-    *out = j;
     return 0;
 }
 
@@ -91,44 +79,27 @@ void dsp_api_time(int64_t ms, char *buf, size_t len)
              tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
 }
 
-int dsp_api_parse_time(const cJSON *v, int64_t *ms)
+int dsp_api_parse_time(const cJSON *v, const char *what, int64_t *ms, char *errstr,
+                       size_t errlen)
 {
-    struct tm tm = {0};
-    int n = 0, frac = 0, digits = 0;
-    const char *p;
-    int64_t t;
-
     /* The range is checked before the cast: a double past int64 does not
-     * convert.  Strings get the same range, which keeps out the years
-     * before 1970 that sscanf's %4d lets through ("0000", "-999"). */
+     * convert. */
     if (cJSON_IsNumber(v)) {
-        if (!(v->valuedouble >= 0 && v->valuedouble < DSP_API_TIME_END) ||
-            (double)(int64_t)v->valuedouble != v->valuedouble)
+        if (!(v->valuedouble >= 0 && v->valuedouble < (double)HR_PARSE_TIME_END) ||
+            (double)(int64_t)v->valuedouble != v->valuedouble) {
+            snprintf(errstr, errlen, "%s must be epoch ms of 1970..9999 or an RFC 3339 UTC "
+                     "time like 2026-05-01T08:00:00Z", what);
             return -1;
+        }
         *ms = (int64_t)v->valuedouble;
         return 0;
     }
-    if (!cJSON_IsString(v) ||
-        sscanf(v->valuestring, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
-               &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6 || n != 19)
+    if (!cJSON_IsString(v)) {
+        snprintf(errstr, errlen, "%s must be an RFC 3339 UTC time like 2026-05-01T08:00:00Z "
+                 "or epoch ms", what);
         return -1;
-    p = v->valuestring + n;
-    if (*p == '.')
-        for (p++; *p >= '0' && *p <= '9'; p++, digits++)
-            if (digits < 3)
-                frac = frac * 10 + (*p - '0');
-    for (; digits > 0 && digits < 3; digits++)
-        frac *= 10;
-    if (strcmp(p, "Z") != 0 || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 ||
-        tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60)
-        return -1;
-    tm.tm_year -= 1900;
-    tm.tm_mon -= 1;
-    t = (int64_t)timegm(&tm) * 1000 + frac;
-    if (t < 0 || (double)t >= DSP_API_TIME_END)
-        return -1;
-    *ms = t;
-    return 0;
+    }
+    return hr_parse_time(what, v->valuestring, ms, errstr, errlen);
 }
 
 /* ---- task fields ---------------------------------------------------------- */
@@ -142,15 +113,17 @@ static const struct dsp_api_field {
     dsp_api_kind kind;
     size_t max;
     bool patch;
+    bool nonempty; /* a name: "" would be stored and match nothing */
 } dsp_api_fields[] = {
-    {"name", DSP_F_STR, 200, false},         {"topic", DSP_F_STR, 100, false},
-    {"channel", DSP_F_STR, 64, false},       {"title", DSP_F_STR, 65535, true},
-    {"body", DSP_F_STR, 65535, true},        {"payload", DSP_F_OBJ, 0, true},
-    {"due_at", DSP_F_TIME, 0, true},         {"freeze_at", DSP_F_TIME, 0, false},
-    {"rate_limit", DSP_F_INT, 0, false},     {"chunk_size", DSP_F_INT, 0, false},
-    {"throttle_limit", DSP_F_INT, 0, false}, {"throttle_window_s", DSP_F_INT, 0, false},
-    {"throttle_scope", DSP_F_STR, 100, false}, {"throttle_key", DSP_F_STR, 100, false},
-    {"throttle_mode", DSP_F_STR, 16, false},
+    {"name", DSP_F_STR, 200, false, true},          {"topic", DSP_F_STR, 100, false, true},
+    {"channel", DSP_F_STR, 64, false, true},        {"title", DSP_F_STR, 65535, true, false},
+    {"body", DSP_F_STR, 65535, true, false},        {"payload", DSP_F_OBJ, 0, true, false},
+    {"due_at", DSP_F_TIME, 0, true, false},         {"freeze_at", DSP_F_TIME, 0, false, false},
+    {"rate_limit", DSP_F_INT, 0, false, false},     {"chunk_size", DSP_F_INT, 0, false, false},
+    {"throttle_limit", DSP_F_INT, 0, false, false},
+    {"throttle_window_s", DSP_F_INT, 0, false, false},
+    {"throttle_scope", DSP_F_STR, 100, false, true}, {"throttle_key", DSP_F_STR, 100, false, true},
+    {"throttle_mode", DSP_F_STR, 16, false, false},
 };
 
 /* Checks V against field FD; 0, or -1 with the refusal. */
@@ -163,6 +136,8 @@ static int dsp_api_field_check(const struct dsp_api_field *fd, const cJSON *v, i
             return dsp_api_refuse(code, "bad_field", errstr, errlen,
                                   "%s must be a string of at most %zu bytes", fd->name,
                                   fd->max);
+        if (fd->nonempty && hr_parse_name(fd->name, v->valuestring, fd->max, errstr, errlen) < 0)
+            return dsp_api_coded(code, "bad_field");
         break;
     case DSP_F_INT:
         /* In range before the cast, for the same reason as the times. */
@@ -177,10 +152,8 @@ static int dsp_api_field_check(const struct dsp_api_field *fd, const cJSON *v, i
                                   "%s must be a JSON object", fd->name);
         break;
     case DSP_F_TIME:
-        if (dsp_api_parse_time(v, ms) < 0)
-            return dsp_api_refuse(code, "bad_field", errstr, errlen,
-                                  "%s must be RFC 3339 UTC (2024-05-01T08:00:00Z) or epoch ms",
-                                  fd->name);
+        if (dsp_api_parse_time(v, fd->name, ms, errstr, errlen) < 0)
+            return dsp_api_coded(code, "bad_field");
         break;
     }
     return 0;
@@ -212,8 +185,10 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
         else if (strcmp(fd->name, "title") == 0) in->t.title = v->valuestring;
         else if (strcmp(fd->name, "body") == 0) in->t.body = v->valuestring;
         else if (strcmp(fd->name, "payload") == 0) {
-            /* A repeated member: the last one counts, as for the others. */
+            /* The numbers as the client wrote them (a double rounds past
+             * 2^53); repeated members were refused by the JSON parser. */
             free(in->t.payload);
+            hr_parse_json_exact((cJSON *)v);
             in->t.payload = cJSON_PrintUnformatted(v);
         } else if (strcmp(fd->name, "due_at") == 0) { in->t.due_ms = ms; in->has_due = true; }
         else if (strcmp(fd->name, "freeze_at") == 0) { in->t.freeze_ms = ms; in->has_freeze = true; }
@@ -232,36 +207,48 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
     if (!patch && (in->t.name == NULL || in->t.channel == NULL || !in->has_due))
         return dsp_api_refuse(code, "missing_field", errstr, errlen,
                               "name, channel and due_at are required");
+    /* A task frozen only after its due time never shows in the pull on its
+     * day (the pull serves frozen tasks). */
+    if (in->has_freeze && in->t.freeze_ms > in->t.due_ms)
+        return dsp_api_refuse(code, "bad_field", errstr, errlen,
+                              "freeze_at must not be after due_at");
     return 0;
 }
 
 /* ---- subscribers ---------------------------------------------------------- */
 
-int dsp_api_parse_uids(const cJSON *j, int max_ids, const cJSON **list, size_t *n,
+int dsp_api_parse_uids(const cJSON *j, int max_ids, int64_t **uids_out, size_t *n,
                        const char **code, char *errstr, size_t errlen)
 {
-    const cJSON *uids = cJSON_GetObjectItemCaseSensitive(j, "uids"), *v;
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(j, "uids"), *v;
     size_t i = 0, count;
+    int64_t *uids;
 
+    *uids_out = NULL;
     cJSON_ArrayForEach(v, j) {
         if (strcmp(v->string, "uids") != 0)
             return dsp_api_refuse(code, "unknown_field", errstr, errlen, "unknown field '%s'",
                                   v->string);
     }
-    if (!cJSON_IsArray(uids) || (count = (size_t)cJSON_GetArraySize(uids)) == 0)
+    if (!cJSON_IsArray(list) || (count = (size_t)cJSON_GetArraySize(list)) == 0)
         return dsp_api_refuse(code, "bad_field", errstr, errlen,
                               "uids must be a non-empty array");
     if (count > (size_t)max_ids)
         return dsp_api_refuse(code, "too_many_ids", errstr, errlen,
                               "%zu uids in one request; at most %d", count, max_ids);
-    cJSON_ArrayForEach(v, uids) {
-        if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > DSP_API_UID_MAX ||
-            v->valuedouble != (double)(int64_t)v->valuedouble)
+    if ((uids = malloc(count * sizeof *uids)) == NULL)
+        return dsp_api_refuse(code, "bad_field", errstr, errlen, "out of memory");
+    cJSON_ArrayForEach(v, list) {
+        if (hr_parse_json_uid(v, &uids[i]) < 0) {
+            free(uids);
             return dsp_api_refuse(code, "bad_id", errstr, errlen,
-                                  "uids[%zu] is not a positive integer", i);
+                                  "uids[%zu] is not an integer in 1..9223372036854775807 "
+                                  "(a JSON number without fraction or exponent, or its "
+                                  "decimal string)", i);
+        }
         i++;
     }
-    *list = uids;
+    *uids_out = uids;
     *n = count;
     return 0;
 }
@@ -296,20 +283,10 @@ int dsp_api_parse_list(const char *state, const char *limit_s, long *limit, cons
 int dsp_api_parse_pull(const char *date, const char *ack_s, int64_t now_s, int64_t *day,
                        bool *ack, const char **code, char *errstr, size_t errlen)
 {
-    struct tm tm = {0};
-    int n = 0;
-
-    if (date == NULL) {
+    if (date == NULL)
         *day = (now_s - now_s % 86400) * 1000;
-    } else {
-        if (sscanf(date, "%4d-%2d-%2d%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &n) != 3 ||
-            n != 10 || date[n] != '\0' || tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 ||
-            tm.tm_mday > 31)
-            return dsp_api_refuse(code, "bad_query", errstr, errlen, "date must be YYYY-MM-DD");
-        tm.tm_year -= 1900;
-        tm.tm_mon -= 1;
-        *day = (int64_t)timegm(&tm) * 1000;
-    }
+    else if (hr_parse_date("date", date, day, errstr, errlen) < 0)
+        return dsp_api_coded(code, "bad_query");
     *ack = ack_s != NULL && strcmp(ack_s, "1") == 0;
     if (ack_s != NULL && !*ack && strcmp(ack_s, "0") != 0)
         return dsp_api_refuse(code, "bad_query", errstr, errlen, "ack must be 0 or 1");

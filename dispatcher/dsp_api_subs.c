@@ -48,7 +48,7 @@ void dsp_api_subs_add(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
                       hr_httpd_resp *resp)
 {
     cJSON *j = NULL, *o;
-    const cJSON *uids, *v;
+    int64_t *uids = NULL;
     char **ids = NULL, *sql = NULL, err[1024], keys[3][256];
     const char **argv = NULL, *code;
     hr_mysql_param *p = NULL;
@@ -75,16 +75,14 @@ void dsp_api_subs_add(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
     if (ids == NULL || p == NULL || argv == NULL || sql == NULL)
         goto oom;
     off = (size_t)sprintf(sql, "INSERT IGNORE INTO push_subscription (task_id, uid) VALUES ");
-    i = 0;
-    cJSON_ArrayForEach(v, uids) {
+    for (i = 0; i < n; i++) {
         if ((ids[i] = malloc(24)) == NULL)
             goto oom;
-        snprintf(ids[i], 24, "%lld", (long long)v->valuedouble);
+        snprintf(ids[i], 24, "%lld", (long long)uids[i]);
         p[2 * i] = HR_P_I64(id);
-        p[2 * i + 1] = HR_P_I64((int64_t)v->valuedouble);
+        p[2 * i + 1] = HR_P_I64(uids[i]);
         argv[3 + i] = ids[i];
         off += (size_t)sprintf(sql + off, i ? ",(?,?)" : "(?,?)");
-        i++;
     }
     if (hr_mysql_exec(c->m, sql, p, 2 * n, &inserted, NULL, &errnum, err, sizeof err) < 0) {
         /* The guard trigger: the task was claimed after our state check.
@@ -111,7 +109,7 @@ void dsp_api_subs_add(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
      * reconciliation, which runs after the claim and creates seq, read
      * them from MySQL. */
     o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "task_id", (double)id);
+    dsp_api_add_id(o, "task_id", id);
     cJSON_AddNumberToObject(o, "received", (double)n);
     cJSON_AddNumberToObject(o, "added", (double)inserted);
     dsp_api_reply(resp, 200, o);
@@ -123,6 +121,7 @@ done:
     for (i = 0; ids != NULL && i < n; i++)
         free(ids[i]);
     free(ids);
+    free(uids);
     free(p);
     free(argv);
     free(sql);
@@ -160,8 +159,8 @@ void dsp_api_subs_del(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
     }
     freeReplyObject(reply);
     o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "task_id", (double)id);
-    cJSON_AddNumberToObject(o, "uid", (double)uid);
+    dsp_api_add_id(o, "task_id", id);
+    dsp_api_add_id(o, "uid", uid);
     cJSON_AddNumberToObject(o, "deleted", (double)deleted);
     dsp_api_reply(resp, 200, o);
 }
@@ -326,7 +325,7 @@ void dsp_api_reminders(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
         }
     }
     o = cJSON_CreateObject();
-    cJSON_AddNumberToObject(o, "uid", (double)uid);
+    dsp_api_add_id(o, "uid", uid);
     dsp_api_time(day, day_s, sizeof day_s);
     day_s[10] = '\0';
     cJSON_AddStringToObject(o, "date", day_s);
@@ -341,7 +340,7 @@ void dsp_api_reminders(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
         snprintf(vars.id, sizeof vars.id, "%lld", (long long)t->id);
         vars.payload = t->payload != NULL ? cJSON_Parse(t->payload) : NULL;
         cJSON_AddItemToArray(arr, r);
-        cJSON_AddNumberToObject(r, "task_id", (double)t->id);
+        dsp_api_add_id(r, "task_id", t->id);
         cJSON_AddStringToObject(r, "name", t->name);
         cJSON_AddStringToObject(r, "topic", t->topic);
         cJSON_AddStringToObject(r, "channel", t->channel);

@@ -18,6 +18,9 @@ local done = redis.call('GET', KEYS[5])
 if done then
     return tonumber(done)
 end
+-- The moved recipients were published once already: the new chunk's first
+-- publish adds its size to stats.published (and push_task.total) again, so
+-- they are taken off here first and each recipient counts once.
 local moved = 0
 for i = 3, #ARGV do
     if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then
@@ -30,5 +33,6 @@ if moved == 0 then
 end
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[2])
 redis.call('HINCRBY', KEYS[4], 'failed', -moved)
+redis.call('HINCRBY', KEYS[4], 'published', -moved)
 redis.call('SET', KEYS[5], moved, 'PX', 3600000)
 return moved

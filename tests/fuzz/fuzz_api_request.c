@@ -9,10 +9,11 @@
  *   the first one).
  * Besides what the sanitizers catch, it checks the parsers' contract: a
  * refusal carries one of the documented codes and a message; an accepted
- * task has every string within its column, times in 1970..9999 that print
- * and parse back to the same ms, a payload that is a JSON object, and (PATCH)
+ * task has every string within its column (names non-empty), times in
+ * 1970..9999 that print and parse back to the same ms, freeze_at not after
+ * due_at, a payload that is a JSON object, and (PATCH)
  * every non-patchable field untouched; accepted uids are exact integers in
- * 1..2^53-1, at most max_ids; an accepted id prints back as the same text;
+ * 1..2^63-1 that print back as the literal (or string) sent, at most max_ids; an accepted id prints back as the same text;
  * accepted list limits are 1..1000; an accepted day starts at midnight.
  * An accepted POST task then goes through hr_task_validate with a one-
  * channel config, as the handler does. */
@@ -23,6 +24,7 @@
 #include <string.h>
 
 #include "dsp_api.h"
+#include "hr_parse.h"
 
 #define FA_MAX_IDS 50
 #define FA_CONFIG "channels:\n  ok:\n    url: http://127.0.0.1:9/push\n" \
@@ -60,7 +62,7 @@ static void fa_str_max(const char *s, size_t max, const char *name)
 /* MS prints as RFC 3339 and parses back to itself. */
 static void fa_time_roundtrip(int64_t ms)
 {
-    char buf[40];
+    char buf[40], err[256];
     cJSON *s;
     int64_t back = -1;
 
@@ -70,7 +72,7 @@ static void fa_time_roundtrip(int64_t ms)
     s = cJSON_CreateString(buf);
     if (s == NULL)
         return;
-    if (dsp_api_parse_time(s, &back) < 0 || back != ms)
+    if (dsp_api_parse_time(s, "t", &back, err, sizeof err) < 0 || back != ms)
         fa_fail("time does not parse back", buf);
     cJSON_Delete(s);
 }
@@ -88,8 +90,8 @@ static const hr_config *fa_config(void)
 
 static void fa_task(const char *body, size_t len, bool patch)
 {
-    static const char *const codes[] = {"malformed_json", "unknown_field", "bad_field",
-                                        "missing_field", NULL};
+    static const char *const codes[] = {"malformed_json", "duplicate_field", "unknown_field",
+                                        "bad_field", "missing_field", NULL};
     const hr_task stored = {.id = 7, .name = "n", .topic = "t", .channel = "ok", .title = "x",
                             .body = "y", .due_ms = 1000, .freeze_ms = -1, .chunk_size = 10,
                             .rate_limit = 3, .control = "run", .state = "scheduled"};
@@ -143,6 +145,12 @@ static void fa_task(const char *body, size_t len, bool patch)
     } else {
         if (in.t.name == NULL || in.t.channel == NULL || !in.has_due)
             fa_fail("POST accepted without a required field", NULL);
+        if (in.t.name[0] == '\0' || in.t.topic[0] == '\0' || in.t.channel[0] == '\0' ||
+            (in.t.throttle_key != NULL && in.t.throttle_key[0] == '\0') ||
+            (in.t.throttle_scope != NULL && in.t.throttle_scope[0] == '\0'))
+            fa_fail("POST accepted an empty name", NULL);
+        if (in.has_freeze && in.t.freeze_ms > in.t.due_ms)
+            fa_fail("POST accepted freeze_at after due_at", NULL);
         if (in.t.throttle_scope == NULL)
             in.t.throttle_scope = in.t.topic;
         /* Either answer is fine; it must not crash or leak. */
@@ -155,13 +163,13 @@ done:
 
 static void fa_uids(const char *body, size_t len)
 {
-    static const char *const codes[] = {"malformed_json", "unknown_field", "bad_field",
-                                        "too_many_ids", "bad_id", NULL};
-    const cJSON *list = NULL, *v;
+    static const char *const codes[] = {"malformed_json", "duplicate_field", "unknown_field",
+                                        "bad_field", "too_many_ids", "bad_id", NULL};
+    int64_t *list = NULL;
     const char *code = NULL;
     char err[1024] = "";
     cJSON *j = NULL;
-    size_t n = 0, i = 0;
+    size_t n = 0, i;
 
     if (dsp_api_parse_json(body, len, &j, &code, err, sizeof err) < 0) {
         fa_refused(code, err, codes);
@@ -170,18 +178,23 @@ static void fa_uids(const char *body, size_t len)
     if (dsp_api_parse_uids(j, FA_MAX_IDS, &list, &n, &code, err, sizeof err) < 0) {
         fa_refused(code, err, codes);
     } else {
-        if (n < 1 || n > FA_MAX_IDS || (size_t)cJSON_GetArraySize(list) != n)
+        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "uids"), *v;
+        char back[24];
+
+        if (n < 1 || n > FA_MAX_IDS || (size_t)cJSON_GetArraySize(arr) != n)
             fa_fail("uid count out of 1..max_ids", NULL);
-        cJSON_ArrayForEach(v, list) {
-            if (!cJSON_IsNumber(v) ||
-                !(v->valuedouble >= 1 && v->valuedouble <= 9007199254740991.0) ||
-                (double)(int64_t)v->valuedouble != v->valuedouble)
-                fa_fail("uid accepted", NULL);
+        i = 0;
+        cJSON_ArrayForEach(v, arr) {
+            const char *text = cJSON_IsString(v) ? v->valuestring : hr_parse_json_literal(v);
+
+            /* Exact: the uid prints back as the text the client sent. */
+            snprintf(back, sizeof back, "%lld", (long long)list[i]);
+            if (list[i] < 1 || text == NULL || strcmp(back, text) != 0)
+                fa_fail("uid accepted", text);
             i++;
         }
-        if (i != n)
-            fa_fail("uid count differs from the list", NULL);
     }
+    free(list);
     cJSON_Delete(j);
 }
 

@@ -11,9 +11,14 @@ campaign lasts long enough to act on it), against the local stack.
      task left to the scanner's refill alone;
   5. Redis loss mid-campaign: heraldctl pause, keys lost, recover, resume ->
      every uid received at least once; duplicates printed.
+  6. numbers (issue 21): a campaign on a flaky sink (first attempts fail,
+     some uids always fail) with retries, a redrive of its dead letters, and
+     a cancelled one: MySQL, the API's progress, `heraldctl status` and the
+     workers' and dispatcher's /metrics agree, done = total = subscriptions
+     and the ratio is exactly 1 at the end (no inflation by the redrive).
 
 usage: test_control_e2e.py HERALD_DISPATCHER HERALD_WORKER HERALD_SINK HERALDCTL [SCENARIO...]
-(SCENARIO: pause cancel pull loss_before_due loss_mid; default all.  python3
+(SCENARIO: pause cancel pull loss_before_due loss_mid numbers; default all.  python3
 stdlib; exit 77 without HERALD_TEST_CONFIG).  Isolation: badinput_env's
 prefix, task topic, consumer group and ports, plus a Kafka topic of 12
 partitions created with the stack's TopicCommand.  Every scenario uses its own
@@ -26,7 +31,7 @@ import time
 from datetime import datetime, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, check, finish, free_port, wait_until  # noqa: E402
+from badinput_env import Env, check, finish, free_port, metric, wait_until  # noqa: E402
 
 SCALE = float(os.environ.get("HERALD_E2E_SCALE", "1.0"))
 N_PAUSE = int(200000 * SCALE)
@@ -34,6 +39,10 @@ N_CANCEL = int(100000 * SCALE)
 N_PULL, N_PULLED = 5000, 1000
 N_LOSS_BEFORE = int(10000 * SCALE)
 N_LOSS_MID = int(100000 * SCALE)
+# Not scaled below 2000 / 4000: 2 % of the uids must give a few dead letters.
+N_NUM_A = max(2000, int(5000 * SCALE))
+N_NUM_B = max(4000, int(10000 * SCALE))
+NUM_RATE = 2000  # pushes/s of the cancelled task, so that it lasts long enough to cut
 CHUNK = 1000
 SINK_LATENCY_MS = 50
 CONCURRENCY = 256
@@ -52,6 +61,8 @@ class E2E:
         self.dispatcher, self.worker, self.sink_bin, self.heraldctl = bins
         self.sink_port = free_port()
         self.record = os.path.join(env.dir, "sink.record")
+        self.flaky_port = free_port()
+        self.flaky_record = os.path.join(env.dir, "flaky.record")
         self.stack_env = os.path.join(os.path.dirname(os.environ["HERALD_TEST_CONFIG"]), "env")
 
     # ---- Kafka topic (12 partitions: the auto-created one has 1) -------------
@@ -74,10 +85,17 @@ class E2E:
         self.sink = env.start([self.sink_bin, "--listen", "127.0.0.1:%d" % self.sink_port,
                                "--record", self.record, "--latency-ms", str(SINK_LATENCY_MS),
                                "--threads", "2"], "sink.log")
+        # The numbers scenario's sink: 20 % of the uids fail their first
+        # attempt (500, retried), 2 % always fail (400, dead letters).
+        self.flaky = env.start([self.sink_bin, "--listen", "127.0.0.1:%d" % self.flaky_port,
+                                "--record", self.flaky_record, "--fail-first", "20",
+                                "--fail-permanent", "2", "--threads", "1"], "flaky.log")
+        retry = "{max_attempts: 5, backoff_ms: 100, max_backoff_ms: 1000}"
         channels = {"webhook": {"url": "http://127.0.0.1:%d/push" % self.sink_port,
                                 "concurrency": CONCURRENCY, "timeout_ms": 5000,
-                                "retry": "{max_attempts: 5, backoff_ms: 100, "
-                                         "max_backoff_ms: 1000}"}}
+                                "retry": retry},
+                    "flaky": {"url": "http://127.0.0.1:%d/push" % self.flaky_port,
+                              "concurrency": 64, "timeout_ms": 5000, "retry": retry}}
         self.cfg = env.config(channels)
         self.dsp = env.start([self.dispatcher, "-c", self.cfg], "dispatcher.log")
         self.wk_ports = [free_port(), free_port()]
@@ -99,15 +117,16 @@ class E2E:
                      "warm-up task of 100 delivered (%s)" % env.task(t))
 
     def alive(self):
-        return all(p.poll() is None for p in [self.sink, self.dsp] + self.wks)
+        return all(p.poll() is None for p in [self.sink, self.flaky, self.dsp] + self.wks)
 
     # ---- tasks --------------------------------------------------------------------
 
-    def create(self, name, due_ms, freeze_ms=None):
+    def create(self, name, due_ms, freeze_ms=None, **extra):
         body = {"name": name, "channel": "webhook", "topic": self.env.topic, "due_at": due_ms,
                 "title": "Hi #{{uid}}", "body": "{{task.name}}", "chunk_size": CHUNK}
         if freeze_ms is not None:
             body["freeze_at"] = freeze_ms
+        body.update(extra)
         status, j = self.env.http("POST", "/v1/tasks", body)
         if not check(status == 201, "create %s -> 201 (%s %s)" % (name, status, str(j)[:200])):
             raise RuntimeError("cannot create a task")
@@ -122,9 +141,9 @@ class E2E:
         check(out.returncode == 0, "heraldctl import %d ids into %d in %.1f s (%s)"
               % (len(uids), task, time.time() - t0, out.stderr.strip()[-300:]))
 
-    def task(self, name, due_in_s, n, uids, freeze_ms=None):
+    def task(self, name, due_in_s, n, uids, freeze_ms=None, **extra):
         """Creates a task due in DUE_IN_S and imports UIDS; returns its id."""
-        t = self.create(name, now_ms() + int(due_in_s * 1000), freeze_ms)
+        t = self.create(name, now_ms() + int(due_in_s * 1000), freeze_ms, **extra)
         self.import_uids(t, uids)
         late = int(self.env.task(t, "TIMESTAMPDIFF(MICROSECOND, due_at, UTC_TIMESTAMP(3)) "
                                     "DIV 1000")[0])
@@ -151,12 +170,12 @@ class E2E:
         except OSError:
             return 0
 
-    def received(self, uids):
+    def received(self, uids, record=None):
         """{uid: number of 2xx answers} for the uids of range UIDS."""
         lo, hi = uids.start, uids.stop
         got = {}
         try:
-            f = open(self.record)
+            f = open(record or self.record)
         except OSError:
             return got
         with f:
@@ -370,8 +389,117 @@ def scenario_loss_mid(e):
           % (N_LOSS_MID, c["total"], c["sent"]))
 
 
+def worker_pushes(e):
+    """{outcome: pushes} of the flaky channel summed over the workers'
+    /metrics, and the dispatcher's chunks published."""
+    got = {}
+    for port in e.wk_ports:
+        text = e.env.metrics(port)
+        for outcome in ("sent", "failed", "retried"):
+            v = metric(text, "herald_pushes_total",
+                       '{channel="flaky",outcome="%s"}' % outcome) or 0
+            got[outcome] = got.get(outcome, 0) + int(v)
+    got["chunks"] = int(metric(e.env.metrics(e.env.dsp_port),
+                               "herald_chunks_published_total") or 0)
+    return got
+
+
+def numbers_agree(e, t, n, what):
+    """MySQL, the stats hash, the API's progress and heraldctl status tell
+    the same story of task T with N subscriptions; returns MySQL's counters."""
+    env = e.env
+    c = {k: int(v) if v.lstrip("-").isdigit() else v for k, v in e.counters(t).items()}
+    c["retried"] = int(env.task(t, "retried")[0])
+    s = e.stats(t)
+    status, j = env.http("GET", "/v1/tasks/%d" % t)
+    p = j.get("progress", {}) if status == 200 else {}
+    o = p.get("outcomes", {})
+    out = e.ctl("status", t)
+    print("     numbers %s: mysql %s; redis stats %s; API progress %s" % (what, c, s, p),
+          flush=True)
+    settled = c["sent"] + c["failed"] + c["throttled"] + c["pulled"] + c["cancelled"]
+    check(settled == n, "numbers %s: MySQL outcomes sum to the %d subscriptions (%d)"
+          % (what, n, settled))
+    check(all(s.get(k, 0) == c[k] for k in ("sent", "failed", "cancelled", "retried")),
+          "numbers %s: the stats hash equals MySQL" % what)
+    check(p.get("done") == n and p.get("total") == n and p.get("ratio") == 1
+          and p.get("over") == 0 and o.get("unaccounted") == 0,
+          "numbers %s: API progress done = total = %d, ratio exactly 1" % (what, n))
+    check(all(o.get(k) == c[k] for k in ("sent", "failed", "throttled", "pulled", "cancelled")),
+          "numbers %s: API outcomes equal MySQL's counters" % what)
+    want = "100.0%%  %s of %s" % ("{:,}".format(n), "{:,}".format(n))
+    line = "outcomes  sent %s failed %s throttled 0 pulled 0 cancelled %s unaccounted 0" % (
+        "{:,}".format(c["sent"]), "{:,}".format(c["failed"]), "{:,}".format(c["cancelled"]))
+    check(out.returncode == 0 and want in out.stdout and line in out.stdout,
+          "numbers %s: heraldctl status shows %r and %r (%s)"
+          % (what, want, line, out.stdout.strip()[-400:]))
+    return c
+
+
+def scenario_numbers(e):
+    env = e.env
+    ua, ub = range(60_000_001, 60_000_001 + N_NUM_A), range(61_000_001, 61_000_001 + N_NUM_B)
+    m0 = worker_pushes(e)
+    # A: retries and dead letters, then a redrive of the dead letters.
+    ta = e.task("numbers-retry", 3, N_NUM_A, ua, channel="flaky")
+    check(env.wait_state(ta, "done", 60), "numbers: A done (%s)" % e.counters(ta))
+    wait_until(lambda: sum(int(x) for x in env.task(ta, "sent + failed")) == N_NUM_A, 10, 0.25)
+    a1 = numbers_agree(e, ta, N_NUM_A, "A after the campaign")
+    check(a1["failed"] > 0 and a1["retried"] > 0,
+          "numbers: the flaky sink caused retries (%d) and dead letters (%d)"
+          % (a1["retried"], a1["failed"]))
+    out = e.ctl("redrive", ta)
+    check(out.returncode == 0 and "redrove %d recipients" % a1["failed"] in out.stdout,
+          "numbers: heraldctl redrive moves the %d dead letters (%s%s)"
+          % (a1["failed"], out.stdout.strip(), out.stderr.strip()))
+    total = int(env.task(ta, "total")[0])
+    check(total in (N_NUM_A - a1["failed"], N_NUM_A),
+          "numbers: total %d right after the redrive (%d until the new chunk's first publish "
+          "adds the %d back)" % (total, N_NUM_A - a1["failed"], a1["failed"]))
+    ok = wait_until(lambda: env.task(ta, "state")[0] == "done"
+                    and int(env.task(ta, "sent + failed")[0]) == N_NUM_A, 60, 0.25)
+    check(ok, "numbers: A done again after the redrive (%s)" % e.counters(ta))
+    a2 = numbers_agree(e, ta, N_NUM_A, "A after the redrive")
+    check(a2["total"] == N_NUM_A, "numbers: the redrive did not inflate total (%d, not %d)"
+          % (a2["total"], N_NUM_A + a1["failed"]))
+    # B: cancelled in the middle.
+    tb = e.task("numbers-cancel", 3, N_NUM_B, ub, channel="flaky", rate_limit=NUM_RATE)
+    check(wait_until(lambda: len(e.received(ub, e.flaky_record)) >= N_NUM_B // 4, 60, 0.25),
+          "numbers: a quarter of B delivered")
+    status, _ = env.http("POST", "/v1/tasks/%d/cancel" % tb)
+    check(status == 200 and env.wait_state(tb, "cancelled", 15), "numbers: B cancelled (%s)"
+          % e.counters(tb))
+    settled = "sent + failed + throttled + pulled + cancelled"
+    wait_until(lambda: int(env.task(tb, settled)[0]) == N_NUM_B
+               and sum(e.stats(tb).get(k, 0) for k in ("sent", "failed", "cancelled"))
+               == N_NUM_B, 20, 0.25)
+    b = numbers_agree(e, tb, N_NUM_B, "B after the cancel")
+    check(b["cancelled"] > 0, "numbers: B was cut (%d cancelled)" % b["cancelled"])
+    # The workers' and the dispatcher's /metrics: pushes, not recipients, so
+    # the redriven dead letters failed twice (once before, once after).
+    wait_until(lambda: worker_pushes(e)["sent"] - m0["sent"] == a2["sent"] + b["sent"], 10, 0.25)
+    m1 = worker_pushes(e)
+    d = {k: m1[k] - m0[k] for k in m1}
+    chunks = int(env.sql("SELECT COUNT(*) FROM push_chunk WHERE task_id IN (%d, %d)"
+                         % (ta, tb))[0][0])
+    print("     numbers: metrics deltas %s; push_chunk rows %d" % (d, chunks), flush=True)
+    check(d["sent"] == a2["sent"] + b["sent"],
+          "numbers: workers' pushes sent = MySQL sent (%d = %d + %d)"
+          % (d["sent"], a2["sent"], b["sent"]))
+    check(d["failed"] == a1["failed"] + a2["failed"] + b["failed"],
+          "numbers: workers' pushes failed = dead letters before and after the redrive "
+          "(%d = %d + %d + %d)" % (d["failed"], a1["failed"], a2["failed"], b["failed"]))
+    check(d["retried"] == a2["retried"] + b["retried"],
+          "numbers: workers' retries = MySQL retried (%d = %d + %d)"
+          % (d["retried"], a2["retried"], b["retried"]))
+    # The sweeper publishes the redrive's chunk (once, a "redelivery" to the
+    # dispatcher's metrics); every other row is a first publish.
+    check(d["chunks"] + 1 == chunks, "numbers: dispatcher chunks published + the redrive's "
+          "chunk = push_chunk rows (%d + 1 = %d)" % (d["chunks"], chunks))
+
+
 SCENARIOS = [scenario_pause, scenario_cancel, scenario_pull, scenario_loss_before_due,
-             scenario_loss_mid]
+             scenario_loss_mid, scenario_numbers]
 
 
 def main():

@@ -370,7 +370,7 @@ static void test_import(void **state)
 
 static void test_import_bad_line(void **state)
 {
-    static const char *const bad[] = {"12x", "0", "-5", "9223372036854775808", "1 2"};
+    static const char *const bad[] = {"12x", "0", "-5", "9223372036854775808", "1 2", "007"};
     char path[] = "/tmp/hrtest-ctl-bad-XXXXXX", idtext[32], want[128];
     ctl_run *r = malloc(sizeof *r);
     int64_t id = new_task("bad line");
