@@ -162,6 +162,24 @@ done:
     return rc;
 }
 
+/* The end of a refill or sync that took the prepare lock: hands out the
+ * counts (ADDED, SEEN may be NULL) and releases the lock unless it was
+ * lost.  Returns RC. */
+static int hr_subs_end(hr_redis *r, int64_t id, const hr_subs_refill_opts *o, int rc,
+                       int64_t n_added, int64_t n_seen, int64_t *added, int64_t *seen)
+{
+    char e2[256];
+
+    if (added != NULL)
+        *added = n_added;
+    if (seen != NULL)
+        *seen = n_seen;
+    /* A failed release expires by itself after lock_ms. */
+    if (rc != HR_SUBS_LOCK_LOST)
+        hr_subs_unlock(r, id, o->token, e2, sizeof e2);
+    return rc;
+}
+
 int hr_subs_refill(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts *o,
                    int64_t *added, int64_t *seen, char *errstr, size_t errlen)
 {
@@ -173,17 +191,7 @@ int hr_subs_refill(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_op
         return rc < 0 ? -1 : HR_SUBS_BUSY;
     rc = hr_subs_fill(m, r, id, o, o->exclude_delivered ? HR_SUBS_UNDELIVERED : HR_SUBS_ALL, 0,
                       0, &n_added, &n_seen, errstr, errlen);
-    if (added != NULL)
-        *added = n_added;
-    if (seen != NULL)
-        *seen = n_seen;
-    if (rc != HR_SUBS_LOCK_LOST) {
-        char e2[256];
-
-        /* A failed release expires by itself after lock_ms. */
-        hr_subs_unlock(r, id, o->token, e2, sizeof e2);
-    }
-    return rc;
+    return hr_subs_end(r, id, o, rc, n_added, n_seen, added, seen);
 }
 
 /* The first epoch the set does not hold yet ({t<ID>}synced; 0, all of
@@ -282,16 +290,7 @@ int hr_subs_sync(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts
     }
     freeReplyObject(reply);
 done:
-    if (added != NULL)
-        *added = n_added;
-    if (seen != NULL)
-        *seen = n_seen;
-    if (rc != HR_SUBS_LOCK_LOST) {
-        char e2[256];
-
-        hr_subs_unlock(r, id, o->token, e2, sizeof e2);
-    }
-    return rc;
+    return hr_subs_end(r, id, o, rc, n_added, n_seen, added, seen);
 }
 
 int hr_subs_forget_synced(hr_redis *r, int64_t id, char *errstr, size_t errlen)

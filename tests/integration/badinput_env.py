@@ -352,6 +352,21 @@ class Env:
             print("logs kept in " + self.dir)
 
 
+def sink_uids(path):
+    """The distinct uids herald-sink's --record file shows answered with a 2xx
+    ("uid status ..." lines)."""
+    got = set()
+    try:
+        with open(path) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 2 and parts[1].startswith("2"):
+                    got.add(int(parts[0]))
+    except OSError:
+        pass
+    return got
+
+
 def metric(text, name, labels=""):
     """The value of one sample of a Prometheus text exposition, or None."""
     m = re.search(r"^%s%s (\S+)$" % (re.escape(name), re.escape(labels)), text, re.M)

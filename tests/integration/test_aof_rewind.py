@@ -20,22 +20,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, check, finish, free_port, wait_until  # noqa: E402
+from badinput_env import Env, check, finish, free_port, sink_uids, wait_until  # noqa: E402
 
 N = 2000
-
-
-def sink_uids(path):
-    got = set()
-    try:
-        with open(path) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 2 and parts[1].startswith("2"):
-                    got.add(int(parts[0]))
-    except OSError:
-        pass
-    return got
 
 
 def main():

@@ -28,24 +28,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, check, finish, free_port, metric, wait_until  # noqa: E402
+from badinput_env import Env, check, finish, free_port, metric, sink_uids, wait_until  # noqa: E402
 
 N = 20000
 BATCH = 2000
-
-
-def sink_uids(path):
-    """The distinct uids herald-sink answered with a 2xx ("uid status ..." lines)."""
-    got = set()
-    try:
-        with open(path) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 2 and parts[1].startswith("2"):
-                    got.add(int(parts[0]))
-    except OSError:
-        pass
-    return got
 
 
 def test_raw_sql_before_due(env, record):
