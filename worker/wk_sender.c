@@ -775,6 +775,17 @@ void wk_sender_cancel(wk_sender *s, wk_push *p)
     p->xfer = NULL;
 }
 
+bool wk_sender_stuck(const wk_sender *s, size_t ch_index)
+{
+    const wk_chan *ch = &s->chans[ch_index];
+
+    if (s->draining || ch->inflight > 0)
+        return false;
+    if (!TAILQ_EMPTY(&ch->tasks) && !uv_is_active((const uv_handle_t *)&ch->wake))
+        return true;
+    return ch->delayed.n > 0 && !uv_is_active((const uv_handle_t *)&ch->retry);
+}
+
 void wk_sender_drain(wk_sender *s)
 {
     s->draining = true;

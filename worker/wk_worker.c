@@ -452,6 +452,72 @@ static void wk_worker_open_anomalies(wk_worker *w, wk_chunk *c)
     }
 }
 
+/* Takes C's lease, reads its set and starts its pushes.  A lease another
+ * process holds is usually a worker's that was killed: its partitions
+ * came here after the group's session timeout, and its lease runs out at
+ * most worker.lease_ms after its last renewal.  Skipping the chunk would
+ * leave it to the dispatcher's sweeper (redelivery_timeout_s), so the
+ * open is retried by the control timer (every 250 ms) until lease_ms has
+ * passed; a lease still held then is a live holder's, and the chunk is
+ * skipped (its offset counts as finished: the holder does the rest).
+ * May free C. */
+static void wk_worker_open(wk_worker *w, wk_chunk *c)
+{
+    const hr_chunkmsg *msg = &c->msg;
+    wk_task *task = c->task;
+    int32_t partition = c->partition;
+    int64_t offset = c->offset, now;
+    char errstr[512];
+    int rc;
+
+    rc = wk_chunk_open(c, w->redis, w->owner, w->cfg->worker.lease_ms, errstr, sizeof errstr);
+    switch (rc) {
+    case WK_CHUNK_BUSY:
+        now = wk_clock_now_ms();
+        if (c->lease_wait_until_ms == 0) {
+            c->lease_wait_until_ms = now + w->cfg->worker.lease_ms + WK_WORKER_CTL_MS;
+            hr_log_info("chunk_lease_wait", "task=%" PRId64 " seq=%" PRId64 " wait_ms=%d",
+                        msg->task, msg->seq, w->cfg->worker.lease_ms + WK_WORKER_CTL_MS);
+            return;
+        }
+        if (now < c->lease_wait_until_ms)
+            return;
+        w->stats.busy_chunks++;
+        hr_metrics_inc(w->met->chunks_redelivered);
+        hr_log_info("chunk_busy", "task=%" PRId64 " seq=%" PRId64, msg->task, msg->seq);
+        wk_worker_settle_offset(w, partition, offset);
+        wk_worker_unlink(w, c);
+        return;
+    case WK_CHUNK_EMPTY:
+        hr_metrics_inc(w->met->chunks_redelivered);
+        wk_worker_finish(w, c);
+        return;
+    case WK_CHUNK_STARTED:
+        /* Fewer members than published: a redelivery, partly acknowledged. */
+        if ((int64_t)c->npushes + c->invalid < msg->count)
+            hr_metrics_inc(w->met->chunks_redelivered);
+        wk_worker_open_anomalies(w, c);
+        break;
+    default:
+        wk_worker_drop(w, c, errstr);
+        return;
+    }
+    if (task->throttle.limit > 0 && wk_worker_throttle(w, c) != 0)
+        return;
+    hr_log_info("chunk_start", "task=%" PRId64 " seq=%" PRId64 " recipients=%zu partition=%" PRId32
+                " offset=%" PRId64 " throttled=%" PRId64,
+                msg->task, msg->seq, c->npushes, partition, offset, c->throttled);
+    if (c->open == 0) {
+        wk_worker_finish(w, c);
+        return;
+    }
+    for (size_t i = 0; i < c->npushes; i++)
+        if (c->verdicts == NULL || c->verdicts[i] != HR_THROTTLE_BLOCKED)
+            wk_sender_submit(w->sender, &c->pushes[i]);
+    /* May settle pushes, even finish or drop C: C is not touched after. */
+    wk_sender_kick(w->sender);
+}
+
 /* Starts work on a decoded chunk message; the offset is settled here for
  * every message that does not become an open chunk. */
 static void wk_worker_chunk(wk_worker *w, const hr_chunkmsg *msg, int32_t partition,
@@ -513,43 +579,7 @@ static void wk_worker_chunk(wk_worker *w, const hr_chunkmsg *msg, int32_t partit
         wk_worker_halted(w, c);
         return;
     }
-    rc = wk_chunk_open(c, w->redis, w->owner, w->cfg->worker.lease_ms, errstr, sizeof errstr);
-    switch (rc) {
-    case WK_CHUNK_BUSY:
-        w->stats.busy_chunks++;
-        hr_metrics_inc(w->met->chunks_redelivered);
-        hr_log_info("chunk_busy", "task=%" PRId64 " seq=%" PRId64, msg->task, msg->seq);
-        wk_worker_settle_offset(w, partition, offset);
-        wk_worker_unlink(w, c);
-        return;
-    case WK_CHUNK_EMPTY:
-        hr_metrics_inc(w->met->chunks_redelivered);
-        wk_worker_finish(w, c);
-        return;
-    case WK_CHUNK_STARTED:
-        /* Fewer members than published: a redelivery, partly acknowledged. */
-        if ((int64_t)c->npushes + c->invalid < msg->count)
-            hr_metrics_inc(w->met->chunks_redelivered);
-        wk_worker_open_anomalies(w, c);
-        break;
-    default:
-        wk_worker_drop(w, c, errstr);
-        return;
-    }
-    if (task->throttle.limit > 0 && wk_worker_throttle(w, c) != 0)
-        return;
-    hr_log_info("chunk_start", "task=%" PRId64 " seq=%" PRId64 " recipients=%zu partition=%" PRId32
-                " offset=%" PRId64 " throttled=%" PRId64,
-                msg->task, msg->seq, c->npushes, partition, offset, c->throttled);
-    if (c->open == 0) {
-        wk_worker_finish(w, c);
-        return;
-    }
-    for (size_t i = 0; i < c->npushes; i++)
-        if (c->verdicts == NULL || c->verdicts[i] != HR_THROTTLE_BLOCKED)
-            wk_sender_submit(w->sender, &c->pushes[i]);
-    /* May settle pushes, even finish or drop C: C is not touched after. */
-    wk_sender_kick(w->sender);
+    wk_worker_open(w, c);
 }
 
 static void wk_worker_message(wk_worker *w, const rd_kafka_message_t *m)
@@ -683,27 +713,33 @@ static void wk_worker_renew_cb(uv_timer_t *t)
 {
     wk_worker *w = t->data;
     char ms[24], errstr[256];
-    wk_chunk *c, *lost[WK_WORKER_MAX_CHUNKS], *again[WK_WORKER_MAX_CHUNKS];
+    wk_chunk *c, *held[WK_WORKER_MAX_CHUNKS], *lost[WK_WORKER_MAX_CHUNKS],
+        *again[WK_WORKER_MAX_CHUNKS];
     size_t n = 0, nlost = 0, nagain = 0;
 
     snprintf(ms, sizeof ms, "%d", w->cfg->worker.lease_ms);
     TAILQ_FOREACH(c, &w->chunks, link) {
         const char *argv[] = {c->k_lease, w->owner, ms};
 
-        if (hr_redis_pipe_eval(w->redis, HR_LUA_LEASE_RENEW, 1, 3, argv, NULL) == 0)
-            n++;
+        /* A chunk waiting for a foreign lease holds none to renew. */
+        if (c->lease_wait_until_ms > 0 && c->members == NULL)
+            continue;
+        if (n < WK_WORKER_MAX_CHUNKS &&
+            hr_redis_pipe_eval(w->redis, HR_LUA_LEASE_RENEW, 1, 3, argv, NULL) == 0)
+            held[n++] = c;
     }
-    c = TAILQ_FIRST(&w->chunks);
-    for (size_t i = 0; i < n; i++, c = c ? TAILQ_NEXT(c, link) : NULL) {
+    for (size_t i = 0; i < n; i++) {
         redisReply *reply = hr_redis_pipe_reply(w->redis, errstr, sizeof errstr);
 
-        if (reply == NULL && strncmp(errstr, "NOSCRIPT", 8) == 0 && c != NULL &&
+        c = held[i];
+
+        if (reply == NULL && strncmp(errstr, "NOSCRIPT", 8) == 0 &&
             nagain < WK_WORKER_MAX_CHUNKS) {
             again[nagain++] = c; /* Redis lost its scripts: reload, renew again */
         } else if (reply == NULL) {
             hr_metrics_inc(w->met->backend_errors[WK_BACKEND_REDIS]);
             hr_log_warn("lease_renew_failed", "error=%s", errstr);
-        } else if (reply->type == REDIS_REPLY_INTEGER && reply->integer == 0 && c != NULL &&
+        } else if (reply->type == REDIS_REPLY_INTEGER && reply->integer == 0 &&
                    nlost < WK_WORKER_MAX_CHUNKS) {
             lost[nlost++] = c;
         }
@@ -738,6 +774,48 @@ static void wk_worker_renew_cb(uv_timer_t *t)
                     lost[i]->msg.seq);
         wk_worker_abandon(w, lost[i], "lease lost", true);
     }
+}
+
+/* The pump watchdog: an opened, running chunk with recipients left whose
+ * channel has nothing in flight and nothing armed to wake it is stalled —
+ * no event would ever push it again (its lease is renewed all the same,
+ * so the sweeper would never step in).  Counted, logged, and healed by a
+ * kick.  Every path that frees sender slots kicks the sender (the idle
+ * callback after wk_worker_unlink), so this should stay at 0. */
+static void wk_worker_watchdog(wk_worker *w)
+{
+    wk_chunk *c;
+    size_t stalled = 0;
+
+    if (w->stopping)
+        return;
+    TAILQ_FOREACH(c, &w->chunks, link)
+        if (c->members != NULL && c->halt == WK_CHUNK_RUN && c->open > 0 &&
+            wk_sender_stuck(w->sender, c->task->ch_index))
+            stalled++;
+    hr_metrics_set(w->met->stalled_chunks, (double)stalled);
+    if (stalled == 0)
+        return;
+    hr_metrics_inc(w->met->stalls);
+    hr_log_warn("chunks_stalled", "chunks=%zu open_chunks=%zu in_flight=%zu", stalled,
+                w->nchunks, wk_sender_in_flight(w->sender));
+    wk_worker_soon(w);
+}
+
+/* Retries the open of the chunks waiting for a foreign lease
+ * (wk_worker_open).  They are collected first: an open kicks the sender,
+ * which may finish other chunks, never a waiting one (it has no pushes). */
+static void wk_worker_reopen(wk_worker *w)
+{
+    wk_chunk *c, *waiting[WK_WORKER_MAX_CHUNKS];
+    size_t n = 0;
+
+    TAILQ_FOREACH(c, &w->chunks, link)
+        if (c->lease_wait_until_ms > 0 && c->members == NULL && c->halt == WK_CHUNK_RUN &&
+            n < WK_WORKER_MAX_CHUNKS)
+            waiting[n++] = c;
+    for (size_t i = 0; i < n; i++)
+        wk_worker_open(w, waiting[i]);
 }
 
 /* Reads the control key of every task with an open chunk (one pipelined GET
@@ -804,6 +882,8 @@ static void wk_worker_ctl_cb(uv_timer_t *t)
                 break;
             }
     }
+    wk_worker_watchdog(w);
+    wk_worker_reopen(w);
 }
 
 static void wk_worker_close_handles(wk_worker *w);
@@ -838,6 +918,10 @@ static void wk_worker_idle_cb(uv_idle_t *h)
             wk_worker_shutdown_now(w);
         return;
     }
+    /* A chunk that left (finished, abandoned, dropped, halted) may have
+     * freed sender slots by cancelling its requests; no transfer or timer
+     * would start the other chunks' waiting pushes. */
+    wk_sender_kick(w->sender);
     wk_worker_fetch(w);
 }
 

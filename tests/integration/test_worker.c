@@ -718,6 +718,14 @@ static void test_kill9_redelivers(void **state)
     run.workers[0] = 0;
     assert_false(t_task_done(&run));
     t_spawn_worker(&run, 0);
+    /* The dead worker's chunks are pushed again within 10 s of the kill:
+     * the group's 6 s session timeout, then the chunk's lease (2 s here)
+     * is long gone (docs/reliability.md "Worker crash"). */
+    {
+        t_wait_log started = {&run, 0, "chunk_start"};
+
+        assert_true(itest_wait_until(t_log_seen, &started, 10000));
+    }
     assert_true(itest_wait_until(t_task_done, &run, T_WAIT_DONE_MS));
     t_stop_worker(&run, 0);
     t_stop_sink(&run);
@@ -1453,6 +1461,85 @@ static void test_bad_members(void **state)
     t_finish(&run);
 }
 
+static bool t_log_twice(void *ctx)
+{
+    const t_wait_log *w = ctx;
+
+    return t_log_count(w->run, w->worker, w->event) >= 2;
+}
+
+/* pending[SEQ] is gone: chunk_done.lua closed the chunk. */
+typedef struct t_seq {
+    const t_run *run;
+    int64_t seq;
+} t_seq;
+
+static bool t_seq_closed(void *ctx)
+{
+    const t_seq *q = ctx;
+    char key[256], errstr[512];
+    redisReply *reply;
+    bool closed;
+
+    hr_redis_task_key(q->run->r, key, sizeof key, q->run->task, "pending");
+    reply = hr_redis_cmdf(q->run->r, errstr, sizeof errstr, "HEXISTS %s %lld", key,
+                          (long long)q->seq);
+    assert_non_null(reply);
+    closed = reply->integer == 0;
+    freeReplyObject(reply);
+    return closed;
+}
+
+/* Issue 20 item 3: one chunk abandoned while another waits for sender
+ * slots.  Chunk 1 (2,000 recipients, one task queue, 8 slots, a 200 ms
+ * sink) holds every slot; chunk 2's 100 pushes queue behind it.  Chunk 1's
+ * lease is taken from it, so the next renewal abandons it and cancels its
+ * 8 requests: nothing is in flight any more and no transfer will finish.
+ * Chunk 2 must still be pushed and closed (before the fix the sender was
+ * never pumped again and it sat there, lease renewed, until SIGTERM), and
+ * the watchdog must not have had to step in. */
+static void test_abandon_keeps_others(void **state)
+{
+    static const char *const extra[] = {"--latency-ms", "200", NULL};
+    static t_run run;
+    char key[256], errstr[512], *body = NULL;
+    t_wait_log started = {&run, 0, "chunk_start"}, lost = {&run, 0, "lease_lost"};
+    t_seq second = {&run, 2};
+    redisReply *reply;
+
+    (void)state;
+    t_start(&run, extra);
+    run.cfg->channels[0].concurrency = 8;
+    unlink(run.cfg_path);
+    assert_int_equal(itest_write_config(run.cfg, run.cfg_path, sizeof run.cfg_path), 0);
+    t_create_task(&run, "worker abandon keeps others");
+    t_fill_chunk(&run, 1, 7100001, 2000);
+    t_fill_chunk(&run, 2, 7200001, 100);
+    t_spawn_worker(&run, 0);
+    t_wait_assigned(&run, 1);
+    t_produce_chunk(&run, run.task, 1, 2000);
+    assert_true(itest_wait_until(t_log_seen, &started, 20000));
+    t_produce_chunk(&run, run.task, 2, 100);
+    assert_true(itest_wait_until(t_log_twice, &started, 20000));
+    hr_redis_task_key(run.r, key, sizeof key, run.task, "lease:1");
+    reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "SET %s someone-else PX 60000", key);
+    assert_non_null(reply);
+    freeReplyObject(reply);
+    assert_true(itest_wait_until(t_log_seen, &lost, 5000));
+    /* 100 recipients at 8 × 5/s: about 3 s once pumped. */
+    assert_true(itest_wait_until(t_seq_closed, &second, 15000));
+    assert_int_equal(t_http_get(t_metrics_port(&run, 0), "/metrics", &body), 200);
+    assert_true(t_metrics_parse(body, "herald_worker_stalls_total") == 0);
+    assert_true(t_metrics_parse(body, "herald_worker_stalled_chunks") == 0);
+    free(body);
+    assert_int_equal(t_log_count(&run, 0, "chunks_stalled"), 0);
+    reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "DEL %s", key);
+    assert_non_null(reply);
+    freeReplyObject(reply);
+    t_stop_worker(&run, 0);
+    t_finish(&run);
+}
+
 /* A cancelled task's chunk whose lease another worker holds is left to
  * that holder: no recipient is dropped, the offset is settled. */
 static void test_cancel_foreign_lease(void **state)
@@ -1501,6 +1588,7 @@ int main(void)
         cmocka_unit_test_teardown(test_full_keeps_polling, t_teardown),
         cmocka_unit_test_teardown(test_bad_members, t_teardown),
         cmocka_unit_test_teardown(test_cancel_foreign_lease, t_teardown),
+        cmocka_unit_test_teardown(test_abandon_keeps_others, t_teardown),
     };
 
     hr_config_free(itest_config_shared()); /* exits 77 without a stack */
