@@ -59,8 +59,9 @@ typedef struct wk_push {
     const redisReply *user;   /* HGETALL reply, or NULL */
     const bool *hold;         /* when *hold: no further attempt (owner halting) */
     wk_push_state state;
-    int attempts;             /* requests that counted as attempts */
-    int slowdowns;            /* requests answered "slow down", not counted */
+    int attempts;             /* requests sent: every one beyond the first is a retry */
+    int slowdowns;            /* of those, answered "slow down" (429, 503 + Retry-After):
+                               * not counted against retry.max_attempts */
     wk_retry_node delay;      /* DELAYED until delay.due_ms, in the channel's heap */
     struct wk_xfer *xfer;     /* INFLIGHT on this handle */
 } wk_push;

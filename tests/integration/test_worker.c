@@ -600,20 +600,52 @@ static void test_fail_permanent_dead_letters(void **state)
     t_finish(&run);
 }
 
-/* 429 + Retry-After: 1 for 2 s: the channel slows down and finishes. */
+static int t_http_get(int port, const char *path, char **body);
+static double t_metrics_parse(const char *text, const char *want);
+
+/* 429 + Retry-After: 1 for 2 s: the channel slows down and finishes.
+ * Every re-send after a 429 is a retry like one after a 500 (issue 21): the
+ * stats hash, push_task.retried, the delivery log's attempts and
+ * herald_retries_total all count the requests beyond each uid's first,
+ * which is what the sink saw beyond its successes. */
 static void test_throttled_channel_recovers(void **state)
 {
     static const char *const extra[] = {"--throttle-ms", "2000", NULL};
     static t_run run;
     t_record rec;
+    char *body = NULL;
+    double retries;
+    int64_t resent;
 
     (void)state;
-    t_one_chunk(&run, extra, "worker throttled", 4000001, 3000, &rec);
+    t_start(&run, extra);
+    t_create_task(&run, "worker throttled");
+    t_fill_chunk(&run, 1, 4000001, 3000);
+    t_spawn_worker(&run, 0);
+    t_wait_assigned(&run, 1);
+    t_produce_chunk(&run, run.task, 1, 3000);
+    assert_true(itest_wait_until(t_task_done, &run, T_WAIT_DONE_MS));
+    assert_int_equal(t_http_get(t_metrics_port(&run, 0), "/metrics", &body), 200);
+    retries = t_metrics_parse(body, "herald_retries_total");
+    free(body);
+    t_stop_worker(&run, 0);
+    t_stop_sink(&run);
+    t_read_record(&run, 4000001, &rec);
+
     assert_int_equal(rec.missing, 0);
     assert_true(rec.lines > rec.successes); /* some 429s were answered */
     assert_true(t_log_count(&run, 0, "channel_slowdown") > 0);
     assert_int_equal(t_stat(&run, "sent"), 3000);
     assert_int_equal(t_stat(&run, "failed"), 0);
+    resent = rec.lines - rec.successes;
+    fprintf(stderr, "429: requests=%" PRId64 " re-sent=%" PRId64 "\n", rec.lines, resent);
+    assert_int_equal(t_stat(&run, "retried"), resent);
+    assert_int_equal((int64_t)retries, resent);
+    /* The worker stopped with SIGTERM: its reporter flushed. */
+    assert_int_equal(t_sql_int(&run, "SELECT retried FROM push_task WHERE id = ?"), resent);
+    assert_int_equal(t_sql_int(&run, "SELECT SUM(attempts) - COUNT(*) FROM push_delivery "
+                                     "WHERE task_id = ?"),
+                     resent);
     t_record_free(&rec);
     t_finish(&run);
 }
