@@ -79,7 +79,8 @@ typedef struct wk_chunk {
     wk_chunk_counters counters; /* latest stats hash values seen */
     bool counters_new;          /* COUNTERS changed since the worker took them */
     wk_chunk_halt halt;
-    bool held;             /* pushes' hold flag: set once halt is not RUN */
+    bool revoked;          /* its partition is being revoked: finish in-flight, then give up */
+    bool held;             /* pushes' hold flag: set once halt is not RUN or revoked */
 } wk_chunk;
 
 typedef enum wk_chunk_open_result {

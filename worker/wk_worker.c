@@ -44,6 +44,8 @@
 /* Control keys are re-read this often while chunks are open, so a pause
  * or cancel stops new requests well within 2 s. */
 #define WK_WORKER_CTL_MS 250
+/* A revoke waits at most this for its chunks' running requests. */
+#define WK_WORKER_REVOKE_GRACE_MAX_MS 4000
 /* The config's bound on worker.max_chunks_in_flight. */
 #define WK_WORKER_MAX_CHUNKS 64
 
@@ -70,6 +72,10 @@ struct wk_worker {
     size_t nchunks;
     bool stopping, finished;
     bool paused; /* the assignment is paused: max_chunks_in_flight open */
+    /* A revoke being drained (wk_worker_revoke): the revoked partitions,
+     * unassigned once their chunks are given up or the grace ran out. */
+    rd_kafka_topic_partition_list_t *revoking;
+    uv_timer_t revoke_grace;
     wk_worker_stats stats;
 };
 
@@ -91,6 +97,17 @@ static void wk_worker_store(wk_worker *w, int32_t partition, int64_t offset)
         hr_log_warn("offset_store_failed", "partition=%" PRId32 " offset=%" PRId64 " error=%s",
                     partition, offset, rd_kafka_err2str(err));
     rd_kafka_topic_partition_list_destroy(l);
+}
+
+/* True when PARTITION is in the revoke being drained. */
+static bool wk_worker_revoking(const wk_worker *w, int32_t partition)
+{
+    if (w->revoking == NULL)
+        return false;
+    for (int i = 0; i < w->revoking->cnt; i++)
+        if (w->revoking->elems[i].partition == partition)
+            return true;
+    return false;
 }
 
 /* The message at PARTITION/OFFSET needs nothing more. */
@@ -285,7 +302,9 @@ static void wk_worker_halted(wk_worker *w, wk_chunk *c)
  * park under way); running requests finish and are not retried. */
 static void wk_worker_halt(wk_worker *w, wk_chunk *c, wk_chunk_halt halt)
 {
-    if (halt <= c->halt)
+    /* A chunk being revoked is given up anyway; its next owner parks or
+     * cancels it. */
+    if (halt <= c->halt || c->revoked)
         return;
     c->halt = halt;
     c->held = true;
@@ -299,6 +318,20 @@ static void wk_worker_halt(wk_worker *w, wk_chunk *c, wk_chunk_halt halt)
     }
     if (c->open == 0)
         wk_worker_halted(w, c);
+}
+
+/* Nothing of C is open any more (C->open == 0): a revoked chunk is given
+ * up (its requests all answered and acknowledged, so the partition's next
+ * owner pushes nobody twice), a halted one parked or cancelled, the others
+ * are done.  Frees C. */
+static void wk_worker_settled(wk_worker *w, wk_chunk *c)
+{
+    if (c->revoked)
+        wk_worker_abandon(w, c, "revoked", false);
+    else if (c->halt != WK_CHUNK_RUN)
+        wk_worker_halted(w, c);
+    else
+        wk_worker_finish(w, c);
 }
 
 /* ---- push outcomes ---------------------------------------------------------- */
@@ -333,7 +366,7 @@ static void wk_worker_push_done(void *ctx, wk_push *p, const wk_push_result *res
     }
     if (res->held) {
         if (c->open == 0)
-            wk_worker_halted(w, c);
+            wk_worker_settled(w, c);
         return;
     }
     if (res->delivered) {
@@ -360,10 +393,8 @@ static void wk_worker_push_done(void *ctx, wk_push *p, const wk_push_result *res
             return;
         }
     }
-    if (c->open == 0 && c->halt != WK_CHUNK_RUN)
-        wk_worker_halted(w, c);
-    else if (c->open == 0)
-        wk_worker_finish(w, c);
+    if (c->open == 0)
+        wk_worker_settled(w, c);
     if (w->stopping)
         wk_worker_soon(w);
 }
@@ -594,6 +625,9 @@ static void wk_worker_message(wk_worker *w, const rd_kafka_message_t *m)
         }
         return;
     }
+    /* Fetched before the revoke paused it: the next owner consumes it. */
+    if (wk_worker_revoking(w, m->partition))
+        return;
     if (wk_offsets_begin(w->offsets, m->partition, m->offset) != 0) {
         hr_log_warn("offset_out_of_order", "partition=%" PRId32 " offset=%" PRId64, m->partition,
                     m->offset);
@@ -640,7 +674,9 @@ static void wk_worker_fetch(wk_worker *w)
         bool full = w->nchunks >= (size_t)w->cfg->worker.max_chunks_in_flight;
         rd_kafka_message_t *m;
 
-        if (full != w->paused)
+        /* While a revoke drains, the assignment's pause flags are the
+         * revoke's (wk_worker_revoke). */
+        if (full != w->paused && w->revoking == NULL)
             wk_worker_pause(w, full);
         m = rd_kafka_consumer_poll(w->rk, 0);
         if (m == NULL)
@@ -648,6 +684,122 @@ static void wk_worker_fetch(wk_worker *w)
         wk_worker_message(w, m);
         rd_kafka_message_destroy(m);
     }
+}
+
+/* Ends the revoke being drained: what is left of its chunks is abandoned
+ * (requests still running are aborted: those recipients may be pushed
+ * again by the next owner), the partitions' unsettled messages are
+ * forgotten (consumed again by the next owner) and the assignment is
+ * dropped, which lets the group's rebalance go on. */
+static void wk_worker_revoke_finish(wk_worker *w)
+{
+    rd_kafka_topic_partition_list_t *parts = w->revoking;
+    rd_kafka_resp_err_t err;
+    wk_chunk *c, *next;
+
+    if (parts == NULL)
+        return;
+    w->revoking = NULL;
+    uv_timer_stop(&w->revoke_grace);
+    for (c = TAILQ_FIRST(&w->chunks); c != NULL; c = next) {
+        next = TAILQ_NEXT(c, link);
+        if (c->revoked)
+            wk_worker_abandon(w, c, "revoke grace expired", false);
+    }
+    for (int i = 0; i < parts->cnt; i++) {
+        int32_t partition = parts->elems[i].partition;
+        size_t pending = wk_offsets_pending(w->offsets, partition);
+
+        /* Messages received but not settled are consumed again by the
+         * partition's next owner. */
+        if (pending > 0)
+            hr_log_info("partition_unsettled", "partition=%" PRId32 " messages=%zu", partition,
+                        pending);
+        wk_offsets_drop(w->offsets, partition);
+    }
+    hr_log_info("partitions_revoked", "count=%d", parts->cnt);
+    err = rd_kafka_assign(w->rk, NULL);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+        hr_log_warn("unassign_failed", "error=%s", rd_kafka_err2str(err));
+    rd_kafka_topic_partition_list_destroy(parts);
+    w->paused = false;
+}
+
+static void wk_worker_revoke_grace_cb(uv_timer_t *t)
+{
+    wk_worker *w = t->data;
+
+    hr_log_warn("revoke_grace_expired", "in_flight=%zu", wk_sender_in_flight(w->sender));
+    wk_worker_revoke_finish(w);
+}
+
+/* The longest a revoke waits for its chunks' running requests: the
+ * slowest channel's request timeout and a second for the answers, at most
+ * WK_WORKER_REVOKE_GRACE_MAX_MS — the whole group waits in the rebalance
+ * meanwhile, and librdkafka wants the unassign well within the session
+ * timeout (6 s). */
+static uint64_t wk_worker_revoke_grace_ms(const wk_worker *w)
+{
+    int ms = 0;
+
+    for (size_t i = 0; i < w->cfg->nchannels; i++)
+        if (w->cfg->channels[i].timeout_ms > ms)
+            ms = w->cfg->channels[i].timeout_ms;
+    ms += 1000;
+    return (uint64_t)(ms < WK_WORKER_REVOKE_GRACE_MAX_MS ? ms : WK_WORKER_REVOKE_GRACE_MAX_MS);
+}
+
+/* A revoke (eager protocol: every partition, on every scale event).
+ * Giving the chunks up at once would abort requests the provider already
+ * received, and the next owner would push those recipients again.  So the
+ * revoke is drained: the revoked partitions are paused and their messages
+ * no longer started, their chunks start no new request (held), the running
+ * ones finish and are acknowledged, then each chunk is given up (lease
+ * released, the rest stays in the set, offset not stored) and, once none
+ * is left, the partitions are unassigned — librdkafka waits for that call
+ * (the other members wait in the rebalance, at most max.poll.interval.ms),
+ * and the worker keeps polling meanwhile.  Bounded by the slowest
+ * channel's timeout_ms + 1 s, at most 4 s.  A planned scale event thus
+ * duplicates nothing. */
+static void wk_worker_revoke(wk_worker *w, rd_kafka_topic_partition_list_t *parts)
+{
+    wk_chunk *c, *next;
+    size_t draining = 0;
+
+    if (w->revoking != NULL) /* not expected: librdkafka waits for the unassign */
+        wk_worker_revoke_finish(w);
+    w->revoking = rd_kafka_topic_partition_list_copy(parts);
+    if (w->revoking == NULL) {
+        rd_kafka_assign(w->rk, NULL);
+        return;
+    }
+    rd_kafka_pause_partitions(w->rk, parts);
+    for (c = TAILQ_FIRST(&w->chunks); c != NULL; c = next) {
+        next = TAILQ_NEXT(c, link);
+        if (!wk_worker_revoking(w, c->partition))
+            continue;
+        c->revoked = true;
+        c->held = true;
+        for (size_t i = 0; i < c->npushes; i++) {
+            wk_push *p = &c->pushes[i];
+
+            if (p->state == WK_PUSH_READY || p->state == WK_PUSH_DELAYED) {
+                wk_sender_cancel(w->sender, p);
+                c->open--;
+            }
+        }
+        if (c->open == 0)
+            wk_worker_abandon(w, c, "revoked", false); /* nothing in flight */
+        else
+            draining++;
+    }
+    if (draining == 0 || w->stopping) {
+        wk_worker_revoke_finish(w);
+        return;
+    }
+    hr_log_info("revoke_draining", "partitions=%d chunks=%zu in_flight=%zu", parts->cnt,
+                draining, wk_sender_in_flight(w->sender));
+    uv_timer_start(&w->revoke_grace, wk_worker_revoke_grace_cb, wk_worker_revoke_grace_ms(w), 0);
 }
 
 static void wk_worker_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -659,8 +811,8 @@ static void wk_worker_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
      * librdkafka keeps a partition's pause flag across a revoke and a new
      * assign, so partitions paused before a rebalance are resumed
      * explicitly: otherwise they would never be fetched again. */
-    w->paused = false;
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        w->paused = false;
         hr_log_info("partitions_assigned", "count=%d", parts->cnt);
         rd_kafka_assign(rk, parts);
         rd_kafka_resume_partitions(rk, parts);
@@ -668,26 +820,7 @@ static void wk_worker_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     }
     if (err != RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS)
         hr_log_error("rebalance_error", "error=%s", rd_kafka_err2str(err));
-    for (int i = 0; i < parts->cnt; i++) {
-        int32_t partition = parts->elems[i].partition;
-        wk_chunk *c, *next;
-
-        size_t pending = wk_offsets_pending(w->offsets, partition);
-
-        for (c = TAILQ_FIRST(&w->chunks); c != NULL; c = next) {
-            next = TAILQ_NEXT(c, link);
-            if (c->partition == partition)
-                wk_worker_abandon(w, c, "revoked", false);
-        }
-        /* Messages received but not settled are consumed again by the
-         * partition's next owner. */
-        if (pending > 0)
-            hr_log_info("partition_unsettled", "partition=%" PRId32 " messages=%zu", partition,
-                        pending);
-        wk_offsets_drop(w->offsets, partition);
-    }
-    hr_log_info("partitions_revoked", "count=%d", parts->cnt);
-    rd_kafka_assign(rk, NULL);
+    wk_worker_revoke(w, parts);
 }
 
 /* ---- loop callbacks ------------------------------------------------------------ */
@@ -899,6 +1032,7 @@ static void wk_worker_shutdown_now(wk_worker *w)
     w->finished = true;
     while ((c = TAILQ_FIRST(&w->chunks)) != NULL)
         wk_worker_abandon(w, c, "shutdown", false);
+    wk_worker_revoke_finish(w);
     err = rd_kafka_commit(w->rk, NULL, 0);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR__NO_OFFSET)
         hr_log_warn("offset_commit_failed", "error=%s", rd_kafka_err2str(err));
@@ -917,6 +1051,15 @@ static void wk_worker_idle_cb(uv_idle_t *h)
         if (wk_sender_in_flight(w->sender) == 0)
             wk_worker_shutdown_now(w);
         return;
+    }
+    if (w->revoking != NULL) {
+        const wk_chunk *c;
+        bool left = false;
+
+        TAILQ_FOREACH(c, &w->chunks, link)
+            left = left || c->revoked;
+        if (!left)
+            wk_worker_revoke_finish(w);
     }
     /* A chunk that left (finished, abandoned, dropped, halted) may have
      * freed sender slots by cancelling its requests; no transfer or timer
@@ -965,6 +1108,7 @@ static void wk_worker_close_handles(wk_worker *w)
     uv_close((uv_handle_t *)&w->renew, NULL);
     uv_close((uv_handle_t *)&w->grace, NULL);
     uv_close((uv_handle_t *)&w->ctl, NULL);
+    uv_close((uv_handle_t *)&w->revoke_grace, NULL);
     uv_close((uv_handle_t *)&w->idle, NULL);
     uv_close((uv_handle_t *)&w->kpoll, NULL);
     wk_sender_close(w->sender);
@@ -1084,11 +1228,12 @@ static int wk_worker_setup(wk_worker *w, char *errstr, size_t errlen)
     uv_timer_init(&w->loop, &w->renew);
     uv_timer_init(&w->loop, &w->grace);
     uv_timer_init(&w->loop, &w->ctl);
+    uv_timer_init(&w->loop, &w->revoke_grace);
     uv_idle_init(&w->loop, &w->idle);
     uv_poll_init(&w->loop, &w->kpoll, w->kpipe[0]);
     w->handles_ready = true;
     w->sigterm.data = w->sigint.data = w;
-    w->kick.data = w->renew.data = w->grace.data = w->ctl.data = w;
+    w->kick.data = w->renew.data = w->grace.data = w->ctl.data = w->revoke_grace.data = w;
     w->idle.data = w->kpoll.data = w;
     uv_signal_start(&w->sigterm, wk_worker_signal_cb, SIGTERM);
     uv_signal_start(&w->sigint, wk_worker_signal_cb, SIGINT);
@@ -1144,6 +1289,8 @@ void wk_worker_free(wk_worker *w)
         close(w->kpipe[0]);
     if (w->kpipe[1] >= 0)
         close(w->kpipe[1]);
+    if (w->revoking != NULL)
+        rd_kafka_topic_partition_list_destroy(w->revoking);
     wk_offsets_free(w->offsets);
     wk_task_cache_free(w->tasks);
     hr_mysql_free(w->mysql);
