@@ -1572,6 +1572,54 @@ static void test_abandon_keeps_others(void **state)
     t_finish(&run);
 }
 
+/* A chunk redelivered while a dead worker's lease still runs (issue 12):
+ * the lease (1.5 s left, below lease_ms 2 s) is waited for and the chunk
+ * pushed, not skipped to the sweeper.  A lease a live holder keeps
+ * renewing (60 s here) is skipped after lease_ms: chunk_busy, nothing
+ * pushed. */
+static void test_dead_holder_lease(void **state)
+{
+    char key[256], errstr[512];
+    redisReply *reply;
+    static t_run run;
+    t_record rec;
+    t_wait_log busy = {&run, 0, "chunk_busy"};
+    int64_t t0;
+
+    (void)state;
+    t_start(&run, NULL);
+    t_create_task(&run, "worker dead holder lease");
+    t_fill_chunk(&run, 1, 9300001, 200);
+    t_fill_chunk(&run, 2, 9400001, 10);
+    hr_redis_task_key(run.r, key, sizeof key, run.task, "lease:1");
+    reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "SET %s dead-worker/1 PX 1500", key);
+    assert_non_null(reply);
+    freeReplyObject(reply);
+    hr_redis_task_key(run.r, key, sizeof key, run.task, "lease:2");
+    reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "SET %s live-worker/1 PX 60000", key);
+    assert_non_null(reply);
+    freeReplyObject(reply);
+    t_spawn_worker(&run, 0);
+    t_wait_assigned(&run, 1);
+    t0 = itest_now_ms();
+    t_produce_chunk(&run, run.task, 1, 200);
+    t_produce_chunk(&run, run.task, 2, 10);
+    assert_true(itest_wait_until(t_seq_closed, &(t_seq){&run, 1}, 20000));
+    assert_true(itest_wait_until(t_log_seen, &busy, 10000));
+    /* Waited for: the lease ran out 1.5 s after it was set. */
+    assert_true(itest_now_ms() - t0 >= 1000);
+    assert_int_equal(t_log_count(&run, 0, "chunk_lease_wait"), 2);
+    assert_int_equal(t_log_count(&run, 0, "chunk_busy"), 1);
+    t_stop_worker(&run, 0);
+    t_stop_sink(&run);
+    t_read_record(&run, 9300001, &rec);
+    assert_int_equal(rec.successes, 200); /* chunk 1, and nobody of chunk 2 */
+    assert_int_equal(rec.lines, 200);
+    t_record_free(&rec);
+    assert_int_equal(t_chunk_left(&run), 10);
+    t_finish(&run);
+}
+
 /* A cancelled task's chunk whose lease another worker holds is left to
  * that holder: no recipient is dropped, the offset is settled. */
 static void test_cancel_foreign_lease(void **state)
@@ -1621,6 +1669,7 @@ int main(void)
         cmocka_unit_test_teardown(test_bad_members, t_teardown),
         cmocka_unit_test_teardown(test_cancel_foreign_lease, t_teardown),
         cmocka_unit_test_teardown(test_abandon_keeps_others, t_teardown),
+        cmocka_unit_test_teardown(test_dead_holder_lease, t_teardown),
     };
 
     hr_config_free(itest_config_shared()); /* exits 77 without a stack */
