@@ -117,7 +117,7 @@ typedef struct hr_config {
         int reporter_queue;        /* events, 1000..10000000, default 100000 */
         int reporter_batch;        /* rows per INSERT, 10..10000, default 1000 */
         int max_chunks_in_flight;  /* chunks processed at once, 1..64, default 4 */
-        int lease_ms;              /* chunk lease, 1000..600000, default 30000 */
+        int lease_ms;              /* chunk lease, 1000..600000, default 6000 */
         int shutdown_grace_ms;     /* 1000..600000, default 25000 */
     } worker;
 

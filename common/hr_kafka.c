@@ -21,9 +21,18 @@ static const hr_kafka_default hr_kafka_producer_defaults[] = {
     {NULL, NULL},
 };
 
-/* group.id is added from the config; it is not a constant. */
+/* group.id is added from the config; it is not a constant.  Liveness:
+ * heartbeats come from librdkafka's own thread, so the session timeout only
+ * detects a dead process (or a cut network) and can be short: a kill -9'd
+ * worker leaves the group after 6 s (the broker's default
+ * group.min.session.timeout.ms) instead of 45 s, and the survivors hear of
+ * the rebalance within a 1 s heartbeat.  A busy or stalled loop is covered
+ * by max.poll.interval.ms (librdkafka's 300 s): the worker polls every
+ * 250 ms whatever it is doing (docs/operations.md "Group liveness"). */
 static const hr_kafka_default hr_kafka_consumer_defaults[] = {
     {"partition.assignment.strategy", "range"},
+    {"session.timeout.ms", "6000"},
+    {"heartbeat.interval.ms", "1000"},
     {"enable.auto.offset.store", "false"},
     {"enable.auto.commit", "true"},
     {"auto.offset.reset", "earliest"},

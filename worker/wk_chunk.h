@@ -73,10 +73,14 @@ typedef struct wk_chunk {
     int64_t user_errors;   /* HGETALL error replies (the user got no attributes) */
     char user_error[160];  /* the first of them, for the log */
     int64_t started_ms;
+    /* > 0: another process held the lease at the first open; the open is
+     * retried until then (a dead holder's lease runs out by it). */
+    int64_t lease_wait_until_ms;
     wk_chunk_counters counters; /* latest stats hash values seen */
     bool counters_new;          /* COUNTERS changed since the worker took them */
     wk_chunk_halt halt;
-    bool held;             /* pushes' hold flag: set once halt is not RUN */
+    bool revoked;          /* its partition is being revoked: finish in-flight, then give up */
+    bool held;             /* pushes' hold flag: set once halt is not RUN or revoked */
 } wk_chunk;
 
 typedef enum wk_chunk_open_result {

@@ -53,6 +53,7 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
     hr_metrics_family *pushes, *latency, *due, *inflight, *retries, *throttled, *waits, *acked;
     hr_metrics_family *redelivered, *bad, *queue, *flush, *lag, *errors, *dropped, *anomalies;
     hr_metrics_family *unaccounted;
+    hr_metrics_family *stalled, *stalls;
     const hr_metrics_spec specs[] = {
         {&pushes, "herald_pushes_total", "Pushes by channel and outcome", HR_METRICS_COUNTER,
          "channel,outcome", NULL, 0},
@@ -62,7 +63,8 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
          HR_METRICS_HISTOGRAM, NULL, HR_METRICS_BUCKETS(hr_metrics_buckets_delivery)},
         {&inflight, "herald_inflight_requests", "Push requests in flight", HR_METRICS_GAUGE,
          NULL, NULL, 0},
-        {&retries, "herald_retries_total", "Push attempts beyond the first",
+        {&retries, "herald_retries_total",
+         "Push requests beyond a recipient's first (failures and slow-downs alike)",
          HR_METRICS_COUNTER, NULL, NULL, 0},
         {&throttled, "herald_throttled_total", "Recipients blocked by the throttle",
          HR_METRICS_COUNTER, NULL, NULL, 0},
@@ -92,6 +94,12 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
          HR_METRICS_COUNTER, NULL, NULL, 0},
         {&anomalies, "herald_worker_anomalies_total",
          "Bad input the worker worked around, by kind", HR_METRICS_COUNTER, "kind", NULL, 0},
+        {&stalled, "herald_worker_stalled_chunks",
+         "Open chunks with recipients left whose channel has nothing in flight and no wake-up",
+         HR_METRICS_GAUGE, NULL, NULL, 0},
+        {&stalls, "herald_worker_stalls_total",
+         "Times the watchdog found stalled chunks and restarted the sender", HR_METRICS_COUNTER,
+         NULL, NULL, 0},
     };
     static const char *const drop_reasons[WK__DROPS] = {"queue_full", "rejected"};
     static const char *const kinds[WK__ANOMALIES] = {"invalid_uid", "user_hash_error",
@@ -128,6 +136,8 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
     m->reporter_flush = hr_metrics_labels(flush, NULL);
     m->unaccounted = hr_metrics_labels(unaccounted, NULL);
     m->kafka_lag = hr_metrics_labels(lag, NULL);
+    m->stalled_chunks = hr_metrics_labels(stalled, NULL);
+    m->stalls = hr_metrics_labels(stalls, NULL);
     hr_metrics_gauge_fn(m->kafka_lag, wk_metrics_lag, m);
     for (size_t i = 0; i < WK__BAD_REASONS; i++)
         m->bad[i] = hr_metrics_labels(bad, reasons[i]);

@@ -630,7 +630,9 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
         }
         if (now + pause > ch->paused_until_ms)
             ch->paused_until_ms = now + pause;
-        p->attempts--;
+        /* A re-send all the same (it counts as a retry in the stats, the
+         * delivery log and herald_retries_total), but not against the
+         * channel's retry budget: that is for failures. */
         p->slowdowns++;
         wk_chan_enqueue(ch, p, true);
         return;
@@ -642,7 +644,7 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
         wk_sender_settle(s, p, &res);
         return;
     }
-    if (p->attempts >= c->retry_max_attempts) {
+    if (p->attempts - p->slowdowns >= c->retry_max_attempts) {
         size_t n = strlen(reason);
 
         snprintf(reason + n, sizeof reason - n, " after %d attempts", p->attempts);
@@ -651,7 +653,8 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
         return;
     }
     p->delay.due_ms = now + wk_retry_backoff_ms(c->retry_backoff_ms, c->retry_max_backoff_ms,
-                                                p->attempts, wk_sender_random(s));
+                                                p->attempts - p->slowdowns,
+                                                wk_sender_random(s));
     if (wk_retry_heap_push(&ch->delayed, &p->delay) != 0) {
         res.reason = "out of memory";
         wk_sender_settle(s, p, &res);
@@ -781,6 +784,17 @@ void wk_sender_cancel(wk_sender *s, wk_push *p)
     }
     p->state = WK_PUSH_IDLE;
     p->xfer = NULL;
+}
+
+bool wk_sender_stuck(const wk_sender *s, size_t ch_index)
+{
+    const wk_chan *ch = &s->chans[ch_index];
+
+    if (s->draining || ch->inflight > 0)
+        return false;
+    if (!TAILQ_EMPTY(&ch->tasks) && !uv_is_active((const uv_handle_t *)&ch->wake))
+        return true;
+    return ch->delayed.n > 0 && !uv_is_active((const uv_handle_t *)&ch->retry);
 }
 
 void wk_sender_drain(wk_sender *s)

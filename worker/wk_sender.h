@@ -27,7 +27,9 @@
  * cancelling): then it is settled as held.  When a push is settled —
  * delivered, failed for good, or held — the done callback is called once
  * with the result and the push is no longer linked anywhere.  The callback
- * may cancel other pushes and submit new ones. */
+ * may cancel other pushes and submit new ones.  Nothing but a finished
+ * request, a timer or wk_sender_kick() runs the queues: whoever cancels an
+ * in-flight push (freeing its slot) must kick the sender afterwards. */
 #ifndef WK_SENDER_H
 #define WK_SENDER_H
 
@@ -57,8 +59,9 @@ typedef struct wk_push {
     const redisReply *user;   /* HGETALL reply, or NULL */
     const bool *hold;         /* when *hold: no further attempt (owner halting) */
     wk_push_state state;
-    int attempts;             /* requests that counted as attempts */
-    int slowdowns;            /* requests answered "slow down", not counted */
+    int attempts;             /* requests sent: every one beyond the first is a retry */
+    int slowdowns;            /* of those, answered "slow down" (429, 503 + Retry-After):
+                               * not counted against retry.max_attempts */
     wk_retry_node delay;      /* DELAYED until delay.due_ms, in the channel's heap */
     struct wk_xfer *xfer;     /* INFLIGHT on this handle */
 } wk_push;
@@ -91,6 +94,12 @@ void wk_sender_kick(wk_sender *s);
 /* Unlinks P wherever it is (an in-flight request is aborted); no callback.
  * P is IDLE afterwards. */
 void wk_sender_cancel(wk_sender *s, wk_push *p);
+
+/* True when channel CH_INDEX has pushes waiting (ready or backing off) but
+ * nothing will run the pump for them: no request in flight, no wake-up or
+ * retry timer armed, not draining.  Never true unless a caller forgot a
+ * wk_sender_kick() after freeing slots; the worker's watchdog checks it. */
+bool wk_sender_stuck(const wk_sender *s, size_t ch_index);
 
 /* Stops starting requests (shutdown); running ones finish. */
 void wk_sender_drain(wk_sender *s);

@@ -44,6 +44,8 @@
 /* Control keys are re-read this often while chunks are open, so a pause
  * or cancel stops new requests well within 2 s. */
 #define WK_WORKER_CTL_MS 250
+/* A revoke waits at most this for its chunks' running requests. */
+#define WK_WORKER_REVOKE_GRACE_MAX_MS 4000
 /* The config's bound on worker.max_chunks_in_flight. */
 #define WK_WORKER_MAX_CHUNKS 64
 
@@ -70,6 +72,10 @@ struct wk_worker {
     size_t nchunks;
     bool stopping, finished;
     bool paused; /* the assignment is paused: max_chunks_in_flight open */
+    /* A revoke being drained (wk_worker_revoke): the revoked partitions,
+     * unassigned once their chunks are given up or the grace ran out. */
+    rd_kafka_topic_partition_list_t *revoking;
+    uv_timer_t revoke_grace;
     wk_worker_stats stats;
 };
 
@@ -91,6 +97,17 @@ static void wk_worker_store(wk_worker *w, int32_t partition, int64_t offset)
         hr_log_warn("offset_store_failed", "partition=%" PRId32 " offset=%" PRId64 " error=%s",
                     partition, offset, rd_kafka_err2str(err));
     rd_kafka_topic_partition_list_destroy(l);
+}
+
+/* True when PARTITION is in the revoke being drained. */
+static bool wk_worker_revoking(const wk_worker *w, int32_t partition)
+{
+    if (w->revoking == NULL)
+        return false;
+    for (int i = 0; i < w->revoking->cnt; i++)
+        if (w->revoking->elems[i].partition == partition)
+            return true;
+    return false;
 }
 
 /* The message at PARTITION/OFFSET needs nothing more. */
@@ -287,7 +304,9 @@ static void wk_worker_halted(wk_worker *w, wk_chunk *c)
  * park under way); running requests finish and are not retried. */
 static void wk_worker_halt(wk_worker *w, wk_chunk *c, wk_chunk_halt halt)
 {
-    if (halt <= c->halt)
+    /* A chunk being revoked is given up anyway; its next owner parks or
+     * cancels it. */
+    if (halt <= c->halt || c->revoked)
         return;
     c->halt = halt;
     c->held = true;
@@ -301,6 +320,20 @@ static void wk_worker_halt(wk_worker *w, wk_chunk *c, wk_chunk_halt halt)
     }
     if (c->open == 0)
         wk_worker_halted(w, c);
+}
+
+/* Nothing of C is open any more (C->open == 0): a revoked chunk is given
+ * up (its requests all answered and acknowledged, so the partition's next
+ * owner pushes nobody twice), a halted one parked or cancelled, the others
+ * are done.  Frees C. */
+static void wk_worker_settled(wk_worker *w, wk_chunk *c)
+{
+    if (c->revoked)
+        wk_worker_abandon(w, c, "revoked", false);
+    else if (c->halt != WK_CHUNK_RUN)
+        wk_worker_halted(w, c);
+    else
+        wk_worker_finish(w, c);
 }
 
 /* ---- push outcomes ---------------------------------------------------------- */
@@ -335,7 +368,7 @@ static void wk_worker_push_done(void *ctx, wk_push *p, const wk_push_result *res
     }
     if (res->held) {
         if (c->open == 0)
-            wk_worker_halted(w, c);
+            wk_worker_settled(w, c);
         return;
     }
     if (res->delivered) {
@@ -362,10 +395,8 @@ static void wk_worker_push_done(void *ctx, wk_push *p, const wk_push_result *res
             return;
         }
     }
-    if (c->open == 0 && c->halt != WK_CHUNK_RUN)
-        wk_worker_halted(w, c);
-    else if (c->open == 0)
-        wk_worker_finish(w, c);
+    if (c->open == 0)
+        wk_worker_settled(w, c);
     if (w->stopping)
         wk_worker_soon(w);
 }
@@ -454,6 +485,72 @@ static void wk_worker_open_anomalies(wk_worker *w, wk_chunk *c)
     }
 }
 
+/* Takes C's lease, reads its set and starts its pushes.  A lease another
+ * process holds is usually a worker's that was killed: its partitions
+ * came here after the group's session timeout, and its lease runs out at
+ * most worker.lease_ms after its last renewal.  Skipping the chunk would
+ * leave it to the dispatcher's sweeper (redelivery_timeout_s), so the
+ * open is retried by the control timer (every 250 ms) until lease_ms has
+ * passed; a lease still held then is a live holder's, and the chunk is
+ * skipped (its offset counts as finished: the holder does the rest).
+ * May free C. */
+static void wk_worker_open(wk_worker *w, wk_chunk *c)
+{
+    const hr_chunkmsg *msg = &c->msg;
+    wk_task *task = c->task;
+    int32_t partition = c->partition;
+    int64_t offset = c->offset, now;
+    char errstr[512];
+    int rc;
+
+    rc = wk_chunk_open(c, w->redis, w->owner, w->cfg->worker.lease_ms, errstr, sizeof errstr);
+    switch (rc) {
+    case WK_CHUNK_BUSY:
+        now = wk_clock_now_ms();
+        if (c->lease_wait_until_ms == 0) {
+            c->lease_wait_until_ms = now + w->cfg->worker.lease_ms + WK_WORKER_CTL_MS;
+            hr_log_info("chunk_lease_wait", "task=%" PRId64 " seq=%" PRId64 " wait_ms=%d",
+                        msg->task, msg->seq, w->cfg->worker.lease_ms + WK_WORKER_CTL_MS);
+            return;
+        }
+        if (now < c->lease_wait_until_ms)
+            return;
+        w->stats.busy_chunks++;
+        hr_metrics_inc(w->met->chunks_redelivered);
+        hr_log_info("chunk_busy", "task=%" PRId64 " seq=%" PRId64, msg->task, msg->seq);
+        wk_worker_settle_offset(w, partition, offset);
+        wk_worker_unlink(w, c);
+        return;
+    case WK_CHUNK_EMPTY:
+        hr_metrics_inc(w->met->chunks_redelivered);
+        wk_worker_finish(w, c);
+        return;
+    case WK_CHUNK_STARTED:
+        /* Fewer members than published: a redelivery, partly acknowledged. */
+        if ((int64_t)c->npushes + c->invalid < msg->count)
+            hr_metrics_inc(w->met->chunks_redelivered);
+        wk_worker_open_anomalies(w, c);
+        break;
+    default:
+        wk_worker_drop(w, c, errstr);
+        return;
+    }
+    if (task->throttle.limit > 0 && wk_worker_throttle(w, c) != 0)
+        return;
+    hr_log_info("chunk_start", "task=%" PRId64 " seq=%" PRId64 " recipients=%zu partition=%" PRId32
+                " offset=%" PRId64 " throttled=%" PRId64,
+                msg->task, msg->seq, c->npushes, partition, offset, c->throttled);
+    if (c->open == 0) {
+        wk_worker_finish(w, c);
+        return;
+    }
+    for (size_t i = 0; i < c->npushes; i++)
+        if (c->verdicts == NULL || c->verdicts[i] != HR_THROTTLE_BLOCKED)
+            wk_sender_submit(w->sender, &c->pushes[i]);
+    /* May settle pushes, even finish or drop C: C is not touched after. */
+    wk_sender_kick(w->sender);
+}
+
 /* Starts work on a decoded chunk message; the offset is settled here for
  * every message that does not become an open chunk. */
 static void wk_worker_chunk(wk_worker *w, const hr_chunkmsg *msg, int32_t partition,
@@ -515,43 +612,7 @@ static void wk_worker_chunk(wk_worker *w, const hr_chunkmsg *msg, int32_t partit
         wk_worker_halted(w, c);
         return;
     }
-    rc = wk_chunk_open(c, w->redis, w->owner, w->cfg->worker.lease_ms, errstr, sizeof errstr);
-    switch (rc) {
-    case WK_CHUNK_BUSY:
-        w->stats.busy_chunks++;
-        hr_metrics_inc(w->met->chunks_redelivered);
-        hr_log_info("chunk_busy", "task=%" PRId64 " seq=%" PRId64, msg->task, msg->seq);
-        wk_worker_settle_offset(w, partition, offset);
-        wk_worker_unlink(w, c);
-        return;
-    case WK_CHUNK_EMPTY:
-        hr_metrics_inc(w->met->chunks_redelivered);
-        wk_worker_finish(w, c);
-        return;
-    case WK_CHUNK_STARTED:
-        /* Fewer members than published: a redelivery, partly acknowledged. */
-        if ((int64_t)c->npushes + c->invalid < msg->count)
-            hr_metrics_inc(w->met->chunks_redelivered);
-        wk_worker_open_anomalies(w, c);
-        break;
-    default:
-        wk_worker_drop(w, c, errstr);
-        return;
-    }
-    if (task->throttle.limit > 0 && wk_worker_throttle(w, c) != 0)
-        return;
-    hr_log_info("chunk_start", "task=%" PRId64 " seq=%" PRId64 " recipients=%zu partition=%" PRId32
-                " offset=%" PRId64 " throttled=%" PRId64,
-                msg->task, msg->seq, c->npushes, partition, offset, c->throttled);
-    if (c->open == 0) {
-        wk_worker_finish(w, c);
-        return;
-    }
-    for (size_t i = 0; i < c->npushes; i++)
-        if (c->verdicts == NULL || c->verdicts[i] != HR_THROTTLE_BLOCKED)
-            wk_sender_submit(w->sender, &c->pushes[i]);
-    /* May settle pushes, even finish or drop C: C is not touched after. */
-    wk_sender_kick(w->sender);
+    wk_worker_open(w, c);
 }
 
 static void wk_worker_message(wk_worker *w, const rd_kafka_message_t *m)
@@ -566,6 +627,9 @@ static void wk_worker_message(wk_worker *w, const rd_kafka_message_t *m)
         }
         return;
     }
+    /* Fetched before the revoke paused it: the next owner consumes it. */
+    if (wk_worker_revoking(w, m->partition))
+        return;
     if (wk_offsets_begin(w->offsets, m->partition, m->offset) != 0) {
         hr_log_warn("offset_out_of_order", "partition=%" PRId32 " offset=%" PRId64, m->partition,
                     m->offset);
@@ -612,7 +676,9 @@ static void wk_worker_fetch(wk_worker *w)
         bool full = w->nchunks >= (size_t)w->cfg->worker.max_chunks_in_flight;
         rd_kafka_message_t *m;
 
-        if (full != w->paused)
+        /* While a revoke drains, the assignment's pause flags are the
+         * revoke's (wk_worker_revoke). */
+        if (full != w->paused && w->revoking == NULL)
             wk_worker_pause(w, full);
         m = rd_kafka_consumer_poll(w->rk, 0);
         if (m == NULL)
@@ -620,6 +686,122 @@ static void wk_worker_fetch(wk_worker *w)
         wk_worker_message(w, m);
         rd_kafka_message_destroy(m);
     }
+}
+
+/* Ends the revoke being drained: what is left of its chunks is abandoned
+ * (requests still running are aborted: those recipients may be pushed
+ * again by the next owner), the partitions' unsettled messages are
+ * forgotten (consumed again by the next owner) and the assignment is
+ * dropped, which lets the group's rebalance go on. */
+static void wk_worker_revoke_finish(wk_worker *w)
+{
+    rd_kafka_topic_partition_list_t *parts = w->revoking;
+    rd_kafka_resp_err_t err;
+    wk_chunk *c, *next;
+
+    if (parts == NULL)
+        return;
+    w->revoking = NULL;
+    uv_timer_stop(&w->revoke_grace);
+    for (c = TAILQ_FIRST(&w->chunks); c != NULL; c = next) {
+        next = TAILQ_NEXT(c, link);
+        if (c->revoked)
+            wk_worker_abandon(w, c, "revoke grace expired", false);
+    }
+    for (int i = 0; i < parts->cnt; i++) {
+        int32_t partition = parts->elems[i].partition;
+        size_t pending = wk_offsets_pending(w->offsets, partition);
+
+        /* Messages received but not settled are consumed again by the
+         * partition's next owner. */
+        if (pending > 0)
+            hr_log_info("partition_unsettled", "partition=%" PRId32 " messages=%zu", partition,
+                        pending);
+        wk_offsets_drop(w->offsets, partition);
+    }
+    hr_log_info("partitions_revoked", "count=%d", parts->cnt);
+    err = rd_kafka_assign(w->rk, NULL);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+        hr_log_warn("unassign_failed", "error=%s", rd_kafka_err2str(err));
+    rd_kafka_topic_partition_list_destroy(parts);
+    w->paused = false;
+}
+
+static void wk_worker_revoke_grace_cb(uv_timer_t *t)
+{
+    wk_worker *w = t->data;
+
+    hr_log_warn("revoke_grace_expired", "in_flight=%zu", wk_sender_in_flight(w->sender));
+    wk_worker_revoke_finish(w);
+}
+
+/* The longest a revoke waits for its chunks' running requests: the
+ * slowest channel's request timeout and a second for the answers, at most
+ * WK_WORKER_REVOKE_GRACE_MAX_MS — the whole group waits in the rebalance
+ * meanwhile, and librdkafka wants the unassign well within the session
+ * timeout (6 s). */
+static uint64_t wk_worker_revoke_grace_ms(const wk_worker *w)
+{
+    int ms = 0;
+
+    for (size_t i = 0; i < w->cfg->nchannels; i++)
+        if (w->cfg->channels[i].timeout_ms > ms)
+            ms = w->cfg->channels[i].timeout_ms;
+    ms += 1000;
+    return (uint64_t)(ms < WK_WORKER_REVOKE_GRACE_MAX_MS ? ms : WK_WORKER_REVOKE_GRACE_MAX_MS);
+}
+
+/* A revoke (eager protocol: every partition, on every scale event).
+ * Giving the chunks up at once would abort requests the provider already
+ * received, and the next owner would push those recipients again.  So the
+ * revoke is drained: the revoked partitions are paused and their messages
+ * no longer started, their chunks start no new request (held), the running
+ * ones finish and are acknowledged, then each chunk is given up (lease
+ * released, the rest stays in the set, offset not stored) and, once none
+ * is left, the partitions are unassigned — librdkafka waits for that call
+ * (the other members wait in the rebalance, at most max.poll.interval.ms),
+ * and the worker keeps polling meanwhile.  Bounded by the slowest
+ * channel's timeout_ms + 1 s, at most 4 s.  A planned scale event thus
+ * duplicates nothing. */
+static void wk_worker_revoke(wk_worker *w, rd_kafka_topic_partition_list_t *parts)
+{
+    wk_chunk *c, *next;
+    size_t draining = 0;
+
+    if (w->revoking != NULL) /* not expected: librdkafka waits for the unassign */
+        wk_worker_revoke_finish(w);
+    w->revoking = rd_kafka_topic_partition_list_copy(parts);
+    if (w->revoking == NULL) {
+        rd_kafka_assign(w->rk, NULL);
+        return;
+    }
+    rd_kafka_pause_partitions(w->rk, parts);
+    for (c = TAILQ_FIRST(&w->chunks); c != NULL; c = next) {
+        next = TAILQ_NEXT(c, link);
+        if (!wk_worker_revoking(w, c->partition))
+            continue;
+        c->revoked = true;
+        c->held = true;
+        for (size_t i = 0; i < c->npushes; i++) {
+            wk_push *p = &c->pushes[i];
+
+            if (p->state == WK_PUSH_READY || p->state == WK_PUSH_DELAYED) {
+                wk_sender_cancel(w->sender, p);
+                c->open--;
+            }
+        }
+        if (c->open == 0)
+            wk_worker_abandon(w, c, "revoked", false); /* nothing in flight */
+        else
+            draining++;
+    }
+    if (draining == 0 || w->stopping) {
+        wk_worker_revoke_finish(w);
+        return;
+    }
+    hr_log_info("revoke_draining", "partitions=%d chunks=%zu in_flight=%zu", parts->cnt,
+                draining, wk_sender_in_flight(w->sender));
+    uv_timer_start(&w->revoke_grace, wk_worker_revoke_grace_cb, wk_worker_revoke_grace_ms(w), 0);
 }
 
 static void wk_worker_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -631,8 +813,8 @@ static void wk_worker_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
      * librdkafka keeps a partition's pause flag across a revoke and a new
      * assign, so partitions paused before a rebalance are resumed
      * explicitly: otherwise they would never be fetched again. */
-    w->paused = false;
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        w->paused = false;
         hr_log_info("partitions_assigned", "count=%d", parts->cnt);
         rd_kafka_assign(rk, parts);
         rd_kafka_resume_partitions(rk, parts);
@@ -640,26 +822,7 @@ static void wk_worker_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     }
     if (err != RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS)
         hr_log_error("rebalance_error", "error=%s", rd_kafka_err2str(err));
-    for (int i = 0; i < parts->cnt; i++) {
-        int32_t partition = parts->elems[i].partition;
-        wk_chunk *c, *next;
-
-        size_t pending = wk_offsets_pending(w->offsets, partition);
-
-        for (c = TAILQ_FIRST(&w->chunks); c != NULL; c = next) {
-            next = TAILQ_NEXT(c, link);
-            if (c->partition == partition)
-                wk_worker_abandon(w, c, "revoked", false);
-        }
-        /* Messages received but not settled are consumed again by the
-         * partition's next owner. */
-        if (pending > 0)
-            hr_log_info("partition_unsettled", "partition=%" PRId32 " messages=%zu", partition,
-                        pending);
-        wk_offsets_drop(w->offsets, partition);
-    }
-    hr_log_info("partitions_revoked", "count=%d", parts->cnt);
-    rd_kafka_assign(rk, NULL);
+    wk_worker_revoke(w, parts);
 }
 
 /* ---- loop callbacks ------------------------------------------------------------ */
@@ -685,27 +848,33 @@ static void wk_worker_renew_cb(uv_timer_t *t)
 {
     wk_worker *w = t->data;
     char ms[24], errstr[256];
-    wk_chunk *c, *lost[WK_WORKER_MAX_CHUNKS], *again[WK_WORKER_MAX_CHUNKS];
+    wk_chunk *c, *held[WK_WORKER_MAX_CHUNKS], *lost[WK_WORKER_MAX_CHUNKS],
+        *again[WK_WORKER_MAX_CHUNKS];
     size_t n = 0, nlost = 0, nagain = 0;
 
     snprintf(ms, sizeof ms, "%d", w->cfg->worker.lease_ms);
     TAILQ_FOREACH(c, &w->chunks, link) {
         const char *argv[] = {c->k_lease, w->owner, ms};
 
-        if (hr_redis_pipe_eval(w->redis, HR_LUA_LEASE_RENEW, 1, 3, argv, NULL) == 0)
-            n++;
+        /* A chunk waiting for a foreign lease holds none to renew. */
+        if (c->lease_wait_until_ms > 0 && c->members == NULL)
+            continue;
+        if (n < WK_WORKER_MAX_CHUNKS &&
+            hr_redis_pipe_eval(w->redis, HR_LUA_LEASE_RENEW, 1, 3, argv, NULL) == 0)
+            held[n++] = c;
     }
-    c = TAILQ_FIRST(&w->chunks);
-    for (size_t i = 0; i < n; i++, c = c ? TAILQ_NEXT(c, link) : NULL) {
+    for (size_t i = 0; i < n; i++) {
         redisReply *reply = hr_redis_pipe_reply(w->redis, errstr, sizeof errstr);
 
-        if (reply == NULL && strncmp(errstr, "NOSCRIPT", 8) == 0 && c != NULL &&
+        c = held[i];
+
+        if (reply == NULL && strncmp(errstr, "NOSCRIPT", 8) == 0 &&
             nagain < WK_WORKER_MAX_CHUNKS) {
             again[nagain++] = c; /* Redis lost its scripts: reload, renew again */
         } else if (reply == NULL) {
             hr_metrics_inc(w->met->backend_errors[WK_BACKEND_REDIS]);
             hr_log_warn("lease_renew_failed", "error=%s", errstr);
-        } else if (reply->type == REDIS_REPLY_INTEGER && reply->integer == 0 && c != NULL &&
+        } else if (reply->type == REDIS_REPLY_INTEGER && reply->integer == 0 &&
                    nlost < WK_WORKER_MAX_CHUNKS) {
             lost[nlost++] = c;
         }
@@ -740,6 +909,48 @@ static void wk_worker_renew_cb(uv_timer_t *t)
                     lost[i]->msg.seq);
         wk_worker_abandon(w, lost[i], "lease lost", true);
     }
+}
+
+/* The pump watchdog: an opened, running chunk with recipients left whose
+ * channel has nothing in flight and nothing armed to wake it is stalled —
+ * no event would ever push it again (its lease is renewed all the same,
+ * so the sweeper would never step in).  Counted, logged, and healed by a
+ * kick.  Every path that frees sender slots kicks the sender (the idle
+ * callback after wk_worker_unlink), so this should stay at 0. */
+static void wk_worker_watchdog(wk_worker *w)
+{
+    wk_chunk *c;
+    size_t stalled = 0;
+
+    if (w->stopping)
+        return;
+    TAILQ_FOREACH(c, &w->chunks, link)
+        if (c->members != NULL && c->halt == WK_CHUNK_RUN && c->open > 0 &&
+            wk_sender_stuck(w->sender, c->task->ch_index))
+            stalled++;
+    hr_metrics_set(w->met->stalled_chunks, (double)stalled);
+    if (stalled == 0)
+        return;
+    hr_metrics_inc(w->met->stalls);
+    hr_log_warn("chunks_stalled", "chunks=%zu open_chunks=%zu in_flight=%zu", stalled,
+                w->nchunks, wk_sender_in_flight(w->sender));
+    wk_worker_soon(w);
+}
+
+/* Retries the open of the chunks waiting for a foreign lease
+ * (wk_worker_open).  They are collected first: an open kicks the sender,
+ * which may finish other chunks, never a waiting one (it has no pushes). */
+static void wk_worker_reopen(wk_worker *w)
+{
+    wk_chunk *c, *waiting[WK_WORKER_MAX_CHUNKS];
+    size_t n = 0;
+
+    TAILQ_FOREACH(c, &w->chunks, link)
+        if (c->lease_wait_until_ms > 0 && c->members == NULL && c->halt == WK_CHUNK_RUN &&
+            n < WK_WORKER_MAX_CHUNKS)
+            waiting[n++] = c;
+    for (size_t i = 0; i < n; i++)
+        wk_worker_open(w, waiting[i]);
 }
 
 /* Reads the control key of every task with an open chunk (one pipelined GET
@@ -806,6 +1017,8 @@ static void wk_worker_ctl_cb(uv_timer_t *t)
                 break;
             }
     }
+    wk_worker_watchdog(w);
+    wk_worker_reopen(w);
 }
 
 static void wk_worker_close_handles(wk_worker *w);
@@ -821,6 +1034,7 @@ static void wk_worker_shutdown_now(wk_worker *w)
     w->finished = true;
     while ((c = TAILQ_FIRST(&w->chunks)) != NULL)
         wk_worker_abandon(w, c, "shutdown", false);
+    wk_worker_revoke_finish(w);
     err = rd_kafka_commit(w->rk, NULL, 0);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR__NO_OFFSET)
         hr_log_warn("offset_commit_failed", "error=%s", rd_kafka_err2str(err));
@@ -840,6 +1054,19 @@ static void wk_worker_idle_cb(uv_idle_t *h)
             wk_worker_shutdown_now(w);
         return;
     }
+    if (w->revoking != NULL) {
+        const wk_chunk *c;
+        bool left = false;
+
+        TAILQ_FOREACH(c, &w->chunks, link)
+            left = left || c->revoked;
+        if (!left)
+            wk_worker_revoke_finish(w);
+    }
+    /* A chunk that left (finished, abandoned, dropped, halted) may have
+     * freed sender slots by cancelling its requests; no transfer or timer
+     * would start the other chunks' waiting pushes. */
+    wk_sender_kick(w->sender);
     wk_worker_fetch(w);
 }
 
@@ -883,6 +1110,7 @@ static void wk_worker_close_handles(wk_worker *w)
     uv_close((uv_handle_t *)&w->renew, NULL);
     uv_close((uv_handle_t *)&w->grace, NULL);
     uv_close((uv_handle_t *)&w->ctl, NULL);
+    uv_close((uv_handle_t *)&w->revoke_grace, NULL);
     uv_close((uv_handle_t *)&w->idle, NULL);
     uv_close((uv_handle_t *)&w->kpoll, NULL);
     wk_sender_close(w->sender);
@@ -1002,11 +1230,12 @@ static int wk_worker_setup(wk_worker *w, char *errstr, size_t errlen)
     uv_timer_init(&w->loop, &w->renew);
     uv_timer_init(&w->loop, &w->grace);
     uv_timer_init(&w->loop, &w->ctl);
+    uv_timer_init(&w->loop, &w->revoke_grace);
     uv_idle_init(&w->loop, &w->idle);
     uv_poll_init(&w->loop, &w->kpoll, w->kpipe[0]);
     w->handles_ready = true;
     w->sigterm.data = w->sigint.data = w;
-    w->kick.data = w->renew.data = w->grace.data = w->ctl.data = w;
+    w->kick.data = w->renew.data = w->grace.data = w->ctl.data = w->revoke_grace.data = w;
     w->idle.data = w->kpoll.data = w;
     uv_signal_start(&w->sigterm, wk_worker_signal_cb, SIGTERM);
     uv_signal_start(&w->sigint, wk_worker_signal_cb, SIGINT);
@@ -1062,6 +1291,8 @@ void wk_worker_free(wk_worker *w)
         close(w->kpipe[0]);
     if (w->kpipe[1] >= 0)
         close(w->kpipe[1]);
+    if (w->revoking != NULL)
+        rd_kafka_topic_partition_list_destroy(w->revoking);
     wk_offsets_free(w->offsets);
     wk_task_cache_free(w->tasks);
     hr_mysql_free(w->mysql);

@@ -24,9 +24,13 @@
  * While worker.max_chunks_in_flight chunks are open the assignment is
  * paused, and the consumer is still polled so that the member stays in the
  * group (max.poll.interval.ms) and rebalances are served.
- * Revoked partitions' chunks are abandoned (requests aborted, acks
- * flushed, lease released; the recipients stay in the set for the next
- * owner).  SIGTERM/SIGINT: stop fetching and starting requests, wait for
+ * A revoke is drained: the revoked partitions' chunks start no new
+ * request, the running ones finish and are acknowledged, then the chunks
+ * are abandoned (acks flushed, lease released; the rest stays in the set
+ * for the next owner) and the partitions unassigned — bounded, after which
+ * what still runs is aborted.  A chunk whose lease another process holds
+ * is retried until lease_ms has passed (a killed holder's lease runs out)
+ * before it is skipped.  SIGTERM/SIGINT: stop fetching and starting requests, wait for
  * running requests (at most worker.shutdown_grace_ms), abandon what is
  * left, commit offsets, close the consumer, flush the reporter. */
 #ifndef WK_WORKER_H

@@ -600,20 +600,52 @@ static void test_fail_permanent_dead_letters(void **state)
     t_finish(&run);
 }
 
-/* 429 + Retry-After: 1 for 2 s: the channel slows down and finishes. */
+static int t_http_get(int port, const char *path, char **body);
+static double t_metrics_parse(const char *text, const char *want);
+
+/* 429 + Retry-After: 1 for 2 s: the channel slows down and finishes.
+ * Every re-send after a 429 is a retry like one after a 500 (issue 21): the
+ * stats hash, push_task.retried, the delivery log's attempts and
+ * herald_retries_total all count the requests beyond each uid's first,
+ * which is what the sink saw beyond its successes. */
 static void test_throttled_channel_recovers(void **state)
 {
     static const char *const extra[] = {"--throttle-ms", "2000", NULL};
     static t_run run;
     t_record rec;
+    char *body = NULL;
+    double retries;
+    int64_t resent;
 
     (void)state;
-    t_one_chunk(&run, extra, "worker throttled", 4000001, 3000, &rec);
+    t_start(&run, extra);
+    t_create_task(&run, "worker throttled");
+    t_fill_chunk(&run, 1, 4000001, 3000);
+    t_spawn_worker(&run, 0);
+    t_wait_assigned(&run, 1);
+    t_produce_chunk(&run, run.task, 1, 3000);
+    assert_true(itest_wait_until(t_task_done, &run, T_WAIT_DONE_MS));
+    assert_int_equal(t_http_get(t_metrics_port(&run, 0), "/metrics", &body), 200);
+    retries = t_metrics_parse(body, "herald_retries_total");
+    free(body);
+    t_stop_worker(&run, 0);
+    t_stop_sink(&run);
+    t_read_record(&run, 4000001, &rec);
+
     assert_int_equal(rec.missing, 0);
     assert_true(rec.lines > rec.successes); /* some 429s were answered */
     assert_true(t_log_count(&run, 0, "channel_slowdown") > 0);
     assert_int_equal(t_stat(&run, "sent"), 3000);
     assert_int_equal(t_stat(&run, "failed"), 0);
+    resent = rec.lines - rec.successes;
+    fprintf(stderr, "429: requests=%" PRId64 " re-sent=%" PRId64 "\n", rec.lines, resent);
+    assert_int_equal(t_stat(&run, "retried"), resent);
+    assert_int_equal((int64_t)retries, resent);
+    /* The worker stopped with SIGTERM: its reporter flushed. */
+    assert_int_equal(t_sql_int(&run, "SELECT retried FROM push_task WHERE id = ?"), resent);
+    assert_int_equal(t_sql_int(&run, "SELECT SUM(attempts) - COUNT(*) FROM push_delivery "
+                                     "WHERE task_id = ?"),
+                     resent);
     t_record_free(&rec);
     t_finish(&run);
 }
@@ -718,6 +750,14 @@ static void test_kill9_redelivers(void **state)
     run.workers[0] = 0;
     assert_false(t_task_done(&run));
     t_spawn_worker(&run, 0);
+    /* The dead worker's chunks are pushed again within 10 s of the kill:
+     * the group's 6 s session timeout, then the chunk's lease (2 s here)
+     * is long gone (docs/reliability.md "Worker crash"). */
+    {
+        t_wait_log started = {&run, 0, "chunk_start"};
+
+        assert_true(itest_wait_until(t_log_seen, &started, 10000));
+    }
     assert_true(itest_wait_until(t_task_done, &run, T_WAIT_DONE_MS));
     t_stop_worker(&run, 0);
     t_stop_sink(&run);
@@ -1453,6 +1493,133 @@ static void test_bad_members(void **state)
     t_finish(&run);
 }
 
+static bool t_log_twice(void *ctx)
+{
+    const t_wait_log *w = ctx;
+
+    return t_log_count(w->run, w->worker, w->event) >= 2;
+}
+
+/* pending[SEQ] is gone: chunk_done.lua closed the chunk. */
+typedef struct t_seq {
+    const t_run *run;
+    int64_t seq;
+} t_seq;
+
+static bool t_seq_closed(void *ctx)
+{
+    const t_seq *q = ctx;
+    char key[256], errstr[512];
+    redisReply *reply;
+    bool closed;
+
+    hr_redis_task_key(q->run->r, key, sizeof key, q->run->task, "pending");
+    reply = hr_redis_cmdf(q->run->r, errstr, sizeof errstr, "HEXISTS %s %lld", key,
+                          (long long)q->seq);
+    assert_non_null(reply);
+    closed = reply->integer == 0;
+    freeReplyObject(reply);
+    return closed;
+}
+
+/* Issue 20 item 3: one chunk abandoned while another waits for sender
+ * slots.  Chunk 1 (2,000 recipients, one task queue, 8 slots, a 200 ms
+ * sink) holds every slot; chunk 2's 100 pushes queue behind it.  Chunk 1's
+ * lease is taken from it, so the next renewal abandons it and cancels its
+ * 8 requests: nothing is in flight any more and no transfer will finish.
+ * Chunk 2 must still be pushed and closed (before the fix the sender was
+ * never pumped again and it sat there, lease renewed, until SIGTERM), and
+ * the watchdog must not have had to step in. */
+static void test_abandon_keeps_others(void **state)
+{
+    static const char *const extra[] = {"--latency-ms", "200", NULL};
+    static t_run run;
+    char key[256], errstr[512], *body = NULL;
+    t_wait_log started = {&run, 0, "chunk_start"}, lost = {&run, 0, "lease_lost"};
+    t_seq second = {&run, 2};
+    redisReply *reply;
+
+    (void)state;
+    t_start(&run, extra);
+    run.cfg->channels[0].concurrency = 8;
+    unlink(run.cfg_path);
+    assert_int_equal(itest_write_config(run.cfg, run.cfg_path, sizeof run.cfg_path), 0);
+    t_create_task(&run, "worker abandon keeps others");
+    t_fill_chunk(&run, 1, 7100001, 2000);
+    t_fill_chunk(&run, 2, 7200001, 100);
+    t_spawn_worker(&run, 0);
+    t_wait_assigned(&run, 1);
+    t_produce_chunk(&run, run.task, 1, 2000);
+    assert_true(itest_wait_until(t_log_seen, &started, 20000));
+    t_produce_chunk(&run, run.task, 2, 100);
+    assert_true(itest_wait_until(t_log_twice, &started, 20000));
+    hr_redis_task_key(run.r, key, sizeof key, run.task, "lease:1");
+    reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "SET %s someone-else PX 60000", key);
+    assert_non_null(reply);
+    freeReplyObject(reply);
+    assert_true(itest_wait_until(t_log_seen, &lost, 5000));
+    /* 100 recipients at 8 × 5/s: about 3 s once pumped. */
+    assert_true(itest_wait_until(t_seq_closed, &second, 15000));
+    assert_int_equal(t_http_get(t_metrics_port(&run, 0), "/metrics", &body), 200);
+    assert_true(t_metrics_parse(body, "herald_worker_stalls_total") == 0);
+    assert_true(t_metrics_parse(body, "herald_worker_stalled_chunks") == 0);
+    free(body);
+    assert_int_equal(t_log_count(&run, 0, "chunks_stalled"), 0);
+    reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "DEL %s", key);
+    assert_non_null(reply);
+    freeReplyObject(reply);
+    t_stop_worker(&run, 0);
+    t_finish(&run);
+}
+
+/* A chunk redelivered while a dead worker's lease still runs (issue 12):
+ * the lease (1.5 s left, below lease_ms 2 s) is waited for and the chunk
+ * pushed, not skipped to the sweeper.  A lease a live holder keeps
+ * renewing (60 s here) is skipped after lease_ms: chunk_busy, nothing
+ * pushed. */
+static void test_dead_holder_lease(void **state)
+{
+    char key[256], errstr[512];
+    redisReply *reply;
+    static t_run run;
+    t_record rec;
+    t_wait_log busy = {&run, 0, "chunk_busy"};
+    int64_t t0;
+
+    (void)state;
+    t_start(&run, NULL);
+    t_create_task(&run, "worker dead holder lease");
+    t_fill_chunk(&run, 1, 9300001, 200);
+    t_fill_chunk(&run, 2, 9400001, 10);
+    hr_redis_task_key(run.r, key, sizeof key, run.task, "lease:1");
+    reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "SET %s dead-worker/1 PX 1500", key);
+    assert_non_null(reply);
+    freeReplyObject(reply);
+    hr_redis_task_key(run.r, key, sizeof key, run.task, "lease:2");
+    reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "SET %s live-worker/1 PX 60000", key);
+    assert_non_null(reply);
+    freeReplyObject(reply);
+    t_spawn_worker(&run, 0);
+    t_wait_assigned(&run, 1);
+    t0 = itest_now_ms();
+    t_produce_chunk(&run, run.task, 1, 200);
+    t_produce_chunk(&run, run.task, 2, 10);
+    assert_true(itest_wait_until(t_seq_closed, &(t_seq){&run, 1}, 20000));
+    assert_true(itest_wait_until(t_log_seen, &busy, 10000));
+    /* Waited for: the lease ran out 1.5 s after it was set. */
+    assert_true(itest_now_ms() - t0 >= 1000);
+    assert_int_equal(t_log_count(&run, 0, "chunk_lease_wait"), 2);
+    assert_int_equal(t_log_count(&run, 0, "chunk_busy"), 1);
+    t_stop_worker(&run, 0);
+    t_stop_sink(&run);
+    t_read_record(&run, 9300001, &rec);
+    assert_int_equal(rec.successes, 200); /* chunk 1, and nobody of chunk 2 */
+    assert_int_equal(rec.lines, 200);
+    t_record_free(&rec);
+    assert_int_equal(t_chunk_left(&run), 10);
+    t_finish(&run);
+}
+
 /* A cancelled task's chunk whose lease another worker holds is left to
  * that holder: no recipient is dropped, the offset is settled. */
 static void test_cancel_foreign_lease(void **state)
@@ -1501,6 +1668,8 @@ int main(void)
         cmocka_unit_test_teardown(test_full_keeps_polling, t_teardown),
         cmocka_unit_test_teardown(test_bad_members, t_teardown),
         cmocka_unit_test_teardown(test_cancel_foreign_lease, t_teardown),
+        cmocka_unit_test_teardown(test_abandon_keeps_others, t_teardown),
+        cmocka_unit_test_teardown(test_dead_holder_lease, t_teardown),
     };
 
     hr_config_free(itest_config_shared()); /* exits 77 without a stack */

@@ -80,7 +80,7 @@ static void assert_defaults(const hr_config *cfg) {
     assert_int_equal(cfg->worker.reporter_queue, 100000);
     assert_int_equal(cfg->worker.reporter_batch, 1000);
     assert_int_equal(cfg->worker.max_chunks_in_flight, 4);
-    assert_int_equal(cfg->worker.lease_ms, 30000);
+    assert_int_equal(cfg->worker.lease_ms, 6000);
     assert_int_equal(cfg->worker.shutdown_grace_ms, 25000);
 
     assert_int_equal(cfg->nchannels, 1);
