@@ -217,20 +217,26 @@ static int64_t hr_subs_synced(hr_redis *r, int64_t id, char *errstr, size_t errl
  * every row of an older epoch is committed and visible.  After the claim no
  * row can be added, so everything up to the current epoch is read.
  * 0 (*UPTO set), 1 when CLAIMED is false but the task is no longer
- * scheduled (its owner's reconciliation does the rest), or -1. */
+ * scheduled (its owner's reconciliation does the rest), 2 when an open
+ * transaction kept the task row locked for a second, or -1. */
 static int hr_subs_epoch_end(hr_mysql *m, int64_t id, bool claimed, int64_t *upto,
                              char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(id)};
     hr_mysql_rows *rows = NULL;
     uint64_t affected = 0;
+    unsigned errnum = 0;
 
     if (!claimed) {
+        /* The bump waits for the inserts in flight, but not for long: an
+         * admin's transaction left open must not hold up the caller (the
+         * scanner serves every task); the next sync tries again. */
         if (hr_mysql_exec(m,
+                          "SET STATEMENT innodb_lock_wait_timeout = 1 FOR "
                           "UPDATE push_task SET subs_epoch = subs_epoch + 1 "
                           "WHERE id = ? AND state = 'scheduled'",
-                          p, 1, &affected, NULL, NULL, errstr, errlen) < 0)
-            return -1;
+                          p, 1, &affected, NULL, &errnum, errstr, errlen) < 0)
+            return errnum == HR_MYSQL_ER_LOCK_WAIT_TIMEOUT ? 2 : -1;
         if (affected != 1)
             return 1;
     }
@@ -266,7 +272,7 @@ int hr_subs_sync(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts
     }
     rc = hr_subs_epoch_end(m, id, claimed, &upto, errstr, errlen);
     if (rc != 0) {
-        rc = rc < 0 ? -1 : HR_SUBS_CLAIMED;
+        rc = rc < 0 ? -1 : rc == 1 ? HR_SUBS_CLAIMED : HR_SUBS_BUSY;
         goto done;
     }
     rc = hr_subs_fill(m, r, id, o, HR_SUBS_EPOCHS, from, upto, &n_added, &n_seen, errstr,

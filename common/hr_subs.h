@@ -36,7 +36,8 @@ typedef struct hr_subs_refill_opts {
 
 typedef enum hr_subs_result {
     HR_SUBS_DONE = 0,      /* every page was read and added */
-    HR_SUBS_BUSY = 1,      /* another party holds the prepare lock: nothing done */
+    HR_SUBS_BUSY = 1,      /* another party holds the prepare lock (or, for a sync,
+                              an open transaction the task row): nothing done */
     HR_SUBS_STARTED = 2,   /* chunking started (seq exists) before the last page */
     HR_SUBS_LOCK_LOST = 3, /* the lock expired and was taken meanwhile: stopped */
     HR_SUBS_STOPPED = 4,   /* *STOP became true */

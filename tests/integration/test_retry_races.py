@@ -382,9 +382,13 @@ class T:
 
     def recover(self):
         env, n = self.env, 200
-        t = env.insert_with_subs("recover", "webhook", range(1, n + 1), due_s=0,
-                                 state="'dispatched'", chunk_size=100,
-                                 started_at="UTC_TIMESTAMP(3)", dispatched_at="UTC_TIMESTAMP(3)")
+        # Subscriptions are only accepted while scheduled (the guard
+        # trigger): the task is made dispatched after they are in.
+        t = env.insert_with_subs("recover", "webhook", range(1, n + 1), due_s=3600,
+                                 chunk_size=100)
+        env.sql("UPDATE push_task SET state = 'dispatched', "
+                "started_at = UTC_TIMESTAMP(3), dispatched_at = UTC_TIMESTAMP(3) WHERE id = %d"
+                % t)
         self.sadd(env.key(t, "chunk:1"), range(1, 101))
         env.r.cmd("HSET", env.key(t, "pending"), 1, int(time.time() * 1000))
         env.r.cmd("SET", env.key(t, "lease:1"), "some-worker", "PX", 60000)
