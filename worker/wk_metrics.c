@@ -106,7 +106,7 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
                                                      "header_stripped"};
     static const char *const backends[WK__BACKENDS] = {"mysql", "redis", "kafka", "http"};
     static const char *const reasons[WK__BAD_REASONS] = {"decode", "unknown_task",
-                                                         "invalid_task"};
+                                                         "invalid_task", "no_channel"};
 
     if (m == NULL || (m->reg = hr_metrics_new(0)) == NULL ||
         (m->chans = calloc(cfg->nchannels ? cfg->nchannels : 1, sizeof *m->chans)) == NULL) {

@@ -34,6 +34,7 @@ typedef enum wk_bad_reason {
     WK_BAD_DECODE,       /* not a valid chunk message */
     WK_BAD_UNKNOWN_TASK, /* no such task row */
     WK_BAD_INVALID_TASK, /* the task cannot be pushed */
+    WK_BAD_NO_CHANNEL,   /* the task's channel is not in this worker's config */
     WK__BAD_REASONS,
 } wk_bad_reason;
 

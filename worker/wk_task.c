@@ -89,6 +89,14 @@ int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errst
         return 2;
     }
     t->row = row;
+    /* During a rolling configuration change one worker may lack a channel
+     * the others have: that is no fault of the task. */
+    if (row->channel != NULL && hr_config_channel(cfg, row->channel) == NULL) {
+        snprintf(errstr, errlen, "channel \"%s\" is not in this worker's configuration",
+                 row->channel);
+        wk_task_free(t);
+        return WK_TASK_NO_CHANNEL;
+    }
     if (hr_task_validate(row, cfg, errstr, errlen) != 0)
         goto fail;
     t->ch = hr_config_channel(cfg, row->channel);

@@ -71,17 +71,22 @@ int wk_task_cache_new(const hr_config *cfg, wk_task_cache **out);
 /* Frees every entry; none may be referenced any more.  Accepts NULL. */
 void wk_task_cache_free(wk_task_cache *tc);
 
+/* wk_task_get's and wk_task_build's answer for a task whose channel this
+ * worker's configuration lacks (another worker may have it). */
+#define WK_TASK_NO_CHANNEL 3
+
 /* Returns 0 with a referenced *OUT, 1 when no such task exists, 2 when the
- * task cannot be pushed (ERRSTR says why: unknown channel, bad template,
- * bad payload), -1 on a database error.  Answers 1 and 2 are remembered for
- * WK_TASK_NEG_TTL_MS (no query meanwhile); when a reload of a stale entry
- * fails on the database, the stale entry is served (and kept another TTL). */
+ * task cannot be pushed (ERRSTR says why: bad template, bad payload),
+ * WK_TASK_NO_CHANNEL, -1 on a database error.  Answers 1, 2 and
+ * WK_TASK_NO_CHANNEL are remembered for WK_TASK_NEG_TTL_MS (no query
+ * meanwhile); when a reload of a stale entry fails on the database, the
+ * stale entry is served (and kept another TTL). */
 int wk_task_get(wk_task_cache *tc, hr_mysql *m, int64_t id, int64_t now_ms, wk_task **out,
                 char *errstr, size_t errlen);
 void wk_task_put(wk_task_cache *tc, wk_task *t);
 
-/* Builds a task from ROW (always taken over): 0, or 2 with ERRSTR when it
- * cannot be pushed.  wk_task_get uses it; tests call it directly. */
+/* Builds a task from ROW (always taken over): 0, WK_TASK_NO_CHANNEL, or 2
+ * with ERRSTR when it cannot be pushed.  wk_task_get uses it; tests call it directly. */
 int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errstr, size_t errlen);
 /* Frees a task built by wk_task_build.  Accepts NULL. */
 void wk_task_free(wk_task *t);

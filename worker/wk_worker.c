@@ -564,7 +564,15 @@ static void wk_worker_chunk(wk_worker *w, const hr_chunkmsg *msg, int32_t partit
     rc = wk_task_get(w->tasks, w->mysql, msg->task, wk_clock_now_ms(), &task, errstr,
                      sizeof errstr);
     if (rc != 0) {
-        if (rc == 1) {
+        if (rc == WK_TASK_NO_CHANNEL) {
+            /* Not the task's fault (a rolling configuration change): the
+             * chunk stays pending and the sweeper publishes it again after
+             * redelivery_timeout_s, for whichever worker then owns its
+             * partition.  Nothing is pushed, acknowledged or failed here. */
+            hr_metrics_inc(w->met->bad[WK_BAD_NO_CHANNEL]);
+            hr_log_warn("channel_missing", "task=%" PRId64 " seq=%" PRId64 " error=%s",
+                        msg->task, msg->seq, errstr);
+        } else if (rc == 1) {
             w->stats.unknown_tasks++;
             hr_metrics_inc(w->met->bad[WK_BAD_UNKNOWN_TASK]);
             hr_log_warn("unknown_task", "task=%" PRId64 " seq=%" PRId64 " partition=%" PRId32

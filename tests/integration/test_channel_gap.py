@@ -1,0 +1,64 @@
+"""test_channel_gap: a worker whose configuration lacks a task's channel does
+not fail the task (issue 20, item 8: a rolling ConfigMap update replaces
+workers one at a time).
+
+One herald-dispatcher with the channel, and first only a worker without it:
+that worker skips the task's chunks (`channel_missing`, counted in
+herald_bad_messages_total{reason="no_channel"}) and the task is neither
+failed nor acknowledged.  Then that worker is replaced by one that has the
+channel (the rollout finishing): the sweeper publishes the pending chunks
+again and every subscriber is pushed, the task ends `done`.
+
+Usage: test_channel_gap.py HERALD_DISPATCHER HERALD_WORKER HERALD_SINK"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from badinput_env import (Env, check, finish, free_port, metric, sink_uids,  # noqa: E402
+                          wait_until)
+
+
+def main():
+    if len(sys.argv) != 4:
+        print(__doc__)
+        return 2
+    dispatcher, worker, sink = sys.argv[1:]
+    env = Env("changap")
+    try:
+        if not env.create_topic():
+            return 77
+        sink_port = free_port()
+        record = os.path.join(env.dir, "sink.record")
+        env.start([sink, "--listen", "127.0.0.1:%d" % sink_port, "--record", record,
+                   "--threads", "2"], "sink.log")
+        channel = {"url": "http://127.0.0.1:%d/push" % sink_port, "concurrency": 32,
+                   "timeout_ms": 5000}
+        with_channel = env.config({"webhook": channel})
+        without = env.config({"other": channel})
+        env.start([dispatcher, "-c", with_channel], "dispatcher.log")
+        old = env.start([worker, "-c", without], "worker-old.log")
+        check(env.wait_ready(env.dsp_port) and env.wait_ready(env.wk_port), "daemons serve")
+        uids = range(8000001, 8000501)
+        t = env.insert_with_subs("channel-gap", "webhook", uids, due_s=2, chunk_size=100)
+        skipped = wait_until(
+            lambda: (metric(env.metrics(env.wk_port), "herald_bad_messages_total",
+                            '{reason="no_channel"}') or 0) >= 5, 30, 0.3)
+        check(skipped, "the worker without the channel skips the 5 chunks (channel_missing)")
+        row = env.task(t, "state, sent, failed, last_error")
+        check(row[0] in ("dispatching", "dispatched") and row[1] == "0",
+              "... and the task is not failed, nothing sent (%s)" % row)
+        check(env.stop(old) == 0, "the old worker stops")
+        env.start([worker, "-c", with_channel], "worker-new.log")
+        ok = env.wait_state(t, ("done", "failed"), 90)
+        row = env.task(t, "state, sent, unaccounted, last_error")
+        missing = set(uids) - sink_uids(record)
+        check(ok and row[0] == "done" and not missing,
+              "the new worker pushes every subscriber, the task is done (%s; %d missing)"
+              % (row, len(missing)))
+    finally:
+        env.cleanup()
+    return finish()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
