@@ -300,15 +300,11 @@ static void wk_worker_halted(wk_worker *w, wk_chunk *c)
     wk_worker_unlink(w, c);
 }
 
-/* Stops starting requests for C (HALT: park or cancel; cancel overrides a
- * park under way); running requests finish and are not retried. */
-static void wk_worker_halt(wk_worker *w, wk_chunk *c, wk_chunk_halt halt)
+/* No new request of C starts: its pushes not yet started (ready, or
+ * waiting for a retry) are taken back from the sender; those in flight
+ * finish and are not retried. */
+static void wk_worker_hold(wk_worker *w, wk_chunk *c)
 {
-    /* A chunk being revoked is given up anyway; its next owner parks or
-     * cancels it. */
-    if (halt <= c->halt || c->revoked)
-        return;
-    c->halt = halt;
     c->held = true;
     for (size_t i = 0; i < c->npushes; i++) {
         wk_push *p = &c->pushes[i];
@@ -318,6 +314,18 @@ static void wk_worker_halt(wk_worker *w, wk_chunk *c, wk_chunk_halt halt)
             c->open--;
         }
     }
+}
+
+/* Stops starting requests for C (HALT: park or cancel; cancel overrides a
+ * park under way); running requests finish and are not retried. */
+static void wk_worker_halt(wk_worker *w, wk_chunk *c, wk_chunk_halt halt)
+{
+    /* A chunk being revoked is given up anyway; its next owner parks or
+     * cancels it. */
+    if (halt <= c->halt || c->revoked)
+        return;
+    c->halt = halt;
+    wk_worker_hold(w, c);
     if (c->open == 0)
         wk_worker_halted(w, c);
 }
@@ -789,15 +797,7 @@ static void wk_worker_revoke(wk_worker *w, rd_kafka_topic_partition_list_t *part
         if (!wk_worker_revoking(w, c->partition))
             continue;
         c->revoked = true;
-        c->held = true;
-        for (size_t i = 0; i < c->npushes; i++) {
-            wk_push *p = &c->pushes[i];
-
-            if (p->state == WK_PUSH_READY || p->state == WK_PUSH_DELAYED) {
-                wk_sender_cancel(w->sender, p);
-                c->open--;
-            }
-        }
+        wk_worker_hold(w, c);
         if (c->open == 0)
             wk_worker_abandon(w, c, "revoked", false); /* nothing in flight */
         else

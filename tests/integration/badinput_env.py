@@ -271,6 +271,16 @@ class Env:
         self.procs.append(p)
         return p
 
+    def start_sink(self, sink_bin, concurrency=32):
+        """Starts herald-sink recording every push; returns (the channel keys
+        pointing at it, the record's path) for config() and sink_uids()."""
+        port = free_port()
+        record = os.path.join(self.dir, "sink.record")
+        self.start([sink_bin, "--listen", "127.0.0.1:%d" % port, "--record", record,
+                    "--threads", "2"], "sink.log")
+        return ({"url": "http://127.0.0.1:%d/push" % port, "concurrency": concurrency,
+                 "timeout_ms": 5000}, record)
+
     def start_daemons(self, dispatcher, worker, cfg):
         """Starts a dispatcher and a worker on CFG and checks both serve;
         returns (dispatcher, worker) Popens."""

@@ -20,7 +20,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, check, finish, free_port, sink_uids, wait_until  # noqa: E402
+from badinput_env import Env, check, finish, sink_uids, wait_until  # noqa: E402
 
 N = 2000
 
@@ -34,12 +34,8 @@ def main():
     try:
         if not env.create_topic():
             return 77
-        sink_port = free_port()
-        record = os.path.join(env.dir, "sink.record")
-        env.start([sink, "--listen", "127.0.0.1:%d" % sink_port, "--record", record,
-                   "--threads", "2"], "sink.log")
-        cfg = env.config({"webhook": {"url": "http://127.0.0.1:%d/push" % sink_port,
-                                      "concurrency": 32, "timeout_ms": 5000}})
+        channel, record = env.start_sink(sink)
+        cfg = env.config({"webhook": channel})
         dsp = env.start([dispatcher, "-c", cfg], "dispatcher.log")
         check(env.wait_ready(env.dsp_port), "dispatcher serves")
         uids = list(range(7000001, 7000001 + N))

@@ -14,7 +14,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import (Env, check, finish, free_port, metric, sink_uids,  # noqa: E402
+from badinput_env import (Env, check, finish, metric, sink_uids,  # noqa: E402
                           wait_until)
 
 
@@ -27,12 +27,7 @@ def main():
     try:
         if not env.create_topic():
             return 77
-        sink_port = free_port()
-        record = os.path.join(env.dir, "sink.record")
-        env.start([sink, "--listen", "127.0.0.1:%d" % sink_port, "--record", record,
-                   "--threads", "2"], "sink.log")
-        channel = {"url": "http://127.0.0.1:%d/push" % sink_port, "concurrency": 32,
-                   "timeout_ms": 5000}
+        channel, record = env.start_sink(sink)
         with_channel = env.config({"webhook": channel})
         without = env.config({"other": channel})
         env.start([dispatcher, "-c", with_channel], "dispatcher.log")

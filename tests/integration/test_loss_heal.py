@@ -20,7 +20,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import (Env, check, finish, free_port, sink_uids,  # noqa: E402
+from badinput_env import (Env, check, finish, sink_uids,  # noqa: E402
                           wait_until)
 
 N = 3000
@@ -101,12 +101,8 @@ def main():
     try:
         if not env.create_topic():
             return 77
-        sink_port = free_port()
-        record = os.path.join(env.dir, "sink.record")
-        env.start([sink, "--listen", "127.0.0.1:%d" % sink_port, "--record", record,
-                   "--threads", "2"], "sink.log")
-        cfg = env.config({"webhook": {"url": "http://127.0.0.1:%d/push" % sink_port,
-                                      "concurrency": 32, "timeout_ms": 5000}})
+        channel, record = env.start_sink(sink)
+        cfg = env.config({"webhook": channel})
         env.start_daemons(dispatcher, worker, cfg)
         t = T(env, ctl, cfg, record)
         t.lost_mid_campaign()

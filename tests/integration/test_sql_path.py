@@ -29,7 +29,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, check, finish, free_port, metric, sink_uids, wait_until  # noqa: E402
+from badinput_env import Env, check, finish, metric, sink_uids, wait_until  # noqa: E402
 
 N = 20000
 BATCH = 2000
@@ -184,12 +184,8 @@ def main():
     try:
         if not env.create_topic():
             return 77
-        sink_port = free_port()
-        record = os.path.join(env.dir, "sink.record")
-        env.start([sink, "--listen", "127.0.0.1:%d" % sink_port, "--record", record,
-                   "--threads", "2"], "sink.log")
-        cfg = env.config({"webhook": {"url": "http://127.0.0.1:%d/push" % sink_port,
-                                      "concurrency": 64, "timeout_ms": 5000}})
+        channel, record = env.start_sink(sink)
+        cfg = env.config({"webhook": dict(channel, concurrency=64)})
         env.start_daemons(dispatcher, worker, cfg)
         t = test_raw_sql_before_due(env, record)
         test_insert_after_claim(env, t)
