@@ -107,6 +107,49 @@ done:
  * (GREATEST), so a stats hash lost with Redis must not restart from 0: each
  * counter is raised back to what MySQL recorded (the task is paused or not
  * started, so no worker bumps them meanwhile). */
+/* Raises T's outcome counters, in T and in MySQL, to what the delivery
+ * log shows (one row per recipient): a stats hash lost with Redis, or one
+ * that workers recreated from zero afterwards, leaves push_task's counters
+ * below the outcomes the log holds, and those recipients are neither
+ * pushed again (the refill skips them) nor counted.  0 or -1 (ERR). */
+static int recover_log_counts(hr_mysql *m, hr_task *t, char *err, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(t->id)};
+    hr_mysql_rows *rows = NULL;
+    size_t i;
+
+    if (hr_mysql_query(m, "SELECT status, COUNT(*) FROM push_delivery WHERE task_id = ? "
+                          "GROUP BY status",
+                       p, 1, &rows, err, errlen) < 0)
+        return -1;
+    for (i = 0; i < rows->nrows; i++) {
+        const char *status = hr_mysql_cell(rows, i, 0);
+        int64_t n = strtoll(hr_mysql_cell(rows, i, 1), NULL, 10);
+        int64_t *field = strcmp(status, "sent") == 0        ? &t->sent
+                         : strcmp(status, "failed") == 0    ? &t->failed
+                         : strcmp(status, "throttled") == 0 ? &t->throttled
+                         : strcmp(status, "pulled") == 0    ? &t->pulled
+                         : strcmp(status, "cancelled") == 0 ? &t->cancelled
+                                                            : NULL;
+
+        if (field != NULL && n > *field)
+            *field = n;
+    }
+    hr_mysql_rows_free(rows);
+    {
+        const hr_mysql_param pu[] = {HR_P_I64(t->sent),   HR_P_I64(t->failed),
+                                     HR_P_I64(t->throttled), HR_P_I64(t->pulled),
+                                     HR_P_I64(t->cancelled), HR_P_I64(t->id)};
+
+        return hr_mysql_exec(m,
+                             "UPDATE push_task SET sent = GREATEST(sent, ?), "
+                             "failed = GREATEST(failed, ?), throttled = GREATEST(throttled, ?), "
+                             "pulled = GREATEST(pulled, ?), cancelled = GREATEST(cancelled, ?) "
+                             "WHERE id = ?",
+                             pu, 6, NULL, NULL, NULL, err, errlen);
+    }
+}
+
 static int recover_restore_stats(hr_redis *r, const char *base, const hr_task *t, char *err,
                                  size_t errlen)
 {
@@ -333,6 +376,10 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     }
     if (claimed && (recover_reset_total(m, id, err, sizeof err) < 0 ||
                     recover_reset_published(m, r, base, id, err, sizeof err) < 0)) {
+        ctl_fail("%s", err);
+        goto done;
+    }
+    if (recover_log_counts(m, t, err, sizeof err) < 0) {
         ctl_fail("%s", err);
         goto done;
     }
