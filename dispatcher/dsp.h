@@ -36,7 +36,6 @@
 #include <uv.h>
 
 #include "hr_config.h"
-#include "hr_finish.h"
 #include "hr_httpd.h"
 #include "hr_metrics.h"
 #include "hr_mysql.h"
@@ -232,9 +231,6 @@ void dsp_reconcile_free(dsp *d);
 void dsp_reconciled(dsp *d, int64_t id, bool ok);
 
 /* dsp_bg.c */
-/* Logs a task hr_finish_task ended, VIA sweeper or worker; an unaccounted
- * gap is an error and counts in herald_recipients_unaccounted_total. */
-void dsp_finished(dsp *d, int64_t id, const hr_finish_result *fin, const char *via);
 /* Background job: republishes task ID's pending chunks last published at or
  * before STALE (ms) that no worker holds; *BUDGET bounds the work.  Returns
  * the number of pending chunks, or -1 on a Redis error. */

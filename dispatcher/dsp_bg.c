@@ -482,16 +482,17 @@ static int dsp_redispatch(dsp *d, int64_t id, int64_t left)
     return 0;
 }
 
-void dsp_finished(dsp *d, int64_t id, const hr_finish_result *fin, const char *via)
+/* Logs a task hr_finish_task ended; an unaccounted gap is an error and
+ * counts in herald_recipients_unaccounted_total. */
+static void dsp_finished(dsp *d, int64_t id, const hr_finish_result *fin)
 {
     if (fin->unaccounted == 0) {
-        hr_log_info("task_done", "task=%lld via=%s", (long long)id, via);
+        hr_log_info("task_done", "task=%lld via=sweeper", (long long)id);
         return;
     }
     hr_metrics_add(d->met.unaccounted, (uint64_t)fin->unaccounted);
-    hr_log_error("task_unaccounted", "task=%lld via=%s unaccounted=%lld subscriptions=%lld",
-                 (long long)id, via, (long long)fin->unaccounted,
-                 (long long)fin->subscriptions);
+    hr_log_error("task_unaccounted", "task=%lld via=sweeper unaccounted=%lld subscriptions=%lld",
+                 (long long)id, (long long)fin->unaccounted, (long long)fin->subscriptions);
 }
 
 static void dsp_bg_sweep(dsp *d)
@@ -553,7 +554,7 @@ static void dsp_bg_sweep(dsp *d)
         }
         if (rc == 0)
             continue;
-        dsp_finished(d, id, &fin, "sweeper");
+        dsp_finished(d, id, &fin);
         if (dsp_retire_keys(c, id, err, sizeof err) < 0)
             hr_log_warn("retire_failed", "task=%lld error=%s", (long long)id, err);
     }

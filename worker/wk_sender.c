@@ -390,11 +390,12 @@ static void wk_chan_promote(wk_chan *ch, int64_t now)
 static bool wk_chan_token(wk_chan *ch, const char *scope, int64_t limit, int64_t *tokens,
                           int64_t *sec, int64_t *wait_ms)
 {
-    int64_t want, granted = 0, now_sec = wk_clock_now_ms() / 1000;
+    int64_t want, granted = 0, now_sec;
     char errstr[256];
 
     if (limit <= 0)
         return true;
+    now_sec = wk_clock_now_ms() / 1000;
     if (*tokens > 0 && *sec != now_sec)
         *tokens = 0;
     if (*tokens == 0) {
