@@ -112,20 +112,36 @@ static int wk_smtp_date(hr_buf *b, int64_t now_s)
     return wk_smtp_str(b, line);
 }
 
-/* Appends one part: its headers, a blank line, S in base64 lines. */
+/* Appends one part: its headers, a blank line, S in base64 lines.  Text
+ * is encoded in its canonical form (RFC 2045 6.8): bare LFs become CRLF. */
 static int wk_smtp_part(hr_buf *b, const char *type, const char *s)
 {
-    size_t n = strlen(s);
+    const char *p = s, *nl;
+    hr_buf canon;
+    int rc = -1;
 
+    hr_buf_init(&canon, b->max);
+    for (; (nl = strchr(p, '\n')) != NULL; p = nl + 1) {
+        bool cr = nl > s && nl[-1] == '\r';
+        if (hr_buf_append(&canon, p, (size_t)(nl - p)) != 0 ||
+            wk_smtp_str(&canon, cr ? "\n" : "\r\n") != 0)
+            goto cleanup;
+    }
+    if (wk_smtp_str(&canon, p) != 0)
+        goto cleanup;
     if (wk_smtp_str(b, "Content-Type: ") != 0 || wk_smtp_str(b, type) != 0 ||
         wk_smtp_str(b, "; charset=UTF-8\r\nContent-Transfer-Encoding: base64\r\n\r\n") != 0)
-        return -1;
-    for (size_t i = 0; i < n; i += WK_SMTP_B64_LINE) {
-        size_t k = n - i < WK_SMTP_B64_LINE ? n - i : WK_SMTP_B64_LINE;
-        if (hr_base64_append(b, s + i, k, HR_BASE64_STD) != 0 || wk_smtp_str(b, "\r\n") != 0)
-            return -1;
+        goto cleanup;
+    for (size_t i = 0; i < canon.len; i += WK_SMTP_B64_LINE) {
+        size_t k = canon.len - i < WK_SMTP_B64_LINE ? canon.len - i : WK_SMTP_B64_LINE;
+        if (hr_base64_append(b, canon.data + i, k, HR_BASE64_STD) != 0 ||
+            wk_smtp_str(b, "\r\n") != 0)
+            goto cleanup;
     }
-    return 0;
+    rc = 0;
+cleanup:
+    hr_buf_free(&canon);
+    return rc;
 }
 
 /* Checks M; 0, or -1 with ERRSTR. */

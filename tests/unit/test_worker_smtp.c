@@ -129,6 +129,19 @@ static void test_long_body_lines(void **state)
     free(msg);
 }
 
+static void test_canonical_line_ends(void **state)
+{
+    wk_smtp_mail m = base;
+    char *msg;
+
+    (void)state;
+    m.text = "a\nb\r\nc\n";
+    msg = build(&m);
+    /* base64 of "a\r\nb\r\nc\r\n": bare LFs became CRLF, the CRLF kept. */
+    assert_non_null(strstr(msg, "\r\n\r\nYQ0KYg0KYw0K\r\n"));
+    free(msg);
+}
+
 static void test_injection_refused(void **state)
 {
     static const char *bad_text[] = {"Hi\r\nBcc: x@evil.test", "Hi\nX: y", "Hi\rX", "\xff\xfe"};
@@ -215,6 +228,7 @@ int main(void)
         cmocka_unit_test(test_utf8_subject_and_name),
         cmocka_unit_test(test_alternative_and_unsubscribe),
         cmocka_unit_test(test_long_body_lines),
+        cmocka_unit_test(test_canonical_line_ends),
         cmocka_unit_test(test_injection_refused),
         cmocka_unit_test(test_classify),
     };
