@@ -34,14 +34,10 @@ TOKEN_RE = re.compile(r"^[0-9a-fA-F]{64,200}$")
 PAYLOAD_MAX = 4096
 
 
-class State:
+class State(standin.ProviderState):
     def __init__(self, args):
-        self.args = args
-        with open(args.public_key, "rb") as f:
-            self.public_key = f.read()
-        self.unregistered = set(args.unregistered or [])
+        super().__init__(args)
         self.max_open = 0
-        self.record = standin.Recorder(args.record)
 
     def check_token(self, auth):
         """None when AUTH is a valid provider token, else the APNs reason."""

@@ -40,16 +40,12 @@ def fcm_error(code, status, error_code=None, field=None):
     return {"error": {"code": code, "message": status, "status": status, "details": details}}
 
 
-class State:
+class State(standin.ProviderState):
     def __init__(self, args):
-        self.args = args
-        with open(args.public_key, "rb") as f:
-            self.public_key = f.read()
-        self.unregistered = set(args.unregistered or [])
+        super().__init__(args)
         self.tokens = {}  # access token -> expiry (monotonic s)
         self.quota_left = args.quota_429
         self.sent = 0
-        self.record = standin.Recorder(args.record)
 
 
 class Handler(BaseHTTPRequestHandler):

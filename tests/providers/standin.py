@@ -106,6 +106,19 @@ class Recorder:
             f.write(json.dumps(fields, sort_keys=True) + "\n")
 
 
+class ProviderState:
+    """What the push stand-ins start from: their arguments, the public key
+    that verifies the tokens they are sent, the device tokens to answer as
+    unregistered (--unregistered) and a Recorder."""
+
+    def __init__(self, args):
+        self.args = args
+        with open(args.public_key, "rb") as f:
+            self.public_key = f.read()
+        self.unregistered = set(args.unregistered or [])
+        self.record = Recorder(args.record)
+
+
 def ready(port):
     print(f"READY port={port}", flush=True)
 

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "test_keys.h"
+#include "test_provider.h"
 #include "wk_apns.h"
 
 #define NOW 1700000000
@@ -209,13 +210,7 @@ static void test_request_rejects(void **state)
 
 static void test_classify(void **state)
 {
-    static const struct {
-        long status;
-        const char *body;
-        long retry_after;
-        wk_verdict want;
-        const char *reason;
-    } cases[] = {
+    static const test_provider_case cases[] = {
         {200, "", -1, WK_VERDICT_DELIVERED, "200"},
         {410, "{\"reason\":\"Unregistered\",\"timestamp\":1700000000000}", -1,
          WK_VERDICT_UNREGISTERED, "410 Unregistered"},
@@ -236,15 +231,9 @@ static void test_classify(void **state)
         {400, "{\"reason\":\"DeviceTokenNotForTopic\"}", -1, WK_VERDICT_FAILED,
          "400 DeviceTokenNotForTopic"},
     };
-    wk_provider_result r;
 
     (void)state;
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        wk_apns_classify(cases[i].status, cases[i].body, strlen(cases[i].body),
-                         cases[i].retry_after, &r);
-        if (r.verdict != cases[i].want || strcmp(r.reason, cases[i].reason) != 0)
-            fail_msg("case %zu: verdict %d reason \"%s\"", i, (int)r.verdict, r.reason);
-    }
+    test_provider_check(wk_apns_classify, cases, sizeof cases / sizeof cases[0]);
 }
 
 int main(int argc, char **argv)

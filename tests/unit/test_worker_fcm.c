@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "test_keys.h"
+#include "test_provider.h"
 #include "wk_fcm.h"
 
 #define NOW 1700000000
@@ -258,13 +259,7 @@ static void test_message_rejects(void **state)
 
 static void test_classify(void **state)
 {
-    static const struct {
-        long status;
-        const char *body;
-        long retry_after;
-        wk_verdict want;
-        const char *reason;
-    } cases[] = {
+    static const test_provider_case cases[] = {
         {200, "{\"name\":\"projects/p/messages/1\"}", -1, WK_VERDICT_DELIVERED, "200"},
         {404,
          "{\"error\":{\"code\":404,\"status\":\"NOT_FOUND\",\"details\":[{\"@type\":"
@@ -303,17 +298,9 @@ static void test_classify(void **state)
          -1, WK_VERDICT_FAILED, "403 SENDER_ID_MISMATCH"},
         {404, "", -1, WK_VERDICT_UNREGISTERED, "404"},
     };
-    wk_provider_result r;
 
     (void)state;
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        wk_fcm_classify(cases[i].status, cases[i].body, strlen(cases[i].body),
-                        cases[i].retry_after, &r);
-        if (r.verdict != cases[i].want || strcmp(r.reason, cases[i].reason) != 0)
-            fail_msg("case %zu: verdict %d reason \"%s\"", i, (int)r.verdict, r.reason);
-        if (r.verdict == WK_VERDICT_SLOWDOWN)
-            assert_int_equal(r.retry_after_s, cases[i].retry_after);
-    }
+    test_provider_check(wk_fcm_classify, cases, sizeof cases / sizeof cases[0]);
 }
 
 int main(int argc, char **argv)
