@@ -42,6 +42,17 @@ static void hr_jwt_ssl_err(const char *what, char *errstr, size_t errlen)
     snprintf(errstr, errlen, "%s: %s", what, msg);
 }
 
+/* An encrypted key is refused: without this callback OpenSSL would ask
+ * for its passphrase on the terminal. */
+static int hr_jwt_no_passphrase(char *buf, int size, int rwflag, void *u)
+{
+    (void)buf;
+    (void)size;
+    (void)rwflag;
+    (void)u;
+    return -1;
+}
+
 int hr_jwt_key_load(const char *pem, size_t len, hr_jwt_key **out, char *errstr, size_t errlen)
 {
     hr_jwt_key *k = NULL;
@@ -61,7 +72,7 @@ int hr_jwt_key_load(const char *pem, size_t len, hr_jwt_key **out, char *errstr,
         snprintf(errstr, errlen, "private key: out of memory");
         goto cleanup;
     }
-    k->pkey = PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL);
+    k->pkey = PEM_read_bio_PrivateKey(bio, NULL, hr_jwt_no_passphrase, NULL);
     if (k->pkey == NULL) {
         hr_jwt_ssl_err("private key: not a PEM private key", errstr, errlen);
         goto cleanup;

@@ -22,8 +22,9 @@ typedef enum hr_jwt_alg {
 typedef struct hr_jwt_key hr_jwt_key;
 
 /* Reads the private key in the LEN bytes of PEM at PEM (PKCS#8 or
- * traditional).  0 and *out a new key, or -1 with ERRSTR saying why (not a
- * key, RSA under 2048 bits, an EC curve other than P-256, another type). */
+ * traditional, unencrypted).  0 and *out a new key, or -1 with ERRSTR saying
+ * why (not a key, encrypted, RSA under 2048 bits, an EC curve other than
+ * P-256, another type). */
 int hr_jwt_key_load(const char *pem, size_t len, hr_jwt_key **out, char *errstr, size_t errlen);
 void hr_jwt_key_free(hr_jwt_key *k);
 hr_jwt_alg hr_jwt_key_alg(const hr_jwt_key *k);

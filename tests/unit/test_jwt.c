@@ -180,7 +180,7 @@ static void test_wrong_public_key(void **state)
 
 static void test_key_rejects(void **state)
 {
-    static const char *bad[] = {"rsa1024.pem", "ec384.pem", "rsa_pub.pem"};
+    static const char *bad[] = {"rsa1024.pem", "ec384.pem", "rsa_pub.pem", "ec_encrypted.pem"};
     char err[256];
     hr_jwt_key *k = (hr_jwt_key *)1;
 
