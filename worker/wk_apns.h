@@ -65,7 +65,7 @@ typedef struct wk_apns_message {
     const char *device_token;    /* hex, 64..200 digits */
     const char *topic;           /* the app's bundle id */
     wk_apns_push_type push_type;
-    const char *title, *body;    /* alert text; either may be NULL */
+    const char *title, *body;    /* alert text, either may be NULL; unused for background */
     const struct cJSON *payload; /* an object, or NULL: custom top-level keys */
     int ttl_s;                   /* -1: no apns-expiration; 0: deliver now or never */
     const char *collapse_id;     /* NULL or at most 64 bytes */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define WK_FCM_GRANT "urn:ietf:params:oauth:grant-type:jwt-bearer"
 #define WK_FCM_JWT_LIFE_S 3600 /* Google's longest assertion */

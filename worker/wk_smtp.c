@@ -49,16 +49,20 @@ static bool wk_smtp_text_ok(const char *s)
     return strpbrk(s, "\r\n") == NULL && hr_utf8_valid(s, strlen(s));
 }
 
-static bool wk_smtp_plain(const char *s, size_t max)
+/* Every byte printable ASCII (space to '~'). */
+static bool wk_smtp_ascii(const char *s)
 {
-    size_t n = strlen(s);
-
-    if (n > max || strstr(s, "=?") != NULL)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e)
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e)
             return false;
     return true;
+}
+
+/* Header text that may go out as it is: short printable ASCII that does
+ * not look like an encoded word. */
+static bool wk_smtp_plain(const char *s, size_t max)
+{
+    return strlen(s) <= max && strstr(s, "=?") == NULL && wk_smtp_ascii(s);
 }
 
 static int wk_smtp_str(hr_buf *b, const char *s)
@@ -160,7 +164,7 @@ static int wk_smtp_check(const wk_smtp_mail *m, char *errstr, size_t errlen)
         return -1;
     }
     if (u && (strncmp(u, "https://", 8) != 0 || strlen(u) > WK_SMTP_URL_MAX ||
-              strpbrk(u, "\r\n <>\"") != NULL || !wk_smtp_plain(u, WK_SMTP_URL_MAX))) {
+              strpbrk(u, " <>\"") != NULL || !wk_smtp_ascii(u))) {
         snprintf(errstr, errlen, "smtp: unsubscribe URL must be https, at most %d bytes, "
                  "without spaces, quotes, <, >, CR or LF", WK_SMTP_URL_MAX);
         return -1;
