@@ -1,0 +1,39 @@
+/* hr_jwt: signed JSON Web Tokens (RFC 7519) for provider credentials.
+ *
+ * An hr_jwt_key holds one private key read from PEM: an RSA key (2048 bits
+ * or more) signs RS256, as a Google service account's private_key does for
+ * FCM; a P-256 EC key signs ES256, as an APNs .p8 key does.  The algorithm
+ * follows from the key.  Signing is OpenSSL EVP; an ES256 signature is the
+ * raw 64-byte R||S that JWS wants (RFC 7518 3.4), not OpenSSL's DER.
+ * A key may sign from several threads at once (EVP_PKEY is read-only once
+ * loaded); nothing here logs. */
+#ifndef HR_JWT_H
+#define HR_JWT_H
+
+#include <stddef.h>
+
+#include "hr_template.h" /* hr_buf */
+
+typedef enum hr_jwt_alg {
+    HR_JWT_RS256,
+    HR_JWT_ES256,
+} hr_jwt_alg;
+
+typedef struct hr_jwt_key hr_jwt_key;
+
+/* Reads the private key in the LEN bytes of PEM at PEM (PKCS#8 or
+ * traditional, unencrypted).  0 and *out a new key, or -1 with ERRSTR saying
+ * why (not a key, encrypted, RSA under 2048 bits, an EC curve other than
+ * P-256, another type). */
+int hr_jwt_key_load(const char *pem, size_t len, hr_jwt_key **out, char *errstr, size_t errlen);
+void hr_jwt_key_free(hr_jwt_key *k);
+hr_jwt_alg hr_jwt_key_alg(const hr_jwt_key *k);
+
+/* Appends "<header>.<claims>.<signature>" (base64url each) to OUT.  The
+ * header is {"alg":..,"typ":"JWT"} plus "kid" when KID is not NULL (KID:
+ * 1..64 of [A-Za-z0-9._-]).  CLAIMS is the JSON claims object as the
+ * caller built it.  0, or -1 with ERRSTR (OUT then unchanged). */
+int hr_jwt_sign(const hr_jwt_key *k, const char *kid, const char *claims, size_t claims_len,
+                hr_buf *out, char *errstr, size_t errlen);
+
+#endif

@@ -1,0 +1,39 @@
+/* hr_sign: Standard Webhooks signatures, so a receiver can check that a
+ * webhook came from herald and was not replayed.
+ *
+ * A request carries webhook-id (stable across retries of one delivery),
+ * webhook-timestamp (Unix seconds of this attempt) and
+ * webhook-signature: "v1,<base64 HMAC-SHA256(secret, id "." timestamp "."
+ * body)>", one such item per active secret, space-separated, so a secret
+ * can be rotated without a window where receivers reject.  A secret is
+ * written "whsec_<base64 of 24..64 random bytes>".  HMAC is OpenSSL's. */
+#ifndef HR_SIGN_H
+#define HR_SIGN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hr_template.h" /* hr_buf */
+
+#define HR_SIGN_SECRET_MIN 24
+#define HR_SIGN_SECRET_MAX 64
+#define HR_SIGN_MAX_SECRETS 2 /* the current one and the one being rotated out */
+
+typedef struct hr_sign_secret {
+    unsigned char key[HR_SIGN_SECRET_MAX];
+    size_t len;
+} hr_sign_secret;
+
+/* Reads "whsec_<base64>" into *OUT.  0, or -1 with ERRSTR (no prefix, bad
+ * base64, a key outside 24..64 bytes). */
+int hr_sign_secret_parse(const char *text, hr_sign_secret *out, char *errstr, size_t errlen);
+
+/* Appends the webhook-signature value for (ID, TIMESTAMP, BODY) under each
+ * of the NSECRETS (1..HR_SIGN_MAX_SECRETS) secrets to OUT.  ID must be
+ * 1..256 bytes without '.', CR or LF (it is a header value and the field
+ * separator).  0, or -1 with ERRSTR (OUT then unchanged). */
+int hr_sign_append(const hr_sign_secret *secrets, size_t nsecrets, const char *id,
+                   int64_t timestamp, const char *body, size_t body_len, hr_buf *out,
+                   char *errstr, size_t errlen);
+
+#endif
