@@ -13,7 +13,7 @@
 
 #include "hr_base64.h"
 #include "hr_jwt.h"
-#include "test_keys.h"
+#include "key_fixtures.h"
 
 static void test_base64_rfc4648(void **state)
 {
@@ -103,7 +103,7 @@ static hr_jwt_key *load_key(const char *name)
 {
     char err[256] = "";
     size_t len;
-    char *pem = test_keys_read(name, &len);
+    char *pem = key_fixtures_read(name, &len);
     hr_jwt_key *k = NULL;
 
     assert_non_null(pem);
@@ -117,7 +117,7 @@ static void test_rs256_matches_openssl(void **state)
 {
     static const char claims[] = "{\"iss\":\"herald\",\"iat\":1700000000}";
     hr_jwt_key *k = load_key("rsa.pem");
-    char *want = test_keys_read("rs256_openssl.jwt", NULL);
+    char *want = key_fixtures_read("rs256_openssl.jwt", NULL);
     char err[256];
     hr_buf b;
 
@@ -128,7 +128,7 @@ static void test_rs256_matches_openssl(void **state)
     hr_buf_init(&b, 4096);
     assert_int_equal(hr_jwt_sign(k, NULL, claims, strlen(claims), &b, err, sizeof err), 0);
     assert_string_equal(b.data, want);
-    assert_int_equal(test_keys_jwt_verify(b.data, "rsa_pub.pem", NULL, NULL), 0);
+    assert_int_equal(key_fixtures_jwt_verify(b.data, "rsa_pub.pem", NULL, NULL), 0);
     hr_buf_free(&b);
     free(want);
     hr_jwt_key_free(k);
@@ -150,7 +150,7 @@ static void test_es256_verifies(void **state)
         hr_buf_reset(&b);
         assert_int_equal(hr_jwt_sign(k, "KEY1234567", claims, strlen(claims), &b, err, sizeof err),
                          0);
-        assert_int_equal(test_keys_jwt_verify(b.data, "ec_pub.pem", &hdr, &cl), 0);
+        assert_int_equal(key_fixtures_jwt_verify(b.data, "ec_pub.pem", &hdr, &cl), 0);
         assert_string_equal(hdr, "{\"alg\":\"ES256\",\"typ\":\"JWT\",\"kid\":\"KEY1234567\"}");
         assert_string_equal(cl, claims);
         free(hdr);
@@ -158,7 +158,7 @@ static void test_es256_verifies(void **state)
     }
     /* A flipped claims byte no longer verifies. */
     b.data[strchr(b.data, '.') - b.data + 2] ^= 1;
-    assert_int_equal(test_keys_jwt_verify(b.data, "ec_pub.pem", NULL, NULL), -1);
+    assert_int_equal(key_fixtures_jwt_verify(b.data, "ec_pub.pem", NULL, NULL), -1);
     /* Nor does the right token under another key. */
     hr_buf_free(&b);
     hr_jwt_key_free(k);
@@ -173,7 +173,7 @@ static void test_wrong_public_key(void **state)
     (void)state;
     hr_buf_init(&b, 4096);
     assert_int_equal(hr_jwt_sign(k, NULL, "{}", 2, &b, err, sizeof err), 0);
-    assert_int_equal(test_keys_jwt_verify(b.data, "ec_pub.pem", NULL, NULL), -1);
+    assert_int_equal(key_fixtures_jwt_verify(b.data, "ec_pub.pem", NULL, NULL), -1);
     hr_buf_free(&b);
     hr_jwt_key_free(k);
 }
@@ -187,7 +187,7 @@ static void test_key_rejects(void **state)
     (void)state;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         size_t len;
-        char *pem = test_keys_read(bad[i], &len);
+        char *pem = key_fixtures_read(bad[i], &len);
         assert_non_null(pem);
         err[0] = '\0';
         assert_int_equal(hr_jwt_key_load(pem, len, &k, err, sizeof err), -1);
@@ -236,6 +236,6 @@ int main(int argc, char **argv)
     };
 
     if (argc > 1)
-        test_keys_dir = argv[1];
+        key_fixtures_dir = argv[1];
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,7 +11,7 @@
 #include <cJSON.h>
 #include <cmocka.h>
 
-#include "test_keys.h"
+#include "key_fixtures.h"
 #include "test_provider.h"
 #include "wk_apns.h"
 
@@ -21,7 +21,7 @@
 static wk_apns_signer *new_signer(void)
 {
     size_t len;
-    char *pem = test_keys_read("ec.p8", &len), err[256] = "";
+    char *pem = key_fixtures_read("ec.p8", &len), err[256] = "";
     wk_apns_signer *s = NULL;
 
     assert_non_null(pem);
@@ -34,7 +34,7 @@ static wk_apns_signer *new_signer(void)
 static void test_signer_rejects(void **state)
 {
     size_t len, rlen;
-    char *pem = test_keys_read("ec.p8", &len), *rsa = test_keys_read("rsa.pem", &rlen), err[256];
+    char *pem = key_fixtures_read("ec.p8", &len), *rsa = key_fixtures_read("rsa.pem", &rlen), err[256];
     wk_apns_signer *s = (wk_apns_signer *)1;
 
     (void)state;
@@ -58,7 +58,7 @@ static void test_token_verifies(void **state)
 
     (void)state;
     assert_non_null(tok);
-    assert_int_equal(test_keys_jwt_verify(tok, "ec_pub.pem", &hdr, &claims), 0);
+    assert_int_equal(key_fixtures_jwt_verify(tok, "ec_pub.pem", &hdr, &claims), 0);
     c = cJSON_Parse(hdr);
     assert_string_equal(cJSON_GetObjectItem(c, "alg")->valuestring, "ES256");
     assert_string_equal(cJSON_GetObjectItem(c, "kid")->valuestring, "ABC123DEFG");
@@ -81,7 +81,7 @@ static int64_t token_iat(wk_apns_signer *s, int64_t now)
     cJSON *c;
 
     assert_non_null(tok);
-    assert_int_equal(test_keys_jwt_verify(tok, "ec_pub.pem", NULL, &claims), 0);
+    assert_int_equal(key_fixtures_jwt_verify(tok, "ec_pub.pem", NULL, &claims), 0);
     c = cJSON_Parse(claims);
     iat = (int64_t)cJSON_GetObjectItem(c, "iat")->valuedouble;
     cJSON_Delete(c);
@@ -249,6 +249,6 @@ int main(int argc, char **argv)
     };
 
     if (argc > 1)
-        test_keys_dir = argv[1];
+        key_fixtures_dir = argv[1];
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

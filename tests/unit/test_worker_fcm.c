@@ -10,7 +10,7 @@
 #include <cJSON.h>
 #include <cmocka.h>
 
-#include "test_keys.h"
+#include "key_fixtures.h"
 #include "test_provider.h"
 #include "wk_fcm.h"
 
@@ -19,7 +19,7 @@
 static wk_fcm_account *load_account(void)
 {
     size_t len;
-    char *json = test_keys_read("service_account.json", &len), err[256] = "";
+    char *json = key_fixtures_read("service_account.json", &len), err[256] = "";
     wk_fcm_account *a = NULL;
 
     assert_non_null(json);
@@ -47,7 +47,7 @@ static void test_account(void **state)
 
 static void test_account_rejects(void **state)
 {
-    char err[256], *ec = test_keys_read("ec.p8", NULL), *json;
+    char err[256], *ec = key_fixtures_read("ec.p8", NULL), *json;
     wk_fcm_account *a = (wk_fcm_account *)1;
     cJSON *o;
 
@@ -89,7 +89,7 @@ static void test_token_request_assertion(void **state)
     hr_buf_init(&b, 8192);
     assert_int_equal(wk_fcm_token_request(a, NOW, &b, err, sizeof err), 0);
     assert_memory_equal(b.data, grant, sizeof grant - 1);
-    assert_int_equal(test_keys_jwt_verify(b.data + sizeof grant - 1, "rsa_pub.pem", NULL, &claims),
+    assert_int_equal(key_fixtures_jwt_verify(b.data + sizeof grant - 1, "rsa_pub.pem", NULL, &claims),
                      0);
     c = cJSON_Parse(claims);
     assert_string_equal(cJSON_GetObjectItem(c, "iss")->valuestring, a->client_email);
@@ -318,6 +318,6 @@ int main(int argc, char **argv)
     };
 
     if (argc > 1)
-        test_keys_dir = argv[1];
+        key_fixtures_dir = argv[1];
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,7 @@
-/* test_keys: fixture files and JWT verification for the provider tests.
+/* key_fixtures: fixture files and JWT verification for the provider tests.
  * Verification uses OpenSSL directly, not hr_jwt, so a test checks hr_jwt's
  * output against an independent reading of RFC 7515 / 7518. */
-#include "test_keys.h"
+#include "key_fixtures.h"
 
 #include <openssl/bn.h>
 #include <openssl/ec.h>
@@ -13,16 +13,16 @@
 
 #include "hr_base64.h"
 
-const char *test_keys_dir = ".";
+const char *key_fixtures_dir = ".";
 
-char *test_keys_read(const char *name, size_t *len)
+char *key_fixtures_read(const char *name, size_t *len)
 {
     char path[1024];
     FILE *f;
     char *buf = NULL;
     long n;
 
-    snprintf(path, sizeof path, "%s/%s", test_keys_dir, name);
+    snprintf(path, sizeof path, "%s/%s", key_fixtures_dir, name);
     f = fopen(path, "rb");
     if (f == NULL)
         return NULL;
@@ -42,7 +42,7 @@ char *test_keys_read(const char *name, size_t *len)
 }
 
 /* Decodes base64url [S, S+N) into a new NUL-terminated string. */
-static char *test_keys_b64(const char *s, size_t n, size_t *outlen)
+static char *key_fixtures_b64(const char *s, size_t n, size_t *outlen)
 {
     char *out = malloc(n + 1);
     size_t len;
@@ -58,7 +58,7 @@ static char *test_keys_b64(const char *s, size_t n, size_t *outlen)
 }
 
 /* Raw R||S (64 bytes) -> DER ECDSA-Sig-Value; the DER length, or -1. */
-static int test_keys_raw_to_der(const unsigned char *raw, unsigned char **der)
+static int key_fixtures_raw_to_der(const unsigned char *raw, unsigned char **der)
 {
     ECDSA_SIG *sig = ECDSA_SIG_new();
     BIGNUM *r = BN_bin2bn(raw, 32, NULL), *s = BN_bin2bn(raw + 32, 32, NULL);
@@ -74,7 +74,7 @@ static int test_keys_raw_to_der(const unsigned char *raw, unsigned char **der)
     return n;
 }
 
-int test_keys_jwt_verify(const char *jwt, const char *pub_name, char **header, char **claims)
+int key_fixtures_jwt_verify(const char *jwt, const char *pub_name, char **header, char **claims)
 {
     const char *d1 = strchr(jwt, '.'), *d2 = d1 ? strchr(d1 + 1, '.') : NULL;
     char *pem = NULL, *hdr = NULL, *cl = NULL, *sig = NULL;
@@ -88,10 +88,10 @@ int test_keys_jwt_verify(const char *jwt, const char *pub_name, char **header, c
 
     if (d2 == NULL || strchr(d2 + 1, '.') != NULL)
         goto cleanup;
-    hdr = test_keys_b64(jwt, (size_t)(d1 - jwt), NULL);
-    cl = test_keys_b64(d1 + 1, (size_t)(d2 - d1 - 1), NULL);
-    sig = test_keys_b64(d2 + 1, strlen(d2 + 1), &siglen);
-    pem = test_keys_read(pub_name, NULL);
+    hdr = key_fixtures_b64(jwt, (size_t)(d1 - jwt), NULL);
+    cl = key_fixtures_b64(d1 + 1, (size_t)(d2 - d1 - 1), NULL);
+    sig = key_fixtures_b64(d2 + 1, strlen(d2 + 1), &siglen);
+    pem = key_fixtures_read(pub_name, NULL);
     if (hdr == NULL || cl == NULL || sig == NULL || pem == NULL)
         goto cleanup;
     bio = BIO_new_mem_buf(pem, -1);
@@ -100,7 +100,7 @@ int test_keys_jwt_verify(const char *jwt, const char *pub_name, char **header, c
         goto cleanup;
     sigp = (const unsigned char *)sig;
     if (strstr(hdr, "\"ES256\"") != NULL) {
-        if (siglen != 64 || (derlen = test_keys_raw_to_der(sigp, &der)) < 0)
+        if (siglen != 64 || (derlen = key_fixtures_raw_to_der(sigp, &der)) < 0)
             goto cleanup;
         sigp = der;
         siglen = (size_t)derlen;
