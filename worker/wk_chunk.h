@@ -33,6 +33,8 @@
 #include "wk_task.h"
 
 #define WK_CHUNK_KEY_MAX 192
+/* The config's bound on worker.max_chunks_in_flight. */
+#define WK_CHUNK_MAX_OPEN 64
 
 /* Why a chunk stops before its set is empty (the task's control key). */
 typedef enum wk_chunk_halt {

@@ -39,13 +39,12 @@
 #include <stdint.h>
 
 #include "hr_config.h"
+#include "wk_lifecycle.h"
 
 typedef struct wk_worker wk_worker;
 
-/* Counters of skipped input, for logs and tests. */
-typedef struct wk_worker_stats {
-    int64_t bad_messages, unknown_tasks, busy_chunks, parked_chunks, chunks_done, errors;
-} wk_worker_stats;
+/* Counters of skipped input, for logs and tests (kept by the lifecycle). */
+typedef wk_lifecycle_stats wk_worker_stats;
 
 /* Connects to Redis, MySQL and Kafka and starts the reporter.  CFG must
  * outlive the worker. */
