@@ -32,7 +32,27 @@
  * is retried until lease_ms has passed (a killed holder's lease runs out)
  * before it is skipped.  SIGTERM/SIGINT: stop fetching and starting requests, wait for
  * running requests (at most worker.shutdown_grace_ms), abandon what is
- * left, commit offsets, close the consumer, flush the reporter. */
+ * left, commit offsets, close the consumer, flush the reporter.
+ *
+ * Module graph (who calls whom; an arrow never points back up, and the
+ * only calls upward are the hooks and callbacks named on the right):
+ *
+ *   main
+ *    -> wk_worker      Kafka consumer, pause/resume, revoke, loop, shutdown
+ *        -> wk_lifecycle   a chunk from intake to offset store
+ *                          (up: store_offset and wake hooks to wk_worker)
+ *            -> wk_control     control-key reads, lease renewals
+ *                -> wk_chunk
+ *            -> wk_chunk       one chunk's Redis side (scripts)
+ *            -> wk_sender      HTTP engine: queues, caps, tokens, retries
+ *                              (up: the done callback to wk_lifecycle)
+ *                -> wk_xfer        one request: build, classify
+ *                -> wk_retry       backoff, AIMD cap, delay heap
+ *            -> wk_reporter    MySQL writer thread (events in, nothing back)
+ *            -> wk_offsets     per-partition contiguous completion
+ *            -> wk_task        task cache, templates, rendering
+ *        -> wk_metrics     Prometheus families, /metrics, /readyz
+ *   wk_clock is a leaf every module may read. */
 #ifndef WK_WORKER_H
 #define WK_WORKER_H
 
