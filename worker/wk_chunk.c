@@ -124,15 +124,15 @@ static int wk_chunk_fetch_users(wk_chunk *c, hr_redis *r, char *errstr, size_t e
     /* Every queued reply is read, even after an error, so the connection
      * stays in step. */
     for (size_t i = 0; i < n; i++) {
-        char why[256];
+        char detail[256];
         const redisContext *ctx;
 
-        c->users[i] = hr_redis_pipe_reply(r, why, sizeof why);
+        c->users[i] = hr_redis_pipe_reply(r, detail, sizeof detail);
         if (c->users[i] != NULL || rc != 0)
             continue;
         ctx = hr_redis_context(r);
         if (ctx == NULL || ctx->err != 0) {
-            snprintf(errstr, errlen, "%s", why);
+            snprintf(errstr, errlen, "%s", detail);
             rc = -1;
         } else {
             /* An error reply for this user alone (WRONGTYPE: not a hash):
@@ -140,7 +140,7 @@ static int wk_chunk_fetch_users(wk_chunk *c, hr_redis *r, char *errstr, size_t e
             c->user_errors++;
             if (c->user_error[0] == '\0')
                 snprintf(c->user_error, sizeof c->user_error, "uid=%.40s error=%.100s",
-                         c->members->element[i]->str, why);
+                         c->members->element[i]->str, detail);
         }
     }
     return rc;

@@ -24,9 +24,9 @@ typedef struct wk_retry_cap {
     int max; /* the channel's concurrency */
 } wk_retry_cap;
 
-void wk_retry_cap_init(wk_retry_cap *c, int max);
-void wk_retry_cap_halve(wk_retry_cap *c);
-void wk_retry_cap_grow(wk_retry_cap *c);
+void wk_retry_cap_init(wk_retry_cap *cap, int max);
+void wk_retry_cap_halve(wk_retry_cap *cap);
+void wk_retry_cap_grow(wk_retry_cap *cap);
 
 /* Embedded in the waiting item; the heap keeps INDEX up to date. */
 typedef struct wk_retry_node {

@@ -449,7 +449,7 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
 {
     wk_chan *ch = x->ch;
     wk_push *p = x->p;
-    const hr_channel *c = ch->cfg;
+    const hr_channel *cfg = ch->cfg;
     long code = 0, retry_after_s = x->retry_after_s;
     int64_t now = wk_clock_now_ms();
     wk_push_result res = {.latency_ms = (int)(now - x->start_ms)};
@@ -466,7 +466,7 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
     if (rc != CURLE_OK)
         hr_metrics_inc(s->m->backend_errors[WK_BACKEND_HTTP]);
 
-    cls = wk_xfer_classify(c, rc, code, retry_after_s);
+    cls = wk_xfer_classify(cfg, rc, code, retry_after_s);
     if (cls == WK_XFER_DELIVERED) {
         wk_retry_cap_grow(&ch->cap);
         res.delivered = true;
@@ -484,15 +484,15 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
 
         /* A provider's Retry-After may not stall the channel for longer
          * than the channel's longest retry backoff. */
-        if (pause > c->retry_max_backoff_ms)
-            pause = c->retry_max_backoff_ms;
+        if (pause > cfg->retry_max_backoff_ms)
+            pause = cfg->retry_max_backoff_ms;
 
         /* One halving per pause window: the many requests that were in
          * flight when the provider pushed back report it together. */
         if (now >= ch->paused_until_ms) {
             wk_retry_cap_halve(&ch->cap);
             hr_log_warn("channel_slowdown", "channel=%s status=%ld pause_ms=%" PRId64 " cap=%d",
-                        c->name, code, pause, ch->cap.cap);
+                        cfg->name, code, pause, ch->cap.cap);
         }
         if (now + pause > ch->paused_until_ms)
             ch->paused_until_ms = now + pause;
@@ -510,7 +510,7 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
         wk_sender_settle(s, p, &res);
         return;
     }
-    if (p->attempts - p->slowdowns >= c->retry_max_attempts) {
+    if (p->attempts - p->slowdowns >= cfg->retry_max_attempts) {
         size_t n = strlen(reason);
 
         snprintf(reason + n, sizeof reason - n, " after %d attempts", p->attempts);
@@ -518,7 +518,7 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
         wk_sender_settle(s, p, &res);
         return;
     }
-    p->delay.due_ms = now + wk_retry_backoff_ms(c->retry_backoff_ms, c->retry_max_backoff_ms,
+    p->delay.due_ms = now + wk_retry_backoff_ms(cfg->retry_backoff_ms, cfg->retry_max_backoff_ms,
                                                 p->attempts - p->slowdowns,
                                                 wk_sender_random(s));
     if (wk_retry_heap_push(&ch->delayed, &p->delay) != 0) {

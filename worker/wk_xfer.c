@@ -51,7 +51,7 @@ static size_t wk_xfer_header(char *buf, size_t size, size_t nitems, void *userda
     return n;
 }
 
-wk_xfer *wk_xfer_new(const hr_channel *c, struct wk_chan *ch)
+wk_xfer *wk_xfer_new(const hr_channel *cfg, struct wk_chan *ch)
 {
     wk_xfer *x = calloc(1, sizeof *x);
     CURL *e;
@@ -68,30 +68,30 @@ wk_xfer *wk_xfer_new(const hr_channel *c, struct wk_chan *ch)
     hr_buf_init(&x->body, WK_XFER_BODY_MAX);
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)cfg->timeout_ms);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, wk_xfer_discard);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, wk_xfer_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-    if (c->http2) {
-        bool tls = strncasecmp(c->url, "https:", 6) == 0;
+    if (cfg->http2) {
+        bool tls = strncasecmp(cfg->url, "https:", 6) == 0;
 
         curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
                          tls ? (long)CURL_HTTP_VERSION_2TLS : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
         curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
     }
-    if (strcasecmp(c->method, "GET") == 0) {
+    if (strcasecmp(cfg->method, "GET") == 0) {
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     } else {
         curl_easy_setopt(e, CURLOPT_POST, 1L);
-        if (strcasecmp(c->method, "POST") != 0)
-            curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, c->method);
+        if (strcasecmp(cfg->method, "POST") != 0)
+            curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, cfg->method);
     }
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, c->tls_verify ? 1L : 0L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, c->tls_verify ? 2L : 0L);
-    if (c->ca_file != NULL)
-        curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, cfg->tls_verify ? 1L : 0L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, cfg->tls_verify ? 2L : 0L);
+    if (cfg->ca_file != NULL)
+        curl_easy_setopt(e, CURLOPT_CAINFO, cfg->ca_file);
     return x;
 }
 
