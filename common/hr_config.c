@@ -24,6 +24,7 @@
  * returns; every string and array in hr_config belongs to the hr_config. */
 #include "hr_config.h"
 
+#include "hr_keys.h"
 #include "hr_log.h"
 #include "hr_template.h"
 
@@ -481,6 +482,14 @@ static int cfg_check_listen(const char *text, char *why, size_t whylen) {
     return -1;
 }
 
+/* Every key starts with the prefix; hr_keys sizes its buffers for one of
+ * at most HR_KEYS_PREFIX_MAX bytes. */
+static int cfg_check_prefix(const char *text, char *why, size_t whylen) {
+    if (strlen(text) <= HR_KEYS_PREFIX_MAX) return 0;
+    snprintf(why, whylen, "%zu bytes long; at most %d", strlen(text), HR_KEYS_PREFIX_MAX);
+    return -1;
+}
+
 /* The owner id "<instance>/<pid>" must fit push_task.claimed_by
  * (VARCHAR(128)), or every claim fails. */
 static int cfg_check_instance(const char *text, char *why, size_t whylen) {
@@ -680,7 +689,7 @@ static const cfg_key cfg_redis_keys[] = {
     K_STR("host", hr_config, redis.host, 1, "127.0.0.1"),
     K_INT("port", hr_config, redis.port, 1, 65535, 6379),
     K_STR("password", hr_config, redis.password, 0, ""),
-    K_STR("prefix", hr_config, redis.prefix, 1, "herald:"),
+    K_CHECKED("prefix", hr_config, redis.prefix, "herald:", cfg_check_prefix),
     K_INT("db", hr_config, redis.db, 0, 15, 0),
     K_INT("timeout_ms", hr_config, redis.timeout_ms, 1, 600000, 5000),
     K_END,
