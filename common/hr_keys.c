@@ -4,6 +4,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <string.h>
 
 static const char *const hr_key_names[HR_KEY__COUNT] = {
     [HR_KEY_SUBS] = "subs",     [HR_KEY_SEQ] = "seq",       [HR_KEY_PENDING] = "pending",
@@ -40,6 +41,39 @@ char *hr_key_lease(const char *prefix, char *buf, size_t len, int64_t task, int6
 {
     return hr_key_fit(buf, len,
                       snprintf(buf, len, "%s{t%" PRId64 "}:lease:%" PRId64, prefix, task, seq));
+}
+
+char *hr_key_redrive(const char *prefix, char *buf, size_t len, int64_t task, int64_t seq)
+{
+    return hr_key_fit(buf, len,
+                      snprintf(buf, len, "%s{t%" PRId64 "}:redrive:%" PRId64, prefix, task, seq));
+}
+
+/* PREFIX with glob characters escaped, then "{t" TASK "}:" NAME ":*". */
+static char *hr_key_match(const char *prefix, char *buf, size_t len, int64_t task,
+                          const char *name)
+{
+    size_t o = 0;
+
+    for (size_t i = 0; prefix[i] != '\0'; i++) {
+        if (o + 2 >= len)
+            return NULL;
+        if (strchr("*?[]\\", prefix[i]) != NULL)
+            buf[o++] = '\\';
+        buf[o++] = prefix[i];
+    }
+    return hr_key_fit(buf, len,
+                      (int)o + snprintf(buf + o, len - o, "{t%" PRId64 "}:%s:*", task, name));
+}
+
+char *hr_key_chunks_match(const char *prefix, char *buf, size_t len, int64_t task)
+{
+    return hr_key_match(prefix, buf, len, task, "chunk");
+}
+
+char *hr_key_leases_match(const char *prefix, char *buf, size_t len, int64_t task)
+{
+    return hr_key_match(prefix, buf, len, task, "lease");
 }
 
 char *hr_key_timer(const char *prefix, char *buf, size_t len)

@@ -41,6 +41,13 @@ char *hr_key_chunk(const char *prefix, char *buf, size_t len, int64_t task, int6
 /* "herald:{t42}:lease:<seq>": the worker holding the chunk. */
 char *hr_key_lease(const char *prefix, char *buf, size_t len, int64_t task, int64_t seq);
 
+/* "herald:{t42}:redrive:<seq>": redrive.lua's recorded result for chunk SEQ. */
+char *hr_key_redrive(const char *prefix, char *buf, size_t len, int64_t task, int64_t seq);
+/* SCAN MATCH patterns of every chunk:<seq> / lease:<seq> key of TASK (the
+ * prefix's glob characters escaped). */
+char *hr_key_chunks_match(const char *prefix, char *buf, size_t len, int64_t task);
+char *hr_key_leases_match(const char *prefix, char *buf, size_t len, int64_t task);
+
 /* "herald:timer": ZSET task id -> due time (ms). */
 char *hr_key_timer(const char *prefix, char *buf, size_t len);
 /* "herald:cancel_held": SET of cancelled tasks whose chunks a worker held. */

@@ -13,7 +13,7 @@
  * EVALSHA; a NOSCRIPT answer (Redis restarted, SCRIPT FLUSH) reloads the
  * script and repeats the call once.
  *
- * Keys: hr_redis_key() prefixes the configured prefix ("herald:").  Every
+ * Keys are named by hr_keys.h (included here) from hr_redis_prefix(); every
  * per-task key carries the hash tag {t<ID>}: "herald:{t42}:subs". */
 #ifndef HR_REDIS_H
 #define HR_REDIS_H
@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "hr_config.h"
+#include "hr_keys.h"
 #include "hr_lua_scripts.h"
 
 typedef struct hr_redis hr_redis;
@@ -35,7 +36,8 @@ void hr_redis_free(hr_redis *r);
  * redisGetReply.  May change after any hr_redis_* call that reconnected. */
 redisContext *hr_redis_context(hr_redis *r);
 
-/* Writes prefix + formatted suffix into BUF; returns BUF. */
+/* Writes prefix + formatted suffix into BUF; returns BUF.  Older than
+ * hr_keys, kept until the daemons name their keys with it. */
 char *hr_redis_key(const hr_redis *r, char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* "herald:{t42}:" + SUFFIX, e.g. hr_redis_task_key(r, b, sizeof b, 42, "subs"). */

@@ -47,6 +47,18 @@ bool hr_state_final(hr_task_state s)
     return s == HR_STATE_DONE || s == HR_STATE_FAILED || s == HR_STATE_CANCELLED;
 }
 
+bool hr_state_is(const char *name, hr_task_state s)
+{
+    return name != NULL && strcmp(name, hr_state_name(s)) == 0;
+}
+
+bool hr_state_name_final(const char *name)
+{
+    hr_task_state s;
+
+    return hr_state_parse(name, &s) == 0 && hr_state_final(s);
+}
+
 const char *hr_control_name(hr_control c)
 {
     return (unsigned)c < HR_CONTROL__COUNT ? hr_control_names[c] : "?";
@@ -72,6 +84,18 @@ static int hr_state_move(hr_mysql *m, const char *sql, const hr_mysql_param *p, 
     if (hr_mysql_exec(m, sql, p, np, &affected, NULL, errnum, errstr, errlen) < 0)
         return -1;
     return affected == 1;
+}
+
+int hr_state_control(hr_mysql *m, int64_t id, hr_control c, char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_STR(hr_control_name(c)), HR_P_I64(id)};
+
+    return hr_state_move(m,
+                         "UPDATE push_task SET control = ? WHERE id = ? "
+                         "AND state NOT IN ('done', 'cancelled', 'failed')",
+                         p, 2, NULL, errstr, errlen) < 0
+               ? -1
+               : 0;
 }
 
 int hr_state_claim(hr_mysql *m, int64_t id, const char *owner, int64_t lease_s,

@@ -49,10 +49,18 @@ const char *hr_state_name(hr_task_state s);
 int hr_state_parse(const char *name, hr_task_state *out);
 /* done, failed, cancelled: nothing more happens to the task. */
 bool hr_state_final(hr_task_state s);
+/* NAME (a push_task.state as read, e.g. hr_task.state) is S. */
+bool hr_state_is(const char *name, hr_task_state s);
+/* NAME is a final state's. */
+bool hr_state_name_final(const char *name);
 
 /* "run", "pause", "cancel"; "?" for a value out of range. */
 const char *hr_control_name(hr_control c);
 int hr_control_parse(const char *name, hr_control *out);
+
+/* The admin's wish: push_task.control = C of an unfinished task (the
+ * dispatchers' control scan then moves its state).  0 or -1. */
+int hr_state_control(hr_mysql *m, int64_t id, hr_control c, char *errstr, size_t errlen);
 
 /* hr_state_claim: the task row stayed locked (a subscription insert or an
  * admin's open transaction); try again later. */

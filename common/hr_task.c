@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hr_state.h"
 #include "hr_template.h"
 
 /* Positions in HR_TASK_COLUMNS. */
@@ -202,17 +203,18 @@ done:
 int hr_task_set_control(hr_mysql *m, hr_redis *r, int64_t id, const char *control,
                         char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_STR(control), HR_P_I64(id)};
-    char key[256];
+    char key[HR_KEY_MAX];
     redisReply *reply;
+    hr_control c;
 
-    if (m != NULL && hr_mysql_exec(m,
-                                   "UPDATE push_task SET control = ? WHERE id = ? "
-                                   "AND state NOT IN ('done', 'cancelled', 'failed')",
-                                   p, 2, NULL, NULL, NULL, errstr, errlen) < 0)
+    if (hr_control_parse(control, &c) < 0) {
+        snprintf(errstr, errlen, "unknown control \"%.16s\"", control);
         return -1;
-    hr_redis_task_key(r, key, sizeof key, id, "ctl");
-    reply = hr_redis_cmdf(r, errstr, errlen, "SET %s %s", key, control);
+    }
+    if (m != NULL && hr_state_control(m, id, c, errstr, errlen) < 0)
+        return -1;
+    hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_CTL);
+    reply = hr_redis_cmdf(r, errstr, errlen, "SET %s %s", key, hr_control_name(c));
     if (reply == NULL)
         return m != NULL ? 1 : -1;
     freeReplyObject(reply);

@@ -35,6 +35,9 @@ static void test_task_keys(void **state)
     assert_string_equal(hr_key_task_base(P, buf, sizeof buf, 42), "herald:{t42}:");
     assert_string_equal(hr_key_chunk(P, buf, sizeof buf, 42, 17), "herald:{t42}:chunk:17");
     assert_string_equal(hr_key_lease(P, buf, sizeof buf, 42, 17), "herald:{t42}:lease:17");
+    assert_string_equal(hr_key_redrive(P, buf, sizeof buf, 42, 17), "herald:{t42}:redrive:17");
+    assert_string_equal(hr_key_chunks_match(P, buf, sizeof buf, 42), "herald:{t42}:chunk:*");
+    assert_string_equal(hr_key_leases_match(P, buf, sizeof buf, 42), "herald:{t42}:lease:*");
     assert_string_equal(hr_key_task(P, buf, sizeof buf, INT64_MAX, HR_KEY_SUBS),
                         "herald:{t9223372036854775807}:subs");
 }
@@ -63,6 +66,9 @@ static void test_prefix(void **state)
     (void)state;
     assert_string_equal(hr_key_task("app1:", buf, sizeof buf, 3, HR_KEY_STATS), "app1:{t3}:stats");
     assert_string_equal(hr_key_timer("app1:", buf, sizeof buf), "app1:timer");
+    /* A glob character in the prefix matches only itself. */
+    assert_string_equal(hr_key_leases_match("a*[b]:", buf, sizeof buf, 3),
+                        "a\\*\\[b\\]:{t3}:lease:*");
 }
 
 /* A key that does not fit is refused, never cut (a cut key is another key). */
