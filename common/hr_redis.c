@@ -17,6 +17,7 @@
  * within it fail at once with "redis HOST:PORT down (retrying in N ms)". */
 #include "hr_redis.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,8 +162,8 @@ static int hr_redis_reconnect(hr_redis *r, char *errstr, size_t errlen)
     int len;
 
     if (now < r->retry_at_ms) {
-        snprintf(errstr, errlen, "redis %s:%d down (retrying in %lld ms)", r->host, r->port,
-                 (long long)(r->retry_at_ms - now));
+        snprintf(errstr, errlen, "redis %s:%d down (retrying in %" PRId64 " ms)", r->host,
+                 r->port, r->retry_at_ms - now);
         return -1;
     }
     redisFree(r->c);
@@ -293,7 +294,7 @@ char *hr_redis_key(const hr_redis *r, char *buf, size_t len, const char *fmt, ..
 
 char *hr_redis_task_key(const hr_redis *r, char *buf, size_t len, int64_t task, const char *suffix)
 {
-    snprintf(buf, len, "%s{t%lld}:%s", r->prefix, (long long)task, suffix);
+    snprintf(buf, len, "%s{t%" PRId64 "}:%s", r->prefix, task, suffix);
     return buf;
 }
 

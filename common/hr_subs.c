@@ -4,6 +4,7 @@
  * report an incomplete refill the same way. */
 #include "hr_subs.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -282,7 +283,7 @@ int hr_subs_sync(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts
     /* Nothing may be added after this but the set's own progress: the
      * synced mark, then (after the claim) seq, which makes every later
      * refill_add.lua refuse and lets the first chunk go. */
-    snprintf(upto_s, sizeof upto_s, "%lld", (long long)upto);
+    snprintf(upto_s, sizeof upto_s, "%" PRId64, upto);
     reply = hr_redis_cmdf(r, errstr, errlen, "SET %s %s",
                           hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_SYNCED),
                           upto_s);

@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -251,7 +252,7 @@ int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_
         return -1;
     }
     if (t->chunk_size < 1 || t->chunk_size > HR_TASK_MAX_CHUNK) {
-        snprintf(errstr, errlen, "chunk_size %lld is outside 1..%d", (long long)t->chunk_size,
+        snprintf(errstr, errlen, "chunk_size %" PRId64 " is outside 1..%d", t->chunk_size,
                  HR_TASK_MAX_CHUNK);
         return -1;
     }
@@ -260,18 +261,17 @@ int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_
         return -1;
     }
     if (t->rate_limit < 0) {
-        snprintf(errstr, errlen, "rate_limit %lld is negative", (long long)t->rate_limit);
+        snprintf(errstr, errlen, "rate_limit %" PRId64 " is negative", t->rate_limit);
         return -1;
     }
     if (t->throttle_limit < 0) {
-        snprintf(errstr, errlen, "throttle_limit %lld is negative",
-                 (long long)t->throttle_limit);
+        snprintf(errstr, errlen, "throttle_limit %" PRId64 " is negative", t->throttle_limit);
         return -1;
     }
     if (t->throttle_limit > 0 &&
         (t->throttle_window_s < 1 || t->throttle_window_s > HR_TASK_MAX_WINDOW_S)) {
-        snprintf(errstr, errlen, "throttle_window_s %lld is outside 1..%d (1 s..31 days)",
-                 (long long)t->throttle_window_s, HR_TASK_MAX_WINDOW_S);
+        snprintf(errstr, errlen, "throttle_window_s %" PRId64 " is outside 1..%d (1 s..31 days)",
+                 t->throttle_window_s, HR_TASK_MAX_WINDOW_S);
         return -1;
     }
     if (t->payload != NULL) {

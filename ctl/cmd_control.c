@@ -17,7 +17,7 @@ int ctl_cmd_control(ctl_ctx *ctx, int argc, char **argv)
     hr_mysql *m;
     hr_redis *r;
     hr_task *t = NULL;
-    char err[512];
+    char errstr[512];
     int64_t id;
     int rc;
 
@@ -30,13 +30,13 @@ int ctl_cmd_control(ctl_ctx *ctx, int argc, char **argv)
         ctl_fail("task %" PRId64 " is already %s", id, t->state);
         goto done;
     }
-    switch (hr_task_set_control(m, r, id, control, err, sizeof err)) {
+    switch (hr_task_set_control(m, r, id, control, errstr, sizeof errstr)) {
     case -1:
-        ctl_fail("%s", err);
+        ctl_fail("%s", errstr);
         goto done;
     case 1:
         ctl_fail("control is %s in MySQL, but the ctl key was not set (%s); the dispatcher "
-                 "sets it at its next scan", control, err);
+                 "sets it at its next scan", control, errstr);
         goto done;
     }
     printf("task %" PRId64 ": control=%s (state %s)\n", id, control, t->state);

@@ -303,7 +303,7 @@ int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
 {
     import_job j = {0};
     import_ids ids = {0};
-    char err[1024], n1[32], n2[32], n3[32], n4[32];
+    char errstr[1024], n1[32], n2[32], n3[32], n4[32];
     int64_t start = ctl_fmt_mono_ms(), last_draw = 0, elapsed;
     bool tty = isatty(STDERR_FILENO), refused = false;
     size_t done = 0;
@@ -313,15 +313,15 @@ int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
         return ctl_usage("import", "TASK and FILE (or -) are required");
     if (argc > 3)
         return ctl_usage("import", "unexpected argument \"%s\"", argv[3]);
-    if (ctl_fmt_parse_int("TASK", argv[1], 1, INT64_MAX, &j.task, err, sizeof err) < 0)
-        return ctl_usage("import", "%s", err);
+    if (ctl_fmt_parse_int("TASK", argv[1], 1, INT64_MAX, &j.task, errstr, sizeof errstr) < 0)
+        return ctl_usage("import", "%s", errstr);
     if (ctl_mysql(ctx, &j.m) < 0 || ctl_redis(ctx, &j.r) < 0)
         return CTL_EXIT_FAIL;
     /* Refuse early: no point reading a million lines for a task that is gone. */
-    if (import_check_task(j.m, j.task, false, err, sizeof err) != 0)
-        return ctl_fail("import: %s", err);
-    if (import_read(argv[2], &ids, err, sizeof err) < 0) {
-        ctl_fail("import: %s (nothing imported)", err);
+    if (import_check_task(j.m, j.task, false, errstr, sizeof errstr) != 0)
+        return ctl_fail("import: %s", errstr);
+    if (import_read(argv[2], &ids, errstr, sizeof errstr) < 0) {
+        ctl_fail("import: %s (nothing imported)", errstr);
         goto done;
     }
     if (import_job_init(&j) < 0) {
@@ -330,21 +330,21 @@ int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
     }
     while (done < ids.n) {
         size_t n = ids.n - done < IMPORT_BATCH ? ids.n - done : IMPORT_BATCH;
-        if (import_batch(&j, ids.v + done, n, &refused, err, sizeof err) < 0) {
+        if (import_batch(&j, ids.v + done, n, &refused, errstr, sizeof errstr) < 0) {
             if (tty)
                 fputs("\r\033[K", stderr);
             if (refused)
                 ctl_fail("import into task %" PRId64 ": %s.  The first %s ids were imported and "
                          "will be pushed; the other %s were refused (ids #%zu to #%zu of the "
                          "input, the first refused being %" PRId64 ")",
-                         j.task, err, ctl_fmt_count((int64_t)done, n1, sizeof n1),
+                         j.task, errstr, ctl_fmt_count((int64_t)done, n1, sizeof n1),
                          ctl_fmt_count((int64_t)(ids.n - done), n2, sizeof n2), done + 1, ids.n,
                          ids.v[done]);
             else
                 ctl_fail("import into task %" PRId64 " stopped after %s of %s ids: %s (run it "
                          "again once fixed: importing is idempotent)",
                          j.task, ctl_fmt_count((int64_t)done, n1, sizeof n1),
-                         ctl_fmt_count((int64_t)ids.n, n2, sizeof n2), err);
+                         ctl_fmt_count((int64_t)ids.n, n2, sizeof n2), errstr);
             goto done;
         }
         done += n;
@@ -353,9 +353,9 @@ int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
             import_progress(done, ids.n, last_draw - start);
         }
     }
-    if (import_sadd_finish(&j, err, sizeof err) < 0) {
+    if (import_sadd_finish(&j, errstr, sizeof errstr) < 0) {
         ctl_fail("import into task %" PRId64 ": every id is in MySQL but the last Redis batch "
-                 "failed: %s (run it again: importing is idempotent)", j.task, err);
+                 "failed: %s (run it again: importing is idempotent)", j.task, errstr);
         goto done;
     }
     if (tty)

@@ -150,7 +150,7 @@ int ctl_cmd_list(ctl_ctx *ctx, int argc, char **argv)
     int64_t limit = LIST_DEFAULT_LIMIT;
     hr_mysql_rows *rows = NULL;
     hr_mysql_param p[2];
-    char err[512];
+    char errstr[512];
     hr_mysql *m;
     size_t np = 0;
     bool json = false;
@@ -164,9 +164,9 @@ int ctl_cmd_list(ctl_ctx *ctx, int argc, char **argv)
                                          "dispatched, done, paused, cancelled, failed", optarg);
             state = optarg;
         } else if (opt == 'n') {
-            if (ctl_fmt_parse_int("--limit", optarg, 1, LIST_MAX_LIMIT, &limit, err,
-                                  sizeof err) < 0)
-                return ctl_usage("list", "%s", err);
+            if (ctl_fmt_parse_int("--limit", optarg, 1, LIST_MAX_LIMIT, &limit, errstr,
+                                  sizeof errstr) < 0)
+                return ctl_usage("list", "%s", errstr);
         } else if (opt == 'j') {
             json = true;
         } else {
@@ -184,8 +184,8 @@ int ctl_cmd_list(ctl_ctx *ctx, int argc, char **argv)
     if (hr_mysql_query(m,
                        state != NULL ? LIST_SELECT "WHERE state = ? ORDER BY id DESC LIMIT ?"
                                      : LIST_SELECT "ORDER BY id DESC LIMIT ?",
-                       p, np, &rows, err, sizeof err) < 0) {
-        ctl_fail("list: %s", err);
+                       p, np, &rows, errstr, sizeof errstr) < 0) {
+        ctl_fail("list: %s", errstr);
         goto done;
     }
     if (rows->ncols != LIST_NCOLS) {

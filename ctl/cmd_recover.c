@@ -57,21 +57,21 @@
 /* Step 3's MySQL side, in one transaction: the rows of chunks that were not
  * done go, and total becomes what the delivery log shows as delivered; the
  * chunks cut from the rebuilt set add their sizes again. */
-static int recover_reset_total(hr_mysql *m, int64_t id, char *err, size_t errlen)
+static int recover_reset_total(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(id)};
     const hr_mysql_param p2[] = {HR_P_I64(id), HR_P_I64(id)};
 
-    if (hr_mysql_begin(m, err, errlen) < 0)
+    if (hr_mysql_begin(m, errstr, errlen) < 0)
         return -1;
     if (hr_mysql_exec(m, "DELETE FROM push_chunk WHERE task_id = ? AND state <> 'done'", p, 1,
-                      NULL, NULL, NULL, err, errlen) < 0 ||
+                      NULL, NULL, NULL, errstr, errlen) < 0 ||
         hr_mysql_exec(m,
                       "UPDATE push_task SET total = (SELECT COUNT(*) FROM push_delivery "
                       "WHERE task_id = ? AND status IN ('sent', 'failed', 'throttled')) "
                       "WHERE id = ?",
-                      p2, 2, NULL, NULL, NULL, err, errlen) < 0 ||
-        hr_mysql_commit(m, err, errlen) < 0) {
+                      p2, 2, NULL, NULL, NULL, errstr, errlen) < 0 ||
+        hr_mysql_commit(m, errstr, errlen) < 0) {
         hr_mysql_rollback(m);
         return -1;
     }
@@ -79,7 +79,7 @@ static int recover_reset_total(hr_mysql *m, int64_t id, char *err, size_t errlen
 }
 
 /* Step 3's Redis side: stats.published = push_task.total as just reset. */
-static int recover_reset_published(hr_mysql *m, hr_redis *r, int64_t id, char *err,
+static int recover_reset_published(hr_mysql *m, hr_redis *r, int64_t id, char *errstr,
                                    size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(id)};
@@ -88,14 +88,14 @@ static int recover_reset_published(hr_mysql *m, hr_redis *r, int64_t id, char *e
     char key[HR_KEY_MAX];
     int rc = -1;
 
-    if (hr_mysql_query(m, "SELECT total FROM push_task WHERE id = ?", p, 1, &rows, err,
+    if (hr_mysql_query(m, "SELECT total FROM push_task WHERE id = ?", p, 1, &rows, errstr,
                        errlen) < 0)
         return -1;
     if (rows->nrows != 1 || hr_mysql_cell(rows, 0, 0) == NULL) {
-        snprintf(err, errlen, "task %" PRId64 " disappeared", id);
+        snprintf(errstr, errlen, "task %" PRId64 " disappeared", id);
         goto done;
     }
-    reply = hr_redis_cmdf(r, err, errlen, "HSET %s published %s",
+    reply = hr_redis_cmdf(r, errstr, errlen, "HSET %s published %s",
                           hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_STATS),
                           hr_mysql_cell(rows, 0, 0));
     if (reply == NULL)
@@ -116,7 +116,7 @@ done:
  * that workers recreated from zero afterwards, leaves push_task's counters
  * below the outcomes the log holds, and those recipients are neither
  * pushed again (the refill skips them) nor counted.  0 or -1 (ERR). */
-static int recover_log_counts(hr_mysql *m, hr_task *t, char *err, size_t errlen)
+static int recover_log_counts(hr_mysql *m, hr_task *t, char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(t->id)};
     hr_mysql_rows *rows = NULL;
@@ -124,7 +124,7 @@ static int recover_log_counts(hr_mysql *m, hr_task *t, char *err, size_t errlen)
 
     if (hr_mysql_query(m, "SELECT status, COUNT(*) FROM push_delivery WHERE task_id = ? "
                           "GROUP BY status",
-                       p, 1, &rows, err, errlen) < 0)
+                       p, 1, &rows, errstr, errlen) < 0)
         return -1;
     for (i = 0; i < rows->nrows; i++) {
         const char *status = hr_mysql_cell(rows, i, 0);
@@ -150,11 +150,11 @@ static int recover_log_counts(hr_mysql *m, hr_task *t, char *err, size_t errlen)
                              "failed = GREATEST(failed, ?), throttled = GREATEST(throttled, ?), "
                              "pulled = GREATEST(pulled, ?), cancelled = GREATEST(cancelled, ?) "
                              "WHERE id = ?",
-                             pu, 6, NULL, NULL, NULL, err, errlen);
+                             pu, 6, NULL, NULL, NULL, errstr, errlen);
     }
 }
 
-static int recover_restore_stats(hr_redis *r, const hr_task *t, char *err, size_t errlen)
+static int recover_restore_stats(hr_redis *r, const hr_task *t, char *errstr, size_t errlen)
 {
     const struct {
         const char *field;
@@ -170,14 +170,14 @@ static int recover_restore_stats(hr_redis *r, const hr_task *t, char *err, size_
     for (i = 0; i < sizeof counters / sizeof counters[0]; i++) {
         int64_t have;
 
-        reply = hr_redis_cmdf(r, err, errlen, "HGET %s %s", key, counters[i].field);
+        reply = hr_redis_cmdf(r, errstr, errlen, "HGET %s %s", key, counters[i].field);
         if (reply == NULL)
             return -1;
         have = reply->type == REDIS_REPLY_STRING ? strtoll(reply->str, NULL, 10) : 0;
         freeReplyObject(reply);
         if (have >= counters[i].value)
             continue;
-        reply = hr_redis_cmdf(r, err, errlen, "HSET %s %s %" PRId64, key, counters[i].field,
+        reply = hr_redis_cmdf(r, errstr, errlen, "HSET %s %s %" PRId64, key, counters[i].field,
                               counters[i].value);
         if (reply == NULL)
             return -1;
@@ -189,7 +189,7 @@ static int recover_restore_stats(hr_redis *r, const hr_task *t, char *err, size_
 /* Deletes the keys matching MATCH (SCAN, bounded); with DEL false only
  * counts them, stopping at the first.  The number deleted (or found), or
  * -1. */
-static int64_t recover_del_matching(hr_redis *r, const char *match, bool del, char *err,
+static int64_t recover_del_matching(hr_redis *r, const char *match, bool del, char *errstr,
                                     size_t errlen)
 {
     char cursor[32] = "0";
@@ -198,7 +198,7 @@ static int64_t recover_del_matching(hr_redis *r, const char *match, bool del, ch
     int rounds = 0;
 
     do {
-        redisReply *reply = hr_redis_cmdf(r, err, errlen, "SCAN %s MATCH %s COUNT 1000", cursor,
+        redisReply *reply = hr_redis_cmdf(r, errstr, errlen, "SCAN %s MATCH %s COUNT 1000", cursor,
                                           match);
 
         if (reply == NULL)
@@ -212,7 +212,7 @@ static int64_t recover_del_matching(hr_redis *r, const char *match, bool del, ch
             continue;
         }
         for (i = 0; i < reply->element[1]->elements; i++) {
-            redisReply *gone = hr_redis_cmdf(r, err, errlen, "DEL %s",
+            redisReply *gone = hr_redis_cmdf(r, errstr, errlen, "DEL %s",
                                              reply->element[1]->element[i]->str);
 
             if (gone == NULL) {
@@ -233,12 +233,12 @@ static int64_t recover_unaccounted(hr_mysql *m, int64_t id)
 {
     const hr_mysql_param p[] = {HR_P_I64(id)};
     hr_mysql_rows *rows = NULL;
-    char err[512];
+    char errstr[512];
     int64_t v;
 
-    if (hr_mysql_query(m, "SELECT unaccounted FROM push_task WHERE id = ?", p, 1, &rows, err,
-                       sizeof err) < 0) {
-        ctl_fail("%s", err);
+    if (hr_mysql_query(m, "SELECT unaccounted FROM push_task WHERE id = ?", p, 1, &rows, errstr,
+                       sizeof errstr) < 0) {
+        ctl_fail("%s", errstr);
         return -1;
     }
     v = rows->nrows == 1 ? strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10) : 0;
@@ -248,7 +248,7 @@ static int64_t recover_unaccounted(hr_mysql *m, int64_t id)
 
 /* Records that the rebuilt set holds every subscription up to the task's
  * current epoch (P T:synced, see hr_subs.h).  0 or -1 (ERR). */
-static int recover_mark_synced(hr_mysql *m, hr_redis *r, int64_t id, char *err, size_t errlen)
+static int recover_mark_synced(hr_mysql *m, hr_redis *r, int64_t id, char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(id)};
     hr_mysql_rows *rows = NULL;
@@ -256,12 +256,12 @@ static int recover_mark_synced(hr_mysql *m, hr_redis *r, int64_t id, char *err, 
     char key[HR_KEY_MAX];
     int64_t epoch;
 
-    if (hr_mysql_query(m, "SELECT subs_epoch FROM push_task WHERE id = ?", p, 1, &rows, err,
+    if (hr_mysql_query(m, "SELECT subs_epoch FROM push_task WHERE id = ?", p, 1, &rows, errstr,
                        errlen) < 0)
         return -1;
     epoch = rows->nrows == 1 ? strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10) : 0;
     hr_mysql_rows_free(rows);
-    reply = hr_redis_cmdf(r, err, errlen, "SET %s %" PRId64,
+    reply = hr_redis_cmdf(r, errstr, errlen, "SET %s %" PRId64,
                           hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_SYNCED),
                           epoch + 1);
     freeReplyObject(reply);
@@ -275,7 +275,7 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     hr_task *t = NULL;
     hr_mysql_rows *rows = NULL;
     redisReply *reply;
-    char err[512], key[HR_KEY_MAX], keys[3][HR_KEY_MAX], token[128];
+    char errstr[512], key[HR_KEY_MAX], keys[3][HR_KEY_MAX], token[128];
     const char *prefix;
     hr_subs_refill_opts o = {.token = token, .lock_ms = RECOVER_LOCK_MS,
                              .batch = RECOVER_BATCH, .exclude_delivered = true};
@@ -313,7 +313,7 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     snprintf(token, sizeof token, "heraldctl/%ld", (long)getpid());
     /* A scanner's sync holds the lock for a moment; a refill or a
      * reconciliation of a big set for longer. */
-    for (wait = 0; (rc = hr_subs_lock(r, id, token, RECOVER_LOCK_MS, err, sizeof err)) == 0 &&
+    for (wait = 0; (rc = hr_subs_lock(r, id, token, RECOVER_LOCK_MS, errstr, sizeof errstr)) == 0 &&
                    wait < RECOVER_LOCK_WAIT_MS;
          wait += 100)
         usleep(100000);
@@ -328,7 +328,7 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     }
     locked = true;
     dropped = recover_del_matching(r, hr_key_leases_match(prefix, key, sizeof key, id), false,
-                                   err, sizeof err);
+                                   errstr, sizeof errstr);
     if (dropped < 0)
         goto redis_failed;
     if (dropped > 0) {
@@ -339,7 +339,7 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
                  "parked, recover, then resume", id, id);
         goto done;
     }
-    reply = hr_redis_cmdf(r, err, sizeof err, "DEL %s %s %s",
+    reply = hr_redis_cmdf(r, errstr, sizeof errstr, "DEL %s %s %s",
                           hr_key_task(prefix, keys[0], sizeof keys[0], id, HR_KEY_SUBS),
                           hr_key_task(prefix, keys[1], sizeof keys[1], id, HR_KEY_SEQ),
                           hr_key_task(prefix, keys[2], sizeof keys[2], id, HR_KEY_PENDING));
@@ -347,19 +347,19 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
         goto redis_failed;
     freeReplyObject(reply);
     dropped = recover_del_matching(r, hr_key_chunks_match(prefix, key, sizeof key, id), true,
-                                   err, sizeof err);
+                                   errstr, sizeof errstr);
     if (dropped < 0)
         goto redis_failed;
     dropped2 = recover_del_matching(r, hr_key_leases_match(prefix, key, sizeof key, id), true,
-                                    err, sizeof err);
+                                    errstr, sizeof errstr);
     if (dropped2 < 0)
         goto redis_failed;
     /* Our own lock counts as taken: hr_subs_refill holds it on and
      * releases it. */
-    fill = hr_subs_refill(m, r, id, &o, &added, &seen, err, sizeof err);
+    fill = hr_subs_refill(m, r, id, &o, &added, &seen, errstr, sizeof errstr);
     locked = false;
     if (fill < 0) {
-        ctl_fail("%s", err);
+        ctl_fail("%s", errstr);
         goto done;
     }
     if (fill != HR_SUBS_DONE) {
@@ -371,50 +371,50 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
         const hr_mysql_param p[] = {HR_P_I64(id)};
 
         if (hr_mysql_query(m, "SELECT COALESCE(MAX(seq), 0) FROM push_chunk WHERE task_id = ?",
-                           p, 1, &rows, err, sizeof err) < 0) {
-            ctl_fail("%s", err);
+                           p, 1, &rows, errstr, sizeof errstr) < 0) {
+            ctl_fail("%s", errstr);
             goto done;
         }
         maxseq = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
     }
     /* The set holds every subscription now: the owner's reconciliation
      * must not read them again (it would bring back the delivered ones). */
-    if (recover_mark_synced(m, r, id, err, sizeof err) < 0) {
-        ctl_fail("%s", err);
+    if (recover_mark_synced(m, r, id, errstr, sizeof errstr) < 0) {
+        ctl_fail("%s", errstr);
         goto done;
     }
     if (claimed && maxseq > 0) {
-        reply = hr_redis_cmdf(r, err, sizeof err, "SET %s %" PRId64,
+        reply = hr_redis_cmdf(r, errstr, sizeof errstr, "SET %s %" PRId64,
                               hr_key_task(prefix, key, sizeof key, id, HR_KEY_SEQ), maxseq);
         if (reply == NULL)
             goto redis_failed;
         freeReplyObject(reply);
     }
-    if (claimed && (recover_reset_total(m, id, err, sizeof err) < 0 ||
-                    recover_reset_published(m, r, id, err, sizeof err) < 0)) {
-        ctl_fail("%s", err);
+    if (claimed && (recover_reset_total(m, id, errstr, sizeof errstr) < 0 ||
+                    recover_reset_published(m, r, id, errstr, sizeof errstr) < 0)) {
+        ctl_fail("%s", errstr);
         goto done;
     }
-    if (recover_log_counts(m, t, err, sizeof err) < 0) {
-        ctl_fail("%s", err);
+    if (recover_log_counts(m, t, errstr, sizeof errstr) < 0) {
+        ctl_fail("%s", errstr);
         goto done;
     }
-    if (recover_restore_stats(r, t, err, sizeof err) < 0)
+    if (recover_restore_stats(r, t, errstr, sizeof errstr) < 0)
         goto redis_failed;
-    reply = hr_redis_cmdf(r, err, sizeof err, "SET %s %s",
+    reply = hr_redis_cmdf(r, errstr, sizeof errstr, "SET %s %s",
                           hr_key_task(prefix, key, sizeof key, id, HR_KEY_CTL), t->control);
     if (reply == NULL)
         goto redis_failed;
     freeReplyObject(reply);
     if (!claimed) {
-        reply = hr_redis_cmdf(r, err, sizeof err, "ZADD %s %" PRId64 " %" PRId64,
+        reply = hr_redis_cmdf(r, errstr, sizeof errstr, "ZADD %s %" PRId64 " %" PRId64,
                               hr_key_timer(prefix, key, sizeof key), t->due_ms, id);
         if (reply == NULL)
             goto redis_failed;
         freeReplyObject(reply);
     } else if (state != HR_STATE_PAUSED) {
-        if (hr_state_recover(m, id, err, sizeof err) < 0) {
-            ctl_fail("%s", err);
+        if (hr_state_recover(m, id, errstr, sizeof errstr) < 0) {
+            ctl_fail("%s", errstr);
             goto done;
         }
         state = HR_STATE_DISPATCHING;
@@ -425,10 +425,10 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     rc = CTL_EXIT_OK;
     goto done;
 redis_failed:
-    ctl_fail("%s", err);
+    ctl_fail("%s", errstr);
 done:
     if (locked)
-        hr_subs_unlock(r, id, token, err, sizeof err);
+        hr_subs_unlock(r, id, token, errstr, sizeof errstr);
     hr_mysql_rows_free(rows);
     hr_task_free(t);
     return rc;

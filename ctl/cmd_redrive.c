@@ -47,7 +47,7 @@ typedef struct redrive_job {
  * recipient is not delivered any more, and recover's refill (which skips
  * what the log shows delivered) must bring it back if Redis loses its new
  * chunk.  The worker writes a new row when it settles it.  0 or -1. */
-static int redrive_forget(redrive_job *j, char *err, size_t errlen)
+static int redrive_forget(redrive_job *j, char *errstr, size_t errlen)
 {
     hr_mysql_param p[1 + REDRIVE_LOG_BATCH];
     char sql[128 + REDRIVE_LOG_BATCH * 2];
@@ -62,14 +62,14 @@ static int redrive_forget(redrive_job *j, char *err, size_t errlen)
             off += (size_t)snprintf(sql + off, sizeof sql - off, k ? ",?" : "?");
         }
         snprintf(sql + off, sizeof sql - off, ")");
-        if (hr_mysql_exec(j->m, sql, p, 1 + k, NULL, NULL, NULL, err, errlen) < 0)
+        if (hr_mysql_exec(j->m, sql, p, 1 + k, NULL, NULL, NULL, errstr, errlen) < 0)
             return -1;
     }
     return 0;
 }
 
 /* Moves the collected uids into a new chunk.  0 or -1 (ERR). */
-static int redrive_flush(redrive_job *j, char *err, size_t errlen)
+static int redrive_flush(redrive_job *j, char *errstr, size_t errlen)
 {
     redisReply *reply;
     char key[HR_KEY_MAX];
@@ -79,7 +79,7 @@ static int redrive_flush(redrive_job *j, char *err, size_t errlen)
 
     if (j->n == 0)
         return 0;
-    reply = hr_redis_cmdf(j->r, err, errlen, "INCR %s",
+    reply = hr_redis_cmdf(j->r, errstr, errlen, "INCR %s",
                           hr_key_task(j->prefix, key, sizeof key, j->id, HR_KEY_SEQ));
     if (reply == NULL)
         goto done;
@@ -90,7 +90,7 @@ static int redrive_flush(redrive_job *j, char *err, size_t errlen)
     hr_key_redrive(j->prefix, j->keys[4], sizeof j->keys[4], j->id, seq);
     for (i = 0; i < j->n; i++)
         j->argv[7 + i] = j->uids[i];
-    reply = hr_redis_eval(j->r, HR_LUA_REDRIVE, 5, 7 + (int)j->n, j->argv, NULL, err, errlen);
+    reply = hr_redis_eval(j->r, HR_LUA_REDRIVE, 5, 7 + (int)j->n, j->argv, NULL, errstr, errlen);
     if (reply == NULL)
         goto done;
     if (reply->integer > 0) {
@@ -98,7 +98,7 @@ static int redrive_flush(redrive_job *j, char *err, size_t errlen)
         j->chunks++;
     }
     freeReplyObject(reply);
-    if (redrive_forget(j, err, errlen) < 0)
+    if (redrive_forget(j, errstr, errlen) < 0)
         goto done;
     rc = 0;
 done:
@@ -109,14 +109,14 @@ done:
 }
 
 /* HSCAN over the hash, a slice of at most J->max uids at a time. */
-static int redrive_all(redrive_job *j, char *err, size_t errlen)
+static int redrive_all(redrive_job *j, char *errstr, size_t errlen)
 {
     char cursor[32] = "0";
     long rounds = 0;
     size_t i;
 
     do {
-        redisReply *reply = hr_redis_cmdf(j->r, err, errlen, "HSCAN %s %s COUNT %d",
+        redisReply *reply = hr_redis_cmdf(j->r, errstr, errlen, "HSCAN %s %s COUNT %d",
                                           j->keys[0], cursor, REDRIVE_SCAN_COUNT);
 
         if (reply == NULL)
@@ -124,18 +124,18 @@ static int redrive_all(redrive_job *j, char *err, size_t errlen)
         snprintf(cursor, sizeof cursor, "%s", reply->element[0]->str);
         for (i = 0; i < reply->element[1]->elements; i += 2) {
             if ((j->uids[j->n] = strdup(reply->element[1]->element[i]->str)) == NULL) {
-                snprintf(err, errlen, "out of memory");
+                snprintf(errstr, errlen, "out of memory");
                 freeReplyObject(reply);
                 return -1;
             }
-            if (++j->n == j->max && redrive_flush(j, err, errlen) < 0) {
+            if (++j->n == j->max && redrive_flush(j, errstr, errlen) < 0) {
                 freeReplyObject(reply);
                 return -1;
             }
         }
         freeReplyObject(reply);
     } while (strcmp(cursor, "0") != 0 && ++rounds < REDRIVE_SCAN_ROUNDS);
-    return redrive_flush(j, err, errlen);
+    return redrive_flush(j, errstr, errlen);
 }
 
 int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
@@ -143,7 +143,7 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
     hr_mysql *m;
     hr_task *t = NULL;
     redrive_job j = {0};
-    char err[512];
+    char errstr[512];
     int64_t id, now;
     hr_task_state state;
     size_t i;
@@ -165,8 +165,8 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
                  id, t->state);
         goto done;
     }
-    if (hr_redis_time_ms(j.r, &now, err, sizeof err) < 0) {
-        ctl_fail("%s", err);
+    if (hr_redis_time_ms(j.r, &now, errstr, sizeof errstr) < 0) {
+        ctl_fail("%s", errstr);
         goto done;
     }
     j.max = t->chunk_size >= 1 && t->chunk_size <= HR_TASK_MAX_CHUNK ? (size_t)t->chunk_size
@@ -186,10 +186,10 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
         j.argv[i] = j.keys[i];
     j.argv[5] = j.seq_s;
     j.argv[6] = j.at_s;
-    failed = redrive_all(&j, err, sizeof err) < 0;
+    failed = redrive_all(&j, errstr, sizeof errstr) < 0;
     if (failed)
         ctl_fail("redrive stopped after %" PRId64 " recipients in %" PRId64 " chunks: %s",
-                 j.moved, j.chunks, err);
+                 j.moved, j.chunks, errstr);
     if (j.moved == 0) {
         if (!failed) {
             printf("task %" PRId64 ": no dead letters\n", id);
@@ -199,12 +199,12 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
     }
     {
         char key[HR_KEY_MAX];
-        redisReply *reply = hr_redis_cmdf(j.r, err, sizeof err, "SADD %s %" PRId64,
+        redisReply *reply = hr_redis_cmdf(j.r, errstr, sizeof errstr, "SADD %s %" PRId64,
                                           hr_key_redriven(j.prefix, key, sizeof key), id);
 
         if (reply == NULL) {
             ctl_fail("%" PRId64 " recipients are in %" PRId64 " new chunks, but the task is not "
-                     "marked redriven (%s): run redrive again", j.moved, j.chunks, err);
+                     "marked redriven (%s): run redrive again", j.moved, j.chunks, errstr);
             goto done;
         }
         freeReplyObject(reply);

@@ -12,6 +12,7 @@
  * --watch; a single status shows the average since the due time.  Redis is
  * optional: without it the MySQL half is still shown. */
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,7 +80,7 @@ static void status_redis(hr_redis *r, int64_t task, status_sample *s)
         hr_key_kind key;
     } cmds[] = {{"SCARD", HR_KEY_SUBS}, {"HLEN", HR_KEY_PENDING}, {"HGETALL", HR_KEY_STATS}};
     redisReply *reply[3] = {NULL, NULL, NULL};
-    char key[HR_KEY_MAX], err[256];
+    char key[HR_KEY_MAX], errstr[256];
     hr_pipe *p = hr_pipe_new(r);
     size_t i;
 
@@ -89,9 +90,9 @@ static void status_redis(hr_redis *r, int64_t task, status_sample *s)
         if (hr_pipe_cmd(p, 2, argv, NULL) < 0)
             break;
     }
-    if (p != NULL && i == 3 && hr_pipe_exec(p, err, sizeof err) == 0)
+    if (p != NULL && i == 3 && hr_pipe_exec(p, errstr, sizeof errstr) == 0)
         for (i = 0; i < 3; i++)
-            reply[i] = hr_pipe_reply(p, i, err, sizeof err);
+            reply[i] = hr_pipe_reply(p, i, errstr, sizeof errstr);
     hr_pipe_free(p);
     s->subs = status_int_reply(reply[0]);
     s->pending = status_int_reply(reply[1]);
@@ -105,11 +106,11 @@ static int64_t status_subscriptions(hr_mysql *m, int64_t task)
 {
     hr_mysql_param p = HR_P_I64(task);
     hr_mysql_rows *rows = NULL;
-    char err[256];
+    char errstr[256];
     int64_t n = -1;
 
     if (hr_mysql_query(m, "SELECT COUNT(*) FROM push_subscription WHERE task_id = ?", &p, 1,
-                       &rows, err, sizeof err) == 0 && rows->nrows == 1 &&
+                       &rows, errstr, sizeof errstr) == 0 && rows->nrows == 1 &&
         hr_mysql_cell(rows, 0, 0) != NULL)
         n = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
     hr_mysql_rows_free(rows);
@@ -212,7 +213,7 @@ static void status_report(const status_sample *s, double rate)
     int64_t lag = ctl_fmt_now_ms() - t->due_ms;
 
     status_rate_text(s, rate, r, sizeof r, eta, sizeof eta);
-    printf("task %lld \"%s\" on %s: %s%s%s\n", (long long)t->id, t->name, t->channel, t->state,
+    printf("task %" PRId64 " \"%s\" on %s: %s%s%s\n", t->id, t->name, t->channel, t->state,
            strcmp(t->control, "run") != 0 ? ", control " : "",
            strcmp(t->control, "run") != 0 ? t->control : "");
     printf("  due       %s (%s%s%s)\n", ctl_fmt_time_iso(t->due_ms, due, sizeof due),
@@ -267,17 +268,17 @@ static int status_watch(hr_mysql *m, hr_redis *r, int64_t task, int64_t interval
 {
     int64_t hist_done[STATUS_RATE_SAMPLES], hist_ms[STATUS_RATE_SAMPLES];
     bool tty = isatty(STDOUT_FILENO);
-    char err[512];
+    char errstr[512];
     int nhist = 0;
     double rate = -1;
 
     for (;;) {
-        int rc = status_sample_take(m, r, task, s, err, sizeof err);
+        int rc = status_sample_take(m, r, task, s, errstr, sizeof errstr);
         if (rc != 0) {
             if (tty)
                 putchar('\n');
-            return rc > 0 ? ctl_fail("task %lld does not exist", (long long)task)
-                          : ctl_fail("status: %s", err);
+            return rc > 0 ? ctl_fail("task %" PRId64 " does not exist", task)
+                          : ctl_fail("status: %s", errstr);
         }
         if (nhist == STATUS_RATE_SAMPLES) {
             memmove(hist_done, hist_done + 1, (STATUS_RATE_SAMPLES - 1) * sizeof hist_done[0]);
@@ -315,7 +316,7 @@ int ctl_cmd_status(ctl_ctx *ctx, int argc, char **argv)
     bool watch = false;
     hr_mysql *m;
     hr_redis *r = NULL;
-    char err[512];
+    char errstr[512];
     int opt, rc;
 
     optind = 0;
@@ -323,8 +324,9 @@ int ctl_cmd_status(ctl_ctx *ctx, int argc, char **argv)
         if (opt == 'w') {
             watch = true;
         } else if (opt == 'i') {
-            if (ctl_fmt_parse_duration("--interval", optarg, &interval_ms, err, sizeof err) < 0)
-                return ctl_usage("status", "%s", err);
+            if (ctl_fmt_parse_duration("--interval", optarg, &interval_ms, errstr,
+                                       sizeof errstr) < 0)
+                return ctl_usage("status", "%s", errstr);
             if (interval_ms < STATUS_MIN_INTERVAL_MS)
                 interval_ms = STATUS_MIN_INTERVAL_MS;
         } else {
@@ -333,8 +335,8 @@ int ctl_cmd_status(ctl_ctx *ctx, int argc, char **argv)
     }
     if (optind != argc - 1)
         return ctl_usage("status", optind >= argc ? "TASK is required" : "one TASK only");
-    if (ctl_fmt_parse_int("TASK", argv[optind], 1, INT64_MAX, &task, err, sizeof err) < 0)
-        return ctl_usage("status", "%s", err);
+    if (ctl_fmt_parse_int("TASK", argv[optind], 1, INT64_MAX, &task, errstr, sizeof errstr) < 0)
+        return ctl_usage("status", "%s", errstr);
     if (ctl_mysql(ctx, &m) < 0)
         return CTL_EXIT_FAIL;
     if (ctl_redis(ctx, &r) < 0)
@@ -343,10 +345,10 @@ int ctl_cmd_status(ctl_ctx *ctx, int argc, char **argv)
     if (watch) {
         rc = status_watch(m, r, task, interval_ms, &s);
     } else {
-        rc = status_sample_take(m, r, task, &s, err, sizeof err);
+        rc = status_sample_take(m, r, task, &s, errstr, sizeof errstr);
         if (rc != 0) {
-            rc = rc > 0 ? ctl_fail("task %lld does not exist", (long long)task)
-                        : ctl_fail("status: %s", err);
+            rc = rc > 0 ? ctl_fail("task %" PRId64 " does not exist", task)
+                        : ctl_fail("status: %s", errstr);
         } else {
             since = ctl_fmt_now_ms() - s.t->due_ms;
             status_report(&s, !hr_state_name_final(s.t->state) && since > 0 && s.done > 0
