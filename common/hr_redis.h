@@ -28,6 +28,10 @@
 
 typedef struct hr_redis hr_redis;
 
+/* The worker's chunk cancel is cancel_set.lua since the two cancel scripts
+ * became one; the old name stays until the worker uses the new one. */
+#define HR_LUA_CHUNK_CANCEL HR_LUA_CANCEL_SET
+
 /* Connects (AUTH and SELECT as configured) and loads every script. */
 int hr_redis_connect(const hr_config *cfg, hr_redis **out, char *errstr, size_t errlen);
 void hr_redis_free(hr_redis *r);
