@@ -20,9 +20,10 @@ int wk_control_read(hr_redis *r, int64_t task, char *errstr, size_t errlen);
 int wk_control_read_many(hr_redis *r, const int64_t *tasks, size_t n, wk_chunk_halt *halts,
                          size_t *queued, char *errstr, size_t errlen);
 /* Renews the leases of HELD[N] as OWNER for LEASE_MS (lease_renew.lua,
- * pipelined; replayed once after a NOSCRIPT).  LOST gets the chunks whose
- * lease is no longer OWNER's, *NLOST their number.  Errors are counted in
- * MET and logged: a lease not renewed now is renewed on the next round. */
+ * one pipeline, which replays a NOSCRIPT).  LOST (N slots) gets the chunks
+ * whose lease is no longer OWNER's, *NLOST their number.  Errors are
+ * counted in MET and logged once: a lease not renewed now is renewed on
+ * the next round. */
 void wk_control_renew(hr_redis *r, wk_metrics *met, wk_chunk **held, size_t n, const char *owner,
                       int lease_ms, wk_chunk **lost, size_t *nlost);
 

@@ -161,7 +161,7 @@ static void wk_lifecycle_finish(wk_lifecycle *l, wk_chunk *c)
 /* C stopped by its task's control key and nothing of it is in flight:
  * acknowledge what was delivered, then park it (lease released, the rest
  * stays in the set and pending for the dispatcher to republish on resume)
- * or cancel it (chunk_cancel.lua); the offset counts as finished. */
+ * or cancel it (cancel_set.lua); the offset counts as finished. */
 static void wk_lifecycle_halted(wk_lifecycle *l, wk_chunk *c)
 {
     wk_event ev = {.kind = WK_EVENT_CHUNK_DONE, .task = c->msg.task};

@@ -16,7 +16,7 @@
  * 250 ms (one pipelined GET per task).  pause/cancel stops starting
  * requests for the task's chunks; running ones finish (no retries), their
  * acks are written, then the chunk is parked (lease released, recipients
- * and pending kept, push_chunk 'parked') or cancelled (chunk_cancel.lua,
+ * and pending kept, push_chunk 'parked') or cancelled (cancel_set.lua,
  * counted as cancelled, push_chunk 'cancelled'); the offset is stored.
  * A lease found lost at renewal abandons its chunk (offset stored: the new
  * holder does the rest).  Metrics and /readyz: wk_metrics.
