@@ -75,15 +75,8 @@ static void wk_retry_heap_down(wk_retry_heap *h, size_t i)
 
 int wk_retry_heap_push(wk_retry_heap *h, wk_retry_node *n)
 {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        wk_retry_node **v = realloc(h->v, cap * sizeof *v);
-
-        if (v == NULL)
-            return -1;
-        h->v = v;
-        h->cap = cap;
-    }
+    if (hr_vec_reserve(h, h->n + 1) != 0)
+        return -1;
     h->v[h->n++] = n;
     wk_retry_heap_up(h, h->n - 1);
     return 0;
@@ -111,7 +104,5 @@ void wk_retry_heap_remove(wk_retry_heap *h, wk_retry_node *n)
 
 void wk_retry_heap_free(wk_retry_heap *h)
 {
-    free(h->v);
-    h->v = NULL;
-    h->n = h->cap = 0;
+    hr_vec_free(h);
 }
