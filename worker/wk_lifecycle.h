@@ -22,8 +22,9 @@
  *
  * Ownership: the lifecycle owns every wk_chunk on its list; a chunk owns
  * its pushes; the sender only links them.  The connections, the task
- * cache, the offsets, the sender, the reporter and the metrics are the
- * worker's, borrowed for the worker's lifetime.  Loop thread only. */
+ * cache, the offsets, the sender, the reporter and the metrics sit in the
+ * lifecycle's struct, but the worker creates and frees them (the loop,
+ * which the sender's handles need, is the worker's).  Loop thread only. */
 #ifndef WK_LIFECYCLE_H
 #define WK_LIFECYCLE_H
 
@@ -80,8 +81,9 @@ typedef struct wk_lifecycle {
     wk_lifecycle_stats stats;
 } wk_lifecycle;
 
-/* Sets the fields the lifecycle owns; the worker then fills the borrowed
- * ones before the first call. */
+/* Sets the lifecycle's own fields; the worker then creates the
+ * connections, cache, offsets, sender, reporter and metrics in place
+ * before the first call. */
 void wk_lifecycle_init(wk_lifecycle *l, const hr_config *cfg, const char *owner,
                        const wk_lifecycle_hooks *hooks);
 

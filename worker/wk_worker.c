@@ -55,13 +55,8 @@ struct wk_worker {
     bool handles_ready;
     rd_kafka_t *rk;
     rd_kafka_queue_t *kq;
-    hr_redis *redis;
-    hr_mysql *mysql;
-    wk_task_cache *tasks;
-    wk_sender *sender;
-    wk_reporter *reporter;
-    wk_metrics *met;
-    wk_offsets *offsets;
+    /* Holds the connections, the task cache, the offsets, the sender, the
+     * reporter and the metrics: the worker creates and frees them there. */
     wk_lifecycle life;
     bool stopping, finished;
     bool paused; /* the assignment is paused: max_chunks_in_flight open */
@@ -117,7 +112,7 @@ static void wk_worker_message(wk_worker *w, const rd_kafka_message_t *m)
 {
     if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
         if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-            hr_metrics_inc(w->met->backend_errors[WK_BACKEND_KAFKA]);
+            hr_metrics_inc(w->life.met->backend_errors[WK_BACKEND_KAFKA]);
             hr_log_warn("kafka_error", "error=%s", rd_kafka_message_errstr(m));
         }
         return;
@@ -198,7 +193,7 @@ static void wk_worker_revoke_grace_cb(uv_timer_t *t)
 {
     wk_worker *w = t->data;
 
-    hr_log_warn("revoke_grace_expired", "in_flight=%zu", wk_sender_in_flight(w->sender));
+    hr_log_warn("revoke_grace_expired", "in_flight=%zu", wk_sender_in_flight(w->life.sender));
     wk_worker_revoke_finish(w);
 }
 
@@ -249,7 +244,7 @@ static void wk_worker_revoke(wk_worker *w, rd_kafka_topic_partition_list_t *part
         return;
     }
     hr_log_info("revoke_draining", "partitions=%d chunks=%zu in_flight=%zu", parts->cnt,
-                draining, wk_sender_in_flight(w->sender));
+                draining, wk_sender_in_flight(w->life.sender));
     uv_timer_start(&w->revoke_grace, wk_worker_revoke_grace_cb, wk_worker_revoke_grace_ms(w), 0);
 }
 
@@ -334,7 +329,7 @@ static void wk_worker_idle_cb(uv_idle_t *h)
 
     uv_idle_stop(h);
     if (w->stopping) {
-        if (wk_sender_in_flight(w->sender) == 0)
+        if (wk_sender_in_flight(w->life.sender) == 0)
             wk_worker_shutdown_now(w);
         return;
     }
@@ -343,7 +338,7 @@ static void wk_worker_idle_cb(uv_idle_t *h)
     /* A chunk that left (finished, abandoned, dropped, halted) may have
      * freed sender slots by cancelling its requests; no transfer or timer
      * would start the other chunks' waiting pushes. */
-    wk_sender_kick(w->sender);
+    wk_sender_kick(w->life.sender);
     wk_worker_fetch(w);
 }
 
@@ -358,7 +353,7 @@ static void wk_worker_grace_cb(uv_timer_t *t)
 {
     wk_worker *w = t->data;
 
-    hr_log_warn("shutdown_grace_expired", "in_flight=%zu", wk_sender_in_flight(w->sender));
+    hr_log_warn("shutdown_grace_expired", "in_flight=%zu", wk_sender_in_flight(w->life.sender));
     wk_worker_shutdown_now(w);
 }
 
@@ -370,12 +365,12 @@ static void wk_worker_signal_cb(uv_signal_t *h, int signum)
         return;
     w->stopping = true;
     w->life.stopping = true;
-    atomic_store(&w->met->assigned, false);
+    atomic_store(&w->life.met->assigned, false);
     hr_log_info("worker_stopping", "signal=%d chunks=%zu in_flight=%zu", signum, w->life.nchunks,
-                wk_sender_in_flight(w->sender));
+                wk_sender_in_flight(w->life.sender));
     uv_poll_stop(&w->kpoll);
     uv_timer_stop(&w->kick);
-    wk_sender_drain(w->sender);
+    wk_sender_drain(w->life.sender);
     uv_timer_start(&w->grace, wk_worker_grace_cb, (uint64_t)w->cfg->worker.shutdown_grace_ms, 0);
     wk_worker_soon(w);
 }
@@ -391,7 +386,7 @@ static void wk_worker_close_handles(wk_worker *w)
     uv_close((uv_handle_t *)&w->revoke_grace, NULL);
     uv_close((uv_handle_t *)&w->idle, NULL);
     uv_close((uv_handle_t *)&w->kpoll, NULL);
-    wk_sender_close(w->sender);
+    wk_sender_close(w->life.sender);
 }
 
 /* ---- setup ------------------------------------------------------------------- */
@@ -416,31 +411,24 @@ int wk_worker_new(const hr_config *cfg, wk_worker **out, char *errstr, size_t er
         free(w);
         return -1;
     }
-    if (hr_redis_connect(cfg, &w->redis, errstr, errlen) != 0 ||
-        hr_mysql_connect(cfg, &w->mysql, errstr, errlen) != 0)
+    if (hr_redis_connect(cfg, &w->life.redis, errstr, errlen) != 0 ||
+        hr_mysql_connect(cfg, &w->life.mysql, errstr, errlen) != 0)
         goto fail;
-    if (wk_task_cache_new(cfg, &w->tasks) != 0 || wk_offsets_new(&w->offsets) != 0) {
+    if (wk_task_cache_new(cfg, &w->life.tasks) != 0 || wk_offsets_new(&w->life.offsets) != 0) {
         snprintf(errstr, errlen, "out of memory");
         goto fail;
     }
-    w->met = wk_metrics_new(cfg, errstr, errlen);
-    if (w->met == NULL)
+    w->life.met = wk_metrics_new(cfg, errstr, errlen);
+    if (w->life.met == NULL)
         goto fail;
-    if (wk_sender_new(&w->loop, cfg, w->redis, w->met, wk_lifecycle_push_done, &w->life, &w->sender,
-                      errstr, errlen) != 0 ||
-        wk_reporter_start(cfg, w->owner, w->met, &w->reporter, errstr, errlen) != 0)
+    if (wk_sender_new(&w->loop, cfg, w->life.redis, w->life.met, wk_lifecycle_push_done,
+                      &w->life, &w->life.sender, errstr, errlen) != 0 ||
+        wk_reporter_start(cfg, w->owner, w->life.met, &w->life.reporter, errstr, errlen) != 0)
         goto fail;
-    if (wk_metrics_serve(w->met, cfg->worker.listen, errstr, errlen) != 0)
+    if (wk_metrics_serve(w->life.met, cfg->worker.listen, errstr, errlen) != 0)
         goto fail;
-    w->life.redis = w->redis;
-    w->life.mysql = w->mysql;
-    w->life.tasks = w->tasks;
-    w->life.sender = w->sender;
-    w->life.reporter = w->reporter;
-    w->life.met = w->met;
-    w->life.offsets = w->offsets;
     hr_log_info("metrics_listening", "listen=%s port=%d", cfg->worker.listen,
-                hr_httpd_port(w->met->httpd));
+                hr_httpd_port(w->life.met->httpd));
     *out = w;
     return 0;
 fail:
@@ -455,7 +443,7 @@ static int wk_worker_stats_cb(rd_kafka_t *rk, char *json, size_t len, void *opaq
     wk_worker *w = opaque;
 
     (void)rk;
-    if (wk_metrics_kafka_stats(w->met, json, len) != 0)
+    if (wk_metrics_kafka_stats(w->life.met, json, len) != 0)
         hr_log_warn("kafka_stats_unparsed", "bytes=%zu", len);
     return 0; /* librdkafka frees JSON */
 }
@@ -465,9 +453,9 @@ static void wk_worker_error_cb(rd_kafka_t *rk, int err, const char *reason, void
     wk_worker *w = opaque;
 
     (void)rk;
-    hr_metrics_inc(w->met->backend_errors[WK_BACKEND_KAFKA]);
+    hr_metrics_inc(w->life.met->backend_errors[WK_BACKEND_KAFKA]);
     if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
-        atomic_store(&w->met->kafka_ok, false);
+        atomic_store(&w->life.met->kafka_ok, false);
     hr_log_warn("kafka_error", "error=%s reason=%s", rd_kafka_err2name(err), reason);
 }
 
@@ -509,7 +497,7 @@ static int wk_worker_setup(wk_worker *w, char *errstr, size_t errlen)
         snprintf(errstr, errlen, "subscribe %s: %s", w->cfg->kafka.topic, rd_kafka_err2str(err));
         return -1;
     }
-    atomic_store(&w->met->assigned, true);
+    atomic_store(&w->life.met->assigned, true);
 
     uv_signal_init(&w->loop, &w->sigterm);
     uv_signal_init(&w->loop, &w->sigint);
@@ -561,15 +549,15 @@ void wk_worker_free(wk_worker *w)
         /* Run failed half way or never finished: close what was opened. */
         w->finished = true;
         wk_worker_close_handles(w);
-    } else if (!w->handles_ready && w->sender != NULL) {
-        wk_sender_close(w->sender);
+    } else if (!w->handles_ready && w->life.sender != NULL) {
+        wk_sender_close(w->life.sender);
     }
     uv_run(&w->loop, UV_RUN_DEFAULT);
     /* The scrape callbacks read the reporter: stop serving first. */
-    if (w->met != NULL)
-        wk_metrics_stop(w->met);
-    wk_sender_free(w->sender);
-    wk_reporter_stop(w->reporter);
+    if (w->life.met != NULL)
+        wk_metrics_stop(w->life.met);
+    wk_sender_free(w->life.sender);
+    wk_reporter_stop(w->life.reporter);
     if (w->kq != NULL)
         rd_kafka_queue_destroy(w->kq);
     if (w->rk != NULL)
@@ -580,11 +568,11 @@ void wk_worker_free(wk_worker *w)
         close(w->kpipe[1]);
     if (w->revoking != NULL)
         rd_kafka_topic_partition_list_destroy(w->revoking);
-    wk_offsets_free(w->offsets);
-    wk_task_cache_free(w->tasks);
-    hr_mysql_free(w->mysql);
-    hr_redis_free(w->redis);
-    wk_metrics_free(w->met);
+    wk_offsets_free(w->life.offsets);
+    wk_task_cache_free(w->life.tasks);
+    hr_mysql_free(w->life.mysql);
+    hr_redis_free(w->life.redis);
+    wk_metrics_free(w->life.met);
     uv_loop_close(&w->loop);
     free(w);
 }
