@@ -24,8 +24,10 @@
  * returns; every string and array in hr_config belongs to the hr_config. */
 #include "hr_config.h"
 
+#include "hr_keys.h"
 #include "hr_log.h"
 #include "hr_template.h"
+#include "hr_vec.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -56,8 +58,7 @@ typedef struct cfg_node {
     int line, col;           /* 1-based */
     char *value;             /* CFG_SCALAR: NUL-free text */
     bool plain;              /* CFG_SCALAR: unquoted (only plain ~/null is null) */
-    struct cfg_node **items; /* CFG_MAP: key, value, key, value...; CFG_SEQ: items */
-    size_t nitems;
+    HR_VEC(struct cfg_node *) items; /* CFG_MAP: key, value, key, value...; CFG_SEQ: items */
 } cfg_node;
 
 typedef struct cfg_ctx {
@@ -85,8 +86,8 @@ static int cfg_err(const cfg_ctx *ctx, int line, int col, const char *fmt, ...) 
 
 static void cfg_node_free(cfg_node *node) {
     if (node == NULL) return;
-    for (size_t i = 0; i < node->nitems; i++) cfg_node_free(node->items[i]);
-    free(node->items);
+    for (size_t i = 0; i < node->items.n; i++) cfg_node_free(node->items.v[i]);
+    hr_vec_free(&node->items);
     free(node->value);
     free(node);
 }
@@ -107,8 +108,8 @@ static const char *cfg_node_kind(const cfg_node *node) {
 /* The value of KEY in mapping MAP, or NULL. */
 static const cfg_node *cfg_map_get(const cfg_node *map, const char *key) {
     if (map == NULL || map->type != CFG_MAP) return NULL;
-    for (size_t i = 0; i + 1 < map->nitems; i += 2)
-        if (strcmp(map->items[i]->value, key) == 0) return map->items[i + 1];
+    for (size_t i = 0; i + 1 < map->items.n; i += 2)
+        if (strcmp(map->items.v[i]->value, key) == 0) return map->items.v[i + 1];
     return NULL;
 }
 
@@ -185,10 +186,8 @@ static int cfg_next(const cfg_ctx *ctx, yaml_parser_t *p, yaml_event_t *ev) {
 }
 
 static int cfg_node_push(const cfg_ctx *ctx, cfg_node *parent, cfg_node *child) {
-    cfg_node **items = realloc(parent->items, (parent->nitems + 1) * sizeof(*items));
-    if (items == NULL) return cfg_err(ctx, child->line, child->col, "out of memory");
-    parent->items = items;
-    parent->items[parent->nitems++] = child;
+    if (hr_vec_push(&parent->items, child) != 0)
+        return cfg_err(ctx, child->line, child->col, "out of memory");
     return 0;
 }
 
@@ -240,14 +239,14 @@ static int cfg_node_parse(const cfg_ctx *ctx, yaml_parser_t *p, const yaml_event
         int rc = cfg_node_parse(ctx, p, &next, depth + 1, &child);
         yaml_event_delete(&next);
         if (rc < 0) goto fail;
-        if (node->type == CFG_MAP && node->nitems % 2 == 0) {
+        if (node->type == CFG_MAP && node->items.n % 2 == 0) {
             if (child->type != CFG_SCALAR) {
                 cfg_err(ctx, child->line, child->col, "a key must be a plain string, not %s",
                         cfg_node_kind(child));
                 goto fail;
             }
-            for (size_t i = 0; i < node->nitems; i += 2) {
-                const cfg_node *prev = node->items[i];
+            for (size_t i = 0; i < node->items.n; i += 2) {
+                const cfg_node *prev = node->items.v[i];
                 if (strcmp(prev->value, child->value) == 0) {
                     cfg_err(ctx, child->line, child->col,
                             "duplicate key \"%s\" (first at line %d)", child->value,
@@ -481,6 +480,14 @@ static int cfg_check_listen(const char *text, char *why, size_t whylen) {
     return -1;
 }
 
+/* Every key starts with the prefix; hr_keys sizes its buffers for one of
+ * at most HR_KEYS_PREFIX_MAX bytes. */
+static int cfg_check_prefix(const char *text, char *why, size_t whylen) {
+    if (strlen(text) <= HR_KEYS_PREFIX_MAX) return 0;
+    snprintf(why, whylen, "%zu bytes long; at most %d", strlen(text), HR_KEYS_PREFIX_MAX);
+    return -1;
+}
+
 /* The owner id "<instance>/<pid>" must fit push_task.claimed_by
  * (VARCHAR(128)), or every claim fails. */
 static int cfg_check_instance(const char *text, char *why, size_t whylen) {
@@ -680,7 +687,7 @@ static const cfg_key cfg_redis_keys[] = {
     K_STR("host", hr_config, redis.host, 1, "127.0.0.1"),
     K_INT("port", hr_config, redis.port, 1, 65535, 6379),
     K_STR("password", hr_config, redis.password, 0, ""),
-    K_STR("prefix", hr_config, redis.prefix, 1, "herald:"),
+    K_CHECKED("prefix", hr_config, redis.prefix, "herald:", cfg_check_prefix),
     K_INT("db", hr_config, redis.db, 0, 15, 0),
     K_INT("timeout_ms", hr_config, redis.timeout_ms, 1, 600000, 5000),
     K_END,
@@ -963,10 +970,10 @@ static int cfg_apply_strlist(const cfg_ctx *ctx, const cfg_key *k, void *base,
     if (node->type != CFG_SEQ)
         return cfg_err(ctx, node->line, node->col, "%s: expected a sequence, got %s", path,
                        cfg_node_kind(node));
-    *list = calloc(node->nitems + 1, sizeof(char *));
+    *list = calloc(node->items.n + 1, sizeof(char *));
     if (*list == NULL) return cfg_err(ctx, node->line, node->col, "out of memory");
-    for (size_t i = 0; i < node->nitems; i++) {
-        if (cfg_scalar_text(ctx, node->items[i], path, "a string", &text) < 0) return -1;
+    for (size_t i = 0; i < node->items.n; i++) {
+        if (cfg_scalar_text(ctx, node->items.v[i], path, "a string", &text) < 0) return -1;
         if (text[0] == '\0')
             free(text);
         else
@@ -985,10 +992,10 @@ static int cfg_apply_kvmap(const cfg_ctx *ctx, const cfg_key *k, void *base,
     if (node->type != CFG_MAP)
         return cfg_err(ctx, node->line, node->col, "%s: expected a mapping, got %s", path,
                        cfg_node_kind(node));
-    *kv = calloc(node->nitems / 2 + 1, sizeof(hr_kv));
+    *kv = calloc(node->items.n / 2 + 1, sizeof(hr_kv));
     if (*kv == NULL) return cfg_err(ctx, node->line, node->col, "out of memory");
-    for (size_t i = 0; i + 1 < node->nitems; i += 2) {
-        const cfg_node *key = node->items[i], *val = node->items[i + 1];
+    for (size_t i = 0; i + 1 < node->items.n; i += 2) {
+        const cfg_node *key = node->items.v[i], *val = node->items.v[i + 1];
         hr_kv *pair = &(*kv)[*count];
         char sub[CFG_WHY];
         snprintf(sub, sizeof(sub), "%.150s.%.64s", path, key->value);
@@ -1014,13 +1021,13 @@ static int cfg_apply_codes(const cfg_ctx *ctx, const cfg_key *k, void *base,
     if (node->type != CFG_SEQ)
         return cfg_err(ctx, node->line, node->col, "%s: expected a sequence, got %s", path,
                        cfg_node_kind(node));
-    if (node->nitems == 0)
+    if (node->items.n == 0)
         return cfg_err(ctx, node->line, node->col, "%s: list at least one HTTP status code",
                        path);
-    *codes = calloc(node->nitems, sizeof(int));
+    *codes = calloc(node->items.n, sizeof(int));
     if (*codes == NULL) return cfg_err(ctx, node->line, node->col, "out of memory");
-    for (size_t i = 0; i < node->nitems; i++) {
-        const cfg_node *item = node->items[i];
+    for (size_t i = 0; i < node->items.n; i++) {
+        const cfg_node *item = node->items.v[i];
         char *text;
         long long v;
         if (cfg_scalar_text(ctx, item, path, "an integer", &text) < 0) return -1;
@@ -1080,16 +1087,16 @@ static int cfg_apply_channels(const cfg_ctx *ctx, const cfg_key *k, void *base,
     size_t *count = CFG_COUNT(base, k);
     char why[CFG_WHY];
 
-    if (cfg_node_is_null(node) || (node->type == CFG_MAP && node->nitems == 0))
+    if (cfg_node_is_null(node) || (node->type == CFG_MAP && node->items.n == 0))
         return cfg_err(ctx, node->line, node->col,
                        "channels: no channel configured (at least one is required)");
     if (node->type != CFG_MAP)
         return cfg_err(ctx, node->line, node->col, "channels: expected a mapping, got %s",
                        cfg_node_kind(node));
-    *chs = calloc(node->nitems / 2, sizeof(hr_channel));
+    *chs = calloc(node->items.n / 2, sizeof(hr_channel));
     if (*chs == NULL) return cfg_err(ctx, node->line, node->col, "out of memory");
-    for (size_t i = 0; i + 1 < node->nitems; i += 2) {
-        const cfg_node *name = node->items[i], *body = node->items[i + 1];
+    for (size_t i = 0; i + 1 < node->items.n; i += 2) {
+        const cfg_node *name = node->items.v[i], *body = node->items.v[i + 1];
         hr_channel *ch = &(*chs)[*count];
         char where[CFG_WHY];
         size_t n = strlen(name->value);
@@ -1149,8 +1156,8 @@ static int cfg_apply_map(const cfg_ctx *ctx, const cfg_key *keys, void *base,
     if (map->type != CFG_MAP)
         return cfg_err(ctx, map->line, map->col, "%s: expected a mapping, got %s", where,
                        cfg_node_kind(map));
-    for (size_t i = 0; i + 1 < map->nitems; i += 2) {
-        const cfg_node *key = map->items[i], *val = map->items[i + 1];
+    for (size_t i = 0; i + 1 < map->items.n; i += 2) {
+        const cfg_node *key = map->items.v[i], *val = map->items.v[i + 1];
         const cfg_key *k = keys;
         while (k->name != NULL && strcmp(k->name, key->value) != 0) k++;
         if (k->name == NULL) {

@@ -15,7 +15,7 @@ int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr
                          &out->pulled,    &out->cancelled, &out->retried};
     size_t i;
 
-    hr_redis_task_key(r, key, sizeof key, id, "stats");
+    hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_STATS);
     reply = hr_redis_cmdf(r, errstr, errlen, "HMGET %s sent failed throttled pulled cancelled "
                           "retried", key);
     if (reply == NULL)
