@@ -32,17 +32,17 @@ static void dsp_close_all(dsp *d);
 
 static void dsp_on_scan(uv_timer_t *h)
 {
-    dsp_bg_kick(h->data, DSP_BG_SCAN);
+    dsp_jobs_kick(h->data, DSP_BG_SCAN);
 }
 
 static void dsp_on_poll(uv_timer_t *h)
 {
-    dsp_bg_kick(h->data, DSP_BG_POLL);
+    dsp_jobs_kick(h->data, DSP_BG_POLL);
 }
 
 static void dsp_on_sweep(uv_timer_t *h)
 {
-    dsp_bg_kick(h->data, DSP_BG_SWEEP);
+    dsp_jobs_kick(h->data, DSP_BG_SWEEP);
 }
 
 static void dsp_on_timer(uv_timer_t *h)
@@ -208,7 +208,7 @@ int dsp_run(const hr_config *cfg)
 
     hr_log_info("dispatcher_started", "owner=%s topic=%s test_task_topic=%s", d->owner,
                 cfg->kafka.topic, d->topic_filter ? d->topic_filter : "");
-    dsp_bg_kick(d, DSP_BG_SCAN | DSP_BG_POLL);
+    dsp_jobs_kick(d, DSP_BG_SCAN | DSP_BG_POLL);
     uv_run(d->loop, UV_RUN_DEFAULT);
     uv_loop_close(d->loop);
     hr_log_info("dispatcher_stopped", "owner=%s", d->owner);
@@ -216,7 +216,7 @@ int dsp_run(const hr_config *cfg)
 done:
     dsp_api_stop(d);
     dsp_tasks_free(d);
-    dsp_bg_free(d);
+    dsp_jobs_free(d);
     dsp_reconcile_free(d);
     dsp_conn_close(&d->loop_conn);
     if (d->rk != NULL)

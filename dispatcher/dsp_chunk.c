@@ -1,20 +1,15 @@
-/* dsp_chunk: the loop thread's work on tasks this dispatcher owns.
+/* dsp_chunk: the chunker, produce and delivery reports (DESIGN.md
+ * "Chunker"), on the loop thread, for the tasks this dispatcher owns
+ * (dsp_lease.c).
  *
- * - Timer: timer_pop.lua hands this dispatcher the due ids no other one
- *   got; each is claimed in MySQL (one winner) and joins dsp.tasks.
  * - Chunker: per owned task, at most one chunk per tick: take the rate
  *   limit's grant, INCR seq, chunk_move.lua (SPOP -> chunk set -> pending),
  *   produce.  A chunk counts as published only on its delivery report,
  *   which queues a dsp_report; the reports become push_chunk rows and
  *   push_task.total here too.  Empty subs and no report outstanding ->
  *   `dispatched`.
- * - Leases: renewed every lease_s/3; a task whose row no longer names us,
- *   or whose control is no longer `run`, is dropped at once.  A row that
- *   names us but is not in dsp.tasks (a claim whose reply or load failed)
- *   is adopted, or its lease is ended so another dispatcher takes it.
- * - Every owned task carries a generation, copied into its messages, so
- *   the delivery reports of an earlier ownership of the same task do not
- *   count against the current one's outstanding chunks.
+ * - At exit: flush the producer, write the reports, mark finished tasks,
+ *   release the leases.
  *
  * An owner's first chunk waits for the task's reconciliation
  * (dsp_reconcile.c), which makes the set complete under the prepare lock
@@ -39,85 +34,10 @@ typedef struct dsp_msg {
     bool republish;
 } dsp_msg;
 
-static dsp_task *dsp_find(dsp *d, int64_t id)
-{
-    size_t i;
-
-    for (i = 0; i < d->ntasks; i++)
-        if (d->tasks[i]->id == id)
-            return d->tasks[i];
-    return NULL;
-}
-
-static void dsp_drop(dsp *d, dsp_task *t)
-{
-    size_t i;
-
-    for (i = 0; i < d->ntasks; i++) {
-        if (d->tasks[i] == t) {
-            d->tasks[i] = d->tasks[--d->ntasks];
-            free(t);
-            return;
-        }
-    }
-}
-
-void dsp_tasks_free(dsp *d)
-{
-    size_t i;
-
-    for (i = 0; i < d->ntasks; i++)
-        free(d->tasks[i]);
-    free(d->tasks);
-    free(d->reports);
-    d->tasks = NULL;
-    d->reports = NULL;
-    d->ntasks = d->nreports = 0;
-}
-
-bool dsp_own(dsp *d, const hr_task *t, const char *via)
-{
-    dsp_task *dt, **grown;
-    size_t cap;
-    bool fresh = strcmp(via, "timer") == 0 || strcmp(via, "poller") == 0;
-
-    if (dsp_find(d, t->id) != NULL)
-        return true;
-    if (d->ntasks == d->cap_tasks) {
-        cap = d->cap_tasks ? d->cap_tasks * 2 : 16;
-        grown = realloc(d->tasks, cap * sizeof *grown);
-        if (grown == NULL)
-            goto oom;
-        d->tasks = grown;
-        d->cap_tasks = cap;
-    }
-    dt = calloc(1, sizeof *dt);
-    if (dt == NULL)
-        goto oom;
-    dt->id = t->id;
-    dt->due_ms = t->due_ms;
-    dt->chunk_size = t->chunk_size;
-    dt->rate_limit = dsp_task_rate_limit(d, t);
-    dt->gen = ++d->gen_next;
-    d->tasks[d->ntasks++] = dt;
-    hr_metrics_inc(strcmp(via, "timer") == 0    ? d->met.claimed_timer
-                   : strcmp(via, "poller") == 0 ? d->met.claimed_poller
-                                                : d->met.claimed_takeover);
-    if (fresh) /* a takeover's or adoption's lag is not a claim's */
-        hr_metrics_observe(d->met.claim_lag, (double)(dsp_now_ms() - t->due_ms) / 1000.0);
-    hr_log_info("task_claimed", "task=%lld via=%s lag_ms=%lld rate_limit=%lld",
-                (long long)t->id, via, (long long)(dsp_now_ms() - t->due_ms),
-                (long long)dt->rate_limit);
-    return true;
-oom:
-    hr_log_error("task_not_owned", "task=%lld error=out of memory", (long long)t->id);
-    return false;
-}
-
 int dsp_produce(dsp *d, int64_t task, int64_t seq, int64_t count, int64_t due_ms,
                 bool republish, char *errstr, size_t errlen)
 {
-    dsp_task *owned = republish ? NULL : dsp_find(d, task);
+    dsp_task *owned = republish ? NULL : dsp_task_find(d, task);
     hr_chunkmsg cm = {.task = task, .seq = seq, .count = count, .due_ms = due_ms,
                       .published_ms = dsp_now_ms()};
     char key[64], value[HR_CHUNKMSG_MAX_BYTES];
@@ -155,7 +75,7 @@ void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
 {
     dsp *d = opaque;
     dsp_msg *om = msg->_private;
-    dsp_task *t = om->republish ? NULL : dsp_find(d, om->task);
+    dsp_task *t = om->republish ? NULL : dsp_task_find(d, om->task);
     dsp_report *grown;
     size_t cap;
 
@@ -282,7 +202,7 @@ static void dsp_finish(dsp *d, dsp_task *t)
     else
         hr_log_warn("task_lost", "task=%lld reason=not dispatching or not ours",
                     (long long)t->id);
-    dsp_drop(d, t);
+    dsp_task_drop(d, t);
 }
 
 /* Before an owner's first chunk: the task's reconciliation (dsp_reconcile.c)
@@ -301,7 +221,7 @@ static void dsp_start(dsp *d, dsp_task *t)
 
 void dsp_reconciled(dsp *d, int64_t id, bool ok)
 {
-    dsp_task *t = dsp_find(d, id);
+    dsp_task *t = dsp_task_find(d, id);
 
     if (t == NULL)
         return; /* dropped meanwhile (paused, cancelled, lease lost) */
@@ -471,161 +391,6 @@ bool dsp_tick(dsp *d)
         budget--;
     }
     return moved;
-}
-
-/* Puts the popped entries FROM.. of REPLY back into the timer with their
- * scores, so a failed claim does not make the others wait for the poller. */
-static void dsp_timer_putback(dsp *d, const redisReply *reply, size_t from)
-{
-    dsp_conn *c = &d->loop_conn;
-    char key[256], err[256];
-    const char **argv;
-    size_t i, n = 0;
-    redisReply *r;
-
-    argv = malloc((2 + reply->elements) * sizeof *argv);
-    if (argv == NULL)
-        goto lost;
-    argv[n++] = "ZADD";
-    argv[n++] = hr_redis_key(c->r, key, sizeof key, "timer");
-    for (i = from; i + 1 < reply->elements; i += 2) {
-        argv[n++] = reply->element[i + 1]->str; /* score */
-        argv[n++] = reply->element[i]->str;     /* id */
-    }
-    r = n > 2 ? hr_redis_cmd(c->r, err, sizeof err, (int)n, argv, NULL) : NULL;
-    free(argv);
-    if (n <= 2 || r != NULL) {
-        freeReplyObject(r);
-        return;
-    }
-lost:
-    /* The DB poller claims them once they are overdue. */
-    hr_log_warn("timer_putback_failed", "entries=%zu", (reply->elements - from) / 2);
-}
-
-void dsp_timer_pop(dsp *d)
-{
-    dsp_conn *c = &d->loop_conn;
-    char key[256], now_s[24], max_s[24], err[512];
-    const char *argv[3] = {key, now_s, max_s};
-    redisReply *reply;
-    int64_t now = dsp_now_ms();
-    size_t i;
-
-    if (atomic_load(&d->stopping) || !dsp_conn_ready(d, c))
-        return;
-    hr_redis_key(c->r, key, sizeof key, "timer");
-    snprintf(now_s, sizeof now_s, "%lld", (long long)now);
-    snprintf(max_s, sizeof max_s, "%d", DSP_TIMER_POP_MAX);
-    reply = hr_redis_eval(c->r, HR_LUA_TIMER_POP, 1, 3, argv, NULL, err, sizeof err);
-    if (reply == NULL) {
-        dsp_conn_failed(d, c, DSP_REDIS, err);
-        return;
-    }
-    for (i = 0; i + 1 < reply->elements; i += 2) {
-        int64_t id = strtoll(reply->element[i]->str, NULL, 10);
-        hr_task *t = NULL;
-        int rc = dsp_store_claim(d, c->m, id, now, err, sizeof err);
-
-        if (rc == 1)
-            rc = hr_task_load(c->m, id, &t, err, sizeof err) == 0 ? 1 : -1;
-        if (rc == DSP_CLAIM_BUSY) {
-            /* Not from the loop thread again: the DB poller claims it
-             * once the transaction holding the row ends. */
-            hr_log_warn("claim_deferred", "task=%lld reason=row locked by an open transaction "
-                        "(subscriptions being inserted)", (long long)id);
-            continue;
-        }
-        if (rc < 0) {
-            /* MySQL is failing: every further claim would wait for its
-             * timeout too.  The rest (this one included: its claim may
-             * have committed, and claiming again is harmless) go back. */
-            hr_log_warn("claim_failed", "task=%lld error=%s", (long long)id, err);
-            dsp_timer_putback(d, reply, i);
-            dsp_conn_failed(d, c, DSP_MYSQL, err);
-            break;
-        }
-        /* rc 0: taken by another, paused, or postponed (the scanner puts
-         * it back with its new due time). */
-        if (rc == 1)
-            dsp_own(d, t, "timer");
-        hr_task_free(t);
-    }
-    freeReplyObject(reply);
-}
-
-/* A task claimed under our name that we do not chunk (its claim's reply or
- * load failed, or dsp_own ran out of memory): own it now, or give the claim
- * up at once so that a poller takes it over.  Without this the renewal
- * would keep it ours, unchunked, forever. */
-static void dsp_adopt(dsp *d, int64_t id)
-{
-    dsp_conn *c = &d->loop_conn;
-    const hr_mysql_param p[] = {HR_P_I64(id), HR_P_STR(d->owner)};
-    hr_task *t = NULL;
-    char err[512];
-
-    if (hr_task_load(c->m, id, &t, err, sizeof err) == 0 && dsp_own(d, t, "adopt")) {
-        hr_task_free(t);
-        return;
-    }
-    hr_task_free(t);
-    hr_log_warn("task_released", "task=%lld reason=claimed but not owned", (long long)id);
-    if (hr_mysql_exec(c->m,
-                      "UPDATE push_task SET lease_until = UTC_TIMESTAMP(3) "
-                      "WHERE id = ? AND claimed_by = ? AND state = 'dispatching'",
-                      p, 2, NULL, NULL, NULL, err, sizeof err) < 0)
-        dsp_conn_failed(d, c, DSP_MYSQL, err);
-}
-
-void dsp_renew_leases(dsp *d)
-{
-    dsp_conn *c = &d->loop_conn;
-    const hr_mysql_param pr[] = {HR_P_I64(d->cfg->dispatcher.lease_s), HR_P_STR(d->owner)};
-    const hr_mysql_param ps[] = {HR_P_STR(d->owner)};
-    hr_mysql_rows *rows = NULL;
-    char err[512];
-    size_t i, j;
-
-    if (!dsp_conn_ready(d, c))
-        return;
-    if (hr_mysql_exec(c->m,
-                      "UPDATE push_task SET lease_until = UTC_TIMESTAMP(3) + INTERVAL ? SECOND "
-                      "WHERE claimed_by = ? AND state = 'dispatching' AND control = 'run'",
-                      pr, 2, NULL, NULL, NULL, err, sizeof err) < 0 ||
-        hr_mysql_query(c->m,
-                       "SELECT id, control FROM push_task "
-                       "WHERE claimed_by = ? AND state = 'dispatching'",
-                       ps, 1, &rows, err, sizeof err) < 0) {
-        dsp_conn_failed(d, c, DSP_MYSQL, err);
-        return;
-    }
-    for (i = d->ntasks; i-- > 0;) {
-        dsp_task *t = d->tasks[i];
-        const char *control = NULL;
-
-        for (j = 0; j < rows->nrows; j++)
-            if (strtoll(hr_mysql_cell(rows, j, 0), NULL, 10) == t->id)
-                control = hr_mysql_cell(rows, j, 1);
-        if (control == NULL) {
-            hr_log_warn("task_lost", "task=%lld reason=lease taken over", (long long)t->id);
-            dsp_drop(d, t);
-        } else if (strcmp(control, "run") != 0) {
-            /* Pause and cancel are carried out by workers and heraldctl;
-             * the dispatcher stops chunking and mirrors the wish. */
-            if (hr_task_set_control(NULL, c->r, t->id, control, err, sizeof err) < 0)
-                dsp_health_fail(d, DSP_REDIS, err);
-            hr_log_info("task_stopped", "task=%lld control=%s", (long long)t->id, control);
-            dsp_drop(d, t);
-        }
-    }
-    for (j = 0; j < rows->nrows; j++) {
-        int64_t id = strtoll(hr_mysql_cell(rows, j, 0), NULL, 10);
-
-        if (strcmp(hr_mysql_cell(rows, j, 1), "run") == 0 && dsp_find(d, id) == NULL)
-            dsp_adopt(d, id);
-    }
-    hr_mysql_rows_free(rows);
 }
 
 void dsp_release_all(dsp *d)
