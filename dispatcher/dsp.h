@@ -23,6 +23,24 @@
  *     request in flight).  It reads dsp.down/dsp.seen under health_mu.
  *   - metric children (dsp.met) are looked up at start-up and updated
  *     lock-free from any thread.
+ * Modules and who calls whom, without cycles: a module calls only modules
+ * listed below it (every one uses dsp_conn.c and common/'s hr_*; the API's
+ * dsp_api*.c are one module with its own header, dsp_api.h):
+ *   dispatcher.c -> dsp_api*.c, dsp_jobs.c, dsp_timer.c, dsp_lease.c,
+ *                   dsp_chunk.c, dsp_reconcile.c, dsp_metrics.c
+ *   dsp_jobs.c    -> dsp_scan.c, dsp_poll.c, dsp_sweep.c, dsp_control.c,
+ *                    dsp_lease.c (owns what the poller claimed), dsp_metrics.c
+ *   dsp_control.c -> dsp_sweep.c (republishes a resumed task's parked chunks,
+ *                    retires a cancelled task's keys)
+ *   dsp_poll.c    -> dsp_scan.c (prepare), dsp_store.c
+ *   dsp_scan.c    -> dsp_timer.c, dsp_store.c
+ *   dsp_timer.c   -> dsp_lease.c (owns what it claimed), dsp_store.c
+ *   dsp_sweep.c   -> dsp_chunk.c (produce)
+ *   dsp_chunk.c   -> dsp_reconcile.c (before the first chunk), dsp_lease.c
+ *   dsp_reconcile.c -> dsp_lease.c (the outcome on the owned task)
+ *   dsp_lease.c   -> dsp_store.c
+ *   dsp_api*.c    -> dsp_store.c
+ *   dsp_store.c, dsp_metrics.c, dsp_conn.c: leaves.
  * Blocking MySQL work on the loop thread is limited to single-row
  * statements (claim, renew, chunk rows); the scans whose cost grows with
  * the number of tasks or subscribers run in the background job. */
@@ -229,9 +247,6 @@ void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque);
 bool dsp_tick(dsp *d);
 /* At exit: serve reports, write them, mark finished tasks, release leases. */
 void dsp_release_all(dsp *d);
-/* The outcome of task ID's reconciliation; OK false = try again after a
- * short wait. */
-void dsp_reconciled(dsp *d, int64_t id, bool ok);
 
 /* dsp_timer.c: the Redis timer. */
 /* Background job: puts T into the timer and mirrors control=run for

@@ -208,7 +208,7 @@ static void dsp_finish(dsp *d, dsp_task *t)
 /* Before an owner's first chunk: the task's reconciliation (dsp_reconcile.c)
  * makes the set complete and creates seq under the prepare lock, or, for a
  * task an earlier owner started, checks that seq did not go backwards.  It
- * is queued here and the task waits for dsp_reconciled. */
+ * is queued here and the task waits for its outcome (t->reconciling). */
 static void dsp_start(dsp *d, dsp_task *t)
 {
     if (!dsp_reconcile_want(d, t->id)) {
@@ -217,19 +217,6 @@ static void dsp_start(dsp *d, dsp_task *t)
         return;
     }
     t->reconciling = true;
-}
-
-void dsp_reconciled(dsp *d, int64_t id, bool ok)
-{
-    dsp_task *t = dsp_task_find(d, id);
-
-    if (t == NULL)
-        return; /* dropped meanwhile (paused, cancelled, lease lost) */
-    t->reconciling = false;
-    if (ok)
-        t->started = true;
-    else
-        t->next_ms = dsp_now_ms() + 100;
 }
 
 /* Whether the task's ctl key (what pause, resume and cancel set at once in

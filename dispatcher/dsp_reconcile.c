@@ -97,6 +97,21 @@ static void dsp_rc_work(uv_work_t *w)
     d->rc_ms = dsp_now_ms() - start;
 }
 
+/* The outcome of task ID's reconciliation on the owned task; OK false =
+ * try again after a short wait. */
+static void dsp_rc_outcome(dsp *d, int64_t id, bool ok)
+{
+    dsp_task *t = dsp_task_find(d, id);
+
+    if (t == NULL)
+        return; /* dropped meanwhile (paused, cancelled, lease lost) */
+    t->reconciling = false;
+    if (ok)
+        t->started = true;
+    else
+        t->next_ms = dsp_now_ms() + 100;
+}
+
 static void dsp_rc_start(dsp *d);
 
 static void dsp_rc_done(uv_work_t *w, int status)
@@ -113,20 +128,20 @@ static void dsp_rc_done(uv_work_t *w, int status)
         if (d->rc_added > 0)
             hr_metrics_add(d->met.reconcile_added, (uint64_t)d->rc_added);
         hr_metrics_observe(d->met.reconcile_seconds, (double)d->rc_ms / 1000.0);
-        dsp_reconciled(d, id, true);
+        dsp_rc_outcome(d, id, true);
         break;
     case HR_SUBS_STARTED:
         /* seq exists: an earlier owner reconciled and started chunking. */
-        dsp_reconciled(d, id, true);
+        dsp_rc_outcome(d, id, true);
         break;
     case HR_SUBS_BUSY:
         /* A scanner's sync holds the prepare lock: try again shortly. */
-        dsp_reconciled(d, id, false);
+        dsp_rc_outcome(d, id, false);
         break;
     default:
         hr_log_warn("reconcile_failed", "task=%lld result=%s error=%s", (long long)id,
                     hr_subs_result_str(d->rc_result), d->rc_err);
-        dsp_reconciled(d, id, false);
+        dsp_rc_outcome(d, id, false);
         break;
     }
     dsp_rc_start(d);
@@ -144,7 +159,7 @@ static void dsp_rc_start(dsp *d)
     if (uv_queue_work(d->loop, &d->rc_work, dsp_rc_work, dsp_rc_done) == 0)
         d->rc_busy = true;
     else
-        dsp_reconciled(d, d->rc_task, false);
+        dsp_rc_outcome(d, d->rc_task, false);
 }
 
 bool dsp_reconcile_want(dsp *d, int64_t id)
