@@ -61,6 +61,8 @@
 #include "hr_redis.h"
 #include "hr_task.h"
 
+#include "dsp_seams.h"
+
 /* Bounds on the work of one step, so the loop stays responsive. */
 #define DSP_TIMER_POP_MAX 100       /* ids per timer pop */
 #define DSP_SCAN_MAX 1000           /* tasks per scan */
@@ -139,9 +141,6 @@ typedef struct dsp_api dsp_api;
 typedef struct dsp {
     const hr_config *cfg;
     char owner[192];            /* "<instance>/<pid>" */
-    const char *topic_filter;   /* HERALD_TEST_TASK_TOPIC (test only) or NULL */
-    long crash_after_move;      /* HERALD_TEST_CRASH_AFTER_MOVE (test only), 0 = off */
-    long moves;
 
     uv_loop_t *loop;
     uv_timer_t t_scan, t_timer, t_poll, t_sweep, t_lease, t_tick;
@@ -188,11 +187,6 @@ typedef struct dsp {
     int rc_result;
     char rc_err[512];
 } dsp;
-
-/* The topic filter as two parameters of "(? IS NULL OR topic = ?)". */
-#define DSP_TOPIC_PARAMS(d) \
-    ((d)->topic_filter ? HR_P_STR((d)->topic_filter) : HR_P_NULL), \
-    ((d)->topic_filter ? HR_P_STR((d)->topic_filter) : HR_P_NULL)
 
 /* dsp_conn.c */
 int64_t dsp_now_ms(void);

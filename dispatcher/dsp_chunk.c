@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "dsp.h"
 #include "hr_chunkmsg.h"
@@ -331,8 +330,7 @@ static bool dsp_chunk_one(dsp *d, dsp_task *t)
         return false;
     }
     t->chunks++;
-    if (d->crash_after_move > 0 && ++d->moves == d->crash_after_move)
-        _exit(137); /* test only: die between the move and the publish */
+    dsp_seams_moved();
     if (dsp_produce(d, t->id, seq, moved, t->due_ms, false, err, sizeof err) < 0) {
         /* The chunk is pending; the sweeper publishes it later. */
         hr_log_warn("chunk_publish_failed", "task=%lld seq=%lld error=%s", (long long)t->id,

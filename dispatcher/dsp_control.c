@@ -342,7 +342,7 @@ static void dsp_control_redriven(dsp *d)
 void dsp_control_scan(dsp *d)
 {
     dsp_conn *c = &d->bg_conn;
-    const hr_mysql_param p[] = {DSP_TOPIC_PARAMS(d), HR_P_I64(DSP_CONTROL_MAX)};
+    const hr_mysql_param p[] = {DSP_TOPIC_PARAMS, HR_P_I64(DSP_CONTROL_MAX)};
     hr_mysql_rows *rows = NULL;
     char err[512];
     size_t i;

@@ -17,7 +17,7 @@
 static void dsp_jobs_count(dsp *d)
 {
     dsp_conn *c = &d->bg_conn;
-    const hr_mysql_param p[] = {DSP_TOPIC_PARAMS(d)};
+    const hr_mysql_param p[] = {DSP_TOPIC_PARAMS};
     hr_mysql_rows *rows = NULL;
     char err[512];
 

@@ -7,7 +7,8 @@
  * loop thread through dsp.bg_claimed, which it owns in the job's
  * after-work callback.
  *
- * HERALD_TEST_TASK_TOPIC (test only) restricts every query to one topic. */
+ * Every query is restricted to the test topic filter (dsp_seams.h), if
+ * any. */
 #include <stdlib.h>
 
 #include "dsp.h"
@@ -37,8 +38,8 @@ void dsp_poll(dsp *d)
 {
     dsp_conn *c = &d->bg_conn;
     const hr_mysql_param ps[] = {HR_P_I64((int64_t)d->cfg->dispatcher.poller_grace_ms * 1000),
-                                 DSP_TOPIC_PARAMS(d), HR_P_I64(DSP_POLL_MAX)};
-    const hr_mysql_param pt[] = {DSP_TOPIC_PARAMS(d), HR_P_I64(DSP_POLL_MAX)};
+                                 DSP_TOPIC_PARAMS, HR_P_I64(DSP_POLL_MAX)};
+    const hr_mysql_param pt[] = {DSP_TOPIC_PARAMS, HR_P_I64(DSP_POLL_MAX)};
     hr_task **tasks = NULL;
     size_t n = 0, i;
     char err[512];

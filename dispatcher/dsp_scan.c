@@ -18,8 +18,8 @@
  *   owner's reconciliation after the claim (dsp_reconcile.c) reads what
  *   the last sync could not see.  The DB poller (dsp_poll.c) prepares too.
  *
- * HERALD_TEST_TASK_TOPIC (test only) restricts every query to one topic,
- * so that tests sharing the database do not take each other's tasks. */
+ * Every query is restricted to the test topic filter (dsp_seams.h), if
+ * any. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,7 +112,7 @@ int dsp_prepare(dsp *d, const hr_task *t, dsp_scan_entry *e, int64_t now)
 void dsp_scan(dsp *d)
 {
     dsp_conn *c = &d->bg_conn;
-    const hr_mysql_param p[] = {HR_P_I64(d->cfg->dispatcher.horizon_s), DSP_TOPIC_PARAMS(d),
+    const hr_mysql_param p[] = {HR_P_I64(d->cfg->dispatcher.horizon_s), DSP_TOPIC_PARAMS,
                                 HR_P_I64(DSP_SCAN_MAX)};
     hr_task **tasks = NULL;
     dsp_scan_entry *next = NULL;

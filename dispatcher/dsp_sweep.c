@@ -12,7 +12,8 @@
  *   (dsp_retire_keys), after each sweep and when a task ends here or is
  *   cancelled (dsp_control.c).
  *
- * HERALD_TEST_TASK_TOPIC (test only) restricts every query to one topic. */
+ * Every query is restricted to the test topic filter (dsp_seams.h), if
+ * any. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,7 +99,7 @@ int dsp_retire_keys(dsp_conn *c, int64_t id, char *err, size_t errlen)
 static void dsp_sweep_retire(dsp *d)
 {
     dsp_conn *c = &d->bg_conn;
-    const hr_mysql_param p[] = {HR_P_I64(d->retire_after), DSP_TOPIC_PARAMS(d),
+    const hr_mysql_param p[] = {HR_P_I64(d->retire_after), DSP_TOPIC_PARAMS,
                                 HR_P_I64(DSP_RETIRE_MAX)};
     hr_mysql_rows *rows = NULL;
     char err[512];
@@ -169,7 +170,7 @@ static void dsp_finished(dsp *d, int64_t id, const hr_finish_result *fin)
 void dsp_sweep(dsp *d)
 {
     dsp_conn *c = &d->bg_conn;
-    const hr_mysql_param p[] = {HR_P_I64(d->sweep_after), DSP_TOPIC_PARAMS(d),
+    const hr_mysql_param p[] = {HR_P_I64(d->sweep_after), DSP_TOPIC_PARAMS,
                                 HR_P_I64(DSP_SCAN_MAX)};
     hr_mysql_rows *rows = NULL;
     int64_t now = dsp_now_ms();
