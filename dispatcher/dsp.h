@@ -73,7 +73,7 @@
 #define DSP_REPORTS_MAX 100000      /* confirmed chunks waiting for MySQL */
 #define DSP_REPORTS_PER_TICK 256    /* push_chunk rows written per tick */
 #define DSP_RETIRE_MAX 100          /* finished tasks whose keys get a TTL, per sweep */
-#define DSP_KEY_RETENTION_MS (7LL * 86400 * 1000) /* a finished task's Redis keys */
+#define DSP_KEY_RETENTION_MS ((int64_t)7 * 86400 * 1000) /* a finished task's Redis keys */
 #define DSP_CLAIM_EARLY_MS 1000     /* a claim accepts due_at at most this far ahead */
 #define DSP_CLAIM_LOCK_WAIT_S "1"   /* a claim's wait for the task row's lock */
 #define DSP_CLAIM_BUSY 2            /* dsp_store_claim: the row stayed locked */
@@ -285,8 +285,8 @@ int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t 
 /* Gives a finished task's Redis keys (subs, seq, pending, stats, ctl,
  * pulled, failed, prep, synced) the DSP_KEY_RETENTION_MS expiry, only where they
  * have none, so a later pass does not push it further out.  Chunk and
- * lease keys are the workers' and go when a chunk ends.  0 or -1 (ERR). */
-int dsp_retire_keys(dsp_conn *c, int64_t id, char *err, size_t errlen);
+ * lease keys are the workers' and go when a chunk ends.  0 or -1 (ERRSTR). */
+int dsp_retire_keys(dsp_conn *c, int64_t id, char *errstr, size_t errlen);
 
 /* dsp_metrics.c */
 int dsp_metrics_new(dsp *d, char *errstr, size_t errlen);

@@ -86,8 +86,8 @@ void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
     if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
         /* pending[seq] stays: the sweeper republishes the chunk. */
         dsp_health_fail(d, DSP_KAFKA, rd_kafka_err2str(msg->err));
-        hr_log_warn("chunk_publish_failed", "task=%lld seq=%lld error=%s",
-                    (long long)om->task, (long long)om->seq, rd_kafka_err2str(msg->err));
+        hr_log_warn("chunk_publish_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s", om->task,
+                    om->seq, rd_kafka_err2str(msg->err));
         goto done;
     }
     dsp_health_ok(d, DSP_KAFKA);
@@ -97,8 +97,9 @@ void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
         cap = d->cap_reports ? d->cap_reports * 2 : 64;
         grown = cap <= DSP_REPORTS_MAX ? realloc(d->reports, cap * sizeof *grown) : NULL;
         if (grown == NULL) {
-            hr_log_error("chunk_row_lost", "task=%lld seq=%lld error=report queue full",
-                         (long long)om->task, (long long)om->seq);
+            hr_log_error("chunk_row_lost",
+                         "task=%" PRId64 " seq=%" PRId64 " error=report queue full", om->task,
+                         om->seq);
             goto done;
         }
         d->reports = grown;
@@ -142,13 +143,14 @@ static void dsp_write_reports(dsp *d, size_t max)
             continue; /* a republish of a known chunk */
         if (hr_mysql_exec(c->m, "UPDATE push_task SET total = total + ? WHERE id = ?", pt, 2,
                           NULL, NULL, NULL, err, sizeof err) < 0) {
-            hr_log_error("task_total_lost", "task=%lld seq=%lld size=%lld error=%s",
-                         (long long)rp->task, (long long)rp->seq, (long long)rp->size, err);
+            hr_log_error("task_total_lost",
+                         "task=%" PRId64 " seq=%" PRId64 " size=%" PRId64 " error=%s", rp->task,
+                         rp->seq, rp->size, err);
             goto failed_after_row;
         }
         hr_redis_task_key(c->r, key, sizeof key, rp->task, "stats");
-        reply = hr_redis_cmdf(c->r, err, sizeof err, "HINCRBY %s published %lld", key,
-                              (long long)rp->size);
+        reply =
+            hr_redis_cmdf(c->r, err, sizeof err, "HINCRBY %s published %" PRId64, key, rp->size);
         freeReplyObject(reply);
         if (reply != NULL) {
             reply = hr_redis_cmdf(c->r, err, sizeof err, "HINCRBY %s chunks_published 1", key);
@@ -196,11 +198,9 @@ static void dsp_finish(dsp *d, dsp_task *t)
         return;
     }
     if (affected == 1)
-        hr_log_info("task_dispatched", "task=%lld chunks=%lld", (long long)t->id,
-                    (long long)t->chunks);
+        hr_log_info("task_dispatched", "task=%" PRId64 " chunks=%" PRId64, t->id, t->chunks);
     else
-        hr_log_warn("task_lost", "task=%lld reason=not dispatching or not ours",
-                    (long long)t->id);
+        hr_log_warn("task_lost", "task=%" PRId64 " reason=not dispatching or not ours", t->id);
     dsp_task_drop(d, t);
 }
 
@@ -211,7 +211,7 @@ static void dsp_finish(dsp *d, dsp_task *t)
 static void dsp_start(dsp *d, dsp_task *t)
 {
     if (!dsp_reconcile_want(d, t->id)) {
-        hr_log_error("reconcile_not_queued", "task=%lld error=out of memory", (long long)t->id);
+        hr_log_error("reconcile_not_queued", "task=%" PRId64 " error=out of memory", t->id);
         t->next_ms = dsp_now_ms() + 1000;
         return;
     }
@@ -223,7 +223,7 @@ static void dsp_start(dsp *d, dsp_task *t)
  * renewal drops a paused or cancelled task only every lease_s / 3; without
  * this check the owner kept chunking that long after a pause, and a
  * recover right after the pause raced its chunks. */
-static bool dsp_running(dsp *d, dsp_task *t, char *err, size_t errlen, bool *failed)
+static bool dsp_running(dsp *d, dsp_task *t, bool *failed, char *errstr, size_t errlen)
 {
     char key[256];
     redisReply *reply;
@@ -231,7 +231,7 @@ static bool dsp_running(dsp *d, dsp_task *t, char *err, size_t errlen, bool *fai
 
     *failed = false;
     hr_redis_task_key(d->loop_conn.r, key, sizeof key, t->id, "ctl");
-    reply = hr_redis_cmdf(d->loop_conn.r, err, errlen, "GET %s", key);
+    reply = hr_redis_cmdf(d->loop_conn.r, errstr, errlen, "GET %s", key);
     if (reply == NULL) {
         *failed = true;
         return false;
@@ -240,13 +240,13 @@ static bool dsp_running(dsp *d, dsp_task *t, char *err, size_t errlen, bool *fai
     run = reply->type != REDIS_REPLY_STRING || strcmp(reply->str, "run") == 0;
     freeReplyObject(reply);
     if (!run)
-        hr_log_debug("task_held", "task=%lld reason=control", (long long)t->id);
+        hr_log_debug("task_held", "task=%" PRId64 " reason=control", t->id);
     return run;
 }
 
 /* The rate limiter's grant for one chunk; 0 = wait (T->next_ms is set). */
-static int64_t dsp_grant(dsp *d, dsp_task *t, int64_t now, char *err, size_t errlen,
-                         bool *failed)
+static int64_t dsp_grant(dsp *d, dsp_task *t, int64_t now, bool *failed, char *errstr,
+                         size_t errlen)
 {
     char scope[64];
     int64_t want, granted = 0, wait_ms = 0, after;
@@ -255,8 +255,8 @@ static int64_t dsp_grant(dsp *d, dsp_task *t, int64_t now, char *err, size_t err
     if (t->rate_limit <= 0)
         return t->chunk_size;
     want = t->chunk_size < t->rate_limit ? t->chunk_size : t->rate_limit;
-    snprintf(scope, sizeof scope, "task%lld", (long long)t->id);
-    if (hr_ratelimit_take(d->loop_conn.r, scope, t->rate_limit, want, &granted, &wait_ms, err,
+    snprintf(scope, sizeof scope, "task%" PRId64, t->id);
+    if (hr_ratelimit_take(d->loop_conn.r, scope, t->rate_limit, want, &granted, &wait_ms, errstr,
                           errlen) < 0) {
         *failed = true;
         return 0;
@@ -293,13 +293,13 @@ static bool dsp_chunk_one(dsp *d, dsp_task *t)
         dsp_start(d, t);
         return false;
     }
-    if (!dsp_running(d, t, err, sizeof err, &failed)) {
+    if (!dsp_running(d, t, &failed, err, sizeof err)) {
         if (failed)
             goto redis_failed;
         t->next_ms = now + DSP_CTL_RECHECK_MS;
         return false;
     }
-    n = dsp_grant(d, t, now, err, sizeof err, &failed);
+    n = dsp_grant(d, t, now, &failed, err, sizeof err);
     if (n == 0) {
         if (failed)
             goto redis_failed;
@@ -312,12 +312,12 @@ static bool dsp_chunk_one(dsp *d, dsp_task *t)
     seq = reply->integer;
     freeReplyObject(reply);
 
-    snprintf(n_s, sizeof n_s, "%lld", (long long)n);
-    snprintf(seq_s, sizeof seq_s, "%lld", (long long)seq);
-    snprintf(now_s, sizeof now_s, "%lld", (long long)now);
+    snprintf(n_s, sizeof n_s, "%" PRId64, n);
+    snprintf(seq_s, sizeof seq_s, "%" PRId64, seq);
+    snprintf(now_s, sizeof now_s, "%" PRId64, now);
     hr_redis_task_key(c->r, keys[0], sizeof keys[0], t->id, "subs");
-    snprintf(keys[1], sizeof keys[1], "%schunk:%lld",
-             hr_redis_task_key(c->r, keys[2], sizeof keys[2], t->id, ""), (long long)seq);
+    snprintf(keys[1], sizeof keys[1], "%schunk:%" PRId64,
+             hr_redis_task_key(c->r, keys[2], sizeof keys[2], t->id, ""), seq);
     hr_redis_task_key(c->r, keys[2], sizeof keys[2], t->id, "pending");
     reply = hr_redis_eval(c->r, HR_LUA_CHUNK_MOVE, 3, 6, argv, NULL, err, sizeof err);
     if (reply == NULL)
@@ -333,14 +333,14 @@ static bool dsp_chunk_one(dsp *d, dsp_task *t)
     dsp_seams_moved();
     if (dsp_produce(d, t->id, seq, moved, t->due_ms, false, err, sizeof err) < 0) {
         /* The chunk is pending; the sweeper publishes it later. */
-        hr_log_warn("chunk_publish_failed", "task=%lld seq=%lld error=%s", (long long)t->id,
-                    (long long)seq, err);
+        hr_log_warn("chunk_publish_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s", t->id, seq,
+                    err);
         t->next_ms = now + 1000;
         return true;
     }
     t->outstanding++;
-    hr_log_debug("chunk_moved", "task=%lld seq=%lld size=%lld", (long long)t->id,
-                 (long long)seq, (long long)moved);
+    hr_log_debug("chunk_moved", "task=%" PRId64 " seq=%" PRId64 " size=%" PRId64, t->id, seq,
+                 moved);
     return true;
 redis_failed:
     dsp_conn_failed(d, c, DSP_REDIS, err);
@@ -410,5 +410,5 @@ void dsp_release_all(dsp *d)
                       p, 1, &affected, NULL, NULL, err, sizeof err) < 0)
         hr_log_error("lease_release_failed", "error=%s", err);
     else
-        hr_log_info("leases_released", "tasks=%llu", (unsigned long long)affected);
+        hr_log_info("leases_released", "tasks=%" PRIu64, affected);
 }

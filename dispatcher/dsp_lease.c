@@ -9,6 +9,7 @@
  *   or whose control is no longer `run`, is dropped at once.  A row that
  *   names us but is not in dsp.tasks (a claim whose reply or load failed)
  *   is adopted, or its lease is ended so another dispatcher takes it. */
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,12 +82,11 @@ bool dsp_own(dsp *d, const hr_task *t, const char *via)
                                                 : d->met.claimed_takeover);
     if (fresh) /* a takeover's or adoption's lag is not a claim's */
         hr_metrics_observe(d->met.claim_lag, (double)(dsp_now_ms() - t->due_ms) / 1000.0);
-    hr_log_info("task_claimed", "task=%lld via=%s lag_ms=%lld rate_limit=%lld",
-                (long long)t->id, via, (long long)(dsp_now_ms() - t->due_ms),
-                (long long)dt->rate_limit);
+    hr_log_info("task_claimed", "task=%" PRId64 " via=%s lag_ms=%" PRId64 " rate_limit=%" PRId64,
+                t->id, via, (dsp_now_ms() - t->due_ms), dt->rate_limit);
     return true;
 oom:
-    hr_log_error("task_not_owned", "task=%lld error=out of memory", (long long)t->id);
+    hr_log_error("task_not_owned", "task=%" PRId64 " error=out of memory", t->id);
     return false;
 }
 
@@ -106,7 +106,7 @@ static void dsp_adopt(dsp *d, int64_t id)
         return;
     }
     hr_task_free(t);
-    hr_log_warn("task_released", "task=%lld reason=claimed but not owned", (long long)id);
+    hr_log_warn("task_released", "task=%" PRId64 " reason=claimed but not owned", id);
     if (hr_mysql_exec(c->m,
                       "UPDATE push_task SET lease_until = UTC_TIMESTAMP(3) "
                       "WHERE id = ? AND claimed_by = ? AND state = 'dispatching'",
@@ -144,14 +144,14 @@ void dsp_renew_leases(dsp *d)
             if (strtoll(hr_mysql_cell(rows, j, 0), NULL, 10) == t->id)
                 control = hr_mysql_cell(rows, j, 1);
         if (control == NULL) {
-            hr_log_warn("task_lost", "task=%lld reason=lease taken over", (long long)t->id);
+            hr_log_warn("task_lost", "task=%" PRId64 " reason=lease taken over", t->id);
             dsp_task_drop(d, t);
         } else if (strcmp(control, "run") != 0) {
             /* Pause and cancel are carried out by workers and heraldctl;
              * the dispatcher stops chunking and mirrors the wish. */
             if (hr_task_set_control(NULL, c->r, t->id, control, err, sizeof err) < 0)
                 dsp_health_fail(d, DSP_REDIS, err);
-            hr_log_info("task_stopped", "task=%lld control=%s", (long long)t->id, control);
+            hr_log_info("task_stopped", "task=%" PRId64 " control=%s", t->id, control);
             dsp_task_drop(d, t);
         }
     }

@@ -9,6 +9,7 @@
  *
  * Every query is restricted to the test topic filter (dsp_seams.h), if
  * any. */
+#include <inttypes.h>
 #include <stdlib.h>
 
 #include "dsp.h"
@@ -24,7 +25,7 @@ static void dsp_poll_claimed_add(dsp *d, hr_task *t)
         grown = realloc(d->bg_claimed, cap * sizeof *grown);
         if (grown == NULL) {
             /* Our claim lapses after lease_s and the task is taken over. */
-            hr_log_error("task_not_owned", "task=%lld error=out of memory", (long long)t->id);
+            hr_log_error("task_not_owned", "task=%" PRId64 " error=out of memory", t->id);
             hr_task_free(t);
             return;
         }
@@ -68,7 +69,7 @@ void dsp_poll(dsp *d)
         if (rc < 0)
             goto failed;
         if (rc == 1) {
-            hr_log_info("task_overdue", "task=%lld via=poller", (long long)tasks[i]->id);
+            hr_log_info("task_overdue", "task=%" PRId64 " via=poller", tasks[i]->id);
             dsp_poll_claimed_add(d, tasks[i]);
             tasks[i] = NULL;
         }
@@ -97,7 +98,7 @@ void dsp_poll(dsp *d)
                           pu, 4, &affected, NULL, NULL, err, sizeof err) < 0)
             goto failed;
         if (affected == 1) {
-            hr_log_info("task_taken_over", "task=%lld from=%s", (long long)tasks[i]->id,
+            hr_log_info("task_taken_over", "task=%" PRId64 " from=%s", tasks[i]->id,
                         tasks[i]->claimed_by ? tasks[i]->claimed_by : "");
             dsp_poll_claimed_add(d, tasks[i]);
             tasks[i] = NULL;

@@ -20,6 +20,7 @@
  *
  * Every query is restricted to the test topic filter (dsp_seams.h), if
  * any. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,8 +85,9 @@ int dsp_prepare(dsp *d, const hr_task *t, dsp_scan_entry *e, int64_t now)
         e->have = have + added;
         e->checked_ms = now;
         if (added > 0)
-            hr_log_info("task_prepared", "task=%lld subscriptions=%lld had=%lld added=%lld",
-                        (long long)t->id, (long long)want, (long long)have, (long long)added);
+            hr_log_info("task_prepared",
+                        "task=%" PRId64 " subscriptions=%" PRId64 " had=%" PRId64 " added=%" PRId64,
+                        t->id, want, have, added);
         return 0;
     case HR_SUBS_BUSY:
     case HR_SUBS_CLAIMED:
@@ -97,15 +99,15 @@ int dsp_prepare(dsp *d, const hr_task *t, dsp_scan_entry *e, int64_t now)
          * party took the lock: the owner's reconciliation is what makes
          * the set complete. */
         e->checked_ms = 0;
-        hr_log_warn("prepare_incomplete", "task=%lld added=%lld reason=%s", (long long)t->id,
-                    (long long)added, hr_subs_result_str(rc));
+        hr_log_warn("prepare_incomplete", "task=%" PRId64 " added=%" PRId64 " reason=%s", t->id,
+                    added, hr_subs_result_str(rc));
         return 0;
     case HR_SUBS_STOPPED:
         e->checked_ms = 0;
         return -1;
     }
     e->checked_ms = 0; /* try again next scan */
-    hr_log_warn("prepare_failed", "task=%lld error=%s", (long long)t->id, err);
+    hr_log_warn("prepare_failed", "task=%" PRId64 " error=%s", t->id, err);
     return -1;
 }
 

@@ -14,6 +14,7 @@
  *
  * Every query is restricted to the test topic filter (dsp_seams.h), if
  * any. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +40,7 @@ int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t 
         return -1;
     }
     npending = (int64_t)all->elements / 2;
-    snprintf(now_s, sizeof now_s, "%lld", (long long)now);
+    snprintf(now_s, sizeof now_s, "%" PRId64, now);
     for (i = 0; i + 1 < all->elements && *budget > 0; i += 2) {
         const char *seq = all->element[i]->str, *at = all->element[i + 1]->str;
         const char *argv[5] = {pending, lease, seq, at, now_s};
@@ -62,14 +63,14 @@ int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t 
                                      sizeof err) < 0) {
             /* pending[seq] now says "published now": the next sweep after
              * the redelivery timeout tries again. */
-            hr_log_warn("chunk_redeliver_failed", "task=%lld seq=%s error=%s", (long long)id,
-                        seq, err);
+            hr_log_warn("chunk_redeliver_failed", "task=%" PRId64 " seq=%s error=%s", id, seq, err);
             continue;
         }
         (*budget)--;
         hr_metrics_inc(d->met.chunks_redelivered);
-        hr_log_info("chunk_redelivered", "task=%lld seq=%s count=%lld last_publish_ms=%s",
-                    (long long)id, seq, (long long)count, at);
+        hr_log_info("chunk_redelivered",
+                    "task=%" PRId64 " seq=%s count=%" PRId64 " last_publish_ms=%s", id, seq, count,
+                    at);
         freeReplyObject(hr_redis_cmdf(c->r, err, sizeof err, "HINCRBY %sstats redelivered 1",
                                       base));
     }
@@ -77,7 +78,7 @@ int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t 
     return npending;
 }
 
-int dsp_retire_keys(dsp_conn *c, int64_t id, char *err, size_t errlen)
+int dsp_retire_keys(dsp_conn *c, int64_t id, char *errstr, size_t errlen)
 {
     static const char *const suffixes[] = {"subs", "seq", "pending", "stats", "ctl",
                                            "pulled", "failed", "prep", "synced"};
@@ -86,8 +87,8 @@ int dsp_retire_keys(dsp_conn *c, int64_t id, char *err, size_t errlen)
 
     for (i = 0; i < sizeof suffixes / sizeof *suffixes; i++) {
         hr_redis_task_key(c->r, key, sizeof key, id, suffixes[i]);
-        if (dsp_reply_int(hr_redis_cmdf(c->r, err, errlen, "PEXPIRE %s %lld NX", key,
-                                        (long long)DSP_KEY_RETENTION_MS)) < 0)
+        if (dsp_reply_int(hr_redis_cmdf(c->r, errstr, errlen, "PEXPIRE %s %" PRId64 " NX", key,
+                                        DSP_KEY_RETENTION_MS)) < 0)
             return -1;
     }
     return 0;
@@ -146,8 +147,8 @@ static int dsp_redispatch(dsp *d, int64_t id, int64_t left)
         return -1;
     }
     if (affected == 1)
-        hr_log_warn("task_redispatched", "task=%lld reason=subs_not_empty left=%lld",
-                    (long long)id, (long long)left);
+        hr_log_warn("task_redispatched", "task=%" PRId64 " reason=subs_not_empty left=%" PRId64, id,
+                    left);
     return 0;
 }
 
@@ -156,12 +157,13 @@ static int dsp_redispatch(dsp *d, int64_t id, int64_t left)
 static void dsp_finished(dsp *d, int64_t id, const hr_finish_result *fin)
 {
     if (fin->unaccounted == 0) {
-        hr_log_info("task_done", "task=%lld via=sweeper", (long long)id);
+        hr_log_info("task_done", "task=%" PRId64 " via=sweeper", id);
         return;
     }
     hr_metrics_add(d->met.unaccounted, (uint64_t)fin->unaccounted);
-    hr_log_error("task_unaccounted", "task=%lld via=sweeper unaccounted=%lld subscriptions=%lld",
-                 (long long)id, (long long)fin->unaccounted, (long long)fin->subscriptions);
+    hr_log_error("task_unaccounted",
+                 "task=%" PRId64 " via=sweeper unaccounted=%" PRId64 " subscriptions=%" PRId64, id,
+                 fin->unaccounted, fin->subscriptions);
 }
 
 /* One page of unfinished tasks per sweep, by id from the cursor kept in
@@ -228,7 +230,7 @@ void dsp_sweep(dsp *d)
             continue;
         dsp_finished(d, id, &fin);
         if (dsp_retire_keys(c, id, err, sizeof err) < 0)
-            hr_log_warn("retire_failed", "task=%lld error=%s", (long long)id, err);
+            hr_log_warn("retire_failed", "task=%" PRId64 " error=%s", id, err);
     }
     /* A page seen to its end that was short: start over next time.  A
      * sweep cut short by the budget resumes after the last task served. */

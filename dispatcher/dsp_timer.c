@@ -7,6 +7,7 @@
  *   dispatcher the due ids no other one got; each is claimed in MySQL (one
  *   winner) and joins the owned tasks (dsp_own).  When MySQL fails, the
  *   popped entries not yet claimed go back into the timer. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -22,8 +23,8 @@ int dsp_timer_add(dsp *d, const hr_task *t)
 
     hr_redis_key(c->r, timer, sizeof timer, "timer");
     hr_redis_task_key(c->r, ctl, sizeof ctl, t->id, "ctl");
-    reply = hr_redis_cmdf(c->r, err, sizeof err, "ZADD %s %lld %lld", timer,
-                          (long long)t->due_ms, (long long)t->id);
+    reply = hr_redis_cmdf(c->r, err, sizeof err, "ZADD %s %" PRId64 " %" PRId64, timer, t->due_ms,
+                          t->id);
     if (reply != NULL) {
         freeReplyObject(reply);
         reply = hr_redis_cmdf(c->r, err, sizeof err, "SET %s run", ctl);
@@ -33,8 +34,7 @@ int dsp_timer_add(dsp *d, const hr_task *t)
         return -1;
     }
     freeReplyObject(reply);
-    hr_log_debug("task_scheduled", "task=%lld due_ms=%lld", (long long)t->id,
-                 (long long)t->due_ms);
+    hr_log_debug("task_scheduled", "task=%" PRId64 " due_ms=%" PRId64, t->id, t->due_ms);
     return 0;
 }
 
@@ -55,8 +55,8 @@ void dsp_timer_forget(dsp *d, const dsp_scan_entry *old, size_t nold,
             j++;
         if (old[i].due_ms < 0 || (j < nnext && next[j].id == old[i].id))
             continue;
-        if (dsp_reply_int(hr_redis_cmdf(c->r, err, sizeof err, "ZREM %s %lld", timer,
-                                        (long long)old[i].id)) < 0) {
+        if (dsp_reply_int(
+                hr_redis_cmdf(c->r, err, sizeof err, "ZREM %s %" PRId64, timer, old[i].id)) < 0) {
             dsp_conn_failed(d, c, DSP_REDIS, err);
             return;
         }
@@ -71,7 +71,7 @@ static void dsp_timer_putback(dsp *d, const redisReply *reply, size_t from)
     char key[256], err[256];
     const char **argv;
     size_t i, n = 0;
-    redisReply *r;
+    redisReply *added;
 
     argv = malloc((2 + reply->elements) * sizeof *argv);
     if (argv == NULL)
@@ -82,10 +82,10 @@ static void dsp_timer_putback(dsp *d, const redisReply *reply, size_t from)
         argv[n++] = reply->element[i + 1]->str; /* score */
         argv[n++] = reply->element[i]->str;     /* id */
     }
-    r = n > 2 ? hr_redis_cmd(c->r, err, sizeof err, (int)n, argv, NULL) : NULL;
+    added = n > 2 ? hr_redis_cmd(c->r, err, sizeof err, (int)n, argv, NULL) : NULL;
     free(argv);
-    if (n <= 2 || r != NULL) {
-        freeReplyObject(r);
+    if (n <= 2 || added != NULL) {
+        freeReplyObject(added);
         return;
     }
 lost:
@@ -105,7 +105,7 @@ void dsp_timer_pop(dsp *d)
     if (atomic_load(&d->stopping) || !dsp_conn_ready(d, c))
         return;
     hr_redis_key(c->r, key, sizeof key, "timer");
-    snprintf(now_s, sizeof now_s, "%lld", (long long)now);
+    snprintf(now_s, sizeof now_s, "%" PRId64, now);
     snprintf(max_s, sizeof max_s, "%d", DSP_TIMER_POP_MAX);
     reply = hr_redis_eval(c->r, HR_LUA_TIMER_POP, 1, 3, argv, NULL, err, sizeof err);
     if (reply == NULL) {
@@ -122,15 +122,17 @@ void dsp_timer_pop(dsp *d)
         if (rc == DSP_CLAIM_BUSY) {
             /* Not from the loop thread again: the DB poller claims it
              * once the transaction holding the row ends. */
-            hr_log_warn("claim_deferred", "task=%lld reason=row locked by an open transaction "
-                        "(subscriptions being inserted)", (long long)id);
+            hr_log_warn("claim_deferred",
+                        "task=%" PRId64 " reason=row locked by an open transaction "
+                        "(subscriptions being inserted)",
+                        id);
             continue;
         }
         if (rc < 0) {
             /* MySQL is failing: every further claim would wait for its
              * timeout too.  The rest (this one included: its claim may
              * have committed, and claiming again is harmless) go back. */
-            hr_log_warn("claim_failed", "task=%lld error=%s", (long long)id, err);
+            hr_log_warn("claim_failed", "task=%" PRId64 " error=%s", id, err);
             dsp_timer_putback(d, reply, i);
             dsp_conn_failed(d, c, DSP_MYSQL, err);
             break;
