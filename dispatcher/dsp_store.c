@@ -2,6 +2,7 @@
  * loading task rows, validating them (a bad row becomes `failed` with a
  * readable last_error) and the conditional claim that makes exactly one
  * dispatcher the owner of a task. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -103,7 +104,7 @@ bool dsp_store_check(dsp *d, hr_mysql *m, const hr_task *t)
     if (rc < 0)
         dsp_health_fail(d, DSP_MYSQL, err);
     else if (rc == 1)
-        hr_log_warn("task_failed", "task=%lld error=%s", (long long)t->id, why);
+        hr_log_warn("task_failed", "task=%" PRId64 " error=%s", t->id, why);
     return false;
 }
 
