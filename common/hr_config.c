@@ -226,7 +226,8 @@ static const struct {
 
 static void cfg_channel_clear(hr_channel *ch);
 
-static void cfg_clear(const cfg_key *keys, void *base) {
+static void cfg_clear(const cfg_key *keys, void *base)
+{
     for (const cfg_key *k = keys; k->name != NULL; k++) {
         void *field = CFG_FIELD(base, k);
         switch (k->type) {
@@ -239,7 +240,8 @@ static void cfg_clear(const cfg_key *keys, void *base) {
             break;
         case CFG_T_STRLIST: {
             char **list = *(char ***)field;
-            for (size_t i = 0; i < *CFG_COUNT(base, k); i++) free(list[i]);
+            for (size_t i = 0; i < *CFG_COUNT(base, k); i++)
+                free(list[i]);
             free(list);
             *(char ***)field = NULL;
             *CFG_COUNT(base, k) = 0;
@@ -263,7 +265,8 @@ static void cfg_clear(const cfg_key *keys, void *base) {
             break;
         case CFG_T_CHANNELS: {
             hr_channel *chs = *(hr_channel **)field;
-            for (size_t i = 0; i < *CFG_COUNT(base, k); i++) cfg_channel_clear(&chs[i]);
+            for (size_t i = 0; i < *CFG_COUNT(base, k); i++)
+                cfg_channel_clear(&chs[i]);
             free(chs);
             *(hr_channel **)field = NULL;
             *CFG_COUNT(base, k) = 0;
@@ -278,14 +281,17 @@ static void cfg_clear(const cfg_key *keys, void *base) {
     }
 }
 
-static void cfg_channel_clear(hr_channel *ch) {
+static void cfg_channel_clear(hr_channel *ch)
+{
     cfg_clear(cfg_channel_keys, ch);
     free(ch->name);
     ch->name = NULL;
 }
 
-void hr_config_free(hr_config *cfg) {
-    if (cfg == NULL) return;
+void hr_config_free(hr_config *cfg)
+{
+    if (cfg == NULL)
+        return;
     cfg_clear(cfg_top_keys, cfg);
     free(cfg->path);
     free(cfg);
@@ -296,7 +302,8 @@ void hr_config_free(hr_config *cfg) {
 /* Sets a scalar-typed key from TEXT (already expanded): the one conversion
  * used for defaults, file values and env overrides. */
 static int cfg_set_scalar(const cfg_key *k, void *base, const char *text, char *why,
-                          size_t whylen) {
+                          size_t whylen)
+{
     void *field = CFG_FIELD(base, k);
     long long v;
 
@@ -306,7 +313,8 @@ static int cfg_set_scalar(const cfg_key *k, void *base, const char *text, char *
             snprintf(why, whylen, "must not be empty");
             return -1;
         }
-        if (k->check != NULL && k->check(text, why, whylen) < 0) return -1;
+        if (k->check != NULL && k->check(text, why, whylen) < 0)
+            return -1;
         char *copy = strdup(text);
         if (copy == NULL) {
             snprintf(why, whylen, "out of memory");
@@ -317,17 +325,20 @@ static int cfg_set_scalar(const cfg_key *k, void *base, const char *text, char *
         return 0;
     }
     case CFG_T_INT:
-        if (cfg_parse_int(text, k->min, k->max, &v, why, whylen) < 0) return -1;
+        if (cfg_parse_int(text, k->min, k->max, &v, why, whylen) < 0)
+            return -1;
         *(int *)field = (int)v;
         return 0;
     case CFG_T_LONG:
-        if (cfg_parse_int(text, k->min, k->max, &v, why, whylen) < 0) return -1;
+        if (cfg_parse_int(text, k->min, k->max, &v, why, whylen) < 0)
+            return -1;
         *(long *)field = (long)v;
         return 0;
     case CFG_T_BOOL:
         return cfg_parse_bool(text, (bool *)field, why, whylen);
     case CFG_T_CHOICE:
-        if (k->choose(field, text) == 0) return 0;
+        if (k->choose(field, text) == 0)
+            return 0;
         snprintf(why, whylen, "unknown value \"%.64s\" (expected: %s)", text, k->allowed);
         return -1;
     default:
@@ -336,10 +347,12 @@ static int cfg_set_scalar(const cfg_key *k, void *base, const char *text, char *
     }
 }
 
-static int cfg_set_defaults(const cfg_key *keys, void *base, char *why, size_t whylen) {
+static int cfg_set_defaults(const cfg_key *keys, void *base, char *why, size_t whylen)
+{
     for (const cfg_key *k = keys; k->name != NULL; k++) {
         if (k->type == CFG_T_SECTION) {
-            if (cfg_set_defaults(k->sub, base, why, whylen) < 0) return -1;
+            if (cfg_set_defaults(k->sub, base, why, whylen) < 0)
+                return -1;
         } else if (k->def != NULL && cfg_set_scalar(k, base, k->def, why, whylen) < 0) {
             return -1;
         }
@@ -347,7 +360,8 @@ static int cfg_set_defaults(const cfg_key *keys, void *base, char *why, size_t w
     return 0;
 }
 
-static const char *cfg_type_name(cfg_type t) {
+static const char *cfg_type_name(cfg_type t)
+{
     switch (t) {
     case CFG_T_INT:
     case CFG_T_LONG:
@@ -367,7 +381,8 @@ static const char *cfg_type_name(cfg_type t) {
 
 /* NODE as text for a scalar key: ${} expanded, null read as "". */
 static int cfg_scalar_text(const cfg_ctx *ctx, const cfg_node *node, const char *path,
-                           const char *expected, char **out) {
+                           const char *expected, char **out)
+{
     char why[CFG_WHY];
     *out = NULL;
     if (node->type != CFG_SCALAR)
@@ -382,19 +397,23 @@ static int cfg_apply_map(const cfg_ctx *ctx, const cfg_key *keys, void *base,
                          const cfg_node *map, const char *where);
 
 static int cfg_apply_strlist(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                             const cfg_node *node, const char *path) {
+                             const cfg_node *node, const char *path)
+{
     char ***list = CFG_FIELD(base, k);
     size_t *count = CFG_COUNT(base, k);
     char *text = NULL;
 
-    if (cfg_node_is_null(node)) return 0;
+    if (cfg_node_is_null(node))
+        return 0;
     if (node->type != CFG_SEQ)
         return cfg_err(ctx, node->line, node->col, "%s: expected a sequence, got %s", path,
                        cfg_node_kind(node));
     *list = calloc(node->items.n + 1, sizeof(char *));
-    if (*list == NULL) return cfg_err(ctx, node->line, node->col, "out of memory");
+    if (*list == NULL)
+        return cfg_err(ctx, node->line, node->col, "out of memory");
     for (size_t i = 0; i < node->items.n; i++) {
-        if (cfg_scalar_text(ctx, node->items.v[i], path, "a string", &text) < 0) return -1;
+        if (cfg_scalar_text(ctx, node->items.v[i], path, "a string", &text) < 0)
+            return -1;
         if (text[0] == '\0')
             free(text);
         else
@@ -404,17 +423,20 @@ static int cfg_apply_strlist(const cfg_ctx *ctx, const cfg_key *k, void *base,
 }
 
 static int cfg_apply_kvmap(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                           const cfg_node *node, const char *path) {
+                           const cfg_node *node, const char *path)
+{
     hr_kv **kv = CFG_FIELD(base, k);
     size_t *count = CFG_COUNT(base, k);
     char why[CFG_WHY];
 
-    if (cfg_node_is_null(node)) return 0;
+    if (cfg_node_is_null(node))
+        return 0;
     if (node->type != CFG_MAP)
         return cfg_err(ctx, node->line, node->col, "%s: expected a mapping, got %s", path,
                        cfg_node_kind(node));
     *kv = calloc(node->items.n / 2 + 1, sizeof(hr_kv));
-    if (*kv == NULL) return cfg_err(ctx, node->line, node->col, "out of memory");
+    if (*kv == NULL)
+        return cfg_err(ctx, node->line, node->col, "out of memory");
     for (size_t i = 0; i + 1 < node->items.n; i += 2) {
         const cfg_node *key = node->items.v[i], *val = node->items.v[i + 1];
         hr_kv *pair = &(*kv)[*count];
@@ -423,9 +445,11 @@ static int cfg_apply_kvmap(const cfg_ctx *ctx, const cfg_key *k, void *base,
         if (key->value[0] == '\0')
             return cfg_err(ctx, key->line, key->col, "%s: empty key", path);
         pair->key = strdup(key->value);
-        if (pair->key == NULL) return cfg_err(ctx, key->line, key->col, "out of memory");
+        if (pair->key == NULL)
+            return cfg_err(ctx, key->line, key->col, "out of memory");
         (*count)++;
-        if (cfg_scalar_text(ctx, val, sub, "a scalar", &pair->value) < 0) return -1;
+        if (cfg_scalar_text(ctx, val, sub, "a scalar", &pair->value) < 0)
+            return -1;
         if (k->check_kv != NULL && k->check_kv(pair->key, pair->value, why, sizeof(why)) < 0)
             return cfg_err(ctx, key->line, key->col, "%s: %s", path, why);
     }
@@ -433,12 +457,14 @@ static int cfg_apply_kvmap(const cfg_ctx *ctx, const cfg_key *k, void *base,
 }
 
 static int cfg_apply_codes(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                           const cfg_node *node, const char *path) {
+                           const cfg_node *node, const char *path)
+{
     int **codes = CFG_FIELD(base, k);
     size_t *count = CFG_COUNT(base, k);
     char why[CFG_WHY];
 
-    if (cfg_node_is_null(node)) return 0;
+    if (cfg_node_is_null(node))
+        return 0;
     if (node->type != CFG_SEQ)
         return cfg_err(ctx, node->line, node->col, "%s: expected a sequence, got %s", path,
                        cfg_node_kind(node));
@@ -446,15 +472,18 @@ static int cfg_apply_codes(const cfg_ctx *ctx, const cfg_key *k, void *base,
         return cfg_err(ctx, node->line, node->col, "%s: list at least one HTTP status code",
                        path);
     *codes = calloc(node->items.n, sizeof(int));
-    if (*codes == NULL) return cfg_err(ctx, node->line, node->col, "out of memory");
+    if (*codes == NULL)
+        return cfg_err(ctx, node->line, node->col, "out of memory");
     for (size_t i = 0; i < node->items.n; i++) {
         const cfg_node *item = node->items.v[i];
         char *text;
         long long v;
-        if (cfg_scalar_text(ctx, item, path, "an integer", &text) < 0) return -1;
+        if (cfg_scalar_text(ctx, item, path, "an integer", &text) < 0)
+            return -1;
         int rc = cfg_parse_int(text, 100, 599, &v, why, sizeof(why));
         free(text);
-        if (rc < 0) return cfg_err(ctx, item->line, item->col, "%s: %s", path, why);
+        if (rc < 0)
+            return cfg_err(ctx, item->line, item->col, "%s: %s", path, why);
         (*codes)[(*count)++] = (int)v;
     }
     return 0;
@@ -462,7 +491,8 @@ static int cfg_apply_codes(const cfg_ctx *ctx, const cfg_key *k, void *base,
 
 /* Defaults that depend on whether a key was written, and checks across keys. */
 static int cfg_channel_finish(const cfg_ctx *ctx, hr_channel *ch, const cfg_node *name,
-                              const cfg_node *body) {
+                              const cfg_node *body)
+{
     static const int success[] = {200, 201, 202, 204};
     const size_t nsuccess = sizeof(success) / sizeof(success[0]);
 
@@ -472,23 +502,28 @@ static int cfg_channel_finish(const cfg_ctx *ctx, hr_channel *ch, const cfg_node
     if (ch->retry_max_backoff_ms < ch->retry_backoff_ms) {
         const cfg_node *retry = cfg_map_get(body, "retry");
         const cfg_node *at = cfg_map_get(retry, "max_backoff_ms");
-        if (at == NULL) at = cfg_map_get(retry, "backoff_ms");
-        if (at == NULL) at = name;
+        if (at == NULL)
+            at = cfg_map_get(retry, "backoff_ms");
+        if (at == NULL)
+            at = name;
         return cfg_err(ctx, at->line, at->col,
                        "channels.%s.retry: max_backoff_ms (%d) is less than backoff_ms (%d)",
                        ch->name, ch->retry_max_backoff_ms, ch->retry_backoff_ms);
     }
     if (cfg_map_get(body, "headers") == NULL) {
         ch->headers = calloc(1, sizeof(hr_kv));
-        if (ch->headers == NULL) goto oom;
+        if (ch->headers == NULL)
+            goto oom;
         ch->nheaders = 1;
         ch->headers[0].key = strdup("Content-Type");
         ch->headers[0].value = strdup("application/json");
-        if (ch->headers[0].key == NULL || ch->headers[0].value == NULL) goto oom;
+        if (ch->headers[0].key == NULL || ch->headers[0].value == NULL)
+            goto oom;
     }
     if (ch->nsuccess == 0) {
         ch->success = malloc(sizeof(success));
-        if (ch->success == NULL) goto oom;
+        if (ch->success == NULL)
+            goto oom;
         memcpy(ch->success, success, sizeof(success));
         ch->nsuccess = nsuccess;
     }
@@ -503,7 +538,8 @@ oom:
 }
 
 static int cfg_apply_channels(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                              const cfg_node *node) {
+                              const cfg_node *node)
+{
     hr_channel **chs = CFG_FIELD(base, k);
     size_t *count = CFG_COUNT(base, k);
     char why[CFG_WHY];
@@ -515,7 +551,8 @@ static int cfg_apply_channels(const cfg_ctx *ctx, const cfg_key *k, void *base,
         return cfg_err(ctx, node->line, node->col, "channels: expected a mapping, got %s",
                        cfg_node_kind(node));
     *chs = calloc(node->items.n / 2, sizeof(hr_channel));
-    if (*chs == NULL) return cfg_err(ctx, node->line, node->col, "out of memory");
+    if (*chs == NULL)
+        return cfg_err(ctx, node->line, node->col, "out of memory");
     for (size_t i = 0; i + 1 < node->items.n; i += 2) {
         const cfg_node *name = node->items.v[i], *body = node->items.v[i + 1];
         hr_channel *ch = &(*chs)[*count];
@@ -529,21 +566,25 @@ static int cfg_apply_channels(const cfg_ctx *ctx, const cfg_key *k, void *base,
                            name->value);
         ch->name = strdup(name->value);
         (*count)++;
-        if (ch->name == NULL) return cfg_err(ctx, name->line, name->col, "out of memory");
+        if (ch->name == NULL)
+            return cfg_err(ctx, name->line, name->col, "out of memory");
         if (body->type != CFG_MAP)
             return cfg_err(ctx, body->line, body->col, "channels.%s: expected a mapping, got %s",
                            ch->name, cfg_node_is_null(body) ? "nothing" : cfg_node_kind(body));
         if (cfg_set_defaults(cfg_channel_keys, ch, why, sizeof(why)) < 0)
             return cfg_err(ctx, name->line, name->col, "channels.%s: %s", ch->name, why);
         snprintf(where, sizeof(where), "channels.%s", ch->name);
-        if (cfg_apply_map(ctx, cfg_channel_keys, ch, body, where) < 0) return -1;
-        if (cfg_channel_finish(ctx, ch, name, body) < 0) return -1;
+        if (cfg_apply_map(ctx, cfg_channel_keys, ch, body, where) < 0)
+            return -1;
+        if (cfg_channel_finish(ctx, ch, name, body) < 0)
+            return -1;
     }
     return 0;
 }
 
 static int cfg_apply_key(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                         const cfg_node *node, const char *path) {
+                         const cfg_node *node, const char *path)
+{
     char why[CFG_WHY];
     char *text = NULL;
     int rc;
@@ -560,10 +601,12 @@ static int cfg_apply_key(const cfg_ctx *ctx, const cfg_key *k, void *base,
     case CFG_T_CHANNELS:
         return cfg_apply_channels(ctx, k, base, node);
     default:
-        if (cfg_scalar_text(ctx, node, path, cfg_type_name(k->type), &text) < 0) return -1;
+        if (cfg_scalar_text(ctx, node, path, cfg_type_name(k->type), &text) < 0)
+            return -1;
         rc = cfg_set_scalar(k, base, text, why, sizeof(why));
         free(text);
-        if (rc < 0) return cfg_err(ctx, node->line, node->col, "%s: %s", path, why);
+        if (rc < 0)
+            return cfg_err(ctx, node->line, node->col, "%s: %s", path, why);
         return 0;
     }
 }
@@ -572,15 +615,18 @@ static int cfg_apply_key(const cfg_ctx *ctx, const cfg_key *k, void *base,
  * "mysql", "channels.webhook.retry") prefixes key paths in messages.  A null
  * value (`log:` with nothing after it) is an empty section. */
 static int cfg_apply_map(const cfg_ctx *ctx, const cfg_key *keys, void *base,
-                         const cfg_node *map, const char *where) {
-    if (cfg_node_is_null(map)) return 0;
+                         const cfg_node *map, const char *where)
+{
+    if (cfg_node_is_null(map))
+        return 0;
     if (map->type != CFG_MAP)
         return cfg_err(ctx, map->line, map->col, "%s: expected a mapping, got %s", where,
                        cfg_node_kind(map));
     for (size_t i = 0; i + 1 < map->items.n; i += 2) {
         const cfg_node *key = map->items.v[i], *val = map->items.v[i + 1];
         const cfg_key *k = keys;
-        while (k->name != NULL && strcmp(k->name, key->value) != 0) k++;
+        while (k->name != NULL && strcmp(k->name, key->value) != 0)
+            k++;
         if (k->name == NULL) {
             char expected[CFG_WHY] = "";
             size_t n = 0;
@@ -592,19 +638,23 @@ static int cfg_apply_map(const cfg_ctx *ctx, const cfg_key *keys, void *base,
         }
         char path[CFG_WHY];
         snprintf(path, sizeof(path), "%.150s%s%s", where, where[0] ? "." : "", k->name);
-        if (cfg_apply_key(ctx, k, base, val, path) < 0) return -1;
+        if (cfg_apply_key(ctx, k, base, val, path) < 0)
+            return -1;
     }
     return 0;
 }
 
 /* instance: the file's value, else $HOSTNAME, else gethostname(). */
-static int cfg_set_instance(hr_config *cfg) {
+static int cfg_set_instance(hr_config *cfg)
+{
     char host[256];
     const char *name = getenv("HOSTNAME");
 
-    if (cfg->instance != NULL && cfg->instance[0] != '\0') return 0;
+    if (cfg->instance != NULL && cfg->instance[0] != '\0')
+        return 0;
     if (name == NULL || name[0] == '\0') {
-        if (gethostname(host, sizeof(host)) < 0) snprintf(host, sizeof(host), "herald");
+        if (gethostname(host, sizeof(host)) < 0)
+            snprintf(host, sizeof(host), "herald");
         host[sizeof(host) - 1] = '\0';
         name = host;
     }
@@ -613,13 +663,16 @@ static int cfg_set_instance(hr_config *cfg) {
     return cfg->instance != NULL ? 0 : -1;
 }
 
-static int cfg_apply_env(hr_config *cfg, char *errstr, size_t errlen) {
+static int cfg_apply_env(hr_config *cfg, char *errstr, size_t errlen)
+{
     char why[CFG_WHY];
     for (size_t i = 0; i < sizeof(cfg_env_overrides) / sizeof(cfg_env_overrides[0]); i++) {
         const char *val = getenv(cfg_env_overrides[i].env);
         const cfg_key *k = cfg_env_overrides[i].section;
-        if (val == NULL) continue;
-        while (strcmp(k->name, cfg_env_overrides[i].key) != 0) k++;
+        if (val == NULL)
+            continue;
+        while (strcmp(k->name, cfg_env_overrides[i].key) != 0)
+            k++;
         if (cfg_set_scalar(k, cfg, val, why, sizeof(why)) < 0) {
             snprintf(errstr, errlen, "%s: %s", cfg_env_overrides[i].env, why);
             return -1;
@@ -629,7 +682,8 @@ static int cfg_apply_env(hr_config *cfg, char *errstr, size_t errlen) {
 }
 
 int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_config **out,
-                          char *errstr, size_t errlen) {
+                          char *errstr, size_t errlen)
+{
     cfg_ctx ctx = {.name = name, .text = text, .len = len, .errstr = errstr, .errlen = errlen};
     cfg_node *root = NULL;
     hr_config *cfg = NULL;
@@ -637,8 +691,10 @@ int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_con
     int rc = -1;
 
     *out = NULL;
-    if (errstr != NULL && errlen > 0) errstr[0] = '\0';
-    if (cfg_tree_build(&ctx, &root) < 0) goto out;
+    if (errstr != NULL && errlen > 0)
+        errstr[0] = '\0';
+    if (cfg_tree_build(&ctx, &root) < 0)
+        goto out;
     cfg = calloc(1, sizeof(*cfg));
     if (cfg == NULL || (cfg->path = strdup(name)) == NULL) {
         cfg_err(&ctx, 1, 1, "out of memory");
@@ -648,7 +704,8 @@ int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_con
         cfg_err(&ctx, 1, 1, "%s", why);
         goto out;
     }
-    if (cfg_apply_map(&ctx, cfg_top_keys, cfg, root, "") < 0) goto out;
+    if (cfg_apply_map(&ctx, cfg_top_keys, cfg, root, "") < 0)
+        goto out;
     if (cfg->nchannels == 0) {
         cfg_err(&ctx, root->line, root->col,
                 "no channels: add a \"channels:\" section with at least one channel");
@@ -658,7 +715,8 @@ int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_con
         cfg_err(&ctx, 1, 1, "out of memory");
         goto out;
     }
-    if (cfg_apply_env(cfg, errstr, errlen) < 0) goto out;
+    if (cfg_apply_env(cfg, errstr, errlen) < 0)
+        goto out;
     *out = cfg;
     cfg = NULL;
     rc = 0;
@@ -668,7 +726,8 @@ out:
     return rc;
 }
 
-int hr_config_load(const char *path, hr_config **out, char *errstr, size_t errlen) {
+int hr_config_load(const char *path, hr_config **out, char *errstr, size_t errlen)
+{
     char *text = NULL;
     size_t len = 0;
     struct stat st;
@@ -700,24 +759,30 @@ int hr_config_load(const char *path, hr_config **out, char *errstr, size_t errle
     }
     while (len < (size_t)st.st_size) {
         ssize_t n = read(fd, text + len, (size_t)st.st_size - len);
-        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EINTR)
+            continue;
         if (n < 0) {
             snprintf(errstr, errlen, "%s: cannot read: %s", path, strerror(errno));
             goto out;
         }
-        if (n == 0) break;
+        if (n == 0)
+            break;
         len += (size_t)n;
     }
     rc = hr_config_load_buffer(path, text, len, out, errstr, errlen);
 out:
     free(text);
-    if (fd >= 0) close(fd);
+    if (fd >= 0)
+        close(fd);
     return rc;
 }
 
-const hr_channel *hr_config_channel(const hr_config *cfg, const char *name) {
-    if (cfg == NULL || name == NULL) return NULL;
+const hr_channel *hr_config_channel(const hr_config *cfg, const char *name)
+{
+    if (cfg == NULL || name == NULL)
+        return NULL;
     for (size_t i = 0; i < cfg->nchannels; i++)
-        if (strcmp(cfg->channels[i].name, name) == 0) return &cfg->channels[i];
+        if (strcmp(cfg->channels[i].name, name) == 0)
+            return &cfg->channels[i];
     return NULL;
 }

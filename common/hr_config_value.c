@@ -17,7 +17,8 @@
 
 /* TEXT as a decimal integer in MIN..MAX. */
 int cfg_parse_int(const char *text, long long min, long long max, long long *out,
-                         char *why, size_t whylen) {
+                         char *why, size_t whylen)
+{
     const char *d = text[0] == '-' ? text + 1 : text;
     if (d[0] == '\0' || strspn(d, "0123456789") != strlen(d)) {
         snprintf(why, whylen, "expected an integer, got \"%.64s\"", text);
@@ -33,7 +34,8 @@ int cfg_parse_int(const char *text, long long min, long long max, long long *out
     return 0;
 }
 
-int cfg_parse_bool(const char *text, bool *out, char *why, size_t whylen) {
+int cfg_parse_bool(const char *text, bool *out, char *why, size_t whylen)
+{
     static const char *const yes[] = {"true", "yes", "on", "True", "Yes", "On", "TRUE", "YES", "ON"};
     static const char *const no[] = {"false", "no", "off", "False", "No", "Off", "FALSE", "NO", "OFF"};
     for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
@@ -49,7 +51,8 @@ int cfg_parse_bool(const char *text, bool *out, char *why, size_t whylen) {
 /* [A-Za-z0-9.-]+ or a bracketed IPv6 address, then ":PORT" when PORT_REQUIRED
  * or optionally; *END is set past what was read. */
 static int cfg_check_hostport(const char *s, bool port_required, long long port_min,
-                              const char **end, char *why, size_t whylen) {
+                              const char **end, char *why, size_t whylen)
+{
     size_t n;
     if (s[0] == '[') {
         n = strspn(s + 1, "0123456789abcdefABCDEF:.");
@@ -76,7 +79,8 @@ static int cfg_check_hostport(const char *s, bool port_required, long long port_
         }
         memcpy(port, s + 1, digits);
         port[digits] = '\0';
-        if (cfg_parse_int(port, port_min, 65535, &v, why, whylen) < 0) return -1;
+        if (cfg_parse_int(port, port_min, 65535, &v, why, whylen) < 0)
+            return -1;
         s += 1 + digits;
     } else if (port_required) {
         snprintf(why, whylen, "expected host:port");
@@ -87,7 +91,8 @@ static int cfg_check_hostport(const char *s, bool port_required, long long port_
 }
 
 /* host:port; port 0 asks for any free port (tests use it). */
-int cfg_check_listen(const char *text, char *why, size_t whylen) {
+int cfg_check_listen(const char *text, char *why, size_t whylen)
+{
     const char *end = text;
     char inner[64] = "junk after the port";
     if (cfg_check_hostport(text, true, 0, &end, inner, sizeof(inner)) == 0 && *end == '\0')
@@ -98,16 +103,20 @@ int cfg_check_listen(const char *text, char *why, size_t whylen) {
 
 /* Every key starts with the prefix; hr_keys sizes its buffers for one of
  * at most HR_KEYS_PREFIX_MAX bytes. */
-int cfg_check_prefix(const char *text, char *why, size_t whylen) {
-    if (strlen(text) <= HR_KEYS_PREFIX_MAX) return 0;
+int cfg_check_prefix(const char *text, char *why, size_t whylen)
+{
+    if (strlen(text) <= HR_KEYS_PREFIX_MAX)
+        return 0;
     snprintf(why, whylen, "%zu bytes long; at most %d", strlen(text), HR_KEYS_PREFIX_MAX);
     return -1;
 }
 
 /* The owner id "<instance>/<pid>" must fit push_task.claimed_by
  * (VARCHAR(128)), or every claim fails. */
-int cfg_check_instance(const char *text, char *why, size_t whylen) {
-    if (strlen(text) <= 100) return 0;
+int cfg_check_instance(const char *text, char *why, size_t whylen)
+{
+    if (strlen(text) <= 100)
+        return 0;
     snprintf(why, whylen, "%zu bytes long; at most 100", strlen(text));
     return -1;
 }
@@ -115,7 +124,8 @@ int cfg_check_instance(const char *text, char *why, size_t whylen) {
 /* A channel's url, body and header values are templates: one that does
  * not compile would fail every task on the channel at run time, so it is a
  * configuration error instead. */
-static int cfg_check_template(const char *what, const char *text, char *why, size_t whylen) {
+static int cfg_check_template(const char *what, const char *text, char *why, size_t whylen)
+{
     hr_template *t = NULL;
     char err[160];
     if (hr_template_compile(text, strlen(text), false, &t, err, sizeof(err)) == 0) {
@@ -126,14 +136,16 @@ static int cfg_check_template(const char *what, const char *text, char *why, siz
     return -1;
 }
 
-int cfg_check_body(const char *text, char *why, size_t whylen) {
+int cfg_check_body(const char *text, char *why, size_t whylen)
+{
     return cfg_check_template("body", text, why, whylen);
 }
 
 /* http:// or https://, a host and an optional port, then a path/query in
  * which {{...}} templates may appear; no spaces or control characters
  * outside templates (the renderer escapes what it substitutes). */
-int cfg_check_url(const char *text, char *why, size_t whylen) {
+int cfg_check_url(const char *text, char *why, size_t whylen)
+{
     const char *s;
     char inner[64] = "";
     if (strncasecmp(text, "http://", 7) == 0) {
@@ -172,16 +184,19 @@ int cfg_check_url(const char *text, char *why, size_t whylen) {
     return cfg_check_template("url", text, why, whylen);
 }
 
-int cfg_check_method(const char *text, char *why, size_t whylen) {
+int cfg_check_method(const char *text, char *why, size_t whylen)
+{
     static const char *const methods[] = {"GET", "POST", "PUT", "PATCH"};
     for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
-        if (strcmp(text, methods[i]) == 0) return 0;
+        if (strcmp(text, methods[i]) == 0)
+            return 0;
     snprintf(why, whylen, "unknown method \"%.64s\" (expected: GET, POST, PUT, PATCH)", text);
     return -1;
 }
 
 /* An HTTP header name is a token; a value may not break the header block. */
-int cfg_check_header(const char *name, const char *value, char *why, size_t whylen) {
+int cfg_check_header(const char *name, const char *value, char *why, size_t whylen)
+{
     static const char tchar[] = "!#$%&'*+-.^_`|~0123456789"
                                 "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
     if (name[0] == '\0' || strspn(name, tchar) != strlen(name)) {
@@ -197,14 +212,17 @@ int cfg_check_header(const char *name, const char *value, char *why, size_t whyl
 
 /* ---- choices: a name in the file -> a value in the struct ------------ */
 
-int cfg_choose_level(void *field, const char *text) {
+int cfg_choose_level(void *field, const char *text)
+{
     int level = hr_log_level_parse(text);
-    if (level < 0) return -1;
+    if (level < 0)
+        return -1;
     *(int *)field = level;
     return 0;
 }
 
-int cfg_choose_format(void *field, const char *text) {
+int cfg_choose_format(void *field, const char *text)
+{
     if (strcmp(text, "logfmt") == 0)
         *(hr_log_format *)field = HR_LOG_FORMAT_LOGFMT;
     else if (strcmp(text, "json") == 0)
@@ -214,7 +232,8 @@ int cfg_choose_format(void *field, const char *text) {
     return 0;
 }
 
-int cfg_choose_escape(void *field, const char *text) {
+int cfg_choose_escape(void *field, const char *text)
+{
     if (strcmp(text, "json") == 0)
         *(bool *)field = true;
     else if (strcmp(text, "none") == 0)
@@ -224,7 +243,8 @@ int cfg_choose_escape(void *field, const char *text) {
     return 0;
 }
 
-int cfg_choose_throttle(void *field, const char *text) {
+int cfg_choose_throttle(void *field, const char *text)
+{
     if (strcmp(text, "enforce") == 0)
         *(hr_throttle_mode *)field = HR_THROTTLE_ENFORCE;
     else if (strcmp(text, "shadow") == 0)

@@ -14,8 +14,10 @@
 
 /* ---- the tree ------------------------------------------------------- */
 
-int cfg_err(const cfg_ctx *ctx, int line, int col, const char *fmt, ...) {
-    if (ctx->errstr == NULL || ctx->errlen == 0) return -1;
+int cfg_err(const cfg_ctx *ctx, int line, int col, const char *fmt, ...)
+{
+    if (ctx->errstr == NULL || ctx->errlen == 0)
+        return -1;
     int n = snprintf(ctx->errstr, ctx->errlen, "%s:%d:%d: ", ctx->name, line, col);
     if (n >= 0 && (size_t)n < ctx->errlen) {
         va_list ap;
@@ -26,38 +28,50 @@ int cfg_err(const cfg_ctx *ctx, int line, int col, const char *fmt, ...) {
     return -1;
 }
 
-void cfg_node_free(cfg_node *node) {
-    if (node == NULL) return;
-    for (size_t i = 0; i < node->items.n; i++) cfg_node_free(node->items.v[i]);
+void cfg_node_free(cfg_node *node)
+{
+    if (node == NULL)
+        return;
+    for (size_t i = 0; i < node->items.n; i++)
+        cfg_node_free(node->items.v[i]);
     hr_vec_free(&node->items);
     free(node->value);
     free(node);
 }
 
-bool cfg_node_is_null(const cfg_node *node) {
-    if (node->type != CFG_SCALAR || !node->plain) return false;
+bool cfg_node_is_null(const cfg_node *node)
+{
+    if (node->type != CFG_SCALAR || !node->plain)
+        return false;
     const char *v = node->value;
     return v[0] == '\0' || strcmp(v, "~") == 0 || strcmp(v, "null") == 0 ||
            strcmp(v, "Null") == 0 || strcmp(v, "NULL") == 0;
 }
 
-const char *cfg_node_kind(const cfg_node *node) {
-    if (node->type == CFG_MAP) return "a mapping";
-    if (node->type == CFG_SEQ) return "a sequence";
+const char *cfg_node_kind(const cfg_node *node)
+{
+    if (node->type == CFG_MAP)
+        return "a mapping";
+    if (node->type == CFG_SEQ)
+        return "a sequence";
     return "a scalar";
 }
 
 /* The value of KEY in mapping MAP, or NULL. */
-const cfg_node *cfg_map_get(const cfg_node *map, const char *key) {
-    if (map == NULL || map->type != CFG_MAP) return NULL;
+const cfg_node *cfg_map_get(const cfg_node *map, const char *key)
+{
+    if (map == NULL || map->type != CFG_MAP)
+        return NULL;
     for (size_t i = 0; i + 1 < map->items.n; i += 2)
-        if (strcmp(map->items.v[i]->value, key) == 0) return map->items.v[i + 1];
+        if (strcmp(map->items.v[i]->value, key) == 0)
+            return map->items.v[i + 1];
     return NULL;
 }
 
 /* 1-based line and column of byte OFFSET; columns count characters, as
  * libyaml's marks do. */
-static void cfg_locate(const cfg_ctx *ctx, size_t offset, int *line, int *col) {
+static void cfg_locate(const cfg_ctx *ctx, size_t offset, int *line, int *col)
+{
     *line = 1;
     *col = 1;
     for (size_t i = 0; i < offset && i < ctx->len; i++) {
@@ -72,14 +86,17 @@ static void cfg_locate(const cfg_ctx *ctx, size_t offset, int *line, int *col) {
 }
 
 /* The byte at 0-based LINE and COL (characters), or 0 past the end. */
-static char cfg_char_at(const cfg_ctx *ctx, size_t line, size_t col) {
+static char cfg_char_at(const cfg_ctx *ctx, size_t line, size_t col)
+{
     size_t i = 0;
     while (line > 0 && i < ctx->len)
-        if (ctx->text[i++] == '\n') line--;
+        if (ctx->text[i++] == '\n')
+            line--;
     while (i < ctx->len) {
         unsigned char c = (unsigned char)ctx->text[i];
         if ((c & 0xC0) != 0x80) {
-            if (col == 0) return (char)c;
+            if (col == 0)
+                return (char)c;
             col--;
         }
         i++;
@@ -87,7 +104,8 @@ static char cfg_char_at(const cfg_ctx *ctx, size_t line, size_t col) {
     return 0;
 }
 
-static int cfg_yaml_error(const cfg_ctx *ctx, const yaml_parser_t *p) {
+static int cfg_yaml_error(const cfg_ctx *ctx, const yaml_parser_t *p)
+{
     const char *problem = p->problem ? p->problem : "unknown error";
     int line, col;
 
@@ -122,12 +140,15 @@ static int cfg_yaml_error(const cfg_ctx *ctx, const yaml_parser_t *p) {
 }
 
 /* The next event into *EV, which the caller deletes. */
-static int cfg_next(const cfg_ctx *ctx, yaml_parser_t *p, yaml_event_t *ev) {
-    if (!yaml_parser_parse(p, ev)) return cfg_yaml_error(ctx, p);
+static int cfg_next(const cfg_ctx *ctx, yaml_parser_t *p, yaml_event_t *ev)
+{
+    if (!yaml_parser_parse(p, ev))
+        return cfg_yaml_error(ctx, p);
     return 0;
 }
 
-static int cfg_node_push(const cfg_ctx *ctx, cfg_node *parent, cfg_node *child) {
+static int cfg_node_push(const cfg_ctx *ctx, cfg_node *parent, cfg_node *child)
+{
     if (hr_vec_push(&parent->items, child) != 0)
         return cfg_err(ctx, child->line, child->col, "out of memory");
     return 0;
@@ -136,7 +157,8 @@ static int cfg_node_push(const cfg_ctx *ctx, cfg_node *parent, cfg_node *child) 
 /* Builds the node that starts with event EV (consumed by the caller) and
  * every node inside it. */
 static int cfg_node_parse(const cfg_ctx *ctx, yaml_parser_t *p, const yaml_event_t *ev,
-                          int depth, cfg_node **out) {
+                          int depth, cfg_node **out)
+{
     cfg_node *node = NULL, *child = NULL;
     yaml_event_t next;
     int line = (int)ev->start_mark.line + 1, col = (int)ev->start_mark.column + 1;
@@ -148,7 +170,8 @@ static int cfg_node_parse(const cfg_ctx *ctx, yaml_parser_t *p, const yaml_event
     if (depth > CFG_MAX_DEPTH)
         return cfg_err(ctx, line, col, "nested deeper than %d levels", CFG_MAX_DEPTH);
     node = calloc(1, sizeof(*node));
-    if (node == NULL) return cfg_err(ctx, line, col, "out of memory");
+    if (node == NULL)
+        return cfg_err(ctx, line, col, "out of memory");
     node->line = line;
     node->col = col;
 
@@ -173,14 +196,16 @@ static int cfg_node_parse(const cfg_ctx *ctx, yaml_parser_t *p, const yaml_event
     yaml_event_type_t end =
         node->type == CFG_MAP ? YAML_MAPPING_END_EVENT : YAML_SEQUENCE_END_EVENT;
     for (;;) {
-        if (cfg_next(ctx, p, &next) < 0) goto fail;
+        if (cfg_next(ctx, p, &next) < 0)
+            goto fail;
         if (next.type == end) {
             yaml_event_delete(&next);
             break;
         }
         int rc = cfg_node_parse(ctx, p, &next, depth + 1, &child);
         yaml_event_delete(&next);
-        if (rc < 0) goto fail;
+        if (rc < 0)
+            goto fail;
         if (node->type == CFG_MAP && node->items.n % 2 == 0) {
             if (child->type != CFG_SCALAR) {
                 cfg_err(ctx, child->line, child->col, "a key must be a plain string, not %s",
@@ -197,7 +222,8 @@ static int cfg_node_parse(const cfg_ctx *ctx, yaml_parser_t *p, const yaml_event
                 }
             }
         }
-        if (cfg_node_push(ctx, node, child) < 0) goto fail;
+        if (cfg_node_push(ctx, node, child) < 0)
+            goto fail;
         child = NULL;
     }
     *out = node;
@@ -210,33 +236,39 @@ fail:
 }
 
 /* The whole stream: one document whose root is a mapping. */
-int cfg_tree_build(const cfg_ctx *ctx, cfg_node **out) {
+int cfg_tree_build(const cfg_ctx *ctx, cfg_node **out)
+{
     yaml_parser_t p;
     yaml_event_t ev;
     cfg_node *root = NULL;
     int rc = -1;
 
     *out = NULL;
-    if (!yaml_parser_initialize(&p)) return cfg_err(ctx, 1, 1, "out of memory");
+    if (!yaml_parser_initialize(&p))
+        return cfg_err(ctx, 1, 1, "out of memory");
     yaml_parser_set_input_string(&p, (const unsigned char *)ctx->text, ctx->len);
 
     if (cfg_next(ctx, &p, &ev) < 0) goto out; /* STREAM-START */
     yaml_event_delete(&ev);
-    if (cfg_next(ctx, &p, &ev) < 0) goto out;
+    if (cfg_next(ctx, &p, &ev) < 0)
+        goto out;
     if (ev.type == YAML_STREAM_END_EVENT) {
         yaml_event_delete(&ev);
         cfg_err(ctx, 1, 1, "empty configuration");
         goto out;
     }
     yaml_event_delete(&ev); /* DOCUMENT-START */
-    if (cfg_next(ctx, &p, &ev) < 0) goto out;
+    if (cfg_next(ctx, &p, &ev) < 0)
+        goto out;
     rc = cfg_node_parse(ctx, &p, &ev, 0, &root);
     yaml_event_delete(&ev);
-    if (rc < 0) goto out;
+    if (rc < 0)
+        goto out;
     rc = -1;
     if (cfg_next(ctx, &p, &ev) < 0) goto out; /* DOCUMENT-END */
     yaml_event_delete(&ev);
-    if (cfg_next(ctx, &p, &ev) < 0) goto out;
+    if (cfg_next(ctx, &p, &ev) < 0)
+        goto out;
     if (ev.type != YAML_STREAM_END_EVENT) {
         cfg_err(ctx, (int)ev.start_mark.line + 1, (int)ev.start_mark.column + 1,
                 "only one YAML document is allowed");
@@ -270,7 +302,8 @@ out:
  * (a literal $) in TEXT into a new string *OUT.  A default runs to the first
  * '}'; it is not expanded again.  Any other '$' is kept as is, so passwords
  * like "pa$s" need no escaping. */
-int cfg_expand(const char *text, char **out, char *why, size_t whylen) {
+int cfg_expand(const char *text, char **out, char *why, size_t whylen)
+{
     char *buf = NULL;
     size_t buflen = 0;
     FILE *f = open_memstream(&buf, &buflen);
@@ -298,9 +331,11 @@ int cfg_expand(const char *text, char **out, char *why, size_t whylen) {
         }
         size_t namelen = 0;
         if (isalpha((unsigned char)name[0]) || name[0] == '_')
-            while (isalnum((unsigned char)name[namelen]) || name[namelen] == '_') namelen++;
+            while (isalnum((unsigned char)name[namelen]) || name[namelen] == '_')
+                namelen++;
         const char *rest = name + namelen, *def = NULL;
-        if (rest[0] == ':' && rest[1] == '-') def = rest + 2;
+        if (rest[0] == ':' && rest[1] == '-')
+            def = rest + 2;
         if (namelen == 0 || (rest != close && def == NULL)) {
             snprintf(why, whylen,
                      "bad variable reference \"%.*s\" (expected ${NAME} or ${NAME:-default})",
@@ -334,7 +369,8 @@ int cfg_expand(const char *text, char **out, char *why, size_t whylen) {
     return 0;
 
 fail:
-    if (f != NULL) fclose(f);
+    if (f != NULL)
+        fclose(f);
     free(buf);
     return -1;
 }
