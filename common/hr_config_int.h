@@ -70,4 +70,54 @@ int cfg_choose_format(void *field, const char *text);
 int cfg_choose_escape(void *field, const char *text);
 int cfg_choose_throttle(void *field, const char *text);
 
+/* ---- the key tables (defined in hr_config.c) -------------------------- */
+
+typedef enum cfg_type {
+    CFG_T_STR,      /* char *; min 1 = must not be empty; check() validates */
+    CFG_T_INT,      /* int in min..max */
+    CFG_T_LONG,     /* long in min..max */
+    CFG_T_BOOL,     /* bool */
+    CFG_T_CHOICE,   /* one of `allowed`, stored by choose() */
+    CFG_T_SECTION,  /* a mapping described by `sub`, same base */
+    CFG_T_STRLIST,  /* char ** + size_t count; empty strings dropped */
+    CFG_T_KVMAP,    /* hr_kv * + size_t count; string -> scalar */
+    CFG_T_CODES,    /* int * + size_t count; HTTP status codes */
+    CFG_T_CHANNELS, /* hr_channel * + size_t count; name -> channel mapping */
+} cfg_type;
+
+typedef struct cfg_key {
+    const char *name;
+    cfg_type type;
+    size_t off;           /* the field, from the base object */
+    size_t count_off;     /* list types: the element count */
+    long long min, max;
+    const char *def;      /* default as written in the file; NULL = none */
+    int (*check)(const char *text, char *why, size_t whylen);
+    int (*choose)(void *field, const char *text);
+    int (*check_kv)(const char *key, const char *value, char *why, size_t whylen);
+    const char *allowed;  /* CFG_T_CHOICE, for messages */
+    const struct cfg_key *sub;
+} cfg_key;
+
+#define CFG_FIELD(base, k) ((void *)((char *)(base) + (k)->off))
+#define CFG_COUNT(base, k) ((size_t *)(void *)((char *)(base) + (k)->count_off))
+
+/* ---- setting values through a cfg_key (hr_config_value.c) ------------ */
+
+/* Sets a scalar-typed key from TEXT (already expanded): the one conversion
+ * used for defaults, file values and env overrides. */
+int cfg_set_scalar(const cfg_key *k, void *base, const char *text, char *why,
+                   size_t whylen);
+int cfg_set_defaults(const cfg_key *keys, void *base, char *why, size_t whylen);
+const char *cfg_type_name(cfg_type t);
+/* NODE as text for a scalar key: ${} expanded, null read as "". */
+int cfg_scalar_text(const cfg_ctx *ctx, const cfg_node *node, const char *path,
+                    const char *expected, char **out);
+int cfg_apply_strlist(const cfg_ctx *ctx, const cfg_key *k, void *base,
+                      const cfg_node *node, const char *path);
+int cfg_apply_kvmap(const cfg_ctx *ctx, const cfg_key *k, void *base,
+                    const cfg_node *node, const char *path);
+int cfg_apply_codes(const cfg_ctx *ctx, const cfg_key *k, void *base,
+                    const cfg_node *node, const char *path);
+
 #endif

@@ -17,7 +17,7 @@
 
 /* TEXT as a decimal integer in MIN..MAX. */
 int cfg_parse_int(const char *text, long long min, long long max, long long *out,
-                         char *why, size_t whylen)
+                  char *why, size_t whylen)
 {
     const char *d = text[0] == '-' ? text + 1 : text;
     if (d[0] == '\0' || strspn(d, "0123456789") != strlen(d)) {
@@ -251,5 +251,194 @@ int cfg_choose_throttle(void *field, const char *text)
         *(hr_throttle_mode *)field = HR_THROTTLE_SHADOW;
     else
         return -1;
+    return 0;
+}
+
+/* ---- setting values ------------------------------------------------- */
+
+/* Sets a scalar-typed key from TEXT (already expanded): the one conversion
+ * used for defaults, file values and env overrides. */
+int cfg_set_scalar(const cfg_key *k, void *base, const char *text, char *why,
+                   size_t whylen)
+{
+    void *field = CFG_FIELD(base, k);
+    long long v;
+
+    switch (k->type) {
+    case CFG_T_STR: {
+        if (k->min > 0 && text[0] == '\0') {
+            snprintf(why, whylen, "must not be empty");
+            return -1;
+        }
+        if (k->check != NULL && k->check(text, why, whylen) < 0)
+            return -1;
+        char *copy = strdup(text);
+        if (copy == NULL) {
+            snprintf(why, whylen, "out of memory");
+            return -1;
+        }
+        free(*(char **)field);
+        *(char **)field = copy;
+        return 0;
+    }
+    case CFG_T_INT:
+        if (cfg_parse_int(text, k->min, k->max, &v, why, whylen) < 0)
+            return -1;
+        *(int *)field = (int)v;
+        return 0;
+    case CFG_T_LONG:
+        if (cfg_parse_int(text, k->min, k->max, &v, why, whylen) < 0)
+            return -1;
+        *(long *)field = (long)v;
+        return 0;
+    case CFG_T_BOOL:
+        return cfg_parse_bool(text, (bool *)field, why, whylen);
+    case CFG_T_CHOICE:
+        if (k->choose(field, text) == 0)
+            return 0;
+        snprintf(why, whylen, "unknown value \"%.64s\" (expected: %s)", text, k->allowed);
+        return -1;
+    default:
+        snprintf(why, whylen, "not a scalar key");
+        return -1;
+    }
+}
+
+int cfg_set_defaults(const cfg_key *keys, void *base, char *why, size_t whylen)
+{
+    for (const cfg_key *k = keys; k->name != NULL; k++) {
+        if (k->type == CFG_T_SECTION) {
+            if (cfg_set_defaults(k->sub, base, why, whylen) < 0)
+                return -1;
+        } else if (k->def != NULL && cfg_set_scalar(k, base, k->def, why, whylen) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+const char *cfg_type_name(cfg_type t)
+{
+    switch (t) {
+    case CFG_T_INT:
+    case CFG_T_LONG:
+        return "an integer";
+    case CFG_T_BOOL:
+        return "true or false";
+    case CFG_T_STR:
+    case CFG_T_CHOICE:
+        return "a string";
+    case CFG_T_STRLIST:
+    case CFG_T_CODES:
+        return "a sequence";
+    default:
+        return "a mapping";
+    }
+}
+
+/* NODE as text for a scalar key: ${} expanded, null read as "". */
+int cfg_scalar_text(const cfg_ctx *ctx, const cfg_node *node, const char *path,
+                    const char *expected, char **out)
+{
+    char why[CFG_WHY];
+    *out = NULL;
+    if (node->type != CFG_SCALAR)
+        return cfg_err(ctx, node->line, node->col, "%s: expected %s, got %s", path, expected,
+                       cfg_node_kind(node));
+    if (cfg_expand(cfg_node_is_null(node) ? "" : node->value, out, why, sizeof(why)) < 0)
+        return cfg_err(ctx, node->line, node->col, "%s: %s", path, why);
+    return 0;
+}
+
+int cfg_apply_strlist(const cfg_ctx *ctx, const cfg_key *k, void *base,
+                      const cfg_node *node, const char *path)
+{
+    char ***list = CFG_FIELD(base, k);
+    size_t *count = CFG_COUNT(base, k);
+    char *text = NULL;
+
+    if (cfg_node_is_null(node))
+        return 0;
+    if (node->type != CFG_SEQ)
+        return cfg_err(ctx, node->line, node->col, "%s: expected a sequence, got %s", path,
+                       cfg_node_kind(node));
+    *list = calloc(node->items.n + 1, sizeof(char *));
+    if (*list == NULL)
+        return cfg_err(ctx, node->line, node->col, "out of memory");
+    for (size_t i = 0; i < node->items.n; i++) {
+        if (cfg_scalar_text(ctx, node->items.v[i], path, "a string", &text) < 0)
+            return -1;
+        if (text[0] == '\0')
+            free(text);
+        else
+            (*list)[(*count)++] = text;
+    }
+    return 0;
+}
+
+int cfg_apply_kvmap(const cfg_ctx *ctx, const cfg_key *k, void *base,
+                    const cfg_node *node, const char *path)
+{
+    hr_kv **kv = CFG_FIELD(base, k);
+    size_t *count = CFG_COUNT(base, k);
+    char why[CFG_WHY];
+
+    if (cfg_node_is_null(node))
+        return 0;
+    if (node->type != CFG_MAP)
+        return cfg_err(ctx, node->line, node->col, "%s: expected a mapping, got %s", path,
+                       cfg_node_kind(node));
+    *kv = calloc(node->items.n / 2 + 1, sizeof(hr_kv));
+    if (*kv == NULL)
+        return cfg_err(ctx, node->line, node->col, "out of memory");
+    for (size_t i = 0; i + 1 < node->items.n; i += 2) {
+        const cfg_node *key = node->items.v[i], *val = node->items.v[i + 1];
+        hr_kv *pair = &(*kv)[*count];
+        char sub[CFG_WHY];
+        snprintf(sub, sizeof(sub), "%.150s.%.64s", path, key->value);
+        if (key->value[0] == '\0')
+            return cfg_err(ctx, key->line, key->col, "%s: empty key", path);
+        pair->key = strdup(key->value);
+        if (pair->key == NULL)
+            return cfg_err(ctx, key->line, key->col, "out of memory");
+        (*count)++;
+        if (cfg_scalar_text(ctx, val, sub, "a scalar", &pair->value) < 0)
+            return -1;
+        if (k->check_kv != NULL && k->check_kv(pair->key, pair->value, why, sizeof(why)) < 0)
+            return cfg_err(ctx, key->line, key->col, "%s: %s", path, why);
+    }
+    return 0;
+}
+
+int cfg_apply_codes(const cfg_ctx *ctx, const cfg_key *k, void *base,
+                    const cfg_node *node, const char *path)
+{
+    int **codes = CFG_FIELD(base, k);
+    size_t *count = CFG_COUNT(base, k);
+    char why[CFG_WHY];
+
+    if (cfg_node_is_null(node))
+        return 0;
+    if (node->type != CFG_SEQ)
+        return cfg_err(ctx, node->line, node->col, "%s: expected a sequence, got %s", path,
+                       cfg_node_kind(node));
+    if (node->items.n == 0)
+        return cfg_err(ctx, node->line, node->col, "%s: list at least one HTTP status code",
+                       path);
+    *codes = calloc(node->items.n, sizeof(int));
+    if (*codes == NULL)
+        return cfg_err(ctx, node->line, node->col, "out of memory");
+    for (size_t i = 0; i < node->items.n; i++) {
+        const cfg_node *item = node->items.v[i];
+        char *text;
+        long long v;
+        if (cfg_scalar_text(ctx, item, path, "an integer", &text) < 0)
+            return -1;
+        int rc = cfg_parse_int(text, 100, 599, &v, why, sizeof(why));
+        free(text);
+        if (rc < 0)
+            return cfg_err(ctx, item->line, item->col, "%s: %s", path, why);
+        (*codes)[(*count)++] = (int)v;
+    }
     return 0;
 }
