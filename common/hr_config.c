@@ -324,7 +324,7 @@ static int cfg_apply_channels(const cfg_ctx *ctx, const cfg_key *k, void *base,
 {
     hr_channel **chs = CFG_FIELD(base, k);
     size_t *count = CFG_COUNT(base, k);
-    char why[CFG_WHY];
+    char detail[CFG_WHY];
 
     if (cfg_node_is_null(node) || (node->type == CFG_MAP && node->items.n == 0))
         return cfg_err(ctx, node->line, node->col,
@@ -353,8 +353,8 @@ static int cfg_apply_channels(const cfg_ctx *ctx, const cfg_key *k, void *base,
         if (body->type != CFG_MAP)
             return cfg_err(ctx, body->line, body->col, "channels.%s: expected a mapping, got %s",
                            ch->name, cfg_node_is_null(body) ? "nothing" : cfg_node_kind(body));
-        if (cfg_set_defaults(cfg_channel_keys, ch, why, sizeof(why)) < 0)
-            return cfg_err(ctx, name->line, name->col, "channels.%s: %s", ch->name, why);
+        if (cfg_set_defaults(cfg_channel_keys, ch, detail, sizeof(detail)) < 0)
+            return cfg_err(ctx, name->line, name->col, "channels.%s: %s", ch->name, detail);
         snprintf(where, sizeof(where), "channels.%s", ch->name);
         if (cfg_apply_map(ctx, cfg_channel_keys, ch, body, where) < 0)
             return -1;
@@ -367,7 +367,7 @@ static int cfg_apply_channels(const cfg_ctx *ctx, const cfg_key *k, void *base,
 static int cfg_apply_key(const cfg_ctx *ctx, const cfg_key *k, void *base,
                          const cfg_node *node, const char *path)
 {
-    char why[CFG_WHY];
+    char detail[CFG_WHY];
     char *text = NULL;
     int rc;
 
@@ -385,10 +385,10 @@ static int cfg_apply_key(const cfg_ctx *ctx, const cfg_key *k, void *base,
     default:
         if (cfg_scalar_text(ctx, node, path, cfg_type_name(k->type), &text) < 0)
             return -1;
-        rc = cfg_set_scalar(k, base, text, why, sizeof(why));
+        rc = cfg_set_scalar(k, base, text, detail, sizeof(detail));
         free(text);
         if (rc < 0)
-            return cfg_err(ctx, node->line, node->col, "%s: %s", path, why);
+            return cfg_err(ctx, node->line, node->col, "%s: %s", path, detail);
         return 0;
     }
 }
@@ -447,7 +447,7 @@ static int cfg_set_instance(hr_config *cfg)
 
 static int cfg_apply_env(hr_config *cfg, char *errstr, size_t errlen)
 {
-    char why[CFG_WHY];
+    char detail[CFG_WHY];
     for (size_t i = 0; i < sizeof(cfg_env_overrides) / sizeof(cfg_env_overrides[0]); i++) {
         const char *val = getenv(cfg_env_overrides[i].env);
         const cfg_key *k = cfg_env_overrides[i].section;
@@ -455,8 +455,8 @@ static int cfg_apply_env(hr_config *cfg, char *errstr, size_t errlen)
             continue;
         while (strcmp(k->name, cfg_env_overrides[i].key) != 0)
             k++;
-        if (cfg_set_scalar(k, cfg, val, why, sizeof(why)) < 0) {
-            snprintf(errstr, errlen, "%s: %s", cfg_env_overrides[i].env, why);
+        if (cfg_set_scalar(k, cfg, val, detail, sizeof(detail)) < 0) {
+            snprintf(errstr, errlen, "%s: %s", cfg_env_overrides[i].env, detail);
             return -1;
         }
     }
@@ -469,7 +469,7 @@ int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_con
     cfg_ctx ctx = {.name = name, .text = text, .len = len, .errstr = errstr, .errlen = errlen};
     cfg_node *root = NULL;
     hr_config *cfg = NULL;
-    char why[CFG_WHY];
+    char detail[CFG_WHY];
     int rc = -1;
 
     *out = NULL;
@@ -482,8 +482,8 @@ int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_con
         cfg_err(&ctx, 1, 1, "out of memory");
         goto out;
     }
-    if (cfg_set_defaults(cfg_top_keys, cfg, why, sizeof(why)) < 0) {
-        cfg_err(&ctx, 1, 1, "%s", why);
+    if (cfg_set_defaults(cfg_top_keys, cfg, detail, sizeof(detail)) < 0) {
+        cfg_err(&ctx, 1, 1, "%s", detail);
         goto out;
     }
     if (cfg_apply_map(&ctx, cfg_top_keys, cfg, root, "") < 0)

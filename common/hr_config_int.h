@@ -48,22 +48,22 @@ const cfg_node *cfg_map_get(const cfg_node *map, const char *key);
 int cfg_tree_build(const cfg_ctx *ctx, cfg_node **out);
 /* Expands ${VAR}, ${VAR:-default} (used when VAR is unset or empty) and $$
  * (a literal $) in TEXT into a new string *OUT (see hr_config_yaml.c). */
-int cfg_expand(const char *text, char **out, char *why, size_t whylen);
+int cfg_expand(const char *text, char **out, char *errstr, size_t errlen);
 
 /* ---- single values (hr_config_value.c) ------------------------------ */
 
 /* TEXT as a decimal integer in MIN..MAX. */
-int cfg_parse_int(const char *text, long long min, long long max, long long *out, char *why,
-                  size_t whylen);
-int cfg_parse_bool(const char *text, bool *out, char *why, size_t whylen);
+int cfg_parse_int(const char *text, long long min, long long max, long long *out, char *errstr,
+                  size_t errlen);
+int cfg_parse_bool(const char *text, bool *out, char *errstr, size_t errlen);
 /* The checks of string keys (cfg_key.check / check_kv): 0, or -1 with WHY. */
-int cfg_check_listen(const char *text, char *why, size_t whylen);
-int cfg_check_prefix(const char *text, char *why, size_t whylen);
-int cfg_check_instance(const char *text, char *why, size_t whylen);
-int cfg_check_body(const char *text, char *why, size_t whylen);
-int cfg_check_url(const char *text, char *why, size_t whylen);
-int cfg_check_method(const char *text, char *why, size_t whylen);
-int cfg_check_header(const char *name, const char *value, char *why, size_t whylen);
+int cfg_check_listen(const char *text, char *errstr, size_t errlen);
+int cfg_check_prefix(const char *text, char *errstr, size_t errlen);
+int cfg_check_instance(const char *text, char *errstr, size_t errlen);
+int cfg_check_body(const char *text, char *errstr, size_t errlen);
+int cfg_check_url(const char *text, char *errstr, size_t errlen);
+int cfg_check_method(const char *text, char *errstr, size_t errlen);
+int cfg_check_header(const char *name, const char *value, char *errstr, size_t errlen);
 /* Choices (cfg_key.choose): the name TEXT stored as its value in FIELD. */
 int cfg_choose_level(void *field, const char *text);
 int cfg_choose_format(void *field, const char *text);
@@ -92,9 +92,9 @@ typedef struct cfg_key {
     size_t count_off;     /* list types: the element count */
     long long min, max;
     const char *def;      /* default as written in the file; NULL = none */
-    int (*check)(const char *text, char *why, size_t whylen);
+    int (*check)(const char *text, char *errstr, size_t errlen);
     int (*choose)(void *field, const char *text);
-    int (*check_kv)(const char *key, const char *value, char *why, size_t whylen);
+    int (*check_kv)(const char *key, const char *value, char *errstr, size_t errlen);
     const char *allowed;  /* CFG_T_CHOICE, for messages */
     const struct cfg_key *sub;
 } cfg_key;
@@ -106,9 +106,9 @@ typedef struct cfg_key {
 
 /* Sets a scalar-typed key from TEXT (already expanded): the one conversion
  * used for defaults, file values and env overrides. */
-int cfg_set_scalar(const cfg_key *k, void *base, const char *text, char *why,
-                   size_t whylen);
-int cfg_set_defaults(const cfg_key *keys, void *base, char *why, size_t whylen);
+int cfg_set_scalar(const cfg_key *k, void *base, const char *text, char *errstr,
+                   size_t errlen);
+int cfg_set_defaults(const cfg_key *keys, void *base, char *errstr, size_t errlen);
 const char *cfg_type_name(cfg_type t);
 /* NODE as text for a scalar key: ${} expanded, null read as "". */
 int cfg_scalar_text(const cfg_ctx *ctx, const cfg_node *node, const char *path,

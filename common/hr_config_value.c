@@ -17,24 +17,24 @@
 
 /* TEXT as a decimal integer in MIN..MAX. */
 int cfg_parse_int(const char *text, long long min, long long max, long long *out,
-                  char *why, size_t whylen)
+                  char *errstr, size_t errlen)
 {
     const char *d = text[0] == '-' ? text + 1 : text;
     if (d[0] == '\0' || strspn(d, "0123456789") != strlen(d)) {
-        snprintf(why, whylen, "expected an integer, got \"%.64s\"", text);
+        snprintf(errstr, errlen, "expected an integer, got \"%.64s\"", text);
         return -1;
     }
     errno = 0;
     long long v = strtoll(text, NULL, 10);
     if (errno == ERANGE || v < min || v > max) {
-        snprintf(why, whylen, "%.64s is out of range (%lld..%lld)", text, min, max);
+        snprintf(errstr, errlen, "%.64s is out of range (%lld..%lld)", text, min, max);
         return -1;
     }
     *out = v;
     return 0;
 }
 
-int cfg_parse_bool(const char *text, bool *out, char *why, size_t whylen)
+int cfg_parse_bool(const char *text, bool *out, char *errstr, size_t errlen)
 {
     static const char *const yes[] = {"true", "yes", "on", "True", "Yes", "On", "TRUE", "YES", "ON"};
     static const char *const no[] = {"false", "no", "off", "False", "No", "Off", "FALSE", "NO", "OFF"};
@@ -44,27 +44,27 @@ int cfg_parse_bool(const char *text, bool *out, char *why, size_t whylen)
             return 0;
         }
     }
-    snprintf(why, whylen, "expected true or false, got \"%.64s\"", text);
+    snprintf(errstr, errlen, "expected true or false, got \"%.64s\"", text);
     return -1;
 }
 
 /* [A-Za-z0-9.-]+ or a bracketed IPv6 address, then ":PORT" when PORT_REQUIRED
  * or optionally; *END is set past what was read. */
 static int cfg_check_hostport(const char *s, bool port_required, long long port_min,
-                              const char **end, char *why, size_t whylen)
+                              const char **end, char *errstr, size_t errlen)
 {
     size_t n;
     if (s[0] == '[') {
         n = strspn(s + 1, "0123456789abcdefABCDEF:.");
         if (n == 0 || s[1 + n] != ']') {
-            snprintf(why, whylen, "bad IPv6 address");
+            snprintf(errstr, errlen, "bad IPv6 address");
             return -1;
         }
         n += 2;
     } else {
         n = strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_");
         if (n == 0) {
-            snprintf(why, whylen, "no host");
+            snprintf(errstr, errlen, "no host");
             return -1;
         }
     }
@@ -74,16 +74,16 @@ static int cfg_check_hostport(const char *s, bool port_required, long long port_
         char port[8];
         long long v;
         if (digits == 0 || digits >= sizeof(port)) {
-            snprintf(why, whylen, "bad port");
+            snprintf(errstr, errlen, "bad port");
             return -1;
         }
         memcpy(port, s + 1, digits);
         port[digits] = '\0';
-        if (cfg_parse_int(port, port_min, 65535, &v, why, whylen) < 0)
+        if (cfg_parse_int(port, port_min, 65535, &v, errstr, errlen) < 0)
             return -1;
         s += 1 + digits;
     } else if (port_required) {
-        snprintf(why, whylen, "expected host:port");
+        snprintf(errstr, errlen, "expected host:port");
         return -1;
     }
     *end = s;
@@ -91,60 +91,60 @@ static int cfg_check_hostport(const char *s, bool port_required, long long port_
 }
 
 /* host:port; port 0 asks for any free port (tests use it). */
-int cfg_check_listen(const char *text, char *why, size_t whylen)
+int cfg_check_listen(const char *text, char *errstr, size_t errlen)
 {
     const char *end = text;
     char inner[64] = "junk after the port";
     if (cfg_check_hostport(text, true, 0, &end, inner, sizeof(inner)) == 0 && *end == '\0')
         return 0;
-    snprintf(why, whylen, "\"%.64s\" is not a listen address host:port (%s)", text, inner);
+    snprintf(errstr, errlen, "\"%.64s\" is not a listen address host:port (%s)", text, inner);
     return -1;
 }
 
 /* Every key starts with the prefix; hr_keys sizes its buffers for one of
  * at most HR_KEYS_PREFIX_MAX bytes. */
-int cfg_check_prefix(const char *text, char *why, size_t whylen)
+int cfg_check_prefix(const char *text, char *errstr, size_t errlen)
 {
     if (strlen(text) <= HR_KEYS_PREFIX_MAX)
         return 0;
-    snprintf(why, whylen, "%zu bytes long; at most %d", strlen(text), HR_KEYS_PREFIX_MAX);
+    snprintf(errstr, errlen, "%zu bytes long; at most %d", strlen(text), HR_KEYS_PREFIX_MAX);
     return -1;
 }
 
 /* The owner id "<instance>/<pid>" must fit push_task.claimed_by
  * (VARCHAR(128)), or every claim fails. */
-int cfg_check_instance(const char *text, char *why, size_t whylen)
+int cfg_check_instance(const char *text, char *errstr, size_t errlen)
 {
     if (strlen(text) <= 100)
         return 0;
-    snprintf(why, whylen, "%zu bytes long; at most 100", strlen(text));
+    snprintf(errstr, errlen, "%zu bytes long; at most 100", strlen(text));
     return -1;
 }
 
 /* A channel's url, body and header values are templates: one that does
  * not compile would fail every task on the channel at run time, so it is a
  * configuration error instead. */
-static int cfg_check_template(const char *what, const char *text, char *why, size_t whylen)
+static int cfg_check_template(const char *what, const char *text, char *errstr, size_t errlen)
 {
     hr_template *t = NULL;
-    char err[160];
-    if (hr_template_compile(text, strlen(text), false, &t, err, sizeof(err)) == 0) {
+    char detail[160];
+    if (hr_template_compile(text, strlen(text), false, &t, detail, sizeof(detail)) == 0) {
         hr_template_free(t);
         return 0;
     }
-    snprintf(why, whylen, "%s template: %s", what, err);
+    snprintf(errstr, errlen, "%s template: %s", what, detail);
     return -1;
 }
 
-int cfg_check_body(const char *text, char *why, size_t whylen)
+int cfg_check_body(const char *text, char *errstr, size_t errlen)
 {
-    return cfg_check_template("body", text, why, whylen);
+    return cfg_check_template("body", text, errstr, errlen);
 }
 
 /* http:// or https://, a host and an optional port, then a path/query in
  * which {{...}} templates may appear; no spaces or control characters
  * outside templates (the renderer escapes what it substitutes). */
-int cfg_check_url(const char *text, char *why, size_t whylen)
+int cfg_check_url(const char *text, char *errstr, size_t errlen)
 {
     const char *s;
     char inner[64] = "";
@@ -153,61 +153,61 @@ int cfg_check_url(const char *text, char *why, size_t whylen)
     } else if (strncasecmp(text, "https://", 8) == 0) {
         s = text + 8;
     } else {
-        snprintf(why, whylen, "\"%.64s\" is not an http:// or https:// URL", text);
+        snprintf(errstr, errlen, "\"%.64s\" is not an http:// or https:// URL", text);
         return -1;
     }
     if (cfg_check_hostport(s, false, 1, &s, inner, sizeof(inner)) < 0) {
-        snprintf(why, whylen, "URL \"%.64s\": %s", text, inner);
+        snprintf(errstr, errlen, "URL \"%.64s\": %s", text, inner);
         return -1;
     }
     if (*s != '\0' && *s != '/' && *s != '?' && *s != '#') {
-        snprintf(why, whylen, "URL \"%.64s\": bad character '%c' after the host", text, *s);
+        snprintf(errstr, errlen, "URL \"%.64s\": bad character '%c' after the host", text, *s);
         return -1;
     }
     while (*s != '\0') {
         if (s[0] == '{' && s[1] == '{') {
             const char *close = strstr(s + 2, "}}");
             if (close == NULL) {
-                snprintf(why, whylen, "URL \"%.64s\": unclosed {{", text);
+                snprintf(errstr, errlen, "URL \"%.64s\": unclosed {{", text);
                 return -1;
             }
             s = close + 2;
             continue;
         }
         if ((unsigned char)*s <= 0x20 || (unsigned char)*s >= 0x7F) {
-            snprintf(why, whylen, "URL \"%.64s\": spaces and control characters must be %%-encoded",
-                     text);
+            snprintf(errstr, errlen,
+                     "URL \"%.64s\": spaces and control characters must be %%-encoded", text);
             return -1;
         }
         s++;
     }
-    return cfg_check_template("url", text, why, whylen);
+    return cfg_check_template("url", text, errstr, errlen);
 }
 
-int cfg_check_method(const char *text, char *why, size_t whylen)
+int cfg_check_method(const char *text, char *errstr, size_t errlen)
 {
     static const char *const methods[] = {"GET", "POST", "PUT", "PATCH"};
     for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
         if (strcmp(text, methods[i]) == 0)
             return 0;
-    snprintf(why, whylen, "unknown method \"%.64s\" (expected: GET, POST, PUT, PATCH)", text);
+    snprintf(errstr, errlen, "unknown method \"%.64s\" (expected: GET, POST, PUT, PATCH)", text);
     return -1;
 }
 
 /* An HTTP header name is a token; a value may not break the header block. */
-int cfg_check_header(const char *name, const char *value, char *why, size_t whylen)
+int cfg_check_header(const char *name, const char *value, char *errstr, size_t errlen)
 {
     static const char tchar[] = "!#$%&'*+-.^_`|~0123456789"
                                 "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
     if (name[0] == '\0' || strspn(name, tchar) != strlen(name)) {
-        snprintf(why, whylen, "\"%.64s\" is not a valid header name", name);
+        snprintf(errstr, errlen, "\"%.64s\" is not a valid header name", name);
         return -1;
     }
     if (strpbrk(value, "\r\n") != NULL) {
-        snprintf(why, whylen, "header %.64s: line breaks are not allowed in values", name);
+        snprintf(errstr, errlen, "header %.64s: line breaks are not allowed in values", name);
         return -1;
     }
-    return cfg_check_template("header value", value, why, whylen);
+    return cfg_check_template("header value", value, errstr, errlen);
 }
 
 /* ---- choices: a name in the file -> a value in the struct ------------ */
@@ -258,8 +258,8 @@ int cfg_choose_throttle(void *field, const char *text)
 
 /* Sets a scalar-typed key from TEXT (already expanded): the one conversion
  * used for defaults, file values and env overrides. */
-int cfg_set_scalar(const cfg_key *k, void *base, const char *text, char *why,
-                   size_t whylen)
+int cfg_set_scalar(const cfg_key *k, void *base, const char *text, char *errstr,
+                   size_t errlen)
 {
     void *field = CFG_FIELD(base, k);
     long long v;
@@ -267,14 +267,14 @@ int cfg_set_scalar(const cfg_key *k, void *base, const char *text, char *why,
     switch (k->type) {
     case CFG_T_STR: {
         if (k->min > 0 && text[0] == '\0') {
-            snprintf(why, whylen, "must not be empty");
+            snprintf(errstr, errlen, "must not be empty");
             return -1;
         }
-        if (k->check != NULL && k->check(text, why, whylen) < 0)
+        if (k->check != NULL && k->check(text, errstr, errlen) < 0)
             return -1;
         char *copy = strdup(text);
         if (copy == NULL) {
-            snprintf(why, whylen, "out of memory");
+            snprintf(errstr, errlen, "out of memory");
             return -1;
         }
         free(*(char **)field);
@@ -282,35 +282,35 @@ int cfg_set_scalar(const cfg_key *k, void *base, const char *text, char *why,
         return 0;
     }
     case CFG_T_INT:
-        if (cfg_parse_int(text, k->min, k->max, &v, why, whylen) < 0)
+        if (cfg_parse_int(text, k->min, k->max, &v, errstr, errlen) < 0)
             return -1;
         *(int *)field = (int)v;
         return 0;
     case CFG_T_LONG:
-        if (cfg_parse_int(text, k->min, k->max, &v, why, whylen) < 0)
+        if (cfg_parse_int(text, k->min, k->max, &v, errstr, errlen) < 0)
             return -1;
         *(long *)field = (long)v;
         return 0;
     case CFG_T_BOOL:
-        return cfg_parse_bool(text, (bool *)field, why, whylen);
+        return cfg_parse_bool(text, (bool *)field, errstr, errlen);
     case CFG_T_CHOICE:
         if (k->choose(field, text) == 0)
             return 0;
-        snprintf(why, whylen, "unknown value \"%.64s\" (expected: %s)", text, k->allowed);
+        snprintf(errstr, errlen, "unknown value \"%.64s\" (expected: %s)", text, k->allowed);
         return -1;
     default:
-        snprintf(why, whylen, "not a scalar key");
+        snprintf(errstr, errlen, "not a scalar key");
         return -1;
     }
 }
 
-int cfg_set_defaults(const cfg_key *keys, void *base, char *why, size_t whylen)
+int cfg_set_defaults(const cfg_key *keys, void *base, char *errstr, size_t errlen)
 {
     for (const cfg_key *k = keys; k->name != NULL; k++) {
         if (k->type == CFG_T_SECTION) {
-            if (cfg_set_defaults(k->sub, base, why, whylen) < 0)
+            if (cfg_set_defaults(k->sub, base, errstr, errlen) < 0)
                 return -1;
-        } else if (k->def != NULL && cfg_set_scalar(k, base, k->def, why, whylen) < 0) {
+        } else if (k->def != NULL && cfg_set_scalar(k, base, k->def, errstr, errlen) < 0) {
             return -1;
         }
     }
@@ -340,13 +340,13 @@ const char *cfg_type_name(cfg_type t)
 int cfg_scalar_text(const cfg_ctx *ctx, const cfg_node *node, const char *path,
                     const char *expected, char **out)
 {
-    char why[CFG_WHY];
+    char detail[CFG_WHY];
     *out = NULL;
     if (node->type != CFG_SCALAR)
         return cfg_err(ctx, node->line, node->col, "%s: expected %s, got %s", path, expected,
                        cfg_node_kind(node));
-    if (cfg_expand(cfg_node_is_null(node) ? "" : node->value, out, why, sizeof(why)) < 0)
-        return cfg_err(ctx, node->line, node->col, "%s: %s", path, why);
+    if (cfg_expand(cfg_node_is_null(node) ? "" : node->value, out, detail, sizeof(detail)) < 0)
+        return cfg_err(ctx, node->line, node->col, "%s: %s", path, detail);
     return 0;
 }
 
@@ -381,7 +381,7 @@ int cfg_apply_kvmap(const cfg_ctx *ctx, const cfg_key *k, void *base,
 {
     hr_kv **kv = CFG_FIELD(base, k);
     size_t *count = CFG_COUNT(base, k);
-    char why[CFG_WHY];
+    char detail[CFG_WHY];
 
     if (cfg_node_is_null(node))
         return 0;
@@ -404,8 +404,8 @@ int cfg_apply_kvmap(const cfg_ctx *ctx, const cfg_key *k, void *base,
         (*count)++;
         if (cfg_scalar_text(ctx, val, sub, "a scalar", &pair->value) < 0)
             return -1;
-        if (k->check_kv != NULL && k->check_kv(pair->key, pair->value, why, sizeof(why)) < 0)
-            return cfg_err(ctx, key->line, key->col, "%s: %s", path, why);
+        if (k->check_kv != NULL && k->check_kv(pair->key, pair->value, detail, sizeof(detail)) < 0)
+            return cfg_err(ctx, key->line, key->col, "%s: %s", path, detail);
     }
     return 0;
 }
@@ -415,7 +415,7 @@ int cfg_apply_codes(const cfg_ctx *ctx, const cfg_key *k, void *base,
 {
     int **codes = CFG_FIELD(base, k);
     size_t *count = CFG_COUNT(base, k);
-    char why[CFG_WHY];
+    char detail[CFG_WHY];
 
     if (cfg_node_is_null(node))
         return 0;
@@ -434,10 +434,10 @@ int cfg_apply_codes(const cfg_ctx *ctx, const cfg_key *k, void *base,
         long long v;
         if (cfg_scalar_text(ctx, item, path, "an integer", &text) < 0)
             return -1;
-        int rc = cfg_parse_int(text, 100, 599, &v, why, sizeof(why));
+        int rc = cfg_parse_int(text, 100, 599, &v, detail, sizeof(detail));
         free(text);
         if (rc < 0)
-            return cfg_err(ctx, item->line, item->col, "%s: %s", path, why);
+            return cfg_err(ctx, item->line, item->col, "%s: %s", path, detail);
         (*codes)[(*count)++] = (int)v;
     }
     return 0;

@@ -302,7 +302,7 @@ out:
  * (a literal $) in TEXT into a new string *OUT.  A default runs to the first
  * '}'; it is not expanded again.  Any other '$' is kept as is, so passwords
  * like "pa$s" need no escaping. */
-int cfg_expand(const char *text, char **out, char *why, size_t whylen)
+int cfg_expand(const char *text, char **out, char *errstr, size_t errlen)
 {
     char *buf = NULL;
     size_t buflen = 0;
@@ -310,7 +310,7 @@ int cfg_expand(const char *text, char **out, char *why, size_t whylen)
 
     *out = NULL;
     if (f == NULL) {
-        snprintf(why, whylen, "out of memory");
+        snprintf(errstr, errlen, "out of memory");
         return -1;
     }
     const char *s = text;
@@ -326,7 +326,7 @@ int cfg_expand(const char *text, char **out, char *why, size_t whylen)
         }
         const char *name = s + 2, *close = strchr(name, '}');
         if (close == NULL) {
-            snprintf(why, whylen, "unterminated \"${\" (write $$ for a literal $)");
+            snprintf(errstr, errlen, "unterminated \"${\" (write $$ for a literal $)");
             goto fail;
         }
         size_t namelen = 0;
@@ -337,14 +337,14 @@ int cfg_expand(const char *text, char **out, char *why, size_t whylen)
         if (rest[0] == ':' && rest[1] == '-')
             def = rest + 2;
         if (namelen == 0 || (rest != close && def == NULL)) {
-            snprintf(why, whylen,
+            snprintf(errstr, errlen,
                      "bad variable reference \"%.*s\" (expected ${NAME} or ${NAME:-default})",
                      (int)(close - s + 1), s);
             goto fail;
         }
         char var[128];
         if (namelen >= sizeof(var)) {
-            snprintf(why, whylen, "variable name longer than %zu characters", sizeof(var) - 1);
+            snprintf(errstr, errlen, "variable name longer than %zu characters", sizeof(var) - 1);
             goto fail;
         }
         memcpy(var, name, namelen);
@@ -353,7 +353,7 @@ int cfg_expand(const char *text, char **out, char *why, size_t whylen)
         if (def != NULL && (val == NULL || val[0] == '\0')) {
             fwrite(def, 1, (size_t)(close - def), f);
         } else if (val == NULL) {
-            snprintf(why, whylen, "${%s} is not set", var);
+            snprintf(errstr, errlen, "${%s} is not set", var);
             goto fail;
         } else {
             fputs(val, f);
@@ -362,7 +362,7 @@ int cfg_expand(const char *text, char **out, char *why, size_t whylen)
     }
     if (fclose(f) != 0) {
         f = NULL;
-        snprintf(why, whylen, "out of memory");
+        snprintf(errstr, errlen, "out of memory");
         goto fail;
     }
     *out = buf;

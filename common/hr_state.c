@@ -146,10 +146,10 @@ int hr_state_redispatch(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
                          p, 1, NULL, errstr, errlen);
 }
 
-int hr_state_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *why, char *errstr,
-                  size_t errlen)
+int hr_state_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *reason,
+                  char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_STR(why), HR_P_I64(id), HR_P_STR(hr_state_name(from))};
+    const hr_mysql_param p[] = {HR_P_STR(reason), HR_P_I64(id), HR_P_STR(hr_state_name(from))};
 
     return hr_state_move(m,
                          "UPDATE push_task SET state = 'failed', last_error = ?, "

@@ -78,9 +78,9 @@ int hr_state_dispatched(hr_mysql *m, int64_t id, const char *owner, char *errstr
 /* dispatched (control run) -> dispatching with no owner and an expired
  * lease, which a poller takes over: recipients came back to subs. */
 int hr_state_redispatch(hr_mysql *m, int64_t id, char *errstr, size_t errlen);
-/* FROM -> failed with WHY as last_error. */
-int hr_state_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *why, char *errstr,
-                  size_t errlen);
+/* FROM -> failed with REASON as last_error. */
+int hr_state_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *reason,
+                  char *errstr, size_t errlen);
 /* scheduled, dispatching or dispatched (control pause) -> paused. */
 int hr_state_pause(hr_mysql *m, int64_t id, char *errstr, size_t errlen);
 /* paused (control run) -> TO with no owner and an expired lease, so that a

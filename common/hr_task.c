@@ -228,12 +228,12 @@ static int task_check_template(const char *what, const char *src, bool json_esca
                                char *errstr, size_t errlen)
 {
     hr_template *tpl = NULL;
-    char why[256];
+    char detail[256];
 
     if (src == NULL)
         return 0;
-    if (hr_template_compile(src, strlen(src), json_escape, &tpl, why, sizeof why) < 0) {
-        snprintf(errstr, errlen, "%s template: %s", what, why);
+    if (hr_template_compile(src, strlen(src), json_escape, &tpl, detail, sizeof detail) < 0) {
+        snprintf(errstr, errlen, "%s template: %s", what, detail);
         return -1;
     }
     hr_template_free(tpl);
