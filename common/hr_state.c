@@ -59,9 +59,9 @@ bool hr_state_name_final(const char *name)
     return hr_state_parse(name, &s) == 0 && hr_state_final(s);
 }
 
-const char *hr_control_name(hr_control c)
+const char *hr_control_name(hr_control control)
 {
-    return (unsigned)c < HR_CONTROL__COUNT ? hr_control_names[c] : "?";
+    return (unsigned)control < HR_CONTROL__COUNT ? hr_control_names[control] : "?";
 }
 
 int hr_control_parse(const char *name, hr_control *out)
@@ -86,9 +86,9 @@ static int hr_state_move(hr_mysql *m, const char *sql, const hr_mysql_param *p, 
     return affected == 1;
 }
 
-int hr_state_control(hr_mysql *m, int64_t id, hr_control c, char *errstr, size_t errlen)
+int hr_state_control(hr_mysql *m, int64_t id, hr_control control, char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_STR(hr_control_name(c)), HR_P_I64(id)};
+    const hr_mysql_param p[] = {HR_P_STR(hr_control_name(control)), HR_P_I64(id)};
 
     return hr_state_move(m,
                          "UPDATE push_task SET control = ? WHERE id = ? "
