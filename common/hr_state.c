@@ -86,6 +86,15 @@ static int hr_state_move(hr_mysql *m, const char *sql, const hr_mysql_param *p, 
     return affected == 1;
 }
 
+/* A transition whose only parameter is the task id. */
+static int hr_state_move_id(hr_mysql *m, const char *sql, int64_t id, char *errstr,
+                            size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(id)};
+
+    return hr_state_move(m, sql, p, 1, NULL, errstr, errlen);
+}
+
 int hr_state_control(hr_mysql *m, int64_t id, hr_control control, char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_STR(hr_control_name(control)), HR_P_I64(id)};
@@ -136,14 +145,12 @@ int hr_state_dispatched(hr_mysql *m, int64_t id, const char *owner, char *errstr
 
 int hr_state_redispatch(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(id)};
-
-    return hr_state_move(m,
-                         "UPDATE push_task SET state = 'dispatching', claimed_by = NULL, "
-                         "lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND, "
-                         "dispatched_at = NULL "
-                         "WHERE id = ? AND state = 'dispatched' AND control = 'run'",
-                         p, 1, NULL, errstr, errlen);
+    return hr_state_move_id(m,
+                            "UPDATE push_task SET state = 'dispatching', claimed_by = NULL, "
+                            "lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND, "
+                            "dispatched_at = NULL "
+                            "WHERE id = ? AND state = 'dispatched' AND control = 'run'",
+                            id, errstr, errlen);
 }
 
 int hr_state_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *reason,
@@ -159,13 +166,11 @@ int hr_state_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *reaso
 
 int hr_state_pause(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(id)};
-
-    return hr_state_move(m,
-                         "UPDATE push_task SET state = 'paused' WHERE id = ? "
-                         "AND control = 'pause' "
-                         "AND state IN ('scheduled', 'dispatching', 'dispatched')",
-                         p, 1, NULL, errstr, errlen);
+    return hr_state_move_id(m,
+                            "UPDATE push_task SET state = 'paused' WHERE id = ? "
+                            "AND control = 'pause' "
+                            "AND state IN ('scheduled', 'dispatching', 'dispatched')",
+                            id, errstr, errlen);
 }
 
 int hr_state_resume(hr_mysql *m, int64_t id, hr_task_state to, char *errstr, size_t errlen)
@@ -181,23 +186,19 @@ int hr_state_resume(hr_mysql *m, int64_t id, hr_task_state to, char *errstr, siz
 
 int hr_state_cancel(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(id)};
-
-    return hr_state_move(m,
-                         "UPDATE push_task SET state = 'cancelled', "
-                         "finished_at = UTC_TIMESTAMP(3) WHERE id = ? AND control = 'cancel' "
-                         "AND state NOT IN ('done', 'cancelled', 'failed')",
-                         p, 1, NULL, errstr, errlen);
+    return hr_state_move_id(m,
+                            "UPDATE push_task SET state = 'cancelled', "
+                            "finished_at = UTC_TIMESTAMP(3) WHERE id = ? AND control = 'cancel' "
+                            "AND state NOT IN ('done', 'cancelled', 'failed')",
+                            id, errstr, errlen);
 }
 
 int hr_state_reopen(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(id)};
-
-    return hr_state_move(m,
-                         "UPDATE push_task SET state = 'dispatched', finished_at = NULL "
-                         "WHERE id = ? AND state = 'done'",
-                         p, 1, NULL, errstr, errlen);
+    return hr_state_move_id(m,
+                            "UPDATE push_task SET state = 'dispatched', finished_at = NULL "
+                            "WHERE id = ? AND state = 'done'",
+                            id, errstr, errlen);
 }
 
 int hr_state_redrive(hr_mysql *m, int64_t id, int64_t moved, char *errstr, size_t errlen)
@@ -218,15 +219,13 @@ int hr_state_redrive(hr_mysql *m, int64_t id, int64_t moved, char *errstr, size_
 
 int hr_state_recover(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(id)};
-
-    return hr_state_move(m,
-                         "UPDATE push_task SET state = 'dispatching', claimed_by = NULL, "
-                         "lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND, "
-                         "dispatched_at = NULL, finished_at = NULL, "
-                         "last_error = IF(state = 'failed', NULL, last_error), "
-                         "unaccounted = 0 WHERE id = ? "
-                         "AND (state IN ('dispatching', 'dispatched') "
-                         "OR (state = 'failed' AND unaccounted > 0))",
-                         p, 1, NULL, errstr, errlen);
+    return hr_state_move_id(m,
+                            "UPDATE push_task SET state = 'dispatching', claimed_by = NULL, "
+                            "lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND, "
+                            "dispatched_at = NULL, finished_at = NULL, "
+                            "last_error = IF(state = 'failed', NULL, last_error), "
+                            "unaccounted = 0 WHERE id = ? "
+                            "AND (state IN ('dispatching', 'dispatched') "
+                            "OR (state = 'failed' AND unaccounted > 0))",
+                            id, errstr, errlen);
 }
