@@ -11,6 +11,7 @@
 
 #include "hr_keys.h"
 #include "hr_log.h"
+#include "hr_sign.h"
 #include "hr_template.h"
 
 /* ---- value checks --------------------------------------------------- */
@@ -141,19 +142,20 @@ int cfg_check_body(const char *text, char *errstr, size_t errlen)
     return cfg_check_template("body", text, errstr, errlen);
 }
 
-/* http:// or https://, a host and an optional port, then a path/query in
+/* http(s):// or smtp(s):// (which scheme a channel's type takes is
+ * cfg_channel_finish()'s check), a host and an optional port, then a path/query in
  * which {{...}} templates may appear; no spaces or control characters
  * outside templates (the renderer escapes what it substitutes). */
 int cfg_check_url(const char *text, char *errstr, size_t errlen)
 {
-    const char *s;
+    static const char *const schemes[] = {"http://", "https://", "smtp://", "smtps://"};
+    const char *s = NULL;
     char inner[64] = "";
-    if (strncasecmp(text, "http://", 7) == 0) {
-        s = text + 7;
-    } else if (strncasecmp(text, "https://", 8) == 0) {
-        s = text + 8;
-    } else {
-        snprintf(errstr, errlen, "\"%.64s\" is not an http:// or https:// URL", text);
+    for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]) && s == NULL; i++)
+        if (strncasecmp(text, schemes[i], strlen(schemes[i])) == 0)
+            s = text + strlen(schemes[i]);
+    if (s == NULL) {
+        snprintf(errstr, errlen, "\"%.64s\" is not an http(s):// or smtp(s):// URL", text);
         return -1;
     }
     if (cfg_check_hostport(s, false, 1, &s, inner, sizeof(inner)) < 0) {
@@ -210,6 +212,56 @@ int cfg_check_header(const char *name, const char *value, char *errstr, size_t e
     return cfg_check_template("header value", value, errstr, errlen);
 }
 
+int cfg_check_mail_template(const char *text, char *errstr, size_t errlen)
+{
+    return cfg_check_template("mail", text, errstr, errlen);
+}
+
+/* The secret itself never goes into the message: a config error is logged. */
+int cfg_check_secret(const char *text, char *errstr, size_t errlen)
+{
+    hr_sign_secret secret;
+    return hr_sign_secret_parse(text, &secret, errstr, errlen);
+}
+
+/* An addr-spec as SMTP's MAIL FROM takes it: local@domain, printable
+ * ASCII without spaces, angle brackets or a second '@' (wk_smtp checks the
+ * rest when it builds a message). */
+int cfg_check_mailbox(const char *text, char *errstr, size_t errlen)
+{
+    const char *at = strchr(text, '@');
+    bool ok = at != NULL && at != text && at[1] != '\0' && strchr(at + 1, '@') == NULL;
+    for (const char *c = text; ok && *c != '\0'; c++)
+        ok = *c > 0x20 && *c < 0x7F && *c != '<' && *c != '>';
+    if (!ok) {
+        snprintf(errstr, errlen, "\"%.64s\" is not an address local@domain", text);
+        return -1;
+    }
+    return 0;
+}
+
+/* Apple's key and team ids: 10 characters of A-Z 0-9. */
+int cfg_check_apple_id(const char *text, char *errstr, size_t errlen)
+{
+    if (strlen(text) != 10 || strspn(text, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") != 10) {
+        snprintf(errstr, errlen, "\"%.64s\" is not 10 characters of A-Z 0-9", text);
+        return -1;
+    }
+    return 0;
+}
+
+/* https:// or mailto: first (wk_smtp puts the URL or the address into the
+ * List-Unsubscribe header), a template after. */
+int cfg_check_unsubscribe(const char *text, char *errstr, size_t errlen)
+{
+    if (strncasecmp(text, "https://", 8) != 0 && strncasecmp(text, "mailto:", 7) != 0) {
+        snprintf(errstr, errlen, "\"%.64s\" is neither an https:// URL nor a mailto: address",
+                 text);
+        return -1;
+    }
+    return cfg_check_template("list_unsubscribe", text, errstr, errlen);
+}
+
 /* ---- choices: a name in the file -> a value in the struct ------------ */
 
 int cfg_choose_level(void *field, const char *text)
@@ -249,6 +301,52 @@ int cfg_choose_throttle(void *field, const char *text)
         *(hr_throttle_mode *)field = HR_THROTTLE_ENFORCE;
     else if (strcmp(text, "shadow") == 0)
         *(hr_throttle_mode *)field = HR_THROTTLE_SHADOW;
+    else
+        return -1;
+    return 0;
+}
+
+static const char *const cfg_channel_type_names[] = {
+    [HR_CHANNEL_WEBHOOK] = "webhook",
+    [HR_CHANNEL_FCM] = "fcm",
+    [HR_CHANNEL_APNS] = "apns",
+    [HR_CHANNEL_SMTP] = "smtp",
+};
+
+const char *hr_channel_type_name(hr_channel_type t)
+{
+    return cfg_channel_type_names[t];
+}
+
+int cfg_choose_channel_type(void *field, const char *text)
+{
+    for (size_t i = 0; i < sizeof(cfg_channel_type_names) / sizeof(cfg_channel_type_names[0]);
+         i++) {
+        if (strcmp(text, cfg_channel_type_names[i]) == 0) {
+            *(hr_channel_type *)field = (hr_channel_type)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+int cfg_choose_push_type(void *field, const char *text)
+{
+    if (strcmp(text, "alert") == 0)
+        *(hr_apns_push *)field = HR_APNS_ALERT;
+    else if (strcmp(text, "background") == 0)
+        *(hr_apns_push *)field = HR_APNS_BACKGROUND;
+    else
+        return -1;
+    return 0;
+}
+
+int cfg_choose_priority(void *field, const char *text)
+{
+    if (strcmp(text, "high") == 0)
+        *(bool *)field = true;
+    else if (strcmp(text, "normal") == 0)
+        *(bool *)field = false;
     else
         return -1;
     return 0;
@@ -366,8 +464,14 @@ int cfg_apply_strlist(const cfg_ctx *ctx, const cfg_key *k, void *base,
     if (*list == NULL)
         return cfg_err(ctx, node->line, node->col, "out of memory");
     for (size_t i = 0; i < node->items.n; i++) {
-        if (cfg_scalar_text(ctx, node->items.v[i], path, "a string", &text) < 0)
+        const cfg_node *item = node->items.v[i];
+        char detail[CFG_WHY];
+        if (cfg_scalar_text(ctx, item, path, "a string", &text) < 0)
             return -1;
+        if (text[0] != '\0' && k->check != NULL && k->check(text, detail, sizeof(detail)) < 0) {
+            free(text);
+            return cfg_err(ctx, item->line, item->col, "%s: %s", path, detail);
+        }
         if (text[0] == '\0')
             free(text);
         else

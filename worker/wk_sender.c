@@ -557,6 +557,14 @@ int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_met
     *out = NULL;
     if (s == NULL)
         goto oom;
+    /* hr_config reads every type; this sender speaks webhook only so far. */
+    for (size_t i = 0; i < cfg->nchannels; i++) {
+        if (cfg->channels[i].type != HR_CHANNEL_WEBHOOK) {
+            snprintf(errstr, errlen, "channel %s: type %s is not supported by this worker",
+                     cfg->channels[i].name, hr_channel_type_name(cfg->channels[i].type));
+            goto fail;
+        }
+    }
     s->loop = loop;
     s->cfg = cfg;
     s->redis = redis;
