@@ -2,15 +2,20 @@
 #include "wk_xfer.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include <openssl/crypto.h>
+
 #include "wk_clock.h"
 
 #define WK_XFER_BODY_MAX (256 * 1024)
 #define WK_XFER_URL_MAX (16 * 1024)
+/* "webhook-signature: " and a "v1,<base64 of 32 bytes>" per secret */
+#define WK_XFER_SIGNATURE_MAX 256
 /* A Retry-After beyond this is read as this, before the channel's own
  * bound (retry.max_backoff_ms) applies. */
 #define WK_XFER_RETRY_AFTER_MAX_S 3600
@@ -66,6 +71,18 @@ wk_xfer *wk_xfer_new(const hr_channel *cfg, struct wk_chan *ch)
     x->ch = ch;
     hr_buf_init(&x->url, WK_XFER_URL_MAX);
     hr_buf_init(&x->body, WK_XFER_BODY_MAX);
+    hr_buf_init(&x->signature, WK_XFER_SIGNATURE_MAX);
+    /* hr_config checked every secret: a failure here is not expected, and
+     * a handle that cannot sign is not made. */
+    for (size_t i = 0; i < cfg->nsigning_secrets; i++) {
+        char errstr[128];
+        if (hr_sign_secret_parse(cfg->signing_secrets[i], &x->secrets[i], errstr,
+                                 sizeof errstr) < 0) {
+            wk_xfer_free(x);
+            return NULL;
+        }
+        x->nsecrets++;
+    }
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)cfg->timeout_ms);
@@ -103,26 +120,72 @@ void wk_xfer_free(wk_xfer *x)
     curl_slist_free_all(x->headers);
     hr_buf_free(&x->url);
     hr_buf_free(&x->body);
+    hr_buf_free(&x->signature);
+    OPENSSL_cleanse(x->secrets, sizeof x->secrets);
     free(x);
 }
 
 
+/* Appends LINE to *HEADERS; -1 with ERRSTR when out of memory. */
+static int wk_xfer_header_add(struct curl_slist **headers, const char *line, char *errstr,
+                              size_t errlen)
+{
+    struct curl_slist *h = curl_slist_append(*headers, line);
+    if (h == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    *headers = h;
+    return 0;
+}
+
+/* The Idempotency-Key and, with secrets, the Standard Webhooks headers
+ * over the rendered body (see wk_xfer.h). */
+static int wk_xfer_sign(wk_xfer *x, const wk_task *task, const char *uid,
+                        struct curl_slist **headers, char *errstr, size_t errlen)
+{
+    static const char sig_name[] = "webhook-signature: ";
+    char id[96], line[160];
+    int64_t now_s = wk_clock_now_ms() / 1000;
+
+    snprintf(id, sizeof id, "herald-%" PRId64 "-%.64s", task->row->id, uid);
+    snprintf(line, sizeof line, "Idempotency-Key: %s", id);
+    if (wk_xfer_header_add(headers, line, errstr, errlen) < 0)
+        return -1;
+    if (x->nsecrets == 0)
+        return 0;
+    hr_buf_reset(&x->signature);
+    if (hr_buf_append(&x->signature, sig_name, sizeof sig_name - 1) < 0 ||
+        hr_sign_append(x->secrets, x->nsecrets, id, now_s, x->body.data ? x->body.data : "",
+                       x->body.len, &x->signature, errstr, errlen) < 0) {
+        if (errstr[0] == '\0')
+            snprintf(errstr, errlen, "webhook signature: over the buffer's cap");
+        return -1;
+    }
+    snprintf(line, sizeof line, "webhook-id: %s", id);
+    if (wk_xfer_header_add(headers, line, errstr, errlen) < 0)
+        return -1;
+    snprintf(line, sizeof line, "webhook-timestamp: %" PRId64, now_s);
+    if (wk_xfer_header_add(headers, line, errstr, errlen) < 0)
+        return -1;
+    return wk_xfer_header_add(headers, x->signature.data, errstr, errlen);
+}
+
 int wk_xfer_prepare(wk_xfer *x, const hr_channel *cfg, const wk_task *task, const char *uid,
                     const redisReply *user, size_t *stripped, char *errstr, size_t errlen)
 {
-    struct curl_slist *headers = NULL, *h;
+    struct curl_slist *headers = NULL;
 
+    errstr[0] = '\0';
     if (wk_task_render(task, uid, user, &x->url, &x->body, &headers, stripped, errstr,
                        errlen) != 0)
         goto fail;
+    if (wk_xfer_sign(x, task, uid, &headers, errstr, errlen) < 0)
+        goto fail;
     /* curl would add "Expect: 100-continue" to larger POSTs: a wasted
      * round trip per push. */
-    h = curl_slist_append(headers, "Expect:");
-    if (h == NULL) {
-        snprintf(errstr, errlen, "out of memory");
+    if (wk_xfer_header_add(&headers, "Expect:", errstr, errlen) < 0)
         goto fail;
-    }
-    headers = h;
     curl_slist_free_all(x->headers);
     x->headers = headers;
     headers = NULL;

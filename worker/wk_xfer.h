@@ -1,7 +1,12 @@
 /* wk_xfer: one HTTP request of a push — a libcurl easy handle kept
  * configured for its channel between requests (so the connection is
  * reused), the request built from the push (URL, body and headers
- * rendered by the task's templates into buffers capped at creation), the
+ * rendered by the task's templates into buffers capped at creation, plus
+ * an Idempotency-Key stable per task and recipient, "herald-<task>-<uid>",
+ * so a redelivered chunk can be deduplicated by the receiver; with the
+ * channel's signing_secrets, the same value is the Standard Webhooks
+ * webhook-id and webhook-timestamp / webhook-signature (hr_sign) sign the
+ * body as sent, a new timestamp on every attempt), the
  * Retry-After header read from the response, and the response classified
  * for the sender (wk_sender), which owns the handles, runs them on its
  * multi handle and acts on the class. */
@@ -14,6 +19,7 @@
 #include <stdint.h>
 
 #include "hr_config.h"
+#include "hr_sign.h"
 #include "hr_template.h"
 #include "wk_task.h"
 
@@ -25,6 +31,9 @@ typedef struct wk_xfer {
     struct wk_chan *ch;
     struct wk_push *p;          /* NULL while in the pool */
     hr_buf url, body;
+    hr_buf signature;           /* the webhook-signature header of the current request */
+    hr_sign_secret secrets[HR_SIGN_MAX_SECRETS]; /* the channel's, parsed once */
+    size_t nsecrets;
     struct curl_slist *headers; /* of the current request */
     char errbuf[CURL_ERROR_SIZE];
     long retry_after_s;         /* -1 = header absent */
