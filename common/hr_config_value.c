@@ -273,36 +273,44 @@ int cfg_choose_level(void *field, const char *text)
     return 0;
 }
 
+/* The index of TEXT among the N NAMES, or -1: what every choice below
+ * maps to its enum or bool. */
+static int cfg_choice(const char *text, const char *const *names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(text, names[i]) == 0)
+            return (int)i;
+    return -1;
+}
+
+#define CFG_CHOICE(text, ...) \
+    cfg_choice(text, (const char *const[]){__VA_ARGS__}, \
+               sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
+
 int cfg_choose_format(void *field, const char *text)
 {
-    if (strcmp(text, "logfmt") == 0)
-        *(hr_log_format *)field = HR_LOG_FORMAT_LOGFMT;
-    else if (strcmp(text, "json") == 0)
-        *(hr_log_format *)field = HR_LOG_FORMAT_JSON;
-    else
+    int i = CFG_CHOICE(text, [HR_LOG_FORMAT_LOGFMT] = "logfmt", [HR_LOG_FORMAT_JSON] = "json");
+    if (i < 0)
         return -1;
+    *(hr_log_format *)field = (hr_log_format)i;
     return 0;
 }
 
 int cfg_choose_escape(void *field, const char *text)
 {
-    if (strcmp(text, "json") == 0)
-        *(bool *)field = true;
-    else if (strcmp(text, "none") == 0)
-        *(bool *)field = false;
-    else
+    int i = CFG_CHOICE(text, "json", "none");
+    if (i < 0)
         return -1;
+    *(bool *)field = i == 0;
     return 0;
 }
 
 int cfg_choose_throttle(void *field, const char *text)
 {
-    if (strcmp(text, "enforce") == 0)
-        *(hr_throttle_mode *)field = HR_THROTTLE_ENFORCE;
-    else if (strcmp(text, "shadow") == 0)
-        *(hr_throttle_mode *)field = HR_THROTTLE_SHADOW;
-    else
+    int i = CFG_CHOICE(text, [HR_THROTTLE_ENFORCE] = "enforce", [HR_THROTTLE_SHADOW] = "shadow");
+    if (i < 0)
         return -1;
+    *(hr_throttle_mode *)field = (hr_throttle_mode)i;
     return 0;
 }
 
@@ -320,35 +328,29 @@ const char *hr_channel_type_name(hr_channel_type t)
 
 int cfg_choose_channel_type(void *field, const char *text)
 {
-    for (size_t i = 0; i < sizeof(cfg_channel_type_names) / sizeof(cfg_channel_type_names[0]);
-         i++) {
-        if (strcmp(text, cfg_channel_type_names[i]) == 0) {
-            *(hr_channel_type *)field = (hr_channel_type)i;
-            return 0;
-        }
-    }
-    return -1;
+    int i = cfg_choice(text, cfg_channel_type_names,
+                       sizeof(cfg_channel_type_names) / sizeof(cfg_channel_type_names[0]));
+    if (i < 0)
+        return -1;
+    *(hr_channel_type *)field = (hr_channel_type)i;
+    return 0;
 }
 
 int cfg_choose_push_type(void *field, const char *text)
 {
-    if (strcmp(text, "alert") == 0)
-        *(hr_apns_push *)field = HR_APNS_ALERT;
-    else if (strcmp(text, "background") == 0)
-        *(hr_apns_push *)field = HR_APNS_BACKGROUND;
-    else
+    int i = CFG_CHOICE(text, [HR_APNS_ALERT] = "alert", [HR_APNS_BACKGROUND] = "background");
+    if (i < 0)
         return -1;
+    *(hr_apns_push *)field = (hr_apns_push)i;
     return 0;
 }
 
 int cfg_choose_priority(void *field, const char *text)
 {
-    if (strcmp(text, "high") == 0)
-        *(bool *)field = true;
-    else if (strcmp(text, "normal") == 0)
-        *(bool *)field = false;
-    else
+    int i = CFG_CHOICE(text, "high", "normal");
+    if (i < 0)
         return -1;
+    *(bool *)field = i == 0;
     return 0;
 }
 
