@@ -227,7 +227,6 @@ static const struct {
     {HR_CHANNEL_SMTP, "from"},
 };
 
-
 static const cfg_key cfg_top_keys[] = {
     {.name = "instance", .type = CFG_T_STR, .off = offsetof(hr_config, instance),
      .check = cfg_check_instance},
@@ -377,7 +376,7 @@ static int cfg_channel_type_check(const cfg_ctx *ctx, hr_channel *ch, const cfg_
         for (size_t j = 0; j < sizeof(cfg_type_keys) / sizeof(cfg_type_keys[0]); j++)
             if (cfg_type_keys[j].type != ch->type && strcmp(cfg_type_keys[j].key, key->value) == 0)
                 return cfg_err(ctx, key->line, key->col,
-                               "channels.%s.%s: only a %s channel has it (this one is %s)",
+                               "channels.%s.%s: only for type %s channels (this one is %s)",
                                ch->name, key->value, hr_channel_type_name(cfg_type_keys[j].type),
                                type);
     }
@@ -393,13 +392,12 @@ static int cfg_channel_type_check(const cfg_ctx *ctx, hr_channel *ch, const cfg_
     if (ch->url != NULL) {
         bool smtp = strncasecmp(ch->url, "smtp", 4) == 0;
         if (smtp != (ch->type == HR_CHANNEL_SMTP))
-            return cfg_err(ctx, url->line, url->col, "channels.%s.url: a %s channel takes %s",
+            return cfg_err(ctx, url->line, url->col, "channels.%s.url: type %s takes %s",
                            ch->name, type, smtp ? "http:// or https://" : "smtp:// or smtps://");
         /* Only a webhook's URL is rendered per recipient. */
         if (ch->type != HR_CHANNEL_WEBHOOK && strstr(ch->url, "{{") != NULL)
             return cfg_err(ctx, url->line, url->col,
-                           "channels.%s.url: a %s channel's URL is not a template", ch->name,
-                           type);
+                           "channels.%s.url: not a template for type %s", ch->name, type);
     }
     if (ch->fcm.token_uri != NULL && strstr(ch->fcm.token_uri, "{{") != NULL) {
         const cfg_node *at = cfg_map_get(body, "token_uri");
@@ -448,6 +446,11 @@ static int cfg_channel_finish(const cfg_ctx *ctx, hr_channel *ch, const cfg_node
                        "channels.%s.retry: max_backoff_ms (%d) is less than backoff_ms (%d)",
                        ch->name, ch->retry_max_backoff_ms, ch->retry_backoff_ms);
     }
+    /* "${CA_FILE:-}" must be able to say "no CA file". */
+    if (ch->ca_file != NULL && ch->ca_file[0] == '\0') {
+        free(ch->ca_file);
+        ch->ca_file = NULL;
+    }
     if (ch->type != HR_CHANNEL_WEBHOOK)
         return 0;
     if (cfg_map_get(body, "headers") == NULL) {
@@ -466,11 +469,6 @@ static int cfg_channel_finish(const cfg_ctx *ctx, hr_channel *ch, const cfg_node
             goto oom;
         memcpy(ch->success, success, sizeof(success));
         ch->nsuccess = nsuccess;
-    }
-    /* "${CA_FILE:-}" must be able to say "no CA file". */
-    if (ch->ca_file != NULL && ch->ca_file[0] == '\0') {
-        free(ch->ca_file);
-        ch->ca_file = NULL;
     }
     return 0;
 oom:

@@ -294,6 +294,7 @@ static void test_types(void **state) {
     assert_string_equal(ch->smtp.html, "<p>{{body}}</p>");
     assert_string_equal(ch->smtp.list_unsubscribe, "https://example.com/unsub/{{uid}}");
     assert_false(ch->smtp.require_starttls);
+    assert_null(ch->ca_file); /* "" is "none" for every type */
     hr_config_free(cfg);
 }
 
@@ -510,19 +511,19 @@ static const bad_case bad_cases[] = {
     {"bad_two_documents.yaml", "3:1", "only one YAML document is allowed"},
     {"bad_type.yaml", "3:11",
      "channels.push.type: unknown value \"gcm\" (expected: webhook, fcm, apns, smtp)"},
-    {"bad_type_key.yaml", "5:5", "channels.push.method: only a webhook channel has it (this one "
-                                 "is fcm)"},
+    {"bad_type_key.yaml", "5:5", "channels.push.method: only for type webhook channels (this "
+                                 "one is fcm)"},
     {"bad_fcm_missing.yaml", "2:3",
      "channels.push: missing required key \"service_account_file\" (type fcm)"},
     {"bad_apns_key_id.yaml", "5:13",
      "channels.ios.key_id: \"abc\" is not 10 characters of A-Z 0-9"},
     {"bad_apns_url_template.yaml", "4:10",
-     "channels.ios.url: a apns channel's URL is not a template"},
+     "channels.ios.url: not a template for type apns"},
     {"bad_push_type.yaml", "8:16",
      "channels.ios.push_type: unknown value \"voip\" (expected: alert, background)"},
-    {"bad_smtp_scheme.yaml", "4:10", "channels.mail.url: a smtp channel takes smtp:// or smtps://"},
+    {"bad_smtp_scheme.yaml", "4:10", "channels.mail.url: type smtp takes smtp:// or smtps://"},
     {"bad_webhook_smtp_url.yaml", "3:10",
-     "channels.hook.url: a webhook channel takes http:// or https://"},
+     "channels.hook.url: type webhook takes http:// or https://"},
     {"bad_smtp_from.yaml", "5:11",
      "channels.mail.from: \"Herald <a@example.com>\" is not an address local@domain"},
     {"bad_smtp_no_part.yaml", "6:11", "channels.mail: a mail needs a text or an html part"},
