@@ -12,12 +12,13 @@ int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr
     char key[256];
     redisReply *reply;
     int64_t *fields[] = {&out->sent,      &out->failed,    &out->throttled,
-                         &out->pulled,    &out->cancelled, &out->retried};
+                         &out->pulled,    &out->cancelled, &out->retried,
+                         &out->unregistered};
     size_t i;
 
     hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_STATS);
     reply = hr_redis_cmdf(r, errstr, errlen, "HMGET %s sent failed throttled pulled cancelled "
-                          "retried", key);
+                          "retried unregistered", key);
     if (reply == NULL)
         return -1;
     for (i = 0; i < sizeof fields / sizeof *fields; i++)
@@ -32,17 +33,18 @@ int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr
 int hr_finish_raise(hr_mysql *m, int64_t id, const hr_outcomes *stats, char *errstr,
                     size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(stats->sent),      HR_P_I64(stats->failed),
-                                HR_P_I64(stats->throttled), HR_P_I64(stats->pulled),
-                                HR_P_I64(stats->cancelled), HR_P_I64(stats->retried),
-                                HR_P_I64(id)};
+    const hr_mysql_param p[] = {HR_P_I64(stats->sent),         HR_P_I64(stats->failed),
+                                HR_P_I64(stats->throttled),    HR_P_I64(stats->pulled),
+                                HR_P_I64(stats->cancelled),    HR_P_I64(stats->retried),
+                                HR_P_I64(stats->unregistered), HR_P_I64(id)};
 
     return hr_mysql_exec(m,
                          "UPDATE push_task SET sent = GREATEST(sent, ?), "
                          "failed = GREATEST(failed, ?), throttled = GREATEST(throttled, ?), "
                          "pulled = GREATEST(pulled, ?), cancelled = GREATEST(cancelled, ?), "
-                         "retried = GREATEST(retried, ?) WHERE id = ?",
-                         p, 7, NULL, NULL, NULL, errstr, errlen);
+                         "retried = GREATEST(retried, ?), "
+                         "unregistered = GREATEST(unregistered, ?) WHERE id = ?",
+                         p, 8, NULL, NULL, NULL, errstr, errlen);
 }
 
 int hr_finish_task(hr_mysql *m, int64_t id, const hr_outcomes *stats, hr_finish_result *out,
@@ -66,24 +68,26 @@ int hr_finish_task(hr_mysql *m, int64_t id, const hr_outcomes *stats, hr_finish_
         const hr_mysql_param p[] = {
             HR_P_I64(stats->sent),   HR_P_I64(stats->failed),    HR_P_I64(stats->throttled),
             HR_P_I64(stats->pulled), HR_P_I64(stats->cancelled), HR_P_I64(stats->retried),
-            HR_P_I64(subs),          HR_P_I64(subs),             HR_P_I64(id),
-            HR_P_I64(id)};
+            HR_P_I64(stats->unregistered), HR_P_I64(subs),       HR_P_I64(subs),
+            HR_P_I64(id),            HR_P_I64(id)};
 
         if (hr_mysql_exec(m,
                           "UPDATE push_task SET sent = GREATEST(sent, ?), "
                           "failed = GREATEST(failed, ?), throttled = GREATEST(throttled, ?), "
                           "pulled = GREATEST(pulled, ?), cancelled = GREATEST(cancelled, ?), "
                           "retried = GREATEST(retried, ?), "
+                          "unregistered = GREATEST(unregistered, ?), "
                           "unaccounted = GREATEST(0, CAST(? AS SIGNED) - "
-                          "CAST(sent + failed + throttled + pulled + cancelled AS SIGNED)), "
+                          "CAST(sent + failed + throttled + pulled + cancelled + unregistered "
+                          "AS SIGNED)), "
                           "state = IF(unaccounted > 0, 'failed', 'done'), "
                           "last_error = IF(unaccounted > 0, CONCAT(unaccounted, ' of ', ?, "
                           "' subscriptions have no outcome (sent ', sent, ', failed ', failed, "
                           "', throttled ', throttled, ', pulled ', pulled, ', cancelled ', "
-                          "cancelled, '): the working state in Redis lost them; heraldctl "
+                          "cancelled, ', unregistered ', unregistered, '): the working state in Redis lost them; heraldctl "
                           "recover ', ?, ' pushes them'), last_error), "
                           "finished_at = UTC_TIMESTAMP(3) WHERE id = ? AND state = 'dispatched'",
-                          p, 10, &affected, NULL, NULL, errstr, errlen) < 0)
+                          p, 11, &affected, NULL, NULL, errstr, errlen) < 0)
             goto done;
     }
     if (affected != 1) {

@@ -135,6 +135,7 @@ static int recover_log_counts(hr_mysql *m, hr_task *t, char *errstr, size_t errl
                          : strcmp(status, "throttled") == 0 ? &t->throttled
                          : strcmp(status, "pulled") == 0    ? &t->pulled
                          : strcmp(status, "cancelled") == 0 ? &t->cancelled
+                         : strcmp(status, "unregistered") == 0 ? &t->unregistered
                                                             : NULL;
 
         if (field != NULL && n > *field)
@@ -144,7 +145,8 @@ static int recover_log_counts(hr_mysql *m, hr_task *t, char *errstr, size_t errl
     {
         const hr_outcomes raised = {.sent = t->sent,           .failed = t->failed,
                                     .throttled = t->throttled, .pulled = t->pulled,
-                                    .cancelled = t->cancelled, .retried = -1};
+                                    .cancelled = t->cancelled, .retried = -1,
+                                    .unregistered = t->unregistered};
 
         return hr_finish_raise(m, t->id, &raised, errstr, errlen);
     }
@@ -157,7 +159,8 @@ static int recover_restore_stats(hr_redis *r, const hr_task *t, char *errstr, si
         int64_t value;
     } counters[] = {{"sent", t->sent},           {"failed", t->failed},
                     {"throttled", t->throttled}, {"retried", t->retried},
-                    {"pulled", t->pulled},       {"cancelled", t->cancelled}};
+                    {"pulled", t->pulled},       {"cancelled", t->cancelled},
+                    {"unregistered", t->unregistered}};
     redisReply *reply;
     char key[HR_KEY_MAX];
     size_t i;

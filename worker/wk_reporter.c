@@ -32,7 +32,7 @@
 /* Counters of one task not yet written: sent .. retried absolute (-1 =
  * none), cancelled absolute too, the largest seen (see wk_reporter.h). */
 typedef struct wk_task_delta {
-    int64_t task, sent, failed, throttled, retried, cancelled;
+    int64_t task, sent, failed, throttled, retried, unregistered, cancelled;
 } wk_task_delta;
 
 /* A task the worker cannot push, to be marked failed. */
@@ -146,6 +146,7 @@ static const char *const wk_reporter_status[] = {
     [WK_DELIVERY_SENT] = "sent",
     [WK_DELIVERY_FAILED] = "failed",
     [WK_DELIVERY_THROTTLED] = "throttled",
+    [WK_DELIVERY_UNREGISTERED] = "unregistered",
 };
 
 static int wk_reporter_write_deliveries(wk_reporter *rp, size_t n, char *errstr, size_t errlen)
@@ -204,16 +205,18 @@ static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, s
                                       char *errstr, size_t errlen)
 {
     for (size_t k = 0; k < nd; k++) {
-        hr_mysql_param params[] = {HR_P_I64(d[k].sent), HR_P_I64(d[k].failed),
-                                   HR_P_I64(d[k].throttled), HR_P_I64(d[k].retried),
-                                   HR_P_I64(d[k].cancelled), HR_P_I64(d[k].task)};
+        hr_mysql_param params[] = {HR_P_I64(d[k].sent),         HR_P_I64(d[k].failed),
+                                   HR_P_I64(d[k].throttled),    HR_P_I64(d[k].retried),
+                                   HR_P_I64(d[k].unregistered), HR_P_I64(d[k].cancelled),
+                                   HR_P_I64(d[k].task)};
 
         if (hr_mysql_exec(rp->m,
                           "UPDATE push_task SET sent = GREATEST(sent, ?), "
                           "failed = GREATEST(failed, ?), throttled = GREATEST(throttled, ?), "
-                          "retried = GREATEST(retried, ?), cancelled = GREATEST(cancelled, ?) "
-                          "WHERE id = ?",
-                          params, 6, NULL, NULL, NULL, errstr, errlen) != 0)
+                          "retried = GREATEST(retried, ?), "
+                          "unregistered = GREATEST(unregistered, ?), "
+                          "cancelled = GREATEST(cancelled, ?) WHERE id = ?",
+                          params, 7, NULL, NULL, NULL, errstr, errlen) != 0)
             return -1;
     }
     return 0;
@@ -338,7 +341,7 @@ static int wk_reporter_merge(wk_reporter *rp, const wk_task_delta *d, bool older
         }
         rp->deltas[rp->ndeltas++] =
             (wk_task_delta){.task = d->task, .sent = -1, .failed = -1, .throttled = -1,
-                            .retried = -1};
+                            .retried = -1, .unregistered = -1};
     }
     e = &rp->deltas[k];
     lo = older ? *d : *e;
@@ -347,6 +350,7 @@ static int wk_reporter_merge(wk_reporter *rp, const wk_task_delta *d, bool older
     e->failed = wk_reporter_newest(lo.failed, hi.failed);
     e->throttled = wk_reporter_newest(lo.throttled, hi.throttled);
     e->retried = wk_reporter_newest(lo.retried, hi.retried);
+    e->unregistered = wk_reporter_newest(lo.unregistered, hi.unregistered);
     e->cancelled = lo.cancelled > hi.cancelled ? lo.cancelled : hi.cancelled;
     return 0;
 }
@@ -578,6 +582,7 @@ void wk_reporter_push(wk_reporter *rp, const wk_event *ev)
                            .failed = ev->u.counters.failed,
                            .throttled = ev->u.counters.throttled,
                            .retried = ev->u.counters.retried,
+                           .unregistered = ev->u.counters.unregistered,
                            .cancelled = ev->u.counters.cancelled};
 
         lost = wk_reporter_merge(rp, &d, false) != 0;

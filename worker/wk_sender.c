@@ -25,6 +25,7 @@
 #include "hr_log.h"
 #include "wk_clock.h"
 #include "hr_ratelimit.h"
+#include "wk_fcm_auth.h"
 #include "wk_retry.h"
 #include "wk_xfer.h"
 
@@ -52,8 +53,11 @@ struct wk_chan {
     wk_retry_cap cap;
     int64_t paused_until_ms;
     int64_t tokens, tokens_sec; /* channel budget: see wk_chan_token */
-    uv_timer_t wake;  /* end of a pause or of a rate-limit wait */
+    uv_timer_t wake;  /* end of a pause, of a rate-limit wait or of a token back-off */
     uv_timer_t retry; /* earliest delayed push */
+    wk_fcm_auth *fcm; /* fcm channels: the account and the shared access token */
+    wk_xfer *auth_x;  /* fcm: the token request's handle (not in the pool) */
+    bool auth_busy;   /* it is on the multi handle */
 };
 
 struct wk_sender {
@@ -62,6 +66,7 @@ struct wk_sender {
     hr_redis *redis;
     wk_metrics *m;
     wk_sender_done_fn done;
+    wk_sender_prune_fn prune;
     void *ctx;
     CURLM *multi;
     uv_timer_t timer;
@@ -320,21 +325,100 @@ static void wk_sender_settle(wk_sender *s, wk_push *p, const wk_push_result *res
     s->done(s->ctx, p, res);
 }
 
+/* How one address (or a webhook push) ended. */
+typedef enum wk_end {
+    WK_END_SENT,
+    WK_END_FAILED, /* for good: REASON says why */
+    WK_END_DEAD,   /* the provider says the address is dead: pruned */
+    WK_END_HELD,   /* not tried again: the owner is halting */
+} wk_end;
+
+/* P's current request ended with END.  A webhook push is settled with it.
+ * A push to addresses records it and goes on to its next address at the
+ * head of the queue, or, after its last one (or when held), is settled
+ * with what its addresses got: delivered when one took it, else failed
+ * when one failed for good, else unregistered (every address dead, or
+ * none); held when halted before any took it. */
+static void wk_chan_end(wk_chan *ch, wk_push *p, wk_push_result *res, wk_end end,
+                        const char *reason)
+{
+    wk_sender *s = ch->s;
+
+    if (ch->fcm == NULL) {
+        res->delivered = end == WK_END_SENT;
+        res->held = end == WK_END_HELD;
+        res->reason = end == WK_END_FAILED ? reason : NULL;
+        wk_sender_settle(s, p, res);
+        return;
+    }
+    if (end == WK_END_SENT) {
+        p->any_sent = true;
+    } else if (end == WK_END_DEAD) {
+        s->prune(s->ctx, p, &p->addrs[p->addr]);
+    } else if (end == WK_END_FAILED && !p->any_failed) {
+        p->any_failed = true;
+        snprintf(p->failure, sizeof p->failure, "%s", reason);
+    }
+    if (end != WK_END_HELD && ++p->addr < p->naddrs &&
+        !(p->hold != NULL && *p->hold)) {
+        p->addr_attempts = 0;
+        p->slowdowns = 0;
+        wk_chan_enqueue(ch, p, true);
+        return;
+    }
+    res->delivered = p->any_sent;
+    res->held = !p->any_sent && p->addr < p->naddrs;
+    res->unregistered = !p->any_sent && !res->held && !p->any_failed;
+    res->reason = !p->any_sent && !res->held && p->any_failed ? p->failure : NULL;
+    wk_sender_settle(s, p, res);
+}
+
+/* Builds P's next request on X: the webhook's, or the messages:send of
+ * its current address with the channel's access token.  0, or -1 with
+ * ERRSTR. */
+static int wk_chan_prepare(wk_chan *ch, wk_xfer *x, wk_push *p, char *errstr, size_t errlen)
+{
+    size_t stripped = 0;
+    uint64_t gen;
+    bool request;
+    int64_t wake;
+    const char *token;
+
+    if (ch->fcm == NULL) {
+        if (wk_xfer_prepare(x, ch->cfg, p->task, p->uid, p->user, &stripped, errstr, errlen) != 0)
+            return -1;
+        if (stripped > 0)
+            hr_metrics_add(ch->s->m->anomalies[WK_ANOMALY_HEADER_STRIPPED], (uint64_t)stripped);
+        return 0;
+    }
+    /* The pump starts an fcm push only with a token at hand. */
+    token = wk_fcm_auth_token(ch->fcm, wk_clock_now_ms(), &gen, &request, &wake);
+    if (token == NULL) {
+        snprintf(errstr, errlen, "no access token");
+        return -1;
+    }
+    p->token_gen = gen;
+    return wk_xfer_prepare_fcm(x, wk_fcm_auth_send_url(ch->fcm), token, p->task, p->uid, p->user,
+                               p->addrs[p->addr].address, errstr, errlen);
+}
+
 /* Starts P on a free handle X; false when P was settled instead (it could
- * not be rendered or the request not added). */
+ * not be rendered or the request not added, or it has no address). */
 static bool wk_chan_start(wk_chan *ch, wk_xfer *x, wk_push *p)
 {
     wk_sender *s = ch->s;
     char errstr[256];
     wk_push_result res = {.delivered = false};
     CURLMcode mc;
-    size_t stripped = 0;
 
-    if (wk_xfer_prepare(x, ch->cfg, p->task, p->uid, p->user, &stripped, errstr,
-                        sizeof errstr) != 0)
+    if (ch->fcm != NULL && p->naddrs == 0) {
+        ch->free[ch->nfree++] = x;
+        res.unregistered = true;
+        wk_sender_settle(s, p, &res);
+        return false;
+    }
+    if (wk_chan_prepare(ch, x, p, errstr, sizeof errstr) != 0)
         goto fail;
-    if (stripped > 0)
-        hr_metrics_add(s->m->anomalies[WK_ANOMALY_HEADER_STRIPPED], (uint64_t)stripped);
     x->p = p;
     mc = curl_multi_add_handle(s->multi, x->easy);
     if (mc != CURLM_OK) {
@@ -345,14 +429,76 @@ static bool wk_chan_start(wk_chan *ch, wk_xfer *x, wk_push *p)
     p->xfer = x;
     p->state = WK_PUSH_INFLIGHT;
     p->attempts++;
+    if (++p->addr_attempts == 1)
+        p->firsts++;
     ch->inflight++;
     s->inflight++;
     hr_metrics_set(s->m->inflight, (double)s->inflight);
     return true;
 fail:
     ch->free[ch->nfree++] = x;
-    res.reason = errstr;
-    wk_sender_settle(s, p, &res);
+    wk_chan_end(ch, p, &res, WK_END_FAILED, errstr);
+    return false;
+}
+
+/* Starts the token request of fcm channel CH on its own handle. */
+static void wk_chan_auth_start(wk_chan *ch, int64_t now)
+{
+    char errstr[256];
+    CURLMcode mc;
+
+    if (wk_fcm_auth_request(ch->fcm, now, ch->auth_x, errstr, sizeof errstr) != 0)
+        return; /* logged, back-off set */
+    mc = curl_multi_add_handle(ch->s->multi, ch->auth_x->easy);
+    if (mc != CURLM_OK) {
+        wk_fcm_auth_done(ch->fcm, now, 0, NULL, 0, curl_multi_strerror(mc), errstr,
+                         sizeof errstr);
+        return;
+    }
+    ch->auth_busy = true;
+}
+
+/* The token request of CH ended with curl result RC. */
+static void wk_chan_auth_finished(wk_chan *ch, CURLcode rc)
+{
+    wk_xfer *x = ch->auth_x;
+    char errstr[256], why[CURL_ERROR_SIZE + 8] = "";
+    long code = 0;
+
+    curl_multi_remove_handle(ch->s->multi, x->easy);
+    ch->auth_busy = false;
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+    else
+        snprintf(why, sizeof why, "curl: %s", x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
+    if (wk_fcm_auth_done(ch->fcm, wk_clock_now_ms(), code, x->resp.data, x->resp.len, why, errstr,
+                         sizeof errstr) != 0)
+        hr_metrics_inc(ch->s->m->backend_errors[WK_BACKEND_HTTP]);
+}
+
+/* Whether CH may start a push now: always for a webhook; for an fcm
+ * channel with an unexpired access token.  Starts the token request when
+ * one is due (sends go on with the current token meanwhile); while none
+ * is usable the pushes wait, woken by the request's end or the back-off's
+ * timer. */
+static bool wk_chan_authorized(wk_chan *ch, int64_t now)
+{
+    uint64_t gen;
+    bool request;
+    int64_t wake;
+    const char *token;
+
+    if (ch->fcm == NULL)
+        return true;
+    token = wk_fcm_auth_token(ch->fcm, now, &gen, &request, &wake);
+    if (request) {
+        wk_chan_auth_start(ch, now);
+        token = wk_fcm_auth_token(ch->fcm, now, &gen, &request, &wake);
+    }
+    if (token != NULL)
+        return true;
+    if (wake > now)
+        uv_timer_start(&ch->wake, wk_chan_wake_cb, (uint64_t)(wake - now), 0);
     return false;
 }
 
@@ -399,6 +545,8 @@ static void wk_chan_pump(wk_chan *ch)
             uv_timer_start(&ch->wake, wk_chan_wake_cb, (uint64_t)(ch->paused_until_ms - now), 0);
             return;
         }
+        if (!wk_chan_authorized(ch, now))
+            return;
         if (!wk_chan_token(ch, ch->rl_scope, ch->cfg->rate_limit, &ch->tokens, &ch->tokens_sec,
                            &wait_ms) ||
             (t = wk_chan_next_task(ch, now, &wait_ms)) == NULL) {
@@ -450,37 +598,49 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
     wk_chan *ch = x->ch;
     wk_push *p = x->p;
     const hr_channel *cfg = ch->cfg;
-    long code = 0, retry_after_s = x->retry_after_s;
+    long code = 0;
     int64_t now = wk_clock_now_ms();
     wk_push_result res = {.latency_ms = (int)(now - x->start_ms)};
-    char reason[CURL_ERROR_SIZE + 64];
-    wk_xfer_class cls;
+    wk_provider_result v;
+    char reason[sizeof v.reason + 32];
 
     if (rc == CURLE_OK)
         curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
-    else
-        snprintf(reason, sizeof reason, "curl: %s", x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
+    wk_xfer_verdict(cfg, x, rc, code, &v);
     wk_chan_release_xfer(ch, x);
     res.http_status = code;
     hr_metrics_observe(s->m->chans[ch - s->chans].latency, res.latency_ms / 1000.0);
     if (rc != CURLE_OK)
         hr_metrics_inc(s->m->backend_errors[WK_BACKEND_HTTP]);
 
-    cls = wk_xfer_classify(cfg, rc, code, retry_after_s);
-    if (cls == WK_XFER_DELIVERED) {
+    if (v.verdict == WK_VERDICT_DELIVERED) {
         wk_retry_cap_grow(&ch->cap);
-        res.delivered = true;
-        wk_sender_settle(s, p, &res);
+        wk_chan_end(ch, p, &res, WK_END_SENT, NULL);
         return;
     }
     if (p->hold != NULL && *p->hold) {
-        res.held = true;
-        wk_sender_settle(s, p, &res);
+        wk_chan_end(ch, p, &res, WK_END_HELD, NULL);
         return;
     }
-    if (cls == WK_XFER_SLOWDOWN && p->slowdowns < WK_SENDER_MAX_SLOWDOWNS) {
-        int64_t pause = retry_after_s > 0 ? (int64_t)retry_after_s * 1000
-                                          : WK_SENDER_DEFAULT_PAUSE_MS;
+    if (v.verdict == WK_VERDICT_UNREGISTERED) {
+        wk_chan_end(ch, p, &res, WK_END_DEAD, NULL);
+        return;
+    }
+    /* "Slow down" and "refresh the token" re-send without counting
+     * against the retry budget, up to a bound; past it they are what
+     * their status says. */
+    if ((v.verdict == WK_VERDICT_SLOWDOWN || v.verdict == WK_VERDICT_REFRESH) &&
+        p->slowdowns >= WK_SENDER_MAX_SLOWDOWNS)
+        v.verdict = code >= 500 ? WK_VERDICT_RETRY : WK_VERDICT_FAILED;
+    if (v.verdict == WK_VERDICT_REFRESH && ch->fcm != NULL) {
+        wk_fcm_auth_rejected(ch->fcm, p->token_gen);
+        p->slowdowns++;
+        wk_chan_enqueue(ch, p, true);
+        return;
+    }
+    if (v.verdict == WK_VERDICT_SLOWDOWN) {
+        int64_t pause = v.retry_after_s > 0 ? (int64_t)v.retry_after_s * 1000
+                                            : WK_SENDER_DEFAULT_PAUSE_MS;
 
         /* A provider's Retry-After may not stall the channel for longer
          * than the channel's longest retry backoff. */
@@ -503,27 +663,20 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
         wk_chan_enqueue(ch, p, true);
         return;
     }
-    if (rc == CURLE_OK)
-        snprintf(reason, sizeof reason, "http %ld", code);
-    if (cls == WK_XFER_REJECTED) {
-        res.reason = reason;
-        wk_sender_settle(s, p, &res);
+    if (v.verdict != WK_VERDICT_RETRY) {
+        wk_chan_end(ch, p, &res, WK_END_FAILED, v.reason);
         return;
     }
-    if (p->attempts - p->slowdowns >= cfg->retry_max_attempts) {
-        size_t n = strlen(reason);
-
-        snprintf(reason + n, sizeof reason - n, " after %d attempts", p->attempts);
-        res.reason = reason;
-        wk_sender_settle(s, p, &res);
+    if (p->addr_attempts - p->slowdowns >= cfg->retry_max_attempts) {
+        snprintf(reason, sizeof reason, "%s after %d attempts", v.reason, p->addr_attempts);
+        wk_chan_end(ch, p, &res, WK_END_FAILED, reason);
         return;
     }
     p->delay.due_ms = now + wk_retry_backoff_ms(cfg->retry_backoff_ms, cfg->retry_max_backoff_ms,
-                                                p->attempts - p->slowdowns,
+                                                p->addr_attempts - p->slowdowns,
                                                 wk_sender_random(s));
     if (wk_retry_heap_push(&ch->delayed, &p->delay) != 0) {
-        res.reason = "out of memory";
-        wk_sender_settle(s, p, &res);
+        wk_chan_end(ch, p, &res, WK_END_FAILED, "out of memory");
         return;
     }
     p->state = WK_PUSH_DELAYED;
@@ -541,7 +694,10 @@ static void wk_sender_check(wk_sender *s)
         if (msg->msg != CURLMSG_DONE)
             continue;
         curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
-        wk_sender_finished(s, x, msg->data.result);
+        if (x == x->ch->auth_x)
+            wk_chan_auth_finished(x->ch, msg->data.result);
+        else
+            wk_sender_finished(s, x, msg->data.result);
     }
     wk_sender_pump(s);
 }
@@ -557,9 +713,10 @@ int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_met
     *out = NULL;
     if (s == NULL)
         goto oom;
-    /* hr_config reads every type; this sender speaks webhook only so far. */
+    /* hr_config reads every type; this sender speaks webhook and fcm. */
     for (size_t i = 0; i < cfg->nchannels; i++) {
-        if (cfg->channels[i].type != HR_CHANNEL_WEBHOOK) {
+        if (cfg->channels[i].type != HR_CHANNEL_WEBHOOK &&
+            cfg->channels[i].type != HR_CHANNEL_FCM) {
             snprintf(errstr, errlen, "channel %s: type %s is not supported by this worker",
                      cfg->channels[i].name, hr_channel_type_name(cfg->channels[i].type));
             goto fail;
@@ -599,6 +756,12 @@ int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_met
         s->nchans++;
         if (ch->all == NULL || ch->free == NULL)
             goto oom;
+        if (ch->cfg->type == HR_CHANNEL_FCM) {
+            if (wk_fcm_auth_new(ch->cfg, &ch->fcm, errstr, errlen) != 0)
+                goto fail;
+            if ((ch->auth_x = wk_xfer_new(ch->cfg, ch)) == NULL)
+                goto oom;
+        }
         maxconn += ch->cfg->concurrency;
         if (ch->cfg->concurrency > hostconn)
             hostconn = ch->cfg->concurrency;
@@ -624,6 +787,23 @@ fail:
     }
     wk_sender_free(s);
     return -1;
+}
+
+bool wk_sender_addressed(const wk_sender *s, size_t ch_index, hr_addr_platform *platform,
+                         const char **app)
+{
+    const wk_chan *ch = &s->chans[ch_index];
+
+    if (ch->fcm == NULL)
+        return false;
+    *platform = HR_ADDR_FCM;
+    *app = wk_fcm_auth_project(ch->fcm);
+    return true;
+}
+
+void wk_sender_set_prune(wk_sender *s, wk_sender_prune_fn prune)
+{
+    s->prune = prune;
 }
 
 void wk_sender_submit(wk_sender *s, wk_push *p)
@@ -664,7 +844,8 @@ bool wk_sender_stuck(const wk_sender *s, size_t ch_index)
 {
     const wk_chan *ch = &s->chans[ch_index];
 
-    if (s->draining || ch->inflight > 0)
+    /* A token request's end runs the pump too. */
+    if (s->draining || ch->inflight > 0 || ch->auth_busy)
         return false;
     if (!TAILQ_EMPTY(&ch->tasks) && !uv_is_active((const uv_handle_t *)&ch->wake))
         return true;
@@ -694,6 +875,11 @@ void wk_sender_close(wk_sender *s)
             wk_xfer_free(ch->all[k]);
         }
         ch->nall = ch->nfree = 0;
+        if (ch->auth_busy)
+            curl_multi_remove_handle(s->multi, ch->auth_x->easy);
+        wk_xfer_free(ch->auth_x);
+        ch->auth_x = NULL;
+        ch->auth_busy = false;
         uv_close((uv_handle_t *)&ch->wake, NULL);
         uv_close((uv_handle_t *)&ch->retry, NULL);
     }
@@ -710,6 +896,7 @@ void wk_sender_free(wk_sender *s)
     for (size_t i = 0; i < s->nchans; i++) {
         free(s->chans[i].all);
         free(s->chans[i].free);
+        wk_fcm_auth_free(s->chans[i].fcm);
         wk_retry_heap_free(&s->chans[i].delayed);
     }
     free(s->chans);

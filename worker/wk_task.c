@@ -397,6 +397,29 @@ static void wk_task_fix_texts(wk_task *t)
     free(rx.printed);
 }
 
+int wk_task_render_texts(const wk_task *t, const char *uid, const redisReply *user, hr_buf *title,
+                        hr_buf *body, char *errstr, size_t errlen)
+{
+    wk_render_ctx rx = {.t = t, .uid = uid, .user = user};
+    int rc = 0;
+
+    hr_buf_reset(title);
+    hr_buf_reset(body);
+    rx.title_out = title;
+    rx.body_out = body;
+    if (!t->fixed)
+        rc = wk_render_texts(&rx, title, body);
+    else if (hr_buf_append(title, t->fixed_title.data ? t->fixed_title.data : "",
+                           t->fixed_title.len) != 0 ||
+             hr_buf_append(body, t->fixed_body.data ? t->fixed_body.data : "",
+                           t->fixed_body.len) != 0)
+        rc = -1;
+    free(rx.printed);
+    if (rc != 0)
+        snprintf(errstr, errlen, "rendering exceeds its size cap");
+    return rc;
+}
+
 int wk_task_render(const wk_task *t, const char *uid, const redisReply *user, hr_buf *url,
                    hr_buf *body, struct curl_slist **headers, size_t *stripped, char *errstr,
                    size_t errlen)

@@ -97,6 +97,12 @@ void wk_task_free(wk_task *t);
  * percent-encoded; control bytes (< 0x20, 0x7f) are removed from rendered
  * header values (header injection) and counted into *STRIPPED.  0, or -1
  * with ERRSTR (a value past a buffer's cap, out of memory). */
+/* Renders the task's title and body for UID (raw: a provider module
+ * escapes them) into TITLE and BODY (reset first).  0, or -1 with ERRSTR
+ * past a buffer's cap. */
+int wk_task_render_texts(const wk_task *t, const char *uid, const redisReply *user, hr_buf *title,
+                         hr_buf *body, char *errstr, size_t errlen);
+
 int wk_task_render(const wk_task *t, const char *uid, const redisReply *user, hr_buf *url,
                    hr_buf *body, struct curl_slist **headers, size_t *stripped, char *errstr,
                    size_t errlen);

@@ -11,6 +11,7 @@
 #include <openssl/crypto.h>
 
 #include "wk_clock.h"
+#include "wk_fcm.h"
 
 #define WK_XFER_BODY_MAX (256 * 1024)
 #define WK_XFER_URL_MAX (16 * 1024)
@@ -20,11 +21,17 @@
  * bound (retry.max_backoff_ms) applies. */
 #define WK_XFER_RETRY_AFTER_MAX_S 3600
 
-static size_t wk_xfer_discard(char *ptr, size_t size, size_t nmemb, void *userdata)
+/* A webhook's response body is not read; a provider's is kept up to
+ * WK_PROVIDER_BODY_MAX (what the provider modules parse), the rest
+ * dropped. */
+static size_t wk_xfer_write(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
-    (void)ptr;
-    (void)userdata;
-    return size * nmemb; /* response bodies are not needed */
+    wk_xfer *x = userdata;
+    size_t n = size * nmemb, room = x->resp.max - x->resp.len;
+
+    if (x->keep_resp && room > 0)
+        hr_buf_append(&x->resp, ptr, n < room ? n : room);
+    return n;
 }
 
 static size_t wk_xfer_header(char *buf, size_t size, size_t nitems, void *userdata)
@@ -72,6 +79,10 @@ wk_xfer *wk_xfer_new(const hr_channel *cfg, struct wk_chan *ch)
     hr_buf_init(&x->url, WK_XFER_URL_MAX);
     hr_buf_init(&x->body, WK_XFER_BODY_MAX);
     hr_buf_init(&x->signature, WK_XFER_SIGNATURE_MAX);
+    hr_buf_init(&x->resp, WK_PROVIDER_BODY_MAX);
+    hr_buf_init(&x->title, WK_XFER_BODY_MAX);
+    hr_buf_init(&x->text, WK_XFER_BODY_MAX);
+    x->keep_resp = cfg->type != HR_CHANNEL_WEBHOOK;
     /* hr_config checked every secret: a failure here is not expected, and
      * a handle that cannot sign is not made. */
     for (size_t i = 0; i < cfg->nsigning_secrets; i++) {
@@ -86,7 +97,8 @@ wk_xfer *wk_xfer_new(const hr_channel *cfg, struct wk_chan *ch)
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)cfg->timeout_ms);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, wk_xfer_discard);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, wk_xfer_write);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, wk_xfer_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
@@ -121,6 +133,9 @@ void wk_xfer_free(wk_xfer *x)
     hr_buf_free(&x->url);
     hr_buf_free(&x->body);
     hr_buf_free(&x->signature);
+    hr_buf_free(&x->resp);
+    hr_buf_free(&x->title);
+    hr_buf_free(&x->text);
     OPENSSL_cleanse(x->secrets, sizeof x->secrets);
     free(x);
 }
@@ -171,6 +186,33 @@ static int wk_xfer_sign(wk_xfer *x, const wk_task *task, const char *uid,
     return wk_xfer_header_add(headers, x->signature.data, errstr, errlen);
 }
 
+/* Hands X's URL, body (unless GET) and HEADERS (taken, plus an empty
+ * "Expect:") to curl and resets what a response fills in.  0, or -1 with
+ * ERRSTR (HEADERS then freed). */
+static int wk_xfer_arm(wk_xfer *x, struct curl_slist *headers, bool get, char *errstr,
+                       size_t errlen)
+{
+    /* curl would add "Expect: 100-continue" to larger POSTs: a wasted
+     * round trip per push. */
+    if (wk_xfer_header_add(&headers, "Expect:", errstr, errlen) < 0) {
+        curl_slist_free_all(headers);
+        return -1;
+    }
+    curl_slist_free_all(x->headers);
+    x->headers = headers;
+    curl_easy_setopt(x->easy, CURLOPT_URL, x->url.data);
+    curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, x->headers);
+    if (!get) {
+        curl_easy_setopt(x->easy, CURLOPT_POSTFIELDSIZE, (long)x->body.len);
+        curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, x->body.data ? x->body.data : "");
+    }
+    hr_buf_reset(&x->resp);
+    x->errbuf[0] = '\0';
+    x->retry_after_s = -1;
+    x->start_ms = wk_clock_now_ms();
+    return 0;
+}
+
 int wk_xfer_prepare(wk_xfer *x, const hr_channel *cfg, const wk_task *task, const char *uid,
                     const redisReply *user, size_t *stripped, char *errstr, size_t errlen)
 {
@@ -178,30 +220,70 @@ int wk_xfer_prepare(wk_xfer *x, const hr_channel *cfg, const wk_task *task, cons
 
     errstr[0] = '\0';
     if (wk_task_render(task, uid, user, &x->url, &x->body, &headers, stripped, errstr,
-                       errlen) != 0)
-        goto fail;
-    if (wk_xfer_sign(x, task, uid, &headers, errstr, errlen) < 0)
-        goto fail;
-    /* curl would add "Expect: 100-continue" to larger POSTs: a wasted
-     * round trip per push. */
-    if (wk_xfer_header_add(&headers, "Expect:", errstr, errlen) < 0)
-        goto fail;
-    curl_slist_free_all(x->headers);
-    x->headers = headers;
-    headers = NULL;
-    curl_easy_setopt(x->easy, CURLOPT_URL, x->url.data);
-    curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, x->headers);
-    if (strcasecmp(cfg->method, "GET") != 0) {
-        curl_easy_setopt(x->easy, CURLOPT_POSTFIELDSIZE, (long)x->body.len);
-        curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, x->body.data ? x->body.data : "");
+                       errlen) != 0 ||
+        wk_xfer_sign(x, task, uid, &headers, errstr, errlen) < 0) {
+        curl_slist_free_all(headers);
+        return -1;
     }
-    x->errbuf[0] = '\0';
-    x->retry_after_s = -1;
-    x->start_ms = wk_clock_now_ms();
+    return wk_xfer_arm(x, headers, strcasecmp(cfg->method, "GET") == 0, errstr, errlen);
+}
+
+/* URL into X's URL buffer, NUL-terminated; -1 with ERRSTR past its cap. */
+static int wk_xfer_set_url(wk_xfer *x, const char *url, char *errstr, size_t errlen)
+{
+    hr_buf_reset(&x->url);
+    if (hr_buf_append(&x->url, url, strlen(url)) != 0) {
+        snprintf(errstr, errlen, "URL exceeds its size cap");
+        return -1;
+    }
     return 0;
-fail:
-    curl_slist_free_all(headers);
-    return -1;
+}
+
+int wk_xfer_prepare_fcm(wk_xfer *x, const char *url, const char *bearer, const wk_task *task,
+                        const char *uid, const redisReply *user, const char *device_token,
+                        char *errstr, size_t errlen)
+{
+    struct curl_slist *headers = NULL;
+    char auth[2048];
+    wk_fcm_message m = {.token = device_token,
+                        .payload = task->payload,
+                        .ttl_s = -1,
+                        .high_priority = true,
+                        .now_s = wk_clock_now_ms() / 1000};
+
+    if (wk_xfer_set_url(x, url, errstr, errlen) != 0 ||
+        wk_task_render_texts(task, uid, user, &x->title, &x->text, errstr, errlen) != 0)
+        return -1;
+    m.title = x->title.data ? x->title.data : "";
+    m.body = x->text.data ? x->text.data : "";
+    hr_buf_reset(&x->body);
+    if (wk_fcm_message_build(&m, &x->body, errstr, errlen) != 0)
+        return -1;
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", bearer);
+    if (wk_xfer_header_add(&headers, auth, errstr, errlen) < 0 ||
+        wk_xfer_header_add(&headers, "Content-Type: application/json", errstr, errlen) < 0) {
+        curl_slist_free_all(headers);
+        return -1;
+    }
+    return wk_xfer_arm(x, headers, false, errstr, errlen);
+}
+
+int wk_xfer_prepare_form(wk_xfer *x, const char *url, const hr_buf *body, char *errstr,
+                         size_t errlen)
+{
+    struct curl_slist *headers = NULL;
+
+    hr_buf_reset(&x->body);
+    if (wk_xfer_set_url(x, url, errstr, errlen) != 0)
+        return -1;
+    if (hr_buf_append(&x->body, body->data ? body->data : "", body->len) != 0) {
+        snprintf(errstr, errlen, "token request exceeds its size cap");
+        return -1;
+    }
+    if (wk_xfer_header_add(&headers, "Content-Type: application/x-www-form-urlencoded", errstr,
+                           errlen) < 0)
+        return -1;
+    return wk_xfer_arm(x, headers, false, errstr, errlen);
 }
 
 static bool wk_xfer_success(const hr_channel *cfg, long code)
@@ -212,16 +294,24 @@ static bool wk_xfer_success(const hr_channel *cfg, long code)
     return false;
 }
 
-wk_xfer_class wk_xfer_classify(const hr_channel *cfg, CURLcode rc, long code,
-                               long retry_after_s)
+void wk_xfer_verdict(const hr_channel *cfg, const wk_xfer *x, CURLcode rc, long code,
+                     wk_provider_result *out)
 {
-    if (rc != CURLE_OK)
-        return WK_XFER_RETRYABLE;
+    const char *body = x->resp.data ? x->resp.data : "";
+
+    if (rc != CURLE_OK) {
+        wk_provider_set(out, WK_VERDICT_RETRY, 0, NULL);
+        snprintf(out->reason, sizeof out->reason, "curl: %.120s",
+                 x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
+        return;
+    }
+    if (cfg->type == HR_CHANNEL_FCM) {
+        wk_fcm_classify(code, body, x->resp.len, x->retry_after_s, out);
+        return;
+    }
     if (wk_xfer_success(cfg, code))
-        return WK_XFER_DELIVERED;
-    if (code == 429 || (code == 503 && retry_after_s >= 0))
-        return WK_XFER_SLOWDOWN;
-    if (code < 500)
-        return WK_XFER_REJECTED;
-    return WK_XFER_RETRYABLE;
+        wk_provider_set(out, WK_VERDICT_DELIVERED, code, NULL);
+    else
+        wk_provider_classify_http(code, x->retry_after_s, NULL, out);
+    snprintf(out->reason, sizeof out->reason, "http %ld", code);
 }
