@@ -25,6 +25,7 @@
 #include "hr_log.h"
 #include "wk_clock.h"
 #include "hr_ratelimit.h"
+#include "wk_apns.h"
 #include "wk_fcm_auth.h"
 #include "wk_retry.h"
 #include "wk_xfer.h"
@@ -37,6 +38,7 @@
 /* A limiter error (Redis down): try again after this. */
 #define WK_SENDER_LIMITER_RETRY_MS 1000
 #define WK_SENDER_GRANT_DIVISOR 20
+#define WK_SENDER_KEY_FILE_MAX 16384 /* a .p8 key is ~250 bytes */
 
 typedef struct wk_chan wk_chan;
 
@@ -56,6 +58,7 @@ struct wk_chan {
     uv_timer_t wake;  /* end of a pause, of a rate-limit wait or of a token back-off */
     uv_timer_t retry; /* earliest delayed push */
     wk_fcm_auth *fcm; /* fcm channels: the account and the shared access token */
+    wk_apns_signer *apns; /* apns channels: the provider token's signer */
     wk_xfer *auth_x;  /* fcm: the token request's handle (not in the pool) */
     bool auth_busy;   /* it is on the multi handle */
 };
@@ -325,6 +328,12 @@ static void wk_sender_settle(wk_sender *s, wk_push *p, const wk_push_result *res
     s->done(s->ctx, p, res);
 }
 
+/* Whether CH pushes to addresses from the address book (fcm, apns). */
+static bool wk_chan_addressed(const wk_chan *ch)
+{
+    return ch->fcm != NULL || ch->apns != NULL;
+}
+
 /* How one address (or a webhook push) ended. */
 typedef enum wk_end {
     WK_END_SENT,
@@ -344,7 +353,7 @@ static void wk_chan_end(wk_chan *ch, wk_push *p, wk_push_result *res, wk_end end
 {
     wk_sender *s = ch->s;
 
-    if (ch->fcm == NULL) {
+    if (!wk_chan_addressed(ch)) {
         res->delivered = end == WK_END_SENT;
         res->held = end == WK_END_HELD;
         res->reason = end == WK_END_FAILED ? reason : NULL;
@@ -373,9 +382,9 @@ static void wk_chan_end(wk_chan *ch, wk_push *p, wk_push_result *res, wk_end end
     wk_sender_settle(s, p, res);
 }
 
-/* Builds P's next request on X: the webhook's, or the messages:send of
- * its current address with the channel's access token.  0, or -1 with
- * ERRSTR. */
+/* Builds P's next request on X: the webhook's, the messages:send of its
+ * current address with the channel's access token, or the APNs request
+ * signed with the provider token.  0, or -1 with ERRSTR. */
 static int wk_chan_prepare(wk_chan *ch, wk_xfer *x, wk_push *p, char *errstr, size_t errlen)
 {
     size_t stripped = 0;
@@ -384,6 +393,15 @@ static int wk_chan_prepare(wk_chan *ch, wk_xfer *x, wk_push *p, char *errstr, si
     int64_t wake;
     const char *token;
 
+    if (ch->apns != NULL) {
+        token = wk_apns_signer_token(ch->apns, wk_clock_now_ms() / 1000, errstr, errlen);
+        if (token == NULL)
+            return -1;
+        return wk_xfer_prepare_apns(x, ch->cfg, ch->cfg->url != NULL ? ch->cfg->url
+                                                                       : WK_APNS_BASE_URL,
+                                    token, p->task, p->uid, p->user, p->addrs[p->addr].address,
+                                    errstr, errlen);
+    }
     if (ch->fcm == NULL) {
         if (wk_xfer_prepare(x, ch->cfg, p->task, p->uid, p->user, &stripped, errstr, errlen) != 0)
             return -1;
@@ -411,7 +429,7 @@ static bool wk_chan_start(wk_chan *ch, wk_xfer *x, wk_push *p)
     wk_push_result res = {.delivered = false};
     CURLMcode mc;
 
-    if (ch->fcm != NULL && p->naddrs == 0) {
+    if (wk_chan_addressed(ch) && p->naddrs == 0) {
         ch->free[ch->nfree++] = x;
         res.unregistered = true;
         wk_sender_settle(s, p, &res);
@@ -638,6 +656,15 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
         wk_chan_enqueue(ch, p, true);
         return;
     }
+    /* APNs calls the provider token expired: a new one, unless the held
+     * one is too young for Apple to accept a renewal (then the clock or
+     * the key is wrong, and the push fails). */
+    if (v.verdict == WK_VERDICT_REFRESH && ch->apns != NULL &&
+        wk_apns_signer_expired(ch->apns, now / 1000) == 0) {
+        p->slowdowns++;
+        wk_chan_enqueue(ch, p, true);
+        return;
+    }
     if (v.verdict == WK_VERDICT_SLOWDOWN) {
         int64_t pause = v.retry_after_s > 0 ? (int64_t)v.retry_after_s * 1000
                                             : WK_SENDER_DEFAULT_PAUSE_MS;
@@ -704,19 +731,38 @@ static void wk_sender_check(wk_sender *s)
 
 /* ---- public -------------------------------------------------------------- */
 
+/* An apns channel's signer from its .p8 key file. */
+static int wk_chan_apns_signer(wk_chan *ch, char *errstr, size_t errlen)
+{
+    const hr_channel *cfg = ch->cfg;
+    char detail[256];
+    char *p8 = NULL;
+    size_t len = 0;
+    int rc = -1;
+
+    if (hr_config_read_file(cfg->apns.key_file, WK_SENDER_KEY_FILE_MAX, &p8, &len, detail,
+                            sizeof detail) != 0 ||
+        wk_apns_signer_new(p8, len, cfg->apns.key_id, cfg->apns.team_id, &ch->apns, detail,
+                           sizeof detail) != 0)
+        snprintf(errstr, errlen, "channel %s: key_file %s", cfg->name, detail);
+    else
+        rc = 0;
+    free(p8);
+    return rc;
+}
+
 int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_metrics *m,
                   wk_sender_done_fn done, void *ctx, wk_sender **out, char *errstr, size_t errlen)
 {
     wk_sender *s = calloc(1, sizeof *s);
-    long maxconn = 0, hostconn = 0;
+    long maxconn = 0, hostconn = 0, conns;
 
     *out = NULL;
     if (s == NULL)
         goto oom;
-    /* hr_config reads every type; this sender speaks webhook and fcm. */
+    /* hr_config reads every type; this sender speaks webhook, fcm, apns. */
     for (size_t i = 0; i < cfg->nchannels; i++) {
-        if (cfg->channels[i].type != HR_CHANNEL_WEBHOOK &&
-            cfg->channels[i].type != HR_CHANNEL_FCM) {
+        if (cfg->channels[i].type == HR_CHANNEL_SMTP) {
             snprintf(errstr, errlen, "channel %s: type %s is not supported by this worker",
                      cfg->channels[i].name, hr_channel_type_name(cfg->channels[i].type));
             goto fail;
@@ -762,16 +808,32 @@ int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_met
             if ((ch->auth_x = wk_xfer_new(ch->cfg, ch)) == NULL)
                 goto oom;
         }
-        maxconn += ch->cfg->concurrency;
-        if (ch->cfg->concurrency > hostconn)
-            hostconn = ch->cfg->concurrency;
+        if (ch->cfg->type == HR_CHANNEL_APNS) {
+            if (wk_chan_apns_signer(ch, errstr, errlen) != 0)
+                goto fail;
+            /* Slow start: one request per connection until answers come
+             * back, so curl knows each connection's
+             * SETTINGS_MAX_CONCURRENT_STREAMS before it multiplexes (APNs
+             * allows one stream until a provider token was accepted);
+             * every delivery widens the cap by one (wk_retry). */
+            if (ch->cfg->apns.connections < ch->cap.cap)
+                ch->cap.cap = ch->cfg->apns.connections;
+        }
+        /* HTTP/1.1: a connection per request in flight; APNs: its few
+         * multiplexed connections. */
+        conns = ch->cfg->type == HR_CHANNEL_APNS ? ch->cfg->apns.connections
+                                                 : ch->cfg->concurrency;
+        maxconn += conns;
+        if (conns > hostconn)
+            hostconn = conns;
     }
     curl_multi_setopt(s->multi, CURLMOPT_SOCKETFUNCTION, wk_sender_socket_cb);
     curl_multi_setopt(s->multi, CURLMOPT_SOCKETDATA, s);
     curl_multi_setopt(s->multi, CURLMOPT_TIMERFUNCTION, wk_sender_timer_cb);
     curl_multi_setopt(s->multi, CURLMOPT_TIMERDATA, s);
     curl_multi_setopt(s->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
-    /* One connection per request in flight (HTTP/1.1), kept for reuse. */
+    /* Connections per host (see above), kept for reuse.  The limit is the
+     * multi handle's: an APNs host shares it with the webhook hosts. */
     curl_multi_setopt(s->multi, CURLMOPT_MAX_HOST_CONNECTIONS, hostconn);
     curl_multi_setopt(s->multi, CURLMOPT_MAXCONNECTS, maxconn);
     *out = s;
@@ -794,11 +856,17 @@ bool wk_sender_addressed(const wk_sender *s, size_t ch_index, hr_addr_platform *
 {
     const wk_chan *ch = &s->chans[ch_index];
 
-    if (ch->fcm == NULL)
-        return false;
-    *platform = HR_ADDR_FCM;
-    *app = wk_fcm_auth_project(ch->fcm);
-    return true;
+    if (ch->fcm != NULL) {
+        *platform = HR_ADDR_FCM;
+        *app = wk_fcm_auth_project(ch->fcm);
+        return true;
+    }
+    if (ch->apns != NULL) {
+        *platform = HR_ADDR_APNS;
+        *app = ch->cfg->apns.topic;
+        return true;
+    }
+    return false;
 }
 
 void wk_sender_set_prune(wk_sender *s, wk_sender_prune_fn prune)
@@ -897,6 +965,7 @@ void wk_sender_free(wk_sender *s)
         free(s->chans[i].all);
         free(s->chans[i].free);
         wk_fcm_auth_free(s->chans[i].fcm);
+        wk_apns_signer_free(s->chans[i].apns);
         wk_retry_heap_free(&s->chans[i].delayed);
     }
     free(s->chans);

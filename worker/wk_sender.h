@@ -23,8 +23,11 @@
  *     sending, and when a task's says no, the channel's other tasks go on,
  *   - for an fcm channel, its account and shared access token
  *     (wk_fcm_auth): no push starts without an unexpired token; the token
- *     request runs on the same multi handle when one is due.
- * A push to an addressed channel (fcm) walks the uid's addresses (given
+ *     request runs on the same multi handle when one is due;
+ *   - for an apns channel, its provider-token signer (wk_apns); its
+ *     requests are HTTP/2 streams and its in-flight cap starts at one per
+ *     connection (see wk_sender_new).
+ * A push to an addressed channel (fcm, apns) walks the uid's addresses (given
  * by its chunk) one request after the other, each with its own retry
  * budget: an address the provider calls dead is handed to the prune
  * callback; the push is delivered when one address took it, failed when

@@ -10,6 +10,9 @@
 
 #include <openssl/crypto.h>
 
+#include <openssl/sha.h>
+
+#include "wk_apns.h"
 #include "wk_clock.h"
 #include "wk_fcm.h"
 
@@ -103,8 +106,11 @@ wk_xfer *wk_xfer_new(const hr_channel *cfg, struct wk_chan *ch)
     curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-    if (cfg->http2) {
-        bool tls = strncasecmp(cfg->url, "https:", 6) == 0;
+    /* APNs is HTTP/2 only: requests multiplexed as streams (PIPEWAIT: on
+     * a connection already open rather than a new one, within the
+     * server's SETTINGS_MAX_CONCURRENT_STREAMS, which curl honours). */
+    if (cfg->http2 || cfg->type == HR_CHANNEL_APNS) {
+        bool tls = cfg->url == NULL || strncasecmp(cfg->url, "https:", 6) == 0;
 
         curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
                          tls ? (long)CURL_HTTP_VERSION_2TLS : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
@@ -268,6 +274,67 @@ int wk_xfer_prepare_fcm(wk_xfer *x, const char *url, const char *bearer, const w
     return wk_xfer_arm(x, headers, false, errstr, errlen);
 }
 
+/* The apns-id of (TASK, UID, DEVICE): SHA-256 of them as a version 8
+ * UUID (RFC 9562: custom), so a re-sent push repeats it. */
+static void wk_xfer_apns_id(int64_t task, const char *uid, const char *device, char out[37])
+{
+    unsigned char d[SHA256_DIGEST_LENGTH];
+    char text[512];
+    int n = snprintf(text, sizeof text, "%" PRId64 ".%s.%s", task, uid, device);
+
+    SHA256((const unsigned char *)text, (size_t)(n < (int)sizeof text ? n : (int)sizeof text - 1),
+           d);
+    d[6] = (unsigned char)((d[6] & 0x0f) | 0x80); /* version 8 */
+    d[8] = (unsigned char)((d[8] & 0x3f) | 0x80); /* variant 10 */
+    snprintf(out, 37,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", d[0], d[1],
+             d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13], d[14],
+             d[15]);
+}
+
+int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *cfg, const char *base_url,
+                         const char *provider_token, const wk_task *task, const char *uid,
+                         const redisReply *user, const char *device_token, char *errstr,
+                         size_t errlen)
+{
+    struct curl_slist *headers = NULL;
+    wk_apns_request req;
+    char apns_id[37];
+    wk_apns_message m = {.device_token = device_token,
+                         .topic = cfg->apns.topic,
+                         .push_type = cfg->apns.push_type == HR_APNS_BACKGROUND ? WK_APNS_BACKGROUND
+                                                                                : WK_APNS_ALERT,
+                         .payload = task->payload,
+                         .ttl_s = -1,
+                         .apns_id = apns_id,
+                         .high_priority = cfg->apns.high_priority,
+                         .now_s = wk_clock_now_ms() / 1000};
+
+    wk_xfer_apns_id(task->row->id, uid, device_token, apns_id);
+    if (wk_task_render_texts(task, uid, user, &x->title, &x->text, errstr, errlen) != 0)
+        return -1;
+    m.title = x->title.data ? x->title.data : "";
+    m.body = x->text.data ? x->text.data : "";
+    hr_buf_reset(&x->body);
+    if (wk_apns_request_build(&m, provider_token, &req, &x->body, errstr, errlen) != 0 ||
+        wk_xfer_set_url(x, base_url, errstr, errlen) != 0)
+        return -1;
+    if (hr_buf_append(&x->url, req.path, strlen(req.path)) != 0) {
+        snprintf(errstr, errlen, "URL exceeds its size cap");
+        return -1;
+    }
+    for (size_t i = 0; i < req.nheaders; i++)
+        if (wk_xfer_header_add(&headers, req.header[i], errstr, errlen) < 0) {
+            curl_slist_free_all(headers);
+            return -1;
+        }
+    if (wk_xfer_header_add(&headers, "Content-Type: application/json", errstr, errlen) < 0) {
+        curl_slist_free_all(headers);
+        return -1;
+    }
+    return wk_xfer_arm(x, headers, false, errstr, errlen);
+}
+
 int wk_xfer_prepare_form(wk_xfer *x, const char *url, const hr_buf *body, char *errstr,
                          size_t errlen)
 {
@@ -307,6 +374,10 @@ void wk_xfer_verdict(const hr_channel *cfg, const wk_xfer *x, CURLcode rc, long 
     }
     if (cfg->type == HR_CHANNEL_FCM) {
         wk_fcm_classify(code, body, x->resp.len, x->retry_after_s, out);
+        return;
+    }
+    if (cfg->type == HR_CHANNEL_APNS) {
+        wk_apns_classify(code, body, x->resp.len, x->retry_after_s, out);
         return;
     }
     if (wk_xfer_success(cfg, code))

@@ -67,6 +67,16 @@ int wk_xfer_prepare_fcm(wk_xfer *x, const char *url, const char *bearer, const w
                         const char *uid, const redisReply *user, const char *device_token,
                         char *errstr, size_t errlen);
 
+/* Builds on X the APNs request of CFG (an apns channel) to DEVICE_TOKEN
+ * at BASE_URL, signed with PROVIDER_TOKEN: alert text from TASK's title
+ * and body rendered for UID, its payload, and apns-id, the idempotency
+ * key: a UUID derived from (task, uid, device token), the same on every
+ * retry and redelivery.  0, or -1 with ERRSTR. */
+int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *cfg, const char *base_url,
+                         const char *provider_token, const wk_task *task, const char *uid,
+                         const redisReply *user, const char *device_token, char *errstr,
+                         size_t errlen);
+
 /* Builds on X a POST of the form BODY (application/x-www-form-urlencoded)
  * to URL: the OAuth token request.  0, or -1 with ERRSTR. */
 int wk_xfer_prepare_form(wk_xfer *x, const char *url, const hr_buf *body, char *errstr,

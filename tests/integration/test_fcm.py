@@ -24,62 +24,17 @@ HERALD_TEST_CONFIG or Debian's python3-jwt)"""
 import json
 import os
 import random
-import select
 import subprocess
 import sys
 
 sys.dont_write_bytecode = True  # keep the source tree clean
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from badinput_env import Env, check, finish, metric, wait_until  # noqa: E402
+from provider_env import (KEYS, Standin, add_addresses, addresses_left,  # noqa: E402
+                          drop_addresses, make_ca, standins_usable)
 
-PROVIDERS = os.path.join(HERE, "..", "providers")
-KEYS = os.path.join(HERE, "..", "unit", "keys")
-DEBIAN_PYTHON = "/usr/bin/python3"
 PROJECT = "herald-test"  # tests/unit/keys/service_account.json
 N = 20
-
-
-def standin_ok():
-    out = subprocess.run([DEBIAN_PYTHON, "-c", "import jwt, cryptography"],
-                         capture_output=True, timeout=30)
-    return out.returncode == 0
-
-
-def make_ca(directory):
-    code = "import sys; sys.path.insert(0, %r); import standin; standin.make_ca(%r)" % (
-        PROVIDERS, directory)
-    subprocess.run([DEBIAN_PYTHON, "-c", code], check=True, timeout=30)
-    return {n: os.path.join(directory, n) for n in ("ca.pem", "server.pem", "server.key")}
-
-
-class Standin:
-    def __init__(self, env, ca, record, args):
-        self.record = record
-        log = open(os.path.join(env.dir, "fcm_standin.log"), "ab")
-        self.proc = subprocess.Popen(
-            [DEBIAN_PYTHON, os.path.join(PROVIDERS, "fcm_standin.py"), "--max-seconds", "170",
-             "--record", record, "--cert", ca["server.pem"], "--key", ca["server.key"],
-             "--public-key", os.path.join(KEYS, "rsa_pub.pem")] + args,
-            stdout=subprocess.PIPE, stderr=log, text=True)
-        log.close()
-        ready, _, _ = select.select([self.proc.stdout], [], [], 20)
-        line = self.proc.stdout.readline() if ready else ""
-        if not line.startswith("READY port="):
-            self.stop()
-            raise AssertionError("fcm_standin did not start: %r" % line)
-        self.port = int(line.split("=")[1])
-
-    def events(self, name=None):
-        if not os.path.exists(self.record):
-            return []
-        with open(self.record, encoding="utf-8") as f:
-            evs = [json.loads(line) for line in f if line.strip()]
-        return [e for e in evs if name is None or e["event"] == name]
-
-    def stop(self):
-        self.proc.kill()
-        self.proc.wait(10)
 
 
 def service_account(env, foreign):
@@ -102,8 +57,8 @@ def main():
     if len(sys.argv) != 3:
         print(__doc__)
         return 2
-    if not os.path.exists(DEBIAN_PYTHON) or not standin_ok():
-        print("skipped: Debian's python3-jwt / python3-cryptography are missing")
+    if not standins_usable():
+        print("skipped: Debian's python3-jwt / python3-cryptography / python3-h2 are missing")
         return 77
     env = Env("fcm")
     base = 7_000_000_000 + random.randrange(1 << 30)
@@ -123,8 +78,9 @@ def main():
     standin = None
     try:
         ca = make_ca(env.dir)
-        standin = Standin(env, ca, os.path.join(env.dir, "fcm.jsonl"),
-                          ["--token-life", "4", "--quota-429", "2"] +
+        standin = Standin(env, "fcm_standin.py", ca,
+                          ["--public-key", os.path.join(KEYS, "rsa_pub.pem"),
+                           "--token-life", "4", "--quota-429", "2"] +
                           [a for t in sorted(dead) if t.startswith("dead-")
                            for a in ("--unregistered", t)])
         url = "https://127.0.0.1:%d" % standin.port
@@ -137,14 +93,8 @@ def main():
                        "url": url, "token_uri": url + "/token", "ca_file": ca["ca.pem"],
                        "retry": retry},
         }
-        rows = ",".join("(%d, 'fcm', '%s', '%s')" % (u, PROJECT, t)
-                        for u, ts in tokens.items() for t in ts)
-        rows += "," + ",".join("(%d, 'fcm', '%s', 'tok-%d')" % (u, PROJECT, u) for u in bad_uids)
-        env.sql("INSERT INTO push_address (uid, platform, app, address) VALUES " + rows)
-        for u, ts in list(tokens.items()) + [(u, ["tok-%d" % u]) for u in bad_uids]:
-            if ts:
-                env.r.cmd("SADD", "%saddr:%d" % (env.prefix, u),
-                          *["fcm %s %s" % (PROJECT, t) for t in ts])
+        add_addresses(env, "fcm", PROJECT, tokens)
+        add_addresses(env, "fcm", PROJECT, {u: ["tok-%d" % u] for u in bad_uids})
         cfg = env.config(channels)
         if not env.create_topic():
             return 77
@@ -168,15 +118,10 @@ def main():
         check(stats.get("unregistered") == str(len(unregistered)),
               "stats hash: unregistered %s" % stats.get("unregistered"))
 
-        left = {r[0] for r in env.sql("SELECT address FROM push_address WHERE uid BETWEEN %d "
-                                      "AND %d" % (base, base + N - 1))}
+        left, in_redis = addresses_left(env, uids)
         live = {tk for ts in tokens.values() for tk in ts} - dead
         check(left == live, "push_address: the dead tokens pruned, the live kept (%s)"
               % sorted(left ^ live))
-        in_redis = set()
-        for u in uids:
-            for m in env.r.cmd("SMEMBERS", "%saddr:%d" % (env.prefix, u)) or []:
-                in_redis.add(m.split(" ")[2])
         check(in_redis == live, "Redis: the dead tokens pruned, the live kept (%s)"
               % sorted(in_redis ^ live))
 
@@ -221,7 +166,7 @@ def main():
     finally:
         if standin is not None:
             standin.stop()
-        env.sql("DELETE FROM push_address WHERE uid BETWEEN %d AND %d" % (base, base + N + 3))
+        drop_addresses(env, base, base + N + 3)
         env.cleanup()
     return finish()
 

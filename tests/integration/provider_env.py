@@ -1,0 +1,89 @@
+"""provider_env: what the provider integration tests (test_fcm.py,
+test_apns.py) share: Debian's python for the stand-ins in
+tests/providers/, a throw-away CA, a stand-in process on a free loopback
+port, and the recipients' addresses written to both stores."""
+import json
+import os
+import select
+import subprocess
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PROVIDERS = os.path.join(HERE, "..", "providers")
+KEYS = os.path.join(HERE, "..", "unit", "keys")
+DEBIAN_PYTHON = "/usr/bin/python3"
+
+
+def standins_usable():
+    """Whether Debian's python has what the stand-ins import."""
+    if not os.path.exists(DEBIAN_PYTHON):
+        return False
+    out = subprocess.run([DEBIAN_PYTHON, "-c", "import jwt, cryptography, h2"],
+                         capture_output=True, timeout=30)
+    return out.returncode == 0
+
+
+def make_ca(directory):
+    """ca.pem, server.pem and server.key for 127.0.0.1 in DIRECTORY."""
+    code = "import sys; sys.path.insert(0, %r); import standin; standin.make_ca(%r)" % (
+        PROVIDERS, directory)
+    subprocess.run([DEBIAN_PYTHON, "-c", code], check=True, timeout=30)
+    return {n: os.path.join(directory, n) for n in ("ca.pem", "server.pem", "server.key")}
+
+
+class Standin:
+    """tests/providers/SCRIPT over TLS from CA with ARGS, its events
+    recorded in ENV's directory; killed by stop()."""
+
+    def __init__(self, env, script, ca, args):
+        self.record = os.path.join(env.dir, script + ".jsonl")
+        log = open(os.path.join(env.dir, script + ".log"), "ab")
+        self.proc = subprocess.Popen(
+            [DEBIAN_PYTHON, os.path.join(PROVIDERS, script), "--max-seconds", "170",
+             "--record", self.record, "--cert", ca["server.pem"], "--key", ca["server.key"]]
+            + args, stdout=subprocess.PIPE, stderr=log, text=True)
+        log.close()
+        ready, _, _ = select.select([self.proc.stdout], [], [], 20)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line.startswith("READY port="):
+            self.stop()
+            raise AssertionError("%s did not start: %r" % (script, line))
+        self.port = int(line.split("=")[1])
+
+    def events(self, name=None):
+        if not os.path.exists(self.record):
+            return []
+        with open(self.record, encoding="utf-8") as f:
+            evs = [json.loads(line) for line in f if line.strip()]
+        return [e for e in evs if name is None or e["event"] == name]
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait(10)
+
+
+def add_addresses(env, platform, app, tokens):
+    """TOKENS ({uid: [address]}) into push_address and the uids' Redis sets,
+    as the address book holds them."""
+    rows = ",".join("(%d, '%s', '%s', '%s')" % (u, platform, app, t)
+                    for u, ts in tokens.items() for t in ts)
+    env.sql("INSERT INTO push_address (uid, platform, app, address) VALUES " + rows)
+    for u, ts in tokens.items():
+        if ts:
+            env.r.cmd("SADD", "%saddr:%d" % (env.prefix, u),
+                      *["%s %s %s" % (platform, app, t) for t in ts])
+
+
+def addresses_left(env, uids):
+    """(the addresses push_address holds for UIDS, those Redis holds)."""
+    lo, hi = min(uids), max(uids)
+    mysql = {r[0] for r in env.sql("SELECT address FROM push_address WHERE uid BETWEEN %d "
+                                   "AND %d" % (lo, hi))}
+    redis = set()
+    for u in uids:
+        for m in env.r.cmd("SMEMBERS", "%saddr:%d" % (env.prefix, u)) or []:
+            redis.add(m.split(" ")[2])
+    return mysql, redis
+
+
+def drop_addresses(env, lo, hi):
+    env.sql("DELETE FROM push_address WHERE uid BETWEEN %d AND %d" % (lo, hi))
