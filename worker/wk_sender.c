@@ -331,7 +331,7 @@ static void wk_sender_settle(wk_sender *s, wk_push *p, const wk_push_result *res
 /* Whether CH pushes to addresses from the address book (fcm, apns). */
 static bool wk_chan_addressed(const wk_chan *ch)
 {
-    return ch->fcm != NULL || ch->apns != NULL;
+    return ch->cfg->type != HR_CHANNEL_WEBHOOK;
 }
 
 /* How one address (or a webhook push) ended. */
@@ -402,6 +402,9 @@ static int wk_chan_prepare(wk_chan *ch, wk_xfer *x, wk_push *p, char *errstr, si
                                     token, p->task, p->uid, p->user, p->addrs[p->addr].address,
                                     errstr, errlen);
     }
+    if (ch->cfg->type == HR_CHANNEL_SMTP)
+        return wk_xfer_prepare_smtp(x, ch->cfg, p->task, p->uid, p->user,
+                                    p->addrs[p->addr].address, errstr, errlen);
     if (ch->fcm == NULL) {
         if (wk_xfer_prepare(x, ch->cfg, p->task, p->uid, p->user, &stripped, errstr, errlen) != 0)
             return -1;
@@ -622,7 +625,7 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
     wk_provider_result v;
     char reason[sizeof v.reason + 32];
 
-    if (rc == CURLE_OK)
+    if (rc == CURLE_OK || cfg->type == HR_CHANNEL_SMTP)
         curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
     wk_xfer_verdict(cfg, x, rc, code, &v);
     wk_chan_release_xfer(ch, x);
@@ -760,14 +763,6 @@ int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_met
     *out = NULL;
     if (s == NULL)
         goto oom;
-    /* hr_config reads every type; this sender speaks webhook, fcm, apns. */
-    for (size_t i = 0; i < cfg->nchannels; i++) {
-        if (cfg->channels[i].type == HR_CHANNEL_SMTP) {
-            snprintf(errstr, errlen, "channel %s: type %s is not supported by this worker",
-                     cfg->channels[i].name, hr_channel_type_name(cfg->channels[i].type));
-            goto fail;
-        }
-    }
     s->loop = loop;
     s->cfg = cfg;
     s->redis = redis;
@@ -864,6 +859,11 @@ bool wk_sender_addressed(const wk_sender *s, size_t ch_index, hr_addr_platform *
     if (ch->apns != NULL) {
         *platform = HR_ADDR_APNS;
         *app = ch->cfg->apns.topic;
+        return true;
+    }
+    if (ch->cfg->type == HR_CHANNEL_SMTP) {
+        *platform = HR_ADDR_EMAIL;
+        *app = "";
         return true;
     }
     return false;

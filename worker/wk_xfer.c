@@ -12,9 +12,11 @@
 
 #include <openssl/sha.h>
 
+#include "hr_addr.h"
 #include "wk_apns.h"
 #include "wk_clock.h"
 #include "wk_fcm.h"
+#include "wk_smtp.h"
 
 #define WK_XFER_BODY_MAX (256 * 1024)
 #define WK_XFER_URL_MAX (16 * 1024)
@@ -35,6 +37,58 @@ static size_t wk_xfer_write(char *ptr, size_t size, size_t nmemb, void *userdata
     if (x->keep_resp && room > 0)
         hr_buf_append(&x->resp, ptr, n < room ? n : room);
     return n;
+}
+
+/* smtp: the message to upload, from BODY. */
+static size_t wk_xfer_read(char *buf, size_t size, size_t nitems, void *userdata)
+{
+    wk_xfer *x = userdata;
+    size_t left = x->body.len - x->upload_off, n = size * nitems;
+
+    if (n > left)
+        n = left;
+    memcpy(buf, x->body.data + x->upload_off, n);
+    x->upload_off += n;
+    return n;
+}
+
+/* smtp: keeps the server's last refusal ("550 5.1.1 <a@b>: ...", a 4xx
+ * or 5xx reply line) in RESP for wk_smtp_classify: libcurl reports the
+ * code alone, and a QUIT's "221" may follow the refusal. */
+static int wk_xfer_debug(CURL *e, curl_infotype type, char *data, size_t size, void *userdata)
+{
+    wk_xfer *x = userdata;
+
+    (void)e;
+    if (type != CURLINFO_HEADER_IN || size == 0 || (data[0] != '4' && data[0] != '5'))
+        return 0;
+    while (size > 0 && (data[size - 1] == '\n' || data[size - 1] == '\r'))
+        size--;
+    hr_buf_reset(&x->resp);
+    hr_buf_append(&x->resp, data, size < x->resp.max ? size : x->resp.max);
+    return 0;
+}
+
+/* The easy options of an smtp channel's handle. */
+static void wk_xfer_smtp_setup(wk_xfer *x, const hr_channel *cfg)
+{
+    CURL *e = x->easy;
+
+    curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(e, CURLOPT_READFUNCTION, wk_xfer_read);
+    curl_easy_setopt(e, CURLOPT_READDATA, x);
+    curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
+    curl_easy_setopt(e, CURLOPT_DEBUGFUNCTION, wk_xfer_debug);
+    curl_easy_setopt(e, CURLOPT_DEBUGDATA, x);
+    /* smtps:// is TLS from the start; on smtp:// STARTTLS is required
+     * unless the channel allows a relay without it. */
+    curl_easy_setopt(e, CURLOPT_USE_SSL,
+                     cfg->smtp.require_starttls ? (long)CURLUSESSL_ALL : (long)CURLUSESSL_TRY);
+    curl_easy_setopt(e, CURLOPT_URL, cfg->url);
+    if (cfg->smtp.username != NULL) {
+        curl_easy_setopt(e, CURLOPT_USERNAME, cfg->smtp.username);
+        curl_easy_setopt(e, CURLOPT_PASSWORD, cfg->smtp.password ? cfg->smtp.password : "");
+    }
 }
 
 static size_t wk_xfer_header(char *buf, size_t size, size_t nitems, void *userdata)
@@ -85,7 +139,9 @@ wk_xfer *wk_xfer_new(const hr_channel *cfg, struct wk_chan *ch)
     hr_buf_init(&x->resp, WK_PROVIDER_BODY_MAX);
     hr_buf_init(&x->title, WK_XFER_BODY_MAX);
     hr_buf_init(&x->text, WK_XFER_BODY_MAX);
-    x->keep_resp = cfg->type != HR_CHANNEL_WEBHOOK;
+    for (size_t i = 0; i < WK_TASK__MAIL; i++)
+        hr_buf_init(&x->mail[i], WK_XFER_BODY_MAX);
+    x->keep_resp = cfg->type == HR_CHANNEL_FCM || cfg->type == HR_CHANNEL_APNS;
     /* hr_config checked every secret: a failure here is not expected, and
      * a handle that cannot sign is not made. */
     for (size_t i = 0; i < cfg->nsigning_secrets; i++) {
@@ -106,6 +162,8 @@ wk_xfer *wk_xfer_new(const hr_channel *cfg, struct wk_chan *ch)
     curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    if (cfg->type == HR_CHANNEL_SMTP)
+        wk_xfer_smtp_setup(x, cfg);
     /* APNs is HTTP/2 only: requests multiplexed as streams (PIPEWAIT: on
      * a connection already open rather than a new one, within the
      * server's SETTINGS_MAX_CONCURRENT_STREAMS, which curl honours). */
@@ -116,7 +174,9 @@ wk_xfer *wk_xfer_new(const hr_channel *cfg, struct wk_chan *ch)
                          tls ? (long)CURL_HTTP_VERSION_2TLS : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
         curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
     }
-    if (strcasecmp(cfg->method, "GET") == 0) {
+    if (cfg->type == HR_CHANNEL_SMTP) {
+        /* no HTTP method */
+    } else if (strcasecmp(cfg->method, "GET") == 0) {
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     } else {
         curl_easy_setopt(e, CURLOPT_POST, 1L);
@@ -142,6 +202,9 @@ void wk_xfer_free(wk_xfer *x)
     hr_buf_free(&x->resp);
     hr_buf_free(&x->title);
     hr_buf_free(&x->text);
+    for (size_t i = 0; i < WK_TASK__MAIL; i++)
+        hr_buf_free(&x->mail[i]);
+    curl_slist_free_all(x->rcpt);
     OPENSSL_cleanse(x->secrets, sizeof x->secrets);
     free(x);
 }
@@ -335,6 +398,55 @@ int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *cfg, const char *base_url
     return wk_xfer_arm(x, headers, false, errstr, errlen);
 }
 
+int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *cfg, const wk_task *task, const char *uid,
+                         const redisReply *user, const char *to, char *errstr, size_t errlen)
+{
+    unsigned char d[SHA256_DIGEST_LENGTH];
+    char id[128], rcpt[HR_ADDR_ADDRESS_MAX + 3];
+    const char *unsub;
+    struct curl_slist *list;
+    wk_smtp_mail m = {.from = cfg->smtp.from,
+                      .from_name = cfg->smtp.from_name,
+                      .to = to,
+                      .message_id = id,
+                      .now_s = wk_clock_now_ms() / 1000};
+
+    if (wk_task_render_mail(task, uid, user, x->mail, errstr, errlen) != 0)
+        return -1;
+    SHA256((const unsigned char *)to, strlen(to), d);
+    snprintf(id, sizeof id, "herald.%" PRId64 ".%.40s.%02x%02x%02x%02x%02x%02x", task->row->id,
+             uid, d[0], d[1], d[2], d[3], d[4], d[5]);
+    m.subject = x->mail[WK_TASK_SUBJECT].data ? x->mail[WK_TASK_SUBJECT].data : "";
+    m.text = x->mail[WK_TASK_TEXT].data;
+    m.html = x->mail[WK_TASK_HTML].data;
+    unsub = x->mail[WK_TASK_UNSUBSCRIBE].data;
+    if (unsub != NULL && strncasecmp(unsub, "mailto:", 7) == 0)
+        m.unsubscribe_mailto = unsub + 7;
+    else
+        m.unsubscribe_url = unsub;
+    hr_buf_reset(&x->body);
+    if (wk_smtp_message_build(&m, &x->body, errstr, errlen) != 0)
+        return -1;
+    snprintf(rcpt, sizeof rcpt, "<%s>", to);
+    list = curl_slist_append(NULL, rcpt);
+    if (list == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    curl_slist_free_all(x->rcpt);
+    x->rcpt = list;
+    snprintf(rcpt, sizeof rcpt, "<%s>", cfg->smtp.from);
+    curl_easy_setopt(x->easy, CURLOPT_MAIL_FROM, rcpt);
+    curl_easy_setopt(x->easy, CURLOPT_MAIL_RCPT, x->rcpt);
+    curl_easy_setopt(x->easy, CURLOPT_INFILESIZE_LARGE, (curl_off_t)x->body.len);
+    x->upload_off = 0;
+    hr_buf_reset(&x->resp);
+    x->errbuf[0] = '\0';
+    x->retry_after_s = -1;
+    x->start_ms = wk_clock_now_ms();
+    return 0;
+}
+
 int wk_xfer_prepare_form(wk_xfer *x, const char *url, const hr_buf *body, char *errstr,
                          size_t errlen)
 {
@@ -366,7 +478,8 @@ void wk_xfer_verdict(const hr_channel *cfg, const wk_xfer *x, CURLcode rc, long 
 {
     const char *body = x->resp.data ? x->resp.data : "";
 
-    if (rc != CURLE_OK) {
+    /* An SMTP server's refusal fails the transfer with its reply code. */
+    if (rc != CURLE_OK && !(cfg->type == HR_CHANNEL_SMTP && code != 0)) {
         wk_provider_set(out, WK_VERDICT_RETRY, 0, NULL);
         snprintf(out->reason, sizeof out->reason, "curl: %.120s",
                  x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
@@ -378,6 +491,10 @@ void wk_xfer_verdict(const hr_channel *cfg, const wk_xfer *x, CURLcode rc, long 
     }
     if (cfg->type == HR_CHANNEL_APNS) {
         wk_apns_classify(code, body, x->resp.len, x->retry_after_s, out);
+        return;
+    }
+    if (cfg->type == HR_CHANNEL_SMTP) {
+        wk_smtp_classify(code, body, out);
         return;
     }
     if (wk_xfer_success(cfg, code))

@@ -8,7 +8,9 @@
  * webhook-id and webhook-timestamp / webhook-signature (hr_sign) sign the
  * body as sent, a new timestamp on every attempt); for an fcm channel the
  * messages:send request of one device token (wk_fcm) or the OAuth token
- * request; the Retry-After header and (provider channels) the first
+ * request; for an smtp channel one mail over SMTP (STARTTLS or smtps,
+ * AUTH, the connection kept for the next mail); the Retry-After header
+ * and (provider channels) the first
  * WK_PROVIDER_BODY_MAX bytes of the body read from the response, and the
  * response classified into a wk_verdict for the sender (wk_sender), which
  * owns the handles, runs them on its multi handle and acts on the
@@ -38,6 +40,9 @@ typedef struct wk_xfer {
     hr_buf resp;                /* the response body (provider channels), capped */
     hr_buf title, text;         /* provider channels: the task's title and body rendered */
     bool keep_resp;
+    hr_buf mail[WK_TASK__MAIL]; /* smtp: the channel's templates rendered */
+    size_t upload_off;          /* smtp: how much of BODY (the message) curl has read */
+    struct curl_slist *rcpt;    /* smtp: the one RCPT TO */
     hr_buf signature;           /* the webhook-signature header of the current request */
     hr_sign_secret secrets[HR_SIGN_MAX_SECRETS]; /* the channel's, parsed once */
     size_t nsecrets;
@@ -77,13 +82,22 @@ int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *cfg, const char *base_url
                          const redisReply *user, const char *device_token, char *errstr,
                          size_t errlen);
 
+/* Builds on X the mail of CFG (an smtp channel) to the address TO: the
+ * MIME message (wk_smtp) from the channel's subject / text / html /
+ * list_unsubscribe templates rendered for UID, its Message-ID derived
+ * from (task, uid, address) so a re-sent mail repeats it.  0, or -1 with
+ * ERRSTR. */
+int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *cfg, const wk_task *task, const char *uid,
+                         const redisReply *user, const char *to, char *errstr, size_t errlen);
+
 /* Builds on X a POST of the form BODY (application/x-www-form-urlencoded)
  * to URL: the OAuth token request.  0, or -1 with ERRSTR. */
 int wk_xfer_prepare_form(wk_xfer *x, const char *url, const hr_buf *body, char *errstr,
                          size_t errlen);
 
-/* What a request of channel CFG on X that ended with curl result RC and,
- * when RC is CURLE_OK, HTTP status CODE means: *OUT gets the verdict, the
+/* What a request of channel CFG on X that ended with curl result RC and
+ * CODE (the HTTP status when RC is CURLE_OK; an SMTP channel's last reply
+ * code, also on failure) means: *OUT gets the verdict, the
  * Retry-After and a reason ("http <code>" for a webhook, the provider's
  * "<code> <error>" otherwise, "curl: ..." for a transport error, which is
  * retried). */
