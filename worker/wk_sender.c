@@ -39,6 +39,9 @@
 #define WK_SENDER_LIMITER_RETRY_MS 1000
 #define WK_SENDER_GRANT_DIVISOR 20
 #define WK_SENDER_KEY_FILE_MAX 16384 /* a .p8 key is ~250 bytes */
+/* How often a channel with pushes waiting reads the cluster's slow-down:
+ * other workers stop within this of one worker's 429. */
+#define WK_SENDER_SLOW_POLL_MS 250
 
 typedef struct wk_chan wk_chan;
 
@@ -61,6 +64,9 @@ struct wk_chan {
     wk_apns_signer *apns; /* apns channels: the provider token's signer */
     wk_xfer *auth_x;  /* fcm: the token request's handle (not in the pool) */
     bool auth_busy;   /* it is on the multi handle */
+    char k_slow[HR_KEY_MAX];    /* the channel's cluster-wide slow-down (hr_key_slowdown) */
+    int64_t slow_checked_ms;    /* when it was last read */
+    int64_t slow_seen_until;    /* the latest slow-down this worker took part in */
 };
 
 struct wk_sender {
@@ -550,6 +556,72 @@ static wk_task *wk_chan_next_task(wk_chan *ch, int64_t now, int64_t *wait_ms)
     return NULL;
 }
 
+/* A slow-down of CH until UNTIL_MS that this worker has not taken part
+ * in yet: the channel pauses until then and halves its in-flight cap
+ * once; deliveries then widen the cap again one by one (wk_retry), so
+ * the channel recovers step by step. */
+static void wk_chan_slow(wk_chan *ch, int64_t until_ms, const char *why, long status)
+{
+    if (until_ms > ch->paused_until_ms)
+        ch->paused_until_ms = until_ms;
+    /* Within a window (the many requests in flight when the provider
+     * pushed back report it together): extended, quietly. */
+    if (ch->slow_seen_until >= wk_clock_now_ms()) {
+        if (until_ms > ch->slow_seen_until)
+            ch->slow_seen_until = until_ms;
+        return;
+    }
+    wk_retry_cap_halve(&ch->cap);
+    ch->slow_seen_until = until_ms;
+    hr_log_warn("channel_slowdown", "channel=%s source=%s status=%ld pause_ms=%" PRId64 " cap=%d",
+                ch->cfg->name, why, status, until_ms - wk_clock_now_ms(), ch->cap.cap);
+}
+
+/* Every WK_SENDER_SLOW_POLL_MS while CH has pushes waiting: a slow-down
+ * another worker published is taken part in.  A Redis error is counted
+ * and the channel goes on. */
+static void wk_chan_read_slow(wk_chan *ch, int64_t now)
+{
+    const char *argv[] = {"GET", ch->k_slow};
+    char errstr[256];
+    redisReply *reply;
+
+    if (now - ch->slow_checked_ms < WK_SENDER_SLOW_POLL_MS)
+        return;
+    ch->slow_checked_ms = now;
+    reply = hr_redis_cmd(ch->s->redis, errstr, sizeof errstr, 2, argv, NULL);
+    if (reply == NULL) {
+        hr_metrics_inc(ch->s->m->backend_errors[WK_BACKEND_REDIS]);
+        return;
+    }
+    if (reply->type == REDIS_REPLY_STRING) {
+        int64_t until = strtoll(reply->str, NULL, 10);
+
+        if (until > now && until > ch->slow_seen_until)
+            wk_chan_slow(ch, until, "cluster", 0);
+    }
+    freeReplyObject(reply);
+}
+
+/* Publishes this worker's slow-down of CH until UNTIL_MS to every worker:
+ * the key holds the deadline and expires with it. */
+static void wk_chan_publish_slow(wk_chan *ch, int64_t until_ms, int64_t pause_ms)
+{
+    char until[24], px[24], errstr[256];
+    const char *argv[] = {"SET", ch->k_slow, until, "PX", px};
+    redisReply *reply;
+
+    snprintf(until, sizeof until, "%" PRId64, until_ms);
+    snprintf(px, sizeof px, "%" PRId64, pause_ms > 0 ? pause_ms : 1);
+    reply = hr_redis_cmd(ch->s->redis, errstr, sizeof errstr, 5, argv, NULL);
+    if (reply == NULL) {
+        hr_log_warn("slowdown_publish_failed", "channel=%s error=\"%s\"", ch->cfg->name, errstr);
+        hr_metrics_inc(ch->s->m->backend_errors[WK_BACKEND_REDIS]);
+        return;
+    }
+    freeReplyObject(reply);
+}
+
 /* Starts as many ready pushes of CH as its cap, pause and tokens allow,
  * one per task in turn. */
 static void wk_chan_pump(wk_chan *ch)
@@ -561,6 +633,8 @@ static void wk_chan_pump(wk_chan *ch)
     wk_xfer *x;
 
     wk_chan_promote(ch, now);
+    if (!TAILQ_EMPTY(&ch->tasks))
+        wk_chan_read_slow(ch, now);
     while (!s->draining && !TAILQ_EMPTY(&ch->tasks) && ch->inflight < (size_t)ch->cap.cap) {
         if (now < ch->paused_until_ms) {
             uv_timer_start(&ch->wake, wk_chan_wake_cb, (uint64_t)(ch->paused_until_ms - now), 0);
@@ -677,15 +751,15 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
         if (pause > cfg->retry_max_backoff_ms)
             pause = cfg->retry_max_backoff_ms;
 
-        /* One halving per pause window: the many requests that were in
-         * flight when the provider pushed back report it together. */
-        if (now >= ch->paused_until_ms) {
-            wk_retry_cap_halve(&ch->cap);
-            hr_log_warn("channel_slowdown", "channel=%s status=%ld pause_ms=%" PRId64 " cap=%d",
-                        cfg->name, code, pause, ch->cap.cap);
+        /* Every worker pauses with this one (wk_chan_read_slow): a new
+         * window is published, and an extension worth a poll. */
+        {
+            int64_t before = ch->slow_seen_until;
+
+            wk_chan_slow(ch, now + pause, "provider", code);
+            if (before < now || now + pause > before + WK_SENDER_SLOW_POLL_MS)
+                wk_chan_publish_slow(ch, now + pause, pause);
         }
-        if (now + pause > ch->paused_until_ms)
-            ch->paused_until_ms = now + pause;
         /* A re-send all the same (it counts as a retry in the stats, the
          * delivery log and herald_retries_total), but not against the
          * channel's retry budget: that is for failures. */
@@ -787,6 +861,8 @@ int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_met
         ch->s = s;
         ch->cfg = &cfg->channels[i];
         snprintf(ch->rl_scope, sizeof ch->rl_scope, "push:ch:%s", ch->cfg->name);
+        /* The config's 64-byte channel names fit HR_KEY_MAX. */
+        hr_key_slowdown(hr_redis_prefix(redis), ch->k_slow, sizeof ch->k_slow, ch->cfg->name);
         TAILQ_INIT(&ch->tasks);
         wk_retry_cap_init(&ch->cap, ch->cfg->concurrency);
         ch->all = calloc((size_t)ch->cfg->concurrency, sizeof *ch->all);

@@ -12,7 +12,9 @@
  *   - a pool of easy handles kept configured between requests so
  *     connections are reused (at most the channel's concurrency),
  *   - the AIMD in-flight cap (wk_retry) and a pause deadline set by
- *     429/503 with Retry-After,
+ *     429/503 with Retry-After, shared with every worker through Redis
+ *     (hr_key_slowdown: written by the worker that got the answer, read
+ *     every WK_SENDER_SLOW_POLL_MS while pushes wait),
  *   - tokens granted by the cluster-wide rate limiter (scope
  *     "push:ch:<name>"; the task's share "push:task<ID>" is kept in its
  *     wk_task), asked for in grants of max(1, limit/20) so the rate is

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <openssl/crypto.h>
 
@@ -98,7 +99,7 @@ static size_t wk_xfer_header(char *buf, size_t size, size_t nitems, void *userda
     static const char name[] = "retry-after:";
 
     if (n > sizeof name - 1 && strncasecmp(buf, name, sizeof name - 1) == 0) {
-        char tmp[32];
+        char tmp[64];
         size_t len = n - (sizeof name - 1);
         char *end;
         long v;
@@ -109,9 +110,15 @@ static size_t wk_xfer_header(char *buf, size_t size, size_t nitems, void *userda
         tmp[len] = '\0';
         errno = 0;
         v = strtol(tmp, &end, 10);
-        /* Delta seconds only; an HTTP-date gives the default pause.  The
-         * value is clamped where the response is read (no overflow). */
-        if (end == tmp || v < 0)
+        /* Delta seconds, or an HTTP-date (curl_getdate reads RFC 1123 and
+         * its older forms): what is left until then.  Clamped here, so no
+         * overflow later. */
+        if (end == tmp) {
+            time_t at = curl_getdate(tmp, NULL);
+
+            v = at > 0 ? (long)(at - time(NULL)) : 0;
+        }
+        if (v < 0)
             v = 0;
         else if (errno == ERANGE || v > WK_XFER_RETRY_AFTER_MAX_S)
             v = WK_XFER_RETRY_AFTER_MAX_S;
