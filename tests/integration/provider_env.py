@@ -6,6 +6,9 @@ import json
 import os
 import select
 import subprocess
+import sys
+
+from badinput_env import Env, check, metric
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROVIDERS = os.path.join(HERE, "..", "providers")
@@ -87,3 +90,34 @@ def addresses_left(env, uids):
 
 def drop_addresses(env, lo, hi):
     env.sql("DELETE FROM push_address WHERE uid BETWEEN %d AND %d" % (lo, hi))
+
+
+def open_env(name, doc, modules="jwt, cryptography, h2"):
+    """The Env of provider test NAME, or the exit status when it cannot
+    run: 2 with the usage (DOC), 77 without Debian's MODULES."""
+    if len(sys.argv) != 3:
+        print(doc)
+        return 2
+    if not standins_usable() or subprocess.run(
+            [DEBIAN_PYTHON, "-c", "import " + modules], capture_output=True).returncode != 0:
+        print("skipped: Debian's python3 lacks %s" % modules)
+        return 77
+    return Env(name)
+
+
+def end_campaign(env, wk, dsp, channel, unregistered):
+    """The checks every provider campaign ends with: the worker's
+    unregistered count for CHANNEL, both daemons stop cleanly."""
+    text = env.metrics(env.wk_port)
+    check(metric(text, "herald_pushes_total", '{channel="%s",outcome="unregistered"}' % channel)
+          == unregistered, "metrics: %s unregistered %d" % (channel, unregistered))
+    check(env.stop(wk) == 0, "worker stops cleanly")
+    check(env.stop(dsp) == 0, "dispatcher stops cleanly")
+
+
+def close_env(env, standin, lo, hi):
+    """Stops STANDIN, drops the addresses of uids LO..HI, cleans ENV up."""
+    if standin is not None:
+        standin.stop()
+    drop_addresses(env, lo, hi)
+    env.cleanup()

@@ -24,9 +24,9 @@ import uuid
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, check, finish, metric  # noqa: E402
-from provider_env import (KEYS, Standin, add_addresses, addresses_left,  # noqa: E402
-                          drop_addresses, make_ca, standins_usable)
+from badinput_env import check, finish  # noqa: E402
+from provider_env import (KEYS, Standin, add_addresses, addresses_left, close_env,  # noqa: E402
+                          end_campaign, make_ca, open_env)
 
 TOPIC = "com.example.herald"
 KEY_ID = "ABC123DEFG"
@@ -47,13 +47,9 @@ def apns_id(task, uid, dev):
 
 
 def main():
-    if len(sys.argv) != 3:
-        print(__doc__)
-        return 2
-    if not standins_usable():
-        print("skipped: Debian's python3-jwt / python3-cryptography / python3-h2 are missing")
-        return 77
-    env = Env("apns")
+    env = open_env("apns", __doc__)
+    if isinstance(env, int):
+        return env
     base = 8_000_000_000 + random.randrange(1 << 30)
     uids = list(range(base, base + N))
     tokens = {u: [device(u, "a")] for u in uids}
@@ -119,16 +115,9 @@ def main():
         most = max([e["max_open"] for e in standin.events("streams")] or [0])
         check(1 < most <= MAX_STREAMS, "HTTP/2: requests multiplexed, at most %d streams open "
               "on a connection (%d)" % (MAX_STREAMS, most))
-        text = env.metrics(env.wk_port)
-        check(metric(text, "herald_pushes_total", '{channel="ios",outcome="unregistered"}') == 2,
-              "metrics: ios unregistered 2")
-        check(env.stop(wk) == 0, "worker stops cleanly")
-        check(env.stop(dsp) == 0, "dispatcher stops cleanly")
+        end_campaign(env, wk, dsp, "ios", 2)
     finally:
-        if standin is not None:
-            standin.stop()
-        drop_addresses(env, base, base + N)
-        env.cleanup()
+        close_env(env, standin, base, base + N)
     return finish()
 
 

@@ -29,9 +29,9 @@ import sys
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, check, finish, metric, wait_until  # noqa: E402
-from provider_env import (KEYS, Standin, add_addresses, addresses_left,  # noqa: E402
-                          drop_addresses, make_ca, standins_usable)
+from badinput_env import check, finish, metric, wait_until  # noqa: E402
+from provider_env import (KEYS, Standin, add_addresses, addresses_left, close_env,  # noqa: E402
+                          end_campaign, make_ca, open_env)
 
 PROJECT = "herald-test"  # tests/unit/keys/service_account.json
 N = 20
@@ -54,13 +54,9 @@ def service_account(env, foreign):
 
 
 def main():
-    if len(sys.argv) != 3:
-        print(__doc__)
-        return 2
-    if not standins_usable():
-        print("skipped: Debian's python3-jwt / python3-cryptography / python3-h2 are missing")
-        return 77
-    env = Env("fcm")
+    env = open_env("fcm", __doc__)
+    if isinstance(env, int):
+        return env
     base = 7_000_000_000 + random.randrange(1 << 30)
     uids = list(range(base, base + N))
     # uid -> its tokens; the stand-in answers 404 UNREGISTERED for dead-*
@@ -137,10 +133,7 @@ def main():
         check(len(standin.events("send_quota")) == 2, "two sends answered 429")
         check("channel_slowdown" in env.log(wk), "the worker slowed the channel down")
 
-        text = env.metrics(env.wk_port)
-        check(metric(text, "herald_pushes_total", '{channel="fcm",outcome="unregistered"}')
-              == len(unregistered), "metrics: fcm unregistered %d" % len(unregistered))
-        check(metric(text, "herald_addresses_pruned_total") == len(dead),
+        check(metric(env.metrics(env.wk_port), "herald_addresses_pruned_total") == len(dead),
               "metrics: %d addresses pruned" % len(dead))
 
         # Bad credentials: a clear error, nothing pushed, nothing lost.
@@ -161,13 +154,9 @@ def main():
         check(not [e for e in standin.events("send") if e["token"] in bad_tokens],
               "bad credentials: nothing sent")
         check(wk.poll() is None and dsp.poll() is None, "worker and dispatcher still running")
-        check(env.stop(wk) == 0, "worker stops cleanly")
-        check(env.stop(dsp) == 0, "dispatcher stops cleanly")
+        end_campaign(env, wk, dsp, "fcm", len(unregistered))
     finally:
-        if standin is not None:
-            standin.stop()
-        drop_addresses(env, base, base + N + 3)
-        env.cleanup()
+        close_env(env, standin, base, base + N + 3)
     return finish()
 
 

@@ -16,28 +16,22 @@ usage: test_smtp.py HERALD_DISPATCHER HERALD_WORKER   (exit 77 without
 HERALD_TEST_CONFIG or Debian's python3-aiosmtpd)"""
 import os
 import random
-import subprocess
 import sys
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, check, finish, metric  # noqa: E402
-from provider_env import (DEBIAN_PYTHON, Standin, add_addresses, addresses_left,  # noqa: E402
-                          drop_addresses, make_ca, standins_usable)
+from badinput_env import check, finish  # noqa: E402
+from provider_env import (Standin, add_addresses, addresses_left, close_env,  # noqa: E402
+                          end_campaign, make_ca, open_env)
 
 N = 12
 PASSWORD = "s3cret-%d" % random.randrange(1 << 30)
 
 
 def main():
-    if len(sys.argv) != 3:
-        print(__doc__)
-        return 2
-    if not standins_usable() or subprocess.run([DEBIAN_PYTHON, "-c", "import aiosmtpd"],
-                                               capture_output=True).returncode != 0:
-        print("skipped: Debian's python3-aiosmtpd is missing")
-        return 77
-    env = Env("smtp")
+    env = open_env("smtp", __doc__, "aiosmtpd, cryptography")
+    if isinstance(env, int):
+        return env
     base = 9_000_000_000 + random.randrange(1 << 30)
     uids = list(range(base, base + N))
     mail = {u: ["u%d@example.org" % u] for u in uids}
@@ -99,16 +93,9 @@ def main():
               m.get("list_unsubscribe_post") == "List-Unsubscribe=One-Click",
               "List-Unsubscribe with one-click")
         check(PASSWORD not in env.log(wk), "the password is not in the worker's log")
-        text = env.metrics(env.wk_port)
-        check(metric(text, "herald_pushes_total", '{channel="mail",outcome="unregistered"}') == 1,
-              "metrics: mail unregistered 1")
-        check(env.stop(wk) == 0, "worker stops cleanly")
-        check(env.stop(dsp) == 0, "dispatcher stops cleanly")
+        end_campaign(env, wk, dsp, "mail", 1)
     finally:
-        if standin is not None:
-            standin.stop()
-        drop_addresses(env, base, base + N)
-        env.cleanup()
+        close_env(env, standin, base, base + N)
     return finish()
 
 
