@@ -166,8 +166,10 @@ typedef struct hr_addr_sync_result {
 /* Brings Redis up to date with push_address: bumps the address epoch,
  * then rewrites the sets of the uids changed in the epochs Redis has not
  * seen (every uid when herald:addr_synced is missing), BATCH uids per
- * MySQL page and pipelined round trip, then records the new epoch and
- * drops the change rows it consumed.  TOKEN names the caller in the sync
+ * MySQL page and pipelined round trip, then records the new epoch (the
+ * mark expires after a day without a sync) and drops change rows older
+ * than a week.  A full reload also rewrites the uids of every change row
+ * kept, so a uid emptied meanwhile loses its stale set.  TOKEN names the caller in the sync
  * lock.  0, HR_ADDR_SYNC_BUSY, or -1 (ERRSTR). */
 int hr_addr_sync(hr_mysql *m, hr_redis *r, const char *token, int batch,
                  hr_addr_sync_result *res, char *errstr, size_t errlen);
