@@ -241,43 +241,36 @@ static int hr_addr_cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* "?, ?, ... ?" (N marks) for an IN list, or NULL when out of memory. */
-static char *hr_addr_marks(size_t n)
-{
-    char *s = malloc(3 * n + 1);
-
-    if (s == NULL)
-        return NULL;
-    for (size_t i = 0; i < n; i++)
-        memcpy(s + 3 * i, i == 0 ? "?  " : ", ?", 3);
-    s[3 * n] = '\0';
-    return s;
-}
-
 /* The push_address rows of the N distinct UIDS (sorted), in (uid,
- * platform, app, address) order: columns uid, platform, app, address. */
+ * platform, app, address) order: columns uid, platform, app, address.
+ * The statement is HEAD, one '?' per uid, TAIL: only marks are added to
+ * its text, every value is a parameter. */
 static int hr_addr_select(hr_mysql *m, const int64_t *uids, size_t n, hr_mysql_rows **rows,
                           char *errstr, size_t errlen)
 {
+    static const char head[] = "SELECT uid, platform, app, address FROM push_address "
+                               "WHERE uid IN (",
+                      tail[] = ") ORDER BY uid, platform, app, address";
     hr_mysql_param *p = malloc(n * sizeof *p);
-    char *marks = hr_addr_marks(n), *sql = NULL;
-    size_t len = 3 * n + 200;
+    char *sql = malloc(sizeof head + 2 * n + sizeof tail), *at;
     int rc = -1;
 
-    if (p == NULL || marks == NULL || (sql = malloc(len)) == NULL) {
+    if (p == NULL || sql == NULL) {
         snprintf(errstr, errlen, "out of memory");
         goto done;
     }
-    snprintf(sql, len,
-             "SELECT uid, platform, app, address FROM push_address WHERE uid IN (%s) "
-             "ORDER BY uid, platform, app, address",
-             marks);
-    for (size_t i = 0; i < n; i++)
+    at = memcpy(sql, head, sizeof head - 1);
+    at += sizeof head - 1;
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0)
+            *at++ = ',';
+        *at++ = '?';
         p[i] = HR_P_I64(uids[i]);
+    }
+    memcpy(at, tail, sizeof tail);
     rc = hr_mysql_query(m, sql, p, n, rows, errstr, errlen);
 done:
     free(sql);
-    free(marks);
     free(p);
     return rc;
 }
