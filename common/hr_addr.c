@@ -85,6 +85,30 @@ int hr_addr_list_push(hr_addr_list *l, const hr_addr *a)
     return hr_vec_push(&l->a, c);
 }
 
+cJSON *hr_addr_list_json(const hr_addr_list *l)
+{
+    cJSON *a = cJSON_CreateArray();
+
+    for (size_t i = 0; a != NULL && i < l->a.n; i++) {
+        cJSON *o = cJSON_CreateObject();
+
+        if (o == NULL || !cJSON_AddItemToArray(a, o)) {
+            cJSON_Delete(o);
+            goto fail;
+        }
+        /* O belongs to A from here on. */
+        if (cJSON_AddStringToObject(o, "platform", hr_addr_platform_name(l->a.v[i].platform)) ==
+                NULL ||
+            cJSON_AddStringToObject(o, "app", l->a.v[i].app) == NULL ||
+            cJSON_AddStringToObject(o, "address", l->a.v[i].address) == NULL)
+            goto fail;
+    }
+    return a;
+fail:
+    cJSON_Delete(a);
+    return NULL;
+}
+
 /* Every byte of S is in SET (a string of allowed characters) or, with
  * ALNUM, a letter or digit. */
 static bool hr_addr_chars(const char *s, bool alnum, const char *set)

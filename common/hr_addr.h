@@ -26,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cJSON.h>
+
 #include "hr_mysql.h"
 #include "hr_redis.h"
 #include "hr_vec.h"
@@ -95,6 +97,10 @@ char *hr_addr_member(char *buf, size_t len, hr_addr_platform p, const char *app,
  * copied into L's arena (OUT is not appended).  0, or -1 when MEMBER is
  * not a member hr_addr_check accepts (or out of memory). */
 int hr_addr_parse_member(hr_addr_list *l, const char *member, size_t len, hr_addr *out);
+
+/* L as a JSON array of {"platform", "app", "address"} (the caller's, freed
+ * with cJSON_Delete); NULL when out of memory. */
+cJSON *hr_addr_list_json(const hr_addr_list *l);
 
 /* Appends an address to L, its strings copied into L's arena.  0 or -1. */
 int hr_addr_list_push(hr_addr_list *l, const hr_addr *a);

@@ -34,12 +34,31 @@ static const struct option ctl_addr_options[] = {
     {NULL, 0, NULL, 0},
 };
 
-/* The uid argument S; CTL_EXIT_OK or the usage error. */
-static int ctl_addr_uid(const char *s, int64_t *uid)
+/* The flags and arguments of add, rm and ls (ARGV[0] names it): only the
+ * flag ALLOWED ('a' --app into *APP, 'j' --json into *JSON), then exactly
+ * NARGS arguments (NEED says which), the first a uid into *UID; *ARGS
+ * points at them.  CTL_EXIT_OK or the usage error. */
+static int ctl_addr_args(int argc, char **argv, int allowed, int nargs, const char *need,
+                         const char **app, bool *json, char ***args, int64_t *uid)
 {
-    if (hr_parse_uid(s, strlen(s), uid) != 0)
+    int opt;
+
+    optind = 0;
+    while ((opt = getopt_long(argc, argv, ":", ctl_addr_options, NULL)) != -1) {
+        if (opt != allowed)
+            return ctl_usage("address", "%s: unknown or incomplete option '%s'", argv[0],
+                             argv[optind - 1]);
+        if (opt == 'a')
+            *app = optarg;
+        else
+            *json = true;
+    }
+    if (argc - optind != nargs)
+        return ctl_usage("address", "%s needs %s", argv[0], need);
+    *args = argv + optind;
+    if (hr_parse_uid((*args)[0], strlen((*args)[0]), uid) != 0)
         return ctl_usage("address", "UID must be an integer in 1..9223372036854775807, not '%s'",
-                         s);
+                         (*args)[0]);
     return CTL_EXIT_OK;
 }
 
@@ -50,30 +69,23 @@ static int ctl_addr_change(ctl_ctx *ctx, bool add, int argc, char **argv)
     hr_addr_platform p;
     hr_mysql *m;
     hr_redis *r;
-    char errstr[512];
+    char errstr[512], **args;
+    bool json = false;
     int64_t uid;
-    int opt, rc;
+    int rc;
 
-    optind = 0;
-    while ((opt = getopt_long(argc, argv, ":", ctl_addr_options, NULL)) != -1) {
-        if (opt != 'a')
-            return ctl_usage("address", "%s: unknown or incomplete option '%s'", argv[0],
-                             argv[optind - 1]);
-        app = optarg;
-    }
-    if (argc - optind != 3)
-        return ctl_usage("address", "%s needs UID PLATFORM ADDRESS", argv[0]);
-    if ((rc = ctl_addr_uid(argv[optind], &uid)) != CTL_EXIT_OK)
+    rc = ctl_addr_args(argc, argv, 'a', 3, "UID PLATFORM ADDRESS", &app, &json, &args, &uid);
+    if (rc != CTL_EXIT_OK)
         return rc;
-    if (hr_addr_platform_parse(argv[optind + 1], &p) != 0)
+    if (hr_addr_platform_parse(args[1], &p) != 0)
         return ctl_usage("address", "PLATFORM must be fcm, apns, email or webhook, not '%s'",
-                         argv[optind + 1]);
+                         args[1]);
     if (ctl_mysql(ctx, &m) < 0 || ctl_redis(ctx, &r) < 0)
         return CTL_EXIT_FAIL;
     if (add)
-        rc = hr_addr_add(m, r, uid, p, app, argv[optind + 2], errstr, sizeof errstr);
+        rc = hr_addr_add(m, r, uid, p, app, args[2], errstr, sizeof errstr);
     else
-        rc = hr_addr_remove(m, r, uid, p, app, argv[optind + 2], errstr, sizeof errstr);
+        rc = hr_addr_remove(m, r, uid, p, app, args[2], errstr, sizeof errstr);
     if (rc == HR_ADDR_EINVAL)
         return ctl_usage("address", "%s", errstr);
     if (rc < 0)
@@ -86,39 +98,25 @@ static int ctl_addr_change(ctl_ctx *ctx, bool add, int argc, char **argv)
 static int ctl_addr_ls(ctl_ctx *ctx, int argc, char **argv)
 {
     hr_addr_list l = {0};
+    const char *app = "";
     bool json = false;
     hr_mysql *m;
-    char errstr[512];
+    char errstr[512], **args;
     int64_t uid;
-    int opt, rc;
+    int rc;
 
-    optind = 0;
-    while ((opt = getopt_long(argc, argv, ":", ctl_addr_options, NULL)) != -1) {
-        if (opt != 'j')
-            return ctl_usage("address", "ls: unknown option '%s'", argv[optind - 1]);
-        json = true;
-    }
-    if (argc - optind != 1)
-        return ctl_usage("address", "ls needs one UID");
-    if ((rc = ctl_addr_uid(argv[optind], &uid)) != CTL_EXIT_OK)
+    rc = ctl_addr_args(argc, argv, 'j', 1, "one UID", &app, &json, &args, &uid);
+    if (rc != CTL_EXIT_OK)
         return rc;
     if (ctl_mysql(ctx, &m) < 0)
         return CTL_EXIT_FAIL;
     if (hr_addr_list_uid(m, uid, &l, errstr, sizeof errstr) != 0)
         return ctl_fail("address ls: %s", errstr);
     if (json) {
-        cJSON *a = cJSON_CreateArray();
+        cJSON *a = hr_addr_list_json(&l);
         char *text;
 
-        for (size_t i = 0; a != NULL && i < l.a.n; i++) {
-            cJSON *o = cJSON_CreateObject();
-
-            cJSON_AddStringToObject(o, "platform", hr_addr_platform_name(l.a.v[i].platform));
-            cJSON_AddStringToObject(o, "app", l.a.v[i].app);
-            cJSON_AddStringToObject(o, "address", l.a.v[i].address);
-            cJSON_AddItemToArray(a, o);
-        }
-        text = cJSON_PrintUnformatted(a);
+        text = a != NULL ? cJSON_PrintUnformatted(a) : NULL;
         printf("%s\n", text != NULL ? text : "[]");
         free(text);
         cJSON_Delete(a);

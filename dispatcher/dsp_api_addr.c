@@ -35,16 +35,14 @@ static void dsp_api_addr_reply(dsp_api_conn *ac, int64_t uid, int status, cJSON 
         return;
     }
     dsp_api_add_id(o, "uid", uid);
-    list = cJSON_AddArrayToObject(o, "addresses");
-    for (size_t i = 0; list != NULL && i < l.a.n; i++) {
-        cJSON *e = cJSON_CreateObject();
-
-        cJSON_AddStringToObject(e, "platform", hr_addr_platform_name(l.a.v[i].platform));
-        cJSON_AddStringToObject(e, "app", l.a.v[i].app);
-        cJSON_AddStringToObject(e, "address", l.a.v[i].address);
-        cJSON_AddItemToArray(list, e);
-    }
+    list = hr_addr_list_json(&l);
     hr_addr_list_free(&l);
+    /* Out of memory anywhere: dsp_api_reply answers 500 for a NULL. */
+    if (o == NULL || list == NULL || !cJSON_AddItemToObject(o, "addresses", list)) {
+        cJSON_Delete(list);
+        cJSON_Delete(o);
+        o = NULL;
+    }
     dsp_api_reply(resp, status, o);
 }
 

@@ -14,16 +14,14 @@ port, and uids of its own range (deleted at the end).  Exits 77 when
 HERALD_TEST_CONFIG is unset.  Every wait is bounded."""
 import json
 import os
-import random
-import socket
 import subprocess
 import sys
 import tempfile
 
+sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import (Redis, check, finish, require_seams, wait_until,  # noqa: E402
-                          yaml_value)
-from test_api import TOKEN, Env, ctl, http, sql, start_dispatcher, write_config  # noqa: E402
+from badinput_env import check, finish, require_seams, wait_until  # noqa: E402
+from test_api import TOKEN, ctl, http, make_env, sql, start_dispatcher, write_config  # noqa: E402
 
 APNS = "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"
 SYNC_WAIT_S = 20  # the dispatcher syncs every 5 s
@@ -201,24 +199,8 @@ def main():
         print("HERALD_TEST_CONFIG is not set: skipped")
         return 77
     require_seams(sys.argv[1])
-    env = Env()
-    env.dispatcher, env.heraldctl = sys.argv[1], sys.argv[2]
-    text = open(cfg).read()
-    env.my_host = yaml_value(text, "mysql", "host")
-    env.my_port = yaml_value(text, "mysql", "port")
-    env.my_user = yaml_value(text, "mysql", "user")
-    env.my_pass = yaml_value(text, "mysql", "password")
-    env.my_db = yaml_value(text, "mysql", "database")
-    env.base_prefix = yaml_value(text, "redis", "prefix")
-    tag = "%d_%d" % (os.getpid(), random.randrange(1 << 20))
-    env.prefix = "hrtest:addr:%s:" % tag
-    env.topic = "addrtest_" + tag
-    env.kafka_topic = "herald.test.addr." + tag
+    env, text, tag = make_env(cfg, "addr")
     env.base = 7000000000000000000 + (os.getpid() % 100000) * 100000
-    with socket.socket() as so:
-        so.bind(("127.0.0.1", 0))
-        env.port = so.getsockname()[1]
-    env.r = Redis(yaml_value(text, "redis", "host"), int(yaml_value(text, "redis", "port")))
     env.cfg_path = write_config(env, text, "{tokens: [%s], max_body_bytes: 65536, max_ids: 10000,"
                                 " threads: 4}" % TOKEN)
     log = open(os.path.join(tempfile.gettempdir(), "test_addresses_%s.log" % tag), "w")

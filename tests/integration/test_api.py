@@ -336,6 +336,33 @@ def test_redrive(env, sched):
           == [["1", "sent"], ["2", "sent"]], "their 'failed' log rows are gone, the rest stay")
 
 
+def make_env(cfg, kind):
+    """The Env of a test run as `test_KIND.py HERALD_DISPATCHER HERALDCTL`
+    on the stack of config file CFG: its MySQL and Redis, and a Redis
+    prefix, task topic, Kafka topic and free port of its own.  Returns
+    (env, the config's text, the test's unique tag)."""
+    env = Env()
+    env.dispatcher, env.heraldctl = sys.argv[1], sys.argv[2]
+    text = open(cfg).read()
+    env.my_host = yaml_value(text, "mysql", "host")
+    env.my_port = yaml_value(text, "mysql", "port")
+    env.my_user = yaml_value(text, "mysql", "user")
+    env.my_pass = yaml_value(text, "mysql", "password")
+    env.my_db = yaml_value(text, "mysql", "database")
+    env.base_prefix = yaml_value(text, "redis", "prefix")
+    tag = "%d_%d" % (os.getpid(), random.randrange(1 << 20))
+    env.prefix = "hrtest:%s:%s:" % (kind, tag)
+    env.topic = "%stest_%s" % (kind, tag)
+    env.kafka_topic = "herald.test.%s.%s" % (kind, tag)
+    # A port the kernel says is free (a random one collided with other
+    # servers on a shared machine now and then).
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        env.port = so.getsockname()[1]
+    env.r = Redis(yaml_value(text, "redis", "host"), int(yaml_value(text, "redis", "port")))
+    return env, text, tag
+
+
 def main():
     if len(sys.argv) != 3:
         print(__doc__)
@@ -348,27 +375,9 @@ def main():
     if "test seams: on" not in out:
         print("SKIPPED: %s lacks the test seams (configure with -Dtest_seams=true)" % sys.argv[1])
         return 77
-    env = Env()
-    env.dispatcher, env.heraldctl = sys.argv[1], sys.argv[2]
-    text = open(cfg).read()
-    env.my_host = yaml_value(text, "mysql", "host")
-    env.my_port = yaml_value(text, "mysql", "port")
-    env.my_user = yaml_value(text, "mysql", "user")
-    env.my_pass = yaml_value(text, "mysql", "password")
-    env.my_db = yaml_value(text, "mysql", "database")
-    env.base_prefix = yaml_value(text, "redis", "prefix")
+    env, text, tag = make_env(cfg, "api")
     m = re.search(r"^channels:\n  (\w+):", text, re.M)
     env.channel = m.group(1)
-    tag = "%d_%d" % (os.getpid(), random.randrange(1 << 20))
-    env.prefix = "hrtest:api:%s:" % tag
-    env.topic = "apitest_" + tag
-    env.kafka_topic = "herald.test.api." + tag
-    # A port the kernel says is free (a random one collided with other
-    # servers on a shared machine now and then).
-    with socket.socket() as so:
-        so.bind(("127.0.0.1", 0))
-        env.port = so.getsockname()[1]
-    env.r = Redis(yaml_value(text, "redis", "host"), int(yaml_value(text, "redis", "port")))
 
     test_refuses_without_tokens(env, text)
     env.cfg_path = write_config(env, text, "{tokens: [%s], max_body_bytes: 65536, max_ids: 10000,"
