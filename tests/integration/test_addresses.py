@@ -20,7 +20,7 @@ import tempfile
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import check, finish, require_seams, wait_until  # noqa: E402
+from badinput_env import check, finish, wait_until  # noqa: E402
 from test_api import TOKEN, ctl, http, make_env, sql, start_dispatcher, write_config  # noqa: E402
 
 APNS = "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"
@@ -191,15 +191,7 @@ def test_raw_sql(env):
 
 
 def main():
-    if len(sys.argv) != 3:
-        print(__doc__)
-        return 2
-    cfg = os.environ.get("HERALD_TEST_CONFIG")
-    if not cfg:
-        print("HERALD_TEST_CONFIG is not set: skipped")
-        return 77
-    require_seams(sys.argv[1])
-    env, text, tag = make_env(cfg, "addr")
+    env, text, tag = make_env("addr", __doc__)
     env.base = 7000000000000000000 + (os.getpid() % 100000) * 100000
     env.cfg_path = write_config(env, text, "{tokens: [%s], max_body_bytes: 65536, max_ids: 10000,"
                                 " threads: 4}" % TOKEN)

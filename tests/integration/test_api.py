@@ -21,7 +21,7 @@ import urllib.request
 from datetime import datetime, timedelta, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import FAILS, Redis, check, wait_until, yaml_value  # noqa: E402
+from badinput_env import FAILS, Redis, check, require_seams, wait_until, yaml_value  # noqa: E402
 
 TOKEN = "t0k3n-" + str(random.randrange(1 << 30))
 
@@ -336,11 +336,21 @@ def test_redrive(env, sched):
           == [["1", "sent"], ["2", "sent"]], "their 'failed' log rows are gone, the rest stay")
 
 
-def make_env(cfg, kind):
+def make_env(kind, doc):
     """The Env of a test run as `test_KIND.py HERALD_DISPATCHER HERALDCTL`
-    on the stack of config file CFG: its MySQL and Redis, and a Redis
+    on the stack of $HERALD_TEST_CONFIG: its MySQL and Redis, and a Redis
     prefix, task topic, Kafka topic and free port of its own.  Returns
-    (env, the config's text, the test's unique tag)."""
+    (env, the config's text, the test's unique tag); exits 2 with DOC on
+    bad usage, 77 (skipped) without the stack or the dispatcher's test
+    seams."""
+    if len(sys.argv) != 3:
+        print(doc)
+        sys.exit(2)
+    cfg = os.environ.get("HERALD_TEST_CONFIG")
+    if not cfg:
+        print("HERALD_TEST_CONFIG is not set: skipped")
+        sys.exit(77)
+    require_seams(sys.argv[1])
     env = Env()
     env.dispatcher, env.heraldctl = sys.argv[1], sys.argv[2]
     text = open(cfg).read()
@@ -364,18 +374,7 @@ def make_env(cfg, kind):
 
 
 def main():
-    if len(sys.argv) != 3:
-        print(__doc__)
-        return 2
-    cfg = os.environ.get("HERALD_TEST_CONFIG")
-    if not cfg:
-        print("HERALD_TEST_CONFIG is not set: skipped")
-        return 77
-    out = subprocess.run([sys.argv[1], "--version"], capture_output=True, text=True).stdout
-    if "test seams: on" not in out:
-        print("SKIPPED: %s lacks the test seams (configure with -Dtest_seams=true)" % sys.argv[1])
-        return 77
-    env, text, tag = make_env(cfg, "api")
+    env, text, tag = make_env("api", __doc__)
     m = re.search(r"^channels:\n  (\w+):", text, re.M)
     env.channel = m.group(1)
 
