@@ -14,14 +14,14 @@ port, and uids of its own range (deleted at the end).  Exits 77 when
 HERALD_TEST_CONFIG is unset.  Every wait is bounded."""
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from badinput_env import check, finish, wait_until  # noqa: E402
-from test_api import TOKEN, ctl, http, make_env, sql, start_dispatcher, write_config  # noqa: E402
+from test_api import (TOKEN, ctl, http, make_env, sql, start_dispatcher,  # noqa: E402
+                      stop_dispatcher, write_config)
 
 APNS = "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"
 SYNC_WAIT_S = 20  # the dispatcher syncs every 5 s
@@ -205,19 +205,13 @@ def main():
         test_ctl(env)
         test_raw_sql(env)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        stop_dispatcher(proc, log)
         keys = env.r.cmd("KEYS", env.prefix + "*")
         if keys:
             env.r.cmd("DEL", *keys)
         sql(env, "DELETE FROM push_address WHERE uid BETWEEN %d AND %d"
             % (env.base, env.base + 99999))
         os.unlink(env.cfg_path)
-    check(proc.returncode == 0, "dispatcher exits 0 on SIGTERM")
     return finish()
 
 

@@ -91,6 +91,19 @@ def start_dispatcher(env, path, log):
     return subprocess.Popen([env.dispatcher, "-c", path], stdout=log, stderr=log, env=e)
 
 
+def stop_dispatcher(proc, log):
+    """SIGTERM, a bounded wait (then SIGKILL), and the check that it
+    exited 0."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=20)
+    log.close()
+    check(proc.returncode == 0, "dispatcher exits 0 on SIGTERM")
+
+
 def ctl(env, *args):
     return subprocess.run([env.heraldctl, "-c", env.cfg_path] + [str(a) for a in args],
                           capture_output=True, text=True, timeout=60)
@@ -398,13 +411,7 @@ def main():
         test_control(env, sched, later)
         test_metrics(env)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-    check(proc.returncode == 0, "dispatcher exits 0 on SIGTERM")
+        stop_dispatcher(proc, log)
     try:
         test_recover(env, sched)
         test_redrive(env, sched)
