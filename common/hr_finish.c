@@ -15,7 +15,7 @@ int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr
                          &out->pulled,    &out->cancelled, &out->retried};
     size_t i;
 
-    hr_redis_task_key(r, key, sizeof key, id, "stats");
+    hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_STATS);
     reply = hr_redis_cmdf(r, errstr, errlen, "HMGET %s sent failed throttled pulled cancelled "
                           "retried", key);
     if (reply == NULL)
@@ -27,6 +27,22 @@ int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr
                          : 0;
     freeReplyObject(reply);
     return 0;
+}
+
+int hr_finish_raise(hr_mysql *m, int64_t id, const hr_outcomes *stats, char *errstr,
+                    size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(stats->sent),      HR_P_I64(stats->failed),
+                                HR_P_I64(stats->throttled), HR_P_I64(stats->pulled),
+                                HR_P_I64(stats->cancelled), HR_P_I64(stats->retried),
+                                HR_P_I64(id)};
+
+    return hr_mysql_exec(m,
+                         "UPDATE push_task SET sent = GREATEST(sent, ?), "
+                         "failed = GREATEST(failed, ?), throttled = GREATEST(throttled, ?), "
+                         "pulled = GREATEST(pulled, ?), cancelled = GREATEST(cancelled, ?), "
+                         "retried = GREATEST(retried, ?) WHERE id = ?",
+                         p, 7, NULL, NULL, NULL, errstr, errlen);
 }
 
 int hr_finish_task(hr_mysql *m, int64_t id, const hr_outcomes *stats, hr_finish_result *out,
