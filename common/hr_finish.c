@@ -29,6 +29,22 @@ int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr
     return 0;
 }
 
+int hr_finish_raise(hr_mysql *m, int64_t id, const hr_outcomes *stats, char *errstr,
+                    size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(stats->sent),      HR_P_I64(stats->failed),
+                                HR_P_I64(stats->throttled), HR_P_I64(stats->pulled),
+                                HR_P_I64(stats->cancelled), HR_P_I64(stats->retried),
+                                HR_P_I64(id)};
+
+    return hr_mysql_exec(m,
+                         "UPDATE push_task SET sent = GREATEST(sent, ?), "
+                         "failed = GREATEST(failed, ?), throttled = GREATEST(throttled, ?), "
+                         "pulled = GREATEST(pulled, ?), cancelled = GREATEST(cancelled, ?), "
+                         "retried = GREATEST(retried, ?) WHERE id = ?",
+                         p, 7, NULL, NULL, NULL, errstr, errlen);
+}
+
 int hr_finish_task(hr_mysql *m, int64_t id, const hr_outcomes *stats, hr_finish_result *out,
                    char *errstr, size_t errlen)
 {

@@ -59,9 +59,9 @@ bool hr_state_name_final(const char *name)
     return hr_state_parse(name, &s) == 0 && hr_state_final(s);
 }
 
-const char *hr_control_name(hr_control c)
+const char *hr_control_name(hr_control control)
 {
-    return (unsigned)c < HR_CONTROL__COUNT ? hr_control_names[c] : "?";
+    return (unsigned)control < HR_CONTROL__COUNT ? hr_control_names[control] : "?";
 }
 
 int hr_control_parse(const char *name, hr_control *out)
@@ -86,9 +86,18 @@ static int hr_state_move(hr_mysql *m, const char *sql, const hr_mysql_param *p, 
     return affected == 1;
 }
 
-int hr_state_control(hr_mysql *m, int64_t id, hr_control c, char *errstr, size_t errlen)
+/* A transition whose only parameter is the task id. */
+static int hr_state_move_id(hr_mysql *m, const char *sql, int64_t id, char *errstr,
+                            size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_STR(hr_control_name(c)), HR_P_I64(id)};
+    const hr_mysql_param p[] = {HR_P_I64(id)};
+
+    return hr_state_move(m, sql, p, 1, NULL, errstr, errlen);
+}
+
+int hr_state_control(hr_mysql *m, int64_t id, hr_control control, char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_STR(hr_control_name(control)), HR_P_I64(id)};
 
     return hr_state_move(m,
                          "UPDATE push_task SET control = ? WHERE id = ? "
@@ -136,20 +145,18 @@ int hr_state_dispatched(hr_mysql *m, int64_t id, const char *owner, char *errstr
 
 int hr_state_redispatch(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(id)};
-
-    return hr_state_move(m,
-                         "UPDATE push_task SET state = 'dispatching', claimed_by = NULL, "
-                         "lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND, "
-                         "dispatched_at = NULL "
-                         "WHERE id = ? AND state = 'dispatched' AND control = 'run'",
-                         p, 1, NULL, errstr, errlen);
+    return hr_state_move_id(m,
+                            "UPDATE push_task SET state = 'dispatching', claimed_by = NULL, "
+                            "lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND, "
+                            "dispatched_at = NULL "
+                            "WHERE id = ? AND state = 'dispatched' AND control = 'run'",
+                            id, errstr, errlen);
 }
 
-int hr_state_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *why, char *errstr,
-                  size_t errlen)
+int hr_state_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *reason,
+                  char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_STR(why), HR_P_I64(id), HR_P_STR(hr_state_name(from))};
+    const hr_mysql_param p[] = {HR_P_STR(reason), HR_P_I64(id), HR_P_STR(hr_state_name(from))};
 
     return hr_state_move(m,
                          "UPDATE push_task SET state = 'failed', last_error = ?, "
@@ -159,13 +166,11 @@ int hr_state_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *why, 
 
 int hr_state_pause(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(id)};
-
-    return hr_state_move(m,
-                         "UPDATE push_task SET state = 'paused' WHERE id = ? "
-                         "AND control = 'pause' "
-                         "AND state IN ('scheduled', 'dispatching', 'dispatched')",
-                         p, 1, NULL, errstr, errlen);
+    return hr_state_move_id(m,
+                            "UPDATE push_task SET state = 'paused' WHERE id = ? "
+                            "AND control = 'pause' "
+                            "AND state IN ('scheduled', 'dispatching', 'dispatched')",
+                            id, errstr, errlen);
 }
 
 int hr_state_resume(hr_mysql *m, int64_t id, hr_task_state to, char *errstr, size_t errlen)
@@ -181,23 +186,19 @@ int hr_state_resume(hr_mysql *m, int64_t id, hr_task_state to, char *errstr, siz
 
 int hr_state_cancel(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(id)};
-
-    return hr_state_move(m,
-                         "UPDATE push_task SET state = 'cancelled', "
-                         "finished_at = UTC_TIMESTAMP(3) WHERE id = ? AND control = 'cancel' "
-                         "AND state NOT IN ('done', 'cancelled', 'failed')",
-                         p, 1, NULL, errstr, errlen);
+    return hr_state_move_id(m,
+                            "UPDATE push_task SET state = 'cancelled', "
+                            "finished_at = UTC_TIMESTAMP(3) WHERE id = ? AND control = 'cancel' "
+                            "AND state NOT IN ('done', 'cancelled', 'failed')",
+                            id, errstr, errlen);
 }
 
 int hr_state_reopen(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(id)};
-
-    return hr_state_move(m,
-                         "UPDATE push_task SET state = 'dispatched', finished_at = NULL "
-                         "WHERE id = ? AND state = 'done'",
-                         p, 1, NULL, errstr, errlen);
+    return hr_state_move_id(m,
+                            "UPDATE push_task SET state = 'dispatched', finished_at = NULL "
+                            "WHERE id = ? AND state = 'done'",
+                            id, errstr, errlen);
 }
 
 int hr_state_redrive(hr_mysql *m, int64_t id, int64_t moved, char *errstr, size_t errlen)
@@ -218,15 +219,13 @@ int hr_state_redrive(hr_mysql *m, int64_t id, int64_t moved, char *errstr, size_
 
 int hr_state_recover(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(id)};
-
-    return hr_state_move(m,
-                         "UPDATE push_task SET state = 'dispatching', claimed_by = NULL, "
-                         "lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND, "
-                         "dispatched_at = NULL, finished_at = NULL, "
-                         "last_error = IF(state = 'failed', NULL, last_error), "
-                         "unaccounted = 0 WHERE id = ? "
-                         "AND (state IN ('dispatching', 'dispatched') "
-                         "OR (state = 'failed' AND unaccounted > 0))",
-                         p, 1, NULL, errstr, errlen);
+    return hr_state_move_id(m,
+                            "UPDATE push_task SET state = 'dispatching', claimed_by = NULL, "
+                            "lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND, "
+                            "dispatched_at = NULL, finished_at = NULL, "
+                            "last_error = IF(state = 'failed', NULL, last_error), "
+                            "unaccounted = 0 WHERE id = ? "
+                            "AND (state IN ('dispatching', 'dispatched') "
+                            "OR (state = 'failed' AND unaccounted > 0))",
+                            id, errstr, errlen);
 }

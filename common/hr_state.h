@@ -55,12 +55,12 @@ bool hr_state_is(const char *name, hr_task_state s);
 bool hr_state_name_final(const char *name);
 
 /* "run", "pause", "cancel"; "?" for a value out of range. */
-const char *hr_control_name(hr_control c);
+const char *hr_control_name(hr_control control);
 int hr_control_parse(const char *name, hr_control *out);
 
-/* The admin's wish: push_task.control = C of an unfinished task (the
+/* The admin's wish: push_task.control = CONTROL of an unfinished task (the
  * dispatchers' control scan then moves its state).  0 or -1. */
-int hr_state_control(hr_mysql *m, int64_t id, hr_control c, char *errstr, size_t errlen);
+int hr_state_control(hr_mysql *m, int64_t id, hr_control control, char *errstr, size_t errlen);
 
 /* hr_state_claim: the task row stayed locked (a subscription insert or an
  * admin's open transaction); try again later. */
@@ -78,9 +78,9 @@ int hr_state_dispatched(hr_mysql *m, int64_t id, const char *owner, char *errstr
 /* dispatched (control run) -> dispatching with no owner and an expired
  * lease, which a poller takes over: recipients came back to subs. */
 int hr_state_redispatch(hr_mysql *m, int64_t id, char *errstr, size_t errlen);
-/* FROM -> failed with WHY as last_error. */
-int hr_state_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *why, char *errstr,
-                  size_t errlen);
+/* FROM -> failed with REASON as last_error. */
+int hr_state_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *reason,
+                  char *errstr, size_t errlen);
 /* scheduled, dispatching or dispatched (control pause) -> paused. */
 int hr_state_pause(hr_mysql *m, int64_t id, char *errstr, size_t errlen);
 /* paused (control run) -> TO with no owner and an expired lease, so that a

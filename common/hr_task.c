@@ -154,13 +154,13 @@ int hr_task_from_row(const hr_mysql_rows *rows, size_t row, hr_task **out, char 
     if (t == NULL)
         goto oom;
     for (i = 0; i < sizeof task_cols / sizeof task_cols[0]; i++) {
-        const task_col *c = &task_cols[i];
-        void *field = (char *)t + c->offset;
+        const task_col *tc = &task_cols[i];
+        void *field = (char *)t + tc->offset;
 
-        if (c->kind == TC_STR) {
-            if (task_dup(rows, row, c->col, (char **)field) < 0)
+        if (tc->kind == TC_STR) {
+            if (task_dup(rows, row, tc->col, (char **)field) < 0)
                 goto oom;
-        } else if (task_int(rows, row, c->col, c->kind == TC_INT_NULL, (int64_t *)field,
+        } else if (task_int(rows, row, tc->col, tc->kind == TC_INT_NULL, (int64_t *)field,
                             errstr, errlen) < 0) {
             goto fail;
         }
@@ -206,16 +206,16 @@ int hr_task_set_control(hr_mysql *m, hr_redis *r, int64_t id, const char *contro
 {
     char key[HR_KEY_MAX];
     redisReply *reply;
-    hr_control c;
+    hr_control wish;
 
-    if (hr_control_parse(control, &c) < 0) {
+    if (hr_control_parse(control, &wish) < 0) {
         snprintf(errstr, errlen, "unknown control \"%.16s\"", control);
         return -1;
     }
-    if (m != NULL && hr_state_control(m, id, c, errstr, errlen) < 0)
+    if (m != NULL && hr_state_control(m, id, wish, errstr, errlen) < 0)
         return -1;
     hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_CTL);
-    reply = hr_redis_cmdf(r, errstr, errlen, "SET %s %s", key, hr_control_name(c));
+    reply = hr_redis_cmdf(r, errstr, errlen, "SET %s %s", key, hr_control_name(wish));
     if (reply == NULL)
         return m != NULL ? 1 : -1;
     freeReplyObject(reply);
@@ -228,12 +228,12 @@ static int task_check_template(const char *what, const char *src, bool json_esca
                                char *errstr, size_t errlen)
 {
     hr_template *tpl = NULL;
-    char why[256];
+    char detail[256];
 
     if (src == NULL)
         return 0;
-    if (hr_template_compile(src, strlen(src), json_escape, &tpl, why, sizeof why) < 0) {
-        snprintf(errstr, errlen, "%s template: %s", what, why);
+    if (hr_template_compile(src, strlen(src), json_escape, &tpl, detail, sizeof detail) < 0) {
+        snprintf(errstr, errlen, "%s template: %s", what, detail);
         return -1;
     }
     hr_template_free(tpl);

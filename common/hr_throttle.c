@@ -169,7 +169,7 @@ static int thr_slice(hr_pipe *p, const hr_throttle_req *reqs, size_t n, hr_throt
                      char *errstr, size_t errlen)
 {
     redisReply *reply;
-    char why[256];
+    char detail[256];
     size_t i;
     int rc = 0;
 
@@ -177,14 +177,14 @@ static int thr_slice(hr_pipe *p, const hr_throttle_req *reqs, size_t n, hr_throt
     for (i = 0; i < n; i++)
         if (thr_call(p, &reqs[i], errstr, errlen) != 0)
             return -1;
-    if (hr_pipe_exec(p, why, sizeof why) != 0) {
-        snprintf(errstr, errlen, "throttle: %s", why);
+    if (hr_pipe_exec(p, detail, sizeof detail) != 0) {
+        snprintf(errstr, errlen, "throttle: %s", detail);
         return -1;
     }
     for (i = 0; i < n && rc == 0; i++) {
-        reply = hr_pipe_reply(p, i, why, sizeof why);
+        reply = hr_pipe_reply(p, i, detail, sizeof detail);
         if (reply == NULL) {
-            snprintf(errstr, errlen, "throttle: %s", why);
+            snprintf(errstr, errlen, "throttle: %s", detail);
             rc = -1;
         } else {
             rc = thr_parse(reply, reqs[i].rule, &out[i], errstr, errlen);

@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "hr_finish.h"
 #include "hr_state.h"
 #include "hr_subs.h"
 #include "hr_task.h"
@@ -141,16 +142,11 @@ static int recover_log_counts(hr_mysql *m, hr_task *t, char *errstr, size_t errl
     }
     hr_mysql_rows_free(rows);
     {
-        const hr_mysql_param pu[] = {HR_P_I64(t->sent),   HR_P_I64(t->failed),
-                                     HR_P_I64(t->throttled), HR_P_I64(t->pulled),
-                                     HR_P_I64(t->cancelled), HR_P_I64(t->id)};
+        const hr_outcomes raised = {.sent = t->sent,           .failed = t->failed,
+                                    .throttled = t->throttled, .pulled = t->pulled,
+                                    .cancelled = t->cancelled, .retried = -1};
 
-        return hr_mysql_exec(m,
-                             "UPDATE push_task SET sent = GREATEST(sent, ?), "
-                             "failed = GREATEST(failed, ?), throttled = GREATEST(throttled, ?), "
-                             "pulled = GREATEST(pulled, ?), cancelled = GREATEST(cancelled, ?) "
-                             "WHERE id = ?",
-                             pu, 6, NULL, NULL, NULL, errstr, errlen);
+        return hr_finish_raise(m, t->id, &raised, errstr, errlen);
     }
 }
 

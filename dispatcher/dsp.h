@@ -60,6 +60,7 @@
 #include "hr_metrics.h"
 #include "hr_mysql.h"
 #include "hr_redis.h"
+#include "hr_state.h"
 #include "hr_task.h"
 
 #include "dsp_seams.h"
@@ -76,8 +77,7 @@
 #define DSP_RETIRE_MAX 100          /* finished tasks whose keys get a TTL, per sweep */
 #define DSP_KEY_RETENTION_MS ((int64_t)7 * 86400 * 1000) /* a finished task's Redis keys */
 #define DSP_CLAIM_EARLY_MS 1000     /* a claim accepts due_at at most this far ahead */
-#define DSP_CLAIM_LOCK_WAIT_S "1"   /* a claim's wait for the task row's lock */
-#define DSP_CLAIM_BUSY 2            /* dsp_store_claim: the row stayed locked */
+#define DSP_CLAIM_BUSY HR_STATE_BUSY /* dsp_store_claim: the row stayed locked */
 #define DSP_TICK_MS 10
 #define DSP_PREP_LOCK_MS 120000     /* prepare lock (refill vs first chunk) */
 #define DSP_RECHECK_MS 10000        /* recount a prepared task's subscribers */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "dsp.h"
+#include "hr_state.h"
 
 /* herald_tasks{state}: one GROUP BY over the state index. */
 static void dsp_jobs_count(dsp *d)
@@ -62,7 +63,7 @@ static void dsp_jobs_done(uv_work_t *w, int status)
     d->bg_busy = false;
     for (i = 0; i < d->nbg_claimed; i++) {
         dsp_own(d, d->bg_claimed[i],
-                strcmp(d->bg_claimed[i]->state, "dispatching") == 0 ? "takeover" : "poller");
+                hr_state_is(d->bg_claimed[i]->state, HR_STATE_DISPATCHING) ? "takeover" : "poller");
         hr_task_free(d->bg_claimed[i]);
     }
     d->nbg_claimed = 0;

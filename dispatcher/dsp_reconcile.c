@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "dsp.h"
+#include "hr_keys.h"
 #include "hr_log.h"
 #include "hr_subs.h"
 
@@ -49,7 +50,7 @@ static int dsp_rc_seq(dsp_conn *c, int64_t id, char *errstr, size_t errlen)
         return -1;
     max = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
     hr_mysql_rows_free(rows);
-    hr_redis_task_key(c->r, pending, sizeof pending, id, "pending");
+    hr_key_task(hr_redis_prefix(c->r), pending, sizeof pending, id, HR_KEY_PENDING);
     reply = hr_redis_cmdf(c->r, errstr, errlen, "HKEYS %s", pending);
     if (reply == NULL)
         return -1;
@@ -57,7 +58,7 @@ static int dsp_rc_seq(dsp_conn *c, int64_t id, char *errstr, size_t errlen)
         if (strtoll(reply->element[i]->str, NULL, 10) > max)
             max = strtoll(reply->element[i]->str, NULL, 10);
     freeReplyObject(reply);
-    hr_redis_task_key(c->r, seq_key, sizeof seq_key, id, "seq");
+    hr_key_task(hr_redis_prefix(c->r), seq_key, sizeof seq_key, id, HR_KEY_SEQ);
     reply = hr_redis_cmdf(c->r, errstr, errlen, "GET %s", seq_key);
     if (reply == NULL)
         return -1;
