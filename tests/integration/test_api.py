@@ -11,7 +11,6 @@ import json
 import os
 import random
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,7 +20,8 @@ import urllib.request
 from datetime import datetime, timedelta, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import FAILS, Redis, check, wait_until, yaml_value  # noqa: E402
+from badinput_env import FAILS, Mysql, Redis, Settings, check, free_port, wait_until  # noqa: E402
+import yaml  # noqa: E402  (after badinput_env, which puts Debian's packages on the path)
 
 TOKEN = "t0k3n-" + str(random.randrange(1 << 30))
 
@@ -33,12 +33,7 @@ class Env:
 
 
 def sql(env, q):
-    out = subprocess.run(["mariadb", "-h", env.my_host, "-P", env.my_port, "-u", env.my_user,
-                          "-p" + env.my_pass, env.my_db, "-N", "-B", "-e", q],
-                         capture_output=True, text=True, timeout=30)
-    if out.returncode != 0:
-        raise RuntimeError(out.stderr)
-    return [line.split("\t") for line in out.stdout.splitlines()]
+    return env.db.sql(q)
 
 
 def http(env, method, path, body=None, token=TOKEN, raw=None):
@@ -347,24 +342,16 @@ def main():
     env = Env()
     env.dispatcher, env.heraldctl = sys.argv[1], sys.argv[2]
     text = open(cfg).read()
-    env.my_host = yaml_value(text, "mysql", "host")
-    env.my_port = yaml_value(text, "mysql", "port")
-    env.my_user = yaml_value(text, "mysql", "user")
-    env.my_pass = yaml_value(text, "mysql", "password")
-    env.my_db = yaml_value(text, "mysql", "database")
-    env.base_prefix = yaml_value(text, "redis", "prefix")
-    m = re.search(r"^channels:\n  (\w+):", text, re.M)
-    env.channel = m.group(1)
+    stack = Settings.load()
+    env.db = Mysql.of(stack)
+    env.base_prefix = stack.redis["prefix"]
+    env.channel = next(iter(yaml.safe_load(text)["channels"]))
     tag = "%d_%d" % (os.getpid(), random.randrange(1 << 20))
     env.prefix = "hrtest:api:%s:" % tag
     env.topic = "apitest_" + tag
     env.kafka_topic = "herald.test.api." + tag
-    # A port the kernel says is free (a random one collided with other
-    # servers on a shared machine now and then).
-    with socket.socket() as so:
-        so.bind(("127.0.0.1", 0))
-        env.port = so.getsockname()[1]
-    env.r = Redis(yaml_value(text, "redis", "host"), int(yaml_value(text, "redis", "port")))
+    env.port = free_port()
+    env.r = Redis.of(stack)
 
     test_refuses_without_tokens(env, text)
     env.cfg_path = write_config(env, text, "{tokens: [%s], max_body_bytes: 65536, max_ids: 10000,"
@@ -397,13 +384,7 @@ def main():
         test_recover(env, sched)
         test_redrive(env, sched)
     finally:
-        cursor = "0"
-        for _ in range(10000):
-            cursor, keys = env.r.cmd("SCAN", cursor, "MATCH", env.prefix + "*", "COUNT", 1000)
-            if keys:
-                env.r.cmd("DEL", *keys)
-            if cursor == "0":
-                break
+        env.r.unlink_pattern(env.prefix + "*")
         ids = "SELECT id FROM push_task WHERE topic = '%s'" % env.topic
         sql(env, "DELETE FROM push_subscription WHERE task_id IN (%s)" % ids)
         sql(env, "DELETE FROM push_delivery WHERE task_id IN (%s)" % ids)

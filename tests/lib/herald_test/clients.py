@@ -36,8 +36,13 @@ class Redis:
         return (self.bytes if raw else self.text).execute_command(*args)
 
     def scan(self, pattern, count=1000):
-        """Every key matching PATTERN."""
-        return list(self.text.scan_iter(match=pattern, count=count))
+        """Every key matching PATTERN (SCAN until the cursor is back at 0)."""
+        keys, cursor = [], "0"
+        while True:
+            cursor, batch = self.cmd("SCAN", cursor, "MATCH", pattern, "COUNT", count)
+            keys += batch
+            if cursor == "0":
+                return keys
 
     def unlink_many(self, keys, batch=1000):
         """UNLINKs KEYS in pipelined batches; how many there were."""

@@ -49,11 +49,12 @@ class Settings:
         return self.kafka["brokers"]
 
     def pids(self):
-        """{server: pid} of the stack's servers from their pid files."""
+        """{server: pid} of the stack's servers from their pid files, named
+        as `deploy/local/stack stop-one` names them."""
         out = {}
-        for name in ("redis", "mysql", "kafka"):
+        for name, section in (("redis", "redis"), ("mariadb", "mysql"), ("kafka", "kafka")):
             try:
-                with open(getattr(self, name)["pid_file"]) as f:
+                with open(getattr(self, section)["pid_file"]) as f:
                     out[name] = int(f.read().strip())
             except (OSError, ValueError):
                 pass
