@@ -20,7 +20,8 @@ import urllib.request
 from datetime import datetime, timedelta, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import FAILS, Mysql, Redis, Settings, check, free_port, wait_until  # noqa: E402
+from badinput_env import (FAILS, Mysql, Redis, Settings, check, free_port, stop_popen,  # noqa: E402
+                          wait_until)
 import yaml  # noqa: E402  (after badinput_env, which puts Debian's packages on the path)
 
 TOKEN = "t0k3n-" + str(random.randrange(1 << 30))
@@ -373,11 +374,7 @@ def main():
         test_control(env, sched, later)
         test_metrics(env)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_popen(proc, 20)
         log.close()
     check(proc.returncode == 0, "dispatcher exits 0 on SIGTERM")
     try:

@@ -32,7 +32,7 @@ import tempfile
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from badinput_env import (FAILS, Env, Redis, RedisError, check, finish, free_port,  # noqa: E402
-                          wait_until)
+                          stop_popen, wait_until)
 
 PASSWORD_VAR = "HERALD_TEST_REDIS_PASSWORD"
 
@@ -196,12 +196,7 @@ def main():
                   "no password in the dispatchers' %s" % label)
     finally:
         if redis is not None:
-            redis.terminate()
-            try:
-                redis.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                redis.kill()
-                redis.wait(timeout=10)
+            stop_popen(redis, 10)
         env.cleanup()
         if not FAILS:
             shutil.rmtree(tmp, ignore_errors=True)
