@@ -7,10 +7,10 @@ usage: test_api.py HERALD_DISPATCHER HERALDCTL   (python3 stdlib only)
 Isolation: its own Redis prefix, Kafka topic and task topic (the dispatcher
 runs with HERALD_TEST_TASK_TOPIC), its own port.  Exits 77 when
 HERALD_TEST_CONFIG is unset.  Every wait is bounded."""
+import copy
 import json
 import os
 import random
-import re
 import subprocess
 import sys
 import tempfile
@@ -70,12 +70,15 @@ def key(env, task, suffix):
 
 # ---- setup ------------------------------------------------------------------
 
-def write_config(env, text, api_line):
-    text = text.replace('prefix: "%s"' % env.base_prefix, 'prefix: "%s"' % env.prefix, 1)
-    text = re.sub(r"^  topic: .*$", "  topic: %s" % env.kafka_topic, text, count=1, flags=re.M)
-    text = re.sub(r"^  listen: 127\.0\.0\.1:\d+", "  listen: 127.0.0.1:%d" % env.port, text,
-                  count=1, flags=re.M)
-    text = re.sub(r"^  api: \{.*\}$", "  api: " + api_line, text, count=1, flags=re.M)
+def write_config(env, base, api_line):
+    """The stack's config (BASE, parsed) moved to this test's prefix, topic
+    and port, with API_LINE (YAML flow text) as dispatcher.api."""
+    cfg = copy.deepcopy(base)
+    cfg["redis"]["prefix"] = env.prefix
+    cfg["kafka"]["topic"] = env.kafka_topic
+    cfg["dispatcher"]["listen"] = "127.0.0.1:%d" % env.port
+    cfg["dispatcher"]["api"] = yaml.safe_load(api_line)
+    text = yaml.safe_dump(cfg, sort_keys=False)
     fd, path = tempfile.mkstemp(suffix=".yaml", prefix="herald-test-api-")
     with os.fdopen(fd, "w") as f:
         f.write(text)
@@ -106,8 +109,8 @@ def create(env, name, due, freeze=None, **extra):
 
 # ---- the tests --------------------------------------------------------------
 
-def test_refuses_without_tokens(env, text):
-    path = write_config(env, text, "{insecure: false}")
+def test_refuses_without_tokens(env, base):
+    path = write_config(env, base, "{insecure: false}")
     try:
         out = subprocess.run([env.dispatcher, "-c", path], capture_output=True, text=True,
                              timeout=20)
@@ -342,11 +345,11 @@ def main():
         return 77
     env = Env()
     env.dispatcher, env.heraldctl = sys.argv[1], sys.argv[2]
-    text = open(cfg).read()
+    with open(cfg) as f:
+        base = yaml.safe_load(f)
     stack = Settings.load()
     env.db = Mysql.of(stack)
-    env.base_prefix = stack.redis["prefix"]
-    env.channel = next(iter(yaml.safe_load(text)["channels"]))
+    env.channel = next(iter(base["channels"]))
     tag = "%d_%d" % (os.getpid(), random.randrange(1 << 20))
     env.prefix = "hrtest:api:%s:" % tag
     env.topic = "apitest_" + tag
@@ -354,8 +357,8 @@ def main():
     env.port = free_port()
     env.r = Redis.of(stack)
 
-    test_refuses_without_tokens(env, text)
-    env.cfg_path = write_config(env, text, "{tokens: [%s], max_body_bytes: 65536, max_ids: 10000,"
+    test_refuses_without_tokens(env, base)
+    env.cfg_path = write_config(env, base, "{tokens: [%s], max_body_bytes: 65536, max_ids: 10000,"
                                 " threads: 4}" % TOKEN)
     log = open(os.path.join(tempfile.gettempdir(), "test_api_%s.log" % tag), "w")
     proc = start_dispatcher(env, env.cfg_path, log)
