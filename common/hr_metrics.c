@@ -31,6 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hr_vec.h"
+
 const double hr_metrics_buckets_latency[11] = {.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10};
 const double hr_metrics_buckets_delivery[12] = {.1, .25, .5, 1, 2, 5, 10, 30, 60, 120, 300, 600};
 
@@ -59,8 +61,7 @@ struct hr_metrics_family {
     size_t nbounds;
     size_t max_children;
     pthread_mutex_t mu;
-    hr_metrics_child **children;
-    size_t nchildren, capchildren;
+    HR_VEC(hr_metrics_child *) children;
     int32_t *slots; /* -1 = empty */
     size_t nslots;
     hr_metrics_child *overflow;       /* created on the first overflow */
@@ -69,8 +70,7 @@ struct hr_metrics_family {
 
 struct hr_metrics {
     pthread_mutex_t mu;
-    hr_metrics_family **fams;
-    size_t nfams, capfams;
+    HR_VEC(hr_metrics_family *) fams;
     size_t max_children;
 };
 
@@ -171,7 +171,7 @@ hr_metrics_child *hr_metrics_labelv(hr_metrics_family *fam, const char *const *v
          * child: a second unlabelled series would be a duplicate. */
         if (!valid)
             hr_metrics_inc(fam->overflow_count);
-        return fam->children[0];
+        return fam->children.v[0];
     }
 
     hr_metrics_child *c = NULL;
@@ -185,34 +185,26 @@ hr_metrics_child *hr_metrics_labelv(hr_metrics_family *fam, const char *const *v
     size_t mask = fam->nslots - 1;
     size_t i = hr_metrics_hash(values, nvalues) & mask;
     for (; fam->slots[i] >= 0; i = (i + 1) & mask) {
-        hr_metrics_child *cand = fam->children[fam->slots[i]];
+        hr_metrics_child *cand = fam->children.v[fam->slots[i]];
         if (hr_metrics_child_matches(cand, values, nvalues)) {
             c = cand;
             goto done;
         }
     }
     overflowed = true;
-    if (fam->nchildren >= fam->max_children) {
+    if (fam->children.n >= fam->max_children) {
         c = hr_metrics_overflow_locked(fam);
         goto done;
     }
-    if (fam->nchildren == fam->capchildren) {
-        size_t cap = fam->capchildren == 0 ? 8 : fam->capchildren * 2;
-        hr_metrics_child **children = realloc(fam->children, cap * sizeof *children);
-        if (children == NULL) {
-            c = hr_metrics_overflow_locked(fam);
-            goto done;
-        }
-        fam->children = children;
-        fam->capchildren = cap;
-    }
-    c = hr_metrics_child_new(fam, values);
+    c = hr_vec_reserve(&fam->children, fam->children.n + 1) == 0
+            ? hr_metrics_child_new(fam, values)
+            : NULL;
     if (c == NULL) {
         c = hr_metrics_overflow_locked(fam);
         goto done;
     }
-    fam->slots[i] = (int32_t)fam->nchildren;
-    fam->children[fam->nchildren++] = c;
+    fam->slots[i] = (int32_t)fam->children.n;
+    fam->children.v[fam->children.n++] = c;
     overflowed = false;
 done:
     pthread_mutex_unlock(&fam->mu);
@@ -309,10 +301,10 @@ static void hr_metrics_family_free(hr_metrics_family *fam)
 {
     if (fam == NULL)
         return;
-    for (size_t i = 0; i < fam->nchildren; i++)
-        hr_metrics_child_free(fam->children[i]);
+    for (size_t i = 0; i < fam->children.n; i++)
+        hr_metrics_child_free(fam->children.v[i]);
     hr_metrics_child_free(fam->overflow);
-    free(fam->children);
+    hr_vec_free(&fam->children);
     free(fam->slots);
     for (size_t i = 0; i < fam->nlabels; i++)
         free(fam->labels[i]);
@@ -416,10 +408,10 @@ static hr_metrics_family *hr_metrics_family_new(const hr_metrics_spec *spec, siz
     }
 
     if (fam->nlabels == 0) {
-        fam->children = malloc(sizeof *fam->children);
-        if (fam->children == NULL || (fam->children[0] = hr_metrics_child_new(fam, NULL)) == NULL)
+        if (hr_vec_reserve(&fam->children, 1) != 0 ||
+            (fam->children.v[0] = hr_metrics_child_new(fam, NULL)) == NULL)
             goto oom;
-        fam->nchildren = fam->capchildren = 1;
+        fam->children.n = 1;
     } else {
         fam->nslots = 1;
         while (fam->nslots < 2 * max_children)
@@ -440,27 +432,21 @@ fail:
 /* Appends FAM to REG; under reg->mu. */
 static int hr_metrics_add_family(hr_metrics *reg, hr_metrics_family *fam, char *errstr, size_t errlen)
 {
-    for (size_t i = 0; i < reg->nfams; i++) {
-        if (strcmp(reg->fams[i]->name, fam->name) == 0) {
+    for (size_t i = 0; i < reg->fams.n; i++) {
+        if (strcmp(reg->fams.v[i]->name, fam->name) == 0) {
             snprintf(errstr, errlen, "metric %s: registered twice", fam->name);
             return -1;
         }
     }
-    if (reg->nfams == reg->capfams) {
-        size_t cap = reg->capfams == 0 ? 16 : reg->capfams * 2;
-        hr_metrics_family **fams = realloc(reg->fams, cap * sizeof *fams);
-        if (fams == NULL) {
-            snprintf(errstr, errlen, "metric %s: out of memory", fam->name);
-            return -1;
-        }
-        reg->fams = fams;
-        reg->capfams = cap;
+    if (hr_vec_reserve(&reg->fams, reg->fams.n + 1) != 0) {
+        snprintf(errstr, errlen, "metric %s: out of memory", fam->name);
+        return -1;
     }
-    if (reg->nfams > 0) {
+    if (reg->fams.n > 0) {
         const char *values[1] = {fam->name};
-        fam->overflow_count = hr_metrics_labelv(reg->fams[0], values, 1);
+        fam->overflow_count = hr_metrics_labelv(reg->fams.v[0], values, 1);
     }
-    reg->fams[reg->nfams++] = fam;
+    reg->fams.v[reg->fams.n++] = fam;
     return 0;
 }
 
@@ -508,9 +494,9 @@ void hr_metrics_free(hr_metrics *reg)
 {
     if (reg == NULL)
         return;
-    for (size_t i = 0; i < reg->nfams; i++)
-        hr_metrics_family_free(reg->fams[i]);
-    free(reg->fams);
+    for (size_t i = 0; i < reg->fams.n; i++)
+        hr_metrics_family_free(reg->fams.v[i]);
+    hr_vec_free(&reg->fams);
     pthread_mutex_destroy(&reg->mu);
     free(reg);
 }
@@ -642,8 +628,8 @@ int hr_metrics_render(hr_metrics *reg, hr_buf *out)
     static const char *const type_names[] = {"counter", "gauge", "histogram"};
     hr_metrics_out o = {out, 0};
     pthread_mutex_lock(&reg->mu);
-    for (size_t f = 0; f < reg->nfams && o.rc == 0; f++) {
-        hr_metrics_family *fam = reg->fams[f];
+    for (size_t f = 0; f < reg->fams.n && o.rc == 0; f++) {
+        hr_metrics_family *fam = reg->fams.v[f];
         hr_metrics_puts(&o, "# HELP ");
         hr_metrics_puts(&o, fam->name);
         hr_metrics_puts(&o, " ");
@@ -654,8 +640,8 @@ int hr_metrics_render(hr_metrics *reg, hr_buf *out)
         hr_metrics_puts(&o, type_names[fam->type]);
         hr_metrics_puts(&o, "\n");
         pthread_mutex_lock(&fam->mu);
-        for (size_t i = 0; i < fam->nchildren; i++)
-            hr_metrics_put_child(&o, fam, fam->children[i]);
+        for (size_t i = 0; i < fam->children.n; i++)
+            hr_metrics_put_child(&o, fam, fam->children.v[i]);
         if (fam->overflow != NULL)
             hr_metrics_put_child(&o, fam, fam->overflow);
         pthread_mutex_unlock(&fam->mu);
