@@ -29,8 +29,8 @@ int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr
                          size_t errlen);
 
 /* Raises task ID's MySQL outcome counters to at least STATS (absolute
- * values, each -1 = leave it): what the worker's reporter and heraldctl
- * recover write.  0 or -1. */
+ * values, each -1 = leave it): what the worker's reporter writes.  0 or
+ * -1. */
 int hr_finish_raise(hr_mysql *m, int64_t id, const hr_outcomes *stats, char *errstr,
                     size_t errlen);
 
