@@ -159,16 +159,19 @@ int hr_state_finish(hr_mysql *m, int64_t id, const hr_outcomes *stats, int64_t s
     const hr_mysql_param p[] = {
         HR_P_I64(stats->sent),   HR_P_I64(stats->failed),    HR_P_I64(stats->throttled),
         HR_P_I64(stats->pulled), HR_P_I64(stats->cancelled), HR_P_I64(stats->retried),
-        HR_P_I64(subs),          HR_P_I64(subs),             HR_P_I64(id),
-        HR_P_I64(id)};
+        HR_P_I64(subs),          HR_P_I64(subs),             HR_P_I64(subs),
+        HR_P_I64(id),            HR_P_I64(id)};
 
     /* MariaDB assigns left to right, so unaccounted sees the raised
-     * counters and state sees unaccounted. */
+     * counters and state sees unaccounted.  total (recipients published in
+     * chunks) is capped at the subscriptions: a recipient chunked again
+     * under a new seq (Redis rewound: subs held it again and seq went
+     * backwards) was added to it twice. */
     return hr_state_move(m,
                          "UPDATE push_task SET sent = GREATEST(sent, ?), "
                          "failed = GREATEST(failed, ?), throttled = GREATEST(throttled, ?), "
                          "pulled = GREATEST(pulled, ?), cancelled = GREATEST(cancelled, ?), "
-                         "retried = GREATEST(retried, ?), "
+                         "retried = GREATEST(retried, ?), total = LEAST(total, ?), "
                          "unaccounted = GREATEST(0, CAST(? AS SIGNED) - "
                          "CAST(sent + failed + throttled + pulled + cancelled AS SIGNED)), "
                          "state = IF(unaccounted > 0, 'failed', 'done'), "
@@ -178,7 +181,7 @@ int hr_state_finish(hr_mysql *m, int64_t id, const hr_outcomes *stats, int64_t s
                          "cancelled, '): the working state in Redis lost them; heraldctl "
                          "recover ', ?, ' pushes them'), last_error), "
                          "finished_at = UTC_TIMESTAMP(3) WHERE id = ? AND state = 'dispatched'",
-                         p, 10, NULL, errstr, errlen);
+                         p, 11, NULL, errstr, errlen);
 }
 
 int hr_state_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *reason,

@@ -20,8 +20,8 @@ import tempfile
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from badinput_env import check, finish, wait_until  # noqa: E402
-from test_api import (TOKEN, ctl, http, make_env, sql, start_dispatcher,  # noqa: E402
-                      stop_dispatcher, write_config)
+from badinput_env import stop_popen  # noqa: E402
+from test_api import TOKEN, ctl, http, make_env, sql, start_dispatcher, write_config  # noqa: E402
 
 APNS = "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"
 SYNC_WAIT_S = 20  # the dispatcher syncs every 5 s
@@ -181,9 +181,7 @@ def test_raw_sql(env):
                      and members(env, u1) == ["email  new@example.org"], SYNC_WAIT_S),
           "a raw SQL delete and update reach redis (no stale address)")
     # Redis loses every address set and the synced mark.
-    keys = env.r.cmd("KEYS", env.prefix + "addr*")
-    if keys:
-        env.r.cmd("DEL", *keys)
+    env.r.unlink_pattern(env.prefix + "addr*")
     check(wait_until(lambda: members(env, u1) == ["email  new@example.org"]
                      and members(env, env.base + 100) != []
                      and env.r.cmd("EXISTS", env.prefix + "addr_synced") == 1, SYNC_WAIT_S),
@@ -191,9 +189,9 @@ def test_raw_sql(env):
 
 
 def main():
-    env, text, tag = make_env("addr", __doc__)
+    env, base, tag = make_env("addr", __doc__)
     env.base = 7000000000000000000 + (os.getpid() % 100000) * 100000
-    env.cfg_path = write_config(env, text, "{tokens: [%s], max_body_bytes: 65536, max_ids: 10000,"
+    env.cfg_path = write_config(env, base, "{tokens: [%s], max_body_bytes: 65536, max_ids: 10000,"
                                 " threads: 4}" % TOKEN)
     log = open(os.path.join(tempfile.gettempdir(), "test_addresses_%s.log" % tag), "w")
     proc = start_dispatcher(env, env.cfg_path, log)
@@ -205,13 +203,13 @@ def main():
         test_ctl(env)
         test_raw_sql(env)
     finally:
-        stop_dispatcher(proc, log)
-        keys = env.r.cmd("KEYS", env.prefix + "*")
-        if keys:
-            env.r.cmd("DEL", *keys)
+        status = stop_popen(proc, 20)
+        log.close()
+        env.r.unlink_pattern(env.prefix + "*")
         sql(env, "DELETE FROM push_address WHERE uid BETWEEN %d AND %d"
             % (env.base, env.base + 99999))
         os.unlink(env.cfg_path)
+    check(status == 0, "dispatcher exits 0 on SIGTERM")
     return finish()
 
 
