@@ -16,6 +16,7 @@
 #define HR_ADDR_BLOCK 65536   /* arena block size */
 #define HR_ADDR_SYNC_LOCK_MS 60000
 #define HR_ADDR_SQL_BATCH 500 /* rows per multi-row INSERT of the import */
+#define HR_ADDR_SYNCED_TTL_S 86400
 
 static const char *const hr_addr_names[HR_ADDR__COUNT] = {
     [HR_ADDR_FCM] = "fcm",
@@ -82,6 +83,30 @@ int hr_addr_list_push(hr_addr_list *l, const hr_addr *a)
     if (c.address == NULL)
         return -1;
     return hr_vec_push(&l->a, c);
+}
+
+cJSON *hr_addr_list_json(const hr_addr_list *l)
+{
+    cJSON *a = cJSON_CreateArray();
+
+    for (size_t i = 0; a != NULL && i < l->a.n; i++) {
+        cJSON *o = cJSON_CreateObject();
+
+        if (o == NULL || !cJSON_AddItemToArray(a, o)) {
+            cJSON_Delete(o);
+            goto fail;
+        }
+        /* O belongs to A from here on. */
+        if (cJSON_AddStringToObject(o, "platform", hr_addr_platform_name(l->a.v[i].platform)) ==
+                NULL ||
+            cJSON_AddStringToObject(o, "app", l->a.v[i].app) == NULL ||
+            cJSON_AddStringToObject(o, "address", l->a.v[i].address) == NULL)
+            goto fail;
+    }
+    return a;
+fail:
+    cJSON_Delete(a);
+    return NULL;
 }
 
 /* Every byte of S is in SET (a string of allowed characters) or, with
@@ -240,43 +265,36 @@ static int hr_addr_cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* "?, ?, ... ?" (N marks) for an IN list, or NULL when out of memory. */
-static char *hr_addr_marks(size_t n)
-{
-    char *s = malloc(3 * n + 1);
-
-    if (s == NULL)
-        return NULL;
-    for (size_t i = 0; i < n; i++)
-        memcpy(s + 3 * i, i == 0 ? "?  " : ", ?", 3);
-    s[3 * n] = '\0';
-    return s;
-}
-
 /* The push_address rows of the N distinct UIDS (sorted), in (uid,
- * platform, app, address) order: columns uid, platform, app, address. */
+ * platform, app, address) order: columns uid, platform, app, address.
+ * The statement is HEAD, one '?' per uid, TAIL: only marks are added to
+ * its text, every value is a parameter. */
 static int hr_addr_select(hr_mysql *m, const int64_t *uids, size_t n, hr_mysql_rows **rows,
                           char *errstr, size_t errlen)
 {
+    static const char head[] = "SELECT uid, platform, app, address FROM push_address "
+                               "WHERE uid IN (",
+                      tail[] = ") ORDER BY uid, platform, app, address";
     hr_mysql_param *p = malloc(n * sizeof *p);
-    char *marks = hr_addr_marks(n), *sql = NULL;
-    size_t len = 3 * n + 200;
+    char *sql = malloc(sizeof head + 2 * n + sizeof tail), *at;
     int rc = -1;
 
-    if (p == NULL || marks == NULL || (sql = malloc(len)) == NULL) {
+    if (p == NULL || sql == NULL) {
         snprintf(errstr, errlen, "out of memory");
         goto done;
     }
-    snprintf(sql, len,
-             "SELECT uid, platform, app, address FROM push_address WHERE uid IN (%s) "
-             "ORDER BY uid, platform, app, address",
-             marks);
-    for (size_t i = 0; i < n; i++)
+    at = memcpy(sql, head, sizeof head - 1);
+    at += sizeof head - 1;
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0)
+            *at++ = ',';
+        *at++ = '?';
         p[i] = HR_P_I64(uids[i]);
+    }
+    memcpy(at, tail, sizeof tail);
     rc = hr_mysql_query(m, sql, p, n, rows, errstr, errlen);
 done:
     free(sql);
-    free(marks);
     free(p);
     return rc;
 }
@@ -784,11 +802,59 @@ static int hr_addr_bump(hr_mysql *m, int64_t *upto, char *errstr, size_t errlen)
     return 0;
 }
 
+/* Rewrites, by keyset pages of BATCH, the sets of every uid push_address
+ * holds (ADDRESSES) or of the uids of the change rows of epochs
+ * FROM..UPTO-1, renewing the sync lock before each page's writes.  UIDS
+ * has room for BATCH.  0, HR_ADDR_SYNC_BUSY (lock lost) or -1. */
+static int hr_addr_sync_pages(hr_mysql *m, hr_redis *r, const char *token, int batch,
+                              bool addresses, int64_t from, int64_t upto, int64_t *uids,
+                              hr_addr_sync_result *res, char *errstr, size_t errlen)
+{
+    int64_t cursor = 0;
+
+    for (;;) {
+        const hr_mysql_param pf[] = {HR_P_I64(cursor), HR_P_I64(batch)};
+        const hr_mysql_param pc[] = {HR_P_I64(from), HR_P_I64(upto), HR_P_I64(cursor),
+                                     HR_P_I64(batch)};
+        hr_mysql_rows *rows = NULL;
+        size_t n;
+        int rc;
+
+        /* Column 0 is the page's cursor, column 1 the uid. */
+        if (addresses)
+            rc = hr_mysql_query(m,
+                                "SELECT DISTINCT uid, uid FROM push_address WHERE uid > ? "
+                                "ORDER BY uid LIMIT ?",
+                                pf, 2, &rows, errstr, errlen);
+        else
+            rc = hr_mysql_query(m,
+                                "SELECT id, uid FROM push_address_change WHERE epoch >= ? "
+                                "AND epoch < ? AND id > ? ORDER BY id LIMIT ?",
+                                pc, 4, &rows, errstr, errlen);
+        if (rc != 0)
+            return -1;
+        n = rows->nrows;
+        for (size_t i = 0; i < n; i++)
+            uids[i] = strtoll(hr_mysql_cell(rows, i, 1), NULL, 10);
+        if (n > 0)
+            cursor = strtoll(hr_mysql_cell(rows, n - 1, 0), NULL, 10);
+        hr_mysql_rows_free(rows);
+        if (n == 0)
+            return 0;
+        rc = hr_addr_lock(r, token, true, errstr, errlen);
+        if (rc <= 0)
+            return rc < 0 ? -1 : HR_ADDR_SYNC_BUSY;
+        if (hr_addr_rewrite(m, r, uids, n, res, errstr, errlen) != 0)
+            return -1;
+        if (n < (size_t)batch)
+            return 0;
+    }
+}
+
 int hr_addr_sync(hr_mysql *m, hr_redis *r, const char *token, int batch,
                  hr_addr_sync_result *res, char *errstr, size_t errlen)
 {
-    int64_t from = 0, upto = 0, cursor = 0, *uids = NULL;
-    hr_mysql_rows *rows = NULL;
+    int64_t from = 0, upto = 0, *uids = NULL;
     char key[HR_KEY_MAX], upto_s[24], e2[128];
     redisReply *reply;
     int rc;
@@ -807,58 +873,31 @@ int hr_addr_sync(hr_mysql *m, hr_redis *r, const char *token, int batch,
         (rc = hr_addr_bump(m, &upto, errstr, errlen)) != 0)
         goto done;
     res->full = from <= 0;
-    /* Keyset pages: by uid over every address (a full reload), or by id
-     * over the change rows of epochs FROM..UPTO-1. */
-    for (;;) {
-        const hr_mysql_param pf[] = {HR_P_I64(cursor), HR_P_I64(batch)};
-        const hr_mysql_param pc[] = {HR_P_I64(from), HR_P_I64(upto), HR_P_I64(cursor),
-                                     HR_P_I64(batch)};
-        size_t n;
-
-        if (res->full)
-            rc = hr_mysql_query(m,
-                                "SELECT DISTINCT uid, uid FROM push_address WHERE uid > ? "
-                                "ORDER BY uid LIMIT ?",
-                                pf, 2, &rows, errstr, errlen);
-        else
-            rc = hr_mysql_query(m,
-                                "SELECT id, uid FROM push_address_change WHERE epoch >= ? "
-                                "AND epoch < ? AND id > ? ORDER BY id LIMIT ?",
-                                pc, 4, &rows, errstr, errlen);
-        if (rc != 0)
-            goto done;
-        n = rows->nrows;
-        for (size_t i = 0; i < n; i++)
-            uids[i] = strtoll(hr_mysql_cell(rows, i, 1), NULL, 10);
-        if (n > 0)
-            cursor = strtoll(hr_mysql_cell(rows, n - 1, 0), NULL, 10);
-        hr_mysql_rows_free(rows);
-        rows = NULL;
-        if (n == 0)
-            break;
-        /* A page may have taken long: the lock must still be ours. */
-        rc = hr_addr_lock(r, token, true, errstr, errlen);
-        if (rc <= 0) {
-            rc = rc < 0 ? -1 : HR_ADDR_SYNC_BUSY;
-            goto done;
-        }
-        if ((rc = hr_addr_rewrite(m, r, uids, n, res, errstr, errlen)) != 0)
-            goto done;
-        if (n < (size_t)batch)
-            break;
-    }
+    /* A full reload also rewrites the uids of every change row kept, so
+     * that a uid whose last address went while Redis had no mark does
+     * not keep a stale set. */
+    if ((res->full && (rc = hr_addr_sync_pages(m, r, token, batch, true, 0, upto, uids, res,
+                                               errstr, errlen)) != 0) ||
+        (rc = hr_addr_sync_pages(m, r, token, batch, false, from, upto, uids, res, errstr,
+                                 errlen)) != 0)
+        goto done;
+    /* The mark expires a day after the last sync, well inside the week
+     * the change rows are kept (004_address.sql). */
     snprintf(upto_s, sizeof upto_s, "%" PRId64, upto);
-    reply = hr_redis_cmdf(r, errstr, errlen, "SET %s %s",
-                          hr_key_addr_synced(hr_redis_prefix(r), key, sizeof key), upto_s);
+    reply = hr_redis_cmdf(r, errstr, errlen, "SET %s %s EX %d",
+                          hr_key_addr_synced(hr_redis_prefix(r), key, sizeof key), upto_s,
+                          HR_ADDR_SYNCED_TTL_S);
     if (reply == NULL) {
         rc = -1;
         goto done;
     }
     freeReplyObject(reply);
-    /* Redis holds every change below UPTO now; should it lose the mark,
-     * the next sync reloads everything and needs none of them. */
-    rc = hr_mysql_exec(m, "DELETE FROM push_address_change WHERE epoch < ?",
-                       (hr_mysql_param[]){HR_P_I64(upto)}, 1, NULL, NULL, NULL, errstr, errlen);
+    /* Not the rows below UPTO: a database may serve several Redis (a
+     * staging copy, the tests' prefixes), each with its own mark. */
+    rc = hr_mysql_exec(m,
+                       "DELETE FROM push_address_change WHERE at < NOW(3) - INTERVAL 7 DAY "
+                       "LIMIT 10000",
+                       NULL, 0, NULL, NULL, NULL, errstr, errlen);
 done:
     free(uids);
     {

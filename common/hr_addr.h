@@ -26,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cJSON.h>
+
 #include "hr_mysql.h"
 #include "hr_redis.h"
 #include "hr_vec.h"
@@ -95,6 +97,10 @@ char *hr_addr_member(char *buf, size_t len, hr_addr_platform p, const char *app,
  * copied into L's arena (OUT is not appended).  0, or -1 when MEMBER is
  * not a member hr_addr_check accepts (or out of memory). */
 int hr_addr_parse_member(hr_addr_list *l, const char *member, size_t len, hr_addr *out);
+
+/* L as a JSON array of {"platform", "app", "address"} (the caller's, freed
+ * with cJSON_Delete); NULL when out of memory. */
+cJSON *hr_addr_list_json(const hr_addr_list *l);
 
 /* Appends an address to L, its strings copied into L's arena.  0 or -1. */
 int hr_addr_list_push(hr_addr_list *l, const hr_addr *a);
@@ -166,8 +172,10 @@ typedef struct hr_addr_sync_result {
 /* Brings Redis up to date with push_address: bumps the address epoch,
  * then rewrites the sets of the uids changed in the epochs Redis has not
  * seen (every uid when herald:addr_synced is missing), BATCH uids per
- * MySQL page and pipelined round trip, then records the new epoch and
- * drops the change rows it consumed.  TOKEN names the caller in the sync
+ * MySQL page and pipelined round trip, then records the new epoch (the
+ * mark expires after a day without a sync) and drops change rows older
+ * than a week.  A full reload also rewrites the uids of every change row
+ * kept, so a uid emptied meanwhile loses its stale set.  TOKEN names the caller in the sync
  * lock.  0, HR_ADDR_SYNC_BUSY, or -1 (ERRSTR). */
 int hr_addr_sync(hr_mysql *m, hr_redis *r, const char *token, int batch,
                  hr_addr_sync_result *res, char *errstr, size_t errlen);

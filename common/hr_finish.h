@@ -29,8 +29,8 @@ int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr
                          size_t errlen);
 
 /* Raises task ID's MySQL outcome counters to at least STATS (absolute
- * values, each -1 = leave it): what the worker's reporter and heraldctl
- * recover write.  0 or -1. */
+ * values, each -1 = leave it): what the worker's reporter writes.  0 or
+ * -1. */
 int hr_finish_raise(hr_mysql *m, int64_t id, const hr_outcomes *stats, char *errstr,
                     size_t errlen);
 
@@ -41,7 +41,8 @@ typedef struct hr_finish_result {
 
 /* Ends task ID if it is `dispatched`: raises its MySQL counters to STATS
  * (absolute values from the stats hash, as the reporter writes them; may be
- * HR_OUTCOMES_UNKNOWN), then `done` when they cover every subscription,
+ * HR_OUTCOMES_UNKNOWN) and caps total at the subscriptions, then `done`
+ * when they cover every subscription,
  * else `failed` with unaccounted and last_error.  1 when this call ended
  * it (*OUT filled), 0 when it was not dispatched (any more), -1 (ERRSTR). */
 int hr_finish_task(hr_mysql *m, int64_t id, const hr_outcomes *stats, hr_finish_result *out,

@@ -76,59 +76,59 @@ struct hr_metrics {
 
 /* ---- children ---------------------------------------------------------- */
 
-static void hr_metrics_child_free(hr_metrics_child *c)
+static void hr_metrics_child_free(hr_metrics_child *child)
 {
-    if (c == NULL)
+    if (child == NULL)
         return;
-    free(c->buckets);
-    free(c->key);
-    free(c);
+    free(child->buckets);
+    free(child->key);
+    free(child);
 }
 
 static hr_metrics_child *hr_metrics_child_new(hr_metrics_family *fam, const char *const *values)
 {
-    hr_metrics_child *c = calloc(1, sizeof *c);
-    if (c == NULL)
+    hr_metrics_child *child = calloc(1, sizeof *child);
+    if (child == NULL)
         return NULL;
-    c->type = fam->type;
-    c->fam = fam;
-    atomic_init(&c->count, 0);
-    atomic_init(&c->value, 0.0);
-    atomic_init(&c->sum, 0.0);
+    child->type = fam->type;
+    child->fam = fam;
+    atomic_init(&child->count, 0);
+    atomic_init(&child->value, 0.0);
+    atomic_init(&child->sum, 0.0);
     for (size_t i = 0; i < fam->nlabels; i++)
-        c->keylen += strlen(values[i]) + 1;
-    c->key = malloc(c->keylen + 1);
-    if (c->key == NULL)
+        child->keylen += strlen(values[i]) + 1;
+    child->key = malloc(child->keylen + 1);
+    if (child->key == NULL)
         goto fail;
-    char *p = c->key;
+    char *p = child->key;
     for (size_t i = 0; i < fam->nlabels; i++) {
         size_t n = strlen(values[i]) + 1;
         memcpy(p, values[i], n);
         p += n;
     }
     if (fam->type == HR_METRICS_HISTOGRAM) {
-        c->buckets = malloc((fam->nbounds + 1) * sizeof *c->buckets);
-        if (c->buckets == NULL)
+        child->buckets = malloc((fam->nbounds + 1) * sizeof *child->buckets);
+        if (child->buckets == NULL)
             goto fail;
         for (size_t i = 0; i <= fam->nbounds; i++)
-            atomic_init(&c->buckets[i], 0);
+            atomic_init(&child->buckets[i], 0);
     }
-    return c;
+    return child;
 fail:
-    hr_metrics_child_free(c);
+    hr_metrics_child_free(child);
     return NULL;
 }
 
-static bool hr_metrics_child_matches(const hr_metrics_child *c, const char *const *values, size_t n)
+static bool hr_metrics_child_matches(const hr_metrics_child *child, const char *const *values, size_t n)
 {
-    const char *p = c->key;
+    const char *p = child->key;
     for (size_t i = 0; i < n; i++) {
         size_t len = strlen(values[i]) + 1;
-        if ((size_t)(c->key + c->keylen - p) < len || memcmp(p, values[i], len) != 0)
+        if ((size_t)(child->key + child->keylen - p) < len || memcmp(p, values[i], len) != 0)
             return false;
         p += len;
     }
-    return p == c->key + c->keylen;
+    return p == child->key + child->keylen;
 }
 
 /* FNV-1a over the values and their terminators. */
@@ -174,12 +174,12 @@ hr_metrics_child *hr_metrics_labelv(hr_metrics_family *fam, const char *const *v
         return fam->children.v[0];
     }
 
-    hr_metrics_child *c = NULL;
+    hr_metrics_child *child = NULL;
     bool overflowed = false;
     pthread_mutex_lock(&fam->mu);
     if (!valid) {
         overflowed = true;
-        c = hr_metrics_overflow_locked(fam);
+        child = hr_metrics_overflow_locked(fam);
         goto done;
     }
     size_t mask = fam->nslots - 1;
@@ -187,30 +187,30 @@ hr_metrics_child *hr_metrics_labelv(hr_metrics_family *fam, const char *const *v
     for (; fam->slots[i] >= 0; i = (i + 1) & mask) {
         hr_metrics_child *cand = fam->children.v[fam->slots[i]];
         if (hr_metrics_child_matches(cand, values, nvalues)) {
-            c = cand;
+            child = cand;
             goto done;
         }
     }
     overflowed = true;
     if (fam->children.n >= fam->max_children) {
-        c = hr_metrics_overflow_locked(fam);
+        child = hr_metrics_overflow_locked(fam);
         goto done;
     }
-    c = hr_vec_reserve(&fam->children, fam->children.n + 1) == 0
+    child = hr_vec_reserve(&fam->children, fam->children.n + 1) == 0
             ? hr_metrics_child_new(fam, values)
             : NULL;
-    if (c == NULL) {
-        c = hr_metrics_overflow_locked(fam);
+    if (child == NULL) {
+        child = hr_metrics_overflow_locked(fam);
         goto done;
     }
     fam->slots[i] = (int32_t)fam->children.n;
-    fam->children.v[fam->children.n++] = c;
+    fam->children.v[fam->children.n++] = child;
     overflowed = false;
 done:
     pthread_mutex_unlock(&fam->mu);
     if (overflowed)
         hr_metrics_inc(fam->overflow_count);
-    return c;
+    return child;
 }
 
 hr_metrics_child *hr_metrics_labels_(hr_metrics_family *fam, ...)
@@ -237,38 +237,38 @@ static void hr_metrics_double_add(_Atomic double *a, double d)
         ;
 }
 
-void hr_metrics_add(hr_metrics_child *c, uint64_t n)
+void hr_metrics_add(hr_metrics_child *child, uint64_t n)
 {
-    if (c == NULL)
+    if (child == NULL)
         return;
-    if (c->type == HR_METRICS_COUNTER)
-        atomic_fetch_add_explicit(&c->count, n, memory_order_relaxed);
-    else if (c->type == HR_METRICS_GAUGE)
-        hr_metrics_double_add(&c->value, (double)n);
+    if (child->type == HR_METRICS_COUNTER)
+        atomic_fetch_add_explicit(&child->count, n, memory_order_relaxed);
+    else if (child->type == HR_METRICS_GAUGE)
+        hr_metrics_double_add(&child->value, (double)n);
 }
 
-void hr_metrics_inc(hr_metrics_child *c)
+void hr_metrics_inc(hr_metrics_child *child)
 {
-    hr_metrics_add(c, 1);
+    hr_metrics_add(child, 1);
 }
 
-void hr_metrics_dec(hr_metrics_child *c)
+void hr_metrics_dec(hr_metrics_child *child)
 {
-    if (c != NULL && c->type == HR_METRICS_GAUGE)
-        hr_metrics_double_add(&c->value, -1.0);
+    if (child != NULL && child->type == HR_METRICS_GAUGE)
+        hr_metrics_double_add(&child->value, -1.0);
 }
 
-void hr_metrics_set(hr_metrics_child *c, double v)
+void hr_metrics_set(hr_metrics_child *child, double v)
 {
-    if (c != NULL && c->type == HR_METRICS_GAUGE)
-        atomic_store_explicit(&c->value, v, memory_order_relaxed);
+    if (child != NULL && child->type == HR_METRICS_GAUGE)
+        atomic_store_explicit(&child->value, v, memory_order_relaxed);
 }
 
-void hr_metrics_observe(hr_metrics_child *c, double v)
+void hr_metrics_observe(hr_metrics_child *child, double v)
 {
-    if (c == NULL || c->type != HR_METRICS_HISTOGRAM || isnan(v))
+    if (child == NULL || child->type != HR_METRICS_HISTOGRAM || isnan(v))
         return;
-    const hr_metrics_family *fam = c->fam;
+    const hr_metrics_family *fam = child->fam;
     size_t lo = 0, hi = fam->nbounds; /* first bound >= v, or nbounds for +Inf */
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -277,22 +277,22 @@ void hr_metrics_observe(hr_metrics_child *c, double v)
         else
             hi = mid;
     }
-    atomic_fetch_add_explicit(&c->buckets[lo], 1, memory_order_relaxed);
-    hr_metrics_double_add(&c->sum, v);
+    atomic_fetch_add_explicit(&child->buckets[lo], 1, memory_order_relaxed);
+    hr_metrics_double_add(&child->sum, v);
 }
 
-double hr_metrics_value(const hr_metrics_child *c)
+double hr_metrics_value(const hr_metrics_child *child)
 {
-    if (c == NULL || c->type == HR_METRICS_HISTOGRAM)
+    if (child == NULL || child->type == HR_METRICS_HISTOGRAM)
         return NAN;
-    pthread_mutex_lock(&c->fam->mu);
-    bool computed = c->fn != NULL;
-    pthread_mutex_unlock(&c->fam->mu);
+    pthread_mutex_lock(&child->fam->mu);
+    bool computed = child->fn != NULL;
+    pthread_mutex_unlock(&child->fam->mu);
     if (computed)
         return NAN;
-    if (c->type == HR_METRICS_COUNTER)
-        return (double)atomic_load_explicit(&c->count, memory_order_relaxed);
-    return atomic_load_explicit(&c->value, memory_order_relaxed);
+    if (child->type == HR_METRICS_COUNTER)
+        return (double)atomic_load_explicit(&child->count, memory_order_relaxed);
+    return atomic_load_explicit(&child->value, memory_order_relaxed);
 }
 
 /* ---- registry ---------------------------------------------------------- */
@@ -314,14 +314,14 @@ static void hr_metrics_family_free(hr_metrics_family *fam)
     free(fam);
 }
 
-void hr_metrics_gauge_fn(hr_metrics_child *c, hr_metrics_value_fn fn, void *ctx)
+void hr_metrics_gauge_fn(hr_metrics_child *child, hr_metrics_value_fn fn, void *ctx)
 {
-    if (c == NULL || c->type == HR_METRICS_HISTOGRAM)
+    if (child == NULL || child->type == HR_METRICS_HISTOGRAM)
         return;
-    pthread_mutex_lock(&c->fam->mu);
-    c->fn = fn;
-    c->fn_ctx = ctx;
-    pthread_mutex_unlock(&c->fam->mu);
+    pthread_mutex_lock(&child->fam->mu);
+    child->fn = fn;
+    child->fn_ctx = ctx;
+    pthread_mutex_unlock(&child->fam->mu);
 }
 
 static bool hr_metrics_name_ok(const char *s, bool colon)
@@ -565,12 +565,12 @@ static void hr_metrics_put_u64(hr_metrics_out *o, uint64_t v)
 /* NAME SUFFIX {labels[,le="LE"]} and the space before the value; LE < 0
  * means no le label, LE == nbounds means +Inf. */
 static void hr_metrics_put_series(hr_metrics_out *o, const hr_metrics_family *fam,
-                                  const hr_metrics_child *c, const char *suffix, long le)
+                                  const hr_metrics_child *child, const char *suffix, long le)
 {
     hr_metrics_puts(o, fam->name);
     hr_metrics_puts(o, suffix);
     if (fam->nlabels > 0 || le >= 0) {
-        const char *value = c->key;
+        const char *value = child->key;
         hr_metrics_puts(o, "{");
         for (size_t i = 0; i < fam->nlabels; i++) {
             hr_metrics_puts(o, i > 0 ? ",": "");
@@ -595,31 +595,31 @@ static void hr_metrics_put_series(hr_metrics_out *o, const hr_metrics_family *fa
 
 /* Every sample line of C; under fam->mu. */
 static void hr_metrics_put_child(hr_metrics_out *o, const hr_metrics_family *fam,
-                                 const hr_metrics_child *c)
+                                 const hr_metrics_child *child)
 {
     if (fam->type == HR_METRICS_HISTOGRAM) {
         uint64_t cum = 0;
         for (size_t i = 0; i <= fam->nbounds; i++) {
-            cum += atomic_load_explicit(&c->buckets[i], memory_order_relaxed);
-            hr_metrics_put_series(o, fam, c, "_bucket", (long)i);
+            cum += atomic_load_explicit(&child->buckets[i], memory_order_relaxed);
+            hr_metrics_put_series(o, fam, child, "_bucket", (long)i);
             hr_metrics_put_u64(o, cum);
             hr_metrics_puts(o, "\n");
         }
-        hr_metrics_put_series(o, fam, c, "_sum", -1);
-        hr_metrics_put_double(o, atomic_load_explicit(&c->sum, memory_order_relaxed));
+        hr_metrics_put_series(o, fam, child, "_sum", -1);
+        hr_metrics_put_double(o, atomic_load_explicit(&child->sum, memory_order_relaxed));
         hr_metrics_puts(o, "\n");
-        hr_metrics_put_series(o, fam, c, "_count", -1);
+        hr_metrics_put_series(o, fam, child, "_count", -1);
         hr_metrics_put_u64(o, cum);
         hr_metrics_puts(o, "\n");
         return;
     }
-    hr_metrics_put_series(o, fam, c, "", -1);
-    if (c->fn != NULL)
-        hr_metrics_put_double(o, c->fn(c->fn_ctx));
+    hr_metrics_put_series(o, fam, child, "", -1);
+    if (child->fn != NULL)
+        hr_metrics_put_double(o, child->fn(child->fn_ctx));
     else if (fam->type == HR_METRICS_COUNTER)
-        hr_metrics_put_u64(o, atomic_load_explicit(&c->count, memory_order_relaxed));
+        hr_metrics_put_u64(o, atomic_load_explicit(&child->count, memory_order_relaxed));
     else
-        hr_metrics_put_double(o, atomic_load_explicit(&c->value, memory_order_relaxed));
+        hr_metrics_put_double(o, atomic_load_explicit(&child->value, memory_order_relaxed));
     hr_metrics_puts(o, "\n");
 }
 

@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "hr_finish.h"
 #include "hr_mysql.h"
 
 /* push_task.state, in the order of its ENUM in schemas/mysql/001_tables.sql. */
@@ -78,6 +79,11 @@ int hr_state_dispatched(hr_mysql *m, int64_t id, const char *owner, char *errstr
 /* dispatched (control run) -> dispatching with no owner and an expired
  * lease, which a poller takes over: recipients came back to subs. */
 int hr_state_redispatch(hr_mysql *m, int64_t id, char *errstr, size_t errlen);
+/* dispatched -> done, or failed when the outcome counters, raised to
+ * STATS, cover fewer than SUBS subscriptions (unaccounted and last_error
+ * say so); hr_finish_task() is the caller. */
+int hr_state_finish(hr_mysql *m, int64_t id, const hr_outcomes *stats, int64_t subs,
+                    char *errstr, size_t errlen);
 /* FROM -> failed with REASON as last_error. */
 int hr_state_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *reason,
                   char *errstr, size_t errlen);

@@ -11,15 +11,20 @@
  *      while the rebuilt set, which still holds them, is chunked again, so
  *      every one of them would go out twice.  Pausing makes the holders park
  *      their chunks (lease released); leases lost with Redis are no
- *      obstacle.  The task's prepare lock is taken and held
+ *      obstacle, but their holders may still push for one lease renewal,
+ *      so recover waits for that and for the delivery log to stand still
+ *      (recover_wait_reports) before it reads the log, and looks for
+ *      leases again.  The task's prepare lock is taken and held
  *      until the set is filled, so no dispatcher's refill or first chunk
  *      runs meanwhile.
  *   1. The stale working keys go: subs, seq, pending, every chunk:* and
  *      lease:* of the task (pulled, failed and stats stay: what survived of
- *      them is still true; counters of a lost stats hash are raised back to
- *      MySQL's, which workers only ever raise).
+ *      them is still true).  The outcome counters sent, failed, throttled and unregistered
+ *      become the delivery log's counts, in MySQL and in the stats hash, the
+ *      very recipients the refill leaves out (recover_log_counts); the
+ *      others are raised back to MySQL's, which workers only ever raise.
  *   2. subs = push_subscription minus the recipients push_delivery shows
- *      as sent/failed/throttled/pulled, minus the pulled set: hr_subs_refill
+ *      as sent/failed/throttled/unregistered/pulled, minus the pulled set: hr_subs_refill
  *      (the dispatcher's refill, excluding delivered recipients).  A refill
  *      cut short (seq appeared, lock lost) is an error.
  *   3. seq is set to the highest push_chunk seq, so new chunks never reuse a
@@ -54,6 +59,11 @@
 #define RECOVER_LOCK_MS 120000
 #define RECOVER_LOCK_WAIT_MS 30000
 #define RECOVER_SCAN_ROUNDS 100000
+/* The delivery log must stand still this long before recover reads it: a
+ * few reporter flushes (every 200 ms), so a worker's last outcomes are in. */
+#define RECOVER_QUIET_MS 1000
+/* How long recover waits for the delivery log to stand still. */
+#define RECOVER_QUIET_MAX_MS 60000
 
 /* Step 3's MySQL side, in one transaction: the rows of chunks that were not
  * done go, and total becomes what the delivery log shows as delivered; the
@@ -108,15 +118,17 @@ done:
     return rc;
 }
 
-/* Workers write the stats hash's counters to MySQL as absolute values
- * (GREATEST), so a stats hash lost with Redis must not restart from 0: each
- * counter is raised back to what MySQL recorded (the task is paused or not
- * started, so no worker bumps them meanwhile). */
-/* Raises T's outcome counters, in T and in MySQL, to what the delivery
- * log shows (one row per recipient): a stats hash lost with Redis, or one
- * that workers recreated from zero afterwards, leaves push_task's counters
- * below the outcomes the log holds, and those recipients are neither
- * pushed again (the refill skips them) nor counted.  0 or -1 (ERR). */
+/* Sets T's outcome counters, in T and in MySQL, from the delivery log (one
+ * row per recipient, its last outcome).  The rebuilt set is the
+ * subscriptions minus the recipients the log shows as sent, failed, unregistered or
+ * throttled, so exactly those are counted: a recipient a worker acknowledged
+ * in Redis but had not logged yet (its reporter stopped or behind, a row
+ * dropped from a full queue) goes back into the set and is counted when it
+ * is pushed again, and one logged but not acknowledged (an ack batch cut
+ * short by a flush) is counted here, so the counters add up to the
+ * subscriptions either way.  Raising them to MySQL's or the hash's values
+ * instead counted the first kind twice.  pulled and cancelled are only
+ * raised (the refill also leaves out the pulled set).  0 or -1 (ERRSTR). */
 static int recover_log_counts(hr_mysql *m, hr_task *t, char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(t->id)};
@@ -127,6 +139,7 @@ static int recover_log_counts(hr_mysql *m, hr_task *t, char *errstr, size_t errl
                           "GROUP BY status",
                        p, 1, &rows, errstr, errlen) < 0)
         return -1;
+    t->sent = t->failed = t->throttled = t->unregistered = 0;
     for (i = 0; i < rows->nrows; i++) {
         const char *status = hr_mysql_cell(rows, i, 0);
         int64_t n = strtoll(hr_mysql_cell(rows, i, 1), NULL, 10);
@@ -143,24 +156,33 @@ static int recover_log_counts(hr_mysql *m, hr_task *t, char *errstr, size_t errl
     }
     hr_mysql_rows_free(rows);
     {
-        const hr_outcomes raised = {.sent = t->sent,           .failed = t->failed,
-                                    .throttled = t->throttled, .pulled = t->pulled,
-                                    .cancelled = t->cancelled, .retried = -1,
-                                    .unregistered = t->unregistered};
+        const hr_mysql_param pu[] = {HR_P_I64(t->sent),      HR_P_I64(t->failed),
+                                     HR_P_I64(t->throttled), HR_P_I64(t->unregistered),
+                                     HR_P_I64(t->pulled),    HR_P_I64(t->cancelled),
+                                     HR_P_I64(t->id)};
 
-        return hr_finish_raise(m, t->id, &raised, errstr, errlen);
+        return hr_mysql_exec(m,
+                             "UPDATE push_task SET sent = ?, failed = ?, throttled = ?, "
+                             "unregistered = ?, pulled = GREATEST(pulled, ?), "
+                             "cancelled = GREATEST(cancelled, ?) WHERE id = ?",
+                             pu, 7, NULL, NULL, NULL, errstr, errlen);
     }
 }
 
+/* Writes T's counters into the stats hash: sent, failed, throttled and unregistered as
+ * they are (recover_log_counts), the others only raised (workers write the
+ * hash's counters to MySQL with GREATEST, so a hash lost with Redis must
+ * not restart them from 0). */
 static int recover_restore_stats(hr_redis *r, const hr_task *t, char *errstr, size_t errlen)
 {
     const struct {
         const char *field;
         int64_t value;
-    } counters[] = {{"sent", t->sent},           {"failed", t->failed},
-                    {"throttled", t->throttled}, {"retried", t->retried},
-                    {"pulled", t->pulled},       {"cancelled", t->cancelled},
-                    {"unregistered", t->unregistered}};
+        bool exact;
+    } counters[] = {{"sent", t->sent, true},           {"failed", t->failed, true},
+                    {"throttled", t->throttled, true}, {"unregistered", t->unregistered, true},
+                    {"retried", t->retried, false},    {"pulled", t->pulled, false},
+                    {"cancelled", t->cancelled, false}};
     redisReply *reply;
     char key[HR_KEY_MAX];
     size_t i;
@@ -174,7 +196,7 @@ static int recover_restore_stats(hr_redis *r, const hr_task *t, char *errstr, si
             return -1;
         have = reply->type == REDIS_REPLY_STRING ? strtoll(reply->str, NULL, 10) : 0;
         freeReplyObject(reply);
-        if (have >= counters[i].value)
+        if (counters[i].exact ? have == counters[i].value : have >= counters[i].value)
             continue;
         reply = hr_redis_cmdf(r, errstr, errlen, "HSET %s %s %" PRId64, key, counters[i].field,
                               counters[i].value);
@@ -245,6 +267,62 @@ static int64_t recover_unaccounted(hr_mysql *m, int64_t id)
     return v;
 }
 
+/* The delivery log's row count and newest `at` of task ID, as one string
+ * that changes whenever a worker logs an outcome.  0 or -1 (ERRSTR). */
+static int recover_log_mark(hr_mysql *m, int64_t id, char *mark, size_t marklen, char *errstr,
+                            size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(id)};
+    hr_mysql_rows *rows = NULL;
+
+    if (hr_mysql_query(m, "SELECT COUNT(*), COALESCE(MAX(at), '') FROM push_delivery "
+                          "WHERE task_id = ?",
+                       p, 1, &rows, errstr, errlen) < 0)
+        return -1;
+    snprintf(mark, marklen, "%s/%s", hr_mysql_cell(rows, 0, 0), hr_mysql_cell(rows, 0, 1));
+    hr_mysql_rows_free(rows);
+    return 0;
+}
+
+/* Waits for the workers' last reports of task ID before the delivery log
+ * is read.  A worker whose chunk lease vanished with Redis (a flush, a
+ * restart without its AOF) still pushes the members it read into memory
+ * until its next lease renewal (every worker.lease_ms / 3) finds the lease
+ * gone; its outcomes reach push_delivery up to a reporter flush later.
+ * Recover found no lease, so every such lease was gone before it looked:
+ * after one renewal interval every running holder has given its chunk up,
+ * and once the log stands still for RECOVER_QUIET_MS its outcomes are in.
+ * Without the wait, recover puts what they pushed meanwhile back into subs
+ * and it is pushed and counted twice.  (A holder that does not run at all,
+ * SIGSTOPped, pushes on only when it comes back; docs/reliability.md
+ * bounds that.)  0, 1 when the log did not stand still within
+ * RECOVER_QUIET_MAX_MS (reported), -1 (ERRSTR). */
+static int recover_wait_reports(hr_mysql *m, int64_t id, int lease_ms, char *errstr,
+                                size_t errlen)
+{
+    char before[96], after[96];
+    int waited = lease_ms / 3;
+
+    fprintf(stderr, "heraldctl: task %" PRId64 ": waiting for its workers' last reports (lease "
+            "renewal %d ms, then the delivery log standing still for %d ms)\n",
+            id, lease_ms / 3, RECOVER_QUIET_MS);
+    usleep((useconds_t)(lease_ms / 3) * 1000);
+    if (recover_log_mark(m, id, before, sizeof before, errstr, errlen) < 0)
+        return -1;
+    for (; waited < RECOVER_QUIET_MAX_MS; waited += RECOVER_QUIET_MS) {
+        usleep(RECOVER_QUIET_MS * 1000);
+        if (recover_log_mark(m, id, after, sizeof after, errstr, errlen) < 0)
+            return -1;
+        if (strcmp(before, after) == 0)
+            return 0;
+        snprintf(before, sizeof before, "%s", after);
+    }
+    ctl_fail("task %" PRId64 ": workers still log deliveries of it after %d s (its chunks were "
+             "lost from Redis while they pushed them); recover would push those recipients "
+             "again: try again once they stopped", id, RECOVER_QUIET_MAX_MS / 1000);
+    return 1;
+}
+
 /* Records that the rebuilt set holds every subscription up to the task's
  * current epoch (P T:synced, see hr_subs.h).  0 or -1 (ERR). */
 static int recover_mark_synced(hr_mysql *m, hr_redis *r, int64_t id, char *errstr, size_t errlen)
@@ -282,7 +360,7 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     hr_task_state state;
     int wait;
     bool claimed, locked = false;
-    int rc, fill;
+    int rc, fill, pass;
 
     rc = ctl_task_arg(ctx, argc, argv, &m, &r, &t);
     if (rc != CTL_EXIT_OK)
@@ -326,17 +404,28 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
         goto done;
     }
     locked = true;
-    dropped = recover_del_matching(r, hr_key_leases_match(prefix, key, sizeof key, id), false,
-                                   errstr, sizeof errstr);
-    if (dropped < 0)
-        goto redis_failed;
-    if (dropped > 0) {
-        ctl_fail("task %" PRId64 " has chunks in flight (a worker holds a chunk lease): its "
-                 "workers would push what they hold while the rebuilt set is chunked again; "
-                 "pause it first (heraldctl pause %" PRId64 "), wait until it is paused and its "
-                 "chunks are "
-                 "parked, recover, then resume", id, id);
-        goto done;
+    /* Leases are looked for before and after the wait: one taken meanwhile
+     * (a sweeper's republish) is a chunk in flight too. */
+    for (pass = 0; pass < 2; pass++) {
+        dropped = recover_del_matching(r, hr_key_leases_match(prefix, key, sizeof key, id),
+                                       false, errstr, sizeof errstr);
+        if (dropped < 0)
+            goto redis_failed;
+        if (dropped > 0) {
+            ctl_fail("task %" PRId64 " has chunks in flight (a worker holds a chunk lease): "
+                     "its workers would push what they hold while the rebuilt set is chunked "
+                     "again; pause it first (heraldctl pause %" PRId64 "), wait until it is "
+                     "paused and its chunks are parked, recover, then resume", id, id);
+            goto done;
+        }
+        /* A scheduled task was never chunked: nobody holds its members. */
+        if (pass == 0 && claimed &&
+            (fill = recover_wait_reports(m, id, ctx->cfg->worker.lease_ms, errstr,
+                                         sizeof errstr)) != 0) {
+            if (fill < 0)
+                ctl_fail("%s", errstr);
+            goto done;
+        }
     }
     reply = hr_redis_cmdf(r, errstr, sizeof errstr, "DEL %s %s %s",
                           hr_key_task(prefix, keys[0], sizeof keys[0], id, HR_KEY_SUBS),

@@ -12,6 +12,7 @@
  * before they change anything, so an error answer never leaves a change
  * behind.  This file: tasks (create, patch, get, list) and control
  * (pause/resume/cancel); dsp_api_subs.c: subscribers and the pull;
+ * dsp_api_addr.c: the recipients' addresses;
  * dsp_api_parse.c: the request parsing all of them share. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -22,9 +23,7 @@
 #include "hr_log.h"
 #include "hr_parse.h"
 #include "hr_progress.h"
-
-#define DSP_API_TASK_FINISHED(s) \
-    (strcmp((s), "done") == 0 || strcmp((s), "cancelled") == 0 || strcmp((s), "failed") == 0)
+#include "hr_state.h"
 
 /* ---- shared helpers ------------------------------------------------------ */
 
@@ -200,13 +199,13 @@ static void dsp_api_task_live(dsp_api_conn *ac, const hr_task *t, cJSON *o)
     const int64_t mysql[HR_OUTCOME_UNACCOUNTED] = {t->sent,   t->failed,    t->throttled,
                                                    t->pulled, t->cancelled, t->unregistered};
     hr_progress_in in = {.subscriptions = dsp_api_subscriptions(ac, t->id), .subs_left = -1,
-                         .finished = DSP_API_TASK_FINISHED(t->state)};
+                         .finished = hr_state_name_final(t->state)};
     hr_progress pr;
     int64_t now = dsp_now_ms();
     size_t i;
 
-    hr_redis_task_key(ac->r, keys[0], sizeof keys[0], t->id, "subs");
-    hr_redis_task_key(ac->r, keys[1], sizeof keys[1], t->id, "stats");
+    hr_key_task(hr_redis_prefix(ac->r), keys[0], sizeof keys[0], t->id, HR_KEY_SUBS);
+    hr_key_task(hr_redis_prefix(ac->r), keys[1], sizeof keys[1], t->id, HR_KEY_STATS);
     subs = hr_redis_cmdf(ac->r, err, sizeof err, "SCARD %s", keys[0]);
     stats = subs != NULL ? hr_redis_cmdf(ac->r, err, sizeof err, "HGETALL %s", keys[1]) : NULL;
     if (stats == NULL) {
@@ -361,7 +360,7 @@ static void dsp_api_patch(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
         hr_httpd_error(resp, 400, "invalid_task", "%s", err);
         goto done;
     }
-    if (strcmp(t->state, "scheduled") != 0) {
+    if (!hr_state_is(t->state, HR_STATE_SCHEDULED)) {
         hr_httpd_error(resp, 409, "wrong_state",
                        "task %" PRId64 " is %s; only a scheduled task changes", id, t->state);
         goto done;
@@ -474,7 +473,7 @@ static void dsp_api_control(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *re
     (void)a;
     if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_task(ac, id, resp, &t))
         return;
-    if (DSP_API_TASK_FINISHED(t->state)) {
+    if (hr_state_name_final(t->state)) {
         hr_httpd_error(resp, 409, "finished", "task %" PRId64 " is already %s", id, t->state);
         goto done;
     }
@@ -637,6 +636,14 @@ int dsp_api_start(dsp *d, char *errstr, size_t errlen)
                       (dsp_api_route){.fn = dsp_api_subs_del});
     dsp_api_route_add(a, "GET", "/v1/users/{uid}/reminders",
                       (dsp_api_route){.fn = dsp_api_reminders});
+    dsp_api_route_add(a, "GET", "/v1/users/{uid}/addresses",
+                      (dsp_api_route){.fn = dsp_api_addr_get});
+    dsp_api_route_add(a, "POST", "/v1/users/{uid}/addresses",
+                      (dsp_api_route){.fn = dsp_api_addr_add});
+    dsp_api_route_add(a, "PUT", "/v1/users/{uid}/addresses",
+                      (dsp_api_route){.fn = dsp_api_addr_put});
+    dsp_api_route_add(a, "DELETE", "/v1/users/{uid}/addresses",
+                      (dsp_api_route){.fn = dsp_api_addr_del});
     d->api = a;
     if (hr_httpd_start(cfg->dispatcher.listen, cfg->dispatcher.api.threads, a->routes,
                        a->nroutes, (size_t)cfg->dispatcher.api.max_body_bytes, &a->h, errstr,

@@ -24,6 +24,7 @@
 
 #include "dsp_api.h"
 #include "hr_log.h"
+#include "hr_state.h"
 
 #define DSP_API_RENDER_MAX ((size_t)1 << 20)
 
@@ -36,7 +37,7 @@ static bool dsp_api_sub_task(dsp_api_conn *ac, int64_t id, hr_httpd_resp *resp)
 
     if (!dsp_api_task(ac, id, resp, &t))
         return false;
-    ok = strcmp(t->state, "scheduled") == 0;
+    ok = hr_state_is(t->state, HR_STATE_SCHEDULED);
     if (!ok)
         hr_httpd_error(resp, 409, "wrong_state",
                        "task %" PRId64 " is %s; subscribers change only while it is scheduled", id,
@@ -95,9 +96,9 @@ void dsp_api_subs_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
             dsp_api_backend_error(resp, "mysql", err);
         goto done;
     }
-    argv[0] = hr_redis_task_key(ac->r, keys[0], sizeof keys[0], id, "subs");
-    argv[1] = hr_redis_task_key(ac->r, keys[1], sizeof keys[1], id, "pulled");
-    argv[2] = hr_redis_task_key(ac->r, keys[2], sizeof keys[2], id, "seq");
+    argv[0] = hr_key_task(hr_redis_prefix(ac->r), keys[0], sizeof keys[0], id, HR_KEY_SUBS);
+    argv[1] = hr_key_task(hr_redis_prefix(ac->r), keys[1], sizeof keys[1], id, HR_KEY_PULLED);
+    argv[2] = hr_key_task(hr_redis_prefix(ac->r), keys[2], sizeof keys[2], id, HR_KEY_SEQ);
     reply = hr_redis_eval(ac->r, HR_LUA_REFILL_ADD, 3, (int)(n + 3), argv, NULL, err,
                           sizeof err);
     if (reply == NULL) {
@@ -151,7 +152,7 @@ void dsp_api_subs_del(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
         }
     }
     snprintf(uid_s, sizeof uid_s, "%" PRId64, uid);
-    hr_redis_task_key(ac->r, key, sizeof key, id, "subs");
+    hr_key_task(hr_redis_prefix(ac->r), key, sizeof key, id, HR_KEY_SUBS);
     reply = hr_redis_cmdf(ac->r, err, sizeof err, "SREM %s %s", key, uid_s);
     if (reply == NULL) {
         dsp_api_backend_error(resp, "redis", err);
@@ -255,9 +256,9 @@ static int dsp_api_ack(dsp_api_conn *ac, int64_t id, int64_t uid, const char *ui
     redisReply *reply;
     int moved;
 
-    hr_redis_task_key(ac->r, keys[0], sizeof keys[0], id, "subs");
-    hr_redis_task_key(ac->r, keys[1], sizeof keys[1], id, "pulled");
-    hr_redis_task_key(ac->r, keys[2], sizeof keys[2], id, "stats");
+    hr_key_task(hr_redis_prefix(ac->r), keys[0], sizeof keys[0], id, HR_KEY_SUBS);
+    hr_key_task(hr_redis_prefix(ac->r), keys[1], sizeof keys[1], id, HR_KEY_PULLED);
+    hr_key_task(hr_redis_prefix(ac->r), keys[2], sizeof keys[2], id, HR_KEY_STATS);
     reply = hr_redis_eval(ac->r, HR_LUA_PULL_ACK, 3, 4, argv, NULL, errstr, errlen);
     if (reply == NULL)
         return -1;
@@ -317,7 +318,7 @@ void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
     }
     snprintf(uid_s, sizeof uid_s, "%" PRId64, uid);
     if (n > 0) {
-        hr_redis_key(ac->r, key, sizeof key, "user:%s", uid_s);
+        hr_key_user(hr_redis_prefix(ac->r), key, sizeof key, uid_s);
         user = hr_redis_cmdf(ac->r, err, sizeof err, "HGETALL %s", key);
         if (user == NULL) {
             dsp_api_backend_error(resp, "redis", err);

@@ -23,8 +23,10 @@
 
 #include "dsp.h"
 #include "hr_chunkmsg.h"
+#include "hr_keys.h"
 #include "hr_log.h"
 #include "hr_ratelimit.h"
+#include "hr_state.h"
 
 /* What a produced message carries to its delivery report. */
 typedef struct dsp_msg {
@@ -148,7 +150,7 @@ static void dsp_write_reports(dsp *d, size_t max)
                          rp->seq, rp->size, err);
             goto failed_after_row;
         }
-        hr_redis_task_key(c->r, key, sizeof key, rp->task, "stats");
+        hr_key_task(hr_redis_prefix(c->r), key, sizeof key, rp->task, HR_KEY_STATS);
         reply =
             hr_redis_cmdf(c->r, err, sizeof err, "HINCRBY %s published %" PRId64, key, rp->size);
         freeReplyObject(reply);
@@ -185,19 +187,14 @@ static bool dsp_task_reports_queued(const dsp *d, int64_t id)
 static void dsp_finish(dsp *d, dsp_task *t)
 {
     dsp_conn *c = &d->loop_conn;
-    const hr_mysql_param p[] = {HR_P_I64(t->id), HR_P_STR(d->owner)};
-    uint64_t affected = 0;
     char err[512];
+    int rc = hr_state_dispatched(c->m, t->id, d->owner, err, sizeof err);
 
-    if (hr_mysql_exec(c->m,
-                      "UPDATE push_task SET state = 'dispatched', "
-                      "dispatched_at = UTC_TIMESTAMP(3) "
-                      "WHERE id = ? AND state = 'dispatching' AND claimed_by = ?",
-                      p, 2, &affected, NULL, NULL, err, sizeof err) < 0) {
+    if (rc < 0) {
         dsp_conn_failed(d, c, DSP_MYSQL, err);
         return;
     }
-    if (affected == 1)
+    if (rc == 1)
         hr_log_info("task_dispatched", "task=%" PRId64 " chunks=%" PRId64, t->id, t->chunks);
     else
         hr_log_warn("task_lost", "task=%" PRId64 " reason=not dispatching or not ours", t->id);
@@ -230,14 +227,15 @@ static bool dsp_running(dsp *d, dsp_task *t, bool *failed, char *errstr, size_t 
     bool run;
 
     *failed = false;
-    hr_redis_task_key(d->loop_conn.r, key, sizeof key, t->id, "ctl");
+    hr_key_task(hr_redis_prefix(d->loop_conn.r), key, sizeof key, t->id, HR_KEY_CTL);
     reply = hr_redis_cmdf(d->loop_conn.r, errstr, errlen, "GET %s", key);
     if (reply == NULL) {
         *failed = true;
         return false;
     }
     /* A missing key is run: the scanner sets it, a flush may have lost it. */
-    run = reply->type != REDIS_REPLY_STRING || strcmp(reply->str, "run") == 0;
+    run = reply->type != REDIS_REPLY_STRING ||
+          strcmp(reply->str, hr_control_name(HR_CONTROL_RUN)) == 0;
     freeReplyObject(reply);
     if (!run)
         hr_log_debug("task_held", "task=%" PRId64 " reason=control", t->id);
@@ -305,7 +303,7 @@ static bool dsp_chunk_one(dsp *d, dsp_task *t)
             goto redis_failed;
         return false;
     }
-    hr_redis_task_key(c->r, keys[0], sizeof keys[0], t->id, "seq");
+    hr_key_task(hr_redis_prefix(c->r), keys[0], sizeof keys[0], t->id, HR_KEY_SEQ);
     reply = hr_redis_cmdf(c->r, err, sizeof err, "INCR %s", keys[0]);
     if (reply == NULL)
         goto redis_failed;
@@ -315,10 +313,9 @@ static bool dsp_chunk_one(dsp *d, dsp_task *t)
     snprintf(n_s, sizeof n_s, "%" PRId64, n);
     snprintf(seq_s, sizeof seq_s, "%" PRId64, seq);
     snprintf(now_s, sizeof now_s, "%" PRId64, now);
-    hr_redis_task_key(c->r, keys[0], sizeof keys[0], t->id, "subs");
-    snprintf(keys[1], sizeof keys[1], "%schunk:%" PRId64,
-             hr_redis_task_key(c->r, keys[2], sizeof keys[2], t->id, ""), seq);
-    hr_redis_task_key(c->r, keys[2], sizeof keys[2], t->id, "pending");
+    hr_key_task(hr_redis_prefix(c->r), keys[0], sizeof keys[0], t->id, HR_KEY_SUBS);
+    hr_key_chunk(hr_redis_prefix(c->r), keys[1], sizeof keys[1], t->id, seq);
+    hr_key_task(hr_redis_prefix(c->r), keys[2], sizeof keys[2], t->id, HR_KEY_PENDING);
     reply = hr_redis_eval(c->r, HR_LUA_CHUNK_MOVE, 3, 6, argv, NULL, err, sizeof err);
     if (reply == NULL)
         goto redis_failed;

@@ -36,24 +36,24 @@
 #include <string.h>
 
 #include "dsp.h"
+#include "hr_keys.h"
 #include "hr_log.h"
+#include "hr_state.h"
 
 #define DSP_CONTROL_MAX 100 /* transitions per scan */
 
 static int dsp_control_pause(dsp *d, int64_t id, char *errstr, size_t errlen)
 {
     dsp_conn *c = &d->bg_conn;
-    const hr_mysql_param p[] = {HR_P_I64(id)};
-    uint64_t affected = 0;
+    int rc;
 
-    if (hr_task_set_control(NULL, c->r, id, "pause", errstr, errlen) < 0)
+    if (hr_task_set_control(NULL, c->r, id, hr_control_name(HR_CONTROL_PAUSE), errstr,
+                            errlen) < 0)
         return -1;
-    if (hr_mysql_exec(c->m,
-                      "UPDATE push_task SET state = 'paused' WHERE id = ? AND control = 'pause' "
-                      "AND state IN ('scheduled', 'dispatching', 'dispatched')",
-                      p, 1, &affected, NULL, NULL, errstr, errlen) < 0)
+    rc = hr_state_pause(c->m, id, errstr, errlen);
+    if (rc < 0)
         return -1;
-    if (affected == 1)
+    if (rc == 1)
         hr_log_info("task_paused", "task=%" PRId64, id);
     return 0;
 }
@@ -62,38 +62,28 @@ static int dsp_control_resume(dsp *d, int64_t id, bool claimed, bool reached_dis
                               int64_t due_ms, char *errstr, size_t errlen)
 {
     dsp_conn *c = &d->bg_conn;
-    char subs[256];
-    const char *state = "scheduled";
+    char subs[HR_KEY_MAX];
+    hr_task_state to = HR_STATE_SCHEDULED;
     redisReply *reply;
-    uint64_t affected = 0;
     int64_t nsubs, now = dsp_now_ms();
-    int budget = DSP_SWEEP_MAX;
+    int budget = DSP_SWEEP_MAX, rc;
 
     if (claimed) {
-        hr_redis_task_key(c->r, subs, sizeof subs, id, "subs");
+        hr_key_task(hr_redis_prefix(c->r), subs, sizeof subs, id, HR_KEY_SUBS);
         reply = hr_redis_cmdf(c->r, errstr, errlen, "SCARD %s", subs);
         if (reply == NULL)
             return -1;
         nsubs = reply->integer;
         freeReplyObject(reply);
-        state = nsubs > 0 || !reached_dispatched ? "dispatching" : "dispatched";
+        to = nsubs > 0 || !reached_dispatched ? HR_STATE_DISPATCHING : HR_STATE_DISPATCHED;
     }
-    if (hr_task_set_control(NULL, c->r, id, "run", errstr, errlen) < 0)
+    if (hr_task_set_control(NULL, c->r, id, hr_control_name(HR_CONTROL_RUN), errstr, errlen) < 0)
         return -1;
-    {
-        const hr_mysql_param p[] = {HR_P_STR(state), HR_P_I64(id)};
-
-        /* lease_until in the past and no owner: a poller takes it over. */
-        if (hr_mysql_exec(c->m,
-                          "UPDATE push_task SET state = ?, claimed_by = NULL, "
-                          "lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND "
-                          "WHERE id = ? AND control = 'run' AND state = 'paused'",
-                          p, 2, &affected, NULL, NULL, errstr, errlen) < 0)
-            return -1;
-    }
-    if (affected != 1)
-        return 0;
-    hr_log_info("task_resumed", "task=%" PRId64 " state=%s", id, state);
+    /* No owner and an expired lease: a poller takes a dispatching task over. */
+    rc = hr_state_resume(c->m, id, to, errstr, errlen);
+    if (rc != 1)
+        return rc;
+    hr_log_info("task_resumed", "task=%" PRId64 " state=%s", id, hr_state_name(to));
     if (claimed && dsp_sweep_task(d, id, due_ms, now, now, &budget) < 0) {
         /* The sweeper republishes the parked chunks after the redelivery
          * timeout instead. */
@@ -111,20 +101,20 @@ static int dsp_control_resume(dsp *d, int64_t id, bool claimed, bool reached_dis
 static int64_t dsp_control_drop(dsp_conn *c, int64_t id, const char *seq, int64_t *total,
                                 char *errstr, size_t errlen)
 {
-    char base[256], set[320], stats[320], pending[320], lease[320];
+    const char *prefix = hr_redis_prefix(c->r);
+    char set[HR_KEY_MAX], stats[HR_KEY_MAX], pending[HR_KEY_MAX], lease[HR_KEY_MAX];
     const char *argv[5] = {set, stats, pending, lease, seq};
     redisReply *reply;
     int64_t n = -1;
 
-    hr_redis_task_key(c->r, base, sizeof base, id, "");
-    snprintf(stats, sizeof stats, "%sstats", base);
+    hr_key_task(prefix, stats, sizeof stats, id, HR_KEY_STATS);
     if (seq == NULL) {
-        snprintf(set, sizeof set, "%ssubs", base);
+        hr_key_task(prefix, set, sizeof set, id, HR_KEY_SUBS);
         reply = hr_redis_eval(c->r, HR_LUA_CANCEL_SET, 2, 2, argv, NULL, errstr, errlen);
     } else {
-        snprintf(set, sizeof set, "%schunk:%.24s", base, seq);
-        snprintf(pending, sizeof pending, "%spending", base);
-        snprintf(lease, sizeof lease, "%slease:%.24s", base, seq);
+        hr_key_chunk(prefix, set, sizeof set, id, strtoll(seq, NULL, 10));
+        hr_key_task(prefix, pending, sizeof pending, id, HR_KEY_PENDING);
+        hr_key_lease(prefix, lease, sizeof lease, id, strtoll(seq, NULL, 10));
         reply = hr_redis_eval(c->r, HR_LUA_CANCEL_SET, 4, 5, argv, NULL, errstr, errlen);
     }
     if (reply == NULL)
@@ -155,7 +145,7 @@ static int dsp_control_drop_chunks(dsp_conn *c, int64_t id, int64_t *dropped, in
     size_t i;
     int rc = -1;
 
-    hr_redis_task_key(c->r, pending, sizeof pending, id, "pending");
+    hr_key_task(hr_redis_prefix(c->r), pending, sizeof pending, id, HR_KEY_PENDING);
     all = hr_redis_cmdf(c->r, errstr, errlen, "HKEYS %s", pending);
     if (all == NULL)
         return -1;
@@ -190,7 +180,7 @@ static int dsp_control_count(dsp_conn *c, int64_t id, int64_t total, char *errst
  * cancel (dsp_control_held). */
 static char *dsp_control_held_key(dsp_conn *c, char *buf, size_t len)
 {
-    return hr_redis_key(c->r, buf, len, "cancel_held");
+    return hr_key_cancel_held(hr_redis_prefix(c->r), buf, len);
 }
 
 static int dsp_control_cancel(dsp *d, int64_t id, char *errstr, size_t errlen)
@@ -199,10 +189,11 @@ static int dsp_control_cancel(dsp *d, int64_t id, char *errstr, size_t errlen)
     char key[256];
     redisReply *reply;
     int64_t dropped, total = 0;
-    uint64_t affected = 0;
     bool held = false;
+    int moved;
 
-    if (hr_task_set_control(NULL, c->r, id, "cancel", errstr, errlen) < 0)
+    if (hr_task_set_control(NULL, c->r, id, hr_control_name(HR_CONTROL_CANCEL), errstr,
+                            errlen) < 0)
         return -1;
     dropped = dsp_control_drop(c, id, NULL, &total, errstr, errlen);
     if (dropped < 0)
@@ -225,20 +216,13 @@ static int dsp_control_cancel(dsp *d, int64_t id, char *errstr, size_t errlen)
                      total, errstr);
         return -1;
     }
-    {
-        const hr_mysql_param p[] = {HR_P_I64(id)};
-
-        if (hr_mysql_exec(c->m,
-                          "UPDATE push_task SET state = 'cancelled', "
-                          "finished_at = UTC_TIMESTAMP(3) WHERE id = ? AND control = 'cancel' "
-                          "AND state NOT IN ('done', 'cancelled', 'failed')",
-                          p, 1, &affected, NULL, NULL, errstr, errlen) < 0)
-            return -1;
-    }
+    moved = hr_state_cancel(c->m, id, errstr, errlen);
+    if (moved < 0)
+        return -1;
     hr_log_info("task_cancelled",
                 "task=%" PRId64 " dropped=%" PRId64 " cancelled=%" PRId64 " held=%d", id, dropped,
                 total, held);
-    if (affected == 1 && dsp_retire_keys(c, id, errstr, errlen) < 0)
+    if (moved == 1 && dsp_retire_keys(c, id, errstr, errlen) < 0)
         hr_log_warn("retire_failed", "task=%" PRId64 " error=%s", id, errstr);
     return 0;
 }
@@ -299,7 +283,7 @@ static void dsp_control_redriven(dsp *d)
     size_t i;
 
     ids = hr_redis_cmdf(c->r, err, sizeof err, "SRANDMEMBER %s %d",
-                        hr_redis_key(c->r, key, sizeof key, "%s", HR_TASK_REDRIVEN_KEY),
+                        hr_key_redriven(hr_redis_prefix(c->r), key, sizeof key),
                         DSP_CONTROL_MAX);
     if (ids == NULL) {
         dsp_conn_failed(d, c, DSP_REDIS, err);
@@ -307,10 +291,9 @@ static void dsp_control_redriven(dsp *d)
     }
     for (i = 0; i < ids->elements && !atomic_load(&d->stopping); i++) {
         int64_t id = strtoll(ids->element[i]->str, NULL, 10), npending;
-        const hr_mysql_param p[] = {HR_P_I64(id)};
-        uint64_t affected = 0;
+        int rc;
 
-        hr_redis_task_key(c->r, pending, sizeof pending, id, "pending");
+        hr_key_task(hr_redis_prefix(c->r), pending, sizeof pending, id, HR_KEY_PENDING);
         reply = hr_redis_cmdf(c->r, err, sizeof err, "HLEN %s", pending);
         if (reply == NULL) {
             dsp_conn_failed(d, c, DSP_REDIS, err);
@@ -327,14 +310,12 @@ static void dsp_control_redriven(dsp *d)
             freeReplyObject(reply);
             continue;
         }
-        if (hr_mysql_exec(c->m,
-                          "UPDATE push_task SET state = 'dispatched', finished_at = NULL "
-                          "WHERE id = ? AND state = 'done'",
-                          p, 1, &affected, NULL, NULL, err, sizeof err) < 0) {
+        rc = hr_state_reopen(c->m, id, err, sizeof err);
+        if (rc < 0) {
             dsp_conn_failed(d, c, DSP_MYSQL, err);
             break;
         }
-        if (affected == 1)
+        if (rc == 1)
             hr_log_info("task_reopened", "task=%" PRId64 " pending=%" PRId64 " reason=redrive", id,
                         npending);
     }
@@ -367,11 +348,13 @@ void dsp_control_scan(dsp *d)
     for (i = 0; i < rows->nrows && !atomic_load(&d->stopping); i++) {
         int64_t id = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
         const char *control = hr_mysql_cell(rows, i, 1);
+        hr_control want = HR_CONTROL_CANCEL; /* the query's third kind of row */
         int rc;
 
-        if (strcmp(control, "pause") == 0)
+        hr_control_parse(control, &want);
+        if (want == HR_CONTROL_PAUSE)
             rc = dsp_control_pause(d, id, err, sizeof err);
-        else if (strcmp(control, "run") == 0)
+        else if (want == HR_CONTROL_RUN)
             rc = dsp_control_resume(d, id, hr_mysql_cell(rows, i, 2)[0] == '1',
                                     hr_mysql_cell(rows, i, 3)[0] == '1',
                                     strtoll(hr_mysql_cell(rows, i, 4), NULL, 10), err, sizeof err);

@@ -4,7 +4,8 @@
  * served by the next one.
  *
  * - scan: the scanner (dsp_scan.c), then the control transitions
- *   (dsp_control.c) and the herald_tasks{state} gauge.
+ *   (dsp_control.c), the herald_tasks{state} gauge and, every
+ *   DSP_ADDR_SYNC_MS, the address sync (dsp_addr.c).
  * - poll: the DB poller (dsp_poll.c); the tasks it claimed are owned on
  *   the loop thread in the after-work callback.
  * - sweep: the sweeper and key retirement (dsp_sweep.c). */
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "dsp.h"
+#include "hr_state.h"
 
 /* herald_tasks{state}: one GROUP BY over the state index. */
 static void dsp_jobs_count(dsp *d)
@@ -44,6 +46,7 @@ static void dsp_jobs_work(uv_work_t *w)
         dsp_scan(d);
         dsp_control_scan(d);
         dsp_jobs_count(d);
+        dsp_addr_sync(d, &d->bg_conn, true);
     }
     if ((d->bg_doing & DSP_BG_POLL) && !atomic_load(&d->stopping))
         dsp_poll(d);
@@ -60,7 +63,7 @@ static void dsp_jobs_done(uv_work_t *w, int status)
     d->bg_busy = false;
     for (i = 0; i < d->nbg_claimed; i++) {
         dsp_own(d, d->bg_claimed[i],
-                strcmp(d->bg_claimed[i]->state, "dispatching") == 0 ? "takeover" : "poller");
+                hr_state_is(d->bg_claimed[i]->state, HR_STATE_DISPATCHING) ? "takeover" : "poller");
         hr_task_free(d->bg_claimed[i]);
     }
     d->nbg_claimed = 0;

@@ -15,6 +15,7 @@
 
 #include "dsp.h"
 #include "hr_log.h"
+#include "hr_state.h"
 
 dsp_task *dsp_task_find(dsp *d, int64_t id)
 {
@@ -146,7 +147,7 @@ void dsp_renew_leases(dsp *d)
         if (control == NULL) {
             hr_log_warn("task_lost", "task=%" PRId64 " reason=lease taken over", t->id);
             dsp_task_drop(d, t);
-        } else if (strcmp(control, "run") != 0) {
+        } else if (strcmp(control, hr_control_name(HR_CONTROL_RUN)) != 0) {
             /* Pause and cancel are carried out by workers and heraldctl;
              * the dispatcher stops chunking and mirrors the wish. */
             if (hr_task_set_control(NULL, c->r, t->id, control, err, sizeof err) < 0)
@@ -158,7 +159,8 @@ void dsp_renew_leases(dsp *d)
     for (j = 0; j < rows->nrows; j++) {
         int64_t id = strtoll(hr_mysql_cell(rows, j, 0), NULL, 10);
 
-        if (strcmp(hr_mysql_cell(rows, j, 1), "run") == 0 && dsp_task_find(d, id) == NULL)
+        if (strcmp(hr_mysql_cell(rows, j, 1), hr_control_name(HR_CONTROL_RUN)) == 0 &&
+            dsp_task_find(d, id) == NULL)
             dsp_adopt(d, id);
     }
     hr_mysql_rows_free(rows);

@@ -13,6 +13,9 @@
  * that went backwards (Redis restored from an older AOF) above every chunk
  * number the task ever used.
  *
+ * The address book is synced first (dsp_addr.c), so the first chunk's
+ * workers read addresses as fresh as the subscribers.
+ *
  * Off the loop thread: a sync's cost follows the rows added since the last
  * one, which a bulk load just before due can make large.  One job at a
  * time on libuv's pool, with its own connections (dsp.rc_conn); the loop
@@ -24,6 +27,7 @@
 #include <string.h>
 
 #include "dsp.h"
+#include "hr_keys.h"
 #include "hr_log.h"
 #include "hr_subs.h"
 
@@ -46,7 +50,7 @@ static int dsp_rc_seq(dsp_conn *c, int64_t id, char *errstr, size_t errlen)
         return -1;
     max = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
     hr_mysql_rows_free(rows);
-    hr_redis_task_key(c->r, pending, sizeof pending, id, "pending");
+    hr_key_task(hr_redis_prefix(c->r), pending, sizeof pending, id, HR_KEY_PENDING);
     reply = hr_redis_cmdf(c->r, errstr, errlen, "HKEYS %s", pending);
     if (reply == NULL)
         return -1;
@@ -54,7 +58,7 @@ static int dsp_rc_seq(dsp_conn *c, int64_t id, char *errstr, size_t errlen)
         if (strtoll(reply->element[i]->str, NULL, 10) > max)
             max = strtoll(reply->element[i]->str, NULL, 10);
     freeReplyObject(reply);
-    hr_redis_task_key(c->r, seq_key, sizeof seq_key, id, "seq");
+    hr_key_task(hr_redis_prefix(c->r), seq_key, sizeof seq_key, id, HR_KEY_SEQ);
     reply = hr_redis_cmdf(c->r, errstr, errlen, "GET %s", seq_key);
     if (reply == NULL)
         return -1;
@@ -86,6 +90,8 @@ static void dsp_rc_work(uv_work_t *w)
         snprintf(d->rc_err, sizeof d->rc_err, "backends not ready");
         return;
     }
+    /* Addresses first: the campaign's chunks read them from Redis. */
+    dsp_addr_sync(d, c, false);
     snprintf(token, sizeof token, "%s/reconcile", d->owner);
     d->rc_result = hr_subs_sync(c->m, c->r, d->rc_task, &o, true, &d->rc_added, &d->rc_seen,
                                 d->rc_err, sizeof d->rc_err);

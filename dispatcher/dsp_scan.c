@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "dsp.h"
+#include "hr_keys.h"
 #include "hr_log.h"
 #include "hr_subs.h"
 
@@ -56,8 +57,8 @@ int dsp_prepare(dsp *d, const hr_task *t, dsp_scan_entry *e, int64_t now)
     int64_t have, want, added = 0;
     int rc;
 
-    hr_redis_task_key(c->r, subs, sizeof subs, t->id, "subs");
-    hr_redis_task_key(c->r, pulled, sizeof pulled, t->id, "pulled");
+    hr_key_task(hr_redis_prefix(c->r), subs, sizeof subs, t->id, HR_KEY_SUBS);
+    hr_key_task(hr_redis_prefix(c->r), pulled, sizeof pulled, t->id, HR_KEY_PULLED);
     have = dsp_reply_int(hr_redis_cmdf(c->r, err, sizeof err, "SCARD %s", subs));
     if (have >= 0)
         have += dsp_reply_int(hr_redis_cmdf(c->r, err, sizeof err, "SCARD %s", pulled));

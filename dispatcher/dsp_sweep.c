@@ -21,19 +21,23 @@
 
 #include "dsp.h"
 #include "hr_finish.h"
+#include "hr_keys.h"
 #include "hr_log.h"
+#include "hr_state.h"
 
 int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t stale,
                        int *budget)
 {
     dsp_conn *c = &d->bg_conn;
-    char pending[256], lease[320], chunk[320], base[256], now_s[24], err[512];
+    const char *prefix = hr_redis_prefix(c->r);
+    char pending[HR_KEY_MAX], lease[HR_KEY_MAX], chunk[HR_KEY_MAX], stats[HR_KEY_MAX];
+    char now_s[24], err[512];
     redisReply *all;
     int64_t npending;
     size_t i;
 
-    hr_redis_task_key(c->r, base, sizeof base, id, "");
-    hr_redis_task_key(c->r, pending, sizeof pending, id, "pending");
+    hr_key_task(prefix, stats, sizeof stats, id, HR_KEY_STATS);
+    hr_key_task(hr_redis_prefix(c->r), pending, sizeof pending, id, HR_KEY_PENDING);
     all = hr_redis_cmdf(c->r, err, sizeof err, "HGETALL %s", pending);
     if (all == NULL) {
         dsp_conn_failed(d, c, DSP_REDIS, err);
@@ -48,11 +52,11 @@ int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t 
 
         if (strtoll(at, NULL, 10) > stale)
             continue;
-        snprintf(lease, sizeof lease, "%slease:%.24s", base, seq);
+        hr_key_lease(prefix, lease, sizeof lease, id, strtoll(seq, NULL, 10));
         if (dsp_reply_int(hr_redis_eval(c->r, HR_LUA_SWEEP_CLAIM, 2, 5, argv, NULL, err,
                                         sizeof err)) != 1)
             continue;
-        snprintf(chunk, sizeof chunk, "%schunk:%.24s", base, seq);
+        hr_key_chunk(prefix, chunk, sizeof chunk, id, strtoll(seq, NULL, 10));
         count = dsp_reply_int(hr_redis_cmdf(c->r, err, sizeof err, "SCARD %s", chunk));
         /* The count only sizes the worker's work (it reads the set); a
          * chunk message must decode, so it never claims more than a chunk
@@ -71,8 +75,7 @@ int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t 
         hr_log_info("chunk_redelivered",
                     "task=%" PRId64 " seq=%s count=%" PRId64 " last_publish_ms=%s", id, seq, count,
                     at);
-        freeReplyObject(hr_redis_cmdf(c->r, err, sizeof err, "HINCRBY %sstats redelivered 1",
-                                      base));
+        freeReplyObject(hr_redis_cmdf(c->r, err, sizeof err, "HINCRBY %s redelivered 1", stats));
     }
     freeReplyObject(all);
     return npending;
@@ -80,13 +83,13 @@ int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t 
 
 int dsp_retire_keys(dsp_conn *c, int64_t id, char *errstr, size_t errlen)
 {
-    static const char *const suffixes[] = {"subs", "seq", "pending", "stats", "ctl",
-                                           "pulled", "failed", "prep", "synced"};
-    char key[256];
-    size_t i;
+    char key[HR_KEY_MAX];
+    int kind;
 
-    for (i = 0; i < sizeof suffixes / sizeof *suffixes; i++) {
-        hr_redis_task_key(c->r, key, sizeof key, id, suffixes[i]);
+    /* Every per-task key of the key table; chunk and lease keys carry a
+     * seq and are not HR_KEY_* kinds. */
+    for (kind = 0; kind < HR_KEY__COUNT; kind++) {
+        hr_key_task(hr_redis_prefix(c->r), key, sizeof key, id, (hr_key_kind)kind);
         if (dsp_reply_int(hr_redis_cmdf(c->r, errstr, errlen, "PEXPIRE %s %" PRId64 " NX", key,
                                         DSP_KEY_RETENTION_MS)) < 0)
             return -1;
@@ -134,19 +137,14 @@ done:
 static int dsp_redispatch(dsp *d, int64_t id, int64_t left)
 {
     dsp_conn *c = &d->bg_conn;
-    const hr_mysql_param p[] = {HR_P_I64(id)};
-    uint64_t affected = 0;
     char err[512];
+    int rc = hr_state_redispatch(c->m, id, err, sizeof err);
 
-    if (hr_mysql_exec(c->m,
-                      "UPDATE push_task SET state = 'dispatching', claimed_by = NULL, "
-                      "lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND, dispatched_at = NULL "
-                      "WHERE id = ? AND state = 'dispatched' AND control = 'run'",
-                      p, 1, &affected, NULL, NULL, err, sizeof err) < 0) {
+    if (rc < 0) {
         dsp_conn_failed(d, c, DSP_MYSQL, err);
         return -1;
     }
-    if (affected == 1)
+    if (rc == 1)
         hr_log_warn("task_redispatched", "task=%" PRId64 " reason=subs_not_empty left=%" PRId64, id,
                     left);
     return 0;
@@ -203,9 +201,9 @@ void dsp_sweep(dsp *d)
             goto done;
         if (budget > 0) /* else its other stale chunks come first next time */
             d->sweep_after = id;
-        if (npending > 0 || strcmp(hr_mysql_cell(rows, i, 1), "dispatched") != 0)
+        if (npending > 0 || !hr_state_is(hr_mysql_cell(rows, i, 1), HR_STATE_DISPATCHED))
             continue;
-        hr_redis_task_key(c->r, subs, sizeof subs, id, "subs");
+        hr_key_task(hr_redis_prefix(c->r), subs, sizeof subs, id, HR_KEY_SUBS);
         left = dsp_reply_int(hr_redis_cmdf(c->r, err, sizeof err, "SCARD %s", subs));
         if (left < 0)
             continue;

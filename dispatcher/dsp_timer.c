@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "dsp.h"
+#include "hr_keys.h"
 #include "hr_log.h"
 
 /* Puts T into the timer and mirrors control=run for workers. */
@@ -21,8 +22,8 @@ int dsp_timer_add(dsp *d, const hr_task *t)
     char timer[256], ctl[256], err[512];
     redisReply *reply;
 
-    hr_redis_key(c->r, timer, sizeof timer, "timer");
-    hr_redis_task_key(c->r, ctl, sizeof ctl, t->id, "ctl");
+    hr_key_timer(hr_redis_prefix(c->r), timer, sizeof timer);
+    hr_key_task(hr_redis_prefix(c->r), ctl, sizeof ctl, t->id, HR_KEY_CTL);
     reply = hr_redis_cmdf(c->r, err, sizeof err, "ZADD %s %" PRId64 " %" PRId64, timer, t->due_ms,
                           t->id);
     if (reply != NULL) {
@@ -49,7 +50,7 @@ void dsp_timer_forget(dsp *d, const dsp_scan_entry *old, size_t nold,
     char timer[256], err[512];
     size_t i, j = 0;
 
-    hr_redis_key(c->r, timer, sizeof timer, "timer");
+    hr_key_timer(hr_redis_prefix(c->r), timer, sizeof timer);
     for (i = 0; i < nold; i++) {
         while (j < nnext && next[j].id < old[i].id)
             j++;
@@ -77,7 +78,7 @@ static void dsp_timer_putback(dsp *d, const redisReply *reply, size_t from)
     if (argv == NULL)
         goto lost;
     argv[n++] = "ZADD";
-    argv[n++] = hr_redis_key(c->r, key, sizeof key, "timer");
+    argv[n++] = hr_key_timer(hr_redis_prefix(c->r), key, sizeof key);
     for (i = from; i + 1 < reply->elements; i += 2) {
         argv[n++] = reply->element[i + 1]->str; /* score */
         argv[n++] = reply->element[i]->str;     /* id */
@@ -104,7 +105,7 @@ void dsp_timer_pop(dsp *d)
 
     if (atomic_load(&d->stopping) || !dsp_conn_ready(d, c))
         return;
-    hr_redis_key(c->r, key, sizeof key, "timer");
+    hr_key_timer(hr_redis_prefix(c->r), key, sizeof key);
     snprintf(now_s, sizeof now_s, "%" PRId64, now);
     snprintf(max_s, sizeof max_s, "%d", DSP_TIMER_POP_MAX);
     reply = hr_redis_eval(c->r, HR_LUA_TIMER_POP, 1, 3, argv, NULL, err, sizeof err);

@@ -205,18 +205,16 @@ static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, s
                                       char *errstr, size_t errlen)
 {
     for (size_t k = 0; k < nd; k++) {
-        hr_mysql_param params[] = {HR_P_I64(d[k].sent),         HR_P_I64(d[k].failed),
-                                   HR_P_I64(d[k].throttled),    HR_P_I64(d[k].retried),
-                                   HR_P_I64(d[k].unregistered), HR_P_I64(d[k].cancelled),
-                                   HR_P_I64(d[k].task)};
+        /* The worker does not count pulls: -1 leaves pulled as it is. */
+        const hr_outcomes raised = {.sent = d[k].sent,
+                                    .failed = d[k].failed,
+                                    .throttled = d[k].throttled,
+                                    .pulled = -1,
+                                    .cancelled = d[k].cancelled,
+                                    .retried = d[k].retried,
+                                    .unregistered = d[k].unregistered};
 
-        if (hr_mysql_exec(rp->m,
-                          "UPDATE push_task SET sent = GREATEST(sent, ?), "
-                          "failed = GREATEST(failed, ?), throttled = GREATEST(throttled, ?), "
-                          "retried = GREATEST(retried, ?), "
-                          "unregistered = GREATEST(unregistered, ?), "
-                          "cancelled = GREATEST(cancelled, ?) WHERE id = ?",
-                          params, 7, NULL, NULL, NULL, errstr, errlen) != 0)
+        if (hr_finish_raise(rp->m, d[k].task, &raised, errstr, errlen) != 0)
             return -1;
     }
     return 0;

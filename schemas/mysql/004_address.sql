@@ -40,12 +40,18 @@ CREATE TABLE IF NOT EXISTS push_address_epoch (
 
 INSERT IGNORE INTO push_address_epoch (id, epoch) VALUES (1, 1);
 
+-- A change row is kept a week (the sync drops older ones): the synced mark
+-- in Redis expires after a day without a sync, and a Redis restored from
+-- an older snapshot carries an older mark, so whatever mark a sync finds
+-- names changes that are still here — or none, and it reloads everything.
 CREATE TABLE IF NOT EXISTS push_address_change (
   id    BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
   epoch BIGINT NOT NULL,
   uid   BIGINT UNSIGNED NOT NULL,
+  at    DATETIME(3) NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
   PRIMARY KEY (id),
-  KEY push_address_change_epoch (epoch, id)
+  KEY push_address_change_epoch (epoch, id),
+  KEY push_address_change_at (at)
 ) ENGINE=InnoDB;
 
 DROP TRIGGER IF EXISTS push_address_ins;
