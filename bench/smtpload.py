@@ -77,8 +77,9 @@ def main():
     # the clock starts once every connection is up and authenticated, as
     # herald's keep theirs from one mail to the next
     ready = threading.Barrier(a.connections + 1)
-    threads = [threading.Thread(target=sender, args=(a, ctx, template(), ready, stop, counts, k), daemon=True)
-               for k in range(a.connections)]
+    msg = template()
+    threads = [threading.Thread(target=sender, args=(a, ctx, msg, ready, stop, counts, k),
+                                daemon=True) for k in range(a.connections)]
     for t in threads:
         t.start()
     ready.wait(30)
