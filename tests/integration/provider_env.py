@@ -105,6 +105,21 @@ def open_env(name, doc, modules="jwt, cryptography, h2"):
     return Env(name)
 
 
+def run_campaign(env, channels, channel, uids, title, body):
+    """Writes the config of CHANNELS, starts a dispatcher and a worker and
+    runs one campaign of TITLE / BODY (SQL literals) to UIDS on CHANNEL to
+    its end.  (dispatcher, worker, task id, (sent, failed, unregistered)),
+    or None without kcat."""
+    cfg = env.config(channels)
+    if not env.create_topic():
+        return None
+    dsp, wk = env.start_daemons(sys.argv[1], sys.argv[2], cfg)
+    t = env.insert_with_subs(channel + "-campaign", channel, uids, title=title, body=body)
+    check(env.wait_state(t, "done", 90), "campaign done (%s)" % (env.task(t),))
+    _, sent, failed, unreg = env.task(t, "state, sent, failed, unregistered")
+    return dsp, wk, t, (int(sent), int(failed), int(unreg))
+
+
 def end_campaign(env, wk, dsp, channel, unregistered):
     """The checks every provider campaign ends with: the worker's
     unregistered count for CHANNEL, both daemons stop cleanly."""

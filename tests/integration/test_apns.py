@@ -26,7 +26,7 @@ sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from badinput_env import check, finish  # noqa: E402
 from provider_env import (KEYS, Standin, add_addresses, addresses_left, close_env,  # noqa: E402
-                          end_campaign, make_ca, open_env)
+                          end_campaign, make_ca, open_env, run_campaign)
 
 TOPIC = "com.example.herald"
 KEY_ID = "ABC123DEFG"
@@ -76,16 +76,11 @@ def main():
                     "retry": "{max_attempts: 3, backoff_ms: 50, max_backoff_ms: 1000}"},
         }
         add_addresses(env, "apns", TOPIC, tokens)
-        cfg = env.config(channels)
-        if not env.create_topic():
+        ran = run_campaign(env, channels, "ios", uids, "'apns-title'", "'hello {{uid}}'")
+        if ran is None:
             return 77
-        dsp, wk = env.start_daemons(sys.argv[1], sys.argv[2], cfg)
-        t = env.insert_with_subs("apns-campaign", "ios", uids, title="'apns-title'",
-                                 body="'hello {{uid}}'")
-
-        check(env.wait_state(t, "done", 90), "campaign done (%s)" % (env.task(t),))
-        state, sent, failed, unreg = env.task(t, "state, sent, failed, unregistered")
-        check(int(sent) + int(unreg) == N and int(failed) == 0 and int(unreg) == 2,
+        dsp, wk, t, (sent, failed, unreg) = ran
+        check(sent + unreg == N and failed == 0 and unreg == 2,
               "every recipient accounted: sent %s + unregistered %s == %d, failed %s"
               % (sent, unreg, N, failed))
         dl = env.deliveries(t)

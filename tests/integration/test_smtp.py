@@ -22,7 +22,7 @@ sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from badinput_env import check, finish  # noqa: E402
 from provider_env import (Standin, add_addresses, addresses_left, close_env,  # noqa: E402
-                          end_campaign, make_ca, open_env)
+                          end_campaign, make_ca, open_env, run_campaign)
 
 N = 12
 PASSWORD = "s3cret-%d" % random.randrange(1 << 30)
@@ -58,16 +58,11 @@ def main():
                      "retry": "{max_attempts: 4, backoff_ms: 50, max_backoff_ms: 500}"},
         }
         add_addresses(env, "email", "", mail)
-        cfg = env.config(channels)
-        if not env.create_topic():
+        ran = run_campaign(env, channels, "mail", uids, "'réunion ✓'", "'bonjour {{uid}}'")
+        if ran is None:
             return 77
-        dsp, wk = env.start_daemons(sys.argv[1], sys.argv[2], cfg)
-        t = env.insert_with_subs("smtp-campaign", "mail", uids, title="'réunion ✓'",
-                                 body="'bonjour {{uid}}'")
-
-        check(env.wait_state(t, "done", 90), "campaign done (%s)" % (env.task(t),))
-        state, sent, failed, unreg = env.task(t, "state, sent, failed, unregistered")
-        check(int(sent) == N - 1 and int(unreg) == 1 and int(failed) == 0,
+        dsp, wk, t, (sent, failed, unreg) = ran
+        check(sent == N - 1 and unreg == 1 and failed == 0,
               "every recipient accounted: sent %s + unregistered %s == %d, failed %s"
               % (sent, unreg, N, failed))
         check(env.deliveries(t).get(uids[1]) == "unregistered",
