@@ -25,11 +25,6 @@
 
 #define HR_TASK_MAX_WINDOW_S 2678400 /* 31 days */
 #define HR_TASK_MAX_CHUNK 100000
-/* The Redis set (under the prefix) of tasks heraldctl redrive gave new
- * chunks: dispatchers move such a task back from done to dispatched while
- * its pending hash is not empty (dispatcher/dsp_ctl.c), since a done
- * transition that read pending just before the redrive may land after it. */
-#define HR_TASK_REDRIVEN_KEY "redriven"
 
 typedef struct hr_task {
     int64_t id;

@@ -75,8 +75,7 @@
 #define DSP_REPORTS_PER_TICK 256    /* push_chunk rows written per tick */
 #define DSP_RETIRE_MAX 100          /* finished tasks whose keys get a TTL, per sweep */
 #define DSP_KEY_RETENTION_MS ((int64_t)7 * 86400 * 1000) /* a finished task's Redis keys */
-#define DSP_CLAIM_EARLY_MS 1000     /* a claim accepts due_at at most this far ahead */
-#define DSP_CLAIM_BUSY HR_STATE_BUSY /* dsp_store_claim: the row stayed locked */
+#define DSP_DUE_EARLY_MS 1000       /* a claim accepts due_at at most this far ahead */
 #define DSP_TICK_MS 10
 #define DSP_PREP_LOCK_MS 120000     /* prepare lock (refill vs first chunk) */
 #define DSP_RECHECK_MS 10000        /* recount a prepared task's subscribers */
@@ -203,9 +202,9 @@ void dsp_conn_close(dsp_conn *c);
 int64_t dsp_reply_int(redisReply *reply);
 
 /* dsp_store.c: the dispatcher's MySQL statements. */
-/* Claims a scheduled task due by NOW_MS (+ DSP_CLAIM_EARLY_MS); one we
+/* Claims a scheduled task due by NOW_MS (+ DSP_DUE_EARLY_MS); one we
  * already claimed counts again (a retried claim whose reply was lost).
- * 1 = ours, 0 = not (any more) claimable, DSP_CLAIM_BUSY = its row stayed
+ * 1 = ours, 0 = not (any more) claimable, HR_STATE_BUSY = its row stayed
  * locked (subscriptions being inserted in an open transaction; the DB
  * poller tries again), -1. */
 int dsp_store_claim(dsp *d, hr_mysql *m, int64_t id, int64_t now_ms, char *errstr,

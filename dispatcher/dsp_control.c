@@ -271,10 +271,11 @@ static void dsp_control_held(dsp *d)
     freeReplyObject(ids);
 }
 
-/* The tasks heraldctl redrive gave new chunks (HR_TASK_REDRIVEN_KEY): a
- * done one with pending chunks is reopened (dispatched, so the sweeper
- * publishes them and the last chunk's close makes it done again); one whose
- * pending hash is empty leaves the set. */
+/* The tasks heraldctl redrive gave new chunks (hr_key_redriven): a done
+ * one with pending chunks is reopened (dispatched, so the sweeper publishes
+ * them and the last chunk's close makes it done again), since a done
+ * transition that read pending just before the redrive may land after it;
+ * one whose pending hash is empty leaves the set. */
 static void dsp_control_redriven(dsp *d)
 {
     dsp_conn *c = &d->bg_conn;

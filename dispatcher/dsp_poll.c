@@ -64,7 +64,7 @@ void dsp_poll(dsp *d)
         if (dsp_prepare(d, tasks[i], &e, dsp_now_ms()) < 0)
             continue;
         rc = dsp_store_claim(d, c->m, tasks[i]->id, dsp_now_ms(), err, sizeof err);
-        if (rc == DSP_CLAIM_BUSY)
+        if (rc == HR_STATE_BUSY)
             continue; /* an open transaction holds the row: next round */
         if (rc < 0)
             goto failed;
