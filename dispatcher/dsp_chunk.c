@@ -224,6 +224,7 @@ static bool dsp_running(dsp *d, dsp_task *t, bool *failed, char *errstr, size_t 
 {
     char key[256];
     redisReply *reply;
+    hr_control control;
     bool run;
 
     *failed = false;
@@ -233,9 +234,10 @@ static bool dsp_running(dsp *d, dsp_task *t, bool *failed, char *errstr, size_t 
         *failed = true;
         return false;
     }
-    /* A missing key is run: the scanner sets it, a flush may have lost it. */
+    /* A missing key is run: the scanner sets it, a flush may have lost it.
+     * A value that is no control name holds the task, as pause does. */
     run = reply->type != REDIS_REPLY_STRING ||
-          strcmp(reply->str, hr_control_name(HR_CONTROL_RUN)) == 0;
+          (hr_control_parse(reply->str, &control) == 0 && control == HR_CONTROL_RUN);
     freeReplyObject(reply);
     if (!run)
         hr_log_debug("task_held", "task=%" PRId64 " reason=control", t->id);

@@ -47,7 +47,7 @@ static int dsp_control_pause(dsp *d, int64_t id, char *errstr, size_t errlen)
     dsp_conn *c = &d->bg_conn;
     int rc;
 
-    if (hr_task_set_control(NULL, c->r, id, hr_control_name(HR_CONTROL_PAUSE), errstr,
+    if (hr_task_set_control(NULL, c->r, id, HR_CONTROL_PAUSE, errstr,
                             errlen) < 0)
         return -1;
     rc = hr_state_pause(c->m, id, errstr, errlen);
@@ -77,7 +77,7 @@ static int dsp_control_resume(dsp *d, int64_t id, bool claimed, bool reached_dis
         freeReplyObject(reply);
         to = nsubs > 0 || !reached_dispatched ? HR_STATE_DISPATCHING : HR_STATE_DISPATCHED;
     }
-    if (hr_task_set_control(NULL, c->r, id, hr_control_name(HR_CONTROL_RUN), errstr, errlen) < 0)
+    if (hr_task_set_control(NULL, c->r, id, HR_CONTROL_RUN, errstr, errlen) < 0)
         return -1;
     /* No owner and an expired lease: a poller takes a dispatching task over. */
     rc = hr_state_resume(c->m, id, to, errstr, errlen);
@@ -192,7 +192,7 @@ static int dsp_control_cancel(dsp *d, int64_t id, char *errstr, size_t errlen)
     bool held = false;
     int moved;
 
-    if (hr_task_set_control(NULL, c->r, id, hr_control_name(HR_CONTROL_CANCEL), errstr,
+    if (hr_task_set_control(NULL, c->r, id, HR_CONTROL_CANCEL, errstr,
                             errlen) < 0)
         return -1;
     dropped = dsp_control_drop(c, id, NULL, &total, errstr, errlen);

@@ -61,7 +61,7 @@ static void dsp_jobs_done(uv_work_t *w, int status)
     d->bg_busy = false;
     for (i = 0; i < d->nbg_claimed; i++) {
         dsp_own(d, d->bg_claimed[i],
-                hr_state_is(d->bg_claimed[i]->state, HR_STATE_DISPATCHING) ? "takeover" : "poller");
+                d->bg_claimed[i]->state == HR_STATE_DISPATCHING ? "takeover" : "poller");
         hr_task_free(d->bg_claimed[i]);
     }
     d->nbg_claimed = 0;

@@ -140,6 +140,7 @@ void dsp_renew_leases(dsp *d)
     for (i = d->ntasks; i-- > 0;) {
         dsp_task *t = d->tasks[i];
         const char *control = NULL;
+        hr_control wish = HR_CONTROL__COUNT; /* a name this binary does not know */
 
         for (j = 0; j < rows->nrows; j++)
             if (strtoll(hr_mysql_cell(rows, j, 0), NULL, 10) == t->id)
@@ -147,10 +148,12 @@ void dsp_renew_leases(dsp *d)
         if (control == NULL) {
             hr_log_warn("task_lost", "task=%" PRId64 " reason=lease taken over", t->id);
             dsp_task_drop(d, t);
-        } else if (strcmp(control, hr_control_name(HR_CONTROL_RUN)) != 0) {
+        } else if (hr_control_parse(control, &wish) < 0 || wish != HR_CONTROL_RUN) {
             /* Pause and cancel are carried out by workers and heraldctl;
-             * the dispatcher stops chunking and mirrors the wish. */
-            if (hr_task_set_control(NULL, c->r, t->id, control, err, sizeof err) < 0)
+             * the dispatcher stops chunking and mirrors the wish.  An
+             * unknown control stops chunking too, with nothing to mirror. */
+            if (wish != HR_CONTROL__COUNT &&
+                hr_task_set_control(NULL, c->r, t->id, wish, err, sizeof err) < 0)
                 dsp_health_fail(d, DSP_REDIS, err);
             hr_log_info("task_stopped", "task=%" PRId64 " control=%s", t->id, control);
             dsp_task_drop(d, t);
@@ -158,8 +161,9 @@ void dsp_renew_leases(dsp *d)
     }
     for (j = 0; j < rows->nrows; j++) {
         int64_t id = strtoll(hr_mysql_cell(rows, j, 0), NULL, 10);
+        hr_control wish;
 
-        if (strcmp(hr_mysql_cell(rows, j, 1), hr_control_name(HR_CONTROL_RUN)) == 0 &&
+        if (hr_control_parse(hr_mysql_cell(rows, j, 1), &wish) == 0 && wish == HR_CONTROL_RUN &&
             dsp_task_find(d, id) == NULL)
             dsp_adopt(d, id);
     }

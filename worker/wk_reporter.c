@@ -218,9 +218,12 @@ static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, s
 static int wk_reporter_write_chunks(wk_reporter *rp, const wk_event *evs, size_t n,
                                     char *errstr, size_t errlen)
 {
+    /* push_chunk.state's names, by wk_chunk_end. */
+    static const char *const ends[] = {"done", "parked", "cancelled"};
+
     for (size_t i = 0; i < n; i++) {
         const wk_event *ev = &evs[i];
-        hr_mysql_param chunk[] = {HR_P_STR(ev->u.chunk.state), HR_P_I64(ev->u.chunk.done_ms),
+        hr_mysql_param chunk[] = {HR_P_STR(ends[ev->u.chunk.state]), HR_P_I64(ev->u.chunk.done_ms),
                                   HR_P_STR(rp->owner), HR_P_I64(ev->task),
                                   HR_P_I64(ev->u.chunk.seq)};
 
@@ -232,7 +235,7 @@ static int wk_reporter_write_chunks(wk_reporter *rp, const wk_event *evs, size_t
                           chunk, 5, NULL, NULL, NULL, errstr, errlen) != 0)
             return -1;
         /* Only a closed chunk can finish its task. */
-        if (strcmp(ev->u.chunk.state, "done") != 0 || ev->u.chunk.pending_left != 0 ||
+        if (ev->u.chunk.state != WK_CHUNK_END_DONE || ev->u.chunk.pending_left != 0 ||
             ev->u.chunk.subs_left != 0)
             continue;
         /* The counters of this batch were written first, from the stats

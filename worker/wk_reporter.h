@@ -39,6 +39,14 @@
 #include "hr_config.h"
 #include "wk_metrics.h"
 
+/* How a chunk ended: its push_chunk.state (the dispatcher writes the
+ * fourth value, 'published'). */
+typedef enum wk_chunk_end {
+    WK_CHUNK_END_DONE,
+    WK_CHUNK_END_PARKED,
+    WK_CHUNK_END_CANCELLED
+} wk_chunk_end;
+
 typedef enum wk_event_kind {
     WK_EVENT_OUTCOME,    /* one recipient settled: a push_delivery row */
     WK_EVENT_COUNTERS,   /* push_task counters: absolute values, and a delta */
@@ -69,7 +77,7 @@ typedef struct wk_event {
             int64_t cancelled; /* the stats hash's; the largest wins, 0 = none */
         } counters;
         struct {
-            const char *state;    /* push_chunk.state: "done", "parked", "cancelled" */
+            wk_chunk_end state;
             int64_t seq;
             int64_t done_ms;
             int64_t pending_left; /* HLEN pending after the close */

@@ -252,8 +252,8 @@ static void test_create_every_flag(void **state)
     assert_string_equal(t->throttle_scope, "scope-x");
     assert_string_equal(t->throttle_key, "device");
     assert_string_equal(t->throttle_mode, "shadow");
-    assert_string_equal(t->state, "scheduled");
-    assert_string_equal(t->control, "run");
+    assert_int_equal(t->state, HR_STATE_SCHEDULED);
+    assert_int_equal(t->control, HR_CONTROL_RUN);
     hr_task_free(t);
 
     /* Without --quiet: a sentence with the id and the due time. */
