@@ -16,7 +16,7 @@
  * transition (the sweeper's or a worker's reporter's) that read an empty
  * pending just before the move can still land after that UPDATE, so the
  * task also goes into the redriven set first: dispatchers reopen a done
- * task of that set while its pending hash is not empty (dispatcher/dsp_ctl.c). */
+ * task of that set while its pending hash is not empty (dispatcher/dsp_control.c). */
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>

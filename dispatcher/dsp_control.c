@@ -26,7 +26,7 @@
  *     is empty.  (A done transition that read an empty pending just before
  *     the redrive's move can land after the redrive's own UPDATE.)
  *   push_task.cancelled is always the stats hash's cancelled counter (as
- *   cancel_set.lua and chunk_cancel.lua answer it) written with GREATEST:
+ *   cancel_set.lua answers it, to dispatchers and workers) written with GREATEST:
  *   several dispatchers cancel one task at once, each dropping a part, and
  *   workers cancel held chunks; adding each one's part would count only the
  *   parts whose UPDATE passed the state guard. */
@@ -165,7 +165,7 @@ done:
 }
 
 /* push_task.cancelled := the stats hash's counter TOTAL, never lower: the
- * one count every canceller (each dispatcher, each worker's chunk_cancel)
+ * one count every canceller (each dispatcher, each worker's wk_chunk_cancel)
  * writes the same way, so concurrent cancels never add up wrong. */
 static int dsp_control_count(dsp_conn *c, int64_t id, int64_t total, char *errstr, size_t errlen)
 {

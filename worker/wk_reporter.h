@@ -12,7 +12,7 @@
  * absolute values, newest per task, written with GREATEST so a report lost
  * with a killed worker is made good by the next one and a late or replayed
  * one never lowers or doubles a counter; cancelled too is the stats hash's
- * counter, as chunk_cancel.lua answers it, the largest seen, since the
+ * counter, as cancel_set.lua answers it, the largest seen, since the
  * dispatcher's cancel writes the same counter), chunk events set push_chunk rows' state (done,
  * parked, cancelled — never over 'done') and, for done, when the chunk was
  * the task's last pending one and its subs set is empty, move a
