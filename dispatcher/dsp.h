@@ -61,6 +61,7 @@
 #include "hr_redis.h"
 #include "hr_state.h"
 #include "hr_task.h"
+#include "hr_vec.h"
 
 #include "dsp_seams.h"
 
@@ -157,11 +158,9 @@ typedef struct dsp {
     dsp_api *api;
 
     dsp_conn loop_conn;
-    dsp_task **tasks;
-    size_t ntasks, cap_tasks;
+    HR_VEC(dsp_task *) tasks;
     uint64_t gen_next;          /* dsp_task.gen of the next owned task */
-    dsp_report *reports;
-    size_t nreports, cap_reports;
+    HR_VEC(dsp_report) reports;
 
     /* background job */
     uv_work_t bg_work;
@@ -172,16 +171,14 @@ typedef struct dsp {
     size_t nscan;
     int64_t sweep_after;        /* the sweeper's page cursor (task id) */
     int64_t retire_after;       /* the retirement pass's cursor (task id) */
-    hr_task **bg_claimed;
-    size_t nbg_claimed, cap_bg_claimed;
+    HR_VEC(hr_task *) bg_claimed;
 
     /* reconciliation job (dsp_reconcile.c): the loop thread owns the queue
      * and reads rc_* in the after-work callback; the job writes them. */
     uv_work_t rc_work;
     bool rc_busy;
     dsp_conn rc_conn;
-    int64_t *rc_queue;
-    size_t nrc_queue, cap_rc_queue;
+    HR_VEC(int64_t) rc_queue;
     int64_t rc_task, rc_added, rc_seen, rc_ms;
     int rc_result;
     char rc_err[512];

@@ -17,22 +17,11 @@
 
 static void dsp_poll_claimed_add(dsp *d, hr_task *t)
 {
-    hr_task **grown;
-    size_t cap;
-
-    if (d->nbg_claimed == d->cap_bg_claimed) {
-        cap = d->cap_bg_claimed ? d->cap_bg_claimed * 2 : 16;
-        grown = realloc(d->bg_claimed, cap * sizeof *grown);
-        if (grown == NULL) {
-            /* Our claim lapses after lease_s and the task is taken over. */
-            hr_log_error("task_not_owned", "task=%" PRId64 " error=out of memory", t->id);
-            hr_task_free(t);
-            return;
-        }
-        d->bg_claimed = grown;
-        d->cap_bg_claimed = cap;
+    if (hr_vec_push(&d->bg_claimed, t) != 0) {
+        /* Our claim lapses after lease_s and the task is taken over. */
+        hr_log_error("task_not_owned", "task=%" PRId64 " error=out of memory", t->id);
+        hr_task_free(t);
     }
-    d->bg_claimed[d->nbg_claimed++] = t;
 }
 
 void dsp_poll(dsp *d)
