@@ -68,8 +68,8 @@ int hr_task_load(hr_mysql *m, int64_t id, hr_task **out, char *errstr, size_t er
  * "chunk_size 0 is outside 1..100000". */
 int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_t errlen);
 
-/* An admin's pause / resume / cancel wish: push_task.control of an unfinished task when M is not NULL,
- * then the task's ctl key, so workers react at once.  Returns 0, -1 when
+/* An admin's pause / resume / cancel wish: push_task.control of an
+ * unfinished task when M is not NULL, then the task's ctl key, so workers react at once.  Returns 0, -1 when
  * the first step failed (nothing changed), or 1 when MySQL holds the wish
  * but the ctl key was not set (the dispatchers' control scan sets it);
  * ERRSTR says why. */

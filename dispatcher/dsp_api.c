@@ -628,9 +628,12 @@ int dsp_api_start(dsp *d, char *errstr, size_t errlen)
     dsp_api_route_add(a, "GET", "/v1/tasks", (dsp_api_route){.fn = dsp_api_list});
     dsp_api_route_add(a, "GET", "/v1/tasks/{id}", (dsp_api_route){.fn = dsp_api_get});
     dsp_api_route_add(a, "PATCH", "/v1/tasks/{id}", (dsp_api_route){.fn = dsp_api_patch});
-    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/pause", (dsp_api_route){.is_control = true, .control = HR_CONTROL_PAUSE});
-    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/resume", (dsp_api_route){.is_control = true, .control = HR_CONTROL_RUN});
-    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/cancel", (dsp_api_route){.is_control = true, .control = HR_CONTROL_CANCEL});
+    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/pause",
+                      (dsp_api_route){.is_control = true, .control = HR_CONTROL_PAUSE});
+    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/resume",
+                      (dsp_api_route){.is_control = true, .control = HR_CONTROL_RUN});
+    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/cancel",
+                      (dsp_api_route){.is_control = true, .control = HR_CONTROL_CANCEL});
     dsp_api_route_add(a, "POST", "/v1/tasks/{id}/subscribers",
                       (dsp_api_route){.fn = dsp_api_subs_add});
     dsp_api_route_add(a, "DELETE", "/v1/tasks/{id}/subscribers/{uid}",
