@@ -47,17 +47,6 @@ bool hr_state_final(hr_task_state s)
     return s == HR_STATE_DONE || s == HR_STATE_FAILED || s == HR_STATE_CANCELLED;
 }
 
-bool hr_state_is(const char *name, hr_task_state s)
-{
-    return name != NULL && strcmp(name, hr_state_name(s)) == 0;
-}
-
-bool hr_state_name_final(const char *name)
-{
-    hr_task_state s;
-
-    return hr_state_parse(name, &s) == 0 && hr_state_final(s);
-}
 
 const char *hr_control_name(hr_control control)
 {

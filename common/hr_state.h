@@ -50,10 +50,6 @@ const char *hr_state_name(hr_task_state s);
 int hr_state_parse(const char *name, hr_task_state *out);
 /* done, failed, cancelled: nothing more happens to the task. */
 bool hr_state_final(hr_task_state s);
-/* NAME (a push_task.state as read, e.g. hr_task.state) is S. */
-bool hr_state_is(const char *name, hr_task_state s);
-/* NAME is a final state's. */
-bool hr_state_name_final(const char *name);
 
 /* "run", "pause", "cancel"; "?" for a value out of range. */
 const char *hr_control_name(hr_control control);

@@ -97,11 +97,25 @@ static int task_int(const hr_mysql_rows *rows, size_t row, size_t col, bool null
     return 0;
 }
 
-/* Where each column goes: a string field, or an integer field that may or
- * may not be NULL (a NULL time becomes -1). */
+/* Parses the state or control cell (COL_STATE or COL_CONTROL) into its
+ * enum; an unknown value (a schema newer than this binary) is an error. */
+static int task_enum(const hr_mysql_rows *rows, size_t row, size_t col, void *out,
+                     char *errstr, size_t errlen)
+{
+    const char *v = hr_mysql_cell(rows, row, col);
+    int rc = col == COL_STATE ? hr_state_parse(v, out) : hr_control_parse(v, out);
+
+    if (rc < 0)
+        snprintf(errstr, errlen, "column %zu (%s) has an unknown value \"%.20s\"", col + 1,
+                 col == COL_STATE ? "state" : "control", v != NULL ? v : "NULL");
+    return rc;
+}
+
+/* Where each column goes: a string field, an integer field that may or
+ * may not be NULL (a NULL time becomes -1), or the state / control enum. */
 typedef struct task_col {
     size_t col;
-    enum { TC_STR, TC_INT, TC_INT_NULL } kind;
+    enum { TC_STR, TC_INT, TC_INT_NULL, TC_ENUM } kind;
     size_t offset;
 } task_col;
 
@@ -123,8 +137,8 @@ static const task_col task_cols[] = {
     TC(COL_THROTTLE_SCOPE, TC_STR, throttle_scope),
     TC(COL_THROTTLE_KEY, TC_STR, throttle_key),
     TC(COL_THROTTLE_MODE, TC_STR, throttle_mode),
-    TC(COL_CONTROL, TC_STR, control),
-    TC(COL_STATE, TC_STR, state),
+    TC(COL_CONTROL, TC_ENUM, control),
+    TC(COL_STATE, TC_ENUM, state),
     TC(COL_LAST_ERROR, TC_STR, last_error),
     TC(COL_CLAIMED_BY, TC_STR, claimed_by),
     TC(COL_LEASE_UNTIL, TC_INT_NULL, lease_until_ms),
@@ -160,6 +174,9 @@ int hr_task_from_row(const hr_mysql_rows *rows, size_t row, hr_task **out, char 
         if (tc->kind == TC_STR) {
             if (task_dup(rows, row, tc->col, (char **)field) < 0)
                 goto oom;
+        } else if (tc->kind == TC_ENUM) {
+            if (task_enum(rows, row, tc->col, field, errstr, errlen) < 0)
+                goto fail;
         } else if (task_int(rows, row, tc->col, tc->kind == TC_INT_NULL, (int64_t *)field,
                             errstr, errlen) < 0) {
             goto fail;
@@ -201,21 +218,16 @@ done:
     return rc;
 }
 
-int hr_task_set_control(hr_mysql *m, hr_redis *r, int64_t id, const char *control,
+int hr_task_set_control(hr_mysql *m, hr_redis *r, int64_t id, hr_control control,
                         char *errstr, size_t errlen)
 {
     char key[HR_KEY_MAX];
     redisReply *reply;
-    hr_control wish;
 
-    if (hr_control_parse(control, &wish) < 0) {
-        snprintf(errstr, errlen, "unknown control \"%.16s\"", control);
-        return -1;
-    }
-    if (m != NULL && hr_state_control(m, id, wish, errstr, errlen) < 0)
+    if (m != NULL && hr_state_control(m, id, control, errstr, errlen) < 0)
         return -1;
     hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_CTL);
-    reply = hr_redis_cmdf(r, errstr, errlen, "SET %s %s", key, hr_control_name(wish));
+    reply = hr_redis_cmdf(r, errstr, errlen, "SET %s %s", key, hr_control_name(control));
     if (reply == NULL)
         return m != NULL ? 1 : -1;
     freeReplyObject(reply);
@@ -313,8 +325,6 @@ void hr_task_free(hr_task *t)
     free(t->throttle_scope);
     free(t->throttle_key);
     free(t->throttle_mode);
-    free(t->control);
-    free(t->state);
     free(t->last_error);
     free(t->claimed_by);
     free(t);

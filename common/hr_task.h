@@ -12,6 +12,7 @@
 #include "hr_config.h"
 #include "hr_mysql.h"
 #include "hr_redis.h"
+#include "hr_state.h"
 
 /* The select list hr_task_from_row expects, in this order. */
 #define HR_TASK_COLUMNS                                                                     \
@@ -25,11 +26,6 @@
 
 #define HR_TASK_MAX_WINDOW_S 2678400 /* 31 days */
 #define HR_TASK_MAX_CHUNK 100000
-/* The Redis set (under the prefix) of tasks heraldctl redrive gave new
- * chunks: dispatchers move such a task back from done to dispatched while
- * its pending hash is not empty (dispatcher/dsp_ctl.c), since a done
- * transition that read pending just before the redrive may land after it. */
-#define HR_TASK_REDRIVEN_KEY "redriven"
 
 typedef struct hr_task {
     int64_t id;
@@ -48,8 +44,8 @@ typedef struct hr_task {
     char *throttle_scope;      /* effective: topic when the column is NULL */
     char *throttle_key;        /* NULL = none */
     char *throttle_mode;       /* "enforce" | "shadow" | NULL (channel's mode) */
-    char *control;             /* run | pause | cancel */
-    char *state;
+    hr_control control;
+    hr_task_state state;
     char *last_error;
     char *claimed_by;
     int64_t lease_until_ms;    /* -1 = NULL */
@@ -72,13 +68,12 @@ int hr_task_load(hr_mysql *m, int64_t id, hr_task **out, char *errstr, size_t er
  * "chunk_size 0 is outside 1..100000". */
 int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_t errlen);
 
-/* An admin's pause / resume / cancel wish (CONTROL is "pause", "run" or
- * "cancel"): push_task.control of an unfinished task when M is not NULL,
- * then the task's ctl key, so workers react at once.  Returns 0, -1 when
+/* An admin's pause / resume / cancel wish: push_task.control of an
+ * unfinished task when M is not NULL, then the task's ctl key, so workers react at once.  Returns 0, -1 when
  * the first step failed (nothing changed), or 1 when MySQL holds the wish
  * but the ctl key was not set (the dispatchers' control scan sets it);
  * ERRSTR says why. */
-int hr_task_set_control(hr_mysql *m, hr_redis *r, int64_t id, const char *control,
+int hr_task_set_control(hr_mysql *m, hr_redis *r, int64_t id, hr_control control,
                         char *errstr, size_t errlen);
 
 void hr_task_free(hr_task *t);

@@ -365,16 +365,13 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     rc = CTL_EXIT_FAIL;
     id = t->id;
     prefix = hr_redis_prefix(r);
-    if (hr_state_parse(t->state, &state) < 0) {
-        ctl_fail("task %" PRId64 " has an unknown state \"%s\"", id, t->state);
-        goto done;
-    }
+    state = t->state;
     unaccounted = state == HR_STATE_FAILED ? recover_unaccounted(m, id) : 0;
     if (unaccounted < 0)
         goto done;
     if (state == HR_STATE_DONE || state == HR_STATE_CANCELLED ||
         (state == HR_STATE_FAILED && unaccounted == 0)) {
-        ctl_fail("task %" PRId64 " is %s; nothing to recover", id, t->state);
+        ctl_fail("task %" PRId64 " is %s; nothing to recover", id, hr_state_name(state));
         goto done;
     }
     if (state == HR_STATE_DISPATCHING) {
@@ -487,7 +484,8 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     if (recover_restore_stats(r, t, errstr, sizeof errstr) < 0)
         goto redis_failed;
     reply = hr_redis_cmdf(r, errstr, sizeof errstr, "SET %s %s",
-                          hr_key_task(prefix, key, sizeof key, id, HR_KEY_CTL), t->control);
+                          hr_key_task(prefix, key, sizeof key, id, HR_KEY_CTL),
+                          hr_control_name(t->control));
     if (reply == NULL)
         goto redis_failed;
     freeReplyObject(reply);

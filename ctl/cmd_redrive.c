@@ -16,7 +16,7 @@
  * transition (the sweeper's or a worker's reporter's) that read an empty
  * pending just before the move can still land after that UPDATE, so the
  * task also goes into the redriven set first: dispatchers reopen a done
- * task of that set while its pending hash is not empty (dispatcher/dsp_ctl.c). */
+ * task of that set while its pending hash is not empty (dispatcher/dsp_control.c). */
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -145,7 +145,6 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
     redrive_job j = {0};
     char errstr[512];
     int64_t id, now;
-    hr_task_state state;
     size_t i;
     bool failed;
     int rc;
@@ -158,11 +157,10 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
     j.m = m;
     j.id = t->id;
     j.prefix = hr_redis_prefix(j.r);
-    if (hr_state_parse(t->state, &state) < 0 ||
-        (state != HR_STATE_DISPATCHING && state != HR_STATE_DISPATCHED &&
-         state != HR_STATE_DONE)) {
+    if (t->state != HR_STATE_DISPATCHING && t->state != HR_STATE_DISPATCHED &&
+        t->state != HR_STATE_DONE) {
         ctl_fail("task %" PRId64 " is %s; redrive serves dispatching, dispatched and done tasks",
-                 id, t->state);
+                 id, hr_state_name(t->state));
         goto done;
     }
     if (hr_redis_time_ms(j.r, &now, errstr, sizeof errstr) < 0) {

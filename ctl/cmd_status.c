@@ -122,7 +122,7 @@ static int status_sample_take(hr_mysql *m, hr_redis *r, int64_t task, status_sam
                               char *errstr, size_t errlen)
 {
     hr_task *t = NULL;
-    int64_t known = s->t != NULL && !hr_state_is(s->t->state, HR_STATE_SCHEDULED)
+    int64_t known = s->t != NULL && s->t->state != HR_STATE_SCHEDULED
                         ? s->subscriptions
                         : -1;
     int rc = hr_task_load(m, task, &t, errstr, errlen);
@@ -138,7 +138,7 @@ static int status_sample_take(hr_mysql *m, hr_redis *r, int64_t task, status_sam
     s->subscriptions = known >= 0 ? known : status_subscriptions(m, task);
     in = (hr_progress_in){.subscriptions = s->subscriptions,
                           .published = hr_progress_merge(t->total, s->published),
-                          .subs_left = s->subs, .finished = hr_state_name_final(t->state)};
+                          .subs_left = s->subs, .finished = hr_state_final(t->state)};
     {
         const int64_t mysql[HR_OUTCOME_UNACCOUNTED] = {t->sent, t->failed, t->throttled,
                                                        t->pulled, t->cancelled};
@@ -165,12 +165,12 @@ static void status_rate_text(const status_sample *s, double rate, char *rbuf, si
     int64_t until_due = s->t->due_ms - ctl_fmt_now_ms();
     char n[32], d[32];
 
-    if (hr_state_name_final(s->t->state) && rate < 0) {
+    if (hr_state_final(s->t->state) && rate < 0) {
         snprintf(rbuf, rlen, "-/s");
         snprintf(ebuf, elen, "finished");
         return;
     }
-    if (hr_state_is(s->t->state, HR_STATE_SCHEDULED) && until_due > 0) {
+    if (s->t->state == HR_STATE_SCHEDULED && until_due > 0) {
         snprintf(rbuf, rlen, "-/s");
         snprintf(ebuf, elen, "due in %s", ctl_fmt_eta(until_due / 1000.0, d, sizeof d));
         return;
@@ -181,7 +181,7 @@ static void status_rate_text(const status_sample *s, double rate, char *rbuf, si
         return;
     }
     snprintf(rbuf, rlen, "%s/s", ctl_fmt_count((int64_t)(rate + 0.5), n, sizeof n));
-    if (hr_state_name_final(s->t->state) || s->done >= s->total)
+    if (hr_state_final(s->t->state) || s->done >= s->total)
         snprintf(ebuf, elen, "ETA 0 s");
     else
         snprintf(ebuf, elen, "ETA %s",
@@ -201,7 +201,7 @@ static void status_line(FILE *out, const status_sample *s, double rate, const ch
             ctl_fmt_count(s->pr.outcome[HR_OUTCOME_SENT], sent, sizeof sent),
             ctl_fmt_count(s->pr.outcome[HR_OUTCOME_FAILED], failed, sizeof failed),
             ctl_fmt_count(s->pr.outcome[HR_OUTCOME_THROTTLED], thr, sizeof thr), r, eta,
-            s->t->state, end);
+            hr_state_name(s->t->state), end);
     fflush(out);
 }
 
@@ -213,9 +213,9 @@ static void status_report(const status_sample *s, double rate)
     int64_t lag = ctl_fmt_now_ms() - t->due_ms;
 
     status_rate_text(s, rate, r, sizeof r, eta, sizeof eta);
-    printf("task %" PRId64 " \"%s\" on %s: %s%s%s\n", t->id, t->name, t->channel, t->state,
-           strcmp(t->control, "run") != 0 ? ", control " : "",
-           strcmp(t->control, "run") != 0 ? t->control : "");
+    printf("task %" PRId64 " \"%s\" on %s: %s%s%s\n", t->id, t->name, t->channel,
+           hr_state_name(t->state), t->control != HR_CONTROL_RUN ? ", control " : "",
+           t->control != HR_CONTROL_RUN ? hr_control_name(t->control) : "");
     printf("  due       %s (%s%s%s)\n", ctl_fmt_time_iso(t->due_ms, due, sizeof due),
            lag < 0 ? "in " : "", ctl_fmt_eta((lag < 0 ? -lag : lag) / 1000.0, when, sizeof when),
            lag < 0 ? "" : " ago");
@@ -294,14 +294,14 @@ static int status_watch(hr_mysql *m, hr_redis *r, int64_t task, int64_t interval
         } else {
             status_line(stdout, s, rate, "\n");
         }
-        if (hr_state_name_final(s->t->state))
+        if (hr_state_final(s->t->state))
             break;
         status_sleep_ms(interval_ms);
     }
     if (tty)
         putchar('\n');
     status_report(s, rate);
-    return hr_state_is(s->t->state, HR_STATE_FAILED) ? CTL_EXIT_FAIL : CTL_EXIT_OK;
+    return s->t->state == HR_STATE_FAILED ? CTL_EXIT_FAIL : CTL_EXIT_OK;
 }
 
 int ctl_cmd_status(ctl_ctx *ctx, int argc, char **argv)
@@ -351,7 +351,7 @@ int ctl_cmd_status(ctl_ctx *ctx, int argc, char **argv)
                         : ctl_fail("status: %s", errstr);
         } else {
             since = ctl_fmt_now_ms() - s.t->due_ms;
-            status_report(&s, !hr_state_name_final(s.t->state) && since > 0 && s.done > 0
+            status_report(&s, !hr_state_final(s.t->state) && since > 0 && s.done > 0
                                   ? s.done * 1000.0 / since
                                   : -1);
             rc = CTL_EXIT_OK;

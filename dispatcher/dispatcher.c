@@ -80,7 +80,7 @@ static void dsp_on_signal(uv_signal_t *h, int signum)
 
     if (atomic_exchange(&d->stopping, true))
         return;
-    hr_log_info("shutdown", "signal=%d tasks=%zu", signum, d->ntasks);
+    hr_log_info("shutdown", "signal=%d tasks=%zu", signum, d->tasks.n);
     uv_timer_stop(&d->t_scan);
     uv_timer_stop(&d->t_poll);
     uv_timer_stop(&d->t_sweep);

@@ -61,6 +61,7 @@
 #include "hr_redis.h"
 #include "hr_state.h"
 #include "hr_task.h"
+#include "hr_vec.h"
 
 #include "dsp_seams.h"
 
@@ -75,8 +76,7 @@
 #define DSP_REPORTS_PER_TICK 256    /* push_chunk rows written per tick */
 #define DSP_RETIRE_MAX 100          /* finished tasks whose keys get a TTL, per sweep */
 #define DSP_KEY_RETENTION_MS ((int64_t)7 * 86400 * 1000) /* a finished task's Redis keys */
-#define DSP_CLAIM_EARLY_MS 1000     /* a claim accepts due_at at most this far ahead */
-#define DSP_CLAIM_BUSY HR_STATE_BUSY /* dsp_store_claim: the row stayed locked */
+#define DSP_DUE_EARLY_MS 1000       /* a claim accepts due_at at most this far ahead */
 #define DSP_TICK_MS 10
 #define DSP_PREP_LOCK_MS 120000     /* prepare lock (refill vs first chunk) */
 #define DSP_RECHECK_MS 10000        /* recount a prepared task's subscribers */
@@ -158,11 +158,9 @@ typedef struct dsp {
     dsp_api *api;
 
     dsp_conn loop_conn;
-    dsp_task **tasks;
-    size_t ntasks, cap_tasks;
+    HR_VEC(dsp_task *) tasks;
     uint64_t gen_next;          /* dsp_task.gen of the next owned task */
-    dsp_report *reports;
-    size_t nreports, cap_reports;
+    HR_VEC(dsp_report) reports;
 
     /* background job */
     uv_work_t bg_work;
@@ -173,16 +171,14 @@ typedef struct dsp {
     size_t nscan;
     int64_t sweep_after;        /* the sweeper's page cursor (task id) */
     int64_t retire_after;       /* the retirement pass's cursor (task id) */
-    hr_task **bg_claimed;
-    size_t nbg_claimed, cap_bg_claimed;
+    HR_VEC(hr_task *) bg_claimed;
 
     /* reconciliation job (dsp_reconcile.c): the loop thread owns the queue
      * and reads rc_* in the after-work callback; the job writes them. */
     uv_work_t rc_work;
     bool rc_busy;
     dsp_conn rc_conn;
-    int64_t *rc_queue;
-    size_t nrc_queue, cap_rc_queue;
+    HR_VEC(int64_t) rc_queue;
     int64_t rc_task, rc_added, rc_seen, rc_ms;
     int rc_result;
     char rc_err[512];
@@ -203,9 +199,9 @@ void dsp_conn_close(dsp_conn *c);
 int64_t dsp_reply_int(redisReply *reply);
 
 /* dsp_store.c: the dispatcher's MySQL statements. */
-/* Claims a scheduled task due by NOW_MS (+ DSP_CLAIM_EARLY_MS); one we
+/* Claims a scheduled task due by NOW_MS (+ DSP_DUE_EARLY_MS); one we
  * already claimed counts again (a retried claim whose reply was lost).
- * 1 = ours, 0 = not (any more) claimable, DSP_CLAIM_BUSY = its row stayed
+ * 1 = ours, 0 = not (any more) claimable, HR_STATE_BUSY = its row stayed
  * locked (subscriptions being inserted in an open transaction; the DB
  * poller tries again), -1. */
 int dsp_store_claim(dsp *d, hr_mysql *m, int64_t id, int64_t now_ms, char *errstr,

@@ -142,8 +142,8 @@ static cJSON *dsp_api_task_json(const hr_task *t)
     dsp_api_add_str(o, "throttle_scope", t->throttle_scope);
     dsp_api_add_str(o, "throttle_key", t->throttle_key);
     dsp_api_add_str(o, "throttle_mode", t->throttle_mode);
-    dsp_api_add_str(o, "control", t->control);
-    dsp_api_add_str(o, "state", t->state);
+    dsp_api_add_str(o, "control", hr_control_name(t->control));
+    dsp_api_add_str(o, "state", hr_state_name(t->state));
     dsp_api_add_str(o, "last_error", t->last_error);
     dsp_api_add_str(o, "claimed_by", t->claimed_by);
     counters = cJSON_AddObjectToObject(o, "counters");
@@ -197,7 +197,7 @@ static void dsp_api_task_live(dsp_api_conn *ac, const hr_task *t, cJSON *o)
     const int64_t mysql[HR_OUTCOME_UNACCOUNTED] = {t->sent, t->failed, t->throttled, t->pulled,
                                                    t->cancelled};
     hr_progress_in in = {.subscriptions = dsp_api_subscriptions(ac, t->id), .subs_left = -1,
-                         .finished = hr_state_name_final(t->state)};
+                         .finished = hr_state_final(t->state)};
     hr_progress pr;
     int64_t now = dsp_now_ms();
     size_t i;
@@ -260,8 +260,8 @@ static void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req
 {
     cJSON *j = dsp_api_body(req, resp);
     dsp_api_input in = {.t = {.topic = "default", .title = "", .body = "", .chunk_size = 5000,
-                              .due_ms = -1, .freeze_ms = -1, .control = "run",
-                              .state = "scheduled"}};
+                              .due_ms = -1, .freeze_ms = -1, .control = HR_CONTROL_RUN,
+                              .state = HR_STATE_SCHEDULED}};
     hr_task *t = NULL;
     char err[1024];
     uint64_t id = 0;
@@ -358,9 +358,10 @@ static void dsp_api_patch(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
         hr_httpd_error(resp, 400, "invalid_task", "%s", err);
         goto done;
     }
-    if (!hr_state_is(t->state, HR_STATE_SCHEDULED)) {
+    if (t->state != HR_STATE_SCHEDULED) {
         hr_httpd_error(resp, 409, "wrong_state",
-                       "task %" PRId64 " is %s; only a scheduled task changes", id, t->state);
+                       "task %" PRId64 " is %s; only a scheduled task changes", id,
+                       hr_state_name(t->state));
         goto done;
     }
     if (in.has_due) {
@@ -462,7 +463,7 @@ static void dsp_api_list(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
  * key at once so workers react without waiting for a dispatcher tick; the
  * dispatchers' control scan carries out the state transition. */
 static void dsp_api_control(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
-                            hr_httpd_resp *resp, const char *control)
+                            hr_httpd_resp *resp, hr_control control)
 {
     hr_task *t = NULL;
     char err[512];
@@ -471,8 +472,9 @@ static void dsp_api_control(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *re
     (void)a;
     if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_task(ac, id, resp, &t))
         return;
-    if (hr_state_name_final(t->state)) {
-        hr_httpd_error(resp, 409, "finished", "task %" PRId64 " is already %s", id, t->state);
+    if (hr_state_final(t->state)) {
+        hr_httpd_error(resp, 409, "finished", "task %" PRId64 " is already %s", id,
+                       hr_state_name(t->state));
         goto done;
     }
     switch (hr_task_set_control(ac->m, ac->r, id, control, err, sizeof err)) {
@@ -481,10 +483,11 @@ static void dsp_api_control(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *re
         goto done;
     case 1:
         /* MySQL holds the wish; the next dispatcher scan mirrors it. */
-        hr_log_warn("api_ctl_key_failed", "task=%" PRId64 " control=%s error=%s", id, control, err);
+        hr_log_warn("api_ctl_key_failed", "task=%" PRId64 " control=%s error=%s", id,
+                    hr_control_name(control), err);
         break;
     }
-    hr_log_info("api_task_control", "task=%" PRId64 " control=%s", id, control);
+    hr_log_info("api_task_control", "task=%" PRId64 " control=%s", id, hr_control_name(control));
     hr_task_free(t);
     t = NULL;
     if (dsp_api_task(ac, id, resp, &t))
@@ -553,8 +556,8 @@ static void dsp_api_serve(void *ctx, const hr_httpd_req *req, hr_httpd_resp *res
     } else if ((ac = dsp_api_acquire(a, &what, err, sizeof err)) == NULL) {
         dsp_api_backend_error(resp, what, err);
     } else {
-        if (rt->arg != NULL)
-            dsp_api_control(a, ac, req, resp, rt->arg);
+        if (rt->is_control)
+            dsp_api_control(a, ac, req, resp, rt->control);
         else
             rt->fn(a, ac, req, resp);
         dsp_api_release(a, ac);
@@ -625,9 +628,12 @@ int dsp_api_start(dsp *d, char *errstr, size_t errlen)
     dsp_api_route_add(a, "GET", "/v1/tasks", (dsp_api_route){.fn = dsp_api_list});
     dsp_api_route_add(a, "GET", "/v1/tasks/{id}", (dsp_api_route){.fn = dsp_api_get});
     dsp_api_route_add(a, "PATCH", "/v1/tasks/{id}", (dsp_api_route){.fn = dsp_api_patch});
-    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/pause", (dsp_api_route){.arg = "pause"});
-    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/resume", (dsp_api_route){.arg = "run"});
-    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/cancel", (dsp_api_route){.arg = "cancel"});
+    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/pause",
+                      (dsp_api_route){.is_control = true, .control = HR_CONTROL_PAUSE});
+    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/resume",
+                      (dsp_api_route){.is_control = true, .control = HR_CONTROL_RUN});
+    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/cancel",
+                      (dsp_api_route){.is_control = true, .control = HR_CONTROL_CANCEL});
     dsp_api_route_add(a, "POST", "/v1/tasks/{id}/subscribers",
                       (dsp_api_route){.fn = dsp_api_subs_add});
     dsp_api_route_add(a, "DELETE", "/v1/tasks/{id}/subscribers/{uid}",

@@ -10,6 +10,7 @@
 #include <cJSON.h>
 
 #include "dsp.h"
+#include "hr_state.h"
 
 typedef struct dsp_api_conn {
     hr_mysql *m;
@@ -28,7 +29,8 @@ typedef struct dsp_api_route {
     hr_httpd_handler builtin; /* open routes: the hr_httpd built-in */
     void *builtin_ctx;
     dsp_api_fn fn;    /* /v1 routes */
-    const char *arg;  /* control routes: "pause" | "run" | "cancel" */
+    bool is_control;  /* a control route, setting CONTROL */
+    hr_control control;
 } dsp_api_route;
 
 #define DSP_API_NROUTES 16

@@ -16,6 +16,7 @@
 
 #include "dsp_api.h"
 #include "hr_parse.h"
+#include "hr_state.h"
 
 #define DSP_API_LIST_MAX 1000
 #define DSP_API_LIST_DEFAULT 100
@@ -258,15 +259,10 @@ int dsp_api_parse_uids(const cJSON *j, int max_ids, int64_t **uids_out, size_t *
 int dsp_api_parse_list(const char *state, const char *limit_s, long *limit, const char **code,
                        char *errstr, size_t errlen)
 {
-    static const char *const states[] = {"scheduled", "dispatching", "dispatched", "done",
-                                         "paused",    "cancelled",   "failed"};
-    bool known = state == NULL;
+    hr_task_state known;
     char *end;
-    size_t i;
 
-    for (i = 0; state != NULL && i < sizeof states / sizeof states[0]; i++)
-        known = known || strcmp(state, states[i]) == 0;
-    if (!known)
+    if (state != NULL && hr_state_parse(state, &known) < 0)
         return dsp_api_refuse(code, "bad_query", errstr, errlen,
                               "state must be one of scheduled, dispatching, dispatched, done, "
                               "paused, cancelled, failed");

@@ -37,11 +37,11 @@ static bool dsp_api_sub_task(dsp_api_conn *ac, int64_t id, hr_httpd_resp *resp)
 
     if (!dsp_api_task(ac, id, resp, &t))
         return false;
-    ok = hr_state_is(t->state, HR_STATE_SCHEDULED);
+    ok = t->state == HR_STATE_SCHEDULED;
     if (!ok)
         hr_httpd_error(resp, 409, "wrong_state",
                        "task %" PRId64 " is %s; subscribers change only while it is scheduled", id,
-                       t->state);
+                       hr_state_name(t->state));
     hr_task_free(t);
     return ok;
 }

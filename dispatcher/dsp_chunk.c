@@ -77,8 +77,6 @@ void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
     dsp *d = opaque;
     dsp_msg *om = msg->_private;
     dsp_task *t = om->republish ? NULL : dsp_task_find(d, om->task);
-    dsp_report *grown;
-    size_t cap;
 
     (void)rk;
     /* A report of an earlier ownership (the task was dropped and owned
@@ -95,21 +93,12 @@ void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
     dsp_health_ok(d, DSP_KAFKA);
     if (!om->republish)
         hr_metrics_inc(d->met.chunks_published);
-    if (d->nreports == d->cap_reports) {
-        cap = d->cap_reports ? d->cap_reports * 2 : 64;
-        grown = cap <= DSP_REPORTS_MAX ? realloc(d->reports, cap * sizeof *grown) : NULL;
-        if (grown == NULL) {
-            hr_log_error("chunk_row_lost",
-                         "task=%" PRId64 " seq=%" PRId64 " error=report queue full", om->task,
-                         om->seq);
-            goto done;
-        }
-        d->reports = grown;
-        d->cap_reports = cap;
-    }
-    d->reports[d->nreports++] = (dsp_report){.task = om->task, .seq = om->seq,
-                                             .size = om->size,
-                                             .published_ms = om->published_ms};
+    if (d->reports.n >= DSP_REPORTS_MAX ||
+        hr_vec_push(&d->reports, ((dsp_report){.task = om->task, .seq = om->seq,
+                                               .size = om->size,
+                                               .published_ms = om->published_ms})) != 0)
+        hr_log_error("chunk_row_lost", "task=%" PRId64 " seq=%" PRId64 " error=report queue full",
+                     om->task, om->seq);
 done:
     free(om);
 }
@@ -121,13 +110,13 @@ static void dsp_write_reports(dsp *d, size_t max)
 {
     dsp_conn *c = &d->loop_conn;
     char err[512], key[256];
-    size_t done = 0, n = d->nreports < max ? d->nreports : max;
+    size_t done = 0, n = d->reports.n < max ? d->reports.n : max;
     uint64_t affected;
 
-    if (d->nreports == 0 || !dsp_conn_ready(d, c))
+    if (d->reports.n == 0 || !dsp_conn_ready(d, c))
         return;
     for (; done < n; done++) {
-        const dsp_report *rp = &d->reports[done];
+        const dsp_report *rp = &d->reports.v[done];
         const hr_mysql_param p[] = {HR_P_I64(rp->task), HR_P_I64(rp->seq), HR_P_I64(rp->size),
                                     HR_P_I64(rp->published_ms)};
         const hr_mysql_param pt[] = {HR_P_I64(rp->size), HR_P_I64(rp->task)};
@@ -161,15 +150,15 @@ static void dsp_write_reports(dsp *d, size_t max)
         if (reply == NULL)
             dsp_health_fail(d, DSP_REDIS, err);
     }
-    memmove(d->reports, d->reports + done, (d->nreports - done) * sizeof *d->reports);
-    d->nreports -= done;
+    memmove(d->reports.v, d->reports.v + done, (d->reports.n - done) * sizeof *d->reports.v);
+    d->reports.n -= done;
     dsp_health_ok(d, DSP_MYSQL);
     return;
 failed_after_row:
     done++;
 failed:
-    memmove(d->reports, d->reports + done, (d->nreports - done) * sizeof *d->reports);
-    d->nreports -= done;
+    memmove(d->reports.v, d->reports.v + done, (d->reports.n - done) * sizeof *d->reports.v);
+    d->reports.n -= done;
     dsp_conn_failed(d, c, DSP_MYSQL, err);
 }
 
@@ -177,8 +166,8 @@ static bool dsp_task_reports_queued(const dsp *d, int64_t id)
 {
     size_t i;
 
-    for (i = 0; i < d->nreports; i++)
-        if (d->reports[i].task == id)
+    for (i = 0; i < d->reports.n; i++)
+        if (d->reports.v[i].task == id)
             return true;
     return false;
 }
@@ -224,6 +213,7 @@ static bool dsp_running(dsp *d, dsp_task *t, bool *failed, char *errstr, size_t 
 {
     char key[256];
     redisReply *reply;
+    hr_control control;
     bool run;
 
     *failed = false;
@@ -233,9 +223,10 @@ static bool dsp_running(dsp *d, dsp_task *t, bool *failed, char *errstr, size_t 
         *failed = true;
         return false;
     }
-    /* A missing key is run: the scanner sets it, a flush may have lost it. */
+    /* A missing key is run: the scanner sets it, a flush may have lost it.
+     * A value that is no control name holds the task, as pause does. */
     run = reply->type != REDIS_REPLY_STRING ||
-          strcmp(reply->str, hr_control_name(HR_CONTROL_RUN)) == 0;
+          (hr_control_parse(reply->str, &control) == 0 && control == HR_CONTROL_RUN);
     freeReplyObject(reply);
     if (!run)
         hr_log_debug("task_held", "task=%" PRId64 " reason=control", t->id);
@@ -356,8 +347,8 @@ bool dsp_tick(dsp *d)
         return false;
     now = dsp_now_ms();
     /* Backwards, because dsp_finish moves the last task into slot i. */
-    for (i = d->ntasks; i-- > 0 && budget > 0;) {
-        dsp_task *t = d->tasks[i];
+    for (i = d->tasks.n; i-- > 0 && budget > 0;) {
+        dsp_task *t = d->tasks.v[i];
 
         if (t->next_ms > now || !dsp_conn_ready(d, &d->loop_conn))
             continue;
@@ -392,11 +383,11 @@ void dsp_release_all(dsp *d)
     }
     /* The backoff of a recent failure must not skip the last writes. */
     c->retry_at_ms = 0;
-    dsp_write_reports(d, d->nreports);
+    dsp_write_reports(d, d->reports.n);
     if (c->m == NULL)
         return;
-    for (i = d->ntasks; i-- > 0;) {
-        dsp_task *t = d->tasks[i];
+    for (i = d->tasks.n; i-- > 0;) {
+        dsp_task *t = d->tasks.v[i];
 
         if (t->subs_empty && t->outstanding == 0 && !dsp_task_reports_queued(d, t->id))
             dsp_finish(d, t);

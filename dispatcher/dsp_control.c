@@ -26,7 +26,7 @@
  *     is empty.  (A done transition that read an empty pending just before
  *     the redrive's move can land after the redrive's own UPDATE.)
  *   push_task.cancelled is always the stats hash's cancelled counter (as
- *   cancel_set.lua and chunk_cancel.lua answer it) written with GREATEST:
+ *   cancel_set.lua answers it, to dispatchers and workers) written with GREATEST:
  *   several dispatchers cancel one task at once, each dropping a part, and
  *   workers cancel held chunks; adding each one's part would count only the
  *   parts whose UPDATE passed the state guard. */
@@ -47,7 +47,7 @@ static int dsp_control_pause(dsp *d, int64_t id, char *errstr, size_t errlen)
     dsp_conn *c = &d->bg_conn;
     int rc;
 
-    if (hr_task_set_control(NULL, c->r, id, hr_control_name(HR_CONTROL_PAUSE), errstr,
+    if (hr_task_set_control(NULL, c->r, id, HR_CONTROL_PAUSE, errstr,
                             errlen) < 0)
         return -1;
     rc = hr_state_pause(c->m, id, errstr, errlen);
@@ -77,7 +77,7 @@ static int dsp_control_resume(dsp *d, int64_t id, bool claimed, bool reached_dis
         freeReplyObject(reply);
         to = nsubs > 0 || !reached_dispatched ? HR_STATE_DISPATCHING : HR_STATE_DISPATCHED;
     }
-    if (hr_task_set_control(NULL, c->r, id, hr_control_name(HR_CONTROL_RUN), errstr, errlen) < 0)
+    if (hr_task_set_control(NULL, c->r, id, HR_CONTROL_RUN, errstr, errlen) < 0)
         return -1;
     /* No owner and an expired lease: a poller takes a dispatching task over. */
     rc = hr_state_resume(c->m, id, to, errstr, errlen);
@@ -165,7 +165,7 @@ done:
 }
 
 /* push_task.cancelled := the stats hash's counter TOTAL, never lower: the
- * one count every canceller (each dispatcher, each worker's chunk_cancel)
+ * one count every canceller (each dispatcher, each worker's wk_chunk_cancel)
  * writes the same way, so concurrent cancels never add up wrong. */
 static int dsp_control_count(dsp_conn *c, int64_t id, int64_t total, char *errstr, size_t errlen)
 {
@@ -192,7 +192,7 @@ static int dsp_control_cancel(dsp *d, int64_t id, char *errstr, size_t errlen)
     bool held = false;
     int moved;
 
-    if (hr_task_set_control(NULL, c->r, id, hr_control_name(HR_CONTROL_CANCEL), errstr,
+    if (hr_task_set_control(NULL, c->r, id, HR_CONTROL_CANCEL, errstr,
                             errlen) < 0)
         return -1;
     dropped = dsp_control_drop(c, id, NULL, &total, errstr, errlen);
@@ -271,10 +271,11 @@ static void dsp_control_held(dsp *d)
     freeReplyObject(ids);
 }
 
-/* The tasks heraldctl redrive gave new chunks (HR_TASK_REDRIVEN_KEY): a
- * done one with pending chunks is reopened (dispatched, so the sweeper
- * publishes them and the last chunk's close makes it done again); one whose
- * pending hash is empty leaves the set. */
+/* The tasks heraldctl redrive gave new chunks (hr_key_redriven): a done
+ * one with pending chunks is reopened (dispatched, so the sweeper publishes
+ * them and the last chunk's close makes it done again), since a done
+ * transition that read pending just before the redrive may land after it;
+ * one whose pending hash is empty leaves the set. */
 static void dsp_control_redriven(dsp *d)
 {
     dsp_conn *c = &d->bg_conn;

@@ -59,12 +59,12 @@ static void dsp_jobs_done(uv_work_t *w, int status)
 
     (void)status;
     d->bg_busy = false;
-    for (i = 0; i < d->nbg_claimed; i++) {
-        dsp_own(d, d->bg_claimed[i],
-                hr_state_is(d->bg_claimed[i]->state, HR_STATE_DISPATCHING) ? "takeover" : "poller");
-        hr_task_free(d->bg_claimed[i]);
+    for (i = 0; i < d->bg_claimed.n; i++) {
+        dsp_own(d, d->bg_claimed.v[i],
+                d->bg_claimed.v[i]->state == HR_STATE_DISPATCHING ? "takeover" : "poller");
+        hr_task_free(d->bg_claimed.v[i]);
     }
-    d->nbg_claimed = 0;
+    d->bg_claimed.n = 0;
     if (atomic_load(&d->stopping))
         return;
     if (d->bg_want != 0)
@@ -87,12 +87,11 @@ void dsp_jobs_free(dsp *d)
 {
     size_t i;
 
-    for (i = 0; i < d->nbg_claimed; i++)
-        hr_task_free(d->bg_claimed[i]);
-    free(d->bg_claimed);
+    for (i = 0; i < d->bg_claimed.n; i++)
+        hr_task_free(d->bg_claimed.v[i]);
+    hr_vec_free(&d->bg_claimed);
     free(d->scan);
-    d->bg_claimed = NULL;
     d->scan = NULL;
-    d->nbg_claimed = d->nscan = 0;
+    d->nscan = 0;
     dsp_conn_close(&d->bg_conn);
 }

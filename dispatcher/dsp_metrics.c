@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "dsp.h"
+#include "hr_log.h"
 
 /* Claim lag: due time to claim, seconds. */
 static const double dsp_lag_buckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300};
@@ -85,14 +86,17 @@ void dsp_metrics_free(dsp *d)
 
 void dsp_metrics_tasks(dsp *d, const hr_mysql_rows *rows)
 {
-    size_t i, j;
+    double count[HR_STATE__COUNT] = {0};
+    hr_task_state s;
+    size_t i;
 
-    for (i = 0; i < HR_STATE__COUNT; i++) {
-        double v = 0;
-
-        for (j = 0; j < rows->nrows; j++)
-            if (hr_state_is(hr_mysql_cell(rows, j, 0), (hr_task_state)i))
-                v = strtod(hr_mysql_cell(rows, j, 1), NULL);
-        hr_metrics_set(hr_metrics_labels(d->met.tasks, hr_state_name((hr_task_state)i)), v);
+    for (i = 0; i < rows->nrows; i++) {
+        if (hr_state_parse(hr_mysql_cell(rows, i, 0), &s) == 0)
+            count[s] = strtod(hr_mysql_cell(rows, i, 1), NULL);
+        else
+            hr_log_warn("task_state_unknown", "state=%s", hr_mysql_cell(rows, i, 0));
     }
+    for (i = 0; i < HR_STATE__COUNT; i++)
+        hr_metrics_set(hr_metrics_labels(d->met.tasks, hr_state_name((hr_task_state)i)),
+                       count[i]);
 }

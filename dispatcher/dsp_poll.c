@@ -17,22 +17,11 @@
 
 static void dsp_poll_claimed_add(dsp *d, hr_task *t)
 {
-    hr_task **grown;
-    size_t cap;
-
-    if (d->nbg_claimed == d->cap_bg_claimed) {
-        cap = d->cap_bg_claimed ? d->cap_bg_claimed * 2 : 16;
-        grown = realloc(d->bg_claimed, cap * sizeof *grown);
-        if (grown == NULL) {
-            /* Our claim lapses after lease_s and the task is taken over. */
-            hr_log_error("task_not_owned", "task=%" PRId64 " error=out of memory", t->id);
-            hr_task_free(t);
-            return;
-        }
-        d->bg_claimed = grown;
-        d->cap_bg_claimed = cap;
+    if (hr_vec_push(&d->bg_claimed, t) != 0) {
+        /* Our claim lapses after lease_s and the task is taken over. */
+        hr_log_error("task_not_owned", "task=%" PRId64 " error=out of memory", t->id);
+        hr_task_free(t);
     }
-    d->bg_claimed[d->nbg_claimed++] = t;
 }
 
 void dsp_poll(dsp *d)
@@ -64,7 +53,7 @@ void dsp_poll(dsp *d)
         if (dsp_prepare(d, tasks[i], &e, dsp_now_ms()) < 0)
             continue;
         rc = dsp_store_claim(d, c->m, tasks[i]->id, dsp_now_ms(), err, sizeof err);
-        if (rc == DSP_CLAIM_BUSY)
+        if (rc == HR_STATE_BUSY)
             continue; /* an open transaction holds the row: next round */
         if (rc < 0)
             goto failed;

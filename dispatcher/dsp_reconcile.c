@@ -152,11 +152,11 @@ static void dsp_rc_done(uv_work_t *w, int status)
 /* Starts the next queued reconciliation, if none runs. */
 static void dsp_rc_start(dsp *d)
 {
-    if (d->rc_busy || d->nrc_queue == 0 || atomic_load(&d->stopping))
+    if (d->rc_busy || d->rc_queue.n == 0 || atomic_load(&d->stopping))
         return;
-    d->rc_task = d->rc_queue[0];
-    memmove(d->rc_queue, d->rc_queue + 1, (d->nrc_queue - 1) * sizeof *d->rc_queue);
-    d->nrc_queue--;
+    d->rc_task = d->rc_queue.v[0];
+    memmove(d->rc_queue.v, d->rc_queue.v + 1, (d->rc_queue.n - 1) * sizeof *d->rc_queue.v);
+    d->rc_queue.n--;
     d->rc_work.data = d;
     if (uv_queue_work(d->loop, &d->rc_work, dsp_rc_work, dsp_rc_done) == 0)
         d->rc_busy = true;
@@ -170,27 +170,17 @@ bool dsp_reconcile_want(dsp *d, int64_t id)
 
     if (d->rc_busy && d->rc_task == id)
         return true;
-    for (i = 0; i < d->nrc_queue; i++)
-        if (d->rc_queue[i] == id)
+    for (i = 0; i < d->rc_queue.n; i++)
+        if (d->rc_queue.v[i] == id)
             return true;
-    if (d->nrc_queue == d->cap_rc_queue) {
-        size_t cap = d->cap_rc_queue ? d->cap_rc_queue * 2 : 16;
-        int64_t *grown = realloc(d->rc_queue, cap * sizeof *grown);
-
-        if (grown == NULL)
-            return false;
-        d->rc_queue = grown;
-        d->cap_rc_queue = cap;
-    }
-    d->rc_queue[d->nrc_queue++] = id;
+    if (hr_vec_push(&d->rc_queue, id) != 0)
+        return false;
     dsp_rc_start(d);
     return true;
 }
 
 void dsp_reconcile_free(dsp *d)
 {
-    free(d->rc_queue);
-    d->rc_queue = NULL;
-    d->nrc_queue = d->cap_rc_queue = 0;
+    hr_vec_free(&d->rc_queue);
     dsp_conn_close(&d->rc_conn);
 }

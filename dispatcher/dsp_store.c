@@ -17,7 +17,7 @@ int dsp_store_claim(dsp *d, hr_mysql *m, int64_t id, int64_t now_ms, char *errst
      * after reconnecting, and a retry of a claim that committed before its
      * reply was lost must still see the task as ours. */
     return hr_state_claim(m, id, d->owner, d->cfg->dispatcher.lease_s,
-                          now_ms + DSP_CLAIM_EARLY_MS, errstr, errlen);
+                          now_ms + DSP_DUE_EARLY_MS, errstr, errlen);
 }
 
 int dsp_store_fail(hr_mysql *m, int64_t id, const char *reason, char *errstr, size_t errlen)

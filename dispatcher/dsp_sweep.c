@@ -194,6 +194,7 @@ void dsp_sweep(dsp *d)
                                           now - stale_ms, &budget);
         hr_outcomes stats;
         hr_finish_result fin;
+        hr_task_state state;
         int64_t left;
         int rc;
 
@@ -201,7 +202,8 @@ void dsp_sweep(dsp *d)
             goto done;
         if (budget > 0) /* else its other stale chunks come first next time */
             d->sweep_after = id;
-        if (npending > 0 || !hr_state_is(hr_mysql_cell(rows, i, 1), HR_STATE_DISPATCHED))
+        if (npending > 0 || hr_state_parse(hr_mysql_cell(rows, i, 1), &state) < 0 ||
+            state != HR_STATE_DISPATCHED)
             continue;
         hr_key_task(hr_redis_prefix(c->r), subs, sizeof subs, id, HR_KEY_SUBS);
         left = dsp_reply_int(hr_redis_cmdf(c->r, err, sizeof err, "SCARD %s", subs));

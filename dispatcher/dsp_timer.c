@@ -120,7 +120,7 @@ void dsp_timer_pop(dsp *d)
 
         if (rc == 1)
             rc = hr_task_load(c->m, id, &t, err, sizeof err) == 0 ? 1 : -1;
-        if (rc == DSP_CLAIM_BUSY) {
+        if (rc == HR_STATE_BUSY) {
             /* Not from the loop thread again: the DB poller claims it
              * once the transaction holding the row ends. */
             hr_log_warn("claim_deferred",

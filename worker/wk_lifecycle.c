@@ -139,7 +139,7 @@ static void wk_lifecycle_finish(wk_lifecycle *l, wk_chunk *c)
     } else {
         wk_event ev = {.kind = WK_EVENT_CHUNK_DONE, .task = c->msg.task};
 
-        ev.u.chunk.state = "done";
+        ev.u.chunk.state = WK_CHUNK_END_DONE;
         ev.u.chunk.seq = c->msg.seq;
         ev.u.chunk.done_ms = wk_clock_now_ms();
         ev.u.chunk.pending_left = res[1];
@@ -196,14 +196,14 @@ static void wk_lifecycle_halted(wk_lifecycle *l, wk_chunk *c)
         counters.u.counters.cancelled = total;
         if (total > 0)
             wk_reporter_push(l->reporter, &counters);
-        ev.u.chunk.state = "cancelled";
+        ev.u.chunk.state = WK_CHUNK_END_CANCELLED;
     } else {
         if (wk_chunk_release(c, l->redis, l->owner, errstr, sizeof errstr) != 0) {
             wk_lifecycle_drop(l, c, errstr);
             return;
         }
         l->stats.parked_chunks++;
-        ev.u.chunk.state = "parked";
+        ev.u.chunk.state = WK_CHUNK_END_PARKED;
     }
     ev.u.chunk.seq = c->msg.seq;
     ev.u.chunk.done_ms = wk_clock_now_ms();

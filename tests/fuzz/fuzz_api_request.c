@@ -94,10 +94,11 @@ static void fa_task(const char *body, size_t len, bool patch)
                                         "bad_field", "missing_field", NULL};
     const hr_task stored = {.id = 7, .name = "n", .topic = "t", .channel = "ok", .title = "x",
                             .body = "y", .due_ms = 1000, .freeze_ms = -1, .chunk_size = 10,
-                            .rate_limit = 3, .control = "run", .state = "scheduled"};
+                            .rate_limit = 3, .control = HR_CONTROL_RUN,
+                            .state = HR_STATE_SCHEDULED};
     dsp_api_input in = {.t = {.topic = "default", .title = "", .body = "", .chunk_size = 5000,
-                              .due_ms = -1, .freeze_ms = -1, .control = "run",
-                              .state = "scheduled"}};
+                              .due_ms = -1, .freeze_ms = -1, .control = HR_CONTROL_RUN,
+                              .state = HR_STATE_SCHEDULED}};
     const char *code = NULL;
     char err[1024] = "";
     cJSON *j = NULL, *payload;

@@ -188,7 +188,7 @@ static int64_t scard(int64_t id)
     redisReply *reply;
     int64_t n;
 
-    hr_redis_task_key(rd, key, sizeof key, id, "subs");
+    hr_key_task(hr_redis_prefix(rd), key, sizeof key, id, HR_KEY_SUBS);
     reply = hr_redis_cmdf(rd, errstr, sizeof errstr, "SCARD %s", key);
     if (reply == NULL)
         fail_msg("SCARD: %s", errstr);
@@ -252,8 +252,8 @@ static void test_create_every_flag(void **state)
     assert_string_equal(t->throttle_scope, "scope-x");
     assert_string_equal(t->throttle_key, "device");
     assert_string_equal(t->throttle_mode, "shadow");
-    assert_string_equal(t->state, "scheduled");
-    assert_string_equal(t->control, "run");
+    assert_int_equal(t->state, HR_STATE_SCHEDULED);
+    assert_int_equal(t->control, HR_CONTROL_RUN);
     hr_task_free(t);
 
     /* Without --quiet: a sentence with the id and the due time. */
@@ -456,7 +456,7 @@ static void test_import_after_start(void **state)
     assert_int_equal(write(fd, "1\n2\n3\n", 6), 6);
     close(fd);
     snprintf(idtext, sizeof idtext, "%lld", (long long)id);
-    hr_redis_task_key(rd, key, sizeof key, id, "seq");
+    hr_key_task(hr_redis_prefix(rd), key, sizeof key, id, HR_KEY_SEQ);
     redis_ll("SET %s 1", key);
     run_ctl(r, NULL, "import", idtext, path, NULL);
     if (r->rc != 0)
@@ -473,7 +473,9 @@ static void test_redrive_slices(void **state)
 {
     ctl_run *r = malloc(sizeof *r);
     int64_t id = new_task("redrive slices");
-    char idtext[32], base[256];
+    char idtext[32], failed[HR_KEY_MAX], stats[HR_KEY_MAX], seqkey[HR_KEY_MAX];
+    char pending[HR_KEY_MAX], chunk[HR_KEY_MAX];
+    const char *prefix = hr_redis_prefix(rd);
     long long seq, total = 0, nchunks = 0;
     int uid;
 
@@ -481,25 +483,28 @@ static void test_redrive_slices(void **state)
     assert_non_null(r);
     snprintf(idtext, sizeof idtext, "%lld", (long long)id);
     exec_id("UPDATE push_task SET state = 'done', chunk_size = 2, failed = 5 WHERE id = ?", id);
-    hr_redis_task_key(rd, base, sizeof base, id, "");
+    hr_key_task(prefix, failed, sizeof failed, id, HR_KEY_FAILED);
+    hr_key_task(prefix, stats, sizeof stats, id, HR_KEY_STATS);
+    hr_key_task(prefix, seqkey, sizeof seqkey, id, HR_KEY_SEQ);
+    hr_key_task(prefix, pending, sizeof pending, id, HR_KEY_PENDING);
     for (uid = 101; uid <= 105; uid++)
-        redis_ll("HSET %sfailed %d %s", base, uid, "http 500");
-    redis_ll("HSET %sstats failed 5", base);
-    redis_ll("SET %sseq 7", base);
+        redis_ll("HSET %s %d %s", failed, uid, "http 500");
+    redis_ll("HSET %s failed 5", stats);
+    redis_ll("SET %s 7", seqkey);
     run_ctl(r, NULL, "redrive", idtext, NULL);
     if (r->rc != 0 || strstr(r->out, "redrove 5 recipients into 3 chunks") == NULL)
         fail_msg("redrive: rc %d: %s%s", r->rc, r->out, r->err);
     for (seq = 8; seq <= 10; seq++) {
-        long long n = redis_ll("SCARD %schunk:%lld", base, seq);
+        long long n = redis_ll("SCARD %s", hr_key_chunk(prefix, chunk, sizeof chunk, id, seq));
 
         assert_true(n >= 1 && n <= 2);
         total += n;
-        nchunks += redis_ll("HEXISTS %spending %lld", base, seq);
+        nchunks += redis_ll("HEXISTS %s %lld", pending, seq);
     }
     assert_int_equal(total, 5);
     assert_int_equal(nchunks, 3);
-    assert_int_equal(redis_ll("EXISTS %sfailed", base), 0);
-    assert_int_equal(redis_ll("HGET %sstats failed", base), 0);
+    assert_int_equal(redis_ll("EXISTS %s", failed), 0);
+    assert_int_equal(redis_ll("HGET %s failed", stats), 0);
     free(r);
 }
 
@@ -509,17 +514,17 @@ static void test_recover_refused(void **state)
 {
     ctl_run *r = malloc(sizeof *r);
     int64_t id = new_task("recover refused");
-    char idtext[32], base[256];
+    char idtext[32], prep[HR_KEY_MAX];
 
     (void)state;
     assert_non_null(r);
     snprintf(idtext, sizeof idtext, "%lld", (long long)id);
-    hr_redis_task_key(rd, base, sizeof base, id, "");
-    redis_ll("SET %sprep someone-else", base);
+    hr_key_task(hr_redis_prefix(rd), prep, sizeof prep, id, HR_KEY_PREP);
+    redis_ll("SET %s someone-else", prep);
     run_ctl(r, NULL, "recover", idtext, NULL);
     if (r->rc != 1 || strstr(r->err, "prepare lock held") == NULL)
         fail_msg("recover with the lock held: rc %d: %s", r->rc, r->err);
-    redis_ll("DEL %sprep", base);
+    redis_ll("DEL %s", prep);
     exec_id("UPDATE push_task SET state = 'dispatching' WHERE id = ?", id);
     run_ctl(r, NULL, "recover", idtext, NULL);
     if (r->rc != 1 || strstr(r->err, "pause it first") == NULL)

@@ -109,7 +109,7 @@ static void subs_add(int64_t task, int64_t first, int64_t n, bool redis, bool my
     }
     if (!redis)
         return;
-    hr_redis_task_key(rd, key, sizeof key, task, "subs");
+    hr_key_task(hr_redis_prefix(rd), key, sizeof key, task, HR_KEY_SUBS);
     argv[0] = "SADD";
     argv[1] = key;
     for (i = 0; i < n; i += 1000) {
@@ -227,20 +227,19 @@ static size_t consume_for(int64_t task, size_t want, int timeout_ms)
 static int64_t check_chunks(int64_t task, int64_t first, int64_t n, int64_t *sizes,
                             int64_t max_seq)
 {
-    char base[256], key[320];
+    char key[HR_KEY_MAX];
     unsigned char *seen = calloc((size_t)n, 1);
     int64_t seq, nseq, total = 0;
     size_t i;
 
     assert_non_null(seen);
-    hr_redis_task_key(rd, key, sizeof key, task, "seq");
+    hr_key_task(hr_redis_prefix(rd), key, sizeof key, task, HR_KEY_SEQ);
     nseq = redis_int("GET %s", key);
     assert_true(nseq >= 1 && nseq <= max_seq);
-    hr_redis_task_key(rd, base, sizeof base, task, "");
     for (seq = 1; seq <= nseq; seq++) {
         redisReply *r;
 
-        snprintf(key, sizeof key, "%schunk:%lld", base, (long long)seq);
+        hr_key_chunk(hr_redis_prefix(rd), key, sizeof key, task, seq);
         r = hr_redis_cmdf(rd, errstr, sizeof errstr, "SMEMBERS %s", key);
         assert_non_null(r);
         sizes[seq - 1] = (int64_t)r->elements;
@@ -257,7 +256,7 @@ static int64_t check_chunks(int64_t task, int64_t first, int64_t n, int64_t *siz
     }
     free(seen);
     assert_int_equal(total, n);
-    hr_redis_task_key(rd, key, sizeof key, task, "subs");
+    hr_key_task(hr_redis_prefix(rd), key, sizeof key, task, HR_KEY_SUBS);
     assert_int_equal(redis_int("SCARD %s", key), 0);
     return nseq;
 }
@@ -386,7 +385,7 @@ static bool timer_has(void *ctx)
     redisReply *r;
     bool has;
 
-    hr_redis_key(rd, key, sizeof key, "timer");
+    hr_key_timer(hr_redis_prefix(rd), key, sizeof key);
     r = hr_redis_cmdf(rd, errstr, sizeof errstr, "ZSCORE %s %lld", key,
                       (long long)*(int64_t *)ctx);
     has = r != NULL && r->type == REDIS_REPLY_STRING;
@@ -406,7 +405,7 @@ static void test_poller(void **state)
     subs_add(task, 1, 10, true, false);
     dispatcher_start(0, NULL);
     assert_true(itest_wait_until(timer_has, &task, 2000));
-    hr_redis_key(rd, key, sizeof key, "timer");
+    hr_key_timer(hr_redis_prefix(rd), key, sizeof key);
     freeReplyObject(hr_redis_cmdf(rd, errstr, sizeof errstr, "ZREM %s %lld", key,
                                   (long long)task));
     wait_state(task, "dispatched", 10000);
@@ -474,7 +473,7 @@ static void test_takeover(void **state)
     dispatcher_start(0, NULL);
     dispatcher_start(1, NULL);
     wait_state(task, "dispatching", 5000);
-    hr_redis_task_key(rd, key, sizeof key, task, "seq");
+    hr_key_task(hr_redis_prefix(rd), key, sizeof key, task, HR_KEY_SEQ);
     for (k = 0; k < 200 && redis_int("GET %s", key) < 5; k++)
         usleep(20000);
     assert_true(redis_int("GET %s", key) >= 5);
@@ -653,7 +652,7 @@ static void test_postponed(void **state)
     (void)state;
     subs_add(moved, 1, 10, true, false);
     subs_add(stale, 1, 10, true, false);
-    hr_redis_key(rd, key, sizeof key, "timer");
+    hr_key_timer(hr_redis_prefix(rd), key, sizeof key);
     freeReplyObject(hr_redis_cmdf(rd, errstr, sizeof errstr, "ZADD %s %lld %lld", key,
                                   (long long)(now - 1000), (long long)stale));
     dispatcher_start(0, NULL);

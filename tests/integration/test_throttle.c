@@ -426,7 +426,7 @@ static void test_key_value(void **state)
                                      sizeof errstr), -1);
 
     /* uid 7 has the attribute in its user hash, uid 8 has no hash. */
-    hr_redis_key(rd, user_key, sizeof user_key, "user:7");
+    hr_key_user(hr_redis_prefix(rd), user_key, sizeof user_key, "7");
     freeReplyObject(hr_redis_cmdf(rd, errstr, sizeof errstr, "HSET %s game chess", user_key));
     user = hr_redis_cmdf(rd, errstr, sizeof errstr, "HGETALL %s", user_key);
     assert_non_null(user);

@@ -312,15 +312,14 @@ static void t_create_throttled_task(t_run *run, const char *name, const char *sc
 /* Chunk SEQ holds uids FIRST..FIRST+COUNT-1; pending[seq] is set. */
 static void t_fill_chunk(t_run *run, int64_t seq, int64_t first, int64_t count)
 {
-    char key[256], suffix[48], errstr[512];
+    char key[256], errstr[512];
     const char **argv = calloc((size_t)count + 2, sizeof *argv);
     char (*uids)[24] = calloc((size_t)count, sizeof *uids);
     redisReply *reply;
 
     assert_non_null(argv);
     assert_non_null(uids);
-    snprintf(suffix, sizeof suffix, "chunk:%" PRId64, seq);
-    hr_redis_task_key(run->r, key, sizeof key, run->task, suffix);
+    hr_key_chunk(hr_redis_prefix(run->r), key, sizeof key, run->task, seq);
     argv[0] = "SADD";
     argv[1] = key;
     for (int64_t i = 0; i < count; i++) {
@@ -331,7 +330,7 @@ static void t_fill_chunk(t_run *run, int64_t seq, int64_t first, int64_t count)
     assert_non_null(reply);
     assert_int_equal(reply->integer, count);
     freeReplyObject(reply);
-    hr_redis_task_key(run->r, key, sizeof key, run->task, "pending");
+    hr_key_task(hr_redis_prefix(run->r), key, sizeof key, run->task, HR_KEY_PENDING);
     reply = hr_redis_cmdf(run->r, errstr, sizeof errstr, "HSET %s %lld %lld", key,
                           (long long)seq, (long long)itest_now_ms());
     assert_non_null(reply);
@@ -393,7 +392,7 @@ static int64_t t_pending(const t_run *run)
     redisReply *reply;
     int64_t n;
 
-    hr_redis_task_key(run->r, key, sizeof key, run->task, "pending");
+    hr_key_task(hr_redis_prefix(run->r), key, sizeof key, run->task, HR_KEY_PENDING);
     reply = hr_redis_cmdf(run->r, errstr, sizeof errstr, "HLEN %s", key);
     assert_non_null(reply);
     n = reply->integer;
@@ -419,7 +418,7 @@ static int64_t t_stat(const t_run *run, const char *field)
     redisReply *reply;
     int64_t v = 0;
 
-    hr_redis_task_key(run->r, key, sizeof key, run->task, "stats");
+    hr_key_task(hr_redis_prefix(run->r), key, sizeof key, run->task, HR_KEY_STATS);
     reply = hr_redis_cmdf(run->r, errstr, sizeof errstr, "HGET %s %s", key, field);
     assert_non_null(reply);
     if (reply->type == REDIS_REPLY_STRING)
@@ -584,7 +583,7 @@ static void test_fail_permanent_dead_letters(void **state)
     assert_int_equal(t_sql_int(&run, "SELECT failed FROM push_task WHERE id = ?"), failed);
     /* 400 is not retried: one request per failed uid. */
     assert_int_equal(rec.lines, 2000);
-    hr_redis_task_key(run.r, key, sizeof key, run.task, "failed");
+    hr_key_task(hr_redis_prefix(run.r), key, sizeof key, run.task, HR_KEY_FAILED);
     reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "HGETALL %s", key);
     assert_non_null(reply);
     assert_int_equal((int64_t)reply->elements, 2 * failed);
@@ -924,7 +923,7 @@ static void test_e2e_dispatcher_100k(void **state)
                      0);
     run.task = (int64_t)id;
     run.total = 100000;
-    hr_redis_task_key(run.r, key, sizeof key, run.task, "subs");
+    hr_key_task(hr_redis_prefix(run.r), key, sizeof key, run.task, HR_KEY_SUBS);
     argv[0] = "SADD";
     argv[1] = key;
     for (int64_t i = 0; i < run.total; i += 1000) {
@@ -1062,7 +1061,7 @@ static void t_set_ctl(const t_run *run, const char *value)
     char key[256], errstr[512];
     redisReply *reply;
 
-    hr_redis_task_key(run->r, key, sizeof key, run->task, "ctl");
+    hr_key_task(hr_redis_prefix(run->r), key, sizeof key, run->task, HR_KEY_CTL);
     reply = hr_redis_cmdf(run->r, errstr, sizeof errstr, "SET %s %s", key, value);
     assert_non_null(reply);
     freeReplyObject(reply);
@@ -1071,14 +1070,13 @@ static void t_set_ctl(const t_run *run, const char *value)
 /* Recipients still in the chunk sets. */
 static int64_t t_chunk_left(const t_run *run)
 {
-    char key[256], suffix[48], errstr[512];
+    char key[256], errstr[512];
     int64_t n = 0;
 
     for (int64_t seq = 1; seq <= T_CTL_CHUNKS; seq++) {
         redisReply *reply;
 
-        snprintf(suffix, sizeof suffix, "chunk:%" PRId64, seq);
-        hr_redis_task_key(run->r, key, sizeof key, run->task, suffix);
+        hr_key_chunk(hr_redis_prefix(run->r), key, sizeof key, run->task, seq);
         reply = hr_redis_cmdf(run->r, errstr, sizeof errstr, "SCARD %s", key);
         assert_non_null(reply);
         n += reply->integer;
@@ -1460,12 +1458,12 @@ static void test_bad_members(void **state)
     t_start(&run, NULL);
     t_create_task_titled(&run, "worker bad members", "Hi {{user.name}}");
     t_fill_chunk(&run, 1, 9100001, 2);
-    hr_redis_task_key(run.r, key, sizeof key, run.task, "chunk:1");
+    hr_key_chunk(hr_redis_prefix(run.r), key, sizeof key, run.task, 1);
     reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "SADD %s %s %s %s", key, bad[0], bad[1],
                           bad[2]);
     assert_non_null(reply);
     freeReplyObject(reply);
-    hr_redis_key(run.r, ukey, sizeof ukey, "user:%s", "9100002");
+    hr_key_user(hr_redis_prefix(run.r), ukey, sizeof ukey, "9100002");
     reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "SET %s not-a-hash", ukey);
     assert_non_null(reply);
     freeReplyObject(reply);
@@ -1484,7 +1482,7 @@ static void test_bad_members(void **state)
     assert_int_equal(t_stat(&run, "failed"), 3);
     assert_int_equal(t_sql_int(&run, "SELECT failed FROM push_task WHERE id = ?"), 3);
     assert_int_equal(t_sql_int(&run, "SELECT COUNT(*) FROM push_delivery WHERE task_id = ?"), 2);
-    hr_redis_task_key(run.r, key, sizeof key, run.task, "failed");
+    hr_key_task(hr_redis_prefix(run.r), key, sizeof key, run.task, HR_KEY_FAILED);
     for (size_t i = 0; i < 3; i++) {
         reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "HGET %s %s", key, bad[i]);
         assert_non_null(reply);
@@ -1517,7 +1515,7 @@ static bool t_seq_closed(void *ctx)
     redisReply *reply;
     bool closed;
 
-    hr_redis_task_key(q->run->r, key, sizeof key, q->run->task, "pending");
+    hr_key_task(hr_redis_prefix(q->run->r), key, sizeof key, q->run->task, HR_KEY_PENDING);
     reply = hr_redis_cmdf(q->run->r, errstr, sizeof errstr, "HEXISTS %s %lld", key,
                           (long long)q->seq);
     assert_non_null(reply);
@@ -1557,7 +1555,7 @@ static void test_abandon_keeps_others(void **state)
     assert_true(itest_wait_until(t_log_seen, &started, 20000));
     t_produce_chunk(&run, run.task, 2, 100);
     assert_true(itest_wait_until(t_log_twice, &started, 20000));
-    hr_redis_task_key(run.r, key, sizeof key, run.task, "lease:1");
+    hr_key_lease(hr_redis_prefix(run.r), key, sizeof key, run.task, 1);
     reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "SET %s someone-else PX 60000", key);
     assert_non_null(reply);
     freeReplyObject(reply);
@@ -1595,11 +1593,11 @@ static void test_dead_holder_lease(void **state)
     t_create_task(&run, "worker dead holder lease");
     t_fill_chunk(&run, 1, 9300001, 200);
     t_fill_chunk(&run, 2, 9400001, 10);
-    hr_redis_task_key(run.r, key, sizeof key, run.task, "lease:1");
+    hr_key_lease(hr_redis_prefix(run.r), key, sizeof key, run.task, 1);
     reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "SET %s dead-worker/1 PX 1500", key);
     assert_non_null(reply);
     freeReplyObject(reply);
-    hr_redis_task_key(run.r, key, sizeof key, run.task, "lease:2");
+    hr_key_lease(hr_redis_prefix(run.r), key, sizeof key, run.task, 2);
     reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "SET %s live-worker/1 PX 60000", key);
     assert_non_null(reply);
     freeReplyObject(reply);
@@ -1637,7 +1635,7 @@ static void test_cancel_foreign_lease(void **state)
     t_start(&run, NULL);
     t_create_task(&run, "worker cancel foreign lease");
     t_fill_chunk(&run, 1, 9200001, 10);
-    hr_redis_task_key(run.r, key, sizeof key, run.task, "lease:1");
+    hr_key_lease(hr_redis_prefix(run.r), key, sizeof key, run.task, 1);
     reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "SET %s other-worker PX 60000", key);
     assert_non_null(reply);
     freeReplyObject(reply);

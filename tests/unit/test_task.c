@@ -1,5 +1,6 @@
 /* Unit tests for hr_task_validate: a valid task passes, and each kind of bad
- * column fails with the message an admin reads in push_task.last_error.
+ * column fails with the message an admin reads in push_task.last_error;
+ * and for hr_task_from_row's state and control columns, parsed into enums.
  * Tasks are hr_task structs filled in memory (static strings, so they are
  * never given to hr_task_free); the configuration is one channel loaded
  * from a YAML string. */
@@ -174,6 +175,39 @@ static void test_templates(void **state)
     expect_invalid(&t, *state, "body template: unknown variable 'item' at offset 5");
 }
 
+/* A row as selected with HR_TASK_COLUMNS, STATE and CONTROL as given. */
+static int task_row(const char *state, const char *control, hr_task **out, char *errstr,
+                    size_t errlen)
+{
+    char *cells[] = {"7", "daily", "games", "webhook", "t", "b", NULL, "1700000000000",
+                     "1699920000000", "0", "5000", "0", "0", NULL, NULL, NULL,
+                     (char *)control, (char *)state, NULL, NULL, NULL,
+                     "0", "0", "0", "0", "0", "0", "0"};
+    hr_mysql_rows rows = {.nrows = 1, .ncols = sizeof cells / sizeof cells[0], .cells = cells};
+
+    return hr_task_from_row(&rows, 0, out, errstr, errlen);
+}
+
+static void test_from_row_enums(void **state)
+{
+    hr_task *t = NULL;
+    char err[256];
+
+    (void)state;
+    assert_int_equal(task_row("paused", "pause", &t, err, sizeof err), 0);
+    assert_int_equal(t->state, HR_STATE_PAUSED);
+    assert_int_equal(t->control, HR_CONTROL_PAUSE);
+    assert_string_equal(t->throttle_scope, "games");
+    hr_task_free(t);
+    assert_int_equal(task_row("archived", "run", &t, err, sizeof err), -1);
+    assert_null(t);
+    assert_non_null(strstr(err, "(state) has an unknown value \"archived\""));
+    assert_int_equal(task_row("done", "stop", &t, err, sizeof err), -1);
+    assert_non_null(strstr(err, "(control) has an unknown value \"stop\""));
+    assert_int_equal(task_row("done", NULL, &t, err, sizeof err), -1);
+    assert_non_null(strstr(err, "(control) has an unknown value \"NULL\""));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -185,6 +219,7 @@ int main(void)
         cmocka_unit_test(test_throttle_window),
         cmocka_unit_test(test_payload),
         cmocka_unit_test(test_templates),
+        cmocka_unit_test(test_from_row_enums),
     };
     return cmocka_run_group_tests(tests, task_setup, task_teardown);
 }
