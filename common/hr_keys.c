@@ -96,6 +96,21 @@ char *hr_key_user(const char *prefix, char *buf, size_t len, const char *uid)
     return hr_key_fit(buf, len, snprintf(buf, len, "%suser:%s", prefix, uid));
 }
 
+char *hr_key_addr(const char *prefix, char *buf, size_t len, const char *uid)
+{
+    return hr_key_fit(buf, len, snprintf(buf, len, "%saddr:%s", prefix, uid));
+}
+
+char *hr_key_addr_synced(const char *prefix, char *buf, size_t len)
+{
+    return hr_key_fit(buf, len, snprintf(buf, len, "%saddr_synced", prefix));
+}
+
+char *hr_key_addr_lock(const char *prefix, char *buf, size_t len)
+{
+    return hr_key_fit(buf, len, snprintf(buf, len, "%saddr_lock", prefix));
+}
+
 char *hr_key_ratelimit(const char *prefix, char *buf, size_t len, const char *scope,
                        int64_t epoch_s)
 {

@@ -56,6 +56,13 @@ char *hr_key_cancel_held(const char *prefix, char *buf, size_t len);
 char *hr_key_redriven(const char *prefix, char *buf, size_t len);
 /* "herald:user:<uid>": HASH of a recipient's attributes. */
 char *hr_key_user(const char *prefix, char *buf, size_t len, const char *uid);
+/* "herald:addr:<uid>": SET of a recipient's addresses (hr_addr.h). */
+char *hr_key_addr(const char *prefix, char *buf, size_t len, const char *uid);
+/* "herald:addr_synced": the address change epoch Redis holds everything
+ * before; missing = reload every address (hr_addr_sync). */
+char *hr_key_addr_synced(const char *prefix, char *buf, size_t len);
+/* "herald:addr_lock": STRING, the owner of the running address sync. */
+char *hr_key_addr_lock(const char *prefix, char *buf, size_t len);
 /* "herald:rl:<scope>:<epoch_s>": one second's rate-limit counter. */
 char *hr_key_ratelimit(const char *prefix, char *buf, size_t len, const char *scope,
                        int64_t epoch_s);

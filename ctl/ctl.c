@@ -49,6 +49,21 @@ static const ctl_command ctl_commands[] = {
      ctl_cmd_recover},
     {"redrive", "put a task's dead-lettered recipients into a new chunk", "TASK", CTL_TASK_ARG,
      ctl_cmd_redrive},
+    {"address", "the recipients' addresses: add, remove, list, import",
+     "add|rm UID PLATFORM ADDRESS [--app APP] | ls UID [--json] | import FILE|-",
+     "  add UID PLATFORM ADDRESS   add one address (already present: changes nothing)\n"
+     "  rm UID PLATFORM ADDRESS    remove one address\n"
+     "  ls UID                     the uid's addresses, tab-separated: platform, app, address\n"
+     "  import FILE                CSV lines uid,platform,app,address (- reads stdin; a\n"
+     "                             header line, blank lines and # comments are skipped);\n"
+     "                             refused lines are reported on stderr and the others\n"
+     "                             imported in batches of 5000; exit 1 when a line was\n"
+     "                             refused (safe to run again)\n"
+     "  PLATFORM                   fcm, apns, email or webhook\n"
+     "  --app APP                  the FCM project id or the APNs bundle topic (required\n"
+     "                             for fcm and apns, empty for email and webhook)\n"
+     "  --json                     ls: one JSON array of {platform, app, address}\n",
+     ctl_cmd_address},
 };
 
 #define CTL_NCOMMANDS (sizeof ctl_commands / sizeof ctl_commands[0])

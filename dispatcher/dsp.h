@@ -11,7 +11,8 @@
  *     made complete before its first chunk.
  *   - one background job at a time runs on libuv's thread pool (dsp_jobs.c):
  *     scanner + prepare (dsp_scan.c), DB poller (dsp_poll.c), sweeper
- *     (dsp_sweep.c), control transitions (dsp_control.c).  It owns dsp.bg_conn,
+ *     (dsp_sweep.c), control transitions (dsp_control.c), the address sync
+ *     (dsp_addr.c; the reconciliation runs one too).  It owns dsp.bg_conn,
  *     dsp.scan (its memory of what it put into the timer) and fills
  *     dsp.bg_claimed, which the loop thread takes over in the job's
  *     after-work callback (libuv orders the two, so no lock is needed).
@@ -28,7 +29,7 @@
  * dsp_api*.c are one module with its own header, dsp_api.h):
  *   dispatcher.c -> dsp_api*.c, dsp_jobs.c, dsp_timer.c, dsp_lease.c,
  *                   dsp_chunk.c, dsp_reconcile.c, dsp_metrics.c
- *   dsp_jobs.c    -> dsp_scan.c, dsp_poll.c, dsp_sweep.c, dsp_control.c,
+ *   dsp_jobs.c    -> dsp_scan.c, dsp_poll.c, dsp_sweep.c, dsp_control.c, dsp_addr.c,
  *                    dsp_lease.c (owns what the poller claimed), dsp_metrics.c
  *   dsp_control.c -> dsp_sweep.c (republishes a resumed task's parked chunks,
  *                    retires a cancelled task's keys)
@@ -37,7 +38,7 @@
  *   dsp_timer.c   -> dsp_lease.c (owns what it claimed), dsp_store.c
  *   dsp_sweep.c   -> dsp_chunk.c (produce)
  *   dsp_chunk.c   -> dsp_reconcile.c (before the first chunk), dsp_lease.c
- *   dsp_reconcile.c -> dsp_lease.c (the outcome on the owned task)
+ *   dsp_reconcile.c -> dsp_lease.c (the outcome on the owned task), dsp_addr.c
  *   dsp_lease.c   -> dsp_store.c
  *   dsp_api*.c    -> dsp_store.c
  *   dsp_store.c, dsp_metrics.c, dsp_conn.c: leaves.
@@ -83,6 +84,7 @@
 #define DSP_CTL_RECHECK_MS 100      /* a task held by its ctl key looks again */
 #define DSP_FLUSH_MS 10000          /* bound of the producer flush at exit */
 #define DSP_WARM_TIMEOUT_MS 5000    /* topic metadata at start-up */
+#define DSP_ADDR_SYNC_MS 5000       /* address sync from the background job */
 
 typedef enum dsp_backend { DSP_MYSQL, DSP_REDIS, DSP_KAFKA, DSP__BACKENDS } dsp_backend;
 
@@ -182,6 +184,9 @@ typedef struct dsp {
     int64_t rc_task, rc_added, rc_seen, rc_ms;
     int rc_result;
     char rc_err[512];
+
+    /* when an address sync last started (background job or reconciliation) */
+    atomic_int_least64_t addr_synced_ms;
 } dsp;
 
 /* dsp_conn.c */
@@ -255,6 +260,10 @@ void dsp_timer_pop(dsp *d);
 /* Queues task ID's reconciliation (once); false when out of memory. */
 bool dsp_reconcile_want(dsp *d, int64_t id);
 void dsp_reconcile_free(dsp *d);
+
+/* dsp_addr.c (background job, reconciliation): the address sync on C's
+ * connections; DUE_ONLY: only when DSP_ADDR_SYNC_MS passed since the last. */
+void dsp_addr_sync(dsp *d, dsp_conn *c, bool due_only);
 
 /* dsp_jobs.c: the background job runner. */
 /* Asks for background work WHAT (DSP_BG_*) and starts the job if idle. */

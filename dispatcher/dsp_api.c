@@ -12,6 +12,7 @@
  * before they change anything, so an error answer never leaves a change
  * behind.  This file: tasks (create, patch, get, list) and control
  * (pause/resume/cancel); dsp_api_subs.c: subscribers and the pull;
+ * dsp_api_addr.c: the recipients' addresses;
  * dsp_api_parse.c: the request parsing all of them share. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -640,6 +641,14 @@ int dsp_api_start(dsp *d, char *errstr, size_t errlen)
                       (dsp_api_route){.fn = dsp_api_subs_del});
     dsp_api_route_add(a, "GET", "/v1/users/{uid}/reminders",
                       (dsp_api_route){.fn = dsp_api_reminders});
+    dsp_api_route_add(a, "GET", "/v1/users/{uid}/addresses",
+                      (dsp_api_route){.fn = dsp_api_addr_get});
+    dsp_api_route_add(a, "POST", "/v1/users/{uid}/addresses",
+                      (dsp_api_route){.fn = dsp_api_addr_add});
+    dsp_api_route_add(a, "PUT", "/v1/users/{uid}/addresses",
+                      (dsp_api_route){.fn = dsp_api_addr_put});
+    dsp_api_route_add(a, "DELETE", "/v1/users/{uid}/addresses",
+                      (dsp_api_route){.fn = dsp_api_addr_del});
     d->api = a;
     if (hr_httpd_start(cfg->dispatcher.listen, cfg->dispatcher.api.threads, a->routes,
                        a->nroutes, (size_t)cfg->dispatcher.api.max_body_bytes, &a->h, errstr,

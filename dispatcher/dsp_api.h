@@ -1,5 +1,6 @@
-/* dsp_api.h: what dsp_api.c (server, pool, tasks, control) and
- * dsp_api_subs.c (subscribers, pull) share.  Private to the dispatcher.
+/* dsp_api.h: what dsp_api.c (server, pool, tasks, control),
+ * dsp_api_subs.c (subscribers, pull) and dsp_api_addr.c (addresses)
+ * share.  Private to the dispatcher.
  *
  * Every /v1 handler gets a connection pair of the API's own pool
  * (dsp_api_conn), held for the length of one request; the loop thread's and
@@ -10,6 +11,7 @@
 #include <cJSON.h>
 
 #include "dsp.h"
+#include "hr_addr.h"
 #include "hr_state.h"
 
 typedef struct dsp_api_conn {
@@ -33,7 +35,7 @@ typedef struct dsp_api_route {
     hr_control control;
 } dsp_api_route;
 
-#define DSP_API_NROUTES 16
+#define DSP_API_NROUTES 24
 
 struct dsp_api {
     dsp *d;
@@ -88,6 +90,16 @@ int dsp_api_parse_time(const cJSON *v, const char *what, int64_t *ms, char *errs
  * the caller frees it) of *N. */
 int dsp_api_parse_uids(const cJSON *j, int max_ids, int64_t **uids, size_t *n,
                        const char **code, char *errstr, size_t errlen);
+/* One address {"platform", "app" (default ""), "address"} into *OUT (its
+ * strings point into J), checked with hr_addr_check (invalid_address);
+ * WHAT names it in messages ("" for a whole body, "addresses[2]"). */
+int dsp_api_parse_address(const cJSON *j, const char *what, hr_addr *out, const char **code,
+                          char *errstr, size_t errlen);
+/* Body J of PUT .../addresses: {"addresses": [...]}, 0..HR_ADDR_PER_UID_MAX
+ * addresses of dsp_api_parse_address into *OUT (malloc'd, the caller frees
+ * it; NULL when none) of *N. */
+int dsp_api_parse_addresses(const cJSON *j, hr_addr **out, size_t *n, const char **code,
+                            char *errstr, size_t errlen);
 /* GET /v1/tasks ?state= and ?limit= (NULL: absent) into *LIMIT. */
 int dsp_api_parse_list(const char *state, const char *limit_s, long *limit, const char **code,
                        char *errstr, size_t errlen);
@@ -114,6 +126,15 @@ void dsp_api_reply(hr_httpd_resp *resp, int status, cJSON *j);
 void dsp_api_backend_error(hr_httpd_resp *resp, const char *what, const char *err);
 /* Loads task ID; false after answering 404 or 503 (*T NULL). */
 bool dsp_api_task(dsp_api_conn *ac, int64_t id, hr_httpd_resp *resp, hr_task **t);
+/* dsp_api_addr.c */
+void dsp_api_addr_get(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
+                      hr_httpd_resp *resp);
+void dsp_api_addr_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
+                      hr_httpd_resp *resp);
+void dsp_api_addr_put(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
+                      hr_httpd_resp *resp);
+void dsp_api_addr_del(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
+                      hr_httpd_resp *resp);
 /* dsp_api_subs.c */
 void dsp_api_subs_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
                       hr_httpd_resp *resp);

@@ -254,6 +254,89 @@ int dsp_api_parse_uids(const cJSON *j, int max_ids, int64_t **uids_out, size_t *
     return 0;
 }
 
+/* ---- addresses ------------------------------------------------------------ */
+
+int dsp_api_parse_address(const cJSON *j, const char *what, hr_addr *out, const char **code,
+                          char *errstr, size_t errlen)
+{
+    const cJSON *v;
+    char why[200];
+    int rc;
+
+    *out = (hr_addr){.app = "", .platform = HR_ADDR__COUNT};
+    if (!cJSON_IsObject(j))
+        return dsp_api_refuse(code, "bad_field", errstr, errlen, "%s must be a JSON object",
+                              what);
+    cJSON_ArrayForEach(v, j) {
+        const char **field = strcmp(v->string, "app") == 0       ? &out->app
+                             : strcmp(v->string, "address") == 0 ? &out->address
+                                                                 : NULL;
+
+        if (strcmp(v->string, "platform") != 0 && field == NULL)
+            return dsp_api_refuse(code, "unknown_field", errstr, errlen,
+                                  "unknown field '%s%s%s' (platform, app, address)", what,
+                                  *what ? "." : "", v->string);
+        if (!cJSON_IsString(v))
+            return dsp_api_refuse(code, "bad_field", errstr, errlen, "%s%s%s must be a string",
+                                  what, *what ? "." : "", v->string);
+        if (field != NULL)
+            *field = v->valuestring;
+        else if (hr_addr_platform_parse(v->valuestring, &out->platform) != 0)
+            return dsp_api_refuse(code, "invalid_address", errstr, errlen,
+                                  "%s%splatform must be fcm, apns, email or webhook", what,
+                                  *what ? "." : "");
+    }
+    if (out->platform == HR_ADDR__COUNT || out->address == NULL)
+        return dsp_api_refuse(code, "missing_field", errstr, errlen,
+                              "%s%splatform and address are required", what, *what ? " " : "");
+    rc = hr_addr_check(out->platform, out->app, out->address, why, sizeof why);
+    if (rc != 0)
+        return dsp_api_refuse(code, "invalid_address", errstr, errlen, "%s%s%s", what,
+                              *what ? "." : "", why);
+    return 0;
+}
+
+int dsp_api_parse_addresses(const cJSON *j, hr_addr **out, size_t *n, const char **code,
+                            char *errstr, size_t errlen)
+{
+    const cJSON *list = cJSON_GetObjectItemCaseSensitive(j, "addresses"), *v;
+    size_t i = 0, count;
+    hr_addr *a;
+
+    *out = NULL;
+    *n = 0;
+    cJSON_ArrayForEach(v, j) {
+        if (strcmp(v->string, "addresses") != 0)
+            return dsp_api_refuse(code, "unknown_field", errstr, errlen, "unknown field '%s'",
+                                  v->string);
+    }
+    if (!cJSON_IsArray(list))
+        return dsp_api_refuse(code, "bad_field", errstr, errlen,
+                              "addresses must be an array (empty: remove every address)");
+    count = (size_t)cJSON_GetArraySize(list);
+    if (count > HR_ADDR_PER_UID_MAX)
+        return dsp_api_refuse(code, "too_many_addresses", errstr, errlen,
+                              "%zu addresses; a uid holds at most %d", count,
+                              HR_ADDR_PER_UID_MAX);
+    if (count == 0)
+        return 0;
+    if ((a = malloc(count * sizeof *a)) == NULL)
+        return dsp_api_refuse(code, "bad_field", errstr, errlen, "out of memory");
+    cJSON_ArrayForEach(v, list) {
+        char what[32];
+
+        snprintf(what, sizeof what, "addresses[%zu]", i);
+        if (dsp_api_parse_address(v, what, &a[i], code, errstr, errlen) < 0) {
+            free(a);
+            return -1;
+        }
+        i++;
+    }
+    *out = a;
+    *n = count;
+    return 0;
+}
+
 /* ---- query parameters ----------------------------------------------------- */
 
 int dsp_api_parse_list(const char *state, const char *limit_s, long *limit, const char **code,

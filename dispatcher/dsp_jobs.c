@@ -4,7 +4,8 @@
  * served by the next one.
  *
  * - scan: the scanner (dsp_scan.c), then the control transitions
- *   (dsp_control.c) and the herald_tasks{state} gauge.
+ *   (dsp_control.c), the herald_tasks{state} gauge and, every
+ *   DSP_ADDR_SYNC_MS, the address sync (dsp_addr.c).
  * - poll: the DB poller (dsp_poll.c); the tasks it claimed are owned on
  *   the loop thread in the after-work callback.
  * - sweep: the sweeper and key retirement (dsp_sweep.c). */
@@ -45,6 +46,7 @@ static void dsp_jobs_work(uv_work_t *w)
         dsp_scan(d);
         dsp_control_scan(d);
         dsp_jobs_count(d);
+        dsp_addr_sync(d, &d->bg_conn, true);
     }
     if ((d->bg_doing & DSP_BG_POLL) && !atomic_load(&d->stopping))
         dsp_poll(d);

@@ -13,6 +13,9 @@
  * that went backwards (Redis restored from an older AOF) above every chunk
  * number the task ever used.
  *
+ * The address book is synced first (dsp_addr.c), so the first chunk's
+ * workers read addresses as fresh as the subscribers.
+ *
  * Off the loop thread: a sync's cost follows the rows added since the last
  * one, which a bulk load just before due can make large.  One job at a
  * time on libuv's pool, with its own connections (dsp.rc_conn); the loop
@@ -87,6 +90,8 @@ static void dsp_rc_work(uv_work_t *w)
         snprintf(d->rc_err, sizeof d->rc_err, "backends not ready");
         return;
     }
+    /* Addresses first: the campaign's chunks read them from Redis. */
+    dsp_addr_sync(d, c, false);
     snprintf(token, sizeof token, "%s/reconcile", d->owner);
     d->rc_result = hr_subs_sync(c->m, c->r, d->rc_task, &o, true, &d->rc_added, &d->rc_seen,
                                 d->rc_err, sizeof d->rc_err);

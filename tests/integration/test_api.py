@@ -20,8 +20,8 @@ import urllib.request
 from datetime import datetime, timedelta, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import (FAILS, Mysql, Redis, Settings, check, free_port, stop_popen,  # noqa: E402
-                          wait_until)
+from badinput_env import (FAILS, Mysql, Redis, Settings, check, free_port,  # noqa: E402
+                          require_seams, stop_popen, wait_until)
 import yaml  # noqa: E402  (after badinput_env, which puts Debian's packages on the path)
 
 TOKEN = "t0k3n-" + str(random.randrange(1 << 30))
@@ -335,18 +335,21 @@ def test_redrive(env, sched):
           == [["1", "sent"], ["2", "sent"]], "their 'failed' log rows are gone, the rest stay")
 
 
-def main():
+def make_env(kind, doc):
+    """The Env of a test run as `test_KIND.py HERALD_DISPATCHER HERALDCTL`
+    on the stack of $HERALD_TEST_CONFIG: its MySQL and Redis, its first
+    channel, and a Redis prefix, task topic, Kafka topic and free port of
+    its own.  Returns (env, the parsed config, the test's unique tag);
+    exits 2 with DOC on bad usage, 77 (skipped) without the stack or the
+    dispatcher's test seams."""
     if len(sys.argv) != 3:
-        print(__doc__)
-        return 2
+        print(doc)
+        sys.exit(2)
     cfg = os.environ.get("HERALD_TEST_CONFIG")
     if not cfg:
         print("HERALD_TEST_CONFIG is not set: skipped")
-        return 77
-    out = subprocess.run([sys.argv[1], "--version"], capture_output=True, text=True).stdout
-    if "test seams: on" not in out:
-        print("SKIPPED: %s lacks the test seams (configure with -Dtest_seams=true)" % sys.argv[1])
-        return 77
+        sys.exit(77)
+    require_seams(sys.argv[1])
     env = Env()
     env.dispatcher, env.heraldctl = sys.argv[1], sys.argv[2]
     with open(cfg) as f:
@@ -355,12 +358,16 @@ def main():
     env.db = Mysql.of(stack)
     env.channel = next(iter(base["channels"]))
     tag = "%d_%d" % (os.getpid(), random.randrange(1 << 20))
-    env.prefix = "hrtest:api:%s:" % tag
-    env.topic = "apitest_" + tag
-    env.kafka_topic = "herald.test.api." + tag
+    env.prefix = "hrtest:%s:%s:" % (kind, tag)
+    env.topic = "%stest_%s" % (kind, tag)
+    env.kafka_topic = "herald.test.%s.%s" % (kind, tag)
     env.port = free_port()
     env.r = Redis.of(stack)
+    return env, base, tag
 
+
+def main():
+    env, base, tag = make_env("api", __doc__)
     test_refuses_without_tokens(env, base)
     env.cfg_path = write_config(env, base, "{tokens: [%s], max_body_bytes: 65536, max_ids: 10000,"
                                 " threads: 4}" % TOKEN)

@@ -70,7 +70,8 @@ def main(argv):
     check(r.returncode == 0 and len(commands) >= 10,
           "heraldctl help lists the commands: %s" % " ".join(commands))
     # The source file of each command whose flags are checked.
-    sources = {"create": "cmd_create.c", "list": "cmd_list.c", "status": "cmd_status.c"}
+    sources = {"create": "cmd_create.c", "list": "cmd_list.c", "status": "cmd_status.c",
+               "address": "cmd_address.c"}
     for cmd in commands:
         h = run([ctl, "help", cmd])
         check(h.returncode == 0 and h.stdout.startswith("usage: heraldctl [-c CONFIG] " + cmd),

@@ -1,0 +1,183 @@
+/* hr_addr: the recipients' address book — where a uid is reached on each
+ * platform (an FCM or APNs device token, an email address, a webhook URL),
+ * dual-stored like subscriptions.
+ *
+ * MySQL's push_address (schemas/mysql/004_address.sql) is the truth;
+ * Redis holds the working copy the workers read, one SET per uid
+ * (herald:addr:<uid>, hr_key_addr) whose members are
+ * "<platform> <app> <address>" (hr_addr_member; none of the three holds a
+ * space).  A uid may hold several addresses per platform and app.
+ *
+ * Every write here changes MySQL first, then rewrites the uid's set from
+ * the rows MySQL holds (addr_set.lua), so a failed Redis step leaves
+ * nothing the next sync would not repair.  Writes made with raw SQL reach
+ * Redis through hr_addr_sync: triggers record the changed uids with the
+ * address epoch; the sync rewrites those uids' sets, or every uid's when
+ * Redis lost its synced mark (herald:addr_synced).  The dispatcher runs it
+ * at every task claim and periodically.  hr_addr_prune is the worker's
+ * exception: a dead token goes from both stores without a rewrite.
+ *
+ * Thread use follows the connections passed in; no logging; errors are
+ * -1 (or a negative HR_ADDR_E* code) with ERRSTR. */
+#ifndef HR_ADDR_H
+#define HR_ADDR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cJSON.h>
+
+#include "hr_mysql.h"
+#include "hr_redis.h"
+#include "hr_vec.h"
+
+#define HR_ADDR_APP_MAX 255     /* push_address.app */
+#define HR_ADDR_ADDRESS_MAX 512 /* push_address.address */
+#define HR_ADDR_PER_UID_MAX 64  /* addresses one uid may hold (API, heraldctl, import) */
+#define HR_ADDR_FETCH_BATCH 500 /* uids per pipelined round trip of hr_addr_fetch */
+/* Longest Redis member: platform, two spaces, app, address. */
+#define HR_ADDR_MEMBER_MAX (8 + 2 + HR_ADDR_APP_MAX + HR_ADDR_ADDRESS_MAX)
+
+/* The address kinds of the channel types (push_address.platform). */
+typedef enum hr_addr_platform {
+    HR_ADDR_FCM,     /* FCM registration token; app = FCM project id */
+    HR_ADDR_APNS,    /* APNs device token (hex); app = bundle topic */
+    HR_ADDR_EMAIL,   /* an email address; app = '' */
+    HR_ADDR_WEBHOOK, /* an http(s) URL; app = '' */
+    HR_ADDR__COUNT
+} hr_addr_platform;
+
+#define HR_ADDR_EINVAL -2 /* hr_addr_check refused the address (ERRSTR says why) */
+#define HR_ADDR_EFULL -3  /* the uid holds HR_ADDR_PER_UID_MAX addresses already */
+
+/* One address.  APP and ADDRESS point into the list's arena (or the
+ * caller's strings for an input).  IDX: for hr_addr_fetch, the index of
+ * the uid in the UIDS asked; otherwise 0. */
+typedef struct hr_addr {
+    int64_t uid;
+    hr_addr_platform platform;
+    const char *app;
+    const char *address;
+    size_t idx;
+} hr_addr;
+
+/* A list of addresses with the storage of their strings.  Zero-initialise;
+ * free with hr_addr_list_free (which leaves it empty and reusable). */
+typedef struct hr_addr_list {
+    HR_VEC(hr_addr) a;
+    HR_VEC(char *) blocks; /* arena blocks APP and ADDRESS point into */
+    size_t used, avail;    /* bytes used / left in the last block */
+} hr_addr_list;
+
+void hr_addr_list_free(hr_addr_list *l);
+
+/* "fcm", "apns", "email", "webhook"; NULL for anything else. */
+const char *hr_addr_platform_name(hr_addr_platform p);
+/* The platform named S.  0, or -1. */
+int hr_addr_platform_parse(const char *s, hr_addr_platform *out);
+
+/* Whether APP and ADDRESS are valid for P: fcm — a project id (letters,
+ * digits, '-', 1..HR_ADDR_APP_MAX) and a token of [A-Za-z0-9_:.-];
+ * apns — a bundle topic ([A-Za-z0-9.-]) and an even number of 64..200 hex
+ * digits; email — app '' and local@domain (printable ASCII, no space,
+ * quote, parenthesis, comma, angle bracket or backslash in the local
+ * part; domain labels of letters, digits and inner '-'; at most 254
+ * bytes); webhook — app '' and an http:// or https:// URL with a host and
+ * no space or control character.  Every address 1..HR_ADDR_ADDRESS_MAX
+ * bytes.  0, or HR_ADDR_EINVAL with ERRSTR naming the field. */
+int hr_addr_check(hr_addr_platform p, const char *app, const char *address, char *errstr,
+                  size_t errlen);
+
+/* The Redis member of an address into BUF ("<platform> <app> <address>");
+ * BUF, or NULL when it does not fit LEN. */
+char *hr_addr_member(char *buf, size_t len, hr_addr_platform p, const char *app,
+                     const char *address);
+/* The reverse: splits MEMBER (LEN bytes) into OUT's fields, the strings
+ * copied into L's arena (OUT is not appended).  0, or -1 when MEMBER is
+ * not a member hr_addr_check accepts (or out of memory). */
+int hr_addr_parse_member(hr_addr_list *l, const char *member, size_t len, hr_addr *out);
+
+/* L as a JSON array of {"platform", "app", "address"} (the caller's, freed
+ * with cJSON_Delete); NULL when out of memory. */
+cJSON *hr_addr_list_json(const hr_addr_list *l);
+
+/* Appends an address to L, its strings copied into L's arena.  0 or -1. */
+int hr_addr_list_push(hr_addr_list *l, const hr_addr *a);
+
+/* Adds one address to UID (checked first): MySQL, then the uid's Redis
+ * set.  1 = added, 0 = the uid held it already, HR_ADDR_EINVAL,
+ * HR_ADDR_EFULL, or -1. */
+int hr_addr_add(hr_mysql *m, hr_redis *r, int64_t uid, hr_addr_platform p, const char *app,
+                const char *address, char *errstr, size_t errlen);
+/* Removes one address of UID from both stores.  1 = removed, 0 = absent,
+ * or -1. */
+int hr_addr_remove(hr_mysql *m, hr_redis *r, int64_t uid, hr_addr_platform p, const char *app,
+                   const char *address, char *errstr, size_t errlen);
+/* Makes UID's addresses exactly the N of LIST (N = 0: removes them all), in
+ * one MySQL transaction, then rewrites the Redis set.  Every entry is
+ * checked first (HR_ADDR_EINVAL names the first bad one by index), N at
+ * most HR_ADDR_PER_UID_MAX (HR_ADDR_EFULL); LIST's uid fields are ignored.
+ * 0 or a negative code. */
+int hr_addr_replace(hr_mysql *m, hr_redis *r, int64_t uid, const hr_addr *list, size_t n,
+                    char *errstr, size_t errlen);
+/* UID's addresses as MySQL holds them (platform, app, address order),
+ * appended to OUT.  0 or -1. */
+int hr_addr_list_uid(hr_mysql *m, int64_t uid, hr_addr_list *out, char *errstr, size_t errlen);
+
+/* What hr_addr_import did with its rows. */
+typedef struct hr_addr_import_result {
+    size_t added;   /* new rows */
+    size_t existed; /* rows MySQL held already */
+    size_t full;    /* refused: the uid held HR_ADDR_PER_UID_MAX addresses */
+} hr_addr_import_result;
+
+/* Bulk import of N checked addresses (the caller checked each with
+ * hr_addr_check and reports the ones refused): one MySQL transaction with
+ * one multi-row statement per uid, then the Redis sets of their uids
+ * rewritten in one pipelined round trip.  N may be up to a few thousand.
+ * *RES gets the counts (added + existed + full = N).  0 or -1. */
+int hr_addr_import(hr_mysql *m, hr_redis *r, const hr_addr *rows, size_t n,
+                   hr_addr_import_result *res, char *errstr, size_t errlen);
+
+/* The worker's read: the addresses on platform P (and app APP; NULL = any
+ * app) of the N uids UIDS (decimal strings, e.g. a chunk's members), read
+ * from Redis with one pipelined SMEMBERS per uid, HR_ADDR_FETCH_BATCH uids
+ * per round trip.  Appended to OUT with IDX = the uid's index in UIDS;
+ * the addresses of one uid are contiguous, uids in the order of UIDS; a
+ * uid with no address on P has no entry.  A member that does not parse
+ * (written by hand into Redis) is skipped and counted in *BAD (may be
+ * NULL).  0, or -1 when Redis failed (OUT then holds what was read). */
+int hr_addr_fetch(hr_redis *r, const char *const *uids, size_t n, hr_addr_platform p,
+                  const char *app, hr_addr_list *out, size_t *bad, char *errstr,
+                  size_t errlen);
+
+/* Removes one dead address (a provider answered it is unregistered) from
+ * both stores: Redis first (the next fetch no longer sees it), then MySQL.
+ * 1 = removed from MySQL, 0 = MySQL no longer held it, -1. */
+int hr_addr_prune(hr_mysql *m, hr_redis *r, const hr_addr *a, char *errstr, size_t errlen);
+
+/* What one hr_addr_sync did. */
+typedef struct hr_addr_sync_result {
+    bool full;       /* Redis had no synced mark: every uid was reloaded */
+    int64_t uids;    /* uid sets rewritten */
+    int64_t stored;  /* addresses written to Redis */
+    int64_t refused; /* rows hr_addr_check refuses (raw SQL): not in Redis */
+    char first_refused[160]; /* "uid=<uid> <reason>" of the first, or "" */
+} hr_addr_sync_result;
+
+#define HR_ADDR_SYNC_BUSY 1 /* another sync holds the lock, or a writer's open
+                               transaction held the epoch for a second */
+
+/* Brings Redis up to date with push_address: bumps the address epoch,
+ * then rewrites the sets of the uids changed in the epochs Redis has not
+ * seen (every uid when herald:addr_synced is missing), BATCH uids per
+ * MySQL page and pipelined round trip, then records the new epoch (the
+ * mark expires after a day without a sync) and drops change rows older
+ * than a week.  A full reload also rewrites the uids of every change row
+ * kept, so a uid emptied meanwhile loses its stale set.  TOKEN names the caller in the sync
+ * lock.  0, HR_ADDR_SYNC_BUSY, or -1 (ERRSTR). */
+int hr_addr_sync(hr_mysql *m, hr_redis *r, const char *token, int batch,
+                 hr_addr_sync_result *res, char *errstr, size_t errlen);
+
+#endif

@@ -1,0 +1,47 @@
+/* dsp_addr: keeps Redis's address sets (herald:addr:<uid>) in step with
+ * push_address, so that rows an admin inserted, changed or deleted with
+ * raw SQL reach the workers, and a Redis that lost them is refilled
+ * (hr_addr_sync; the rule is in docs/architecture.md, "Addresses").
+ *
+ * Two callers, each on its own connections: the reconciliation of every
+ * claimed task (dsp_reconcile.c), so a campaign starts from addresses as
+ * fresh as its subscribers, and the background job every
+ * DSP_ADDR_SYNC_MS (dsp_jobs.c).  Syncs of all dispatchers exclude each
+ * other through hr_addr's Redis lock: a busy answer means another one is
+ * doing the work.  A failure is logged and left to the next round — a
+ * stale address set never stops a task. */
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "dsp.h"
+#include "hr_addr.h"
+#include "hr_log.h"
+
+void dsp_addr_sync(dsp *d, dsp_conn *c, bool due_only)
+{
+    hr_addr_sync_result res;
+    char token[256], err[512];
+    int64_t now = dsp_now_ms(), last = atomic_load(&d->addr_synced_ms);
+    int rc;
+
+    if (due_only && now - last < DSP_ADDR_SYNC_MS)
+        return;
+    atomic_store(&d->addr_synced_ms, now);
+    snprintf(token, sizeof token, "%s/addr", d->owner);
+    rc = hr_addr_sync(c->m, c->r, token, d->cfg->dispatcher.refill_batch, &res, err,
+                      sizeof err);
+    if (rc < 0) {
+        hr_log_warn("addr_sync_failed", "error=%s", err);
+        return;
+    }
+    if (rc == HR_ADDR_SYNC_BUSY)
+        return;
+    if (res.full || res.uids > 0)
+        hr_log_info("addr_synced",
+                    "full=%d uids=%" PRId64 " addresses=%" PRId64 " refused=%" PRId64
+                    " ms=%" PRId64,
+                    res.full, res.uids, res.stored, res.refused, dsp_now_ms() - now);
+    if (res.refused > 0)
+        hr_log_warn("addr_refused", "rows=%" PRId64 " first=%s", res.refused,
+                    res.first_refused);
+}
