@@ -192,13 +192,13 @@ typedef struct dsp {
 /* dsp_conn.c */
 int64_t dsp_now_ms(void);
 /* Connects what is missing unless in backoff; true when both are there. */
-bool dsp_conn_ready(dsp *d, dsp_conn *c);
+bool dsp_conn_ready(dsp *d, dsp_conn *conn);
 /* A backend call failed: log the state change once, back off. */
-void dsp_conn_failed(dsp *d, dsp_conn *c, dsp_backend b, const char *err);
+void dsp_conn_failed(dsp *d, dsp_conn *conn, dsp_backend b, const char *err);
 /* A backend call worked: log a recovery once. */
 void dsp_health_ok(dsp *d, dsp_backend b);
 void dsp_health_fail(dsp *d, dsp_backend b, const char *err);
-void dsp_conn_close(dsp_conn *c);
+void dsp_conn_close(dsp_conn *conn);
 /* An integer reply's value, -1 for an error or any other type; frees
  * REPLY. */
 int64_t dsp_reply_int(redisReply *reply);
@@ -224,8 +224,8 @@ int64_t dsp_task_rate_limit(const dsp *d, const hr_task *t);
 
 /* dsp_lease.c (loop thread): the owned tasks and their leases. */
 dsp_task *dsp_task_find(dsp *d, int64_t id);
-/* Forgets owned task T and frees it. */
-void dsp_task_drop(dsp *d, dsp_task *t);
+/* Forgets owned task DT and frees it. */
+void dsp_task_drop(dsp *d, dsp_task *dt);
 /* Takes over a claimed task (T is only read); VIA is timer, poller,
  * takeover or adopt.  false when out of memory (the caller frees the
  * claim or lets its lease lapse). */
@@ -261,9 +261,9 @@ void dsp_timer_pop(dsp *d);
 bool dsp_reconcile_want(dsp *d, int64_t id);
 void dsp_reconcile_free(dsp *d);
 
-/* dsp_addr.c (background job, reconciliation): the address sync on C's
+/* dsp_addr.c (background job, reconciliation): the address sync on CONN's
  * connections; DUE_ONLY: only when DSP_ADDR_SYNC_MS passed since the last. */
-void dsp_addr_sync(dsp *d, dsp_conn *c, bool due_only);
+void dsp_addr_sync(dsp *d, dsp_conn *conn, bool due_only);
 
 /* dsp_jobs.c: the background job runner. */
 /* Asks for background work WHAT (DSP_BG_*) and starts the job if idle. */
@@ -291,7 +291,7 @@ int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t 
  * pulled, failed, prep, synced) the DSP_KEY_RETENTION_MS expiry, only where they
  * have none, so a later pass does not push it further out.  Chunk and
  * lease keys are the workers' and go when a chunk ends.  0 or -1 (ERRSTR). */
-int dsp_retire_keys(dsp_conn *c, int64_t id, char *errstr, size_t errlen);
+int dsp_retire_keys(dsp_conn *conn, int64_t id, char *errstr, size_t errlen);
 
 /* dsp_metrics.c */
 int dsp_metrics_new(dsp *d, char *errstr, size_t errlen);

@@ -18,18 +18,18 @@
 /* herald_tasks{state}: one GROUP BY over the state index. */
 static void dsp_jobs_count(dsp *d)
 {
-    dsp_conn *c = &d->bg_conn;
+    dsp_conn *conn = &d->bg_conn;
     const hr_mysql_param p[] = {DSP_TOPIC_PARAMS};
     hr_mysql_rows *rows = NULL;
     char err[512];
 
     if (atomic_load(&d->stopping))
         return;
-    if (hr_mysql_query(c->m,
+    if (hr_mysql_query(conn->m,
                        "SELECT state, COUNT(*) FROM push_task WHERE (? IS NULL OR topic = ?) "
                        "GROUP BY state",
                        p, 2, &rows, err, sizeof err) < 0) {
-        dsp_conn_failed(d, c, DSP_MYSQL, err);
+        dsp_conn_failed(d, conn, DSP_MYSQL, err);
         return;
     }
     dsp_metrics_tasks(d, rows);
