@@ -2,25 +2,31 @@
 
 One Env per test process: its own Redis prefix, Kafka topic and consumer
 group, task topic (the dispatcher runs with HERALD_TEST_TASK_TOPIC) and
-loopback ports, all derived from the stack config named by
-HERALD_TEST_CONFIG.  Env.config() writes a complete herald.yaml for these
-servers with the channels a test needs; Env.start() runs a daemon with its
-output in a log file the test can grep; Env.cleanup() deletes the test's
-rows and keys.  Backends are reached without drivers: the mariadb CLI,
-Redis RESP over a socket, kcat for raw Kafka messages.  Every wait is
-bounded."""
+loopback ports, all derived from the settings of the stack whose config
+HERALD_TEST_CONFIG names (its stack.json, through tests/lib/herald_test).
+Env.config() writes a complete herald.yaml for these servers with the
+channels a test needs; Env.start() runs a daemon with its output in a log
+file the test can grep; Env.cleanup() deletes the test's rows and keys.
+Backends are reached through herald_test's clients (Redis and MySQL
+drivers), kcat for raw Kafka messages.  Every wait is bounded."""
 import json
 import os
 import random
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "lib"))
+from herald_test.clients import Mysql, MysqlError, Redis, RedisError  # noqa: E402,F401
+from herald_test.procs import free_port, stop_popen, wait_until  # noqa: E402,F401
+from herald_test.sink import sink_argv, sink_uids  # noqa: E402,F401
+from herald_test.stack import Settings  # noqa: E402,F401
 
 FAILS = []
 
@@ -38,65 +44,6 @@ def finish():
     return 1 if FAILS else 0
 
 
-def wait_until(fn, timeout_s, step=0.1):
-    end = time.time() + timeout_s
-    while True:
-        if fn():
-            return True
-        if time.time() >= end:
-            return False
-        time.sleep(step)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def yaml_value(text, section, key):
-    m = re.search(r"^%s:.*?\b%s: *\"?([^,}\"\n]*)" % (section, key), text, re.M | re.S)
-    return m.group(1).strip() if m else None
-
-
-class Redis:
-    """Just enough RESP for tests; bulk replies stay bytes when raw=True."""
-
-    def __init__(self, host, port):
-        self.s = socket.create_connection((host, port), timeout=10)
-        self.f = self.s.makefile("rb")
-
-    def cmd(self, *args, raw=False):
-        out = b"*%d\r\n" % len(args)
-        for a in args:
-            a = a if isinstance(a, bytes) else str(a).encode()
-            out += b"$%d\r\n%s\r\n" % (len(a), a)
-        self.s.sendall(out)
-        return self._read(raw)
-
-    def _read(self, raw):
-        line = self.f.readline()[:-2]
-        t, rest = line[:1], line[1:]
-        if t == b"+":
-            return rest.decode()
-        if t == b"-":
-            raise RuntimeError(rest.decode())
-        if t == b":":
-            return int(rest)
-        if t == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            data = self.f.read(n + 2)[:-2]
-            return data if raw else data.decode(errors="replace")
-        if t == b"*":
-            n = int(rest)
-            return None if n < 0 else [self._read(raw) for _ in range(n)]
-        raise RuntimeError("bad reply %r" % line)
-
-
 def q(s):
     """A YAML double-quoted scalar."""
     return json.dumps(s)
@@ -108,13 +55,12 @@ class Env:
         if not cfg:
             print("HERALD_TEST_CONFIG is not set: skipped")
             sys.exit(77)
-        text = open(cfg).read()
+        self.stack = Settings.load()
         self.name = name
-        self.my = {k: yaml_value(text, "mysql", k)
-                   for k in ("host", "port", "user", "password", "database")}
-        self.redis_host = yaml_value(text, "redis", "host")
-        self.redis_port = int(yaml_value(text, "redis", "port"))
-        self.brokers = yaml_value(text, "kafka", "brokers")
+        self.my = self.stack.mysql
+        self.redis_host = self.stack.redis["host"]
+        self.redis_port = self.stack.redis["port"]
+        self.brokers = self.stack.brokers
         tag = "%d_%d" % (os.getpid(), random.randrange(1 << 20))
         self.tag = tag
         self.prefix = "hrtest:%s:%s:" % (name, tag)
@@ -122,7 +68,8 @@ class Env:
         self.kafka_topic = "herald.test.%s.%s" % (name, tag)
         self.group = "herald-test-%s-%s" % (name, tag)
         self.dir = tempfile.mkdtemp(prefix="herald-%s-" % name)
-        self.r = Redis(self.redis_host, self.redis_port)
+        self.r = Redis.of(self.stack)
+        self.db = Mysql.of(self.stack)
         self.procs = []
         self.dsp_port = free_port()
         self.wk_port = free_port()
@@ -131,15 +78,13 @@ class Env:
     # ---- backends -----------------------------------------------------------
 
     def sql(self, query, strict=True):
-        out = subprocess.run(["mariadb", "-h", self.my["host"], "-P", self.my["port"],
-                              "-u", self.my["user"], "-p" + self.my["password"],
-                              self.my["database"], "-N", "-B", "-e", query],
-                             capture_output=True, text=True, timeout=30)
-        if out.returncode != 0:
+        """The rows of QUERY; unless STRICT, an error is returned as its text."""
+        try:
+            return self.db.sql(query)
+        except MysqlError as e:
             if strict:
-                raise RuntimeError(out.stderr)
-            return out.stderr
-        return [line.split("\t") for line in out.stdout.splitlines()]
+                raise
+            return str(e)
 
     def key(self, task, suffix):
         return "%s{t%d}:%s" % (self.prefix, task, suffix)
@@ -276,8 +221,7 @@ class Env:
         pointing at it, the record's path) for config() and sink_uids()."""
         port = free_port()
         record = os.path.join(self.dir, "sink.record")
-        self.start([sink_bin, "--listen", "127.0.0.1:%d" % port, "--record", record,
-                    "--threads", "2"], "sink.log")
+        self.start(sink_argv(sink_bin, port, record), "sink.log")
         return ({"url": "http://127.0.0.1:%d/push" % port, "concurrency": concurrency,
                  "timeout_ms": 5000}, record)
 
@@ -295,14 +239,7 @@ class Env:
 
     def stop(self, proc, timeout_s=15):
         """SIGTERM, then SIGKILL after TIMEOUT_S; returns the exit status."""
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-        return proc.returncode
+        return stop_popen(proc, timeout_s)
 
     def http(self, method, path, body=None, raw=None, token="default", port=None,
              headers=None):
@@ -342,13 +279,7 @@ class Env:
     def cleanup(self):
         for p in self.procs:
             self.stop(p)
-        cursor = "0"
-        for _ in range(10000):
-            cursor, keys = self.r.cmd("SCAN", cursor, "MATCH", self.prefix + "*", "COUNT", 1000)
-            if keys:
-                self.r.cmd("DEL", *keys)
-            if cursor == "0":
-                break
+        self.r.unlink_pattern(self.prefix + "*")
         # A literal id list: MariaDB runs DELETE ... IN (SELECT ...) as a
         # scan of the whole table, which a benchmark's millions of rows make slow.
         ids = ",".join(r[0] for r in self.sql("SELECT id FROM push_task WHERE topic = '%s'"
@@ -360,21 +291,6 @@ class Env:
             shutil.rmtree(self.dir, ignore_errors=True)
         else:
             print("logs kept in " + self.dir)
-
-
-def sink_uids(path):
-    """The distinct uids herald-sink's --record file shows answered with a 2xx
-    ("uid status ..." lines)."""
-    got = set()
-    try:
-        with open(path) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 2 and parts[1].startswith("2"):
-                    got.add(int(parts[0]))
-    except OSError:
-        pass
-    return got
 
 
 def metric(text, name, labels=""):

@@ -7,11 +7,10 @@ usage: test_api.py HERALD_DISPATCHER HERALDCTL   (python3 stdlib only)
 Isolation: its own Redis prefix, Kafka topic and task topic (the dispatcher
 runs with HERALD_TEST_TASK_TOPIC), its own port.  Exits 77 when
 HERALD_TEST_CONFIG is unset.  Every wait is bounded."""
+import copy
 import json
 import os
 import random
-import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,7 +20,9 @@ import urllib.request
 from datetime import datetime, timedelta, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import FAILS, Redis, check, wait_until, yaml_value  # noqa: E402
+from badinput_env import (FAILS, Mysql, Redis, Settings, check, free_port, stop_popen,  # noqa: E402
+                          wait_until)
+import yaml  # noqa: E402  (after badinput_env, which puts Debian's packages on the path)
 
 TOKEN = "t0k3n-" + str(random.randrange(1 << 30))
 
@@ -33,12 +34,7 @@ class Env:
 
 
 def sql(env, q):
-    out = subprocess.run(["mariadb", "-h", env.my_host, "-P", env.my_port, "-u", env.my_user,
-                          "-p" + env.my_pass, env.my_db, "-N", "-B", "-e", q],
-                         capture_output=True, text=True, timeout=30)
-    if out.returncode != 0:
-        raise RuntimeError(out.stderr)
-    return [line.split("\t") for line in out.stdout.splitlines()]
+    return env.db.sql(q)
 
 
 def http(env, method, path, body=None, token=TOKEN, raw=None):
@@ -74,12 +70,15 @@ def key(env, task, suffix):
 
 # ---- setup ------------------------------------------------------------------
 
-def write_config(env, text, api_line):
-    text = text.replace('prefix: "%s"' % env.base_prefix, 'prefix: "%s"' % env.prefix, 1)
-    text = re.sub(r"^  topic: .*$", "  topic: %s" % env.kafka_topic, text, count=1, flags=re.M)
-    text = re.sub(r"^  listen: 127\.0\.0\.1:\d+", "  listen: 127.0.0.1:%d" % env.port, text,
-                  count=1, flags=re.M)
-    text = re.sub(r"^  api: \{.*\}$", "  api: " + api_line, text, count=1, flags=re.M)
+def write_config(env, base, api_line):
+    """The stack's config (BASE, parsed) moved to this test's prefix, topic
+    and port, with API_LINE (YAML flow text) as dispatcher.api."""
+    cfg = copy.deepcopy(base)
+    cfg["redis"]["prefix"] = env.prefix
+    cfg["kafka"]["topic"] = env.kafka_topic
+    cfg["dispatcher"]["listen"] = "127.0.0.1:%d" % env.port
+    cfg["dispatcher"]["api"] = yaml.safe_load(api_line)
+    text = yaml.safe_dump(cfg, sort_keys=False)
     fd, path = tempfile.mkstemp(suffix=".yaml", prefix="herald-test-api-")
     with os.fdopen(fd, "w") as f:
         f.write(text)
@@ -110,8 +109,8 @@ def create(env, name, due, freeze=None, **extra):
 
 # ---- the tests --------------------------------------------------------------
 
-def test_refuses_without_tokens(env, text):
-    path = write_config(env, text, "{insecure: false}")
+def test_refuses_without_tokens(env, base):
+    path = write_config(env, base, "{insecure: false}")
     try:
         out = subprocess.run([env.dispatcher, "-c", path], capture_output=True, text=True,
                              timeout=20)
@@ -346,28 +345,20 @@ def main():
         return 77
     env = Env()
     env.dispatcher, env.heraldctl = sys.argv[1], sys.argv[2]
-    text = open(cfg).read()
-    env.my_host = yaml_value(text, "mysql", "host")
-    env.my_port = yaml_value(text, "mysql", "port")
-    env.my_user = yaml_value(text, "mysql", "user")
-    env.my_pass = yaml_value(text, "mysql", "password")
-    env.my_db = yaml_value(text, "mysql", "database")
-    env.base_prefix = yaml_value(text, "redis", "prefix")
-    m = re.search(r"^channels:\n  (\w+):", text, re.M)
-    env.channel = m.group(1)
+    with open(cfg) as f:
+        base = yaml.safe_load(f)
+    stack = Settings.load()
+    env.db = Mysql.of(stack)
+    env.channel = next(iter(base["channels"]))
     tag = "%d_%d" % (os.getpid(), random.randrange(1 << 20))
     env.prefix = "hrtest:api:%s:" % tag
     env.topic = "apitest_" + tag
     env.kafka_topic = "herald.test.api." + tag
-    # A port the kernel says is free (a random one collided with other
-    # servers on a shared machine now and then).
-    with socket.socket() as so:
-        so.bind(("127.0.0.1", 0))
-        env.port = so.getsockname()[1]
-    env.r = Redis(yaml_value(text, "redis", "host"), int(yaml_value(text, "redis", "port")))
+    env.port = free_port()
+    env.r = Redis.of(stack)
 
-    test_refuses_without_tokens(env, text)
-    env.cfg_path = write_config(env, text, "{tokens: [%s], max_body_bytes: 65536, max_ids: 10000,"
+    test_refuses_without_tokens(env, base)
+    env.cfg_path = write_config(env, base, "{tokens: [%s], max_body_bytes: 65536, max_ids: 10000,"
                                 " threads: 4}" % TOKEN)
     log = open(os.path.join(tempfile.gettempdir(), "test_api_%s.log" % tag), "w")
     proc = start_dispatcher(env, env.cfg_path, log)
@@ -386,24 +377,14 @@ def main():
         test_control(env, sched, later)
         test_metrics(env)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_popen(proc, 20)
         log.close()
     check(proc.returncode == 0, "dispatcher exits 0 on SIGTERM")
     try:
         test_recover(env, sched)
         test_redrive(env, sched)
     finally:
-        cursor = "0"
-        for _ in range(10000):
-            cursor, keys = env.r.cmd("SCAN", cursor, "MATCH", env.prefix + "*", "COUNT", 1000)
-            if keys:
-                env.r.cmd("DEL", *keys)
-            if cursor == "0":
-                break
+        env.r.unlink_pattern(env.prefix + "*")
         ids = "SELECT id FROM push_task WHERE topic = '%s'" % env.topic
         sql(env, "DELETE FROM push_subscription WHERE task_id IN (%s)" % ids)
         sql(env, "DELETE FROM push_delivery WHERE task_id IN (%s)" % ids)

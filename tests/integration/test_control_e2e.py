@@ -18,8 +18,8 @@ campaign lasts long enough to act on it), against the local stack.
      and the ratio is exactly 1 at the end (no inflation by the redrive).
 
 usage: test_control_e2e.py HERALD_DISPATCHER HERALD_WORKER HERALD_SINK HERALDCTL [SCENARIO...]
-(SCENARIO: pause cancel pull loss_before_due loss_mid numbers; default all.  python3
-stdlib; exit 77 without HERALD_TEST_CONFIG).  Isolation: badinput_env's
+(SCENARIO: pause cancel pull loss_before_due loss_mid numbers; default all.  python3 with
+tests/lib/herald_test; exit 77 without HERALD_TEST_CONFIG).  Isolation: badinput_env's
 prefix, task topic, consumer group and ports, plus a Kafka topic of 12
 partitions created with the stack's TopicCommand.  Every scenario uses its own
 uid range, so one sink record serves them all.  Every wait is bounded.

@@ -31,7 +31,8 @@ import tempfile
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import FAILS, Env, Redis, check, finish, free_port, wait_until  # noqa: E402
+from badinput_env import (FAILS, Env, Redis, RedisError, check, finish, free_port,  # noqa: E402
+                          stop_popen, wait_until)
 
 PASSWORD_VAR = "HERALD_TEST_REDIS_PASSWORD"
 
@@ -50,12 +51,12 @@ def start_redis(tmp, port, secret):
 
     def answers():
         try:
-            r = Redis("127.0.0.1", port)
+            r = Redis("127.0.0.1", port, secret)
             try:
-                return r.cmd("AUTH", secret) == "OK"
+                return r.cmd("PING") == "PONG"
             finally:
-                r.s.close()
-        except (OSError, RuntimeError):
+                r.close()
+        except RedisError:
             return False
 
     if not wait_until(answers, 10, 0.1):
@@ -152,11 +153,10 @@ def main():
 
         # A task of this test's topic with live state only the private Redis has.
         task = env.insert_task("redisauth", "ok", due="UTC_TIMESTAMP(3) + INTERVAL 1 DAY")
-        r = Redis("127.0.0.1", port)
-        r.cmd("AUTH", secret)
+        r = Redis("127.0.0.1", port, secret)
         r.cmd("HSET", env.key(task, "stats"), "published", "4242")
         r.cmd("SADD", env.key(task, "subs"), "1", "2", "3")
-        r.s.close()
+        r.close()
         check_ctl(env, heraldctl, cfg, secret, wrong, task)
 
         # The dispatcher: right password -> ready and the API reads the private Redis.
@@ -196,12 +196,7 @@ def main():
                   "no password in the dispatchers' %s" % label)
     finally:
         if redis is not None:
-            redis.terminate()
-            try:
-                redis.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                redis.kill()
-                redis.wait(timeout=10)
+            stop_popen(redis, 10)
         env.cleanup()
         if not FAILS:
             shutil.rmtree(tmp, ignore_errors=True)

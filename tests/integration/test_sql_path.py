@@ -92,7 +92,7 @@ def test_import_racing_claim(env, ctl, cfg):
         f.write("".join("%d\n" % u for u in range(1, 25001)))
     # The "claim": holds the task row for 2 s, then takes the task.
     claim = subprocess.Popen(
-        ["mariadb", "-h", env.my["host"], "-P", env.my["port"], "-u", env.my["user"],
+        ["mariadb", "-h", env.my["host"], "-P", str(env.my["port"]), "-u", env.my["user"],
          "-p" + env.my["password"], env.my["database"], "-N", "-B", "-e",
          "BEGIN; SELECT id FROM push_task WHERE id = %d FOR UPDATE; SELECT SLEEP(2); "
          "UPDATE push_task SET state = 'dispatching', claimed_by = 'test', "
@@ -155,7 +155,7 @@ def test_open_transaction_at_due(env, record):
     other = env.insert_with_subs("beside-open-txn", "webhook", range(610001, 610051), due_s=2)
     uids = range(600001, 600101)
     txn = subprocess.Popen(
-        ["mariadb", "-h", env.my["host"], "-P", env.my["port"], "-u", env.my["user"],
+        ["mariadb", "-h", env.my["host"], "-P", str(env.my["port"]), "-u", env.my["user"],
          "-p" + env.my["password"], env.my["database"], "-N", "-B", "-e",
          "BEGIN; INSERT INTO push_subscription (task_id, uid) VALUES %s; SELECT SLEEP(10); "
          "COMMIT;" % ",".join("(%d,%d)" % (t, u) for u in uids)],

@@ -16,6 +16,7 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <curl/curl.h>
 #include <inttypes.h>
 #include <librdkafka/rdkafka.h>
 #include <netinet/in.h>
@@ -24,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1213,45 +1213,49 @@ static void test_ctl_cancel_drops(void **state)
 
 /* ---- metrics ---------------------------------------------------------------- */
 
-/* GET PATH from 127.0.0.1:PORT (HTTP/1.0, read to the close).  Returns the
- * status; *BODY (malloc'ed, NUL-terminated) gets the body. */
+/* libcurl write callback: appends to the t_body, keeping it NUL-terminated. */
+typedef struct {
+    char *data;
+    size_t len;
+} t_body;
+
+static size_t t_on_body(char *p, size_t size, size_t n, void *ud)
+{
+    t_body *b = ud;
+    size_t add = size * n;
+    char *grown = realloc(b->data, b->len + add + 1);
+
+    if (grown == NULL)
+        return 0;   /* curl fails the transfer: CURLE_WRITE_ERROR */
+    memcpy(grown + b->len, p, add);
+    b->len += add;
+    grown[b->len] = '\0';
+    b->data = grown;
+    return add;
+}
+
+/* GET PATH from 127.0.0.1:PORT (10 s at most).  Returns the status; *BODY
+ * (malloc'ed, NUL-terminated) gets the body. */
 static int t_http_get(int port, const char *path, char **body)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    struct timeval tv = {.tv_sec = 10};
-    char req[256], *buf = NULL, *sep;
-    size_t len = 0, cap = 0;
-    int fd = socket(AF_INET, SOCK_STREAM, 0), status = -1;
-    ssize_t n;
+    t_body b = {.data = strdup("")};
+    char url[256];
+    long status = -1;
+    CURL *c = curl_easy_init();
 
-    *body = NULL;
-    assert_true(fd >= 0);
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-    n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
-    assert_int_equal(write(fd, req, (size_t)n), n);
-    for (;;) {
-        if (cap - len < 4096) {
-            cap = cap ? cap * 2 : 65536;
-            buf = realloc(buf, cap);
-            assert_non_null(buf);
-        }
-        n = read(fd, buf + len, cap - len - 1);
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-    }
-    close(fd);
-    assert_non_null(buf);
-    buf[len] = '\0';
-    assert_int_equal(sscanf(buf, "HTTP/1.%*d %d", &status), 1);
-    sep = strstr(buf, "\r\n\r\n");
-    assert_non_null(sep);
-    *body = strdup(sep + 4);
-    assert_non_null(*body);
-    free(buf);
-    return status;
+    assert_non_null(b.data);
+    assert_non_null(c);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 10000L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, t_on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    assert_int_equal(curl_easy_perform(c), CURLE_OK);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_cleanup(c);
+    *body = b.data;
+    return (int)status;
 }
 
 static bool t_metric_name_ok(const char *s, size_t n)

@@ -1,0 +1,118 @@
+"""herald_test.procs: processes, ports and bounded waits.
+
+A Proc is one program with its output appended to a log file; stop() sends
+SIGTERM and SIGKILLs after a bounded wait, so no test hangs on a process."""
+import os
+import signal
+import socket
+import subprocess
+import time
+
+STOP_TIMEOUT_S = 30
+KILL_WAIT_S = 10
+
+
+def wait_until(fn, timeout_s, step=0.1):
+    """Calls FN until it returns true or TIMEOUT_S pass; whether it did."""
+    end = time.time() + timeout_s
+    while True:
+        if fn():
+            return True
+        if time.time() >= end:
+            return False
+        time.sleep(step)
+
+
+def free_port():
+    """A loopback port the kernel says is free now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_open(port, timeout_s=0.5):
+    """Whether something accepts connections on loopback PORT."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def stop_popen(p, timeout_s=STOP_TIMEOUT_S, on_kill=None):
+    """SIGTERM, then SIGKILL after TIMEOUT_S (ON_KILL() is called first);
+    the exit status."""
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            if on_kill:
+                on_kill()
+            p.kill()
+            p.wait(timeout=KILL_WAIT_S)
+    return p.returncode
+
+
+class Proc:
+    """NAME run as ARGV with stdout and stderr appended to LOG; ENV is added
+    to the environment.  start() may be called again after a stop (a
+    restart); log_start is where the current process's lines begin."""
+
+    def __init__(self, name, argv, log, env=None, new_session=False):
+        self.name, self.argv, self.log, self.env = name, argv, log, env
+        self.new_session = new_session
+        self.p = None
+        self.starts = 0
+        self.log_start = 0
+
+    def start(self, env=None):
+        e = dict(os.environ)
+        e.update(self.env or {})
+        e.update(env or {})
+        with open(self.log, "ab") as out:
+            self.log_start = out.tell()
+            self.p = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, env=e,
+                                      start_new_session=self.new_session)
+        self.starts += 1
+        return self
+
+    @property
+    def pid(self):
+        return self.p.pid
+
+    @property
+    def returncode(self):
+        return self.p.returncode if self.p else None
+
+    def alive(self):
+        return self.p is not None and self.p.poll() is None
+
+    def signal(self, sig):
+        if self.alive():
+            self.p.send_signal(sig)
+
+    def stop(self, timeout_s=STOP_TIMEOUT_S, on_kill=None):
+        """See stop_popen; None when never started."""
+        return stop_popen(self.p, timeout_s, on_kill) if self.p else None
+
+    def kill(self):
+        if self.alive():
+            self.p.kill()
+            try:
+                self.p.wait(KILL_WAIT_S)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def text(self):
+        """The whole log."""
+        with open(self.log, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def tail(self, n=15):
+        return "".join(self.text().splitlines(True)[-n:])
+
+    def log_has(self, event):
+        """Whether the log has a logfmt line of EVENT."""
+        return ("event=%s " % event) in self.text()

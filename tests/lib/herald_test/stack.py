@@ -1,0 +1,61 @@
+"""herald_test.stack: the local stack's settings from its stack.json.
+
+`deploy/local/stack up` writes HERALD_HOME/stack.json (ports, hosts,
+passwords, config path, data directories, port offset; its header comment
+lists the fields).  Settings finds it from, in order: an explicit home, the
+directory of HERALD_TEST_CONFIG (what scripts/test exports), HERALD_HOME,
+<repo>/.herald."""
+import json
+import os
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
+
+
+class StackMissing(Exception):
+    """No stack.json where the settings were looked for (the stack is not up)."""
+
+
+def home_dir(home=None):
+    if home:
+        return home
+    cfg = os.environ.get("HERALD_TEST_CONFIG")
+    if cfg:
+        return os.path.dirname(os.path.abspath(cfg))
+    return os.environ.get("HERALD_HOME") or os.path.join(REPO, ".herald")
+
+
+class Settings:
+    """The fields of stack.json as attributes (redis, mysql, kafka, ... are
+    dicts), plus the shortcuts tests use most."""
+
+    def __init__(self, data):
+        self.data = data
+        for k, v in data.items():
+            setattr(self, k, v)
+
+    @classmethod
+    def load(cls, home=None):
+        path = os.path.join(home_dir(home), "stack.json")
+        try:
+            with open(path) as f:
+                return cls(json.load(f))
+        except FileNotFoundError:
+            raise StackMissing("%s does not exist: is the stack up "
+                               "(deploy/local/stack up)?" % path) from None
+
+    @property
+    def brokers(self):
+        return self.kafka["brokers"]
+
+    def pids(self):
+        """{server: pid} of the stack's servers from their pid files, named
+        as `deploy/local/stack stop-one` names them."""
+        out = {}
+        for name, section in (("redis", "redis"), ("mariadb", "mysql"), ("kafka", "kafka")):
+            try:
+                with open(getattr(self, section)["pid_file"]) as f:
+                    out[name] = int(f.read().strip())
+            except (OSError, ValueError):
+                pass
+        return out

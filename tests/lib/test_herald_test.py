@@ -1,0 +1,98 @@
+"""Unit tests of tests/lib/herald_test that need no stack: settings, ports,
+waits, processes, the sink record.  Run: python3 tests/lib/test_herald_test.py"""
+import json
+import os
+import socket
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from herald_test import procs  # noqa: E402
+from herald_test.sink import sink_uids  # noqa: E402
+from herald_test.stack import Settings, StackMissing  # noqa: E402
+
+
+class TestStack(unittest.TestCase):
+    def test_load(self):
+        with tempfile.TemporaryDirectory() as d:
+            pid_file = os.path.join(d, "redis.pid")
+            with open(pid_file, "w") as f:
+                f.write("%d\n" % os.getpid())
+            with open(os.path.join(d, "stack.json"), "w") as f:
+                json.dump({"offset": 7, "config": os.path.join(d, "herald.yaml"),
+                           "redis": {"host": "127.0.0.1", "port": 1, "pid_file": pid_file},
+                           "mysql": {"pid_file": os.path.join(d, "none.pid")},
+                           "kafka": {"brokers": "127.0.0.1:2", "pid_file": pid_file}}, f)
+            s = Settings.load(d)
+            self.assertEqual(s.offset, 7)
+            self.assertEqual(s.brokers, "127.0.0.1:2")
+            self.assertEqual(s.redis["port"], 1)
+            self.assertEqual(s.pids(), {"redis": os.getpid(), "kafka": os.getpid()})
+
+    def test_missing(self):
+        with tempfile.TemporaryDirectory() as d:
+            with self.assertRaises(StackMissing):
+                Settings.load(d)
+
+
+class TestPorts(unittest.TestCase):
+    def test_free_port_and_open(self):
+        port = procs.free_port()
+        self.assertFalse(procs.port_open(port))
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", port))
+            s.listen(1)
+            self.assertTrue(procs.port_open(port))
+
+    def test_wait_until_bounded(self):
+        t0 = time.monotonic()
+        self.assertFalse(procs.wait_until(lambda: False, 0.3, 0.05))
+        self.assertLess(time.monotonic() - t0, 2)
+        self.assertTrue(procs.wait_until(lambda: True, 0))
+
+
+class TestProc(unittest.TestCase):
+    def test_log_and_sigterm(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = procs.Proc("echo", ["sh", "-c", "echo event=hello x=1; exec sleep 30"],
+                           os.path.join(d, "p.log")).start()
+            self.assertTrue(procs.wait_until(lambda: p.log_has("hello"), 10, 0.05))
+            self.assertTrue(p.alive())
+            self.assertEqual(p.stop(5), -15)
+            self.assertFalse(p.alive())
+            self.assertIn("event=hello", p.tail(1))
+
+    def test_sigkill_after_timeout(self):
+        with tempfile.TemporaryDirectory() as d:
+            killed = []
+            p = procs.Proc("stubborn", ["sh", "-c", "trap '' TERM; echo ready; "
+                                        "while :; do sleep 0.1; done"],
+                           os.path.join(d, "p.log")).start()
+            self.assertTrue(procs.wait_until(lambda: "ready" in p.text(), 10, 0.05))
+            self.assertEqual(p.stop(0.5, lambda: killed.append(1)), -9)
+            self.assertEqual(killed, [1])
+
+    def test_restart_appends(self):
+        with tempfile.TemporaryDirectory() as d:
+            p = procs.Proc("twice", ["sh", "-c", "echo run"], os.path.join(d, "p.log"))
+            p.start().p.wait(10)
+            p.start().p.wait(10)
+            self.assertEqual((p.starts, p.text()), (2, "run\nrun\n"))
+            self.assertEqual(p.log_start, 4)
+
+
+class TestSink(unittest.TestCase):
+    def test_sink_uids(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "record")
+            with open(path, "w") as f:
+                f.write("1 200 5\n2 500 6\n3 204 7\n1 200 8\nbad\n")
+            self.assertEqual(sink_uids(path), {1, 3})
+            self.assertEqual(sink_uids(os.path.join(d, "none")), set())
+
+
+if __name__ == "__main__":
+    unittest.main()
