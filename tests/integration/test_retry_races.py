@@ -85,16 +85,13 @@ def resp_parse(buf, pos):
     raise ValueError("bad RESP type %r" % t)
 
 
-class RedisProxy:
-    """A loopback TCP proxy in front of Redis.  MATCH(args) picks a command;
-    the reply to the first command it picks (across all connections) is
-    swallowed and the client's connection closed (ACTION "drop": the client
-    sees EOF after the server ran the command), or held DELAY_S seconds
-    (ACTION "delay").  Everything else passes unchanged."""
+class LoopbackProxy:
+    """A TCP listener on loopback in front of UPSTREAM_PORT: one upstream
+    connection per client, the pair handed to _serve (the subclass's two
+    pumps).  `fired` is set by the subclass when its fault happened."""
 
-    def __init__(self, upstream_port, match, action="drop", delay_s=0.0):
-        self.upstream_port, self.match, self.action, self.delay_s = \
-            upstream_port, match, action, delay_s
+    def __init__(self, upstream_port):
+        self.upstream_port = upstream_port
         self.fired = threading.Event()
         self.lock = threading.Lock()
         self.srv = socket.socket()
@@ -110,45 +107,82 @@ class RedisProxy:
                 cli, _ = self.srv.accept()
             except OSError:
                 return
-            up = socket.create_connection(("127.0.0.1", self.upstream_port))
-            marks = []  # per command sent and not yet answered: picked?
-            cond = threading.Condition()
-            threading.Thread(target=self._c2s, args=(cli, up, marks, cond), daemon=True).start()
-            threading.Thread(target=self._s2c, args=(cli, up, marks, cond), daemon=True).start()
+            self._serve(cli, socket.create_connection(("127.0.0.1", self.upstream_port)))
 
-    def _pick(self, args):
-        with self.lock:
-            if self.fired.is_set() or not self.match(args):
-                return False
-            self.fired.set()
-            return True
+    def _serve(self, cli, up):
+        raise NotImplementedError
 
-    def _c2s(self, cli, up, marks, cond):
-        buf, pos = b"", 0
+    def _commands(self, buf, *state):
+        """Reads the client's commands at the start of BUF (the subclass's
+        parser); returns the incomplete rest."""
+        raise NotImplementedError
+
+    def _c2s(self, cli, up, *state):
+        """Client to server: every byte passes; _commands sees the commands."""
+        buf = b""
         try:
             while True:
                 data = cli.recv(65536)
                 if not data:
                     break
-                buf += data
-                while True:
-                    try:
-                        args, npos = resp_parse(buf, pos)
-                    except Incomplete:
-                        break
-                    with cond:
-                        marks.append(self._pick(args))
-                        cond.notify_all()
-                    pos = npos
+                buf = self._commands(buf + data, *state)
                 up.sendall(data)
-                buf, pos = buf[pos:], 0
         except OSError:
             pass
-        for s in (up, cli):
+        for sock in (up, cli):
             try:
-                s.shutdown(socket.SHUT_RDWR)
+                sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+    def fire_once(self, picked):
+        """True for the first PICKED command of all connections (then
+        `fired` is set); False for every other."""
+        with self.lock:
+            if self.fired.is_set() or not picked:
+                return False
+            self.fired.set()
+            return True
+
+    @staticmethod
+    def drop(cli, up):
+        """The client sees its connection closed; the reply goes nowhere."""
+        cli.shutdown(socket.SHUT_RDWR)
+        cli.close()
+        up.close()
+
+    def close(self):
+        self.srv.close()
+
+
+class RedisProxy(LoopbackProxy):
+    """A loopback TCP proxy in front of Redis.  MATCH(args) picks a command;
+    the reply to the first command it picks (across all connections) is
+    swallowed and the client's connection closed (ACTION "drop": the client
+    sees EOF after the server ran the command), or held DELAY_S seconds
+    (ACTION "delay").  Everything else passes unchanged."""
+
+    def __init__(self, upstream_port, match, action="drop", delay_s=0.0):
+        self.match, self.action, self.delay_s = match, action, delay_s
+        super().__init__(upstream_port)
+
+    def _serve(self, cli, up):
+        marks = []  # per command sent and not yet answered: picked?
+        cond = threading.Condition()
+        threading.Thread(target=self._c2s, args=(cli, up, marks, cond), daemon=True).start()
+        threading.Thread(target=self._s2c, args=(cli, up, marks, cond), daemon=True).start()
+
+    def _commands(self, buf, marks, cond):
+        pos = 0
+        while True:
+            try:
+                args, npos = resp_parse(buf, pos)
+            except Incomplete:
+                return buf[pos:]
+            with cond:
+                marks.append(self.fire_once(self.match(args)))
+                cond.notify_all()
+            pos = npos
 
     def _s2c(self, cli, up, marks, cond):
         buf = b""
@@ -169,9 +203,7 @@ class RedisProxy:
                         picked = marks.pop(0) if marks else False
                     reply, buf = buf[:npos], buf[npos:]
                     if picked and self.action == "drop":
-                        cli.shutdown(socket.SHUT_RDWR)
-                        cli.close()
-                        up.close()
+                        self.drop(cli, up)
                         return
                     if picked:
                         time.sleep(self.delay_s)
@@ -179,11 +211,8 @@ class RedisProxy:
         except OSError:
             pass
 
-    def close(self):
-        self.srv.close()
 
-
-class MysqlCommitProxy:
+class MysqlCommitProxy(LoopbackProxy):
     """A loopback TCP proxy in front of MariaDB that, once ARMED is set,
     swallows the server's reply to the first COMMIT (a COM_QUERY packet)
     and closes that client connection: the server committed, the client
@@ -192,54 +221,24 @@ class MysqlCommitProxy:
     reply.  Plain protocol only (no TLS)."""
 
     def __init__(self, upstream_port):
-        self.upstream_port = upstream_port
         self.armed = threading.Event()
-        self.fired = threading.Event()
-        self.lock = threading.Lock()
-        self.srv = socket.socket()
-        self.srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.srv.bind(("127.0.0.1", 0))
-        self.srv.listen(64)
-        self.port = self.srv.getsockname()[1]
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__(upstream_port)
 
-    def _accept(self):
-        while True:
-            try:
-                cli, _ = self.srv.accept()
-            except OSError:
-                return
-            up = socket.create_connection(("127.0.0.1", self.upstream_port))
-            commit = threading.Event()   # this connection's COMMIT is to be swallowed
-            threading.Thread(target=self._c2s, args=(cli, up, commit), daemon=True).start()
-            threading.Thread(target=self._s2c, args=(cli, up, commit), daemon=True).start()
+    def _serve(self, cli, up):
+        commit = threading.Event()   # this connection's COMMIT is to be swallowed
+        threading.Thread(target=self._c2s, args=(cli, up, commit), daemon=True).start()
+        threading.Thread(target=self._s2c, args=(cli, up, commit), daemon=True).start()
 
-    def _c2s(self, cli, up, commit):
-        buf = b""
-        try:
-            while True:
-                data = cli.recv(65536)
-                if not data:
-                    break
-                buf += data
-                # Packets: 3-byte little-endian length, 1-byte sequence id.
-                while len(buf) >= 4 and len(buf) >= 4 + int.from_bytes(buf[:3], "little"):
-                    n = int.from_bytes(buf[:3], "little")
-                    seq, payload, buf = buf[3], buf[4:4 + n], buf[4 + n:]
-                    if seq == 0 and payload[:1] == b"\x03" and \
-                            payload[1:].strip().upper() == b"COMMIT" and self.armed.is_set():
-                        with self.lock:
-                            if not self.fired.is_set():
-                                self.fired.set()
-                                commit.set()
-                up.sendall(data)
-        except OSError:
-            pass
-        for sock in (up, cli):
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+    def _commands(self, buf, commit):
+        # Packets: 3-byte little-endian length, 1-byte sequence id; a
+        # command starts at sequence 0; COM_QUERY is 0x03.
+        while len(buf) >= 4 and len(buf) >= 4 + int.from_bytes(buf[:3], "little"):
+            n = int.from_bytes(buf[:3], "little")
+            seq, payload, buf = buf[3], buf[4:4 + n], buf[4 + n:]
+            if self.fire_once(seq == 0 and payload[:1] == b"\x03" and self.armed.is_set() and
+                              payload[1:].strip().upper() == b"COMMIT"):
+                commit.set()
+        return buf
 
     def _s2c(self, cli, up, commit):
         try:
@@ -248,16 +247,11 @@ class MysqlCommitProxy:
                 if not data:
                     break
                 if commit.is_set():
-                    cli.shutdown(socket.SHUT_RDWR)
-                    cli.close()
-                    up.close()
+                    self.drop(cli, up)
                     return
                 cli.sendall(data)
         except OSError:
             pass
-
-    def close(self):
-        self.srv.close()
 
 
 def evalsha_of(name, nkeys=None):
