@@ -24,621 +24,22 @@
  * returns; every string and array in hr_config belongs to the hr_config. */
 #include "hr_config.h"
 
-#include "hr_log.h"
-#include "hr_template.h"
+#include "hr_config_int.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <yaml.h>
 
-#define CFG_MAX_DEPTH 32                 /* herald's deepest key is 4 levels */
-#define CFG_MAX_FILE (16u * 1024 * 1024) /* a config is a few KiB */
-#define CFG_WHY 256                      /* room for one "what is wrong" */
 
 static const char cfg_default_body[] =
     "{\"uid\":\"{{uid}}\",\"title\":\"{{title}}\",\"body\":\"{{body}}\"}";
 
-/* ---- the tree ------------------------------------------------------- */
-
-typedef enum cfg_node_type { CFG_SCALAR, CFG_MAP, CFG_SEQ } cfg_node_type;
-
-typedef struct cfg_node {
-    cfg_node_type type;
-    int line, col;           /* 1-based */
-    char *value;             /* CFG_SCALAR: NUL-free text */
-    bool plain;              /* CFG_SCALAR: unquoted (only plain ~/null is null) */
-    struct cfg_node **items; /* CFG_MAP: key, value, key, value...; CFG_SEQ: items */
-    size_t nitems;
-} cfg_node;
-
-typedef struct cfg_ctx {
-    const char *name;  /* the file name for messages */
-    const char *text;  /* the whole input, to place reader errors and tabs */
-    size_t len;
-    char *errstr;
-    size_t errlen;
-} cfg_ctx;
-
-static int cfg_err(const cfg_ctx *ctx, int line, int col, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int cfg_err(const cfg_ctx *ctx, int line, int col, const char *fmt, ...) {
-    if (ctx->errstr == NULL || ctx->errlen == 0) return -1;
-    int n = snprintf(ctx->errstr, ctx->errlen, "%s:%d:%d: ", ctx->name, line, col);
-    if (n >= 0 && (size_t)n < ctx->errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(ctx->errstr + n, ctx->errlen - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
-static void cfg_node_free(cfg_node *node) {
-    if (node == NULL) return;
-    for (size_t i = 0; i < node->nitems; i++) cfg_node_free(node->items[i]);
-    free(node->items);
-    free(node->value);
-    free(node);
-}
-
-static bool cfg_node_is_null(const cfg_node *node) {
-    if (node->type != CFG_SCALAR || !node->plain) return false;
-    const char *v = node->value;
-    return v[0] == '\0' || strcmp(v, "~") == 0 || strcmp(v, "null") == 0 ||
-           strcmp(v, "Null") == 0 || strcmp(v, "NULL") == 0;
-}
-
-static const char *cfg_node_kind(const cfg_node *node) {
-    if (node->type == CFG_MAP) return "a mapping";
-    if (node->type == CFG_SEQ) return "a sequence";
-    return "a scalar";
-}
-
-/* The value of KEY in mapping MAP, or NULL. */
-static const cfg_node *cfg_map_get(const cfg_node *map, const char *key) {
-    if (map == NULL || map->type != CFG_MAP) return NULL;
-    for (size_t i = 0; i + 1 < map->nitems; i += 2)
-        if (strcmp(map->items[i]->value, key) == 0) return map->items[i + 1];
-    return NULL;
-}
-
-/* 1-based line and column of byte OFFSET; columns count characters, as
- * libyaml's marks do. */
-static void cfg_locate(const cfg_ctx *ctx, size_t offset, int *line, int *col) {
-    *line = 1;
-    *col = 1;
-    for (size_t i = 0; i < offset && i < ctx->len; i++) {
-        unsigned char c = (unsigned char)ctx->text[i];
-        if (c == '\n') {
-            (*line)++;
-            *col = 1;
-        } else if ((c & 0xC0) != 0x80) {
-            (*col)++;
-        }
-    }
-}
-
-/* The byte at 0-based LINE and COL (characters), or 0 past the end. */
-static char cfg_char_at(const cfg_ctx *ctx, size_t line, size_t col) {
-    size_t i = 0;
-    while (line > 0 && i < ctx->len)
-        if (ctx->text[i++] == '\n') line--;
-    while (i < ctx->len) {
-        unsigned char c = (unsigned char)ctx->text[i];
-        if ((c & 0xC0) != 0x80) {
-            if (col == 0) return (char)c;
-            col--;
-        }
-        i++;
-    }
-    return 0;
-}
-
-static int cfg_yaml_error(const cfg_ctx *ctx, const yaml_parser_t *p) {
-    const char *problem = p->problem ? p->problem : "unknown error";
-    int line, col;
-
-    switch (p->error) {
-    case YAML_MEMORY_ERROR:
-        return cfg_err(ctx, 1, 1, "out of memory");
-    case YAML_READER_ERROR:
-        cfg_locate(ctx, p->problem_offset, &line, &col);
-        if (p->problem_value != -1)
-            return cfg_err(ctx, line, col, "%s (byte 0x%02x); the file must be UTF-8 text",
-                           problem, (unsigned)p->problem_value & 0xFFu);
-        return cfg_err(ctx, line, col, "%s; the file must be UTF-8 text", problem);
-    case YAML_SCANNER_ERROR:
-    case YAML_PARSER_ERROR: {
-        line = (int)p->problem_mark.line + 1;
-        col = (int)p->problem_mark.column + 1;
-        const char *note = "";
-        if (strstr(problem, "tab") == NULL &&
-            cfg_char_at(ctx, p->problem_mark.line, p->problem_mark.column) == '\t')
-            note = " (tabs are not allowed for indentation)";
-        /* "while scanning for the next token" at the same place adds nothing. */
-        if (p->context != NULL && (p->context_mark.line != p->problem_mark.line ||
-                                   p->context_mark.column != p->problem_mark.column))
-            return cfg_err(ctx, line, col, "%s %s that starts at %d:%d%s", problem, p->context,
-                           (int)p->context_mark.line + 1, (int)p->context_mark.column + 1,
-                           note);
-        return cfg_err(ctx, line, col, "%s%s", problem, note);
-    }
-    default:
-        return cfg_err(ctx, 1, 1, "%s", problem);
-    }
-}
-
-/* The next event into *EV, which the caller deletes. */
-static int cfg_next(const cfg_ctx *ctx, yaml_parser_t *p, yaml_event_t *ev) {
-    if (!yaml_parser_parse(p, ev)) return cfg_yaml_error(ctx, p);
-    return 0;
-}
-
-static int cfg_node_push(const cfg_ctx *ctx, cfg_node *parent, cfg_node *child) {
-    cfg_node **items = realloc(parent->items, (parent->nitems + 1) * sizeof(*items));
-    if (items == NULL) return cfg_err(ctx, child->line, child->col, "out of memory");
-    parent->items = items;
-    parent->items[parent->nitems++] = child;
-    return 0;
-}
-
-/* Builds the node that starts with event EV (consumed by the caller) and
- * every node inside it. */
-static int cfg_node_parse(const cfg_ctx *ctx, yaml_parser_t *p, const yaml_event_t *ev,
-                          int depth, cfg_node **out) {
-    cfg_node *node = NULL, *child = NULL;
-    yaml_event_t next;
-    int line = (int)ev->start_mark.line + 1, col = (int)ev->start_mark.column + 1;
-
-    *out = NULL;
-    if (ev->type == YAML_ALIAS_EVENT)
-        return cfg_err(ctx, line, col, "aliases (*%s) are not supported",
-                       (const char *)ev->data.alias.anchor);
-    if (depth > CFG_MAX_DEPTH)
-        return cfg_err(ctx, line, col, "nested deeper than %d levels", CFG_MAX_DEPTH);
-    node = calloc(1, sizeof(*node));
-    if (node == NULL) return cfg_err(ctx, line, col, "out of memory");
-    node->line = line;
-    node->col = col;
-
-    if (ev->type == YAML_SCALAR_EVENT) {
-        size_t n = ev->data.scalar.length;
-        node->type = CFG_SCALAR;
-        node->plain = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
-        if (memchr(ev->data.scalar.value, '\0', n) != NULL) {
-            cfg_err(ctx, line, col, "NUL characters are not allowed in values");
-            goto fail;
-        }
-        node->value = strndup((const char *)ev->data.scalar.value, n);
-        if (node->value == NULL) {
-            cfg_err(ctx, line, col, "out of memory");
-            goto fail;
-        }
-        *out = node;
-        return 0;
-    }
-
-    node->type = ev->type == YAML_MAPPING_START_EVENT ? CFG_MAP : CFG_SEQ;
-    yaml_event_type_t end =
-        node->type == CFG_MAP ? YAML_MAPPING_END_EVENT : YAML_SEQUENCE_END_EVENT;
-    for (;;) {
-        if (cfg_next(ctx, p, &next) < 0) goto fail;
-        if (next.type == end) {
-            yaml_event_delete(&next);
-            break;
-        }
-        int rc = cfg_node_parse(ctx, p, &next, depth + 1, &child);
-        yaml_event_delete(&next);
-        if (rc < 0) goto fail;
-        if (node->type == CFG_MAP && node->nitems % 2 == 0) {
-            if (child->type != CFG_SCALAR) {
-                cfg_err(ctx, child->line, child->col, "a key must be a plain string, not %s",
-                        cfg_node_kind(child));
-                goto fail;
-            }
-            for (size_t i = 0; i < node->nitems; i += 2) {
-                const cfg_node *prev = node->items[i];
-                if (strcmp(prev->value, child->value) == 0) {
-                    cfg_err(ctx, child->line, child->col,
-                            "duplicate key \"%s\" (first at line %d)", child->value,
-                            prev->line);
-                    goto fail;
-                }
-            }
-        }
-        if (cfg_node_push(ctx, node, child) < 0) goto fail;
-        child = NULL;
-    }
-    *out = node;
-    return 0;
-
-fail:
-    cfg_node_free(child);
-    cfg_node_free(node);
-    return -1;
-}
-
-/* The whole stream: one document whose root is a mapping. */
-static int cfg_tree_build(const cfg_ctx *ctx, cfg_node **out) {
-    yaml_parser_t p;
-    yaml_event_t ev;
-    cfg_node *root = NULL;
-    int rc = -1;
-
-    *out = NULL;
-    if (!yaml_parser_initialize(&p)) return cfg_err(ctx, 1, 1, "out of memory");
-    yaml_parser_set_input_string(&p, (const unsigned char *)ctx->text, ctx->len);
-
-    if (cfg_next(ctx, &p, &ev) < 0) goto out; /* STREAM-START */
-    yaml_event_delete(&ev);
-    if (cfg_next(ctx, &p, &ev) < 0) goto out;
-    if (ev.type == YAML_STREAM_END_EVENT) {
-        yaml_event_delete(&ev);
-        cfg_err(ctx, 1, 1, "empty configuration");
-        goto out;
-    }
-    yaml_event_delete(&ev); /* DOCUMENT-START */
-    if (cfg_next(ctx, &p, &ev) < 0) goto out;
-    rc = cfg_node_parse(ctx, &p, &ev, 0, &root);
-    yaml_event_delete(&ev);
-    if (rc < 0) goto out;
-    rc = -1;
-    if (cfg_next(ctx, &p, &ev) < 0) goto out; /* DOCUMENT-END */
-    yaml_event_delete(&ev);
-    if (cfg_next(ctx, &p, &ev) < 0) goto out;
-    if (ev.type != YAML_STREAM_END_EVENT) {
-        cfg_err(ctx, (int)ev.start_mark.line + 1, (int)ev.start_mark.column + 1,
-                "only one YAML document is allowed");
-        yaml_event_delete(&ev);
-        goto out;
-    }
-    yaml_event_delete(&ev);
-
-    if (cfg_node_is_null(root)) {
-        cfg_err(ctx, 1, 1, "empty configuration");
-        goto out;
-    }
-    if (root->type != CFG_MAP) {
-        cfg_err(ctx, root->line, root->col,
-                "the configuration must be a mapping of sections, not %s",
-                cfg_node_kind(root));
-        goto out;
-    }
-    *out = root;
-    root = NULL;
-    rc = 0;
-out:
-    cfg_node_free(root);
-    yaml_parser_delete(&p);
-    return rc;
-}
-
-/* ---- ${VAR} expansion ----------------------------------------------- */
-
-/* Expands ${VAR}, ${VAR:-default} (used when VAR is unset or empty) and $$
- * (a literal $) in TEXT into a new string *OUT.  A default runs to the first
- * '}'; it is not expanded again.  Any other '$' is kept as is, so passwords
- * like "pa$s" need no escaping. */
-static int cfg_expand(const char *text, char **out, char *why, size_t whylen) {
-    char *buf = NULL;
-    size_t buflen = 0;
-    FILE *f = open_memstream(&buf, &buflen);
-
-    *out = NULL;
-    if (f == NULL) {
-        snprintf(why, whylen, "out of memory");
-        return -1;
-    }
-    const char *s = text;
-    while (*s != '\0') {
-        if (s[0] != '$' || (s[1] != '$' && s[1] != '{')) {
-            fputc(*s++, f);
-            continue;
-        }
-        if (s[1] == '$') {
-            fputc('$', f);
-            s += 2;
-            continue;
-        }
-        const char *name = s + 2, *close = strchr(name, '}');
-        if (close == NULL) {
-            snprintf(why, whylen, "unterminated \"${\" (write $$ for a literal $)");
-            goto fail;
-        }
-        size_t namelen = 0;
-        if (isalpha((unsigned char)name[0]) || name[0] == '_')
-            while (isalnum((unsigned char)name[namelen]) || name[namelen] == '_') namelen++;
-        const char *rest = name + namelen, *def = NULL;
-        if (rest[0] == ':' && rest[1] == '-') def = rest + 2;
-        if (namelen == 0 || (rest != close && def == NULL)) {
-            snprintf(why, whylen,
-                     "bad variable reference \"%.*s\" (expected ${NAME} or ${NAME:-default})",
-                     (int)(close - s + 1), s);
-            goto fail;
-        }
-        char var[128];
-        if (namelen >= sizeof(var)) {
-            snprintf(why, whylen, "variable name longer than %zu characters", sizeof(var) - 1);
-            goto fail;
-        }
-        memcpy(var, name, namelen);
-        var[namelen] = '\0';
-        const char *val = getenv(var);
-        if (def != NULL && (val == NULL || val[0] == '\0')) {
-            fwrite(def, 1, (size_t)(close - def), f);
-        } else if (val == NULL) {
-            snprintf(why, whylen, "${%s} is not set", var);
-            goto fail;
-        } else {
-            fputs(val, f);
-        }
-        s = close + 1;
-    }
-    if (fclose(f) != 0) {
-        f = NULL;
-        snprintf(why, whylen, "out of memory");
-        goto fail;
-    }
-    *out = buf;
-    return 0;
-
-fail:
-    if (f != NULL) fclose(f);
-    free(buf);
-    return -1;
-}
-
-/* ---- value checks --------------------------------------------------- */
-
-/* TEXT as a decimal integer in MIN..MAX. */
-static int cfg_parse_int(const char *text, long long min, long long max, long long *out,
-                         char *why, size_t whylen) {
-    const char *d = text[0] == '-' ? text + 1 : text;
-    if (d[0] == '\0' || strspn(d, "0123456789") != strlen(d)) {
-        snprintf(why, whylen, "expected an integer, got \"%.64s\"", text);
-        return -1;
-    }
-    errno = 0;
-    long long v = strtoll(text, NULL, 10);
-    if (errno == ERANGE || v < min || v > max) {
-        snprintf(why, whylen, "%.64s is out of range (%lld..%lld)", text, min, max);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static int cfg_parse_bool(const char *text, bool *out, char *why, size_t whylen) {
-    static const char *const yes[] = {"true", "yes", "on", "True", "Yes", "On", "TRUE", "YES", "ON"};
-    static const char *const no[] = {"false", "no", "off", "False", "No", "Off", "FALSE", "NO", "OFF"};
-    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
-        if (strcmp(text, yes[i]) == 0 || strcmp(text, no[i]) == 0) {
-            *out = strcmp(text, yes[i]) == 0;
-            return 0;
-        }
-    }
-    snprintf(why, whylen, "expected true or false, got \"%.64s\"", text);
-    return -1;
-}
-
-/* [A-Za-z0-9.-]+ or a bracketed IPv6 address, then ":PORT" when PORT_REQUIRED
- * or optionally; *END is set past what was read. */
-static int cfg_check_hostport(const char *s, bool port_required, long long port_min,
-                              const char **end, char *why, size_t whylen) {
-    size_t n;
-    if (s[0] == '[') {
-        n = strspn(s + 1, "0123456789abcdefABCDEF:.");
-        if (n == 0 || s[1 + n] != ']') {
-            snprintf(why, whylen, "bad IPv6 address");
-            return -1;
-        }
-        n += 2;
-    } else {
-        n = strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_");
-        if (n == 0) {
-            snprintf(why, whylen, "no host");
-            return -1;
-        }
-    }
-    s += n;
-    if (s[0] == ':') {
-        size_t digits = strspn(s + 1, "0123456789");
-        char port[8];
-        long long v;
-        if (digits == 0 || digits >= sizeof(port)) {
-            snprintf(why, whylen, "bad port");
-            return -1;
-        }
-        memcpy(port, s + 1, digits);
-        port[digits] = '\0';
-        if (cfg_parse_int(port, port_min, 65535, &v, why, whylen) < 0) return -1;
-        s += 1 + digits;
-    } else if (port_required) {
-        snprintf(why, whylen, "expected host:port");
-        return -1;
-    }
-    *end = s;
-    return 0;
-}
-
-/* host:port; port 0 asks for any free port (tests use it). */
-static int cfg_check_listen(const char *text, char *why, size_t whylen) {
-    const char *end = text;
-    char inner[64] = "junk after the port";
-    if (cfg_check_hostport(text, true, 0, &end, inner, sizeof(inner)) == 0 && *end == '\0')
-        return 0;
-    snprintf(why, whylen, "\"%.64s\" is not a listen address host:port (%s)", text, inner);
-    return -1;
-}
-
-/* The owner id "<instance>/<pid>" must fit push_task.claimed_by
- * (VARCHAR(128)), or every claim fails. */
-static int cfg_check_instance(const char *text, char *why, size_t whylen) {
-    if (strlen(text) <= 100) return 0;
-    snprintf(why, whylen, "%zu bytes long; at most 100", strlen(text));
-    return -1;
-}
-
-/* A channel's url, body and header values are templates: one that does
- * not compile would fail every task on the channel at run time, so it is a
- * configuration error instead. */
-static int cfg_check_template(const char *what, const char *text, char *why, size_t whylen) {
-    hr_template *t = NULL;
-    char err[160];
-    if (hr_template_compile(text, strlen(text), false, &t, err, sizeof(err)) == 0) {
-        hr_template_free(t);
-        return 0;
-    }
-    snprintf(why, whylen, "%s template: %s", what, err);
-    return -1;
-}
-
-static int cfg_check_body(const char *text, char *why, size_t whylen) {
-    return cfg_check_template("body", text, why, whylen);
-}
-
-/* http:// or https://, a host and an optional port, then a path/query in
- * which {{...}} templates may appear; no spaces or control characters
- * outside templates (the renderer escapes what it substitutes). */
-static int cfg_check_url(const char *text, char *why, size_t whylen) {
-    const char *s;
-    char inner[64] = "";
-    if (strncasecmp(text, "http://", 7) == 0) {
-        s = text + 7;
-    } else if (strncasecmp(text, "https://", 8) == 0) {
-        s = text + 8;
-    } else {
-        snprintf(why, whylen, "\"%.64s\" is not an http:// or https:// URL", text);
-        return -1;
-    }
-    if (cfg_check_hostport(s, false, 1, &s, inner, sizeof(inner)) < 0) {
-        snprintf(why, whylen, "URL \"%.64s\": %s", text, inner);
-        return -1;
-    }
-    if (*s != '\0' && *s != '/' && *s != '?' && *s != '#') {
-        snprintf(why, whylen, "URL \"%.64s\": bad character '%c' after the host", text, *s);
-        return -1;
-    }
-    while (*s != '\0') {
-        if (s[0] == '{' && s[1] == '{') {
-            const char *close = strstr(s + 2, "}}");
-            if (close == NULL) {
-                snprintf(why, whylen, "URL \"%.64s\": unclosed {{", text);
-                return -1;
-            }
-            s = close + 2;
-            continue;
-        }
-        if ((unsigned char)*s <= 0x20 || (unsigned char)*s >= 0x7F) {
-            snprintf(why, whylen, "URL \"%.64s\": spaces and control characters must be %%-encoded",
-                     text);
-            return -1;
-        }
-        s++;
-    }
-    return cfg_check_template("url", text, why, whylen);
-}
-
-static int cfg_check_method(const char *text, char *why, size_t whylen) {
-    static const char *const methods[] = {"GET", "POST", "PUT", "PATCH"};
-    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
-        if (strcmp(text, methods[i]) == 0) return 0;
-    snprintf(why, whylen, "unknown method \"%.64s\" (expected: GET, POST, PUT, PATCH)", text);
-    return -1;
-}
-
-/* An HTTP header name is a token; a value may not break the header block. */
-static int cfg_check_header(const char *name, const char *value, char *why, size_t whylen) {
-    static const char tchar[] = "!#$%&'*+-.^_`|~0123456789"
-                                "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
-    if (name[0] == '\0' || strspn(name, tchar) != strlen(name)) {
-        snprintf(why, whylen, "\"%.64s\" is not a valid header name", name);
-        return -1;
-    }
-    if (strpbrk(value, "\r\n") != NULL) {
-        snprintf(why, whylen, "header %.64s: line breaks are not allowed in values", name);
-        return -1;
-    }
-    return cfg_check_template("header value", value, why, whylen);
-}
-
-/* ---- choices: a name in the file -> a value in the struct ------------ */
-
-static int cfg_choose_level(void *field, const char *text) {
-    int level = hr_log_level_parse(text);
-    if (level < 0) return -1;
-    *(int *)field = level;
-    return 0;
-}
-
-static int cfg_choose_format(void *field, const char *text) {
-    if (strcmp(text, "logfmt") == 0)
-        *(hr_log_format *)field = HR_LOG_FORMAT_LOGFMT;
-    else if (strcmp(text, "json") == 0)
-        *(hr_log_format *)field = HR_LOG_FORMAT_JSON;
-    else
-        return -1;
-    return 0;
-}
-
-static int cfg_choose_escape(void *field, const char *text) {
-    if (strcmp(text, "json") == 0)
-        *(bool *)field = true;
-    else if (strcmp(text, "none") == 0)
-        *(bool *)field = false;
-    else
-        return -1;
-    return 0;
-}
-
-static int cfg_choose_throttle(void *field, const char *text) {
-    if (strcmp(text, "enforce") == 0)
-        *(hr_throttle_mode *)field = HR_THROTTLE_ENFORCE;
-    else if (strcmp(text, "shadow") == 0)
-        *(hr_throttle_mode *)field = HR_THROTTLE_SHADOW;
-    else
-        return -1;
-    return 0;
-}
-
 /* ---- the tables ----------------------------------------------------- */
-
-typedef enum cfg_type {
-    CFG_T_STR,      /* char *; min 1 = must not be empty; check() validates */
-    CFG_T_INT,      /* int in min..max */
-    CFG_T_LONG,     /* long in min..max */
-    CFG_T_BOOL,     /* bool */
-    CFG_T_CHOICE,   /* one of `allowed`, stored by choose() */
-    CFG_T_SECTION,  /* a mapping described by `sub`, same base */
-    CFG_T_STRLIST,  /* char ** + size_t count; empty strings dropped */
-    CFG_T_KVMAP,    /* hr_kv * + size_t count; string -> scalar */
-    CFG_T_CODES,    /* int * + size_t count; HTTP status codes */
-    CFG_T_CHANNELS, /* hr_channel * + size_t count; name -> channel mapping */
-} cfg_type;
-
-typedef struct cfg_key {
-    const char *name;
-    cfg_type type;
-    size_t off;           /* the field, from the base object */
-    size_t count_off;     /* list types: the element count */
-    long long min, max;
-    const char *def;      /* default as written in the file; NULL = none */
-    int (*check)(const char *text, char *why, size_t whylen);
-    int (*choose)(void *field, const char *text);
-    int (*check_kv)(const char *key, const char *value, char *why, size_t whylen);
-    const char *allowed;  /* CFG_T_CHOICE, for messages */
-    const struct cfg_key *sub;
-} cfg_key;
 
 #define K_STR(n, T, f, nonempty, d) \
     {.name = n, .type = CFG_T_STR, .off = offsetof(T, f), .min = nonempty, .def = d}
@@ -680,7 +81,7 @@ static const cfg_key cfg_redis_keys[] = {
     K_STR("host", hr_config, redis.host, 1, "127.0.0.1"),
     K_INT("port", hr_config, redis.port, 1, 65535, 6379),
     K_STR("password", hr_config, redis.password, 0, ""),
-    K_STR("prefix", hr_config, redis.prefix, 1, "herald:"),
+    K_CHECKED("prefix", hr_config, redis.prefix, "herald:", cfg_check_prefix),
     K_INT("db", hr_config, redis.db, 0, 15, 0),
     K_INT("timeout_ms", hr_config, redis.timeout_ms, 1, 600000, 5000),
     K_END,
@@ -791,14 +192,12 @@ static const struct {
     {"HERALD_KAFKA_BROKERS", cfg_kafka_keys, "brokers"},
 };
 
-#define CFG_FIELD(base, k) ((void *)((char *)(base) + (k)->off))
-#define CFG_COUNT(base, k) ((size_t *)(void *)((char *)(base) + (k)->count_off))
-
 /* ---- freeing, through the tables ------------------------------------ */
 
 static void cfg_channel_clear(hr_channel *ch);
 
-static void cfg_clear(const cfg_key *keys, void *base) {
+static void cfg_clear(const cfg_key *keys, void *base)
+{
     for (const cfg_key *k = keys; k->name != NULL; k++) {
         void *field = CFG_FIELD(base, k);
         switch (k->type) {
@@ -811,7 +210,8 @@ static void cfg_clear(const cfg_key *keys, void *base) {
             break;
         case CFG_T_STRLIST: {
             char **list = *(char ***)field;
-            for (size_t i = 0; i < *CFG_COUNT(base, k); i++) free(list[i]);
+            for (size_t i = 0; i < *CFG_COUNT(base, k); i++)
+                free(list[i]);
             free(list);
             *(char ***)field = NULL;
             *CFG_COUNT(base, k) = 0;
@@ -835,7 +235,8 @@ static void cfg_clear(const cfg_key *keys, void *base) {
             break;
         case CFG_T_CHANNELS: {
             hr_channel *chs = *(hr_channel **)field;
-            for (size_t i = 0; i < *CFG_COUNT(base, k); i++) cfg_channel_clear(&chs[i]);
+            for (size_t i = 0; i < *CFG_COUNT(base, k); i++)
+                cfg_channel_clear(&chs[i]);
             free(chs);
             *(hr_channel **)field = NULL;
             *CFG_COUNT(base, k) = 0;
@@ -850,191 +251,30 @@ static void cfg_clear(const cfg_key *keys, void *base) {
     }
 }
 
-static void cfg_channel_clear(hr_channel *ch) {
+static void cfg_channel_clear(hr_channel *ch)
+{
     cfg_clear(cfg_channel_keys, ch);
     free(ch->name);
     ch->name = NULL;
 }
 
-void hr_config_free(hr_config *cfg) {
-    if (cfg == NULL) return;
+void hr_config_free(hr_config *cfg)
+{
+    if (cfg == NULL)
+        return;
     cfg_clear(cfg_top_keys, cfg);
     free(cfg->path);
     free(cfg);
 }
 
-/* ---- setting values ------------------------------------------------- */
-
-/* Sets a scalar-typed key from TEXT (already expanded): the one conversion
- * used for defaults, file values and env overrides. */
-static int cfg_set_scalar(const cfg_key *k, void *base, const char *text, char *why,
-                          size_t whylen) {
-    void *field = CFG_FIELD(base, k);
-    long long v;
-
-    switch (k->type) {
-    case CFG_T_STR: {
-        if (k->min > 0 && text[0] == '\0') {
-            snprintf(why, whylen, "must not be empty");
-            return -1;
-        }
-        if (k->check != NULL && k->check(text, why, whylen) < 0) return -1;
-        char *copy = strdup(text);
-        if (copy == NULL) {
-            snprintf(why, whylen, "out of memory");
-            return -1;
-        }
-        free(*(char **)field);
-        *(char **)field = copy;
-        return 0;
-    }
-    case CFG_T_INT:
-        if (cfg_parse_int(text, k->min, k->max, &v, why, whylen) < 0) return -1;
-        *(int *)field = (int)v;
-        return 0;
-    case CFG_T_LONG:
-        if (cfg_parse_int(text, k->min, k->max, &v, why, whylen) < 0) return -1;
-        *(long *)field = (long)v;
-        return 0;
-    case CFG_T_BOOL:
-        return cfg_parse_bool(text, (bool *)field, why, whylen);
-    case CFG_T_CHOICE:
-        if (k->choose(field, text) == 0) return 0;
-        snprintf(why, whylen, "unknown value \"%.64s\" (expected: %s)", text, k->allowed);
-        return -1;
-    default:
-        snprintf(why, whylen, "not a scalar key");
-        return -1;
-    }
-}
-
-static int cfg_set_defaults(const cfg_key *keys, void *base, char *why, size_t whylen) {
-    for (const cfg_key *k = keys; k->name != NULL; k++) {
-        if (k->type == CFG_T_SECTION) {
-            if (cfg_set_defaults(k->sub, base, why, whylen) < 0) return -1;
-        } else if (k->def != NULL && cfg_set_scalar(k, base, k->def, why, whylen) < 0) {
-            return -1;
-        }
-    }
-    return 0;
-}
-
-static const char *cfg_type_name(cfg_type t) {
-    switch (t) {
-    case CFG_T_INT:
-    case CFG_T_LONG:
-        return "an integer";
-    case CFG_T_BOOL:
-        return "true or false";
-    case CFG_T_STR:
-    case CFG_T_CHOICE:
-        return "a string";
-    case CFG_T_STRLIST:
-    case CFG_T_CODES:
-        return "a sequence";
-    default:
-        return "a mapping";
-    }
-}
-
-/* NODE as text for a scalar key: ${} expanded, null read as "". */
-static int cfg_scalar_text(const cfg_ctx *ctx, const cfg_node *node, const char *path,
-                           const char *expected, char **out) {
-    char why[CFG_WHY];
-    *out = NULL;
-    if (node->type != CFG_SCALAR)
-        return cfg_err(ctx, node->line, node->col, "%s: expected %s, got %s", path, expected,
-                       cfg_node_kind(node));
-    if (cfg_expand(cfg_node_is_null(node) ? "" : node->value, out, why, sizeof(why)) < 0)
-        return cfg_err(ctx, node->line, node->col, "%s: %s", path, why);
-    return 0;
-}
 
 static int cfg_apply_map(const cfg_ctx *ctx, const cfg_key *keys, void *base,
                          const cfg_node *map, const char *where);
 
-static int cfg_apply_strlist(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                             const cfg_node *node, const char *path) {
-    char ***list = CFG_FIELD(base, k);
-    size_t *count = CFG_COUNT(base, k);
-    char *text = NULL;
-
-    if (cfg_node_is_null(node)) return 0;
-    if (node->type != CFG_SEQ)
-        return cfg_err(ctx, node->line, node->col, "%s: expected a sequence, got %s", path,
-                       cfg_node_kind(node));
-    *list = calloc(node->nitems + 1, sizeof(char *));
-    if (*list == NULL) return cfg_err(ctx, node->line, node->col, "out of memory");
-    for (size_t i = 0; i < node->nitems; i++) {
-        if (cfg_scalar_text(ctx, node->items[i], path, "a string", &text) < 0) return -1;
-        if (text[0] == '\0')
-            free(text);
-        else
-            (*list)[(*count)++] = text;
-    }
-    return 0;
-}
-
-static int cfg_apply_kvmap(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                           const cfg_node *node, const char *path) {
-    hr_kv **kv = CFG_FIELD(base, k);
-    size_t *count = CFG_COUNT(base, k);
-    char why[CFG_WHY];
-
-    if (cfg_node_is_null(node)) return 0;
-    if (node->type != CFG_MAP)
-        return cfg_err(ctx, node->line, node->col, "%s: expected a mapping, got %s", path,
-                       cfg_node_kind(node));
-    *kv = calloc(node->nitems / 2 + 1, sizeof(hr_kv));
-    if (*kv == NULL) return cfg_err(ctx, node->line, node->col, "out of memory");
-    for (size_t i = 0; i + 1 < node->nitems; i += 2) {
-        const cfg_node *key = node->items[i], *val = node->items[i + 1];
-        hr_kv *pair = &(*kv)[*count];
-        char sub[CFG_WHY];
-        snprintf(sub, sizeof(sub), "%.150s.%.64s", path, key->value);
-        if (key->value[0] == '\0')
-            return cfg_err(ctx, key->line, key->col, "%s: empty key", path);
-        pair->key = strdup(key->value);
-        if (pair->key == NULL) return cfg_err(ctx, key->line, key->col, "out of memory");
-        (*count)++;
-        if (cfg_scalar_text(ctx, val, sub, "a scalar", &pair->value) < 0) return -1;
-        if (k->check_kv != NULL && k->check_kv(pair->key, pair->value, why, sizeof(why)) < 0)
-            return cfg_err(ctx, key->line, key->col, "%s: %s", path, why);
-    }
-    return 0;
-}
-
-static int cfg_apply_codes(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                           const cfg_node *node, const char *path) {
-    int **codes = CFG_FIELD(base, k);
-    size_t *count = CFG_COUNT(base, k);
-    char why[CFG_WHY];
-
-    if (cfg_node_is_null(node)) return 0;
-    if (node->type != CFG_SEQ)
-        return cfg_err(ctx, node->line, node->col, "%s: expected a sequence, got %s", path,
-                       cfg_node_kind(node));
-    if (node->nitems == 0)
-        return cfg_err(ctx, node->line, node->col, "%s: list at least one HTTP status code",
-                       path);
-    *codes = calloc(node->nitems, sizeof(int));
-    if (*codes == NULL) return cfg_err(ctx, node->line, node->col, "out of memory");
-    for (size_t i = 0; i < node->nitems; i++) {
-        const cfg_node *item = node->items[i];
-        char *text;
-        long long v;
-        if (cfg_scalar_text(ctx, item, path, "an integer", &text) < 0) return -1;
-        int rc = cfg_parse_int(text, 100, 599, &v, why, sizeof(why));
-        free(text);
-        if (rc < 0) return cfg_err(ctx, item->line, item->col, "%s: %s", path, why);
-        (*codes)[(*count)++] = (int)v;
-    }
-    return 0;
-}
-
 /* Defaults that depend on whether a key was written, and checks across keys. */
 static int cfg_channel_finish(const cfg_ctx *ctx, hr_channel *ch, const cfg_node *name,
-                              const cfg_node *body) {
+                              const cfg_node *body)
+{
     static const int success[] = {200, 201, 202, 204};
     const size_t nsuccess = sizeof(success) / sizeof(success[0]);
 
@@ -1044,23 +284,28 @@ static int cfg_channel_finish(const cfg_ctx *ctx, hr_channel *ch, const cfg_node
     if (ch->retry_max_backoff_ms < ch->retry_backoff_ms) {
         const cfg_node *retry = cfg_map_get(body, "retry");
         const cfg_node *at = cfg_map_get(retry, "max_backoff_ms");
-        if (at == NULL) at = cfg_map_get(retry, "backoff_ms");
-        if (at == NULL) at = name;
+        if (at == NULL)
+            at = cfg_map_get(retry, "backoff_ms");
+        if (at == NULL)
+            at = name;
         return cfg_err(ctx, at->line, at->col,
                        "channels.%s.retry: max_backoff_ms (%d) is less than backoff_ms (%d)",
                        ch->name, ch->retry_max_backoff_ms, ch->retry_backoff_ms);
     }
     if (cfg_map_get(body, "headers") == NULL) {
         ch->headers = calloc(1, sizeof(hr_kv));
-        if (ch->headers == NULL) goto oom;
+        if (ch->headers == NULL)
+            goto oom;
         ch->nheaders = 1;
         ch->headers[0].key = strdup("Content-Type");
         ch->headers[0].value = strdup("application/json");
-        if (ch->headers[0].key == NULL || ch->headers[0].value == NULL) goto oom;
+        if (ch->headers[0].key == NULL || ch->headers[0].value == NULL)
+            goto oom;
     }
     if (ch->nsuccess == 0) {
         ch->success = malloc(sizeof(success));
-        if (ch->success == NULL) goto oom;
+        if (ch->success == NULL)
+            goto oom;
         memcpy(ch->success, success, sizeof(success));
         ch->nsuccess = nsuccess;
     }
@@ -1075,21 +320,23 @@ oom:
 }
 
 static int cfg_apply_channels(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                              const cfg_node *node) {
+                              const cfg_node *node)
+{
     hr_channel **chs = CFG_FIELD(base, k);
     size_t *count = CFG_COUNT(base, k);
-    char why[CFG_WHY];
+    char detail[CFG_WHY];
 
-    if (cfg_node_is_null(node) || (node->type == CFG_MAP && node->nitems == 0))
+    if (cfg_node_is_null(node) || (node->type == CFG_MAP && node->items.n == 0))
         return cfg_err(ctx, node->line, node->col,
                        "channels: no channel configured (at least one is required)");
     if (node->type != CFG_MAP)
         return cfg_err(ctx, node->line, node->col, "channels: expected a mapping, got %s",
                        cfg_node_kind(node));
-    *chs = calloc(node->nitems / 2, sizeof(hr_channel));
-    if (*chs == NULL) return cfg_err(ctx, node->line, node->col, "out of memory");
-    for (size_t i = 0; i + 1 < node->nitems; i += 2) {
-        const cfg_node *name = node->items[i], *body = node->items[i + 1];
+    *chs = calloc(node->items.n / 2, sizeof(hr_channel));
+    if (*chs == NULL)
+        return cfg_err(ctx, node->line, node->col, "out of memory");
+    for (size_t i = 0; i + 1 < node->items.n; i += 2) {
+        const cfg_node *name = node->items.v[i], *body = node->items.v[i + 1];
         hr_channel *ch = &(*chs)[*count];
         char where[CFG_WHY];
         size_t n = strlen(name->value);
@@ -1101,22 +348,26 @@ static int cfg_apply_channels(const cfg_ctx *ctx, const cfg_key *k, void *base,
                            name->value);
         ch->name = strdup(name->value);
         (*count)++;
-        if (ch->name == NULL) return cfg_err(ctx, name->line, name->col, "out of memory");
+        if (ch->name == NULL)
+            return cfg_err(ctx, name->line, name->col, "out of memory");
         if (body->type != CFG_MAP)
             return cfg_err(ctx, body->line, body->col, "channels.%s: expected a mapping, got %s",
                            ch->name, cfg_node_is_null(body) ? "nothing" : cfg_node_kind(body));
-        if (cfg_set_defaults(cfg_channel_keys, ch, why, sizeof(why)) < 0)
-            return cfg_err(ctx, name->line, name->col, "channels.%s: %s", ch->name, why);
+        if (cfg_set_defaults(cfg_channel_keys, ch, detail, sizeof(detail)) < 0)
+            return cfg_err(ctx, name->line, name->col, "channels.%s: %s", ch->name, detail);
         snprintf(where, sizeof(where), "channels.%s", ch->name);
-        if (cfg_apply_map(ctx, cfg_channel_keys, ch, body, where) < 0) return -1;
-        if (cfg_channel_finish(ctx, ch, name, body) < 0) return -1;
+        if (cfg_apply_map(ctx, cfg_channel_keys, ch, body, where) < 0)
+            return -1;
+        if (cfg_channel_finish(ctx, ch, name, body) < 0)
+            return -1;
     }
     return 0;
 }
 
 static int cfg_apply_key(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                         const cfg_node *node, const char *path) {
-    char why[CFG_WHY];
+                         const cfg_node *node, const char *path)
+{
+    char detail[CFG_WHY];
     char *text = NULL;
     int rc;
 
@@ -1132,10 +383,12 @@ static int cfg_apply_key(const cfg_ctx *ctx, const cfg_key *k, void *base,
     case CFG_T_CHANNELS:
         return cfg_apply_channels(ctx, k, base, node);
     default:
-        if (cfg_scalar_text(ctx, node, path, cfg_type_name(k->type), &text) < 0) return -1;
-        rc = cfg_set_scalar(k, base, text, why, sizeof(why));
+        if (cfg_scalar_text(ctx, node, path, cfg_type_name(k->type), &text) < 0)
+            return -1;
+        rc = cfg_set_scalar(k, base, text, detail, sizeof(detail));
         free(text);
-        if (rc < 0) return cfg_err(ctx, node->line, node->col, "%s: %s", path, why);
+        if (rc < 0)
+            return cfg_err(ctx, node->line, node->col, "%s: %s", path, detail);
         return 0;
     }
 }
@@ -1144,15 +397,18 @@ static int cfg_apply_key(const cfg_ctx *ctx, const cfg_key *k, void *base,
  * "mysql", "channels.webhook.retry") prefixes key paths in messages.  A null
  * value (`log:` with nothing after it) is an empty section. */
 static int cfg_apply_map(const cfg_ctx *ctx, const cfg_key *keys, void *base,
-                         const cfg_node *map, const char *where) {
-    if (cfg_node_is_null(map)) return 0;
+                         const cfg_node *map, const char *where)
+{
+    if (cfg_node_is_null(map))
+        return 0;
     if (map->type != CFG_MAP)
         return cfg_err(ctx, map->line, map->col, "%s: expected a mapping, got %s", where,
                        cfg_node_kind(map));
-    for (size_t i = 0; i + 1 < map->nitems; i += 2) {
-        const cfg_node *key = map->items[i], *val = map->items[i + 1];
+    for (size_t i = 0; i + 1 < map->items.n; i += 2) {
+        const cfg_node *key = map->items.v[i], *val = map->items.v[i + 1];
         const cfg_key *k = keys;
-        while (k->name != NULL && strcmp(k->name, key->value) != 0) k++;
+        while (k->name != NULL && strcmp(k->name, key->value) != 0)
+            k++;
         if (k->name == NULL) {
             char expected[CFG_WHY] = "";
             size_t n = 0;
@@ -1164,19 +420,23 @@ static int cfg_apply_map(const cfg_ctx *ctx, const cfg_key *keys, void *base,
         }
         char path[CFG_WHY];
         snprintf(path, sizeof(path), "%.150s%s%s", where, where[0] ? "." : "", k->name);
-        if (cfg_apply_key(ctx, k, base, val, path) < 0) return -1;
+        if (cfg_apply_key(ctx, k, base, val, path) < 0)
+            return -1;
     }
     return 0;
 }
 
 /* instance: the file's value, else $HOSTNAME, else gethostname(). */
-static int cfg_set_instance(hr_config *cfg) {
+static int cfg_set_instance(hr_config *cfg)
+{
     char host[256];
     const char *name = getenv("HOSTNAME");
 
-    if (cfg->instance != NULL && cfg->instance[0] != '\0') return 0;
+    if (cfg->instance != NULL && cfg->instance[0] != '\0')
+        return 0;
     if (name == NULL || name[0] == '\0') {
-        if (gethostname(host, sizeof(host)) < 0) snprintf(host, sizeof(host), "herald");
+        if (gethostname(host, sizeof(host)) < 0)
+            snprintf(host, sizeof(host), "herald");
         host[sizeof(host) - 1] = '\0';
         name = host;
     }
@@ -1185,15 +445,18 @@ static int cfg_set_instance(hr_config *cfg) {
     return cfg->instance != NULL ? 0 : -1;
 }
 
-static int cfg_apply_env(hr_config *cfg, char *errstr, size_t errlen) {
-    char why[CFG_WHY];
+static int cfg_apply_env(hr_config *cfg, char *errstr, size_t errlen)
+{
+    char detail[CFG_WHY];
     for (size_t i = 0; i < sizeof(cfg_env_overrides) / sizeof(cfg_env_overrides[0]); i++) {
         const char *val = getenv(cfg_env_overrides[i].env);
         const cfg_key *k = cfg_env_overrides[i].section;
-        if (val == NULL) continue;
-        while (strcmp(k->name, cfg_env_overrides[i].key) != 0) k++;
-        if (cfg_set_scalar(k, cfg, val, why, sizeof(why)) < 0) {
-            snprintf(errstr, errlen, "%s: %s", cfg_env_overrides[i].env, why);
+        if (val == NULL)
+            continue;
+        while (strcmp(k->name, cfg_env_overrides[i].key) != 0)
+            k++;
+        if (cfg_set_scalar(k, cfg, val, detail, sizeof(detail)) < 0) {
+            snprintf(errstr, errlen, "%s: %s", cfg_env_overrides[i].env, detail);
             return -1;
         }
     }
@@ -1201,26 +464,30 @@ static int cfg_apply_env(hr_config *cfg, char *errstr, size_t errlen) {
 }
 
 int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_config **out,
-                          char *errstr, size_t errlen) {
+                          char *errstr, size_t errlen)
+{
     cfg_ctx ctx = {.name = name, .text = text, .len = len, .errstr = errstr, .errlen = errlen};
     cfg_node *root = NULL;
     hr_config *cfg = NULL;
-    char why[CFG_WHY];
+    char detail[CFG_WHY];
     int rc = -1;
 
     *out = NULL;
-    if (errstr != NULL && errlen > 0) errstr[0] = '\0';
-    if (cfg_tree_build(&ctx, &root) < 0) goto out;
+    if (errstr != NULL && errlen > 0)
+        errstr[0] = '\0';
+    if (cfg_tree_build(&ctx, &root) < 0)
+        goto out;
     cfg = calloc(1, sizeof(*cfg));
     if (cfg == NULL || (cfg->path = strdup(name)) == NULL) {
         cfg_err(&ctx, 1, 1, "out of memory");
         goto out;
     }
-    if (cfg_set_defaults(cfg_top_keys, cfg, why, sizeof(why)) < 0) {
-        cfg_err(&ctx, 1, 1, "%s", why);
+    if (cfg_set_defaults(cfg_top_keys, cfg, detail, sizeof(detail)) < 0) {
+        cfg_err(&ctx, 1, 1, "%s", detail);
         goto out;
     }
-    if (cfg_apply_map(&ctx, cfg_top_keys, cfg, root, "") < 0) goto out;
+    if (cfg_apply_map(&ctx, cfg_top_keys, cfg, root, "") < 0)
+        goto out;
     if (cfg->nchannels == 0) {
         cfg_err(&ctx, root->line, root->col,
                 "no channels: add a \"channels:\" section with at least one channel");
@@ -1230,7 +497,8 @@ int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_con
         cfg_err(&ctx, 1, 1, "out of memory");
         goto out;
     }
-    if (cfg_apply_env(cfg, errstr, errlen) < 0) goto out;
+    if (cfg_apply_env(cfg, errstr, errlen) < 0)
+        goto out;
     *out = cfg;
     cfg = NULL;
     rc = 0;
@@ -1240,7 +508,8 @@ out:
     return rc;
 }
 
-int hr_config_load(const char *path, hr_config **out, char *errstr, size_t errlen) {
+int hr_config_load(const char *path, hr_config **out, char *errstr, size_t errlen)
+{
     char *text = NULL;
     size_t len = 0;
     struct stat st;
@@ -1272,24 +541,30 @@ int hr_config_load(const char *path, hr_config **out, char *errstr, size_t errle
     }
     while (len < (size_t)st.st_size) {
         ssize_t n = read(fd, text + len, (size_t)st.st_size - len);
-        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && errno == EINTR)
+            continue;
         if (n < 0) {
             snprintf(errstr, errlen, "%s: cannot read: %s", path, strerror(errno));
             goto out;
         }
-        if (n == 0) break;
+        if (n == 0)
+            break;
         len += (size_t)n;
     }
     rc = hr_config_load_buffer(path, text, len, out, errstr, errlen);
 out:
     free(text);
-    if (fd >= 0) close(fd);
+    if (fd >= 0)
+        close(fd);
     return rc;
 }
 
-const hr_channel *hr_config_channel(const hr_config *cfg, const char *name) {
-    if (cfg == NULL || name == NULL) return NULL;
+const hr_channel *hr_config_channel(const hr_config *cfg, const char *name)
+{
+    if (cfg == NULL || name == NULL)
+        return NULL;
     for (size_t i = 0; i < cfg->nchannels; i++)
-        if (strcmp(cfg->channels[i].name, name) == 0) return &cfg->channels[i];
+        if (strcmp(cfg->channels[i].name, name) == 0)
+            return &cfg->channels[i];
     return NULL;
 }

@@ -31,6 +31,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hr_vec.h"
+
 const double hr_metrics_buckets_latency[11] = {.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10};
 const double hr_metrics_buckets_delivery[12] = {.1, .25, .5, 1, 2, 5, 10, 30, 60, 120, 300, 600};
 
@@ -59,8 +61,7 @@ struct hr_metrics_family {
     size_t nbounds;
     size_t max_children;
     pthread_mutex_t mu;
-    hr_metrics_child **children;
-    size_t nchildren, capchildren;
+    HR_VEC(hr_metrics_child *) children;
     int32_t *slots; /* -1 = empty */
     size_t nslots;
     hr_metrics_child *overflow;       /* created on the first overflow */
@@ -69,66 +70,65 @@ struct hr_metrics_family {
 
 struct hr_metrics {
     pthread_mutex_t mu;
-    hr_metrics_family **fams;
-    size_t nfams, capfams;
+    HR_VEC(hr_metrics_family *) fams;
     size_t max_children;
 };
 
 /* ---- children ---------------------------------------------------------- */
 
-static void hr_metrics_child_free(hr_metrics_child *c)
+static void hr_metrics_child_free(hr_metrics_child *child)
 {
-    if (c == NULL)
+    if (child == NULL)
         return;
-    free(c->buckets);
-    free(c->key);
-    free(c);
+    free(child->buckets);
+    free(child->key);
+    free(child);
 }
 
 static hr_metrics_child *hr_metrics_child_new(hr_metrics_family *fam, const char *const *values)
 {
-    hr_metrics_child *c = calloc(1, sizeof *c);
-    if (c == NULL)
+    hr_metrics_child *child = calloc(1, sizeof *child);
+    if (child == NULL)
         return NULL;
-    c->type = fam->type;
-    c->fam = fam;
-    atomic_init(&c->count, 0);
-    atomic_init(&c->value, 0.0);
-    atomic_init(&c->sum, 0.0);
+    child->type = fam->type;
+    child->fam = fam;
+    atomic_init(&child->count, 0);
+    atomic_init(&child->value, 0.0);
+    atomic_init(&child->sum, 0.0);
     for (size_t i = 0; i < fam->nlabels; i++)
-        c->keylen += strlen(values[i]) + 1;
-    c->key = malloc(c->keylen + 1);
-    if (c->key == NULL)
+        child->keylen += strlen(values[i]) + 1;
+    child->key = malloc(child->keylen + 1);
+    if (child->key == NULL)
         goto fail;
-    char *p = c->key;
+    char *p = child->key;
     for (size_t i = 0; i < fam->nlabels; i++) {
         size_t n = strlen(values[i]) + 1;
         memcpy(p, values[i], n);
         p += n;
     }
     if (fam->type == HR_METRICS_HISTOGRAM) {
-        c->buckets = malloc((fam->nbounds + 1) * sizeof *c->buckets);
-        if (c->buckets == NULL)
+        child->buckets = malloc((fam->nbounds + 1) * sizeof *child->buckets);
+        if (child->buckets == NULL)
             goto fail;
         for (size_t i = 0; i <= fam->nbounds; i++)
-            atomic_init(&c->buckets[i], 0);
+            atomic_init(&child->buckets[i], 0);
     }
-    return c;
+    return child;
 fail:
-    hr_metrics_child_free(c);
+    hr_metrics_child_free(child);
     return NULL;
 }
 
-static bool hr_metrics_child_matches(const hr_metrics_child *c, const char *const *values, size_t n)
+static bool hr_metrics_child_matches(const hr_metrics_child *child, const char *const *values, size_t n)
 {
-    const char *p = c->key;
+    const char *p = child->key;
     for (size_t i = 0; i < n; i++) {
         size_t len = strlen(values[i]) + 1;
-        if ((size_t)(c->key + c->keylen - p) < len || memcmp(p, values[i], len) != 0)
+        if ((size_t)(child->key + child->keylen - p) < len || memcmp(p, values[i], len) != 0)
             return false;
         p += len;
     }
-    return p == c->key + c->keylen;
+    return p == child->key + child->keylen;
 }
 
 /* FNV-1a over the values and their terminators. */
@@ -171,54 +171,46 @@ hr_metrics_child *hr_metrics_labelv(hr_metrics_family *fam, const char *const *v
          * child: a second unlabelled series would be a duplicate. */
         if (!valid)
             hr_metrics_inc(fam->overflow_count);
-        return fam->children[0];
+        return fam->children.v[0];
     }
 
-    hr_metrics_child *c = NULL;
+    hr_metrics_child *child = NULL;
     bool overflowed = false;
     pthread_mutex_lock(&fam->mu);
     if (!valid) {
         overflowed = true;
-        c = hr_metrics_overflow_locked(fam);
+        child = hr_metrics_overflow_locked(fam);
         goto done;
     }
     size_t mask = fam->nslots - 1;
     size_t i = hr_metrics_hash(values, nvalues) & mask;
     for (; fam->slots[i] >= 0; i = (i + 1) & mask) {
-        hr_metrics_child *cand = fam->children[fam->slots[i]];
+        hr_metrics_child *cand = fam->children.v[fam->slots[i]];
         if (hr_metrics_child_matches(cand, values, nvalues)) {
-            c = cand;
+            child = cand;
             goto done;
         }
     }
     overflowed = true;
-    if (fam->nchildren >= fam->max_children) {
-        c = hr_metrics_overflow_locked(fam);
+    if (fam->children.n >= fam->max_children) {
+        child = hr_metrics_overflow_locked(fam);
         goto done;
     }
-    if (fam->nchildren == fam->capchildren) {
-        size_t cap = fam->capchildren == 0 ? 8 : fam->capchildren * 2;
-        hr_metrics_child **children = realloc(fam->children, cap * sizeof *children);
-        if (children == NULL) {
-            c = hr_metrics_overflow_locked(fam);
-            goto done;
-        }
-        fam->children = children;
-        fam->capchildren = cap;
-    }
-    c = hr_metrics_child_new(fam, values);
-    if (c == NULL) {
-        c = hr_metrics_overflow_locked(fam);
+    child = hr_vec_reserve(&fam->children, fam->children.n + 1) == 0
+            ? hr_metrics_child_new(fam, values)
+            : NULL;
+    if (child == NULL) {
+        child = hr_metrics_overflow_locked(fam);
         goto done;
     }
-    fam->slots[i] = (int32_t)fam->nchildren;
-    fam->children[fam->nchildren++] = c;
+    fam->slots[i] = (int32_t)fam->children.n;
+    fam->children.v[fam->children.n++] = child;
     overflowed = false;
 done:
     pthread_mutex_unlock(&fam->mu);
     if (overflowed)
         hr_metrics_inc(fam->overflow_count);
-    return c;
+    return child;
 }
 
 hr_metrics_child *hr_metrics_labels_(hr_metrics_family *fam, ...)
@@ -245,38 +237,38 @@ static void hr_metrics_double_add(_Atomic double *a, double d)
         ;
 }
 
-void hr_metrics_add(hr_metrics_child *c, uint64_t n)
+void hr_metrics_add(hr_metrics_child *child, uint64_t n)
 {
-    if (c == NULL)
+    if (child == NULL)
         return;
-    if (c->type == HR_METRICS_COUNTER)
-        atomic_fetch_add_explicit(&c->count, n, memory_order_relaxed);
-    else if (c->type == HR_METRICS_GAUGE)
-        hr_metrics_double_add(&c->value, (double)n);
+    if (child->type == HR_METRICS_COUNTER)
+        atomic_fetch_add_explicit(&child->count, n, memory_order_relaxed);
+    else if (child->type == HR_METRICS_GAUGE)
+        hr_metrics_double_add(&child->value, (double)n);
 }
 
-void hr_metrics_inc(hr_metrics_child *c)
+void hr_metrics_inc(hr_metrics_child *child)
 {
-    hr_metrics_add(c, 1);
+    hr_metrics_add(child, 1);
 }
 
-void hr_metrics_dec(hr_metrics_child *c)
+void hr_metrics_dec(hr_metrics_child *child)
 {
-    if (c != NULL && c->type == HR_METRICS_GAUGE)
-        hr_metrics_double_add(&c->value, -1.0);
+    if (child != NULL && child->type == HR_METRICS_GAUGE)
+        hr_metrics_double_add(&child->value, -1.0);
 }
 
-void hr_metrics_set(hr_metrics_child *c, double v)
+void hr_metrics_set(hr_metrics_child *child, double v)
 {
-    if (c != NULL && c->type == HR_METRICS_GAUGE)
-        atomic_store_explicit(&c->value, v, memory_order_relaxed);
+    if (child != NULL && child->type == HR_METRICS_GAUGE)
+        atomic_store_explicit(&child->value, v, memory_order_relaxed);
 }
 
-void hr_metrics_observe(hr_metrics_child *c, double v)
+void hr_metrics_observe(hr_metrics_child *child, double v)
 {
-    if (c == NULL || c->type != HR_METRICS_HISTOGRAM || isnan(v))
+    if (child == NULL || child->type != HR_METRICS_HISTOGRAM || isnan(v))
         return;
-    const hr_metrics_family *fam = c->fam;
+    const hr_metrics_family *fam = child->fam;
     size_t lo = 0, hi = fam->nbounds; /* first bound >= v, or nbounds for +Inf */
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -285,22 +277,22 @@ void hr_metrics_observe(hr_metrics_child *c, double v)
         else
             hi = mid;
     }
-    atomic_fetch_add_explicit(&c->buckets[lo], 1, memory_order_relaxed);
-    hr_metrics_double_add(&c->sum, v);
+    atomic_fetch_add_explicit(&child->buckets[lo], 1, memory_order_relaxed);
+    hr_metrics_double_add(&child->sum, v);
 }
 
-double hr_metrics_value(const hr_metrics_child *c)
+double hr_metrics_value(const hr_metrics_child *child)
 {
-    if (c == NULL || c->type == HR_METRICS_HISTOGRAM)
+    if (child == NULL || child->type == HR_METRICS_HISTOGRAM)
         return NAN;
-    pthread_mutex_lock(&c->fam->mu);
-    bool computed = c->fn != NULL;
-    pthread_mutex_unlock(&c->fam->mu);
+    pthread_mutex_lock(&child->fam->mu);
+    bool computed = child->fn != NULL;
+    pthread_mutex_unlock(&child->fam->mu);
     if (computed)
         return NAN;
-    if (c->type == HR_METRICS_COUNTER)
-        return (double)atomic_load_explicit(&c->count, memory_order_relaxed);
-    return atomic_load_explicit(&c->value, memory_order_relaxed);
+    if (child->type == HR_METRICS_COUNTER)
+        return (double)atomic_load_explicit(&child->count, memory_order_relaxed);
+    return atomic_load_explicit(&child->value, memory_order_relaxed);
 }
 
 /* ---- registry ---------------------------------------------------------- */
@@ -309,10 +301,10 @@ static void hr_metrics_family_free(hr_metrics_family *fam)
 {
     if (fam == NULL)
         return;
-    for (size_t i = 0; i < fam->nchildren; i++)
-        hr_metrics_child_free(fam->children[i]);
+    for (size_t i = 0; i < fam->children.n; i++)
+        hr_metrics_child_free(fam->children.v[i]);
     hr_metrics_child_free(fam->overflow);
-    free(fam->children);
+    hr_vec_free(&fam->children);
     free(fam->slots);
     for (size_t i = 0; i < fam->nlabels; i++)
         free(fam->labels[i]);
@@ -322,14 +314,14 @@ static void hr_metrics_family_free(hr_metrics_family *fam)
     free(fam);
 }
 
-void hr_metrics_gauge_fn(hr_metrics_child *c, hr_metrics_value_fn fn, void *ctx)
+void hr_metrics_gauge_fn(hr_metrics_child *child, hr_metrics_value_fn fn, void *ctx)
 {
-    if (c == NULL || c->type == HR_METRICS_HISTOGRAM)
+    if (child == NULL || child->type == HR_METRICS_HISTOGRAM)
         return;
-    pthread_mutex_lock(&c->fam->mu);
-    c->fn = fn;
-    c->fn_ctx = ctx;
-    pthread_mutex_unlock(&c->fam->mu);
+    pthread_mutex_lock(&child->fam->mu);
+    child->fn = fn;
+    child->fn_ctx = ctx;
+    pthread_mutex_unlock(&child->fam->mu);
 }
 
 static bool hr_metrics_name_ok(const char *s, bool colon)
@@ -416,10 +408,10 @@ static hr_metrics_family *hr_metrics_family_new(const hr_metrics_spec *spec, siz
     }
 
     if (fam->nlabels == 0) {
-        fam->children = malloc(sizeof *fam->children);
-        if (fam->children == NULL || (fam->children[0] = hr_metrics_child_new(fam, NULL)) == NULL)
+        if (hr_vec_reserve(&fam->children, 1) != 0 ||
+            (fam->children.v[0] = hr_metrics_child_new(fam, NULL)) == NULL)
             goto oom;
-        fam->nchildren = fam->capchildren = 1;
+        fam->children.n = 1;
     } else {
         fam->nslots = 1;
         while (fam->nslots < 2 * max_children)
@@ -440,27 +432,21 @@ fail:
 /* Appends FAM to REG; under reg->mu. */
 static int hr_metrics_add_family(hr_metrics *reg, hr_metrics_family *fam, char *errstr, size_t errlen)
 {
-    for (size_t i = 0; i < reg->nfams; i++) {
-        if (strcmp(reg->fams[i]->name, fam->name) == 0) {
+    for (size_t i = 0; i < reg->fams.n; i++) {
+        if (strcmp(reg->fams.v[i]->name, fam->name) == 0) {
             snprintf(errstr, errlen, "metric %s: registered twice", fam->name);
             return -1;
         }
     }
-    if (reg->nfams == reg->capfams) {
-        size_t cap = reg->capfams == 0 ? 16 : reg->capfams * 2;
-        hr_metrics_family **fams = realloc(reg->fams, cap * sizeof *fams);
-        if (fams == NULL) {
-            snprintf(errstr, errlen, "metric %s: out of memory", fam->name);
-            return -1;
-        }
-        reg->fams = fams;
-        reg->capfams = cap;
+    if (hr_vec_reserve(&reg->fams, reg->fams.n + 1) != 0) {
+        snprintf(errstr, errlen, "metric %s: out of memory", fam->name);
+        return -1;
     }
-    if (reg->nfams > 0) {
+    if (reg->fams.n > 0) {
         const char *values[1] = {fam->name};
-        fam->overflow_count = hr_metrics_labelv(reg->fams[0], values, 1);
+        fam->overflow_count = hr_metrics_labelv(reg->fams.v[0], values, 1);
     }
-    reg->fams[reg->nfams++] = fam;
+    reg->fams.v[reg->fams.n++] = fam;
     return 0;
 }
 
@@ -508,9 +494,9 @@ void hr_metrics_free(hr_metrics *reg)
 {
     if (reg == NULL)
         return;
-    for (size_t i = 0; i < reg->nfams; i++)
-        hr_metrics_family_free(reg->fams[i]);
-    free(reg->fams);
+    for (size_t i = 0; i < reg->fams.n; i++)
+        hr_metrics_family_free(reg->fams.v[i]);
+    hr_vec_free(&reg->fams);
     pthread_mutex_destroy(&reg->mu);
     free(reg);
 }
@@ -579,12 +565,12 @@ static void hr_metrics_put_u64(hr_metrics_out *o, uint64_t v)
 /* NAME SUFFIX {labels[,le="LE"]} and the space before the value; LE < 0
  * means no le label, LE == nbounds means +Inf. */
 static void hr_metrics_put_series(hr_metrics_out *o, const hr_metrics_family *fam,
-                                  const hr_metrics_child *c, const char *suffix, long le)
+                                  const hr_metrics_child *child, const char *suffix, long le)
 {
     hr_metrics_puts(o, fam->name);
     hr_metrics_puts(o, suffix);
     if (fam->nlabels > 0 || le >= 0) {
-        const char *value = c->key;
+        const char *value = child->key;
         hr_metrics_puts(o, "{");
         for (size_t i = 0; i < fam->nlabels; i++) {
             hr_metrics_puts(o, i > 0 ? ",": "");
@@ -609,31 +595,31 @@ static void hr_metrics_put_series(hr_metrics_out *o, const hr_metrics_family *fa
 
 /* Every sample line of C; under fam->mu. */
 static void hr_metrics_put_child(hr_metrics_out *o, const hr_metrics_family *fam,
-                                 const hr_metrics_child *c)
+                                 const hr_metrics_child *child)
 {
     if (fam->type == HR_METRICS_HISTOGRAM) {
         uint64_t cum = 0;
         for (size_t i = 0; i <= fam->nbounds; i++) {
-            cum += atomic_load_explicit(&c->buckets[i], memory_order_relaxed);
-            hr_metrics_put_series(o, fam, c, "_bucket", (long)i);
+            cum += atomic_load_explicit(&child->buckets[i], memory_order_relaxed);
+            hr_metrics_put_series(o, fam, child, "_bucket", (long)i);
             hr_metrics_put_u64(o, cum);
             hr_metrics_puts(o, "\n");
         }
-        hr_metrics_put_series(o, fam, c, "_sum", -1);
-        hr_metrics_put_double(o, atomic_load_explicit(&c->sum, memory_order_relaxed));
+        hr_metrics_put_series(o, fam, child, "_sum", -1);
+        hr_metrics_put_double(o, atomic_load_explicit(&child->sum, memory_order_relaxed));
         hr_metrics_puts(o, "\n");
-        hr_metrics_put_series(o, fam, c, "_count", -1);
+        hr_metrics_put_series(o, fam, child, "_count", -1);
         hr_metrics_put_u64(o, cum);
         hr_metrics_puts(o, "\n");
         return;
     }
-    hr_metrics_put_series(o, fam, c, "", -1);
-    if (c->fn != NULL)
-        hr_metrics_put_double(o, c->fn(c->fn_ctx));
+    hr_metrics_put_series(o, fam, child, "", -1);
+    if (child->fn != NULL)
+        hr_metrics_put_double(o, child->fn(child->fn_ctx));
     else if (fam->type == HR_METRICS_COUNTER)
-        hr_metrics_put_u64(o, atomic_load_explicit(&c->count, memory_order_relaxed));
+        hr_metrics_put_u64(o, atomic_load_explicit(&child->count, memory_order_relaxed));
     else
-        hr_metrics_put_double(o, atomic_load_explicit(&c->value, memory_order_relaxed));
+        hr_metrics_put_double(o, atomic_load_explicit(&child->value, memory_order_relaxed));
     hr_metrics_puts(o, "\n");
 }
 
@@ -642,8 +628,8 @@ int hr_metrics_render(hr_metrics *reg, hr_buf *out)
     static const char *const type_names[] = {"counter", "gauge", "histogram"};
     hr_metrics_out o = {out, 0};
     pthread_mutex_lock(&reg->mu);
-    for (size_t f = 0; f < reg->nfams && o.rc == 0; f++) {
-        hr_metrics_family *fam = reg->fams[f];
+    for (size_t f = 0; f < reg->fams.n && o.rc == 0; f++) {
+        hr_metrics_family *fam = reg->fams.v[f];
         hr_metrics_puts(&o, "# HELP ");
         hr_metrics_puts(&o, fam->name);
         hr_metrics_puts(&o, " ");
@@ -654,8 +640,8 @@ int hr_metrics_render(hr_metrics *reg, hr_buf *out)
         hr_metrics_puts(&o, type_names[fam->type]);
         hr_metrics_puts(&o, "\n");
         pthread_mutex_lock(&fam->mu);
-        for (size_t i = 0; i < fam->nchildren; i++)
-            hr_metrics_put_child(&o, fam, fam->children[i]);
+        for (size_t i = 0; i < fam->children.n; i++)
+            hr_metrics_put_child(&o, fam, fam->children.v[i]);
         if (fam->overflow != NULL)
             hr_metrics_put_child(&o, fam, fam->overflow);
         pthread_mutex_unlock(&fam->mu);

@@ -85,22 +85,22 @@ hr_metrics_child *hr_metrics_labelv(hr_metrics_family *fam, const char *const *v
                                     size_t nvalues);
 
 /* Lock-free updates; every one accepts NULL (no-op). */
-void hr_metrics_inc(hr_metrics_child *c);                  /* counter, gauge */
-void hr_metrics_add(hr_metrics_child *c, uint64_t n);      /* counter, gauge */
-void hr_metrics_dec(hr_metrics_child *c);                  /* gauge */
-void hr_metrics_set(hr_metrics_child *c, double v);        /* gauge */
-void hr_metrics_observe(hr_metrics_child *c, double v);    /* histogram */
+void hr_metrics_inc(hr_metrics_child *child);                  /* counter, gauge */
+void hr_metrics_add(hr_metrics_child *child, uint64_t n);      /* counter, gauge */
+void hr_metrics_dec(hr_metrics_child *child);                  /* gauge */
+void hr_metrics_set(hr_metrics_child *child, double v);        /* gauge */
+void hr_metrics_observe(hr_metrics_child *child, double v);    /* histogram */
 
 /* The current value of a counter or gauge (for tests and callers that
  * report it elsewhere); NaN for a histogram or a callback child. */
-double hr_metrics_value(const hr_metrics_child *c);
+double hr_metrics_value(const hr_metrics_child *child);
 
 /* From now on the child's value is FN(CTX), called at every render from the
  * rendering thread (it must be thread-safe and must not call hr_metrics
  * functions on the same family).  FN NULL reverts to the stored value.
  * Counters and gauges only; ignored otherwise. */
 typedef double (*hr_metrics_value_fn)(void *ctx);
-void hr_metrics_gauge_fn(hr_metrics_child *c, hr_metrics_value_fn fn, void *ctx);
+void hr_metrics_gauge_fn(hr_metrics_child *child, hr_metrics_value_fn fn, void *ctx);
 
 /* Appends every family in registration order to OUT.  0, or -1 when OUT's
  * cap was reached (OUT then holds a truncated rendering). */

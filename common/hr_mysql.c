@@ -27,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "hr_vec.h"
+
 #define HR_MYSQL_STMT_CACHE 32
 /* Read/write timeout of one network operation.  Above the migration lock
  * wait (HR_MYSQL_LOCK_WAIT_S) so that waiting for the lock is not taken for
@@ -53,9 +55,8 @@ struct hr_mysql {
     bool in_txn;  /* between hr_mysql_begin and commit/rollback */
     bool locked;  /* holds the migration lock */
     uint64_t tick;
-    MYSQL_BIND *binds;   /* parameter bindings, NBINDS long, reused */
-    unsigned long *lens;
-    size_t nbinds;
+    HR_VEC(MYSQL_BIND) binds;  /* parameter bindings, reused */
+    HR_VEC(unsigned long) lens; /* their lengths */
     hr_mysql_cached cache[HR_MYSQL_STMT_CACHE];
     size_t ncache;
 };
@@ -207,8 +208,8 @@ void hr_mysql_free(hr_mysql *m)
     free(m->user);
     free(m->password);
     free(m->database);
-    free(m->binds);
-    free(m->lens);
+    hr_vec_free(&m->binds);
+    hr_vec_free(&m->lens);
     free(m);
 }
 
@@ -269,22 +270,13 @@ static int hr_mysql_bind_params(hr_mysql *m, MYSQL_STMT *stmt, const hr_mysql_pa
     }
     if (nparams == 0)
         return 0;
-    if (nparams > m->nbinds) {
-        MYSQL_BIND *binds = realloc(m->binds, nparams * sizeof *binds);
-        if (binds)
-            m->binds = binds;
-        unsigned long *lens = realloc(m->lens, nparams * sizeof *lens);
-        if (lens)
-            m->lens = lens;
-        if (!binds || !lens) {
-            hr_mysql_seterr(errstr, errlen, "mysql: out of memory");
-            return -1;
-        }
-        m->nbinds = nparams;
+    if (hr_vec_reserve(&m->binds, nparams) != 0 || hr_vec_reserve(&m->lens, nparams) != 0) {
+        hr_mysql_seterr(errstr, errlen, "mysql: out of memory");
+        return -1;
     }
-    memset(m->binds, 0, nparams * sizeof *m->binds);
+    memset(m->binds.v, 0, nparams * sizeof *m->binds.v);
     for (size_t i = 0; i < nparams; i++) {
-        MYSQL_BIND *b = &m->binds[i];
+        MYSQL_BIND *b = &m->binds.v[i];
         /* libmariadb only reads input buffers; MYSQL_BIND is not const. */
         switch (params[i].type) {
         case HR_MYSQL_NULL:
@@ -301,9 +293,9 @@ static int hr_mysql_bind_params(hr_mysql *m, MYSQL_STMT *stmt, const hr_mysql_pa
         case HR_MYSQL_STR:
             b->buffer_type = MYSQL_TYPE_STRING;
             b->buffer = (void *)(params[i].str ? params[i].str : "");
-            m->lens[i] = params[i].str ? (unsigned long)params[i].len : 0;
-            b->buffer_length = m->lens[i];
-            b->length = &m->lens[i];
+            m->lens.v[i] = params[i].str ? (unsigned long)params[i].len : 0;
+            b->buffer_length = m->lens.v[i];
+            b->length = &m->lens.v[i];
             break;
         default:
             hr_mysql_seterr(errstr, errlen, "parameter %zu has an unknown type %d", i + 1,
@@ -311,7 +303,7 @@ static int hr_mysql_bind_params(hr_mysql *m, MYSQL_STMT *stmt, const hr_mysql_pa
             return -1;
         }
     }
-    if (mysql_stmt_bind_param(stmt, m->binds) != 0) {
+    if (mysql_stmt_bind_param(stmt, m->binds.v) != 0) {
         hr_mysql_seterr(errstr, errlen, "%s", mysql_stmt_error(stmt));
         return -1;
     }

@@ -164,12 +164,12 @@ int hr_parse_json_uid(const cJSON *v, int64_t *out)
 
 void hr_parse_json_exact(cJSON *v)
 {
-    cJSON *c;
+    cJSON *child;
 
     if (cJSON_IsNumber(v) && v->valuestring != NULL)
         v->type = cJSON_Raw | (v->type & cJSON_StringIsConst);
-    for (c = v != NULL ? v->child : NULL; c != NULL; c = c->next)
-        hr_parse_json_exact(c);
+    for (child = v != NULL ? v->child : NULL; child != NULL; child = child->next)
+        hr_parse_json_exact(child);
 }
 
 /* ---- JSON ----------------------------------------------------------------- */
@@ -219,7 +219,7 @@ static int hr_parse_walk(cJSON *v, hr_parse_lits *l, char *path, size_t plen, ch
     const char *lit;
     const char **names = NULL;
     size_t n = 0, i;
-    cJSON *c;
+    cJSON *child;
     int rc = 0;
 
     if (cJSON_IsNumber(v)) {
@@ -239,14 +239,14 @@ static int hr_parse_walk(cJSON *v, hr_parse_lits *l, char *path, size_t plen, ch
         return 0;
     }
     if (cJSON_IsObject(v) && v->child != NULL) {
-        for (c = v->child; c != NULL; c = c->next)
+        for (child = v->child; child != NULL; child = child->next)
             n++;
         if ((names = malloc(n * sizeof *names)) == NULL) {
             snprintf(errstr, errlen, "out of memory");
             return HR_PARSE_MALFORMED;
         }
-        for (i = 0, c = v->child; c != NULL; c = c->next)
-            names[i++] = c->string;
+        for (i = 0, child = v->child; child != NULL; child = child->next)
+            names[i++] = child->string;
         qsort(names, n, sizeof *names, hr_parse_cmp_names);
         for (i = 1; i < n; i++)
             if (strcmp(names[i - 1], names[i]) == 0) {
@@ -257,17 +257,17 @@ static int hr_parse_walk(cJSON *v, hr_parse_lits *l, char *path, size_t plen, ch
             }
         free(names);
     }
-    for (c = v->child; c != NULL && rc == 0; c = c->next) {
+    for (child = v->child; child != NULL && rc == 0; child = child->next) {
         size_t sub = plen;
 
         if (cJSON_IsObject(v))
             sub += (size_t)snprintf(path + plen, HR_PARSE_PATH_MAX - plen, "%s%s",
-                                    plen > 0 ? "." : "", c->string);
+                                    plen > 0 ? "." : "", child->string);
         else
             sub += (size_t)snprintf(path + plen, HR_PARSE_PATH_MAX - plen, "[]");
         if (sub >= HR_PARSE_PATH_MAX)
             sub = HR_PARSE_PATH_MAX - 1;
-        rc = hr_parse_walk(c, l, path, sub, errstr, errlen);
+        rc = hr_parse_walk(child, l, path, sub, errstr, errlen);
         path[plen] = '\0';
     }
     return rc;

@@ -24,7 +24,11 @@ int hr_ratelimit_take(hr_redis *r, const char *scope, int64_t limit, int64_t wan
     }
     clock_gettime(CLOCK_REALTIME, &now);
     now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-    hr_redis_key(r, key, sizeof key, "rl:%s:%lld", scope, (long long)now.tv_sec);
+    if (hr_key_ratelimit(hr_redis_prefix(r), key, sizeof key, scope, (int64_t)now.tv_sec) ==
+        NULL) {
+        snprintf(errstr, errlen, "rate limit scope \"%.32s\" too long", scope);
+        return -1;
+    }
     snprintf(limit_s, sizeof limit_s, "%" PRId64, limit);
     snprintf(want_s, sizeof want_s, "%" PRId64, want);
 

@@ -11,12 +11,13 @@
  * the command, may be what was lost).  Every script whose answer drives a
  * decision is therefore idempotent on its own output: a re-run answers what
  * the first run did (chunk_move.lua, redrive.lua) or an absolute counter
- * (ack, dead_letter, cancel_set, chunk_cancel); docs/reliability.md, "Lost
+ * (ack, dead_letter, cancel_set); docs/reliability.md, "Lost
  * replies and racing cancels".  A failed
  * connect opens a fail-fast window (100 ms, doubling to 2 s): reconnects
  * within it fail at once with "redis HOST:PORT down (retrying in N ms)". */
 #include "hr_redis.h"
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,7 +55,7 @@ static int64_t hr_redis_mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void hr_redis_ctx_error(const hr_redis *r, char *errstr, size_t errlen)
+void hr_redis_ctx_error(const hr_redis *r, char *errstr, size_t errlen)
 {
     snprintf(errstr, errlen, "redis %s:%d: %s", r->host, r->port,
              r->c != NULL && r->c->errstr[0] != '\0' ? r->c->errstr : "connection failed");
@@ -73,8 +74,7 @@ static redisReply *hr_redis_roundtrip(hr_redis *r, const char *cmd, size_t len)
     return reply;
 }
 
-/* A reply that is an error becomes NULL with its text in ERRSTR. */
-static redisReply *hr_redis_check(redisReply *reply, char *errstr, size_t errlen)
+redisReply *hr_redis_check(redisReply *reply, char *errstr, size_t errlen)
 {
     if (reply != NULL && reply->type == REDIS_REPLY_ERROR) {
         snprintf(errstr, errlen, "%s", reply->str);
@@ -84,8 +84,7 @@ static redisReply *hr_redis_check(redisReply *reply, char *errstr, size_t errlen
     return reply;
 }
 
-/* Loads script ID with SCRIPT LOAD on the current context. */
-static int hr_redis_load_script(hr_redis *r, hr_lua_id id, char *errstr, size_t errlen)
+int hr_redis_load_script(hr_redis *r, hr_lua_id id, char *errstr, size_t errlen)
 {
     const hr_embedded *script = &hr_lua_files[id];
     const char *argv[] = {"SCRIPT", "LOAD", script->text};
@@ -163,8 +162,8 @@ static int hr_redis_reconnect(hr_redis *r, char *errstr, size_t errlen)
     int len;
 
     if (now < r->retry_at_ms) {
-        snprintf(errstr, errlen, "redis %s:%d down (retrying in %lld ms)", r->host, r->port,
-                 (long long)(r->retry_at_ms - now));
+        snprintf(errstr, errlen, "redis %s:%d down (retrying in %" PRId64 " ms)", r->host,
+                 r->port, r->retry_at_ms - now);
         return -1;
     }
     redisFree(r->c);
@@ -209,7 +208,7 @@ static redisReply *hr_redis_exec(hr_redis *r, const char *cmd, size_t len, char 
                                  size_t errlen)
 {
     for (int attempt = 0; attempt < 2; attempt++) {
-        if ((r->c == NULL || r->c->err) && hr_redis_reconnect(r, errstr, errlen) != 0)
+        if (hr_redis_ready(r, errstr, errlen) != 0)
             return NULL;
         redisReply *reply = hr_redis_roundtrip(r, cmd, len);
         if (reply != NULL)
@@ -295,7 +294,7 @@ char *hr_redis_key(const hr_redis *r, char *buf, size_t len, const char *fmt, ..
 
 char *hr_redis_task_key(const hr_redis *r, char *buf, size_t len, int64_t task, const char *suffix)
 {
-    snprintf(buf, len, "%s{t%lld}:%s", r->prefix, (long long)task, suffix);
+    snprintf(buf, len, "%s{t%" PRId64 "}:%s", r->prefix, task, suffix);
     return buf;
 }
 
@@ -330,73 +329,69 @@ redisReply *hr_redis_cmdf(hr_redis *r, char *errstr, size_t errlen, const char *
     return hr_redis_check(reply, errstr, errlen);
 }
 
-/* "EVALSHA <sha> <nkeys> argv..." as a new argv/argvlen pair (one block). */
-static int hr_redis_evalsha_argv(const hr_redis *r, hr_lua_id id, int nkeys, int argc,
-                                 const char **argv, const size_t *argvlen, const char ***out_argv,
-                                 size_t **out_len, char *nkeys_buf, size_t nkeys_len)
+int hr_redis_evalsha_format(const hr_redis *r, hr_lua_id id, int nkeys, int argc,
+                            const char **argv, const size_t *argvlen, char **out)
 {
     size_t n = (size_t)argc + 3;
     void *block = malloc(n * (sizeof(const char *) + sizeof(size_t)));
     const char **av = block;
     size_t *al;
+    char nkeys_s[16];
+    int len;
 
+    *out = NULL;
     if (block == NULL)
         return -1;
     al = (size_t *)(av + n);
-    snprintf(nkeys_buf, nkeys_len, "%d", nkeys);
+    snprintf(nkeys_s, sizeof nkeys_s, "%d", nkeys);
     av[0] = "EVALSHA";
     av[1] = r->sha[id];
-    av[2] = nkeys_buf;
+    av[2] = nkeys_s;
     for (int i = 0; i < 3; i++)
         al[i] = strlen(av[i]);
     for (int i = 0; i < argc; i++) {
         av[i + 3] = argv[i];
         al[i + 3] = argvlen != NULL ? argvlen[i] : strlen(argv[i]);
     }
-    *out_argv = av;
-    *out_len = al;
-    return 0;
+    len = redisFormatCommandArgv(out, (int)n, av, al);
+    free(block);
+    return len;
 }
 
 redisReply *hr_redis_eval(hr_redis *r, hr_lua_id id, int nkeys, int argc, const char **argv,
                           const size_t *argvlen, char *errstr, size_t errlen)
 {
-    const char **av = NULL;
-    size_t *al = NULL;
-    char nkeys_buf[16];
+    char *cmd = NULL;
+    int len = hr_redis_evalsha_format(r, id, nkeys, argc, argv, argvlen, &cmd);
     redisReply *reply = NULL;
 
-    if (hr_redis_evalsha_argv(r, id, nkeys, argc, argv, argvlen, &av, &al, nkeys_buf,
-                              sizeof nkeys_buf) != 0) {
+    if (len < 0) {
         snprintf(errstr, errlen, "out of memory");
         return NULL;
     }
-    reply = hr_redis_exec_argv(r, argc + 3, av, al, errstr, errlen);
-    if (reply != NULL && reply->type == REDIS_REPLY_ERROR &&
-        strncmp(reply->str, "NOSCRIPT", 8) == 0) {
+    reply = hr_redis_exec(r, cmd, (size_t)len, errstr, errlen);
+    if (hr_redis_noscript(reply)) {
         /* Redis lost its script cache (restart, SCRIPT FLUSH): load, repeat. */
         freeReplyObject(reply);
         reply = NULL;
         if (hr_redis_load_script(r, id, errstr, errlen) == 0)
-            reply = hr_redis_exec_argv(r, argc + 3, av, al, errstr, errlen);
+            reply = hr_redis_exec(r, cmd, (size_t)len, errstr, errlen);
     }
-    free(av);
+    redisFreeCommand(cmd);
     return hr_redis_check(reply, errstr, errlen);
 }
 
 int hr_redis_pipe_eval(hr_redis *r, hr_lua_id id, int nkeys, int argc, const char **argv,
                        const size_t *argvlen)
 {
-    const char **av = NULL;
-    size_t *al = NULL;
-    char nkeys_buf[16];
-    int rc;
+    char *cmd = NULL;
+    char errstr[256];
+    int len = hr_redis_evalsha_format(r, id, nkeys, argc, argv, argvlen, &cmd);
+    int rc = -1;
 
-    if (hr_redis_evalsha_argv(r, id, nkeys, argc, argv, argvlen, &av, &al, nkeys_buf,
-                              sizeof nkeys_buf) != 0)
-        return -1;
-    rc = hr_redis_pipe_cmd(r, argc + 3, av, al);
-    free(av);
+    if (len >= 0 && hr_redis_ready(r, errstr, sizeof errstr) == 0)
+        rc = redisAppendFormattedCommand(r->c, cmd, (size_t)len) == REDIS_OK ? 0 : -1;
+    redisFreeCommand(cmd);
     return rc;
 }
 
@@ -404,9 +399,7 @@ int hr_redis_pipe_cmd(hr_redis *r, int argc, const char **argv, const size_t *ar
 {
     char errstr[256];
 
-    /* A dead context means the batch is lost anyway; start the next one on
-     * a fresh connection. */
-    if ((r->c == NULL || r->c->err) && hr_redis_reconnect(r, errstr, sizeof errstr) != 0)
+    if (hr_redis_ready(r, errstr, sizeof errstr) != 0)
         return -1;
     return redisAppendCommandArgv(r->c, argc, argv, argvlen) == REDIS_OK ? 0 : -1;
 }
@@ -424,9 +417,24 @@ redisReply *hr_redis_pipe_reply(hr_redis *r, char *errstr, size_t errlen)
 
 int hr_redis_reload_scripts(hr_redis *r, char *errstr, size_t errlen)
 {
-    if ((r->c == NULL || r->c->err) && hr_redis_reconnect(r, errstr, errlen) != 0)
+    if (hr_redis_ready(r, errstr, errlen) != 0)
         return -1;
     return hr_redis_load_all(r, errstr, errlen);
+}
+
+int hr_redis_ready(hr_redis *r, char *errstr, size_t errlen)
+{
+    /* A dead context means what was in flight on it is lost anyway; start
+     * the next batch on a fresh connection. */
+    if (r->c == NULL || r->c->err)
+        return hr_redis_reconnect(r, errstr, errlen);
+    return 0;
+}
+
+bool hr_redis_noscript(const redisReply *reply)
+{
+    return reply != NULL && reply->type == REDIS_REPLY_ERROR &&
+           strncmp(reply->str, "NOSCRIPT", 8) == 0;
 }
 
 int hr_redis_time_ms(hr_redis *r, int64_t *out, char *errstr, size_t errlen)

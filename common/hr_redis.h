@@ -13,18 +13,24 @@
  * EVALSHA; a NOSCRIPT answer (Redis restarted, SCRIPT FLUSH) reloads the
  * script and repeats the call once.
  *
- * Keys: hr_redis_key() prefixes the configured prefix ("herald:").  Every
+ * Keys are named by hr_keys.h (included here) from hr_redis_prefix(); every
  * per-task key carries the hash tag {t<ID>}: "herald:{t42}:subs". */
 #ifndef HR_REDIS_H
 #define HR_REDIS_H
 
 #include <hiredis/hiredis.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "hr_config.h"
+#include "hr_keys.h"
 #include "hr_lua_scripts.h"
 
 typedef struct hr_redis hr_redis;
+
+/* The worker's chunk cancel is cancel_set.lua since the two cancel scripts
+ * became one; the old name stays until the worker uses the new one. */
+#define HR_LUA_CHUNK_CANCEL HR_LUA_CANCEL_SET
 
 /* Connects (AUTH and SELECT as configured) and loads every script. */
 int hr_redis_connect(const hr_config *cfg, hr_redis **out, char *errstr, size_t errlen);
@@ -34,7 +40,8 @@ void hr_redis_free(hr_redis *r);
  * redisGetReply.  May change after any hr_redis_* call that reconnected. */
 redisContext *hr_redis_context(hr_redis *r);
 
-/* Writes prefix + formatted suffix into BUF; returns BUF. */
+/* Writes prefix + formatted suffix into BUF; returns BUF.  Older than
+ * hr_keys, kept until the daemons name their keys with it. */
 char *hr_redis_key(const hr_redis *r, char *buf, size_t len, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 /* "herald:{t42}:" + SUFFIX, e.g. hr_redis_task_key(r, b, sizeof b, 42, "subs"). */
@@ -54,15 +61,31 @@ redisReply *hr_redis_cmdf(hr_redis *r, char *errstr, size_t errlen, const char *
 redisReply *hr_redis_eval(hr_redis *r, hr_lua_id id, int nkeys, int argc, const char **argv,
                           const size_t *argvlen, char *errstr, size_t errlen);
 
-/* Pipelined EVALSHA: append now, read with hr_redis_pipe_reply() later, in
- * order.  A NOSCRIPT reply in a pipeline is returned as an error (scripts
- * are loaded on connect, so it only happens after SCRIPT FLUSH mid-batch);
- * hr_redis_reload_scripts() then repairs the connection. */
+/* Pipelines: prefer hr_pipe (hr_pipe.h), which replays NOSCRIPT itself.
+ * These append on the live context now; hr_redis_pipe_reply() reads the
+ * replies later, in order, a NOSCRIPT reply as an error that
+ * hr_redis_reload_scripts() repairs.  Kept until the daemons use hr_pipe. */
 int hr_redis_pipe_eval(hr_redis *r, hr_lua_id id, int nkeys, int argc, const char **argv,
                        const size_t *argvlen);
 int hr_redis_pipe_cmd(hr_redis *r, int argc, const char **argv, const size_t *argvlen);
 redisReply *hr_redis_pipe_reply(hr_redis *r, char *errstr, size_t errlen);
 int hr_redis_reload_scripts(hr_redis *r, char *errstr, size_t errlen);
+
+/* For hr_pipe, which shares this connection's internals. */
+/* Reconnects when the context is dead.  0 or -1. */
+int hr_redis_ready(hr_redis *r, char *errstr, size_t errlen);
+/* "EVALSHA <sha> <nkeys> argv..." formatted into *OUT (free with
+ * redisFreeCommand); its length, or -1 when out of memory. */
+int hr_redis_evalsha_format(const hr_redis *r, hr_lua_id id, int nkeys, int argc,
+                            const char **argv, const size_t *argvlen, char **out);
+/* Loads script ID with SCRIPT LOAD on the current context. */
+int hr_redis_load_script(hr_redis *r, hr_lua_id id, char *errstr, size_t errlen);
+/* A NOSCRIPT error reply: Redis lost the script cache (restart, SCRIPT FLUSH). */
+bool hr_redis_noscript(const redisReply *reply);
+/* A reply that is an error becomes NULL (freed) with its text in ERRSTR. */
+redisReply *hr_redis_check(redisReply *reply, char *errstr, size_t errlen);
+/* ERRSTR = the context's error ("redis HOST:PORT: ..."). */
+void hr_redis_ctx_error(const hr_redis *r, char *errstr, size_t errlen);
 
 /* Milliseconds since the epoch by the Redis server's clock (TIME). */
 int hr_redis_time_ms(hr_redis *r, int64_t *out, char *errstr, size_t errlen);

@@ -4,6 +4,7 @@
  * report an incomplete refill the same way. */
 #include "hr_subs.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,7 @@ int hr_subs_lock(hr_redis *r, int64_t id, const char *token, int ms, char *errst
     redisReply *reply;
     int rc;
 
-    hr_redis_task_key(r, key, sizeof key, id, "prep");
+    hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_PREP);
     reply = hr_redis_cmdf(r, errstr, errlen, "SET %s %s NX PX %d", key, token, ms);
     if (reply == NULL)
         return -1;
@@ -39,7 +40,7 @@ int hr_subs_unlock(hr_redis *r, int64_t id, const char *token, char *errstr, siz
     const char *argv[2] = {key, token};
     redisReply *reply;
 
-    hr_redis_task_key(r, key, sizeof key, id, "prep");
+    hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_PREP);
     reply = hr_redis_eval(r, HR_LUA_LEASE_RELEASE, 1, 2, argv, NULL, errstr, errlen);
     freeReplyObject(reply);
     return reply != NULL ? 0 : -1;
@@ -54,7 +55,7 @@ static int hr_subs_renew(hr_redis *r, int64_t id, const hr_subs_refill_opts *o, 
     redisReply *reply;
     int rc;
 
-    hr_redis_task_key(r, key, sizeof key, id, "prep");
+    hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_PREP);
     snprintf(ms, sizeof ms, "%d", o->lock_ms);
     reply = hr_redis_eval(r, HR_LUA_LEASE_RENEW, 1, 3, argv, NULL, errstr, errlen);
     if (reply == NULL)
@@ -103,9 +104,9 @@ static int hr_subs_fill(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refi
         snprintf(errstr, errlen, "out of memory");
         return -1;
     }
-    argv[0] = hr_redis_task_key(r, keys[0], sizeof keys[0], id, "subs");
-    argv[1] = hr_redis_task_key(r, keys[1], sizeof keys[1], id, "pulled");
-    argv[2] = hr_redis_task_key(r, keys[2], sizeof keys[2], id, "seq");
+    argv[0] = hr_key_task(hr_redis_prefix(r), keys[0], sizeof keys[0], id, HR_KEY_SUBS);
+    argv[1] = hr_key_task(hr_redis_prefix(r), keys[1], sizeof keys[1], id, HR_KEY_PULLED);
+    argv[2] = hr_key_task(hr_redis_prefix(r), keys[2], sizeof keys[2], id, HR_KEY_SEQ);
     for (;;) {
         const hr_mysql_param pu[] = {HR_P_I64(id), HR_P_I64(last), HR_P_I64(o->batch)};
         const hr_mysql_param pe[] = {HR_P_I64(id),    HR_P_I64(epoch), HR_P_I64(last),
@@ -202,7 +203,7 @@ static int64_t hr_subs_synced(hr_redis *r, int64_t id, char *errstr, size_t errl
     redisReply *reply;
     int64_t v;
 
-    hr_redis_task_key(r, key, sizeof key, id, "synced");
+    hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_SYNCED);
     reply = hr_redis_cmdf(r, errstr, errlen, "GET %s", key);
     if (reply == NULL)
         return -1;
@@ -282,13 +283,14 @@ int hr_subs_sync(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts
     /* Nothing may be added after this but the set's own progress: the
      * synced mark, then (after the claim) seq, which makes every later
      * refill_add.lua refuse and lets the first chunk go. */
-    snprintf(upto_s, sizeof upto_s, "%lld", (long long)upto);
+    snprintf(upto_s, sizeof upto_s, "%" PRId64, upto);
     reply = hr_redis_cmdf(r, errstr, errlen, "SET %s %s",
-                          hr_redis_task_key(r, key, sizeof key, id, "synced"), upto_s);
+                          hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_SYNCED),
+                          upto_s);
     if (reply != NULL && claimed) {
         freeReplyObject(reply);
         reply = hr_redis_cmdf(r, errstr, errlen, "SET %s 0 NX",
-                              hr_redis_task_key(r, key, sizeof key, id, "seq"));
+                              hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_SEQ));
     }
     if (reply == NULL) {
         rc = -1;
@@ -305,7 +307,7 @@ int hr_subs_forget_synced(hr_redis *r, int64_t id, char *errstr, size_t errlen)
     redisReply *reply;
 
     reply = hr_redis_cmdf(r, errstr, errlen, "DEL %s",
-                          hr_redis_task_key(r, key, sizeof key, id, "synced"));
+                          hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_SYNCED));
     freeReplyObject(reply);
     return reply != NULL ? 0 : -1;
 }

@@ -15,12 +15,14 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "hr_state.h"
 #include "hr_template.h"
 
 /* Positions in HR_TASK_COLUMNS. */
@@ -152,13 +154,13 @@ int hr_task_from_row(const hr_mysql_rows *rows, size_t row, hr_task **out, char 
     if (t == NULL)
         goto oom;
     for (i = 0; i < sizeof task_cols / sizeof task_cols[0]; i++) {
-        const task_col *c = &task_cols[i];
-        void *field = (char *)t + c->offset;
+        const task_col *tc = &task_cols[i];
+        void *field = (char *)t + tc->offset;
 
-        if (c->kind == TC_STR) {
-            if (task_dup(rows, row, c->col, (char **)field) < 0)
+        if (tc->kind == TC_STR) {
+            if (task_dup(rows, row, tc->col, (char **)field) < 0)
                 goto oom;
-        } else if (task_int(rows, row, c->col, c->kind == TC_INT_NULL, (int64_t *)field,
+        } else if (task_int(rows, row, tc->col, tc->kind == TC_INT_NULL, (int64_t *)field,
                             errstr, errlen) < 0) {
             goto fail;
         }
@@ -202,17 +204,18 @@ done:
 int hr_task_set_control(hr_mysql *m, hr_redis *r, int64_t id, const char *control,
                         char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_STR(control), HR_P_I64(id)};
-    char key[256];
+    char key[HR_KEY_MAX];
     redisReply *reply;
+    hr_control wish;
 
-    if (m != NULL && hr_mysql_exec(m,
-                                   "UPDATE push_task SET control = ? WHERE id = ? "
-                                   "AND state NOT IN ('done', 'cancelled', 'failed')",
-                                   p, 2, NULL, NULL, NULL, errstr, errlen) < 0)
+    if (hr_control_parse(control, &wish) < 0) {
+        snprintf(errstr, errlen, "unknown control \"%.16s\"", control);
         return -1;
-    hr_redis_task_key(r, key, sizeof key, id, "ctl");
-    reply = hr_redis_cmdf(r, errstr, errlen, "SET %s %s", key, control);
+    }
+    if (m != NULL && hr_state_control(m, id, wish, errstr, errlen) < 0)
+        return -1;
+    hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_CTL);
+    reply = hr_redis_cmdf(r, errstr, errlen, "SET %s %s", key, hr_control_name(wish));
     if (reply == NULL)
         return m != NULL ? 1 : -1;
     freeReplyObject(reply);
@@ -225,12 +228,12 @@ static int task_check_template(const char *what, const char *src, bool json_esca
                                char *errstr, size_t errlen)
 {
     hr_template *tpl = NULL;
-    char why[256];
+    char detail[256];
 
     if (src == NULL)
         return 0;
-    if (hr_template_compile(src, strlen(src), json_escape, &tpl, why, sizeof why) < 0) {
-        snprintf(errstr, errlen, "%s template: %s", what, why);
+    if (hr_template_compile(src, strlen(src), json_escape, &tpl, detail, sizeof detail) < 0) {
+        snprintf(errstr, errlen, "%s template: %s", what, detail);
         return -1;
     }
     hr_template_free(tpl);
@@ -249,7 +252,7 @@ int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_
         return -1;
     }
     if (t->chunk_size < 1 || t->chunk_size > HR_TASK_MAX_CHUNK) {
-        snprintf(errstr, errlen, "chunk_size %lld is outside 1..%d", (long long)t->chunk_size,
+        snprintf(errstr, errlen, "chunk_size %" PRId64 " is outside 1..%d", t->chunk_size,
                  HR_TASK_MAX_CHUNK);
         return -1;
     }
@@ -258,18 +261,17 @@ int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_
         return -1;
     }
     if (t->rate_limit < 0) {
-        snprintf(errstr, errlen, "rate_limit %lld is negative", (long long)t->rate_limit);
+        snprintf(errstr, errlen, "rate_limit %" PRId64 " is negative", t->rate_limit);
         return -1;
     }
     if (t->throttle_limit < 0) {
-        snprintf(errstr, errlen, "throttle_limit %lld is negative",
-                 (long long)t->throttle_limit);
+        snprintf(errstr, errlen, "throttle_limit %" PRId64 " is negative", t->throttle_limit);
         return -1;
     }
     if (t->throttle_limit > 0 &&
         (t->throttle_window_s < 1 || t->throttle_window_s > HR_TASK_MAX_WINDOW_S)) {
-        snprintf(errstr, errlen, "throttle_window_s %lld is outside 1..%d (1 s..31 days)",
-                 (long long)t->throttle_window_s, HR_TASK_MAX_WINDOW_S);
+        snprintf(errstr, errlen, "throttle_window_s %" PRId64 " is outside 1..%d (1 s..31 days)",
+                 t->throttle_window_s, HR_TASK_MAX_WINDOW_S);
         return -1;
     }
     if (t->payload != NULL) {

@@ -3,10 +3,8 @@
  *
  * This file resolves a task's rule, finds the throttle_key value, names the
  * stream key, and drives the script over a batch: the calls of up to
- * HR_THROTTLE_PIPE_MAX recipients are appended to the connection, then all
- * their replies are read, so a chunk costs one round trip per slice.  Every
- * appended call is read back even after an error, so the connection stays
- * in step for the next command. */
+ * HR_THROTTLE_PIPE_MAX recipients go in one hr_pipe, so a chunk costs one
+ * round trip per slice. */
 #include "hr_throttle.h"
 
 #include <inttypes.h>
@@ -14,6 +12,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "hr_pipe.h"
 
 /* The script's verdict codes (lua/throttle.lua). */
 enum { THR_LUA_THROTTLED = 0, THR_LUA_ADDED = 1, THR_LUA_COUNTED = 2 };
@@ -105,23 +105,15 @@ const char *hr_throttle_value(const char *attr, const cJSON *payload, const redi
 int hr_throttle_key(const hr_redis *r, const char *scope, const char *uid, const char *value,
                     char *buf, size_t len, char *errstr, size_t errlen)
 {
-    int n;
-
-    if (value != NULL)
-        n = snprintf(buf, len, "%sthr:%s:%s:%s", hr_redis_prefix(r), scope, uid, value);
-    else
-        n = snprintf(buf, len, "%sthr:%s:%s", hr_redis_prefix(r), scope, uid);
-    if (n < 0 || (size_t)n >= len) {
+    if (hr_key_throttle(hr_redis_prefix(r), buf, len, scope, uid, value) == NULL) {
         snprintf(errstr, errlen, "throttle key for uid %.32s longer than %zu bytes", uid, len - 1);
         return -1;
     }
     return 0;
 }
 
-/* Appends (or, with PIPE false, runs) one script call for REQ; a run call's
- * reply goes to *REPLY. */
-static int thr_call(hr_redis *r, const hr_throttle_req *req, bool pipe, redisReply **reply,
-                    char *errstr, size_t errlen)
+/* Queues the script call of REQ on P. */
+static int thr_call(hr_pipe *p, const hr_throttle_req *req, char *errstr, size_t errlen)
 {
     char limit_s[24], window_s[24], task_s[24];
     const char *argv[4] = {req->key, limit_s, window_s, task_s};
@@ -129,15 +121,11 @@ static int thr_call(hr_redis *r, const hr_throttle_req *req, bool pipe, redisRep
     snprintf(limit_s, sizeof limit_s, "%" PRId64, req->rule->limit);
     snprintf(window_s, sizeof window_s, "%" PRId64, req->rule->window_ms);
     snprintf(task_s, sizeof task_s, "%" PRId64, req->rule->task);
-    if (pipe) {
-        if (hr_redis_pipe_eval(r, HR_LUA_THROTTLE, 1, 4, argv, NULL) != 0) {
-            snprintf(errstr, errlen, "throttle: cannot queue the script call");
-            return -1;
-        }
-        return 0;
+    if (hr_pipe_eval(p, HR_LUA_THROTTLE, 1, 4, argv, NULL) != 0) {
+        snprintf(errstr, errlen, "throttle: out of memory");
+        return -1;
     }
-    *reply = hr_redis_eval(r, HR_LUA_THROTTLE, 1, 4, argv, NULL, errstr, errlen);
-    return *reply != NULL ? 0 : -1;
+    return 0;
 }
 
 /* Turns one script reply into RES.  Takes ownership of REPLY. */
@@ -175,58 +163,41 @@ done:
     return rc;
 }
 
-/* One slice of at most HR_THROTTLE_PIPE_MAX requests: one round trip, plus
- * one more per call that met NOSCRIPT (SCRIPT FLUSH mid-batch; such a call
- * did not run, so running it again counts nothing twice). */
-static int thr_slice(hr_redis *r, const hr_throttle_req *reqs, size_t n, hr_throttle_result *out,
+/* One slice of at most HR_THROTTLE_PIPE_MAX requests in one round trip
+ * (hr_pipe replays a call that met NOSCRIPT). */
+static int thr_slice(hr_pipe *p, const hr_throttle_req *reqs, size_t n, hr_throttle_result *out,
                      char *errstr, size_t errlen)
 {
-    bool noscript[HR_THROTTLE_PIPE_MAX] = {false};
-    size_t queued, i;
-    bool any_noscript = false;
     redisReply *reply;
-    char why[256];
+    char detail[256];
+    size_t i;
     int rc = 0;
 
-    for (queued = 0; queued < n; queued++) {
-        if (thr_call(r, &reqs[queued], true, NULL, errstr, errlen) != 0) {
-            rc = -1;
-            break;
-        }
-    }
-    for (i = 0; i < queued; i++) {
-        reply = hr_redis_pipe_reply(r, why, sizeof why);
-        if (reply == NULL) {
-            if (strncmp(why, "NOSCRIPT", 8) == 0) {
-                noscript[i] = any_noscript = true;
-            } else if (rc == 0) {
-                snprintf(errstr, errlen, "throttle: %s", why);
-                rc = -1;
-            }
-            continue;
-        }
-        if (rc == 0)
-            rc = thr_parse(reply, reqs[i].rule, &out[i], errstr, errlen);
-        else
-            freeReplyObject(reply);
-    }
-    if (rc != 0 || !any_noscript)
-        return rc;
-    /* hr_redis_eval reloads the script on NOSCRIPT and repeats the call. */
-    for (i = 0; i < n; i++) {
-        if (!noscript[i])
-            continue;
-        if (thr_call(r, &reqs[i], false, &reply, errstr, errlen) != 0 ||
-            thr_parse(reply, reqs[i].rule, &out[i], errstr, errlen) != 0)
+    hr_pipe_reset(p);
+    for (i = 0; i < n; i++)
+        if (thr_call(p, &reqs[i], errstr, errlen) != 0)
             return -1;
+    if (hr_pipe_exec(p, detail, sizeof detail) != 0) {
+        snprintf(errstr, errlen, "throttle: %s", detail);
+        return -1;
     }
-    return 0;
+    for (i = 0; i < n && rc == 0; i++) {
+        reply = hr_pipe_reply(p, i, detail, sizeof detail);
+        if (reply == NULL) {
+            snprintf(errstr, errlen, "throttle: %s", detail);
+            rc = -1;
+        } else {
+            rc = thr_parse(reply, reqs[i].rule, &out[i], errstr, errlen);
+        }
+    }
+    return rc;
 }
 
 int hr_throttle_check(hr_redis *r, const hr_throttle_req *reqs, size_t n,
                       hr_throttle_result *out, char *errstr, size_t errlen)
 {
     size_t done, slice;
+    hr_pipe *p;
 
     /* A limit of 0 would make the script throttle everyone. */
     for (done = 0; done < n; done++) {
@@ -236,10 +207,16 @@ int hr_throttle_check(hr_redis *r, const hr_throttle_req *reqs, size_t n,
             return -1;
         }
     }
+    p = hr_pipe_new(r);
+    if (p == NULL) {
+        snprintf(errstr, errlen, "throttle: out of memory");
+        return -1;
+    }
     for (done = 0; done < n; done += slice) {
         slice = n - done < HR_THROTTLE_PIPE_MAX ? n - done : HR_THROTTLE_PIPE_MAX;
-        if (thr_slice(r, reqs + done, slice, out + done, errstr, errlen) != 0)
-            return -1;
+        if (thr_slice(p, reqs + done, slice, out + done, errstr, errlen) != 0)
+            break;
     }
-    return 0;
+    hr_pipe_free(p);
+    return done < n ? -1 : 0;
 }

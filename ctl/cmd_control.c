@@ -2,11 +2,13 @@
  * the API takes it: push_task.control is set (for an unfinished task) and
  * the task's ctl key at once, so workers react within their next batch;
  * the dispatchers' control scan carries out the state change. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ctl.h"
+#include "hr_state.h"
 #include "hr_task.h"
 
 int ctl_cmd_control(ctl_ctx *ctx, int argc, char **argv)
@@ -15,8 +17,8 @@ int ctl_cmd_control(ctl_ctx *ctx, int argc, char **argv)
     hr_mysql *m;
     hr_redis *r;
     hr_task *t = NULL;
-    char err[512];
-    long long id;
+    char errstr[512];
+    int64_t id;
     int rc;
 
     rc = ctl_task_arg(ctx, argc, argv, &m, &r, &t);
@@ -24,21 +26,20 @@ int ctl_cmd_control(ctl_ctx *ctx, int argc, char **argv)
         return rc;
     rc = CTL_EXIT_FAIL;
     id = t->id;
-    if (strcmp(t->state, "done") == 0 || strcmp(t->state, "cancelled") == 0 ||
-        strcmp(t->state, "failed") == 0) {
-        ctl_fail("task %lld is already %s", id, t->state);
+    if (hr_state_name_final(t->state)) {
+        ctl_fail("task %" PRId64 " is already %s", id, t->state);
         goto done;
     }
-    switch (hr_task_set_control(m, r, id, control, err, sizeof err)) {
+    switch (hr_task_set_control(m, r, id, control, errstr, sizeof errstr)) {
     case -1:
-        ctl_fail("%s", err);
+        ctl_fail("%s", errstr);
         goto done;
     case 1:
         ctl_fail("control is %s in MySQL, but the ctl key was not set (%s); the dispatcher "
-                 "sets it at its next scan", control, err);
+                 "sets it at its next scan", control, errstr);
         goto done;
     }
-    printf("task %lld: control=%s (state %s)\n", id, control, t->state);
+    printf("task %" PRId64 ": control=%s (state %s)\n", id, control, t->state);
     rc = CTL_EXIT_OK;
 done:
     hr_task_free(t);

@@ -6,6 +6,7 @@
  * inserted.  The row is then written with one prepared INSERT; every column
  * not given keeps the table's default. */
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -93,7 +94,7 @@ typedef struct create_args {
 /* Parses the flags into A.  CTL_EXIT_OK, or the exit code after printing. */
 static int create_parse(int argc, char **argv, create_args *a)
 {
-    char err[256];
+    char errstr[256];
     int64_t v, window_ms;
     int opt;
 
@@ -124,17 +125,17 @@ static int create_parse(int argc, char **argv, create_args *a)
                 return ctl_usage("create", "give one of --due-at and --due-in");
             a->due_given = true;
             if (opt == OPT_DUE_AT) {
-                if (ctl_fmt_parse_time("--due-at", optarg, &a->t.due_ms, err, sizeof err) < 0)
-                    return ctl_usage("create", "%s", err);
+                if (ctl_fmt_parse_time("--due-at", optarg, &a->t.due_ms, errstr, sizeof errstr) < 0)
+                    return ctl_usage("create", "%s", errstr);
             } else {
-                if (ctl_fmt_parse_duration("--due-in", optarg, &v, err, sizeof err) < 0)
-                    return ctl_usage("create", "%s", err);
+                if (ctl_fmt_parse_duration("--due-in", optarg, &v, errstr, sizeof errstr) < 0)
+                    return ctl_usage("create", "%s", errstr);
                 a->t.due_ms = ctl_fmt_now_ms() + v;
             }
             break;
         case OPT_FREEZE_AT:
-            if (ctl_fmt_parse_time("--freeze-at", optarg, &a->freeze_ms, err, sizeof err) < 0)
-                return ctl_usage("create", "%s", err);
+            if (ctl_fmt_parse_time("--freeze-at", optarg, &a->freeze_ms, errstr, sizeof errstr) < 0)
+                return ctl_usage("create", "%s", errstr);
             break;
         case OPT_RATE_LIMIT:
         case OPT_CHUNK_SIZE:
@@ -142,8 +143,8 @@ static int create_parse(int argc, char **argv, create_args *a)
             /* Range checks are hr_task_validate's; here only "an integer".
              * create_options[] lists the flags in enum order. */
             if (ctl_fmt_parse_int(create_options[opt - OPT_NAME].name, optarg, INT32_MIN,
-                                  INT32_MAX, &v, err, sizeof err) < 0)
-                return ctl_usage("create", "--%s", err);
+                                  INT32_MAX, &v, errstr, sizeof errstr) < 0)
+                return ctl_usage("create", "--%s", errstr);
             if (opt == OPT_RATE_LIMIT)
                 a->t.rate_limit = v;
             else if (opt == OPT_CHUNK_SIZE)
@@ -152,9 +153,9 @@ static int create_parse(int argc, char **argv, create_args *a)
                 a->t.throttle_limit = v;
             break;
         case OPT_THROTTLE_WINDOW:
-            if (ctl_fmt_parse_duration("--throttle-window", optarg, &window_ms, err,
-                                       sizeof err) < 0)
-                return ctl_usage("create", "%s", err);
+            if (ctl_fmt_parse_duration("--throttle-window", optarg, &window_ms, errstr,
+                                       sizeof errstr) < 0)
+                return ctl_usage("create", "%s", errstr);
             if (window_ms % 1000 != 0)
                 return ctl_usage("create", "--throttle-window: \"%s\" is not whole seconds",
                                  optarg);
@@ -181,8 +182,8 @@ static int create_parse(int argc, char **argv, create_args *a)
 
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
             if (values[i] != NULL &&
-                hr_parse_name(names[i].flag, values[i], names[i].max, err, sizeof err) < 0)
-                return ctl_usage("create", "%s", err);
+                hr_parse_name(names[i].flag, values[i], names[i].max, errstr, sizeof errstr) < 0)
+                return ctl_usage("create", "%s", errstr);
     }
     if (a->freeze_ms >= 0 && a->freeze_ms > a->t.due_ms)
         return ctl_usage("create", "--freeze-at must not be after the due time (the task "
@@ -199,7 +200,7 @@ static hr_mysql_param create_str_or_null(const char *s)
 int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
 {
     create_args a = {0};
-    char err[512], due[40], freeze[40];
+    char errstr[512], due[40], freeze[40];
     hr_mysql *m;
     uint64_t id = 0;
     int rc;
@@ -207,8 +208,8 @@ int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
     rc = create_parse(argc, argv, &a);
     if (rc != CTL_EXIT_OK)
         return rc;
-    if (hr_task_validate(&a.t, ctx->cfg, err, sizeof err) < 0)
-        return ctl_fail("task refused: %s", err);
+    if (hr_task_validate(&a.t, ctx->cfg, errstr, sizeof errstr) < 0)
+        return ctl_fail("task refused: %s", errstr);
     if (ctl_mysql(ctx, &m) < 0)
         return CTL_EXIT_FAIL;
 
@@ -231,14 +232,14 @@ int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
         create_str_or_null(a.t.throttle_key),
         create_str_or_null(a.t.throttle_mode),
     };
-    if (hr_mysql_exec(m, CREATE_INSERT, p, sizeof p / sizeof p[0], NULL, &id, NULL, err,
-                      sizeof err) < 0)
-        return ctl_fail("create: %s", err);
+    if (hr_mysql_exec(m, CREATE_INSERT, p, sizeof p / sizeof p[0], NULL, &id, NULL, errstr,
+                      sizeof errstr) < 0)
+        return ctl_fail("create: %s", errstr);
 
     if (a.quiet)
-        printf("%llu\n", (unsigned long long)id);
+        printf("%" PRIu64 "\n", id);
     else
-        printf("created task %llu due %s\n", (unsigned long long)id,
+        printf("created task %" PRIu64 " due %s\n", id,
                ctl_fmt_time_iso(a.t.due_ms, due, sizeof due));
     return CTL_EXIT_OK;
 }

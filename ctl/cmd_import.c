@@ -25,6 +25,7 @@
  * Both writes are idempotent, so an import that failed half way is simply
  * run again. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,8 +33,11 @@
 #include <unistd.h>
 
 #include "ctl.h"
-#include "hr_parse.h"
 #include "ctl_fmt.h"
+#include "hr_parse.h"
+#include "hr_pipe.h"
+#include "hr_state.h"
+#include "hr_vec.h"
 
 #define IMPORT_BATCH 10000
 #define IMPORT_UID_LEN 24      /* a decimal int64 and its NUL, rounded up */
@@ -43,16 +47,14 @@
 #define IMPORT_INSERT_HEAD "INSERT IGNORE INTO push_subscription (task_id, uid) VALUES "
 #define IMPORT_STATE_SQL "SELECT state FROM push_task WHERE id = ?"
 
-typedef struct import_ids {
-    int64_t *v;
-    size_t n, cap;
-} import_ids;
+typedef HR_VEC(int64_t) import_ids;
 
 typedef struct import_job {
     hr_mysql *m;
     hr_redis *r;
+    hr_pipe *pipe;         /* the refill_add.lua call in flight */
     int64_t task;
-    char keys[3][256];     /* the task's subs, pulled and seq keys */
+    char keys[3][HR_KEY_MAX]; /* the task's subs, pulled and seq keys */
     char *sql;             /* INSERT for SQL_ROWS rows */
     size_t sql_rows;
     hr_mysql_param *params;
@@ -80,20 +82,6 @@ static int import_parse_line(char *line, int64_t *out)
     return hr_parse_uid(s, (size_t)(end - s), out) == 0 ? 1 : -1;
 }
 
-static int import_push(import_ids *ids, int64_t v)
-{
-    if (ids->n == ids->cap) {
-        size_t cap = ids->cap ? ids->cap * 2 : 65536;
-        int64_t *nv = realloc(ids->v, cap * sizeof *nv);
-        if (nv == NULL)
-            return -1;
-        ids->v = nv;
-        ids->cap = cap;
-    }
-    ids->v[ids->n++] = v;
-    return 0;
-}
-
 /* Reads every id of PATH ("-" = stdin) into IDS.  0, or -1 with ERRSTR
  * "file:line: ..." for a bad line. */
 static int import_read(const char *path, import_ids *ids, char *errstr, size_t errlen)
@@ -118,7 +106,7 @@ static int import_read(const char *path, import_ids *ids, char *errstr, size_t e
                      name, lineno, line);
             goto done;
         }
-        if (got == 1 && import_push(ids, v) < 0) {
+        if (got == 1 && hr_vec_push(ids, v) < 0) {
             snprintf(errstr, errlen, "%s:%zu: out of memory", name, lineno);
             goto done;
         }
@@ -143,21 +131,22 @@ static int import_check_task(hr_mysql *m, int64_t task, bool lock, char *errstr,
 {
     hr_mysql_param p = HR_P_I64(task);
     hr_mysql_rows *rows = NULL;
-    const char *state;
+    const char *name;
+    hr_task_state state;
     int rc = -1;
 
     if (hr_mysql_query(m, lock ? IMPORT_STATE_SQL " LOCK IN SHARE MODE" : IMPORT_STATE_SQL, &p, 1,
                        &rows, errstr, errlen) < 0)
         goto done;
     if (rows->nrows == 0) {
-        snprintf(errstr, errlen, "task %lld does not exist", (long long)task);
+        snprintf(errstr, errlen, "task %" PRId64 " does not exist", task);
         goto done;
     }
-    state = hr_mysql_cell(rows, 0, 0);
-    if (state == NULL || strcmp(state, "scheduled") != 0) {
+    name = hr_mysql_cell(rows, 0, 0);
+    if (hr_state_parse(name, &state) < 0 || state != HR_STATE_SCHEDULED) {
         snprintf(errstr, errlen,
-                 "task %lld is %s: subscribers can only be imported while it is scheduled",
-                 (long long)task, state != NULL ? state : "NULL");
+                 "task %" PRId64 " is %s: subscribers can only be imported while it is scheduled",
+                 task, name != NULL ? name : "NULL");
         rc = 1;
         goto done;
     }
@@ -200,7 +189,9 @@ static int import_sadd_finish(import_job *j, char *errstr, size_t errlen)
     if (!j->sadd_pending)
         return 0;
     j->sadd_pending = false;
-    reply = hr_redis_pipe_reply(j->r, errstr, errlen);
+    if (hr_pipe_recv(j->pipe, errstr, errlen) < 0)
+        return -1;
+    reply = hr_pipe_reply(j->pipe, 0, errstr, errlen);
     if (reply == NULL)
         return -1;
     /* A refusal (seq exists) loses nothing: the batch committed before the
@@ -214,28 +205,21 @@ static int import_sadd_finish(import_job *j, char *errstr, size_t errlen)
 static int import_sadd_send(import_job *j, const int64_t *uids, size_t n, char *errstr,
                             size_t errlen)
 {
-    redisContext *c;
-    int done = 0;
-
     for (size_t i = 0; i < n; i++) {
         char *t = j->txt + i * IMPORT_UID_LEN;
-        j->argvlen[3 + i] = (size_t)snprintf(t, IMPORT_UID_LEN, "%lld", (long long)uids[i]);
+        j->argvlen[3 + i] = (size_t)snprintf(t, IMPORT_UID_LEN, "%" PRId64, uids[i]);
         j->argv[3 + i] = t;
     }
-    if (hr_redis_pipe_eval(j->r, HR_LUA_REFILL_ADD, 3, (int)(3 + n), j->argv, j->argvlen) < 0)
-        goto fail;
-    /* hiredis only buffers; write now so that Redis works during the next
-     * MySQL batch. */
-    c = hr_redis_context(j->r);
-    while (!done)
-        if (redisBufferWrite(c, &done) != REDIS_OK)
-            goto fail;
+    hr_pipe_reset(j->pipe);
+    if (hr_pipe_eval(j->pipe, HR_LUA_REFILL_ADD, 3, (int)(3 + n), j->argv, j->argvlen) < 0) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    /* Written now, read after the next MySQL batch: Redis works meanwhile. */
+    if (hr_pipe_send(j->pipe, errstr, errlen) < 0)
+        return -1;
     j->sadd_pending = true;
     return 0;
-fail:
-    c = hr_redis_context(j->r);
-    snprintf(errstr, errlen, "redis: %s", c != NULL && c->errstr[0] ? c->errstr : "write failed");
-    return -1;
 }
 
 /* One batch: MySQL transaction, then Redis.  0, or -1 with ERRSTR;
@@ -294,11 +278,12 @@ static int import_job_init(import_job *j)
     j->argv = malloc((3 + IMPORT_BATCH) * sizeof *j->argv);
     j->argvlen = malloc((3 + IMPORT_BATCH) * sizeof *j->argvlen);
     j->txt = malloc((size_t)IMPORT_BATCH * IMPORT_UID_LEN);
-    if (!j->params || !j->argv || !j->argvlen || !j->txt)
+    j->pipe = hr_pipe_new(j->r);
+    if (!j->params || !j->argv || !j->argvlen || !j->txt || !j->pipe)
         return -1;
-    j->argv[0] = hr_redis_task_key(j->r, j->keys[0], sizeof j->keys[0], j->task, "subs");
-    j->argv[1] = hr_redis_task_key(j->r, j->keys[1], sizeof j->keys[1], j->task, "pulled");
-    j->argv[2] = hr_redis_task_key(j->r, j->keys[2], sizeof j->keys[2], j->task, "seq");
+    j->argv[0] = hr_key_task(hr_redis_prefix(j->r), j->keys[0], sizeof j->keys[0], j->task, HR_KEY_SUBS);
+    j->argv[1] = hr_key_task(hr_redis_prefix(j->r), j->keys[1], sizeof j->keys[1], j->task, HR_KEY_PULLED);
+    j->argv[2] = hr_key_task(hr_redis_prefix(j->r), j->keys[2], sizeof j->keys[2], j->task, HR_KEY_SEQ);
     for (int i = 0; i < 3; i++)
         j->argvlen[i] = strlen(j->argv[i]);
     return 0;
@@ -311,13 +296,14 @@ static void import_job_release(import_job *j)
     free(j->argv);
     free(j->argvlen);
     free(j->txt);
+    hr_pipe_free(j->pipe);
 }
 
 int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
 {
     import_job j = {0};
     import_ids ids = {0};
-    char err[1024], n1[32], n2[32], n3[32], n4[32];
+    char errstr[1024], n1[32], n2[32], n3[32], n4[32];
     int64_t start = ctl_fmt_mono_ms(), last_draw = 0, elapsed;
     bool tty = isatty(STDERR_FILENO), refused = false;
     size_t done = 0;
@@ -327,15 +313,15 @@ int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
         return ctl_usage("import", "TASK and FILE (or -) are required");
     if (argc > 3)
         return ctl_usage("import", "unexpected argument \"%s\"", argv[3]);
-    if (ctl_fmt_parse_int("TASK", argv[1], 1, INT64_MAX, &j.task, err, sizeof err) < 0)
-        return ctl_usage("import", "%s", err);
+    if (ctl_fmt_parse_int("TASK", argv[1], 1, INT64_MAX, &j.task, errstr, sizeof errstr) < 0)
+        return ctl_usage("import", "%s", errstr);
     if (ctl_mysql(ctx, &j.m) < 0 || ctl_redis(ctx, &j.r) < 0)
         return CTL_EXIT_FAIL;
     /* Refuse early: no point reading a million lines for a task that is gone. */
-    if (import_check_task(j.m, j.task, false, err, sizeof err) != 0)
-        return ctl_fail("import: %s", err);
-    if (import_read(argv[2], &ids, err, sizeof err) < 0) {
-        ctl_fail("import: %s (nothing imported)", err);
+    if (import_check_task(j.m, j.task, false, errstr, sizeof errstr) != 0)
+        return ctl_fail("import: %s", errstr);
+    if (import_read(argv[2], &ids, errstr, sizeof errstr) < 0) {
+        ctl_fail("import: %s (nothing imported)", errstr);
         goto done;
     }
     if (import_job_init(&j) < 0) {
@@ -344,21 +330,21 @@ int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
     }
     while (done < ids.n) {
         size_t n = ids.n - done < IMPORT_BATCH ? ids.n - done : IMPORT_BATCH;
-        if (import_batch(&j, ids.v + done, n, &refused, err, sizeof err) < 0) {
+        if (import_batch(&j, ids.v + done, n, &refused, errstr, sizeof errstr) < 0) {
             if (tty)
                 fputs("\r\033[K", stderr);
             if (refused)
-                ctl_fail("import into task %lld: %s.  The first %s ids were imported and will "
-                         "be pushed; the other %s were refused (ids #%zu to #%zu of the input, "
-                         "the first refused being %lld)",
-                         (long long)j.task, err, ctl_fmt_count((int64_t)done, n1, sizeof n1),
+                ctl_fail("import into task %" PRId64 ": %s.  The first %s ids were imported and "
+                         "will be pushed; the other %s were refused (ids #%zu to #%zu of the "
+                         "input, the first refused being %" PRId64 ")",
+                         j.task, errstr, ctl_fmt_count((int64_t)done, n1, sizeof n1),
                          ctl_fmt_count((int64_t)(ids.n - done), n2, sizeof n2), done + 1, ids.n,
-                         (long long)ids.v[done]);
+                         ids.v[done]);
             else
-                ctl_fail("import into task %lld stopped after %s of %s ids: %s (run it again "
-                         "once fixed: importing is idempotent)",
-                         (long long)j.task, ctl_fmt_count((int64_t)done, n1, sizeof n1),
-                         ctl_fmt_count((int64_t)ids.n, n2, sizeof n2), err);
+                ctl_fail("import into task %" PRId64 " stopped after %s of %s ids: %s (run it "
+                         "again once fixed: importing is idempotent)",
+                         j.task, ctl_fmt_count((int64_t)done, n1, sizeof n1),
+                         ctl_fmt_count((int64_t)ids.n, n2, sizeof n2), errstr);
             goto done;
         }
         done += n;
@@ -367,16 +353,16 @@ int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
             import_progress(done, ids.n, last_draw - start);
         }
     }
-    if (import_sadd_finish(&j, err, sizeof err) < 0) {
-        ctl_fail("import into task %lld: every id is in MySQL but the last Redis batch failed: "
-                 "%s (run it again: importing is idempotent)", (long long)j.task, err);
+    if (import_sadd_finish(&j, errstr, sizeof errstr) < 0) {
+        ctl_fail("import into task %" PRId64 ": every id is in MySQL but the last Redis batch "
+                 "failed: %s (run it again: importing is idempotent)", j.task, errstr);
         goto done;
     }
     if (tty)
         fputs("\r\033[K", stderr);
     elapsed = ctl_fmt_mono_ms() - start;
-    printf("imported %s ids into task %lld in %.1f s (%s ids/s; %s new, %s duplicates)\n",
-           ctl_fmt_count((int64_t)ids.n, n1, sizeof n1), (long long)j.task, elapsed / 1000.0,
+    printf("imported %s ids into task %" PRId64 " in %.1f s (%s ids/s; %s new, %s duplicates)\n",
+           ctl_fmt_count((int64_t)ids.n, n1, sizeof n1), j.task, elapsed / 1000.0,
            ctl_fmt_count(elapsed > 0 ? (int64_t)(ids.n * 1000.0 / elapsed) : (int64_t)ids.n, n2,
                          sizeof n2),
            ctl_fmt_count((int64_t)j.added, n3, sizeof n3),
@@ -384,6 +370,6 @@ int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
     rc = CTL_EXIT_OK;
 done:
     import_job_release(&j);
-    free(ids.v);
+    hr_vec_free(&ids);
     return rc;
 }

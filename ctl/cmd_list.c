@@ -16,6 +16,7 @@
 
 #include "ctl.h"
 #include "ctl_fmt.h"
+#include "hr_state.h"
 
 #define LIST_DEFAULT_LIMIT 20
 #define LIST_MAX_LIMIT 10000
@@ -52,16 +53,6 @@ enum {
 static const char *const list_counters[] = {"total",  "sent",      "failed", "throttled",
                                             "pulled", "cancelled", "retried"};
 
-static const char *const list_states[] = {"scheduled", "dispatching", "dispatched", "done",
-                                          "paused",    "cancelled",   "failed"};
-
-static bool list_known_state(const char *s)
-{
-    for (size_t i = 0; i < sizeof list_states / sizeof list_states[0]; i++)
-        if (strcmp(list_states[i], s) == 0)
-            return true;
-    return false;
-}
 
 static int64_t list_int(const hr_mysql_rows *rows, size_t row, size_t col)
 {
@@ -155,10 +146,11 @@ int ctl_cmd_list(ctl_ctx *ctx, int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     const char *state = NULL;
+    hr_task_state known;
     int64_t limit = LIST_DEFAULT_LIMIT;
     hr_mysql_rows *rows = NULL;
     hr_mysql_param p[2];
-    char err[512];
+    char errstr[512];
     hr_mysql *m;
     size_t np = 0;
     bool json = false;
@@ -167,14 +159,14 @@ int ctl_cmd_list(ctl_ctx *ctx, int argc, char **argv)
     optind = 0;
     while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
         if (opt == 's') {
-            if (!list_known_state(optarg))
+            if (hr_state_parse(optarg, &known) < 0)
                 return ctl_usage("list", "--state: \"%s\" is not one of scheduled, dispatching, "
                                          "dispatched, done, paused, cancelled, failed", optarg);
             state = optarg;
         } else if (opt == 'n') {
-            if (ctl_fmt_parse_int("--limit", optarg, 1, LIST_MAX_LIMIT, &limit, err,
-                                  sizeof err) < 0)
-                return ctl_usage("list", "%s", err);
+            if (ctl_fmt_parse_int("--limit", optarg, 1, LIST_MAX_LIMIT, &limit, errstr,
+                                  sizeof errstr) < 0)
+                return ctl_usage("list", "%s", errstr);
         } else if (opt == 'j') {
             json = true;
         } else {
@@ -192,8 +184,8 @@ int ctl_cmd_list(ctl_ctx *ctx, int argc, char **argv)
     if (hr_mysql_query(m,
                        state != NULL ? LIST_SELECT "WHERE state = ? ORDER BY id DESC LIMIT ?"
                                      : LIST_SELECT "ORDER BY id DESC LIMIT ?",
-                       p, np, &rows, err, sizeof err) < 0) {
-        ctl_fail("list: %s", err);
+                       p, np, &rows, errstr, sizeof errstr) < 0) {
+        ctl_fail("list: %s", errstr);
         goto done;
     }
     if (rows->ncols != LIST_NCOLS) {

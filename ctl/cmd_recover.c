@@ -41,6 +41,7 @@
  *      and chunks the rebuilt set; a scheduled one goes back into the timer;
  *      a paused one stays paused (resume chunks it).  The ctl key mirrors
  *      control. */
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,8 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "hr_finish.h"
+#include "hr_state.h"
 #include "hr_subs.h"
 #include "hr_task.h"
 
@@ -65,21 +68,21 @@
 /* Step 3's MySQL side, in one transaction: the rows of chunks that were not
  * done go, and total becomes what the delivery log shows as delivered; the
  * chunks cut from the rebuilt set add their sizes again. */
-static int recover_reset_total(hr_mysql *m, int64_t id, char *err, size_t errlen)
+static int recover_reset_total(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(id)};
     const hr_mysql_param p2[] = {HR_P_I64(id), HR_P_I64(id)};
 
-    if (hr_mysql_begin(m, err, errlen) < 0)
+    if (hr_mysql_begin(m, errstr, errlen) < 0)
         return -1;
     if (hr_mysql_exec(m, "DELETE FROM push_chunk WHERE task_id = ? AND state <> 'done'", p, 1,
-                      NULL, NULL, NULL, err, errlen) < 0 ||
+                      NULL, NULL, NULL, errstr, errlen) < 0 ||
         hr_mysql_exec(m,
                       "UPDATE push_task SET total = (SELECT COUNT(*) FROM push_delivery "
                       "WHERE task_id = ? AND status IN ('sent', 'failed', 'throttled')) "
                       "WHERE id = ?",
-                      p2, 2, NULL, NULL, NULL, err, errlen) < 0 ||
-        hr_mysql_commit(m, err, errlen) < 0) {
+                      p2, 2, NULL, NULL, NULL, errstr, errlen) < 0 ||
+        hr_mysql_commit(m, errstr, errlen) < 0) {
         hr_mysql_rollback(m);
         return -1;
     }
@@ -87,22 +90,24 @@ static int recover_reset_total(hr_mysql *m, int64_t id, char *err, size_t errlen
 }
 
 /* Step 3's Redis side: stats.published = push_task.total as just reset. */
-static int recover_reset_published(hr_mysql *m, hr_redis *r, const char *base, int64_t id,
-                                   char *err, size_t errlen)
+static int recover_reset_published(hr_mysql *m, hr_redis *r, int64_t id, char *errstr,
+                                   size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(id)};
     hr_mysql_rows *rows = NULL;
     redisReply *reply;
+    char key[HR_KEY_MAX];
     int rc = -1;
 
-    if (hr_mysql_query(m, "SELECT total FROM push_task WHERE id = ?", p, 1, &rows, err,
+    if (hr_mysql_query(m, "SELECT total FROM push_task WHERE id = ?", p, 1, &rows, errstr,
                        errlen) < 0)
         return -1;
     if (rows->nrows != 1 || hr_mysql_cell(rows, 0, 0) == NULL) {
-        snprintf(err, errlen, "task %lld disappeared", (long long)id);
+        snprintf(errstr, errlen, "task %" PRId64 " disappeared", id);
         goto done;
     }
-    reply = hr_redis_cmdf(r, err, errlen, "HSET %sstats published %s", base,
+    reply = hr_redis_cmdf(r, errstr, errlen, "HSET %s published %s",
+                          hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_STATS),
                           hr_mysql_cell(rows, 0, 0));
     if (reply == NULL)
         goto done;
@@ -123,8 +128,8 @@ done:
  * short by a flush) is counted here, so the counters add up to the
  * subscriptions either way.  Raising them to MySQL's or the hash's values
  * instead counted the first kind twice.  pulled and cancelled are only
- * raised (the refill also leaves out the pulled set).  0 or -1 (ERR). */
-static int recover_log_counts(hr_mysql *m, hr_task *t, char *err, size_t errlen)
+ * raised (the refill also leaves out the pulled set).  0 or -1 (ERRSTR). */
+static int recover_log_counts(hr_mysql *m, hr_task *t, char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(t->id)};
     hr_mysql_rows *rows = NULL;
@@ -132,7 +137,7 @@ static int recover_log_counts(hr_mysql *m, hr_task *t, char *err, size_t errlen)
 
     if (hr_mysql_query(m, "SELECT status, COUNT(*) FROM push_delivery WHERE task_id = ? "
                           "GROUP BY status",
-                       p, 1, &rows, err, errlen) < 0)
+                       p, 1, &rows, errstr, errlen) < 0)
         return -1;
     t->sent = t->failed = t->throttled = 0;
     for (i = 0; i < rows->nrows; i++) {
@@ -150,7 +155,7 @@ static int recover_log_counts(hr_mysql *m, hr_task *t, char *err, size_t errlen)
     }
     hr_mysql_rows_free(rows);
     {
-        const hr_mysql_param pu[] = {HR_P_I64(t->sent),   HR_P_I64(t->failed),
+        const hr_mysql_param pu[] = {HR_P_I64(t->sent),      HR_P_I64(t->failed),
                                      HR_P_I64(t->throttled), HR_P_I64(t->pulled),
                                      HR_P_I64(t->cancelled), HR_P_I64(t->id)};
 
@@ -158,7 +163,7 @@ static int recover_log_counts(hr_mysql *m, hr_task *t, char *err, size_t errlen)
                              "UPDATE push_task SET sent = ?, failed = ?, throttled = ?, "
                              "pulled = GREATEST(pulled, ?), cancelled = GREATEST(cancelled, ?) "
                              "WHERE id = ?",
-                             pu, 6, NULL, NULL, NULL, err, errlen);
+                             pu, 6, NULL, NULL, NULL, errstr, errlen);
     }
 }
 
@@ -166,8 +171,7 @@ static int recover_log_counts(hr_mysql *m, hr_task *t, char *err, size_t errlen)
  * they are (recover_log_counts), the others only raised (workers write the
  * hash's counters to MySQL with GREATEST, so a hash lost with Redis must
  * not restart them from 0). */
-static int recover_restore_stats(hr_redis *r, const char *base, const hr_task *t, char *err,
-                                 size_t errlen)
+static int recover_restore_stats(hr_redis *r, const hr_task *t, char *errstr, size_t errlen)
 {
     const struct {
         const char *field;
@@ -177,20 +181,22 @@ static int recover_restore_stats(hr_redis *r, const char *base, const hr_task *t
                     {"throttled", t->throttled, true}, {"retried", t->retried, false},
                     {"pulled", t->pulled, false},      {"cancelled", t->cancelled, false}};
     redisReply *reply;
+    char key[HR_KEY_MAX];
     size_t i;
 
+    hr_key_task(hr_redis_prefix(r), key, sizeof key, t->id, HR_KEY_STATS);
     for (i = 0; i < sizeof counters / sizeof counters[0]; i++) {
-        long long have;
+        int64_t have;
 
-        reply = hr_redis_cmdf(r, err, errlen, "HGET %sstats %s", base, counters[i].field);
+        reply = hr_redis_cmdf(r, errstr, errlen, "HGET %s %s", key, counters[i].field);
         if (reply == NULL)
             return -1;
         have = reply->type == REDIS_REPLY_STRING ? strtoll(reply->str, NULL, 10) : 0;
         freeReplyObject(reply);
         if (counters[i].exact ? have == counters[i].value : have >= counters[i].value)
             continue;
-        reply = hr_redis_cmdf(r, err, errlen, "HSET %sstats %s %lld", base, counters[i].field,
-                              (long long)counters[i].value);
+        reply = hr_redis_cmdf(r, errstr, errlen, "HSET %s %s %" PRId64, key, counters[i].field,
+                              counters[i].value);
         if (reply == NULL)
             return -1;
         freeReplyObject(reply);
@@ -198,40 +204,33 @@ static int recover_restore_stats(hr_redis *r, const char *base, const hr_task *t
     return 0;
 }
 
-/* Deletes the keys matching BASE + PATTERN (SCAN, bounded); with DEL
- * false only counts them, stopping at the first.  The number deleted (or
- * found), or -1. */
-static long long recover_del_matching(hr_redis *r, const char *base, const char *pattern, bool del,
-                                      char *err, size_t errlen)
+/* Deletes the keys matching MATCH (SCAN, bounded); with DEL false only
+ * counts them, stopping at the first.  The number deleted (or found), or
+ * -1. */
+static int64_t recover_del_matching(hr_redis *r, const char *match, bool del, char *errstr,
+                                    size_t errlen)
 {
-    char match[512], cursor[32] = "0";
-    long long deleted = 0;
-    size_t i, o = 0;
+    char cursor[32] = "0";
+    int64_t deleted = 0;
+    size_t i;
     int rounds = 0;
 
-    /* The prefix is literal: escape glob characters in it. */
-    for (i = 0; base[i] != '\0' && o + 3 < sizeof match; i++) {
-        if (strchr("*?[]\\", base[i]) != NULL)
-            match[o++] = '\\';
-        match[o++] = base[i];
-    }
-    snprintf(match + o, sizeof match - o, "%s", pattern);
     do {
-        redisReply *reply = hr_redis_cmdf(r, err, errlen, "SCAN %s MATCH %s COUNT 1000", cursor,
+        redisReply *reply = hr_redis_cmdf(r, errstr, errlen, "SCAN %s MATCH %s COUNT 1000", cursor,
                                           match);
 
         if (reply == NULL)
             return -1;
         snprintf(cursor, sizeof cursor, "%s", reply->element[0]->str);
         if (!del) {
-            deleted += (long long)reply->element[1]->elements;
+            deleted += (int64_t)reply->element[1]->elements;
             freeReplyObject(reply);
             if (deleted > 0)
                 break;
             continue;
         }
         for (i = 0; i < reply->element[1]->elements; i++) {
-            redisReply *gone = hr_redis_cmdf(r, err, errlen, "DEL %s",
+            redisReply *gone = hr_redis_cmdf(r, errstr, errlen, "DEL %s",
                                              reply->element[1]->element[i]->str);
 
             if (gone == NULL) {
@@ -252,12 +251,12 @@ static int64_t recover_unaccounted(hr_mysql *m, int64_t id)
 {
     const hr_mysql_param p[] = {HR_P_I64(id)};
     hr_mysql_rows *rows = NULL;
-    char err[512];
+    char errstr[512];
     int64_t v;
 
-    if (hr_mysql_query(m, "SELECT unaccounted FROM push_task WHERE id = ?", p, 1, &rows, err,
-                       sizeof err) < 0) {
-        ctl_fail("%s", err);
+    if (hr_mysql_query(m, "SELECT unaccounted FROM push_task WHERE id = ?", p, 1, &rows, errstr,
+                       sizeof errstr) < 0) {
+        ctl_fail("%s", errstr);
         return -1;
     }
     v = rows->nrows == 1 ? strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10) : 0;
@@ -266,8 +265,8 @@ static int64_t recover_unaccounted(hr_mysql *m, int64_t id)
 }
 
 /* The delivery log's row count and newest `at` of task ID, as one string
- * that changes whenever a worker logs an outcome.  0 or -1 (ERR). */
-static int recover_log_mark(hr_mysql *m, int64_t id, char *mark, size_t marklen, char *err,
+ * that changes whenever a worker logs an outcome.  0 or -1 (ERRSTR). */
+static int recover_log_mark(hr_mysql *m, int64_t id, char *mark, size_t marklen, char *errstr,
                             size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(id)};
@@ -275,7 +274,7 @@ static int recover_log_mark(hr_mysql *m, int64_t id, char *mark, size_t marklen,
 
     if (hr_mysql_query(m, "SELECT COUNT(*), COALESCE(MAX(at), '') FROM push_delivery "
                           "WHERE task_id = ?",
-                       p, 1, &rows, err, errlen) < 0)
+                       p, 1, &rows, errstr, errlen) < 0)
         return -1;
     snprintf(mark, marklen, "%s/%s", hr_mysql_cell(rows, 0, 0), hr_mysql_cell(rows, 0, 1));
     hr_mysql_rows_free(rows);
@@ -294,49 +293,51 @@ static int recover_log_mark(hr_mysql *m, int64_t id, char *mark, size_t marklen,
  * and it is pushed and counted twice.  (A holder that does not run at all,
  * SIGSTOPped, pushes on only when it comes back; docs/reliability.md
  * bounds that.)  0, 1 when the log did not stand still within
- * RECOVER_QUIET_MAX_MS (reported), -1 (ERR). */
-static int recover_wait_reports(hr_mysql *m, int64_t id, int lease_ms, char *err,
+ * RECOVER_QUIET_MAX_MS (reported), -1 (ERRSTR). */
+static int recover_wait_reports(hr_mysql *m, int64_t id, int lease_ms, char *errstr,
                                 size_t errlen)
 {
     char before[96], after[96];
     int waited = lease_ms / 3;
 
-    fprintf(stderr, "heraldctl: task %lld: waiting for its workers' last reports (lease "
+    fprintf(stderr, "heraldctl: task %" PRId64 ": waiting for its workers' last reports (lease "
             "renewal %d ms, then the delivery log standing still for %d ms)\n",
-            (long long)id, lease_ms / 3, RECOVER_QUIET_MS);
+            id, lease_ms / 3, RECOVER_QUIET_MS);
     usleep((useconds_t)(lease_ms / 3) * 1000);
-    if (recover_log_mark(m, id, before, sizeof before, err, errlen) < 0)
+    if (recover_log_mark(m, id, before, sizeof before, errstr, errlen) < 0)
         return -1;
     for (; waited < RECOVER_QUIET_MAX_MS; waited += RECOVER_QUIET_MS) {
         usleep(RECOVER_QUIET_MS * 1000);
-        if (recover_log_mark(m, id, after, sizeof after, err, errlen) < 0)
+        if (recover_log_mark(m, id, after, sizeof after, errstr, errlen) < 0)
             return -1;
         if (strcmp(before, after) == 0)
             return 0;
         snprintf(before, sizeof before, "%s", after);
     }
-    ctl_fail("task %lld: workers still log deliveries of it after %d s (its chunks were lost "
-             "from Redis while they pushed them); recover would push those recipients again: "
-             "try again once they stopped", (long long)id, RECOVER_QUIET_MAX_MS / 1000);
+    ctl_fail("task %" PRId64 ": workers still log deliveries of it after %d s (its chunks were "
+             "lost from Redis while they pushed them); recover would push those recipients "
+             "again: try again once they stopped", id, RECOVER_QUIET_MAX_MS / 1000);
     return 1;
 }
 
 /* Records that the rebuilt set holds every subscription up to the task's
  * current epoch (P T:synced, see hr_subs.h).  0 or -1 (ERR). */
-static int recover_mark_synced(hr_mysql *m, hr_redis *r, int64_t id, const char *base,
-                               char *err, size_t errlen)
+static int recover_mark_synced(hr_mysql *m, hr_redis *r, int64_t id, char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(id)};
     hr_mysql_rows *rows = NULL;
     redisReply *reply;
-    long long epoch;
+    char key[HR_KEY_MAX];
+    int64_t epoch;
 
-    if (hr_mysql_query(m, "SELECT subs_epoch FROM push_task WHERE id = ?", p, 1, &rows, err,
+    if (hr_mysql_query(m, "SELECT subs_epoch FROM push_task WHERE id = ?", p, 1, &rows, errstr,
                        errlen) < 0)
         return -1;
     epoch = rows->nrows == 1 ? strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10) : 0;
     hr_mysql_rows_free(rows);
-    reply = hr_redis_cmdf(r, err, errlen, "SET %ssynced %lld", base, epoch + 1);
+    reply = hr_redis_cmdf(r, errstr, errlen, "SET %s %" PRId64,
+                          hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_SYNCED),
+                          epoch + 1);
     freeReplyObject(reply);
     return reply != NULL ? 0 : -1;
 }
@@ -348,11 +349,12 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     hr_task *t = NULL;
     hr_mysql_rows *rows = NULL;
     redisReply *reply;
-    char err[512], base[256], key[320], token[128];
+    char errstr[512], key[HR_KEY_MAX], keys[3][HR_KEY_MAX], token[128];
+    const char *prefix;
     hr_subs_refill_opts o = {.token = token, .lock_ms = RECOVER_LOCK_MS,
                              .batch = RECOVER_BATCH, .exclude_delivered = true};
-    long long id, dropped, dropped2, maxseq;
-    int64_t added = 0, seen = 0, unaccounted;
+    int64_t id, dropped, dropped2, maxseq, added = 0, seen = 0, unaccounted;
+    hr_task_state state;
     int wait;
     bool claimed, locked = false;
     int rc, fill, pass;
@@ -362,24 +364,30 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
         return rc;
     rc = CTL_EXIT_FAIL;
     id = t->id;
-    unaccounted = strcmp(t->state, "failed") == 0 ? recover_unaccounted(m, id) : 0;
+    prefix = hr_redis_prefix(r);
+    if (hr_state_parse(t->state, &state) < 0) {
+        ctl_fail("task %" PRId64 " has an unknown state \"%s\"", id, t->state);
+        goto done;
+    }
+    unaccounted = state == HR_STATE_FAILED ? recover_unaccounted(m, id) : 0;
     if (unaccounted < 0)
         goto done;
-    if (strcmp(t->state, "done") == 0 || strcmp(t->state, "cancelled") == 0 ||
-        (strcmp(t->state, "failed") == 0 && unaccounted == 0)) {
-        ctl_fail("task %lld is %s; nothing to recover", id, t->state);
+    if (state == HR_STATE_DONE || state == HR_STATE_CANCELLED ||
+        (state == HR_STATE_FAILED && unaccounted == 0)) {
+        ctl_fail("task %" PRId64 " is %s; nothing to recover", id, t->state);
         goto done;
     }
-    if (strcmp(t->state, "dispatching") == 0) {
-        ctl_fail("task %lld is dispatching: a dispatcher is chunking it; pause it first "
-                 "(heraldctl pause %lld), wait until it is paused, recover, then resume", id, id);
+    if (state == HR_STATE_DISPATCHING) {
+        ctl_fail("task %" PRId64 " is dispatching: a dispatcher is chunking it; pause it first "
+                 "(heraldctl pause %" PRId64 "), wait until it is paused, recover, then resume",
+                 id, id);
         goto done;
     }
-    claimed = strcmp(t->state, "scheduled") != 0;
+    claimed = state != HR_STATE_SCHEDULED;
     snprintf(token, sizeof token, "heraldctl/%ld", (long)getpid());
     /* A scanner's sync holds the lock for a moment; a refill or a
      * reconciliation of a big set for longer. */
-    for (wait = 0; (rc = hr_subs_lock(r, id, token, RECOVER_LOCK_MS, err, sizeof err)) == 0 &&
+    for (wait = 0; (rc = hr_subs_lock(r, id, token, RECOVER_LOCK_MS, errstr, sizeof errstr)) == 0 &&
                    wait < RECOVER_LOCK_WAIT_MS;
          wait += 100)
         usleep(100000);
@@ -388,127 +396,124 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
         goto redis_failed;
     rc = CTL_EXIT_FAIL;
     if (wait >= RECOVER_LOCK_WAIT_MS) {
-        ctl_fail("task %lld: a dispatcher is preparing it (prepare lock held for %d s); try "
+        ctl_fail("task %" PRId64 ": a dispatcher is preparing it (prepare lock held for %d s); try "
                  "again in a minute", id, RECOVER_LOCK_WAIT_MS / 1000);
         goto done;
     }
     locked = true;
-    hr_redis_task_key(r, base, sizeof base, id, "");
     /* Leases are looked for before and after the wait: one taken meanwhile
      * (a sweeper's republish) is a chunk in flight too. */
     for (pass = 0; pass < 2; pass++) {
-        dropped = recover_del_matching(r, base, "lease:*", false, err, sizeof err);
+        dropped = recover_del_matching(r, hr_key_leases_match(prefix, key, sizeof key, id),
+                                       false, errstr, sizeof errstr);
         if (dropped < 0)
             goto redis_failed;
         if (dropped > 0) {
-            ctl_fail("task %lld has chunks in flight (a worker holds a chunk lease): its "
-                     "workers would push what they hold while the rebuilt set is chunked "
-                     "again; pause it first (heraldctl pause %lld), wait until it is paused "
-                     "and its chunks are parked, recover, then resume", id, id);
+            ctl_fail("task %" PRId64 " has chunks in flight (a worker holds a chunk lease): "
+                     "its workers would push what they hold while the rebuilt set is chunked "
+                     "again; pause it first (heraldctl pause %" PRId64 "), wait until it is "
+                     "paused and its chunks are parked, recover, then resume", id, id);
             goto done;
         }
         /* A scheduled task was never chunked: nobody holds its members. */
         if (pass == 0 && claimed &&
-            (fill = recover_wait_reports(m, id, ctx->cfg->worker.lease_ms, err,
-                                         sizeof err)) != 0) {
+            (fill = recover_wait_reports(m, id, ctx->cfg->worker.lease_ms, errstr,
+                                         sizeof errstr)) != 0) {
             if (fill < 0)
-                ctl_fail("%s", err);
+                ctl_fail("%s", errstr);
             goto done;
         }
     }
-    reply = hr_redis_cmdf(r, err, sizeof err, "DEL %ssubs %sseq %spending", base, base, base);
+    reply = hr_redis_cmdf(r, errstr, sizeof errstr, "DEL %s %s %s",
+                          hr_key_task(prefix, keys[0], sizeof keys[0], id, HR_KEY_SUBS),
+                          hr_key_task(prefix, keys[1], sizeof keys[1], id, HR_KEY_SEQ),
+                          hr_key_task(prefix, keys[2], sizeof keys[2], id, HR_KEY_PENDING));
     if (reply == NULL)
         goto redis_failed;
     freeReplyObject(reply);
-    dropped = recover_del_matching(r, base, "chunk:*", true, err, sizeof err);
-    dropped2 = dropped < 0 ? -1 : recover_del_matching(r, base, "lease:*", true, err, sizeof err);
+    dropped = recover_del_matching(r, hr_key_chunks_match(prefix, key, sizeof key, id), true,
+                                   errstr, sizeof errstr);
+    if (dropped < 0)
+        goto redis_failed;
+    dropped2 = recover_del_matching(r, hr_key_leases_match(prefix, key, sizeof key, id), true,
+                                    errstr, sizeof errstr);
     if (dropped2 < 0)
         goto redis_failed;
     /* Our own lock counts as taken: hr_subs_refill holds it on and
      * releases it. */
-    fill = hr_subs_refill(m, r, id, &o, &added, &seen, err, sizeof err);
+    fill = hr_subs_refill(m, r, id, &o, &added, &seen, errstr, sizeof errstr);
     locked = false;
     if (fill < 0) {
-        ctl_fail("%s", err);
+        ctl_fail("%s", errstr);
         goto done;
     }
     if (fill != HR_SUBS_DONE) {
-        ctl_fail("task %lld: the set is incomplete (%lld added): %s; run recover again", id,
-                 (long long)added, hr_subs_result_str(fill));
+        ctl_fail("task %" PRId64 ": the set is incomplete (%" PRId64 " added): %s; run recover "
+                 "again", id, added, hr_subs_result_str(fill));
         goto done;
     }
     {
         const hr_mysql_param p[] = {HR_P_I64(id)};
 
         if (hr_mysql_query(m, "SELECT COALESCE(MAX(seq), 0) FROM push_chunk WHERE task_id = ?",
-                           p, 1, &rows, err, sizeof err) < 0) {
-            ctl_fail("%s", err);
+                           p, 1, &rows, errstr, sizeof errstr) < 0) {
+            ctl_fail("%s", errstr);
             goto done;
         }
         maxseq = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
     }
     /* The set holds every subscription now: the owner's reconciliation
      * must not read them again (it would bring back the delivered ones). */
-    if (recover_mark_synced(m, r, id, base, err, sizeof err) < 0) {
-        ctl_fail("%s", err);
+    if (recover_mark_synced(m, r, id, errstr, sizeof errstr) < 0) {
+        ctl_fail("%s", errstr);
         goto done;
     }
     if (claimed && maxseq > 0) {
-        reply = hr_redis_cmdf(r, err, sizeof err, "SET %sseq %lld", base, maxseq);
+        reply = hr_redis_cmdf(r, errstr, sizeof errstr, "SET %s %" PRId64,
+                              hr_key_task(prefix, key, sizeof key, id, HR_KEY_SEQ), maxseq);
         if (reply == NULL)
             goto redis_failed;
         freeReplyObject(reply);
     }
-    if (claimed && (recover_reset_total(m, id, err, sizeof err) < 0 ||
-                    recover_reset_published(m, r, base, id, err, sizeof err) < 0)) {
-        ctl_fail("%s", err);
+    if (claimed && (recover_reset_total(m, id, errstr, sizeof errstr) < 0 ||
+                    recover_reset_published(m, r, id, errstr, sizeof errstr) < 0)) {
+        ctl_fail("%s", errstr);
         goto done;
     }
-    if (recover_log_counts(m, t, err, sizeof err) < 0) {
-        ctl_fail("%s", err);
+    if (recover_log_counts(m, t, errstr, sizeof errstr) < 0) {
+        ctl_fail("%s", errstr);
         goto done;
     }
-    if (recover_restore_stats(r, base, t, err, sizeof err) < 0)
+    if (recover_restore_stats(r, t, errstr, sizeof errstr) < 0)
         goto redis_failed;
-    snprintf(key, sizeof key, "%sctl", base);
-    reply = hr_redis_cmdf(r, err, sizeof err, "SET %s %s", key, t->control);
+    reply = hr_redis_cmdf(r, errstr, sizeof errstr, "SET %s %s",
+                          hr_key_task(prefix, key, sizeof key, id, HR_KEY_CTL), t->control);
     if (reply == NULL)
         goto redis_failed;
     freeReplyObject(reply);
     if (!claimed) {
-        hr_redis_key(r, key, sizeof key, "timer");
-        reply = hr_redis_cmdf(r, err, sizeof err, "ZADD %s %lld %lld", key,
-                              (long long)t->due_ms, id);
+        reply = hr_redis_cmdf(r, errstr, sizeof errstr, "ZADD %s %" PRId64 " %" PRId64,
+                              hr_key_timer(prefix, key, sizeof key), t->due_ms, id);
         if (reply == NULL)
             goto redis_failed;
         freeReplyObject(reply);
-    } else if (strcmp(t->state, "paused") != 0) {
-        const hr_mysql_param p[] = {HR_P_I64(id)};
-
-        if (hr_mysql_exec(m,
-                          "UPDATE push_task SET state = 'dispatching', claimed_by = NULL, "
-                          "lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND, "
-                          "dispatched_at = NULL, finished_at = NULL, "
-                          "last_error = IF(state = 'failed', NULL, last_error), "
-                          "unaccounted = 0 WHERE id = ? "
-                          "AND (state IN ('dispatching', 'dispatched') "
-                          "OR (state = 'failed' AND unaccounted > 0))",
-                          p, 1, NULL, NULL, NULL, err, sizeof err) < 0) {
-            ctl_fail("%s", err);
+    } else if (state != HR_STATE_PAUSED) {
+        if (hr_state_recover(m, id, errstr, sizeof errstr) < 0) {
+            ctl_fail("%s", errstr);
             goto done;
         }
+        state = HR_STATE_DISPATCHING;
     }
-    printf("task %lld: recovered subs=%lld (undelivered subscriptions=%lld) "
-           "dropped_chunks=%lld dropped_leases=%lld seq=%lld state=%s\n",
-           id, (long long)added, (long long)seen, dropped, dropped2, claimed ? maxseq : 0,
-           claimed && strcmp(t->state, "paused") != 0 ? "dispatching" : t->state);
+    printf("task %" PRId64 ": recovered subs=%" PRId64 " (undelivered subscriptions=%" PRId64
+           ") dropped_chunks=%" PRId64 " dropped_leases=%" PRId64 " seq=%" PRId64 " state=%s\n",
+           id, added, seen, dropped, dropped2, claimed ? maxseq : 0, hr_state_name(state));
     rc = CTL_EXIT_OK;
     goto done;
 redis_failed:
-    ctl_fail("%s", err);
+    ctl_fail("%s", errstr);
 done:
     if (locked)
-        hr_subs_unlock(r, id, token, err, sizeof err);
+        hr_subs_unlock(r, id, token, errstr, sizeof errstr);
     hr_mysql_rows_free(rows);
     hr_task_free(t);
     return rc;

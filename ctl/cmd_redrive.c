@@ -17,12 +17,14 @@
  * pending just before the move can still land after that UPDATE, so the
  * task also goes into the redriven set first: dispatchers reopen a done
  * task of that set while its pending hash is not empty (dispatcher/dsp_ctl.c). */
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ctl.h"
+#include "hr_state.h"
 #include "hr_task.h"
 
 #define REDRIVE_SCAN_COUNT 1000
@@ -33,18 +35,19 @@ typedef struct redrive_job {
     hr_redis *r;
     hr_mysql *m;
     int64_t id;
-    char base[256], keys[5][320], seq_s[24], at_s[24];
+    const char *prefix;
+    char keys[5][HR_KEY_MAX], seq_s[24], at_s[24];
     const char **argv; /* 5 keys, seq, at, then up to chunk_size uids */
     char **uids;       /* owned copies, argv + 7 points at them */
     size_t n, max;
-    long long moved, chunks;
+    int64_t moved, chunks;
 } redrive_job;
 
 /* Deletes the 'failed' delivery log rows of the collected uids: a redriven
  * recipient is not delivered any more, and recover's refill (which skips
  * what the log shows delivered) must bring it back if Redis loses its new
  * chunk.  The worker writes a new row when it settles it.  0 or -1. */
-static int redrive_forget(redrive_job *j, char *err, size_t errlen)
+static int redrive_forget(redrive_job *j, char *errstr, size_t errlen)
 {
     hr_mysql_param p[1 + REDRIVE_LOG_BATCH];
     char sql[128 + REDRIVE_LOG_BATCH * 2];
@@ -59,31 +62,35 @@ static int redrive_forget(redrive_job *j, char *err, size_t errlen)
             off += (size_t)snprintf(sql + off, sizeof sql - off, k ? ",?" : "?");
         }
         snprintf(sql + off, sizeof sql - off, ")");
-        if (hr_mysql_exec(j->m, sql, p, 1 + k, NULL, NULL, NULL, err, errlen) < 0)
+        if (hr_mysql_exec(j->m, sql, p, 1 + k, NULL, NULL, NULL, errstr, errlen) < 0)
             return -1;
     }
     return 0;
 }
 
 /* Moves the collected uids into a new chunk.  0 or -1 (ERR). */
-static int redrive_flush(redrive_job *j, char *err, size_t errlen)
+static int redrive_flush(redrive_job *j, char *errstr, size_t errlen)
 {
     redisReply *reply;
+    char key[HR_KEY_MAX];
+    int64_t seq;
     size_t i;
     int rc = -1;
 
     if (j->n == 0)
         return 0;
-    reply = hr_redis_cmdf(j->r, err, errlen, "INCR %sseq", j->base);
+    reply = hr_redis_cmdf(j->r, errstr, errlen, "INCR %s",
+                          hr_key_task(j->prefix, key, sizeof key, j->id, HR_KEY_SEQ));
     if (reply == NULL)
         goto done;
-    snprintf(j->seq_s, sizeof j->seq_s, "%lld", reply->integer);
-    snprintf(j->keys[1], sizeof j->keys[1], "%schunk:%lld", j->base, reply->integer);
-    snprintf(j->keys[4], sizeof j->keys[4], "%sredrive:%lld", j->base, reply->integer);
+    seq = reply->integer;
     freeReplyObject(reply);
+    snprintf(j->seq_s, sizeof j->seq_s, "%" PRId64, seq);
+    hr_key_chunk(j->prefix, j->keys[1], sizeof j->keys[1], j->id, seq);
+    hr_key_redrive(j->prefix, j->keys[4], sizeof j->keys[4], j->id, seq);
     for (i = 0; i < j->n; i++)
         j->argv[7 + i] = j->uids[i];
-    reply = hr_redis_eval(j->r, HR_LUA_REDRIVE, 5, 7 + (int)j->n, j->argv, NULL, err, errlen);
+    reply = hr_redis_eval(j->r, HR_LUA_REDRIVE, 5, 7 + (int)j->n, j->argv, NULL, errstr, errlen);
     if (reply == NULL)
         goto done;
     if (reply->integer > 0) {
@@ -91,7 +98,7 @@ static int redrive_flush(redrive_job *j, char *err, size_t errlen)
         j->chunks++;
     }
     freeReplyObject(reply);
-    if (redrive_forget(j, err, errlen) < 0)
+    if (redrive_forget(j, errstr, errlen) < 0)
         goto done;
     rc = 0;
 done:
@@ -102,14 +109,14 @@ done:
 }
 
 /* HSCAN over the hash, a slice of at most J->max uids at a time. */
-static int redrive_all(redrive_job *j, char *err, size_t errlen)
+static int redrive_all(redrive_job *j, char *errstr, size_t errlen)
 {
     char cursor[32] = "0";
     long rounds = 0;
     size_t i;
 
     do {
-        redisReply *reply = hr_redis_cmdf(j->r, err, errlen, "HSCAN %s %s COUNT %d",
+        redisReply *reply = hr_redis_cmdf(j->r, errstr, errlen, "HSCAN %s %s COUNT %d",
                                           j->keys[0], cursor, REDRIVE_SCAN_COUNT);
 
         if (reply == NULL)
@@ -117,18 +124,18 @@ static int redrive_all(redrive_job *j, char *err, size_t errlen)
         snprintf(cursor, sizeof cursor, "%s", reply->element[0]->str);
         for (i = 0; i < reply->element[1]->elements; i += 2) {
             if ((j->uids[j->n] = strdup(reply->element[1]->element[i]->str)) == NULL) {
-                snprintf(err, errlen, "out of memory");
+                snprintf(errstr, errlen, "out of memory");
                 freeReplyObject(reply);
                 return -1;
             }
-            if (++j->n == j->max && redrive_flush(j, err, errlen) < 0) {
+            if (++j->n == j->max && redrive_flush(j, errstr, errlen) < 0) {
                 freeReplyObject(reply);
                 return -1;
             }
         }
         freeReplyObject(reply);
     } while (strcmp(cursor, "0") != 0 && ++rounds < REDRIVE_SCAN_ROUNDS);
-    return redrive_flush(j, err, errlen);
+    return redrive_flush(j, errstr, errlen);
 }
 
 int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
@@ -136,9 +143,9 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
     hr_mysql *m;
     hr_task *t = NULL;
     redrive_job j = {0};
-    char err[512];
-    long long id;
-    int64_t now;
+    char errstr[512];
+    int64_t id, now;
+    hr_task_state state;
     size_t i;
     bool failed;
     int rc;
@@ -150,14 +157,16 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
     id = t->id;
     j.m = m;
     j.id = t->id;
-    if (strcmp(t->state, "dispatching") != 0 && strcmp(t->state, "dispatched") != 0 &&
-        strcmp(t->state, "done") != 0) {
-        ctl_fail("task %lld is %s; redrive serves dispatching, dispatched and done tasks", id,
-                 t->state);
+    j.prefix = hr_redis_prefix(j.r);
+    if (hr_state_parse(t->state, &state) < 0 ||
+        (state != HR_STATE_DISPATCHING && state != HR_STATE_DISPATCHED &&
+         state != HR_STATE_DONE)) {
+        ctl_fail("task %" PRId64 " is %s; redrive serves dispatching, dispatched and done tasks",
+                 id, t->state);
         goto done;
     }
-    if (hr_redis_time_ms(j.r, &now, err, sizeof err) < 0) {
-        ctl_fail("%s", err);
+    if (hr_redis_time_ms(j.r, &now, errstr, sizeof errstr) < 0) {
+        ctl_fail("%s", errstr);
         goto done;
     }
     j.max = t->chunk_size >= 1 && t->chunk_size <= HR_TASK_MAX_CHUNK ? (size_t)t->chunk_size
@@ -168,64 +177,55 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
         ctl_fail("out of memory");
         goto done;
     }
-    hr_redis_task_key(j.r, j.base, sizeof j.base, id, "");
-    snprintf(j.keys[0], sizeof j.keys[0], "%sfailed", j.base);
-    snprintf(j.keys[2], sizeof j.keys[2], "%spending", j.base);
-    snprintf(j.keys[3], sizeof j.keys[3], "%sstats", j.base);
-    snprintf(j.at_s, sizeof j.at_s, "%lld",
-             (long long)(now - ((int64_t)ctx->cfg->dispatcher.redelivery_timeout_s + 1) * 1000));
+    hr_key_task(j.prefix, j.keys[0], sizeof j.keys[0], id, HR_KEY_FAILED);
+    hr_key_task(j.prefix, j.keys[2], sizeof j.keys[2], id, HR_KEY_PENDING);
+    hr_key_task(j.prefix, j.keys[3], sizeof j.keys[3], id, HR_KEY_STATS);
+    snprintf(j.at_s, sizeof j.at_s, "%" PRId64,
+             now - ((int64_t)ctx->cfg->dispatcher.redelivery_timeout_s + 1) * 1000);
     for (i = 0; i < 5; i++)
         j.argv[i] = j.keys[i];
     j.argv[5] = j.seq_s;
     j.argv[6] = j.at_s;
-    failed = redrive_all(&j, err, sizeof err) < 0;
+    failed = redrive_all(&j, errstr, sizeof errstr) < 0;
     if (failed)
-        ctl_fail("redrive stopped after %lld recipients in %lld chunks: %s", j.moved, j.chunks,
-                 err);
+        ctl_fail("redrive stopped after %" PRId64 " recipients in %" PRId64 " chunks: %s",
+                 j.moved, j.chunks, errstr);
     if (j.moved == 0) {
         if (!failed) {
-            printf("task %lld: no dead letters\n", id);
+            printf("task %" PRId64 ": no dead letters\n", id);
             rc = CTL_EXIT_OK;
         }
         goto done;
     }
     {
-        char key[256];
-        redisReply *reply = hr_redis_cmdf(j.r, err, sizeof err, "SADD %s %lld",
-                                          hr_redis_key(j.r, key, sizeof key, "%s",
-                                                       HR_TASK_REDRIVEN_KEY),
-                                          id);
+        char key[HR_KEY_MAX];
+        redisReply *reply = hr_redis_cmdf(j.r, errstr, sizeof errstr, "SADD %s %" PRId64,
+                                          hr_key_redriven(j.prefix, key, sizeof key), id);
 
         if (reply == NULL) {
-            ctl_fail("%lld recipients are in %lld new chunks, but the task is not marked "
-                     "redriven (%s): run redrive again", j.moved, j.chunks, err);
+            ctl_fail("%" PRId64 " recipients are in %" PRId64 " new chunks, but the task is not "
+                     "marked redriven (%s): run redrive again", j.moved, j.chunks, errstr);
             goto done;
         }
         freeReplyObject(reply);
     }
     {
-        const hr_mysql_param p[] = {HR_P_I64(j.moved), HR_P_I64(j.moved), HR_P_I64(id)};
         char merr[512];
 
-        if (hr_mysql_exec(m,
-                          "UPDATE push_task SET failed = GREATEST(failed - ?, 0), "
-                          "total = GREATEST(total - ?, 0), "
-                          "state = IF(state = 'done', 'dispatched', state), "
-                          "finished_at = IF(state = 'dispatched', NULL, finished_at) "
-                          "WHERE id = ?",
-                          p, 3, NULL, NULL, NULL, merr, sizeof merr) < 0) {
-            ctl_fail("%lld recipients are in %lld new chunks, but MySQL was not updated: %s",
-                     j.moved, j.chunks, merr);
+        if (hr_state_redrive(m, id, j.moved, merr, sizeof merr) < 0) {
+            ctl_fail("%" PRId64 " recipients are in %" PRId64 " new chunks, but MySQL was not "
+                     "updated: %s", j.moved, j.chunks, merr);
             goto done;
         }
     }
     if (failed)
         goto done; /* MySQL counts what moved; the failure was printed */
     if (j.chunks == 1)
-        printf("task %lld: redrove %lld recipients into chunk %s\n", id, j.moved, j.seq_s);
+        printf("task %" PRId64 ": redrove %" PRId64 " recipients into chunk %s\n", id, j.moved,
+               j.seq_s);
     else
-        printf("task %lld: redrove %lld recipients into %lld chunks (last %s)\n", id, j.moved,
-               j.chunks, j.seq_s);
+        printf("task %" PRId64 ": redrove %" PRId64 " recipients into %" PRId64
+               " chunks (last %s)\n", id, j.moved, j.chunks, j.seq_s);
     rc = CTL_EXIT_OK;
 done:
     for (i = 0; i < j.n; i++)

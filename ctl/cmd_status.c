@@ -12,6 +12,7 @@
  * --watch; a single status shows the average since the due time.  Redis is
  * optional: without it the MySQL half is still shown. */
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,9 @@
 
 #include "ctl.h"
 #include "ctl_fmt.h"
+#include "hr_pipe.h"
 #include "hr_progress.h"
+#include "hr_state.h"
 #include "hr_task.h"
 
 #define STATUS_BAR_WIDTH 24
@@ -41,12 +44,6 @@ typedef struct status_sample {
     int64_t done, total;
     int64_t mono_ms;
 } status_sample;
-
-static bool status_finished(const char *state)
-{
-    return strcmp(state, "done") == 0 || strcmp(state, "cancelled") == 0 ||
-           strcmp(state, "failed") == 0;
-}
 
 static int64_t status_int_reply(redisReply *reply)
 {
@@ -78,25 +75,29 @@ static void status_stats(status_sample *s, const redisReply *reply)
 /* The Redis half of a sample; leaves -1s when Redis does not answer. */
 static void status_redis(hr_redis *r, int64_t task, status_sample *s)
 {
-    static const char *const cmds[][2] = {{"SCARD", "subs"}, {"HLEN", "pending"},
-                                          {"HGETALL", "stats"}};
+    static const struct {
+        const char *cmd;
+        hr_key_kind key;
+    } cmds[] = {{"SCARD", HR_KEY_SUBS}, {"HLEN", HR_KEY_PENDING}, {"HGETALL", HR_KEY_STATS}};
     redisReply *reply[3] = {NULL, NULL, NULL};
-    char keys[3][256], err[256];
-    size_t sent = 0;
+    char key[HR_KEY_MAX], errstr[256];
+    hr_pipe *p = hr_pipe_new(r);
+    size_t i;
 
-    for (; sent < 3; sent++) {
-        const char *argv[2] = {cmds[sent][0],
-                               hr_redis_task_key(r, keys[sent], sizeof keys[sent], task,
-                                                 cmds[sent][1])};
-        if (hr_redis_pipe_cmd(r, 2, argv, NULL) < 0)
+    for (i = 0; p != NULL && i < 3; i++) {
+        const char *argv[2] = {cmds[i].cmd, hr_key_task(hr_redis_prefix(r), key, sizeof key,
+                                                        task, cmds[i].key)};
+        if (hr_pipe_cmd(p, 2, argv, NULL) < 0)
             break;
     }
-    for (size_t i = 0; i < sent; i++)
-        reply[i] = hr_redis_pipe_reply(r, err, sizeof err);
+    if (p != NULL && i == 3 && hr_pipe_exec(p, errstr, sizeof errstr) == 0)
+        for (i = 0; i < 3; i++)
+            reply[i] = hr_pipe_reply(p, i, errstr, sizeof errstr);
+    hr_pipe_free(p);
     s->subs = status_int_reply(reply[0]);
     s->pending = status_int_reply(reply[1]);
     status_stats(s, reply[2]);
-    for (size_t i = 0; i < 3; i++)
+    for (i = 0; i < 3; i++)
         freeReplyObject(reply[i]);
 }
 
@@ -105,11 +106,11 @@ static int64_t status_subscriptions(hr_mysql *m, int64_t task)
 {
     hr_mysql_param p = HR_P_I64(task);
     hr_mysql_rows *rows = NULL;
-    char err[256];
+    char errstr[256];
     int64_t n = -1;
 
     if (hr_mysql_query(m, "SELECT COUNT(*) FROM push_subscription WHERE task_id = ?", &p, 1,
-                       &rows, err, sizeof err) == 0 && rows->nrows == 1 &&
+                       &rows, errstr, sizeof errstr) == 0 && rows->nrows == 1 &&
         hr_mysql_cell(rows, 0, 0) != NULL)
         n = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
     hr_mysql_rows_free(rows);
@@ -121,8 +122,9 @@ static int status_sample_take(hr_mysql *m, hr_redis *r, int64_t task, status_sam
                               char *errstr, size_t errlen)
 {
     hr_task *t = NULL;
-    int64_t known = s->t != NULL && strcmp(s->t->state, "scheduled") != 0 ? s->subscriptions
-                                                                           : -1;
+    int64_t known = s->t != NULL && !hr_state_is(s->t->state, HR_STATE_SCHEDULED)
+                        ? s->subscriptions
+                        : -1;
     int rc = hr_task_load(m, task, &t, errstr, errlen);
     hr_progress_in in;
 
@@ -136,7 +138,7 @@ static int status_sample_take(hr_mysql *m, hr_redis *r, int64_t task, status_sam
     s->subscriptions = known >= 0 ? known : status_subscriptions(m, task);
     in = (hr_progress_in){.subscriptions = s->subscriptions,
                           .published = hr_progress_merge(t->total, s->published),
-                          .subs_left = s->subs, .finished = status_finished(t->state)};
+                          .subs_left = s->subs, .finished = hr_state_name_final(t->state)};
     {
         const int64_t mysql[HR_OUTCOME_UNACCOUNTED] = {t->sent, t->failed, t->throttled,
                                                        t->pulled, t->cancelled};
@@ -163,12 +165,12 @@ static void status_rate_text(const status_sample *s, double rate, char *rbuf, si
     int64_t until_due = s->t->due_ms - ctl_fmt_now_ms();
     char n[32], d[32];
 
-    if (status_finished(s->t->state) && rate < 0) {
+    if (hr_state_name_final(s->t->state) && rate < 0) {
         snprintf(rbuf, rlen, "-/s");
         snprintf(ebuf, elen, "finished");
         return;
     }
-    if (strcmp(s->t->state, "scheduled") == 0 && until_due > 0) {
+    if (hr_state_is(s->t->state, HR_STATE_SCHEDULED) && until_due > 0) {
         snprintf(rbuf, rlen, "-/s");
         snprintf(ebuf, elen, "due in %s", ctl_fmt_eta(until_due / 1000.0, d, sizeof d));
         return;
@@ -179,7 +181,7 @@ static void status_rate_text(const status_sample *s, double rate, char *rbuf, si
         return;
     }
     snprintf(rbuf, rlen, "%s/s", ctl_fmt_count((int64_t)(rate + 0.5), n, sizeof n));
-    if (status_finished(s->t->state) || s->done >= s->total)
+    if (hr_state_name_final(s->t->state) || s->done >= s->total)
         snprintf(ebuf, elen, "ETA 0 s");
     else
         snprintf(ebuf, elen, "ETA %s",
@@ -211,7 +213,7 @@ static void status_report(const status_sample *s, double rate)
     int64_t lag = ctl_fmt_now_ms() - t->due_ms;
 
     status_rate_text(s, rate, r, sizeof r, eta, sizeof eta);
-    printf("task %lld \"%s\" on %s: %s%s%s\n", (long long)t->id, t->name, t->channel, t->state,
+    printf("task %" PRId64 " \"%s\" on %s: %s%s%s\n", t->id, t->name, t->channel, t->state,
            strcmp(t->control, "run") != 0 ? ", control " : "",
            strcmp(t->control, "run") != 0 ? t->control : "");
     printf("  due       %s (%s%s%s)\n", ctl_fmt_time_iso(t->due_ms, due, sizeof due),
@@ -266,17 +268,17 @@ static int status_watch(hr_mysql *m, hr_redis *r, int64_t task, int64_t interval
 {
     int64_t hist_done[STATUS_RATE_SAMPLES], hist_ms[STATUS_RATE_SAMPLES];
     bool tty = isatty(STDOUT_FILENO);
-    char err[512];
+    char errstr[512];
     int nhist = 0;
     double rate = -1;
 
     for (;;) {
-        int rc = status_sample_take(m, r, task, s, err, sizeof err);
+        int rc = status_sample_take(m, r, task, s, errstr, sizeof errstr);
         if (rc != 0) {
             if (tty)
                 putchar('\n');
-            return rc > 0 ? ctl_fail("task %lld does not exist", (long long)task)
-                          : ctl_fail("status: %s", err);
+            return rc > 0 ? ctl_fail("task %" PRId64 " does not exist", task)
+                          : ctl_fail("status: %s", errstr);
         }
         if (nhist == STATUS_RATE_SAMPLES) {
             memmove(hist_done, hist_done + 1, (STATUS_RATE_SAMPLES - 1) * sizeof hist_done[0]);
@@ -292,14 +294,14 @@ static int status_watch(hr_mysql *m, hr_redis *r, int64_t task, int64_t interval
         } else {
             status_line(stdout, s, rate, "\n");
         }
-        if (status_finished(s->t->state))
+        if (hr_state_name_final(s->t->state))
             break;
         status_sleep_ms(interval_ms);
     }
     if (tty)
         putchar('\n');
     status_report(s, rate);
-    return strcmp(s->t->state, "failed") == 0 ? CTL_EXIT_FAIL : CTL_EXIT_OK;
+    return hr_state_is(s->t->state, HR_STATE_FAILED) ? CTL_EXIT_FAIL : CTL_EXIT_OK;
 }
 
 int ctl_cmd_status(ctl_ctx *ctx, int argc, char **argv)
@@ -314,7 +316,7 @@ int ctl_cmd_status(ctl_ctx *ctx, int argc, char **argv)
     bool watch = false;
     hr_mysql *m;
     hr_redis *r = NULL;
-    char err[512];
+    char errstr[512];
     int opt, rc;
 
     optind = 0;
@@ -322,8 +324,9 @@ int ctl_cmd_status(ctl_ctx *ctx, int argc, char **argv)
         if (opt == 'w') {
             watch = true;
         } else if (opt == 'i') {
-            if (ctl_fmt_parse_duration("--interval", optarg, &interval_ms, err, sizeof err) < 0)
-                return ctl_usage("status", "%s", err);
+            if (ctl_fmt_parse_duration("--interval", optarg, &interval_ms, errstr,
+                                       sizeof errstr) < 0)
+                return ctl_usage("status", "%s", errstr);
             if (interval_ms < STATUS_MIN_INTERVAL_MS)
                 interval_ms = STATUS_MIN_INTERVAL_MS;
         } else {
@@ -332,8 +335,8 @@ int ctl_cmd_status(ctl_ctx *ctx, int argc, char **argv)
     }
     if (optind != argc - 1)
         return ctl_usage("status", optind >= argc ? "TASK is required" : "one TASK only");
-    if (ctl_fmt_parse_int("TASK", argv[optind], 1, INT64_MAX, &task, err, sizeof err) < 0)
-        return ctl_usage("status", "%s", err);
+    if (ctl_fmt_parse_int("TASK", argv[optind], 1, INT64_MAX, &task, errstr, sizeof errstr) < 0)
+        return ctl_usage("status", "%s", errstr);
     if (ctl_mysql(ctx, &m) < 0)
         return CTL_EXIT_FAIL;
     if (ctl_redis(ctx, &r) < 0)
@@ -342,13 +345,13 @@ int ctl_cmd_status(ctl_ctx *ctx, int argc, char **argv)
     if (watch) {
         rc = status_watch(m, r, task, interval_ms, &s);
     } else {
-        rc = status_sample_take(m, r, task, &s, err, sizeof err);
+        rc = status_sample_take(m, r, task, &s, errstr, sizeof errstr);
         if (rc != 0) {
-            rc = rc > 0 ? ctl_fail("task %lld does not exist", (long long)task)
-                        : ctl_fail("status: %s", err);
+            rc = rc > 0 ? ctl_fail("task %" PRId64 " does not exist", task)
+                        : ctl_fail("status: %s", errstr);
         } else {
             since = ctl_fmt_now_ms() - s.t->due_ms;
-            status_report(&s, !status_finished(s.t->state) && since > 0 && s.done > 0
+            status_report(&s, !hr_state_name_final(s.t->state) && since > 0 && s.done > 0
                                   ? s.done * 1000.0 / since
                                   : -1);
             rc = CTL_EXIT_OK;

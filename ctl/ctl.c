@@ -3,6 +3,7 @@
 #include "ctl.h"
 
 #include <getopt.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -171,8 +172,8 @@ int ctl_redis(ctl_ctx *ctx, hr_redis **out)
 
 int ctl_task_arg(ctl_ctx *ctx, int argc, char **argv, hr_mysql **m, hr_redis **r, hr_task **t)
 {
-    char err[512], *end;
-    long long id;
+    char errstr[512], *end;
+    int64_t id;
 
     *t = NULL;
     if (argc != 2)
@@ -182,11 +183,11 @@ int ctl_task_arg(ctl_ctx *ctx, int argc, char **argv, hr_mysql **m, hr_redis **r
         return ctl_usage(argv[0], "TASK must be a positive integer, not '%s'", argv[1]);
     if (ctl_mysql(ctx, m) < 0 || ctl_redis(ctx, r) < 0)
         return CTL_EXIT_FAIL;
-    switch (hr_task_load(*m, id, t, err, sizeof err)) {
+    switch (hr_task_load(*m, id, t, errstr, sizeof errstr)) {
     case 1:
-        return ctl_fail("task %lld does not exist", id);
+        return ctl_fail("task %" PRId64 " does not exist", id);
     case -1:
-        return ctl_fail("%s", err);
+        return ctl_fail("%s", errstr);
     }
     return CTL_EXIT_OK;
 }

@@ -7,6 +7,7 @@
 #include "hr_parse.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,8 +22,8 @@ int ctl_fmt_parse_int(const char *what, const char *s, int64_t min, int64_t max,
     errno = 0;
     v = strtoll(s, &end, 10);
     if (*s == '\0' || *end != '\0' || errno != 0 || v < min || v > max) {
-        snprintf(errstr, errlen, "%s: \"%.40s\" is not an integer in %lld..%lld", what, s,
-                 (long long)min, (long long)max);
+        snprintf(errstr, errlen, "%s: \"%.40s\" is not an integer in %" PRId64 "..%" PRId64,
+                 what, s, min, max);
         return -1;
     }
     *out = v;
@@ -92,7 +93,7 @@ char *ctl_fmt_count(int64_t n, char *buf, size_t len)
     char digits[32], out[48];
     size_t nd, o = 0;
 
-    snprintf(digits, sizeof digits, "%lld", (long long)(n < 0 ? -n : n));
+    snprintf(digits, sizeof digits, "%" PRId64, n < 0 ? -n : n);
     nd = strlen(digits);
     if (n < 0)
         out[o++] = '-';

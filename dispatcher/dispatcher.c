@@ -15,10 +15,8 @@
  * the leases released (lease_until = now, so another dispatcher takes
  * over without waiting) and the loop ends.
  *
- * Test-only environment (never set in production):
- *   HERALD_TEST_TASK_TOPIC=<topic>  only tasks of this topic are seen
- *   HERALD_TEST_CRASH_AFTER_MOVE=N  _exit(137) right after the N-th chunk
- *                                   move, before its message is produced */
+ * A build with -Dtest_seams=true also reads the test seams' environment
+ * (dsp_seams.h) and says so in dispatcher_started. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,17 +30,17 @@ static void dsp_close_all(dsp *d);
 
 static void dsp_on_scan(uv_timer_t *h)
 {
-    dsp_bg_kick(h->data, DSP_BG_SCAN);
+    dsp_jobs_kick(h->data, DSP_BG_SCAN);
 }
 
 static void dsp_on_poll(uv_timer_t *h)
 {
-    dsp_bg_kick(h->data, DSP_BG_POLL);
+    dsp_jobs_kick(h->data, DSP_BG_POLL);
 }
 
 static void dsp_on_sweep(uv_timer_t *h)
 {
-    dsp_bg_kick(h->data, DSP_BG_SWEEP);
+    dsp_jobs_kick(h->data, DSP_BG_SWEEP);
 }
 
 static void dsp_on_timer(uv_timer_t *h)
@@ -165,7 +163,6 @@ static void dsp_timer_start(dsp *d, uv_timer_t *t, uv_timer_cb cb, uint64_t ever
 int dsp_run(const hr_config *cfg)
 {
     dsp *d = calloc(1, sizeof *d);
-    const char *crash;
     char err[512];
     int rc = 1;
 
@@ -175,9 +172,7 @@ int dsp_run(const hr_config *cfg)
     }
     d->cfg = cfg;
     snprintf(d->owner, sizeof d->owner, "%s/%ld", cfg->instance, (long)getpid());
-    d->topic_filter = getenv("HERALD_TEST_TASK_TOPIC");
-    crash = getenv("HERALD_TEST_CRASH_AFTER_MOVE");
-    d->crash_after_move = crash ? strtol(crash, NULL, 10) : 0;
+    dsp_seams_init();
     pthread_mutex_init(&d->health_mu, NULL);
     atomic_init(&d->stopping, false);
     d->loop = uv_default_loop();
@@ -206,9 +201,10 @@ int dsp_run(const hr_config *cfg)
     uv_signal_start(&d->sig_term, dsp_on_signal, SIGTERM);
     uv_signal_start(&d->sig_int, dsp_on_signal, SIGINT);
 
-    hr_log_info("dispatcher_started", "owner=%s topic=%s test_task_topic=%s", d->owner,
-                cfg->kafka.topic, d->topic_filter ? d->topic_filter : "");
-    dsp_bg_kick(d, DSP_BG_SCAN | DSP_BG_POLL);
+    hr_log_info("dispatcher_started", "owner=%s topic=%s test_seams=%s test_task_topic=%s",
+                d->owner, cfg->kafka.topic, DSP_SEAMS_ON ? "on" : "off",
+                dsp_seams_topic() ? dsp_seams_topic() : "");
+    dsp_jobs_kick(d, DSP_BG_SCAN | DSP_BG_POLL);
     uv_run(d->loop, UV_RUN_DEFAULT);
     uv_loop_close(d->loop);
     hr_log_info("dispatcher_stopped", "owner=%s", d->owner);
@@ -216,7 +212,7 @@ int dsp_run(const hr_config *cfg)
 done:
     dsp_api_stop(d);
     dsp_tasks_free(d);
-    dsp_bg_free(d);
+    dsp_jobs_free(d);
     dsp_reconcile_free(d);
     dsp_conn_close(&d->loop_conn);
     if (d->rk != NULL)

@@ -9,8 +9,9 @@
  *   - one reconciliation at a time runs on libuv's thread pool
  *     (dsp_reconcile.c) with its own dsp.rc_conn: a claimed task's set is
  *     made complete before its first chunk.
- *   - one background job at a time runs on libuv's thread pool (dsp_bg.c):
- *     scanner + prepare (refill), DB poller, sweeper.  It owns dsp.bg_conn,
+ *   - one background job at a time runs on libuv's thread pool (dsp_jobs.c):
+ *     scanner + prepare (dsp_scan.c), DB poller (dsp_poll.c), sweeper
+ *     (dsp_sweep.c), control transitions (dsp_control.c).  It owns dsp.bg_conn,
  *     dsp.scan (its memory of what it put into the timer) and fills
  *     dsp.bg_claimed, which the loop thread takes over in the job's
  *     after-work callback (libuv orders the two, so no lock is needed).
@@ -22,6 +23,24 @@
  *     request in flight).  It reads dsp.down/dsp.seen under health_mu.
  *   - metric children (dsp.met) are looked up at start-up and updated
  *     lock-free from any thread.
+ * Modules and who calls whom, without cycles: a module calls only modules
+ * listed below it (every one uses dsp_conn.c and common/'s hr_*; the API's
+ * dsp_api*.c are one module with its own header, dsp_api.h):
+ *   dispatcher.c -> dsp_api*.c, dsp_jobs.c, dsp_timer.c, dsp_lease.c,
+ *                   dsp_chunk.c, dsp_reconcile.c, dsp_metrics.c
+ *   dsp_jobs.c    -> dsp_scan.c, dsp_poll.c, dsp_sweep.c, dsp_control.c,
+ *                    dsp_lease.c (owns what the poller claimed), dsp_metrics.c
+ *   dsp_control.c -> dsp_sweep.c (republishes a resumed task's parked chunks,
+ *                    retires a cancelled task's keys)
+ *   dsp_poll.c    -> dsp_scan.c (prepare), dsp_store.c
+ *   dsp_scan.c    -> dsp_timer.c, dsp_store.c
+ *   dsp_timer.c   -> dsp_lease.c (owns what it claimed), dsp_store.c
+ *   dsp_sweep.c   -> dsp_chunk.c (produce)
+ *   dsp_chunk.c   -> dsp_reconcile.c (before the first chunk), dsp_lease.c
+ *   dsp_reconcile.c -> dsp_lease.c (the outcome on the owned task)
+ *   dsp_lease.c   -> dsp_store.c
+ *   dsp_api*.c    -> dsp_store.c
+ *   dsp_store.c, dsp_metrics.c, dsp_conn.c: leaves.
  * Blocking MySQL work on the loop thread is limited to single-row
  * statements (claim, renew, chunk rows); the scans whose cost grows with
  * the number of tasks or subscribers run in the background job. */
@@ -40,7 +59,10 @@
 #include "hr_metrics.h"
 #include "hr_mysql.h"
 #include "hr_redis.h"
+#include "hr_state.h"
 #include "hr_task.h"
+
+#include "dsp_seams.h"
 
 /* Bounds on the work of one step, so the loop stays responsive. */
 #define DSP_TIMER_POP_MAX 100       /* ids per timer pop */
@@ -52,10 +74,9 @@
 #define DSP_REPORTS_MAX 100000      /* confirmed chunks waiting for MySQL */
 #define DSP_REPORTS_PER_TICK 256    /* push_chunk rows written per tick */
 #define DSP_RETIRE_MAX 100          /* finished tasks whose keys get a TTL, per sweep */
-#define DSP_KEY_RETENTION_MS (7LL * 86400 * 1000) /* a finished task's Redis keys */
+#define DSP_KEY_RETENTION_MS ((int64_t)7 * 86400 * 1000) /* a finished task's Redis keys */
 #define DSP_CLAIM_EARLY_MS 1000     /* a claim accepts due_at at most this far ahead */
-#define DSP_CLAIM_LOCK_WAIT_S "1"   /* a claim's wait for the task row's lock */
-#define DSP_CLAIM_BUSY 2            /* dsp_store_claim: the row stayed locked */
+#define DSP_CLAIM_BUSY HR_STATE_BUSY /* dsp_store_claim: the row stayed locked */
 #define DSP_TICK_MS 10
 #define DSP_PREP_LOCK_MS 120000     /* prepare lock (refill vs first chunk) */
 #define DSP_RECHECK_MS 10000        /* recount a prepared task's subscribers */
@@ -120,9 +141,6 @@ typedef struct dsp_api dsp_api;
 typedef struct dsp {
     const hr_config *cfg;
     char owner[192];            /* "<instance>/<pid>" */
-    const char *topic_filter;   /* HERALD_TEST_TASK_TOPIC (test only) or NULL */
-    long crash_after_move;      /* HERALD_TEST_CRASH_AFTER_MOVE (test only), 0 = off */
-    long moves;
 
     uv_loop_t *loop;
     uv_timer_t t_scan, t_timer, t_poll, t_sweep, t_lease, t_tick;
@@ -170,11 +188,6 @@ typedef struct dsp {
     char rc_err[512];
 } dsp;
 
-/* The topic filter as two parameters of "(? IS NULL OR topic = ?)". */
-#define DSP_TOPIC_PARAMS(d) \
-    ((d)->topic_filter ? HR_P_STR((d)->topic_filter) : HR_P_NULL), \
-    ((d)->topic_filter ? HR_P_STR((d)->topic_filter) : HR_P_NULL)
-
 /* dsp_conn.c */
 int64_t dsp_now_ms(void);
 /* Connects what is missing unless in backoff; true when both are there. */
@@ -185,6 +198,9 @@ void dsp_conn_failed(dsp *d, dsp_conn *c, dsp_backend b, const char *err);
 void dsp_health_ok(dsp *d, dsp_backend b);
 void dsp_health_fail(dsp *d, dsp_backend b, const char *err);
 void dsp_conn_close(dsp_conn *c);
+/* An integer reply's value, -1 for an error or any other type; frees
+ * REPLY. */
+int64_t dsp_reply_int(redisReply *reply);
 
 /* dsp_store.c: the dispatcher's MySQL statements. */
 /* Claims a scheduled task due by NOW_MS (+ DSP_CLAIM_EARLY_MS); one we
@@ -205,45 +221,72 @@ bool dsp_store_check(dsp *d, hr_mysql *m, const hr_task *t);
 /* The task's effective rate limit. */
 int64_t dsp_task_rate_limit(const dsp *d, const hr_task *t);
 
-/* dsp_chunk.c (loop thread) */
-int dsp_produce(dsp *d, int64_t task, int64_t seq, int64_t count, int64_t due_ms,
-                bool republish, char *errstr, size_t errlen);
-void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque);
+/* dsp_lease.c (loop thread): the owned tasks and their leases. */
+dsp_task *dsp_task_find(dsp *d, int64_t id);
+/* Forgets owned task T and frees it. */
+void dsp_task_drop(dsp *d, dsp_task *t);
 /* Takes over a claimed task (T is only read); VIA is timer, poller,
  * takeover or adopt.  false when out of memory (the caller frees the
  * claim or lets its lease lapse). */
 bool dsp_own(dsp *d, const hr_task *t, const char *via);
-void dsp_timer_pop(dsp *d);
+void dsp_renew_leases(dsp *d);
+void dsp_tasks_free(dsp *d);
+
+/* dsp_chunk.c (loop thread): chunker, produce, delivery reports. */
+int dsp_produce(dsp *d, int64_t task, int64_t seq, int64_t count, int64_t due_ms,
+                bool republish, char *errstr, size_t errlen);
+void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque);
 /* Reports, chunk rows and at most one chunk per owned task.  true when it
  * moved a chunk: more may be waiting, so the caller ticks again at once. */
 bool dsp_tick(dsp *d);
-void dsp_renew_leases(dsp *d);
 /* At exit: serve reports, write them, mark finished tasks, release leases. */
 void dsp_release_all(dsp *d);
-void dsp_tasks_free(dsp *d);
+
+/* dsp_timer.c: the Redis timer. */
+/* Background job: puts T into the timer and mirrors control=run for
+ * workers.  0 or -1. */
+int dsp_timer_add(dsp *d, const hr_task *t);
+/* Background job: takes the timer entries of the last scan's tasks that
+ * this complete scan no longer returned (claimed, paused, cancelled,
+ * failed, or postponed beyond the horizon) out of the timer: a stale entry
+ * would pop at the old due time.  OLD and NEXT are sorted by id. */
+void dsp_timer_forget(dsp *d, const dsp_scan_entry *old, size_t nold,
+                      const dsp_scan_entry *next, size_t nnext);
+/* Loop thread: pops the due entries and claims them. */
+void dsp_timer_pop(dsp *d);
 
 /* dsp_reconcile.c (loop thread) */
 /* Queues task ID's reconciliation (once); false when out of memory. */
 bool dsp_reconcile_want(dsp *d, int64_t id);
 void dsp_reconcile_free(dsp *d);
-/* dsp_chunk.c: the outcome of task ID's reconciliation; OK false = try
- * again after a short wait. */
-void dsp_reconciled(dsp *d, int64_t id, bool ok);
 
-/* dsp_bg.c */
-/* Background job: republishes task ID's pending chunks last published at or
- * before STALE (ms) that no worker holds; *BUDGET bounds the work.  Returns
- * the number of pending chunks, or -1 on a Redis error. */
+/* dsp_jobs.c: the background job runner. */
+/* Asks for background work WHAT (DSP_BG_*) and starts the job if idle. */
+void dsp_jobs_kick(dsp *d, unsigned what);
+void dsp_jobs_free(dsp *d);
+
+/* dsp_scan.c (background job): scanner and prepare. */
+void dsp_scan(dsp *d);
+/* Brings T's subscriber set up to date before the claim; E carries the
+ * scanner's memory of the last count.  0 = prepared (or left to the
+ * owner's reconciliation), -1 = not prepared (logged). */
+int dsp_prepare(dsp *d, const hr_task *t, dsp_scan_entry *e, int64_t now);
+
+/* dsp_poll.c (background job): the DB poller. */
+void dsp_poll(dsp *d);
+
+/* dsp_sweep.c (background job): sweeper and key retirement. */
+void dsp_sweep(dsp *d);
+/* Republishes task ID's pending chunks last published at or before STALE
+ * (ms) that no worker holds; *BUDGET bounds the work.  Returns the number
+ * of pending chunks, or -1 on a Redis error. */
 int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t stale,
                        int *budget);
-/* Asks for background work WHAT (DSP_BG_*) and starts the job if idle. */
-void dsp_bg_kick(dsp *d, unsigned what);
-void dsp_bg_free(dsp *d);
 /* Gives a finished task's Redis keys (subs, seq, pending, stats, ctl,
  * pulled, failed, prep, synced) the DSP_KEY_RETENTION_MS expiry, only where they
  * have none, so a later pass does not push it further out.  Chunk and
- * lease keys are the workers' and go when a chunk ends.  0 or -1 (ERR). */
-int dsp_retire_keys(dsp_conn *c, int64_t id, char *err, size_t errlen);
+ * lease keys are the workers' and go when a chunk ends.  0 or -1 (ERRSTR). */
+int dsp_retire_keys(dsp_conn *c, int64_t id, char *errstr, size_t errlen);
 
 /* dsp_metrics.c */
 int dsp_metrics_new(dsp *d, char *errstr, size_t errlen);
@@ -252,8 +295,8 @@ void dsp_metrics_free(dsp *d);
  * in it becomes 0). */
 void dsp_metrics_tasks(dsp *d, const hr_mysql_rows *rows);
 
-/* dsp_ctl.c (background job): pause / resume / cancel transitions. */
-void dsp_ctl_scan(dsp *d);
+/* dsp_control.c (background job): pause / resume / cancel transitions. */
+void dsp_control_scan(dsp *d);
 
 /* dsp_api.c: the HTTP server (metrics, probes, /v1 API). */
 int dsp_api_start(dsp *d, char *errstr, size_t errlen);

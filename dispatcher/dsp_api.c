@@ -22,9 +22,7 @@
 #include "hr_log.h"
 #include "hr_parse.h"
 #include "hr_progress.h"
-
-#define DSP_API_TASK_FINISHED(s) \
-    (strcmp((s), "done") == 0 || strcmp((s), "cancelled") == 0 || strcmp((s), "failed") == 0)
+#include "hr_state.h"
 
 /* ---- shared helpers ------------------------------------------------------ */
 
@@ -82,15 +80,15 @@ void dsp_api_backend_error(hr_httpd_resp *resp, const char *what, const char *er
     hr_httpd_error(resp, 503, "unavailable", "%s is not available, try again", what);
 }
 
-bool dsp_api_task(dsp_api_conn *c, int64_t id, hr_httpd_resp *resp, hr_task **t)
+bool dsp_api_task(dsp_api_conn *ac, int64_t id, hr_httpd_resp *resp, hr_task **t)
 {
     char err[512];
-    int rc = hr_task_load(c->m, id, t, err, sizeof err);
+    int rc = hr_task_load(ac->m, id, t, err, sizeof err);
 
     if (rc < 0)
         dsp_api_backend_error(resp, "mysql", err);
     else if (rc == 1)
-        hr_httpd_error(resp, 404, "not_found", "task %lld does not exist", (long long)id);
+        hr_httpd_error(resp, 404, "not_found", "task %" PRId64 " does not exist", id);
     return rc == 0;
 }
 
@@ -160,14 +158,14 @@ static cJSON *dsp_api_task_json(const hr_task *t)
 }
 
 /* COUNT(push_subscription) of task ID, or -1 when MySQL does not answer. */
-static int64_t dsp_api_subscriptions(dsp_api_conn *c, int64_t id)
+static int64_t dsp_api_subscriptions(dsp_api_conn *ac, int64_t id)
 {
     const hr_mysql_param p[] = {HR_P_I64(id)};
     hr_mysql_rows *rows = NULL;
     char err[256];
     int64_t n = -1;
 
-    if (hr_mysql_query(c->m, "SELECT COUNT(*) FROM push_subscription WHERE task_id = ?", p, 1,
+    if (hr_mysql_query(ac->m, "SELECT COUNT(*) FROM push_subscription WHERE task_id = ?", p, 1,
                        &rows, err, sizeof err) == 0 &&
         rows->nrows == 1 && hr_mysql_cell(rows, 0, 0) != NULL)
         n = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
@@ -191,23 +189,23 @@ static int64_t dsp_api_stat(const redisReply *stats, const char *field)
  * counter and the stats hash's, total the subscriptions; ETA = remaining
  * at the average rate since the due time.  Without Redis the progress
  * still comes from MySQL. */
-static void dsp_api_task_live(dsp_api_conn *c, const hr_task *t, cJSON *o)
+static void dsp_api_task_live(dsp_api_conn *ac, const hr_task *t, cJSON *o)
 {
     char keys[2][256], err[256];
     redisReply *subs, *stats;
     cJSON *live = cJSON_AddObjectToObject(o, "live"), *st, *progress, *oc;
     const int64_t mysql[HR_OUTCOME_UNACCOUNTED] = {t->sent, t->failed, t->throttled, t->pulled,
                                                    t->cancelled};
-    hr_progress_in in = {.subscriptions = dsp_api_subscriptions(c, t->id), .subs_left = -1,
-                         .finished = DSP_API_TASK_FINISHED(t->state)};
+    hr_progress_in in = {.subscriptions = dsp_api_subscriptions(ac, t->id), .subs_left = -1,
+                         .finished = hr_state_name_final(t->state)};
     hr_progress pr;
     int64_t now = dsp_now_ms();
     size_t i;
 
-    hr_redis_task_key(c->r, keys[0], sizeof keys[0], t->id, "subs");
-    hr_redis_task_key(c->r, keys[1], sizeof keys[1], t->id, "stats");
-    subs = hr_redis_cmdf(c->r, err, sizeof err, "SCARD %s", keys[0]);
-    stats = subs != NULL ? hr_redis_cmdf(c->r, err, sizeof err, "HGETALL %s", keys[1]) : NULL;
+    hr_key_task(hr_redis_prefix(ac->r), keys[0], sizeof keys[0], t->id, HR_KEY_SUBS);
+    hr_key_task(hr_redis_prefix(ac->r), keys[1], sizeof keys[1], t->id, HR_KEY_STATS);
+    subs = hr_redis_cmdf(ac->r, err, sizeof err, "SCARD %s", keys[0]);
+    stats = subs != NULL ? hr_redis_cmdf(ac->r, err, sizeof err, "HGETALL %s", keys[1]) : NULL;
     if (stats == NULL) {
         cJSON_AddStringToObject(live, "error", err);
         freeReplyObject(subs);
@@ -257,7 +255,7 @@ static hr_mysql_param dsp_api_p_str(const char *s)
     return s != NULL ? HR_P_STR(s) : HR_P_NULL;
 }
 
-static void dsp_api_create(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
+static void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
                            hr_httpd_resp *resp)
 {
     cJSON *j = dsp_api_body(req, resp);
@@ -291,7 +289,7 @@ static void dsp_api_create(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
             HR_P_I64(in.t.throttle_window_s), dsp_api_p_str(scope),
             dsp_api_p_str(in.t.throttle_key), dsp_api_p_str(in.t.throttle_mode)};
 
-        if (hr_mysql_exec(c->m,
+        if (hr_mysql_exec(ac->m,
                           "INSERT INTO push_task (name, topic, channel, title, body, payload, "
                           "due_at, freeze_at, rate_limit, chunk_size, throttle_limit, "
                           "throttle_window_s, throttle_scope, throttle_key, throttle_mode) "
@@ -302,9 +300,9 @@ static void dsp_api_create(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
             goto done;
         }
     }
-    if (!dsp_api_task(c, (int64_t)id, resp, &t))
+    if (!dsp_api_task(ac, (int64_t)id, resp, &t))
         goto done;
-    hr_log_info("api_task_created", "task=%llu name=%s", (unsigned long long)id, t->name);
+    hr_log_info("api_task_created", "task=%" PRIu64 " name=%s", id, t->name);
     dsp_api_reply(resp, 201, dsp_api_task_json(t));
 done:
     hr_task_free(t);
@@ -315,17 +313,17 @@ done:
 /* 1 when task ID has an explicit freeze_at after DUE_MS (the rule POST
  * checks on its own fields; a NULL freeze_at follows due_at's day), 0 when
  * not, -1 on a database error. */
-static int dsp_api_due_before_freeze(dsp_api_conn *c, int64_t id, int64_t due_ms, char *err,
+static int dsp_api_due_before_freeze(dsp_api_conn *ac, int64_t id, int64_t due_ms, char *errstr,
                                      size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(due_ms), HR_P_I64(id)};
     hr_mysql_rows *rows = NULL;
     int rc;
 
-    if (hr_mysql_query(c->m,
+    if (hr_mysql_query(ac->m,
                        "SELECT COALESCE(freeze_at > FROM_UNIXTIME(? / 1000), 0) FROM push_task "
                        "WHERE id = ?",
-                       p, 2, &rows, err, errlen) < 0)
+                       p, 2, &rows, errstr, errlen) < 0)
         return -1;
     rc = rows->nrows == 1 && hr_mysql_cell(rows, 0, 0) != NULL &&
          strcmp(hr_mysql_cell(rows, 0, 0), "1") == 0;
@@ -333,7 +331,7 @@ static int dsp_api_due_before_freeze(dsp_api_conn *c, int64_t id, int64_t due_ms
     return rc;
 }
 
-static void dsp_api_patch(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
+static void dsp_api_patch(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
                           hr_httpd_resp *resp)
 {
     cJSON *j = NULL;
@@ -346,7 +344,7 @@ static void dsp_api_patch(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
     const char *code;
 
     if (!dsp_api_id(req, "id", resp, &id) || (j = dsp_api_body(req, resp)) == NULL ||
-        !dsp_api_task(c, id, resp, &t))
+        !dsp_api_task(ac, id, resp, &t))
         goto done;
     in.t = *t;
     in.t.payload = NULL;
@@ -360,13 +358,13 @@ static void dsp_api_patch(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
         hr_httpd_error(resp, 400, "invalid_task", "%s", err);
         goto done;
     }
-    if (strcmp(t->state, "scheduled") != 0) {
-        hr_httpd_error(resp, 409, "wrong_state", "task %lld is %s; only a scheduled task changes",
-                       (long long)id, t->state);
+    if (!hr_state_is(t->state, HR_STATE_SCHEDULED)) {
+        hr_httpd_error(resp, 409, "wrong_state",
+                       "task %" PRId64 " is %s; only a scheduled task changes", id, t->state);
         goto done;
     }
     if (in.has_due) {
-        int early = dsp_api_due_before_freeze(c, id, in.t.due_ms, err, sizeof err);
+        int early = dsp_api_due_before_freeze(ac, id, in.t.due_ms, err, sizeof err);
 
         if (early < 0) {
             dsp_api_backend_error(resp, "mysql", err);
@@ -383,7 +381,7 @@ static void dsp_api_patch(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
                                     dsp_api_p_str(in.t.payload), HR_P_I64(in.t.due_ms),
                                     HR_P_I64(id)};
 
-        if (hr_mysql_exec(c->m,
+        if (hr_mysql_exec(ac->m,
                           "UPDATE push_task SET title = ?, body = ?, payload = ?, "
                           "due_at = FROM_UNIXTIME(? / 1000) WHERE id = ? AND state = 'scheduled'",
                           p, 5, &affected, NULL, &sqlerr, err, sizeof err) < 0) {
@@ -396,7 +394,7 @@ static void dsp_api_patch(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
     }
     hr_task_free(t);
     t = NULL;
-    if (!dsp_api_task(c, id, resp, &t))
+    if (!dsp_api_task(ac, id, resp, &t))
         goto done;
     dsp_api_reply(resp, 200, dsp_api_task_json(t));
 done:
@@ -407,7 +405,7 @@ done:
 
 /* ---- GET /v1/tasks/{id}, GET /v1/tasks ------------------------------------ */
 
-static void dsp_api_get(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
+static void dsp_api_get(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
                         hr_httpd_resp *resp)
 {
     hr_task *t = NULL;
@@ -415,15 +413,15 @@ static void dsp_api_get(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
     int64_t id;
 
     (void)a;
-    if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_task(c, id, resp, &t))
+    if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_task(ac, id, resp, &t))
         return;
     o = dsp_api_task_json(t);
-    dsp_api_task_live(c, t, o);
+    dsp_api_task_live(ac, t, o);
     dsp_api_reply(resp, 200, o);
     hr_task_free(t);
 }
 
-static void dsp_api_list(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
+static void dsp_api_list(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
                          hr_httpd_resp *resp)
 {
     const char *state = hr_httpd_query(req, "state"), *code;
@@ -442,7 +440,7 @@ static void dsp_api_list(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
     {
         const hr_mysql_param p[] = {dsp_api_p_str(state), dsp_api_p_str(state), HR_P_I64(limit)};
 
-        if (dsp_store_tasks(c->m,
+        if (dsp_store_tasks(ac->m,
                             "SELECT " HR_TASK_COLUMNS " FROM push_task "
                             "WHERE (? IS NULL OR state = ?) ORDER BY id DESC LIMIT ?",
                             p, 3, &tasks, &n, err, sizeof err) < 0) {
@@ -463,7 +461,7 @@ static void dsp_api_list(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
 /* The same as an admin's UPDATE push_task SET control = ..., plus the ctl
  * key at once so workers react without waiting for a dispatcher tick; the
  * dispatchers' control scan carries out the state transition. */
-static void dsp_api_control(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
+static void dsp_api_control(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
                             hr_httpd_resp *resp, const char *control)
 {
     hr_task *t = NULL;
@@ -471,27 +469,25 @@ static void dsp_api_control(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req
     int64_t id;
 
     (void)a;
-    if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_task(c, id, resp, &t))
+    if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_task(ac, id, resp, &t))
         return;
-    if (DSP_API_TASK_FINISHED(t->state)) {
-        hr_httpd_error(resp, 409, "finished", "task %lld is already %s", (long long)id,
-                       t->state);
+    if (hr_state_name_final(t->state)) {
+        hr_httpd_error(resp, 409, "finished", "task %" PRId64 " is already %s", id, t->state);
         goto done;
     }
-    switch (hr_task_set_control(c->m, c->r, id, control, err, sizeof err)) {
+    switch (hr_task_set_control(ac->m, ac->r, id, control, err, sizeof err)) {
     case -1:
         dsp_api_backend_error(resp, "mysql", err);
         goto done;
     case 1:
         /* MySQL holds the wish; the next dispatcher scan mirrors it. */
-        hr_log_warn("api_ctl_key_failed", "task=%lld control=%s error=%s", (long long)id,
-                    control, err);
+        hr_log_warn("api_ctl_key_failed", "task=%" PRId64 " control=%s error=%s", id, control, err);
         break;
     }
-    hr_log_info("api_task_control", "task=%lld control=%s", (long long)id, control);
+    hr_log_info("api_task_control", "task=%" PRId64 " control=%s", id, control);
     hr_task_free(t);
     t = NULL;
-    if (dsp_api_task(c, id, resp, &t))
+    if (dsp_api_task(ac, id, resp, &t))
         dsp_api_reply(resp, 200, dsp_api_task_json(t));
 done:
     hr_task_free(t);
@@ -499,40 +495,40 @@ done:
 
 /* ---- serving -------------------------------------------------------------- */
 
-static dsp_api_conn *dsp_api_acquire(dsp_api *a, char *err, size_t errlen, const char **what)
+static dsp_api_conn *dsp_api_acquire(dsp_api *a, const char **what, char *errstr, size_t errlen)
 {
-    dsp_api_conn *c = NULL;
+    dsp_api_conn *ac = NULL;
     size_t i;
 
     pthread_mutex_lock(&a->pool_mu);
-    while (c == NULL) {
-        for (i = 0; i < a->npool && c == NULL; i++)
+    while (ac == NULL) {
+        for (i = 0; i < a->npool && ac == NULL; i++)
             if (!a->pool[i].busy)
-                c = &a->pool[i];
-        if (c == NULL)
+                ac = &a->pool[i];
+        if (ac == NULL)
             pthread_cond_wait(&a->pool_cv, &a->pool_mu);
     }
-    c->busy = true;
+    ac->busy = true;
     pthread_mutex_unlock(&a->pool_mu);
     *what = "mysql";
-    if (c->m == NULL && hr_mysql_connect(a->d->cfg, &c->m, err, errlen) < 0)
+    if (ac->m == NULL && hr_mysql_connect(a->d->cfg, &ac->m, errstr, errlen) < 0)
         goto failed;
     *what = "redis";
-    if (c->r == NULL && hr_redis_connect(a->d->cfg, &c->r, err, errlen) < 0)
+    if (ac->r == NULL && hr_redis_connect(a->d->cfg, &ac->r, errstr, errlen) < 0)
         goto failed;
-    return c;
+    return ac;
 failed:
     pthread_mutex_lock(&a->pool_mu);
-    c->busy = false;
+    ac->busy = false;
     pthread_cond_signal(&a->pool_cv);
     pthread_mutex_unlock(&a->pool_mu);
     return NULL;
 }
 
-static void dsp_api_release(dsp_api *a, dsp_api_conn *c)
+static void dsp_api_release(dsp_api *a, dsp_api_conn *ac)
 {
     pthread_mutex_lock(&a->pool_mu);
-    c->busy = false;
+    ac->busy = false;
     pthread_cond_signal(&a->pool_cv);
     pthread_mutex_unlock(&a->pool_mu);
 }
@@ -542,7 +538,7 @@ static void dsp_api_serve(void *ctx, const hr_httpd_req *req, hr_httpd_resp *res
     const dsp_api_route *rt = ctx;
     dsp_api *a = rt->a;
     const hr_config *cfg = a->d->cfg;
-    dsp_api_conn *c;
+    dsp_api_conn *ac;
     const char *what;
     char err[512], code[8];
 
@@ -554,14 +550,14 @@ static void dsp_api_serve(void *ctx, const hr_httpd_req *req, hr_httpd_resp *res
         hr_httpd_error(resp, 401, "unauthorized", "a valid 'Authorization: Bearer TOKEN' "
                        "header is required");
         hr_httpd_resp_header(resp, "WWW-Authenticate", "Bearer");
-    } else if ((c = dsp_api_acquire(a, err, sizeof err, &what)) == NULL) {
+    } else if ((ac = dsp_api_acquire(a, &what, err, sizeof err)) == NULL) {
         dsp_api_backend_error(resp, what, err);
     } else {
         if (rt->arg != NULL)
-            dsp_api_control(a, c, req, resp, rt->arg);
+            dsp_api_control(a, ac, req, resp, rt->arg);
         else
-            rt->fn(a, c, req, resp);
-        dsp_api_release(a, c);
+            rt->fn(a, ac, req, resp);
+        dsp_api_release(a, ac);
     }
     snprintf(code, sizeof code, "%d", resp->status);
     hr_metrics_inc(hr_metrics_labels(a->d->met.api_requests, rt->name, code));

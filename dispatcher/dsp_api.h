@@ -17,7 +17,7 @@ typedef struct dsp_api_conn {
     bool busy;
 } dsp_api_conn;
 
-typedef void (*dsp_api_fn)(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
+typedef void (*dsp_api_fn)(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
                            hr_httpd_resp *resp);
 
 /* What a route's ctx points to. */
@@ -111,13 +111,13 @@ void dsp_api_reply(hr_httpd_resp *resp, int status, cJSON *j);
 /* Answers a backend failure with 503 and logs it once. */
 void dsp_api_backend_error(hr_httpd_resp *resp, const char *what, const char *err);
 /* Loads task ID; false after answering 404 or 503 (*T NULL). */
-bool dsp_api_task(dsp_api_conn *c, int64_t id, hr_httpd_resp *resp, hr_task **t);
+bool dsp_api_task(dsp_api_conn *ac, int64_t id, hr_httpd_resp *resp, hr_task **t);
 /* dsp_api_subs.c */
-void dsp_api_subs_add(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
+void dsp_api_subs_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
                       hr_httpd_resp *resp);
-void dsp_api_subs_del(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
+void dsp_api_subs_del(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
                       hr_httpd_resp *resp);
-void dsp_api_reminders(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
+void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
                        hr_httpd_resp *resp);
 
 #endif

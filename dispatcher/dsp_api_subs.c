@@ -16,6 +16,7 @@
  *   rendered (uid, task.*, payload.*, user.* from P user:<uid>).  ack=1
  *   moves the uid from subs to pulled (pull_ack.lua) and, when it moved,
  *   writes a `pulled` push_delivery row and pulled = pulled + 1. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,28 +24,29 @@
 
 #include "dsp_api.h"
 #include "hr_log.h"
+#include "hr_state.h"
 
 #define DSP_API_RENDER_MAX ((size_t)1 << 20)
 
 /* The task of a subscriber change, which must be scheduled.  false after
  * answering 404/409/503. */
-static bool dsp_api_sub_task(dsp_api_conn *c, int64_t id, hr_httpd_resp *resp)
+static bool dsp_api_sub_task(dsp_api_conn *ac, int64_t id, hr_httpd_resp *resp)
 {
     hr_task *t = NULL;
     bool ok;
 
-    if (!dsp_api_task(c, id, resp, &t))
+    if (!dsp_api_task(ac, id, resp, &t))
         return false;
-    ok = strcmp(t->state, "scheduled") == 0;
+    ok = hr_state_is(t->state, HR_STATE_SCHEDULED);
     if (!ok)
         hr_httpd_error(resp, 409, "wrong_state",
-                       "task %lld is %s; subscribers change only while it is scheduled",
-                       (long long)id, t->state);
+                       "task %" PRId64 " is %s; subscribers change only while it is scheduled", id,
+                       t->state);
     hr_task_free(t);
     return ok;
 }
 
-void dsp_api_subs_add(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
+void dsp_api_subs_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
                       hr_httpd_resp *resp)
 {
     cJSON *j = NULL, *o;
@@ -65,7 +67,7 @@ void dsp_api_subs_add(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
         hr_httpd_error(resp, 400, code, "%s", err);
         goto done;
     }
-    if (!dsp_api_sub_task(c, id, resp))
+    if (!dsp_api_sub_task(ac, id, resp))
         goto done;
 
     ids = calloc(n, sizeof *ids);
@@ -78,13 +80,13 @@ void dsp_api_subs_add(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
     for (i = 0; i < n; i++) {
         if ((ids[i] = malloc(24)) == NULL)
             goto oom;
-        snprintf(ids[i], 24, "%lld", (long long)uids[i]);
+        snprintf(ids[i], 24, "%" PRId64, uids[i]);
         p[2 * i] = HR_P_I64(id);
         p[2 * i + 1] = HR_P_I64(uids[i]);
         argv[3 + i] = ids[i];
         off += (size_t)sprintf(sql + off, i ? ",(?,?)" : "(?,?)");
     }
-    if (hr_mysql_exec(c->m, sql, p, 2 * n, &inserted, NULL, &errnum, err, sizeof err) < 0) {
+    if (hr_mysql_exec(ac->m, sql, p, 2 * n, &inserted, NULL, &errnum, err, sizeof err) < 0) {
         /* The guard trigger: the task was claimed after our state check.
          * The statement is atomic, so none of the uids was stored. */
         if (errnum == HR_MYSQL_ER_SIGNAL)
@@ -94,15 +96,14 @@ void dsp_api_subs_add(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
             dsp_api_backend_error(resp, "mysql", err);
         goto done;
     }
-    argv[0] = hr_redis_task_key(c->r, keys[0], sizeof keys[0], id, "subs");
-    argv[1] = hr_redis_task_key(c->r, keys[1], sizeof keys[1], id, "pulled");
-    argv[2] = hr_redis_task_key(c->r, keys[2], sizeof keys[2], id, "seq");
-    reply = hr_redis_eval(c->r, HR_LUA_REFILL_ADD, 3, (int)(n + 3), argv, NULL, err,
+    argv[0] = hr_key_task(hr_redis_prefix(ac->r), keys[0], sizeof keys[0], id, HR_KEY_SUBS);
+    argv[1] = hr_key_task(hr_redis_prefix(ac->r), keys[1], sizeof keys[1], id, HR_KEY_PULLED);
+    argv[2] = hr_key_task(hr_redis_prefix(ac->r), keys[2], sizeof keys[2], id, HR_KEY_SEQ);
+    reply = hr_redis_eval(ac->r, HR_LUA_REFILL_ADD, 3, (int)(n + 3), argv, NULL, err,
                           sizeof err);
     if (reply == NULL) {
         /* MySQL has them: the scanner's refill adds them before due. */
-        hr_log_warn("api_subs_redis_failed", "task=%lld uids=%zu error=%s", (long long)id, n,
-                    err);
+        hr_log_warn("api_subs_redis_failed", "task=%" PRId64 " uids=%zu error=%s", id, n, err);
     }
     /* A refusal (seq exists) is no loss: the rows committed before the
      * claim (the trigger refuses them after it), so the owner's
@@ -128,7 +129,7 @@ done:
     cJSON_Delete(j);
 }
 
-void dsp_api_subs_del(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
+void dsp_api_subs_del(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
                       hr_httpd_resp *resp)
 {
     int64_t id, uid;
@@ -139,20 +140,20 @@ void dsp_api_subs_del(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
 
     (void)a;
     if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_id(req, "uid", resp, &uid) ||
-        !dsp_api_sub_task(c, id, resp))
+        !dsp_api_sub_task(ac, id, resp))
         return;
     {
         const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(uid)};
 
-        if (hr_mysql_exec(c->m, "DELETE FROM push_subscription WHERE task_id = ? AND uid = ?",
+        if (hr_mysql_exec(ac->m, "DELETE FROM push_subscription WHERE task_id = ? AND uid = ?",
                           p, 2, &deleted, NULL, NULL, err, sizeof err) < 0) {
             dsp_api_backend_error(resp, "mysql", err);
             return;
         }
     }
-    snprintf(uid_s, sizeof uid_s, "%lld", (long long)uid);
-    hr_redis_task_key(c->r, key, sizeof key, id, "subs");
-    reply = hr_redis_cmdf(c->r, err, sizeof err, "SREM %s %s", key, uid_s);
+    snprintf(uid_s, sizeof uid_s, "%" PRId64, uid);
+    hr_key_task(hr_redis_prefix(ac->r), key, sizeof key, id, HR_KEY_SUBS);
+    reply = hr_redis_cmdf(ac->r, err, sizeof err, "SREM %s %s", key, uid_s);
     if (reply == NULL) {
         dsp_api_backend_error(resp, "redis", err);
         return;
@@ -245,7 +246,7 @@ static cJSON *dsp_api_render(const char *src, dsp_api_vars *vars)
 }
 
 /* Moves UID of task ID from subs to pulled; true when it moved. */
-static int dsp_api_ack(dsp_api_conn *c, int64_t id, int64_t uid, const char *uid_s, char *err,
+static int dsp_api_ack(dsp_api_conn *ac, int64_t id, int64_t uid, const char *uid_s, char *errstr,
                        size_t errlen)
 {
     char keys[3][256];
@@ -255,31 +256,31 @@ static int dsp_api_ack(dsp_api_conn *c, int64_t id, int64_t uid, const char *uid
     redisReply *reply;
     int moved;
 
-    hr_redis_task_key(c->r, keys[0], sizeof keys[0], id, "subs");
-    hr_redis_task_key(c->r, keys[1], sizeof keys[1], id, "pulled");
-    hr_redis_task_key(c->r, keys[2], sizeof keys[2], id, "stats");
-    reply = hr_redis_eval(c->r, HR_LUA_PULL_ACK, 3, 4, argv, NULL, err, errlen);
+    hr_key_task(hr_redis_prefix(ac->r), keys[0], sizeof keys[0], id, HR_KEY_SUBS);
+    hr_key_task(hr_redis_prefix(ac->r), keys[1], sizeof keys[1], id, HR_KEY_PULLED);
+    hr_key_task(hr_redis_prefix(ac->r), keys[2], sizeof keys[2], id, HR_KEY_STATS);
+    reply = hr_redis_eval(ac->r, HR_LUA_PULL_ACK, 3, 4, argv, NULL, errstr, errlen);
     if (reply == NULL)
         return -1;
     moved = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
     freeReplyObject(reply);
     if (!moved)
         return 0;
-    if (hr_mysql_exec(c->m,
+    if (hr_mysql_exec(ac->m,
                       "INSERT INTO push_delivery (task_id, uid, status, at) "
                       "VALUES (?, ?, 'pulled', UTC_TIMESTAMP(3)) "
                       "ON DUPLICATE KEY UPDATE status = 'pulled', at = VALUES(at)",
-                      p, 2, NULL, NULL, NULL, err, errlen) < 0 ||
-        hr_mysql_exec(c->m, "UPDATE push_task SET pulled = pulled + 1 WHERE id = ?", pt, 1,
-                      NULL, NULL, NULL, err, errlen) < 0) {
-        hr_log_error("pull_count_lost", "task=%lld uid=%lld error=%s", (long long)id,
-                     (long long)uid, err);
+                      p, 2, NULL, NULL, NULL, errstr, errlen) < 0 ||
+        hr_mysql_exec(ac->m, "UPDATE push_task SET pulled = pulled + 1 WHERE id = ?", pt, 1,
+                      NULL, NULL, NULL, errstr, errlen) < 0) {
+        hr_log_error("pull_count_lost", "task=%" PRId64 " uid=%" PRId64 " error=%s", id, uid,
+                     errstr);
         return -1;
     }
     return 1;
 }
 
-void dsp_api_reminders(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
+void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
                        hr_httpd_resp *resp)
 {
     const char *code;
@@ -302,7 +303,7 @@ void dsp_api_reminders(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
     {
         const hr_mysql_param p[] = {HR_P_I64(uid), HR_P_I64(day), HR_P_I64(day + 86400000)};
 
-        if (dsp_store_tasks(c->m,
+        if (dsp_store_tasks(ac->m,
                             "SELECT " HR_TASK_COLUMNS " FROM push_task WHERE id IN "
                             "(SELECT task_id FROM push_subscription WHERE uid = ?) "
                             "AND due_at >= FROM_UNIXTIME(? / 1000) "
@@ -315,10 +316,10 @@ void dsp_api_reminders(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
             return;
         }
     }
-    snprintf(uid_s, sizeof uid_s, "%lld", (long long)uid);
+    snprintf(uid_s, sizeof uid_s, "%" PRId64, uid);
     if (n > 0) {
-        hr_redis_key(c->r, key, sizeof key, "user:%s", uid_s);
-        user = hr_redis_cmdf(c->r, err, sizeof err, "HGETALL %s", key);
+        hr_key_user(hr_redis_prefix(ac->r), key, sizeof key, uid_s);
+        user = hr_redis_cmdf(ac->r, err, sizeof err, "HGETALL %s", key);
         if (user == NULL) {
             dsp_api_backend_error(resp, "redis", err);
             goto done;
@@ -337,7 +338,7 @@ void dsp_api_reminders(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
         char due[40];
         int moved = 0;
 
-        snprintf(vars.id, sizeof vars.id, "%lld", (long long)t->id);
+        snprintf(vars.id, sizeof vars.id, "%" PRId64, t->id);
         vars.payload = t->payload != NULL ? cJSON_Parse(t->payload) : NULL;
         cJSON_AddItemToArray(arr, r);
         dsp_api_add_id(r, "task_id", t->id);
@@ -350,7 +351,7 @@ void dsp_api_reminders(dsp_api *a, dsp_api_conn *c, const hr_httpd_req *req,
         cJSON_AddItemToObject(r, "body", dsp_api_render(t->body, &vars));
         cJSON_AddItemToObject(r, "payload", vars.payload != NULL ? (cJSON *)vars.payload
                                                                  : cJSON_CreateNull());
-        if (ack && (moved = dsp_api_ack(c, t->id, uid, uid_s, err, sizeof err)) < 0) {
+        if (ack && (moved = dsp_api_ack(ac, t->id, uid, uid_s, err, sizeof err)) < 0) {
             dsp_api_backend_error(resp, "redis", err);
             goto done;
         }

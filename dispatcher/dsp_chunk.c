@@ -1,20 +1,15 @@
-/* dsp_chunk: the loop thread's work on tasks this dispatcher owns.
+/* dsp_chunk: the chunker, produce and delivery reports (DESIGN.md
+ * "Chunker"), on the loop thread, for the tasks this dispatcher owns
+ * (dsp_lease.c).
  *
- * - Timer: timer_pop.lua hands this dispatcher the due ids no other one
- *   got; each is claimed in MySQL (one winner) and joins dsp.tasks.
  * - Chunker: per owned task, at most one chunk per tick: take the rate
  *   limit's grant, INCR seq, chunk_move.lua (SPOP -> chunk set -> pending),
  *   produce.  A chunk counts as published only on its delivery report,
  *   which queues a dsp_report; the reports become push_chunk rows and
  *   push_task.total here too.  Empty subs and no report outstanding ->
  *   `dispatched`.
- * - Leases: renewed every lease_s/3; a task whose row no longer names us,
- *   or whose control is no longer `run`, is dropped at once.  A row that
- *   names us but is not in dsp.tasks (a claim whose reply or load failed)
- *   is adopted, or its lease is ended so another dispatcher takes it.
- * - Every owned task carries a generation, copied into its messages, so
- *   the delivery reports of an earlier ownership of the same task do not
- *   count against the current one's outstanding chunks.
+ * - At exit: flush the producer, write the reports, mark finished tasks,
+ *   release the leases.
  *
  * An owner's first chunk waits for the task's reconciliation
  * (dsp_reconcile.c), which makes the set complete under the prepare lock
@@ -25,12 +20,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "dsp.h"
 #include "hr_chunkmsg.h"
+#include "hr_keys.h"
 #include "hr_log.h"
 #include "hr_ratelimit.h"
+#include "hr_state.h"
 
 /* What a produced message carries to its delivery report. */
 typedef struct dsp_msg {
@@ -39,85 +35,10 @@ typedef struct dsp_msg {
     bool republish;
 } dsp_msg;
 
-static dsp_task *dsp_find(dsp *d, int64_t id)
-{
-    size_t i;
-
-    for (i = 0; i < d->ntasks; i++)
-        if (d->tasks[i]->id == id)
-            return d->tasks[i];
-    return NULL;
-}
-
-static void dsp_drop(dsp *d, dsp_task *t)
-{
-    size_t i;
-
-    for (i = 0; i < d->ntasks; i++) {
-        if (d->tasks[i] == t) {
-            d->tasks[i] = d->tasks[--d->ntasks];
-            free(t);
-            return;
-        }
-    }
-}
-
-void dsp_tasks_free(dsp *d)
-{
-    size_t i;
-
-    for (i = 0; i < d->ntasks; i++)
-        free(d->tasks[i]);
-    free(d->tasks);
-    free(d->reports);
-    d->tasks = NULL;
-    d->reports = NULL;
-    d->ntasks = d->nreports = 0;
-}
-
-bool dsp_own(dsp *d, const hr_task *t, const char *via)
-{
-    dsp_task *dt, **grown;
-    size_t cap;
-    bool fresh = strcmp(via, "timer") == 0 || strcmp(via, "poller") == 0;
-
-    if (dsp_find(d, t->id) != NULL)
-        return true;
-    if (d->ntasks == d->cap_tasks) {
-        cap = d->cap_tasks ? d->cap_tasks * 2 : 16;
-        grown = realloc(d->tasks, cap * sizeof *grown);
-        if (grown == NULL)
-            goto oom;
-        d->tasks = grown;
-        d->cap_tasks = cap;
-    }
-    dt = calloc(1, sizeof *dt);
-    if (dt == NULL)
-        goto oom;
-    dt->id = t->id;
-    dt->due_ms = t->due_ms;
-    dt->chunk_size = t->chunk_size;
-    dt->rate_limit = dsp_task_rate_limit(d, t);
-    dt->gen = ++d->gen_next;
-    d->tasks[d->ntasks++] = dt;
-    hr_metrics_inc(strcmp(via, "timer") == 0    ? d->met.claimed_timer
-                   : strcmp(via, "poller") == 0 ? d->met.claimed_poller
-                                                : d->met.claimed_takeover);
-    if (fresh) /* a takeover's or adoption's lag is not a claim's */
-        hr_metrics_observe(d->met.claim_lag, (double)(dsp_now_ms() - t->due_ms) / 1000.0);
-    hr_log_info("task_claimed", "task=%lld via=%s lag_ms=%lld rate_limit=%lld",
-                (long long)t->id, via, (long long)(dsp_now_ms() - t->due_ms),
-                (long long)dt->rate_limit);
-    return true;
-oom:
-    hr_log_error("task_not_owned", "task=%lld error=out of memory", (long long)t->id);
-    return false;
-}
-
 int dsp_produce(dsp *d, int64_t task, int64_t seq, int64_t count, int64_t due_ms,
                 bool republish, char *errstr, size_t errlen)
 {
-    dsp_task *owned = republish ? NULL : dsp_find(d, task);
+    dsp_task *owned = republish ? NULL : dsp_task_find(d, task);
     hr_chunkmsg cm = {.task = task, .seq = seq, .count = count, .due_ms = due_ms,
                       .published_ms = dsp_now_ms()};
     char key[64], value[HR_CHUNKMSG_MAX_BYTES];
@@ -155,7 +76,7 @@ void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
 {
     dsp *d = opaque;
     dsp_msg *om = msg->_private;
-    dsp_task *t = om->republish ? NULL : dsp_find(d, om->task);
+    dsp_task *t = om->republish ? NULL : dsp_task_find(d, om->task);
     dsp_report *grown;
     size_t cap;
 
@@ -167,8 +88,8 @@ void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
     if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
         /* pending[seq] stays: the sweeper republishes the chunk. */
         dsp_health_fail(d, DSP_KAFKA, rd_kafka_err2str(msg->err));
-        hr_log_warn("chunk_publish_failed", "task=%lld seq=%lld error=%s",
-                    (long long)om->task, (long long)om->seq, rd_kafka_err2str(msg->err));
+        hr_log_warn("chunk_publish_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s", om->task,
+                    om->seq, rd_kafka_err2str(msg->err));
         goto done;
     }
     dsp_health_ok(d, DSP_KAFKA);
@@ -178,8 +99,9 @@ void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
         cap = d->cap_reports ? d->cap_reports * 2 : 64;
         grown = cap <= DSP_REPORTS_MAX ? realloc(d->reports, cap * sizeof *grown) : NULL;
         if (grown == NULL) {
-            hr_log_error("chunk_row_lost", "task=%lld seq=%lld error=report queue full",
-                         (long long)om->task, (long long)om->seq);
+            hr_log_error("chunk_row_lost",
+                         "task=%" PRId64 " seq=%" PRId64 " error=report queue full", om->task,
+                         om->seq);
             goto done;
         }
         d->reports = grown;
@@ -223,13 +145,14 @@ static void dsp_write_reports(dsp *d, size_t max)
             continue; /* a republish of a known chunk */
         if (hr_mysql_exec(c->m, "UPDATE push_task SET total = total + ? WHERE id = ?", pt, 2,
                           NULL, NULL, NULL, err, sizeof err) < 0) {
-            hr_log_error("task_total_lost", "task=%lld seq=%lld size=%lld error=%s",
-                         (long long)rp->task, (long long)rp->seq, (long long)rp->size, err);
+            hr_log_error("task_total_lost",
+                         "task=%" PRId64 " seq=%" PRId64 " size=%" PRId64 " error=%s", rp->task,
+                         rp->seq, rp->size, err);
             goto failed_after_row;
         }
-        hr_redis_task_key(c->r, key, sizeof key, rp->task, "stats");
-        reply = hr_redis_cmdf(c->r, err, sizeof err, "HINCRBY %s published %lld", key,
-                              (long long)rp->size);
+        hr_key_task(hr_redis_prefix(c->r), key, sizeof key, rp->task, HR_KEY_STATS);
+        reply =
+            hr_redis_cmdf(c->r, err, sizeof err, "HINCRBY %s published %" PRId64, key, rp->size);
         freeReplyObject(reply);
         if (reply != NULL) {
             reply = hr_redis_cmdf(c->r, err, sizeof err, "HINCRBY %s chunks_published 1", key);
@@ -264,52 +187,32 @@ static bool dsp_task_reports_queued(const dsp *d, int64_t id)
 static void dsp_finish(dsp *d, dsp_task *t)
 {
     dsp_conn *c = &d->loop_conn;
-    const hr_mysql_param p[] = {HR_P_I64(t->id), HR_P_STR(d->owner)};
-    uint64_t affected = 0;
     char err[512];
+    int rc = hr_state_dispatched(c->m, t->id, d->owner, err, sizeof err);
 
-    if (hr_mysql_exec(c->m,
-                      "UPDATE push_task SET state = 'dispatched', "
-                      "dispatched_at = UTC_TIMESTAMP(3) "
-                      "WHERE id = ? AND state = 'dispatching' AND claimed_by = ?",
-                      p, 2, &affected, NULL, NULL, err, sizeof err) < 0) {
+    if (rc < 0) {
         dsp_conn_failed(d, c, DSP_MYSQL, err);
         return;
     }
-    if (affected == 1)
-        hr_log_info("task_dispatched", "task=%lld chunks=%lld", (long long)t->id,
-                    (long long)t->chunks);
+    if (rc == 1)
+        hr_log_info("task_dispatched", "task=%" PRId64 " chunks=%" PRId64, t->id, t->chunks);
     else
-        hr_log_warn("task_lost", "task=%lld reason=not dispatching or not ours",
-                    (long long)t->id);
-    dsp_drop(d, t);
+        hr_log_warn("task_lost", "task=%" PRId64 " reason=not dispatching or not ours", t->id);
+    dsp_task_drop(d, t);
 }
 
 /* Before an owner's first chunk: the task's reconciliation (dsp_reconcile.c)
  * makes the set complete and creates seq under the prepare lock, or, for a
  * task an earlier owner started, checks that seq did not go backwards.  It
- * is queued here and the task waits for dsp_reconciled. */
+ * is queued here and the task waits for its outcome (t->reconciling). */
 static void dsp_start(dsp *d, dsp_task *t)
 {
     if (!dsp_reconcile_want(d, t->id)) {
-        hr_log_error("reconcile_not_queued", "task=%lld error=out of memory", (long long)t->id);
+        hr_log_error("reconcile_not_queued", "task=%" PRId64 " error=out of memory", t->id);
         t->next_ms = dsp_now_ms() + 1000;
         return;
     }
     t->reconciling = true;
-}
-
-void dsp_reconciled(dsp *d, int64_t id, bool ok)
-{
-    dsp_task *t = dsp_find(d, id);
-
-    if (t == NULL)
-        return; /* dropped meanwhile (paused, cancelled, lease lost) */
-    t->reconciling = false;
-    if (ok)
-        t->started = true;
-    else
-        t->next_ms = dsp_now_ms() + 100;
 }
 
 /* Whether the task's ctl key (what pause, resume and cancel set at once in
@@ -317,30 +220,31 @@ void dsp_reconciled(dsp *d, int64_t id, bool ok)
  * renewal drops a paused or cancelled task only every lease_s / 3; without
  * this check the owner kept chunking that long after a pause, and a
  * recover right after the pause raced its chunks. */
-static bool dsp_running(dsp *d, dsp_task *t, char *err, size_t errlen, bool *failed)
+static bool dsp_running(dsp *d, dsp_task *t, bool *failed, char *errstr, size_t errlen)
 {
     char key[256];
     redisReply *reply;
     bool run;
 
     *failed = false;
-    hr_redis_task_key(d->loop_conn.r, key, sizeof key, t->id, "ctl");
-    reply = hr_redis_cmdf(d->loop_conn.r, err, errlen, "GET %s", key);
+    hr_key_task(hr_redis_prefix(d->loop_conn.r), key, sizeof key, t->id, HR_KEY_CTL);
+    reply = hr_redis_cmdf(d->loop_conn.r, errstr, errlen, "GET %s", key);
     if (reply == NULL) {
         *failed = true;
         return false;
     }
     /* A missing key is run: the scanner sets it, a flush may have lost it. */
-    run = reply->type != REDIS_REPLY_STRING || strcmp(reply->str, "run") == 0;
+    run = reply->type != REDIS_REPLY_STRING ||
+          strcmp(reply->str, hr_control_name(HR_CONTROL_RUN)) == 0;
     freeReplyObject(reply);
     if (!run)
-        hr_log_debug("task_held", "task=%lld reason=control", (long long)t->id);
+        hr_log_debug("task_held", "task=%" PRId64 " reason=control", t->id);
     return run;
 }
 
 /* The rate limiter's grant for one chunk; 0 = wait (T->next_ms is set). */
-static int64_t dsp_grant(dsp *d, dsp_task *t, int64_t now, char *err, size_t errlen,
-                         bool *failed)
+static int64_t dsp_grant(dsp *d, dsp_task *t, int64_t now, bool *failed, char *errstr,
+                         size_t errlen)
 {
     char scope[64];
     int64_t want, granted = 0, wait_ms = 0, after;
@@ -349,8 +253,8 @@ static int64_t dsp_grant(dsp *d, dsp_task *t, int64_t now, char *err, size_t err
     if (t->rate_limit <= 0)
         return t->chunk_size;
     want = t->chunk_size < t->rate_limit ? t->chunk_size : t->rate_limit;
-    snprintf(scope, sizeof scope, "task%lld", (long long)t->id);
-    if (hr_ratelimit_take(d->loop_conn.r, scope, t->rate_limit, want, &granted, &wait_ms, err,
+    snprintf(scope, sizeof scope, "task%" PRId64, t->id);
+    if (hr_ratelimit_take(d->loop_conn.r, scope, t->rate_limit, want, &granted, &wait_ms, errstr,
                           errlen) < 0) {
         *failed = true;
         return 0;
@@ -387,32 +291,31 @@ static bool dsp_chunk_one(dsp *d, dsp_task *t)
         dsp_start(d, t);
         return false;
     }
-    if (!dsp_running(d, t, err, sizeof err, &failed)) {
+    if (!dsp_running(d, t, &failed, err, sizeof err)) {
         if (failed)
             goto redis_failed;
         t->next_ms = now + DSP_CTL_RECHECK_MS;
         return false;
     }
-    n = dsp_grant(d, t, now, err, sizeof err, &failed);
+    n = dsp_grant(d, t, now, &failed, err, sizeof err);
     if (n == 0) {
         if (failed)
             goto redis_failed;
         return false;
     }
-    hr_redis_task_key(c->r, keys[0], sizeof keys[0], t->id, "seq");
+    hr_key_task(hr_redis_prefix(c->r), keys[0], sizeof keys[0], t->id, HR_KEY_SEQ);
     reply = hr_redis_cmdf(c->r, err, sizeof err, "INCR %s", keys[0]);
     if (reply == NULL)
         goto redis_failed;
     seq = reply->integer;
     freeReplyObject(reply);
 
-    snprintf(n_s, sizeof n_s, "%lld", (long long)n);
-    snprintf(seq_s, sizeof seq_s, "%lld", (long long)seq);
-    snprintf(now_s, sizeof now_s, "%lld", (long long)now);
-    hr_redis_task_key(c->r, keys[0], sizeof keys[0], t->id, "subs");
-    snprintf(keys[1], sizeof keys[1], "%schunk:%lld",
-             hr_redis_task_key(c->r, keys[2], sizeof keys[2], t->id, ""), (long long)seq);
-    hr_redis_task_key(c->r, keys[2], sizeof keys[2], t->id, "pending");
+    snprintf(n_s, sizeof n_s, "%" PRId64, n);
+    snprintf(seq_s, sizeof seq_s, "%" PRId64, seq);
+    snprintf(now_s, sizeof now_s, "%" PRId64, now);
+    hr_key_task(hr_redis_prefix(c->r), keys[0], sizeof keys[0], t->id, HR_KEY_SUBS);
+    hr_key_chunk(hr_redis_prefix(c->r), keys[1], sizeof keys[1], t->id, seq);
+    hr_key_task(hr_redis_prefix(c->r), keys[2], sizeof keys[2], t->id, HR_KEY_PENDING);
     reply = hr_redis_eval(c->r, HR_LUA_CHUNK_MOVE, 3, 6, argv, NULL, err, sizeof err);
     if (reply == NULL)
         goto redis_failed;
@@ -424,18 +327,17 @@ static bool dsp_chunk_one(dsp *d, dsp_task *t)
         return false;
     }
     t->chunks++;
-    if (d->crash_after_move > 0 && ++d->moves == d->crash_after_move)
-        _exit(137); /* test only: die between the move and the publish */
+    dsp_seams_moved();
     if (dsp_produce(d, t->id, seq, moved, t->due_ms, false, err, sizeof err) < 0) {
         /* The chunk is pending; the sweeper publishes it later. */
-        hr_log_warn("chunk_publish_failed", "task=%lld seq=%lld error=%s", (long long)t->id,
-                    (long long)seq, err);
+        hr_log_warn("chunk_publish_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s", t->id, seq,
+                    err);
         t->next_ms = now + 1000;
         return true;
     }
     t->outstanding++;
-    hr_log_debug("chunk_moved", "task=%lld seq=%lld size=%lld", (long long)t->id,
-                 (long long)seq, (long long)moved);
+    hr_log_debug("chunk_moved", "task=%" PRId64 " seq=%" PRId64 " size=%" PRId64, t->id, seq,
+                 moved);
     return true;
 redis_failed:
     dsp_conn_failed(d, c, DSP_REDIS, err);
@@ -473,161 +375,6 @@ bool dsp_tick(dsp *d)
     return moved;
 }
 
-/* Puts the popped entries FROM.. of REPLY back into the timer with their
- * scores, so a failed claim does not make the others wait for the poller. */
-static void dsp_timer_putback(dsp *d, const redisReply *reply, size_t from)
-{
-    dsp_conn *c = &d->loop_conn;
-    char key[256], err[256];
-    const char **argv;
-    size_t i, n = 0;
-    redisReply *r;
-
-    argv = malloc((2 + reply->elements) * sizeof *argv);
-    if (argv == NULL)
-        goto lost;
-    argv[n++] = "ZADD";
-    argv[n++] = hr_redis_key(c->r, key, sizeof key, "timer");
-    for (i = from; i + 1 < reply->elements; i += 2) {
-        argv[n++] = reply->element[i + 1]->str; /* score */
-        argv[n++] = reply->element[i]->str;     /* id */
-    }
-    r = n > 2 ? hr_redis_cmd(c->r, err, sizeof err, (int)n, argv, NULL) : NULL;
-    free(argv);
-    if (n <= 2 || r != NULL) {
-        freeReplyObject(r);
-        return;
-    }
-lost:
-    /* The DB poller claims them once they are overdue. */
-    hr_log_warn("timer_putback_failed", "entries=%zu", (reply->elements - from) / 2);
-}
-
-void dsp_timer_pop(dsp *d)
-{
-    dsp_conn *c = &d->loop_conn;
-    char key[256], now_s[24], max_s[24], err[512];
-    const char *argv[3] = {key, now_s, max_s};
-    redisReply *reply;
-    int64_t now = dsp_now_ms();
-    size_t i;
-
-    if (atomic_load(&d->stopping) || !dsp_conn_ready(d, c))
-        return;
-    hr_redis_key(c->r, key, sizeof key, "timer");
-    snprintf(now_s, sizeof now_s, "%lld", (long long)now);
-    snprintf(max_s, sizeof max_s, "%d", DSP_TIMER_POP_MAX);
-    reply = hr_redis_eval(c->r, HR_LUA_TIMER_POP, 1, 3, argv, NULL, err, sizeof err);
-    if (reply == NULL) {
-        dsp_conn_failed(d, c, DSP_REDIS, err);
-        return;
-    }
-    for (i = 0; i + 1 < reply->elements; i += 2) {
-        int64_t id = strtoll(reply->element[i]->str, NULL, 10);
-        hr_task *t = NULL;
-        int rc = dsp_store_claim(d, c->m, id, now, err, sizeof err);
-
-        if (rc == 1)
-            rc = hr_task_load(c->m, id, &t, err, sizeof err) == 0 ? 1 : -1;
-        if (rc == DSP_CLAIM_BUSY) {
-            /* Not from the loop thread again: the DB poller claims it
-             * once the transaction holding the row ends. */
-            hr_log_warn("claim_deferred", "task=%lld reason=row locked by an open transaction "
-                        "(subscriptions being inserted)", (long long)id);
-            continue;
-        }
-        if (rc < 0) {
-            /* MySQL is failing: every further claim would wait for its
-             * timeout too.  The rest (this one included: its claim may
-             * have committed, and claiming again is harmless) go back. */
-            hr_log_warn("claim_failed", "task=%lld error=%s", (long long)id, err);
-            dsp_timer_putback(d, reply, i);
-            dsp_conn_failed(d, c, DSP_MYSQL, err);
-            break;
-        }
-        /* rc 0: taken by another, paused, or postponed (the scanner puts
-         * it back with its new due time). */
-        if (rc == 1)
-            dsp_own(d, t, "timer");
-        hr_task_free(t);
-    }
-    freeReplyObject(reply);
-}
-
-/* A task claimed under our name that we do not chunk (its claim's reply or
- * load failed, or dsp_own ran out of memory): own it now, or give the claim
- * up at once so that a poller takes it over.  Without this the renewal
- * would keep it ours, unchunked, forever. */
-static void dsp_adopt(dsp *d, int64_t id)
-{
-    dsp_conn *c = &d->loop_conn;
-    const hr_mysql_param p[] = {HR_P_I64(id), HR_P_STR(d->owner)};
-    hr_task *t = NULL;
-    char err[512];
-
-    if (hr_task_load(c->m, id, &t, err, sizeof err) == 0 && dsp_own(d, t, "adopt")) {
-        hr_task_free(t);
-        return;
-    }
-    hr_task_free(t);
-    hr_log_warn("task_released", "task=%lld reason=claimed but not owned", (long long)id);
-    if (hr_mysql_exec(c->m,
-                      "UPDATE push_task SET lease_until = UTC_TIMESTAMP(3) "
-                      "WHERE id = ? AND claimed_by = ? AND state = 'dispatching'",
-                      p, 2, NULL, NULL, NULL, err, sizeof err) < 0)
-        dsp_conn_failed(d, c, DSP_MYSQL, err);
-}
-
-void dsp_renew_leases(dsp *d)
-{
-    dsp_conn *c = &d->loop_conn;
-    const hr_mysql_param pr[] = {HR_P_I64(d->cfg->dispatcher.lease_s), HR_P_STR(d->owner)};
-    const hr_mysql_param ps[] = {HR_P_STR(d->owner)};
-    hr_mysql_rows *rows = NULL;
-    char err[512];
-    size_t i, j;
-
-    if (!dsp_conn_ready(d, c))
-        return;
-    if (hr_mysql_exec(c->m,
-                      "UPDATE push_task SET lease_until = UTC_TIMESTAMP(3) + INTERVAL ? SECOND "
-                      "WHERE claimed_by = ? AND state = 'dispatching' AND control = 'run'",
-                      pr, 2, NULL, NULL, NULL, err, sizeof err) < 0 ||
-        hr_mysql_query(c->m,
-                       "SELECT id, control FROM push_task "
-                       "WHERE claimed_by = ? AND state = 'dispatching'",
-                       ps, 1, &rows, err, sizeof err) < 0) {
-        dsp_conn_failed(d, c, DSP_MYSQL, err);
-        return;
-    }
-    for (i = d->ntasks; i-- > 0;) {
-        dsp_task *t = d->tasks[i];
-        const char *control = NULL;
-
-        for (j = 0; j < rows->nrows; j++)
-            if (strtoll(hr_mysql_cell(rows, j, 0), NULL, 10) == t->id)
-                control = hr_mysql_cell(rows, j, 1);
-        if (control == NULL) {
-            hr_log_warn("task_lost", "task=%lld reason=lease taken over", (long long)t->id);
-            dsp_drop(d, t);
-        } else if (strcmp(control, "run") != 0) {
-            /* Pause and cancel are carried out by workers and heraldctl;
-             * the dispatcher stops chunking and mirrors the wish. */
-            if (hr_task_set_control(NULL, c->r, t->id, control, err, sizeof err) < 0)
-                dsp_health_fail(d, DSP_REDIS, err);
-            hr_log_info("task_stopped", "task=%lld control=%s", (long long)t->id, control);
-            dsp_drop(d, t);
-        }
-    }
-    for (j = 0; j < rows->nrows; j++) {
-        int64_t id = strtoll(hr_mysql_cell(rows, j, 0), NULL, 10);
-
-        if (strcmp(hr_mysql_cell(rows, j, 1), "run") == 0 && dsp_find(d, id) == NULL)
-            dsp_adopt(d, id);
-    }
-    hr_mysql_rows_free(rows);
-}
-
 void dsp_release_all(dsp *d)
 {
     dsp_conn *c = &d->loop_conn;
@@ -660,5 +407,5 @@ void dsp_release_all(dsp *d)
                       p, 1, &affected, NULL, NULL, err, sizeof err) < 0)
         hr_log_error("lease_release_failed", "error=%s", err);
     else
-        hr_log_info("leases_released", "tasks=%llu", (unsigned long long)affected);
+        hr_log_info("leases_released", "tasks=%" PRIu64, affected);
 }

@@ -95,3 +95,11 @@ void dsp_conn_close(dsp_conn *c)
     c->m = NULL;
     c->r = NULL;
 }
+
+int64_t dsp_reply_int(redisReply *reply)
+{
+    int64_t v = reply != NULL && reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
+
+    freeReplyObject(reply);
+    return v;
+}

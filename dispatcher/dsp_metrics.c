@@ -17,9 +17,6 @@ static const double dsp_lag_buckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 
 /* Reconciliation after the claim, seconds. */
 static const double dsp_rc_buckets[] = {0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120};
 
-static const char *const dsp_task_states[] = {"scheduled", "dispatching", "dispatched", "done",
-                                              "paused",    "cancelled",   "failed"};
-
 int dsp_metrics_new(dsp *d, char *errstr, size_t errlen)
 {
     dsp_metrics *m = &d->met;
@@ -75,8 +72,8 @@ int dsp_metrics_new(dsp *d, char *errstr, size_t errlen)
     m->claimed_takeover = hr_metrics_labels(claimed, "takeover");
     for (i = 0; i < DSP__BACKENDS; i++)
         m->backend_errors[i] = hr_metrics_labels(errors, backends[i]);
-    for (i = 0; i < sizeof dsp_task_states / sizeof dsp_task_states[0]; i++)
-        hr_metrics_set(hr_metrics_labels(m->tasks, dsp_task_states[i]), 0);
+    for (i = 0; i < HR_STATE__COUNT; i++)
+        hr_metrics_set(hr_metrics_labels(m->tasks, hr_state_name((hr_task_state)i)), 0);
     return 0;
 }
 
@@ -90,12 +87,12 @@ void dsp_metrics_tasks(dsp *d, const hr_mysql_rows *rows)
 {
     size_t i, j;
 
-    for (i = 0; i < sizeof dsp_task_states / sizeof dsp_task_states[0]; i++) {
+    for (i = 0; i < HR_STATE__COUNT; i++) {
         double v = 0;
 
         for (j = 0; j < rows->nrows; j++)
-            if (strcmp(hr_mysql_cell(rows, j, 0), dsp_task_states[i]) == 0)
+            if (hr_state_is(hr_mysql_cell(rows, j, 0), (hr_task_state)i))
                 v = strtod(hr_mysql_cell(rows, j, 1), NULL);
-        hr_metrics_set(hr_metrics_labels(d->met.tasks, dsp_task_states[i]), v);
+        hr_metrics_set(hr_metrics_labels(d->met.tasks, hr_state_name((hr_task_state)i)), v);
     }
 }

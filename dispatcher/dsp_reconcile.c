@@ -18,11 +18,13 @@
  * time on libuv's pool, with its own connections (dsp.rc_conn); the loop
  * thread queues task ids (dsp_reconcile_want) and reads the outcome in the
  * job's after-work callback, which libuv runs on the loop thread. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dsp.h"
+#include "hr_keys.h"
 #include "hr_log.h"
 #include "hr_subs.h"
 
@@ -45,7 +47,7 @@ static int dsp_rc_seq(dsp_conn *c, int64_t id, char *errstr, size_t errlen)
         return -1;
     max = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
     hr_mysql_rows_free(rows);
-    hr_redis_task_key(c->r, pending, sizeof pending, id, "pending");
+    hr_key_task(hr_redis_prefix(c->r), pending, sizeof pending, id, HR_KEY_PENDING);
     reply = hr_redis_cmdf(c->r, errstr, errlen, "HKEYS %s", pending);
     if (reply == NULL)
         return -1;
@@ -53,7 +55,7 @@ static int dsp_rc_seq(dsp_conn *c, int64_t id, char *errstr, size_t errlen)
         if (strtoll(reply->element[i]->str, NULL, 10) > max)
             max = strtoll(reply->element[i]->str, NULL, 10);
     freeReplyObject(reply);
-    hr_redis_task_key(c->r, seq_key, sizeof seq_key, id, "seq");
+    hr_key_task(hr_redis_prefix(c->r), seq_key, sizeof seq_key, id, HR_KEY_SEQ);
     reply = hr_redis_cmdf(c->r, errstr, errlen, "GET %s", seq_key);
     if (reply == NULL)
         return -1;
@@ -62,12 +64,11 @@ static int dsp_rc_seq(dsp_conn *c, int64_t id, char *errstr, size_t errlen)
     if (cur >= max)
         return 0;
     /* No one else moves this task's chunks while its owner reconciles. */
-    reply = hr_redis_cmdf(c->r, errstr, errlen, "SET %s %lld", seq_key, (long long)max);
+    reply = hr_redis_cmdf(c->r, errstr, errlen, "SET %s %" PRId64, seq_key, max);
     if (reply == NULL)
         return -1;
     freeReplyObject(reply);
-    hr_log_warn("seq_behind", "task=%lld seq=%lld raised_to=%lld", (long long)id,
-                (long long)cur, (long long)max);
+    hr_log_warn("seq_behind", "task=%" PRId64 " seq=%" PRId64 " raised_to=%" PRId64, id, cur, max);
     return 0;
 }
 
@@ -97,6 +98,21 @@ static void dsp_rc_work(uv_work_t *w)
     d->rc_ms = dsp_now_ms() - start;
 }
 
+/* The outcome of task ID's reconciliation on the owned task; OK false =
+ * try again after a short wait. */
+static void dsp_rc_outcome(dsp *d, int64_t id, bool ok)
+{
+    dsp_task *t = dsp_task_find(d, id);
+
+    if (t == NULL)
+        return; /* dropped meanwhile (paused, cancelled, lease lost) */
+    t->reconciling = false;
+    if (ok)
+        t->started = true;
+    else
+        t->next_ms = dsp_now_ms() + 100;
+}
+
 static void dsp_rc_start(dsp *d);
 
 static void dsp_rc_done(uv_work_t *w, int status)
@@ -108,25 +124,26 @@ static void dsp_rc_done(uv_work_t *w, int status)
     d->rc_busy = false;
     switch (d->rc_result) {
     case HR_SUBS_DONE:
-        hr_log_info("task_reconciled", "task=%lld added=%lld read=%lld ms=%lld", (long long)id,
-                    (long long)d->rc_added, (long long)d->rc_seen, (long long)d->rc_ms);
+        hr_log_info("task_reconciled",
+                    "task=%" PRId64 " added=%" PRId64 " read=%" PRId64 " ms=%" PRId64, id,
+                    d->rc_added, d->rc_seen, d->rc_ms);
         if (d->rc_added > 0)
             hr_metrics_add(d->met.reconcile_added, (uint64_t)d->rc_added);
         hr_metrics_observe(d->met.reconcile_seconds, (double)d->rc_ms / 1000.0);
-        dsp_reconciled(d, id, true);
+        dsp_rc_outcome(d, id, true);
         break;
     case HR_SUBS_STARTED:
         /* seq exists: an earlier owner reconciled and started chunking. */
-        dsp_reconciled(d, id, true);
+        dsp_rc_outcome(d, id, true);
         break;
     case HR_SUBS_BUSY:
         /* A scanner's sync holds the prepare lock: try again shortly. */
-        dsp_reconciled(d, id, false);
+        dsp_rc_outcome(d, id, false);
         break;
     default:
-        hr_log_warn("reconcile_failed", "task=%lld result=%s error=%s", (long long)id,
+        hr_log_warn("reconcile_failed", "task=%" PRId64 " result=%s error=%s", id,
                     hr_subs_result_str(d->rc_result), d->rc_err);
-        dsp_reconciled(d, id, false);
+        dsp_rc_outcome(d, id, false);
         break;
     }
     dsp_rc_start(d);
@@ -144,7 +161,7 @@ static void dsp_rc_start(dsp *d)
     if (uv_queue_work(d->loop, &d->rc_work, dsp_rc_work, dsp_rc_done) == 0)
         d->rc_busy = true;
     else
-        dsp_reconciled(d, d->rc_task, false);
+        dsp_rc_outcome(d, d->rc_task, false);
 }
 
 bool dsp_reconcile_want(dsp *d, int64_t id)

@@ -2,51 +2,27 @@
  * loading task rows, validating them (a bad row becomes `failed` with a
  * readable last_error) and the conditional claim that makes exactly one
  * dispatcher the owner of a task. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "dsp.h"
 #include "hr_log.h"
+#include "hr_state.h"
 
 int dsp_store_claim(dsp *d, hr_mysql *m, int64_t id, int64_t now_ms, char *errstr,
                     size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_STR(d->owner), HR_P_I64(d->cfg->dispatcher.lease_s),
-                                HR_P_I64(id), HR_P_STR(d->owner),
-                                HR_P_I64(now_ms + DSP_CLAIM_EARLY_MS)};
-    uint64_t affected = 0;
-    unsigned errnum = 0;
-
-    /* claimed_by = us: hr_mysql retries a statement after reconnecting, and
-     * a retry of a claim that committed before its reply was lost must
-     * still see the task as ours.  due_at: a timer entry left behind by a
-     * postponement must not start the task early.  The lock wait: the
-     * claim waits for subscription inserts in flight (the guard trigger
-     * share-locks the row), but not for an admin's forgotten transaction. */
-    if (hr_mysql_exec(m,
-                      "SET STATEMENT innodb_lock_wait_timeout = " DSP_CLAIM_LOCK_WAIT_S " FOR "
-                      "UPDATE push_task SET state = 'dispatching', claimed_by = ?, "
-                      "lease_until = UTC_TIMESTAMP(3) + INTERVAL ? SECOND, "
-                      "started_at = COALESCE(started_at, UTC_TIMESTAMP(3)) "
-                      "WHERE id = ? AND (state = 'scheduled' OR "
-                      "(state = 'dispatching' AND claimed_by = ?)) AND control = 'run' "
-                      "AND due_at <= FROM_UNIXTIME(? / 1000)",
-                      p, 5, &affected, NULL, &errnum, errstr, errlen) < 0)
-        return errnum == HR_MYSQL_ER_LOCK_WAIT_TIMEOUT ? DSP_CLAIM_BUSY : -1;
-    return affected == 1;
+    /* One we already claimed counts again: hr_mysql retries a statement
+     * after reconnecting, and a retry of a claim that committed before its
+     * reply was lost must still see the task as ours. */
+    return hr_state_claim(m, id, d->owner, d->cfg->dispatcher.lease_s,
+                          now_ms + DSP_CLAIM_EARLY_MS, errstr, errlen);
 }
 
 int dsp_store_fail(hr_mysql *m, int64_t id, const char *reason, char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_STR(reason), HR_P_I64(id)};
-    uint64_t affected = 0;
-
-    if (hr_mysql_exec(m,
-                      "UPDATE push_task SET state = 'failed', last_error = ?, "
-                      "finished_at = UTC_TIMESTAMP(3) WHERE id = ? AND state = 'scheduled'",
-                      p, 2, &affected, NULL, NULL, errstr, errlen) < 0)
-        return -1;
-    return affected == 1;
+    return hr_state_fail(m, id, HR_STATE_SCHEDULED, reason, errstr, errlen);
 }
 
 void dsp_store_tasks_free(hr_task **tasks, size_t n)
@@ -103,7 +79,7 @@ bool dsp_store_check(dsp *d, hr_mysql *m, const hr_task *t)
     if (rc < 0)
         dsp_health_fail(d, DSP_MYSQL, err);
     else if (rc == 1)
-        hr_log_warn("task_failed", "task=%lld error=%s", (long long)t->id, why);
+        hr_log_warn("task_failed", "task=%" PRId64 " error=%s", t->id, why);
     return false;
 }
 

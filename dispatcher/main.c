@@ -50,6 +50,8 @@ int main(int argc, char **argv)
             return 0;
         case 'V':
             printf("herald-dispatcher %s\n", HR_VERSION);
+            if (DSP_SEAMS_ON)
+                printf("test seams: on\n");
             return 0;
         default:
             usage(stderr);

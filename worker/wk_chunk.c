@@ -8,11 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hr_pipe.h"
+
 wk_chunk *wk_chunk_new(hr_redis *r, const hr_chunkmsg *msg, int32_t partition, int64_t offset,
                        wk_task *task, int ack_batch)
 {
     wk_chunk *c = calloc(1, sizeof *c);
-    char suffix[48];
+    const char *prefix = hr_redis_prefix(r);
 
     if (c == NULL)
         return NULL;
@@ -26,14 +28,13 @@ wk_chunk *wk_chunk_new(hr_redis *r, const hr_chunkmsg *msg, int32_t partition, i
         free(c);
         return NULL;
     }
-    snprintf(suffix, sizeof suffix, "chunk:%" PRId64, msg->seq);
-    hr_redis_task_key(r, c->k_set, sizeof c->k_set, msg->task, suffix);
-    snprintf(suffix, sizeof suffix, "lease:%" PRId64, msg->seq);
-    hr_redis_task_key(r, c->k_lease, sizeof c->k_lease, msg->task, suffix);
-    hr_redis_task_key(r, c->k_pending, sizeof c->k_pending, msg->task, "pending");
-    hr_redis_task_key(r, c->k_stats, sizeof c->k_stats, msg->task, "stats");
-    hr_redis_task_key(r, c->k_subs, sizeof c->k_subs, msg->task, "subs");
-    hr_redis_task_key(r, c->k_failed, sizeof c->k_failed, msg->task, "failed");
+    /* HR_KEY_MAX holds every task key (hr_keys.h): no builder fails. */
+    hr_key_chunk(prefix, c->k_set, sizeof c->k_set, msg->task, msg->seq);
+    hr_key_lease(prefix, c->k_lease, sizeof c->k_lease, msg->task, msg->seq);
+    hr_key_task(prefix, c->k_pending, sizeof c->k_pending, msg->task, HR_KEY_PENDING);
+    hr_key_task(prefix, c->k_stats, sizeof c->k_stats, msg->task, HR_KEY_STATS);
+    hr_key_task(prefix, c->k_subs, sizeof c->k_subs, msg->task, HR_KEY_SUBS);
+    hr_key_task(prefix, c->k_failed, sizeof c->k_failed, msg->task, HR_KEY_FAILED);
     return c;
 }
 
@@ -103,46 +104,47 @@ static int wk_chunk_lease(wk_chunk *c, hr_redis *r, const char *owner, int lease
 
 static int wk_chunk_fetch_users(wk_chunk *c, hr_redis *r, char *errstr, size_t errlen)
 {
-    char key[WK_CHUNK_KEY_MAX];
+    char key[HR_KEY_MAX];
     size_t n = c->members->elements;
-    int rc = 0;
+    hr_pipe *pipe = hr_pipe_new(r);
+    int rc = -1;
 
     c->users = calloc(n, sizeof *c->users);
-    if (c->users == NULL) {
+    if (c->users == NULL || pipe == NULL) {
         snprintf(errstr, errlen, "out of memory");
-        return -1;
+        goto done;
     }
     for (size_t i = 0; i < n; i++) {
         const char *argv[] = {"HGETALL", key};
 
-        hr_redis_key(r, key, sizeof key, "user:%s", c->members->element[i]->str);
-        if (hr_redis_pipe_cmd(r, 2, argv, NULL) != 0) {
-            snprintf(errstr, errlen, "redis: cannot queue HGETALL");
-            return -1;
+        /* Only a member that is no uid (dead-lettered, never pushed) can
+         * be too long for a key: its HGETALL then reads nothing. */
+        if (hr_key_user(hr_redis_prefix(r), key, sizeof key, c->members->element[i]->str) ==
+            NULL)
+            key[0] = '\0';
+        if (hr_pipe_cmd(pipe, 2, argv, NULL) != 0) {
+            snprintf(errstr, errlen, "out of memory");
+            goto done;
         }
     }
-    /* Every queued reply is read, even after an error, so the connection
-     * stays in step. */
+    if (hr_pipe_exec(pipe, errstr, errlen) != 0)
+        goto done;
     for (size_t i = 0; i < n; i++) {
-        char why[256];
-        const redisContext *ctx;
+        char detail[256];
 
-        c->users[i] = hr_redis_pipe_reply(r, why, sizeof why);
-        if (c->users[i] != NULL || rc != 0)
+        c->users[i] = hr_pipe_reply(pipe, i, detail, sizeof detail);
+        if (c->users[i] != NULL)
             continue;
-        ctx = hr_redis_context(r);
-        if (ctx == NULL || ctx->err != 0) {
-            snprintf(errstr, errlen, "%s", why);
-            rc = -1;
-        } else {
-            /* An error reply for this user alone (WRONGTYPE: not a hash):
-             * the recipient gets no attributes, the chunk goes on. */
-            c->user_errors++;
-            if (c->user_error[0] == '\0')
-                snprintf(c->user_error, sizeof c->user_error, "uid=%.40s error=%.100s",
-                         c->members->element[i]->str, why);
-        }
+        /* An error reply for this user alone (WRONGTYPE: not a hash): the
+         * recipient gets no attributes, the chunk goes on. */
+        c->user_errors++;
+        if (c->user_error[0] == '\0')
+            snprintf(c->user_error, sizeof c->user_error, "uid=%.40s error=%.100s",
+                     c->members->element[i]->str, detail);
     }
+    rc = 0;
+done:
+    hr_pipe_free(pipe);
     return rc;
 }
 
@@ -351,37 +353,40 @@ int wk_chunk_dead(wk_chunk *c, const char *uid, const char *reason)
 
 /* One pipelined round trip: ack.lua for the buffered deliveries and
  * retries, dead_letter.lua for the buffered failures.  What succeeded
- * leaves its buffer even when the other call failed. */
-static int wk_chunk_flush_pipe(wk_chunk *c, hr_redis *r, char *errstr, size_t errlen)
+ * leaves its buffer even when the other call failed.  A NOSCRIPT is
+ * replayed by the pipeline (both scripts only count uids still in the
+ * set: a repeat is safe). */
+int wk_chunk_flush(wk_chunk *c, hr_redis *r, char *errstr, size_t errlen)
 {
     bool ack = c->nacks > 0 || c->retried_unflushed > 0, dead = c->ndead > 0;
     const char **ack_argv = NULL, **dead_argv = NULL;
     char retried_s[24];
+    hr_pipe *pipe = NULL;
+    size_t idead = ack ? 1 : 0; /* the ack call is command 0 */
     int64_t removed;
-    int rc = -1, queued = 0;
+    int rc = -1;
 
+    if (!ack && !dead)
+        return 0;
     snprintf(retried_s, sizeof retried_s, "%" PRId64, c->retried_unflushed);
     if (ack)
         ack_argv = wk_chunk_ack_argv(c, "sent", retried_s, c->acks, c->nacks);
     if (dead)
         dead_argv = wk_chunk_dead_argv(c);
-    if ((ack && ack_argv == NULL) || (dead && dead_argv == NULL)) {
+    pipe = hr_pipe_new(r);
+    if ((ack && ack_argv == NULL) || (dead && dead_argv == NULL) || pipe == NULL ||
+        (ack && hr_pipe_eval(pipe, HR_LUA_ACK, 2, (int)c->nacks + 4, ack_argv, NULL) != 0) ||
+        (dead &&
+         hr_pipe_eval(pipe, HR_LUA_DEAD_LETTER, 3, 2 * (int)c->ndead + 3, dead_argv, NULL) != 0)) {
         snprintf(errstr, errlen, "out of memory");
         goto done;
     }
-    if (ack && hr_redis_pipe_eval(r, HR_LUA_ACK, 2, (int)c->nacks + 4, ack_argv, NULL) == 0)
-        queued |= 1;
-    if (dead &&
-        hr_redis_pipe_eval(r, HR_LUA_DEAD_LETTER, 3, 2 * (int)c->ndead + 3, dead_argv, NULL) == 0)
-        queued |= 2;
-    rc = queued == (ack ? 1 : 0) + (dead ? 2 : 0) ? 0 : -1;
-    if (rc != 0)
-        snprintf(errstr, errlen, "redis: cannot queue the ack batch");
-    /* Every queued reply is read, even after an error, so the connection
-     * stays in step. */
-    if (queued & 1) {
-        if (wk_chunk_counted(c, HR_LUA_ACK, hr_redis_pipe_reply(r, errstr, errlen), &removed, 1,
-                             errstr, errlen) == 0) {
+    /* A connection that failed makes every reply below report it. */
+    hr_pipe_exec(pipe, errstr, errlen);
+    rc = 0;
+    if (ack) {
+        if (wk_chunk_counted(c, HR_LUA_ACK, hr_pipe_reply(pipe, 0, errstr, errlen), &removed,
+                             1, errstr, errlen) == 0) {
             c->sent += removed;
             c->nacks = 0;
             c->retried_unflushed = 0;
@@ -389,8 +394,8 @@ static int wk_chunk_flush_pipe(wk_chunk *c, hr_redis *r, char *errstr, size_t er
             rc = -1;
         }
     }
-    if (queued & 2) {
-        if (wk_chunk_counted(c, HR_LUA_DEAD_LETTER, hr_redis_pipe_reply(r, errstr, errlen),
+    if (dead) {
+        if (wk_chunk_counted(c, HR_LUA_DEAD_LETTER, hr_pipe_reply(pipe, idead, errstr, errlen),
                              &removed, 1, errstr, errlen) == 0) {
             c->failed += removed;
             wk_chunk_dead_clear(c);
@@ -399,22 +404,10 @@ static int wk_chunk_flush_pipe(wk_chunk *c, hr_redis *r, char *errstr, size_t er
         }
     }
 done:
+    hr_pipe_free(pipe);
     free(ack_argv);
     free(dead_argv);
     return rc;
-}
-
-int wk_chunk_flush(wk_chunk *c, hr_redis *r, char *errstr, size_t errlen)
-{
-    if (c->nacks == 0 && c->retried_unflushed == 0 && c->ndead == 0)
-        return 0;
-    if (wk_chunk_flush_pipe(c, r, errstr, errlen) == 0)
-        return 0;
-    /* Redis lost its scripts (restart, SCRIPT FLUSH): load them, once more
-     * (both scripts only count uids still in the set: a repeat is safe). */
-    if (strncmp(errstr, "NOSCRIPT", 8) != 0 || hr_redis_reload_scripts(r, errstr, errlen) != 0)
-        return -1;
-    return wk_chunk_flush_pipe(c, r, errstr, errlen);
 }
 
 /* HINCRBY stats FIELD N, when N > 0. */
@@ -538,13 +531,13 @@ int wk_chunk_cancel(wk_chunk *c, hr_redis *r, const char *owner, int64_t *cancel
     int rc = -1;
 
     snprintf(seq, sizeof seq, "%" PRId64, c->msg.seq);
-    reply = hr_redis_eval(r, HR_LUA_CHUNK_CANCEL, 4, 6, argv, NULL, errstr, errlen);
+    reply = hr_redis_eval(r, HR_LUA_CANCEL_SET, 4, 6, argv, NULL, errstr, errlen);
     if (reply == NULL)
         return -1;
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
         reply->element[0]->type != REDIS_REPLY_INTEGER ||
         reply->element[1]->type != REDIS_REPLY_INTEGER) {
-        snprintf(errstr, errlen, "chunk_cancel: unexpected reply");
+        snprintf(errstr, errlen, "cancel_set: unexpected reply");
         goto done;
     }
     *cancelled = reply->element[0]->integer;

@@ -18,7 +18,7 @@
  * worker to hand to the reporter, which writes them as absolute values.
  *   close     chunk_done.lua once every recipient is settled
  *   release   lease_release.lua when the chunk is abandoned or parked
- *   cancel    chunk_cancel.lua when the task is cancelled
+ *   cancel    cancel_set.lua when the task is cancelled
  * Keys are built once at creation ({t<ID>} hash tag on every one). */
 #ifndef WK_CHUNK_H
 #define WK_CHUNK_H
@@ -32,7 +32,8 @@
 #include "wk_sender.h"
 #include "wk_task.h"
 
-#define WK_CHUNK_KEY_MAX 192
+/* The config's bound on worker.max_chunks_in_flight. */
+#define WK_CHUNK_MAX_OPEN 64
 
 /* Why a chunk stops before its set is empty (the task's control key). */
 typedef enum wk_chunk_halt {
@@ -52,8 +53,8 @@ typedef struct wk_chunk {
     int32_t partition;
     int64_t offset;
     wk_task *task;
-    char k_set[WK_CHUNK_KEY_MAX], k_lease[WK_CHUNK_KEY_MAX], k_pending[WK_CHUNK_KEY_MAX];
-    char k_stats[WK_CHUNK_KEY_MAX], k_subs[WK_CHUNK_KEY_MAX], k_failed[WK_CHUNK_KEY_MAX];
+    char k_set[HR_KEY_MAX], k_lease[HR_KEY_MAX], k_pending[HR_KEY_MAX];
+    char k_stats[HR_KEY_MAX], k_subs[HR_KEY_MAX], k_failed[HR_KEY_MAX];
     redisReply *members;   /* SMEMBERS reply */
     redisReply **users;    /* per member, or NULL when not needed */
     wk_push *pushes;
@@ -136,7 +137,7 @@ int wk_chunk_throttle(wk_chunk *c, hr_redis *r, wk_chunk_throttled *out, char *e
 /* chunk_done.lua: RES gets {removed, pending left, subs left}. */
 int wk_chunk_close(wk_chunk *c, hr_redis *r, const char *owner, int64_t res[3], char *errstr,
                    size_t errlen);
-/* chunk_cancel.lua: *CANCELLED gets how many recipients were left, or -1
+/* cancel_set.lua: *CANCELLED gets how many recipients were left, or -1
  * when another worker holds a live lease (nothing changed); *TOTAL the
  * stats hash's cancelled counter after the call (what MySQL gets). */
 int wk_chunk_cancel(wk_chunk *c, hr_redis *r, const char *owner, int64_t *cancelled, int64_t *total,

@@ -15,6 +15,7 @@
 #include "hr_log.h"
 #include "wk_clock.h"
 #include "hr_mysql.h"
+#include "hr_state.h"
 
 #define WK_REPORTER_FLUSH_MS 200
 #define WK_REPORTER_BACKOFF_MAX_MS 5000
@@ -203,16 +204,12 @@ static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, s
                                       char *errstr, size_t errlen)
 {
     for (size_t k = 0; k < nd; k++) {
-        hr_mysql_param params[] = {HR_P_I64(d[k].sent), HR_P_I64(d[k].failed),
-                                   HR_P_I64(d[k].throttled), HR_P_I64(d[k].retried),
-                                   HR_P_I64(d[k].cancelled), HR_P_I64(d[k].task)};
+        /* The worker does not count pulls: -1 leaves pulled as it is. */
+        const hr_outcomes raised = {.sent = d[k].sent,           .failed = d[k].failed,
+                                    .throttled = d[k].throttled, .pulled = -1,
+                                    .cancelled = d[k].cancelled, .retried = d[k].retried};
 
-        if (hr_mysql_exec(rp->m,
-                          "UPDATE push_task SET sent = GREATEST(sent, ?), "
-                          "failed = GREATEST(failed, ?), throttled = GREATEST(throttled, ?), "
-                          "retried = GREATEST(retried, ?), cancelled = GREATEST(cancelled, ?) "
-                          "WHERE id = ?",
-                          params, 6, NULL, NULL, NULL, errstr, errlen) != 0)
+        if (hr_finish_raise(rp->m, d[k].task, &raised, errstr, errlen) != 0)
             return -1;
     }
     return 0;
@@ -263,15 +260,11 @@ static int wk_reporter_write_fails(wk_reporter *rp, const wk_task_fail *f, size_
                                    char *errstr, size_t errlen)
 {
     for (size_t i = 0; i < n; i++) {
-        hr_mysql_param p[] = {HR_P_STR(f[i].why), HR_P_I64(f[i].task)};
-        uint64_t affected = 0;
+        int moved = hr_state_fail(rp->m, f[i].task, HR_STATE_DISPATCHED, f[i].why, errstr, errlen);
 
-        if (hr_mysql_exec(rp->m,
-                          "UPDATE push_task SET state = 'failed', last_error = ?, "
-                          "finished_at = UTC_TIMESTAMP(3) WHERE id = ? AND state = 'dispatched'",
-                          p, 2, &affected, NULL, NULL, errstr, errlen) != 0)
+        if (moved < 0)
             return -1;
-        if (affected > 0)
+        if (moved > 0)
             hr_log_warn("task_failed", "task=%" PRId64 " error=%s", f[i].task, f[i].why);
     }
     return 0;

@@ -18,23 +18,23 @@ int64_t wk_retry_backoff_ms(int base_ms, int max_ms, int attempt, uint64_t rnd)
     return (int64_t)(rnd % (uint64_t)(ceiling + 1));
 }
 
-void wk_retry_cap_init(wk_retry_cap *c, int max)
+void wk_retry_cap_init(wk_retry_cap *cap, int max)
 {
-    c->max = max < 1 ? 1 : max;
-    c->cap = c->max;
+    cap->max = max < 1 ? 1 : max;
+    cap->cap = cap->max;
 }
 
-void wk_retry_cap_halve(wk_retry_cap *c)
+void wk_retry_cap_halve(wk_retry_cap *cap)
 {
-    c->cap /= 2;
-    if (c->cap < 1)
-        c->cap = 1;
+    cap->cap /= 2;
+    if (cap->cap < 1)
+        cap->cap = 1;
 }
 
-void wk_retry_cap_grow(wk_retry_cap *c)
+void wk_retry_cap_grow(wk_retry_cap *cap)
 {
-    if (c->cap < c->max)
-        c->cap++;
+    if (cap->cap < cap->max)
+        cap->cap++;
 }
 
 static void wk_retry_heap_set(wk_retry_heap *h, size_t i, wk_retry_node *n)
@@ -59,31 +59,24 @@ static void wk_retry_heap_down(wk_retry_heap *h, size_t i)
     wk_retry_node *n = h->v[i];
 
     for (;;) {
-        size_t c = 2 * i + 1;
+        size_t child = 2 * i + 1;
 
-        if (c >= h->n)
+        if (child >= h->n)
             break;
-        if (c + 1 < h->n && h->v[c + 1]->due_ms < h->v[c]->due_ms)
-            c++;
-        if (h->v[c]->due_ms >= n->due_ms)
+        if (child + 1 < h->n && h->v[child + 1]->due_ms < h->v[child]->due_ms)
+            child++;
+        if (h->v[child]->due_ms >= n->due_ms)
             break;
-        wk_retry_heap_set(h, i, h->v[c]);
-        i = c;
+        wk_retry_heap_set(h, i, h->v[child]);
+        i = child;
     }
     wk_retry_heap_set(h, i, n);
 }
 
 int wk_retry_heap_push(wk_retry_heap *h, wk_retry_node *n)
 {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 64;
-        wk_retry_node **v = realloc(h->v, cap * sizeof *v);
-
-        if (v == NULL)
-            return -1;
-        h->v = v;
-        h->cap = cap;
-    }
+    if (hr_vec_reserve(h, h->n + 1) != 0)
+        return -1;
     h->v[h->n++] = n;
     wk_retry_heap_up(h, h->n - 1);
     return 0;
@@ -111,7 +104,5 @@ void wk_retry_heap_remove(wk_retry_heap *h, wk_retry_node *n)
 
 void wk_retry_heap_free(wk_retry_heap *h)
 {
-    free(h->v);
-    h->v = NULL;
-    h->n = h->cap = 0;
+    hr_vec_free(h);
 }

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hr_vec.h"
+
 /* Delay before retry ATTEMPT (>= 1) drawn with RND (any 64-bit random). */
 int64_t wk_retry_backoff_ms(int base_ms, int max_ms, int attempt, uint64_t rnd);
 
@@ -24,9 +26,9 @@ typedef struct wk_retry_cap {
     int max; /* the channel's concurrency */
 } wk_retry_cap;
 
-void wk_retry_cap_init(wk_retry_cap *c, int max);
-void wk_retry_cap_halve(wk_retry_cap *c);
-void wk_retry_cap_grow(wk_retry_cap *c);
+void wk_retry_cap_init(wk_retry_cap *cap, int max);
+void wk_retry_cap_halve(wk_retry_cap *cap);
+void wk_retry_cap_grow(wk_retry_cap *cap);
 
 /* Embedded in the waiting item; the heap keeps INDEX up to date. */
 typedef struct wk_retry_node {
@@ -34,10 +36,8 @@ typedef struct wk_retry_node {
     size_t index;
 } wk_retry_node;
 
-typedef struct wk_retry_heap {
-    wk_retry_node **v;
-    size_t n, cap;
-} wk_retry_heap;
+/* A min-heap by due_ms: V[0..N) on a growable array (hr_vec). */
+typedef HR_VEC(wk_retry_node *) wk_retry_heap;
 
 /* Adds N (due_ms set); 0, or -1 when out of memory. */
 int wk_retry_heap_push(wk_retry_heap *h, wk_retry_node *n);

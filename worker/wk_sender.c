@@ -1,5 +1,7 @@
 /* wk_sender: libcurl multi over libuv, per-channel queues, rate limits,
- * retries and slow-downs (see wk_sender.h).
+ * retries and slow-downs (see wk_sender.h).  One request — its easy
+ * handle, how it is built and what its response means — is wk_xfer's;
+ * this file runs the requests and acts on their outcome.
  *
  * Re-entrancy: the done callback runs from wk_sender_check() (after
  * curl_multi_socket_action returned, never inside a curl callback) or from
@@ -24,9 +26,8 @@
 #include "wk_clock.h"
 #include "hr_ratelimit.h"
 #include "wk_retry.h"
+#include "wk_xfer.h"
 
-#define WK_SENDER_BODY_MAX (256 * 1024)
-#define WK_SENDER_URL_MAX (16 * 1024)
 /* How often one push may be told "slow down" before that counts as a
  * failed attempt: bounds a provider that never lets up. */
 #define WK_SENDER_MAX_SLOWDOWNS 100
@@ -35,22 +36,8 @@
 /* A limiter error (Redis down): try again after this. */
 #define WK_SENDER_LIMITER_RETRY_MS 1000
 #define WK_SENDER_GRANT_DIVISOR 20
-/* A Retry-After beyond this is read as this, before the channel's own
- * bound (retry.max_backoff_ms) applies. */
-#define WK_SENDER_RETRY_AFTER_MAX_S 3600
 
 typedef struct wk_chan wk_chan;
-
-typedef struct wk_xfer {
-    CURL *easy;
-    wk_chan *ch;
-    wk_push *p;                 /* NULL while in the pool */
-    hr_buf url, body;
-    struct curl_slist *headers; /* of the current request */
-    char errbuf[CURL_ERROR_SIZE];
-    long retry_after_s;         /* -1 = header absent */
-    int64_t start_ms;
-} wk_xfer;
 
 struct wk_chan {
     wk_sender *s;
@@ -184,99 +171,7 @@ static int wk_sender_timer_cb(CURLM *multi, long timeout_ms, void *userp)
     return 0;
 }
 
-/* ---- easy handles ------------------------------------------------------ */
-
-static size_t wk_sender_discard(char *ptr, size_t size, size_t nmemb, void *userdata)
-{
-    (void)ptr;
-    (void)userdata;
-    return size * nmemb; /* response bodies are not needed */
-}
-
-static size_t wk_sender_header(char *buf, size_t size, size_t nitems, void *userdata)
-{
-    wk_xfer *x = userdata;
-    size_t n = size * nitems;
-    static const char name[] = "retry-after:";
-
-    if (n > sizeof name - 1 && strncasecmp(buf, name, sizeof name - 1) == 0) {
-        char tmp[32];
-        size_t len = n - (sizeof name - 1);
-        char *end;
-        long v;
-
-        if (len >= sizeof tmp)
-            len = sizeof tmp - 1;
-        memcpy(tmp, buf + sizeof name - 1, len);
-        tmp[len] = '\0';
-        errno = 0;
-        v = strtol(tmp, &end, 10);
-        /* Delta seconds only; an HTTP-date gives the default pause.  The
-         * value is clamped where the response is read (no overflow). */
-        if (end == tmp || v < 0)
-            v = 0;
-        else if (errno == ERANGE || v > WK_SENDER_RETRY_AFTER_MAX_S)
-            v = WK_SENDER_RETRY_AFTER_MAX_S;
-        x->retry_after_s = v;
-    }
-    return n;
-}
-
-static wk_xfer *wk_xfer_new(wk_chan *ch)
-{
-    const hr_channel *c = ch->cfg;
-    wk_xfer *x = calloc(1, sizeof *x);
-    CURL *e;
-
-    if (x == NULL)
-        return NULL;
-    e = x->easy = curl_easy_init();
-    if (e == NULL) {
-        free(x);
-        return NULL;
-    }
-    x->ch = ch;
-    hr_buf_init(&x->url, WK_SENDER_URL_MAX);
-    hr_buf_init(&x->body, WK_SENDER_BODY_MAX);
-    curl_easy_setopt(e, CURLOPT_PRIVATE, x);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, wk_sender_discard);
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, wk_sender_header);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
-    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-    if (c->http2) {
-        bool tls = strncasecmp(c->url, "https:", 6) == 0;
-
-        curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
-                         tls ? (long)CURL_HTTP_VERSION_2TLS : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
-        curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
-    }
-    if (strcasecmp(c->method, "GET") == 0) {
-        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
-    } else {
-        curl_easy_setopt(e, CURLOPT_POST, 1L);
-        if (strcasecmp(c->method, "POST") != 0)
-            curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, c->method);
-    }
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, c->tls_verify ? 1L : 0L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, c->tls_verify ? 2L : 0L);
-    if (c->ca_file != NULL)
-        curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file);
-    return x;
-}
-
-static void wk_xfer_free(wk_xfer *x)
-{
-    if (x == NULL)
-        return;
-    curl_easy_cleanup(x->easy);
-    curl_slist_free_all(x->headers);
-    hr_buf_free(&x->url);
-    hr_buf_free(&x->body);
-    free(x);
-}
+/* ---- easy handles (wk_xfer) --------------------------------------------- */
 
 static wk_xfer *wk_chan_take_xfer(wk_chan *ch)
 {
@@ -286,7 +181,7 @@ static wk_xfer *wk_chan_take_xfer(wk_chan *ch)
         return ch->free[--ch->nfree];
     if (ch->nall == (size_t)ch->cfg->concurrency)
         return NULL;
-    x = wk_xfer_new(ch);
+    x = wk_xfer_new(ch->cfg, ch);
     if (x != NULL)
         ch->all[ch->nall++] = x;
     return x;
@@ -430,38 +325,16 @@ static void wk_sender_settle(wk_sender *s, wk_push *p, const wk_push_result *res
 static bool wk_chan_start(wk_chan *ch, wk_xfer *x, wk_push *p)
 {
     wk_sender *s = ch->s;
-    struct curl_slist *headers = NULL, *h;
     char errstr[256];
     wk_push_result res = {.delivered = false};
     CURLMcode mc;
-
     size_t stripped = 0;
 
-    if (wk_task_render(p->task, p->uid, p->user, &x->url, &x->body, &headers, &stripped, errstr,
-                       sizeof errstr) != 0)
+    if (wk_xfer_prepare(x, ch->cfg, p->task, p->uid, p->user, &stripped, errstr,
+                        sizeof errstr) != 0)
         goto fail;
     if (stripped > 0)
         hr_metrics_add(s->m->anomalies[WK_ANOMALY_HEADER_STRIPPED], (uint64_t)stripped);
-    /* curl would add "Expect: 100-continue" to larger POSTs: a wasted
-     * round trip per push. */
-    h = curl_slist_append(headers, "Expect:");
-    if (h == NULL) {
-        snprintf(errstr, sizeof errstr, "out of memory");
-        goto fail;
-    }
-    headers = h;
-    curl_slist_free_all(x->headers);
-    x->headers = headers;
-    headers = NULL;
-    curl_easy_setopt(x->easy, CURLOPT_URL, x->url.data);
-    curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, x->headers);
-    if (strcasecmp(ch->cfg->method, "GET") != 0) {
-        curl_easy_setopt(x->easy, CURLOPT_POSTFIELDSIZE, (long)x->body.len);
-        curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, x->body.data ? x->body.data : "");
-    }
-    x->errbuf[0] = '\0';
-    x->retry_after_s = -1;
-    x->start_ms = wk_clock_now_ms();
     x->p = p;
     mc = curl_multi_add_handle(s->multi, x->easy);
     if (mc != CURLM_OK) {
@@ -477,7 +350,6 @@ static bool wk_chan_start(wk_chan *ch, wk_xfer *x, wk_push *p)
     hr_metrics_set(s->m->inflight, (double)s->inflight);
     return true;
 fail:
-    curl_slist_free_all(headers);
     ch->free[ch->nfree++] = x;
     res.reason = errstr;
     wk_sender_settle(s, p, &res);
@@ -572,24 +444,17 @@ static void wk_sender_pump(wk_sender *s)
 
 /* ---- outcomes ------------------------------------------------------------ */
 
-static bool wk_chan_success(const wk_chan *ch, long code)
-{
-    for (size_t i = 0; i < ch->cfg->nsuccess; i++)
-        if (ch->cfg->success[i] == code)
-            return true;
-    return false;
-}
-
 /* A finished request of X with curl result RC. */
 static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
 {
     wk_chan *ch = x->ch;
     wk_push *p = x->p;
-    const hr_channel *c = ch->cfg;
+    const hr_channel *cfg = ch->cfg;
     long code = 0, retry_after_s = x->retry_after_s;
     int64_t now = wk_clock_now_ms();
     wk_push_result res = {.latency_ms = (int)(now - x->start_ms)};
     char reason[CURL_ERROR_SIZE + 64];
+    wk_xfer_class cls;
 
     if (rc == CURLE_OK)
         curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
@@ -601,7 +466,8 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
     if (rc != CURLE_OK)
         hr_metrics_inc(s->m->backend_errors[WK_BACKEND_HTTP]);
 
-    if (rc == CURLE_OK && wk_chan_success(ch, code)) {
+    cls = wk_xfer_classify(cfg, rc, code, retry_after_s);
+    if (cls == WK_XFER_DELIVERED) {
         wk_retry_cap_grow(&ch->cap);
         res.delivered = true;
         wk_sender_settle(s, p, &res);
@@ -612,22 +478,21 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
         wk_sender_settle(s, p, &res);
         return;
     }
-    if (rc == CURLE_OK && (code == 429 || (code == 503 && retry_after_s >= 0)) &&
-        p->slowdowns < WK_SENDER_MAX_SLOWDOWNS) {
+    if (cls == WK_XFER_SLOWDOWN && p->slowdowns < WK_SENDER_MAX_SLOWDOWNS) {
         int64_t pause = retry_after_s > 0 ? (int64_t)retry_after_s * 1000
                                           : WK_SENDER_DEFAULT_PAUSE_MS;
 
         /* A provider's Retry-After may not stall the channel for longer
          * than the channel's longest retry backoff. */
-        if (pause > c->retry_max_backoff_ms)
-            pause = c->retry_max_backoff_ms;
+        if (pause > cfg->retry_max_backoff_ms)
+            pause = cfg->retry_max_backoff_ms;
 
         /* One halving per pause window: the many requests that were in
          * flight when the provider pushed back report it together. */
         if (now >= ch->paused_until_ms) {
             wk_retry_cap_halve(&ch->cap);
             hr_log_warn("channel_slowdown", "channel=%s status=%ld pause_ms=%" PRId64 " cap=%d",
-                        c->name, code, pause, ch->cap.cap);
+                        cfg->name, code, pause, ch->cap.cap);
         }
         if (now + pause > ch->paused_until_ms)
             ch->paused_until_ms = now + pause;
@@ -640,12 +505,12 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
     }
     if (rc == CURLE_OK)
         snprintf(reason, sizeof reason, "http %ld", code);
-    if (rc == CURLE_OK && code < 500 && code != 429) {
-        res.reason = reason; /* other 4xx (and odd codes): retrying won't help */
+    if (cls == WK_XFER_REJECTED) {
+        res.reason = reason;
         wk_sender_settle(s, p, &res);
         return;
     }
-    if (p->attempts - p->slowdowns >= c->retry_max_attempts) {
+    if (p->attempts - p->slowdowns >= cfg->retry_max_attempts) {
         size_t n = strlen(reason);
 
         snprintf(reason + n, sizeof reason - n, " after %d attempts", p->attempts);
@@ -653,7 +518,7 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
         wk_sender_settle(s, p, &res);
         return;
     }
-    p->delay.due_ms = now + wk_retry_backoff_ms(c->retry_backoff_ms, c->retry_max_backoff_ms,
+    p->delay.due_ms = now + wk_retry_backoff_ms(cfg->retry_backoff_ms, cfg->retry_max_backoff_ms,
                                                 p->attempts - p->slowdowns,
                                                 wk_sender_random(s));
     if (wk_retry_heap_push(&ch->delayed, &p->delay) != 0) {

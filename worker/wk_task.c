@@ -66,11 +66,11 @@ void wk_task_cache_free(wk_task_cache *tc)
 static int wk_task_compile(const char *what, const char *src, hr_template_escape esc,
                            hr_template **out, char *errstr, size_t errlen)
 {
-    char why[256];
+    char detail[256];
 
-    if (hr_template_compile_escape(src ? src : "", src ? strlen(src) : 0, esc, out, why,
-                                   sizeof why) != 0) {
-        snprintf(errstr, errlen, "%s template: %s", what, why);
+    if (hr_template_compile_escape(src ? src : "", src ? strlen(src) : 0, esc, out, detail,
+                                   sizeof detail) != 0) {
+        snprintf(errstr, errlen, "%s template: %s", what, detail);
         return -1;
     }
     return 0;
@@ -256,9 +256,9 @@ typedef struct wk_render_ctx {
     char *printed;      /* a payload object/array printed, freed by the caller */
 } wk_render_ctx;
 
-static const char *wk_render_payload(wk_render_ctx *c, const char *name, size_t *len)
+static const char *wk_render_payload(wk_render_ctx *rx, const char *name, size_t *len)
 {
-    const cJSON *item = c->t->payload;
+    const cJSON *item = rx->t->payload;
     char part[128];
 
     /* FIELD may be a dotted path into nested objects. */
@@ -288,38 +288,38 @@ static const char *wk_render_payload(wk_render_ctx *c, const char *name, size_t 
 
         /* The cast is defined only inside int64_t's range (1e300 is not). */
         if (d >= -9223372036854775808.0 && d < 9223372036854775808.0 && d == (double)(int64_t)d)
-            *len = (size_t)snprintf(c->num, sizeof c->num, "%" PRId64, (int64_t)d);
+            *len = (size_t)snprintf(rx->num, sizeof rx->num, "%" PRId64, (int64_t)d);
         else
-            *len = (size_t)snprintf(c->num, sizeof c->num, "%.17g", d);
-        return c->num;
+            *len = (size_t)snprintf(rx->num, sizeof rx->num, "%.17g", d);
+        return rx->num;
     }
-    free(c->printed);
-    c->printed = cJSON_PrintUnformatted(item);
-    if (c->printed == NULL)
+    free(rx->printed);
+    rx->printed = cJSON_PrintUnformatted(item);
+    if (rx->printed == NULL)
         return NULL;
-    *len = strlen(c->printed);
-    return c->printed;
+    *len = strlen(rx->printed);
+    return rx->printed;
 }
 
 static const char *wk_render_lookup(void *ctx, hr_tvar_kind kind, const char *name, size_t *len)
 {
-    wk_render_ctx *c = ctx;
-    const hr_task *row = c->t->row;
+    wk_render_ctx *rx = ctx;
+    const hr_task *row = rx->t->row;
 
     switch (kind) {
     case HR_TVAR_UID:
-        *len = strlen(c->uid);
-        return c->uid;
+        *len = strlen(rx->uid);
+        return rx->uid;
     case HR_TVAR_TITLE:
-        *len = c->title_out->len;
-        return c->title_out->data ? c->title_out->data : "";
+        *len = rx->title_out->len;
+        return rx->title_out->data ? rx->title_out->data : "";
     case HR_TVAR_BODY:
-        *len = c->body_out->len;
-        return c->body_out->data ? c->body_out->data : "";
+        *len = rx->body_out->len;
+        return rx->body_out->data ? rx->body_out->data : "";
     case HR_TVAR_TASK:
         if (strcmp(name, "id") == 0) {
-            *len = (size_t)snprintf(c->num, sizeof c->num, "%" PRId64, row->id);
-            return c->num;
+            *len = (size_t)snprintf(rx->num, sizeof rx->num, "%" PRId64, row->id);
+            return rx->num;
         }
         if (strcmp(name, "name") == 0 && row->name != NULL) {
             *len = strlen(row->name);
@@ -331,12 +331,12 @@ static const char *wk_render_lookup(void *ctx, hr_tvar_kind kind, const char *na
         }
         return NULL;
     case HR_TVAR_PAYLOAD:
-        return wk_render_payload(c, name, len);
+        return wk_render_payload(rx, name, len);
     case HR_TVAR_USER:
-        if (c->user == NULL || c->user->type != REDIS_REPLY_ARRAY)
+        if (rx->user == NULL || rx->user->type != REDIS_REPLY_ARRAY)
             return NULL;
-        for (size_t i = 0; i + 1 < c->user->elements; i += 2) {
-            const redisReply *k = c->user->element[i], *v = c->user->element[i + 1];
+        for (size_t i = 0; i + 1 < rx->user->elements; i += 2) {
+            const redisReply *k = rx->user->element[i], *v = rx->user->element[i + 1];
 
             if (k->type == REDIS_REPLY_STRING && v->type == REDIS_REPLY_STRING &&
                 strcmp(k->str, name) == 0) {
@@ -371,10 +371,10 @@ static size_t wk_task_strip_ctl(hr_buf *line, size_t from)
 
 /* Renders the task's title into TITLE, then its body into BODY (which
  * C->title_out and C->body_out point at). */
-static int wk_render_texts(wk_render_ctx *c, hr_buf *title, hr_buf *body)
+static int wk_render_texts(wk_render_ctx *rx, hr_buf *title, hr_buf *body)
 {
-    if (hr_template_render(c->t->title, wk_render_lookup, c, title, NULL) != 0 ||
-        hr_template_render(c->t->body, wk_render_lookup, c, body, NULL) != 0)
+    if (hr_template_render(rx->t->title, wk_render_lookup, rx, title, NULL) != 0 ||
+        hr_template_render(rx->t->body, wk_render_lookup, rx, body, NULL) != 0)
         return -1;
     return 0;
 }
@@ -384,39 +384,39 @@ static int wk_render_texts(wk_render_ctx *c, hr_buf *title, hr_buf *body)
  * push, which reports the failure there. */
 static void wk_task_fix_texts(wk_task *t)
 {
-    wk_render_ctx c = {.t = t, .uid = ""};
+    wk_render_ctx rx = {.t = t, .uid = ""};
 
     if (hr_template_uses(t->title, HR_TVAR_UID) || hr_template_uses_user(t->title) ||
         hr_template_uses(t->body, HR_TVAR_UID) || hr_template_uses_user(t->body))
         return;
     hr_buf_init(&t->fixed_title, WK_TASK_TEXT_MAX);
     hr_buf_init(&t->fixed_body, WK_TASK_TEXT_MAX);
-    c.title_out = &t->fixed_title;
-    c.body_out = &t->fixed_body;
-    t->fixed = wk_render_texts(&c, &t->fixed_title, &t->fixed_body) == 0;
-    free(c.printed);
+    rx.title_out = &t->fixed_title;
+    rx.body_out = &t->fixed_body;
+    t->fixed = wk_render_texts(&rx, &t->fixed_title, &t->fixed_body) == 0;
+    free(rx.printed);
 }
 
 int wk_task_render(const wk_task *t, const char *uid, const redisReply *user, hr_buf *url,
                    hr_buf *body, struct curl_slist **headers, size_t *stripped, char *errstr,
                    size_t errlen)
 {
-    wk_render_ctx c = {.t = t, .uid = uid, .user = user};
+    wk_render_ctx rx = {.t = t, .uid = uid, .user = user};
     struct curl_slist *list = NULL;
     hr_buf line;
     int rc = -1;
 
     *headers = NULL;
-    hr_buf_init(&c.title, WK_TASK_TEXT_MAX);
-    hr_buf_init(&c.body, WK_TASK_TEXT_MAX);
+    hr_buf_init(&rx.title, WK_TASK_TEXT_MAX);
+    hr_buf_init(&rx.body, WK_TASK_TEXT_MAX);
     hr_buf_init(&line, WK_TASK_TEXT_MAX);
     hr_buf_reset(url);
     hr_buf_reset(body);
-    c.title_out = t->fixed ? &t->fixed_title : &c.title;
-    c.body_out = t->fixed ? &t->fixed_body : &c.body;
-    if ((!t->fixed && wk_render_texts(&c, &c.title, &c.body) != 0) ||
-        hr_template_render(t->url, wk_render_lookup, &c, url, NULL) != 0 ||
-        hr_template_render(t->chbody, wk_render_lookup, &c, body, NULL) != 0 ||
+    rx.title_out = t->fixed ? &t->fixed_title : &rx.title;
+    rx.body_out = t->fixed ? &t->fixed_body : &rx.body;
+    if ((!t->fixed && wk_render_texts(&rx, &rx.title, &rx.body) != 0) ||
+        hr_template_render(t->url, wk_render_lookup, &rx, url, NULL) != 0 ||
+        hr_template_render(t->chbody, wk_render_lookup, &rx, body, NULL) != 0 ||
         hr_buf_append(url, "", 1) != 0) {
         snprintf(errstr, errlen, "rendering exceeds its size cap");
         goto done;
@@ -430,7 +430,7 @@ int wk_task_render(const wk_task *t, const char *uid, const redisReply *user, hr
 
         hr_buf_reset(&line);
         if (hr_buf_append(&line, key, strlen(key)) != 0 || hr_buf_append(&line, ": ", 2) != 0 ||
-            hr_template_render(t->headers[i], wk_render_lookup, &c, &line, NULL) != 0) {
+            hr_template_render(t->headers[i], wk_render_lookup, &rx, &line, NULL) != 0) {
             snprintf(errstr, errlen, "header %s exceeds its size cap", key);
             goto done;
         }
@@ -449,8 +449,8 @@ int wk_task_render(const wk_task *t, const char *uid, const redisReply *user, hr
 done:
     curl_slist_free_all(list);
     hr_buf_free(&line);
-    hr_buf_free(&c.title);
-    hr_buf_free(&c.body);
-    free(c.printed);
+    hr_buf_free(&rx.title);
+    hr_buf_free(&rx.body);
+    free(rx.printed);
     return rc;
 }

@@ -16,7 +16,7 @@
  * 250 ms (one pipelined GET per task).  pause/cancel stops starting
  * requests for the task's chunks; running ones finish (no retries), their
  * acks are written, then the chunk is parked (lease released, recipients
- * and pending kept, push_chunk 'parked') or cancelled (chunk_cancel.lua,
+ * and pending kept, push_chunk 'parked') or cancelled (cancel_set.lua,
  * counted as cancelled, push_chunk 'cancelled'); the offset is stored.
  * A lease found lost at renewal abandons its chunk (offset stored: the new
  * holder does the rest).  Metrics and /readyz: wk_metrics.
@@ -32,20 +32,39 @@
  * is retried until lease_ms has passed (a killed holder's lease runs out)
  * before it is skipped.  SIGTERM/SIGINT: stop fetching and starting requests, wait for
  * running requests (at most worker.shutdown_grace_ms), abandon what is
- * left, commit offsets, close the consumer, flush the reporter. */
+ * left, commit offsets, close the consumer, flush the reporter.
+ *
+ * Module graph (who calls whom; an arrow never points back up, and the
+ * only calls upward are the hooks and callbacks named on the right):
+ *
+ *   main
+ *    -> wk_worker      Kafka consumer, pause/resume, revoke, loop, shutdown
+ *        -> wk_lifecycle   a chunk from intake to offset store
+ *                          (up: store_offset and wake hooks to wk_worker)
+ *            -> wk_control     control-key reads, lease renewals
+ *                -> wk_chunk
+ *            -> wk_chunk       one chunk's Redis side (scripts)
+ *            -> wk_sender      HTTP engine: queues, caps, tokens, retries
+ *                              (up: the done callback to wk_lifecycle)
+ *                -> wk_xfer        one request: build, classify
+ *                -> wk_retry       backoff, AIMD cap, delay heap
+ *            -> wk_reporter    MySQL writer thread (events in, nothing back)
+ *            -> wk_offsets     per-partition contiguous completion
+ *            -> wk_task        task cache, templates, rendering
+ *        -> wk_metrics     Prometheus families, /metrics, /readyz
+ *   wk_clock is a leaf every module may read. */
 #ifndef WK_WORKER_H
 #define WK_WORKER_H
 
 #include <stdint.h>
 
 #include "hr_config.h"
+#include "wk_lifecycle.h"
 
 typedef struct wk_worker wk_worker;
 
-/* Counters of skipped input, for logs and tests. */
-typedef struct wk_worker_stats {
-    int64_t bad_messages, unknown_tasks, busy_chunks, parked_chunks, chunks_done, errors;
-} wk_worker_stats;
+/* Counters of skipped input, for logs and tests (kept by the lifecycle). */
+typedef wk_lifecycle_stats wk_worker_stats;
 
 /* Connects to Redis, MySQL and Kafka and starts the reporter.  CFG must
  * outlive the worker. */

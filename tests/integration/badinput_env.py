@@ -49,6 +49,15 @@ def q(s):
     return json.dumps(s)
 
 
+def require_seams(dispatcher):
+    """Exits 77 (skipped, said loudly) unless DISPATCHER carries the test
+    seams (HERALD_TEST_TASK_TOPIC): built with -Dtest_seams=true."""
+    out = subprocess.run([dispatcher, "--version"], capture_output=True, text=True).stdout
+    if "test seams: on" not in out:
+        print("SKIPPED: %s lacks the test seams (configure with -Dtest_seams=true)" % dispatcher)
+        sys.exit(77)
+
+
 class Env:
     def __init__(self, name):
         cfg = os.environ.get("HERALD_TEST_CONFIG")
@@ -208,6 +217,8 @@ class Env:
 
     def start(self, argv, logname, env=None):
         """Starts a daemon with stdout+stderr in DIR/LOGNAME; returns the Popen."""
+        if os.path.basename(argv[0]) == "herald-dispatcher":
+            require_seams(argv[0])
         log = open(os.path.join(self.dir, logname), "ab")
         e = dict(os.environ, HERALD_TEST_TASK_TOPIC=self.topic, **(env or {}))
         p = subprocess.Popen(argv, stdout=log, stderr=log, env=e)

@@ -343,6 +343,10 @@ def main():
     if not cfg:
         print("HERALD_TEST_CONFIG is not set: skipped")
         return 77
+    out = subprocess.run([sys.argv[1], "--version"], capture_output=True, text=True).stdout
+    if "test seams: on" not in out:
+        print("SKIPPED: %s lacks the test seams (configure with -Dtest_seams=true)" % sys.argv[1])
+        return 77
     env = Env()
     env.dispatcher, env.heraldctl = sys.argv[1], sys.argv[2]
     with open(cfg) as f:

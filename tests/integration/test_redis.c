@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hr_pipe.h"
 #include "hr_ratelimit.h"
 #include "hr_redis.h"
 #include "itest.h"
@@ -318,6 +319,66 @@ static void test_pipeline(void **state)
     freeReplyObject(reply);
 }
 
+/* hr_pipe: replies in order and taken in any order; after SCRIPT FLUSH the
+ * script calls of a batch answer NOSCRIPT and are replayed once (each ran
+ * exactly once: the counters prove it), plain commands untouched. */
+static void test_pipe_object(void **state)
+{
+    (void)state;
+    enum { N = 200 };
+    char key[256], rlkey[256];
+    const char *argv[] = {"INCR", key};
+    const char *eargv[] = {rlkey, "1000", "1"};
+    hr_pipe *p = hr_pipe_new(rd);
+    redisReply *reply;
+
+    assert_non_null(p);
+    hr_redis_key(rd, key, sizeof key, "pipeobj");
+    hr_redis_key(rd, rlkey, sizeof rlkey, "rl:pipeobj:1");
+    for (int round = 0; round < 2; round++) {
+        if (round == 1) {
+            reply = hr_redis_cmdf(rd, errstr, sizeof errstr, "SCRIPT FLUSH");
+            assert_non_null(reply);
+            freeReplyObject(reply);
+        }
+        for (int i = 0; i < N; i++) {
+            assert_int_equal(hr_pipe_cmd(p, 2, argv, NULL), 0);
+            assert_int_equal(hr_pipe_eval(p, HR_LUA_RATELIMIT, 1, 3, eargv, NULL), 0);
+        }
+        assert_int_equal(hr_pipe_count(p), 2 * N);
+        assert_int_equal(hr_pipe_exec(p, errstr, sizeof errstr), 0);
+        for (int i = N - 1; i >= 0; i--) {
+            reply = hr_pipe_reply(p, 2 * (size_t)i + 1, errstr, sizeof errstr);
+            if (reply == NULL)
+                fail_msg("round %d eval %d: %s", round, i, errstr);
+            assert_int_equal(reply->integer, 1);
+            freeReplyObject(reply);
+            reply = hr_pipe_reply(p, 2 * (size_t)i, errstr, sizeof errstr);
+            assert_non_null(reply);
+            assert_int_equal(reply->integer, round * N + i + 1);
+            freeReplyObject(reply);
+        }
+        assert_null(hr_pipe_reply(p, 0, errstr, sizeof errstr));
+        assert_non_null(strstr(errstr, "taken"));
+        hr_pipe_reset(p);
+    }
+    /* An error reply is an error for its command only. */
+    {
+        const char *bad[] = {"HGET", key, "f"};
+
+        assert_int_equal(hr_pipe_cmd(p, 3, bad, NULL), 0);
+        assert_int_equal(hr_pipe_cmd(p, 2, argv, NULL), 0);
+        assert_int_equal(hr_pipe_exec(p, errstr, sizeof errstr), 0);
+        assert_null(hr_pipe_reply(p, 0, errstr, sizeof errstr));
+        assert_non_null(strstr(errstr, "WRONGTYPE"));
+        reply = hr_pipe_reply(p, 1, errstr, sizeof errstr);
+        assert_non_null(reply);
+        assert_int_equal(reply->integer, 2 * N + 1);
+        freeReplyObject(reply);
+    }
+    hr_pipe_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -328,6 +389,7 @@ int main(void)
         cmocka_unit_test(test_reconnect),
         cmocka_unit_test(test_ratelimit_wait),
         cmocka_unit_test(test_pipeline),
+        cmocka_unit_test(test_pipe_object),
         cmocka_unit_test(test_ratelimit_concurrent),
     };
 

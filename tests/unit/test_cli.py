@@ -6,7 +6,7 @@ usage: test_cli.py VERSION SOURCE_ROOT HERALD_DISPATCHER HERALD_WORKER HERALDCTL
 No server and no configuration is needed (HERALD_CONFIG is cleared):
   - NAME --help and -h: exit 0, "usage: NAME" on stdout, nothing on stderr;
   - NAME --version and -V: exit 0, exactly "NAME VERSION" (meson's project
-    version) on stdout;
+    version) on stdout, then "test seams: on" from a dispatcher built with them;
   - NAME --no-such-option: exit 2, usage on stderr, nothing on stdout;
   - heraldctl help COMMAND and heraldctl COMMAND --help, for every command
     of `heraldctl help`: exit 0, the same text, naming every long option
@@ -55,7 +55,9 @@ def main(argv):
                   "%s %s: exit %d, stdout %r" % (name, flag, r.returncode, r.stdout[:40]))
         for flag in ("--version", "-V"):
             r = run([path, flag])
-            check(r.returncode == 0 and r.stdout == "%s %s\n" % (name, version),
+            # A dispatcher built with -Dtest_seams=true says so on a second line.
+            check(r.returncode == 0 and r.stdout in ("%s %s\n" % (name, version),
+                                                     "%s %s\ntest seams: on\n" % (name, version)),
                   "%s %s: exit %d, stdout %r (want %r)" % (name, flag, r.returncode, r.stdout,
                                                           "%s %s" % (name, version)))
         r = run([path, "--no-such-option"])

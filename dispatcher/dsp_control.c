@@ -1,4 +1,4 @@
-/* dsp_ctl: the dispatcher's side of pause / resume / cancel, run by the
+/* dsp_control: the dispatcher's side of pause / resume / cancel, run by the
  * background job after each scan.
  *
  * An admin sets push_task.control (SQL, API or heraldctl; the latter two
@@ -30,111 +30,102 @@
  *   several dispatchers cancel one task at once, each dropping a part, and
  *   workers cancel held chunks; adding each one's part would count only the
  *   parts whose UPDATE passed the state guard. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "dsp.h"
+#include "hr_keys.h"
 #include "hr_log.h"
+#include "hr_state.h"
 
-#define DSP_CTL_MAX 100 /* transitions per scan */
+#define DSP_CONTROL_MAX 100 /* transitions per scan */
 
-static int dsp_ctl_pause(dsp *d, int64_t id, char *err, size_t errlen)
+static int dsp_control_pause(dsp *d, int64_t id, char *errstr, size_t errlen)
 {
     dsp_conn *c = &d->bg_conn;
-    const hr_mysql_param p[] = {HR_P_I64(id)};
-    uint64_t affected = 0;
+    int rc;
 
-    if (hr_task_set_control(NULL, c->r, id, "pause", err, errlen) < 0)
+    if (hr_task_set_control(NULL, c->r, id, hr_control_name(HR_CONTROL_PAUSE), errstr,
+                            errlen) < 0)
         return -1;
-    if (hr_mysql_exec(c->m,
-                      "UPDATE push_task SET state = 'paused' WHERE id = ? AND control = 'pause' "
-                      "AND state IN ('scheduled', 'dispatching', 'dispatched')",
-                      p, 1, &affected, NULL, NULL, err, errlen) < 0)
+    rc = hr_state_pause(c->m, id, errstr, errlen);
+    if (rc < 0)
         return -1;
-    if (affected == 1)
-        hr_log_info("task_paused", "task=%lld", (long long)id);
+    if (rc == 1)
+        hr_log_info("task_paused", "task=%" PRId64, id);
     return 0;
 }
 
-static int dsp_ctl_resume(dsp *d, int64_t id, bool claimed, bool reached_dispatched,
-                          int64_t due_ms, char *err, size_t errlen)
+static int dsp_control_resume(dsp *d, int64_t id, bool claimed, bool reached_dispatched,
+                              int64_t due_ms, char *errstr, size_t errlen)
 {
     dsp_conn *c = &d->bg_conn;
-    char subs[256];
-    const char *state = "scheduled";
+    char subs[HR_KEY_MAX];
+    hr_task_state to = HR_STATE_SCHEDULED;
     redisReply *reply;
-    uint64_t affected = 0;
     int64_t nsubs, now = dsp_now_ms();
-    int budget = DSP_SWEEP_MAX;
+    int budget = DSP_SWEEP_MAX, rc;
 
     if (claimed) {
-        hr_redis_task_key(c->r, subs, sizeof subs, id, "subs");
-        reply = hr_redis_cmdf(c->r, err, errlen, "SCARD %s", subs);
+        hr_key_task(hr_redis_prefix(c->r), subs, sizeof subs, id, HR_KEY_SUBS);
+        reply = hr_redis_cmdf(c->r, errstr, errlen, "SCARD %s", subs);
         if (reply == NULL)
             return -1;
         nsubs = reply->integer;
         freeReplyObject(reply);
-        state = nsubs > 0 || !reached_dispatched ? "dispatching" : "dispatched";
+        to = nsubs > 0 || !reached_dispatched ? HR_STATE_DISPATCHING : HR_STATE_DISPATCHED;
     }
-    if (hr_task_set_control(NULL, c->r, id, "run", err, errlen) < 0)
+    if (hr_task_set_control(NULL, c->r, id, hr_control_name(HR_CONTROL_RUN), errstr, errlen) < 0)
         return -1;
-    {
-        const hr_mysql_param p[] = {HR_P_STR(state), HR_P_I64(id)};
-
-        /* lease_until in the past and no owner: a poller takes it over. */
-        if (hr_mysql_exec(c->m,
-                          "UPDATE push_task SET state = ?, claimed_by = NULL, "
-                          "lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND "
-                          "WHERE id = ? AND control = 'run' AND state = 'paused'",
-                          p, 2, &affected, NULL, NULL, err, errlen) < 0)
-            return -1;
-    }
-    if (affected != 1)
-        return 0;
-    hr_log_info("task_resumed", "task=%lld state=%s", (long long)id, state);
+    /* No owner and an expired lease: a poller takes a dispatching task over. */
+    rc = hr_state_resume(c->m, id, to, errstr, errlen);
+    if (rc != 1)
+        return rc;
+    hr_log_info("task_resumed", "task=%" PRId64 " state=%s", id, hr_state_name(to));
     if (claimed && dsp_sweep_task(d, id, due_ms, now, now, &budget) < 0) {
         /* The sweeper republishes the parked chunks after the redelivery
          * timeout instead. */
-        hr_log_warn("resume_republish_failed", "task=%lld", (long long)id);
+        hr_log_warn("resume_republish_failed", "task=%" PRId64, id);
     }
     return 0;
 }
 
-/* dsp_ctl_drop's answer for a chunk a live worker holds. */
-#define DSP_CTL_HELD (-2)
+/* dsp_control_drop's answer for a chunk a live worker holds. */
+#define DSP_CONTROL_HELD (-2)
 
 /* Drops one set (subs, or chunk SEQ) with cancel_set.lua and raises *TOTAL
  * to the stats hash's cancelled counter after the call.  The count this
- * call cancelled, DSP_CTL_HELD for a chunk a worker holds, -1 on error. */
-static int64_t dsp_ctl_drop(dsp_conn *c, int64_t id, const char *seq, int64_t *total, char *err,
-                            size_t errlen)
+ * call cancelled, DSP_CONTROL_HELD for a chunk a worker holds, -1 on error. */
+static int64_t dsp_control_drop(dsp_conn *c, int64_t id, const char *seq, int64_t *total,
+                                char *errstr, size_t errlen)
 {
-    char base[256], set[320], stats[320], pending[320], lease[320];
+    const char *prefix = hr_redis_prefix(c->r);
+    char set[HR_KEY_MAX], stats[HR_KEY_MAX], pending[HR_KEY_MAX], lease[HR_KEY_MAX];
     const char *argv[5] = {set, stats, pending, lease, seq};
     redisReply *reply;
     int64_t n = -1;
 
-    hr_redis_task_key(c->r, base, sizeof base, id, "");
-    snprintf(stats, sizeof stats, "%sstats", base);
+    hr_key_task(prefix, stats, sizeof stats, id, HR_KEY_STATS);
     if (seq == NULL) {
-        snprintf(set, sizeof set, "%ssubs", base);
-        reply = hr_redis_eval(c->r, HR_LUA_CANCEL_SET, 2, 2, argv, NULL, err, errlen);
+        hr_key_task(prefix, set, sizeof set, id, HR_KEY_SUBS);
+        reply = hr_redis_eval(c->r, HR_LUA_CANCEL_SET, 2, 2, argv, NULL, errstr, errlen);
     } else {
-        snprintf(set, sizeof set, "%schunk:%.24s", base, seq);
-        snprintf(pending, sizeof pending, "%spending", base);
-        snprintf(lease, sizeof lease, "%slease:%.24s", base, seq);
-        reply = hr_redis_eval(c->r, HR_LUA_CANCEL_SET, 4, 5, argv, NULL, err, errlen);
+        hr_key_chunk(prefix, set, sizeof set, id, strtoll(seq, NULL, 10));
+        hr_key_task(prefix, pending, sizeof pending, id, HR_KEY_PENDING);
+        hr_key_lease(prefix, lease, sizeof lease, id, strtoll(seq, NULL, 10));
+        reply = hr_redis_eval(c->r, HR_LUA_CANCEL_SET, 4, 5, argv, NULL, errstr, errlen);
     }
     if (reply == NULL)
         return -1;
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
         reply->element[0]->type != REDIS_REPLY_INTEGER ||
         reply->element[1]->type != REDIS_REPLY_INTEGER) {
-        snprintf(err, errlen, "cancel_set: unexpected reply");
+        snprintf(errstr, errlen, "cancel_set: unexpected reply");
         goto done;
     }
-    n = reply->element[0]->integer < 0 ? DSP_CTL_HELD : reply->element[0]->integer;
+    n = reply->element[0]->integer < 0 ? DSP_CONTROL_HELD : reply->element[0]->integer;
     if (reply->element[1]->integer > *total)
         *total = reply->element[1]->integer;
 done:
@@ -143,10 +134,10 @@ done:
 }
 
 /* Drops every pending chunk of task ID no live worker holds.  Adds the
- * count to *DROPPED and raises *TOTAL (dsp_ctl_drop); *HELD says whether a
+ * count to *DROPPED and raises *TOTAL (dsp_control_drop); *HELD says whether a
  * worker held one.  0 or -1. */
-static int dsp_ctl_drop_chunks(dsp_conn *c, int64_t id, int64_t *dropped, int64_t *total,
-                               bool *held, char *err, size_t errlen)
+static int dsp_control_drop_chunks(dsp_conn *c, int64_t id, int64_t *dropped, int64_t *total,
+                                   bool *held, char *errstr, size_t errlen)
 {
     char pending[256];
     redisReply *all;
@@ -154,15 +145,15 @@ static int dsp_ctl_drop_chunks(dsp_conn *c, int64_t id, int64_t *dropped, int64_
     size_t i;
     int rc = -1;
 
-    hr_redis_task_key(c->r, pending, sizeof pending, id, "pending");
-    all = hr_redis_cmdf(c->r, err, errlen, "HKEYS %s", pending);
+    hr_key_task(hr_redis_prefix(c->r), pending, sizeof pending, id, HR_KEY_PENDING);
+    all = hr_redis_cmdf(c->r, errstr, errlen, "HKEYS %s", pending);
     if (all == NULL)
         return -1;
     for (i = 0; i < all->elements; i++) {
-        n = dsp_ctl_drop(c, id, all->element[i]->str, total, err, errlen);
+        n = dsp_control_drop(c, id, all->element[i]->str, total, errstr, errlen);
         if (n == -1)
             goto done;
-        if (n == DSP_CTL_HELD)
+        if (n == DSP_CONTROL_HELD)
             *held = true;
         else
             *dropped += n;
@@ -176,68 +167,63 @@ done:
 /* push_task.cancelled := the stats hash's counter TOTAL, never lower: the
  * one count every canceller (each dispatcher, each worker's chunk_cancel)
  * writes the same way, so concurrent cancels never add up wrong. */
-static int dsp_ctl_count(dsp_conn *c, int64_t id, int64_t total, char *err, size_t errlen)
+static int dsp_control_count(dsp_conn *c, int64_t id, int64_t total, char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(total), HR_P_I64(id)};
 
     return hr_mysql_exec(c->m,
                          "UPDATE push_task SET cancelled = GREATEST(cancelled, ?) WHERE id = ?", p,
-                         2, NULL, NULL, NULL, err, errlen);
+                         2, NULL, NULL, NULL, errstr, errlen);
 }
 
 /* The Redis set of cancelled tasks with chunks a worker held at the
- * cancel (dsp_ctl_held). */
-static char *dsp_ctl_held_key(dsp_conn *c, char *buf, size_t len)
+ * cancel (dsp_control_held). */
+static char *dsp_control_held_key(dsp_conn *c, char *buf, size_t len)
 {
-    return hr_redis_key(c->r, buf, len, "cancel_held");
+    return hr_key_cancel_held(hr_redis_prefix(c->r), buf, len);
 }
 
-static int dsp_ctl_cancel(dsp *d, int64_t id, char *err, size_t errlen)
+static int dsp_control_cancel(dsp *d, int64_t id, char *errstr, size_t errlen)
 {
     dsp_conn *c = &d->bg_conn;
     char key[256];
     redisReply *reply;
     int64_t dropped, total = 0;
-    uint64_t affected = 0;
     bool held = false;
+    int moved;
 
-    if (hr_task_set_control(NULL, c->r, id, "cancel", err, errlen) < 0)
+    if (hr_task_set_control(NULL, c->r, id, hr_control_name(HR_CONTROL_CANCEL), errstr,
+                            errlen) < 0)
         return -1;
-    dropped = dsp_ctl_drop(c, id, NULL, &total, err, errlen);
+    dropped = dsp_control_drop(c, id, NULL, &total, errstr, errlen);
     if (dropped < 0)
         return -1;
-    if (dsp_ctl_drop_chunks(c, id, &dropped, &total, &held, err, errlen) < 0)
+    if (dsp_control_drop_chunks(c, id, &dropped, &total, &held, errstr, errlen) < 0)
         return -1;
     if (held) {
         /* The holder cancels its chunk itself, unless it never comes back
          * (stopped, cut off past its lease): later scans drop the chunk
          * then.  Recorded before the task leaves the scan's query. */
-        reply = hr_redis_cmdf(c->r, err, errlen, "SADD %s %lld",
-                              dsp_ctl_held_key(c, key, sizeof key), (long long)id);
+        reply = hr_redis_cmdf(c->r, errstr, errlen, "SADD %s %" PRId64,
+                              dsp_control_held_key(c, key, sizeof key), id);
         if (reply == NULL)
             return -1;
         freeReplyObject(reply);
     }
-    if (dsp_ctl_count(c, id, total, err, errlen) < 0) {
+    if (dsp_control_count(c, id, total, errstr, errlen) < 0) {
         /* The stats hash keeps the count; the next scan writes it. */
-        hr_log_error("cancel_count_lost", "task=%lld cancelled=%lld error=%s", (long long)id,
-                     (long long)total, err);
+        hr_log_error("cancel_count_lost", "task=%" PRId64 " cancelled=%" PRId64 " error=%s", id,
+                     total, errstr);
         return -1;
     }
-    {
-        const hr_mysql_param p[] = {HR_P_I64(id)};
-
-        if (hr_mysql_exec(c->m,
-                          "UPDATE push_task SET state = 'cancelled', "
-                          "finished_at = UTC_TIMESTAMP(3) WHERE id = ? AND control = 'cancel' "
-                          "AND state NOT IN ('done', 'cancelled', 'failed')",
-                          p, 1, &affected, NULL, NULL, err, errlen) < 0)
-            return -1;
-    }
-    hr_log_info("task_cancelled", "task=%lld dropped=%lld cancelled=%lld held=%d", (long long)id,
-                (long long)dropped, (long long)total, held);
-    if (affected == 1 && dsp_retire_keys(c, id, err, errlen) < 0)
-        hr_log_warn("retire_failed", "task=%lld error=%s", (long long)id, err);
+    moved = hr_state_cancel(c->m, id, errstr, errlen);
+    if (moved < 0)
+        return -1;
+    hr_log_info("task_cancelled",
+                "task=%" PRId64 " dropped=%" PRId64 " cancelled=%" PRId64 " held=%d", id, dropped,
+                total, held);
+    if (moved == 1 && dsp_retire_keys(c, id, errstr, errlen) < 0)
+        hr_log_warn("retire_failed", "task=%" PRId64 " error=%s", id, errstr);
     return 0;
 }
 
@@ -247,7 +233,7 @@ static int dsp_ctl_cancel(dsp *d, int64_t id, char *err, size_t errlen)
  * gives the chunk up, so nobody else would).  A task leaves the set when
  * its pending hash is empty.  Every recipient of a cancelled task thus ends
  * sent, failed or cancelled. */
-static void dsp_ctl_held(dsp *d)
+static void dsp_control_held(dsp *d)
 {
     dsp_conn *c = &d->bg_conn;
     char key[256], err[512];
@@ -255,7 +241,7 @@ static void dsp_ctl_held(dsp *d)
     size_t i;
 
     ids = hr_redis_cmdf(c->r, err, sizeof err, "SRANDMEMBER %s %d",
-                        dsp_ctl_held_key(c, key, sizeof key), DSP_CTL_MAX);
+                        dsp_control_held_key(c, key, sizeof key), DSP_CONTROL_MAX);
     if (ids == NULL) {
         dsp_conn_failed(d, c, DSP_REDIS, err);
         return;
@@ -264,18 +250,18 @@ static void dsp_ctl_held(dsp *d)
         int64_t id = strtoll(ids->element[i]->str, NULL, 10), dropped = 0, total = 0;
         bool held = false;
 
-        if (dsp_ctl_drop_chunks(c, id, &dropped, &total, &held, err, sizeof err) < 0 ||
-            (dropped > 0 && dsp_ctl_count(c, id, total, err, sizeof err) < 0)) {
-            hr_log_warn("control_failed", "task=%lld control=cancel error=%s", (long long)id,
-                        err);
+        if (dsp_control_drop_chunks(c, id, &dropped, &total, &held, err, sizeof err) < 0 ||
+            (dropped > 0 && dsp_control_count(c, id, total, err, sizeof err) < 0)) {
+            hr_log_warn("control_failed", "task=%" PRId64 " control=cancel error=%s", id, err);
             break;
         }
         if (dropped > 0)
-            hr_log_info("cancel_held_dropped", "task=%lld dropped=%lld cancelled=%lld",
-                        (long long)id, (long long)dropped, (long long)total);
+            hr_log_info("cancel_held_dropped",
+                        "task=%" PRId64 " dropped=%" PRId64 " cancelled=%" PRId64, id, dropped,
+                        total);
         if (held)
             continue;
-        reply = hr_redis_cmdf(c->r, err, sizeof err, "SREM %s %lld", key, (long long)id);
+        reply = hr_redis_cmdf(c->r, err, sizeof err, "SREM %s %" PRId64, key, id);
         if (reply == NULL) {
             dsp_conn_failed(d, c, DSP_REDIS, err);
             break;
@@ -289,7 +275,7 @@ static void dsp_ctl_held(dsp *d)
  * done one with pending chunks is reopened (dispatched, so the sweeper
  * publishes them and the last chunk's close makes it done again); one whose
  * pending hash is empty leaves the set. */
-static void dsp_ctl_redriven(dsp *d)
+static void dsp_control_redriven(dsp *d)
 {
     dsp_conn *c = &d->bg_conn;
     char key[256], pending[256], err[512];
@@ -297,18 +283,17 @@ static void dsp_ctl_redriven(dsp *d)
     size_t i;
 
     ids = hr_redis_cmdf(c->r, err, sizeof err, "SRANDMEMBER %s %d",
-                        hr_redis_key(c->r, key, sizeof key, "%s", HR_TASK_REDRIVEN_KEY),
-                        DSP_CTL_MAX);
+                        hr_key_redriven(hr_redis_prefix(c->r), key, sizeof key),
+                        DSP_CONTROL_MAX);
     if (ids == NULL) {
         dsp_conn_failed(d, c, DSP_REDIS, err);
         return;
     }
     for (i = 0; i < ids->elements && !atomic_load(&d->stopping); i++) {
         int64_t id = strtoll(ids->element[i]->str, NULL, 10), npending;
-        const hr_mysql_param p[] = {HR_P_I64(id)};
-        uint64_t affected = 0;
+        int rc;
 
-        hr_redis_task_key(c->r, pending, sizeof pending, id, "pending");
+        hr_key_task(hr_redis_prefix(c->r), pending, sizeof pending, id, HR_KEY_PENDING);
         reply = hr_redis_cmdf(c->r, err, sizeof err, "HLEN %s", pending);
         if (reply == NULL) {
             dsp_conn_failed(d, c, DSP_REDIS, err);
@@ -317,7 +302,7 @@ static void dsp_ctl_redriven(dsp *d)
         npending = reply->integer;
         freeReplyObject(reply);
         if (npending == 0) {
-            reply = hr_redis_cmdf(c->r, err, sizeof err, "SREM %s %lld", key, (long long)id);
+            reply = hr_redis_cmdf(c->r, err, sizeof err, "SREM %s %" PRId64, key, id);
             if (reply == NULL) {
                 dsp_conn_failed(d, c, DSP_REDIS, err);
                 break;
@@ -325,24 +310,22 @@ static void dsp_ctl_redriven(dsp *d)
             freeReplyObject(reply);
             continue;
         }
-        if (hr_mysql_exec(c->m,
-                          "UPDATE push_task SET state = 'dispatched', finished_at = NULL "
-                          "WHERE id = ? AND state = 'done'",
-                          p, 1, &affected, NULL, NULL, err, sizeof err) < 0) {
+        rc = hr_state_reopen(c->m, id, err, sizeof err);
+        if (rc < 0) {
             dsp_conn_failed(d, c, DSP_MYSQL, err);
             break;
         }
-        if (affected == 1)
-            hr_log_info("task_reopened", "task=%lld pending=%lld reason=redrive", (long long)id,
-                        (long long)npending);
+        if (rc == 1)
+            hr_log_info("task_reopened", "task=%" PRId64 " pending=%" PRId64 " reason=redrive", id,
+                        npending);
     }
     freeReplyObject(ids);
 }
 
-void dsp_ctl_scan(dsp *d)
+void dsp_control_scan(dsp *d)
 {
     dsp_conn *c = &d->bg_conn;
-    const hr_mysql_param p[] = {DSP_TOPIC_PARAMS(d), HR_P_I64(DSP_CTL_MAX)};
+    const hr_mysql_param p[] = {DSP_TOPIC_PARAMS, HR_P_I64(DSP_CONTROL_MAX)};
     hr_mysql_rows *rows = NULL;
     char err[512];
     size_t i;
@@ -365,23 +348,24 @@ void dsp_ctl_scan(dsp *d)
     for (i = 0; i < rows->nrows && !atomic_load(&d->stopping); i++) {
         int64_t id = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
         const char *control = hr_mysql_cell(rows, i, 1);
+        hr_control want = HR_CONTROL_CANCEL; /* the query's third kind of row */
         int rc;
 
-        if (strcmp(control, "pause") == 0)
-            rc = dsp_ctl_pause(d, id, err, sizeof err);
-        else if (strcmp(control, "run") == 0)
-            rc = dsp_ctl_resume(d, id, hr_mysql_cell(rows, i, 2)[0] == '1',
-                                hr_mysql_cell(rows, i, 3)[0] == '1',
-                                strtoll(hr_mysql_cell(rows, i, 4), NULL, 10), err, sizeof err);
+        hr_control_parse(control, &want);
+        if (want == HR_CONTROL_PAUSE)
+            rc = dsp_control_pause(d, id, err, sizeof err);
+        else if (want == HR_CONTROL_RUN)
+            rc = dsp_control_resume(d, id, hr_mysql_cell(rows, i, 2)[0] == '1',
+                                    hr_mysql_cell(rows, i, 3)[0] == '1',
+                                    strtoll(hr_mysql_cell(rows, i, 4), NULL, 10), err, sizeof err);
         else
-            rc = dsp_ctl_cancel(d, id, err, sizeof err);
+            rc = dsp_control_cancel(d, id, err, sizeof err);
         if (rc < 0) {
-            hr_log_warn("control_failed", "task=%lld control=%s error=%s", (long long)id,
-                        control, err);
+            hr_log_warn("control_failed", "task=%" PRId64 " control=%s error=%s", id, control, err);
             break;
         }
     }
     hr_mysql_rows_free(rows);
-    dsp_ctl_held(d);
-    dsp_ctl_redriven(d);
+    dsp_control_held(d);
+    dsp_control_redriven(d);
 }

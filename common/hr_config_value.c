@@ -1,0 +1,444 @@
+/* hr_config_value: the checks and conversions of single configuration
+ * values (integers, booleans, listen addresses, URLs, methods, headers,
+ * templates, choices) that hr_config's key tables point at. */
+#include "hr_config_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "hr_keys.h"
+#include "hr_log.h"
+#include "hr_template.h"
+
+/* ---- value checks --------------------------------------------------- */
+
+/* TEXT as a decimal integer in MIN..MAX. */
+int cfg_parse_int(const char *text, long long min, long long max, long long *out,
+                  char *errstr, size_t errlen)
+{
+    const char *d = text[0] == '-' ? text + 1 : text;
+    if (d[0] == '\0' || strspn(d, "0123456789") != strlen(d)) {
+        snprintf(errstr, errlen, "expected an integer, got \"%.64s\"", text);
+        return -1;
+    }
+    errno = 0;
+    long long v = strtoll(text, NULL, 10);
+    if (errno == ERANGE || v < min || v > max) {
+        snprintf(errstr, errlen, "%.64s is out of range (%lld..%lld)", text, min, max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cfg_parse_bool(const char *text, bool *out, char *errstr, size_t errlen)
+{
+    static const char *const yes[] = {"true", "yes", "on", "True", "Yes", "On", "TRUE", "YES", "ON"};
+    static const char *const no[] = {"false", "no", "off", "False", "No", "Off", "FALSE", "NO", "OFF"};
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+        if (strcmp(text, yes[i]) == 0 || strcmp(text, no[i]) == 0) {
+            *out = strcmp(text, yes[i]) == 0;
+            return 0;
+        }
+    }
+    snprintf(errstr, errlen, "expected true or false, got \"%.64s\"", text);
+    return -1;
+}
+
+/* [A-Za-z0-9.-]+ or a bracketed IPv6 address, then ":PORT" when PORT_REQUIRED
+ * or optionally; *END is set past what was read. */
+static int cfg_check_hostport(const char *s, bool port_required, long long port_min,
+                              const char **end, char *errstr, size_t errlen)
+{
+    size_t n;
+    if (s[0] == '[') {
+        n = strspn(s + 1, "0123456789abcdefABCDEF:.");
+        if (n == 0 || s[1 + n] != ']') {
+            snprintf(errstr, errlen, "bad IPv6 address");
+            return -1;
+        }
+        n += 2;
+    } else {
+        n = strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_");
+        if (n == 0) {
+            snprintf(errstr, errlen, "no host");
+            return -1;
+        }
+    }
+    s += n;
+    if (s[0] == ':') {
+        size_t digits = strspn(s + 1, "0123456789");
+        char port[8];
+        long long v;
+        if (digits == 0 || digits >= sizeof(port)) {
+            snprintf(errstr, errlen, "bad port");
+            return -1;
+        }
+        memcpy(port, s + 1, digits);
+        port[digits] = '\0';
+        if (cfg_parse_int(port, port_min, 65535, &v, errstr, errlen) < 0)
+            return -1;
+        s += 1 + digits;
+    } else if (port_required) {
+        snprintf(errstr, errlen, "expected host:port");
+        return -1;
+    }
+    *end = s;
+    return 0;
+}
+
+/* host:port; port 0 asks for any free port (tests use it). */
+int cfg_check_listen(const char *text, char *errstr, size_t errlen)
+{
+    const char *end = text;
+    char inner[64] = "junk after the port";
+    if (cfg_check_hostport(text, true, 0, &end, inner, sizeof(inner)) == 0 && *end == '\0')
+        return 0;
+    snprintf(errstr, errlen, "\"%.64s\" is not a listen address host:port (%s)", text, inner);
+    return -1;
+}
+
+/* Every key starts with the prefix; hr_keys sizes its buffers for one of
+ * at most HR_KEYS_PREFIX_MAX bytes. */
+int cfg_check_prefix(const char *text, char *errstr, size_t errlen)
+{
+    if (strlen(text) <= HR_KEYS_PREFIX_MAX)
+        return 0;
+    snprintf(errstr, errlen, "%zu bytes long; at most %d", strlen(text), HR_KEYS_PREFIX_MAX);
+    return -1;
+}
+
+/* The owner id "<instance>/<pid>" must fit push_task.claimed_by
+ * (VARCHAR(128)), or every claim fails. */
+int cfg_check_instance(const char *text, char *errstr, size_t errlen)
+{
+    if (strlen(text) <= 100)
+        return 0;
+    snprintf(errstr, errlen, "%zu bytes long; at most 100", strlen(text));
+    return -1;
+}
+
+/* A channel's url, body and header values are templates: one that does
+ * not compile would fail every task on the channel at run time, so it is a
+ * configuration error instead. */
+static int cfg_check_template(const char *what, const char *text, char *errstr, size_t errlen)
+{
+    hr_template *t = NULL;
+    char detail[160];
+    if (hr_template_compile(text, strlen(text), false, &t, detail, sizeof(detail)) == 0) {
+        hr_template_free(t);
+        return 0;
+    }
+    snprintf(errstr, errlen, "%s template: %s", what, detail);
+    return -1;
+}
+
+int cfg_check_body(const char *text, char *errstr, size_t errlen)
+{
+    return cfg_check_template("body", text, errstr, errlen);
+}
+
+/* http:// or https://, a host and an optional port, then a path/query in
+ * which {{...}} templates may appear; no spaces or control characters
+ * outside templates (the renderer escapes what it substitutes). */
+int cfg_check_url(const char *text, char *errstr, size_t errlen)
+{
+    const char *s;
+    char inner[64] = "";
+    if (strncasecmp(text, "http://", 7) == 0) {
+        s = text + 7;
+    } else if (strncasecmp(text, "https://", 8) == 0) {
+        s = text + 8;
+    } else {
+        snprintf(errstr, errlen, "\"%.64s\" is not an http:// or https:// URL", text);
+        return -1;
+    }
+    if (cfg_check_hostport(s, false, 1, &s, inner, sizeof(inner)) < 0) {
+        snprintf(errstr, errlen, "URL \"%.64s\": %s", text, inner);
+        return -1;
+    }
+    if (*s != '\0' && *s != '/' && *s != '?' && *s != '#') {
+        snprintf(errstr, errlen, "URL \"%.64s\": bad character '%c' after the host", text, *s);
+        return -1;
+    }
+    while (*s != '\0') {
+        if (s[0] == '{' && s[1] == '{') {
+            const char *close = strstr(s + 2, "}}");
+            if (close == NULL) {
+                snprintf(errstr, errlen, "URL \"%.64s\": unclosed {{", text);
+                return -1;
+            }
+            s = close + 2;
+            continue;
+        }
+        if ((unsigned char)*s <= 0x20 || (unsigned char)*s >= 0x7F) {
+            snprintf(errstr, errlen,
+                     "URL \"%.64s\": spaces and control characters must be %%-encoded", text);
+            return -1;
+        }
+        s++;
+    }
+    return cfg_check_template("url", text, errstr, errlen);
+}
+
+int cfg_check_method(const char *text, char *errstr, size_t errlen)
+{
+    static const char *const methods[] = {"GET", "POST", "PUT", "PATCH"};
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+        if (strcmp(text, methods[i]) == 0)
+            return 0;
+    snprintf(errstr, errlen, "unknown method \"%.64s\" (expected: GET, POST, PUT, PATCH)", text);
+    return -1;
+}
+
+/* An HTTP header name is a token; a value may not break the header block. */
+int cfg_check_header(const char *name, const char *value, char *errstr, size_t errlen)
+{
+    static const char tchar[] = "!#$%&'*+-.^_`|~0123456789"
+                                "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    if (name[0] == '\0' || strspn(name, tchar) != strlen(name)) {
+        snprintf(errstr, errlen, "\"%.64s\" is not a valid header name", name);
+        return -1;
+    }
+    if (strpbrk(value, "\r\n") != NULL) {
+        snprintf(errstr, errlen, "header %.64s: line breaks are not allowed in values", name);
+        return -1;
+    }
+    return cfg_check_template("header value", value, errstr, errlen);
+}
+
+/* ---- choices: a name in the file -> a value in the struct ------------ */
+
+int cfg_choose_level(void *field, const char *text)
+{
+    int level = hr_log_level_parse(text);
+    if (level < 0)
+        return -1;
+    *(int *)field = level;
+    return 0;
+}
+
+int cfg_choose_format(void *field, const char *text)
+{
+    if (strcmp(text, "logfmt") == 0)
+        *(hr_log_format *)field = HR_LOG_FORMAT_LOGFMT;
+    else if (strcmp(text, "json") == 0)
+        *(hr_log_format *)field = HR_LOG_FORMAT_JSON;
+    else
+        return -1;
+    return 0;
+}
+
+int cfg_choose_escape(void *field, const char *text)
+{
+    if (strcmp(text, "json") == 0)
+        *(bool *)field = true;
+    else if (strcmp(text, "none") == 0)
+        *(bool *)field = false;
+    else
+        return -1;
+    return 0;
+}
+
+int cfg_choose_throttle(void *field, const char *text)
+{
+    if (strcmp(text, "enforce") == 0)
+        *(hr_throttle_mode *)field = HR_THROTTLE_ENFORCE;
+    else if (strcmp(text, "shadow") == 0)
+        *(hr_throttle_mode *)field = HR_THROTTLE_SHADOW;
+    else
+        return -1;
+    return 0;
+}
+
+/* ---- setting values ------------------------------------------------- */
+
+/* Sets a scalar-typed key from TEXT (already expanded): the one conversion
+ * used for defaults, file values and env overrides. */
+int cfg_set_scalar(const cfg_key *k, void *base, const char *text, char *errstr,
+                   size_t errlen)
+{
+    void *field = CFG_FIELD(base, k);
+    long long v;
+
+    switch (k->type) {
+    case CFG_T_STR: {
+        if (k->min > 0 && text[0] == '\0') {
+            snprintf(errstr, errlen, "must not be empty");
+            return -1;
+        }
+        if (k->check != NULL && k->check(text, errstr, errlen) < 0)
+            return -1;
+        char *copy = strdup(text);
+        if (copy == NULL) {
+            snprintf(errstr, errlen, "out of memory");
+            return -1;
+        }
+        free(*(char **)field);
+        *(char **)field = copy;
+        return 0;
+    }
+    case CFG_T_INT:
+        if (cfg_parse_int(text, k->min, k->max, &v, errstr, errlen) < 0)
+            return -1;
+        *(int *)field = (int)v;
+        return 0;
+    case CFG_T_LONG:
+        if (cfg_parse_int(text, k->min, k->max, &v, errstr, errlen) < 0)
+            return -1;
+        *(long *)field = (long)v;
+        return 0;
+    case CFG_T_BOOL:
+        return cfg_parse_bool(text, (bool *)field, errstr, errlen);
+    case CFG_T_CHOICE:
+        if (k->choose(field, text) == 0)
+            return 0;
+        snprintf(errstr, errlen, "unknown value \"%.64s\" (expected: %s)", text, k->allowed);
+        return -1;
+    default:
+        snprintf(errstr, errlen, "not a scalar key");
+        return -1;
+    }
+}
+
+int cfg_set_defaults(const cfg_key *keys, void *base, char *errstr, size_t errlen)
+{
+    for (const cfg_key *k = keys; k->name != NULL; k++) {
+        if (k->type == CFG_T_SECTION) {
+            if (cfg_set_defaults(k->sub, base, errstr, errlen) < 0)
+                return -1;
+        } else if (k->def != NULL && cfg_set_scalar(k, base, k->def, errstr, errlen) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+const char *cfg_type_name(cfg_type t)
+{
+    switch (t) {
+    case CFG_T_INT:
+    case CFG_T_LONG:
+        return "an integer";
+    case CFG_T_BOOL:
+        return "true or false";
+    case CFG_T_STR:
+    case CFG_T_CHOICE:
+        return "a string";
+    case CFG_T_STRLIST:
+    case CFG_T_CODES:
+        return "a sequence";
+    default:
+        return "a mapping";
+    }
+}
+
+/* NODE as text for a scalar key: ${} expanded, null read as "". */
+int cfg_scalar_text(const cfg_ctx *ctx, const cfg_node *node, const char *path,
+                    const char *expected, char **out)
+{
+    char detail[CFG_WHY];
+    *out = NULL;
+    if (node->type != CFG_SCALAR)
+        return cfg_err(ctx, node->line, node->col, "%s: expected %s, got %s", path, expected,
+                       cfg_node_kind(node));
+    if (cfg_expand(cfg_node_is_null(node) ? "" : node->value, out, detail, sizeof(detail)) < 0)
+        return cfg_err(ctx, node->line, node->col, "%s: %s", path, detail);
+    return 0;
+}
+
+int cfg_apply_strlist(const cfg_ctx *ctx, const cfg_key *k, void *base,
+                      const cfg_node *node, const char *path)
+{
+    char ***list = CFG_FIELD(base, k);
+    size_t *count = CFG_COUNT(base, k);
+    char *text = NULL;
+
+    if (cfg_node_is_null(node))
+        return 0;
+    if (node->type != CFG_SEQ)
+        return cfg_err(ctx, node->line, node->col, "%s: expected a sequence, got %s", path,
+                       cfg_node_kind(node));
+    *list = calloc(node->items.n + 1, sizeof(char *));
+    if (*list == NULL)
+        return cfg_err(ctx, node->line, node->col, "out of memory");
+    for (size_t i = 0; i < node->items.n; i++) {
+        if (cfg_scalar_text(ctx, node->items.v[i], path, "a string", &text) < 0)
+            return -1;
+        if (text[0] == '\0')
+            free(text);
+        else
+            (*list)[(*count)++] = text;
+    }
+    return 0;
+}
+
+int cfg_apply_kvmap(const cfg_ctx *ctx, const cfg_key *k, void *base,
+                    const cfg_node *node, const char *path)
+{
+    hr_kv **kv = CFG_FIELD(base, k);
+    size_t *count = CFG_COUNT(base, k);
+    char detail[CFG_WHY];
+
+    if (cfg_node_is_null(node))
+        return 0;
+    if (node->type != CFG_MAP)
+        return cfg_err(ctx, node->line, node->col, "%s: expected a mapping, got %s", path,
+                       cfg_node_kind(node));
+    *kv = calloc(node->items.n / 2 + 1, sizeof(hr_kv));
+    if (*kv == NULL)
+        return cfg_err(ctx, node->line, node->col, "out of memory");
+    for (size_t i = 0; i + 1 < node->items.n; i += 2) {
+        const cfg_node *key = node->items.v[i], *val = node->items.v[i + 1];
+        hr_kv *pair = &(*kv)[*count];
+        char sub[CFG_WHY];
+        snprintf(sub, sizeof(sub), "%.150s.%.64s", path, key->value);
+        if (key->value[0] == '\0')
+            return cfg_err(ctx, key->line, key->col, "%s: empty key", path);
+        pair->key = strdup(key->value);
+        if (pair->key == NULL)
+            return cfg_err(ctx, key->line, key->col, "out of memory");
+        (*count)++;
+        if (cfg_scalar_text(ctx, val, sub, "a scalar", &pair->value) < 0)
+            return -1;
+        if (k->check_kv != NULL && k->check_kv(pair->key, pair->value, detail, sizeof(detail)) < 0)
+            return cfg_err(ctx, key->line, key->col, "%s: %s", path, detail);
+    }
+    return 0;
+}
+
+int cfg_apply_codes(const cfg_ctx *ctx, const cfg_key *k, void *base,
+                    const cfg_node *node, const char *path)
+{
+    int **codes = CFG_FIELD(base, k);
+    size_t *count = CFG_COUNT(base, k);
+    char detail[CFG_WHY];
+
+    if (cfg_node_is_null(node))
+        return 0;
+    if (node->type != CFG_SEQ)
+        return cfg_err(ctx, node->line, node->col, "%s: expected a sequence, got %s", path,
+                       cfg_node_kind(node));
+    if (node->items.n == 0)
+        return cfg_err(ctx, node->line, node->col, "%s: list at least one HTTP status code",
+                       path);
+    *codes = calloc(node->items.n, sizeof(int));
+    if (*codes == NULL)
+        return cfg_err(ctx, node->line, node->col, "out of memory");
+    for (size_t i = 0; i < node->items.n; i++) {
+        const cfg_node *item = node->items.v[i];
+        char *text;
+        long long v;
+        if (cfg_scalar_text(ctx, item, path, "an integer", &text) < 0)
+            return -1;
+        int rc = cfg_parse_int(text, 100, 599, &v, detail, sizeof(detail));
+        free(text);
+        if (rc < 0)
+            return cfg_err(ctx, item->line, item->col, "%s: %s", path, detail);
+        (*codes)[(*count)++] = (int)v;
+    }
+    return 0;
+}

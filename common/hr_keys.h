@@ -1,0 +1,67 @@
+/* hr_keys: every Redis key herald uses, built in one place.
+ *
+ * The builders mirror the key table of DESIGN.md ("Redis"): a per-task key
+ * is PREFIX "{t" ID "}:" NAME, the hash tag {t<ID>} keeping one task's keys
+ * in one Cluster slot so that a script may touch them together; the other
+ * keys are PREFIX NAME.  PREFIX is the configured redis.prefix
+ * (hr_redis_prefix()), at most HR_KEYS_PREFIX_MAX bytes (hr_config checks),
+ * so every key without a caller-supplied string fits an HR_KEY_MAX buffer.
+ * Every builder writes into BUF and returns BUF, or NULL when the key does
+ * not fit in LEN (only possible with a smaller buffer, or with the user,
+ * rate-limit and throttle keys, which embed caller strings). */
+#ifndef HR_KEYS_H
+#define HR_KEYS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define HR_KEY_MAX 256
+#define HR_KEYS_PREFIX_MAX 64
+
+/* The per-task keys that are one name (chunk and lease keys carry a seq). */
+typedef enum hr_key_kind {
+    HR_KEY_SUBS,    /* SET: recipients still to be chunked */
+    HR_KEY_SEQ,     /* STRING: chunk counter */
+    HR_KEY_PENDING, /* HASH: seq -> last publish time (ms) of chunks not yet done */
+    HR_KEY_STATS,   /* HASH: live counters */
+    HR_KEY_PULLED,  /* SET: recipients who pre-downloaded the reminder */
+    HR_KEY_FAILED,  /* HASH: uid -> final error (dead letters) */
+    HR_KEY_CTL,     /* STRING: mirror of push_task.control for workers */
+    HR_KEY_SYNCED,  /* STRING: subscription epoch last loaded into subs */
+    HR_KEY_PREP,    /* STRING: the prepare lock's owner */
+    HR_KEY__COUNT
+} hr_key_kind;
+
+/* PREFIX "{t" TASK "}:" and the name of KIND, e.g. "herald:{t42}:subs". */
+char *hr_key_task(const char *prefix, char *buf, size_t len, int64_t task, hr_key_kind kind);
+/* "herald:{t42}:": the base scripts append "chunk:<seq>" and "lease:<seq>" to. */
+char *hr_key_task_base(const char *prefix, char *buf, size_t len, int64_t task);
+/* "herald:{t42}:chunk:<seq>": a chunk's recipients not yet acknowledged. */
+char *hr_key_chunk(const char *prefix, char *buf, size_t len, int64_t task, int64_t seq);
+/* "herald:{t42}:lease:<seq>": the worker holding the chunk. */
+char *hr_key_lease(const char *prefix, char *buf, size_t len, int64_t task, int64_t seq);
+
+/* "herald:{t42}:redrive:<seq>": redrive.lua's recorded result for chunk SEQ. */
+char *hr_key_redrive(const char *prefix, char *buf, size_t len, int64_t task, int64_t seq);
+/* SCAN MATCH patterns of every chunk:<seq> / lease:<seq> key of TASK (the
+ * prefix's glob characters escaped). */
+char *hr_key_chunks_match(const char *prefix, char *buf, size_t len, int64_t task);
+char *hr_key_leases_match(const char *prefix, char *buf, size_t len, int64_t task);
+
+/* "herald:timer": ZSET task id -> due time (ms). */
+char *hr_key_timer(const char *prefix, char *buf, size_t len);
+/* "herald:cancel_held": SET of cancelled tasks whose chunks a worker held. */
+char *hr_key_cancel_held(const char *prefix, char *buf, size_t len);
+/* "herald:redriven": SET of tasks heraldctl redrive gave new chunks. */
+char *hr_key_redriven(const char *prefix, char *buf, size_t len);
+/* "herald:user:<uid>": HASH of a recipient's attributes. */
+char *hr_key_user(const char *prefix, char *buf, size_t len, const char *uid);
+/* "herald:rl:<scope>:<epoch_s>": one second's rate-limit counter. */
+char *hr_key_ratelimit(const char *prefix, char *buf, size_t len, const char *scope,
+                       int64_t epoch_s);
+/* "herald:thr:<scope>:<uid>[:<value>]" (VALUE NULL = none): a recipient's
+ * throttle window. */
+char *hr_key_throttle(const char *prefix, char *buf, size_t len, const char *scope,
+                      const char *uid, const char *value);
+
+#endif

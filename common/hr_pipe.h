@@ -1,0 +1,58 @@
+/* hr_pipe: a Redis pipeline on an hr_redis connection — queue commands and
+ * script calls, send them in one write, read every reply in order.
+ *
+ * The pipeline keeps each queued command formatted, so when a script call
+ * answers NOSCRIPT (Redis restarted or ran SCRIPT FLUSH since the
+ * connection loaded its scripts) it loads that script and sends the same
+ * bytes again, once; such a call did not run, so running it later counts
+ * nothing twice, but it then runs after the commands queued behind it.  A
+ * connection that breaks mid-batch is not retried (the batch may have run
+ * in part): every reply not read yet reports the connection's error, and
+ * the next hr_pipe_send() reconnects.
+ *
+ * Use: hr_pipe_cmd() / hr_pipe_eval() to queue, hr_pipe_exec() (or
+ * hr_pipe_send() now and hr_pipe_recv() later, to overlap other work with
+ * Redis), then hr_pipe_reply() for each queued command in any order, then
+ * hr_pipe_reset() to queue the next batch.  A pipeline belongs to the
+ * thread that owns its hr_redis. */
+#ifndef HR_PIPE_H
+#define HR_PIPE_H
+
+#include <stddef.h>
+
+#include "hr_redis.h"
+
+typedef struct hr_pipe hr_pipe;
+
+/* A pipeline on R (not owned).  NULL when out of memory. */
+hr_pipe *hr_pipe_new(hr_redis *r);
+/* Frees queued commands and unclaimed replies; NULL is fine. */
+void hr_pipe_free(hr_pipe *p);
+/* Empties P for the next batch (replies not taken are freed). */
+void hr_pipe_reset(hr_pipe *p);
+
+/* Queues one command (argv form; ARGVLEN may be NULL for C strings).  The
+ * arguments are copied.  0, or -1 when out of memory. */
+int hr_pipe_cmd(hr_pipe *p, int argc, const char **argv, const size_t *argvlen);
+/* Queues EVALSHA of script ID with NKEYS keys then the other arguments. */
+int hr_pipe_eval(hr_pipe *p, hr_lua_id id, int nkeys, int argc, const char **argv,
+                 const size_t *argvlen);
+/* Commands queued since the last reset. */
+size_t hr_pipe_count(const hr_pipe *p);
+
+/* Writes every command queued and not sent yet.  0, or -1 with ERRSTR
+ * (the unsent commands then answer that error). */
+int hr_pipe_send(hr_pipe *p, char *errstr, size_t errlen);
+/* Reads the replies of the commands sent, replaying NOSCRIPT once.  0 when
+ * every command has a reply (which may be an error reply), -1 with ERRSTR
+ * when the connection failed. */
+int hr_pipe_recv(hr_pipe *p, char *errstr, size_t errlen);
+/* hr_pipe_send() then hr_pipe_recv(). */
+int hr_pipe_exec(hr_pipe *p, char *errstr, size_t errlen);
+
+/* The reply of queued command I (0-based), handed over (free it with
+ * freeReplyObject); NULL with ERRSTR for an error reply, a command that
+ * has no reply (connection failed, not sent) or one already taken. */
+redisReply *hr_pipe_reply(hr_pipe *p, size_t i, char *errstr, size_t errlen);
+
+#endif

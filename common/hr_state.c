@@ -1,0 +1,262 @@
+/* hr_state: the names of task states and controls, and the one UPDATE of
+ * push_task.state per transition (see hr_state.h).
+ *
+ * The SQL spells state names (the guards are part of the statement text,
+ * prepared once per connection); a state that varies is a parameter bound
+ * from hr_state_name(). */
+#include "hr_state.h"
+
+#include <string.h>
+
+static const char *const hr_state_names[HR_STATE__COUNT] = {
+    [HR_STATE_SCHEDULED] = "scheduled", [HR_STATE_DISPATCHING] = "dispatching",
+    [HR_STATE_DISPATCHED] = "dispatched", [HR_STATE_DONE] = "done",
+    [HR_STATE_PAUSED] = "paused",       [HR_STATE_CANCELLED] = "cancelled",
+    [HR_STATE_FAILED] = "failed",
+};
+
+static const char *const hr_control_names[HR_CONTROL__COUNT] = {
+    [HR_CONTROL_RUN] = "run", [HR_CONTROL_PAUSE] = "pause", [HR_CONTROL_CANCEL] = "cancel"};
+
+/* The index of NAME in NAMES[N], or -1. */
+static int hr_state_lookup(const char *const *names, int n, const char *name)
+{
+    for (int i = 0; name != NULL && i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+const char *hr_state_name(hr_task_state s)
+{
+    return (unsigned)s < HR_STATE__COUNT ? hr_state_names[s] : "?";
+}
+
+int hr_state_parse(const char *name, hr_task_state *out)
+{
+    int i = hr_state_lookup(hr_state_names, HR_STATE__COUNT, name);
+
+    if (i < 0)
+        return -1;
+    *out = (hr_task_state)i;
+    return 0;
+}
+
+bool hr_state_final(hr_task_state s)
+{
+    return s == HR_STATE_DONE || s == HR_STATE_FAILED || s == HR_STATE_CANCELLED;
+}
+
+bool hr_state_is(const char *name, hr_task_state s)
+{
+    return name != NULL && strcmp(name, hr_state_name(s)) == 0;
+}
+
+bool hr_state_name_final(const char *name)
+{
+    hr_task_state s;
+
+    return hr_state_parse(name, &s) == 0 && hr_state_final(s);
+}
+
+const char *hr_control_name(hr_control control)
+{
+    return (unsigned)control < HR_CONTROL__COUNT ? hr_control_names[control] : "?";
+}
+
+int hr_control_parse(const char *name, hr_control *out)
+{
+    int i = hr_state_lookup(hr_control_names, HR_CONTROL__COUNT, name);
+
+    if (i < 0)
+        return -1;
+    *out = (hr_control)i;
+    return 0;
+}
+
+/* Runs one transition: 1 when it changed the row, 0 when its guard did
+ * not match, -1.  *ERRNUM (may be NULL) gets the server's error number. */
+static int hr_state_move(hr_mysql *m, const char *sql, const hr_mysql_param *p, size_t np,
+                         unsigned *errnum, char *errstr, size_t errlen)
+{
+    uint64_t affected = 0;
+
+    if (hr_mysql_exec(m, sql, p, np, &affected, NULL, errnum, errstr, errlen) < 0)
+        return -1;
+    return affected == 1;
+}
+
+/* A transition whose only parameter is the task id. */
+static int hr_state_move_id(hr_mysql *m, const char *sql, int64_t id, char *errstr,
+                            size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(id)};
+
+    return hr_state_move(m, sql, p, 1, NULL, errstr, errlen);
+}
+
+int hr_state_control(hr_mysql *m, int64_t id, hr_control control, char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_STR(hr_control_name(control)), HR_P_I64(id)};
+
+    return hr_state_move(m,
+                         "UPDATE push_task SET control = ? WHERE id = ? "
+                         "AND state NOT IN ('done', 'cancelled', 'failed')",
+                         p, 2, NULL, errstr, errlen) < 0
+               ? -1
+               : 0;
+}
+
+int hr_state_claim(hr_mysql *m, int64_t id, const char *owner, int64_t lease_s,
+                   int64_t due_by_ms, char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_STR(owner), HR_P_I64(lease_s), HR_P_I64(id),
+                                HR_P_STR(owner), HR_P_I64(due_by_ms)};
+    unsigned errnum = 0;
+    int rc;
+
+    /* due_at: a timer entry left behind by a postponement must not start
+     * the task early.  The lock wait: a claim waits for subscription
+     * inserts in flight (the guard trigger share-locks the row), but not
+     * for an admin's forgotten transaction. */
+    rc = hr_state_move(m,
+                       "SET STATEMENT innodb_lock_wait_timeout = 1 FOR "
+                       "UPDATE push_task SET state = 'dispatching', claimed_by = ?, "
+                       "lease_until = UTC_TIMESTAMP(3) + INTERVAL ? SECOND, "
+                       "started_at = COALESCE(started_at, UTC_TIMESTAMP(3)) "
+                       "WHERE id = ? AND (state = 'scheduled' OR "
+                       "(state = 'dispatching' AND claimed_by = ?)) AND control = 'run' "
+                       "AND due_at <= FROM_UNIXTIME(? / 1000)",
+                       p, 5, &errnum, errstr, errlen);
+    return rc < 0 && errnum == HR_MYSQL_ER_LOCK_WAIT_TIMEOUT ? HR_STATE_BUSY : rc;
+}
+
+int hr_state_dispatched(hr_mysql *m, int64_t id, const char *owner, char *errstr,
+                        size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(id), HR_P_STR(owner)};
+
+    return hr_state_move(m,
+                         "UPDATE push_task SET state = 'dispatched', "
+                         "dispatched_at = UTC_TIMESTAMP(3) "
+                         "WHERE id = ? AND state = 'dispatching' AND claimed_by = ?",
+                         p, 2, NULL, errstr, errlen);
+}
+
+int hr_state_redispatch(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
+{
+    return hr_state_move_id(m,
+                            "UPDATE push_task SET state = 'dispatching', claimed_by = NULL, "
+                            "lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND, "
+                            "dispatched_at = NULL "
+                            "WHERE id = ? AND state = 'dispatched' AND control = 'run'",
+                            id, errstr, errlen);
+}
+
+int hr_state_finish(hr_mysql *m, int64_t id, const hr_outcomes *stats, int64_t subs,
+                    char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {
+        HR_P_I64(stats->sent),   HR_P_I64(stats->failed),    HR_P_I64(stats->throttled),
+        HR_P_I64(stats->pulled), HR_P_I64(stats->cancelled), HR_P_I64(stats->retried),
+        HR_P_I64(subs),          HR_P_I64(subs),             HR_P_I64(subs),
+        HR_P_I64(id),            HR_P_I64(id)};
+
+    /* MariaDB assigns left to right, so unaccounted sees the raised
+     * counters and state sees unaccounted.  total (recipients published in
+     * chunks) is capped at the subscriptions: a recipient chunked again
+     * under a new seq (Redis rewound: subs held it again and seq went
+     * backwards) was added to it twice. */
+    return hr_state_move(m,
+                         "UPDATE push_task SET sent = GREATEST(sent, ?), "
+                         "failed = GREATEST(failed, ?), throttled = GREATEST(throttled, ?), "
+                         "pulled = GREATEST(pulled, ?), cancelled = GREATEST(cancelled, ?), "
+                         "retried = GREATEST(retried, ?), total = LEAST(total, ?), "
+                         "unaccounted = GREATEST(0, CAST(? AS SIGNED) - "
+                         "CAST(sent + failed + throttled + pulled + cancelled AS SIGNED)), "
+                         "state = IF(unaccounted > 0, 'failed', 'done'), "
+                         "last_error = IF(unaccounted > 0, CONCAT(unaccounted, ' of ', ?, "
+                         "' subscriptions have no outcome (sent ', sent, ', failed ', failed, "
+                         "', throttled ', throttled, ', pulled ', pulled, ', cancelled ', "
+                         "cancelled, '): the working state in Redis lost them; heraldctl "
+                         "recover ', ?, ' pushes them'), last_error), "
+                         "finished_at = UTC_TIMESTAMP(3) WHERE id = ? AND state = 'dispatched'",
+                         p, 11, NULL, errstr, errlen);
+}
+
+int hr_state_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *reason,
+                  char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_STR(reason), HR_P_I64(id), HR_P_STR(hr_state_name(from))};
+
+    return hr_state_move(m,
+                         "UPDATE push_task SET state = 'failed', last_error = ?, "
+                         "finished_at = UTC_TIMESTAMP(3) WHERE id = ? AND state = ?",
+                         p, 3, NULL, errstr, errlen);
+}
+
+int hr_state_pause(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
+{
+    return hr_state_move_id(m,
+                            "UPDATE push_task SET state = 'paused' WHERE id = ? "
+                            "AND control = 'pause' "
+                            "AND state IN ('scheduled', 'dispatching', 'dispatched')",
+                            id, errstr, errlen);
+}
+
+int hr_state_resume(hr_mysql *m, int64_t id, hr_task_state to, char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_STR(hr_state_name(to)), HR_P_I64(id)};
+
+    return hr_state_move(m,
+                         "UPDATE push_task SET state = ?, claimed_by = NULL, "
+                         "lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND "
+                         "WHERE id = ? AND control = 'run' AND state = 'paused'",
+                         p, 2, NULL, errstr, errlen);
+}
+
+int hr_state_cancel(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
+{
+    return hr_state_move_id(m,
+                            "UPDATE push_task SET state = 'cancelled', "
+                            "finished_at = UTC_TIMESTAMP(3) WHERE id = ? AND control = 'cancel' "
+                            "AND state NOT IN ('done', 'cancelled', 'failed')",
+                            id, errstr, errlen);
+}
+
+int hr_state_reopen(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
+{
+    return hr_state_move_id(m,
+                            "UPDATE push_task SET state = 'dispatched', finished_at = NULL "
+                            "WHERE id = ? AND state = 'done'",
+                            id, errstr, errlen);
+}
+
+int hr_state_redrive(hr_mysql *m, int64_t id, int64_t moved, char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(moved), HR_P_I64(moved), HR_P_I64(id)};
+
+    /* MariaDB assigns left to right: finished_at sees the new state. */
+    return hr_state_move(m,
+                         "UPDATE push_task SET failed = GREATEST(failed - ?, 0), "
+                         "total = GREATEST(total - ?, 0), "
+                         "state = IF(state = 'done', 'dispatched', state), "
+                         "finished_at = IF(state = 'dispatched', NULL, finished_at) "
+                         "WHERE id = ?",
+                         p, 3, NULL, errstr, errlen) < 0
+               ? -1
+               : 0;
+}
+
+int hr_state_recover(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
+{
+    return hr_state_move_id(m,
+                            "UPDATE push_task SET state = 'dispatching', claimed_by = NULL, "
+                            "lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND, "
+                            "dispatched_at = NULL, finished_at = NULL, "
+                            "last_error = IF(state = 'failed', NULL, last_error), "
+                            "unaccounted = 0 WHERE id = ? "
+                            "AND (state IN ('dispatching', 'dispatched') "
+                            "OR (state = 'failed' AND unaccounted > 0))",
+                            id, errstr, errlen);
+}

@@ -1,0 +1,108 @@
+/* hr_state: a task's life in push_task — the state and control enums with
+ * their names, and every transition of push_task.state as one function.
+ *
+ * The state machine (DESIGN.md, "Task life"): scheduled -> dispatching
+ * (claim) -> dispatched (all recipients chunked) -> done | failed
+ * (hr_finish.c); any unfinished state -> paused (control = pause) -> back
+ * (control = run); any unfinished state -> cancelled (control = cancel).
+ * done, failed and cancelled are final, except for the admin's repairs:
+ * redrive reopens done as dispatched, recover restarts a dispatching,
+ * dispatched or unaccounted failed task as dispatching.
+ *
+ * Each transition is one guarded UPDATE (a prepared statement): the guard
+ * is the set of states (and control, owner) it may start from, so racing
+ * parties (dispatchers, workers, heraldctl, an admin's SQL) cannot undo
+ * each other; the one whose guard matched sees 1, the others 0.  Unless
+ * said otherwise a transition returns 1 = moved, 0 = the guard did not
+ * match (nothing changed), -1 = database error in ERRSTR. */
+#ifndef HR_STATE_H
+#define HR_STATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hr_finish.h"
+#include "hr_mysql.h"
+
+/* push_task.state, in the order of its ENUM in schemas/mysql/001_tables.sql. */
+typedef enum hr_task_state {
+    HR_STATE_SCHEDULED,
+    HR_STATE_DISPATCHING,
+    HR_STATE_DISPATCHED,
+    HR_STATE_DONE,
+    HR_STATE_PAUSED,
+    HR_STATE_CANCELLED,
+    HR_STATE_FAILED,
+    HR_STATE__COUNT
+} hr_task_state;
+
+/* push_task.control: the admin's wish, carried out by the dispatchers. */
+typedef enum hr_control {
+    HR_CONTROL_RUN,
+    HR_CONTROL_PAUSE,
+    HR_CONTROL_CANCEL,
+    HR_CONTROL__COUNT
+} hr_control;
+
+/* "scheduled", "dispatching", ...; "?" for a value out of range. */
+const char *hr_state_name(hr_task_state s);
+/* 0 and *OUT for a state's name, -1 for anything else (NULL included). */
+int hr_state_parse(const char *name, hr_task_state *out);
+/* done, failed, cancelled: nothing more happens to the task. */
+bool hr_state_final(hr_task_state s);
+/* NAME (a push_task.state as read, e.g. hr_task.state) is S. */
+bool hr_state_is(const char *name, hr_task_state s);
+/* NAME is a final state's. */
+bool hr_state_name_final(const char *name);
+
+/* "run", "pause", "cancel"; "?" for a value out of range. */
+const char *hr_control_name(hr_control control);
+int hr_control_parse(const char *name, hr_control *out);
+
+/* The admin's wish: push_task.control = CONTROL of an unfinished task (the
+ * dispatchers' control scan then moves its state).  0 or -1. */
+int hr_state_control(hr_mysql *m, int64_t id, hr_control control, char *errstr, size_t errlen);
+
+/* hr_state_claim: the task row stayed locked (a subscription insert or an
+ * admin's open transaction); try again later. */
+#define HR_STATE_BUSY 2
+
+/* scheduled (or dispatching and already OWNER's: a retried claim that
+ * committed before its reply was lost) -> dispatching, owned by OWNER with
+ * a lease of LEASE_S seconds, when control is run and due_at <= DUE_BY_MS.
+ * Waits at most a second for the row lock: HR_STATE_BUSY. */
+int hr_state_claim(hr_mysql *m, int64_t id, const char *owner, int64_t lease_s,
+                   int64_t due_by_ms, char *errstr, size_t errlen);
+/* dispatching (owned by OWNER) -> dispatched: every recipient chunked. */
+int hr_state_dispatched(hr_mysql *m, int64_t id, const char *owner, char *errstr,
+                        size_t errlen);
+/* dispatched (control run) -> dispatching with no owner and an expired
+ * lease, which a poller takes over: recipients came back to subs. */
+int hr_state_redispatch(hr_mysql *m, int64_t id, char *errstr, size_t errlen);
+/* dispatched -> done, or failed when the outcome counters, raised to
+ * STATS, cover fewer than SUBS subscriptions (unaccounted and last_error
+ * say so); hr_finish_task() is the caller. */
+int hr_state_finish(hr_mysql *m, int64_t id, const hr_outcomes *stats, int64_t subs,
+                    char *errstr, size_t errlen);
+/* FROM -> failed with REASON as last_error. */
+int hr_state_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *reason,
+                  char *errstr, size_t errlen);
+/* scheduled, dispatching or dispatched (control pause) -> paused. */
+int hr_state_pause(hr_mysql *m, int64_t id, char *errstr, size_t errlen);
+/* paused (control run) -> TO with no owner and an expired lease, so that a
+ * poller takes a dispatching task over. */
+int hr_state_resume(hr_mysql *m, int64_t id, hr_task_state to, char *errstr, size_t errlen);
+/* any unfinished state (control cancel) -> cancelled. */
+int hr_state_cancel(hr_mysql *m, int64_t id, char *errstr, size_t errlen);
+/* done -> dispatched: heraldctl redrive gave the task new chunks. */
+int hr_state_reopen(hr_mysql *m, int64_t id, char *errstr, size_t errlen);
+/* heraldctl redrive's MySQL half: MOVED dead letters leave failed and
+ * total (they are published again), and a done task is dispatched again.
+ * 0 or -1. */
+int hr_state_redrive(hr_mysql *m, int64_t id, int64_t moved, char *errstr, size_t errlen);
+/* heraldctl recover: dispatching, dispatched, or failed with unaccounted
+ * recipients -> dispatching with no owner, an expired lease and the
+ * failure forgotten. */
+int hr_state_recover(hr_mysql *m, int64_t id, char *errstr, size_t errlen);
+
+#endif

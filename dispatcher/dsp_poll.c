@@ -1,0 +1,112 @@
+/* dsp_poll: the DB poller (DESIGN.md "DB poller"), run by the background
+ * job (dsp_jobs.c) with its connections (dsp.bg_conn).
+ *
+ * Prepares (dsp_prepare), then claims scheduled tasks overdue by more than
+ * poller_grace_ms (their timer entry was lost or never written), and takes
+ * over dispatching tasks whose lease expired.  The claimed tasks go to the
+ * loop thread through dsp.bg_claimed, which it owns in the job's
+ * after-work callback.
+ *
+ * Every query is restricted to the test topic filter (dsp_seams.h), if
+ * any. */
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "dsp.h"
+#include "hr_log.h"
+
+static void dsp_poll_claimed_add(dsp *d, hr_task *t)
+{
+    hr_task **grown;
+    size_t cap;
+
+    if (d->nbg_claimed == d->cap_bg_claimed) {
+        cap = d->cap_bg_claimed ? d->cap_bg_claimed * 2 : 16;
+        grown = realloc(d->bg_claimed, cap * sizeof *grown);
+        if (grown == NULL) {
+            /* Our claim lapses after lease_s and the task is taken over. */
+            hr_log_error("task_not_owned", "task=%" PRId64 " error=out of memory", t->id);
+            hr_task_free(t);
+            return;
+        }
+        d->bg_claimed = grown;
+        d->cap_bg_claimed = cap;
+    }
+    d->bg_claimed[d->nbg_claimed++] = t;
+}
+
+void dsp_poll(dsp *d)
+{
+    dsp_conn *c = &d->bg_conn;
+    const hr_mysql_param ps[] = {HR_P_I64((int64_t)d->cfg->dispatcher.poller_grace_ms * 1000),
+                                 DSP_TOPIC_PARAMS, HR_P_I64(DSP_POLL_MAX)};
+    const hr_mysql_param pt[] = {DSP_TOPIC_PARAMS, HR_P_I64(DSP_POLL_MAX)};
+    hr_task **tasks = NULL;
+    size_t n = 0, i;
+    char err[512];
+    int rc;
+
+    if (dsp_store_tasks(c->m,
+                        "SELECT " HR_TASK_COLUMNS " FROM push_task "
+                        "WHERE state = 'scheduled' AND control = 'run' "
+                        "AND due_at < UTC_TIMESTAMP(3) - INTERVAL ? MICROSECOND "
+                        "AND (? IS NULL OR topic = ?) ORDER BY due_at LIMIT ?",
+                        ps, 4, &tasks, &n, err, sizeof err) < 0)
+        goto failed;
+    for (i = 0; i < n && !atomic_load(&d->stopping); i++) {
+        dsp_scan_entry e = {.id = tasks[i]->id, .due_ms = -1};
+
+        if (!dsp_store_check(d, c->m, tasks[i]))
+            continue;
+        /* The scanner may never have prepared it (its timer entry was lost
+         * before it was put there): a claim now would chunk an empty or
+         * partial set. */
+        if (dsp_prepare(d, tasks[i], &e, dsp_now_ms()) < 0)
+            continue;
+        rc = dsp_store_claim(d, c->m, tasks[i]->id, dsp_now_ms(), err, sizeof err);
+        if (rc == DSP_CLAIM_BUSY)
+            continue; /* an open transaction holds the row: next round */
+        if (rc < 0)
+            goto failed;
+        if (rc == 1) {
+            hr_log_info("task_overdue", "task=%" PRId64 " via=poller", tasks[i]->id);
+            dsp_poll_claimed_add(d, tasks[i]);
+            tasks[i] = NULL;
+        }
+    }
+    dsp_store_tasks_free(tasks, n);
+    tasks = NULL;
+
+    if (dsp_store_tasks(c->m,
+                        "SELECT " HR_TASK_COLUMNS " FROM push_task "
+                        "WHERE state = 'dispatching' AND control = 'run' "
+                        "AND lease_until < UTC_TIMESTAMP(3) "
+                        "AND (? IS NULL OR topic = ?) ORDER BY lease_until LIMIT ?",
+                        pt, 3, &tasks, &n, err, sizeof err) < 0)
+        goto failed;
+    for (i = 0; i < n && !atomic_load(&d->stopping); i++) {
+        const hr_mysql_param pu[] = {
+            HR_P_STR(d->owner), HR_P_I64(d->cfg->dispatcher.lease_s), HR_P_I64(tasks[i]->id),
+            tasks[i]->claimed_by ? HR_P_STR(tasks[i]->claimed_by) : HR_P_NULL};
+        uint64_t affected = 0;
+
+        if (hr_mysql_exec(c->m,
+                          "UPDATE push_task SET claimed_by = ?, "
+                          "lease_until = UTC_TIMESTAMP(3) + INTERVAL ? SECOND "
+                          "WHERE id = ? AND state = 'dispatching' AND claimed_by <=> ? "
+                          "AND lease_until < UTC_TIMESTAMP(3)",
+                          pu, 4, &affected, NULL, NULL, err, sizeof err) < 0)
+            goto failed;
+        if (affected == 1) {
+            hr_log_info("task_taken_over", "task=%" PRId64 " from=%s", tasks[i]->id,
+                        tasks[i]->claimed_by ? tasks[i]->claimed_by : "");
+            dsp_poll_claimed_add(d, tasks[i]);
+            tasks[i] = NULL;
+        }
+    }
+    dsp_store_tasks_free(tasks, n);
+    return;
+failed:
+    dsp_store_tasks_free(tasks, n);
+    dsp_conn_failed(d, c, DSP_MYSQL, err);
+}

@@ -1,0 +1,241 @@
+/* dsp_sweep: the sweeper and key retirement (DESIGN.md "Sweeper" and
+ * "Key retention"), run by the background job (dsp_jobs.c) with its
+ * connections (dsp.bg_conn).
+ *
+ * - Sweeper: republishes pending chunks older than redelivery_timeout_s
+ *   that no worker holds (sweep_claim.lua lets one sweeper win), and ends
+ *   `dispatched` tasks with nothing pending (hr_finish: `done` only when
+ *   every subscription is accounted for; one whose subs holds recipients
+ *   again, after Redis came back from an older AOF, goes back to the
+ *   pollers); one page of tasks per sweep from a cursor.
+ * - Retirement: finished tasks' keys get the retention expiry
+ *   (dsp_retire_keys), after each sweep and when a task ends here or is
+ *   cancelled (dsp_control.c).
+ *
+ * Every query is restricted to the test topic filter (dsp_seams.h), if
+ * any. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dsp.h"
+#include "hr_finish.h"
+#include "hr_keys.h"
+#include "hr_log.h"
+#include "hr_state.h"
+
+int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t stale,
+                       int *budget)
+{
+    dsp_conn *c = &d->bg_conn;
+    const char *prefix = hr_redis_prefix(c->r);
+    char pending[HR_KEY_MAX], lease[HR_KEY_MAX], chunk[HR_KEY_MAX], stats[HR_KEY_MAX];
+    char now_s[24], err[512];
+    redisReply *all;
+    int64_t npending;
+    size_t i;
+
+    hr_key_task(prefix, stats, sizeof stats, id, HR_KEY_STATS);
+    hr_key_task(hr_redis_prefix(c->r), pending, sizeof pending, id, HR_KEY_PENDING);
+    all = hr_redis_cmdf(c->r, err, sizeof err, "HGETALL %s", pending);
+    if (all == NULL) {
+        dsp_conn_failed(d, c, DSP_REDIS, err);
+        return -1;
+    }
+    npending = (int64_t)all->elements / 2;
+    snprintf(now_s, sizeof now_s, "%" PRId64, now);
+    for (i = 0; i + 1 < all->elements && *budget > 0; i += 2) {
+        const char *seq = all->element[i]->str, *at = all->element[i + 1]->str;
+        const char *argv[5] = {pending, lease, seq, at, now_s};
+        int64_t count;
+
+        if (strtoll(at, NULL, 10) > stale)
+            continue;
+        hr_key_lease(prefix, lease, sizeof lease, id, strtoll(seq, NULL, 10));
+        if (dsp_reply_int(hr_redis_eval(c->r, HR_LUA_SWEEP_CLAIM, 2, 5, argv, NULL, err,
+                                        sizeof err)) != 1)
+            continue;
+        hr_key_chunk(prefix, chunk, sizeof chunk, id, strtoll(seq, NULL, 10));
+        count = dsp_reply_int(hr_redis_cmdf(c->r, err, sizeof err, "SCARD %s", chunk));
+        /* The count only sizes the worker's work (it reads the set); a
+         * chunk message must decode, so it never claims more than a chunk
+         * may hold. */
+        if (count > HR_TASK_MAX_CHUNK)
+            count = HR_TASK_MAX_CHUNK;
+        if (count < 0 || dsp_produce(d, id, strtoll(seq, NULL, 10), count, due_ms, true, err,
+                                     sizeof err) < 0) {
+            /* pending[seq] now says "published now": the next sweep after
+             * the redelivery timeout tries again. */
+            hr_log_warn("chunk_redeliver_failed", "task=%" PRId64 " seq=%s error=%s", id, seq, err);
+            continue;
+        }
+        (*budget)--;
+        hr_metrics_inc(d->met.chunks_redelivered);
+        hr_log_info("chunk_redelivered",
+                    "task=%" PRId64 " seq=%s count=%" PRId64 " last_publish_ms=%s", id, seq, count,
+                    at);
+        freeReplyObject(hr_redis_cmdf(c->r, err, sizeof err, "HINCRBY %s redelivered 1", stats));
+    }
+    freeReplyObject(all);
+    return npending;
+}
+
+int dsp_retire_keys(dsp_conn *c, int64_t id, char *errstr, size_t errlen)
+{
+    char key[HR_KEY_MAX];
+    int kind;
+
+    /* Every per-task key of the key table; chunk and lease keys carry a
+     * seq and are not HR_KEY_* kinds. */
+    for (kind = 0; kind < HR_KEY__COUNT; kind++) {
+        hr_key_task(hr_redis_prefix(c->r), key, sizeof key, id, (hr_key_kind)kind);
+        if (dsp_reply_int(hr_redis_cmdf(c->r, errstr, errlen, "PEXPIRE %s %" PRId64 " NX", key,
+                                        DSP_KEY_RETENTION_MS)) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The tasks that finished within the last day (done through a worker's
+ * report, cancelled, failed): their keys get the retention expiry.  Pages
+ * by id with a cursor, DSP_RETIRE_MAX per sweep. */
+static void dsp_sweep_retire(dsp *d)
+{
+    dsp_conn *c = &d->bg_conn;
+    const hr_mysql_param p[] = {HR_P_I64(d->retire_after), DSP_TOPIC_PARAMS,
+                                HR_P_I64(DSP_RETIRE_MAX)};
+    hr_mysql_rows *rows = NULL;
+    char err[512];
+    size_t i;
+
+    if (hr_mysql_query(c->m,
+                       "SELECT id FROM push_task WHERE state IN ('done', 'cancelled', 'failed') "
+                       "AND finished_at > UTC_TIMESTAMP(3) - INTERVAL 1 DAY AND id > ? "
+                       "AND (? IS NULL OR topic = ?) ORDER BY id LIMIT ?",
+                       p, 4, &rows, err, sizeof err) < 0) {
+        dsp_conn_failed(d, c, DSP_MYSQL, err);
+        return;
+    }
+    for (i = 0; i < rows->nrows && !atomic_load(&d->stopping); i++) {
+        int64_t id = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
+
+        if (dsp_retire_keys(c, id, err, sizeof err) < 0) {
+            dsp_conn_failed(d, c, DSP_REDIS, err);
+            goto done;
+        }
+        d->retire_after = id;
+    }
+    if (rows->nrows < DSP_RETIRE_MAX)
+        d->retire_after = 0;
+done:
+    hr_mysql_rows_free(rows);
+}
+
+/* A `dispatched` task with LEFT recipients in subs becomes `dispatching`
+ * with no owner and an expired lease, which a poller takes over.  0 or -1. */
+static int dsp_redispatch(dsp *d, int64_t id, int64_t left)
+{
+    dsp_conn *c = &d->bg_conn;
+    char err[512];
+    int rc = hr_state_redispatch(c->m, id, err, sizeof err);
+
+    if (rc < 0) {
+        dsp_conn_failed(d, c, DSP_MYSQL, err);
+        return -1;
+    }
+    if (rc == 1)
+        hr_log_warn("task_redispatched", "task=%" PRId64 " reason=subs_not_empty left=%" PRId64, id,
+                    left);
+    return 0;
+}
+
+/* Logs a task hr_finish_task ended; an unaccounted gap is an error and
+ * counts in herald_recipients_unaccounted_total. */
+static void dsp_finished(dsp *d, int64_t id, const hr_finish_result *fin)
+{
+    if (fin->unaccounted == 0) {
+        hr_log_info("task_done", "task=%" PRId64 " via=sweeper", id);
+        return;
+    }
+    hr_metrics_add(d->met.unaccounted, (uint64_t)fin->unaccounted);
+    hr_log_error("task_unaccounted",
+                 "task=%" PRId64 " via=sweeper unaccounted=%" PRId64 " subscriptions=%" PRId64, id,
+                 fin->unaccounted, fin->subscriptions);
+}
+
+/* One page of unfinished tasks per sweep, by id from the cursor kept in
+ * dsp.sweep_after (back to the start after a short page), so that every
+ * task is swept however many there are. */
+void dsp_sweep(dsp *d)
+{
+    dsp_conn *c = &d->bg_conn;
+    const hr_mysql_param p[] = {HR_P_I64(d->sweep_after), DSP_TOPIC_PARAMS,
+                                HR_P_I64(DSP_SCAN_MAX)};
+    hr_mysql_rows *rows = NULL;
+    int64_t now = dsp_now_ms();
+    int64_t stale_ms = (int64_t)d->cfg->dispatcher.redelivery_timeout_s * 1000;
+    int budget = DSP_SWEEP_MAX;
+    char subs[256], err[512];
+    size_t i;
+
+    if (hr_mysql_query(c->m,
+                       "SELECT id, state, CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED) "
+                       "FROM push_task WHERE state IN ('dispatching', 'dispatched') "
+                       "AND id > ? AND (? IS NULL OR topic = ?) ORDER BY id LIMIT ?",
+                       p, 4, &rows, err, sizeof err) < 0) {
+        dsp_conn_failed(d, c, DSP_MYSQL, err);
+        return;
+    }
+    for (i = 0; i < rows->nrows && !atomic_load(&d->stopping) && budget > 0; i++) {
+        int64_t id = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
+        const char *due = hr_mysql_cell(rows, i, 2);
+        int64_t npending = dsp_sweep_task(d, id, due ? strtoll(due, NULL, 10) : 0, now,
+                                          now - stale_ms, &budget);
+        hr_outcomes stats;
+        hr_finish_result fin;
+        int64_t left;
+        int rc;
+
+        if (npending < 0)
+            goto done;
+        if (budget > 0) /* else its other stale chunks come first next time */
+            d->sweep_after = id;
+        if (npending > 0 || !hr_state_is(hr_mysql_cell(rows, i, 1), HR_STATE_DISPATCHED))
+            continue;
+        hr_key_task(hr_redis_prefix(c->r), subs, sizeof subs, id, HR_KEY_SUBS);
+        left = dsp_reply_int(hr_redis_cmdf(c->r, err, sizeof err, "SCARD %s", subs));
+        if (left < 0)
+            continue;
+        if (left > 0) {
+            /* `dispatched` with recipients left and no owner: Redis came
+             * back from an AOF older than the owner's last chunk moves.
+             * Hand the task to the pollers, which chunk the rest. */
+            if (dsp_redispatch(d, id, left) < 0)
+                goto done;
+            continue;
+        }
+        if (hr_finish_read_stats(c->r, id, &stats, err, sizeof err) < 0) {
+            dsp_conn_failed(d, c, DSP_REDIS, err);
+            goto done;
+        }
+        rc = hr_finish_task(c->m, id, &stats, &fin, err, sizeof err);
+        if (rc < 0) {
+            dsp_conn_failed(d, c, DSP_MYSQL, err);
+            goto done;
+        }
+        if (rc == 0)
+            continue;
+        dsp_finished(d, id, &fin);
+        if (dsp_retire_keys(c, id, err, sizeof err) < 0)
+            hr_log_warn("retire_failed", "task=%" PRId64 " error=%s", id, err);
+    }
+    /* A page seen to its end that was short: start over next time.  A
+     * sweep cut short by the budget resumes after the last task served. */
+    if (i == rows->nrows && rows->nrows < DSP_SCAN_MAX)
+        d->sweep_after = 0;
+    if (!atomic_load(&d->stopping))
+        dsp_sweep_retire(d);
+done:
+    hr_mysql_rows_free(rows);
+}

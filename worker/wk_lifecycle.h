@@ -1,0 +1,119 @@
+/* wk_lifecycle: a chunk's life on the worker, from intake to offset store.
+ *
+ * The loop file (wk_worker) consumes Kafka and hands every message it
+ * received to wk_lifecycle_intake; from there the lifecycle owns the chunk:
+ * decode, task load, control read, open (lease, members), the throttle
+ * pass, the pushes' outcomes (wk_lifecycle_push_done, the sender's done
+ * callback), acknowledgements, and one of the endings —
+ *   finish    every recipient settled: chunk_done.lua, row 'done'
+ *   halt      the task's control key says pause/cancel: park or cancel
+ *   abandon   revoke, lease lost, shutdown: acks flushed, lease released
+ *   drop      a Redis error: the lease expires, the sweeper republishes
+ * — and, for every message, the offset: wk_offsets says when a finished
+ * message lets the partition's offset move, and the store_offset hook
+ * stores it.  Every message ends in exactly one of these (a "skip" is an
+ * offset settled without a chunk).
+ *
+ * The worker drives the lifecycle's timers (wk_lifecycle_renew every
+ * lease_ms / 3, wk_lifecycle_control every WK_LIFECYCLE_CTL_MS) and its
+ * revoke and shutdown; the lifecycle reaches the worker only through the
+ * hooks, set once (the model is hiredis's async event hooks: function
+ * pointers and one privdata).
+ *
+ * Ownership: the lifecycle owns every wk_chunk on its list; a chunk owns
+ * its pushes; the sender only links them.  The connections, the task
+ * cache, the offsets, the sender, the reporter and the metrics sit in the
+ * lifecycle's struct, but the worker creates and frees them (the loop,
+ * which the sender's handles need, is the worker's).  Loop thread only. */
+#ifndef WK_LIFECYCLE_H
+#define WK_LIFECYCLE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/queue.h>
+
+#include "hr_config.h"
+#include "hr_mysql.h"
+#include "hr_redis.h"
+#include "wk_chunk.h"
+#include "wk_metrics.h"
+#include "wk_offsets.h"
+#include "wk_reporter.h"
+#include "wk_sender.h"
+#include "wk_task.h"
+
+/* Control keys are re-read this often while chunks are open, so a pause
+ * or cancel stops new requests well within 2 s. */
+#define WK_LIFECYCLE_CTL_MS 250
+
+/* Counters of skipped input and endings, for logs and tests. */
+typedef struct wk_lifecycle_stats {
+    int64_t bad_messages, unknown_tasks, busy_chunks, parked_chunks, chunks_done, errors;
+} wk_lifecycle_stats;
+
+/* How the lifecycle reaches the loop that drives it. */
+typedef struct wk_lifecycle_hooks {
+    void *privdata;
+    /* Every message of PARTITION below OFFSET is finished: store OFFSET
+     * (already the next one to consume). */
+    void (*store_offset)(void *privdata, int32_t partition, int64_t offset);
+    /* Run the deferred work once the current callback returned: a chunk
+     * left (sender slots may be free, more may be fetched), or a stopping
+     * worker may be done. */
+    void (*wake)(void *privdata);
+} wk_lifecycle_hooks;
+
+typedef struct wk_lifecycle {
+    const hr_config *cfg;
+    const char *owner; /* the lease owner, "<instance>/<pid>" */
+    hr_redis *redis;
+    hr_mysql *mysql;
+    wk_task_cache *tasks;
+    wk_sender *sender;
+    wk_reporter *reporter;
+    wk_metrics *met;
+    wk_offsets *offsets;
+    wk_lifecycle_hooks hooks;
+    TAILQ_HEAD(wk_chunk_list, wk_chunk) chunks;
+    size_t nchunks;
+    bool stopping; /* set by the worker at shutdown: a settled push wakes it */
+    wk_lifecycle_stats stats;
+} wk_lifecycle;
+
+/* Sets the lifecycle's own fields; the worker then creates the
+ * connections, cache, offsets, sender, reporter and metrics in place
+ * before the first call. */
+void wk_lifecycle_init(wk_lifecycle *l, const hr_config *cfg, const char *owner,
+                       const wk_lifecycle_hooks *hooks);
+
+/* A message received at PARTITION/OFFSET with PAYLOAD: becomes an open
+ * chunk, or its offset is settled at once. */
+void wk_lifecycle_intake(wk_lifecycle *l, int32_t partition, int64_t offset, const void *payload,
+                         size_t len);
+/* The sender's done callback (CTX is the lifecycle). */
+void wk_lifecycle_push_done(void *ctx, wk_push *p, const wk_push_result *res);
+
+/* Renews the lease of every open chunk; a chunk whose lease was lost is
+ * abandoned (its offset counts as finished). */
+void wk_lifecycle_renew(wk_lifecycle *l);
+/* Reads the control keys and halts the chunks of paused or cancelled
+ * tasks, runs the pump watchdog and retries opens waiting for a foreign
+ * lease. */
+void wk_lifecycle_control(wk_lifecycle *l);
+
+/* PARTITION is being revoked: its chunks start no new request; those with
+ * nothing in flight are abandoned now.  Answers how many are left
+ * draining. */
+size_t wk_lifecycle_revoke(wk_lifecycle *l, int32_t partition);
+/* True while a revoked chunk is still draining. */
+bool wk_lifecycle_revoke_draining(const wk_lifecycle *l);
+/* Abandons every revoked chunk, for WHY (the log). */
+void wk_lifecycle_abandon_revoked(wk_lifecycle *l, const char *why);
+/* Forgets PARTITION's unsettled messages (revoked: its next owner
+ * consumes them again). */
+void wk_lifecycle_forget(wk_lifecycle *l, int32_t partition);
+/* Abandons every chunk (shutdown): nothing more is acknowledged. */
+void wk_lifecycle_abandon_all(wk_lifecycle *l, const char *why);
+
+#endif
