@@ -18,13 +18,17 @@
  * Rules beyond the header: a plain null (`key:`, `~`) is an empty section or
  * list, or "" for a string; an empty instance means the default; a channel's
  * headers default only when the key is absent (`headers: {}` means none); an
- * empty ca_file is NULL; listen ports may be 0 (any free port).
+ * empty ca_file is NULL; listen ports may be 0 (any free port).  A channel's
+ * type decides which of its keys it may have (cfg_type_keys), which it must
+ * have, and its URL's scheme (cfg_channel_type_check); an smtp
+ * password_file is read at load into the password.
  *
  * Ownership: the tree belongs to the load call and is freed before it
  * returns; every string and array in hr_config belongs to the hr_config. */
 #include "hr_config.h"
 
 #include "hr_config_int.h"
+#include "hr_sign.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -142,6 +147,8 @@ static const cfg_key cfg_retry_keys[] = {
  * success get their defaults there too, because only an absent key (not an
  * empty one) means "the default". */
 static const cfg_key cfg_channel_keys[] = {
+    K_CHOICE("type", hr_channel, type, "webhook", cfg_choose_channel_type,
+             "webhook, fcm, apns, smtp"),
     K_CHECKED("url", hr_channel, url, NULL, cfg_check_url),
     K_CHECKED("method", hr_channel, method, "POST", cfg_check_method),
     K_KVMAP("headers", hr_channel, headers, nheaders, cfg_check_header),
@@ -159,7 +166,65 @@ static const cfg_key cfg_channel_keys[] = {
              "enforce, shadow"),
     K_STR("ca_file", hr_channel, ca_file, 0, NULL),
     K_BOOL("tls_verify", hr_channel, tls_verify, true),
+    {.name = "signing_secrets", .type = CFG_T_STRLIST, .off = offsetof(hr_channel, signing_secrets),
+     .count_off = offsetof(hr_channel, nsigning_secrets), .check = cfg_check_secret},
+    K_CHECKED("service_account_file", hr_channel, fcm.service_account_file, NULL, NULL),
+    K_CHECKED("token_uri", hr_channel, fcm.token_uri, NULL, cfg_check_url),
+    K_CHECKED("key_file", hr_channel, apns.key_file, NULL, NULL),
+    K_CHECKED("key_id", hr_channel, apns.key_id, NULL, cfg_check_apple_id),
+    K_CHECKED("team_id", hr_channel, apns.team_id, NULL, cfg_check_apple_id),
+    K_CHECKED("topic", hr_channel, apns.topic, NULL, NULL),
+    K_CHOICE("push_type", hr_channel, apns.push_type, "alert", cfg_choose_push_type,
+             "alert, background"),
+    K_CHOICE("priority", hr_channel, apns.high_priority, "high", cfg_choose_priority,
+             "high, normal"),
+    K_INT("connections", hr_channel, apns.connections, 1, 16, 2),
+    K_CHECKED("username", hr_channel, smtp.username, NULL, NULL),
+    K_STR("password", hr_channel, smtp.password, 0, NULL),
+    K_CHECKED("password_file", hr_channel, smtp.password_file, NULL, NULL),
+    K_CHECKED("from", hr_channel, smtp.from, NULL, cfg_check_mailbox),
+    K_CHECKED("from_name", hr_channel, smtp.from_name, NULL, NULL),
+    K_CHECKED("subject", hr_channel, smtp.subject, "{{title}}", cfg_check_mail_template),
+    {.name = "text", .type = CFG_T_STR, .off = offsetof(hr_channel, smtp.text), .def = "{{body}}",
+     .check = cfg_check_mail_template},
+    K_CHECKED("html", hr_channel, smtp.html, NULL, cfg_check_mail_template),
+    K_CHECKED("list_unsubscribe", hr_channel, smtp.list_unsubscribe, NULL, cfg_check_unsubscribe),
+    K_BOOL("require_starttls", hr_channel, smtp.require_starttls, true),
     K_END,
+};
+
+/* The keys only one type reads.  Written on a channel of another type they
+ * are refused: a mistyped `type:` would otherwise drop them silently. */
+static const struct {
+    const char *key;
+    hr_channel_type type;
+} cfg_type_keys[] = {
+    {"method", HR_CHANNEL_WEBHOOK},          {"headers", HR_CHANNEL_WEBHOOK},
+    {"body", HR_CHANNEL_WEBHOOK},            {"escape", HR_CHANNEL_WEBHOOK},
+    {"success", HR_CHANNEL_WEBHOOK},         {"http2", HR_CHANNEL_WEBHOOK},
+    {"signing_secrets", HR_CHANNEL_WEBHOOK}, {"service_account_file", HR_CHANNEL_FCM},
+    {"token_uri", HR_CHANNEL_FCM},           {"key_file", HR_CHANNEL_APNS},
+    {"key_id", HR_CHANNEL_APNS},             {"team_id", HR_CHANNEL_APNS},
+    {"topic", HR_CHANNEL_APNS},              {"push_type", HR_CHANNEL_APNS},
+    {"priority", HR_CHANNEL_APNS},           {"connections", HR_CHANNEL_APNS},
+    {"username", HR_CHANNEL_SMTP},           {"password", HR_CHANNEL_SMTP},
+    {"password_file", HR_CHANNEL_SMTP},      {"from", HR_CHANNEL_SMTP},
+    {"from_name", HR_CHANNEL_SMTP},          {"subject", HR_CHANNEL_SMTP},
+    {"text", HR_CHANNEL_SMTP},               {"html", HR_CHANNEL_SMTP},
+    {"list_unsubscribe", HR_CHANNEL_SMTP},   {"require_starttls", HR_CHANNEL_SMTP},
+};
+
+/* Per type, the keys it cannot do without (url is checked on its own). */
+static const struct {
+    hr_channel_type type;
+    const char *key;
+} cfg_type_required[] = {
+    {HR_CHANNEL_FCM, "service_account_file"},
+    {HR_CHANNEL_APNS, "key_file"},
+    {HR_CHANNEL_APNS, "key_id"},
+    {HR_CHANNEL_APNS, "team_id"},
+    {HR_CHANNEL_APNS, "topic"},
+    {HR_CHANNEL_SMTP, "from"},
 };
 
 static const cfg_key cfg_top_keys[] = {
@@ -271,6 +336,96 @@ void hr_config_free(hr_config *cfg)
 static int cfg_apply_map(const cfg_ctx *ctx, const cfg_key *keys, void *base,
                          const cfg_node *map, const char *where);
 
+#define CFG_SECRET_MAX 4096 /* a password file holds one password */
+
+/* password_file -> password, without its final line break. */
+static int cfg_smtp_password(const cfg_ctx *ctx, hr_channel *ch, const cfg_node *body)
+{
+    const cfg_node *at = cfg_map_get(body, "password_file");
+    char detail[CFG_WHY];
+    char *text = NULL;
+    size_t len = 0;
+
+    if (ch->smtp.password_file == NULL)
+        return 0;
+    if (ch->smtp.password != NULL)
+        return cfg_err(ctx, at->line, at->col,
+                       "channels.%s: password and password_file are both set (keep one)",
+                       ch->name);
+    if (hr_config_read_file(ch->smtp.password_file, CFG_SECRET_MAX, &text, &len, detail,
+                            sizeof(detail)) < 0)
+        return cfg_err(ctx, at->line, at->col, "channels.%s.password_file: %s", ch->name, detail);
+    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+        text[--len] = '\0';
+    ch->smtp.password = text;
+    free(ch->smtp.password_file);
+    ch->smtp.password_file = NULL;
+    return 0;
+}
+
+/* The checks that depend on the channel's type: no key of another type,
+ * the type's required keys, the URL's scheme, the type's own rules. */
+static int cfg_channel_type_check(const cfg_ctx *ctx, hr_channel *ch, const cfg_node *name,
+                                  const cfg_node *body)
+{
+    const char *type = hr_channel_type_name(ch->type);
+    const cfg_node *url = cfg_map_get(body, "url");
+
+    for (size_t i = 0; i + 1 < body->items.n; i += 2) {
+        const cfg_node *key = body->items.v[i];
+        for (size_t j = 0; j < sizeof(cfg_type_keys) / sizeof(cfg_type_keys[0]); j++)
+            if (cfg_type_keys[j].type != ch->type && strcmp(cfg_type_keys[j].key, key->value) == 0)
+                return cfg_err(ctx, key->line, key->col,
+                               "channels.%s.%s: only for type %s channels (this one is %s)",
+                               ch->name, key->value, hr_channel_type_name(cfg_type_keys[j].type),
+                               type);
+    }
+    for (size_t j = 0; j < sizeof(cfg_type_required) / sizeof(cfg_type_required[0]); j++)
+        if (cfg_type_required[j].type == ch->type &&
+            cfg_map_get(body, cfg_type_required[j].key) == NULL)
+            return cfg_err(ctx, name->line, name->col,
+                           "channels.%s: missing required key \"%s\" (type %s)", ch->name,
+                           cfg_type_required[j].key, type);
+    if (ch->url == NULL && (ch->type == HR_CHANNEL_WEBHOOK || ch->type == HR_CHANNEL_SMTP))
+        return cfg_err(ctx, name->line, name->col, "channels.%s: missing required key \"url\"",
+                       ch->name);
+    if (ch->url != NULL) {
+        bool smtp = strncasecmp(ch->url, "smtp", 4) == 0;
+        if (smtp != (ch->type == HR_CHANNEL_SMTP))
+            return cfg_err(ctx, url->line, url->col, "channels.%s.url: type %s takes %s",
+                           ch->name, type, smtp ? "http:// or https://" : "smtp:// or smtps://");
+        /* Only a webhook's URL is rendered per recipient. */
+        if (ch->type != HR_CHANNEL_WEBHOOK && strstr(ch->url, "{{") != NULL)
+            return cfg_err(ctx, url->line, url->col,
+                           "channels.%s.url: not a template for type %s", ch->name, type);
+    }
+    if (ch->fcm.token_uri != NULL && strstr(ch->fcm.token_uri, "{{") != NULL) {
+        const cfg_node *at = cfg_map_get(body, "token_uri");
+        return cfg_err(ctx, at->line, at->col, "channels.%s.token_uri: not a template",
+                       ch->name);
+    }
+    if (ch->nsigning_secrets > HR_SIGN_MAX_SECRETS) {
+        const cfg_node *at = cfg_map_get(body, "signing_secrets");
+        return cfg_err(ctx, at->line, at->col,
+                       "channels.%s.signing_secrets: %zu secrets; at most %d (the current one "
+                       "and the one being rotated out)",
+                       ch->name, ch->nsigning_secrets, HR_SIGN_MAX_SECRETS);
+    }
+    if (ch->type != HR_CHANNEL_SMTP)
+        return 0;
+    /* "text: ''" says "no text part". */
+    if (ch->smtp.text != NULL && ch->smtp.text[0] == '\0') {
+        free(ch->smtp.text);
+        ch->smtp.text = NULL;
+    }
+    if (ch->smtp.text == NULL && ch->smtp.html == NULL) {
+        const cfg_node *at = cfg_map_get(body, "text");
+        return cfg_err(ctx, at->line, at->col, "channels.%s: a mail needs a text or an html part",
+                       ch->name);
+    }
+    return cfg_smtp_password(ctx, ch, body);
+}
+
 /* Defaults that depend on whether a key was written, and checks across keys. */
 static int cfg_channel_finish(const cfg_ctx *ctx, hr_channel *ch, const cfg_node *name,
                               const cfg_node *body)
@@ -278,9 +433,8 @@ static int cfg_channel_finish(const cfg_ctx *ctx, hr_channel *ch, const cfg_node
     static const int success[] = {200, 201, 202, 204};
     const size_t nsuccess = sizeof(success) / sizeof(success[0]);
 
-    if (ch->url == NULL)
-        return cfg_err(ctx, name->line, name->col, "channels.%s: missing required key \"url\"",
-                       ch->name);
+    if (cfg_channel_type_check(ctx, ch, name, body) < 0)
+        return -1;
     if (ch->retry_max_backoff_ms < ch->retry_backoff_ms) {
         const cfg_node *retry = cfg_map_get(body, "retry");
         const cfg_node *at = cfg_map_get(retry, "max_backoff_ms");
@@ -292,6 +446,13 @@ static int cfg_channel_finish(const cfg_ctx *ctx, hr_channel *ch, const cfg_node
                        "channels.%s.retry: max_backoff_ms (%d) is less than backoff_ms (%d)",
                        ch->name, ch->retry_max_backoff_ms, ch->retry_backoff_ms);
     }
+    /* "${CA_FILE:-}" must be able to say "no CA file". */
+    if (ch->ca_file != NULL && ch->ca_file[0] == '\0') {
+        free(ch->ca_file);
+        ch->ca_file = NULL;
+    }
+    if (ch->type != HR_CHANNEL_WEBHOOK)
+        return 0;
     if (cfg_map_get(body, "headers") == NULL) {
         ch->headers = calloc(1, sizeof(hr_kv));
         if (ch->headers == NULL)
@@ -308,11 +469,6 @@ static int cfg_channel_finish(const cfg_ctx *ctx, hr_channel *ch, const cfg_node
             goto oom;
         memcpy(ch->success, success, sizeof(success));
         ch->nsuccess = nsuccess;
-    }
-    /* "${CA_FILE:-}" must be able to say "no CA file". */
-    if (ch->ca_file != NULL && ch->ca_file[0] == '\0') {
-        free(ch->ca_file);
-        ch->ca_file = NULL;
     }
     return 0;
 oom:
@@ -508,14 +664,15 @@ out:
     return rc;
 }
 
-int hr_config_load(const char *path, hr_config **out, char *errstr, size_t errlen)
+int hr_config_read_file(const char *path, size_t max, char **out, size_t *len, char *errstr,
+                        size_t errlen)
 {
     char *text = NULL;
-    size_t len = 0;
     struct stat st;
     int fd = -1, rc = -1;
 
     *out = NULL;
+    *len = 0;
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         snprintf(errstr, errlen, "%s: cannot open: %s", path, strerror(errno));
@@ -529,9 +686,8 @@ int hr_config_load(const char *path, hr_config **out, char *errstr, size_t errle
         snprintf(errstr, errlen, "%s: cannot read: not a regular file", path);
         goto out;
     }
-    if ((uintmax_t)st.st_size > CFG_MAX_FILE) {
-        snprintf(errstr, errlen, "%s: larger than %u bytes; not a configuration file", path,
-                 CFG_MAX_FILE);
+    if ((uintmax_t)st.st_size > max) {
+        snprintf(errstr, errlen, "%s: larger than %zu bytes", path, max);
         goto out;
     }
     text = malloc((size_t)st.st_size + 1);
@@ -539,8 +695,8 @@ int hr_config_load(const char *path, hr_config **out, char *errstr, size_t errle
         snprintf(errstr, errlen, "%s: out of memory", path);
         goto out;
     }
-    while (len < (size_t)st.st_size) {
-        ssize_t n = read(fd, text + len, (size_t)st.st_size - len);
+    while (*len < (size_t)st.st_size) {
+        ssize_t n = read(fd, text + *len, (size_t)st.st_size - *len);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
@@ -549,13 +705,30 @@ int hr_config_load(const char *path, hr_config **out, char *errstr, size_t errle
         }
         if (n == 0)
             break;
-        len += (size_t)n;
+        *len += (size_t)n;
     }
-    rc = hr_config_load_buffer(path, text, len, out, errstr, errlen);
+    text[*len] = '\0';
+    *out = text;
+    text = NULL;
+    rc = 0;
 out:
     free(text);
     if (fd >= 0)
         close(fd);
+    return rc;
+}
+
+int hr_config_load(const char *path, hr_config **out, char *errstr, size_t errlen)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int rc;
+
+    *out = NULL;
+    if (hr_config_read_file(path, CFG_MAX_FILE, &text, &len, errstr, errlen) < 0)
+        return -1;
+    rc = hr_config_load_buffer(path, text, len, out, errstr, errlen);
+    free(text);
     return rc;
 }
 

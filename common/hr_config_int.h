@@ -64,11 +64,19 @@ int cfg_check_body(const char *text, char *errstr, size_t errlen);
 int cfg_check_url(const char *text, char *errstr, size_t errlen);
 int cfg_check_method(const char *text, char *errstr, size_t errlen);
 int cfg_check_header(const char *name, const char *value, char *errstr, size_t errlen);
+int cfg_check_mail_template(const char *text, char *errstr, size_t errlen);
+int cfg_check_secret(const char *text, char *errstr, size_t errlen);
+int cfg_check_mailbox(const char *text, char *errstr, size_t errlen);
+int cfg_check_apple_id(const char *text, char *errstr, size_t errlen);
+int cfg_check_unsubscribe(const char *text, char *errstr, size_t errlen);
 /* Choices (cfg_key.choose): the name TEXT stored as its value in FIELD. */
 int cfg_choose_level(void *field, const char *text);
 int cfg_choose_format(void *field, const char *text);
 int cfg_choose_escape(void *field, const char *text);
 int cfg_choose_throttle(void *field, const char *text);
+int cfg_choose_channel_type(void *field, const char *text);
+int cfg_choose_push_type(void *field, const char *text);
+int cfg_choose_priority(void *field, const char *text);
 
 /* ---- the key tables (defined in hr_config.c) -------------------------- */
 
@@ -79,7 +87,7 @@ typedef enum cfg_type {
     CFG_T_BOOL,     /* bool */
     CFG_T_CHOICE,   /* one of `allowed`, stored by choose() */
     CFG_T_SECTION,  /* a mapping described by `sub`, same base */
-    CFG_T_STRLIST,  /* char ** + size_t count; empty strings dropped */
+    CFG_T_STRLIST,  /* char ** + size_t count; empty strings dropped; check() each item */
     CFG_T_KVMAP,    /* hr_kv * + size_t count; string -> scalar */
     CFG_T_CODES,    /* int * + size_t count; HTTP status codes */
     CFG_T_CHANNELS, /* hr_channel * + size_t count; name -> channel mapping */

@@ -11,6 +11,7 @@
 
 #include "hr_keys.h"
 #include "hr_log.h"
+#include "hr_sign.h"
 #include "hr_template.h"
 
 /* ---- value checks --------------------------------------------------- */
@@ -141,19 +142,20 @@ int cfg_check_body(const char *text, char *errstr, size_t errlen)
     return cfg_check_template("body", text, errstr, errlen);
 }
 
-/* http:// or https://, a host and an optional port, then a path/query in
+/* http(s):// or smtp(s):// (which scheme a channel's type takes is
+ * cfg_channel_finish()'s check), a host and an optional port, then a path/query in
  * which {{...}} templates may appear; no spaces or control characters
  * outside templates (the renderer escapes what it substitutes). */
 int cfg_check_url(const char *text, char *errstr, size_t errlen)
 {
-    const char *s;
+    static const char *const schemes[] = {"http://", "https://", "smtp://", "smtps://"};
+    const char *s = NULL;
     char inner[64] = "";
-    if (strncasecmp(text, "http://", 7) == 0) {
-        s = text + 7;
-    } else if (strncasecmp(text, "https://", 8) == 0) {
-        s = text + 8;
-    } else {
-        snprintf(errstr, errlen, "\"%.64s\" is not an http:// or https:// URL", text);
+    for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]) && s == NULL; i++)
+        if (strncasecmp(text, schemes[i], strlen(schemes[i])) == 0)
+            s = text + strlen(schemes[i]);
+    if (s == NULL) {
+        snprintf(errstr, errlen, "\"%.64s\" is not an http(s):// or smtp(s):// URL", text);
         return -1;
     }
     if (cfg_check_hostport(s, false, 1, &s, inner, sizeof(inner)) < 0) {
@@ -210,6 +212,56 @@ int cfg_check_header(const char *name, const char *value, char *errstr, size_t e
     return cfg_check_template("header value", value, errstr, errlen);
 }
 
+int cfg_check_mail_template(const char *text, char *errstr, size_t errlen)
+{
+    return cfg_check_template("mail", text, errstr, errlen);
+}
+
+/* The secret itself never goes into the message: a config error is logged. */
+int cfg_check_secret(const char *text, char *errstr, size_t errlen)
+{
+    hr_sign_secret secret;
+    return hr_sign_secret_parse(text, &secret, errstr, errlen);
+}
+
+/* An addr-spec as SMTP's MAIL FROM takes it: local@domain, printable
+ * ASCII without spaces, angle brackets or a second '@' (wk_smtp checks the
+ * rest when it builds a message). */
+int cfg_check_mailbox(const char *text, char *errstr, size_t errlen)
+{
+    const char *at = strchr(text, '@');
+    bool ok = at != NULL && at != text && at[1] != '\0' && strchr(at + 1, '@') == NULL;
+    for (const char *c = text; ok && *c != '\0'; c++)
+        ok = *c > 0x20 && *c < 0x7F && *c != '<' && *c != '>';
+    if (!ok) {
+        snprintf(errstr, errlen, "\"%.64s\" is not an address local@domain", text);
+        return -1;
+    }
+    return 0;
+}
+
+/* Apple's key and team ids: 10 characters of A-Z 0-9. */
+int cfg_check_apple_id(const char *text, char *errstr, size_t errlen)
+{
+    if (strlen(text) != 10 || strspn(text, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") != 10) {
+        snprintf(errstr, errlen, "\"%.64s\" is not 10 characters of A-Z 0-9", text);
+        return -1;
+    }
+    return 0;
+}
+
+/* https:// or mailto: first (wk_smtp puts the URL or the address into the
+ * List-Unsubscribe header), a template after. */
+int cfg_check_unsubscribe(const char *text, char *errstr, size_t errlen)
+{
+    if (strncasecmp(text, "https://", 8) != 0 && strncasecmp(text, "mailto:", 7) != 0) {
+        snprintf(errstr, errlen, "\"%.64s\" is neither an https:// URL nor a mailto: address",
+                 text);
+        return -1;
+    }
+    return cfg_check_template("list_unsubscribe", text, errstr, errlen);
+}
+
 /* ---- choices: a name in the file -> a value in the struct ------------ */
 
 int cfg_choose_level(void *field, const char *text)
@@ -221,36 +273,84 @@ int cfg_choose_level(void *field, const char *text)
     return 0;
 }
 
+/* The index of TEXT among the N NAMES, or -1: what every choice below
+ * maps to its enum or bool. */
+static int cfg_choice(const char *text, const char *const *names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(text, names[i]) == 0)
+            return (int)i;
+    return -1;
+}
+
+#define CFG_CHOICE(text, ...) \
+    cfg_choice(text, (const char *const[]){__VA_ARGS__}, \
+               sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
+
 int cfg_choose_format(void *field, const char *text)
 {
-    if (strcmp(text, "logfmt") == 0)
-        *(hr_log_format *)field = HR_LOG_FORMAT_LOGFMT;
-    else if (strcmp(text, "json") == 0)
-        *(hr_log_format *)field = HR_LOG_FORMAT_JSON;
-    else
+    int i = CFG_CHOICE(text, [HR_LOG_FORMAT_LOGFMT] = "logfmt", [HR_LOG_FORMAT_JSON] = "json");
+    if (i < 0)
         return -1;
+    *(hr_log_format *)field = (hr_log_format)i;
     return 0;
 }
 
 int cfg_choose_escape(void *field, const char *text)
 {
-    if (strcmp(text, "json") == 0)
-        *(bool *)field = true;
-    else if (strcmp(text, "none") == 0)
-        *(bool *)field = false;
-    else
+    int i = CFG_CHOICE(text, "json", "none");
+    if (i < 0)
         return -1;
+    *(bool *)field = i == 0;
     return 0;
 }
 
 int cfg_choose_throttle(void *field, const char *text)
 {
-    if (strcmp(text, "enforce") == 0)
-        *(hr_throttle_mode *)field = HR_THROTTLE_ENFORCE;
-    else if (strcmp(text, "shadow") == 0)
-        *(hr_throttle_mode *)field = HR_THROTTLE_SHADOW;
-    else
+    int i = CFG_CHOICE(text, [HR_THROTTLE_ENFORCE] = "enforce", [HR_THROTTLE_SHADOW] = "shadow");
+    if (i < 0)
         return -1;
+    *(hr_throttle_mode *)field = (hr_throttle_mode)i;
+    return 0;
+}
+
+static const char *const cfg_channel_type_names[] = {
+    [HR_CHANNEL_WEBHOOK] = "webhook",
+    [HR_CHANNEL_FCM] = "fcm",
+    [HR_CHANNEL_APNS] = "apns",
+    [HR_CHANNEL_SMTP] = "smtp",
+};
+
+const char *hr_channel_type_name(hr_channel_type t)
+{
+    return cfg_channel_type_names[t];
+}
+
+int cfg_choose_channel_type(void *field, const char *text)
+{
+    int i = cfg_choice(text, cfg_channel_type_names,
+                       sizeof(cfg_channel_type_names) / sizeof(cfg_channel_type_names[0]));
+    if (i < 0)
+        return -1;
+    *(hr_channel_type *)field = (hr_channel_type)i;
+    return 0;
+}
+
+int cfg_choose_push_type(void *field, const char *text)
+{
+    int i = CFG_CHOICE(text, [HR_APNS_ALERT] = "alert", [HR_APNS_BACKGROUND] = "background");
+    if (i < 0)
+        return -1;
+    *(hr_apns_push *)field = (hr_apns_push)i;
+    return 0;
+}
+
+int cfg_choose_priority(void *field, const char *text)
+{
+    int i = CFG_CHOICE(text, "high", "normal");
+    if (i < 0)
+        return -1;
+    *(bool *)field = i == 0;
     return 0;
 }
 
@@ -366,8 +466,14 @@ int cfg_apply_strlist(const cfg_ctx *ctx, const cfg_key *k, void *base,
     if (*list == NULL)
         return cfg_err(ctx, node->line, node->col, "out of memory");
     for (size_t i = 0; i < node->items.n; i++) {
-        if (cfg_scalar_text(ctx, node->items.v[i], path, "a string", &text) < 0)
+        const cfg_node *item = node->items.v[i];
+        char detail[CFG_WHY];
+        if (cfg_scalar_text(ctx, item, path, "a string", &text) < 0)
             return -1;
+        if (text[0] != '\0' && k->check != NULL && k->check(text, detail, sizeof(detail)) < 0) {
+            free(text);
+            return cfg_err(ctx, item->line, item->col, "%s: %s", path, detail);
+        }
         if (text[0] == '\0')
             free(text);
         else

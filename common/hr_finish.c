@@ -15,12 +15,13 @@ int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr
     char key[256];
     redisReply *reply;
     int64_t *fields[] = {&out->sent,      &out->failed,    &out->throttled,
-                         &out->pulled,    &out->cancelled, &out->retried};
+                         &out->pulled,    &out->cancelled, &out->retried,
+                         &out->unregistered};
     size_t i;
 
     hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_STATS);
     reply = hr_redis_cmdf(r, errstr, errlen, "HMGET %s sent failed throttled pulled cancelled "
-                          "retried", key);
+                          "retried unregistered", key);
     if (reply == NULL)
         return -1;
     for (i = 0; i < sizeof fields / sizeof *fields; i++)
@@ -35,17 +36,18 @@ int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr
 int hr_finish_raise(hr_mysql *m, int64_t id, const hr_outcomes *stats, char *errstr,
                     size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(stats->sent),      HR_P_I64(stats->failed),
-                                HR_P_I64(stats->throttled), HR_P_I64(stats->pulled),
-                                HR_P_I64(stats->cancelled), HR_P_I64(stats->retried),
-                                HR_P_I64(id)};
+    const hr_mysql_param p[] = {HR_P_I64(stats->sent),         HR_P_I64(stats->failed),
+                                HR_P_I64(stats->throttled),    HR_P_I64(stats->pulled),
+                                HR_P_I64(stats->cancelled),    HR_P_I64(stats->retried),
+                                HR_P_I64(stats->unregistered), HR_P_I64(id)};
 
     return hr_mysql_exec(m,
                          "UPDATE push_task SET sent = GREATEST(sent, ?), "
                          "failed = GREATEST(failed, ?), throttled = GREATEST(throttled, ?), "
                          "pulled = GREATEST(pulled, ?), cancelled = GREATEST(cancelled, ?), "
-                         "retried = GREATEST(retried, ?) WHERE id = ?",
-                         p, 7, NULL, NULL, NULL, errstr, errlen);
+                         "retried = GREATEST(retried, ?), "
+                         "unregistered = GREATEST(unregistered, ?) WHERE id = ?",
+                         p, 8, NULL, NULL, NULL, errstr, errlen);
 }
 
 int hr_finish_task(hr_mysql *m, int64_t id, const hr_outcomes *stats, hr_finish_result *out,

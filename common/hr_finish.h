@@ -2,7 +2,7 @@
  * dispatcher's sweeper and the worker's reporter.
  *
  * `done` means every subscription is accounted for: the outcomes (sent,
- * failed, throttled, pulled, cancelled) add up to at least the task's
+ * failed, throttled, pulled, cancelled, unregistered) add up to at least the task's
  * push_subscription rows.  When they do not (Redis lost recipients, a set
  * was flushed, a bug), the task does not claim success: it becomes
  * `failed` with `unaccounted` = the gap and a last_error that says so, and
@@ -19,10 +19,10 @@
 
 /* A task's outcome counters; -1 = not known (MySQL's value stands). */
 typedef struct hr_outcomes {
-    int64_t sent, failed, throttled, pulled, cancelled, retried;
+    int64_t sent, failed, throttled, pulled, cancelled, retried, unregistered;
 } hr_outcomes;
 
-#define HR_OUTCOMES_UNKNOWN ((hr_outcomes){-1, -1, -1, -1, -1, -1})
+#define HR_OUTCOMES_UNKNOWN ((hr_outcomes){-1, -1, -1, -1, -1, -1, -1})
 
 /* Reads the task's stats hash into *OUT (0 for a field it lacks).  0 or -1. */
 int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr,

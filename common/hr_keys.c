@@ -101,6 +101,11 @@ char *hr_key_addr(const char *prefix, char *buf, size_t len, const char *uid)
     return hr_key_fit(buf, len, snprintf(buf, len, "%saddr:%s", prefix, uid));
 }
 
+char *hr_key_slowdown(const char *prefix, char *buf, size_t len, const char *channel)
+{
+    return hr_key_fit(buf, len, snprintf(buf, len, "%sslow:%s", prefix, channel));
+}
+
 char *hr_key_addr_synced(const char *prefix, char *buf, size_t len)
 {
     return hr_key_fit(buf, len, snprintf(buf, len, "%saddr_synced", prefix));

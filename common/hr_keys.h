@@ -63,6 +63,10 @@ char *hr_key_addr(const char *prefix, char *buf, size_t len, const char *uid);
 char *hr_key_addr_synced(const char *prefix, char *buf, size_t len);
 /* "herald:addr_lock": STRING, the owner of the running address sync. */
 char *hr_key_addr_lock(const char *prefix, char *buf, size_t len);
+/* "herald:slow:<channel>": STRING, until when (ms) a provider asked the
+ * channel to slow down (429/503 + Retry-After), for every worker; expires
+ * then. */
+char *hr_key_slowdown(const char *prefix, char *buf, size_t len, const char *channel);
 /* "herald:rl:<scope>:<epoch_s>": one second's rate-limit counter. */
 char *hr_key_ratelimit(const char *prefix, char *buf, size_t len, const char *scope,
                        int64_t epoch_s);

@@ -4,7 +4,9 @@
  *
  * Every subscribed recipient ends in exactly one outcome, counted once by
  * the Lua script that takes it out of a set (subs, a chunk):
- *   sent, failed (dead letter), throttled, pulled, cancelled
+ *   sent, failed (dead letter), throttled, pulled, cancelled, unregistered
+ *   (no live address on the task's channel: every one the provider called
+ *   dead was pruned, or there was none)
  * and, only for a finished task, `unaccounted`: subscriptions no counter
  * settled (a recipient lost with Redis, a task that failed before
  * chunking, for a moment after a cancel what a worker is still
@@ -35,6 +37,7 @@ typedef enum hr_outcome {
     HR_OUTCOME_THROTTLED,
     HR_OUTCOME_PULLED,
     HR_OUTCOME_CANCELLED,
+    HR_OUTCOME_UNREGISTERED,
     HR_OUTCOME_UNACCOUNTED,
     HR__OUTCOMES
 } hr_outcome;

@@ -148,8 +148,8 @@ int hr_state_finish(hr_mysql *m, int64_t id, const hr_outcomes *stats, int64_t s
     const hr_mysql_param p[] = {
         HR_P_I64(stats->sent),   HR_P_I64(stats->failed),    HR_P_I64(stats->throttled),
         HR_P_I64(stats->pulled), HR_P_I64(stats->cancelled), HR_P_I64(stats->retried),
-        HR_P_I64(subs),          HR_P_I64(subs),             HR_P_I64(subs),
-        HR_P_I64(id),            HR_P_I64(id)};
+        HR_P_I64(stats->unregistered), HR_P_I64(subs),       HR_P_I64(subs),
+        HR_P_I64(subs),          HR_P_I64(id),               HR_P_I64(id)};
 
     /* MariaDB assigns left to right, so unaccounted sees the raised
      * counters and state sees unaccounted.  total (recipients published in
@@ -160,17 +160,20 @@ int hr_state_finish(hr_mysql *m, int64_t id, const hr_outcomes *stats, int64_t s
                          "UPDATE push_task SET sent = GREATEST(sent, ?), "
                          "failed = GREATEST(failed, ?), throttled = GREATEST(throttled, ?), "
                          "pulled = GREATEST(pulled, ?), cancelled = GREATEST(cancelled, ?), "
-                         "retried = GREATEST(retried, ?), total = LEAST(total, ?), "
+                         "retried = GREATEST(retried, ?), "
+                         "unregistered = GREATEST(unregistered, ?), total = LEAST(total, ?), "
                          "unaccounted = GREATEST(0, CAST(? AS SIGNED) - "
-                         "CAST(sent + failed + throttled + pulled + cancelled AS SIGNED)), "
+                         "CAST(sent + failed + throttled + pulled + cancelled + unregistered "
+                         "AS SIGNED)), "
                          "state = IF(unaccounted > 0, 'failed', 'done'), "
                          "last_error = IF(unaccounted > 0, CONCAT(unaccounted, ' of ', ?, "
                          "' subscriptions have no outcome (sent ', sent, ', failed ', failed, "
                          "', throttled ', throttled, ', pulled ', pulled, ', cancelled ', "
-                         "cancelled, '): the working state in Redis lost them; heraldctl "
+                         "cancelled, ', unregistered ', unregistered, '): the working state "
+                         "in Redis lost them; heraldctl "
                          "recover ', ?, ' pushes them'), last_error), "
                          "finished_at = UTC_TIMESTAMP(3) WHERE id = ? AND state = 'dispatched'",
-                         p, 11, NULL, errstr, errlen);
+                         p, 12, NULL, errstr, errlen);
 }
 
 int hr_state_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *reason,

@@ -30,7 +30,7 @@ typedef struct hr_subs_refill_opts {
     const char *token;        /* the prepare lock's owner */
     int lock_ms;              /* its expiry, renewed every batch */
     int batch;                /* uids per MySQL page and per refill_add.lua call */
-    bool exclude_delivered;   /* skip uids push_delivery shows sent/failed/throttled/pulled */
+    bool exclude_delivered;   /* skip uids push_delivery shows settled (not cancelled) */
     const atomic_bool *stop;  /* NULL, or stop between batches when it becomes true */
 } hr_subs_refill_opts;
 

@@ -55,6 +55,7 @@ enum {
     COL_PULLED,
     COL_CANCELLED,
     COL_RETRIED,
+    COL_UNREGISTERED,
     COL__COUNT
 };
 
@@ -149,6 +150,7 @@ static const task_col task_cols[] = {
     TC(COL_PULLED, TC_INT, pulled),
     TC(COL_CANCELLED, TC_INT, cancelled),
     TC(COL_RETRIED, TC_INT, retried),
+    TC(COL_UNREGISTERED, TC_INT, unregistered),
 };
 #undef TC
 

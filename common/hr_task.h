@@ -22,7 +22,7 @@
     "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "           \
     "throttle_key, throttle_mode, control, state, last_error, claimed_by, "                 \
     "CAST(ROUND(UNIX_TIMESTAMP(lease_until) * 1000) AS SIGNED), "                           \
-    "total, sent, failed, throttled, pulled, cancelled, retried"
+    "total, sent, failed, throttled, pulled, cancelled, retried, unregistered"
 
 #define HR_TASK_MAX_WINDOW_S 2678400 /* 31 days */
 #define HR_TASK_MAX_CHUNK 100000
@@ -49,7 +49,7 @@ typedef struct hr_task {
     char *last_error;
     char *claimed_by;
     int64_t lease_until_ms;    /* -1 = NULL */
-    int64_t total, sent, failed, throttled, pulled, cancelled, retried;
+    int64_t total, sent, failed, throttled, pulled, cancelled, retried, unregistered;
 } hr_task;
 
 /* Builds a task from row ROW of a result selected with HR_TASK_COLUMNS. */

@@ -19,12 +19,12 @@
  *      runs meanwhile.
  *   1. The stale working keys go: subs, seq, pending, every chunk:* and
  *      lease:* of the task (pulled, failed and stats stay: what survived of
- *      them is still true).  The outcome counters sent, failed and throttled
+ *      them is still true).  The outcome counters sent, failed, throttled and unregistered
  *      become the delivery log's counts, in MySQL and in the stats hash, the
  *      very recipients the refill leaves out (recover_log_counts); the
  *      others are raised back to MySQL's, which workers only ever raise.
  *   2. subs = push_subscription minus the recipients push_delivery shows
- *      as sent/failed/throttled/pulled, minus the pulled set: hr_subs_refill
+ *      as sent/failed/throttled/unregistered/pulled, minus the pulled set: hr_subs_refill
  *      (the dispatcher's refill, excluding delivered recipients).  A refill
  *      cut short (seq appeared, lock lost) is an error.
  *   3. seq is set to the highest push_chunk seq, so new chunks never reuse a
@@ -120,7 +120,7 @@ done:
 
 /* Sets T's outcome counters, in T and in MySQL, from the delivery log (one
  * row per recipient, its last outcome).  The rebuilt set is the
- * subscriptions minus the recipients the log shows as sent, failed or
+ * subscriptions minus the recipients the log shows as sent, failed, unregistered or
  * throttled, so exactly those are counted: a recipient a worker acknowledged
  * in Redis but had not logged yet (its reporter stopped or behind, a row
  * dropped from a full queue) goes back into the set and is counted when it
@@ -139,7 +139,7 @@ static int recover_log_counts(hr_mysql *m, hr_task *t, char *errstr, size_t errl
                           "GROUP BY status",
                        p, 1, &rows, errstr, errlen) < 0)
         return -1;
-    t->sent = t->failed = t->throttled = 0;
+    t->sent = t->failed = t->throttled = t->unregistered = 0;
     for (i = 0; i < rows->nrows; i++) {
         const char *status = hr_mysql_cell(rows, i, 0);
         int64_t n = strtoll(hr_mysql_cell(rows, i, 1), NULL, 10);
@@ -148,6 +148,7 @@ static int recover_log_counts(hr_mysql *m, hr_task *t, char *errstr, size_t errl
                          : strcmp(status, "throttled") == 0 ? &t->throttled
                          : strcmp(status, "pulled") == 0    ? &t->pulled
                          : strcmp(status, "cancelled") == 0 ? &t->cancelled
+                         : strcmp(status, "unregistered") == 0 ? &t->unregistered
                                                             : NULL;
 
         if (field != NULL && n > *field)
@@ -156,18 +157,19 @@ static int recover_log_counts(hr_mysql *m, hr_task *t, char *errstr, size_t errl
     hr_mysql_rows_free(rows);
     {
         const hr_mysql_param pu[] = {HR_P_I64(t->sent),      HR_P_I64(t->failed),
-                                     HR_P_I64(t->throttled), HR_P_I64(t->pulled),
-                                     HR_P_I64(t->cancelled), HR_P_I64(t->id)};
+                                     HR_P_I64(t->throttled), HR_P_I64(t->unregistered),
+                                     HR_P_I64(t->pulled),    HR_P_I64(t->cancelled),
+                                     HR_P_I64(t->id)};
 
         return hr_mysql_exec(m,
                              "UPDATE push_task SET sent = ?, failed = ?, throttled = ?, "
-                             "pulled = GREATEST(pulled, ?), cancelled = GREATEST(cancelled, ?) "
-                             "WHERE id = ?",
-                             pu, 6, NULL, NULL, NULL, errstr, errlen);
+                             "unregistered = ?, pulled = GREATEST(pulled, ?), "
+                             "cancelled = GREATEST(cancelled, ?) WHERE id = ?",
+                             pu, 7, NULL, NULL, NULL, errstr, errlen);
     }
 }
 
-/* Writes T's counters into the stats hash: sent, failed and throttled as
+/* Writes T's counters into the stats hash: sent, failed, throttled and unregistered as
  * they are (recover_log_counts), the others only raised (workers write the
  * hash's counters to MySQL with GREATEST, so a hash lost with Redis must
  * not restart them from 0). */
@@ -178,8 +180,9 @@ static int recover_restore_stats(hr_redis *r, const hr_task *t, char *errstr, si
         int64_t value;
         bool exact;
     } counters[] = {{"sent", t->sent, true},           {"failed", t->failed, true},
-                    {"throttled", t->throttled, true}, {"retried", t->retried, false},
-                    {"pulled", t->pulled, false},      {"cancelled", t->cancelled, false}};
+                    {"throttled", t->throttled, true}, {"unregistered", t->unregistered, true},
+                    {"retried", t->retried, false},    {"pulled", t->pulled, false},
+                    {"cancelled", t->cancelled, false}};
     redisReply *reply;
     char key[HR_KEY_MAX];
     size_t i;

@@ -132,7 +132,7 @@ static int status_sample_take(hr_mysql *m, hr_redis *r, int64_t task, status_sam
         return rc;
     hr_task_free(s->t);
     *s = (status_sample){.t = t, .subs = -1, .pending = -1, .mono_ms = ctl_fmt_mono_ms(),
-                         .live = {-1, -1, -1, -1, -1}};
+                         .live = {-1, -1, -1, -1, -1, -1}};
     if (r != NULL)
         status_redis(r, task, s);
     s->subscriptions = known >= 0 ? known : status_subscriptions(m, task);
@@ -140,8 +140,8 @@ static int status_sample_take(hr_mysql *m, hr_redis *r, int64_t task, status_sam
                           .published = hr_progress_merge(t->total, s->published),
                           .subs_left = s->subs, .finished = hr_state_final(t->state)};
     {
-        const int64_t mysql[HR_OUTCOME_UNACCOUNTED] = {t->sent, t->failed, t->throttled,
-                                                       t->pulled, t->cancelled};
+        const int64_t mysql[HR_OUTCOME_UNACCOUNTED] = {t->sent,   t->failed,    t->throttled,
+                                                       t->pulled, t->cancelled, t->unregistered};
 
         for (int o = 0; o < HR_OUTCOME_UNACCOUNTED; o++)
             in.outcome[o] = hr_progress_merge(mysql[o], s->live[o]);
@@ -230,13 +230,14 @@ static void status_report(const status_sample *s, double rate)
     if (s->pr.over > 0)
         printf("  (counted twice %s)", ctl_fmt_count(s->pr.over, n[0], sizeof n[0]));
     printf("\n  mysql     total %s  sent %s  failed %s  throttled %s  pulled %s  cancelled %s  "
-           "retried %s\n",
+           "retried %s  unregistered %s\n",
            ctl_fmt_count(t->total, n[0], sizeof n[0]), ctl_fmt_count(t->sent, n[1], sizeof n[1]),
            ctl_fmt_count(t->failed, n[2], sizeof n[2]),
            ctl_fmt_count(t->throttled, n[3], sizeof n[3]),
            ctl_fmt_count(t->pulled, n[4], sizeof n[4]),
            ctl_fmt_count(t->cancelled, n[5], sizeof n[5]),
-           ctl_fmt_count(t->retried, n[6], sizeof n[6]));
+           ctl_fmt_count(t->retried, n[6], sizeof n[6]),
+           ctl_fmt_count(t->unregistered, n[7], sizeof n[7]));
     if (s->subs >= 0)
         printf("  redis     subs left %s  pending chunks %s  stats %s\n",
                ctl_fmt_count(s->subs, n[0], sizeof n[0]),

@@ -24,7 +24,10 @@ wk_chunk *wk_chunk_new(hr_redis *r, const hr_chunkmsg *msg, int32_t partition, i
     c->task = task;
     c->ack_batch = (size_t)ack_batch;
     c->acks = calloc(c->ack_batch, sizeof *c->acks);
-    if (c->acks == NULL) {
+    c->unregs = calloc(c->ack_batch, sizeof *c->unregs);
+    if (c->acks == NULL || c->unregs == NULL) {
+        free(c->acks);
+        free(c->unregs);
         free(c);
         return NULL;
     }
@@ -60,6 +63,8 @@ void wk_chunk_free(wk_chunk *c)
     free(c->pushes);
     free(c->verdicts);
     free(c->acks);
+    free(c->unregs);
+    hr_addr_list_free(&c->addrs);
     wk_chunk_dead_clear(c);
     free(c->dead);
     free(c);
@@ -230,8 +235,44 @@ int wk_chunk_open(wk_chunk *c, hr_redis *r, const char *owner, int lease_ms, cha
     return WK_CHUNK_STARTED;
 }
 
+/* The stats hash counters the scripts answer after their own values. */
+#define WK_CHUNK_NCOUNTERS 5
+
+int wk_chunk_fetch_addrs(wk_chunk *c, hr_redis *r, hr_addr_platform platform, const char *app,
+                         size_t *bad, char *errstr, size_t errlen)
+{
+    const char **uids = calloc(c->npushes ? c->npushes : 1, sizeof *uids);
+    size_t k = 0;
+
+    *bad = 0;
+    if (uids == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < c->npushes; i++)
+        uids[i] = c->pushes[i].uid;
+    if (hr_addr_fetch(r, uids, c->npushes, platform, app, &c->addrs, bad, errstr, errlen) != 0) {
+        free(uids);
+        return -1;
+    }
+    free(uids);
+    /* A uid's addresses are contiguous, in the order of the pushes. */
+    for (size_t i = 0; i < c->npushes; i++) {
+        wk_push *p = &c->pushes[i];
+
+        p->addrs = k < c->addrs.a.n ? &c->addrs.a.v[k] : NULL;
+        while (k < c->addrs.a.n && c->addrs.a.v[k].idx == i) {
+            p->naddrs++;
+            k++;
+        }
+        if (p->naddrs == 0)
+            p->addrs = NULL;
+    }
+    return 0;
+}
+
 /* Reads REPLY (taken; NULL = the call failed, ERRSTR set) of script ID: an
- * array of N integers into OUT, then the four stats hash counters into
+ * array of N integers into OUT, then the stats hash counters into
  * C->counters.  -1 with ERRSTR on another reply. */
 static int wk_chunk_counted(wk_chunk *c, hr_lua_id id, redisReply *reply, int64_t *out, size_t n,
                             char *errstr, size_t errlen)
@@ -241,11 +282,12 @@ static int wk_chunk_counted(wk_chunk *c, hr_lua_id id, redisReply *reply, int64_
 
     if (reply == NULL)
         return -1;
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != n + 4 || n + 4 > 8) {
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != n + WK_CHUNK_NCOUNTERS ||
+        n + WK_CHUNK_NCOUNTERS > 8) {
         snprintf(errstr, errlen, "script %d: unexpected reply", (int)id);
         goto done;
     }
-    for (size_t i = 0; i < n + 4; i++) {
+    for (size_t i = 0; i < n + WK_CHUNK_NCOUNTERS; i++) {
         if (reply->element[i]->type != REDIS_REPLY_INTEGER) {
             snprintf(errstr, errlen, "script %d: unexpected reply", (int)id);
             goto done;
@@ -254,7 +296,7 @@ static int wk_chunk_counted(wk_chunk *c, hr_lua_id id, redisReply *reply, int64_
     }
     memcpy(out, v, n * sizeof *out);
     c->counters = (wk_chunk_counters){.sent = v[n], .failed = v[n + 1], .throttled = v[n + 2],
-                                      .retried = v[n + 3]};
+                                      .retried = v[n + 3], .unregistered = v[n + 4]};
     c->counters_new = true;
     rc = 0;
 done:
@@ -334,10 +376,22 @@ static int wk_chunk_ack_eval(wk_chunk *c, hr_redis *r, const char *field,
     return wk_chunk_counted(c, HR_LUA_ACK, reply, removed, 1, errstr, errlen);
 }
 
+/* Whether the buffers hold an ack batch. */
+static bool wk_chunk_full(const wk_chunk *c)
+{
+    return c->nacks + c->ndead + c->nunregs >= c->ack_batch;
+}
+
 bool wk_chunk_ack(wk_chunk *c, const char *uid)
 {
     c->acks[c->nacks++] = uid;
-    return c->nacks + c->ndead >= c->ack_batch;
+    return wk_chunk_full(c);
+}
+
+bool wk_chunk_unregistered(wk_chunk *c, const char *uid)
+{
+    c->unregs[c->nunregs++] = uid;
+    return wk_chunk_full(c);
 }
 
 int wk_chunk_dead(wk_chunk *c, const char *uid, const char *reason)
@@ -348,34 +402,42 @@ int wk_chunk_dead(wk_chunk *c, const char *uid, const char *reason)
     if (c->dead[c->ndead].reason == NULL)
         return -1;
     c->dead[c->ndead++].uid = uid;
-    return c->nacks + c->ndead >= c->ack_batch;
+    return wk_chunk_full(c);
 }
 
 /* One pipelined round trip: ack.lua for the buffered deliveries and
- * retries, dead_letter.lua for the buffered failures.  What succeeded
- * leaves its buffer even when the other call failed.  A NOSCRIPT is
- * replayed by the pipeline (both scripts only count uids still in the
- * set: a repeat is safe). */
+ * retries, ack.lua under 'unregistered' for the buffered recipients
+ * without a live address, dead_letter.lua for the buffered failures.
+ * What succeeded leaves its buffer even when another call failed.  A
+ * NOSCRIPT is replayed by the pipeline (the scripts only count uids still
+ * in the set: a repeat is safe). */
 int wk_chunk_flush(wk_chunk *c, hr_redis *r, char *errstr, size_t errlen)
 {
     bool ack = c->nacks > 0 || c->retried_unflushed > 0, dead = c->ndead > 0;
-    const char **ack_argv = NULL, **dead_argv = NULL;
+    bool unreg = c->nunregs > 0;
+    const char **ack_argv = NULL, **dead_argv = NULL, **unreg_argv = NULL;
     char retried_s[24];
     hr_pipe *pipe = NULL;
-    size_t idead = ack ? 1 : 0; /* the ack call is command 0 */
+    /* the calls' places in the pipeline, in this order */
+    size_t iunreg = ack ? 1 : 0, idead = iunreg + (unreg ? 1 : 0);
     int64_t removed;
     int rc = -1;
 
-    if (!ack && !dead)
+    if (!ack && !dead && !unreg)
         return 0;
     snprintf(retried_s, sizeof retried_s, "%" PRId64, c->retried_unflushed);
     if (ack)
         ack_argv = wk_chunk_ack_argv(c, "sent", retried_s, c->acks, c->nacks);
+    if (unreg)
+        unreg_argv = wk_chunk_ack_argv(c, "unregistered", "0", c->unregs, c->nunregs);
     if (dead)
         dead_argv = wk_chunk_dead_argv(c);
     pipe = hr_pipe_new(r);
-    if ((ack && ack_argv == NULL) || (dead && dead_argv == NULL) || pipe == NULL ||
+    if ((ack && ack_argv == NULL) || (dead && dead_argv == NULL) ||
+        (unreg && unreg_argv == NULL) || pipe == NULL ||
         (ack && hr_pipe_eval(pipe, HR_LUA_ACK, 2, (int)c->nacks + 4, ack_argv, NULL) != 0) ||
+        (unreg &&
+         hr_pipe_eval(pipe, HR_LUA_ACK, 2, (int)c->nunregs + 4, unreg_argv, NULL) != 0) ||
         (dead &&
          hr_pipe_eval(pipe, HR_LUA_DEAD_LETTER, 3, 2 * (int)c->ndead + 3, dead_argv, NULL) != 0)) {
         snprintf(errstr, errlen, "out of memory");
@@ -394,6 +456,15 @@ int wk_chunk_flush(wk_chunk *c, hr_redis *r, char *errstr, size_t errlen)
             rc = -1;
         }
     }
+    if (unreg) {
+        if (wk_chunk_counted(c, HR_LUA_ACK, hr_pipe_reply(pipe, iunreg, errstr, errlen), &removed,
+                             1, errstr, errlen) == 0) {
+            c->unregistered += removed;
+            c->nunregs = 0;
+        } else {
+            rc = -1;
+        }
+    }
     if (dead) {
         if (wk_chunk_counted(c, HR_LUA_DEAD_LETTER, hr_pipe_reply(pipe, idead, errstr, errlen),
                              &removed, 1, errstr, errlen) == 0) {
@@ -406,6 +477,7 @@ int wk_chunk_flush(wk_chunk *c, hr_redis *r, char *errstr, size_t errlen)
 done:
     hr_pipe_free(pipe);
     free(ack_argv);
+    free(unreg_argv);
     free(dead_argv);
     return rc;
 }

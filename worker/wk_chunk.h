@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <sys/queue.h>
 
+#include "hr_addr.h"
 #include "hr_chunkmsg.h"
 #include "hr_redis.h"
 #include "wk_sender.h"
@@ -44,7 +45,7 @@ typedef enum wk_chunk_halt {
 
 /* The stats hash's counters as a script left them (absolute values). */
 typedef struct wk_chunk_counters {
-    int64_t sent, failed, throttled, retried;
+    int64_t sent, failed, throttled, retried, unregistered;
 } wk_chunk_counters;
 
 typedef struct wk_chunk {
@@ -63,13 +64,16 @@ typedef struct wk_chunk {
     size_t open;           /* pushes not yet settled */
     const char **acks;     /* delivered, awaiting ack.lua */
     size_t nacks, ack_batch;
+    const char **unregs;   /* no live address, awaiting ack.lua under 'unregistered' */
+    size_t nunregs;
+    hr_addr_list addrs;    /* addressed channels: the members' addresses on it */
     struct wk_chunk_dead {
         const char *uid;
         char *reason; /* owned */
     } *dead;              /* failed for good, awaiting dead_letter.lua; NULL until needed */
     size_t ndead;
     int64_t retried_unflushed;
-    int64_t sent, failed, retried, throttled; /* totals, for the chunk_done log line */
+    int64_t sent, failed, retried, throttled, unregistered; /* totals, for the chunk_done log line */
     int64_t invalid;       /* members dead-lettered as "invalid uid" at open */
     int64_t user_errors;   /* HGETALL error replies (the user got no attributes) */
     char user_error[160];  /* the first of them, for the log */
@@ -105,18 +109,29 @@ void wk_chunk_free(wk_chunk *c);
 int wk_chunk_open(wk_chunk *c, hr_redis *r, const char *owner, int lease_ms, char *errstr,
                   size_t errlen);
 
+/* For an opened chunk whose channel pushes to addresses: reads the
+ * pushes' addresses on PLATFORM (and APP) from the address book
+ * (hr_addr_fetch: pipelined, a batch of uids per round trip) and gives
+ * each push its own (none: it will be settled unregistered).  *BAD counts
+ * members Redis holds that do not parse.  0, or -1 with ERRSTR. */
+int wk_chunk_fetch_addrs(wk_chunk *c, hr_redis *r, hr_addr_platform platform, const char *app,
+                         size_t *bad, char *errstr, size_t errlen);
+
 /* A chunk member is a uid: decimal digits only, 1..INT64_MAX. */
 bool wk_chunk_uid_valid(const char *s);
 
 /* Buffers UID as delivered; true when the buffers reached the ack batch
  * and should be flushed. */
 bool wk_chunk_ack(wk_chunk *c, const char *uid);
+/* Buffers UID as unregistered (no live address), the same way. */
+bool wk_chunk_unregistered(wk_chunk *c, const char *uid);
 /* Buffers UID as failed for good with REASON (copied): 1 when the buffers
  * reached the ack batch and should be flushed, 0, or -1 when out of
  * memory. */
 int wk_chunk_dead(wk_chunk *c, const char *uid, const char *reason);
 /* One pipelined round trip: ack.lua for the buffered uids and retries
- * (those that left the set are added to C->sent), dead_letter.lua for the
+ * (those that left the set are added to C->sent), ack.lua for the
+ * buffered unregistered ones (C->unregistered), dead_letter.lua for the
  * buffered failures (added to C->failed).  A buffer is emptied only when
  * its call succeeded. */
 int wk_chunk_flush(wk_chunk *c, hr_redis *r, char *errstr, size_t errlen);

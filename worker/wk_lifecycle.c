@@ -50,6 +50,7 @@ static void wk_lifecycle_report_counters(wk_lifecycle *l, wk_chunk *c)
     ev.u.counters.failed = c->counters.failed;
     ev.u.counters.throttled = c->counters.throttled;
     ev.u.counters.retried = c->counters.retried;
+    ev.u.counters.unregistered = c->counters.unregistered;
     wk_reporter_push(l->reporter, &ev);
     c->counters_new = false;
 }
@@ -150,10 +151,10 @@ static void wk_lifecycle_finish(wk_lifecycle *l, wk_chunk *c)
     }
     hr_log_info("chunk_done",
                 "task=%" PRId64 " seq=%" PRId64 " recipients=%zu sent=%" PRId64 " failed=%" PRId64
-                " throttled=%" PRId64 " retried=%" PRId64 " duration_ms=%" PRId64
-                " pending_left=%" PRId64,
-                c->msg.task, c->msg.seq, c->npushes, c->sent, c->failed, c->throttled, c->retried,
-                wk_clock_now_ms() - c->started_ms, res[1]);
+                " throttled=%" PRId64 " unregistered=%" PRId64 " retried=%" PRId64
+                " duration_ms=%" PRId64 " pending_left=%" PRId64,
+                c->msg.task, c->msg.seq, c->npushes, c->sent, c->failed, c->throttled,
+                c->unregistered, c->retried, wk_clock_now_ms() - c->started_ms, res[1]);
     wk_lifecycle_settle_offset(l, c->partition, c->offset);
     wk_lifecycle_unlink(l, c);
 }
@@ -178,7 +179,7 @@ static void wk_lifecycle_halted(wk_lifecycle *l, wk_chunk *c)
         wk_event counters = {.kind = WK_EVENT_COUNTERS,
                              .task = c->msg.task,
                              .u.counters = {.sent = -1, .failed = -1, .throttled = -1,
-                                            .retried = -1}};
+                                            .retried = -1, .unregistered = -1}};
 
         if (wk_chunk_cancel(c, l->redis, l->owner, &cancelled, &total, errstr, sizeof errstr) !=
             0) {
@@ -281,42 +282,47 @@ void wk_lifecycle_push_done(void *ctx, wk_push *p, const wk_push_result *res)
     wk_lifecycle *l = ctx;
     wk_chunk *c = p->owner;
     wk_metrics_chan *mc = &l->met->chans[c->task->ch_index];
+    int retries = p->attempts - p->firsts; /* an address's first request is no retry */
+    wk_delivery status = res->delivered      ? WK_DELIVERY_SENT
+                         : res->unregistered ? WK_DELIVERY_UNREGISTERED
+                                             : WK_DELIVERY_FAILED;
+    int full;
 
     c->open--;
-    if (p->attempts > 1) {
-        c->retried += p->attempts - 1;
-        c->retried_unflushed += p->attempts - 1;
-        hr_metrics_add(mc->retried, (uint64_t)(p->attempts - 1));
-        hr_metrics_add(l->met->retries, (uint64_t)(p->attempts - 1));
+    if (retries > 0) {
+        c->retried += retries;
+        c->retried_unflushed += retries;
+        hr_metrics_add(mc->retried, (uint64_t)retries);
+        hr_metrics_add(l->met->retries, (uint64_t)retries);
     }
     if (res->held) {
         if (c->open == 0)
             wk_lifecycle_settled(l, c);
         return;
     }
-    if (res->delivered) {
+    if (l->cfg->worker.delivery_log)
+        wk_lifecycle_outcome(l, c, p, status, res);
+    switch (status) {
+    case WK_DELIVERY_SENT:
         hr_metrics_inc(mc->sent);
         hr_metrics_observe(l->met->due_to_delivery,
                            (double)(wk_clock_now_ms() - c->msg.due_ms) / 1000.0);
-    } else {
+        full = wk_chunk_ack(c, p->uid);
+        break;
+    case WK_DELIVERY_UNREGISTERED:
+        hr_metrics_inc(mc->unregistered);
+        full = wk_chunk_unregistered(c, p->uid);
+        break;
+    default:
         hr_metrics_inc(mc->failed);
-    }
-    if (l->cfg->worker.delivery_log)
-        wk_lifecycle_outcome(l, c, p, res->delivered ? WK_DELIVERY_SENT : WK_DELIVERY_FAILED, res);
-    if (res->delivered) {
-        if (wk_chunk_ack(c, p->uid) && wk_lifecycle_flush(l, c) != 0) {
-            wk_lifecycle_drop(l, c, "ack failed");
-            return;
-        }
-    } else {
-        int full = wk_chunk_dead(c, p->uid, res->reason);
-
         hr_log_debug("push_failed", "task=%" PRId64 " uid=%s reason=%s", c->msg.task, p->uid,
                      res->reason);
-        if (full < 0 || (full == 1 && wk_lifecycle_flush(l, c) != 0)) {
-            wk_lifecycle_drop(l, c, full < 0 ? "out of memory" : "ack failed");
-            return;
-        }
+        full = wk_chunk_dead(c, p->uid, res->reason);
+        break;
+    }
+    if (full < 0 || (full == 1 && wk_lifecycle_flush(l, c) != 0)) {
+        wk_lifecycle_drop(l, c, full < 0 ? "out of memory" : "ack failed");
+        return;
     }
     if (c->open == 0)
         wk_lifecycle_settled(l, c);
@@ -359,6 +365,47 @@ static int wk_lifecycle_throttle(wk_lifecycle *l, wk_chunk *c)
         hr_log_info("throttle_key_missing", "task=%" PRId64 " seq=%" PRId64 " count=%" PRId64,
                     c->msg.task, c->msg.seq, thr.key_missing);
     return 0;
+}
+
+/* For a channel that pushes to addresses: reads the chunk's from the
+ * address book.  0, or -1 when C was dropped (Redis failed). */
+static int wk_lifecycle_addresses(wk_lifecycle *l, wk_chunk *c)
+{
+    hr_addr_platform platform;
+    const char *app;
+    size_t bad = 0;
+    char errstr[512];
+
+    if (!wk_sender_addressed(l->sender, c->task->ch_index, &platform, &app))
+        return 0;
+    if (wk_chunk_fetch_addrs(c, l->redis, platform, app, &bad, errstr, sizeof errstr) != 0) {
+        hr_metrics_inc(l->met->backend_errors[WK_BACKEND_REDIS]);
+        wk_lifecycle_drop(l, c, errstr);
+        return -1;
+    }
+    if (bad > 0)
+        hr_log_warn("address_unreadable", "task=%" PRId64 " seq=%" PRId64 " count=%zu",
+                    c->msg.task, c->msg.seq, bad);
+    return 0;
+}
+
+/* Address A of push P is dead (the provider said so): out of MySQL and
+ * Redis, so no later campaign tries it.  A failure is logged; the next
+ * campaign's answer prunes it then. */
+void wk_lifecycle_prune(void *ctx, wk_push *p, const hr_addr *a)
+{
+    wk_lifecycle *l = ctx;
+    wk_chunk *c = p->owner;
+    char errstr[512];
+
+    if (hr_addr_prune(l->mysql, l->redis, a, errstr, sizeof errstr) < 0) {
+        hr_log_warn("address_prune_failed", "task=%" PRId64 " uid=%s error=\"%s\"",
+                    c->msg.task, p->uid, errstr);
+        return;
+    }
+    hr_metrics_inc(l->met->pruned);
+    hr_log_debug("address_pruned", "task=%" PRId64 " uid=%s platform=%s", c->msg.task, p->uid,
+                 hr_addr_platform_name(a->platform));
 }
 
 /* Reports what wk_chunk_open worked around: invalid uids (dead-lettered,
@@ -430,6 +477,8 @@ static void wk_lifecycle_open(wk_lifecycle *l, wk_chunk *c)
         return;
     }
     if (task->throttle.limit > 0 && wk_lifecycle_throttle(l, c) != 0)
+        return;
+    if (wk_lifecycle_addresses(l, c) != 0)
         return;
     hr_log_info("chunk_start", "task=%" PRId64 " seq=%" PRId64 " recipients=%zu partition=%" PRId32
                 " offset=%" PRId64 " throttled=%" PRId64,

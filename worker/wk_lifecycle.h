@@ -3,7 +3,7 @@
  * The loop file (wk_worker) consumes Kafka and hands every message it
  * received to wk_lifecycle_intake; from there the lifecycle owns the chunk:
  * decode, task load, control read, open (lease, members), the throttle
- * pass, the pushes' outcomes (wk_lifecycle_push_done, the sender's done
+ * pass, the addresses of an addressed channel (fcm), the pushes' outcomes (wk_lifecycle_push_done, the sender's done
  * callback), acknowledgements, and one of the endings —
  *   finish    every recipient settled: chunk_done.lua, row 'done'
  *   halt      the task's control key says pause/cancel: park or cancel
@@ -93,6 +93,8 @@ void wk_lifecycle_intake(wk_lifecycle *l, int32_t partition, int64_t offset, con
                          size_t len);
 /* The sender's done callback (CTX is the lifecycle). */
 void wk_lifecycle_push_done(void *ctx, wk_push *p, const wk_push_result *res);
+/* The sender's prune callback (CTX: the wk_lifecycle). */
+void wk_lifecycle_prune(void *ctx, wk_push *p, const hr_addr *a);
 
 /* Renews the lease of every open chunk; a chunk whose lease was lost is
  * abandoned (its offset counts as finished). */

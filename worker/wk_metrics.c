@@ -52,7 +52,7 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
     wk_metrics *m = calloc(1, sizeof *m);
     hr_metrics_family *pushes, *latency, *due, *inflight, *retries, *throttled, *waits, *acked;
     hr_metrics_family *redelivered, *bad, *queue, *flush, *lag, *errors, *dropped, *anomalies;
-    hr_metrics_family *unaccounted;
+    hr_metrics_family *unaccounted, *pruned;
     hr_metrics_family *stalled, *stalls;
     const hr_metrics_spec specs[] = {
         {&pushes, "herald_pushes_total", "Pushes by channel and outcome", HR_METRICS_COUNTER,
@@ -92,6 +92,9 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
         {&unaccounted, "herald_recipients_unaccounted_total",
          "Subscriptions with no outcome when their task finished (the task is failed)",
          HR_METRICS_COUNTER, NULL, NULL, 0},
+        {&pruned, "herald_addresses_pruned_total",
+         "Addresses a provider called dead, removed from MySQL and Redis", HR_METRICS_COUNTER,
+         NULL, NULL, 0},
         {&anomalies, "herald_worker_anomalies_total",
          "Bad input the worker worked around, by kind", HR_METRICS_COUNTER, "kind", NULL, 0},
         {&stalled, "herald_worker_stalled_chunks",
@@ -123,6 +126,7 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
         m->chans[i].failed = hr_metrics_labels(pushes, name, "failed");
         m->chans[i].throttled = hr_metrics_labels(pushes, name, "throttled");
         m->chans[i].retried = hr_metrics_labels(pushes, name, "retried");
+        m->chans[i].unregistered = hr_metrics_labels(pushes, name, "unregistered");
         m->chans[i].latency = hr_metrics_labels(latency, name);
     }
     m->due_to_delivery = hr_metrics_labels(due, NULL);
@@ -135,6 +139,7 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
     m->reporter_queue = hr_metrics_labels(queue, NULL);
     m->reporter_flush = hr_metrics_labels(flush, NULL);
     m->unaccounted = hr_metrics_labels(unaccounted, NULL);
+    m->pruned = hr_metrics_labels(pruned, NULL);
     m->kafka_lag = hr_metrics_labels(lag, NULL);
     m->stalled_chunks = hr_metrics_labels(stalled, NULL);
     m->stalls = hr_metrics_labels(stalls, NULL);

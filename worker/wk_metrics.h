@@ -55,7 +55,7 @@ typedef enum wk_anomaly {
 
 /* herald_pushes_total and herald_push_latency_seconds of one channel. */
 typedef struct wk_metrics_chan {
-    hr_metrics_child *sent, *failed, *throttled, *retried, *latency;
+    hr_metrics_child *sent, *failed, *throttled, *retried, *unregistered, *latency;
 } wk_metrics_chan;
 
 typedef struct wk_metrics {
@@ -70,6 +70,7 @@ typedef struct wk_metrics {
     hr_metrics_child *backend_errors[WK__BACKENDS];
     hr_metrics_child *reporter_dropped[WK__DROPS];
     hr_metrics_child *unaccounted; /* herald_recipients_unaccounted_total */
+    hr_metrics_child *pruned;      /* herald_addresses_pruned_total */
     hr_metrics_child *anomalies[WK__ANOMALIES];
     atomic_bool redis_ok, mysql_ok, kafka_ok;
     atomic_bool assigned; /* the consumer is subscribed (assigned or waiting) */

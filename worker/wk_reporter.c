@@ -33,7 +33,7 @@
 /* Counters of one task not yet written: sent .. retried absolute (-1 =
  * none), cancelled absolute too, the largest seen (see wk_reporter.h). */
 typedef struct wk_task_delta {
-    int64_t task, sent, failed, throttled, retried, cancelled;
+    int64_t task, sent, failed, throttled, retried, unregistered, cancelled;
 } wk_task_delta;
 
 typedef HR_VEC(wk_task_delta) wk_delta_vec;
@@ -148,6 +148,7 @@ static const char *const wk_reporter_status[] = {
     [WK_DELIVERY_SENT] = "sent",
     [WK_DELIVERY_FAILED] = "failed",
     [WK_DELIVERY_THROTTLED] = "throttled",
+    [WK_DELIVERY_UNREGISTERED] = "unregistered",
 };
 
 static int wk_reporter_write_deliveries(wk_reporter *rp, size_t n, char *errstr, size_t errlen)
@@ -207,9 +208,13 @@ static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, s
 {
     for (size_t k = 0; k < nd; k++) {
         /* The worker does not count pulls: -1 leaves pulled as it is. */
-        const hr_outcomes raised = {.sent = d[k].sent,           .failed = d[k].failed,
-                                    .throttled = d[k].throttled, .pulled = -1,
-                                    .cancelled = d[k].cancelled, .retried = d[k].retried};
+        const hr_outcomes raised = {.sent = d[k].sent,
+                                    .failed = d[k].failed,
+                                    .throttled = d[k].throttled,
+                                    .pulled = -1,
+                                    .cancelled = d[k].cancelled,
+                                    .retried = d[k].retried,
+                                    .unregistered = d[k].unregistered};
 
         if (hr_finish_raise(rp->m, d[k].task, &raised, errstr, errlen) != 0)
             return -1;
@@ -326,8 +331,9 @@ static int wk_reporter_merge(wk_reporter *rp, const wk_task_delta *d, bool older
     for (k = 0; k < rp->deltas.n && rp->deltas.v[k].task != d->task; k++)
         ;
     if (k == rp->deltas.n &&
-        hr_vec_push(&rp->deltas, ((wk_task_delta){.task = d->task, .sent = -1, .failed = -1,
-                                                  .throttled = -1, .retried = -1})) != 0)
+        hr_vec_push(&rp->deltas,
+                    ((wk_task_delta){.task = d->task, .sent = -1, .failed = -1, .throttled = -1,
+                                     .retried = -1, .unregistered = -1})) != 0)
         return -1;
     e = &rp->deltas.v[k];
     lo = older ? *d : *e;
@@ -336,6 +342,7 @@ static int wk_reporter_merge(wk_reporter *rp, const wk_task_delta *d, bool older
     e->failed = wk_reporter_newest(lo.failed, hi.failed);
     e->throttled = wk_reporter_newest(lo.throttled, hi.throttled);
     e->retried = wk_reporter_newest(lo.retried, hi.retried);
+    e->unregistered = wk_reporter_newest(lo.unregistered, hi.unregistered);
     e->cancelled = lo.cancelled > hi.cancelled ? lo.cancelled : hi.cancelled;
     return 0;
 }
@@ -549,6 +556,7 @@ void wk_reporter_push(wk_reporter *rp, const wk_event *ev)
                            .failed = ev->u.counters.failed,
                            .throttled = ev->u.counters.throttled,
                            .retried = ev->u.counters.retried,
+                           .unregistered = ev->u.counters.unregistered,
                            .cancelled = ev->u.counters.cancelled};
 
         lost = wk_reporter_merge(rp, &d, false) != 0;

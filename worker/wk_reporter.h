@@ -8,7 +8,7 @@
  * connection drains everything every 200 ms or when worker.reporter_batch
  * outcomes wait, in one transaction: outcomes become multi-row INSERTs into
  * push_delivery (when worker.delivery_log is on), counters one UPDATE
- * push_task per task (sent, failed, throttled, retried are the stats hash's
+ * push_task per task (sent, failed, throttled, retried, unregistered are the stats hash's
  * absolute values, newest per task, written with GREATEST so a report lost
  * with a killed worker is made good by the next one and a late or replayed
  * one never lowers or doubles a counter; cancelled too is the stats hash's
@@ -56,7 +56,8 @@ typedef enum wk_event_kind {
 typedef enum wk_delivery {
     WK_DELIVERY_SENT,
     WK_DELIVERY_FAILED,
-    WK_DELIVERY_THROTTLED, /* blocked by the throttle, never pushed */
+    WK_DELIVERY_THROTTLED,    /* blocked by the throttle, never pushed */
+    WK_DELIVERY_UNREGISTERED, /* no live address on the channel */
 } wk_delivery;
 
 typedef struct wk_event {
@@ -73,7 +74,7 @@ typedef struct wk_event {
         } outcome;
         struct {
             /* The stats hash's values (newest wins); -1 = not carried. */
-            int64_t sent, failed, throttled, retried;
+            int64_t sent, failed, throttled, retried, unregistered;
             int64_t cancelled; /* the stats hash's; the largest wins, 0 = none */
         } counters;
         struct {

@@ -25,6 +25,8 @@
 #include "hr_log.h"
 #include "wk_clock.h"
 #include "hr_ratelimit.h"
+#include "wk_apns.h"
+#include "wk_fcm_auth.h"
 #include "wk_retry.h"
 #include "wk_xfer.h"
 
@@ -36,6 +38,10 @@
 /* A limiter error (Redis down): try again after this. */
 #define WK_SENDER_LIMITER_RETRY_MS 1000
 #define WK_SENDER_GRANT_DIVISOR 20
+#define WK_SENDER_KEY_FILE_MAX 16384 /* a .p8 key is ~250 bytes */
+/* How often a channel with pushes waiting reads the cluster's slow-down:
+ * other workers stop within this of one worker's 429. */
+#define WK_SENDER_SLOW_POLL_MS 250
 
 typedef struct wk_chan wk_chan;
 
@@ -52,8 +58,15 @@ struct wk_chan {
     wk_retry_cap cap;
     int64_t paused_until_ms;
     int64_t tokens, tokens_sec; /* channel budget: see wk_chan_token */
-    uv_timer_t wake;  /* end of a pause or of a rate-limit wait */
+    uv_timer_t wake;  /* end of a pause, of a rate-limit wait or of a token back-off */
     uv_timer_t retry; /* earliest delayed push */
+    wk_fcm_auth *fcm; /* fcm channels: the account and the shared access token */
+    wk_apns_signer *apns; /* apns channels: the provider token's signer */
+    wk_xfer *auth_x;  /* fcm: the token request's handle (not in the pool) */
+    bool auth_busy;   /* it is on the multi handle */
+    char k_slow[HR_KEY_MAX];    /* the channel's cluster-wide slow-down (hr_key_slowdown) */
+    int64_t slow_checked_ms;    /* when it was last read */
+    int64_t slow_seen_until;    /* the latest slow-down this worker took part in */
 };
 
 struct wk_sender {
@@ -62,6 +75,7 @@ struct wk_sender {
     hr_redis *redis;
     wk_metrics *m;
     wk_sender_done_fn done;
+    wk_sender_prune_fn prune;
     void *ctx;
     CURLM *multi;
     uv_timer_t timer;
@@ -320,21 +334,118 @@ static void wk_sender_settle(wk_sender *s, wk_push *p, const wk_push_result *res
     s->done(s->ctx, p, res);
 }
 
+/* Whether CH pushes to addresses from the address book (fcm, apns). */
+static bool wk_chan_addressed(const wk_chan *ch)
+{
+    return ch->cfg->type != HR_CHANNEL_WEBHOOK;
+}
+
+/* How one address (or a webhook push) ended. */
+typedef enum wk_end {
+    WK_END_SENT,
+    WK_END_FAILED, /* for good: REASON says why */
+    WK_END_DEAD,   /* the provider says the address is dead: pruned */
+    WK_END_HELD,   /* not tried again: the owner is halting */
+} wk_end;
+
+/* P's current request ended with END.  A webhook push is settled with it.
+ * A push to addresses records it and goes on to its next address at the
+ * head of the queue, or, after its last one (or when held), is settled
+ * with what its addresses got: delivered when one took it, else failed
+ * when one failed for good, else unregistered (every address dead, or
+ * none); held when halted before any took it. */
+static void wk_chan_end(wk_chan *ch, wk_push *p, wk_push_result *res, wk_end end,
+                        const char *reason)
+{
+    wk_sender *s = ch->s;
+
+    if (!wk_chan_addressed(ch)) {
+        res->delivered = end == WK_END_SENT;
+        res->held = end == WK_END_HELD;
+        res->reason = end == WK_END_FAILED ? reason : NULL;
+        wk_sender_settle(s, p, res);
+        return;
+    }
+    if (end == WK_END_SENT) {
+        p->any_sent = true;
+    } else if (end == WK_END_DEAD) {
+        s->prune(s->ctx, p, &p->addrs[p->addr]);
+    } else if (end == WK_END_FAILED && !p->any_failed) {
+        p->any_failed = true;
+        snprintf(p->failure, sizeof p->failure, "%s", reason);
+    }
+    if (end != WK_END_HELD && ++p->addr < p->naddrs &&
+        !(p->hold != NULL && *p->hold)) {
+        p->addr_attempts = 0;
+        p->slowdowns = 0;
+        wk_chan_enqueue(ch, p, true);
+        return;
+    }
+    res->delivered = p->any_sent;
+    res->held = !p->any_sent && p->addr < p->naddrs;
+    res->unregistered = !p->any_sent && !res->held && !p->any_failed;
+    res->reason = !p->any_sent && !res->held && p->any_failed ? p->failure : NULL;
+    wk_sender_settle(s, p, res);
+}
+
+/* Builds P's next request on X: the webhook's, the messages:send of its
+ * current address with the channel's access token, or the APNs request
+ * signed with the provider token.  0, or -1 with ERRSTR. */
+static int wk_chan_prepare(wk_chan *ch, wk_xfer *x, wk_push *p, char *errstr, size_t errlen)
+{
+    size_t stripped = 0;
+    uint64_t gen;
+    bool request;
+    int64_t wake;
+    const char *token;
+
+    if (ch->apns != NULL) {
+        token = wk_apns_signer_token(ch->apns, wk_clock_now_ms() / 1000, errstr, errlen);
+        if (token == NULL)
+            return -1;
+        return wk_xfer_prepare_apns(x, ch->cfg, ch->cfg->url != NULL ? ch->cfg->url
+                                                                       : WK_APNS_BASE_URL,
+                                    token, p->task, p->uid, p->user, p->addrs[p->addr].address,
+                                    errstr, errlen);
+    }
+    if (ch->cfg->type == HR_CHANNEL_SMTP)
+        return wk_xfer_prepare_smtp(x, ch->cfg, p->task, p->uid, p->user,
+                                    p->addrs[p->addr].address, errstr, errlen);
+    if (ch->fcm == NULL) {
+        if (wk_xfer_prepare(x, ch->cfg, p->task, p->uid, p->user, &stripped, errstr, errlen) != 0)
+            return -1;
+        if (stripped > 0)
+            hr_metrics_add(ch->s->m->anomalies[WK_ANOMALY_HEADER_STRIPPED], (uint64_t)stripped);
+        return 0;
+    }
+    /* The pump starts an fcm push only with a token at hand. */
+    token = wk_fcm_auth_token(ch->fcm, wk_clock_now_ms(), &gen, &request, &wake);
+    if (token == NULL) {
+        snprintf(errstr, errlen, "no access token");
+        return -1;
+    }
+    p->token_gen = gen;
+    return wk_xfer_prepare_fcm(x, wk_fcm_auth_send_url(ch->fcm), token, p->task, p->uid, p->user,
+                               p->addrs[p->addr].address, errstr, errlen);
+}
+
 /* Starts P on a free handle X; false when P was settled instead (it could
- * not be rendered or the request not added). */
+ * not be rendered or the request not added, or it has no address). */
 static bool wk_chan_start(wk_chan *ch, wk_xfer *x, wk_push *p)
 {
     wk_sender *s = ch->s;
     char errstr[256];
     wk_push_result res = {.delivered = false};
     CURLMcode mc;
-    size_t stripped = 0;
 
-    if (wk_xfer_prepare(x, ch->cfg, p->task, p->uid, p->user, &stripped, errstr,
-                        sizeof errstr) != 0)
+    if (wk_chan_addressed(ch) && p->naddrs == 0) {
+        ch->free[ch->nfree++] = x;
+        res.unregistered = true;
+        wk_sender_settle(s, p, &res);
+        return false;
+    }
+    if (wk_chan_prepare(ch, x, p, errstr, sizeof errstr) != 0)
         goto fail;
-    if (stripped > 0)
-        hr_metrics_add(s->m->anomalies[WK_ANOMALY_HEADER_STRIPPED], (uint64_t)stripped);
     x->p = p;
     mc = curl_multi_add_handle(s->multi, x->easy);
     if (mc != CURLM_OK) {
@@ -345,14 +456,76 @@ static bool wk_chan_start(wk_chan *ch, wk_xfer *x, wk_push *p)
     p->xfer = x;
     p->state = WK_PUSH_INFLIGHT;
     p->attempts++;
+    if (++p->addr_attempts == 1)
+        p->firsts++;
     ch->inflight++;
     s->inflight++;
     hr_metrics_set(s->m->inflight, (double)s->inflight);
     return true;
 fail:
     ch->free[ch->nfree++] = x;
-    res.reason = errstr;
-    wk_sender_settle(s, p, &res);
+    wk_chan_end(ch, p, &res, WK_END_FAILED, errstr);
+    return false;
+}
+
+/* Starts the token request of fcm channel CH on its own handle. */
+static void wk_chan_auth_start(wk_chan *ch, int64_t now)
+{
+    char errstr[256];
+    CURLMcode mc;
+
+    if (wk_fcm_auth_request(ch->fcm, now, ch->auth_x, errstr, sizeof errstr) != 0)
+        return; /* logged, back-off set */
+    mc = curl_multi_add_handle(ch->s->multi, ch->auth_x->easy);
+    if (mc != CURLM_OK) {
+        wk_fcm_auth_done(ch->fcm, now, 0, NULL, 0, curl_multi_strerror(mc), errstr,
+                         sizeof errstr);
+        return;
+    }
+    ch->auth_busy = true;
+}
+
+/* The token request of CH ended with curl result RC. */
+static void wk_chan_auth_finished(wk_chan *ch, CURLcode rc)
+{
+    wk_xfer *x = ch->auth_x;
+    char errstr[256], why[CURL_ERROR_SIZE + 8] = "";
+    long code = 0;
+
+    curl_multi_remove_handle(ch->s->multi, x->easy);
+    ch->auth_busy = false;
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+    else
+        snprintf(why, sizeof why, "curl: %s", x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
+    if (wk_fcm_auth_done(ch->fcm, wk_clock_now_ms(), code, x->resp.data, x->resp.len, why, errstr,
+                         sizeof errstr) != 0)
+        hr_metrics_inc(ch->s->m->backend_errors[WK_BACKEND_HTTP]);
+}
+
+/* Whether CH may start a push now: always for a webhook; for an fcm
+ * channel with an unexpired access token.  Starts the token request when
+ * one is due (sends go on with the current token meanwhile); while none
+ * is usable the pushes wait, woken by the request's end or the back-off's
+ * timer. */
+static bool wk_chan_authorized(wk_chan *ch, int64_t now)
+{
+    uint64_t gen;
+    bool request;
+    int64_t wake;
+    const char *token;
+
+    if (ch->fcm == NULL)
+        return true;
+    token = wk_fcm_auth_token(ch->fcm, now, &gen, &request, &wake);
+    if (request) {
+        wk_chan_auth_start(ch, now);
+        token = wk_fcm_auth_token(ch->fcm, now, &gen, &request, &wake);
+    }
+    if (token != NULL)
+        return true;
+    if (wake > now)
+        uv_timer_start(&ch->wake, wk_chan_wake_cb, (uint64_t)(wake - now), 0);
     return false;
 }
 
@@ -383,6 +556,72 @@ static wk_task *wk_chan_next_task(wk_chan *ch, int64_t now, int64_t *wait_ms)
     return NULL;
 }
 
+/* A slow-down of CH until UNTIL_MS that this worker has not taken part
+ * in yet: the channel pauses until then and halves its in-flight cap
+ * once; deliveries then widen the cap again one by one (wk_retry), so
+ * the channel recovers step by step. */
+static void wk_chan_slow(wk_chan *ch, int64_t until_ms, const char *why, long status)
+{
+    if (until_ms > ch->paused_until_ms)
+        ch->paused_until_ms = until_ms;
+    /* Within a window (the many requests in flight when the provider
+     * pushed back report it together): extended, quietly. */
+    if (ch->slow_seen_until >= wk_clock_now_ms()) {
+        if (until_ms > ch->slow_seen_until)
+            ch->slow_seen_until = until_ms;
+        return;
+    }
+    wk_retry_cap_halve(&ch->cap);
+    ch->slow_seen_until = until_ms;
+    hr_log_warn("channel_slowdown", "channel=%s source=%s status=%ld pause_ms=%" PRId64 " cap=%d",
+                ch->cfg->name, why, status, until_ms - wk_clock_now_ms(), ch->cap.cap);
+}
+
+/* Every WK_SENDER_SLOW_POLL_MS while CH has pushes waiting: a slow-down
+ * another worker published is taken part in.  A Redis error is counted
+ * and the channel goes on. */
+static void wk_chan_read_slow(wk_chan *ch, int64_t now)
+{
+    const char *argv[] = {"GET", ch->k_slow};
+    char errstr[256];
+    redisReply *reply;
+
+    if (now - ch->slow_checked_ms < WK_SENDER_SLOW_POLL_MS)
+        return;
+    ch->slow_checked_ms = now;
+    reply = hr_redis_cmd(ch->s->redis, errstr, sizeof errstr, 2, argv, NULL);
+    if (reply == NULL) {
+        hr_metrics_inc(ch->s->m->backend_errors[WK_BACKEND_REDIS]);
+        return;
+    }
+    if (reply->type == REDIS_REPLY_STRING) {
+        int64_t until = strtoll(reply->str, NULL, 10);
+
+        if (until > now && until > ch->slow_seen_until)
+            wk_chan_slow(ch, until, "cluster", 0);
+    }
+    freeReplyObject(reply);
+}
+
+/* Publishes this worker's slow-down of CH until UNTIL_MS to every worker:
+ * the key holds the deadline and expires with it. */
+static void wk_chan_publish_slow(wk_chan *ch, int64_t until_ms, int64_t pause_ms)
+{
+    char until[24], px[24], errstr[256];
+    const char *argv[] = {"SET", ch->k_slow, until, "PX", px};
+    redisReply *reply;
+
+    snprintf(until, sizeof until, "%" PRId64, until_ms);
+    snprintf(px, sizeof px, "%" PRId64, pause_ms > 0 ? pause_ms : 1);
+    reply = hr_redis_cmd(ch->s->redis, errstr, sizeof errstr, 5, argv, NULL);
+    if (reply == NULL) {
+        hr_log_warn("slowdown_publish_failed", "channel=%s error=\"%s\"", ch->cfg->name, errstr);
+        hr_metrics_inc(ch->s->m->backend_errors[WK_BACKEND_REDIS]);
+        return;
+    }
+    freeReplyObject(reply);
+}
+
 /* Starts as many ready pushes of CH as its cap, pause and tokens allow,
  * one per task in turn. */
 static void wk_chan_pump(wk_chan *ch)
@@ -394,11 +633,15 @@ static void wk_chan_pump(wk_chan *ch)
     wk_xfer *x;
 
     wk_chan_promote(ch, now);
+    if (!TAILQ_EMPTY(&ch->tasks))
+        wk_chan_read_slow(ch, now);
     while (!s->draining && !TAILQ_EMPTY(&ch->tasks) && ch->inflight < (size_t)ch->cap.cap) {
         if (now < ch->paused_until_ms) {
             uv_timer_start(&ch->wake, wk_chan_wake_cb, (uint64_t)(ch->paused_until_ms - now), 0);
             return;
         }
+        if (!wk_chan_authorized(ch, now))
+            return;
         if (!wk_chan_token(ch, ch->rl_scope, ch->cfg->rate_limit, &ch->tokens, &ch->tokens_sec,
                            &wait_ms) ||
             (t = wk_chan_next_task(ch, now, &wait_ms)) == NULL) {
@@ -450,52 +693,73 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
     wk_chan *ch = x->ch;
     wk_push *p = x->p;
     const hr_channel *cfg = ch->cfg;
-    long code = 0, retry_after_s = x->retry_after_s;
+    long code = 0;
     int64_t now = wk_clock_now_ms();
     wk_push_result res = {.latency_ms = (int)(now - x->start_ms)};
-    char reason[CURL_ERROR_SIZE + 64];
-    wk_xfer_class cls;
+    wk_provider_result v;
+    char reason[sizeof v.reason + 32];
 
-    if (rc == CURLE_OK)
+    if (rc == CURLE_OK || cfg->type == HR_CHANNEL_SMTP)
         curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
-    else
-        snprintf(reason, sizeof reason, "curl: %s", x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
+    wk_xfer_verdict(cfg, x, rc, code, &v);
     wk_chan_release_xfer(ch, x);
     res.http_status = code;
     hr_metrics_observe(s->m->chans[ch - s->chans].latency, res.latency_ms / 1000.0);
     if (rc != CURLE_OK)
         hr_metrics_inc(s->m->backend_errors[WK_BACKEND_HTTP]);
 
-    cls = wk_xfer_classify(cfg, rc, code, retry_after_s);
-    if (cls == WK_XFER_DELIVERED) {
+    if (v.verdict == WK_VERDICT_DELIVERED) {
         wk_retry_cap_grow(&ch->cap);
-        res.delivered = true;
-        wk_sender_settle(s, p, &res);
+        wk_chan_end(ch, p, &res, WK_END_SENT, NULL);
         return;
     }
     if (p->hold != NULL && *p->hold) {
-        res.held = true;
-        wk_sender_settle(s, p, &res);
+        wk_chan_end(ch, p, &res, WK_END_HELD, NULL);
         return;
     }
-    if (cls == WK_XFER_SLOWDOWN && p->slowdowns < WK_SENDER_MAX_SLOWDOWNS) {
-        int64_t pause = retry_after_s > 0 ? (int64_t)retry_after_s * 1000
-                                          : WK_SENDER_DEFAULT_PAUSE_MS;
+    if (v.verdict == WK_VERDICT_UNREGISTERED) {
+        wk_chan_end(ch, p, &res, WK_END_DEAD, NULL);
+        return;
+    }
+    /* "Slow down" and "refresh the token" re-send without counting
+     * against the retry budget, up to a bound; past it they are what
+     * their status says. */
+    if ((v.verdict == WK_VERDICT_SLOWDOWN || v.verdict == WK_VERDICT_REFRESH) &&
+        p->slowdowns >= WK_SENDER_MAX_SLOWDOWNS)
+        v.verdict = code >= 500 ? WK_VERDICT_RETRY : WK_VERDICT_FAILED;
+    if (v.verdict == WK_VERDICT_REFRESH && ch->fcm != NULL) {
+        wk_fcm_auth_rejected(ch->fcm, p->token_gen);
+        p->slowdowns++;
+        wk_chan_enqueue(ch, p, true);
+        return;
+    }
+    /* APNs calls the provider token expired: a new one, unless the held
+     * one is too young for Apple to accept a renewal (then the clock or
+     * the key is wrong, and the push fails). */
+    if (v.verdict == WK_VERDICT_REFRESH && ch->apns != NULL &&
+        wk_apns_signer_expired(ch->apns, now / 1000) == 0) {
+        p->slowdowns++;
+        wk_chan_enqueue(ch, p, true);
+        return;
+    }
+    if (v.verdict == WK_VERDICT_SLOWDOWN) {
+        int64_t pause = v.retry_after_s > 0 ? (int64_t)v.retry_after_s * 1000
+                                            : WK_SENDER_DEFAULT_PAUSE_MS;
 
         /* A provider's Retry-After may not stall the channel for longer
          * than the channel's longest retry backoff. */
         if (pause > cfg->retry_max_backoff_ms)
             pause = cfg->retry_max_backoff_ms;
 
-        /* One halving per pause window: the many requests that were in
-         * flight when the provider pushed back report it together. */
-        if (now >= ch->paused_until_ms) {
-            wk_retry_cap_halve(&ch->cap);
-            hr_log_warn("channel_slowdown", "channel=%s status=%ld pause_ms=%" PRId64 " cap=%d",
-                        cfg->name, code, pause, ch->cap.cap);
+        /* Every worker pauses with this one (wk_chan_read_slow): a new
+         * window is published, and an extension worth a poll. */
+        {
+            int64_t before = ch->slow_seen_until;
+
+            wk_chan_slow(ch, now + pause, "provider", code);
+            if (before < now || now + pause > before + WK_SENDER_SLOW_POLL_MS)
+                wk_chan_publish_slow(ch, now + pause, pause);
         }
-        if (now + pause > ch->paused_until_ms)
-            ch->paused_until_ms = now + pause;
         /* A re-send all the same (it counts as a retry in the stats, the
          * delivery log and herald_retries_total), but not against the
          * channel's retry budget: that is for failures. */
@@ -503,27 +767,20 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
         wk_chan_enqueue(ch, p, true);
         return;
     }
-    if (rc == CURLE_OK)
-        snprintf(reason, sizeof reason, "http %ld", code);
-    if (cls == WK_XFER_REJECTED) {
-        res.reason = reason;
-        wk_sender_settle(s, p, &res);
+    if (v.verdict != WK_VERDICT_RETRY) {
+        wk_chan_end(ch, p, &res, WK_END_FAILED, v.reason);
         return;
     }
-    if (p->attempts - p->slowdowns >= cfg->retry_max_attempts) {
-        size_t n = strlen(reason);
-
-        snprintf(reason + n, sizeof reason - n, " after %d attempts", p->attempts);
-        res.reason = reason;
-        wk_sender_settle(s, p, &res);
+    if (p->addr_attempts - p->slowdowns >= cfg->retry_max_attempts) {
+        snprintf(reason, sizeof reason, "%s after %d attempts", v.reason, p->addr_attempts);
+        wk_chan_end(ch, p, &res, WK_END_FAILED, reason);
         return;
     }
     p->delay.due_ms = now + wk_retry_backoff_ms(cfg->retry_backoff_ms, cfg->retry_max_backoff_ms,
-                                                p->attempts - p->slowdowns,
+                                                p->addr_attempts - p->slowdowns,
                                                 wk_sender_random(s));
     if (wk_retry_heap_push(&ch->delayed, &p->delay) != 0) {
-        res.reason = "out of memory";
-        wk_sender_settle(s, p, &res);
+        wk_chan_end(ch, p, &res, WK_END_FAILED, "out of memory");
         return;
     }
     p->state = WK_PUSH_DELAYED;
@@ -541,18 +798,41 @@ static void wk_sender_check(wk_sender *s)
         if (msg->msg != CURLMSG_DONE)
             continue;
         curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
-        wk_sender_finished(s, x, msg->data.result);
+        if (x == x->ch->auth_x)
+            wk_chan_auth_finished(x->ch, msg->data.result);
+        else
+            wk_sender_finished(s, x, msg->data.result);
     }
     wk_sender_pump(s);
 }
 
 /* ---- public -------------------------------------------------------------- */
 
+/* An apns channel's signer from its .p8 key file. */
+static int wk_chan_apns_signer(wk_chan *ch, char *errstr, size_t errlen)
+{
+    const hr_channel *cfg = ch->cfg;
+    char detail[256];
+    char *p8 = NULL;
+    size_t len = 0;
+    int rc = -1;
+
+    if (hr_config_read_file(cfg->apns.key_file, WK_SENDER_KEY_FILE_MAX, &p8, &len, detail,
+                            sizeof detail) != 0 ||
+        wk_apns_signer_new(p8, len, cfg->apns.key_id, cfg->apns.team_id, &ch->apns, detail,
+                           sizeof detail) != 0)
+        snprintf(errstr, errlen, "channel %s: key_file %s", cfg->name, detail);
+    else
+        rc = 0;
+    free(p8);
+    return rc;
+}
+
 int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_metrics *m,
                   wk_sender_done_fn done, void *ctx, wk_sender **out, char *errstr, size_t errlen)
 {
     wk_sender *s = calloc(1, sizeof *s);
-    long maxconn = 0, hostconn = 0;
+    long maxconn = 0, hostconn = 0, conns;
 
     *out = NULL;
     if (s == NULL)
@@ -581,6 +861,8 @@ int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_met
         ch->s = s;
         ch->cfg = &cfg->channels[i];
         snprintf(ch->rl_scope, sizeof ch->rl_scope, "push:ch:%s", ch->cfg->name);
+        /* The config's 64-byte channel names fit HR_KEY_MAX. */
+        hr_key_slowdown(hr_redis_prefix(redis), ch->k_slow, sizeof ch->k_slow, ch->cfg->name);
         TAILQ_INIT(&ch->tasks);
         wk_retry_cap_init(&ch->cap, ch->cfg->concurrency);
         ch->all = calloc((size_t)ch->cfg->concurrency, sizeof *ch->all);
@@ -591,16 +873,38 @@ int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_met
         s->nchans++;
         if (ch->all == NULL || ch->free == NULL)
             goto oom;
-        maxconn += ch->cfg->concurrency;
-        if (ch->cfg->concurrency > hostconn)
-            hostconn = ch->cfg->concurrency;
+        if (ch->cfg->type == HR_CHANNEL_FCM) {
+            if (wk_fcm_auth_new(ch->cfg, &ch->fcm, errstr, errlen) != 0)
+                goto fail;
+            if ((ch->auth_x = wk_xfer_new(ch->cfg, ch)) == NULL)
+                goto oom;
+        }
+        if (ch->cfg->type == HR_CHANNEL_APNS) {
+            if (wk_chan_apns_signer(ch, errstr, errlen) != 0)
+                goto fail;
+            /* Slow start: one request per connection until answers come
+             * back, so curl knows each connection's
+             * SETTINGS_MAX_CONCURRENT_STREAMS before it multiplexes (APNs
+             * allows one stream until a provider token was accepted);
+             * every delivery widens the cap by one (wk_retry). */
+            if (ch->cfg->apns.connections < ch->cap.cap)
+                ch->cap.cap = ch->cfg->apns.connections;
+        }
+        /* HTTP/1.1: a connection per request in flight; APNs: its few
+         * multiplexed connections. */
+        conns = ch->cfg->type == HR_CHANNEL_APNS ? ch->cfg->apns.connections
+                                                 : ch->cfg->concurrency;
+        maxconn += conns;
+        if (conns > hostconn)
+            hostconn = conns;
     }
     curl_multi_setopt(s->multi, CURLMOPT_SOCKETFUNCTION, wk_sender_socket_cb);
     curl_multi_setopt(s->multi, CURLMOPT_SOCKETDATA, s);
     curl_multi_setopt(s->multi, CURLMOPT_TIMERFUNCTION, wk_sender_timer_cb);
     curl_multi_setopt(s->multi, CURLMOPT_TIMERDATA, s);
     curl_multi_setopt(s->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
-    /* One connection per request in flight (HTTP/1.1), kept for reuse. */
+    /* Connections per host (see above), kept for reuse.  The limit is the
+     * multi handle's: an APNs host shares it with the webhook hosts. */
     curl_multi_setopt(s->multi, CURLMOPT_MAX_HOST_CONNECTIONS, hostconn);
     curl_multi_setopt(s->multi, CURLMOPT_MAXCONNECTS, maxconn);
     *out = s;
@@ -616,6 +920,34 @@ fail:
     }
     wk_sender_free(s);
     return -1;
+}
+
+bool wk_sender_addressed(const wk_sender *s, size_t ch_index, hr_addr_platform *platform,
+                         const char **app)
+{
+    const wk_chan *ch = &s->chans[ch_index];
+
+    if (ch->fcm != NULL) {
+        *platform = HR_ADDR_FCM;
+        *app = wk_fcm_auth_project(ch->fcm);
+        return true;
+    }
+    if (ch->apns != NULL) {
+        *platform = HR_ADDR_APNS;
+        *app = ch->cfg->apns.topic;
+        return true;
+    }
+    if (ch->cfg->type == HR_CHANNEL_SMTP) {
+        *platform = HR_ADDR_EMAIL;
+        *app = "";
+        return true;
+    }
+    return false;
+}
+
+void wk_sender_set_prune(wk_sender *s, wk_sender_prune_fn prune)
+{
+    s->prune = prune;
 }
 
 void wk_sender_submit(wk_sender *s, wk_push *p)
@@ -656,7 +988,8 @@ bool wk_sender_stuck(const wk_sender *s, size_t ch_index)
 {
     const wk_chan *ch = &s->chans[ch_index];
 
-    if (s->draining || ch->inflight > 0)
+    /* A token request's end runs the pump too. */
+    if (s->draining || ch->inflight > 0 || ch->auth_busy)
         return false;
     if (!TAILQ_EMPTY(&ch->tasks) && !uv_is_active((const uv_handle_t *)&ch->wake))
         return true;
@@ -686,6 +1019,11 @@ void wk_sender_close(wk_sender *s)
             wk_xfer_free(ch->all[k]);
         }
         ch->nall = ch->nfree = 0;
+        if (ch->auth_busy)
+            curl_multi_remove_handle(s->multi, ch->auth_x->easy);
+        wk_xfer_free(ch->auth_x);
+        ch->auth_x = NULL;
+        ch->auth_busy = false;
         uv_close((uv_handle_t *)&ch->wake, NULL);
         uv_close((uv_handle_t *)&ch->retry, NULL);
     }
@@ -702,6 +1040,8 @@ void wk_sender_free(wk_sender *s)
     for (size_t i = 0; i < s->nchans; i++) {
         free(s->chans[i].all);
         free(s->chans[i].free);
+        wk_fcm_auth_free(s->chans[i].fcm);
+        wk_apns_signer_free(s->chans[i].apns);
         wk_retry_heap_free(&s->chans[i].delayed);
     }
     free(s->chans);

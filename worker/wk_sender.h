@@ -12,7 +12,9 @@
  *   - a pool of easy handles kept configured between requests so
  *     connections are reused (at most the channel's concurrency),
  *   - the AIMD in-flight cap (wk_retry) and a pause deadline set by
- *     429/503 with Retry-After,
+ *     429/503 with Retry-After, shared with every worker through Redis
+ *     (hr_key_slowdown: written by the worker that got the answer, read
+ *     every WK_SENDER_SLOW_POLL_MS while pushes wait),
  *   - tokens granted by the cluster-wide rate limiter (scope
  *     "push:ch:<name>"; the task's share "push:task<ID>" is kept in its
  *     wk_task), asked for in grants of max(1, limit/20) so the rate is
@@ -20,12 +22,24 @@
  *     thrown away: what is left waits for the next push of that task or
  *     channel); when the channel's limiter says no, a per-channel uv_timer
  *     wakes the channel at the next second while other channels keep
- *     sending, and when a task's says no, the channel's other tasks go on.
+ *     sending, and when a task's says no, the channel's other tasks go on,
+ *   - for an fcm channel, its account and shared access token
+ *     (wk_fcm_auth): no push starts without an unexpired token; the token
+ *     request runs on the same multi handle when one is due;
+ *   - for an apns channel, its provider-token signer (wk_apns); its
+ *     requests are HTTP/2 streams and its in-flight cap starts at one per
+ *     connection (see wk_sender_new).
+ * A push to an addressed channel (fcm, apns) walks the uid's addresses (given
+ * by its chunk) one request after the other, each with its own retry
+ * budget: an address the provider calls dead is handed to the prune
+ * callback; the push is delivered when one address took it, failed when
+ * one failed for good, else unregistered.  A 401 drops the access token
+ * and re-sends (like a slow-down, not against the retry budget).
  * Retryable failures (5xx, curl errors such as timeouts or refused
  * connections) wait an exponential backoff with full jitter on the delayed
  * heap, unless the push's hold flag is set (its owner is pausing or
  * cancelling): then it is settled as held.  When a push is settled —
- * delivered, failed for good, or held — the done callback is called once
+ * delivered, failed for good, unregistered, or held — the done callback is called once
  * with the result and the push is no longer linked anywhere.  The callback
  * may cancel other pushes and submit new ones.  Nothing but a finished
  * request, a timer or wk_sender_kick() runs the queues: whoever cancels an
@@ -38,6 +52,7 @@
 #include <sys/queue.h>
 #include <uv.h>
 
+#include "hr_addr.h"
 #include "hr_config.h"
 #include "hr_redis.h"
 #include "wk_metrics.h"
@@ -58,10 +73,22 @@ typedef struct wk_push {
     const char *uid;          /* owned by the chunk */
     const redisReply *user;   /* HGETALL reply, or NULL */
     const bool *hold;         /* when *hold: no further attempt (owner halting) */
+    /* An addressed channel (fcm): the uid's addresses on it (owned by the
+     * chunk), pushed one after the other; none: the uid is unregistered. */
+    const hr_addr *addrs;
+    size_t naddrs;
+    size_t addr;              /* the one being pushed */
+    bool any_sent;            /* an address took the push */
+    bool any_failed;          /* an address failed for good (reason in .failure) */
+    char failure[128];
     wk_push_state state;
-    int attempts;             /* requests sent: every one beyond the first is a retry */
-    int slowdowns;            /* of those, answered "slow down" (429, 503 + Retry-After):
-                               * not counted against retry.max_attempts */
+    int attempts;             /* requests sent */
+    int firsts;               /* of those, an address's first: the rest are retries */
+    int addr_attempts;        /* requests to the current address */
+    int slowdowns;            /* of those, answered "slow down" (429, 503 + Retry-After)
+                               * or "refresh the token": not counted against
+                               * retry.max_attempts */
+    uint64_t token_gen;       /* fcm: the access token's generation sent */
     wk_retry_node delay;      /* DELAYED until delay.due_ms, in the channel's heap */
     struct wk_xfer *xfer;     /* INFLIGHT on this handle */
 } wk_push;
@@ -70,6 +97,7 @@ typedef struct wk_push_list wk_push_list; /* wk_task.h */
 
 typedef struct wk_push_result {
     bool delivered;
+    bool unregistered;  /* not delivered: the uid has no live address on the channel */
     long http_status;   /* 0 when no response came */
     int latency_ms;     /* of the last request */
     const char *reason; /* why it failed for good; valid during the callback */
@@ -77,6 +105,8 @@ typedef struct wk_push_result {
 } wk_push_result;
 
 typedef void (*wk_sender_done_fn)(void *ctx, wk_push *p, const wk_push_result *res);
+/* Address A of push P is dead (the provider said so): remove it. */
+typedef void (*wk_sender_prune_fn)(void *ctx, wk_push *p, const hr_addr *a);
 
 typedef struct wk_sender wk_sender;
 
@@ -85,6 +115,13 @@ typedef struct wk_sender wk_sender;
  * and HTTP / limiter error metrics. */
 int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_metrics *m,
                   wk_sender_done_fn done, void *ctx, wk_sender **out, char *errstr, size_t errlen);
+
+/* Whether channel CH_INDEX pushes to addresses from the address book, and
+ * which: *PLATFORM and *APP (the fcm project).  False for a webhook. */
+bool wk_sender_addressed(const wk_sender *s, size_t ch_index, hr_addr_platform *platform,
+                         const char **app);
+/* Called (with the done callback's CTX) for every dead address. */
+void wk_sender_set_prune(wk_sender *s, wk_sender_prune_fn prune);
 
 /* Queues P (state IDLE) for its first attempt; nothing starts (and no
  * callback runs) until wk_sender_kick(). */

@@ -50,6 +50,8 @@ void wk_task_free(wk_task *t)
         for (size_t i = 0; i < t->ch->nheaders; i++)
             hr_template_free(t->headers[i]);
     free(t->headers);
+    for (size_t i = 0; i < WK_TASK__MAIL; i++)
+        hr_template_free(t->mail[i]);
     cJSON_Delete(t->payload);
     free(t);
 }
@@ -112,6 +114,15 @@ int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errst
                         t->ch->json_escape ? HR_TEMPLATE_JSON : HR_TEMPLATE_RAW, &t->chbody,
                         errstr, errlen) != 0)
         goto fail;
+    if (t->ch->type == HR_CHANNEL_SMTP) {
+        const char *src[WK_TASK__MAIL] = {t->ch->smtp.subject, t->ch->smtp.text,
+                                          t->ch->smtp.html, t->ch->smtp.list_unsubscribe};
+
+        for (size_t i = 0; i < WK_TASK__MAIL; i++)
+            if (src[i] != NULL &&
+                wk_task_compile("mail", src[i], HR_TEMPLATE_RAW, &t->mail[i], errstr, errlen) != 0)
+                goto fail;
+    }
     t->headers = calloc(t->ch->nheaders ? t->ch->nheaders : 1, sizeof *t->headers);
     if (t->headers == NULL) {
         snprintf(errstr, errlen, "out of memory");
@@ -133,6 +144,8 @@ int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errst
                    (t->throttle.limit > 0 && row->throttle_key != NULL);
     for (size_t i = 0; i < t->ch->nheaders; i++)
         t->uses_user = t->uses_user || hr_template_uses_user(t->headers[i]);
+    for (size_t i = 0; i < WK_TASK__MAIL; i++)
+        t->uses_user = t->uses_user || (t->mail[i] != NULL && hr_template_uses_user(t->mail[i]));
     wk_task_fix_texts(t);
     t->rate_limit = row->rate_limit > 0 ? row->rate_limit : t->ch->rate_limit;
     snprintf(t->rl_scope, sizeof t->rl_scope, "push:task%" PRId64, row->id);
@@ -395,6 +408,61 @@ static void wk_task_fix_texts(wk_task *t)
     rx.body_out = &t->fixed_body;
     t->fixed = wk_render_texts(&rx, &t->fixed_title, &t->fixed_body) == 0;
     free(rx.printed);
+}
+
+int wk_task_render_texts(const wk_task *t, const char *uid, const redisReply *user, hr_buf *title,
+                        hr_buf *body, char *errstr, size_t errlen)
+{
+    wk_render_ctx rx = {.t = t, .uid = uid, .user = user};
+    int rc = 0;
+
+    hr_buf_reset(title);
+    hr_buf_reset(body);
+    rx.title_out = title;
+    rx.body_out = body;
+    if (!t->fixed)
+        rc = wk_render_texts(&rx, title, body);
+    else if (hr_buf_append(title, t->fixed_title.data ? t->fixed_title.data : "",
+                           t->fixed_title.len) != 0 ||
+             hr_buf_append(body, t->fixed_body.data ? t->fixed_body.data : "",
+                           t->fixed_body.len) != 0)
+        rc = -1;
+    free(rx.printed);
+    if (rc != 0)
+        snprintf(errstr, errlen, "rendering exceeds its size cap");
+    return rc;
+}
+
+int wk_task_render_mail(const wk_task *t, const char *uid, const redisReply *user,
+                        hr_buf out[WK_TASK__MAIL], char *errstr, size_t errlen)
+{
+    wk_render_ctx rx = {.t = t, .uid = uid, .user = user};
+    int rc = -1;
+
+    hr_buf_init(&rx.title, WK_TASK_TEXT_MAX);
+    hr_buf_init(&rx.body, WK_TASK_TEXT_MAX);
+    rx.title_out = t->fixed ? &t->fixed_title : &rx.title;
+    rx.body_out = t->fixed ? &t->fixed_body : &rx.body;
+    if (!t->fixed && wk_render_texts(&rx, &rx.title, &rx.body) != 0)
+        goto done;
+    for (size_t i = 0; i < WK_TASK__MAIL; i++) {
+        hr_buf_reset(&out[i]);
+        /* An empty rendering still gets its terminator: "" is a value. */
+        if (t->mail[i] != NULL &&
+            (hr_template_render(t->mail[i], wk_render_lookup, &rx, &out[i], NULL) != 0 ||
+             hr_buf_append(&out[i], "", 1) != 0))
+            goto done;
+        if (t->mail[i] != NULL)
+            out[i].len--;
+    }
+    rc = 0;
+done:
+    if (rc != 0)
+        snprintf(errstr, errlen, "rendering exceeds its size cap");
+    hr_buf_free(&rx.title);
+    hr_buf_free(&rx.body);
+    free(rx.printed);
+    return rc;
 }
 
 int wk_task_render(const wk_task *t, const char *uid, const redisReply *user, hr_buf *url,

@@ -36,6 +36,15 @@
 #define WK_TASK_NEG_SLOTS 64
 #define WK_TASK_NEG_TTL_MS 10000
 
+/* The templates of an smtp channel, in wk_task.mail. */
+typedef enum wk_task_mail {
+    WK_TASK_SUBJECT,
+    WK_TASK_TEXT,
+    WK_TASK_HTML,
+    WK_TASK_UNSUBSCRIBE,
+    WK_TASK__MAIL
+} wk_task_mail;
+
 typedef struct wk_task {
     hr_task *row;
     const hr_channel *ch;
@@ -47,6 +56,8 @@ typedef struct wk_task {
     hr_buf fixed_title, fixed_body;
     hr_template *url, *chbody; /* the channel's */
     hr_template **headers;     /* one per channel header value */
+    /* smtp channels: subject, text, html, list_unsubscribe (NULL: none) */
+    hr_template *mail[WK_TASK__MAIL];
     struct cJSON *payload;     /* NULL when the task has none */
     bool uses_user;            /* some template or the throttle_key names user.* */
     hr_throttle_rule throttle; /* limit 0 = the task does not throttle */
@@ -97,6 +108,18 @@ void wk_task_free(wk_task *t);
  * percent-encoded; control bytes (< 0x20, 0x7f) are removed from rendered
  * header values (header injection) and counted into *STRIPPED.  0, or -1
  * with ERRSTR (a value past a buffer's cap, out of memory). */
+/* Renders the task's title and body for UID (raw: a provider module
+ * escapes them) into TITLE and BODY (reset first).  0, or -1 with ERRSTR
+ * past a buffer's cap. */
+int wk_task_render_texts(const wk_task *t, const char *uid, const redisReply *user, hr_buf *title,
+                         hr_buf *body, char *errstr, size_t errlen);
+
+/* Renders the smtp channel's templates for UID into OUT[wk_task_mail]
+ * (each reset first; OUT[i].data stays NULL for a template the channel
+ * lacks).  0, or -1 with ERRSTR past a buffer's cap. */
+int wk_task_render_mail(const wk_task *t, const char *uid, const redisReply *user,
+                        hr_buf out[WK_TASK__MAIL], char *errstr, size_t errlen);
+
 int wk_task_render(const wk_task *t, const char *uid, const redisReply *user, hr_buf *url,
                    hr_buf *body, struct curl_slist **headers, size_t *stripped, char *errstr,
                    size_t errlen);

@@ -2,24 +2,94 @@
 #include "wk_xfer.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
+#include <openssl/crypto.h>
+
+#include <openssl/sha.h>
+
+#include "hr_addr.h"
+#include "wk_apns.h"
 #include "wk_clock.h"
+#include "wk_fcm.h"
+#include "wk_smtp.h"
 
 #define WK_XFER_BODY_MAX (256 * 1024)
 #define WK_XFER_URL_MAX (16 * 1024)
+/* "webhook-signature: " and a "v1,<base64 of 32 bytes>" per secret */
+#define WK_XFER_SIGNATURE_MAX 256
 /* A Retry-After beyond this is read as this, before the channel's own
  * bound (retry.max_backoff_ms) applies. */
 #define WK_XFER_RETRY_AFTER_MAX_S 3600
 
-static size_t wk_xfer_discard(char *ptr, size_t size, size_t nmemb, void *userdata)
+/* A webhook's response body is not read; a provider's is kept up to
+ * WK_PROVIDER_BODY_MAX (what the provider modules parse), the rest
+ * dropped. */
+static size_t wk_xfer_write(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
-    (void)ptr;
-    (void)userdata;
-    return size * nmemb; /* response bodies are not needed */
+    wk_xfer *x = userdata;
+    size_t n = size * nmemb, room = x->resp.max - x->resp.len;
+
+    if (x->keep_resp && room > 0)
+        hr_buf_append(&x->resp, ptr, n < room ? n : room);
+    return n;
+}
+
+/* smtp: the message to upload, from BODY. */
+static size_t wk_xfer_read(char *buf, size_t size, size_t nitems, void *userdata)
+{
+    wk_xfer *x = userdata;
+    size_t left = x->body.len - x->upload_off, n = size * nitems;
+
+    if (n > left)
+        n = left;
+    memcpy(buf, x->body.data + x->upload_off, n);
+    x->upload_off += n;
+    return n;
+}
+
+/* smtp: keeps the server's last refusal ("550 5.1.1 <a@b>: ...", a 4xx
+ * or 5xx reply line) in RESP for wk_smtp_classify: libcurl reports the
+ * code alone, and a QUIT's "221" may follow the refusal. */
+static int wk_xfer_debug(CURL *e, curl_infotype type, char *data, size_t size, void *userdata)
+{
+    wk_xfer *x = userdata;
+
+    (void)e;
+    if (type != CURLINFO_HEADER_IN || size == 0 || (data[0] != '4' && data[0] != '5'))
+        return 0;
+    while (size > 0 && (data[size - 1] == '\n' || data[size - 1] == '\r'))
+        size--;
+    hr_buf_reset(&x->resp);
+    hr_buf_append(&x->resp, data, size < x->resp.max ? size : x->resp.max);
+    return 0;
+}
+
+/* The easy options of an smtp channel's handle. */
+static void wk_xfer_smtp_setup(wk_xfer *x, const hr_channel *cfg)
+{
+    CURL *e = x->easy;
+
+    curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(e, CURLOPT_READFUNCTION, wk_xfer_read);
+    curl_easy_setopt(e, CURLOPT_READDATA, x);
+    curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
+    curl_easy_setopt(e, CURLOPT_DEBUGFUNCTION, wk_xfer_debug);
+    curl_easy_setopt(e, CURLOPT_DEBUGDATA, x);
+    /* smtps:// is TLS from the start; on smtp:// STARTTLS is required
+     * unless the channel allows a relay without it. */
+    curl_easy_setopt(e, CURLOPT_USE_SSL,
+                     cfg->smtp.require_starttls ? (long)CURLUSESSL_ALL : (long)CURLUSESSL_TRY);
+    curl_easy_setopt(e, CURLOPT_URL, cfg->url);
+    if (cfg->smtp.username != NULL) {
+        curl_easy_setopt(e, CURLOPT_USERNAME, cfg->smtp.username);
+        curl_easy_setopt(e, CURLOPT_PASSWORD, cfg->smtp.password ? cfg->smtp.password : "");
+    }
 }
 
 static size_t wk_xfer_header(char *buf, size_t size, size_t nitems, void *userdata)
@@ -29,7 +99,7 @@ static size_t wk_xfer_header(char *buf, size_t size, size_t nitems, void *userda
     static const char name[] = "retry-after:";
 
     if (n > sizeof name - 1 && strncasecmp(buf, name, sizeof name - 1) == 0) {
-        char tmp[32];
+        char tmp[64];
         size_t len = n - (sizeof name - 1);
         char *end;
         long v;
@@ -40,9 +110,15 @@ static size_t wk_xfer_header(char *buf, size_t size, size_t nitems, void *userda
         tmp[len] = '\0';
         errno = 0;
         v = strtol(tmp, &end, 10);
-        /* Delta seconds only; an HTTP-date gives the default pause.  The
-         * value is clamped where the response is read (no overflow). */
-        if (end == tmp || v < 0)
+        /* Delta seconds, or an HTTP-date (curl_getdate reads RFC 1123 and
+         * its older forms): what is left until then.  Clamped here, so no
+         * overflow later. */
+        if (end == tmp) {
+            time_t at = curl_getdate(tmp, NULL);
+
+            v = at > 0 ? (long)(at - time(NULL)) : 0;
+        }
+        if (v < 0)
             v = 0;
         else if (errno == ERANGE || v > WK_XFER_RETRY_AFTER_MAX_S)
             v = WK_XFER_RETRY_AFTER_MAX_S;
@@ -66,22 +142,48 @@ wk_xfer *wk_xfer_new(const hr_channel *cfg, struct wk_chan *ch)
     x->ch = ch;
     hr_buf_init(&x->url, WK_XFER_URL_MAX);
     hr_buf_init(&x->body, WK_XFER_BODY_MAX);
+    hr_buf_init(&x->signature, WK_XFER_SIGNATURE_MAX);
+    hr_buf_init(&x->resp, WK_PROVIDER_BODY_MAX);
+    hr_buf_init(&x->title, WK_XFER_BODY_MAX);
+    hr_buf_init(&x->text, WK_XFER_BODY_MAX);
+    for (size_t i = 0; i < WK_TASK__MAIL; i++)
+        hr_buf_init(&x->mail[i], WK_XFER_BODY_MAX);
+    x->keep_resp = cfg->type == HR_CHANNEL_FCM || cfg->type == HR_CHANNEL_APNS;
+    /* hr_config checked every secret: a failure here is not expected, and
+     * a handle that cannot sign is not made. */
+    for (size_t i = 0; i < cfg->nsigning_secrets; i++) {
+        char errstr[128];
+        if (hr_sign_secret_parse(cfg->signing_secrets[i], &x->secrets[i], errstr,
+                                 sizeof errstr) < 0) {
+            wk_xfer_free(x);
+            return NULL;
+        }
+        x->nsecrets++;
+    }
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)cfg->timeout_ms);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, wk_xfer_discard);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, wk_xfer_write);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, wk_xfer_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-    if (cfg->http2) {
-        bool tls = strncasecmp(cfg->url, "https:", 6) == 0;
+    if (cfg->type == HR_CHANNEL_SMTP)
+        wk_xfer_smtp_setup(x, cfg);
+    /* APNs is HTTP/2 only: requests multiplexed as streams (PIPEWAIT: on
+     * a connection already open rather than a new one, within the
+     * server's SETTINGS_MAX_CONCURRENT_STREAMS, which curl honours). */
+    if (cfg->http2 || cfg->type == HR_CHANNEL_APNS) {
+        bool tls = cfg->url == NULL || strncasecmp(cfg->url, "https:", 6) == 0;
 
         curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
                          tls ? (long)CURL_HTTP_VERSION_2TLS : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
         curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
     }
-    if (strcasecmp(cfg->method, "GET") == 0) {
+    if (cfg->type == HR_CHANNEL_SMTP) {
+        /* no HTTP method */
+    } else if (strcasecmp(cfg->method, "GET") == 0) {
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     } else {
         curl_easy_setopt(e, CURLOPT_POST, 1L);
@@ -103,42 +205,271 @@ void wk_xfer_free(wk_xfer *x)
     curl_slist_free_all(x->headers);
     hr_buf_free(&x->url);
     hr_buf_free(&x->body);
+    hr_buf_free(&x->signature);
+    hr_buf_free(&x->resp);
+    hr_buf_free(&x->title);
+    hr_buf_free(&x->text);
+    for (size_t i = 0; i < WK_TASK__MAIL; i++)
+        hr_buf_free(&x->mail[i]);
+    curl_slist_free_all(x->rcpt);
+    OPENSSL_cleanse(x->secrets, sizeof x->secrets);
     free(x);
 }
 
 
-int wk_xfer_prepare(wk_xfer *x, const hr_channel *cfg, const wk_task *task, const char *uid,
-                    const redisReply *user, size_t *stripped, char *errstr, size_t errlen)
+/* Appends LINE to *HEADERS; -1 with ERRSTR when out of memory. */
+static int wk_xfer_header_add(struct curl_slist **headers, const char *line, char *errstr,
+                              size_t errlen)
 {
-    struct curl_slist *headers = NULL, *h;
-
-    if (wk_task_render(task, uid, user, &x->url, &x->body, &headers, stripped, errstr,
-                       errlen) != 0)
-        goto fail;
-    /* curl would add "Expect: 100-continue" to larger POSTs: a wasted
-     * round trip per push. */
-    h = curl_slist_append(headers, "Expect:");
+    struct curl_slist *h = curl_slist_append(*headers, line);
     if (h == NULL) {
         snprintf(errstr, errlen, "out of memory");
-        goto fail;
+        return -1;
     }
-    headers = h;
+    *headers = h;
+    return 0;
+}
+
+/* The Idempotency-Key and, with secrets, the Standard Webhooks headers
+ * over the rendered body (see wk_xfer.h). */
+static int wk_xfer_sign(wk_xfer *x, const wk_task *task, const char *uid,
+                        struct curl_slist **headers, char *errstr, size_t errlen)
+{
+    static const char sig_name[] = "webhook-signature: ";
+    char id[96], line[160];
+    int64_t now_s = wk_clock_now_ms() / 1000;
+
+    snprintf(id, sizeof id, "herald-%" PRId64 "-%.64s", task->row->id, uid);
+    snprintf(line, sizeof line, "Idempotency-Key: %s", id);
+    if (wk_xfer_header_add(headers, line, errstr, errlen) < 0)
+        return -1;
+    if (x->nsecrets == 0)
+        return 0;
+    hr_buf_reset(&x->signature);
+    if (hr_buf_append(&x->signature, sig_name, sizeof sig_name - 1) < 0 ||
+        hr_sign_append(x->secrets, x->nsecrets, id, now_s, x->body.data ? x->body.data : "",
+                       x->body.len, &x->signature, errstr, errlen) < 0) {
+        if (errstr[0] == '\0')
+            snprintf(errstr, errlen, "webhook signature: over the buffer's cap");
+        return -1;
+    }
+    snprintf(line, sizeof line, "webhook-id: %s", id);
+    if (wk_xfer_header_add(headers, line, errstr, errlen) < 0)
+        return -1;
+    snprintf(line, sizeof line, "webhook-timestamp: %" PRId64, now_s);
+    if (wk_xfer_header_add(headers, line, errstr, errlen) < 0)
+        return -1;
+    return wk_xfer_header_add(headers, x->signature.data, errstr, errlen);
+}
+
+/* Hands X's URL, body (unless GET) and HEADERS (taken, plus an empty
+ * "Expect:") to curl and resets what a response fills in.  0, or -1 with
+ * ERRSTR (HEADERS then freed). */
+static int wk_xfer_arm(wk_xfer *x, struct curl_slist *headers, bool get, char *errstr,
+                       size_t errlen)
+{
+    /* curl would add "Expect: 100-continue" to larger POSTs: a wasted
+     * round trip per push. */
+    if (wk_xfer_header_add(&headers, "Expect:", errstr, errlen) < 0) {
+        curl_slist_free_all(headers);
+        return -1;
+    }
     curl_slist_free_all(x->headers);
     x->headers = headers;
-    headers = NULL;
     curl_easy_setopt(x->easy, CURLOPT_URL, x->url.data);
     curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, x->headers);
-    if (strcasecmp(cfg->method, "GET") != 0) {
+    if (!get) {
         curl_easy_setopt(x->easy, CURLOPT_POSTFIELDSIZE, (long)x->body.len);
         curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, x->body.data ? x->body.data : "");
     }
+    hr_buf_reset(&x->resp);
     x->errbuf[0] = '\0';
     x->retry_after_s = -1;
     x->start_ms = wk_clock_now_ms();
     return 0;
-fail:
-    curl_slist_free_all(headers);
-    return -1;
+}
+
+int wk_xfer_prepare(wk_xfer *x, const hr_channel *cfg, const wk_task *task, const char *uid,
+                    const redisReply *user, size_t *stripped, char *errstr, size_t errlen)
+{
+    struct curl_slist *headers = NULL;
+
+    errstr[0] = '\0';
+    if (wk_task_render(task, uid, user, &x->url, &x->body, &headers, stripped, errstr,
+                       errlen) != 0 ||
+        wk_xfer_sign(x, task, uid, &headers, errstr, errlen) < 0) {
+        curl_slist_free_all(headers);
+        return -1;
+    }
+    return wk_xfer_arm(x, headers, strcasecmp(cfg->method, "GET") == 0, errstr, errlen);
+}
+
+/* URL into X's URL buffer, NUL-terminated; -1 with ERRSTR past its cap. */
+static int wk_xfer_set_url(wk_xfer *x, const char *url, char *errstr, size_t errlen)
+{
+    hr_buf_reset(&x->url);
+    if (hr_buf_append(&x->url, url, strlen(url)) != 0) {
+        snprintf(errstr, errlen, "URL exceeds its size cap");
+        return -1;
+    }
+    return 0;
+}
+
+int wk_xfer_prepare_fcm(wk_xfer *x, const char *url, const char *bearer, const wk_task *task,
+                        const char *uid, const redisReply *user, const char *device_token,
+                        char *errstr, size_t errlen)
+{
+    struct curl_slist *headers = NULL;
+    char auth[2048];
+    wk_fcm_message m = {.token = device_token,
+                        .payload = task->payload,
+                        .ttl_s = -1,
+                        .high_priority = true,
+                        .now_s = wk_clock_now_ms() / 1000};
+
+    if (wk_xfer_set_url(x, url, errstr, errlen) != 0 ||
+        wk_task_render_texts(task, uid, user, &x->title, &x->text, errstr, errlen) != 0)
+        return -1;
+    m.title = x->title.data ? x->title.data : "";
+    m.body = x->text.data ? x->text.data : "";
+    hr_buf_reset(&x->body);
+    if (wk_fcm_message_build(&m, &x->body, errstr, errlen) != 0)
+        return -1;
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", bearer);
+    if (wk_xfer_header_add(&headers, auth, errstr, errlen) < 0 ||
+        wk_xfer_header_add(&headers, "Content-Type: application/json", errstr, errlen) < 0) {
+        curl_slist_free_all(headers);
+        return -1;
+    }
+    return wk_xfer_arm(x, headers, false, errstr, errlen);
+}
+
+/* The apns-id of (TASK, UID, DEVICE): SHA-256 of them as a version 8
+ * UUID (RFC 9562: custom), so a re-sent push repeats it. */
+static void wk_xfer_apns_id(int64_t task, const char *uid, const char *device, char out[37])
+{
+    unsigned char d[SHA256_DIGEST_LENGTH];
+    char text[512];
+    int n = snprintf(text, sizeof text, "%" PRId64 ".%s.%s", task, uid, device);
+
+    SHA256((const unsigned char *)text, (size_t)(n < (int)sizeof text ? n : (int)sizeof text - 1),
+           d);
+    d[6] = (unsigned char)((d[6] & 0x0f) | 0x80); /* version 8 */
+    d[8] = (unsigned char)((d[8] & 0x3f) | 0x80); /* variant 10 */
+    snprintf(out, 37,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", d[0], d[1],
+             d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13], d[14],
+             d[15]);
+}
+
+int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *cfg, const char *base_url,
+                         const char *provider_token, const wk_task *task, const char *uid,
+                         const redisReply *user, const char *device_token, char *errstr,
+                         size_t errlen)
+{
+    struct curl_slist *headers = NULL;
+    wk_apns_request req;
+    char apns_id[37];
+    wk_apns_message m = {.device_token = device_token,
+                         .topic = cfg->apns.topic,
+                         .push_type = cfg->apns.push_type == HR_APNS_BACKGROUND ? WK_APNS_BACKGROUND
+                                                                                : WK_APNS_ALERT,
+                         .payload = task->payload,
+                         .ttl_s = -1,
+                         .apns_id = apns_id,
+                         .high_priority = cfg->apns.high_priority,
+                         .now_s = wk_clock_now_ms() / 1000};
+
+    wk_xfer_apns_id(task->row->id, uid, device_token, apns_id);
+    if (wk_task_render_texts(task, uid, user, &x->title, &x->text, errstr, errlen) != 0)
+        return -1;
+    m.title = x->title.data ? x->title.data : "";
+    m.body = x->text.data ? x->text.data : "";
+    hr_buf_reset(&x->body);
+    if (wk_apns_request_build(&m, provider_token, &req, &x->body, errstr, errlen) != 0 ||
+        wk_xfer_set_url(x, base_url, errstr, errlen) != 0)
+        return -1;
+    if (hr_buf_append(&x->url, req.path, strlen(req.path)) != 0) {
+        snprintf(errstr, errlen, "URL exceeds its size cap");
+        return -1;
+    }
+    for (size_t i = 0; i < req.nheaders; i++)
+        if (wk_xfer_header_add(&headers, req.header[i], errstr, errlen) < 0) {
+            curl_slist_free_all(headers);
+            return -1;
+        }
+    if (wk_xfer_header_add(&headers, "Content-Type: application/json", errstr, errlen) < 0) {
+        curl_slist_free_all(headers);
+        return -1;
+    }
+    return wk_xfer_arm(x, headers, false, errstr, errlen);
+}
+
+int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *cfg, const wk_task *task, const char *uid,
+                         const redisReply *user, const char *to, char *errstr, size_t errlen)
+{
+    unsigned char d[SHA256_DIGEST_LENGTH];
+    char id[128], rcpt[HR_ADDR_ADDRESS_MAX + 3];
+    const char *unsub;
+    struct curl_slist *list;
+    wk_smtp_mail m = {.from = cfg->smtp.from,
+                      .from_name = cfg->smtp.from_name,
+                      .to = to,
+                      .message_id = id,
+                      .now_s = wk_clock_now_ms() / 1000};
+
+    if (wk_task_render_mail(task, uid, user, x->mail, errstr, errlen) != 0)
+        return -1;
+    SHA256((const unsigned char *)to, strlen(to), d);
+    snprintf(id, sizeof id, "herald.%" PRId64 ".%.40s.%02x%02x%02x%02x%02x%02x", task->row->id,
+             uid, d[0], d[1], d[2], d[3], d[4], d[5]);
+    m.subject = x->mail[WK_TASK_SUBJECT].data ? x->mail[WK_TASK_SUBJECT].data : "";
+    m.text = x->mail[WK_TASK_TEXT].data;
+    m.html = x->mail[WK_TASK_HTML].data;
+    unsub = x->mail[WK_TASK_UNSUBSCRIBE].data;
+    if (unsub != NULL && strncasecmp(unsub, "mailto:", 7) == 0)
+        m.unsubscribe_mailto = unsub + 7;
+    else
+        m.unsubscribe_url = unsub;
+    hr_buf_reset(&x->body);
+    if (wk_smtp_message_build(&m, &x->body, errstr, errlen) != 0)
+        return -1;
+    snprintf(rcpt, sizeof rcpt, "<%s>", to);
+    list = curl_slist_append(NULL, rcpt);
+    if (list == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    curl_slist_free_all(x->rcpt);
+    x->rcpt = list;
+    snprintf(rcpt, sizeof rcpt, "<%s>", cfg->smtp.from);
+    curl_easy_setopt(x->easy, CURLOPT_MAIL_FROM, rcpt);
+    curl_easy_setopt(x->easy, CURLOPT_MAIL_RCPT, x->rcpt);
+    curl_easy_setopt(x->easy, CURLOPT_INFILESIZE_LARGE, (curl_off_t)x->body.len);
+    x->upload_off = 0;
+    hr_buf_reset(&x->resp);
+    x->errbuf[0] = '\0';
+    x->retry_after_s = -1;
+    x->start_ms = wk_clock_now_ms();
+    return 0;
+}
+
+int wk_xfer_prepare_form(wk_xfer *x, const char *url, const hr_buf *body, char *errstr,
+                         size_t errlen)
+{
+    struct curl_slist *headers = NULL;
+
+    hr_buf_reset(&x->body);
+    if (wk_xfer_set_url(x, url, errstr, errlen) != 0)
+        return -1;
+    if (hr_buf_append(&x->body, body->data ? body->data : "", body->len) != 0) {
+        snprintf(errstr, errlen, "token request exceeds its size cap");
+        return -1;
+    }
+    if (wk_xfer_header_add(&headers, "Content-Type: application/x-www-form-urlencoded", errstr,
+                           errlen) < 0)
+        return -1;
+    return wk_xfer_arm(x, headers, false, errstr, errlen);
 }
 
 static bool wk_xfer_success(const hr_channel *cfg, long code)
@@ -149,16 +480,33 @@ static bool wk_xfer_success(const hr_channel *cfg, long code)
     return false;
 }
 
-wk_xfer_class wk_xfer_classify(const hr_channel *cfg, CURLcode rc, long code,
-                               long retry_after_s)
+void wk_xfer_verdict(const hr_channel *cfg, const wk_xfer *x, CURLcode rc, long code,
+                     wk_provider_result *out)
 {
-    if (rc != CURLE_OK)
-        return WK_XFER_RETRYABLE;
+    const char *body = x->resp.data ? x->resp.data : "";
+
+    /* An SMTP server's refusal fails the transfer with its reply code. */
+    if (rc != CURLE_OK && !(cfg->type == HR_CHANNEL_SMTP && code != 0)) {
+        wk_provider_set(out, WK_VERDICT_RETRY, 0, NULL);
+        snprintf(out->reason, sizeof out->reason, "curl: %.120s",
+                 x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
+        return;
+    }
+    if (cfg->type == HR_CHANNEL_FCM) {
+        wk_fcm_classify(code, body, x->resp.len, x->retry_after_s, out);
+        return;
+    }
+    if (cfg->type == HR_CHANNEL_APNS) {
+        wk_apns_classify(code, body, x->resp.len, x->retry_after_s, out);
+        return;
+    }
+    if (cfg->type == HR_CHANNEL_SMTP) {
+        wk_smtp_classify(code, body, out);
+        return;
+    }
     if (wk_xfer_success(cfg, code))
-        return WK_XFER_DELIVERED;
-    if (code == 429 || (code == 503 && retry_after_s >= 0))
-        return WK_XFER_SLOWDOWN;
-    if (code < 500)
-        return WK_XFER_REJECTED;
-    return WK_XFER_RETRYABLE;
+        wk_provider_set(out, WK_VERDICT_DELIVERED, code, NULL);
+    else
+        wk_provider_classify_http(code, x->retry_after_s, NULL, out);
+    snprintf(out->reason, sizeof out->reason, "http %ld", code);
 }

@@ -1,10 +1,20 @@
 /* wk_xfer: one HTTP request of a push — a libcurl easy handle kept
  * configured for its channel between requests (so the connection is
  * reused), the request built from the push (URL, body and headers
- * rendered by the task's templates into buffers capped at creation), the
- * Retry-After header read from the response, and the response classified
- * for the sender (wk_sender), which owns the handles, runs them on its
- * multi handle and acts on the class. */
+ * rendered by the task's templates into buffers capped at creation, plus
+ * an Idempotency-Key stable per task and recipient, "herald-<task>-<uid>",
+ * so a redelivered chunk can be deduplicated by the receiver; with the
+ * channel's signing_secrets, the same value is the Standard Webhooks
+ * webhook-id and webhook-timestamp / webhook-signature (hr_sign) sign the
+ * body as sent, a new timestamp on every attempt); for an fcm channel the
+ * messages:send request of one device token (wk_fcm) or the OAuth token
+ * request; for an smtp channel one mail over SMTP (STARTTLS or smtps,
+ * AUTH, the connection kept for the next mail); the Retry-After header
+ * and (provider channels) the first
+ * WK_PROVIDER_BODY_MAX bytes of the body read from the response, and the
+ * response classified into a wk_verdict for the sender (wk_sender), which
+ * owns the handles, runs them on its multi handle and acts on the
+ * verdict. */
 #ifndef WK_XFER_H
 #define WK_XFER_H
 
@@ -14,7 +24,9 @@
 #include <stdint.h>
 
 #include "hr_config.h"
+#include "hr_sign.h"
 #include "hr_template.h"
+#include "wk_provider.h"
 #include "wk_task.h"
 
 struct wk_chan; /* the sender's channel state */
@@ -25,19 +37,20 @@ typedef struct wk_xfer {
     struct wk_chan *ch;
     struct wk_push *p;          /* NULL while in the pool */
     hr_buf url, body;
+    hr_buf resp;                /* the response body (provider channels), capped */
+    hr_buf title, text;         /* provider channels: the task's title and body rendered */
+    bool keep_resp;
+    hr_buf mail[WK_TASK__MAIL]; /* smtp: the channel's templates rendered */
+    size_t upload_off;          /* smtp: how much of BODY (the message) curl has read */
+    struct curl_slist *rcpt;    /* smtp: the one RCPT TO */
+    hr_buf signature;           /* the webhook-signature header of the current request */
+    hr_sign_secret secrets[HR_SIGN_MAX_SECRETS]; /* the channel's, parsed once */
+    size_t nsecrets;
     struct curl_slist *headers; /* of the current request */
     char errbuf[CURL_ERROR_SIZE];
     long retry_after_s;         /* -1 = header absent */
     int64_t start_ms;
 } wk_xfer;
-
-/* What a finished request means for its push. */
-typedef enum wk_xfer_class {
-    WK_XFER_DELIVERED, /* one of the channel's success codes */
-    WK_XFER_SLOWDOWN,  /* 429, or 503 with Retry-After: pause the channel, send again */
-    WK_XFER_REJECTED,  /* another 4xx (or an odd code): retrying won't help */
-    WK_XFER_RETRYABLE, /* 5xx or a curl error (timeout, refused connection...) */
-} wk_xfer_class;
 
 /* A handle configured for channel CFG, owned by CH; NULL when out of
  * memory. */
@@ -51,9 +64,44 @@ void wk_xfer_free(wk_xfer *x);
 int wk_xfer_prepare(wk_xfer *x, const hr_channel *cfg, const wk_task *task, const char *uid,
                     const redisReply *user, size_t *stripped, char *errstr, size_t errlen);
 
-/* The class of a request that ended with curl result RC and, when RC is
- * CURLE_OK, HTTP status CODE. */
-wk_xfer_class wk_xfer_classify(const hr_channel *cfg, CURLcode rc, long code,
-                               long retry_after_s);
+/* Builds on X the messages:send request to URL (wk_fcm_send_url) with
+ * the OAuth BEARER token for DEVICE_TOKEN: the message from TASK's title
+ * and body rendered for UID and its payload (wk_fcm_message_build).  0, or
+ * -1 with ERRSTR. */
+int wk_xfer_prepare_fcm(wk_xfer *x, const char *url, const char *bearer, const wk_task *task,
+                        const char *uid, const redisReply *user, const char *device_token,
+                        char *errstr, size_t errlen);
+
+/* Builds on X the APNs request of CFG (an apns channel) to DEVICE_TOKEN
+ * at BASE_URL, signed with PROVIDER_TOKEN: alert text from TASK's title
+ * and body rendered for UID, its payload, and apns-id, the idempotency
+ * key: a UUID derived from (task, uid, device token), the same on every
+ * retry and redelivery.  0, or -1 with ERRSTR. */
+int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *cfg, const char *base_url,
+                         const char *provider_token, const wk_task *task, const char *uid,
+                         const redisReply *user, const char *device_token, char *errstr,
+                         size_t errlen);
+
+/* Builds on X the mail of CFG (an smtp channel) to the address TO: the
+ * MIME message (wk_smtp) from the channel's subject / text / html /
+ * list_unsubscribe templates rendered for UID, its Message-ID derived
+ * from (task, uid, address) so a re-sent mail repeats it.  0, or -1 with
+ * ERRSTR. */
+int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *cfg, const wk_task *task, const char *uid,
+                         const redisReply *user, const char *to, char *errstr, size_t errlen);
+
+/* Builds on X a POST of the form BODY (application/x-www-form-urlencoded)
+ * to URL: the OAuth token request.  0, or -1 with ERRSTR. */
+int wk_xfer_prepare_form(wk_xfer *x, const char *url, const hr_buf *body, char *errstr,
+                         size_t errlen);
+
+/* What a request of channel CFG on X that ended with curl result RC and
+ * CODE (the HTTP status when RC is CURLE_OK; an SMTP channel's last reply
+ * code, also on failure) means: *OUT gets the verdict, the
+ * Retry-After and a reason ("http <code>" for a webhook, the provider's
+ * "<code> <error>" otherwise, "curl: ..." for a transport error, which is
+ * retried). */
+void wk_xfer_verdict(const hr_channel *cfg, const wk_xfer *x, CURLcode rc, long code,
+                     wk_provider_result *out);
 
 #endif

@@ -3,13 +3,14 @@
 -- hash, KEYS[5] subs set
 -- ARGV[1] seq, ARGV[2] owner id
 -- Returns {removed, pending left, subs left, sent, failed, throttled,
--- retried}; removed is 1 when this call closed the chunk, 0 when it was
--- closed before, -1 when the set is not empty (nothing is changed then); the
--- last four are the stats hash's counters (as ack.lua), so a redelivered
+-- retried, unregistered}; removed is 1 when this call closed the chunk, 0
+-- when it was closed before, -1 when the set is not empty (nothing is changed then); the
+-- last five are the stats hash's counters (as ack.lua), so a redelivered
 -- chunk's close reports what a killed worker could not.
-local s = redis.call('HMGET', KEYS[4], 'sent', 'failed', 'throttled', 'retried')
+local s = redis.call('HMGET', KEYS[4], 'sent', 'failed', 'throttled', 'retried',
+                     'unregistered')
 local counters = {tonumber(s[1]) or 0, tonumber(s[2]) or 0, tonumber(s[3]) or 0,
-                  tonumber(s[4]) or 0}
+                  tonumber(s[4]) or 0, tonumber(s[5]) or 0}
 if redis.call('SCARD', KEYS[1]) ~= 0 then
   return {-1, redis.call('HLEN', KEYS[3]), redis.call('SCARD', KEYS[5]), unpack(counters)}
 end

@@ -28,6 +28,9 @@ CASES = [
     ("binary garbage", "\x00\xff\xfe garbage \x01\n", ""),
     ("huge line", "instance: " + "x" * 2000000 + "\n" + CH, ""),
     ("bad channel template", "channels:\n  w: {url: http://x/, body: '{{uid'}\n", "2:"),
+    ("key of another channel type",
+     "channels:\n  m:\n    type: smtp\n    url: smtp://x\n    from: a@b\n    method: GET\n",
+     "6:5"),
 ]
 # Known bugs: each case still runs and prints XFAIL; when it starts passing
 # the run fails with XPASS so the entry is moved up.

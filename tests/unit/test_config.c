@@ -109,6 +109,8 @@ static void assert_defaults(const hr_config *cfg) {
     assert_int_equal(ch->throttle_mode, HR_THROTTLE_ENFORCE);
     assert_null(ch->ca_file);
     assert_true(ch->tls_verify);
+    assert_int_equal(ch->type, HR_CHANNEL_WEBHOOK);
+    assert_int_equal(ch->nsigning_secrets, 0);
 }
 
 static void test_minimal(void **state) {
@@ -239,6 +241,60 @@ static void test_full(void **state) {
     assert_string_equal(ch->method, "GET");
     assert_int_equal(ch->nheaders, 0);
     assert_string_equal(ch->body, "");
+    hr_config_free(cfg);
+}
+
+/* Each channel type with its own keys; a webhook without them keeps the
+ * defaults (test_minimal). */
+static void test_types(void **state) {
+    (void)state;
+    char path[512], password[512];
+    fixture(path, sizeof(path), "types.yaml");
+    fixture(password, sizeof(password), "password.txt");
+    setenv("HERALD_TEST_PASSWORD_FILE", password, 1);
+    hr_config *cfg = load_ok(path);
+    unsetenv("HERALD_TEST_PASSWORD_FILE");
+
+    const hr_channel *ch = hr_config_channel(cfg, "hook");
+    assert_int_equal(ch->type, HR_CHANNEL_WEBHOOK);
+    assert_int_equal(ch->nsigning_secrets, 2);
+    assert_string_equal(ch->signing_secrets[0], "whsec_rAcwedxbCYcMQQYDYmNTVO+BYu8HaPjmj1ke6/R3mPI=");
+    assert_int_equal(ch->nheaders, 1);
+
+    ch = hr_config_channel(cfg, "android");
+    assert_int_equal(ch->type, HR_CHANNEL_FCM);
+    assert_string_equal(ch->fcm.service_account_file, "/etc/herald/fcm.json");
+    assert_string_equal(ch->url, "http://127.0.0.1:9001");
+    assert_string_equal(ch->fcm.token_uri, "http://127.0.0.1:9001/token");
+    assert_int_equal(ch->concurrency, 64);
+    assert_int_equal(ch->nheaders, 0);
+
+    ch = hr_config_channel(cfg, "ios");
+    assert_int_equal(ch->type, HR_CHANNEL_APNS);
+    assert_null(ch->url);
+    assert_string_equal(ch->apns.key_file, "/etc/herald/AuthKey_ABC123DEFG.p8");
+    assert_string_equal(ch->apns.key_id, "ABC123DEFG");
+    assert_string_equal(ch->apns.team_id, "TEAM123456");
+    assert_string_equal(ch->apns.topic, "com.example.app");
+    assert_int_equal(ch->apns.push_type, HR_APNS_BACKGROUND);
+    assert_false(ch->apns.high_priority);
+    assert_int_equal(ch->apns.connections, 4);
+    assert_string_equal(ch->ca_file, "/etc/herald/test-ca.pem");
+
+    ch = hr_config_channel(cfg, "mail");
+    assert_int_equal(ch->type, HR_CHANNEL_SMTP);
+    assert_string_equal(ch->url, "smtps://relay.example.com:465");
+    assert_string_equal(ch->smtp.username, "herald");
+    assert_string_equal(ch->smtp.password, "pa55 word"); /* the file's line break dropped */
+    assert_null(ch->smtp.password_file);
+    assert_string_equal(ch->smtp.from, "noreply@example.com");
+    assert_string_equal(ch->smtp.from_name, "Herald \xc3\x9cnicode");
+    assert_string_equal(ch->smtp.subject, "Reminder: {{title}}");
+    assert_null(ch->smtp.text);
+    assert_string_equal(ch->smtp.html, "<p>{{body}}</p>");
+    assert_string_equal(ch->smtp.list_unsubscribe, "https://example.com/unsub/{{uid}}");
+    assert_false(ch->smtp.require_starttls);
+    assert_null(ch->ca_file); /* "" is "none" for every type */
     hr_config_free(cfg);
 }
 
@@ -413,9 +469,9 @@ static const bad_case bad_cases[] = {
     {"bad_range_negative.yaml", "2:7", "redis.db: -1 is out of range (0..15)"},
     {"bad_overflow.yaml", "4:17",
      "channels.webhook.rate_limit: 99999999999999999999 is out of range (0..10000000)"},
-    {"bad_url_ftp.yaml", "3:10", "is not an http:// or https:// URL"},
+    {"bad_url_ftp.yaml", "3:10", "is not an http(s):// or smtp(s):// URL"},
     {"bad_url_nohost.yaml", "3:10", "channels.webhook.url: URL \"http:///push\": no host"},
-    {"bad_url_garbage.yaml", "3:10", "\"not a url\" is not an http:// or https:// URL"},
+    {"bad_url_garbage.yaml", "3:10", "\"not a url\" is not an http(s):// or smtp(s):// URL"},
     {"bad_url_space.yaml", "3:10", "spaces and control characters must be %-encoded"},
     {"bad_url_missing.yaml", "2:3", "channels.webhook: missing required key \"url\""},
     {"bad_body_template.yaml", "4:11", "channels.webhook.body: body template: unclosed"},
@@ -453,6 +509,34 @@ static const bad_case bad_cases[] = {
      "did not find expected ',' or ']' while parsing a flow sequence that starts at 4:14"},
     {"bad_alias.yaml", "4:9", "aliases (*hook) are not supported"},
     {"bad_two_documents.yaml", "3:1", "only one YAML document is allowed"},
+    {"bad_type.yaml", "3:11",
+     "channels.push.type: unknown value \"gcm\" (expected: webhook, fcm, apns, smtp)"},
+    {"bad_type_key.yaml", "5:5", "channels.push.method: only for type webhook channels (this "
+                                 "one is fcm)"},
+    {"bad_fcm_missing.yaml", "2:3",
+     "channels.push: missing required key \"service_account_file\" (type fcm)"},
+    {"bad_apns_key_id.yaml", "5:13",
+     "channels.ios.key_id: \"abc\" is not 10 characters of A-Z 0-9"},
+    {"bad_apns_url_template.yaml", "4:10",
+     "channels.ios.url: not a template for type apns"},
+    {"bad_push_type.yaml", "8:16",
+     "channels.ios.push_type: unknown value \"voip\" (expected: alert, background)"},
+    {"bad_smtp_scheme.yaml", "4:10", "channels.mail.url: type smtp takes smtp:// or smtps://"},
+    {"bad_webhook_smtp_url.yaml", "3:10",
+     "channels.hook.url: type webhook takes http:// or https://"},
+    {"bad_smtp_from.yaml", "5:11",
+     "channels.mail.from: \"Herald <a@example.com>\" is not an address local@domain"},
+    {"bad_smtp_no_part.yaml", "6:11", "channels.mail: a mail needs a text or an html part"},
+    {"bad_smtp_password_both.yaml", "7:20",
+     "channels.mail: password and password_file are both set (keep one)"},
+    {"bad_smtp_password_file.yaml", "6:20",
+     "channels.mail.password_file: /nonexistent/herald-password: cannot open"},
+    {"bad_smtp_unsubscribe.yaml", "6:23",
+     "channels.mail.list_unsubscribe: \"http://example.com/u\" is neither an https:// URL nor "
+     "a mailto: address"},
+    {"bad_secret.yaml", "5:9",
+     "channels.hook.signing_secrets: webhook secret must start with \"whsec_\""},
+    {"bad_secret_three.yaml", "5:7", "channels.hook.signing_secrets: 3 secrets; at most 2"},
 };
 
 static void test_bad(void **state) {
@@ -482,13 +566,13 @@ int main(int argc, char **argv) {
     unsetenv("HERALD_TEST_NOT_SET");
 
     enum { NBAD = sizeof(bad_cases) / sizeof(bad_cases[0]) };
-    struct CMUnitTest tests[7 + NBAD] = {
+    struct CMUnitTest tests[8 + NBAD] = {
         cmocka_unit_test(test_minimal),     cmocka_unit_test(test_example),
         cmocka_unit_test(test_full),        cmocka_unit_test(test_env_expansion),
         cmocka_unit_test(test_env_overrides), cmocka_unit_test(test_cannot_open),
-        cmocka_unit_test(test_buffer),
+        cmocka_unit_test(test_buffer),      cmocka_unit_test(test_types),
     };
-    size_t n = 7;
+    size_t n = 8;
     for (size_t i = 0; i < NBAD; i++) {
         tests[n].name = bad_cases[i].file;
         tests[n].test_func = test_bad;

@@ -379,6 +379,13 @@ static void test_cases(void **state)
     assert_int_equal(pr.total, 0);
     assert_true(pr.ratio == 0);
     assert_string_equal(hr_progress_outcome_name(HR_OUTCOME_PULLED), "pulled");
+    assert_string_equal(hr_progress_outcome_name(HR_OUTCOME_UNREGISTERED), "unregistered");
+    /* unregistered recipients are settled like the others */
+    in = (hr_progress_in){.outcome = {[HR_OUTCOME_SENT] = 7, [HR_OUTCOME_UNREGISTERED] = 3},
+                          .subscriptions = 10, .finished = true};
+    hr_progress_compute(&in, &pr);
+    assert_int_equal(pr.done, 10);
+    assert_int_equal(pr.outcome[HR_OUTCOME_UNACCOUNTED], 0);
     assert_int_equal(hr_progress_merge(5, -1), 5);
     assert_int_equal(hr_progress_merge(5, 9), 9);
 }
