@@ -182,7 +182,7 @@ static int task_row(const char *state, const char *control, hr_task **out, char 
     char *cells[] = {"7", "daily", "games", "webhook", "t", "b", NULL, "1700000000000",
                      "1699920000000", "0", "5000", "0", "0", NULL, NULL, NULL,
                      (char *)control, (char *)state, NULL, NULL, NULL,
-                     "0", "0", "0", "0", "0", "0", "0"};
+                     "0", "0", "0", "0", "0", "0", "0", "0"};
     hr_mysql_rows rows = {.nrows = 1, .ncols = sizeof cells / sizeof cells[0], .cells = cells};
 
     return hr_task_from_row(&rows, 0, out, errstr, errlen);
