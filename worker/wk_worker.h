@@ -44,8 +44,10 @@
  *            -> wk_control     control-key reads, lease renewals
  *                -> wk_chunk
  *            -> wk_chunk       one chunk's Redis side (scripts)
- *            -> wk_sender      HTTP engine: queues, caps, tokens, retries
+ *            -> wk_sender      HTTP engine: pushes in, outcomes, retries
  *                              (up: the done callback to wk_lifecycle)
+ *                -> wk_chan        a channel's queues, caps, tokens, slow-down
+ *                -> wk_sender_uv   curl multi on the libuv loop
  *                -> wk_xfer        one request: build, classify
  *                -> wk_retry       backoff, AIMD cap, delay heap
  *            -> wk_reporter    MySQL writer thread (events in, nothing back)
