@@ -41,6 +41,7 @@
  *    -> wk_worker      Kafka consumer, pause/resume, revoke, loop, shutdown
  *        -> wk_lifecycle   a chunk from intake to offset store
  *                          (up: store_offset and wake hooks to wk_worker)
+ *                          (wk_lifecycle_timers: renewal, control, watchdog)
  *            -> wk_control     control-key reads, lease renewals
  *                -> wk_chunk
  *            -> wk_chunk       one chunk's Redis side (scripts)
