@@ -83,29 +83,29 @@ static wk_push *wk_push_of(wk_retry_node *n)
  * a task that had none joins the channel's round robin at the end. */
 void wk_chan_enqueue(wk_chan *ch, wk_push *p, bool head)
 {
-    wk_task *t = p->task;
+    wk_task *wt = p->task;
 
-    if (!t->queued) {
-        TAILQ_INIT(&t->ready);
-        TAILQ_INSERT_TAIL(&ch->tasks, t, rr);
-        t->queued = true;
+    if (!wt->queued) {
+        TAILQ_INIT(&wt->ready);
+        TAILQ_INSERT_TAIL(&ch->tasks, wt, rr);
+        wt->queued = true;
     }
     if (head)
-        TAILQ_INSERT_HEAD(&t->ready, p, link);
+        TAILQ_INSERT_HEAD(&wt->ready, p, link);
     else
-        TAILQ_INSERT_TAIL(&t->ready, p, link);
+        TAILQ_INSERT_TAIL(&wt->ready, p, link);
     p->state = WK_PUSH_READY;
 }
 
 /* Unlinks READY P; its task leaves the round robin when nothing is left. */
 void wk_chan_dequeue(wk_chan *ch, wk_push *p)
 {
-    wk_task *t = p->task;
+    wk_task *wt = p->task;
 
-    TAILQ_REMOVE(&t->ready, p, link);
-    if (TAILQ_EMPTY(&t->ready)) {
-        TAILQ_REMOVE(&ch->tasks, t, rr);
-        t->queued = false;
+    TAILQ_REMOVE(&wt->ready, p, link);
+    if (TAILQ_EMPTY(&wt->ready)) {
+        TAILQ_REMOVE(&ch->tasks, wt, rr);
+        wt->queued = false;
     }
 }
 
@@ -357,20 +357,20 @@ static bool wk_chan_authorized(wk_chan *ch, int64_t now)
  * must not stall the channel's others). */
 static wk_task *wk_chan_next_task(wk_chan *ch, int64_t now, int64_t *wait_ms)
 {
-    wk_task *t;
+    wk_task *wt;
 
     *wait_ms = INT64_MAX;
-    TAILQ_FOREACH(t, &ch->tasks, rr) {
+    TAILQ_FOREACH(wt, &ch->tasks, rr) {
         int64_t wait = 0;
 
-        if (now < t->wait_until_ms) {
-            wait = t->wait_until_ms - now;
-        } else if (!wk_chan_token(ch, t->rl_scope, t->rate_limit, &t->tokens, &t->tokens_sec,
+        if (now < wt->wait_until_ms) {
+            wait = wt->wait_until_ms - now;
+        } else if (!wk_chan_token(ch, wt->rl_scope, wt->rate_limit, &wt->tokens, &wt->tokens_sec,
                                   &wait)) {
             wait = wait > 0 ? wait : 1;
-            t->wait_until_ms = now + wait;
+            wt->wait_until_ms = now + wait;
         } else {
-            return t;
+            return wt;
         }
         if (wait < *wait_ms)
             *wait_ms = wait;
@@ -450,7 +450,7 @@ void wk_chan_pump(wk_chan *ch)
 {
     wk_sender *s = ch->s;
     int64_t now = wk_clock_now_ms(), wait_ms = 0;
-    wk_task *t;
+    wk_task *wt;
     wk_push *p;
     wk_xfer *x;
 
@@ -466,7 +466,7 @@ void wk_chan_pump(wk_chan *ch)
             return;
         if (!wk_chan_token(ch, ch->rl_scope, ch->cfg->rate_limit, &ch->tokens, &ch->tokens_sec,
                            &wait_ms) ||
-            (t = wk_chan_next_task(ch, now, &wait_ms)) == NULL) {
+            (wt = wk_chan_next_task(ch, now, &wait_ms)) == NULL) {
             uv_timer_start(&ch->wake, wk_chan_wake_cb, (uint64_t)(wait_ms > 0 ? wait_ms : 1), 0);
             return;
         }
@@ -479,14 +479,14 @@ void wk_chan_pump(wk_chan *ch)
         /* The tokens go with the push, started or settled. */
         if (ch->cfg->rate_limit > 0 && ch->tokens > 0)
             ch->tokens--;
-        if (t->rate_limit > 0 && t->tokens > 0)
-            t->tokens--;
-        p = TAILQ_FIRST(&t->ready);
+        if (wt->rate_limit > 0 && wt->tokens > 0)
+            wt->tokens--;
+        p = TAILQ_FIRST(&wt->ready);
         wk_chan_dequeue(ch, p);
         /* Round robin: the task goes behind the others. */
-        if (t->queued) {
-            TAILQ_REMOVE(&ch->tasks, t, rr);
-            TAILQ_INSERT_TAIL(&ch->tasks, t, rr);
+        if (wt->queued) {
+            TAILQ_REMOVE(&ch->tasks, wt, rr);
+            TAILQ_INSERT_TAIL(&ch->tasks, wt, rr);
         }
         wk_chan_start(ch, x, p);
     }
