@@ -79,11 +79,11 @@ static wk_push *wk_push_of(wk_retry_node *n)
     return (wk_push *)((char *)n - offsetof(wk_push, delay));
 }
 
-/* Links P READY into its task's queue (at the head when it goes next);
+/* Links PUSH READY into its task's queue (at the head when it goes next);
  * a task that had none joins the channel's round robin at the end. */
-void wk_chan_enqueue(wk_chan *ch, wk_push *p, bool head)
+void wk_chan_enqueue(wk_chan *ch, wk_push *push, bool head)
 {
-    wk_task *wt = p->task;
+    wk_task *wt = push->task;
 
     if (!wt->queued) {
         TAILQ_INIT(&wt->ready);
@@ -91,18 +91,18 @@ void wk_chan_enqueue(wk_chan *ch, wk_push *p, bool head)
         wt->queued = true;
     }
     if (head)
-        TAILQ_INSERT_HEAD(&wt->ready, p, link);
+        TAILQ_INSERT_HEAD(&wt->ready, push, link);
     else
-        TAILQ_INSERT_TAIL(&wt->ready, p, link);
-    p->state = WK_PUSH_READY;
+        TAILQ_INSERT_TAIL(&wt->ready, push, link);
+    push->state = WK_PUSH_READY;
 }
 
-/* Unlinks READY P; its task leaves the round robin when nothing is left. */
-void wk_chan_dequeue(wk_chan *ch, wk_push *p)
+/* Unlinks READY PUSH; its task leaves the round robin when nothing is left. */
+void wk_chan_dequeue(wk_chan *ch, wk_push *push)
 {
-    wk_task *wt = p->task;
+    wk_task *wt = push->task;
 
-    TAILQ_REMOVE(&wt->ready, p, link);
+    TAILQ_REMOVE(&wt->ready, push, link);
     if (TAILQ_EMPTY(&wt->ready)) {
         TAILQ_REMOVE(&ch->tasks, wt, rr);
         wt->queued = false;
@@ -115,10 +115,10 @@ static void wk_chan_promote(wk_chan *ch, int64_t now)
     wk_retry_node *n;
 
     while ((n = wk_retry_heap_min(&ch->delayed)) != NULL && n->due_ms <= now) {
-        wk_push *p = wk_push_of(n);
+        wk_push *push = wk_push_of(n);
 
         wk_retry_heap_remove(&ch->delayed, n);
-        wk_chan_enqueue(ch, p, false);
+        wk_chan_enqueue(ch, push, false);
     }
     /* Also after a cancel took the node the timer was armed for. */
     wk_chan_arm_retry(ch);
@@ -170,13 +170,13 @@ bool wk_chan_addressed(const wk_chan *ch)
 }
 
 
-/* P's current request ended with END.  A webhook push is settled with it.
+/* PUSH's current request ended with END.  A webhook push is settled with it.
  * A push to addresses records it and goes on to its next address at the
  * head of the queue, or, after its last one (or when held), is settled
  * with what its addresses got: delivered when one took it, else failed
  * when one failed for good, else unregistered (every address dead, or
  * none); held when halted before any took it. */
-void wk_chan_end(wk_chan *ch, wk_push *p, wk_push_result *res, wk_end end,
+void wk_chan_end(wk_chan *ch, wk_push *push, wk_push_result *res, wk_end end,
                         const char *reason)
 {
     wk_sender *s = ch->s;
@@ -185,35 +185,35 @@ void wk_chan_end(wk_chan *ch, wk_push *p, wk_push_result *res, wk_end end,
         res->delivered = end == WK_END_SENT;
         res->held = end == WK_END_HELD;
         res->reason = end == WK_END_FAILED ? reason : NULL;
-        wk_sender_settle(s, p, res);
+        wk_sender_settle(s, push, res);
         return;
     }
     if (end == WK_END_SENT) {
-        p->any_sent = true;
+        push->any_sent = true;
     } else if (end == WK_END_DEAD) {
-        s->prune(s->ctx, p, &p->addrs[p->addr]);
-    } else if (end == WK_END_FAILED && !p->any_failed) {
-        p->any_failed = true;
-        snprintf(p->failure, sizeof p->failure, "%s", reason);
+        s->prune(s->ctx, push, &push->addrs[push->addr]);
+    } else if (end == WK_END_FAILED && !push->any_failed) {
+        push->any_failed = true;
+        snprintf(push->failure, sizeof push->failure, "%s", reason);
     }
-    if (end != WK_END_HELD && ++p->addr < p->naddrs &&
-        !(p->hold != NULL && *p->hold)) {
-        p->addr_attempts = 0;
-        p->slowdowns = 0;
-        wk_chan_enqueue(ch, p, true);
+    if (end != WK_END_HELD && ++push->addr < push->naddrs &&
+        !(push->hold != NULL && *push->hold)) {
+        push->addr_attempts = 0;
+        push->slowdowns = 0;
+        wk_chan_enqueue(ch, push, true);
         return;
     }
-    res->delivered = p->any_sent;
-    res->held = !p->any_sent && p->addr < p->naddrs;
-    res->unregistered = !p->any_sent && !res->held && !p->any_failed;
-    res->reason = !p->any_sent && !res->held && p->any_failed ? p->failure : NULL;
-    wk_sender_settle(s, p, res);
+    res->delivered = push->any_sent;
+    res->held = !push->any_sent && push->addr < push->naddrs;
+    res->unregistered = !push->any_sent && !res->held && !push->any_failed;
+    res->reason = !push->any_sent && !res->held && push->any_failed ? push->failure : NULL;
+    wk_sender_settle(s, push, res);
 }
 
-/* Builds P's next request on X: the webhook's, the messages:send of its
+/* Builds PUSH's next request on X: the webhook's, the messages:send of its
  * current address with the channel's access token, or the APNs request
  * signed with the provider token.  0, or -1 with ERRSTR. */
-static int wk_chan_prepare(wk_chan *ch, wk_xfer *x, wk_push *p, char *errstr, size_t errlen)
+static int wk_chan_prepare(wk_chan *ch, wk_xfer *x, wk_push *push, char *errstr, size_t errlen)
 {
     size_t stripped = 0;
     uint64_t gen;
@@ -227,14 +227,14 @@ static int wk_chan_prepare(wk_chan *ch, wk_xfer *x, wk_push *p, char *errstr, si
             return -1;
         return wk_xfer_prepare_apns(x, ch->cfg, ch->cfg->url != NULL ? ch->cfg->url
                                                                        : WK_APNS_BASE_URL,
-                                    token, p->task, p->uid, p->user, p->addrs[p->addr].address,
+                                    token, push->task, push->uid, push->user, push->addrs[push->addr].address,
                                     errstr, errlen);
     }
     if (ch->cfg->type == HR_CHANNEL_SMTP)
-        return wk_xfer_prepare_smtp(x, ch->cfg, p->task, p->uid, p->user,
-                                    p->addrs[p->addr].address, errstr, errlen);
+        return wk_xfer_prepare_smtp(x, ch->cfg, push->task, push->uid, push->user,
+                                    push->addrs[push->addr].address, errstr, errlen);
     if (ch->fcm == NULL) {
-        if (wk_xfer_prepare(x, ch->cfg, p->task, p->uid, p->user, &stripped, errstr, errlen) != 0)
+        if (wk_xfer_prepare(x, ch->cfg, push->task, push->uid, push->user, &stripped, errstr, errlen) != 0)
             return -1;
         if (stripped > 0)
             hr_metrics_add(ch->s->m->anomalies[WK_ANOMALY_HEADER_STRIPPED], (uint64_t)stripped);
@@ -246,47 +246,47 @@ static int wk_chan_prepare(wk_chan *ch, wk_xfer *x, wk_push *p, char *errstr, si
         snprintf(errstr, errlen, "no access token");
         return -1;
     }
-    p->token_gen = gen;
-    return wk_xfer_prepare_fcm(x, wk_fcm_auth_send_url(ch->fcm), token, p->task, p->uid, p->user,
-                               p->addrs[p->addr].address, errstr, errlen);
+    push->token_gen = gen;
+    return wk_xfer_prepare_fcm(x, wk_fcm_auth_send_url(ch->fcm), token, push->task, push->uid, push->user,
+                               push->addrs[push->addr].address, errstr, errlen);
 }
 
-/* Starts P on a free handle X; false when P was settled instead (it could
+/* Starts PUSH on a free handle X; false when PUSH was settled instead (it could
  * not be rendered or the request not added, or it has no address). */
-static bool wk_chan_start(wk_chan *ch, wk_xfer *x, wk_push *p)
+static bool wk_chan_start(wk_chan *ch, wk_xfer *x, wk_push *push)
 {
     wk_sender *s = ch->s;
     char errstr[256];
     wk_push_result res = {.delivered = false};
     CURLMcode mc;
 
-    if (wk_chan_addressed(ch) && p->naddrs == 0) {
+    if (wk_chan_addressed(ch) && push->naddrs == 0) {
         ch->free[ch->nfree++] = x;
         res.unregistered = true;
-        wk_sender_settle(s, p, &res);
+        wk_sender_settle(s, push, &res);
         return false;
     }
-    if (wk_chan_prepare(ch, x, p, errstr, sizeof errstr) != 0)
+    if (wk_chan_prepare(ch, x, push, errstr, sizeof errstr) != 0)
         goto fail;
-    x->p = p;
+    x->p = push;
     mc = curl_multi_add_handle(s->multi, x->easy);
     if (mc != CURLM_OK) {
         x->p = NULL;
         snprintf(errstr, sizeof errstr, "curl: %s", curl_multi_strerror(mc));
         goto fail;
     }
-    p->xfer = x;
-    p->state = WK_PUSH_INFLIGHT;
-    p->attempts++;
-    if (++p->addr_attempts == 1)
-        p->firsts++;
+    push->xfer = x;
+    push->state = WK_PUSH_INFLIGHT;
+    push->attempts++;
+    if (++push->addr_attempts == 1)
+        push->firsts++;
     ch->inflight++;
     s->inflight++;
     hr_metrics_set(s->m->inflight, (double)s->inflight);
     return true;
 fail:
     ch->free[ch->nfree++] = x;
-    wk_chan_end(ch, p, &res, WK_END_FAILED, errstr);
+    wk_chan_end(ch, push, &res, WK_END_FAILED, errstr);
     return false;
 }
 
@@ -451,7 +451,7 @@ void wk_chan_pump(wk_chan *ch)
     wk_sender *s = ch->s;
     int64_t now = wk_clock_now_ms(), wait_ms = 0;
     wk_task *wt;
-    wk_push *p;
+    wk_push *push;
     wk_xfer *x;
 
     wk_chan_promote(ch, now);
@@ -481,13 +481,13 @@ void wk_chan_pump(wk_chan *ch)
             ch->tokens--;
         if (wt->rate_limit > 0 && wt->tokens > 0)
             wt->tokens--;
-        p = TAILQ_FIRST(&wt->ready);
-        wk_chan_dequeue(ch, p);
+        push = TAILQ_FIRST(&wt->ready);
+        wk_chan_dequeue(ch, push);
         /* Round robin: the task goes behind the others. */
         if (wt->queued) {
             TAILQ_REMOVE(&ch->tasks, wt, rr);
             TAILQ_INSERT_TAIL(&ch->tasks, wt, rr);
         }
-        wk_chan_start(ch, x, p);
+        wk_chan_start(ch, x, push);
     }
 }

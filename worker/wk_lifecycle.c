@@ -224,10 +224,10 @@ static void wk_lifecycle_hold(wk_lifecycle *l, wk_chunk *c)
 {
     c->held = true;
     for (size_t i = 0; i < c->npushes; i++) {
-        wk_push *p = &c->pushes[i];
+        wk_push *push = &c->pushes[i];
 
-        if (p->state == WK_PUSH_READY || p->state == WK_PUSH_DELAYED) {
-            wk_sender_cancel(l->sender, p);
+        if (push->state == WK_PUSH_READY || push->state == WK_PUSH_DELAYED) {
+            wk_sender_cancel(l->sender, push);
             c->open--;
         }
     }
@@ -263,27 +263,27 @@ static void wk_lifecycle_settled(wk_lifecycle *l, wk_chunk *c)
 
 /* ---- push outcomes ---------------------------------------------------------- */
 
-static void wk_lifecycle_outcome(wk_lifecycle *l, const wk_chunk *c, const wk_push *p,
+static void wk_lifecycle_outcome(wk_lifecycle *l, const wk_chunk *c, const wk_push *push,
                                  wk_delivery status, const wk_push_result *res)
 {
     wk_event ev = {.kind = WK_EVENT_OUTCOME, .task = c->msg.task};
 
     /* wk_chunk_open pushes only valid uids (1..INT64_MAX). */
-    ev.u.outcome.uid = strtoull(p->uid, NULL, 10);
+    ev.u.outcome.uid = strtoull(push->uid, NULL, 10);
     ev.u.outcome.status = status;
-    ev.u.outcome.attempts = p->attempts;
+    ev.u.outcome.attempts = push->attempts;
     ev.u.outcome.http_status = (int)res->http_status;
     ev.u.outcome.latency_ms = res->latency_ms;
     ev.u.outcome.at_ms = wk_clock_now_ms();
     wk_reporter_push(l->reporter, &ev);
 }
 
-void wk_lifecycle_push_done(void *ctx, wk_push *p, const wk_push_result *res)
+void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res)
 {
     wk_lifecycle *l = ctx;
-    wk_chunk *c = p->owner;
+    wk_chunk *c = push->owner;
     wk_metrics_chan *mc = &l->met->chans[c->task->ch_index];
-    int retries = p->attempts - p->firsts; /* an address's first request is no retry */
+    int retries = push->attempts - push->firsts; /* an address's first request is no retry */
     wk_delivery status = res->delivered      ? WK_DELIVERY_SENT
                          : res->unregistered ? WK_DELIVERY_UNREGISTERED
                                              : WK_DELIVERY_FAILED;
@@ -302,23 +302,23 @@ void wk_lifecycle_push_done(void *ctx, wk_push *p, const wk_push_result *res)
         return;
     }
     if (l->cfg->worker.delivery_log)
-        wk_lifecycle_outcome(l, c, p, status, res);
+        wk_lifecycle_outcome(l, c, push, status, res);
     switch (status) {
     case WK_DELIVERY_SENT:
         hr_metrics_inc(mc->sent);
         hr_metrics_observe(l->met->due_to_delivery,
                            (double)(wk_clock_now_ms() - c->msg.due_ms) / 1000.0);
-        full = wk_chunk_ack(c, p->uid);
+        full = wk_chunk_ack(c, push->uid);
         break;
     case WK_DELIVERY_UNREGISTERED:
         hr_metrics_inc(mc->unregistered);
-        full = wk_chunk_unregistered(c, p->uid);
+        full = wk_chunk_unregistered(c, push->uid);
         break;
     default:
         hr_metrics_inc(mc->failed);
-        hr_log_debug("push_failed", "task=%" PRId64 " uid=%s reason=%s", c->msg.task, p->uid,
+        hr_log_debug("push_failed", "task=%" PRId64 " uid=%s reason=%s", c->msg.task, push->uid,
                      res->reason);
-        full = wk_chunk_dead(c, p->uid, res->reason);
+        full = wk_chunk_dead(c, push->uid, res->reason);
         break;
     }
     if (full < 0 || (full == 1 && wk_lifecycle_flush(l, c) != 0)) {
@@ -390,22 +390,22 @@ static int wk_lifecycle_addresses(wk_lifecycle *l, wk_chunk *c)
     return 0;
 }
 
-/* Address A of push P is dead (the provider said so): out of MySQL and
+/* Address A of PUSH is dead (the provider said so): out of MySQL and
  * Redis, so no later campaign tries it.  A failure is logged; the next
  * campaign's answer prunes it then. */
-void wk_lifecycle_prune(void *ctx, wk_push *p, const hr_addr *a)
+void wk_lifecycle_prune(void *ctx, wk_push *push, const hr_addr *a)
 {
     wk_lifecycle *l = ctx;
-    wk_chunk *c = p->owner;
+    wk_chunk *c = push->owner;
     char errstr[512];
 
     if (hr_addr_prune(l->mysql, l->redis, a, errstr, sizeof errstr) < 0) {
         hr_log_warn("address_prune_failed", "task=%" PRId64 " uid=%s error=\"%s\"",
-                    c->msg.task, p->uid, errstr);
+                    c->msg.task, push->uid, errstr);
         return;
     }
     hr_metrics_inc(l->met->pruned);
-    hr_log_debug("address_pruned", "task=%" PRId64 " uid=%s platform=%s", c->msg.task, p->uid,
+    hr_log_debug("address_pruned", "task=%" PRId64 " uid=%s platform=%s", c->msg.task, push->uid,
                  hr_addr_platform_name(a->platform));
 }
 

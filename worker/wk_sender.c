@@ -41,10 +41,10 @@ static uint64_t wk_sender_random(wk_sender *s)
     return s->rnd * 2685821657736338717ULL;
 }
 
-void wk_sender_settle(wk_sender *s, wk_push *p, const wk_push_result *res)
+void wk_sender_settle(wk_sender *s, wk_push *push, const wk_push_result *res)
 {
-    p->state = WK_PUSH_IDLE;
-    s->done(s->ctx, p, res);
+    push->state = WK_PUSH_IDLE;
+    s->done(s->ctx, push, res);
 }
 
 void wk_sender_pump(wk_sender *s)
@@ -68,7 +68,7 @@ void wk_sender_pump(wk_sender *s)
 static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
 {
     wk_chan *ch = x->ch;
-    wk_push *p = x->p;
+    wk_push *push = x->p;
     const hr_channel *cfg = ch->cfg;
     long code = 0;
     int64_t now = wk_clock_now_ms();
@@ -87,27 +87,27 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
 
     if (v.verdict == WK_VERDICT_DELIVERED) {
         wk_retry_cap_grow(&ch->cap);
-        wk_chan_end(ch, p, &res, WK_END_SENT, NULL);
+        wk_chan_end(ch, push, &res, WK_END_SENT, NULL);
         return;
     }
-    if (p->hold != NULL && *p->hold) {
-        wk_chan_end(ch, p, &res, WK_END_HELD, NULL);
+    if (push->hold != NULL && *push->hold) {
+        wk_chan_end(ch, push, &res, WK_END_HELD, NULL);
         return;
     }
     if (v.verdict == WK_VERDICT_UNREGISTERED) {
-        wk_chan_end(ch, p, &res, WK_END_DEAD, NULL);
+        wk_chan_end(ch, push, &res, WK_END_DEAD, NULL);
         return;
     }
     /* "Slow down" and "refresh the token" re-send without counting
      * against the retry budget, up to a bound; past it they are what
      * their status says. */
     if ((v.verdict == WK_VERDICT_SLOWDOWN || v.verdict == WK_VERDICT_REFRESH) &&
-        p->slowdowns >= WK_SENDER_MAX_SLOWDOWNS)
+        push->slowdowns >= WK_SENDER_MAX_SLOWDOWNS)
         v.verdict = code >= 500 ? WK_VERDICT_RETRY : WK_VERDICT_FAILED;
     if (v.verdict == WK_VERDICT_REFRESH && ch->fcm != NULL) {
-        wk_fcm_auth_rejected(ch->fcm, p->token_gen);
-        p->slowdowns++;
-        wk_chan_enqueue(ch, p, true);
+        wk_fcm_auth_rejected(ch->fcm, push->token_gen);
+        push->slowdowns++;
+        wk_chan_enqueue(ch, push, true);
         return;
     }
     /* APNs calls the provider token expired: a new one, unless the held
@@ -115,8 +115,8 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
      * the key is wrong, and the push fails). */
     if (v.verdict == WK_VERDICT_REFRESH && ch->apns != NULL &&
         wk_apns_signer_expired(ch->apns, now / 1000) == 0) {
-        p->slowdowns++;
-        wk_chan_enqueue(ch, p, true);
+        push->slowdowns++;
+        wk_chan_enqueue(ch, push, true);
         return;
     }
     if (v.verdict == WK_VERDICT_SLOWDOWN) {
@@ -140,27 +140,27 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
         /* A re-send all the same (it counts as a retry in the stats, the
          * delivery log and herald_retries_total), but not against the
          * channel's retry budget: that is for failures. */
-        p->slowdowns++;
-        wk_chan_enqueue(ch, p, true);
+        push->slowdowns++;
+        wk_chan_enqueue(ch, push, true);
         return;
     }
     if (v.verdict != WK_VERDICT_RETRY) {
-        wk_chan_end(ch, p, &res, WK_END_FAILED, v.reason);
+        wk_chan_end(ch, push, &res, WK_END_FAILED, v.reason);
         return;
     }
-    if (p->addr_attempts - p->slowdowns >= cfg->retry_max_attempts) {
-        snprintf(reason, sizeof reason, "%s after %d attempts", v.reason, p->addr_attempts);
-        wk_chan_end(ch, p, &res, WK_END_FAILED, reason);
+    if (push->addr_attempts - push->slowdowns >= cfg->retry_max_attempts) {
+        snprintf(reason, sizeof reason, "%s after %d attempts", v.reason, push->addr_attempts);
+        wk_chan_end(ch, push, &res, WK_END_FAILED, reason);
         return;
     }
-    p->delay.due_ms = now + wk_retry_backoff_ms(cfg->retry_backoff_ms, cfg->retry_max_backoff_ms,
-                                                p->addr_attempts - p->slowdowns,
+    push->delay.due_ms = now + wk_retry_backoff_ms(cfg->retry_backoff_ms, cfg->retry_max_backoff_ms,
+                                                push->addr_attempts - push->slowdowns,
                                                 wk_sender_random(s));
-    if (wk_retry_heap_push(&ch->delayed, &p->delay) != 0) {
-        wk_chan_end(ch, p, &res, WK_END_FAILED, "out of memory");
+    if (wk_retry_heap_push(&ch->delayed, &push->delay) != 0) {
+        wk_chan_end(ch, push, &res, WK_END_FAILED, "out of memory");
         return;
     }
-    p->state = WK_PUSH_DELAYED;
+    push->state = WK_PUSH_DELAYED;
     wk_chan_arm_retry(ch);
 }
 
@@ -327,12 +327,12 @@ void wk_sender_set_prune(wk_sender *s, wk_sender_prune_fn prune)
     s->prune = prune;
 }
 
-void wk_sender_submit(wk_sender *s, wk_push *p)
+void wk_sender_submit(wk_sender *s, wk_push *push)
 {
-    wk_chan *ch = &s->chans[p->task->ch_index];
+    wk_chan *ch = &s->chans[push->task->ch_index];
 
-    p->xfer = NULL;
-    wk_chan_enqueue(ch, p, false);
+    push->xfer = NULL;
+    wk_chan_enqueue(ch, push, false);
 }
 
 void wk_sender_kick(wk_sender *s)
@@ -340,25 +340,25 @@ void wk_sender_kick(wk_sender *s)
     wk_sender_pump(s);
 }
 
-void wk_sender_cancel(wk_sender *s, wk_push *p)
+void wk_sender_cancel(wk_sender *s, wk_push *push)
 {
-    wk_chan *ch = &s->chans[p->task->ch_index];
+    wk_chan *ch = &s->chans[push->task->ch_index];
 
-    switch (p->state) {
+    switch (push->state) {
     case WK_PUSH_READY:
-        wk_chan_dequeue(ch, p);
+        wk_chan_dequeue(ch, push);
         break;
     case WK_PUSH_DELAYED:
-        wk_retry_heap_remove(&ch->delayed, &p->delay);
+        wk_retry_heap_remove(&ch->delayed, &push->delay);
         break;
     case WK_PUSH_INFLIGHT:
-        wk_chan_release_xfer(ch, p->xfer);
+        wk_chan_release_xfer(ch, push->xfer);
         break;
     case WK_PUSH_IDLE:
         break;
     }
-    p->state = WK_PUSH_IDLE;
-    p->xfer = NULL;
+    push->state = WK_PUSH_IDLE;
+    push->xfer = NULL;
 }
 
 bool wk_sender_stuck(const wk_sender *s, size_t ch_index)

@@ -89,7 +89,7 @@ typedef enum wk_end {
 /* wk_sender.c */
 void wk_sender_pump(wk_sender *s);
 void wk_sender_check(wk_sender *s);
-void wk_sender_settle(wk_sender *s, wk_push *p, const wk_push_result *res);
+void wk_sender_settle(wk_sender *s, wk_push *push, const wk_push_result *res);
 
 /* wk_sender_uv.c: CURLMOPT_SOCKETFUNCTION and CURLMOPT_TIMERFUNCTION */
 int wk_sender_uv_socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *sockp);
@@ -99,10 +99,10 @@ int wk_sender_uv_timer_cb(CURLM *multi, long timeout_ms, void *userp);
 void wk_chan_wake_cb(uv_timer_t *t);
 void wk_chan_arm_retry(wk_chan *ch);
 void wk_chan_release_xfer(wk_chan *ch, wk_xfer *x);
-void wk_chan_enqueue(wk_chan *ch, wk_push *p, bool head);
-void wk_chan_dequeue(wk_chan *ch, wk_push *p);
+void wk_chan_enqueue(wk_chan *ch, wk_push *push, bool head);
+void wk_chan_dequeue(wk_chan *ch, wk_push *push);
 bool wk_chan_addressed(const wk_chan *ch);
-void wk_chan_end(wk_chan *ch, wk_push *p, wk_push_result *res, wk_end end, const char *reason);
+void wk_chan_end(wk_chan *ch, wk_push *push, wk_push_result *res, wk_end end, const char *reason);
 void wk_chan_auth_finished(wk_chan *ch, CURLcode rc);
 void wk_chan_slow(wk_chan *ch, int64_t until_ms, const char *why, long status);
 void wk_chan_publish_slow(wk_chan *ch, int64_t until_ms, int64_t pause_ms);
