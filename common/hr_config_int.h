@@ -78,7 +78,7 @@ int cfg_choose_channel_type(void *field, const char *text);
 int cfg_choose_push_type(void *field, const char *text);
 int cfg_choose_priority(void *field, const char *text);
 
-/* ---- the key tables (defined in hr_config.c) -------------------------- */
+/* ---- the key tables (hr_config.c, hr_config_channel.c) --------------- */
 
 typedef enum cfg_type {
     CFG_T_STR,      /* char *; min 1 = must not be empty; check() validates */
@@ -107,6 +107,27 @@ typedef struct cfg_key {
     const struct cfg_key *sub;
 } cfg_key;
 
+/* A table's entries: key name N of type T's field F. */
+#define K_STR(n, T, f, nonempty, d) \
+    {.name = n, .type = CFG_T_STR, .off = offsetof(T, f), .min = nonempty, .def = d}
+#define K_CHECKED(n, T, f, d, fn) \
+    {.name = n, .type = CFG_T_STR, .off = offsetof(T, f), .min = 1, .def = d, .check = fn}
+#define K_INT(n, T, f, lo, hi, d) \
+    {.name = n, .type = CFG_T_INT, .off = offsetof(T, f), .min = lo, .max = hi, .def = #d}
+#define K_LONG(n, T, f, lo, hi, d) \
+    {.name = n, .type = CFG_T_LONG, .off = offsetof(T, f), .min = lo, .max = hi, .def = #d}
+#define K_BOOL(n, T, f, d) {.name = n, .type = CFG_T_BOOL, .off = offsetof(T, f), .def = #d}
+#define K_CHOICE(n, T, f, d, fn, names) \
+    {.name = n, .type = CFG_T_CHOICE, .off = offsetof(T, f), .def = d, .choose = fn, \
+     .allowed = names}
+#define K_SECTION(n, keys) {.name = n, .type = CFG_T_SECTION, .sub = keys}
+#define K_LIST(n, t, T, f, count) \
+    {.name = n, .type = t, .off = offsetof(T, f), .count_off = offsetof(T, count)}
+#define K_KVMAP(n, T, f, count, fn) \
+    {.name = n, .type = CFG_T_KVMAP, .off = offsetof(T, f), .count_off = offsetof(T, count), \
+     .check_kv = fn}
+#define K_END {.name = NULL}
+
 #define CFG_FIELD(base, k) ((void *)((char *)(base) + (k)->off))
 #define CFG_COUNT(base, k) ((size_t *)(void *)((char *)(base) + (k)->count_off))
 
@@ -127,5 +148,18 @@ int cfg_apply_kvmap(const cfg_ctx *ctx, const cfg_key *k, void *base,
                     const cfg_node *node, const char *path);
 int cfg_apply_codes(const cfg_ctx *ctx, const cfg_key *k, void *base,
                     const cfg_node *node, const char *path);
+
+/* ---- the walk of the tables (hr_config.c, hr_config_channel.c) -------- */
+
+/* Frees what KEYS describe in BASE. */
+void cfg_clear(const cfg_key *keys, void *base);
+/* Applies mapping MAP to the keys of one section; WHERE prefixes key paths
+ * in messages. */
+int cfg_apply_map(const cfg_ctx *ctx, const cfg_key *keys, void *base, const cfg_node *map,
+                  const char *where);
+/* Frees one channel's fields and name. */
+void cfg_channel_clear(hr_channel *ch);
+/* The channels mapping NODE into the channel list K describes in BASE. */
+int cfg_apply_channels(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node);
 
 #endif

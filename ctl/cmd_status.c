@@ -81,19 +81,19 @@ static void status_redis(hr_redis *r, int64_t task, status_sample *s)
     } cmds[] = {{"SCARD", HR_KEY_SUBS}, {"HLEN", HR_KEY_PENDING}, {"HGETALL", HR_KEY_STATS}};
     redisReply *reply[3] = {NULL, NULL, NULL};
     char key[HR_KEY_MAX], errstr[256];
-    hr_pipe *p = hr_pipe_new(r);
+    hr_pipe *pipe = hr_pipe_new(r);
     size_t i;
 
-    for (i = 0; p != NULL && i < 3; i++) {
+    for (i = 0; pipe != NULL && i < 3; i++) {
         const char *argv[2] = {cmds[i].cmd, hr_key_task(hr_redis_prefix(r), key, sizeof key,
                                                         task, cmds[i].key)};
-        if (hr_pipe_cmd(p, 2, argv, NULL) < 0)
+        if (hr_pipe_cmd(pipe, 2, argv, NULL) < 0)
             break;
     }
-    if (p != NULL && i == 3 && hr_pipe_exec(p, errstr, sizeof errstr) == 0)
+    if (pipe != NULL && i == 3 && hr_pipe_exec(pipe, errstr, sizeof errstr) == 0)
         for (i = 0; i < 3; i++)
-            reply[i] = hr_pipe_reply(p, i, errstr, sizeof errstr);
-    hr_pipe_free(p);
+            reply[i] = hr_pipe_reply(pipe, i, errstr, sizeof errstr);
+    hr_pipe_free(pipe);
     s->subs = status_int_reply(reply[0]);
     s->pending = status_int_reply(reply[1]);
     status_stats(s, reply[2]);

@@ -219,17 +219,17 @@ int wk_chunk_open(wk_chunk *c, hr_redis *r, const char *owner, int lease_ms, cha
     }
     for (size_t i = 0; i < c->members->elements; i++) {
         const redisReply *m = c->members->element[i];
-        wk_push *p;
+        wk_push *push;
 
         if (m->type != REDIS_REPLY_STRING || !wk_chunk_uid_valid(m->str))
             continue;
-        p = &c->pushes[c->npushes++];
-        p->owner = c;
-        p->task = c->task;
-        p->uid = m->str;
-        p->user = c->users != NULL ? c->users[i] : NULL;
-        p->hold = &c->held;
-        p->state = WK_PUSH_IDLE;
+        push = &c->pushes[c->npushes++];
+        push->owner = c;
+        push->task = c->task;
+        push->uid = m->str;
+        push->user = c->users != NULL ? c->users[i] : NULL;
+        push->hold = &c->held;
+        push->state = WK_PUSH_IDLE;
     }
     c->open = c->npushes;
     return WK_CHUNK_STARTED;
@@ -258,15 +258,15 @@ int wk_chunk_fetch_addrs(wk_chunk *c, hr_redis *r, hr_addr_platform platform, co
     free(uids);
     /* A uid's addresses are contiguous, in the order of the pushes. */
     for (size_t i = 0; i < c->npushes; i++) {
-        wk_push *p = &c->pushes[i];
+        wk_push *push = &c->pushes[i];
 
-        p->addrs = k < c->addrs.a.n ? &c->addrs.a.v[k] : NULL;
+        push->addrs = k < c->addrs.a.n ? &c->addrs.a.v[k] : NULL;
         while (k < c->addrs.a.n && c->addrs.a.v[k].idx == i) {
-            p->naddrs++;
+            push->naddrs++;
             k++;
         }
-        if (p->naddrs == 0)
-            p->addrs = NULL;
+        if (push->naddrs == 0)
+            push->addrs = NULL;
     }
     return 0;
 }
@@ -509,17 +509,17 @@ static int wk_chunk_throttle_keys(wk_chunk *c, hr_redis *r, size_t first, size_t
     const hr_task *row = c->task->row;
 
     for (size_t i = 0; i < n; i++) {
-        const wk_push *p = &c->pushes[first + i];
+        const wk_push *push = &c->pushes[first + i];
         char vbuf[HR_THROTTLE_VALUE_MAX];
         const char *value = NULL;
 
         if (row->throttle_key != NULL) {
-            value = hr_throttle_value(row->throttle_key, c->task->payload, p->user, vbuf,
+            value = hr_throttle_value(row->throttle_key, c->task->payload, push->user, vbuf,
                                       sizeof vbuf);
             if (value == NULL)
                 (*missing)++;
         }
-        if (hr_throttle_key(r, row->throttle_scope, p->uid, value, keys[i], sizeof keys[i],
+        if (hr_throttle_key(r, row->throttle_scope, push->uid, value, keys[i], sizeof keys[i],
                             errstr, errlen) != 0)
             return -1;
         reqs[i].key = keys[i];

@@ -25,7 +25,7 @@ struct wk_fcm_auth {
     hr_buf form;
 };
 
-int wk_fcm_auth_new(const hr_channel *cfg, wk_fcm_auth **out, char *errstr, size_t errlen)
+int wk_fcm_auth_new(const hr_channel *ch, wk_fcm_auth **out, char *errstr, size_t errlen)
 {
     wk_fcm_auth *a = calloc(1, sizeof *a);
     char detail[256];
@@ -37,31 +37,31 @@ int wk_fcm_auth_new(const hr_channel *cfg, wk_fcm_auth **out, char *errstr, size
     *out = NULL;
     hr_buf_init(&url, 4096);
     if (a == NULL) {
-        snprintf(errstr, errlen, "channel %s: out of memory", cfg->name);
+        snprintf(errstr, errlen, "channel %s: out of memory", ch->name);
         goto cleanup;
     }
-    a->channel = cfg->name;
+    a->channel = ch->name;
     hr_buf_init(&a->form, WK_FCM_AUTH_FORM_MAX);
-    if (hr_config_read_file(cfg->fcm.service_account_file, WK_FCM_AUTH_FILE_MAX, &text, &len,
+    if (hr_config_read_file(ch->fcm.service_account_file, WK_FCM_AUTH_FILE_MAX, &text, &len,
                             detail, sizeof detail) != 0 ||
         wk_fcm_account_parse(text, len, &a->account, detail, sizeof detail) != 0) {
-        snprintf(errstr, errlen, "channel %s: service_account_file %s", cfg->name, detail);
+        snprintf(errstr, errlen, "channel %s: service_account_file %s", ch->name, detail);
         goto cleanup;
     }
     /* The override is where the token is asked for and the JWT's audience
      * alike: a stand-in checks both. */
-    if (cfg->fcm.token_uri != NULL) {
-        char *uri = strdup(cfg->fcm.token_uri);
+    if (ch->fcm.token_uri != NULL) {
+        char *uri = strdup(ch->fcm.token_uri);
         if (uri == NULL) {
-            snprintf(errstr, errlen, "channel %s: out of memory", cfg->name);
+            snprintf(errstr, errlen, "channel %s: out of memory", ch->name);
             goto cleanup;
         }
         free(a->account->token_uri);
         a->account->token_uri = uri;
     }
-    if (wk_fcm_send_url(a->account, cfg->url != NULL ? cfg->url : WK_FCM_BASE_URL, &url) != 0 ||
+    if (wk_fcm_send_url(a->account, ch->url != NULL ? ch->url : WK_FCM_BASE_URL, &url) != 0 ||
         (a->send_url = strdup(url.data)) == NULL) {
-        snprintf(errstr, errlen, "channel %s: the send URL is too long", cfg->name);
+        snprintf(errstr, errlen, "channel %s: the send URL is too long", ch->name);
         goto cleanup;
     }
     *out = a;

@@ -25,9 +25,9 @@
 
 typedef struct wk_fcm_auth wk_fcm_auth;
 
-/* Reads CFG's service account (and token_uri override) into a new *OUT.
+/* Reads CH's service account (and token_uri override) into a new *OUT.
  * 0, or -1 with ERRSTR ("channel NAME: ...": the file, the JSON, the key). */
-int wk_fcm_auth_new(const hr_channel *cfg, wk_fcm_auth **out, char *errstr, size_t errlen);
+int wk_fcm_auth_new(const hr_channel *ch, wk_fcm_auth **out, char *errstr, size_t errlen);
 void wk_fcm_auth_free(wk_fcm_auth *a);
 
 /* The messages:send URL of the account's project. */

@@ -104,9 +104,9 @@ typedef struct wk_push_result {
     bool held;          /* not delivered, not tried again because of *hold */
 } wk_push_result;
 
-typedef void (*wk_sender_done_fn)(void *ctx, wk_push *p, const wk_push_result *res);
-/* Address A of push P is dead (the provider said so): remove it. */
-typedef void (*wk_sender_prune_fn)(void *ctx, wk_push *p, const hr_addr *a);
+typedef void (*wk_sender_done_fn)(void *ctx, wk_push *push, const wk_push_result *res);
+/* Address A of PUSH is dead (the provider said so): remove it. */
+typedef void (*wk_sender_prune_fn)(void *ctx, wk_push *push, const hr_addr *a);
 
 typedef struct wk_sender wk_sender;
 
@@ -123,14 +123,14 @@ bool wk_sender_addressed(const wk_sender *s, size_t ch_index, hr_addr_platform *
 /* Called (with the done callback's CTX) for every dead address. */
 void wk_sender_set_prune(wk_sender *s, wk_sender_prune_fn prune);
 
-/* Queues P (state IDLE) for its first attempt; nothing starts (and no
+/* Queues PUSH (state IDLE) for its first attempt; nothing starts (and no
  * callback runs) until wk_sender_kick(). */
-void wk_sender_submit(wk_sender *s, wk_push *p);
+void wk_sender_submit(wk_sender *s, wk_push *push);
 /* Starts what the queues, caps, pauses and rate limits allow. */
 void wk_sender_kick(wk_sender *s);
-/* Unlinks P wherever it is (an in-flight request is aborted); no callback.
- * P is IDLE afterwards. */
-void wk_sender_cancel(wk_sender *s, wk_push *p);
+/* Unlinks PUSH wherever it is (an in-flight request is aborted); no callback.
+ * PUSH is IDLE afterwards. */
+void wk_sender_cancel(wk_sender *s, wk_push *push);
 
 /* True when channel CH_INDEX has pushes waiting (ready or backing off) but
  * nothing will run the pump for them: no request in flight, no wake-up or

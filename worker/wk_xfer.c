@@ -71,7 +71,7 @@ static int wk_xfer_debug(CURL *e, curl_infotype type, char *data, size_t size, v
 }
 
 /* The easy options of an smtp channel's handle. */
-static void wk_xfer_smtp_setup(wk_xfer *x, const hr_channel *cfg)
+static void wk_xfer_smtp_setup(wk_xfer *x, const hr_channel *ch)
 {
     CURL *e = x->easy;
 
@@ -84,11 +84,11 @@ static void wk_xfer_smtp_setup(wk_xfer *x, const hr_channel *cfg)
     /* smtps:// is TLS from the start; on smtp:// STARTTLS is required
      * unless the channel allows a relay without it. */
     curl_easy_setopt(e, CURLOPT_USE_SSL,
-                     cfg->smtp.require_starttls ? (long)CURLUSESSL_ALL : (long)CURLUSESSL_TRY);
-    curl_easy_setopt(e, CURLOPT_URL, cfg->url);
-    if (cfg->smtp.username != NULL) {
-        curl_easy_setopt(e, CURLOPT_USERNAME, cfg->smtp.username);
-        curl_easy_setopt(e, CURLOPT_PASSWORD, cfg->smtp.password ? cfg->smtp.password : "");
+                     ch->smtp.require_starttls ? (long)CURLUSESSL_ALL : (long)CURLUSESSL_TRY);
+    curl_easy_setopt(e, CURLOPT_URL, ch->url);
+    if (ch->smtp.username != NULL) {
+        curl_easy_setopt(e, CURLOPT_USERNAME, ch->smtp.username);
+        curl_easy_setopt(e, CURLOPT_PASSWORD, ch->smtp.password ? ch->smtp.password : "");
     }
 }
 
@@ -289,7 +289,7 @@ static int wk_xfer_arm(wk_xfer *x, struct curl_slist *headers, bool get, char *e
     return 0;
 }
 
-int wk_xfer_prepare(wk_xfer *x, const hr_channel *cfg, const wk_task *task, const char *uid,
+int wk_xfer_prepare(wk_xfer *x, const hr_channel *ch, const wk_task *task, const char *uid,
                     const redisReply *user, size_t *stripped, char *errstr, size_t errlen)
 {
     struct curl_slist *headers = NULL;
@@ -301,7 +301,7 @@ int wk_xfer_prepare(wk_xfer *x, const hr_channel *cfg, const wk_task *task, cons
         curl_slist_free_all(headers);
         return -1;
     }
-    return wk_xfer_arm(x, headers, strcasecmp(cfg->method, "GET") == 0, errstr, errlen);
+    return wk_xfer_arm(x, headers, strcasecmp(ch->method, "GET") == 0, errstr, errlen);
 }
 
 /* URL into X's URL buffer, NUL-terminated; -1 with ERRSTR past its cap. */
@@ -362,7 +362,7 @@ static void wk_xfer_apns_id(int64_t task, const char *uid, const char *device, c
              d[15]);
 }
 
-int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *cfg, const char *base_url,
+int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *ch, const char *base_url,
                          const char *provider_token, const wk_task *task, const char *uid,
                          const redisReply *user, const char *device_token, char *errstr,
                          size_t errlen)
@@ -371,13 +371,13 @@ int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *cfg, const char *base_url
     wk_apns_request req;
     char apns_id[37];
     wk_apns_message m = {.device_token = device_token,
-                         .topic = cfg->apns.topic,
-                         .push_type = cfg->apns.push_type == HR_APNS_BACKGROUND ? WK_APNS_BACKGROUND
+                         .topic = ch->apns.topic,
+                         .push_type = ch->apns.push_type == HR_APNS_BACKGROUND ? WK_APNS_BACKGROUND
                                                                                 : WK_APNS_ALERT,
                          .payload = task->payload,
                          .ttl_s = -1,
                          .apns_id = apns_id,
-                         .high_priority = cfg->apns.high_priority,
+                         .high_priority = ch->apns.high_priority,
                          .now_s = wk_clock_now_ms() / 1000};
 
     wk_xfer_apns_id(task->row->id, uid, device_token, apns_id);
@@ -405,15 +405,15 @@ int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *cfg, const char *base_url
     return wk_xfer_arm(x, headers, false, errstr, errlen);
 }
 
-int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *cfg, const wk_task *task, const char *uid,
+int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, const char *uid,
                          const redisReply *user, const char *to, char *errstr, size_t errlen)
 {
     unsigned char d[SHA256_DIGEST_LENGTH];
     char id[128], rcpt[HR_ADDR_ADDRESS_MAX + 3];
     const char *unsub;
     struct curl_slist *list;
-    wk_smtp_mail m = {.from = cfg->smtp.from,
-                      .from_name = cfg->smtp.from_name,
+    wk_smtp_mail m = {.from = ch->smtp.from,
+                      .from_name = ch->smtp.from_name,
                       .to = to,
                       .message_id = id,
                       .now_s = wk_clock_now_ms() / 1000};
@@ -442,7 +442,7 @@ int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *cfg, const wk_task *task,
     }
     curl_slist_free_all(x->rcpt);
     x->rcpt = list;
-    snprintf(rcpt, sizeof rcpt, "<%s>", cfg->smtp.from);
+    snprintf(rcpt, sizeof rcpt, "<%s>", ch->smtp.from);
     curl_easy_setopt(x->easy, CURLOPT_MAIL_FROM, rcpt);
     curl_easy_setopt(x->easy, CURLOPT_MAIL_RCPT, x->rcpt);
     curl_easy_setopt(x->easy, CURLOPT_INFILESIZE_LARGE, (curl_off_t)x->body.len);
@@ -472,39 +472,39 @@ int wk_xfer_prepare_form(wk_xfer *x, const char *url, const hr_buf *body, char *
     return wk_xfer_arm(x, headers, false, errstr, errlen);
 }
 
-static bool wk_xfer_success(const hr_channel *cfg, long code)
+static bool wk_xfer_success(const hr_channel *ch, long code)
 {
-    for (size_t i = 0; i < cfg->nsuccess; i++)
-        if (cfg->success[i] == code)
+    for (size_t i = 0; i < ch->nsuccess; i++)
+        if (ch->success[i] == code)
             return true;
     return false;
 }
 
-void wk_xfer_verdict(const hr_channel *cfg, const wk_xfer *x, CURLcode rc, long code,
+void wk_xfer_verdict(const hr_channel *ch, const wk_xfer *x, CURLcode rc, long code,
                      wk_provider_result *out)
 {
     const char *body = x->resp.data ? x->resp.data : "";
 
     /* An SMTP server's refusal fails the transfer with its reply code. */
-    if (rc != CURLE_OK && !(cfg->type == HR_CHANNEL_SMTP && code != 0)) {
+    if (rc != CURLE_OK && !(ch->type == HR_CHANNEL_SMTP && code != 0)) {
         wk_provider_set(out, WK_VERDICT_RETRY, 0, NULL);
         snprintf(out->reason, sizeof out->reason, "curl: %.120s",
                  x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
         return;
     }
-    if (cfg->type == HR_CHANNEL_FCM) {
+    if (ch->type == HR_CHANNEL_FCM) {
         wk_fcm_classify(code, body, x->resp.len, x->retry_after_s, out);
         return;
     }
-    if (cfg->type == HR_CHANNEL_APNS) {
+    if (ch->type == HR_CHANNEL_APNS) {
         wk_apns_classify(code, body, x->resp.len, x->retry_after_s, out);
         return;
     }
-    if (cfg->type == HR_CHANNEL_SMTP) {
+    if (ch->type == HR_CHANNEL_SMTP) {
         wk_smtp_classify(code, body, out);
         return;
     }
-    if (wk_xfer_success(cfg, code))
+    if (wk_xfer_success(ch, code))
         wk_provider_set(out, WK_VERDICT_DELIVERED, code, NULL);
     else
         wk_provider_classify_http(code, x->retry_after_s, NULL, out);

@@ -288,10 +288,10 @@ static void test_pipe_object(void **state)
     char key[256], rlkey[256];
     const char *argv[] = {"INCR", key};
     const char *eargv[] = {rlkey, "1000", "1"};
-    hr_pipe *p = hr_pipe_new(rd);
+    hr_pipe *pipe = hr_pipe_new(rd);
     redisReply *reply;
 
-    assert_non_null(p);
+    assert_non_null(pipe);
     /* A STRING counter (then read as a hash, for a WRONGTYPE error). */
     hr_key_task(hr_redis_prefix(rd), key, sizeof key, 1, HR_KEY_SEQ);
     hr_key_ratelimit(hr_redis_prefix(rd), rlkey, sizeof rlkey, "pipeobj", 1);
@@ -302,41 +302,41 @@ static void test_pipe_object(void **state)
             freeReplyObject(reply);
         }
         for (int i = 0; i < N; i++) {
-            assert_int_equal(hr_pipe_cmd(p, 2, argv, NULL), 0);
-            assert_int_equal(hr_pipe_eval(p, HR_LUA_RATELIMIT, 1, 3, eargv, NULL), 0);
+            assert_int_equal(hr_pipe_cmd(pipe, 2, argv, NULL), 0);
+            assert_int_equal(hr_pipe_eval(pipe, HR_LUA_RATELIMIT, 1, 3, eargv, NULL), 0);
         }
-        assert_int_equal(hr_pipe_count(p), 2 * N);
-        assert_int_equal(hr_pipe_exec(p, errstr, sizeof errstr), 0);
+        assert_int_equal(hr_pipe_count(pipe), 2 * N);
+        assert_int_equal(hr_pipe_exec(pipe, errstr, sizeof errstr), 0);
         for (int i = N - 1; i >= 0; i--) {
-            reply = hr_pipe_reply(p, 2 * (size_t)i + 1, errstr, sizeof errstr);
+            reply = hr_pipe_reply(pipe, 2 * (size_t)i + 1, errstr, sizeof errstr);
             if (reply == NULL)
                 fail_msg("round %d eval %d: %s", round, i, errstr);
             assert_int_equal(reply->integer, 1);
             freeReplyObject(reply);
-            reply = hr_pipe_reply(p, 2 * (size_t)i, errstr, sizeof errstr);
+            reply = hr_pipe_reply(pipe, 2 * (size_t)i, errstr, sizeof errstr);
             assert_non_null(reply);
             assert_int_equal(reply->integer, round * N + i + 1);
             freeReplyObject(reply);
         }
-        assert_null(hr_pipe_reply(p, 0, errstr, sizeof errstr));
+        assert_null(hr_pipe_reply(pipe, 0, errstr, sizeof errstr));
         assert_non_null(strstr(errstr, "taken"));
-        hr_pipe_reset(p);
+        hr_pipe_reset(pipe);
     }
     /* An error reply is an error for its command only. */
     {
         const char *bad[] = {"HGET", key, "f"};
 
-        assert_int_equal(hr_pipe_cmd(p, 3, bad, NULL), 0);
-        assert_int_equal(hr_pipe_cmd(p, 2, argv, NULL), 0);
-        assert_int_equal(hr_pipe_exec(p, errstr, sizeof errstr), 0);
-        assert_null(hr_pipe_reply(p, 0, errstr, sizeof errstr));
+        assert_int_equal(hr_pipe_cmd(pipe, 3, bad, NULL), 0);
+        assert_int_equal(hr_pipe_cmd(pipe, 2, argv, NULL), 0);
+        assert_int_equal(hr_pipe_exec(pipe, errstr, sizeof errstr), 0);
+        assert_null(hr_pipe_reply(pipe, 0, errstr, sizeof errstr));
         assert_non_null(strstr(errstr, "WRONGTYPE"));
-        reply = hr_pipe_reply(p, 1, errstr, sizeof errstr);
+        reply = hr_pipe_reply(pipe, 1, errstr, sizeof errstr);
         assert_non_null(reply);
         assert_int_equal(reply->integer, 2 * N + 1);
         freeReplyObject(reply);
     }
-    hr_pipe_free(p);
+    hr_pipe_free(pipe);
 }
 
 int main(void)
