@@ -194,6 +194,10 @@ int hr_task_from_row(const hr_mysql_rows *rows, size_t row, hr_task **out, char 
             goto fail;
         }
     }
+    /* A hand-written negative ttl_s must fail hr_task_validate, not pass
+     * for NULL's -1. */
+    if (t->ttl_s == -1 && hr_mysql_cell(rows, row, COL_TTL) != NULL)
+        t->ttl_s = -2;
     /* The effective throttle scope is the topic when the column is NULL. */
     if (t->throttle_scope == NULL && t->topic != NULL) {
         t->throttle_scope = strdup(t->topic);
@@ -316,7 +320,12 @@ int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_
                  t->throttle_window_s, HR_TASK_MAX_WINDOW_S);
         return -1;
     }
-    if (t->ttl_s < -1 || t->ttl_s > HR_TASK_MAX_TTL_S) {
+    if (t->ttl_s < -1) {
+        snprintf(errstr, errlen, "ttl_s is negative; NULL or 0..%d (0 s..28 days)",
+                 HR_TASK_MAX_TTL_S);
+        return -1;
+    }
+    if (t->ttl_s > HR_TASK_MAX_TTL_S) {
         snprintf(errstr, errlen, "ttl_s %" PRId64 " is outside 0..%d (0 s..28 days)", t->ttl_s,
                  HR_TASK_MAX_TTL_S);
         return -1;

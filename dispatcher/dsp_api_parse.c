@@ -203,7 +203,13 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
         else if (strcmp(fd->name, "throttle_scope") == 0) in->t.throttle_scope = v->valuestring;
         else if (strcmp(fd->name, "throttle_key") == 0) in->t.throttle_key = v->valuestring;
         else if (strcmp(fd->name, "throttle_mode") == 0) in->t.throttle_mode = v->valuestring;
-        else if (strcmp(fd->name, "ttl") == 0) in->t.ttl_s = (int64_t)v->valuedouble;
+        else if (strcmp(fd->name, "ttl") == 0) {
+            /* -1 is the in-memory NULL; a client's negative is refused. */
+            if (v->valuedouble < 0)
+                return dsp_api_refuse(code, "bad_field", errstr, errlen,
+                                      "ttl must be 0..%d seconds", HR_TASK_MAX_TTL_S);
+            in->t.ttl_s = (int64_t)v->valuedouble;
+        }
         else if (strcmp(fd->name, "collapse_key") == 0) in->t.collapse_key = v->valuestring;
         else if (strcmp(fd->name, "priority") == 0 &&
                  hr_priority_parse(v->valuestring, &in->t.priority) < 0)
