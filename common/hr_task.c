@@ -56,6 +56,9 @@ enum {
     COL_CANCELLED,
     COL_RETRIED,
     COL_UNREGISTERED,
+    COL_TTL,
+    COL_COLLAPSE_KEY,
+    COL_PRIORITY,
     COL__COUNT
 };
 
@@ -116,7 +119,7 @@ static int task_enum(const hr_mysql_rows *rows, size_t row, size_t col, void *ou
  * may not be NULL (a NULL time becomes -1), or the state / control enum. */
 typedef struct task_col {
     size_t col;
-    enum { TC_STR, TC_INT, TC_INT_NULL, TC_ENUM } kind;
+    enum { TC_STR, TC_INT, TC_INT_NULL, TC_ENUM, TC_PRIORITY } kind;
     size_t offset;
 } task_col;
 
@@ -151,6 +154,9 @@ static const task_col task_cols[] = {
     TC(COL_CANCELLED, TC_INT, cancelled),
     TC(COL_RETRIED, TC_INT, retried),
     TC(COL_UNREGISTERED, TC_INT, unregistered),
+    TC(COL_TTL, TC_INT_NULL, ttl_s),
+    TC(COL_COLLAPSE_KEY, TC_STR, collapse_key),
+    TC(COL_PRIORITY, TC_PRIORITY, priority),
 };
 #undef TC
 
@@ -173,7 +179,11 @@ int hr_task_from_row(const hr_mysql_rows *rows, size_t row, hr_task **out, char 
         const task_col *tc = &task_cols[i];
         void *field = (char *)t + tc->offset;
 
-        if (tc->kind == TC_STR) {
+        if (tc->kind == TC_PRIORITY) {
+            /* A bad value is the admin's, not a schema mismatch: loaded,
+             * then refused by hr_task_validate into last_error. */
+            (void)hr_priority_parse(hr_mysql_cell(rows, row, tc->col), (hr_priority *)field);
+        } else if (tc->kind == TC_STR) {
             if (task_dup(rows, row, tc->col, (char **)field) < 0)
                 goto oom;
         } else if (tc->kind == TC_ENUM) {
@@ -184,6 +194,10 @@ int hr_task_from_row(const hr_mysql_rows *rows, size_t row, hr_task **out, char 
             goto fail;
         }
     }
+    /* A hand-written negative ttl_s must fail hr_task_validate, not pass
+     * for NULL's -1. */
+    if (t->ttl_s == -1 && hr_mysql_cell(rows, row, COL_TTL) != NULL)
+        t->ttl_s = -2;
     /* The effective throttle scope is the topic when the column is NULL. */
     if (t->throttle_scope == NULL && t->topic != NULL) {
         t->throttle_scope = strdup(t->topic);
@@ -234,6 +248,24 @@ int hr_task_set_control(hr_mysql *m, hr_redis *r, int64_t id, hr_control control
         return m != NULL ? 1 : -1;
     freeReplyObject(reply);
     return 0;
+}
+
+int hr_priority_parse(const char *s, hr_priority *out)
+{
+    if (s != NULL && strcmp(s, "high") == 0)
+        *out = HR_PRIORITY_HIGH;
+    else if (s != NULL && strcmp(s, "normal") == 0)
+        *out = HR_PRIORITY_NORMAL;
+    else {
+        *out = HR_PRIORITY_BAD;
+        return -1;
+    }
+    return 0;
+}
+
+const char *hr_priority_name(hr_priority p)
+{
+    return p == HR_PRIORITY_HIGH ? "high" : p == HR_PRIORITY_NORMAL ? "normal" : "?";
 }
 
 /* Compiles SRC only to learn whether it is well formed; WHAT names it in
@@ -288,6 +320,27 @@ int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_
                  t->throttle_window_s, HR_TASK_MAX_WINDOW_S);
         return -1;
     }
+    if (t->ttl_s < -1) {
+        snprintf(errstr, errlen, "ttl_s is negative; NULL or 0..%d (0 s..28 days)",
+                 HR_TASK_MAX_TTL_S);
+        return -1;
+    }
+    if (t->ttl_s > HR_TASK_MAX_TTL_S) {
+        snprintf(errstr, errlen, "ttl_s %" PRId64 " is outside 0..%d (0 s..28 days)", t->ttl_s,
+                 HR_TASK_MAX_TTL_S);
+        return -1;
+    }
+    if (t->collapse_key != NULL &&
+        (t->collapse_key[0] == '\0' || strlen(t->collapse_key) > HR_TASK_MAX_COLLAPSE ||
+         strpbrk(t->collapse_key, "\r\n") != NULL)) {
+        snprintf(errstr, errlen, "collapse_key must be 1..%d bytes on one line",
+                 HR_TASK_MAX_COLLAPSE);
+        return -1;
+    }
+    if (t->priority != HR_PRIORITY_HIGH && t->priority != HR_PRIORITY_NORMAL) {
+        snprintf(errstr, errlen, "priority must be high or normal");
+        return -1;
+    }
     if (t->payload != NULL) {
         payload = cJSON_Parse(t->payload);
         if (payload == NULL || !cJSON_IsObject(payload)) {
@@ -329,5 +382,6 @@ void hr_task_free(hr_task *t)
     free(t->throttle_mode);
     free(t->last_error);
     free(t->claimed_by);
+    free(t->collapse_key);
     free(t);
 }

@@ -22,10 +22,17 @@
     "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "           \
     "throttle_key, throttle_mode, control, state, last_error, claimed_by, "                 \
     "CAST(ROUND(UNIX_TIMESTAMP(lease_until) * 1000) AS SIGNED), "                           \
-    "total, sent, failed, throttled, pulled, cancelled, retried, unregistered"
+    "total, sent, failed, throttled, pulled, cancelled, retried, unregistered, "            \
+    "ttl_s, collapse_key, priority"
 
 #define HR_TASK_MAX_WINDOW_S 2678400 /* 31 days */
 #define HR_TASK_MAX_CHUNK 100000
+#define HR_TASK_MAX_TTL_S 2419200 /* 28 days, FCM's longest */
+#define HR_TASK_MAX_COLLAPSE 64   /* bytes; APNs' apns-collapse-id limit */
+
+/* push_task.priority.  HR_PRIORITY_BAD: a hand-written value that is
+ * neither, which hr_task_validate refuses. */
+typedef enum hr_priority { HR_PRIORITY_HIGH, HR_PRIORITY_NORMAL, HR_PRIORITY_BAD } hr_priority;
 
 typedef struct hr_task {
     int64_t id;
@@ -50,6 +57,9 @@ typedef struct hr_task {
     char *claimed_by;
     int64_t lease_until_ms;    /* -1 = NULL */
     int64_t total, sent, failed, throttled, pulled, cancelled, retried, unregistered;
+    int64_t ttl_s;             /* -1 = NULL (the provider's default) */
+    char *collapse_key;        /* NULL = none */
+    hr_priority priority;
 } hr_task;
 
 /* Builds a task from row ROW of a result selected with HR_TASK_COLUMNS. */
@@ -60,10 +70,15 @@ int hr_task_from_row(const hr_mysql_rows *rows, size_t row, hr_task **out, char 
  * NULL), or -1 on a database error. */
 int hr_task_load(hr_mysql *m, int64_t id, hr_task **out, char *errstr, size_t errlen);
 
+/* "high" / "normal" into *OUT; -1 for anything else (*OUT HR_PRIORITY_BAD). */
+int hr_priority_parse(const char *s, hr_priority *out);
+const char *hr_priority_name(hr_priority p);
+
 /* Checks everything a task needs to be dispatched and pushed: a known
  * channel, chunk_size 1..100000, due_at set, rate_limit >= 0, throttle_limit
  * >= 0 and, when > 0, throttle_window_s 1..2678400, payload absent or a JSON
- * object, title/body and the channel's templates compile.  ERRSTR gets the
+ * object, ttl_s NULL or 0..2419200, collapse_key NULL or 1..64 bytes on one
+ * line, a known priority, title/body and the channel's templates compile.  ERRSTR gets the
  * first problem in words an admin understands, e.g.
  * "chunk_size 0 is outside 1..100000". */
 int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_t errlen);

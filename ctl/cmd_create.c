@@ -18,7 +18,8 @@
 #define CREATE_INSERT                                                                     \
     "INSERT INTO push_task (name, topic, channel, title, body, payload, due_at, freeze_at, " \
     "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "           \
-    "throttle_key, throttle_mode) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "throttle_key, throttle_mode, ttl_s, collapse_key, priority) "                         \
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 /* Every flag of create_options[], for `heraldctl help create`. */
 const char ctl_create_flags[] =
@@ -40,6 +41,10 @@ const char ctl_create_flags[] =
     "  --throttle-scope S   the name of the shared window (default: the topic)\n"
     "  --throttle-key K     an attribute: one window per value of it (docs/throttle.md)\n"
     "  --throttle-mode M    enforce or shadow (default: the channel's)\n"
+    "  --ttl D              how long a provider keeps an undelivered push: 0s, 1h, 7d\n"
+    "                       (whole seconds, at most 28d; default: the provider's)\n"
+    "  --collapse-key K     a newer push with K replaces an undelivered one (fcm, apns)\n"
+    "  --priority P         high (default) or normal (fcm, apns)\n"
     "  --quiet              print only the new id\n";
 
 enum {
@@ -59,6 +64,9 @@ enum {
     OPT_THROTTLE_SCOPE,
     OPT_THROTTLE_KEY,
     OPT_THROTTLE_MODE,
+    OPT_TTL,
+    OPT_COLLAPSE_KEY,
+    OPT_PRIORITY,
     OPT_QUIET,
 };
 
@@ -79,6 +87,9 @@ static const struct option create_options[] = {
     {"throttle-scope", required_argument, NULL, OPT_THROTTLE_SCOPE},
     {"throttle-key", required_argument, NULL, OPT_THROTTLE_KEY},
     {"throttle-mode", required_argument, NULL, OPT_THROTTLE_MODE},
+    {"ttl", required_argument, NULL, OPT_TTL},
+    {"collapse-key", required_argument, NULL, OPT_COLLAPSE_KEY},
+    {"priority", required_argument, NULL, OPT_PRIORITY},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {NULL, 0, NULL, 0},
 };
@@ -91,15 +102,32 @@ typedef struct create_args {
     bool due_given, quiet;
 } create_args;
 
+/* A duration flag FLAG that must be whole seconds into *SECONDS (capped at
+ * INT32_MAX; the range is hr_task_validate's).  0, or -1 with ERRSTR. */
+static int create_seconds(const char *flag, const char *arg, int64_t *seconds, char *errstr,
+                          size_t errlen)
+{
+    int64_t ms;
+
+    if (ctl_fmt_parse_duration(flag, arg, &ms, errstr, errlen) < 0)
+        return -1;
+    if (ms % 1000 != 0) {
+        snprintf(errstr, errlen, "%s: \"%s\" is not whole seconds", flag, arg);
+        return -1;
+    }
+    *seconds = ms / 1000 > INT32_MAX ? INT32_MAX : ms / 1000;
+    return 0;
+}
+
 /* Parses the flags into A.  CTL_EXIT_OK, or the exit code after printing. */
 static int create_parse(int argc, char **argv, create_args *a)
 {
     char errstr[256];
-    int64_t v, window_ms;
+    int64_t v;
     int opt;
 
     a->t = (hr_task){.topic = "default", .title = "", .body = "", .chunk_size = 5000,
-                     .due_ms = -1, .freeze_ms = -1, .lease_until_ms = -1};
+                     .due_ms = -1, .freeze_ms = -1, .lease_until_ms = -1, .ttl_s = -1};
     a->freeze_ms = -1;
     optind = 0;
     while ((opt = getopt_long(argc, argv, "", create_options, NULL)) != -1) {
@@ -153,13 +181,16 @@ static int create_parse(int argc, char **argv, create_args *a)
                 a->t.throttle_limit = v;
             break;
         case OPT_THROTTLE_WINDOW:
-            if (ctl_fmt_parse_duration("--throttle-window", optarg, &window_ms, errstr,
-                                       sizeof errstr) < 0)
+        case OPT_TTL:
+            if (create_seconds(opt == OPT_TTL ? "--ttl" : "--throttle-window", optarg,
+                               opt == OPT_TTL ? &a->t.ttl_s : &a->t.throttle_window_s, errstr,
+                               sizeof errstr) < 0)
                 return ctl_usage("create", "%s", errstr);
-            if (window_ms % 1000 != 0)
-                return ctl_usage("create", "--throttle-window: \"%s\" is not whole seconds",
-                                 optarg);
-            a->t.throttle_window_s = window_ms / 1000 > INT32_MAX ? INT32_MAX : window_ms / 1000;
+            break;
+        case OPT_COLLAPSE_KEY: a->t.collapse_key = optarg; break;
+        case OPT_PRIORITY:
+            if (hr_priority_parse(optarg, &a->t.priority) < 0)
+                return ctl_usage("create", "--priority: \"%s\" is not high or normal", optarg);
             break;
         default:
             return ctl_usage("create", NULL);
@@ -231,6 +262,9 @@ int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
         create_str_or_null(a.scope),
         create_str_or_null(a.t.throttle_key),
         create_str_or_null(a.t.throttle_mode),
+        a.t.ttl_s >= 0 ? HR_P_I64(a.t.ttl_s) : HR_P_NULL,
+        create_str_or_null(a.t.collapse_key),
+        HR_P_STR(hr_priority_name(a.t.priority)),
     };
     if (hr_mysql_exec(m, CREATE_INSERT, p, sizeof p / sizeof p[0], NULL, &id, NULL, errstr,
                       sizeof errstr) < 0)

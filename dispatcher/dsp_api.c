@@ -143,6 +143,12 @@ static cJSON *dsp_api_task_json(const hr_task *t)
     dsp_api_add_str(o, "throttle_scope", t->throttle_scope);
     dsp_api_add_str(o, "throttle_key", t->throttle_key);
     dsp_api_add_str(o, "throttle_mode", t->throttle_mode);
+    if (t->ttl_s >= 0)
+        cJSON_AddNumberToObject(o, "ttl", (double)t->ttl_s);
+    else
+        cJSON_AddNullToObject(o, "ttl");
+    dsp_api_add_str(o, "collapse_key", t->collapse_key);
+    dsp_api_add_str(o, "priority", hr_priority_name(t->priority));
     dsp_api_add_str(o, "control", hr_control_name(t->control));
     dsp_api_add_str(o, "state", hr_state_name(t->state));
     dsp_api_add_str(o, "last_error", t->last_error);
@@ -257,12 +263,18 @@ static hr_mysql_param dsp_api_p_str(const char *s)
     return s != NULL ? HR_P_STR(s) : HR_P_NULL;
 }
 
+/* ttl_s -1 is the column's NULL (the provider's default). */
+static hr_mysql_param dsp_api_p_ttl(int64_t ttl_s)
+{
+    return ttl_s >= 0 ? HR_P_I64(ttl_s) : HR_P_NULL;
+}
+
 static void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
                            hr_httpd_resp *resp)
 {
     cJSON *j = dsp_api_body(req, resp);
     dsp_api_input in = {.t = {.topic = "default", .title = "", .body = "", .chunk_size = 5000,
-                              .due_ms = -1, .freeze_ms = -1, .control = HR_CONTROL_RUN,
+                              .due_ms = -1, .ttl_s = -1, .freeze_ms = -1, .control = HR_CONTROL_RUN,
                               .state = HR_STATE_SCHEDULED}};
     hr_task *t = NULL;
     char err[1024];
@@ -289,15 +301,18 @@ static void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req
             HR_P_I64(in.t.due_ms), in.has_freeze ? HR_P_I64(in.t.freeze_ms) : HR_P_NULL,
             HR_P_I64(in.t.rate_limit), HR_P_I64(in.t.chunk_size), HR_P_I64(in.t.throttle_limit),
             HR_P_I64(in.t.throttle_window_s), dsp_api_p_str(scope),
-            dsp_api_p_str(in.t.throttle_key), dsp_api_p_str(in.t.throttle_mode)};
+            dsp_api_p_str(in.t.throttle_key), dsp_api_p_str(in.t.throttle_mode),
+            dsp_api_p_ttl(in.t.ttl_s), dsp_api_p_str(in.t.collapse_key),
+            HR_P_STR(hr_priority_name(in.t.priority))};
 
         if (hr_mysql_exec(ac->m,
                           "INSERT INTO push_task (name, topic, channel, title, body, payload, "
                           "due_at, freeze_at, rate_limit, chunk_size, throttle_limit, "
-                          "throttle_window_s, throttle_scope, throttle_key, throttle_mode) "
+                          "throttle_window_s, throttle_scope, throttle_key, throttle_mode, "
+                          "ttl_s, collapse_key, priority) "
                           "VALUES (?, ?, ?, ?, ?, ?, FROM_UNIXTIME(? / 1000), "
-                          "FROM_UNIXTIME(? / 1000), ?, ?, ?, ?, ?, ?, ?)",
-                          p, 15, NULL, &id, NULL, err, sizeof err) < 0) {
+                          "FROM_UNIXTIME(? / 1000), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                          p, 18, NULL, &id, NULL, err, sizeof err) < 0) {
             dsp_api_backend_error(resp, "mysql", err);
             goto done;
         }
@@ -382,12 +397,14 @@ static void dsp_api_patch(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
     {
         const hr_mysql_param p[] = {HR_P_STR(in.t.title), HR_P_STR(in.t.body),
                                     dsp_api_p_str(in.t.payload), HR_P_I64(in.t.due_ms),
-                                    HR_P_I64(id)};
+                                    dsp_api_p_ttl(in.t.ttl_s), dsp_api_p_str(in.t.collapse_key),
+                                    HR_P_STR(hr_priority_name(in.t.priority)), HR_P_I64(id)};
 
         if (hr_mysql_exec(ac->m,
                           "UPDATE push_task SET title = ?, body = ?, payload = ?, "
-                          "due_at = FROM_UNIXTIME(? / 1000) WHERE id = ? AND state = 'scheduled'",
-                          p, 5, &affected, NULL, &sqlerr, err, sizeof err) < 0) {
+                          "due_at = FROM_UNIXTIME(? / 1000), ttl_s = ?, collapse_key = ?, "
+                          "priority = ? WHERE id = ? AND state = 'scheduled'",
+                          p, 8, &affected, NULL, &sqlerr, err, sizeof err) < 0) {
             if (sqlerr == HR_MYSQL_ER_SIGNAL) /* the freeze trigger */
                 hr_httpd_error(resp, 409, "frozen", "%s", err);
             else

@@ -125,6 +125,8 @@ static const struct dsp_api_field {
     {"throttle_window_s", DSP_F_INT, 0, false, false},
     {"throttle_scope", DSP_F_STR, 100, false, true}, {"throttle_key", DSP_F_STR, 100, false, true},
     {"throttle_mode", DSP_F_STR, 16, false, false},
+    {"ttl", DSP_F_INT, 0, true, false},             {"collapse_key", DSP_F_STR, 255, true, false},
+    {"priority", DSP_F_STR, 16, true, false},
 };
 
 /* Checks V against field FD; 0, or -1 with the refusal. */
@@ -176,7 +178,8 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
         if (fd == NULL || (patch && !fd->patch))
             return dsp_api_refuse(code, "unknown_field", errstr, errlen, "unknown field '%s'%s",
                                   v->string,
-                                  fd != NULL ? " (PATCH changes title, body, payload and due_at)"
+                                  fd != NULL ? " (PATCH changes title, body, payload, due_at, ttl, collapse_key "
+                                                    "and priority)"
                                              : "");
         if (dsp_api_field_check(fd, v, &ms, code, errstr, errlen) < 0)
             return -1;
@@ -200,6 +203,18 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
         else if (strcmp(fd->name, "throttle_scope") == 0) in->t.throttle_scope = v->valuestring;
         else if (strcmp(fd->name, "throttle_key") == 0) in->t.throttle_key = v->valuestring;
         else if (strcmp(fd->name, "throttle_mode") == 0) in->t.throttle_mode = v->valuestring;
+        else if (strcmp(fd->name, "ttl") == 0) {
+            /* -1 is the in-memory NULL; a client's negative is refused. */
+            if (v->valuedouble < 0)
+                return dsp_api_refuse(code, "bad_field", errstr, errlen,
+                                      "ttl must be 0..%d seconds", HR_TASK_MAX_TTL_S);
+            in->t.ttl_s = (int64_t)v->valuedouble;
+        }
+        else if (strcmp(fd->name, "collapse_key") == 0) in->t.collapse_key = v->valuestring;
+        else if (strcmp(fd->name, "priority") == 0 &&
+                 hr_priority_parse(v->valuestring, &in->t.priority) < 0)
+            return dsp_api_refuse(code, "bad_field", errstr, errlen,
+                                  "priority must be high or normal");
     }
     if (in->t.throttle_mode != NULL && strcmp(in->t.throttle_mode, "enforce") != 0 &&
         strcmp(in->t.throttle_mode, "shadow") != 0)

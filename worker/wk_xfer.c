@@ -323,8 +323,9 @@ int wk_xfer_prepare_fcm(wk_xfer *x, const char *url, const char *bearer, const w
     char auth[2048];
     wk_fcm_message m = {.token = device_token,
                         .payload = task->payload,
-                        .ttl_s = -1,
-                        .high_priority = true,
+                        .ttl_s = (int)task->row->ttl_s,
+                        .collapse_key = task->row->collapse_key,
+                        .high_priority = task->row->priority == HR_PRIORITY_HIGH,
                         .now_s = wk_clock_now_ms() / 1000};
 
     if (wk_xfer_set_url(x, url, errstr, errlen) != 0 ||
@@ -375,9 +376,11 @@ int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *ch, const char *base_url,
                          .push_type = ch->apns.push_type == HR_APNS_BACKGROUND ? WK_APNS_BACKGROUND
                                                                                 : WK_APNS_ALERT,
                          .payload = task->payload,
-                         .ttl_s = -1,
+                         .ttl_s = (int)task->row->ttl_s,
+                         .collapse_id = task->row->collapse_key,
                          .apns_id = apns_id,
-                         .high_priority = ch->apns.high_priority,
+                         .high_priority = ch->apns.high_priority &&
+                                          task->row->priority == HR_PRIORITY_HIGH,
                          .now_s = wk_clock_now_ms() / 1000};
 
     wk_xfer_apns_id(task->row->id, uid, device_token, apns_id);

@@ -175,17 +175,55 @@ static void test_templates(void **state)
     expect_invalid(&t, *state, "body template: unknown variable 'item' at offset 5");
 }
 
-/* A row as selected with HR_TASK_COLUMNS, STATE and CONTROL as given. */
-static int task_row(const char *state, const char *control, hr_task **out, char *errstr,
-                    size_t errlen)
+/* ttl_s, collapse_key and priority: NULL / absent is the provider's
+ * default; out of the providers' ranges fails. */
+static void test_push_options(void **state)
+{
+    hr_task t = valid_task();
+
+    t.ttl_s = -1;
+    t.collapse_key = NULL;
+    expect_valid(&t, *state);
+    t.ttl_s = HR_TASK_MAX_TTL_S;
+    t.collapse_key = "score-0123456789012345678901234567890123456789012345678901234567";
+    t.priority = HR_PRIORITY_NORMAL;
+    expect_valid(&t, *state);
+    t.ttl_s = HR_TASK_MAX_TTL_S + 1;
+    expect_invalid(&t, *state, "ttl_s 2419201 is outside 0..2419200");
+    t.ttl_s = -2;
+    expect_invalid(&t, *state, "ttl_s is negative");
+    t.ttl_s = 0;
+    t.collapse_key = "score-01234567890123456789012345678901234567890123456789012345678";
+    expect_invalid(&t, *state, "collapse_key must be 1..64 bytes on one line");
+    t.collapse_key = "two\nlines";
+    expect_invalid(&t, *state, "collapse_key must be 1..64 bytes");
+    t.collapse_key = "";
+    expect_invalid(&t, *state, "collapse_key must be 1..64 bytes");
+    t.collapse_key = NULL;
+    t.priority = HR_PRIORITY_BAD;
+    expect_invalid(&t, *state, "priority must be high or normal");
+}
+
+/* A row as selected with HR_TASK_COLUMNS: STATE and CONTROL as given, and
+ * the push options' cells TTL, COLLAPSE and PRIORITY. */
+static int task_row_cells(const char *state, const char *control, const char *ttl,
+                          const char *collapse, const char *priority, hr_task **out,
+                          char *errstr, size_t errlen)
 {
     char *cells[] = {"7", "daily", "games", "webhook", "t", "b", NULL, "1700000000000",
                      "1699920000000", "0", "5000", "0", "0", NULL, NULL, NULL,
                      (char *)control, (char *)state, NULL, NULL, NULL,
-                     "0", "0", "0", "0", "0", "0", "0", "0"};
+                     "0", "0", "0", "0", "0", "0", "0", "0",
+                     (char *)ttl, (char *)collapse, (char *)priority};
     hr_mysql_rows rows = {.nrows = 1, .ncols = sizeof cells / sizeof cells[0], .cells = cells};
 
     return hr_task_from_row(&rows, 0, out, errstr, errlen);
+}
+
+static int task_row(const char *state, const char *control, hr_task **out, char *errstr,
+                    size_t errlen)
+{
+    return task_row_cells(state, control, NULL, NULL, "high", out, errstr, errlen);
 }
 
 static void test_from_row_enums(void **state)
@@ -198,6 +236,14 @@ static void test_from_row_enums(void **state)
     assert_int_equal(t->state, HR_STATE_PAUSED);
     assert_int_equal(t->control, HR_CONTROL_PAUSE);
     assert_string_equal(t->throttle_scope, "games");
+    assert_int_equal(t->ttl_s, -1);
+    assert_null(t->collapse_key);
+    assert_int_equal(t->priority, HR_PRIORITY_HIGH);
+    hr_task_free(t);
+    assert_int_equal(task_row_cells("done", "run", "-1", "x", "urgent", &t, err, sizeof err), 0);
+    assert_int_equal(t->ttl_s, -2); /* a written -1 is not NULL */
+    assert_string_equal(t->collapse_key, "x");
+    assert_int_equal(t->priority, HR_PRIORITY_BAD);
     hr_task_free(t);
     assert_int_equal(task_row("archived", "run", &t, err, sizeof err), -1);
     assert_null(t);
@@ -219,6 +265,7 @@ int main(void)
         cmocka_unit_test(test_throttle_window),
         cmocka_unit_test(test_payload),
         cmocka_unit_test(test_templates),
+        cmocka_unit_test(test_push_options),
         cmocka_unit_test(test_from_row_enums),
     };
     return cmocka_run_group_tests(tests, task_setup, task_teardown);
