@@ -225,7 +225,7 @@ int wk_apns_request_build(const wk_apns_message *m, const char *provider_token,
     }
     snprintf(req->path, sizeof req->path, "/3/device/%s", tok);
     snprintf(bearer, sizeof bearer, "bearer %s", provider_token);
-    snprintf(num, sizeof num, "%lld", m->ttl_s <= 0 ? 0LL : (long long)(m->now_s + m->ttl_s));
+    snprintf(num, sizeof num, "%" PRId64, m->ttl_s <= 0 ? (int64_t)0 : m->now_s + m->ttl_s);
     /* Seven lines at most, each value checked above to fit. */
     if (wk_apns_header(req, "authorization", bearer) != 0 ||
         wk_apns_header(req, "apns-topic", m->topic) != 0 ||

@@ -6,6 +6,7 @@
  * capped hr_buf.  Nothing here does I/O, keeps state or logs. */
 #include "wk_fcm.h"
 
+#include <inttypes.h>
 #include <cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -298,7 +299,7 @@ int wk_fcm_message_build(const wk_fcm_message *m, hr_buf *out, char *errstr, siz
         snprintf(num, sizeof num, "%ds", m->ttl_s);
         if (!cJSON_AddStringToObject(android, "ttl", num))
             goto oom;
-        snprintf(num, sizeof num, "%lld", m->ttl_s == 0 ? 0LL : (long long)(m->now_s + m->ttl_s));
+        snprintf(num, sizeof num, "%" PRId64, m->ttl_s == 0 ? (int64_t)0 : m->now_s + m->ttl_s);
         if (!cJSON_AddStringToObject(headers, "apns-expiration", num))
             goto oom;
     }

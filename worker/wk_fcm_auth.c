@@ -2,6 +2,7 @@
  * (see wk_fcm_auth.h). */
 #include "wk_fcm_auth.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,9 +141,9 @@ int wk_fcm_auth_done(wk_fcm_auth *a, int64_t now_ms, long status, const char *bo
         a->gen++;
         a->failures = 0;
         a->retry_at_ms = 0;
-        hr_log_info("fcm_token", "channel=%s expires_in_s=%lld refresh_in_s=%lld", a->channel,
-                    (long long)(a->token.expires_at_s - now_ms / 1000),
-                    (long long)(a->token.refresh_at_s - now_ms / 1000));
+        hr_log_info("fcm_token", "channel=%s expires_in_s=%" PRId64 " refresh_in_s=%" PRId64,
+                    a->channel, (int64_t)(a->token.expires_at_s - now_ms / 1000),
+                    (int64_t)(a->token.refresh_at_s - now_ms / 1000));
         return 0;
     }
     if (status == 0)
@@ -154,8 +155,8 @@ int wk_fcm_auth_done(wk_fcm_auth *a, int64_t now_ms, long status, const char *bo
     a->failures++;
     a->retry_at_ms = now_ms + backoff;
     hr_log_error("fcm_token_failed",
-                 "channel=%s token_uri=%s failures=%d retry_in_ms=%lld error=\"%s\"", a->channel,
-                 a->account->token_uri, a->failures, (long long)backoff, errstr);
+                 "channel=%s token_uri=%s failures=%d retry_in_ms=%" PRId64 " error=\"%s\"",
+                 a->channel, a->account->token_uri, a->failures, (int64_t)backoff, errstr);
     return -1;
 }
 
