@@ -16,7 +16,7 @@
 
 #include "hr_pipe.h"
 
-#define HR_ADDR_BLOCK 65536   /* arena block size */
+#define HR_ADDR_BLOCK 65536 /* arena block size */
 
 static const char *const hr_addr_names[HR_ADDR__COUNT] = {
     [HR_ADDR_FCM] = "fcm",
@@ -197,8 +197,8 @@ int hr_addr_check(hr_addr_platform p, const char *app, const char *address, char
     case HR_ADDR_APNS:
         if (alen == 0 || !hr_addr_chars(app, true, ".-"))
             bad = "app: an apns address needs its bundle topic (letters, digits, '.', '-')";
-        else if (n < 64 || n > 200 || n % 2 != 0 || !hr_addr_chars(address, false,
-                                                                     "0123456789abcdefABCDEF"))
+        else if (n < 64 || n > 200 || n % 2 != 0 ||
+                 !hr_addr_chars(address, false, "0123456789abcdefABCDEF"))
             bad = "address: an APNs device token is an even number of 64..200 hex digits";
         break;
     case HR_ADDR_EMAIL:
@@ -269,8 +269,8 @@ int hr_addr_cmp_i64(const void *a, const void *b)
  * platform, app, address) order: columns uid, platform, app, address.
  * The statement is HEAD, one '?' per uid, TAIL: only marks are added to
  * its text, every value is a parameter. */
-int hr_addr_select(hr_mysql *m, const int64_t *uids, size_t n, hr_mysql_rows **rows,
-                          char *errstr, size_t errlen)
+int hr_addr_select(hr_mysql *m, const int64_t *uids, size_t n, hr_mysql_rows **rows, char *errstr,
+                   size_t errlen)
 {
     static const char head[] = "SELECT uid, platform, app, address FROM push_address "
                                "WHERE uid IN (",
@@ -315,8 +315,8 @@ size_t hr_addr_uniq(int64_t *uids, size_t n)
  * dropped) from the rows MySQL holds: one SELECT, one pipelined round
  * trip of addr_set.lua.  Rows hr_addr_check refuses are left out and
  * counted in RES (may be NULL).  0 or -1. */
-int hr_addr_rewrite(hr_mysql *m, hr_redis *r, int64_t *uids, size_t n,
-                           hr_addr_sync_result *res, char *errstr, size_t errlen)
+int hr_addr_rewrite(hr_mysql *m, hr_redis *r, int64_t *uids, size_t n, hr_addr_sync_result *res,
+                    char *errstr, size_t errlen)
 {
     hr_mysql_rows *rows = NULL;
     hr_addr_list arena = {0};
@@ -349,8 +349,8 @@ int hr_addr_rewrite(hr_mysql *m, hr_redis *r, int64_t *uids, size_t n,
             if (hr_addr_platform_parse(hr_mysql_cell(rows, row, 1), &p) != 0 ||
                 hr_addr_check(p, app, address, why, sizeof why) != 0) {
                 if (res != NULL && res->refused++ == 0)
-                    snprintf(res->first_refused, sizeof res->first_refused,
-                             "uid=%s %.100s", uid_s, why);
+                    snprintf(res->first_refused, sizeof res->first_refused, "uid=%s %.100s", uid_s,
+                             why);
                 continue;
             }
             hr_addr_member(member, sizeof member, p, app, address);
@@ -386,8 +386,7 @@ done:
     return rc;
 }
 
-int hr_addr_rewrite_one(hr_mysql *m, hr_redis *r, int64_t uid, char *errstr,
-                               size_t errlen)
+int hr_addr_rewrite_one(hr_mysql *m, hr_redis *r, int64_t uid, char *errstr, size_t errlen)
 {
     return hr_addr_rewrite(m, r, &uid, 1, NULL, errstr, errlen);
 }

@@ -11,8 +11,7 @@
 #include "hr_pipe.h"
 
 int hr_addr_fetch(hr_redis *r, const char *const *uids, size_t n, hr_addr_platform p,
-                  const char *app, hr_addr_list *out, size_t *bad, char *errstr,
-                  size_t errlen)
+                  const char *app, hr_addr_list *out, size_t *bad, char *errstr, size_t errlen)
 {
     hr_pipe *pipe = hr_pipe_new(r);
     size_t nbad = 0;

@@ -82,15 +82,14 @@ int hr_addr_replace(hr_mysql *m, hr_redis *r, int64_t uid, const hr_addr *list, 
         return HR_ADDR_EFULL;
     }
     for (size_t i = 0; i < n; i++)
-        if (hr_addr_check(list[i].platform, list[i].app, list[i].address, why, sizeof why) !=
-            0) {
+        if (hr_addr_check(list[i].platform, list[i].app, list[i].address, why, sizeof why) != 0) {
             snprintf(errstr, errlen, "addresses[%zu].%s", i, why);
             return HR_ADDR_EINVAL;
         }
     if (hr_mysql_begin(m, errstr, errlen) != 0)
         return -1;
-    if (hr_mysql_exec(m, "DELETE FROM push_address WHERE uid = ?", pu, 1, NULL, NULL, NULL,
-                      errstr, errlen) != 0)
+    if (hr_mysql_exec(m, "DELETE FROM push_address WHERE uid = ?", pu, 1, NULL, NULL, NULL, errstr,
+                      errlen) != 0)
         goto fail;
     for (size_t i = 0; i < n; i++) {
         const hr_mysql_param pi[] = {
@@ -118,9 +117,8 @@ int hr_addr_list_uid(hr_mysql *m, int64_t uid, hr_addr_list *out, char *errstr, 
     if (hr_addr_select(m, &uid, 1, &rows, errstr, errlen) != 0)
         return -1;
     for (size_t i = 0; i < rows->nrows && rc == 0; i++) {
-        hr_addr a = {.uid = uid,
-                     .app = hr_mysql_cell(rows, i, 2),
-                     .address = hr_mysql_cell(rows, i, 3)};
+        hr_addr a = {
+            .uid = uid, .app = hr_mysql_cell(rows, i, 2), .address = hr_mysql_cell(rows, i, 3)};
 
         /* An ENUM column holds one of the four names. */
         hr_addr_platform_parse(hr_mysql_cell(rows, i, 1), &a.platform);
@@ -137,8 +135,7 @@ static int hr_addr_cmp_uid(const void *a, const void *b)
     return hr_addr_cmp_i64(&(*(const hr_addr *const *)a)->uid, &(*(const hr_addr *const *)b)->uid);
 }
 
-static bool hr_addr_same(const hr_addr *a, hr_addr_platform p, const char *app,
-                         const char *address)
+static bool hr_addr_same(const hr_addr *a, hr_addr_platform p, const char *app, const char *address)
 {
     return a->platform == p && strcmp(a->app, app) == 0 && strcmp(a->address, address) == 0;
 }
@@ -165,8 +162,7 @@ static int hr_addr_insert(hr_mysql *m, const hr_addr *const *rows, size_t n, siz
         len = (size_t)sprintf(sql, "%s", head);
         for (size_t i = 0; i < k; i++) {
             const hr_addr *a = rows[at + i];
-            const hr_mysql_param row[] = {HR_ADDR_PARAMS(a->uid, a->platform, a->app,
-                                                         a->address)};
+            const hr_mysql_param row[] = {HR_ADDR_PARAMS(a->uid, a->platform, a->app, a->address)};
 
             len += (size_t)sprintf(sql + len, "%s(?, ?, ?, ?)", i == 0 ? "" : ", ");
             memcpy(p + 4 * i, row, sizeof row);
@@ -219,7 +215,8 @@ int hr_addr_import(hr_mysql *m, hr_redis *r, const hr_addr *rows, size_t n,
 
         while (h < have->nrows && strtoll(hr_mysql_cell(have, h, 0), NULL, 10) < uid)
             h++;
-        for (first_have = h; h < have->nrows && strtoll(hr_mysql_cell(have, h, 0), NULL, 10) == uid;)
+        for (first_have = h;
+             h < have->nrows && strtoll(hr_mysql_cell(have, h, 0), NULL, 10) == uid;)
             h++;
         nhave = h - first_have;
         for (; i < n && by_uid[i]->uid == uid; i++) {

@@ -14,8 +14,7 @@
 
 /* The sync lock: SET NX PX for TOKEN (1 taken, 0 busy), or renewed
  * (RENEW: 1 still ours, 0 lost); -1 on a Redis error. */
-static int hr_addr_lock(hr_redis *r, const char *token, bool renew, char *errstr,
-                        size_t errlen)
+static int hr_addr_lock(hr_redis *r, const char *token, bool renew, char *errstr, size_t errlen)
 {
     char key[HR_KEY_MAX], ms[16];
     const char *argv[3] = {key, token, ms};
@@ -122,8 +121,8 @@ static int hr_addr_sync_pages(hr_mysql *m, hr_redis *r, const char *token, int b
     }
 }
 
-int hr_addr_sync(hr_mysql *m, hr_redis *r, const char *token, int batch,
-                 hr_addr_sync_result *res, char *errstr, size_t errlen)
+int hr_addr_sync(hr_mysql *m, hr_redis *r, const char *token, int batch, hr_addr_sync_result *res,
+                 char *errstr, size_t errlen)
 {
     int64_t from = 0, upto = 0, *uids = NULL;
     char key[HR_KEY_MAX], upto_s[24], e2[128];
@@ -147,8 +146,8 @@ int hr_addr_sync(hr_mysql *m, hr_redis *r, const char *token, int batch,
     /* A full reload also rewrites the uids of every change row kept, so
      * that a uid whose last address went while Redis had no mark does
      * not keep a stale set. */
-    if ((res->full && (rc = hr_addr_sync_pages(m, r, token, batch, true, 0, upto, uids, res,
-                                               errstr, errlen)) != 0) ||
+    if ((res->full && (rc = hr_addr_sync_pages(m, r, token, batch, true, 0, upto, uids, res, errstr,
+                                               errlen)) != 0) ||
         (rc = hr_addr_sync_pages(m, r, token, batch, false, from, upto, uids, res, errstr,
                                  errlen)) != 0)
         goto done;

@@ -41,7 +41,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
 /* ---- the tables ----------------------------------------------------- */
 
 static const cfg_key cfg_log_keys[] = {
@@ -115,7 +114,9 @@ static const cfg_key cfg_worker_keys[] = {
 };
 
 static const cfg_key cfg_top_keys[] = {
-    {.name = "instance", .type = CFG_T_STR, .off = offsetof(hr_config, instance),
+    {.name = "instance",
+     .type = CFG_T_STR,
+     .off = offsetof(hr_config, instance),
      .check = cfg_check_instance},
     K_SECTION("log", cfg_log_keys),
     K_SECTION("mysql", cfg_mysql_keys),
@@ -210,9 +211,8 @@ void hr_config_free(hr_config *cfg)
     free(cfg);
 }
 
-
-static int cfg_apply_key(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                         const cfg_node *node, const char *path)
+static int cfg_apply_key(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node,
+                         const char *path)
 {
     char detail[CFG_WHY];
     char *text = NULL;
@@ -243,8 +243,8 @@ static int cfg_apply_key(const cfg_ctx *ctx, const cfg_key *k, void *base,
 /* Applies mapping MAP to the keys of one section; WHERE ("" at the top,
  * "mysql", "channels.webhook.retry") prefixes key paths in messages.  A null
  * value (`log:` with nothing after it) is an empty section. */
-int cfg_apply_map(const cfg_ctx *ctx, const cfg_key *keys, void *base,
-                         const cfg_node *map, const char *where)
+int cfg_apply_map(const cfg_ctx *ctx, const cfg_key *keys, void *base, const cfg_node *map,
+                  const char *where)
 {
     if (cfg_node_is_null(map))
         return 0;

@@ -31,7 +31,10 @@ static const cfg_key cfg_channel_keys[] = {
     K_CHECKED("method", hr_channel, method, "POST", cfg_check_method),
     K_KVMAP("headers", hr_channel, headers, nheaders, cfg_check_header),
     /* An empty body is allowed (a GET provider, say). */
-    {.name = "body", .type = CFG_T_STR, .off = offsetof(hr_channel, body), .def = cfg_default_body,
+    {.name = "body",
+     .type = CFG_T_STR,
+     .off = offsetof(hr_channel, body),
+     .def = cfg_default_body,
      .check = cfg_check_body},
     K_INT("concurrency", hr_channel, concurrency, 1, 10000, 256),
     K_LONG("rate_limit", hr_channel, rate_limit, 0, 10000000, 0),
@@ -44,8 +47,11 @@ static const cfg_key cfg_channel_keys[] = {
              "enforce, shadow"),
     K_STR("ca_file", hr_channel, ca_file, 0, NULL),
     K_BOOL("tls_verify", hr_channel, tls_verify, true),
-    {.name = "signing_secrets", .type = CFG_T_STRLIST, .off = offsetof(hr_channel, signing_secrets),
-     .count_off = offsetof(hr_channel, nsigning_secrets), .check = cfg_check_secret},
+    {.name = "signing_secrets",
+     .type = CFG_T_STRLIST,
+     .off = offsetof(hr_channel, signing_secrets),
+     .count_off = offsetof(hr_channel, nsigning_secrets),
+     .check = cfg_check_secret},
     K_CHECKED("service_account_file", hr_channel, fcm.service_account_file, NULL, NULL),
     K_CHECKED("token_uri", hr_channel, fcm.token_uri, NULL, cfg_check_url),
     K_CHECKED("key_file", hr_channel, apns.key_file, NULL, NULL),
@@ -63,7 +69,10 @@ static const cfg_key cfg_channel_keys[] = {
     K_CHECKED("from", hr_channel, smtp.from, NULL, cfg_check_mailbox),
     K_CHECKED("from_name", hr_channel, smtp.from_name, NULL, NULL),
     K_CHECKED("subject", hr_channel, smtp.subject, "{{title}}", cfg_check_mail_template),
-    {.name = "text", .type = CFG_T_STR, .off = offsetof(hr_channel, smtp.text), .def = "{{body}}",
+    {.name = "text",
+     .type = CFG_T_STR,
+     .off = offsetof(hr_channel, smtp.text),
+     .def = "{{body}}",
      .check = cfg_check_mail_template},
     K_CHECKED("html", hr_channel, smtp.html, NULL, cfg_check_mail_template),
     K_CHECKED("list_unsubscribe", hr_channel, smtp.list_unsubscribe, NULL, cfg_check_unsubscribe),
@@ -77,19 +86,32 @@ static const struct {
     const char *key;
     hr_channel_type type;
 } cfg_type_keys[] = {
-    {"method", HR_CHANNEL_WEBHOOK},          {"headers", HR_CHANNEL_WEBHOOK},
-    {"body", HR_CHANNEL_WEBHOOK},            {"escape", HR_CHANNEL_WEBHOOK},
-    {"success", HR_CHANNEL_WEBHOOK},         {"http2", HR_CHANNEL_WEBHOOK},
-    {"signing_secrets", HR_CHANNEL_WEBHOOK}, {"service_account_file", HR_CHANNEL_FCM},
-    {"token_uri", HR_CHANNEL_FCM},           {"key_file", HR_CHANNEL_APNS},
-    {"key_id", HR_CHANNEL_APNS},             {"team_id", HR_CHANNEL_APNS},
-    {"topic", HR_CHANNEL_APNS},              {"push_type", HR_CHANNEL_APNS},
-    {"priority", HR_CHANNEL_APNS},           {"connections", HR_CHANNEL_APNS},
-    {"username", HR_CHANNEL_SMTP},           {"password", HR_CHANNEL_SMTP},
-    {"password_file", HR_CHANNEL_SMTP},      {"from", HR_CHANNEL_SMTP},
-    {"from_name", HR_CHANNEL_SMTP},          {"subject", HR_CHANNEL_SMTP},
-    {"text", HR_CHANNEL_SMTP},               {"html", HR_CHANNEL_SMTP},
-    {"list_unsubscribe", HR_CHANNEL_SMTP},   {"require_starttls", HR_CHANNEL_SMTP},
+    {"method", HR_CHANNEL_WEBHOOK},
+    {"headers", HR_CHANNEL_WEBHOOK},
+    {"body", HR_CHANNEL_WEBHOOK},
+    {"escape", HR_CHANNEL_WEBHOOK},
+    {"success", HR_CHANNEL_WEBHOOK},
+    {"http2", HR_CHANNEL_WEBHOOK},
+    {"signing_secrets", HR_CHANNEL_WEBHOOK},
+    {"service_account_file", HR_CHANNEL_FCM},
+    {"token_uri", HR_CHANNEL_FCM},
+    {"key_file", HR_CHANNEL_APNS},
+    {"key_id", HR_CHANNEL_APNS},
+    {"team_id", HR_CHANNEL_APNS},
+    {"topic", HR_CHANNEL_APNS},
+    {"push_type", HR_CHANNEL_APNS},
+    {"priority", HR_CHANNEL_APNS},
+    {"connections", HR_CHANNEL_APNS},
+    {"username", HR_CHANNEL_SMTP},
+    {"password", HR_CHANNEL_SMTP},
+    {"password_file", HR_CHANNEL_SMTP},
+    {"from", HR_CHANNEL_SMTP},
+    {"from_name", HR_CHANNEL_SMTP},
+    {"subject", HR_CHANNEL_SMTP},
+    {"text", HR_CHANNEL_SMTP},
+    {"html", HR_CHANNEL_SMTP},
+    {"list_unsubscribe", HR_CHANNEL_SMTP},
+    {"require_starttls", HR_CHANNEL_SMTP},
 };
 
 /* Per type, the keys it cannot do without (url is checked on its own). */
@@ -126,8 +148,7 @@ static int cfg_smtp_password(const cfg_ctx *ctx, hr_channel *ch, const cfg_node 
         return 0;
     if (ch->smtp.password != NULL)
         return cfg_err(ctx, at->line, at->col,
-                       "channels.%s: password and password_file are both set (keep one)",
-                       ch->name);
+                       "channels.%s: password and password_file are both set (keep one)", ch->name);
     if (hr_config_read_file(ch->smtp.password_file, CFG_SECRET_MAX, &text, &len, detail,
                             sizeof(detail)) < 0)
         return cfg_err(ctx, at->line, at->col, "channels.%s.password_file: %s", ch->name, detail);
@@ -168,17 +189,16 @@ static int cfg_channel_type_check(const cfg_ctx *ctx, hr_channel *ch, const cfg_
     if (ch->url != NULL) {
         bool smtp = strncasecmp(ch->url, "smtp", 4) == 0;
         if (smtp != (ch->type == HR_CHANNEL_SMTP))
-            return cfg_err(ctx, url->line, url->col, "channels.%s.url: type %s takes %s",
-                           ch->name, type, smtp ? "http:// or https://" : "smtp:// or smtps://");
+            return cfg_err(ctx, url->line, url->col, "channels.%s.url: type %s takes %s", ch->name,
+                           type, smtp ? "http:// or https://" : "smtp:// or smtps://");
         /* Only a webhook's URL is rendered per recipient. */
         if (ch->type != HR_CHANNEL_WEBHOOK && strstr(ch->url, "{{") != NULL)
-            return cfg_err(ctx, url->line, url->col,
-                           "channels.%s.url: not a template for type %s", ch->name, type);
+            return cfg_err(ctx, url->line, url->col, "channels.%s.url: not a template for type %s",
+                           ch->name, type);
     }
     if (ch->fcm.token_uri != NULL && strstr(ch->fcm.token_uri, "{{") != NULL) {
         const cfg_node *at = cfg_map_get(body, "token_uri");
-        return cfg_err(ctx, at->line, at->col, "channels.%s.token_uri: not a template",
-                       ch->name);
+        return cfg_err(ctx, at->line, at->col, "channels.%s.token_uri: not a template", ch->name);
     }
     if (ch->nsigning_secrets > HR_SIGN_MAX_SECRETS) {
         const cfg_node *at = cfg_map_get(body, "signing_secrets");
@@ -251,8 +271,7 @@ oom:
     return cfg_err(ctx, name->line, name->col, "out of memory");
 }
 
-int cfg_apply_channels(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                              const cfg_node *node)
+int cfg_apply_channels(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node)
 {
     hr_channel **chs = CFG_FIELD(base, k);
     size_t *count = CFG_COUNT(base, k);

@@ -12,7 +12,7 @@
 #include "hr_vec.h"
 
 typedef struct hr_pipe_entry {
-    char *cmd;         /* formatted, redisFreeCommand */
+    char *cmd; /* formatted, redisFreeCommand */
     size_t len;
     int script;        /* hr_lua_id, or -1 */
     redisReply *reply; /* NULL until read, or after hr_pipe_reply */
@@ -95,8 +95,8 @@ size_t hr_pipe_count(const hr_pipe *pipe)
 /* Appends entry I on the live context. */
 static int hr_pipe_append(hr_pipe *pipe, size_t i)
 {
-    return redisAppendFormattedCommand(hr_redis_context(pipe->r), pipe->q.v[i].cmd, pipe->q.v[i].len) ==
-                   REDIS_OK
+    return redisAppendFormattedCommand(hr_redis_context(pipe->r), pipe->q.v[i].cmd,
+                                       pipe->q.v[i].len) == REDIS_OK
                ? 0
                : -1;
 }

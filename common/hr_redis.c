@@ -31,7 +31,7 @@ struct hr_redis {
     redisContext *c;
     char *host;
     int port;
-    char *password;  /* "" = no AUTH */
+    char *password; /* "" = no AUTH */
     int db;
     int timeout_ms;
     char *prefix;
@@ -162,8 +162,8 @@ static int hr_redis_reconnect(hr_redis *r, char *errstr, size_t errlen)
     int len;
 
     if (now < r->retry_at_ms) {
-        snprintf(errstr, errlen, "redis %s:%d down (retrying in %" PRId64 " ms)", r->host,
-                 r->port, r->retry_at_ms - now);
+        snprintf(errstr, errlen, "redis %s:%d down (retrying in %" PRId64 " ms)", r->host, r->port,
+                 r->retry_at_ms - now);
         return -1;
     }
     redisFree(r->c);
@@ -310,8 +310,8 @@ redisReply *hr_redis_cmdf(hr_redis *r, char *errstr, size_t errlen, const char *
     return hr_redis_check(reply, errstr, errlen);
 }
 
-int hr_redis_evalsha_format(const hr_redis *r, hr_lua_id id, int nkeys, int argc,
-                            const char **argv, const size_t *argvlen, char **out)
+int hr_redis_evalsha_format(const hr_redis *r, hr_lua_id id, int nkeys, int argc, const char **argv,
+                            const size_t *argvlen, char **out)
 {
     size_t n = (size_t)argc + 3;
     void *block = malloc(n * (sizeof(const char *) + sizeof(size_t)));

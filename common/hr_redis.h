@@ -41,8 +41,8 @@ const char *hr_redis_prefix(const hr_redis *r);
 /* One command (argv form).  Returns the reply (caller frees with
  * freeReplyObject) or NULL with ERRSTR set; a Redis error reply is returned
  * as NULL with its text in ERRSTR. */
-redisReply *hr_redis_cmd(hr_redis *r, char *errstr, size_t errlen, int argc,
-                         const char **argv, const size_t *argvlen);
+redisReply *hr_redis_cmd(hr_redis *r, char *errstr, size_t errlen, int argc, const char **argv,
+                         const size_t *argvlen);
 /* The same with a hiredis format string. */
 redisReply *hr_redis_cmdf(hr_redis *r, char *errstr, size_t errlen, const char *fmt, ...);
 
@@ -57,8 +57,8 @@ redisReply *hr_redis_eval(hr_redis *r, hr_lua_id id, int nkeys, int argc, const 
 int hr_redis_ready(hr_redis *r, char *errstr, size_t errlen);
 /* "EVALSHA <sha> <nkeys> argv..." formatted into *OUT (free with
  * redisFreeCommand); its length, or -1 when out of memory. */
-int hr_redis_evalsha_format(const hr_redis *r, hr_lua_id id, int nkeys, int argc,
-                            const char **argv, const size_t *argvlen, char **out);
+int hr_redis_evalsha_format(const hr_redis *r, hr_lua_id id, int nkeys, int argc, const char **argv,
+                            const size_t *argvlen, char **out);
 /* Loads script ID with SCRIPT LOAD on the current context. */
 int hr_redis_load_script(hr_redis *r, hr_lua_id id, char *errstr, size_t errlen);
 /* A NOSCRIPT error reply: Redis lost the script cache (restart, SCRIPT FLUSH). */

@@ -76,8 +76,8 @@ static int task_dup(const hr_mysql_rows *rows, size_t row, size_t col, char **ou
 
 /* Parses an integer cell.  A NULL cell gives -1 when NULLABLE, otherwise it
  * is an error like any text that is not an integer. */
-static int task_int(const hr_mysql_rows *rows, size_t row, size_t col, bool nullable,
-                    int64_t *out, char *errstr, size_t errlen)
+static int task_int(const hr_mysql_rows *rows, size_t row, size_t col, bool nullable, int64_t *out,
+                    char *errstr, size_t errlen)
 {
     const char *v = hr_mysql_cell(rows, row, col);
     char *end;
@@ -103,8 +103,8 @@ static int task_int(const hr_mysql_rows *rows, size_t row, size_t col, bool null
 
 /* Parses the state or control cell (COL_STATE or COL_CONTROL) into its
  * enum; an unknown value (a schema newer than this binary) is an error. */
-static int task_enum(const hr_mysql_rows *rows, size_t row, size_t col, void *out,
-                     char *errstr, size_t errlen)
+static int task_enum(const hr_mysql_rows *rows, size_t row, size_t col, void *out, char *errstr,
+                     size_t errlen)
 {
     const char *v = hr_mysql_cell(rows, row, col);
     int rc = col == COL_STATE ? hr_state_parse(v, out) : hr_control_parse(v, out);
@@ -123,7 +123,10 @@ typedef struct task_col {
     size_t offset;
 } task_col;
 
-#define TC(c, k, f) {c, k, offsetof(hr_task, f)}
+#define TC(c, k, f)                \
+    {                              \
+        c, k, offsetof(hr_task, f) \
+    }
 static const task_col task_cols[] = {
     TC(COL_ID, TC_INT, id),
     TC(COL_NAME, TC_STR, name),
@@ -189,8 +192,8 @@ int hr_task_from_row(const hr_mysql_rows *rows, size_t row, hr_task **out, char 
         } else if (tc->kind == TC_ENUM) {
             if (task_enum(rows, row, tc->col, field, errstr, errlen) < 0)
                 goto fail;
-        } else if (task_int(rows, row, tc->col, tc->kind == TC_INT_NULL, (int64_t *)field,
-                            errstr, errlen) < 0) {
+        } else if (task_int(rows, row, tc->col, tc->kind == TC_INT_NULL, (int64_t *)field, errstr,
+                            errlen) < 0) {
             goto fail;
         }
     }
@@ -221,8 +224,8 @@ int hr_task_load(hr_mysql *m, int64_t id, hr_task **out, char *errstr, size_t er
     int rc = -1;
 
     *out = NULL;
-    if (hr_mysql_query(m, "SELECT " HR_TASK_COLUMNS " FROM push_task WHERE id = ?", &p, 1,
-                       &rows, errstr, errlen) < 0)
+    if (hr_mysql_query(m, "SELECT " HR_TASK_COLUMNS " FROM push_task WHERE id = ?", &p, 1, &rows,
+                       errstr, errlen) < 0)
         goto done;
     if (rows->nrows == 0) {
         rc = 1;
@@ -234,8 +237,8 @@ done:
     return rc;
 }
 
-int hr_task_set_control(hr_mysql *m, hr_redis *r, int64_t id, hr_control control,
-                        char *errstr, size_t errlen)
+int hr_task_set_control(hr_mysql *m, hr_redis *r, int64_t id, hr_control control, char *errstr,
+                        size_t errlen)
 {
     char key[HR_KEY_MAX];
     redisReply *reply;
@@ -270,8 +273,8 @@ const char *hr_priority_name(hr_priority p)
 
 /* Compiles SRC only to learn whether it is well formed; WHAT names it in
  * the error ("title", "channel webhook url", ...). */
-static int task_check_template(const char *what, const char *src, bool json_escape,
-                               char *errstr, size_t errlen)
+static int task_check_template(const char *what, const char *src, bool json_escape, char *errstr,
+                               size_t errlen)
 {
     hr_template *tpl = NULL;
     char detail[256];

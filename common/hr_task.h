@@ -15,14 +15,15 @@
 #include "hr_state.h"
 
 /* The select list hr_task_from_row expects, in this order. */
-#define HR_TASK_COLUMNS                                                                     \
-    "id, name, topic, channel, title, body, payload, "                                      \
-    "CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), "                                \
-    "CAST(ROUND(UNIX_TIMESTAMP(COALESCE(freeze_at, CAST(DATE(due_at) AS DATETIME(3)))) * 1000) AS SIGNED), " \
-    "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "           \
-    "throttle_key, throttle_mode, control, state, last_error, claimed_by, "                 \
-    "CAST(ROUND(UNIX_TIMESTAMP(lease_until) * 1000) AS SIGNED), "                           \
-    "total, sent, failed, throttled, pulled, cancelled, retried, unregistered, "            \
+#define HR_TASK_COLUMNS                                                                          \
+    "id, name, topic, channel, title, body, payload, "                                           \
+    "CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), "                                     \
+    "CAST(ROUND(UNIX_TIMESTAMP(COALESCE(freeze_at, CAST(DATE(due_at) AS DATETIME(3)))) * 1000) " \
+    "AS SIGNED), "                                                                               \
+    "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "                \
+    "throttle_key, throttle_mode, control, state, last_error, claimed_by, "                      \
+    "CAST(ROUND(UNIX_TIMESTAMP(lease_until) * 1000) AS SIGNED), "                                \
+    "total, sent, failed, throttled, pulled, cancelled, retried, unregistered, "                 \
     "ttl_s, collapse_key, priority"
 
 #define HR_TASK_MAX_WINDOW_S 2678400 /* 31 days */
@@ -39,26 +40,26 @@ typedef struct hr_task {
     char *name;
     char *topic;
     char *channel;
-    char *title;   /* template */
-    char *body;    /* template */
-    char *payload; /* JSON object text, or NULL */
+    char *title;       /* template */
+    char *body;        /* template */
+    char *payload;     /* JSON object text, or NULL */
     int64_t due_ms;    /* -1 = NULL */
     int64_t freeze_ms; /* freeze_at, or 00:00 UTC of the due day; -1 when due_at is NULL */
     int64_t rate_limit;
     int64_t chunk_size;
-    int64_t throttle_limit;    /* 0 = no throttle */
+    int64_t throttle_limit; /* 0 = no throttle */
     int64_t throttle_window_s;
-    char *throttle_scope;      /* effective: topic when the column is NULL */
-    char *throttle_key;        /* NULL = none */
-    char *throttle_mode;       /* "enforce" | "shadow" | NULL (channel's mode) */
+    char *throttle_scope; /* effective: topic when the column is NULL */
+    char *throttle_key;   /* NULL = none */
+    char *throttle_mode;  /* "enforce" | "shadow" | NULL (channel's mode) */
     hr_control control;
     hr_task_state state;
     char *last_error;
     char *claimed_by;
-    int64_t lease_until_ms;    /* -1 = NULL */
+    int64_t lease_until_ms; /* -1 = NULL */
     int64_t total, sent, failed, throttled, pulled, cancelled, retried, unregistered;
-    int64_t ttl_s;             /* -1 = NULL (the provider's default) */
-    char *collapse_key;        /* NULL = none */
+    int64_t ttl_s;      /* -1 = NULL (the provider's default) */
+    char *collapse_key; /* NULL = none */
     hr_priority priority;
 } hr_task;
 
@@ -88,8 +89,8 @@ int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_
  * the first step failed (nothing changed), or 1 when MySQL holds the wish
  * but the ctl key was not set (the dispatchers' control scan sets it);
  * ERRSTR says why. */
-int hr_task_set_control(hr_mysql *m, hr_redis *r, int64_t id, hr_control control,
-                        char *errstr, size_t errlen);
+int hr_task_set_control(hr_mysql *m, hr_redis *r, int64_t id, hr_control control, char *errstr,
+                        size_t errlen);
 
 void hr_task_free(hr_task *t);
 

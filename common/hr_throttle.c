@@ -27,8 +27,9 @@ int hr_throttle_rule_from_task(const hr_task *t, const hr_channel *ch, hr_thrott
         return 0;
     if (t->throttle_limit < 0 || t->throttle_window_s < 1 ||
         t->throttle_window_s > HR_TASK_MAX_WINDOW_S) {
-        snprintf(errstr, errlen, "throttle_limit %" PRId64 " / throttle_window_s %" PRId64
-                 " out of range", t->throttle_limit, t->throttle_window_s);
+        snprintf(errstr, errlen,
+                 "throttle_limit %" PRId64 " / throttle_window_s %" PRId64 " out of range",
+                 t->throttle_limit, t->throttle_window_s);
         return -1;
     }
     if (t->throttle_mode == NULL)
@@ -147,12 +148,11 @@ static int thr_parse(redisReply *reply, const hr_throttle_rule *rule, hr_throttl
         res->verdict = HR_THROTTLE_PASS;
         break;
     case THR_LUA_THROTTLED:
-        res->verdict = rule->mode == HR_THROTTLE_SHADOW ? HR_THROTTLE_SHADOWED
-                                                        : HR_THROTTLE_BLOCKED;
+        res->verdict =
+            rule->mode == HR_THROTTLE_SHADOW ? HR_THROTTLE_SHADOWED : HR_THROTTLE_BLOCKED;
         break;
     default:
-        snprintf(errstr, errlen, "throttle.lua: unknown verdict %lld",
-                 reply->element[0]->integer);
+        snprintf(errstr, errlen, "throttle.lua: unknown verdict %lld", reply->element[0]->integer);
         goto done;
     }
     res->now_ms = reply->element[1]->integer;
@@ -193,8 +193,8 @@ static int thr_slice(hr_pipe *pipe, const hr_throttle_req *reqs, size_t n, hr_th
     return rc;
 }
 
-int hr_throttle_check(hr_redis *r, const hr_throttle_req *reqs, size_t n,
-                      hr_throttle_result *out, char *errstr, size_t errlen)
+int hr_throttle_check(hr_redis *r, const hr_throttle_req *reqs, size_t n, hr_throttle_result *out,
+                      char *errstr, size_t errlen)
 {
     size_t done, slice;
     hr_pipe *pipe;
@@ -202,8 +202,9 @@ int hr_throttle_check(hr_redis *r, const hr_throttle_req *reqs, size_t n,
     /* A limit of 0 would make the script throttle everyone. */
     for (done = 0; done < n; done++) {
         if (reqs[done].rule->limit < 1 || reqs[done].rule->window_ms < 1) {
-            snprintf(errstr, errlen, "throttle: limit %" PRId64 " / window %" PRId64
-                     " ms out of range", reqs[done].rule->limit, reqs[done].rule->window_ms);
+            snprintf(errstr, errlen,
+                     "throttle: limit %" PRId64 " / window %" PRId64 " ms out of range",
+                     reqs[done].rule->limit, reqs[done].rule->window_ms);
             return -1;
         }
     }

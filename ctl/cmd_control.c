@@ -40,7 +40,8 @@ int ctl_cmd_control(ctl_ctx *ctx, int argc, char **argv)
         goto done;
     case 1:
         ctl_fail("control is %s in MySQL, but the ctl key was not set (%s); the dispatcher "
-                 "sets it at its next scan", hr_control_name(control), errstr);
+                 "sets it at its next scan",
+                 hr_control_name(control), errstr);
         goto done;
     }
     printf("task %" PRId64 ": control=%s (state %s)\n", id, hr_control_name(control),

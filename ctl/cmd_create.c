@@ -15,10 +15,10 @@
 #include "ctl_fmt.h"
 #include "hr_task.h"
 
-#define CREATE_INSERT                                                                     \
+#define CREATE_INSERT                                                                        \
     "INSERT INTO push_task (name, topic, channel, title, body, payload, due_at, freeze_at, " \
-    "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "           \
-    "throttle_key, throttle_mode, ttl_s, collapse_key, priority) "                         \
+    "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "            \
+    "throttle_key, throttle_mode, ttl_s, collapse_key, priority) "                           \
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 /* Every flag of create_options[], for `heraldctl help create`. */
@@ -126,21 +126,45 @@ static int create_parse(int argc, char **argv, create_args *a)
     int64_t v;
     int opt;
 
-    a->t = (hr_task){.topic = "default", .title = "", .body = "", .chunk_size = 5000,
-                     .due_ms = -1, .freeze_ms = -1, .lease_until_ms = -1, .ttl_s = -1};
+    a->t = (hr_task){.topic = "default",
+                     .title = "",
+                     .body = "",
+                     .chunk_size = 5000,
+                     .due_ms = -1,
+                     .freeze_ms = -1,
+                     .lease_until_ms = -1,
+                     .ttl_s = -1};
     a->freeze_ms = -1;
     optind = 0;
     while ((opt = getopt_long(argc, argv, "", create_options, NULL)) != -1) {
         switch (opt) {
-        case OPT_NAME: a->t.name = optarg; break;
-        case OPT_CHANNEL: a->t.channel = optarg; break;
-        case OPT_TOPIC: a->t.topic = optarg; break;
-        case OPT_TITLE: a->t.title = optarg; break;
-        case OPT_BODY: a->t.body = optarg; break;
-        case OPT_PAYLOAD: a->t.payload = optarg; break;
-        case OPT_THROTTLE_SCOPE: a->scope = optarg; break;
-        case OPT_THROTTLE_KEY: a->t.throttle_key = optarg; break;
-        case OPT_QUIET: a->quiet = true; break;
+        case OPT_NAME:
+            a->t.name = optarg;
+            break;
+        case OPT_CHANNEL:
+            a->t.channel = optarg;
+            break;
+        case OPT_TOPIC:
+            a->t.topic = optarg;
+            break;
+        case OPT_TITLE:
+            a->t.title = optarg;
+            break;
+        case OPT_BODY:
+            a->t.body = optarg;
+            break;
+        case OPT_PAYLOAD:
+            a->t.payload = optarg;
+            break;
+        case OPT_THROTTLE_SCOPE:
+            a->scope = optarg;
+            break;
+        case OPT_THROTTLE_KEY:
+            a->t.throttle_key = optarg;
+            break;
+        case OPT_QUIET:
+            a->quiet = true;
+            break;
         case OPT_THROTTLE_MODE:
             if (strcmp(optarg, "enforce") != 0 && strcmp(optarg, "shadow") != 0)
                 return ctl_usage("create", "--throttle-mode: \"%s\" is not enforce or shadow",
@@ -170,8 +194,8 @@ static int create_parse(int argc, char **argv, create_args *a)
         case OPT_THROTTLE_LIMIT:
             /* Range checks are hr_task_validate's; here only "an integer".
              * create_options[] lists the flags in enum order. */
-            if (ctl_fmt_parse_int(create_options[opt - OPT_NAME].name, optarg, INT32_MIN,
-                                  INT32_MAX, &v, errstr, sizeof errstr) < 0)
+            if (ctl_fmt_parse_int(create_options[opt - OPT_NAME].name, optarg, INT32_MIN, INT32_MAX,
+                                  &v, errstr, sizeof errstr) < 0)
                 return ctl_usage("create", "--%s", errstr);
             if (opt == OPT_RATE_LIMIT)
                 a->t.rate_limit = v;
@@ -187,7 +211,9 @@ static int create_parse(int argc, char **argv, create_args *a)
                                sizeof errstr) < 0)
                 return ctl_usage("create", "%s", errstr);
             break;
-        case OPT_COLLAPSE_KEY: a->t.collapse_key = optarg; break;
+        case OPT_COLLAPSE_KEY:
+            a->t.collapse_key = optarg;
+            break;
         case OPT_PRIORITY:
             if (hr_priority_parse(optarg, &a->t.priority) < 0)
                 return ctl_usage("create", "--priority: \"%s\" is not high or normal", optarg);
@@ -206,10 +232,12 @@ static int create_parse(int argc, char **argv, create_args *a)
         static const struct {
             const char *flag;
             size_t max;
-        } names[] = {{"--name", 200}, {"--topic", 100}, {"--channel", 64},
-                     {"--throttle-scope", 100}, {"--throttle-key", 100}};
-        const char *values[] = {a->t.name, a->t.topic, a->t.channel, a->scope,
-                                a->t.throttle_key};
+        } names[] = {{"--name", 200},
+                     {"--topic", 100},
+                     {"--channel", 64},
+                     {"--throttle-scope", 100},
+                     {"--throttle-key", 100}};
+        const char *values[] = {a->t.name, a->t.topic, a->t.channel, a->scope, a->t.throttle_key};
 
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
             if (values[i] != NULL &&
@@ -218,7 +246,7 @@ static int create_parse(int argc, char **argv, create_args *a)
     }
     if (a->freeze_ms >= 0 && a->freeze_ms > a->t.due_ms)
         return ctl_usage("create", "--freeze-at must not be after the due time (the task "
-                         "would never be in the pull on its day)");
+                                   "would never be in the pull on its day)");
     a->t.throttle_scope = a->scope != NULL ? a->scope : a->t.topic;
     return CTL_EXIT_OK;
 }

@@ -55,7 +55,8 @@ static int redrive_forget(redrive_job *j, char *errstr, size_t errlen)
 
     for (i = 0; i < j->n; i += k) {
         p[0] = HR_P_I64(j->id);
-        off = (size_t)snprintf(sql, sizeof sql, "DELETE FROM push_delivery WHERE task_id = ? "
+        off = (size_t)snprintf(sql, sizeof sql,
+                               "DELETE FROM push_delivery WHERE task_id = ? "
                                "AND status = 'failed' AND uid IN (");
         for (k = 0; k < REDRIVE_LOG_BATCH && i + k < j->n; k++) {
             p[1 + k] = HR_P_STR(j->uids[i + k]);
@@ -116,8 +117,8 @@ static int redrive_all(redrive_job *j, char *errstr, size_t errlen)
     size_t i;
 
     do {
-        redisReply *reply = hr_redis_cmdf(j->r, errstr, errlen, "HSCAN %s %s COUNT %d",
-                                          j->keys[0], cursor, REDRIVE_SCAN_COUNT);
+        redisReply *reply = hr_redis_cmdf(j->r, errstr, errlen, "HSCAN %s %s COUNT %d", j->keys[0],
+                                          cursor, REDRIVE_SCAN_COUNT);
 
         if (reply == NULL)
             return -1;
@@ -168,7 +169,7 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
         goto done;
     }
     j.max = t->chunk_size >= 1 && t->chunk_size <= HR_TASK_MAX_CHUNK ? (size_t)t->chunk_size
-                                                                    : HR_TASK_MAX_CHUNK;
+                                                                     : HR_TASK_MAX_CHUNK;
     j.argv = malloc((7 + j.max) * sizeof *j.argv);
     j.uids = malloc(j.max * sizeof *j.uids);
     if (j.argv == NULL || j.uids == NULL) {
@@ -186,8 +187,8 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
     j.argv[6] = j.at_s;
     failed = redrive_all(&j, errstr, sizeof errstr) < 0;
     if (failed)
-        ctl_fail("redrive stopped after %" PRId64 " recipients in %" PRId64 " chunks: %s",
-                 j.moved, j.chunks, errstr);
+        ctl_fail("redrive stopped after %" PRId64 " recipients in %" PRId64 " chunks: %s", j.moved,
+                 j.chunks, errstr);
     if (j.moved == 0) {
         if (!failed) {
             printf("task %" PRId64 ": no dead letters\n", id);
@@ -202,7 +203,8 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
 
         if (reply == NULL) {
             ctl_fail("%" PRId64 " recipients are in %" PRId64 " new chunks, but the task is not "
-                     "marked redriven (%s): run redrive again", j.moved, j.chunks, errstr);
+                     "marked redriven (%s): run redrive again",
+                     j.moved, j.chunks, errstr);
             goto done;
         }
         freeReplyObject(reply);
@@ -212,7 +214,8 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
 
         if (hr_state_redrive(m, id, j.moved, merr, sizeof merr) < 0) {
             ctl_fail("%" PRId64 " recipients are in %" PRId64 " new chunks, but MySQL was not "
-                     "updated: %s", j.moved, j.chunks, merr);
+                     "updated: %s",
+                     j.moved, j.chunks, merr);
             goto done;
         }
     }
@@ -223,7 +226,8 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
                j.seq_s);
     else
         printf("task %" PRId64 ": redrove %" PRId64 " recipients into %" PRId64
-               " chunks (last %s)\n", id, j.moved, j.chunks, j.seq_s);
+               " chunks (last %s)\n",
+               id, j.moved, j.chunks, j.seq_s);
     rc = CTL_EXIT_OK;
 done:
     for (i = 0; i < j.n; i++)

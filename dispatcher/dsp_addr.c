@@ -42,6 +42,5 @@ void dsp_addr_sync(dsp *d, dsp_conn *conn, bool due_only)
                     " ms=%" PRId64,
                     res.full, res.uids, res.stored, res.refused, dsp_now_ms() - now);
     if (res.refused > 0)
-        hr_log_warn("addr_refused", "rows=%" PRId64 " first=%s", res.refused,
-                    res.first_refused);
+        hr_log_warn("addr_refused", "rows=%" PRId64 " first=%s", res.refused, res.first_refused);
 }

@@ -35,12 +35,12 @@ typedef struct dsp_msg {
     bool republish;
 } dsp_msg;
 
-int dsp_produce(dsp *d, int64_t task, int64_t seq, int64_t count, int64_t due_ms,
-                bool republish, char *errstr, size_t errlen)
+int dsp_produce(dsp *d, int64_t task, int64_t seq, int64_t count, int64_t due_ms, bool republish,
+                char *errstr, size_t errlen)
 {
     dsp_task *owned = republish ? NULL : dsp_task_find(d, task);
-    hr_chunkmsg cm = {.task = task, .seq = seq, .count = count, .due_ms = due_ms,
-                      .published_ms = dsp_now_ms()};
+    hr_chunkmsg cm = {
+        .task = task, .seq = seq, .count = count, .due_ms = due_ms, .published_ms = dsp_now_ms()};
     char key[64], value[HR_CHUNKMSG_MAX_BYTES];
     int klen = hr_chunkmsg_key(&cm, key, sizeof key);
     int vlen = hr_chunkmsg_encode(&cm, value, sizeof value);
@@ -56,14 +56,16 @@ int dsp_produce(dsp *d, int64_t task, int64_t seq, int64_t count, int64_t due_ms
         snprintf(errstr, errlen, "out of memory");
         return -1;
     }
-    *om = (dsp_msg){.task = task, .seq = seq, .size = count,
-                    .published_ms = cm.published_ms, .gen = owned ? owned->gen : 0,
+    *om = (dsp_msg){.task = task,
+                    .seq = seq,
+                    .size = count,
+                    .published_ms = cm.published_ms,
+                    .gen = owned ? owned->gen : 0,
                     .republish = republish};
-    err = rd_kafka_producev(d->rk, RD_KAFKA_V_TOPIC(d->cfg->kafka.topic),
-                            RD_KAFKA_V_KEY(key, (size_t)klen),
-                            RD_KAFKA_V_VALUE(value, (size_t)vlen),
-                            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(om),
-                            RD_KAFKA_V_END);
+    err = rd_kafka_producev(
+        d->rk, RD_KAFKA_V_TOPIC(d->cfg->kafka.topic), RD_KAFKA_V_KEY(key, (size_t)klen),
+        RD_KAFKA_V_VALUE(value, (size_t)vlen), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+        RD_KAFKA_V_OPAQUE(om), RD_KAFKA_V_END);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
         snprintf(errstr, errlen, "produce: %s", rd_kafka_err2str(err));
         free(om);
@@ -94,7 +96,8 @@ void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
     if (!om->republish)
         hr_metrics_inc(d->met.chunks_published);
     if (d->reports.n >= DSP_REPORTS_MAX ||
-        hr_vec_push(&d->reports, ((dsp_report){.task = om->task, .seq = om->seq,
+        hr_vec_push(&d->reports, ((dsp_report){.task = om->task,
+                                               .seq = om->seq,
                                                .size = om->size,
                                                .published_ms = om->published_ms})) != 0)
         hr_log_error("chunk_row_lost", "task=%" PRId64 " seq=%" PRId64 " error=report queue full",
@@ -321,8 +324,8 @@ static bool dsp_chunk_one(dsp *d, dsp_task *dt)
     dsp_seams_moved();
     if (dsp_produce(d, dt->id, seq, moved, dt->due_ms, false, err, sizeof err) < 0) {
         /* The chunk is pending; the sweeper publishes it later. */
-        hr_log_warn("chunk_publish_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s", dt->id, seq,
-                    err);
+        hr_log_warn("chunk_publish_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s", dt->id,
+                    seq, err);
         dt->next_ms = now + 1000;
         return true;
     }

@@ -47,8 +47,7 @@ static int dsp_control_pause(dsp *d, int64_t id, char *errstr, size_t errlen)
     dsp_conn *conn = &d->bg_conn;
     int rc;
 
-    if (hr_task_set_control(NULL, conn->r, id, HR_CONTROL_PAUSE, errstr,
-                            errlen) < 0)
+    if (hr_task_set_control(NULL, conn->r, id, HR_CONTROL_PAUSE, errstr, errlen) < 0)
         return -1;
     rc = hr_state_pause(conn->m, id, errstr, errlen);
     if (rc < 0)
@@ -192,8 +191,7 @@ static int dsp_control_cancel(dsp *d, int64_t id, char *errstr, size_t errlen)
     bool held = false;
     int moved;
 
-    if (hr_task_set_control(NULL, conn->r, id, HR_CONTROL_CANCEL, errstr,
-                            errlen) < 0)
+    if (hr_task_set_control(NULL, conn->r, id, HR_CONTROL_CANCEL, errstr, errlen) < 0)
         return -1;
     dropped = dsp_control_drop(conn, id, NULL, &total, errstr, errlen);
     if (dropped < 0)
@@ -283,9 +281,9 @@ static void dsp_control_redriven(dsp *d)
     redisReply *ids, *reply;
     size_t i;
 
-    ids = hr_redis_cmdf(conn->r, err, sizeof err, "SRANDMEMBER %s %d",
-                        hr_key_redriven(hr_redis_prefix(conn->r), key, sizeof key),
-                        DSP_CONTROL_MAX);
+    ids =
+        hr_redis_cmdf(conn->r, err, sizeof err, "SRANDMEMBER %s %d",
+                      hr_key_redriven(hr_redis_prefix(conn->r), key, sizeof key), DSP_CONTROL_MAX);
     if (ids == NULL) {
         dsp_conn_failed(d, conn, DSP_REDIS, err);
         return;

@@ -24,8 +24,8 @@ int dsp_metrics_new(dsp *d, char *errstr, size_t errlen)
     hr_metrics_family *published, *redelivered, *claimed, *lag, *waits, *errors;
     hr_metrics_family *rc_added, *rc_seconds, *unaccounted;
     const hr_metrics_spec specs[] = {
-        {&published, "herald_chunks_published_total",
-         "Chunks whose first publish Kafka confirmed", HR_METRICS_COUNTER, NULL, NULL, 0},
+        {&published, "herald_chunks_published_total", "Chunks whose first publish Kafka confirmed",
+         HR_METRICS_COUNTER, NULL, NULL, 0},
         {&redelivered, "herald_chunks_redelivered_total",
          "Chunks published again (sweeper, resume)", HR_METRICS_COUNTER, NULL, NULL, 0},
         {&claimed, "herald_tasks_claimed_total", "Tasks this dispatcher claimed, by path",
@@ -33,8 +33,8 @@ int dsp_metrics_new(dsp *d, char *errstr, size_t errlen)
         {&lag, "herald_claim_lag_seconds", "Due time to claim", HR_METRICS_HISTOGRAM, NULL,
          HR_METRICS_BUCKETS(dsp_lag_buckets)},
         {&waits, "herald_ratelimit_waits_total",
-         "Chunks held back because the task's rate limit was spent", HR_METRICS_COUNTER, NULL,
-         NULL, 0},
+         "Chunks held back because the task's rate limit was spent", HR_METRICS_COUNTER, NULL, NULL,
+         0},
         {&rc_added, "herald_reconcile_added_total",
          "Subscriptions the reconciliation after the claim found missing from Redis and added",
          HR_METRICS_COUNTER, NULL, NULL, 0},
@@ -44,10 +44,10 @@ int dsp_metrics_new(dsp *d, char *errstr, size_t errlen)
         {&unaccounted, "herald_recipients_unaccounted_total",
          "Subscriptions with no outcome when their task finished (the task is failed)",
          HR_METRICS_COUNTER, NULL, NULL, 0},
-        {&m->tasks, "herald_tasks", "Tasks by state (refreshed by the scanner)",
-         HR_METRICS_GAUGE, "state", NULL, 0},
-        {&errors, "herald_backend_errors_total", "Failed backend calls",
-         HR_METRICS_COUNTER, "backend", NULL, 0},
+        {&m->tasks, "herald_tasks", "Tasks by state (refreshed by the scanner)", HR_METRICS_GAUGE,
+         "state", NULL, 0},
+        {&errors, "herald_backend_errors_total", "Failed backend calls", HR_METRICS_COUNTER,
+         "backend", NULL, 0},
         {&m->api_requests, "herald_api_requests_total", "API requests by route and status",
          HR_METRICS_COUNTER, "route,code", NULL, 0},
     };
@@ -97,6 +97,5 @@ void dsp_metrics_tasks(dsp *d, const hr_mysql_rows *rows)
             hr_log_warn("task_state_unknown", "state=%s", hr_mysql_cell(rows, i, 0));
     }
     for (i = 0; i < HR_STATE__COUNT; i++)
-        hr_metrics_set(hr_metrics_labels(d->met.tasks, hr_state_name((hr_task_state)i)),
-                       count[i]);
+        hr_metrics_set(hr_metrics_labels(d->met.tasks, hr_state_name((hr_task_state)i)), count[i]);
 }

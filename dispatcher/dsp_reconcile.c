@@ -45,8 +45,8 @@ static int dsp_rc_seq(dsp_conn *conn, int64_t id, char *errstr, size_t errlen)
     int64_t max, cur;
     size_t i;
 
-    if (hr_mysql_query(conn->m, "SELECT COALESCE(MAX(seq), 0) FROM push_chunk WHERE task_id = ?",
-                       p, 1, &rows, errstr, errlen) < 0)
+    if (hr_mysql_query(conn->m, "SELECT COALESCE(MAX(seq), 0) FROM push_chunk WHERE task_id = ?", p,
+                       1, &rows, errstr, errlen) < 0)
         return -1;
     max = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
     hr_mysql_rows_free(rows);
@@ -80,8 +80,10 @@ static void dsp_rc_work(uv_work_t *w)
     dsp *d = w->data;
     dsp_conn *conn = &d->rc_conn;
     char token[256];
-    hr_subs_refill_opts o = {.token = token, .lock_ms = DSP_PREP_LOCK_MS,
-                             .batch = d->cfg->dispatcher.refill_batch, .stop = &d->stopping};
+    hr_subs_refill_opts o = {.token = token,
+                             .lock_ms = DSP_PREP_LOCK_MS,
+                             .batch = d->cfg->dispatcher.refill_batch,
+                             .stop = &d->stopping};
     int64_t start = dsp_now_ms();
 
     d->rc_added = d->rc_seen = 0;

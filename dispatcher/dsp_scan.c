@@ -51,8 +51,10 @@ int dsp_prepare(dsp *d, const hr_task *t, dsp_scan_entry *e, int64_t now)
     dsp_conn *conn = &d->bg_conn;
     const hr_mysql_param p[] = {HR_P_I64(t->id)};
     char subs[256], pulled[256], token[256], err[512];
-    hr_subs_refill_opts o = {.token = token, .lock_ms = DSP_PREP_LOCK_MS,
-                             .batch = d->cfg->dispatcher.refill_batch, .stop = &d->stopping};
+    hr_subs_refill_opts o = {.token = token,
+                             .lock_ms = DSP_PREP_LOCK_MS,
+                             .batch = d->cfg->dispatcher.refill_batch,
+                             .stop = &d->stopping};
     hr_mysql_rows *rows = NULL;
     int64_t have, want, added = 0;
     int rc;
@@ -144,8 +146,8 @@ void dsp_scan(dsp *d)
             goto done;
         if (!dsp_store_check(d, conn->m, t))
             continue;
-        prev = d->nscan > 0 ? bsearch(&key, d->scan, d->nscan, sizeof *d->scan, dsp_scan_cmp)
-                           : NULL;
+        prev =
+            d->nscan > 0 ? bsearch(&key, d->scan, d->nscan, sizeof *d->scan, dsp_scan_cmp) : NULL;
         e = &next[nnext++];
         *e = prev ? *prev : (dsp_scan_entry){.id = t->id, .due_ms = -1};
         if (dsp_prepare(d, t, e, now) < 0)

@@ -25,8 +25,7 @@
 #include "hr_log.h"
 #include "hr_state.h"
 
-int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t stale,
-                       int *budget)
+int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t stale, int *budget)
 {
     dsp_conn *conn = &d->bg_conn;
     const char *prefix = hr_redis_prefix(conn->r);
@@ -53,8 +52,8 @@ int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t 
         if (strtoll(at, NULL, 10) > stale)
             continue;
         hr_key_lease(prefix, lease, sizeof lease, id, strtoll(seq, NULL, 10));
-        if (dsp_reply_int(hr_redis_eval(conn->r, HR_LUA_SWEEP_CLAIM, 2, 5, argv, NULL, err,
-                                        sizeof err)) != 1)
+        if (dsp_reply_int(
+                hr_redis_eval(conn->r, HR_LUA_SWEEP_CLAIM, 2, 5, argv, NULL, err, sizeof err)) != 1)
             continue;
         hr_key_chunk(prefix, chunk, sizeof chunk, id, strtoll(seq, NULL, 10));
         count = dsp_reply_int(hr_redis_cmdf(conn->r, err, sizeof err, "SCARD %s", chunk));
@@ -63,8 +62,8 @@ int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t 
          * may hold. */
         if (count > HR_TASK_MAX_CHUNK)
             count = HR_TASK_MAX_CHUNK;
-        if (count < 0 || dsp_produce(d, id, strtoll(seq, NULL, 10), count, due_ms, true, err,
-                                     sizeof err) < 0) {
+        if (count < 0 ||
+            dsp_produce(d, id, strtoll(seq, NULL, 10), count, due_ms, true, err, sizeof err) < 0) {
             /* pending[seq] now says "published now": the next sweep after
              * the redelivery timeout tries again. */
             hr_log_warn("chunk_redeliver_failed", "task=%" PRId64 " seq=%s error=%s", id, seq, err);
@@ -170,8 +169,7 @@ static void dsp_finished(dsp *d, int64_t id, const hr_finish_result *fin)
 void dsp_sweep(dsp *d)
 {
     dsp_conn *conn = &d->bg_conn;
-    const hr_mysql_param p[] = {HR_P_I64(d->sweep_after), DSP_TOPIC_PARAMS,
-                                HR_P_I64(DSP_SCAN_MAX)};
+    const hr_mysql_param p[] = {HR_P_I64(d->sweep_after), DSP_TOPIC_PARAMS, HR_P_I64(DSP_SCAN_MAX)};
     hr_mysql_rows *rows = NULL;
     int64_t now = dsp_now_ms();
     int64_t stale_ms = (int64_t)d->cfg->dispatcher.redelivery_timeout_s * 1000;
@@ -190,8 +188,8 @@ void dsp_sweep(dsp *d)
     for (i = 0; i < rows->nrows && !atomic_load(&d->stopping) && budget > 0; i++) {
         int64_t id = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
         const char *due = hr_mysql_cell(rows, i, 2);
-        int64_t npending = dsp_sweep_task(d, id, due ? strtoll(due, NULL, 10) : 0, now,
-                                          now - stale_ms, &budget);
+        int64_t npending =
+            dsp_sweep_task(d, id, due ? strtoll(due, NULL, 10) : 0, now, now - stale_ms, &budget);
         hr_outcomes stats;
         hr_finish_result fin;
         hr_task_state state;

@@ -24,8 +24,8 @@ int dsp_timer_add(dsp *d, const hr_task *t)
 
     hr_key_timer(hr_redis_prefix(conn->r), timer, sizeof timer);
     hr_key_task(hr_redis_prefix(conn->r), ctl, sizeof ctl, t->id, HR_KEY_CTL);
-    reply = hr_redis_cmdf(conn->r, err, sizeof err, "ZADD %s %" PRId64 " %" PRId64, timer, t->due_ms,
-                          t->id);
+    reply = hr_redis_cmdf(conn->r, err, sizeof err, "ZADD %s %" PRId64 " %" PRId64, timer,
+                          t->due_ms, t->id);
     if (reply != NULL) {
         freeReplyObject(reply);
         reply = hr_redis_cmdf(conn->r, err, sizeof err, "SET %s run", ctl);
@@ -43,8 +43,8 @@ int dsp_timer_add(dsp *d, const hr_task *t)
  * no longer returned (claimed, paused, cancelled, failed, or postponed
  * beyond the horizon) out of the timer: a stale entry would pop at the old
  * due time.  OLD and NEXT are sorted by id. */
-void dsp_timer_forget(dsp *d, const dsp_scan_entry *old, size_t nold,
-                      const dsp_scan_entry *next, size_t nnext)
+void dsp_timer_forget(dsp *d, const dsp_scan_entry *old, size_t nold, const dsp_scan_entry *next,
+                      size_t nnext)
 {
     dsp_conn *conn = &d->bg_conn;
     char timer[256], err[512];
@@ -56,8 +56,8 @@ void dsp_timer_forget(dsp *d, const dsp_scan_entry *old, size_t nold,
             j++;
         if (old[i].due_ms < 0 || (j < nnext && next[j].id == old[i].id))
             continue;
-        if (dsp_reply_int(
-                hr_redis_cmdf(conn->r, err, sizeof err, "ZREM %s %" PRId64, timer, old[i].id)) < 0) {
+        if (dsp_reply_int(hr_redis_cmdf(conn->r, err, sizeof err, "ZREM %s %" PRId64, timer,
+                                        old[i].id)) < 0) {
             dsp_conn_failed(d, conn, DSP_REDIS, err);
             return;
         }

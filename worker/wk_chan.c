@@ -169,15 +169,13 @@ bool wk_chan_addressed(const wk_chan *ch)
     return ch->cfg->type != HR_CHANNEL_WEBHOOK;
 }
 
-
 /* PUSH's current request ended with END.  A webhook push is settled with it.
  * A push to addresses records it and goes on to its next address at the
  * head of the queue, or, after its last one (or when held), is settled
  * with what its addresses got: delivered when one took it, else failed
  * when one failed for good, else unregistered (every address dead, or
  * none); held when halted before any took it. */
-void wk_chan_end(wk_chan *ch, wk_push *push, wk_push_result *res, wk_end end,
-                        const char *reason)
+void wk_chan_end(wk_chan *ch, wk_push *push, wk_push_result *res, wk_end end, const char *reason)
 {
     wk_sender *s = ch->s;
 
@@ -196,8 +194,7 @@ void wk_chan_end(wk_chan *ch, wk_push *push, wk_push_result *res, wk_end end,
         push->any_failed = true;
         snprintf(push->failure, sizeof push->failure, "%s", reason);
     }
-    if (end != WK_END_HELD && ++push->addr < push->naddrs &&
-        !(push->hold != NULL && *push->hold)) {
+    if (end != WK_END_HELD && ++push->addr < push->naddrs && !(push->hold != NULL && *push->hold)) {
         push->addr_attempts = 0;
         push->slowdowns = 0;
         wk_chan_enqueue(ch, push, true);
@@ -225,16 +222,16 @@ static int wk_chan_prepare(wk_chan *ch, wk_xfer *x, wk_push *push, char *errstr,
         token = wk_apns_signer_token(ch->apns, wk_clock_now_ms() / 1000, errstr, errlen);
         if (token == NULL)
             return -1;
-        return wk_xfer_prepare_apns(x, ch->cfg, ch->cfg->url != NULL ? ch->cfg->url
-                                                                       : WK_APNS_BASE_URL,
-                                    token, push->task, push->uid, push->user, push->addrs[push->addr].address,
-                                    errstr, errlen);
+        return wk_xfer_prepare_apns(
+            x, ch->cfg, ch->cfg->url != NULL ? ch->cfg->url : WK_APNS_BASE_URL, token, push->task,
+            push->uid, push->user, push->addrs[push->addr].address, errstr, errlen);
     }
     if (ch->cfg->type == HR_CHANNEL_SMTP)
         return wk_xfer_prepare_smtp(x, ch->cfg, push->task, push->uid, push->user,
                                     push->addrs[push->addr].address, errstr, errlen);
     if (ch->fcm == NULL) {
-        if (wk_xfer_prepare(x, ch->cfg, push->task, push->uid, push->user, &stripped, errstr, errlen) != 0)
+        if (wk_xfer_prepare(x, ch->cfg, push->task, push->uid, push->user, &stripped, errstr,
+                            errlen) != 0)
             return -1;
         if (stripped > 0)
             hr_metrics_add(ch->s->m->anomalies[WK_ANOMALY_HEADER_STRIPPED], (uint64_t)stripped);
@@ -247,8 +244,8 @@ static int wk_chan_prepare(wk_chan *ch, wk_xfer *x, wk_push *push, char *errstr,
         return -1;
     }
     push->token_gen = gen;
-    return wk_xfer_prepare_fcm(x, wk_fcm_auth_send_url(ch->fcm), token, push->task, push->uid, push->user,
-                               push->addrs[push->addr].address, errstr, errlen);
+    return wk_xfer_prepare_fcm(x, wk_fcm_auth_send_url(ch->fcm), token, push->task, push->uid,
+                               push->user, push->addrs[push->addr].address, errstr, errlen);
 }
 
 /* Starts PUSH on a free handle X; false when PUSH was settled instead (it could
@@ -300,8 +297,7 @@ static void wk_chan_auth_start(wk_chan *ch, int64_t now)
         return; /* logged, back-off set */
     mc = curl_multi_add_handle(ch->s->multi, ch->auth_x->easy);
     if (mc != CURLM_OK) {
-        wk_fcm_auth_done(ch->fcm, now, 0, NULL, 0, curl_multi_strerror(mc), errstr,
-                         sizeof errstr);
+        wk_fcm_auth_done(ch->fcm, now, 0, NULL, 0, curl_multi_strerror(mc), errstr, sizeof errstr);
         return;
     }
     ch->auth_busy = true;
@@ -360,7 +356,8 @@ static wk_task *wk_chan_next_task(wk_chan *ch, int64_t now, int64_t *wait_ms)
     wk_task *wt;
 
     *wait_ms = INT64_MAX;
-    TAILQ_FOREACH(wt, &ch->tasks, rr) {
+    TAILQ_FOREACH(wt, &ch->tasks, rr)
+    {
         int64_t wait = 0;
 
         if (now < wt->wait_until_ms) {

@@ -72,8 +72,8 @@ void wk_chunk_free(wk_chunk *c)
 
 /* SET NX PX; when taken, whether the holder is us.  A lease that expires
  * between the SET and the GET is tried once more. */
-static int wk_chunk_lease(wk_chunk *c, hr_redis *r, const char *owner, int lease_ms,
-                          char *errstr, size_t errlen)
+static int wk_chunk_lease(wk_chunk *c, hr_redis *r, const char *owner, int lease_ms, char *errstr,
+                          size_t errlen)
 {
     char ms[24];
     const char *set[] = {"SET", c->k_lease, owner, "NX", "PX", ms};
@@ -124,8 +124,7 @@ static int wk_chunk_fetch_users(wk_chunk *c, hr_redis *r, char *errstr, size_t e
 
         /* Only a member that is no uid (dead-lettered, never pushed) can
          * be too long for a key: its HGETALL then reads nothing. */
-        if (hr_key_user(hr_redis_prefix(r), key, sizeof key, c->members->element[i]->str) ==
-            NULL)
+        if (hr_key_user(hr_redis_prefix(r), key, sizeof key, c->members->element[i]->str) == NULL)
             key[0] = '\0';
         if (hr_pipe_cmd(pipe, 2, argv, NULL) != 0) {
             snprintf(errstr, errlen, "out of memory");
@@ -295,8 +294,11 @@ static int wk_chunk_counted(wk_chunk *c, hr_lua_id id, redisReply *reply, int64_
         v[i] = reply->element[i]->integer;
     }
     memcpy(out, v, n * sizeof *out);
-    c->counters = (wk_chunk_counters){.sent = v[n], .failed = v[n + 1], .throttled = v[n + 2],
-                                      .retried = v[n + 3], .unregistered = v[n + 4]};
+    c->counters = (wk_chunk_counters){.sent = v[n],
+                                      .failed = v[n + 1],
+                                      .throttled = v[n + 2],
+                                      .retried = v[n + 3],
+                                      .unregistered = v[n + 4]};
     c->counters_new = true;
     rc = 0;
 done:
@@ -360,9 +362,8 @@ static const char **wk_chunk_dead_argv(const wk_chunk *c)
 }
 
 /* ack.lua for the N UIDS, counted under stats FIELD (no retries). */
-static int wk_chunk_ack_eval(wk_chunk *c, hr_redis *r, const char *field,
-                             const char *const *uids, size_t n, int64_t *removed, char *errstr,
-                             size_t errlen)
+static int wk_chunk_ack_eval(wk_chunk *c, hr_redis *r, const char *field, const char *const *uids,
+                             size_t n, int64_t *removed, char *errstr, size_t errlen)
 {
     const char **argv = wk_chunk_ack_argv(c, field, "0", uids, n);
     redisReply *reply;
@@ -433,11 +434,10 @@ int wk_chunk_flush(wk_chunk *c, hr_redis *r, char *errstr, size_t errlen)
     if (dead)
         dead_argv = wk_chunk_dead_argv(c);
     pipe = hr_pipe_new(r);
-    if ((ack && ack_argv == NULL) || (dead && dead_argv == NULL) ||
-        (unreg && unreg_argv == NULL) || pipe == NULL ||
+    if ((ack && ack_argv == NULL) || (dead && dead_argv == NULL) || (unreg && unreg_argv == NULL) ||
+        pipe == NULL ||
         (ack && hr_pipe_eval(pipe, HR_LUA_ACK, 2, (int)c->nacks + 4, ack_argv, NULL) != 0) ||
-        (unreg &&
-         hr_pipe_eval(pipe, HR_LUA_ACK, 2, (int)c->nunregs + 4, unreg_argv, NULL) != 0) ||
+        (unreg && hr_pipe_eval(pipe, HR_LUA_ACK, 2, (int)c->nunregs + 4, unreg_argv, NULL) != 0) ||
         (dead &&
          hr_pipe_eval(pipe, HR_LUA_DEAD_LETTER, 3, 2 * (int)c->ndead + 3, dead_argv, NULL) != 0)) {
         snprintf(errstr, errlen, "out of memory");
@@ -447,8 +447,8 @@ int wk_chunk_flush(wk_chunk *c, hr_redis *r, char *errstr, size_t errlen)
     hr_pipe_exec(pipe, errstr, errlen);
     rc = 0;
     if (ack) {
-        if (wk_chunk_counted(c, HR_LUA_ACK, hr_pipe_reply(pipe, 0, errstr, errlen), &removed,
-                             1, errstr, errlen) == 0) {
+        if (wk_chunk_counted(c, HR_LUA_ACK, hr_pipe_reply(pipe, 0, errstr, errlen), &removed, 1,
+                             errstr, errlen) == 0) {
             c->sent += removed;
             c->nacks = 0;
             c->retried_unflushed = 0;
@@ -532,7 +532,7 @@ int wk_chunk_throttle(wk_chunk *c, hr_redis *r, wk_chunk_throttled *out, char *e
                       size_t errlen)
 {
     size_t slice = c->npushes < HR_THROTTLE_PIPE_MAX ? c->npushes : HR_THROTTLE_PIPE_MAX;
-    char (*keys)[HR_THROTTLE_KEY_MAX] = calloc(slice, sizeof *keys);
+    char(*keys)[HR_THROTTLE_KEY_MAX] = calloc(slice, sizeof *keys);
     hr_throttle_req *reqs = calloc(slice, sizeof *reqs);
     hr_throttle_result *res = calloc(slice, sizeof *res);
     const char **blocked = calloc(slice, sizeof *blocked);
@@ -549,8 +549,8 @@ int wk_chunk_throttle(wk_chunk *c, hr_redis *r, wk_chunk_throttled *out, char *e
         size_t n = c->npushes - first < slice ? c->npushes - first : slice, nblocked = 0;
         int64_t removed;
 
-        if (wk_chunk_throttle_keys(c, r, first, n, keys, reqs, &out->key_missing, errstr,
-                                   errlen) != 0 ||
+        if (wk_chunk_throttle_keys(c, r, first, n, keys, reqs, &out->key_missing, errstr, errlen) !=
+                0 ||
             hr_throttle_check(r, reqs, n, res, errstr, errlen) != 0)
             goto done;
         for (size_t i = 0; i < n; i++) {
@@ -562,8 +562,7 @@ int wk_chunk_throttle(wk_chunk *c, hr_redis *r, wk_chunk_throttled *out, char *e
         }
         if (nblocked == 0)
             continue;
-        if (wk_chunk_ack_eval(c, r, "throttled", blocked, nblocked, &removed, errstr, errlen) !=
-            0)
+        if (wk_chunk_ack_eval(c, r, "throttled", blocked, nblocked, &removed, errstr, errlen) != 0)
             goto done;
         out->blocked += (int64_t)nblocked;
         out->removed += removed;

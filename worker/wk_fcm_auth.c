@@ -19,10 +19,10 @@ struct wk_fcm_auth {
     wk_fcm_account *account;
     char *send_url;
     wk_fcm_token token;
-    uint64_t gen;          /* bumped with every token taken */
-    bool running;          /* a token request is out */
-    int failures;          /* token requests failed in a row */
-    int64_t retry_at_ms;   /* after a failure: no request before this */
+    uint64_t gen;        /* bumped with every token taken */
+    bool running;        /* a token request is out */
+    int failures;        /* token requests failed in a row */
+    int64_t retry_at_ms; /* after a failure: no request before this */
     hr_buf form;
 };
 
@@ -43,8 +43,8 @@ int wk_fcm_auth_new(const hr_channel *ch, wk_fcm_auth **out, char *errstr, size_
     }
     a->channel = ch->name;
     hr_buf_init(&a->form, WK_FCM_AUTH_FORM_MAX);
-    if (hr_config_read_file(ch->fcm.service_account_file, WK_FCM_AUTH_FILE_MAX, &text, &len,
-                            detail, sizeof detail) != 0 ||
+    if (hr_config_read_file(ch->fcm.service_account_file, WK_FCM_AUTH_FILE_MAX, &text, &len, detail,
+                            sizeof detail) != 0 ||
         wk_fcm_account_parse(text, len, &a->account, detail, sizeof detail) != 0) {
         snprintf(errstr, errlen, "channel %s: service_account_file %s", ch->name, detail);
         goto cleanup;
@@ -115,8 +115,7 @@ const char *wk_fcm_auth_token(wk_fcm_auth *a, int64_t now_ms, uint64_t *gen, boo
     return a->token.access_token;
 }
 
-int wk_fcm_auth_request(wk_fcm_auth *a, int64_t now_ms, wk_xfer *x, char *errstr,
-                        size_t errlen)
+int wk_fcm_auth_request(wk_fcm_auth *a, int64_t now_ms, wk_xfer *x, char *errstr, size_t errlen)
 {
     hr_buf_reset(&a->form);
     a->running = true;

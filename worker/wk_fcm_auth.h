@@ -46,8 +46,7 @@ const char *wk_fcm_auth_token(wk_fcm_auth *a, int64_t now_ms, uint64_t *gen, boo
 /* Builds the token request on X (a handle of the channel); the request
  * counts as running until wk_fcm_auth_done.  0, or -1 with ERRSTR (then
  * treated as a failed request). */
-int wk_fcm_auth_request(wk_fcm_auth *a, int64_t now_ms, wk_xfer *x, char *errstr,
-                        size_t errlen);
+int wk_fcm_auth_request(wk_fcm_auth *a, int64_t now_ms, wk_xfer *x, char *errstr, size_t errlen);
 
 /* The token request ended: STATUS (0 = no answer, ERRSTR_IN the transport
  * error) and the LEN bytes of BODY.  0 when a token was taken, -1 with

@@ -177,10 +177,11 @@ static void wk_lifecycle_halted(wk_lifecycle *l, wk_chunk *c)
     if (c->halt == WK_CHUNK_CANCEL) {
         /* Only cancelled (the stats hash's counter): sent .. retried are
          * not carried (-1). */
-        wk_event counters = {.kind = WK_EVENT_COUNTERS,
-                             .task = c->msg.task,
-                             .u.counters = {.sent = -1, .failed = -1, .throttled = -1,
-                                            .retried = -1, .unregistered = -1}};
+        wk_event counters = {
+            .kind = WK_EVENT_COUNTERS,
+            .task = c->msg.task,
+            .u.counters = {
+                .sent = -1, .failed = -1, .throttled = -1, .retried = -1, .unregistered = -1}};
 
         if (wk_chunk_cancel(c, l->redis, l->owner, &cancelled, &total, errstr, sizeof errstr) !=
             0) {
@@ -338,8 +339,8 @@ static bool wk_lifecycle_active(const wk_lifecycle *l, const hr_chunkmsg *msg)
     const wk_chunk *c;
 
     TAILQ_FOREACH(c, &l->chunks, link)
-        if (c->msg.task == msg->task && c->msg.seq == msg->seq)
-            return true;
+    if (c->msg.task == msg->task && c->msg.seq == msg->seq)
+        return true;
     return false;
 }
 
@@ -385,8 +386,8 @@ static int wk_lifecycle_addresses(wk_lifecycle *l, wk_chunk *c)
         return -1;
     }
     if (bad > 0)
-        hr_log_warn("address_unreadable", "task=%" PRId64 " seq=%" PRId64 " count=%zu",
-                    c->msg.task, c->msg.seq, bad);
+        hr_log_warn("address_unreadable", "task=%" PRId64 " seq=%" PRId64 " count=%zu", c->msg.task,
+                    c->msg.seq, bad);
     return 0;
 }
 
@@ -400,8 +401,8 @@ void wk_lifecycle_prune(void *ctx, wk_push *push, const hr_addr *a)
     char errstr[512];
 
     if (hr_addr_prune(l->mysql, l->redis, a, errstr, sizeof errstr) < 0) {
-        hr_log_warn("address_prune_failed", "task=%" PRId64 " uid=%s error=\"%s\"",
-                    c->msg.task, push->uid, errstr);
+        hr_log_warn("address_prune_failed", "task=%" PRId64 " uid=%s error=\"%s\"", c->msg.task,
+                    push->uid, errstr);
         return;
     }
     hr_metrics_inc(l->met->pruned);
@@ -417,8 +418,8 @@ static void wk_lifecycle_open_anomalies(wk_lifecycle *l, wk_chunk *c)
         wk_lifecycle_report_counters(l, c);
         hr_metrics_add(l->met->chans[c->task->ch_index].failed, (uint64_t)c->invalid);
         hr_metrics_add(l->met->anomalies[WK_ANOMALY_INVALID_UID], (uint64_t)c->invalid);
-        hr_log_warn("invalid_uids", "task=%" PRId64 " seq=%" PRId64 " count=%" PRId64,
-                    c->msg.task, c->msg.seq, c->invalid);
+        hr_log_warn("invalid_uids", "task=%" PRId64 " seq=%" PRId64 " count=%" PRId64, c->msg.task,
+                    c->msg.seq, c->invalid);
     }
     if (c->user_errors > 0) {
         hr_metrics_add(l->met->anomalies[WK_ANOMALY_USER_HASH], (uint64_t)c->user_errors);
@@ -481,7 +482,8 @@ void wk_lifecycle_open(wk_lifecycle *l, wk_chunk *c)
         return;
     if (wk_lifecycle_addresses(l, c) != 0)
         return;
-    hr_log_info("chunk_start", "task=%" PRId64 " seq=%" PRId64 " recipients=%zu partition=%" PRId32
+    hr_log_info("chunk_start",
+                "task=%" PRId64 " seq=%" PRId64 " recipients=%zu partition=%" PRId32
                 " offset=%" PRId64 " throttled=%" PRId64,
                 msg->task, msg->seq, c->npushes, partition, offset, c->throttled);
     if (c->open == 0) {
@@ -505,8 +507,8 @@ static void wk_lifecycle_chunk(wk_lifecycle *l, const hr_chunkmsg *msg, int32_t 
     char errstr[512];
     int rc, halt;
 
-    rc = wk_task_get(l->tasks, l->mysql, msg->task, wk_clock_now_ms(), &task, errstr,
-                     sizeof errstr);
+    rc =
+        wk_task_get(l->tasks, l->mysql, msg->task, wk_clock_now_ms(), &task, errstr, sizeof errstr);
     if (rc != 0) {
         if (rc == WK_TASK_NO_CHANNEL) {
             /* Not the task's fault (a rolling configuration change): the
@@ -514,20 +516,21 @@ static void wk_lifecycle_chunk(wk_lifecycle *l, const hr_chunkmsg *msg, int32_t 
              * redelivery_timeout_s, for whichever worker then owns its
              * partition.  Nothing is pushed, acknowledged or failed here. */
             hr_metrics_inc(l->met->bad[WK_BAD_NO_CHANNEL]);
-            hr_log_warn("channel_missing", "task=%" PRId64 " seq=%" PRId64 " error=%s",
-                        msg->task, msg->seq, errstr);
+            hr_log_warn("channel_missing", "task=%" PRId64 " seq=%" PRId64 " error=%s", msg->task,
+                        msg->seq, errstr);
         } else if (rc == 1) {
             l->stats.unknown_tasks++;
             hr_metrics_inc(l->met->bad[WK_BAD_UNKNOWN_TASK]);
-            hr_log_warn("unknown_task", "task=%" PRId64 " seq=%" PRId64 " partition=%" PRId32
-                        " offset=%" PRId64 " unknown_tasks=%" PRId64,
+            hr_log_warn("unknown_task",
+                        "task=%" PRId64 " seq=%" PRId64 " partition=%" PRId32 " offset=%" PRId64
+                        " unknown_tasks=%" PRId64,
                         msg->task, msg->seq, partition, offset, l->stats.unknown_tasks);
         } else {
             l->stats.errors++;
             hr_metrics_inc(rc == 2 ? l->met->bad[WK_BAD_INVALID_TASK]
                                    : l->met->backend_errors[WK_BACKEND_MYSQL]);
-            hr_log_error("task_load_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s",
-                         msg->task, msg->seq, errstr);
+            hr_log_error("task_load_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s", msg->task,
+                         msg->seq, errstr);
             /* Redelivering its chunks would never help: fail the task. */
             if (rc == 2)
                 wk_reporter_fail_task(l->reporter, msg->task, errstr);
@@ -583,8 +586,8 @@ void wk_lifecycle_intake(wk_lifecycle *l, int32_t partition, int64_t offset, con
     if (hr_chunkmsg_decode(payload, len, &msg, errstr, sizeof errstr) != 0) {
         l->stats.bad_messages++;
         hr_metrics_inc(l->met->bad[WK_BAD_DECODE]);
-        hr_log_warn("bad_message", "partition=%" PRId32 " offset=%" PRId64
-                    " reason=%s bad_messages=%" PRId64,
+        hr_log_warn("bad_message",
+                    "partition=%" PRId32 " offset=%" PRId64 " reason=%s bad_messages=%" PRId64,
                     partition, offset, errstr, l->stats.bad_messages);
         wk_lifecycle_settle_offset(l, partition, offset);
         return;
@@ -618,8 +621,8 @@ bool wk_lifecycle_revoke_draining(const wk_lifecycle *l)
     const wk_chunk *c;
 
     TAILQ_FOREACH(c, &l->chunks, link)
-        if (c->revoked)
-            return true;
+    if (c->revoked)
+        return true;
     return false;
 }
 

@@ -14,7 +14,8 @@ void wk_lifecycle_renew(wk_lifecycle *l)
     wk_chunk *c, *held[WK_CHUNK_MAX_OPEN], *lost[WK_CHUNK_MAX_OPEN];
     size_t n = 0, nlost = 0;
 
-    TAILQ_FOREACH(c, &l->chunks, link) {
+    TAILQ_FOREACH(c, &l->chunks, link)
+    {
         /* A chunk waiting for a foreign lease holds none to renew. */
         if (c->lease_wait_until_ms > 0 && c->members == NULL)
             continue;
@@ -46,15 +47,15 @@ static void wk_lifecycle_watchdog(wk_lifecycle *l)
     if (l->stopping)
         return;
     TAILQ_FOREACH(c, &l->chunks, link)
-        if (c->members != NULL && c->halt == WK_CHUNK_RUN && c->open > 0 &&
-            wk_sender_stuck(l->sender, c->task->ch_index))
-            stalled++;
+    if (c->members != NULL && c->halt == WK_CHUNK_RUN && c->open > 0 &&
+        wk_sender_stuck(l->sender, c->task->ch_index))
+        stalled++;
     hr_metrics_set(l->met->stalled_chunks, (double)stalled);
     if (stalled == 0)
         return;
     hr_metrics_inc(l->met->stalls);
-    hr_log_warn("chunks_stalled", "chunks=%zu open_chunks=%zu in_flight=%zu", stalled,
-                l->nchunks, wk_sender_in_flight(l->sender));
+    hr_log_warn("chunks_stalled", "chunks=%zu open_chunks=%zu in_flight=%zu", stalled, l->nchunks,
+                wk_sender_in_flight(l->sender));
     l->hooks.wake(l->hooks.privdata);
 }
 
@@ -67,9 +68,9 @@ static void wk_lifecycle_reopen(wk_lifecycle *l)
     size_t n = 0;
 
     TAILQ_FOREACH(c, &l->chunks, link)
-        if (c->lease_wait_until_ms > 0 && c->members == NULL && c->halt == WK_CHUNK_RUN &&
-            n < WK_CHUNK_MAX_OPEN)
-            waiting[n++] = c;
+    if (c->lease_wait_until_ms > 0 && c->members == NULL && c->halt == WK_CHUNK_RUN &&
+        n < WK_CHUNK_MAX_OPEN)
+        waiting[n++] = c;
     for (size_t i = 0; i < n; i++)
         wk_lifecycle_open(l, waiting[i]);
 }
@@ -85,7 +86,8 @@ void wk_lifecycle_control(wk_lifecycle *l)
     wk_chunk *c, *next;
     bool failed;
 
-    TAILQ_FOREACH(c, &l->chunks, link) {
+    TAILQ_FOREACH(c, &l->chunks, link)
+    {
         size_t i;
 
         for (i = 0; i < ntasks && tasks[i] != c->msg.task; i++)
@@ -103,8 +105,8 @@ void wk_lifecycle_control(wk_lifecycle *l)
             freeReplyObject(reply);
         return;
     }
-    failed = wk_control_read_many(l->redis, tasks, ntasks, halts, &queued, errstr,
-                                  sizeof errstr) != 0;
+    failed =
+        wk_control_read_many(l->redis, tasks, ntasks, halts, &queued, errstr, sizeof errstr) != 0;
     if (failed) {
         hr_metrics_inc(l->met->backend_errors[WK_BACKEND_REDIS]);
         hr_log_warn("ctl_read_failed", "error=%s", errstr);

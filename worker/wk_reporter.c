@@ -55,7 +55,7 @@ struct wk_reporter {
     pthread_mutex_t mu;
     pthread_cond_t has_work;
     pthread_cond_t has_room;
-    wk_event *ring;  /* outcome events only */
+    wk_event *ring; /* outcome events only */
     size_t cap, head, count;
     /* Counters per task and chunk events wait here, not in the ring,
      * so they never wait for room and are never dropped. */
@@ -139,8 +139,8 @@ static int wk_reporter_delivery_sql(wk_reporter *rp, size_t nrows)
  * deadlock, lock wait timeout.  Any other error is about the data. */
 static bool wk_reporter_transient(unsigned err)
 {
-    return err == 0 || err == 2002 || err == 2003 || err == 2006 || err == 2013 ||
-           err == 1205 || err == 1213;
+    return err == 0 || err == 2002 || err == 2003 || err == 2006 || err == 2013 || err == 1205 ||
+           err == 1213;
 }
 
 /* push_delivery.status per wk_delivery. */
@@ -180,8 +180,8 @@ static int wk_reporter_write_deliveries(wk_reporter *rp, size_t n, char *errstr,
         *p++ = HR_P_I64(ev->u.outcome.latency_ms);
         *p++ = HR_P_I64(ev->u.outcome.at_ms);
     }
-    if (hr_mysql_exec(rp->m, rp->sql, rp->params, rows * WK_DELIVERY_COLS, NULL, NULL, &err,
-                      errstr, errlen) == 0)
+    if (hr_mysql_exec(rp->m, rp->sql, rp->params, rows * WK_DELIVERY_COLS, NULL, NULL, &err, errstr,
+                      errlen) == 0)
         return 0;
     if (wk_reporter_transient(err))
         return -1;
@@ -191,8 +191,8 @@ static int wk_reporter_write_deliveries(wk_reporter *rp, size_t n, char *errstr,
     hr_log_warn("delivery_batch_rejected", "rows=%zu errno=%u error=%s", rows, err, errstr);
     for (size_t i = 0; i < rows; i++) {
         p = rp->params + i * WK_DELIVERY_COLS;
-        if (hr_mysql_exec(rp->m, rp->sql1, p, WK_DELIVERY_COLS, NULL, NULL, &err, errstr,
-                          errlen) == 0)
+        if (hr_mysql_exec(rp->m, rp->sql1, p, WK_DELIVERY_COLS, NULL, NULL, &err, errstr, errlen) ==
+            0)
             continue;
         if (wk_reporter_transient(err))
             return -1;
@@ -222,8 +222,8 @@ static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, s
     return 0;
 }
 
-static int wk_reporter_write_chunks(wk_reporter *rp, const wk_event *evs, size_t n,
-                                    char *errstr, size_t errlen)
+static int wk_reporter_write_chunks(wk_reporter *rp, const wk_event *evs, size_t n, char *errstr,
+                                    size_t errlen)
 {
     /* push_chunk.state's names, by wk_chunk_end. */
     static const char *const ends[] = {"done", "parked", "cancelled"};
@@ -266,8 +266,8 @@ static int wk_reporter_write_chunks(wk_reporter *rp, const wk_event *evs, size_t
     return 0;
 }
 
-static int wk_reporter_write_fails(wk_reporter *rp, const wk_task_fail *f, size_t n,
-                                   char *errstr, size_t errlen)
+static int wk_reporter_write_fails(wk_reporter *rp, const wk_task_fail *f, size_t n, char *errstr,
+                                   size_t errlen)
 {
     for (size_t i = 0; i < n; i++) {
         int moved = hr_state_fail(rp->m, f[i].task, HR_STATE_DISPATCHED, f[i].why, errstr, errlen);
@@ -330,10 +330,12 @@ static int wk_reporter_merge(wk_reporter *rp, const wk_task_delta *d, bool older
 
     for (k = 0; k < rp->deltas.n && rp->deltas.v[k].task != d->task; k++)
         ;
-    if (k == rp->deltas.n &&
-        hr_vec_push(&rp->deltas,
-                    ((wk_task_delta){.task = d->task, .sent = -1, .failed = -1, .throttled = -1,
-                                     .retried = -1, .unregistered = -1})) != 0)
+    if (k == rp->deltas.n && hr_vec_push(&rp->deltas, ((wk_task_delta){.task = d->task,
+                                                                       .sent = -1,
+                                                                       .failed = -1,
+                                                                       .throttled = -1,
+                                                                       .retried = -1,
+                                                                       .unregistered = -1})) != 0)
         return -1;
     e = &rp->deltas.v[k];
     lo = older ? *d : *e;
@@ -452,7 +454,8 @@ static void *wk_reporter_main(void *arg)
             rp->mysql_down = true;
             pthread_mutex_lock(&rp->mu);
             wk_reporter_giveback(rp, &b);
-            if (stop_seen_ms >= 0 && wk_clock_now_ms() - stop_seen_ms > WK_REPORTER_STOP_GIVEUP_MS) {
+            if (stop_seen_ms >= 0 &&
+                wk_clock_now_ms() - stop_seen_ms > WK_REPORTER_STOP_GIVEUP_MS) {
                 hr_log_error("reporter_events_lost", "outcomes=%zu tasks=%zu chunks=%zu error=%s",
                              rp->count, rp->deltas.n, rp->chunks.n, errstr);
                 rp->count = rp->deltas.n = rp->chunks.n = rp->nfails = 0;

@@ -120,8 +120,8 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
         return;
     }
     if (v.verdict == WK_VERDICT_SLOWDOWN) {
-        int64_t pause = v.retry_after_s > 0 ? (int64_t)v.retry_after_s * 1000
-                                            : WK_SENDER_DEFAULT_PAUSE_MS;
+        int64_t pause =
+            v.retry_after_s > 0 ? (int64_t)v.retry_after_s * 1000 : WK_SENDER_DEFAULT_PAUSE_MS;
 
         /* A provider's Retry-After may not stall the channel for longer
          * than the channel's longest retry backoff. */
@@ -153,9 +153,9 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
         wk_chan_end(ch, push, &res, WK_END_FAILED, reason);
         return;
     }
-    push->delay.due_ms = now + wk_retry_backoff_ms(cfg->retry_backoff_ms, cfg->retry_max_backoff_ms,
-                                                push->addr_attempts - push->slowdowns,
-                                                wk_sender_random(s));
+    push->delay.due_ms =
+        now + wk_retry_backoff_ms(cfg->retry_backoff_ms, cfg->retry_max_backoff_ms,
+                                  push->addr_attempts - push->slowdowns, wk_sender_random(s));
     if (wk_retry_heap_push(&ch->delayed, &push->delay) != 0) {
         wk_chan_end(ch, push, &res, WK_END_FAILED, "out of memory");
         return;
@@ -269,8 +269,7 @@ int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_met
         }
         /* HTTP/1.1: a connection per request in flight; APNs: its few
          * multiplexed connections. */
-        conns = ch->cfg->type == HR_CHANNEL_APNS ? ch->cfg->apns.connections
-                                                 : ch->cfg->concurrency;
+        conns = ch->cfg->type == HR_CHANNEL_APNS ? ch->cfg->apns.connections : ch->cfg->concurrency;
         maxconn += conns;
         if (conns > hostconn)
             hostconn = conns;

@@ -68,29 +68,29 @@ typedef enum wk_push_state {
 
 typedef struct wk_push {
     TAILQ_ENTRY(wk_push) link;
-    void *owner;              /* the chunk; not used by the sender */
+    void *owner; /* the chunk; not used by the sender */
     wk_task *task;
-    const char *uid;          /* owned by the chunk */
-    const redisReply *user;   /* HGETALL reply, or NULL */
-    const bool *hold;         /* when *hold: no further attempt (owner halting) */
+    const char *uid;        /* owned by the chunk */
+    const redisReply *user; /* HGETALL reply, or NULL */
+    const bool *hold;       /* when *hold: no further attempt (owner halting) */
     /* An addressed channel (fcm): the uid's addresses on it (owned by the
      * chunk), pushed one after the other; none: the uid is unregistered. */
     const hr_addr *addrs;
     size_t naddrs;
-    size_t addr;              /* the one being pushed */
-    bool any_sent;            /* an address took the push */
-    bool any_failed;          /* an address failed for good (reason in .failure) */
+    size_t addr;     /* the one being pushed */
+    bool any_sent;   /* an address took the push */
+    bool any_failed; /* an address failed for good (reason in .failure) */
     char failure[128];
     wk_push_state state;
-    int attempts;             /* requests sent */
-    int firsts;               /* of those, an address's first: the rest are retries */
-    int addr_attempts;        /* requests to the current address */
-    int slowdowns;            /* of those, answered "slow down" (429, 503 + Retry-After)
+    int attempts;         /* requests sent */
+    int firsts;           /* of those, an address's first: the rest are retries */
+    int addr_attempts;    /* requests to the current address */
+    int slowdowns;        /* of those, answered "slow down" (429, 503 + Retry-After)
                                * or "refresh the token": not counted against
                                * retry.max_attempts */
-    uint64_t token_gen;       /* fcm: the access token's generation sent */
-    wk_retry_node delay;      /* DELAYED until delay.due_ms, in the channel's heap */
-    struct wk_xfer *xfer;     /* INFLIGHT on this handle */
+    uint64_t token_gen;   /* fcm: the access token's generation sent */
+    wk_retry_node delay;  /* DELAYED until delay.due_ms, in the channel's heap */
+    struct wk_xfer *xfer; /* INFLIGHT on this handle */
 } wk_push;
 
 typedef struct wk_push_list wk_push_list; /* wk_task.h */

@@ -35,20 +35,20 @@ struct wk_chan {
     const hr_channel *cfg;
     char rl_scope[96];
     TAILQ_HEAD(wk_task_list, wk_task) tasks; /* with ready pushes, round robin */
-    wk_retry_heap delayed; /* by due time */
-    wk_xfer **all;   /* every handle created, up to concurrency */
-    wk_xfer **free;  /* stack of idle handles */
+    wk_retry_heap delayed;                   /* by due time */
+    wk_xfer **all;                           /* every handle created, up to concurrency */
+    wk_xfer **free;                          /* stack of idle handles */
     size_t nall, nfree;
     size_t inflight;
     wk_retry_cap cap;
     int64_t paused_until_ms;
     int64_t tokens, tokens_sec; /* channel budget: see wk_chan_token */
-    uv_timer_t wake;  /* end of a pause, of a rate-limit wait or of a token back-off */
-    uv_timer_t retry; /* earliest delayed push */
-    wk_fcm_auth *fcm; /* fcm channels: the account and the shared access token */
-    wk_apns_signer *apns; /* apns channels: the provider token's signer */
-    wk_xfer *auth_x;  /* fcm: the token request's handle (not in the pool) */
-    bool auth_busy;   /* it is on the multi handle */
+    uv_timer_t wake;            /* end of a pause, of a rate-limit wait or of a token back-off */
+    uv_timer_t retry;           /* earliest delayed push */
+    wk_fcm_auth *fcm;           /* fcm channels: the account and the shared access token */
+    wk_apns_signer *apns;       /* apns channels: the provider token's signer */
+    wk_xfer *auth_x;            /* fcm: the token request's handle (not in the pool) */
+    bool auth_busy;             /* it is on the multi handle */
     char k_slow[HR_KEY_MAX];    /* the channel's cluster-wide slow-down (hr_key_slowdown) */
     int64_t slow_checked_ms;    /* when it was last read */
     int64_t slow_seen_until;    /* the latest slow-down this worker took part in */

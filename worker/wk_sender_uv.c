@@ -6,7 +6,6 @@
 
 #include <stdlib.h>
 
-
 static void wk_sender_uv_sock_closed(uv_handle_t *h)
 {
     free(h->data);

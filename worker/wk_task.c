@@ -109,7 +109,8 @@ int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errst
         wk_task_compile("body", row->body, HR_TEMPLATE_RAW, &wt->body, errstr, errlen) != 0 ||
         /* Values in the URL are percent-encoded: a payload or user
          * attribute cannot change the path or add query parameters. */
-        wk_task_compile("channel url", wt->ch->url, HR_TEMPLATE_URL, &wt->url, errstr, errlen) != 0 ||
+        wk_task_compile("channel url", wt->ch->url, HR_TEMPLATE_URL, &wt->url, errstr, errlen) !=
+            0 ||
         wk_task_compile("channel body", wt->ch->body,
                         wt->ch->json_escape ? HR_TEMPLATE_JSON : HR_TEMPLATE_RAW, &wt->chbody,
                         errstr, errlen) != 0)
@@ -140,12 +141,13 @@ int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errst
         goto fail;
     /* A throttle_key value may come from the user hash (payload first). */
     wt->uses_user = hr_template_uses_user(wt->title) || hr_template_uses_user(wt->body) ||
-                   hr_template_uses_user(wt->url) || hr_template_uses_user(wt->chbody) ||
-                   (wt->throttle.limit > 0 && row->throttle_key != NULL);
+                    hr_template_uses_user(wt->url) || hr_template_uses_user(wt->chbody) ||
+                    (wt->throttle.limit > 0 && row->throttle_key != NULL);
     for (size_t i = 0; i < wt->ch->nheaders; i++)
         wt->uses_user = wt->uses_user || hr_template_uses_user(wt->headers[i]);
     for (size_t i = 0; i < WK_TASK__MAIL; i++)
-        wt->uses_user = wt->uses_user || (wt->mail[i] != NULL && hr_template_uses_user(wt->mail[i]));
+        wt->uses_user =
+            wt->uses_user || (wt->mail[i] != NULL && hr_template_uses_user(wt->mail[i]));
     wk_task_fix_texts(wt);
     wt->rate_limit = row->rate_limit > 0 ? row->rate_limit : wt->ch->rate_limit;
     snprintf(wt->rl_scope, sizeof wt->rl_scope, "push:task%" PRId64, row->id);
@@ -165,8 +167,7 @@ static const wk_task_neg *wk_task_neg_find(const wk_task_cache *tc, int64_t id, 
     return NULL;
 }
 
-static void wk_task_neg_add(wk_task_cache *tc, int64_t id, int rc, const char *why,
-                            int64_t now_ms)
+static void wk_task_neg_add(wk_task_cache *tc, int64_t id, int rc, const char *why, int64_t now_ms)
 {
     wk_task_neg *n = &tc->neg[tc->neg_next];
 
@@ -263,10 +264,10 @@ typedef struct wk_render_ctx {
     const wk_task *t;
     const char *uid;
     const redisReply *user;
-    hr_buf title, body; /* the task's, rendered first ... */
+    hr_buf title, body;                 /* the task's, rendered first ... */
     const hr_buf *title_out, *body_out; /* ... here, or the task's fixed ones */
-    char num[64];       /* a number or boolean printed from the payload */
-    char *printed;      /* a payload object/array printed, freed by the caller */
+    char num[64];                       /* a number or boolean printed from the payload */
+    char *printed;                      /* a payload object/array printed, freed by the caller */
 } wk_render_ctx;
 
 static const char *wk_render_payload(wk_render_ctx *rx, const char *name, size_t *len)
@@ -411,7 +412,7 @@ static void wk_task_fix_texts(wk_task *wt)
 }
 
 int wk_task_render_texts(const wk_task *wt, const char *uid, const redisReply *user, hr_buf *title,
-                        hr_buf *body, char *errstr, size_t errlen)
+                         hr_buf *body, char *errstr, size_t errlen)
 {
     wk_render_ctx rx = {.t = wt, .uid = uid, .user = user};
     int rc = 0;

@@ -48,7 +48,7 @@ typedef enum wk_task_mail {
 typedef struct wk_task {
     hr_task *row;
     const hr_channel *ch;
-    size_t ch_index;          /* position in cfg->channels */
+    size_t ch_index;           /* position in cfg->channels */
     hr_template *title, *body; /* the task's own, rendered raw */
     /* When title and body name no uid or user.* field they are the same for
      * every recipient: rendered once, at build (fixed). */

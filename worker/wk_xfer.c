@@ -153,8 +153,8 @@ wk_xfer *wk_xfer_new(const hr_channel *cfg, struct wk_chan *ch)
      * a handle that cannot sign is not made. */
     for (size_t i = 0; i < cfg->nsigning_secrets; i++) {
         char errstr[128];
-        if (hr_sign_secret_parse(cfg->signing_secrets[i], &x->secrets[i], errstr,
-                                 sizeof errstr) < 0) {
+        if (hr_sign_secret_parse(cfg->signing_secrets[i], &x->secrets[i], errstr, sizeof errstr) <
+            0) {
             wk_xfer_free(x);
             return NULL;
         }
@@ -178,7 +178,8 @@ wk_xfer *wk_xfer_new(const hr_channel *cfg, struct wk_chan *ch)
         bool tls = cfg->url == NULL || strncasecmp(cfg->url, "https:", 6) == 0;
 
         curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
-                         tls ? (long)CURL_HTTP_VERSION_2TLS : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+                         tls ? (long)CURL_HTTP_VERSION_2TLS
+                             : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
         curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
     }
     if (cfg->type == HR_CHANNEL_SMTP) {
@@ -215,7 +216,6 @@ void wk_xfer_free(wk_xfer *x)
     OPENSSL_cleanse(x->secrets, sizeof x->secrets);
     free(x);
 }
-
 
 /* Appends LINE to *HEADERS; -1 with ERRSTR when out of memory. */
 static int wk_xfer_header_add(struct curl_slist **headers, const char *line, char *errstr,
@@ -295,8 +295,8 @@ int wk_xfer_prepare(wk_xfer *x, const hr_channel *ch, const wk_task *task, const
     struct curl_slist *headers = NULL;
 
     errstr[0] = '\0';
-    if (wk_task_render(task, uid, user, &x->url, &x->body, &headers, stripped, errstr,
-                       errlen) != 0 ||
+    if (wk_task_render(task, uid, user, &x->url, &x->body, &headers, stripped, errstr, errlen) !=
+            0 ||
         wk_xfer_sign(x, task, uid, &headers, errstr, errlen) < 0) {
         curl_slist_free_all(headers);
         return -1;
@@ -357,10 +357,9 @@ static void wk_xfer_apns_id(int64_t task, const char *uid, const char *device, c
            d);
     d[6] = (unsigned char)((d[6] & 0x0f) | 0x80); /* version 8 */
     d[8] = (unsigned char)((d[8] & 0x3f) | 0x80); /* variant 10 */
-    snprintf(out, 37,
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", d[0], d[1],
-             d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13], d[14],
-             d[15]);
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", d[0],
+             d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13],
+             d[14], d[15]);
 }
 
 int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *ch, const char *base_url,
@@ -371,17 +370,16 @@ int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *ch, const char *base_url,
     struct curl_slist *headers = NULL;
     wk_apns_request req;
     char apns_id[37];
-    wk_apns_message m = {.device_token = device_token,
-                         .topic = ch->apns.topic,
-                         .push_type = ch->apns.push_type == HR_APNS_BACKGROUND ? WK_APNS_BACKGROUND
-                                                                                : WK_APNS_ALERT,
-                         .payload = task->payload,
-                         .ttl_s = (int)task->row->ttl_s,
-                         .collapse_id = task->row->collapse_key,
-                         .apns_id = apns_id,
-                         .high_priority = ch->apns.high_priority &&
-                                          task->row->priority == HR_PRIORITY_HIGH,
-                         .now_s = wk_clock_now_ms() / 1000};
+    wk_apns_message m = {
+        .device_token = device_token,
+        .topic = ch->apns.topic,
+        .push_type = ch->apns.push_type == HR_APNS_BACKGROUND ? WK_APNS_BACKGROUND : WK_APNS_ALERT,
+        .payload = task->payload,
+        .ttl_s = (int)task->row->ttl_s,
+        .collapse_id = task->row->collapse_key,
+        .apns_id = apns_id,
+        .high_priority = ch->apns.high_priority && task->row->priority == HR_PRIORITY_HIGH,
+        .now_s = wk_clock_now_ms() / 1000};
 
     wk_xfer_apns_id(task->row->id, uid, device_token, apns_id);
     if (wk_task_render_texts(task, uid, user, &x->title, &x->text, errstr, errlen) != 0)
@@ -424,8 +422,8 @@ int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, 
     if (wk_task_render_mail(task, uid, user, x->mail, errstr, errlen) != 0)
         return -1;
     SHA256((const unsigned char *)to, strlen(to), d);
-    snprintf(id, sizeof id, "herald.%" PRId64 ".%.40s.%02x%02x%02x%02x%02x%02x", task->row->id,
-             uid, d[0], d[1], d[2], d[3], d[4], d[5]);
+    snprintf(id, sizeof id, "herald.%" PRId64 ".%.40s.%02x%02x%02x%02x%02x%02x", task->row->id, uid,
+             d[0], d[1], d[2], d[3], d[4], d[5]);
     m.subject = x->mail[WK_TASK_SUBJECT].data ? x->mail[WK_TASK_SUBJECT].data : "";
     m.text = x->mail[WK_TASK_TEXT].data;
     m.html = x->mail[WK_TASK_HTML].data;

@@ -35,10 +35,10 @@ struct wk_push; /* wk_sender.h */
 typedef struct wk_xfer {
     CURL *easy;
     struct wk_chan *ch;
-    struct wk_push *p;          /* NULL while in the pool */
+    struct wk_push *p; /* NULL while in the pool */
     hr_buf url, body;
-    hr_buf resp;                /* the response body (provider channels), capped */
-    hr_buf title, text;         /* provider channels: the task's title and body rendered */
+    hr_buf resp;        /* the response body (provider channels), capped */
+    hr_buf title, text; /* provider channels: the task's title and body rendered */
     bool keep_resp;
     hr_buf mail[WK_TASK__MAIL]; /* smtp: the channel's templates rendered */
     size_t upload_off;          /* smtp: how much of BODY (the message) curl has read */
@@ -48,7 +48,7 @@ typedef struct wk_xfer {
     size_t nsecrets;
     struct curl_slist *headers; /* of the current request */
     char errbuf[CURL_ERROR_SIZE];
-    long retry_after_s;         /* -1 = header absent */
+    long retry_after_s; /* -1 = header absent */
     int64_t start_ms;
 } wk_xfer;
 

@@ -73,8 +73,8 @@ static int group_teardown(void **state)
                        "DELETE s FROM push_subscription s JOIN push_task t ON t.id = s.task_id "
                        "WHERE t.topic = ?",
                        &p, 1, NULL, NULL, NULL, errstr, sizeof errstr) != 0 ||
-         hr_mysql_exec(db, "DELETE FROM push_task WHERE topic = ?", &p, 1, NULL, NULL, NULL,
-                       errstr, sizeof errstr) != 0))
+         hr_mysql_exec(db, "DELETE FROM push_task WHERE topic = ?", &p, 1, NULL, NULL, NULL, errstr,
+                       sizeof errstr) != 0))
         fprintf(stderr, "test_ctl: cleanup: %s\n", errstr);
     if (cfg != NULL)
         itest_redis_cleanup(cfg);
@@ -169,8 +169,8 @@ static int64_t tasks_of_topic(void)
     char errstr[512];
     int64_t v;
 
-    if (hr_mysql_query(db, "SELECT COUNT(*) FROM push_task WHERE topic = ?", &p, 1, &rows,
-                       errstr, sizeof errstr) != 0)
+    if (hr_mysql_query(db, "SELECT COUNT(*) FROM push_task WHERE topic = ?", &p, 1, &rows, errstr,
+                       sizeof errstr) != 0)
         fail_msg("count: %s", errstr);
     v = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
     hr_mysql_rows_free(rows);
@@ -204,8 +204,8 @@ static int64_t new_task(const char *name)
     int64_t id;
 
     assert_non_null(r);
-    run_ctl(r, NULL, "create", "--name", name, "--channel", cfg->channels[0].name, "--topic",
-            topic, "--due-in", "1h", "--quiet", NULL);
+    run_ctl(r, NULL, "create", "--name", name, "--channel", cfg->channels[0].name, "--topic", topic,
+            "--due-in", "1h", "--quiet", NULL);
     if (r->rc != 0)
         fail_msg("create: rc %d: %s", r->rc, r->err);
     id = strtoll(r->out, NULL, 10);
@@ -225,10 +225,10 @@ static void test_create_every_flag(void **state)
     assert_non_null(r);
     run_ctl(r, NULL, "create", "--name", "every flag", "--channel", cfg->channels[0].name,
             "--topic", topic, "--title", "Hello {{uid}}", "--body", "about {{payload.what}}",
-            "--payload", "{\"what\":\"tea\"}", "--due-at", "2031-05-06 07:08:09.123",
-            "--freeze-at", "2031-05-06 00:30:00", "--rate-limit", "250", "--chunk-size", "777",
-            "--throttle-limit", "3", "--throttle-window", "2h", "--throttle-scope", "scope-x",
-            "--throttle-key", "device", "--throttle-mode", "shadow", "--quiet", NULL);
+            "--payload", "{\"what\":\"tea\"}", "--due-at", "2031-05-06 07:08:09.123", "--freeze-at",
+            "2031-05-06 00:30:00", "--rate-limit", "250", "--chunk-size", "777", "--throttle-limit",
+            "3", "--throttle-window", "2h", "--throttle-scope", "scope-x", "--throttle-key",
+            "device", "--throttle-mode", "shadow", "--quiet", NULL);
     if (r->rc != 0)
         fail_msg("rc %d: %s", r->rc, r->err);
     id = strtoll(r->out, NULL, 10);
@@ -243,7 +243,7 @@ static void test_create_every_flag(void **state)
     assert_string_equal(t->title, "Hello {{uid}}");
     assert_string_equal(t->body, "about {{payload.what}}");
     assert_string_equal(t->payload, "{\"what\":\"tea\"}");
-    assert_int_equal(t->due_ms, 1935817689123LL);  /* 2031-05-06 07:08:09.123Z */
+    assert_int_equal(t->due_ms, 1935817689123LL);    /* 2031-05-06 07:08:09.123Z */
     assert_int_equal(t->freeze_ms, 1935793800000LL); /* 2031-05-06 00:30:00Z */
     assert_int_equal(t->rate_limit, 250);
     assert_int_equal(t->chunk_size, 777);
@@ -291,10 +291,10 @@ static void test_create_refuses_bad_input(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         /* The case's flag comes last so that it overrides --channel or
          * --due-in where it repeats them. */
-        const char *due = strcmp(cases[i].flag, "--due-at") == 0 ||
-                                  strcmp(cases[i].flag, "--due-in") == 0
-                              ? "--name"
-                              : "--due-in";
+        const char *due =
+            strcmp(cases[i].flag, "--due-at") == 0 || strcmp(cases[i].flag, "--due-in") == 0
+                ? "--name"
+                : "--due-in";
         run_ctl(r, NULL, "create", "--name", "bad", "--topic", topic, "--channel",
                 strcmp(cases[i].flag, "--channel") == 0 ? cases[i].value : cfg->channels[0].name,
                 due, strcmp(due, "--name") == 0 ? "bad" : "1h", cases[i].flag, cases[i].value,
@@ -433,8 +433,9 @@ static long long redis_ll(const char *fmt, ...)
     reply = redisvCommand(hr_redis_context(rd), fmt, ap);
     va_end(ap);
     assert_non_null(reply);
-    v = reply->type == REDIS_REPLY_INTEGER ? reply->integer
-        : reply->type == REDIS_REPLY_STRING ? strtoll(reply->str, NULL, 10) : -1;
+    v = reply->type == REDIS_REPLY_INTEGER  ? reply->integer
+        : reply->type == REDIS_REPLY_STRING ? strtoll(reply->str, NULL, 10)
+                                            : -1;
     freeReplyObject(reply);
     return v;
 }
@@ -542,7 +543,8 @@ static void test_status_watch_and_list(void **state)
     assert_non_null(r);
     snprintf(idtext, sizeof idtext, "%lld", (long long)id);
     exec_id("UPDATE push_task SET state = 'done', total = 100, sent = 90, failed = 4, "
-            "throttled = 3, pulled = 2, cancelled = 1, retried = 7 WHERE id = ?", id);
+            "throttled = 3, pulled = 2, cancelled = 1, retried = 7 WHERE id = ?",
+            id);
 
     /* A finished task: --watch draws once and exits 0 (stdout is no tty:
      * one line per sample, then the report). */
@@ -585,8 +587,11 @@ static int columns(const char *s, size_t len)
 
     while (p < end) {
         uint32_t cp;
-        int n = p[0] < 0x80 ? 1 : (p[0] & 0xE0) == 0xC0 ? 2 : (p[0] & 0xF0) == 0xE0 ? 3
-                : (p[0] & 0xF8) == 0xF0 ? 4 : 0;
+        int n = p[0] < 0x80             ? 1
+                : (p[0] & 0xE0) == 0xC0 ? 2
+                : (p[0] & 0xF0) == 0xE0 ? 3
+                : (p[0] & 0xF8) == 0xF0 ? 4
+                                        : 0;
         if (n == 0 || p + n > end)
             fail_msg("invalid UTF-8 at byte %td of \"%s\"", (const char *)p - s, s);
         cp = n == 1 ? p[0] : p[0] & (0x7F >> n);
@@ -620,14 +625,15 @@ static void list_line(const char *out, int64_t id, char *line, size_t len)
     line[nl - p] = '\0';
 }
 
-#define CJK_NAME                                                                          \
+#define CJK_NAME                                                                           \
     "\xE6\x98\x8E\xE6\x99\x9A\xE7\x9B\xB4\xE6\x92\xAD\xE6\x8F\x90\xE9\x86\x92\xEF\xBC\x9A" \
     "\xE6\x96\xB0\xE5\xB9\xB4\xE6\xBC\x94\xE5\x94\xB1\xE4\xBC\x9A\xE5\x8D\xB3\xE5\xB0\x86" \
     "\xE5\xBC\x80\xE5\xA7\x8B" /* 16 CJK characters, 32 columns */
-#define EMOJI_NAME                                                                        \
+#define EMOJI_NAME                                                                          \
     "go \xF0\x9F\x8E\x89\xF0\x9F\x8E\x89\xF0\x9F\x8E\x89 live \xF0\x9F\x9A\x80\xF0\x9F\x9A" \
     "\x80 now \xE2\x9C\x85\xE2\x9C\x85\xE2\x9C\x85 ok" /* 33 columns */
-#define CJK_ERROR "provider 429: \xE8\xAF\xB7\xE6\xB1\x82\xE8\xBF\x87\xE4\xBA\x8E\xE9\xA2\x91" \
+#define CJK_ERROR                                                                           \
+    "provider 429: \xE8\xAF\xB7\xE6\xB1\x82\xE8\xBF\x87\xE4\xBA\x8E\xE9\xA2\x91"            \
     "\xE7\xB9\x81\xEF\xBC\x8C\xE8\xAF\xB7\xE7\xA8\x8D\xE5\x90\x8E\xE9\x87\x8D\xE8\xAF\x95 " \
     "(every recipient throttled)"
 
@@ -649,9 +655,11 @@ static void test_list_utf8_and_json(void **state)
     assert_non_null(r);
     for (int i = 0; i < 3; i++)
         exec_id("UPDATE push_task SET state = 'done', total = 1000, throttled = 1000, "
-                "last_error = '" CJK_ERROR "' WHERE id = ?", ids[i]);
+                "last_error = '" CJK_ERROR "' WHERE id = ?",
+                ids[i]);
     exec_id("UPDATE push_task SET pulled = 3, cancelled = 4, retried = 5, sent = 6, failed = 7 "
-            "WHERE id = ?", ids[2]);
+            "WHERE id = ?",
+            ids[2]);
 
     run_ctl(r, NULL, "list", "--state", "done", "--limit", "1000", NULL);
     if (r->rc != 0)
@@ -686,8 +694,7 @@ static void test_list_utf8_and_json(void **state)
         assert_null(strstr(err, "throttled)"));
         /* state, date, time, total, sent, failed, throttled, pulled, cancelled */
         err[-1] = '\0';
-        for (tok = strtok_r(st, " ", &save); tok != NULL && n < 8;
-             tok = strtok_r(NULL, " ", &save))
+        for (tok = strtok_r(st, " ", &save); tok != NULL && n < 8; tok = strtok_r(NULL, " ", &save))
             toks[n++] = tok;
         assert_int_equal(n, 8);
         assert_string_equal(toks[3], "1,000"); /* total */
@@ -718,7 +725,9 @@ static void test_list_utf8_and_json(void **state)
             continue;
         nfound++;
         assert_string_equal(cJSON_GetObjectItemCaseSensitive(o, "name")->valuestring,
-                            k == 0 ? CJK_NAME : k == 1 ? EMOJI_NAME : "short ascii");
+                            k == 0   ? CJK_NAME
+                            : k == 1 ? EMOJI_NAME
+                                     : "short ascii");
         assert_string_equal(cJSON_GetObjectItemCaseSensitive(o, "state")->valuestring, "done");
         assert_string_equal(cJSON_GetObjectItemCaseSensitive(o, "last_error")->valuestring,
                             CJK_ERROR);

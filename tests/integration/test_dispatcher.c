@@ -70,8 +70,9 @@ static int64_t redis_int(const char *fmt, const char *key)
     int64_t v;
 
     assert_non_null(r);
-    v = r->type == REDIS_REPLY_INTEGER ? r->integer
-        : r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : -1;
+    v = r->type == REDIS_REPLY_INTEGER  ? r->integer
+        : r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10)
+                                        : -1;
     freeReplyObject(r);
     return v;
 }
@@ -167,8 +168,8 @@ static void dispatcher_start(int i, const char *extra_env)
 {
     char *argv[] = {(char *)HERALD_DISPATCHER, "-c", cfg_path, NULL};
 
-    snprintf(log_path[i], sizeof log_path[i], "/tmp/itest-dispatcher-%d-%d-%d.log",
-             (int)getpid(), ncase, i);
+    snprintf(log_path[i], sizeof log_path[i], "/tmp/itest-dispatcher-%d-%d-%d.log", (int)getpid(),
+             ncase, i);
     unlink(log_path[i]);
     setenv("HERALD_TEST_TASK_TOPIC", task_topic, 1);
     if (extra_env != NULL)
@@ -224,8 +225,7 @@ static size_t consume_for(int64_t task, size_t want, int timeout_ms)
 
 /* Checks that TASK's chunk sets are disjoint and together are exactly
  * FIRST..FIRST+N-1; *SIZES gets each chunk's size by seq (index seq-1). */
-static int64_t check_chunks(int64_t task, int64_t first, int64_t n, int64_t *sizes,
-                            int64_t max_seq)
+static int64_t check_chunks(int64_t task, int64_t first, int64_t n, int64_t *sizes, int64_t max_seq)
 {
     char key[HR_KEY_MAX];
     unsigned char *seen = calloc((size_t)n, 1);
@@ -386,8 +386,7 @@ static bool timer_has(void *ctx)
     bool has;
 
     hr_key_timer(hr_redis_prefix(rd), key, sizeof key);
-    r = hr_redis_cmdf(rd, errstr, sizeof errstr, "ZSCORE %s %lld", key,
-                      (long long)*(int64_t *)ctx);
+    r = hr_redis_cmdf(rd, errstr, sizeof errstr, "ZSCORE %s %lld", key, (long long)*(int64_t *)ctx);
     has = r != NULL && r->type == REDIS_REPLY_STRING;
     freeReplyObject(r);
     return has;
@@ -406,8 +405,7 @@ static void test_poller(void **state)
     dispatcher_start(0, NULL);
     assert_true(itest_wait_until(timer_has, &task, 2000));
     hr_key_timer(hr_redis_prefix(rd), key, sizeof key);
-    freeReplyObject(hr_redis_cmdf(rd, errstr, sizeof errstr, "ZREM %s %lld", key,
-                                  (long long)task));
+    freeReplyObject(hr_redis_cmdf(rd, errstr, sizeof errstr, "ZREM %s %lld", key, (long long)task));
     wait_state(task, "dispatched", 10000);
     lag = sql_int("SELECT CAST(ROUND(UNIX_TIMESTAMP(started_at) * 1000) AS SIGNED) - "
                   "CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED) FROM push_task "
@@ -595,8 +593,8 @@ static void test_bad_rows_and_raw_sql(void **state)
         hr_mysql_rows *rows = NULL;
 
         wait_state(ids[i], "failed", 5000);
-        if (hr_mysql_query(db, "SELECT last_error FROM push_task WHERE id = ?", p, 1, &rows,
-                           errstr, sizeof errstr) != 0)
+        if (hr_mysql_query(db, "SELECT last_error FROM push_task WHERE id = ?", p, 1, &rows, errstr,
+                           sizeof errstr) != 0)
             fail_msg("%s", errstr);
         assert_non_null(hr_mysql_cell(rows, 0, 0));
         printf("# %s -> %s\n", bad[i], hr_mysql_cell(rows, 0, 0));
@@ -658,7 +656,8 @@ static void test_postponed(void **state)
     dispatcher_start(0, NULL);
     assert_true(itest_wait_until(timer_has, &moved, 3000));
     sql_exec("UPDATE push_task SET due_at = due_at + INTERVAL 2 HOUR, "
-             "freeze_at = freeze_at + INTERVAL 2 HOUR WHERE id = ?", p, 1);
+             "freeze_at = freeze_at + INTERVAL 2 HOUR WHERE id = ?",
+             p, 1);
     /* well before the old due time: only the scanner can have removed it */
     assert_true(itest_wait_until(timer_lacks, &moved, 2500));
     assert_true(itest_wait_until(timer_lacks, &stale, 3000)); /* popped, refused */
@@ -704,8 +703,10 @@ int main(void)
     int rc;
 
     if (!dispatcher_has_seams()) {
-        fprintf(stderr, "test_dispatcher: %s lacks the test seams (configure with "
-                        "-Dtest_seams=true) -- skipping\n", HERALD_DISPATCHER);
+        fprintf(stderr,
+                "test_dispatcher: %s lacks the test seams (configure with "
+                "-Dtest_seams=true) -- skipping\n",
+                HERALD_DISPATCHER);
         return 77;
     }
     cfg = itest_config();

@@ -54,7 +54,8 @@ static long long cmd_int(hr_redis *r, const char *fmt, const char *arg)
 static long long rl_eval(const char *key, const char *limit, const char *want)
 {
     const char *argv[] = {key, limit, want};
-    redisReply *reply = hr_redis_eval(rd, HR_LUA_RATELIMIT, 1, 3, argv, NULL, errstr, sizeof errstr);
+    redisReply *reply =
+        hr_redis_eval(rd, HR_LUA_RATELIMIT, 1, 3, argv, NULL, errstr, sizeof errstr);
     long long v;
 
     if (reply == NULL)
@@ -96,8 +97,7 @@ static void test_keys_and_time(void **state)
     snprintf(want, sizeof want, "%s{t42}:subs", cfg->redis.prefix);
     assert_string_equal(hr_key_task(hr_redis_prefix(rd), buf, sizeof buf, 42, HR_KEY_SUBS), want);
     snprintf(want, sizeof want, "%srl:task7:123", cfg->redis.prefix);
-    assert_string_equal(hr_key_ratelimit(hr_redis_prefix(rd), buf, sizeof buf, "task7", 123),
-                        want);
+    assert_string_equal(hr_key_ratelimit(hr_redis_prefix(rd), buf, sizeof buf, "task7", 123), want);
     assert_string_equal(hr_redis_prefix(rd), cfg->redis.prefix);
     assert_int_equal(hr_redis_time_ms(rd, &ms, errstr, sizeof errstr), 0);
     assert_true(llabs((long long)(ms - itest_now_ms())) < 5000);
@@ -264,18 +264,18 @@ static void test_ratelimit_wait(void **state)
     (void)state;
     int64_t granted, wait_ms;
 
-    assert_int_equal(hr_ratelimit_take(rd, "wait", 3, 2, &granted, &wait_ms, errstr,
-                                       sizeof errstr), 0);
+    assert_int_equal(hr_ratelimit_take(rd, "wait", 3, 2, &granted, &wait_ms, errstr, sizeof errstr),
+                     0);
     if (granted == 2) {
         assert_int_equal(wait_ms, 0);
-        assert_int_equal(hr_ratelimit_take(rd, "wait", 3, 2, &granted, &wait_ms, errstr,
-                                           sizeof errstr), 0);
+        assert_int_equal(
+            hr_ratelimit_take(rd, "wait", 3, 2, &granted, &wait_ms, errstr, sizeof errstr), 0);
     }
     /* Either the second call got the last unit, or the second rolled over. */
     if (granted < 2)
         assert_true(wait_ms > 0 && wait_ms <= 1000);
-    assert_int_equal(hr_ratelimit_take(rd, "wait", 0, 1, &granted, &wait_ms, errstr,
-                                       sizeof errstr), -1);
+    assert_int_equal(hr_ratelimit_take(rd, "wait", 0, 1, &granted, &wait_ms, errstr, sizeof errstr),
+                     -1);
 }
 
 /* hr_pipe: replies in order and taken in any order; after SCRIPT FLUSH the
@@ -342,14 +342,10 @@ static void test_pipe_object(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_itest_config),
-        cmocka_unit_test(test_keys_and_time),
-        cmocka_unit_test(test_eval_ratelimit),
-        cmocka_unit_test(test_noscript_fallback),
-        cmocka_unit_test(test_reconnect),
-        cmocka_unit_test(test_ratelimit_wait),
-        cmocka_unit_test(test_pipe_object),
-        cmocka_unit_test(test_ratelimit_concurrent),
+        cmocka_unit_test(test_itest_config),   cmocka_unit_test(test_keys_and_time),
+        cmocka_unit_test(test_eval_ratelimit), cmocka_unit_test(test_noscript_fallback),
+        cmocka_unit_test(test_reconnect),      cmocka_unit_test(test_ratelimit_wait),
+        cmocka_unit_test(test_pipe_object),    cmocka_unit_test(test_ratelimit_concurrent),
     };
 
     cfg = itest_config(); /* exits 77 before cmocka starts when unset */

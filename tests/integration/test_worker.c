@@ -153,8 +153,8 @@ static int t_metrics_port(const t_run *run, int i)
 static void t_spawn_worker(t_run *run, int i)
 {
     char listen[64];
-    char *argv[] = {(char *)t_env("HERALD_WORKER_BIN"), "-c", run->cfg_path, "--listen", listen,
-                    NULL};
+    char *argv[] = {
+        (char *)t_env("HERALD_WORKER_BIN"), "-c", run->cfg_path, "--listen", listen, NULL};
 
     snprintf(listen, sizeof listen, "127.0.0.1:%d", t_metrics_port(run, i));
     snprintf(run->worker_log[i], sizeof run->worker_log[i],
@@ -269,8 +269,7 @@ static int t_teardown(void **state)
 /* A 'dispatched' task row with TITLE; its id goes to run->task. */
 static void t_create_task_titled(t_run *run, const char *name, const char *title)
 {
-    hr_mysql_param p[] = {HR_P_STR(name), HR_P_STR(run->cfg->channels[0].name),
-                          HR_P_STR(title)};
+    hr_mysql_param p[] = {HR_P_STR(name), HR_P_STR(run->cfg->channels[0].name), HR_P_STR(title)};
     uint64_t id = 0;
     char errstr[512];
 
@@ -314,7 +313,7 @@ static void t_fill_chunk(t_run *run, int64_t seq, int64_t first, int64_t count)
 {
     char key[256], errstr[512];
     const char **argv = calloc((size_t)count + 2, sizeof *argv);
-    char (*uids)[24] = calloc((size_t)count, sizeof *uids);
+    char(*uids)[24] = calloc((size_t)count, sizeof *uids);
     redisReply *reply;
 
     assert_non_null(argv);
@@ -331,8 +330,8 @@ static void t_fill_chunk(t_run *run, int64_t seq, int64_t first, int64_t count)
     assert_int_equal(reply->integer, count);
     freeReplyObject(reply);
     hr_key_task(hr_redis_prefix(run->r), key, sizeof key, run->task, HR_KEY_PENDING);
-    reply = hr_redis_cmdf(run->r, errstr, sizeof errstr, "HSET %s %lld %lld", key,
-                          (long long)seq, (long long)itest_now_ms());
+    reply = hr_redis_cmdf(run->r, errstr, sizeof errstr, "HSET %s %lld %lld", key, (long long)seq,
+                          (long long)itest_now_ms());
     assert_non_null(reply);
     freeReplyObject(reply);
     run->total += count;
@@ -361,7 +360,10 @@ static void t_produce_raw(const t_run *run, const char *key, const char *value, 
 
 static void t_produce_chunk(const t_run *run, int64_t task, int64_t seq, int64_t count)
 {
-    hr_chunkmsg msg = {.task = task, .seq = seq, .count = count, .due_ms = itest_now_ms(),
+    hr_chunkmsg msg = {.task = task,
+                       .seq = seq,
+                       .count = count,
+                       .due_ms = itest_now_ms(),
                        .published_ms = itest_now_ms()};
     char key[64], value[HR_CHUNKMSG_MAX_BYTES];
     int n;
@@ -429,8 +431,8 @@ static int64_t t_stat(const t_run *run, const char *field)
 
 /* What the sink recorded for uids FIRST..FIRST+total-1. */
 typedef struct t_record {
-    int *ok;       /* successes per uid */
-    int *bad400;   /* 400 answers per uid */
+    int *ok;     /* successes per uid */
+    int *bad400; /* 400 answers per uid */
     int64_t lines, successes, missing, duplicates, permanent;
 } t_record;
 
@@ -863,9 +865,8 @@ static void test_sigterm_drains(void **state)
     assert_true(itest_wait_until(t_sink_progress, &prog, 60000));
     t0 = itest_now_ms();
     assert_int_equal(itest_kill(run.workers[0], SIGTERM), 0);
-    assert_int_equal(itest_wait_exit(run.workers[0], run.cfg->worker.shutdown_grace_ms + 5000,
-                                     &status),
-                     0);
+    assert_int_equal(
+        itest_wait_exit(run.workers[0], run.cfg->worker.shutdown_grace_ms + 5000, &status), 0);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
     assert_true(itest_now_ms() - t0 < run.cfg->worker.shutdown_grace_ms + 5000);
@@ -1015,8 +1016,7 @@ static void t_throttle_two_tasks(const char *mode)
     assert_int_equal(t_stat(&run, "chunks_done"), 1);
     assert_int_equal(t_sql_int(&run, "SELECT throttled FROM push_task WHERE id = ?"),
                      shadow ? 0 : 1000);
-    assert_int_equal(t_sql_int(&run, "SELECT sent FROM push_task WHERE id = ?"),
-                     shadow ? 1000 : 0);
+    assert_int_equal(t_sql_int(&run, "SELECT sent FROM push_task WHERE id = ?"), shadow ? 1000 : 0);
     assert_int_equal(t_sql_int(&run, "SELECT COUNT(*) FROM push_delivery WHERE task_id = ? "
                                      "AND status = 'throttled'"),
                      shadow ? 0 : 1000);
@@ -1103,9 +1103,8 @@ static void t_assert_offsets_committed(const t_run *run)
     for (int i = 0; i < parts->cnt; i++) {
         int64_t lo = 0, hi = 0;
 
-        assert_int_equal(rd_kafka_query_watermark_offsets(rk, run->cfg->kafka.topic,
-                                                          parts->elems[i].partition, &lo, &hi,
-                                                          10000),
+        assert_int_equal(rd_kafka_query_watermark_offsets(
+                             rk, run->cfg->kafka.topic, parts->elems[i].partition, &lo, &hi, 10000),
                          RD_KAFKA_RESP_ERR_NO_ERROR);
         if (hi > 0)
             assert_int_equal(parts->elems[i].offset, hi);
@@ -1160,8 +1159,10 @@ static bool t_sql_reached(void *ctx)
 static void test_ctl_pause_parks(void **state)
 {
     static t_run run;
-    t_chunk_rows parked = {&run, "SELECT COUNT(*) FROM push_chunk WHERE task_id = ? AND "
-                                 "state = 'parked'", T_CTL_CHUNKS};
+    t_chunk_rows parked = {&run,
+                           "SELECT COUNT(*) FROM push_chunk WHERE task_id = ? AND "
+                           "state = 'parked'",
+                           T_CTL_CHUNKS};
     int64_t flat, left;
 
     (void)state;
@@ -1188,8 +1189,10 @@ static void test_ctl_pause_parks(void **state)
 static void test_ctl_cancel_drops(void **state)
 {
     static t_run run;
-    t_chunk_rows rows = {&run, "SELECT COUNT(*) FROM push_chunk WHERE task_id = ? AND "
-                               "state = 'cancelled'", T_CTL_CHUNKS};
+    t_chunk_rows rows = {&run,
+                         "SELECT COUNT(*) FROM push_chunk WHERE task_id = ? AND "
+                         "state = 'cancelled'",
+                         T_CTL_CHUNKS};
     t_chunk_rows counters = {&run, "SELECT sent + cancelled FROM push_task WHERE id = ?",
                              T_CTL_CHUNKS * T_CTL_CHUNK_SIZE};
     int64_t cancelled;
@@ -1224,7 +1227,7 @@ static size_t t_on_body(char *p, size_t size, size_t n, void *ud)
     char *grown = realloc(b->data, b->len + add + 1);
 
     if (grown == NULL)
-        return 0;   /* curl fails the transfer: CURLE_WRITE_ERROR */
+        return 0; /* curl fails the transfer: CURLE_WRITE_ERROR */
     memcpy(grown + b->len, p, add);
     b->len += add;
     grown[b->len] = '\0';
@@ -1310,9 +1313,8 @@ static double t_metrics_parse(const char *text, const char *want)
                 size_t tl = strlen(types[i]);
 
                 declared = strncmp(p, types[i], tl) == 0 &&
-                           ((size_t)(name_end - p) == tl ||
-                            strncmp(p + tl, "_bucket", 7) == 0 || strncmp(p + tl, "_sum", 4) == 0 ||
-                            strncmp(p + tl, "_count", 6) == 0);
+                           ((size_t)(name_end - p) == tl || strncmp(p + tl, "_bucket", 7) == 0 ||
+                            strncmp(p + tl, "_sum", 4) == 0 || strncmp(p + tl, "_count", 6) == 0);
             }
             assert_true(declared);
             if (*name_end == '{') {
@@ -1340,8 +1342,7 @@ static double t_metrics_parse(const char *text, const char *want)
             assert_int_equal(*name_end, ' ');
             v = strtod(name_end + 1, &vend);
             assert_true(vend == end);
-            if ((size_t)(name_end - line) == strlen(want) &&
-                strncmp(line, want, strlen(want)) == 0)
+            if ((size_t)(name_end - line) == strlen(want) && strncmp(line, want, strlen(want)) == 0)
                 found = v;
         }
         line = end + 1;
@@ -1422,8 +1423,8 @@ static void test_full_keeps_polling(void **state)
     run.cfg->worker.max_chunks_in_flight = 1;
     run.cfg->channels[0].rate_limit = 10; /* 100 recipients: about 10 s */
     /* At least session.timeout.ms (6 s), well below the chunk's time. */
-    run.cfg->kafka.properties = realloc(run.cfg->kafka.properties,
-                                        2 * sizeof *run.cfg->kafka.properties);
+    run.cfg->kafka.properties =
+        realloc(run.cfg->kafka.properties, 2 * sizeof *run.cfg->kafka.properties);
     assert_non_null(run.cfg->kafka.properties);
     run.cfg->kafka.properties[1].key = strdup("max.poll.interval.ms");
     run.cfg->kafka.properties[1].value = strdup("6500");
@@ -1516,8 +1517,8 @@ static bool t_seq_closed(void *ctx)
     bool closed;
 
     hr_key_task(hr_redis_prefix(q->run->r), key, sizeof key, q->run->task, HR_KEY_PENDING);
-    reply = hr_redis_cmdf(q->run->r, errstr, sizeof errstr, "HEXISTS %s %lld", key,
-                          (long long)q->seq);
+    reply =
+        hr_redis_cmdf(q->run->r, errstr, sizeof errstr, "HEXISTS %s %lld", key, (long long)q->seq);
     assert_non_null(reply);
     closed = reply->integer == 0;
     freeReplyObject(reply);

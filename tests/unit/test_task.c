@@ -15,11 +15,10 @@
 #include "hr_config.h"
 #include "hr_task.h"
 
-static const char config_yaml[] =
-    "channels:\n"
-    "  webhook:\n"
-    "    url: \"http://127.0.0.1:9099/push/{{uid}}\"\n"
-    "    headers: {X-Task: \"{{task.id}}\"}\n";
+static const char config_yaml[] = "channels:\n"
+                                  "  webhook:\n"
+                                  "    url: \"http://127.0.0.1:9099/push/{{uid}}\"\n"
+                                  "    headers: {X-Task: \"{{task.id}}\"}\n";
 
 static int task_setup(void **state)
 {
@@ -207,14 +206,41 @@ static void test_push_options(void **state)
 /* A row as selected with HR_TASK_COLUMNS: STATE and CONTROL as given, and
  * the push options' cells TTL, COLLAPSE and PRIORITY. */
 static int task_row_cells(const char *state, const char *control, const char *ttl,
-                          const char *collapse, const char *priority, hr_task **out,
-                          char *errstr, size_t errlen)
+                          const char *collapse, const char *priority, hr_task **out, char *errstr,
+                          size_t errlen)
 {
-    char *cells[] = {"7", "daily", "games", "webhook", "t", "b", NULL, "1700000000000",
-                     "1699920000000", "0", "5000", "0", "0", NULL, NULL, NULL,
-                     (char *)control, (char *)state, NULL, NULL, NULL,
-                     "0", "0", "0", "0", "0", "0", "0", "0",
-                     (char *)ttl, (char *)collapse, (char *)priority};
+    char *cells[] = {"7",
+                     "daily",
+                     "games",
+                     "webhook",
+                     "t",
+                     "b",
+                     NULL,
+                     "1700000000000",
+                     "1699920000000",
+                     "0",
+                     "5000",
+                     "0",
+                     "0",
+                     NULL,
+                     NULL,
+                     NULL,
+                     (char *)control,
+                     (char *)state,
+                     NULL,
+                     NULL,
+                     NULL,
+                     "0",
+                     "0",
+                     "0",
+                     "0",
+                     "0",
+                     "0",
+                     "0",
+                     "0",
+                     (char *)ttl,
+                     (char *)collapse,
+                     (char *)priority};
     hr_mysql_rows rows = {.nrows = 1, .ncols = sizeof cells / sizeof cells[0], .cells = cells};
 
     return hr_task_from_row(&rows, 0, out, errstr, errlen);
@@ -257,16 +283,11 @@ static void test_from_row_enums(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_valid),
-        cmocka_unit_test(test_unknown_channel),
-        cmocka_unit_test(test_chunk_size),
-        cmocka_unit_test(test_due_at_null),
-        cmocka_unit_test(test_negative_limits),
-        cmocka_unit_test(test_throttle_window),
-        cmocka_unit_test(test_payload),
-        cmocka_unit_test(test_templates),
-        cmocka_unit_test(test_push_options),
-        cmocka_unit_test(test_from_row_enums),
+        cmocka_unit_test(test_valid),           cmocka_unit_test(test_unknown_channel),
+        cmocka_unit_test(test_chunk_size),      cmocka_unit_test(test_due_at_null),
+        cmocka_unit_test(test_negative_limits), cmocka_unit_test(test_throttle_window),
+        cmocka_unit_test(test_payload),         cmocka_unit_test(test_templates),
+        cmocka_unit_test(test_push_options),    cmocka_unit_test(test_from_row_enums),
     };
     return cmocka_run_group_tests(tests, task_setup, task_teardown);
 }
