@@ -67,35 +67,35 @@ void wk_sender_pump(wk_sender *s)
 /* A finished request of X with curl result RC. */
 static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
 {
-    wk_chan *ch = x->ch;
+    wk_chan *chan = x->chan;
     wk_push *push = x->p;
-    const hr_channel *cfg = ch->cfg;
+    const hr_channel *ch = chan->cfg;
     long code = 0;
     int64_t now = wk_clock_now_ms();
     wk_push_result res = {.latency_ms = (int)(now - x->start_ms)};
     wk_provider_result v;
     char reason[sizeof v.reason + 32];
 
-    if (rc == CURLE_OK || cfg->type == HR_CHANNEL_SMTP)
+    if (rc == CURLE_OK || ch->type == HR_CHANNEL_SMTP)
         curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
-    wk_xfer_verdict(cfg, x, rc, code, &v);
-    wk_chan_release_xfer(ch, x);
+    wk_xfer_verdict(ch, x, rc, code, &v);
+    wk_chan_release_xfer(chan, x);
     res.http_status = code;
-    hr_metrics_observe(s->m->chans[ch - s->chans].latency, res.latency_ms / 1000.0);
+    hr_metrics_observe(s->m->chans[chan - s->chans].latency, res.latency_ms / 1000.0);
     if (rc != CURLE_OK)
         hr_metrics_inc(s->m->backend_errors[WK_BACKEND_HTTP]);
 
     if (v.verdict == WK_VERDICT_DELIVERED) {
-        wk_retry_cap_grow(&ch->cap);
-        wk_chan_end(ch, push, &res, WK_END_SENT, NULL);
+        wk_retry_cap_grow(&chan->cap);
+        wk_chan_end(chan, push, &res, WK_END_SENT, NULL);
         return;
     }
     if (push->hold != NULL && *push->hold) {
-        wk_chan_end(ch, push, &res, WK_END_HELD, NULL);
+        wk_chan_end(chan, push, &res, WK_END_HELD, NULL);
         return;
     }
     if (v.verdict == WK_VERDICT_UNREGISTERED) {
-        wk_chan_end(ch, push, &res, WK_END_DEAD, NULL);
+        wk_chan_end(chan, push, &res, WK_END_DEAD, NULL);
         return;
     }
     /* "Slow down" and "refresh the token" re-send without counting
@@ -104,19 +104,19 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
     if ((v.verdict == WK_VERDICT_SLOWDOWN || v.verdict == WK_VERDICT_REFRESH) &&
         push->slowdowns >= WK_SENDER_MAX_SLOWDOWNS)
         v.verdict = code >= 500 ? WK_VERDICT_RETRY : WK_VERDICT_FAILED;
-    if (v.verdict == WK_VERDICT_REFRESH && ch->fcm != NULL) {
-        wk_fcm_auth_rejected(ch->fcm, push->token_gen);
+    if (v.verdict == WK_VERDICT_REFRESH && chan->fcm != NULL) {
+        wk_fcm_auth_rejected(chan->fcm, push->token_gen);
         push->slowdowns++;
-        wk_chan_enqueue(ch, push, true);
+        wk_chan_enqueue(chan, push, true);
         return;
     }
     /* APNs calls the provider token expired: a new one, unless the held
      * one is too young for Apple to accept a renewal (then the clock or
      * the key is wrong, and the push fails). */
-    if (v.verdict == WK_VERDICT_REFRESH && ch->apns != NULL &&
-        wk_apns_signer_expired(ch->apns, now / 1000) == 0) {
+    if (v.verdict == WK_VERDICT_REFRESH && chan->apns != NULL &&
+        wk_apns_signer_expired(chan->apns, now / 1000) == 0) {
         push->slowdowns++;
-        wk_chan_enqueue(ch, push, true);
+        wk_chan_enqueue(chan, push, true);
         return;
     }
     if (v.verdict == WK_VERDICT_SLOWDOWN) {
@@ -125,43 +125,43 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
 
         /* A provider's Retry-After may not stall the channel for longer
          * than the channel's longest retry backoff. */
-        if (pause > cfg->retry_max_backoff_ms)
-            pause = cfg->retry_max_backoff_ms;
+        if (pause > ch->retry_max_backoff_ms)
+            pause = ch->retry_max_backoff_ms;
 
         /* Every worker pauses with this one (wk_chan_read_slow): a new
          * window is published, and an extension worth a poll. */
         {
-            int64_t before = ch->slow_seen_until;
+            int64_t before = chan->slow_seen_until;
 
-            wk_chan_slow(ch, now + pause, "provider", code);
+            wk_chan_slow(chan, now + pause, "provider", code);
             if (before < now || now + pause > before + WK_SENDER_SLOW_POLL_MS)
-                wk_chan_publish_slow(ch, now + pause, pause);
+                wk_chan_publish_slow(chan, now + pause, pause);
         }
         /* A re-send all the same (it counts as a retry in the stats, the
          * delivery log and herald_retries_total), but not against the
          * channel's retry budget: that is for failures. */
         push->slowdowns++;
-        wk_chan_enqueue(ch, push, true);
+        wk_chan_enqueue(chan, push, true);
         return;
     }
     if (v.verdict != WK_VERDICT_RETRY) {
-        wk_chan_end(ch, push, &res, WK_END_FAILED, v.reason);
+        wk_chan_end(chan, push, &res, WK_END_FAILED, v.reason);
         return;
     }
-    if (push->addr_attempts - push->slowdowns >= cfg->retry_max_attempts) {
+    if (push->addr_attempts - push->slowdowns >= ch->retry_max_attempts) {
         snprintf(reason, sizeof reason, "%s after %d attempts", v.reason, push->addr_attempts);
-        wk_chan_end(ch, push, &res, WK_END_FAILED, reason);
+        wk_chan_end(chan, push, &res, WK_END_FAILED, reason);
         return;
     }
     push->delay.due_ms =
-        now + wk_retry_backoff_ms(cfg->retry_backoff_ms, cfg->retry_max_backoff_ms,
+        now + wk_retry_backoff_ms(ch->retry_backoff_ms, ch->retry_max_backoff_ms,
                                   push->addr_attempts - push->slowdowns, wk_sender_random(s));
-    if (wk_retry_heap_push(&ch->delayed, &push->delay) != 0) {
-        wk_chan_end(ch, push, &res, WK_END_FAILED, "out of memory");
+    if (wk_retry_heap_push(&chan->delayed, &push->delay) != 0) {
+        wk_chan_end(chan, push, &res, WK_END_FAILED, "out of memory");
         return;
     }
     push->state = WK_PUSH_DELAYED;
-    wk_chan_arm_retry(ch);
+    wk_chan_arm_retry(chan);
 }
 
 void wk_sender_check(wk_sender *s)
@@ -175,8 +175,8 @@ void wk_sender_check(wk_sender *s)
         if (msg->msg != CURLMSG_DONE)
             continue;
         curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
-        if (x == x->ch->auth_x)
-            wk_chan_auth_finished(x->ch, msg->data.result);
+        if (x == x->chan->auth_x)
+            wk_chan_auth_finished(x->chan, msg->data.result);
         else
             wk_sender_finished(s, x, msg->data.result);
     }
@@ -186,19 +186,19 @@ void wk_sender_check(wk_sender *s)
 /* ---- public -------------------------------------------------------------- */
 
 /* An apns channel's signer from its .p8 key file. */
-static int wk_chan_apns_signer(wk_chan *ch, char *errstr, size_t errlen)
+static int wk_chan_apns_signer(wk_chan *chan, char *errstr, size_t errlen)
 {
-    const hr_channel *cfg = ch->cfg;
+    const hr_channel *ch = chan->cfg;
     char detail[256];
     char *p8 = NULL;
     size_t len = 0;
     int rc = -1;
 
-    if (hr_config_read_file(cfg->apns.key_file, WK_SENDER_KEY_FILE_MAX, &p8, &len, detail,
+    if (hr_config_read_file(ch->apns.key_file, WK_SENDER_KEY_FILE_MAX, &p8, &len, detail,
                             sizeof detail) != 0 ||
-        wk_apns_signer_new(p8, len, cfg->apns.key_id, cfg->apns.team_id, &ch->apns, detail,
+        wk_apns_signer_new(p8, len, ch->apns.key_id, ch->apns.team_id, &chan->apns, detail,
                            sizeof detail) != 0)
-        snprintf(errstr, errlen, "channel %s: key_file %s", cfg->name, detail);
+        snprintf(errstr, errlen, "channel %s: key_file %s", ch->name, detail);
     else
         rc = 0;
     free(p8);
@@ -233,43 +233,44 @@ int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_met
     uv_timer_init(loop, &s->timer);
     s->timer.data = s;
     for (size_t i = 0; i < cfg->nchannels; i++) {
-        wk_chan *ch = &s->chans[i];
+        wk_chan *chan = &s->chans[i];
 
-        ch->s = s;
-        ch->cfg = &cfg->channels[i];
-        snprintf(ch->rl_scope, sizeof ch->rl_scope, "push:ch:%s", ch->cfg->name);
+        chan->s = s;
+        chan->cfg = &cfg->channels[i];
+        snprintf(chan->rl_scope, sizeof chan->rl_scope, "push:ch:%s", chan->cfg->name);
         /* The config's 64-byte channel names fit HR_KEY_MAX. */
-        hr_key_slowdown(hr_redis_prefix(redis), ch->k_slow, sizeof ch->k_slow, ch->cfg->name);
-        TAILQ_INIT(&ch->tasks);
-        wk_retry_cap_init(&ch->cap, ch->cfg->concurrency);
-        ch->all = calloc((size_t)ch->cfg->concurrency, sizeof *ch->all);
-        ch->free = calloc((size_t)ch->cfg->concurrency, sizeof *ch->free);
-        uv_timer_init(loop, &ch->wake);
-        uv_timer_init(loop, &ch->retry);
-        ch->wake.data = ch->retry.data = ch;
+        hr_key_slowdown(hr_redis_prefix(redis), chan->k_slow, sizeof chan->k_slow, chan->cfg->name);
+        TAILQ_INIT(&chan->tasks);
+        wk_retry_cap_init(&chan->cap, chan->cfg->concurrency);
+        chan->all = calloc((size_t)chan->cfg->concurrency, sizeof *chan->all);
+        chan->free = calloc((size_t)chan->cfg->concurrency, sizeof *chan->free);
+        uv_timer_init(loop, &chan->wake);
+        uv_timer_init(loop, &chan->retry);
+        chan->wake.data = chan->retry.data = chan;
         s->nchans++;
-        if (ch->all == NULL || ch->free == NULL)
+        if (chan->all == NULL || chan->free == NULL)
             goto oom;
-        if (ch->cfg->type == HR_CHANNEL_FCM) {
-            if (wk_fcm_auth_new(ch->cfg, &ch->fcm, errstr, errlen) != 0)
+        if (chan->cfg->type == HR_CHANNEL_FCM) {
+            if (wk_fcm_auth_new(chan->cfg, &chan->fcm, errstr, errlen) != 0)
                 goto fail;
-            if ((ch->auth_x = wk_xfer_new(ch->cfg, ch)) == NULL)
+            if ((chan->auth_x = wk_xfer_new(chan->cfg, chan)) == NULL)
                 goto oom;
         }
-        if (ch->cfg->type == HR_CHANNEL_APNS) {
-            if (wk_chan_apns_signer(ch, errstr, errlen) != 0)
+        if (chan->cfg->type == HR_CHANNEL_APNS) {
+            if (wk_chan_apns_signer(chan, errstr, errlen) != 0)
                 goto fail;
             /* Slow start: one request per connection until answers come
              * back, so curl knows each connection's
              * SETTINGS_MAX_CONCURRENT_STREAMS before it multiplexes (APNs
              * allows one stream until a provider token was accepted);
              * every delivery widens the cap by one (wk_retry). */
-            if (ch->cfg->apns.connections < ch->cap.cap)
-                ch->cap.cap = ch->cfg->apns.connections;
+            if (chan->cfg->apns.connections < chan->cap.cap)
+                chan->cap.cap = chan->cfg->apns.connections;
         }
         /* HTTP/1.1: a connection per request in flight; APNs: its few
          * multiplexed connections. */
-        conns = ch->cfg->type == HR_CHANNEL_APNS ? ch->cfg->apns.connections : ch->cfg->concurrency;
+        conns = chan->cfg->type == HR_CHANNEL_APNS ? chan->cfg->apns.connections
+                                                   : chan->cfg->concurrency;
         maxconn += conns;
         if (conns > hostconn)
             hostconn = conns;
@@ -301,19 +302,19 @@ fail:
 bool wk_sender_addressed(const wk_sender *s, size_t ch_index, hr_addr_platform *platform,
                          const char **app)
 {
-    const wk_chan *ch = &s->chans[ch_index];
+    const wk_chan *chan = &s->chans[ch_index];
 
-    if (ch->fcm != NULL) {
+    if (chan->fcm != NULL) {
         *platform = HR_ADDR_FCM;
-        *app = wk_fcm_auth_project(ch->fcm);
+        *app = wk_fcm_auth_project(chan->fcm);
         return true;
     }
-    if (ch->apns != NULL) {
+    if (chan->apns != NULL) {
         *platform = HR_ADDR_APNS;
-        *app = ch->cfg->apns.topic;
+        *app = chan->cfg->apns.topic;
         return true;
     }
-    if (ch->cfg->type == HR_CHANNEL_SMTP) {
+    if (chan->cfg->type == HR_CHANNEL_SMTP) {
         *platform = HR_ADDR_EMAIL;
         *app = "";
         return true;
@@ -328,10 +329,10 @@ void wk_sender_set_prune(wk_sender *s, wk_sender_prune_fn prune)
 
 void wk_sender_submit(wk_sender *s, wk_push *push)
 {
-    wk_chan *ch = &s->chans[push->task->ch_index];
+    wk_chan *chan = &s->chans[push->task->ch_index];
 
     push->xfer = NULL;
-    wk_chan_enqueue(ch, push, false);
+    wk_chan_enqueue(chan, push, false);
 }
 
 void wk_sender_kick(wk_sender *s)
@@ -341,17 +342,17 @@ void wk_sender_kick(wk_sender *s)
 
 void wk_sender_cancel(wk_sender *s, wk_push *push)
 {
-    wk_chan *ch = &s->chans[push->task->ch_index];
+    wk_chan *chan = &s->chans[push->task->ch_index];
 
     switch (push->state) {
     case WK_PUSH_READY:
-        wk_chan_dequeue(ch, push);
+        wk_chan_dequeue(chan, push);
         break;
     case WK_PUSH_DELAYED:
-        wk_retry_heap_remove(&ch->delayed, &push->delay);
+        wk_retry_heap_remove(&chan->delayed, &push->delay);
         break;
     case WK_PUSH_INFLIGHT:
-        wk_chan_release_xfer(ch, push->xfer);
+        wk_chan_release_xfer(chan, push->xfer);
         break;
     case WK_PUSH_IDLE:
         break;
@@ -362,14 +363,14 @@ void wk_sender_cancel(wk_sender *s, wk_push *push)
 
 bool wk_sender_stuck(const wk_sender *s, size_t ch_index)
 {
-    const wk_chan *ch = &s->chans[ch_index];
+    const wk_chan *chan = &s->chans[ch_index];
 
     /* A token request's end runs the pump too. */
-    if (s->draining || ch->inflight > 0 || ch->auth_busy)
+    if (s->draining || chan->inflight > 0 || chan->auth_busy)
         return false;
-    if (!TAILQ_EMPTY(&ch->tasks) && !uv_is_active((const uv_handle_t *)&ch->wake))
+    if (!TAILQ_EMPTY(&chan->tasks) && !uv_is_active((const uv_handle_t *)&chan->wake))
         return true;
-    return ch->delayed.n > 0 && !uv_is_active((const uv_handle_t *)&ch->retry);
+    return chan->delayed.n > 0 && !uv_is_active((const uv_handle_t *)&chan->retry);
 }
 
 void wk_sender_drain(wk_sender *s)
@@ -387,21 +388,21 @@ void wk_sender_close(wk_sender *s)
     if (s == NULL)
         return;
     for (size_t i = 0; i < s->nchans; i++) {
-        wk_chan *ch = &s->chans[i];
+        wk_chan *chan = &s->chans[i];
 
-        for (size_t k = 0; k < ch->nall; k++) {
-            if (ch->all[k]->p != NULL)
-                curl_multi_remove_handle(s->multi, ch->all[k]->easy);
-            wk_xfer_free(ch->all[k]);
+        for (size_t k = 0; k < chan->nall; k++) {
+            if (chan->all[k]->p != NULL)
+                curl_multi_remove_handle(s->multi, chan->all[k]->easy);
+            wk_xfer_free(chan->all[k]);
         }
-        ch->nall = ch->nfree = 0;
-        if (ch->auth_busy)
-            curl_multi_remove_handle(s->multi, ch->auth_x->easy);
-        wk_xfer_free(ch->auth_x);
-        ch->auth_x = NULL;
-        ch->auth_busy = false;
-        uv_close((uv_handle_t *)&ch->wake, NULL);
-        uv_close((uv_handle_t *)&ch->retry, NULL);
+        chan->nall = chan->nfree = 0;
+        if (chan->auth_busy)
+            curl_multi_remove_handle(s->multi, chan->auth_x->easy);
+        wk_xfer_free(chan->auth_x);
+        chan->auth_x = NULL;
+        chan->auth_busy = false;
+        uv_close((uv_handle_t *)&chan->wake, NULL);
+        uv_close((uv_handle_t *)&chan->retry, NULL);
     }
     /* Closes cached connections; the socket callback closes their polls. */
     curl_multi_cleanup(s->multi);

@@ -32,7 +32,7 @@ typedef struct wk_chan wk_chan;
 
 struct wk_chan {
     wk_sender *s;
-    const hr_channel *cfg;
+    const hr_channel *cfg; /* its configuration */
     char rl_scope[96];
     TAILQ_HEAD(wk_task_list, wk_task) tasks; /* with ready pushes, round robin */
     wk_retry_heap delayed;                   /* by due time */
@@ -97,15 +97,15 @@ int wk_sender_uv_timer_cb(CURLM *multi, long timeout_ms, void *userp);
 
 /* wk_chan.c */
 void wk_chan_wake_cb(uv_timer_t *t);
-void wk_chan_arm_retry(wk_chan *ch);
-void wk_chan_release_xfer(wk_chan *ch, wk_xfer *x);
-void wk_chan_enqueue(wk_chan *ch, wk_push *push, bool head);
-void wk_chan_dequeue(wk_chan *ch, wk_push *push);
-bool wk_chan_addressed(const wk_chan *ch);
-void wk_chan_end(wk_chan *ch, wk_push *push, wk_push_result *res, wk_end end, const char *reason);
-void wk_chan_auth_finished(wk_chan *ch, CURLcode rc);
-void wk_chan_slow(wk_chan *ch, int64_t until_ms, const char *why, long status);
-void wk_chan_publish_slow(wk_chan *ch, int64_t until_ms, int64_t pause_ms);
-void wk_chan_pump(wk_chan *ch);
+void wk_chan_arm_retry(wk_chan *chan);
+void wk_chan_release_xfer(wk_chan *chan, wk_xfer *x);
+void wk_chan_enqueue(wk_chan *chan, wk_push *push, bool head);
+void wk_chan_dequeue(wk_chan *chan, wk_push *push);
+bool wk_chan_addressed(const wk_chan *chan);
+void wk_chan_end(wk_chan *chan, wk_push *push, wk_push_result *res, wk_end end, const char *reason);
+void wk_chan_auth_finished(wk_chan *chan, CURLcode rc);
+void wk_chan_slow(wk_chan *chan, int64_t until_ms, const char *why, long status);
+void wk_chan_publish_slow(wk_chan *chan, int64_t until_ms, int64_t pause_ms);
+void wk_chan_pump(wk_chan *chan);
 
 #endif

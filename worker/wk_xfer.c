@@ -127,7 +127,7 @@ static size_t wk_xfer_header(char *buf, size_t size, size_t nitems, void *userda
     return n;
 }
 
-wk_xfer *wk_xfer_new(const hr_channel *cfg, struct wk_chan *ch)
+wk_xfer *wk_xfer_new(const hr_channel *ch, struct wk_chan *chan)
 {
     wk_xfer *x = calloc(1, sizeof *x);
     CURL *e;
@@ -139,7 +139,7 @@ wk_xfer *wk_xfer_new(const hr_channel *cfg, struct wk_chan *ch)
         free(x);
         return NULL;
     }
-    x->ch = ch;
+    x->chan = chan;
     hr_buf_init(&x->url, WK_XFER_URL_MAX);
     hr_buf_init(&x->body, WK_XFER_BODY_MAX);
     hr_buf_init(&x->signature, WK_XFER_SIGNATURE_MAX);
@@ -148,12 +148,12 @@ wk_xfer *wk_xfer_new(const hr_channel *cfg, struct wk_chan *ch)
     hr_buf_init(&x->text, WK_XFER_BODY_MAX);
     for (size_t i = 0; i < WK_TASK__MAIL; i++)
         hr_buf_init(&x->mail[i], WK_XFER_BODY_MAX);
-    x->keep_resp = cfg->type == HR_CHANNEL_FCM || cfg->type == HR_CHANNEL_APNS;
+    x->keep_resp = ch->type == HR_CHANNEL_FCM || ch->type == HR_CHANNEL_APNS;
     /* hr_config checked every secret: a failure here is not expected, and
      * a handle that cannot sign is not made. */
-    for (size_t i = 0; i < cfg->nsigning_secrets; i++) {
+    for (size_t i = 0; i < ch->nsigning_secrets; i++) {
         char errstr[128];
-        if (hr_sign_secret_parse(cfg->signing_secrets[i], &x->secrets[i], errstr, sizeof errstr) <
+        if (hr_sign_secret_parse(ch->signing_secrets[i], &x->secrets[i], errstr, sizeof errstr) <
             0) {
             wk_xfer_free(x);
             return NULL;
@@ -162,39 +162,39 @@ wk_xfer *wk_xfer_new(const hr_channel *cfg, struct wk_chan *ch)
     }
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)cfg->timeout_ms);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)ch->timeout_ms);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, wk_xfer_write);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, wk_xfer_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-    if (cfg->type == HR_CHANNEL_SMTP)
-        wk_xfer_smtp_setup(x, cfg);
+    if (ch->type == HR_CHANNEL_SMTP)
+        wk_xfer_smtp_setup(x, ch);
     /* APNs is HTTP/2 only: requests multiplexed as streams (PIPEWAIT: on
      * a connection already open rather than a new one, within the
      * server's SETTINGS_MAX_CONCURRENT_STREAMS, which curl honours). */
-    if (cfg->http2 || cfg->type == HR_CHANNEL_APNS) {
-        bool tls = cfg->url == NULL || strncasecmp(cfg->url, "https:", 6) == 0;
+    if (ch->http2 || ch->type == HR_CHANNEL_APNS) {
+        bool tls = ch->url == NULL || strncasecmp(ch->url, "https:", 6) == 0;
 
         curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
                          tls ? (long)CURL_HTTP_VERSION_2TLS
                              : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
         curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
     }
-    if (cfg->type == HR_CHANNEL_SMTP) {
+    if (ch->type == HR_CHANNEL_SMTP) {
         /* no HTTP method */
-    } else if (strcasecmp(cfg->method, "GET") == 0) {
+    } else if (strcasecmp(ch->method, "GET") == 0) {
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     } else {
         curl_easy_setopt(e, CURLOPT_POST, 1L);
-        if (strcasecmp(cfg->method, "POST") != 0)
-            curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, cfg->method);
+        if (strcasecmp(ch->method, "POST") != 0)
+            curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, ch->method);
     }
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, cfg->tls_verify ? 1L : 0L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, cfg->tls_verify ? 2L : 0L);
-    if (cfg->ca_file != NULL)
-        curl_easy_setopt(e, CURLOPT_CAINFO, cfg->ca_file);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, ch->tls_verify ? 1L : 0L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, ch->tls_verify ? 2L : 0L);
+    if (ch->ca_file != NULL)
+        curl_easy_setopt(e, CURLOPT_CAINFO, ch->ca_file);
     return x;
 }
 

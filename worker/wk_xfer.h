@@ -34,7 +34,7 @@ struct wk_push; /* wk_sender.h */
 
 typedef struct wk_xfer {
     CURL *easy;
-    struct wk_chan *ch;
+    struct wk_chan *chan;
     struct wk_push *p; /* NULL while in the pool */
     hr_buf url, body;
     hr_buf resp;        /* the response body (provider channels), capped */
@@ -52,9 +52,9 @@ typedef struct wk_xfer {
     int64_t start_ms;
 } wk_xfer;
 
-/* A handle configured for channel CFG, owned by CH; NULL when out of
+/* A handle configured for channel CH, owned by CHAN; NULL when out of
  * memory. */
-wk_xfer *wk_xfer_new(const hr_channel *cfg, struct wk_chan *ch);
+wk_xfer *wk_xfer_new(const hr_channel *ch, struct wk_chan *chan);
 void wk_xfer_free(wk_xfer *x);
 
 /* Builds on X (not yet added to a multi handle) the request of TASK for
