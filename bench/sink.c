@@ -48,12 +48,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SINK_MAX_REQ (64 * 1024)       /* largest request, headers + body */
-#define SINK_OUT_HIGH (256 * 1024)     /* stop parsing while this much output is queued */
-#define SINK_RECORD_BUF (64 * 1024)    /* per-thread record buffer */
-#define SINK_TICK_MS 100               /* record flush and stop-flag period */
-#define SINK_LINGER_MS 2000            /* how long a closing connection may drain */
-#define SINK_UID_MAX 128               /* longest uid written to the record file */
+#define SINK_MAX_REQ (64 * 1024)    /* largest request, headers + body */
+#define SINK_OUT_HIGH (256 * 1024)  /* stop parsing while this much output is queued */
+#define SINK_RECORD_BUF (64 * 1024) /* per-thread record buffer */
+#define SINK_TICK_MS 100            /* record flush and stop-flag period */
+#define SINK_LINGER_MS 2000         /* how long a closing connection may drain */
+#define SINK_UID_MAX 128            /* longest uid written to the record file */
 #define SINK_MAX_THREADS 64
 
 /* ---- configuration and shared state --------------------------------- */
@@ -190,17 +190,28 @@ typedef struct sink_canned {
 static const char *sink_reason(int status)
 {
     switch (status) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 202: return "Accepted";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 405: return "Method Not Allowed";
-    case 411: return "Length Required";
-    case 413: return "Content Too Large";
-    case 429: return "Too Many Requests";
-    case 500: return "Internal Server Error";
-    default: return "Status";
+    case 200:
+        return "OK";
+    case 201:
+        return "Created";
+    case 202:
+        return "Accepted";
+    case 204:
+        return "No Content";
+    case 400:
+        return "Bad Request";
+    case 405:
+        return "Method Not Allowed";
+    case 411:
+        return "Length Required";
+    case 413:
+        return "Content Too Large";
+    case 429:
+        return "Too Many Requests";
+    case 500:
+        return "Internal Server Error";
+    default:
+        return "Status";
     }
 }
 
@@ -452,8 +463,8 @@ static int sink_respond(sink_loop *lp, sink_conn *c, const char *s, size_t n)
         c->out_release = end;
         return 0;
     }
-    sink_due d = {.fd = c->fd, .gen = c->gen, .off = end,
-                  .at_ms = lp->now_mono + lp->sh->conf.latency_ms};
+    sink_due d = {
+        .fd = c->fd, .gen = c->gen, .off = end, .at_ms = lp->now_mono + lp->sh->conf.latency_ms};
     return sink_fifo_push(&lp->delayed, d);
 }
 
@@ -569,8 +580,8 @@ static int sink_stats(sink_loop *lp, sink_conn *c, bool close)
         uint64_t v = atomic_load_explicit(&lp->sh->by_status[s], memory_order_relaxed);
         if (v == 0)
             continue;
-        n += (size_t)snprintf(body + n, sizeof body - n, "%s\"%d\":%" PRIu64, first ? "" : ",",
-                              s, v);
+        n += (size_t)snprintf(body + n, sizeof body - n, "%s\"%d\":%" PRIu64, first ? "" : ",", s,
+                              v);
         first = false;
     }
     n += (size_t)snprintf(body + n, sizeof body - n, "}}");
@@ -617,9 +628,14 @@ static int sink_handle(sink_loop *lp, sink_conn *c, const char *head, size_t tar
     bool close = c->head_close;
     sink_resp r;
     switch (c->head_route) {
-    case SINK_ROUTE_STATS: return sink_stats(lp, c, close);
-    case SINK_ROUTE_HEALTH: r = SINK_R_HEALTH; break;
-    case SINK_ROUTE_METHOD: r = SINK_R_METHOD; break;
+    case SINK_ROUTE_STATS:
+        return sink_stats(lp, c, close);
+    case SINK_ROUTE_HEALTH:
+        r = SINK_R_HEALTH;
+        break;
+    case SINK_ROUTE_METHOD:
+        r = SINK_R_METHOD;
+        break;
     default: {
         const char *uid = NULL;
         size_t ulen = sink_body_uid(body, c->body_len, &uid);
@@ -687,7 +703,7 @@ static int sink_parse_head(sink_conn *c, const char *in, size_t hlen, size_t *to
     bool special = (plen == 6 && memcmp(target, "/stats", 6) == 0) ||
                    (plen == 8 && memcmp(target, "/healthz", 8) == 0);
     if (special)
-        c->head_route = !is_get ? SINK_ROUTE_METHOD
+        c->head_route = !is_get     ? SINK_ROUTE_METHOD
                         : plen == 6 ? SINK_ROUTE_STATS
                                     : SINK_ROUTE_HEALTH;
     else
@@ -758,8 +774,7 @@ static int sink_conn_process(sink_loop *lp, sink_conn *c)
         size_t avail = c->in_len - off;
         if (!c->have_head) {
             size_t from = c->scan > 3 ? c->scan - 3 : 0;
-            const char *hend = from < avail ? memmem(in + from, avail - from, "\r\n\r\n", 4)
-                                            : NULL;
+            const char *hend = from < avail ? memmem(in + from, avail - from, "\r\n\r\n", 4) : NULL;
             if (hend == NULL) {
                 c->scan = avail;
                 if (avail >= SINK_MAX_REQ && sink_reject(lp, c, SINK_R_TOO_LARGE) != 0)
@@ -890,8 +905,7 @@ static void sink_accept(sink_loop *lp)
     for (int i = 0; i < 64; i++) {
         int fd = accept4(lp->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
-                errno != ECONNABORTED)
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
                 fprintf(stderr, "sink: accept: %s\n", strerror(errno));
             return;
         }
@@ -1045,7 +1059,8 @@ static sink_loop *sink_loop_new(sink_shared *sh, const sink_canned *canned, int 
 /* Opens a listening socket on HOST:PORT; -1 with ERRSTR on failure. */
 static int sink_listen(const char *host, const char *port, char *errstr, size_t errlen)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *ai = NULL;
     int fd = -1;
@@ -1081,25 +1096,24 @@ static void sink_on_signal(int sig)
 
 static void sink_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: herald-sink [options]\n"
-            "A fast HTTP/1.1 push-provider stand-in (epoll, keep-alive, pipelining).\n"
-            "Any POST/PUT/PATCH/GET is a push; GET /stats gives counters, GET /healthz 200.\n"
-            "Bodies need Content-Length (chunked gets 411); requests over 64 KiB get 413.\n"
-            "\n"
-            "  --listen HOST:PORT      listen address (default 127.0.0.1:19099; port 0 = any)\n"
-            "  --record FILE           append '<uid> <status> <recv_ms>' per push\n"
-            "  --fail-first PCT        a uid's first push gets 500 for PCT %% of uids\n"
-            "  --fail-permanent PCT    PCT %% of uids always get 400\n"
-            "  --throttle-ms MS        429 + Retry-After: 1 for MS ms after the first push\n"
-            "  --latency-ms MS         delay every answer by MS ms\n"
-            "  --status-ok CODE        success status (200..299, default 200)\n"
-            "  --seed N                seed of the fault decisions (default 1)\n"
-            "  --threads N             event-loop threads on one SO_REUSEPORT port (default 1)\n"
-            "  -h, --help              this text\n"
-            "  -V, --version           the version\n"
-            "The uid is the JSON body's \"uid\" (string or number), else the uid= query\n"
-            "parameter, else '-'.  recv_ms is wall-clock UTC milliseconds.\n");
+    fprintf(f, "usage: herald-sink [options]\n"
+               "A fast HTTP/1.1 push-provider stand-in (epoll, keep-alive, pipelining).\n"
+               "Any POST/PUT/PATCH/GET is a push; GET /stats gives counters, GET /healthz 200.\n"
+               "Bodies need Content-Length (chunked gets 411); requests over 64 KiB get 413.\n"
+               "\n"
+               "  --listen HOST:PORT      listen address (default 127.0.0.1:19099; port 0 = any)\n"
+               "  --record FILE           append '<uid> <status> <recv_ms>' per push\n"
+               "  --fail-first PCT        a uid's first push gets 500 for PCT %% of uids\n"
+               "  --fail-permanent PCT    PCT %% of uids always get 400\n"
+               "  --throttle-ms MS        429 + Retry-After: 1 for MS ms after the first push\n"
+               "  --latency-ms MS         delay every answer by MS ms\n"
+               "  --status-ok CODE        success status (200..299, default 200)\n"
+               "  --seed N                seed of the fault decisions (default 1)\n"
+               "  --threads N             event-loop threads on one SO_REUSEPORT port (default 1)\n"
+               "  -h, --help              this text\n"
+               "  -V, --version           the version\n"
+               "The uid is the JSON body's \"uid\" (string or number), else the uid= query\n"
+               "parameter, else '-'.  recv_ms is wall-clock UTC milliseconds.\n");
 }
 
 /* Parses a percentage with up to two decimals into 1/100 %. */
@@ -1145,8 +1159,12 @@ static int sink_parse_args(int argc, char **argv, sink_conf *cf)
     int o, li = 0;
     while ((o = getopt_long(argc, argv, "hV", opts, &li)) != -1) {
         switch (o) {
-        case 'l': listen_at = optarg; break;
-        case 'r': cf->record_path = optarg; break;
+        case 'l':
+            listen_at = optarg;
+            break;
+        case 'r':
+            cf->record_path = optarg;
+            break;
         case 'f':
             if (sink_parse_pct(optarg, &cf->fail_first) != 0)
                 goto bad;
@@ -1178,9 +1196,15 @@ static int sink_parse_args(int argc, char **argv, sink_conf *cf)
                 goto bad;
             cf->threads = (int)v;
             break;
-        case 'h': sink_usage(stdout); exit(0);
-        case 'V': printf("herald-sink %s\n", HR_VERSION); exit(0);
-        default: sink_usage(stderr); return -1;
+        case 'h':
+            sink_usage(stdout);
+            exit(0);
+        case 'V':
+            printf("herald-sink %s\n", HR_VERSION);
+            exit(0);
+        default:
+            sink_usage(stderr);
+            return -1;
         }
     }
     if (optind != argc) {

@@ -149,8 +149,7 @@ int hr_addr_import(hr_mysql *m, hr_redis *r, const hr_addr *rows, size_t n,
  * (written by hand into Redis) is skipped and counted in *BAD (may be
  * NULL).  0, or -1 when Redis failed (OUT then holds what was read). */
 int hr_addr_fetch(hr_redis *r, const char *const *uids, size_t n, hr_addr_platform p,
-                  const char *app, hr_addr_list *out, size_t *bad, char *errstr,
-                  size_t errlen);
+                  const char *app, hr_addr_list *out, size_t *bad, char *errstr, size_t errlen);
 
 /* Removes one dead address (a provider answered it is unregistered) from
  * both stores: Redis first (the next fetch no longer sees it), then MySQL.
@@ -159,14 +158,15 @@ int hr_addr_prune(hr_mysql *m, hr_redis *r, const hr_addr *a, char *errstr, size
 
 /* What one hr_addr_sync did. */
 typedef struct hr_addr_sync_result {
-    bool full;       /* Redis had no synced mark: every uid was reloaded */
-    int64_t uids;    /* uid sets rewritten */
-    int64_t stored;  /* addresses written to Redis */
-    int64_t refused; /* rows hr_addr_check refuses (raw SQL): not in Redis */
+    bool full;               /* Redis had no synced mark: every uid was reloaded */
+    int64_t uids;            /* uid sets rewritten */
+    int64_t stored;          /* addresses written to Redis */
+    int64_t refused;         /* rows hr_addr_check refuses (raw SQL): not in Redis */
     char first_refused[160]; /* "uid=<uid> <reason>" of the first, or "" */
 } hr_addr_sync_result;
 
-#define HR_ADDR_SYNC_BUSY 1 /* another sync holds the lock, or a writer's open
+#define HR_ADDR_SYNC_BUSY \
+    1 /* another sync holds the lock, or a writer's open
                                transaction held the epoch for a second */
 
 /* Brings Redis up to date with push_address: bumps the address epoch,
@@ -177,7 +177,7 @@ typedef struct hr_addr_sync_result {
  * than a week.  A full reload also rewrites the uids of every change row
  * kept, so a uid emptied meanwhile loses its stale set.  TOKEN names the caller in the sync
  * lock.  0, HR_ADDR_SYNC_BUSY, or -1 (ERRSTR). */
-int hr_addr_sync(hr_mysql *m, hr_redis *r, const char *token, int batch,
-                 hr_addr_sync_result *res, char *errstr, size_t errlen);
+int hr_addr_sync(hr_mysql *m, hr_redis *r, const char *token, int batch, hr_addr_sync_result *res,
+                 char *errstr, size_t errlen);
 
 #endif

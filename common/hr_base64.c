@@ -6,10 +6,8 @@
 #include <stdbool.h>
 #include <string.h>
 
-static const char hr_b64_std[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-static const char hr_b64_url[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+static const char hr_b64_std[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static const char hr_b64_url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 size_t hr_base64_encoded_len(size_t n, hr_base64_alphabet alpha)
 {
@@ -20,8 +18,7 @@ size_t hr_base64_encoded_len(size_t n, hr_base64_alphabet alpha)
 
 /* Encodes the N (1..3) bytes at P as one quad into DST; returns the
  * characters written (4 padded, else N + 1). */
-static size_t hr_b64_quad(const unsigned char *p, size_t n, const char *tab, bool pad,
-                          char *dst)
+static size_t hr_b64_quad(const unsigned char *p, size_t n, const char *tab, bool pad, char *dst)
 {
     unsigned v = (unsigned)p[0] << 16 | (n > 1 ? (unsigned)p[1] << 8 : 0) | (n > 2 ? p[2] : 0);
     size_t k = 0;
@@ -50,8 +47,7 @@ int hr_base64_append(hr_buf *out, const void *data, size_t n, hr_base64_alphabet
     while (i < n) {
         size_t k = 0;
         for (; i < n && k + 4 <= sizeof chunk; i += 3)
-            k += hr_b64_quad(p + i, n - i < 3 ? n - i : 3, tab, alpha == HR_BASE64_STD,
-                             chunk + k);
+            k += hr_b64_quad(p + i, n - i < 3 ? n - i : 3, tab, alpha == HR_BASE64_STD, chunk + k);
         if (hr_buf_append(out, chunk, k) != 0) {
             out->len = start;
             if (out->data != NULL)

@@ -21,12 +21,9 @@ static const struct hr_chunkmsg_field {
     int64_t min;
     int64_t max;
 } hr_chunkmsg_fields[F__COUNT] = {
-    [F_V] = {"v", INT64_MIN, INT64_MAX},
-    [F_TASK] = {"task", 1, INT64_MAX},
-    [F_SEQ] = {"seq", 1, INT64_MAX},
-    [F_COUNT] = {"count", 0, HR_CHUNKMSG_MAX_COUNT},
-    [F_DUE_MS] = {"due_ms", 0, INT64_MAX},
-    [F_PUBLISHED_MS] = {"published_ms", 0, INT64_MAX},
+    [F_V] = {"v", INT64_MIN, INT64_MAX},   [F_TASK] = {"task", 1, INT64_MAX},
+    [F_SEQ] = {"seq", 1, INT64_MAX},       [F_COUNT] = {"count", 0, HR_CHUNKMSG_MAX_COUNT},
+    [F_DUE_MS] = {"due_ms", 0, INT64_MAX}, [F_PUBLISHED_MS] = {"published_ms", 0, INT64_MAX},
 };
 
 typedef struct hr_chunkmsg_parser {
@@ -57,8 +54,7 @@ int hr_chunkmsg_key(const hr_chunkmsg *msg, char *buf, size_t len)
 
 static void hr_chunkmsg_ws(hr_chunkmsg_parser *ps)
 {
-    while (ps->p < ps->end &&
-           (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r'))
+    while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r'))
         ps->p++;
 }
 
@@ -136,8 +132,7 @@ static int hr_chunkmsg_int(hr_chunkmsg_parser *ps, const char *name, int64_t *ou
     return 0;
 }
 
-int hr_chunkmsg_decode(const void *data, size_t len, hr_chunkmsg *out, char *errstr,
-                       size_t errlen)
+int hr_chunkmsg_decode(const void *data, size_t len, hr_chunkmsg *out, char *errstr, size_t errlen)
 {
     hr_chunkmsg_parser ps = {data, data, (const char *)data + len, errstr, errlen};
     int64_t values[F__COUNT];

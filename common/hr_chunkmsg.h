@@ -29,7 +29,6 @@ int hr_chunkmsg_encode(const hr_chunkmsg *msg, char *buf, size_t len);
 /* Writes "<task>:<seq>"; returns its length or -1. */
 int hr_chunkmsg_key(const hr_chunkmsg *msg, char *buf, size_t len);
 /* Parses LEN bytes (not NUL-terminated).  0, or -1 with the reason. */
-int hr_chunkmsg_decode(const void *data, size_t len, hr_chunkmsg *out, char *errstr,
-                       size_t errlen);
+int hr_chunkmsg_decode(const void *data, size_t len, hr_chunkmsg *out, char *errstr, size_t errlen);
 
 #endif

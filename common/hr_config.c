@@ -23,12 +23,13 @@
  * have, and its URL's scheme (cfg_channel_type_check); an smtp
  * password_file is read at load into the password.
  *
+ * The channels' tables and checks are hr_config_channel.c's.
+ *
  * Ownership: the tree belongs to the load call and is freed before it
  * returns; every string and array in hr_config belongs to the hr_config. */
 #include "hr_config.h"
 
 #include "hr_config_int.h"
-#include "hr_sign.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,31 +41,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
-static const char cfg_default_body[] =
-    "{\"uid\":\"{{uid}}\",\"title\":\"{{title}}\",\"body\":\"{{body}}\"}";
-
 /* ---- the tables ----------------------------------------------------- */
-
-#define K_STR(n, T, f, nonempty, d) \
-    {.name = n, .type = CFG_T_STR, .off = offsetof(T, f), .min = nonempty, .def = d}
-#define K_CHECKED(n, T, f, d, fn) \
-    {.name = n, .type = CFG_T_STR, .off = offsetof(T, f), .min = 1, .def = d, .check = fn}
-#define K_INT(n, T, f, lo, hi, d) \
-    {.name = n, .type = CFG_T_INT, .off = offsetof(T, f), .min = lo, .max = hi, .def = #d}
-#define K_LONG(n, T, f, lo, hi, d) \
-    {.name = n, .type = CFG_T_LONG, .off = offsetof(T, f), .min = lo, .max = hi, .def = #d}
-#define K_BOOL(n, T, f, d) {.name = n, .type = CFG_T_BOOL, .off = offsetof(T, f), .def = #d}
-#define K_CHOICE(n, T, f, d, fn, names) \
-    {.name = n, .type = CFG_T_CHOICE, .off = offsetof(T, f), .def = d, .choose = fn, \
-     .allowed = names}
-#define K_SECTION(n, keys) {.name = n, .type = CFG_T_SECTION, .sub = keys}
-#define K_LIST(n, t, T, f, count) \
-    {.name = n, .type = t, .off = offsetof(T, f), .count_off = offsetof(T, count)}
-#define K_KVMAP(n, T, f, count, fn) \
-    {.name = n, .type = CFG_T_KVMAP, .off = offsetof(T, f), .count_off = offsetof(T, count), \
-     .check_kv = fn}
-#define K_END {.name = NULL}
 
 static const cfg_key cfg_log_keys[] = {
     K_CHOICE("level", hr_config, log.level, "info", cfg_choose_level, "debug, info, warn, error"),
@@ -136,99 +113,10 @@ static const cfg_key cfg_worker_keys[] = {
     K_END,
 };
 
-static const cfg_key cfg_retry_keys[] = {
-    K_INT("max_attempts", hr_channel, retry_max_attempts, 1, 100, 5),
-    K_INT("backoff_ms", hr_channel, retry_backoff_ms, 1, 3600000, 200),
-    K_INT("max_backoff_ms", hr_channel, retry_max_backoff_ms, 1, 3600000, 30000),
-    K_END,
-};
-
-/* url has no default: cfg_channel_finish() requires it.  headers and
- * success get their defaults there too, because only an absent key (not an
- * empty one) means "the default". */
-static const cfg_key cfg_channel_keys[] = {
-    K_CHOICE("type", hr_channel, type, "webhook", cfg_choose_channel_type,
-             "webhook, fcm, apns, smtp"),
-    K_CHECKED("url", hr_channel, url, NULL, cfg_check_url),
-    K_CHECKED("method", hr_channel, method, "POST", cfg_check_method),
-    K_KVMAP("headers", hr_channel, headers, nheaders, cfg_check_header),
-    /* An empty body is allowed (a GET provider, say). */
-    {.name = "body", .type = CFG_T_STR, .off = offsetof(hr_channel, body), .def = cfg_default_body,
-     .check = cfg_check_body},
-    K_INT("concurrency", hr_channel, concurrency, 1, 10000, 256),
-    K_LONG("rate_limit", hr_channel, rate_limit, 0, 10000000, 0),
-    K_INT("timeout_ms", hr_channel, timeout_ms, 1, 600000, 5000),
-    K_BOOL("http2", hr_channel, http2, false),
-    K_SECTION("retry", cfg_retry_keys),
-    K_LIST("success", CFG_T_CODES, hr_channel, success, nsuccess),
-    K_CHOICE("escape", hr_channel, json_escape, "json", cfg_choose_escape, "json, none"),
-    K_CHOICE("throttle", hr_channel, throttle_mode, "enforce", cfg_choose_throttle,
-             "enforce, shadow"),
-    K_STR("ca_file", hr_channel, ca_file, 0, NULL),
-    K_BOOL("tls_verify", hr_channel, tls_verify, true),
-    {.name = "signing_secrets", .type = CFG_T_STRLIST, .off = offsetof(hr_channel, signing_secrets),
-     .count_off = offsetof(hr_channel, nsigning_secrets), .check = cfg_check_secret},
-    K_CHECKED("service_account_file", hr_channel, fcm.service_account_file, NULL, NULL),
-    K_CHECKED("token_uri", hr_channel, fcm.token_uri, NULL, cfg_check_url),
-    K_CHECKED("key_file", hr_channel, apns.key_file, NULL, NULL),
-    K_CHECKED("key_id", hr_channel, apns.key_id, NULL, cfg_check_apple_id),
-    K_CHECKED("team_id", hr_channel, apns.team_id, NULL, cfg_check_apple_id),
-    K_CHECKED("topic", hr_channel, apns.topic, NULL, NULL),
-    K_CHOICE("push_type", hr_channel, apns.push_type, "alert", cfg_choose_push_type,
-             "alert, background"),
-    K_CHOICE("priority", hr_channel, apns.high_priority, "high", cfg_choose_priority,
-             "high, normal"),
-    K_INT("connections", hr_channel, apns.connections, 1, 16, 2),
-    K_CHECKED("username", hr_channel, smtp.username, NULL, NULL),
-    K_STR("password", hr_channel, smtp.password, 0, NULL),
-    K_CHECKED("password_file", hr_channel, smtp.password_file, NULL, NULL),
-    K_CHECKED("from", hr_channel, smtp.from, NULL, cfg_check_mailbox),
-    K_CHECKED("from_name", hr_channel, smtp.from_name, NULL, NULL),
-    K_CHECKED("subject", hr_channel, smtp.subject, "{{title}}", cfg_check_mail_template),
-    {.name = "text", .type = CFG_T_STR, .off = offsetof(hr_channel, smtp.text), .def = "{{body}}",
-     .check = cfg_check_mail_template},
-    K_CHECKED("html", hr_channel, smtp.html, NULL, cfg_check_mail_template),
-    K_CHECKED("list_unsubscribe", hr_channel, smtp.list_unsubscribe, NULL, cfg_check_unsubscribe),
-    K_BOOL("require_starttls", hr_channel, smtp.require_starttls, true),
-    K_END,
-};
-
-/* The keys only one type reads.  Written on a channel of another type they
- * are refused: a mistyped `type:` would otherwise drop them silently. */
-static const struct {
-    const char *key;
-    hr_channel_type type;
-} cfg_type_keys[] = {
-    {"method", HR_CHANNEL_WEBHOOK},          {"headers", HR_CHANNEL_WEBHOOK},
-    {"body", HR_CHANNEL_WEBHOOK},            {"escape", HR_CHANNEL_WEBHOOK},
-    {"success", HR_CHANNEL_WEBHOOK},         {"http2", HR_CHANNEL_WEBHOOK},
-    {"signing_secrets", HR_CHANNEL_WEBHOOK}, {"service_account_file", HR_CHANNEL_FCM},
-    {"token_uri", HR_CHANNEL_FCM},           {"key_file", HR_CHANNEL_APNS},
-    {"key_id", HR_CHANNEL_APNS},             {"team_id", HR_CHANNEL_APNS},
-    {"topic", HR_CHANNEL_APNS},              {"push_type", HR_CHANNEL_APNS},
-    {"priority", HR_CHANNEL_APNS},           {"connections", HR_CHANNEL_APNS},
-    {"username", HR_CHANNEL_SMTP},           {"password", HR_CHANNEL_SMTP},
-    {"password_file", HR_CHANNEL_SMTP},      {"from", HR_CHANNEL_SMTP},
-    {"from_name", HR_CHANNEL_SMTP},          {"subject", HR_CHANNEL_SMTP},
-    {"text", HR_CHANNEL_SMTP},               {"html", HR_CHANNEL_SMTP},
-    {"list_unsubscribe", HR_CHANNEL_SMTP},   {"require_starttls", HR_CHANNEL_SMTP},
-};
-
-/* Per type, the keys it cannot do without (url is checked on its own). */
-static const struct {
-    hr_channel_type type;
-    const char *key;
-} cfg_type_required[] = {
-    {HR_CHANNEL_FCM, "service_account_file"},
-    {HR_CHANNEL_APNS, "key_file"},
-    {HR_CHANNEL_APNS, "key_id"},
-    {HR_CHANNEL_APNS, "team_id"},
-    {HR_CHANNEL_APNS, "topic"},
-    {HR_CHANNEL_SMTP, "from"},
-};
-
 static const cfg_key cfg_top_keys[] = {
-    {.name = "instance", .type = CFG_T_STR, .off = offsetof(hr_config, instance),
+    {.name = "instance",
+     .type = CFG_T_STR,
+     .off = offsetof(hr_config, instance),
      .check = cfg_check_instance},
     K_SECTION("log", cfg_log_keys),
     K_SECTION("mysql", cfg_mysql_keys),
@@ -259,9 +147,7 @@ static const struct {
 
 /* ---- freeing, through the tables ------------------------------------ */
 
-static void cfg_channel_clear(hr_channel *ch);
-
-static void cfg_clear(const cfg_key *keys, void *base)
+void cfg_clear(const cfg_key *keys, void *base)
 {
     for (const cfg_key *k = keys; k->name != NULL; k++) {
         void *field = CFG_FIELD(base, k);
@@ -316,13 +202,6 @@ static void cfg_clear(const cfg_key *keys, void *base)
     }
 }
 
-static void cfg_channel_clear(hr_channel *ch)
-{
-    cfg_clear(cfg_channel_keys, ch);
-    free(ch->name);
-    ch->name = NULL;
-}
-
 void hr_config_free(hr_config *cfg)
 {
     if (cfg == NULL)
@@ -332,196 +211,8 @@ void hr_config_free(hr_config *cfg)
     free(cfg);
 }
 
-
-static int cfg_apply_map(const cfg_ctx *ctx, const cfg_key *keys, void *base,
-                         const cfg_node *map, const char *where);
-
-#define CFG_SECRET_MAX 4096 /* a password file holds one password */
-
-/* password_file -> password, without its final line break. */
-static int cfg_smtp_password(const cfg_ctx *ctx, hr_channel *ch, const cfg_node *body)
-{
-    const cfg_node *at = cfg_map_get(body, "password_file");
-    char detail[CFG_WHY];
-    char *text = NULL;
-    size_t len = 0;
-
-    if (ch->smtp.password_file == NULL)
-        return 0;
-    if (ch->smtp.password != NULL)
-        return cfg_err(ctx, at->line, at->col,
-                       "channels.%s: password and password_file are both set (keep one)",
-                       ch->name);
-    if (hr_config_read_file(ch->smtp.password_file, CFG_SECRET_MAX, &text, &len, detail,
-                            sizeof(detail)) < 0)
-        return cfg_err(ctx, at->line, at->col, "channels.%s.password_file: %s", ch->name, detail);
-    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
-        text[--len] = '\0';
-    ch->smtp.password = text;
-    free(ch->smtp.password_file);
-    ch->smtp.password_file = NULL;
-    return 0;
-}
-
-/* The checks that depend on the channel's type: no key of another type,
- * the type's required keys, the URL's scheme, the type's own rules. */
-static int cfg_channel_type_check(const cfg_ctx *ctx, hr_channel *ch, const cfg_node *name,
-                                  const cfg_node *body)
-{
-    const char *type = hr_channel_type_name(ch->type);
-    const cfg_node *url = cfg_map_get(body, "url");
-
-    for (size_t i = 0; i + 1 < body->items.n; i += 2) {
-        const cfg_node *key = body->items.v[i];
-        for (size_t j = 0; j < sizeof(cfg_type_keys) / sizeof(cfg_type_keys[0]); j++)
-            if (cfg_type_keys[j].type != ch->type && strcmp(cfg_type_keys[j].key, key->value) == 0)
-                return cfg_err(ctx, key->line, key->col,
-                               "channels.%s.%s: only for type %s channels (this one is %s)",
-                               ch->name, key->value, hr_channel_type_name(cfg_type_keys[j].type),
-                               type);
-    }
-    for (size_t j = 0; j < sizeof(cfg_type_required) / sizeof(cfg_type_required[0]); j++)
-        if (cfg_type_required[j].type == ch->type &&
-            cfg_map_get(body, cfg_type_required[j].key) == NULL)
-            return cfg_err(ctx, name->line, name->col,
-                           "channels.%s: missing required key \"%s\" (type %s)", ch->name,
-                           cfg_type_required[j].key, type);
-    if (ch->url == NULL && (ch->type == HR_CHANNEL_WEBHOOK || ch->type == HR_CHANNEL_SMTP))
-        return cfg_err(ctx, name->line, name->col, "channels.%s: missing required key \"url\"",
-                       ch->name);
-    if (ch->url != NULL) {
-        bool smtp = strncasecmp(ch->url, "smtp", 4) == 0;
-        if (smtp != (ch->type == HR_CHANNEL_SMTP))
-            return cfg_err(ctx, url->line, url->col, "channels.%s.url: type %s takes %s",
-                           ch->name, type, smtp ? "http:// or https://" : "smtp:// or smtps://");
-        /* Only a webhook's URL is rendered per recipient. */
-        if (ch->type != HR_CHANNEL_WEBHOOK && strstr(ch->url, "{{") != NULL)
-            return cfg_err(ctx, url->line, url->col,
-                           "channels.%s.url: not a template for type %s", ch->name, type);
-    }
-    if (ch->fcm.token_uri != NULL && strstr(ch->fcm.token_uri, "{{") != NULL) {
-        const cfg_node *at = cfg_map_get(body, "token_uri");
-        return cfg_err(ctx, at->line, at->col, "channels.%s.token_uri: not a template",
-                       ch->name);
-    }
-    if (ch->nsigning_secrets > HR_SIGN_MAX_SECRETS) {
-        const cfg_node *at = cfg_map_get(body, "signing_secrets");
-        return cfg_err(ctx, at->line, at->col,
-                       "channels.%s.signing_secrets: %zu secrets; at most %d (the current one "
-                       "and the one being rotated out)",
-                       ch->name, ch->nsigning_secrets, HR_SIGN_MAX_SECRETS);
-    }
-    if (ch->type != HR_CHANNEL_SMTP)
-        return 0;
-    /* "text: ''" says "no text part". */
-    if (ch->smtp.text != NULL && ch->smtp.text[0] == '\0') {
-        free(ch->smtp.text);
-        ch->smtp.text = NULL;
-    }
-    if (ch->smtp.text == NULL && ch->smtp.html == NULL) {
-        const cfg_node *at = cfg_map_get(body, "text");
-        return cfg_err(ctx, at->line, at->col, "channels.%s: a mail needs a text or an html part",
-                       ch->name);
-    }
-    return cfg_smtp_password(ctx, ch, body);
-}
-
-/* Defaults that depend on whether a key was written, and checks across keys. */
-static int cfg_channel_finish(const cfg_ctx *ctx, hr_channel *ch, const cfg_node *name,
-                              const cfg_node *body)
-{
-    static const int success[] = {200, 201, 202, 204};
-    const size_t nsuccess = sizeof(success) / sizeof(success[0]);
-
-    if (cfg_channel_type_check(ctx, ch, name, body) < 0)
-        return -1;
-    if (ch->retry_max_backoff_ms < ch->retry_backoff_ms) {
-        const cfg_node *retry = cfg_map_get(body, "retry");
-        const cfg_node *at = cfg_map_get(retry, "max_backoff_ms");
-        if (at == NULL)
-            at = cfg_map_get(retry, "backoff_ms");
-        if (at == NULL)
-            at = name;
-        return cfg_err(ctx, at->line, at->col,
-                       "channels.%s.retry: max_backoff_ms (%d) is less than backoff_ms (%d)",
-                       ch->name, ch->retry_max_backoff_ms, ch->retry_backoff_ms);
-    }
-    /* "${CA_FILE:-}" must be able to say "no CA file". */
-    if (ch->ca_file != NULL && ch->ca_file[0] == '\0') {
-        free(ch->ca_file);
-        ch->ca_file = NULL;
-    }
-    if (ch->type != HR_CHANNEL_WEBHOOK)
-        return 0;
-    if (cfg_map_get(body, "headers") == NULL) {
-        ch->headers = calloc(1, sizeof(hr_kv));
-        if (ch->headers == NULL)
-            goto oom;
-        ch->nheaders = 1;
-        ch->headers[0].key = strdup("Content-Type");
-        ch->headers[0].value = strdup("application/json");
-        if (ch->headers[0].key == NULL || ch->headers[0].value == NULL)
-            goto oom;
-    }
-    if (ch->nsuccess == 0) {
-        ch->success = malloc(sizeof(success));
-        if (ch->success == NULL)
-            goto oom;
-        memcpy(ch->success, success, sizeof(success));
-        ch->nsuccess = nsuccess;
-    }
-    return 0;
-oom:
-    return cfg_err(ctx, name->line, name->col, "out of memory");
-}
-
-static int cfg_apply_channels(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                              const cfg_node *node)
-{
-    hr_channel **chs = CFG_FIELD(base, k);
-    size_t *count = CFG_COUNT(base, k);
-    char detail[CFG_WHY];
-
-    if (cfg_node_is_null(node) || (node->type == CFG_MAP && node->items.n == 0))
-        return cfg_err(ctx, node->line, node->col,
-                       "channels: no channel configured (at least one is required)");
-    if (node->type != CFG_MAP)
-        return cfg_err(ctx, node->line, node->col, "channels: expected a mapping, got %s",
-                       cfg_node_kind(node));
-    *chs = calloc(node->items.n / 2, sizeof(hr_channel));
-    if (*chs == NULL)
-        return cfg_err(ctx, node->line, node->col, "out of memory");
-    for (size_t i = 0; i + 1 < node->items.n; i += 2) {
-        const cfg_node *name = node->items.v[i], *body = node->items.v[i + 1];
-        hr_channel *ch = &(*chs)[*count];
-        char where[CFG_WHY];
-        size_t n = strlen(name->value);
-        if (n == 0 || n > 64 ||
-            strspn(name->value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                "0123456789_.-") != n)
-            return cfg_err(ctx, name->line, name->col,
-                           "channels: bad channel name \"%.64s\" (1 to 64 of A-Z a-z 0-9 _ . -)",
-                           name->value);
-        ch->name = strdup(name->value);
-        (*count)++;
-        if (ch->name == NULL)
-            return cfg_err(ctx, name->line, name->col, "out of memory");
-        if (body->type != CFG_MAP)
-            return cfg_err(ctx, body->line, body->col, "channels.%s: expected a mapping, got %s",
-                           ch->name, cfg_node_is_null(body) ? "nothing" : cfg_node_kind(body));
-        if (cfg_set_defaults(cfg_channel_keys, ch, detail, sizeof(detail)) < 0)
-            return cfg_err(ctx, name->line, name->col, "channels.%s: %s", ch->name, detail);
-        snprintf(where, sizeof(where), "channels.%s", ch->name);
-        if (cfg_apply_map(ctx, cfg_channel_keys, ch, body, where) < 0)
-            return -1;
-        if (cfg_channel_finish(ctx, ch, name, body) < 0)
-            return -1;
-    }
-    return 0;
-}
-
-static int cfg_apply_key(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                         const cfg_node *node, const char *path)
+static int cfg_apply_key(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node,
+                         const char *path)
 {
     char detail[CFG_WHY];
     char *text = NULL;
@@ -552,8 +243,8 @@ static int cfg_apply_key(const cfg_ctx *ctx, const cfg_key *k, void *base,
 /* Applies mapping MAP to the keys of one section; WHERE ("" at the top,
  * "mysql", "channels.webhook.retry") prefixes key paths in messages.  A null
  * value (`log:` with nothing after it) is an empty section. */
-static int cfg_apply_map(const cfg_ctx *ctx, const cfg_key *keys, void *base,
-                         const cfg_node *map, const char *where)
+int cfg_apply_map(const cfg_ctx *ctx, const cfg_key *keys, void *base, const cfg_node *map,
+                  const char *where)
 {
     if (cfg_node_is_null(map))
         return 0;

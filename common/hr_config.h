@@ -45,29 +45,29 @@ typedef enum hr_apns_push { HR_APNS_ALERT = 0, HR_APNS_BACKGROUND = 1 } hr_apns_
 /* Keys marked (webhook), (fcm), (apns) or (smtp) belong to that type: a
  * channel of another type that writes them is refused. */
 typedef struct hr_channel {
-    char *name;            /* map key under channels: */
-    hr_channel_type type;  /* type: webhook (default) | fcm | apns | smtp */
+    char *name;           /* map key under channels: */
+    hr_channel_type type; /* type: webhook (default) | fcm | apns | smtp */
     /* webhook: http(s):// absolute URL, template allowed, required;
      * fcm / apns: http(s):// base URL without templates, NULL = the
      * provider's; smtp: smtp:// (STARTTLS) or smtps:// relay, required */
     char *url;
-    char *method;          /* (webhook) GET POST PUT PATCH; default POST */
-    hr_kv *headers;        /* values may be templates */
+    char *method;   /* (webhook) GET POST PUT PATCH; default POST */
+    hr_kv *headers; /* values may be templates */
     size_t nheaders;
-    char *body;            /* body template; default the DESIGN.md webhook body */
-    int concurrency;       /* requests in flight per worker, 1..10000, default 256 */
-    long rate_limit;       /* pushes/s across the cluster, 0 = none, 0..10000000 */
-    int timeout_ms;        /* per request, 1..600000, default 5000 */
-    bool http2;            /* negotiate HTTP/2 (h2c prior knowledge on http://) */
-    int retry_max_attempts;   /* 1..100, default 5 */
-    int retry_backoff_ms;     /* first backoff, 1..3600000, default 200 */
-    int retry_max_backoff_ms; /* cap, >= backoff_ms, default 30000 */
-    int *success;          /* HTTP codes that mean delivered, each 100..599 */
-    size_t nsuccess;       /* default 200 201 202 204 */
-    bool json_escape;      /* escape: json (default) | none */
+    char *body;                     /* body template; default the DESIGN.md webhook body */
+    int concurrency;                /* requests in flight per worker, 1..10000, default 256 */
+    long rate_limit;                /* pushes/s across the cluster, 0 = none, 0..10000000 */
+    int timeout_ms;                 /* per request, 1..600000, default 5000 */
+    bool http2;                     /* negotiate HTTP/2 (h2c prior knowledge on http://) */
+    int retry_max_attempts;         /* 1..100, default 5 */
+    int retry_backoff_ms;           /* first backoff, 1..3600000, default 200 */
+    int retry_max_backoff_ms;       /* cap, >= backoff_ms, default 30000 */
+    int *success;                   /* HTTP codes that mean delivered, each 100..599 */
+    size_t nsuccess;                /* default 200 201 202 204 */
+    bool json_escape;               /* escape: json (default) | none */
     hr_throttle_mode throttle_mode; /* throttle: enforce (default) | shadow */
-    char *ca_file;         /* optional CA bundle for https providers */
-    bool tls_verify;       /* default true */
+    char *ca_file;                  /* optional CA bundle for https providers */
+    bool tls_verify;                /* default true */
     /* (webhook) Standard Webhooks secrets "whsec_<base64>", 0..2 (signing
      * is off when none; two while one is rotated out) */
     char **signing_secrets;
@@ -77,35 +77,35 @@ typedef struct hr_channel {
         char *token_uri;            /* http(s) URL; NULL = the account's token_uri */
     } fcm;
     struct {
-        char *key_file;    /* the .p8 signing key (PEM, P-256), required */
-        char *key_id;      /* 10 characters, required */
-        char *team_id;     /* 10 characters, required */
-        char *topic;       /* the app's bundle id, required */
+        char *key_file;         /* the .p8 signing key (PEM, P-256), required */
+        char *key_id;           /* 10 characters, required */
+        char *team_id;          /* 10 characters, required */
+        char *topic;            /* the app's bundle id, required */
         hr_apns_push push_type; /* push_type: alert (default) | background */
         bool high_priority;     /* priority: high (default, 10) | normal (5) */
         int connections;        /* HTTP/2 connections per worker, 1..16, default 2 */
     } apns;
     struct {
-        char *username;    /* AUTH; NULL = no AUTH */
-        char *password;    /* from password (use ${VAR}) or password_file; never logged */
-        char *password_file; /* read at load into password, then NULL */
-        char *from;        /* addr-spec local@domain, required */
-        char *from_name;   /* display name, optional */
-        char *subject;     /* template, default "{{title}}" */
-        char *text;        /* text/plain template, default "{{body}}"; "" = none */
-        char *html;        /* text/html template; NULL = none */
+        char *username;         /* AUTH; NULL = no AUTH */
+        char *password;         /* from password (use ${VAR}) or password_file; never logged */
+        char *password_file;    /* read at load into password, then NULL */
+        char *from;             /* addr-spec local@domain, required */
+        char *from_name;        /* display name, optional */
+        char *subject;          /* template, default "{{title}}" */
+        char *text;             /* text/plain template, default "{{body}}"; "" = none */
+        char *html;             /* text/html template; NULL = none */
         char *list_unsubscribe; /* https:// or mailto: template; NULL = no header */
         bool require_starttls;  /* smtp://: refuse a relay without STARTTLS, default true */
     } smtp;
 } hr_channel;
 
 typedef struct hr_config {
-    char *path;            /* the file as given, for messages */
-    char *instance;        /* default: $HOSTNAME, else the host name */
+    char *path;     /* the file as given, for messages */
+    char *instance; /* default: $HOSTNAME, else the host name */
 
     struct {
-        int level;             /* hr_log_level from hr_log.h; default info */
-        hr_log_format format;  /* default logfmt */
+        int level;            /* hr_log_level from hr_log.h; default info */
+        hr_log_format format; /* default logfmt */
     } log;
 
     struct {
@@ -118,55 +118,55 @@ typedef struct hr_config {
     } mysql;
 
     struct {
-        char *host;            /* default 127.0.0.1 */
-        int port;              /* default 6379 */
-        char *password;        /* default "" (no AUTH) */
-        char *prefix;          /* key prefix, default "herald:" */
-        int db;                /* 0..15, default 0 */
-        int timeout_ms;        /* connect and command timeout, default 5000 */
+        char *host;     /* default 127.0.0.1 */
+        int port;       /* default 6379 */
+        char *password; /* default "" (no AUTH) */
+        char *prefix;   /* key prefix, default "herald:" */
+        int db;         /* 0..15, default 0 */
+        int timeout_ms; /* connect and command timeout, default 5000 */
     } redis;
 
     struct {
-        char *brokers;         /* bootstrap.servers, default 127.0.0.1:9092 */
-        char *topic;           /* default herald.chunks */
-        char *group;           /* default herald-workers */
-        hr_kv *properties;     /* passed to librdkafka as is, applied last */
+        char *brokers;     /* bootstrap.servers, default 127.0.0.1:9092 */
+        char *topic;       /* default herald.chunks */
+        char *group;       /* default herald-workers */
+        hr_kv *properties; /* passed to librdkafka as is, applied last */
         size_t nproperties;
     } kafka;
 
     struct {
-        char *listen;          /* host:port, default 127.0.0.1:8080 */
+        char *listen; /* host:port, default 127.0.0.1:8080 */
         struct {
-            char **tokens;     /* bearer tokens; empty strings are dropped */
+            char **tokens; /* bearer tokens; empty strings are dropped */
             size_t ntokens;
-            long max_body_bytes;   /* 1 KiB..64 MiB, default 1 MiB */
-            int max_ids;           /* ids per request, 1..100000, default 10000 */
-            bool insecure;         /* serve without tokens (development only) */
-            int threads;           /* libmicrohttpd pool size, 1..64, default 4 */
+            long max_body_bytes; /* 1 KiB..64 MiB, default 1 MiB */
+            int max_ids;         /* ids per request, 1..100000, default 10000 */
+            bool insecure;       /* serve without tokens (development only) */
+            int threads;         /* libmicrohttpd pool size, 1..64, default 4 */
         } api;
-        int scan_interval_ms;      /* 100..60000, default 1000 */
-        int timer_interval_ms;     /* 10..10000, default 100 */
-        int poller_interval_ms;    /* 100..60000, default 3000 */
-        int poller_grace_ms;       /* a due task older than this is the poller's, default 3000 */
-        int horizon_s;             /* 1..86400, default 600 */
-        int lease_s;               /* 2..3600, default 30 */
-        int redelivery_timeout_s;  /* 1..86400, default 120 */
-        int sweep_interval_ms;     /* 100..600000, default 5000 */
-        int refill_batch;          /* ids per refill round trip, 100..100000, default 10000 */
+        int scan_interval_ms;     /* 100..60000, default 1000 */
+        int timer_interval_ms;    /* 10..10000, default 100 */
+        int poller_interval_ms;   /* 100..60000, default 3000 */
+        int poller_grace_ms;      /* a due task older than this is the poller's, default 3000 */
+        int horizon_s;            /* 1..86400, default 600 */
+        int lease_s;              /* 2..3600, default 30 */
+        int redelivery_timeout_s; /* 1..86400, default 120 */
+        int sweep_interval_ms;    /* 100..600000, default 5000 */
+        int refill_batch;         /* ids per refill round trip, 100..100000, default 10000 */
     } dispatcher;
 
     struct {
-        char *listen;              /* default 127.0.0.1:8081 */
-        int ack_batch;             /* 1..4000, default 100 (bounded by ack.lua's arguments) */
-        bool delivery_log;         /* default true */
-        int reporter_queue;        /* events, 1000..10000000, default 100000 */
-        int reporter_batch;        /* rows per INSERT, 10..10000, default 1000 */
-        int max_chunks_in_flight;  /* chunks processed at once, 1..64, default 4 */
-        int lease_ms;              /* chunk lease, 1000..600000, default 6000 */
-        int shutdown_grace_ms;     /* 1000..600000, default 25000 */
+        char *listen;             /* default 127.0.0.1:8081 */
+        int ack_batch;            /* 1..4000, default 100 (bounded by ack.lua's arguments) */
+        bool delivery_log;        /* default true */
+        int reporter_queue;       /* events, 1000..10000000, default 100000 */
+        int reporter_batch;       /* rows per INSERT, 10..10000, default 1000 */
+        int max_chunks_in_flight; /* chunks processed at once, 1..64, default 4 */
+        int lease_ms;             /* chunk lease, 1000..600000, default 6000 */
+        int shutdown_grace_ms;    /* 1000..600000, default 25000 */
     } worker;
 
-    hr_channel *channels;      /* at least one */
+    hr_channel *channels; /* at least one */
     size_t nchannels;
 } hr_config;
 
@@ -175,8 +175,8 @@ typedef struct hr_config {
 int hr_config_load(const char *path, hr_config **out, char *errstr, size_t errlen);
 
 /* The same from a buffer; NAME stands for the file name in messages. */
-int hr_config_load_buffer(const char *name, const char *text, size_t len,
-                          hr_config **out, char *errstr, size_t errlen);
+int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_config **out,
+                          char *errstr, size_t errlen);
 
 void hr_config_free(hr_config *cfg);
 

@@ -22,15 +22,15 @@ typedef enum cfg_node_type { CFG_SCALAR, CFG_MAP, CFG_SEQ } cfg_node_type;
 
 typedef struct cfg_node {
     cfg_node_type type;
-    int line, col;           /* 1-based */
-    char *value;             /* CFG_SCALAR: NUL-free text */
-    bool plain;              /* CFG_SCALAR: unquoted (only plain ~/null is null) */
+    int line, col;                   /* 1-based */
+    char *value;                     /* CFG_SCALAR: NUL-free text */
+    bool plain;                      /* CFG_SCALAR: unquoted (only plain ~/null is null) */
     HR_VEC(struct cfg_node *) items; /* CFG_MAP: key, value, key, value...; CFG_SEQ: items */
 } cfg_node;
 
 typedef struct cfg_ctx {
-    const char *name;  /* the file name for messages */
-    const char *text;  /* the whole input, to place reader errors and tabs */
+    const char *name; /* the file name for messages */
+    const char *text; /* the whole input, to place reader errors and tabs */
     size_t len;
     char *errstr;
     size_t errlen;
@@ -78,7 +78,7 @@ int cfg_choose_channel_type(void *field, const char *text);
 int cfg_choose_push_type(void *field, const char *text);
 int cfg_choose_priority(void *field, const char *text);
 
-/* ---- the key tables (defined in hr_config.c) -------------------------- */
+/* ---- the key tables (hr_config.c, hr_config_channel.c) --------------- */
 
 typedef enum cfg_type {
     CFG_T_STR,      /* char *; min 1 = must not be empty; check() validates */
@@ -96,16 +96,60 @@ typedef enum cfg_type {
 typedef struct cfg_key {
     const char *name;
     cfg_type type;
-    size_t off;           /* the field, from the base object */
-    size_t count_off;     /* list types: the element count */
+    size_t off;       /* the field, from the base object */
+    size_t count_off; /* list types: the element count */
     long long min, max;
-    const char *def;      /* default as written in the file; NULL = none */
+    const char *def; /* default as written in the file; NULL = none */
     int (*check)(const char *text, char *errstr, size_t errlen);
     int (*choose)(void *field, const char *text);
     int (*check_kv)(const char *key, const char *value, char *errstr, size_t errlen);
-    const char *allowed;  /* CFG_T_CHOICE, for messages */
+    const char *allowed; /* CFG_T_CHOICE, for messages */
     const struct cfg_key *sub;
 } cfg_key;
+
+/* A table's entries: key name N of type T's field F. */
+#define K_STR(n, T, f, nonempty, d)                                                    \
+    {                                                                                  \
+        .name = n, .type = CFG_T_STR, .off = offsetof(T, f), .min = nonempty, .def = d \
+    }
+#define K_CHECKED(n, T, f, d, fn)                                                            \
+    {                                                                                        \
+        .name = n, .type = CFG_T_STR, .off = offsetof(T, f), .min = 1, .def = d, .check = fn \
+    }
+#define K_INT(n, T, f, lo, hi, d)                                                            \
+    {                                                                                        \
+        .name = n, .type = CFG_T_INT, .off = offsetof(T, f), .min = lo, .max = hi, .def = #d \
+    }
+#define K_LONG(n, T, f, lo, hi, d)                                                            \
+    {                                                                                         \
+        .name = n, .type = CFG_T_LONG, .off = offsetof(T, f), .min = lo, .max = hi, .def = #d \
+    }
+#define K_BOOL(n, T, f, d)                                              \
+    {                                                                   \
+        .name = n, .type = CFG_T_BOOL, .off = offsetof(T, f), .def = #d \
+    }
+#define K_CHOICE(n, T, f, d, fn, names)                                                 \
+    {                                                                                   \
+        .name = n, .type = CFG_T_CHOICE, .off = offsetof(T, f), .def = d, .choose = fn, \
+        .allowed = names                                                                \
+    }
+#define K_SECTION(n, keys)                            \
+    {                                                 \
+        .name = n, .type = CFG_T_SECTION, .sub = keys \
+    }
+#define K_LIST(n, t, T, f, count)                                                    \
+    {                                                                                \
+        .name = n, .type = t, .off = offsetof(T, f), .count_off = offsetof(T, count) \
+    }
+#define K_KVMAP(n, T, f, count, fn)                                                             \
+    {                                                                                           \
+        .name = n, .type = CFG_T_KVMAP, .off = offsetof(T, f), .count_off = offsetof(T, count), \
+        .check_kv = fn                                                                          \
+    }
+#define K_END        \
+    {                \
+        .name = NULL \
+    }
 
 #define CFG_FIELD(base, k) ((void *)((char *)(base) + (k)->off))
 #define CFG_COUNT(base, k) ((size_t *)(void *)((char *)(base) + (k)->count_off))
@@ -114,18 +158,30 @@ typedef struct cfg_key {
 
 /* Sets a scalar-typed key from TEXT (already expanded): the one conversion
  * used for defaults, file values and env overrides. */
-int cfg_set_scalar(const cfg_key *k, void *base, const char *text, char *errstr,
-                   size_t errlen);
+int cfg_set_scalar(const cfg_key *k, void *base, const char *text, char *errstr, size_t errlen);
 int cfg_set_defaults(const cfg_key *keys, void *base, char *errstr, size_t errlen);
 const char *cfg_type_name(cfg_type t);
 /* NODE as text for a scalar key: ${} expanded, null read as "". */
 int cfg_scalar_text(const cfg_ctx *ctx, const cfg_node *node, const char *path,
                     const char *expected, char **out);
-int cfg_apply_strlist(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                      const cfg_node *node, const char *path);
-int cfg_apply_kvmap(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                    const cfg_node *node, const char *path);
-int cfg_apply_codes(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                    const cfg_node *node, const char *path);
+int cfg_apply_strlist(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node,
+                      const char *path);
+int cfg_apply_kvmap(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node,
+                    const char *path);
+int cfg_apply_codes(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node,
+                    const char *path);
+
+/* ---- the walk of the tables (hr_config.c, hr_config_channel.c) -------- */
+
+/* Frees what KEYS describe in BASE. */
+void cfg_clear(const cfg_key *keys, void *base);
+/* Applies mapping MAP to the keys of one section; WHERE prefixes key paths
+ * in messages. */
+int cfg_apply_map(const cfg_ctx *ctx, const cfg_key *keys, void *base, const cfg_node *map,
+                  const char *where);
+/* Frees one channel's fields and name. */
+void cfg_channel_clear(hr_channel *ch);
+/* The channels mapping NODE into the channel list K describes in BASE. */
+int cfg_apply_channels(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node);
 
 #endif

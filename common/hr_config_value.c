@@ -17,8 +17,8 @@
 /* ---- value checks --------------------------------------------------- */
 
 /* TEXT as a decimal integer in MIN..MAX. */
-int cfg_parse_int(const char *text, long long min, long long max, long long *out,
-                  char *errstr, size_t errlen)
+int cfg_parse_int(const char *text, long long min, long long max, long long *out, char *errstr,
+                  size_t errlen)
 {
     const char *d = text[0] == '-' ? text + 1 : text;
     if (d[0] == '\0' || strspn(d, "0123456789") != strlen(d)) {
@@ -37,8 +37,10 @@ int cfg_parse_int(const char *text, long long min, long long max, long long *out
 
 int cfg_parse_bool(const char *text, bool *out, char *errstr, size_t errlen)
 {
-    static const char *const yes[] = {"true", "yes", "on", "True", "Yes", "On", "TRUE", "YES", "ON"};
-    static const char *const no[] = {"false", "no", "off", "False", "No", "Off", "FALSE", "NO", "OFF"};
+    static const char *const yes[] = {"true", "yes",  "on",  "True", "Yes",
+                                      "On",   "TRUE", "YES", "ON"};
+    static const char *const no[] = {"false", "no",    "off", "False", "No",
+                                     "Off",   "FALSE", "NO",  "OFF"};
     for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
         if (strcmp(text, yes[i]) == 0 || strcmp(text, no[i]) == 0) {
             *out = strcmp(text, yes[i]) == 0;
@@ -283,7 +285,7 @@ static int cfg_choice(const char *text, const char *const *names, size_t n)
     return -1;
 }
 
-#define CFG_CHOICE(text, ...) \
+#define CFG_CHOICE(text, ...)                            \
     cfg_choice(text, (const char *const[]){__VA_ARGS__}, \
                sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
 
@@ -358,8 +360,7 @@ int cfg_choose_priority(void *field, const char *text)
 
 /* Sets a scalar-typed key from TEXT (already expanded): the one conversion
  * used for defaults, file values and env overrides. */
-int cfg_set_scalar(const cfg_key *k, void *base, const char *text, char *errstr,
-                   size_t errlen)
+int cfg_set_scalar(const cfg_key *k, void *base, const char *text, char *errstr, size_t errlen)
 {
     void *field = CFG_FIELD(base, k);
     long long v;
@@ -450,8 +451,8 @@ int cfg_scalar_text(const cfg_ctx *ctx, const cfg_node *node, const char *path,
     return 0;
 }
 
-int cfg_apply_strlist(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                      const cfg_node *node, const char *path)
+int cfg_apply_strlist(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node,
+                      const char *path)
 {
     char ***list = CFG_FIELD(base, k);
     size_t *count = CFG_COUNT(base, k);
@@ -482,8 +483,8 @@ int cfg_apply_strlist(const cfg_ctx *ctx, const cfg_key *k, void *base,
     return 0;
 }
 
-int cfg_apply_kvmap(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                    const cfg_node *node, const char *path)
+int cfg_apply_kvmap(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node,
+                    const char *path)
 {
     hr_kv **kv = CFG_FIELD(base, k);
     size_t *count = CFG_COUNT(base, k);
@@ -516,8 +517,8 @@ int cfg_apply_kvmap(const cfg_ctx *ctx, const cfg_key *k, void *base,
     return 0;
 }
 
-int cfg_apply_codes(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                    const cfg_node *node, const char *path)
+int cfg_apply_codes(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node,
+                    const char *path)
 {
     int **codes = CFG_FIELD(base, k);
     size_t *count = CFG_COUNT(base, k);
@@ -529,8 +530,7 @@ int cfg_apply_codes(const cfg_ctx *ctx, const cfg_key *k, void *base,
         return cfg_err(ctx, node->line, node->col, "%s: expected a sequence, got %s", path,
                        cfg_node_kind(node));
     if (node->items.n == 0)
-        return cfg_err(ctx, node->line, node->col, "%s: list at least one HTTP status code",
-                       path);
+        return cfg_err(ctx, node->line, node->col, "%s: list at least one HTTP status code", path);
     *codes = calloc(node->items.n, sizeof(int));
     if (*codes == NULL)
         return cfg_err(ctx, node->line, node->col, "out of memory");

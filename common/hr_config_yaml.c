@@ -115,8 +115,8 @@ static int cfg_yaml_error(const cfg_ctx *ctx, const yaml_parser_t *p)
     case YAML_READER_ERROR:
         cfg_locate(ctx, p->problem_offset, &line, &col);
         if (p->problem_value != -1)
-            return cfg_err(ctx, line, col, "%s (byte 0x%02x); the file must be UTF-8 text",
-                           problem, (unsigned)p->problem_value & 0xFFu);
+            return cfg_err(ctx, line, col, "%s (byte 0x%02x); the file must be UTF-8 text", problem,
+                           (unsigned)p->problem_value & 0xFFu);
         return cfg_err(ctx, line, col, "%s; the file must be UTF-8 text", problem);
     case YAML_SCANNER_ERROR:
     case YAML_PARSER_ERROR: {
@@ -130,8 +130,7 @@ static int cfg_yaml_error(const cfg_ctx *ctx, const yaml_parser_t *p)
         if (p->context != NULL && (p->context_mark.line != p->problem_mark.line ||
                                    p->context_mark.column != p->problem_mark.column))
             return cfg_err(ctx, line, col, "%s %s that starts at %d:%d%s", problem, p->context,
-                           (int)p->context_mark.line + 1, (int)p->context_mark.column + 1,
-                           note);
+                           (int)p->context_mark.line + 1, (int)p->context_mark.column + 1, note);
         return cfg_err(ctx, line, col, "%s%s", problem, note);
     }
     default:
@@ -156,8 +155,8 @@ static int cfg_node_push(const cfg_ctx *ctx, cfg_node *parent, cfg_node *child)
 
 /* Builds the node that starts with event EV (consumed by the caller) and
  * every node inside it. */
-static int cfg_node_parse(const cfg_ctx *ctx, yaml_parser_t *p, const yaml_event_t *ev,
-                          int depth, cfg_node **out)
+static int cfg_node_parse(const cfg_ctx *ctx, yaml_parser_t *p, const yaml_event_t *ev, int depth,
+                          cfg_node **out)
 {
     cfg_node *node = NULL, *child = NULL;
     yaml_event_t next;
@@ -215,9 +214,8 @@ static int cfg_node_parse(const cfg_ctx *ctx, yaml_parser_t *p, const yaml_event
             for (size_t i = 0; i < node->items.n; i += 2) {
                 const cfg_node *prev = node->items.v[i];
                 if (strcmp(prev->value, child->value) == 0) {
-                    cfg_err(ctx, child->line, child->col,
-                            "duplicate key \"%s\" (first at line %d)", child->value,
-                            prev->line);
+                    cfg_err(ctx, child->line, child->col, "duplicate key \"%s\" (first at line %d)",
+                            child->value, prev->line);
                     goto fail;
                 }
             }
@@ -248,7 +246,8 @@ int cfg_tree_build(const cfg_ctx *ctx, cfg_node **out)
         return cfg_err(ctx, 1, 1, "out of memory");
     yaml_parser_set_input_string(&p, (const unsigned char *)ctx->text, ctx->len);
 
-    if (cfg_next(ctx, &p, &ev) < 0) goto out; /* STREAM-START */
+    if (cfg_next(ctx, &p, &ev) < 0)
+        goto out; /* STREAM-START */
     yaml_event_delete(&ev);
     if (cfg_next(ctx, &p, &ev) < 0)
         goto out;
@@ -265,7 +264,8 @@ int cfg_tree_build(const cfg_ctx *ctx, cfg_node **out)
     if (rc < 0)
         goto out;
     rc = -1;
-    if (cfg_next(ctx, &p, &ev) < 0) goto out; /* DOCUMENT-END */
+    if (cfg_next(ctx, &p, &ev) < 0)
+        goto out; /* DOCUMENT-END */
     yaml_event_delete(&ev);
     if (cfg_next(ctx, &p, &ev) < 0)
         goto out;
@@ -283,8 +283,7 @@ int cfg_tree_build(const cfg_ctx *ctx, cfg_node **out)
     }
     if (root->type != CFG_MAP) {
         cfg_err(ctx, root->line, root->col,
-                "the configuration must be a mapping of sections, not %s",
-                cfg_node_kind(root));
+                "the configuration must be a mapping of sections, not %s", cfg_node_kind(root));
         goto out;
     }
     *out = root;

@@ -9,19 +9,19 @@
 
 #include "hr_state.h"
 
-int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr,
-                         size_t errlen)
+int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr, size_t errlen)
 {
     char key[256];
     redisReply *reply;
-    int64_t *fields[] = {&out->sent,      &out->failed,    &out->throttled,
-                         &out->pulled,    &out->cancelled, &out->retried,
-                         &out->unregistered};
+    int64_t *fields[] = {&out->sent,      &out->failed,  &out->throttled,   &out->pulled,
+                         &out->cancelled, &out->retried, &out->unregistered};
     size_t i;
 
     hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_STATS);
-    reply = hr_redis_cmdf(r, errstr, errlen, "HMGET %s sent failed throttled pulled cancelled "
-                          "retried unregistered", key);
+    reply = hr_redis_cmdf(r, errstr, errlen,
+                          "HMGET %s sent failed throttled pulled cancelled "
+                          "retried unregistered",
+                          key);
     if (reply == NULL)
         return -1;
     for (i = 0; i < sizeof fields / sizeof *fields; i++)
@@ -33,8 +33,7 @@ int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr
     return 0;
 }
 
-int hr_finish_raise(hr_mysql *m, int64_t id, const hr_outcomes *stats, char *errstr,
-                    size_t errlen)
+int hr_finish_raise(hr_mysql *m, int64_t id, const hr_outcomes *stats, char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(stats->sent),         HR_P_I64(stats->failed),
                                 HR_P_I64(stats->throttled),    HR_P_I64(stats->pulled),
@@ -58,8 +57,8 @@ int hr_finish_task(hr_mysql *m, int64_t id, const hr_outcomes *stats, hr_finish_
     int64_t subs;
     int rc = -1;
 
-    if (hr_mysql_query(m, "SELECT COUNT(*) FROM push_subscription WHERE task_id = ?", pc, 1,
-                       &rows, errstr, errlen) < 0)
+    if (hr_mysql_query(m, "SELECT COUNT(*) FROM push_subscription WHERE task_id = ?", pc, 1, &rows,
+                       errstr, errlen) < 0)
         goto done;
     subs = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
     hr_mysql_rows_free(rows);
@@ -68,8 +67,8 @@ int hr_finish_task(hr_mysql *m, int64_t id, const hr_outcomes *stats, hr_finish_
     if (rc <= 0)
         goto done;
     rc = -1;
-    if (hr_mysql_query(m, "SELECT unaccounted FROM push_task WHERE id = ?", pc, 1, &rows,
-                       errstr, errlen) < 0)
+    if (hr_mysql_query(m, "SELECT unaccounted FROM push_task WHERE id = ?", pc, 1, &rows, errstr,
+                       errlen) < 0)
         goto done;
     out->subscriptions = subs;
     out->unaccounted = rows->nrows == 1 ? strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10) : 0;

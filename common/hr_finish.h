@@ -25,14 +25,12 @@ typedef struct hr_outcomes {
 #define HR_OUTCOMES_UNKNOWN ((hr_outcomes){-1, -1, -1, -1, -1, -1, -1})
 
 /* Reads the task's stats hash into *OUT (0 for a field it lacks).  0 or -1. */
-int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr,
-                         size_t errlen);
+int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr, size_t errlen);
 
 /* Raises task ID's MySQL outcome counters to at least STATS (absolute
  * values, each -1 = leave it): what the worker's reporter writes.  0 or
  * -1. */
-int hr_finish_raise(hr_mysql *m, int64_t id, const hr_outcomes *stats, char *errstr,
-                    size_t errlen);
+int hr_finish_raise(hr_mysql *m, int64_t id, const hr_outcomes *stats, char *errstr, size_t errlen);
 
 typedef struct hr_finish_result {
     int64_t subscriptions; /* push_subscription rows */

@@ -35,7 +35,7 @@
 
 typedef struct hr_httpd_croute {
     hr_httpd_route route;
-    char *segbuf;                         /* the pattern, split */
+    char *segbuf;                        /* the pattern, split */
     const char *segs[HR_HTTPD_MAX_SEGS]; /* literal text, or the param's name */
     bool is_param[HR_HTTPD_MAX_SEGS];
     size_t nsegs;
@@ -121,7 +121,8 @@ int hr_httpd_error(hr_httpd_resp *resp, int status, const char *code, const char
     resp->status = status;
     resp->content_type = HR_HTTPD_JSON;
     hr_buf_reset(&resp->body);
-    static const char open[] = "{\"error\":{\"code\":\"", mid[] = "\",\"message\":\"", close[] = "\"}}";
+    static const char open[] = "{\"error\":{\"code\":\"", mid[] = "\",\"message\":\"",
+                      close[] = "\"}}";
     if (hr_buf_append(&resp->body, open, sizeof open - 1) != 0 ||
         hr_json_escape_append(&resp->body, code, strlen(code)) != 0 ||
         hr_buf_append(&resp->body, mid, sizeof mid - 1) != 0 ||
@@ -138,7 +139,8 @@ static enum MHD_Result hr_httpd_send(struct MHD_Connection *conn, const hr_httpd
         resp->body.len, resp->body.len > 0 ? resp->body.data : (void *)"", MHD_RESPMEM_MUST_COPY);
     if (r == NULL)
         return MHD_NO;
-    enum MHD_Result ret = MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type);
+    enum MHD_Result ret =
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type);
     for (size_t i = 0; ret == MHD_YES && i < resp->nheaders; i++)
         ret = MHD_add_response_header(r, resp->header_names[i], resp->header_values[i]);
     if (ret == MHD_YES)
@@ -148,8 +150,9 @@ static enum MHD_Result hr_httpd_send(struct MHD_Connection *conn, const hr_httpd
 }
 
 /* Answers an error without running a handler. */
-static enum MHD_Result hr_httpd_send_error(struct MHD_Connection *conn, int status, const char *code,
-                                           const char *allow, const char *fmt, const char *arg)
+static enum MHD_Result hr_httpd_send_error(struct MHD_Connection *conn, int status,
+                                           const char *code, const char *allow, const char *fmt,
+                                           const char *arg)
 {
     hr_httpd_resp resp;
     hr_httpd_resp_init(&resp);
@@ -276,8 +279,8 @@ static enum MHD_Result hr_httpd_access(void *cls, struct MHD_Connection *conn, c
         if (status != 0)
             return hr_httpd_send_error(conn, status, "method_not_allowed", allow,
                                        "method %s not allowed here", method);
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-                                                     MHD_HTTP_HEADER_CONTENT_LENGTH);
+        const char *cl =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl != NULL && strtoull(cl, NULL, 10) > h->max_body)
             hc->too_large = true;
         else
@@ -406,14 +409,12 @@ int hr_httpd_start(const char *listen, int threads, const hr_httpd_route *routes
     if (family == AF_INET6)
         flags |= MHD_USE_IPv6;
     errno = 0;
-    h->mhd = MHD_start_daemon(
-        flags, 0, NULL, NULL, hr_httpd_access, h,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)threads,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)HR_HTTPD_CONNECTION_LIMIT,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)HR_HTTPD_TIMEOUT_S,
-        MHD_OPTION_NOTIFY_COMPLETED, hr_httpd_completed, NULL,
-        MHD_OPTION_END);
+    h->mhd =
+        MHD_start_daemon(flags, 0, NULL, NULL, hr_httpd_access, h, MHD_OPTION_SOCK_ADDR,
+                         (struct sockaddr *)&ss, MHD_OPTION_THREAD_POOL_SIZE, (unsigned int)threads,
+                         MHD_OPTION_CONNECTION_LIMIT, (unsigned int)HR_HTTPD_CONNECTION_LIMIT,
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)HR_HTTPD_TIMEOUT_S,
+                         MHD_OPTION_NOTIFY_COMPLETED, hr_httpd_completed, NULL, MHD_OPTION_END);
     if (h->mhd == NULL) {
         snprintf(errstr, errlen, "cannot serve on %s: %s", listen,
                  errno != 0 ? strerror(errno) : "libmicrohttpd refused to start");

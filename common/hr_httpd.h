@@ -41,10 +41,10 @@ typedef struct hr_httpd_req {
 } hr_httpd_req;
 
 typedef struct hr_httpd_resp {
-    int status;               /* 200 unless the handler says otherwise */
-    const char *content_type; /* static string; "application/json" by default */
-    hr_buf body;              /* capped at HR_HTTPD_MAX_RESPONSE */
-    char *header_names[HR_HTTPD_MAX_HEADERS];  /* owned; use hr_httpd_resp_header */
+    int status;                               /* 200 unless the handler says otherwise */
+    const char *content_type;                 /* static string; "application/json" by default */
+    hr_buf body;                              /* capped at HR_HTTPD_MAX_RESPONSE */
+    char *header_names[HR_HTTPD_MAX_HEADERS]; /* owned; use hr_httpd_resp_header */
     char *header_values[HR_HTTPD_MAX_HEADERS];
     size_t nheaders;
 } hr_httpd_resp;
@@ -98,6 +98,7 @@ bool hr_httpd_bearer_ok(const hr_httpd_req *req, char *const *tokens, size_t nto
 /* Built-in handlers. */
 void hr_httpd_metrics(void *ctx /* hr_metrics * */, const hr_httpd_req *req, hr_httpd_resp *resp);
 void hr_httpd_healthz(void *ctx /* unused */, const hr_httpd_req *req, hr_httpd_resp *resp);
-void hr_httpd_readyz(void *ctx /* hr_httpd_ready * */, const hr_httpd_req *req, hr_httpd_resp *resp);
+void hr_httpd_readyz(void *ctx /* hr_httpd_ready * */, const hr_httpd_req *req,
+                     hr_httpd_resp *resp);
 
 #endif

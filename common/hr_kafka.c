@@ -124,13 +124,14 @@ int hr_kafka_ensure_topic(const hr_config *cfg, const char *topic, int partition
         snprintf(errstr, errlen, "topic %s: %s", topic, rd_kafka_event_error_string(ev));
         goto out;
     }
-    results = rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev),
-                                                  &nresults);
+    results =
+        rd_kafka_CreateTopics_result_topics(rd_kafka_event_CreateTopics_result(ev), &nresults);
     for (size_t i = 0; i < nresults; i++) {
         rd_kafka_resp_err_t err = rd_kafka_topic_result_error(results[i]);
         if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
             const char *msg = rd_kafka_topic_result_error_string(results[i]);
-            snprintf(errstr, errlen, "topic %s: %s", topic, msg != NULL ? msg : rd_kafka_err2str(err));
+            snprintf(errstr, errlen, "topic %s: %s", topic,
+                     msg != NULL ? msg : rd_kafka_err2str(err));
             goto out;
         }
     }

@@ -7,9 +7,9 @@
 #include <string.h>
 
 static const char *const hr_key_names[HR_KEY__COUNT] = {
-    [HR_KEY_SUBS] = "subs",     [HR_KEY_SEQ] = "seq",       [HR_KEY_PENDING] = "pending",
-    [HR_KEY_STATS] = "stats",   [HR_KEY_PULLED] = "pulled", [HR_KEY_FAILED] = "failed",
-    [HR_KEY_CTL] = "ctl",       [HR_KEY_SYNCED] = "synced", [HR_KEY_PREP] = "prep",
+    [HR_KEY_SUBS] = "subs",   [HR_KEY_SEQ] = "seq",       [HR_KEY_PENDING] = "pending",
+    [HR_KEY_STATS] = "stats", [HR_KEY_PULLED] = "pulled", [HR_KEY_FAILED] = "failed",
+    [HR_KEY_CTL] = "ctl",     [HR_KEY_SYNCED] = "synced", [HR_KEY_PREP] = "prep",
 };
 
 /* BUF when snprintf's N says the key fitted, else NULL. */
@@ -50,8 +50,7 @@ char *hr_key_redrive(const char *prefix, char *buf, size_t len, int64_t task, in
 }
 
 /* PREFIX with glob characters escaped, then "{t" TASK "}:" NAME ":*". */
-static char *hr_key_match(const char *prefix, char *buf, size_t len, int64_t task,
-                          const char *name)
+static char *hr_key_match(const char *prefix, char *buf, size_t len, int64_t task, const char *name)
 {
     size_t o = 0;
 
@@ -122,11 +121,10 @@ char *hr_key_ratelimit(const char *prefix, char *buf, size_t len, const char *sc
     return hr_key_fit(buf, len, snprintf(buf, len, "%srl:%s:%" PRId64, prefix, scope, epoch_s));
 }
 
-char *hr_key_throttle(const char *prefix, char *buf, size_t len, const char *scope,
-                      const char *uid, const char *value)
+char *hr_key_throttle(const char *prefix, char *buf, size_t len, const char *scope, const char *uid,
+                      const char *value)
 {
     if (value == NULL)
         return hr_key_fit(buf, len, snprintf(buf, len, "%sthr:%s:%s", prefix, scope, uid));
-    return hr_key_fit(buf, len,
-                      snprintf(buf, len, "%sthr:%s:%s:%s", prefix, scope, uid, value));
+    return hr_key_fit(buf, len, snprintf(buf, len, "%sthr:%s:%s:%s", prefix, scope, uid, value));
 }

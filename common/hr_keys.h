@@ -72,7 +72,7 @@ char *hr_key_ratelimit(const char *prefix, char *buf, size_t len, const char *sc
                        int64_t epoch_s);
 /* "herald:thr:<scope>:<uid>[:<value>]" (VALUE NULL = none): a recipient's
  * throttle window. */
-char *hr_key_throttle(const char *prefix, char *buf, size_t len, const char *scope,
-                      const char *uid, const char *value);
+char *hr_key_throttle(const char *prefix, char *buf, size_t len, const char *scope, const char *uid,
+                      const char *value);
 
 #endif

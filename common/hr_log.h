@@ -35,10 +35,10 @@ int hr_log_level_parse(const char *name);
 void hr_log_emit(int level, const char *event, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-#define hr_log_at(lvl, event, ...)                                   \
-    do {                                                             \
-        if ((lvl) >= hr_log_min_level)                               \
-            hr_log_emit((lvl), (event), __VA_ARGS__);                \
+#define hr_log_at(lvl, event, ...)                    \
+    do {                                              \
+        if ((lvl) >= hr_log_min_level)                \
+            hr_log_emit((lvl), (event), __VA_ARGS__); \
     } while (0)
 #define hr_log_debug(event, ...) hr_log_at(HR_LOG_DEBUG, event, __VA_ARGS__)
 #define hr_log_info(event, ...) hr_log_at(HR_LOG_INFO, event, __VA_ARGS__)
@@ -47,7 +47,6 @@ void hr_log_emit(int level, const char *event, const char *fmt, ...)
 
 /* Formats the line that hr_log_emit would write into BUF (for tests);
  * returns its length, truncated to LEN-1. */
-size_t hr_log_format_line(char *buf, size_t len, int level, const char *event,
-                          const char *fields);
+size_t hr_log_format_line(char *buf, size_t len, int level, const char *event, const char *fields);
 
 #endif

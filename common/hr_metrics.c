@@ -42,7 +42,7 @@ const double hr_metrics_buckets_delivery[12] = {.1, .25, .5, 1, 2, 5, 10, 30, 60
 struct hr_metrics_child {
     hr_metrics_type type;
     hr_metrics_family *fam;
-    char *key;     /* label values, each NUL-terminated */
+    char *key; /* label values, each NUL-terminated */
     size_t keylen;
     _Atomic uint64_t count;    /* counter */
     _Atomic double value;      /* gauge */
@@ -119,7 +119,8 @@ fail:
     return NULL;
 }
 
-static bool hr_metrics_child_matches(const hr_metrics_child *child, const char *const *values, size_t n)
+static bool hr_metrics_child_matches(const hr_metrics_child *child, const char *const *values,
+                                     size_t n)
 {
     const char *p = child->key;
     for (size_t i = 0; i < n; i++) {
@@ -197,8 +198,8 @@ hr_metrics_child *hr_metrics_labelv(hr_metrics_family *fam, const char *const *v
         goto done;
     }
     child = hr_vec_reserve(&fam->children, fam->children.n + 1) == 0
-            ? hr_metrics_child_new(fam, values)
-            : NULL;
+                ? hr_metrics_child_new(fam, values)
+                : NULL;
     if (child == NULL) {
         child = hr_metrics_overflow_locked(fam);
         goto done;
@@ -330,8 +331,8 @@ static bool hr_metrics_name_ok(const char *s, bool colon)
         return false;
     for (; *s != '\0'; s++) {
         char ch = *s;
-        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                  ch == '_' || (colon && ch == ':');
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '_' || (colon && ch == ':');
         if (!ok)
             return false;
     }
@@ -393,12 +394,15 @@ static hr_metrics_family *hr_metrics_family_new(const hr_metrics_spec *spec, siz
     }
 
     if (fam->type == HR_METRICS_HISTOGRAM) {
-        if (spec->buckets == NULL || spec->nbuckets == 0 || spec->nbuckets > HR_METRICS_MAX_BUCKETS) {
-            snprintf(errstr, errlen, "metric %s: 1..%d buckets needed", name, HR_METRICS_MAX_BUCKETS);
+        if (spec->buckets == NULL || spec->nbuckets == 0 ||
+            spec->nbuckets > HR_METRICS_MAX_BUCKETS) {
+            snprintf(errstr, errlen, "metric %s: 1..%d buckets needed", name,
+                     HR_METRICS_MAX_BUCKETS);
             goto fail;
         }
         for (size_t i = 0; i < spec->nbuckets; i++) {
-            if (!isfinite(spec->buckets[i]) || (i > 0 && spec->buckets[i] <= spec->buckets[i - 1])) {
+            if (!isfinite(spec->buckets[i]) ||
+                (i > 0 && spec->buckets[i] <= spec->buckets[i - 1])) {
                 snprintf(errstr, errlen, "metric %s: buckets must be finite and increasing", name);
                 goto fail;
             }
@@ -430,7 +434,8 @@ fail:
 }
 
 /* Appends FAM to REG; under reg->mu. */
-static int hr_metrics_add_family(hr_metrics *reg, hr_metrics_family *fam, char *errstr, size_t errlen)
+static int hr_metrics_add_family(hr_metrics *reg, hr_metrics_family *fam, char *errstr,
+                                 size_t errlen)
 {
     for (size_t i = 0; i < reg->fams.n; i++) {
         if (strcmp(reg->fams.v[i]->name, fam->name) == 0) {
@@ -450,13 +455,14 @@ static int hr_metrics_add_family(hr_metrics *reg, hr_metrics_family *fam, char *
     return 0;
 }
 
-int hr_metrics_register(hr_metrics *reg, const hr_metrics_spec *specs, size_t nspecs,
-                        char *errstr, size_t errlen)
+int hr_metrics_register(hr_metrics *reg, const hr_metrics_spec *specs, size_t nspecs, char *errstr,
+                        size_t errlen)
 {
     int rc = 0;
     pthread_mutex_lock(&reg->mu);
     for (size_t i = 0; i < nspecs; i++) {
-        hr_metrics_family *fam = hr_metrics_family_new(&specs[i], reg->max_children, errstr, errlen);
+        hr_metrics_family *fam =
+            hr_metrics_family_new(&specs[i], reg->max_children, errstr, errlen);
         if (fam == NULL || hr_metrics_add_family(reg, fam, errstr, errlen) != 0) {
             hr_metrics_family_free(fam);
             rc = -1;
@@ -573,7 +579,7 @@ static void hr_metrics_put_series(hr_metrics_out *o, const hr_metrics_family *fa
         const char *value = child->key;
         hr_metrics_puts(o, "{");
         for (size_t i = 0; i < fam->nlabels; i++) {
-            hr_metrics_puts(o, i > 0 ? ",": "");
+            hr_metrics_puts(o, i > 0 ? "," : "");
             hr_metrics_puts(o, fam->labels[i]);
             hr_metrics_puts(o, "=\"");
             hr_metrics_put_escaped(o, value, true);

@@ -57,9 +57,9 @@ typedef struct hr_metrics_spec {
     const char *name;        /* [a-zA-Z_:][a-zA-Z0-9_:]* */
     const char *help;
     hr_metrics_type type;
-    const char *labels;      /* comma-separated label names, "" or NULL for none */
-    const double *buckets;   /* histograms: strictly increasing finite upper bounds */
-    size_t nbuckets;         /* 1..HR_METRICS_MAX_BUCKETS; +Inf is implied */
+    const char *labels;    /* comma-separated label names, "" or NULL for none */
+    const double *buckets; /* histograms: strictly increasing finite upper bounds */
+    size_t nbuckets;       /* 1..HR_METRICS_MAX_BUCKETS; +Inf is implied */
 } hr_metrics_spec;
 
 /* MAX_CHILDREN per family (0 = HR_METRICS_DEFAULT_MAX_CHILDREN).  NULL when
@@ -71,8 +71,8 @@ void hr_metrics_free(hr_metrics *reg);
  * duplicate names refused).  On error nothing of the failing row is kept and
  * the rows before it stay registered.  A family without labels gets its one
  * child at once, so it renders as 0 before any update. */
-int hr_metrics_register(hr_metrics *reg, const hr_metrics_spec *specs, size_t nspecs,
-                        char *errstr, size_t errlen);
+int hr_metrics_register(hr_metrics *reg, const hr_metrics_spec *specs, size_t nspecs, char *errstr,
+                        size_t errlen);
 
 /* The child for the label values (as many as the family has label names;
  * none for a family without labels: hr_metrics_labels(fam, NULL)).  Never
@@ -85,11 +85,11 @@ hr_metrics_child *hr_metrics_labelv(hr_metrics_family *fam, const char *const *v
                                     size_t nvalues);
 
 /* Lock-free updates; every one accepts NULL (no-op). */
-void hr_metrics_inc(hr_metrics_child *child);                  /* counter, gauge */
-void hr_metrics_add(hr_metrics_child *child, uint64_t n);      /* counter, gauge */
-void hr_metrics_dec(hr_metrics_child *child);                  /* gauge */
-void hr_metrics_set(hr_metrics_child *child, double v);        /* gauge */
-void hr_metrics_observe(hr_metrics_child *child, double v);    /* histogram */
+void hr_metrics_inc(hr_metrics_child *child);               /* counter, gauge */
+void hr_metrics_add(hr_metrics_child *child, uint64_t n);   /* counter, gauge */
+void hr_metrics_dec(hr_metrics_child *child);               /* gauge */
+void hr_metrics_set(hr_metrics_child *child, double v);     /* gauge */
+void hr_metrics_observe(hr_metrics_child *child, double v); /* histogram */
 
 /* The current value of a counter or gauge (for tests and callers that
  * report it elsewhere); NaN for a histogram or a callback child. */

@@ -52,10 +52,10 @@ struct hr_mysql {
     char *host, *user, *password, *database;
     unsigned port;
     unsigned connect_timeout_s;
-    bool in_txn;  /* between hr_mysql_begin and commit/rollback */
-    bool locked;  /* holds the migration lock */
+    bool in_txn; /* between hr_mysql_begin and commit/rollback */
+    bool locked; /* holds the migration lock */
     uint64_t tick;
-    HR_VEC(MYSQL_BIND) binds;  /* parameter bindings, reused */
+    HR_VEC(MYSQL_BIND) binds;   /* parameter bindings, reused */
     HR_VEC(unsigned long) lens; /* their lengths */
     hr_mysql_cached cache[HR_MYSQL_STMT_CACHE];
     size_t ncache;
@@ -322,8 +322,10 @@ static char *hr_mysql_cell_dup(MYSQL_STMT *stmt, unsigned col, const char *buf, 
         memcpy(cell, buf, len);
     } else {
         unsigned long got = 0;
-        MYSQL_BIND b = {.buffer_type = MYSQL_TYPE_STRING, .buffer = cell,
-                        .buffer_length = len + 1, .length = &got};
+        MYSQL_BIND b = {.buffer_type = MYSQL_TYPE_STRING,
+                        .buffer = cell,
+                        .buffer_length = len + 1,
+                        .length = &got};
         if (mysql_stmt_fetch_column(stmt, &b, col, 0) != 0 || got != len) {
             free(cell);
             return NULL;
@@ -467,9 +469,9 @@ static int hr_mysql_stmt_once(hr_mysql *m, const char *sql, const hr_mysql_param
     return 0;
 }
 
-static int hr_mysql_stmt(hr_mysql *m, const char *sql, const hr_mysql_param *params,
-                         size_t nparams, hr_mysql_rows **rows, uint64_t *affected,
-                         uint64_t *insert_id, unsigned *errno_out, char *errstr, size_t errlen)
+static int hr_mysql_stmt(hr_mysql *m, const char *sql, const hr_mysql_param *params, size_t nparams,
+                         hr_mysql_rows **rows, uint64_t *affected, uint64_t *insert_id,
+                         unsigned *errno_out, char *errstr, size_t errlen)
 {
     unsigned err = 0;
     int rc = hr_mysql_stmt_once(m, sql, params, nparams, rows, affected, insert_id, &err, errstr,
@@ -528,8 +530,8 @@ const char *hr_mysql_cell(const hr_mysql_rows *rows, size_t row, size_t col)
 
 /* One attempt at a text-protocol script.  *NTH gets the 1-based number of
  * the statement that failed. */
-static int hr_mysql_script_once(hr_mysql *m, const char *sql, unsigned *err, int *nth,
-                                char *errstr, size_t errlen)
+static int hr_mysql_script_once(hr_mysql *m, const char *sql, unsigned *err, int *nth, char *errstr,
+                                size_t errlen)
 {
     int status = mysql_real_query(m->conn, sql, strlen(sql));
 
@@ -669,12 +671,12 @@ int hr_mysql_migrate(hr_mysql *m, const hr_embedded *files, size_t nfiles, int *
             hr_mysql_seterr(errstr, errlen, "migration %s: %s", files[i].name, err);
             goto out;
         }
-        if (hr_mysql_exec(m,
-                          "INSERT INTO schema_migrations (version, name, applied_at)"
-                          " VALUES (?, ?, UTC_TIMESTAMP(3))",
-                          (hr_mysql_param[]){HR_P_I64(version),
-                                             HR_P_STRN(files[i].name, (size_t)namelen)},
-                          2, NULL, NULL, NULL, err, sizeof err) != 0) {
+        if (hr_mysql_exec(
+                m,
+                "INSERT INTO schema_migrations (version, name, applied_at)"
+                " VALUES (?, ?, UTC_TIMESTAMP(3))",
+                (hr_mysql_param[]){HR_P_I64(version), HR_P_STRN(files[i].name, (size_t)namelen)}, 2,
+                NULL, NULL, NULL, err, sizeof err) != 0) {
             hr_mysql_seterr(errstr, errlen, "migration %s ran but was not recorded: %s",
                             files[i].name, err);
             goto out;

@@ -18,7 +18,12 @@
 
 typedef struct hr_mysql hr_mysql;
 
-typedef enum hr_mysql_type { HR_MYSQL_NULL, HR_MYSQL_I64, HR_MYSQL_STR, HR_MYSQL_DOUBLE } hr_mysql_type;
+typedef enum hr_mysql_type {
+    HR_MYSQL_NULL,
+    HR_MYSQL_I64,
+    HR_MYSQL_STR,
+    HR_MYSQL_DOUBLE
+} hr_mysql_type;
 
 typedef struct hr_mysql_param {
     hr_mysql_type type;
@@ -36,8 +41,8 @@ typedef struct hr_mysql_param {
 /* A fully fetched result: nrows x ncols cells, row-major. */
 typedef struct hr_mysql_rows {
     size_t nrows, ncols;
-    char **cells;   /* NULL pointer = SQL NULL */
-    char **names;   /* column names */
+    char **cells; /* NULL pointer = SQL NULL */
+    char **names; /* column names */
 } hr_mysql_rows;
 
 int hr_mysql_connect(const hr_config *cfg, hr_mysql **out, char *errstr, size_t errlen);

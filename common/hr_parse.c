@@ -64,8 +64,7 @@ static bool hr_parse_ymd(const char *s, int64_t *days)
     if (!hr_parse_digits(s, 4, &y) || s[4] != '-' || !hr_parse_digits(s + 5, 2, &m) ||
         s[7] != '-' || !hr_parse_digits(s + 8, 2, &d))
         return false;
-    if (y < 1970 || m < 1 || m > 12 || d < 1 ||
-        d > mdays[m - 1] + (m == 2 && hr_parse_leap(y)))
+    if (y < 1970 || m < 1 || m > 12 || d < 1 || d > mdays[m - 1] + (m == 2 && hr_parse_leap(y)))
         return false;
     *days = hr_parse_days(y, m, d);
     return true;
@@ -106,14 +105,15 @@ bad:
     return -1;
 }
 
-int hr_parse_date(const char *what, const char *s, int64_t *day_ms, char *errstr,
-                  size_t errlen)
+int hr_parse_date(const char *what, const char *s, int64_t *day_ms, char *errstr, size_t errlen)
 {
     int64_t days;
 
     if (s == NULL || strnlen(s, 11) != 10 || !hr_parse_ymd(s, &days)) {
-        snprintf(errstr, errlen, "%s: \"%.40s\" is not a real date of 1970..9999 as "
-                 "YYYY-MM-DD", what, s != NULL ? s : "");
+        snprintf(errstr, errlen,
+                 "%s: \"%.40s\" is not a real date of 1970..9999 as "
+                 "YYYY-MM-DD",
+                 what, s != NULL ? s : "");
         return -1;
     }
     *day_ms = days * 86400000;
@@ -143,8 +143,8 @@ int hr_parse_name(const char *what, const char *s, size_t max, char *errstr, siz
     size_t n = s != NULL ? strlen(s) : 0;
 
     if (n == 0 || n > max || !hr_utf8_valid(s, n)) {
-        snprintf(errstr, errlen, "%s must be a non-empty UTF-8 string of at most %zu bytes",
-                 what, max);
+        snprintf(errstr, errlen, "%s must be a non-empty UTF-8 string of at most %zu bytes", what,
+                 max);
         return -1;
     }
     return 0;

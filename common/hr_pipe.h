@@ -27,32 +27,32 @@ typedef struct hr_pipe hr_pipe;
 /* A pipeline on R (not owned).  NULL when out of memory. */
 hr_pipe *hr_pipe_new(hr_redis *r);
 /* Frees queued commands and unclaimed replies; NULL is fine. */
-void hr_pipe_free(hr_pipe *p);
-/* Empties P for the next batch (replies not taken are freed). */
-void hr_pipe_reset(hr_pipe *p);
+void hr_pipe_free(hr_pipe *pipe);
+/* Empties PIPE for the next batch (replies not taken are freed). */
+void hr_pipe_reset(hr_pipe *pipe);
 
 /* Queues one command (argv form; ARGVLEN may be NULL for C strings).  The
  * arguments are copied.  0, or -1 when out of memory. */
-int hr_pipe_cmd(hr_pipe *p, int argc, const char **argv, const size_t *argvlen);
+int hr_pipe_cmd(hr_pipe *pipe, int argc, const char **argv, const size_t *argvlen);
 /* Queues EVALSHA of script ID with NKEYS keys then the other arguments. */
-int hr_pipe_eval(hr_pipe *p, hr_lua_id id, int nkeys, int argc, const char **argv,
+int hr_pipe_eval(hr_pipe *pipe, hr_lua_id id, int nkeys, int argc, const char **argv,
                  const size_t *argvlen);
 /* Commands queued since the last reset. */
-size_t hr_pipe_count(const hr_pipe *p);
+size_t hr_pipe_count(const hr_pipe *pipe);
 
 /* Writes every command queued and not sent yet.  0, or -1 with ERRSTR
  * (the unsent commands then answer that error). */
-int hr_pipe_send(hr_pipe *p, char *errstr, size_t errlen);
+int hr_pipe_send(hr_pipe *pipe, char *errstr, size_t errlen);
 /* Reads the replies of the commands sent, replaying NOSCRIPT once.  0 when
  * every command has a reply (which may be an error reply), -1 with ERRSTR
  * when the connection failed. */
-int hr_pipe_recv(hr_pipe *p, char *errstr, size_t errlen);
+int hr_pipe_recv(hr_pipe *pipe, char *errstr, size_t errlen);
 /* hr_pipe_send() then hr_pipe_recv(). */
-int hr_pipe_exec(hr_pipe *p, char *errstr, size_t errlen);
+int hr_pipe_exec(hr_pipe *pipe, char *errstr, size_t errlen);
 
 /* The reply of queued command I (0-based), handed over (free it with
  * freeReplyObject); NULL with ERRSTR for an error reply, a command that
  * has no reply (connection failed, not sent) or one already taken. */
-redisReply *hr_pipe_reply(hr_pipe *p, size_t i, char *errstr, size_t errlen);
+redisReply *hr_pipe_reply(hr_pipe *pipe, size_t i, char *errstr, size_t errlen);
 
 #endif

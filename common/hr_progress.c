@@ -4,9 +4,12 @@
 #include <stddef.h>
 
 static const char *const hr_progress_names[HR__OUTCOMES] = {
-    [HR_OUTCOME_SENT] = "sent",           [HR_OUTCOME_FAILED] = "failed",
-    [HR_OUTCOME_THROTTLED] = "throttled", [HR_OUTCOME_PULLED] = "pulled",
-    [HR_OUTCOME_CANCELLED] = "cancelled", [HR_OUTCOME_UNREGISTERED] = "unregistered",
+    [HR_OUTCOME_SENT] = "sent",
+    [HR_OUTCOME_FAILED] = "failed",
+    [HR_OUTCOME_THROTTLED] = "throttled",
+    [HR_OUTCOME_PULLED] = "pulled",
+    [HR_OUTCOME_CANCELLED] = "cancelled",
+    [HR_OUTCOME_UNREGISTERED] = "unregistered",
     [HR_OUTCOME_UNACCOUNTED] = "unaccounted",
 };
 
@@ -35,8 +38,8 @@ void hr_progress_compute(const hr_progress_in *in, hr_progress *out)
         /* Without the subscriptions: every recipient is chunked, still in
          * subs or was pulled from subs (a cancel of subs is then unknown,
          * hence the max with what is settled). */
-        total = (in->published > 0 ? in->published : 0) +
-                (in->subs_left > 0 ? in->subs_left : 0) + out->outcome[HR_OUTCOME_PULLED];
+        total = (in->published > 0 ? in->published : 0) + (in->subs_left > 0 ? in->subs_left : 0) +
+                out->outcome[HR_OUTCOME_PULLED];
     }
     out->over = in->subscriptions >= 0 && settled > total ? settled - total : 0;
     if (settled > total)

@@ -54,8 +54,8 @@ typedef struct hr_progress_in {
 typedef struct hr_progress {
     int64_t outcome[HR__OUTCOMES]; /* the inputs plus unaccounted */
     int64_t done, total;
-    int64_t over;  /* settled beyond the known subscriptions: counted twice (0 normally) */
-    double ratio;  /* [0, 1] */
+    int64_t over; /* settled beyond the known subscriptions: counted twice (0 normally) */
+    double ratio; /* [0, 1] */
 } hr_progress;
 
 /* The counter a report should show: the larger of MySQL's (MYSQL) and the

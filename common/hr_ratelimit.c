@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <time.h>
 
-int hr_ratelimit_take(hr_redis *r, const char *scope, int64_t limit, int64_t want,
-                      int64_t *granted, int64_t *wait_ms, char *errstr, size_t errlen)
+int hr_ratelimit_take(hr_redis *r, const char *scope, int64_t limit, int64_t want, int64_t *granted,
+                      int64_t *wait_ms, char *errstr, size_t errlen)
 {
     struct timespec now;
     char key[512], limit_s[24], want_s[24];
@@ -24,8 +24,7 @@ int hr_ratelimit_take(hr_redis *r, const char *scope, int64_t limit, int64_t wan
     }
     clock_gettime(CLOCK_REALTIME, &now);
     now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-    if (hr_key_ratelimit(hr_redis_prefix(r), key, sizeof key, scope, (int64_t)now.tv_sec) ==
-        NULL) {
+    if (hr_key_ratelimit(hr_redis_prefix(r), key, sizeof key, scope, (int64_t)now.tv_sec) == NULL) {
         snprintf(errstr, errlen, "rate limit scope \"%.32s\" too long", scope);
         return -1;
     }

@@ -17,7 +17,7 @@
 /* Asks for WANT units of SCOPE's budget LIMIT (>0) in the current second.
  * *GRANTED gets 0..WANT; when it is less than WANT, *WAIT_MS gets the time
  * to the next second.  Returns 0, or -1 on a Redis error. */
-int hr_ratelimit_take(hr_redis *r, const char *scope, int64_t limit, int64_t want,
-                      int64_t *granted, int64_t *wait_ms, char *errstr, size_t errlen);
+int hr_ratelimit_take(hr_redis *r, const char *scope, int64_t limit, int64_t want, int64_t *granted,
+                      int64_t *wait_ms, char *errstr, size_t errlen);
 
 #endif

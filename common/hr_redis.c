@@ -31,7 +31,7 @@ struct hr_redis {
     redisContext *c;
     char *host;
     int port;
-    char *password;  /* "" = no AUTH */
+    char *password; /* "" = no AUTH */
     int db;
     int timeout_ms;
     char *prefix;
@@ -162,8 +162,8 @@ static int hr_redis_reconnect(hr_redis *r, char *errstr, size_t errlen)
     int len;
 
     if (now < r->retry_at_ms) {
-        snprintf(errstr, errlen, "redis %s:%d down (retrying in %" PRId64 " ms)", r->host,
-                 r->port, r->retry_at_ms - now);
+        snprintf(errstr, errlen, "redis %s:%d down (retrying in %" PRId64 " ms)", r->host, r->port,
+                 r->retry_at_ms - now);
         return -1;
     }
     redisFree(r->c);
@@ -279,25 +279,6 @@ redisContext *hr_redis_context(hr_redis *r)
     return r->c;
 }
 
-char *hr_redis_key(const hr_redis *r, char *buf, size_t len, const char *fmt, ...)
-{
-    va_list ap;
-    int n = snprintf(buf, len, "%s", r->prefix);
-
-    if (n >= 0 && (size_t)n < len) {
-        va_start(ap, fmt);
-        vsnprintf(buf + n, len - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
-    return buf;
-}
-
-char *hr_redis_task_key(const hr_redis *r, char *buf, size_t len, int64_t task, const char *suffix)
-{
-    snprintf(buf, len, "%s{t%" PRId64 "}:%s", r->prefix, task, suffix);
-    return buf;
-}
-
 const char *hr_redis_prefix(const hr_redis *r)
 {
     return r->prefix;
@@ -329,8 +310,8 @@ redisReply *hr_redis_cmdf(hr_redis *r, char *errstr, size_t errlen, const char *
     return hr_redis_check(reply, errstr, errlen);
 }
 
-int hr_redis_evalsha_format(const hr_redis *r, hr_lua_id id, int nkeys, int argc,
-                            const char **argv, const size_t *argvlen, char **out)
+int hr_redis_evalsha_format(const hr_redis *r, hr_lua_id id, int nkeys, int argc, const char **argv,
+                            const size_t *argvlen, char **out)
 {
     size_t n = (size_t)argc + 3;
     void *block = malloc(n * (sizeof(const char *) + sizeof(size_t)));
@@ -379,47 +360,6 @@ redisReply *hr_redis_eval(hr_redis *r, hr_lua_id id, int nkeys, int argc, const 
     }
     redisFreeCommand(cmd);
     return hr_redis_check(reply, errstr, errlen);
-}
-
-int hr_redis_pipe_eval(hr_redis *r, hr_lua_id id, int nkeys, int argc, const char **argv,
-                       const size_t *argvlen)
-{
-    char *cmd = NULL;
-    char errstr[256];
-    int len = hr_redis_evalsha_format(r, id, nkeys, argc, argv, argvlen, &cmd);
-    int rc = -1;
-
-    if (len >= 0 && hr_redis_ready(r, errstr, sizeof errstr) == 0)
-        rc = redisAppendFormattedCommand(r->c, cmd, (size_t)len) == REDIS_OK ? 0 : -1;
-    redisFreeCommand(cmd);
-    return rc;
-}
-
-int hr_redis_pipe_cmd(hr_redis *r, int argc, const char **argv, const size_t *argvlen)
-{
-    char errstr[256];
-
-    if (hr_redis_ready(r, errstr, sizeof errstr) != 0)
-        return -1;
-    return redisAppendCommandArgv(r->c, argc, argv, argvlen) == REDIS_OK ? 0 : -1;
-}
-
-redisReply *hr_redis_pipe_reply(hr_redis *r, char *errstr, size_t errlen)
-{
-    void *reply = NULL;
-
-    if (r->c == NULL || r->c->err || redisGetReply(r->c, &reply) != REDIS_OK) {
-        hr_redis_ctx_error(r, errstr, errlen);
-        return NULL;
-    }
-    return hr_redis_check(reply, errstr, errlen);
-}
-
-int hr_redis_reload_scripts(hr_redis *r, char *errstr, size_t errlen)
-{
-    if (hr_redis_ready(r, errstr, errlen) != 0)
-        return -1;
-    return hr_redis_load_all(r, errstr, errlen);
 }
 
 int hr_redis_ready(hr_redis *r, char *errstr, size_t errlen)

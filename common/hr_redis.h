@@ -28,31 +28,21 @@
 
 typedef struct hr_redis hr_redis;
 
-/* The worker's chunk cancel is cancel_set.lua since the two cancel scripts
- * became one; the old name stays until the worker uses the new one. */
-#define HR_LUA_CHUNK_CANCEL HR_LUA_CANCEL_SET
-
 /* Connects (AUTH and SELECT as configured) and loads every script. */
 int hr_redis_connect(const hr_config *cfg, hr_redis **out, char *errstr, size_t errlen);
 void hr_redis_free(hr_redis *r);
 
-/* The live context, for pipelining with redisAppendCommandArgv and
- * redisGetReply.  May change after any hr_redis_* call that reconnected. */
+/* The live context (for a caller's own hiredis calls, e.g. redisvCommand).
+ * May change after any hr_redis_* call that reconnected. */
 redisContext *hr_redis_context(hr_redis *r);
-
-/* Writes prefix + formatted suffix into BUF; returns BUF.  Older than
- * hr_keys, kept until the daemons name their keys with it. */
-char *hr_redis_key(const hr_redis *r, char *buf, size_t len, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-/* "herald:{t42}:" + SUFFIX, e.g. hr_redis_task_key(r, b, sizeof b, 42, "subs"). */
-char *hr_redis_task_key(const hr_redis *r, char *buf, size_t len, int64_t task, const char *suffix);
+/* The configured key prefix, for the hr_keys builders. */
 const char *hr_redis_prefix(const hr_redis *r);
 
 /* One command (argv form).  Returns the reply (caller frees with
  * freeReplyObject) or NULL with ERRSTR set; a Redis error reply is returned
  * as NULL with its text in ERRSTR. */
-redisReply *hr_redis_cmd(hr_redis *r, char *errstr, size_t errlen, int argc,
-                         const char **argv, const size_t *argvlen);
+redisReply *hr_redis_cmd(hr_redis *r, char *errstr, size_t errlen, int argc, const char **argv,
+                         const size_t *argvlen);
 /* The same with a hiredis format string. */
 redisReply *hr_redis_cmdf(hr_redis *r, char *errstr, size_t errlen, const char *fmt, ...);
 
@@ -61,23 +51,14 @@ redisReply *hr_redis_cmdf(hr_redis *r, char *errstr, size_t errlen, const char *
 redisReply *hr_redis_eval(hr_redis *r, hr_lua_id id, int nkeys, int argc, const char **argv,
                           const size_t *argvlen, char *errstr, size_t errlen);
 
-/* Pipelines: prefer hr_pipe (hr_pipe.h), which replays NOSCRIPT itself.
- * These append on the live context now; hr_redis_pipe_reply() reads the
- * replies later, in order, a NOSCRIPT reply as an error that
- * hr_redis_reload_scripts() repairs.  Kept until the daemons use hr_pipe. */
-int hr_redis_pipe_eval(hr_redis *r, hr_lua_id id, int nkeys, int argc, const char **argv,
-                       const size_t *argvlen);
-int hr_redis_pipe_cmd(hr_redis *r, int argc, const char **argv, const size_t *argvlen);
-redisReply *hr_redis_pipe_reply(hr_redis *r, char *errstr, size_t errlen);
-int hr_redis_reload_scripts(hr_redis *r, char *errstr, size_t errlen);
-
-/* For hr_pipe, which shares this connection's internals. */
+/* Pipelines are hr_pipe (hr_pipe.h), which shares this connection's
+ * internals through the calls below and replays NOSCRIPT itself. */
 /* Reconnects when the context is dead.  0 or -1. */
 int hr_redis_ready(hr_redis *r, char *errstr, size_t errlen);
 /* "EVALSHA <sha> <nkeys> argv..." formatted into *OUT (free with
  * redisFreeCommand); its length, or -1 when out of memory. */
-int hr_redis_evalsha_format(const hr_redis *r, hr_lua_id id, int nkeys, int argc,
-                            const char **argv, const size_t *argvlen, char **out);
+int hr_redis_evalsha_format(const hr_redis *r, hr_lua_id id, int nkeys, int argc, const char **argv,
+                            const size_t *argvlen, char **out);
 /* Loads script ID with SCRIPT LOAD on the current context. */
 int hr_redis_load_script(hr_redis *r, hr_lua_id id, char *errstr, size_t errlen);
 /* A NOSCRIPT error reply: Redis lost the script cache (restart, SCRIPT FLUSH). */

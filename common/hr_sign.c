@@ -27,8 +27,8 @@ int hr_sign_secret_parse(const char *text, hr_sign_secret *out, char *errstr, si
         snprintf(errstr, errlen, "webhook secret must start with \"" HR_SIGN_PREFIX "\"");
         return -1;
     }
-    if (hr_base64_decode(text + plen, strlen(text + plen), HR_BASE64_STD, out->key,
-                         sizeof out->key, &n) != 0) {
+    if (hr_base64_decode(text + plen, strlen(text + plen), HR_BASE64_STD, out->key, sizeof out->key,
+                         &n) != 0) {
         snprintf(errstr, errlen, "webhook secret: not base64 of at most %d bytes",
                  HR_SIGN_SECRET_MAX);
         return -1;
@@ -74,8 +74,8 @@ static int hr_sign_mac(EVP_MAC *mac, const hr_sign_secret *s, const char *id, co
 }
 
 int hr_sign_append(const hr_sign_secret *secrets, size_t nsecrets, const char *id,
-                   int64_t timestamp, const char *body, size_t body_len, hr_buf *out,
-                   char *errstr, size_t errlen)
+                   int64_t timestamp, const char *body, size_t body_len, hr_buf *out, char *errstr,
+                   size_t errlen)
 {
     EVP_MAC *mac = NULL;
     unsigned char digest[HR_SIGN_MAC_LEN];

@@ -33,7 +33,7 @@ int hr_sign_secret_parse(const char *text, hr_sign_secret *out, char *errstr, si
  * 1..256 bytes without '.', CR or LF (it is a header value and the field
  * separator).  0, or -1 with ERRSTR (OUT then unchanged). */
 int hr_sign_append(const hr_sign_secret *secrets, size_t nsecrets, const char *id,
-                   int64_t timestamp, const char *body, size_t body_len, hr_buf *out,
-                   char *errstr, size_t errlen);
+                   int64_t timestamp, const char *body, size_t body_len, hr_buf *out, char *errstr,
+                   size_t errlen);
 
 #endif

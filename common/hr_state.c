@@ -9,9 +9,9 @@
 #include <string.h>
 
 static const char *const hr_state_names[HR_STATE__COUNT] = {
-    [HR_STATE_SCHEDULED] = "scheduled", [HR_STATE_DISPATCHING] = "dispatching",
+    [HR_STATE_SCHEDULED] = "scheduled",   [HR_STATE_DISPATCHING] = "dispatching",
     [HR_STATE_DISPATCHED] = "dispatched", [HR_STATE_DONE] = "done",
-    [HR_STATE_PAUSED] = "paused",       [HR_STATE_CANCELLED] = "cancelled",
+    [HR_STATE_PAUSED] = "paused",         [HR_STATE_CANCELLED] = "cancelled",
     [HR_STATE_FAILED] = "failed",
 };
 
@@ -47,18 +47,6 @@ bool hr_state_final(hr_task_state s)
     return s == HR_STATE_DONE || s == HR_STATE_FAILED || s == HR_STATE_CANCELLED;
 }
 
-bool hr_state_is(const char *name, hr_task_state s)
-{
-    return name != NULL && strcmp(name, hr_state_name(s)) == 0;
-}
-
-bool hr_state_name_final(const char *name)
-{
-    hr_task_state s;
-
-    return hr_state_parse(name, &s) == 0 && hr_state_final(s);
-}
-
 const char *hr_control_name(hr_control control)
 {
     return (unsigned)control < HR_CONTROL__COUNT ? hr_control_names[control] : "?";
@@ -87,8 +75,7 @@ static int hr_state_move(hr_mysql *m, const char *sql, const hr_mysql_param *p, 
 }
 
 /* A transition whose only parameter is the task id. */
-static int hr_state_move_id(hr_mysql *m, const char *sql, int64_t id, char *errstr,
-                            size_t errlen)
+static int hr_state_move_id(hr_mysql *m, const char *sql, int64_t id, char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(id)};
 
@@ -107,11 +94,11 @@ int hr_state_control(hr_mysql *m, int64_t id, hr_control control, char *errstr, 
                : 0;
 }
 
-int hr_state_claim(hr_mysql *m, int64_t id, const char *owner, int64_t lease_s,
-                   int64_t due_by_ms, char *errstr, size_t errlen)
+int hr_state_claim(hr_mysql *m, int64_t id, const char *owner, int64_t lease_s, int64_t due_by_ms,
+                   char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_STR(owner), HR_P_I64(lease_s), HR_P_I64(id),
-                                HR_P_STR(owner), HR_P_I64(due_by_ms)};
+    const hr_mysql_param p[] = {HR_P_STR(owner), HR_P_I64(lease_s), HR_P_I64(id), HR_P_STR(owner),
+                                HR_P_I64(due_by_ms)};
     unsigned errnum = 0;
     int rc;
 
@@ -131,8 +118,7 @@ int hr_state_claim(hr_mysql *m, int64_t id, const char *owner, int64_t lease_s,
     return rc < 0 && errnum == HR_MYSQL_ER_LOCK_WAIT_TIMEOUT ? HR_STATE_BUSY : rc;
 }
 
-int hr_state_dispatched(hr_mysql *m, int64_t id, const char *owner, char *errstr,
-                        size_t errlen)
+int hr_state_dispatched(hr_mysql *m, int64_t id, const char *owner, char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(id), HR_P_STR(owner)};
 
@@ -153,14 +139,21 @@ int hr_state_redispatch(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
                             id, errstr, errlen);
 }
 
-int hr_state_finish(hr_mysql *m, int64_t id, const hr_outcomes *stats, int64_t subs,
-                    char *errstr, size_t errlen)
+int hr_state_finish(hr_mysql *m, int64_t id, const hr_outcomes *stats, int64_t subs, char *errstr,
+                    size_t errlen)
 {
-    const hr_mysql_param p[] = {
-        HR_P_I64(stats->sent),   HR_P_I64(stats->failed),    HR_P_I64(stats->throttled),
-        HR_P_I64(stats->pulled), HR_P_I64(stats->cancelled), HR_P_I64(stats->retried),
-        HR_P_I64(stats->unregistered), HR_P_I64(subs),       HR_P_I64(subs),
-        HR_P_I64(subs),          HR_P_I64(id),               HR_P_I64(id)};
+    const hr_mysql_param p[] = {HR_P_I64(stats->sent),
+                                HR_P_I64(stats->failed),
+                                HR_P_I64(stats->throttled),
+                                HR_P_I64(stats->pulled),
+                                HR_P_I64(stats->cancelled),
+                                HR_P_I64(stats->retried),
+                                HR_P_I64(stats->unregistered),
+                                HR_P_I64(subs),
+                                HR_P_I64(subs),
+                                HR_P_I64(subs),
+                                HR_P_I64(id),
+                                HR_P_I64(id)};
 
     /* MariaDB assigns left to right, so unaccounted sees the raised
      * counters and state sees unaccounted.  total (recipients published in
@@ -187,8 +180,8 @@ int hr_state_finish(hr_mysql *m, int64_t id, const hr_outcomes *stats, int64_t s
                          p, 12, NULL, errstr, errlen);
 }
 
-int hr_state_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *reason,
-                  char *errstr, size_t errlen)
+int hr_state_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *reason, char *errstr,
+                  size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_STR(reason), HR_P_I64(id), HR_P_STR(hr_state_name(from))};
 

@@ -50,10 +50,6 @@ const char *hr_state_name(hr_task_state s);
 int hr_state_parse(const char *name, hr_task_state *out);
 /* done, failed, cancelled: nothing more happens to the task. */
 bool hr_state_final(hr_task_state s);
-/* NAME (a push_task.state as read, e.g. hr_task.state) is S. */
-bool hr_state_is(const char *name, hr_task_state s);
-/* NAME is a final state's. */
-bool hr_state_name_final(const char *name);
 
 /* "run", "pause", "cancel"; "?" for a value out of range. */
 const char *hr_control_name(hr_control control);
@@ -71,22 +67,21 @@ int hr_state_control(hr_mysql *m, int64_t id, hr_control control, char *errstr, 
  * committed before its reply was lost) -> dispatching, owned by OWNER with
  * a lease of LEASE_S seconds, when control is run and due_at <= DUE_BY_MS.
  * Waits at most a second for the row lock: HR_STATE_BUSY. */
-int hr_state_claim(hr_mysql *m, int64_t id, const char *owner, int64_t lease_s,
-                   int64_t due_by_ms, char *errstr, size_t errlen);
+int hr_state_claim(hr_mysql *m, int64_t id, const char *owner, int64_t lease_s, int64_t due_by_ms,
+                   char *errstr, size_t errlen);
 /* dispatching (owned by OWNER) -> dispatched: every recipient chunked. */
-int hr_state_dispatched(hr_mysql *m, int64_t id, const char *owner, char *errstr,
-                        size_t errlen);
+int hr_state_dispatched(hr_mysql *m, int64_t id, const char *owner, char *errstr, size_t errlen);
 /* dispatched (control run) -> dispatching with no owner and an expired
  * lease, which a poller takes over: recipients came back to subs. */
 int hr_state_redispatch(hr_mysql *m, int64_t id, char *errstr, size_t errlen);
 /* dispatched -> done, or failed when the outcome counters, raised to
  * STATS, cover fewer than SUBS subscriptions (unaccounted and last_error
  * say so); hr_finish_task() is the caller. */
-int hr_state_finish(hr_mysql *m, int64_t id, const hr_outcomes *stats, int64_t subs,
-                    char *errstr, size_t errlen);
+int hr_state_finish(hr_mysql *m, int64_t id, const hr_outcomes *stats, int64_t subs, char *errstr,
+                    size_t errlen);
 /* FROM -> failed with REASON as last_error. */
-int hr_state_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *reason,
-                  char *errstr, size_t errlen);
+int hr_state_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *reason, char *errstr,
+                  size_t errlen);
 /* scheduled, dispatching or dispatched (control pause) -> paused. */
 int hr_state_pause(hr_mysql *m, int64_t id, char *errstr, size_t errlen);
 /* paused (control run) -> TO with no owner and an expired lease, so that a

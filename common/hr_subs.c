@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int hr_subs_lock(hr_redis *r, int64_t id, const char *token, int ms, char *errstr,
-                 size_t errlen)
+int hr_subs_lock(hr_redis *r, int64_t id, const char *token, int ms, char *errstr, size_t errlen)
 {
     char key[256];
     redisReply *reply;
@@ -72,12 +71,11 @@ typedef enum hr_subs_pages { HR_SUBS_ALL, HR_SUBS_UNDELIVERED, HR_SUBS_EPOCHS } 
 static const char *const hr_subs_sql[] = {
     [HR_SUBS_ALL] = "SELECT uid FROM push_subscription WHERE task_id = ? AND uid > ? "
                     "ORDER BY uid LIMIT ?",
-    [HR_SUBS_UNDELIVERED] =
-        "SELECT s.uid FROM push_subscription s WHERE s.task_id = ? "
-        "AND s.uid > ? AND NOT EXISTS (SELECT 1 FROM push_delivery d "
-        "WHERE d.task_id = s.task_id AND d.uid = s.uid AND d.status IN "
-        "('sent', 'failed', 'throttled', 'pulled', 'unregistered')) "
-        "ORDER BY s.uid LIMIT ?",
+    [HR_SUBS_UNDELIVERED] = "SELECT s.uid FROM push_subscription s WHERE s.task_id = ? "
+                            "AND s.uid > ? AND NOT EXISTS (SELECT 1 FROM push_delivery d "
+                            "WHERE d.task_id = s.task_id AND d.uid = s.uid AND d.status IN "
+                            "('sent', 'failed', 'throttled', 'pulled', 'unregistered')) "
+                            "ORDER BY s.uid LIMIT ?",
     /* The (task_id, epoch) index holds uid too (InnoDB appends the primary
      * key), so this is one range read in (epoch, uid) order. */
     [HR_SUBS_EPOCHS] = "SELECT uid, epoch FROM push_subscription WHERE task_id = ? "
@@ -137,8 +135,8 @@ static int hr_subs_fill(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refi
         last = strtoll(argv[2 + rows->nrows], NULL, 10);
         if (pages == HR_SUBS_EPOCHS)
             epoch = strtoll(hr_mysql_cell(rows, rows->nrows - 1, 1), NULL, 10);
-        reply = hr_redis_eval(r, HR_LUA_REFILL_ADD, 3, 3 + (int)rows->nrows, argv, NULL,
-                              errstr, errlen);
+        reply = hr_redis_eval(r, HR_LUA_REFILL_ADD, 3, 3 + (int)rows->nrows, argv, NULL, errstr,
+                              errlen);
         if (reply == NULL) {
             rc = -1;
             goto done;
@@ -190,8 +188,8 @@ int hr_subs_refill(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_op
     rc = hr_subs_lock(r, id, o->token, o->lock_ms, errstr, errlen);
     if (rc <= 0)
         return rc < 0 ? -1 : HR_SUBS_BUSY;
-    rc = hr_subs_fill(m, r, id, o, o->exclude_delivered ? HR_SUBS_UNDELIVERED : HR_SUBS_ALL, 0,
-                      0, &n_added, &n_seen, errstr, errlen);
+    rc = hr_subs_fill(m, r, id, o, o->exclude_delivered ? HR_SUBS_UNDELIVERED : HR_SUBS_ALL, 0, 0,
+                      &n_added, &n_seen, errstr, errlen);
     return hr_subs_end(r, id, o, rc, n_added, n_seen, added, seen);
 }
 
@@ -220,8 +218,8 @@ static int64_t hr_subs_synced(hr_redis *r, int64_t id, char *errstr, size_t errl
  * 0 (*UPTO set), 1 when CLAIMED is false but the task is no longer
  * scheduled (its owner's reconciliation does the rest), 2 when an open
  * transaction kept the task row locked for a second, or -1. */
-static int hr_subs_epoch_end(hr_mysql *m, int64_t id, bool claimed, int64_t *upto,
-                             char *errstr, size_t errlen)
+static int hr_subs_epoch_end(hr_mysql *m, int64_t id, bool claimed, int64_t *upto, char *errstr,
+                             size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(id)};
     hr_mysql_rows *rows = NULL;
@@ -255,8 +253,8 @@ static int hr_subs_epoch_end(hr_mysql *m, int64_t id, bool claimed, int64_t *upt
     return 0;
 }
 
-int hr_subs_sync(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts *o,
-                 bool claimed, int64_t *added, int64_t *seen, char *errstr, size_t errlen)
+int hr_subs_sync(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts *o, bool claimed,
+                 int64_t *added, int64_t *seen, char *errstr, size_t errlen)
 {
     char key[256], upto_s[24];
     int64_t from, upto = 0, n_added = 0, n_seen = 0;
@@ -276,17 +274,16 @@ int hr_subs_sync(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts
         rc = rc < 0 ? -1 : rc == 1 ? HR_SUBS_CLAIMED : HR_SUBS_BUSY;
         goto done;
     }
-    rc = hr_subs_fill(m, r, id, o, HR_SUBS_EPOCHS, from, upto, &n_added, &n_seen, errstr,
-                      errlen);
+    rc = hr_subs_fill(m, r, id, o, HR_SUBS_EPOCHS, from, upto, &n_added, &n_seen, errstr, errlen);
     if (rc != HR_SUBS_DONE)
         goto done;
     /* Nothing may be added after this but the set's own progress: the
      * synced mark, then (after the claim) seq, which makes every later
      * refill_add.lua refuse and lets the first chunk go. */
     snprintf(upto_s, sizeof upto_s, "%" PRId64, upto);
-    reply = hr_redis_cmdf(r, errstr, errlen, "SET %s %s",
-                          hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_SYNCED),
-                          upto_s);
+    reply =
+        hr_redis_cmdf(r, errstr, errlen, "SET %s %s",
+                      hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_SYNCED), upto_s);
     if (reply != NULL && claimed) {
         freeReplyObject(reply);
         reply = hr_redis_cmdf(r, errstr, errlen, "SET %s 0 NX",

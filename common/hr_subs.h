@@ -21,17 +21,16 @@
 /* Takes task ID's prepare lock for TOKEN for MS milliseconds.  A lock that
  * already holds TOKEN (a retried SET whose first reply was lost) counts as
  * taken.  1 = ours, 0 = another party holds it, -1 on a Redis error. */
-int hr_subs_lock(hr_redis *r, int64_t id, const char *token, int ms, char *errstr,
-                 size_t errlen);
+int hr_subs_lock(hr_redis *r, int64_t id, const char *token, int ms, char *errstr, size_t errlen);
 /* Releases the lock if TOKEN still holds it.  0 or -1. */
 int hr_subs_unlock(hr_redis *r, int64_t id, const char *token, char *errstr, size_t errlen);
 
 typedef struct hr_subs_refill_opts {
-    const char *token;        /* the prepare lock's owner */
-    int lock_ms;              /* its expiry, renewed every batch */
-    int batch;                /* uids per MySQL page and per refill_add.lua call */
-    bool exclude_delivered;   /* skip uids push_delivery shows settled (not cancelled) */
-    const atomic_bool *stop;  /* NULL, or stop between batches when it becomes true */
+    const char *token;       /* the prepare lock's owner */
+    int lock_ms;             /* its expiry, renewed every batch */
+    int batch;               /* uids per MySQL page and per refill_add.lua call */
+    bool exclude_delivered;  /* skip uids push_delivery shows settled (not cancelled) */
+    const atomic_bool *stop; /* NULL, or stop between batches when it becomes true */
 } hr_subs_refill_opts;
 
 typedef enum hr_subs_result {
@@ -61,8 +60,8 @@ int hr_subs_refill(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_op
  * claim and before the first chunk): reads everything up to the current
  * epoch, then creates seq (SET NX), after which nothing is added to the set
  * any more.  An hr_subs_result, or -1 (ERRSTR). */
-int hr_subs_sync(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts *o,
-                 bool claimed, int64_t *added, int64_t *seen, char *errstr, size_t errlen);
+int hr_subs_sync(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts *o, bool claimed,
+                 int64_t *added, int64_t *seen, char *errstr, size_t errlen);
 
 /* Drops the synced mark, so that the next sync reads every subscription
  * (the set was seen to hold fewer members than push_subscription rows). */

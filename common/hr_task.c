@@ -56,6 +56,9 @@ enum {
     COL_CANCELLED,
     COL_RETRIED,
     COL_UNREGISTERED,
+    COL_TTL,
+    COL_COLLAPSE_KEY,
+    COL_PRIORITY,
     COL__COUNT
 };
 
@@ -73,8 +76,8 @@ static int task_dup(const hr_mysql_rows *rows, size_t row, size_t col, char **ou
 
 /* Parses an integer cell.  A NULL cell gives -1 when NULLABLE, otherwise it
  * is an error like any text that is not an integer. */
-static int task_int(const hr_mysql_rows *rows, size_t row, size_t col, bool nullable,
-                    int64_t *out, char *errstr, size_t errlen)
+static int task_int(const hr_mysql_rows *rows, size_t row, size_t col, bool nullable, int64_t *out,
+                    char *errstr, size_t errlen)
 {
     const char *v = hr_mysql_cell(rows, row, col);
     char *end;
@@ -98,15 +101,32 @@ static int task_int(const hr_mysql_rows *rows, size_t row, size_t col, bool null
     return 0;
 }
 
-/* Where each column goes: a string field, or an integer field that may or
- * may not be NULL (a NULL time becomes -1). */
+/* Parses the state or control cell (COL_STATE or COL_CONTROL) into its
+ * enum; an unknown value (a schema newer than this binary) is an error. */
+static int task_enum(const hr_mysql_rows *rows, size_t row, size_t col, void *out, char *errstr,
+                     size_t errlen)
+{
+    const char *v = hr_mysql_cell(rows, row, col);
+    int rc = col == COL_STATE ? hr_state_parse(v, out) : hr_control_parse(v, out);
+
+    if (rc < 0)
+        snprintf(errstr, errlen, "column %zu (%s) has an unknown value \"%.20s\"", col + 1,
+                 col == COL_STATE ? "state" : "control", v != NULL ? v : "NULL");
+    return rc;
+}
+
+/* Where each column goes: a string field, an integer field that may or
+ * may not be NULL (a NULL time becomes -1), or the state / control enum. */
 typedef struct task_col {
     size_t col;
-    enum { TC_STR, TC_INT, TC_INT_NULL } kind;
+    enum { TC_STR, TC_INT, TC_INT_NULL, TC_ENUM, TC_PRIORITY } kind;
     size_t offset;
 } task_col;
 
-#define TC(c, k, f) {c, k, offsetof(hr_task, f)}
+#define TC(c, k, f)                \
+    {                              \
+        c, k, offsetof(hr_task, f) \
+    }
 static const task_col task_cols[] = {
     TC(COL_ID, TC_INT, id),
     TC(COL_NAME, TC_STR, name),
@@ -124,8 +144,8 @@ static const task_col task_cols[] = {
     TC(COL_THROTTLE_SCOPE, TC_STR, throttle_scope),
     TC(COL_THROTTLE_KEY, TC_STR, throttle_key),
     TC(COL_THROTTLE_MODE, TC_STR, throttle_mode),
-    TC(COL_CONTROL, TC_STR, control),
-    TC(COL_STATE, TC_STR, state),
+    TC(COL_CONTROL, TC_ENUM, control),
+    TC(COL_STATE, TC_ENUM, state),
     TC(COL_LAST_ERROR, TC_STR, last_error),
     TC(COL_CLAIMED_BY, TC_STR, claimed_by),
     TC(COL_LEASE_UNTIL, TC_INT_NULL, lease_until_ms),
@@ -137,6 +157,9 @@ static const task_col task_cols[] = {
     TC(COL_CANCELLED, TC_INT, cancelled),
     TC(COL_RETRIED, TC_INT, retried),
     TC(COL_UNREGISTERED, TC_INT, unregistered),
+    TC(COL_TTL, TC_INT_NULL, ttl_s),
+    TC(COL_COLLAPSE_KEY, TC_STR, collapse_key),
+    TC(COL_PRIORITY, TC_PRIORITY, priority),
 };
 #undef TC
 
@@ -159,14 +182,25 @@ int hr_task_from_row(const hr_mysql_rows *rows, size_t row, hr_task **out, char 
         const task_col *tc = &task_cols[i];
         void *field = (char *)t + tc->offset;
 
-        if (tc->kind == TC_STR) {
+        if (tc->kind == TC_PRIORITY) {
+            /* A bad value is the admin's, not a schema mismatch: loaded,
+             * then refused by hr_task_validate into last_error. */
+            (void)hr_priority_parse(hr_mysql_cell(rows, row, tc->col), (hr_priority *)field);
+        } else if (tc->kind == TC_STR) {
             if (task_dup(rows, row, tc->col, (char **)field) < 0)
                 goto oom;
-        } else if (task_int(rows, row, tc->col, tc->kind == TC_INT_NULL, (int64_t *)field,
-                            errstr, errlen) < 0) {
+        } else if (tc->kind == TC_ENUM) {
+            if (task_enum(rows, row, tc->col, field, errstr, errlen) < 0)
+                goto fail;
+        } else if (task_int(rows, row, tc->col, tc->kind == TC_INT_NULL, (int64_t *)field, errstr,
+                            errlen) < 0) {
             goto fail;
         }
     }
+    /* A hand-written negative ttl_s must fail hr_task_validate, not pass
+     * for NULL's -1. */
+    if (t->ttl_s == -1 && hr_mysql_cell(rows, row, COL_TTL) != NULL)
+        t->ttl_s = -2;
     /* The effective throttle scope is the topic when the column is NULL. */
     if (t->throttle_scope == NULL && t->topic != NULL) {
         t->throttle_scope = strdup(t->topic);
@@ -190,8 +224,8 @@ int hr_task_load(hr_mysql *m, int64_t id, hr_task **out, char *errstr, size_t er
     int rc = -1;
 
     *out = NULL;
-    if (hr_mysql_query(m, "SELECT " HR_TASK_COLUMNS " FROM push_task WHERE id = ?", &p, 1,
-                       &rows, errstr, errlen) < 0)
+    if (hr_mysql_query(m, "SELECT " HR_TASK_COLUMNS " FROM push_task WHERE id = ?", &p, 1, &rows,
+                       errstr, errlen) < 0)
         goto done;
     if (rows->nrows == 0) {
         rc = 1;
@@ -203,31 +237,44 @@ done:
     return rc;
 }
 
-int hr_task_set_control(hr_mysql *m, hr_redis *r, int64_t id, const char *control,
-                        char *errstr, size_t errlen)
+int hr_task_set_control(hr_mysql *m, hr_redis *r, int64_t id, hr_control control, char *errstr,
+                        size_t errlen)
 {
     char key[HR_KEY_MAX];
     redisReply *reply;
-    hr_control wish;
 
-    if (hr_control_parse(control, &wish) < 0) {
-        snprintf(errstr, errlen, "unknown control \"%.16s\"", control);
-        return -1;
-    }
-    if (m != NULL && hr_state_control(m, id, wish, errstr, errlen) < 0)
+    if (m != NULL && hr_state_control(m, id, control, errstr, errlen) < 0)
         return -1;
     hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_CTL);
-    reply = hr_redis_cmdf(r, errstr, errlen, "SET %s %s", key, hr_control_name(wish));
+    reply = hr_redis_cmdf(r, errstr, errlen, "SET %s %s", key, hr_control_name(control));
     if (reply == NULL)
         return m != NULL ? 1 : -1;
     freeReplyObject(reply);
     return 0;
 }
 
+int hr_priority_parse(const char *s, hr_priority *out)
+{
+    if (s != NULL && strcmp(s, "high") == 0)
+        *out = HR_PRIORITY_HIGH;
+    else if (s != NULL && strcmp(s, "normal") == 0)
+        *out = HR_PRIORITY_NORMAL;
+    else {
+        *out = HR_PRIORITY_BAD;
+        return -1;
+    }
+    return 0;
+}
+
+const char *hr_priority_name(hr_priority p)
+{
+    return p == HR_PRIORITY_HIGH ? "high" : p == HR_PRIORITY_NORMAL ? "normal" : "?";
+}
+
 /* Compiles SRC only to learn whether it is well formed; WHAT names it in
  * the error ("title", "channel webhook url", ...). */
-static int task_check_template(const char *what, const char *src, bool json_escape,
-                               char *errstr, size_t errlen)
+static int task_check_template(const char *what, const char *src, bool json_escape, char *errstr,
+                               size_t errlen)
 {
     hr_template *tpl = NULL;
     char detail[256];
@@ -276,6 +323,27 @@ int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_
                  t->throttle_window_s, HR_TASK_MAX_WINDOW_S);
         return -1;
     }
+    if (t->ttl_s < -1) {
+        snprintf(errstr, errlen, "ttl_s is negative; NULL or 0..%d (0 s..28 days)",
+                 HR_TASK_MAX_TTL_S);
+        return -1;
+    }
+    if (t->ttl_s > HR_TASK_MAX_TTL_S) {
+        snprintf(errstr, errlen, "ttl_s %" PRId64 " is outside 0..%d (0 s..28 days)", t->ttl_s,
+                 HR_TASK_MAX_TTL_S);
+        return -1;
+    }
+    if (t->collapse_key != NULL &&
+        (t->collapse_key[0] == '\0' || strlen(t->collapse_key) > HR_TASK_MAX_COLLAPSE ||
+         strpbrk(t->collapse_key, "\r\n") != NULL)) {
+        snprintf(errstr, errlen, "collapse_key must be 1..%d bytes on one line",
+                 HR_TASK_MAX_COLLAPSE);
+        return -1;
+    }
+    if (t->priority != HR_PRIORITY_HIGH && t->priority != HR_PRIORITY_NORMAL) {
+        snprintf(errstr, errlen, "priority must be high or normal");
+        return -1;
+    }
     if (t->payload != NULL) {
         payload = cJSON_Parse(t->payload);
         if (payload == NULL || !cJSON_IsObject(payload)) {
@@ -315,9 +383,8 @@ void hr_task_free(hr_task *t)
     free(t->throttle_scope);
     free(t->throttle_key);
     free(t->throttle_mode);
-    free(t->control);
-    free(t->state);
     free(t->last_error);
     free(t->claimed_by);
+    free(t->collapse_key);
     free(t);
 }

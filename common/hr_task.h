@@ -12,48 +12,55 @@
 #include "hr_config.h"
 #include "hr_mysql.h"
 #include "hr_redis.h"
+#include "hr_state.h"
 
 /* The select list hr_task_from_row expects, in this order. */
-#define HR_TASK_COLUMNS                                                                     \
-    "id, name, topic, channel, title, body, payload, "                                      \
-    "CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), "                                \
-    "CAST(ROUND(UNIX_TIMESTAMP(COALESCE(freeze_at, CAST(DATE(due_at) AS DATETIME(3)))) * 1000) AS SIGNED), " \
-    "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "           \
-    "throttle_key, throttle_mode, control, state, last_error, claimed_by, "                 \
-    "CAST(ROUND(UNIX_TIMESTAMP(lease_until) * 1000) AS SIGNED), "                           \
-    "total, sent, failed, throttled, pulled, cancelled, retried, unregistered"
+#define HR_TASK_COLUMNS                                                                          \
+    "id, name, topic, channel, title, body, payload, "                                           \
+    "CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), "                                     \
+    "CAST(ROUND(UNIX_TIMESTAMP(COALESCE(freeze_at, CAST(DATE(due_at) AS DATETIME(3)))) * 1000) " \
+    "AS SIGNED), "                                                                               \
+    "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "                \
+    "throttle_key, throttle_mode, control, state, last_error, claimed_by, "                      \
+    "CAST(ROUND(UNIX_TIMESTAMP(lease_until) * 1000) AS SIGNED), "                                \
+    "total, sent, failed, throttled, pulled, cancelled, retried, unregistered, "                 \
+    "ttl_s, collapse_key, priority"
 
 #define HR_TASK_MAX_WINDOW_S 2678400 /* 31 days */
 #define HR_TASK_MAX_CHUNK 100000
-/* The Redis set (under the prefix) of tasks heraldctl redrive gave new
- * chunks: dispatchers move such a task back from done to dispatched while
- * its pending hash is not empty (dispatcher/dsp_ctl.c), since a done
- * transition that read pending just before the redrive may land after it. */
-#define HR_TASK_REDRIVEN_KEY "redriven"
+#define HR_TASK_MAX_TTL_S 2419200 /* 28 days, FCM's longest */
+#define HR_TASK_MAX_COLLAPSE 64   /* bytes; APNs' apns-collapse-id limit */
+
+/* push_task.priority.  HR_PRIORITY_BAD: a hand-written value that is
+ * neither, which hr_task_validate refuses. */
+typedef enum hr_priority { HR_PRIORITY_HIGH, HR_PRIORITY_NORMAL, HR_PRIORITY_BAD } hr_priority;
 
 typedef struct hr_task {
     int64_t id;
     char *name;
     char *topic;
     char *channel;
-    char *title;   /* template */
-    char *body;    /* template */
-    char *payload; /* JSON object text, or NULL */
+    char *title;       /* template */
+    char *body;        /* template */
+    char *payload;     /* JSON object text, or NULL */
     int64_t due_ms;    /* -1 = NULL */
     int64_t freeze_ms; /* freeze_at, or 00:00 UTC of the due day; -1 when due_at is NULL */
     int64_t rate_limit;
     int64_t chunk_size;
-    int64_t throttle_limit;    /* 0 = no throttle */
+    int64_t throttle_limit; /* 0 = no throttle */
     int64_t throttle_window_s;
-    char *throttle_scope;      /* effective: topic when the column is NULL */
-    char *throttle_key;        /* NULL = none */
-    char *throttle_mode;       /* "enforce" | "shadow" | NULL (channel's mode) */
-    char *control;             /* run | pause | cancel */
-    char *state;
+    char *throttle_scope; /* effective: topic when the column is NULL */
+    char *throttle_key;   /* NULL = none */
+    char *throttle_mode;  /* "enforce" | "shadow" | NULL (channel's mode) */
+    hr_control control;
+    hr_task_state state;
     char *last_error;
     char *claimed_by;
-    int64_t lease_until_ms;    /* -1 = NULL */
+    int64_t lease_until_ms; /* -1 = NULL */
     int64_t total, sent, failed, throttled, pulled, cancelled, retried, unregistered;
+    int64_t ttl_s;      /* -1 = NULL (the provider's default) */
+    char *collapse_key; /* NULL = none */
+    hr_priority priority;
 } hr_task;
 
 /* Builds a task from row ROW of a result selected with HR_TASK_COLUMNS. */
@@ -64,22 +71,26 @@ int hr_task_from_row(const hr_mysql_rows *rows, size_t row, hr_task **out, char 
  * NULL), or -1 on a database error. */
 int hr_task_load(hr_mysql *m, int64_t id, hr_task **out, char *errstr, size_t errlen);
 
+/* "high" / "normal" into *OUT; -1 for anything else (*OUT HR_PRIORITY_BAD). */
+int hr_priority_parse(const char *s, hr_priority *out);
+const char *hr_priority_name(hr_priority p);
+
 /* Checks everything a task needs to be dispatched and pushed: a known
  * channel, chunk_size 1..100000, due_at set, rate_limit >= 0, throttle_limit
  * >= 0 and, when > 0, throttle_window_s 1..2678400, payload absent or a JSON
- * object, title/body and the channel's templates compile.  ERRSTR gets the
+ * object, ttl_s NULL or 0..2419200, collapse_key NULL or 1..64 bytes on one
+ * line, a known priority, title/body and the channel's templates compile.  ERRSTR gets the
  * first problem in words an admin understands, e.g.
  * "chunk_size 0 is outside 1..100000". */
 int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_t errlen);
 
-/* An admin's pause / resume / cancel wish (CONTROL is "pause", "run" or
- * "cancel"): push_task.control of an unfinished task when M is not NULL,
- * then the task's ctl key, so workers react at once.  Returns 0, -1 when
+/* An admin's pause / resume / cancel wish: push_task.control of an
+ * unfinished task when M is not NULL, then the task's ctl key, so workers react at once.  Returns 0, -1 when
  * the first step failed (nothing changed), or 1 when MySQL holds the wish
  * but the ctl key was not set (the dispatchers' control scan sets it);
  * ERRSTR says why. */
-int hr_task_set_control(hr_mysql *m, hr_redis *r, int64_t id, const char *control,
-                        char *errstr, size_t errlen);
+int hr_task_set_control(hr_mysql *m, hr_redis *r, int64_t id, hr_control control, char *errstr,
+                        size_t errlen);
 
 void hr_task_free(hr_task *t);
 

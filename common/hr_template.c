@@ -197,13 +197,27 @@ int hr_json_escape_append(hr_buf *out, const char *s, size_t n)
         size_t rlen = 2;
         esc[0] = '\\';
         switch (c) {
-        case '"': esc[1] = '"'; break;
-        case '\\': esc[1] = '\\'; break;
-        case '\n': esc[1] = 'n'; break;
-        case '\r': esc[1] = 'r'; break;
-        case '\t': esc[1] = 't'; break;
-        case '\b': esc[1] = 'b'; break;
-        case '\f': esc[1] = 'f'; break;
+        case '"':
+            esc[1] = '"';
+            break;
+        case '\\':
+            esc[1] = '\\';
+            break;
+        case '\n':
+            esc[1] = 'n';
+            break;
+        case '\r':
+            esc[1] = 'r';
+            break;
+        case '\t':
+            esc[1] = 't';
+            break;
+        case '\b':
+            esc[1] = 'b';
+            break;
+        case '\f':
+            esc[1] = 'f';
+            break;
         default:
             if (c < 0x20) {
                 esc[1] = 'u';
@@ -238,8 +252,8 @@ fail:
 
 static bool hr_tname_char(unsigned char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '.' || c == '-';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.' || c == '-';
 }
 
 /* Splits NAME (N bytes) into a kind and the part after the prefix; -1 when
@@ -251,8 +265,8 @@ static int hr_tname_parse(const char *name, size_t n, hr_tvar_kind *kind, size_t
         hr_tvar_kind kind;
         bool has_field;
     } names[] = {
-        {"uid", HR_TVAR_UID, false},        {"title", HR_TVAR_TITLE, false},
-        {"body", HR_TVAR_BODY, false},      {"task.", HR_TVAR_TASK, true},
+        {"uid", HR_TVAR_UID, false},         {"title", HR_TVAR_TITLE, false},
+        {"body", HR_TVAR_BODY, false},       {"task.", HR_TVAR_TASK, true},
         {"payload.", HR_TVAR_PAYLOAD, true}, {"user.", HR_TVAR_USER, true},
     };
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {

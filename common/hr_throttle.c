@@ -27,8 +27,9 @@ int hr_throttle_rule_from_task(const hr_task *t, const hr_channel *ch, hr_thrott
         return 0;
     if (t->throttle_limit < 0 || t->throttle_window_s < 1 ||
         t->throttle_window_s > HR_TASK_MAX_WINDOW_S) {
-        snprintf(errstr, errlen, "throttle_limit %" PRId64 " / throttle_window_s %" PRId64
-                 " out of range", t->throttle_limit, t->throttle_window_s);
+        snprintf(errstr, errlen,
+                 "throttle_limit %" PRId64 " / throttle_window_s %" PRId64 " out of range",
+                 t->throttle_limit, t->throttle_window_s);
         return -1;
     }
     if (t->throttle_mode == NULL)
@@ -112,8 +113,8 @@ int hr_throttle_key(const hr_redis *r, const char *scope, const char *uid, const
     return 0;
 }
 
-/* Queues the script call of REQ on P. */
-static int thr_call(hr_pipe *p, const hr_throttle_req *req, char *errstr, size_t errlen)
+/* Queues the script call of REQ on PIPE. */
+static int thr_call(hr_pipe *pipe, const hr_throttle_req *req, char *errstr, size_t errlen)
 {
     char limit_s[24], window_s[24], task_s[24];
     const char *argv[4] = {req->key, limit_s, window_s, task_s};
@@ -121,7 +122,7 @@ static int thr_call(hr_pipe *p, const hr_throttle_req *req, char *errstr, size_t
     snprintf(limit_s, sizeof limit_s, "%" PRId64, req->rule->limit);
     snprintf(window_s, sizeof window_s, "%" PRId64, req->rule->window_ms);
     snprintf(task_s, sizeof task_s, "%" PRId64, req->rule->task);
-    if (hr_pipe_eval(p, HR_LUA_THROTTLE, 1, 4, argv, NULL) != 0) {
+    if (hr_pipe_eval(pipe, HR_LUA_THROTTLE, 1, 4, argv, NULL) != 0) {
         snprintf(errstr, errlen, "throttle: out of memory");
         return -1;
     }
@@ -147,12 +148,11 @@ static int thr_parse(redisReply *reply, const hr_throttle_rule *rule, hr_throttl
         res->verdict = HR_THROTTLE_PASS;
         break;
     case THR_LUA_THROTTLED:
-        res->verdict = rule->mode == HR_THROTTLE_SHADOW ? HR_THROTTLE_SHADOWED
-                                                        : HR_THROTTLE_BLOCKED;
+        res->verdict =
+            rule->mode == HR_THROTTLE_SHADOW ? HR_THROTTLE_SHADOWED : HR_THROTTLE_BLOCKED;
         break;
     default:
-        snprintf(errstr, errlen, "throttle.lua: unknown verdict %lld",
-                 reply->element[0]->integer);
+        snprintf(errstr, errlen, "throttle.lua: unknown verdict %lld", reply->element[0]->integer);
         goto done;
     }
     res->now_ms = reply->element[1]->integer;
@@ -165,7 +165,7 @@ done:
 
 /* One slice of at most HR_THROTTLE_PIPE_MAX requests in one round trip
  * (hr_pipe replays a call that met NOSCRIPT). */
-static int thr_slice(hr_pipe *p, const hr_throttle_req *reqs, size_t n, hr_throttle_result *out,
+static int thr_slice(hr_pipe *pipe, const hr_throttle_req *reqs, size_t n, hr_throttle_result *out,
                      char *errstr, size_t errlen)
 {
     redisReply *reply;
@@ -173,16 +173,16 @@ static int thr_slice(hr_pipe *p, const hr_throttle_req *reqs, size_t n, hr_throt
     size_t i;
     int rc = 0;
 
-    hr_pipe_reset(p);
+    hr_pipe_reset(pipe);
     for (i = 0; i < n; i++)
-        if (thr_call(p, &reqs[i], errstr, errlen) != 0)
+        if (thr_call(pipe, &reqs[i], errstr, errlen) != 0)
             return -1;
-    if (hr_pipe_exec(p, detail, sizeof detail) != 0) {
+    if (hr_pipe_exec(pipe, detail, sizeof detail) != 0) {
         snprintf(errstr, errlen, "throttle: %s", detail);
         return -1;
     }
     for (i = 0; i < n && rc == 0; i++) {
-        reply = hr_pipe_reply(p, i, detail, sizeof detail);
+        reply = hr_pipe_reply(pipe, i, detail, sizeof detail);
         if (reply == NULL) {
             snprintf(errstr, errlen, "throttle: %s", detail);
             rc = -1;
@@ -193,30 +193,31 @@ static int thr_slice(hr_pipe *p, const hr_throttle_req *reqs, size_t n, hr_throt
     return rc;
 }
 
-int hr_throttle_check(hr_redis *r, const hr_throttle_req *reqs, size_t n,
-                      hr_throttle_result *out, char *errstr, size_t errlen)
+int hr_throttle_check(hr_redis *r, const hr_throttle_req *reqs, size_t n, hr_throttle_result *out,
+                      char *errstr, size_t errlen)
 {
     size_t done, slice;
-    hr_pipe *p;
+    hr_pipe *pipe;
 
     /* A limit of 0 would make the script throttle everyone. */
     for (done = 0; done < n; done++) {
         if (reqs[done].rule->limit < 1 || reqs[done].rule->window_ms < 1) {
-            snprintf(errstr, errlen, "throttle: limit %" PRId64 " / window %" PRId64
-                     " ms out of range", reqs[done].rule->limit, reqs[done].rule->window_ms);
+            snprintf(errstr, errlen,
+                     "throttle: limit %" PRId64 " / window %" PRId64 " ms out of range",
+                     reqs[done].rule->limit, reqs[done].rule->window_ms);
             return -1;
         }
     }
-    p = hr_pipe_new(r);
-    if (p == NULL) {
+    pipe = hr_pipe_new(r);
+    if (pipe == NULL) {
         snprintf(errstr, errlen, "throttle: out of memory");
         return -1;
     }
     for (done = 0; done < n; done += slice) {
         slice = n - done < HR_THROTTLE_PIPE_MAX ? n - done : HR_THROTTLE_PIPE_MAX;
-        if (thr_slice(p, reqs + done, slice, out + done, errstr, errlen) != 0)
+        if (thr_slice(pipe, reqs + done, slice, out + done, errstr, errlen) != 0)
             break;
     }
-    hr_pipe_free(p);
+    hr_pipe_free(pipe);
     return done < n ? -1 : 0;
 }

@@ -81,7 +81,7 @@ int hr_throttle_key(const hr_redis *r, const char *scope, const char *uid, const
  * per request into OUT.  Returns 0, or -1 on a Redis or protocol error; the
  * results are then unknown (some entries may have been added, so a retry
  * counts those recipients' own entries as the same task's: verdict PASS). */
-int hr_throttle_check(hr_redis *r, const hr_throttle_req *reqs, size_t n,
-                      hr_throttle_result *out, char *errstr, size_t errlen);
+int hr_throttle_check(hr_redis *r, const hr_throttle_req *reqs, size_t n, hr_throttle_result *out,
+                      char *errstr, size_t errlen);
 
 #endif

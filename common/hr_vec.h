@@ -16,11 +16,11 @@
 
 #define HR_VEC_MIN_CAP 16
 
-#define HR_VEC(T)    \
-    struct {         \
-        T *v;        \
-        size_t n;    \
-        size_t cap;  \
+#define HR_VEC(T)   \
+    struct {        \
+        T *v;       \
+        size_t n;   \
+        size_t cap; \
     }
 
 /* Makes room for NEED elements of ELEM bytes in the array whose pointer
@@ -28,14 +28,11 @@
  * 0, or -1 with nothing changed.  Use the macros below. */
 int hr_vec_reserve_(void *ptr, size_t *cap, size_t need, size_t elem);
 
-#define hr_vec_reserve(vec, need) \
-    hr_vec_reserve_(&(vec)->v, &(vec)->cap, (need), sizeof *(vec)->v)
+#define hr_vec_reserve(vec, need) hr_vec_reserve_(&(vec)->v, &(vec)->cap, (need), sizeof *(vec)->v)
 
 /* Appends X.  0, or -1 (out of memory) with VEC unchanged. */
-#define hr_vec_push(vec, x)                               \
-    (hr_vec_reserve((vec), (vec)->n + 1) == 0             \
-         ? ((vec)->v[(vec)->n++] = (x), 0)                \
-         : -1)
+#define hr_vec_push(vec, x) \
+    (hr_vec_reserve((vec), (vec)->n + 1) == 0 ? ((vec)->v[(vec)->n++] = (x), 0) : -1)
 
 /* Frees the elements' storage (not what they point to) and empties VEC. */
 #define hr_vec_free(vec) (free((vec)->v), (vec)->v = NULL, (vec)->n = (vec)->cap = 0)

@@ -90,8 +90,8 @@ static int ctl_addr_change(ctl_ctx *ctx, bool add, int argc, char **argv)
         return ctl_usage("address", "%s", errstr);
     if (rc < 0)
         return ctl_fail("address %s: %s", argv[0], errstr);
-    printf("%s\n", add ? (rc == 1 ? "added" : "already present")
-                       : (rc == 1 ? "removed" : "not present"));
+    printf("%s\n",
+           add ? (rc == 1 ? "added" : "already present") : (rc == 1 ? "removed" : "not present"));
     return CTL_EXIT_OK;
 }
 

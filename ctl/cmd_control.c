@@ -13,7 +13,7 @@
 
 int ctl_cmd_control(ctl_ctx *ctx, int argc, char **argv)
 {
-    const char *control = strcmp(argv[0], "resume") == 0 ? "run" : argv[0];
+    hr_control control = HR_CONTROL_RUN; /* resume: "run" is no command name */
     hr_mysql *m;
     hr_redis *r;
     hr_task *t = NULL;
@@ -21,13 +21,17 @@ int ctl_cmd_control(ctl_ctx *ctx, int argc, char **argv)
     int64_t id;
     int rc;
 
+    if (strcmp(argv[0], "resume") != 0 && hr_control_parse(argv[0], &control) < 0) {
+        ctl_fail("no control \"%s\"", argv[0]);
+        return CTL_EXIT_FAIL;
+    }
     rc = ctl_task_arg(ctx, argc, argv, &m, &r, &t);
     if (rc != CTL_EXIT_OK)
         return rc;
     rc = CTL_EXIT_FAIL;
     id = t->id;
-    if (hr_state_name_final(t->state)) {
-        ctl_fail("task %" PRId64 " is already %s", id, t->state);
+    if (hr_state_final(t->state)) {
+        ctl_fail("task %" PRId64 " is already %s", id, hr_state_name(t->state));
         goto done;
     }
     switch (hr_task_set_control(m, r, id, control, errstr, sizeof errstr)) {
@@ -36,10 +40,12 @@ int ctl_cmd_control(ctl_ctx *ctx, int argc, char **argv)
         goto done;
     case 1:
         ctl_fail("control is %s in MySQL, but the ctl key was not set (%s); the dispatcher "
-                 "sets it at its next scan", control, errstr);
+                 "sets it at its next scan",
+                 hr_control_name(control), errstr);
         goto done;
     }
-    printf("task %" PRId64 ": control=%s (state %s)\n", id, control, t->state);
+    printf("task %" PRId64 ": control=%s (state %s)\n", id, hr_control_name(control),
+           hr_state_name(t->state));
     rc = CTL_EXIT_OK;
 done:
     hr_task_free(t);

@@ -15,10 +15,11 @@
 #include "ctl_fmt.h"
 #include "hr_task.h"
 
-#define CREATE_INSERT                                                                     \
+#define CREATE_INSERT                                                                        \
     "INSERT INTO push_task (name, topic, channel, title, body, payload, due_at, freeze_at, " \
-    "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "           \
-    "throttle_key, throttle_mode) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "            \
+    "throttle_key, throttle_mode, ttl_s, collapse_key, priority) "                           \
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 /* Every flag of create_options[], for `heraldctl help create`. */
 const char ctl_create_flags[] =
@@ -40,6 +41,10 @@ const char ctl_create_flags[] =
     "  --throttle-scope S   the name of the shared window (default: the topic)\n"
     "  --throttle-key K     an attribute: one window per value of it (docs/throttle.md)\n"
     "  --throttle-mode M    enforce or shadow (default: the channel's)\n"
+    "  --ttl D              how long a provider keeps an undelivered push: 0s, 1h, 7d\n"
+    "                       (whole seconds, at most 28d; default: the provider's)\n"
+    "  --collapse-key K     a newer push with K replaces an undelivered one (fcm, apns)\n"
+    "  --priority P         high (default) or normal (fcm, apns)\n"
     "  --quiet              print only the new id\n";
 
 enum {
@@ -59,6 +64,9 @@ enum {
     OPT_THROTTLE_SCOPE,
     OPT_THROTTLE_KEY,
     OPT_THROTTLE_MODE,
+    OPT_TTL,
+    OPT_COLLAPSE_KEY,
+    OPT_PRIORITY,
     OPT_QUIET,
 };
 
@@ -79,6 +87,9 @@ static const struct option create_options[] = {
     {"throttle-scope", required_argument, NULL, OPT_THROTTLE_SCOPE},
     {"throttle-key", required_argument, NULL, OPT_THROTTLE_KEY},
     {"throttle-mode", required_argument, NULL, OPT_THROTTLE_MODE},
+    {"ttl", required_argument, NULL, OPT_TTL},
+    {"collapse-key", required_argument, NULL, OPT_COLLAPSE_KEY},
+    {"priority", required_argument, NULL, OPT_PRIORITY},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {NULL, 0, NULL, 0},
 };
@@ -91,28 +102,69 @@ typedef struct create_args {
     bool due_given, quiet;
 } create_args;
 
+/* A duration flag FLAG that must be whole seconds into *SECONDS (capped at
+ * INT32_MAX; the range is hr_task_validate's).  0, or -1 with ERRSTR. */
+static int create_seconds(const char *flag, const char *arg, int64_t *seconds, char *errstr,
+                          size_t errlen)
+{
+    int64_t ms;
+
+    if (ctl_fmt_parse_duration(flag, arg, &ms, errstr, errlen) < 0)
+        return -1;
+    if (ms % 1000 != 0) {
+        snprintf(errstr, errlen, "%s: \"%s\" is not whole seconds", flag, arg);
+        return -1;
+    }
+    *seconds = ms / 1000 > INT32_MAX ? INT32_MAX : ms / 1000;
+    return 0;
+}
+
 /* Parses the flags into A.  CTL_EXIT_OK, or the exit code after printing. */
 static int create_parse(int argc, char **argv, create_args *a)
 {
     char errstr[256];
-    int64_t v, window_ms;
+    int64_t v;
     int opt;
 
-    a->t = (hr_task){.topic = "default", .title = "", .body = "", .chunk_size = 5000,
-                     .due_ms = -1, .freeze_ms = -1, .lease_until_ms = -1};
+    a->t = (hr_task){.topic = "default",
+                     .title = "",
+                     .body = "",
+                     .chunk_size = 5000,
+                     .due_ms = -1,
+                     .freeze_ms = -1,
+                     .lease_until_ms = -1,
+                     .ttl_s = -1};
     a->freeze_ms = -1;
     optind = 0;
     while ((opt = getopt_long(argc, argv, "", create_options, NULL)) != -1) {
         switch (opt) {
-        case OPT_NAME: a->t.name = optarg; break;
-        case OPT_CHANNEL: a->t.channel = optarg; break;
-        case OPT_TOPIC: a->t.topic = optarg; break;
-        case OPT_TITLE: a->t.title = optarg; break;
-        case OPT_BODY: a->t.body = optarg; break;
-        case OPT_PAYLOAD: a->t.payload = optarg; break;
-        case OPT_THROTTLE_SCOPE: a->scope = optarg; break;
-        case OPT_THROTTLE_KEY: a->t.throttle_key = optarg; break;
-        case OPT_QUIET: a->quiet = true; break;
+        case OPT_NAME:
+            a->t.name = optarg;
+            break;
+        case OPT_CHANNEL:
+            a->t.channel = optarg;
+            break;
+        case OPT_TOPIC:
+            a->t.topic = optarg;
+            break;
+        case OPT_TITLE:
+            a->t.title = optarg;
+            break;
+        case OPT_BODY:
+            a->t.body = optarg;
+            break;
+        case OPT_PAYLOAD:
+            a->t.payload = optarg;
+            break;
+        case OPT_THROTTLE_SCOPE:
+            a->scope = optarg;
+            break;
+        case OPT_THROTTLE_KEY:
+            a->t.throttle_key = optarg;
+            break;
+        case OPT_QUIET:
+            a->quiet = true;
+            break;
         case OPT_THROTTLE_MODE:
             if (strcmp(optarg, "enforce") != 0 && strcmp(optarg, "shadow") != 0)
                 return ctl_usage("create", "--throttle-mode: \"%s\" is not enforce or shadow",
@@ -142,8 +194,8 @@ static int create_parse(int argc, char **argv, create_args *a)
         case OPT_THROTTLE_LIMIT:
             /* Range checks are hr_task_validate's; here only "an integer".
              * create_options[] lists the flags in enum order. */
-            if (ctl_fmt_parse_int(create_options[opt - OPT_NAME].name, optarg, INT32_MIN,
-                                  INT32_MAX, &v, errstr, sizeof errstr) < 0)
+            if (ctl_fmt_parse_int(create_options[opt - OPT_NAME].name, optarg, INT32_MIN, INT32_MAX,
+                                  &v, errstr, sizeof errstr) < 0)
                 return ctl_usage("create", "--%s", errstr);
             if (opt == OPT_RATE_LIMIT)
                 a->t.rate_limit = v;
@@ -153,13 +205,18 @@ static int create_parse(int argc, char **argv, create_args *a)
                 a->t.throttle_limit = v;
             break;
         case OPT_THROTTLE_WINDOW:
-            if (ctl_fmt_parse_duration("--throttle-window", optarg, &window_ms, errstr,
-                                       sizeof errstr) < 0)
+        case OPT_TTL:
+            if (create_seconds(opt == OPT_TTL ? "--ttl" : "--throttle-window", optarg,
+                               opt == OPT_TTL ? &a->t.ttl_s : &a->t.throttle_window_s, errstr,
+                               sizeof errstr) < 0)
                 return ctl_usage("create", "%s", errstr);
-            if (window_ms % 1000 != 0)
-                return ctl_usage("create", "--throttle-window: \"%s\" is not whole seconds",
-                                 optarg);
-            a->t.throttle_window_s = window_ms / 1000 > INT32_MAX ? INT32_MAX : window_ms / 1000;
+            break;
+        case OPT_COLLAPSE_KEY:
+            a->t.collapse_key = optarg;
+            break;
+        case OPT_PRIORITY:
+            if (hr_priority_parse(optarg, &a->t.priority) < 0)
+                return ctl_usage("create", "--priority: \"%s\" is not high or normal", optarg);
             break;
         default:
             return ctl_usage("create", NULL);
@@ -175,10 +232,12 @@ static int create_parse(int argc, char **argv, create_args *a)
         static const struct {
             const char *flag;
             size_t max;
-        } names[] = {{"--name", 200}, {"--topic", 100}, {"--channel", 64},
-                     {"--throttle-scope", 100}, {"--throttle-key", 100}};
-        const char *values[] = {a->t.name, a->t.topic, a->t.channel, a->scope,
-                                a->t.throttle_key};
+        } names[] = {{"--name", 200},
+                     {"--topic", 100},
+                     {"--channel", 64},
+                     {"--throttle-scope", 100},
+                     {"--throttle-key", 100}};
+        const char *values[] = {a->t.name, a->t.topic, a->t.channel, a->scope, a->t.throttle_key};
 
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
             if (values[i] != NULL &&
@@ -187,7 +246,7 @@ static int create_parse(int argc, char **argv, create_args *a)
     }
     if (a->freeze_ms >= 0 && a->freeze_ms > a->t.due_ms)
         return ctl_usage("create", "--freeze-at must not be after the due time (the task "
-                         "would never be in the pull on its day)");
+                                   "would never be in the pull on its day)");
     a->t.throttle_scope = a->scope != NULL ? a->scope : a->t.topic;
     return CTL_EXIT_OK;
 }
@@ -231,6 +290,9 @@ int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
         create_str_or_null(a.scope),
         create_str_or_null(a.t.throttle_key),
         create_str_or_null(a.t.throttle_mode),
+        a.t.ttl_s >= 0 ? HR_P_I64(a.t.ttl_s) : HR_P_NULL,
+        create_str_or_null(a.t.collapse_key),
+        HR_P_STR(hr_priority_name(a.t.priority)),
     };
     if (hr_mysql_exec(m, CREATE_INSERT, p, sizeof p / sizeof p[0], NULL, &id, NULL, errstr,
                       sizeof errstr) < 0)

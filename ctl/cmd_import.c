@@ -52,17 +52,17 @@ typedef HR_VEC(int64_t) import_ids;
 typedef struct import_job {
     hr_mysql *m;
     hr_redis *r;
-    hr_pipe *pipe;         /* the refill_add.lua call in flight */
+    hr_pipe *pipe; /* the refill_add.lua call in flight */
     int64_t task;
     char keys[3][HR_KEY_MAX]; /* the task's subs, pulled and seq keys */
-    char *sql;             /* INSERT for SQL_ROWS rows */
+    char *sql;                /* INSERT for SQL_ROWS rows */
     size_t sql_rows;
     hr_mysql_param *params;
-    const char **argv;     /* refill_add.lua: 3 keys, then uids */
+    const char **argv; /* refill_add.lua: 3 keys, then uids */
     size_t *argvlen;
-    char *txt;             /* IMPORT_BATCH decimal uids, IMPORT_UID_LEN apart */
-    bool sadd_pending;     /* a refill_add was sent whose reply is not read yet */
-    uint64_t added;        /* rows MySQL inserted (the rest were there) */
+    char *txt;         /* IMPORT_BATCH decimal uids, IMPORT_UID_LEN apart */
+    bool sadd_pending; /* a refill_add was sent whose reply is not read yet */
+    uint64_t added;    /* rows MySQL inserted (the rest were there) */
 } import_job;
 
 /* One line's id: hr_parse_uid's, as the API takes it (digits only, no
@@ -225,8 +225,8 @@ static int import_sadd_send(import_job *j, const int64_t *uids, size_t n, char *
 /* One batch: MySQL transaction, then Redis.  0, or -1 with ERRSTR;
  * *REFUSED tells a refusal of the task's state (claimed meanwhile) from
  * a failure. */
-static int import_batch(import_job *j, const int64_t *uids, size_t n, bool *refused,
-                        char *errstr, size_t errlen)
+static int import_batch(import_job *j, const int64_t *uids, size_t n, bool *refused, char *errstr,
+                        size_t errlen)
 {
     uint64_t affected = 0;
     unsigned errnum = 0;
@@ -244,8 +244,7 @@ static int import_batch(import_job *j, const int64_t *uids, size_t n, bool *refu
         return -1;
     rc = import_check_task(j->m, j->task, true, errstr, errlen);
     if (rc == 0 &&
-        hr_mysql_exec(j->m, j->sql, j->params, 2 * n, &affected, NULL, &errnum, errstr,
-                      errlen) < 0)
+        hr_mysql_exec(j->m, j->sql, j->params, 2 * n, &affected, NULL, &errnum, errstr, errlen) < 0)
         rc = errnum == HR_MYSQL_ER_SIGNAL ? 1 : -1;
     if (rc == 0 && hr_mysql_commit(j->m, errstr, errlen) < 0)
         rc = -1;
@@ -268,7 +267,8 @@ static void import_progress(size_t done, size_t total, int64_t elapsed_ms)
     fprintf(stderr, "\r%s %3d%%  %s/%s ids  %s ids/s  ETA %s\033[K",
             ctl_fmt_bar(total ? (double)done / total : 1, IMPORT_BAR_WIDTH, bar, sizeof bar),
             total ? (int)(done * 100 / total) : 100, ctl_fmt_count((int64_t)done, d, sizeof d),
-            ctl_fmt_count((int64_t)total, t, sizeof t), ctl_fmt_count((int64_t)per_s, rate, sizeof rate),
+            ctl_fmt_count((int64_t)total, t, sizeof t),
+            ctl_fmt_count((int64_t)per_s, rate, sizeof rate),
             ctl_fmt_eta(per_s > 0 ? (total - done) / per_s : -1, eta, sizeof eta));
 }
 
@@ -281,9 +281,12 @@ static int import_job_init(import_job *j)
     j->pipe = hr_pipe_new(j->r);
     if (!j->params || !j->argv || !j->argvlen || !j->txt || !j->pipe)
         return -1;
-    j->argv[0] = hr_key_task(hr_redis_prefix(j->r), j->keys[0], sizeof j->keys[0], j->task, HR_KEY_SUBS);
-    j->argv[1] = hr_key_task(hr_redis_prefix(j->r), j->keys[1], sizeof j->keys[1], j->task, HR_KEY_PULLED);
-    j->argv[2] = hr_key_task(hr_redis_prefix(j->r), j->keys[2], sizeof j->keys[2], j->task, HR_KEY_SEQ);
+    j->argv[0] =
+        hr_key_task(hr_redis_prefix(j->r), j->keys[0], sizeof j->keys[0], j->task, HR_KEY_SUBS);
+    j->argv[1] =
+        hr_key_task(hr_redis_prefix(j->r), j->keys[1], sizeof j->keys[1], j->task, HR_KEY_PULLED);
+    j->argv[2] =
+        hr_key_task(hr_redis_prefix(j->r), j->keys[2], sizeof j->keys[2], j->task, HR_KEY_SEQ);
     for (int i = 0; i < 3; i++)
         j->argvlen[i] = strlen(j->argv[i]);
     return 0;
@@ -355,7 +358,8 @@ int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
     }
     if (import_sadd_finish(&j, errstr, sizeof errstr) < 0) {
         ctl_fail("import into task %" PRId64 ": every id is in MySQL but the last Redis batch "
-                 "failed: %s (run it again: importing is idempotent)", j.task, errstr);
+                 "failed: %s (run it again: importing is idempotent)",
+                 j.task, errstr);
         goto done;
     }
     if (tty)

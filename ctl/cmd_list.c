@@ -45,14 +45,13 @@ enum {
     LIST_NCOLS
 };
 
-#define LIST_SELECT                                                                     \
-    "SELECT id, name, state, CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), "    \
+#define LIST_SELECT                                                                        \
+    "SELECT id, name, state, CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), "       \
     "topic, channel, control, CAST(ROUND(UNIX_TIMESTAMP(finished_at) * 1000) AS SIGNED), " \
     "last_error, total, sent, failed, throttled, pulled, cancelled, retried FROM push_task "
 
 static const char *const list_counters[] = {"total",  "sent",      "failed", "throttled",
                                             "pulled", "cancelled", "retried"};
-
 
 static int64_t list_int(const hr_mysql_rows *rows, size_t row, size_t col)
 {
@@ -79,16 +78,15 @@ static void list_table(const hr_mysql_rows *rows)
                ctl_fmt_cell(hr_mysql_cell(rows, i, LIST_NAME), LIST_NAME_WIDTH, true, name,
                             sizeof name),
                hr_mysql_cell(rows, i, LIST_STATE), due, n[0], n[1], n[2], n[3], n[4], n[5],
-               ctl_fmt_cell(hr_mysql_cell(rows, i, LIST_LAST_ERROR), LIST_ERROR_WIDTH, false,
-                            error, sizeof error));
+               ctl_fmt_cell(hr_mysql_cell(rows, i, LIST_LAST_ERROR), LIST_ERROR_WIDTH, false, error,
+                            sizeof error));
     }
 }
 
 /* A string column as a JSON string, NULL as null. */
 static bool list_json_str(cJSON *o, const char *key, const char *v)
 {
-    return (v != NULL ? cJSON_AddStringToObject(o, key, v) : cJSON_AddNullToObject(o, key)) !=
-           NULL;
+    return (v != NULL ? cJSON_AddStringToObject(o, key, v) : cJSON_AddNullToObject(o, key)) != NULL;
 }
 
 /* Epoch ms as an ISO time string, a NULL column (-1) as null. */
@@ -160,8 +158,10 @@ int ctl_cmd_list(ctl_ctx *ctx, int argc, char **argv)
     while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
         if (opt == 's') {
             if (hr_state_parse(optarg, &known) < 0)
-                return ctl_usage("list", "--state: \"%s\" is not one of scheduled, dispatching, "
-                                         "dispatched, done, paused, cancelled, failed", optarg);
+                return ctl_usage("list",
+                                 "--state: \"%s\" is not one of scheduled, dispatching, "
+                                 "dispatched, done, paused, cancelled, failed",
+                                 optarg);
             state = optarg;
         } else if (opt == 'n') {
             if (ctl_fmt_parse_int("--limit", optarg, 1, LIST_MAX_LIMIT, &limit, errstr,

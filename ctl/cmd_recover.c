@@ -75,8 +75,8 @@ static int recover_reset_total(hr_mysql *m, int64_t id, char *errstr, size_t err
 
     if (hr_mysql_begin(m, errstr, errlen) < 0)
         return -1;
-    if (hr_mysql_exec(m, "DELETE FROM push_chunk WHERE task_id = ? AND state <> 'done'", p, 1,
-                      NULL, NULL, NULL, errstr, errlen) < 0 ||
+    if (hr_mysql_exec(m, "DELETE FROM push_chunk WHERE task_id = ? AND state <> 'done'", p, 1, NULL,
+                      NULL, NULL, errstr, errlen) < 0 ||
         hr_mysql_exec(m,
                       "UPDATE push_task SET total = (SELECT COUNT(*) FROM push_delivery "
                       "WHERE task_id = ? AND status IN ('sent', 'failed', 'throttled')) "
@@ -99,8 +99,8 @@ static int recover_reset_published(hr_mysql *m, hr_redis *r, int64_t id, char *e
     char key[HR_KEY_MAX];
     int rc = -1;
 
-    if (hr_mysql_query(m, "SELECT total FROM push_task WHERE id = ?", p, 1, &rows, errstr,
-                       errlen) < 0)
+    if (hr_mysql_query(m, "SELECT total FROM push_task WHERE id = ?", p, 1, &rows, errstr, errlen) <
+        0)
         return -1;
     if (rows->nrows != 1 || hr_mysql_cell(rows, 0, 0) == NULL) {
         snprintf(errstr, errlen, "task %" PRId64 " disappeared", id);
@@ -135,21 +135,22 @@ static int recover_log_counts(hr_mysql *m, hr_task *t, char *errstr, size_t errl
     hr_mysql_rows *rows = NULL;
     size_t i;
 
-    if (hr_mysql_query(m, "SELECT status, COUNT(*) FROM push_delivery WHERE task_id = ? "
-                          "GROUP BY status",
+    if (hr_mysql_query(m,
+                       "SELECT status, COUNT(*) FROM push_delivery WHERE task_id = ? "
+                       "GROUP BY status",
                        p, 1, &rows, errstr, errlen) < 0)
         return -1;
     t->sent = t->failed = t->throttled = t->unregistered = 0;
     for (i = 0; i < rows->nrows; i++) {
         const char *status = hr_mysql_cell(rows, i, 0);
         int64_t n = strtoll(hr_mysql_cell(rows, i, 1), NULL, 10);
-        int64_t *field = strcmp(status, "sent") == 0        ? &t->sent
-                         : strcmp(status, "failed") == 0    ? &t->failed
-                         : strcmp(status, "throttled") == 0 ? &t->throttled
-                         : strcmp(status, "pulled") == 0    ? &t->pulled
-                         : strcmp(status, "cancelled") == 0 ? &t->cancelled
+        int64_t *field = strcmp(status, "sent") == 0           ? &t->sent
+                         : strcmp(status, "failed") == 0       ? &t->failed
+                         : strcmp(status, "throttled") == 0    ? &t->throttled
+                         : strcmp(status, "pulled") == 0       ? &t->pulled
+                         : strcmp(status, "cancelled") == 0    ? &t->cancelled
                          : strcmp(status, "unregistered") == 0 ? &t->unregistered
-                                                            : NULL;
+                                                               : NULL;
 
         if (field != NULL && n > *field)
             *field = n;
@@ -219,8 +220,8 @@ static int64_t recover_del_matching(hr_redis *r, const char *match, bool del, ch
     int rounds = 0;
 
     do {
-        redisReply *reply = hr_redis_cmdf(r, errstr, errlen, "SCAN %s MATCH %s COUNT 1000", cursor,
-                                          match);
+        redisReply *reply =
+            hr_redis_cmdf(r, errstr, errlen, "SCAN %s MATCH %s COUNT 1000", cursor, match);
 
         if (reply == NULL)
             return -1;
@@ -233,8 +234,8 @@ static int64_t recover_del_matching(hr_redis *r, const char *match, bool del, ch
             continue;
         }
         for (i = 0; i < reply->element[1]->elements; i++) {
-            redisReply *gone = hr_redis_cmdf(r, errstr, errlen, "DEL %s",
-                                             reply->element[1]->element[i]->str);
+            redisReply *gone =
+                hr_redis_cmdf(r, errstr, errlen, "DEL %s", reply->element[1]->element[i]->str);
 
             if (gone == NULL) {
                 freeReplyObject(reply);
@@ -275,8 +276,9 @@ static int recover_log_mark(hr_mysql *m, int64_t id, char *mark, size_t marklen,
     const hr_mysql_param p[] = {HR_P_I64(id)};
     hr_mysql_rows *rows = NULL;
 
-    if (hr_mysql_query(m, "SELECT COUNT(*), COALESCE(MAX(at), '') FROM push_delivery "
-                          "WHERE task_id = ?",
+    if (hr_mysql_query(m,
+                       "SELECT COUNT(*), COALESCE(MAX(at), '') FROM push_delivery "
+                       "WHERE task_id = ?",
                        p, 1, &rows, errstr, errlen) < 0)
         return -1;
     snprintf(mark, marklen, "%s/%s", hr_mysql_cell(rows, 0, 0), hr_mysql_cell(rows, 0, 1));
@@ -297,13 +299,13 @@ static int recover_log_mark(hr_mysql *m, int64_t id, char *mark, size_t marklen,
  * SIGSTOPped, pushes on only when it comes back; docs/reliability.md
  * bounds that.)  0, 1 when the log did not stand still within
  * RECOVER_QUIET_MAX_MS (reported), -1 (ERRSTR). */
-static int recover_wait_reports(hr_mysql *m, int64_t id, int lease_ms, char *errstr,
-                                size_t errlen)
+static int recover_wait_reports(hr_mysql *m, int64_t id, int lease_ms, char *errstr, size_t errlen)
 {
     char before[96], after[96];
     int waited = lease_ms / 3;
 
-    fprintf(stderr, "heraldctl: task %" PRId64 ": waiting for its workers' last reports (lease "
+    fprintf(stderr,
+            "heraldctl: task %" PRId64 ": waiting for its workers' last reports (lease "
             "renewal %d ms, then the delivery log standing still for %d ms)\n",
             id, lease_ms / 3, RECOVER_QUIET_MS);
     usleep((useconds_t)(lease_ms / 3) * 1000);
@@ -319,7 +321,8 @@ static int recover_wait_reports(hr_mysql *m, int64_t id, int lease_ms, char *err
     }
     ctl_fail("task %" PRId64 ": workers still log deliveries of it after %d s (its chunks were "
              "lost from Redis while they pushed them); recover would push those recipients "
-             "again: try again once they stopped", id, RECOVER_QUIET_MAX_MS / 1000);
+             "again: try again once they stopped",
+             id, RECOVER_QUIET_MAX_MS / 1000);
     return 1;
 }
 
@@ -354,8 +357,10 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     redisReply *reply;
     char errstr[512], key[HR_KEY_MAX], keys[3][HR_KEY_MAX], token[128];
     const char *prefix;
-    hr_subs_refill_opts o = {.token = token, .lock_ms = RECOVER_LOCK_MS,
-                             .batch = RECOVER_BATCH, .exclude_delivered = true};
+    hr_subs_refill_opts o = {.token = token,
+                             .lock_ms = RECOVER_LOCK_MS,
+                             .batch = RECOVER_BATCH,
+                             .exclude_delivered = true};
     int64_t id, dropped, dropped2, maxseq, added = 0, seen = 0, unaccounted;
     hr_task_state state;
     int wait;
@@ -368,16 +373,13 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     rc = CTL_EXIT_FAIL;
     id = t->id;
     prefix = hr_redis_prefix(r);
-    if (hr_state_parse(t->state, &state) < 0) {
-        ctl_fail("task %" PRId64 " has an unknown state \"%s\"", id, t->state);
-        goto done;
-    }
+    state = t->state;
     unaccounted = state == HR_STATE_FAILED ? recover_unaccounted(m, id) : 0;
     if (unaccounted < 0)
         goto done;
     if (state == HR_STATE_DONE || state == HR_STATE_CANCELLED ||
         (state == HR_STATE_FAILED && unaccounted == 0)) {
-        ctl_fail("task %" PRId64 " is %s; nothing to recover", id, t->state);
+        ctl_fail("task %" PRId64 " is %s; nothing to recover", id, hr_state_name(state));
         goto done;
     }
     if (state == HR_STATE_DISPATCHING) {
@@ -400,22 +402,24 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     rc = CTL_EXIT_FAIL;
     if (wait >= RECOVER_LOCK_WAIT_MS) {
         ctl_fail("task %" PRId64 ": a dispatcher is preparing it (prepare lock held for %d s); try "
-                 "again in a minute", id, RECOVER_LOCK_WAIT_MS / 1000);
+                 "again in a minute",
+                 id, RECOVER_LOCK_WAIT_MS / 1000);
         goto done;
     }
     locked = true;
     /* Leases are looked for before and after the wait: one taken meanwhile
      * (a sweeper's republish) is a chunk in flight too. */
     for (pass = 0; pass < 2; pass++) {
-        dropped = recover_del_matching(r, hr_key_leases_match(prefix, key, sizeof key, id),
-                                       false, errstr, sizeof errstr);
+        dropped = recover_del_matching(r, hr_key_leases_match(prefix, key, sizeof key, id), false,
+                                       errstr, sizeof errstr);
         if (dropped < 0)
             goto redis_failed;
         if (dropped > 0) {
             ctl_fail("task %" PRId64 " has chunks in flight (a worker holds a chunk lease): "
                      "its workers would push what they hold while the rebuilt set is chunked "
                      "again; pause it first (heraldctl pause %" PRId64 "), wait until it is "
-                     "paused and its chunks are parked, recover, then resume", id, id);
+                     "paused and its chunks are parked, recover, then resume",
+                     id, id);
             goto done;
         }
         /* A scheduled task was never chunked: nobody holds its members. */
@@ -452,14 +456,15 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     }
     if (fill != HR_SUBS_DONE) {
         ctl_fail("task %" PRId64 ": the set is incomplete (%" PRId64 " added): %s; run recover "
-                 "again", id, added, hr_subs_result_str(fill));
+                 "again",
+                 id, added, hr_subs_result_str(fill));
         goto done;
     }
     {
         const hr_mysql_param p[] = {HR_P_I64(id)};
 
-        if (hr_mysql_query(m, "SELECT COALESCE(MAX(seq), 0) FROM push_chunk WHERE task_id = ?",
-                           p, 1, &rows, errstr, sizeof errstr) < 0) {
+        if (hr_mysql_query(m, "SELECT COALESCE(MAX(seq), 0) FROM push_chunk WHERE task_id = ?", p,
+                           1, &rows, errstr, sizeof errstr) < 0) {
             ctl_fail("%s", errstr);
             goto done;
         }
@@ -490,7 +495,8 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     if (recover_restore_stats(r, t, errstr, sizeof errstr) < 0)
         goto redis_failed;
     reply = hr_redis_cmdf(r, errstr, sizeof errstr, "SET %s %s",
-                          hr_key_task(prefix, key, sizeof key, id, HR_KEY_CTL), t->control);
+                          hr_key_task(prefix, key, sizeof key, id, HR_KEY_CTL),
+                          hr_control_name(t->control));
     if (reply == NULL)
         goto redis_failed;
     freeReplyObject(reply);

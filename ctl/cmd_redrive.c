@@ -16,7 +16,7 @@
  * transition (the sweeper's or a worker's reporter's) that read an empty
  * pending just before the move can still land after that UPDATE, so the
  * task also goes into the redriven set first: dispatchers reopen a done
- * task of that set while its pending hash is not empty (dispatcher/dsp_ctl.c). */
+ * task of that set while its pending hash is not empty (dispatcher/dsp_control.c). */
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -55,7 +55,8 @@ static int redrive_forget(redrive_job *j, char *errstr, size_t errlen)
 
     for (i = 0; i < j->n; i += k) {
         p[0] = HR_P_I64(j->id);
-        off = (size_t)snprintf(sql, sizeof sql, "DELETE FROM push_delivery WHERE task_id = ? "
+        off = (size_t)snprintf(sql, sizeof sql,
+                               "DELETE FROM push_delivery WHERE task_id = ? "
                                "AND status = 'failed' AND uid IN (");
         for (k = 0; k < REDRIVE_LOG_BATCH && i + k < j->n; k++) {
             p[1 + k] = HR_P_STR(j->uids[i + k]);
@@ -116,8 +117,8 @@ static int redrive_all(redrive_job *j, char *errstr, size_t errlen)
     size_t i;
 
     do {
-        redisReply *reply = hr_redis_cmdf(j->r, errstr, errlen, "HSCAN %s %s COUNT %d",
-                                          j->keys[0], cursor, REDRIVE_SCAN_COUNT);
+        redisReply *reply = hr_redis_cmdf(j->r, errstr, errlen, "HSCAN %s %s COUNT %d", j->keys[0],
+                                          cursor, REDRIVE_SCAN_COUNT);
 
         if (reply == NULL)
             return -1;
@@ -145,7 +146,6 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
     redrive_job j = {0};
     char errstr[512];
     int64_t id, now;
-    hr_task_state state;
     size_t i;
     bool failed;
     int rc;
@@ -158,11 +158,10 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
     j.m = m;
     j.id = t->id;
     j.prefix = hr_redis_prefix(j.r);
-    if (hr_state_parse(t->state, &state) < 0 ||
-        (state != HR_STATE_DISPATCHING && state != HR_STATE_DISPATCHED &&
-         state != HR_STATE_DONE)) {
+    if (t->state != HR_STATE_DISPATCHING && t->state != HR_STATE_DISPATCHED &&
+        t->state != HR_STATE_DONE) {
         ctl_fail("task %" PRId64 " is %s; redrive serves dispatching, dispatched and done tasks",
-                 id, t->state);
+                 id, hr_state_name(t->state));
         goto done;
     }
     if (hr_redis_time_ms(j.r, &now, errstr, sizeof errstr) < 0) {
@@ -170,7 +169,7 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
         goto done;
     }
     j.max = t->chunk_size >= 1 && t->chunk_size <= HR_TASK_MAX_CHUNK ? (size_t)t->chunk_size
-                                                                    : HR_TASK_MAX_CHUNK;
+                                                                     : HR_TASK_MAX_CHUNK;
     j.argv = malloc((7 + j.max) * sizeof *j.argv);
     j.uids = malloc(j.max * sizeof *j.uids);
     if (j.argv == NULL || j.uids == NULL) {
@@ -188,8 +187,8 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
     j.argv[6] = j.at_s;
     failed = redrive_all(&j, errstr, sizeof errstr) < 0;
     if (failed)
-        ctl_fail("redrive stopped after %" PRId64 " recipients in %" PRId64 " chunks: %s",
-                 j.moved, j.chunks, errstr);
+        ctl_fail("redrive stopped after %" PRId64 " recipients in %" PRId64 " chunks: %s", j.moved,
+                 j.chunks, errstr);
     if (j.moved == 0) {
         if (!failed) {
             printf("task %" PRId64 ": no dead letters\n", id);
@@ -204,7 +203,8 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
 
         if (reply == NULL) {
             ctl_fail("%" PRId64 " recipients are in %" PRId64 " new chunks, but the task is not "
-                     "marked redriven (%s): run redrive again", j.moved, j.chunks, errstr);
+                     "marked redriven (%s): run redrive again",
+                     j.moved, j.chunks, errstr);
             goto done;
         }
         freeReplyObject(reply);
@@ -214,7 +214,8 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
 
         if (hr_state_redrive(m, id, j.moved, merr, sizeof merr) < 0) {
             ctl_fail("%" PRId64 " recipients are in %" PRId64 " new chunks, but MySQL was not "
-                     "updated: %s", j.moved, j.chunks, merr);
+                     "updated: %s",
+                     j.moved, j.chunks, merr);
             goto done;
         }
     }
@@ -225,7 +226,8 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)
                j.seq_s);
     else
         printf("task %" PRId64 ": redrove %" PRId64 " recipients into %" PRId64
-               " chunks (last %s)\n", id, j.moved, j.chunks, j.seq_s);
+               " chunks (last %s)\n",
+               id, j.moved, j.chunks, j.seq_s);
     rc = CTL_EXIT_OK;
 done:
     for (i = 0; i < j.n; i++)

@@ -34,12 +34,12 @@
 
 typedef struct status_sample {
     hr_task *t;
-    int64_t subs;      /* SCARD subs, -1 = unknown */
-    int64_t pending;   /* HLEN pending, -1 = unknown */
-    int64_t published; /* stats.published, 0 when absent */
+    int64_t subs;                         /* SCARD subs, -1 = unknown */
+    int64_t pending;                      /* HLEN pending, -1 = unknown */
+    int64_t published;                    /* stats.published, 0 when absent */
     int64_t live[HR_OUTCOME_UNACCOUNTED]; /* the stats hash's outcomes, -1 = absent */
-    int64_t subscriptions; /* COUNT(push_subscription), -1 = unknown */
-    char stats[STATUS_STATS_TEXT]; /* "k=v k=v ..." of the stats hash */
+    int64_t subscriptions;                /* COUNT(push_subscription), -1 = unknown */
+    char stats[STATUS_STATS_TEXT];        /* "k=v k=v ..." of the stats hash */
     hr_progress pr;
     int64_t done, total;
     int64_t mono_ms;
@@ -81,19 +81,19 @@ static void status_redis(hr_redis *r, int64_t task, status_sample *s)
     } cmds[] = {{"SCARD", HR_KEY_SUBS}, {"HLEN", HR_KEY_PENDING}, {"HGETALL", HR_KEY_STATS}};
     redisReply *reply[3] = {NULL, NULL, NULL};
     char key[HR_KEY_MAX], errstr[256];
-    hr_pipe *p = hr_pipe_new(r);
+    hr_pipe *pipe = hr_pipe_new(r);
     size_t i;
 
-    for (i = 0; p != NULL && i < 3; i++) {
-        const char *argv[2] = {cmds[i].cmd, hr_key_task(hr_redis_prefix(r), key, sizeof key,
-                                                        task, cmds[i].key)};
-        if (hr_pipe_cmd(p, 2, argv, NULL) < 0)
+    for (i = 0; pipe != NULL && i < 3; i++) {
+        const char *argv[2] = {cmds[i].cmd,
+                               hr_key_task(hr_redis_prefix(r), key, sizeof key, task, cmds[i].key)};
+        if (hr_pipe_cmd(pipe, 2, argv, NULL) < 0)
             break;
     }
-    if (p != NULL && i == 3 && hr_pipe_exec(p, errstr, sizeof errstr) == 0)
+    if (pipe != NULL && i == 3 && hr_pipe_exec(pipe, errstr, sizeof errstr) == 0)
         for (i = 0; i < 3; i++)
-            reply[i] = hr_pipe_reply(p, i, errstr, sizeof errstr);
-    hr_pipe_free(p);
+            reply[i] = hr_pipe_reply(pipe, i, errstr, sizeof errstr);
+    hr_pipe_free(pipe);
     s->subs = status_int_reply(reply[0]);
     s->pending = status_int_reply(reply[1]);
     status_stats(s, reply[2]);
@@ -109,9 +109,9 @@ static int64_t status_subscriptions(hr_mysql *m, int64_t task)
     char errstr[256];
     int64_t n = -1;
 
-    if (hr_mysql_query(m, "SELECT COUNT(*) FROM push_subscription WHERE task_id = ?", &p, 1,
-                       &rows, errstr, sizeof errstr) == 0 && rows->nrows == 1 &&
-        hr_mysql_cell(rows, 0, 0) != NULL)
+    if (hr_mysql_query(m, "SELECT COUNT(*) FROM push_subscription WHERE task_id = ?", &p, 1, &rows,
+                       errstr, sizeof errstr) == 0 &&
+        rows->nrows == 1 && hr_mysql_cell(rows, 0, 0) != NULL)
         n = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
     hr_mysql_rows_free(rows);
     return n;
@@ -122,23 +122,25 @@ static int status_sample_take(hr_mysql *m, hr_redis *r, int64_t task, status_sam
                               char *errstr, size_t errlen)
 {
     hr_task *t = NULL;
-    int64_t known = s->t != NULL && !hr_state_is(s->t->state, HR_STATE_SCHEDULED)
-                        ? s->subscriptions
-                        : -1;
+    int64_t known = s->t != NULL && s->t->state != HR_STATE_SCHEDULED ? s->subscriptions : -1;
     int rc = hr_task_load(m, task, &t, errstr, errlen);
     hr_progress_in in;
 
     if (rc != 0)
         return rc;
     hr_task_free(s->t);
-    *s = (status_sample){.t = t, .subs = -1, .pending = -1, .mono_ms = ctl_fmt_mono_ms(),
+    *s = (status_sample){.t = t,
+                         .subs = -1,
+                         .pending = -1,
+                         .mono_ms = ctl_fmt_mono_ms(),
                          .live = {-1, -1, -1, -1, -1, -1}};
     if (r != NULL)
         status_redis(r, task, s);
     s->subscriptions = known >= 0 ? known : status_subscriptions(m, task);
     in = (hr_progress_in){.subscriptions = s->subscriptions,
                           .published = hr_progress_merge(t->total, s->published),
-                          .subs_left = s->subs, .finished = hr_state_name_final(t->state)};
+                          .subs_left = s->subs,
+                          .finished = hr_state_final(t->state)};
     {
         const int64_t mysql[HR_OUTCOME_UNACCOUNTED] = {t->sent,   t->failed,    t->throttled,
                                                        t->pulled, t->cancelled, t->unregistered};
@@ -165,12 +167,12 @@ static void status_rate_text(const status_sample *s, double rate, char *rbuf, si
     int64_t until_due = s->t->due_ms - ctl_fmt_now_ms();
     char n[32], d[32];
 
-    if (hr_state_name_final(s->t->state) && rate < 0) {
+    if (hr_state_final(s->t->state) && rate < 0) {
         snprintf(rbuf, rlen, "-/s");
         snprintf(ebuf, elen, "finished");
         return;
     }
-    if (hr_state_is(s->t->state, HR_STATE_SCHEDULED) && until_due > 0) {
+    if (s->t->state == HR_STATE_SCHEDULED && until_due > 0) {
         snprintf(rbuf, rlen, "-/s");
         snprintf(ebuf, elen, "due in %s", ctl_fmt_eta(until_due / 1000.0, d, sizeof d));
         return;
@@ -181,7 +183,7 @@ static void status_rate_text(const status_sample *s, double rate, char *rbuf, si
         return;
     }
     snprintf(rbuf, rlen, "%s/s", ctl_fmt_count((int64_t)(rate + 0.5), n, sizeof n));
-    if (hr_state_name_final(s->t->state) || s->done >= s->total)
+    if (hr_state_final(s->t->state) || s->done >= s->total)
         snprintf(ebuf, elen, "ETA 0 s");
     else
         snprintf(ebuf, elen, "ETA %s",
@@ -201,7 +203,7 @@ static void status_line(FILE *out, const status_sample *s, double rate, const ch
             ctl_fmt_count(s->pr.outcome[HR_OUTCOME_SENT], sent, sizeof sent),
             ctl_fmt_count(s->pr.outcome[HR_OUTCOME_FAILED], failed, sizeof failed),
             ctl_fmt_count(s->pr.outcome[HR_OUTCOME_THROTTLED], thr, sizeof thr), r, eta,
-            s->t->state, end);
+            hr_state_name(s->t->state), end);
     fflush(out);
 }
 
@@ -213,9 +215,9 @@ static void status_report(const status_sample *s, double rate)
     int64_t lag = ctl_fmt_now_ms() - t->due_ms;
 
     status_rate_text(s, rate, r, sizeof r, eta, sizeof eta);
-    printf("task %" PRId64 " \"%s\" on %s: %s%s%s\n", t->id, t->name, t->channel, t->state,
-           strcmp(t->control, "run") != 0 ? ", control " : "",
-           strcmp(t->control, "run") != 0 ? t->control : "");
+    printf("task %" PRId64 " \"%s\" on %s: %s%s%s\n", t->id, t->name, t->channel,
+           hr_state_name(t->state), t->control != HR_CONTROL_RUN ? ", control " : "",
+           t->control != HR_CONTROL_RUN ? hr_control_name(t->control) : "");
     printf("  due       %s (%s%s%s)\n", ctl_fmt_time_iso(t->due_ms, due, sizeof due),
            lag < 0 ? "in " : "", ctl_fmt_eta((lag < 0 ? -lag : lag) / 1000.0, when, sizeof when),
            lag < 0 ? "" : " ago");
@@ -229,15 +231,14 @@ static void status_report(const status_sample *s, double rate)
                ctl_fmt_count(s->pr.outcome[o], n[0], sizeof n[0]));
     if (s->pr.over > 0)
         printf("  (counted twice %s)", ctl_fmt_count(s->pr.over, n[0], sizeof n[0]));
-    printf("\n  mysql     total %s  sent %s  failed %s  throttled %s  pulled %s  cancelled %s  "
-           "retried %s  unregistered %s\n",
-           ctl_fmt_count(t->total, n[0], sizeof n[0]), ctl_fmt_count(t->sent, n[1], sizeof n[1]),
-           ctl_fmt_count(t->failed, n[2], sizeof n[2]),
-           ctl_fmt_count(t->throttled, n[3], sizeof n[3]),
-           ctl_fmt_count(t->pulled, n[4], sizeof n[4]),
-           ctl_fmt_count(t->cancelled, n[5], sizeof n[5]),
-           ctl_fmt_count(t->retried, n[6], sizeof n[6]),
-           ctl_fmt_count(t->unregistered, n[7], sizeof n[7]));
+    printf(
+        "\n  mysql     total %s  sent %s  failed %s  throttled %s  pulled %s  cancelled %s  "
+        "retried %s  unregistered %s\n",
+        ctl_fmt_count(t->total, n[0], sizeof n[0]), ctl_fmt_count(t->sent, n[1], sizeof n[1]),
+        ctl_fmt_count(t->failed, n[2], sizeof n[2]), ctl_fmt_count(t->throttled, n[3], sizeof n[3]),
+        ctl_fmt_count(t->pulled, n[4], sizeof n[4]), ctl_fmt_count(t->cancelled, n[5], sizeof n[5]),
+        ctl_fmt_count(t->retried, n[6], sizeof n[6]),
+        ctl_fmt_count(t->unregistered, n[7], sizeof n[7]));
     if (s->subs >= 0)
         printf("  redis     subs left %s  pending chunks %s  stats %s\n",
                ctl_fmt_count(s->subs, n[0], sizeof n[0]),
@@ -295,14 +296,14 @@ static int status_watch(hr_mysql *m, hr_redis *r, int64_t task, int64_t interval
         } else {
             status_line(stdout, s, rate, "\n");
         }
-        if (hr_state_name_final(s->t->state))
+        if (hr_state_final(s->t->state))
             break;
         status_sleep_ms(interval_ms);
     }
     if (tty)
         putchar('\n');
     status_report(s, rate);
-    return hr_state_is(s->t->state, HR_STATE_FAILED) ? CTL_EXIT_FAIL : CTL_EXIT_OK;
+    return s->t->state == HR_STATE_FAILED ? CTL_EXIT_FAIL : CTL_EXIT_OK;
 }
 
 int ctl_cmd_status(ctl_ctx *ctx, int argc, char **argv)
@@ -325,8 +326,8 @@ int ctl_cmd_status(ctl_ctx *ctx, int argc, char **argv)
         if (opt == 'w') {
             watch = true;
         } else if (opt == 'i') {
-            if (ctl_fmt_parse_duration("--interval", optarg, &interval_ms, errstr,
-                                       sizeof errstr) < 0)
+            if (ctl_fmt_parse_duration("--interval", optarg, &interval_ms, errstr, sizeof errstr) <
+                0)
                 return ctl_usage("status", "%s", errstr);
             if (interval_ms < STATUS_MIN_INTERVAL_MS)
                 interval_ms = STATUS_MIN_INTERVAL_MS;
@@ -352,7 +353,7 @@ int ctl_cmd_status(ctl_ctx *ctx, int argc, char **argv)
                         : ctl_fail("status: %s", errstr);
         } else {
             since = ctl_fmt_now_ms() - s.t->due_ms;
-            status_report(&s, !hr_state_name_final(s.t->state) && since > 0 && s.done > 0
+            status_report(&s, !hr_state_final(s.t->state) && since > 0 && s.done > 0
                                   ? s.done * 1000.0 / since
                                   : -1);
             rc = CTL_EXIT_OK;

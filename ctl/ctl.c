@@ -24,9 +24,8 @@ static const ctl_command ctl_commands[] = {
     {"create", "create a task from flags; prints its id",
      "--name N --channel C --due-in D|--due-at T [FLAGS]", ctl_create_flags, ctl_cmd_create},
     {"import", "add subscribers (one id a line) to a scheduled task", "TASK FILE|-",
-     CTL_TASK_ARG
-     "  FILE                 subscriber ids, one decimal uid a line; - reads stdin\n"
-     "                       (idempotent: run it again after an error)\n",
+     CTL_TASK_ARG "  FILE                 subscriber ids, one decimal uid a line; - reads stdin\n"
+                  "                       (idempotent: run it again after an error)\n",
      ctl_cmd_import},
     {"status", "a task's state, counters, progress and ETA", "TASK [--watch] [--interval D]",
      CTL_TASK_ARG
@@ -78,15 +77,14 @@ static const ctl_command *ctl_find(const char *name)
 
 static void ctl_print_help(FILE *out)
 {
-    fprintf(out,
-            "usage: heraldctl [-c CONFIG] COMMAND [ARGS]\n"
-            "\n"
-            "  -c, --config CONFIG  configuration file\n"
-            "                       (default: $HERALD_CONFIG, else ./herald.yaml)\n"
-            "  -h, --help           show this help\n"
-            "  -V, --version        show the version\n"
-            "\n"
-            "commands:\n");
+    fprintf(out, "usage: heraldctl [-c CONFIG] COMMAND [ARGS]\n"
+                 "\n"
+                 "  -c, --config CONFIG  configuration file\n"
+                 "                       (default: $HERALD_CONFIG, else ./herald.yaml)\n"
+                 "  -h, --help           show this help\n"
+                 "  -V, --version        show the version\n"
+                 "\n"
+                 "commands:\n");
     for (size_t i = 0; i < CTL_NCOMMANDS; i++)
         fprintf(out, "  %-10s %s\n", ctl_commands[i].name, ctl_commands[i].summary);
     fprintf(out, "\n'heraldctl help COMMAND' shows the arguments of a command.\n");

@@ -22,8 +22,8 @@ int ctl_fmt_parse_int(const char *what, const char *s, int64_t min, int64_t max,
     errno = 0;
     v = strtoll(s, &end, 10);
     if (*s == '\0' || *end != '\0' || errno != 0 || v < min || v > max) {
-        snprintf(errstr, errlen, "%s: \"%.40s\" is not an integer in %" PRId64 "..%" PRId64,
-                 what, s, min, max);
+        snprintf(errstr, errlen, "%s: \"%.40s\" is not an integer in %" PRId64 "..%" PRId64, what,
+                 s, min, max);
         return -1;
     }
     *out = v;
@@ -50,13 +50,12 @@ int ctl_fmt_parse_duration(const char *what, const char *s, int64_t *ms, char *e
             }
         }
     }
-    snprintf(errstr, errlen, "%s: \"%.40s\" is not a duration like 250ms, 30s, 5m, 2h or 1d",
-             what, s);
+    snprintf(errstr, errlen, "%s: \"%.40s\" is not a duration like 250ms, 30s, 5m, 2h or 1d", what,
+             s);
     return -1;
 }
 
-int ctl_fmt_parse_time(const char *what, const char *s, int64_t *ms, char *errstr,
-                       size_t errlen)
+int ctl_fmt_parse_time(const char *what, const char *s, int64_t *ms, char *errstr, size_t errlen)
 {
     /* The API's parser: what one refuses, the other refuses too. */
     return hr_parse_time(what, s, ms, errstr, errlen);
@@ -173,11 +172,10 @@ typedef struct fmt_range {
 /* Zero columns: combining marks, zero-width spaces and joiners, variation
  * selectors, emoji skin-tone modifiers and tags. */
 static const fmt_range fmt_zero[] = {
-    {0x0300, 0x036F},   {0x0483, 0x0489},   {0x0591, 0x05BD},   {0x0610, 0x061A},
-    {0x064B, 0x065F},   {0x0E31, 0x0E31},   {0x0E34, 0x0E3A},   {0x0E47, 0x0E4E},
-    {0x200B, 0x200F},   {0x2028, 0x202E},   {0x2060, 0x2064},   {0x20D0, 0x20FF},
-    {0x302A, 0x302F},   {0x3099, 0x309A},   {0xFE00, 0xFE0F},   {0xFE20, 0xFE2F},
-    {0xFEFF, 0xFEFF},   {0x1F3FB, 0x1F3FF}, {0xE0000, 0xE007F}, {0xE0100, 0xE01EF},
+    {0x0300, 0x036F}, {0x0483, 0x0489}, {0x0591, 0x05BD},   {0x0610, 0x061A},   {0x064B, 0x065F},
+    {0x0E31, 0x0E31}, {0x0E34, 0x0E3A}, {0x0E47, 0x0E4E},   {0x200B, 0x200F},   {0x2028, 0x202E},
+    {0x2060, 0x2064}, {0x20D0, 0x20FF}, {0x302A, 0x302F},   {0x3099, 0x309A},   {0xFE00, 0xFE0F},
+    {0xFE20, 0xFE2F}, {0xFEFF, 0xFEFF}, {0x1F3FB, 0x1F3FF}, {0xE0000, 0xE007F}, {0xE0100, 0xE01EF},
 };
 
 /* Two columns: East Asian Wide and Fullwidth, and emoji presentation. */

@@ -19,8 +19,7 @@ int ctl_fmt_parse_duration(const char *what, const char *s, int64_t *ms, char *e
 /* "YYYY-MM-DD HH:MM:SS[.mmm]" (a 'T' instead of the space and a final 'Z'
  * are accepted), read as UTC, into epoch milliseconds: hr_parse_time, the
  * API's parser.  0, or -1. */
-int ctl_fmt_parse_time(const char *what, const char *s, int64_t *ms, char *errstr,
-                       size_t errlen);
+int ctl_fmt_parse_time(const char *what, const char *s, int64_t *ms, char *errstr, size_t errlen);
 
 /* A decimal integer in MIN..MAX, nothing else.  0, or -1 with ERRSTR. */
 int ctl_fmt_parse_int(const char *what, const char *s, int64_t min, int64_t max, int64_t *out,

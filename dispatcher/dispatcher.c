@@ -80,7 +80,7 @@ static void dsp_on_signal(uv_signal_t *h, int signum)
 
     if (atomic_exchange(&d->stopping, true))
         return;
-    hr_log_info("shutdown", "signal=%d tasks=%zu", signum, d->ntasks);
+    hr_log_info("shutdown", "signal=%d tasks=%zu", signum, d->tasks.n);
     uv_timer_stop(&d->t_scan);
     uv_timer_stop(&d->t_poll);
     uv_timer_stop(&d->t_sweep);
@@ -177,8 +177,10 @@ int dsp_run(const hr_config *cfg)
     atomic_init(&d->stopping, false);
     d->loop = uv_default_loop();
     if (cfg->dispatcher.api.ntokens == 0 && !cfg->dispatcher.api.insecure) {
-        fprintf(stderr, "%s: dispatcher.api.tokens is empty; configure at least one bearer "
-                "token, or set dispatcher.api.insecure: true (development only)\n", cfg->path);
+        fprintf(stderr,
+                "%s: dispatcher.api.tokens is empty; configure at least one bearer "
+                "token, or set dispatcher.api.insecure: true (development only)\n",
+                cfg->path);
         rc = 2;
         goto done;
     }
@@ -192,8 +194,7 @@ int dsp_run(const hr_config *cfg)
     dsp_timer_start(d, &d->t_poll, dsp_on_poll, (uint64_t)cfg->dispatcher.poller_interval_ms);
     dsp_timer_start(d, &d->t_sweep, dsp_on_sweep, (uint64_t)cfg->dispatcher.sweep_interval_ms);
     dsp_timer_start(d, &d->t_timer, dsp_on_timer, (uint64_t)cfg->dispatcher.timer_interval_ms);
-    dsp_timer_start(d, &d->t_lease, dsp_on_lease,
-                    (uint64_t)cfg->dispatcher.lease_s * 1000 / 3);
+    dsp_timer_start(d, &d->t_lease, dsp_on_lease, (uint64_t)cfg->dispatcher.lease_s * 1000 / 3);
     dsp_timer_start(d, &d->t_tick, dsp_on_tick, DSP_TICK_MS);
     uv_signal_init(d->loop, &d->sig_term);
     uv_signal_init(d->loop, &d->sig_int);

@@ -62,29 +62,29 @@
 #include "hr_redis.h"
 #include "hr_state.h"
 #include "hr_task.h"
+#include "hr_vec.h"
 
 #include "dsp_seams.h"
 
 /* Bounds on the work of one step, so the loop stays responsive. */
-#define DSP_TIMER_POP_MAX 100       /* ids per timer pop */
-#define DSP_SCAN_MAX 1000           /* tasks per scan */
-#define DSP_POLL_MAX 100            /* tasks per poller round */
-#define DSP_SWEEP_MAX 100           /* republishes per sweep */
-#define DSP_CHUNKS_PER_TICK 64      /* chunk moves per tick, all tasks */
-#define DSP_OUTSTANDING_MAX 32      /* unconfirmed chunks per task */
-#define DSP_REPORTS_MAX 100000      /* confirmed chunks waiting for MySQL */
-#define DSP_REPORTS_PER_TICK 256    /* push_chunk rows written per tick */
-#define DSP_RETIRE_MAX 100          /* finished tasks whose keys get a TTL, per sweep */
+#define DSP_TIMER_POP_MAX 100    /* ids per timer pop */
+#define DSP_SCAN_MAX 1000        /* tasks per scan */
+#define DSP_POLL_MAX 100         /* tasks per poller round */
+#define DSP_SWEEP_MAX 100        /* republishes per sweep */
+#define DSP_CHUNKS_PER_TICK 64   /* chunk moves per tick, all tasks */
+#define DSP_OUTSTANDING_MAX 32   /* unconfirmed chunks per task */
+#define DSP_REPORTS_MAX 100000   /* confirmed chunks waiting for MySQL */
+#define DSP_REPORTS_PER_TICK 256 /* push_chunk rows written per tick */
+#define DSP_RETIRE_MAX 100       /* finished tasks whose keys get a TTL, per sweep */
 #define DSP_KEY_RETENTION_MS ((int64_t)7 * 86400 * 1000) /* a finished task's Redis keys */
-#define DSP_CLAIM_EARLY_MS 1000     /* a claim accepts due_at at most this far ahead */
-#define DSP_CLAIM_BUSY HR_STATE_BUSY /* dsp_store_claim: the row stayed locked */
+#define DSP_DUE_EARLY_MS 1000 /* a claim accepts due_at at most this far ahead */
 #define DSP_TICK_MS 10
-#define DSP_PREP_LOCK_MS 120000     /* prepare lock (refill vs first chunk) */
-#define DSP_RECHECK_MS 10000        /* recount a prepared task's subscribers */
-#define DSP_CTL_RECHECK_MS 100      /* a task held by its ctl key looks again */
-#define DSP_FLUSH_MS 10000          /* bound of the producer flush at exit */
-#define DSP_WARM_TIMEOUT_MS 5000    /* topic metadata at start-up */
-#define DSP_ADDR_SYNC_MS 5000       /* address sync from the background job */
+#define DSP_PREP_LOCK_MS 120000  /* prepare lock (refill vs first chunk) */
+#define DSP_RECHECK_MS 10000     /* recount a prepared task's subscribers */
+#define DSP_CTL_RECHECK_MS 100   /* a task held by its ctl key looks again */
+#define DSP_FLUSH_MS 10000       /* bound of the producer flush at exit */
+#define DSP_WARM_TIMEOUT_MS 5000 /* topic metadata at start-up */
+#define DSP_ADDR_SYNC_MS 5000    /* address sync from the background job */
 
 typedef enum dsp_backend { DSP_MYSQL, DSP_REDIS, DSP_KAFKA, DSP__BACKENDS } dsp_backend;
 
@@ -101,22 +101,22 @@ typedef struct dsp_task {
     int64_t id;
     int64_t due_ms;
     int64_t chunk_size;
-    int64_t rate_limit;  /* effective; 0 = unlimited */
-    int64_t next_ms;     /* do not chunk before (rate limit, retry) */
-    uint64_t gen;        /* this ownership; reports of an earlier one are ignored */
-    int outstanding;     /* produced, delivery report not yet served */
-    int64_t chunks;      /* chunks this owner moved */
-    bool started;        /* the seq key exists: reconciled, refills can no longer run */
-    bool reconciling;    /* its reconciliation is queued or running */
+    int64_t rate_limit; /* effective; 0 = unlimited */
+    int64_t next_ms;    /* do not chunk before (rate limit, retry) */
+    uint64_t gen;       /* this ownership; reports of an earlier one are ignored */
+    int outstanding;    /* produced, delivery report not yet served */
+    int64_t chunks;     /* chunks this owner moved */
+    bool started;       /* the seq key exists: reconciled, refills can no longer run */
+    bool reconciling;   /* its reconciliation is queued or running */
     bool subs_empty;
 } dsp_task;
 
 /* The scanner's memory of one task in the horizon. */
 typedef struct dsp_scan_entry {
     int64_t id;
-    int64_t due_ms;      /* as put into the timer; -1 = not put yet */
-    int64_t have;        /* SCARD subs + SCARD pulled at the last count */
-    int64_t checked_ms;  /* when subscribers were last counted; 0 = never */
+    int64_t due_ms;     /* as put into the timer; -1 = not put yet */
+    int64_t have;       /* SCARD subs + SCARD pulled at the last count */
+    int64_t checked_ms; /* when subscribers were last counted; 0 = never */
 } dsp_scan_entry;
 
 /* A confirmed first publish or republish waiting for its push_chunk row. */
@@ -142,7 +142,7 @@ typedef struct dsp_api dsp_api;
 
 typedef struct dsp {
     const hr_config *cfg;
-    char owner[192];            /* "<instance>/<pid>" */
+    char owner[192]; /* "<instance>/<pid>" */
 
     uv_loop_t *loop;
     uv_timer_t t_scan, t_timer, t_poll, t_sweep, t_lease, t_tick;
@@ -154,17 +154,15 @@ typedef struct dsp {
 
     pthread_mutex_t health_mu;
     bool down[DSP__BACKENDS];
-    bool seen[DSP__BACKENDS];   /* worked at least once (readiness) */
+    bool seen[DSP__BACKENDS]; /* worked at least once (readiness) */
 
     dsp_metrics met;
     dsp_api *api;
 
     dsp_conn loop_conn;
-    dsp_task **tasks;
-    size_t ntasks, cap_tasks;
-    uint64_t gen_next;          /* dsp_task.gen of the next owned task */
-    dsp_report *reports;
-    size_t nreports, cap_reports;
+    HR_VEC(dsp_task *) tasks;
+    uint64_t gen_next; /* dsp_task.gen of the next owned task */
+    HR_VEC(dsp_report) reports;
 
     /* background job */
     uv_work_t bg_work;
@@ -173,18 +171,16 @@ typedef struct dsp {
     dsp_conn bg_conn;
     dsp_scan_entry *scan;
     size_t nscan;
-    int64_t sweep_after;        /* the sweeper's page cursor (task id) */
-    int64_t retire_after;       /* the retirement pass's cursor (task id) */
-    hr_task **bg_claimed;
-    size_t nbg_claimed, cap_bg_claimed;
+    int64_t sweep_after;  /* the sweeper's page cursor (task id) */
+    int64_t retire_after; /* the retirement pass's cursor (task id) */
+    HR_VEC(hr_task *) bg_claimed;
 
     /* reconciliation job (dsp_reconcile.c): the loop thread owns the queue
      * and reads rc_* in the after-work callback; the job writes them. */
     uv_work_t rc_work;
     bool rc_busy;
     dsp_conn rc_conn;
-    int64_t *rc_queue;
-    size_t nrc_queue, cap_rc_queue;
+    HR_VEC(int64_t) rc_queue;
     int64_t rc_task, rc_added, rc_seen, rc_ms;
     int rc_result;
     char rc_err[512];
@@ -196,25 +192,24 @@ typedef struct dsp {
 /* dsp_conn.c */
 int64_t dsp_now_ms(void);
 /* Connects what is missing unless in backoff; true when both are there. */
-bool dsp_conn_ready(dsp *d, dsp_conn *c);
+bool dsp_conn_ready(dsp *d, dsp_conn *conn);
 /* A backend call failed: log the state change once, back off. */
-void dsp_conn_failed(dsp *d, dsp_conn *c, dsp_backend b, const char *err);
+void dsp_conn_failed(dsp *d, dsp_conn *conn, dsp_backend b, const char *err);
 /* A backend call worked: log a recovery once. */
 void dsp_health_ok(dsp *d, dsp_backend b);
 void dsp_health_fail(dsp *d, dsp_backend b, const char *err);
-void dsp_conn_close(dsp_conn *c);
+void dsp_conn_close(dsp_conn *conn);
 /* An integer reply's value, -1 for an error or any other type; frees
  * REPLY. */
 int64_t dsp_reply_int(redisReply *reply);
 
 /* dsp_store.c: the dispatcher's MySQL statements. */
-/* Claims a scheduled task due by NOW_MS (+ DSP_CLAIM_EARLY_MS); one we
+/* Claims a scheduled task due by NOW_MS (+ DSP_DUE_EARLY_MS); one we
  * already claimed counts again (a retried claim whose reply was lost).
- * 1 = ours, 0 = not (any more) claimable, DSP_CLAIM_BUSY = its row stayed
+ * 1 = ours, 0 = not (any more) claimable, HR_STATE_BUSY = its row stayed
  * locked (subscriptions being inserted in an open transaction; the DB
  * poller tries again), -1. */
-int dsp_store_claim(dsp *d, hr_mysql *m, int64_t id, int64_t now_ms, char *errstr,
-                    size_t errlen);
+int dsp_store_claim(dsp *d, hr_mysql *m, int64_t id, int64_t now_ms, char *errstr, size_t errlen);
 /* Marks a task failed with REASON; 1 = changed, 0, -1. */
 int dsp_store_fail(hr_mysql *m, int64_t id, const char *reason, char *errstr, size_t errlen);
 /* The tasks of a query that selected HR_TASK_COLUMNS, or -1. */
@@ -228,8 +223,8 @@ int64_t dsp_task_rate_limit(const dsp *d, const hr_task *t);
 
 /* dsp_lease.c (loop thread): the owned tasks and their leases. */
 dsp_task *dsp_task_find(dsp *d, int64_t id);
-/* Forgets owned task T and frees it. */
-void dsp_task_drop(dsp *d, dsp_task *t);
+/* Forgets owned task DT and frees it. */
+void dsp_task_drop(dsp *d, dsp_task *dt);
 /* Takes over a claimed task (T is only read); VIA is timer, poller,
  * takeover or adopt.  false when out of memory (the caller frees the
  * claim or lets its lease lapse). */
@@ -238,8 +233,8 @@ void dsp_renew_leases(dsp *d);
 void dsp_tasks_free(dsp *d);
 
 /* dsp_chunk.c (loop thread): chunker, produce, delivery reports. */
-int dsp_produce(dsp *d, int64_t task, int64_t seq, int64_t count, int64_t due_ms,
-                bool republish, char *errstr, size_t errlen);
+int dsp_produce(dsp *d, int64_t task, int64_t seq, int64_t count, int64_t due_ms, bool republish,
+                char *errstr, size_t errlen);
 void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque);
 /* Reports, chunk rows and at most one chunk per owned task.  true when it
  * moved a chunk: more may be waiting, so the caller ticks again at once. */
@@ -255,8 +250,8 @@ int dsp_timer_add(dsp *d, const hr_task *t);
  * this complete scan no longer returned (claimed, paused, cancelled,
  * failed, or postponed beyond the horizon) out of the timer: a stale entry
  * would pop at the old due time.  OLD and NEXT are sorted by id. */
-void dsp_timer_forget(dsp *d, const dsp_scan_entry *old, size_t nold,
-                      const dsp_scan_entry *next, size_t nnext);
+void dsp_timer_forget(dsp *d, const dsp_scan_entry *old, size_t nold, const dsp_scan_entry *next,
+                      size_t nnext);
 /* Loop thread: pops the due entries and claims them. */
 void dsp_timer_pop(dsp *d);
 
@@ -265,9 +260,9 @@ void dsp_timer_pop(dsp *d);
 bool dsp_reconcile_want(dsp *d, int64_t id);
 void dsp_reconcile_free(dsp *d);
 
-/* dsp_addr.c (background job, reconciliation): the address sync on C's
+/* dsp_addr.c (background job, reconciliation): the address sync on CONN's
  * connections; DUE_ONLY: only when DSP_ADDR_SYNC_MS passed since the last. */
-void dsp_addr_sync(dsp *d, dsp_conn *c, bool due_only);
+void dsp_addr_sync(dsp *d, dsp_conn *conn, bool due_only);
 
 /* dsp_jobs.c: the background job runner. */
 /* Asks for background work WHAT (DSP_BG_*) and starts the job if idle. */
@@ -289,13 +284,12 @@ void dsp_sweep(dsp *d);
 /* Republishes task ID's pending chunks last published at or before STALE
  * (ms) that no worker holds; *BUDGET bounds the work.  Returns the number
  * of pending chunks, or -1 on a Redis error. */
-int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t stale,
-                       int *budget);
+int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t stale, int *budget);
 /* Gives a finished task's Redis keys (subs, seq, pending, stats, ctl,
  * pulled, failed, prep, synced) the DSP_KEY_RETENTION_MS expiry, only where they
  * have none, so a later pass does not push it further out.  Chunk and
  * lease keys are the workers' and go when a chunk ends.  0 or -1 (ERRSTR). */
-int dsp_retire_keys(dsp_conn *c, int64_t id, char *errstr, size_t errlen);
+int dsp_retire_keys(dsp_conn *conn, int64_t id, char *errstr, size_t errlen);
 
 /* dsp_metrics.c */
 int dsp_metrics_new(dsp *d, char *errstr, size_t errlen);

@@ -17,7 +17,7 @@
 #include "hr_addr.h"
 #include "hr_log.h"
 
-void dsp_addr_sync(dsp *d, dsp_conn *c, bool due_only)
+void dsp_addr_sync(dsp *d, dsp_conn *conn, bool due_only)
 {
     hr_addr_sync_result res;
     char token[256], err[512];
@@ -28,7 +28,7 @@ void dsp_addr_sync(dsp *d, dsp_conn *c, bool due_only)
         return;
     atomic_store(&d->addr_synced_ms, now);
     snprintf(token, sizeof token, "%s/addr", d->owner);
-    rc = hr_addr_sync(c->m, c->r, token, d->cfg->dispatcher.refill_batch, &res, err,
+    rc = hr_addr_sync(conn->m, conn->r, token, d->cfg->dispatcher.refill_batch, &res, err,
                       sizeof err);
     if (rc < 0) {
         hr_log_warn("addr_sync_failed", "error=%s", err);
@@ -42,6 +42,5 @@ void dsp_addr_sync(dsp *d, dsp_conn *c, bool due_only)
                     " ms=%" PRId64,
                     res.full, res.uids, res.stored, res.refused, dsp_now_ms() - now);
     if (res.refused > 0)
-        hr_log_warn("addr_refused", "rows=%" PRId64 " first=%s", res.refused,
-                    res.first_refused);
+        hr_log_warn("addr_refused", "rows=%" PRId64 " first=%s", res.refused, res.first_refused);
 }

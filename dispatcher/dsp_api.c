@@ -127,8 +127,8 @@ static cJSON *dsp_api_task_json(const hr_task *t)
     dsp_api_add_str(o, "title", t->title);
     dsp_api_add_str(o, "body", t->body);
     /* Numbers as stored, not through a double. */
-    if (t->payload != NULL && hr_parse_json(t->payload, strlen(t->payload), &payload, err,
-                                            sizeof err) == 0)
+    if (t->payload != NULL &&
+        hr_parse_json(t->payload, strlen(t->payload), &payload, err, sizeof err) == 0)
         hr_parse_json_exact(payload);
     if (payload == NULL || !cJSON_AddItemToObject(o, "payload", payload)) {
         cJSON_Delete(payload);
@@ -143,8 +143,14 @@ static cJSON *dsp_api_task_json(const hr_task *t)
     dsp_api_add_str(o, "throttle_scope", t->throttle_scope);
     dsp_api_add_str(o, "throttle_key", t->throttle_key);
     dsp_api_add_str(o, "throttle_mode", t->throttle_mode);
-    dsp_api_add_str(o, "control", t->control);
-    dsp_api_add_str(o, "state", t->state);
+    if (t->ttl_s >= 0)
+        cJSON_AddNumberToObject(o, "ttl", (double)t->ttl_s);
+    else
+        cJSON_AddNullToObject(o, "ttl");
+    dsp_api_add_str(o, "collapse_key", t->collapse_key);
+    dsp_api_add_str(o, "priority", hr_priority_name(t->priority));
+    dsp_api_add_str(o, "control", hr_control_name(t->control));
+    dsp_api_add_str(o, "state", hr_state_name(t->state));
     dsp_api_add_str(o, "last_error", t->last_error);
     dsp_api_add_str(o, "claimed_by", t->claimed_by);
     counters = cJSON_AddObjectToObject(o, "counters");
@@ -198,8 +204,9 @@ static void dsp_api_task_live(dsp_api_conn *ac, const hr_task *t, cJSON *o)
     cJSON *live = cJSON_AddObjectToObject(o, "live"), *st, *progress, *oc;
     const int64_t mysql[HR_OUTCOME_UNACCOUNTED] = {t->sent,   t->failed,    t->throttled,
                                                    t->pulled, t->cancelled, t->unregistered};
-    hr_progress_in in = {.subscriptions = dsp_api_subscriptions(ac, t->id), .subs_left = -1,
-                         .finished = hr_state_name_final(t->state)};
+    hr_progress_in in = {.subscriptions = dsp_api_subscriptions(ac, t->id),
+                         .subs_left = -1,
+                         .finished = hr_state_final(t->state)};
     hr_progress pr;
     int64_t now = dsp_now_ms();
     size_t i;
@@ -221,8 +228,8 @@ static void dsp_api_task_live(dsp_api_conn *ac, const hr_task *t, cJSON *o)
                                     (double)strtoll(stats->element[i + 1]->str, NULL, 10));
     }
     for (i = 0; i < HR_OUTCOME_UNACCOUNTED; i++)
-        in.outcome[i] = hr_progress_merge(mysql[i],
-                                          dsp_api_stat(stats, hr_progress_outcome_name(i)));
+        in.outcome[i] =
+            hr_progress_merge(mysql[i], dsp_api_stat(stats, hr_progress_outcome_name(i)));
     in.published = hr_progress_merge(t->total, dsp_api_stat(stats, "published"));
     hr_progress_compute(&in, &pr);
     progress = cJSON_AddObjectToObject(o, "progress");
@@ -239,8 +246,7 @@ static void dsp_api_task_live(dsp_api_conn *ac, const hr_task *t, cJSON *o)
                             (double)hr_progress_merge(t->retried, dsp_api_stat(stats, "retried")));
     cJSON_AddNumberToObject(progress, "shadowed",
                             (double)hr_progress_merge(0, dsp_api_stat(stats, "throttle_shadowed")));
-    if (pr.done > 0 && pr.done < pr.total && t->due_ms > 0 && now > t->due_ms &&
-        !in.finished)
+    if (pr.done > 0 && pr.done < pr.total && t->due_ms > 0 && now > t->due_ms && !in.finished)
         cJSON_AddNumberToObject(progress, "eta_s",
                                 (double)(pr.total - pr.done) * (double)(now - t->due_ms) /
                                     (double)pr.done / 1000.0);
@@ -257,13 +263,25 @@ static hr_mysql_param dsp_api_p_str(const char *s)
     return s != NULL ? HR_P_STR(s) : HR_P_NULL;
 }
 
+/* ttl_s -1 is the column's NULL (the provider's default). */
+static hr_mysql_param dsp_api_p_ttl(int64_t ttl_s)
+{
+    return ttl_s >= 0 ? HR_P_I64(ttl_s) : HR_P_NULL;
+}
+
 static void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
                            hr_httpd_resp *resp)
 {
     cJSON *j = dsp_api_body(req, resp);
-    dsp_api_input in = {.t = {.topic = "default", .title = "", .body = "", .chunk_size = 5000,
-                              .due_ms = -1, .freeze_ms = -1, .control = "run",
-                              .state = "scheduled"}};
+    dsp_api_input in = {.t = {.topic = "default",
+                              .title = "",
+                              .body = "",
+                              .chunk_size = 5000,
+                              .due_ms = -1,
+                              .ttl_s = -1,
+                              .freeze_ms = -1,
+                              .control = HR_CONTROL_RUN,
+                              .state = HR_STATE_SCHEDULED}};
     hr_task *t = NULL;
     char err[1024];
     uint64_t id = 0;
@@ -283,21 +301,33 @@ static void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req
         goto done;
     }
     {
-        const hr_mysql_param p[] = {
-            HR_P_STR(in.t.name), HR_P_STR(in.t.topic), HR_P_STR(in.t.channel),
-            HR_P_STR(in.t.title), HR_P_STR(in.t.body), dsp_api_p_str(in.t.payload),
-            HR_P_I64(in.t.due_ms), in.has_freeze ? HR_P_I64(in.t.freeze_ms) : HR_P_NULL,
-            HR_P_I64(in.t.rate_limit), HR_P_I64(in.t.chunk_size), HR_P_I64(in.t.throttle_limit),
-            HR_P_I64(in.t.throttle_window_s), dsp_api_p_str(scope),
-            dsp_api_p_str(in.t.throttle_key), dsp_api_p_str(in.t.throttle_mode)};
+        const hr_mysql_param p[] = {HR_P_STR(in.t.name),
+                                    HR_P_STR(in.t.topic),
+                                    HR_P_STR(in.t.channel),
+                                    HR_P_STR(in.t.title),
+                                    HR_P_STR(in.t.body),
+                                    dsp_api_p_str(in.t.payload),
+                                    HR_P_I64(in.t.due_ms),
+                                    in.has_freeze ? HR_P_I64(in.t.freeze_ms) : HR_P_NULL,
+                                    HR_P_I64(in.t.rate_limit),
+                                    HR_P_I64(in.t.chunk_size),
+                                    HR_P_I64(in.t.throttle_limit),
+                                    HR_P_I64(in.t.throttle_window_s),
+                                    dsp_api_p_str(scope),
+                                    dsp_api_p_str(in.t.throttle_key),
+                                    dsp_api_p_str(in.t.throttle_mode),
+                                    dsp_api_p_ttl(in.t.ttl_s),
+                                    dsp_api_p_str(in.t.collapse_key),
+                                    HR_P_STR(hr_priority_name(in.t.priority))};
 
         if (hr_mysql_exec(ac->m,
                           "INSERT INTO push_task (name, topic, channel, title, body, payload, "
                           "due_at, freeze_at, rate_limit, chunk_size, throttle_limit, "
-                          "throttle_window_s, throttle_scope, throttle_key, throttle_mode) "
+                          "throttle_window_s, throttle_scope, throttle_key, throttle_mode, "
+                          "ttl_s, collapse_key, priority) "
                           "VALUES (?, ?, ?, ?, ?, ?, FROM_UNIXTIME(? / 1000), "
-                          "FROM_UNIXTIME(? / 1000), ?, ?, ?, ?, ?, ?, ?)",
-                          p, 15, NULL, &id, NULL, err, sizeof err) < 0) {
+                          "FROM_UNIXTIME(? / 1000), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                          p, 18, NULL, &id, NULL, err, sizeof err) < 0) {
             dsp_api_backend_error(resp, "mysql", err);
             goto done;
         }
@@ -360,9 +390,10 @@ static void dsp_api_patch(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
         hr_httpd_error(resp, 400, "invalid_task", "%s", err);
         goto done;
     }
-    if (!hr_state_is(t->state, HR_STATE_SCHEDULED)) {
+    if (t->state != HR_STATE_SCHEDULED) {
         hr_httpd_error(resp, 409, "wrong_state",
-                       "task %" PRId64 " is %s; only a scheduled task changes", id, t->state);
+                       "task %" PRId64 " is %s; only a scheduled task changes", id,
+                       hr_state_name(t->state));
         goto done;
     }
     if (in.has_due) {
@@ -373,20 +404,27 @@ static void dsp_api_patch(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
             goto done;
         }
         if (early == 1) {
-            hr_httpd_error(resp, 400, "bad_field", "due_at must not be before the task's "
+            hr_httpd_error(resp, 400, "bad_field",
+                           "due_at must not be before the task's "
                            "freeze_at (the task would never be in the pull on its day)");
             goto done;
         }
     }
     {
-        const hr_mysql_param p[] = {HR_P_STR(in.t.title), HR_P_STR(in.t.body),
-                                    dsp_api_p_str(in.t.payload), HR_P_I64(in.t.due_ms),
+        const hr_mysql_param p[] = {HR_P_STR(in.t.title),
+                                    HR_P_STR(in.t.body),
+                                    dsp_api_p_str(in.t.payload),
+                                    HR_P_I64(in.t.due_ms),
+                                    dsp_api_p_ttl(in.t.ttl_s),
+                                    dsp_api_p_str(in.t.collapse_key),
+                                    HR_P_STR(hr_priority_name(in.t.priority)),
                                     HR_P_I64(id)};
 
         if (hr_mysql_exec(ac->m,
                           "UPDATE push_task SET title = ?, body = ?, payload = ?, "
-                          "due_at = FROM_UNIXTIME(? / 1000) WHERE id = ? AND state = 'scheduled'",
-                          p, 5, &affected, NULL, &sqlerr, err, sizeof err) < 0) {
+                          "due_at = FROM_UNIXTIME(? / 1000), ttl_s = ?, collapse_key = ?, "
+                          "priority = ? WHERE id = ? AND state = 'scheduled'",
+                          p, 8, &affected, NULL, &sqlerr, err, sizeof err) < 0) {
             if (sqlerr == HR_MYSQL_ER_SIGNAL) /* the freeze trigger */
                 hr_httpd_error(resp, 409, "frozen", "%s", err);
             else
@@ -407,8 +445,7 @@ done:
 
 /* ---- GET /v1/tasks/{id}, GET /v1/tasks ------------------------------------ */
 
-static void dsp_api_get(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
-                        hr_httpd_resp *resp)
+static void dsp_api_get(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     hr_task *t = NULL;
     cJSON *o;
@@ -423,8 +460,7 @@ static void dsp_api_get(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
     hr_task_free(t);
 }
 
-static void dsp_api_list(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
-                         hr_httpd_resp *resp)
+static void dsp_api_list(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     const char *state = hr_httpd_query(req, "state"), *code;
     long limit;
@@ -434,8 +470,8 @@ static void dsp_api_list(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
     char err[1024];
 
     (void)a;
-    if (dsp_api_parse_list(state, hr_httpd_query(req, "limit"), &limit, &code, err,
-                           sizeof err) < 0) {
+    if (dsp_api_parse_list(state, hr_httpd_query(req, "limit"), &limit, &code, err, sizeof err) <
+        0) {
         hr_httpd_error(resp, 400, code, "%s", err);
         return;
     }
@@ -464,7 +500,7 @@ static void dsp_api_list(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
  * key at once so workers react without waiting for a dispatcher tick; the
  * dispatchers' control scan carries out the state transition. */
 static void dsp_api_control(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
-                            hr_httpd_resp *resp, const char *control)
+                            hr_httpd_resp *resp, hr_control control)
 {
     hr_task *t = NULL;
     char err[512];
@@ -473,8 +509,9 @@ static void dsp_api_control(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *re
     (void)a;
     if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_task(ac, id, resp, &t))
         return;
-    if (hr_state_name_final(t->state)) {
-        hr_httpd_error(resp, 409, "finished", "task %" PRId64 " is already %s", id, t->state);
+    if (hr_state_final(t->state)) {
+        hr_httpd_error(resp, 409, "finished", "task %" PRId64 " is already %s", id,
+                       hr_state_name(t->state));
         goto done;
     }
     switch (hr_task_set_control(ac->m, ac->r, id, control, err, sizeof err)) {
@@ -483,10 +520,11 @@ static void dsp_api_control(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *re
         goto done;
     case 1:
         /* MySQL holds the wish; the next dispatcher scan mirrors it. */
-        hr_log_warn("api_ctl_key_failed", "task=%" PRId64 " control=%s error=%s", id, control, err);
+        hr_log_warn("api_ctl_key_failed", "task=%" PRId64 " control=%s error=%s", id,
+                    hr_control_name(control), err);
         break;
     }
-    hr_log_info("api_task_control", "task=%" PRId64 " control=%s", id, control);
+    hr_log_info("api_task_control", "task=%" PRId64 " control=%s", id, hr_control_name(control));
     hr_task_free(t);
     t = NULL;
     if (dsp_api_task(ac, id, resp, &t))
@@ -547,16 +585,16 @@ static void dsp_api_serve(void *ctx, const hr_httpd_req *req, hr_httpd_resp *res
     if (rt->open) {
         rt->builtin(rt->builtin_ctx, req, resp);
     } else if (cfg->dispatcher.api.ntokens > 0 &&
-               !hr_httpd_bearer_ok(req, cfg->dispatcher.api.tokens,
-                                   cfg->dispatcher.api.ntokens)) {
-        hr_httpd_error(resp, 401, "unauthorized", "a valid 'Authorization: Bearer TOKEN' "
+               !hr_httpd_bearer_ok(req, cfg->dispatcher.api.tokens, cfg->dispatcher.api.ntokens)) {
+        hr_httpd_error(resp, 401, "unauthorized",
+                       "a valid 'Authorization: Bearer TOKEN' "
                        "header is required");
         hr_httpd_resp_header(resp, "WWW-Authenticate", "Bearer");
     } else if ((ac = dsp_api_acquire(a, &what, err, sizeof err)) == NULL) {
         dsp_api_backend_error(resp, what, err);
     } else {
-        if (rt->arg != NULL)
-            dsp_api_control(a, ac, req, resp, rt->arg);
+        if (rt->is_control)
+            dsp_api_control(a, ac, req, resp, rt->control);
         else
             rt->fn(a, ac, req, resp);
         dsp_api_release(a, ac);
@@ -587,14 +625,12 @@ static bool dsp_api_ready(void *ctx, hr_buf *out)
     return all;
 }
 
-static void dsp_api_route_add(dsp_api *a, const char *method, const char *pattern,
-                              dsp_api_route rt)
+static void dsp_api_route_add(dsp_api *a, const char *method, const char *pattern, dsp_api_route rt)
 {
     rt.a = a;
     rt.name = pattern;
     a->rctx[a->nroutes] = rt;
-    a->routes[a->nroutes] = (hr_httpd_route){method, pattern, dsp_api_serve,
-                                             &a->rctx[a->nroutes]};
+    a->routes[a->nroutes] = (hr_httpd_route){method, pattern, dsp_api_serve, &a->rctx[a->nroutes]};
     a->nroutes++;
 }
 
@@ -604,8 +640,8 @@ int dsp_api_start(dsp *d, char *errstr, size_t errlen)
     dsp_api *a;
 
     a = calloc(1, sizeof *a);
-    if (a == NULL || (a->pool = calloc((size_t)cfg->dispatcher.api.threads,
-                                       sizeof *a->pool)) == NULL) {
+    if (a == NULL ||
+        (a->pool = calloc((size_t)cfg->dispatcher.api.threads, sizeof *a->pool)) == NULL) {
         free(a);
         snprintf(errstr, errlen, "out of memory");
         return -1;
@@ -615,21 +651,24 @@ int dsp_api_start(dsp *d, char *errstr, size_t errlen)
     pthread_mutex_init(&a->pool_mu, NULL);
     pthread_cond_init(&a->pool_cv, NULL);
     a->ready = (hr_httpd_ready){dsp_api_ready, d};
-    dsp_api_route_add(a, "GET", "/metrics",
-                      (dsp_api_route){.open = true, .builtin = hr_httpd_metrics,
-                                      .builtin_ctx = d->met.reg});
+    dsp_api_route_add(
+        a, "GET", "/metrics",
+        (dsp_api_route){.open = true, .builtin = hr_httpd_metrics, .builtin_ctx = d->met.reg});
     dsp_api_route_add(a, "GET", "/healthz",
                       (dsp_api_route){.open = true, .builtin = hr_httpd_healthz});
-    dsp_api_route_add(a, "GET", "/readyz",
-                      (dsp_api_route){.open = true, .builtin = hr_httpd_readyz,
-                                      .builtin_ctx = &a->ready});
+    dsp_api_route_add(
+        a, "GET", "/readyz",
+        (dsp_api_route){.open = true, .builtin = hr_httpd_readyz, .builtin_ctx = &a->ready});
     dsp_api_route_add(a, "POST", "/v1/tasks", (dsp_api_route){.fn = dsp_api_create});
     dsp_api_route_add(a, "GET", "/v1/tasks", (dsp_api_route){.fn = dsp_api_list});
     dsp_api_route_add(a, "GET", "/v1/tasks/{id}", (dsp_api_route){.fn = dsp_api_get});
     dsp_api_route_add(a, "PATCH", "/v1/tasks/{id}", (dsp_api_route){.fn = dsp_api_patch});
-    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/pause", (dsp_api_route){.arg = "pause"});
-    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/resume", (dsp_api_route){.arg = "run"});
-    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/cancel", (dsp_api_route){.arg = "cancel"});
+    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/pause",
+                      (dsp_api_route){.is_control = true, .control = HR_CONTROL_PAUSE});
+    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/resume",
+                      (dsp_api_route){.is_control = true, .control = HR_CONTROL_RUN});
+    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/cancel",
+                      (dsp_api_route){.is_control = true, .control = HR_CONTROL_CANCEL});
     dsp_api_route_add(a, "POST", "/v1/tasks/{id}/subscribers",
                       (dsp_api_route){.fn = dsp_api_subs_add});
     dsp_api_route_add(a, "DELETE", "/v1/tasks/{id}/subscribers/{uid}",
@@ -645,14 +684,13 @@ int dsp_api_start(dsp *d, char *errstr, size_t errlen)
     dsp_api_route_add(a, "DELETE", "/v1/users/{uid}/addresses",
                       (dsp_api_route){.fn = dsp_api_addr_del});
     d->api = a;
-    if (hr_httpd_start(cfg->dispatcher.listen, cfg->dispatcher.api.threads, a->routes,
-                       a->nroutes, (size_t)cfg->dispatcher.api.max_body_bytes, &a->h, errstr,
-                       errlen) < 0) {
+    if (hr_httpd_start(cfg->dispatcher.listen, cfg->dispatcher.api.threads, a->routes, a->nroutes,
+                       (size_t)cfg->dispatcher.api.max_body_bytes, &a->h, errstr, errlen) < 0) {
         dsp_api_stop(d);
         return -1;
     }
-    hr_log_info("api_started", "listen=%s port=%d threads=%d insecure=%d",
-                cfg->dispatcher.listen, hr_httpd_port(a->h), cfg->dispatcher.api.threads,
+    hr_log_info("api_started", "listen=%s port=%d threads=%d insecure=%d", cfg->dispatcher.listen,
+                hr_httpd_port(a->h), cfg->dispatcher.api.threads,
                 (int)cfg->dispatcher.api.insecure);
     return 0;
 }

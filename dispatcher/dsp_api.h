@@ -12,6 +12,7 @@
 
 #include "dsp.h"
 #include "hr_addr.h"
+#include "hr_state.h"
 
 typedef struct dsp_api_conn {
     hr_mysql *m;
@@ -25,12 +26,13 @@ typedef void (*dsp_api_fn)(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req
 /* What a route's ctx points to. */
 typedef struct dsp_api_route {
     dsp_api *a;
-    const char *name; /* the route label of herald_api_requests_total */
-    bool open;        /* no token needed, no connection */
+    const char *name;         /* the route label of herald_api_requests_total */
+    bool open;                /* no token needed, no connection */
     hr_httpd_handler builtin; /* open routes: the hr_httpd built-in */
     void *builtin_ctx;
-    dsp_api_fn fn;    /* /v1 routes */
-    const char *arg;  /* control routes: "pause" | "run" | "cancel" */
+    dsp_api_fn fn;   /* /v1 routes */
+    bool is_control; /* a control route, setting CONTROL */
+    hr_control control;
 } dsp_api_route;
 
 #define DSP_API_NROUTES 24
@@ -55,13 +57,13 @@ struct dsp_api {
  * handler answers 400 with both. */
 
 /* S (NULL: absent) as a positive integer below 2^63; NAME is for the message. */
-int dsp_api_parse_id(const char *s, const char *name, int64_t *out, const char **code,
-                     char *errstr, size_t errlen);
+int dsp_api_parse_id(const char *s, const char *name, int64_t *out, const char **code, char *errstr,
+                     size_t errlen);
 /* BODY (LEN bytes) as a UTF-8 JSON object into *OUT (the caller's, freed
  * with cJSON_Delete) through hr_parse_json: a member named twice anywhere
  * is refused with duplicate_field, numbers keep their literal text. */
-int dsp_api_parse_json(const char *body, size_t len, cJSON **out, const char **code,
-                       char *errstr, size_t errlen);
+int dsp_api_parse_json(const char *body, size_t len, cJSON **out, const char **code, char *errstr,
+                       size_t errlen);
 
 /* The values of a task request, pointing into its cJSON (payload: owned,
  * freed by the caller whatever the parser returned). */
@@ -80,14 +82,13 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
                        char *errstr, size_t errlen);
 /* A time string of hr_parse_time (RFC 3339 UTC, a real calendar time) or
  * epoch ms, 1970..9999, into *MS; 0, or -1 with ERRSTR naming WHAT. */
-int dsp_api_parse_time(const cJSON *v, const char *what, int64_t *ms, char *errstr,
-                       size_t errlen);
+int dsp_api_parse_time(const cJSON *v, const char *what, int64_t *ms, char *errstr, size_t errlen);
 /* Body J of POST .../subscribers: {"uids": [...]}, 1..MAX_IDS uids in
  * 1..2^63-1, each a JSON integer literal or its decimal string
  * (hr_parse_json_uid: exact, not through a double), into *UIDS (malloc'd,
  * the caller frees it) of *N. */
-int dsp_api_parse_uids(const cJSON *j, int max_ids, int64_t **uids, size_t *n,
-                       const char **code, char *errstr, size_t errlen);
+int dsp_api_parse_uids(const cJSON *j, int max_ids, int64_t **uids, size_t *n, const char **code,
+                       char *errstr, size_t errlen);
 /* One address {"platform", "app" (default ""), "address"} into *OUT (its
  * strings point into J), checked with hr_addr_check (invalid_address);
  * WHAT names it in messages ("" for a whole body, "addresses[2]"). */
@@ -103,8 +104,8 @@ int dsp_api_parse_list(const char *state, const char *limit_s, long *limit, cons
                        char *errstr, size_t errlen);
 /* The pull's ?date=YYYY-MM-DD (NULL: the UTC day of NOW_S) as the day's
  * first ms, and ?ack=0|1. */
-int dsp_api_parse_pull(const char *date, const char *ack_s, int64_t now_s, int64_t *day,
-                       bool *ack, const char **code, char *errstr, size_t errlen);
+int dsp_api_parse_pull(const char *date, const char *ack_s, int64_t now_s, int64_t *day, bool *ack,
+                       const char **code, char *errstr, size_t errlen);
 /* "2024-05-01T08:00:00.000Z" into BUF (33 bytes). */
 void dsp_api_time(int64_t ms, char *buf, size_t len);
 
@@ -125,20 +126,13 @@ void dsp_api_backend_error(hr_httpd_resp *resp, const char *what, const char *er
 /* Loads task ID; false after answering 404 or 503 (*T NULL). */
 bool dsp_api_task(dsp_api_conn *ac, int64_t id, hr_httpd_resp *resp, hr_task **t);
 /* dsp_api_addr.c */
-void dsp_api_addr_get(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
-                      hr_httpd_resp *resp);
-void dsp_api_addr_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
-                      hr_httpd_resp *resp);
-void dsp_api_addr_put(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
-                      hr_httpd_resp *resp);
-void dsp_api_addr_del(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
-                      hr_httpd_resp *resp);
+void dsp_api_addr_get(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
+void dsp_api_addr_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
+void dsp_api_addr_put(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
+void dsp_api_addr_del(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
 /* dsp_api_subs.c */
-void dsp_api_subs_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
-                      hr_httpd_resp *resp);
-void dsp_api_subs_del(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
-                      hr_httpd_resp *resp);
-void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
-                       hr_httpd_resp *resp);
+void dsp_api_subs_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
+void dsp_api_subs_del(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
+void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
 
 #endif

@@ -57,8 +57,7 @@ static void dsp_api_addr_error(int rc, const char *err, hr_httpd_resp *resp)
         dsp_api_backend_error(resp, DSP_API_ADDR_STORE, err);
 }
 
-void dsp_api_addr_get(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
-                      hr_httpd_resp *resp)
+void dsp_api_addr_get(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     int64_t uid;
 
@@ -67,8 +66,7 @@ void dsp_api_addr_get(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
         dsp_api_addr_reply(ac, uid, 200, NULL, resp);
 }
 
-void dsp_api_addr_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
-                      hr_httpd_resp *resp)
+void dsp_api_addr_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     cJSON *j = NULL, *o;
     const char *code;
@@ -96,8 +94,7 @@ done:
     cJSON_Delete(j);
 }
 
-void dsp_api_addr_put(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
-                      hr_httpd_resp *resp)
+void dsp_api_addr_put(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     cJSON *j = NULL;
     hr_addr *list = NULL;
@@ -125,11 +122,10 @@ done:
     cJSON_Delete(j);
 }
 
-void dsp_api_addr_del(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
-                      hr_httpd_resp *resp)
+void dsp_api_addr_del(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
-    const char *platform = hr_httpd_query(req, "platform"), *address = hr_httpd_query(req, "address"),
-               *app = hr_httpd_query(req, "app");
+    const char *platform = hr_httpd_query(req, "platform"),
+               *address = hr_httpd_query(req, "address"), *app = hr_httpd_query(req, "app");
     hr_addr_platform p;
     char err[1024];
     int64_t uid;

@@ -16,6 +16,7 @@
 
 #include "dsp_api.h"
 #include "hr_parse.h"
+#include "hr_state.h"
 
 #define DSP_API_LIST_MAX 1000
 #define DSP_API_LIST_DEFAULT 100
@@ -42,8 +43,8 @@ static int dsp_api_coded(const char **code, const char *what)
     return -1;
 }
 
-int dsp_api_parse_id(const char *s, const char *name, int64_t *out, const char **code,
-                     char *errstr, size_t errlen)
+int dsp_api_parse_id(const char *s, const char *name, int64_t *out, const char **code, char *errstr,
+                     size_t errlen)
 {
     if (s == NULL || hr_parse_uid(s, strlen(s), out) < 0)
         return dsp_api_refuse(code, "bad_id", errstr, errlen,
@@ -51,8 +52,8 @@ int dsp_api_parse_id(const char *s, const char *name, int64_t *out, const char *
     return 0;
 }
 
-int dsp_api_parse_json(const char *body, size_t len, cJSON **out, const char **code,
-                       char *errstr, size_t errlen)
+int dsp_api_parse_json(const char *body, size_t len, cJSON **out, const char **code, char *errstr,
+                       size_t errlen)
 {
     int rc = hr_parse_json(body, len, out, errstr, errlen);
 
@@ -79,24 +80,27 @@ void dsp_api_time(int64_t ms, char *buf, size_t len)
              tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
 }
 
-int dsp_api_parse_time(const cJSON *v, const char *what, int64_t *ms, char *errstr,
-                       size_t errlen)
+int dsp_api_parse_time(const cJSON *v, const char *what, int64_t *ms, char *errstr, size_t errlen)
 {
     /* The range is checked before the cast: a double past int64 does not
      * convert. */
     if (cJSON_IsNumber(v)) {
         if (!(v->valuedouble >= 0 && v->valuedouble < (double)HR_PARSE_TIME_END) ||
             (double)(int64_t)v->valuedouble != v->valuedouble) {
-            snprintf(errstr, errlen, "%s must be epoch ms of 1970..9999 or an RFC 3339 UTC "
-                     "time like 2026-05-01T08:00:00Z", what);
+            snprintf(errstr, errlen,
+                     "%s must be epoch ms of 1970..9999 or an RFC 3339 UTC "
+                     "time like 2026-05-01T08:00:00Z",
+                     what);
             return -1;
         }
         *ms = (int64_t)v->valuedouble;
         return 0;
     }
     if (!cJSON_IsString(v)) {
-        snprintf(errstr, errlen, "%s must be an RFC 3339 UTC time like 2026-05-01T08:00:00Z "
-                 "or epoch ms", what);
+        snprintf(errstr, errlen,
+                 "%s must be an RFC 3339 UTC time like 2026-05-01T08:00:00Z "
+                 "or epoch ms",
+                 what);
         return -1;
     }
     return hr_parse_time(what, v->valuestring, ms, errstr, errlen);
@@ -115,15 +119,24 @@ static const struct dsp_api_field {
     bool patch;
     bool nonempty; /* a name: "" would be stored and match nothing */
 } dsp_api_fields[] = {
-    {"name", DSP_F_STR, 200, false, true},          {"topic", DSP_F_STR, 100, false, true},
-    {"channel", DSP_F_STR, 64, false, true},        {"title", DSP_F_STR, 65535, true, false},
-    {"body", DSP_F_STR, 65535, true, false},        {"payload", DSP_F_OBJ, 0, true, false},
-    {"due_at", DSP_F_TIME, 0, true, false},         {"freeze_at", DSP_F_TIME, 0, false, false},
-    {"rate_limit", DSP_F_INT, 0, false, false},     {"chunk_size", DSP_F_INT, 0, false, false},
+    {"name", DSP_F_STR, 200, false, true},
+    {"topic", DSP_F_STR, 100, false, true},
+    {"channel", DSP_F_STR, 64, false, true},
+    {"title", DSP_F_STR, 65535, true, false},
+    {"body", DSP_F_STR, 65535, true, false},
+    {"payload", DSP_F_OBJ, 0, true, false},
+    {"due_at", DSP_F_TIME, 0, true, false},
+    {"freeze_at", DSP_F_TIME, 0, false, false},
+    {"rate_limit", DSP_F_INT, 0, false, false},
+    {"chunk_size", DSP_F_INT, 0, false, false},
     {"throttle_limit", DSP_F_INT, 0, false, false},
     {"throttle_window_s", DSP_F_INT, 0, false, false},
-    {"throttle_scope", DSP_F_STR, 100, false, true}, {"throttle_key", DSP_F_STR, 100, false, true},
+    {"throttle_scope", DSP_F_STR, 100, false, true},
+    {"throttle_key", DSP_F_STR, 100, false, true},
     {"throttle_mode", DSP_F_STR, 16, false, false},
+    {"ttl", DSP_F_INT, 0, true, false},
+    {"collapse_key", DSP_F_STR, 255, true, false},
+    {"priority", DSP_F_STR, 16, true, false},
 };
 
 /* Checks V against field FD; 0, or -1 with the refusal. */
@@ -134,8 +147,7 @@ static int dsp_api_field_check(const struct dsp_api_field *fd, const cJSON *v, i
     case DSP_F_STR:
         if (!cJSON_IsString(v) || strlen(v->valuestring) > fd->max)
             return dsp_api_refuse(code, "bad_field", errstr, errlen,
-                                  "%s must be a string of at most %zu bytes", fd->name,
-                                  fd->max);
+                                  "%s must be a string of at most %zu bytes", fd->name, fd->max);
         if (fd->nonempty && hr_parse_name(fd->name, v->valuestring, fd->max, errstr, errlen) < 0)
             return dsp_api_coded(code, "bad_field");
         break;
@@ -148,8 +160,8 @@ static int dsp_api_field_check(const struct dsp_api_field *fd, const cJSON *v, i
         break;
     case DSP_F_OBJ:
         if (!cJSON_IsObject(v))
-            return dsp_api_refuse(code, "bad_field", errstr, errlen,
-                                  "%s must be a JSON object", fd->name);
+            return dsp_api_refuse(code, "bad_field", errstr, errlen, "%s must be a JSON object",
+                                  fd->name);
         break;
     case DSP_F_TIME:
         if (dsp_api_parse_time(v, fd->name, ms, errstr, errlen) < 0)
@@ -165,7 +177,8 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
     const cJSON *v;
     size_t f, nf = sizeof dsp_api_fields / sizeof dsp_api_fields[0];
 
-    cJSON_ArrayForEach(v, j) {
+    cJSON_ArrayForEach(v, j)
+    {
         const struct dsp_api_field *fd = NULL;
         int64_t ms = -1;
 
@@ -173,32 +186,61 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
             if (strcmp(dsp_api_fields[f].name, v->string) == 0)
                 fd = &dsp_api_fields[f];
         if (fd == NULL || (patch && !fd->patch))
-            return dsp_api_refuse(code, "unknown_field", errstr, errlen, "unknown field '%s'%s",
-                                  v->string,
-                                  fd != NULL ? " (PATCH changes title, body, payload and due_at)"
-                                             : "");
+            return dsp_api_refuse(
+                code, "unknown_field", errstr, errlen, "unknown field '%s'%s", v->string,
+                fd != NULL ? " (PATCH changes title, body, payload, due_at, ttl, collapse_key "
+                             "and priority)"
+                           : "");
         if (dsp_api_field_check(fd, v, &ms, code, errstr, errlen) < 0)
             return -1;
-        if (strcmp(fd->name, "name") == 0) in->t.name = v->valuestring;
-        else if (strcmp(fd->name, "topic") == 0) in->t.topic = v->valuestring;
-        else if (strcmp(fd->name, "channel") == 0) in->t.channel = v->valuestring;
-        else if (strcmp(fd->name, "title") == 0) in->t.title = v->valuestring;
-        else if (strcmp(fd->name, "body") == 0) in->t.body = v->valuestring;
+        if (strcmp(fd->name, "name") == 0)
+            in->t.name = v->valuestring;
+        else if (strcmp(fd->name, "topic") == 0)
+            in->t.topic = v->valuestring;
+        else if (strcmp(fd->name, "channel") == 0)
+            in->t.channel = v->valuestring;
+        else if (strcmp(fd->name, "title") == 0)
+            in->t.title = v->valuestring;
+        else if (strcmp(fd->name, "body") == 0)
+            in->t.body = v->valuestring;
         else if (strcmp(fd->name, "payload") == 0) {
             /* The numbers as the client wrote them (a double rounds past
              * 2^53); repeated members were refused by the JSON parser. */
             free(in->t.payload);
             hr_parse_json_exact((cJSON *)v);
             in->t.payload = cJSON_PrintUnformatted(v);
-        } else if (strcmp(fd->name, "due_at") == 0) { in->t.due_ms = ms; in->has_due = true; }
-        else if (strcmp(fd->name, "freeze_at") == 0) { in->t.freeze_ms = ms; in->has_freeze = true; }
-        else if (strcmp(fd->name, "rate_limit") == 0) in->t.rate_limit = (int64_t)v->valuedouble;
-        else if (strcmp(fd->name, "chunk_size") == 0) in->t.chunk_size = (int64_t)v->valuedouble;
-        else if (strcmp(fd->name, "throttle_limit") == 0) in->t.throttle_limit = (int64_t)v->valuedouble;
-        else if (strcmp(fd->name, "throttle_window_s") == 0) in->t.throttle_window_s = (int64_t)v->valuedouble;
-        else if (strcmp(fd->name, "throttle_scope") == 0) in->t.throttle_scope = v->valuestring;
-        else if (strcmp(fd->name, "throttle_key") == 0) in->t.throttle_key = v->valuestring;
-        else if (strcmp(fd->name, "throttle_mode") == 0) in->t.throttle_mode = v->valuestring;
+        } else if (strcmp(fd->name, "due_at") == 0) {
+            in->t.due_ms = ms;
+            in->has_due = true;
+        } else if (strcmp(fd->name, "freeze_at") == 0) {
+            in->t.freeze_ms = ms;
+            in->has_freeze = true;
+        } else if (strcmp(fd->name, "rate_limit") == 0)
+            in->t.rate_limit = (int64_t)v->valuedouble;
+        else if (strcmp(fd->name, "chunk_size") == 0)
+            in->t.chunk_size = (int64_t)v->valuedouble;
+        else if (strcmp(fd->name, "throttle_limit") == 0)
+            in->t.throttle_limit = (int64_t)v->valuedouble;
+        else if (strcmp(fd->name, "throttle_window_s") == 0)
+            in->t.throttle_window_s = (int64_t)v->valuedouble;
+        else if (strcmp(fd->name, "throttle_scope") == 0)
+            in->t.throttle_scope = v->valuestring;
+        else if (strcmp(fd->name, "throttle_key") == 0)
+            in->t.throttle_key = v->valuestring;
+        else if (strcmp(fd->name, "throttle_mode") == 0)
+            in->t.throttle_mode = v->valuestring;
+        else if (strcmp(fd->name, "ttl") == 0) {
+            /* -1 is the in-memory NULL; a client's negative is refused. */
+            if (v->valuedouble < 0)
+                return dsp_api_refuse(code, "bad_field", errstr, errlen,
+                                      "ttl must be 0..%d seconds", HR_TASK_MAX_TTL_S);
+            in->t.ttl_s = (int64_t)v->valuedouble;
+        } else if (strcmp(fd->name, "collapse_key") == 0)
+            in->t.collapse_key = v->valuestring;
+        else if (strcmp(fd->name, "priority") == 0 &&
+                 hr_priority_parse(v->valuestring, &in->t.priority) < 0)
+            return dsp_api_refuse(code, "bad_field", errstr, errlen,
+                                  "priority must be high or normal");
     }
     if (in->t.throttle_mode != NULL && strcmp(in->t.throttle_mode, "enforce") != 0 &&
         strcmp(in->t.throttle_mode, "shadow") != 0)
@@ -225,26 +267,28 @@ int dsp_api_parse_uids(const cJSON *j, int max_ids, int64_t **uids_out, size_t *
     int64_t *uids;
 
     *uids_out = NULL;
-    cJSON_ArrayForEach(v, j) {
+    cJSON_ArrayForEach(v, j)
+    {
         if (strcmp(v->string, "uids") != 0)
             return dsp_api_refuse(code, "unknown_field", errstr, errlen, "unknown field '%s'",
                                   v->string);
     }
     if (!cJSON_IsArray(list) || (count = (size_t)cJSON_GetArraySize(list)) == 0)
-        return dsp_api_refuse(code, "bad_field", errstr, errlen,
-                              "uids must be a non-empty array");
+        return dsp_api_refuse(code, "bad_field", errstr, errlen, "uids must be a non-empty array");
     if (count > (size_t)max_ids)
         return dsp_api_refuse(code, "too_many_ids", errstr, errlen,
                               "%zu uids in one request; at most %d", count, max_ids);
     if ((uids = malloc(count * sizeof *uids)) == NULL)
         return dsp_api_refuse(code, "bad_field", errstr, errlen, "out of memory");
-    cJSON_ArrayForEach(v, list) {
+    cJSON_ArrayForEach(v, list)
+    {
         if (hr_parse_json_uid(v, &uids[i]) < 0) {
             free(uids);
             return dsp_api_refuse(code, "bad_id", errstr, errlen,
                                   "uids[%zu] is not an integer in 1..9223372036854775807 "
                                   "(a JSON number without fraction or exponent, or its "
-                                  "decimal string)", i);
+                                  "decimal string)",
+                                  i);
         }
         i++;
     }
@@ -264,9 +308,9 @@ int dsp_api_parse_address(const cJSON *j, const char *what, hr_addr *out, const 
 
     *out = (hr_addr){.app = "", .platform = HR_ADDR__COUNT};
     if (!cJSON_IsObject(j))
-        return dsp_api_refuse(code, "bad_field", errstr, errlen, "%s must be a JSON object",
-                              what);
-    cJSON_ArrayForEach(v, j) {
+        return dsp_api_refuse(code, "bad_field", errstr, errlen, "%s must be a JSON object", what);
+    cJSON_ArrayForEach(v, j)
+    {
         const char **field = strcmp(v->string, "app") == 0       ? &out->app
                              : strcmp(v->string, "address") == 0 ? &out->address
                                                                  : NULL;
@@ -304,7 +348,8 @@ int dsp_api_parse_addresses(const cJSON *j, hr_addr **out, size_t *n, const char
 
     *out = NULL;
     *n = 0;
-    cJSON_ArrayForEach(v, j) {
+    cJSON_ArrayForEach(v, j)
+    {
         if (strcmp(v->string, "addresses") != 0)
             return dsp_api_refuse(code, "unknown_field", errstr, errlen, "unknown field '%s'",
                                   v->string);
@@ -315,13 +360,13 @@ int dsp_api_parse_addresses(const cJSON *j, hr_addr **out, size_t *n, const char
     count = (size_t)cJSON_GetArraySize(list);
     if (count > HR_ADDR_PER_UID_MAX)
         return dsp_api_refuse(code, "too_many_addresses", errstr, errlen,
-                              "%zu addresses; a uid holds at most %d", count,
-                              HR_ADDR_PER_UID_MAX);
+                              "%zu addresses; a uid holds at most %d", count, HR_ADDR_PER_UID_MAX);
     if (count == 0)
         return 0;
     if ((a = malloc(count * sizeof *a)) == NULL)
         return dsp_api_refuse(code, "bad_field", errstr, errlen, "out of memory");
-    cJSON_ArrayForEach(v, list) {
+    cJSON_ArrayForEach(v, list)
+    {
         char what[32];
 
         snprintf(what, sizeof what, "addresses[%zu]", i);
@@ -341,15 +386,10 @@ int dsp_api_parse_addresses(const cJSON *j, hr_addr **out, size_t *n, const char
 int dsp_api_parse_list(const char *state, const char *limit_s, long *limit, const char **code,
                        char *errstr, size_t errlen)
 {
-    static const char *const states[] = {"scheduled", "dispatching", "dispatched", "done",
-                                         "paused",    "cancelled",   "failed"};
-    bool known = state == NULL;
+    hr_task_state known;
     char *end;
-    size_t i;
 
-    for (i = 0; state != NULL && i < sizeof states / sizeof states[0]; i++)
-        known = known || strcmp(state, states[i]) == 0;
-    if (!known)
+    if (state != NULL && hr_state_parse(state, &known) < 0)
         return dsp_api_refuse(code, "bad_query", errstr, errlen,
                               "state must be one of scheduled, dispatching, dispatched, done, "
                               "paused, cancelled, failed");
@@ -363,8 +403,8 @@ int dsp_api_parse_list(const char *state, const char *limit_s, long *limit, cons
     return 0;
 }
 
-int dsp_api_parse_pull(const char *date, const char *ack_s, int64_t now_s, int64_t *day,
-                       bool *ack, const char **code, char *errstr, size_t errlen)
+int dsp_api_parse_pull(const char *date, const char *ack_s, int64_t now_s, int64_t *day, bool *ack,
+                       const char **code, char *errstr, size_t errlen)
 {
     if (date == NULL)
         *day = (now_s - now_s % 86400) * 1000;

@@ -37,17 +37,16 @@ static bool dsp_api_sub_task(dsp_api_conn *ac, int64_t id, hr_httpd_resp *resp)
 
     if (!dsp_api_task(ac, id, resp, &t))
         return false;
-    ok = hr_state_is(t->state, HR_STATE_SCHEDULED);
+    ok = t->state == HR_STATE_SCHEDULED;
     if (!ok)
         hr_httpd_error(resp, 409, "wrong_state",
                        "task %" PRId64 " is %s; subscribers change only while it is scheduled", id,
-                       t->state);
+                       hr_state_name(t->state));
     hr_task_free(t);
     return ok;
 }
 
-void dsp_api_subs_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
-                      hr_httpd_resp *resp)
+void dsp_api_subs_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     cJSON *j = NULL, *o;
     int64_t *uids = NULL;
@@ -90,8 +89,7 @@ void dsp_api_subs_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
         /* The guard trigger: the task was claimed after our state check.
          * The statement is atomic, so none of the uids was stored. */
         if (errnum == HR_MYSQL_ER_SIGNAL)
-            hr_httpd_error(resp, 409, "wrong_state", "%s; none of the %zu uids was stored", err,
-                           n);
+            hr_httpd_error(resp, 409, "wrong_state", "%s; none of the %zu uids was stored", err, n);
         else
             dsp_api_backend_error(resp, "mysql", err);
         goto done;
@@ -99,8 +97,7 @@ void dsp_api_subs_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
     argv[0] = hr_key_task(hr_redis_prefix(ac->r), keys[0], sizeof keys[0], id, HR_KEY_SUBS);
     argv[1] = hr_key_task(hr_redis_prefix(ac->r), keys[1], sizeof keys[1], id, HR_KEY_PULLED);
     argv[2] = hr_key_task(hr_redis_prefix(ac->r), keys[2], sizeof keys[2], id, HR_KEY_SEQ);
-    reply = hr_redis_eval(ac->r, HR_LUA_REFILL_ADD, 3, (int)(n + 3), argv, NULL, err,
-                          sizeof err);
+    reply = hr_redis_eval(ac->r, HR_LUA_REFILL_ADD, 3, (int)(n + 3), argv, NULL, err, sizeof err);
     if (reply == NULL) {
         /* MySQL has them: the scanner's refill adds them before due. */
         hr_log_warn("api_subs_redis_failed", "task=%" PRId64 " uids=%zu error=%s", id, n, err);
@@ -129,8 +126,7 @@ done:
     cJSON_Delete(j);
 }
 
-void dsp_api_subs_del(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
-                      hr_httpd_resp *resp)
+void dsp_api_subs_del(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     int64_t id, uid;
     uint64_t deleted = 0;
@@ -145,8 +141,8 @@ void dsp_api_subs_del(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
     {
         const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(uid)};
 
-        if (hr_mysql_exec(ac->m, "DELETE FROM push_subscription WHERE task_id = ? AND uid = ?",
-                          p, 2, &deleted, NULL, NULL, err, sizeof err) < 0) {
+        if (hr_mysql_exec(ac->m, "DELETE FROM push_subscription WHERE task_id = ? AND uid = ?", p,
+                          2, &deleted, NULL, NULL, err, sizeof err) < 0) {
             dsp_api_backend_error(resp, "mysql", err);
             return;
         }
@@ -271,8 +267,8 @@ static int dsp_api_ack(dsp_api_conn *ac, int64_t id, int64_t uid, const char *ui
                       "VALUES (?, ?, 'pulled', UTC_TIMESTAMP(3)) "
                       "ON DUPLICATE KEY UPDATE status = 'pulled', at = VALUES(at)",
                       p, 2, NULL, NULL, NULL, errstr, errlen) < 0 ||
-        hr_mysql_exec(ac->m, "UPDATE push_task SET pulled = pulled + 1 WHERE id = ?", pt, 1,
-                      NULL, NULL, NULL, errstr, errlen) < 0) {
+        hr_mysql_exec(ac->m, "UPDATE push_task SET pulled = pulled + 1 WHERE id = ?", pt, 1, NULL,
+                      NULL, NULL, errstr, errlen) < 0) {
         hr_log_error("pull_count_lost", "task=%" PRId64 " uid=%" PRId64 " error=%s", id, uid,
                      errstr);
         return -1;
@@ -280,8 +276,7 @@ static int dsp_api_ack(dsp_api_conn *ac, int64_t id, int64_t uid, const char *ui
     return 1;
 }
 
-void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
-                       hr_httpd_resp *resp)
+void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     const char *code;
     bool ack;
@@ -349,8 +344,8 @@ void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
         cJSON_AddStringToObject(r, "due_at", due);
         cJSON_AddItemToObject(r, "title", dsp_api_render(t->title, &vars));
         cJSON_AddItemToObject(r, "body", dsp_api_render(t->body, &vars));
-        cJSON_AddItemToObject(r, "payload", vars.payload != NULL ? (cJSON *)vars.payload
-                                                                 : cJSON_CreateNull());
+        cJSON_AddItemToObject(r, "payload",
+                              vars.payload != NULL ? (cJSON *)vars.payload : cJSON_CreateNull());
         if (ack && (moved = dsp_api_ack(ac, t->id, uid, uid_s, err, sizeof err)) < 0) {
             dsp_api_backend_error(resp, "redis", err);
             goto done;

@@ -35,12 +35,12 @@ typedef struct dsp_msg {
     bool republish;
 } dsp_msg;
 
-int dsp_produce(dsp *d, int64_t task, int64_t seq, int64_t count, int64_t due_ms,
-                bool republish, char *errstr, size_t errlen)
+int dsp_produce(dsp *d, int64_t task, int64_t seq, int64_t count, int64_t due_ms, bool republish,
+                char *errstr, size_t errlen)
 {
     dsp_task *owned = republish ? NULL : dsp_task_find(d, task);
-    hr_chunkmsg cm = {.task = task, .seq = seq, .count = count, .due_ms = due_ms,
-                      .published_ms = dsp_now_ms()};
+    hr_chunkmsg cm = {
+        .task = task, .seq = seq, .count = count, .due_ms = due_ms, .published_ms = dsp_now_ms()};
     char key[64], value[HR_CHUNKMSG_MAX_BYTES];
     int klen = hr_chunkmsg_key(&cm, key, sizeof key);
     int vlen = hr_chunkmsg_encode(&cm, value, sizeof value);
@@ -56,14 +56,16 @@ int dsp_produce(dsp *d, int64_t task, int64_t seq, int64_t count, int64_t due_ms
         snprintf(errstr, errlen, "out of memory");
         return -1;
     }
-    *om = (dsp_msg){.task = task, .seq = seq, .size = count,
-                    .published_ms = cm.published_ms, .gen = owned ? owned->gen : 0,
+    *om = (dsp_msg){.task = task,
+                    .seq = seq,
+                    .size = count,
+                    .published_ms = cm.published_ms,
+                    .gen = owned ? owned->gen : 0,
                     .republish = republish};
-    err = rd_kafka_producev(d->rk, RD_KAFKA_V_TOPIC(d->cfg->kafka.topic),
-                            RD_KAFKA_V_KEY(key, (size_t)klen),
-                            RD_KAFKA_V_VALUE(value, (size_t)vlen),
-                            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(om),
-                            RD_KAFKA_V_END);
+    err = rd_kafka_producev(
+        d->rk, RD_KAFKA_V_TOPIC(d->cfg->kafka.topic), RD_KAFKA_V_KEY(key, (size_t)klen),
+        RD_KAFKA_V_VALUE(value, (size_t)vlen), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+        RD_KAFKA_V_OPAQUE(om), RD_KAFKA_V_END);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
         snprintf(errstr, errlen, "produce: %s", rd_kafka_err2str(err));
         free(om);
@@ -76,15 +78,13 @@ void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
 {
     dsp *d = opaque;
     dsp_msg *om = msg->_private;
-    dsp_task *t = om->republish ? NULL : dsp_task_find(d, om->task);
-    dsp_report *grown;
-    size_t cap;
+    dsp_task *dt = om->republish ? NULL : dsp_task_find(d, om->task);
 
     (void)rk;
     /* A report of an earlier ownership (the task was dropped and owned
      * again meanwhile) was never counted in this one's outstanding. */
-    if (t != NULL && t->gen == om->gen)
-        t->outstanding--;
+    if (dt != NULL && dt->gen == om->gen)
+        dt->outstanding--;
     if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
         /* pending[seq] stays: the sweeper republishes the chunk. */
         dsp_health_fail(d, DSP_KAFKA, rd_kafka_err2str(msg->err));
@@ -95,21 +95,13 @@ void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
     dsp_health_ok(d, DSP_KAFKA);
     if (!om->republish)
         hr_metrics_inc(d->met.chunks_published);
-    if (d->nreports == d->cap_reports) {
-        cap = d->cap_reports ? d->cap_reports * 2 : 64;
-        grown = cap <= DSP_REPORTS_MAX ? realloc(d->reports, cap * sizeof *grown) : NULL;
-        if (grown == NULL) {
-            hr_log_error("chunk_row_lost",
-                         "task=%" PRId64 " seq=%" PRId64 " error=report queue full", om->task,
-                         om->seq);
-            goto done;
-        }
-        d->reports = grown;
-        d->cap_reports = cap;
-    }
-    d->reports[d->nreports++] = (dsp_report){.task = om->task, .seq = om->seq,
-                                             .size = om->size,
-                                             .published_ms = om->published_ms};
+    if (d->reports.n >= DSP_REPORTS_MAX ||
+        hr_vec_push(&d->reports, ((dsp_report){.task = om->task,
+                                               .seq = om->seq,
+                                               .size = om->size,
+                                               .published_ms = om->published_ms})) != 0)
+        hr_log_error("chunk_row_lost", "task=%" PRId64 " seq=%" PRId64 " error=report queue full",
+                     om->task, om->seq);
 done:
     free(om);
 }
@@ -119,22 +111,22 @@ done:
  * refused and what is over MAX stays queued. */
 static void dsp_write_reports(dsp *d, size_t max)
 {
-    dsp_conn *c = &d->loop_conn;
+    dsp_conn *conn = &d->loop_conn;
     char err[512], key[256];
-    size_t done = 0, n = d->nreports < max ? d->nreports : max;
+    size_t done = 0, n = d->reports.n < max ? d->reports.n : max;
     uint64_t affected;
 
-    if (d->nreports == 0 || !dsp_conn_ready(d, c))
+    if (d->reports.n == 0 || !dsp_conn_ready(d, conn))
         return;
     for (; done < n; done++) {
-        const dsp_report *rp = &d->reports[done];
+        const dsp_report *rp = &d->reports.v[done];
         const hr_mysql_param p[] = {HR_P_I64(rp->task), HR_P_I64(rp->seq), HR_P_I64(rp->size),
                                     HR_P_I64(rp->published_ms)};
         const hr_mysql_param pt[] = {HR_P_I64(rp->size), HR_P_I64(rp->task)};
         redisReply *reply;
 
         affected = 0;
-        if (hr_mysql_exec(c->m,
+        if (hr_mysql_exec(conn->m,
                           "INSERT INTO push_chunk (task_id, seq, size, state, published_at) "
                           "VALUES (?, ?, ?, 'published', FROM_UNIXTIME(? / 1000)) "
                           "ON DUPLICATE KEY UPDATE publishes = publishes + 1, "
@@ -143,76 +135,76 @@ static void dsp_write_reports(dsp *d, size_t max)
             goto failed;
         if (affected != 1)
             continue; /* a republish of a known chunk */
-        if (hr_mysql_exec(c->m, "UPDATE push_task SET total = total + ? WHERE id = ?", pt, 2,
+        if (hr_mysql_exec(conn->m, "UPDATE push_task SET total = total + ? WHERE id = ?", pt, 2,
                           NULL, NULL, NULL, err, sizeof err) < 0) {
             hr_log_error("task_total_lost",
                          "task=%" PRId64 " seq=%" PRId64 " size=%" PRId64 " error=%s", rp->task,
                          rp->seq, rp->size, err);
             goto failed_after_row;
         }
-        hr_key_task(hr_redis_prefix(c->r), key, sizeof key, rp->task, HR_KEY_STATS);
+        hr_key_task(hr_redis_prefix(conn->r), key, sizeof key, rp->task, HR_KEY_STATS);
         reply =
-            hr_redis_cmdf(c->r, err, sizeof err, "HINCRBY %s published %" PRId64, key, rp->size);
+            hr_redis_cmdf(conn->r, err, sizeof err, "HINCRBY %s published %" PRId64, key, rp->size);
         freeReplyObject(reply);
         if (reply != NULL) {
-            reply = hr_redis_cmdf(c->r, err, sizeof err, "HINCRBY %s chunks_published 1", key);
+            reply = hr_redis_cmdf(conn->r, err, sizeof err, "HINCRBY %s chunks_published 1", key);
             freeReplyObject(reply);
         }
         if (reply == NULL)
             dsp_health_fail(d, DSP_REDIS, err);
     }
-    memmove(d->reports, d->reports + done, (d->nreports - done) * sizeof *d->reports);
-    d->nreports -= done;
+    memmove(d->reports.v, d->reports.v + done, (d->reports.n - done) * sizeof *d->reports.v);
+    d->reports.n -= done;
     dsp_health_ok(d, DSP_MYSQL);
     return;
 failed_after_row:
     done++;
 failed:
-    memmove(d->reports, d->reports + done, (d->nreports - done) * sizeof *d->reports);
-    d->nreports -= done;
-    dsp_conn_failed(d, c, DSP_MYSQL, err);
+    memmove(d->reports.v, d->reports.v + done, (d->reports.n - done) * sizeof *d->reports.v);
+    d->reports.n -= done;
+    dsp_conn_failed(d, conn, DSP_MYSQL, err);
 }
 
 static bool dsp_task_reports_queued(const dsp *d, int64_t id)
 {
     size_t i;
 
-    for (i = 0; i < d->nreports; i++)
-        if (d->reports[i].task == id)
+    for (i = 0; i < d->reports.n; i++)
+        if (d->reports.v[i].task == id)
             return true;
     return false;
 }
 
 /* Subs is empty and every chunk's report was served: `dispatched`. */
-static void dsp_finish(dsp *d, dsp_task *t)
+static void dsp_finish(dsp *d, dsp_task *dt)
 {
-    dsp_conn *c = &d->loop_conn;
+    dsp_conn *conn = &d->loop_conn;
     char err[512];
-    int rc = hr_state_dispatched(c->m, t->id, d->owner, err, sizeof err);
+    int rc = hr_state_dispatched(conn->m, dt->id, d->owner, err, sizeof err);
 
     if (rc < 0) {
-        dsp_conn_failed(d, c, DSP_MYSQL, err);
+        dsp_conn_failed(d, conn, DSP_MYSQL, err);
         return;
     }
     if (rc == 1)
-        hr_log_info("task_dispatched", "task=%" PRId64 " chunks=%" PRId64, t->id, t->chunks);
+        hr_log_info("task_dispatched", "task=%" PRId64 " chunks=%" PRId64, dt->id, dt->chunks);
     else
-        hr_log_warn("task_lost", "task=%" PRId64 " reason=not dispatching or not ours", t->id);
-    dsp_task_drop(d, t);
+        hr_log_warn("task_lost", "task=%" PRId64 " reason=not dispatching or not ours", dt->id);
+    dsp_task_drop(d, dt);
 }
 
 /* Before an owner's first chunk: the task's reconciliation (dsp_reconcile.c)
  * makes the set complete and creates seq under the prepare lock, or, for a
  * task an earlier owner started, checks that seq did not go backwards.  It
  * is queued here and the task waits for its outcome (t->reconciling). */
-static void dsp_start(dsp *d, dsp_task *t)
+static void dsp_start(dsp *d, dsp_task *dt)
 {
-    if (!dsp_reconcile_want(d, t->id)) {
-        hr_log_error("reconcile_not_queued", "task=%" PRId64 " error=out of memory", t->id);
-        t->next_ms = dsp_now_ms() + 1000;
+    if (!dsp_reconcile_want(d, dt->id)) {
+        hr_log_error("reconcile_not_queued", "task=%" PRId64 " error=out of memory", dt->id);
+        dt->next_ms = dsp_now_ms() + 1000;
         return;
     }
-    t->reconciling = true;
+    dt->reconciling = true;
 }
 
 /* Whether the task's ctl key (what pause, resume and cancel set at once in
@@ -220,41 +212,43 @@ static void dsp_start(dsp *d, dsp_task *t)
  * renewal drops a paused or cancelled task only every lease_s / 3; without
  * this check the owner kept chunking that long after a pause, and a
  * recover right after the pause raced its chunks. */
-static bool dsp_running(dsp *d, dsp_task *t, bool *failed, char *errstr, size_t errlen)
+static bool dsp_running(dsp *d, dsp_task *dt, bool *failed, char *errstr, size_t errlen)
 {
     char key[256];
     redisReply *reply;
+    hr_control control;
     bool run;
 
     *failed = false;
-    hr_key_task(hr_redis_prefix(d->loop_conn.r), key, sizeof key, t->id, HR_KEY_CTL);
+    hr_key_task(hr_redis_prefix(d->loop_conn.r), key, sizeof key, dt->id, HR_KEY_CTL);
     reply = hr_redis_cmdf(d->loop_conn.r, errstr, errlen, "GET %s", key);
     if (reply == NULL) {
         *failed = true;
         return false;
     }
-    /* A missing key is run: the scanner sets it, a flush may have lost it. */
+    /* A missing key is run: the scanner sets it, a flush may have lost it.
+     * A value that is no control name holds the task, as pause does. */
     run = reply->type != REDIS_REPLY_STRING ||
-          strcmp(reply->str, hr_control_name(HR_CONTROL_RUN)) == 0;
+          (hr_control_parse(reply->str, &control) == 0 && control == HR_CONTROL_RUN);
     freeReplyObject(reply);
     if (!run)
-        hr_log_debug("task_held", "task=%" PRId64 " reason=control", t->id);
+        hr_log_debug("task_held", "task=%" PRId64 " reason=control", dt->id);
     return run;
 }
 
 /* The rate limiter's grant for one chunk; 0 = wait (T->next_ms is set). */
-static int64_t dsp_grant(dsp *d, dsp_task *t, int64_t now, bool *failed, char *errstr,
+static int64_t dsp_grant(dsp *d, dsp_task *dt, int64_t now, bool *failed, char *errstr,
                          size_t errlen)
 {
     char scope[64];
     int64_t want, granted = 0, wait_ms = 0, after;
 
     *failed = false;
-    if (t->rate_limit <= 0)
-        return t->chunk_size;
-    want = t->chunk_size < t->rate_limit ? t->chunk_size : t->rate_limit;
-    snprintf(scope, sizeof scope, "task%" PRId64, t->id);
-    if (hr_ratelimit_take(d->loop_conn.r, scope, t->rate_limit, want, &granted, &wait_ms, errstr,
+    if (dt->rate_limit <= 0)
+        return dt->chunk_size;
+    want = dt->chunk_size < dt->rate_limit ? dt->chunk_size : dt->rate_limit;
+    snprintf(scope, sizeof scope, "task%" PRId64, dt->id);
+    if (hr_ratelimit_take(d->loop_conn.r, scope, dt->rate_limit, want, &granted, &wait_ms, errstr,
                           errlen) < 0) {
         *failed = true;
         return 0;
@@ -265,46 +259,46 @@ static int64_t dsp_grant(dsp *d, dsp_task *t, int64_t now, bool *failed, char *e
      * published_ms could land in the next second on top of that second's
      * own budget.  Give such a grant up: under-use, never overshoot. */
     if (after / 1000 != now / 1000) {
-        t->next_ms = after;
+        dt->next_ms = after;
         return 0;
     }
     if (granted < want) {
-        t->next_ms = now + (wait_ms > 0 ? wait_ms : 1);
+        dt->next_ms = now + (wait_ms > 0 ? wait_ms : 1);
         hr_metrics_inc(d->met.ratelimit_waits);
     }
     return granted;
 }
 
 /* One chunk of T: grant, seq, move, produce.  true when a chunk moved. */
-static bool dsp_chunk_one(dsp *d, dsp_task *t)
+static bool dsp_chunk_one(dsp *d, dsp_task *dt)
 {
-    dsp_conn *c = &d->loop_conn;
+    dsp_conn *conn = &d->loop_conn;
     char err[512], keys[3][256], seq_s[24], n_s[24], now_s[24];
     const char *argv[6] = {keys[0], keys[1], keys[2], n_s, seq_s, now_s};
     int64_t now = dsp_now_ms(), n, seq, moved;
     bool failed = false;
     redisReply *reply;
 
-    if (t->reconciling)
+    if (dt->reconciling)
         return false;
-    if (!t->started) {
-        dsp_start(d, t);
+    if (!dt->started) {
+        dsp_start(d, dt);
         return false;
     }
-    if (!dsp_running(d, t, &failed, err, sizeof err)) {
+    if (!dsp_running(d, dt, &failed, err, sizeof err)) {
         if (failed)
             goto redis_failed;
-        t->next_ms = now + DSP_CTL_RECHECK_MS;
+        dt->next_ms = now + DSP_CTL_RECHECK_MS;
         return false;
     }
-    n = dsp_grant(d, t, now, &failed, err, sizeof err);
+    n = dsp_grant(d, dt, now, &failed, err, sizeof err);
     if (n == 0) {
         if (failed)
             goto redis_failed;
         return false;
     }
-    hr_key_task(hr_redis_prefix(c->r), keys[0], sizeof keys[0], t->id, HR_KEY_SEQ);
-    reply = hr_redis_cmdf(c->r, err, sizeof err, "INCR %s", keys[0]);
+    hr_key_task(hr_redis_prefix(conn->r), keys[0], sizeof keys[0], dt->id, HR_KEY_SEQ);
+    reply = hr_redis_cmdf(conn->r, err, sizeof err, "INCR %s", keys[0]);
     if (reply == NULL)
         goto redis_failed;
     seq = reply->integer;
@@ -313,34 +307,34 @@ static bool dsp_chunk_one(dsp *d, dsp_task *t)
     snprintf(n_s, sizeof n_s, "%" PRId64, n);
     snprintf(seq_s, sizeof seq_s, "%" PRId64, seq);
     snprintf(now_s, sizeof now_s, "%" PRId64, now);
-    hr_key_task(hr_redis_prefix(c->r), keys[0], sizeof keys[0], t->id, HR_KEY_SUBS);
-    hr_key_chunk(hr_redis_prefix(c->r), keys[1], sizeof keys[1], t->id, seq);
-    hr_key_task(hr_redis_prefix(c->r), keys[2], sizeof keys[2], t->id, HR_KEY_PENDING);
-    reply = hr_redis_eval(c->r, HR_LUA_CHUNK_MOVE, 3, 6, argv, NULL, err, sizeof err);
+    hr_key_task(hr_redis_prefix(conn->r), keys[0], sizeof keys[0], dt->id, HR_KEY_SUBS);
+    hr_key_chunk(hr_redis_prefix(conn->r), keys[1], sizeof keys[1], dt->id, seq);
+    hr_key_task(hr_redis_prefix(conn->r), keys[2], sizeof keys[2], dt->id, HR_KEY_PENDING);
+    reply = hr_redis_eval(conn->r, HR_LUA_CHUNK_MOVE, 3, 6, argv, NULL, err, sizeof err);
     if (reply == NULL)
         goto redis_failed;
     moved = reply->integer;
     freeReplyObject(reply);
     dsp_health_ok(d, DSP_REDIS);
     if (moved == 0) {
-        t->subs_empty = true;
+        dt->subs_empty = true;
         return false;
     }
-    t->chunks++;
+    dt->chunks++;
     dsp_seams_moved();
-    if (dsp_produce(d, t->id, seq, moved, t->due_ms, false, err, sizeof err) < 0) {
+    if (dsp_produce(d, dt->id, seq, moved, dt->due_ms, false, err, sizeof err) < 0) {
         /* The chunk is pending; the sweeper publishes it later. */
-        hr_log_warn("chunk_publish_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s", t->id, seq,
-                    err);
-        t->next_ms = now + 1000;
+        hr_log_warn("chunk_publish_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s", dt->id,
+                    seq, err);
+        dt->next_ms = now + 1000;
         return true;
     }
-    t->outstanding++;
-    hr_log_debug("chunk_moved", "task=%" PRId64 " seq=%" PRId64 " size=%" PRId64, t->id, seq,
+    dt->outstanding++;
+    hr_log_debug("chunk_moved", "task=%" PRId64 " seq=%" PRId64 " size=%" PRId64, dt->id, seq,
                  moved);
     return true;
 redis_failed:
-    dsp_conn_failed(d, c, DSP_REDIS, err);
+    dsp_conn_failed(d, conn, DSP_REDIS, err);
     return false;
 }
 
@@ -356,19 +350,19 @@ bool dsp_tick(dsp *d)
         return false;
     now = dsp_now_ms();
     /* Backwards, because dsp_finish moves the last task into slot i. */
-    for (i = d->ntasks; i-- > 0 && budget > 0;) {
-        dsp_task *t = d->tasks[i];
+    for (i = d->tasks.n; i-- > 0 && budget > 0;) {
+        dsp_task *dt = d->tasks.v[i];
 
-        if (t->next_ms > now || !dsp_conn_ready(d, &d->loop_conn))
+        if (dt->next_ms > now || !dsp_conn_ready(d, &d->loop_conn))
             continue;
-        if (t->subs_empty) {
-            if (t->outstanding == 0 && !dsp_task_reports_queued(d, t->id))
-                dsp_finish(d, t);
+        if (dt->subs_empty) {
+            if (dt->outstanding == 0 && !dsp_task_reports_queued(d, dt->id))
+                dsp_finish(d, dt);
             continue;
         }
-        if (t->outstanding >= DSP_OUTSTANDING_MAX)
+        if (dt->outstanding >= DSP_OUTSTANDING_MAX)
             continue;
-        if (dsp_chunk_one(d, t))
+        if (dsp_chunk_one(d, dt))
             moved = true;
         budget--;
     }
@@ -377,7 +371,7 @@ bool dsp_tick(dsp *d)
 
 void dsp_release_all(dsp *d)
 {
-    dsp_conn *c = &d->loop_conn;
+    dsp_conn *conn = &d->loop_conn;
     const hr_mysql_param p[] = {HR_P_STR(d->owner)};
     uint64_t affected = 0;
     char err[512];
@@ -391,17 +385,17 @@ void dsp_release_all(dsp *d)
         rd_kafka_poll(d->rk, 0);
     }
     /* The backoff of a recent failure must not skip the last writes. */
-    c->retry_at_ms = 0;
-    dsp_write_reports(d, d->nreports);
-    if (c->m == NULL)
+    conn->retry_at_ms = 0;
+    dsp_write_reports(d, d->reports.n);
+    if (conn->m == NULL)
         return;
-    for (i = d->ntasks; i-- > 0;) {
-        dsp_task *t = d->tasks[i];
+    for (i = d->tasks.n; i-- > 0;) {
+        dsp_task *dt = d->tasks.v[i];
 
-        if (t->subs_empty && t->outstanding == 0 && !dsp_task_reports_queued(d, t->id))
-            dsp_finish(d, t);
+        if (dt->subs_empty && dt->outstanding == 0 && !dsp_task_reports_queued(d, dt->id))
+            dsp_finish(d, dt);
     }
-    if (hr_mysql_exec(c->m,
+    if (hr_mysql_exec(conn->m,
                       "UPDATE push_task SET lease_until = UTC_TIMESTAMP(3) "
                       "WHERE claimed_by = ? AND state = 'dispatching'",
                       p, 1, &affected, NULL, NULL, err, sizeof err) < 0)

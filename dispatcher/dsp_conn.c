@@ -55,45 +55,45 @@ void dsp_health_fail(dsp *d, dsp_backend b, const char *err)
     dsp_health_set(d, b, true, err);
 }
 
-void dsp_conn_failed(dsp *d, dsp_conn *c, dsp_backend b, const char *err)
+void dsp_conn_failed(dsp *d, dsp_conn *conn, dsp_backend b, const char *err)
 {
     dsp_health_fail(d, b, err);
-    c->backoff_ms = c->backoff_ms == 0 ? DSP_BACKOFF_MIN_MS : c->backoff_ms * 2;
-    if (c->backoff_ms > DSP_BACKOFF_MAX_MS)
-        c->backoff_ms = DSP_BACKOFF_MAX_MS;
-    c->retry_at_ms = dsp_now_ms() + c->backoff_ms;
+    conn->backoff_ms = conn->backoff_ms == 0 ? DSP_BACKOFF_MIN_MS : conn->backoff_ms * 2;
+    if (conn->backoff_ms > DSP_BACKOFF_MAX_MS)
+        conn->backoff_ms = DSP_BACKOFF_MAX_MS;
+    conn->retry_at_ms = dsp_now_ms() + conn->backoff_ms;
 }
 
-bool dsp_conn_ready(dsp *d, dsp_conn *c)
+bool dsp_conn_ready(dsp *d, dsp_conn *conn)
 {
     char err[512];
 
-    if (dsp_now_ms() < c->retry_at_ms)
+    if (dsp_now_ms() < conn->retry_at_ms)
         return false;
-    if (c->m == NULL) {
-        if (hr_mysql_connect(d->cfg, &c->m, err, sizeof err) < 0) {
-            dsp_conn_failed(d, c, DSP_MYSQL, err);
+    if (conn->m == NULL) {
+        if (hr_mysql_connect(d->cfg, &conn->m, err, sizeof err) < 0) {
+            dsp_conn_failed(d, conn, DSP_MYSQL, err);
             return false;
         }
         dsp_health_ok(d, DSP_MYSQL);
     }
-    if (c->r == NULL) {
-        if (hr_redis_connect(d->cfg, &c->r, err, sizeof err) < 0) {
-            dsp_conn_failed(d, c, DSP_REDIS, err);
+    if (conn->r == NULL) {
+        if (hr_redis_connect(d->cfg, &conn->r, err, sizeof err) < 0) {
+            dsp_conn_failed(d, conn, DSP_REDIS, err);
             return false;
         }
         dsp_health_ok(d, DSP_REDIS);
     }
-    c->backoff_ms = 0;
+    conn->backoff_ms = 0;
     return true;
 }
 
-void dsp_conn_close(dsp_conn *c)
+void dsp_conn_close(dsp_conn *conn)
 {
-    hr_mysql_free(c->m);
-    hr_redis_free(c->r);
-    c->m = NULL;
-    c->r = NULL;
+    hr_mysql_free(conn->m);
+    hr_redis_free(conn->r);
+    conn->m = NULL;
+    conn->r = NULL;
 }
 
 int64_t dsp_reply_int(redisReply *reply)

@@ -26,7 +26,7 @@
  *     is empty.  (A done transition that read an empty pending just before
  *     the redrive's move can land after the redrive's own UPDATE.)
  *   push_task.cancelled is always the stats hash's cancelled counter (as
- *   cancel_set.lua and chunk_cancel.lua answer it) written with GREATEST:
+ *   cancel_set.lua answers it, to dispatchers and workers) written with GREATEST:
  *   several dispatchers cancel one task at once, each dropping a part, and
  *   workers cancel held chunks; adding each one's part would count only the
  *   parts whose UPDATE passed the state guard. */
@@ -44,13 +44,12 @@
 
 static int dsp_control_pause(dsp *d, int64_t id, char *errstr, size_t errlen)
 {
-    dsp_conn *c = &d->bg_conn;
+    dsp_conn *conn = &d->bg_conn;
     int rc;
 
-    if (hr_task_set_control(NULL, c->r, id, hr_control_name(HR_CONTROL_PAUSE), errstr,
-                            errlen) < 0)
+    if (hr_task_set_control(NULL, conn->r, id, HR_CONTROL_PAUSE, errstr, errlen) < 0)
         return -1;
-    rc = hr_state_pause(c->m, id, errstr, errlen);
+    rc = hr_state_pause(conn->m, id, errstr, errlen);
     if (rc < 0)
         return -1;
     if (rc == 1)
@@ -61,7 +60,7 @@ static int dsp_control_pause(dsp *d, int64_t id, char *errstr, size_t errlen)
 static int dsp_control_resume(dsp *d, int64_t id, bool claimed, bool reached_dispatched,
                               int64_t due_ms, char *errstr, size_t errlen)
 {
-    dsp_conn *c = &d->bg_conn;
+    dsp_conn *conn = &d->bg_conn;
     char subs[HR_KEY_MAX];
     hr_task_state to = HR_STATE_SCHEDULED;
     redisReply *reply;
@@ -69,18 +68,18 @@ static int dsp_control_resume(dsp *d, int64_t id, bool claimed, bool reached_dis
     int budget = DSP_SWEEP_MAX, rc;
 
     if (claimed) {
-        hr_key_task(hr_redis_prefix(c->r), subs, sizeof subs, id, HR_KEY_SUBS);
-        reply = hr_redis_cmdf(c->r, errstr, errlen, "SCARD %s", subs);
+        hr_key_task(hr_redis_prefix(conn->r), subs, sizeof subs, id, HR_KEY_SUBS);
+        reply = hr_redis_cmdf(conn->r, errstr, errlen, "SCARD %s", subs);
         if (reply == NULL)
             return -1;
         nsubs = reply->integer;
         freeReplyObject(reply);
         to = nsubs > 0 || !reached_dispatched ? HR_STATE_DISPATCHING : HR_STATE_DISPATCHED;
     }
-    if (hr_task_set_control(NULL, c->r, id, hr_control_name(HR_CONTROL_RUN), errstr, errlen) < 0)
+    if (hr_task_set_control(NULL, conn->r, id, HR_CONTROL_RUN, errstr, errlen) < 0)
         return -1;
     /* No owner and an expired lease: a poller takes a dispatching task over. */
-    rc = hr_state_resume(c->m, id, to, errstr, errlen);
+    rc = hr_state_resume(conn->m, id, to, errstr, errlen);
     if (rc != 1)
         return rc;
     hr_log_info("task_resumed", "task=%" PRId64 " state=%s", id, hr_state_name(to));
@@ -98,10 +97,10 @@ static int dsp_control_resume(dsp *d, int64_t id, bool claimed, bool reached_dis
 /* Drops one set (subs, or chunk SEQ) with cancel_set.lua and raises *TOTAL
  * to the stats hash's cancelled counter after the call.  The count this
  * call cancelled, DSP_CONTROL_HELD for a chunk a worker holds, -1 on error. */
-static int64_t dsp_control_drop(dsp_conn *c, int64_t id, const char *seq, int64_t *total,
+static int64_t dsp_control_drop(dsp_conn *conn, int64_t id, const char *seq, int64_t *total,
                                 char *errstr, size_t errlen)
 {
-    const char *prefix = hr_redis_prefix(c->r);
+    const char *prefix = hr_redis_prefix(conn->r);
     char set[HR_KEY_MAX], stats[HR_KEY_MAX], pending[HR_KEY_MAX], lease[HR_KEY_MAX];
     const char *argv[5] = {set, stats, pending, lease, seq};
     redisReply *reply;
@@ -110,12 +109,12 @@ static int64_t dsp_control_drop(dsp_conn *c, int64_t id, const char *seq, int64_
     hr_key_task(prefix, stats, sizeof stats, id, HR_KEY_STATS);
     if (seq == NULL) {
         hr_key_task(prefix, set, sizeof set, id, HR_KEY_SUBS);
-        reply = hr_redis_eval(c->r, HR_LUA_CANCEL_SET, 2, 2, argv, NULL, errstr, errlen);
+        reply = hr_redis_eval(conn->r, HR_LUA_CANCEL_SET, 2, 2, argv, NULL, errstr, errlen);
     } else {
         hr_key_chunk(prefix, set, sizeof set, id, strtoll(seq, NULL, 10));
         hr_key_task(prefix, pending, sizeof pending, id, HR_KEY_PENDING);
         hr_key_lease(prefix, lease, sizeof lease, id, strtoll(seq, NULL, 10));
-        reply = hr_redis_eval(c->r, HR_LUA_CANCEL_SET, 4, 5, argv, NULL, errstr, errlen);
+        reply = hr_redis_eval(conn->r, HR_LUA_CANCEL_SET, 4, 5, argv, NULL, errstr, errlen);
     }
     if (reply == NULL)
         return -1;
@@ -136,7 +135,7 @@ done:
 /* Drops every pending chunk of task ID no live worker holds.  Adds the
  * count to *DROPPED and raises *TOTAL (dsp_control_drop); *HELD says whether a
  * worker held one.  0 or -1. */
-static int dsp_control_drop_chunks(dsp_conn *c, int64_t id, int64_t *dropped, int64_t *total,
+static int dsp_control_drop_chunks(dsp_conn *conn, int64_t id, int64_t *dropped, int64_t *total,
                                    bool *held, char *errstr, size_t errlen)
 {
     char pending[256];
@@ -145,12 +144,12 @@ static int dsp_control_drop_chunks(dsp_conn *c, int64_t id, int64_t *dropped, in
     size_t i;
     int rc = -1;
 
-    hr_key_task(hr_redis_prefix(c->r), pending, sizeof pending, id, HR_KEY_PENDING);
-    all = hr_redis_cmdf(c->r, errstr, errlen, "HKEYS %s", pending);
+    hr_key_task(hr_redis_prefix(conn->r), pending, sizeof pending, id, HR_KEY_PENDING);
+    all = hr_redis_cmdf(conn->r, errstr, errlen, "HKEYS %s", pending);
     if (all == NULL)
         return -1;
     for (i = 0; i < all->elements; i++) {
-        n = dsp_control_drop(c, id, all->element[i]->str, total, errstr, errlen);
+        n = dsp_control_drop(conn, id, all->element[i]->str, total, errstr, errlen);
         if (n == -1)
             goto done;
         if (n == DSP_CONTROL_HELD)
@@ -165,64 +164,63 @@ done:
 }
 
 /* push_task.cancelled := the stats hash's counter TOTAL, never lower: the
- * one count every canceller (each dispatcher, each worker's chunk_cancel)
+ * one count every canceller (each dispatcher, each worker's wk_chunk_cancel)
  * writes the same way, so concurrent cancels never add up wrong. */
-static int dsp_control_count(dsp_conn *c, int64_t id, int64_t total, char *errstr, size_t errlen)
+static int dsp_control_count(dsp_conn *conn, int64_t id, int64_t total, char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(total), HR_P_I64(id)};
 
-    return hr_mysql_exec(c->m,
+    return hr_mysql_exec(conn->m,
                          "UPDATE push_task SET cancelled = GREATEST(cancelled, ?) WHERE id = ?", p,
                          2, NULL, NULL, NULL, errstr, errlen);
 }
 
 /* The Redis set of cancelled tasks with chunks a worker held at the
  * cancel (dsp_control_held). */
-static char *dsp_control_held_key(dsp_conn *c, char *buf, size_t len)
+static char *dsp_control_held_key(dsp_conn *conn, char *buf, size_t len)
 {
-    return hr_key_cancel_held(hr_redis_prefix(c->r), buf, len);
+    return hr_key_cancel_held(hr_redis_prefix(conn->r), buf, len);
 }
 
 static int dsp_control_cancel(dsp *d, int64_t id, char *errstr, size_t errlen)
 {
-    dsp_conn *c = &d->bg_conn;
+    dsp_conn *conn = &d->bg_conn;
     char key[256];
     redisReply *reply;
     int64_t dropped, total = 0;
     bool held = false;
     int moved;
 
-    if (hr_task_set_control(NULL, c->r, id, hr_control_name(HR_CONTROL_CANCEL), errstr,
-                            errlen) < 0)
+    if (hr_task_set_control(NULL, conn->r, id, HR_CONTROL_CANCEL, errstr, errlen) < 0)
         return -1;
-    dropped = dsp_control_drop(c, id, NULL, &total, errstr, errlen);
+    dropped = dsp_control_drop(conn, id, NULL, &total, errstr, errlen);
     if (dropped < 0)
         return -1;
-    if (dsp_control_drop_chunks(c, id, &dropped, &total, &held, errstr, errlen) < 0)
+    if (dsp_control_drop_chunks(conn, id, &dropped, &total, &held, errstr, errlen) < 0)
         return -1;
     if (held) {
         /* The holder cancels its chunk itself, unless it never comes back
          * (stopped, cut off past its lease): later scans drop the chunk
          * then.  Recorded before the task leaves the scan's query. */
-        reply = hr_redis_cmdf(c->r, errstr, errlen, "SADD %s %" PRId64,
-                              dsp_control_held_key(c, key, sizeof key), id);
+        reply = hr_redis_cmdf(conn->r, errstr, errlen, "SADD %s %" PRId64,
+                              dsp_control_held_key(conn, key, sizeof key), id);
         if (reply == NULL)
             return -1;
         freeReplyObject(reply);
     }
-    if (dsp_control_count(c, id, total, errstr, errlen) < 0) {
+    if (dsp_control_count(conn, id, total, errstr, errlen) < 0) {
         /* The stats hash keeps the count; the next scan writes it. */
         hr_log_error("cancel_count_lost", "task=%" PRId64 " cancelled=%" PRId64 " error=%s", id,
                      total, errstr);
         return -1;
     }
-    moved = hr_state_cancel(c->m, id, errstr, errlen);
+    moved = hr_state_cancel(conn->m, id, errstr, errlen);
     if (moved < 0)
         return -1;
     hr_log_info("task_cancelled",
                 "task=%" PRId64 " dropped=%" PRId64 " cancelled=%" PRId64 " held=%d", id, dropped,
                 total, held);
-    if (moved == 1 && dsp_retire_keys(c, id, errstr, errlen) < 0)
+    if (moved == 1 && dsp_retire_keys(conn, id, errstr, errlen) < 0)
         hr_log_warn("retire_failed", "task=%" PRId64 " error=%s", id, errstr);
     return 0;
 }
@@ -235,23 +233,23 @@ static int dsp_control_cancel(dsp *d, int64_t id, char *errstr, size_t errlen)
  * sent, failed or cancelled. */
 static void dsp_control_held(dsp *d)
 {
-    dsp_conn *c = &d->bg_conn;
+    dsp_conn *conn = &d->bg_conn;
     char key[256], err[512];
     redisReply *ids, *reply;
     size_t i;
 
-    ids = hr_redis_cmdf(c->r, err, sizeof err, "SRANDMEMBER %s %d",
-                        dsp_control_held_key(c, key, sizeof key), DSP_CONTROL_MAX);
+    ids = hr_redis_cmdf(conn->r, err, sizeof err, "SRANDMEMBER %s %d",
+                        dsp_control_held_key(conn, key, sizeof key), DSP_CONTROL_MAX);
     if (ids == NULL) {
-        dsp_conn_failed(d, c, DSP_REDIS, err);
+        dsp_conn_failed(d, conn, DSP_REDIS, err);
         return;
     }
     for (i = 0; i < ids->elements && !atomic_load(&d->stopping); i++) {
         int64_t id = strtoll(ids->element[i]->str, NULL, 10), dropped = 0, total = 0;
         bool held = false;
 
-        if (dsp_control_drop_chunks(c, id, &dropped, &total, &held, err, sizeof err) < 0 ||
-            (dropped > 0 && dsp_control_count(c, id, total, err, sizeof err) < 0)) {
+        if (dsp_control_drop_chunks(conn, id, &dropped, &total, &held, err, sizeof err) < 0 ||
+            (dropped > 0 && dsp_control_count(conn, id, total, err, sizeof err) < 0)) {
             hr_log_warn("control_failed", "task=%" PRId64 " control=cancel error=%s", id, err);
             break;
         }
@@ -261,9 +259,9 @@ static void dsp_control_held(dsp *d)
                         total);
         if (held)
             continue;
-        reply = hr_redis_cmdf(c->r, err, sizeof err, "SREM %s %" PRId64, key, id);
+        reply = hr_redis_cmdf(conn->r, err, sizeof err, "SREM %s %" PRId64, key, id);
         if (reply == NULL) {
-            dsp_conn_failed(d, c, DSP_REDIS, err);
+            dsp_conn_failed(d, conn, DSP_REDIS, err);
             break;
         }
         freeReplyObject(reply);
@@ -271,48 +269,49 @@ static void dsp_control_held(dsp *d)
     freeReplyObject(ids);
 }
 
-/* The tasks heraldctl redrive gave new chunks (HR_TASK_REDRIVEN_KEY): a
- * done one with pending chunks is reopened (dispatched, so the sweeper
- * publishes them and the last chunk's close makes it done again); one whose
- * pending hash is empty leaves the set. */
+/* The tasks heraldctl redrive gave new chunks (hr_key_redriven): a done
+ * one with pending chunks is reopened (dispatched, so the sweeper publishes
+ * them and the last chunk's close makes it done again), since a done
+ * transition that read pending just before the redrive may land after it;
+ * one whose pending hash is empty leaves the set. */
 static void dsp_control_redriven(dsp *d)
 {
-    dsp_conn *c = &d->bg_conn;
+    dsp_conn *conn = &d->bg_conn;
     char key[256], pending[256], err[512];
     redisReply *ids, *reply;
     size_t i;
 
-    ids = hr_redis_cmdf(c->r, err, sizeof err, "SRANDMEMBER %s %d",
-                        hr_key_redriven(hr_redis_prefix(c->r), key, sizeof key),
-                        DSP_CONTROL_MAX);
+    ids =
+        hr_redis_cmdf(conn->r, err, sizeof err, "SRANDMEMBER %s %d",
+                      hr_key_redriven(hr_redis_prefix(conn->r), key, sizeof key), DSP_CONTROL_MAX);
     if (ids == NULL) {
-        dsp_conn_failed(d, c, DSP_REDIS, err);
+        dsp_conn_failed(d, conn, DSP_REDIS, err);
         return;
     }
     for (i = 0; i < ids->elements && !atomic_load(&d->stopping); i++) {
         int64_t id = strtoll(ids->element[i]->str, NULL, 10), npending;
         int rc;
 
-        hr_key_task(hr_redis_prefix(c->r), pending, sizeof pending, id, HR_KEY_PENDING);
-        reply = hr_redis_cmdf(c->r, err, sizeof err, "HLEN %s", pending);
+        hr_key_task(hr_redis_prefix(conn->r), pending, sizeof pending, id, HR_KEY_PENDING);
+        reply = hr_redis_cmdf(conn->r, err, sizeof err, "HLEN %s", pending);
         if (reply == NULL) {
-            dsp_conn_failed(d, c, DSP_REDIS, err);
+            dsp_conn_failed(d, conn, DSP_REDIS, err);
             break;
         }
         npending = reply->integer;
         freeReplyObject(reply);
         if (npending == 0) {
-            reply = hr_redis_cmdf(c->r, err, sizeof err, "SREM %s %" PRId64, key, id);
+            reply = hr_redis_cmdf(conn->r, err, sizeof err, "SREM %s %" PRId64, key, id);
             if (reply == NULL) {
-                dsp_conn_failed(d, c, DSP_REDIS, err);
+                dsp_conn_failed(d, conn, DSP_REDIS, err);
                 break;
             }
             freeReplyObject(reply);
             continue;
         }
-        rc = hr_state_reopen(c->m, id, err, sizeof err);
+        rc = hr_state_reopen(conn->m, id, err, sizeof err);
         if (rc < 0) {
-            dsp_conn_failed(d, c, DSP_MYSQL, err);
+            dsp_conn_failed(d, conn, DSP_MYSQL, err);
             break;
         }
         if (rc == 1)
@@ -324,7 +323,7 @@ static void dsp_control_redriven(dsp *d)
 
 void dsp_control_scan(dsp *d)
 {
-    dsp_conn *c = &d->bg_conn;
+    dsp_conn *conn = &d->bg_conn;
     const hr_mysql_param p[] = {DSP_TOPIC_PARAMS, HR_P_I64(DSP_CONTROL_MAX)};
     hr_mysql_rows *rows = NULL;
     char err[512];
@@ -332,7 +331,7 @@ void dsp_control_scan(dsp *d)
 
     if (atomic_load(&d->stopping))
         return;
-    if (hr_mysql_query(c->m,
+    if (hr_mysql_query(conn->m,
                        "SELECT id, control, started_at IS NOT NULL, dispatched_at IS NOT NULL, "
                        "COALESCE(CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), 0) "
                        "FROM push_task WHERE ((control = 'pause' AND state IN "
@@ -342,7 +341,7 @@ void dsp_control_scan(dsp *d)
                        "('scheduled', 'dispatching', 'dispatched', 'paused'))) "
                        "AND (? IS NULL OR topic = ?) ORDER BY id LIMIT ?",
                        p, 3, &rows, err, sizeof err) < 0) {
-        dsp_conn_failed(d, c, DSP_MYSQL, err);
+        dsp_conn_failed(d, conn, DSP_MYSQL, err);
         return;
     }
     for (i = 0; i < rows->nrows && !atomic_load(&d->stopping); i++) {

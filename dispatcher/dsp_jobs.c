@@ -18,18 +18,18 @@
 /* herald_tasks{state}: one GROUP BY over the state index. */
 static void dsp_jobs_count(dsp *d)
 {
-    dsp_conn *c = &d->bg_conn;
+    dsp_conn *conn = &d->bg_conn;
     const hr_mysql_param p[] = {DSP_TOPIC_PARAMS};
     hr_mysql_rows *rows = NULL;
     char err[512];
 
     if (atomic_load(&d->stopping))
         return;
-    if (hr_mysql_query(c->m,
+    if (hr_mysql_query(conn->m,
                        "SELECT state, COUNT(*) FROM push_task WHERE (? IS NULL OR topic = ?) "
                        "GROUP BY state",
                        p, 2, &rows, err, sizeof err) < 0) {
-        dsp_conn_failed(d, c, DSP_MYSQL, err);
+        dsp_conn_failed(d, conn, DSP_MYSQL, err);
         return;
     }
     dsp_metrics_tasks(d, rows);
@@ -61,12 +61,12 @@ static void dsp_jobs_done(uv_work_t *w, int status)
 
     (void)status;
     d->bg_busy = false;
-    for (i = 0; i < d->nbg_claimed; i++) {
-        dsp_own(d, d->bg_claimed[i],
-                hr_state_is(d->bg_claimed[i]->state, HR_STATE_DISPATCHING) ? "takeover" : "poller");
-        hr_task_free(d->bg_claimed[i]);
+    for (i = 0; i < d->bg_claimed.n; i++) {
+        dsp_own(d, d->bg_claimed.v[i],
+                d->bg_claimed.v[i]->state == HR_STATE_DISPATCHING ? "takeover" : "poller");
+        hr_task_free(d->bg_claimed.v[i]);
     }
-    d->nbg_claimed = 0;
+    d->bg_claimed.n = 0;
     if (atomic_load(&d->stopping))
         return;
     if (d->bg_want != 0)
@@ -89,12 +89,11 @@ void dsp_jobs_free(dsp *d)
 {
     size_t i;
 
-    for (i = 0; i < d->nbg_claimed; i++)
-        hr_task_free(d->bg_claimed[i]);
-    free(d->bg_claimed);
+    for (i = 0; i < d->bg_claimed.n; i++)
+        hr_task_free(d->bg_claimed.v[i]);
+    hr_vec_free(&d->bg_claimed);
     free(d->scan);
-    d->bg_claimed = NULL;
     d->scan = NULL;
-    d->nbg_claimed = d->nscan = 0;
+    d->nscan = 0;
     dsp_conn_close(&d->bg_conn);
 }

@@ -21,20 +21,20 @@ dsp_task *dsp_task_find(dsp *d, int64_t id)
 {
     size_t i;
 
-    for (i = 0; i < d->ntasks; i++)
-        if (d->tasks[i]->id == id)
-            return d->tasks[i];
+    for (i = 0; i < d->tasks.n; i++)
+        if (d->tasks.v[i]->id == id)
+            return d->tasks.v[i];
     return NULL;
 }
 
-void dsp_task_drop(dsp *d, dsp_task *t)
+void dsp_task_drop(dsp *d, dsp_task *dt)
 {
     size_t i;
 
-    for (i = 0; i < d->ntasks; i++) {
-        if (d->tasks[i] == t) {
-            d->tasks[i] = d->tasks[--d->ntasks];
-            free(t);
+    for (i = 0; i < d->tasks.n; i++) {
+        if (d->tasks.v[i] == dt) {
+            d->tasks.v[i] = d->tasks.v[--d->tasks.n];
+            free(dt);
             return;
         }
     }
@@ -44,31 +44,22 @@ void dsp_tasks_free(dsp *d)
 {
     size_t i;
 
-    for (i = 0; i < d->ntasks; i++)
-        free(d->tasks[i]);
-    free(d->tasks);
-    free(d->reports);
-    d->tasks = NULL;
-    d->reports = NULL;
-    d->ntasks = d->nreports = 0;
+    for (i = 0; i < d->tasks.n; i++)
+        free(d->tasks.v[i]);
+    hr_vec_free(&d->tasks);
+    hr_vec_free(&d->reports);
 }
 
 bool dsp_own(dsp *d, const hr_task *t, const char *via)
 {
-    dsp_task *dt, **grown;
-    size_t cap;
+    dsp_task *dt;
     bool fresh = strcmp(via, "timer") == 0 || strcmp(via, "poller") == 0;
 
     if (dsp_task_find(d, t->id) != NULL)
         return true;
-    if (d->ntasks == d->cap_tasks) {
-        cap = d->cap_tasks ? d->cap_tasks * 2 : 16;
-        grown = realloc(d->tasks, cap * sizeof *grown);
-        if (grown == NULL)
-            goto oom;
-        d->tasks = grown;
-        d->cap_tasks = cap;
-    }
+    /* Room first: once made, the push below cannot fail. */
+    if (hr_vec_reserve(&d->tasks, d->tasks.n + 1) != 0)
+        goto oom;
     dt = calloc(1, sizeof *dt);
     if (dt == NULL)
         goto oom;
@@ -77,7 +68,7 @@ bool dsp_own(dsp *d, const hr_task *t, const char *via)
     dt->chunk_size = t->chunk_size;
     dt->rate_limit = dsp_task_rate_limit(d, t);
     dt->gen = ++d->gen_next;
-    d->tasks[d->ntasks++] = dt;
+    d->tasks.v[d->tasks.n++] = dt;
     hr_metrics_inc(strcmp(via, "timer") == 0    ? d->met.claimed_timer
                    : strcmp(via, "poller") == 0 ? d->met.claimed_poller
                                                 : d->met.claimed_takeover);
@@ -97,69 +88,73 @@ oom:
  * would keep it ours, unchunked, forever. */
 static void dsp_adopt(dsp *d, int64_t id)
 {
-    dsp_conn *c = &d->loop_conn;
+    dsp_conn *conn = &d->loop_conn;
     const hr_mysql_param p[] = {HR_P_I64(id), HR_P_STR(d->owner)};
     hr_task *t = NULL;
     char err[512];
 
-    if (hr_task_load(c->m, id, &t, err, sizeof err) == 0 && dsp_own(d, t, "adopt")) {
+    if (hr_task_load(conn->m, id, &t, err, sizeof err) == 0 && dsp_own(d, t, "adopt")) {
         hr_task_free(t);
         return;
     }
     hr_task_free(t);
     hr_log_warn("task_released", "task=%" PRId64 " reason=claimed but not owned", id);
-    if (hr_mysql_exec(c->m,
+    if (hr_mysql_exec(conn->m,
                       "UPDATE push_task SET lease_until = UTC_TIMESTAMP(3) "
                       "WHERE id = ? AND claimed_by = ? AND state = 'dispatching'",
                       p, 2, NULL, NULL, NULL, err, sizeof err) < 0)
-        dsp_conn_failed(d, c, DSP_MYSQL, err);
+        dsp_conn_failed(d, conn, DSP_MYSQL, err);
 }
 
 void dsp_renew_leases(dsp *d)
 {
-    dsp_conn *c = &d->loop_conn;
+    dsp_conn *conn = &d->loop_conn;
     const hr_mysql_param pr[] = {HR_P_I64(d->cfg->dispatcher.lease_s), HR_P_STR(d->owner)};
     const hr_mysql_param ps[] = {HR_P_STR(d->owner)};
     hr_mysql_rows *rows = NULL;
     char err[512];
     size_t i, j;
 
-    if (!dsp_conn_ready(d, c))
+    if (!dsp_conn_ready(d, conn))
         return;
-    if (hr_mysql_exec(c->m,
+    if (hr_mysql_exec(conn->m,
                       "UPDATE push_task SET lease_until = UTC_TIMESTAMP(3) + INTERVAL ? SECOND "
                       "WHERE claimed_by = ? AND state = 'dispatching' AND control = 'run'",
                       pr, 2, NULL, NULL, NULL, err, sizeof err) < 0 ||
-        hr_mysql_query(c->m,
+        hr_mysql_query(conn->m,
                        "SELECT id, control FROM push_task "
                        "WHERE claimed_by = ? AND state = 'dispatching'",
                        ps, 1, &rows, err, sizeof err) < 0) {
-        dsp_conn_failed(d, c, DSP_MYSQL, err);
+        dsp_conn_failed(d, conn, DSP_MYSQL, err);
         return;
     }
-    for (i = d->ntasks; i-- > 0;) {
-        dsp_task *t = d->tasks[i];
+    for (i = d->tasks.n; i-- > 0;) {
+        dsp_task *dt = d->tasks.v[i];
         const char *control = NULL;
+        hr_control wish = HR_CONTROL__COUNT; /* a name this binary does not know */
 
         for (j = 0; j < rows->nrows; j++)
-            if (strtoll(hr_mysql_cell(rows, j, 0), NULL, 10) == t->id)
+            if (strtoll(hr_mysql_cell(rows, j, 0), NULL, 10) == dt->id)
                 control = hr_mysql_cell(rows, j, 1);
         if (control == NULL) {
-            hr_log_warn("task_lost", "task=%" PRId64 " reason=lease taken over", t->id);
-            dsp_task_drop(d, t);
-        } else if (strcmp(control, hr_control_name(HR_CONTROL_RUN)) != 0) {
+            hr_log_warn("task_lost", "task=%" PRId64 " reason=lease taken over", dt->id);
+            dsp_task_drop(d, dt);
+        } else if (hr_control_parse(control, &wish) < 0 || wish != HR_CONTROL_RUN) {
             /* Pause and cancel are carried out by workers and heraldctl;
-             * the dispatcher stops chunking and mirrors the wish. */
-            if (hr_task_set_control(NULL, c->r, t->id, control, err, sizeof err) < 0)
+             * the dispatcher stops chunking and mirrors the wish.  An
+             * unknown control stops chunking too, with nothing to mirror. */
+            if (wish != HR_CONTROL__COUNT &&
+                hr_task_set_control(NULL, conn->r, dt->id, wish, err, sizeof err) < 0)
                 dsp_health_fail(d, DSP_REDIS, err);
-            hr_log_info("task_stopped", "task=%" PRId64 " control=%s", t->id, control);
-            dsp_task_drop(d, t);
+            hr_log_info("task_stopped", "task=%" PRId64 " control=%s", dt->id, control);
+            dsp_task_drop(d, dt);
         }
     }
     for (j = 0; j < rows->nrows; j++) {
         int64_t id = strtoll(hr_mysql_cell(rows, j, 0), NULL, 10);
+        hr_control wish;
 
-        if (strcmp(hr_mysql_cell(rows, j, 1), hr_control_name(HR_CONTROL_RUN)) == 0 &&
+        if (hr_control_parse(hr_mysql_cell(rows, j, 1), &wish) == 0 && wish == HR_CONTROL_RUN &&
             dsp_task_find(d, id) == NULL)
             dsp_adopt(d, id);
     }

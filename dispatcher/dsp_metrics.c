@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "dsp.h"
+#include "hr_log.h"
 
 /* Claim lag: due time to claim, seconds. */
 static const double dsp_lag_buckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300};
@@ -23,8 +24,8 @@ int dsp_metrics_new(dsp *d, char *errstr, size_t errlen)
     hr_metrics_family *published, *redelivered, *claimed, *lag, *waits, *errors;
     hr_metrics_family *rc_added, *rc_seconds, *unaccounted;
     const hr_metrics_spec specs[] = {
-        {&published, "herald_chunks_published_total",
-         "Chunks whose first publish Kafka confirmed", HR_METRICS_COUNTER, NULL, NULL, 0},
+        {&published, "herald_chunks_published_total", "Chunks whose first publish Kafka confirmed",
+         HR_METRICS_COUNTER, NULL, NULL, 0},
         {&redelivered, "herald_chunks_redelivered_total",
          "Chunks published again (sweeper, resume)", HR_METRICS_COUNTER, NULL, NULL, 0},
         {&claimed, "herald_tasks_claimed_total", "Tasks this dispatcher claimed, by path",
@@ -32,8 +33,8 @@ int dsp_metrics_new(dsp *d, char *errstr, size_t errlen)
         {&lag, "herald_claim_lag_seconds", "Due time to claim", HR_METRICS_HISTOGRAM, NULL,
          HR_METRICS_BUCKETS(dsp_lag_buckets)},
         {&waits, "herald_ratelimit_waits_total",
-         "Chunks held back because the task's rate limit was spent", HR_METRICS_COUNTER, NULL,
-         NULL, 0},
+         "Chunks held back because the task's rate limit was spent", HR_METRICS_COUNTER, NULL, NULL,
+         0},
         {&rc_added, "herald_reconcile_added_total",
          "Subscriptions the reconciliation after the claim found missing from Redis and added",
          HR_METRICS_COUNTER, NULL, NULL, 0},
@@ -43,10 +44,10 @@ int dsp_metrics_new(dsp *d, char *errstr, size_t errlen)
         {&unaccounted, "herald_recipients_unaccounted_total",
          "Subscriptions with no outcome when their task finished (the task is failed)",
          HR_METRICS_COUNTER, NULL, NULL, 0},
-        {&m->tasks, "herald_tasks", "Tasks by state (refreshed by the scanner)",
-         HR_METRICS_GAUGE, "state", NULL, 0},
-        {&errors, "herald_backend_errors_total", "Failed backend calls",
-         HR_METRICS_COUNTER, "backend", NULL, 0},
+        {&m->tasks, "herald_tasks", "Tasks by state (refreshed by the scanner)", HR_METRICS_GAUGE,
+         "state", NULL, 0},
+        {&errors, "herald_backend_errors_total", "Failed backend calls", HR_METRICS_COUNTER,
+         "backend", NULL, 0},
         {&m->api_requests, "herald_api_requests_total", "API requests by route and status",
          HR_METRICS_COUNTER, "route,code", NULL, 0},
     };
@@ -85,14 +86,16 @@ void dsp_metrics_free(dsp *d)
 
 void dsp_metrics_tasks(dsp *d, const hr_mysql_rows *rows)
 {
-    size_t i, j;
+    double count[HR_STATE__COUNT] = {0};
+    hr_task_state s;
+    size_t i;
 
-    for (i = 0; i < HR_STATE__COUNT; i++) {
-        double v = 0;
-
-        for (j = 0; j < rows->nrows; j++)
-            if (hr_state_is(hr_mysql_cell(rows, j, 0), (hr_task_state)i))
-                v = strtod(hr_mysql_cell(rows, j, 1), NULL);
-        hr_metrics_set(hr_metrics_labels(d->met.tasks, hr_state_name((hr_task_state)i)), v);
+    for (i = 0; i < rows->nrows; i++) {
+        if (hr_state_parse(hr_mysql_cell(rows, i, 0), &s) == 0)
+            count[s] = strtod(hr_mysql_cell(rows, i, 1), NULL);
+        else
+            hr_log_warn("task_state_unknown", "state=%s", hr_mysql_cell(rows, i, 0));
     }
+    for (i = 0; i < HR_STATE__COUNT; i++)
+        hr_metrics_set(hr_metrics_labels(d->met.tasks, hr_state_name((hr_task_state)i)), count[i]);
 }

@@ -17,27 +17,16 @@
 
 static void dsp_poll_claimed_add(dsp *d, hr_task *t)
 {
-    hr_task **grown;
-    size_t cap;
-
-    if (d->nbg_claimed == d->cap_bg_claimed) {
-        cap = d->cap_bg_claimed ? d->cap_bg_claimed * 2 : 16;
-        grown = realloc(d->bg_claimed, cap * sizeof *grown);
-        if (grown == NULL) {
-            /* Our claim lapses after lease_s and the task is taken over. */
-            hr_log_error("task_not_owned", "task=%" PRId64 " error=out of memory", t->id);
-            hr_task_free(t);
-            return;
-        }
-        d->bg_claimed = grown;
-        d->cap_bg_claimed = cap;
+    if (hr_vec_push(&d->bg_claimed, t) != 0) {
+        /* Our claim lapses after lease_s and the task is taken over. */
+        hr_log_error("task_not_owned", "task=%" PRId64 " error=out of memory", t->id);
+        hr_task_free(t);
     }
-    d->bg_claimed[d->nbg_claimed++] = t;
 }
 
 void dsp_poll(dsp *d)
 {
-    dsp_conn *c = &d->bg_conn;
+    dsp_conn *conn = &d->bg_conn;
     const hr_mysql_param ps[] = {HR_P_I64((int64_t)d->cfg->dispatcher.poller_grace_ms * 1000),
                                  DSP_TOPIC_PARAMS, HR_P_I64(DSP_POLL_MAX)};
     const hr_mysql_param pt[] = {DSP_TOPIC_PARAMS, HR_P_I64(DSP_POLL_MAX)};
@@ -46,7 +35,7 @@ void dsp_poll(dsp *d)
     char err[512];
     int rc;
 
-    if (dsp_store_tasks(c->m,
+    if (dsp_store_tasks(conn->m,
                         "SELECT " HR_TASK_COLUMNS " FROM push_task "
                         "WHERE state = 'scheduled' AND control = 'run' "
                         "AND due_at < UTC_TIMESTAMP(3) - INTERVAL ? MICROSECOND "
@@ -56,15 +45,15 @@ void dsp_poll(dsp *d)
     for (i = 0; i < n && !atomic_load(&d->stopping); i++) {
         dsp_scan_entry e = {.id = tasks[i]->id, .due_ms = -1};
 
-        if (!dsp_store_check(d, c->m, tasks[i]))
+        if (!dsp_store_check(d, conn->m, tasks[i]))
             continue;
         /* The scanner may never have prepared it (its timer entry was lost
          * before it was put there): a claim now would chunk an empty or
          * partial set. */
         if (dsp_prepare(d, tasks[i], &e, dsp_now_ms()) < 0)
             continue;
-        rc = dsp_store_claim(d, c->m, tasks[i]->id, dsp_now_ms(), err, sizeof err);
-        if (rc == DSP_CLAIM_BUSY)
+        rc = dsp_store_claim(d, conn->m, tasks[i]->id, dsp_now_ms(), err, sizeof err);
+        if (rc == HR_STATE_BUSY)
             continue; /* an open transaction holds the row: next round */
         if (rc < 0)
             goto failed;
@@ -77,7 +66,7 @@ void dsp_poll(dsp *d)
     dsp_store_tasks_free(tasks, n);
     tasks = NULL;
 
-    if (dsp_store_tasks(c->m,
+    if (dsp_store_tasks(conn->m,
                         "SELECT " HR_TASK_COLUMNS " FROM push_task "
                         "WHERE state = 'dispatching' AND control = 'run' "
                         "AND lease_until < UTC_TIMESTAMP(3) "
@@ -90,7 +79,7 @@ void dsp_poll(dsp *d)
             tasks[i]->claimed_by ? HR_P_STR(tasks[i]->claimed_by) : HR_P_NULL};
         uint64_t affected = 0;
 
-        if (hr_mysql_exec(c->m,
+        if (hr_mysql_exec(conn->m,
                           "UPDATE push_task SET claimed_by = ?, "
                           "lease_until = UTC_TIMESTAMP(3) + INTERVAL ? SECOND "
                           "WHERE id = ? AND state = 'dispatching' AND claimed_by <=> ? "
@@ -108,5 +97,5 @@ void dsp_poll(dsp *d)
     return;
 failed:
     dsp_store_tasks_free(tasks, n);
-    dsp_conn_failed(d, c, DSP_MYSQL, err);
+    dsp_conn_failed(d, conn, DSP_MYSQL, err);
 }

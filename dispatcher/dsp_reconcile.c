@@ -36,7 +36,7 @@
  * from an AOF older than the last chunk moves.  A reused number would put
  * new recipients into a chunk whose row exists (not counted in total) or
  * whose set a worker is still reading.  0 or -1 (ERRSTR). */
-static int dsp_rc_seq(dsp_conn *c, int64_t id, char *errstr, size_t errlen)
+static int dsp_rc_seq(dsp_conn *conn, int64_t id, char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(id)};
     char seq_key[256], pending[256];
@@ -45,21 +45,21 @@ static int dsp_rc_seq(dsp_conn *c, int64_t id, char *errstr, size_t errlen)
     int64_t max, cur;
     size_t i;
 
-    if (hr_mysql_query(c->m, "SELECT COALESCE(MAX(seq), 0) FROM push_chunk WHERE task_id = ?",
-                       p, 1, &rows, errstr, errlen) < 0)
+    if (hr_mysql_query(conn->m, "SELECT COALESCE(MAX(seq), 0) FROM push_chunk WHERE task_id = ?", p,
+                       1, &rows, errstr, errlen) < 0)
         return -1;
     max = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
     hr_mysql_rows_free(rows);
-    hr_key_task(hr_redis_prefix(c->r), pending, sizeof pending, id, HR_KEY_PENDING);
-    reply = hr_redis_cmdf(c->r, errstr, errlen, "HKEYS %s", pending);
+    hr_key_task(hr_redis_prefix(conn->r), pending, sizeof pending, id, HR_KEY_PENDING);
+    reply = hr_redis_cmdf(conn->r, errstr, errlen, "HKEYS %s", pending);
     if (reply == NULL)
         return -1;
     for (i = 0; reply->type == REDIS_REPLY_ARRAY && i < reply->elements; i++)
         if (strtoll(reply->element[i]->str, NULL, 10) > max)
             max = strtoll(reply->element[i]->str, NULL, 10);
     freeReplyObject(reply);
-    hr_key_task(hr_redis_prefix(c->r), seq_key, sizeof seq_key, id, HR_KEY_SEQ);
-    reply = hr_redis_cmdf(c->r, errstr, errlen, "GET %s", seq_key);
+    hr_key_task(hr_redis_prefix(conn->r), seq_key, sizeof seq_key, id, HR_KEY_SEQ);
+    reply = hr_redis_cmdf(conn->r, errstr, errlen, "GET %s", seq_key);
     if (reply == NULL)
         return -1;
     cur = reply->type == REDIS_REPLY_STRING ? strtoll(reply->str, NULL, 10) : 0;
@@ -67,7 +67,7 @@ static int dsp_rc_seq(dsp_conn *c, int64_t id, char *errstr, size_t errlen)
     if (cur >= max)
         return 0;
     /* No one else moves this task's chunks while its owner reconciles. */
-    reply = hr_redis_cmdf(c->r, errstr, errlen, "SET %s %" PRId64, seq_key, max);
+    reply = hr_redis_cmdf(conn->r, errstr, errlen, "SET %s %" PRId64, seq_key, max);
     if (reply == NULL)
         return -1;
     freeReplyObject(reply);
@@ -78,28 +78,30 @@ static int dsp_rc_seq(dsp_conn *c, int64_t id, char *errstr, size_t errlen)
 static void dsp_rc_work(uv_work_t *w)
 {
     dsp *d = w->data;
-    dsp_conn *c = &d->rc_conn;
+    dsp_conn *conn = &d->rc_conn;
     char token[256];
-    hr_subs_refill_opts o = {.token = token, .lock_ms = DSP_PREP_LOCK_MS,
-                             .batch = d->cfg->dispatcher.refill_batch, .stop = &d->stopping};
+    hr_subs_refill_opts o = {.token = token,
+                             .lock_ms = DSP_PREP_LOCK_MS,
+                             .batch = d->cfg->dispatcher.refill_batch,
+                             .stop = &d->stopping};
     int64_t start = dsp_now_ms();
 
     d->rc_added = d->rc_seen = 0;
-    if (!dsp_conn_ready(d, c)) {
+    if (!dsp_conn_ready(d, conn)) {
         d->rc_result = -1;
         snprintf(d->rc_err, sizeof d->rc_err, "backends not ready");
         return;
     }
     /* Addresses first: the campaign's chunks read them from Redis. */
-    dsp_addr_sync(d, c, false);
+    dsp_addr_sync(d, conn, false);
     snprintf(token, sizeof token, "%s/reconcile", d->owner);
-    d->rc_result = hr_subs_sync(c->m, c->r, d->rc_task, &o, true, &d->rc_added, &d->rc_seen,
+    d->rc_result = hr_subs_sync(conn->m, conn->r, d->rc_task, &o, true, &d->rc_added, &d->rc_seen,
                                 d->rc_err, sizeof d->rc_err);
     if ((d->rc_result == HR_SUBS_DONE || d->rc_result == HR_SUBS_STARTED) &&
-        dsp_rc_seq(c, d->rc_task, d->rc_err, sizeof d->rc_err) < 0)
+        dsp_rc_seq(conn, d->rc_task, d->rc_err, sizeof d->rc_err) < 0)
         d->rc_result = -1;
     if (d->rc_result < 0)
-        dsp_conn_failed(d, c, DSP_MYSQL, d->rc_err);
+        dsp_conn_failed(d, conn, DSP_MYSQL, d->rc_err);
     d->rc_ms = dsp_now_ms() - start;
 }
 
@@ -107,15 +109,15 @@ static void dsp_rc_work(uv_work_t *w)
  * try again after a short wait. */
 static void dsp_rc_outcome(dsp *d, int64_t id, bool ok)
 {
-    dsp_task *t = dsp_task_find(d, id);
+    dsp_task *dt = dsp_task_find(d, id);
 
-    if (t == NULL)
+    if (dt == NULL)
         return; /* dropped meanwhile (paused, cancelled, lease lost) */
-    t->reconciling = false;
+    dt->reconciling = false;
     if (ok)
-        t->started = true;
+        dt->started = true;
     else
-        t->next_ms = dsp_now_ms() + 100;
+        dt->next_ms = dsp_now_ms() + 100;
 }
 
 static void dsp_rc_start(dsp *d);
@@ -157,11 +159,11 @@ static void dsp_rc_done(uv_work_t *w, int status)
 /* Starts the next queued reconciliation, if none runs. */
 static void dsp_rc_start(dsp *d)
 {
-    if (d->rc_busy || d->nrc_queue == 0 || atomic_load(&d->stopping))
+    if (d->rc_busy || d->rc_queue.n == 0 || atomic_load(&d->stopping))
         return;
-    d->rc_task = d->rc_queue[0];
-    memmove(d->rc_queue, d->rc_queue + 1, (d->nrc_queue - 1) * sizeof *d->rc_queue);
-    d->nrc_queue--;
+    d->rc_task = d->rc_queue.v[0];
+    memmove(d->rc_queue.v, d->rc_queue.v + 1, (d->rc_queue.n - 1) * sizeof *d->rc_queue.v);
+    d->rc_queue.n--;
     d->rc_work.data = d;
     if (uv_queue_work(d->loop, &d->rc_work, dsp_rc_work, dsp_rc_done) == 0)
         d->rc_busy = true;
@@ -175,27 +177,17 @@ bool dsp_reconcile_want(dsp *d, int64_t id)
 
     if (d->rc_busy && d->rc_task == id)
         return true;
-    for (i = 0; i < d->nrc_queue; i++)
-        if (d->rc_queue[i] == id)
+    for (i = 0; i < d->rc_queue.n; i++)
+        if (d->rc_queue.v[i] == id)
             return true;
-    if (d->nrc_queue == d->cap_rc_queue) {
-        size_t cap = d->cap_rc_queue ? d->cap_rc_queue * 2 : 16;
-        int64_t *grown = realloc(d->rc_queue, cap * sizeof *grown);
-
-        if (grown == NULL)
-            return false;
-        d->rc_queue = grown;
-        d->cap_rc_queue = cap;
-    }
-    d->rc_queue[d->nrc_queue++] = id;
+    if (hr_vec_push(&d->rc_queue, id) != 0)
+        return false;
     dsp_rc_start(d);
     return true;
 }
 
 void dsp_reconcile_free(dsp *d)
 {
-    free(d->rc_queue);
-    d->rc_queue = NULL;
-    d->nrc_queue = d->cap_rc_queue = 0;
+    hr_vec_free(&d->rc_queue);
     dsp_conn_close(&d->rc_conn);
 }

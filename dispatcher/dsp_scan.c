@@ -48,39 +48,41 @@ static int dsp_scan_cmp(const void *a, const void *b)
  * reconciliation finishes the set), -1 = not prepared (logged). */
 int dsp_prepare(dsp *d, const hr_task *t, dsp_scan_entry *e, int64_t now)
 {
-    dsp_conn *c = &d->bg_conn;
+    dsp_conn *conn = &d->bg_conn;
     const hr_mysql_param p[] = {HR_P_I64(t->id)};
     char subs[256], pulled[256], token[256], err[512];
-    hr_subs_refill_opts o = {.token = token, .lock_ms = DSP_PREP_LOCK_MS,
-                             .batch = d->cfg->dispatcher.refill_batch, .stop = &d->stopping};
+    hr_subs_refill_opts o = {.token = token,
+                             .lock_ms = DSP_PREP_LOCK_MS,
+                             .batch = d->cfg->dispatcher.refill_batch,
+                             .stop = &d->stopping};
     hr_mysql_rows *rows = NULL;
     int64_t have, want, added = 0;
     int rc;
 
-    hr_key_task(hr_redis_prefix(c->r), subs, sizeof subs, t->id, HR_KEY_SUBS);
-    hr_key_task(hr_redis_prefix(c->r), pulled, sizeof pulled, t->id, HR_KEY_PULLED);
-    have = dsp_reply_int(hr_redis_cmdf(c->r, err, sizeof err, "SCARD %s", subs));
+    hr_key_task(hr_redis_prefix(conn->r), subs, sizeof subs, t->id, HR_KEY_SUBS);
+    hr_key_task(hr_redis_prefix(conn->r), pulled, sizeof pulled, t->id, HR_KEY_PULLED);
+    have = dsp_reply_int(hr_redis_cmdf(conn->r, err, sizeof err, "SCARD %s", subs));
     if (have >= 0)
-        have += dsp_reply_int(hr_redis_cmdf(c->r, err, sizeof err, "SCARD %s", pulled));
+        have += dsp_reply_int(hr_redis_cmdf(conn->r, err, sizeof err, "SCARD %s", pulled));
     if (have < 0) {
-        dsp_conn_failed(d, c, DSP_REDIS, err);
+        dsp_conn_failed(d, conn, DSP_REDIS, err);
         return -1;
     }
     if (e->checked_ms > 0 && have == e->have && now - e->checked_ms < DSP_RECHECK_MS)
         return 0;
-    if (hr_mysql_query(c->m, "SELECT COUNT(*) FROM push_subscription WHERE task_id = ?", p, 1,
+    if (hr_mysql_query(conn->m, "SELECT COUNT(*) FROM push_subscription WHERE task_id = ?", p, 1,
                        &rows, err, sizeof err) < 0) {
-        dsp_conn_failed(d, c, DSP_MYSQL, err);
+        dsp_conn_failed(d, conn, DSP_MYSQL, err);
         return -1;
     }
     want = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
     hr_mysql_rows_free(rows);
-    if (have < want && hr_subs_forget_synced(c->r, t->id, err, sizeof err) < 0) {
-        dsp_conn_failed(d, c, DSP_REDIS, err);
+    if (have < want && hr_subs_forget_synced(conn->r, t->id, err, sizeof err) < 0) {
+        dsp_conn_failed(d, conn, DSP_REDIS, err);
         return -1;
     }
     snprintf(token, sizeof token, "%s/scan", d->owner);
-    rc = hr_subs_sync(c->m, c->r, t->id, &o, false, &added, NULL, err, sizeof err);
+    rc = hr_subs_sync(conn->m, conn->r, t->id, &o, false, &added, NULL, err, sizeof err);
     switch (rc) {
     case HR_SUBS_DONE:
         e->have = have + added;
@@ -114,7 +116,7 @@ int dsp_prepare(dsp *d, const hr_task *t, dsp_scan_entry *e, int64_t now)
 
 void dsp_scan(dsp *d)
 {
-    dsp_conn *c = &d->bg_conn;
+    dsp_conn *conn = &d->bg_conn;
     const hr_mysql_param p[] = {HR_P_I64(d->cfg->dispatcher.horizon_s), DSP_TOPIC_PARAMS,
                                 HR_P_I64(DSP_SCAN_MAX)};
     hr_task **tasks = NULL;
@@ -123,13 +125,13 @@ void dsp_scan(dsp *d)
     int64_t now = dsp_now_ms();
     char err[512];
 
-    if (dsp_store_tasks(c->m,
+    if (dsp_store_tasks(conn->m,
                         "SELECT " HR_TASK_COLUMNS " FROM push_task "
                         "WHERE state = 'scheduled' AND control = 'run' AND (due_at IS NULL OR "
                         "due_at <= UTC_TIMESTAMP(3) + INTERVAL ? SECOND) "
                         "AND (? IS NULL OR topic = ?) ORDER BY id LIMIT ?",
                         p, 4, &tasks, &n, err, sizeof err) < 0) {
-        dsp_conn_failed(d, c, DSP_MYSQL, err);
+        dsp_conn_failed(d, conn, DSP_MYSQL, err);
         return;
     }
     if (n > 0 && (next = calloc(n, sizeof *next)) == NULL) {
@@ -142,10 +144,10 @@ void dsp_scan(dsp *d)
 
         if (atomic_load(&d->stopping))
             goto done;
-        if (!dsp_store_check(d, c->m, t))
+        if (!dsp_store_check(d, conn->m, t))
             continue;
-        prev = d->nscan > 0 ? bsearch(&key, d->scan, d->nscan, sizeof *d->scan, dsp_scan_cmp)
-                           : NULL;
+        prev =
+            d->nscan > 0 ? bsearch(&key, d->scan, d->nscan, sizeof *d->scan, dsp_scan_cmp) : NULL;
         e = &next[nnext++];
         *e = prev ? *prev : (dsp_scan_entry){.id = t->id, .due_ms = -1};
         if (dsp_prepare(d, t, e, now) < 0)

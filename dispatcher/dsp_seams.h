@@ -32,13 +32,20 @@ void dsp_seams_init(void);
 const char *dsp_seams_topic(void);
 /* Called after every chunk move. */
 void dsp_seams_moved(void);
-#define DSP_TOPIC_PARAMS \
+#define DSP_TOPIC_PARAMS                                           \
     (dsp_seams_topic() ? HR_P_STR(dsp_seams_topic()) : HR_P_NULL), \
-    (dsp_seams_topic() ? HR_P_STR(dsp_seams_topic()) : HR_P_NULL)
+        (dsp_seams_topic() ? HR_P_STR(dsp_seams_topic()) : HR_P_NULL)
 #else
-static inline void dsp_seams_init(void) {}
-static inline const char *dsp_seams_topic(void) { return NULL; }
-static inline void dsp_seams_moved(void) {}
+static inline void dsp_seams_init(void)
+{
+}
+static inline const char *dsp_seams_topic(void)
+{
+    return NULL;
+}
+static inline void dsp_seams_moved(void)
+{
+}
 #define DSP_TOPIC_PARAMS HR_P_NULL, HR_P_NULL
 #endif
 

@@ -10,14 +10,13 @@
 #include "hr_log.h"
 #include "hr_state.h"
 
-int dsp_store_claim(dsp *d, hr_mysql *m, int64_t id, int64_t now_ms, char *errstr,
-                    size_t errlen)
+int dsp_store_claim(dsp *d, hr_mysql *m, int64_t id, int64_t now_ms, char *errstr, size_t errlen)
 {
     /* One we already claimed counts again: hr_mysql retries a statement
      * after reconnecting, and a retry of a claim that committed before its
      * reply was lost must still see the task as ours. */
-    return hr_state_claim(m, id, d->owner, d->cfg->dispatcher.lease_s,
-                          now_ms + DSP_CLAIM_EARLY_MS, errstr, errlen);
+    return hr_state_claim(m, id, d->owner, d->cfg->dispatcher.lease_s, now_ms + DSP_DUE_EARLY_MS,
+                          errstr, errlen);
 }
 
 int dsp_store_fail(hr_mysql *m, int64_t id, const char *reason, char *errstr, size_t errlen)

@@ -25,11 +25,10 @@
 #include "hr_log.h"
 #include "hr_state.h"
 
-int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t stale,
-                       int *budget)
+int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t stale, int *budget)
 {
-    dsp_conn *c = &d->bg_conn;
-    const char *prefix = hr_redis_prefix(c->r);
+    dsp_conn *conn = &d->bg_conn;
+    const char *prefix = hr_redis_prefix(conn->r);
     char pending[HR_KEY_MAX], lease[HR_KEY_MAX], chunk[HR_KEY_MAX], stats[HR_KEY_MAX];
     char now_s[24], err[512];
     redisReply *all;
@@ -37,10 +36,10 @@ int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t 
     size_t i;
 
     hr_key_task(prefix, stats, sizeof stats, id, HR_KEY_STATS);
-    hr_key_task(hr_redis_prefix(c->r), pending, sizeof pending, id, HR_KEY_PENDING);
-    all = hr_redis_cmdf(c->r, err, sizeof err, "HGETALL %s", pending);
+    hr_key_task(hr_redis_prefix(conn->r), pending, sizeof pending, id, HR_KEY_PENDING);
+    all = hr_redis_cmdf(conn->r, err, sizeof err, "HGETALL %s", pending);
     if (all == NULL) {
-        dsp_conn_failed(d, c, DSP_REDIS, err);
+        dsp_conn_failed(d, conn, DSP_REDIS, err);
         return -1;
     }
     npending = (int64_t)all->elements / 2;
@@ -53,18 +52,18 @@ int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t 
         if (strtoll(at, NULL, 10) > stale)
             continue;
         hr_key_lease(prefix, lease, sizeof lease, id, strtoll(seq, NULL, 10));
-        if (dsp_reply_int(hr_redis_eval(c->r, HR_LUA_SWEEP_CLAIM, 2, 5, argv, NULL, err,
-                                        sizeof err)) != 1)
+        if (dsp_reply_int(
+                hr_redis_eval(conn->r, HR_LUA_SWEEP_CLAIM, 2, 5, argv, NULL, err, sizeof err)) != 1)
             continue;
         hr_key_chunk(prefix, chunk, sizeof chunk, id, strtoll(seq, NULL, 10));
-        count = dsp_reply_int(hr_redis_cmdf(c->r, err, sizeof err, "SCARD %s", chunk));
+        count = dsp_reply_int(hr_redis_cmdf(conn->r, err, sizeof err, "SCARD %s", chunk));
         /* The count only sizes the worker's work (it reads the set); a
          * chunk message must decode, so it never claims more than a chunk
          * may hold. */
         if (count > HR_TASK_MAX_CHUNK)
             count = HR_TASK_MAX_CHUNK;
-        if (count < 0 || dsp_produce(d, id, strtoll(seq, NULL, 10), count, due_ms, true, err,
-                                     sizeof err) < 0) {
+        if (count < 0 ||
+            dsp_produce(d, id, strtoll(seq, NULL, 10), count, due_ms, true, err, sizeof err) < 0) {
             /* pending[seq] now says "published now": the next sweep after
              * the redelivery timeout tries again. */
             hr_log_warn("chunk_redeliver_failed", "task=%" PRId64 " seq=%s error=%s", id, seq, err);
@@ -75,13 +74,13 @@ int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t 
         hr_log_info("chunk_redelivered",
                     "task=%" PRId64 " seq=%s count=%" PRId64 " last_publish_ms=%s", id, seq, count,
                     at);
-        freeReplyObject(hr_redis_cmdf(c->r, err, sizeof err, "HINCRBY %s redelivered 1", stats));
+        freeReplyObject(hr_redis_cmdf(conn->r, err, sizeof err, "HINCRBY %s redelivered 1", stats));
     }
     freeReplyObject(all);
     return npending;
 }
 
-int dsp_retire_keys(dsp_conn *c, int64_t id, char *errstr, size_t errlen)
+int dsp_retire_keys(dsp_conn *conn, int64_t id, char *errstr, size_t errlen)
 {
     char key[HR_KEY_MAX];
     int kind;
@@ -89,8 +88,8 @@ int dsp_retire_keys(dsp_conn *c, int64_t id, char *errstr, size_t errlen)
     /* Every per-task key of the key table; chunk and lease keys carry a
      * seq and are not HR_KEY_* kinds. */
     for (kind = 0; kind < HR_KEY__COUNT; kind++) {
-        hr_key_task(hr_redis_prefix(c->r), key, sizeof key, id, (hr_key_kind)kind);
-        if (dsp_reply_int(hr_redis_cmdf(c->r, errstr, errlen, "PEXPIRE %s %" PRId64 " NX", key,
+        hr_key_task(hr_redis_prefix(conn->r), key, sizeof key, id, (hr_key_kind)kind);
+        if (dsp_reply_int(hr_redis_cmdf(conn->r, errstr, errlen, "PEXPIRE %s %" PRId64 " NX", key,
                                         DSP_KEY_RETENTION_MS)) < 0)
             return -1;
     }
@@ -102,26 +101,26 @@ int dsp_retire_keys(dsp_conn *c, int64_t id, char *errstr, size_t errlen)
  * by id with a cursor, DSP_RETIRE_MAX per sweep. */
 static void dsp_sweep_retire(dsp *d)
 {
-    dsp_conn *c = &d->bg_conn;
+    dsp_conn *conn = &d->bg_conn;
     const hr_mysql_param p[] = {HR_P_I64(d->retire_after), DSP_TOPIC_PARAMS,
                                 HR_P_I64(DSP_RETIRE_MAX)};
     hr_mysql_rows *rows = NULL;
     char err[512];
     size_t i;
 
-    if (hr_mysql_query(c->m,
+    if (hr_mysql_query(conn->m,
                        "SELECT id FROM push_task WHERE state IN ('done', 'cancelled', 'failed') "
                        "AND finished_at > UTC_TIMESTAMP(3) - INTERVAL 1 DAY AND id > ? "
                        "AND (? IS NULL OR topic = ?) ORDER BY id LIMIT ?",
                        p, 4, &rows, err, sizeof err) < 0) {
-        dsp_conn_failed(d, c, DSP_MYSQL, err);
+        dsp_conn_failed(d, conn, DSP_MYSQL, err);
         return;
     }
     for (i = 0; i < rows->nrows && !atomic_load(&d->stopping); i++) {
         int64_t id = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
 
-        if (dsp_retire_keys(c, id, err, sizeof err) < 0) {
-            dsp_conn_failed(d, c, DSP_REDIS, err);
+        if (dsp_retire_keys(conn, id, err, sizeof err) < 0) {
+            dsp_conn_failed(d, conn, DSP_REDIS, err);
             goto done;
         }
         d->retire_after = id;
@@ -136,12 +135,12 @@ done:
  * with no owner and an expired lease, which a poller takes over.  0 or -1. */
 static int dsp_redispatch(dsp *d, int64_t id, int64_t left)
 {
-    dsp_conn *c = &d->bg_conn;
+    dsp_conn *conn = &d->bg_conn;
     char err[512];
-    int rc = hr_state_redispatch(c->m, id, err, sizeof err);
+    int rc = hr_state_redispatch(conn->m, id, err, sizeof err);
 
     if (rc < 0) {
-        dsp_conn_failed(d, c, DSP_MYSQL, err);
+        dsp_conn_failed(d, conn, DSP_MYSQL, err);
         return -1;
     }
     if (rc == 1)
@@ -169,9 +168,8 @@ static void dsp_finished(dsp *d, int64_t id, const hr_finish_result *fin)
  * task is swept however many there are. */
 void dsp_sweep(dsp *d)
 {
-    dsp_conn *c = &d->bg_conn;
-    const hr_mysql_param p[] = {HR_P_I64(d->sweep_after), DSP_TOPIC_PARAMS,
-                                HR_P_I64(DSP_SCAN_MAX)};
+    dsp_conn *conn = &d->bg_conn;
+    const hr_mysql_param p[] = {HR_P_I64(d->sweep_after), DSP_TOPIC_PARAMS, HR_P_I64(DSP_SCAN_MAX)};
     hr_mysql_rows *rows = NULL;
     int64_t now = dsp_now_ms();
     int64_t stale_ms = (int64_t)d->cfg->dispatcher.redelivery_timeout_s * 1000;
@@ -179,21 +177,22 @@ void dsp_sweep(dsp *d)
     char subs[256], err[512];
     size_t i;
 
-    if (hr_mysql_query(c->m,
+    if (hr_mysql_query(conn->m,
                        "SELECT id, state, CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED) "
                        "FROM push_task WHERE state IN ('dispatching', 'dispatched') "
                        "AND id > ? AND (? IS NULL OR topic = ?) ORDER BY id LIMIT ?",
                        p, 4, &rows, err, sizeof err) < 0) {
-        dsp_conn_failed(d, c, DSP_MYSQL, err);
+        dsp_conn_failed(d, conn, DSP_MYSQL, err);
         return;
     }
     for (i = 0; i < rows->nrows && !atomic_load(&d->stopping) && budget > 0; i++) {
         int64_t id = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
         const char *due = hr_mysql_cell(rows, i, 2);
-        int64_t npending = dsp_sweep_task(d, id, due ? strtoll(due, NULL, 10) : 0, now,
-                                          now - stale_ms, &budget);
+        int64_t npending =
+            dsp_sweep_task(d, id, due ? strtoll(due, NULL, 10) : 0, now, now - stale_ms, &budget);
         hr_outcomes stats;
         hr_finish_result fin;
+        hr_task_state state;
         int64_t left;
         int rc;
 
@@ -201,10 +200,11 @@ void dsp_sweep(dsp *d)
             goto done;
         if (budget > 0) /* else its other stale chunks come first next time */
             d->sweep_after = id;
-        if (npending > 0 || !hr_state_is(hr_mysql_cell(rows, i, 1), HR_STATE_DISPATCHED))
+        if (npending > 0 || hr_state_parse(hr_mysql_cell(rows, i, 1), &state) < 0 ||
+            state != HR_STATE_DISPATCHED)
             continue;
-        hr_key_task(hr_redis_prefix(c->r), subs, sizeof subs, id, HR_KEY_SUBS);
-        left = dsp_reply_int(hr_redis_cmdf(c->r, err, sizeof err, "SCARD %s", subs));
+        hr_key_task(hr_redis_prefix(conn->r), subs, sizeof subs, id, HR_KEY_SUBS);
+        left = dsp_reply_int(hr_redis_cmdf(conn->r, err, sizeof err, "SCARD %s", subs));
         if (left < 0)
             continue;
         if (left > 0) {
@@ -215,19 +215,19 @@ void dsp_sweep(dsp *d)
                 goto done;
             continue;
         }
-        if (hr_finish_read_stats(c->r, id, &stats, err, sizeof err) < 0) {
-            dsp_conn_failed(d, c, DSP_REDIS, err);
+        if (hr_finish_read_stats(conn->r, id, &stats, err, sizeof err) < 0) {
+            dsp_conn_failed(d, conn, DSP_REDIS, err);
             goto done;
         }
-        rc = hr_finish_task(c->m, id, &stats, &fin, err, sizeof err);
+        rc = hr_finish_task(conn->m, id, &stats, &fin, err, sizeof err);
         if (rc < 0) {
-            dsp_conn_failed(d, c, DSP_MYSQL, err);
+            dsp_conn_failed(d, conn, DSP_MYSQL, err);
             goto done;
         }
         if (rc == 0)
             continue;
         dsp_finished(d, id, &fin);
-        if (dsp_retire_keys(c, id, err, sizeof err) < 0)
+        if (dsp_retire_keys(conn, id, err, sizeof err) < 0)
             hr_log_warn("retire_failed", "task=%" PRId64 " error=%s", id, err);
     }
     /* A page seen to its end that was short: start over next time.  A

@@ -18,20 +18,20 @@
 /* Puts T into the timer and mirrors control=run for workers. */
 int dsp_timer_add(dsp *d, const hr_task *t)
 {
-    dsp_conn *c = &d->bg_conn;
+    dsp_conn *conn = &d->bg_conn;
     char timer[256], ctl[256], err[512];
     redisReply *reply;
 
-    hr_key_timer(hr_redis_prefix(c->r), timer, sizeof timer);
-    hr_key_task(hr_redis_prefix(c->r), ctl, sizeof ctl, t->id, HR_KEY_CTL);
-    reply = hr_redis_cmdf(c->r, err, sizeof err, "ZADD %s %" PRId64 " %" PRId64, timer, t->due_ms,
-                          t->id);
+    hr_key_timer(hr_redis_prefix(conn->r), timer, sizeof timer);
+    hr_key_task(hr_redis_prefix(conn->r), ctl, sizeof ctl, t->id, HR_KEY_CTL);
+    reply = hr_redis_cmdf(conn->r, err, sizeof err, "ZADD %s %" PRId64 " %" PRId64, timer,
+                          t->due_ms, t->id);
     if (reply != NULL) {
         freeReplyObject(reply);
-        reply = hr_redis_cmdf(c->r, err, sizeof err, "SET %s run", ctl);
+        reply = hr_redis_cmdf(conn->r, err, sizeof err, "SET %s run", ctl);
     }
     if (reply == NULL) {
-        dsp_conn_failed(d, c, DSP_REDIS, err);
+        dsp_conn_failed(d, conn, DSP_REDIS, err);
         return -1;
     }
     freeReplyObject(reply);
@@ -43,22 +43,22 @@ int dsp_timer_add(dsp *d, const hr_task *t)
  * no longer returned (claimed, paused, cancelled, failed, or postponed
  * beyond the horizon) out of the timer: a stale entry would pop at the old
  * due time.  OLD and NEXT are sorted by id. */
-void dsp_timer_forget(dsp *d, const dsp_scan_entry *old, size_t nold,
-                      const dsp_scan_entry *next, size_t nnext)
+void dsp_timer_forget(dsp *d, const dsp_scan_entry *old, size_t nold, const dsp_scan_entry *next,
+                      size_t nnext)
 {
-    dsp_conn *c = &d->bg_conn;
+    dsp_conn *conn = &d->bg_conn;
     char timer[256], err[512];
     size_t i, j = 0;
 
-    hr_key_timer(hr_redis_prefix(c->r), timer, sizeof timer);
+    hr_key_timer(hr_redis_prefix(conn->r), timer, sizeof timer);
     for (i = 0; i < nold; i++) {
         while (j < nnext && next[j].id < old[i].id)
             j++;
         if (old[i].due_ms < 0 || (j < nnext && next[j].id == old[i].id))
             continue;
-        if (dsp_reply_int(
-                hr_redis_cmdf(c->r, err, sizeof err, "ZREM %s %" PRId64, timer, old[i].id)) < 0) {
-            dsp_conn_failed(d, c, DSP_REDIS, err);
+        if (dsp_reply_int(hr_redis_cmdf(conn->r, err, sizeof err, "ZREM %s %" PRId64, timer,
+                                        old[i].id)) < 0) {
+            dsp_conn_failed(d, conn, DSP_REDIS, err);
             return;
         }
     }
@@ -68,7 +68,7 @@ void dsp_timer_forget(dsp *d, const dsp_scan_entry *old, size_t nold,
  * scores, so a failed claim does not make the others wait for the poller. */
 static void dsp_timer_putback(dsp *d, const redisReply *reply, size_t from)
 {
-    dsp_conn *c = &d->loop_conn;
+    dsp_conn *conn = &d->loop_conn;
     char key[256], err[256];
     const char **argv;
     size_t i, n = 0;
@@ -78,12 +78,12 @@ static void dsp_timer_putback(dsp *d, const redisReply *reply, size_t from)
     if (argv == NULL)
         goto lost;
     argv[n++] = "ZADD";
-    argv[n++] = hr_key_timer(hr_redis_prefix(c->r), key, sizeof key);
+    argv[n++] = hr_key_timer(hr_redis_prefix(conn->r), key, sizeof key);
     for (i = from; i + 1 < reply->elements; i += 2) {
         argv[n++] = reply->element[i + 1]->str; /* score */
         argv[n++] = reply->element[i]->str;     /* id */
     }
-    added = n > 2 ? hr_redis_cmd(c->r, err, sizeof err, (int)n, argv, NULL) : NULL;
+    added = n > 2 ? hr_redis_cmd(conn->r, err, sizeof err, (int)n, argv, NULL) : NULL;
     free(argv);
     if (n <= 2 || added != NULL) {
         freeReplyObject(added);
@@ -96,31 +96,31 @@ lost:
 
 void dsp_timer_pop(dsp *d)
 {
-    dsp_conn *c = &d->loop_conn;
+    dsp_conn *conn = &d->loop_conn;
     char key[256], now_s[24], max_s[24], err[512];
     const char *argv[3] = {key, now_s, max_s};
     redisReply *reply;
     int64_t now = dsp_now_ms();
     size_t i;
 
-    if (atomic_load(&d->stopping) || !dsp_conn_ready(d, c))
+    if (atomic_load(&d->stopping) || !dsp_conn_ready(d, conn))
         return;
-    hr_key_timer(hr_redis_prefix(c->r), key, sizeof key);
+    hr_key_timer(hr_redis_prefix(conn->r), key, sizeof key);
     snprintf(now_s, sizeof now_s, "%" PRId64, now);
     snprintf(max_s, sizeof max_s, "%d", DSP_TIMER_POP_MAX);
-    reply = hr_redis_eval(c->r, HR_LUA_TIMER_POP, 1, 3, argv, NULL, err, sizeof err);
+    reply = hr_redis_eval(conn->r, HR_LUA_TIMER_POP, 1, 3, argv, NULL, err, sizeof err);
     if (reply == NULL) {
-        dsp_conn_failed(d, c, DSP_REDIS, err);
+        dsp_conn_failed(d, conn, DSP_REDIS, err);
         return;
     }
     for (i = 0; i + 1 < reply->elements; i += 2) {
         int64_t id = strtoll(reply->element[i]->str, NULL, 10);
         hr_task *t = NULL;
-        int rc = dsp_store_claim(d, c->m, id, now, err, sizeof err);
+        int rc = dsp_store_claim(d, conn->m, id, now, err, sizeof err);
 
         if (rc == 1)
-            rc = hr_task_load(c->m, id, &t, err, sizeof err) == 0 ? 1 : -1;
-        if (rc == DSP_CLAIM_BUSY) {
+            rc = hr_task_load(conn->m, id, &t, err, sizeof err) == 0 ? 1 : -1;
+        if (rc == HR_STATE_BUSY) {
             /* Not from the loop thread again: the DB poller claims it
              * once the transaction holding the row ends. */
             hr_log_warn("claim_deferred",
@@ -135,7 +135,7 @@ void dsp_timer_pop(dsp *d)
              * have committed, and claiming again is harmless) go back. */
             hr_log_warn("claim_failed", "task=%" PRId64 " error=%s", id, err);
             dsp_timer_putback(d, reply, i);
-            dsp_conn_failed(d, c, DSP_MYSQL, err);
+            dsp_conn_failed(d, conn, DSP_MYSQL, err);
             break;
         }
         /* rc 0: taken by another, paused, or postponed (the scanner puts

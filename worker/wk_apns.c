@@ -23,9 +23,9 @@ struct wk_apns_signer {
     hr_jwt_key *key;
     char key_id[WK_APNS_ID_LEN + 1];
     char team_id[WK_APNS_ID_LEN + 1];
-    hr_buf token;     /* empty: none yet */
-    int64_t iat;      /* of token */
-    bool expired;     /* APNs said so: renew on the next call */
+    hr_buf token; /* empty: none yet */
+    int64_t iat;  /* of token */
+    bool expired; /* APNs said so: renew on the next call */
 };
 
 /* True when S is 1..MAX bytes, each alphanumeric or in EXTRA. */
@@ -155,7 +155,8 @@ static int wk_apns_body(const wk_apns_message *m, hr_buf *body, char *errstr, si
             (m->body && !cJSON_AddStringToObject(alert, "body", m->body)))
             goto oom;
     }
-    cJSON_ArrayForEach(item, m->payload) {
+    cJSON_ArrayForEach(item, m->payload)
+    {
         if (strcmp(item->string, "aps") == 0) {
             snprintf(errstr, errlen, "apns: the payload may not set \"aps\"");
             goto cleanup;
@@ -204,9 +205,8 @@ int wk_apns_request_build(const wk_apns_message *m, const char *provider_token,
                  WK_APNS_TOPIC_MAX);
         return -1;
     }
-    if (m->collapse_id != NULL &&
-        (strlen(m->collapse_id) > WK_APNS_COLLAPSE_MAX || strpbrk(m->collapse_id, "\r\n") ||
-         m->collapse_id[0] == '\0')) {
+    if (m->collapse_id != NULL && (strlen(m->collapse_id) > WK_APNS_COLLAPSE_MAX ||
+                                   strpbrk(m->collapse_id, "\r\n") || m->collapse_id[0] == '\0')) {
         snprintf(errstr, errlen, "apns: collapse id must be 1..%d bytes on one line",
                  WK_APNS_COLLAPSE_MAX);
         return -1;
@@ -225,7 +225,7 @@ int wk_apns_request_build(const wk_apns_message *m, const char *provider_token,
     }
     snprintf(req->path, sizeof req->path, "/3/device/%s", tok);
     snprintf(bearer, sizeof bearer, "bearer %s", provider_token);
-    snprintf(num, sizeof num, "%lld", m->ttl_s <= 0 ? 0LL : (long long)(m->now_s + m->ttl_s));
+    snprintf(num, sizeof num, "%" PRId64, m->ttl_s <= 0 ? (int64_t)0 : m->now_s + m->ttl_s);
     /* Seven lines at most, each value checked above to fit. */
     if (wk_apns_header(req, "authorization", bearer) != 0 ||
         wk_apns_header(req, "apns-topic", m->topic) != 0 ||

@@ -62,8 +62,8 @@ typedef enum wk_apns_push_type {
 } wk_apns_push_type;
 
 typedef struct wk_apns_message {
-    const char *device_token;    /* hex, 64..200 digits */
-    const char *topic;           /* the app's bundle id */
+    const char *device_token; /* hex, 64..200 digits */
+    const char *topic;        /* the app's bundle id */
     wk_apns_push_type push_type;
     const char *title, *body;    /* alert text, either may be NULL; unused for background */
     const struct cJSON *payload; /* an object, or NULL: custom top-level keys */

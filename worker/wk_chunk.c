@@ -72,8 +72,8 @@ void wk_chunk_free(wk_chunk *c)
 
 /* SET NX PX; when taken, whether the holder is us.  A lease that expires
  * between the SET and the GET is tried once more. */
-static int wk_chunk_lease(wk_chunk *c, hr_redis *r, const char *owner, int lease_ms,
-                          char *errstr, size_t errlen)
+static int wk_chunk_lease(wk_chunk *c, hr_redis *r, const char *owner, int lease_ms, char *errstr,
+                          size_t errlen)
 {
     char ms[24];
     const char *set[] = {"SET", c->k_lease, owner, "NX", "PX", ms};
@@ -124,8 +124,7 @@ static int wk_chunk_fetch_users(wk_chunk *c, hr_redis *r, char *errstr, size_t e
 
         /* Only a member that is no uid (dead-lettered, never pushed) can
          * be too long for a key: its HGETALL then reads nothing. */
-        if (hr_key_user(hr_redis_prefix(r), key, sizeof key, c->members->element[i]->str) ==
-            NULL)
+        if (hr_key_user(hr_redis_prefix(r), key, sizeof key, c->members->element[i]->str) == NULL)
             key[0] = '\0';
         if (hr_pipe_cmd(pipe, 2, argv, NULL) != 0) {
             snprintf(errstr, errlen, "out of memory");
@@ -219,17 +218,17 @@ int wk_chunk_open(wk_chunk *c, hr_redis *r, const char *owner, int lease_ms, cha
     }
     for (size_t i = 0; i < c->members->elements; i++) {
         const redisReply *m = c->members->element[i];
-        wk_push *p;
+        wk_push *push;
 
         if (m->type != REDIS_REPLY_STRING || !wk_chunk_uid_valid(m->str))
             continue;
-        p = &c->pushes[c->npushes++];
-        p->owner = c;
-        p->task = c->task;
-        p->uid = m->str;
-        p->user = c->users != NULL ? c->users[i] : NULL;
-        p->hold = &c->held;
-        p->state = WK_PUSH_IDLE;
+        push = &c->pushes[c->npushes++];
+        push->owner = c;
+        push->task = c->task;
+        push->uid = m->str;
+        push->user = c->users != NULL ? c->users[i] : NULL;
+        push->hold = &c->held;
+        push->state = WK_PUSH_IDLE;
     }
     c->open = c->npushes;
     return WK_CHUNK_STARTED;
@@ -258,15 +257,15 @@ int wk_chunk_fetch_addrs(wk_chunk *c, hr_redis *r, hr_addr_platform platform, co
     free(uids);
     /* A uid's addresses are contiguous, in the order of the pushes. */
     for (size_t i = 0; i < c->npushes; i++) {
-        wk_push *p = &c->pushes[i];
+        wk_push *push = &c->pushes[i];
 
-        p->addrs = k < c->addrs.a.n ? &c->addrs.a.v[k] : NULL;
+        push->addrs = k < c->addrs.a.n ? &c->addrs.a.v[k] : NULL;
         while (k < c->addrs.a.n && c->addrs.a.v[k].idx == i) {
-            p->naddrs++;
+            push->naddrs++;
             k++;
         }
-        if (p->naddrs == 0)
-            p->addrs = NULL;
+        if (push->naddrs == 0)
+            push->addrs = NULL;
     }
     return 0;
 }
@@ -295,8 +294,11 @@ static int wk_chunk_counted(wk_chunk *c, hr_lua_id id, redisReply *reply, int64_
         v[i] = reply->element[i]->integer;
     }
     memcpy(out, v, n * sizeof *out);
-    c->counters = (wk_chunk_counters){.sent = v[n], .failed = v[n + 1], .throttled = v[n + 2],
-                                      .retried = v[n + 3], .unregistered = v[n + 4]};
+    c->counters = (wk_chunk_counters){.sent = v[n],
+                                      .failed = v[n + 1],
+                                      .throttled = v[n + 2],
+                                      .retried = v[n + 3],
+                                      .unregistered = v[n + 4]};
     c->counters_new = true;
     rc = 0;
 done:
@@ -360,9 +362,8 @@ static const char **wk_chunk_dead_argv(const wk_chunk *c)
 }
 
 /* ack.lua for the N UIDS, counted under stats FIELD (no retries). */
-static int wk_chunk_ack_eval(wk_chunk *c, hr_redis *r, const char *field,
-                             const char *const *uids, size_t n, int64_t *removed, char *errstr,
-                             size_t errlen)
+static int wk_chunk_ack_eval(wk_chunk *c, hr_redis *r, const char *field, const char *const *uids,
+                             size_t n, int64_t *removed, char *errstr, size_t errlen)
 {
     const char **argv = wk_chunk_ack_argv(c, field, "0", uids, n);
     redisReply *reply;
@@ -433,11 +434,10 @@ int wk_chunk_flush(wk_chunk *c, hr_redis *r, char *errstr, size_t errlen)
     if (dead)
         dead_argv = wk_chunk_dead_argv(c);
     pipe = hr_pipe_new(r);
-    if ((ack && ack_argv == NULL) || (dead && dead_argv == NULL) ||
-        (unreg && unreg_argv == NULL) || pipe == NULL ||
+    if ((ack && ack_argv == NULL) || (dead && dead_argv == NULL) || (unreg && unreg_argv == NULL) ||
+        pipe == NULL ||
         (ack && hr_pipe_eval(pipe, HR_LUA_ACK, 2, (int)c->nacks + 4, ack_argv, NULL) != 0) ||
-        (unreg &&
-         hr_pipe_eval(pipe, HR_LUA_ACK, 2, (int)c->nunregs + 4, unreg_argv, NULL) != 0) ||
+        (unreg && hr_pipe_eval(pipe, HR_LUA_ACK, 2, (int)c->nunregs + 4, unreg_argv, NULL) != 0) ||
         (dead &&
          hr_pipe_eval(pipe, HR_LUA_DEAD_LETTER, 3, 2 * (int)c->ndead + 3, dead_argv, NULL) != 0)) {
         snprintf(errstr, errlen, "out of memory");
@@ -447,8 +447,8 @@ int wk_chunk_flush(wk_chunk *c, hr_redis *r, char *errstr, size_t errlen)
     hr_pipe_exec(pipe, errstr, errlen);
     rc = 0;
     if (ack) {
-        if (wk_chunk_counted(c, HR_LUA_ACK, hr_pipe_reply(pipe, 0, errstr, errlen), &removed,
-                             1, errstr, errlen) == 0) {
+        if (wk_chunk_counted(c, HR_LUA_ACK, hr_pipe_reply(pipe, 0, errstr, errlen), &removed, 1,
+                             errstr, errlen) == 0) {
             c->sent += removed;
             c->nacks = 0;
             c->retried_unflushed = 0;
@@ -509,17 +509,17 @@ static int wk_chunk_throttle_keys(wk_chunk *c, hr_redis *r, size_t first, size_t
     const hr_task *row = c->task->row;
 
     for (size_t i = 0; i < n; i++) {
-        const wk_push *p = &c->pushes[first + i];
+        const wk_push *push = &c->pushes[first + i];
         char vbuf[HR_THROTTLE_VALUE_MAX];
         const char *value = NULL;
 
         if (row->throttle_key != NULL) {
-            value = hr_throttle_value(row->throttle_key, c->task->payload, p->user, vbuf,
+            value = hr_throttle_value(row->throttle_key, c->task->payload, push->user, vbuf,
                                       sizeof vbuf);
             if (value == NULL)
                 (*missing)++;
         }
-        if (hr_throttle_key(r, row->throttle_scope, p->uid, value, keys[i], sizeof keys[i],
+        if (hr_throttle_key(r, row->throttle_scope, push->uid, value, keys[i], sizeof keys[i],
                             errstr, errlen) != 0)
             return -1;
         reqs[i].key = keys[i];
@@ -532,7 +532,7 @@ int wk_chunk_throttle(wk_chunk *c, hr_redis *r, wk_chunk_throttled *out, char *e
                       size_t errlen)
 {
     size_t slice = c->npushes < HR_THROTTLE_PIPE_MAX ? c->npushes : HR_THROTTLE_PIPE_MAX;
-    char (*keys)[HR_THROTTLE_KEY_MAX] = calloc(slice, sizeof *keys);
+    char(*keys)[HR_THROTTLE_KEY_MAX] = calloc(slice, sizeof *keys);
     hr_throttle_req *reqs = calloc(slice, sizeof *reqs);
     hr_throttle_result *res = calloc(slice, sizeof *res);
     const char **blocked = calloc(slice, sizeof *blocked);
@@ -549,8 +549,8 @@ int wk_chunk_throttle(wk_chunk *c, hr_redis *r, wk_chunk_throttled *out, char *e
         size_t n = c->npushes - first < slice ? c->npushes - first : slice, nblocked = 0;
         int64_t removed;
 
-        if (wk_chunk_throttle_keys(c, r, first, n, keys, reqs, &out->key_missing, errstr,
-                                   errlen) != 0 ||
+        if (wk_chunk_throttle_keys(c, r, first, n, keys, reqs, &out->key_missing, errstr, errlen) !=
+                0 ||
             hr_throttle_check(r, reqs, n, res, errstr, errlen) != 0)
             goto done;
         for (size_t i = 0; i < n; i++) {
@@ -562,8 +562,7 @@ int wk_chunk_throttle(wk_chunk *c, hr_redis *r, wk_chunk_throttled *out, char *e
         }
         if (nblocked == 0)
             continue;
-        if (wk_chunk_ack_eval(c, r, "throttled", blocked, nblocked, &removed, errstr, errlen) !=
-            0)
+        if (wk_chunk_ack_eval(c, r, "throttled", blocked, nblocked, &removed, errstr, errlen) != 0)
             goto done;
         out->blocked += (int64_t)nblocked;
         out->removed += removed;

@@ -56,27 +56,28 @@ typedef struct wk_chunk {
     wk_task *task;
     char k_set[HR_KEY_MAX], k_lease[HR_KEY_MAX], k_pending[HR_KEY_MAX];
     char k_stats[HR_KEY_MAX], k_subs[HR_KEY_MAX], k_failed[HR_KEY_MAX];
-    redisReply *members;   /* SMEMBERS reply */
-    redisReply **users;    /* per member, or NULL when not needed */
+    redisReply *members; /* SMEMBERS reply */
+    redisReply **users;  /* per member, or NULL when not needed */
     wk_push *pushes;
-    uint8_t *verdicts;     /* hr_throttle_verdict per push, NULL = not throttled */
+    uint8_t *verdicts; /* hr_throttle_verdict per push, NULL = not throttled */
     size_t npushes;
-    size_t open;           /* pushes not yet settled */
-    const char **acks;     /* delivered, awaiting ack.lua */
+    size_t open;       /* pushes not yet settled */
+    const char **acks; /* delivered, awaiting ack.lua */
     size_t nacks, ack_batch;
-    const char **unregs;   /* no live address, awaiting ack.lua under 'unregistered' */
+    const char **unregs; /* no live address, awaiting ack.lua under 'unregistered' */
     size_t nunregs;
-    hr_addr_list addrs;    /* addressed channels: the members' addresses on it */
+    hr_addr_list addrs; /* addressed channels: the members' addresses on it */
     struct wk_chunk_dead {
         const char *uid;
         char *reason; /* owned */
-    } *dead;              /* failed for good, awaiting dead_letter.lua; NULL until needed */
+    } * dead;         /* failed for good, awaiting dead_letter.lua; NULL until needed */
     size_t ndead;
     int64_t retried_unflushed;
-    int64_t sent, failed, retried, throttled, unregistered; /* totals, for the chunk_done log line */
-    int64_t invalid;       /* members dead-lettered as "invalid uid" at open */
-    int64_t user_errors;   /* HGETALL error replies (the user got no attributes) */
-    char user_error[160];  /* the first of them, for the log */
+    int64_t sent, failed, retried, throttled,
+        unregistered;     /* totals, for the chunk_done log line */
+    int64_t invalid;      /* members dead-lettered as "invalid uid" at open */
+    int64_t user_errors;  /* HGETALL error replies (the user got no attributes) */
+    char user_error[160]; /* the first of them, for the log */
     int64_t started_ms;
     /* > 0: another process held the lease at the first open; the open is
      * retried until then (a dead holder's lease runs out by it). */
@@ -84,8 +85,8 @@ typedef struct wk_chunk {
     wk_chunk_counters counters; /* latest stats hash values seen */
     bool counters_new;          /* COUNTERS changed since the worker took them */
     wk_chunk_halt halt;
-    bool revoked;          /* its partition is being revoked: finish in-flight, then give up */
-    bool held;             /* pushes' hold flag: set once halt is not RUN or revoked */
+    bool revoked; /* its partition is being revoked: finish in-flight, then give up */
+    bool held;    /* pushes' hold flag: set once halt is not RUN or revoked */
 } wk_chunk;
 
 typedef enum wk_chunk_open_result {

@@ -7,17 +7,18 @@
 
 #include "hr_log.h"
 #include "hr_pipe.h"
+#include "hr_state.h"
 
 /* What a GET of the control key says: run unless pause or cancel. */
 static wk_chunk_halt wk_control_parse(const redisReply *reply)
 {
-    if (reply->type != REDIS_REPLY_STRING)
+    hr_control control;
+
+    if (reply->type != REDIS_REPLY_STRING || hr_control_parse(reply->str, &control) < 0)
         return WK_CHUNK_RUN;
-    if (strcmp(reply->str, "pause") == 0)
-        return WK_CHUNK_PARK;
-    if (strcmp(reply->str, "cancel") == 0)
-        return WK_CHUNK_CANCEL;
-    return WK_CHUNK_RUN;
+    return control == HR_CONTROL_PAUSE    ? WK_CHUNK_PARK
+           : control == HR_CONTROL_CANCEL ? WK_CHUNK_CANCEL
+                                          : WK_CHUNK_RUN;
 }
 
 int wk_control_read(hr_redis *r, int64_t task, char *errstr, size_t errlen)

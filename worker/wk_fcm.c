@@ -6,6 +6,7 @@
  * capped hr_buf.  Nothing here does I/O, keeps state or logs. */
 #include "wk_fcm.h"
 
+#include <inttypes.h>
 #include <cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,8 +146,8 @@ cleanup:
 int wk_fcm_token_parse(long status, const char *body, size_t len, int64_t now_s, wk_fcm_token *t,
                        char *errstr, size_t errlen)
 {
-    cJSON *root = cJSON_ParseWithLength(body, len < WK_PROVIDER_BODY_MAX ? len
-                                                                         : WK_PROVIDER_BODY_MAX);
+    cJSON *root =
+        cJSON_ParseWithLength(body, len < WK_PROVIDER_BODY_MAX ? len : WK_PROVIDER_BODY_MAX);
     const cJSON *exp = cJSON_GetObjectItemCaseSensitive(root, "expires_in");
     const char *tok = wk_fcm_str(root, "access_token"), *type = wk_fcm_str(root, "token_type");
     char *copy;
@@ -175,9 +176,8 @@ int wk_fcm_token_parse(long status, const char *body, size_t len, int64_t now_s,
     free(t->access_token);
     t->access_token = copy;
     t->expires_at_s = now_s + life;
-    t->refresh_at_s = t->expires_at_s - (life >= 2 * WK_FCM_REFRESH_MARGIN_S
-                                             ? WK_FCM_REFRESH_MARGIN_S
-                                             : life / 2);
+    t->refresh_at_s = t->expires_at_s -
+                      (life >= 2 * WK_FCM_REFRESH_MARGIN_S ? WK_FCM_REFRESH_MARGIN_S : life / 2);
     rc = 0;
 cleanup:
     cJSON_Delete(root);
@@ -223,7 +223,8 @@ static int wk_fcm_add_data(cJSON *data, const cJSON *payload, char *errstr, size
 {
     const cJSON *item;
 
-    cJSON_ArrayForEach(item, payload) {
+    cJSON_ArrayForEach(item, payload)
+    {
         char *text = NULL;
         bool ok;
 
@@ -235,8 +236,8 @@ static int wk_fcm_add_data(cJSON *data, const cJSON *payload, char *errstr, size
         if (!cJSON_IsString(item) && (text = cJSON_PrintUnformatted(item)) == NULL)
             ok = false;
         else
-            ok = cJSON_AddStringToObject(data, item->string,
-                                         text ? text : item->valuestring) != NULL;
+            ok = cJSON_AddStringToObject(data, item->string, text ? text : item->valuestring) !=
+                 NULL;
         free(text);
         if (!ok) {
             snprintf(errstr, errlen, "fcm message: out of memory");
@@ -257,8 +258,7 @@ int wk_fcm_message_build(const wk_fcm_message *m, hr_buf *out, char *errstr, siz
         goto cleanup;
     }
     if (m->ttl_s < -1 || m->ttl_s > WK_FCM_TTL_MAX_S) {
-        snprintf(errstr, errlen, "fcm message: ttl %d s outside 0..%d", m->ttl_s,
-                 WK_FCM_TTL_MAX_S);
+        snprintf(errstr, errlen, "fcm message: ttl %d s outside 0..%d", m->ttl_s, WK_FCM_TTL_MAX_S);
         goto cleanup;
     }
     if (m->collapse_key != NULL && strlen(m->collapse_key) > WK_FCM_COLLAPSE_MAX) {
@@ -298,14 +298,13 @@ int wk_fcm_message_build(const wk_fcm_message *m, hr_buf *out, char *errstr, siz
         snprintf(num, sizeof num, "%ds", m->ttl_s);
         if (!cJSON_AddStringToObject(android, "ttl", num))
             goto oom;
-        snprintf(num, sizeof num, "%lld", m->ttl_s == 0 ? 0LL : (long long)(m->now_s + m->ttl_s));
+        snprintf(num, sizeof num, "%" PRId64, m->ttl_s == 0 ? (int64_t)0 : m->now_s + m->ttl_s);
         if (!cJSON_AddStringToObject(headers, "apns-expiration", num))
             goto oom;
     }
-    if (m->collapse_key != NULL && (!cJSON_AddStringToObject(android, "collapse_key",
-                                                             m->collapse_key) ||
-                                    !cJSON_AddStringToObject(headers, "apns-collapse-id",
-                                                             m->collapse_key)))
+    if (m->collapse_key != NULL &&
+        (!cJSON_AddStringToObject(android, "collapse_key", m->collapse_key) ||
+         !cJSON_AddStringToObject(headers, "apns-collapse-id", m->collapse_key)))
         goto oom;
     rc = wk_fcm_print(root, "fcm message", out, errstr, errlen);
     goto cleanup;
@@ -326,10 +325,12 @@ static const char *wk_fcm_error_code(const cJSON *root, bool *on_token)
     const char *code = NULL;
 
     *on_token = false;
-    cJSON_ArrayForEach(d, details) {
+    cJSON_ArrayForEach(d, details)
+    {
         if (code == NULL)
             code = wk_fcm_str(d, "errorCode");
-        cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(d, "fieldViolations")) {
+        cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(d, "fieldViolations"))
+        {
             const char *field = wk_fcm_str(v, "field");
             if (field != NULL && strcmp(field, "message.token") == 0)
                 *on_token = true;
@@ -353,8 +354,8 @@ void wk_fcm_classify(long status, const char *body, size_t len, long retry_after
         root = cJSON_ParseWithLength(body, len < WK_PROVIDER_BODY_MAX ? len : WK_PROVIDER_BODY_MAX);
         code = wk_fcm_error_code(root, &on_token);
     }
-    if ((status == 404 && (code == NULL || strcmp(code, "UNREGISTERED") == 0 ||
-                           strcmp(code, "NOT_FOUND") == 0)) ||
+    if ((status == 404 &&
+         (code == NULL || strcmp(code, "UNREGISTERED") == 0 || strcmp(code, "NOT_FOUND") == 0)) ||
         (status == 400 && code != NULL && strcmp(code, "INVALID_ARGUMENT") == 0 && on_token))
         wk_provider_set(out, WK_VERDICT_UNREGISTERED, status, code);
     else if (status == 401 && (code == NULL || strcmp(code, "THIRD_PARTY_AUTH_ERROR") != 0))

@@ -2,6 +2,7 @@
  * (see wk_fcm_auth.h). */
 #include "wk_fcm_auth.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,14 +19,14 @@ struct wk_fcm_auth {
     wk_fcm_account *account;
     char *send_url;
     wk_fcm_token token;
-    uint64_t gen;          /* bumped with every token taken */
-    bool running;          /* a token request is out */
-    int failures;          /* token requests failed in a row */
-    int64_t retry_at_ms;   /* after a failure: no request before this */
+    uint64_t gen;        /* bumped with every token taken */
+    bool running;        /* a token request is out */
+    int failures;        /* token requests failed in a row */
+    int64_t retry_at_ms; /* after a failure: no request before this */
     hr_buf form;
 };
 
-int wk_fcm_auth_new(const hr_channel *cfg, wk_fcm_auth **out, char *errstr, size_t errlen)
+int wk_fcm_auth_new(const hr_channel *ch, wk_fcm_auth **out, char *errstr, size_t errlen)
 {
     wk_fcm_auth *a = calloc(1, sizeof *a);
     char detail[256];
@@ -37,31 +38,31 @@ int wk_fcm_auth_new(const hr_channel *cfg, wk_fcm_auth **out, char *errstr, size
     *out = NULL;
     hr_buf_init(&url, 4096);
     if (a == NULL) {
-        snprintf(errstr, errlen, "channel %s: out of memory", cfg->name);
+        snprintf(errstr, errlen, "channel %s: out of memory", ch->name);
         goto cleanup;
     }
-    a->channel = cfg->name;
+    a->channel = ch->name;
     hr_buf_init(&a->form, WK_FCM_AUTH_FORM_MAX);
-    if (hr_config_read_file(cfg->fcm.service_account_file, WK_FCM_AUTH_FILE_MAX, &text, &len,
-                            detail, sizeof detail) != 0 ||
+    if (hr_config_read_file(ch->fcm.service_account_file, WK_FCM_AUTH_FILE_MAX, &text, &len, detail,
+                            sizeof detail) != 0 ||
         wk_fcm_account_parse(text, len, &a->account, detail, sizeof detail) != 0) {
-        snprintf(errstr, errlen, "channel %s: service_account_file %s", cfg->name, detail);
+        snprintf(errstr, errlen, "channel %s: service_account_file %s", ch->name, detail);
         goto cleanup;
     }
     /* The override is where the token is asked for and the JWT's audience
      * alike: a stand-in checks both. */
-    if (cfg->fcm.token_uri != NULL) {
-        char *uri = strdup(cfg->fcm.token_uri);
+    if (ch->fcm.token_uri != NULL) {
+        char *uri = strdup(ch->fcm.token_uri);
         if (uri == NULL) {
-            snprintf(errstr, errlen, "channel %s: out of memory", cfg->name);
+            snprintf(errstr, errlen, "channel %s: out of memory", ch->name);
             goto cleanup;
         }
         free(a->account->token_uri);
         a->account->token_uri = uri;
     }
-    if (wk_fcm_send_url(a->account, cfg->url != NULL ? cfg->url : WK_FCM_BASE_URL, &url) != 0 ||
+    if (wk_fcm_send_url(a->account, ch->url != NULL ? ch->url : WK_FCM_BASE_URL, &url) != 0 ||
         (a->send_url = strdup(url.data)) == NULL) {
-        snprintf(errstr, errlen, "channel %s: the send URL is too long", cfg->name);
+        snprintf(errstr, errlen, "channel %s: the send URL is too long", ch->name);
         goto cleanup;
     }
     *out = a;
@@ -114,8 +115,7 @@ const char *wk_fcm_auth_token(wk_fcm_auth *a, int64_t now_ms, uint64_t *gen, boo
     return a->token.access_token;
 }
 
-int wk_fcm_auth_request(wk_fcm_auth *a, int64_t now_ms, wk_xfer *x, char *errstr,
-                        size_t errlen)
+int wk_fcm_auth_request(wk_fcm_auth *a, int64_t now_ms, wk_xfer *x, char *errstr, size_t errlen)
 {
     hr_buf_reset(&a->form);
     a->running = true;
@@ -140,9 +140,9 @@ int wk_fcm_auth_done(wk_fcm_auth *a, int64_t now_ms, long status, const char *bo
         a->gen++;
         a->failures = 0;
         a->retry_at_ms = 0;
-        hr_log_info("fcm_token", "channel=%s expires_in_s=%lld refresh_in_s=%lld", a->channel,
-                    (long long)(a->token.expires_at_s - now_ms / 1000),
-                    (long long)(a->token.refresh_at_s - now_ms / 1000));
+        hr_log_info("fcm_token", "channel=%s expires_in_s=%" PRId64 " refresh_in_s=%" PRId64,
+                    a->channel, (int64_t)(a->token.expires_at_s - now_ms / 1000),
+                    (int64_t)(a->token.refresh_at_s - now_ms / 1000));
         return 0;
     }
     if (status == 0)
@@ -154,8 +154,8 @@ int wk_fcm_auth_done(wk_fcm_auth *a, int64_t now_ms, long status, const char *bo
     a->failures++;
     a->retry_at_ms = now_ms + backoff;
     hr_log_error("fcm_token_failed",
-                 "channel=%s token_uri=%s failures=%d retry_in_ms=%lld error=\"%s\"", a->channel,
-                 a->account->token_uri, a->failures, (long long)backoff, errstr);
+                 "channel=%s token_uri=%s failures=%d retry_in_ms=%" PRId64 " error=\"%s\"",
+                 a->channel, a->account->token_uri, a->failures, (int64_t)backoff, errstr);
     return -1;
 }
 

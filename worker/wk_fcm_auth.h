@@ -25,9 +25,9 @@
 
 typedef struct wk_fcm_auth wk_fcm_auth;
 
-/* Reads CFG's service account (and token_uri override) into a new *OUT.
+/* Reads CH's service account (and token_uri override) into a new *OUT.
  * 0, or -1 with ERRSTR ("channel NAME: ...": the file, the JSON, the key). */
-int wk_fcm_auth_new(const hr_channel *cfg, wk_fcm_auth **out, char *errstr, size_t errlen);
+int wk_fcm_auth_new(const hr_channel *ch, wk_fcm_auth **out, char *errstr, size_t errlen);
 void wk_fcm_auth_free(wk_fcm_auth *a);
 
 /* The messages:send URL of the account's project. */
@@ -46,8 +46,7 @@ const char *wk_fcm_auth_token(wk_fcm_auth *a, int64_t now_ms, uint64_t *gen, boo
 /* Builds the token request on X (a handle of the channel); the request
  * counts as running until wk_fcm_auth_done.  0, or -1 with ERRSTR (then
  * treated as a failed request). */
-int wk_fcm_auth_request(wk_fcm_auth *a, int64_t now_ms, wk_xfer *x, char *errstr,
-                        size_t errlen);
+int wk_fcm_auth_request(wk_fcm_auth *a, int64_t now_ms, wk_xfer *x, char *errstr, size_t errlen);
 
 /* The token request ended: STATUS (0 = no answer, ERRSTR_IN the transport
  * error) and the LEN bytes of BODY.  0 when a token was taken, -1 with

@@ -2,9 +2,10 @@
  *
  * Read top-down as a chunk lives, backwards: the endings first (finish,
  * halt, abandon, drop — each settles the offset and unlinks), then the
- * pushes' outcomes, then intake and open, then the timers' work (lease
- * renewal, control, watchdog) and the revoke/shutdown entry points. */
-#include "wk_lifecycle.h"
+ * pushes' outcomes, then intake and open, then the revoke/shutdown entry
+ * points.  The timers' work (lease renewal, control, watchdog) is
+ * wk_lifecycle_timers.c's. */
+#include "wk_lifecycle_int.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -85,7 +86,7 @@ static void wk_lifecycle_unlink(wk_lifecycle *l, wk_chunk *c)
  * SETTLE the offset counts as finished (the lease went to another worker,
  * which does the rest); without, it is not stored and the chunk is
  * redelivered to the partition's next owner. */
-static void wk_lifecycle_abandon(wk_lifecycle *l, wk_chunk *c, const char *why, bool settle)
+void wk_lifecycle_abandon(wk_lifecycle *l, wk_chunk *c, const char *why, bool settle)
 {
     char errstr[256];
 
@@ -140,7 +141,7 @@ static void wk_lifecycle_finish(wk_lifecycle *l, wk_chunk *c)
     } else {
         wk_event ev = {.kind = WK_EVENT_CHUNK_DONE, .task = c->msg.task};
 
-        ev.u.chunk.state = "done";
+        ev.u.chunk.state = WK_CHUNK_END_DONE;
         ev.u.chunk.seq = c->msg.seq;
         ev.u.chunk.done_ms = wk_clock_now_ms();
         ev.u.chunk.pending_left = res[1];
@@ -176,10 +177,11 @@ static void wk_lifecycle_halted(wk_lifecycle *l, wk_chunk *c)
     if (c->halt == WK_CHUNK_CANCEL) {
         /* Only cancelled (the stats hash's counter): sent .. retried are
          * not carried (-1). */
-        wk_event counters = {.kind = WK_EVENT_COUNTERS,
-                             .task = c->msg.task,
-                             .u.counters = {.sent = -1, .failed = -1, .throttled = -1,
-                                            .retried = -1, .unregistered = -1}};
+        wk_event counters = {
+            .kind = WK_EVENT_COUNTERS,
+            .task = c->msg.task,
+            .u.counters = {
+                .sent = -1, .failed = -1, .throttled = -1, .retried = -1, .unregistered = -1}};
 
         if (wk_chunk_cancel(c, l->redis, l->owner, &cancelled, &total, errstr, sizeof errstr) !=
             0) {
@@ -197,14 +199,14 @@ static void wk_lifecycle_halted(wk_lifecycle *l, wk_chunk *c)
         counters.u.counters.cancelled = total;
         if (total > 0)
             wk_reporter_push(l->reporter, &counters);
-        ev.u.chunk.state = "cancelled";
+        ev.u.chunk.state = WK_CHUNK_END_CANCELLED;
     } else {
         if (wk_chunk_release(c, l->redis, l->owner, errstr, sizeof errstr) != 0) {
             wk_lifecycle_drop(l, c, errstr);
             return;
         }
         l->stats.parked_chunks++;
-        ev.u.chunk.state = "parked";
+        ev.u.chunk.state = WK_CHUNK_END_PARKED;
     }
     ev.u.chunk.seq = c->msg.seq;
     ev.u.chunk.done_ms = wk_clock_now_ms();
@@ -223,10 +225,10 @@ static void wk_lifecycle_hold(wk_lifecycle *l, wk_chunk *c)
 {
     c->held = true;
     for (size_t i = 0; i < c->npushes; i++) {
-        wk_push *p = &c->pushes[i];
+        wk_push *push = &c->pushes[i];
 
-        if (p->state == WK_PUSH_READY || p->state == WK_PUSH_DELAYED) {
-            wk_sender_cancel(l->sender, p);
+        if (push->state == WK_PUSH_READY || push->state == WK_PUSH_DELAYED) {
+            wk_sender_cancel(l->sender, push);
             c->open--;
         }
     }
@@ -234,7 +236,7 @@ static void wk_lifecycle_hold(wk_lifecycle *l, wk_chunk *c)
 
 /* Stops starting requests for C (HALT: park or cancel; cancel overrides a
  * park under way); running requests finish and are not retried. */
-static void wk_lifecycle_halt(wk_lifecycle *l, wk_chunk *c, wk_chunk_halt halt)
+void wk_lifecycle_halt(wk_lifecycle *l, wk_chunk *c, wk_chunk_halt halt)
 {
     /* A chunk being revoked is given up anyway; its next owner parks or
      * cancels it. */
@@ -262,27 +264,27 @@ static void wk_lifecycle_settled(wk_lifecycle *l, wk_chunk *c)
 
 /* ---- push outcomes ---------------------------------------------------------- */
 
-static void wk_lifecycle_outcome(wk_lifecycle *l, const wk_chunk *c, const wk_push *p,
+static void wk_lifecycle_outcome(wk_lifecycle *l, const wk_chunk *c, const wk_push *push,
                                  wk_delivery status, const wk_push_result *res)
 {
     wk_event ev = {.kind = WK_EVENT_OUTCOME, .task = c->msg.task};
 
     /* wk_chunk_open pushes only valid uids (1..INT64_MAX). */
-    ev.u.outcome.uid = strtoull(p->uid, NULL, 10);
+    ev.u.outcome.uid = strtoull(push->uid, NULL, 10);
     ev.u.outcome.status = status;
-    ev.u.outcome.attempts = p->attempts;
+    ev.u.outcome.attempts = push->attempts;
     ev.u.outcome.http_status = (int)res->http_status;
     ev.u.outcome.latency_ms = res->latency_ms;
     ev.u.outcome.at_ms = wk_clock_now_ms();
     wk_reporter_push(l->reporter, &ev);
 }
 
-void wk_lifecycle_push_done(void *ctx, wk_push *p, const wk_push_result *res)
+void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res)
 {
     wk_lifecycle *l = ctx;
-    wk_chunk *c = p->owner;
+    wk_chunk *c = push->owner;
     wk_metrics_chan *mc = &l->met->chans[c->task->ch_index];
-    int retries = p->attempts - p->firsts; /* an address's first request is no retry */
+    int retries = push->attempts - push->firsts; /* an address's first request is no retry */
     wk_delivery status = res->delivered      ? WK_DELIVERY_SENT
                          : res->unregistered ? WK_DELIVERY_UNREGISTERED
                                              : WK_DELIVERY_FAILED;
@@ -301,23 +303,23 @@ void wk_lifecycle_push_done(void *ctx, wk_push *p, const wk_push_result *res)
         return;
     }
     if (l->cfg->worker.delivery_log)
-        wk_lifecycle_outcome(l, c, p, status, res);
+        wk_lifecycle_outcome(l, c, push, status, res);
     switch (status) {
     case WK_DELIVERY_SENT:
         hr_metrics_inc(mc->sent);
         hr_metrics_observe(l->met->due_to_delivery,
                            (double)(wk_clock_now_ms() - c->msg.due_ms) / 1000.0);
-        full = wk_chunk_ack(c, p->uid);
+        full = wk_chunk_ack(c, push->uid);
         break;
     case WK_DELIVERY_UNREGISTERED:
         hr_metrics_inc(mc->unregistered);
-        full = wk_chunk_unregistered(c, p->uid);
+        full = wk_chunk_unregistered(c, push->uid);
         break;
     default:
         hr_metrics_inc(mc->failed);
-        hr_log_debug("push_failed", "task=%" PRId64 " uid=%s reason=%s", c->msg.task, p->uid,
+        hr_log_debug("push_failed", "task=%" PRId64 " uid=%s reason=%s", c->msg.task, push->uid,
                      res->reason);
-        full = wk_chunk_dead(c, p->uid, res->reason);
+        full = wk_chunk_dead(c, push->uid, res->reason);
         break;
     }
     if (full < 0 || (full == 1 && wk_lifecycle_flush(l, c) != 0)) {
@@ -337,8 +339,8 @@ static bool wk_lifecycle_active(const wk_lifecycle *l, const hr_chunkmsg *msg)
     const wk_chunk *c;
 
     TAILQ_FOREACH(c, &l->chunks, link)
-        if (c->msg.task == msg->task && c->msg.seq == msg->seq)
-            return true;
+    if (c->msg.task == msg->task && c->msg.seq == msg->seq)
+        return true;
     return false;
 }
 
@@ -384,27 +386,27 @@ static int wk_lifecycle_addresses(wk_lifecycle *l, wk_chunk *c)
         return -1;
     }
     if (bad > 0)
-        hr_log_warn("address_unreadable", "task=%" PRId64 " seq=%" PRId64 " count=%zu",
-                    c->msg.task, c->msg.seq, bad);
+        hr_log_warn("address_unreadable", "task=%" PRId64 " seq=%" PRId64 " count=%zu", c->msg.task,
+                    c->msg.seq, bad);
     return 0;
 }
 
-/* Address A of push P is dead (the provider said so): out of MySQL and
+/* Address A of PUSH is dead (the provider said so): out of MySQL and
  * Redis, so no later campaign tries it.  A failure is logged; the next
  * campaign's answer prunes it then. */
-void wk_lifecycle_prune(void *ctx, wk_push *p, const hr_addr *a)
+void wk_lifecycle_prune(void *ctx, wk_push *push, const hr_addr *a)
 {
     wk_lifecycle *l = ctx;
-    wk_chunk *c = p->owner;
+    wk_chunk *c = push->owner;
     char errstr[512];
 
     if (hr_addr_prune(l->mysql, l->redis, a, errstr, sizeof errstr) < 0) {
-        hr_log_warn("address_prune_failed", "task=%" PRId64 " uid=%s error=\"%s\"",
-                    c->msg.task, p->uid, errstr);
+        hr_log_warn("address_prune_failed", "task=%" PRId64 " uid=%s error=\"%s\"", c->msg.task,
+                    push->uid, errstr);
         return;
     }
     hr_metrics_inc(l->met->pruned);
-    hr_log_debug("address_pruned", "task=%" PRId64 " uid=%s platform=%s", c->msg.task, p->uid,
+    hr_log_debug("address_pruned", "task=%" PRId64 " uid=%s platform=%s", c->msg.task, push->uid,
                  hr_addr_platform_name(a->platform));
 }
 
@@ -416,8 +418,8 @@ static void wk_lifecycle_open_anomalies(wk_lifecycle *l, wk_chunk *c)
         wk_lifecycle_report_counters(l, c);
         hr_metrics_add(l->met->chans[c->task->ch_index].failed, (uint64_t)c->invalid);
         hr_metrics_add(l->met->anomalies[WK_ANOMALY_INVALID_UID], (uint64_t)c->invalid);
-        hr_log_warn("invalid_uids", "task=%" PRId64 " seq=%" PRId64 " count=%" PRId64,
-                    c->msg.task, c->msg.seq, c->invalid);
+        hr_log_warn("invalid_uids", "task=%" PRId64 " seq=%" PRId64 " count=%" PRId64, c->msg.task,
+                    c->msg.seq, c->invalid);
     }
     if (c->user_errors > 0) {
         hr_metrics_add(l->met->anomalies[WK_ANOMALY_USER_HASH], (uint64_t)c->user_errors);
@@ -435,7 +437,7 @@ static void wk_lifecycle_open_anomalies(wk_lifecycle *l, wk_chunk *c)
  * passed; a lease still held then is a live holder's, and the chunk is
  * skipped (its offset counts as finished: the holder does the rest).
  * May free C. */
-static void wk_lifecycle_open(wk_lifecycle *l, wk_chunk *c)
+void wk_lifecycle_open(wk_lifecycle *l, wk_chunk *c)
 {
     const hr_chunkmsg *msg = &c->msg;
     wk_task *task = c->task;
@@ -480,7 +482,8 @@ static void wk_lifecycle_open(wk_lifecycle *l, wk_chunk *c)
         return;
     if (wk_lifecycle_addresses(l, c) != 0)
         return;
-    hr_log_info("chunk_start", "task=%" PRId64 " seq=%" PRId64 " recipients=%zu partition=%" PRId32
+    hr_log_info("chunk_start",
+                "task=%" PRId64 " seq=%" PRId64 " recipients=%zu partition=%" PRId32
                 " offset=%" PRId64 " throttled=%" PRId64,
                 msg->task, msg->seq, c->npushes, partition, offset, c->throttled);
     if (c->open == 0) {
@@ -504,8 +507,8 @@ static void wk_lifecycle_chunk(wk_lifecycle *l, const hr_chunkmsg *msg, int32_t 
     char errstr[512];
     int rc, halt;
 
-    rc = wk_task_get(l->tasks, l->mysql, msg->task, wk_clock_now_ms(), &task, errstr,
-                     sizeof errstr);
+    rc =
+        wk_task_get(l->tasks, l->mysql, msg->task, wk_clock_now_ms(), &task, errstr, sizeof errstr);
     if (rc != 0) {
         if (rc == WK_TASK_NO_CHANNEL) {
             /* Not the task's fault (a rolling configuration change): the
@@ -513,20 +516,21 @@ static void wk_lifecycle_chunk(wk_lifecycle *l, const hr_chunkmsg *msg, int32_t 
              * redelivery_timeout_s, for whichever worker then owns its
              * partition.  Nothing is pushed, acknowledged or failed here. */
             hr_metrics_inc(l->met->bad[WK_BAD_NO_CHANNEL]);
-            hr_log_warn("channel_missing", "task=%" PRId64 " seq=%" PRId64 " error=%s",
-                        msg->task, msg->seq, errstr);
+            hr_log_warn("channel_missing", "task=%" PRId64 " seq=%" PRId64 " error=%s", msg->task,
+                        msg->seq, errstr);
         } else if (rc == 1) {
             l->stats.unknown_tasks++;
             hr_metrics_inc(l->met->bad[WK_BAD_UNKNOWN_TASK]);
-            hr_log_warn("unknown_task", "task=%" PRId64 " seq=%" PRId64 " partition=%" PRId32
-                        " offset=%" PRId64 " unknown_tasks=%" PRId64,
+            hr_log_warn("unknown_task",
+                        "task=%" PRId64 " seq=%" PRId64 " partition=%" PRId32 " offset=%" PRId64
+                        " unknown_tasks=%" PRId64,
                         msg->task, msg->seq, partition, offset, l->stats.unknown_tasks);
         } else {
             l->stats.errors++;
             hr_metrics_inc(rc == 2 ? l->met->bad[WK_BAD_INVALID_TASK]
                                    : l->met->backend_errors[WK_BACKEND_MYSQL]);
-            hr_log_error("task_load_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s",
-                         msg->task, msg->seq, errstr);
+            hr_log_error("task_load_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s", msg->task,
+                         msg->seq, errstr);
             /* Redelivering its chunks would never help: fail the task. */
             if (rc == 2)
                 wk_reporter_fail_task(l->reporter, msg->task, errstr);
@@ -566,122 +570,6 @@ static void wk_lifecycle_chunk(wk_lifecycle *l, const hr_chunkmsg *msg, int32_t 
     wk_lifecycle_open(l, c);
 }
 
-/* ---- timers ------------------------------------------------------------- */
-
-void wk_lifecycle_renew(wk_lifecycle *l)
-{
-    wk_chunk *c, *held[WK_CHUNK_MAX_OPEN], *lost[WK_CHUNK_MAX_OPEN];
-    size_t n = 0, nlost = 0;
-
-    TAILQ_FOREACH(c, &l->chunks, link) {
-        /* A chunk waiting for a foreign lease holds none to renew. */
-        if (c->lease_wait_until_ms > 0 && c->members == NULL)
-            continue;
-        if (n < WK_CHUNK_MAX_OPEN)
-            held[n++] = c;
-    }
-    wk_control_renew(l->redis, l->met, held, n, l->owner, l->cfg->worker.lease_ms, lost, &nlost);
-    /* The lease expired and may be someone else's now: pushing on would
-     * only send duplicates, so the chunk is given up like a revoke, and its
-     * offset counts as finished since the new holder does the rest. */
-    for (size_t i = 0; i < nlost; i++) {
-        hr_log_warn("lease_lost", "task=%" PRId64 " seq=%" PRId64, lost[i]->msg.task,
-                    lost[i]->msg.seq);
-        wk_lifecycle_abandon(l, lost[i], "lease lost", true);
-    }
-}
-
-/* The pump watchdog: an opened, running chunk with recipients left whose
- * channel has nothing in flight and nothing armed to wake it is stalled —
- * no event would ever push it again (its lease is renewed all the same,
- * so the sweeper would never step in).  Counted, logged, and healed by a
- * kick.  Every path that frees sender slots kicks the sender (the idle
- * callback after wk_lifecycle_unlink), so this should stay at 0. */
-static void wk_lifecycle_watchdog(wk_lifecycle *l)
-{
-    wk_chunk *c;
-    size_t stalled = 0;
-
-    if (l->stopping)
-        return;
-    TAILQ_FOREACH(c, &l->chunks, link)
-        if (c->members != NULL && c->halt == WK_CHUNK_RUN && c->open > 0 &&
-            wk_sender_stuck(l->sender, c->task->ch_index))
-            stalled++;
-    hr_metrics_set(l->met->stalled_chunks, (double)stalled);
-    if (stalled == 0)
-        return;
-    hr_metrics_inc(l->met->stalls);
-    hr_log_warn("chunks_stalled", "chunks=%zu open_chunks=%zu in_flight=%zu", stalled,
-                l->nchunks, wk_sender_in_flight(l->sender));
-    l->hooks.wake(l->hooks.privdata);
-}
-
-/* Retries the open of the chunks waiting for a foreign lease
- * (wk_lifecycle_open).  They are collected first: an open kicks the sender,
- * which may finish other chunks, never a waiting one (it has no pushes). */
-static void wk_lifecycle_reopen(wk_lifecycle *l)
-{
-    wk_chunk *c, *waiting[WK_CHUNK_MAX_OPEN];
-    size_t n = 0;
-
-    TAILQ_FOREACH(c, &l->chunks, link)
-        if (c->lease_wait_until_ms > 0 && c->members == NULL && c->halt == WK_CHUNK_RUN &&
-            n < WK_CHUNK_MAX_OPEN)
-            waiting[n++] = c;
-    for (size_t i = 0; i < n; i++)
-        wk_lifecycle_open(l, waiting[i]);
-}
-
-/* Reads the control key of every task with an open chunk (one pipelined GET
- * per task) and halts the chunks of paused or cancelled tasks. */
-void wk_lifecycle_control(wk_lifecycle *l)
-{
-    int64_t tasks[WK_CHUNK_MAX_OPEN];
-    wk_chunk_halt halts[WK_CHUNK_MAX_OPEN];
-    size_t ntasks = 0, queued = 0;
-    char errstr[256];
-    wk_chunk *c, *next;
-    bool failed;
-
-    TAILQ_FOREACH(c, &l->chunks, link) {
-        size_t i;
-
-        for (i = 0; i < ntasks && tasks[i] != c->msg.task; i++)
-            ;
-        if (i == ntasks && ntasks < WK_CHUNK_MAX_OPEN)
-            tasks[ntasks++] = c->msg.task;
-    }
-    if (ntasks == 0) {
-        /* Nothing open: a PING keeps /readyz's view of Redis current. */
-        const char *ping[] = {"PING"};
-        redisReply *reply = hr_redis_cmd(l->redis, errstr, sizeof errstr, 1, ping, NULL);
-
-        atomic_store(&l->met->redis_ok, reply != NULL);
-        if (reply != NULL)
-            freeReplyObject(reply);
-        return;
-    }
-    failed = wk_control_read_many(l->redis, tasks, ntasks, halts, &queued, errstr,
-                                  sizeof errstr) != 0;
-    if (failed) {
-        hr_metrics_inc(l->met->backend_errors[WK_BACKEND_REDIS]);
-        hr_log_warn("ctl_read_failed", "error=%s", errstr);
-    }
-    atomic_store(&l->met->redis_ok, !failed);
-    for (c = TAILQ_FIRST(&l->chunks); c != NULL; c = next) {
-        next = TAILQ_NEXT(c, link);
-        for (size_t i = 0; i < queued; i++)
-            if (tasks[i] == c->msg.task && halts[i] != WK_CHUNK_RUN) {
-                /* May free C (nothing in flight): do not look at it again. */
-                wk_lifecycle_halt(l, c, halts[i]);
-                break;
-            }
-    }
-    wk_lifecycle_watchdog(l);
-    wk_lifecycle_reopen(l);
-}
-
 /* ---- intake ------------------------------------------------------------- */
 
 void wk_lifecycle_intake(wk_lifecycle *l, int32_t partition, int64_t offset, const void *payload,
@@ -698,8 +586,8 @@ void wk_lifecycle_intake(wk_lifecycle *l, int32_t partition, int64_t offset, con
     if (hr_chunkmsg_decode(payload, len, &msg, errstr, sizeof errstr) != 0) {
         l->stats.bad_messages++;
         hr_metrics_inc(l->met->bad[WK_BAD_DECODE]);
-        hr_log_warn("bad_message", "partition=%" PRId32 " offset=%" PRId64
-                    " reason=%s bad_messages=%" PRId64,
+        hr_log_warn("bad_message",
+                    "partition=%" PRId32 " offset=%" PRId64 " reason=%s bad_messages=%" PRId64,
                     partition, offset, errstr, l->stats.bad_messages);
         wk_lifecycle_settle_offset(l, partition, offset);
         return;
@@ -733,8 +621,8 @@ bool wk_lifecycle_revoke_draining(const wk_lifecycle *l)
     const wk_chunk *c;
 
     TAILQ_FOREACH(c, &l->chunks, link)
-        if (c->revoked)
-            return true;
+    if (c->revoked)
+        return true;
     return false;
 }
 

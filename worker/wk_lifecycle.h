@@ -92,9 +92,9 @@ void wk_lifecycle_init(wk_lifecycle *l, const hr_config *cfg, const char *owner,
 void wk_lifecycle_intake(wk_lifecycle *l, int32_t partition, int64_t offset, const void *payload,
                          size_t len);
 /* The sender's done callback (CTX is the lifecycle). */
-void wk_lifecycle_push_done(void *ctx, wk_push *p, const wk_push_result *res);
+void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res);
 /* The sender's prune callback (CTX: the wk_lifecycle). */
-void wk_lifecycle_prune(void *ctx, wk_push *p, const hr_addr *a);
+void wk_lifecycle_prune(void *ctx, wk_push *push, const hr_addr *a);
 
 /* Renews the lease of every open chunk; a chunk whose lease was lost is
  * abandoned (its offset counts as finished). */

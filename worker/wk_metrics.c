@@ -18,12 +18,11 @@ static double wk_metrics_lag(void *ctx)
     return (double)atomic_load(&m->kafka_lag_sum);
 }
 
-static void wk_metrics_check(hr_buf *out, bool *first, const char *name, bool ok,
-                             const char *bad)
+static void wk_metrics_check(hr_buf *out, bool *first, const char *name, bool ok, const char *bad)
 {
     char item[96];
-    int n = snprintf(item, sizeof item, "%s\"%s\":\"%s\"", *first ? "" : ",", name,
-                     ok ? "ok" : bad);
+    int n =
+        snprintf(item, sizeof item, "%s\"%s\":\"%s\"", *first ? "" : ",", name, ok ? "ok" : bad);
 
     hr_buf_append(out, item, (size_t)n);
     *first = false;
@@ -59,29 +58,29 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
          "channel,outcome", NULL, 0},
         {&latency, "herald_push_latency_seconds", "Push request latency", HR_METRICS_HISTOGRAM,
          "channel", HR_METRICS_BUCKETS(hr_metrics_buckets_latency)},
-        {&due, "herald_due_to_delivery_seconds", "Task due time to delivery",
-         HR_METRICS_HISTOGRAM, NULL, HR_METRICS_BUCKETS(hr_metrics_buckets_delivery)},
-        {&inflight, "herald_inflight_requests", "Push requests in flight", HR_METRICS_GAUGE,
-         NULL, NULL, 0},
+        {&due, "herald_due_to_delivery_seconds", "Task due time to delivery", HR_METRICS_HISTOGRAM,
+         NULL, HR_METRICS_BUCKETS(hr_metrics_buckets_delivery)},
+        {&inflight, "herald_inflight_requests", "Push requests in flight", HR_METRICS_GAUGE, NULL,
+         NULL, 0},
         {&retries, "herald_retries_total",
          "Push requests beyond a recipient's first (failures and slow-downs alike)",
          HR_METRICS_COUNTER, NULL, NULL, 0},
         {&throttled, "herald_throttled_total", "Recipients blocked by the throttle",
          HR_METRICS_COUNTER, NULL, NULL, 0},
         {&waits, "herald_ratelimit_waits_total",
-         "Times a channel waited because the push rate limit was spent", HR_METRICS_COUNTER,
-         NULL, NULL, 0},
+         "Times a channel waited because the push rate limit was spent", HR_METRICS_COUNTER, NULL,
+         NULL, 0},
         {&acked, "herald_chunks_acked_total", "Chunks closed with every recipient settled",
          HR_METRICS_COUNTER, NULL, NULL, 0},
         {&redelivered, "herald_chunks_redelivered_total",
          "Chunks taken partly acknowledged, or skipped for a live foreign lease",
          HR_METRICS_COUNTER, NULL, NULL, 0},
-        {&bad, "herald_bad_messages_total", "Chunk messages skipped, by reason",
-         HR_METRICS_COUNTER, "reason", NULL, 0},
+        {&bad, "herald_bad_messages_total", "Chunk messages skipped, by reason", HR_METRICS_COUNTER,
+         "reason", NULL, 0},
         {&queue, "herald_reporter_queue_depth", "Events waiting for the MySQL reporter",
          HR_METRICS_GAUGE, NULL, NULL, 0},
-        {&flush, "herald_reporter_flush_seconds", "Reporter transaction time",
-         HR_METRICS_HISTOGRAM, NULL, HR_METRICS_BUCKETS(wk_metrics_flush_buckets)},
+        {&flush, "herald_reporter_flush_seconds", "Reporter transaction time", HR_METRICS_HISTOGRAM,
+         NULL, HR_METRICS_BUCKETS(wk_metrics_flush_buckets)},
         {&lag, "herald_kafka_consumer_lag", "Sum of consumer lag over assigned partitions",
          HR_METRICS_GAUGE, NULL, NULL, 0},
         {&errors, "herald_backend_errors_total", "Failed backend calls", HR_METRICS_COUNTER,
@@ -93,10 +92,10 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
          "Subscriptions with no outcome when their task finished (the task is failed)",
          HR_METRICS_COUNTER, NULL, NULL, 0},
         {&pruned, "herald_addresses_pruned_total",
-         "Addresses a provider called dead, removed from MySQL and Redis", HR_METRICS_COUNTER,
-         NULL, NULL, 0},
-        {&anomalies, "herald_worker_anomalies_total",
-         "Bad input the worker worked around, by kind", HR_METRICS_COUNTER, "kind", NULL, 0},
+         "Addresses a provider called dead, removed from MySQL and Redis", HR_METRICS_COUNTER, NULL,
+         NULL, 0},
+        {&anomalies, "herald_worker_anomalies_total", "Bad input the worker worked around, by kind",
+         HR_METRICS_COUNTER, "kind", NULL, 0},
         {&stalled, "herald_worker_stalled_chunks",
          "Open chunks with recipients left whose channel has nothing in flight and no wake-up",
          HR_METRICS_GAUGE, NULL, NULL, 0},
@@ -108,8 +107,8 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
     static const char *const kinds[WK__ANOMALIES] = {"invalid_uid", "user_hash_error",
                                                      "header_stripped"};
     static const char *const backends[WK__BACKENDS] = {"mysql", "redis", "kafka", "http"};
-    static const char *const reasons[WK__BAD_REASONS] = {"decode", "unknown_task",
-                                                         "invalid_task", "no_channel"};
+    static const char *const reasons[WK__BAD_REASONS] = {"decode", "unknown_task", "invalid_task",
+                                                         "no_channel"};
 
     if (m == NULL || (m->reg = hr_metrics_new(0)) == NULL ||
         (m->chans = calloc(cfg->nchannels ? cfg->nchannels : 1, sizeof *m->chans)) == NULL) {
@@ -198,14 +197,17 @@ int wk_metrics_kafka_stats(wk_metrics *m, const char *json, size_t len)
 
     if (root == NULL)
         return -1;
-    cJSON_ArrayForEach(broker, cJSON_GetObjectItemCaseSensitive(root, "brokers")) {
+    cJSON_ArrayForEach(broker, cJSON_GetObjectItemCaseSensitive(root, "brokers"))
+    {
         const cJSON *state = cJSON_GetObjectItemCaseSensitive(broker, "state");
 
         if (cJSON_IsString(state) && strcmp(state->valuestring, "UP") == 0)
             up = true;
     }
-    cJSON_ArrayForEach(topic, cJSON_GetObjectItemCaseSensitive(root, "topics")) {
-        cJSON_ArrayForEach(part, cJSON_GetObjectItemCaseSensitive(topic, "partitions")) {
+    cJSON_ArrayForEach(topic, cJSON_GetObjectItemCaseSensitive(root, "topics"))
+    {
+        cJSON_ArrayForEach(part, cJSON_GetObjectItemCaseSensitive(topic, "partitions"))
+        {
             const cJSON *desired = cJSON_GetObjectItemCaseSensitive(part, "desired");
             const cJSON *clag = cJSON_GetObjectItemCaseSensitive(part, "consumer_lag");
 

@@ -16,6 +16,7 @@
 #include "wk_clock.h"
 #include "hr_mysql.h"
 #include "hr_state.h"
+#include "hr_vec.h"
 
 #define WK_REPORTER_FLUSH_MS 200
 #define WK_REPORTER_BACKOFF_MAX_MS 5000
@@ -35,6 +36,9 @@ typedef struct wk_task_delta {
     int64_t task, sent, failed, throttled, retried, unregistered, cancelled;
 } wk_task_delta;
 
+typedef HR_VEC(wk_task_delta) wk_delta_vec;
+typedef HR_VEC(wk_event) wk_event_vec;
+
 /* A task the worker cannot push, to be marked failed. */
 typedef struct wk_task_fail {
     int64_t task;
@@ -51,14 +55,12 @@ struct wk_reporter {
     pthread_mutex_t mu;
     pthread_cond_t has_work;
     pthread_cond_t has_room;
-    wk_event *ring;  /* outcome events only */
+    wk_event *ring; /* outcome events only */
     size_t cap, head, count;
     /* Counters per task and chunk events wait here, not in the ring,
      * so they never wait for room and are never dropped. */
-    wk_task_delta *deltas;
-    size_t ndeltas, deltas_cap;
-    wk_event *chunks;
-    size_t nchunks, chunks_cap;
+    wk_delta_vec deltas;
+    wk_event_vec chunks;
     wk_task_fail fails[WK_REPORTER_FAILS]; /* deduplicated by task; full = dropped */
     size_t nfails;
     bool stopping;
@@ -137,8 +139,8 @@ static int wk_reporter_delivery_sql(wk_reporter *rp, size_t nrows)
  * deadlock, lock wait timeout.  Any other error is about the data. */
 static bool wk_reporter_transient(unsigned err)
 {
-    return err == 0 || err == 2002 || err == 2003 || err == 2006 || err == 2013 ||
-           err == 1205 || err == 1213;
+    return err == 0 || err == 2002 || err == 2003 || err == 2006 || err == 2013 || err == 1205 ||
+           err == 1213;
 }
 
 /* push_delivery.status per wk_delivery. */
@@ -178,8 +180,8 @@ static int wk_reporter_write_deliveries(wk_reporter *rp, size_t n, char *errstr,
         *p++ = HR_P_I64(ev->u.outcome.latency_ms);
         *p++ = HR_P_I64(ev->u.outcome.at_ms);
     }
-    if (hr_mysql_exec(rp->m, rp->sql, rp->params, rows * WK_DELIVERY_COLS, NULL, NULL, &err,
-                      errstr, errlen) == 0)
+    if (hr_mysql_exec(rp->m, rp->sql, rp->params, rows * WK_DELIVERY_COLS, NULL, NULL, &err, errstr,
+                      errlen) == 0)
         return 0;
     if (wk_reporter_transient(err))
         return -1;
@@ -189,8 +191,8 @@ static int wk_reporter_write_deliveries(wk_reporter *rp, size_t n, char *errstr,
     hr_log_warn("delivery_batch_rejected", "rows=%zu errno=%u error=%s", rows, err, errstr);
     for (size_t i = 0; i < rows; i++) {
         p = rp->params + i * WK_DELIVERY_COLS;
-        if (hr_mysql_exec(rp->m, rp->sql1, p, WK_DELIVERY_COLS, NULL, NULL, &err, errstr,
-                          errlen) == 0)
+        if (hr_mysql_exec(rp->m, rp->sql1, p, WK_DELIVERY_COLS, NULL, NULL, &err, errstr, errlen) ==
+            0)
             continue;
         if (wk_reporter_transient(err))
             return -1;
@@ -220,12 +222,15 @@ static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, s
     return 0;
 }
 
-static int wk_reporter_write_chunks(wk_reporter *rp, const wk_event *evs, size_t n,
-                                    char *errstr, size_t errlen)
+static int wk_reporter_write_chunks(wk_reporter *rp, const wk_event *evs, size_t n, char *errstr,
+                                    size_t errlen)
 {
+    /* push_chunk.state's names, by wk_chunk_end. */
+    static const char *const ends[] = {"done", "parked", "cancelled"};
+
     for (size_t i = 0; i < n; i++) {
         const wk_event *ev = &evs[i];
-        hr_mysql_param chunk[] = {HR_P_STR(ev->u.chunk.state), HR_P_I64(ev->u.chunk.done_ms),
+        hr_mysql_param chunk[] = {HR_P_STR(ends[ev->u.chunk.state]), HR_P_I64(ev->u.chunk.done_ms),
                                   HR_P_STR(rp->owner), HR_P_I64(ev->task),
                                   HR_P_I64(ev->u.chunk.seq)};
 
@@ -237,7 +242,7 @@ static int wk_reporter_write_chunks(wk_reporter *rp, const wk_event *evs, size_t
                           chunk, 5, NULL, NULL, NULL, errstr, errlen) != 0)
             return -1;
         /* Only a closed chunk can finish its task. */
-        if (strcmp(ev->u.chunk.state, "done") != 0 || ev->u.chunk.pending_left != 0 ||
+        if (ev->u.chunk.state != WK_CHUNK_END_DONE || ev->u.chunk.pending_left != 0 ||
             ev->u.chunk.subs_left != 0)
             continue;
         /* The counters of this batch were written first, from the stats
@@ -261,8 +266,8 @@ static int wk_reporter_write_chunks(wk_reporter *rp, const wk_event *evs, size_t
     return 0;
 }
 
-static int wk_reporter_write_fails(wk_reporter *rp, const wk_task_fail *f, size_t n,
-                                   char *errstr, size_t errlen)
+static int wk_reporter_write_fails(wk_reporter *rp, const wk_task_fail *f, size_t n, char *errstr,
+                                   size_t errlen)
 {
     for (size_t i = 0; i < n; i++) {
         int moved = hr_state_fail(rp->m, f[i].task, HR_STATE_DISPATCHED, f[i].why, errstr, errlen);
@@ -279,10 +284,8 @@ static int wk_reporter_write_fails(wk_reporter *rp, const wk_task_fail *f, size_
  * deltas and chunk events. */
 typedef struct wk_batch {
     size_t n;
-    wk_task_delta *deltas;
-    size_t ndeltas;
-    wk_event *chunks;
-    size_t nchunks;
+    wk_delta_vec deltas;
+    wk_event_vec chunks;
     wk_task_fail fails[WK_REPORTER_FAILS];
     size_t nfails;
 } wk_batch;
@@ -295,8 +298,8 @@ static int wk_reporter_write(wk_reporter *rp, const wk_batch *b, char *errstr, s
     if (hr_mysql_begin(rp->m, errstr, errlen) != 0)
         goto fail;
     if (wk_reporter_write_deliveries(rp, b->n, errstr, errlen) != 0 ||
-        wk_reporter_write_counters(rp, b->deltas, b->ndeltas, errstr, errlen) != 0 ||
-        wk_reporter_write_chunks(rp, b->chunks, b->nchunks, errstr, errlen) != 0 ||
+        wk_reporter_write_counters(rp, b->deltas.v, b->deltas.n, errstr, errlen) != 0 ||
+        wk_reporter_write_chunks(rp, b->chunks.v, b->chunks.n, errstr, errlen) != 0 ||
         wk_reporter_write_fails(rp, b->fails, b->nfails, errstr, errlen) != 0 ||
         hr_mysql_commit(rp->m, errstr, errlen) != 0) {
         hr_mysql_rollback(rp->m);
@@ -325,23 +328,16 @@ static int wk_reporter_merge(wk_reporter *rp, const wk_task_delta *d, bool older
     wk_task_delta *e, lo, hi;
     size_t k;
 
-    for (k = 0; k < rp->ndeltas && rp->deltas[k].task != d->task; k++)
+    for (k = 0; k < rp->deltas.n && rp->deltas.v[k].task != d->task; k++)
         ;
-    if (k == rp->ndeltas) {
-        if (rp->ndeltas == rp->deltas_cap) {
-            size_t cap = rp->deltas_cap ? rp->deltas_cap * 2 : 16;
-            wk_task_delta *grown = realloc(rp->deltas, cap * sizeof *grown);
-
-            if (grown == NULL)
-                return -1;
-            rp->deltas = grown;
-            rp->deltas_cap = cap;
-        }
-        rp->deltas[rp->ndeltas++] =
-            (wk_task_delta){.task = d->task, .sent = -1, .failed = -1, .throttled = -1,
-                            .retried = -1, .unregistered = -1};
-    }
-    e = &rp->deltas[k];
+    if (k == rp->deltas.n && hr_vec_push(&rp->deltas, ((wk_task_delta){.task = d->task,
+                                                                       .sent = -1,
+                                                                       .failed = -1,
+                                                                       .throttled = -1,
+                                                                       .retried = -1,
+                                                                       .unregistered = -1})) != 0)
+        return -1;
+    e = &rp->deltas.v[k];
     lo = older ? *d : *e;
     hi = older ? *e : *d;
     e->sent = wk_reporter_newest(lo.sent, hi.sent);
@@ -356,20 +352,10 @@ static int wk_reporter_merge(wk_reporter *rp, const wk_task_delta *d, bool older
 /* Appends N chunk events to rp->chunks (caller holds the mutex). */
 static int wk_reporter_add_chunks(wk_reporter *rp, const wk_event *evs, size_t n)
 {
-    if (rp->nchunks + n > rp->chunks_cap) {
-        size_t cap = rp->chunks_cap ? rp->chunks_cap : 16;
-        wk_event *grown;
-
-        while (cap < rp->nchunks + n)
-            cap *= 2;
-        grown = realloc(rp->chunks, cap * sizeof *grown);
-        if (grown == NULL)
-            return -1;
-        rp->chunks = grown;
-        rp->chunks_cap = cap;
-    }
-    memcpy(rp->chunks + rp->nchunks, evs, n * sizeof *evs);
-    rp->nchunks += n;
+    if (hr_vec_reserve(&rp->chunks, rp->chunks.n + n) != 0)
+        return -1;
+    memcpy(rp->chunks.v + rp->chunks.n, evs, n * sizeof *evs);
+    rp->chunks.n += n;
     return 0;
 }
 
@@ -379,13 +365,9 @@ static void wk_reporter_take(wk_reporter *rp, wk_batch *b)
 {
     b->n = rp->count < rp->batch ? rp->count : rp->batch;
     b->deltas = rp->deltas;
-    b->ndeltas = rp->ndeltas;
     b->chunks = rp->chunks;
-    b->nchunks = rp->nchunks;
-    rp->deltas = NULL;
-    rp->ndeltas = rp->deltas_cap = 0;
-    rp->chunks = NULL;
-    rp->nchunks = rp->chunks_cap = 0;
+    rp->deltas = (wk_delta_vec){0};
+    rp->chunks = (wk_event_vec){0};
     memcpy(b->fails, rp->fails, rp->nfails * sizeof *rp->fails);
     b->nfails = rp->nfails;
     rp->nfails = 0;
@@ -409,31 +391,27 @@ static void wk_reporter_add_fail(wk_reporter *rp, int64_t task, const char *why)
  * keep their order. */
 static void wk_reporter_giveback(wk_reporter *rp, wk_batch *b)
 {
-    for (size_t k = 0; k < b->ndeltas; k++)
-        if (wk_reporter_merge(rp, &b->deltas[k], true) != 0)
-            hr_log_error("reporter_counters_lost", "task=%" PRId64, b->deltas[k].task);
-    if (b->nchunks > 0) {
-        wk_event *newer = rp->chunks;
-        size_t nnewer = rp->nchunks;
+    for (size_t k = 0; k < b->deltas.n; k++)
+        if (wk_reporter_merge(rp, &b->deltas.v[k], true) != 0)
+            hr_log_error("reporter_counters_lost", "task=%" PRId64, b->deltas.v[k].task);
+    if (b->chunks.n > 0) {
+        wk_event_vec newer = rp->chunks;
 
         rp->chunks = b->chunks;
-        rp->nchunks = rp->chunks_cap = b->nchunks;
-        b->chunks = NULL;
-        if (nnewer > 0 && wk_reporter_add_chunks(rp, newer, nnewer) != 0)
-            hr_log_error("reporter_chunks_lost", "count=%zu", nnewer);
-        free(newer);
+        b->chunks = (wk_event_vec){0};
+        if (newer.n > 0 && wk_reporter_add_chunks(rp, newer.v, newer.n) != 0)
+            hr_log_error("reporter_chunks_lost", "count=%zu", newer.n);
+        hr_vec_free(&newer);
     }
     for (size_t i = 0; i < b->nfails; i++)
         wk_reporter_add_fail(rp, b->fails[i].task, b->fails[i].why);
-    free(b->deltas);
-    free(b->chunks);
-    b->deltas = NULL;
-    b->chunks = NULL;
+    hr_vec_free(&b->deltas);
+    hr_vec_free(&b->chunks);
 }
 
 static bool wk_reporter_idle(const wk_reporter *rp)
 {
-    return rp->count == 0 && rp->ndeltas == 0 && rp->nchunks == 0 && rp->nfails == 0;
+    return rp->count == 0 && rp->deltas.n == 0 && rp->chunks.n == 0 && rp->nfails == 0;
 }
 
 static void *wk_reporter_main(void *arg)
@@ -463,7 +441,7 @@ static void *wk_reporter_main(void *arg)
             stop_seen_ms = wk_clock_now_ms();
         wk_reporter_take(rp, &b);
         pthread_mutex_unlock(&rp->mu);
-        if (b.n == 0 && b.ndeltas == 0 && b.nchunks == 0 && b.nfails == 0)
+        if (b.n == 0 && b.deltas.n == 0 && b.chunks.n == 0 && b.nfails == 0)
             continue;
 
         int64_t started_ms = wk_clock_now_ms();
@@ -476,10 +454,11 @@ static void *wk_reporter_main(void *arg)
             rp->mysql_down = true;
             pthread_mutex_lock(&rp->mu);
             wk_reporter_giveback(rp, &b);
-            if (stop_seen_ms >= 0 && wk_clock_now_ms() - stop_seen_ms > WK_REPORTER_STOP_GIVEUP_MS) {
+            if (stop_seen_ms >= 0 &&
+                wk_clock_now_ms() - stop_seen_ms > WK_REPORTER_STOP_GIVEUP_MS) {
                 hr_log_error("reporter_events_lost", "outcomes=%zu tasks=%zu chunks=%zu error=%s",
-                             rp->count, rp->ndeltas, rp->nchunks, errstr);
-                rp->count = rp->ndeltas = rp->nchunks = rp->nfails = 0;
+                             rp->count, rp->deltas.n, rp->chunks.n, errstr);
+                rp->count = rp->deltas.n = rp->chunks.n = rp->nfails = 0;
                 pthread_mutex_unlock(&rp->mu);
                 break;
             }
@@ -500,8 +479,8 @@ static void *wk_reporter_main(void *arg)
             hr_log_info("reporter_mysql_up", "queued=%zu", b.n);
         rp->mysql_down = false;
         backoff_ms = 0;
-        free(b.deltas);
-        free(b.chunks);
+        hr_vec_free(&b.deltas);
+        hr_vec_free(&b.chunks);
         pthread_mutex_lock(&rp->mu);
         rp->head = (rp->head + b.n) % rp->cap;
         rp->count -= b.n;
@@ -635,7 +614,7 @@ void wk_reporter_stop(wk_reporter *rp)
     free(rp->sql1);
     free(rp->params);
     free(rp->ring);
-    free(rp->deltas);
-    free(rp->chunks);
+    hr_vec_free(&rp->deltas);
+    hr_vec_free(&rp->chunks);
     free(rp);
 }

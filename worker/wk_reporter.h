@@ -12,7 +12,7 @@
  * absolute values, newest per task, written with GREATEST so a report lost
  * with a killed worker is made good by the next one and a late or replayed
  * one never lowers or doubles a counter; cancelled too is the stats hash's
- * counter, as chunk_cancel.lua answers it, the largest seen, since the
+ * counter, as cancel_set.lua answers it, the largest seen, since the
  * dispatcher's cancel writes the same counter), chunk events set push_chunk rows' state (done,
  * parked, cancelled — never over 'done') and, for done, when the chunk was
  * the task's last pending one and its subs set is empty, move a
@@ -38,6 +38,14 @@
 
 #include "hr_config.h"
 #include "wk_metrics.h"
+
+/* How a chunk ended: its push_chunk.state (the dispatcher writes the
+ * fourth value, 'published'). */
+typedef enum wk_chunk_end {
+    WK_CHUNK_END_DONE,
+    WK_CHUNK_END_PARKED,
+    WK_CHUNK_END_CANCELLED
+} wk_chunk_end;
 
 typedef enum wk_event_kind {
     WK_EVENT_OUTCOME,    /* one recipient settled: a push_delivery row */
@@ -70,7 +78,7 @@ typedef struct wk_event {
             int64_t cancelled; /* the stats hash's; the largest wins, 0 = none */
         } counters;
         struct {
-            const char *state;    /* push_chunk.state: "done", "parked", "cancelled" */
+            wk_chunk_end state;
             int64_t seq;
             int64_t done_ms;
             int64_t pending_left; /* HLEN pending after the close */

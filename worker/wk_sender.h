@@ -68,29 +68,29 @@ typedef enum wk_push_state {
 
 typedef struct wk_push {
     TAILQ_ENTRY(wk_push) link;
-    void *owner;              /* the chunk; not used by the sender */
+    void *owner; /* the chunk; not used by the sender */
     wk_task *task;
-    const char *uid;          /* owned by the chunk */
-    const redisReply *user;   /* HGETALL reply, or NULL */
-    const bool *hold;         /* when *hold: no further attempt (owner halting) */
+    const char *uid;        /* owned by the chunk */
+    const redisReply *user; /* HGETALL reply, or NULL */
+    const bool *hold;       /* when *hold: no further attempt (owner halting) */
     /* An addressed channel (fcm): the uid's addresses on it (owned by the
      * chunk), pushed one after the other; none: the uid is unregistered. */
     const hr_addr *addrs;
     size_t naddrs;
-    size_t addr;              /* the one being pushed */
-    bool any_sent;            /* an address took the push */
-    bool any_failed;          /* an address failed for good (reason in .failure) */
+    size_t addr;     /* the one being pushed */
+    bool any_sent;   /* an address took the push */
+    bool any_failed; /* an address failed for good (reason in .failure) */
     char failure[128];
     wk_push_state state;
-    int attempts;             /* requests sent */
-    int firsts;               /* of those, an address's first: the rest are retries */
-    int addr_attempts;        /* requests to the current address */
-    int slowdowns;            /* of those, answered "slow down" (429, 503 + Retry-After)
+    int attempts;         /* requests sent */
+    int firsts;           /* of those, an address's first: the rest are retries */
+    int addr_attempts;    /* requests to the current address */
+    int slowdowns;        /* of those, answered "slow down" (429, 503 + Retry-After)
                                * or "refresh the token": not counted against
                                * retry.max_attempts */
-    uint64_t token_gen;       /* fcm: the access token's generation sent */
-    wk_retry_node delay;      /* DELAYED until delay.due_ms, in the channel's heap */
-    struct wk_xfer *xfer;     /* INFLIGHT on this handle */
+    uint64_t token_gen;   /* fcm: the access token's generation sent */
+    wk_retry_node delay;  /* DELAYED until delay.due_ms, in the channel's heap */
+    struct wk_xfer *xfer; /* INFLIGHT on this handle */
 } wk_push;
 
 typedef struct wk_push_list wk_push_list; /* wk_task.h */
@@ -104,9 +104,9 @@ typedef struct wk_push_result {
     bool held;          /* not delivered, not tried again because of *hold */
 } wk_push_result;
 
-typedef void (*wk_sender_done_fn)(void *ctx, wk_push *p, const wk_push_result *res);
-/* Address A of push P is dead (the provider said so): remove it. */
-typedef void (*wk_sender_prune_fn)(void *ctx, wk_push *p, const hr_addr *a);
+typedef void (*wk_sender_done_fn)(void *ctx, wk_push *push, const wk_push_result *res);
+/* Address A of PUSH is dead (the provider said so): remove it. */
+typedef void (*wk_sender_prune_fn)(void *ctx, wk_push *push, const hr_addr *a);
 
 typedef struct wk_sender wk_sender;
 
@@ -123,14 +123,14 @@ bool wk_sender_addressed(const wk_sender *s, size_t ch_index, hr_addr_platform *
 /* Called (with the done callback's CTX) for every dead address. */
 void wk_sender_set_prune(wk_sender *s, wk_sender_prune_fn prune);
 
-/* Queues P (state IDLE) for its first attempt; nothing starts (and no
+/* Queues PUSH (state IDLE) for its first attempt; nothing starts (and no
  * callback runs) until wk_sender_kick(). */
-void wk_sender_submit(wk_sender *s, wk_push *p);
+void wk_sender_submit(wk_sender *s, wk_push *push);
 /* Starts what the queues, caps, pauses and rate limits allow. */
 void wk_sender_kick(wk_sender *s);
-/* Unlinks P wherever it is (an in-flight request is aborted); no callback.
- * P is IDLE afterwards. */
-void wk_sender_cancel(wk_sender *s, wk_push *p);
+/* Unlinks PUSH wherever it is (an in-flight request is aborted); no callback.
+ * PUSH is IDLE afterwards. */
+void wk_sender_cancel(wk_sender *s, wk_push *push);
 
 /* True when channel CH_INDEX has pushes waiting (ready or backing off) but
  * nothing will run the pump for them: no request in flight, no wake-up or

@@ -19,12 +19,11 @@
 
 #define WK_SMTP_ADDR_MAX 254
 #define WK_SMTP_MSGID_MAX 128
-#define WK_SMTP_URL_MAX 900  /* a header line may hold 998 */
+#define WK_SMTP_URL_MAX 900   /* a header line may hold 998 */
 #define WK_SMTP_WORD_BYTES 45 /* text bytes per encoded word */
 #define WK_SMTP_PLAIN_MAX 70  /* a longer subject is encoded (and folded) */
 #define WK_SMTP_B64_LINE 57   /* bytes per body line: 76 base64 characters */
-#define WK_SMTP_PHRASE_CHARS \
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 "
+#define WK_SMTP_PHRASE_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789 "
 #define WK_SMTP_BOUNDARY "=_herald_alt" /* "=_" never occurs in base64 */
 
 /* An addr-spec herald accepts: local@domain of atext and dots, no quoting,
@@ -110,9 +109,8 @@ static int wk_smtp_date(hr_buf *b, int64_t now_s)
 
     if (gmtime_r(&t, &tm) == NULL)
         return -1;
-    snprintf(line, sizeof line, "Date: %s, %02d %s %04d %02d:%02d:%02d +0000\r\n",
-             days[tm.tm_wday], tm.tm_mday, months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour,
-             tm.tm_min, tm.tm_sec);
+    snprintf(line, sizeof line, "Date: %s, %02d %s %04d %02d:%02d:%02d +0000\r\n", days[tm.tm_wday],
+             tm.tm_mday, months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
     return wk_smtp_str(b, line);
 }
 
@@ -165,8 +163,10 @@ static int wk_smtp_check(const wk_smtp_mail *m, char *errstr, size_t errlen)
     }
     if (u && (strncmp(u, "https://", 8) != 0 || strlen(u) > WK_SMTP_URL_MAX ||
               strpbrk(u, " <>\"") != NULL || !wk_smtp_ascii(u))) {
-        snprintf(errstr, errlen, "smtp: unsubscribe URL must be https, at most %d bytes, "
-                 "without spaces, quotes, <, >, CR or LF", WK_SMTP_URL_MAX);
+        snprintf(errstr, errlen,
+                 "smtp: unsubscribe URL must be https, at most %d bytes, "
+                 "without spaces, quotes, <, >, CR or LF",
+                 WK_SMTP_URL_MAX);
         return -1;
     }
     if (m->message_id == NULL || m->message_id[0] == '\0' ||
@@ -197,8 +197,7 @@ static int wk_smtp_headers(const wk_smtp_mail *m, hr_buf *b)
         return -1;
     if (wk_smtp_str(b, named ? " <" : "<") != 0 || wk_smtp_str(b, m->from) != 0 ||
         wk_smtp_str(b, ">\r\nTo: <") != 0 || wk_smtp_str(b, m->to) != 0 ||
-        wk_smtp_str(b, ">\r\nSubject: ") != 0 ||
-        wk_smtp_text(b, m->subject, NULL) != 0 ||
+        wk_smtp_str(b, ">\r\nSubject: ") != 0 || wk_smtp_text(b, m->subject, NULL) != 0 ||
         wk_smtp_str(b, "\r\n") != 0 || wk_smtp_date(b, m->now_s) != 0 ||
         wk_smtp_str(b, "Message-ID: <") != 0 || wk_smtp_str(b, m->message_id) != 0 ||
         wk_smtp_str(b, "@") != 0 || wk_smtp_str(b, domain) != 0 ||

@@ -35,25 +35,25 @@ int wk_task_cache_new(const hr_config *cfg, wk_task_cache **out)
     return 0;
 }
 
-void wk_task_free(wk_task *t)
+void wk_task_free(wk_task *wt)
 {
-    if (t == NULL)
+    if (wt == NULL)
         return;
-    hr_task_free(t->row);
-    hr_template_free(t->title);
-    hr_template_free(t->body);
-    hr_buf_free(&t->fixed_title);
-    hr_buf_free(&t->fixed_body);
-    hr_template_free(t->url);
-    hr_template_free(t->chbody);
-    if (t->headers != NULL)
-        for (size_t i = 0; i < t->ch->nheaders; i++)
-            hr_template_free(t->headers[i]);
-    free(t->headers);
+    hr_task_free(wt->row);
+    hr_template_free(wt->title);
+    hr_template_free(wt->body);
+    hr_buf_free(&wt->fixed_title);
+    hr_buf_free(&wt->fixed_body);
+    hr_template_free(wt->url);
+    hr_template_free(wt->chbody);
+    if (wt->headers != NULL)
+        for (size_t i = 0; i < wt->ch->nheaders; i++)
+            hr_template_free(wt->headers[i]);
+    free(wt->headers);
     for (size_t i = 0; i < WK_TASK__MAIL; i++)
-        hr_template_free(t->mail[i]);
-    cJSON_Delete(t->payload);
-    free(t);
+        hr_template_free(wt->mail[i]);
+    cJSON_Delete(wt->payload);
+    free(wt);
 }
 
 void wk_task_cache_free(wk_task_cache *tc)
@@ -78,81 +78,83 @@ static int wk_task_compile(const char *what, const char *src, hr_template_escape
     return 0;
 }
 
-static void wk_task_fix_texts(wk_task *t); /* with the rendering, below */
+static void wk_task_fix_texts(wk_task *wt); /* with the rendering, below */
 
 int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errstr, size_t errlen)
 {
-    wk_task *t = calloc(1, sizeof *t);
+    wk_task *wt = calloc(1, sizeof *wt);
 
     *out = NULL;
-    if (t == NULL) {
+    if (wt == NULL) {
         hr_task_free(row);
         snprintf(errstr, errlen, "out of memory");
         return 2;
     }
-    t->row = row;
+    wt->row = row;
     /* During a rolling configuration change one worker may lack a channel
      * the others have: that is no fault of the task. */
     if (row->channel != NULL && hr_config_channel(cfg, row->channel) == NULL) {
         snprintf(errstr, errlen, "channel \"%s\" is not in this worker's configuration",
                  row->channel);
-        wk_task_free(t);
+        wk_task_free(wt);
         return WK_TASK_NO_CHANNEL;
     }
     if (hr_task_validate(row, cfg, errstr, errlen) != 0)
         goto fail;
-    t->ch = hr_config_channel(cfg, row->channel);
-    t->ch_index = (size_t)(t->ch - cfg->channels);
+    wt->ch = hr_config_channel(cfg, row->channel);
+    wt->ch_index = (size_t)(wt->ch - cfg->channels);
     /* Title and body are rendered raw: the channel template escapes them
      * when it inserts them. */
-    if (wk_task_compile("title", row->title, HR_TEMPLATE_RAW, &t->title, errstr, errlen) != 0 ||
-        wk_task_compile("body", row->body, HR_TEMPLATE_RAW, &t->body, errstr, errlen) != 0 ||
+    if (wk_task_compile("title", row->title, HR_TEMPLATE_RAW, &wt->title, errstr, errlen) != 0 ||
+        wk_task_compile("body", row->body, HR_TEMPLATE_RAW, &wt->body, errstr, errlen) != 0 ||
         /* Values in the URL are percent-encoded: a payload or user
          * attribute cannot change the path or add query parameters. */
-        wk_task_compile("channel url", t->ch->url, HR_TEMPLATE_URL, &t->url, errstr, errlen) != 0 ||
-        wk_task_compile("channel body", t->ch->body,
-                        t->ch->json_escape ? HR_TEMPLATE_JSON : HR_TEMPLATE_RAW, &t->chbody,
+        wk_task_compile("channel url", wt->ch->url, HR_TEMPLATE_URL, &wt->url, errstr, errlen) !=
+            0 ||
+        wk_task_compile("channel body", wt->ch->body,
+                        wt->ch->json_escape ? HR_TEMPLATE_JSON : HR_TEMPLATE_RAW, &wt->chbody,
                         errstr, errlen) != 0)
         goto fail;
-    if (t->ch->type == HR_CHANNEL_SMTP) {
-        const char *src[WK_TASK__MAIL] = {t->ch->smtp.subject, t->ch->smtp.text,
-                                          t->ch->smtp.html, t->ch->smtp.list_unsubscribe};
+    if (wt->ch->type == HR_CHANNEL_SMTP) {
+        const char *src[WK_TASK__MAIL] = {wt->ch->smtp.subject, wt->ch->smtp.text,
+                                          wt->ch->smtp.html, wt->ch->smtp.list_unsubscribe};
 
         for (size_t i = 0; i < WK_TASK__MAIL; i++)
             if (src[i] != NULL &&
-                wk_task_compile("mail", src[i], HR_TEMPLATE_RAW, &t->mail[i], errstr, errlen) != 0)
+                wk_task_compile("mail", src[i], HR_TEMPLATE_RAW, &wt->mail[i], errstr, errlen) != 0)
                 goto fail;
     }
-    t->headers = calloc(t->ch->nheaders ? t->ch->nheaders : 1, sizeof *t->headers);
-    if (t->headers == NULL) {
+    wt->headers = calloc(wt->ch->nheaders ? wt->ch->nheaders : 1, sizeof *wt->headers);
+    if (wt->headers == NULL) {
         snprintf(errstr, errlen, "out of memory");
         goto fail;
     }
-    for (size_t i = 0; i < t->ch->nheaders; i++)
-        if (wk_task_compile("channel header", t->ch->headers[i].value, HR_TEMPLATE_RAW,
-                            &t->headers[i], errstr, errlen) != 0)
+    for (size_t i = 0; i < wt->ch->nheaders; i++)
+        if (wk_task_compile("channel header", wt->ch->headers[i].value, HR_TEMPLATE_RAW,
+                            &wt->headers[i], errstr, errlen) != 0)
             goto fail;
-    if (row->payload != NULL && (t->payload = cJSON_Parse(row->payload)) == NULL) {
+    if (row->payload != NULL && (wt->payload = cJSON_Parse(row->payload)) == NULL) {
         snprintf(errstr, errlen, "payload is not JSON");
         goto fail;
     }
-    if (hr_throttle_rule_from_task(row, t->ch, &t->throttle, errstr, errlen) != 0)
+    if (hr_throttle_rule_from_task(row, wt->ch, &wt->throttle, errstr, errlen) != 0)
         goto fail;
     /* A throttle_key value may come from the user hash (payload first). */
-    t->uses_user = hr_template_uses_user(t->title) || hr_template_uses_user(t->body) ||
-                   hr_template_uses_user(t->url) || hr_template_uses_user(t->chbody) ||
-                   (t->throttle.limit > 0 && row->throttle_key != NULL);
-    for (size_t i = 0; i < t->ch->nheaders; i++)
-        t->uses_user = t->uses_user || hr_template_uses_user(t->headers[i]);
+    wt->uses_user = hr_template_uses_user(wt->title) || hr_template_uses_user(wt->body) ||
+                    hr_template_uses_user(wt->url) || hr_template_uses_user(wt->chbody) ||
+                    (wt->throttle.limit > 0 && row->throttle_key != NULL);
+    for (size_t i = 0; i < wt->ch->nheaders; i++)
+        wt->uses_user = wt->uses_user || hr_template_uses_user(wt->headers[i]);
     for (size_t i = 0; i < WK_TASK__MAIL; i++)
-        t->uses_user = t->uses_user || (t->mail[i] != NULL && hr_template_uses_user(t->mail[i]));
-    wk_task_fix_texts(t);
-    t->rate_limit = row->rate_limit > 0 ? row->rate_limit : t->ch->rate_limit;
-    snprintf(t->rl_scope, sizeof t->rl_scope, "push:task%" PRId64, row->id);
-    *out = t;
+        wt->uses_user =
+            wt->uses_user || (wt->mail[i] != NULL && hr_template_uses_user(wt->mail[i]));
+    wk_task_fix_texts(wt);
+    wt->rate_limit = row->rate_limit > 0 ? row->rate_limit : wt->ch->rate_limit;
+    snprintf(wt->rl_scope, sizeof wt->rl_scope, "push:task%" PRId64, row->id);
+    *out = wt;
     return 0;
 fail:
-    wk_task_free(t);
+    wk_task_free(wt);
     return 2;
 }
 
@@ -165,8 +167,7 @@ static const wk_task_neg *wk_task_neg_find(const wk_task_cache *tc, int64_t id, 
     return NULL;
 }
 
-static void wk_task_neg_add(wk_task_cache *tc, int64_t id, int rc, const char *why,
-                            int64_t now_ms)
+static void wk_task_neg_add(wk_task_cache *tc, int64_t id, int rc, const char *why, int64_t now_ms)
 {
     wk_task_neg *n = &tc->neg[tc->neg_next];
 
@@ -183,7 +184,7 @@ int wk_task_get(wk_task_cache *tc, hr_mysql *m, int64_t id, int64_t now_ms, wk_t
     size_t slot = WK_TASK_CACHE_SLOTS, i, stale = WK_TASK_CACHE_SLOTS;
     const wk_task_neg *neg = wk_task_neg_find(tc, id, now_ms);
     hr_task *row = NULL;
-    wk_task *t;
+    wk_task *wt;
     int rc;
 
     *out = NULL;
@@ -192,12 +193,12 @@ int wk_task_get(wk_task_cache *tc, hr_mysql *m, int64_t id, int64_t now_ms, wk_t
         return neg->rc;
     }
     for (i = 0; i < WK_TASK_CACHE_SLOTS; i++) {
-        t = tc->slots[i];
-        if (t == NULL || t->row->id != id)
+        wt = tc->slots[i];
+        if (wt == NULL || wt->row->id != id)
             continue;
-        if (t->refs > 0 || now_ms - t->loaded_ms < WK_TASK_TTL_MS) {
-            t->refs++;
-            *out = t;
+        if (wt->refs > 0 || now_ms - wt->loaded_ms < WK_TASK_TTL_MS) {
+            wt->refs++;
+            *out = wt;
             return 0;
         }
         stale = i;
@@ -207,10 +208,10 @@ int wk_task_get(wk_task_cache *tc, hr_mysql *m, int64_t id, int64_t now_ms, wk_t
     if (rc < 0 && stale < WK_TASK_CACHE_SLOTS) {
         /* MySQL is unreachable: the stale entry is better than nothing,
          * and is tried again after another TTL. */
-        t = tc->slots[stale];
-        t->loaded_ms = now_ms;
-        t->refs++;
-        *out = t;
+        wt = tc->slots[stale];
+        wt->loaded_ms = now_ms;
+        wt->refs++;
+        *out = wt;
         return 0;
     }
     if (stale < WK_TASK_CACHE_SLOTS) {
@@ -223,7 +224,7 @@ int wk_task_get(wk_task_cache *tc, hr_mysql *m, int64_t id, int64_t now_ms, wk_t
     }
     if (rc != 0)
         return rc;
-    rc = wk_task_build(tc->cfg, row, &t, errstr, errlen);
+    rc = wk_task_build(tc->cfg, row, &wt, errstr, errlen);
     if (rc != 0) {
         wk_task_neg_add(tc, id, rc, errstr, now_ms);
         return rc;
@@ -239,23 +240,23 @@ int wk_task_get(wk_task_cache *tc, hr_mysql *m, int64_t id, int64_t now_ms, wk_t
             slot = i;
     }
     if (slot == WK_TASK_CACHE_SLOTS) {
-        wk_task_free(t);
+        wk_task_free(wt);
         snprintf(errstr, errlen, "task cache full");
         return -1;
     }
     wk_task_free(tc->slots[slot]);
-    t->loaded_ms = now_ms;
-    t->refs = 1;
-    tc->slots[slot] = t;
-    *out = t;
+    wt->loaded_ms = now_ms;
+    wt->refs = 1;
+    tc->slots[slot] = wt;
+    *out = wt;
     return 0;
 }
 
-void wk_task_put(wk_task_cache *tc, wk_task *t)
+void wk_task_put(wk_task_cache *tc, wk_task *wt)
 {
     (void)tc;
-    if (t != NULL && t->refs > 0)
-        t->refs--;
+    if (wt != NULL && wt->refs > 0)
+        wt->refs--;
 }
 
 /* Everything a lookup needs for one recipient. */
@@ -263,10 +264,10 @@ typedef struct wk_render_ctx {
     const wk_task *t;
     const char *uid;
     const redisReply *user;
-    hr_buf title, body; /* the task's, rendered first ... */
+    hr_buf title, body;                 /* the task's, rendered first ... */
     const hr_buf *title_out, *body_out; /* ... here, or the task's fixed ones */
-    char num[64];       /* a number or boolean printed from the payload */
-    char *printed;      /* a payload object/array printed, freed by the caller */
+    char num[64];                       /* a number or boolean printed from the payload */
+    char *printed;                      /* a payload object/array printed, freed by the caller */
 } wk_render_ctx;
 
 static const char *wk_render_payload(wk_render_ctx *rx, const char *name, size_t *len)
@@ -395,37 +396,37 @@ static int wk_render_texts(wk_render_ctx *rx, hr_buf *title, hr_buf *body)
 /* Renders title and body once when they are the same for every recipient
  * (no uid, no user.*); when that fails (a size cap) they are rendered per
  * push, which reports the failure there. */
-static void wk_task_fix_texts(wk_task *t)
+static void wk_task_fix_texts(wk_task *wt)
 {
-    wk_render_ctx rx = {.t = t, .uid = ""};
+    wk_render_ctx rx = {.t = wt, .uid = ""};
 
-    if (hr_template_uses(t->title, HR_TVAR_UID) || hr_template_uses_user(t->title) ||
-        hr_template_uses(t->body, HR_TVAR_UID) || hr_template_uses_user(t->body))
+    if (hr_template_uses(wt->title, HR_TVAR_UID) || hr_template_uses_user(wt->title) ||
+        hr_template_uses(wt->body, HR_TVAR_UID) || hr_template_uses_user(wt->body))
         return;
-    hr_buf_init(&t->fixed_title, WK_TASK_TEXT_MAX);
-    hr_buf_init(&t->fixed_body, WK_TASK_TEXT_MAX);
-    rx.title_out = &t->fixed_title;
-    rx.body_out = &t->fixed_body;
-    t->fixed = wk_render_texts(&rx, &t->fixed_title, &t->fixed_body) == 0;
+    hr_buf_init(&wt->fixed_title, WK_TASK_TEXT_MAX);
+    hr_buf_init(&wt->fixed_body, WK_TASK_TEXT_MAX);
+    rx.title_out = &wt->fixed_title;
+    rx.body_out = &wt->fixed_body;
+    wt->fixed = wk_render_texts(&rx, &wt->fixed_title, &wt->fixed_body) == 0;
     free(rx.printed);
 }
 
-int wk_task_render_texts(const wk_task *t, const char *uid, const redisReply *user, hr_buf *title,
-                        hr_buf *body, char *errstr, size_t errlen)
+int wk_task_render_texts(const wk_task *wt, const char *uid, const redisReply *user, hr_buf *title,
+                         hr_buf *body, char *errstr, size_t errlen)
 {
-    wk_render_ctx rx = {.t = t, .uid = uid, .user = user};
+    wk_render_ctx rx = {.t = wt, .uid = uid, .user = user};
     int rc = 0;
 
     hr_buf_reset(title);
     hr_buf_reset(body);
     rx.title_out = title;
     rx.body_out = body;
-    if (!t->fixed)
+    if (!wt->fixed)
         rc = wk_render_texts(&rx, title, body);
-    else if (hr_buf_append(title, t->fixed_title.data ? t->fixed_title.data : "",
-                           t->fixed_title.len) != 0 ||
-             hr_buf_append(body, t->fixed_body.data ? t->fixed_body.data : "",
-                           t->fixed_body.len) != 0)
+    else if (hr_buf_append(title, wt->fixed_title.data ? wt->fixed_title.data : "",
+                           wt->fixed_title.len) != 0 ||
+             hr_buf_append(body, wt->fixed_body.data ? wt->fixed_body.data : "",
+                           wt->fixed_body.len) != 0)
         rc = -1;
     free(rx.printed);
     if (rc != 0)
@@ -433,26 +434,26 @@ int wk_task_render_texts(const wk_task *t, const char *uid, const redisReply *us
     return rc;
 }
 
-int wk_task_render_mail(const wk_task *t, const char *uid, const redisReply *user,
+int wk_task_render_mail(const wk_task *wt, const char *uid, const redisReply *user,
                         hr_buf out[WK_TASK__MAIL], char *errstr, size_t errlen)
 {
-    wk_render_ctx rx = {.t = t, .uid = uid, .user = user};
+    wk_render_ctx rx = {.t = wt, .uid = uid, .user = user};
     int rc = -1;
 
     hr_buf_init(&rx.title, WK_TASK_TEXT_MAX);
     hr_buf_init(&rx.body, WK_TASK_TEXT_MAX);
-    rx.title_out = t->fixed ? &t->fixed_title : &rx.title;
-    rx.body_out = t->fixed ? &t->fixed_body : &rx.body;
-    if (!t->fixed && wk_render_texts(&rx, &rx.title, &rx.body) != 0)
+    rx.title_out = wt->fixed ? &wt->fixed_title : &rx.title;
+    rx.body_out = wt->fixed ? &wt->fixed_body : &rx.body;
+    if (!wt->fixed && wk_render_texts(&rx, &rx.title, &rx.body) != 0)
         goto done;
     for (size_t i = 0; i < WK_TASK__MAIL; i++) {
         hr_buf_reset(&out[i]);
         /* An empty rendering still gets its terminator: "" is a value. */
-        if (t->mail[i] != NULL &&
-            (hr_template_render(t->mail[i], wk_render_lookup, &rx, &out[i], NULL) != 0 ||
+        if (wt->mail[i] != NULL &&
+            (hr_template_render(wt->mail[i], wk_render_lookup, &rx, &out[i], NULL) != 0 ||
              hr_buf_append(&out[i], "", 1) != 0))
             goto done;
-        if (t->mail[i] != NULL)
+        if (wt->mail[i] != NULL)
             out[i].len--;
     }
     rc = 0;
@@ -465,11 +466,11 @@ done:
     return rc;
 }
 
-int wk_task_render(const wk_task *t, const char *uid, const redisReply *user, hr_buf *url,
+int wk_task_render(const wk_task *wt, const char *uid, const redisReply *user, hr_buf *url,
                    hr_buf *body, struct curl_slist **headers, size_t *stripped, char *errstr,
                    size_t errlen)
 {
-    wk_render_ctx rx = {.t = t, .uid = uid, .user = user};
+    wk_render_ctx rx = {.t = wt, .uid = uid, .user = user};
     struct curl_slist *list = NULL;
     hr_buf line;
     int rc = -1;
@@ -480,25 +481,25 @@ int wk_task_render(const wk_task *t, const char *uid, const redisReply *user, hr
     hr_buf_init(&line, WK_TASK_TEXT_MAX);
     hr_buf_reset(url);
     hr_buf_reset(body);
-    rx.title_out = t->fixed ? &t->fixed_title : &rx.title;
-    rx.body_out = t->fixed ? &t->fixed_body : &rx.body;
-    if ((!t->fixed && wk_render_texts(&rx, &rx.title, &rx.body) != 0) ||
-        hr_template_render(t->url, wk_render_lookup, &rx, url, NULL) != 0 ||
-        hr_template_render(t->chbody, wk_render_lookup, &rx, body, NULL) != 0 ||
+    rx.title_out = wt->fixed ? &wt->fixed_title : &rx.title;
+    rx.body_out = wt->fixed ? &wt->fixed_body : &rx.body;
+    if ((!wt->fixed && wk_render_texts(&rx, &rx.title, &rx.body) != 0) ||
+        hr_template_render(wt->url, wk_render_lookup, &rx, url, NULL) != 0 ||
+        hr_template_render(wt->chbody, wk_render_lookup, &rx, body, NULL) != 0 ||
         hr_buf_append(url, "", 1) != 0) {
         snprintf(errstr, errlen, "rendering exceeds its size cap");
         goto done;
     }
     url->len--; /* keep the terminator appended above out of the length */
-    for (size_t i = 0; i < t->ch->nheaders; i++) {
-        const char *key = t->ch->headers[i].key;
+    for (size_t i = 0; i < wt->ch->nheaders; i++) {
+        const char *key = wt->ch->headers[i].key;
         struct curl_slist *next;
 
         size_t value_at = strlen(key) + 2;
 
         hr_buf_reset(&line);
         if (hr_buf_append(&line, key, strlen(key)) != 0 || hr_buf_append(&line, ": ", 2) != 0 ||
-            hr_template_render(t->headers[i], wk_render_lookup, &rx, &line, NULL) != 0) {
+            hr_template_render(wt->headers[i], wk_render_lookup, &rx, &line, NULL) != 0) {
             snprintf(errstr, errlen, "header %s exceeds its size cap", key);
             goto done;
         }

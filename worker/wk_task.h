@@ -48,7 +48,7 @@ typedef enum wk_task_mail {
 typedef struct wk_task {
     hr_task *row;
     const hr_channel *ch;
-    size_t ch_index;          /* position in cfg->channels */
+    size_t ch_index;           /* position in cfg->channels */
     hr_template *title, *body; /* the task's own, rendered raw */
     /* When title and body name no uid or user.* field they are the same for
      * every recipient: rendered once, at build (fixed). */
@@ -94,13 +94,13 @@ void wk_task_cache_free(wk_task_cache *tc);
  * stale entry is served (and kept another TTL). */
 int wk_task_get(wk_task_cache *tc, hr_mysql *m, int64_t id, int64_t now_ms, wk_task **out,
                 char *errstr, size_t errlen);
-void wk_task_put(wk_task_cache *tc, wk_task *t);
+void wk_task_put(wk_task_cache *tc, wk_task *wt);
 
 /* Builds a task from ROW (always taken over): 0, WK_TASK_NO_CHANNEL, or 2
  * with ERRSTR when it cannot be pushed.  wk_task_get uses it; tests call it directly. */
 int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errstr, size_t errlen);
 /* Frees a task built by wk_task_build.  Accepts NULL. */
-void wk_task_free(wk_task *t);
+void wk_task_free(wk_task *wt);
 
 /* Renders one push for UID (USER: its HGETALL reply or NULL) into URL and
  * BODY (both reset first) and a new header list *HEADERS the caller frees
@@ -111,16 +111,16 @@ void wk_task_free(wk_task *t);
 /* Renders the task's title and body for UID (raw: a provider module
  * escapes them) into TITLE and BODY (reset first).  0, or -1 with ERRSTR
  * past a buffer's cap. */
-int wk_task_render_texts(const wk_task *t, const char *uid, const redisReply *user, hr_buf *title,
+int wk_task_render_texts(const wk_task *wt, const char *uid, const redisReply *user, hr_buf *title,
                          hr_buf *body, char *errstr, size_t errlen);
 
 /* Renders the smtp channel's templates for UID into OUT[wk_task_mail]
  * (each reset first; OUT[i].data stays NULL for a template the channel
  * lacks).  0, or -1 with ERRSTR past a buffer's cap. */
-int wk_task_render_mail(const wk_task *t, const char *uid, const redisReply *user,
+int wk_task_render_mail(const wk_task *wt, const char *uid, const redisReply *user,
                         hr_buf out[WK_TASK__MAIL], char *errstr, size_t errlen);
 
-int wk_task_render(const wk_task *t, const char *uid, const redisReply *user, hr_buf *url,
+int wk_task_render(const wk_task *wt, const char *uid, const redisReply *user, hr_buf *url,
                    hr_buf *body, struct curl_slist **headers, size_t *stripped, char *errstr,
                    size_t errlen);
 

@@ -99,7 +99,6 @@ static bool wk_worker_revoking(const wk_worker *w, int32_t partition)
     return false;
 }
 
-
 static void wk_worker_soon(wk_worker *w);
 
 /* The lifecycle's wake hook. */
@@ -243,8 +242,8 @@ static void wk_worker_revoke(wk_worker *w, rd_kafka_topic_partition_list_t *part
         wk_worker_revoke_finish(w);
         return;
     }
-    hr_log_info("revoke_draining", "partitions=%d chunks=%zu in_flight=%zu", parts->cnt,
-                draining, wk_sender_in_flight(w->life.sender));
+    hr_log_info("revoke_draining", "partitions=%d chunks=%zu in_flight=%zu", parts->cnt, draining,
+                wk_sender_in_flight(w->life.sender));
     uv_timer_start(&w->revoke_grace, wk_worker_revoke_grace_cb, wk_worker_revoke_grace_ms(w), 0);
 }
 
@@ -421,8 +420,8 @@ int wk_worker_new(const hr_config *cfg, wk_worker **out, char *errstr, size_t er
     w->life.met = wk_metrics_new(cfg, errstr, errlen);
     if (w->life.met == NULL)
         goto fail;
-    if (wk_sender_new(&w->loop, cfg, w->life.redis, w->life.met, wk_lifecycle_push_done,
-                      &w->life, &w->life.sender, errstr, errlen) != 0 ||
+    if (wk_sender_new(&w->loop, cfg, w->life.redis, w->life.met, wk_lifecycle_push_done, &w->life,
+                      &w->life.sender, errstr, errlen) != 0 ||
         wk_reporter_start(cfg, w->owner, w->life.met, &w->life.reporter, errstr, errlen) != 0)
         goto fail;
     wk_sender_set_prune(w->life.sender, wk_lifecycle_prune);
@@ -530,8 +529,9 @@ int wk_worker_run(wk_worker *w, char *errstr, size_t errlen)
     hr_log_info("worker_started", "owner=%s topic=%s group=%s max_chunks_in_flight=%d", w->owner,
                 w->cfg->kafka.topic, w->cfg->kafka.group, w->cfg->worker.max_chunks_in_flight);
     uv_run(&w->loop, UV_RUN_DEFAULT);
-    hr_log_info("worker_stopped", "chunks_done=%" PRId64 " bad_messages=%" PRId64
-                " unknown_tasks=%" PRId64 " busy_chunks=%" PRId64 " parked_chunks=%" PRId64,
+    hr_log_info("worker_stopped",
+                "chunks_done=%" PRId64 " bad_messages=%" PRId64 " unknown_tasks=%" PRId64
+                " busy_chunks=%" PRId64 " parked_chunks=%" PRId64,
                 w->life.stats.chunks_done, w->life.stats.bad_messages, w->life.stats.unknown_tasks,
                 w->life.stats.busy_chunks, w->life.stats.parked_chunks);
     return 0;

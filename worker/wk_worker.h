@@ -41,11 +41,14 @@
  *    -> wk_worker      Kafka consumer, pause/resume, revoke, loop, shutdown
  *        -> wk_lifecycle   a chunk from intake to offset store
  *                          (up: store_offset and wake hooks to wk_worker)
+ *                          (wk_lifecycle_timers: renewal, control, watchdog)
  *            -> wk_control     control-key reads, lease renewals
  *                -> wk_chunk
  *            -> wk_chunk       one chunk's Redis side (scripts)
- *            -> wk_sender      HTTP engine: queues, caps, tokens, retries
+ *            -> wk_sender      HTTP engine: pushes in, outcomes, retries
  *                              (up: the done callback to wk_lifecycle)
+ *                -> wk_chan        a channel's queues, caps, tokens, slow-down
+ *                -> wk_sender_uv   curl multi on the libuv loop
  *                -> wk_xfer        one request: build, classify
  *                -> wk_retry       backoff, AIMD cap, delay heap
  *            -> wk_reporter    MySQL writer thread (events in, nothing back)

@@ -71,7 +71,7 @@ static int wk_xfer_debug(CURL *e, curl_infotype type, char *data, size_t size, v
 }
 
 /* The easy options of an smtp channel's handle. */
-static void wk_xfer_smtp_setup(wk_xfer *x, const hr_channel *cfg)
+static void wk_xfer_smtp_setup(wk_xfer *x, const hr_channel *ch)
 {
     CURL *e = x->easy;
 
@@ -84,11 +84,11 @@ static void wk_xfer_smtp_setup(wk_xfer *x, const hr_channel *cfg)
     /* smtps:// is TLS from the start; on smtp:// STARTTLS is required
      * unless the channel allows a relay without it. */
     curl_easy_setopt(e, CURLOPT_USE_SSL,
-                     cfg->smtp.require_starttls ? (long)CURLUSESSL_ALL : (long)CURLUSESSL_TRY);
-    curl_easy_setopt(e, CURLOPT_URL, cfg->url);
-    if (cfg->smtp.username != NULL) {
-        curl_easy_setopt(e, CURLOPT_USERNAME, cfg->smtp.username);
-        curl_easy_setopt(e, CURLOPT_PASSWORD, cfg->smtp.password ? cfg->smtp.password : "");
+                     ch->smtp.require_starttls ? (long)CURLUSESSL_ALL : (long)CURLUSESSL_TRY);
+    curl_easy_setopt(e, CURLOPT_URL, ch->url);
+    if (ch->smtp.username != NULL) {
+        curl_easy_setopt(e, CURLOPT_USERNAME, ch->smtp.username);
+        curl_easy_setopt(e, CURLOPT_PASSWORD, ch->smtp.password ? ch->smtp.password : "");
     }
 }
 
@@ -127,7 +127,7 @@ static size_t wk_xfer_header(char *buf, size_t size, size_t nitems, void *userda
     return n;
 }
 
-wk_xfer *wk_xfer_new(const hr_channel *cfg, struct wk_chan *ch)
+wk_xfer *wk_xfer_new(const hr_channel *ch, struct wk_chan *chan)
 {
     wk_xfer *x = calloc(1, sizeof *x);
     CURL *e;
@@ -139,7 +139,7 @@ wk_xfer *wk_xfer_new(const hr_channel *cfg, struct wk_chan *ch)
         free(x);
         return NULL;
     }
-    x->ch = ch;
+    x->chan = chan;
     hr_buf_init(&x->url, WK_XFER_URL_MAX);
     hr_buf_init(&x->body, WK_XFER_BODY_MAX);
     hr_buf_init(&x->signature, WK_XFER_SIGNATURE_MAX);
@@ -148,13 +148,13 @@ wk_xfer *wk_xfer_new(const hr_channel *cfg, struct wk_chan *ch)
     hr_buf_init(&x->text, WK_XFER_BODY_MAX);
     for (size_t i = 0; i < WK_TASK__MAIL; i++)
         hr_buf_init(&x->mail[i], WK_XFER_BODY_MAX);
-    x->keep_resp = cfg->type == HR_CHANNEL_FCM || cfg->type == HR_CHANNEL_APNS;
+    x->keep_resp = ch->type == HR_CHANNEL_FCM || ch->type == HR_CHANNEL_APNS;
     /* hr_config checked every secret: a failure here is not expected, and
      * a handle that cannot sign is not made. */
-    for (size_t i = 0; i < cfg->nsigning_secrets; i++) {
+    for (size_t i = 0; i < ch->nsigning_secrets; i++) {
         char errstr[128];
-        if (hr_sign_secret_parse(cfg->signing_secrets[i], &x->secrets[i], errstr,
-                                 sizeof errstr) < 0) {
+        if (hr_sign_secret_parse(ch->signing_secrets[i], &x->secrets[i], errstr, sizeof errstr) <
+            0) {
             wk_xfer_free(x);
             return NULL;
         }
@@ -162,38 +162,39 @@ wk_xfer *wk_xfer_new(const hr_channel *cfg, struct wk_chan *ch)
     }
     curl_easy_setopt(e, CURLOPT_PRIVATE, x);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)cfg->timeout_ms);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)ch->timeout_ms);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, wk_xfer_write);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, wk_xfer_header);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
-    if (cfg->type == HR_CHANNEL_SMTP)
-        wk_xfer_smtp_setup(x, cfg);
+    if (ch->type == HR_CHANNEL_SMTP)
+        wk_xfer_smtp_setup(x, ch);
     /* APNs is HTTP/2 only: requests multiplexed as streams (PIPEWAIT: on
      * a connection already open rather than a new one, within the
      * server's SETTINGS_MAX_CONCURRENT_STREAMS, which curl honours). */
-    if (cfg->http2 || cfg->type == HR_CHANNEL_APNS) {
-        bool tls = cfg->url == NULL || strncasecmp(cfg->url, "https:", 6) == 0;
+    if (ch->http2 || ch->type == HR_CHANNEL_APNS) {
+        bool tls = ch->url == NULL || strncasecmp(ch->url, "https:", 6) == 0;
 
         curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
-                         tls ? (long)CURL_HTTP_VERSION_2TLS : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+                         tls ? (long)CURL_HTTP_VERSION_2TLS
+                             : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
         curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
     }
-    if (cfg->type == HR_CHANNEL_SMTP) {
+    if (ch->type == HR_CHANNEL_SMTP) {
         /* no HTTP method */
-    } else if (strcasecmp(cfg->method, "GET") == 0) {
+    } else if (strcasecmp(ch->method, "GET") == 0) {
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     } else {
         curl_easy_setopt(e, CURLOPT_POST, 1L);
-        if (strcasecmp(cfg->method, "POST") != 0)
-            curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, cfg->method);
+        if (strcasecmp(ch->method, "POST") != 0)
+            curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, ch->method);
     }
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, cfg->tls_verify ? 1L : 0L);
-    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, cfg->tls_verify ? 2L : 0L);
-    if (cfg->ca_file != NULL)
-        curl_easy_setopt(e, CURLOPT_CAINFO, cfg->ca_file);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, ch->tls_verify ? 1L : 0L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, ch->tls_verify ? 2L : 0L);
+    if (ch->ca_file != NULL)
+        curl_easy_setopt(e, CURLOPT_CAINFO, ch->ca_file);
     return x;
 }
 
@@ -215,7 +216,6 @@ void wk_xfer_free(wk_xfer *x)
     OPENSSL_cleanse(x->secrets, sizeof x->secrets);
     free(x);
 }
-
 
 /* Appends LINE to *HEADERS; -1 with ERRSTR when out of memory. */
 static int wk_xfer_header_add(struct curl_slist **headers, const char *line, char *errstr,
@@ -289,19 +289,19 @@ static int wk_xfer_arm(wk_xfer *x, struct curl_slist *headers, bool get, char *e
     return 0;
 }
 
-int wk_xfer_prepare(wk_xfer *x, const hr_channel *cfg, const wk_task *task, const char *uid,
+int wk_xfer_prepare(wk_xfer *x, const hr_channel *ch, const wk_task *task, const char *uid,
                     const redisReply *user, size_t *stripped, char *errstr, size_t errlen)
 {
     struct curl_slist *headers = NULL;
 
     errstr[0] = '\0';
-    if (wk_task_render(task, uid, user, &x->url, &x->body, &headers, stripped, errstr,
-                       errlen) != 0 ||
+    if (wk_task_render(task, uid, user, &x->url, &x->body, &headers, stripped, errstr, errlen) !=
+            0 ||
         wk_xfer_sign(x, task, uid, &headers, errstr, errlen) < 0) {
         curl_slist_free_all(headers);
         return -1;
     }
-    return wk_xfer_arm(x, headers, strcasecmp(cfg->method, "GET") == 0, errstr, errlen);
+    return wk_xfer_arm(x, headers, strcasecmp(ch->method, "GET") == 0, errstr, errlen);
 }
 
 /* URL into X's URL buffer, NUL-terminated; -1 with ERRSTR past its cap. */
@@ -323,8 +323,9 @@ int wk_xfer_prepare_fcm(wk_xfer *x, const char *url, const char *bearer, const w
     char auth[2048];
     wk_fcm_message m = {.token = device_token,
                         .payload = task->payload,
-                        .ttl_s = -1,
-                        .high_priority = true,
+                        .ttl_s = (int)task->row->ttl_s,
+                        .collapse_key = task->row->collapse_key,
+                        .high_priority = task->row->priority == HR_PRIORITY_HIGH,
                         .now_s = wk_clock_now_ms() / 1000};
 
     if (wk_xfer_set_url(x, url, errstr, errlen) != 0 ||
@@ -356,13 +357,12 @@ static void wk_xfer_apns_id(int64_t task, const char *uid, const char *device, c
            d);
     d[6] = (unsigned char)((d[6] & 0x0f) | 0x80); /* version 8 */
     d[8] = (unsigned char)((d[8] & 0x3f) | 0x80); /* variant 10 */
-    snprintf(out, 37,
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", d[0], d[1],
-             d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13], d[14],
-             d[15]);
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", d[0],
+             d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13],
+             d[14], d[15]);
 }
 
-int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *cfg, const char *base_url,
+int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *ch, const char *base_url,
                          const char *provider_token, const wk_task *task, const char *uid,
                          const redisReply *user, const char *device_token, char *errstr,
                          size_t errlen)
@@ -370,15 +370,16 @@ int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *cfg, const char *base_url
     struct curl_slist *headers = NULL;
     wk_apns_request req;
     char apns_id[37];
-    wk_apns_message m = {.device_token = device_token,
-                         .topic = cfg->apns.topic,
-                         .push_type = cfg->apns.push_type == HR_APNS_BACKGROUND ? WK_APNS_BACKGROUND
-                                                                                : WK_APNS_ALERT,
-                         .payload = task->payload,
-                         .ttl_s = -1,
-                         .apns_id = apns_id,
-                         .high_priority = cfg->apns.high_priority,
-                         .now_s = wk_clock_now_ms() / 1000};
+    wk_apns_message m = {
+        .device_token = device_token,
+        .topic = ch->apns.topic,
+        .push_type = ch->apns.push_type == HR_APNS_BACKGROUND ? WK_APNS_BACKGROUND : WK_APNS_ALERT,
+        .payload = task->payload,
+        .ttl_s = (int)task->row->ttl_s,
+        .collapse_id = task->row->collapse_key,
+        .apns_id = apns_id,
+        .high_priority = ch->apns.high_priority && task->row->priority == HR_PRIORITY_HIGH,
+        .now_s = wk_clock_now_ms() / 1000};
 
     wk_xfer_apns_id(task->row->id, uid, device_token, apns_id);
     if (wk_task_render_texts(task, uid, user, &x->title, &x->text, errstr, errlen) != 0)
@@ -405,15 +406,15 @@ int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *cfg, const char *base_url
     return wk_xfer_arm(x, headers, false, errstr, errlen);
 }
 
-int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *cfg, const wk_task *task, const char *uid,
+int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, const char *uid,
                          const redisReply *user, const char *to, char *errstr, size_t errlen)
 {
     unsigned char d[SHA256_DIGEST_LENGTH];
     char id[128], rcpt[HR_ADDR_ADDRESS_MAX + 3];
     const char *unsub;
     struct curl_slist *list;
-    wk_smtp_mail m = {.from = cfg->smtp.from,
-                      .from_name = cfg->smtp.from_name,
+    wk_smtp_mail m = {.from = ch->smtp.from,
+                      .from_name = ch->smtp.from_name,
                       .to = to,
                       .message_id = id,
                       .now_s = wk_clock_now_ms() / 1000};
@@ -421,8 +422,8 @@ int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *cfg, const wk_task *task,
     if (wk_task_render_mail(task, uid, user, x->mail, errstr, errlen) != 0)
         return -1;
     SHA256((const unsigned char *)to, strlen(to), d);
-    snprintf(id, sizeof id, "herald.%" PRId64 ".%.40s.%02x%02x%02x%02x%02x%02x", task->row->id,
-             uid, d[0], d[1], d[2], d[3], d[4], d[5]);
+    snprintf(id, sizeof id, "herald.%" PRId64 ".%.40s.%02x%02x%02x%02x%02x%02x", task->row->id, uid,
+             d[0], d[1], d[2], d[3], d[4], d[5]);
     m.subject = x->mail[WK_TASK_SUBJECT].data ? x->mail[WK_TASK_SUBJECT].data : "";
     m.text = x->mail[WK_TASK_TEXT].data;
     m.html = x->mail[WK_TASK_HTML].data;
@@ -442,7 +443,7 @@ int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *cfg, const wk_task *task,
     }
     curl_slist_free_all(x->rcpt);
     x->rcpt = list;
-    snprintf(rcpt, sizeof rcpt, "<%s>", cfg->smtp.from);
+    snprintf(rcpt, sizeof rcpt, "<%s>", ch->smtp.from);
     curl_easy_setopt(x->easy, CURLOPT_MAIL_FROM, rcpt);
     curl_easy_setopt(x->easy, CURLOPT_MAIL_RCPT, x->rcpt);
     curl_easy_setopt(x->easy, CURLOPT_INFILESIZE_LARGE, (curl_off_t)x->body.len);
@@ -472,39 +473,39 @@ int wk_xfer_prepare_form(wk_xfer *x, const char *url, const hr_buf *body, char *
     return wk_xfer_arm(x, headers, false, errstr, errlen);
 }
 
-static bool wk_xfer_success(const hr_channel *cfg, long code)
+static bool wk_xfer_success(const hr_channel *ch, long code)
 {
-    for (size_t i = 0; i < cfg->nsuccess; i++)
-        if (cfg->success[i] == code)
+    for (size_t i = 0; i < ch->nsuccess; i++)
+        if (ch->success[i] == code)
             return true;
     return false;
 }
 
-void wk_xfer_verdict(const hr_channel *cfg, const wk_xfer *x, CURLcode rc, long code,
+void wk_xfer_verdict(const hr_channel *ch, const wk_xfer *x, CURLcode rc, long code,
                      wk_provider_result *out)
 {
     const char *body = x->resp.data ? x->resp.data : "";
 
     /* An SMTP server's refusal fails the transfer with its reply code. */
-    if (rc != CURLE_OK && !(cfg->type == HR_CHANNEL_SMTP && code != 0)) {
+    if (rc != CURLE_OK && !(ch->type == HR_CHANNEL_SMTP && code != 0)) {
         wk_provider_set(out, WK_VERDICT_RETRY, 0, NULL);
         snprintf(out->reason, sizeof out->reason, "curl: %.120s",
                  x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
         return;
     }
-    if (cfg->type == HR_CHANNEL_FCM) {
+    if (ch->type == HR_CHANNEL_FCM) {
         wk_fcm_classify(code, body, x->resp.len, x->retry_after_s, out);
         return;
     }
-    if (cfg->type == HR_CHANNEL_APNS) {
+    if (ch->type == HR_CHANNEL_APNS) {
         wk_apns_classify(code, body, x->resp.len, x->retry_after_s, out);
         return;
     }
-    if (cfg->type == HR_CHANNEL_SMTP) {
+    if (ch->type == HR_CHANNEL_SMTP) {
         wk_smtp_classify(code, body, out);
         return;
     }
-    if (wk_xfer_success(cfg, code))
+    if (wk_xfer_success(ch, code))
         wk_provider_set(out, WK_VERDICT_DELIVERED, code, NULL);
     else
         wk_provider_classify_http(code, x->retry_after_s, NULL, out);

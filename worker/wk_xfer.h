@@ -34,11 +34,11 @@ struct wk_push; /* wk_sender.h */
 
 typedef struct wk_xfer {
     CURL *easy;
-    struct wk_chan *ch;
-    struct wk_push *p;          /* NULL while in the pool */
+    struct wk_chan *chan;
+    struct wk_push *p; /* NULL while in the pool */
     hr_buf url, body;
-    hr_buf resp;                /* the response body (provider channels), capped */
-    hr_buf title, text;         /* provider channels: the task's title and body rendered */
+    hr_buf resp;        /* the response body (provider channels), capped */
+    hr_buf title, text; /* provider channels: the task's title and body rendered */
     bool keep_resp;
     hr_buf mail[WK_TASK__MAIL]; /* smtp: the channel's templates rendered */
     size_t upload_off;          /* smtp: how much of BODY (the message) curl has read */
@@ -48,20 +48,20 @@ typedef struct wk_xfer {
     size_t nsecrets;
     struct curl_slist *headers; /* of the current request */
     char errbuf[CURL_ERROR_SIZE];
-    long retry_after_s;         /* -1 = header absent */
+    long retry_after_s; /* -1 = header absent */
     int64_t start_ms;
 } wk_xfer;
 
-/* A handle configured for channel CFG, owned by CH; NULL when out of
+/* A handle configured for channel CH, owned by CHAN; NULL when out of
  * memory. */
-wk_xfer *wk_xfer_new(const hr_channel *cfg, struct wk_chan *ch);
+wk_xfer *wk_xfer_new(const hr_channel *ch, struct wk_chan *chan);
 void wk_xfer_free(wk_xfer *x);
 
 /* Builds on X (not yet added to a multi handle) the request of TASK for
  * UID with the recipient's USER hash (or NULL): *STRIPPED gets how many
  * rendered headers were dropped as unsafe.  0, or -1 with ERRSTR when it
  * cannot be rendered. */
-int wk_xfer_prepare(wk_xfer *x, const hr_channel *cfg, const wk_task *task, const char *uid,
+int wk_xfer_prepare(wk_xfer *x, const hr_channel *ch, const wk_task *task, const char *uid,
                     const redisReply *user, size_t *stripped, char *errstr, size_t errlen);
 
 /* Builds on X the messages:send request to URL (wk_fcm_send_url) with
@@ -72,22 +72,22 @@ int wk_xfer_prepare_fcm(wk_xfer *x, const char *url, const char *bearer, const w
                         const char *uid, const redisReply *user, const char *device_token,
                         char *errstr, size_t errlen);
 
-/* Builds on X the APNs request of CFG (an apns channel) to DEVICE_TOKEN
+/* Builds on X the APNs request of CH (an apns channel) to DEVICE_TOKEN
  * at BASE_URL, signed with PROVIDER_TOKEN: alert text from TASK's title
  * and body rendered for UID, its payload, and apns-id, the idempotency
  * key: a UUID derived from (task, uid, device token), the same on every
  * retry and redelivery.  0, or -1 with ERRSTR. */
-int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *cfg, const char *base_url,
+int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *ch, const char *base_url,
                          const char *provider_token, const wk_task *task, const char *uid,
                          const redisReply *user, const char *device_token, char *errstr,
                          size_t errlen);
 
-/* Builds on X the mail of CFG (an smtp channel) to the address TO: the
+/* Builds on X the mail of CH (an smtp channel) to the address TO: the
  * MIME message (wk_smtp) from the channel's subject / text / html /
  * list_unsubscribe templates rendered for UID, its Message-ID derived
  * from (task, uid, address) so a re-sent mail repeats it.  0, or -1 with
  * ERRSTR. */
-int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *cfg, const wk_task *task, const char *uid,
+int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, const char *uid,
                          const redisReply *user, const char *to, char *errstr, size_t errlen);
 
 /* Builds on X a POST of the form BODY (application/x-www-form-urlencoded)
@@ -95,13 +95,13 @@ int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *cfg, const wk_task *task,
 int wk_xfer_prepare_form(wk_xfer *x, const char *url, const hr_buf *body, char *errstr,
                          size_t errlen);
 
-/* What a request of channel CFG on X that ended with curl result RC and
+/* What a request of channel CH on X that ended with curl result RC and
  * CODE (the HTTP status when RC is CURLE_OK; an SMTP channel's last reply
  * code, also on failure) means: *OUT gets the verdict, the
  * Retry-After and a reason ("http <code>" for a webhook, the provider's
  * "<code> <error>" otherwise, "curl: ..." for a transport error, which is
  * retried). */
-void wk_xfer_verdict(const hr_channel *cfg, const wk_xfer *x, CURLcode rc, long code,
+void wk_xfer_verdict(const hr_channel *ch, const wk_xfer *x, CURLcode rc, long code,
                      wk_provider_result *out);
 
 #endif

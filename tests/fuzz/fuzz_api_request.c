@@ -27,8 +27,9 @@
 #include "hr_parse.h"
 
 #define FA_MAX_IDS 50
-#define FA_CONFIG "channels:\n  ok:\n    url: http://127.0.0.1:9/push\n" \
-                  "    body: '{\"t\":\"{{title}}\",\"u\":\"{{payload.who}}\"}'\n"
+#define FA_CONFIG                                          \
+    "channels:\n  ok:\n    url: http://127.0.0.1:9/push\n" \
+    "    body: '{\"t\":\"{{title}}\",\"u\":\"{{payload.who}}\"}'\n"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -91,13 +92,27 @@ static const hr_config *fa_config(void)
 static void fa_task(const char *body, size_t len, bool patch)
 {
     static const char *const codes[] = {"malformed_json", "duplicate_field", "unknown_field",
-                                        "bad_field", "missing_field", NULL};
-    const hr_task stored = {.id = 7, .name = "n", .topic = "t", .channel = "ok", .title = "x",
-                            .body = "y", .due_ms = 1000, .freeze_ms = -1, .chunk_size = 10,
-                            .rate_limit = 3, .control = "run", .state = "scheduled"};
-    dsp_api_input in = {.t = {.topic = "default", .title = "", .body = "", .chunk_size = 5000,
-                              .due_ms = -1, .freeze_ms = -1, .control = "run",
-                              .state = "scheduled"}};
+                                        "bad_field",      "missing_field",   NULL};
+    const hr_task stored = {.id = 7,
+                            .name = "n",
+                            .topic = "t",
+                            .channel = "ok",
+                            .title = "x",
+                            .body = "y",
+                            .due_ms = 1000,
+                            .freeze_ms = -1,
+                            .chunk_size = 10,
+                            .rate_limit = 3,
+                            .control = HR_CONTROL_RUN,
+                            .state = HR_STATE_SCHEDULED};
+    dsp_api_input in = {.t = {.topic = "default",
+                              .title = "",
+                              .body = "",
+                              .chunk_size = 5000,
+                              .due_ms = -1,
+                              .freeze_ms = -1,
+                              .control = HR_CONTROL_RUN,
+                              .state = HR_STATE_SCHEDULED}};
     const char *code = NULL;
     char err[1024] = "";
     cJSON *j = NULL, *payload;
@@ -163,8 +178,13 @@ done:
 
 static void fa_uids(const char *body, size_t len)
 {
-    static const char *const codes[] = {"malformed_json", "duplicate_field", "unknown_field",
-                                        "bad_field", "too_many_ids", "bad_id", NULL};
+    static const char *const codes[] = {"malformed_json",
+                                        "duplicate_field",
+                                        "unknown_field",
+                                        "bad_field",
+                                        "too_many_ids",
+                                        "bad_id",
+                                        NULL};
     int64_t *list = NULL;
     const char *code = NULL;
     char err[1024] = "";
@@ -184,7 +204,8 @@ static void fa_uids(const char *body, size_t len)
         if (n < 1 || n > FA_MAX_IDS || (size_t)cJSON_GetArraySize(arr) != n)
             fa_fail("uid count out of 1..max_ids", NULL);
         i = 0;
-        cJSON_ArrayForEach(v, arr) {
+        cJSON_ArrayForEach(v, arr)
+        {
             const char *text = cJSON_IsString(v) ? v->valuestring : hr_parse_json_literal(v);
 
             /* Exact: the uid prints back as the text the client sent. */
@@ -230,8 +251,8 @@ static void fa_query(int kind, const char *first, const char *second)
             fa_fail("list limit out of 1..1000", second);
         return;
     }
-    if (dsp_api_parse_pull(first, second, 1714550400 + 12345, &day, &ack, &code, err,
-                           sizeof err) < 0)
+    if (dsp_api_parse_pull(first, second, 1714550400 + 12345, &day, &ack, &code, err, sizeof err) <
+        0)
         fa_refused(code, err, codes);
     else if (day % 86400000 != 0 || ack != (second != NULL && strcmp(second, "1") == 0))
         fa_fail("pull day not at midnight or ack wrong", first);

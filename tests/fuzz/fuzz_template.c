@@ -43,10 +43,23 @@ static uint32_t ft_hash(hr_tvar_kind kind, const char *name)
  * bytes) and towards valid multi-byte sequences. */
 static const char *ft_lookup(void *ctx, hr_tvar_kind kind, const char *name, size_t *len)
 {
-    static const char *const pieces[] = {"\"", "\\", "\n", "\x01", "\x1f", "\x7f", "\xC3\xA9",
-                                         "\xE2\x82\xAC", "\xF0\x9F\x98\x80", "\xC3", "\x80",
-                                         "\xED\xA0\x80", "\xF4\x90\x80\x80", "\xC0\xAF", "a",
-                                         "{{", "}}"};
+    static const char *const pieces[] = {"\"",
+                                         "\\",
+                                         "\n",
+                                         "\x01",
+                                         "\x1f",
+                                         "\x7f",
+                                         "\xC3\xA9",
+                                         "\xE2\x82\xAC",
+                                         "\xF0\x9F\x98\x80",
+                                         "\xC3",
+                                         "\x80",
+                                         "\xED\xA0\x80",
+                                         "\xF4\x90\x80\x80",
+                                         "\xC0\xAF",
+                                         "a",
+                                         "{{",
+                                         "}}"};
     ft_ctx *c = ctx;
     uint32_t h = ft_hash(kind, name);
     size_t n = 0, want;

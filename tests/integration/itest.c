@@ -157,8 +157,8 @@ long itest_redis_cleanup(const hr_config *cfg)
         goto fail;
     snprintf(pattern, sizeof pattern, "%s*", cfg->redis.prefix);
     for (round = 0; round < ITEST_SCAN_ROUNDS; round++) {
-        reply = hr_redis_cmdf(r, errstr, sizeof errstr, "SCAN %s MATCH %s COUNT 1000", cursor,
-                              pattern);
+        reply =
+            hr_redis_cmdf(r, errstr, sizeof errstr, "SCAN %s MATCH %s COUNT 1000", cursor, pattern);
         if (reply == NULL)
             goto fail;
         if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2) {
@@ -213,8 +213,7 @@ static void itest_yaml_kv(FILE *f, const char *indent, const char *key, const ch
     fputc('\n', f);
 }
 
-static void itest_yaml_map(FILE *f, const char *indent, const char *key, const hr_kv *kv,
-                           size_t n)
+static void itest_yaml_map(FILE *f, const char *indent, const char *key, const hr_kv *kv, size_t n)
 {
     fprintf(f, "%s%s:%s\n", indent, key, n == 0 ? " {}" : "");
     for (size_t i = 0; i < n; i++) {
@@ -253,7 +252,8 @@ static void itest_yaml_channel(FILE *f, const hr_channel *ch)
         fprintf(f, "%s%d", i ? ", " : "", ch->success[i]);
     fputs("]\n", f);
     fprintf(f, "    escape: %s\n", ch->json_escape ? "json" : "none");
-    fprintf(f, "    throttle: %s\n", ch->throttle_mode == HR_THROTTLE_SHADOW ? "shadow" : "enforce");
+    fprintf(f, "    throttle: %s\n",
+            ch->throttle_mode == HR_THROTTLE_SHADOW ? "shadow" : "enforce");
     if (ch->ca_file != NULL)
         itest_yaml_kv(f, "    ", "ca_file", ch->ca_file);
     fprintf(f, "    tls_verify: %s\n", ch->tls_verify ? "true" : "false");
@@ -309,9 +309,8 @@ static void itest_yaml_emit(FILE *f, const hr_config *cfg)
 
     fputs("worker:\n", f);
     itest_yaml_kv(f, "  ", "listen", cfg->worker.listen);
-    fprintf(f, "  ack_batch: %d\n  delivery_log: %s\n  reporter_queue: %d\n",
-            cfg->worker.ack_batch, cfg->worker.delivery_log ? "true" : "false",
-            cfg->worker.reporter_queue);
+    fprintf(f, "  ack_batch: %d\n  delivery_log: %s\n  reporter_queue: %d\n", cfg->worker.ack_batch,
+            cfg->worker.delivery_log ? "true" : "false", cfg->worker.reporter_queue);
     fprintf(f, "  reporter_batch: %d\n  max_chunks_in_flight: %d\n  lease_ms: %d\n",
             cfg->worker.reporter_batch, cfg->worker.max_chunks_in_flight, cfg->worker.lease_ms);
     fprintf(f, "  shutdown_grace_ms: %d\n", cfg->worker.shutdown_grace_ms);

@@ -39,8 +39,7 @@ static int setup(void **state)
     if (itest_redis_setup(&cfg, &rd) != 0)
         return -1;
     if (hr_mysql_connect(cfg, &db, errstr, sizeof errstr) != 0 ||
-        hr_mysql_migrate(db, hr_sql_files, HR_SQL__COUNT, &applied, errstr, sizeof errstr) !=
-            0) {
+        hr_mysql_migrate(db, hr_sql_files, HR_SQL__COUNT, &applied, errstr, sizeof errstr) != 0) {
         fprintf(stderr, "test_addr: %s\n", errstr);
         return -1;
     }
@@ -51,10 +50,9 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    if (db != NULL &&
-        hr_mysql_exec(db, "DELETE FROM push_address WHERE uid BETWEEN ? AND ?",
-                      (hr_mysql_param[]){HR_P_I64(base), HR_P_I64(base + 99999)}, 2, NULL,
-                      NULL, NULL, errstr, sizeof errstr) != 0)
+    if (db != NULL && hr_mysql_exec(db, "DELETE FROM push_address WHERE uid BETWEEN ? AND ?",
+                                    (hr_mysql_param[]){HR_P_I64(base), HR_P_I64(base + 99999)}, 2,
+                                    NULL, NULL, NULL, errstr, sizeof errstr) != 0)
         fprintf(stderr, "test_addr: cleanup: %s\n", errstr);
     hr_mysql_free(db);
     db = NULL;
@@ -81,7 +79,8 @@ static char *members(int64_t uid, char *buf, size_t len)
         fail_msg("SORT: %s", errstr);
     buf[0] = '\0';
     for (size_t i = 0; i < reply->elements; i++)
-        snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", i ? "|" : "", reply->element[i]->str);
+        snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", i ? "|" : "",
+                 reply->element[i]->str);
     freeReplyObject(reply);
     return buf;
 }
@@ -105,27 +104,28 @@ static void test_add_remove(void **state)
     int64_t uid = base + 1;
 
     (void)state;
-    assert_int_equal(hr_addr_add(db, rd, uid, HR_ADDR_FCM, "proj", "tokA", errstr, sizeof errstr), 1);
-    assert_int_equal(hr_addr_add(db, rd, uid, HR_ADDR_FCM, "proj", "tokB", errstr, sizeof errstr), 1);
-    assert_int_equal(hr_addr_add(db, rd, uid, HR_ADDR_FCM, "proj", "tokA", errstr, sizeof errstr), 0);
-    /* Tokens are case-sensitive: another row. */
-    assert_int_equal(hr_addr_add(db, rd, uid, HR_ADDR_FCM, "proj", "TOKA", errstr, sizeof errstr), 1);
-    assert_int_equal(hr_addr_add(db, rd, uid, HR_ADDR_EMAIL, "", "a@example.org", errstr,
-                                 sizeof errstr),
+    assert_int_equal(hr_addr_add(db, rd, uid, HR_ADDR_FCM, "proj", "tokA", errstr, sizeof errstr),
                      1);
-    assert_int_equal(hr_addr_add(db, rd, uid, HR_ADDR_EMAIL, "x", "a@example.org", errstr,
-                                 sizeof errstr),
-                     HR_ADDR_EINVAL);
+    assert_int_equal(hr_addr_add(db, rd, uid, HR_ADDR_FCM, "proj", "tokB", errstr, sizeof errstr),
+                     1);
+    assert_int_equal(hr_addr_add(db, rd, uid, HR_ADDR_FCM, "proj", "tokA", errstr, sizeof errstr),
+                     0);
+    /* Tokens are case-sensitive: another row. */
+    assert_int_equal(hr_addr_add(db, rd, uid, HR_ADDR_FCM, "proj", "TOKA", errstr, sizeof errstr),
+                     1);
+    assert_int_equal(
+        hr_addr_add(db, rd, uid, HR_ADDR_EMAIL, "", "a@example.org", errstr, sizeof errstr), 1);
+    assert_int_equal(
+        hr_addr_add(db, rd, uid, HR_ADDR_EMAIL, "x", "a@example.org", errstr, sizeof errstr),
+        HR_ADDR_EINVAL);
     assert_string_equal(members(uid, buf, sizeof buf),
                         "email  a@example.org|fcm proj TOKA|fcm proj tokA|fcm proj tokB");
     assert_int_equal(hr_addr_list_uid(db, uid, &l, errstr, sizeof errstr), 0);
     assert_int_equal(l.a.n, 4);
-    assert_int_equal(hr_addr_remove(db, rd, uid, HR_ADDR_FCM, "proj", "tokB", errstr,
-                                    sizeof errstr),
-                     1);
-    assert_int_equal(hr_addr_remove(db, rd, uid, HR_ADDR_FCM, "proj", "tokB", errstr,
-                                    sizeof errstr),
-                     0);
+    assert_int_equal(
+        hr_addr_remove(db, rd, uid, HR_ADDR_FCM, "proj", "tokB", errstr, sizeof errstr), 1);
+    assert_int_equal(
+        hr_addr_remove(db, rd, uid, HR_ADDR_FCM, "proj", "tokB", errstr, sizeof errstr), 0);
     assert_string_equal(members(uid, buf, sizeof buf),
                         "email  a@example.org|fcm proj TOKA|fcm proj tokA");
     {
@@ -189,12 +189,10 @@ static void test_flush_refill(void **state)
     int64_t u1 = base + 20, u2 = base + 21;
 
     (void)state;
-    assert_int_equal(hr_addr_add(db, rd, u1, HR_ADDR_EMAIL, "", "x@example.org", errstr,
-                                 sizeof errstr),
-                     1);
-    assert_int_equal(hr_addr_add(db, rd, u2, HR_ADDR_EMAIL, "", "y@example.org", errstr,
-                                 sizeof errstr),
-                     1);
+    assert_int_equal(
+        hr_addr_add(db, rd, u1, HR_ADDR_EMAIL, "", "x@example.org", errstr, sizeof errstr), 1);
+    assert_int_equal(
+        hr_addr_add(db, rd, u2, HR_ADDR_EMAIL, "", "y@example.org", errstr, sizeof errstr), 1);
     sync_ok(&res);
     assert_true(itest_redis_cleanup(cfg) >= 2);
     /* Redis came back with u2's set only (an older snapshot) and u2 lost
@@ -238,10 +236,13 @@ static void test_fetch_prune(void **state)
         snprintf(uids[i], 24, "%" PRId64, base + 1000 + (int64_t)(CHUNK - i));
         if (i % 3 == 0) {
             rows[n++] = (hr_addr){.uid = base + 1000 + (int64_t)(CHUNK - i),
-                                  .platform = HR_ADDR_FCM, .app = "p1", .address = "tok1"};
+                                  .platform = HR_ADDR_FCM,
+                                  .app = "p1",
+                                  .address = "tok1"};
             rows[n++] = (hr_addr){.uid = base + 1000 + (int64_t)(CHUNK - i),
                                   .platform = i % 2 ? HR_ADDR_FCM : HR_ADDR_EMAIL,
-                                  .app = i % 2 ? "p2" : "", .address = i % 2 ? "tok2" : "e@x.org"};
+                                  .app = i % 2 ? "p2" : "",
+                                  .address = i % 2 ? "tok2" : "e@x.org"};
         }
     }
     assert_int_equal(hr_addr_import(db, rd, rows, n, &ir, errstr, sizeof errstr), 0);
@@ -250,9 +251,9 @@ static void test_fetch_prune(void **state)
     assert_int_equal(ir.existed, n);
     {
         char key[HR_KEY_MAX];
-        redisReply *reply = hr_redis_cmdf(rd, errstr, sizeof errstr, "SADD %s %s",
-                                          hr_key_addr(hr_redis_prefix(rd), key, sizeof key, uids[0]),
-                                          "garbage");
+        redisReply *reply =
+            hr_redis_cmdf(rd, errstr, sizeof errstr, "SADD %s %s",
+                          hr_key_addr(hr_redis_prefix(rd), key, sizeof key, uids[0]), "garbage");
 
         assert_non_null(reply);
         freeReplyObject(reply);
@@ -300,9 +301,8 @@ static void test_import_caps(void **state)
         snprintf(toks[i], sizeof toks[i], "t%d", i < 2 ? 0 : i);
         rows[i] = (hr_addr){.uid = uid, .platform = HR_ADDR_FCM, .app = "p", .address = toks[i]};
     }
-    assert_int_equal(hr_addr_import(db, rd, rows, HR_ADDR_PER_UID_MAX + 4, &ir, errstr,
-                                    sizeof errstr),
-                     0);
+    assert_int_equal(
+        hr_addr_import(db, rd, rows, HR_ADDR_PER_UID_MAX + 4, &ir, errstr, sizeof errstr), 0);
     assert_int_equal(ir.existed, 2);
     assert_int_equal(ir.added, HR_ADDR_PER_UID_MAX - 1);
     assert_int_equal(ir.full, 3);
@@ -311,10 +311,8 @@ static void test_import_caps(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_add_remove),
-        cmocka_unit_test(test_raw_sql),
-        cmocka_unit_test(test_flush_refill),
-        cmocka_unit_test(test_fetch_prune),
+        cmocka_unit_test(test_add_remove),   cmocka_unit_test(test_raw_sql),
+        cmocka_unit_test(test_flush_refill), cmocka_unit_test(test_fetch_prune),
         cmocka_unit_test(test_import_caps),
     };
 

@@ -75,7 +75,7 @@ def main():
         env.start([worker, "-c", cfg], "worker.log")
         ok = env.wait_state(t, ("done", "failed"), 90)
         row = env.task(t, "state, sent, unaccounted, last_error")
-        got = sink_uids(record)
+        got = sink_uids(record, uids)
         missing = set(uids) - got
         check(ok and row[0] == "done" and row[2] == "0",
               "the task ends done, every subscription accounted for (%s)" % row)

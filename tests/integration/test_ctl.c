@@ -73,8 +73,8 @@ static int group_teardown(void **state)
                        "DELETE s FROM push_subscription s JOIN push_task t ON t.id = s.task_id "
                        "WHERE t.topic = ?",
                        &p, 1, NULL, NULL, NULL, errstr, sizeof errstr) != 0 ||
-         hr_mysql_exec(db, "DELETE FROM push_task WHERE topic = ?", &p, 1, NULL, NULL, NULL,
-                       errstr, sizeof errstr) != 0))
+         hr_mysql_exec(db, "DELETE FROM push_task WHERE topic = ?", &p, 1, NULL, NULL, NULL, errstr,
+                       sizeof errstr) != 0))
         fprintf(stderr, "test_ctl: cleanup: %s\n", errstr);
     if (cfg != NULL)
         itest_redis_cleanup(cfg);
@@ -169,8 +169,8 @@ static int64_t tasks_of_topic(void)
     char errstr[512];
     int64_t v;
 
-    if (hr_mysql_query(db, "SELECT COUNT(*) FROM push_task WHERE topic = ?", &p, 1, &rows,
-                       errstr, sizeof errstr) != 0)
+    if (hr_mysql_query(db, "SELECT COUNT(*) FROM push_task WHERE topic = ?", &p, 1, &rows, errstr,
+                       sizeof errstr) != 0)
         fail_msg("count: %s", errstr);
     v = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
     hr_mysql_rows_free(rows);
@@ -188,7 +188,7 @@ static int64_t scard(int64_t id)
     redisReply *reply;
     int64_t n;
 
-    hr_redis_task_key(rd, key, sizeof key, id, "subs");
+    hr_key_task(hr_redis_prefix(rd), key, sizeof key, id, HR_KEY_SUBS);
     reply = hr_redis_cmdf(rd, errstr, sizeof errstr, "SCARD %s", key);
     if (reply == NULL)
         fail_msg("SCARD: %s", errstr);
@@ -204,8 +204,8 @@ static int64_t new_task(const char *name)
     int64_t id;
 
     assert_non_null(r);
-    run_ctl(r, NULL, "create", "--name", name, "--channel", cfg->channels[0].name, "--topic",
-            topic, "--due-in", "1h", "--quiet", NULL);
+    run_ctl(r, NULL, "create", "--name", name, "--channel", cfg->channels[0].name, "--topic", topic,
+            "--due-in", "1h", "--quiet", NULL);
     if (r->rc != 0)
         fail_msg("create: rc %d: %s", r->rc, r->err);
     id = strtoll(r->out, NULL, 10);
@@ -225,10 +225,10 @@ static void test_create_every_flag(void **state)
     assert_non_null(r);
     run_ctl(r, NULL, "create", "--name", "every flag", "--channel", cfg->channels[0].name,
             "--topic", topic, "--title", "Hello {{uid}}", "--body", "about {{payload.what}}",
-            "--payload", "{\"what\":\"tea\"}", "--due-at", "2031-05-06 07:08:09.123",
-            "--freeze-at", "2031-05-06 00:30:00", "--rate-limit", "250", "--chunk-size", "777",
-            "--throttle-limit", "3", "--throttle-window", "2h", "--throttle-scope", "scope-x",
-            "--throttle-key", "device", "--throttle-mode", "shadow", "--quiet", NULL);
+            "--payload", "{\"what\":\"tea\"}", "--due-at", "2031-05-06 07:08:09.123", "--freeze-at",
+            "2031-05-06 00:30:00", "--rate-limit", "250", "--chunk-size", "777", "--throttle-limit",
+            "3", "--throttle-window", "2h", "--throttle-scope", "scope-x", "--throttle-key",
+            "device", "--throttle-mode", "shadow", "--quiet", NULL);
     if (r->rc != 0)
         fail_msg("rc %d: %s", r->rc, r->err);
     id = strtoll(r->out, NULL, 10);
@@ -243,7 +243,7 @@ static void test_create_every_flag(void **state)
     assert_string_equal(t->title, "Hello {{uid}}");
     assert_string_equal(t->body, "about {{payload.what}}");
     assert_string_equal(t->payload, "{\"what\":\"tea\"}");
-    assert_int_equal(t->due_ms, 1935817689123LL);  /* 2031-05-06 07:08:09.123Z */
+    assert_int_equal(t->due_ms, 1935817689123LL);    /* 2031-05-06 07:08:09.123Z */
     assert_int_equal(t->freeze_ms, 1935793800000LL); /* 2031-05-06 00:30:00Z */
     assert_int_equal(t->rate_limit, 250);
     assert_int_equal(t->chunk_size, 777);
@@ -252,8 +252,8 @@ static void test_create_every_flag(void **state)
     assert_string_equal(t->throttle_scope, "scope-x");
     assert_string_equal(t->throttle_key, "device");
     assert_string_equal(t->throttle_mode, "shadow");
-    assert_string_equal(t->state, "scheduled");
-    assert_string_equal(t->control, "run");
+    assert_int_equal(t->state, HR_STATE_SCHEDULED);
+    assert_int_equal(t->control, HR_CONTROL_RUN);
     hr_task_free(t);
 
     /* Without --quiet: a sentence with the id and the due time. */
@@ -291,10 +291,10 @@ static void test_create_refuses_bad_input(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         /* The case's flag comes last so that it overrides --channel or
          * --due-in where it repeats them. */
-        const char *due = strcmp(cases[i].flag, "--due-at") == 0 ||
-                                  strcmp(cases[i].flag, "--due-in") == 0
-                              ? "--name"
-                              : "--due-in";
+        const char *due =
+            strcmp(cases[i].flag, "--due-at") == 0 || strcmp(cases[i].flag, "--due-in") == 0
+                ? "--name"
+                : "--due-in";
         run_ctl(r, NULL, "create", "--name", "bad", "--topic", topic, "--channel",
                 strcmp(cases[i].flag, "--channel") == 0 ? cases[i].value : cfg->channels[0].name,
                 due, strcmp(due, "--name") == 0 ? "bad" : "1h", cases[i].flag, cases[i].value,
@@ -433,8 +433,9 @@ static long long redis_ll(const char *fmt, ...)
     reply = redisvCommand(hr_redis_context(rd), fmt, ap);
     va_end(ap);
     assert_non_null(reply);
-    v = reply->type == REDIS_REPLY_INTEGER ? reply->integer
-        : reply->type == REDIS_REPLY_STRING ? strtoll(reply->str, NULL, 10) : -1;
+    v = reply->type == REDIS_REPLY_INTEGER  ? reply->integer
+        : reply->type == REDIS_REPLY_STRING ? strtoll(reply->str, NULL, 10)
+                                            : -1;
     freeReplyObject(reply);
     return v;
 }
@@ -456,7 +457,7 @@ static void test_import_after_start(void **state)
     assert_int_equal(write(fd, "1\n2\n3\n", 6), 6);
     close(fd);
     snprintf(idtext, sizeof idtext, "%lld", (long long)id);
-    hr_redis_task_key(rd, key, sizeof key, id, "seq");
+    hr_key_task(hr_redis_prefix(rd), key, sizeof key, id, HR_KEY_SEQ);
     redis_ll("SET %s 1", key);
     run_ctl(r, NULL, "import", idtext, path, NULL);
     if (r->rc != 0)
@@ -473,7 +474,9 @@ static void test_redrive_slices(void **state)
 {
     ctl_run *r = malloc(sizeof *r);
     int64_t id = new_task("redrive slices");
-    char idtext[32], base[256];
+    char idtext[32], failed[HR_KEY_MAX], stats[HR_KEY_MAX], seqkey[HR_KEY_MAX];
+    char pending[HR_KEY_MAX], chunk[HR_KEY_MAX];
+    const char *prefix = hr_redis_prefix(rd);
     long long seq, total = 0, nchunks = 0;
     int uid;
 
@@ -481,25 +484,28 @@ static void test_redrive_slices(void **state)
     assert_non_null(r);
     snprintf(idtext, sizeof idtext, "%lld", (long long)id);
     exec_id("UPDATE push_task SET state = 'done', chunk_size = 2, failed = 5 WHERE id = ?", id);
-    hr_redis_task_key(rd, base, sizeof base, id, "");
+    hr_key_task(prefix, failed, sizeof failed, id, HR_KEY_FAILED);
+    hr_key_task(prefix, stats, sizeof stats, id, HR_KEY_STATS);
+    hr_key_task(prefix, seqkey, sizeof seqkey, id, HR_KEY_SEQ);
+    hr_key_task(prefix, pending, sizeof pending, id, HR_KEY_PENDING);
     for (uid = 101; uid <= 105; uid++)
-        redis_ll("HSET %sfailed %d %s", base, uid, "http 500");
-    redis_ll("HSET %sstats failed 5", base);
-    redis_ll("SET %sseq 7", base);
+        redis_ll("HSET %s %d %s", failed, uid, "http 500");
+    redis_ll("HSET %s failed 5", stats);
+    redis_ll("SET %s 7", seqkey);
     run_ctl(r, NULL, "redrive", idtext, NULL);
     if (r->rc != 0 || strstr(r->out, "redrove 5 recipients into 3 chunks") == NULL)
         fail_msg("redrive: rc %d: %s%s", r->rc, r->out, r->err);
     for (seq = 8; seq <= 10; seq++) {
-        long long n = redis_ll("SCARD %schunk:%lld", base, seq);
+        long long n = redis_ll("SCARD %s", hr_key_chunk(prefix, chunk, sizeof chunk, id, seq));
 
         assert_true(n >= 1 && n <= 2);
         total += n;
-        nchunks += redis_ll("HEXISTS %spending %lld", base, seq);
+        nchunks += redis_ll("HEXISTS %s %lld", pending, seq);
     }
     assert_int_equal(total, 5);
     assert_int_equal(nchunks, 3);
-    assert_int_equal(redis_ll("EXISTS %sfailed", base), 0);
-    assert_int_equal(redis_ll("HGET %sstats failed", base), 0);
+    assert_int_equal(redis_ll("EXISTS %s", failed), 0);
+    assert_int_equal(redis_ll("HGET %s failed", stats), 0);
     free(r);
 }
 
@@ -509,17 +515,17 @@ static void test_recover_refused(void **state)
 {
     ctl_run *r = malloc(sizeof *r);
     int64_t id = new_task("recover refused");
-    char idtext[32], base[256];
+    char idtext[32], prep[HR_KEY_MAX];
 
     (void)state;
     assert_non_null(r);
     snprintf(idtext, sizeof idtext, "%lld", (long long)id);
-    hr_redis_task_key(rd, base, sizeof base, id, "");
-    redis_ll("SET %sprep someone-else", base);
+    hr_key_task(hr_redis_prefix(rd), prep, sizeof prep, id, HR_KEY_PREP);
+    redis_ll("SET %s someone-else", prep);
     run_ctl(r, NULL, "recover", idtext, NULL);
     if (r->rc != 1 || strstr(r->err, "prepare lock held") == NULL)
         fail_msg("recover with the lock held: rc %d: %s", r->rc, r->err);
-    redis_ll("DEL %sprep", base);
+    redis_ll("DEL %s", prep);
     exec_id("UPDATE push_task SET state = 'dispatching' WHERE id = ?", id);
     run_ctl(r, NULL, "recover", idtext, NULL);
     if (r->rc != 1 || strstr(r->err, "pause it first") == NULL)
@@ -537,7 +543,8 @@ static void test_status_watch_and_list(void **state)
     assert_non_null(r);
     snprintf(idtext, sizeof idtext, "%lld", (long long)id);
     exec_id("UPDATE push_task SET state = 'done', total = 100, sent = 90, failed = 4, "
-            "throttled = 3, pulled = 2, cancelled = 1, retried = 7 WHERE id = ?", id);
+            "throttled = 3, pulled = 2, cancelled = 1, retried = 7 WHERE id = ?",
+            id);
 
     /* A finished task: --watch draws once and exits 0 (stdout is no tty:
      * one line per sample, then the report). */
@@ -580,8 +587,11 @@ static int columns(const char *s, size_t len)
 
     while (p < end) {
         uint32_t cp;
-        int n = p[0] < 0x80 ? 1 : (p[0] & 0xE0) == 0xC0 ? 2 : (p[0] & 0xF0) == 0xE0 ? 3
-                : (p[0] & 0xF8) == 0xF0 ? 4 : 0;
+        int n = p[0] < 0x80             ? 1
+                : (p[0] & 0xE0) == 0xC0 ? 2
+                : (p[0] & 0xF0) == 0xE0 ? 3
+                : (p[0] & 0xF8) == 0xF0 ? 4
+                                        : 0;
         if (n == 0 || p + n > end)
             fail_msg("invalid UTF-8 at byte %td of \"%s\"", (const char *)p - s, s);
         cp = n == 1 ? p[0] : p[0] & (0x7F >> n);
@@ -615,14 +625,15 @@ static void list_line(const char *out, int64_t id, char *line, size_t len)
     line[nl - p] = '\0';
 }
 
-#define CJK_NAME                                                                          \
+#define CJK_NAME                                                                           \
     "\xE6\x98\x8E\xE6\x99\x9A\xE7\x9B\xB4\xE6\x92\xAD\xE6\x8F\x90\xE9\x86\x92\xEF\xBC\x9A" \
     "\xE6\x96\xB0\xE5\xB9\xB4\xE6\xBC\x94\xE5\x94\xB1\xE4\xBC\x9A\xE5\x8D\xB3\xE5\xB0\x86" \
     "\xE5\xBC\x80\xE5\xA7\x8B" /* 16 CJK characters, 32 columns */
-#define EMOJI_NAME                                                                        \
+#define EMOJI_NAME                                                                          \
     "go \xF0\x9F\x8E\x89\xF0\x9F\x8E\x89\xF0\x9F\x8E\x89 live \xF0\x9F\x9A\x80\xF0\x9F\x9A" \
     "\x80 now \xE2\x9C\x85\xE2\x9C\x85\xE2\x9C\x85 ok" /* 33 columns */
-#define CJK_ERROR "provider 429: \xE8\xAF\xB7\xE6\xB1\x82\xE8\xBF\x87\xE4\xBA\x8E\xE9\xA2\x91" \
+#define CJK_ERROR                                                                           \
+    "provider 429: \xE8\xAF\xB7\xE6\xB1\x82\xE8\xBF\x87\xE4\xBA\x8E\xE9\xA2\x91"            \
     "\xE7\xB9\x81\xEF\xBC\x8C\xE8\xAF\xB7\xE7\xA8\x8D\xE5\x90\x8E\xE9\x87\x8D\xE8\xAF\x95 " \
     "(every recipient throttled)"
 
@@ -644,9 +655,11 @@ static void test_list_utf8_and_json(void **state)
     assert_non_null(r);
     for (int i = 0; i < 3; i++)
         exec_id("UPDATE push_task SET state = 'done', total = 1000, throttled = 1000, "
-                "last_error = '" CJK_ERROR "' WHERE id = ?", ids[i]);
+                "last_error = '" CJK_ERROR "' WHERE id = ?",
+                ids[i]);
     exec_id("UPDATE push_task SET pulled = 3, cancelled = 4, retried = 5, sent = 6, failed = 7 "
-            "WHERE id = ?", ids[2]);
+            "WHERE id = ?",
+            ids[2]);
 
     run_ctl(r, NULL, "list", "--state", "done", "--limit", "1000", NULL);
     if (r->rc != 0)
@@ -681,8 +694,7 @@ static void test_list_utf8_and_json(void **state)
         assert_null(strstr(err, "throttled)"));
         /* state, date, time, total, sent, failed, throttled, pulled, cancelled */
         err[-1] = '\0';
-        for (tok = strtok_r(st, " ", &save); tok != NULL && n < 8;
-             tok = strtok_r(NULL, " ", &save))
+        for (tok = strtok_r(st, " ", &save); tok != NULL && n < 8; tok = strtok_r(NULL, " ", &save))
             toks[n++] = tok;
         assert_int_equal(n, 8);
         assert_string_equal(toks[3], "1,000"); /* total */
@@ -713,7 +725,9 @@ static void test_list_utf8_and_json(void **state)
             continue;
         nfound++;
         assert_string_equal(cJSON_GetObjectItemCaseSensitive(o, "name")->valuestring,
-                            k == 0 ? CJK_NAME : k == 1 ? EMOJI_NAME : "short ascii");
+                            k == 0   ? CJK_NAME
+                            : k == 1 ? EMOJI_NAME
+                                     : "short ascii");
         assert_string_equal(cJSON_GetObjectItemCaseSensitive(o, "state")->valuestring, "done");
         assert_string_equal(cJSON_GetObjectItemCaseSensitive(o, "last_error")->valuestring,
                             CJK_ERROR);

@@ -70,8 +70,9 @@ static int64_t redis_int(const char *fmt, const char *key)
     int64_t v;
 
     assert_non_null(r);
-    v = r->type == REDIS_REPLY_INTEGER ? r->integer
-        : r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : -1;
+    v = r->type == REDIS_REPLY_INTEGER  ? r->integer
+        : r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10)
+                                        : -1;
     freeReplyObject(r);
     return v;
 }
@@ -109,7 +110,7 @@ static void subs_add(int64_t task, int64_t first, int64_t n, bool redis, bool my
     }
     if (!redis)
         return;
-    hr_redis_task_key(rd, key, sizeof key, task, "subs");
+    hr_key_task(hr_redis_prefix(rd), key, sizeof key, task, HR_KEY_SUBS);
     argv[0] = "SADD";
     argv[1] = key;
     for (i = 0; i < n; i += 1000) {
@@ -167,8 +168,8 @@ static void dispatcher_start(int i, const char *extra_env)
 {
     char *argv[] = {(char *)HERALD_DISPATCHER, "-c", cfg_path, NULL};
 
-    snprintf(log_path[i], sizeof log_path[i], "/tmp/itest-dispatcher-%d-%d-%d.log",
-             (int)getpid(), ncase, i);
+    snprintf(log_path[i], sizeof log_path[i], "/tmp/itest-dispatcher-%d-%d-%d.log", (int)getpid(),
+             ncase, i);
     unlink(log_path[i]);
     setenv("HERALD_TEST_TASK_TOPIC", task_topic, 1);
     if (extra_env != NULL)
@@ -224,23 +225,21 @@ static size_t consume_for(int64_t task, size_t want, int timeout_ms)
 
 /* Checks that TASK's chunk sets are disjoint and together are exactly
  * FIRST..FIRST+N-1; *SIZES gets each chunk's size by seq (index seq-1). */
-static int64_t check_chunks(int64_t task, int64_t first, int64_t n, int64_t *sizes,
-                            int64_t max_seq)
+static int64_t check_chunks(int64_t task, int64_t first, int64_t n, int64_t *sizes, int64_t max_seq)
 {
-    char base[256], key[320];
+    char key[HR_KEY_MAX];
     unsigned char *seen = calloc((size_t)n, 1);
     int64_t seq, nseq, total = 0;
     size_t i;
 
     assert_non_null(seen);
-    hr_redis_task_key(rd, key, sizeof key, task, "seq");
+    hr_key_task(hr_redis_prefix(rd), key, sizeof key, task, HR_KEY_SEQ);
     nseq = redis_int("GET %s", key);
     assert_true(nseq >= 1 && nseq <= max_seq);
-    hr_redis_task_key(rd, base, sizeof base, task, "");
     for (seq = 1; seq <= nseq; seq++) {
         redisReply *r;
 
-        snprintf(key, sizeof key, "%schunk:%lld", base, (long long)seq);
+        hr_key_chunk(hr_redis_prefix(rd), key, sizeof key, task, seq);
         r = hr_redis_cmdf(rd, errstr, sizeof errstr, "SMEMBERS %s", key);
         assert_non_null(r);
         sizes[seq - 1] = (int64_t)r->elements;
@@ -257,7 +256,7 @@ static int64_t check_chunks(int64_t task, int64_t first, int64_t n, int64_t *siz
     }
     free(seen);
     assert_int_equal(total, n);
-    hr_redis_task_key(rd, key, sizeof key, task, "subs");
+    hr_key_task(hr_redis_prefix(rd), key, sizeof key, task, HR_KEY_SUBS);
     assert_int_equal(redis_int("SCARD %s", key), 0);
     return nseq;
 }
@@ -386,9 +385,8 @@ static bool timer_has(void *ctx)
     redisReply *r;
     bool has;
 
-    hr_redis_key(rd, key, sizeof key, "timer");
-    r = hr_redis_cmdf(rd, errstr, sizeof errstr, "ZSCORE %s %lld", key,
-                      (long long)*(int64_t *)ctx);
+    hr_key_timer(hr_redis_prefix(rd), key, sizeof key);
+    r = hr_redis_cmdf(rd, errstr, sizeof errstr, "ZSCORE %s %lld", key, (long long)*(int64_t *)ctx);
     has = r != NULL && r->type == REDIS_REPLY_STRING;
     freeReplyObject(r);
     return has;
@@ -406,9 +404,8 @@ static void test_poller(void **state)
     subs_add(task, 1, 10, true, false);
     dispatcher_start(0, NULL);
     assert_true(itest_wait_until(timer_has, &task, 2000));
-    hr_redis_key(rd, key, sizeof key, "timer");
-    freeReplyObject(hr_redis_cmdf(rd, errstr, sizeof errstr, "ZREM %s %lld", key,
-                                  (long long)task));
+    hr_key_timer(hr_redis_prefix(rd), key, sizeof key);
+    freeReplyObject(hr_redis_cmdf(rd, errstr, sizeof errstr, "ZREM %s %lld", key, (long long)task));
     wait_state(task, "dispatched", 10000);
     lag = sql_int("SELECT CAST(ROUND(UNIX_TIMESTAMP(started_at) * 1000) AS SIGNED) - "
                   "CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED) FROM push_task "
@@ -474,7 +471,7 @@ static void test_takeover(void **state)
     dispatcher_start(0, NULL);
     dispatcher_start(1, NULL);
     wait_state(task, "dispatching", 5000);
-    hr_redis_task_key(rd, key, sizeof key, task, "seq");
+    hr_key_task(hr_redis_prefix(rd), key, sizeof key, task, HR_KEY_SEQ);
     for (k = 0; k < 200 && redis_int("GET %s", key) < 5; k++)
         usleep(20000);
     assert_true(redis_int("GET %s", key) >= 5);
@@ -596,8 +593,8 @@ static void test_bad_rows_and_raw_sql(void **state)
         hr_mysql_rows *rows = NULL;
 
         wait_state(ids[i], "failed", 5000);
-        if (hr_mysql_query(db, "SELECT last_error FROM push_task WHERE id = ?", p, 1, &rows,
-                           errstr, sizeof errstr) != 0)
+        if (hr_mysql_query(db, "SELECT last_error FROM push_task WHERE id = ?", p, 1, &rows, errstr,
+                           sizeof errstr) != 0)
             fail_msg("%s", errstr);
         assert_non_null(hr_mysql_cell(rows, 0, 0));
         printf("# %s -> %s\n", bad[i], hr_mysql_cell(rows, 0, 0));
@@ -653,13 +650,14 @@ static void test_postponed(void **state)
     (void)state;
     subs_add(moved, 1, 10, true, false);
     subs_add(stale, 1, 10, true, false);
-    hr_redis_key(rd, key, sizeof key, "timer");
+    hr_key_timer(hr_redis_prefix(rd), key, sizeof key);
     freeReplyObject(hr_redis_cmdf(rd, errstr, sizeof errstr, "ZADD %s %lld %lld", key,
                                   (long long)(now - 1000), (long long)stale));
     dispatcher_start(0, NULL);
     assert_true(itest_wait_until(timer_has, &moved, 3000));
     sql_exec("UPDATE push_task SET due_at = due_at + INTERVAL 2 HOUR, "
-             "freeze_at = freeze_at + INTERVAL 2 HOUR WHERE id = ?", p, 1);
+             "freeze_at = freeze_at + INTERVAL 2 HOUR WHERE id = ?",
+             p, 1);
     /* well before the old due time: only the scanner can have removed it */
     assert_true(itest_wait_until(timer_lacks, &moved, 2500));
     assert_true(itest_wait_until(timer_lacks, &stale, 3000)); /* popped, refused */
@@ -705,8 +703,10 @@ int main(void)
     int rc;
 
     if (!dispatcher_has_seams()) {
-        fprintf(stderr, "test_dispatcher: %s lacks the test seams (configure with "
-                        "-Dtest_seams=true) -- skipping\n", HERALD_DISPATCHER);
+        fprintf(stderr,
+                "test_dispatcher: %s lacks the test seams (configure with "
+                "-Dtest_seams=true) -- skipping\n",
+                HERALD_DISPATCHER);
         return 77;
     }
     cfg = itest_config();

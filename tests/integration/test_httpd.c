@@ -39,9 +39,9 @@ static void echo_task(void *ctx, const hr_httpd_req *req, hr_httpd_resp *resp)
     hr_metrics_inc(fx->hits);
     const char *state = hr_httpd_query(req, "state");
     char out[512];
-    int n = snprintf(out, sizeof out, "{\"method\":\"%s\",\"id\":\"%s\",\"state\":\"%s\",\"len\":%zu}",
-                     req->method, hr_httpd_param(req, "id"), state != NULL ? state : "",
-                     req->body_len);
+    int n =
+        snprintf(out, sizeof out, "{\"method\":\"%s\",\"id\":\"%s\",\"state\":\"%s\",\"len\":%zu}",
+                 req->method, hr_httpd_param(req, "id"), state != NULL ? state : "", req->body_len);
     hr_buf_append(&resp->body, out, (size_t)n);
 }
 
@@ -81,8 +81,8 @@ static int setup(void **state)
     fx->reg = hr_metrics_new(0);
     assert_non_null(fx->reg);
     hr_metrics_family *fam = NULL;
-    const hr_metrics_spec spec = {&fam, "test_hits_total", "Handler calls.", HR_METRICS_COUNTER,
-                                  "route", NULL, 0};
+    const hr_metrics_spec spec = {
+        &fam, "test_hits_total", "Handler calls.", HR_METRICS_COUNTER, "route", NULL, 0};
     char err[256];
     assert_int_equal(hr_metrics_register(fx->reg, &spec, 1, err, sizeof err), 0);
     fx->hits = hr_metrics_labels(fam, "task");
@@ -183,7 +183,7 @@ static size_t on_read(char *p, size_t size, size_t n, void *ud)
 /* One request; BODY NULL for none, CHUNKED sends it without Content-Length.
  * Safe on any thread (asserts nothing). */
 static CURLcode http_try(const fixture *fx, const char *method, const char *path, const char *body,
-                 size_t body_len, bool chunked, const char *authz, reply *r)
+                         size_t body_len, bool chunked, const char *authz, reply *r)
 {
     memset(r, 0, sizeof *r);
     char url[512];
@@ -261,7 +261,8 @@ static void test_routes(void **state)
     http(fx, "GET", "/v1/tasks/42?state=running", NULL, 0, false, NULL, &r);
     assert_int_equal(r.status, 200);
     assert_string_equal(r.ctype, "application/json");
-    assert_string_equal(r.body, "{\"method\":\"GET\",\"id\":\"42\",\"state\":\"running\",\"len\":0}");
+    assert_string_equal(r.body,
+                        "{\"method\":\"GET\",\"id\":\"42\",\"state\":\"running\",\"len\":0}");
 
     http(fx, "POST", "/v1/tasks/7", "{\"a\":1}", 7, false, NULL, &r);
     assert_int_equal(r.status, 200);
@@ -406,7 +407,8 @@ static void *client_run(void *arg)
         snprintf(path, sizeof path, "/v1/tasks/%d", id);
         snprintf(want, sizeof want, "\"id\":\"%d\"", id);
         reply r;
-        if (http_try(cl->fx, "GET", path, NULL, 0, false, NULL, &r) == CURLE_OK && r.status == 200 && strstr(r.body, want) != NULL)
+        if (http_try(cl->fx, "GET", path, NULL, 0, false, NULL, &r) == CURLE_OK &&
+            r.status == 200 && strstr(r.body, want) != NULL)
             atomic_fetch_add(cl->ok, 1);
     }
     return NULL;
@@ -443,15 +445,15 @@ static void test_start_errors(void **state)
         int threads;
         const hr_httpd_route *routes;
     } cases[] = {
-        {"127.0.0.1", 1, good},      {"127.0.0.1:0", 0, good},  {"127.0.0.1:0", 65, good},
-        {"127.0.0.1:http", 1, good}, {taken, 1, good},  {"127.0.0.1:0", 1, bad},
+        {"127.0.0.1", 1, good},       {"127.0.0.1:0", 0, good}, {"127.0.0.1:0", 65, good},
+        {"127.0.0.1:http", 1, good},  {taken, 1, good},         {"127.0.0.1:0", 1, bad},
         {"127.0.0.1:0", 1, relative},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         err[0] = '\0';
-        assert_int_equal(
-            hr_httpd_start(cases[i].listen, cases[i].threads, cases[i].routes, 1, 1024, &h, err, sizeof err),
-            -1);
+        assert_int_equal(hr_httpd_start(cases[i].listen, cases[i].threads, cases[i].routes, 1, 1024,
+                                        &h, err, sizeof err),
+                         -1);
         assert_null(h);
         assert_true(err[0] != '\0');
     }
@@ -468,9 +470,9 @@ int main(void)
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         return 1;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_routes),   cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_routes),     cmocka_unit_test(test_errors),
         cmocka_unit_test(test_body_limit), cmocka_unit_test(test_metrics_endpoint),
-        cmocka_unit_test(test_readyz),   cmocka_unit_test(test_bearer),
+        cmocka_unit_test(test_readyz),     cmocka_unit_test(test_bearer),
         cmocka_unit_test(test_concurrent), cmocka_unit_test(test_start_errors),
     };
     int rc = cmocka_run_group_tests(tests, setup, teardown);

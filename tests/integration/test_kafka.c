@@ -91,8 +91,8 @@ static void test_produce(void **state)
     if (rk == NULL)
         fail_msg("producer: %s", errstr);
     for (int i = 0; i < N_MESSAGES; i++) {
-        hr_chunkmsg msg = {.task = 1, .seq = i + 1, .count = i, .due_ms = 0,
-                           .published_ms = itest_now_ms()};
+        hr_chunkmsg msg = {
+            .task = 1, .seq = i + 1, .count = i, .due_ms = 0, .published_ms = itest_now_ms()};
         char key[64], value[HR_CHUNKMSG_MAX_BYTES];
         int klen = hr_chunkmsg_key(&msg, key, sizeof key);
         int vlen = hr_chunkmsg_encode(&msg, value, sizeof value);

@@ -130,10 +130,12 @@ static void test_roundtrip(void **state)
     assert_int_equal(hr_mysql_exec(db,
                                    "INSERT INTO hrtest_rt (s, big, small, d, n, t)"
                                    " VALUES (?, ?, ?, ?, ?, ?)",
-                                   (hr_mysql_param[]){HR_P_STR(tricky), HR_P_I64(INT64_MAX),
+                                   (hr_mysql_param[]){HR_P_STR(tricky),
+                                                      HR_P_I64(INT64_MAX),
                                                       HR_P_I64(INT64_MIN),
                                                       {.type = HR_MYSQL_DOUBLE, .dbl = 3.25},
-                                                      HR_P_NULL, HR_P_STRN(big, BIG_TEXT_LEN)},
+                                                      HR_P_NULL,
+                                                      HR_P_STRN(big, BIG_TEXT_LEN)},
                                    6, &affected, &id, NULL, errstr, sizeof errstr),
                      0);
     assert_int_equal(affected, 1);
@@ -193,8 +195,7 @@ static void test_statement_cache(void **state)
         }
     }
     for (int i = 0; i < 500; i++)
-        exec_ok("INSERT INTO hrtest_rt (big) VALUES (?)", (hr_mysql_param[]){HR_P_I64(i)}, 1,
-                NULL);
+        exec_ok("INSERT INTO hrtest_rt (big) VALUES (?)", (hr_mysql_param[]){HR_P_I64(i)}, 1, NULL);
     hr_mysql_rows *rows = query_ok("SELECT big FROM hrtest_rt ORDER BY big", NULL, 0);
     assert_int_equal(rows->nrows, 500);
     assert_string_equal(hr_mysql_cell(rows, 499, 0), "499");
@@ -226,8 +227,7 @@ static void test_errors(void **state)
     unsigned err = 0;
 
     (void)state;
-    assert_int_equal(hr_mysql_exec(db, "SELEC 1", NULL, 0, NULL, NULL, &err, errstr,
-                                   sizeof errstr),
+    assert_int_equal(hr_mysql_exec(db, "SELEC 1", NULL, 0, NULL, NULL, &err, errstr, sizeof errstr),
                      -1);
     assert_int_equal(err, 1064);
     assert_non_null(strstr(errstr, "SQL syntax"));
@@ -236,12 +236,10 @@ static void test_errors(void **state)
                      -1);
     assert_null(rows);
     assert_non_null(strstr(errstr, "doesn't exist"));
-    assert_int_equal(hr_mysql_exec(db, "SELECT ?", NULL, 0, NULL, NULL, NULL, errstr,
-                                   sizeof errstr),
-                     -1);
+    assert_int_equal(
+        hr_mysql_exec(db, "SELECT ?", NULL, 0, NULL, NULL, NULL, errstr, sizeof errstr), -1);
     assert_non_null(strstr(errstr, "parameters"));
-    assert_int_equal(hr_mysql_script(db, "SELECT 1; SELEC 2; SELECT 3", errstr, sizeof errstr),
-                     -1);
+    assert_int_equal(hr_mysql_script(db, "SELECT 1; SELEC 2; SELECT 3", errstr, sizeof errstr), -1);
     assert_true(strncmp(errstr, "statement 2: ", 13) == 0);
     /* The connection is still usable after each error. */
     char *value = query_value("SELECT 'alive'", NULL, 0);
@@ -262,9 +260,9 @@ static void test_reconnect(void **state)
     (void)state;
     assert_int_equal(hr_mysql_connect(cfg, &victim, errstr, sizeof errstr), 0);
     for (int in_txn = 0; in_txn < 2; in_txn++) {
-        assert_int_equal(hr_mysql_query(victim, "SELECT CONNECTION_ID()", NULL, 0, &rows, errstr,
-                                        sizeof errstr),
-                         0);
+        assert_int_equal(
+            hr_mysql_query(victim, "SELECT CONNECTION_ID()", NULL, 0, &rows, errstr, sizeof errstr),
+            0);
         conn_id = strdup(hr_mysql_cell(rows, 0, 0));
         hr_mysql_rows_free(rows);
         if (in_txn)
@@ -282,9 +280,8 @@ static void test_reconnect(void **state)
         } else {
             assert_int_equal(rc, 0);
         }
-        assert_int_equal(hr_mysql_query(victim,
-                                        "SELECT @@session.time_zone, @@session.sql_mode", NULL,
-                                        0, &rows, errstr, sizeof errstr),
+        assert_int_equal(hr_mysql_query(victim, "SELECT @@session.time_zone, @@session.sql_mode",
+                                        NULL, 0, &rows, errstr, sizeof errstr),
                          0);
         assert_string_equal(hr_mysql_cell(rows, 0, 0), "+00:00");
         assert_non_null(strstr(hr_mysql_cell(rows, 0, 1), "STRICT_ALL_TABLES"));
@@ -300,9 +297,8 @@ static void test_migrate_idempotent(void **state)
     int applied = -1;
 
     (void)state;
-    assert_int_equal(hr_mysql_migrate(db, hr_sql_files, HR_SQL__COUNT, &applied, errstr,
-                                      sizeof errstr),
-                     0);
+    assert_int_equal(
+        hr_mysql_migrate(db, hr_sql_files, HR_SQL__COUNT, &applied, errstr, sizeof errstr), 0);
     assert_int_equal(applied, 0);
     value = query_value("SELECT GROUP_CONCAT(name ORDER BY version) FROM schema_migrations"
                         " WHERE version IN (1, 2)",
@@ -352,8 +348,8 @@ static void expect_frozen(uint64_t id, const char *set)
     unsigned err = 0;
 
     snprintf(sql, sizeof sql, "UPDATE push_task SET %s WHERE id = ?", set);
-    assert_int_equal(hr_mysql_exec(db, sql, (hr_mysql_param[]){HR_P_I64(id)}, 1, NULL, NULL,
-                                   &err, errstr, sizeof errstr),
+    assert_int_equal(hr_mysql_exec(db, sql, (hr_mysql_param[]){HR_P_I64(id)}, 1, NULL, NULL, &err,
+                                   errstr, sizeof errstr),
                      -1);
     assert_int_equal(err, 1644);
     if (!strstr(errstr, "is frozen"))
@@ -484,14 +480,10 @@ static void test_heraldctl(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_roundtrip),
-        cmocka_unit_test(test_statement_cache),
-        cmocka_unit_test(test_transaction),
-        cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_reconnect),
-        cmocka_unit_test(test_migrate_idempotent),
-        cmocka_unit_test(test_freeze_trigger),
-        cmocka_unit_test(test_heraldctl),
+        cmocka_unit_test(test_roundtrip),      cmocka_unit_test(test_statement_cache),
+        cmocka_unit_test(test_transaction),    cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_reconnect),      cmocka_unit_test(test_migrate_idempotent),
+        cmocka_unit_test(test_freeze_trigger), cmocka_unit_test(test_heraldctl),
     };
 
     if (argc < 2) {

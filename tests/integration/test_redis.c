@@ -54,7 +54,8 @@ static long long cmd_int(hr_redis *r, const char *fmt, const char *arg)
 static long long rl_eval(const char *key, const char *limit, const char *want)
 {
     const char *argv[] = {key, limit, want};
-    redisReply *reply = hr_redis_eval(rd, HR_LUA_RATELIMIT, 1, 3, argv, NULL, errstr, sizeof errstr);
+    redisReply *reply =
+        hr_redis_eval(rd, HR_LUA_RATELIMIT, 1, 3, argv, NULL, errstr, sizeof errstr);
     long long v;
 
     if (reply == NULL)
@@ -94,9 +95,9 @@ static void test_keys_and_time(void **state)
     int64_t ms;
 
     snprintf(want, sizeof want, "%s{t42}:subs", cfg->redis.prefix);
-    assert_string_equal(hr_redis_task_key(rd, buf, sizeof buf, 42, "subs"), want);
+    assert_string_equal(hr_key_task(hr_redis_prefix(rd), buf, sizeof buf, 42, HR_KEY_SUBS), want);
     snprintf(want, sizeof want, "%srl:task7:123", cfg->redis.prefix);
-    assert_string_equal(hr_redis_key(rd, buf, sizeof buf, "rl:task%d:%d", 7, 123), want);
+    assert_string_equal(hr_key_ratelimit(hr_redis_prefix(rd), buf, sizeof buf, "task7", 123), want);
     assert_string_equal(hr_redis_prefix(rd), cfg->redis.prefix);
     assert_int_equal(hr_redis_time_ms(rd, &ms, errstr, sizeof errstr), 0);
     assert_true(llabs((long long)(ms - itest_now_ms())) < 5000);
@@ -107,7 +108,7 @@ static void test_eval_ratelimit(void **state)
     (void)state;
     char key[256];
 
-    hr_redis_key(rd, key, sizeof key, "rl:eval:1");
+    hr_key_ratelimit(hr_redis_prefix(rd), key, sizeof key, "eval", 1);
     assert_int_equal(rl_eval(key, "10", "7"), 7);
     assert_int_equal(rl_eval(key, "10", "7"), 3);
     assert_int_equal(rl_eval(key, "10", "1"), 0);
@@ -115,7 +116,7 @@ static void test_eval_ratelimit(void **state)
     assert_true(pttl > 0 && pttl <= 2000);
 
     /* No grant on a new key must not create it (no key without a TTL). */
-    hr_redis_key(rd, key, sizeof key, "rl:eval:2");
+    hr_key_ratelimit(hr_redis_prefix(rd), key, sizeof key, "eval", 2);
     assert_int_equal(rl_eval(key, "10", "0"), 0);
     assert_int_equal(cmd_int(rd, "EXISTS %s", key), 0);
 
@@ -132,7 +133,7 @@ static void test_noscript_fallback(void **state)
 
     assert_non_null(reply);
     freeReplyObject(reply);
-    hr_redis_key(rd, key, sizeof key, "rl:noscript:1");
+    hr_key_ratelimit(hr_redis_prefix(rd), key, sizeof key, "noscript", 1);
     assert_int_equal(rl_eval(key, "5", "3"), 3);
     assert_int_equal(rl_eval(key, "5", "3"), 2);
 }
@@ -225,7 +226,7 @@ static void test_ratelimit_concurrent(void **state)
 
     /* The last second's counter must carry a TTL of at most 2 s. */
     char key[256];
-    hr_redis_key(rd, key, sizeof key, "rl:%s:%lld", rl_scope, (long long)(end_s - 1));
+    hr_key_ratelimit(hr_redis_prefix(rd), key, sizeof key, rl_scope, end_s - 1);
     long long pttl = cmd_int(rd, "PTTL %s", key);
     assert_true(pttl <= 2000);
 
@@ -263,60 +264,18 @@ static void test_ratelimit_wait(void **state)
     (void)state;
     int64_t granted, wait_ms;
 
-    assert_int_equal(hr_ratelimit_take(rd, "wait", 3, 2, &granted, &wait_ms, errstr,
-                                       sizeof errstr), 0);
+    assert_int_equal(hr_ratelimit_take(rd, "wait", 3, 2, &granted, &wait_ms, errstr, sizeof errstr),
+                     0);
     if (granted == 2) {
         assert_int_equal(wait_ms, 0);
-        assert_int_equal(hr_ratelimit_take(rd, "wait", 3, 2, &granted, &wait_ms, errstr,
-                                           sizeof errstr), 0);
+        assert_int_equal(
+            hr_ratelimit_take(rd, "wait", 3, 2, &granted, &wait_ms, errstr, sizeof errstr), 0);
     }
     /* Either the second call got the last unit, or the second rolled over. */
     if (granted < 2)
         assert_true(wait_ms > 0 && wait_ms <= 1000);
-    assert_int_equal(hr_ratelimit_take(rd, "wait", 0, 1, &granted, &wait_ms, errstr,
-                                       sizeof errstr), -1);
-}
-
-static void test_pipeline(void **state)
-{
-    (void)state;
-    enum { N = 1000 };
-    char key[256], rlkey[256];
-    const char *argv[] = {"INCR", key};
-    const char *eargv[] = {rlkey, "1000", "1"};
-
-    hr_redis_key(rd, key, sizeof key, "pipe");
-    hr_redis_key(rd, rlkey, sizeof rlkey, "rl:pipe:1");
-    for (int i = 0; i < N; i++)
-        assert_int_equal(hr_redis_pipe_cmd(rd, 2, argv, NULL), 0);
-    assert_int_equal(hr_redis_pipe_eval(rd, HR_LUA_RATELIMIT, 1, 3, eargv, NULL), 0);
-    for (int i = 0; i < N; i++) {
-        redisReply *reply = hr_redis_pipe_reply(rd, errstr, sizeof errstr);
-        if (reply == NULL)
-            fail_msg("reply %d: %s", i, errstr);
-        assert_int_equal(reply->type, REDIS_REPLY_INTEGER);
-        assert_int_equal(reply->integer, i + 1);
-        freeReplyObject(reply);
-    }
-    redisReply *reply = hr_redis_pipe_reply(rd, errstr, sizeof errstr);
-    assert_non_null(reply);
-    assert_int_equal(reply->integer, 1);
-    freeReplyObject(reply);
-
-    /* After SCRIPT FLUSH a pipelined EVALSHA reports NOSCRIPT; a reload
-     * repairs the connection. */
-    reply = hr_redis_cmdf(rd, errstr, sizeof errstr, "SCRIPT FLUSH");
-    assert_non_null(reply);
-    freeReplyObject(reply);
-    assert_int_equal(hr_redis_pipe_eval(rd, HR_LUA_RATELIMIT, 1, 3, eargv, NULL), 0);
-    assert_null(hr_redis_pipe_reply(rd, errstr, sizeof errstr));
-    assert_non_null(strstr(errstr, "NOSCRIPT"));
-    assert_int_equal(hr_redis_reload_scripts(rd, errstr, sizeof errstr), 0);
-    assert_int_equal(hr_redis_pipe_eval(rd, HR_LUA_RATELIMIT, 1, 3, eargv, NULL), 0);
-    reply = hr_redis_pipe_reply(rd, errstr, sizeof errstr);
-    assert_non_null(reply);
-    assert_int_equal(reply->integer, 1);
-    freeReplyObject(reply);
+    assert_int_equal(hr_ratelimit_take(rd, "wait", 0, 1, &granted, &wait_ms, errstr, sizeof errstr),
+                     -1);
 }
 
 /* hr_pipe: replies in order and taken in any order; after SCRIPT FLUSH the
@@ -329,12 +288,13 @@ static void test_pipe_object(void **state)
     char key[256], rlkey[256];
     const char *argv[] = {"INCR", key};
     const char *eargv[] = {rlkey, "1000", "1"};
-    hr_pipe *p = hr_pipe_new(rd);
+    hr_pipe *pipe = hr_pipe_new(rd);
     redisReply *reply;
 
-    assert_non_null(p);
-    hr_redis_key(rd, key, sizeof key, "pipeobj");
-    hr_redis_key(rd, rlkey, sizeof rlkey, "rl:pipeobj:1");
+    assert_non_null(pipe);
+    /* A STRING counter (then read as a hash, for a WRONGTYPE error). */
+    hr_key_task(hr_redis_prefix(rd), key, sizeof key, 1, HR_KEY_SEQ);
+    hr_key_ratelimit(hr_redis_prefix(rd), rlkey, sizeof rlkey, "pipeobj", 1);
     for (int round = 0; round < 2; round++) {
         if (round == 1) {
             reply = hr_redis_cmdf(rd, errstr, sizeof errstr, "SCRIPT FLUSH");
@@ -342,55 +302,50 @@ static void test_pipe_object(void **state)
             freeReplyObject(reply);
         }
         for (int i = 0; i < N; i++) {
-            assert_int_equal(hr_pipe_cmd(p, 2, argv, NULL), 0);
-            assert_int_equal(hr_pipe_eval(p, HR_LUA_RATELIMIT, 1, 3, eargv, NULL), 0);
+            assert_int_equal(hr_pipe_cmd(pipe, 2, argv, NULL), 0);
+            assert_int_equal(hr_pipe_eval(pipe, HR_LUA_RATELIMIT, 1, 3, eargv, NULL), 0);
         }
-        assert_int_equal(hr_pipe_count(p), 2 * N);
-        assert_int_equal(hr_pipe_exec(p, errstr, sizeof errstr), 0);
+        assert_int_equal(hr_pipe_count(pipe), 2 * N);
+        assert_int_equal(hr_pipe_exec(pipe, errstr, sizeof errstr), 0);
         for (int i = N - 1; i >= 0; i--) {
-            reply = hr_pipe_reply(p, 2 * (size_t)i + 1, errstr, sizeof errstr);
+            reply = hr_pipe_reply(pipe, 2 * (size_t)i + 1, errstr, sizeof errstr);
             if (reply == NULL)
                 fail_msg("round %d eval %d: %s", round, i, errstr);
             assert_int_equal(reply->integer, 1);
             freeReplyObject(reply);
-            reply = hr_pipe_reply(p, 2 * (size_t)i, errstr, sizeof errstr);
+            reply = hr_pipe_reply(pipe, 2 * (size_t)i, errstr, sizeof errstr);
             assert_non_null(reply);
             assert_int_equal(reply->integer, round * N + i + 1);
             freeReplyObject(reply);
         }
-        assert_null(hr_pipe_reply(p, 0, errstr, sizeof errstr));
+        assert_null(hr_pipe_reply(pipe, 0, errstr, sizeof errstr));
         assert_non_null(strstr(errstr, "taken"));
-        hr_pipe_reset(p);
+        hr_pipe_reset(pipe);
     }
     /* An error reply is an error for its command only. */
     {
         const char *bad[] = {"HGET", key, "f"};
 
-        assert_int_equal(hr_pipe_cmd(p, 3, bad, NULL), 0);
-        assert_int_equal(hr_pipe_cmd(p, 2, argv, NULL), 0);
-        assert_int_equal(hr_pipe_exec(p, errstr, sizeof errstr), 0);
-        assert_null(hr_pipe_reply(p, 0, errstr, sizeof errstr));
+        assert_int_equal(hr_pipe_cmd(pipe, 3, bad, NULL), 0);
+        assert_int_equal(hr_pipe_cmd(pipe, 2, argv, NULL), 0);
+        assert_int_equal(hr_pipe_exec(pipe, errstr, sizeof errstr), 0);
+        assert_null(hr_pipe_reply(pipe, 0, errstr, sizeof errstr));
         assert_non_null(strstr(errstr, "WRONGTYPE"));
-        reply = hr_pipe_reply(p, 1, errstr, sizeof errstr);
+        reply = hr_pipe_reply(pipe, 1, errstr, sizeof errstr);
         assert_non_null(reply);
         assert_int_equal(reply->integer, 2 * N + 1);
         freeReplyObject(reply);
     }
-    hr_pipe_free(p);
+    hr_pipe_free(pipe);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_itest_config),
-        cmocka_unit_test(test_keys_and_time),
-        cmocka_unit_test(test_eval_ratelimit),
-        cmocka_unit_test(test_noscript_fallback),
-        cmocka_unit_test(test_reconnect),
-        cmocka_unit_test(test_ratelimit_wait),
-        cmocka_unit_test(test_pipeline),
-        cmocka_unit_test(test_pipe_object),
-        cmocka_unit_test(test_ratelimit_concurrent),
+        cmocka_unit_test(test_itest_config),   cmocka_unit_test(test_keys_and_time),
+        cmocka_unit_test(test_eval_ratelimit), cmocka_unit_test(test_noscript_fallback),
+        cmocka_unit_test(test_reconnect),      cmocka_unit_test(test_ratelimit_wait),
+        cmocka_unit_test(test_pipe_object),    cmocka_unit_test(test_ratelimit_concurrent),
     };
 
     cfg = itest_config(); /* exits 77 before cmocka starts when unset */

@@ -24,6 +24,11 @@ racing cancels, recover in flight" has one section per scenario.
                  (its next reply held 3 s by the proxy) heraldctl redrive
                  moves dead letters into a chunk and the done lands after
                  it: the task is reopened and the chunk published.
+  commit_lost    a worker's MySQL through a proxy that swallows the reply
+                 to the COMMIT of the reporter's transaction carrying a
+                 chunk's cancel (the transaction committed; the reporter
+                 sees the connection drop and writes it again): MySQL
+                 cancelled stays equal to the stats hash's, never doubled.
 
 usage: test_retry_races.py HERALD_DISPATCHER HERALD_WORKER HERALD_SINK HERALDCTL [SCENARIO...]
 (python3 stdlib + kcat; exit 77 without HERALD_TEST_CONFIG).  Every wait is
@@ -80,16 +85,13 @@ def resp_parse(buf, pos):
     raise ValueError("bad RESP type %r" % t)
 
 
-class RedisProxy:
-    """A loopback TCP proxy in front of Redis.  MATCH(args) picks a command;
-    the reply to the first command it picks (across all connections) is
-    swallowed and the client's connection closed (ACTION "drop": the client
-    sees EOF after the server ran the command), or held DELAY_S seconds
-    (ACTION "delay").  Everything else passes unchanged."""
+class LoopbackProxy:
+    """A TCP listener on loopback in front of UPSTREAM_PORT: one upstream
+    connection per client, the pair handed to _serve (the subclass's two
+    pumps).  `fired` is set by the subclass when its fault happened."""
 
-    def __init__(self, upstream_port, match, action="drop", delay_s=0.0):
-        self.upstream_port, self.match, self.action, self.delay_s = \
-            upstream_port, match, action, delay_s
+    def __init__(self, upstream_port):
+        self.upstream_port = upstream_port
         self.fired = threading.Event()
         self.lock = threading.Lock()
         self.srv = socket.socket()
@@ -105,45 +107,82 @@ class RedisProxy:
                 cli, _ = self.srv.accept()
             except OSError:
                 return
-            up = socket.create_connection(("127.0.0.1", self.upstream_port))
-            marks = []  # per command sent and not yet answered: picked?
-            cond = threading.Condition()
-            threading.Thread(target=self._c2s, args=(cli, up, marks, cond), daemon=True).start()
-            threading.Thread(target=self._s2c, args=(cli, up, marks, cond), daemon=True).start()
+            self._serve(cli, socket.create_connection(("127.0.0.1", self.upstream_port)))
 
-    def _pick(self, args):
-        with self.lock:
-            if self.fired.is_set() or not self.match(args):
-                return False
-            self.fired.set()
-            return True
+    def _serve(self, cli, up):
+        raise NotImplementedError
 
-    def _c2s(self, cli, up, marks, cond):
-        buf, pos = b"", 0
+    def _commands(self, buf, *state):
+        """Reads the client's commands at the start of BUF (the subclass's
+        parser); returns the incomplete rest."""
+        raise NotImplementedError
+
+    def _c2s(self, cli, up, *state):
+        """Client to server: every byte passes; _commands sees the commands."""
+        buf = b""
         try:
             while True:
                 data = cli.recv(65536)
                 if not data:
                     break
-                buf += data
-                while True:
-                    try:
-                        args, npos = resp_parse(buf, pos)
-                    except Incomplete:
-                        break
-                    with cond:
-                        marks.append(self._pick(args))
-                        cond.notify_all()
-                    pos = npos
+                buf = self._commands(buf + data, *state)
                 up.sendall(data)
-                buf, pos = buf[pos:], 0
         except OSError:
             pass
-        for s in (up, cli):
+        for sock in (up, cli):
             try:
-                s.shutdown(socket.SHUT_RDWR)
+                sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
+
+    def fire_once(self, picked):
+        """True for the first PICKED command of all connections (then
+        `fired` is set); False for every other."""
+        with self.lock:
+            if self.fired.is_set() or not picked:
+                return False
+            self.fired.set()
+            return True
+
+    @staticmethod
+    def drop(cli, up):
+        """The client sees its connection closed; the reply goes nowhere."""
+        cli.shutdown(socket.SHUT_RDWR)
+        cli.close()
+        up.close()
+
+    def close(self):
+        self.srv.close()
+
+
+class RedisProxy(LoopbackProxy):
+    """A loopback TCP proxy in front of Redis.  MATCH(args) picks a command;
+    the reply to the first command it picks (across all connections) is
+    swallowed and the client's connection closed (ACTION "drop": the client
+    sees EOF after the server ran the command), or held DELAY_S seconds
+    (ACTION "delay").  Everything else passes unchanged."""
+
+    def __init__(self, upstream_port, match, action="drop", delay_s=0.0):
+        self.match, self.action, self.delay_s = match, action, delay_s
+        super().__init__(upstream_port)
+
+    def _serve(self, cli, up):
+        marks = []  # per command sent and not yet answered: picked?
+        cond = threading.Condition()
+        threading.Thread(target=self._c2s, args=(cli, up, marks, cond), daemon=True).start()
+        threading.Thread(target=self._s2c, args=(cli, up, marks, cond), daemon=True).start()
+
+    def _commands(self, buf, marks, cond):
+        pos = 0
+        while True:
+            try:
+                args, npos = resp_parse(buf, pos)
+            except Incomplete:
+                return buf[pos:]
+            with cond:
+                marks.append(self.fire_once(self.match(args)))
+                cond.notify_all()
+            pos = npos
 
     def _s2c(self, cli, up, marks, cond):
         buf = b""
@@ -164,9 +203,7 @@ class RedisProxy:
                         picked = marks.pop(0) if marks else False
                     reply, buf = buf[:npos], buf[npos:]
                     if picked and self.action == "drop":
-                        cli.shutdown(socket.SHUT_RDWR)
-                        cli.close()
-                        up.close()
+                        self.drop(cli, up)
                         return
                     if picked:
                         time.sleep(self.delay_s)
@@ -174,8 +211,47 @@ class RedisProxy:
         except OSError:
             pass
 
-    def close(self):
-        self.srv.close()
+
+class MysqlCommitProxy(LoopbackProxy):
+    """A loopback TCP proxy in front of MariaDB that, once ARMED is set,
+    swallows the server's reply to the first COMMIT (a COM_QUERY packet)
+    and closes that client connection: the server committed, the client
+    sees the connection lost.  The client and server take turns (no
+    pipelining), so the next bytes from the server after a COMMIT are its
+    reply.  Plain protocol only (no TLS)."""
+
+    def __init__(self, upstream_port):
+        self.armed = threading.Event()
+        super().__init__(upstream_port)
+
+    def _serve(self, cli, up):
+        commit = threading.Event()   # this connection's COMMIT is to be swallowed
+        threading.Thread(target=self._c2s, args=(cli, up, commit), daemon=True).start()
+        threading.Thread(target=self._s2c, args=(cli, up, commit), daemon=True).start()
+
+    def _commands(self, buf, commit):
+        # Packets: 3-byte little-endian length, 1-byte sequence id; a
+        # command starts at sequence 0; COM_QUERY is 0x03.
+        while len(buf) >= 4 and len(buf) >= 4 + int.from_bytes(buf[:3], "little"):
+            n = int.from_bytes(buf[:3], "little")
+            seq, payload, buf = buf[3], buf[4:4 + n], buf[4 + n:]
+            if self.fire_once(seq == 0 and payload[:1] == b"\x03" and self.armed.is_set() and
+                              payload[1:].strip().upper() == b"COMMIT"):
+                commit.set()
+        return buf
+
+    def _s2c(self, cli, up, commit):
+        try:
+            while True:
+                data = up.recv(65536)
+                if not data:
+                    break
+                if commit.is_set():
+                    self.drop(cli, up)
+                    return
+                cli.sendall(data)
+        except OSError:
+            pass
 
 
 def evalsha_of(name, nkeys=None):
@@ -193,7 +269,7 @@ class T:
         self.env = env
         self.dispatcher, self.worker, self.sink_bin, self.heraldctl = bins
 
-    def config(self, redis_port=None, channels=None, lease_ms=None):
+    def config(self, redis_port=None, channels=None, lease_ms=None, mysql_port=None):
         env = self.env
         saved = env.redis_port
         env.dsp_port = free_port()  # one config per dispatcher: its own port
@@ -203,10 +279,14 @@ class T:
             path = env.config(channels or {"webhook": {"url": "http://127.0.0.1:9/push"}})
         finally:
             env.redis_port = saved
+        text = open(path).read()
         if lease_ms is not None:
-            text = open(path).read().replace("lease_ms: 20000", "lease_ms: %d" % lease_ms)
-            with open(path, "w") as f:
-                f.write(text)
+            text = text.replace("lease_ms: 20000", "lease_ms: %d" % lease_ms)
+        if mysql_port is not None:
+            text = text.replace("mysql: {host: %s, port: %s," % (env.my["host"], env.my["port"]),
+                                "mysql: {host: %s, port: %d," % (env.my["host"], mysql_port))
+        with open(path, "w") as f:
+            f.write(text)
         return path
 
     def ctl(self, cfg, *args):
@@ -452,13 +532,75 @@ class T:
               % (state, msgs))
 
 
+    # ---- commit_lost -----------------------------------------------------------------
+
+    def commit_lost(self):
+        env, n, chunk = self.env, 2000, 500
+        if not env.create_topic():
+            check(False, "commit_lost: kcat and the Kafka topic")
+            return
+        # The channel's provider accepts connections and never answers, so
+        # the worker's reporter has nothing to write until the cancel: the
+        # first COMMIT after arming is the one carrying the chunks' cancel.
+        # The chunk with requests in flight is cancelled once they time out.
+        hang = socket.socket()
+        hang.bind(("127.0.0.1", 0))
+        hang.listen(128)
+        channels = {"webhook": {"url": "http://127.0.0.1:%d/push" % hang.getsockname()[1],
+                                "concurrency": 4, "timeout_ms": 10000}}
+        proxy = MysqlCommitProxy(env.my["port"])
+        dsp = self.start_dispatcher(self.config(channels=channels), "dispatcher-commit.log")
+        wk_port = free_port()
+        wk_cfg = self.config(channels=channels, mysql_port=proxy.port)
+        wk = env.start([self.worker, "-c", wk_cfg, "--listen", "127.0.0.1:%d" % wk_port],
+                       "worker-commit.log")
+        try:
+            if not check(env.wait_ready(wk_port) and dsp.poll() is None, "commit_lost: daemons"):
+                return
+            t = env.insert_with_subs("commit", "webhook", range(1, n + 1), due_s=2,
+                                     chunk_size=chunk)
+            leases = lambda: env.r.cmd("KEYS", env.key(t, "lease:*")) or []  # noqa
+            ok = wait_until(lambda: leases() and env.task(t, "state")[0] == "dispatched", 60,
+                            0.1)
+            if not check(ok, "commit_lost: the task dispatched, the worker holds a chunk"):
+                return
+            proxy.armed.set()
+            out = self.ctl(self.config(), "cancel", t)
+            check(out.returncode == 0, "commit_lost: heraldctl cancel (%s)" % out.stderr)
+            ok = wait_until(lambda: not leases() and proxy.fired.is_set(), 40, 0.2)
+            check(ok, "commit_lost: the holder cancelled its chunk and its COMMIT's reply "
+                      "was swallowed")
+
+            def settled():
+                c = self.counters(t)
+                return c["state"] == "cancelled" and c["sent"] + c["failed"] + c["cancelled"] == n
+            ok = wait_until(settled, 30, 0.3)
+            # A retried write lands after the first: give it a moment more.
+            time.sleep(1)
+            c, s = self.counters(t), self.stats(t)
+            check(ok and s.get("cancelled") == n and c["cancelled"] == n,
+                  "commit_lost: MySQL cancelled == stats.cancelled == %d (%s, stats %s)"
+                  % (n, c, s))
+            log = env.log(wk)
+            check(0 <= log.find("event=chunk_cancelled") < log.find("event=reporter_mysql_down")
+                  and "event=reporter_mysql_up" in log and "reporter_events_lost" not in log
+                  and wk.poll() is None,
+                  "commit_lost: the worker's reporter lost its COMMIT's reply, wrote the "
+                  "transaction again and lives on")
+        finally:
+            env.stop(wk)
+            env.stop(dsp)
+            proxy.close()
+            hang.close()
+
+
 def main():
     if len(sys.argv) < 5:
         print(__doc__)
         return 2
     bins, wanted = sys.argv[1:5], sys.argv[5:]
     scenarios = ["redrive", "chunk_move", "cancel_race", "cancel_stopped", "recover",
-                 "redrive_done"]
+                 "redrive_done", "commit_lost"]
     rc = 0
     for name in scenarios:
         if wanted and name not in wanted:

@@ -195,8 +195,8 @@ static void test_model(void **state)
     memset(model, 0, sizeof model);
     for (s = 0; s < 2; s++) {
         for (tsk = 0; tsk < 6; tsk++)
-            rules[s][tsk] = (hr_throttle_rule){limits[s], windows[s], 100 + tsk,
-                                               HR_THROTTLE_ENFORCE};
+            rules[s][tsk] =
+                (hr_throttle_rule){limits[s], windows[s], 100 + tsk, HR_THROTTLE_ENFORCE};
         for (u = 0; u < 4; u++) {
             char uid[8];
 
@@ -235,7 +235,8 @@ static void test_model(void **state)
             assert_windows(model[s * 4 + u].passes, model[s * 4 + u].npasses, limits[s],
                            windows[s]);
     printf("model: %" PRId64 " calls, %" PRId64 " added, %" PRId64 " already counted, %" PRId64
-           " throttled\n", calls, verdicts[1], verdicts[2], verdicts[0]);
+           " throttled\n",
+           calls, verdicts[1], verdicts[2], verdicts[0]);
     /* The run must have exercised every branch, or it proved little. */
     assert_true(verdicts[0] > 0 && verdicts[1] > 0 && verdicts[2] > 0);
 }
@@ -319,7 +320,7 @@ static void test_race(void **state)
     for (i = 0; i < 2; i++) {
         args[i].id = i + 1;
         args[i].seed = (unsigned)time(NULL) + (unsigned)i;
-        args[i].keys = (const char (*)[HR_THROTTLE_KEY_MAX])keys;
+        args[i].keys = (const char(*)[HR_THROTTLE_KEY_MAX])keys;
         assert_int_equal(pthread_create(&th[i], NULL, race_run, &args[i]), 0);
     }
     for (i = 0; i < 2; i++)
@@ -422,11 +423,11 @@ static void test_key_value(void **state)
     assert_string_equal(key, want);
     memset(big, 'x', sizeof big - 1);
     big[sizeof big - 1] = '\0';
-    assert_int_equal(hr_throttle_key(rd, "games", "7", big, key, sizeof key, errstr,
-                                     sizeof errstr), -1);
+    assert_int_equal(hr_throttle_key(rd, "games", "7", big, key, sizeof key, errstr, sizeof errstr),
+                     -1);
 
     /* uid 7 has the attribute in its user hash, uid 8 has no hash. */
-    hr_redis_key(rd, user_key, sizeof user_key, "user:7");
+    hr_key_user(hr_redis_prefix(rd), user_key, sizeof user_key, "7");
     freeReplyObject(hr_redis_cmdf(rd, errstr, sizeof errstr, "HSET %s game chess", user_key));
     user = hr_redis_cmdf(rd, errstr, sizeof errstr, "HGETALL %s", user_key);
     assert_non_null(user);
@@ -502,12 +503,9 @@ static void test_large_batch(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_key_value),
-        cmocka_unit_test(test_shadow),
-        cmocka_unit_test(test_bounds),
-        cmocka_unit_test(test_large_batch),
-        cmocka_unit_test(test_expiry),
-        cmocka_unit_test(test_race),
+        cmocka_unit_test(test_key_value), cmocka_unit_test(test_shadow),
+        cmocka_unit_test(test_bounds),    cmocka_unit_test(test_large_batch),
+        cmocka_unit_test(test_expiry),    cmocka_unit_test(test_race),
         cmocka_unit_test(test_model),
     };
 

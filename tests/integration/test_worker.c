@@ -153,8 +153,8 @@ static int t_metrics_port(const t_run *run, int i)
 static void t_spawn_worker(t_run *run, int i)
 {
     char listen[64];
-    char *argv[] = {(char *)t_env("HERALD_WORKER_BIN"), "-c", run->cfg_path, "--listen", listen,
-                    NULL};
+    char *argv[] = {
+        (char *)t_env("HERALD_WORKER_BIN"), "-c", run->cfg_path, "--listen", listen, NULL};
 
     snprintf(listen, sizeof listen, "127.0.0.1:%d", t_metrics_port(run, i));
     snprintf(run->worker_log[i], sizeof run->worker_log[i],
@@ -269,8 +269,7 @@ static int t_teardown(void **state)
 /* A 'dispatched' task row with TITLE; its id goes to run->task. */
 static void t_create_task_titled(t_run *run, const char *name, const char *title)
 {
-    hr_mysql_param p[] = {HR_P_STR(name), HR_P_STR(run->cfg->channels[0].name),
-                          HR_P_STR(title)};
+    hr_mysql_param p[] = {HR_P_STR(name), HR_P_STR(run->cfg->channels[0].name), HR_P_STR(title)};
     uint64_t id = 0;
     char errstr[512];
 
@@ -312,15 +311,14 @@ static void t_create_throttled_task(t_run *run, const char *name, const char *sc
 /* Chunk SEQ holds uids FIRST..FIRST+COUNT-1; pending[seq] is set. */
 static void t_fill_chunk(t_run *run, int64_t seq, int64_t first, int64_t count)
 {
-    char key[256], suffix[48], errstr[512];
+    char key[256], errstr[512];
     const char **argv = calloc((size_t)count + 2, sizeof *argv);
-    char (*uids)[24] = calloc((size_t)count, sizeof *uids);
+    char(*uids)[24] = calloc((size_t)count, sizeof *uids);
     redisReply *reply;
 
     assert_non_null(argv);
     assert_non_null(uids);
-    snprintf(suffix, sizeof suffix, "chunk:%" PRId64, seq);
-    hr_redis_task_key(run->r, key, sizeof key, run->task, suffix);
+    hr_key_chunk(hr_redis_prefix(run->r), key, sizeof key, run->task, seq);
     argv[0] = "SADD";
     argv[1] = key;
     for (int64_t i = 0; i < count; i++) {
@@ -331,9 +329,9 @@ static void t_fill_chunk(t_run *run, int64_t seq, int64_t first, int64_t count)
     assert_non_null(reply);
     assert_int_equal(reply->integer, count);
     freeReplyObject(reply);
-    hr_redis_task_key(run->r, key, sizeof key, run->task, "pending");
-    reply = hr_redis_cmdf(run->r, errstr, sizeof errstr, "HSET %s %lld %lld", key,
-                          (long long)seq, (long long)itest_now_ms());
+    hr_key_task(hr_redis_prefix(run->r), key, sizeof key, run->task, HR_KEY_PENDING);
+    reply = hr_redis_cmdf(run->r, errstr, sizeof errstr, "HSET %s %lld %lld", key, (long long)seq,
+                          (long long)itest_now_ms());
     assert_non_null(reply);
     freeReplyObject(reply);
     run->total += count;
@@ -362,7 +360,10 @@ static void t_produce_raw(const t_run *run, const char *key, const char *value, 
 
 static void t_produce_chunk(const t_run *run, int64_t task, int64_t seq, int64_t count)
 {
-    hr_chunkmsg msg = {.task = task, .seq = seq, .count = count, .due_ms = itest_now_ms(),
+    hr_chunkmsg msg = {.task = task,
+                       .seq = seq,
+                       .count = count,
+                       .due_ms = itest_now_ms(),
                        .published_ms = itest_now_ms()};
     char key[64], value[HR_CHUNKMSG_MAX_BYTES];
     int n;
@@ -393,7 +394,7 @@ static int64_t t_pending(const t_run *run)
     redisReply *reply;
     int64_t n;
 
-    hr_redis_task_key(run->r, key, sizeof key, run->task, "pending");
+    hr_key_task(hr_redis_prefix(run->r), key, sizeof key, run->task, HR_KEY_PENDING);
     reply = hr_redis_cmdf(run->r, errstr, sizeof errstr, "HLEN %s", key);
     assert_non_null(reply);
     n = reply->integer;
@@ -419,7 +420,7 @@ static int64_t t_stat(const t_run *run, const char *field)
     redisReply *reply;
     int64_t v = 0;
 
-    hr_redis_task_key(run->r, key, sizeof key, run->task, "stats");
+    hr_key_task(hr_redis_prefix(run->r), key, sizeof key, run->task, HR_KEY_STATS);
     reply = hr_redis_cmdf(run->r, errstr, sizeof errstr, "HGET %s %s", key, field);
     assert_non_null(reply);
     if (reply->type == REDIS_REPLY_STRING)
@@ -430,8 +431,8 @@ static int64_t t_stat(const t_run *run, const char *field)
 
 /* What the sink recorded for uids FIRST..FIRST+total-1. */
 typedef struct t_record {
-    int *ok;       /* successes per uid */
-    int *bad400;   /* 400 answers per uid */
+    int *ok;     /* successes per uid */
+    int *bad400; /* 400 answers per uid */
     int64_t lines, successes, missing, duplicates, permanent;
 } t_record;
 
@@ -584,7 +585,7 @@ static void test_fail_permanent_dead_letters(void **state)
     assert_int_equal(t_sql_int(&run, "SELECT failed FROM push_task WHERE id = ?"), failed);
     /* 400 is not retried: one request per failed uid. */
     assert_int_equal(rec.lines, 2000);
-    hr_redis_task_key(run.r, key, sizeof key, run.task, "failed");
+    hr_key_task(hr_redis_prefix(run.r), key, sizeof key, run.task, HR_KEY_FAILED);
     reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "HGETALL %s", key);
     assert_non_null(reply);
     assert_int_equal((int64_t)reply->elements, 2 * failed);
@@ -864,9 +865,8 @@ static void test_sigterm_drains(void **state)
     assert_true(itest_wait_until(t_sink_progress, &prog, 60000));
     t0 = itest_now_ms();
     assert_int_equal(itest_kill(run.workers[0], SIGTERM), 0);
-    assert_int_equal(itest_wait_exit(run.workers[0], run.cfg->worker.shutdown_grace_ms + 5000,
-                                     &status),
-                     0);
+    assert_int_equal(
+        itest_wait_exit(run.workers[0], run.cfg->worker.shutdown_grace_ms + 5000, &status), 0);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
     assert_true(itest_now_ms() - t0 < run.cfg->worker.shutdown_grace_ms + 5000);
@@ -924,7 +924,7 @@ static void test_e2e_dispatcher_100k(void **state)
                      0);
     run.task = (int64_t)id;
     run.total = 100000;
-    hr_redis_task_key(run.r, key, sizeof key, run.task, "subs");
+    hr_key_task(hr_redis_prefix(run.r), key, sizeof key, run.task, HR_KEY_SUBS);
     argv[0] = "SADD";
     argv[1] = key;
     for (int64_t i = 0; i < run.total; i += 1000) {
@@ -1016,8 +1016,7 @@ static void t_throttle_two_tasks(const char *mode)
     assert_int_equal(t_stat(&run, "chunks_done"), 1);
     assert_int_equal(t_sql_int(&run, "SELECT throttled FROM push_task WHERE id = ?"),
                      shadow ? 0 : 1000);
-    assert_int_equal(t_sql_int(&run, "SELECT sent FROM push_task WHERE id = ?"),
-                     shadow ? 1000 : 0);
+    assert_int_equal(t_sql_int(&run, "SELECT sent FROM push_task WHERE id = ?"), shadow ? 1000 : 0);
     assert_int_equal(t_sql_int(&run, "SELECT COUNT(*) FROM push_delivery WHERE task_id = ? "
                                      "AND status = 'throttled'"),
                      shadow ? 0 : 1000);
@@ -1062,7 +1061,7 @@ static void t_set_ctl(const t_run *run, const char *value)
     char key[256], errstr[512];
     redisReply *reply;
 
-    hr_redis_task_key(run->r, key, sizeof key, run->task, "ctl");
+    hr_key_task(hr_redis_prefix(run->r), key, sizeof key, run->task, HR_KEY_CTL);
     reply = hr_redis_cmdf(run->r, errstr, sizeof errstr, "SET %s %s", key, value);
     assert_non_null(reply);
     freeReplyObject(reply);
@@ -1071,14 +1070,13 @@ static void t_set_ctl(const t_run *run, const char *value)
 /* Recipients still in the chunk sets. */
 static int64_t t_chunk_left(const t_run *run)
 {
-    char key[256], suffix[48], errstr[512];
+    char key[256], errstr[512];
     int64_t n = 0;
 
     for (int64_t seq = 1; seq <= T_CTL_CHUNKS; seq++) {
         redisReply *reply;
 
-        snprintf(suffix, sizeof suffix, "chunk:%" PRId64, seq);
-        hr_redis_task_key(run->r, key, sizeof key, run->task, suffix);
+        hr_key_chunk(hr_redis_prefix(run->r), key, sizeof key, run->task, seq);
         reply = hr_redis_cmdf(run->r, errstr, sizeof errstr, "SCARD %s", key);
         assert_non_null(reply);
         n += reply->integer;
@@ -1105,9 +1103,8 @@ static void t_assert_offsets_committed(const t_run *run)
     for (int i = 0; i < parts->cnt; i++) {
         int64_t lo = 0, hi = 0;
 
-        assert_int_equal(rd_kafka_query_watermark_offsets(rk, run->cfg->kafka.topic,
-                                                          parts->elems[i].partition, &lo, &hi,
-                                                          10000),
+        assert_int_equal(rd_kafka_query_watermark_offsets(
+                             rk, run->cfg->kafka.topic, parts->elems[i].partition, &lo, &hi, 10000),
                          RD_KAFKA_RESP_ERR_NO_ERROR);
         if (hi > 0)
             assert_int_equal(parts->elems[i].offset, hi);
@@ -1162,8 +1159,10 @@ static bool t_sql_reached(void *ctx)
 static void test_ctl_pause_parks(void **state)
 {
     static t_run run;
-    t_chunk_rows parked = {&run, "SELECT COUNT(*) FROM push_chunk WHERE task_id = ? AND "
-                                 "state = 'parked'", T_CTL_CHUNKS};
+    t_chunk_rows parked = {&run,
+                           "SELECT COUNT(*) FROM push_chunk WHERE task_id = ? AND "
+                           "state = 'parked'",
+                           T_CTL_CHUNKS};
     int64_t flat, left;
 
     (void)state;
@@ -1190,8 +1189,10 @@ static void test_ctl_pause_parks(void **state)
 static void test_ctl_cancel_drops(void **state)
 {
     static t_run run;
-    t_chunk_rows rows = {&run, "SELECT COUNT(*) FROM push_chunk WHERE task_id = ? AND "
-                               "state = 'cancelled'", T_CTL_CHUNKS};
+    t_chunk_rows rows = {&run,
+                         "SELECT COUNT(*) FROM push_chunk WHERE task_id = ? AND "
+                         "state = 'cancelled'",
+                         T_CTL_CHUNKS};
     t_chunk_rows counters = {&run, "SELECT sent + cancelled FROM push_task WHERE id = ?",
                              T_CTL_CHUNKS * T_CTL_CHUNK_SIZE};
     int64_t cancelled;
@@ -1226,7 +1227,7 @@ static size_t t_on_body(char *p, size_t size, size_t n, void *ud)
     char *grown = realloc(b->data, b->len + add + 1);
 
     if (grown == NULL)
-        return 0;   /* curl fails the transfer: CURLE_WRITE_ERROR */
+        return 0; /* curl fails the transfer: CURLE_WRITE_ERROR */
     memcpy(grown + b->len, p, add);
     b->len += add;
     grown[b->len] = '\0';
@@ -1312,9 +1313,8 @@ static double t_metrics_parse(const char *text, const char *want)
                 size_t tl = strlen(types[i]);
 
                 declared = strncmp(p, types[i], tl) == 0 &&
-                           ((size_t)(name_end - p) == tl ||
-                            strncmp(p + tl, "_bucket", 7) == 0 || strncmp(p + tl, "_sum", 4) == 0 ||
-                            strncmp(p + tl, "_count", 6) == 0);
+                           ((size_t)(name_end - p) == tl || strncmp(p + tl, "_bucket", 7) == 0 ||
+                            strncmp(p + tl, "_sum", 4) == 0 || strncmp(p + tl, "_count", 6) == 0);
             }
             assert_true(declared);
             if (*name_end == '{') {
@@ -1342,8 +1342,7 @@ static double t_metrics_parse(const char *text, const char *want)
             assert_int_equal(*name_end, ' ');
             v = strtod(name_end + 1, &vend);
             assert_true(vend == end);
-            if ((size_t)(name_end - line) == strlen(want) &&
-                strncmp(line, want, strlen(want)) == 0)
+            if ((size_t)(name_end - line) == strlen(want) && strncmp(line, want, strlen(want)) == 0)
                 found = v;
         }
         line = end + 1;
@@ -1424,8 +1423,8 @@ static void test_full_keeps_polling(void **state)
     run.cfg->worker.max_chunks_in_flight = 1;
     run.cfg->channels[0].rate_limit = 10; /* 100 recipients: about 10 s */
     /* At least session.timeout.ms (6 s), well below the chunk's time. */
-    run.cfg->kafka.properties = realloc(run.cfg->kafka.properties,
-                                        2 * sizeof *run.cfg->kafka.properties);
+    run.cfg->kafka.properties =
+        realloc(run.cfg->kafka.properties, 2 * sizeof *run.cfg->kafka.properties);
     assert_non_null(run.cfg->kafka.properties);
     run.cfg->kafka.properties[1].key = strdup("max.poll.interval.ms");
     run.cfg->kafka.properties[1].value = strdup("6500");
@@ -1460,12 +1459,12 @@ static void test_bad_members(void **state)
     t_start(&run, NULL);
     t_create_task_titled(&run, "worker bad members", "Hi {{user.name}}");
     t_fill_chunk(&run, 1, 9100001, 2);
-    hr_redis_task_key(run.r, key, sizeof key, run.task, "chunk:1");
+    hr_key_chunk(hr_redis_prefix(run.r), key, sizeof key, run.task, 1);
     reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "SADD %s %s %s %s", key, bad[0], bad[1],
                           bad[2]);
     assert_non_null(reply);
     freeReplyObject(reply);
-    hr_redis_key(run.r, ukey, sizeof ukey, "user:%s", "9100002");
+    hr_key_user(hr_redis_prefix(run.r), ukey, sizeof ukey, "9100002");
     reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "SET %s not-a-hash", ukey);
     assert_non_null(reply);
     freeReplyObject(reply);
@@ -1484,7 +1483,7 @@ static void test_bad_members(void **state)
     assert_int_equal(t_stat(&run, "failed"), 3);
     assert_int_equal(t_sql_int(&run, "SELECT failed FROM push_task WHERE id = ?"), 3);
     assert_int_equal(t_sql_int(&run, "SELECT COUNT(*) FROM push_delivery WHERE task_id = ?"), 2);
-    hr_redis_task_key(run.r, key, sizeof key, run.task, "failed");
+    hr_key_task(hr_redis_prefix(run.r), key, sizeof key, run.task, HR_KEY_FAILED);
     for (size_t i = 0; i < 3; i++) {
         reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "HGET %s %s", key, bad[i]);
         assert_non_null(reply);
@@ -1517,9 +1516,9 @@ static bool t_seq_closed(void *ctx)
     redisReply *reply;
     bool closed;
 
-    hr_redis_task_key(q->run->r, key, sizeof key, q->run->task, "pending");
-    reply = hr_redis_cmdf(q->run->r, errstr, sizeof errstr, "HEXISTS %s %lld", key,
-                          (long long)q->seq);
+    hr_key_task(hr_redis_prefix(q->run->r), key, sizeof key, q->run->task, HR_KEY_PENDING);
+    reply =
+        hr_redis_cmdf(q->run->r, errstr, sizeof errstr, "HEXISTS %s %lld", key, (long long)q->seq);
     assert_non_null(reply);
     closed = reply->integer == 0;
     freeReplyObject(reply);
@@ -1557,7 +1556,7 @@ static void test_abandon_keeps_others(void **state)
     assert_true(itest_wait_until(t_log_seen, &started, 20000));
     t_produce_chunk(&run, run.task, 2, 100);
     assert_true(itest_wait_until(t_log_twice, &started, 20000));
-    hr_redis_task_key(run.r, key, sizeof key, run.task, "lease:1");
+    hr_key_lease(hr_redis_prefix(run.r), key, sizeof key, run.task, 1);
     reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "SET %s someone-else PX 60000", key);
     assert_non_null(reply);
     freeReplyObject(reply);
@@ -1595,11 +1594,11 @@ static void test_dead_holder_lease(void **state)
     t_create_task(&run, "worker dead holder lease");
     t_fill_chunk(&run, 1, 9300001, 200);
     t_fill_chunk(&run, 2, 9400001, 10);
-    hr_redis_task_key(run.r, key, sizeof key, run.task, "lease:1");
+    hr_key_lease(hr_redis_prefix(run.r), key, sizeof key, run.task, 1);
     reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "SET %s dead-worker/1 PX 1500", key);
     assert_non_null(reply);
     freeReplyObject(reply);
-    hr_redis_task_key(run.r, key, sizeof key, run.task, "lease:2");
+    hr_key_lease(hr_redis_prefix(run.r), key, sizeof key, run.task, 2);
     reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "SET %s live-worker/1 PX 60000", key);
     assert_non_null(reply);
     freeReplyObject(reply);
@@ -1637,7 +1636,7 @@ static void test_cancel_foreign_lease(void **state)
     t_start(&run, NULL);
     t_create_task(&run, "worker cancel foreign lease");
     t_fill_chunk(&run, 1, 9200001, 10);
-    hr_redis_task_key(run.r, key, sizeof key, run.task, "lease:1");
+    hr_key_lease(hr_redis_prefix(run.r), key, sizeof key, run.task, 1);
     reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "SET %s other-worker PX 60000", key);
     assert_non_null(reply);
     freeReplyObject(reply);

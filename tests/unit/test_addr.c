@@ -111,8 +111,8 @@ static void test_arena(void **state)
     memset(address, 'x', HR_ADDR_ADDRESS_MAX);
     address[HR_ADDR_ADDRESS_MAX] = '\0';
     for (int i = 0; i < 1000; i++) {
-        hr_addr a = {.uid = i, .platform = HR_ADDR_FCM, .app = "p", .address = address,
-                     .idx = (size_t)i};
+        hr_addr a = {
+            .uid = i, .platform = HR_ADDR_FCM, .app = "p", .address = address, .idx = (size_t)i};
 
         address[0] = (char)('a' + i % 26);
         assert_int_equal(hr_addr_list_push(&l, &a), 0);

@@ -14,8 +14,8 @@
 static void test_round_trip(void **state)
 {
     (void)state;
-    const hr_chunkmsg in = {.task = 42, .seq = 17, .count = 5000, .due_ms = 1767225600000,
-                            .published_ms = INT64_MAX};
+    const hr_chunkmsg in = {
+        .task = 42, .seq = 17, .count = 5000, .due_ms = 1767225600000, .published_ms = INT64_MAX};
     hr_chunkmsg out;
     char buf[HR_CHUNKMSG_MAX_BYTES], errstr[256];
     int n = hr_chunkmsg_encode(&in, buf, sizeof buf);
@@ -65,7 +65,8 @@ static void test_whitespace_and_order(void **state)
 static void test_length_bounds(void **state)
 {
     (void)state;
-    const char *text = "{\"v\":1,\"task\":1,\"seq\":2,\"count\":3,\"due_ms\":4,\"published_ms\":5}xyz";
+    const char *text =
+        "{\"v\":1,\"task\":1,\"seq\":2,\"count\":3,\"due_ms\":4,\"published_ms\":5}xyz";
     hr_chunkmsg out;
     char errstr[256];
 
@@ -131,14 +132,16 @@ static void test_oversized(void **state)
     char big[5 * 1024];
     hr_chunkmsg out;
     char errstr[256];
-    int n = snprintf(big, sizeof big, "{\"v\":1,\"task\":1,\"seq\":1,\"count\":1,\"due_ms\":1,"
-                                      "\"published_ms\":2}");
+    int n = snprintf(big, sizeof big,
+                     "{\"v\":1,\"task\":1,\"seq\":1,\"count\":1,\"due_ms\":1,"
+                     "\"published_ms\":2}");
 
     /* A valid message padded with whitespace to 5 KiB is still too big. */
     memset(big + n, ' ', sizeof big - (size_t)n);
     assert_int_equal(hr_chunkmsg_decode(big, sizeof big, &out, errstr, sizeof errstr), -1);
     assert_non_null(strstr(errstr, "exceeds 4096"));
-    assert_int_equal(hr_chunkmsg_decode(big, HR_CHUNKMSG_MAX_BYTES, &out, errstr, sizeof errstr), 0);
+    assert_int_equal(hr_chunkmsg_decode(big, HR_CHUNKMSG_MAX_BYTES, &out, errstr, sizeof errstr),
+                     0);
 }
 
 /* Bytes that are not text at all, including NULs inside LEN. */
@@ -156,10 +159,10 @@ static void test_binary(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),   cmocka_unit_test(test_encode_short_buffer),
-        cmocka_unit_test(test_key),          cmocka_unit_test(test_whitespace_and_order),
+        cmocka_unit_test(test_round_trip),    cmocka_unit_test(test_encode_short_buffer),
+        cmocka_unit_test(test_key),           cmocka_unit_test(test_whitespace_and_order),
         cmocka_unit_test(test_length_bounds), cmocka_unit_test(test_bad_messages),
-        cmocka_unit_test(test_oversized),    cmocka_unit_test(test_binary),
+        cmocka_unit_test(test_oversized),     cmocka_unit_test(test_binary),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

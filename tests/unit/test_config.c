@@ -22,25 +22,29 @@ static const char *fixture_dir;
 static const char *example_path;
 
 static const char *const override_vars[] = {
-    "HERALD_MYSQL_HOST",  "HERALD_MYSQL_PORT",     "HERALD_MYSQL_USER",
+    "HERALD_MYSQL_HOST",     "HERALD_MYSQL_PORT",     "HERALD_MYSQL_USER",
     "HERALD_MYSQL_PASSWORD", "HERALD_MYSQL_DATABASE", "HERALD_REDIS_HOST",
-    "HERALD_REDIS_PORT",  "HERALD_REDIS_PASSWORD", "HERALD_KAFKA_BROKERS",
+    "HERALD_REDIS_PORT",     "HERALD_REDIS_PASSWORD", "HERALD_KAFKA_BROKERS",
 };
 
-static void fixture(char *buf, size_t len, const char *name) {
+static void fixture(char *buf, size_t len, const char *name)
+{
     snprintf(buf, len, "%s/%s", fixture_dir, name);
 }
 
-static hr_config *load_ok(const char *path) {
+static hr_config *load_ok(const char *path)
+{
     hr_config *cfg = NULL;
     char err[512] = "";
-    if (hr_config_load(path, &cfg, err, sizeof(err)) != 0) fail_msg("%s", err);
+    if (hr_config_load(path, &cfg, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
     assert_non_null(cfg);
     return cfg;
 }
 
 /* Every default from hr_config.h, as the minimal file and the example give them. */
-static void assert_defaults(const hr_config *cfg) {
+static void assert_defaults(const hr_config *cfg)
+{
     assert_int_equal(cfg->log.level, HR_LOG_INFO);
     assert_int_equal(cfg->log.format, HR_LOG_FORMAT_LOGFMT);
     assert_string_equal(cfg->mysql.host, "127.0.0.1");
@@ -92,7 +96,8 @@ static void assert_defaults(const hr_config *cfg) {
     assert_int_equal(ch->nheaders, 1);
     assert_string_equal(ch->headers[0].key, "Content-Type");
     assert_string_equal(ch->headers[0].value, "application/json");
-    assert_string_equal(ch->body, "{\"uid\":\"{{uid}}\",\"title\":\"{{title}}\",\"body\":\"{{body}}\"}");
+    assert_string_equal(ch->body,
+                        "{\"uid\":\"{{uid}}\",\"title\":\"{{title}}\",\"body\":\"{{body}}\"}");
     assert_int_equal(ch->concurrency, 256);
     assert_int_equal(ch->rate_limit, 0);
     assert_int_equal(ch->timeout_ms, 5000);
@@ -113,7 +118,8 @@ static void assert_defaults(const hr_config *cfg) {
     assert_int_equal(ch->nsigning_secrets, 0);
 }
 
-static void test_minimal(void **state) {
+static void test_minimal(void **state)
+{
     (void)state;
     char path[512];
     fixture(path, sizeof(path), "minimal.yaml");
@@ -136,7 +142,8 @@ static void test_minimal(void **state) {
 }
 
 /* The shipped example loads and documents the true defaults. */
-static void test_example(void **state) {
+static void test_example(void **state)
+{
     (void)state;
     unsetenv("HERALD_API_TOKEN");
     hr_config *cfg = load_ok(example_path);
@@ -152,7 +159,8 @@ static void test_example(void **state) {
 }
 
 /* Every key set to a non-default value lands in its own field. */
-static void test_full(void **state) {
+static void test_full(void **state)
+{
     (void)state;
     char path[512];
     fixture(path, sizeof(path), "full.yaml");
@@ -246,7 +254,8 @@ static void test_full(void **state) {
 
 /* Each channel type with its own keys; a webhook without them keeps the
  * defaults (test_minimal). */
-static void test_types(void **state) {
+static void test_types(void **state)
+{
     (void)state;
     char path[512], password[512];
     fixture(path, sizeof(path), "types.yaml");
@@ -258,7 +267,8 @@ static void test_types(void **state) {
     const hr_channel *ch = hr_config_channel(cfg, "hook");
     assert_int_equal(ch->type, HR_CHANNEL_WEBHOOK);
     assert_int_equal(ch->nsigning_secrets, 2);
-    assert_string_equal(ch->signing_secrets[0], "whsec_rAcwedxbCYcMQQYDYmNTVO+BYu8HaPjmj1ke6/R3mPI=");
+    assert_string_equal(ch->signing_secrets[0],
+                        "whsec_rAcwedxbCYcMQQYDYmNTVO+BYu8HaPjmj1ke6/R3mPI=");
     assert_int_equal(ch->nheaders, 1);
 
     ch = hr_config_channel(cfg, "android");
@@ -298,7 +308,8 @@ static void test_types(void **state) {
     hr_config_free(cfg);
 }
 
-static void test_env_expansion(void **state) {
+static void test_env_expansion(void **state)
+{
     (void)state;
     char path[512];
     fixture(path, sizeof(path), "env.yaml");
@@ -341,7 +352,8 @@ static void test_env_expansion(void **state) {
     unsetenv("HERALD_TEST_EMPTY");
 }
 
-static void test_env_overrides(void **state) {
+static void test_env_overrides(void **state)
+{
     (void)state;
     char path[512], err[512];
     fixture(path, sizeof(path), "full.yaml");
@@ -383,7 +395,8 @@ static void test_env_overrides(void **state) {
         unsetenv(override_vars[i]);
 }
 
-static void test_cannot_open(void **state) {
+static void test_cannot_open(void **state)
+{
     (void)state;
     char path[512], err[512], want[600];
     hr_config *cfg = NULL;
@@ -400,7 +413,8 @@ static void test_cannot_open(void **state) {
 
 /* From a buffer: the name stands for the file; garbage of every byte value
  * and truncations of a good file never crash or leak. */
-static void test_buffer(void **state) {
+static void test_buffer(void **state)
+{
     (void)state;
     static const char good[] = "channels:\n  a: {url: \"http://h/{{uid}}\", success: [204]}\n";
     hr_config *cfg = NULL;
@@ -435,7 +449,8 @@ static void test_buffer(void **state) {
     /* Deep nesting is refused before it costs stack. */
     char deep[400];
     size_t n = (size_t)snprintf(deep, sizeof(deep), "channels: ");
-    for (int i = 0; i < 100; i++) deep[n++] = '[';
+    for (int i = 0; i < 100; i++)
+        deep[n++] = '[';
     assert_int_equal(hr_config_load_buffer("deep", deep, n, &cfg, err, sizeof(err)), -1);
     assert_non_null(strstr(err, "nested deeper than"));
 }
@@ -511,14 +526,14 @@ static const bad_case bad_cases[] = {
     {"bad_two_documents.yaml", "3:1", "only one YAML document is allowed"},
     {"bad_type.yaml", "3:11",
      "channels.push.type: unknown value \"gcm\" (expected: webhook, fcm, apns, smtp)"},
-    {"bad_type_key.yaml", "5:5", "channels.push.method: only for type webhook channels (this "
-                                 "one is fcm)"},
+    {"bad_type_key.yaml", "5:5",
+     "channels.push.method: only for type webhook channels (this "
+     "one is fcm)"},
     {"bad_fcm_missing.yaml", "2:3",
      "channels.push: missing required key \"service_account_file\" (type fcm)"},
     {"bad_apns_key_id.yaml", "5:13",
      "channels.ios.key_id: \"abc\" is not 10 characters of A-Z 0-9"},
-    {"bad_apns_url_template.yaml", "4:10",
-     "channels.ios.url: not a template for type apns"},
+    {"bad_apns_url_template.yaml", "4:10", "channels.ios.url: not a template for type apns"},
     {"bad_push_type.yaml", "8:16",
      "channels.ios.push_type: unknown value \"voip\" (expected: alert, background)"},
     {"bad_smtp_scheme.yaml", "4:10", "channels.mail.url: type smtp takes smtp:// or smtps://"},
@@ -539,7 +554,8 @@ static const bad_case bad_cases[] = {
     {"bad_secret_three.yaml", "5:7", "channels.hook.signing_secrets: 3 secrets; at most 2"},
 };
 
-static void test_bad(void **state) {
+static void test_bad(void **state)
+{
     const bad_case *c = *state;
     char path[512], err[512], prefix[600];
     hr_config *cfg = (hr_config *)&cfg; /* must be reset to NULL */
@@ -553,7 +569,8 @@ static void test_bad(void **state) {
         fail_msg("%s\n  got:  %s\n  want: %s...%s", c->file, err, prefix, c->message);
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     if (argc != 3) {
         fprintf(stderr, "usage: %s FIXTURE_DIR EXAMPLE_YAML\n", argv[0]);
         return 2;
@@ -567,10 +584,10 @@ int main(int argc, char **argv) {
 
     enum { NBAD = sizeof(bad_cases) / sizeof(bad_cases[0]) };
     struct CMUnitTest tests[8 + NBAD] = {
-        cmocka_unit_test(test_minimal),     cmocka_unit_test(test_example),
-        cmocka_unit_test(test_full),        cmocka_unit_test(test_env_expansion),
+        cmocka_unit_test(test_minimal),       cmocka_unit_test(test_example),
+        cmocka_unit_test(test_full),          cmocka_unit_test(test_env_expansion),
         cmocka_unit_test(test_env_overrides), cmocka_unit_test(test_cannot_open),
-        cmocka_unit_test(test_buffer),      cmocka_unit_test(test_types),
+        cmocka_unit_test(test_buffer),        cmocka_unit_test(test_types),
     };
     size_t n = 8;
     for (size_t i = 0; i < NBAD; i++) {

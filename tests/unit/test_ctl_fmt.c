@@ -80,7 +80,12 @@ static void test_cjk_emoji_every_width(void **state)
         "\xE4\xB8\xAD\xE6\x96\x87\xE5\x90\x8D\xE7\xA7\xB0\xE7\x9A\x84\xE6\x8F\x90\xE9\x86\x92"
         "\xE4\xBB\xBB\xE5\x8A\xA1\xE4\xB8\x80\xE4\xBA\x8C\xE4\xB8\x89\xE5\x9B\x9B\xE4\xBA\x94",
         "live \xF0\x9F\x8E\x89\xF0\x9F\x8E\x89 show \xF0\x9F\x9A\x80 starts \xE2\x9C\x85 now",
-        "a\xCC\x81" "b\xCC\x81" "c\xCC\x81" "d\xCC\x81" "e\xCC\x81" "f\xCC\x81",
+        "a\xCC\x81"
+        "b\xCC\x81"
+        "c\xCC\x81"
+        "d\xCC\x81"
+        "e\xCC\x81"
+        "f\xCC\x81",
         "mixed \xE4\xB8\xAD x \xF0\x9F\x8E\x89 y \xED\x95\x9C\xEA\xB8\x80",
     };
     char buf[4 * 40 + 8];
@@ -107,17 +112,20 @@ static void test_cut_points(void **state)
 
     (void)state;
     /* 中文名 is 6 columns: 5 keeps 中 + … and a space (名 would need 2). */
-    assert_string_equal(ctl_fmt_cell("\xE4\xB8\xAD\xE6\x96\x87\xE5\x90\x8D", 5, true, buf,
-                                     sizeof buf),
-                        "\xE4\xB8\xAD\xE6\x96\x87" ELLIPSIS);
-    assert_string_equal(ctl_fmt_cell("\xE4\xB8\xAD\xE6\x96\x87\xE5\x90\x8D", 4, true, buf,
-                                     sizeof buf),
-                        "\xE4\xB8\xAD" ELLIPSIS " ");
-    assert_string_equal(ctl_fmt_cell("\xE4\xB8\xAD\xE6\x96\x87\xE5\x90\x8D", 6, true, buf,
-                                     sizeof buf),
-                        "\xE4\xB8\xAD\xE6\x96\x87\xE5\x90\x8D");
+    assert_string_equal(
+        ctl_fmt_cell("\xE4\xB8\xAD\xE6\x96\x87\xE5\x90\x8D", 5, true, buf, sizeof buf),
+        "\xE4\xB8\xAD\xE6\x96\x87" ELLIPSIS);
+    assert_string_equal(
+        ctl_fmt_cell("\xE4\xB8\xAD\xE6\x96\x87\xE5\x90\x8D", 4, true, buf, sizeof buf),
+        "\xE4\xB8\xAD" ELLIPSIS " ");
+    assert_string_equal(
+        ctl_fmt_cell("\xE4\xB8\xAD\xE6\x96\x87\xE5\x90\x8D", 6, true, buf, sizeof buf),
+        "\xE4\xB8\xAD\xE6\x96\x87\xE5\x90\x8D");
     /* A combining mark stays with its base. */
-    assert_string_equal(ctl_fmt_cell("e\xCC\x81" "e\xCC\x81" "e", 2, true, buf, sizeof buf),
+    assert_string_equal(ctl_fmt_cell("e\xCC\x81"
+                                     "e\xCC\x81"
+                                     "e",
+                                     2, true, buf, sizeof buf),
                         "e\xCC\x81" ELLIPSIS);
 }
 
@@ -128,11 +136,13 @@ static void test_bad_bytes(void **state)
     (void)state;
     /* A lone continuation byte, a cut 3-byte sequence, an overlong '/', a
      * surrogate, and a newline and tab that would break the row. */
-    assert_string_equal(ctl_fmt_cell("a\x80" "b\xE4\xB8" "c\xC0\xAF" "d\xED\xA0\x80", 20,
-                                     false, buf, sizeof buf),
+    assert_string_equal(ctl_fmt_cell("a\x80"
+                                     "b\xE4\xB8"
+                                     "c\xC0\xAF"
+                                     "d\xED\xA0\x80",
+                                     20, false, buf, sizeof buf),
                         "a?b??c??d???");
-    assert_string_equal(ctl_fmt_cell("line\none\ttab", 20, false, buf, sizeof buf),
-                        "line one tab");
+    assert_string_equal(ctl_fmt_cell("line\none\ttab", 20, false, buf, sizeof buf), "line one tab");
 }
 
 /* A buffer too small for the text cuts it at a character boundary. */
@@ -142,8 +152,8 @@ static void test_small_buffer(void **state)
     int got;
 
     (void)state;
-    ctl_fmt_cell("\xF0\x9F\x8E\x89\xF0\x9F\x8E\x89\xF0\x9F\x8E\x89\xF0\x9F\x8E\x89", 8, false,
-                 buf, sizeof buf);
+    ctl_fmt_cell("\xF0\x9F\x8E\x89\xF0\x9F\x8E\x89\xF0\x9F\x8E\x89\xF0\x9F\x8E\x89", 8, false, buf,
+                 sizeof buf);
     assert_true(utf8_width(buf, &got));
     assert_true(strlen(buf) < sizeof buf);
     assert_true(got <= 8);

@@ -35,12 +35,12 @@ static void test_base64_rfc4648(void **state)
         assert_int_equal(hr_base64_append(&b, in[i], strlen(in[i]), HR_BASE64_URL), 0);
         if (b.len > 0)
             assert_string_equal(b.data, url[i]);
-        assert_int_equal(hr_base64_decode(std[i], strlen(std[i]), HR_BASE64_STD, dec, sizeof dec,
-                                          &n), 0);
+        assert_int_equal(
+            hr_base64_decode(std[i], strlen(std[i]), HR_BASE64_STD, dec, sizeof dec, &n), 0);
         assert_int_equal(n, strlen(in[i]));
         assert_memory_equal(dec, in[i], n);
-        assert_int_equal(hr_base64_decode(url[i], strlen(url[i]), HR_BASE64_URL, dec, sizeof dec,
-                                          &n), 0);
+        assert_int_equal(
+            hr_base64_decode(url[i], strlen(url[i]), HR_BASE64_URL, dec, sizeof dec, &n), 0);
         assert_int_equal(n, strlen(in[i]));
         hr_buf_free(&b);
     }

@@ -142,8 +142,8 @@ static void parse_sample(parse_state *st, const char *p, const char *nl)
         }
         assert_int_equal(st->hstate, 1);
         assert_string_equal(series, st->series);
-        assert_true(le > st->prev_le);   /* le sorted */
-        assert_true(v >= st->prev_cum);  /* cumulative */
+        assert_true(le > st->prev_le);  /* le sorted */
+        assert_true(v >= st->prev_cum); /* cumulative */
         st->prev_le = le;
         st->prev_cum = v;
         if (isinf(le)) {
@@ -333,12 +333,17 @@ static void test_concurrent_updates(void **state)
     assert_has_line(text, "herald_inflight_requests{channel=\"webhook\"} 0");
     assert_has_line(text, "herald_loops_total 80000");
     assert_has_line(text, "# TYPE herald_push_latency_seconds histogram");
-    assert_has_line(text, "herald_push_latency_seconds_bucket{channel=\"webhook\",le=\"0.005\"} 20000");
-    assert_has_line(text, "herald_push_latency_seconds_bucket{channel=\"webhook\",le=\"0.1\"} 20000");
-    assert_has_line(text, "herald_push_latency_seconds_bucket{channel=\"webhook\",le=\"0.25\"} 40000");
+    assert_has_line(text,
+                    "herald_push_latency_seconds_bucket{channel=\"webhook\",le=\"0.005\"} 20000");
+    assert_has_line(text,
+                    "herald_push_latency_seconds_bucket{channel=\"webhook\",le=\"0.1\"} 20000");
+    assert_has_line(text,
+                    "herald_push_latency_seconds_bucket{channel=\"webhook\",le=\"0.25\"} 40000");
     assert_has_line(text, "herald_push_latency_seconds_bucket{channel=\"webhook\",le=\"1\"} 60000");
-    assert_has_line(text, "herald_push_latency_seconds_bucket{channel=\"webhook\",le=\"10\"} 60000");
-    assert_has_line(text, "herald_push_latency_seconds_bucket{channel=\"webhook\",le=\"+Inf\"} 80000");
+    assert_has_line(text,
+                    "herald_push_latency_seconds_bucket{channel=\"webhook\",le=\"10\"} 60000");
+    assert_has_line(text,
+                    "herald_push_latency_seconds_bucket{channel=\"webhook\",le=\"+Inf\"} 80000");
     assert_has_line(text, "herald_push_latency_seconds_count{channel=\"webhook\"} 80000");
     /* 20000 * (0.003 + 0.2 + 1 + 99), summed in some order: close, not exact. */
     const char *sum = strstr(text, "herald_push_latency_seconds_sum{channel=\"webhook\"} ");
@@ -360,7 +365,8 @@ static void test_overflow(void **state)
     assert_non_null(reg);
     hr_metrics_family *fam = NULL, *single = NULL;
     const hr_metrics_spec specs[] = {
-        {&fam, "by_user_total", "Bad idea: a user label.", HR_METRICS_COUNTER, "user,kind", NULL, 0},
+        {&fam, "by_user_total", "Bad idea: a user label.", HR_METRICS_COUNTER, "user,kind", NULL,
+         0},
         {&single, "single_total", "No labels.", HR_METRICS_COUNTER, "", NULL, 0},
     };
     char err[256];
@@ -408,8 +414,9 @@ static void test_escaping(void **state)
     hr_metrics *reg = hr_metrics_new(0);
     assert_non_null(reg);
     hr_metrics_family *fam = NULL;
-    const hr_metrics_spec spec = {&fam, "esc", "Help with \\ backslash,\nnewline and \"quotes\".",
-                                  HR_METRICS_GAUGE, "v", NULL, 0};
+    const hr_metrics_spec spec = {
+        &fam, "esc", "Help with \\ backslash,\nnewline and \"quotes\".", HR_METRICS_GAUGE, "v",
+        NULL, 0};
     char err[256];
     assert_int_equal(hr_metrics_register(reg, &spec, 1, err, sizeof err), 0);
     hr_metrics_set(hr_metrics_labels(fam, "a\\b\"c\nd"), 1);
@@ -495,8 +502,8 @@ static void test_callbacks(void **state)
 static void test_float_round_trip(void **state)
 {
     (void)state;
-    static const double values[] = {0.1, 1.0 / 3, 1e-300, 123456789.123, -2.5, 1e21, 0,
-                                    -INFINITY, 5e-324, 9007199254740993.0};
+    static const double values[] = {0.1,  1.0 / 3, 1e-300,    123456789.123, -2.5,
+                                    1e21, 0,       -INFINITY, 5e-324,        9007199254740993.0};
     hr_metrics *reg = hr_metrics_new(0);
     assert_non_null(reg);
     hr_metrics_family *fam = NULL;
@@ -540,12 +547,9 @@ static void test_render_cap(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_register_errors),
-        cmocka_unit_test(test_concurrent_updates),
-        cmocka_unit_test(test_overflow),
-        cmocka_unit_test(test_escaping),
-        cmocka_unit_test(test_callbacks),
-        cmocka_unit_test(test_float_round_trip),
+        cmocka_unit_test(test_register_errors), cmocka_unit_test(test_concurrent_updates),
+        cmocka_unit_test(test_overflow),        cmocka_unit_test(test_escaping),
+        cmocka_unit_test(test_callbacks),       cmocka_unit_test(test_float_round_trip),
         cmocka_unit_test(test_render_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

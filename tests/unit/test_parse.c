@@ -29,13 +29,28 @@ static void test_time(void **state)
         {"2000-02-29T00:00:00Z", 951782400000},
     };
     static const char *const bad[] = {
-        "2030-02-30T00:00:00Z", "2030-02-29T00:00:00Z", "1900-02-29T00:00:00Z",
-        "2030-04-31T00:00:00Z", "2030-13-01T00:00:00Z", "2030-00-10T00:00:00Z",
-        "2030-01-00T00:00:00Z", "2030-01-01T24:00:00Z", "2030-01-01T00:60:00Z",
-        "2030-01-01T00:00:60Z", "1969-12-31T23:59:59Z", "2030-1-01T00:00:00Z",
-        "2030-01-01T 1:00:00Z", "2030-01-01T+1:00:00Z", "2030-01-01T00:00:00+02:00",
-        "2030-01-01T00:00:00.Z", "2030-01-01T00:00:00ZZ", "2030-01-01", "", "2030-01-01X00:00:00",
-        "2030-01-01T00:00:00.1234567890Z", "10000-01-01T00:00:00Z",
+        "2030-02-30T00:00:00Z",
+        "2030-02-29T00:00:00Z",
+        "1900-02-29T00:00:00Z",
+        "2030-04-31T00:00:00Z",
+        "2030-13-01T00:00:00Z",
+        "2030-00-10T00:00:00Z",
+        "2030-01-00T00:00:00Z",
+        "2030-01-01T24:00:00Z",
+        "2030-01-01T00:60:00Z",
+        "2030-01-01T00:00:60Z",
+        "1969-12-31T23:59:59Z",
+        "2030-1-01T00:00:00Z",
+        "2030-01-01T 1:00:00Z",
+        "2030-01-01T+1:00:00Z",
+        "2030-01-01T00:00:00+02:00",
+        "2030-01-01T00:00:00.Z",
+        "2030-01-01T00:00:00ZZ",
+        "2030-01-01",
+        "",
+        "2030-01-01X00:00:00",
+        "2030-01-01T00:00:00.1234567890Z",
+        "10000-01-01T00:00:00Z",
     };
     char err[256];
     int64_t ms;
@@ -58,8 +73,8 @@ static void test_time(void **state)
 
 static void test_date(void **state)
 {
-    static const char *const bad[] = {"2030-02-30", "2030-13-01", "2030-1-1", "2030-01-01 ",
-                                      "1969-12-31", "", "2030-02-29", "+030-01-01"};
+    static const char *const bad[] = {"2030-02-30", "2030-13-01", "2030-1-1",   "2030-01-01 ",
+                                      "1969-12-31", "",           "2030-02-29", "+030-01-01"};
     char err[256];
     int64_t day;
     size_t i;
@@ -75,9 +90,19 @@ static void test_date(void **state)
 
 static void test_uid(void **state)
 {
-    static const char *const bad[] = {"0", "-1", "+1", "01", " 1", "1 ", "1.0", "1e3", "",
-                                      "9223372036854775808", "18446744073709551616",
-                                      "99999999999999999999", "12a"};
+    static const char *const bad[] = {"0",
+                                      "-1",
+                                      "+1",
+                                      "01",
+                                      " 1",
+                                      "1 ",
+                                      "1.0",
+                                      "1e3",
+                                      "",
+                                      "9223372036854775808",
+                                      "18446744073709551616",
+                                      "99999999999999999999",
+                                      "12a"};
     int64_t v;
     size_t i;
 
@@ -147,9 +172,9 @@ static void test_json(void **state)
             fail_msg("%s: '%s' does not name %s", dups[i].text, err, dups[i].path);
     }
     for (i = 0; i < sizeof malformed / sizeof malformed[0]; i++)
-        assert_int_equal(hr_parse_json(malformed[i], strlen(malformed[i]) + (i == 3), &j, err,
-                                       sizeof err),
-                         HR_PARSE_MALFORMED);
+        assert_int_equal(
+            hr_parse_json(malformed[i], strlen(malformed[i]) + (i == 3), &j, err, sizeof err),
+            HR_PARSE_MALFORMED);
 
     /* Numbers keep their text; strings with digits and escapes do not
      * confuse the scan. */
@@ -157,11 +182,10 @@ static void test_json(void **state)
                  "1.5e3],\"n\":{\"deep\":[[12]]} }\n");
     {
         const cJSON *uids = cJSON_GetObjectItemCaseSensitive(j, "uids");
-        const cJSON *deep = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetObjectItemCaseSensitive(j, "n"), "deep");
+        const cJSON *deep =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "n"), "deep");
 
-        assert_string_equal(hr_parse_json_literal(cJSON_GetArrayItem(uids, 0)),
-                            "9007199254740993");
+        assert_string_equal(hr_parse_json_literal(cJSON_GetArrayItem(uids, 0)), "9007199254740993");
         assert_int_equal(hr_parse_json_uid(cJSON_GetArrayItem(uids, 0), &v), 0);
         assert_int_equal(v, INT64_C(9007199254740993));
         assert_int_equal(hr_parse_json_uid(cJSON_GetArrayItem(uids, 1), &v), 0);
@@ -169,9 +193,8 @@ static void test_json(void **state)
         assert_int_equal(hr_parse_json_uid(cJSON_GetArrayItem(uids, 2), &v), -1);
         assert_string_equal(hr_parse_json_literal(cJSON_GetArrayItem(uids, 3)), "1.5e3");
         assert_int_equal(hr_parse_json_uid(cJSON_GetArrayItem(uids, 3), &v), -1);
-        assert_string_equal(hr_parse_json_literal(cJSON_GetArrayItem(cJSON_GetArrayItem(deep, 0),
-                                                                     0)),
-                            "12");
+        assert_string_equal(
+            hr_parse_json_literal(cJSON_GetArrayItem(cJSON_GetArrayItem(deep, 0), 0)), "12");
         assert_null(hr_parse_json_literal(cJSON_GetObjectItemCaseSensitive(j, "s")));
     }
     /* Printed exactly, not through a double. */

@@ -33,12 +33,12 @@ enum { PM_SUBS, PM_CHUNK, PM_DEAD, PM_SETTLED };
 enum { PM_ST_SENT, PM_ST_FAILED, PM_ST_THROTTLED, PM_ST_PULLED, PM_ST_CANCELLED, PM__ST };
 
 typedef struct pm_model {
-    int n;                      /* subscriptions */
-    int where[PM_MAX_UIDS];     /* PM_SUBS, PM_CHUNK, PM_DEAD (failed hash), PM_SETTLED */
-    int chunk[PM_MAX_UIDS];     /* the chunk of a PM_CHUNK uid */
-    int outcome[PM_MAX_UIDS];   /* PM_ST_* of a settled or dead uid */
-    int logged[PM_MAX_UIDS];    /* delivery log: -1 or PM_ST_* */
-    int pubs[PM_MAX_UIDS];      /* how often the uid was counted in published (net) */
+    int n;                    /* subscriptions */
+    int where[PM_MAX_UIDS];   /* PM_SUBS, PM_CHUNK, PM_DEAD (failed hash), PM_SETTLED */
+    int chunk[PM_MAX_UIDS];   /* the chunk of a PM_CHUNK uid */
+    int outcome[PM_MAX_UIDS]; /* PM_ST_* of a settled or dead uid */
+    int logged[PM_MAX_UIDS];  /* delivery log: -1 or PM_ST_* */
+    int pubs[PM_MAX_UIDS];    /* how often the uid was counted in published (net) */
     bool chunk_published[PM_MAX_UIDS * 4];
     int nchunks;
     int64_t stats[PM__ST], mysql[PM__ST];
@@ -54,12 +54,12 @@ static unsigned pm_rand(pm_model *m, unsigned n)
 }
 
 /* The settled outcomes as hr_progress reads them. */
-static void pm_progress(const pm_model *m, bool finished, int64_t subscriptions,
-                        hr_progress *pr)
+static void pm_progress(const pm_model *m, bool finished, int64_t subscriptions, hr_progress *pr)
 {
     hr_progress_in in = {.subscriptions = subscriptions,
                          .published = hr_progress_merge(m->mysql_total, m->stats_published),
-                         .subs_left = 0, .finished = finished};
+                         .subs_left = 0,
+                         .finished = finished};
     int i;
 
     for (i = 0; i < m->n; i++)
@@ -338,8 +338,10 @@ static void test_cases(void **state)
 {
     hr_progress pr;
     /* cancelled while scheduled: 777 subscriptions, all cancelled from subs */
-    hr_progress_in in = {.outcome = {[HR_OUTCOME_CANCELLED] = 777}, .subscriptions = 777,
-                         .subs_left = 0, .finished = true};
+    hr_progress_in in = {.outcome = {[HR_OUTCOME_CANCELLED] = 777},
+                         .subscriptions = 777,
+                         .subs_left = 0,
+                         .finished = true};
 
     (void)state;
     hr_progress_compute(&in, &pr);
@@ -347,23 +349,26 @@ static void test_cases(void **state)
     assert_int_equal(pr.total, 777);
     assert_true(pr.ratio == 1.0);
     /* cancelled mid-run: 16,000 published and settled, 14,000 cancelled from subs */
-    in = (hr_progress_in){.outcome = {[HR_OUTCOME_SENT] = 16000,
-                                      [HR_OUTCOME_CANCELLED] = 14000},
-                          .subscriptions = 30000, .published = 16000, .finished = true};
+    in = (hr_progress_in){.outcome = {[HR_OUTCOME_SENT] = 16000, [HR_OUTCOME_CANCELLED] = 14000},
+                          .subscriptions = 30000,
+                          .published = 16000,
+                          .finished = true};
     hr_progress_compute(&in, &pr);
     assert_int_equal(pr.done, 30000);
     assert_int_equal(pr.total, 30000);
     assert_true(pr.ratio == 1.0);
     /* a running task */
     in = (hr_progress_in){.outcome = {[HR_OUTCOME_SENT] = 250, [HR_OUTCOME_FAILED] = 50},
-                          .subscriptions = 1200, .published = 500, .subs_left = 700};
+                          .subscriptions = 1200,
+                          .published = 500,
+                          .subs_left = 700};
     hr_progress_compute(&in, &pr);
     assert_int_equal(pr.done, 300);
     assert_int_equal(pr.total, 1200);
     assert_true(pr.ratio == 0.25);
     /* a finished task with recipients no counter settled: unaccounted */
-    in = (hr_progress_in){.outcome = {[HR_OUTCOME_SENT] = 90}, .subscriptions = 100,
-                          .finished = true};
+    in = (hr_progress_in){
+        .outcome = {[HR_OUTCOME_SENT] = 90}, .subscriptions = 100, .finished = true};
     hr_progress_compute(&in, &pr);
     assert_int_equal(pr.outcome[HR_OUTCOME_UNACCOUNTED], 10);
     assert_int_equal(pr.done, 100);
@@ -382,7 +387,8 @@ static void test_cases(void **state)
     assert_string_equal(hr_progress_outcome_name(HR_OUTCOME_UNREGISTERED), "unregistered");
     /* unregistered recipients are settled like the others */
     in = (hr_progress_in){.outcome = {[HR_OUTCOME_SENT] = 7, [HR_OUTCOME_UNREGISTERED] = 3},
-                          .subscriptions = 10, .finished = true};
+                          .subscriptions = 10,
+                          .finished = true};
     hr_progress_compute(&in, &pr);
     assert_int_equal(pr.done, 10);
     assert_int_equal(pr.outcome[HR_OUTCOME_UNACCOUNTED], 0);

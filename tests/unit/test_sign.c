@@ -29,9 +29,9 @@ static void test_spec_vector(void **state)
     assert_int_equal(hr_sign_secret_parse(SPEC_SECRET, &s, err, sizeof err), 0);
     assert_int_equal(s.len, 24);
     hr_buf_init(&b, 1024);
-    assert_int_equal(hr_sign_append(&s, 1, SPEC_ID, SPEC_TS, SPEC_BODY, strlen(SPEC_BODY), &b, err,
-                                    sizeof err),
-                     0);
+    assert_int_equal(
+        hr_sign_append(&s, 1, SPEC_ID, SPEC_TS, SPEC_BODY, strlen(SPEC_BODY), &b, err, sizeof err),
+        0);
     assert_string_equal(b.data, SPEC_SIG);
     hr_buf_free(&b);
 }
@@ -47,9 +47,9 @@ static void test_rotation_two_signatures(void **state)
     assert_int_equal(hr_sign_secret_parse(OTHER_SECRET, &s[1], err, sizeof err), 0);
     assert_int_equal(s[1].len, 32);
     hr_buf_init(&b, 1024);
-    assert_int_equal(hr_sign_append(s, 2, SPEC_ID, SPEC_TS, SPEC_BODY, strlen(SPEC_BODY), &b, err,
-                                    sizeof err),
-                     0);
+    assert_int_equal(
+        hr_sign_append(s, 2, SPEC_ID, SPEC_TS, SPEC_BODY, strlen(SPEC_BODY), &b, err, sizeof err),
+        0);
     assert_string_equal(b.data, SPEC_SIG " " OTHER_SIG);
     hr_buf_free(&b);
 }

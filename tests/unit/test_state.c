@@ -40,12 +40,6 @@ static void test_final(void **state)
     assert_false(hr_state_final(HR_STATE_DISPATCHING));
     assert_false(hr_state_final(HR_STATE_DISPATCHED));
     assert_false(hr_state_final(HR_STATE_PAUSED));
-    assert_true(hr_state_name_final("cancelled"));
-    assert_false(hr_state_name_final("paused"));
-    assert_false(hr_state_name_final("bogus"));
-    assert_true(hr_state_is("paused", HR_STATE_PAUSED));
-    assert_false(hr_state_is("paused", HR_STATE_DONE));
-    assert_false(hr_state_is(NULL, HR_STATE_DONE));
 }
 
 static void test_control_names(void **state)

@@ -1,5 +1,6 @@
 /* Unit tests for hr_task_validate: a valid task passes, and each kind of bad
- * column fails with the message an admin reads in push_task.last_error.
+ * column fails with the message an admin reads in push_task.last_error;
+ * and for hr_task_from_row's state and control columns, parsed into enums.
  * Tasks are hr_task structs filled in memory (static strings, so they are
  * never given to hr_task_free); the configuration is one channel loaded
  * from a YAML string. */
@@ -14,11 +15,10 @@
 #include "hr_config.h"
 #include "hr_task.h"
 
-static const char config_yaml[] =
-    "channels:\n"
-    "  webhook:\n"
-    "    url: \"http://127.0.0.1:9099/push/{{uid}}\"\n"
-    "    headers: {X-Task: \"{{task.id}}\"}\n";
+static const char config_yaml[] = "channels:\n"
+                                  "  webhook:\n"
+                                  "    url: \"http://127.0.0.1:9099/push/{{uid}}\"\n"
+                                  "    headers: {X-Task: \"{{task.id}}\"}\n";
 
 static int task_setup(void **state)
 {
@@ -174,17 +174,120 @@ static void test_templates(void **state)
     expect_invalid(&t, *state, "body template: unknown variable 'item' at offset 5");
 }
 
+/* ttl_s, collapse_key and priority: NULL / absent is the provider's
+ * default; out of the providers' ranges fails. */
+static void test_push_options(void **state)
+{
+    hr_task t = valid_task();
+
+    t.ttl_s = -1;
+    t.collapse_key = NULL;
+    expect_valid(&t, *state);
+    t.ttl_s = HR_TASK_MAX_TTL_S;
+    t.collapse_key = "score-0123456789012345678901234567890123456789012345678901234567";
+    t.priority = HR_PRIORITY_NORMAL;
+    expect_valid(&t, *state);
+    t.ttl_s = HR_TASK_MAX_TTL_S + 1;
+    expect_invalid(&t, *state, "ttl_s 2419201 is outside 0..2419200");
+    t.ttl_s = -2;
+    expect_invalid(&t, *state, "ttl_s is negative");
+    t.ttl_s = 0;
+    t.collapse_key = "score-01234567890123456789012345678901234567890123456789012345678";
+    expect_invalid(&t, *state, "collapse_key must be 1..64 bytes on one line");
+    t.collapse_key = "two\nlines";
+    expect_invalid(&t, *state, "collapse_key must be 1..64 bytes");
+    t.collapse_key = "";
+    expect_invalid(&t, *state, "collapse_key must be 1..64 bytes");
+    t.collapse_key = NULL;
+    t.priority = HR_PRIORITY_BAD;
+    expect_invalid(&t, *state, "priority must be high or normal");
+}
+
+/* A row as selected with HR_TASK_COLUMNS: STATE and CONTROL as given, and
+ * the push options' cells TTL, COLLAPSE and PRIORITY. */
+static int task_row_cells(const char *state, const char *control, const char *ttl,
+                          const char *collapse, const char *priority, hr_task **out, char *errstr,
+                          size_t errlen)
+{
+    char *cells[] = {"7",
+                     "daily",
+                     "games",
+                     "webhook",
+                     "t",
+                     "b",
+                     NULL,
+                     "1700000000000",
+                     "1699920000000",
+                     "0",
+                     "5000",
+                     "0",
+                     "0",
+                     NULL,
+                     NULL,
+                     NULL,
+                     (char *)control,
+                     (char *)state,
+                     NULL,
+                     NULL,
+                     NULL,
+                     "0",
+                     "0",
+                     "0",
+                     "0",
+                     "0",
+                     "0",
+                     "0",
+                     "0",
+                     (char *)ttl,
+                     (char *)collapse,
+                     (char *)priority};
+    hr_mysql_rows rows = {.nrows = 1, .ncols = sizeof cells / sizeof cells[0], .cells = cells};
+
+    return hr_task_from_row(&rows, 0, out, errstr, errlen);
+}
+
+static int task_row(const char *state, const char *control, hr_task **out, char *errstr,
+                    size_t errlen)
+{
+    return task_row_cells(state, control, NULL, NULL, "high", out, errstr, errlen);
+}
+
+static void test_from_row_enums(void **state)
+{
+    hr_task *t = NULL;
+    char err[256];
+
+    (void)state;
+    assert_int_equal(task_row("paused", "pause", &t, err, sizeof err), 0);
+    assert_int_equal(t->state, HR_STATE_PAUSED);
+    assert_int_equal(t->control, HR_CONTROL_PAUSE);
+    assert_string_equal(t->throttle_scope, "games");
+    assert_int_equal(t->ttl_s, -1);
+    assert_null(t->collapse_key);
+    assert_int_equal(t->priority, HR_PRIORITY_HIGH);
+    hr_task_free(t);
+    assert_int_equal(task_row_cells("done", "run", "-1", "x", "urgent", &t, err, sizeof err), 0);
+    assert_int_equal(t->ttl_s, -2); /* a written -1 is not NULL */
+    assert_string_equal(t->collapse_key, "x");
+    assert_int_equal(t->priority, HR_PRIORITY_BAD);
+    hr_task_free(t);
+    assert_int_equal(task_row("archived", "run", &t, err, sizeof err), -1);
+    assert_null(t);
+    assert_non_null(strstr(err, "(state) has an unknown value \"archived\""));
+    assert_int_equal(task_row("done", "stop", &t, err, sizeof err), -1);
+    assert_non_null(strstr(err, "(control) has an unknown value \"stop\""));
+    assert_int_equal(task_row("done", NULL, &t, err, sizeof err), -1);
+    assert_non_null(strstr(err, "(control) has an unknown value \"NULL\""));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_valid),
-        cmocka_unit_test(test_unknown_channel),
-        cmocka_unit_test(test_chunk_size),
-        cmocka_unit_test(test_due_at_null),
-        cmocka_unit_test(test_negative_limits),
-        cmocka_unit_test(test_throttle_window),
-        cmocka_unit_test(test_payload),
-        cmocka_unit_test(test_templates),
+        cmocka_unit_test(test_valid),           cmocka_unit_test(test_unknown_channel),
+        cmocka_unit_test(test_chunk_size),      cmocka_unit_test(test_due_at_null),
+        cmocka_unit_test(test_negative_limits), cmocka_unit_test(test_throttle_window),
+        cmocka_unit_test(test_payload),         cmocka_unit_test(test_templates),
+        cmocka_unit_test(test_push_options),    cmocka_unit_test(test_from_row_enums),
     };
     return cmocka_run_group_tests(tests, task_setup, task_teardown);
 }

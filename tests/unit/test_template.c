@@ -29,9 +29,14 @@ static const char *tvals_lookup(void *ctx, hr_tvar_kind kind, const char *name, 
         {HR_TVAR_TASK, "name", "daily"},
         {HR_TVAR_PAYLOAD, "a.b-c_d", "deep"},
         {HR_TVAR_PAYLOAD, "quote", "say \"hi\"\\"},
-        {HR_TVAR_PAYLOAD, "ctl", "a\nb\tc\x01" "d\re"},
+        {HR_TVAR_PAYLOAD, "ctl",
+         "a\nb\tc\x01"
+         "d\re"},
         {HR_TVAR_PAYLOAD, "utf8", "caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80"},
-        {HR_TVAR_PAYLOAD, "bad", "a\xFF" "b\xC3" "c\xED\xA0\x80"},
+        {HR_TVAR_PAYLOAD, "bad",
+         "a\xFF"
+         "b\xC3"
+         "c\xED\xA0\x80"},
         {HR_TVAR_USER, "lang", "fr"},
     };
     ((tvals *)ctx)->calls++;
@@ -159,7 +164,9 @@ static void test_escape_invalid_utf8(void **state)
     /* 0xFF, a truncated C3, and an encoded surrogate (3 bytes) each become
      * U+FFFD per byte. */
     render_expect("{{payload.bad}}", true,
-                  "a\xEF\xBF\xBD" "b\xEF\xBF\xBD" "c\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
+                  "a\xEF\xBF\xBD"
+                  "b\xEF\xBF\xBD"
+                  "c\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");
 }
 
 static void test_escape_literals_untouched(void **state)
@@ -294,7 +301,7 @@ static void test_utf8_valid(void **state)
     assert_true(hr_utf8_valid("plain ascii", 11));
     assert_true(hr_utf8_valid("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", 14));
     assert_false(hr_utf8_valid("\xc3\x28", 2));         /* bad continuation */
-    assert_false(hr_utf8_valid("\xc3", 1));              /* truncated */
+    assert_false(hr_utf8_valid("\xc3", 1));             /* truncated */
     assert_false(hr_utf8_valid("\xc0\xaf", 2));         /* overlong */
     assert_false(hr_utf8_valid("\xed\xa0\x80", 3));     /* surrogate */
     assert_false(hr_utf8_valid("\xf4\x90\x80\x80", 4)); /* past U+10FFFF */
@@ -304,16 +311,16 @@ static void test_utf8_valid(void **state)
 static void test_url_escape(void **state)
 {
     (void)state;
-    const char *src = "http://h/p/{{uid}}?t={{payload.ctl}}&q={{payload.quote}}&d={{payload.a.b-c_d}}";
+    const char *src =
+        "http://h/p/{{uid}}?t={{payload.ctl}}&q={{payload.quote}}&d={{payload.a.b-c_d}}";
     const char *want = "http://h/p/u42?t=a%0Ab%09c%01d%0De&q=say%20%22hi%22%5C&d=deep";
     hr_template *t = NULL;
     char err[256] = "";
     hr_buf b;
     tvals v = {0};
 
-    assert_int_equal(hr_template_compile_escape(src, strlen(src), HR_TEMPLATE_URL, &t, err,
-                                                sizeof err),
-                     0);
+    assert_int_equal(
+        hr_template_compile_escape(src, strlen(src), HR_TEMPLATE_URL, &t, err, sizeof err), 0);
     hr_buf_init(&b, 4096);
     assert_int_equal(hr_template_render(t, tvals_lookup, &v, &b, NULL), 0);
     assert_string_equal(b.data, want);

@@ -14,10 +14,9 @@
 #include "hr_task.h"
 #include "hr_throttle.h"
 
-static const char config_yaml[] =
-    "channels:\n"
-    "  loud: {url: \"http://h/{{uid}}\"}\n"
-    "  quiet: {url: \"http://h/{{uid}}\", throttle: shadow}\n";
+static const char config_yaml[] = "channels:\n"
+                                  "  loud: {url: \"http://h/{{uid}}\"}\n"
+                                  "  quiet: {url: \"http://h/{{uid}}\", throttle: shadow}\n";
 
 static hr_config *load_config(void)
 {
@@ -83,7 +82,8 @@ static void test_rule_from_task(void **state)
 {
     (void)state;
     hr_config *cfg = load_config();
-    const hr_channel *loud = hr_config_channel(cfg, "loud"), *quiet = hr_config_channel(cfg, "quiet");
+    const hr_channel *loud = hr_config_channel(cfg, "loud"),
+                     *quiet = hr_config_channel(cfg, "quiet");
     hr_task t = make_task();
     hr_throttle_rule rule;
     char err[256];

@@ -34,7 +34,8 @@ static wk_apns_signer *new_signer(void)
 static void test_signer_rejects(void **state)
 {
     size_t len, rlen;
-    char *pem = key_fixtures_read("ec.p8", &len), *rsa = key_fixtures_read("rsa.pem", &rlen), err[256];
+    char *pem = key_fixtures_read("ec.p8", &len), *rsa = key_fixtures_read("rsa.pem", &rlen),
+         err[256];
     wk_apns_signer *s = (wk_apns_signer *)1;
 
     (void)state;
@@ -113,14 +114,25 @@ static void test_request_alert(void **state)
 {
     cJSON *payload = cJSON_Parse("{\"order\":\"A-1\",\"n\":42}"), *body, *alert;
     wk_apns_message m = {
-        .device_token = TOKEN, .topic = "com.example.app", .push_type = WK_APNS_ALERT,
-        .title = "Hi", .body = "There", .payload = payload, .ttl_s = 3600,
-        .collapse_id = "news", .apns_id = "123e4567-e89b-12d3-a456-426614174000",
-        .high_priority = true, .now_s = NOW,
+        .device_token = TOKEN,
+        .topic = "com.example.app",
+        .push_type = WK_APNS_ALERT,
+        .title = "Hi",
+        .body = "There",
+        .payload = payload,
+        .ttl_s = 3600,
+        .collapse_id = "news",
+        .apns_id = "123e4567-e89b-12d3-a456-426614174000",
+        .high_priority = true,
+        .now_s = NOW,
     };
     static const char *want[] = {
-        "authorization: bearer a.b.c", "apns-topic: com.example.app", "apns-push-type: alert",
-        "apns-priority: 10", "apns-expiration: 1700003600", "apns-collapse-id: news",
+        "authorization: bearer a.b.c",
+        "apns-topic: com.example.app",
+        "apns-push-type: alert",
+        "apns-priority: 10",
+        "apns-expiration: 1700003600",
+        "apns-collapse-id: news",
         "apns-id: 123e4567-e89b-12d3-a456-426614174000",
     };
     wk_apns_request req;
@@ -148,8 +160,12 @@ static void test_request_alert(void **state)
 static void test_request_background(void **state)
 {
     wk_apns_message m = {
-        .device_token = TOKEN, .topic = "com.example.app", .push_type = WK_APNS_BACKGROUND,
-        .ttl_s = -1, .high_priority = true, .now_s = NOW,
+        .device_token = TOKEN,
+        .topic = "com.example.app",
+        .push_type = WK_APNS_BACKGROUND,
+        .ttl_s = -1,
+        .high_priority = true,
+        .now_s = NOW,
     };
     wk_apns_request req;
     char err[256];
@@ -214,8 +230,7 @@ static void test_classify(void **state)
         {200, "", -1, WK_VERDICT_DELIVERED, "200"},
         {410, "{\"reason\":\"Unregistered\",\"timestamp\":1700000000000}", -1,
          WK_VERDICT_UNREGISTERED, "410 Unregistered"},
-        {400, "{\"reason\":\"BadDeviceToken\"}", -1, WK_VERDICT_UNREGISTERED,
-         "400 BadDeviceToken"},
+        {400, "{\"reason\":\"BadDeviceToken\"}", -1, WK_VERDICT_UNREGISTERED, "400 BadDeviceToken"},
         {400, "{\"reason\":\"PayloadTooLarge\"}", -1, WK_VERDICT_FAILED, "400 PayloadTooLarge"},
         {403, "{\"reason\":\"ExpiredProviderToken\"}", -1, WK_VERDICT_REFRESH,
          "403 ExpiredProviderToken"},
@@ -239,12 +254,9 @@ static void test_classify(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_signer_rejects),
-        cmocka_unit_test(test_token_verifies),
-        cmocka_unit_test(test_token_renewal),
-        cmocka_unit_test(test_request_alert),
-        cmocka_unit_test(test_request_background),
-        cmocka_unit_test(test_request_rejects),
+        cmocka_unit_test(test_signer_rejects),     cmocka_unit_test(test_token_verifies),
+        cmocka_unit_test(test_token_renewal),      cmocka_unit_test(test_request_alert),
+        cmocka_unit_test(test_request_background), cmocka_unit_test(test_request_rejects),
         cmocka_unit_test(test_classify),
     };
 

@@ -89,8 +89,8 @@ static void test_token_request_assertion(void **state)
     hr_buf_init(&b, 8192);
     assert_int_equal(wk_fcm_token_request(a, NOW, &b, err, sizeof err), 0);
     assert_memory_equal(b.data, grant, sizeof grant - 1);
-    assert_int_equal(key_fixtures_jwt_verify(b.data + sizeof grant - 1, "rsa_pub.pem", NULL, &claims),
-                     0);
+    assert_int_equal(
+        key_fixtures_jwt_verify(b.data + sizeof grant - 1, "rsa_pub.pem", NULL, &claims), 0);
     c = cJSON_Parse(claims);
     assert_string_equal(cJSON_GetObjectItem(c, "iss")->valuestring, a->client_email);
     assert_string_equal(cJSON_GetObjectItem(c, "aud")->valuestring, a->token_uri);
@@ -190,8 +190,14 @@ static void test_message_full(void **state)
 {
     cJSON *payload = cJSON_Parse("{\"order\":\"A-1\",\"n\":42,\"ok\":true,\"o\":{\"x\":[1]}}");
     wk_fcm_message m = {
-        .token = "tok-1", .title = "Hi \"you\"", .body = "Body ✓", .payload = payload,
-        .ttl_s = 3600, .collapse_key = "news", .high_priority = true, .now_s = NOW,
+        .token = "tok-1",
+        .title = "Hi \"you\"",
+        .body = "Body ✓",
+        .payload = payload,
+        .ttl_s = 3600,
+        .collapse_key = "news",
+        .high_priority = true,
+        .now_s = NOW,
     };
     cJSON *root = build(&m);
 

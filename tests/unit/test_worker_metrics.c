@@ -22,8 +22,7 @@ static const char t_stats_up[] =
     "\"3\":{\"desired\":false,\"consumer_lag\":100},"
     "\"-1\":{\"desired\":false,\"consumer_lag\":-1}}}}}";
 
-static const char t_stats_down[] =
-    "{\"brokers\":{\"b1\":{\"state\":\"CONNECT\"}},\"topics\":{}}";
+static const char t_stats_down[] = "{\"brokers\":{\"b1\":{\"state\":\"CONNECT\"}},\"topics\":{}}";
 
 static wk_metrics *t_new(hr_config *cfg, hr_channel *ch)
 {

@@ -69,8 +69,8 @@ static void test_gaps_and_errors(void **state)
     (void)state;
     assert_int_equal(wk_offsets_new(&o), 0);
     assert_int_equal(wk_offsets_begin(o, 0, 2), 0);
-    assert_int_equal(wk_offsets_begin(o, 0, 9), 0); /* compacted topic: a gap */
-    assert_int_equal(wk_offsets_begin(o, 0, 9), -1); /* not increasing */
+    assert_int_equal(wk_offsets_begin(o, 0, 9), 0);           /* compacted topic: a gap */
+    assert_int_equal(wk_offsets_begin(o, 0, 9), -1);          /* not increasing */
     assert_int_equal(wk_offsets_finish(o, 0, 3, &store), -1); /* never begun */
     assert_int_equal(wk_offsets_finish(o, 0, 9, &store), 0);
     assert_int_equal(wk_offsets_finish(o, 0, 9, &store), -1); /* twice */

@@ -75,8 +75,9 @@ static void test_utf8_subject_and_name(void **state)
         unsigned char dec[64];
         size_t n;
         assert_true(close - w + 2 <= 75);
-        assert_int_equal(hr_base64_decode(w + 10, (size_t)(close - w - 10), HR_BASE64_STD, dec,
-                                          sizeof dec, &n), 0);
+        assert_int_equal(
+            hr_base64_decode(w + 10, (size_t)(close - w - 10), HR_BASE64_STD, dec, sizeof dec, &n),
+            0);
         /* Each word decodes to whole characters: never ends in a lead byte. */
         assert_true((dec[n - 1] & 0xc0) == 0x80 || dec[n - 1] < 0x80);
         w = close;

@@ -18,16 +18,15 @@
 #include "wk_chunk.h"
 #include "wk_task.h"
 
-static const char yaml[] =
-    "channels:\n"
-    "  webhook:\n"
-    "    url: \"http://127.0.0.1/push/{{uid}}?p={{payload.p}}\"\n"
-    "    headers:\n"
-    "      X-Value: \"v={{payload.h}};\"\n"
-    "    body: \"{{payload.n}}|{{payload.m}}\"\n"
-    "  titled:\n"
-    "    url: \"http://127.0.0.1/t\"\n"
-    "    body: \"{{title}}|{{body}}|{{uid}}\"\n";
+static const char yaml[] = "channels:\n"
+                           "  webhook:\n"
+                           "    url: \"http://127.0.0.1/push/{{uid}}?p={{payload.p}}\"\n"
+                           "    headers:\n"
+                           "      X-Value: \"v={{payload.h}};\"\n"
+                           "    body: \"{{payload.n}}|{{payload.m}}\"\n"
+                           "  titled:\n"
+                           "    url: \"http://127.0.0.1/t\"\n"
+                           "    body: \"{{title}}|{{body}}|{{uid}}\"\n";
 
 typedef struct fixture {
     hr_config *cfg;
@@ -110,9 +109,9 @@ static void assert_rendered(const wk_task *task, const char *uid, const char *wa
 
     hr_buf_init(&url, 4096);
     hr_buf_init(&body, 4096);
-    assert_int_equal(wk_task_render(task, uid, NULL, &url, &body, &headers, &stripped, errstr,
-                                    sizeof errstr),
-                     0);
+    assert_int_equal(
+        wk_task_render(task, uid, NULL, &url, &body, &headers, &stripped, errstr, sizeof errstr),
+        0);
     assert_string_equal(body.data, want);
     curl_slist_free_all(headers);
     hr_buf_free(&url);

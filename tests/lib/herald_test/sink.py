@@ -1,5 +1,6 @@
 """herald_test.sink: herald-sink (bench/sink.c) for tests: its command line
 and what its --record file ("uid status ms" lines) says."""
+import time
 
 
 def sink_argv(binary, port, record, threads=2, extra=()):
@@ -7,8 +8,21 @@ def sink_argv(binary, port, record, threads=2, extra=()):
             "--threads", str(threads)] + list(extra)
 
 
-def sink_uids(path):
-    """The distinct uids the record shows answered with a 2xx."""
+def sink_uids(path, want=(), timeout_s=5.0):
+    """The distinct uids the record shows answered with a 2xx.  With WANT,
+    reads again (bounded by TIMEOUT_S) until they are all in: the sink writes
+    its record from per-thread buffers every 100 ms, so a campaign MySQL
+    calls done may still be on its way to the file."""
+    want = set(want)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = _read_uids(path)
+        if want <= got or time.monotonic() >= deadline:
+            return got
+        time.sleep(0.1)
+
+
+def _read_uids(path):
     got = set()
     try:
         with open(path) as f:
