@@ -240,10 +240,33 @@ int wk_chunk_open(wk_chunk *c, hr_redis *r, const char *owner, int lease_ms, cha
 int wk_chunk_fetch_addrs(wk_chunk *c, hr_redis *r, hr_addr_platform platform, const char *app,
                          size_t *bad, char *errstr, size_t errlen)
 {
-    const char **uids = calloc(c->npushes ? c->npushes : 1, sizeof *uids);
+    const char **uids;
     size_t k = 0;
+    char key[HR_KEY_MAX];
+    redisReply *reply;
+    bool synced;
 
     *bad = 0;
+    /* Without the synced mark Redis lost the address book (a flush, a
+     * restart without its AOF) and the dispatchers' sync has not rebuilt
+     * it yet: an empty set would read as "no address" and the recipient
+     * would be counted unregistered though MySQL holds its addresses.  The
+     * chunk waits for the sync instead (the caller drops it, the sweeper
+     * publishes it again). */
+    reply = hr_redis_cmdf(r, errstr, errlen, "EXISTS %s",
+                          hr_key_addr_synced(hr_redis_prefix(r), key, sizeof key));
+    if (reply == NULL)
+        return -1;
+    synced = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
+    freeReplyObject(reply);
+    if (!synced) {
+        snprintf(errstr, errlen,
+                 "the address book is not in Redis (no %s): waiting for the "
+                 "dispatchers' address sync",
+                 key);
+        return -1;
+    }
+    uids = calloc(c->npushes ? c->npushes : 1, sizeof *uids);
     if (uids == NULL) {
         snprintf(errstr, errlen, "out of memory");
         return -1;

@@ -114,7 +114,10 @@ int wk_chunk_open(wk_chunk *c, hr_redis *r, const char *owner, int lease_ms, cha
  * pushes' addresses on PLATFORM (and APP) from the address book
  * (hr_addr_fetch: pipelined, a batch of uids per round trip) and gives
  * each push its own (none: it will be settled unregistered).  *BAD counts
- * members Redis holds that do not parse.  0, or -1 with ERRSTR. */
+ * members Redis holds that do not parse.  0, or -1 with ERRSTR, also when
+ * Redis lacks the address book's synced mark (it lost the book; the chunk
+ * must wait for the dispatchers' sync rather than count its recipients
+ * unregistered). */
 int wk_chunk_fetch_addrs(wk_chunk *c, hr_redis *r, hr_addr_platform platform, const char *app,
                          size_t *bad, char *errstr, size_t errlen);
 
