@@ -381,7 +381,6 @@ static int wk_lifecycle_addresses(wk_lifecycle *l, wk_chunk *c)
     if (!wk_sender_addressed(l->sender, c->task->ch_index, &platform, &app))
         return 0;
     if (wk_chunk_fetch_addrs(c, l->redis, platform, app, &bad, errstr, sizeof errstr) != 0) {
-        hr_metrics_inc(l->met->backend_errors[WK_BACKEND_REDIS]);
         wk_lifecycle_drop(l, c, errstr);
         return -1;
     }
