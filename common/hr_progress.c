@@ -10,6 +10,7 @@ static const char *const hr_progress_names[HR__OUTCOMES] = {
     [HR_OUTCOME_PULLED] = "pulled",
     [HR_OUTCOME_CANCELLED] = "cancelled",
     [HR_OUTCOME_UNREGISTERED] = "unregistered",
+    [HR_OUTCOME_EXPIRED] = "expired",
     [HR_OUTCOME_UNACCOUNTED] = "unaccounted",
 };
 

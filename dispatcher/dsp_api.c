@@ -162,6 +162,7 @@ static cJSON *dsp_api_task_json(const hr_task *t)
     cJSON_AddNumberToObject(counters, "cancelled", (double)t->cancelled);
     cJSON_AddNumberToObject(counters, "retried", (double)t->retried);
     cJSON_AddNumberToObject(counters, "unregistered", (double)t->unregistered);
+    cJSON_AddNumberToObject(counters, "expired", (double)t->expired);
     return o;
 }
 
@@ -202,8 +203,8 @@ static void dsp_api_task_live(dsp_api_conn *ac, const hr_task *t, cJSON *o)
     char keys[2][256], err[256];
     redisReply *subs, *stats;
     cJSON *live = cJSON_AddObjectToObject(o, "live"), *st, *progress, *oc;
-    const int64_t mysql[HR_OUTCOME_UNACCOUNTED] = {t->sent,   t->failed,    t->throttled,
-                                                   t->pulled, t->cancelled, t->unregistered};
+    const int64_t mysql[HR_OUTCOME_UNACCOUNTED] = {
+        t->sent, t->failed, t->throttled, t->pulled, t->cancelled, t->unregistered, t->expired};
     hr_progress_in in = {.subscriptions = dsp_api_subscriptions(ac, t->id),
                          .subs_left = -1,
                          .finished = hr_state_final(t->state)};

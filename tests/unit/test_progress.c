@@ -10,7 +10,7 @@
  * chunks, maybe the stats hash; subs
  * rebuilt from the subscriptions minus the delivery log and pulled; total
  * and stats.published restart from the log), pause/resume, cancel
- * (cancel_set.lua) and the reporter (MySQL = GREATEST(MySQL,
+ * (drop_set.lua) and the reporter (MySQL = GREATEST(MySQL,
  * stats), delivery log rows).  For random sequences of those, at every
  * step: done <= total, ratio in [0, 1], nothing counted twice, each
  * recipient published at most once; at the end: the outcomes sum to the
