@@ -15,7 +15,7 @@ int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr
 {
     char key[256];
     redisReply *reply;
-    int64_t *fields[] = {&out->sent,      &out->failed,  &out->throttled,   &out->pulled,
+    int64_t *fields[] = {&out->sent,      &out->failed,  &out->throttled,    &out->pulled,
                          &out->cancelled, &out->retried, &out->unregistered, &out->expired};
     size_t i;
 
@@ -37,11 +37,10 @@ int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr
 
 int hr_finish_raise(hr_mysql *m, int64_t id, const hr_outcomes *stats, char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(stats->sent),         HR_P_I64(stats->failed),
-                                HR_P_I64(stats->throttled),    HR_P_I64(stats->pulled),
-                                HR_P_I64(stats->cancelled),    HR_P_I64(stats->retried),
-                                HR_P_I64(stats->unregistered), HR_P_I64(stats->expired),
-                                HR_P_I64(id)};
+    const hr_mysql_param p[] = {
+        HR_P_I64(stats->sent),         HR_P_I64(stats->failed),    HR_P_I64(stats->throttled),
+        HR_P_I64(stats->pulled),       HR_P_I64(stats->cancelled), HR_P_I64(stats->retried),
+        HR_P_I64(stats->unregistered), HR_P_I64(stats->expired),   HR_P_I64(id)};
 
     return hr_mysql_exec(m,
                          "UPDATE push_task SET sent = GREATEST(sent, ?), "
@@ -73,8 +72,8 @@ int hr_finish_drop(hr_redis *r, int64_t id, int64_t seq, hr_outcome outcome, con
         hr_key_chunk(prefix, set, sizeof set, id, seq);
         hr_key_task(prefix, pending, sizeof pending, id, HR_KEY_PENDING);
         hr_key_lease(prefix, lease, sizeof lease, id, seq);
-        reply = hr_redis_eval(r, HR_LUA_DROP_SET, 4, owner != NULL ? 7 : 6, argv, NULL, errstr,
-                              errlen);
+        reply =
+            hr_redis_eval(r, HR_LUA_DROP_SET, 4, owner != NULL ? 7 : 6, argv, NULL, errstr, errlen);
     }
     if (reply == NULL)
         return -1;

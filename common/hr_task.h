@@ -25,8 +25,7 @@
     "throttle_key, throttle_mode, control, state, last_error, claimed_by, "                      \
     "CAST(ROUND(UNIX_TIMESTAMP(lease_until) * 1000) AS SIGNED), "                                \
     "total, sent, failed, throttled, pulled, cancelled, retried, unregistered, "                 \
-    "ttl_s, collapse_key, priority, "                                                           \
-    /* expiry (009_expiry.sql) */                                                                \
+    "ttl_s, collapse_key, priority, " /* expiry (009_expiry.sql) */                              \
     "CAST(ROUND(UNIX_TIMESTAMP(expire_at) * 1000) AS SIGNED), expired"
 
 #define HR_TASK_MAX_WINDOW_S 2678400 /* 31 days */
@@ -68,7 +67,7 @@ typedef struct hr_task {
     /* expire_at; -1 = NULL (never).  Any value <= 0 means never, so a
      * task built in memory (zeroed) does not expire. */
     int64_t expire_ms;
-    int64_t expired;   /* recipients counted expired */
+    int64_t expired; /* recipients counted expired */
 } hr_task;
 
 /* Builds a task from row ROW of a result selected with HR_TASK_COLUMNS. */

@@ -49,11 +49,11 @@ enum {
 #define LIST_SELECT                                                                        \
     "SELECT id, name, state, CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), "       \
     "topic, channel, control, CAST(ROUND(UNIX_TIMESTAMP(finished_at) * 1000) AS SIGNED), " \
-    "last_error, total, sent, failed, throttled, pulled, cancelled, retried, expired "            \
+    "last_error, total, sent, failed, throttled, pulled, cancelled, retried, expired "     \
     "FROM push_task "
 
-static const char *const list_counters[] = {"total",     "sent",    "failed", "throttled", "pulled",
-                                            "cancelled", "retried", "expired"};
+static const char *const list_counters[] = {"total",  "sent",      "failed",  "throttled",
+                                            "pulled", "cancelled", "retried", "expired"};
 
 static int64_t list_int(const hr_mysql_rows *rows, size_t row, size_t col)
 {

@@ -271,6 +271,12 @@ static hr_mysql_param dsp_api_p_ttl(int64_t ttl_s)
     return ttl_s >= 0 ? HR_P_I64(ttl_s) : HR_P_NULL;
 }
 
+/* expiry: expire_ms <= 0 is the column's NULL (never). */
+static hr_mysql_param dsp_api_p_expire(int64_t expire_ms)
+{
+    return expire_ms > 0 ? HR_P_I64(expire_ms) : HR_P_NULL;
+}
+
 static void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
                            hr_httpd_resp *resp)
 {
@@ -322,8 +328,7 @@ static void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req
                                     dsp_api_p_ttl(in.t.ttl_s),
                                     dsp_api_p_str(in.t.collapse_key),
                                     HR_P_STR(hr_priority_name(in.t.priority)),
-                                    /* expiry */
-                                    in.t.expire_ms > 0 ? HR_P_I64(in.t.expire_ms) : HR_P_NULL};
+                                    dsp_api_p_expire(in.t.expire_ms)};
 
         if (hr_mysql_exec(ac->m,
                           "INSERT INTO push_task (name, topic, channel, title, body, payload, "

@@ -252,7 +252,7 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
                                       "expire_in must be at least 1 second");
             in->expire_in_s = (int64_t)v->valuedouble;
         } else if (strcmp(fd->name, "priority") == 0 &&
-                 hr_priority_parse(v->valuestring, &in->t.priority) < 0)
+                   hr_priority_parse(v->valuestring, &in->t.priority) < 0)
             return dsp_api_refuse(code, "bad_field", errstr, errlen,
                                   "priority must be high or normal");
     }
