@@ -310,9 +310,9 @@ void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res)
         hr_metrics_add(l->met->retries, (uint64_t)retries);
     }
     if (res->held) {
-        /* The sender holds a push whose task expired (wk_chan_pump, a
-         * retry that would land past expire_at): the rest of the chunk
-         * expires with it. */
+        /* The sender refused to start a push of an expired task
+         * (wk_chan_pump; a retry due past expire_at waited until then):
+         * the rest of the chunk expires with it. */
         if (c->halt == WK_CHUNK_RUN && !c->revoked &&
             hr_task_expired(c->task->row, wk_clock_now_ms()))
             wk_lifecycle_halt(l, c, WK_CHUNK_EXPIRE); /* may free C */
