@@ -135,6 +135,7 @@ typedef struct dsp_metrics {
     hr_metrics_child *claimed_timer, *claimed_poller, *claimed_takeover;
     hr_metrics_child *claim_lag;
     hr_metrics_child *reconcile_added, *reconcile_seconds, *unaccounted;
+    hr_metrics_child *expired; /* herald_recipients_expired_total */
     hr_metrics_child *backend_errors[DSP__BACKENDS];
     hr_metrics_family *tasks;        /* herald_tasks{state} */
     hr_metrics_family *api_requests; /* herald_api_requests_total{route,code} */

@@ -297,6 +297,7 @@ static void dsp_chunk_expire(dsp *d, dsp_task *dt)
     if (hr_finish_count(conn->m, dt->id, HR_OUTCOME_EXPIRED, total, err, sizeof err) < 0)
         hr_log_warn("expired_count_lost", "task=%" PRId64 " expired=%" PRId64 " error=%s", dt->id,
                     total, err);
+    hr_metrics_add(d->met.expired, (uint64_t)dropped);
     hr_log_info("task_expired",
                 "task=%" PRId64 " dropped=%" PRId64 " expired=%" PRId64 " held=%d late_ms=%" PRId64,
                 dt->id, dropped, total, held, dsp_now_ms() - dt->expire_ms);

@@ -22,8 +22,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import (Env, check, finish, free_port, sink_argv,  # noqa: E402
-                          sink_uids)
+from badinput_env import (Env, check, finish, free_port, metric,  # noqa: E402
+                          sink_argv, sink_uids)
 
 N = 300
 
@@ -144,6 +144,17 @@ def main():
         check(not late_pushes, "no retry reached the provider after expire_at (%s)"
               % late_pushes[:5])
         check("event=chunk_expired" in env.log(wk), "the worker expired the chunks it held")
+
+        # Every expired recipient is counted once, by the chunker or a worker.
+        want = len(late_uids) + expired + int(row[3])
+        by_dsp = metric(env.metrics(env.dsp_port), "herald_recipients_expired_total") or 0
+        wk_text = env.metrics(env.wk_port)
+        by_wk = sum(metric(wk_text, "herald_pushes_total",
+                           '{channel="%s",outcome="expired"}' % ch) or 0
+                    for ch in ("webhook", "flaky"))
+        check(by_dsp + by_wk == want and by_wk >= int(row[3]),
+              "the metrics count each expired recipient once: chunker %d + workers %d = %d"
+              % (by_dsp, by_wk, want))
     finally:
         env.cleanup()
     return finish()
