@@ -14,12 +14,18 @@ one herald-worker and herald-sink.  All tasks are raw SQL rows.
      (or `sent`, for a retry whose random backoff landed before expire_at),
      never `failed`, and no retry reaches the sink after expire_at;
   4. the pull leaves out a task past its expire_at (both tasks held by
-     control=pause, so neither finishes meanwhile).
+     control=pause, so neither finishes meanwhile);
+  5. a crashed holder's chunk redelivered after expire_at: the chunk set and
+     its pending entry are left as a worker killed mid-chunk leaves them
+     (lease gone), and its message is published again, as the sweeper does:
+     the worker that receives it pushes nobody, all `expired`, task `done`.
 
 Usage: test_expiry.py HERALD_DISPATCHER HERALD_WORKER HERALD_SINK"""
 import datetime
+import json
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from badinput_env import (Env, check, finish, free_port, metric,  # noqa: E402
@@ -82,6 +88,26 @@ def main():
         retry = env.insert_with_subs("expire-retry", "flaky", retry_uids, due_s=1,
                                      expire_at="UTC_TIMESTAMP(3) + INTERVAL 4 SECOND")
 
+        # 5. the crashed holder's chunk, redelivered after expire_at.
+        crash_uids = list(range(9500001, 9500031))
+        # Subscriptions are only taken while scheduled (the guard trigger):
+        # held by control=pause until the row says what a dispatcher wrote.
+        crash = env.insert_task("expire-crash", "webhook",
+                                due="UTC_TIMESTAMP(3) - INTERVAL 20 SECOND",
+                                expire_at="UTC_TIMESTAMP(3) - INTERVAL 10 SECOND",
+                                control="'pause'",
+                                _subs=",".join("(@t,%d)" % u for u in crash_uids))
+        env.sql("UPDATE push_task SET state = 'dispatched', control = 'run', "
+                "started_at = UTC_TIMESTAMP(3), dispatched_at = UTC_TIMESTAMP(3) "
+                "WHERE id = %d" % crash)
+        env.r.cmd("SADD", env.key(crash, "chunk:1"), *crash_uids)
+        env.r.cmd("HSET", env.key(crash, "pending"), 1, str(int(time.time() * 1000)))
+        env.r.cmd("SET", env.key(crash, "seq"), 1)
+        now = int(time.time() * 1000)
+        env.kcat_produce([json.dumps({"v": 1, "task": crash, "seq": 1, "count": len(crash_uids),
+                                      "due_ms": now - 20000, "published_ms": now},
+                                     separators=(",", ":")).encode()], key="%d:1" % crash)
+
         # 4. the pull, while both tasks are held by control=pause (never
         # claimed, so unfinished).
         due = "UTC_TIMESTAMP(3) - INTERVAL 10 SECOND"
@@ -106,6 +132,17 @@ def main():
               % (len(late_uids), row))
         check(not sink_uids(record, timeout_s=0) & set(late_uids),
               "... and none of its recipients reached the sink")
+
+        ok = env.wait_state(crash, ("done", "failed"), 20)
+        row = env.task(crash, "state, sent, failed, expired, unaccounted")
+        check(ok and row[0] == "done" and row[1] == "0" and row[3] == str(len(crash_uids))
+              and row[4] == "0",
+              "the chunk redelivered after expire_at is expired whole, the task done (%s)" % row)
+        check(not sink_uids(record, timeout_s=0) & set(crash_uids),
+              "... and none of its recipients reached the sink")
+        chunk_state = env.sql("SELECT state FROM push_chunk WHERE task_id = %d" % crash)
+        check(env.r.cmd("EXISTS", env.key(crash, "chunk:1")) == 0,
+              "... its chunk set is gone (%s)" % chunk_state)
 
         # 1. mid-campaign.
         ok = env.wait_state(mid, ("done", "failed"), 25)
@@ -146,7 +183,7 @@ def main():
         check("event=chunk_expired" in env.log(wk), "the worker expired the chunks it held")
 
         # Every expired recipient is counted once, by the chunker or a worker.
-        want = len(late_uids) + expired + int(row[3])
+        want = len(late_uids) + len(crash_uids) + expired + int(row[3])
         by_dsp = metric(env.metrics(env.dsp_port), "herald_recipients_expired_total") or 0
         wk_text = env.metrics(env.wk_port)
         by_wk = sum(metric(wk_text, "herald_pushes_total",
