@@ -7,7 +7,8 @@
  *   produce.  A chunk counts as published only on its delivery report,
  *   which queues a dsp_report; the reports become push_chunk rows and
  *   push_task.total here too.  Empty subs and no report outstanding ->
- *   `dispatched`.
+ *   `dispatched`.  Past the task's expire_at nothing more is chunked: what
+ *   is left counts expired (dsp_chunk_expire).
  * - At exit: flush the producer, write the reports, mark finished tasks,
  *   release the leases.
  *
@@ -277,7 +278,10 @@ static int64_t dsp_grant(dsp *d, dsp_task *dt, int64_t now, bool *failed, char *
  * by that worker, which checks before every push it starts, and one whose
  * worker died is expired by the worker the sweeper's republish reaches.
  * The task then goes on as one whose subs ran out: dispatched, and done
- * when no chunk is pending, every subscription accounted. */
+ * when no chunk is pending, every subscription accounted.
+ * Hook for recipients parked for a later release (quiet hours, a per-task
+ * wait ZSET; not built here): they must be counted expired here too, with
+ * one more drop (drop_set.lua counts a SET with SCARD: a ZSET needs ZCARD). */
 static void dsp_chunk_expire(dsp *d, dsp_task *dt)
 {
     dsp_conn *conn = &d->loop_conn;
