@@ -14,12 +14,15 @@
 #include "hr_parse.h"
 #include "ctl_fmt.h"
 #include "hr_task.h"
+#include "hr_tz.h"
 
 #define CREATE_INSERT                                                                        \
     "INSERT INTO push_task (name, topic, channel, title, body, payload, due_at, freeze_at, " \
     "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "            \
-    "throttle_key, throttle_mode, ttl_s, collapse_key, priority) "                           \
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "throttle_key, throttle_mode, ttl_s, collapse_key, priority, "                           \
+    "local_time, default_tz, window_start, window_end, window_tz) "                          \
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "                         \
+    "?, ?, SEC_TO_TIME(?), SEC_TO_TIME(?), ?)"
 
 /* Every flag of create_options[], for `heraldctl help create`. */
 const char ctl_create_flags[] =
@@ -45,6 +48,11 @@ const char ctl_create_flags[] =
     "                       (whole seconds, at most 28d; default: the provider's)\n"
     "  --collapse-key K     a newer push with K replaces an undelivered one (fcm, apns)\n"
     "  --priority P         high (default) or normal (fcm, apns)\n"
+    "  --local-time         the due time's wall clock is read in each recipient's zone\n"
+    "                       (user attribute tz, else --default-tz, else UTC)\n"
+    "  --default-tz Z       IANA zone of recipients without a tz attribute\n"
+    "  --window HH:MM-HH:MM deliver only inside this daily window (may wrap midnight)\n"
+    "  --window-tz Z        read the window in zone Z (default: each recipient's)\n"
     "  --quiet              print only the new id\n";
 
 enum {
@@ -68,6 +76,10 @@ enum {
     OPT_COLLAPSE_KEY,
     OPT_PRIORITY,
     OPT_QUIET,
+    OPT_LOCAL_TIME,
+    OPT_DEFAULT_TZ,
+    OPT_WINDOW,
+    OPT_WINDOW_TZ,
 };
 
 static const struct option create_options[] = {
@@ -91,6 +103,10 @@ static const struct option create_options[] = {
     {"collapse-key", required_argument, NULL, OPT_COLLAPSE_KEY},
     {"priority", required_argument, NULL, OPT_PRIORITY},
     {"quiet", no_argument, NULL, OPT_QUIET},
+    {"local-time", no_argument, NULL, OPT_LOCAL_TIME},
+    {"default-tz", required_argument, NULL, OPT_DEFAULT_TZ},
+    {"window", required_argument, NULL, OPT_WINDOW},
+    {"window-tz", required_argument, NULL, OPT_WINDOW_TZ},
     {NULL, 0, NULL, 0},
 };
 
@@ -119,6 +135,25 @@ static int create_seconds(const char *flag, const char *arg, int64_t *seconds, c
     return 0;
 }
 
+/* --window "HH:MM[:SS]-HH:MM[:SS]" into T's window.  0, or -1 with ERRSTR. */
+static int create_window(const char *arg, hr_task *t, char *errstr, size_t errlen)
+{
+    char start[16];
+    const char *dash = strchr(arg, '-');
+
+    if (dash == NULL || (size_t)(dash - arg) >= sizeof start) {
+        snprintf(errstr, errlen, "--window: \"%s\" is not HH:MM-HH:MM", arg);
+        return -1;
+    }
+    memcpy(start, arg, (size_t)(dash - arg));
+    start[dash - arg] = '\0';
+    if (hr_parse_time_of_day("--window", start, &t->window_start_s, errstr, errlen) < 0 ||
+        hr_parse_time_of_day("--window", dash + 1, &t->window_end_s, errstr, errlen) < 0)
+        return -1;
+    t->window = true;
+    return 0;
+}
+
 /* Parses the flags into A.  CTL_EXIT_OK, or the exit code after printing. */
 static int create_parse(int argc, char **argv, create_args *a)
 {
@@ -133,7 +168,9 @@ static int create_parse(int argc, char **argv, create_args *a)
                      .due_ms = -1,
                      .freeze_ms = -1,
                      .lease_until_ms = -1,
-                     .ttl_s = -1};
+                     .ttl_s = -1,
+                     .window_start_s = -1,
+                     .window_end_s = -1};
     a->freeze_ms = -1;
     optind = 0;
     while ((opt = getopt_long(argc, argv, "", create_options, NULL)) != -1) {
@@ -218,6 +255,21 @@ static int create_parse(int argc, char **argv, create_args *a)
             if (hr_priority_parse(optarg, &a->t.priority) < 0)
                 return ctl_usage("create", "--priority: \"%s\" is not high or normal", optarg);
             break;
+        case OPT_LOCAL_TIME:
+            a->t.local_time = 1;
+            break;
+        case OPT_DEFAULT_TZ:
+        case OPT_WINDOW_TZ:
+            /* Existence is hr_task_validate's; the name rules first. */
+            if (!hr_tz_name_ok(optarg))
+                return ctl_usage("create", "--%s: \"%s\" is not a time zone name",
+                                 create_options[opt - OPT_NAME].name, optarg);
+            *(opt == OPT_DEFAULT_TZ ? &a->t.default_tz : &a->t.window_tz) = optarg;
+            break;
+        case OPT_WINDOW:
+            if (create_window(optarg, &a->t, errstr, sizeof errstr) < 0)
+                return ctl_usage("create", "%s", errstr);
+            break;
         default:
             return ctl_usage("create", NULL);
         }
@@ -293,6 +345,12 @@ int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
         a.t.ttl_s >= 0 ? HR_P_I64(a.t.ttl_s) : HR_P_NULL,
         create_str_or_null(a.t.collapse_key),
         HR_P_STR(hr_priority_name(a.t.priority)),
+        /* local time and send windows */
+        HR_P_I64(a.t.local_time),
+        create_str_or_null(a.t.default_tz),
+        a.t.window ? HR_P_I64(a.t.window_start_s) : HR_P_NULL,
+        a.t.window ? HR_P_I64(a.t.window_end_s) : HR_P_NULL,
+        create_str_or_null(a.t.window_tz),
     };
     if (hr_mysql_exec(m, CREATE_INSERT, p, sizeof p / sizeof p[0], NULL, &id, NULL, errstr,
                       sizeof errstr) < 0)

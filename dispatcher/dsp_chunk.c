@@ -4,7 +4,9 @@
  *
  * - Chunker: per owned task, at most one chunk per tick: take the rate
  *   limit's grant, INCR seq, chunk_move.lua (SPOP -> chunk set -> pending),
- *   produce.  A chunk counts as published only on its delivery report,
+ *   produce.  A local-time or windowed task first releases its due
+ *   recipients from the wait set into subs (dsp_wait.c) and is not
+ *   finished while any wait.  A chunk counts as published only on its delivery report,
  *   which queues a dsp_report; the reports become push_chunk rows and
  *   push_task.total here too.  Empty subs and no report outstanding ->
  *   `dispatched`.
@@ -269,6 +271,22 @@ static int64_t dsp_grant(dsp *d, dsp_task *dt, int64_t now, bool *failed, char *
     return granted;
 }
 
+/* A local-time or windowed task (dsp_wait.c): releases up to N due
+ * recipients into subs for the chunk about to move, and notes when the next
+ * ones are due (wait_next_ms: the earliest release still waiting, 0 when
+ * due ones are left) and how many still wait.  0 or -1 (ERRSTR). */
+static int dsp_chunk_release(dsp *d, dsp_task *dt, int64_t now, int64_t n, char *errstr,
+                             size_t errlen)
+{
+    int64_t next = -1, left = 0;
+
+    if (dsp_wait_release(&d->loop_conn, dt, now, n, &next, &left, errstr, errlen) < 0)
+        return -1;
+    dt->wait_left = left;
+    dt->wait_next_ms = next > now ? next : 0;
+    return 0;
+}
+
 /* One chunk of T: grant, seq, move, produce.  true when a chunk moved. */
 static bool dsp_chunk_one(dsp *d, dsp_task *dt)
 {
@@ -291,12 +309,16 @@ static bool dsp_chunk_one(dsp *d, dsp_task *dt)
         dt->next_ms = now + DSP_CTL_RECHECK_MS;
         return false;
     }
+    if (dt->waits && now < dt->wait_next_ms)
+        return false; /* nothing released before then (dsp_chunk_release) */
     n = dsp_grant(d, dt, now, &failed, err, sizeof err);
     if (n == 0) {
         if (failed)
             goto redis_failed;
         return false;
     }
+    if (dt->waits && dsp_chunk_release(d, dt, now, n, err, sizeof err) < 0)
+        goto redis_failed;
     hr_key_task(hr_redis_prefix(conn->r), keys[0], sizeof keys[0], dt->id, HR_KEY_SEQ);
     reply = hr_redis_cmdf(conn->r, err, sizeof err, "INCR %s", keys[0]);
     if (reply == NULL)
@@ -317,7 +339,10 @@ static bool dsp_chunk_one(dsp *d, dsp_task *dt)
     freeReplyObject(reply);
     dsp_health_ok(d, DSP_REDIS);
     if (moved == 0) {
-        dt->subs_empty = true;
+        /* Not finished while recipients wait for their instant. */
+        dt->subs_empty = !dt->waits || dt->wait_left == 0;
+        if (!dt->subs_empty)
+            dt->next_ms = dt->wait_next_ms;
         return false;
     }
     dt->chunks++;

@@ -13,7 +13,8 @@
  *     poller takes it over and chunks what is left) when subs is not empty
  *     or it never reached dispatched, else dispatched.  Parked chunks
  *     (pending, no lease) are republished at once, counted as redelivered.
- *   - control=cancel on an unfinished task: subs and the pending chunks no
+ *   - control=cancel on an unfinished task: subs, the wait set and the
+ *     pending chunks no
  *     worker holds are dropped and counted as cancelled (cancel_set.lua,
  *     stats), state -> cancelled.  Chunks held by live workers are
  *     cancelled by those workers; the task goes into the cancel_held set,
@@ -94,11 +95,12 @@ static int dsp_control_resume(dsp *d, int64_t id, bool claimed, bool reached_dis
 /* dsp_control_drop's answer for a chunk a live worker holds. */
 #define DSP_CONTROL_HELD (-2)
 
-/* Drops one set (subs, or chunk SEQ) with cancel_set.lua and raises *TOTAL
- * to the stats hash's cancelled counter after the call.  The count this
+/* Drops one set (KIND: subs or the wait set when SEQ is NULL, else chunk
+ * SEQ) with cancel_set.lua and raises *TOTAL to the stats hash's cancelled
+ * counter after the call.  The count this
  * call cancelled, DSP_CONTROL_HELD for a chunk a worker holds, -1 on error. */
-static int64_t dsp_control_drop(dsp_conn *conn, int64_t id, const char *seq, int64_t *total,
-                                char *errstr, size_t errlen)
+static int64_t dsp_control_drop(dsp_conn *conn, int64_t id, hr_key_kind kind, const char *seq,
+                                int64_t *total, char *errstr, size_t errlen)
 {
     const char *prefix = hr_redis_prefix(conn->r);
     char set[HR_KEY_MAX], stats[HR_KEY_MAX], pending[HR_KEY_MAX], lease[HR_KEY_MAX];
@@ -108,7 +110,7 @@ static int64_t dsp_control_drop(dsp_conn *conn, int64_t id, const char *seq, int
 
     hr_key_task(prefix, stats, sizeof stats, id, HR_KEY_STATS);
     if (seq == NULL) {
-        hr_key_task(prefix, set, sizeof set, id, HR_KEY_SUBS);
+        hr_key_task(prefix, set, sizeof set, id, kind);
         reply = hr_redis_eval(conn->r, HR_LUA_CANCEL_SET, 2, 2, argv, NULL, errstr, errlen);
     } else {
         hr_key_chunk(prefix, set, sizeof set, id, strtoll(seq, NULL, 10));
@@ -149,7 +151,7 @@ static int dsp_control_drop_chunks(dsp_conn *conn, int64_t id, int64_t *dropped,
     if (all == NULL)
         return -1;
     for (i = 0; i < all->elements; i++) {
-        n = dsp_control_drop(conn, id, all->element[i]->str, total, errstr, errlen);
+        n = dsp_control_drop(conn, id, HR_KEY_SUBS, all->element[i]->str, total, errstr, errlen);
         if (n == -1)
             goto done;
         if (n == DSP_CONTROL_HELD)
@@ -187,15 +189,20 @@ static int dsp_control_cancel(dsp *d, int64_t id, char *errstr, size_t errlen)
     dsp_conn *conn = &d->bg_conn;
     char key[256];
     redisReply *reply;
-    int64_t dropped, total = 0;
+    int64_t dropped, n, total = 0;
     bool held = false;
     int moved;
 
     if (hr_task_set_control(NULL, conn->r, id, HR_CONTROL_CANCEL, errstr, errlen) < 0)
         return -1;
-    dropped = dsp_control_drop(conn, id, NULL, &total, errstr, errlen);
+    dropped = dsp_control_drop(conn, id, HR_KEY_SUBS, NULL, &total, errstr, errlen);
     if (dropped < 0)
         return -1;
+    /* A local-time or windowed task's recipients not yet due. */
+    n = dsp_control_drop(conn, id, HR_KEY_WAIT, NULL, &total, errstr, errlen);
+    if (n < 0)
+        return -1;
+    dropped += n;
     if (dsp_control_drop_chunks(conn, id, &dropped, &total, &held, errstr, errlen) < 0)
         return -1;
     if (held) {

@@ -4,7 +4,8 @@
 -- that held the chunk, after its in-flight requests finished and their acks
 -- were written, or before it took the lease when the task was cancelled
 -- already).
--- KEYS[1] the set (subs or chunk:<seq>), KEYS[2] stats hash,
+-- KEYS[1] the set (subs, chunk:<seq>, or the wait ZSET of a local-time or
+-- windowed task), KEYS[2] stats hash,
 -- and for a chunk also KEYS[3] pending, KEYS[4] lease:<seq>, ARGV[1] seq,
 -- ARGV[2] the caller's owner id (a worker; absent for a dispatcher).
 -- A chunk whose lease someone else holds belongs to that worker, which is
@@ -33,7 +34,12 @@ if #KEYS == 4 then
         redis.call('DEL', KEYS[4])
     end
 end
-local n = redis.call('SCARD', KEYS[1])
+local n
+if redis.call('TYPE', KEYS[1]).ok == 'zset' then
+    n = redis.call('ZCARD', KEYS[1])
+else
+    n = redis.call('SCARD', KEYS[1])
+end
 redis.call('DEL', KEYS[1])
 if n > 0 then
     redis.call('HINCRBY', KEYS[2], 'cancelled', n)
