@@ -14,9 +14,11 @@
  * - Release (the chunker, dsp_chunk.c, loop thread): before each chunk the
  *   due members, at most the chunk's grant, move from wait into subs
  *   (wait_release.lua) and chunk_move takes them in the same tick, so what
- *   stands released but unchunked is one chunk at most.  A due wave whose
- *   window closed before it was all released is first put off to its next
- *   opening (wait_defer.lua).
+ *   stands released but unchunked is one chunk at most.  For a windowed
+ *   task a chunk takes members of one wave only: the earliest due one
+ *   whose window is open, after every earlier due wave whose window closed
+ *   before it was all released was put off to its next opening
+ *   (wait_defer.lua).
  * A task is not finished while the wait set holds members: the chunker
  * sleeps until the next release instant instead.  Cancel drops the wait set
  * as it drops subs (dsp_control.c), a pull takes a uid out of it
@@ -37,32 +39,40 @@
 #define DSP_WAIT_BATCH 1000
 #define DSP_WAIT_WAVE_VALUE 96 /* "<close ms> <zone>" */
 
-/* A zone's release and close, computed once per plan. */
+/* The release and close of the recipients whose `tz` attribute is ATTR
+ * ("" = none), computed once per plan; NAME is the zone it resolved to. */
 typedef struct dsp_wait_zone {
-    char name[HR_TZ_NAME_MAX + 1];
+    char attr[HR_TZ_NAME_MAX + 1], name[HR_TZ_NAME_MAX + 1];
     int64_t release_ms, close_ms;
 } dsp_wait_zone;
 
 typedef HR_VEC(dsp_wait_zone) dsp_wait_zones;
 
-/* The release of zone NAME for T from the plan's cache Z, computing it on
- * first use.  NULL on a zone error (ERRSTR) or out of memory. */
-static const dsp_wait_zone *dsp_wait_zone_get(dsp_wait_zones *z, const hr_task *t, const char *name,
-                                              int64_t now, char *errstr, size_t errlen)
+/* Distinct attribute values a plan remembers; past it (users holding many
+ * bad values) each recipient's zone is worked out on its own. */
+#define DSP_WAIT_ZONES_MAX 4096
+
+/* The release of a recipient of T whose `tz` attribute is USER_TZ (NULL =
+ * none) into *OUT, from the plan's cache Z (filled on first use).  0, or
+ * -1 on a zone error (ERRSTR). */
+static int dsp_wait_zone_get(dsp_wait_zones *z, const hr_task *t, const char *user_tz, int64_t now,
+                             dsp_wait_zone *out, char *errstr, size_t errlen)
 {
-    dsp_wait_zone e = {0};
+    const char *attr = user_tz != NULL && strlen(user_tz) <= HR_TZ_NAME_MAX ? user_tz : "";
 
     for (size_t i = 0; i < z->n; i++)
-        if (strcmp(z->v[i].name, name) == 0)
-            return &z->v[i];
-    snprintf(e.name, sizeof e.name, "%s", name);
-    if (hr_release_at(t, name, now, &e.release_ms, &e.close_ms, errstr, errlen) < 0)
-        return NULL;
-    if (hr_vec_push(z, e) != 0) {
-        snprintf(errstr, errlen, "out of memory");
-        return NULL;
-    }
-    return &z->v[z->n - 1];
+        if (strcmp(z->v[i].attr, attr) == 0) {
+            *out = z->v[i];
+            return 0;
+        }
+    memset(out, 0, sizeof *out);
+    snprintf(out->attr, sizeof out->attr, "%s", attr);
+    snprintf(out->name, sizeof out->name, "%s", hr_release_zone(t, *attr ? attr : NULL));
+    if (hr_release_at(t, out->name, now, &out->release_ms, &out->close_ms, errstr, errlen) < 0)
+        return -1;
+    if (z->n < DSP_WAIT_ZONES_MAX)
+        (void)hr_vec_push(z, *out); /* out of memory: computed again next time */
+    return 0;
 }
 
 /* The waves hash value of a zone: its close (-1 = never) and its name. */
@@ -112,14 +122,14 @@ static int dsp_wait_park(dsp_conn *conn, const hr_task *t, const redisReply *mem
     for (i = 0; i < n; i++) {
         redisReply *tz = hr_pipe_reply(pipe, i, errstr, errlen);
         const char *user_tz = tz != NULL && tz->type == REDIS_REPLY_STRING ? tz->str : NULL;
-        const dsp_wait_zone *zone;
+        dsp_wait_zone zone;
+        int zrc = dsp_wait_zone_get(zones, t, user_tz, now, &zone, errstr, errlen);
 
-        zone = dsp_wait_zone_get(zones, t, hr_release_zone(t, user_tz), now, errstr, errlen);
         freeReplyObject(tz);
-        if (zone == NULL)
+        if (zrc < 0)
             goto done;
-        snprintf(vals[i][0], sizeof vals[i][0], "%" PRId64, zone->release_ms);
-        dsp_wait_wave_value(zone, vals[i][1], sizeof vals[i][1]);
+        snprintf(vals[i][0], sizeof vals[i][0], "%" PRId64, zone.release_ms);
+        dsp_wait_wave_value(&zone, vals[i][1], sizeof vals[i][1]);
         argv[3 + 3 * i] = vals[i][0];
         argv[4 + 3 * i] = members->element[i]->str;
         argv[5 + 3 * i] = vals[i][1];
@@ -196,65 +206,99 @@ done:
     return rc;
 }
 
-/* Puts off every due wave of DT whose window closed (its close <= NOW) to
- * the window's next opening.  0 or -1. */
-static int dsp_wait_defer(dsp_conn *conn, const dsp_task *dt, int64_t now, char *errstr,
-                          size_t errlen)
+/* Moves the members of DT's wave RELEASE, whose window closed, to the
+ * window's next opening in ZONE after CLOSE.  0 or -1. */
+static int dsp_wait_defer_wave(dsp_conn *conn, const dsp_task *dt, int64_t release, int64_t close,
+                               const char *zone, char *errstr, size_t errlen)
 {
     const char *prefix = hr_redis_prefix(conn->r);
     char wait[HR_KEY_MAX], waves[HR_KEY_MAX], old_s[24], new_s[24], value[DSP_WAIT_WAVE_VALUE];
     char max_s[24];
     const char *argv[6] = {wait, waves, old_s, new_s, value, max_s};
-    /* hr_release_at only reads the window and due_at of the task. */
+    /* hr_release_at reads only the window and due_at of the task. */
     hr_task t = {.id = dt->id,
                  .due_ms = dt->due_ms,
                  .window = true,
                  .window_start_s = dt->window_start_s,
                  .window_end_s = dt->window_end_s,
                  .window_tz = dt->window_tz[0] != '\0' ? (char *)dt->window_tz : NULL};
-    redisReply *all;
-    int rc = -1;
+    dsp_wait_zone next = {0};
+    int64_t moved;
 
+    if (hr_release_at(&t, zone, close, &next.release_ms, &next.close_ms, errstr, errlen) < 0)
+        return -1;
+    snprintf(next.name, sizeof next.name, "%s", zone);
     hr_key_task(prefix, wait, sizeof wait, dt->id, HR_KEY_WAIT);
     hr_key_task(prefix, waves, sizeof waves, dt->id, HR_KEY_WAVES);
+    snprintf(old_s, sizeof old_s, "%" PRId64, release);
+    snprintf(new_s, sizeof new_s, "%" PRId64, next.release_ms);
     snprintf(max_s, sizeof max_s, "%d", DSP_WAIT_BATCH);
-    all = hr_redis_cmdf(conn->r, errstr, errlen, "HGETALL %s", waves);
-    if (all == NULL)
-        return -1;
-    for (size_t i = 0; all->type == REDIS_REPLY_ARRAY && i + 1 < all->elements; i += 2) {
-        const char *field = all->element[i]->str, *v = all->element[i + 1]->str;
-        char zone_name[HR_TZ_NAME_MAX + 1];
-        dsp_wait_zone zone = {0};
-        int64_t release, close, moved;
-        char *end;
+    dsp_wait_wave_value(&next, value, sizeof value);
+    do {
+        moved = dsp_reply_int(
+            hr_redis_eval(conn->r, HR_LUA_WAIT_DEFER, 2, 6, argv, NULL, errstr, errlen));
+        if (moved < 0)
+            return -1;
+        if (moved > 0)
+            hr_log_info("wave_deferred",
+                        "task=%" PRId64 " from=%" PRId64 " to=%" PRId64 " recipients=%" PRId64
+                        " zone=%s",
+                        dt->id, release, next.release_ms, moved, zone);
+    } while (moved == DSP_WAIT_BATCH);
+    return 0;
+}
 
-        release = strtoll(field, &end, 10);
-        if (*end != '\0' || release > now)
-            continue; /* "planned", "released:<ms>", or a wave not due yet */
-        if (sscanf(v, "%" SCNd64 " %64s", &close, zone_name) != 2 || close < 0 || close > now)
-            continue; /* no window, or still open */
-        if (hr_release_at(&t, zone_name, close, &zone.release_ms, &zone.close_ms, errstr, errlen) <
-            0)
+/* The release bound of a windowed task at NOW: the earliest due wave whose
+ * window is still open (into *UPTO: release only up to its instant, so a
+ * chunk never takes members of a later wave whose window closed), after
+ * putting off each earlier one whose window closed (its close <= NOW).
+ * *UPTO is NOW when nothing is due.  0 or -1. */
+static int dsp_wait_open_bound(dsp_conn *conn, const dsp_task *dt, int64_t now, int64_t *upto,
+                               char *errstr, size_t errlen)
+{
+    const char *prefix = hr_redis_prefix(conn->r);
+    char wait[HR_KEY_MAX], waves[HR_KEY_MAX];
+    redisReply *first = NULL, *wave = NULL;
+    int rc = -1;
+
+    *upto = now;
+    hr_key_task(prefix, wait, sizeof wait, dt->id, HR_KEY_WAIT);
+    hr_key_task(prefix, waves, sizeof waves, dt->id, HR_KEY_WAVES);
+    /* Each round moves a closed wave past NOW, so the next round sees a
+     * later one; the bound only guards against a Redis that keeps
+     * answering the same wave. */
+    for (int round = 0; round < 64; round++) {
+        char zone[HR_TZ_NAME_MAX + 1];
+        int64_t release, close;
+
+        first = hr_redis_cmdf(conn->r, errstr, errlen,
+                              "ZRANGEBYSCORE %s -inf %" PRId64 " WITHSCORES LIMIT 0 1", wait, now);
+        if (first == NULL)
             goto done;
-        snprintf(zone.name, sizeof zone.name, "%s", zone_name);
-        snprintf(old_s, sizeof old_s, "%" PRId64, release);
-        snprintf(new_s, sizeof new_s, "%" PRId64, zone.release_ms);
-        dsp_wait_wave_value(&zone, value, sizeof value);
-        do {
-            moved = dsp_reply_int(
-                hr_redis_eval(conn->r, HR_LUA_WAIT_DEFER, 2, 6, argv, NULL, errstr, errlen));
-            if (moved < 0)
-                goto done;
-            if (moved > 0)
-                hr_log_info("wave_deferred",
-                            "task=%" PRId64 " from=%" PRId64 " to=%" PRId64 " recipients=%" PRId64
-                            " zone=%s",
-                            dt->id, release, zone.release_ms, moved, zone.name);
-        } while (moved == DSP_WAIT_BATCH);
+        if (first->type != REDIS_REPLY_ARRAY || first->elements < 2) {
+            rc = 0; /* nothing due */
+            goto done;
+        }
+        release = strtoll(first->element[1]->str, NULL, 10);
+        wave = hr_redis_cmdf(conn->r, errstr, errlen, "HGET %s %" PRId64, waves, release);
+        if (wave == NULL)
+            goto done;
+        if (wave->type != REDIS_REPLY_STRING ||
+            sscanf(wave->str, "%" SCNd64 " %64s", &close, zone) != 2 || close < 0 || close > now) {
+            *upto = release; /* open (or a wave without a record: released) */
+            rc = 0;
+            goto done;
+        }
+        if (dsp_wait_defer_wave(conn, dt, release, close, zone, errstr, errlen) < 0)
+            goto done;
+        freeReplyObject(first);
+        freeReplyObject(wave);
+        first = wave = NULL;
     }
-    rc = 0;
+    snprintf(errstr, errlen, "closed waves keep coming back");
 done:
-    freeReplyObject(all);
+    freeReplyObject(first);
+    freeReplyObject(wave);
     return rc;
 }
 
@@ -265,14 +309,14 @@ int64_t dsp_wait_release(dsp_conn *conn, const dsp_task *dt, int64_t now, int64_
     char keys[3][HR_KEY_MAX], now_s[24], max_s[24];
     const char *argv[5] = {keys[0], keys[1], keys[2], now_s, max_s};
     redisReply *reply;
-    int64_t released = -1;
+    int64_t released = -1, upto = now;
 
-    if (dt->window && dsp_wait_defer(conn, dt, now, errstr, errlen) < 0)
+    if (dt->window && dsp_wait_open_bound(conn, dt, now, &upto, errstr, errlen) < 0)
         return -1;
     hr_key_task(prefix, keys[0], sizeof keys[0], dt->id, HR_KEY_WAIT);
     hr_key_task(prefix, keys[1], sizeof keys[1], dt->id, HR_KEY_SUBS);
     hr_key_task(prefix, keys[2], sizeof keys[2], dt->id, HR_KEY_WAVES);
-    snprintf(now_s, sizeof now_s, "%" PRId64, now);
+    snprintf(now_s, sizeof now_s, "%" PRId64, upto);
     snprintf(max_s, sizeof max_s, "%" PRId64, max);
     reply = hr_redis_eval(conn->r, HR_LUA_WAIT_RELEASE, 3, 5, argv, NULL, errstr, errlen);
     if (reply == NULL)

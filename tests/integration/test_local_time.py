@@ -9,8 +9,8 @@ herald-sink recording when each push arrived.
      the users without a tz attribute, through default_tz) and one hours
      ahead (America/New_York: it stays waiting; its wave in the API and its
      scores in the wait set say when).  The UTC recipients must arrive at
-     their instant, not before; the cancel counts the waiting ones
-     `cancelled`.  The bucketing of a DST change date is a unit test
+     their instant, not before; a pause and resume leave the waiting ones
+     as they are; the cancel counts them `cancelled`.  The bucketing of a DST change date is a unit test
      (tests/unit/test_release.c), not repeated here.
   2. a window closing mid-campaign: a rate-limited task whose window (fixed
      zone UTC) is closed only from now + 3 s to now + 7 s, i.e. it wraps
@@ -100,6 +100,16 @@ def test_three_zones(env, record):
     check(len(scores) == 80 and all(int(float(s)) == ny_ms for s in scores[1::2]),
           "the wait set holds the 40 New York uids scored %d" % ny_ms)
     check(env.task(t, "state")[0] == "dispatching", "the task is not finished while they wait")
+    # Pause and resume: the waiting ones stay where they are, the next
+    # owner (the poller's takeover) does not plan them again.
+    env.http("POST", "/v1/tasks/%d/pause" % t)
+    paused = env.wait_state(t, "paused", 10)
+    env.http("POST", "/v1/tasks/%d/resume" % t)
+    resumed = wait_until(lambda: [str(c) for c in env.task(t, "state, claimed_by IS NOT NULL")]
+                         == ["dispatching", "1"], 10)
+    scores2 = env.r.cmd("ZRANGE", env.key(t, "wait"), 0, -1, "WITHSCORES")
+    check(paused and resumed and env.task(t, "state")[0] == "dispatching" and scores2 == scores,
+          "pause and resume keep the 40 waiting at their instant (%s)" % (env.task(t, "state"),))
     status, _ = env.http("POST", "/v1/tasks/%d/cancel" % t)
     ok = env.wait_state(t, "cancelled", 15)
     row = env.task(t, "state, sent, cancelled")
