@@ -19,6 +19,10 @@ herald-sink recording when each push arrived.
      the rest waits in the wait set and is released when it reopens; every
      recipient is pushed once and the task ends done.
 
+  3. the API: the fields stored and shown back, PATCH null clearing the
+     window, and bad zones, times and windows refused with 400; a raw SQL
+     row with an unknown zone fails with last_error.
+
 Usage: test_local_time.py HERALD_DISPATCHER HERALD_WORKER HERALD_SINK"""
 import os
 import sys
@@ -118,6 +122,42 @@ def test_three_zones(env, record):
     print("three zones: %.1f s" % (time.time() - start), flush=True)
 
 
+def test_api_fields(env):
+    """The API takes the fields, shows them back, and refuses bad ones."""
+    base = {"name": "api-local", "channel": "webhook", "topic": env.topic,
+            "due_at": "2030-05-01T09:00:00Z"}
+    status, body = env.http("POST", "/v1/tasks", dict(base, local_time=True,
+                                                     default_tz="America/New_York",
+                                                     window_start="08:00", window_end="21:30:15",
+                                                     window_tz="Europe/Paris"))
+    check(status == 201 and body.get("local_time") is True
+          and body.get("default_tz") == "America/New_York"
+          and body.get("window_start") == "08:00:00" and body.get("window_end") == "21:30:15"
+          and body.get("window_tz") == "Europe/Paris",
+          "POST stores local_time, default_tz and the window (%s %s)" % (status, body))
+    if status == 201:
+        status, body = env.http("PATCH", "/v1/tasks/%s" % body["id"],
+                                {"window_start": None, "window_end": None, "window_tz": None})
+        check(status == 200 and body.get("window_start") is None
+              and body.get("window_tz") is None, "PATCH null clears the window (%s)" % status)
+    for fields, code in (({"default_tz": "../../etc/passwd"}, "bad_field"),
+                         ({"default_tz": "Mars/Base"}, "invalid_task"),
+                         ({"window_start": "25:00", "window_end": "08:00"}, "bad_field"),
+                         ({"window_start": "08:00"}, "invalid_task"),
+                         ({"window_start": "08:00", "window_end": "08:00"}, "invalid_task"),
+                         ({"local_time": 1}, "bad_field")):
+        status, body = env.http("POST", "/v1/tasks", dict(base, **fields))
+        got = body.get("error", {}).get("code") if isinstance(body, dict) else body
+        check(status == 400 and got == code, "%s -> 400 %s (%s %s)" % (fields, code, status, got))
+    # The same mistakes written with raw SQL fail the row with last_error.
+    bad = env.insert_task("sql-bad-zone", "webhook", due="UTC_TIMESTAMP(3)",
+                          window_start="'08:00'", window_end="'09:00'", window_tz="'Nowhere/Zone'")
+    ok = env.wait_state(bad, "failed", 10)
+    row = env.task(bad, "state, last_error")
+    check(ok and "window_tz \"Nowhere/Zone\": unknown time zone" in row[1],
+          "a raw row with an unknown window_tz fails with last_error (%s)" % (row,))
+
+
 def test_window_closes(env, record):
     uids = list(range(10000, 10400))
     start = time.time()
@@ -160,6 +200,7 @@ def main():
         channel, record = env.start_sink(sink)
         cfg = env.config({"webhook": dict(channel, concurrency=16)})
         env.start_daemons(dispatcher, worker, cfg)
+        test_api_fields(env)
         test_three_zones(env, record)
         test_window_closes(env, record)
     finally:
