@@ -202,11 +202,13 @@ static int dsp_control_cancel(dsp *d, int64_t id, char *errstr, size_t errlen)
 
     if (hr_task_set_control(NULL, conn->r, id, HR_CONTROL_CANCEL, errstr, errlen) < 0)
         return -1;
-    dropped = dsp_control_drop(conn, id, HR_KEY_SUBS, NULL, &total, errstr, errlen);
+    /* A local-time or windowed task's recipients not yet due go first: an
+     * owner's release that raced the cancel then lands in subs, dropped
+     * next, and never after it. */
+    dropped = dsp_control_drop(conn, id, HR_KEY_WAIT, NULL, &total, errstr, errlen);
     if (dropped < 0)
         return -1;
-    /* A local-time or windowed task's recipients not yet due. */
-    n = dsp_control_drop(conn, id, HR_KEY_WAIT, NULL, &total, errstr, errlen);
+    n = dsp_control_drop(conn, id, HR_KEY_SUBS, NULL, &total, errstr, errlen);
     if (n < 0)
         return -1;
     dropped += n;
