@@ -24,6 +24,7 @@
 
 #include "dsp_api.h"
 #include "hr_log.h"
+#include "hr_ratelimit.h"
 #include "hr_state.h"
 
 #define DSP_API_RENDER_MAX ((size_t)1 << 20)
@@ -296,6 +297,30 @@ static int dsp_api_ack(dsp_api_conn *ac, int64_t id, int64_t uid, const char *ui
     return 1;
 }
 
+/* A client's pull takes one of its uid's pulls of the minute, counted in
+ * Redis so every dispatcher shares the budget; false after answering 429
+ * (with Retry-After) or 503. */
+static bool dsp_api_pull_allowed(dsp_api *a, dsp_api_conn *ac, int64_t uid, hr_httpd_resp *resp)
+{
+    char scope[40], err[512], retry[24];
+    int64_t granted, wait_ms;
+
+    snprintf(scope, sizeof scope, "pull:%" PRId64, uid);
+    if (hr_ratelimit_take_window(ac->r, scope, a->d->cfg->dispatcher.api.pull_per_minute, 60, 1,
+                                 &granted, &wait_ms, err, sizeof err) < 0) {
+        dsp_api_backend_error(resp, "redis", err);
+        return false;
+    }
+    if (granted == 1)
+        return true;
+    snprintf(retry, sizeof retry, "%" PRId64, (wait_ms + 999) / 1000);
+    hr_httpd_error(resp, 429, "rate_limited",
+                   "more than %d pulls of this uid in a minute; retry in %s s",
+                   a->d->cfg->dispatcher.api.pull_per_minute, retry);
+    hr_httpd_resp_header(resp, "Retry-After", retry);
+    return false;
+}
+
 void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     const char *code;
@@ -307,8 +332,10 @@ void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr
     char err[1024], uid_s[24], day_s[40];
     cJSON *o = NULL, *arr;
 
-    (void)a;
     if (!dsp_api_id(req, "uid", resp, &uid))
+        return;
+    /* Clients are limited; an admin token (the platform's backend) is not. */
+    if (req->auth_id > 0 && !dsp_api_pull_allowed(a, ac, uid, resp))
         return;
     if (dsp_api_parse_pull(hr_httpd_query(req, "date"), hr_httpd_query(req, "ack"),
                            (int64_t)time(NULL), &day, &ack, &code, err, sizeof err) < 0) {
