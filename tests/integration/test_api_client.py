@@ -165,6 +165,11 @@ def main():
         cleanup(env)
         os.unlink(secret_file)
     check(status == 0, "dispatcher exits 0 on SIGTERM")
+    with open(log.name) as f:
+        text = f.read()
+    check(SECRET1 not in text and SECRET2 not in text and "hrc1." not in text,
+          "no client key secret and no client token in the dispatcher's log")
+    os.unlink(log.name)
     return finish()
 
 
