@@ -49,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <unistd.h>
 
@@ -376,6 +377,22 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
                  "task %" PRId64 " is dispatching: a dispatcher is chunking it; pause it first "
                  "(heraldctl pause %" PRId64 "), wait until it is paused, recover, then resume",
                  id, id);
+        return HR_RECOVER_REFUSED;
+    }
+    /* expiry: the rebuilt set would hold again the recipients already
+     * counted expired (they have no delivery log row), and nothing would be
+     * pushed anyway. */
+    if (hr_task_expired(&t, o->now_ms)) {
+        time_t at = (time_t)(t.expire_ms / 1000);
+        struct tm tm;
+        char when[40] = "?";
+
+        if (gmtime_r(&at, &tm) != NULL)
+            strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        snprintf(errstr, errlen,
+                 "task %" PRId64 " expired at %s: nothing more is pushed and what is left "
+                 "counts expired; nothing to recover",
+                 id, when);
         return HR_RECOVER_REFUSED;
     }
     claimed = t.state != HR_STATE_SCHEDULED;

@@ -24,13 +24,15 @@
 
 /* Second successes of hr_recover: nothing was changed, ERRSTR says why. */
 enum {
-    HR_RECOVER_REFUSED = 1, /* the state, or chunks in flight: pause first, or nothing to do */
-    HR_RECOVER_BUSY = 2,    /* a dispatcher prepares it, workers still report: try again */
+    HR_RECOVER_REFUSED =
+        1, /* the state, expired, or chunks in flight: pause first, or nothing to do */
+    HR_RECOVER_BUSY = 2, /* a dispatcher prepares it, workers still report: try again */
 };
 
 typedef struct hr_recover_opts {
     const char *token; /* the prepare lock's holder, e.g. "heraldctl/<pid>" */
     int lease_ms;      /* worker.lease_ms */
+    int64_t now_ms;    /* the caller's clock (UTC ms): a task past its expire_at is refused */
     /* Called before the wait for the workers' last reports (NULL: not told). */
     void (*waiting)(void *ctx, int64_t id, int renewal_ms, int quiet_ms);
     void *ctx;

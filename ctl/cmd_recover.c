@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "ctl_fmt.h"
 #include "hr_recover.h"
 
 static void cmd_recover_waiting(void *ctx, int64_t id, int renewal_ms, int quiet_ms)

@@ -295,7 +295,8 @@ void dsp_api_recover(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
     if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_task(ac, id, resp, &t))
         return;
     snprintf(token, sizeof token, "%s/api", a->d->owner);
-    const hr_recover_opts opts = {.token = token, .lease_ms = a->d->cfg->worker.lease_ms};
+    const hr_recover_opts opts = {
+        .token = token, .lease_ms = a->d->cfg->worker.lease_ms, .now_ms = dsp_now_ms()};
     switch (hr_recover(ac->m, ac->r, t, &opts, &res, err, sizeof err)) {
     case HR_RECOVER_REFUSED:
         hr_httpd_error(resp, 409, "wrong_state", "%s", err);

@@ -12,10 +12,13 @@
  * - DELETE /v1/tasks/{id}/subscribers/{uid}: the MySQL row and the set
  *   member, also only while `scheduled`.
  * - GET /v1/users/{uid}/reminders?date=YYYY-MM-DD[&ack=1]: the unfinished,
- *   frozen tasks due that UTC day the uid is subscribed to, title and body
+ *   frozen, unexpired tasks due that day (in the zone of the uid's `tz`
+ *   attribute, else UTC) the uid is subscribed to, title and body
  *   rendered (uid, task.*, payload.*, user.* from P user:<uid>).  ack=1
  *   moves the uid from subs to pulled (pull_ack.lua) and, when it moved,
- *   writes a `pulled` push_delivery row and pulled = pulled + 1. */
+ *   writes a `pulled` push_delivery row and pulled = pulled + 1.  A caller
+ *   with a client token (req->auth_id, set by dsp_api_auth) is limited to
+ *   dispatcher.api.pull_per_minute pulls a minute (hr_ratelimit). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -406,7 +409,10 @@ void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr
                             "AND due_at < FROM_UNIXTIME(? / 1000) "
                             "AND state NOT IN ('done', 'cancelled', 'failed') "
                             "AND COALESCE(freeze_at, CAST(DATE(due_at) AS DATETIME(3))) "
-                            "<= UTC_TIMESTAMP(3) ORDER BY due_at, id",
+                            "<= UTC_TIMESTAMP(3) "
+                            /* expiry: a reminder past its expire_at is no use */
+                            "AND (expire_at IS NULL OR expire_at > UTC_TIMESTAMP(3)) "
+                            "ORDER BY due_at, id",
                             p, 3, &tasks, &n, err, sizeof err) < 0) {
             dsp_api_backend_error(resp, "mysql", err);
             goto done;

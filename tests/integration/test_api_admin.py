@@ -139,6 +139,14 @@ def test_redrive(env, t):
     check(status == 200 and j["redriven"] == 0, "a second redrive finds none")
 
 
+def test_recover_expired(env, t):
+    sql(env, "UPDATE push_task SET expire_at = UTC_TIMESTAMP(3) - INTERVAL 1 MINUTE "
+        "WHERE id=%d" % t)
+    status, j = http(env, "POST", "/v1/tasks/%d/recover" % t)
+    check(status == 409 and j["error"]["code"] == "wrong_state"
+          and "expired at" in j["error"]["message"], "recover of an expired task -> 409 (%s)" % j)
+
+
 def test_recover(env, t, done):
     env.r.cmd("DEL", key(env, t, "subs"))
     env.r.cmd("ZREM", env.prefix + "timer", t)
@@ -212,6 +220,7 @@ def main():
         http(env, "POST", "/v1/tasks/%d/subscribers" % rec, {"uids": list(range(1, 11))})
         test_render(env, rec)
         test_recover(env, rec, ids[2])
+        test_recover_expired(env, ids[3])
         test_patch_null(env)
     finally:
         status = stop_popen(proc, 20)
