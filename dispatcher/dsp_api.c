@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "dsp_api.h"
+#include "dsp_console.h"
 #include "hr_log.h"
 #include "hr_parse.h"
 #include "hr_progress.h"
@@ -659,6 +660,12 @@ int dsp_api_start(dsp *d, char *errstr, size_t errlen)
     dsp_api_route_add(
         a, "GET", "/readyz",
         (dsp_api_route){.open = true, .builtin = hr_httpd_readyz, .builtin_ctx = &a->ready});
+    dsp_api_route_add(a, "GET", "/console",
+                      (dsp_api_route){.open = true, .builtin = dsp_console_serve});
+    dsp_api_route_add(a, "GET", "/console/",
+                      (dsp_api_route){.open = true, .builtin = dsp_console_serve});
+    dsp_api_route_add(a, "GET", "/console/{asset}",
+                      (dsp_api_route){.open = true, .builtin = dsp_console_serve});
     dsp_api_route_add(a, "POST", "/v1/tasks", (dsp_api_route){.fn = dsp_api_create});
     dsp_api_route_add(a, "GET", "/v1/tasks", (dsp_api_route){.fn = dsp_api_list});
     dsp_api_route_add(a, "GET", "/v1/tasks/{id}", (dsp_api_route){.fn = dsp_api_get});

@@ -35,7 +35,7 @@ typedef struct dsp_api_route {
     hr_control control;
 } dsp_api_route;
 
-#define DSP_API_NROUTES 24
+#define DSP_API_NROUTES 27
 
 struct dsp_api {
     dsp *d;
