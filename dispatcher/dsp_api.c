@@ -13,7 +13,8 @@
  * behind.  This file: tasks (create, patch, get, list) and control
  * (pause/resume/cancel); dsp_api_subs.c: subscribers and the pull;
  * dsp_api_addr.c: the recipients' addresses;
- * dsp_api_parse.c: the request parsing all of them share. */
+ * dsp_api_parse.c: the request parsing all of them share; dsp_console.c:
+ * the web console's files (open routes, like /healthz). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

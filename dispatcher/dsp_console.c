@@ -14,7 +14,7 @@
 #include "dsp_console.h"
 #include "dsp_console_files.h"
 
-#define DSP_CONSOLE_CSP                                                                           \
+#define DSP_CONSOLE_CSP \
     "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
 
 static const struct {

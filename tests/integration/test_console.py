@@ -194,7 +194,26 @@ class Run:
               "the list, filtered by name, shows task %d done, %s (%s)" % (tid, want, row))
         rows = await b.eval("document.querySelectorAll('#list-table tbody tr').length")
         check(rows == 1, "the name filter leaves one row (%s)" % rows)
+        await self.paging(tid)
         return True
+
+    async def paging(self, newest):
+        """One task a page (the failing task was made before the form's):
+        Older and Newer walk the server's keyset pages."""
+        b = self.b
+        ids = "Array.from(document.querySelectorAll('#list-table tbody tr'))" \
+              ".map(r => Number(r.dataset.task))"
+        await b.goto(self.base + "#/?limit=1&q=console-" + self.env.tag)
+        first = await b.wait("(a => a.length && a)(%s)" % ids, 10)
+        check(first == [newest], "limit 1: the newest matching task alone (%s)" % first)
+        await b.wait("!document.getElementById('list-older').disabled", 5)
+        await b.click("#list-older")
+        second = await b.wait("(a => a.length && a[0] !== %d && a)(%s)" % (newest, ids), 10)
+        check(second and len(second) == 1 and second[0] < newest,
+              "Older: the next page, an older task (%s)" % second)
+        await b.click("#list-newer")
+        again = await b.wait("(a => a.length && a[0] === %d && a)(%s)" % (newest, ids), 10)
+        check(again == [newest], "Newer: back to the first page (%s)" % again)
 
     # ---- 4. pause and resume mid-campaign -------------------------------------------
 
@@ -232,6 +251,13 @@ class Run:
         check(await b.eval("document.getElementById('btn-pause').disabled && "
                            "!document.getElementById('btn-resume').disabled"),
               "while paused Pause is disabled and Resume enabled")
+        status, j = env.http("GET", "/v1/tasks/%d/chunks" % tid)
+        api_chunks = len(j["chunks"]) if status == 200 else -1
+        rows = await b.wait("(n => n === %d && n)(document.querySelectorAll("
+                            "'#chunks-table tbody tr').length)" % api_chunks, 5)
+        check(api_chunks >= 1 and rows == api_chunks,
+              "paused: the page lists the %d chunks in flight the API does (%s)"
+              % (api_chunks, rows))
         lines = await b.eval("document.querySelectorAll('#task-chart polyline').length")
         check(lines == 3, "the chart draws done, sent and failed (%s lines)" % lines)
         await self.shot("task-paused")
