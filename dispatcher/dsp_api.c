@@ -2,10 +2,11 @@
  * dispatcher.api.threads pool threads): /metrics, /healthz, /readyz and the
  * /v1 API of docs/api.md.
  *
- * Every route goes through dsp_api_serve, which checks the bearer token
- * (/v1 only, whenever tokens are configured; constant-time,
- * hr_httpd_bearer_ok; without tokens the API only starts when
- * api.insecure is set), takes a connection pair
+ * Every /v1 route has the auth hook dsp_api_auth, which hr_httpd runs on
+ * the headers before any body is read: the bearer token, whenever tokens
+ * are configured (constant-time, hr_httpd_bearer_ok; without tokens the API
+ * only starts when api.insecure is set).  Every route goes through
+ * dsp_api_serve, which takes a connection pair
  * from the API's own pool (one per request in flight, made lazily, kept
  * for later requests), runs the handler and counts the request in
  * herald_api_requests_total{route,code}.  Handlers validate everything
@@ -575,23 +576,42 @@ static void dsp_api_release(dsp_api *a, dsp_api_conn *ac)
     pthread_mutex_unlock(&a->pool_mu);
 }
 
+static void dsp_api_count(const dsp_api_route *rt, int status)
+{
+    char code[8];
+
+    snprintf(code, sizeof code, "%d", status);
+    hr_metrics_inc(hr_metrics_labels(rt->a->d->met.api_requests, rt->name, code));
+}
+
+/* The auth hook of every /v1 route (hr_httpd runs it on the headers, before
+ * the body is read): the bearer token, whenever tokens are configured. */
+static bool dsp_api_auth(void *ctx, hr_httpd_req *req, hr_httpd_resp *resp)
+{
+    const dsp_api_route *rt = ctx;
+    const hr_config *cfg = rt->a->d->cfg;
+
+    if (cfg->dispatcher.api.ntokens == 0 ||
+        hr_httpd_bearer_ok(req, cfg->dispatcher.api.tokens, cfg->dispatcher.api.ntokens))
+        return true;
+    hr_httpd_error(resp, 401, "unauthorized",
+                   "a valid 'Authorization: Bearer TOKEN' "
+                   "header is required");
+    hr_httpd_resp_header(resp, "WWW-Authenticate", "Bearer");
+    dsp_api_count(rt, resp->status);
+    return false;
+}
+
 static void dsp_api_serve(void *ctx, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     const dsp_api_route *rt = ctx;
     dsp_api *a = rt->a;
-    const hr_config *cfg = a->d->cfg;
     dsp_api_conn *ac;
     const char *what;
-    char err[512], code[8];
+    char err[512];
 
     if (rt->open) {
         rt->builtin(rt->builtin_ctx, req, resp);
-    } else if (cfg->dispatcher.api.ntokens > 0 &&
-               !hr_httpd_bearer_ok(req, cfg->dispatcher.api.tokens, cfg->dispatcher.api.ntokens)) {
-        hr_httpd_error(resp, 401, "unauthorized",
-                       "a valid 'Authorization: Bearer TOKEN' "
-                       "header is required");
-        hr_httpd_resp_header(resp, "WWW-Authenticate", "Bearer");
     } else if ((ac = dsp_api_acquire(a, &what, err, sizeof err)) == NULL) {
         dsp_api_backend_error(resp, what, err);
     } else {
@@ -601,8 +621,7 @@ static void dsp_api_serve(void *ctx, const hr_httpd_req *req, hr_httpd_resp *res
             rt->fn(a, ac, req, resp);
         dsp_api_release(a, ac);
     }
-    snprintf(code, sizeof code, "%d", resp->status);
-    hr_metrics_inc(hr_metrics_labels(a->d->met.api_requests, rt->name, code));
+    dsp_api_count(rt, resp->status);
 }
 
 /* /readyz: the loop thread's MySQL and Redis worked and are not down, and
@@ -632,7 +651,8 @@ static void dsp_api_route_add(dsp_api *a, const char *method, const char *patter
     rt.a = a;
     rt.name = pattern;
     a->rctx[a->nroutes] = rt;
-    a->routes[a->nroutes] = (hr_httpd_route){method, pattern, dsp_api_serve, &a->rctx[a->nroutes]};
+    a->routes[a->nroutes] = (hr_httpd_route){method, pattern, dsp_api_serve, &a->rctx[a->nroutes],
+                                             rt.open ? NULL : dsp_api_auth};
     a->nroutes++;
 }
 
