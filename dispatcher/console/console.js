@@ -239,6 +239,9 @@
       rows.push(tr);
     }
     body.replaceChildren(...rows);
+    /* Rates only for the rows shown: paging through 10,000 tasks keeps no more. */
+    const shown = new Set(j.tasks.map((t) => t.id));
+    for (const id of samples.keys()) if (!shown.has(id)) samples.delete(id);
     $('list-status').textContent = j.tasks.length === 0 ? 'No task matches.'
       : j.tasks.length + ' task(s) shown' + (j.next === null ? '; no older ones.' : '.');
     const older = $('list-older');
@@ -411,7 +414,9 @@
     const j = await api('GET', '/v1/tasks/' + id + '/dead-letters?' + q.toString());
     if (gen !== generation) return;
     const body = $('dl-table').tBodies[0];
-    const rows = j.dead_letters.map((d) => {
+    /* HSCAN may return a member twice across pages: show it once. */
+    const seen = new Set(more ? Array.from(body.rows, (r) => r.dataset.uid) : []);
+    const rows = j.dead_letters.filter((d) => !seen.has(String(d.uid))).map((d) => {
       const tr = row([el('td', d.uid, 'num'), el('td', d.reason)]);
       tr.dataset.uid = d.uid;
       return tr;
