@@ -13,7 +13,8 @@
  * before they change anything, so an error answer never leaves a change
  * behind.  This file: tasks (create, patch, get, list) and control
  * (pause/resume/cancel); dsp_api_subs.c: subscribers and the pull;
- * dsp_api_addr.c: the recipients' addresses;
+ * dsp_api_addr.c: the recipients' addresses; dsp_api_ops.c: the operations
+ * heraldctl has too (chunks, dead letters, redrive, recover, counts, render);
  * dsp_api_parse.c: the request parsing all of them share; dsp_console.c:
  * the web console's files (open routes, like /healthz). */
 #include <inttypes.h>
@@ -168,8 +169,7 @@ static cJSON *dsp_api_task_json(const hr_task *t)
     return o;
 }
 
-/* COUNT(push_subscription) of task ID, or -1 when MySQL does not answer. */
-static int64_t dsp_api_subscriptions(dsp_api_conn *ac, int64_t id)
+int64_t dsp_api_subscriptions(dsp_api_conn *ac, int64_t id)
 {
     const hr_mysql_param p[] = {HR_P_I64(id)};
     hr_mysql_rows *rows = NULL;
@@ -272,37 +272,47 @@ static hr_mysql_param dsp_api_p_ttl(int64_t ttl_s)
     return ttl_s >= 0 ? HR_P_I64(ttl_s) : HR_P_NULL;
 }
 
+bool dsp_api_task_input(dsp_api *a, const cJSON *j, dsp_api_input *in, const char **scope,
+                        hr_httpd_resp *resp)
+{
+    char err[1024];
+    const char *code;
+
+    *in = (dsp_api_input){.t = {.topic = "default",
+                                .title = "",
+                                .body = "",
+                                .chunk_size = 5000,
+                                .due_ms = -1,
+                                .ttl_s = -1,
+                                .freeze_ms = -1,
+                                .control = HR_CONTROL_RUN,
+                                .state = HR_STATE_SCHEDULED}};
+    if (dsp_api_parse_task(j, false, in, &code, err, sizeof err) < 0) {
+        hr_httpd_error(resp, 400, code, "%s", err);
+        return false;
+    }
+    *scope = in->t.throttle_scope;
+    if (in->t.throttle_scope == NULL)
+        in->t.throttle_scope = in->t.topic; /* what hr_task_load would give */
+    if (hr_task_validate(&in->t, a->d->cfg, err, sizeof err) < 0) {
+        hr_httpd_error(resp, 400, "invalid_task", "%s", err);
+        return false;
+    }
+    return true;
+}
+
 static void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
                            hr_httpd_resp *resp)
 {
     cJSON *j = dsp_api_body(req, resp);
-    dsp_api_input in = {.t = {.topic = "default",
-                              .title = "",
-                              .body = "",
-                              .chunk_size = 5000,
-                              .due_ms = -1,
-                              .ttl_s = -1,
-                              .freeze_ms = -1,
-                              .control = HR_CONTROL_RUN,
-                              .state = HR_STATE_SCHEDULED}};
+    dsp_api_input in = {0};
     hr_task *t = NULL;
     char err[1024];
     uint64_t id = 0;
-    const char *scope, *code;
+    const char *scope;
 
-    if (j == NULL)
+    if (j == NULL || !dsp_api_task_input(a, j, &in, &scope, resp))
         goto done;
-    if (dsp_api_parse_task(j, false, &in, &code, err, sizeof err) < 0) {
-        hr_httpd_error(resp, 400, code, "%s", err);
-        goto done;
-    }
-    scope = in.t.throttle_scope;
-    if (in.t.throttle_scope == NULL)
-        in.t.throttle_scope = in.t.topic; /* what hr_task_load would give */
-    if (hr_task_validate(&in.t, a->d->cfg, err, sizeof err) < 0) {
-        hr_httpd_error(resp, 400, "invalid_task", "%s", err);
-        goto done;
-    }
     {
         const hr_mysql_param p[] = {HR_P_STR(in.t.name),
                                     HR_P_STR(in.t.topic),
@@ -463,10 +473,13 @@ static void dsp_api_get(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, h
     hr_task_free(t);
 }
 
+/* Newest first, keyset-paged: ?before=ID gives the tasks below ID, and
+ * "next" is the before of the next page (null on the last). */
 static void dsp_api_list(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
-    const char *state = hr_httpd_query(req, "state"), *code;
+    const char *state = hr_httpd_query(req, "state"), *q = hr_httpd_query(req, "q"), *code;
     long limit;
+    int64_t before;
     hr_task **tasks = NULL;
     size_t n = 0, i;
     cJSON *o, *arr;
@@ -474,25 +487,34 @@ static void dsp_api_list(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, 
 
     (void)a;
     if (dsp_api_parse_list(state, hr_httpd_query(req, "limit"), &limit, &code, err, sizeof err) <
-        0) {
+            0 ||
+        dsp_api_parse_page(hr_httpd_query(req, "before"), q, &before, &code, err, sizeof err) < 0) {
         hr_httpd_error(resp, 400, code, "%s", err);
         return;
     }
     {
-        const hr_mysql_param p[] = {dsp_api_p_str(state), dsp_api_p_str(state), HR_P_I64(limit)};
+        /* One more than asked tells whether a next page exists. */
+        const hr_mysql_param p[] = {dsp_api_p_str(state), dsp_api_p_str(state),
+                                    HR_P_I64(before),     dsp_api_p_str(q),
+                                    dsp_api_p_str(q),     HR_P_I64(limit + 1)};
 
         if (dsp_store_tasks(ac->m,
                             "SELECT " HR_TASK_COLUMNS " FROM push_task "
-                            "WHERE (? IS NULL OR state = ?) ORDER BY id DESC LIMIT ?",
-                            p, 3, &tasks, &n, err, sizeof err) < 0) {
+                            "WHERE (? IS NULL OR state = ?) AND id < ? "
+                            "AND (? IS NULL OR LOCATE(?, name) > 0) ORDER BY id DESC LIMIT ?",
+                            p, 6, &tasks, &n, err, sizeof err) < 0) {
             dsp_api_backend_error(resp, "mysql", err);
             return;
         }
     }
     o = cJSON_CreateObject();
     arr = cJSON_AddArrayToObject(o, "tasks");
-    for (i = 0; i < n; i++)
+    for (i = 0; i < n && i < (size_t)limit; i++)
         cJSON_AddItemToArray(arr, dsp_api_task_json(tasks[i]));
+    if (n > (size_t)limit)
+        dsp_api_add_id(o, "next", tasks[limit - 1]->id);
+    else
+        cJSON_AddNullToObject(o, "next");
     dsp_store_tasks_free(tasks, n);
     dsp_api_reply(resp, 200, o);
 }
@@ -656,26 +678,14 @@ static void dsp_api_route_add(dsp_api *a, const char *method, const char *patter
     a->nroutes++;
 }
 
-int dsp_api_start(dsp *d, char *errstr, size_t errlen)
+/* The route table: what the server serves and --print-routes prints.  A
+ * has no dsp when only printing (the contexts are then never used). */
+static void dsp_api_add_routes(dsp_api *a)
 {
-    const hr_config *cfg = d->cfg;
-    dsp_api *a;
-
-    a = calloc(1, sizeof *a);
-    if (a == NULL ||
-        (a->pool = calloc((size_t)cfg->dispatcher.api.threads, sizeof *a->pool)) == NULL) {
-        free(a);
-        snprintf(errstr, errlen, "out of memory");
-        return -1;
-    }
-    a->d = d;
-    a->npool = (size_t)cfg->dispatcher.api.threads;
-    pthread_mutex_init(&a->pool_mu, NULL);
-    pthread_cond_init(&a->pool_cv, NULL);
-    a->ready = (hr_httpd_ready){dsp_api_ready, d};
-    dsp_api_route_add(
-        a, "GET", "/metrics",
-        (dsp_api_route){.open = true, .builtin = hr_httpd_metrics, .builtin_ctx = d->met.reg});
+    dsp_api_route_add(a, "GET", "/metrics",
+                      (dsp_api_route){.open = true,
+                                      .builtin = hr_httpd_metrics,
+                                      .builtin_ctx = a->d != NULL ? a->d->met.reg : NULL});
     dsp_api_route_add(a, "GET", "/healthz",
                       (dsp_api_route){.open = true, .builtin = hr_httpd_healthz});
     dsp_api_route_add(
@@ -701,6 +711,16 @@ int dsp_api_start(dsp *d, char *errstr, size_t errlen)
                       (dsp_api_route){.fn = dsp_api_subs_add});
     dsp_api_route_add(a, "DELETE", "/v1/tasks/{id}/subscribers/{uid}",
                       (dsp_api_route){.fn = dsp_api_subs_del});
+    dsp_api_route_add(a, "GET", "/v1/tasks/{id}/subscribers/count",
+                      (dsp_api_route){.fn = dsp_api_subs_count});
+    dsp_api_route_add(a, "GET", "/v1/tasks/{id}/chunks", (dsp_api_route){.fn = dsp_api_chunks});
+    dsp_api_route_add(a, "GET", "/v1/tasks/{id}/dead-letters",
+                      (dsp_api_route){.fn = dsp_api_dead_letters});
+    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/redrive", (dsp_api_route){.fn = dsp_api_redrive});
+    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/recover", (dsp_api_route){.fn = dsp_api_recover});
+    dsp_api_route_add(a, "GET", "/v1/tasks/{id}/render",
+                      (dsp_api_route){.fn = dsp_api_render_task});
+    dsp_api_route_add(a, "POST", "/v1/render", (dsp_api_route){.fn = dsp_api_render_new});
     dsp_api_route_add(a, "GET", "/v1/users/{uid}/reminders",
                       (dsp_api_route){.fn = dsp_api_reminders});
     dsp_api_route_add(a, "GET", "/v1/users/{uid}/addresses",
@@ -711,6 +731,40 @@ int dsp_api_start(dsp *d, char *errstr, size_t errlen)
                       (dsp_api_route){.fn = dsp_api_addr_put});
     dsp_api_route_add(a, "DELETE", "/v1/users/{uid}/addresses",
                       (dsp_api_route){.fn = dsp_api_addr_del});
+}
+
+int dsp_api_print_routes(FILE *out)
+{
+    dsp_api *a = calloc(1, sizeof *a);
+    size_t i;
+
+    if (a == NULL)
+        return -1;
+    dsp_api_add_routes(a);
+    for (i = 0; i < a->nroutes; i++)
+        fprintf(out, "%s %s\n", a->routes[i].method, a->routes[i].pattern);
+    free(a);
+    return 0;
+}
+
+int dsp_api_start(dsp *d, char *errstr, size_t errlen)
+{
+    const hr_config *cfg = d->cfg;
+    dsp_api *a;
+
+    a = calloc(1, sizeof *a);
+    if (a == NULL ||
+        (a->pool = calloc((size_t)cfg->dispatcher.api.threads, sizeof *a->pool)) == NULL) {
+        free(a);
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    a->d = d;
+    a->npool = (size_t)cfg->dispatcher.api.threads;
+    pthread_mutex_init(&a->pool_mu, NULL);
+    pthread_cond_init(&a->pool_cv, NULL);
+    a->ready = (hr_httpd_ready){dsp_api_ready, d};
+    dsp_api_add_routes(a);
     d->api = a;
     if (hr_httpd_start(cfg->dispatcher.listen, cfg->dispatcher.api.threads, a->routes, a->nroutes,
                        (size_t)cfg->dispatcher.api.max_body_bytes, &a->h, errstr, errlen) < 0) {

@@ -241,6 +241,26 @@ static cJSON *dsp_api_render(const char *src, dsp_api_vars *vars)
     return s != NULL ? s : cJSON_CreateNull();
 }
 
+void dsp_api_add_rendering(cJSON *o, const hr_task *t, const char *uid_s, const redisReply *user)
+{
+    dsp_api_vars vars = {.uid = uid_s, .t = t, .user = user};
+
+    snprintf(vars.id, sizeof vars.id, "%" PRId64, t->id);
+    vars.payload = t->payload != NULL ? cJSON_Parse(t->payload) : NULL;
+    cJSON_AddItemToObject(o, "title", dsp_api_render(t->title, &vars));
+    cJSON_AddItemToObject(o, "body", dsp_api_render(t->body, &vars));
+    cJSON_AddItemToObject(o, "payload",
+                          vars.payload != NULL ? (cJSON *)vars.payload : cJSON_CreateNull());
+}
+
+redisReply *dsp_api_user(dsp_api_conn *ac, const char *uid_s, char *errstr, size_t errlen)
+{
+    char key[HR_KEY_MAX];
+
+    return hr_redis_cmdf(ac->r, errstr, errlen, "HGETALL %s",
+                         hr_key_user(hr_redis_prefix(ac->r), key, sizeof key, uid_s));
+}
+
 /* Moves UID of task ID from subs to pulled; true when it moved. */
 static int dsp_api_ack(dsp_api_conn *ac, int64_t id, int64_t uid, const char *uid_s, char *errstr,
                        size_t errlen)
@@ -284,7 +304,7 @@ void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr
     redisReply *user = NULL;
     size_t n = 0, i;
     int64_t uid, day;
-    char err[1024], key[256], uid_s[24], day_s[40];
+    char err[1024], uid_s[24], day_s[40];
     cJSON *o = NULL, *arr;
 
     (void)a;
@@ -313,8 +333,7 @@ void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr
     }
     snprintf(uid_s, sizeof uid_s, "%" PRId64, uid);
     if (n > 0) {
-        hr_key_user(hr_redis_prefix(ac->r), key, sizeof key, uid_s);
-        user = hr_redis_cmdf(ac->r, err, sizeof err, "HGETALL %s", key);
+        user = dsp_api_user(ac, uid_s, err, sizeof err);
         if (user == NULL) {
             dsp_api_backend_error(resp, "redis", err);
             goto done;
@@ -328,13 +347,10 @@ void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr
     arr = cJSON_AddArrayToObject(o, "reminders");
     for (i = 0; i < n; i++) {
         const hr_task *t = tasks[i];
-        dsp_api_vars vars = {.uid = uid_s, .t = t, .user = user};
         cJSON *r = cJSON_CreateObject();
         char due[40];
         int moved = 0;
 
-        snprintf(vars.id, sizeof vars.id, "%" PRId64, t->id);
-        vars.payload = t->payload != NULL ? cJSON_Parse(t->payload) : NULL;
         cJSON_AddItemToArray(arr, r);
         dsp_api_add_id(r, "task_id", t->id);
         cJSON_AddStringToObject(r, "name", t->name);
@@ -342,10 +358,7 @@ void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr
         cJSON_AddStringToObject(r, "channel", t->channel);
         dsp_api_time(t->due_ms, due, sizeof due);
         cJSON_AddStringToObject(r, "due_at", due);
-        cJSON_AddItemToObject(r, "title", dsp_api_render(t->title, &vars));
-        cJSON_AddItemToObject(r, "body", dsp_api_render(t->body, &vars));
-        cJSON_AddItemToObject(r, "payload",
-                              vars.payload != NULL ? (cJSON *)vars.payload : cJSON_CreateNull());
+        dsp_api_add_rendering(r, t, uid_s, user);
         if (ack && (moved = dsp_api_ack(ac, t->id, uid, uid_s, err, sizeof err)) < 0) {
             dsp_api_backend_error(resp, "redis", err);
             goto done;
