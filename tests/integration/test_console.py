@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The web console (docs/console.md) in a real browser: Debian's chromium,
 headless, driven over the DevTools protocol (tests/lib/herald_test/browser.py),
-against the local stack with a real herald-dispatcher, herald-worker and two
-herald-sinks (one answering 400 to 10 % of the uids, always the same ones).
+against the local stack with a real herald-dispatcher, herald-worker and three
+herald-sinks (a fast one, a slow one (--latency-ms) and one answering 400 to
+10 % of the uids, always the same ones).
 
   1. the files: /console redirects, /console/ and its assets carry their
      Content-Type, the CSP and no-cache; an unknown file is 404;
@@ -14,8 +15,9 @@ herald-sinks (one answering 400 to 10 % of the uids, always the same ones).
      and the list shows it
      done with its counts, as MySQL and the sink do (its due time is
      DUE_S ahead: subscribers are taken only before the task is claimed);
-  4. a rate-limited task paused from its page mid-campaign (the sink's
-     record stays flat), resumed, done with every uid delivered;
+  4. a rate-limited task on the slow sink: its chunks in flight listed,
+     paused from its page mid-campaign (the sink's record stays flat),
+     resumed, done with every uid delivered;
   5. a task whose pushes partly fail (created first, so that it runs while
      the form is filled in): its page lists the dead letters with
      their reasons, Redrive sends them again (the API's answer and the page
@@ -39,8 +41,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 from herald_test.browser import Browser, BrowserError, chromium_path  # noqa: E402
 
 N_FORM = 2500      # the CSV: 3 batches of 1000 (max_ids) or fewer
-N_RATE = 3000      # the paused task, at RATE pushes/s
-RATE = 400
+N_RATE = 2000      # the paused task, at RATE pushes/s on the slow sink
+RATE = 300
+SLOW_MS = 100      # the slow sink's latency: 32 connections carry 320 pushes/s, so a
+                   # chunk of RATE recipients stays in flight about a second
 N_FAIL = 300       # the dead letters' task: about 30 fail for good
 FAIL_PCT = 10
 DUE_S = 12         # the form's task: time to preview, create and upload
@@ -203,10 +207,11 @@ class Run:
         b = self.b
         ids = "Array.from(document.querySelectorAll('#list-table tbody tr'))" \
               ".map(r => Number(r.dataset.task))"
-        await b.goto(self.base + "#/?limit=1&q=console-" + self.env.tag)
-        first = await b.wait("(a => a.length && a)(%s)" % ids, 10)
+        await b.goto(self.base + "#/?limit=1&q=" + self.env.tag)
+        first = await b.wait("(a => a.length === 1 && a)(%s)" % ids, 10)
         check(first == [newest], "limit 1: the newest matching task alone (%s)" % first)
-        await b.wait("!document.getElementById('list-older').disabled", 5)
+        ok = await b.wait("!document.getElementById('list-older').disabled", 5)
+        check(ok, "Older is enabled on the first page")
         await b.click("#list-older")
         second = await b.wait("(a => a.length && a[0] !== %d && a)(%s)" % (newest, ids), 10)
         check(second and len(second) == 1 and second[0] < newest,
@@ -217,15 +222,16 @@ class Run:
 
     # ---- 4. pause and resume mid-campaign -------------------------------------------
 
-    async def pause_resume(self, record):
+    async def pause_resume(self):
         env, b = self.env, self.b
         status, t = env.http("POST", "/v1/tasks", {
-            "name": "console-rate-" + env.tag, "channel": "webhook", "topic": env.topic,
-            "due_at": now_ms() + 3000, "title": "t", "rate_limit": RATE, "chunk_size": 200})
+            "name": "console-rate-" + env.tag, "channel": "slow", "topic": env.topic,
+            "due_at": now_ms() + 3000, "title": "t", "rate_limit": RATE, "chunk_size": 1000})
         if not check(status == 201, "rate-limited task created (%s %s)" % (status, t)):
             return
         tid = t["id"]
         uids = list(range(20001, 20001 + N_RATE))
+        record = env.slow_record
         for i in range(0, N_RATE, 1000):
             status, j = env.http("POST", "/v1/tasks/%d/subscribers" % tid,
                                  {"uids": uids[i:i + 1000]})
@@ -235,6 +241,12 @@ class Run:
                                "((r => r && r.cells[1].textContent)(document.querySelector("
                                "'#task-counters tr[data-outcome=sent]')))" % (N_RATE // 10), 30)
         check(started, "the page shows the campaign under way (>= 10 %% sent)")
+        # The dispatcher moves RATE recipients a second into a chunk, which the
+        # worker sends in about a second: a chunk is in flight most of the time.
+        rows = await b.wait("(r => r.length && Array.from(r, x => [x.cells[0].textContent, "
+                            "x.cells[2].textContent]))(document.querySelectorAll("
+                            "'#chunks-table tbody tr'))", 10)
+        check(rows, "the page lists chunks in flight with their holders (%s)" % rows)
         await b.click("#btn-pause")
         ok = await self.task_state("paused", 15)
         check(ok, "Pause: the page shows the task paused (%s)" % await b.text("#task-msg"))
@@ -253,11 +265,10 @@ class Run:
               "while paused Pause is disabled and Resume enabled")
         status, j = env.http("GET", "/v1/tasks/%d/chunks" % tid)
         api_chunks = len(j["chunks"]) if status == 200 else -1
-        rows = await b.wait("(n => n === %d && n)(document.querySelectorAll("
-                            "'#chunks-table tbody tr').length)" % api_chunks, 5)
-        check(api_chunks >= 1 and rows == api_chunks,
-              "paused: the page lists the %d chunks in flight the API does (%s)"
-              % (api_chunks, rows))
+        same = await b.wait("document.querySelectorAll('#chunks-table tbody tr').length === %d"
+                            % api_chunks, 5)
+        check(api_chunks >= 0 and same,
+              "paused: the page lists the %d chunk(s) in flight the API does" % api_chunks)
         lines = await b.eval("document.querySelectorAll('#task-chart polyline').length")
         check(lines == 3, "the chart draws done, sent and failed (%s lines)" % lines)
         await self.shot("task-paused")
@@ -343,7 +354,7 @@ async def browse(env, out):
         await run.shot("login-list")
         if await run.create_and_upload(env.record):
             await run.shot("list")
-        await run.pause_resume(env.record)
+        await run.pause_resume()
         if dl_task is not None:
             await run.dead_letters(dl_task)
         check(not b.errors, "no JavaScript error or exception in the page (%s)" % b.errors[:3])
@@ -363,15 +374,20 @@ def main():
     env = Env("console")
     os.makedirs(out, exist_ok=True)
     try:
-        sink_port, flaky_port = free_port(), free_port()
+        sink_port, slow_port, flaky_port = free_port(), free_port(), free_port()
         env.record = os.path.join(env.dir, "sink.record")
         env.start(sink_argv(sink, sink_port, env.record), "sink.log")
+        env.slow_record = os.path.join(env.dir, "slow.record")
+        env.start(sink_argv(sink, slow_port, env.slow_record,
+                            extra=["--latency-ms", str(SLOW_MS)]), "slow.log")
         env.start(sink_argv(sink, flaky_port, os.path.join(env.dir, "flaky.record"),
                             extra=["--fail-permanent", str(FAIL_PCT)]), "flaky.log")
         retry = "{max_attempts: 1, backoff_ms: 100, max_backoff_ms: 100}"
         cfg = env.config({
             "webhook": {"url": "http://127.0.0.1:%d/push" % sink_port, "concurrency": 64,
                         "timeout_ms": 5000},
+            "slow": {"url": "http://127.0.0.1:%d/push" % slow_port, "concurrency": 32,
+                     "timeout_ms": 5000},
             "flaky": {"url": "http://127.0.0.1:%d/push" % flaky_port, "concurrency": 16,
                       "timeout_ms": 5000, "retry": retry}})
         if not env.create_topic():
