@@ -198,7 +198,10 @@
     const p = listParams();
     $('f-q').value = p.get('q') || '';
     $('f-state').value = p.get('state') || '';
-    $('f-limit').value = p.get('limit') || '50';
+    const limit = p.get('limit') || '50';
+    if (!Array.from($('f-limit').options, (o) => o.value).includes(limit))
+      $('f-limit').add(new Option(limit));
+    $('f-limit').value = limit;
     if (!p.get('before')) newer = [];
     $('list-newer').disabled = newer.length === 0;
     $('list-newest').disabled = !p.get('before');

@@ -91,8 +91,8 @@ class Run:
         self.out = out
         self.base = "http://127.0.0.1:%d/console/" % env.dsp_port
 
-    async def shot(self, name):
-        await self.b.screenshot(os.path.join(self.out, name + ".png"))
+    async def shot(self, name, full=False):
+        await self.b.screenshot(os.path.join(self.out, name + ".png"), full)
 
     async def visible(self, view, timeout_s=10):
         return await self.b.wait("!document.getElementById(%s).hidden" % json.dumps(view),
@@ -148,12 +148,12 @@ class Run:
               % (title, body, await b.text("#alert")))
         n = env.sql("SELECT COUNT(*) FROM push_task WHERE name = '%s'" % name)[0][0]
         check(n == "0", "the preview stored nothing")
-        await self.shot("create")
+        await self.shot("create", full=True)
         await b.click("#new-form button[type=submit]")
         tid = await b.wait("(m => m && m[1])(/^#\\/task\\/(\\d+)$/.exec(location.hash))", 10)
         if not check(tid is not None, "Create task -> the task's page (%s)"
                      % await b.text("#alert")):
-            return False
+            return
         tid = int(tid)
         row = env.task(tid, "name, channel, title, chunk_size, state")
         check(row == [name, "webhook", "Hi #{{uid}}", "500", "scheduled"],
@@ -199,7 +199,6 @@ class Run:
         rows = await b.eval("document.querySelectorAll('#list-table tbody tr').length")
         check(rows == 1, "the name filter leaves one row (%s)" % rows)
         await self.paging(tid)
-        return True
 
     async def paging(self, newest):
         """One task a page (the failing task was made before the form's):
@@ -303,6 +302,7 @@ class Run:
         rows = env.sql("SELECT uid FROM push_delivery WHERE task_id = %d AND status = 'failed'"
                        % tid)
         check(uids == {int(r[0]) for r in rows}, "... the uids MySQL's push_delivery has failed")
+        await b.eval("document.getElementById('dl-h').scrollIntoView()")
         await self.shot("dead-letters")
         await b.click("#dl-redrive")
         msg = await b.wait("(t => t.startsWith('Redriven') && t)"
@@ -352,11 +352,15 @@ async def browse(env, out):
         run = Run(env, b, out)
         await run.login()
         await run.shot("login-list")
-        if await run.create_and_upload(env.record):
-            await run.shot("list")
+        await run.create_and_upload(env.record)
         await run.pause_resume()
         if dl_task is not None:
             await run.dead_letters(dl_task)
+        await b.goto(run.base + "#/?q=" + env.tag)
+        n = await b.wait("(n => n === 3 && n)(document.querySelectorAll("
+                         "'#list-table tbody tr[data-state=done]').length)", 15)
+        check(n == 3, "the list shows the run's 3 tasks done")
+        await run.shot("list")
         check(not b.errors, "no JavaScript error or exception in the page (%s)" % b.errors[:3])
     finally:
         await b.close()

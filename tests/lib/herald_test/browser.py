@@ -186,8 +186,16 @@ class Browser:
                                                      "selector": selector})
         await self.send("DOM.setFileInputFiles", {"nodeId": node["nodeId"], "files": paths})
 
-    async def screenshot(self, path):
-        r = await self.send("Page.captureScreenshot", {"format": "png"})
+    async def screenshot(self, path, full=False):
+        """A PNG of the viewport, or with FULL of the whole page."""
+        params = {"format": "png"}
+        if full:
+            m = await self.send("Page.getLayoutMetrics")
+            size = m.get("cssContentSize") or m["contentSize"]
+            params.update(captureBeyondViewport=True,
+                          clip={"x": 0, "y": 0, "width": size["width"],
+                                "height": size["height"], "scale": 1})
+        r = await self.send("Page.captureScreenshot", params)
         with open(path, "wb") as f:
             f.write(base64.b64decode(r["data"]))
 
