@@ -47,6 +47,7 @@ SLOW_MS = 100      # the slow sink's latency: 32 connections carry 320 pushes/s,
                    # chunk of RATE recipients stays in flight about a second
 N_FAIL = 300       # the dead letters' task: about 30 fail for good
 FAIL_PCT = 10
+DL_MARKUP = " <img src=x>"  # shown as text, never parsed as HTML
 DUE_S = 12         # the form's task: time to preview, create and upload
 
 
@@ -140,6 +141,15 @@ class Run:
                            ("#n-payload", '{"word": "hello"}'), ("#n-chunk", "500"),
                            ("#n-uid", "4242")):
             await b.fill(sel, value)
+        # An API error reaches the operator: an unknown channel.
+        await b.fill("#n-channel", "no-such-channel")
+        await b.click("#new-preview")
+        alert = await b.wait("(t => t.startsWith('400') && t)"
+                             "(document.getElementById('alert').textContent)", 10)
+        check(alert and "no-such-channel" in alert and await b.eval(
+            "document.getElementById('preview').hidden"),
+              "preview with an unknown channel: the API's 400 shown (%s)" % alert)
+        await b.fill("#n-channel", "webhook")
         await b.click("#new-preview")
         shown = await b.wait("!document.getElementById('preview').hidden", 10)
         title, body = await b.text("#pv-title"), await b.text("#pv-body")
@@ -304,6 +314,10 @@ class Run:
         check(uids == {int(r[0]) for r in rows}, "... the uids MySQL's push_delivery has failed")
         await b.eval("document.getElementById('dl-h').scrollIntoView()")
         await self.shot("dead-letters")
+        h1 = await b.text("#task-h")
+        imgs = await b.eval("document.querySelectorAll('main img').length")
+        check(h1.endswith(DL_MARKUP) and imgs == 0,
+              "markup in a task name is shown as text (%r, %d img)" % (h1, imgs))
         await b.click("#dl-redrive")
         msg = await b.wait("(t => t.startsWith('Redriven') && t)"
                            "(document.getElementById('dl-msg').textContent)", 15)
@@ -326,7 +340,7 @@ class Run:
 def failing_task(env):
     """The dead letters' task, through the API; its id or None."""
     status, t = env.http("POST", "/v1/tasks", {
-        "name": "console-dl-" + env.tag, "channel": "flaky", "topic": env.topic,
+        "name": "console-dl-" + env.tag + DL_MARKUP, "channel": "flaky", "topic": env.topic,
         "due_at": now_ms() + 1000, "title": "t", "chunk_size": 100})
     if not check(status == 201, "failing task created (%s %s)" % (status, t)):
         return None
