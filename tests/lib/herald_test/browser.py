@@ -57,10 +57,11 @@ class Browser:
                 "--remote-debugging-address=127.0.0.1", "--user-data-dir=" + profile,
                 "--no-first-run", "--no-default-browser-check", "--disable-gpu",
                 "--disable-extensions", "--disable-dev-shm-usage", "--disable-sync",
-                "--window-size=%d,%d" % (width, height), "about:blank"]
-        if os.geteuid() == 0:
-            # chromium refuses to run as root with its sandbox (CI containers).
-            argv.insert(1, "--no-sandbox")
+                "--window-size=%d,%d" % (width, height),
+                # Its sandbox refuses root and needs user namespaces a CI
+                # container may lack; the browser only loads the test's own
+                # loopback pages.
+                "--no-sandbox", "about:blank"]
         log = open(log_path, "ab")
         proc = subprocess.Popen(argv, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         log.close()
