@@ -496,16 +496,22 @@ static bool hr_httpd_ct_equal(const char *given, size_t glen, const char *want, 
     return diff == 0;
 }
 
-bool hr_httpd_bearer_ok(const hr_httpd_req *req, char *const *tokens, size_t ntokens)
+const char *hr_httpd_bearer(const hr_httpd_req *req)
 {
     const char *auth = hr_httpd_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
     if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0)
-        return false;
+        return NULL;
     const char *token = auth + 7;
     token += strspn(token, " ");
-    size_t len = strlen(token);
-    if (len == 0)
+    return token[0] != '\0' ? token : NULL;
+}
+
+bool hr_httpd_bearer_ok(const hr_httpd_req *req, char *const *tokens, size_t ntokens)
+{
+    const char *token = hr_httpd_bearer(req);
+    if (token == NULL)
         return false;
+    size_t len = strlen(token);
     bool ok = false;
     for (size_t i = 0; i < ntokens; i++) {
         size_t wlen = tokens[i] != NULL ? strlen(tokens[i]) : 0;

@@ -104,6 +104,9 @@ int hr_httpd_error(hr_httpd_resp *resp, int status, const char *code, const char
  * comparison takes the same time whichever bytes differ, and every token is
  * compared, so timing tells nothing of the tokens' contents. */
 bool hr_httpd_bearer_ok(const hr_httpd_req *req, char *const *tokens, size_t ntokens);
+/* The token of an "Authorization: Bearer T" header, or NULL (no header,
+ * another scheme, an empty token). */
+const char *hr_httpd_bearer(const hr_httpd_req *req);
 
 /* Built-in handlers. */
 void hr_httpd_metrics(void *ctx /* hr_metrics * */, const hr_httpd_req *req, hr_httpd_resp *resp);

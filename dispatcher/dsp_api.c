@@ -3,9 +3,10 @@
  * /v1 API of docs/api.md.
  *
  * Every /v1 route has the auth hook dsp_api_auth, which hr_httpd runs on
- * the headers before any body is read: the bearer token, whenever tokens
- * are configured (constant-time, hr_httpd_bearer_ok; without tokens the API
- * only starts when api.insecure is set).  Every route goes through
+ * the headers before any body is read: an admin bearer token, whenever
+ * tokens are configured (constant-time, hr_httpd_bearer_ok; without tokens
+ * the API only starts when api.insecure is set), or on the pull a client
+ * token for the uid of the path (hr_ctoken.h).  Every route goes through
  * dsp_api_serve, which takes a connection pair
  * from the API's own pool (one per request in flight, made lazily, kept
  * for later requests), runs the handler and counts the request in
@@ -21,9 +22,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dsp_api.h"
 #include "dsp_console.h"
+#include "hr_ctoken.h"
 #include "hr_log.h"
 #include "hr_parse.h"
 #include "hr_progress.h"
@@ -606,22 +609,47 @@ static void dsp_api_count(const dsp_api_route *rt, int status)
     hr_metrics_inc(hr_metrics_labels(rt->a->d->met.api_requests, rt->name, code));
 }
 
+/* Refuses with STATUS; a 401 tells the client to authenticate. */
+static bool dsp_api_refuse(const dsp_api_route *rt, hr_httpd_resp *resp, int status,
+                           const char *code, const char *msg)
+{
+    hr_httpd_error(resp, status, code, "%s", msg);
+    if (status == 401)
+        hr_httpd_resp_header(resp, "WWW-Authenticate", "Bearer");
+    dsp_api_count(rt, resp->status);
+    return false;
+}
+
 /* The auth hook of every /v1 route (hr_httpd runs it on the headers, before
- * the body is read): the bearer token, whenever tokens are configured. */
+ * the body is read).  An admin token (whenever tokens are configured) may
+ * call anything.  A client token (hr_ctoken.h, when client keys are
+ * configured) may call only a client route, for its own uid: the uid goes
+ * into req->auth_id for the handler.  Anything else is 401, or 403 for a
+ * valid client token out of its place. */
 static bool dsp_api_auth(void *ctx, hr_httpd_req *req, hr_httpd_resp *resp)
 {
     const dsp_api_route *rt = ctx;
     const hr_config *cfg = rt->a->d->cfg;
+    const char *token = hr_httpd_bearer(req), *param;
+    char err[128];
+    int64_t uid, want;
 
     if (cfg->dispatcher.api.ntokens == 0 ||
         hr_httpd_bearer_ok(req, cfg->dispatcher.api.tokens, cfg->dispatcher.api.ntokens))
         return true;
-    hr_httpd_error(resp, 401, "unauthorized",
-                   "a valid 'Authorization: Bearer TOKEN' "
-                   "header is required");
-    hr_httpd_resp_header(resp, "WWW-Authenticate", "Bearer");
-    dsp_api_count(rt, resp->status);
-    return false;
+    if (token == NULL || cfg->dispatcher.api.nclient_keys == 0 || !hr_ctoken_is_client(token))
+        return dsp_api_refuse(rt, resp, 401, "unauthorized",
+                              "a valid 'Authorization: Bearer TOKEN' header is required");
+    if (hr_ctoken_verify(token, cfg->dispatcher.api.client_keys, cfg->dispatcher.api.nclient_keys,
+                         (int64_t)time(NULL), &uid, err, sizeof err) != 0)
+        return dsp_api_refuse(rt, resp, 401, "unauthorized", err);
+    param = hr_httpd_param(req, "uid");
+    if (!rt->client || param == NULL || hr_parse_uid(param, strlen(param), &want) < 0 ||
+        want != uid)
+        return dsp_api_refuse(rt, resp, 403, "forbidden",
+                              "a client token may only pull its own uid's reminders");
+    req->auth_id = uid;
+    return true;
 }
 
 static void dsp_api_serve(void *ctx, const hr_httpd_req *req, hr_httpd_resp *resp)
@@ -722,7 +750,7 @@ static void dsp_api_add_routes(dsp_api *a)
                       (dsp_api_route){.fn = dsp_api_render_task});
     dsp_api_route_add(a, "POST", "/v1/render", (dsp_api_route){.fn = dsp_api_render_new});
     dsp_api_route_add(a, "GET", "/v1/users/{uid}/reminders",
-                      (dsp_api_route){.fn = dsp_api_reminders});
+                      (dsp_api_route){.fn = dsp_api_reminders, .client = true});
     dsp_api_route_add(a, "GET", "/v1/users/{uid}/addresses",
                       (dsp_api_route){.fn = dsp_api_addr_get});
     dsp_api_route_add(a, "POST", "/v1/users/{uid}/addresses",

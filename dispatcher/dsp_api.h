@@ -33,6 +33,7 @@ typedef struct dsp_api_route {
     void *builtin_ctx;
     dsp_api_fn fn;   /* /v1 routes */
     bool is_control; /* a control route, setting CONTROL */
+    bool client;     /* a client token may call it, for the {uid} of its path */
     hr_control control;
 } dsp_api_route;
 

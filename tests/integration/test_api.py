@@ -366,6 +366,16 @@ def test_redrive(env, sched):
           == [["1", "sent"], ["2", "sent"]], "their 'failed' log rows are gone, the rest stay")
 
 
+def cleanup(env):
+    """Drops what a test run left: its Redis keys, its tasks' rows, its config."""
+    env.r.unlink_pattern(env.prefix + "*")
+    ids = "SELECT id FROM push_task WHERE topic = '%s'" % env.topic
+    sql(env, "DELETE FROM push_subscription WHERE task_id IN (%s)" % ids)
+    sql(env, "DELETE FROM push_delivery WHERE task_id IN (%s)" % ids)
+    sql(env, "DELETE FROM push_task WHERE topic = '%s'" % env.topic)
+    os.unlink(env.cfg_path)
+
+
 def make_env(kind, doc):
     """The Env of a test run as `test_KIND.py HERALD_DISPATCHER HERALDCTL`
     on the stack of $HERALD_TEST_CONFIG: its MySQL and Redis, its first
@@ -427,12 +437,7 @@ def main():
         test_recover(env, sched)
         test_redrive(env, sched)
     finally:
-        env.r.unlink_pattern(env.prefix + "*")
-        ids = "SELECT id FROM push_task WHERE topic = '%s'" % env.topic
-        sql(env, "DELETE FROM push_subscription WHERE task_id IN (%s)" % ids)
-        sql(env, "DELETE FROM push_delivery WHERE task_id IN (%s)" % ids)
-        sql(env, "DELETE FROM push_task WHERE topic = '%s'" % env.topic)
-        os.unlink(env.cfg_path)
+        cleanup(env)
     print("%d failed" % len(FAILS))
     return 1 if FAILS else 0
 

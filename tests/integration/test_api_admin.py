@@ -20,7 +20,7 @@ from datetime import datetime, timedelta, timezone
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from badinput_env import check, finish, stop_popen, wait_until  # noqa: E402
-from test_api import (TOKEN, create, http, key, make_env, sql, start_dispatcher,  # noqa: E402
+from test_api import (TOKEN, cleanup, create, http, key, make_env, sql, start_dispatcher,  # noqa: E402
                       write_config)
 import yaml  # noqa: E402
 
@@ -216,12 +216,7 @@ def main():
     finally:
         status = stop_popen(proc, 20)
         log.close()
-        env.r.unlink_pattern(env.prefix + "*")
-        q = "SELECT id FROM push_task WHERE topic = '%s'" % env.topic
-        sql(env, "DELETE FROM push_subscription WHERE task_id IN (%s)" % q)
-        sql(env, "DELETE FROM push_delivery WHERE task_id IN (%s)" % q)
-        sql(env, "DELETE FROM push_task WHERE topic = '%s'" % env.topic)
-        os.unlink(env.cfg_path)
+        cleanup(env)
     check(status == 0, "dispatcher exits 0 on SIGTERM")
     return finish()
 
