@@ -16,7 +16,8 @@
  * (pause/resume/cancel); dsp_api_subs.c: subscribers and the pull;
  * dsp_api_addr.c: the recipients' addresses; dsp_api_ops.c: the operations
  * heraldctl has too (chunks, dead letters, redrive, recover, counts, render);
- * dsp_api_parse.c: the request parsing all of them share. */
+ * dsp_api_parse.c: the request parsing all of them share; dsp_console.c:
+ * the web console's files (open routes, like /healthz). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@
 #include <time.h>
 
 #include "dsp_api.h"
+#include "dsp_console.h"
 #include "hr_ctoken.h"
 #include "hr_log.h"
 #include "hr_parse.h"
@@ -824,6 +826,12 @@ static void dsp_api_add_routes(dsp_api *a)
     dsp_api_route_add(
         a, "GET", "/readyz",
         (dsp_api_route){.open = true, .builtin = hr_httpd_readyz, .builtin_ctx = &a->ready});
+    dsp_api_route_add(a, "GET", "/console",
+                      (dsp_api_route){.open = true, .builtin = dsp_console_serve});
+    dsp_api_route_add(a, "GET", "/console/",
+                      (dsp_api_route){.open = true, .builtin = dsp_console_serve});
+    dsp_api_route_add(a, "GET", "/console/{asset}",
+                      (dsp_api_route){.open = true, .builtin = dsp_console_serve});
     dsp_api_route_add(a, "POST", "/v1/tasks", (dsp_api_route){.fn = dsp_api_create});
     dsp_api_route_add(a, "GET", "/v1/tasks", (dsp_api_route){.fn = dsp_api_list});
     dsp_api_route_add(a, "GET", "/v1/tasks/{id}", (dsp_api_route){.fn = dsp_api_get});
