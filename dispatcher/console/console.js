@@ -17,7 +17,7 @@
   const UID_MAX = 9223372036854775807n;
   const FINISHED = ['done', 'cancelled', 'failed'];
   const OUTCOMES = ['sent', 'failed', 'throttled', 'pulled', 'cancelled', 'unregistered',
-    'unaccounted'];
+    'expired', 'unaccounted'];
 
   const $ = (id) => document.getElementById(id);
   const views = ['view-login', 'view-list', 'view-task', 'view-new'];
@@ -137,7 +137,7 @@
 
   function doneOf(c) {
     return (c.sent || 0) + (c.failed || 0) + (c.throttled || 0) + (c.pulled || 0) +
-      (c.cancelled || 0) + (c.unregistered || 0);
+      (c.cancelled || 0) + (c.unregistered || 0) + (c.expired || 0);
   }
 
   /* ---- login ------------------------------------------------------------ */
@@ -354,8 +354,10 @@
   function renderDetails(t) {
     const dl = $('task-details');
     const items = [];
-    for (const k of ['channel', 'topic', 'due_at', 'freeze_at', 'rate_limit', 'chunk_size',
+    for (const k of ['channel', 'topic', 'due_at', 'freeze_at', 'expire_at', 'local_time',
+      'default_tz', 'window_start', 'window_end', 'window_tz', 'rate_limit', 'chunk_size',
       'title', 'body', 'last_error', 'claimed_by']) {
+      if (k === 'local_time' && t[k] === false) continue;
       if (t[k] === null || t[k] === undefined || t[k] === '') continue;
       items.push(el('dt', k), el('dd', t[k]));
     }
@@ -570,7 +572,9 @@
       const v = input.value.trim();
       const k = input.dataset.field;
       if (v === '') continue;
-      if (input.dataset.kind === 'int') {
+      if (input.dataset.kind === 'bool') {
+        body[k] = v === 'true';
+      } else if (input.dataset.kind === 'int') {
         if (!/^[0-9]+$/.test(v)) throw new Error(k + ' must be a whole number');
         body[k] = Number(v);
       } else if (input.dataset.kind === 'json') {

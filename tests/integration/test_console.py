@@ -139,7 +139,9 @@ class Run:
                            ("#n-due", due), ("#n-title", "Hi #{{uid}}"),
                            ("#n-body", "{{task.name}} says {{payload.word}}"),
                            ("#n-payload", '{"word": "hello"}'), ("#n-chunk", "500"),
-                           ("#n-uid", "4242")):
+                           ("#n-uid", "4242"),
+                           ("#n-expire", time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                       time.gmtime(time.time() + 3600)))):
             await b.fill(sel, value)
         # An API error reaches the operator: an unknown channel.
         await b.fill("#n-channel", "no-such-channel")
@@ -165,8 +167,8 @@ class Run:
                      % await b.text("#alert")):
             return
         tid = int(tid)
-        row = env.task(tid, "name, channel, title, chunk_size, state")
-        check(row == [name, "webhook", "Hi #{{uid}}", "500", "scheduled"],
+        row = env.task(tid, "name, channel, title, chunk_size, state, expire_at IS NOT NULL")
+        check(row == [name, "webhook", "Hi #{{uid}}", "500", "scheduled", "1"],
               "task %d in MySQL as typed (%s)" % (tid, row))
         check(await self.task_state("scheduled", 10), "its page shows it scheduled")
 
