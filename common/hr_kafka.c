@@ -14,6 +14,15 @@ typedef struct hr_kafka_default {
     const char *value;
 } hr_kafka_default;
 
+/* acks=all: a chunk counts as published (its delivery report) only once every
+ * in-sync replica has it, so with min.insync.replicas=2 on a topic of
+ * replication factor 3 a published chunk survives the loss of any one broker.
+ * Idempotence: the retry of a batch whose answer was lost when its leader
+ * died is deduplicated by the new leader (producer id and sequence), so a
+ * leader change neither loses nor doubles a chunk message.  The retries stay
+ * librdkafka's (unbounded within message.timeout.ms, 300 s); a chunk whose
+ * report is an error stays pending and the sweeper publishes it again
+ * (docs/operations.md "Kafka with three brokers"). */
 static const hr_kafka_default hr_kafka_producer_defaults[] = {
     {"enable.idempotence", "true"},
     {"acks", "all"},

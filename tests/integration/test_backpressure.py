@@ -81,8 +81,9 @@ class Receiver:
 
 def kafka_topic(env, partitions):
     stack_env = os.path.join(os.path.dirname(os.environ["HERALD_TEST_CONFIG"]), "env")
-    script = ". '%s' && kafka_topics --create --if-not-exists --topic %s --partitions %d " \
-             "--replication-factor 1" % (stack_env, env.kafka_topic, partitions)
+    # The broker's default replication factor: 3 on a three-broker stack.
+    script = ". '%s' && kafka_topics --create --if-not-exists --topic %s --partitions %d" \
+             % (stack_env, env.kafka_topic, partitions)
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=90)
     return out.returncode == 0
 

@@ -74,7 +74,7 @@ class E2E:
 
     def create_topic(self):
         out = self.kafka_topics("--create", "--if-not-exists", "--topic", self.env.kafka_topic,
-                                "--partitions", str(PARTITIONS), "--replication-factor", "1")
+                                "--partitions", str(PARTITIONS))
         return check(out.returncode == 0, "kafka topic %s with %d partitions (%s)"
                      % (self.env.kafka_topic, PARTITIONS, out.stderr.strip()[-300:]))
 

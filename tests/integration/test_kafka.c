@@ -63,6 +63,13 @@ static void test_conf(void **state)
     assert_conf(conf, "enable.auto.offset.store", "false");
     assert_conf(conf, "group.id", cfg->kafka.group);
     assert_conf(conf, "client.id", cfg->instance);
+    /* Every node of the stack (three on stack up --kafka-brokers 3), so the
+     * clients start even while one of them is down. */
+    assert_conf(conf, "bootstrap.servers", cfg->kafka.brokers);
+    /* Group liveness and a broker loss (docs/operations.md): a dead worker
+     * leaves in 6 s, the survivors hear of it within a 1 s heartbeat. */
+    assert_conf(conf, "session.timeout.ms", "6000");
+    assert_conf(conf, "heartbeat.interval.ms", "1000");
     rd_kafka_conf_destroy(conf);
 
     conf = hr_kafka_conf_new(cfg, HR_KAFKA_PRODUCER, errstr, sizeof errstr);

@@ -2,7 +2,8 @@
 # test_stack: the local stack of deploy/local/stack is what it promises —
 # Redis with AOF, MariaDB that lets the herald user in (and no one with a
 # wrong password) with the migrated tables, and topic herald.chunks with 12
-# partitions.  Reads the stack's env file beside HERALD_TEST_CONFIG.
+# partitions (on a three-broker stack: replicated 3 times, min.insync.replicas
+# 2, every replica in sync).  Reads the stack's env file beside HERALD_TEST_CONFIG.
 set -uo pipefail
 
 [ -n "${HERALD_TEST_CONFIG:-}" ] || { echo "HERALD_TEST_CONFIG unset: skipped"; exit 77; }
@@ -39,6 +40,17 @@ fi
 
 describe=$(kafka_topics --describe --topic herald.chunks 2>&1)
 check "kafka herald.chunks partitions" 12 "$(printf '%s\n' "$describe" | grep -c 'Partition: [0-9]')"
-check "kafka herald.chunks leaders" 12 "$(printf '%s\n' "$describe" | grep -c 'Leader: 1')"
+if [ "${KAFKA_BROKERS:-1}" -eq 1 ]; then
+    check "kafka herald.chunks leaders" 12 "$(printf '%s\n' "$describe" | grep -c 'Leader: 1')"
+else
+    # stack up --kafka-brokers 3: every partition on all three nodes, and a
+    # write needs two of them (docs/operations.md "Kafka: three brokers").
+    check "kafka herald.chunks replication factor" "ReplicationFactor: 3" \
+        "$(printf '%s\n' "$describe" | grep -o 'ReplicationFactor: [0-9]*' | head -n 1)"
+    check "kafka herald.chunks min.insync.replicas" 1 \
+        "$(printf '%s\n' "$describe" | grep -c 'Configs:.*min\.insync\.replicas=2')"
+    check "kafka herald.chunks partitions with 3 in-sync replicas" 12 \
+        "$(printf '%s\n' "$describe" | grep -cE 'Isr: [0-9]+,[0-9]+,[0-9]+[[:space:]]')"
+fi
 
 exit "$failed"

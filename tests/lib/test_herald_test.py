@@ -31,6 +31,23 @@ class TestStack(unittest.TestCase):
             self.assertEqual(s.redis["port"], 1)
             self.assertEqual(s.pids(), {"redis": os.getpid(), "kafka": os.getpid()})
 
+    def test_three_brokers(self):
+        # stack up --kafka-brokers 3: one pid per node, named as stop-one
+        # names them; a node without its pid file is left out.
+        with tempfile.TemporaryDirectory() as d:
+            pid_file = os.path.join(d, "kafka1.pid")
+            with open(pid_file, "w") as f:
+                f.write("%d\n" % os.getpid())
+            nodes = [{"name": "kafka1", "id": 1, "port": 2, "pid_file": pid_file},
+                     {"name": "kafka2", "id": 2, "port": 4,
+                      "pid_file": os.path.join(d, "kafka2.pid")}]
+            with open(os.path.join(d, "stack.json"), "w") as f:
+                json.dump({"redis": {"pid_file": os.path.join(d, "none.pid")},
+                           "mysql": {"pid_file": os.path.join(d, "none.pid")},
+                           "kafka": {"brokers": "127.0.0.1:2,127.0.0.1:4", "pid_file": pid_file,
+                                     "nodes": nodes}}, f)
+            self.assertEqual(Settings.load(d).pids(), {"kafka1": os.getpid()})
+
     def test_missing(self):
         with tempfile.TemporaryDirectory() as d:
             with self.assertRaises(StackMissing):

@@ -50,11 +50,15 @@ class Settings:
 
     def pids(self):
         """{server: pid} of the stack's servers from their pid files, named
-        as `deploy/local/stack stop-one` names them."""
+        as `deploy/local/stack stop-one` names them (kafka1..kafka3 on a
+        stack of three brokers)."""
+        files = [("redis", self.redis["pid_file"]), ("mariadb", self.mysql["pid_file"])]
+        files += [(n["name"], n["pid_file"]) for n in self.kafka.get("nodes", [])] or \
+            [("kafka", self.kafka["pid_file"])]
         out = {}
-        for name, section in (("redis", "redis"), ("mariadb", "mysql"), ("kafka", "kafka")):
+        for name, path in files:
             try:
-                with open(getattr(self, section)["pid_file"]) as f:
+                with open(path) as f:
                     out[name] = int(f.read().strip())
             except (OSError, ValueError):
                 pass
