@@ -15,11 +15,15 @@
 #include "ctl_fmt.h"
 #include "hr_task.h"
 
+/* expiry (009_expiry.sql): its columns, after the others. */
+#define CREATE_COLS_EXPIRY ", expire_at"
+#define CREATE_VALS_EXPIRY ", ?"
+
 #define CREATE_INSERT                                                                        \
     "INSERT INTO push_task (name, topic, channel, title, body, payload, due_at, freeze_at, " \
     "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "            \
-    "throttle_key, throttle_mode, ttl_s, collapse_key, priority) "                           \
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "throttle_key, throttle_mode, ttl_s, collapse_key, priority" CREATE_COLS_EXPIRY ") "     \
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?" CREATE_VALS_EXPIRY ")"
 
 /* Every flag of create_options[], for `heraldctl help create`. */
 const char ctl_create_flags[] =
@@ -45,6 +49,9 @@ const char ctl_create_flags[] =
     "                       (whole seconds, at most 28d; default: the provider's)\n"
     "  --collapse-key K     a newer push with K replaces an undelivered one (fcm, apns)\n"
     "  --priority P         high (default) or normal (fcm, apns)\n"
+    "  --expire-at TIME     recipients not pushed by then count expired (UTC, after the\n"
+    "                       due time; default: never)\n"
+    "  --expire-in D        or expire D after the due time: 30m, 2h, 1d\n"
     "  --quiet              print only the new id\n";
 
 enum {
@@ -68,6 +75,9 @@ enum {
     OPT_COLLAPSE_KEY,
     OPT_PRIORITY,
     OPT_QUIET,
+    /* expiry */
+    OPT_EXPIRE_AT,
+    OPT_EXPIRE_IN,
 };
 
 static const struct option create_options[] = {
@@ -91,6 +101,8 @@ static const struct option create_options[] = {
     {"collapse-key", required_argument, NULL, OPT_COLLAPSE_KEY},
     {"priority", required_argument, NULL, OPT_PRIORITY},
     {"quiet", no_argument, NULL, OPT_QUIET},
+    {"expire-at", required_argument, NULL, OPT_EXPIRE_AT},
+    {"expire-in", required_argument, NULL, OPT_EXPIRE_IN},
     {NULL, 0, NULL, 0},
 };
 
@@ -100,6 +112,7 @@ typedef struct create_args {
     int64_t freeze_ms;
     char *scope; /* NULL = the topic (the column stays NULL) */
     bool due_given, quiet;
+    int64_t expire_in_ms; /* --expire-in, -1 = not given: resolved against the due time */
 } create_args;
 
 /* A duration flag FLAG that must be whole seconds into *SECONDS (capped at
@@ -133,8 +146,10 @@ static int create_parse(int argc, char **argv, create_args *a)
                      .due_ms = -1,
                      .freeze_ms = -1,
                      .lease_until_ms = -1,
-                     .ttl_s = -1};
+                     .ttl_s = -1,
+                     .expire_ms = -1};
     a->freeze_ms = -1;
+    a->expire_in_ms = -1;
     optind = 0;
     while ((opt = getopt_long(argc, argv, "", create_options, NULL)) != -1) {
         switch (opt) {
@@ -218,6 +233,19 @@ static int create_parse(int argc, char **argv, create_args *a)
             if (hr_priority_parse(optarg, &a->t.priority) < 0)
                 return ctl_usage("create", "--priority: \"%s\" is not high or normal", optarg);
             break;
+        case OPT_EXPIRE_AT:
+        case OPT_EXPIRE_IN:
+            if (a->t.expire_ms >= 0 || a->expire_in_ms >= 0)
+                return ctl_usage("create", "give one of --expire-at and --expire-in");
+            if (opt == OPT_EXPIRE_AT) {
+                if (ctl_fmt_parse_time("--expire-at", optarg, &a->t.expire_ms, errstr,
+                                       sizeof errstr) < 0)
+                    return ctl_usage("create", "%s", errstr);
+            } else if (ctl_fmt_parse_duration("--expire-in", optarg, &a->expire_in_ms, errstr,
+                                              sizeof errstr) < 0) {
+                return ctl_usage("create", "%s", errstr);
+            }
+            break;
         default:
             return ctl_usage("create", NULL);
         }
@@ -248,6 +276,8 @@ static int create_parse(int argc, char **argv, create_args *a)
         return ctl_usage("create", "--freeze-at must not be after the due time (the task "
                                    "would never be in the pull on its day)");
     a->t.throttle_scope = a->scope != NULL ? a->scope : a->t.topic;
+    if (a->expire_in_ms >= 0)
+        a->t.expire_ms = a->t.due_ms + a->expire_in_ms;
     return CTL_EXIT_OK;
 }
 
@@ -259,7 +289,7 @@ static hr_mysql_param create_str_or_null(const char *s)
 int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
 {
     create_args a = {0};
-    char errstr[512], due[40], freeze[40];
+    char errstr[512], due[40], freeze[40], expire[40];
     hr_mysql *m;
     uint64_t id = 0;
     int rc;
@@ -274,6 +304,7 @@ int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
 
     ctl_fmt_time_sql(a.t.due_ms, due, sizeof due);
     ctl_fmt_time_sql(a.freeze_ms, freeze, sizeof freeze);
+    ctl_fmt_time_sql(a.t.expire_ms, expire, sizeof expire);
     hr_mysql_param p[] = {
         HR_P_STR(a.t.name),
         HR_P_STR(a.t.topic),
@@ -293,6 +324,8 @@ int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
         a.t.ttl_s >= 0 ? HR_P_I64(a.t.ttl_s) : HR_P_NULL,
         create_str_or_null(a.t.collapse_key),
         HR_P_STR(hr_priority_name(a.t.priority)),
+        /* expiry */
+        a.t.expire_ms >= 0 ? HR_P_STR(expire) : HR_P_NULL,
     };
     if (hr_mysql_exec(m, CREATE_INSERT, p, sizeof p / sizeof p[0], NULL, &id, NULL, errstr,
                       sizeof errstr) < 0)

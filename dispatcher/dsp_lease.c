@@ -67,6 +67,7 @@ bool dsp_own(dsp *d, const hr_task *t, const char *via)
     dt->due_ms = t->due_ms;
     dt->chunk_size = t->chunk_size;
     dt->rate_limit = dsp_task_rate_limit(d, t);
+    dt->expire_ms = t->expire_ms;
     dt->gen = ++d->gen_next;
     d->tasks.v[d->tasks.n++] = dt;
     hr_metrics_inc(strcmp(via, "timer") == 0    ? d->met.claimed_timer

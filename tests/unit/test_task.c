@@ -60,6 +60,7 @@ static hr_task valid_task(void)
     t.throttle_limit = 1;
     t.throttle_window_s = 86400;
     t.throttle_scope = "games";
+    t.expire_ms = -1;
     return t;
 }
 
@@ -240,7 +241,9 @@ static int task_row_cells(const char *state, const char *control, const char *tt
                      "0",
                      (char *)ttl,
                      (char *)collapse,
-                     (char *)priority};
+                     (char *)priority,
+                     NULL, /* expire_at */
+                     "0"};
     hr_mysql_rows rows = {.nrows = 1, .ncols = sizeof cells / sizeof cells[0], .cells = cells};
 
     return hr_task_from_row(&rows, 0, out, errstr, errlen);
@@ -265,6 +268,7 @@ static void test_from_row_enums(void **state)
     assert_int_equal(t->ttl_s, -1);
     assert_null(t->collapse_key);
     assert_int_equal(t->priority, HR_PRIORITY_HIGH);
+    assert_int_equal(t->expire_ms, -1);
     hr_task_free(t);
     assert_int_equal(task_row_cells("done", "run", "-1", "x", "urgent", &t, err, sizeof err), 0);
     assert_int_equal(t->ttl_s, -2); /* a written -1 is not NULL */
@@ -280,6 +284,29 @@ static void test_from_row_enums(void **state)
     assert_non_null(strstr(err, "(control) has an unknown value \"NULL\""));
 }
 
+/* expire_at: NULL never expires; it must be after due_at (a task that
+ * could never send anything is refused); hr_task_expired holds from
+ * expire_at on. */
+static void test_expiry(void **state)
+{
+    hr_task t = valid_task();
+
+    expect_valid(&t, *state);
+    assert_false(hr_task_expired(&t, INT64_MAX));
+    t.expire_ms = t.due_ms + 1;
+    expect_valid(&t, *state);
+    assert_false(hr_task_expired(&t, t.due_ms));
+    assert_true(hr_task_expired(&t, t.due_ms + 1));
+    assert_true(hr_task_expired(&t, t.due_ms + 3600000));
+    t.expire_ms = t.due_ms;
+    expect_invalid(&t, *state, "expire_at is not after due_at");
+    t.expire_ms = 1;
+    expect_invalid(&t, *state, "expire_at is not after due_at");
+    t.expire_ms = 0; /* zeroed in memory: never */
+    expect_valid(&t, *state);
+    assert_false(hr_task_expired(&t, INT64_MAX));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -288,6 +315,7 @@ int main(void)
         cmocka_unit_test(test_negative_limits), cmocka_unit_test(test_throttle_window),
         cmocka_unit_test(test_payload),         cmocka_unit_test(test_templates),
         cmocka_unit_test(test_push_options),    cmocka_unit_test(test_from_row_enums),
+        cmocka_unit_test(test_expiry),
     };
     return cmocka_run_group_tests(tests, task_setup, task_teardown);
 }
