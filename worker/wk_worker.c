@@ -129,8 +129,9 @@ static void wk_worker_message(wk_worker *w, const rd_kafka_message_t *m)
     /* Fetched before the revoke paused it: the next owner consumes it. */
     if (wk_worker_revoking(w, m->partition))
         return;
-    /* Not begun, so no offset is stored past it: like a chunk the
-     * lifecycle cannot allocate, it waits for the sweeper's redelivery. */
+    /* Out of memory: a later message's offset will be stored past this
+     * one, so, like a chunk the lifecycle cannot allocate, it is pushed by
+     * the sweeper's redelivery (redelivery_timeout_s). */
     if (wk_inbox_push(w->inbox, m->partition, m->offset, m->payload, m->len) != 0) {
         w->life.stats.errors++;
         hr_log_error("out_of_memory", "partition=%" PRId32 " offset=%" PRId64, m->partition,
