@@ -6,12 +6,14 @@
  * more, finish the shutdown), the lease renewal timer, the shutdown grace
  * timer and the two signals.  The sender adds its own.
  *
- * What happens to a message once received is the lifecycle's
- * (wk_lifecycle); this file consumes, pauses and resumes the assignment,
- * drains revokes, stores the offsets the lifecycle hands back through its
- * hooks, and runs the shutdown.  Ownership: the worker owns the
- * connections, the task cache, the offsets, the sender, the reporter and
- * the metrics, and lends them to the lifecycle it embeds. */
+ * What happens to a message once started is the lifecycle's
+ * (wk_lifecycle); this file consumes into the inbox (wk_inbox), starts
+ * queued messages while chunk slots are free, pauses and resumes the
+ * assignment when the inbox is full, drains revokes, stores the offsets
+ * the lifecycle hands back through its hooks, and runs the shutdown.
+ * Ownership: the worker owns the inbox, the connections, the task cache,
+ * the offsets, the sender, the reporter and the metrics, and lends all
+ * but the inbox to the lifecycle it embeds. */
 #include "wk_worker.h"
 
 #include <errno.h>
@@ -31,6 +33,7 @@
 #include "hr_log.h"
 #include "hr_mysql.h"
 #include "hr_redis.h"
+#include "wk_inbox.h"
 #include "wk_lifecycle.h"
 #include "wk_metrics.h"
 #include "wk_offsets.h"
@@ -42,6 +45,11 @@
 #define WK_WORKER_CLOSE_TIMEOUT_MS 10000
 /* A revoke waits at most this for its chunks' running requests. */
 #define WK_WORKER_REVOKE_GRACE_MAX_MS 4000
+/* The inbox's caps (wk_inbox.h): chunk messages are about 100 bytes, so
+ * the count binds first (well under a MiB with the entries); the byte cap
+ * bounds a topic that carries big messages. */
+#define WK_WORKER_INBOX_MSGS 4096
+#define WK_WORKER_INBOX_BYTES (4u << 20)
 
 struct wk_worker {
     const hr_config *cfg;
@@ -59,7 +67,9 @@ struct wk_worker {
      * reporter and the metrics: the worker creates and frees them there. */
     wk_lifecycle life;
     bool stopping, finished;
-    bool paused; /* the assignment is paused: max_chunks_in_flight open */
+    /* Messages received and not started yet (max_chunks_in_flight open). */
+    wk_inbox *inbox;
+    bool paused; /* the assignment is paused: the inbox is full */
     /* A revoke being drained (wk_worker_revoke): the revoked partitions,
      * unassigned once their chunks are given up or the grace ran out. */
     rd_kafka_topic_partition_list_t *revoking;
@@ -119,10 +129,31 @@ static void wk_worker_message(wk_worker *w, const rd_kafka_message_t *m)
     /* Fetched before the revoke paused it: the next owner consumes it. */
     if (wk_worker_revoking(w, m->partition))
         return;
-    wk_lifecycle_intake(&w->life, m->partition, m->offset, m->payload, m->len);
+    /* Out of memory: a later message's offset will be stored past this
+     * one, so, like a chunk the lifecycle cannot allocate, it is pushed by
+     * the sweeper's redelivery (redelivery_timeout_s). */
+    if (wk_inbox_push(w->inbox, m->partition, m->offset, m->payload, m->len) != 0) {
+        w->life.stats.errors++;
+        hr_log_error("out_of_memory", "partition=%" PRId32 " offset=%" PRId64, m->partition,
+                     m->offset);
+    }
 }
 
-/* Pauses (PAUSE) or resumes every assigned partition. */
+/* Starts queued messages, oldest first, while a chunk slot is free. */
+static void wk_worker_start_queued(wk_worker *w)
+{
+    wk_inbox_msg m;
+
+    while (!w->stopping && w->life.nchunks < (size_t)w->cfg->worker.max_chunks_in_flight &&
+           wk_inbox_peek(w->inbox, &m)) {
+        wk_lifecycle_intake(&w->life, m.partition, m.offset, m.payload, m.len);
+        wk_inbox_pop(w->inbox);
+    }
+}
+
+/* Pauses (PAUSE) or resumes every assigned partition.  librdkafka drops
+ * what it prefetched for a paused partition and fetches it again from the
+ * consumed position on resume, hence only at the inbox's caps. */
 static void wk_worker_pause(wk_worker *w, bool pause)
 {
     rd_kafka_topic_partition_list_t *parts = NULL;
@@ -139,22 +170,23 @@ static void wk_worker_pause(wk_worker *w, bool pause)
         rd_kafka_topic_partition_list_destroy(parts);
 }
 
-/* Polls the consumer.  While max_chunks_in_flight chunks are open the
- * assignment is paused but still polled: a consumer that is not polled for
- * max.poll.interval.ms leaves the group, and rebalances wait for it.
- * librdkafka drops what it fetched for a paused partition and fetches it
- * again from the consumed position on resume, so a message rarely arrives
- * while full; one that does is started anyway (the cap is soft by that). */
+/* Starts what the free chunk slots take, then polls the consumer into the
+ * inbox.  The consumer is polled even while the assignment is paused (the
+ * inbox full): a consumer that is not polled for max.poll.interval.ms
+ * leaves the group, and rebalances wait for it.  Paused at the inbox's
+ * caps, resumed once it drained to half of them (wk_inbox.h). */
 static void wk_worker_fetch(wk_worker *w)
 {
     while (!w->stopping) {
-        bool full = w->life.nchunks >= (size_t)w->cfg->worker.max_chunks_in_flight;
+        bool pause;
         rd_kafka_message_t *m;
 
+        wk_worker_start_queued(w);
+        pause = w->paused ? !wk_inbox_low(w->inbox) : wk_inbox_full(w->inbox);
         /* While a revoke drains, the assignment's pause flags are the
          * revoke's (wk_worker_revoke). */
-        if (full != w->paused && w->revoking == NULL)
-            wk_worker_pause(w, full);
+        if (pause != w->paused && w->revoking == NULL)
+            wk_worker_pause(w, pause);
         m = rd_kafka_consumer_poll(w->rk, 0);
         if (m == NULL)
             break;
@@ -230,6 +262,14 @@ static void wk_worker_revoke(wk_worker *w, rd_kafka_topic_partition_list_t *part
 
     if (w->revoking != NULL) /* not expected: librdkafka waits for the unassign */
         wk_worker_revoke_finish(w);
+    for (int i = 0; i < parts->cnt; i++) {
+        /* Never begun: the next owner consumes them from the stored offset. */
+        size_t queued = wk_inbox_drop(w->inbox, parts->elems[i].partition);
+
+        if (queued > 0)
+            hr_log_info("partition_queued_dropped", "partition=%" PRId32 " messages=%zu",
+                        parts->elems[i].partition, queued);
+    }
     w->revoking = rd_kafka_topic_partition_list_copy(parts);
     if (w->revoking == NULL) {
         rd_kafka_assign(w->rk, NULL);
@@ -365,8 +405,10 @@ static void wk_worker_signal_cb(uv_signal_t *h, int signum)
     w->stopping = true;
     w->life.stopping = true;
     atomic_store(&w->life.met->assigned, false);
-    hr_log_info("worker_stopping", "signal=%d chunks=%zu in_flight=%zu", signum, w->life.nchunks,
-                wk_sender_in_flight(w->life.sender));
+    /* The inbox's messages are never started: the partitions' next owner
+     * consumes them (no offset is stored past them). */
+    hr_log_info("worker_stopping", "signal=%d chunks=%zu in_flight=%zu queued=%zu", signum,
+                w->life.nchunks, wk_sender_in_flight(w->life.sender), wk_inbox_count(w->inbox));
     uv_poll_stop(&w->kpoll);
     uv_timer_stop(&w->kick);
     wk_sender_drain(w->life.sender);
@@ -413,7 +455,8 @@ int wk_worker_new(const hr_config *cfg, wk_worker **out, char *errstr, size_t er
     if (hr_redis_connect(cfg, &w->life.redis, errstr, errlen) != 0 ||
         hr_mysql_connect(cfg, &w->life.mysql, errstr, errlen) != 0)
         goto fail;
-    if (wk_task_cache_new(cfg, &w->life.tasks) != 0 || wk_offsets_new(&w->life.offsets) != 0) {
+    if (wk_task_cache_new(cfg, &w->life.tasks) != 0 || wk_offsets_new(&w->life.offsets) != 0 ||
+        wk_inbox_new(WK_WORKER_INBOX_MSGS, WK_WORKER_INBOX_BYTES, &w->inbox) != 0) {
         snprintf(errstr, errlen, "out of memory");
         goto fail;
     }
@@ -569,6 +612,7 @@ void wk_worker_free(wk_worker *w)
         close(w->kpipe[1]);
     if (w->revoking != NULL)
         rd_kafka_topic_partition_list_destroy(w->revoking);
+    wk_inbox_free(w->inbox);
     wk_offsets_free(w->life.offsets);
     wk_task_cache_free(w->life.tasks);
     hr_mysql_free(w->life.mysql);

@@ -25,9 +25,10 @@
  * A lease found lost at renewal abandons its chunk (offset stored: the new
  * holder does the rest).  Metrics and /readyz: wk_metrics.
  *
- * While worker.max_chunks_in_flight chunks are open the assignment is
- * paused, and the consumer is still polled so that the member stays in the
- * group (max.poll.interval.ms) and rebalances are served.
+ * Received messages wait in the inbox (wk_inbox) until fewer than
+ * worker.max_chunks_in_flight chunks are open; only a full inbox pauses
+ * the assignment, and the consumer is still polled so that the member
+ * stays in the group (max.poll.interval.ms) and rebalances are served.
  * A revoke is drained: the revoked partitions' chunks start no new
  * request, the running ones finish and are acknowledged, then the chunks
  * are abandoned (acks flushed, lease released; the rest stays in the set
@@ -43,6 +44,7 @@
  *
  *   main
  *    -> wk_worker      Kafka consumer, pause/resume, revoke, loop, shutdown
+ *        -> wk_inbox       received messages waiting for a chunk slot
  *        -> wk_lifecycle   a chunk from intake to offset store
  *                          (up: store_offset and wake hooks to wk_worker)
  *                          (wk_lifecycle_timers: renewal, control, watchdog)
