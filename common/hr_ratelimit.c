@@ -1,41 +1,44 @@
 /* hr_ratelimit: the cluster-wide per-second rate limiter (see
- * hr_ratelimit.h); the atomic step is common/lua/ratelimit.lua. */
+ * hr_ratelimit.h); the atomic steps are common/lua/ratelimit.lua and
+ * common/lua/share.lua. */
 #include "hr_ratelimit.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <time.h>
 
-int hr_ratelimit_take(hr_redis *r, const char *scope, int64_t limit, int64_t want, int64_t *granted,
-                      int64_t *wait_ms, char *errstr, size_t errlen)
+static int64_t rl_now_ms(void)
 {
     struct timespec now;
-    char key[512], limit_s[24], want_s[24];
-    const char *argv[3] = {key, limit_s, want_s};
-    redisReply *reply;
-    int64_t now_ms;
 
-    *granted = 0;
-    *wait_ms = 0;
-    if (limit <= 0 || want < 0) {
-        snprintf(errstr, errlen, "rate limit %" PRId64 " / want %" PRId64 " out of range", limit,
-                 want);
-        return -1;
-    }
     clock_gettime(CLOCK_REALTIME, &now);
-    now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-    if (hr_key_ratelimit(hr_redis_prefix(r), key, sizeof key, scope, (int64_t)now.tv_sec) == NULL) {
-        snprintf(errstr, errlen, "rate limit scope \"%.32s\" too long", scope);
-        return -1;
-    }
+    return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+/* Runs script ID (NKEYS keys, then limit and want, then EXTRA) and turns
+ * its integer reply into *GRANTED and *WAIT_MS. */
+static int rl_run(hr_redis *r, hr_lua_id id, int nkeys, char keys[][HR_KEY_MAX], int64_t limit,
+                  int64_t want, const char *extra[2], int64_t now_ms, int64_t *granted,
+                  int64_t *wait_ms, char *errstr, size_t errlen)
+{
+    char limit_s[24], want_s[24];
+    const char *argv[7];
+    int argc = 0;
+    redisReply *reply;
+
+    for (int i = 0; i < nkeys; i++)
+        argv[argc++] = keys[i];
     snprintf(limit_s, sizeof limit_s, "%" PRId64, limit);
     snprintf(want_s, sizeof want_s, "%" PRId64, want);
-
-    reply = hr_redis_eval(r, HR_LUA_RATELIMIT, 1, 3, argv, NULL, errstr, errlen);
+    argv[argc++] = limit_s;
+    argv[argc++] = want_s;
+    for (int i = 0; extra != NULL && i < 2; i++)
+        argv[argc++] = extra[i];
+    reply = hr_redis_eval(r, id, nkeys, argc, argv, NULL, errstr, errlen);
     if (reply == NULL)
         return -1;
     if (reply->type != REDIS_REPLY_INTEGER) {
-        snprintf(errstr, errlen, "ratelimit.lua: unexpected reply type %d", reply->type);
+        snprintf(errstr, errlen, "rate limit script: unexpected reply type %d", reply->type);
         freeReplyObject(reply);
         return -1;
     }
@@ -44,4 +47,75 @@ int hr_ratelimit_take(hr_redis *r, const char *scope, int64_t limit, int64_t wan
     if (*granted < want)
         *wait_ms = 1000 - now_ms % 1000;
     return 0;
+}
+
+static int rl_check(int64_t limit, int64_t want, int64_t *granted, int64_t *wait_ms, char *errstr,
+                    size_t errlen)
+{
+    *granted = 0;
+    *wait_ms = 0;
+    if (limit <= 0 || want < 0) {
+        snprintf(errstr, errlen, "rate limit %" PRId64 " / want %" PRId64 " out of range", limit,
+                 want);
+        return -1;
+    }
+    return 0;
+}
+
+int hr_ratelimit_take(hr_redis *r, const char *scope, int64_t limit, int64_t want, int64_t *granted,
+                      int64_t *wait_ms, char *errstr, size_t errlen)
+{
+    char keys[1][HR_KEY_MAX];
+    int64_t now_ms = rl_now_ms();
+
+    if (rl_check(limit, want, granted, wait_ms, errstr, errlen) < 0)
+        return -1;
+    if (hr_key_ratelimit(hr_redis_prefix(r), keys[0], sizeof keys[0], scope, now_ms / 1000) ==
+        NULL) {
+        snprintf(errstr, errlen, "rate limit scope \"%.32s\" too long", scope);
+        return -1;
+    }
+    return rl_run(r, HR_LUA_RATELIMIT, 1, keys, limit, want, NULL, now_ms, granted, wait_ms, errstr,
+                  errlen);
+}
+
+int hr_ratelimit_take_paced(hr_redis *r, int64_t task, const char *who, int64_t cap, int64_t want,
+                            int64_t *granted, int64_t *wait_ms, char *errstr, size_t errlen)
+{
+    char keys[2][HR_KEY_MAX];
+    int64_t now_ms = rl_now_ms();
+
+    if (rl_check(cap, want, granted, wait_ms, errstr, errlen) < 0)
+        return -1;
+    if (hr_key_pace_rl(hr_redis_prefix(r), keys[0], sizeof keys[0], task, who, now_ms / 1000) ==
+        NULL) {
+        snprintf(errstr, errlen, "pace scope \"%.32s\" too long", who);
+        return -1;
+    }
+    hr_key_task(hr_redis_prefix(r), keys[1], sizeof keys[1], task, HR_KEY_STATS);
+    return rl_run(r, HR_LUA_RATELIMIT, 2, keys, cap, want, NULL, now_ms, granted, wait_ms, errstr,
+                  errlen);
+}
+
+int hr_ratelimit_take_share(hr_redis *r, const char *channel, int64_t task, int weight,
+                            int64_t limit, int64_t want, int64_t *granted, int64_t *wait_ms,
+                            char *errstr, size_t errlen)
+{
+    char keys[3][HR_KEY_MAX], member[48], now_s[24];
+    const char *extra[2] = {member, now_s};
+    int64_t now_ms = rl_now_ms(), sec = now_ms / 1000;
+    const char *prefix = hr_redis_prefix(r);
+
+    if (rl_check(limit, want, granted, wait_ms, errstr, errlen) < 0)
+        return -1;
+    if (hr_key_share(prefix, keys[0], sizeof keys[0], channel, -1) == NULL ||
+        hr_key_share(prefix, keys[1], sizeof keys[1], channel, sec) == NULL ||
+        hr_key_share(prefix, keys[2], sizeof keys[2], channel, sec - 1) == NULL) {
+        snprintf(errstr, errlen, "channel name \"%.32s\" too long", channel);
+        return -1;
+    }
+    snprintf(member, sizeof member, "%" PRId64 ":%d", task, weight > 0 ? weight : 1);
+    snprintf(now_s, sizeof now_s, "%" PRId64, now_ms);
+    return rl_run(r, HR_LUA_SHARE, 3, keys, limit, want, extra, now_ms, granted, wait_ms, errstr,
+                  errlen);
 }

@@ -1,12 +1,16 @@
-/* hr_ratelimit: the cluster-wide per-second rate limiter (lua/ratelimit.lua).
+/* hr_ratelimit: the cluster-wide per-second rate limiter (lua/ratelimit.lua,
+ * lua/share.lua).
  *
  * One counter per scope and epoch second, "herald:rl:<scope>:<sec>", grown
  * with INCRBY and given a 2 s expiry in the same script, so a key never
  * leaks and the grants of one second never add up to more than LIMIT.  The
  * dispatcher uses scope "task<ID>" for a task's rate_limit; workers use
- * "ch:<channel>" and "task<ID>".  The second is the caller's wall clock
- * (hosts run NTP); the key must be named by the caller so that it appears in
- * KEYS, as Redis Cluster requires. */
+ * "push:task<ID>".  A task with a finish_by counts in its own slot
+ * (hr_ratelimit_take_paced) so that the script lowers the limit to the rate
+ * the dispatcher planned.  A channel's budget is shared by its tasks by
+ * weight (hr_ratelimit_take_share, docs/scheduling.md).  The second is the
+ * caller's wall clock (hosts run NTP); the key must be named by the caller
+ * so that it appears in KEYS, as Redis Cluster requires. */
 #ifndef HR_RATELIMIT_H
 #define HR_RATELIMIT_H
 
@@ -19,5 +23,16 @@
  * to the next second.  Returns 0, or -1 on a Redis error. */
 int hr_ratelimit_take(hr_redis *r, const char *scope, int64_t limit, int64_t want, int64_t *granted,
                       int64_t *wait_ms, char *errstr, size_t errlen);
+
+/* hr_ratelimit_take for paced task TASK (WHO "chunk" or "push"): the limit
+ * is the lower of CAP (>0) and the planned_rate of the task's stats hash. */
+int hr_ratelimit_take_paced(hr_redis *r, int64_t task, const char *who, int64_t cap, int64_t want,
+                            int64_t *granted, int64_t *wait_ms, char *errstr, size_t errlen);
+
+/* hr_ratelimit_take of CHANNEL's budget LIMIT (>0) for TASK of weight
+ * WEIGHT (>= 1): its weighted share, plus what the others leave. */
+int hr_ratelimit_take_share(hr_redis *r, const char *channel, int64_t task, int weight,
+                            int64_t limit, int64_t want, int64_t *granted, int64_t *wait_ms,
+                            char *errstr, size_t errlen);
 
 #endif

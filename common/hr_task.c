@@ -59,6 +59,8 @@ enum {
     COL_TTL,
     COL_COLLAPSE_KEY,
     COL_PRIORITY,
+    COL_FINISH_BY,
+    COL_LAST_WARNING,
     COL__COUNT
 };
 
@@ -160,6 +162,8 @@ static const task_col task_cols[] = {
     TC(COL_TTL, TC_INT_NULL, ttl_s),
     TC(COL_COLLAPSE_KEY, TC_STR, collapse_key),
     TC(COL_PRIORITY, TC_PRIORITY, priority),
+    TC(COL_FINISH_BY, TC_INT_NULL, finish_ms),
+    TC(COL_LAST_WARNING, TC_STR, last_warning),
 };
 #undef TC
 
@@ -266,6 +270,11 @@ int hr_priority_parse(const char *s, hr_priority *out)
     return 0;
 }
 
+bool hr_task_paced(const hr_task *t)
+{
+    return t->finish_ms > 0;
+}
+
 const char *hr_priority_name(hr_priority p)
 {
     return p == HR_PRIORITY_HIGH ? "high" : p == HR_PRIORITY_NORMAL ? "normal" : "?";
@@ -344,6 +353,10 @@ int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_
         snprintf(errstr, errlen, "priority must be high or normal");
         return -1;
     }
+    if (hr_task_paced(t) && t->finish_ms <= t->due_ms) {
+        snprintf(errstr, errlen, "finish_by must be after due_at");
+        return -1;
+    }
     if (t->payload != NULL) {
         payload = cJSON_Parse(t->payload);
         if (payload == NULL || !cJSON_IsObject(payload)) {
@@ -386,5 +399,6 @@ void hr_task_free(hr_task *t)
     free(t->last_error);
     free(t->claimed_by);
     free(t->collapse_key);
+    free(t->last_warning);
     free(t);
 }

@@ -7,6 +7,7 @@
 #ifndef HR_TASK_H
 #define HR_TASK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "hr_config.h"
@@ -24,7 +25,12 @@
     "throttle_key, throttle_mode, control, state, last_error, claimed_by, "                      \
     "CAST(ROUND(UNIX_TIMESTAMP(lease_until) * 1000) AS SIGNED), "                                \
     "total, sent, failed, throttled, pulled, cancelled, retried, unregistered, "                 \
-    "ttl_s, collapse_key, priority"
+    "ttl_s, collapse_key, priority" HR_TASK_COLUMNS_PACING
+
+/* Pacing and admission control (schemas/mysql/007_pacing.sql): finish_by,
+ * last_warning. */
+#define HR_TASK_COLUMNS_PACING \
+    ", CAST(ROUND(UNIX_TIMESTAMP(finish_by) * 1000) AS SIGNED), last_warning"
 
 #define HR_TASK_MAX_WINDOW_S 2678400 /* 31 days */
 #define HR_TASK_MAX_CHUNK 100000
@@ -61,6 +67,9 @@ typedef struct hr_task {
     int64_t ttl_s;      /* -1 = NULL (the provider's default) */
     char *collapse_key; /* NULL = none */
     hr_priority priority;
+    /* pacing (007_pacing.sql) */
+    int64_t finish_ms;  /* finish_by, -1 = NULL (no pacing) */
+    char *last_warning; /* admission control's, NULL = none */
 } hr_task;
 
 /* Builds a task from row ROW of a result selected with HR_TASK_COLUMNS. */
@@ -75,11 +84,15 @@ int hr_task_load(hr_mysql *m, int64_t id, hr_task **out, char *errstr, size_t er
 int hr_priority_parse(const char *s, hr_priority *out);
 const char *hr_priority_name(hr_priority p);
 
+/* Whether T has a finish_by (NULL loads as -1; a zeroed struct, 0, has none
+ * either). */
+bool hr_task_paced(const hr_task *t);
+
 /* Checks everything a task needs to be dispatched and pushed: a known
  * channel, chunk_size 1..100000, due_at set, rate_limit >= 0, throttle_limit
  * >= 0 and, when > 0, throttle_window_s 1..2678400, payload absent or a JSON
  * object, ttl_s NULL or 0..2419200, collapse_key NULL or 1..64 bytes on one
- * line, a known priority, title/body and the channel's templates compile.  ERRSTR gets the
+ * line, a known priority, finish_by NULL or after due_at, title/body and the channel's templates compile.  ERRSTR gets the
  * first problem in words an admin understands, e.g.
  * "chunk_size 0 is outside 1..100000". */
 int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_t errlen);

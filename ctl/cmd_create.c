@@ -133,7 +133,8 @@ static int create_parse(int argc, char **argv, create_args *a)
                      .due_ms = -1,
                      .freeze_ms = -1,
                      .lease_until_ms = -1,
-                     .ttl_s = -1};
+                     .ttl_s = -1,
+                     .finish_ms = -1};
     a->freeze_ms = -1;
     optind = 0;
     while ((opt = getopt_long(argc, argv, "", create_options, NULL)) != -1) {

@@ -59,6 +59,7 @@
 #include "hr_httpd.h"
 #include "hr_metrics.h"
 #include "hr_mysql.h"
+#include "hr_pace.h"
 #include "hr_redis.h"
 #include "hr_state.h"
 #include "hr_task.h"
@@ -109,6 +110,10 @@ typedef struct dsp_task {
     bool started;       /* the seq key exists: reconciled, refills can no longer run */
     bool reconciling;   /* its reconciliation is queued or running */
     bool subs_empty;
+    /* pacing (dsp_pace.c) */
+    int64_t finish_ms; /* finish_by, -1 = not paced */
+    int64_t cap;       /* the effective rate_limit a paced rate never exceeds; 0 = none */
+    int64_t paced_ms;  /* re-derive the rate at or after this */
 } dsp_task;
 
 /* The scanner's memory of one task in the horizon. */
@@ -136,6 +141,9 @@ typedef struct dsp_metrics {
     hr_metrics_child *backend_errors[DSP__BACKENDS];
     hr_metrics_family *tasks;        /* herald_tasks{state} */
     hr_metrics_family *api_requests; /* herald_api_requests_total{route,code} */
+    /* pacing and admission (dsp_pace.c) */
+    hr_metrics_child *paced_tasks, *paced_rate;
+    hr_metrics_child *task_warnings[HR_PACE__WARN_KINDS];
 } dsp_metrics;
 
 typedef struct dsp_api dsp_api;
@@ -220,6 +228,18 @@ void dsp_store_tasks_free(hr_task **tasks, size_t n);
 bool dsp_store_check(dsp *d, hr_mysql *m, const hr_task *t);
 /* The task's effective rate limit. */
 int64_t dsp_task_rate_limit(const dsp *d, const hr_task *t);
+
+/* dsp_pace.c: finish-by pacing (loop thread) and admission control. */
+/* Re-derives paced task DT's rate when HR_PACE_REDERIVE_MS passed: into
+ * DT->rate_limit and the stats hash's planned_rate.  0, or -1 on a Redis
+ * error. */
+int dsp_pace_derive(dsp *d, dsp_task *dt, int64_t now, char *errstr, size_t errlen);
+/* herald_paced_tasks / herald_paced_rate from the owned tasks. */
+void dsp_pace_gauges(dsp *d);
+/* Estimates task T (as of NOW) on its channel and writes its last_warning
+ * (NULL when nothing is to warn about) with M; a new warning is counted and
+ * logged.  0, or -1 on a database error. */
+int dsp_admit(dsp *d, hr_mysql *m, const hr_task *t, int64_t now, char *errstr, size_t errlen);
 
 /* dsp_lease.c (loop thread): the owned tasks and their leases. */
 dsp_task *dsp_task_find(dsp *d, int64_t id);

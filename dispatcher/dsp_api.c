@@ -149,6 +149,9 @@ static cJSON *dsp_api_task_json(const hr_task *t)
         cJSON_AddNullToObject(o, "ttl");
     dsp_api_add_str(o, "collapse_key", t->collapse_key);
     dsp_api_add_str(o, "priority", hr_priority_name(t->priority));
+    /* pacing and admission (docs/scheduling.md) */
+    dsp_api_add_time(o, "finish_by", hr_task_paced(t) ? t->finish_ms : -1);
+    dsp_api_add_str(o, "last_warning", t->last_warning);
     dsp_api_add_str(o, "control", hr_control_name(t->control));
     dsp_api_add_str(o, "state", hr_state_name(t->state));
     dsp_api_add_str(o, "last_error", t->last_error);
@@ -190,6 +193,32 @@ static int64_t dsp_api_stat(const redisReply *stats, const char *field)
         if (strcmp(stats->element[i]->str, field) == 0)
             return strtoll(stats->element[i + 1]->str, NULL, 10);
     return -1;
+}
+
+/* Finish-by pacing's part of the progress (docs/scheduling.md): the rate
+ * in force (the stats hash's planned_rate, null before the owner derived
+ * one) and the plan a console draws against the actual `done`: the
+ * straight line from due_at to finish_by.  null for a task without one. */
+static void dsp_api_task_plan(const hr_task *t, const redisReply *stats, const hr_progress *pr,
+                              int64_t now, cJSON *progress)
+{
+    int64_t rate = dsp_api_stat(stats, "planned_rate");
+    cJSON *plan;
+
+    if (rate > 0)
+        cJSON_AddNumberToObject(progress, "planned_rate", (double)rate);
+    else
+        cJSON_AddNullToObject(progress, "planned_rate");
+    if (!hr_task_paced(t)) {
+        cJSON_AddNullToObject(progress, "plan");
+        return;
+    }
+    plan = cJSON_AddObjectToObject(progress, "plan");
+    dsp_api_add_time(plan, "start", t->due_ms);
+    dsp_api_add_time(plan, "finish_by", t->finish_ms);
+    dsp_api_add_time(plan, "now", now);
+    cJSON_AddNumberToObject(plan, "planned_done_now",
+                            (double)hr_pace_planned_done(pr->total, t->due_ms, t->finish_ms, now));
 }
 
 /* The live half of GET /v1/tasks/{id}: Redis state, and the progress of
@@ -252,6 +281,7 @@ static void dsp_api_task_live(dsp_api_conn *ac, const hr_task *t, cJSON *o)
                                     (double)pr.done / 1000.0);
     else
         cJSON_AddNullToObject(progress, "eta_s");
+    dsp_api_task_plan(t, stats, &pr, now, progress);
     freeReplyObject(subs);
     freeReplyObject(stats);
 }
@@ -261,6 +291,28 @@ static void dsp_api_task_live(dsp_api_conn *ac, const hr_task *t, cJSON *o)
 static hr_mysql_param dsp_api_p_str(const char *s)
 {
     return s != NULL ? HR_P_STR(s) : HR_P_NULL;
+}
+
+/* finish_by -1 is the column's NULL (no pacing). */
+static hr_mysql_param dsp_api_p_finish(const hr_task *t)
+{
+    return hr_task_paced(t) ? HR_P_I64(t->finish_ms) : HR_P_NULL;
+}
+
+/* Admission control of the task *T just written, then *T reloaded with its
+ * last_warning.  false when the reply is made (an error). */
+static bool dsp_api_admit(dsp_api *a, dsp_api_conn *ac, hr_httpd_resp *resp, hr_task **t)
+{
+    int64_t id = (*t)->id;
+    char err[512];
+
+    if (dsp_admit(a->d, ac->m, *t, dsp_now_ms(), err, sizeof err) < 0) {
+        dsp_api_backend_error(resp, "mysql", err);
+        return false;
+    }
+    hr_task_free(*t);
+    *t = NULL;
+    return dsp_api_task(ac, id, resp, t);
 }
 
 /* ttl_s -1 is the column's NULL (the provider's default). */
@@ -279,6 +331,7 @@ static void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req
                               .chunk_size = 5000,
                               .due_ms = -1,
                               .ttl_s = -1,
+                              .finish_ms = -1,
                               .freeze_ms = -1,
                               .control = HR_CONTROL_RUN,
                               .state = HR_STATE_SCHEDULED}};
@@ -301,38 +354,32 @@ static void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req
         goto done;
     }
     {
-        const hr_mysql_param p[] = {HR_P_STR(in.t.name),
-                                    HR_P_STR(in.t.topic),
-                                    HR_P_STR(in.t.channel),
-                                    HR_P_STR(in.t.title),
-                                    HR_P_STR(in.t.body),
-                                    dsp_api_p_str(in.t.payload),
-                                    HR_P_I64(in.t.due_ms),
-                                    in.has_freeze ? HR_P_I64(in.t.freeze_ms) : HR_P_NULL,
-                                    HR_P_I64(in.t.rate_limit),
-                                    HR_P_I64(in.t.chunk_size),
-                                    HR_P_I64(in.t.throttle_limit),
-                                    HR_P_I64(in.t.throttle_window_s),
-                                    dsp_api_p_str(scope),
-                                    dsp_api_p_str(in.t.throttle_key),
-                                    dsp_api_p_str(in.t.throttle_mode),
-                                    dsp_api_p_ttl(in.t.ttl_s),
-                                    dsp_api_p_str(in.t.collapse_key),
-                                    HR_P_STR(hr_priority_name(in.t.priority))};
+        const hr_mysql_param p[] = {
+            HR_P_STR(in.t.name), HR_P_STR(in.t.topic), HR_P_STR(in.t.channel), HR_P_STR(in.t.title),
+            HR_P_STR(in.t.body), dsp_api_p_str(in.t.payload), HR_P_I64(in.t.due_ms),
+            in.has_freeze ? HR_P_I64(in.t.freeze_ms) : HR_P_NULL, HR_P_I64(in.t.rate_limit),
+            HR_P_I64(in.t.chunk_size), HR_P_I64(in.t.throttle_limit),
+            HR_P_I64(in.t.throttle_window_s), dsp_api_p_str(scope),
+            dsp_api_p_str(in.t.throttle_key), dsp_api_p_str(in.t.throttle_mode),
+            dsp_api_p_ttl(in.t.ttl_s), dsp_api_p_str(in.t.collapse_key),
+            HR_P_STR(hr_priority_name(in.t.priority)),
+            /* pacing */
+            dsp_api_p_finish(&in.t)};
 
         if (hr_mysql_exec(ac->m,
                           "INSERT INTO push_task (name, topic, channel, title, body, payload, "
                           "due_at, freeze_at, rate_limit, chunk_size, throttle_limit, "
                           "throttle_window_s, throttle_scope, throttle_key, throttle_mode, "
-                          "ttl_s, collapse_key, priority) "
+                          "ttl_s, collapse_key, priority, finish_by) "
                           "VALUES (?, ?, ?, ?, ?, ?, FROM_UNIXTIME(? / 1000), "
-                          "FROM_UNIXTIME(? / 1000), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                          p, 18, NULL, &id, NULL, err, sizeof err) < 0) {
+                          "FROM_UNIXTIME(? / 1000), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                          "FROM_UNIXTIME(? / 1000))",
+                          p, 19, NULL, &id, NULL, err, sizeof err) < 0) {
             dsp_api_backend_error(resp, "mysql", err);
             goto done;
         }
     }
-    if (!dsp_api_task(ac, (int64_t)id, resp, &t))
+    if (!dsp_api_task(ac, (int64_t)id, resp, &t) || !dsp_api_admit(a, ac, resp, &t))
         goto done;
     hr_log_info("api_task_created", "task=%" PRIu64 " name=%s", id, t->name);
     dsp_api_reply(resp, 201, dsp_api_task_json(t));
@@ -411,20 +458,19 @@ static void dsp_api_patch(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
         }
     }
     {
-        const hr_mysql_param p[] = {HR_P_STR(in.t.title),
-                                    HR_P_STR(in.t.body),
-                                    dsp_api_p_str(in.t.payload),
-                                    HR_P_I64(in.t.due_ms),
-                                    dsp_api_p_ttl(in.t.ttl_s),
-                                    dsp_api_p_str(in.t.collapse_key),
+        const hr_mysql_param p[] = {HR_P_STR(in.t.title), HR_P_STR(in.t.body),
+                                    dsp_api_p_str(in.t.payload), HR_P_I64(in.t.due_ms),
+                                    dsp_api_p_ttl(in.t.ttl_s), dsp_api_p_str(in.t.collapse_key),
                                     HR_P_STR(hr_priority_name(in.t.priority)),
-                                    HR_P_I64(id)};
+                                    /* pacing */
+                                    dsp_api_p_finish(&in.t), HR_P_I64(id)};
 
         if (hr_mysql_exec(ac->m,
                           "UPDATE push_task SET title = ?, body = ?, payload = ?, "
                           "due_at = FROM_UNIXTIME(? / 1000), ttl_s = ?, collapse_key = ?, "
-                          "priority = ? WHERE id = ? AND state = 'scheduled'",
-                          p, 8, &affected, NULL, &sqlerr, err, sizeof err) < 0) {
+                          "priority = ?, finish_by = FROM_UNIXTIME(? / 1000) "
+                          "WHERE id = ? AND state = 'scheduled'",
+                          p, 9, &affected, NULL, &sqlerr, err, sizeof err) < 0) {
             if (sqlerr == HR_MYSQL_ER_SIGNAL) /* the freeze trigger */
                 hr_httpd_error(resp, 409, "frozen", "%s", err);
             else
@@ -434,7 +480,7 @@ static void dsp_api_patch(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
     }
     hr_task_free(t);
     t = NULL;
-    if (!dsp_api_task(ac, id, resp, &t))
+    if (!dsp_api_task(ac, id, resp, &t) || !dsp_api_admit(a, ac, resp, &t))
         goto done;
     dsp_api_reply(resp, 200, dsp_api_task_json(t));
 done:

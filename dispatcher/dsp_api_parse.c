@@ -137,6 +137,8 @@ static const struct dsp_api_field {
     {"ttl", DSP_F_INT, 0, true, false},
     {"collapse_key", DSP_F_STR, 255, true, false},
     {"priority", DSP_F_STR, 16, true, false},
+    /* pacing (docs/scheduling.md) */
+    {"finish_by", DSP_F_TIME, 0, true, false},
 };
 
 /* Checks V against field FD; 0, or -1 with the refusal. */
@@ -188,8 +190,8 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
         if (fd == NULL || (patch && !fd->patch))
             return dsp_api_refuse(
                 code, "unknown_field", errstr, errlen, "unknown field '%s'%s", v->string,
-                fd != NULL ? " (PATCH changes title, body, payload, due_at, ttl, collapse_key "
-                             "and priority)"
+                fd != NULL ? " (PATCH changes title, body, payload, due_at, ttl, collapse_key, "
+                             "priority and finish_by)"
                            : "");
         if (dsp_api_field_check(fd, v, &ms, code, errstr, errlen) < 0)
             return -1;
@@ -237,6 +239,8 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
             in->t.ttl_s = (int64_t)v->valuedouble;
         } else if (strcmp(fd->name, "collapse_key") == 0)
             in->t.collapse_key = v->valuestring;
+        else if (strcmp(fd->name, "finish_by") == 0)
+            in->t.finish_ms = ms;
         else if (strcmp(fd->name, "priority") == 0 &&
                  hr_priority_parse(v->valuestring, &in->t.priority) < 0)
             return dsp_api_refuse(code, "bad_field", errstr, errlen,

@@ -244,6 +244,10 @@ static int64_t dsp_grant(dsp *d, dsp_task *dt, int64_t now, bool *failed, char *
     int64_t want, granted = 0, wait_ms = 0, after;
 
     *failed = false;
+    if (dsp_pace_derive(d, dt, now, errstr, errlen) < 0) {
+        *failed = true;
+        return 0;
+    }
     if (dt->rate_limit <= 0)
         return dt->chunk_size;
     want = dt->chunk_size < dt->rate_limit ? dt->chunk_size : dt->rate_limit;

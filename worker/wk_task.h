@@ -65,6 +65,9 @@ typedef struct wk_task {
     char rl_scope[40];         /* "push:task<ID>" */
     int64_t tokens;            /* granted by the limiter, not yet spent */
     int64_t tokens_sec;        /* the second they were granted in */
+    /* The task's share of its channel's budget (hr_ratelimit_take_share). */
+    int weight; /* hr_pace_weight of its priority */
+    int64_t share_tokens, share_sec;
     /* Sender state (loop thread; wk_sender): the ready pushes, the place
      * in the channel's round robin while any wait, and until when the
      * task's limiter said no. */

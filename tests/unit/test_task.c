@@ -60,6 +60,7 @@ static hr_task valid_task(void)
     t.throttle_limit = 1;
     t.throttle_window_s = 86400;
     t.throttle_scope = "games";
+    t.finish_ms = -1;
     return t;
 }
 
