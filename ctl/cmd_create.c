@@ -18,8 +18,8 @@
 #define CREATE_INSERT                                                                        \
     "INSERT INTO push_task (name, topic, channel, title, body, payload, due_at, freeze_at, " \
     "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "            \
-    "throttle_key, throttle_mode, ttl_s, collapse_key, priority) "                           \
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "throttle_key, throttle_mode, ttl_s, collapse_key, priority, finish_by) "                \
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 /* Every flag of create_options[], for `heraldctl help create`. */
 const char ctl_create_flags[] =
@@ -44,7 +44,10 @@ const char ctl_create_flags[] =
     "  --ttl D              how long a provider keeps an undelivered push: 0s, 1h, 7d\n"
     "                       (whole seconds, at most 28d; default: the provider's)\n"
     "  --collapse-key K     a newer push with K replaces an undelivered one (fcm, apns)\n"
-    "  --priority P         high (default) or normal (fcm, apns)\n"
+    "  --priority P         high (default) or normal (fcm, apns; the task's weight in\n"
+    "                       its channel's rate_limit: high 2, normal 1)\n"
+    "  --finish-by TIME     pace the task to end by then (docs/scheduling.md)\n"
+    "  --finish-in D        or to end D after the due time: 10m, 2h, 1d\n"
     "  --quiet              print only the new id\n";
 
 enum {
@@ -67,6 +70,9 @@ enum {
     OPT_TTL,
     OPT_COLLAPSE_KEY,
     OPT_PRIORITY,
+    /* pacing */
+    OPT_FINISH_BY,
+    OPT_FINISH_IN,
     OPT_QUIET,
 };
 
@@ -90,6 +96,8 @@ static const struct option create_options[] = {
     {"ttl", required_argument, NULL, OPT_TTL},
     {"collapse-key", required_argument, NULL, OPT_COLLAPSE_KEY},
     {"priority", required_argument, NULL, OPT_PRIORITY},
+    {"finish-by", required_argument, NULL, OPT_FINISH_BY},
+    {"finish-in", required_argument, NULL, OPT_FINISH_IN},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {NULL, 0, NULL, 0},
 };
@@ -100,6 +108,7 @@ typedef struct create_args {
     int64_t freeze_ms;
     char *scope; /* NULL = the topic (the column stays NULL) */
     bool due_given, quiet;
+    int64_t finish_in_ms; /* --finish-in, -1 = not given */
 } create_args;
 
 /* A duration flag FLAG that must be whole seconds into *SECONDS (capped at
@@ -136,6 +145,7 @@ static int create_parse(int argc, char **argv, create_args *a)
                      .ttl_s = -1,
                      .finish_ms = -1};
     a->freeze_ms = -1;
+    a->finish_in_ms = -1;
     optind = 0;
     while ((opt = getopt_long(argc, argv, "", create_options, NULL)) != -1) {
         switch (opt) {
@@ -219,10 +229,22 @@ static int create_parse(int argc, char **argv, create_args *a)
             if (hr_priority_parse(optarg, &a->t.priority) < 0)
                 return ctl_usage("create", "--priority: \"%s\" is not high or normal", optarg);
             break;
+        case OPT_FINISH_BY:
+            if (ctl_fmt_parse_time("--finish-by", optarg, &a->t.finish_ms, errstr, sizeof errstr) <
+                0)
+                return ctl_usage("create", "%s", errstr);
+            break;
+        case OPT_FINISH_IN:
+            if (ctl_fmt_parse_duration("--finish-in", optarg, &a->finish_in_ms, errstr,
+                                       sizeof errstr) < 0)
+                return ctl_usage("create", "%s", errstr);
+            break;
         default:
             return ctl_usage("create", NULL);
         }
     }
+    if (a->finish_in_ms >= 0 && hr_task_paced(&a->t))
+        return ctl_usage("create", "give one of --finish-by and --finish-in");
     if (optind < argc)
         return ctl_usage("create", "unexpected argument \"%s\"", argv[optind]);
     if (a->t.name == NULL || a->t.channel == NULL || !a->due_given)
@@ -249,6 +271,8 @@ static int create_parse(int argc, char **argv, create_args *a)
         return ctl_usage("create", "--freeze-at must not be after the due time (the task "
                                    "would never be in the pull on its day)");
     a->t.throttle_scope = a->scope != NULL ? a->scope : a->t.topic;
+    if (a->finish_in_ms >= 0)
+        a->t.finish_ms = a->t.due_ms + a->finish_in_ms;
     return CTL_EXIT_OK;
 }
 
@@ -260,7 +284,7 @@ static hr_mysql_param create_str_or_null(const char *s)
 int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
 {
     create_args a = {0};
-    char errstr[512], due[40], freeze[40];
+    char errstr[512], due[40], freeze[40], finish[40];
     hr_mysql *m;
     uint64_t id = 0;
     int rc;
@@ -275,6 +299,7 @@ int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
 
     ctl_fmt_time_sql(a.t.due_ms, due, sizeof due);
     ctl_fmt_time_sql(a.freeze_ms, freeze, sizeof freeze);
+    ctl_fmt_time_sql(a.t.finish_ms, finish, sizeof finish);
     hr_mysql_param p[] = {
         HR_P_STR(a.t.name),
         HR_P_STR(a.t.topic),
@@ -294,6 +319,8 @@ int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
         a.t.ttl_s >= 0 ? HR_P_I64(a.t.ttl_s) : HR_P_NULL,
         create_str_or_null(a.t.collapse_key),
         HR_P_STR(hr_priority_name(a.t.priority)),
+        /* pacing */
+        hr_task_paced(&a.t) ? HR_P_STR(finish) : HR_P_NULL,
     };
     if (hr_mysql_exec(m, CREATE_INSERT, p, sizeof p / sizeof p[0], NULL, &id, NULL, errstr,
                       sizeof errstr) < 0)

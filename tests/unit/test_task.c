@@ -210,38 +210,12 @@ static int task_row_cells(const char *state, const char *control, const char *tt
                           const char *collapse, const char *priority, hr_task **out, char *errstr,
                           size_t errlen)
 {
-    char *cells[] = {"7",
-                     "daily",
-                     "games",
-                     "webhook",
-                     "t",
-                     "b",
-                     NULL,
-                     "1700000000000",
-                     "1699920000000",
-                     "0",
-                     "5000",
-                     "0",
-                     "0",
-                     NULL,
-                     NULL,
-                     NULL,
-                     (char *)control,
-                     (char *)state,
-                     NULL,
-                     NULL,
-                     NULL,
-                     "0",
-                     "0",
-                     "0",
-                     "0",
-                     "0",
-                     "0",
-                     "0",
-                     "0",
-                     (char *)ttl,
-                     (char *)collapse,
-                     (char *)priority};
+    char *cells[] = {"7", "daily", "games", "webhook", "t", "b", NULL, "1700000000000",
+                     "1699920000000", "0", "5000", "0", "0", NULL, NULL, NULL, (char *)control,
+                     (char *)state, NULL, NULL, NULL, "0", "0", "0", "0", "0", "0", "0", "0",
+                     (char *)ttl, (char *)collapse, (char *)priority,
+                     /* pacing */
+                     "1700000060000", "channel webhook is overbooked"};
     hr_mysql_rows rows = {.nrows = 1, .ncols = sizeof cells / sizeof cells[0], .cells = cells};
 
     return hr_task_from_row(&rows, 0, out, errstr, errlen);
@@ -266,6 +240,8 @@ static void test_from_row_enums(void **state)
     assert_int_equal(t->ttl_s, -1);
     assert_null(t->collapse_key);
     assert_int_equal(t->priority, HR_PRIORITY_HIGH);
+    assert_int_equal(t->finish_ms, 1700000060000);
+    assert_string_equal(t->last_warning, "channel webhook is overbooked");
     hr_task_free(t);
     assert_int_equal(task_row_cells("done", "run", "-1", "x", "urgent", &t, err, sizeof err), 0);
     assert_int_equal(t->ttl_s, -2); /* a written -1 is not NULL */
@@ -281,6 +257,23 @@ static void test_from_row_enums(void **state)
     assert_non_null(strstr(err, "(control) has an unknown value \"NULL\""));
 }
 
+/* finish_by: NULL (or absent) paces nothing; set, it must come after
+ * due_at. */
+static void test_finish_by(void **state)
+{
+    hr_task t = valid_task();
+
+    assert_false(hr_task_paced(&t));
+    expect_valid(&t, *state);
+    t.finish_ms = t.due_ms + 1;
+    assert_true(hr_task_paced(&t));
+    expect_valid(&t, *state);
+    t.finish_ms = t.due_ms;
+    expect_invalid(&t, *state, "finish_by must be after due_at");
+    t.finish_ms = 1;
+    expect_invalid(&t, *state, "finish_by must be after due_at");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -289,6 +282,7 @@ int main(void)
         cmocka_unit_test(test_negative_limits), cmocka_unit_test(test_throttle_window),
         cmocka_unit_test(test_payload),         cmocka_unit_test(test_templates),
         cmocka_unit_test(test_push_options),    cmocka_unit_test(test_from_row_enums),
+        cmocka_unit_test(test_finish_by),
     };
     return cmocka_run_group_tests(tests, task_setup, task_teardown);
 }
