@@ -20,8 +20,10 @@ int64_t hr_pace_rate(int64_t remaining, int64_t now_ms, int64_t finish_ms, int64
         return cap > 0 ? cap : 0;
     if (remaining <= 0)
         return 1;
-    /* ceil(remaining * 1000 / left_ms) without overflow for any sane size */
-    rate = (int64_t)ceil((double)remaining * 1000.0 / (double)left_ms);
+    /* The limiter grants whole seconds and a second's pushes start when it
+     * begins: spread over the seconds from now to finish_by, both counted,
+     * the last ones start at finish_by, not a second before it. */
+    rate = (int64_t)ceil((double)remaining * 1000.0 / (double)(left_ms + 1000));
     if (rate < 1)
         rate = 1;
     return cap > 0 && rate > cap ? cap : rate;

@@ -3,8 +3,9 @@
  * unit tests drive it with fake times.
  *
  * Pacing: a task with a finish_by runs at the rate that ends its remaining
- * recipients by then (hr_pace_rate), which the dispatcher re-derives every
- * HR_PACE_REDERIVE_MS while it chunks the task; the plan a console draws
+ * recipients by then (hr_pace_rate; common/lua/ratelimit.lua applies the
+ * same formula at every grant, and admission control uses this one for
+ * the paced tasks it simulates); the plan a console draws
  * against the actual progress is the straight line from due_at (nothing
  * done) to finish_by (everything done): hr_pace_planned_done.
  *
@@ -23,15 +24,16 @@
 
 #include "hr_task.h"
 
-#define HR_PACE_REDERIVE_MS 2000 /* how often the dispatcher re-derives a paced rate */
-#define HR_PACE_WINDOW_MS 60000  /* admission: tasks due this close share a budget */
-#define HR_PACE_MAX_LOADS 64     /* admission: tasks simulated (the nearest due) */
+#define HR_PACE_WINDOW_MS 60000 /* admission: tasks due this close share a budget */
+#define HR_PACE_MAX_LOADS 64    /* admission: tasks simulated (the nearest due) */
 
 /* A task's weight in its channel's budget: high 2, normal 1. */
 int hr_pace_weight(hr_priority p);
 
 /* Pushes/s that end REMAINING recipients by FINISH_MS seen at NOW_MS:
- * ceil(remaining / seconds left), at least 1, at most CAP (0 = no cap).
+ * ceil(remaining / (seconds left + 1)) (the limiter's seconds start their
+ * pushes at once, so the seconds at both ends count), at least 1, at most
+ * CAP (0 = no cap).
  * Once FINISH_MS has passed: CAP, or 0 (unlimited) without one. */
 int64_t hr_pace_rate(int64_t remaining, int64_t now_ms, int64_t finish_ms, int64_t cap);
 

@@ -16,11 +16,13 @@ static int64_t rl_now_ms(void)
 }
 
 /* Runs script ID (NKEYS keys, then limit and want, then EXTRA) and turns
- * its integer reply into *GRANTED and *WAIT_MS. */
+ * its reply, the grant or {grant, rate} (RATE not NULL), into *GRANTED,
+ * *RATE and *WAIT_MS. */
 static int rl_run(hr_redis *r, hr_lua_id id, int nkeys, char keys[][HR_KEY_MAX], int64_t limit,
                   int64_t want, const char *extra[2], int64_t now_ms, int64_t *granted,
-                  int64_t *wait_ms, char *errstr, size_t errlen)
+                  int64_t *rate, int64_t *wait_ms, char *errstr, size_t errlen)
 {
+    const redisReply *grant;
     char limit_s[24], want_s[24];
     const char *argv[7];
     int argc = 0;
@@ -37,12 +39,19 @@ static int rl_run(hr_redis *r, hr_lua_id id, int nkeys, char keys[][HR_KEY_MAX],
     reply = hr_redis_eval(r, id, nkeys, argc, argv, NULL, errstr, errlen);
     if (reply == NULL)
         return -1;
-    if (reply->type != REDIS_REPLY_INTEGER) {
+    grant = rate == NULL ? reply
+            : reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
+                    reply->element[1]->type == REDIS_REPLY_INTEGER
+                ? reply->element[0]
+                : NULL;
+    if (grant == NULL || grant->type != REDIS_REPLY_INTEGER) {
         snprintf(errstr, errlen, "rate limit script: unexpected reply type %d", reply->type);
         freeReplyObject(reply);
         return -1;
     }
-    *granted = reply->integer;
+    *granted = grant->integer;
+    if (rate != NULL)
+        *rate = reply->element[1]->integer;
     freeReplyObject(reply);
     if (*granted < want)
         *wait_ms = 1000 - now_ms % 1000;
@@ -75,17 +84,21 @@ int hr_ratelimit_take(hr_redis *r, const char *scope, int64_t limit, int64_t wan
         snprintf(errstr, errlen, "rate limit scope \"%.32s\" too long", scope);
         return -1;
     }
-    return rl_run(r, HR_LUA_RATELIMIT, 1, keys, limit, want, NULL, now_ms, granted, wait_ms, errstr,
-                  errlen);
+    return rl_run(r, HR_LUA_RATELIMIT, 1, keys, limit, want, NULL, now_ms, granted, NULL, wait_ms,
+                  errstr, errlen);
 }
 
-int hr_ratelimit_take_paced(hr_redis *r, int64_t task, const char *who, int64_t cap, int64_t want,
-                            int64_t *granted, int64_t *wait_ms, char *errstr, size_t errlen)
+int hr_ratelimit_take_paced(hr_redis *r, int64_t task, const char *who, int64_t cap,
+                            int64_t finish_ms, int64_t want, int64_t *granted, int64_t *wait_ms,
+                            int64_t *rate, char *errstr, size_t errlen)
 {
-    char keys[2][HR_KEY_MAX];
+    char keys[3][HR_KEY_MAX], finish_s[24], now_s[24];
+    const char *extra[2] = {finish_s, now_s};
     int64_t now_ms = rl_now_ms();
 
-    if (rl_check(cap, want, granted, wait_ms, errstr, errlen) < 0)
+    *rate = 0;
+    /* A cap of 0 is none: the script derives the limit. */
+    if (rl_check(cap > 0 ? cap : 1, want, granted, wait_ms, errstr, errlen) < 0)
         return -1;
     if (hr_key_pace_rl(hr_redis_prefix(r), keys[0], sizeof keys[0], task, who, now_ms / 1000) ==
         NULL) {
@@ -93,8 +106,11 @@ int hr_ratelimit_take_paced(hr_redis *r, int64_t task, const char *who, int64_t 
         return -1;
     }
     hr_key_task(hr_redis_prefix(r), keys[1], sizeof keys[1], task, HR_KEY_STATS);
-    return rl_run(r, HR_LUA_RATELIMIT, 2, keys, cap, want, NULL, now_ms, granted, wait_ms, errstr,
-                  errlen);
+    hr_key_task(hr_redis_prefix(r), keys[2], sizeof keys[2], task, HR_KEY_SUBS);
+    snprintf(finish_s, sizeof finish_s, "%" PRId64, finish_ms);
+    snprintf(now_s, sizeof now_s, "%" PRId64, now_ms);
+    return rl_run(r, HR_LUA_RATELIMIT, 3, keys, cap > 0 ? cap : 0, want, extra, now_ms, granted,
+                  rate, wait_ms, errstr, errlen);
 }
 
 int hr_ratelimit_take_share(hr_redis *r, const char *channel, int64_t task, int weight,
@@ -116,6 +132,6 @@ int hr_ratelimit_take_share(hr_redis *r, const char *channel, int64_t task, int 
     }
     snprintf(member, sizeof member, "%" PRId64 ":%d", task, weight > 0 ? weight : 1);
     snprintf(now_s, sizeof now_s, "%" PRId64, now_ms);
-    return rl_run(r, HR_LUA_SHARE, 3, keys, limit, want, extra, now_ms, granted, wait_ms, errstr,
-                  errlen);
+    return rl_run(r, HR_LUA_SHARE, 3, keys, limit, want, extra, now_ms, granted, NULL, wait_ms,
+                  errstr, errlen);
 }

@@ -6,8 +6,8 @@
  * leaks and the grants of one second never add up to more than LIMIT.  The
  * dispatcher uses scope "task<ID>" for a task's rate_limit; workers use
  * "push:task<ID>".  A task with a finish_by counts in its own slot
- * (hr_ratelimit_take_paced) so that the script lowers the limit to the rate
- * the dispatcher planned.  A channel's budget is shared by its tasks by
+ * (hr_ratelimit_take_paced), where the script derives its rate from its
+ * stats and subscriber set at every grant.  A channel's budget is shared by its tasks by
  * weight (hr_ratelimit_take_share, docs/scheduling.md).  The second is the
  * caller's wall clock (hosts run NTP); the key must be named by the caller
  * so that it appears in KEYS, as Redis Cluster requires. */
@@ -24,10 +24,14 @@
 int hr_ratelimit_take(hr_redis *r, const char *scope, int64_t limit, int64_t want, int64_t *granted,
                       int64_t *wait_ms, char *errstr, size_t errlen);
 
-/* hr_ratelimit_take for paced task TASK (WHO "chunk" or "push"): the limit
- * is the lower of CAP (>0) and the planned_rate of the task's stats hash. */
-int hr_ratelimit_take_paced(hr_redis *r, int64_t task, const char *who, int64_t cap, int64_t want,
-                            int64_t *granted, int64_t *wait_ms, char *errstr, size_t errlen);
+/* hr_ratelimit_take for task TASK with a finish_by FINISH_MS (WHO "chunk"
+ * or "push"): the limit is the rate that ends what is left by then,
+ * derived by the script at this grant, at most CAP (0 = none); *RATE gets
+ * it (0 = none: finish_by passed without a cap), and so does the stats
+ * hash's planned_rate. */
+int hr_ratelimit_take_paced(hr_redis *r, int64_t task, const char *who, int64_t cap,
+                            int64_t finish_ms, int64_t want, int64_t *granted, int64_t *wait_ms,
+                            int64_t *rate, char *errstr, size_t errlen);
 
 /* hr_ratelimit_take of CHANNEL's budget LIMIT (>0) for TASK of weight
  * WEIGHT (>= 1): its weighted share, plus what the others leave. */

@@ -111,9 +111,8 @@ typedef struct dsp_task {
     bool reconciling;   /* its reconciliation is queued or running */
     bool subs_empty;
     /* pacing (dsp_pace.c) */
-    int64_t finish_ms; /* finish_by, -1 = not paced */
+    int64_t finish_ms; /* finish_by, -1 = not paced; rate_limit is then the rate in force */
     int64_t cap;       /* the effective rate_limit a paced rate never exceeds; 0 = none */
-    int64_t paced_ms;  /* re-derive the rate at or after this */
 } dsp_task;
 
 /* The scanner's memory of one task in the horizon. */
@@ -229,11 +228,7 @@ bool dsp_store_check(dsp *d, hr_mysql *m, const hr_task *t);
 /* The task's effective rate limit. */
 int64_t dsp_task_rate_limit(const dsp *d, const hr_task *t);
 
-/* dsp_pace.c: finish-by pacing (loop thread) and admission control. */
-/* Re-derives paced task DT's rate when HR_PACE_REDERIVE_MS passed: into
- * DT->rate_limit and the stats hash's planned_rate.  0, or -1 on a Redis
- * error. */
-int dsp_pace_derive(dsp *d, dsp_task *dt, int64_t now, char *errstr, size_t errlen);
+/* dsp_pace.c: finish-by pacing's gauges (loop thread) and admission control. */
 /* herald_paced_tasks / herald_paced_rate from the owned tasks. */
 void dsp_pace_gauges(dsp *d);
 /* Estimates task T (as of NOW) on its channel and writes its last_warning

@@ -1,22 +1,23 @@
 /* dsp_pace: finish-by pacing and admission control (docs/scheduling.md);
  * the arithmetic is common/hr_pace.c.
  *
- * Pacing (loop thread): an owned task with a finish_by gets its rate
- * re-derived every HR_PACE_REDERIVE_MS from what is left (recipients not
- * chunked + chunked and not settled) and the time left, capped by its
- * effective rate_limit.  The rate is the owner's chunk rate (dsp_task.
- * rate_limit, spent by dsp_grant) and goes to the task's stats hash as
- * `planned_rate`, which workers' push limiter reads in the same script
- * that counts the push (hr_ratelimit_take_paced), so both ends of the
- * pipeline run at the planned rate without a further round trip.
+ * Pacing: a task with a finish_by has its rate derived at every grant by
+ * the limiter's script (common/lua/ratelimit.lua through
+ * hr_ratelimit_take_paced), at the owner's chunking (dsp_grant) and at
+ * every worker's pushes alike, from what is left (recipients not chunked
+ * + chunked and not settled) and the time left, capped by its effective
+ * rate_limit; so a plan that lags (a slow provider, a restart) corrects
+ * itself, and the workers keep pacing the last chunks after the owner let
+ * the task go.  The rate in force is in the stats hash (`planned_rate`,
+ * for the API) and, summed over the owned tasks, in herald_paced_rate.
  *
  * Admission (API threads and the background scan, each with its own
  * connection): the estimate of hr_pace_estimate_run from the task's
  * subscriptions, its channel's budget (the lower of rate_limit and the
  * configured `throughput`) and the other unfinished tasks of the channel
  * due within the hour before or HR_PACE_WINDOW_MS after it; its text goes
- * to push_task.last_warning when it changed, and a new warning is counted
- * in herald_task_warnings_total{kind}.  A warning never holds the task. */
+ * to push_task.last_warning when it changed, and the first warning of a
+ * task is counted in herald_task_warnings_total{kind}.  A warning never holds the task. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,55 +44,6 @@ void dsp_pace_gauges(dsp *d)
     }
     hr_metrics_set(d->met.paced_tasks, tasks);
     hr_metrics_set(d->met.paced_rate, rate);
-}
-
-/* An integer field of an HMGET reply, 0 when absent. */
-static int64_t dsp_pace_field(const redisReply *reply, size_t i)
-{
-    const redisReply *e = i < reply->elements ? reply->element[i] : NULL;
-
-    return e != NULL && e->type == REDIS_REPLY_STRING ? strtoll(e->str, NULL, 10) : 0;
-}
-
-int dsp_pace_derive(dsp *d, dsp_task *dt, int64_t now, char *errstr, size_t errlen)
-{
-    hr_redis *r = d->loop_conn.r;
-    char subs[HR_KEY_MAX], stats[HR_KEY_MAX], rate_s[24];
-    redisReply *reply;
-    int64_t left, published, settled = 0, rate;
-
-    if (dt->finish_ms <= 0 || now < dt->paced_ms)
-        return 0;
-    hr_key_task(hr_redis_prefix(r), subs, sizeof subs, dt->id, HR_KEY_SUBS);
-    hr_key_task(hr_redis_prefix(r), stats, sizeof stats, dt->id, HR_KEY_STATS);
-    left = dsp_reply_int(hr_redis_cmdf(r, errstr, errlen, "SCARD %s", subs));
-    if (left < 0)
-        return -1;
-    reply = hr_redis_cmdf(r, errstr, errlen,
-                          "HMGET %s published sent failed throttled cancelled unregistered", stats);
-    if (reply == NULL)
-        return -1;
-    published = dsp_pace_field(reply, 0);
-    for (size_t i = 1; i < 6; i++)
-        settled += dsp_pace_field(reply, i);
-    freeReplyObject(reply);
-    if (published > settled)
-        left += published - settled;
-    rate = hr_pace_rate(left, now, dt->finish_ms, dt->cap);
-    snprintf(rate_s, sizeof rate_s, "%" PRId64, rate);
-    reply = hr_redis_cmdf(r, errstr, errlen, "HSET %s planned_rate %s", stats, rate_s);
-    if (reply == NULL)
-        return -1;
-    freeReplyObject(reply);
-    if (rate != dt->rate_limit)
-        hr_log_info("task_paced",
-                    "task=%" PRId64 " left=%" PRId64 " seconds_left=%" PRId64
-                    " planned_rate=%" PRId64,
-                    dt->id, left, (dt->finish_ms - now) / 1000, rate);
-    dt->rate_limit = rate;
-    dt->paced_ms = now + HR_PACE_REDERIVE_MS;
-    dsp_pace_gauges(d);
-    return 0;
 }
 
 /* The channel's budget for the estimate: the lower of its rate_limit and
@@ -195,11 +147,13 @@ int dsp_admit(dsp *d, hr_mysql *m, const hr_task *t, int64_t now, char *errstr, 
                           p, 3, &changed, NULL, NULL, errstr, errlen) < 0)
             return -1;
     }
-    if (changed > 0 && kinds != 0) {
+    /* Counted once per task that had none: a warning whose estimate moved
+     * (another task came, a PATCH) is rewritten, not counted again. */
+    if (changed > 0 && kinds != 0 && t->last_warning == NULL) {
         for (int k = 0; k < HR_PACE__WARN_KINDS; k++)
             if (kinds & (1u << k))
                 hr_metrics_inc(d->met.task_warnings[k]);
-        hr_log_warn("task_warning", "task=%" PRId64 " warning=\"%s\"", t->id, text);
+        hr_log_warn("task_warning", "task=%" PRId64 " warning=%s", t->id, text);
     }
     return 0;
 }

@@ -138,8 +138,8 @@ static int wk_chan_take(wk_chan *chan, wk_task *wt, wk_budget b, int64_t limit, 
         return hr_ratelimit_take_share(r, chan->cfg->name, wt->row->id, wt->weight, limit, want,
                                        granted, wait_ms, errstr, errlen);
     if (hr_task_paced(wt->row))
-        return hr_ratelimit_take_paced(r, wt->row->id, "push", limit, want, granted, wait_ms,
-                                       errstr, errlen);
+        return hr_ratelimit_take_paced(r, wt->row->id, "push", limit, wt->row->finish_ms, want,
+                                       granted, wait_ms, &wt->pace_rate, errstr, errlen);
     return hr_ratelimit_take(r, wt->rl_scope, limit, want, granted, wait_ms, errstr, errlen);
 }
 
@@ -149,9 +149,9 @@ static int wk_chan_take(wk_chan *chan, wk_task *wt, wk_budget b, int64_t limit, 
  * push that could not start.  Tokens belong to the second they were
  * granted in: the limiter counted them against that second's budget, so
  * the ones left when it is over are dropped, never spent on top of a
- * later second's (under-use, never overshoot).  A paced task without a
- * rate_limit asks in steps of WK_SENDER_PACED_WANT: its planned rate is
- * the dispatcher's, read by the limiter's script, not known here. */
+ * later second's (under-use, never overshoot).  A paced task asks in
+ * steps of its rate in force (the last grant's; WK_SENDER_PACED_WANT
+ * before the first), which the limiter's script derives. */
 static bool wk_chan_token(wk_chan *chan, wk_task *wt, wk_budget b, int64_t *wait_ms)
 {
     bool task = b == WK_BUDGET_TASK, paced = task && hr_task_paced(wt->row);
@@ -168,11 +168,12 @@ static bool wk_chan_token(wk_chan *chan, wk_task *wt, wk_budget b, int64_t *wait
         *tokens = 0;
     if (*tokens == 0) {
         *sec = now_sec;
-        want = limit > 0 ? limit / WK_SENDER_GRANT_DIVISOR : WK_SENDER_PACED_WANT;
+        want = paced && wt->pace_rate > 0 ? wt->pace_rate / WK_SENDER_GRANT_DIVISOR
+               : paced                    ? WK_SENDER_PACED_WANT
+                                          : limit / WK_SENDER_GRANT_DIVISOR;
         if (want < 1)
             want = 1;
-        if (wk_chan_take(chan, wt, b, limit > 0 ? limit : WK_SENDER_PACED_CAP, want, &granted,
-                         wait_ms, errstr, sizeof errstr) != 0) {
+        if (wk_chan_take(chan, wt, b, limit, want, &granted, wait_ms, errstr, sizeof errstr) != 0) {
             hr_log_warn("ratelimit_error", "task=%" PRId64 " budget=%s error=%s", wt->row->id,
                         task ? "task" : "channel", errstr);
             hr_metrics_inc(chan->s->m->backend_errors[WK_BACKEND_REDIS]);

@@ -23,10 +23,9 @@
 /* A limiter error (Redis down): try again after this. */
 #define WK_SENDER_LIMITER_RETRY_MS 1000
 #define WK_SENDER_GRANT_DIVISOR 20
-/* A task with a finish_by and no rate_limit: grant size and the cap under
- * its planned rate (hr_ratelimit_take_paced). */
+/* A task with a finish_by: its first grant's size, before the limiter said
+ * which rate is in force (hr_ratelimit_take_paced). */
 #define WK_SENDER_PACED_WANT 10
-#define WK_SENDER_PACED_CAP 10000000
 #define WK_SENDER_KEY_FILE_MAX 16384 /* a .p8 key is ~250 bytes */
 /* How often a channel with pushes waiting reads the cluster's slow-down:
  * other workers stop within this of one worker's 429. */

@@ -65,6 +65,7 @@ typedef struct wk_task {
     char rl_scope[40];         /* "push:task<ID>" */
     int64_t tokens;            /* granted by the limiter, not yet spent */
     int64_t tokens_sec;        /* the second they were granted in */
+    int64_t pace_rate;         /* a finish_by's rate in force at the last grant, 0 = none */
     /* The task's share of its channel's budget (hr_ratelimit_take_share). */
     int weight; /* hr_pace_weight of its priority */
     int64_t share_tokens, share_sec;

@@ -19,9 +19,10 @@
 static void test_rate(void **state)
 {
     (void)state;
-    /* 600 left, 10 s left: 60/s; rounding up never plans a late finish */
-    assert_int_equal(hr_pace_rate(600, T0, T0 + 10000, 0), 60);
-    assert_int_equal(hr_pace_rate(601, T0, T0 + 10000, 0), 61);
+    /* 660 left, 10 s left: 11 seconds start pushes (0 s .. 10 s), 60 each;
+     * rounding up never plans a late finish */
+    assert_int_equal(hr_pace_rate(660, T0, T0 + 10000, 0), 60);
+    assert_int_equal(hr_pace_rate(661, T0, T0 + 10000, 0), 61);
     /* never above the cap (rate_limit, or the channel's) */
     assert_int_equal(hr_pace_rate(600, T0, T0 + 10000, 25), 25);
     /* at least 1 while the clock runs, even with nothing left */
@@ -33,28 +34,34 @@ static void test_rate(void **state)
 }
 
 /* A campaign of TOTAL recipients on a channel of CAPACITY pushes/s, the
- * rate re-derived every HR_PACE_REDERIVE_MS from what is left (as
- * dsp_pace_derive does), pushed in whole seconds; returns when it ended. */
+ * rate derived each second from what is left (as ratelimit.lua does at
+ * every grant), each second's pushes started when it begins (as the
+ * limiter grants them); returns when the last push started. */
 static int64_t simulate(int64_t total, int64_t due, int64_t finish, int64_t capacity)
 {
     int64_t left = total, now = due, rate = 0;
 
-    for (int s = 0; left > 0 && s < 100000; s++, now += 1000) {
-        if ((now - due) % HR_PACE_REDERIVE_MS == 0)
-            rate = hr_pace_rate(left, now, finish, capacity);
+    for (int s = 0; s < 100000; s++, now += 1000) {
+        rate = hr_pace_rate(left, now, finish, capacity);
+        if (rate == 0 || capacity > 0)
+            rate = rate == 0 || rate > capacity ? capacity : rate;
         left -= rate < left ? rate : left;
+        if (left == 0)
+            return now;
     }
-    return now;
+    return -1;
 }
 
 static void test_rate_simulated(void **state)
 {
     (void)state;
-    /* 10 s, 600, 1000 s, 12345: the end is within 5 % of the span */
+    /* 600 in 10 s, 900 in 15 s, 12345 in 1000 s: the end is within 5 % of
+     * the span */
     assert_true(llabs(simulate(600, T0, T0 + 10000, 100) - (T0 + 10000)) <= 500);
-    assert_true(llabs(simulate(12345, T0, T0 + 1000000, 0) - (T0 + 1000000)) <= 50000);
+    assert_true(llabs(simulate(900, T0, T0 + 15000, 200) - (T0 + 15000)) <= 750);
+    assert_true(llabs(simulate(12345, T0, T0 + 1000000, 100000) - (T0 + 1000000)) <= 50000);
     /* a plan the channel cannot carry ends late, at its capacity */
-    assert_int_equal(simulate(3000, T0, T0 + 10000, 100), T0 + 30000);
+    assert_int_equal(simulate(3000, T0, T0 + 10000, 100), T0 + 29000);
 }
 
 static void test_planned_done(void **state)
