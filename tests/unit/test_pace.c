@@ -83,6 +83,14 @@ static void test_weights(void **state)
 
 static void test_estimate_alone(void **state)
 {
+    static const struct {
+        int64_t size, cap, capacity, after_ms;
+    } cases[] = {
+        {1000, 50, 100, 20000}, /* its own rate_limit below the channel's */
+        {1000, 0, 0, 0},        /* no budget, no cap: at once */
+        {1000, 10, 0, 100000},  /* no budget, a cap: at the cap */
+        {0, 0, 100, 0},         /* nothing to send */
+    };
     hr_pace_load l = {.due_ms = T0, .size = 1000, .cap = 0, .weight = 2};
     hr_pace_estimate e;
 
@@ -91,21 +99,12 @@ static void test_estimate_alone(void **state)
     assert_int_equal(e.finish_ms, T0 + 10000);
     assert_false(e.overbooked);
     assert_int_equal(e.sharers, 1);
-    /* its own rate_limit below the channel's */
-    l.cap = 50;
-    hr_pace_estimate_run(&l, 1, 100, &e);
-    assert_int_equal(e.finish_ms, T0 + 20000);
-    /* no budget, no cap: at once; no budget, a cap: at the cap */
-    l.cap = 0;
-    hr_pace_estimate_run(&l, 1, 0, &e);
-    assert_int_equal(e.finish_ms, T0);
-    l.cap = 10;
-    hr_pace_estimate_run(&l, 1, 0, &e);
-    assert_int_equal(e.finish_ms, T0 + 100000);
-    /* nothing to send */
-    l.size = 0;
-    hr_pace_estimate_run(&l, 1, 100, &e);
-    assert_int_equal(e.finish_ms, T0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        l.size = cases[i].size;
+        l.cap = cases[i].cap;
+        hr_pace_estimate_run(&l, 1, cases[i].capacity, &e);
+        assert_int_equal(e.finish_ms, T0 + cases[i].after_ms);
+    }
 }
 
 /* Normal (weight 1) 600 and high (weight 2) 600 due together on 90/s:
