@@ -128,7 +128,8 @@ static void wk_chan_promote(wk_chan *chan, int64_t now)
  * rate of a finish_by) and its task's share of the channel's rate_limit. */
 typedef enum wk_budget { WK_BUDGET_TASK, WK_BUDGET_SHARE } wk_budget;
 
-/* Asks the limiter for up to WANT of budget B of WT (LIMIT > 0). */
+/* Asks the limiter for up to WANT of budget B of WT (LIMIT > 0; for a
+ * paced task 0 is no cap). */
 static int wk_chan_take(wk_chan *chan, wk_task *wt, wk_budget b, int64_t limit, int64_t want,
                         int64_t *granted, int64_t *wait_ms, char *errstr, size_t errlen)
 {
