@@ -118,9 +118,10 @@ typedef struct dsp_task {
 /* The scanner's memory of one task in the horizon. */
 typedef struct dsp_scan_entry {
     int64_t id;
-    int64_t due_ms;     /* as put into the timer; -1 = not put yet */
-    int64_t have;       /* SCARD subs + SCARD pulled at the last count */
-    int64_t checked_ms; /* when subscribers were last counted; 0 = never */
+    int64_t due_ms;      /* as put into the timer; -1 = not put yet */
+    int64_t have;        /* SCARD subs + SCARD pulled at the last count */
+    int64_t checked_ms;  /* when subscribers were last counted; 0 = never */
+    int64_t admitted_ms; /* when admission control last ran (dsp_admit); 0 = never */
 } dsp_scan_entry;
 
 /* A confirmed first publish or republish waiting for its push_chunk row. */
@@ -231,10 +232,11 @@ int64_t dsp_task_rate_limit(const dsp *d, const hr_task *t);
 /* dsp_pace.c: finish-by pacing's gauges (loop thread) and admission control. */
 /* herald_paced_tasks / herald_paced_rate from the owned tasks. */
 void dsp_pace_gauges(dsp *d);
-/* Estimates task T (as of NOW) on its channel and writes its last_warning
- * (NULL when nothing is to warn about) with M; a new warning is counted and
- * logged.  0, or -1 on a database error. */
-int dsp_admit(dsp *d, hr_mysql *m, const hr_task *t, int64_t now, char *errstr, size_t errlen);
+/* Estimates task T as of NOW on its channel (with M and R) and writes its
+ * last_warning (NULL when nothing is to warn about); a task's first
+ * warning is counted and logged.  0, or -1 on a backend error. */
+int dsp_admit(dsp *d, hr_mysql *m, hr_redis *r, const hr_task *t, int64_t now, char *errstr,
+              size_t errlen);
 
 /* dsp_lease.c (loop thread): the owned tasks and their leases. */
 dsp_task *dsp_task_find(dsp *d, int64_t id);

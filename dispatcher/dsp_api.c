@@ -300,15 +300,17 @@ static hr_mysql_param dsp_api_p_finish(const hr_task *t)
 }
 
 /* Admission control of the task *T just written, then *T reloaded with its
- * last_warning.  false when the reply is made (an error). */
+ * last_warning.  A failed estimate is logged, not answered: the task is
+ * written, and the scanner estimates it again before due.  false when the
+ * reply is made (the reload failed). */
 static bool dsp_api_admit(dsp_api *a, dsp_api_conn *ac, hr_httpd_resp *resp, hr_task **t)
 {
     int64_t id = (*t)->id;
     char err[512];
 
-    if (dsp_admit(a->d, ac->m, *t, dsp_now_ms(), err, sizeof err) < 0) {
-        dsp_api_backend_error(resp, "mysql", err);
-        return false;
+    if (dsp_admit(a->d, ac->m, ac->r, *t, dsp_now_ms(), err, sizeof err) < 0) {
+        hr_log_warn("admission_failed", "task=%" PRId64 " error=%s", id, err);
+        return true;
     }
     hr_task_free(*t);
     *t = NULL;

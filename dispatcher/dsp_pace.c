@@ -12,10 +12,11 @@
  * for the API) and, summed over the owned tasks, in herald_paced_rate.
  *
  * Admission (API threads and the background scan, each with its own
- * connection): the estimate of hr_pace_estimate_run from the task's
- * subscriptions, its channel's budget (the lower of rate_limit and the
- * configured `throughput`) and the other unfinished tasks of the channel
- * due within the hour before or HR_PACE_WINDOW_MS after it; its text goes
+ * connections): the estimate of hr_pace_estimate_run from the task's size
+ * (its subscriber set in Redis plus what it published and did not settle),
+ * its channel's budget (the lower of rate_limit and the configured
+ * `throughput`) and the other unfinished tasks of the channel due within
+ * the hour before or HR_PACE_WINDOW_MS after it, sized alike; its text goes
  * to push_task.last_warning when it changed, and the first warning of a
  * task is counted in herald_task_warnings_total{kind}.  A warning never holds the task. */
 #include <inttypes.h>
@@ -27,6 +28,7 @@
 #include "hr_keys.h"
 #include "hr_log.h"
 #include "hr_pace.h"
+#include "hr_pipe.h"
 
 /* Scheduled tasks due this long before the admitted one may still run
  * with it (a late claim); running ones count whatever their due time. */
@@ -57,18 +59,53 @@ static int64_t dsp_pace_capacity(const hr_channel *ch)
     return limit > 0 ? limit : tp;
 }
 
-/* LOAD's own cap: its rate_limit, lowered to the rate a finish_by plans. */
-static int64_t dsp_pace_cap(int64_t rate_limit, int64_t size, int64_t start_ms, int64_t finish_ms)
+/* Sizes LOADS[0..N) of tasks IDS: the recipients not chunked yet (SCARD
+ * subs, which the API fills at once and the scanner's prepare before due)
+ * plus what each already had (published and not settled: the load's size
+ * as the caller set it).  O(1) per task on Redis, where a COUNT of
+ * push_subscription would read every row of a large campaign.  0, or -1. */
+static int dsp_pace_sizes(hr_redis *r, const int64_t *ids, hr_pace_load *loads, size_t n,
+                          char *errstr, size_t errlen)
 {
-    if (finish_ms <= 0)
-        return rate_limit;
-    return hr_pace_rate(size, start_ms, finish_ms, rate_limit);
+    hr_pipe *pipe = hr_pipe_new(r);
+    char key[HR_KEY_MAX];
+    int rc = -1;
+
+    if (pipe == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *argv[] = {"SCARD", key};
+
+        hr_key_task(hr_redis_prefix(r), key, sizeof key, ids[i], HR_KEY_SUBS);
+        if (hr_pipe_cmd(pipe, 2, argv, NULL) != 0) {
+            snprintf(errstr, errlen, "out of memory");
+            goto done;
+        }
+    }
+    if (hr_pipe_exec(pipe, errstr, errlen) < 0)
+        goto done;
+    for (size_t i = 0; i < n; i++) {
+        redisReply *reply = hr_pipe_reply(pipe, i, errstr, errlen);
+
+        if (reply == NULL)
+            goto done;
+        if (reply->type == REDIS_REPLY_INTEGER)
+            loads[i].size += reply->integer;
+        freeReplyObject(reply);
+    }
+    rc = 0;
+done:
+    hr_pipe_free(pipe);
+    return rc;
 }
 
-/* Loads [1..] of the estimate: the channel's other unfinished tasks due
- * around T, their recipients left.  The count of loads, or -1. */
-static int dsp_pace_others(hr_mysql *m, const hr_task *t, int64_t now, hr_pace_load *loads,
-                           size_t max, char *errstr, size_t errlen)
+/* Loads [1..] of the estimate, their ids and finish_by (-1 = none): the
+ * channel's other unfinished tasks due around T, their recipients
+ * published and not settled in MySQL's counters.  The count, or -1. */
+static int dsp_pace_others(hr_mysql *m, const hr_task *t, int64_t *ids, int64_t *finish,
+                           hr_pace_load *loads, size_t max, char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_STR(t->channel), HR_P_I64(t->id),
                                 HR_P_I64(t->due_ms + HR_PACE_WINDOW_MS),
@@ -78,65 +115,70 @@ static int dsp_pace_others(hr_mysql *m, const hr_task *t, int64_t now, hr_pace_l
 
     if (hr_mysql_query(
             m,
-            "SELECT CAST(ROUND(UNIX_TIMESTAMP(t.due_at) * 1000) AS SIGNED), "
-            "GREATEST(0, (SELECT COUNT(*) FROM push_subscription s WHERE s.task_id = t.id) "
-            "- t.sent - t.failed - t.throttled - t.pulled - t.cancelled - t.unregistered), "
-            "t.rate_limit, t.priority, "
-            "COALESCE(CAST(ROUND(UNIX_TIMESTAMP(t.finish_by) * 1000) AS SIGNED), -1) "
-            "FROM push_task t WHERE t.channel = ? AND t.id <> ? AND t.due_at IS NOT NULL "
-            "AND t.control = 'run' AND t.due_at <= FROM_UNIXTIME(? / 1000) "
-            "AND (t.state IN ('dispatching', 'dispatched') OR "
-            "(t.state = 'scheduled' AND t.due_at >= FROM_UNIXTIME(? / 1000))) "
-            "ORDER BY t.due_at DESC LIMIT ?",
+            "SELECT id, CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), "
+            "GREATEST(0, total - sent - failed - throttled - pulled - cancelled - unregistered), "
+            "rate_limit, priority, "
+            "COALESCE(CAST(ROUND(UNIX_TIMESTAMP(finish_by) * 1000) AS SIGNED), -1) "
+            "FROM push_task WHERE channel = ? AND id <> ? AND due_at IS NOT NULL "
+            "AND control = 'run' AND due_at <= FROM_UNIXTIME(? / 1000) "
+            "AND (state IN ('dispatching', 'dispatched') OR "
+            "(state = 'scheduled' AND due_at >= FROM_UNIXTIME(? / 1000))) "
+            "ORDER BY due_at DESC LIMIT ?",
             p, 5, &rows, errstr, errlen) < 0)
         return -1;
-    for (size_t i = 0; i < rows->nrows && n < max; i++) {
-        hr_pace_load *l = &loads[n++];
+    for (size_t i = 0; i < rows->nrows && n < max; i++, n++) {
+        hr_pace_load *l = &loads[n];
         hr_priority prio;
-        int64_t finish = strtoll(hr_mysql_cell(rows, i, 4), NULL, 10);
 
-        l->due_ms = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
-        if (l->due_ms < now)
-            l->due_ms = now; /* overdue or running: it takes its share from now */
-        l->size = strtoll(hr_mysql_cell(rows, i, 1), NULL, 10);
-        (void)hr_priority_parse(hr_mysql_cell(rows, i, 3), &prio);
+        ids[n] = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
+        l->due_ms = strtoll(hr_mysql_cell(rows, i, 1), NULL, 10);
+        l->size = strtoll(hr_mysql_cell(rows, i, 2), NULL, 10);
+        l->cap = strtoll(hr_mysql_cell(rows, i, 3), NULL, 10);
+        (void)hr_priority_parse(hr_mysql_cell(rows, i, 4), &prio);
         l->weight = hr_pace_weight(prio);
-        l->cap =
-            dsp_pace_cap(strtoll(hr_mysql_cell(rows, i, 2), NULL, 10), l->size, l->due_ms, finish);
+        finish[n] = strtoll(hr_mysql_cell(rows, i, 5), NULL, 10);
     }
     hr_mysql_rows_free(rows);
     return (int)n;
 }
 
-int dsp_admit(dsp *d, hr_mysql *m, const hr_task *t, int64_t now, char *errstr, size_t errlen)
+int dsp_admit(dsp *d, hr_mysql *m, hr_redis *r, const hr_task *t, int64_t now, char *errstr,
+              size_t errlen)
 {
     const hr_channel *ch = hr_config_channel(d->cfg, t->channel);
-    const hr_mysql_param pc[] = {HR_P_I64(t->id)};
+    int64_t capacity = ch != NULL ? dsp_pace_capacity(ch) : 0;
     hr_pace_load loads[HR_PACE_MAX_LOADS];
+    int64_t ids[HR_PACE_MAX_LOADS], finish[HR_PACE_MAX_LOADS];
     hr_pace_estimate e;
-    hr_mysql_rows *rows = NULL;
     char text[1000];
     uint64_t changed = 0;
     unsigned kinds;
-    int others;
+    int n;
 
     if (ch == NULL || t->due_ms < 0)
         return 0; /* hr_task_validate refuses it */
-    if (hr_mysql_query(m, "SELECT COUNT(*) FROM push_subscription WHERE task_id = ?", pc, 1, &rows,
-                       errstr, errlen) < 0)
-        return -1;
-    loads[0] = (hr_pace_load){.due_ms = t->due_ms > now ? t->due_ms : now,
-                              .size = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10),
+    ids[0] = t->id;
+    finish[0] = -1; /* its own finish_by is what the estimate is checked against */
+    loads[0] = (hr_pace_load){.due_ms = t->due_ms,
+                              .size = t->total - t->sent - t->failed - t->throttled - t->pulled -
+                                      t->cancelled - t->unregistered,
                               .cap = t->rate_limit,
                               .weight = hr_pace_weight(t->priority)};
-    hr_mysql_rows_free(rows);
-    others = dsp_pace_others(m, t, now, loads + 1, HR_PACE_MAX_LOADS - 1, errstr, errlen);
-    if (others < 0)
+    n = dsp_pace_others(m, t, ids + 1, finish + 1, loads + 1, HR_PACE_MAX_LOADS - 1, errstr,
+                        errlen);
+    if (n < 0 || dsp_pace_sizes(r, ids, loads, (size_t)n + 1, errstr, errlen) < 0)
         return -1;
-    hr_pace_estimate_run(loads, (size_t)others + 1, dsp_pace_capacity(ch), &e);
+    for (int i = 0; i <= n; i++) {
+        if (loads[i].size < 0)
+            loads[i].size = 0;
+        if (loads[i].due_ms < now)
+            loads[i].due_ms = now; /* overdue or running: it takes its share from now */
+        if (finish[i] > 0)         /* a paced task wants no more than its plan */
+            loads[i].cap = hr_pace_rate(loads[i].size, loads[i].due_ms, finish[i], loads[i].cap);
+    }
+    hr_pace_estimate_run(loads, (size_t)n + 1, capacity, &e);
     /* expire_at: the hook for the expiry column (-1 until it exists). */
-    kinds =
-        hr_pace_warning(&e, ch->name, dsp_pace_capacity(ch), t->finish_ms, -1, text, sizeof text);
+    kinds = hr_pace_warning(&e, ch->name, capacity, t->finish_ms, -1, text, sizeof text);
     {
         const hr_mysql_param p[] = {kinds ? HR_P_STR(text) : HR_P_NULL, HR_P_I64(t->id),
                                     kinds ? HR_P_STR(text) : HR_P_NULL};

@@ -19,7 +19,7 @@
  *   the last sync could not see.  The DB poller (dsp_poll.c) prepares too.
  *
  * - Admission control (dsp_pace.c) for every task first seen, and again
- *   after each recount of its subscribers.
+ *   every DSP_RECHECK_MS.
  *
  * Every query is restricted to the test topic filter (dsp_seams.h), if
  * any. */
@@ -155,11 +155,14 @@ void dsp_scan(dsp *d)
         *e = prev ? *prev : (dsp_scan_entry){.id = t->id, .due_ms = -1};
         if (dsp_prepare(d, t, e, now) < 0)
             continue; /* not in the timer before it is prepared */
-        /* Admission control when first seen and after each recount (other
-         * tasks of its channel may have come meanwhile). */
-        if ((prev == NULL || e->checked_ms != prev->checked_ms) &&
-            dsp_admit(d, conn->m, t, now, err, sizeof err) < 0)
-            hr_log_warn("admission_failed", "task=%" PRId64 " error=%s", t->id, err);
+        /* Admission control when first seen (prepared: its set is filled)
+         * and every DSP_RECHECK_MS: other tasks of its channel may have
+         * come meanwhile. */
+        if (prev == NULL || now - e->admitted_ms >= DSP_RECHECK_MS) {
+            e->admitted_ms = now;
+            if (dsp_admit(d, conn->m, conn->r, t, now, err, sizeof err) < 0)
+                hr_log_warn("admission_failed", "task=%" PRId64 " error=%s", t->id, err);
+        }
         if (e->due_ms != t->due_ms && dsp_timer_add(d, t) == 0)
             e->due_ms = t->due_ms;
     }

@@ -12,7 +12,8 @@ herald-sink.  Two campaigns run at once, on two channels:
 2. Two tasks of 500 recipients each due together on a channel of 100/s
    (API): the second's subscribers overbook the budget, so a PATCH (its
    priority to high) answers with last_warning "... overbooked ...", the
-   first gets its warning from the scanner's recount, both before due, and
+   first gets its warning from the scanner's next estimate (every 10 s), both
+   before due, and
    herald_task_warnings_total{kind="overbooked"} counts them; both stay
    scheduled and are pushed.  While both run, the high task gets 2/3 of the
    budget: from the delivery log, its share of the pushes in the whole
@@ -112,7 +113,7 @@ def main():
         row = env.task(normal, "state, last_warning")
         check(warned and row[0] == "scheduled" and "overbooked" in row[1]
               and int(time.time() * 1000) < due2,
-              "the scanner's recount warns the first task too, before due, still scheduled "
+              "the scanner's next estimate warns the first task too, before due, still scheduled "
               "(%s)" % (row,))
         count = metric(env.metrics(env.dsp_port), "herald_task_warnings_total",
                        '{kind="overbooked"}') or 0
