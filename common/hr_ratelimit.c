@@ -109,8 +109,14 @@ int hr_ratelimit_take_paced(hr_redis *r, int64_t task, const char *who, int64_t 
     hr_key_task(hr_redis_prefix(r), keys[2], sizeof keys[2], task, HR_KEY_SUBS);
     snprintf(finish_s, sizeof finish_s, "%" PRId64, finish_ms);
     snprintf(now_s, sizeof now_s, "%" PRId64, now_ms);
-    return rl_run(r, HR_LUA_RATELIMIT, 3, keys, cap > 0 ? cap : 0, want, extra, now_ms, granted,
-                  rate, wait_ms, errstr, errlen);
+    if (rl_run(r, HR_LUA_RATELIMIT, 3, keys, cap > 0 ? cap : 0, want, extra, now_ms, granted, rate,
+               wait_ms, errstr, errlen) < 0)
+        return -1;
+    /* The limit rises to the cap at finish_by: a caller refused in the
+     * second it falls in asks again then, not a second later. */
+    if (*granted < want && finish_ms > now_ms && finish_ms - now_ms < *wait_ms)
+        *wait_ms = finish_ms - now_ms;
+    return 0;
 }
 
 int hr_ratelimit_take_share(hr_redis *r, const char *channel, int64_t task, int weight,
