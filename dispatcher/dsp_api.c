@@ -356,17 +356,25 @@ static void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req
         goto done;
     }
     {
-        const hr_mysql_param p[] = {
-            HR_P_STR(in.t.name), HR_P_STR(in.t.topic), HR_P_STR(in.t.channel), HR_P_STR(in.t.title),
-            HR_P_STR(in.t.body), dsp_api_p_str(in.t.payload), HR_P_I64(in.t.due_ms),
-            in.has_freeze ? HR_P_I64(in.t.freeze_ms) : HR_P_NULL, HR_P_I64(in.t.rate_limit),
-            HR_P_I64(in.t.chunk_size), HR_P_I64(in.t.throttle_limit),
-            HR_P_I64(in.t.throttle_window_s), dsp_api_p_str(scope),
-            dsp_api_p_str(in.t.throttle_key), dsp_api_p_str(in.t.throttle_mode),
-            dsp_api_p_ttl(in.t.ttl_s), dsp_api_p_str(in.t.collapse_key),
-            HR_P_STR(hr_priority_name(in.t.priority)),
-            /* pacing */
-            dsp_api_p_finish(&in.t)};
+        const hr_mysql_param p[] = {HR_P_STR(in.t.name),
+                                    HR_P_STR(in.t.topic),
+                                    HR_P_STR(in.t.channel),
+                                    HR_P_STR(in.t.title),
+                                    HR_P_STR(in.t.body),
+                                    dsp_api_p_str(in.t.payload),
+                                    HR_P_I64(in.t.due_ms),
+                                    in.has_freeze ? HR_P_I64(in.t.freeze_ms) : HR_P_NULL,
+                                    HR_P_I64(in.t.rate_limit),
+                                    HR_P_I64(in.t.chunk_size),
+                                    HR_P_I64(in.t.throttle_limit),
+                                    HR_P_I64(in.t.throttle_window_s),
+                                    dsp_api_p_str(scope),
+                                    dsp_api_p_str(in.t.throttle_key),
+                                    dsp_api_p_str(in.t.throttle_mode),
+                                    dsp_api_p_ttl(in.t.ttl_s),
+                                    dsp_api_p_str(in.t.collapse_key),
+                                    HR_P_STR(hr_priority_name(in.t.priority)),
+                                    dsp_api_p_finish(&in.t)};
 
         if (hr_mysql_exec(ac->m,
                           "INSERT INTO push_task (name, topic, channel, title, body, payload, "
@@ -460,12 +468,15 @@ static void dsp_api_patch(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
         }
     }
     {
-        const hr_mysql_param p[] = {HR_P_STR(in.t.title), HR_P_STR(in.t.body),
-                                    dsp_api_p_str(in.t.payload), HR_P_I64(in.t.due_ms),
-                                    dsp_api_p_ttl(in.t.ttl_s), dsp_api_p_str(in.t.collapse_key),
+        const hr_mysql_param p[] = {HR_P_STR(in.t.title),
+                                    HR_P_STR(in.t.body),
+                                    dsp_api_p_str(in.t.payload),
+                                    HR_P_I64(in.t.due_ms),
+                                    dsp_api_p_ttl(in.t.ttl_s),
+                                    dsp_api_p_str(in.t.collapse_key),
                                     HR_P_STR(hr_priority_name(in.t.priority)),
-                                    /* pacing */
-                                    dsp_api_p_finish(&in.t), HR_P_I64(id)};
+                                    dsp_api_p_finish(&in.t),
+                                    HR_P_I64(id)};
 
         if (hr_mysql_exec(ac->m,
                           "UPDATE push_task SET title = ?, body = ?, payload = ?, "
