@@ -12,9 +12,11 @@
  *
  * The task's throttle rule (hr_throttle.h) is resolved here too.
  *
- * wk_task also carries the per-task share of the push rate limit granted
- * to this worker (tokens), spent by the sender, and the sender's ready
- * queue of the task (a task has one channel, so one queue). */
+ * wk_task also carries the tokens of the task's two budgets granted to
+ * this worker: its own rate limit (or finish_by's rate) and its weighted
+ * share of its channel's (docs/scheduling.md), spent by the sender, and
+ * the sender's ready queue of the task (a task has one channel, so one
+ * queue). */
 #ifndef WK_TASK_H
 #define WK_TASK_H
 
