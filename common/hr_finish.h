@@ -2,7 +2,7 @@
  * dispatcher's sweeper and the worker's reporter.
  *
  * `done` means every subscription is accounted for: the outcomes (sent,
- * failed, throttled, pulled, cancelled, unregistered) add up to at least the task's
+ * failed, throttled, pulled, cancelled, unregistered, expired) add up to at least the task's
  * push_subscription rows.  When they do not (Redis lost recipients, a set
  * was flushed, a bug), the task does not claim success: it becomes
  * `failed` with `unaccounted` = the gap and a last_error that says so, and
@@ -15,14 +15,16 @@
 #include <stdint.h>
 
 #include "hr_mysql.h"
+#include "hr_progress.h"
 #include "hr_redis.h"
 
 /* A task's outcome counters; -1 = not known (MySQL's value stands). */
 typedef struct hr_outcomes {
     int64_t sent, failed, throttled, pulled, cancelled, retried, unregistered;
+    int64_t expired; /* expiry (009_expiry.sql) */
 } hr_outcomes;
 
-#define HR_OUTCOMES_UNKNOWN ((hr_outcomes){-1, -1, -1, -1, -1, -1, -1})
+#define HR_OUTCOMES_UNKNOWN ((hr_outcomes){-1, -1, -1, -1, -1, -1, -1, -1})
 
 /* Reads the task's stats hash into *OUT (0 for a field it lacks).  0 or -1. */
 int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr, size_t errlen);
@@ -31,6 +33,22 @@ int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr
  * values, each -1 = leave it): what the worker's reporter writes.  0 or
  * -1. */
 int hr_finish_raise(hr_mysql *m, int64_t id, const hr_outcomes *stats, char *errstr, size_t errlen);
+
+/* drop_set.lua: the recipients left in task ID's subs (SEQ < 0) or in its
+ * chunk SEQ are dropped and counted as OUTCOME (HR_OUTCOME_CANCELLED or
+ * HR_OUTCOME_EXPIRED).  OWNER is the calling worker's id (its lease goes
+ * with the chunk), NULL for a dispatcher.  *N gets the number this call
+ * dropped, -1 when another process holds the chunk's lease (nothing
+ * changed); *TOTAL the stats hash's counter of OUTCOME after the call, the
+ * value MySQL gets (hr_finish_count).  0 or -1. */
+int hr_finish_drop(hr_redis *r, int64_t id, int64_t seq, hr_outcome outcome, const char *owner,
+                   int64_t *n, int64_t *total, char *errstr, size_t errlen);
+
+/* push_task.<OUTCOME> := TOTAL (a stats hash counter hr_finish_drop
+ * answered), never lower: every dropper writes the same counter this way,
+ * so concurrent drops never add up wrong.  0 or -1. */
+int hr_finish_count(hr_mysql *m, int64_t id, hr_outcome outcome, int64_t total, char *errstr,
+                    size_t errlen);
 
 typedef struct hr_finish_result {
     int64_t subscriptions; /* push_subscription rows */

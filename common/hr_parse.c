@@ -1,7 +1,7 @@
 /* hr_parse: strict parsing shared by the API and heraldctl (see hr_parse.h).
  *
  * Times are parsed digit by digit (sscanf's %2d would take " 5" or "+5")
- * and converted with days_from_civil instead of timegm, which silently
+ * and converted with hr_tz_days_from_civil instead of timegm, which silently
  * carries Feb 30 into March: a field out of its calendar range is refused
  * before any arithmetic.
  *
@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "hr_template.h"
+#include "hr_tz.h"
 
 #define HR_PARSE_PATH_MAX 256
 
@@ -40,20 +41,6 @@ static bool hr_parse_leap(int y)
     return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
 }
 
-/* Days since 1970-01-01 of a valid proleptic Gregorian date (H. Hinnant's
- * days_from_civil). */
-static int64_t hr_parse_days(int y, int m, int d)
-{
-    int64_t era, yoe, doy, doe;
-
-    y -= m <= 2;
-    era = (y >= 0 ? y : y - 399) / 400;
-    yoe = y - era * 400;
-    doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
 /* "YYYY-MM-DD" at S (exactly 10 bytes used) into days; false if not a real
  * date of 1970..9999. */
 static bool hr_parse_ymd(const char *s, int64_t *days)
@@ -66,7 +53,7 @@ static bool hr_parse_ymd(const char *s, int64_t *days)
         return false;
     if (y < 1970 || m < 1 || m > 12 || d < 1 || d > mdays[m - 1] + (m == 2 && hr_parse_leap(y)))
         return false;
-    *days = hr_parse_days(y, m, d);
+    *days = hr_tz_days_from_civil(y, m, d);
     return true;
 }
 

@@ -6,7 +6,8 @@
  * the Lua script that takes it out of a set (subs, a chunk):
  *   sent, failed (dead letter), throttled, pulled, cancelled, unregistered
  *   (no live address on the task's channel: every one the provider called
- *   dead was pruned, or there was none)
+ *   dead was pruned, or there was none), expired (not pushed by the task's
+ *   expire_at)
  * and, only for a finished task, `unaccounted`: subscriptions no counter
  * settled (a recipient lost with Redis, a task that failed before
  * chunking, for a moment after a cancel what a worker is still
@@ -38,6 +39,7 @@ typedef enum hr_outcome {
     HR_OUTCOME_PULLED,
     HR_OUTCOME_CANCELLED,
     HR_OUTCOME_UNREGISTERED,
+    HR_OUTCOME_EXPIRED, /* not pushed by the task's expire_at */
     HR_OUTCOME_UNACCOUNTED,
     HR__OUTCOMES
 } hr_outcome;

@@ -11,7 +11,7 @@
  * the command, may be what was lost).  Every script whose answer drives a
  * decision is therefore idempotent on its own output: a re-run answers what
  * the first run did (chunk_move.lua, redrive.lua) or an absolute counter
- * (ack, dead_letter, cancel_set); docs/reliability.md, "Lost
+ * (ack, dead_letter, drop_set); docs/reliability.md, "Lost
  * replies and racing cancels".  A failed
  * connect opens a fail-fast window (100 ms, doubling to 2 s): reconnects
  * within it fail at once with "redis HOST:PORT down (retrying in N ms)". */

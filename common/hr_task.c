@@ -59,6 +59,9 @@ enum {
     COL_TTL,
     COL_COLLAPSE_KEY,
     COL_PRIORITY,
+    /* expiry (009_expiry.sql) */
+    COL_EXPIRE,
+    COL_EXPIRED,
     COL_FINISH_BY,
     COL_LAST_WARNING,
     COL__COUNT
@@ -162,6 +165,8 @@ static const task_col task_cols[] = {
     TC(COL_TTL, TC_INT_NULL, ttl_s),
     TC(COL_COLLAPSE_KEY, TC_STR, collapse_key),
     TC(COL_PRIORITY, TC_PRIORITY, priority),
+    TC(COL_EXPIRE, TC_INT_NULL, expire_ms),
+    TC(COL_EXPIRED, TC_INT, expired),
     TC(COL_FINISH_BY, TC_INT_NULL, finish_ms),
     TC(COL_LAST_WARNING, TC_STR, last_warning),
 };
@@ -318,6 +323,10 @@ int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_
         snprintf(errstr, errlen, "due_at is NULL");
         return -1;
     }
+    if (t->expire_ms > 0 && t->expire_ms <= t->due_ms) {
+        snprintf(errstr, errlen, "expire_at is not after due_at: nothing could ever be sent");
+        return -1;
+    }
     if (t->rate_limit < 0) {
         snprintf(errstr, errlen, "rate_limit %" PRId64 " is negative", t->rate_limit);
         return -1;
@@ -381,6 +390,11 @@ int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_
             return -1;
     }
     return 0;
+}
+
+bool hr_task_expired(const hr_task *t, int64_t now_ms)
+{
+    return t->expire_ms > 0 && now_ms >= t->expire_ms;
 }
 
 void hr_task_free(hr_task *t)

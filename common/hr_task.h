@@ -25,7 +25,8 @@
     "throttle_key, throttle_mode, control, state, last_error, claimed_by, "                      \
     "CAST(ROUND(UNIX_TIMESTAMP(lease_until) * 1000) AS SIGNED), "                                \
     "total, sent, failed, throttled, pulled, cancelled, retried, unregistered, "                 \
-    "ttl_s, collapse_key, priority" HR_TASK_COLUMNS_PACING
+    "ttl_s, collapse_key, priority, " /* expiry (009_expiry.sql) */                              \
+    "CAST(ROUND(UNIX_TIMESTAMP(expire_at) * 1000) AS SIGNED), expired" HR_TASK_COLUMNS_PACING
 
 /* Pacing and admission control (schemas/mysql/007_pacing.sql): finish_by,
  * last_warning. */
@@ -67,6 +68,11 @@ typedef struct hr_task {
     int64_t ttl_s;      /* -1 = NULL (the provider's default) */
     char *collapse_key; /* NULL = none */
     hr_priority priority;
+    /* expiry (009_expiry.sql) */
+    /* expire_at; -1 = NULL (never).  Any value <= 0 means never, so a
+     * task built in memory (zeroed) does not expire. */
+    int64_t expire_ms;
+    int64_t expired; /* recipients counted expired */
     /* pacing (007_pacing.sql) */
     int64_t finish_ms;  /* finish_by, -1 = NULL (no pacing) */
     char *last_warning; /* admission control's, NULL = none */
@@ -92,7 +98,8 @@ bool hr_task_paced(const hr_task *t);
  * channel, chunk_size 1..100000, due_at set, rate_limit >= 0, throttle_limit
  * >= 0 and, when > 0, throttle_window_s 1..2678400, payload absent or a JSON
  * object, ttl_s NULL or 0..2419200, collapse_key NULL or 1..64 bytes on one
- * line, a known priority, finish_by NULL or after due_at, title/body and the channel's templates compile.  ERRSTR gets the
+ * line, a known priority, expire_at and finish_by NULL or after due_at, title/body and the
+ * channel's templates compile.  ERRSTR gets the
  * first problem in words an admin understands, e.g.
  * "chunk_size 0 is outside 1..100000". */
 int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_t errlen);
@@ -104,6 +111,11 @@ int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_
  * ERRSTR says why. */
 int hr_task_set_control(hr_mysql *m, hr_redis *r, int64_t id, hr_control control, char *errstr,
                         size_t errlen);
+
+/* Whether task T's recipients are past its expire_at at NOW_MS (a push
+ * started then would be useless): nothing more is pushed, what is left
+ * counts expired. */
+bool hr_task_expired(const hr_task *t, int64_t now_ms);
 
 void hr_task_free(hr_task *t);
 

@@ -15,11 +15,20 @@
 #include "ctl_fmt.h"
 #include "hr_task.h"
 
+/* expiry (009_expiry.sql): its columns, after the others. */
+#define CREATE_COLS_EXPIRY ", expire_at"
+#define CREATE_VALS_EXPIRY ", ?"
+/* pacing (docs/scheduling.md) */
+#define CREATE_COLS_PACING ", finish_by"
+#define CREATE_VALS_PACING ", ?"
+
 #define CREATE_INSERT                                                                        \
     "INSERT INTO push_task (name, topic, channel, title, body, payload, due_at, freeze_at, " \
     "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "            \
-    "throttle_key, throttle_mode, ttl_s, collapse_key, priority, finish_by) "                \
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "throttle_key, throttle_mode, ttl_s, collapse_key, priority" CREATE_COLS_EXPIRY          \
+        CREATE_COLS_PACING ") "                                                              \
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?" CREATE_VALS_EXPIRY        \
+        CREATE_VALS_PACING ")"
 
 /* Every flag of create_options[], for `heraldctl help create`. */
 const char ctl_create_flags[] =
@@ -48,6 +57,9 @@ const char ctl_create_flags[] =
     "                       its channel's rate_limit: high 2, normal 1)\n"
     "  --finish-by TIME     pace the task to end by then (docs/scheduling.md)\n"
     "  --finish-in D        or to end D after the due time: 10m, 2h, 1d\n"
+    "  --expire-at TIME     recipients not pushed by then count expired (UTC, after the\n"
+    "                       due time; default: never)\n"
+    "  --expire-in D        or expire D after the due time: 30m, 2h, 1d\n"
     "  --quiet              print only the new id\n";
 
 enum {
@@ -74,6 +86,9 @@ enum {
     OPT_FINISH_BY,
     OPT_FINISH_IN,
     OPT_QUIET,
+    /* expiry */
+    OPT_EXPIRE_AT,
+    OPT_EXPIRE_IN,
 };
 
 static const struct option create_options[] = {
@@ -99,6 +114,8 @@ static const struct option create_options[] = {
     {"finish-by", required_argument, NULL, OPT_FINISH_BY},
     {"finish-in", required_argument, NULL, OPT_FINISH_IN},
     {"quiet", no_argument, NULL, OPT_QUIET},
+    {"expire-at", required_argument, NULL, OPT_EXPIRE_AT},
+    {"expire-in", required_argument, NULL, OPT_EXPIRE_IN},
     {NULL, 0, NULL, 0},
 };
 
@@ -108,6 +125,7 @@ typedef struct create_args {
     int64_t freeze_ms;
     char *scope; /* NULL = the topic (the column stays NULL) */
     bool due_given, quiet;
+    int64_t expire_in_ms; /* --expire-in, -1 = not given: resolved against the due time */
     int64_t finish_in_ms; /* --finish-in, -1 = not given */
 } create_args;
 
@@ -143,8 +161,10 @@ static int create_parse(int argc, char **argv, create_args *a)
                      .freeze_ms = -1,
                      .lease_until_ms = -1,
                      .ttl_s = -1,
+                     .expire_ms = -1,
                      .finish_ms = -1};
     a->freeze_ms = -1;
+    a->expire_in_ms = -1;
     a->finish_in_ms = -1;
     optind = 0;
     while ((opt = getopt_long(argc, argv, "", create_options, NULL)) != -1) {
@@ -239,6 +259,19 @@ static int create_parse(int argc, char **argv, create_args *a)
                                        sizeof errstr) < 0)
                 return ctl_usage("create", "%s", errstr);
             break;
+        case OPT_EXPIRE_AT:
+        case OPT_EXPIRE_IN:
+            if (a->t.expire_ms >= 0 || a->expire_in_ms >= 0)
+                return ctl_usage("create", "give one of --expire-at and --expire-in");
+            if (opt == OPT_EXPIRE_AT) {
+                if (ctl_fmt_parse_time("--expire-at", optarg, &a->t.expire_ms, errstr,
+                                       sizeof errstr) < 0)
+                    return ctl_usage("create", "%s", errstr);
+            } else if (ctl_fmt_parse_duration("--expire-in", optarg, &a->expire_in_ms, errstr,
+                                              sizeof errstr) < 0) {
+                return ctl_usage("create", "%s", errstr);
+            }
+            break;
         default:
             return ctl_usage("create", NULL);
         }
@@ -271,6 +304,8 @@ static int create_parse(int argc, char **argv, create_args *a)
         return ctl_usage("create", "--freeze-at must not be after the due time (the task "
                                    "would never be in the pull on its day)");
     a->t.throttle_scope = a->scope != NULL ? a->scope : a->t.topic;
+    if (a->expire_in_ms >= 0)
+        a->t.expire_ms = a->t.due_ms + a->expire_in_ms;
     if (a->finish_in_ms >= 0)
         a->t.finish_ms = a->t.due_ms + a->finish_in_ms;
     return CTL_EXIT_OK;
@@ -284,7 +319,7 @@ static hr_mysql_param create_str_or_null(const char *s)
 int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
 {
     create_args a = {0};
-    char errstr[512], due[40], freeze[40], finish[40];
+    char errstr[512], due[40], freeze[40], expire[40], finish[40];
     hr_mysql *m;
     uint64_t id = 0;
     int rc;
@@ -299,6 +334,7 @@ int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
 
     ctl_fmt_time_sql(a.t.due_ms, due, sizeof due);
     ctl_fmt_time_sql(a.freeze_ms, freeze, sizeof freeze);
+    ctl_fmt_time_sql(a.t.expire_ms, expire, sizeof expire);
     ctl_fmt_time_sql(a.t.finish_ms, finish, sizeof finish);
     hr_mysql_param p[] = {
         HR_P_STR(a.t.name),
@@ -319,6 +355,8 @@ int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
         a.t.ttl_s >= 0 ? HR_P_I64(a.t.ttl_s) : HR_P_NULL,
         create_str_or_null(a.t.collapse_key),
         HR_P_STR(hr_priority_name(a.t.priority)),
+        /* expiry */
+        a.t.expire_ms >= 0 ? HR_P_STR(expire) : HR_P_NULL,
         /* pacing */
         hr_task_paced(&a.t) ? HR_P_STR(finish) : HR_P_NULL,
     };

@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "ctl_fmt.h"
 #include "hr_finish.h"
 #include "hr_state.h"
 #include "hr_subs.h"
@@ -386,6 +387,17 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
         ctl_fail("task %" PRId64 " is dispatching: a dispatcher is chunking it; pause it first "
                  "(heraldctl pause %" PRId64 "), wait until it is paused, recover, then resume",
                  id, id);
+        goto done;
+    }
+    /* expiry: the rebuilt set would hold again the recipients already
+     * counted expired (they have no delivery log row), and nothing would be
+     * pushed anyway. */
+    if (hr_task_expired(t, ctl_fmt_now_ms())) {
+        char when[40];
+
+        ctl_fail("task %" PRId64 " expired at %s: nothing more is pushed and what is left "
+                 "counts expired; nothing to recover",
+                 id, ctl_fmt_time_iso(t->expire_ms, when, sizeof when));
         goto done;
     }
     claimed = state != HR_STATE_SCHEDULED;

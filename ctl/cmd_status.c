@@ -133,7 +133,7 @@ static int status_sample_take(hr_mysql *m, hr_redis *r, int64_t task, status_sam
                          .subs = -1,
                          .pending = -1,
                          .mono_ms = ctl_fmt_mono_ms(),
-                         .live = {-1, -1, -1, -1, -1, -1}};
+                         .live = {-1, -1, -1, -1, -1, -1, -1}};
     if (r != NULL)
         status_redis(r, task, s);
     s->subscriptions = known >= 0 ? known : status_subscriptions(m, task);
@@ -142,8 +142,8 @@ static int status_sample_take(hr_mysql *m, hr_redis *r, int64_t task, status_sam
                           .subs_left = s->subs,
                           .finished = hr_state_final(t->state)};
     {
-        const int64_t mysql[HR_OUTCOME_UNACCOUNTED] = {t->sent,   t->failed,    t->throttled,
-                                                       t->pulled, t->cancelled, t->unregistered};
+        const int64_t mysql[HR_OUTCOME_UNACCOUNTED] = {
+            t->sent, t->failed, t->throttled, t->pulled, t->cancelled, t->unregistered, t->expired};
 
         for (int o = 0; o < HR_OUTCOME_UNACCOUNTED; o++)
             in.outcome[o] = hr_progress_merge(mysql[o], s->live[o]);
@@ -211,7 +211,7 @@ static void status_line(FILE *out, const status_sample *s, double rate, const ch
 static void status_report(const status_sample *s, double rate)
 {
     const hr_task *t = s->t;
-    char due[40], when[32], bar[STATUS_BAR_WIDTH + 3], n[8][32], r[48], eta[48];
+    char due[40], when[32], bar[STATUS_BAR_WIDTH + 3], n[9][32], r[48], eta[48];
     int64_t lag = ctl_fmt_now_ms() - t->due_ms;
 
     status_rate_text(s, rate, r, sizeof r, eta, sizeof eta);
@@ -221,6 +221,9 @@ static void status_report(const status_sample *s, double rate)
     printf("  due       %s (%s%s%s)\n", ctl_fmt_time_iso(t->due_ms, due, sizeof due),
            lag < 0 ? "in " : "", ctl_fmt_eta((lag < 0 ? -lag : lag) / 1000.0, when, sizeof when),
            lag < 0 ? "" : " ago");
+    if (t->expire_ms > 0)
+        printf("  expires   %s%s\n", ctl_fmt_time_iso(t->expire_ms, due, sizeof due),
+               hr_task_expired(t, ctl_fmt_now_ms()) ? " (past: nothing more is pushed)" : "");
     printf("  progress  %s %5.1f%%  %s of %s\n",
            ctl_fmt_bar(status_fraction(s), STATUS_BAR_WIDTH, bar, sizeof bar),
            status_fraction(s) * 100, ctl_fmt_count(s->done, n[0], sizeof n[0]),
@@ -233,12 +236,13 @@ static void status_report(const status_sample *s, double rate)
         printf("  (counted twice %s)", ctl_fmt_count(s->pr.over, n[0], sizeof n[0]));
     printf(
         "\n  mysql     total %s  sent %s  failed %s  throttled %s  pulled %s  cancelled %s  "
-        "retried %s  unregistered %s\n",
+        "retried %s  unregistered %s  expired %s\n",
         ctl_fmt_count(t->total, n[0], sizeof n[0]), ctl_fmt_count(t->sent, n[1], sizeof n[1]),
         ctl_fmt_count(t->failed, n[2], sizeof n[2]), ctl_fmt_count(t->throttled, n[3], sizeof n[3]),
         ctl_fmt_count(t->pulled, n[4], sizeof n[4]), ctl_fmt_count(t->cancelled, n[5], sizeof n[5]),
         ctl_fmt_count(t->retried, n[6], sizeof n[6]),
-        ctl_fmt_count(t->unregistered, n[7], sizeof n[7]));
+        ctl_fmt_count(t->unregistered, n[7], sizeof n[7]),
+        ctl_fmt_count(t->expired, n[8], sizeof n[8]));
     if (s->subs >= 0)
         printf("  redis     subs left %s  pending chunks %s  stats %s\n",
                ctl_fmt_count(s->subs, n[0], sizeof n[0]),

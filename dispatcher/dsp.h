@@ -60,6 +60,7 @@
 #include "hr_metrics.h"
 #include "hr_mysql.h"
 #include "hr_pace.h"
+#include "hr_progress.h"
 #include "hr_redis.h"
 #include "hr_state.h"
 #include "hr_task.h"
@@ -103,6 +104,7 @@ typedef struct dsp_task {
     int64_t due_ms;
     int64_t chunk_size;
     int64_t rate_limit; /* effective; 0 = unlimited */
+    int64_t expire_ms;  /* expire_at; <= 0 = never (dsp_chunk_expire) */
     int64_t next_ms;    /* do not chunk before (rate limit, retry) */
     uint64_t gen;       /* this ownership; reports of an earlier one are ignored */
     int outstanding;    /* produced, delivery report not yet served */
@@ -138,6 +140,7 @@ typedef struct dsp_metrics {
     hr_metrics_child *claimed_timer, *claimed_poller, *claimed_takeover;
     hr_metrics_child *claim_lag;
     hr_metrics_child *reconcile_added, *reconcile_seconds, *unaccounted;
+    hr_metrics_child *expired; /* herald_recipients_expired_total */
     hr_metrics_child *backend_errors[DSP__BACKENDS];
     hr_metrics_family *tasks;        /* herald_tasks{state} */
     hr_metrics_family *api_requests; /* herald_api_requests_total{route,code} */
@@ -307,6 +310,14 @@ int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t 
  * have none, so a later pass does not push it further out.  Chunk and
  * lease keys are the workers' and go when a chunk ends.  0 or -1 (ERRSTR). */
 int dsp_retire_keys(dsp_conn *conn, int64_t id, char *errstr, size_t errlen);
+
+/* dsp_control.c: drops every pending chunk of task ID no live worker holds,
+ * counting its recipients as OUTCOME (hr_finish_drop): adds the count to
+ * *DROPPED, raises *TOTAL to the stats hash's counter, sets *HELD when a
+ * worker held one (that worker drops it).  Used by cancel and by the
+ * chunker at expire_at.  0 or -1. */
+int dsp_drop_chunks(dsp_conn *conn, int64_t id, hr_outcome outcome, int64_t *dropped,
+                    int64_t *total, bool *held, char *errstr, size_t errlen);
 
 /* dsp_metrics.c */
 int dsp_metrics_new(dsp *d, char *errstr, size_t errlen);

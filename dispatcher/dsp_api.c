@@ -136,6 +136,7 @@ static cJSON *dsp_api_task_json(const hr_task *t)
     }
     dsp_api_add_time(o, "due_at", t->due_ms);
     dsp_api_add_time(o, "freeze_at", t->freeze_ms);
+    dsp_api_add_time(o, "expire_at", t->expire_ms > 0 ? t->expire_ms : -1);
     cJSON_AddNumberToObject(o, "rate_limit", (double)t->rate_limit);
     cJSON_AddNumberToObject(o, "chunk_size", (double)t->chunk_size);
     cJSON_AddNumberToObject(o, "throttle_limit", (double)t->throttle_limit);
@@ -165,6 +166,7 @@ static cJSON *dsp_api_task_json(const hr_task *t)
     cJSON_AddNumberToObject(counters, "cancelled", (double)t->cancelled);
     cJSON_AddNumberToObject(counters, "retried", (double)t->retried);
     cJSON_AddNumberToObject(counters, "unregistered", (double)t->unregistered);
+    cJSON_AddNumberToObject(counters, "expired", (double)t->expired);
     return o;
 }
 
@@ -231,8 +233,8 @@ static void dsp_api_task_live(dsp_api_conn *ac, const hr_task *t, cJSON *o)
     char keys[2][256], err[256];
     redisReply *subs, *stats;
     cJSON *live = cJSON_AddObjectToObject(o, "live"), *st, *progress, *oc;
-    const int64_t mysql[HR_OUTCOME_UNACCOUNTED] = {t->sent,   t->failed,    t->throttled,
-                                                   t->pulled, t->cancelled, t->unregistered};
+    const int64_t mysql[HR_OUTCOME_UNACCOUNTED] = {
+        t->sent, t->failed, t->throttled, t->pulled, t->cancelled, t->unregistered, t->expired};
     hr_progress_in in = {.subscriptions = dsp_api_subscriptions(ac, t->id),
                          .subs_left = -1,
                          .finished = hr_state_final(t->state)};
@@ -323,6 +325,12 @@ static hr_mysql_param dsp_api_p_ttl(int64_t ttl_s)
     return ttl_s >= 0 ? HR_P_I64(ttl_s) : HR_P_NULL;
 }
 
+/* expiry: expire_ms <= 0 is the column's NULL (never). */
+static hr_mysql_param dsp_api_p_expire(int64_t expire_ms)
+{
+    return expire_ms > 0 ? HR_P_I64(expire_ms) : HR_P_NULL;
+}
+
 static void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
                            hr_httpd_resp *resp)
 {
@@ -335,6 +343,7 @@ static void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req
                               .ttl_s = -1,
                               .finish_ms = -1,
                               .freeze_ms = -1,
+                              .expire_ms = -1,
                               .control = HR_CONTROL_RUN,
                               .state = HR_STATE_SCHEDULED}};
     hr_task *t = NULL;
@@ -374,17 +383,20 @@ static void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req
                                     dsp_api_p_ttl(in.t.ttl_s),
                                     dsp_api_p_str(in.t.collapse_key),
                                     HR_P_STR(hr_priority_name(in.t.priority)),
+                                    dsp_api_p_expire(in.t.expire_ms),
                                     dsp_api_p_finish(&in.t)};
 
         if (hr_mysql_exec(ac->m,
                           "INSERT INTO push_task (name, topic, channel, title, body, payload, "
                           "due_at, freeze_at, rate_limit, chunk_size, throttle_limit, "
                           "throttle_window_s, throttle_scope, throttle_key, throttle_mode, "
-                          "ttl_s, collapse_key, priority, finish_by) "
+                          "ttl_s, collapse_key, priority, "
+                          /* expiry */ "expire_at, "
+                          /* pacing */ "finish_by) "
                           "VALUES (?, ?, ?, ?, ?, ?, FROM_UNIXTIME(? / 1000), "
                           "FROM_UNIXTIME(? / 1000), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                          "FROM_UNIXTIME(? / 1000))",
-                          p, 19, NULL, &id, NULL, err, sizeof err) < 0) {
+                          "FROM_UNIXTIME(? / 1000), FROM_UNIXTIME(? / 1000))",
+                          p, sizeof p / sizeof p[0], NULL, &id, NULL, err, sizeof err) < 0) {
             dsp_api_backend_error(resp, "mysql", err);
             goto done;
         }

@@ -70,12 +70,14 @@ int dsp_api_parse_json(const char *body, size_t len, cJSON **out, const char **c
 typedef struct dsp_api_input {
     hr_task t;
     bool has_due, has_freeze;
+    int64_t expire_in_s; /* expiry: "expire_in", 0 = not given; sets t.expire_ms */
 } dsp_api_input;
 
 /* The members of body J of POST /v1/tasks (PATCH: only title, body,
  * payload and due_at) into IN, which starts with the defaults or the stored
- * task.  POST also needs name, channel and due_at, and refuses freeze_at
- * after due_at; name, topic, channel, throttle_scope and throttle_key must
+ * task.  POST also needs name, channel and due_at, refuses freeze_at
+ * after due_at, and turns expire_in (seconds after due_at) into
+ * t.expire_ms (not with expire_at); name, topic, channel, throttle_scope and throttle_key must
  * not be empty (hr_parse_name).  The values are not
  * checked against the config: that is hr_task_validate's job. */
 int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char **code,

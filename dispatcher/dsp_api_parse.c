@@ -137,6 +137,9 @@ static const struct dsp_api_field {
     {"ttl", DSP_F_INT, 0, true, false},
     {"collapse_key", DSP_F_STR, 255, true, false},
     {"priority", DSP_F_STR, 16, true, false},
+    /* expiry: expire_at, or expire_in seconds after due_at */
+    {"expire_at", DSP_F_TIME, 0, false, false},
+    {"expire_in", DSP_F_INT, 0, false, false},
     /* pacing (docs/scheduling.md) */
     {"finish_by", DSP_F_TIME, 0, true, false},
 };
@@ -239,10 +242,21 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
             in->t.ttl_s = (int64_t)v->valuedouble;
         } else if (strcmp(fd->name, "collapse_key") == 0)
             in->t.collapse_key = v->valuestring;
-        else if (strcmp(fd->name, "finish_by") == 0)
+        else if (strcmp(fd->name, "expire_at") == 0) {
+            /* 0 is the in-memory "never": 1970 is before any due_at. */
+            if (ms <= 0)
+                return dsp_api_refuse(code, "bad_field", errstr, errlen,
+                                      "expire_at must be after due_at");
+            in->t.expire_ms = ms;
+        } else if (strcmp(fd->name, "expire_in") == 0) {
+            if (v->valuedouble < 1)
+                return dsp_api_refuse(code, "bad_field", errstr, errlen,
+                                      "expire_in must be at least 1 second");
+            in->expire_in_s = (int64_t)v->valuedouble;
+        } else if (strcmp(fd->name, "finish_by") == 0) {
             in->t.finish_ms = ms;
-        else if (strcmp(fd->name, "priority") == 0 &&
-                 hr_priority_parse(v->valuestring, &in->t.priority) < 0)
+        } else if (strcmp(fd->name, "priority") == 0 &&
+                   hr_priority_parse(v->valuestring, &in->t.priority) < 0)
             return dsp_api_refuse(code, "bad_field", errstr, errlen,
                                   "priority must be high or normal");
     }
@@ -253,6 +267,12 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
     if (!patch && (in->t.name == NULL || in->t.channel == NULL || !in->has_due))
         return dsp_api_refuse(code, "missing_field", errstr, errlen,
                               "name, channel and due_at are required");
+    if (in->expire_in_s > 0) {
+        if (in->t.expire_ms > 0)
+            return dsp_api_refuse(code, "bad_field", errstr, errlen,
+                                  "give one of expire_at and expire_in");
+        in->t.expire_ms = in->t.due_ms + in->expire_in_s * 1000;
+    }
     /* A task frozen only after its due time never shows in the pull on its
      * day (the pull serves frozen tasks). */
     if (in->has_freeze && in->t.freeze_ms > in->t.due_ms)

@@ -12,7 +12,7 @@
  * - DELETE /v1/tasks/{id}/subscribers/{uid}: the MySQL row and the set
  *   member, also only while `scheduled`.
  * - GET /v1/users/{uid}/reminders?date=YYYY-MM-DD[&ack=1]: the unfinished,
- *   frozen tasks due that UTC day the uid is subscribed to, title and body
+ *   frozen, unexpired tasks due that UTC day the uid is subscribed to, title and body
  *   rendered (uid, task.*, payload.*, user.* from P user:<uid>).  ack=1
  *   moves the uid from subs to pulled (pull_ack.lua) and, when it moved,
  *   writes a `pulled` push_delivery row and pulled = pulled + 1. */
@@ -320,7 +320,10 @@ void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr
                             "AND due_at < FROM_UNIXTIME(? / 1000) "
                             "AND state NOT IN ('done', 'cancelled', 'failed') "
                             "AND COALESCE(freeze_at, CAST(DATE(due_at) AS DATETIME(3))) "
-                            "<= UTC_TIMESTAMP(3) ORDER BY due_at, id",
+                            "<= UTC_TIMESTAMP(3) "
+                            /* expiry: a reminder past its expire_at is no use */
+                            "AND (expire_at IS NULL OR expire_at > UTC_TIMESTAMP(3)) "
+                            "ORDER BY due_at, id",
                             p, 3, &tasks, &n, err, sizeof err) < 0) {
             dsp_api_backend_error(resp, "mysql", err);
             return;

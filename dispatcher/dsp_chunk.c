@@ -7,7 +7,8 @@
  *   produce.  A chunk counts as published only on its delivery report,
  *   which queues a dsp_report; the reports become push_chunk rows and
  *   push_task.total here too.  Empty subs and no report outstanding ->
- *   `dispatched`.
+ *   `dispatched`.  Past the task's expire_at nothing more is chunked: what
+ *   is left counts expired (dsp_chunk_expire).
  * - At exit: flush the producer, write the reports, mark finished tasks,
  *   release the leases.
  *
@@ -23,6 +24,7 @@
 
 #include "dsp.h"
 #include "hr_chunkmsg.h"
+#include "hr_finish.h"
 #include "hr_keys.h"
 #include "hr_log.h"
 #include "hr_ratelimit.h"
@@ -276,6 +278,43 @@ static int64_t dsp_grant(dsp *d, dsp_task *dt, int64_t now, bool *failed, char *
     return granted;
 }
 
+/* At or after the task's expire_at nothing more is chunked (also for a
+ * task that wakes up after it, its subs complete since the reconciliation
+ * ran first): what is left in subs and in the pending chunks no worker
+ * holds counts expired (drop_set.lua); a chunk a worker holds is expired
+ * by that worker, which checks before every push it starts, and one whose
+ * worker died is expired by the worker the sweeper's republish reaches.
+ * The task then goes on as one whose subs ran out: dispatched, and done
+ * when no chunk is pending, every subscription accounted.
+ * Hook for recipients parked for a later release (quiet hours, a per-task
+ * wait ZSET; not built here): they must be counted expired here too, with
+ * one more drop (drop_set.lua counts a SET with SCARD: a ZSET needs ZCARD). */
+static void dsp_chunk_expire(dsp *d, dsp_task *dt)
+{
+    dsp_conn *conn = &d->loop_conn;
+    int64_t dropped = 0, total = 0;
+    bool held = false;
+    char err[512];
+
+    if (hr_finish_drop(conn->r, dt->id, -1, HR_OUTCOME_EXPIRED, NULL, &dropped, &total, err,
+                       sizeof err) < 0 ||
+        dsp_drop_chunks(conn, dt->id, HR_OUTCOME_EXPIRED, &dropped, &total, &held, err,
+                        sizeof err) < 0) {
+        dsp_conn_failed(d, conn, DSP_REDIS, err);
+        return;
+    }
+    /* Without it the stats hash keeps the count, and the finish
+     * (hr_finish_task) raises MySQL to it. */
+    if (hr_finish_count(conn->m, dt->id, HR_OUTCOME_EXPIRED, total, err, sizeof err) < 0)
+        hr_log_warn("expired_count_lost", "task=%" PRId64 " expired=%" PRId64 " error=%s", dt->id,
+                    total, err);
+    hr_metrics_add(d->met.expired, (uint64_t)dropped);
+    hr_log_info("task_expired",
+                "task=%" PRId64 " dropped=%" PRId64 " expired=%" PRId64 " held=%d late_ms=%" PRId64,
+                dt->id, dropped, total, held, dsp_now_ms() - dt->expire_ms);
+    dt->subs_empty = true;
+}
+
 /* One chunk of T: grant, seq, move, produce.  true when a chunk moved. */
 static bool dsp_chunk_one(dsp *d, dsp_task *dt)
 {
@@ -296,6 +335,10 @@ static bool dsp_chunk_one(dsp *d, dsp_task *dt)
         if (failed)
             goto redis_failed;
         dt->next_ms = now + DSP_CTL_RECHECK_MS;
+        return false;
+    }
+    if (dt->expire_ms > 0 && now >= dt->expire_ms) {
+        dsp_chunk_expire(d, dt);
         return false;
     }
     n = dsp_grant(d, dt, now, &failed, err, sizeof err);

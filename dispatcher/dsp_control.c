@@ -14,7 +14,7 @@
  *     or it never reached dispatched, else dispatched.  Parked chunks
  *     (pending, no lease) are republished at once, counted as redelivered.
  *   - control=cancel on an unfinished task: subs and the pending chunks no
- *     worker holds are dropped and counted as cancelled (cancel_set.lua,
+ *     worker holds are dropped and counted as cancelled (drop_set.lua,
  *     stats), state -> cancelled.  Chunks held by live workers are
  *     cancelled by those workers; the task goes into the cancel_held set,
  *     and every later scan drops those chunks once their leases expired
@@ -26,7 +26,7 @@
  *     is empty.  (A done transition that read an empty pending just before
  *     the redrive's move can land after the redrive's own UPDATE.)
  *   push_task.cancelled is always the stats hash's cancelled counter (as
- *   cancel_set.lua answers it, to dispatchers and workers) written with GREATEST:
+ *   drop_set.lua answers it, to dispatchers and workers) written with GREATEST:
  *   several dispatchers cancel one task at once, each dropping a part, and
  *   workers cancel held chunks; adding each one's part would count only the
  *   parts whose UPDATE passed the state guard. */
@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "dsp.h"
+#include "hr_finish.h"
 #include "hr_keys.h"
 #include "hr_log.h"
 #include "hr_state.h"
@@ -91,52 +92,8 @@ static int dsp_control_resume(dsp *d, int64_t id, bool claimed, bool reached_dis
     return 0;
 }
 
-/* dsp_control_drop's answer for a chunk a live worker holds. */
-#define DSP_CONTROL_HELD (-2)
-
-/* Drops one set (subs, or chunk SEQ) with cancel_set.lua and raises *TOTAL
- * to the stats hash's cancelled counter after the call.  The count this
- * call cancelled, DSP_CONTROL_HELD for a chunk a worker holds, -1 on error. */
-static int64_t dsp_control_drop(dsp_conn *conn, int64_t id, const char *seq, int64_t *total,
-                                char *errstr, size_t errlen)
-{
-    const char *prefix = hr_redis_prefix(conn->r);
-    char set[HR_KEY_MAX], stats[HR_KEY_MAX], pending[HR_KEY_MAX], lease[HR_KEY_MAX];
-    const char *argv[5] = {set, stats, pending, lease, seq};
-    redisReply *reply;
-    int64_t n = -1;
-
-    hr_key_task(prefix, stats, sizeof stats, id, HR_KEY_STATS);
-    if (seq == NULL) {
-        hr_key_task(prefix, set, sizeof set, id, HR_KEY_SUBS);
-        reply = hr_redis_eval(conn->r, HR_LUA_CANCEL_SET, 2, 2, argv, NULL, errstr, errlen);
-    } else {
-        hr_key_chunk(prefix, set, sizeof set, id, strtoll(seq, NULL, 10));
-        hr_key_task(prefix, pending, sizeof pending, id, HR_KEY_PENDING);
-        hr_key_lease(prefix, lease, sizeof lease, id, strtoll(seq, NULL, 10));
-        reply = hr_redis_eval(conn->r, HR_LUA_CANCEL_SET, 4, 5, argv, NULL, errstr, errlen);
-    }
-    if (reply == NULL)
-        return -1;
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
-        reply->element[0]->type != REDIS_REPLY_INTEGER ||
-        reply->element[1]->type != REDIS_REPLY_INTEGER) {
-        snprintf(errstr, errlen, "cancel_set: unexpected reply");
-        goto done;
-    }
-    n = reply->element[0]->integer < 0 ? DSP_CONTROL_HELD : reply->element[0]->integer;
-    if (reply->element[1]->integer > *total)
-        *total = reply->element[1]->integer;
-done:
-    freeReplyObject(reply);
-    return n;
-}
-
-/* Drops every pending chunk of task ID no live worker holds.  Adds the
- * count to *DROPPED and raises *TOTAL (dsp_control_drop); *HELD says whether a
- * worker held one.  0 or -1. */
-static int dsp_control_drop_chunks(dsp_conn *conn, int64_t id, int64_t *dropped, int64_t *total,
-                                   bool *held, char *errstr, size_t errlen)
+int dsp_drop_chunks(dsp_conn *conn, int64_t id, hr_outcome outcome, int64_t *dropped,
+                    int64_t *total, bool *held, char *errstr, size_t errlen)
 {
     char pending[256];
     redisReply *all;
@@ -149,10 +106,14 @@ static int dsp_control_drop_chunks(dsp_conn *conn, int64_t id, int64_t *dropped,
     if (all == NULL)
         return -1;
     for (i = 0; i < all->elements; i++) {
-        n = dsp_control_drop(conn, id, all->element[i]->str, total, errstr, errlen);
-        if (n == -1)
+        int64_t seen = 0;
+
+        if (hr_finish_drop(conn->r, id, strtoll(all->element[i]->str, NULL, 10), outcome, NULL, &n,
+                           &seen, errstr, errlen) < 0)
             goto done;
-        if (n == DSP_CONTROL_HELD)
+        if (seen > *total)
+            *total = seen;
+        if (n < 0)
             *held = true;
         else
             *dropped += n;
@@ -161,18 +122,6 @@ static int dsp_control_drop_chunks(dsp_conn *conn, int64_t id, int64_t *dropped,
 done:
     freeReplyObject(all);
     return rc;
-}
-
-/* push_task.cancelled := the stats hash's counter TOTAL, never lower: the
- * one count every canceller (each dispatcher, each worker's wk_chunk_cancel)
- * writes the same way, so concurrent cancels never add up wrong. */
-static int dsp_control_count(dsp_conn *conn, int64_t id, int64_t total, char *errstr, size_t errlen)
-{
-    const hr_mysql_param p[] = {HR_P_I64(total), HR_P_I64(id)};
-
-    return hr_mysql_exec(conn->m,
-                         "UPDATE push_task SET cancelled = GREATEST(cancelled, ?) WHERE id = ?", p,
-                         2, NULL, NULL, NULL, errstr, errlen);
 }
 
 /* The Redis set of cancelled tasks with chunks a worker held at the
@@ -193,10 +142,11 @@ static int dsp_control_cancel(dsp *d, int64_t id, char *errstr, size_t errlen)
 
     if (hr_task_set_control(NULL, conn->r, id, HR_CONTROL_CANCEL, errstr, errlen) < 0)
         return -1;
-    dropped = dsp_control_drop(conn, id, NULL, &total, errstr, errlen);
-    if (dropped < 0)
+    if (hr_finish_drop(conn->r, id, -1, HR_OUTCOME_CANCELLED, NULL, &dropped, &total, errstr,
+                       errlen) < 0)
         return -1;
-    if (dsp_control_drop_chunks(conn, id, &dropped, &total, &held, errstr, errlen) < 0)
+    if (dsp_drop_chunks(conn, id, HR_OUTCOME_CANCELLED, &dropped, &total, &held, errstr, errlen) <
+        0)
         return -1;
     if (held) {
         /* The holder cancels its chunk itself, unless it never comes back
@@ -208,7 +158,7 @@ static int dsp_control_cancel(dsp *d, int64_t id, char *errstr, size_t errlen)
             return -1;
         freeReplyObject(reply);
     }
-    if (dsp_control_count(conn, id, total, errstr, errlen) < 0) {
+    if (hr_finish_count(conn->m, id, HR_OUTCOME_CANCELLED, total, errstr, errlen) < 0) {
         /* The stats hash keeps the count; the next scan writes it. */
         hr_log_error("cancel_count_lost", "task=%" PRId64 " cancelled=%" PRId64 " error=%s", id,
                      total, errstr);
@@ -248,8 +198,10 @@ static void dsp_control_held(dsp *d)
         int64_t id = strtoll(ids->element[i]->str, NULL, 10), dropped = 0, total = 0;
         bool held = false;
 
-        if (dsp_control_drop_chunks(conn, id, &dropped, &total, &held, err, sizeof err) < 0 ||
-            (dropped > 0 && dsp_control_count(conn, id, total, err, sizeof err) < 0)) {
+        if (dsp_drop_chunks(conn, id, HR_OUTCOME_CANCELLED, &dropped, &total, &held, err,
+                            sizeof err) < 0 ||
+            (dropped > 0 &&
+             hr_finish_count(conn->m, id, HR_OUTCOME_CANCELLED, total, err, sizeof err) < 0)) {
             hr_log_warn("control_failed", "task=%" PRId64 " control=cancel error=%s", id, err);
             break;
         }

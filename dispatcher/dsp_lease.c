@@ -70,6 +70,7 @@ bool dsp_own(dsp *d, const hr_task *t, const char *via)
     dt->rate_limit = dsp_task_rate_limit(d, t);
     dt->cap = dt->rate_limit;
     dt->finish_ms = hr_task_paced(t) ? t->finish_ms : -1;
+    dt->expire_ms = t->expire_ms;
     dt->gen = ++d->gen_next;
     d->tasks.v[d->tasks.n++] = dt;
     hr_metrics_inc(strcmp(via, "timer") == 0    ? d->met.claimed_timer

@@ -22,7 +22,8 @@ int dsp_metrics_new(dsp *d, char *errstr, size_t errlen)
 {
     dsp_metrics *m = &d->met;
     hr_metrics_family *published, *redelivered, *claimed, *lag, *waits, *errors;
-    hr_metrics_family *rc_added, *rc_seconds, *unaccounted, *paced, *paced_rate, *warnings;
+    hr_metrics_family *rc_added, *rc_seconds, *unaccounted, *expired;
+    hr_metrics_family *paced, *paced_rate, *warnings;
     const hr_metrics_spec specs[] = {
         {&published, "herald_chunks_published_total", "Chunks whose first publish Kafka confirmed",
          HR_METRICS_COUNTER, NULL, NULL, 0},
@@ -43,6 +44,10 @@ int dsp_metrics_new(dsp *d, char *errstr, size_t errlen)
          NULL, HR_METRICS_BUCKETS(dsp_rc_buckets)},
         {&unaccounted, "herald_recipients_unaccounted_total",
          "Subscriptions with no outcome when their task finished (the task is failed)",
+         HR_METRICS_COUNTER, NULL, NULL, 0},
+        {&expired, "herald_recipients_expired_total",
+         "Recipients the chunker counted expired at their task's expire_at (subs and chunks no "
+         "worker held; workers count theirs in herald_pushes_total{outcome=\"expired\"})",
          HR_METRICS_COUNTER, NULL, NULL, 0},
         {&m->tasks, "herald_tasks", "Tasks by state (refreshed by the scanner)", HR_METRICS_GAUGE,
          "state", NULL, 0},
@@ -76,6 +81,7 @@ int dsp_metrics_new(dsp *d, char *errstr, size_t errlen)
     m->reconcile_added = hr_metrics_labels(rc_added, NULL);
     m->reconcile_seconds = hr_metrics_labels(rc_seconds, NULL);
     m->unaccounted = hr_metrics_labels(unaccounted, NULL);
+    m->expired = hr_metrics_labels(expired, NULL);
     m->claimed_timer = hr_metrics_labels(claimed, "timer");
     m->claimed_poller = hr_metrics_labels(claimed, "poller");
     m->claimed_takeover = hr_metrics_labels(claimed, "takeover");

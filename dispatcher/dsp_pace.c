@@ -116,7 +116,8 @@ static int dsp_pace_others(hr_mysql *m, const hr_task *t, int64_t *ids, int64_t 
     if (hr_mysql_query(
             m,
             "SELECT id, CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), "
-            "GREATEST(0, total - sent - failed - throttled - pulled - cancelled - unregistered), "
+            "GREATEST(0, total - sent - failed - throttled - pulled - cancelled - unregistered "
+            "- expired), "
             "rate_limit, priority, "
             "COALESCE(CAST(ROUND(UNIX_TIMESTAMP(finish_by) * 1000) AS SIGNED), -1) "
             "FROM push_task WHERE channel = ? AND id <> ? AND due_at IS NOT NULL "
@@ -161,7 +162,7 @@ int dsp_admit(dsp *d, hr_mysql *m, hr_redis *r, const hr_task *t, int64_t now, c
     finish[0] = -1; /* its own finish_by is what the estimate is checked against */
     loads[0] = (hr_pace_load){.due_ms = t->due_ms,
                               .size = t->total - t->sent - t->failed - t->throttled - t->pulled -
-                                      t->cancelled - t->unregistered,
+                                      t->cancelled - t->unregistered - t->expired,
                               .cap = t->rate_limit,
                               .weight = hr_pace_weight(t->priority)};
     n = dsp_pace_others(m, t, ids + 1, finish + 1, loads + 1, HR_PACE_MAX_LOADS - 1, errstr,
@@ -177,8 +178,7 @@ int dsp_admit(dsp *d, hr_mysql *m, hr_redis *r, const hr_task *t, int64_t now, c
             loads[i].cap = hr_pace_rate(loads[i].size, loads[i].due_ms, finish[i], loads[i].cap);
     }
     hr_pace_estimate_run(loads, (size_t)n + 1, capacity, &e);
-    /* expire_at: the hook for the expiry column (-1 until it exists). */
-    kinds = hr_pace_warning(&e, ch->name, capacity, t->finish_ms, -1, text, sizeof text);
+    kinds = hr_pace_warning(&e, ch->name, capacity, t->finish_ms, t->expire_ms, text, sizeof text);
     {
         const hr_mysql_param p[] = {kinds ? HR_P_STR(text) : HR_P_NULL, HR_P_I64(t->id),
                                     kinds ? HR_P_STR(text) : HR_P_NULL};

@@ -494,6 +494,16 @@ void wk_chan_pump(wk_chan *chan)
             uv_timer_start(&chan->wake, wk_chan_wake_cb, (uint64_t)(wait_ms > 0 ? wait_ms : 1), 0);
             return;
         }
+        if (hr_task_expired(wt->row, now)) {
+            /* Useless now: settled held, spending no token; its chunk
+             * counts it and the rest expired (wk_lifecycle_push_done). */
+            wk_push_result res = {.delivered = false};
+
+            push = TAILQ_FIRST(&wt->ready);
+            wk_chan_dequeue(chan, push);
+            wk_chan_end(chan, push, &res, WK_END_HELD, NULL);
+            continue;
+        }
         x = wk_chan_take_xfer(chan);
         if (x == NULL) {
             hr_log_error("curl_handle_error", "channel=%s", chan->cfg->name);

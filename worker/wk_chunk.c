@@ -616,32 +616,6 @@ int wk_chunk_close(wk_chunk *c, hr_redis *r, const char *owner, int64_t res[3], 
                             res, 3, errstr, errlen);
 }
 
-int wk_chunk_cancel(wk_chunk *c, hr_redis *r, const char *owner, int64_t *cancelled, int64_t *total,
-                    char *errstr, size_t errlen)
-{
-    char seq[24];
-    const char *argv[] = {c->k_set, c->k_stats, c->k_pending, c->k_lease, seq, owner};
-    redisReply *reply;
-    int rc = -1;
-
-    snprintf(seq, sizeof seq, "%" PRId64, c->msg.seq);
-    reply = hr_redis_eval(r, HR_LUA_CANCEL_SET, 4, 6, argv, NULL, errstr, errlen);
-    if (reply == NULL)
-        return -1;
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
-        reply->element[0]->type != REDIS_REPLY_INTEGER ||
-        reply->element[1]->type != REDIS_REPLY_INTEGER) {
-        snprintf(errstr, errlen, "cancel_set: unexpected reply");
-        goto done;
-    }
-    *cancelled = reply->element[0]->integer;
-    *total = reply->element[1]->integer;
-    rc = 0;
-done:
-    freeReplyObject(reply);
-    return rc;
-}
-
 int wk_chunk_release(wk_chunk *c, hr_redis *r, const char *owner, char *errstr, size_t errlen)
 {
     const char *argv[] = {c->k_lease, owner};

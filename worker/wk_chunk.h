@@ -18,7 +18,8 @@
  * worker to hand to the reporter, which writes them as absolute values.
  *   close     chunk_done.lua once every recipient is settled
  *   release   lease_release.lua when the chunk is abandoned or parked
- *   cancel    cancel_set.lua when the task is cancelled
+ *   drop      hr_finish_drop (drop_set.lua) when the task is cancelled or
+ *             expired (wk_lifecycle_halted)
  * Keys are built once at creation ({t<ID>} hash tag on every one). */
 #ifndef WK_CHUNK_H
 #define WK_CHUNK_H
@@ -40,6 +41,7 @@
 typedef enum wk_chunk_halt {
     WK_CHUNK_RUN = 0,
     WK_CHUNK_PARK,   /* pause: recipients stay, lease released, row 'parked' */
+    WK_CHUNK_EXPIRE, /* the task's expire_at passed: recipients counted as expired and dropped */
     WK_CHUNK_CANCEL, /* cancel: recipients counted as cancelled and dropped */
 } wk_chunk_halt;
 
@@ -156,11 +158,6 @@ int wk_chunk_throttle(wk_chunk *c, hr_redis *r, wk_chunk_throttled *out, char *e
 /* chunk_done.lua: RES gets {removed, pending left, subs left}. */
 int wk_chunk_close(wk_chunk *c, hr_redis *r, const char *owner, int64_t res[3], char *errstr,
                    size_t errlen);
-/* cancel_set.lua: *CANCELLED gets how many recipients were left, or -1
- * when another worker holds a live lease (nothing changed); *TOTAL the
- * stats hash's cancelled counter after the call (what MySQL gets). */
-int wk_chunk_cancel(wk_chunk *c, hr_redis *r, const char *owner, int64_t *cancelled, int64_t *total,
-                    char *errstr, size_t errlen);
 /* lease_release.lua. */
 int wk_chunk_release(wk_chunk *c, hr_redis *r, const char *owner, char *errstr, size_t errlen);
 

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "hr_chunkmsg.h"
+#include "hr_finish.h"
 #include "hr_log.h"
 #include "wk_clock.h"
 #include "wk_control.h"
@@ -160,46 +161,54 @@ static void wk_lifecycle_finish(wk_lifecycle *l, wk_chunk *c)
     wk_lifecycle_unlink(l, c);
 }
 
-/* C stopped by its task's control key and nothing of it is in flight:
- * acknowledge what was delivered, then park it (lease released, the rest
- * stays in the set and pending for the dispatcher to republish on resume)
- * or cancel it (cancel_set.lua); the offset counts as finished. */
+/* C stopped by its task's control key or expire_at and nothing of it is
+ * in flight: acknowledge what was delivered, then park it (lease released,
+ * the rest stays in the set and pending for the dispatcher to republish on
+ * resume) or drop the rest counted as cancelled or expired (drop_set.lua);
+ * the offset counts as finished. */
 static void wk_lifecycle_halted(wk_lifecycle *l, wk_chunk *c)
 {
     wk_event ev = {.kind = WK_EVENT_CHUNK_DONE, .task = c->msg.task};
-    int64_t cancelled = 0, total = 0;
+    int64_t dropped = 0, total = 0;
     char errstr[256];
+    bool expire = c->halt == WK_CHUNK_EXPIRE;
 
     if (wk_lifecycle_flush(l, c) != 0) {
         wk_lifecycle_drop(l, c, "ack failed");
         return;
     }
-    if (c->halt == WK_CHUNK_CANCEL) {
-        /* Only cancelled (the stats hash's counter): sent .. retried are
-         * not carried (-1). */
+    if (c->halt == WK_CHUNK_CANCEL || expire) {
+        /* Only the outcome's counter (the stats hash's): sent .. retried
+         * are not carried (-1). */
         wk_event counters = {
             .kind = WK_EVENT_COUNTERS,
             .task = c->msg.task,
             .u.counters = {
                 .sent = -1, .failed = -1, .throttled = -1, .retried = -1, .unregistered = -1}};
 
-        if (wk_chunk_cancel(c, l->redis, l->owner, &cancelled, &total, errstr, sizeof errstr) !=
-            0) {
+        if (hr_finish_drop(l->redis, c->msg.task, c->msg.seq,
+                           expire ? HR_OUTCOME_EXPIRED : HR_OUTCOME_CANCELLED, l->owner, &dropped,
+                           &total, errstr, sizeof errstr) != 0) {
             wk_lifecycle_drop(l, c, errstr);
             return;
         }
-        if (cancelled < 0) {
-            /* Another worker holds the lease: it cancels the chunk. */
-            hr_log_info("chunk_cancel_foreign", "task=%" PRId64 " seq=%" PRId64, c->msg.task,
-                        c->msg.seq);
+        if (dropped < 0) {
+            /* Another worker holds the lease: it drops the chunk. */
+            hr_log_info(expire ? "chunk_expire_foreign" : "chunk_cancel_foreign",
+                        "task=%" PRId64 " seq=%" PRId64, c->msg.task, c->msg.seq);
             wk_lifecycle_settle_offset(l, c->partition, c->offset);
             wk_lifecycle_unlink(l, c);
             return;
         }
-        counters.u.counters.cancelled = total;
+        if (expire) {
+            counters.u.counters.expired = total;
+            hr_metrics_add(l->met->chans[c->task->ch_index].expired, (uint64_t)dropped);
+        } else {
+            counters.u.counters.cancelled = total;
+        }
         if (total > 0)
             wk_reporter_push(l->reporter, &counters);
-        ev.u.chunk.state = WK_CHUNK_END_CANCELLED;
+        ev.u.chunk.state = expire ? WK_CHUNK_END_EXPIRED : WK_CHUNK_END_CANCELLED;
     } else {
         if (wk_chunk_release(c, l->redis, l->owner, errstr, sizeof errstr) != 0) {
             wk_lifecycle_drop(l, c, errstr);
@@ -211,9 +220,11 @@ static void wk_lifecycle_halted(wk_lifecycle *l, wk_chunk *c)
     ev.u.chunk.seq = c->msg.seq;
     ev.u.chunk.done_ms = wk_clock_now_ms();
     wk_reporter_push(l->reporter, &ev);
-    hr_log_info(c->halt == WK_CHUNK_CANCEL ? "chunk_cancelled" : "chunk_parked",
-                "task=%" PRId64 " seq=%" PRId64 " sent=%" PRId64 " cancelled=%" PRId64, c->msg.task,
-                c->msg.seq, c->sent, cancelled);
+    hr_log_info(c->halt == WK_CHUNK_CANCEL ? "chunk_cancelled"
+                : expire                   ? "chunk_expired"
+                                           : "chunk_parked",
+                "task=%" PRId64 " seq=%" PRId64 " sent=%" PRId64 " dropped=%" PRId64, c->msg.task,
+                c->msg.seq, c->sent, dropped);
     wk_lifecycle_settle_offset(l, c->partition, c->offset);
     wk_lifecycle_unlink(l, c);
 }
@@ -234,8 +245,9 @@ static void wk_lifecycle_hold(wk_lifecycle *l, wk_chunk *c)
     }
 }
 
-/* Stops starting requests for C (HALT: park or cancel; cancel overrides a
- * park under way); running requests finish and are not retried. */
+/* Stops starting requests for C (HALT: park, expire or cancel; each
+ * overrides the ones before it under way); running requests finish and
+ * are not retried. */
 void wk_lifecycle_halt(wk_lifecycle *l, wk_chunk *c, wk_chunk_halt halt)
 {
     /* A chunk being revoked is given up anyway; its next owner parks or
@@ -298,7 +310,13 @@ void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res)
         hr_metrics_add(l->met->retries, (uint64_t)retries);
     }
     if (res->held) {
-        if (c->open == 0)
+        /* The sender refused to start a push of an expired task
+         * (wk_chan_pump; a retry due past expire_at waited until then):
+         * the rest of the chunk expires with it. */
+        if (c->halt == WK_CHUNK_RUN && !c->revoked &&
+            hr_task_expired(c->task->row, wk_clock_now_ms()))
+            wk_lifecycle_halt(l, c, WK_CHUNK_EXPIRE); /* may free C */
+        else if (c->open == 0)
             wk_lifecycle_settled(l, c);
         return;
     }
@@ -560,8 +578,12 @@ static void wk_lifecycle_chunk(wk_lifecycle *l, const hr_chunkmsg *msg, int32_t 
     c->started_ms = wk_clock_now_ms();
     TAILQ_INSERT_TAIL(&l->chunks, c, link);
     l->nchunks++;
+    /* Past expire_at (a redelivery after a worker died, a backlog): the
+     * whole chunk expires unpushed, unless a cancel or a pause holds it. */
+    if (halt == WK_CHUNK_RUN && hr_task_expired(task->row, c->started_ms))
+        halt = WK_CHUNK_EXPIRE;
     if (halt != WK_CHUNK_RUN) {
-        /* Paused or cancelled before it started: no lease, no push. */
+        /* Paused, cancelled or expired before it started: no lease, no push. */
         c->halt = (wk_chunk_halt)halt;
         wk_lifecycle_halted(l, c);
         return;

@@ -1,12 +1,13 @@
 /* wk_lifecycle_timers: the lifecycle's periodic work on its open chunks
  * (see wk_lifecycle.h): lease renewal, the control read that halts the
- * chunks of paused or cancelled tasks, the pump watchdog and the retried
+ * chunks of paused, cancelled or expired tasks, the pump watchdog and the retried
  * open of chunks waiting for a foreign lease. */
 #include "wk_lifecycle_int.h"
 
 #include <inttypes.h>
 
 #include "hr_log.h"
+#include "wk_clock.h"
 #include "wk_control.h"
 
 void wk_lifecycle_renew(wk_lifecycle *l)
@@ -76,7 +77,10 @@ static void wk_lifecycle_reopen(wk_lifecycle *l)
 }
 
 /* Reads the control key of every task with an open chunk (one pipelined GET
- * per task) and halts the chunks of paused or cancelled tasks. */
+ * per task) and halts the chunks of paused or cancelled tasks, and those of
+ * running tasks past their expire_at (the sender also refuses to start
+ * their pushes; this catches a chunk none of whose pushes it looks at, e.g.
+ * all waiting for rate-limit tokens). */
 void wk_lifecycle_control(wk_lifecycle *l)
 {
     int64_t tasks[WK_CHUNK_MAX_OPEN];
@@ -84,6 +88,7 @@ void wk_lifecycle_control(wk_lifecycle *l)
     size_t ntasks = 0, queued = 0;
     char errstr[256];
     wk_chunk *c, *next;
+    int64_t now;
     bool failed;
 
     TAILQ_FOREACH(c, &l->chunks, link)
@@ -112,14 +117,21 @@ void wk_lifecycle_control(wk_lifecycle *l)
         hr_log_warn("ctl_read_failed", "error=%s", errstr);
     }
     atomic_store(&l->met->redis_ok, !failed);
+    now = wk_clock_now_ms();
     for (c = TAILQ_FIRST(&l->chunks); c != NULL; c = next) {
+        wk_chunk_halt halt = WK_CHUNK_RUN;
+
         next = TAILQ_NEXT(c, link);
         for (size_t i = 0; i < queued; i++)
-            if (tasks[i] == c->msg.task && halts[i] != WK_CHUNK_RUN) {
-                /* May free C (nothing in flight): do not look at it again. */
-                wk_lifecycle_halt(l, c, halts[i]);
+            if (tasks[i] == c->msg.task) {
+                halt = halts[i];
                 break;
             }
+        if (halt == WK_CHUNK_RUN && hr_task_expired(c->task->row, now))
+            halt = WK_CHUNK_EXPIRE;
+        /* May free C (nothing in flight): do not look at it again. */
+        if (halt != WK_CHUNK_RUN)
+            wk_lifecycle_halt(l, c, halt);
     }
     wk_lifecycle_watchdog(l);
     wk_lifecycle_reopen(l);

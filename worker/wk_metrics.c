@@ -126,6 +126,7 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
         m->chans[i].throttled = hr_metrics_labels(pushes, name, "throttled");
         m->chans[i].retried = hr_metrics_labels(pushes, name, "retried");
         m->chans[i].unregistered = hr_metrics_labels(pushes, name, "unregistered");
+        m->chans[i].expired = hr_metrics_labels(pushes, name, "expired");
         m->chans[i].latency = hr_metrics_labels(latency, name);
     }
     m->due_to_delivery = hr_metrics_labels(due, NULL);

@@ -56,6 +56,7 @@ typedef enum wk_anomaly {
 /* herald_pushes_total and herald_push_latency_seconds of one channel. */
 typedef struct wk_metrics_chan {
     hr_metrics_child *sent, *failed, *throttled, *retried, *unregistered, *latency;
+    hr_metrics_child *expired; /* recipients a worker dropped at their task's expire_at */
 } wk_metrics_chan;
 
 typedef struct wk_metrics {

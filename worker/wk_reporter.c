@@ -31,9 +31,9 @@
 #define WK_REPORTER_FAILS 16
 
 /* Counters of one task not yet written: sent .. retried absolute (-1 =
- * none), cancelled absolute too, the largest seen (see wk_reporter.h). */
+ * none), cancelled and expired absolute too, the largest seen (see wk_reporter.h). */
 typedef struct wk_task_delta {
-    int64_t task, sent, failed, throttled, retried, unregistered, cancelled;
+    int64_t task, sent, failed, throttled, retried, unregistered, cancelled, expired;
 } wk_task_delta;
 
 typedef HR_VEC(wk_task_delta) wk_delta_vec;
@@ -214,7 +214,8 @@ static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, s
                                     .pulled = -1,
                                     .cancelled = d[k].cancelled,
                                     .retried = d[k].retried,
-                                    .unregistered = d[k].unregistered};
+                                    .unregistered = d[k].unregistered,
+                                    .expired = d[k].expired};
 
         if (hr_finish_raise(rp->m, d[k].task, &raised, errstr, errlen) != 0)
             return -1;
@@ -226,7 +227,7 @@ static int wk_reporter_write_chunks(wk_reporter *rp, const wk_event *evs, size_t
                                     size_t errlen)
 {
     /* push_chunk.state's names, by wk_chunk_end. */
-    static const char *const ends[] = {"done", "parked", "cancelled"};
+    static const char *const ends[] = {"done", "parked", "cancelled", "expired"};
 
     for (size_t i = 0; i < n; i++) {
         const wk_event *ev = &evs[i];
@@ -346,6 +347,7 @@ static int wk_reporter_merge(wk_reporter *rp, const wk_task_delta *d, bool older
     e->retried = wk_reporter_newest(lo.retried, hi.retried);
     e->unregistered = wk_reporter_newest(lo.unregistered, hi.unregistered);
     e->cancelled = lo.cancelled > hi.cancelled ? lo.cancelled : hi.cancelled;
+    e->expired = lo.expired > hi.expired ? lo.expired : hi.expired;
     return 0;
 }
 
@@ -560,7 +562,8 @@ void wk_reporter_push(wk_reporter *rp, const wk_event *ev)
                            .throttled = ev->u.counters.throttled,
                            .retried = ev->u.counters.retried,
                            .unregistered = ev->u.counters.unregistered,
-                           .cancelled = ev->u.counters.cancelled};
+                           .cancelled = ev->u.counters.cancelled,
+                           .expired = ev->u.counters.expired};
 
         lost = wk_reporter_merge(rp, &d, false) != 0;
         break;

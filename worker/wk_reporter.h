@@ -12,9 +12,9 @@
  * absolute values, newest per task, written with GREATEST so a report lost
  * with a killed worker is made good by the next one and a late or replayed
  * one never lowers or doubles a counter; cancelled too is the stats hash's
- * counter, as cancel_set.lua answers it, the largest seen, since the
- * dispatcher's cancel writes the same counter), chunk events set push_chunk rows' state (done,
- * parked, cancelled — never over 'done') and, for done, when the chunk was
+ * counter, as drop_set.lua answers it, the largest seen, since the
+ * dispatcher's cancel writes the same counter; expired likewise), chunk events set push_chunk
+ * rows' state (done, parked, cancelled, expired — never over 'done') and, for done, when the chunk was
  * the task's last pending one and its subs set is empty, move a
  * 'dispatched' task to 'done' (after the counters).  Nothing leaves before
  * its transaction committed; a failed one waits an exponential backoff
@@ -44,13 +44,14 @@
 typedef enum wk_chunk_end {
     WK_CHUNK_END_DONE,
     WK_CHUNK_END_PARKED,
-    WK_CHUNK_END_CANCELLED
+    WK_CHUNK_END_CANCELLED,
+    WK_CHUNK_END_EXPIRED
 } wk_chunk_end;
 
 typedef enum wk_event_kind {
     WK_EVENT_OUTCOME,    /* one recipient settled: a push_delivery row */
     WK_EVENT_COUNTERS,   /* push_task counters: absolute values, and a delta */
-    WK_EVENT_CHUNK_DONE, /* a chunk closed by chunk_done.lua, parked or cancelled */
+    WK_EVENT_CHUNK_DONE, /* a chunk closed by chunk_done.lua, parked, cancelled or expired */
 } wk_event_kind;
 
 typedef enum wk_delivery {
@@ -76,6 +77,7 @@ typedef struct wk_event {
             /* The stats hash's values (newest wins); -1 = not carried. */
             int64_t sent, failed, throttled, retried, unregistered;
             int64_t cancelled; /* the stats hash's; the largest wins, 0 = none */
+            int64_t expired;   /* likewise */
         } counters;
         struct {
             wk_chunk_end state;

@@ -156,6 +156,12 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
     push->delay.due_ms =
         now + wk_retry_backoff_ms(ch->retry_backoff_ms, ch->retry_max_backoff_ms,
                                   push->addr_attempts - push->slowdowns, wk_sender_random(s));
+    /* A retry due past the task's expire_at waits only until then: the pump
+     * refuses to start it, and its chunk counts it and the rest expired
+     * (wk_lifecycle_push_done).  Settling it at once would close a chunk
+     * whose other pushes may still go out before expire_at. */
+    if (hr_task_expired(push->task->row, push->delay.due_ms))
+        push->delay.due_ms = push->task->row->expire_ms;
     if (wk_retry_heap_push(&chan->delayed, &push->delay) != 0) {
         wk_chan_end(chan, push, &res, WK_END_FAILED, "out of memory");
         return;

@@ -38,7 +38,10 @@
  * Retryable failures (5xx, curl errors such as timeouts or refused
  * connections) wait an exponential backoff with full jitter on the delayed
  * heap, unless the push's hold flag is set (its owner is pausing or
- * cancelling): then it is settled as held.  When a push is settled —
+ * cancelling): then it is settled as held.  A push whose task is past its
+ * expire_at (hr_task_expired) is never started but settled as held too,
+ * and the owner counts the rest of its chunk expired; a retry that would
+ * start past expire_at waits only until then, so it is never sent.  When a push is settled —
  * delivered, failed for good, unregistered, or held — the done callback is called once
  * with the result and the push is no longer linked anywhere.  The callback
  * may cancel other pushes and submit new ones.  Nothing but a finished

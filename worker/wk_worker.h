@@ -16,8 +16,12 @@
  * 250 ms (one pipelined GET per task).  pause/cancel stops starting
  * requests for the task's chunks; running ones finish (no retries), their
  * acks are written, then the chunk is parked (lease released, recipients
- * and pending kept, push_chunk 'parked') or cancelled (cancel_set.lua,
+ * and pending kept, push_chunk 'parked') or cancelled (drop_set.lua,
  * counted as cancelled, push_chunk 'cancelled'); the offset is stored.
+ * Expiry: past its task's expire_at a chunk is halted the same way (at
+ * intake, by the sender before it starts a push or schedules a retry, and
+ * by the 250 ms timer) and what is left counts expired (drop_set.lua,
+ * push_chunk 'expired').
  * A lease found lost at renewal abandons its chunk (offset stored: the new
  * holder does the rest).  Metrics and /readyz: wk_metrics.
  *

@@ -24,11 +24,11 @@ local rate = 0
 if paced then
   local finish, now = tonumber(ARGV[3]), tonumber(ARGV[4])
   local v = redis.call('HMGET', KEYS[2], 'published', 'sent', 'failed', 'throttled', 'cancelled',
-                       'unregistered', 'planned_rate')
+                       'unregistered', 'expired', 'planned_rate')
   rate = limit
   if finish > now then
     local settled = 0
-    for i = 2, 6 do
+    for i = 2, 7 do
       settled = settled + (tonumber(v[i]) or 0)
     end
     local left = redis.call('SCARD', KEYS[3]) + math.max(0, (tonumber(v[1]) or 0) - settled)
@@ -37,7 +37,7 @@ if paced then
       rate = limit
     end
   end
-  if tonumber(v[7]) ~= rate then
+  if tonumber(v[8]) ~= rate then
     redis.call('HSET', KEYS[2], 'planned_rate', rate)
   end
   if rate == 0 then

@@ -657,8 +657,8 @@ static void test_list_utf8_and_json(void **state)
         exec_id("UPDATE push_task SET state = 'done', total = 1000, throttled = 1000, "
                 "last_error = '" CJK_ERROR "' WHERE id = ?",
                 ids[i]);
-    exec_id("UPDATE push_task SET pulled = 3, cancelled = 4, retried = 5, sent = 6, failed = 7 "
-            "WHERE id = ?",
+    exec_id("UPDATE push_task SET pulled = 3, cancelled = 4, retried = 5, sent = 6, failed = 7, "
+            "expired = 8 WHERE id = ?",
             ids[2]);
 
     run_ctl(r, NULL, "list", "--state", "done", "--limit", "1000", NULL);
@@ -672,6 +672,7 @@ static void test_list_utf8_and_json(void **state)
     assert_non_null(strstr(r->out, "THROTTLED"));
     assert_non_null(strstr(r->out, "PULLED"));
     assert_non_null(strstr(r->out, "CANCELLED"));
+    assert_non_null(strstr(r->out, "EXPIRED"));
     state_col = columns(r->out, (size_t)(hdr_state - r->out));
     error_col = columns(r->out, (size_t)(hdr_error - r->out));
     for (int i = 0; i < 3; i++) {
@@ -733,10 +734,10 @@ static void test_list_utf8_and_json(void **state)
                             CJK_ERROR);
         assert_true(cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o, "due_at")));
         assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "finished_at")));
-        static const char *const counters[] = {"total",  "sent",      "failed", "throttled",
-                                               "pulled", "cancelled", "retried"};
-        const int want[2][7] = {{1000, 0, 0, 1000, 0, 0, 0}, {1000, 6, 7, 1000, 3, 4, 5}};
-        for (int c = 0; c < 7; c++) {
+        static const char *const counters[] = {"total",  "sent",      "failed",  "throttled",
+                                               "pulled", "cancelled", "retried", "expired"};
+        const int want[2][8] = {{1000, 0, 0, 1000, 0, 0, 0, 0}, {1000, 6, 7, 1000, 3, 4, 5, 8}};
+        for (int c = 0; c < 8; c++) {
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, counters[c]);
             if (!cJSON_IsNumber(v) || v->valuedouble != want[k == 2][c])
                 fail_msg("task %d: %s is not %d in --json", k, counters[c], want[k == 2][c]);

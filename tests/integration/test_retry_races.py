@@ -393,7 +393,7 @@ class T:
         env.r.cmd("SET", env.key(t, "seq"), 3)
         # The first dispatcher's reply to its first chunk drop (the script ran:
         # subs and that chunk are gone) is held while the others cancel.
-        proxy = RedisProxy(env.redis_port, evalsha_of("cancel_set", 4), "delay", 4.0)
+        proxy = RedisProxy(env.redis_port, evalsha_of("drop_set", 4), "delay", 4.0)
         first = self.start_dispatcher(self.config(proxy.port), "dispatcher-race0.log")
         held = proxy.fired.wait(30)
         check(held, "cancel_race: the first dispatcher is held inside its cancel")

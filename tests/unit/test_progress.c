@@ -10,8 +10,10 @@
  * chunks, maybe the stats hash; subs
  * rebuilt from the subscriptions minus the delivery log and pulled; total
  * and stats.published restart from the log), pause/resume, cancel
- * (cancel_set.lua) and the reporter (MySQL = GREATEST(MySQL,
- * stats), delivery log rows).  For random sequences of those, at every
+ * (drop_set.lua), expiry (drop_set.lua: the chunker drops subs and the
+ * chunks no worker holds, a worker the rest of a chunk it holds; nothing is
+ * chunked after it, recover refuses) and the reporter (MySQL =
+ * GREATEST(MySQL, stats), delivery log rows).  For random sequences of those, at every
  * step: done <= total, ratio in [0, 1], nothing counted twice, each
  * recipient published at most once; at the end: the outcomes sum to the
  * subscriptions and the ratio is exactly 1. */
@@ -30,7 +32,17 @@
 #define PM_STEPS 200
 
 enum { PM_SUBS, PM_CHUNK, PM_DEAD, PM_SETTLED };
-enum { PM_ST_SENT, PM_ST_FAILED, PM_ST_THROTTLED, PM_ST_PULLED, PM_ST_CANCELLED, PM__ST };
+/* In hr_outcome's order; the model never settles a recipient unregistered. */
+enum {
+    PM_ST_SENT,
+    PM_ST_FAILED,
+    PM_ST_THROTTLED,
+    PM_ST_PULLED,
+    PM_ST_CANCELLED,
+    PM_ST_UNREGISTERED,
+    PM_ST_EXPIRED,
+    PM__ST
+};
 
 typedef struct pm_model {
     int n;                    /* subscriptions */
@@ -43,7 +55,7 @@ typedef struct pm_model {
     int nchunks;
     int64_t stats[PM__ST], mysql[PM__ST];
     int64_t stats_published, mysql_total;
-    bool paused, cancelled;
+    bool paused, cancelled, expired;
     uint64_t rng;
 } pm_model;
 
@@ -103,6 +115,8 @@ static void pm_report(pm_model *m)
     for (i = 0; i < PM_ST_PULLED; i++) /* sent, failed, throttled: GREATEST */
         if (m->stats[i] > m->mysql[i])
             m->mysql[i] = m->stats[i];
+    if (m->stats[PM_ST_EXPIRED] > m->mysql[PM_ST_EXPIRED]) /* the workers' expired */
+        m->mysql[PM_ST_EXPIRED] = m->stats[PM_ST_EXPIRED];
     for (i = 0; i < m->n; i++)
         if (m->where[i] == PM_SETTLED || m->where[i] == PM_DEAD)
             m->logged[i] = m->outcome[i];
@@ -222,13 +236,37 @@ static void pm_cancel(pm_model *m)
     m->cancelled = true;
 }
 
+/* drop_set.lua with 'expired' on uids at WHERE (PM_SUBS: the chunker's
+ * drop of subs; PM_CHUNK: chunk C, or every chunk when C < 0 and then only
+ * those no worker holds, decided at random).  The stats hash counts them;
+ * the dropper raises MySQL to it (hr_finish_count) or the reporter does. */
+static void pm_expire(pm_model *m, int where, int c)
+{
+    int i;
+    bool held[PM_MAX_UIDS * 4];
+
+    for (i = 0; i < m->nchunks; i++)
+        held[i] = c < 0 && pm_rand(m, 3) == 0;
+    for (i = 0; i < m->n; i++)
+        if (m->where[i] == where &&
+            (where != PM_CHUNK || (c < 0 ? !held[m->chunk[i]] : m->chunk[i] == c))) {
+            m->where[i] = PM_SETTLED;
+            m->outcome[i] = PM_ST_EXPIRED;
+            m->stats[PM_ST_EXPIRED]++;
+        }
+    if (c < 0 && m->stats[PM_ST_EXPIRED] > m->mysql[PM_ST_EXPIRED])
+        m->mysql[PM_ST_EXPIRED] = m->stats[PM_ST_EXPIRED];
+}
+
 static void pm_step(pm_model *m)
 {
     int uid, i;
 
-    switch (pm_rand(m, 12)) {
+    switch (pm_rand(m, 14)) {
     case 0:
-        if (!m->paused)
+        if (m->expired) /* past expire_at the chunker drops subs instead */
+            pm_expire(m, PM_SUBS, -1);
+        else if (!m->paused)
             pm_chunk(m, 1 + (int)pm_rand(m, 8));
         break;
     case 1:
@@ -258,8 +296,8 @@ static void pm_step(pm_model *m)
     case 7:
         pm_redrive(m);
         break;
-    case 8:
-        if (pm_rand(m, 4) == 0)
+    case 8: /* recover refuses a task past its expire_at */
+        if (pm_rand(m, 4) == 0 && !m->expired)
             pm_recover(m, pm_rand(m, 2) == 0);
         break;
     case 9:
@@ -272,16 +310,40 @@ static void pm_step(pm_model *m)
     case 11:
         pm_report(m);
         break;
+    case 12: /* expire_at passes; the chunker's first pass after it */
+        if (pm_rand(m, 20) == 0 && !m->expired) {
+            m->expired = true;
+            if (!m->paused) {
+                pm_expire(m, PM_SUBS, -1);
+                pm_expire(m, PM_CHUNK, -1);
+            }
+        }
+        break;
+    case 13: /* a worker past expire_at expires the rest of a chunk it holds
+              * (in-flight requests still answer: acks go on meanwhile) */
+        if (m->expired && (uid = pm_pick(m, PM_CHUNK)) >= 0)
+            pm_expire(m, PM_CHUNK, m->chunk[uid]);
+        break;
     }
 }
 
 /* Runs the task to its end: everything left is chunked, published and
- * pushed (sent or failed), or it was cancelled. */
+ * pushed (sent or failed), or it was cancelled, or it expired (the
+ * chunker's drop, then the workers' of the chunks they held). */
 static void pm_finish(pm_model *m)
 {
     int i, uid, rounds;
 
     m->paused = false;
+    if (m->expired) {
+        pm_expire(m, PM_SUBS, -1);
+        pm_expire(m, PM_CHUNK, -1);
+        while ((uid = pm_pick(m, PM_CHUNK)) >= 0)
+            pm_expire(m, PM_CHUNK, m->chunk[uid]);
+        for (i = 0; i < m->n; i++) /* the redriven chunks too, published or not */
+            if (m->where[i] == PM_CHUNK)
+                pm_expire(m, PM_CHUNK, m->chunk[i]);
+    }
     for (rounds = 0; rounds < 4 * PM_MAX_UIDS && !m->cancelled; rounds++) {
         pm_chunk(m, PM_MAX_UIDS);
         for (i = 0; i < m->nchunks; i++)
@@ -326,7 +388,7 @@ static void test_property(void **state)
          * every recipient published once, pulled or cancelled. */
         pm_progress(&m, true, -1, &fallback);
         assert_true(fallback.ratio == 1.0);
-        if (m.stats[PM_ST_CANCELLED] == 0) {
+        if (m.stats[PM_ST_CANCELLED] == 0 && m.stats[PM_ST_EXPIRED] == 0) {
             assert_int_equal(fallback.total, m.n);
             assert_int_equal(fallback.outcome[HR_OUTCOME_UNACCOUNTED], 0);
         }
@@ -392,6 +454,24 @@ static void test_cases(void **state)
     hr_progress_compute(&in, &pr);
     assert_int_equal(pr.done, 10);
     assert_int_equal(pr.outcome[HR_OUTCOME_UNACCOUNTED], 0);
+    /* expired mid-campaign: what was not pushed by expire_at is done too */
+    in = (hr_progress_in){.outcome = {[HR_OUTCOME_SENT] = 80, [HR_OUTCOME_EXPIRED] = 220},
+                          .subscriptions = 300,
+                          .published = 120,
+                          .finished = true};
+    hr_progress_compute(&in, &pr);
+    assert_int_equal(pr.done, 300);
+    assert_int_equal(pr.outcome[HR_OUTCOME_UNACCOUNTED], 0);
+    assert_true(pr.ratio == 1.0);
+    assert_string_equal(hr_progress_outcome_name(HR_OUTCOME_EXPIRED), "expired");
+    /* running past expire_at: the expired count towards done at once */
+    in = (hr_progress_in){.outcome = {[HR_OUTCOME_SENT] = 10, [HR_OUTCOME_EXPIRED] = 50},
+                          .subscriptions = 100,
+                          .published = 50,
+                          .subs_left = 0};
+    hr_progress_compute(&in, &pr);
+    assert_int_equal(pr.done, 60);
+    assert_true(pr.ratio == 0.6);
     assert_int_equal(hr_progress_merge(5, -1), 5);
     assert_int_equal(hr_progress_merge(5, 9), 9);
 }

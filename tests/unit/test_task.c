@@ -60,6 +60,7 @@ static hr_task valid_task(void)
     t.throttle_limit = 1;
     t.throttle_window_s = 86400;
     t.throttle_scope = "games";
+    t.expire_ms = -1;
     t.finish_ms = -1;
     return t;
 }
@@ -213,7 +214,8 @@ static int task_row_cells(const char *state, const char *control, const char *tt
     char *cells[] = {"7", "daily", "games", "webhook", "t", "b", NULL, "1700000000000",
                      "1699920000000", "0", "5000", "0", "0", NULL, NULL, NULL, (char *)control,
                      (char *)state, NULL, NULL, NULL, "0", "0", "0", "0", "0", "0", "0", "0",
-                     (char *)ttl, (char *)collapse, (char *)priority,
+                     (char *)ttl, (char *)collapse, (char *)priority, NULL, /* expire_at */
+                     "0",
                      /* pacing */
                      "1700000060000", "channel webhook is overbooked"};
     hr_mysql_rows rows = {.nrows = 1, .ncols = sizeof cells / sizeof cells[0], .cells = cells};
@@ -240,6 +242,7 @@ static void test_from_row_enums(void **state)
     assert_int_equal(t->ttl_s, -1);
     assert_null(t->collapse_key);
     assert_int_equal(t->priority, HR_PRIORITY_HIGH);
+    assert_int_equal(t->expire_ms, -1);
     assert_int_equal(t->finish_ms, 1700000060000);
     assert_string_equal(t->last_warning, "channel webhook is overbooked");
     hr_task_free(t);
@@ -255,6 +258,29 @@ static void test_from_row_enums(void **state)
     assert_non_null(strstr(err, "(control) has an unknown value \"stop\""));
     assert_int_equal(task_row("done", NULL, &t, err, sizeof err), -1);
     assert_non_null(strstr(err, "(control) has an unknown value \"NULL\""));
+}
+
+/* expire_at: NULL never expires; it must be after due_at (a task that
+ * could never send anything is refused); hr_task_expired holds from
+ * expire_at on. */
+static void test_expiry(void **state)
+{
+    hr_task t = valid_task();
+
+    expect_valid(&t, *state);
+    assert_false(hr_task_expired(&t, INT64_MAX));
+    t.expire_ms = t.due_ms + 1;
+    expect_valid(&t, *state);
+    assert_false(hr_task_expired(&t, t.due_ms));
+    assert_true(hr_task_expired(&t, t.due_ms + 1));
+    assert_true(hr_task_expired(&t, t.due_ms + 3600000));
+    t.expire_ms = t.due_ms;
+    expect_invalid(&t, *state, "expire_at is not after due_at");
+    t.expire_ms = 1;
+    expect_invalid(&t, *state, "expire_at is not after due_at");
+    t.expire_ms = 0; /* zeroed in memory: never */
+    expect_valid(&t, *state);
+    assert_false(hr_task_expired(&t, INT64_MAX));
 }
 
 /* finish_by: NULL (or absent) paces nothing; set, it must come after
@@ -282,7 +308,7 @@ int main(void)
         cmocka_unit_test(test_negative_limits), cmocka_unit_test(test_throttle_window),
         cmocka_unit_test(test_payload),         cmocka_unit_test(test_templates),
         cmocka_unit_test(test_push_options),    cmocka_unit_test(test_from_row_enums),
-        cmocka_unit_test(test_finish_by),
+        cmocka_unit_test(test_expiry),          cmocka_unit_test(test_finish_by),
     };
     return cmocka_run_group_tests(tests, task_setup, task_teardown);
 }
