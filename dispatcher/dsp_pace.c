@@ -179,15 +179,24 @@ int dsp_admit(dsp *d, hr_mysql *m, hr_redis *r, const hr_task *t, int64_t now, c
     }
     hr_pace_estimate_run(loads, (size_t)n + 1, capacity, &e);
     kinds = hr_pace_warning(&e, ch->name, capacity, t->finish_ms, t->expire_ms, text, sizeof text);
+    /* Unchanged (as T was read): no statement, no row lock.  Changed: a
+     * short lock wait, as the claim's: an admin's transaction still
+     * inserting the task's subscriptions holds the row, and the scan must
+     * not stall behind it (the next estimate writes it). */
+    if (kinds != 0 ? t->last_warning != NULL && strcmp(t->last_warning, text) == 0
+                   : t->last_warning == NULL)
+        return 0;
     {
         const hr_mysql_param p[] = {kinds ? HR_P_STR(text) : HR_P_NULL, HR_P_I64(t->id),
                                     kinds ? HR_P_STR(text) : HR_P_NULL};
+        unsigned errnum = 0;
 
         if (hr_mysql_exec(m,
+                          "SET STATEMENT innodb_lock_wait_timeout = 1 FOR "
                           "UPDATE push_task SET last_warning = ? "
                           "WHERE id = ? AND NOT (last_warning <=> ?)",
-                          p, 3, &changed, NULL, NULL, errstr, errlen) < 0)
-            return -1;
+                          p, 3, &changed, NULL, &errnum, errstr, errlen) < 0)
+            return errnum == HR_MYSQL_ER_LOCK_WAIT_TIMEOUT ? 0 : -1;
     }
     /* Counted once per task that had none: a warning whose estimate moved
      * (another task came, a PATCH) is rewritten, not counted again. */
