@@ -65,7 +65,7 @@ int hr_finish_drop(hr_redis *r, int64_t id, int64_t seq, hr_outcome outcome, con
 
     hr_key_task(prefix, stats, sizeof stats, id, HR_KEY_STATS);
     if (seq < 0) {
-        hr_key_task(prefix, set, sizeof set, id, HR_KEY_SUBS);
+        hr_key_task(prefix, set, sizeof set, id, seq == HR_FINISH_WAIT ? HR_KEY_WAIT : HR_KEY_SUBS);
         reply = hr_redis_eval(r, HR_LUA_DROP_SET, 2, 3, subs_argv, NULL, errstr, errlen);
     } else {
         snprintf(seq_s, sizeof seq_s, "%" PRId64, seq);

@@ -34,8 +34,12 @@ int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr
  * -1. */
 int hr_finish_raise(hr_mysql *m, int64_t id, const hr_outcomes *stats, char *errstr, size_t errlen);
 
-/* drop_set.lua: the recipients left in task ID's subs (SEQ < 0) or in its
- * chunk SEQ are dropped and counted as OUTCOME (HR_OUTCOME_CANCELLED or
+/* hr_finish_drop's SEQ for the task's own sets rather than a chunk. */
+#define HR_FINISH_SUBS (-1) /* subs */
+#define HR_FINISH_WAIT (-2) /* the wait ZSET of a local-time or windowed task */
+
+/* drop_set.lua: the recipients left in task ID's subs or wait set (SEQ
+ * HR_FINISH_SUBS / HR_FINISH_WAIT) or in its chunk SEQ are dropped and counted as OUTCOME (HR_OUTCOME_CANCELLED or
  * HR_OUTCOME_EXPIRED).  OWNER is the calling worker's id (its lease goes
  * with the chunk), NULL for a dispatcher.  *N gets the number this call
  * dropped, -1 when another process holds the chunk's lease (nothing

@@ -10,6 +10,7 @@ static const char *const hr_key_names[HR_KEY__COUNT] = {
     [HR_KEY_SUBS] = "subs",   [HR_KEY_SEQ] = "seq",       [HR_KEY_PENDING] = "pending",
     [HR_KEY_STATS] = "stats", [HR_KEY_PULLED] = "pulled", [HR_KEY_FAILED] = "failed",
     [HR_KEY_CTL] = "ctl",     [HR_KEY_SYNCED] = "synced", [HR_KEY_PREP] = "prep",
+    [HR_KEY_WAIT] = "wait",   [HR_KEY_WAVES] = "waves",
 };
 
 /* BUF when snprintf's N says the key fitted, else NULL. */

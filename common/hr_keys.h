@@ -29,6 +29,9 @@ typedef enum hr_key_kind {
     HR_KEY_CTL,     /* STRING: mirror of push_task.control for workers */
     HR_KEY_SYNCED,  /* STRING: subscription epoch last loaded into subs */
     HR_KEY_PREP,    /* STRING: the prepare lock's owner */
+    /* local time and send windows (docs/scheduling.md) */
+    HR_KEY_WAIT,  /* ZSET: uid -> release ms, recipients not yet due */
+    HR_KEY_WAVES, /* HASH: <release ms> -> "<close ms> <zone>", released:<ms> -> n, planned */
     HR_KEY__COUNT
 } hr_key_kind;
 

@@ -107,6 +107,24 @@ int hr_parse_date(const char *what, const char *s, int64_t *day_ms, char *errstr
     return 0;
 }
 
+int hr_parse_time_of_day(const char *what, const char *s, int64_t *secs, char *errstr,
+                         size_t errlen)
+{
+    size_t n = s != NULL ? strnlen(s, 9) : 0;
+    int h, m, sec = 0;
+
+    if ((n != 5 && n != 8) || !hr_parse_digits(s, 2, &h) || s[2] != ':' ||
+        !hr_parse_digits(s + 3, 2, &m) ||
+        (n == 8 && (s[5] != ':' || !hr_parse_digits(s + 6, 2, &sec))) || h > 23 || m > 59 ||
+        sec > 59) {
+        snprintf(errstr, errlen, "%s: \"%.40s\" is not a time of day as HH:MM or HH:MM:SS", what,
+                 s != NULL ? s : "");
+        return -1;
+    }
+    *secs = h * 3600 + m * 60 + sec;
+    return 0;
+}
+
 int hr_parse_uid(const char *s, size_t len, int64_t *out)
 {
     uint64_t v = 0;

@@ -30,6 +30,11 @@ int hr_parse_time(const char *what, const char *s, int64_t *ms, char *errstr, si
 /* A UTC day "YYYY-MM-DD" (1970..9999, a real date) as its first ms. */
 int hr_parse_date(const char *what, const char *s, int64_t *day_ms, char *errstr, size_t errlen);
 
+/* A time of day "HH:MM" or "HH:MM:SS" (00:00:00..23:59:59) as seconds
+ * since midnight into *SECS: a send window's bound (docs/scheduling.md). */
+int hr_parse_time_of_day(const char *what, const char *s, int64_t *secs, char *errstr,
+                         size_t errlen);
+
 /* The LEN bytes at S as a uid: decimal digits only (no sign, space or
  * leading zero), 1..2^63-1, the range of push_subscription.uid that the
  * import and the workers take. */

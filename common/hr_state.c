@@ -8,6 +8,8 @@
 
 #include <string.h>
 
+#include "hr_task.h" /* HR_TASK_FIRST_DUE_SQL */
+
 static const char *const hr_state_names[HR_STATE__COUNT] = {
     [HR_STATE_SCHEDULED] = "scheduled",   [HR_STATE_DISPATCHING] = "dispatching",
     [HR_STATE_DISPATCHED] = "dispatched", [HR_STATE_DONE] = "done",
@@ -113,7 +115,7 @@ int hr_state_claim(hr_mysql *m, int64_t id, const char *owner, int64_t lease_s, 
                        "started_at = COALESCE(started_at, UTC_TIMESTAMP(3)) "
                        "WHERE id = ? AND (state = 'scheduled' OR "
                        "(state = 'dispatching' AND claimed_by = ?)) AND control = 'run' "
-                       "AND due_at <= FROM_UNIXTIME(? / 1000)",
+                       "AND " HR_TASK_FIRST_DUE_SQL " <= FROM_UNIXTIME(? / 1000)",
                        p, 5, &errnum, errstr, errlen);
     return rc < 0 && errnum == HR_MYSQL_ER_LOCK_WAIT_TIMEOUT ? HR_STATE_BUSY : rc;
 }

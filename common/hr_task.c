@@ -24,6 +24,7 @@
 
 #include "hr_state.h"
 #include "hr_template.h"
+#include "hr_tz.h"
 
 /* Positions in HR_TASK_COLUMNS. */
 enum {
@@ -59,6 +60,11 @@ enum {
     COL_TTL,
     COL_COLLAPSE_KEY,
     COL_PRIORITY,
+    COL_LOCAL_TIME,
+    COL_DEFAULT_TZ,
+    COL_WINDOW_START,
+    COL_WINDOW_END,
+    COL_WINDOW_TZ,
     /* expiry (009_expiry.sql) */
     COL_EXPIRE,
     COL_EXPIRED,
@@ -165,6 +171,11 @@ static const task_col task_cols[] = {
     TC(COL_TTL, TC_INT_NULL, ttl_s),
     TC(COL_COLLAPSE_KEY, TC_STR, collapse_key),
     TC(COL_PRIORITY, TC_PRIORITY, priority),
+    TC(COL_LOCAL_TIME, TC_INT, local_time),
+    TC(COL_DEFAULT_TZ, TC_STR, default_tz),
+    TC(COL_WINDOW_START, TC_INT_NULL, window_start_s),
+    TC(COL_WINDOW_END, TC_INT_NULL, window_end_s),
+    TC(COL_WINDOW_TZ, TC_STR, window_tz),
     TC(COL_EXPIRE, TC_INT_NULL, expire_ms),
     TC(COL_EXPIRED, TC_INT, expired),
     TC(COL_FINISH_BY, TC_INT_NULL, finish_ms),
@@ -210,6 +221,7 @@ int hr_task_from_row(const hr_mysql_rows *rows, size_t row, hr_task **out, char 
      * for NULL's -1. */
     if (t->ttl_s == -1 && hr_mysql_cell(rows, row, COL_TTL) != NULL)
         t->ttl_s = -2;
+    t->window = t->window_start_s >= 0 || t->window_end_s >= 0;
     /* The effective throttle scope is the topic when the column is NULL. */
     if (t->throttle_scope == NULL && t->topic != NULL) {
         t->throttle_scope = strdup(t->topic);
@@ -303,6 +315,55 @@ static int task_check_template(const char *what, const char *src, bool json_esca
     return 0;
 }
 
+/* A zone column: NULL, or a name hr_tz loads. */
+static int task_check_zone(const char *what, const char *zone, char *errstr, size_t errlen)
+{
+    char why[128];
+
+    if (zone == NULL || hr_tz_check(zone, why, sizeof why) == 0)
+        return 0;
+    snprintf(errstr, errlen, "%s \"%.64s\": %s", what, zone, why);
+    return -1;
+}
+
+/* local_time, default_tz and the window (008_local_time.sql). */
+static int task_check_local(const hr_task *t, char *errstr, size_t errlen)
+{
+    if (t->local_time != 0 && t->local_time != 1) {
+        snprintf(errstr, errlen, "local_time must be 0 or 1");
+        return -1;
+    }
+    if (task_check_zone("default_tz", t->default_tz, errstr, errlen) < 0 ||
+        task_check_zone("window_tz", t->window_tz, errstr, errlen) < 0)
+        return -1;
+    if (t->window && (t->window_start_s < 0 || t->window_end_s < 0)) {
+        snprintf(errstr, errlen, "window_start and window_end must both be set or both be NULL");
+        return -1;
+    }
+    if (t->window && (t->window_start_s >= 86400 || t->window_end_s >= 86400 ||
+                      t->window_start_s == t->window_end_s)) {
+        snprintf(errstr, errlen,
+                 "window_start and window_end must be two different times of day (00:00:00.."
+                 "23:59:59)");
+        return -1;
+    }
+    if (!t->window && t->window_tz != NULL) {
+        snprintf(errstr, errlen, "window_tz is set without window_start / window_end");
+        return -1;
+    }
+    return 0;
+}
+
+int64_t hr_task_first_due_ms(const hr_task *t)
+{
+    return t->local_time == 1 ? t->due_ms - HR_TASK_EAST_MAX_S * 1000LL : t->due_ms;
+}
+
+bool hr_task_waits(const hr_task *t)
+{
+    return t->local_time == 1 || t->window;
+}
+
 int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_t errlen)
 {
     const hr_channel *ch;
@@ -362,6 +423,8 @@ int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_
         snprintf(errstr, errlen, "priority must be high or normal");
         return -1;
     }
+    if (task_check_local(t, errstr, errlen) < 0)
+        return -1;
     if (hr_task_paced(t) && t->finish_ms <= t->due_ms) {
         snprintf(errstr, errlen, "finish_by must be after due_at");
         return -1;
@@ -413,6 +476,8 @@ void hr_task_free(hr_task *t)
     free(t->last_error);
     free(t->claimed_by);
     free(t->collapse_key);
+    free(t->default_tz);
+    free(t->window_tz);
     free(t->last_warning);
     free(t);
 }

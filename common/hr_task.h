@@ -25,13 +25,22 @@
     "throttle_key, throttle_mode, control, state, last_error, claimed_by, "                      \
     "CAST(ROUND(UNIX_TIMESTAMP(lease_until) * 1000) AS SIGNED), "                                \
     "total, sent, failed, throttled, pulled, cancelled, retried, unregistered, "                 \
-    "ttl_s, collapse_key, priority, " /* expiry (009_expiry.sql) */                              \
+    "ttl_s, collapse_key, priority, " HR_TASK_LOCAL_COLUMNS ", " /* expiry (009_expiry.sql) */   \
     "CAST(ROUND(UNIX_TIMESTAMP(expire_at) * 1000) AS SIGNED), expired" HR_TASK_COLUMNS_PACING
 
 /* Pacing and admission control (schemas/mysql/007_pacing.sql): finish_by,
  * last_warning. */
 #define HR_TASK_COLUMNS_PACING \
     ", CAST(ROUND(UNIX_TIMESTAMP(finish_by) * 1000) AS SIGNED), last_warning"
+
+/* Local time and send windows (008_local_time.sql): the columns, and the
+ * earliest instant a local_time task can be due anywhere (its wall time
+ * in UTC+14, the zone furthest east), which the scanner, poller and claim
+ * use instead of due_at. */
+#define HR_TASK_LOCAL_COLUMNS \
+    "local_time, default_tz, TIME_TO_SEC(window_start), TIME_TO_SEC(window_end), window_tz"
+#define HR_TASK_EAST_MAX_S 50400 /* UTC+14 (Pacific/Kiritimati) */
+#define HR_TASK_FIRST_DUE_SQL "(due_at - INTERVAL (local_time * 50400) SECOND)"
 
 #define HR_TASK_MAX_WINDOW_S 2678400 /* 31 days */
 #define HR_TASK_MAX_CHUNK 100000
@@ -73,10 +82,24 @@ typedef struct hr_task {
      * task built in memory (zeroed) does not expire. */
     int64_t expire_ms;
     int64_t expired; /* recipients counted expired */
+    /* local time and send windows (008_local_time.sql) */
+    int64_t local_time;     /* 1: due_at's wall time is read in each recipient's zone */
+    char *default_tz;       /* zone of recipients without a tz attribute; NULL = UTC */
+    bool window;            /* window_start or window_end is set (a zeroed task has none) */
+    int64_t window_start_s; /* daily window, seconds of the local day; -1 = NULL */
+    int64_t window_end_s;   /* exclusive; < window_start_s wraps midnight */
+    char *window_tz;        /* NULL = the recipient's zone */
     /* pacing (007_pacing.sql) */
     int64_t finish_ms;  /* finish_by, -1 = NULL (no pacing) */
     char *last_warning; /* admission control's, NULL = none */
 } hr_task;
+
+/* The instant the timer and the claim use: due_ms, or for a local_time
+ * task the earliest instant any zone reaches its wall time. */
+int64_t hr_task_first_due_ms(const hr_task *t);
+
+/* Whether recipients of T go through the wait set (local_time or a window). */
+bool hr_task_waits(const hr_task *t);
 
 /* Builds a task from row ROW of a result selected with HR_TASK_COLUMNS. */
 int hr_task_from_row(const hr_mysql_rows *rows, size_t row, hr_task **out, char *errstr,
@@ -98,8 +121,10 @@ bool hr_task_paced(const hr_task *t);
  * channel, chunk_size 1..100000, due_at set, rate_limit >= 0, throttle_limit
  * >= 0 and, when > 0, throttle_window_s 1..2678400, payload absent or a JSON
  * object, ttl_s NULL or 0..2419200, collapse_key NULL or 1..64 bytes on one
- * line, a known priority, expire_at and finish_by NULL or after due_at, title/body and the
- * channel's templates compile.  ERRSTR gets the
+ * line, a known priority, local_time 0 or 1, default_tz / window_tz NULL or a
+ * zone hr_tz loads, window_start / window_end both NULL or two different
+ * times of day, expire_at and finish_by NULL or after due_at, title/body and the channel's
+ * templates compile.  ERRSTR gets the
  * first problem in words an admin understands, e.g.
  * "chunk_size 0 is outside 1..100000". */
 int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_t errlen);

@@ -14,6 +14,7 @@
 #include "hr_parse.h"
 #include "ctl_fmt.h"
 #include "hr_task.h"
+#include "hr_tz.h"
 
 /* expiry (009_expiry.sql): its columns, after the others. */
 #define CREATE_COLS_EXPIRY ", expire_at"
@@ -25,10 +26,11 @@
 #define CREATE_INSERT                                                                        \
     "INSERT INTO push_task (name, topic, channel, title, body, payload, due_at, freeze_at, " \
     "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "            \
-    "throttle_key, throttle_mode, ttl_s, collapse_key, priority" CREATE_COLS_EXPIRY          \
+    "throttle_key, throttle_mode, ttl_s, collapse_key, priority, "                           \
+    "local_time, default_tz, window_start, window_end, window_tz" CREATE_COLS_EXPIRY         \
         CREATE_COLS_PACING ") "                                                              \
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?" CREATE_VALS_EXPIRY        \
-        CREATE_VALS_PACING ")"
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "                         \
+    "?, ?, SEC_TO_TIME(?), SEC_TO_TIME(?), ?" CREATE_VALS_EXPIRY CREATE_VALS_PACING ")"
 
 /* Every flag of create_options[], for `heraldctl help create`. */
 const char ctl_create_flags[] =
@@ -57,6 +59,11 @@ const char ctl_create_flags[] =
     "                       its channel's rate_limit: high 2, normal 1)\n"
     "  --finish-by TIME     pace the task to end by then (docs/scheduling.md)\n"
     "  --finish-in D        or to end D after the due time: 10m, 2h, 1d\n"
+    "  --local-time         the due time's wall clock is read in each recipient's zone\n"
+    "                       (user attribute tz, else --default-tz, else UTC)\n"
+    "  --default-tz Z       IANA zone of recipients without a tz attribute\n"
+    "  --window HH:MM-HH:MM deliver only inside this daily window (may wrap midnight)\n"
+    "  --window-tz Z        read the window in zone Z (default: each recipient's)\n"
     "  --expire-at TIME     recipients not pushed by then count expired (UTC, after the\n"
     "                       due time; default: never)\n"
     "  --expire-in D        or expire D after the due time: 30m, 2h, 1d\n"
@@ -86,6 +93,10 @@ enum {
     OPT_FINISH_BY,
     OPT_FINISH_IN,
     OPT_QUIET,
+    OPT_LOCAL_TIME,
+    OPT_DEFAULT_TZ,
+    OPT_WINDOW,
+    OPT_WINDOW_TZ,
     /* expiry */
     OPT_EXPIRE_AT,
     OPT_EXPIRE_IN,
@@ -114,6 +125,10 @@ static const struct option create_options[] = {
     {"finish-by", required_argument, NULL, OPT_FINISH_BY},
     {"finish-in", required_argument, NULL, OPT_FINISH_IN},
     {"quiet", no_argument, NULL, OPT_QUIET},
+    {"local-time", no_argument, NULL, OPT_LOCAL_TIME},
+    {"default-tz", required_argument, NULL, OPT_DEFAULT_TZ},
+    {"window", required_argument, NULL, OPT_WINDOW},
+    {"window-tz", required_argument, NULL, OPT_WINDOW_TZ},
     {"expire-at", required_argument, NULL, OPT_EXPIRE_AT},
     {"expire-in", required_argument, NULL, OPT_EXPIRE_IN},
     {NULL, 0, NULL, 0},
@@ -146,6 +161,25 @@ static int create_seconds(const char *flag, const char *arg, int64_t *seconds, c
     return 0;
 }
 
+/* --window "HH:MM[:SS]-HH:MM[:SS]" into T's window.  0, or -1 with ERRSTR. */
+static int create_window(const char *arg, hr_task *t, char *errstr, size_t errlen)
+{
+    char start[16];
+    const char *dash = strchr(arg, '-');
+
+    if (dash == NULL || (size_t)(dash - arg) >= sizeof start) {
+        snprintf(errstr, errlen, "--window: \"%s\" is not HH:MM-HH:MM", arg);
+        return -1;
+    }
+    memcpy(start, arg, (size_t)(dash - arg));
+    start[dash - arg] = '\0';
+    if (hr_parse_time_of_day("--window", start, &t->window_start_s, errstr, errlen) < 0 ||
+        hr_parse_time_of_day("--window", dash + 1, &t->window_end_s, errstr, errlen) < 0)
+        return -1;
+    t->window = true;
+    return 0;
+}
+
 /* Parses the flags into A.  CTL_EXIT_OK, or the exit code after printing. */
 static int create_parse(int argc, char **argv, create_args *a)
 {
@@ -161,6 +195,8 @@ static int create_parse(int argc, char **argv, create_args *a)
                      .freeze_ms = -1,
                      .lease_until_ms = -1,
                      .ttl_s = -1,
+                     .window_start_s = -1,
+                     .window_end_s = -1,
                      .expire_ms = -1,
                      .finish_ms = -1};
     a->freeze_ms = -1;
@@ -259,6 +295,21 @@ static int create_parse(int argc, char **argv, create_args *a)
                                        sizeof errstr) < 0)
                 return ctl_usage("create", "%s", errstr);
             break;
+        case OPT_LOCAL_TIME:
+            a->t.local_time = 1;
+            break;
+        case OPT_DEFAULT_TZ:
+        case OPT_WINDOW_TZ:
+            /* Existence is hr_task_validate's; the name rules first. */
+            if (!hr_tz_name_ok(optarg))
+                return ctl_usage("create", "--%s: \"%s\" is not a time zone name",
+                                 create_options[opt - OPT_NAME].name, optarg);
+            *(opt == OPT_DEFAULT_TZ ? &a->t.default_tz : &a->t.window_tz) = optarg;
+            break;
+        case OPT_WINDOW:
+            if (create_window(optarg, &a->t, errstr, sizeof errstr) < 0)
+                return ctl_usage("create", "%s", errstr);
+            break;
         case OPT_EXPIRE_AT:
         case OPT_EXPIRE_IN:
             if (a->t.expire_ms >= 0 || a->expire_in_ms >= 0)
@@ -355,6 +406,12 @@ int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
         a.t.ttl_s >= 0 ? HR_P_I64(a.t.ttl_s) : HR_P_NULL,
         create_str_or_null(a.t.collapse_key),
         HR_P_STR(hr_priority_name(a.t.priority)),
+        /* local time and send windows */
+        HR_P_I64(a.t.local_time),
+        create_str_or_null(a.t.default_tz),
+        a.t.window ? HR_P_I64(a.t.window_start_s) : HR_P_NULL,
+        a.t.window ? HR_P_I64(a.t.window_end_s) : HR_P_NULL,
+        create_str_or_null(a.t.window_tz),
         /* expiry */
         a.t.expire_ms >= 0 ? HR_P_STR(expire) : HR_P_NULL,
         /* pacing */

@@ -356,7 +356,7 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     hr_task *t = NULL;
     hr_mysql_rows *rows = NULL;
     redisReply *reply;
-    char errstr[512], key[HR_KEY_MAX], keys[3][HR_KEY_MAX], token[128];
+    char errstr[512], key[HR_KEY_MAX], keys[5][HR_KEY_MAX], token[128];
     const char *prefix;
     hr_subs_refill_opts o = {.token = token,
                              .lock_ms = RECOVER_LOCK_MS,

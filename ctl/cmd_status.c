@@ -4,7 +4,8 @@
  * A sample is one hr_task_load, COUNT(push_subscription) (once the task is
  * claimed the subscriptions are frozen, so a --watch counts them once) and
  * one pipelined round trip to Redis (SCARD subs, HLEN pending, HGETALL
- * stats).  Progress is hr_progress's, the same as the API's: each outcome
+ * stats, ZCARD wait: a local-time or windowed task's recipients not yet
+ * due, shown and counted as not chunked yet).  Progress is hr_progress's, the same as the API's: each outcome
  * the larger of MySQL's counter and the stats hash's, done = their sum,
  * total = the subscriptions, ratio exactly 1 once the task is finished
  * (unaccounted then shows what no counter settled).
@@ -36,6 +37,7 @@ typedef struct status_sample {
     hr_task *t;
     int64_t subs;                         /* SCARD subs, -1 = unknown */
     int64_t pending;                      /* HLEN pending, -1 = unknown */
+    int64_t waiting;                      /* ZCARD wait (docs/scheduling.md), -1 = unknown */
     int64_t published;                    /* stats.published, 0 when absent */
     int64_t live[HR_OUTCOME_UNACCOUNTED]; /* the stats hash's outcomes, -1 = absent */
     int64_t subscriptions;                /* COUNT(push_subscription), -1 = unknown */
@@ -78,26 +80,31 @@ static void status_redis(hr_redis *r, int64_t task, status_sample *s)
     static const struct {
         const char *cmd;
         hr_key_kind key;
-    } cmds[] = {{"SCARD", HR_KEY_SUBS}, {"HLEN", HR_KEY_PENDING}, {"HGETALL", HR_KEY_STATS}};
-    redisReply *reply[3] = {NULL, NULL, NULL};
+    } cmds[] = {{"SCARD", HR_KEY_SUBS},
+                {"HLEN", HR_KEY_PENDING},
+                {"HGETALL", HR_KEY_STATS},
+                {"ZCARD", HR_KEY_WAIT}};
+    enum { NCMDS = sizeof cmds / sizeof cmds[0] };
+    redisReply *reply[NCMDS] = {NULL};
     char key[HR_KEY_MAX], errstr[256];
     hr_pipe *pipe = hr_pipe_new(r);
     size_t i;
 
-    for (i = 0; pipe != NULL && i < 3; i++) {
+    for (i = 0; pipe != NULL && i < NCMDS; i++) {
         const char *argv[2] = {cmds[i].cmd,
                                hr_key_task(hr_redis_prefix(r), key, sizeof key, task, cmds[i].key)};
         if (hr_pipe_cmd(pipe, 2, argv, NULL) < 0)
             break;
     }
-    if (pipe != NULL && i == 3 && hr_pipe_exec(pipe, errstr, sizeof errstr) == 0)
-        for (i = 0; i < 3; i++)
+    if (pipe != NULL && i == NCMDS && hr_pipe_exec(pipe, errstr, sizeof errstr) == 0)
+        for (i = 0; i < NCMDS; i++)
             reply[i] = hr_pipe_reply(pipe, i, errstr, sizeof errstr);
     hr_pipe_free(pipe);
     s->subs = status_int_reply(reply[0]);
     s->pending = status_int_reply(reply[1]);
     status_stats(s, reply[2]);
-    for (i = 0; i < 3; i++)
+    s->waiting = status_int_reply(reply[3]);
+    for (i = 0; i < NCMDS; i++)
         freeReplyObject(reply[i]);
 }
 
@@ -132,6 +139,7 @@ static int status_sample_take(hr_mysql *m, hr_redis *r, int64_t task, status_sam
     *s = (status_sample){.t = t,
                          .subs = -1,
                          .pending = -1,
+                         .waiting = -1,
                          .mono_ms = ctl_fmt_mono_ms(),
                          .live = {-1, -1, -1, -1, -1, -1, -1}};
     if (r != NULL)
@@ -139,7 +147,9 @@ static int status_sample_take(hr_mysql *m, hr_redis *r, int64_t task, status_sam
     s->subscriptions = known >= 0 ? known : status_subscriptions(m, task);
     in = (hr_progress_in){.subscriptions = s->subscriptions,
                           .published = hr_progress_merge(t->total, s->published),
-                          .subs_left = s->subs,
+                          /* waiting recipients are not chunked yet either */
+                          .subs_left =
+                              s->subs >= 0 && s->waiting > 0 ? s->subs + s->waiting : s->subs,
                           .finished = hr_state_final(t->state)};
     {
         const int64_t mysql[HR_OUTCOME_UNACCOUNTED] = {
@@ -247,6 +257,9 @@ static void status_report(const status_sample *s, double rate)
         printf("  redis     subs left %s  pending chunks %s  stats %s\n",
                ctl_fmt_count(s->subs, n[0], sizeof n[0]),
                ctl_fmt_count(s->pending, n[1], sizeof n[1]), s->stats[0] ? s->stats : "-");
+    if (s->waiting > 0) /* a local-time or windowed task (docs/scheduling.md) */
+        printf("  waiting   %s for their release instant (waves: GET /v1/tasks/%" PRId64 ")\n",
+               ctl_fmt_count(s->waiting, n[0], sizeof n[0]), t->id);
     else
         printf("  redis     unavailable\n");
     printf("  rate      %s  %s\n", r, eta);

@@ -37,11 +37,13 @@
  *   dsp_scan.c    -> dsp_timer.c, dsp_store.c
  *   dsp_timer.c   -> dsp_lease.c (owns what it claimed), dsp_store.c
  *   dsp_sweep.c   -> dsp_chunk.c (produce)
- *   dsp_chunk.c   -> dsp_reconcile.c (before the first chunk), dsp_lease.c
- *   dsp_reconcile.c -> dsp_lease.c (the outcome on the owned task), dsp_addr.c
+ *   dsp_chunk.c   -> dsp_reconcile.c (before the first chunk), dsp_lease.c,
+ *                    dsp_wait.c (releases due recipients)
+ *   dsp_reconcile.c -> dsp_lease.c (the outcome on the owned task), dsp_addr.c,
+ *                    dsp_wait.c (plans the wait set)
  *   dsp_lease.c   -> dsp_store.c
  *   dsp_api*.c    -> dsp_store.c
- *   dsp_store.c, dsp_metrics.c, dsp_conn.c: leaves.
+ *   dsp_store.c, dsp_metrics.c, dsp_conn.c, dsp_wait.c: leaves.
  * Blocking MySQL work on the loop thread is limited to single-row
  * statements (claim, renew, chunk rows); the scans whose cost grows with
  * the number of tasks or subscribers run in the background job. */
@@ -58,6 +60,7 @@
 #include "hr_config.h"
 #include "hr_httpd.h"
 #include "hr_metrics.h"
+#include "hr_tz.h"
 #include "hr_mysql.h"
 #include "hr_pace.h"
 #include "hr_progress.h"
@@ -112,6 +115,13 @@ typedef struct dsp_task {
     bool started;       /* the seq key exists: reconciled, refills can no longer run */
     bool reconciling;   /* its reconciliation is queued or running */
     bool subs_empty;
+    /* local time and send windows (dsp_wait.c) */
+    bool waits;                           /* recipients pass through the wait set */
+    bool window;                          /* a send window (below) */
+    int64_t window_start_s, window_end_s; /* seconds of the local day */
+    char window_tz[HR_TZ_NAME_MAX + 1];   /* "" = the recipient's zone */
+    int64_t wait_next_ms;                 /* the next release instant, or a recheck; 0 = now */
+    int64_t wait_left;                    /* members in the wait set after the last release */
     /* pacing (dsp_pace.c) */
     int64_t finish_ms; /* finish_by, -1 = not paced; rate_limit is then the rate in force */
     int64_t cap;       /* the effective rate_limit a paced rate never exceeds; 0 = none */
@@ -192,7 +202,7 @@ typedef struct dsp {
     bool rc_busy;
     dsp_conn rc_conn;
     HR_VEC(int64_t) rc_queue;
-    int64_t rc_task, rc_added, rc_seen, rc_ms;
+    int64_t rc_task, rc_added, rc_seen, rc_ms, rc_parked;
     int rc_result;
     char rc_err[512];
 
@@ -279,6 +289,19 @@ void dsp_timer_pop(dsp *d);
 /* Queues task ID's reconciliation (once); false when out of memory. */
 bool dsp_reconcile_want(dsp *d, int64_t id);
 void dsp_reconcile_free(dsp *d);
+
+/* dsp_wait.c: local-time sends and send windows. */
+/* Reconciliation job: parks task ID's recipients in its wait set by
+ * release instant, once (a local-time or windowed task; others untouched).
+ * *PARKED gets how many.  0 or -1 (ERRSTR). */
+int dsp_wait_plan(dsp_conn *conn, int64_t id, int64_t now, int64_t *parked, char *errstr,
+                  size_t errlen);
+/* Loop thread, chunker: puts off the waves of DT whose window closed, then
+ * releases up to MAX due recipients from the wait set into subs.  The
+ * number released, or -1 (ERRSTR); *NEXT_MS gets the earliest release
+ * instant still waiting (-1 = none), *LEFT how many still wait. */
+int64_t dsp_wait_release(dsp_conn *conn, const dsp_task *dt, int64_t now, int64_t max,
+                         int64_t *next_ms, int64_t *left, char *errstr, size_t errlen);
 
 /* dsp_addr.c (background job, reconciliation): the address sync on CONN's
  * connections; DUE_ONLY: only when DSP_ADDR_SYNC_MS passed since the last. */

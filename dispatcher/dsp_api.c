@@ -24,6 +24,7 @@
 #include "hr_parse.h"
 #include "hr_progress.h"
 #include "hr_state.h"
+#include "hr_tz.h"
 
 /* ---- shared helpers ------------------------------------------------------ */
 
@@ -115,6 +116,28 @@ static void dsp_api_add_str(cJSON *o, const char *name, const char *s)
         cJSON_AddNullToObject(o, name);
 }
 
+/* local_time, default_tz and the window (docs/scheduling.md); bounds as
+ * "HH:MM:SS". */
+static void dsp_api_add_local(cJSON *o, const hr_task *t)
+{
+    const int64_t bounds[2] = {t->window_start_s, t->window_end_s};
+    const char *names[2] = {"window_start", "window_end"};
+    char buf[16];
+
+    cJSON_AddBoolToObject(o, "local_time", t->local_time == 1);
+    dsp_api_add_str(o, "default_tz", t->default_tz);
+    for (size_t i = 0; i < 2; i++) {
+        if (bounds[i] < 0) {
+            cJSON_AddNullToObject(o, names[i]);
+            continue;
+        }
+        snprintf(buf, sizeof buf, "%02d:%02d:%02d", (int)(bounds[i] / 3600),
+                 (int)(bounds[i] / 60 % 60), (int)(bounds[i] % 60));
+        cJSON_AddStringToObject(o, names[i], buf);
+    }
+    dsp_api_add_str(o, "window_tz", t->window_tz);
+}
+
 static cJSON *dsp_api_task_json(const hr_task *t)
 {
     cJSON *o = cJSON_CreateObject(), *counters, *payload = NULL;
@@ -150,6 +173,7 @@ static cJSON *dsp_api_task_json(const hr_task *t)
         cJSON_AddNullToObject(o, "ttl");
     dsp_api_add_str(o, "collapse_key", t->collapse_key);
     dsp_api_add_str(o, "priority", hr_priority_name(t->priority));
+    dsp_api_add_local(o, t);
     /* pacing and admission (docs/scheduling.md) */
     dsp_api_add_time(o, "finish_by", hr_task_paced(t) ? t->finish_ms : -1);
     dsp_api_add_str(o, "last_warning", t->last_warning);
@@ -195,6 +219,61 @@ static int64_t dsp_api_stat(const redisReply *stats, const char *field)
         if (strcmp(stats->element[i]->str, field) == 0)
             return strtoll(stats->element[i + 1]->str, NULL, 10);
     return -1;
+}
+
+/* A local-time or windowed task's waves into PROGRESS (docs/scheduling.md):
+ * "waiting" (members of the wait set) and "waves", one per release instant
+ * in time order: its zone, the window's close, recipients, released and
+ * still waiting.  *WAITING gets the wait set's size (-1 when Redis does not
+ * answer; the waves are then left out). */
+static void dsp_api_waves(dsp_api_conn *ac, const hr_task *t, cJSON *progress, int64_t *waiting)
+{
+    char wait[HR_KEY_MAX], waves[HR_KEY_MAX], err[256], field[40];
+    redisReply *all = NULL, *n;
+    cJSON *list;
+
+    *waiting = -1;
+    hr_key_task(hr_redis_prefix(ac->r), wait, sizeof wait, t->id, HR_KEY_WAIT);
+    hr_key_task(hr_redis_prefix(ac->r), waves, sizeof waves, t->id, HR_KEY_WAVES);
+    n = hr_redis_cmdf(ac->r, err, sizeof err, "ZCARD %s", wait);
+    if (n == NULL || (all = hr_redis_cmdf(ac->r, err, sizeof err, "HGETALL %s", waves)) == NULL)
+        goto done;
+    *waiting = n->integer;
+    cJSON_AddNumberToObject(progress, "waiting", (double)n->integer);
+    list = cJSON_AddArrayToObject(progress, "waves");
+    for (size_t i = 0; all->type == REDIS_REPLY_ARRAY && i + 1 < all->elements; i += 2) {
+        char *end, zone[HR_TZ_NAME_MAX + 1] = "";
+        int64_t release = strtoll(all->element[i]->str, &end, 10), close = -1, released, left;
+        cJSON *w, *at;
+        size_t k;
+
+        if (*end != '\0')
+            continue; /* "planned", "released:<ms>" */
+        (void)sscanf(all->element[i + 1]->str, "%" SCNd64 " %64s", &close, zone);
+        snprintf(field, sizeof field, "released:%" PRId64, release);
+        released = hr_progress_merge(0, dsp_api_stat(all, field));
+        left = dsp_reply_int(hr_redis_cmdf(ac->r, err, sizeof err, "ZCOUNT %s %" PRId64 " %" PRId64,
+                                           wait, release, release));
+        w = cJSON_CreateObject();
+        dsp_api_add_time(w, "release_at", release);
+        cJSON_AddStringToObject(w, "zone", zone);
+        dsp_api_add_time(w, "window_closes_at", close);
+        cJSON_AddNumberToObject(w, "recipients", (double)(released + (left > 0 ? left : 0)));
+        cJSON_AddNumberToObject(w, "released", (double)released);
+        cJSON_AddNumberToObject(w, "waiting", (double)(left > 0 ? left : 0));
+        /* In release order: HGETALL's order is the hash's. */
+        for (k = 0; (at = cJSON_GetArrayItem(list, (int)k)) != NULL; k++)
+            if (strcmp(cJSON_GetObjectItem(at, "release_at")->valuestring,
+                       cJSON_GetObjectItem(w, "release_at")->valuestring) > 0)
+                break;
+        if (at != NULL)
+            cJSON_InsertItemInArray(list, (int)k, w);
+        else
+            cJSON_AddItemToArray(list, w);
+    }
+done:
+    freeReplyObject(n);
+    freeReplyObject(all);
 }
 
 /* Finish-by pacing's part of the progress (docs/scheduling.md): the rate
@@ -262,8 +341,17 @@ static void dsp_api_task_live(dsp_api_conn *ac, const hr_task *t, cJSON *o)
         in.outcome[i] =
             hr_progress_merge(mysql[i], dsp_api_stat(stats, hr_progress_outcome_name(i)));
     in.published = hr_progress_merge(t->total, dsp_api_stat(stats, "published"));
+    progress = cJSON_CreateObject();
+    if (hr_task_waits(t)) {
+        int64_t waiting;
+
+        /* Not chunked yet either: the fallback total counts them. */
+        dsp_api_waves(ac, t, progress, &waiting);
+        if (in.subs_left >= 0 && waiting > 0)
+            in.subs_left += waiting;
+    }
     hr_progress_compute(&in, &pr);
-    progress = cJSON_AddObjectToObject(o, "progress");
+    cJSON_AddItemToObject(o, "progress", progress);
     cJSON_AddNumberToObject(progress, "done", (double)pr.done);
     cJSON_AddNumberToObject(progress, "total", (double)pr.total);
     cJSON_AddNumberToObject(progress, "ratio", pr.ratio);
@@ -319,6 +407,12 @@ static bool dsp_api_admit(dsp_api *a, dsp_api_conn *ac, hr_httpd_resp *resp, hr_
     return dsp_api_task(ac, id, resp, t);
 }
 
+/* A window bound in seconds of the day; -1 is the column's NULL. */
+static hr_mysql_param dsp_api_p_tod(int64_t secs)
+{
+    return secs >= 0 ? HR_P_I64(secs) : HR_P_NULL;
+}
+
 /* ttl_s -1 is the column's NULL (the provider's default). */
 static hr_mysql_param dsp_api_p_ttl(int64_t ttl_s)
 {
@@ -344,6 +438,8 @@ static void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req
                               .finish_ms = -1,
                               .freeze_ms = -1,
                               .expire_ms = -1,
+                              .window_start_s = -1,
+                              .window_end_s = -1,
                               .control = HR_CONTROL_RUN,
                               .state = HR_STATE_SCHEDULED}};
     hr_task *t = NULL;
@@ -365,37 +461,36 @@ static void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req
         goto done;
     }
     {
-        const hr_mysql_param p[] = {HR_P_STR(in.t.name),
-                                    HR_P_STR(in.t.topic),
-                                    HR_P_STR(in.t.channel),
-                                    HR_P_STR(in.t.title),
-                                    HR_P_STR(in.t.body),
-                                    dsp_api_p_str(in.t.payload),
-                                    HR_P_I64(in.t.due_ms),
-                                    in.has_freeze ? HR_P_I64(in.t.freeze_ms) : HR_P_NULL,
-                                    HR_P_I64(in.t.rate_limit),
-                                    HR_P_I64(in.t.chunk_size),
-                                    HR_P_I64(in.t.throttle_limit),
-                                    HR_P_I64(in.t.throttle_window_s),
-                                    dsp_api_p_str(scope),
-                                    dsp_api_p_str(in.t.throttle_key),
-                                    dsp_api_p_str(in.t.throttle_mode),
-                                    dsp_api_p_ttl(in.t.ttl_s),
-                                    dsp_api_p_str(in.t.collapse_key),
-                                    HR_P_STR(hr_priority_name(in.t.priority)),
-                                    dsp_api_p_expire(in.t.expire_ms),
-                                    dsp_api_p_finish(&in.t)};
+        const hr_mysql_param p[] = {
+            HR_P_STR(in.t.name), HR_P_STR(in.t.topic), HR_P_STR(in.t.channel), HR_P_STR(in.t.title),
+            HR_P_STR(in.t.body), dsp_api_p_str(in.t.payload), HR_P_I64(in.t.due_ms),
+            in.has_freeze ? HR_P_I64(in.t.freeze_ms) : HR_P_NULL, HR_P_I64(in.t.rate_limit),
+            HR_P_I64(in.t.chunk_size), HR_P_I64(in.t.throttle_limit),
+            HR_P_I64(in.t.throttle_window_s), dsp_api_p_str(scope),
+            dsp_api_p_str(in.t.throttle_key), dsp_api_p_str(in.t.throttle_mode),
+            dsp_api_p_ttl(in.t.ttl_s), dsp_api_p_str(in.t.collapse_key),
+            HR_P_STR(hr_priority_name(in.t.priority)),
+            /* local time and send windows */
+            HR_P_I64(in.t.local_time), dsp_api_p_str(in.t.default_tz),
+            dsp_api_p_tod(in.t.window_start_s), dsp_api_p_tod(in.t.window_end_s),
+            dsp_api_p_str(in.t.window_tz),
+            /* expiry */
+            dsp_api_p_expire(in.t.expire_ms),
+            /* pacing */
+            dsp_api_p_finish(&in.t)};
 
         if (hr_mysql_exec(ac->m,
                           "INSERT INTO push_task (name, topic, channel, title, body, payload, "
                           "due_at, freeze_at, rate_limit, chunk_size, throttle_limit, "
                           "throttle_window_s, throttle_scope, throttle_key, throttle_mode, "
                           "ttl_s, collapse_key, priority, "
+                          "local_time, default_tz, window_start, window_end, window_tz, "
                           /* expiry */ "expire_at, "
                           /* pacing */ "finish_by) "
                           "VALUES (?, ?, ?, ?, ?, ?, FROM_UNIXTIME(? / 1000), "
                           "FROM_UNIXTIME(? / 1000), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                          "FROM_UNIXTIME(? / 1000), FROM_UNIXTIME(? / 1000))",
+                          "?, ?, SEC_TO_TIME(?), SEC_TO_TIME(?), ?, FROM_UNIXTIME(? / 1000), "
+                          "FROM_UNIXTIME(? / 1000))",
                           p, sizeof p / sizeof p[0], NULL, &id, NULL, err, sizeof err) < 0) {
             dsp_api_backend_error(resp, "mysql", err);
             goto done;
@@ -480,22 +575,25 @@ static void dsp_api_patch(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
         }
     }
     {
-        const hr_mysql_param p[] = {HR_P_STR(in.t.title),
-                                    HR_P_STR(in.t.body),
-                                    dsp_api_p_str(in.t.payload),
-                                    HR_P_I64(in.t.due_ms),
-                                    dsp_api_p_ttl(in.t.ttl_s),
-                                    dsp_api_p_str(in.t.collapse_key),
+        const hr_mysql_param p[] = {HR_P_STR(in.t.title), HR_P_STR(in.t.body),
+                                    dsp_api_p_str(in.t.payload), HR_P_I64(in.t.due_ms),
+                                    dsp_api_p_ttl(in.t.ttl_s), dsp_api_p_str(in.t.collapse_key),
                                     HR_P_STR(hr_priority_name(in.t.priority)),
-                                    dsp_api_p_finish(&in.t),
-                                    HR_P_I64(id)};
+                                    /* local time and send windows */
+                                    HR_P_I64(in.t.local_time), dsp_api_p_str(in.t.default_tz),
+                                    dsp_api_p_tod(in.t.window_start_s),
+                                    dsp_api_p_tod(in.t.window_end_s), dsp_api_p_str(in.t.window_tz),
+                                    /* pacing */
+                                    dsp_api_p_finish(&in.t), HR_P_I64(id)};
 
         if (hr_mysql_exec(ac->m,
                           "UPDATE push_task SET title = ?, body = ?, payload = ?, "
                           "due_at = FROM_UNIXTIME(? / 1000), ttl_s = ?, collapse_key = ?, "
-                          "priority = ?, finish_by = FROM_UNIXTIME(? / 1000) "
+                          "priority = ?, local_time = ?, default_tz = ?, "
+                          "window_start = SEC_TO_TIME(?), window_end = SEC_TO_TIME(?), "
+                          "window_tz = ?, finish_by = FROM_UNIXTIME(? / 1000) "
                           "WHERE id = ? AND state = 'scheduled'",
-                          p, 9, &affected, NULL, &sqlerr, err, sizeof err) < 0) {
+                          p, 14, &affected, NULL, &sqlerr, err, sizeof err) < 0) {
             if (sqlerr == HR_MYSQL_ER_SIGNAL) /* the freeze trigger */
                 hr_httpd_error(resp, 409, "frozen", "%s", err);
             else

@@ -17,6 +17,7 @@
 #include "dsp_api.h"
 #include "hr_parse.h"
 #include "hr_state.h"
+#include "hr_tz.h"
 
 #define DSP_API_LIST_MAX 1000
 #define DSP_API_LIST_DEFAULT 100
@@ -108,7 +109,15 @@ int dsp_api_parse_time(const cJSON *v, const char *what, int64_t *ms, char *errs
 
 /* ---- task fields ---------------------------------------------------------- */
 
-typedef enum dsp_api_kind { DSP_F_STR, DSP_F_INT, DSP_F_OBJ, DSP_F_TIME } dsp_api_kind;
+typedef enum dsp_api_kind {
+    DSP_F_STR,
+    DSP_F_INT,
+    DSP_F_OBJ,
+    DSP_F_TIME,
+    DSP_F_BOOL,
+    DSP_F_ZONE, /* an IANA zone name, or null */
+    DSP_F_TOD,  /* a time of day "HH:MM[:SS]", or null */
+} dsp_api_kind;
 
 /* The task fields the API takes: name, kind, longest value (the column's),
  * whether PATCH may change it (the freeze trigger's columns). */
@@ -140,6 +149,12 @@ static const struct dsp_api_field {
     /* expiry: expire_at, or expire_in seconds after due_at */
     {"expire_at", DSP_F_TIME, 0, false, false},
     {"expire_in", DSP_F_INT, 0, false, false},
+    /* local time and send windows (docs/scheduling.md) */
+    {"local_time", DSP_F_BOOL, 0, true, false},
+    {"default_tz", DSP_F_ZONE, HR_TZ_NAME_MAX, true, false},
+    {"window_start", DSP_F_TOD, 0, true, false},
+    {"window_end", DSP_F_TOD, 0, true, false},
+    {"window_tz", DSP_F_ZONE, HR_TZ_NAME_MAX, true, false},
     /* pacing (docs/scheduling.md) */
     {"finish_by", DSP_F_TIME, 0, true, false},
 };
@@ -172,8 +187,48 @@ static int dsp_api_field_check(const struct dsp_api_field *fd, const cJSON *v, i
         if (dsp_api_parse_time(v, fd->name, ms, errstr, errlen) < 0)
             return dsp_api_coded(code, "bad_field");
         break;
+    case DSP_F_BOOL:
+        if (!cJSON_IsBool(v))
+            return dsp_api_refuse(code, "bad_field", errstr, errlen, "%s must be true or false",
+                                  fd->name);
+        break;
+    case DSP_F_ZONE:
+        /* Existence is hr_task_validate's (hr_tz_check); the name rules
+         * first, so a path never reaches it. */
+        if (!cJSON_IsNull(v) && (!cJSON_IsString(v) || !hr_tz_name_ok(v->valuestring)))
+            return dsp_api_refuse(code, "bad_field", errstr, errlen,
+                                  "%s must be an IANA time zone name like Europe/Berlin, or null",
+                                  fd->name);
+        break;
+    case DSP_F_TOD:
+        if (!cJSON_IsNull(v) &&
+            (!cJSON_IsString(v) ||
+             hr_parse_time_of_day(fd->name, v->valuestring, ms, errstr, errlen) < 0))
+            return dsp_api_refuse(code, "bad_field", errstr, errlen,
+                                  "%s must be a time of day as HH:MM or HH:MM:SS, or null",
+                                  fd->name);
+        break;
     }
     return 0;
+}
+
+/* A checked local-time / window member V (its time of day in MS) into T;
+ * null clears a zone or a window bound. */
+static void dsp_api_parse_local(const char *name, const cJSON *v, int64_t ms, hr_task *t)
+{
+    char *zone = cJSON_IsString(v) ? v->valuestring : NULL;
+
+    if (strcmp(name, "local_time") == 0)
+        t->local_time = cJSON_IsTrue(v);
+    else if (strcmp(name, "default_tz") == 0)
+        t->default_tz = zone;
+    else if (strcmp(name, "window_tz") == 0)
+        t->window_tz = zone;
+    else if (strcmp(name, "window_start") == 0)
+        t->window_start_s = cJSON_IsNull(v) ? -1 : ms;
+    else
+        t->window_end_s = cJSON_IsNull(v) ? -1 : ms;
+    t->window = t->window_start_s >= 0 || t->window_end_s >= 0;
 }
 
 int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char **code,
@@ -194,7 +249,7 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
             return dsp_api_refuse(
                 code, "unknown_field", errstr, errlen, "unknown field '%s'%s", v->string,
                 fd != NULL ? " (PATCH changes title, body, payload, due_at, ttl, collapse_key, "
-                             "priority and finish_by)"
+                             "priority, local_time, default_tz, the window and finish_by)"
                            : "");
         if (dsp_api_field_check(fd, v, &ms, code, errstr, errlen) < 0)
             return -1;
@@ -259,6 +314,8 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
                    hr_priority_parse(v->valuestring, &in->t.priority) < 0)
             return dsp_api_refuse(code, "bad_field", errstr, errlen,
                                   "priority must be high or normal");
+        else if (fd->kind == DSP_F_BOOL || fd->kind == DSP_F_ZONE || fd->kind == DSP_F_TOD)
+            dsp_api_parse_local(fd->name, v, ms, &in->t);
     }
     if (in->t.throttle_mode != NULL && strcmp(in->t.throttle_mode, "enforce") != 0 &&
         strcmp(in->t.throttle_mode, "shadow") != 0)

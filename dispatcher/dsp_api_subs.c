@@ -256,12 +256,13 @@ static cJSON *dsp_api_render(const char *src, dsp_api_vars *vars)
     return s != NULL ? s : cJSON_CreateNull();
 }
 
-/* Moves UID of task ID from subs to pulled; true when it moved. */
+/* Moves UID of task ID from subs (or the wait set) to pulled; true when it
+ * moved. */
 static int dsp_api_ack(dsp_api_conn *ac, int64_t id, int64_t uid, const char *uid_s, char *errstr,
                        size_t errlen)
 {
-    char keys[3][256];
-    const char *argv[4] = {keys[0], keys[1], keys[2], uid_s};
+    char keys[4][256];
+    const char *argv[5] = {keys[0], keys[1], keys[2], keys[3], uid_s};
     const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(uid)};
     const hr_mysql_param pt[] = {HR_P_I64(id)};
     redisReply *reply;
@@ -270,7 +271,8 @@ static int dsp_api_ack(dsp_api_conn *ac, int64_t id, int64_t uid, const char *ui
     hr_key_task(hr_redis_prefix(ac->r), keys[0], sizeof keys[0], id, HR_KEY_SUBS);
     hr_key_task(hr_redis_prefix(ac->r), keys[1], sizeof keys[1], id, HR_KEY_PULLED);
     hr_key_task(hr_redis_prefix(ac->r), keys[2], sizeof keys[2], id, HR_KEY_STATS);
-    reply = hr_redis_eval(ac->r, HR_LUA_PULL_ACK, 3, 4, argv, NULL, errstr, errlen);
+    hr_key_task(hr_redis_prefix(ac->r), keys[3], sizeof keys[3], id, HR_KEY_WAIT);
+    reply = hr_redis_eval(ac->r, HR_LUA_PULL_ACK, 4, 5, argv, NULL, errstr, errlen);
     if (reply == NULL)
         return -1;
     moved = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;

@@ -4,7 +4,9 @@
  *
  * - Chunker: per owned task, at most one chunk per tick: take the rate
  *   limit's grant, INCR seq, chunk_move.lua (SPOP -> chunk set -> pending),
- *   produce.  A chunk counts as published only on its delivery report,
+ *   produce.  A local-time or windowed task first releases its due
+ *   recipients from the wait set into subs (dsp_wait.c) and is not
+ *   finished while any wait.  A chunk counts as published only on its delivery report,
  *   which queues a dsp_report; the reports become push_chunk rows and
  *   push_task.total here too.  Empty subs and no report outstanding ->
  *   `dispatched`.  Past the task's expire_at nothing more is chunked: what
@@ -286,23 +288,25 @@ static int64_t dsp_grant(dsp *d, dsp_task *dt, int64_t now, bool *failed, char *
  * worker died is expired by the worker the sweeper's republish reaches.
  * The task then goes on as one whose subs ran out: dispatched, and done
  * when no chunk is pending, every subscription accounted.
- * Hook for recipients parked for a later release (quiet hours, a per-task
- * wait ZSET; not built here): they must be counted expired here too, with
- * one more drop (drop_set.lua counts a SET with SCARD: a ZSET needs ZCARD). */
+ * Recipients still parked in the wait set (local time, send windows) are
+ * dropped first, so a release racing the expiry lands in subs, dropped next. */
 static void dsp_chunk_expire(dsp *d, dsp_task *dt)
 {
     dsp_conn *conn = &d->loop_conn;
-    int64_t dropped = 0, total = 0;
+    int64_t waited = 0, dropped = 0, total = 0;
     bool held = false;
     char err[512];
 
-    if (hr_finish_drop(conn->r, dt->id, -1, HR_OUTCOME_EXPIRED, NULL, &dropped, &total, err,
-                       sizeof err) < 0 ||
+    if (hr_finish_drop(conn->r, dt->id, HR_FINISH_WAIT, HR_OUTCOME_EXPIRED, NULL, &waited, &total,
+                       err, sizeof err) < 0 ||
+        hr_finish_drop(conn->r, dt->id, HR_FINISH_SUBS, HR_OUTCOME_EXPIRED, NULL, &dropped, &total,
+                       err, sizeof err) < 0 ||
         dsp_drop_chunks(conn, dt->id, HR_OUTCOME_EXPIRED, &dropped, &total, &held, err,
                         sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_REDIS, err);
         return;
     }
+    dropped += waited;
     /* Without it the stats hash keeps the count, and the finish
      * (hr_finish_task) raises MySQL to it. */
     if (hr_finish_count(conn->m, dt->id, HR_OUTCOME_EXPIRED, total, err, sizeof err) < 0)
@@ -313,6 +317,22 @@ static void dsp_chunk_expire(dsp *d, dsp_task *dt)
                 "task=%" PRId64 " dropped=%" PRId64 " expired=%" PRId64 " held=%d late_ms=%" PRId64,
                 dt->id, dropped, total, held, dsp_now_ms() - dt->expire_ms);
     dt->subs_empty = true;
+}
+
+/* A local-time or windowed task (dsp_wait.c): releases up to N due
+ * recipients into subs for the chunk about to move, and notes when the next
+ * ones are due (wait_next_ms: the earliest release still waiting, 0 when
+ * due ones are left) and how many still wait.  0 or -1 (ERRSTR). */
+static int dsp_chunk_release(dsp *d, dsp_task *dt, int64_t now, int64_t n, char *errstr,
+                             size_t errlen)
+{
+    int64_t next = -1, left = 0;
+
+    if (dsp_wait_release(&d->loop_conn, dt, now, n, &next, &left, errstr, errlen) < 0)
+        return -1;
+    dt->wait_left = left;
+    dt->wait_next_ms = next > now ? next : 0;
+    return 0;
 }
 
 /* One chunk of T: grant, seq, move, produce.  true when a chunk moved. */
@@ -341,12 +361,16 @@ static bool dsp_chunk_one(dsp *d, dsp_task *dt)
         dsp_chunk_expire(d, dt);
         return false;
     }
+    if (dt->waits && now < dt->wait_next_ms)
+        return false; /* nothing released before then (dsp_chunk_release) */
     n = dsp_grant(d, dt, now, &failed, err, sizeof err);
     if (n == 0) {
         if (failed)
             goto redis_failed;
         return false;
     }
+    if (dt->waits && dsp_chunk_release(d, dt, now, n, err, sizeof err) < 0)
+        goto redis_failed;
     hr_key_task(hr_redis_prefix(conn->r), keys[0], sizeof keys[0], dt->id, HR_KEY_SEQ);
     reply = hr_redis_cmdf(conn->r, err, sizeof err, "INCR %s", keys[0]);
     if (reply == NULL)
@@ -367,7 +391,10 @@ static bool dsp_chunk_one(dsp *d, dsp_task *dt)
     freeReplyObject(reply);
     dsp_health_ok(d, DSP_REDIS);
     if (moved == 0) {
-        dt->subs_empty = true;
+        /* Not finished while recipients wait for their instant. */
+        dt->subs_empty = !dt->waits || dt->wait_left == 0;
+        if (!dt->subs_empty)
+            dt->next_ms = dt->wait_next_ms;
         return false;
     }
     dt->chunks++;

@@ -10,11 +10,13 @@
  *     chunks (recipients stay, pending stays, no lease).
  *   - control=run on a paused task: never claimed -> scheduled; otherwise
  *     dispatching with an expired lease and no owner (any dispatcher's
- *     poller takes it over and chunks what is left) when subs is not empty
+ *     poller takes it over and chunks what is left) when subs or the wait
+ *     set is not empty
  *     or it never reached dispatched, else dispatched.  Parked chunks
  *     (pending, no lease) are republished at once, counted as redelivered.
- *   - control=cancel on an unfinished task: subs and the pending chunks no
- *     worker holds are dropped and counted as cancelled (drop_set.lua,
+ *   - control=cancel on an unfinished task: subs, the wait set and the
+ *     pending chunks no worker holds are dropped and counted as cancelled
+ *     (drop_set.lua,
  *     stats), state -> cancelled.  Chunks held by live workers are
  *     cancelled by those workers; the task goes into the cancel_held set,
  *     and every later scan drops those chunks once their leases expired
@@ -62,10 +64,10 @@ static int dsp_control_resume(dsp *d, int64_t id, bool claimed, bool reached_dis
                               int64_t due_ms, char *errstr, size_t errlen)
 {
     dsp_conn *conn = &d->bg_conn;
-    char subs[HR_KEY_MAX];
+    char subs[HR_KEY_MAX], wait[HR_KEY_MAX];
     hr_task_state to = HR_STATE_SCHEDULED;
     redisReply *reply;
-    int64_t nsubs, now = dsp_now_ms();
+    int64_t nsubs, nwait, now = dsp_now_ms();
     int budget = DSP_SWEEP_MAX, rc;
 
     if (claimed) {
@@ -75,7 +77,13 @@ static int dsp_control_resume(dsp *d, int64_t id, bool claimed, bool reached_dis
             return -1;
         nsubs = reply->integer;
         freeReplyObject(reply);
-        to = nsubs > 0 || !reached_dispatched ? HR_STATE_DISPATCHING : HR_STATE_DISPATCHED;
+        /* Recipients waiting for their instant (docs/scheduling.md) need an
+         * owner to release them, even after a recover of a dispatched task. */
+        hr_key_task(hr_redis_prefix(conn->r), wait, sizeof wait, id, HR_KEY_WAIT);
+        nwait = dsp_reply_int(hr_redis_cmdf(conn->r, errstr, errlen, "ZCARD %s", wait));
+        if (nwait < 0)
+            return -1;
+        to = nsubs + nwait > 0 || !reached_dispatched ? HR_STATE_DISPATCHING : HR_STATE_DISPATCHED;
     }
     if (hr_task_set_control(NULL, conn->r, id, HR_CONTROL_RUN, errstr, errlen) < 0)
         return -1;
@@ -136,15 +144,21 @@ static int dsp_control_cancel(dsp *d, int64_t id, char *errstr, size_t errlen)
     dsp_conn *conn = &d->bg_conn;
     char key[256];
     redisReply *reply;
-    int64_t dropped, total = 0;
+    int64_t dropped, n, total = 0;
     bool held = false;
     int moved;
 
     if (hr_task_set_control(NULL, conn->r, id, HR_CONTROL_CANCEL, errstr, errlen) < 0)
         return -1;
-    if (hr_finish_drop(conn->r, id, -1, HR_OUTCOME_CANCELLED, NULL, &dropped, &total, errstr,
+    /* A local-time or windowed task's recipients not yet due go first: an
+     * owner's release that raced the cancel then lands in subs, dropped
+     * next, and never after it. */
+    if (hr_finish_drop(conn->r, id, HR_FINISH_WAIT, HR_OUTCOME_CANCELLED, NULL, &dropped, &total,
+                       errstr, errlen) < 0 ||
+        hr_finish_drop(conn->r, id, HR_FINISH_SUBS, HR_OUTCOME_CANCELLED, NULL, &n, &total, errstr,
                        errlen) < 0)
         return -1;
+    dropped += n;
     if (dsp_drop_chunks(conn, id, HR_OUTCOME_CANCELLED, &dropped, &total, &held, errstr, errlen) <
         0)
         return -1;

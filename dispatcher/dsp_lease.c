@@ -72,14 +72,20 @@ bool dsp_own(dsp *d, const hr_task *t, const char *via)
     dt->finish_ms = hr_task_paced(t) ? t->finish_ms : -1;
     dt->expire_ms = t->expire_ms;
     dt->gen = ++d->gen_next;
+    dt->waits = hr_task_waits(t);
+    dt->window = t->window;
+    dt->window_start_s = t->window_start_s;
+    dt->window_end_s = t->window_end_s;
+    snprintf(dt->window_tz, sizeof dt->window_tz, "%s", t->window_tz != NULL ? t->window_tz : "");
     d->tasks.v[d->tasks.n++] = dt;
     hr_metrics_inc(strcmp(via, "timer") == 0    ? d->met.claimed_timer
                    : strcmp(via, "poller") == 0 ? d->met.claimed_poller
                                                 : d->met.claimed_takeover);
     if (fresh) /* a takeover's or adoption's lag is not a claim's */
-        hr_metrics_observe(d->met.claim_lag, (double)(dsp_now_ms() - t->due_ms) / 1000.0);
+        hr_metrics_observe(d->met.claim_lag,
+                           (double)(dsp_now_ms() - hr_task_first_due_ms(t)) / 1000.0);
     hr_log_info("task_claimed", "task=%" PRId64 " via=%s lag_ms=%" PRId64 " rate_limit=%" PRId64,
-                t->id, via, (dsp_now_ms() - t->due_ms), dt->rate_limit);
+                t->id, via, (dsp_now_ms() - hr_task_first_due_ms(t)), dt->rate_limit);
     return true;
 oom:
     hr_log_error("task_not_owned", "task=%" PRId64 " error=out of memory", t->id);

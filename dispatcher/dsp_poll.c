@@ -38,7 +38,7 @@ void dsp_poll(dsp *d)
     if (dsp_store_tasks(conn->m,
                         "SELECT " HR_TASK_COLUMNS " FROM push_task "
                         "WHERE state = 'scheduled' AND control = 'run' "
-                        "AND due_at < UTC_TIMESTAMP(3) - INTERVAL ? MICROSECOND "
+                        "AND " HR_TASK_FIRST_DUE_SQL " < UTC_TIMESTAMP(3) - INTERVAL ? MICROSECOND "
                         "AND (? IS NULL OR topic = ?) ORDER BY due_at LIMIT ?",
                         ps, 4, &tasks, &n, err, sizeof err) < 0)
         goto failed;

@@ -14,7 +14,9 @@
  * number the task ever used.
  *
  * The address book is synced first (dsp_addr.c), so the first chunk's
- * workers read addresses as fresh as the subscribers.
+ * workers read addresses as fresh as the subscribers.  A local-time or
+ * windowed task's recipients are then parked by release instant
+ * (dsp_wait_plan), once per task.
  *
  * Off the loop thread: a sync's cost follows the rows added since the last
  * one, which a bulk load just before due can make large.  One job at a
@@ -86,7 +88,7 @@ static void dsp_rc_work(uv_work_t *w)
                              .stop = &d->stopping};
     int64_t start = dsp_now_ms();
 
-    d->rc_added = d->rc_seen = 0;
+    d->rc_added = d->rc_seen = d->rc_parked = 0;
     if (!dsp_conn_ready(d, conn)) {
         d->rc_result = -1;
         snprintf(d->rc_err, sizeof d->rc_err, "backends not ready");
@@ -97,8 +99,12 @@ static void dsp_rc_work(uv_work_t *w)
     snprintf(token, sizeof token, "%s/reconcile", d->owner);
     d->rc_result = hr_subs_sync(conn->m, conn->r, d->rc_task, &o, true, &d->rc_added, &d->rc_seen,
                                 d->rc_err, sizeof d->rc_err);
+    /* The plan runs once the set is complete and seq exists (no refill can
+     * add to subs any more), before the first chunk. */
     if ((d->rc_result == HR_SUBS_DONE || d->rc_result == HR_SUBS_STARTED) &&
-        dsp_rc_seq(conn, d->rc_task, d->rc_err, sizeof d->rc_err) < 0)
+        (dsp_rc_seq(conn, d->rc_task, d->rc_err, sizeof d->rc_err) < 0 ||
+         dsp_wait_plan(conn, d->rc_task, dsp_now_ms(), &d->rc_parked, d->rc_err, sizeof d->rc_err) <
+             0))
         d->rc_result = -1;
     if (d->rc_result < 0)
         dsp_conn_failed(d, conn, DSP_MYSQL, d->rc_err);
@@ -132,8 +138,9 @@ static void dsp_rc_done(uv_work_t *w, int status)
     switch (d->rc_result) {
     case HR_SUBS_DONE:
         hr_log_info("task_reconciled",
-                    "task=%" PRId64 " added=%" PRId64 " read=%" PRId64 " ms=%" PRId64, id,
-                    d->rc_added, d->rc_seen, d->rc_ms);
+                    "task=%" PRId64 " added=%" PRId64 " read=%" PRId64 " parked=%" PRId64
+                    " ms=%" PRId64,
+                    id, d->rc_added, d->rc_seen, d->rc_parked, d->rc_ms);
         if (d->rc_added > 0)
             hr_metrics_add(d->met.reconcile_added, (uint64_t)d->rc_added);
         hr_metrics_observe(d->met.reconcile_seconds, (double)d->rc_ms / 1000.0);

@@ -130,8 +130,8 @@ void dsp_scan(dsp *d)
 
     if (dsp_store_tasks(conn->m,
                         "SELECT " HR_TASK_COLUMNS " FROM push_task "
-                        "WHERE state = 'scheduled' AND control = 'run' AND (due_at IS NULL OR "
-                        "due_at <= UTC_TIMESTAMP(3) + INTERVAL ? SECOND) "
+                        "WHERE state = 'scheduled' AND control = 'run' AND (due_at IS NULL "
+                        "OR " HR_TASK_FIRST_DUE_SQL " <= UTC_TIMESTAMP(3) + INTERVAL ? SECOND) "
                         "AND (? IS NULL OR topic = ?) ORDER BY id LIMIT ?",
                         p, 4, &tasks, &n, err, sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
@@ -163,8 +163,8 @@ void dsp_scan(dsp *d)
             if (dsp_admit(d, conn->m, conn->r, t, now, err, sizeof err) < 0)
                 hr_log_warn("admission_failed", "task=%" PRId64 " error=%s", t->id, err);
         }
-        if (e->due_ms != t->due_ms && dsp_timer_add(d, t) == 0)
-            e->due_ms = t->due_ms;
+        if (e->due_ms != hr_task_first_due_ms(t) && dsp_timer_add(d, t) == 0)
+            e->due_ms = hr_task_first_due_ms(t);
     }
     /* A full page may have cut off tasks that are still scheduled. */
     if (n < DSP_SCAN_MAX)

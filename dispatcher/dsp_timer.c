@@ -24,8 +24,9 @@ int dsp_timer_add(dsp *d, const hr_task *t)
 
     hr_key_timer(hr_redis_prefix(conn->r), timer, sizeof timer);
     hr_key_task(hr_redis_prefix(conn->r), ctl, sizeof ctl, t->id, HR_KEY_CTL);
+    /* A local-time task fires when the first zone can be due. */
     reply = hr_redis_cmdf(conn->r, err, sizeof err, "ZADD %s %" PRId64 " %" PRId64, timer,
-                          t->due_ms, t->id);
+                          hr_task_first_due_ms(t), t->id);
     if (reply != NULL) {
         freeReplyObject(reply);
         reply = hr_redis_cmdf(conn->r, err, sizeof err, "SET %s run", ctl);
@@ -35,7 +36,8 @@ int dsp_timer_add(dsp *d, const hr_task *t)
         return -1;
     }
     freeReplyObject(reply);
-    hr_log_debug("task_scheduled", "task=%" PRId64 " due_ms=%" PRId64, t->id, t->due_ms);
+    hr_log_debug("task_scheduled", "task=%" PRId64 " due_ms=%" PRId64, t->id,
+                 hr_task_first_due_ms(t));
     return 0;
 }
 

@@ -6,7 +6,8 @@
 -- that held the chunk, after its in-flight requests finished and their acks
 -- were written, or before it took the lease when the task was cancelled or
 -- expired already).
--- KEYS[1] the set (subs or chunk:<seq>), KEYS[2] stats hash,
+-- KEYS[1] the set (subs, chunk:<seq>, or the wait ZSET of a local-time or
+-- windowed task), KEYS[2] stats hash,
 -- and for a chunk also KEYS[3] pending, KEYS[4] lease:<seq>;
 -- ARGV[1] the outcome (the stats hash field), and for a chunk ARGV[2] seq,
 -- ARGV[3] the caller's owner id (a worker; absent for a dispatcher).
@@ -38,7 +39,12 @@ if #KEYS == 4 then
         redis.call('DEL', KEYS[4])
     end
 end
-local n = redis.call('SCARD', KEYS[1])
+local n
+if redis.call('TYPE', KEYS[1]).ok == 'zset' then
+    n = redis.call('ZCARD', KEYS[1])
+else
+    n = redis.call('SCARD', KEYS[1])
+end
 redis.call('DEL', KEYS[1])
 if n > 0 then
     redis.call('HINCRBY', KEYS[2], outcome, n)

@@ -23,7 +23,8 @@ static void test_task_keys(void **state)
         {HR_KEY_PENDING, "herald:{t42}:pending"}, {HR_KEY_STATS, "herald:{t42}:stats"},
         {HR_KEY_PULLED, "herald:{t42}:pulled"},   {HR_KEY_FAILED, "herald:{t42}:failed"},
         {HR_KEY_CTL, "herald:{t42}:ctl"},         {HR_KEY_SYNCED, "herald:{t42}:synced"},
-        {HR_KEY_PREP, "herald:{t42}:prep"},
+        {HR_KEY_PREP, "herald:{t42}:prep"},       {HR_KEY_WAIT, "herald:{t42}:wait"},
+        {HR_KEY_WAVES, "herald:{t42}:waves"},
     };
     char buf[HR_KEY_MAX];
 

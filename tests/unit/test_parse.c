@@ -88,6 +88,31 @@ static void test_date(void **state)
             fail_msg("accepted %s", bad[i]);
 }
 
+/* A send window's bound: HH:MM or HH:MM:SS, nothing else. */
+static void test_time_of_day(void **state)
+{
+    static const char *bad[] = {"24:00",  "12:60",   "12:00:60",  "7:00",   "07:0",
+                                "07:00:", "07:00:0", " 07:00",    "07:00 ", "0700",
+                                "+7:00",  "07-00",   "07:00:00Z", "",       "-1:00"};
+    char err[128];
+    int64_t secs = -5;
+
+    (void)state;
+    assert_int_equal(hr_parse_time_of_day("w", "00:00", &secs, err, sizeof err), 0);
+    assert_int_equal(secs, 0);
+    assert_int_equal(hr_parse_time_of_day("w", "08:30", &secs, err, sizeof err), 0);
+    assert_int_equal(secs, 8 * 3600 + 30 * 60);
+    assert_int_equal(hr_parse_time_of_day("w", "23:59:59", &secs, err, sizeof err), 0);
+    assert_int_equal(secs, 86399);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        secs = -5;
+        assert_int_equal(hr_parse_time_of_day("w", bad[i], &secs, err, sizeof err), -1);
+        assert_int_equal(secs, -5);
+        assert_non_null(strstr(err, "w: "));
+    }
+    assert_int_equal(hr_parse_time_of_day("w", NULL, &secs, err, sizeof err), -1);
+}
+
 static void test_uid(void **state)
 {
     static const char *const bad[] = {"0",
@@ -208,8 +233,9 @@ static void test_json(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_time), cmocka_unit_test(test_date), cmocka_unit_test(test_uid),
-        cmocka_unit_test(test_name), cmocka_unit_test(test_json),
+        cmocka_unit_test(test_time), cmocka_unit_test(test_date),
+        cmocka_unit_test(test_uid),  cmocka_unit_test(test_name),
+        cmocka_unit_test(test_json), cmocka_unit_test(test_time_of_day),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

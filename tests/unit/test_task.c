@@ -205,6 +205,51 @@ static void test_push_options(void **state)
     expect_invalid(&t, *state, "priority must be high or normal");
 }
 
+/* local_time, the zones and the window (008_local_time.sql). */
+static void test_local_time(void **state)
+{
+    hr_task t = valid_task();
+    char err[256];
+
+    t.local_time = 1;
+    t.default_tz = "America/New_York";
+    t.window = true;
+    t.window_start_s = 8 * 3600;
+    t.window_end_s = 21 * 3600;
+    t.window_tz = "Asia/Kolkata";
+    assert_int_equal(hr_task_validate(&t, *state, err, sizeof err), 0);
+    assert_true(hr_task_waits(&t));
+    assert_int_equal(hr_task_first_due_ms(&t), t.due_ms - 14 * 3600 * 1000LL);
+    t.window_start_s = 22 * 3600; /* wraps midnight */
+    t.window_end_s = 6 * 3600;
+    assert_int_equal(hr_task_validate(&t, *state, err, sizeof err), 0);
+    t.local_time = 2;
+    expect_invalid(&t, *state, "local_time must be 0 or 1");
+    t.local_time = 0;
+    t.default_tz = "Mars/Olympus";
+    expect_invalid(&t, *state, "default_tz \"Mars/Olympus\": unknown time zone");
+    t.default_tz = "../../etc/passwd";
+    expect_invalid(&t, *state, "default_tz \"../../etc/passwd\": not a time zone name");
+    t.default_tz = NULL;
+    t.window_tz = "Nowhere";
+    expect_invalid(&t, *state, "window_tz \"Nowhere\": unknown time zone");
+    t.window_tz = NULL;
+    t.window_end_s = -1;
+    expect_invalid(&t, *state, "window_start and window_end must both be set");
+    t.window_end_s = t.window_start_s;
+    expect_invalid(&t, *state, "must be two different times of day");
+    t.window_end_s = 86400;
+    expect_invalid(&t, *state, "must be two different times of day");
+    t.window = false;
+    t.window_start_s = t.window_end_s = -1;
+    t.window_tz = "UTC";
+    expect_invalid(&t, *state, "window_tz is set without window_start");
+    t.window_tz = NULL;
+    assert_int_equal(hr_task_validate(&t, *state, err, sizeof err), 0);
+    assert_false(hr_task_waits(&t));
+    assert_int_equal(hr_task_first_due_ms(&t), t.due_ms);
+}
+
 /* A row as selected with HR_TASK_COLUMNS: STATE and CONTROL as given, and
  * the push options' cells TTL, COLLAPSE and PRIORITY. */
 static int task_row_cells(const char *state, const char *control, const char *ttl,
@@ -214,7 +259,8 @@ static int task_row_cells(const char *state, const char *control, const char *tt
     char *cells[] = {"7", "daily", "games", "webhook", "t", "b", NULL, "1700000000000",
                      "1699920000000", "0", "5000", "0", "0", NULL, NULL, NULL, (char *)control,
                      (char *)state, NULL, NULL, NULL, "0", "0", "0", "0", "0", "0", "0", "0",
-                     (char *)ttl, (char *)collapse, (char *)priority, NULL, /* expire_at */
+                     (char *)ttl, (char *)collapse, (char *)priority, "1", "Europe/Berlin", "28800",
+                     "75600", NULL, NULL, /* expire_at */
                      "0",
                      /* pacing */
                      "1700000060000", "channel webhook is overbooked"};
@@ -308,7 +354,8 @@ int main(void)
         cmocka_unit_test(test_negative_limits), cmocka_unit_test(test_throttle_window),
         cmocka_unit_test(test_payload),         cmocka_unit_test(test_templates),
         cmocka_unit_test(test_push_options),    cmocka_unit_test(test_from_row_enums),
-        cmocka_unit_test(test_expiry),          cmocka_unit_test(test_finish_by),
+        cmocka_unit_test(test_expiry),          cmocka_unit_test(test_local_time),
+        cmocka_unit_test(test_finish_by),
     };
     return cmocka_run_group_tests(tests, task_setup, task_teardown);
 }
