@@ -77,8 +77,18 @@ static const cfg_key cfg_kafka_keys[] = {
     K_END,
 };
 
+static const cfg_key cfg_client_key_keys[] = {
+    K_STR("id", hr_client_key, id, 1, NULL),
+    K_STR("secret", hr_client_key, secret, 1, NULL),
+    K_STR("secret_file", hr_client_key, secret_file, 1, NULL),
+    K_END,
+};
+
 static const cfg_key cfg_api_keys[] = {
     K_LIST("tokens", CFG_T_STRLIST, hr_config, dispatcher.api.tokens, dispatcher.api.ntokens),
+    K_LIST("client_keys", CFG_T_CLIENT_KEYS, hr_config, dispatcher.api.client_keys,
+           dispatcher.api.nclient_keys),
+    K_INT("pull_per_minute", hr_config, dispatcher.api.pull_per_minute, 1, 100000, 60),
     K_LONG("max_body_bytes", hr_config, dispatcher.api.max_body_bytes, 1024, 67108864, 1048576),
     K_INT("max_ids", hr_config, dispatcher.api.max_ids, 1, 100000, 10000),
     K_BOOL("insecure", hr_config, dispatcher.api.insecure, false),
@@ -184,6 +194,15 @@ void cfg_clear(const cfg_key *keys, void *base)
             *(int **)field = NULL;
             *CFG_COUNT(base, k) = 0;
             break;
+        case CFG_T_CLIENT_KEYS: {
+            hr_client_key *ck = *(hr_client_key **)field;
+            for (size_t i = 0; i < *CFG_COUNT(base, k); i++)
+                cfg_clear(cfg_client_key_keys, &ck[i]);
+            free(ck);
+            *(hr_client_key **)field = NULL;
+            *CFG_COUNT(base, k) = 0;
+            break;
+        }
         case CFG_T_CHANNELS: {
             hr_channel *chs = *(hr_channel **)field;
             for (size_t i = 0; i < *CFG_COUNT(base, k); i++)
@@ -211,6 +230,72 @@ void hr_config_free(hr_config *cfg)
     free(cfg);
 }
 
+static bool cfg_key_id_ok(const char *id)
+{
+    size_t n = strlen(id);
+    return n >= 1 && n <= 32 &&
+           strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") == n;
+}
+
+/* dispatcher.api.client_keys: 0..HR_CLIENT_KEYS_MAX mappings {id, secret}
+ * or {id, secret_file}; ids unique, secrets long enough.  A message names
+ * the key by its id and place, never the secret. */
+static int cfg_apply_client_keys(const cfg_ctx *ctx, const cfg_key *k, void *base,
+                                 const cfg_node *node, const char *path)
+{
+    hr_client_key **keys = CFG_FIELD(base, k);
+    size_t *count = CFG_COUNT(base, k);
+    char where[CFG_WHY], detail[CFG_WHY];
+
+    if (cfg_node_is_null(node))
+        return 0;
+    if (node->type != CFG_SEQ)
+        return cfg_err(ctx, node->line, node->col, "%s: expected a sequence, got %s", path,
+                       cfg_node_kind(node));
+    if (node->items.n > HR_CLIENT_KEYS_MAX)
+        return cfg_err(ctx, node->line, node->col,
+                       "%s: %zu keys; at most %d (the current one and the one being rotated out)",
+                       path, node->items.n, HR_CLIENT_KEYS_MAX);
+    *keys = calloc(node->items.n + 1, sizeof(**keys));
+    if (*keys == NULL)
+        return cfg_err(ctx, node->line, node->col, "out of memory");
+    for (size_t i = 0; i < node->items.n; i++) {
+        const cfg_node *item = node->items.v[i];
+        hr_client_key *key = &(*keys)[i];
+        snprintf(where, sizeof(where), "%.150s[%zu]", path, i);
+        (*count)++;
+        if (item->type != CFG_MAP)
+            return cfg_err(ctx, item->line, item->col,
+                           "%s: expected a mapping {id, secret}, got %s", where,
+                           cfg_node_kind(item));
+        if (cfg_apply_map(ctx, cfg_client_key_keys, key, item, where) < 0)
+            return -1;
+        if (key->id == NULL || !cfg_key_id_ok(key->id))
+            return cfg_err(ctx, item->line, item->col, "%s.id: required, 1..32 of A-Z a-z 0-9 _ -",
+                           where);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp((*keys)[j].id, key->id) == 0)
+                return cfg_err(ctx, item->line, item->col, "%s.id: \"%s\" is used twice", where,
+                               key->id);
+        if ((key->secret == NULL) == (key->secret_file == NULL))
+            return cfg_err(ctx, item->line, item->col,
+                           "%s: give exactly one of secret and secret_file", where);
+        if (key->secret_file != NULL) {
+            const cfg_node *at = cfg_map_get(item, "secret_file");
+            if (cfg_read_secret(key->secret_file, &key->secret, detail, sizeof(detail)) < 0)
+                return cfg_err(ctx, at->line, at->col, "%s.secret_file: %s", where, detail);
+            free(key->secret_file);
+            key->secret_file = NULL;
+        }
+        if (strlen(key->secret) < HR_CLIENT_SECRET_MIN)
+            return cfg_err(ctx, item->line, item->col,
+                           "%s: the secret of key \"%s\" is %zu bytes; at least %d (e.g. "
+                           "openssl rand -hex 32)",
+                           where, key->id, strlen(key->secret), HR_CLIENT_SECRET_MIN);
+    }
+    return 0;
+}
+
 static int cfg_apply_key(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node,
                          const char *path)
 {
@@ -229,6 +314,8 @@ static int cfg_apply_key(const cfg_ctx *ctx, const cfg_key *k, void *base, const
         return cfg_apply_codes(ctx, k, base, node, path);
     case CFG_T_CHANNELS:
         return cfg_apply_channels(ctx, k, base, node);
+    case CFG_T_CLIENT_KEYS:
+        return cfg_apply_client_keys(ctx, k, base, node, path);
     default:
         if (cfg_scalar_text(ctx, node, path, cfg_type_name(k->type), &text) < 0)
             return -1;

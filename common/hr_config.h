@@ -101,6 +101,16 @@ typedef struct hr_channel {
     } smtp;
 } hr_channel;
 
+#define HR_CLIENT_KEYS_MAX 2
+#define HR_CLIENT_SECRET_MIN 32 /* bytes: an HMAC-SHA256 key of a guessable size is no key */
+
+/* One key of dispatcher.api.client_keys: {id, secret | secret_file}. */
+typedef struct hr_client_key {
+    char *id;          /* 1..32 of [A-Za-z0-9_-], unique */
+    char *secret;      /* at least HR_CLIENT_SECRET_MIN bytes */
+    char *secret_file; /* read into secret at load, then NULL */
+} hr_client_key;
+
 typedef struct hr_config {
     char *path;     /* the file as given, for messages */
     char *instance; /* default: $HOSTNAME, else the host name */
@@ -141,6 +151,12 @@ typedef struct hr_config {
         struct {
             char **tokens; /* bearer tokens; empty strings are dropped */
             size_t ntokens;
+            /* Keys of the per-user client tokens (hr_ctoken.h), 0..2 so one
+             * can be rotated out while the next is in; secret_file is read
+             * into secret at load. */
+            hr_client_key *client_keys;
+            size_t nclient_keys;
+            int pull_per_minute; /* pulls per uid per minute, cluster-wide, 1..100000, default 60 */
             long max_body_bytes; /* 1 KiB..64 MiB, default 1 MiB */
             int max_ids;         /* ids per request, 1..100000, default 10000 */
             bool insecure;       /* serve without tokens (development only) */

@@ -137,25 +137,30 @@ void cfg_channel_clear(hr_channel *ch)
 
 #define CFG_SECRET_MAX 4096 /* a password file holds one password */
 
+int cfg_read_secret(const char *path, char **out, char *errstr, size_t errlen)
+{
+    size_t len = 0;
+
+    if (hr_config_read_file(path, CFG_SECRET_MAX, out, &len, errstr, errlen) < 0)
+        return -1;
+    while (len > 0 && ((*out)[len - 1] == '\n' || (*out)[len - 1] == '\r'))
+        (*out)[--len] = '\0';
+    return 0;
+}
+
 /* password_file -> password, without its final line break. */
 static int cfg_smtp_password(const cfg_ctx *ctx, hr_channel *ch, const cfg_node *body)
 {
     const cfg_node *at = cfg_map_get(body, "password_file");
     char detail[CFG_WHY];
-    char *text = NULL;
-    size_t len = 0;
 
     if (ch->smtp.password_file == NULL)
         return 0;
     if (ch->smtp.password != NULL)
         return cfg_err(ctx, at->line, at->col,
                        "channels.%s: password and password_file are both set (keep one)", ch->name);
-    if (hr_config_read_file(ch->smtp.password_file, CFG_SECRET_MAX, &text, &len, detail,
-                            sizeof(detail)) < 0)
+    if (cfg_read_secret(ch->smtp.password_file, &ch->smtp.password, detail, sizeof(detail)) < 0)
         return cfg_err(ctx, at->line, at->col, "channels.%s.password_file: %s", ch->name, detail);
-    while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
-        text[--len] = '\0';
-    ch->smtp.password = text;
     free(ch->smtp.password_file);
     ch->smtp.password_file = NULL;
     return 0;

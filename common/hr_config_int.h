@@ -81,16 +81,17 @@ int cfg_choose_priority(void *field, const char *text);
 /* ---- the key tables (hr_config.c, hr_config_channel.c) --------------- */
 
 typedef enum cfg_type {
-    CFG_T_STR,      /* char *; min 1 = must not be empty; check() validates */
-    CFG_T_INT,      /* int in min..max */
-    CFG_T_LONG,     /* long in min..max */
-    CFG_T_BOOL,     /* bool */
-    CFG_T_CHOICE,   /* one of `allowed`, stored by choose() */
-    CFG_T_SECTION,  /* a mapping described by `sub`, same base */
-    CFG_T_STRLIST,  /* char ** + size_t count; empty strings dropped; check() each item */
-    CFG_T_KVMAP,    /* hr_kv * + size_t count; string -> scalar */
-    CFG_T_CODES,    /* int * + size_t count; HTTP status codes */
-    CFG_T_CHANNELS, /* hr_channel * + size_t count; name -> channel mapping */
+    CFG_T_STR,         /* char *; min 1 = must not be empty; check() validates */
+    CFG_T_INT,         /* int in min..max */
+    CFG_T_LONG,        /* long in min..max */
+    CFG_T_BOOL,        /* bool */
+    CFG_T_CHOICE,      /* one of `allowed`, stored by choose() */
+    CFG_T_SECTION,     /* a mapping described by `sub`, same base */
+    CFG_T_STRLIST,     /* char ** + size_t count; empty strings dropped; check() each item */
+    CFG_T_KVMAP,       /* hr_kv * + size_t count; string -> scalar */
+    CFG_T_CODES,       /* int * + size_t count; HTTP status codes */
+    CFG_T_CHANNELS,    /* hr_channel * + size_t count; name -> channel mapping */
+    CFG_T_CLIENT_KEYS, /* hr_client_key * + size_t count; a sequence of {id, secret|secret_file} */
 } cfg_type;
 
 typedef struct cfg_key {
@@ -181,6 +182,8 @@ int cfg_apply_map(const cfg_ctx *ctx, const cfg_key *keys, void *base, const cfg
                   const char *where);
 /* Frees one channel's fields and name. */
 void cfg_channel_clear(hr_channel *ch);
+/* A secret file (at most 4 KiB) into *OUT without its final line break. */
+int cfg_read_secret(const char *path, char **out, char *errstr, size_t errlen);
 /* The channels mapping NODE into the channel list K describes in BASE. */
 int cfg_apply_channels(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node);
 

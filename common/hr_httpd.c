@@ -5,9 +5,10 @@
  * name.  libmicrohttpd runs its own thread pool (internal polling, epoll);
  * for each request it calls hr_httpd_access() several times with the same
  * per-request hr_httpd_conn (the con_cls pointer):
- *   1. headers read: the path is split and matched, so 404/405 and a
- *      Content-Length over max_body are answered at once, before any body
- *      is read;
+ *   1. headers read: the path is split and matched, so 404/405, the
+ *      route's auth hook's refusal and a Content-Length over max_body are
+ *      answered at once, before any body is read (libmicrohttpd then closes
+ *      the connection instead of reading the body);
  *   2. body pieces: appended to the conn's buffer, or dropped once over
  *      max_body (a chunked upload has no Content-Length to refuse early);
  *   3. end of body: 413 if it was too long, else the handler runs and its
@@ -253,6 +254,22 @@ static void hr_httpd_take_body(const hr_httpd *h, hr_httpd_conn *hc, const char 
     hc->body[hc->body_len] = '\0';
 }
 
+/* Runs the route's auth hook on the headers alone: true to go on, false
+ * after queueing its refusal (*RET: what to return to libmicrohttpd). */
+static bool hr_httpd_authorize(hr_httpd_conn *hc, struct MHD_Connection *conn, enum MHD_Result *ret)
+{
+    hr_httpd_resp resp;
+    hr_httpd_resp_init(&resp);
+    bool ok = hc->route->route.auth(hc->route->route.ctx, &hc->req, &resp);
+    if (!ok) {
+        if (resp.status < 400) /* a hook that forgot to say why still refuses */
+            hr_httpd_error(&resp, MHD_HTTP_FORBIDDEN, "forbidden", "refused");
+        *ret = hr_httpd_send(conn, &resp);
+    }
+    hr_httpd_resp_free(&resp);
+    return ok;
+}
+
 static enum MHD_Result hr_httpd_access(void *cls, struct MHD_Connection *conn, const char *url,
                                        const char *method, const char *version,
                                        const char *upload_data, size_t *upload_data_size,
@@ -279,6 +296,9 @@ static enum MHD_Result hr_httpd_access(void *cls, struct MHD_Connection *conn, c
         if (status != 0)
             return hr_httpd_send_error(conn, status, "method_not_allowed", allow,
                                        "method %s not allowed here", method);
+        enum MHD_Result refused;
+        if (hc->route->route.auth != NULL && !hr_httpd_authorize(hc, conn, &refused))
+            return refused;
         const char *cl =
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl != NULL && strtoull(cl, NULL, 10) > h->max_body)
@@ -476,16 +496,22 @@ static bool hr_httpd_ct_equal(const char *given, size_t glen, const char *want, 
     return diff == 0;
 }
 
-bool hr_httpd_bearer_ok(const hr_httpd_req *req, char *const *tokens, size_t ntokens)
+const char *hr_httpd_bearer(const hr_httpd_req *req)
 {
     const char *auth = hr_httpd_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
     if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0)
-        return false;
+        return NULL;
     const char *token = auth + 7;
     token += strspn(token, " ");
-    size_t len = strlen(token);
-    if (len == 0)
+    return token[0] != '\0' ? token : NULL;
+}
+
+bool hr_httpd_bearer_ok(const hr_httpd_req *req, char *const *tokens, size_t ntokens)
+{
+    const char *token = hr_httpd_bearer(req);
+    if (token == NULL)
         return false;
+    size_t len = strlen(token);
     bool ok = false;
     for (size_t i = 0; i < ntokens; i++) {
         size_t wlen = tokens[i] != NULL ? strlen(tokens[i]) : 0;

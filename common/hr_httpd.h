@@ -4,9 +4,12 @@
  * pattern whose `{name}` segments match one path segment and are passed to
  * the handler as params ("GET /v1/tasks/{id}").  Handlers run on
  * libmicrohttpd's thread pool, several at once, and must be thread-safe.
- * Before a handler runs the server has read the whole body, up to max_body
- * bytes; a longer body (by Content-Length or as it arrives) is answered 413
- * without calling the handler.  An unknown path is answered 404, a known
+ * A route may have an auth hook: it runs as soon as the headers are read,
+ * before a byte of the body is accepted, so a refused caller never makes
+ * the server buffer anything.  Then a Content-Length over max_body is
+ * answered 413 at once; a body without one (chunked) is dropped as it
+ * arrives once over max_body and answered 413; only then does the handler
+ * run, on the whole body.  An unknown path is answered 404, a known
  * path with another method 405 with an Allow header; a GET route answers
  * HEAD too.  Every error body is {"error":{"code":"...","message":"..."}}.
  *
@@ -19,6 +22,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "hr_metrics.h"
 #include "hr_template.h"
@@ -38,6 +42,7 @@ typedef struct hr_httpd_req {
     const char *param_values[HR_HTTPD_MAX_PARAMS];
     size_t nparams;
     struct MHD_Connection *conn; /* for hr_httpd_query/header */
+    int64_t auth_id;             /* what the route's auth hook recorded of the caller; 0 if none */
 } hr_httpd_req;
 
 typedef struct hr_httpd_resp {
@@ -50,12 +55,17 @@ typedef struct hr_httpd_resp {
 } hr_httpd_resp;
 
 typedef void (*hr_httpd_handler)(void *ctx, const hr_httpd_req *req, hr_httpd_resp *resp);
+/* An auth hook: true to let the request in (it may set req->auth_id for the
+ * handler), false after filling RESP with the refusal.  It sees the method,
+ * path, params and headers; the body is not read yet (req->body is NULL). */
+typedef bool (*hr_httpd_auth)(void *ctx, hr_httpd_req *req, hr_httpd_resp *resp);
 
 typedef struct hr_httpd_route {
     const char *method;  /* "GET", "POST", "DELETE", ... */
     const char *pattern; /* "/v1/tasks/{id}/subscribers/{uid}" */
     hr_httpd_handler handler;
-    void *ctx;
+    void *ctx;          /* for the handler and the auth hook */
+    hr_httpd_auth auth; /* NULL: open */
 } hr_httpd_route;
 
 /* Readiness for /readyz: FN appends a JSON object of checks to OUT
@@ -94,6 +104,9 @@ int hr_httpd_error(hr_httpd_resp *resp, int status, const char *code, const char
  * comparison takes the same time whichever bytes differ, and every token is
  * compared, so timing tells nothing of the tokens' contents. */
 bool hr_httpd_bearer_ok(const hr_httpd_req *req, char *const *tokens, size_t ntokens);
+/* The token of an "Authorization: Bearer T" header, or NULL (no header,
+ * another scheme, an empty token). */
+const char *hr_httpd_bearer(const hr_httpd_req *req);
 
 /* Built-in handlers. */
 void hr_httpd_metrics(void *ctx /* hr_metrics * */, const hr_httpd_req *req, hr_httpd_resp *resp);

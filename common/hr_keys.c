@@ -116,10 +116,9 @@ char *hr_key_addr_lock(const char *prefix, char *buf, size_t len)
     return hr_key_fit(buf, len, snprintf(buf, len, "%saddr_lock", prefix));
 }
 
-char *hr_key_ratelimit(const char *prefix, char *buf, size_t len, const char *scope,
-                       int64_t epoch_s)
+char *hr_key_ratelimit(const char *prefix, char *buf, size_t len, const char *scope, int64_t window)
 {
-    return hr_key_fit(buf, len, snprintf(buf, len, "%srl:%s:%" PRId64, prefix, scope, epoch_s));
+    return hr_key_fit(buf, len, snprintf(buf, len, "%srl:%s:%" PRId64, prefix, scope, window));
 }
 
 char *hr_key_pace_rl(const char *prefix, char *buf, size_t len, int64_t task, const char *who,

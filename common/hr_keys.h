@@ -70,9 +70,10 @@ char *hr_key_addr_lock(const char *prefix, char *buf, size_t len);
  * channel to slow down (429/503 + Retry-After), for every worker; expires
  * then. */
 char *hr_key_slowdown(const char *prefix, char *buf, size_t len, const char *channel);
-/* "herald:rl:<scope>:<epoch_s>": one second's rate-limit counter. */
+/* "herald:rl:<scope>:<window>": one window's rate-limit counter (the window: the
+ * epoch second, or epoch_s / 60 for a per-minute budget; hr_ratelimit.h). */
 char *hr_key_ratelimit(const char *prefix, char *buf, size_t len, const char *scope,
-                       int64_t epoch_s);
+                       int64_t window);
 /* Pacing and the channel budget (docs/scheduling.md). */
 /* "herald:{t42}:rl:<who>:<epoch_s>": one second's counter of a task with a
  * finish_by (WHO "chunk" at the dispatcher, "push" at workers); in the

@@ -1,4 +1,4 @@
-/* hr_ratelimit: the cluster-wide per-second rate limiter (see
+/* hr_ratelimit: the cluster-wide per-window rate limiter (see
  * hr_ratelimit.h); the atomic steps are common/lua/ratelimit.lua and
  * common/lua/share.lua. */
 #include "hr_ratelimit.h"
@@ -6,6 +6,9 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <time.h>
+
+/* A paced or shared counter's expiry: its one-second window and a second. */
+#define RL_SECOND_TTL "2000"
 
 static int64_t rl_now_ms(void)
 {
@@ -15,18 +18,20 @@ static int64_t rl_now_ms(void)
     return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
 }
 
-/* Runs script ID (NKEYS keys, then limit and want, then EXTRA) and turns
- * its reply, the grant or {grant, rate} (RATE not NULL), into *GRANTED,
- * *RATE and *WAIT_MS. */
+/* Runs script ID (NKEYS keys, then limit and want, then the NEXTRA
+ * arguments EXTRA) and turns its reply, the grant or {grant, rate} (RATE
+ * not NULL), into *GRANTED, *RATE and *WAIT_MS (the time to the end of the
+ * caller's window of WINDOW_MS). */
 static int rl_run(hr_redis *r, hr_lua_id id, int nkeys, char keys[][HR_KEY_MAX], int64_t limit,
-                  int64_t want, const char *extra[2], int64_t now_ms, int64_t *granted,
-                  int64_t *rate, int64_t *wait_ms, char *errstr, size_t errlen)
+                  int64_t want, const char *const *extra, int nextra, int64_t now_ms,
+                  int64_t window_ms, int64_t *granted, int64_t *rate, int64_t *wait_ms,
+                  char *errstr, size_t errlen)
 {
-    const redisReply *grant;
     char limit_s[24], want_s[24];
-    const char *argv[7];
+    const char *argv[8];
     int argc = 0;
     redisReply *reply;
+    const redisReply *grant;
 
     for (int i = 0; i < nkeys; i++)
         argv[argc++] = keys[i];
@@ -34,7 +39,7 @@ static int rl_run(hr_redis *r, hr_lua_id id, int nkeys, char keys[][HR_KEY_MAX],
     snprintf(want_s, sizeof want_s, "%" PRId64, want);
     argv[argc++] = limit_s;
     argv[argc++] = want_s;
-    for (int i = 0; extra != NULL && i < 2; i++)
+    for (int i = 0; i < nextra; i++)
         argv[argc++] = extra[i];
     reply = hr_redis_eval(r, id, nkeys, argc, argv, NULL, errstr, errlen);
     if (reply == NULL)
@@ -54,7 +59,7 @@ static int rl_run(hr_redis *r, hr_lua_id id, int nkeys, char keys[][HR_KEY_MAX],
         *rate = reply->element[1]->integer;
     freeReplyObject(reply);
     if (*granted < want)
-        *wait_ms = 1000 - now_ms % 1000;
+        *wait_ms = window_ms - now_ms % window_ms;
     return 0;
 }
 
@@ -74,18 +79,31 @@ static int rl_check(int64_t limit, int64_t want, int64_t *granted, int64_t *wait
 int hr_ratelimit_take(hr_redis *r, const char *scope, int64_t limit, int64_t want, int64_t *granted,
                       int64_t *wait_ms, char *errstr, size_t errlen)
 {
-    char keys[1][HR_KEY_MAX];
-    int64_t now_ms = rl_now_ms();
+    return hr_ratelimit_take_window(r, scope, limit, 1, want, granted, wait_ms, errstr, errlen);
+}
+
+int hr_ratelimit_take_window(hr_redis *r, const char *scope, int64_t limit, int window_s,
+                             int64_t want, int64_t *granted, int64_t *wait_ms, char *errstr,
+                             size_t errlen)
+{
+    char keys[1][HR_KEY_MAX], ttl_s[24];
+    const char *extra[1] = {ttl_s};
+    int64_t now_ms = rl_now_ms(), window_ms = (int64_t)window_s * 1000;
 
     if (rl_check(limit, want, granted, wait_ms, errstr, errlen) < 0)
         return -1;
-    if (hr_key_ratelimit(hr_redis_prefix(r), keys[0], sizeof keys[0], scope, now_ms / 1000) ==
-        NULL) {
+    if (window_s < 1 || window_s > 3600) {
+        snprintf(errstr, errlen, "rate limit window %d s out of range", window_s);
+        return -1;
+    }
+    if (hr_key_ratelimit(hr_redis_prefix(r), keys[0], sizeof keys[0], scope,
+                         now_ms / 1000 / window_s) == NULL) {
         snprintf(errstr, errlen, "rate limit scope \"%.32s\" too long", scope);
         return -1;
     }
-    return rl_run(r, HR_LUA_RATELIMIT, 1, keys, limit, want, NULL, now_ms, granted, NULL, wait_ms,
-                  errstr, errlen);
+    snprintf(ttl_s, sizeof ttl_s, "%" PRId64, window_ms + 1000);
+    return rl_run(r, HR_LUA_RATELIMIT, 1, keys, limit, want, extra, 1, now_ms, window_ms, granted,
+                  NULL, wait_ms, errstr, errlen);
 }
 
 int hr_ratelimit_take_paced(hr_redis *r, int64_t task, const char *who, int64_t cap,
@@ -93,7 +111,7 @@ int hr_ratelimit_take_paced(hr_redis *r, int64_t task, const char *who, int64_t 
                             int64_t *rate, char *errstr, size_t errlen)
 {
     char keys[3][HR_KEY_MAX], finish_s[24], now_s[24];
-    const char *extra[2] = {finish_s, now_s};
+    const char *extra[3] = {RL_SECOND_TTL, finish_s, now_s};
     int64_t now_ms = rl_now_ms();
 
     *rate = 0;
@@ -109,8 +127,8 @@ int hr_ratelimit_take_paced(hr_redis *r, int64_t task, const char *who, int64_t 
     hr_key_task(hr_redis_prefix(r), keys[2], sizeof keys[2], task, HR_KEY_SUBS);
     snprintf(finish_s, sizeof finish_s, "%" PRId64, finish_ms);
     snprintf(now_s, sizeof now_s, "%" PRId64, now_ms);
-    if (rl_run(r, HR_LUA_RATELIMIT, 3, keys, cap > 0 ? cap : 0, want, extra, now_ms, granted, rate,
-               wait_ms, errstr, errlen) < 0)
+    if (rl_run(r, HR_LUA_RATELIMIT, 3, keys, cap > 0 ? cap : 0, want, extra, 3, now_ms, 1000,
+               granted, rate, wait_ms, errstr, errlen) < 0)
         return -1;
     /* The limit rises to the cap at finish_by: a caller refused in the
      * second it falls in asks again then, not a second later. */
@@ -138,6 +156,6 @@ int hr_ratelimit_take_share(hr_redis *r, const char *channel, int64_t task, int 
     }
     snprintf(member, sizeof member, "%" PRId64 ":%d", task, weight > 0 ? weight : 1);
     snprintf(now_s, sizeof now_s, "%" PRId64, now_ms);
-    return rl_run(r, HR_LUA_SHARE, 3, keys, limit, want, extra, now_ms, granted, NULL, wait_ms,
-                  errstr, errlen);
+    return rl_run(r, HR_LUA_SHARE, 3, keys, limit, want, extra, 2, now_ms, 1000, granted, NULL,
+                  wait_ms, errstr, errlen);
 }

@@ -17,7 +17,6 @@
 
 #define HR_SIGN_PREFIX "whsec_"
 #define HR_SIGN_ID_MAX 256
-#define HR_SIGN_MAC_LEN 32
 
 int hr_sign_secret_parse(const char *text, hr_sign_secret *out, char *errstr, size_t errlen)
 {
@@ -49,27 +48,48 @@ static bool hr_sign_id_ok(const char *id)
     return n > 0 && n <= HR_SIGN_ID_MAX && strpbrk(id, ".\r\n") == NULL;
 }
 
-/* MAC = HMAC-SHA256(S, ID "." TS "." BODY). */
-static int hr_sign_mac(EVP_MAC *mac, const hr_sign_secret *s, const char *id, const char *ts,
-                       const char *body, size_t body_len, unsigned char *out)
+/* OUT = HMAC-SHA256(KEY, the N PARTS one after the other). */
+static int hr_sign_mac_parts(EVP_MAC *mac, const unsigned char *key, size_t keylen,
+                             const char *const *parts, const size_t *lens, size_t n,
+                             unsigned char *out)
 {
     OSSL_PARAM params[] = {
         OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
         OSSL_PARAM_construct_end(),
     };
     EVP_MAC_CTX *ctx = EVP_MAC_CTX_new(mac);
-    size_t outl = 0;
+    size_t outl = 0, i;
     int rc = -1;
 
-    if (ctx != NULL && EVP_MAC_init(ctx, s->key, s->len, params) == 1 &&
-        EVP_MAC_update(ctx, (const unsigned char *)id, strlen(id)) == 1 &&
-        EVP_MAC_update(ctx, (const unsigned char *)".", 1) == 1 &&
-        EVP_MAC_update(ctx, (const unsigned char *)ts, strlen(ts)) == 1 &&
-        EVP_MAC_update(ctx, (const unsigned char *)".", 1) == 1 &&
-        EVP_MAC_update(ctx, (const unsigned char *)body, body_len) == 1 &&
-        EVP_MAC_final(ctx, out, &outl, HR_SIGN_MAC_LEN) == 1 && outl == HR_SIGN_MAC_LEN)
+    if (ctx == NULL || EVP_MAC_init(ctx, key, keylen, params) != 1)
+        goto done;
+    for (i = 0; i < n; i++)
+        if (EVP_MAC_update(ctx, (const unsigned char *)parts[i], lens[i]) != 1)
+            goto done;
+    if (EVP_MAC_final(ctx, out, &outl, HR_SIGN_MAC_LEN) == 1 && outl == HR_SIGN_MAC_LEN)
         rc = 0;
+done:
     EVP_MAC_CTX_free(ctx);
+    return rc;
+}
+
+/* MAC = HMAC-SHA256(S, ID "." TS "." BODY). */
+static int hr_sign_mac(EVP_MAC *mac, const hr_sign_secret *s, const char *id, const char *ts,
+                       const char *body, size_t body_len, unsigned char *out)
+{
+    const char *parts[] = {id, ".", ts, ".", body};
+    const size_t lens[] = {strlen(id), 1, strlen(ts), 1, body_len};
+
+    return hr_sign_mac_parts(mac, s->key, s->len, parts, lens, 5, out);
+}
+
+int hr_sign_hmac(const void *key, size_t keylen, const char *msg, size_t len,
+                 unsigned char out[HR_SIGN_MAC_LEN])
+{
+    EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+    int rc = mac != NULL ? hr_sign_mac_parts(mac, key, keylen, &msg, &len, 1, out) : -1;
+
+    EVP_MAC_free(mac);
     return rc;
 }
 

@@ -18,6 +18,7 @@
 #define HR_SIGN_SECRET_MIN 24
 #define HR_SIGN_SECRET_MAX 64
 #define HR_SIGN_MAX_SECRETS 2 /* the current one and the one being rotated out */
+#define HR_SIGN_MAC_LEN 32    /* an HMAC-SHA256 */
 
 typedef struct hr_sign_secret {
     unsigned char key[HR_SIGN_SECRET_MAX];
@@ -35,5 +36,11 @@ int hr_sign_secret_parse(const char *text, hr_sign_secret *out, char *errstr, si
 int hr_sign_append(const hr_sign_secret *secrets, size_t nsecrets, const char *id,
                    int64_t timestamp, const char *body, size_t body_len, hr_buf *out, char *errstr,
                    size_t errlen);
+
+/* OUT = HMAC-SHA256(KEY of KEYLEN bytes, the LEN bytes at MSG): the MAC the
+ * signatures above use, for other signed things (the client tokens,
+ * hr_ctoken.h).  0, or -1 when OpenSSL fails. */
+int hr_sign_hmac(const void *key, size_t keylen, const char *msg, size_t len,
+                 unsigned char out[HR_SIGN_MAC_LEN]);
 
 #endif

@@ -48,6 +48,12 @@ static const ctl_command ctl_commands[] = {
      ctl_cmd_recover},
     {"redrive", "put a task's dead-lettered recipients into a new chunk", "TASK", CTL_TASK_ARG,
      ctl_cmd_redrive},
+    {"token", "issue a client token: UID may pull its own reminders", "UID [--ttl D] [--key ID]",
+     "  UID                  the user the token is for (1..2^63-1)\n"
+     "  --ttl D              how long it is valid (default 1d, 1s..366d)\n"
+     "  --key ID             the dispatcher.api.client_keys entry to sign with\n"
+     "                       (default: the first listed)\n",
+     ctl_cmd_token},
     {"address", "the recipients' addresses: add, remove, list, import",
      "add|rm UID PLATFORM ADDRESS [--app APP] | ls UID [--json] | import FILE|-",
      "  add UID PLATFORM ADDRESS   add one address (already present: changes nothing)\n"

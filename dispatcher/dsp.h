@@ -54,6 +54,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -355,6 +356,10 @@ void dsp_control_scan(dsp *d);
 /* dsp_api.c: the HTTP server (metrics, probes, /v1 API). */
 int dsp_api_start(dsp *d, char *errstr, size_t errlen);
 void dsp_api_stop(dsp *d);
+/* Prints the API's route table, "METHOD PATTERN" a line (GET routes answer
+ * HEAD too), on OUT: what `herald-dispatcher --print-routes` shows and the
+ * OpenAPI test compares with schemas/openapi.yaml.  0, or -1 out of memory. */
+int dsp_api_print_routes(FILE *out);
 
 /* dispatcher.c */
 /* Runs the dispatcher until SIGTERM/SIGINT; the exit code for main. */

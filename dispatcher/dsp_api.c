@@ -2,24 +2,31 @@
  * dispatcher.api.threads pool threads): /metrics, /healthz, /readyz and the
  * /v1 API of docs/api.md.
  *
- * Every route goes through dsp_api_serve, which checks the bearer token
- * (/v1 only, whenever tokens are configured; constant-time,
- * hr_httpd_bearer_ok; without tokens the API only starts when
- * api.insecure is set), takes a connection pair
+ * Every /v1 route has the auth hook dsp_api_auth, which hr_httpd runs on
+ * the headers before any body is read: an admin bearer token, whenever
+ * tokens are configured (constant-time, hr_httpd_bearer_ok; without tokens
+ * the API only starts when api.insecure is set), or on the pull a client
+ * token for the uid of the path (hr_ctoken.h).  Every route goes through
+ * dsp_api_serve, which takes a connection pair
  * from the API's own pool (one per request in flight, made lazily, kept
  * for later requests), runs the handler and counts the request in
  * herald_api_requests_total{route,code}.  Handlers validate everything
  * before they change anything, so an error answer never leaves a change
  * behind.  This file: tasks (create, patch, get, list) and control
  * (pause/resume/cancel); dsp_api_subs.c: subscribers and the pull;
- * dsp_api_addr.c: the recipients' addresses;
- * dsp_api_parse.c: the request parsing all of them share. */
+ * dsp_api_addr.c: the recipients' addresses; dsp_api_ops.c: the operations
+ * heraldctl has too (chunks, dead letters, redrive, recover, counts, render);
+ * dsp_api_parse.c: the request parsing all of them share; dsp_console.c:
+ * the web console's files (open routes, like /healthz). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dsp_api.h"
+#include "dsp_console.h"
+#include "hr_ctoken.h"
 #include "hr_log.h"
 #include "hr_parse.h"
 #include "hr_progress.h"
@@ -194,8 +201,7 @@ static cJSON *dsp_api_task_json(const hr_task *t)
     return o;
 }
 
-/* COUNT(push_subscription) of task ID, or -1 when MySQL does not answer. */
-static int64_t dsp_api_subscriptions(dsp_api_conn *ac, int64_t id)
+int64_t dsp_api_subscriptions(dsp_api_conn *ac, int64_t id)
 {
     const hr_mysql_param p[] = {HR_P_I64(id)};
     hr_mysql_rows *rows = NULL;
@@ -425,41 +431,51 @@ static hr_mysql_param dsp_api_p_expire(int64_t expire_ms)
     return expire_ms > 0 ? HR_P_I64(expire_ms) : HR_P_NULL;
 }
 
+bool dsp_api_task_input(dsp_api *a, const cJSON *j, dsp_api_input *in, const char **scope,
+                        hr_httpd_resp *resp)
+{
+    char err[1024];
+    const char *code;
+
+    *in = (dsp_api_input){.t = {.topic = "default",
+                                .title = "",
+                                .body = "",
+                                .chunk_size = 5000,
+                                .due_ms = -1,
+                                .ttl_s = -1,
+                                .freeze_ms = -1,
+                                .expire_ms = -1,
+                                .finish_ms = -1,
+                                .window_start_s = -1,
+                                .window_end_s = -1,
+                                .control = HR_CONTROL_RUN,
+                                .state = HR_STATE_SCHEDULED}};
+    if (dsp_api_parse_task(j, false, in, &code, err, sizeof err) < 0) {
+        hr_httpd_error(resp, 400, code, "%s", err);
+        return false;
+    }
+    *scope = in->t.throttle_scope;
+    if (in->t.throttle_scope == NULL)
+        in->t.throttle_scope = in->t.topic; /* what hr_task_load would give */
+    if (hr_task_validate(&in->t, a->d->cfg, err, sizeof err) < 0) {
+        hr_httpd_error(resp, 400, "invalid_task", "%s", err);
+        return false;
+    }
+    return true;
+}
+
 static void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
                            hr_httpd_resp *resp)
 {
     cJSON *j = dsp_api_body(req, resp);
-    dsp_api_input in = {.t = {.topic = "default",
-                              .title = "",
-                              .body = "",
-                              .chunk_size = 5000,
-                              .due_ms = -1,
-                              .ttl_s = -1,
-                              .finish_ms = -1,
-                              .freeze_ms = -1,
-                              .expire_ms = -1,
-                              .window_start_s = -1,
-                              .window_end_s = -1,
-                              .control = HR_CONTROL_RUN,
-                              .state = HR_STATE_SCHEDULED}};
+    dsp_api_input in = {0};
     hr_task *t = NULL;
     char err[1024];
     uint64_t id = 0;
-    const char *scope, *code;
+    const char *scope;
 
-    if (j == NULL)
+    if (j == NULL || !dsp_api_task_input(a, j, &in, &scope, resp))
         goto done;
-    if (dsp_api_parse_task(j, false, &in, &code, err, sizeof err) < 0) {
-        hr_httpd_error(resp, 400, code, "%s", err);
-        goto done;
-    }
-    scope = in.t.throttle_scope;
-    if (in.t.throttle_scope == NULL)
-        in.t.throttle_scope = in.t.topic; /* what hr_task_load would give */
-    if (hr_task_validate(&in.t, a->d->cfg, err, sizeof err) < 0) {
-        hr_httpd_error(resp, 400, "invalid_task", "%s", err);
-        goto done;
-    }
     {
         const hr_mysql_param p[] = {
             HR_P_STR(in.t.name), HR_P_STR(in.t.topic), HR_P_STR(in.t.channel), HR_P_STR(in.t.title),
@@ -629,10 +645,13 @@ static void dsp_api_get(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, h
     hr_task_free(t);
 }
 
+/* Newest first, keyset-paged: ?before=ID gives the tasks below ID, and
+ * "next" is the before of the next page (null on the last). */
 static void dsp_api_list(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
-    const char *state = hr_httpd_query(req, "state"), *code;
+    const char *state = hr_httpd_query(req, "state"), *q = hr_httpd_query(req, "q"), *code;
     long limit;
+    int64_t before;
     hr_task **tasks = NULL;
     size_t n = 0, i;
     cJSON *o, *arr;
@@ -640,25 +659,34 @@ static void dsp_api_list(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, 
 
     (void)a;
     if (dsp_api_parse_list(state, hr_httpd_query(req, "limit"), &limit, &code, err, sizeof err) <
-        0) {
+            0 ||
+        dsp_api_parse_page(hr_httpd_query(req, "before"), q, &before, &code, err, sizeof err) < 0) {
         hr_httpd_error(resp, 400, code, "%s", err);
         return;
     }
     {
-        const hr_mysql_param p[] = {dsp_api_p_str(state), dsp_api_p_str(state), HR_P_I64(limit)};
+        /* One more than asked tells whether a next page exists. */
+        const hr_mysql_param p[] = {dsp_api_p_str(state), dsp_api_p_str(state),
+                                    HR_P_I64(before),     dsp_api_p_str(q),
+                                    dsp_api_p_str(q),     HR_P_I64(limit + 1)};
 
         if (dsp_store_tasks(ac->m,
                             "SELECT " HR_TASK_COLUMNS " FROM push_task "
-                            "WHERE (? IS NULL OR state = ?) ORDER BY id DESC LIMIT ?",
-                            p, 3, &tasks, &n, err, sizeof err) < 0) {
+                            "WHERE (? IS NULL OR state = ?) AND id < ? "
+                            "AND (? IS NULL OR LOCATE(?, name) > 0) ORDER BY id DESC LIMIT ?",
+                            p, 6, &tasks, &n, err, sizeof err) < 0) {
             dsp_api_backend_error(resp, "mysql", err);
             return;
         }
     }
     o = cJSON_CreateObject();
     arr = cJSON_AddArrayToObject(o, "tasks");
-    for (i = 0; i < n; i++)
+    for (i = 0; i < n && i < (size_t)limit; i++)
         cJSON_AddItemToArray(arr, dsp_api_task_json(tasks[i]));
+    if (n > (size_t)limit)
+        dsp_api_add_id(o, "next", tasks[limit - 1]->id);
+    else
+        cJSON_AddNullToObject(o, "next");
     dsp_store_tasks_free(tasks, n);
     dsp_api_reply(resp, 200, o);
 }
@@ -742,23 +770,67 @@ static void dsp_api_release(dsp_api *a, dsp_api_conn *ac)
     pthread_mutex_unlock(&a->pool_mu);
 }
 
+static void dsp_api_count(const dsp_api_route *rt, int status)
+{
+    char code[8];
+
+    snprintf(code, sizeof code, "%d", status);
+    hr_metrics_inc(hr_metrics_labels(rt->a->d->met.api_requests, rt->name, code));
+}
+
+/* Refuses with STATUS; a 401 tells the client to authenticate. */
+static bool dsp_api_refuse(const dsp_api_route *rt, hr_httpd_resp *resp, int status,
+                           const char *code, const char *msg)
+{
+    hr_httpd_error(resp, status, code, "%s", msg);
+    if (status == 401)
+        hr_httpd_resp_header(resp, "WWW-Authenticate", "Bearer");
+    dsp_api_count(rt, resp->status);
+    return false;
+}
+
+/* The auth hook of every /v1 route (hr_httpd runs it on the headers, before
+ * the body is read).  An admin token (whenever tokens are configured) may
+ * call anything.  A client token (hr_ctoken.h, when client keys are
+ * configured) may call only a client route, for its own uid: the uid goes
+ * into req->auth_id for the handler.  Anything else is 401, or 403 for a
+ * valid client token out of its place. */
+static bool dsp_api_auth(void *ctx, hr_httpd_req *req, hr_httpd_resp *resp)
+{
+    const dsp_api_route *rt = ctx;
+    const hr_config *cfg = rt->a->d->cfg;
+    const char *token = hr_httpd_bearer(req), *param;
+    char err[128];
+    int64_t uid, want;
+
+    if (cfg->dispatcher.api.ntokens == 0 ||
+        hr_httpd_bearer_ok(req, cfg->dispatcher.api.tokens, cfg->dispatcher.api.ntokens))
+        return true;
+    if (token == NULL || cfg->dispatcher.api.nclient_keys == 0 || !hr_ctoken_is_client(token))
+        return dsp_api_refuse(rt, resp, 401, "unauthorized",
+                              "a valid 'Authorization: Bearer TOKEN' header is required");
+    if (hr_ctoken_verify(token, cfg->dispatcher.api.client_keys, cfg->dispatcher.api.nclient_keys,
+                         (int64_t)time(NULL), &uid, err, sizeof err) != 0)
+        return dsp_api_refuse(rt, resp, 401, "unauthorized", err);
+    param = hr_httpd_param(req, "uid");
+    if (!rt->client || param == NULL || hr_parse_uid(param, strlen(param), &want) < 0 ||
+        want != uid)
+        return dsp_api_refuse(rt, resp, 403, "forbidden",
+                              "a client token may only pull its own uid's reminders");
+    req->auth_id = uid;
+    return true;
+}
+
 static void dsp_api_serve(void *ctx, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     const dsp_api_route *rt = ctx;
     dsp_api *a = rt->a;
-    const hr_config *cfg = a->d->cfg;
     dsp_api_conn *ac;
     const char *what;
-    char err[512], code[8];
+    char err[512];
 
     if (rt->open) {
         rt->builtin(rt->builtin_ctx, req, resp);
-    } else if (cfg->dispatcher.api.ntokens > 0 &&
-               !hr_httpd_bearer_ok(req, cfg->dispatcher.api.tokens, cfg->dispatcher.api.ntokens)) {
-        hr_httpd_error(resp, 401, "unauthorized",
-                       "a valid 'Authorization: Bearer TOKEN' "
-                       "header is required");
-        hr_httpd_resp_header(resp, "WWW-Authenticate", "Bearer");
     } else if ((ac = dsp_api_acquire(a, &what, err, sizeof err)) == NULL) {
         dsp_api_backend_error(resp, what, err);
     } else {
@@ -768,8 +840,7 @@ static void dsp_api_serve(void *ctx, const hr_httpd_req *req, hr_httpd_resp *res
             rt->fn(a, ac, req, resp);
         dsp_api_release(a, ac);
     }
-    snprintf(code, sizeof code, "%d", resp->status);
-    hr_metrics_inc(hr_metrics_labels(a->d->met.api_requests, rt->name, code));
+    dsp_api_count(rt, resp->status);
 }
 
 /* /readyz: the loop thread's MySQL and Redis worked and are not down, and
@@ -799,8 +870,78 @@ static void dsp_api_route_add(dsp_api *a, const char *method, const char *patter
     rt.a = a;
     rt.name = pattern;
     a->rctx[a->nroutes] = rt;
-    a->routes[a->nroutes] = (hr_httpd_route){method, pattern, dsp_api_serve, &a->rctx[a->nroutes]};
+    a->routes[a->nroutes] = (hr_httpd_route){method, pattern, dsp_api_serve, &a->rctx[a->nroutes],
+                                             rt.open ? NULL : dsp_api_auth};
     a->nroutes++;
+}
+
+/* The route table: what the server serves and --print-routes prints.  A
+ * has no dsp when only printing (the contexts are then never used). */
+static void dsp_api_add_routes(dsp_api *a)
+{
+    dsp_api_route_add(a, "GET", "/metrics",
+                      (dsp_api_route){.open = true,
+                                      .builtin = hr_httpd_metrics,
+                                      .builtin_ctx = a->d != NULL ? a->d->met.reg : NULL});
+    dsp_api_route_add(a, "GET", "/healthz",
+                      (dsp_api_route){.open = true, .builtin = hr_httpd_healthz});
+    dsp_api_route_add(
+        a, "GET", "/readyz",
+        (dsp_api_route){.open = true, .builtin = hr_httpd_readyz, .builtin_ctx = &a->ready});
+    dsp_api_route_add(a, "GET", "/console",
+                      (dsp_api_route){.open = true, .builtin = dsp_console_serve});
+    dsp_api_route_add(a, "GET", "/console/",
+                      (dsp_api_route){.open = true, .builtin = dsp_console_serve});
+    dsp_api_route_add(a, "GET", "/console/{asset}",
+                      (dsp_api_route){.open = true, .builtin = dsp_console_serve});
+    dsp_api_route_add(a, "POST", "/v1/tasks", (dsp_api_route){.fn = dsp_api_create});
+    dsp_api_route_add(a, "GET", "/v1/tasks", (dsp_api_route){.fn = dsp_api_list});
+    dsp_api_route_add(a, "GET", "/v1/tasks/{id}", (dsp_api_route){.fn = dsp_api_get});
+    dsp_api_route_add(a, "PATCH", "/v1/tasks/{id}", (dsp_api_route){.fn = dsp_api_patch});
+    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/pause",
+                      (dsp_api_route){.is_control = true, .control = HR_CONTROL_PAUSE});
+    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/resume",
+                      (dsp_api_route){.is_control = true, .control = HR_CONTROL_RUN});
+    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/cancel",
+                      (dsp_api_route){.is_control = true, .control = HR_CONTROL_CANCEL});
+    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/subscribers",
+                      (dsp_api_route){.fn = dsp_api_subs_add});
+    dsp_api_route_add(a, "DELETE", "/v1/tasks/{id}/subscribers/{uid}",
+                      (dsp_api_route){.fn = dsp_api_subs_del});
+    dsp_api_route_add(a, "GET", "/v1/tasks/{id}/subscribers/count",
+                      (dsp_api_route){.fn = dsp_api_subs_count});
+    dsp_api_route_add(a, "GET", "/v1/tasks/{id}/chunks", (dsp_api_route){.fn = dsp_api_chunks});
+    dsp_api_route_add(a, "GET", "/v1/tasks/{id}/dead-letters",
+                      (dsp_api_route){.fn = dsp_api_dead_letters});
+    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/redrive", (dsp_api_route){.fn = dsp_api_redrive});
+    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/recover", (dsp_api_route){.fn = dsp_api_recover});
+    dsp_api_route_add(a, "GET", "/v1/tasks/{id}/render",
+                      (dsp_api_route){.fn = dsp_api_render_task});
+    dsp_api_route_add(a, "POST", "/v1/render", (dsp_api_route){.fn = dsp_api_render_new});
+    dsp_api_route_add(a, "GET", "/v1/users/{uid}/reminders",
+                      (dsp_api_route){.fn = dsp_api_reminders, .client = true});
+    dsp_api_route_add(a, "GET", "/v1/users/{uid}/addresses",
+                      (dsp_api_route){.fn = dsp_api_addr_get});
+    dsp_api_route_add(a, "POST", "/v1/users/{uid}/addresses",
+                      (dsp_api_route){.fn = dsp_api_addr_add});
+    dsp_api_route_add(a, "PUT", "/v1/users/{uid}/addresses",
+                      (dsp_api_route){.fn = dsp_api_addr_put});
+    dsp_api_route_add(a, "DELETE", "/v1/users/{uid}/addresses",
+                      (dsp_api_route){.fn = dsp_api_addr_del});
+}
+
+int dsp_api_print_routes(FILE *out)
+{
+    dsp_api *a = calloc(1, sizeof *a);
+    size_t i;
+
+    if (a == NULL)
+        return -1;
+    dsp_api_add_routes(a);
+    for (i = 0; i < a->nroutes; i++)
+        fprintf(out, "%s %s\n", a->routes[i].method, a->routes[i].pattern);
+    free(a);
+    return 0;
 }
 
 int dsp_api_start(dsp *d, char *errstr, size_t errlen)
@@ -820,38 +961,7 @@ int dsp_api_start(dsp *d, char *errstr, size_t errlen)
     pthread_mutex_init(&a->pool_mu, NULL);
     pthread_cond_init(&a->pool_cv, NULL);
     a->ready = (hr_httpd_ready){dsp_api_ready, d};
-    dsp_api_route_add(
-        a, "GET", "/metrics",
-        (dsp_api_route){.open = true, .builtin = hr_httpd_metrics, .builtin_ctx = d->met.reg});
-    dsp_api_route_add(a, "GET", "/healthz",
-                      (dsp_api_route){.open = true, .builtin = hr_httpd_healthz});
-    dsp_api_route_add(
-        a, "GET", "/readyz",
-        (dsp_api_route){.open = true, .builtin = hr_httpd_readyz, .builtin_ctx = &a->ready});
-    dsp_api_route_add(a, "POST", "/v1/tasks", (dsp_api_route){.fn = dsp_api_create});
-    dsp_api_route_add(a, "GET", "/v1/tasks", (dsp_api_route){.fn = dsp_api_list});
-    dsp_api_route_add(a, "GET", "/v1/tasks/{id}", (dsp_api_route){.fn = dsp_api_get});
-    dsp_api_route_add(a, "PATCH", "/v1/tasks/{id}", (dsp_api_route){.fn = dsp_api_patch});
-    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/pause",
-                      (dsp_api_route){.is_control = true, .control = HR_CONTROL_PAUSE});
-    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/resume",
-                      (dsp_api_route){.is_control = true, .control = HR_CONTROL_RUN});
-    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/cancel",
-                      (dsp_api_route){.is_control = true, .control = HR_CONTROL_CANCEL});
-    dsp_api_route_add(a, "POST", "/v1/tasks/{id}/subscribers",
-                      (dsp_api_route){.fn = dsp_api_subs_add});
-    dsp_api_route_add(a, "DELETE", "/v1/tasks/{id}/subscribers/{uid}",
-                      (dsp_api_route){.fn = dsp_api_subs_del});
-    dsp_api_route_add(a, "GET", "/v1/users/{uid}/reminders",
-                      (dsp_api_route){.fn = dsp_api_reminders});
-    dsp_api_route_add(a, "GET", "/v1/users/{uid}/addresses",
-                      (dsp_api_route){.fn = dsp_api_addr_get});
-    dsp_api_route_add(a, "POST", "/v1/users/{uid}/addresses",
-                      (dsp_api_route){.fn = dsp_api_addr_add});
-    dsp_api_route_add(a, "PUT", "/v1/users/{uid}/addresses",
-                      (dsp_api_route){.fn = dsp_api_addr_put});
-    dsp_api_route_add(a, "DELETE", "/v1/users/{uid}/addresses",
-                      (dsp_api_route){.fn = dsp_api_addr_del});
+    dsp_api_add_routes(a);
     d->api = a;
     if (hr_httpd_start(cfg->dispatcher.listen, cfg->dispatcher.api.threads, a->routes, a->nroutes,
                        (size_t)cfg->dispatcher.api.max_body_bytes, &a->h, errstr, errlen) < 0) {

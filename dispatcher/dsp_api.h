@@ -1,4 +1,5 @@
-/* dsp_api.h: what dsp_api.c (server, pool, tasks, control),
+/* dsp_api.h: what dsp_api.c (server, pool, tasks, control), dsp_api_ops.c
+ * (admin operations),
  * dsp_api_subs.c (subscribers, pull) and dsp_api_addr.c (addresses)
  * share.  Private to the dispatcher.
  *
@@ -32,10 +33,11 @@ typedef struct dsp_api_route {
     void *builtin_ctx;
     dsp_api_fn fn;   /* /v1 routes */
     bool is_control; /* a control route, setting CONTROL */
+    bool client;     /* a client token may call it, for the {uid} of its path */
     hr_control control;
 } dsp_api_route;
 
-#define DSP_API_NROUTES 24
+#define DSP_API_NROUTES 40
 
 struct dsp_api {
     dsp *d;
@@ -104,6 +106,10 @@ int dsp_api_parse_addresses(const cJSON *j, hr_addr **out, size_t *n, const char
 /* GET /v1/tasks ?state= and ?limit= (NULL: absent) into *LIMIT. */
 int dsp_api_parse_list(const char *state, const char *limit_s, long *limit, const char **code,
                        char *errstr, size_t errlen);
+/* GET /v1/tasks ?before= (NULL: absent, *BEFORE = INT64_MAX) as a task id
+ * and ?q= (NULL: absent; at most 200 bytes of UTF-8). */
+int dsp_api_parse_page(const char *before_s, const char *q, int64_t *before, const char **code,
+                       char *errstr, size_t errlen);
 /* The pull's ?date=YYYY-MM-DD (NULL: the UTC day of NOW_S) as the day's
  * first ms, and ?ack=0|1. */
 int dsp_api_parse_pull(const char *date, const char *ack_s, int64_t now_s, int64_t *day, bool *ack,
@@ -127,6 +133,30 @@ void dsp_api_reply(hr_httpd_resp *resp, int status, cJSON *j);
 void dsp_api_backend_error(hr_httpd_resp *resp, const char *what, const char *err);
 /* Loads task ID; false after answering 404 or 503 (*T NULL). */
 bool dsp_api_task(dsp_api_conn *ac, int64_t id, hr_httpd_resp *resp, hr_task **t);
+/* The checks of POST /v1/tasks on body J into IN (which it initialises with
+ * the defaults; IN->t.payload is the caller's to free whatever happens);
+ * *SCOPE is the throttle_scope as given (NULL: the topic's).  false after
+ * answering 400. */
+bool dsp_api_task_input(dsp_api *a, const cJSON *j, dsp_api_input *in, const char **scope,
+                        hr_httpd_resp *resp);
+/* COUNT(push_subscription) of task ID, or -1 when MySQL does not answer. */
+int64_t dsp_api_subscriptions(dsp_api_conn *ac, int64_t id);
+/* Adds "title", "body" (rendered for uid UID_S with the attributes of USER,
+ * an HGETALL reply or NULL) and "payload" of task T to O, as the pull
+ * serves them. */
+void dsp_api_add_rendering(cJSON *o, const hr_task *t, const char *uid_s, const redisReply *user);
+/* HGETALL of the uid's attribute hash (herald:user:<uid>); NULL with ERRSTR. */
+redisReply *dsp_api_user(dsp_api_conn *ac, const char *uid_s, char *errstr, size_t errlen);
+/* dsp_api_ops.c: the admin operations heraldctl has too */
+void dsp_api_chunks(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
+void dsp_api_dead_letters(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
+                          hr_httpd_resp *resp);
+void dsp_api_redrive(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
+void dsp_api_recover(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
+void dsp_api_subs_count(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
+void dsp_api_render_new(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
+void dsp_api_render_task(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
+                         hr_httpd_resp *resp);
 /* dsp_api_addr.c */
 void dsp_api_addr_get(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
 void dsp_api_addr_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);

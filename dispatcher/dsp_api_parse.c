@@ -21,6 +21,7 @@
 
 #define DSP_API_LIST_MAX 1000
 #define DSP_API_LIST_DEFAULT 100
+#define DSP_API_Q_MAX 200
 
 static int dsp_api_refuse(const char **code, const char *what, char *errstr, size_t errlen,
                           const char *fmt, ...) __attribute__((format(printf, 5, 6)));
@@ -127,36 +128,38 @@ static const struct dsp_api_field {
     size_t max;
     bool patch;
     bool nonempty; /* a name: "" would be stored and match nothing */
+    bool nullable; /* JSON null resets it to the column's NULL (the provider's default) */
 } dsp_api_fields[] = {
-    {"name", DSP_F_STR, 200, false, true},
-    {"topic", DSP_F_STR, 100, false, true},
-    {"channel", DSP_F_STR, 64, false, true},
-    {"title", DSP_F_STR, 65535, true, false},
-    {"body", DSP_F_STR, 65535, true, false},
-    {"payload", DSP_F_OBJ, 0, true, false},
-    {"due_at", DSP_F_TIME, 0, true, false},
-    {"freeze_at", DSP_F_TIME, 0, false, false},
-    {"rate_limit", DSP_F_INT, 0, false, false},
-    {"chunk_size", DSP_F_INT, 0, false, false},
-    {"throttle_limit", DSP_F_INT, 0, false, false},
-    {"throttle_window_s", DSP_F_INT, 0, false, false},
-    {"throttle_scope", DSP_F_STR, 100, false, true},
-    {"throttle_key", DSP_F_STR, 100, false, true},
-    {"throttle_mode", DSP_F_STR, 16, false, false},
-    {"ttl", DSP_F_INT, 0, true, false},
-    {"collapse_key", DSP_F_STR, 255, true, false},
-    {"priority", DSP_F_STR, 16, true, false},
+    {"name", DSP_F_STR, 200, false, true, false},
+    {"topic", DSP_F_STR, 100, false, true, false},
+    {"channel", DSP_F_STR, 64, false, true, false},
+    {"title", DSP_F_STR, 65535, true, false, false},
+    {"body", DSP_F_STR, 65535, true, false, false},
+    {"payload", DSP_F_OBJ, 0, true, false, false},
+    {"due_at", DSP_F_TIME, 0, true, false, false},
+    {"freeze_at", DSP_F_TIME, 0, false, false, false},
+    {"rate_limit", DSP_F_INT, 0, false, false, false},
+    {"chunk_size", DSP_F_INT, 0, false, false, false},
+    {"throttle_limit", DSP_F_INT, 0, false, false, false},
+    {"throttle_window_s", DSP_F_INT, 0, false, false, false},
+    {"throttle_scope", DSP_F_STR, 100, false, true, false},
+    {"throttle_key", DSP_F_STR, 100, false, true, false},
+    {"throttle_mode", DSP_F_STR, 16, false, false, false},
+    {"ttl", DSP_F_INT, 0, true, false, true},
+    {"collapse_key", DSP_F_STR, 255, true, false, true},
+    {"priority", DSP_F_STR, 16, true, false, false},
     /* expiry: expire_at, or expire_in seconds after due_at */
-    {"expire_at", DSP_F_TIME, 0, false, false},
-    {"expire_in", DSP_F_INT, 0, false, false},
-    /* local time and send windows (docs/scheduling.md) */
-    {"local_time", DSP_F_BOOL, 0, true, false},
-    {"default_tz", DSP_F_ZONE, HR_TZ_NAME_MAX, true, false},
-    {"window_start", DSP_F_TOD, 0, true, false},
-    {"window_end", DSP_F_TOD, 0, true, false},
-    {"window_tz", DSP_F_ZONE, HR_TZ_NAME_MAX, true, false},
+    {"expire_at", DSP_F_TIME, 0, false, false, false},
+    {"expire_in", DSP_F_INT, 0, false, false, false},
+    /* local time and send windows (docs/scheduling.md); their kinds take
+     * null themselves (it clears a zone or a window bound) */
+    {"local_time", DSP_F_BOOL, 0, true, false, false},
+    {"default_tz", DSP_F_ZONE, HR_TZ_NAME_MAX, true, false, false},
+    {"window_start", DSP_F_TOD, 0, true, false, false},
+    {"window_end", DSP_F_TOD, 0, true, false, false},
+    {"window_tz", DSP_F_ZONE, HR_TZ_NAME_MAX, true, false, false},
     /* pacing (docs/scheduling.md) */
-    {"finish_by", DSP_F_TIME, 0, true, false},
+    {"finish_by", DSP_F_TIME, 0, true, false, false},
 };
 
 /* Checks V against field FD; 0, or -1 with the refusal. */
@@ -251,6 +254,13 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
                 fd != NULL ? " (PATCH changes title, body, payload, due_at, ttl, collapse_key, "
                              "priority, local_time, default_tz, the window and finish_by)"
                            : "");
+        if (fd->nullable && cJSON_IsNull(v)) {
+            if (strcmp(fd->name, "ttl") == 0)
+                in->t.ttl_s = -1;
+            else
+                in->t.collapse_key = NULL;
+            continue;
+        }
         if (dsp_api_field_check(fd, v, &ms, code, errstr, errlen) < 0)
             return -1;
         if (strcmp(fd->name, "name") == 0)
@@ -481,6 +491,18 @@ int dsp_api_parse_list(const char *state, const char *limit_s, long *limit, cons
             return dsp_api_refuse(code, "bad_query", errstr, errlen, "limit must be 1..%d",
                                   DSP_API_LIST_MAX);
     }
+    return 0;
+}
+
+int dsp_api_parse_page(const char *before_s, const char *q, int64_t *before, const char **code,
+                       char *errstr, size_t errlen)
+{
+    *before = INT64_MAX;
+    if (before_s != NULL && dsp_api_parse_id(before_s, "before", before, code, errstr, errlen) < 0)
+        return dsp_api_coded(code, "bad_query");
+    if (q != NULL && (strlen(q) > DSP_API_Q_MAX || !hr_utf8_valid(q, strlen(q))))
+        return dsp_api_refuse(code, "bad_query", errstr, errlen,
+                              "q must be UTF-8 text of at most %d bytes", DSP_API_Q_MAX);
     return 0;
 }
 

@@ -12,19 +12,23 @@
  * - DELETE /v1/tasks/{id}/subscribers/{uid}: the MySQL row and the set
  *   member, also only while `scheduled`.
  * - GET /v1/users/{uid}/reminders?date=YYYY-MM-DD[&ack=1]: the unfinished,
- *   frozen, unexpired tasks due that UTC day the uid is subscribed to, title and body
+ *   frozen, unexpired tasks due that day (in the zone of the uid's `tz`
+ *   attribute, else UTC) the uid is subscribed to, title and body
  *   rendered (uid, task.*, payload.*, user.* from P user:<uid>).  ack=1
  *   moves the uid from subs to pulled (pull_ack.lua) and, when it moved,
- *   writes a `pulled` push_delivery row and pulled = pulled + 1. */
+ *   writes a `pulled` push_delivery row and pulled = pulled + 1.  A caller
+ *   with a client token (req->auth_id, set by dsp_api_auth) is limited to
+ *   dispatcher.api.pull_per_minute pulls a minute (hr_ratelimit). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "dsp_api.h"
 #include "hr_log.h"
+#include "hr_ratelimit.h"
 #include "hr_state.h"
+#include "hr_tz.h"
 
 #define DSP_API_RENDER_MAX ((size_t)1 << 20)
 
@@ -256,6 +260,26 @@ static cJSON *dsp_api_render(const char *src, dsp_api_vars *vars)
     return s != NULL ? s : cJSON_CreateNull();
 }
 
+void dsp_api_add_rendering(cJSON *o, const hr_task *t, const char *uid_s, const redisReply *user)
+{
+    dsp_api_vars vars = {.uid = uid_s, .t = t, .user = user};
+
+    snprintf(vars.id, sizeof vars.id, "%" PRId64, t->id);
+    vars.payload = t->payload != NULL ? cJSON_Parse(t->payload) : NULL;
+    cJSON_AddItemToObject(o, "title", dsp_api_render(t->title, &vars));
+    cJSON_AddItemToObject(o, "body", dsp_api_render(t->body, &vars));
+    cJSON_AddItemToObject(o, "payload",
+                          vars.payload != NULL ? (cJSON *)vars.payload : cJSON_CreateNull());
+}
+
+redisReply *dsp_api_user(dsp_api_conn *ac, const char *uid_s, char *errstr, size_t errlen)
+{
+    char key[HR_KEY_MAX];
+
+    return hr_redis_cmdf(ac->r, errstr, errlen, "HGETALL %s",
+                         hr_key_user(hr_redis_prefix(ac->r), key, sizeof key, uid_s));
+}
+
 /* Moves UID of task ID from subs (or the wait set) to pulled; true when it
  * moved. */
 static int dsp_api_ack(dsp_api_conn *ac, int64_t id, int64_t uid, const char *uid_s, char *errstr,
@@ -293,27 +317,107 @@ static int dsp_api_ack(dsp_api_conn *ac, int64_t id, int64_t uid, const char *ui
     return 1;
 }
 
+/* A client's pull takes one of its uid's pulls of the minute, counted in
+ * Redis so every dispatcher shares the budget; false after answering 429
+ * (with Retry-After) or 503. */
+static bool dsp_api_pull_allowed(dsp_api *a, dsp_api_conn *ac, int64_t uid, hr_httpd_resp *resp)
+{
+    char scope[40], err[512], retry[24];
+    int64_t granted, wait_ms;
+
+    snprintf(scope, sizeof scope, "pull:%" PRId64, uid);
+    if (hr_ratelimit_take_window(ac->r, scope, a->d->cfg->dispatcher.api.pull_per_minute, 60, 1,
+                                 &granted, &wait_ms, err, sizeof err) < 0) {
+        dsp_api_backend_error(resp, "redis", err);
+        return false;
+    }
+    if (granted == 1)
+        return true;
+    snprintf(retry, sizeof retry, "%" PRId64, (wait_ms + 999) / 1000);
+    hr_httpd_error(resp, 429, "rate_limited",
+                   "more than %d pulls of this uid in a minute; retry in %s s",
+                   a->d->cfg->dispatcher.api.pull_per_minute, retry);
+    hr_httpd_resp_header(resp, "Retry-After", retry);
+    return false;
+}
+
+/* The value of attribute NAME in USER (an HGETALL reply), or NULL. */
+static const char *dsp_api_attr(const redisReply *user, const char *name)
+{
+    size_t i;
+
+    for (i = 0; i + 1 < user->elements; i += 2)
+        if (strcmp(user->element[i]->str, name) == 0)
+            return user->element[i + 1]->str;
+    return NULL;
+}
+
+/* The pull's day as UTC instants [*START, *END): DATE_Q (NULL: today;
+ * DAY_MS its UTC midnight as dsp_api_parse_pull read it) in the zone of
+ * the uid's `tz` attribute when hr_tz knows it, else in UTC; *ZONE names
+ * the zone used and DAY_S (11 bytes) the date.  A day of a zone is not
+ * always 24 h (a DST change), hence both ends from the zone. */
+static void dsp_api_pull_day(const char *date_q, int64_t day_ms, const redisReply *user,
+                             int64_t now_ms, int64_t *start, int64_t *end, const char **zone,
+                             char *day_s)
+{
+    const char *tz = dsp_api_attr(user, "tz");
+    int64_t days = day_ms / 86400000;
+    int32_t off = 0;
+    int y, m, d, y2, m2, d2;
+    char err[256];
+
+    if (tz != NULL && hr_tz_offset_at(tz, now_ms, &off, err, sizeof err) == 0) {
+        if (date_q == NULL) /* today where the user is (instants after 1970) */
+            days = (now_ms + (int64_t)off * 1000) / 86400000;
+        hr_tz_civil_from_days(days, &y, &m, &d);
+        hr_tz_civil_from_days(days + 1, &y2, &m2, &d2);
+        if (hr_tz_local_to_utc(tz, y, m, d, 0, 0, 0, start, err, sizeof err) == 0 &&
+            hr_tz_local_to_utc(tz, y2, m2, d2, 0, 0, 0, end, err, sizeof err) == 0) {
+            *zone = tz;
+            snprintf(day_s, 11, "%04d-%02d-%02d", y, m, d);
+            return;
+        }
+    }
+    /* No zone, or one hr_tz does not know: UTC. */
+    *zone = "UTC";
+    *start = day_ms;
+    *end = day_ms + 86400000;
+    hr_tz_civil_from_days(days, &y, &m, &d);
+    snprintf(day_s, 11, "%04d-%02d-%02d", y, m, d);
+}
+
 void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
-    const char *code;
+    const char *code, *date_q = hr_httpd_query(req, "date"), *zone;
     bool ack;
     hr_task **tasks = NULL;
     redisReply *user = NULL;
     size_t n = 0, i;
-    int64_t uid, day;
-    char err[1024], key[256], uid_s[24], day_s[40];
+    int64_t uid, day, start, end, now_ms = dsp_now_ms();
+    char err[1024], uid_s[24], day_s[16];
     cJSON *o = NULL, *arr;
 
-    (void)a;
     if (!dsp_api_id(req, "uid", resp, &uid))
         return;
-    if (dsp_api_parse_pull(hr_httpd_query(req, "date"), hr_httpd_query(req, "ack"),
-                           (int64_t)time(NULL), &day, &ack, &code, err, sizeof err) < 0) {
+    /* Clients are limited; an admin token (the platform's backend) is not. */
+    if (req->auth_id > 0 && !dsp_api_pull_allowed(a, ac, uid, resp))
+        return;
+    if (dsp_api_parse_pull(date_q, hr_httpd_query(req, "ack"), now_ms / 1000, &day, &ack, &code,
+                           err, sizeof err) < 0) {
         hr_httpd_error(resp, 400, code, "%s", err);
         return;
     }
+    /* The attributes give the zone of the day and the templates' user.*. */
+    snprintf(uid_s, sizeof uid_s, "%" PRId64, uid);
+    user = dsp_api_user(ac, uid_s, err, sizeof err);
+    if (user == NULL) {
+        dsp_api_backend_error(resp, "redis", err);
+        return;
+    }
+    dsp_api_pull_day(date_q, day, user, now_ms, &start, &end, &zone, day_s);
     {
-        const hr_mysql_param p[] = {HR_P_I64(uid), HR_P_I64(day), HR_P_I64(day + 86400000)};
+        const hr_mysql_param p[] = {HR_P_I64(uid), HR_P_I64(start), HR_P_I64(end)};
 
         if (dsp_store_tasks(ac->m,
                             "SELECT " HR_TASK_COLUMNS " FROM push_task WHERE id IN "
@@ -328,33 +432,20 @@ void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr
                             "ORDER BY due_at, id",
                             p, 3, &tasks, &n, err, sizeof err) < 0) {
             dsp_api_backend_error(resp, "mysql", err);
-            return;
-        }
-    }
-    snprintf(uid_s, sizeof uid_s, "%" PRId64, uid);
-    if (n > 0) {
-        hr_key_user(hr_redis_prefix(ac->r), key, sizeof key, uid_s);
-        user = hr_redis_cmdf(ac->r, err, sizeof err, "HGETALL %s", key);
-        if (user == NULL) {
-            dsp_api_backend_error(resp, "redis", err);
             goto done;
         }
     }
     o = cJSON_CreateObject();
     dsp_api_add_id(o, "uid", uid);
-    dsp_api_time(day, day_s, sizeof day_s);
-    day_s[10] = '\0';
     cJSON_AddStringToObject(o, "date", day_s);
+    cJSON_AddStringToObject(o, "tz", zone);
     arr = cJSON_AddArrayToObject(o, "reminders");
     for (i = 0; i < n; i++) {
         const hr_task *t = tasks[i];
-        dsp_api_vars vars = {.uid = uid_s, .t = t, .user = user};
         cJSON *r = cJSON_CreateObject();
         char due[40];
         int moved = 0;
 
-        snprintf(vars.id, sizeof vars.id, "%" PRId64, t->id);
-        vars.payload = t->payload != NULL ? cJSON_Parse(t->payload) : NULL;
         cJSON_AddItemToArray(arr, r);
         dsp_api_add_id(r, "task_id", t->id);
         cJSON_AddStringToObject(r, "name", t->name);
@@ -362,10 +453,7 @@ void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr
         cJSON_AddStringToObject(r, "channel", t->channel);
         dsp_api_time(t->due_ms, due, sizeof due);
         cJSON_AddStringToObject(r, "due_at", due);
-        cJSON_AddItemToObject(r, "title", dsp_api_render(t->title, &vars));
-        cJSON_AddItemToObject(r, "body", dsp_api_render(t->body, &vars));
-        cJSON_AddItemToObject(r, "payload",
-                              vars.payload != NULL ? (cJSON *)vars.payload : cJSON_CreateNull());
+        dsp_api_add_rendering(r, t, uid_s, user);
         if (ack && (moved = dsp_api_ack(ac, t->id, uid, uid_s, err, sizeof err)) < 0) {
             dsp_api_backend_error(resp, "redis", err);
             goto done;

@@ -2,6 +2,7 @@
  *
  *   herald-dispatcher [-c CONFIG]      (default $HERALD_CONFIG)
  *   herald-dispatcher --help | --version   (on stdout, exit 0)
+ *   herald-dispatcher --print-routes       (the API's route table, exit 0)
  *
  * Exit codes: 0 after SIGTERM/SIGINT, 1 on a startup failure, 2 on a bad
  * command line or configuration (printed as "file:line:col: message"). */
@@ -22,6 +23,7 @@ static void usage(FILE *out)
                  "  -c, --config CONFIG  configuration file (default: $HERALD_CONFIG)\n"
                  "  -h, --help           show this help\n"
                  "  -V, --version        show the version\n"
+                 "      --print-routes   print the HTTP API's routes (METHOD PATTERN) and exit\n"
                  "\n"
                  "Exit status: 0 after SIGTERM/SIGINT, 1 on a startup failure, 2 on a bad\n"
                  "command line or configuration.\n");
@@ -33,6 +35,7 @@ int main(int argc, char **argv)
         {"config", required_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
+        {"print-routes", no_argument, NULL, 'R'},
         {NULL, 0, NULL, 0},
     };
     const char *path = getenv("HERALD_CONFIG");
@@ -53,6 +56,8 @@ int main(int argc, char **argv)
             if (DSP_SEAMS_ON)
                 printf("test seams: on\n");
             return 0;
+        case 'R':
+            return dsp_api_print_routes(stdout) == 0 ? 0 : 1;
         default:
             usage(stderr);
             return 2;

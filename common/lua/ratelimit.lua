@@ -1,17 +1,19 @@
--- ratelimit.lua: take up to WANT units of one scope's per-second budget.
+-- ratelimit.lua: take up to WANT units of one scope's budget in one window.
 --
--- KEYS[1]  <prefix>rl:<scope>:<epoch_s>  (the caller names the second)
--- ARGV[1]  limit (> 0), ARGV[2] want (>= 0)
+-- KEYS[1]  <prefix>rl:<scope>:<window>  (the caller names the window: the
+--          epoch second, or epoch_s / 60 for a per-minute budget)
+-- ARGV[1]  limit (> 0), ARGV[2] want (>= 0), ARGV[3] the counter's expiry
+--          in ms (the window and a second)
 -- Returns the grant, 0..want.  Reading, adding and setting the expiry
--- happen in one script, so the grants of one second never add up to more
+-- happen in one script, so the grants of one window never add up to more
 -- than the limit and the counter never lives without a TTL.
 --
--- Paced (a task with a finish_by, docs/scheduling.md): KEYS[1] is the
--- task's own counter (hr_key_pace_rl, in the task's slot), KEYS[2] its
--- stats HASH, KEYS[3] its subs SET; ARGV[1] the cap (0 = none), ARGV[3]
--- finish_by and ARGV[4] now (ms).  The limit is the rate that ends what is
--- left (not chunked + chunked and not settled) by finish_by, derived at
--- every grant so the plan corrects itself when pushes lag:
+-- Paced (a task with a finish_by, docs/scheduling.md; one-second windows):
+-- KEYS[1] is the task's own counter (hr_key_pace_rl, in the task's slot),
+-- KEYS[2] its stats HASH, KEYS[3] its subs SET; ARGV[1] the cap (0 = none),
+-- ARGV[4] finish_by and ARGV[5] now (ms).  The limit is the rate that ends
+-- what is left (not chunked + chunked and not settled) by finish_by,
+-- derived at every grant so the plan corrects itself when pushes lag:
 -- ceil(left / (seconds left + 1)) (a second's pushes start when it
 -- begins, so the seconds at both ends count; hr_pace_rate is the same
 -- formula), at least 1, at most the cap; once finish_by passed, the cap.
@@ -22,7 +24,7 @@ local want = tonumber(ARGV[2])
 local paced = KEYS[2] ~= nil
 local rate = 0
 if paced then
-  local finish, now = tonumber(ARGV[3]), tonumber(ARGV[4])
+  local finish, now = tonumber(ARGV[4]), tonumber(ARGV[5])
   local v = redis.call('HMGET', KEYS[2], 'published', 'sent', 'failed', 'throttled', 'cancelled',
                        'unregistered', 'expired', 'planned_rate')
   rate = limit
@@ -49,7 +51,7 @@ local used = tonumber(redis.call('GET', KEYS[1]) or '0')
 local grant = math.min(want, math.max(0, limit - used))
 if grant > 0 then
   redis.call('INCRBY', KEYS[1], grant)
-  redis.call('PEXPIRE', KEYS[1], 2000)
+  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]))
 end
 if paced then
   return {grant, rate}

@@ -4,7 +4,7 @@
  * Input: byte 0 picks the request (its value mod 6), the rest is its text:
  *   0 POST /v1/tasks body, 1 PATCH /v1/tasks/{id} body (over a stored
  *   task), 2 POST .../subscribers body, 3 a path id, 4 GET /v1/tasks
- *   "state\nlimit", 5 the pull's "date\nack" (query texts: a part that is
+ *   "state\nlimit" (and the same two as "before\nq"), 5 the pull's "date\nack" (query texts: a part that is
  *   missing, i.e. no '\n', is an absent parameter; bit 3 of byte 0 drops
  *   the first one).
  * Besides what the sanitizers catch, it checks the parsers' contract: a
@@ -14,7 +14,8 @@
  * due_at, a payload that is a JSON object, and (PATCH)
  * every non-patchable field untouched; accepted uids are exact integers in
  * 1..2^63-1 that print back as the literal (or string) sent, at most max_ids; an accepted id prints back as the same text;
- * accepted list limits are 1..1000; an accepted day starts at midnight.
+ * accepted list limits are 1..1000, a page's before is positive and its q
+ * at most 200 bytes; an accepted day starts at midnight.
  * An accepted POST task then goes through hr_task_validate with a one-
  * channel config, as the handler does. */
 #include <stdbool.h>
@@ -251,6 +252,11 @@ static void fa_query(int kind, const char *first, const char *second)
             fa_refused(code, err, codes);
         else if (limit < 1 || limit > 1000)
             fa_fail("list limit out of 1..1000", second);
+        /* The same two strings as ?before= and ?q=. */
+        if (dsp_api_parse_page(first, second, &day, &code, err, sizeof err) < 0)
+            fa_refused(code, err, codes);
+        else if (day <= 0 || (second != NULL && strlen(second) > 200))
+            fa_fail("page before not positive or q over 200 bytes", first);
         return;
     }
     if (dsp_api_parse_pull(first, second, 1714550400 + 12345, &day, &ack, &code, err, sizeof err) <

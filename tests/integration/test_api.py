@@ -11,6 +11,7 @@ import copy
 import json
 import os
 import random
+import socket
 import subprocess
 import sys
 import tempfile
@@ -277,6 +278,36 @@ def test_subs_after_start(env, sched):
     check(before == after, "... and no row stored (%s -> %s)" % (before, after))
 
 
+def raw_head(env, path, length, auth=None):
+    """Sends only the head of a POST announcing LENGTH body bytes (no body)
+    and returns (status, body text) of what the server answers on it."""
+    with socket.create_connection(("127.0.0.1", env.port), timeout=10) as s:
+        head = "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" % path
+        if auth is not None:
+            head += "Authorization: Bearer %s\r\n" % auth
+        s.sendall((head + "Content-Length: %d\r\n\r\n" % length).encode())
+        data = b""
+        while b"\r\n\r\n" not in data or not data.rstrip().endswith(b"}"):
+            piece = s.recv(4096)
+            if not piece:
+                break
+            data += piece
+    text = data.decode(errors="replace")
+    status = int(text.split(" ", 2)[1]) if text.startswith("HTTP/1.1 ") else 0
+    return status, text.partition("\r\n\r\n")[2]
+
+
+def test_auth_before_body(env, sched):
+    """Refused on the headers: the body (1 MiB announced) is never sent."""
+    path = "/v1/tasks/%d/subscribers" % sched
+    status, body = raw_head(env, path, 1 << 20)
+    check(status == 401 and '"unauthorized"' in body, "1 MiB POST without a token -> 401 "
+          "before the body (%s %s)" % (status, body))
+    status, body = raw_head(env, path, 1 << 20, auth=TOKEN)
+    check(status == 413 and '"body_too_large"' in body, "1 MiB POST with the token -> 413 "
+          "before the body (%s %s)" % (status, body))
+
+
 def test_metrics(env):
     status, text = http(env, "GET", "/metrics", token=None)
     check(status == 200 and 'herald_api_requests_total{route="/v1/tasks",code="401"} 1' in text,
@@ -335,6 +366,16 @@ def test_redrive(env, sched):
           == [["1", "sent"], ["2", "sent"]], "their 'failed' log rows are gone, the rest stay")
 
 
+def cleanup(env):
+    """Drops what a test run left: its Redis keys, its tasks' rows, its config."""
+    env.r.unlink_pattern(env.prefix + "*")
+    ids = "SELECT id FROM push_task WHERE topic = '%s'" % env.topic
+    sql(env, "DELETE FROM push_subscription WHERE task_id IN (%s)" % ids)
+    sql(env, "DELETE FROM push_delivery WHERE task_id IN (%s)" % ids)
+    sql(env, "DELETE FROM push_task WHERE topic = '%s'" % env.topic)
+    os.unlink(env.cfg_path)
+
+
 def make_env(kind, doc):
     """The Env of a test run as `test_KIND.py HERALD_DISPATCHER HERALDCTL`
     on the stack of $HERALD_TEST_CONFIG: its MySQL and Redis, its first
@@ -386,6 +427,7 @@ def main():
         test_subs_after_start(env, sched)
         test_pull(env, frozen, later)
         test_control(env, sched, later)
+        test_auth_before_body(env, sched)
         test_metrics(env)
     finally:
         stop_popen(proc, 20)
@@ -395,12 +437,7 @@ def main():
         test_recover(env, sched)
         test_redrive(env, sched)
     finally:
-        env.r.unlink_pattern(env.prefix + "*")
-        ids = "SELECT id FROM push_task WHERE topic = '%s'" % env.topic
-        sql(env, "DELETE FROM push_subscription WHERE task_id IN (%s)" % ids)
-        sql(env, "DELETE FROM push_delivery WHERE task_id IN (%s)" % ids)
-        sql(env, "DELETE FROM push_task WHERE topic = '%s'" % env.topic)
-        os.unlink(env.cfg_path)
+        cleanup(env)
     print("%d failed" % len(FAILS))
     return 1 if FAILS else 0
 

@@ -1,7 +1,11 @@
 /* Tests for common/hr_httpd.c over loopback (port 0, libcurl easy as the
  * client).  Needs no stack, so it never skips: routes with params and
  * query, 404/405/413 JSON errors, HEAD, /metrics, /readyz switching, the
- * bearer helper, start-up errors and 50 concurrent requests. */
+ * bearer helper, start-up errors, 50 concurrent requests, and an auth hook
+ * that answers on the headers before any body is sent (raw socket). */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cJSON.h>
 #include <cmocka.h>
@@ -31,6 +37,8 @@ typedef struct fixture {
     hr_metrics_child *hits;
     atomic_bool ready;
     hr_httpd_ready readiness;
+    atomic_int guard_calls, guarded_calls;
+    atomic_bool guard_saw_body;
 } fixture;
 
 static void echo_task(void *ctx, const hr_httpd_req *req, hr_httpd_resp *resp)
@@ -65,6 +73,34 @@ static void auth(void *ctx, const hr_httpd_req *req, hr_httpd_resp *resp)
         hr_httpd_error(resp, 401, "unauthorized", "missing or wrong bearer token");
 }
 
+/* The auth hook of /guarded: the same tokens as /auth, checked on the
+ * headers alone; it records the body it saw (must be none) and the id it
+ * hands the handler. */
+static bool guard(void *ctx, hr_httpd_req *req, hr_httpd_resp *resp)
+{
+    fixture *fx = ctx;
+    char *tokens[] = {"first-token"};
+    atomic_fetch_add(&fx->guard_calls, 1);
+    if (req->body != NULL || req->body_len != 0)
+        atomic_store(&fx->guard_saw_body, true);
+    if (!hr_httpd_bearer_ok(req, tokens, 1)) {
+        hr_httpd_error(resp, 401, "unauthorized", "missing or wrong bearer token");
+        return false;
+    }
+    req->auth_id = 42;
+    return true;
+}
+
+static void guarded(void *ctx, const hr_httpd_req *req, hr_httpd_resp *resp)
+{
+    fixture *fx = ctx;
+    char out[64];
+    atomic_fetch_add(&fx->guarded_calls, 1);
+    int n =
+        snprintf(out, sizeof out, "{\"auth_id\":%d,\"len\":%zu}", (int)req->auth_id, req->body_len);
+    hr_buf_append(&resp->body, out, (size_t)n);
+}
+
 static bool readiness(void *ctx, hr_buf *out)
 {
     fixture *fx = ctx;
@@ -90,13 +126,14 @@ static int setup(void **state)
     fx->readiness = (hr_httpd_ready){readiness, fx};
     /* A local table: the server keeps its own compiled copy. */
     const hr_httpd_route routes[] = {
-        {"GET", "/v1/tasks/{id}", echo_task, fx},
-        {"POST", "/v1/tasks/{id}", echo_task, fx},
-        {"DELETE", "/v1/tasks/{id}/subscribers/{uid}", echo_sub, fx},
-        {"GET", "/auth", auth, NULL},
-        {"GET", "/metrics", hr_httpd_metrics, fx->reg},
-        {"GET", "/healthz", hr_httpd_healthz, NULL},
-        {"GET", "/readyz", hr_httpd_readyz, &fx->readiness},
+        {"GET", "/v1/tasks/{id}", echo_task, fx, NULL},
+        {"POST", "/v1/tasks/{id}", echo_task, fx, NULL},
+        {"DELETE", "/v1/tasks/{id}/subscribers/{uid}", echo_sub, fx, NULL},
+        {"GET", "/auth", auth, NULL, NULL},
+        {"POST", "/guarded", guarded, fx, guard},
+        {"GET", "/metrics", hr_httpd_metrics, fx->reg, NULL},
+        {"GET", "/healthz", hr_httpd_healthz, NULL, NULL},
+        {"GET", "/readyz", hr_httpd_readyz, &fx->readiness, NULL},
     };
     if (hr_httpd_start("127.0.0.1:0", 4, routes, sizeof routes / sizeof routes[0], MAX_BODY, &fx->h,
                        err, sizeof err) != 0)
@@ -389,6 +426,78 @@ static void test_bearer(void **state)
     }
 }
 
+/* Sends the head of a POST /guarded announcing LENGTH body bytes, with
+ * AUTH (a whole header line or NULL), and no body at all: whatever answers
+ * was decided on the headers alone.  The status into *STATUS, the body
+ * into BODY; fails the test after 10 s without an answer. */
+static void raw_post_head(const fixture *fx, const char *auth, size_t length, int *status,
+                          char *body, size_t bodylen)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)fx->port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    char head[512];
+    int n = snprintf(head, sizeof head,
+                     "POST /guarded HTTP/1.1\r\nHost: 127.0.0.1\r\n%s%sContent-Type: "
+                     "application/json\r\nContent-Length: %zu\r\n\r\n",
+                     auth != NULL ? auth : "", auth != NULL ? "\r\n" : "", length);
+    assert_int_equal(send(fd, head, (size_t)n, MSG_NOSIGNAL), n);
+    char in[4096];
+    size_t got = 0;
+    for (int tries = 0; tries < 100 && got < sizeof in - 1; tries++) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (poll(&pfd, 1, 100) <= 0)
+            continue;
+        ssize_t r = recv(fd, in + got, sizeof in - 1 - got, 0);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+        in[got] = '\0';
+        const char *end = strstr(in, "\r\n\r\n");
+        const char *cl = strcasestr(in, "\r\nContent-Length: ");
+        if (end != NULL && cl != NULL && cl < end &&
+            got >= (size_t)(end + 4 - in) + strtoull(cl + 18, NULL, 10))
+            break;
+    }
+    close(fd);
+    in[got] = '\0';
+    if (sscanf(in, "HTTP/1.1 %d", status) != 1)
+        fail_msg("no answer to the head alone: '%s'", in);
+    const char *end = strstr(in, "\r\n\r\n");
+    assert_non_null(end);
+    snprintf(body, bodylen, "%s", end + 4);
+}
+
+/* The auth hook and the length check answer on the headers: a client that
+ * announces 1 MiB and sends none of it gets its 401 or 413 at once. */
+static void test_auth_before_body(void **state)
+{
+    fixture *fx = *state;
+    char body[1024];
+    int status = 0;
+    int calls = atomic_load(&fx->guarded_calls);
+    raw_post_head(fx, NULL, 1048576, &status, body, sizeof body);
+    assert_int_equal(status, 401);
+    assert_non_null(strstr(body, "\"code\":\"unauthorized\""));
+    raw_post_head(fx, "Authorization: Bearer wrong", 1048576, &status, body, sizeof body);
+    assert_int_equal(status, 401);
+    raw_post_head(fx, "Authorization: Bearer first-token", 1048576, &status, body, sizeof body);
+    assert_int_equal(status, 413);
+    assert_non_null(strstr(body, "\"code\":\"body_too_large\""));
+    assert_int_equal(atomic_load(&fx->guarded_calls), calls);
+    /* Let in, the handler gets the body and what the hook recorded. */
+    reply r;
+    http(fx, "POST", "/guarded", "{}", 2, false, "Authorization: Bearer first-token", &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "{\"auth_id\":42,\"len\":2}");
+    http(fx, "POST", "/guarded", "{}", 2, true, NULL, &r);
+    assert_error(&r, 401, "unauthorized");
+    assert_int_equal(atomic_load(&fx->guarded_calls), calls + 1);
+    assert_false(atomic_load(&fx->guard_saw_body));
+}
+
 #define CLIENTS 5
 #define PER_CLIENT 10
 
@@ -435,9 +544,9 @@ static void test_start_errors(void **state)
     fixture *fx = *state;
     hr_httpd *h = NULL;
     char err[256];
-    const hr_httpd_route good[] = {{"GET", "/healthz", hr_httpd_healthz, NULL}};
-    const hr_httpd_route bad[] = {{"GET", "/v1/{id", hr_httpd_healthz, NULL}};
-    const hr_httpd_route relative[] = {{"GET", "healthz", hr_httpd_healthz, NULL}};
+    const hr_httpd_route good[] = {{"GET", "/healthz", hr_httpd_healthz, NULL, NULL}};
+    const hr_httpd_route bad[] = {{"GET", "/v1/{id", hr_httpd_healthz, NULL, NULL}};
+    const hr_httpd_route relative[] = {{"GET", "healthz", hr_httpd_healthz, NULL, NULL}};
     char taken[64];
     snprintf(taken, sizeof taken, "127.0.0.1:%d", fx->port);
     const struct {
@@ -470,10 +579,11 @@ int main(void)
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
         return 1;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_routes),     cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_body_limit), cmocka_unit_test(test_metrics_endpoint),
-        cmocka_unit_test(test_readyz),     cmocka_unit_test(test_bearer),
-        cmocka_unit_test(test_concurrent), cmocka_unit_test(test_start_errors),
+        cmocka_unit_test(test_routes),           cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_body_limit),       cmocka_unit_test(test_metrics_endpoint),
+        cmocka_unit_test(test_readyz),           cmocka_unit_test(test_bearer),
+        cmocka_unit_test(test_concurrent),       cmocka_unit_test(test_start_errors),
+        cmocka_unit_test(test_auth_before_body),
     };
     int rc = cmocka_run_group_tests(tests, setup, teardown);
     curl_global_cleanup();

@@ -53,9 +53,9 @@ static long long cmd_int(hr_redis *r, const char *fmt, const char *arg)
 /* ratelimit.lua directly on a fixed key: grant, partial grant, nothing. */
 static long long rl_eval(const char *key, const char *limit, const char *want)
 {
-    const char *argv[] = {key, limit, want};
+    const char *argv[] = {key, limit, want, "2000"};
     redisReply *reply =
-        hr_redis_eval(rd, HR_LUA_RATELIMIT, 1, 3, argv, NULL, errstr, sizeof errstr);
+        hr_redis_eval(rd, HR_LUA_RATELIMIT, 1, 4, argv, NULL, errstr, sizeof errstr);
     long long v;
 
     if (reply == NULL)
@@ -287,7 +287,7 @@ static void test_pipe_object(void **state)
     enum { N = 200 };
     char key[256], rlkey[256];
     const char *argv[] = {"INCR", key};
-    const char *eargv[] = {rlkey, "1000", "1"};
+    const char *eargv[] = {rlkey, "1000", "1", "2000"};
     hr_pipe *pipe = hr_pipe_new(rd);
     redisReply *reply;
 
@@ -303,7 +303,7 @@ static void test_pipe_object(void **state)
         }
         for (int i = 0; i < N; i++) {
             assert_int_equal(hr_pipe_cmd(pipe, 2, argv, NULL), 0);
-            assert_int_equal(hr_pipe_eval(pipe, HR_LUA_RATELIMIT, 1, 3, eargv, NULL), 0);
+            assert_int_equal(hr_pipe_eval(pipe, HR_LUA_RATELIMIT, 1, 4, eargv, NULL), 0);
         }
         assert_int_equal(hr_pipe_count(pipe), 2 * N);
         assert_int_equal(hr_pipe_exec(pipe, errstr, sizeof errstr), 0);

@@ -552,6 +552,16 @@ static const bad_case bad_cases[] = {
     {"bad_secret.yaml", "5:9",
      "channels.hook.signing_secrets: webhook secret must start with \"whsec_\""},
     {"bad_secret_three.yaml", "5:7", "channels.hook.signing_secrets: 3 secrets; at most 2"},
+    {"bad_client_keys_three.yaml", "4:7", "dispatcher.api.client_keys: 3 keys; at most 2"},
+    {"bad_client_key_short.yaml", "4:9",
+     "dispatcher.api.client_keys[0]: the secret of key \"k1\" is 9 bytes; at least 32"},
+    {"bad_client_key_dup.yaml", "5:9", "dispatcher.api.client_keys[1].id: \"k1\" is used twice"},
+    {"bad_client_key_both.yaml", "4:9",
+     "dispatcher.api.client_keys[0]: give exactly one of secret and secret_file"},
+    {"bad_client_key_id.yaml", "4:9",
+     "dispatcher.api.client_keys[0].id: required, 1..32 of A-Z a-z 0-9 _ -"},
+    {"bad_client_key_file.yaml", "5:22",
+     "dispatcher.api.client_keys[0].secret_file: /nonexistent/herald-client-key: cannot open"},
 };
 
 static void test_bad(void **state)

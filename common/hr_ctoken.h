@@ -1,0 +1,47 @@
+/* hr_ctoken: the per-user client tokens of the pull API.
+ *
+ * A platform's backend issues a token to its app for one uid; the app
+ * calls GET /v1/users/<uid>/reminders with it, and the dispatcher accepts
+ * it for that uid only.  A token is
+ *
+ *     hrc1.<uid>.<exp>.<kid>.<sig>
+ *
+ * uid and exp (Unix seconds) in decimal, kid the id of one of
+ * dispatcher.api.client_keys, sig the unpadded base64url of
+ * HMAC-SHA256(that key's secret, "hrc1.<uid>.<exp>.<kid>").  Two keys may be
+ * active at once, so a new key is added, backends move to it, and the old
+ * one is dropped after the longest token lifetime.  Nothing is stored
+ * server-side: revoking one token means rotating its key. */
+#ifndef HR_CTOKEN_H
+#define HR_CTOKEN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hr_config.h"
+
+#define HR_CTOKEN_MAX 128 /* the longest token, with its NUL */
+
+/* A refusal of hr_ctoken_verify that is not a failure of the format. */
+enum { HR_CTOKEN_EXPIRED = 1 };
+
+/* True when TOKEN has the client token's form at all (its prefix): the
+ * caller then answers with hr_ctoken_verify's verdict rather than as for a
+ * wrong admin token. */
+bool hr_ctoken_is_client(const char *token);
+
+/* Writes the token of UID (1..2^63-1), valid until EXP_S, under KEY into
+ * OUT (LEN >= HR_CTOKEN_MAX).  0, or -1 with ERRSTR. */
+int hr_ctoken_issue(const hr_client_key *key, int64_t uid, int64_t exp_s, char *out, size_t len,
+                    char *errstr, size_t errlen);
+
+/* Checks TOKEN against the NKEYS KEYS at NOW_S: 0 with *UID; HR_CTOKEN_EXPIRED
+ * when it is well signed but its exp is not after NOW_S; -1 when it is
+ * malformed, names no configured key or its signature is wrong.  ERRSTR
+ * says which (never a secret or the expected signature).  The signature is
+ * compared in constant time. */
+int hr_ctoken_verify(const char *token, const hr_client_key *keys, size_t nkeys, int64_t now_s,
+                     int64_t *uid, char *errstr, size_t errlen);
+
+#endif

@@ -1,0 +1,55 @@
+/* hr_recover: rebuilds a task's Redis state from MySQL, the one
+ * implementation behind `heraldctl recover TASK` and
+ * POST /v1/tasks/{id}/recover (hr_recover.c says how, step by step).
+ *
+ * A task that a worker may still push (dispatched, paused, a failed one
+ * with unaccounted recipients) is recovered only after its workers' last
+ * reports are in: the call sleeps one lease renewal and then waits for the
+ * delivery log to stand still, up to HR_RECOVER_QUIET_MAX_MS in all, and
+ * up to 30 s more for the task's prepare lock.  Callers on a request
+ * thread hold it that long.  Connections are the caller's; nothing here
+ * logs or prints (o->waiting tells the caller about the wait). */
+#ifndef HR_RECOVER_H
+#define HR_RECOVER_H
+
+#include <stdint.h>
+
+#include "hr_mysql.h"
+#include "hr_redis.h"
+#include "hr_state.h"
+#include "hr_task.h"
+
+/* The longest wait for the workers' last reports. */
+#define HR_RECOVER_QUIET_MAX_MS 60000
+
+/* Second successes of hr_recover: nothing was changed, ERRSTR says why. */
+enum {
+    HR_RECOVER_REFUSED =
+        1, /* the state, expired, or chunks in flight: pause first, or nothing to do */
+    HR_RECOVER_BUSY = 2, /* a dispatcher prepares it, workers still report: try again */
+};
+
+typedef struct hr_recover_opts {
+    const char *token; /* the prepare lock's holder, e.g. "heraldctl/<pid>" */
+    int lease_ms;      /* worker.lease_ms */
+    int64_t now_ms;    /* the caller's clock (UTC ms): a task past its expire_at is refused */
+    /* Called before the wait for the workers' last reports (NULL: not told). */
+    void (*waiting)(void *ctx, int64_t id, int renewal_ms, int quiet_ms);
+    void *ctx;
+} hr_recover_opts;
+
+typedef struct hr_recover_result {
+    int64_t subs;           /* recipients put back into the subs set */
+    int64_t undelivered;    /* undelivered subscriptions read */
+    int64_t dropped_chunks; /* chunk:* sets deleted */
+    int64_t dropped_leases; /* lease:* keys deleted */
+    int64_t seq;            /* seq restarts from here (0 for a scheduled task) */
+    hr_task_state state;    /* the task's state afterwards */
+} hr_recover_result;
+
+/* Recovers task T.  0 with *OUT, HR_RECOVER_REFUSED or HR_RECOVER_BUSY
+ * (ERRSTR says why), or -1 on a backend failure (ERRSTR; run it again). */
+int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *t, const hr_recover_opts *o,
+               hr_recover_result *out, char *errstr, size_t errlen);
+
+#endif
