@@ -54,9 +54,11 @@ typedef struct hr_channel {
     char *method;   /* (webhook) GET POST PUT PATCH; default POST */
     hr_kv *headers; /* values may be templates */
     size_t nheaders;
-    char *body;                     /* body template; default the DESIGN.md webhook body */
-    int concurrency;                /* requests in flight per worker, 1..10000, default 256 */
-    long rate_limit;                /* pushes/s across the cluster, 0 = none, 0..10000000 */
+    char *body;      /* body template; default the DESIGN.md webhook body */
+    int concurrency; /* requests in flight per worker, 1..10000, default 256 */
+    long rate_limit; /* pushes/s across the cluster, 0 = none, 0..10000000 */
+    long
+        throughput; /* pushes/s the provider was measured to take (admission control), 0 = unknown */
     int timeout_ms;                 /* per request, 1..600000, default 5000 */
     bool http2;                     /* negotiate HTTP/2 (h2c prior knowledge on http://) */
     int retry_max_attempts;         /* 1..100, default 5 */

@@ -38,6 +38,7 @@ static const cfg_key cfg_channel_keys[] = {
      .check = cfg_check_body},
     K_INT("concurrency", hr_channel, concurrency, 1, 10000, 256),
     K_LONG("rate_limit", hr_channel, rate_limit, 0, 10000000, 0),
+    K_LONG("throughput", hr_channel, throughput, 0, 10000000, 0),
     K_INT("timeout_ms", hr_channel, timeout_ms, 1, 600000, 5000),
     K_BOOL("http2", hr_channel, http2, false),
     K_SECTION("retry", cfg_retry_keys),

@@ -74,6 +74,17 @@ char *hr_key_slowdown(const char *prefix, char *buf, size_t len, const char *cha
  * epoch second, or epoch_s / 60 for a per-minute budget; hr_ratelimit.h). */
 char *hr_key_ratelimit(const char *prefix, char *buf, size_t len, const char *scope,
                        int64_t window);
+/* Pacing and the channel budget (docs/scheduling.md). */
+/* "herald:{t42}:rl:<who>:<epoch_s>": one second's counter of a task with a
+ * finish_by (WHO "chunk" at the dispatcher, "push" at workers); in the
+ * task's slot, so ratelimit.lua can read the planned rate from its stats. */
+char *hr_key_pace_rl(const char *prefix, char *buf, size_t len, int64_t task, const char *who,
+                     int64_t epoch_s);
+/* "herald:share:{c:<channel>}:tasks" (EPOCH_S < 0): ZSET "<task>:<weight>" ->
+ * last ask (ms), the tasks drawing on the channel's budget; and
+ * "herald:share:{c:<channel>}:<epoch_s>": HASH, one second's grants per task
+ * (share.lua). */
+char *hr_key_share(const char *prefix, char *buf, size_t len, const char *channel, int64_t epoch_s);
 /* "herald:thr:<scope>:<uid>[:<value>]" (VALUE NULL = none): a recipient's
  * throttle window. */
 char *hr_key_throttle(const char *prefix, char *buf, size_t len, const char *scope, const char *uid,

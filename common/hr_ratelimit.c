@@ -1,10 +1,80 @@
 /* hr_ratelimit: the cluster-wide per-window rate limiter (see
- * hr_ratelimit.h); the atomic step is common/lua/ratelimit.lua. */
+ * hr_ratelimit.h); the atomic steps are common/lua/ratelimit.lua and
+ * common/lua/share.lua. */
 #include "hr_ratelimit.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <time.h>
+
+/* A paced or shared counter's expiry: its one-second window and a second. */
+#define RL_SECOND_TTL "2000"
+
+static int64_t rl_now_ms(void)
+{
+    struct timespec now;
+
+    clock_gettime(CLOCK_REALTIME, &now);
+    return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+}
+
+/* Runs script ID (NKEYS keys, then limit and want, then the NEXTRA
+ * arguments EXTRA) and turns its reply, the grant or {grant, rate} (RATE
+ * not NULL), into *GRANTED, *RATE and *WAIT_MS (the time to the end of the
+ * caller's window of WINDOW_MS). */
+static int rl_run(hr_redis *r, hr_lua_id id, int nkeys, char keys[][HR_KEY_MAX], int64_t limit,
+                  int64_t want, const char *const *extra, int nextra, int64_t now_ms,
+                  int64_t window_ms, int64_t *granted, int64_t *rate, int64_t *wait_ms,
+                  char *errstr, size_t errlen)
+{
+    char limit_s[24], want_s[24];
+    const char *argv[8];
+    int argc = 0;
+    redisReply *reply;
+    const redisReply *grant;
+
+    for (int i = 0; i < nkeys; i++)
+        argv[argc++] = keys[i];
+    snprintf(limit_s, sizeof limit_s, "%" PRId64, limit);
+    snprintf(want_s, sizeof want_s, "%" PRId64, want);
+    argv[argc++] = limit_s;
+    argv[argc++] = want_s;
+    for (int i = 0; i < nextra; i++)
+        argv[argc++] = extra[i];
+    reply = hr_redis_eval(r, id, nkeys, argc, argv, NULL, errstr, errlen);
+    if (reply == NULL)
+        return -1;
+    grant = rate == NULL ? reply
+            : reply->type == REDIS_REPLY_ARRAY && reply->elements == 2 &&
+                    reply->element[1]->type == REDIS_REPLY_INTEGER
+                ? reply->element[0]
+                : NULL;
+    if (grant == NULL || grant->type != REDIS_REPLY_INTEGER) {
+        snprintf(errstr, errlen, "rate limit script: unexpected reply type %d", reply->type);
+        freeReplyObject(reply);
+        return -1;
+    }
+    *granted = grant->integer;
+    if (rate != NULL)
+        *rate = reply->element[1]->integer;
+    freeReplyObject(reply);
+    if (*granted < want)
+        *wait_ms = window_ms - now_ms % window_ms;
+    return 0;
+}
+
+static int rl_check(int64_t limit, int64_t want, int64_t *granted, int64_t *wait_ms, char *errstr,
+                    size_t errlen)
+{
+    *granted = 0;
+    *wait_ms = 0;
+    if (limit <= 0 || want < 0) {
+        snprintf(errstr, errlen, "rate limit %" PRId64 " / want %" PRId64 " out of range", limit,
+                 want);
+        return -1;
+    }
+    return 0;
+}
 
 int hr_ratelimit_take(hr_redis *r, const char *scope, int64_t limit, int64_t want, int64_t *granted,
                       int64_t *wait_ms, char *errstr, size_t errlen)
@@ -16,42 +86,76 @@ int hr_ratelimit_take_window(hr_redis *r, const char *scope, int64_t limit, int 
                              int64_t want, int64_t *granted, int64_t *wait_ms, char *errstr,
                              size_t errlen)
 {
-    struct timespec now;
-    char key[512], limit_s[24], want_s[24], ttl_s[24];
-    const char *argv[4] = {key, limit_s, want_s, ttl_s};
-    int64_t window_ms = (int64_t)window_s * 1000;
-    redisReply *reply;
-    int64_t now_ms;
+    char keys[1][HR_KEY_MAX], ttl_s[24];
+    const char *extra[1] = {ttl_s};
+    int64_t now_ms = rl_now_ms(), window_ms = (int64_t)window_s * 1000;
 
-    *granted = 0;
-    *wait_ms = 0;
-    if (limit <= 0 || want < 0 || window_s < 1 || window_s > 3600) {
-        snprintf(errstr, errlen, "rate limit %" PRId64 " / want %" PRId64 " out of range", limit,
-                 want);
+    if (rl_check(limit, want, granted, wait_ms, errstr, errlen) < 0)
+        return -1;
+    if (window_s < 1 || window_s > 3600) {
+        snprintf(errstr, errlen, "rate limit window %d s out of range", window_s);
         return -1;
     }
-    clock_gettime(CLOCK_REALTIME, &now);
-    now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-    if (hr_key_ratelimit(hr_redis_prefix(r), key, sizeof key, scope,
-                         (int64_t)now.tv_sec / window_s) == NULL) {
+    if (hr_key_ratelimit(hr_redis_prefix(r), keys[0], sizeof keys[0], scope,
+                         now_ms / 1000 / window_s) == NULL) {
         snprintf(errstr, errlen, "rate limit scope \"%.32s\" too long", scope);
         return -1;
     }
-    snprintf(limit_s, sizeof limit_s, "%" PRId64, limit);
-    snprintf(want_s, sizeof want_s, "%" PRId64, want);
     snprintf(ttl_s, sizeof ttl_s, "%" PRId64, window_ms + 1000);
+    return rl_run(r, HR_LUA_RATELIMIT, 1, keys, limit, want, extra, 1, now_ms, window_ms, granted,
+                  NULL, wait_ms, errstr, errlen);
+}
 
-    reply = hr_redis_eval(r, HR_LUA_RATELIMIT, 1, 4, argv, NULL, errstr, errlen);
-    if (reply == NULL)
+int hr_ratelimit_take_paced(hr_redis *r, int64_t task, const char *who, int64_t cap,
+                            int64_t finish_ms, int64_t want, int64_t *granted, int64_t *wait_ms,
+                            int64_t *rate, char *errstr, size_t errlen)
+{
+    char keys[3][HR_KEY_MAX], finish_s[24], now_s[24];
+    const char *extra[3] = {RL_SECOND_TTL, finish_s, now_s};
+    int64_t now_ms = rl_now_ms();
+
+    *rate = 0;
+    /* A cap of 0 is none: the script derives the limit. */
+    if (rl_check(cap > 0 ? cap : 1, want, granted, wait_ms, errstr, errlen) < 0)
         return -1;
-    if (reply->type != REDIS_REPLY_INTEGER) {
-        snprintf(errstr, errlen, "ratelimit.lua: unexpected reply type %d", reply->type);
-        freeReplyObject(reply);
+    if (hr_key_pace_rl(hr_redis_prefix(r), keys[0], sizeof keys[0], task, who, now_ms / 1000) ==
+        NULL) {
+        snprintf(errstr, errlen, "pace scope \"%.32s\" too long", who);
         return -1;
     }
-    *granted = reply->integer;
-    freeReplyObject(reply);
-    if (*granted < want)
-        *wait_ms = window_ms - now_ms % window_ms;
+    hr_key_task(hr_redis_prefix(r), keys[1], sizeof keys[1], task, HR_KEY_STATS);
+    hr_key_task(hr_redis_prefix(r), keys[2], sizeof keys[2], task, HR_KEY_SUBS);
+    snprintf(finish_s, sizeof finish_s, "%" PRId64, finish_ms);
+    snprintf(now_s, sizeof now_s, "%" PRId64, now_ms);
+    if (rl_run(r, HR_LUA_RATELIMIT, 3, keys, cap > 0 ? cap : 0, want, extra, 3, now_ms, 1000,
+               granted, rate, wait_ms, errstr, errlen) < 0)
+        return -1;
+    /* The limit rises to the cap at finish_by: a caller refused in the
+     * second it falls in asks again then, not a second later. */
+    if (*granted < want && finish_ms > now_ms && finish_ms - now_ms < *wait_ms)
+        *wait_ms = finish_ms - now_ms;
     return 0;
+}
+
+int hr_ratelimit_take_share(hr_redis *r, const char *channel, int64_t task, int weight,
+                            int64_t limit, int64_t want, int64_t *granted, int64_t *wait_ms,
+                            char *errstr, size_t errlen)
+{
+    char keys[3][HR_KEY_MAX], member[48], now_s[24];
+    const char *extra[2] = {member, now_s};
+    int64_t now_ms = rl_now_ms(), sec = now_ms / 1000;
+    const char *prefix = hr_redis_prefix(r);
+
+    if (rl_check(limit, want, granted, wait_ms, errstr, errlen) < 0)
+        return -1;
+    if (hr_key_share(prefix, keys[0], sizeof keys[0], channel, -1) == NULL ||
+        hr_key_share(prefix, keys[1], sizeof keys[1], channel, sec) == NULL ||
+        hr_key_share(prefix, keys[2], sizeof keys[2], channel, sec - 1) == NULL) {
+        snprintf(errstr, errlen, "channel name \"%.32s\" too long", channel);
+        return -1;
+    }
+    snprintf(member, sizeof member, "%" PRId64 ":%d", task, weight > 0 ? weight : 1);
+    snprintf(now_s, sizeof now_s, "%" PRId64, now_ms);
+    return rl_run(r, HR_LUA_SHARE, 3, keys, limit, want, extra, 2, now_ms, 1000, granted, NULL,
+                  wait_ms, errstr, errlen);
 }

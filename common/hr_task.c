@@ -68,6 +68,8 @@ enum {
     /* expiry (009_expiry.sql) */
     COL_EXPIRE,
     COL_EXPIRED,
+    COL_FINISH_BY,
+    COL_LAST_WARNING,
     COL__COUNT
 };
 
@@ -176,6 +178,8 @@ static const task_col task_cols[] = {
     TC(COL_WINDOW_TZ, TC_STR, window_tz),
     TC(COL_EXPIRE, TC_INT_NULL, expire_ms),
     TC(COL_EXPIRED, TC_INT, expired),
+    TC(COL_FINISH_BY, TC_INT_NULL, finish_ms),
+    TC(COL_LAST_WARNING, TC_STR, last_warning),
 };
 #undef TC
 
@@ -281,6 +285,11 @@ int hr_priority_parse(const char *s, hr_priority *out)
         return -1;
     }
     return 0;
+}
+
+bool hr_task_paced(const hr_task *t)
+{
+    return t->finish_ms > 0;
 }
 
 const char *hr_priority_name(hr_priority p)
@@ -416,6 +425,10 @@ int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_
     }
     if (task_check_local(t, errstr, errlen) < 0)
         return -1;
+    if (hr_task_paced(t) && t->finish_ms <= t->due_ms) {
+        snprintf(errstr, errlen, "finish_by must be after due_at");
+        return -1;
+    }
     if (t->payload != NULL) {
         payload = cJSON_Parse(t->payload);
         if (payload == NULL || !cJSON_IsObject(payload)) {
@@ -465,5 +478,6 @@ void hr_task_free(hr_task *t)
     free(t->collapse_key);
     free(t->default_tz);
     free(t->window_tz);
+    free(t->last_warning);
     free(t);
 }

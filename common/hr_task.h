@@ -26,7 +26,12 @@
     "CAST(ROUND(UNIX_TIMESTAMP(lease_until) * 1000) AS SIGNED), "                                \
     "total, sent, failed, throttled, pulled, cancelled, retried, unregistered, "                 \
     "ttl_s, collapse_key, priority, " HR_TASK_LOCAL_COLUMNS ", " /* expiry (009_expiry.sql) */   \
-    "CAST(ROUND(UNIX_TIMESTAMP(expire_at) * 1000) AS SIGNED), expired"
+    "CAST(ROUND(UNIX_TIMESTAMP(expire_at) * 1000) AS SIGNED), expired" HR_TASK_COLUMNS_PACING
+
+/* Pacing and admission control (schemas/mysql/007_pacing.sql): finish_by,
+ * last_warning. */
+#define HR_TASK_COLUMNS_PACING \
+    ", CAST(ROUND(UNIX_TIMESTAMP(finish_by) * 1000) AS SIGNED), last_warning"
 
 /* Local time and send windows (008_local_time.sql): the columns, and the
  * earliest instant a local_time task can be due anywhere (its wall time
@@ -84,6 +89,9 @@ typedef struct hr_task {
     int64_t window_start_s; /* daily window, seconds of the local day; -1 = NULL */
     int64_t window_end_s;   /* exclusive; < window_start_s wraps midnight */
     char *window_tz;        /* NULL = the recipient's zone */
+    /* pacing (007_pacing.sql) */
+    int64_t finish_ms;  /* finish_by, -1 = NULL (no pacing) */
+    char *last_warning; /* admission control's, NULL = none */
 } hr_task;
 
 /* The instant the timer and the claim use: due_ms, or for a local_time
@@ -105,13 +113,17 @@ int hr_task_load(hr_mysql *m, int64_t id, hr_task **out, char *errstr, size_t er
 int hr_priority_parse(const char *s, hr_priority *out);
 const char *hr_priority_name(hr_priority p);
 
+/* Whether T has a finish_by (NULL loads as -1; a zeroed struct, 0, has none
+ * either). */
+bool hr_task_paced(const hr_task *t);
+
 /* Checks everything a task needs to be dispatched and pushed: a known
  * channel, chunk_size 1..100000, due_at set, rate_limit >= 0, throttle_limit
  * >= 0 and, when > 0, throttle_window_s 1..2678400, payload absent or a JSON
  * object, ttl_s NULL or 0..2419200, collapse_key NULL or 1..64 bytes on one
  * line, a known priority, local_time 0 or 1, default_tz / window_tz NULL or a
  * zone hr_tz loads, window_start / window_end both NULL or two different
- * times of day, expire_at NULL or after due_at, title/body and the channel's
+ * times of day, expire_at and finish_by NULL or after due_at, title/body and the channel's
  * templates compile.  ERRSTR gets the
  * first problem in words an admin understands, e.g.
  * "chunk_size 0 is outside 1..100000". */

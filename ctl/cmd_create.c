@@ -19,14 +19,18 @@
 /* expiry (009_expiry.sql): its columns, after the others. */
 #define CREATE_COLS_EXPIRY ", expire_at"
 #define CREATE_VALS_EXPIRY ", ?"
+/* pacing (docs/scheduling.md) */
+#define CREATE_COLS_PACING ", finish_by"
+#define CREATE_VALS_PACING ", ?"
 
 #define CREATE_INSERT                                                                        \
     "INSERT INTO push_task (name, topic, channel, title, body, payload, due_at, freeze_at, " \
     "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "            \
     "throttle_key, throttle_mode, ttl_s, collapse_key, priority, "                           \
-    "local_time, default_tz, window_start, window_end, window_tz" CREATE_COLS_EXPIRY ") "    \
+    "local_time, default_tz, window_start, window_end, window_tz" CREATE_COLS_EXPIRY         \
+        CREATE_COLS_PACING ") "                                                              \
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "                         \
-    "?, ?, SEC_TO_TIME(?), SEC_TO_TIME(?), ?" CREATE_VALS_EXPIRY ")"
+    "?, ?, SEC_TO_TIME(?), SEC_TO_TIME(?), ?" CREATE_VALS_EXPIRY CREATE_VALS_PACING ")"
 
 /* Every flag of create_options[], for `heraldctl help create`. */
 const char ctl_create_flags[] =
@@ -51,7 +55,10 @@ const char ctl_create_flags[] =
     "  --ttl D              how long a provider keeps an undelivered push: 0s, 1h, 7d\n"
     "                       (whole seconds, at most 28d; default: the provider's)\n"
     "  --collapse-key K     a newer push with K replaces an undelivered one (fcm, apns)\n"
-    "  --priority P         high (default) or normal (fcm, apns)\n"
+    "  --priority P         high (default) or normal (fcm, apns; the task's weight in\n"
+    "                       its channel's rate_limit: high 2, normal 1)\n"
+    "  --finish-by TIME     pace the task to end by then (docs/scheduling.md)\n"
+    "  --finish-in D        or to end D after the due time: 10m, 2h, 1d\n"
     "  --local-time         the due time's wall clock is read in each recipient's zone\n"
     "                       (user attribute tz, else --default-tz, else UTC)\n"
     "  --default-tz Z       IANA zone of recipients without a tz attribute\n"
@@ -82,6 +89,9 @@ enum {
     OPT_TTL,
     OPT_COLLAPSE_KEY,
     OPT_PRIORITY,
+    /* pacing */
+    OPT_FINISH_BY,
+    OPT_FINISH_IN,
     OPT_QUIET,
     OPT_LOCAL_TIME,
     OPT_DEFAULT_TZ,
@@ -112,6 +122,8 @@ static const struct option create_options[] = {
     {"ttl", required_argument, NULL, OPT_TTL},
     {"collapse-key", required_argument, NULL, OPT_COLLAPSE_KEY},
     {"priority", required_argument, NULL, OPT_PRIORITY},
+    {"finish-by", required_argument, NULL, OPT_FINISH_BY},
+    {"finish-in", required_argument, NULL, OPT_FINISH_IN},
     {"quiet", no_argument, NULL, OPT_QUIET},
     {"local-time", no_argument, NULL, OPT_LOCAL_TIME},
     {"default-tz", required_argument, NULL, OPT_DEFAULT_TZ},
@@ -129,6 +141,7 @@ typedef struct create_args {
     char *scope; /* NULL = the topic (the column stays NULL) */
     bool due_given, quiet;
     int64_t expire_in_ms; /* --expire-in, -1 = not given: resolved against the due time */
+    int64_t finish_in_ms; /* --finish-in, -1 = not given */
 } create_args;
 
 /* A duration flag FLAG that must be whole seconds into *SECONDS (capped at
@@ -184,9 +197,11 @@ static int create_parse(int argc, char **argv, create_args *a)
                      .ttl_s = -1,
                      .window_start_s = -1,
                      .window_end_s = -1,
-                     .expire_ms = -1};
+                     .expire_ms = -1,
+                     .finish_ms = -1};
     a->freeze_ms = -1;
     a->expire_in_ms = -1;
+    a->finish_in_ms = -1;
     optind = 0;
     while ((opt = getopt_long(argc, argv, "", create_options, NULL)) != -1) {
         switch (opt) {
@@ -270,6 +285,16 @@ static int create_parse(int argc, char **argv, create_args *a)
             if (hr_priority_parse(optarg, &a->t.priority) < 0)
                 return ctl_usage("create", "--priority: \"%s\" is not high or normal", optarg);
             break;
+        case OPT_FINISH_BY:
+            if (ctl_fmt_parse_time("--finish-by", optarg, &a->t.finish_ms, errstr, sizeof errstr) <
+                0)
+                return ctl_usage("create", "%s", errstr);
+            break;
+        case OPT_FINISH_IN:
+            if (ctl_fmt_parse_duration("--finish-in", optarg, &a->finish_in_ms, errstr,
+                                       sizeof errstr) < 0)
+                return ctl_usage("create", "%s", errstr);
+            break;
         case OPT_LOCAL_TIME:
             a->t.local_time = 1;
             break;
@@ -302,6 +327,8 @@ static int create_parse(int argc, char **argv, create_args *a)
             return ctl_usage("create", NULL);
         }
     }
+    if (a->finish_in_ms >= 0 && hr_task_paced(&a->t))
+        return ctl_usage("create", "give one of --finish-by and --finish-in");
     if (optind < argc)
         return ctl_usage("create", "unexpected argument \"%s\"", argv[optind]);
     if (a->t.name == NULL || a->t.channel == NULL || !a->due_given)
@@ -330,6 +357,8 @@ static int create_parse(int argc, char **argv, create_args *a)
     a->t.throttle_scope = a->scope != NULL ? a->scope : a->t.topic;
     if (a->expire_in_ms >= 0)
         a->t.expire_ms = a->t.due_ms + a->expire_in_ms;
+    if (a->finish_in_ms >= 0)
+        a->t.finish_ms = a->t.due_ms + a->finish_in_ms;
     return CTL_EXIT_OK;
 }
 
@@ -341,7 +370,7 @@ static hr_mysql_param create_str_or_null(const char *s)
 int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
 {
     create_args a = {0};
-    char errstr[512], due[40], freeze[40], expire[40];
+    char errstr[512], due[40], freeze[40], expire[40], finish[40];
     hr_mysql *m;
     uint64_t id = 0;
     int rc;
@@ -357,6 +386,7 @@ int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
     ctl_fmt_time_sql(a.t.due_ms, due, sizeof due);
     ctl_fmt_time_sql(a.freeze_ms, freeze, sizeof freeze);
     ctl_fmt_time_sql(a.t.expire_ms, expire, sizeof expire);
+    ctl_fmt_time_sql(a.t.finish_ms, finish, sizeof finish);
     hr_mysql_param p[] = {
         HR_P_STR(a.t.name),
         HR_P_STR(a.t.topic),
@@ -384,6 +414,8 @@ int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
         create_str_or_null(a.t.window_tz),
         /* expiry */
         a.t.expire_ms >= 0 ? HR_P_STR(expire) : HR_P_NULL,
+        /* pacing */
+        hr_task_paced(&a.t) ? HR_P_STR(finish) : HR_P_NULL,
     };
     if (hr_mysql_exec(m, CREATE_INSERT, p, sizeof p / sizeof p[0], NULL, &id, NULL, errstr,
                       sizeof errstr) < 0)

@@ -265,6 +265,11 @@ static void status_report(const status_sample *s, double rate)
     printf("  rate      %s  %s\n", r, eta);
     if (t->last_error != NULL)
         printf("  error     %s\n", t->last_error);
+    /* pacing and admission control (docs/scheduling.md) */
+    if (hr_task_paced(t))
+        printf("  finish by %s\n", ctl_fmt_time_iso(t->finish_ms, n[0], sizeof n[0]));
+    if (t->last_warning != NULL)
+        printf("  warning   %s\n", t->last_warning);
 }
 
 /* Recipients/s over the samples in HIST (oldest first), -1 if unknown. */

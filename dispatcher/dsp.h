@@ -63,6 +63,7 @@
 #include "hr_metrics.h"
 #include "hr_tz.h"
 #include "hr_mysql.h"
+#include "hr_pace.h"
 #include "hr_progress.h"
 #include "hr_redis.h"
 #include "hr_state.h"
@@ -122,14 +123,18 @@ typedef struct dsp_task {
     char window_tz[HR_TZ_NAME_MAX + 1];   /* "" = the recipient's zone */
     int64_t wait_next_ms;                 /* the next release instant, or a recheck; 0 = now */
     int64_t wait_left;                    /* members in the wait set after the last release */
+    /* pacing (dsp_pace.c) */
+    int64_t finish_ms; /* finish_by, -1 = not paced; rate_limit is then the rate in force */
+    int64_t cap;       /* the effective rate_limit a paced rate never exceeds; 0 = none */
 } dsp_task;
 
 /* The scanner's memory of one task in the horizon. */
 typedef struct dsp_scan_entry {
     int64_t id;
-    int64_t due_ms;     /* as put into the timer; -1 = not put yet */
-    int64_t have;       /* SCARD subs + SCARD pulled at the last count */
-    int64_t checked_ms; /* when subscribers were last counted; 0 = never */
+    int64_t due_ms;      /* as put into the timer; -1 = not put yet */
+    int64_t have;        /* SCARD subs + SCARD pulled at the last count */
+    int64_t checked_ms;  /* when subscribers were last counted; 0 = never */
+    int64_t admitted_ms; /* when admission control last ran (dsp_admit); 0 = never */
 } dsp_scan_entry;
 
 /* A confirmed first publish or republish waiting for its push_chunk row. */
@@ -150,6 +155,9 @@ typedef struct dsp_metrics {
     hr_metrics_child *backend_errors[DSP__BACKENDS];
     hr_metrics_family *tasks;        /* herald_tasks{state} */
     hr_metrics_family *api_requests; /* herald_api_requests_total{route,code} */
+    /* pacing and admission (dsp_pace.c) */
+    hr_metrics_child *paced_tasks, *paced_rate;
+    hr_metrics_child *task_warnings[HR_PACE__WARN_KINDS];
 } dsp_metrics;
 
 typedef struct dsp_api dsp_api;
@@ -234,6 +242,15 @@ void dsp_store_tasks_free(hr_task **tasks, size_t n);
 bool dsp_store_check(dsp *d, hr_mysql *m, const hr_task *t);
 /* The task's effective rate limit. */
 int64_t dsp_task_rate_limit(const dsp *d, const hr_task *t);
+
+/* dsp_pace.c: finish-by pacing's gauges (loop thread) and admission control. */
+/* herald_paced_tasks / herald_paced_rate from the owned tasks. */
+void dsp_pace_gauges(dsp *d);
+/* Estimates task T as of NOW on its channel (with M and R) and writes its
+ * last_warning (NULL when nothing is to warn about); a task's first
+ * warning is counted and logged.  0, or -1 on a backend error. */
+int dsp_admit(dsp *d, hr_mysql *m, hr_redis *r, const hr_task *t, int64_t now, char *errstr,
+              size_t errlen);
 
 /* dsp_lease.c (loop thread): the owned tasks and their leases. */
 dsp_task *dsp_task_find(dsp *d, int64_t id);

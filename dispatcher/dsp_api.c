@@ -181,6 +181,9 @@ static cJSON *dsp_api_task_json(const hr_task *t)
     dsp_api_add_str(o, "collapse_key", t->collapse_key);
     dsp_api_add_str(o, "priority", hr_priority_name(t->priority));
     dsp_api_add_local(o, t);
+    /* pacing and admission (docs/scheduling.md) */
+    dsp_api_add_time(o, "finish_by", hr_task_paced(t) ? t->finish_ms : -1);
+    dsp_api_add_str(o, "last_warning", t->last_warning);
     dsp_api_add_str(o, "control", hr_control_name(t->control));
     dsp_api_add_str(o, "state", hr_state_name(t->state));
     dsp_api_add_str(o, "last_error", t->last_error);
@@ -279,6 +282,32 @@ done:
     freeReplyObject(all);
 }
 
+/* Finish-by pacing's part of the progress (docs/scheduling.md): the rate
+ * in force (the stats hash's planned_rate, null before the owner derived
+ * one) and the plan a console draws against the actual `done`: the
+ * straight line from due_at to finish_by.  null for a task without one. */
+static void dsp_api_task_plan(const hr_task *t, const redisReply *stats, const hr_progress *pr,
+                              int64_t now, cJSON *progress)
+{
+    int64_t rate = dsp_api_stat(stats, "planned_rate");
+    cJSON *plan;
+
+    if (rate > 0)
+        cJSON_AddNumberToObject(progress, "planned_rate", (double)rate);
+    else
+        cJSON_AddNullToObject(progress, "planned_rate");
+    if (!hr_task_paced(t)) {
+        cJSON_AddNullToObject(progress, "plan");
+        return;
+    }
+    plan = cJSON_AddObjectToObject(progress, "plan");
+    dsp_api_add_time(plan, "start", t->due_ms);
+    dsp_api_add_time(plan, "finish_by", t->finish_ms);
+    dsp_api_add_time(plan, "now", now);
+    cJSON_AddNumberToObject(plan, "planned_done_now",
+                            (double)hr_pace_planned_done(pr->total, t->due_ms, t->finish_ms, now));
+}
+
 /* The live half of GET /v1/tasks/{id}: Redis state, and the progress of
  * hr_progress (docs/api.md "Progress"): each outcome the larger of MySQL's
  * counter and the stats hash's, total the subscriptions; ETA = remaining
@@ -348,6 +377,7 @@ static void dsp_api_task_live(dsp_api_conn *ac, const hr_task *t, cJSON *o)
                                     (double)pr.done / 1000.0);
     else
         cJSON_AddNullToObject(progress, "eta_s");
+    dsp_api_task_plan(t, stats, &pr, now, progress);
     freeReplyObject(subs);
     freeReplyObject(stats);
 }
@@ -357,6 +387,30 @@ static void dsp_api_task_live(dsp_api_conn *ac, const hr_task *t, cJSON *o)
 static hr_mysql_param dsp_api_p_str(const char *s)
 {
     return s != NULL ? HR_P_STR(s) : HR_P_NULL;
+}
+
+/* finish_by -1 is the column's NULL (no pacing). */
+static hr_mysql_param dsp_api_p_finish(const hr_task *t)
+{
+    return hr_task_paced(t) ? HR_P_I64(t->finish_ms) : HR_P_NULL;
+}
+
+/* Admission control of the task *T just written, then *T reloaded with its
+ * last_warning.  A failed estimate is logged, not answered: the task is
+ * written, and the scanner estimates it again before due.  false when the
+ * reply is made (the reload failed). */
+static bool dsp_api_admit(dsp_api *a, dsp_api_conn *ac, hr_httpd_resp *resp, hr_task **t)
+{
+    int64_t id = (*t)->id;
+    char err[512];
+
+    if (dsp_admit(a->d, ac->m, ac->r, *t, dsp_now_ms(), err, sizeof err) < 0) {
+        hr_log_warn("admission_failed", "task=%" PRId64 " error=%s", id, err);
+        return true;
+    }
+    hr_task_free(*t);
+    *t = NULL;
+    return dsp_api_task(ac, id, resp, t);
 }
 
 /* A window bound in seconds of the day; -1 is the column's NULL. */
@@ -391,6 +445,7 @@ bool dsp_api_task_input(dsp_api *a, const cJSON *j, dsp_api_input *in, const cha
                                 .ttl_s = -1,
                                 .freeze_ms = -1,
                                 .expire_ms = -1,
+                                .finish_ms = -1,
                                 .window_start_s = -1,
                                 .window_end_s = -1,
                                 .control = HR_CONTROL_RUN,
@@ -436,7 +491,9 @@ static void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req
             dsp_api_p_tod(in.t.window_start_s), dsp_api_p_tod(in.t.window_end_s),
             dsp_api_p_str(in.t.window_tz),
             /* expiry */
-            dsp_api_p_expire(in.t.expire_ms)};
+            dsp_api_p_expire(in.t.expire_ms),
+            /* pacing */
+            dsp_api_p_finish(&in.t)};
 
         if (hr_mysql_exec(ac->m,
                           "INSERT INTO push_task (name, topic, channel, title, body, payload, "
@@ -444,16 +501,18 @@ static void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req
                           "throttle_window_s, throttle_scope, throttle_key, throttle_mode, "
                           "ttl_s, collapse_key, priority, "
                           "local_time, default_tz, window_start, window_end, window_tz, "
-                          /* expiry */ "expire_at) "
+                          /* expiry */ "expire_at, "
+                          /* pacing */ "finish_by) "
                           "VALUES (?, ?, ?, ?, ?, ?, FROM_UNIXTIME(? / 1000), "
                           "FROM_UNIXTIME(? / 1000), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                          "?, ?, SEC_TO_TIME(?), SEC_TO_TIME(?), ?, FROM_UNIXTIME(? / 1000))",
+                          "?, ?, SEC_TO_TIME(?), SEC_TO_TIME(?), ?, FROM_UNIXTIME(? / 1000), "
+                          "FROM_UNIXTIME(? / 1000))",
                           p, sizeof p / sizeof p[0], NULL, &id, NULL, err, sizeof err) < 0) {
             dsp_api_backend_error(resp, "mysql", err);
             goto done;
         }
     }
-    if (!dsp_api_task(ac, (int64_t)id, resp, &t))
+    if (!dsp_api_task(ac, (int64_t)id, resp, &t) || !dsp_api_admit(a, ac, resp, &t))
         goto done;
     hr_log_info("api_task_created", "task=%" PRIu64 " name=%s", id, t->name);
     dsp_api_reply(resp, 201, dsp_api_task_json(t));
@@ -532,22 +591,25 @@ static void dsp_api_patch(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
         }
     }
     {
-        const hr_mysql_param p[] = {
-            HR_P_STR(in.t.title), HR_P_STR(in.t.body), dsp_api_p_str(in.t.payload),
-            HR_P_I64(in.t.due_ms), dsp_api_p_ttl(in.t.ttl_s), dsp_api_p_str(in.t.collapse_key),
-            HR_P_STR(hr_priority_name(in.t.priority)),
-            /* local time and send windows */
-            HR_P_I64(in.t.local_time), dsp_api_p_str(in.t.default_tz),
-            dsp_api_p_tod(in.t.window_start_s), dsp_api_p_tod(in.t.window_end_s),
-            dsp_api_p_str(in.t.window_tz), HR_P_I64(id)};
+        const hr_mysql_param p[] = {HR_P_STR(in.t.title), HR_P_STR(in.t.body),
+                                    dsp_api_p_str(in.t.payload), HR_P_I64(in.t.due_ms),
+                                    dsp_api_p_ttl(in.t.ttl_s), dsp_api_p_str(in.t.collapse_key),
+                                    HR_P_STR(hr_priority_name(in.t.priority)),
+                                    /* local time and send windows */
+                                    HR_P_I64(in.t.local_time), dsp_api_p_str(in.t.default_tz),
+                                    dsp_api_p_tod(in.t.window_start_s),
+                                    dsp_api_p_tod(in.t.window_end_s), dsp_api_p_str(in.t.window_tz),
+                                    /* pacing */
+                                    dsp_api_p_finish(&in.t), HR_P_I64(id)};
 
         if (hr_mysql_exec(ac->m,
                           "UPDATE push_task SET title = ?, body = ?, payload = ?, "
                           "due_at = FROM_UNIXTIME(? / 1000), ttl_s = ?, collapse_key = ?, "
                           "priority = ?, local_time = ?, default_tz = ?, "
                           "window_start = SEC_TO_TIME(?), window_end = SEC_TO_TIME(?), "
-                          "window_tz = ? WHERE id = ? AND state = 'scheduled'",
-                          p, 13, &affected, NULL, &sqlerr, err, sizeof err) < 0) {
+                          "window_tz = ?, finish_by = FROM_UNIXTIME(? / 1000) "
+                          "WHERE id = ? AND state = 'scheduled'",
+                          p, 14, &affected, NULL, &sqlerr, err, sizeof err) < 0) {
             if (sqlerr == HR_MYSQL_ER_SIGNAL) /* the freeze trigger */
                 hr_httpd_error(resp, 409, "frozen", "%s", err);
             else
@@ -557,7 +619,7 @@ static void dsp_api_patch(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
     }
     hr_task_free(t);
     t = NULL;
-    if (!dsp_api_task(ac, id, resp, &t))
+    if (!dsp_api_task(ac, id, resp, &t) || !dsp_api_admit(a, ac, resp, &t))
         goto done;
     dsp_api_reply(resp, 200, dsp_api_task_json(t));
 done:

@@ -158,6 +158,8 @@ static const struct dsp_api_field {
     {"window_start", DSP_F_TOD, 0, true, false, false},
     {"window_end", DSP_F_TOD, 0, true, false, false},
     {"window_tz", DSP_F_ZONE, HR_TZ_NAME_MAX, true, false, false},
+    /* pacing (docs/scheduling.md) */
+    {"finish_by", DSP_F_TIME, 0, true, false, false},
 };
 
 /* Checks V against field FD; 0, or -1 with the refusal. */
@@ -250,7 +252,7 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
             return dsp_api_refuse(
                 code, "unknown_field", errstr, errlen, "unknown field '%s'%s", v->string,
                 fd != NULL ? " (PATCH changes title, body, payload, due_at, ttl, collapse_key, "
-                             "priority, local_time, default_tz and the window)"
+                             "priority, local_time, default_tz, the window and finish_by)"
                            : "");
         if (fd->nullable && cJSON_IsNull(v)) {
             if (strcmp(fd->name, "ttl") == 0)
@@ -316,6 +318,8 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
                 return dsp_api_refuse(code, "bad_field", errstr, errlen,
                                       "expire_in must be at least 1 second");
             in->expire_in_s = (int64_t)v->valuedouble;
+        } else if (strcmp(fd->name, "finish_by") == 0) {
+            in->t.finish_ms = ms;
         } else if (strcmp(fd->name, "priority") == 0 &&
                    hr_priority_parse(v->valuestring, &in->t.priority) < 0)
             return dsp_api_refuse(code, "bad_field", errstr, errlen,

@@ -50,6 +50,19 @@ static bool dsp_api_sub_task(dsp_api_conn *ac, int64_t id, hr_httpd_resp *resp)
     return ok;
 }
 
+/* Admission control again with the task's new size (docs/scheduling.md):
+ * a warning is for the admin to read (GET), not a reason to fail the add. */
+static void dsp_api_subs_readmit(dsp_api *a, dsp_api_conn *ac, int64_t id)
+{
+    hr_task *t = NULL;
+    char err[512];
+    int rc = hr_task_load(ac->m, id, &t, err, sizeof err);
+
+    if (rc < 0 || (rc == 0 && dsp_admit(a->d, ac->m, ac->r, t, dsp_now_ms(), err, sizeof err) < 0))
+        hr_log_warn("admission_failed", "task=%" PRId64 " error=%s", id, err);
+    hr_task_free(t);
+}
+
 void dsp_api_subs_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     cJSON *j = NULL, *o;
@@ -110,6 +123,8 @@ void dsp_api_subs_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_
      * claim (the trigger refuses them after it), so the owner's
      * reconciliation, which runs after the claim and creates seq, read
      * them from MySQL. */
+    if (inserted > 0)
+        dsp_api_subs_readmit(a, ac, id);
     o = cJSON_CreateObject();
     dsp_api_add_id(o, "task_id", id);
     cJSON_AddNumberToObject(o, "received", (double)n);

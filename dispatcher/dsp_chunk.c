@@ -248,15 +248,22 @@ static int64_t dsp_grant(dsp *d, dsp_task *dt, int64_t now, bool *failed, char *
     int64_t want, granted = 0, wait_ms = 0, after;
 
     *failed = false;
-    if (dt->rate_limit <= 0)
+    if (dt->rate_limit <= 0 && dt->finish_ms <= 0)
         return dt->chunk_size;
-    want = dt->chunk_size < dt->rate_limit ? dt->chunk_size : dt->rate_limit;
+    want = dt->rate_limit > 0 && dt->rate_limit < dt->chunk_size ? dt->rate_limit : dt->chunk_size;
     snprintf(scope, sizeof scope, "task%" PRId64, dt->id);
-    if (hr_ratelimit_take(d->loop_conn.r, scope, dt->rate_limit, want, &granted, &wait_ms, errstr,
-                          errlen) < 0) {
+    /* A paced task's limit is derived by the script: dt->rate_limit gets
+     * the rate in force (dsp_pace.c). */
+    if ((dt->finish_ms > 0
+             ? hr_ratelimit_take_paced(d->loop_conn.r, dt->id, "chunk", dt->cap, dt->finish_ms,
+                                       want, &granted, &wait_ms, &dt->rate_limit, errstr, errlen)
+             : hr_ratelimit_take(d->loop_conn.r, scope, dt->rate_limit, want, &granted, &wait_ms,
+                                 errstr, errlen)) < 0) {
         *failed = true;
         return 0;
     }
+    if (dt->finish_ms > 0)
+        dsp_pace_gauges(d);
     after = dsp_now_ms();
     /* The limiter counted the grant against the second it read before its
      * call; when the clock crossed a second meanwhile, the chunk's

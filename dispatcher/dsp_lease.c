@@ -35,6 +35,7 @@ void dsp_task_drop(dsp *d, dsp_task *dt)
         if (d->tasks.v[i] == dt) {
             d->tasks.v[i] = d->tasks.v[--d->tasks.n];
             free(dt);
+            dsp_pace_gauges(d);
             return;
         }
     }
@@ -67,6 +68,8 @@ bool dsp_own(dsp *d, const hr_task *t, const char *via)
     dt->due_ms = t->due_ms;
     dt->chunk_size = t->chunk_size;
     dt->rate_limit = dsp_task_rate_limit(d, t);
+    dt->cap = dt->rate_limit;
+    dt->finish_ms = hr_task_paced(t) ? t->finish_ms : -1;
     dt->expire_ms = t->expire_ms;
     dt->gen = ++d->gen_next;
     dt->waits = hr_task_waits(t);

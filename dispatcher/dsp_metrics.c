@@ -23,6 +23,7 @@ int dsp_metrics_new(dsp *d, char *errstr, size_t errlen)
     dsp_metrics *m = &d->met;
     hr_metrics_family *published, *redelivered, *claimed, *lag, *waits, *errors;
     hr_metrics_family *rc_added, *rc_seconds, *unaccounted, *expired;
+    hr_metrics_family *paced, *paced_rate, *warnings;
     const hr_metrics_spec specs[] = {
         {&published, "herald_chunks_published_total", "Chunks whose first publish Kafka confirmed",
          HR_METRICS_COUNTER, NULL, NULL, 0},
@@ -54,6 +55,14 @@ int dsp_metrics_new(dsp *d, char *errstr, size_t errlen)
          "backend", NULL, 0},
         {&m->api_requests, "herald_api_requests_total", "API requests by route and status",
          HR_METRICS_COUNTER, "route,code", NULL, 0},
+        {&paced, "herald_paced_tasks", "Owned tasks with a finish_by", HR_METRICS_GAUGE, NULL, NULL,
+         0},
+        {&paced_rate, "herald_paced_rate",
+         "Sum of the planned rates (pushes/s) of the owned tasks with a finish_by",
+         HR_METRICS_GAUGE, NULL, NULL, 0},
+        {&warnings, "herald_task_warnings_total",
+         "Admission control warnings written to last_warning, by kind", HR_METRICS_COUNTER, "kind",
+         NULL, 0},
     };
     static const char *const backends[DSP__BACKENDS] = {"mysql", "redis", "kafka"};
     size_t i;
@@ -76,6 +85,10 @@ int dsp_metrics_new(dsp *d, char *errstr, size_t errlen)
     m->claimed_timer = hr_metrics_labels(claimed, "timer");
     m->claimed_poller = hr_metrics_labels(claimed, "poller");
     m->claimed_takeover = hr_metrics_labels(claimed, "takeover");
+    m->paced_tasks = hr_metrics_labels(paced, NULL);
+    m->paced_rate = hr_metrics_labels(paced_rate, NULL);
+    for (i = 0; i < HR_PACE__WARN_KINDS; i++)
+        m->task_warnings[i] = hr_metrics_labels(warnings, hr_pace_warn_name((hr_pace_warn_kind)i));
     for (i = 0; i < DSP__BACKENDS; i++)
         m->backend_errors[i] = hr_metrics_labels(errors, backends[i]);
     for (i = 0; i < HR_STATE__COUNT; i++)

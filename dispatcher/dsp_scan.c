@@ -18,6 +18,9 @@
  *   owner's reconciliation after the claim (dsp_reconcile.c) reads what
  *   the last sync could not see.  The DB poller (dsp_poll.c) prepares too.
  *
+ * - Admission control (dsp_pace.c) for every task first seen, and again
+ *   every DSP_RECHECK_MS.
+ *
  * Every query is restricted to the test topic filter (dsp_seams.h), if
  * any. */
 #include <inttypes.h>
@@ -152,6 +155,14 @@ void dsp_scan(dsp *d)
         *e = prev ? *prev : (dsp_scan_entry){.id = t->id, .due_ms = -1};
         if (dsp_prepare(d, t, e, now) < 0)
             continue; /* not in the timer before it is prepared */
+        /* Admission control when first seen (prepared: its set is filled)
+         * and every DSP_RECHECK_MS: other tasks of its channel may have
+         * come meanwhile. */
+        if (prev == NULL || now - e->admitted_ms >= DSP_RECHECK_MS) {
+            e->admitted_ms = now;
+            if (dsp_admit(d, conn->m, conn->r, t, now, err, sizeof err) < 0)
+                hr_log_warn("admission_failed", "task=%" PRId64 " error=%s", t->id, err);
+        }
         if (e->due_ms != hr_task_first_due_ms(t) && dsp_timer_add(d, t) == 0)
             e->due_ms = hr_task_first_due_ms(t);
     }

@@ -124,32 +124,59 @@ static void wk_chan_promote(wk_chan *chan, int64_t now)
     wk_chan_arm_retry(chan);
 }
 
-/* Whether a token of SCOPE's LIMIT is at hand in *TOKENS, asking the
- * limiter for a grant when none is left; false with *WAIT_MS set.  The
- * token is spent (decremented) only when a push starts, so a grant is
- * never lost to a push that could not start.  Tokens belong to the second
- * they were granted in (*SEC): the limiter counted them against that
- * second's budget, so the ones left when it is over are dropped, never
- * spent on top of a later second's (under-use, never overshoot). */
-static bool wk_chan_token(wk_chan *chan, const char *scope, int64_t limit, int64_t *tokens,
-                          int64_t *sec, int64_t *wait_ms)
+/* The two budgets a push spends: its task's (rate_limit, or the planned
+ * rate of a finish_by) and its task's share of the channel's rate_limit. */
+typedef enum wk_budget { WK_BUDGET_TASK, WK_BUDGET_SHARE } wk_budget;
+
+/* Asks the limiter for up to WANT of budget B of WT (LIMIT > 0; for a
+ * paced task 0 is no cap). */
+static int wk_chan_take(wk_chan *chan, wk_task *wt, wk_budget b, int64_t limit, int64_t want,
+                        int64_t *granted, int64_t *wait_ms, char *errstr, size_t errlen)
 {
+    hr_redis *r = chan->s->redis;
+
+    if (b == WK_BUDGET_SHARE)
+        return hr_ratelimit_take_share(r, chan->cfg->name, wt->row->id, wt->weight, limit, want,
+                                       granted, wait_ms, errstr, errlen);
+    if (hr_task_paced(wt->row))
+        return hr_ratelimit_take_paced(r, wt->row->id, "push", limit, wt->row->finish_ms, want,
+                                       granted, wait_ms, &wt->pace_rate, errstr, errlen);
+    return hr_ratelimit_take(r, wt->rl_scope, limit, want, granted, wait_ms, errstr, errlen);
+}
+
+/* Whether a token of budget B of WT is at hand, asking the limiter for a
+ * grant when none is left; false with *WAIT_MS set.  The token is spent
+ * (decremented) only when a push starts, so a grant is never lost to a
+ * push that could not start.  Tokens belong to the second they were
+ * granted in: the limiter counted them against that second's budget, so
+ * the ones left when it is over are dropped, never spent on top of a
+ * later second's (under-use, never overshoot).  A paced task asks in
+ * steps of its rate in force (the last grant's; WK_SENDER_PACED_WANT
+ * before the first), which the limiter's script derives. */
+static bool wk_chan_token(wk_chan *chan, wk_task *wt, wk_budget b, int64_t *wait_ms)
+{
+    bool task = b == WK_BUDGET_TASK, paced = task && hr_task_paced(wt->row);
+    int64_t limit = task ? wt->rate_limit : chan->cfg->rate_limit;
+    int64_t *tokens = task ? &wt->tokens : &wt->share_tokens;
+    int64_t *sec = task ? &wt->tokens_sec : &wt->share_sec;
     int64_t want, granted = 0, now_sec;
     char errstr[256];
 
-    if (limit <= 0)
+    if (limit <= 0 && !paced)
         return true;
     now_sec = wk_clock_now_ms() / 1000;
     if (*tokens > 0 && *sec != now_sec)
         *tokens = 0;
     if (*tokens == 0) {
         *sec = now_sec;
-        want = limit / WK_SENDER_GRANT_DIVISOR;
+        want = paced && wt->pace_rate > 0 ? wt->pace_rate / WK_SENDER_GRANT_DIVISOR
+               : paced                    ? WK_SENDER_PACED_WANT
+                                          : limit / WK_SENDER_GRANT_DIVISOR;
         if (want < 1)
             want = 1;
-        if (hr_ratelimit_take(chan->s->redis, scope, limit, want, &granted, wait_ms, errstr,
-                              sizeof errstr) != 0) {
-            hr_log_warn("ratelimit_error", "scope=%s error=%s", scope, errstr);
+        if (wk_chan_take(chan, wt, b, limit, want, &granted, wait_ms, errstr, sizeof errstr) != 0) {
+            hr_log_warn("ratelimit_error", "task=%" PRId64 " budget=%s error=%s", wt->row->id,
+                        task ? "task" : "channel", errstr);
             hr_metrics_inc(chan->s->m->backend_errors[WK_BACKEND_REDIS]);
             *wait_ms = WK_SENDER_LIMITER_RETRY_MS;
             return false;
@@ -363,8 +390,8 @@ static wk_task *wk_chan_next_task(wk_chan *chan, int64_t now, int64_t *wait_ms)
 
         if (now < wt->wait_until_ms) {
             wait = wt->wait_until_ms - now;
-        } else if (!wk_chan_token(chan, wt->rl_scope, wt->rate_limit, &wt->tokens, &wt->tokens_sec,
-                                  &wait)) {
+        } else if (!wk_chan_token(chan, wt, WK_BUDGET_TASK, &wait) ||
+                   !wk_chan_token(chan, wt, WK_BUDGET_SHARE, &wait)) {
             wait = wait > 0 ? wait : 1;
             wt->wait_until_ms = now + wait;
         } else {
@@ -463,9 +490,7 @@ void wk_chan_pump(wk_chan *chan)
         }
         if (!wk_chan_authorized(chan, now))
             return;
-        if (!wk_chan_token(chan, chan->rl_scope, chan->cfg->rate_limit, &chan->tokens,
-                           &chan->tokens_sec, &wait_ms) ||
-            (wt = wk_chan_next_task(chan, now, &wait_ms)) == NULL) {
+        if ((wt = wk_chan_next_task(chan, now, &wait_ms)) == NULL) {
             uv_timer_start(&chan->wake, wk_chan_wake_cb, (uint64_t)(wait_ms > 0 ? wait_ms : 1), 0);
             return;
         }
@@ -486,10 +511,10 @@ void wk_chan_pump(wk_chan *chan)
             return;
         }
         /* The tokens go with the push, started or settled. */
-        if (chan->cfg->rate_limit > 0 && chan->tokens > 0)
-            chan->tokens--;
-        if (wt->rate_limit > 0 && wt->tokens > 0)
+        if (wt->tokens > 0)
             wt->tokens--;
+        if (wt->share_tokens > 0)
+            wt->share_tokens--;
         push = TAILQ_FIRST(&wt->ready);
         wk_chan_dequeue(chan, push);
         /* Round robin: the task goes behind the others. */

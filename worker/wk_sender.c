@@ -243,7 +243,6 @@ int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_met
 
         chan->s = s;
         chan->cfg = &cfg->channels[i];
-        snprintf(chan->rl_scope, sizeof chan->rl_scope, "push:ch:%s", chan->cfg->name);
         /* The config's 64-byte channel names fit HR_KEY_MAX. */
         hr_key_slowdown(hr_redis_prefix(redis), chan->k_slow, sizeof chan->k_slow, chan->cfg->name);
         TAILQ_INIT(&chan->tasks);

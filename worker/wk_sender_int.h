@@ -23,6 +23,9 @@
 /* A limiter error (Redis down): try again after this. */
 #define WK_SENDER_LIMITER_RETRY_MS 1000
 #define WK_SENDER_GRANT_DIVISOR 20
+/* A task with a finish_by: its first grant's size, before the limiter said
+ * which rate is in force (hr_ratelimit_take_paced). */
+#define WK_SENDER_PACED_WANT 10
 #define WK_SENDER_KEY_FILE_MAX 16384 /* a .p8 key is ~250 bytes */
 /* How often a channel with pushes waiting reads the cluster's slow-down:
  * other workers stop within this of one worker's 429. */
@@ -32,8 +35,7 @@ typedef struct wk_chan wk_chan;
 
 struct wk_chan {
     wk_sender *s;
-    const hr_channel *cfg; /* its configuration */
-    char rl_scope[96];
+    const hr_channel *cfg;                   /* its configuration */
     TAILQ_HEAD(wk_task_list, wk_task) tasks; /* with ready pushes, round robin */
     wk_retry_heap delayed;                   /* by due time */
     wk_xfer **all;                           /* every handle created, up to concurrency */
@@ -42,16 +44,15 @@ struct wk_chan {
     size_t inflight;
     wk_retry_cap cap;
     int64_t paused_until_ms;
-    int64_t tokens, tokens_sec; /* channel budget: see wk_chan_token */
-    uv_timer_t wake;            /* end of a pause, of a rate-limit wait or of a token back-off */
-    uv_timer_t retry;           /* earliest delayed push */
-    wk_fcm_auth *fcm;           /* fcm channels: the account and the shared access token */
-    wk_apns_signer *apns;       /* apns channels: the provider token's signer */
-    wk_xfer *auth_x;            /* fcm: the token request's handle (not in the pool) */
-    bool auth_busy;             /* it is on the multi handle */
-    char k_slow[HR_KEY_MAX];    /* the channel's cluster-wide slow-down (hr_key_slowdown) */
-    int64_t slow_checked_ms;    /* when it was last read */
-    int64_t slow_seen_until;    /* the latest slow-down this worker took part in */
+    uv_timer_t wake;         /* end of a pause, of a rate-limit wait or of a token back-off */
+    uv_timer_t retry;        /* earliest delayed push */
+    wk_fcm_auth *fcm;        /* fcm channels: the account and the shared access token */
+    wk_apns_signer *apns;    /* apns channels: the provider token's signer */
+    wk_xfer *auth_x;         /* fcm: the token request's handle (not in the pool) */
+    bool auth_busy;          /* it is on the multi handle */
+    char k_slow[HR_KEY_MAX]; /* the channel's cluster-wide slow-down (hr_key_slowdown) */
+    int64_t slow_checked_ms; /* when it was last read */
+    int64_t slow_seen_until; /* the latest slow-down this worker took part in */
 };
 
 struct wk_sender {

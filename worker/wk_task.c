@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hr_pace.h"
+
 /* The task's rendered title and body are bounded like any template value. */
 #define WK_TASK_TEXT_MAX (64 * 1024)
 
@@ -151,6 +153,7 @@ int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errst
     wk_task_fix_texts(wt);
     wt->rate_limit = row->rate_limit > 0 ? row->rate_limit : wt->ch->rate_limit;
     snprintf(wt->rl_scope, sizeof wt->rl_scope, "push:task%" PRId64, row->id);
+    wt->weight = hr_pace_weight(row->priority);
     *out = wt;
     return 0;
 fail:

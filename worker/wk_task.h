@@ -12,9 +12,11 @@
  *
  * The task's throttle rule (hr_throttle.h) is resolved here too.
  *
- * wk_task also carries the per-task share of the push rate limit granted
- * to this worker (tokens), spent by the sender, and the sender's ready
- * queue of the task (a task has one channel, so one queue). */
+ * wk_task also carries the tokens of the task's two budgets granted to
+ * this worker: its own rate limit (or finish_by's rate) and its weighted
+ * share of its channel's (docs/scheduling.md), spent by the sender, and
+ * the sender's ready queue of the task (a task has one channel, so one
+ * queue). */
 #ifndef WK_TASK_H
 #define WK_TASK_H
 
@@ -65,6 +67,10 @@ typedef struct wk_task {
     char rl_scope[40];         /* "push:task<ID>" */
     int64_t tokens;            /* granted by the limiter, not yet spent */
     int64_t tokens_sec;        /* the second they were granted in */
+    int64_t pace_rate;         /* a finish_by's rate in force at the last grant, 0 = none */
+    /* The task's share of its channel's budget (hr_ratelimit_take_share). */
+    int weight; /* hr_pace_weight of its priority */
+    int64_t share_tokens, share_sec;
     /* Sender state (loop thread; wk_sender): the ready pushes, the place
      * in the channel's round robin while any wait, and until when the
      * task's limiter said no. */

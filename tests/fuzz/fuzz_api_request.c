@@ -102,6 +102,7 @@ static void fa_task(const char *body, size_t len, bool patch)
                             .body = "y",
                             .due_ms = 1000,
                             .freeze_ms = -1,
+                            .finish_ms = -1,
                             .chunk_size = 10,
                             .rate_limit = 3,
                             .control = HR_CONTROL_RUN,
@@ -112,6 +113,7 @@ static void fa_task(const char *body, size_t len, bool patch)
                               .chunk_size = 5000,
                               .due_ms = -1,
                               .freeze_ms = -1,
+                              .finish_ms = -1,
                               .control = HR_CONTROL_RUN,
                               .state = HR_STATE_SCHEDULED}};
     const char *code = NULL;

@@ -170,9 +170,11 @@ class Env:
 
     # ---- config and daemons ---------------------------------------------------
 
-    def config(self, channels, tokens=None, insecure=False, extra_top="", api_extra=""):
+    def config(self, channels, tokens=None, insecure=False, extra_top="", api_extra="",
+               worker_extra=()):
         """Writes a complete herald.yaml; CHANNELS maps a name to a dict of
-        channel keys (strings and numbers, emitted as YAML flow values).
+        channel keys (strings and numbers, emitted as YAML flow values);
+        WORKER_EXTRA are more "key: value" lines of the worker section.
         Returns its path."""
         tokens = [self.token] if tokens is None else tokens
         lines = [
@@ -201,6 +203,7 @@ class Env:
             "  delivery_log: true",
             "  lease_ms: 20000",
             "  shutdown_grace_ms: 3000",
+        ] + ["  " + line for line in worker_extra] + [
             "channels:",
         ]
         for name, keys in channels.items():

@@ -30,6 +30,8 @@ INVALID = [
     ("payload-array", {"payload": "'[1,2]'"}, "payload is not a JSON object"),
     ("title-syntax", {"title": "'{{uid'"}, "title template"),
     ("body-syntax", {"body": "'x {{payload.'"}, "body template"),
+    # pacing (docs/scheduling.md)
+    ("finish-before-due", {"finish_by": "UTC_TIMESTAMP(3)"}, "finish_by must be after due_at"),
 ]
 CTRL_TITLE = "a\x01b\tc\nd\"q\"\\e"
 

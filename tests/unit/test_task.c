@@ -61,6 +61,7 @@ static hr_task valid_task(void)
     t.throttle_window_s = 86400;
     t.throttle_scope = "games";
     t.expire_ms = -1;
+    t.finish_ms = -1;
     return t;
 }
 
@@ -255,45 +256,14 @@ static int task_row_cells(const char *state, const char *control, const char *tt
                           const char *collapse, const char *priority, hr_task **out, char *errstr,
                           size_t errlen)
 {
-    char *cells[] = {"7",
-                     "daily",
-                     "games",
-                     "webhook",
-                     "t",
-                     "b",
-                     NULL,
-                     "1700000000000",
-                     "1699920000000",
+    char *cells[] = {"7", "daily", "games", "webhook", "t", "b", NULL, "1700000000000",
+                     "1699920000000", "0", "5000", "0", "0", NULL, NULL, NULL, (char *)control,
+                     (char *)state, NULL, NULL, NULL, "0", "0", "0", "0", "0", "0", "0", "0",
+                     (char *)ttl, (char *)collapse, (char *)priority, "1", "Europe/Berlin", "28800",
+                     "75600", NULL, NULL, /* expire_at */
                      "0",
-                     "5000",
-                     "0",
-                     "0",
-                     NULL,
-                     NULL,
-                     NULL,
-                     (char *)control,
-                     (char *)state,
-                     NULL,
-                     NULL,
-                     NULL,
-                     "0",
-                     "0",
-                     "0",
-                     "0",
-                     "0",
-                     "0",
-                     "0",
-                     "0",
-                     (char *)ttl,
-                     (char *)collapse,
-                     (char *)priority,
-                     "1",
-                     "Europe/Berlin",
-                     "28800",
-                     "75600",
-                     NULL,
-                     NULL, /* expire_at */
-                     "0"};
+                     /* pacing */
+                     "1700000060000", "channel webhook is overbooked"};
     hr_mysql_rows rows = {.nrows = 1, .ncols = sizeof cells / sizeof cells[0], .cells = cells};
 
     return hr_task_from_row(&rows, 0, out, errstr, errlen);
@@ -319,6 +289,8 @@ static void test_from_row_enums(void **state)
     assert_null(t->collapse_key);
     assert_int_equal(t->priority, HR_PRIORITY_HIGH);
     assert_int_equal(t->expire_ms, -1);
+    assert_int_equal(t->finish_ms, 1700000060000);
+    assert_string_equal(t->last_warning, "channel webhook is overbooked");
     hr_task_free(t);
     assert_int_equal(task_row_cells("done", "run", "-1", "x", "urgent", &t, err, sizeof err), 0);
     assert_int_equal(t->ttl_s, -2); /* a written -1 is not NULL */
@@ -357,6 +329,23 @@ static void test_expiry(void **state)
     assert_false(hr_task_expired(&t, INT64_MAX));
 }
 
+/* finish_by: NULL (or absent) paces nothing; set, it must come after
+ * due_at. */
+static void test_finish_by(void **state)
+{
+    hr_task t = valid_task();
+
+    assert_false(hr_task_paced(&t));
+    expect_valid(&t, *state);
+    t.finish_ms = t.due_ms + 1;
+    assert_true(hr_task_paced(&t));
+    expect_valid(&t, *state);
+    t.finish_ms = t.due_ms;
+    expect_invalid(&t, *state, "finish_by must be after due_at");
+    t.finish_ms = 1;
+    expect_invalid(&t, *state, "finish_by must be after due_at");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -366,6 +355,7 @@ int main(void)
         cmocka_unit_test(test_payload),         cmocka_unit_test(test_templates),
         cmocka_unit_test(test_push_options),    cmocka_unit_test(test_from_row_enums),
         cmocka_unit_test(test_expiry),          cmocka_unit_test(test_local_time),
+        cmocka_unit_test(test_finish_by),
     };
     return cmocka_run_group_tests(tests, task_setup, task_teardown);
 }

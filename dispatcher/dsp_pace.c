@@ -1,0 +1,210 @@
+/* dsp_pace: finish-by pacing and admission control (docs/scheduling.md);
+ * the arithmetic is common/hr_pace.c.
+ *
+ * Pacing: a task with a finish_by has its rate derived at every grant by
+ * the limiter's script (common/lua/ratelimit.lua through
+ * hr_ratelimit_take_paced), at the owner's chunking (dsp_grant) and at
+ * every worker's pushes alike, from what is left (recipients not chunked
+ * + chunked and not settled) and the time left, capped by its effective
+ * rate_limit; so a plan that lags (a slow provider, a restart) corrects
+ * itself, and the workers keep pacing the last chunks after the owner let
+ * the task go.  The rate in force is in the stats hash (`planned_rate`,
+ * for the API) and, summed over the owned tasks, in herald_paced_rate.
+ *
+ * Admission (API threads and the background scan, each with its own
+ * connections): the estimate of hr_pace_estimate_run from the task's size
+ * (its subscriber set in Redis plus what it published and did not settle),
+ * its channel's budget (the lower of rate_limit and the configured
+ * `throughput`) and the other unfinished tasks of the channel due within
+ * the hour before or HR_PACE_WINDOW_MS after it, sized alike; its text goes
+ * to push_task.last_warning when it changed, and the first warning of a
+ * task is counted in herald_task_warnings_total{kind}.  A warning never holds the task. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dsp.h"
+#include "hr_keys.h"
+#include "hr_log.h"
+#include "hr_pace.h"
+#include "hr_pipe.h"
+
+/* Scheduled tasks due this long before the admitted one may still run
+ * with it (a late claim); running ones count whatever their due time. */
+#define DSP_PACE_LOOKBACK_MS ((int64_t)3600 * 1000)
+
+void dsp_pace_gauges(dsp *d)
+{
+    double rate = 0, tasks = 0;
+
+    for (size_t i = 0; i < d->tasks.n; i++) {
+        if (d->tasks.v[i]->finish_ms <= 0)
+            continue;
+        tasks++;
+        rate += (double)d->tasks.v[i]->rate_limit;
+    }
+    hr_metrics_set(d->met.paced_tasks, tasks);
+    hr_metrics_set(d->met.paced_rate, rate);
+}
+
+/* The channel's budget for the estimate: the lower of its rate_limit and
+ * its measured throughput (0 = unlimited). */
+static int64_t dsp_pace_capacity(const hr_channel *ch)
+{
+    int64_t limit = ch->rate_limit, tp = ch->throughput;
+
+    if (limit > 0 && tp > 0)
+        return limit < tp ? limit : tp;
+    return limit > 0 ? limit : tp;
+}
+
+/* Sizes LOADS[0..N) of tasks IDS: the recipients not chunked yet (SCARD
+ * subs, which the API fills at once and the scanner's prepare before due)
+ * plus what each already had (published and not settled: the load's size
+ * as the caller set it).  O(1) per task on Redis, where a COUNT of
+ * push_subscription would read every row of a large campaign.  0, or -1. */
+static int dsp_pace_sizes(hr_redis *r, const int64_t *ids, hr_pace_load *loads, size_t n,
+                          char *errstr, size_t errlen)
+{
+    hr_pipe *pipe = hr_pipe_new(r);
+    char key[HR_KEY_MAX];
+    int rc = -1;
+
+    if (pipe == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *argv[] = {"SCARD", key};
+
+        hr_key_task(hr_redis_prefix(r), key, sizeof key, ids[i], HR_KEY_SUBS);
+        if (hr_pipe_cmd(pipe, 2, argv, NULL) != 0) {
+            snprintf(errstr, errlen, "out of memory");
+            goto done;
+        }
+    }
+    if (hr_pipe_exec(pipe, errstr, errlen) < 0)
+        goto done;
+    for (size_t i = 0; i < n; i++) {
+        redisReply *reply = hr_pipe_reply(pipe, i, errstr, errlen);
+
+        if (reply == NULL)
+            goto done;
+        if (reply->type == REDIS_REPLY_INTEGER)
+            loads[i].size += reply->integer;
+        freeReplyObject(reply);
+    }
+    rc = 0;
+done:
+    hr_pipe_free(pipe);
+    return rc;
+}
+
+/* Loads [1..] of the estimate, their ids and finish_by (-1 = none): the
+ * channel's other unfinished tasks due around T, their recipients
+ * published and not settled in MySQL's counters.  The count, or -1. */
+static int dsp_pace_others(hr_mysql *m, const hr_task *t, int64_t *ids, int64_t *finish,
+                           hr_pace_load *loads, size_t max, char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_STR(t->channel), HR_P_I64(t->id),
+                                HR_P_I64(t->due_ms + HR_PACE_WINDOW_MS),
+                                HR_P_I64(t->due_ms - DSP_PACE_LOOKBACK_MS), HR_P_I64((int64_t)max)};
+    hr_mysql_rows *rows = NULL;
+    size_t n = 0;
+
+    if (hr_mysql_query(
+            m,
+            "SELECT id, CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), "
+            "GREATEST(0, total - sent - failed - throttled - pulled - cancelled - unregistered "
+            "- expired), "
+            "rate_limit, priority, "
+            "COALESCE(CAST(ROUND(UNIX_TIMESTAMP(finish_by) * 1000) AS SIGNED), -1) "
+            "FROM push_task WHERE channel = ? AND id <> ? AND due_at IS NOT NULL "
+            "AND control = 'run' AND due_at <= FROM_UNIXTIME(? / 1000) "
+            "AND (state IN ('dispatching', 'dispatched') OR "
+            "(state = 'scheduled' AND due_at >= FROM_UNIXTIME(? / 1000))) "
+            "ORDER BY due_at DESC LIMIT ?",
+            p, 5, &rows, errstr, errlen) < 0)
+        return -1;
+    for (size_t i = 0; i < rows->nrows && n < max; i++, n++) {
+        hr_pace_load *l = &loads[n];
+        hr_priority prio;
+
+        ids[n] = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
+        l->due_ms = strtoll(hr_mysql_cell(rows, i, 1), NULL, 10);
+        l->size = strtoll(hr_mysql_cell(rows, i, 2), NULL, 10);
+        l->cap = strtoll(hr_mysql_cell(rows, i, 3), NULL, 10);
+        (void)hr_priority_parse(hr_mysql_cell(rows, i, 4), &prio);
+        l->weight = hr_pace_weight(prio);
+        finish[n] = strtoll(hr_mysql_cell(rows, i, 5), NULL, 10);
+    }
+    hr_mysql_rows_free(rows);
+    return (int)n;
+}
+
+int dsp_admit(dsp *d, hr_mysql *m, hr_redis *r, const hr_task *t, int64_t now, char *errstr,
+              size_t errlen)
+{
+    const hr_channel *ch = hr_config_channel(d->cfg, t->channel);
+    int64_t capacity = ch != NULL ? dsp_pace_capacity(ch) : 0;
+    hr_pace_load loads[HR_PACE_MAX_LOADS];
+    int64_t ids[HR_PACE_MAX_LOADS], finish[HR_PACE_MAX_LOADS];
+    hr_pace_estimate e;
+    char text[1000];
+    uint64_t changed = 0;
+    unsigned kinds;
+    int n;
+
+    if (ch == NULL || t->due_ms < 0)
+        return 0; /* hr_task_validate refuses it */
+    ids[0] = t->id;
+    finish[0] = -1; /* its own finish_by is what the estimate is checked against */
+    loads[0] = (hr_pace_load){.due_ms = t->due_ms,
+                              .size = t->total - t->sent - t->failed - t->throttled - t->pulled -
+                                      t->cancelled - t->unregistered - t->expired,
+                              .cap = t->rate_limit,
+                              .weight = hr_pace_weight(t->priority)};
+    n = dsp_pace_others(m, t, ids + 1, finish + 1, loads + 1, HR_PACE_MAX_LOADS - 1, errstr,
+                        errlen);
+    if (n < 0 || dsp_pace_sizes(r, ids, loads, (size_t)n + 1, errstr, errlen) < 0)
+        return -1;
+    for (int i = 0; i <= n; i++) {
+        if (loads[i].size < 0)
+            loads[i].size = 0;
+        if (loads[i].due_ms < now)
+            loads[i].due_ms = now; /* overdue or running: it takes its share from now */
+        if (finish[i] > 0)         /* a paced task wants no more than its plan */
+            loads[i].cap = hr_pace_rate(loads[i].size, loads[i].due_ms, finish[i], loads[i].cap);
+    }
+    hr_pace_estimate_run(loads, (size_t)n + 1, capacity, &e);
+    kinds = hr_pace_warning(&e, ch->name, capacity, t->finish_ms, t->expire_ms, text, sizeof text);
+    /* Unchanged (as T was read): no statement, no row lock.  Changed: a
+     * short lock wait, as the claim's: an admin's transaction still
+     * inserting the task's subscriptions holds the row, and the scan must
+     * not stall behind it (the next estimate writes it). */
+    if (kinds != 0 ? t->last_warning != NULL && strcmp(t->last_warning, text) == 0
+                   : t->last_warning == NULL)
+        return 0;
+    {
+        const hr_mysql_param p[] = {kinds ? HR_P_STR(text) : HR_P_NULL, HR_P_I64(t->id),
+                                    kinds ? HR_P_STR(text) : HR_P_NULL};
+        unsigned errnum = 0;
+
+        if (hr_mysql_exec(m,
+                          "SET STATEMENT innodb_lock_wait_timeout = 1 FOR "
+                          "UPDATE push_task SET last_warning = ? "
+                          "WHERE id = ? AND NOT (last_warning <=> ?)",
+                          p, 3, &changed, NULL, &errnum, errstr, errlen) < 0)
+            return errnum == HR_MYSQL_ER_LOCK_WAIT_TIMEOUT ? 0 : -1;
+    }
+    /* Counted once per task that had none: a warning whose estimate moved
+     * (another task came, a PATCH) is rewritten, not counted again. */
+    if (changed > 0 && kinds != 0 && t->last_warning == NULL) {
+        for (int k = 0; k < HR_PACE__WARN_KINDS; k++)
+            if (kinds & (1u << k))
+                hr_metrics_inc(d->met.task_warnings[k]);
+        hr_log_warn("task_warning", "task=%" PRId64 " warning=%s", t->id, text);
+    }
+    return 0;
+}
