@@ -346,7 +346,10 @@
     if (finished) $('btn-cancel-confirm').hidden = true;
     $('subs-section').hidden = t.state !== 'scheduled';
     renderDetails(t);
-    chart.push({ t: Date.now(), done: p.done || 0, sent: o.sent || 0, failed: o.failed || 0 });
+    /* A finish_by task's plan (progress.plan) is drawn against done. */
+    const planned = p.plan ? p.plan.planned_done_now : null;
+    chart.push({ t: Date.now(), done: p.done || 0, sent: o.sent || 0, failed: o.failed || 0,
+      planned: planned });
     if (chart.length > CHART_SAMPLES) chart.shift();
     renderChart(p.total || 0);
   }
@@ -354,7 +357,8 @@
   function renderDetails(t) {
     const dl = $('task-details');
     const items = [];
-    for (const k of ['channel', 'topic', 'due_at', 'freeze_at', 'expire_at', 'local_time',
+    for (const k of ['channel', 'topic', 'due_at', 'freeze_at', 'finish_by', 'expire_at',
+      'last_warning', 'local_time',
       'default_tz', 'window_start', 'window_end', 'window_tz', 'rate_limit', 'chunk_size',
       'title', 'body', 'last_error', 'claimed_by']) {
       if (k === 'local_time' && t[k] === false) continue;
@@ -388,10 +392,13 @@
       svg('text', { x: 4, y: Number(y(0)) + 4 }, '0'),
       svg('text', { x: L, y: H - 4 }, fmtSecs((t1 - t0) / 1000) + ' shown'),
     ];
-    let lx = W - R - 180;
-    for (const k of ['done', 'sent', 'failed']) {
+    const keys = ['done', 'sent', 'failed'];
+    if (s.some((p) => p.planned !== null)) keys.push('planned');
+    let lx = W - R - 60 * keys.length;
+    for (const k of keys) {
       nodes.push(svg('polyline', {
-        class: 's-' + k, points: s.map((p) => x(p.t) + ',' + y(p[k])).join(' '),
+        class: 's-' + k,
+        points: s.filter((p) => p[k] !== null).map((p) => x(p.t) + ',' + y(p[k])).join(' '),
       }));
       nodes.push(svg('text', { x: lx, y: H - 4, class: 'legend-' + k }, '— ' + k));
       lx += 60;
@@ -399,7 +406,9 @@
     $('task-chart').replaceChildren(...nodes);
     const last = s[s.length - 1];
     $('chart-cap').textContent = 'Done ' + fmt(last.done) + ', sent ' + fmt(last.sent) +
-      ', failed ' + fmt(last.failed) + ' of ' + fmt(total) + ' over the last ' +
+      ', failed ' + fmt(last.failed) +
+      (last.planned !== null ? ' (planned by now: ' + fmt(last.planned) + ')' : '') +
+      ' of ' + fmt(total) + ' over the last ' +
       fmtSecs((t1 - t0) / 1000) + ', sampled every second while this page is open.';
   }
 

@@ -237,7 +237,10 @@ class Run:
         env, b = self.env, self.b
         status, t = env.http("POST", "/v1/tasks", {
             "name": "console-rate-" + env.tag, "channel": "slow", "topic": env.topic,
-            "due_at": now_ms() + 3000, "title": "t", "rate_limit": RATE, "chunk_size": 1000})
+            "due_at": now_ms() + 3000, "title": "t", "rate_limit": RATE, "chunk_size": 1000,
+            # A plan ending a second after due: its pace stays capped at RATE,
+            # and the chart draws the plan against done.
+            "finish_by": now_ms() + 4000})
         if not check(status == 201, "rate-limited task created (%s %s)" % (status, t)):
             return
         tid = t["id"]
@@ -281,7 +284,9 @@ class Run:
         check(api_chunks >= 0 and same,
               "paused: the page lists the %d chunk(s) in flight the API does" % api_chunks)
         lines = await b.eval("document.querySelectorAll('#task-chart polyline').length")
-        check(lines == 3, "the chart draws done, sent and failed (%s lines)" % lines)
+        planned = await b.eval("document.querySelectorAll('#task-chart polyline.s-planned').length")
+        check(lines == 4 and planned == 1,
+              "the chart draws done, sent, failed and the finish_by plan (%s lines)" % lines)
         await self.shot("task-paused")
         await b.click("#btn-resume")
         ok = await self.task_state("done", 60)
