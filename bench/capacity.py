@@ -33,6 +33,7 @@ import argparse
 import json
 import math
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -111,15 +112,13 @@ def model(inp, subscribers, tasks, deadline_min, provider_rps, throttle=False,
         out['limits'].append('one Redis node: %.0f recipients/s at %.1f CPU-us each '
                              '(Redis Cluster is not built)' % (redis_rps, redis_us))
 
-    # Redis memory at due: every recipient is in a subs set (or already in
-    # a chunk set, which costs about as much: take the larger); chunk
-    # bookkeeping per chunk; throttle streams live one window per pushed
+    # Redis memory at due: every recipient is in a subs set or already in a
+    # chunk set (the campaign figure: chunk sets, leases and pending, per
+    # member); take the larger.  Throttle streams live one window per pushed
     # recipient.
     per_sub = max(red['subs_bytes_per_member_hashtable'],
-                  red['chunk_bytes_per_member'])
-    chunks = out['kafka_messages']
-    mem = (total * per_sub + chunks * red['per_chunk_bytes']
-           + tasks * red['per_task_bytes'])
+                  red['campaign_bytes_per_member'])
+    mem = total * per_sub + tasks * red['per_task_bytes']
     if throttle:
         mem += total * red['throttle_bytes_per_recipient']
     out['redis_bytes'] = mem
@@ -167,8 +166,8 @@ def render(m):
 # ----------------------------------------------------------------- self-test
 
 SELFTEST_INPUTS = {
-    'redis': {'subs_bytes_per_member_hashtable': 60, 'chunk_bytes_per_member': 50,
-              'per_chunk_bytes': 1000, 'per_task_bytes': 500,
+    'redis': {'subs_bytes_per_member_hashtable': 60, 'campaign_bytes_per_member': 50,
+              'per_task_bytes': 500,
               'throttle_bytes_per_recipient': 200},
     'mysql': {'subscription_bytes_per_row': 70, 'delivery_bytes_per_row': 80},
     'throughput': {'chunk_size': 5000, 'first_push_lag_s': 60,
@@ -182,7 +181,7 @@ SELFTEST_INPUTS = {
 def selftest():
     """Hand-computed: 1 task of 6,000,000, deadline 11 min (660 s, 600 s
     after the 60 s lag) -> 10,000/s needed: 1 worker, 1 dispatcher, 1
-    partition, 1,200 chunks; Redis 6e6*60 + 1200*1000 + 500 = 361,200,500 B;
+    partition, 1,200 chunks; Redis 6e6*max(60, 50) + 500 = 360,000,500 B;
     MySQL 6e6*150 = 900,000,000 B; Redis node 1e6/10 = 100,000/s; makespan
     max(6e6/10,000, 6e6/100,000) + 60 = 660 s = 11 min; 10,000 x 50 us =
     0.5 cores; import 6e6/200,000 = 30 s = 0.5 min."""
@@ -198,7 +197,7 @@ def selftest():
     check('dispatchers', m['dispatchers'], 1)
     check('partitions', m['kafka_partitions'], 1)
     check('messages', m['kafka_messages'], 1200)
-    check('redis', m['redis_bytes'], 361_200_500)
+    check('redis', m['redis_bytes'], 360_000_500)
     check('mysql', m['mysql_bytes'], 900_000_000)
     check('makespan', m['makespan_min'], 11)
     check('cores', m['herald_cores'], 0.5)
@@ -206,11 +205,11 @@ def selftest():
     check('feasible', m['feasible'], True)
     # Throttle on, 300 tasks of 100,000 in 60 min (3,540 s of budget):
     # 30e6/3540 = 8,474.6/s -> 1 worker; Redis node 1e6/40 = 25,000/s, fine;
-    # Redis 30e6*(60+200) + 6,000 chunks*1000 + 300*500 = 7,806,150,000 B.
+    # Redis 30e6*(60+200) + 300*500 = 7,800,150,000 B.
     m = model(SELFTEST_INPUTS, 100_000, 300, 60, 50000, throttle=True, delivery_log=False)
     check('t.need_rps', m['need_rps'], 30e6 / 3540)
     check('t.workers', m['workers'], 1)
-    check('t.redis', m['redis_bytes'], 7_806_150_000)
+    check('t.redis', m['redis_bytes'], 7_800_150_000)
     check('t.mysql', m['mysql_bytes'], 30e6 * 70)
     # 100M in one task within 10 min at 100k/s: the provider (100M/100k =
     # 1,000 s), one dispatcher (1,000 s) and one Redis node (1e6/10 =
@@ -284,6 +283,8 @@ class Redis:
 def uids(task, n):
     # As bench/run makes them: task id x 10^9 + 1..N, decimal strings of
     # push_subscription.uid (BIGINT UNSIGNED), which is what SADD receives.
+    # The callers' task ids are >= 1001: 13-digit uids, above 2^31, so an
+    # intset holds them as int64 (uids below 2^31 would take half of that).
     return [task * 1_000_000_000 + i for i in range(1, n + 1)]
 
 
@@ -300,7 +301,7 @@ def measure_redis(n, chunk):
             r.cmd('FLUSHALL')
             r.cmd('CONFIG', 'SET', 'set-max-intset-entries', entries)
             before = r.used()
-            r.pipe(sadd_batches('bench:{t1}:subs', uids(1, n)))
+            r.pipe(sadd_batches('bench:{t1}:subs', uids(1001, n)))
             after = r.used()
             got = r.cmd('OBJECT', 'ENCODING', 'bench:{t1}:subs')
             if got != enc or r.cmd('SCARD', 'bench:{t1}:subs') != str(n):
@@ -316,9 +317,10 @@ def measure_redis(n, chunk):
         nchunks = n // chunk
         before = r.used()
         cmds = []
-        members = uids(2, n)
+        members = uids(1002, n)
         for s in range(nchunks):
-            cmds += sadd_batches('bench:{t2}:chunk:%d' % (s + 1), members[s * chunk:(s + 1) * chunk])
+            key = 'bench:{t2}:chunk:%d' % (s + 1)
+            cmds += sadd_batches(key, members[s * chunk:(s + 1) * chunk])
             cmds.append(['HSET', 'bench:{t2}:pending', s + 1, 1795346495261 + s])
             cmds.append(['SET', 'bench:{t2}:lease:%d' % (s + 1), 'bench-worker-0:12345:1',
                          'PX', 60000])
@@ -331,10 +333,11 @@ def measure_redis(n, chunk):
         res['lease_memory_usage'] = lease
         res['pending_memory_usage_%d_chunks' % nchunks] = int(
             r.cmd('MEMORY', 'USAGE', 'bench:{t2}:pending'))
+        # The model's figure: everything the running campaign added, per
+        # member (MEMORY USAGE of the sample sets leaves out part of it).
         res['campaign_bytes_per_member'] = round((after - before) / n, 2)
-        # Per chunk beyond its members: the lease, one pending field and the
-        # set's own overhead (MEMORY USAGE minus members x the subs figure's
-        # per-member cost is noise-prone, so take the lease + pending share).
+        # Per chunk beyond its members, for the record: its lease and its
+        # pending field.
         res['per_chunk_bytes'] = lease + round(
             res['pending_memory_usage_%d_chunks' % nchunks] / nchunks)
         stats = ['HSET', 'bench:{t2}:stats']
@@ -351,16 +354,18 @@ def measure_redis(n, chunk):
             sha = r.cmd('SCRIPT', 'LOAD', f.read())
         tn = 20000
         before = r.used()
-        r.pipe([['EVALSHA', sha, 1, 'bench:thr:cap:%d' % u, 5, 3600000, 2] for u in uids(3, tn)])
+        r.pipe([['EVALSHA', sha, 1, 'bench:thr:cap:%d' % u, 5, 3600000, 2] for u in uids(1003, tn)])
         after = r.used()
         res['throttle_keys'] = tn
         res['throttle_bytes_per_recipient'] = round((after - before) / tn, 2)
         res['throttle_memory_usage_sample'] = int(
-            r.cmd('MEMORY', 'USAGE', 'bench:thr:cap:3000000001'))
-        # Local-time tasks hold their not-yet-due recipients in a ZSET.
+            r.cmd('MEMORY', 'USAGE', 'bench:thr:cap:1003000000001'))
+        # Local-time tasks hold their not-yet-due recipients in a ZSET
+        # (score: the release ms, one of 24 zones here).
         before = r.used()
-        r.pipe([['ZADD', 'bench:{t4}:wait'] + sum(([1795346495261 + (u % 24) * 3600000, u]
-                                                   for u in uids(4, n)[i:i + 1000]), [])
+        wait = uids(1004, n)
+        r.pipe([['ZADD', 'bench:{t4}:wait']
+                + [x for u in wait[i:i + 1000] for x in (1795346495261 + (u % 24) * 3600000, u)]
                 for i in range(0, n, 1000)])
         res['wait_bytes_per_member'] = round((r.used() - before) / n, 2)
         return res
@@ -372,8 +377,9 @@ def measure_mysql(n):
     home = os.environ.get('HERALD_HOME', os.path.join(ROOT, '.herald'))
     with open(os.path.join(home, 'stack.json')) as f:
         st = json.load(f)['mysql']
-    base = ['mariadb', '--no-defaults', '--socket=' + st['socket'], '-u' + os.getlogin(),
-            '-N', '-B']
+    # The administrator is the OS user, through the socket (as the stack).
+    me = pwd.getpwuid(os.getuid()).pw_name
+    base = ['mariadb', '--no-defaults', '--socket=' + st['socket'], '-u' + me, '-N', '-B']
 
     def sql(q, db=None):
         r = subprocess.run(base + ([db] if db else []) + ['-e', q], capture_output=True,
@@ -390,9 +396,9 @@ def measure_mysql(n):
             ddl = sql('SHOW CREATE TABLE %s' % t, st['database']).split('\t', 1)[1]
             sql(ddl.replace('\\n', '\n'), scratch)
         sql('INSERT INTO push_subscription (task_id, uid) '
-            'SELECT 1, 1000000000 + seq FROM seq_1_to_%d' % n, scratch)
+            'SELECT 1, 1001000000000 + seq FROM seq_1_to_%d' % n, scratch)
         sql("INSERT INTO push_delivery (task_id, uid, status, attempts, http_status, "
-            "latency_ms, at) SELECT 1, 1000000000 + seq, 'sent', 1, 200, seq %% 30000, "
+            "latency_ms, at) SELECT 1, 1001000000000 + seq, 'sent', 1, 200, seq %% 30000, "
             "NOW(3) FROM seq_1_to_%d" % n, scratch)
         sql('ANALYZE TABLE push_subscription, push_delivery', scratch)
         for t, name in (('push_subscription', 'subscription'), ('push_delivery', 'delivery')):
