@@ -66,8 +66,8 @@ def model(inp, subscribers, tasks, deadline_min, provider_rps, throttle=False,
            'deadline_min': deadline_min, 'provider_rps': provider_rps,
            'throttle': throttle, 'delivery_log': delivery_log, 'limits': []}
     if budget_s <= 0:
-        out['limits'].append('deadline shorter than the first-push lag')
-        budget_s = 1e-9
+        raise ValueError('a deadline of %g min is not longer than the first-push lag (%g s)'
+                         % (deadline_min, thr['first_push_lag_s']))
     need_rps = total / budget_s
     out['need_rps'] = need_rps
 
@@ -77,8 +77,8 @@ def model(inp, subscribers, tasks, deadline_min, provider_rps, throttle=False,
                              % (provider_rps, total / provider_rps / 60
                                 + thr['first_push_lag_s'] / 60))
 
-    # Workers: the per-worker rate measured with the most workers (it falls
-    # as workers share the machine, so that is the conservative one).
+    # Workers: one worker's measured rate.  On the 2-core bench machine more
+    # workers measure the machine, not the worker (docs/capacity.md).
     per_worker = thr['pushes_per_s_per_worker']
     out['per_worker_rps'] = per_worker
     out['workers'] = max(1, math.ceil(need_rps / per_worker))
@@ -451,14 +451,19 @@ def main():
     c.add_argument('--json', action='store_true')
     sub.add_parser('selftest')
     a = ap.parse_args()
+    if a.cmd == 'model' and min(a.subscribers, a.tasks, a.deadline_min, a.provider_rps) <= 0:
+        ap.error('--subscribers, --tasks, --deadline-min and --provider-rps must be > 0')
     if a.cmd == 'selftest':
         return selftest()
     if a.cmd == 'measure':
         return measure(a)
     with open(a.inputs) as f:
         inp = json.load(f)
-    r = model(inp, a.subscribers, a.tasks, a.deadline_min, a.provider_rps, a.throttle,
-              not a.no_delivery_log)
+    try:
+        r = model(inp, a.subscribers, a.tasks, a.deadline_min, a.provider_rps, a.throttle,
+                  not a.no_delivery_log)
+    except ValueError as e:
+        ap.error(str(e))
     print(json.dumps(r, indent=2) if a.json else render(r))
     return 0 if r['feasible'] else 1
 
