@@ -1,0 +1,480 @@
+#!/usr/bin/python3
+"""capacity.py: herald's capacity model from figures measured on this machine.
+
+  bench/capacity.py measure [--n N] [--mysql-n N] [--inputs FILE]
+      Measures the byte figures and writes them into FILE's "redis" and
+      "mysql" sections (the other sections are left as they are):
+      - Redis: a private redis-server (same binary and --stream-node-max-bytes
+        as deploy/local/stack, no persistence, on a unix socket in a temporary
+        directory) so that nobody else's keys move used_memory; the real
+        throttle.lua is run for the throttle streams.
+      - MySQL: the stack's MariaDB (HERALD_HOME's stack.json): a scratch
+        database gets the tables as SHOW CREATE TABLE prints them from the
+        herald database (every migration applied, no triggers), N rows from
+        the sequence engine, ANALYZE TABLE, then information_schema; the
+        scratch database is dropped afterwards.
+  bench/capacity.py model --subscribers N [--tasks T] --deadline-min M
+                          --provider-rps R [--throttle] [--delivery-log]
+                          [--inputs FILE] [--json]
+      Computes Redis memory, MySQL storage, Kafka partitions, dispatchers
+      and workers for T tasks of N subscribers each, all due at once
+      (docs/capacity.md has the formulas).
+  bench/capacity.py selftest
+      Checks the formulas against a hand-computed example (no servers).
+
+It is a script and not a bench/run scenario because it times nothing: the
+byte counts are deterministic, need no herald process, and the model must
+run (and be tested) without a stack.  The throughput inputs come from
+bench/run e2e and dispatch result files, copied into FILE with their date
+and load.
+"""
+
+import argparse
+import json
+import math
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+DEFAULT_INPUTS = os.path.join(HERE, 'capacity-inputs.json')
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+
+# ----------------------------------------------------------------- the model
+
+
+def model(inp, subscribers, tasks, deadline_min, provider_rps, throttle=False,
+          delivery_log=True):
+    """Sizes for TASKS tasks of SUBSCRIBERS each, all due at the same time,
+    to be pushed within DEADLINE_MIN minutes at a provider limit of
+    PROVIDER_RPS pushes/s.  INP is the inputs file's dict.  Returns a dict;
+    'feasible' is False with 'limits' naming what cannot be met."""
+    red, my, thr = inp['redis'], inp['mysql'], inp['throughput']
+    total = subscribers * tasks
+    chunk = thr['chunk_size']
+    deadline_s = deadline_min * 60.0
+    # The first push comes this long after due; the rest must fit in what
+    # is left.
+    budget_s = deadline_s - thr['first_push_lag_s']
+    out = {'subscribers': subscribers, 'tasks': tasks, 'recipients': total,
+           'deadline_min': deadline_min, 'provider_rps': provider_rps,
+           'throttle': throttle, 'delivery_log': delivery_log, 'limits': []}
+    if budget_s <= 0:
+        raise ValueError('a deadline of %g min is not longer than the first-push lag (%g s)'
+                         % (deadline_min, thr['first_push_lag_s']))
+    need_rps = total / budget_s
+    out['need_rps'] = need_rps
+
+    # Provider: nothing herald adds goes faster than R.
+    if need_rps > provider_rps:
+        out['limits'].append('provider: %d/s needs %.1f min at least'
+                             % (provider_rps, total / provider_rps / 60
+                                + thr['first_push_lag_s'] / 60))
+
+    # Workers: one worker's measured rate.  On the 2-core bench machine more
+    # workers measure the machine, not the worker (docs/capacity.md).
+    per_worker = thr['pushes_per_s_per_worker']
+    out['per_worker_rps'] = per_worker
+    out['workers'] = max(1, math.ceil(need_rps / per_worker))
+    # CPU the workers and the dispatcher burn per push: the cores to give
+    # them, whatever the number of processes.
+    out['herald_cores'] = need_rps * thr['herald_cpu_us_per_push'] / 1e6
+
+    # Dispatchers: one task is chunked by the one dispatcher that claimed it
+    # (sharded tasks are not built), so one task's recipients/s is capped by
+    # one dispatcher's chunking rate whatever the number of dispatchers.
+    per_dsp = thr['dispatch_recipients_per_s']
+    task_rps = subscribers / budget_s
+    if task_rps > per_dsp:
+        out['limits'].append('one task is chunked by one dispatcher: %d recipients '
+                             'need %.1f min at %d/s (sharded tasks are not built)'
+                             % (subscribers, subscribers / per_dsp / 60, per_dsp))
+    out['dispatchers'] = max(1, min(tasks, math.ceil(need_rps / per_dsp)))
+
+    # Kafka: a partition is read by one worker of the group, so at least one
+    # partition per worker; messages are chunk references, not recipients.
+    out['kafka_partitions'] = out['workers']
+    out['kafka_messages'] = tasks * math.ceil(subscribers / chunk)
+
+    # Redis, one node: every recipient costs Redis CPU at least once
+    # (chunk move, ack; and the throttle script when throttling is on).
+    redis_us = thr['redis_cpu_us_per_recipient_throttle' if throttle
+                   else 'redis_cpu_us_per_recipient']
+    redis_rps = 1e6 / redis_us
+    out['redis_node_rps'] = redis_rps
+    if need_rps > redis_rps:
+        out['limits'].append('one Redis node: %.0f recipients/s at %.1f CPU-us each '
+                             '(Redis Cluster is not built)' % (redis_rps, redis_us))
+
+    # Redis memory at due: every recipient is in a subs set or already in a
+    # chunk set (the campaign figure: chunk sets, leases and pending, per
+    # member); take the larger.  Throttle streams live one window per pushed
+    # recipient.
+    per_sub = max(red['subs_bytes_per_member_hashtable'],
+                  red['campaign_bytes_per_member'])
+    mem = total * per_sub + tasks * red['per_task_bytes']
+    if throttle:
+        mem += total * red['throttle_bytes_per_recipient']
+    out['redis_bytes'] = mem
+    out['redis_bytes_per_recipient'] = mem / total
+
+    # MySQL: one subscription row per recipient, kept; one delivery row per
+    # recipient when worker.delivery_log is on.
+    rows = my['subscription_bytes_per_row']
+    if delivery_log:
+        rows += my['delivery_bytes_per_row']
+    out['mysql_bytes'] = total * rows
+    # The subscribers must be in both stores before due (heraldctl import).
+    out['import_min'] = total / thr['import_ids_per_s'] / 60
+    out['feasible'] = not out['limits']
+    # What R and the machine allow: the slowest of provider, workers as
+    # sized, one dispatcher per task, one Redis node.
+    rate = min(provider_rps, out['workers'] * per_worker, redis_rps,
+               per_dsp * min(tasks, out['dispatchers']))
+    out['makespan_min'] = (max(total / rate, subscribers / per_dsp)
+                           + thr['first_push_lag_s']) / 60
+    return out
+
+
+def render(m):
+    lines = ['%d task(s) x %d subscribers = %d recipients, deadline %g min, provider %d/s%s'
+             % (m['tasks'], m['subscribers'], m['recipients'], m['deadline_min'],
+                m['provider_rps'], ', throttle on' if m['throttle'] else ''),
+             '  needed rate          %12.0f pushes/s' % m['need_rps'],
+             '  workers              %12d   (%.0f/s each)' % (m['workers'], m['per_worker_rps']),
+             '  herald cpu           %12.1f cores' % m['herald_cores'],
+             '  dispatchers          %12d' % m['dispatchers'],
+             '  kafka partitions     %12d   (%d chunk messages)'
+             % (m['kafka_partitions'], m['kafka_messages']),
+             '  redis memory at due  %12.2f GiB (%.0f B/recipient)'
+             % (m['redis_bytes'] / GIB, m['redis_bytes_per_recipient']),
+             '  mysql storage        %12.2f GiB%s'
+             % (m['mysql_bytes'] / GIB, '' if m['delivery_log'] else ' (no delivery log)'),
+             '  import beforehand    %12.1f min' % m['import_min'],
+             '  makespan as sized    %12.1f min' % m['makespan_min']]
+    lines += ['  LIMIT: ' + l for l in m['limits']]
+    lines.append('  feasible' if m['feasible'] else '  NOT feasible as asked')
+    return '\n'.join(lines)
+
+
+# ----------------------------------------------------------------- self-test
+
+SELFTEST_INPUTS = {
+    'redis': {'subs_bytes_per_member_hashtable': 60, 'campaign_bytes_per_member': 50,
+              'per_task_bytes': 500,
+              'throttle_bytes_per_recipient': 200},
+    'mysql': {'subscription_bytes_per_row': 70, 'delivery_bytes_per_row': 80},
+    'throughput': {'chunk_size': 5000, 'first_push_lag_s': 60,
+                   'pushes_per_s_per_worker': 10000, 'herald_cpu_us_per_push': 50,
+                   'dispatch_recipients_per_s': 100000, 'import_ids_per_s': 200000,
+                   'redis_cpu_us_per_recipient': 10,
+                   'redis_cpu_us_per_recipient_throttle': 40},
+}
+
+
+def selftest():
+    """Hand-computed: 1 task of 6,000,000, deadline 11 min (660 s, 600 s
+    after the 60 s lag) -> 10,000/s needed: 1 worker, 1 dispatcher, 1
+    partition, 1,200 chunks; Redis 6e6*max(60, 50) + 500 = 360,000,500 B;
+    MySQL 6e6*150 = 900,000,000 B; Redis node 1e6/10 = 100,000/s; makespan
+    max(6e6/10,000, 6e6/100,000) + 60 = 660 s = 11 min; 10,000 x 50 us =
+    0.5 cores; import 6e6/200,000 = 30 s = 0.5 min."""
+    fails = []
+
+    def check(what, got, want):
+        if abs(got - want) > 1e-6 * max(1, abs(want)):
+            fails.append('%s: got %r, want %r' % (what, got, want))
+
+    m = model(SELFTEST_INPUTS, 6_000_000, 1, 11, 20000)
+    check('need_rps', m['need_rps'], 10000)
+    check('workers', m['workers'], 1)
+    check('dispatchers', m['dispatchers'], 1)
+    check('partitions', m['kafka_partitions'], 1)
+    check('messages', m['kafka_messages'], 1200)
+    check('redis', m['redis_bytes'], 360_000_500)
+    check('mysql', m['mysql_bytes'], 900_000_000)
+    check('makespan', m['makespan_min'], 11)
+    check('cores', m['herald_cores'], 0.5)
+    check('import', m['import_min'], 0.5)
+    check('feasible', m['feasible'], True)
+    # Throttle on, 300 tasks of 100,000 in 60 min (3,540 s of budget):
+    # 30e6/3540 = 8,474.6/s -> 1 worker; Redis node 1e6/40 = 25,000/s, fine;
+    # Redis 30e6*(60+200) + 300*500 = 7,800,150,000 B.
+    m = model(SELFTEST_INPUTS, 100_000, 300, 60, 50000, throttle=True, delivery_log=False)
+    check('t.need_rps', m['need_rps'], 30e6 / 3540)
+    check('t.workers', m['workers'], 1)
+    check('t.redis', m['redis_bytes'], 7_800_150_000)
+    check('t.mysql', m['mysql_bytes'], 30e6 * 70)
+    # 100M in one task within 10 min at 100k/s: the provider (100M/100k =
+    # 1,000 s), one dispatcher (1,000 s) and one Redis node (1e6/10 =
+    # 100k/s < the 185,185/s needed) all refuse; workers ceil(185,185/1e4) =
+    # 19; makespan (1e8/100k + 60) s.
+    m = model(SELFTEST_INPUTS, 100_000_000, 1, 10, 100000)
+    check('h.workers', m['workers'], 19)
+    check('h.limits', len(m['limits']), 3)
+    check('h.feasible', m['feasible'], False)
+    check('h.makespan', m['makespan_min'], (1000 + 60) / 60)
+    # The committed inputs hold every figure the model reads (a KeyError
+    # here means measure and model drifted apart), and the worked example of
+    # docs/capacity.md still needs more than one worker.
+    with open(DEFAULT_INPUTS) as f:
+        m = model(json.load(f), 100_000_000, 1, 30, 100000, throttle=True)
+    check('inputs.positive', min(m['redis_bytes'], m['mysql_bytes'], m['herald_cores']) > 0,
+          True)
+    check('inputs.workers>1', m['workers'] > 1, True)
+    if fails:
+        print('capacity selftest FAILED:\n  ' + '\n  '.join(fails))
+        return 1
+    print('capacity selftest: ok')
+    return 0
+
+
+# ----------------------------------------------------------------- measure
+
+
+class Redis:
+    """A private redis-server on a unix socket, driven with redis-cli."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix='herald-capacity-')
+        self.sock = os.path.join(self.dir, 'redis.sock')
+        self.proc = subprocess.Popen(
+            ['redis-server', '--port', '0', '--unixsocket', self.sock, '--save', '',
+             '--appendonly', 'no', '--dir', self.dir, '--stream-node-max-bytes', '256'],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(100):
+            if os.path.exists(self.sock) and self.cmd('PING') == 'PONG':
+                return
+            time.sleep(0.05)
+        self.close()
+        raise RuntimeError('private redis-server did not start')
+
+    def cmd(self, *args):
+        r = subprocess.run(['redis-cli', '-s', self.sock] + [str(a) for a in args],
+                           capture_output=True, text=True, timeout=60)
+        return r.stdout.strip()
+
+    def pipe(self, commands):
+        """COMMANDS: lists of arguments, sent with redis-cli --pipe."""
+        buf = []
+        for c in commands:
+            buf.append('*%d\r\n' % len(c))
+            for a in c:
+                a = str(a)
+                buf.append('$%d\r\n%s\r\n' % (len(a.encode()), a))
+        r = subprocess.run(['redis-cli', '-s', self.sock, '--pipe'], input=''.join(buf),
+                           capture_output=True, text=True, timeout=300)
+        if 'errors: 0' not in r.stdout:
+            raise RuntimeError('redis --pipe: ' + r.stdout[-300:])
+
+    def used(self):
+        for line in self.cmd('INFO', 'memory').splitlines():
+            if line.startswith('used_memory:'):
+                return int(line.split(':')[1])
+        raise RuntimeError('no used_memory')
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def uids(task, n):
+    # As bench/run makes them: task id x 10^9 + 1..N, decimal strings of
+    # push_subscription.uid (BIGINT UNSIGNED), which is what SADD receives.
+    # The callers' task ids are >= 1001: 13-digit uids, above 2^31, so an
+    # intset holds them as int64 (uids below 2^31 would take half of that).
+    return [task * 1_000_000_000 + i for i in range(1, n + 1)]
+
+
+def sadd_batches(key, members, batch=1000):
+    return [['SADD', key] + members[i:i + batch] for i in range(0, len(members), batch)]
+
+
+def measure_redis(n, chunk):
+    r = Redis()
+    try:
+        res = {'version': r.cmd('INFO', 'server').split('redis_version:')[1].split()[0],
+               'n': n}
+        for enc, entries in (('hashtable', 512), ('intset', n)):
+            r.cmd('FLUSHALL')
+            r.cmd('CONFIG', 'SET', 'set-max-intset-entries', entries)
+            before = r.used()
+            r.pipe(sadd_batches('bench:{t1}:subs', uids(1001, n)))
+            after = r.used()
+            got = r.cmd('OBJECT', 'ENCODING', 'bench:{t1}:subs')
+            if got != enc or r.cmd('SCARD', 'bench:{t1}:subs') != str(n):
+                raise RuntimeError('subs set: %s, want %s' % (got, enc))
+            res['subs_bytes_per_member_' + enc] = round((after - before) / n, 2)
+            res['subs_memory_usage_' + enc] = int(r.cmd('MEMORY', 'USAGE', 'bench:{t1}:subs',
+                                                        'SAMPLES', '0'))
+        r.cmd('FLUSHALL')
+        r.cmd('CONFIG', 'SET', 'set-max-intset-entries', 512)
+        # A running campaign of N: N/chunk chunk sets (members move there from
+        # subs), a lease per chunk held, the pending hash (seq -> publish ms)
+        # and the stats hash.
+        nchunks = n // chunk
+        before = r.used()
+        cmds = []
+        members = uids(1002, n)
+        for s in range(nchunks):
+            key = 'bench:{t2}:chunk:%d' % (s + 1)
+            cmds += sadd_batches(key, members[s * chunk:(s + 1) * chunk])
+            cmds.append(['HSET', 'bench:{t2}:pending', s + 1, 1795346495261 + s])
+            cmds.append(['SET', 'bench:{t2}:lease:%d' % (s + 1), 'bench-worker-0:12345:1',
+                         'PX', 60000])
+        r.pipe(cmds)
+        after = r.used()
+        chunk_set = int(r.cmd('MEMORY', 'USAGE', 'bench:{t2}:chunk:1', 'SAMPLES', '0'))
+        lease = int(r.cmd('MEMORY', 'USAGE', 'bench:{t2}:lease:1'))
+        res['chunk_set_memory_usage'] = chunk_set
+        res['chunk_bytes_per_member'] = round(chunk_set / chunk, 2)
+        res['lease_memory_usage'] = lease
+        res['pending_memory_usage_%d_chunks' % nchunks] = int(
+            r.cmd('MEMORY', 'USAGE', 'bench:{t2}:pending'))
+        # The model's figure: everything the running campaign added, per
+        # member (MEMORY USAGE of the sample sets leaves out part of it).
+        res['campaign_bytes_per_member'] = round((after - before) / n, 2)
+        # Per chunk beyond its members, for the record: its lease and its
+        # pending field.
+        res['per_chunk_bytes'] = lease + round(
+            res['pending_memory_usage_%d_chunks' % nchunks] / nchunks)
+        stats = ['HSET', 'bench:{t2}:stats']
+        for f in ('sent', 'failed', 'throttled', 'retried', 'published', 'chunks_done',
+                  'pulled'):
+            stats += [f, 1000000]
+        r.pipe([stats, ['SET', 'bench:{t2}:seq', nchunks], ['SET', 'bench:{t2}:ctl', 'run'],
+                ['SET', 'bench:{t2}:synced', 123456]])
+        res['per_task_bytes'] = sum(int(r.cmd('MEMORY', 'USAGE', 'bench:{t2}:' + k))
+                                    for k in ('stats', 'seq', 'ctl', 'synced'))
+        # Throttle: one stream per recipient for one window, written by the
+        # real throttle.lua (limit 5, window 1 h, tag = task id).
+        with open(os.path.join(ROOT, 'common', 'lua', 'throttle.lua')) as f:
+            sha = r.cmd('SCRIPT', 'LOAD', f.read())
+        tn = 20000
+        before = r.used()
+        r.pipe([['EVALSHA', sha, 1, 'bench:thr:cap:%d' % u, 5, 3600000, 2] for u in uids(1003, tn)])
+        after = r.used()
+        res['throttle_keys'] = tn
+        res['throttle_bytes_per_recipient'] = round((after - before) / tn, 2)
+        res['throttle_memory_usage_sample'] = int(
+            r.cmd('MEMORY', 'USAGE', 'bench:thr:cap:1003000000001'))
+        # Local-time tasks hold their not-yet-due recipients in a ZSET
+        # (score: the release ms, one of 24 zones here).
+        before = r.used()
+        wait = uids(1004, n)
+        r.pipe([['ZADD', 'bench:{t4}:wait']
+                + [x for u in wait[i:i + 1000] for x in (1795346495261 + (u % 24) * 3600000, u)]
+                for i in range(0, n, 1000)])
+        res['wait_bytes_per_member'] = round((r.used() - before) / n, 2)
+        return res
+    finally:
+        r.close()
+
+
+def measure_mysql(n):
+    home = os.environ.get('HERALD_HOME', os.path.join(ROOT, '.herald'))
+    with open(os.path.join(home, 'stack.json')) as f:
+        st = json.load(f)['mysql']
+    # The administrator is the OS user, through the socket (as the stack).
+    me = pwd.getpwuid(os.getuid()).pw_name
+    base = ['mariadb', '--no-defaults', '--socket=' + st['socket'], '-u' + me, '-N', '-B']
+
+    def sql(q, db=None):
+        r = subprocess.run(base + ([db] if db else []) + ['-e', q], capture_output=True,
+                           text=True, timeout=600)
+        if r.returncode != 0:
+            raise RuntimeError('mariadb: %s: %s' % (q[:80], r.stderr.strip()))
+        return r.stdout
+
+    scratch = 'herald_capacity'
+    res = {'version': sql('SELECT VERSION()').strip(), 'n': n}
+    sql('DROP DATABASE IF EXISTS %s; CREATE DATABASE %s' % (scratch, scratch))
+    try:
+        for t in ('push_subscription', 'push_delivery'):
+            ddl = sql('SHOW CREATE TABLE %s' % t, st['database']).split('\t', 1)[1]
+            sql(ddl.replace('\\n', '\n'), scratch)
+        sql('INSERT INTO push_subscription (task_id, uid) '
+            'SELECT 1, 1001000000000 + seq FROM seq_1_to_%d' % n, scratch)
+        sql("INSERT INTO push_delivery (task_id, uid, status, attempts, http_status, "
+            "latency_ms, at) SELECT 1, 1001000000000 + seq, 'sent', 1, 200, seq %% 30000, "
+            "NOW(3) FROM seq_1_to_%d" % n, scratch)
+        sql('ANALYZE TABLE push_subscription, push_delivery', scratch)
+        for t, name in (('push_subscription', 'subscription'), ('push_delivery', 'delivery')):
+            data, index = map(int, sql(
+                "SELECT data_length, index_length FROM information_schema.tables "
+                "WHERE table_schema = '%s' AND table_name = '%s'" % (scratch, t)).split())
+            res[name + '_data_bytes'] = data
+            res[name + '_index_bytes'] = index
+            res[name + '_bytes_per_row'] = round((data + index) / n, 2)
+        return res
+    finally:
+        sql('DROP DATABASE IF EXISTS %s' % scratch)
+
+
+def measure(args):
+    load = os.getloadavg()
+    stamp = time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())
+    red = measure_redis(args.n, args.chunk_size)
+    my = measure_mysql(args.mysql_n)
+    red['measured'] = my['measured'] = '%s, load %.2f %.2f %.2f' % ((stamp,) + load)
+    try:
+        with open(args.inputs) as f:
+            inp = json.load(f)
+    except FileNotFoundError:
+        inp = {}
+    inp['redis'], inp['mysql'] = red, my
+    with open(args.inputs, 'w') as f:
+        json.dump(inp, f, indent=2)
+        f.write('\n')
+    print(json.dumps({'redis': red, 'mysql': my}, indent=2))
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    sub = ap.add_subparsers(dest='cmd', required=True)
+    m = sub.add_parser('measure')
+    m.add_argument('--n', type=int, default=1_000_000)
+    m.add_argument('--mysql-n', type=int, default=1_000_000)
+    m.add_argument('--chunk-size', type=int, default=5000)
+    m.add_argument('--inputs', default=DEFAULT_INPUTS)
+    c = sub.add_parser('model')
+    c.add_argument('--subscribers', type=int, required=True)
+    c.add_argument('--tasks', type=int, default=1)
+    c.add_argument('--deadline-min', type=float, required=True)
+    c.add_argument('--provider-rps', type=int, required=True)
+    c.add_argument('--throttle', action='store_true')
+    c.add_argument('--no-delivery-log', action='store_true')
+    c.add_argument('--inputs', default=DEFAULT_INPUTS)
+    c.add_argument('--json', action='store_true')
+    sub.add_parser('selftest')
+    a = ap.parse_args()
+    if a.cmd == 'model' and min(a.subscribers, a.tasks, a.deadline_min, a.provider_rps) <= 0:
+        ap.error('--subscribers, --tasks, --deadline-min and --provider-rps must be > 0')
+    if a.cmd == 'selftest':
+        return selftest()
+    if a.cmd == 'measure':
+        return measure(a)
+    with open(a.inputs) as f:
+        inp = json.load(f)
+    try:
+        r = model(inp, a.subscribers, a.tasks, a.deadline_min, a.provider_rps, a.throttle,
+                  not a.no_delivery_log)
+    except ValueError as e:
+        ap.error(str(e))
+    print(json.dumps(r, indent=2) if a.json else render(r))
+    return 0 if r['feasible'] else 1
+
+
+if __name__ == '__main__':
+    sys.exit(main())
