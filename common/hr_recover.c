@@ -351,7 +351,7 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
     hr_task t = *task; /* its counters are rewritten; the strings stay the caller's */
     hr_mysql_rows *rows = NULL;
     redisReply *reply;
-    char key[HR_KEY_MAX], keys[3][HR_KEY_MAX], err[512];
+    char key[HR_KEY_MAX], keys[5][HR_KEY_MAX], err[512];
     const char *prefix = hr_redis_prefix(r);
     hr_subs_refill_opts ro = {.token = o->token,
                               .lock_ms = HR_RECOVER_LOCK_MS,
@@ -438,10 +438,17 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
             goto done;
         }
     }
-    reply = hr_redis_cmdf(r, errstr, errlen, "DEL %s %s %s",
+    /* The wait set and its waves go too (local time, send windows): the
+     * refill puts every undelivered recipient back into subs, and the next
+     * owner's reconciliation plans them again (dsp_wait.c).  Left in
+     * place, a waiting recipient would be pushed from subs now and again
+     * at its release. */
+    reply = hr_redis_cmdf(r, errstr, errlen, "DEL %s %s %s %s %s",
                           hr_key_task(prefix, keys[0], sizeof keys[0], id, HR_KEY_SUBS),
                           hr_key_task(prefix, keys[1], sizeof keys[1], id, HR_KEY_SEQ),
-                          hr_key_task(prefix, keys[2], sizeof keys[2], id, HR_KEY_PENDING));
+                          hr_key_task(prefix, keys[2], sizeof keys[2], id, HR_KEY_PENDING),
+                          hr_key_task(prefix, keys[3], sizeof keys[3], id, HR_KEY_WAIT),
+                          hr_key_task(prefix, keys[4], sizeof keys[4], id, HR_KEY_WAVES));
     if (reply == NULL)
         goto done;
     freeReplyObject(reply);

@@ -23,7 +23,7 @@
  * sleeps until the next release instant instead.  Cancel drops the wait set
  * as it drops subs (dsp_control.c), a pull takes a uid out of it
  * (pull_ack.lua), and recover deletes it with the other working keys and
- * plans again (ctl/cmd_recover.c). */
+ * plans again (common/hr_recover.c). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -108,12 +108,21 @@ def test_three_zones(env, record):
     # owner (the poller's takeover) does not plan them again.
     env.http("POST", "/v1/tasks/%d/pause" % t)
     paused = env.wait_state(t, "paused", 10)
+    # A recover while paused rebuilds subs from MySQL: the waiting ones must
+    # be planned again by the next owner, not pushed from subs at once.
+    status, rec = env.http("POST", "/v1/tasks/%d/recover" % t)
+    check(status == 200, "recover of the paused local-time task (%s %s)" % (status, rec))
     env.http("POST", "/v1/tasks/%d/resume" % t)
     resumed = wait_until(lambda: [str(c) for c in env.task(t, "state, claimed_by IS NOT NULL")]
                          == ["dispatching", "1"], 10)
+    wait_until(lambda: env.r.cmd("ZRANGE", env.key(t, "wait"), 0, -1, "WITHSCORES") == scores, 10)
     scores2 = env.r.cmd("ZRANGE", env.key(t, "wait"), 0, -1, "WITHSCORES")
     check(paused and resumed and env.task(t, "state")[0] == "dispatching" and scores2 == scores,
-          "pause and resume keep the 40 waiting at their instant (%s)" % (env.task(t, "state"),))
+          "pause, recover and resume keep the 40 waiting at their instant (%s)"
+          % (env.task(t, "state"),))
+    time.sleep(1)
+    check(not set(ny) & set(record_times(record)),
+          "after the recover New York recipients are still not pushed early")
     status, _ = env.http("POST", "/v1/tasks/%d/cancel" % t)
     ok = env.wait_state(t, "cancelled", 15)
     row = env.task(t, "state, sent, cancelled")
