@@ -197,6 +197,27 @@ def test_window_closes(env, record):
     print("window: %.1f s" % (time.time() - start), flush=True)
 
 
+def test_expiry_while_waiting(env, record):
+    """A wave waiting hours ahead when expire_at passes: counted expired at
+    expire_at (not at its release), the task done with every one accounted."""
+    start = time.time()
+    utc, ny = list(range(5000, 5020)), list(range(6000, 6020))
+    set_zone(env, ny, "America/New_York")
+    due = int(start) + 2
+    t = env.insert_task("local-expire", "webhook", due="'%s'" % wall(due), local_time=1,
+                        default_tz="'UTC'", chunk_size=20,
+                        expire_at="'%s'" % wall(due + 4),
+                        _subs=",".join("(@t,%d)" % u for u in utc + ny))
+    ok = env.wait_state(t, ("done", "failed", "cancelled"), 20)
+    row = env.task(t, "state, sent, expired, unaccounted")
+    check(ok and row == ["done", "20", "20", "0"],
+          "UTC's 20 sent, New York's 20 waiting counted expired at expire_at, done (%s)"
+          % (row,))
+    check(time.time() - start < 15, "done within seconds of expire_at, not at the release")
+    check(not set(ny) & set(record_times(record)), "no New York recipient pushed")
+    print("expiry while waiting: %.1f s" % (time.time() - start), flush=True)
+
+
 def main():
     if len(sys.argv) != 4:
         print(__doc__)
@@ -212,6 +233,7 @@ def main():
         test_api_fields(env)
         test_three_zones(env, record)
         test_window_closes(env, record)
+        test_expiry_while_waiting(env, record)
     finally:
         env.cleanup()
     return finish()
