@@ -53,24 +53,24 @@ int dsp_prepare(dsp *d, const hr_task *t, dsp_scan_entry *e, int64_t now)
 {
     dsp_conn *conn = &d->bg_conn;
     const hr_mysql_param p[] = {HR_P_I64(t->id)};
-    char subs[256], pulled[256], token[256], err[512];
+    char token[256], err[512];
     hr_subs_refill_opts o = {.token = token,
                              .lock_ms = DSP_PREP_LOCK_MS,
                              .batch = d->cfg->dispatcher.refill_batch,
                              .stop = &d->stopping};
     hr_mysql_rows *rows = NULL;
-    int64_t have, want, added = 0;
+    int64_t have, pulled, want, added = 0;
     int rc;
 
-    hr_key_task(hr_redis_prefix(conn->r), subs, sizeof subs, t->id, HR_KEY_SUBS);
-    hr_key_task(hr_redis_prefix(conn->r), pulled, sizeof pulled, t->id, HR_KEY_PULLED);
-    have = dsp_reply_int(hr_redis_cmdf(conn->r, err, sizeof err, "SCARD %s", subs));
-    if (have >= 0)
-        have += dsp_reply_int(hr_redis_cmdf(conn->r, err, sizeof err, "SCARD %s", pulled));
-    if (have < 0) {
+    /* Every shard's, for a sharded task. */
+    if (hr_shard_sum(conn->r, t->id, (int)t->shards, "SCARD", HR_KEY_SUBS, &have, err, sizeof err) <
+            0 ||
+        hr_shard_sum(conn->r, t->id, (int)t->shards, "SCARD", HR_KEY_PULLED, &pulled, err,
+                     sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_REDIS, err);
         return -1;
     }
+    have += pulled;
     if (e->checked_ms > 0 && have == e->have && now - e->checked_ms < DSP_RECHECK_MS)
         return 0;
     if (hr_mysql_query(conn->m, "SELECT COUNT(*) FROM push_subscription WHERE task_id = ?", p, 1,

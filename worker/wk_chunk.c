@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "hr_pipe.h"
+#include "hr_shard.h"
 
 wk_chunk *wk_chunk_new(hr_redis *r, const hr_chunkmsg *msg, int32_t partition, int64_t offset,
                        wk_task *task, int ack_batch)
@@ -31,14 +32,33 @@ wk_chunk *wk_chunk_new(hr_redis *r, const hr_chunkmsg *msg, int32_t partition, i
         free(c);
         return NULL;
     }
-    /* HR_KEY_MAX holds every task key (hr_keys.h): no builder fails. */
-    hr_key_chunk(prefix, c->k_set, sizeof c->k_set, msg->task, msg->seq);
-    hr_key_lease(prefix, c->k_lease, sizeof c->k_lease, msg->task, msg->seq);
-    hr_key_task(prefix, c->k_pending, sizeof c->k_pending, msg->task, HR_KEY_PENDING);
-    hr_key_task(prefix, c->k_stats, sizeof c->k_stats, msg->task, HR_KEY_STATS);
-    hr_key_task(prefix, c->k_subs, sizeof c->k_subs, msg->task, HR_KEY_SUBS);
-    hr_key_task(prefix, c->k_failed, sizeof c->k_failed, msg->task, HR_KEY_FAILED);
+    /* HR_KEY_MAX holds every task key (hr_keys.h): no builder fails.  The
+     * shard's keys (shard 0 = the task's own for a task of one set). */
+    hr_key_shard_chunk(prefix, c->k_set, sizeof c->k_set, msg->task, msg->shard, msg->seq);
+    hr_key_shard_lease(prefix, c->k_lease, sizeof c->k_lease, msg->task, msg->shard, msg->seq);
+    hr_key_shard(prefix, c->k_pending, sizeof c->k_pending, msg->task, msg->shard, HR_KEY_PENDING);
+    hr_key_shard(prefix, c->k_stats, sizeof c->k_stats, msg->task, msg->shard, HR_KEY_STATS);
+    hr_key_shard(prefix, c->k_subs, sizeof c->k_subs, msg->task, msg->shard, HR_KEY_SUBS);
+    hr_key_shard(prefix, c->k_failed, sizeof c->k_failed, msg->task, msg->shard, HR_KEY_FAILED);
     return c;
+}
+
+int wk_chunk_row(const wk_chunk *c)
+{
+    return c->msg.sharded ? c->msg.shard : HR_SHARD_NONE;
+}
+
+int wk_chunk_task_left(const wk_chunk *c, hr_redis *r, int64_t *pending, int64_t *subs,
+                       char *errstr, size_t errlen)
+{
+    int shards = (int)c->task->row->shards;
+
+    return hr_shard_sum(r, c->msg.task, shards, "HLEN", HR_KEY_PENDING, pending, errstr, errlen) ==
+                       0 &&
+                   hr_shard_sum(r, c->msg.task, shards, "SCARD", HR_KEY_SUBS, subs, errstr,
+                                errlen) == 0
+               ? 0
+               : -1;
 }
 
 /* Frees the buffered dead letters' reasons and empties the buffer. */

@@ -20,7 +20,8 @@
  *   release   lease_release.lua when the chunk is abandoned or parked
  *   drop      hr_finish_drop (drop_set.lua) when the task is cancelled or
  *             expired (wk_lifecycle_halted)
- * Keys are built once at creation ({t<ID>} hash tag on every one). */
+ * Keys are built once at creation ({t<ID>} hash tag on every one; the
+ * shard's {t<ID>:s<k>} for a chunk of a sharded task's shard k >= 1). */
 #ifndef WK_CHUNK_H
 #define WK_CHUNK_H
 
@@ -155,6 +156,15 @@ typedef struct wk_chunk_throttled {
  * stats hash.  0, or -1 with ERRSTR on a Redis error. */
 int wk_chunk_throttle(wk_chunk *c, hr_redis *r, wk_chunk_throttled *out, char *errstr,
                       size_t errlen);
+/* What the reporter counts C's counters on: its shard for a chunk of a
+ * sharded task (the message carries it), else HR_SHARD_NONE. */
+int wk_chunk_row(const wk_chunk *c);
+/* A sharded task's chunk closed with its shard's pending and subs empty:
+ * *PENDING and *SUBS get the sums over every shard of the task (one
+ * pipelined round trip each), so only the task's last chunk asks for
+ * done.  0 or -1 (ERRSTR). */
+int wk_chunk_task_left(const wk_chunk *c, hr_redis *r, int64_t *pending, int64_t *subs,
+                       char *errstr, size_t errlen);
 /* chunk_done.lua: RES gets {removed, pending left, subs left}. */
 int wk_chunk_close(wk_chunk *c, hr_redis *r, const char *owner, int64_t res[3], char *errstr,
                    size_t errlen);

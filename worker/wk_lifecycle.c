@@ -44,7 +44,7 @@ static void wk_lifecycle_settle_offset(wk_lifecycle *l, int32_t partition, int64
  * reporter (absolute values: see wk_reporter.h). */
 static void wk_lifecycle_report_counters(wk_lifecycle *l, wk_chunk *c)
 {
-    wk_event ev = {.kind = WK_EVENT_COUNTERS, .task = c->msg.task};
+    wk_event ev = {.kind = WK_EVENT_COUNTERS, .task = c->msg.task, .shard = wk_chunk_row(c)};
 
     if (!c->counters_new)
         return;
@@ -140,8 +140,13 @@ static void wk_lifecycle_finish(wk_lifecycle *l, wk_chunk *c)
         hr_log_warn("chunk_not_empty", "task=%" PRId64 " seq=%" PRId64, c->msg.task, c->msg.seq);
         wk_chunk_release(c, l->redis, l->owner, errstr, sizeof errstr);
     } else {
-        wk_event ev = {.kind = WK_EVENT_CHUNK_DONE, .task = c->msg.task};
+        wk_event ev = {.kind = WK_EVENT_CHUNK_DONE, .task = c->msg.task, .shard = wk_chunk_row(c)};
 
+        /* A sharded task's shard ran dry: the task's last chunk only when
+         * every other shard did too (else the sweeper ends it). */
+        if (c->msg.sharded && res[1] == 0 && res[2] == 0 &&
+            wk_chunk_task_left(c, l->redis, &res[1], &res[2], errstr, sizeof errstr) != 0)
+            res[1] = -1;
         ev.u.chunk.state = WK_CHUNK_END_DONE;
         ev.u.chunk.seq = c->msg.seq;
         ev.u.chunk.done_ms = wk_clock_now_ms();
@@ -168,7 +173,7 @@ static void wk_lifecycle_finish(wk_lifecycle *l, wk_chunk *c)
  * the offset counts as finished. */
 static void wk_lifecycle_halted(wk_lifecycle *l, wk_chunk *c)
 {
-    wk_event ev = {.kind = WK_EVENT_CHUNK_DONE, .task = c->msg.task};
+    wk_event ev = {.kind = WK_EVENT_CHUNK_DONE, .task = c->msg.task, .shard = wk_chunk_row(c)};
     int64_t dropped = 0, total = 0;
     char errstr[256];
     bool expire = c->halt == WK_CHUNK_EXPIRE;
@@ -183,10 +188,11 @@ static void wk_lifecycle_halted(wk_lifecycle *l, wk_chunk *c)
         wk_event counters = {
             .kind = WK_EVENT_COUNTERS,
             .task = c->msg.task,
+            .shard = wk_chunk_row(c),
             .u.counters = {
                 .sent = -1, .failed = -1, .throttled = -1, .retried = -1, .unregistered = -1}};
 
-        if (hr_finish_drop(l->redis, c->msg.task, c->msg.seq,
+        if (hr_finish_drop(l->redis, c->msg.task, c->msg.shard, c->msg.seq,
                            expire ? HR_OUTCOME_EXPIRED : HR_OUTCOME_CANCELLED, l->owner, &dropped,
                            &total, errstr, sizeof errstr) != 0) {
             wk_lifecycle_drop(l, c, errstr);
@@ -279,7 +285,7 @@ static void wk_lifecycle_settled(wk_lifecycle *l, wk_chunk *c)
 static void wk_lifecycle_outcome(wk_lifecycle *l, const wk_chunk *c, const wk_push *push,
                                  wk_delivery status, const wk_push_result *res)
 {
-    wk_event ev = {.kind = WK_EVENT_OUTCOME, .task = c->msg.task};
+    wk_event ev = {.kind = WK_EVENT_OUTCOME, .task = c->msg.task, .shard = wk_chunk_row(c)};
 
     /* wk_chunk_open pushes only valid uids (1..INT64_MAX). */
     ev.u.outcome.uid = strtoull(push->uid, NULL, 10);
