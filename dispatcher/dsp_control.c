@@ -266,7 +266,10 @@ static void dsp_control_held(dsp *d)
  * one with pending chunks is reopened (dispatched, so the sweeper publishes
  * them and the last chunk's close makes it done again), since a done
  * transition that read pending just before the redrive may land after it;
- * one whose pending hash is empty leaves the set. */
+ * so is one such a finish made failed with unaccounted recipients (it read
+ * MySQL's failed counter after the redrive lowered it: with shards, a
+ * worker's last report raises only its own shard's row back); one whose
+ * pending hash is empty leaves the set. */
 static void dsp_control_redriven(dsp *d)
 {
     dsp_conn *conn = &d->bg_conn;

@@ -49,10 +49,14 @@ FOR EACH ROW
 BEGIN
   DECLARE msg VARCHAR(255);
   IF NOT (NEW.shards <=> OLD.shards) THEN
-    IF OLD.state <> 'scheduled'
-       OR EXISTS (SELECT 1 FROM push_subscription WHERE task_id = OLD.id) THEN
-      SET msg = CONCAT('push_task ', OLD.id, ' has subscriptions or is ', OLD.state,
+    IF OLD.state <> 'scheduled' THEN
+      SET msg = CONCAT('push_task ', OLD.id, ' is ', OLD.state,
           ': shards can no longer change (it is fixed before the first subscriber)');
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;
+    END IF;
+    IF EXISTS (SELECT 1 FROM push_subscription WHERE task_id = OLD.id) THEN
+      SET msg = CONCAT('push_task ', OLD.id, ' has subscriptions: shards can no longer',
+          ' change (a uid''s set is CRC32(uid) % shards)');
       SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = msg;
     END IF;
   END IF;
