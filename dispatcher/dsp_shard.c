@@ -8,10 +8,12 @@
  *   - poll (every DSP_SHARD_POLL_MS, and at once after one of ours ended):
  *     one indexed read of claimable rows (ready, or chunking with an
  *     expired lease) of dispatching tasks whose control is run, then a
- *     conditional UPDATE of one of them (one winner), skipping tasks we
- *     already chunk a shard of: a dispatcher chunks one shard of a task at
- *     a time, so shards go to whoever is free and a dead dispatcher strands
- *     one shard for one lease;
+ *     conditional UPDATE of one of them (one winner).  A ready shard is
+ *     taken only by a dispatcher that chunks no shard of its task yet, so
+ *     shards go to whoever is free and the fastest take more; a shard whose
+ *     claimant died (its lease expired) is taken by whoever sees it first,
+ *     busy or not, so it waits one lease and one poll, not for a free
+ *     dispatcher;
  *   - the claimed shard becomes an owned entry (dsp_own_shard) chunked by
  *     dsp_chunk.c on the shard's keys;
  *   - renew (with the task leases): our rows' leases; a row another
@@ -74,9 +76,10 @@ static int dsp_shard_claim(dsp *d, int64_t id, int shard, char *errstr, size_t e
     return affected == 1;
 }
 
-/* Claims the first candidate of ROWS (task_id, shard) whose task we chunk
- * no shard of.  0 (whether or not one was claimed), or -1 on a MySQL
- * error (logged). */
+/* Claims the first candidate of ROWS (task_id, shard, state): an orphaned
+ * one (chunking, its lease expired), or a ready one of a task we chunk no
+ * shard of.  0 (whether or not one was claimed), or -1 on a MySQL error
+ * (logged). */
 static int dsp_shard_take(dsp *d, const hr_mysql_rows *rows)
 {
     dsp_conn *conn = &d->loop_conn;
@@ -88,7 +91,8 @@ static int dsp_shard_take(dsp *d, const hr_mysql_rows *rows)
         int shard = atoi(hr_mysql_cell(rows, i, 1)), rc;
         hr_task *t = NULL;
 
-        if (dsp_task_find_shard(d, id, -2) != NULL)
+        if (strcmp(hr_mysql_cell(rows, i, 2), "ready") == 0 &&
+            dsp_task_find_shard(d, id, -2) != NULL)
             continue;
         rc = dsp_shard_claim(d, id, shard, err, sizeof err);
         if (rc < 0)
@@ -120,12 +124,13 @@ void dsp_shard_poll(dsp *d)
     if (atomic_load(&d->stopping) || !dsp_conn_ready(d, conn))
         return;
     if (hr_mysql_query(conn->m,
-                       "SELECT s.task_id, s.shard FROM push_task_shard s "
+                       "SELECT s.task_id, s.shard, s.state FROM push_task_shard s "
                        "JOIN push_task t ON t.id = s.task_id "
                        "WHERE (s.state = 'ready' OR (s.state = 'chunking' AND "
                        "s.lease_until < UTC_TIMESTAMP(3))) "
                        "AND t.state = 'dispatching' AND t.control = 'run' "
-                       "AND (? IS NULL OR t.topic = ?) ORDER BY s.task_id, s.shard LIMIT ?",
+                       "AND (? IS NULL OR t.topic = ?) "
+                       "ORDER BY s.state = 'ready', s.task_id, s.shard LIMIT ?",
                        p, 3, &rows, err, sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
         return;
