@@ -26,7 +26,7 @@
 #define HR_SHARDS_MAX 256
 /* The shard size the dispatch benchmark found best (docs/performance.md,
  * "Sharded tasks"): expected_recipients / this, rounded up, is S. */
-#define HR_SHARD_RECIPIENTS 1000000
+#define HR_SHARD_RECIPIENTS 250000
 /* A task of one shard: no push_task_shard row, no shard in its messages. */
 #define HR_SHARD_NONE (-1)
 

@@ -75,7 +75,7 @@ const char ctl_create_flags[] =
     "  --shards N           split the subscribers over N sets (1..256, default 1), each\n"
     "                       chunked by any dispatcher (docs/architecture.md)\n"
     "  --expected-recipients N\n"
-    "                       or N / 1,000,000 shards, rounded up\n"
+    "                       or N / 250,000 shards, rounded up\n"
     "  --quiet              print only the new id\n";
 
 enum {

@@ -195,6 +195,18 @@ static int dsp_control_cancel(dsp *d, int64_t id, int shards, char *errstr, size
     moved = hr_state_cancel(conn->m, id, errstr, errlen);
     if (moved < 0)
         return -1;
+    /* Nothing of it is chunked any more: its shard rows leave the shard
+     * claims' index range (ready, or chunking with a lease that expired),
+     * which would otherwise keep every cancelled sharded task in it. */
+    if (moved == 1 && shards > 1) {
+        const hr_mysql_param p[] = {HR_P_I64(id)};
+
+        if (hr_mysql_exec(conn->m,
+                          "UPDATE push_task_shard SET state = 'chunked' "
+                          "WHERE task_id = ? AND state <> 'chunked'",
+                          p, 1, NULL, NULL, NULL, errstr, errlen) < 0)
+            return -1;
+    }
     hr_log_info("task_cancelled",
                 "task=%" PRId64 " dropped=%" PRId64 " cancelled=%" PRId64 " held=%d", id, dropped,
                 total, held);

@@ -176,7 +176,8 @@ void dsp_shard_renew(dsp *d)
                 atoi(hr_mysql_cell(rows, j, 1)) == dt->shard)
                 running = hr_mysql_cell(rows, j, 2);
         if (running == NULL) {
-            hr_log_warn("shard_lost", "task=%" PRId64 " shard=%d reason=lease taken over", dt->id,
+            hr_log_warn("shard_lost",
+                        "task=%" PRId64 " shard=%d reason=lease taken over or task ended", dt->id,
                         dt->shard);
             dsp_task_drop(d, dt);
         } else if (strcmp(running, "1") != 0) {

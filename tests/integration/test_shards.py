@@ -395,9 +395,9 @@ def scenario_refused(e):
         status, j = env.http("POST", "/v1/tasks", dict(base, **extra))
         check(status == 400 and why in str(j), "refused: shards with %s -> 400 (%s %s)"
               % (why, status, str(j)[:160]))
-    status, j = env.http("POST", "/v1/tasks", dict(base, shards=1, expected_recipients=2_500_000))
-    check(status == 201 and j.get("shards") == 3,
-          "refused: expected_recipients 2,500,000 -> 3 shards (%s %s)" % (status, str(j)[:120]))
+    status, j = env.http("POST", "/v1/tasks", dict(base, shards=1, expected_recipients=2_400_000))
+    check(status == 201 and j.get("shards") == 10,
+          "refused: expected_recipients 2,400,000 -> 10 shards (%s %s)" % (status, str(j)[:120]))
     t = j.get("id", 0)
     out = env.sql("UPDATE push_task SET shards = 5 WHERE id = %d" % t, strict=False)
     check(not isinstance(out, str), "refused: shards change while no subscriber (%s)" % out)
