@@ -72,8 +72,7 @@ static int connect_client(int port, const char *seeds, const char *password, hr_
              "channels:\n  webhook: {url: \"http://127.0.0.1/\"}\n",
              port, password, TIMEOUT_MS, seeds != NULL ? "true" : "false",
              seeds != NULL ? seeds : "[]");
-    if (hr_config_load_buffer("test_cluster", text, strlen(text), &cfg, errstr, sizeof errstr) !=
-        0)
+    if (hr_config_load_buffer("test_cluster", text, strlen(text), &cfg, errstr, sizeof errstr) != 0)
         fail_msg("config: %s", errstr);
     rc_ = hr_redis_connect(cfg, out, errstr, sizeof errstr);
     hr_config_free(cfg);
@@ -374,9 +373,16 @@ static void test_commands(void **state)
     assert_int_equal(total, NKEYS);
     /* the CRC and the tag rules, against the server's own */
     {
-        static const char *const keys[] = {"foo", "{user1000}.following", "foo{}{bar}",
-                                           "foo{{bar}}zap", "foo{bar}{zap}", "hc:{t42}:subs",
-                                           "hc:share:{c:web}:tasks", "a{b", "", "}{x}"};
+        static const char *const keys[] = {"foo",
+                                           "{user1000}.following",
+                                           "foo{}{bar}",
+                                           "foo{{bar}}zap",
+                                           "foo{bar}{zap}",
+                                           "hc:{t42}:subs",
+                                           "hc:share:{c:web}:tasks",
+                                           "a{b",
+                                           "",
+                                           "}{x}"};
         for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
             assert_int_equal(reply_int(on_node(0, "CLUSTER KEYSLOT %s", keys[i])),
                              hr_slot_of_key(keys[i], strlen(keys[i])));
@@ -547,8 +553,8 @@ static void test_scan(void **state)
     }
     hr_key_chunks_match("hc:", match, sizeof match, 77);
     do {
-        redisReply *reply = hr_redis_cmdf(rc, errstr, sizeof errstr, "SCAN %s MATCH %s COUNT 1000",
-                                          cursor, match);
+        redisReply *reply =
+            hr_redis_cmdf(rc, errstr, sizeof errstr, "SCAN %s MATCH %s COUNT 1000", cursor, match);
         if (reply == NULL)
             fail_msg("SCAN: %s", errstr);
         chunks += (int)reply->element[1]->elements;
