@@ -29,13 +29,15 @@
 #include "wk_provider.h"
 #include "wk_task.h"
 
-struct wk_chan; /* the sender's channel state */
-struct wk_push; /* wk_sender.h */
+struct wk_chan;  /* the sender's channel state */
+struct wk_multi; /* the sender's multi handle */
+struct wk_push;  /* wk_sender.h */
 
 typedef struct wk_xfer {
     CURL *easy;
     struct wk_chan *chan;
-    struct wk_push *p; /* NULL while in the pool */
+    struct wk_multi *mh; /* the multi handle it runs on (set by the sender) */
+    struct wk_push *p;   /* NULL while in the pool */
     hr_buf url, body;
     hr_buf resp;        /* the response body (provider channels), capped */
     hr_buf title, text; /* provider channels: the task's title and body rendered */
