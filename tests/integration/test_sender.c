@@ -42,11 +42,13 @@
 #include "wk_sender.h"
 #include "wk_task.h"
 
-#define T_CONNS 64       /* connections the server serves at once */
-#define T_REQ_MAX 8192   /* a request's bytes (head and body) */
-#define T_RECORDS 4096   /* requests recorded */
-#define T_WAIT_MS 30000  /* bound of every campaign */
-#define T_SECRET "whsec_" "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
+#define T_CONNS 64      /* connections the server serves at once */
+#define T_REQ_MAX 8192  /* a request's bytes (head and body) */
+#define T_RECORDS 4096  /* requests recorded */
+#define T_WAIT_MS 30000 /* bound of every campaign */
+#define T_SECRET \
+    "whsec_"     \
+    "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
 
 /* ---- the server ---------------------------------------------------------- */
 
