@@ -42,6 +42,7 @@ typedef struct status_sample {
     int64_t published;                    /* stats.published, 0 when absent */
     int64_t live[HR_OUTCOME_UNACCOUNTED]; /* the stats hash's outcomes, -1 = absent */
     int64_t subscriptions;                /* COUNT(push_subscription), -1 = unknown */
+    int64_t shard_rows[3];                /* a sharded task's rows: ready, chunking, chunked */
     char stats[STATUS_STATS_TEXT];        /* "k=v k=v ..." of the stats hash */
     hr_progress pr;
     int64_t done, total;
@@ -105,6 +106,26 @@ static int64_t status_subscriptions(hr_mysql *m, int64_t task)
     return n;
 }
 
+/* A sharded task's push_task_shard rows by state into S->shard_rows (left
+ * 0 when MySQL does not answer: the line is informative). */
+static void status_shards(hr_mysql *m, int64_t task, status_sample *s)
+{
+    static const char *const states[] = {"ready", "chunking", "chunked"};
+    hr_mysql_param p = HR_P_I64(task);
+    hr_mysql_rows *rows = NULL;
+    char errstr[256];
+
+    if (hr_mysql_query(m,
+                       "SELECT state, COUNT(*) FROM push_task_shard WHERE task_id = ? "
+                       "GROUP BY state",
+                       &p, 1, &rows, errstr, sizeof errstr) == 0)
+        for (size_t i = 0; i < rows->nrows; i++)
+            for (int k = 0; k < 3; k++)
+                if (strcmp(hr_mysql_cell(rows, i, 0), states[k]) == 0)
+                    s->shard_rows[k] = strtoll(hr_mysql_cell(rows, i, 1), NULL, 10);
+    hr_mysql_rows_free(rows);
+}
+
 /* Takes one sample into S (S->t replaced).  0, 1 = no such task, -1. */
 static int status_sample_take(hr_mysql *m, hr_redis *r, int64_t task, status_sample *s,
                               char *errstr, size_t errlen)
@@ -125,6 +146,8 @@ static int status_sample_take(hr_mysql *m, hr_redis *r, int64_t task, status_sam
                          .live = {-1, -1, -1, -1, -1, -1, -1}};
     if (r != NULL)
         status_redis(r, t, s);
+    if (t->shards > 1)
+        status_shards(m, task, s);
     s->subscriptions = known >= 0 ? known : status_subscriptions(m, task);
     in = (hr_progress_in){.subscriptions = s->subscriptions,
                           .published = hr_progress_merge(t->total, s->published),
@@ -212,6 +235,10 @@ static void status_report(const status_sample *s, double rate)
     printf("  due       %s (%s%s%s)\n", ctl_fmt_time_iso(t->due_ms, due, sizeof due),
            lag < 0 ? "in " : "", ctl_fmt_eta((lag < 0 ? -lag : lag) / 1000.0, when, sizeof when),
            lag < 0 ? "" : " ago");
+    if (t->shards > 1) /* docs/architecture.md "Sharded tasks" */
+        printf("  shards    %" PRId64 ": %" PRId64 " ready, %" PRId64 " chunking, %" PRId64
+               " chunked\n",
+               t->shards, s->shard_rows[0], s->shard_rows[1], s->shard_rows[2]);
     if (t->expire_ms > 0)
         printf("  expires   %s%s\n", ctl_fmt_time_iso(t->expire_ms, due, sizeof due),
                hr_task_expired(t, ctl_fmt_now_ms()) ? " (past: nothing more is pushed)" : "");

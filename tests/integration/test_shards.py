@@ -202,6 +202,10 @@ def scenario_e2e(e):
     bad = [m for m in msgs if "shard" not in m or (m["seq"] - 1) % SHARDS != m["shard"]]
     check(msgs and not bad, "e2e: %d chunk messages, each carrying its shard "
           "(seq - 1) %% %d (bad e.g. %s)" % (len(msgs), SHARDS, bad[:2]))
+    out = e.ctl("status", t)
+    check(out.returncode == 0 and "shards    %d: 0 ready, 0 chunking, %d chunked"
+          % (SHARDS, SHARDS) in out.stdout and "sent 40,000" in out.stdout,
+          "e2e: heraldctl status sums the shards (%s)" % out.stdout.strip()[-400:])
     # Every shard's chunks came from the dispatcher its row names.
     logs = {os.path.basename(p.logpath): env.log(p) for p in e.dsps}
     claimers = [name for name, text in logs.items()
