@@ -103,6 +103,18 @@ static int hr_finish_sum(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
         p, 2, NULL, NULL, NULL, errstr, errlen);
 }
 
+/* The ON DUPLICATE KEY part of a shard row's raise: every counter to at
+ * least the one given (an unknown, -1, was inserted as 0 and keeps the
+ * row's). */
+#define HR_FINISH_RAISE_DUP                                                            \
+    "sent = GREATEST(sent, VALUES(sent)), failed = GREATEST(failed, VALUES(failed)), " \
+    "throttled = GREATEST(throttled, VALUES(throttled)), "                             \
+    "pulled = GREATEST(pulled, VALUES(pulled)), "                                      \
+    "cancelled = GREATEST(cancelled, VALUES(cancelled)), "                             \
+    "retried = GREATEST(retried, VALUES(retried)), "                                   \
+    "unregistered = GREATEST(unregistered, VALUES(unregistered)), "                    \
+    "expired = GREATEST(expired, VALUES(expired))"
+
 int hr_finish_raise_shard(hr_mysql *m, int64_t id, int shard, const hr_outcomes *stats,
                           char *errstr, size_t errlen)
 {
@@ -110,28 +122,33 @@ int hr_finish_raise_shard(hr_mysql *m, int64_t id, int shard, const hr_outcomes 
 
     if (shard == HR_SHARD_NONE)
         return hr_finish_raise(m, id, stats, errstr, errlen);
-    hr_finish_raise_params(stats, p);
-    p[8] = HR_P_I64(id);
-    p[9] = HR_P_I64(shard);
+    p[0] = HR_P_I64(id);
+    p[1] = HR_P_I64(shard);
+    hr_finish_raise_params(stats, p + 2);
+    /* A row the reconciliation has not written yet (the task is not
+     * claimed: a pull or a cancel before due) is made `waiting`, which no
+     * dispatcher claims; the reconciliation makes it `ready`. */
     if (hr_finish_lock_task(m, id, errstr, errlen) < 0 ||
-        hr_mysql_exec(
-            m, "UPDATE push_task_shard SET " HR_FINISH_RAISE_SET " WHERE task_id = ? AND shard = ?",
-            p, 10, NULL, NULL, NULL, errstr, errlen) < 0)
+        hr_mysql_exec(m,
+                      "INSERT INTO push_task_shard (task_id, shard, state, sent, failed, "
+                      "throttled, pulled, cancelled, retried, unregistered, expired) "
+                      "VALUES (?, ?, 'waiting', GREATEST(?, 0), GREATEST(?, 0), GREATEST(?, 0), "
+                      "GREATEST(?, 0), GREATEST(?, 0), GREATEST(?, 0), GREATEST(?, 0), "
+                      "GREATEST(?, 0)) ON DUPLICATE KEY UPDATE " HR_FINISH_RAISE_DUP,
+                      p, 10, NULL, NULL, NULL, errstr, errlen) < 0)
         return -1;
     return hr_finish_sum(m, id, errstr, errlen);
 }
 
-/* Runs SQL (a write to one of task ID's shard rows), then the sum into
- * push_task, in one transaction with the task row locked first (the
+/* Runs hr_finish_raise_shard for STATS in a transaction of its own (the
  * callers run outside of one).  0 or -1. */
-static int hr_finish_in_tx(hr_mysql *m, int64_t id, const char *sql, const hr_mysql_param *p,
-                           size_t np, char *errstr, size_t errlen)
+static int hr_finish_raise_tx(hr_mysql *m, int64_t id, int shard, const hr_outcomes *stats,
+                              char *errstr, size_t errlen)
 {
     if (hr_mysql_begin(m, errstr, errlen) < 0)
         return -1;
-    if (hr_finish_lock_task(m, id, errstr, errlen) < 0 ||
-        hr_mysql_exec(m, sql, p, np, NULL, NULL, NULL, errstr, errlen) < 0 ||
-        hr_finish_sum(m, id, errstr, errlen) < 0 || hr_mysql_commit(m, errstr, errlen) < 0) {
+    if (hr_finish_raise_shard(m, id, shard, stats, errstr, errlen) < 0 ||
+        hr_mysql_commit(m, errstr, errlen) < 0) {
         hr_mysql_rollback(m);
         return -1;
     }
@@ -141,24 +158,40 @@ static int hr_finish_in_tx(hr_mysql *m, int64_t id, const char *sql, const hr_my
 int hr_finish_add(hr_mysql *m, int64_t id, int shard, hr_outcome outcome, int64_t delta,
                   char *errstr, size_t errlen)
 {
-    const char *col = hr_progress_outcome_name(outcome);
-    const hr_mysql_param p[] = {HR_P_I64(delta), HR_P_I64(id), HR_P_I64(shard)};
-    char sql[256];
+    const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(shard), HR_P_I64(delta), HR_P_I64(delta)};
+    const hr_mysql_param pt[] = {HR_P_I64(delta), HR_P_I64(id)};
+    const char *sql;
 
-    if (outcome >= HR_OUTCOME_UNACCOUNTED) {
-        snprintf(errstr, errlen, "hr_finish_add: no counter for outcome %d", (int)outcome);
+    /* Column names cannot be parameters: one statement each. */
+    if (outcome != HR_OUTCOME_PULLED && outcome != HR_OUTCOME_FAILED) {
+        snprintf(errstr, errlen, "hr_finish_add: outcome %s is not added to",
+                 hr_progress_outcome_name(outcome));
         return -1;
     }
-    /* COL is one of the fixed outcome names, never input. */
-    if (shard == HR_SHARD_NONE) {
-        snprintf(sql, sizeof sql, "UPDATE push_task SET %s = GREATEST(%s + ?, 0) WHERE id = ?", col,
-                 col);
-        return hr_mysql_exec(m, sql, p, 2, NULL, NULL, NULL, errstr, errlen);
+    if (shard == HR_SHARD_NONE)
+        return hr_mysql_exec(m,
+                             outcome == HR_OUTCOME_PULLED
+                                 ? "UPDATE push_task SET pulled = GREATEST(pulled + ?, 0) "
+                                   "WHERE id = ?"
+                                 : "UPDATE push_task SET failed = GREATEST(failed + ?, 0) "
+                                   "WHERE id = ?",
+                             pt, 2, NULL, NULL, NULL, errstr, errlen);
+    sql = outcome == HR_OUTCOME_PULLED
+              ? "INSERT INTO push_task_shard (task_id, shard, state, pulled) "
+                "VALUES (?, ?, 'waiting', GREATEST(?, 0)) "
+                "ON DUPLICATE KEY UPDATE pulled = GREATEST(pulled + ?, 0)"
+              : "INSERT INTO push_task_shard (task_id, shard, state, failed) "
+                "VALUES (?, ?, 'waiting', GREATEST(?, 0)) "
+                "ON DUPLICATE KEY UPDATE failed = GREATEST(failed + ?, 0)";
+    if (hr_mysql_begin(m, errstr, errlen) < 0)
+        return -1;
+    if (hr_finish_lock_task(m, id, errstr, errlen) < 0 ||
+        hr_mysql_exec(m, sql, p, 4, NULL, NULL, NULL, errstr, errlen) < 0 ||
+        hr_finish_sum(m, id, errstr, errlen) < 0 || hr_mysql_commit(m, errstr, errlen) < 0) {
+        hr_mysql_rollback(m);
+        return -1;
     }
-    snprintf(sql, sizeof sql,
-             "UPDATE push_task_shard SET %s = GREATEST(%s + ?, 0) WHERE task_id = ? AND shard = ?",
-             col, col);
-    return hr_finish_in_tx(m, id, sql, p, 3, errstr, errlen);
+    return 0;
 }
 
 int hr_finish_drop(hr_redis *r, int64_t id, int shard, int64_t seq, hr_outcome outcome,
@@ -204,27 +237,25 @@ done:
 int hr_finish_count(hr_mysql *m, int64_t id, int shard, hr_outcome outcome, int64_t total,
                     char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(total), HR_P_I64(id), HR_P_I64(shard)};
-    const char *sql;
+    const hr_mysql_param p[] = {HR_P_I64(total), HR_P_I64(id)};
+    hr_outcomes one = HR_OUTCOMES_UNKNOWN;
 
     if (outcome != HR_OUTCOME_CANCELLED && outcome != HR_OUTCOME_EXPIRED) {
         snprintf(errstr, errlen, "hr_finish_count: outcome %s is not dropped",
                  hr_progress_outcome_name(outcome));
         return -1;
     }
-    /* Column names cannot be parameters: one statement per outcome. */
-    if (shard == HR_SHARD_NONE) {
-        sql = outcome == HR_OUTCOME_CANCELLED
-                  ? "UPDATE push_task SET cancelled = GREATEST(cancelled, ?) WHERE id = ?"
-                  : "UPDATE push_task SET expired = GREATEST(expired, ?) WHERE id = ?";
-        return hr_mysql_exec(m, sql, p, 2, NULL, NULL, NULL, errstr, errlen);
+    if (shard != HR_SHARD_NONE) {
+        *(outcome == HR_OUTCOME_CANCELLED ? &one.cancelled : &one.expired) = total;
+        return hr_finish_raise_tx(m, id, shard, &one, errstr, errlen);
     }
-    sql = outcome == HR_OUTCOME_CANCELLED
-              ? "UPDATE push_task_shard SET cancelled = GREATEST(cancelled, ?) "
-                "WHERE task_id = ? AND shard = ?"
-              : "UPDATE push_task_shard SET expired = GREATEST(expired, ?) "
-                "WHERE task_id = ? AND shard = ?";
-    return hr_finish_in_tx(m, id, sql, p, 3, errstr, errlen);
+    /* Column names cannot be parameters: one statement per outcome. */
+    return hr_mysql_exec(
+        m,
+        outcome == HR_OUTCOME_CANCELLED
+            ? "UPDATE push_task SET cancelled = GREATEST(cancelled, ?) WHERE id = ?"
+            : "UPDATE push_task SET expired = GREATEST(expired, ?) WHERE id = ?",
+        p, 2, NULL, NULL, NULL, errstr, errlen);
 }
 
 int hr_finish_task(hr_mysql *m, int64_t id, const hr_outcomes *stats, hr_finish_result *out,

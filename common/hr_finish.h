@@ -42,14 +42,17 @@ int hr_finish_raise(hr_mysql *m, int64_t id, const hr_outcomes *stats, char *err
  * to STATS, then push_task's counters to the sum of the task's rows.  The
  * task row is locked first, so writers of one task's shards never
  * deadlock on each other's rows; inside the caller's transaction if it has
- * one.  SHARD HR_SHARD_NONE is hr_finish_raise.  0 or -1. */
+ * one.  A row the reconciliation has not written yet (a pull or a cancel
+ * before the claim) is written `waiting`, which no dispatcher claims.
+ * SHARD HR_SHARD_NONE is hr_finish_raise.  0 or -1. */
 int hr_finish_raise_shard(hr_mysql *m, int64_t id, int shard, const hr_outcomes *stats,
                           char *errstr, size_t errlen);
 
 /* Adds DELTA (may be negative; a counter never goes below 0) to OUTCOME's
- * counter of shard SHARD of task ID (HR_SHARD_NONE: of push_task itself),
- * then, for a shard, raises push_task's to the rows' sum: the pull's +1.
- * 0 or -1. */
+ * counter (HR_OUTCOME_PULLED: the pull's +1, HR_OUTCOME_FAILED: redrive's
+ * minus what it moved) of shard SHARD of task ID (HR_SHARD_NONE: of
+ * push_task itself), then, for a shard, raises push_task's to the rows' sum,
+ * in a transaction of its own.  0 or -1. */
 int hr_finish_add(hr_mysql *m, int64_t id, int shard, hr_outcome outcome, int64_t delta,
                   char *errstr, size_t errlen);
 

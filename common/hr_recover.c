@@ -169,14 +169,14 @@ static int hr_recover_log_counts(hr_mysql *m, hr_task *t, int shards, const hr_o
 
     t->sent = t->failed = t->throttled = t->unregistered = 0;
     for (int k = 0; k < shards; k++) {
-        const hr_mysql_param ps[] = {HR_P_I64(per[k].sent),
+        const hr_mysql_param ps[] = {HR_P_I64(t->id),
+                                     HR_P_I64(k),
+                                     HR_P_I64(per[k].sent),
                                      HR_P_I64(per[k].failed),
                                      HR_P_I64(per[k].throttled),
                                      HR_P_I64(per[k].unregistered),
                                      HR_P_I64(per[k].pulled),
-                                     HR_P_I64(per[k].cancelled),
-                                     HR_P_I64(t->id),
-                                     HR_P_I64(k)};
+                                     HR_P_I64(per[k].cancelled)};
 
         t->sent += per[k].sent;
         t->failed += per[k].failed;
@@ -184,11 +184,17 @@ static int hr_recover_log_counts(hr_mysql *m, hr_task *t, int shards, const hr_o
         t->unregistered += per[k].unregistered;
         pulled += per[k].pulled;
         cancelled += per[k].cancelled;
+        /* A row the reconciliation has not written yet (a scheduled task)
+         * is written waiting, as every counter writer does (hr_finish.h). */
         if (shards > 1 &&
             hr_mysql_exec(m,
-                          "UPDATE push_task_shard SET sent = ?, failed = ?, throttled = ?, "
-                          "unregistered = ?, pulled = GREATEST(pulled, ?), "
-                          "cancelled = GREATEST(cancelled, ?) WHERE task_id = ? AND shard = ?",
+                          "INSERT INTO push_task_shard (task_id, shard, state, sent, failed, "
+                          "throttled, unregistered, pulled, cancelled) "
+                          "VALUES (?, ?, 'waiting', ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE "
+                          "sent = VALUES(sent), failed = VALUES(failed), "
+                          "throttled = VALUES(throttled), unregistered = VALUES(unregistered), "
+                          "pulled = GREATEST(pulled, VALUES(pulled)), "
+                          "cancelled = GREATEST(cancelled, VALUES(cancelled))",
                           ps, 8, NULL, NULL, NULL, errstr, errlen) < 0)
             return -1;
     }

@@ -255,7 +255,7 @@ void dsp_shard_release_all(dsp *d)
 int dsp_shard_rows(dsp_conn *conn, int64_t id, int shards, char *errstr, size_t errlen)
 {
     hr_mysql_param *p = calloc(2 * (size_t)shards, sizeof *p);
-    char *sql = malloc(64 + 6 * (size_t)shards);
+    char *sql = malloc(160 + 16 * (size_t)shards);
     char key[HR_KEY_MAX];
     size_t off;
     int rc = -1;
@@ -264,12 +264,14 @@ int dsp_shard_rows(dsp_conn *conn, int64_t id, int shards, char *errstr, size_t 
         snprintf(errstr, errlen, "out of memory");
         goto done;
     }
-    off = (size_t)sprintf(sql, "INSERT IGNORE INTO push_task_shard (task_id, shard) VALUES ");
+    /* A row a counter wrote before (waiting) becomes claimable now. */
+    off = (size_t)sprintf(sql, "INSERT INTO push_task_shard (task_id, shard, state) VALUES ");
     for (int k = 0; k < shards; k++) {
         p[2 * k] = HR_P_I64(id);
         p[2 * k + 1] = HR_P_I64(k);
-        off += (size_t)sprintf(sql + off, k ? ",(?,?)" : "(?,?)");
+        off += (size_t)sprintf(sql + off, k ? ",(?,?,'ready')" : "(?,?,'ready')");
     }
+    sprintf(sql + off, " ON DUPLICATE KEY UPDATE state = IF(state = 'waiting', 'ready', state)");
     if (hr_mysql_exec(conn->m, sql, p, 2 * (size_t)shards, NULL, NULL, NULL, errstr, errlen) < 0)
         goto done;
     /* A chunked shard with recipients again (a resume, a recover, Redis

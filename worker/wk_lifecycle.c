@@ -57,6 +57,34 @@ static void wk_lifecycle_report_counters(wk_lifecycle *l, wk_chunk *c)
     c->counters_new = false;
 }
 
+/* The stats hashes of every shard of C's sharded task, each as a counters
+ * event of its shard (hr_finish_read_stats: absolute values), for the
+ * finish of the task's last chunk.  0, or -1 on a Redis error (logged). */
+static int wk_lifecycle_report_shards(wk_lifecycle *l, wk_chunk *c)
+{
+    char errstr[256];
+
+    for (int k = 0; k < (int)c->task->row->shards; k++) {
+        wk_event ev = {.kind = WK_EVENT_COUNTERS, .task = c->msg.task, .shard = k};
+        hr_outcomes o;
+
+        if (hr_finish_read_stats(l->redis, c->msg.task, k, &o, errstr, sizeof errstr) != 0) {
+            hr_log_warn("shard_counters_unread", "task=%" PRId64 " shard=%d error=%s", c->msg.task,
+                        k, errstr);
+            return -1;
+        }
+        ev.u.counters.sent = o.sent;
+        ev.u.counters.failed = o.failed;
+        ev.u.counters.throttled = o.throttled;
+        ev.u.counters.retried = o.retried;
+        ev.u.counters.unregistered = o.unregistered;
+        ev.u.counters.cancelled = o.cancelled;
+        ev.u.counters.expired = o.expired;
+        wk_reporter_push(l->reporter, &ev);
+    }
+    return 0;
+}
+
 /* Flushes C's acknowledgements and reports them; 0 or -1 (logged). */
 static int wk_lifecycle_flush(wk_lifecycle *l, wk_chunk *c)
 {
@@ -143,9 +171,13 @@ static void wk_lifecycle_finish(wk_lifecycle *l, wk_chunk *c)
         wk_event ev = {.kind = WK_EVENT_CHUNK_DONE, .task = c->msg.task, .shard = wk_chunk_row(c)};
 
         /* A sharded task's shard ran dry: the task's last chunk only when
-         * every other shard did too (else the sweeper ends it). */
+         * every other shard did too (else the sweeper ends it), and then
+         * every shard's counters go with it: the other shards' last
+         * counters may still wait in other workers' reporters, and the
+         * finish compares the rows' sum with the subscriptions. */
         if (c->msg.sharded && res[1] == 0 && res[2] == 0 &&
-            wk_chunk_task_left(c, l->redis, &res[1], &res[2], errstr, sizeof errstr) != 0)
+            (wk_chunk_task_left(c, l->redis, &res[1], &res[2], errstr, sizeof errstr) != 0 ||
+             (res[1] == 0 && res[2] == 0 && wk_lifecycle_report_shards(l, c) != 0)))
             res[1] = -1;
         ev.u.chunk.state = WK_CHUNK_END_DONE;
         ev.u.chunk.seq = c->msg.seq;

@@ -12,7 +12,10 @@
 --
 -- push_task_shard: one row per shard of a task with shards > 1, written by
 -- the dispatchers: the claim (state ready -> chunking -> chunked, owner,
--- lease) and the shard's outcome counters.  The workers' counters are the
+-- lease) and the shard's outcome counters.  A counter written before the
+-- task's reconciliation (a pull or a cancel before due) makes the row
+-- `waiting`: it exists for its counters and no dispatcher claims it; the
+-- reconciliation makes it `ready`.  The workers' counters are the
 -- absolute values of one shard's stats hash, raised here with GREATEST;
 -- push_task's counters are then set to the sum of the task's rows, so the
 -- task row always reads as before.
@@ -25,7 +28,7 @@ ALTER TABLE push_task
 CREATE TABLE IF NOT EXISTS push_task_shard (
   task_id      BIGINT UNSIGNED   NOT NULL,
   shard        SMALLINT UNSIGNED NOT NULL,
-  state        ENUM('ready','chunking','chunked') NOT NULL DEFAULT 'ready',
+  state        ENUM('waiting','ready','chunking','chunked') NOT NULL DEFAULT 'waiting',
   claimed_by   VARCHAR(128)      NULL,
   lease_until  DATETIME(3)       NULL,
   sent         BIGINT            NOT NULL DEFAULT 0,
