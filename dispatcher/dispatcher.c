@@ -67,7 +67,7 @@ static void dsp_on_tick(uv_timer_t *h)
         uv_timer_start(h, dsp_on_tick, 1, DSP_TICK_MS);
     }
     /* Shutting down: finish once the background job has returned. */
-    if (atomic_load(&d->stopping) && !d->bg_busy && !d->rc_busy && !d->finished) {
+    if (atomic_load(&d->stopping) && !d->bg_busy && !dsp_reconcile_busy(d) && !d->finished) {
         d->finished = true;
         dsp_release_all(d);
         dsp_close_all(d);

@@ -8,7 +8,7 @@
  *   recipients from the wait set into subs (dsp_wait.c) and is not
  *   finished while any wait.  A chunk counts as published only on its delivery report,
  *   which queues a dsp_report; the reports become push_chunk rows and
- *   push_task.total here too.  Empty subs and no report outstanding ->
+ *   push_task.total in dsp_report.c.  Empty subs and no report outstanding ->
  *   `dispatched`.  Past the task's expire_at nothing more is chunked: what
  *   is left counts expired (dsp_chunk_expire).
  * - At exit: flush the producer, write the reports, mark finished tasks,
@@ -99,84 +99,12 @@ void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
     dsp_health_ok(d, DSP_KAFKA);
     if (!om->republish)
         hr_metrics_inc(d->met.chunks_published);
-    if (d->reports.n >= DSP_REPORTS_MAX ||
-        hr_vec_push(&d->reports, ((dsp_report){.task = om->task,
-                                               .seq = om->seq,
-                                               .size = om->size,
-                                               .published_ms = om->published_ms})) != 0)
-        hr_log_error("chunk_row_lost", "task=%" PRId64 " seq=%" PRId64 " error=report queue full",
-                     om->task, om->seq);
+    dsp_report_add(d, &(dsp_report){.task = om->task,
+                                    .seq = om->seq,
+                                    .size = om->size,
+                                    .published_ms = om->published_ms});
 done:
     free(om);
-}
-
-/* Writes up to MAX queued push_chunk rows, oldest first; the first publish
- * of a chunk adds its size to total and to the live stats.  What MySQL
- * refused and what is over MAX stays queued. */
-static void dsp_write_reports(dsp *d, size_t max)
-{
-    dsp_conn *conn = &d->loop_conn;
-    char err[512], key[256];
-    size_t done = 0, n = d->reports.n < max ? d->reports.n : max;
-    uint64_t affected;
-
-    if (d->reports.n == 0 || !dsp_conn_ready(d, conn))
-        return;
-    for (; done < n; done++) {
-        const dsp_report *rp = &d->reports.v[done];
-        const hr_mysql_param p[] = {HR_P_I64(rp->task), HR_P_I64(rp->seq), HR_P_I64(rp->size),
-                                    HR_P_I64(rp->published_ms)};
-        const hr_mysql_param pt[] = {HR_P_I64(rp->size), HR_P_I64(rp->task)};
-        redisReply *reply;
-
-        affected = 0;
-        if (hr_mysql_exec(conn->m,
-                          "INSERT INTO push_chunk (task_id, seq, size, state, published_at) "
-                          "VALUES (?, ?, ?, 'published', FROM_UNIXTIME(? / 1000)) "
-                          "ON DUPLICATE KEY UPDATE publishes = publishes + 1, "
-                          "published_at = VALUES(published_at)",
-                          p, 4, &affected, NULL, NULL, err, sizeof err) < 0)
-            goto failed;
-        if (affected != 1)
-            continue; /* a republish of a known chunk */
-        if (hr_mysql_exec(conn->m, "UPDATE push_task SET total = total + ? WHERE id = ?", pt, 2,
-                          NULL, NULL, NULL, err, sizeof err) < 0) {
-            hr_log_error("task_total_lost",
-                         "task=%" PRId64 " seq=%" PRId64 " size=%" PRId64 " error=%s", rp->task,
-                         rp->seq, rp->size, err);
-            goto failed_after_row;
-        }
-        hr_key_task(hr_redis_prefix(conn->r), key, sizeof key, rp->task, HR_KEY_STATS);
-        reply =
-            hr_redis_cmdf(conn->r, err, sizeof err, "HINCRBY %s published %" PRId64, key, rp->size);
-        freeReplyObject(reply);
-        if (reply != NULL) {
-            reply = hr_redis_cmdf(conn->r, err, sizeof err, "HINCRBY %s chunks_published 1", key);
-            freeReplyObject(reply);
-        }
-        if (reply == NULL)
-            dsp_health_fail(d, DSP_REDIS, err);
-    }
-    memmove(d->reports.v, d->reports.v + done, (d->reports.n - done) * sizeof *d->reports.v);
-    d->reports.n -= done;
-    dsp_health_ok(d, DSP_MYSQL);
-    return;
-failed_after_row:
-    done++;
-failed:
-    memmove(d->reports.v, d->reports.v + done, (d->reports.n - done) * sizeof *d->reports.v);
-    d->reports.n -= done;
-    dsp_conn_failed(d, conn, DSP_MYSQL, err);
-}
-
-static bool dsp_task_reports_queued(const dsp *d, int64_t id)
-{
-    size_t i;
-
-    for (i = 0; i < d->reports.n; i++)
-        if (d->reports.v[i].task == id)
-            return true;
-    return false;
 }
 
 /* Subs is empty and every chunk's report was served: `dispatched`. */
@@ -203,7 +131,7 @@ static void dsp_finish(dsp *d, dsp_task *dt)
  * is queued here and the task waits for its outcome (t->reconciling). */
 static void dsp_start(dsp *d, dsp_task *dt)
 {
-    if (!dsp_reconcile_want(d, dt->id)) {
+    if (!dsp_reconcile_want(d, dt)) {
         hr_log_error("reconcile_not_queued", "task=%" PRId64 " error=out of memory", dt->id);
         dt->next_ms = dsp_now_ms() + 1000;
         return;
@@ -398,6 +326,11 @@ static bool dsp_chunk_one(dsp *d, dsp_task *dt)
         return false;
     }
     dt->chunks++;
+    /* Fewer than asked for: subs ran empty (nothing adds to it once seq
+     * exists but the wait set's releases, which wait_left counts), so a
+     * task of one chunk ends without another GET ctl, INCR and empty move. */
+    if (moved < n && !dt->waits)
+        dt->subs_empty = true;
     dsp_seams_moved();
     if (dsp_produce(d, dt->id, seq, moved, dt->due_ms, false, err, sizeof err) < 0) {
         /* The chunk is pending; the sweeper publishes it later. */
@@ -422,7 +355,7 @@ bool dsp_tick(dsp *d)
     bool moved = false;
 
     rd_kafka_poll(d->rk, 0);
-    dsp_write_reports(d, DSP_REPORTS_PER_TICK);
+    dsp_report_write(d);
     if (atomic_load(&d->stopping))
         return false;
     now = dsp_now_ms();
@@ -433,7 +366,7 @@ bool dsp_tick(dsp *d)
         if (dt->next_ms > now || !dsp_conn_ready(d, &d->loop_conn))
             continue;
         if (dt->subs_empty) {
-            if (dt->outstanding == 0 && !dsp_task_reports_queued(d, dt->id))
+            if (dt->outstanding == 0 && !dsp_report_queued(d, dt->id))
                 dsp_finish(d, dt);
             continue;
         }
@@ -463,13 +396,13 @@ void dsp_release_all(dsp *d)
     }
     /* The backoff of a recent failure must not skip the last writes. */
     conn->retry_at_ms = 0;
-    dsp_write_reports(d, d->reports.n);
+    dsp_report_flush(d);
     if (conn->m == NULL)
         return;
     for (i = d->tasks.n; i-- > 0;) {
         dsp_task *dt = d->tasks.v[i];
 
-        if (dt->subs_empty && dt->outstanding == 0 && !dsp_task_reports_queued(d, dt->id))
+        if (dt->subs_empty && dt->outstanding == 0 && !dsp_report_queued(d, dt->id))
             dsp_finish(d, dt);
     }
     if (hr_mysql_exec(conn->m,

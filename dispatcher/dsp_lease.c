@@ -103,7 +103,10 @@ static void dsp_adopt(dsp *d, int64_t id)
     hr_task *t = NULL;
     char err[512];
 
-    if (hr_task_load(conn->m, id, &t, err, sizeof err) == 0 && dsp_own(d, t, "adopt")) {
+    /* Validated first: the check after its claim may have failed on MySQL,
+     * and a bad row is made failed here instead of chunked. */
+    if (hr_task_load(conn->m, id, &t, err, sizeof err) == 0 &&
+        (!dsp_store_check(d, conn->m, t) || dsp_own(d, t, "adopt"))) {
         hr_task_free(t);
         return;
     }
