@@ -145,15 +145,29 @@ int hr_state_claim_batch(hr_mysql *m, const int64_t *ids, size_t n, const char *
     return rc < 0 && errnum == HR_MYSQL_ER_LOCK_WAIT_TIMEOUT ? HR_STATE_BUSY : rc;
 }
 
-int hr_state_dispatched(hr_mysql *m, int64_t id, const char *owner, char *errstr, size_t errlen)
+int hr_state_dispatched(hr_mysql *m, const int64_t *ids, size_t n, const char *owner,
+                        uint64_t *moved, char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(id), HR_P_STR(owner)};
+    char *batch = NULL;
+    int rc;
 
-    return hr_state_move(m,
-                         "UPDATE push_task SET state = 'dispatched', "
-                         "dispatched_at = UTC_TIMESTAMP(3) "
-                         "WHERE id = ? AND state = 'dispatching' AND claimed_by = ?",
-                         p, 2, NULL, errstr, errlen);
+    *moved = 0;
+    if (hr_mysql_json_ints(ids, n, 1, &batch) < 0) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    {
+        const hr_mysql_param p[] = {HR_P_STR(batch), HR_P_STR(owner)};
+
+        rc = hr_mysql_exec(m,
+                           "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (task_id BIGINT PATH '$')) j "
+                           "STRAIGHT_JOIN push_task t ON t.id = j.task_id "
+                           "SET t.state = 'dispatched', t.dispatched_at = UTC_TIMESTAMP(3) "
+                           "WHERE t.state = 'dispatching' AND t.claimed_by = ?",
+                           p, 2, moved, NULL, NULL, errstr, errlen);
+    }
+    free(batch);
+    return rc;
 }
 
 int hr_state_redispatch(hr_mysql *m, int64_t id, char *errstr, size_t errlen)

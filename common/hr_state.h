@@ -76,8 +76,11 @@ int hr_state_claim(hr_mysql *m, int64_t id, const char *owner, int64_t lease_s, 
 int hr_state_claim_batch(hr_mysql *m, const int64_t *ids, size_t n, const char *owner,
                          int64_t lease_s, int64_t due_by_ms, uint64_t *claimed, char *errstr,
                          size_t errlen);
-/* dispatching (owned by OWNER) -> dispatched: every recipient chunked. */
-int hr_state_dispatched(hr_mysql *m, int64_t id, const char *owner, char *errstr, size_t errlen);
+/* dispatching (owned by OWNER) -> dispatched of the N tasks IDS (sorted
+ * ascending) in one statement: every recipient chunked.  *MOVED gets how
+ * many moved.  0 or -1. */
+int hr_state_dispatched(hr_mysql *m, const int64_t *ids, size_t n, const char *owner,
+                        uint64_t *moved, char *errstr, size_t errlen);
 /* dispatched (control run) -> dispatching with no owner and an expired
  * lease, which a poller takes over: recipients came back to subs. */
 int hr_state_redispatch(hr_mysql *m, int64_t id, char *errstr, size_t errlen);

@@ -260,6 +260,10 @@ int dsp_store_claim(dsp *d, hr_mysql *m, int64_t id, int64_t now_ms, char *errst
  * stayed locked: nothing claimed, claim them one at a time), -1. */
 int dsp_store_claim_batch(dsp *d, hr_mysql *m, const int64_t *ids, size_t n, int64_t now_ms,
                           hr_task ***out, size_t *nout, char *errstr, size_t errlen);
+/* Which of the N tasks IDS are in STATE and claimed by this dispatcher
+ * (MINE[i]).  0 or -1. */
+int dsp_store_mine(dsp *d, hr_mysql *m, const int64_t *ids, size_t n, hr_task_state state,
+                   bool *mine, char *errstr, size_t errlen);
 /* Marks a task that is in state FROM failed with REASON; 1 = changed, 0, -1. */
 int dsp_store_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *reason, char *errstr,
                    size_t errlen);

@@ -107,22 +107,58 @@ done:
     free(om);
 }
 
-/* Subs is empty and every chunk's report was served: `dispatched`. */
-static void dsp_finish(dsp *d, dsp_task *dt)
+static int dsp_task_cmp(const void *a, const void *b)
+{
+    int64_t x = (*(dsp_task *const *)a)->id, y = (*(dsp_task *const *)b)->id;
+
+    return (x > y) - (x < y);
+}
+
+/* Subs is empty and every chunk's report was served: the N tasks DONE
+ * become `dispatched` in one statement (many small tasks end in the same
+ * tick, and a statement each held the loop thread for most of it) and
+ * are dropped.  On a MySQL failure they stay, and the next tick tries
+ * again. */
+static void dsp_finish(dsp *d, dsp_task **done, size_t n)
 {
     dsp_conn *conn = &d->loop_conn;
+    int64_t *ids = calloc(n, sizeof *ids);
+    bool *mine = calloc(n, sizeof *mine);
+    uint64_t moved = 0;
     char err[512];
-    int rc = hr_state_dispatched(conn->m, dt->id, d->owner, err, sizeof err);
+    size_t i;
 
-    if (rc < 0) {
-        dsp_conn_failed(d, conn, DSP_MYSQL, err);
-        return;
+    if (ids == NULL || mine == NULL) {
+        snprintf(err, sizeof err, "out of memory");
+        goto failed;
     }
-    if (rc == 1)
-        hr_log_info("task_dispatched", "task=%" PRId64 " chunks=%" PRId64, dt->id, dt->chunks);
-    else
-        hr_log_warn("task_lost", "task=%" PRId64 " reason=not dispatching or not ours", dt->id);
-    dsp_task_drop(d, dt);
+    qsort(done, n, sizeof *done, dsp_task_cmp);
+    for (i = 0; i < n; i++)
+        ids[i] = done[i]->id;
+    if (hr_state_dispatched(conn->m, ids, n, d->owner, &moved, err, sizeof err) < 0)
+        goto failed;
+    /* Not all moved: find out which are ours and dispatched now. */
+    for (i = 0; i < n; i++)
+        mine[i] = moved == n;
+    if (moved < n &&
+        dsp_store_mine(d, conn->m, ids, n, HR_STATE_DISPATCHED, mine, err, sizeof err) < 0)
+        hr_log_warn("task_dispatched_unknown", "tasks=%zu moved=%" PRIu64 " error=%s", n, moved,
+                    err);
+    for (i = 0; i < n; i++) {
+        if (mine[i])
+            hr_log_info("task_dispatched", "task=%" PRId64 " chunks=%" PRId64, done[i]->id,
+                        done[i]->chunks);
+        else
+            hr_log_warn("task_lost", "task=%" PRId64 " reason=not dispatching or not ours",
+                        done[i]->id);
+        dsp_task_drop(d, done[i]);
+    }
+    goto out;
+failed:
+    dsp_conn_failed(d, conn, DSP_MYSQL, err);
+out:
+    free(mine);
+    free(ids);
 }
 
 /* Before an owner's first chunk: the task's reconciliation (dsp_reconcile.c)
@@ -350,6 +386,7 @@ redis_failed:
 
 bool dsp_tick(dsp *d)
 {
+    HR_VEC(dsp_task *) done = {0};
     size_t i, budget = DSP_CHUNKS_PER_TICK;
     int64_t now;
     bool moved = false;
@@ -359,15 +396,14 @@ bool dsp_tick(dsp *d)
     if (atomic_load(&d->stopping))
         return false;
     now = dsp_now_ms();
-    /* Backwards, because dsp_finish moves the last task into slot i. */
-    for (i = d->tasks.n; i-- > 0 && budget > 0;) {
+    for (i = 0; i < d->tasks.n && budget > 0; i++) {
         dsp_task *dt = d->tasks.v[i];
 
         if (dt->next_ms > now || !dsp_conn_ready(d, &d->loop_conn))
             continue;
         if (dt->subs_empty) {
-            if (dt->outstanding == 0 && !dsp_report_queued(d, dt->id))
-                dsp_finish(d, dt);
+            if (dt->outstanding == 0 && !dsp_report_queued(d, dt->id) && hr_vec_push(&done, dt) < 0)
+                break; /* out of memory: the next tick */
             continue;
         }
         if (dt->outstanding >= DSP_OUTSTANDING_MAX)
@@ -376,12 +412,16 @@ bool dsp_tick(dsp *d)
             moved = true;
         budget--;
     }
+    if (done.n > 0)
+        dsp_finish(d, done.v, done.n);
+    hr_vec_free(&done);
     return moved;
 }
 
 void dsp_release_all(dsp *d)
 {
     dsp_conn *conn = &d->loop_conn;
+    HR_VEC(dsp_task *) done = {0};
     const hr_mysql_param p[] = {HR_P_STR(d->owner)};
     uint64_t affected = 0;
     char err[512];
@@ -399,12 +439,16 @@ void dsp_release_all(dsp *d)
     dsp_report_flush(d);
     if (conn->m == NULL)
         return;
-    for (i = d->tasks.n; i-- > 0;) {
+    for (i = 0; i < d->tasks.n; i++) {
         dsp_task *dt = d->tasks.v[i];
 
-        if (dt->subs_empty && dt->outstanding == 0 && !dsp_report_queued(d, dt->id))
-            dsp_finish(d, dt);
+        if (dt->subs_empty && dt->outstanding == 0 && !dsp_report_queued(d, dt->id) &&
+            hr_vec_push(&done, dt) < 0)
+            break;
     }
+    if (done.n > 0)
+        dsp_finish(d, done.v, done.n);
+    hr_vec_free(&done);
     if (hr_mysql_exec(conn->m,
                       "UPDATE push_task SET lease_until = UTC_TIMESTAMP(3) "
                       "WHERE claimed_by = ? AND state = 'dispatching'",

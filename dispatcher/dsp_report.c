@@ -54,8 +54,7 @@ bool dsp_report_queued(const dsp *d, int64_t id)
 
 /* Marks in FRESH[N] the reports of the batch whose rows ROWS (task_id,
  * seq) were inserted; a chunk reported twice in one batch is fresh once. */
-static void dsp_report_mark(const dsp_report *rp, size_t n, const hr_mysql_rows *rows,
-                            bool *fresh)
+static void dsp_report_mark(const dsp_report *rp, size_t n, const hr_mysql_rows *rows, bool *fresh)
 {
     size_t i, j;
 
@@ -110,13 +109,14 @@ static int dsp_report_rows(hr_mysql *m, const dsp_report *rp, size_t n, bool *fr
     {
         const hr_mysql_param p[] = {HR_P_STR(batch)};
 
-        if (hr_mysql_query(m,
-                           "INSERT IGNORE INTO push_chunk (task_id, seq, size, state, published_at) "
-                           "SELECT j.task, j.seq, j.size, 'published', FROM_UNIXTIME(j.ms / 1000) "
-                           "FROM JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$[0]', "
-                           "seq BIGINT PATH '$[1]', size BIGINT PATH '$[2]', "
-                           "ms BIGINT PATH '$[3]')) j RETURNING task_id, seq",
-                           p, 1, &rows, errstr, errlen) < 0)
+        if (hr_mysql_query(
+                m,
+                "INSERT IGNORE INTO push_chunk (task_id, seq, size, state, published_at) "
+                "SELECT j.task, j.seq, j.size, 'published', FROM_UNIXTIME(j.ms / 1000) "
+                "FROM JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$[0]', "
+                "seq BIGINT PATH '$[1]', size BIGINT PATH '$[2]', "
+                "ms BIGINT PATH '$[3]')) j RETURNING task_id, seq",
+                p, 1, &rows, errstr, errlen) < 0)
             goto done;
     }
     dsp_report_mark(rp, n, rows, fresh);

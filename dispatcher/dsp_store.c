@@ -54,6 +54,39 @@ int dsp_store_claim_batch(dsp *d, hr_mysql *m, const int64_t *ids, size_t n, int
     return rc;
 }
 
+int dsp_store_mine(dsp *d, hr_mysql *m, const int64_t *ids, size_t n, hr_task_state state,
+                   bool *mine, char *errstr, size_t errlen)
+{
+    hr_mysql_rows *rows = NULL;
+    char *batch = NULL;
+    size_t i, j;
+    int rc;
+
+    for (i = 0; i < n; i++)
+        mine[i] = false;
+    if (hr_mysql_json_ints(ids, n, 1, &batch) < 0) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    {
+        const hr_mysql_param p[] = {HR_P_STR(batch), HR_P_STR(hr_state_name(state)),
+                                    HR_P_STR(d->owner)};
+
+        rc = hr_mysql_query(m,
+                            "SELECT id FROM push_task WHERE id IN (SELECT task_id FROM "
+                            "JSON_TABLE(?, '$[*]' COLUMNS (task_id BIGINT PATH '$')) j) "
+                            "AND state = ? AND claimed_by = ?",
+                            p, 3, &rows, errstr, errlen);
+    }
+    for (j = 0; rc == 0 && j < rows->nrows; j++)
+        for (i = 0; i < n; i++)
+            if (ids[i] == strtoll(hr_mysql_cell(rows, j, 0), NULL, 10))
+                mine[i] = true;
+    hr_mysql_rows_free(rows);
+    free(batch);
+    return rc;
+}
+
 int dsp_store_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *reason, char *errstr,
                    size_t errlen)
 {
