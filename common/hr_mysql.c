@@ -37,6 +37,8 @@
 #define HR_MYSQL_IO_TIMEOUT_S 60
 #define HR_MYSQL_CELL_BUF 256
 #define HR_MYSQL_LOCK_WAIT_S 30
+/* Times a statement outside a transaction is run again after a deadlock. */
+#define HR_MYSQL_DEADLOCK_RETRIES 3
 
 static const char hr_mysql_session_sql[] =
     "SET time_zone = '+00:00', SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,"
@@ -483,6 +485,16 @@ static int hr_mysql_stmt(hr_mysql *m, const char *sql, const hr_mysql_param *par
     if ((rc != 0 && err == ER_NEED_REPREPARE) ||
         (rc != 0 && hr_mysql_gone(err) && !m->in_txn && !m->locked &&
          hr_mysql_reconnect(m, errstr, errlen) == 0)) {
+        err = 0;
+        rc = hr_mysql_stmt_once(m, sql, params, nparams, rows, affected, insert_id, &err, errstr,
+                                errlen);
+    }
+    /* A deadlock rolled the statement back whole; outside a transaction
+     * nothing else was undone, so running it again is running it once.
+     * (Statements that lock several rows, in an order another party's
+     * transaction need not share, meet this under load.) */
+    for (int n = 0;
+         rc != 0 && err == ER_LOCK_DEADLOCK && !m->in_txn && n < HR_MYSQL_DEADLOCK_RETRIES; n++) {
         err = 0;
         rc = hr_mysql_stmt_once(m, sql, params, nparams, rows, affected, insert_id, &err, errstr,
                                 errlen);

@@ -4,7 +4,8 @@
  * (never built from strings with values in them), parameters are typed
  * hr_mysql_param values, and result cells come back as NUL-terminated
  * strings with a NULL flag, which is all herald needs.  A statement that
- * fails because the server went away reconnects once and is retried. */
+ * fails because the server went away reconnects once and is retried; one
+ * outside a transaction that lost a deadlock is run again (up to 3 times). */
 #ifndef HR_MYSQL_H
 #define HR_MYSQL_H
 

@@ -87,6 +87,7 @@
 #define DSP_TICK_MS 10
 #define DSP_PREP_LOCK_MS 120000  /* prepare lock (refill vs first chunk) */
 #define DSP_RECHECK_MS 10000     /* recount a prepared task's subscribers */
+#define DSP_ADMIT_BUDGET_MS 250  /* admission estimates per scan (time) */
 #define DSP_CTL_RECHECK_MS 100   /* a task held by its ctl key looks again */
 #define DSP_FLUSH_MS 10000       /* bound of the producer flush at exit */
 #define DSP_WARM_TIMEOUT_MS 5000 /* topic metadata at start-up */
@@ -162,6 +163,14 @@ typedef struct dsp_scan_entry {
     int64_t checked_ms;  /* when subscribers were last counted; 0 = never */
     int64_t admitted_ms; /* when admission control last ran (dsp_admit); 0 = never */
 } dsp_scan_entry;
+
+/* What decides whether a task needs a prepare (dsp_scan.c): its Redis
+ * count (subs + pulled), its subscriptions, and whether it must be looked
+ * at (count changed, or not checked for DSP_RECHECK_MS). */
+typedef struct dsp_prep_count {
+    int64_t have, want;
+    bool need;
+} dsp_prep_count;
 
 /* A confirmed first publish or republish waiting for its push_chunk row. */
 typedef struct dsp_report {
@@ -362,12 +371,17 @@ void dsp_jobs_free(dsp *d);
 
 /* dsp_scan.c (background job): scanner and prepare. */
 void dsp_scan(dsp *d);
-/* Brings the subscriber sets of the N TASKS up to date before their
- * claim; E[i] carries the scanner's memory of task i's last count.  RC[i]
- * gets 0 = prepared (or left to the owner's reconciliation: a task already
- * due is not synced) or -1 = not prepared (logged).  0, or -1 when the
- * counts could not be read (nothing prepared). */
-int dsp_prepare(dsp *d, hr_task *const *tasks, size_t n, dsp_scan_entry *e, int64_t now, int *rc);
+/* Reads the counts that decide whether the N TASKS need a prepare (E[i]:
+ * the scanner's memory of task i's last count) into C[i], in two round
+ * trips.  0 or -1 (logged). */
+int dsp_prepare_count(dsp *d, hr_task *const *tasks, size_t n, const dsp_scan_entry *e, int64_t now,
+                      dsp_prep_count *c);
+/* Brings T's subscriber set up to date before the claim, after
+ * dsp_prepare_count (C); E carries the scanner's memory of it.  A task
+ * already due is not synced (its owner's reconciliation reads the rows).
+ * 0 = prepared (or left to the owner's reconciliation), -1 = not
+ * prepared (logged). */
+int dsp_prepare(dsp *d, const hr_task *t, dsp_scan_entry *e, const dsp_prep_count *c);
 
 /* dsp_poll.c (background job): the DB poller. */
 void dsp_poll(dsp *d);

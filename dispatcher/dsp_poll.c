@@ -31,7 +31,7 @@ void dsp_poll(dsp *d)
                                  DSP_TOPIC_PARAMS, HR_P_I64(DSP_POLL_MAX)};
     const hr_mysql_param pt[] = {DSP_TOPIC_PARAMS, HR_P_I64(DSP_POLL_MAX)};
     dsp_scan_entry e[DSP_POLL_MAX];
-    int prepared[DSP_POLL_MAX];
+    dsp_prep_count c[DSP_POLL_MAX];
     hr_task **tasks = NULL;
     size_t n = 0, nvalid = 0, i;
     char err[512];
@@ -57,10 +57,10 @@ void dsp_poll(dsp *d)
     }
     for (i = 0; i < nvalid; i++)
         e[i] = (dsp_scan_entry){.id = tasks[i]->id, .due_ms = -1};
-    if (nvalid > 0 && dsp_prepare(d, tasks, nvalid, e, dsp_now_ms(), prepared) < 0)
+    if (nvalid > 0 && dsp_prepare_count(d, tasks, nvalid, e, dsp_now_ms(), c) < 0)
         nvalid = 0;
     for (i = 0; i < nvalid && !atomic_load(&d->stopping); i++) {
-        if (prepared[i] < 0)
+        if (dsp_prepare(d, tasks[i], &e[i], &c[i]) < 0)
             continue;
         rc = dsp_store_claim(d, conn->m, tasks[i]->id, dsp_now_ms(), err, sizeof err);
         if (rc == HR_STATE_BUSY)

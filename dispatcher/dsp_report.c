@@ -3,19 +3,22 @@
  *
  * A delivery report (dsp_dr_cb, dsp_chunk.c) of a first publish or a
  * republish queues a dsp_report in dsp.reports (at most DSP_REPORTS_MAX);
- * every tick writes up to DSP_REPORTS_PER_TICK of them, oldest first, in
- * one transaction:
+ * every tick writes up to DSP_REPORTS_PER_TICK of them, oldest first:
  *   1. INSERT IGNORE ... RETURNING: the rows that did not exist yet (first
- *      publishes) are inserted and come back;
- *   2. one UPDATE adds their sizes to push_task.total, per task;
- *   3. the other reports (republishes, rare) add one to their row's
+ *      publishes) are inserted and come back; when it fails nothing was
+ *      written and the batch stays queued (written after the connection's
+ *      backoff);
+ *   2. the other reports (republishes, rare) add one to their row's
  *      publishes, a statement each;
+ *   3. one UPDATE adds the first publishes' sizes to push_task.total, per
+ *      task, in id order;
  * then the stats hash's published and chunks_published grow by the first
- * publishes, per task, in one pipelined round trip.  The whole batch is
- * one transaction, so a row is never written without its total (a commit
- * whose reply was lost is safe too: its rows exist, so the retry counts
- * them as republishes).  A failed batch stays queued and is written after
- * the connection's backoff.
+ * publishes, per task, in one pipelined round trip.  Statements, not one
+ * transaction: a transaction would lock push_chunk rows, then push_task
+ * rows, where the workers' reporter locks push_task rows first, and the
+ * two deadlocked under load.  As before the batches, a total that fails
+ * after its row was written is logged (task_total_lost), not retried: the
+ * retry would find the row and count a republish.
  *
  * Why batches: with many small tasks due together there is one report per
  * task, and a row, a total and two HINCRBYs per report (four round trips
@@ -84,14 +87,56 @@ static void dsp_report_sum_add(dsp_report_sum *sum, size_t *nsum, const dsp_repo
     sum[i].chunks++;
 }
 
-/* Steps 1-3 of the file comment for the N oldest reports, inside the
- * caller's transaction; FRESH and SUM (N each) get the first publishes.
- * 0 or -1. */
+/* Step 3: adds SUM[N]'s sizes to their tasks' totals.  0 or -1. */
+static int dsp_report_totals(hr_mysql *m, const dsp_report_sum *sum, size_t n, char *errstr,
+                             size_t errlen)
+{
+    int64_t *cells = calloc(n * 2, sizeof *cells);
+    char *totals = NULL;
+    int rc = -1;
+
+    if (cells == NULL)
+        goto oom;
+    for (size_t i = 0; i < n; i++) {
+        cells[i * 2] = sum[i].task;
+        cells[i * 2 + 1] = sum[i].size;
+    }
+    if (hr_mysql_json_ints(cells, n, 2, &totals) < 0)
+        goto oom;
+    {
+        const hr_mysql_param p[] = {HR_P_STR(totals)};
+
+        /* One row per task in the list, so each total grows once. */
+        rc = hr_mysql_exec(m,
+                           "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$[0]', "
+                           "size BIGINT PATH '$[1]')) j STRAIGHT_JOIN push_task t ON t.id = j.task "
+                           "SET t.total = t.total + j.size",
+                           p, 1, NULL, NULL, NULL, errstr, errlen);
+    }
+    goto done;
+oom:
+    snprintf(errstr, errlen, "out of memory");
+done:
+    free(totals);
+    free(cells);
+    return rc;
+}
+
+static int dsp_report_sum_cmp(const void *a, const void *b)
+{
+    int64_t x = ((const dsp_report_sum *)a)->task, y = ((const dsp_report_sum *)b)->task;
+
+    return (x > y) - (x < y);
+}
+
+/* Steps 1-3 of the file comment for the N oldest reports; FRESH and SUM (N
+ * each) get the first publishes.  -1 when step 1 failed (nothing
+ * written), 1 when a later step failed (logged: the rows are written), 0. */
 static int dsp_report_rows(hr_mysql *m, const dsp_report *rp, size_t n, bool *fresh,
                            dsp_report_sum *sum, size_t *nsum, char *errstr, size_t errlen)
 {
     int64_t *cells = calloc(n * 4, sizeof *cells);
-    char *batch = NULL, *totals = NULL;
+    char *batch = NULL;
     hr_mysql_rows *rows = NULL;
     size_t i;
     int rc = -1;
@@ -120,6 +165,7 @@ static int dsp_report_rows(hr_mysql *m, const dsp_report *rp, size_t n, bool *fr
             goto done;
     }
     dsp_report_mark(rp, n, rows, fresh);
+    rc = 1; /* the rows are written: what fails now is logged */
     for (i = 0; i < n; i++) {
         const hr_mysql_param p[] = {HR_P_I64(rp[i].published_ms), HR_P_I64(rp[i].task),
                                     HR_P_I64(rp[i].seq)};
@@ -133,26 +179,16 @@ static int dsp_report_rows(hr_mysql *m, const dsp_report *rp, size_t n, bool *fr
                           "UPDATE push_chunk SET publishes = publishes + 1, "
                           "published_at = FROM_UNIXTIME(? / 1000) WHERE task_id = ? AND seq = ?",
                           p, 3, NULL, NULL, NULL, errstr, errlen) < 0)
-            goto done;
+            hr_log_warn("chunk_republish_lost", "task=%" PRId64 " seq=%" PRId64 " error=%s",
+                        rp[i].task, rp[i].seq, errstr);
     }
-    if (*nsum > 0) {
-        for (i = 0; i < *nsum; i++) {
-            cells[i * 2] = sum[i].task;
-            cells[i * 2 + 1] = sum[i].size;
-        }
-        if (hr_mysql_json_ints(cells, *nsum, 2, &totals) < 0)
-            goto oom;
-    }
-    if (*nsum > 0) {
-        const hr_mysql_param p[] = {HR_P_STR(totals)};
-
-        /* One row per task in the list, so each total grows once. */
-        if (hr_mysql_exec(m,
-                          "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$[0]', "
-                          "size BIGINT PATH '$[1]')) j STRAIGHT_JOIN push_task t ON t.id = j.task "
-                          "SET t.total = t.total + j.size",
-                          p, 1, NULL, NULL, NULL, errstr, errlen) < 0)
-            goto done;
+    /* In id order, as the claims and the finish lock task rows. */
+    qsort(sum, *nsum, sizeof *sum, dsp_report_sum_cmp);
+    if (*nsum > 0 && dsp_report_totals(m, sum, *nsum, errstr, errlen) < 0) {
+        for (i = 0; i < *nsum; i++)
+            hr_log_error("task_total_lost", "task=%" PRId64 " size=%" PRId64 " error=%s",
+                         sum[i].task, sum[i].size, errstr);
+        goto done;
     }
     rc = 0;
     goto done;
@@ -160,7 +196,6 @@ oom:
     snprintf(errstr, errlen, "out of memory");
 done:
     hr_mysql_rows_free(rows);
-    free(totals);
     free(batch);
     free(cells);
     return rc;
@@ -197,8 +232,8 @@ done:
     hr_pipe_free(pipe);
 }
 
-/* Writes the MAX oldest reports (fewer when fewer are queued) in one
- * transaction.  true when they were written (or none was queued). */
+/* Writes the MAX oldest reports (fewer when fewer are queued).  true when
+ * they left the queue (or none was queued). */
 static bool dsp_report_batch(dsp *d, size_t max)
 {
     dsp_conn *conn = &d->loop_conn;
@@ -206,6 +241,7 @@ static bool dsp_report_batch(dsp *d, size_t max)
     dsp_report_sum *sum = NULL;
     bool *fresh = NULL, ok = false;
     char err[512];
+    int rc;
 
     if (n == 0)
         return true;
@@ -217,16 +253,15 @@ static bool dsp_report_batch(dsp *d, size_t max)
         snprintf(err, sizeof err, "out of memory");
         goto failed;
     }
-    if (hr_mysql_begin(conn->m, err, sizeof err) < 0)
+    rc = dsp_report_rows(conn->m, d->reports.v, n, fresh, sum, &nsum, err, sizeof err);
+    if (rc < 0)
         goto failed;
-    if (dsp_report_rows(conn->m, d->reports.v, n, fresh, sum, &nsum, err, sizeof err) < 0 ||
-        hr_mysql_commit(conn->m, err, sizeof err) < 0) {
-        hr_mysql_rollback(conn->m);
-        goto failed;
-    }
     memmove(d->reports.v, d->reports.v + n, (d->reports.n - n) * sizeof *d->reports.v);
     d->reports.n -= n;
-    dsp_health_ok(d, DSP_MYSQL);
+    if (rc == 0)
+        dsp_health_ok(d, DSP_MYSQL);
+    else
+        dsp_health_fail(d, DSP_MYSQL, err);
     dsp_report_stats(d, sum, nsum);
     ok = true;
     goto done;

@@ -21,7 +21,8 @@
  *   see.  The DB poller (dsp_poll.c) prepares too.
  *
  * - Admission control (dsp_pace.c) for every task first seen, and again
- *   every DSP_RECHECK_MS.
+ *   every DSP_RECHECK_MS, after the page is in the timer and within
+ *   DSP_ADMIT_BUDGET_MS per scan.
  *
  * Every query is restricted to the test topic filter (dsp_seams.h), if
  * any. */
@@ -43,9 +44,9 @@ static int dsp_scan_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The Redis counts of N tasks (SCARD subs + SCARD pulled) into HAVE, one
- * pipelined round trip.  0 or -1 (ERRSTR). */
-static int dsp_prepare_have(dsp_conn *conn, hr_task *const *tasks, size_t n, int64_t *have,
+/* The Redis counts of N tasks (SCARD subs + SCARD pulled) into C[i].have,
+ * one pipelined round trip.  0 or -1 (ERRSTR). */
+static int dsp_prepare_have(dsp_conn *conn, hr_task *const *tasks, size_t n, dsp_prep_count *c,
                             char *errstr, size_t errlen)
 {
     hr_pipe *pipe = hr_pipe_new(conn->r);
@@ -75,7 +76,7 @@ static int dsp_prepare_have(dsp_conn *conn, hr_task *const *tasks, size_t n, int
 
         if (a < 0 || b < 0)
             goto done;
-        have[i] = a + b;
+        c[i].have = a + b;
     }
     rc = 0;
     goto done;
@@ -86,10 +87,10 @@ done:
     return rc;
 }
 
-/* The push_subscription rows of the tasks whose NEED is set into WANT
- * (the others are left alone), one statement.  0 or -1 (ERRSTR). */
-static int dsp_prepare_want(dsp_conn *conn, hr_task *const *tasks, size_t n, const bool *need,
-                            int64_t *want, char *errstr, size_t errlen)
+/* The push_subscription rows of the tasks whose C[i].need is set into
+ * C[i].want, one statement.  0 or -1 (ERRSTR). */
+static int dsp_prepare_want(dsp_conn *conn, hr_task *const *tasks, size_t n, dsp_prep_count *c,
+                            char *errstr, size_t errlen)
 {
     int64_t *ids = calloc(n, sizeof *ids);
     hr_mysql_rows *rows = NULL;
@@ -100,9 +101,9 @@ static int dsp_prepare_want(dsp_conn *conn, hr_task *const *tasks, size_t n, con
     if (ids == NULL)
         goto oom;
     for (i = 0; i < n; i++)
-        if (need[i]) {
+        if (c[i].need) {
             ids[k++] = tasks[i]->id;
-            want[i] = 0; /* no row: no subscription */
+            c[i].want = 0; /* no row: no subscription */
         }
     if (k == 0) {
         rc = 0;
@@ -124,8 +125,8 @@ static int dsp_prepare_want(dsp_conn *conn, hr_task *const *tasks, size_t n, con
         int64_t id = strtoll(hr_mysql_cell(rows, j, 0), NULL, 10);
 
         for (i = 0; i < n; i++)
-            if (need[i] && tasks[i]->id == id)
-                want[i] = strtoll(hr_mysql_cell(rows, j, 1), NULL, 10);
+            if (c[i].need && tasks[i]->id == id)
+                c[i].want = strtoll(hr_mysql_cell(rows, j, 1), NULL, 10);
     }
     rc = 0;
     goto done;
@@ -139,8 +140,8 @@ done:
 }
 
 /* Brings T's subscriber set up to date before the claim, so that the
- * reconciliation after it has little left to read; HAVE and WANT are its
- * Redis and MySQL counts.  A sync (hr_subs_sync) reads the subscriptions
+ * reconciliation after it has little left to read; C holds its Redis and
+ * MySQL counts (dsp_prepare_count).  A sync (hr_subs_sync) reads the subscriptions
  * added since the last one; when the set holds fewer members than MySQL
  * rows (Redis lost some) the synced mark goes first, so the next sync (or
  * the reconciliation) reads them all.  A task already due is not synced
@@ -150,10 +151,10 @@ done:
  * someone else holds the prepare lock, or the task was claimed meanwhile:
  * its owner's reconciliation finishes the set), -1 = not prepared
  * (logged). */
-static int dsp_prepare_one(dsp *d, const hr_task *t, dsp_scan_entry *e, int64_t now, int64_t have,
-                           int64_t want)
+int dsp_prepare(dsp *d, const hr_task *t, dsp_scan_entry *e, const dsp_prep_count *c)
 {
     dsp_conn *conn = &d->bg_conn;
+    int64_t now = dsp_now_ms(), have = c->have, want = c->want;
     char token[256], err[512];
     hr_subs_refill_opts o = {.token = token,
                              .lock_ms = DSP_PREP_LOCK_MS,
@@ -162,6 +163,8 @@ static int dsp_prepare_one(dsp *d, const hr_task *t, dsp_scan_entry *e, int64_t 
     int64_t added = 0;
     int rc;
 
+    if (!c->need)
+        return 0;
     if (have < want && hr_subs_forget_synced(conn->r, t->id, err, sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_REDIS, err);
         return -1;
@@ -203,45 +206,27 @@ static int dsp_prepare_one(dsp *d, const hr_task *t, dsp_scan_entry *e, int64_t 
     return -1;
 }
 
-int dsp_prepare(dsp *d, hr_task *const *tasks, size_t n, dsp_scan_entry *e, int64_t now, int *rc)
+int dsp_prepare_count(dsp *d, hr_task *const *tasks, size_t n, const dsp_scan_entry *e, int64_t now,
+                      dsp_prep_count *c)
 {
     dsp_conn *conn = &d->bg_conn;
-    int64_t *have = calloc(n + 1, sizeof *have), *want = calloc(n + 1, sizeof *want);
-    bool *need = calloc(n + 1, sizeof *need);
     char err[512];
     size_t i;
-    int ret = -1;
 
-    if (have == NULL || want == NULL || need == NULL) {
-        hr_log_error("prepare_failed", "error=out of memory");
-        goto done;
-    }
-    /* The counts of every task first, in two round trips: one pipeline of
-     * SCARDs, one COUNT for the tasks whose Redis count changed or which
-     * were not counted for DSP_RECHECK_MS. */
-    if (dsp_prepare_have(conn, tasks, n, have, err, sizeof err) < 0) {
+    /* One pipeline of SCARDs, one COUNT for the tasks whose Redis count
+     * changed or which were not counted for DSP_RECHECK_MS. */
+    if (dsp_prepare_have(conn, tasks, n, c, err, sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_REDIS, err);
-        goto done;
+        return -1;
     }
     for (i = 0; i < n; i++)
-        need[i] = !(e[i].checked_ms > 0 && have[i] == e[i].have &&
-                    now - e[i].checked_ms < DSP_RECHECK_MS);
-    if (dsp_prepare_want(conn, tasks, n, need, want, err, sizeof err) < 0) {
+        c[i].need = !(e[i].checked_ms > 0 && c[i].have == e[i].have &&
+                      now - e[i].checked_ms < DSP_RECHECK_MS);
+    if (dsp_prepare_want(conn, tasks, n, c, err, sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
-        goto done;
+        return -1;
     }
-    for (i = 0; i < n; i++) {
-        if (atomic_load(&d->stopping))
-            rc[i] = -1;
-        else
-            rc[i] = need[i] ? dsp_prepare_one(d, tasks[i], &e[i], now, have[i], want[i]) : 0;
-    }
-    ret = 0;
-done:
-    free(need);
-    free(want);
-    free(have);
-    return ret;
+    return 0;
 }
 
 void dsp_scan(dsp *d)
@@ -251,9 +236,9 @@ void dsp_scan(dsp *d)
                                 HR_P_I64(DSP_SCAN_MAX)};
     hr_task **tasks = NULL;
     dsp_scan_entry *next = NULL;
-    int *rc = NULL;
+    dsp_prep_count *c = NULL;
     size_t n = 0, nnext = 0, i;
-    int64_t now = dsp_now_ms();
+    int64_t now = dsp_now_ms(), admit_end;
     char err[512];
 
     /* The soonest due first: when more than DSP_SCAN_MAX tasks are in the
@@ -268,8 +253,7 @@ void dsp_scan(dsp *d)
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
         return;
     }
-    if (n > 0 &&
-        ((next = calloc(n, sizeof *next)) == NULL || (rc = calloc(n, sizeof *rc)) == NULL)) {
+    if (n > 0 && ((next = calloc(n, sizeof *next)) == NULL || (c = calloc(n, sizeof *c)) == NULL)) {
         hr_log_error("scan_failed", "error=out of memory");
         goto done;
     }
@@ -288,26 +272,39 @@ void dsp_scan(dsp *d)
         tasks[i] = tasks[nnext];
         tasks[nnext++] = t;
     }
-    if (dsp_prepare(d, tasks, nnext, next, now, rc) < 0)
+    if (nnext > 0 && dsp_prepare_count(d, tasks, nnext, next, now, c) < 0)
         goto done;
+    /* Each task into the timer as soon as it is prepared: a page of syncs
+     * can take longer than the time left before the first ones are due. */
     for (i = 0; i < nnext; i++) {
         const hr_task *t = tasks[i];
         dsp_scan_entry *e = &next[i];
 
         if (atomic_load(&d->stopping))
             goto done;
-        if (rc[i] < 0)
+        if (dsp_prepare(d, t, e, &c[i]) < 0)
             continue; /* not in the timer before it is prepared */
-        /* Admission control when first seen (prepared: its set is filled)
-         * and every DSP_RECHECK_MS: other tasks of its channel may have
-         * come meanwhile. */
-        if (e->admitted_ms == 0 || now - e->admitted_ms >= DSP_RECHECK_MS) {
-            e->admitted_ms = now;
-            if (dsp_admit(d, conn->m, conn->r, t, now, err, sizeof err) < 0)
-                hr_log_warn("admission_failed", "task=%" PRId64 " error=%s", t->id, err);
-        }
         if (e->due_ms != hr_task_first_due_ms(t) && dsp_timer_add(d, t) == 0)
             e->due_ms = hr_task_first_due_ms(t);
+    }
+    /* Admission control when first seen (prepared: its set is filled) and
+     * every DSP_RECHECK_MS: other tasks of its channel may have come
+     * meanwhile.  After the timer, within DSP_ADMIT_BUDGET_MS a scan, the
+     * soonest due first: an estimate reads the channel's other tasks, and
+     * with a thousand new tasks the estimates took the scan twenty seconds
+     * (load 13), the timer entries waiting behind them.  The rest are
+     * estimated by the next scans. */
+    admit_end = dsp_now_ms() + DSP_ADMIT_BUDGET_MS;
+    for (i = 0; i < nnext && dsp_now_ms() < admit_end; i++) {
+        dsp_scan_entry *e = &next[i];
+
+        if (atomic_load(&d->stopping))
+            goto done;
+        if (e->due_ms < 0 || (e->admitted_ms > 0 && now - e->admitted_ms < DSP_RECHECK_MS))
+            continue; /* not prepared, or estimated lately */
+        e->admitted_ms = now;
+        if (dsp_admit(d, conn->m, conn->r, tasks[i], now, err, sizeof err) < 0)
+            hr_log_warn("admission_failed", "task=%" PRId64 " error=%s", tasks[i]->id, err);
     }
     /* Remembered by id, as the next scan and dsp_timer_forget look them up. */
     qsort(next, nnext, sizeof *next, dsp_scan_cmp);
@@ -319,7 +316,7 @@ void dsp_scan(dsp *d)
     d->nscan = nnext;
     next = NULL;
 done:
-    free(rc);
+    free(c);
     free(next);
     dsp_store_tasks_free(tasks, n);
 }
