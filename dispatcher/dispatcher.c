@@ -173,6 +173,8 @@ int dsp_run(const hr_config *cfg)
     d->cfg = cfg;
     snprintf(d->owner, sizeof d->owner, "%s/%ld", cfg->instance, (long)getpid());
     dsp_seams_init();
+    /* Read by libuv when its pool starts (the first job, below). */
+    setenv("UV_THREADPOOL_SIZE", DSP_POOL_THREADS, 0);
     pthread_mutex_init(&d->health_mu, NULL);
     atomic_init(&d->stopping, false);
     d->loop = uv_default_loop();

@@ -92,11 +92,14 @@
 #define DSP_FLUSH_MS 10000       /* bound of the producer flush at exit */
 #define DSP_WARM_TIMEOUT_MS 5000 /* topic metadata at start-up */
 #define DSP_ADDR_SYNC_MS 5000    /* address sync from the background job */
-/* Reconciliations at once: libuv's pool has 4 threads, the background job
- * takes one.  Each job takes up to DSP_RECONCILE_BATCH queued tasks (one
- * address sync for them all). */
-#define DSP_RECONCILE_JOBS 3
+/* Reconciliations at once, each a job on libuv's pool, which dsp_run sizes
+ * to DSP_POOL_THREADS (the background job and a spare besides; an
+ * UV_THREADPOOL_SIZE in the environment wins).  A job takes up to
+ * DSP_RECONCILE_BATCH queued tasks (one address sync for them all).  The
+ * jobs wait on round trips far more than they compute, so they overlap. */
+#define DSP_RECONCILE_JOBS 6
 #define DSP_RECONCILE_BATCH 16
+#define DSP_POOL_THREADS "8"
 
 typedef enum dsp_backend { DSP_MYSQL, DSP_REDIS, DSP_KAFKA, DSP__BACKENDS } dsp_backend;
 

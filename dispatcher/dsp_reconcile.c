@@ -37,7 +37,6 @@
 #include "dsp.h"
 #include "hr_keys.h"
 #include "hr_log.h"
-#include "hr_pipe.h"
 #include "hr_subs.h"
 
 /* Raises task ID's seq to the highest chunk number it ever had (a
@@ -49,13 +48,10 @@ static int dsp_rc_seq(dsp_conn *conn, int64_t id, char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(id)};
     char seq_key[256], pending[256];
-    const char *keys[] = {"HKEYS", pending}, *get[] = {"GET", seq_key};
     hr_mysql_rows *rows = NULL;
-    hr_pipe *pipe = NULL;
-    redisReply *reply = NULL;
+    redisReply *reply;
     int64_t max, cur;
     size_t i;
-    int rc = -1;
 
     if (hr_mysql_query(conn->m, "SELECT COALESCE(MAX(seq), 0) FROM push_chunk WHERE task_id = ?", p,
                        1, &rows, errstr, errlen) < 0)
@@ -63,44 +59,28 @@ static int dsp_rc_seq(dsp_conn *conn, int64_t id, char *errstr, size_t errlen)
     max = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
     hr_mysql_rows_free(rows);
     hr_key_task(hr_redis_prefix(conn->r), pending, sizeof pending, id, HR_KEY_PENDING);
-    hr_key_task(hr_redis_prefix(conn->r), seq_key, sizeof seq_key, id, HR_KEY_SEQ);
-    /* Both in one round trip: no one else moves this task's chunks while
-     * its owner reconciles. */
-    pipe = hr_pipe_new(conn->r);
-    if (pipe == NULL) {
-        snprintf(errstr, errlen, "out of memory");
+    reply = hr_redis_cmdf(conn->r, errstr, errlen, "HKEYS %s", pending);
+    if (reply == NULL)
         return -1;
-    }
-    if (hr_pipe_cmd(pipe, 2, keys, NULL) < 0 || hr_pipe_cmd(pipe, 2, get, NULL) < 0) {
-        snprintf(errstr, errlen, "out of memory");
-        goto done;
-    }
-    if (hr_pipe_exec(pipe, errstr, errlen) < 0 ||
-        (reply = hr_pipe_reply(pipe, 0, errstr, errlen)) == NULL)
-        goto done;
     for (i = 0; reply->type == REDIS_REPLY_ARRAY && i < reply->elements; i++)
         if (strtoll(reply->element[i]->str, NULL, 10) > max)
             max = strtoll(reply->element[i]->str, NULL, 10);
     freeReplyObject(reply);
-    reply = hr_pipe_reply(pipe, 1, errstr, errlen);
+    hr_key_task(hr_redis_prefix(conn->r), seq_key, sizeof seq_key, id, HR_KEY_SEQ);
+    reply = hr_redis_cmdf(conn->r, errstr, errlen, "GET %s", seq_key);
     if (reply == NULL)
-        goto done;
+        return -1;
     cur = reply->type == REDIS_REPLY_STRING ? strtoll(reply->str, NULL, 10) : 0;
     freeReplyObject(reply);
-    reply = NULL;
-    if (cur >= max) {
-        rc = 0;
-        goto done;
-    }
+    if (cur >= max)
+        return 0;
+    /* No one else moves this task's chunks while its owner reconciles. */
     reply = hr_redis_cmdf(conn->r, errstr, errlen, "SET %s %" PRId64, seq_key, max);
     if (reply == NULL)
-        goto done;
-    hr_log_warn("seq_behind", "task=%" PRId64 " seq=%" PRId64 " raised_to=%" PRId64, id, cur, max);
-    rc = 0;
-done:
+        return -1;
     freeReplyObject(reply);
-    hr_pipe_free(pipe);
-    return rc;
+    hr_log_warn("seq_behind", "task=%" PRId64 " seq=%" PRId64 " raised_to=%" PRId64, id, cur, max);
+    return 0;
 }
 
 /* One task of a job: the sync, seq, the wait set's plan. */
