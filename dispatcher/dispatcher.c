@@ -4,7 +4,8 @@
  *   t_scan  (scan_interval_ms)   -> background scan + prepare
  *   t_poll  (poller_interval_ms) -> background DB poller
  *   t_sweep (sweep_interval_ms)  -> background sweeper
- *   t_timer (timer_interval_ms)  -> timer pop + claims
+ *   t_timer (the next due time, timer_interval_ms at most)
+ *                                -> timer pop + claims
  *   t_lease (lease_s / 3)        -> lease renewal
  *   t_tick  (DSP_TICK_MS; 1 ms after a tick that moved a chunk)
  *                                -> delivery reports, chunk rows, chunking
@@ -41,11 +42,6 @@ static void dsp_on_poll(uv_timer_t *h)
 static void dsp_on_sweep(uv_timer_t *h)
 {
     dsp_jobs_kick(h->data, DSP_BG_SWEEP);
-}
-
-static void dsp_on_timer(uv_timer_t *h)
-{
-    dsp_timer_pop(h->data);
 }
 
 static void dsp_on_lease(uv_timer_t *h)
@@ -195,7 +191,7 @@ int dsp_run(const hr_config *cfg)
     dsp_timer_start(d, &d->t_scan, dsp_on_scan, (uint64_t)cfg->dispatcher.scan_interval_ms);
     dsp_timer_start(d, &d->t_poll, dsp_on_poll, (uint64_t)cfg->dispatcher.poller_interval_ms);
     dsp_timer_start(d, &d->t_sweep, dsp_on_sweep, (uint64_t)cfg->dispatcher.sweep_interval_ms);
-    dsp_timer_start(d, &d->t_timer, dsp_on_timer, (uint64_t)cfg->dispatcher.timer_interval_ms);
+    dsp_timer_start(d, &d->t_timer, dsp_timer_on, (uint64_t)cfg->dispatcher.timer_interval_ms);
     dsp_timer_start(d, &d->t_lease, dsp_on_lease, (uint64_t)cfg->dispatcher.lease_s * 1000 / 3);
     dsp_timer_start(d, &d->t_tick, dsp_on_tick, DSP_TICK_MS);
     uv_signal_init(d->loop, &d->sig_term);

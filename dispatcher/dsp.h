@@ -30,12 +30,14 @@
  *   dispatcher.c -> dsp_api*.c, dsp_jobs.c, dsp_timer.c, dsp_lease.c,
  *                   dsp_chunk.c, dsp_reconcile.c, dsp_metrics.c
  *   dsp_jobs.c    -> dsp_scan.c, dsp_poll.c, dsp_sweep.c, dsp_control.c, dsp_addr.c,
- *                    dsp_lease.c (owns what the poller claimed), dsp_metrics.c
+ *                    dsp_lease.c (owns what the poller claimed), dsp_metrics.c,
+ *                    dsp_timer.c (wakes it after a scan)
  *   dsp_control.c -> dsp_sweep.c (republishes a resumed task's parked chunks,
  *                    retires a cancelled task's keys)
  *   dsp_poll.c    -> dsp_scan.c (prepare), dsp_store.c
  *   dsp_scan.c    -> dsp_timer.c, dsp_store.c
- *   dsp_timer.c   -> dsp_lease.c (owns what it claimed), dsp_store.c
+ *   dsp_timer.c   -> dsp_lease.c (owns what it claimed), dsp_store.c,
+ *                    dsp_reconcile.c (queues the claimed tasks)
  *   dsp_sweep.c   -> dsp_chunk.c (produce)
  *   dsp_chunk.c   -> dsp_reconcile.c (before the first chunk), dsp_lease.c,
  *                    dsp_wait.c (releases due recipients), dsp_report.c
@@ -123,6 +125,7 @@ typedef struct dsp_task {
     int outstanding;    /* produced, delivery report not yet served */
     int64_t chunks;     /* chunks this owner moved */
     bool started;       /* the seq key exists: reconciled, refills can no longer run */
+    bool addressed;     /* its channel pushes to addresses (not a webhook) */
     bool reconciling;   /* its reconciliation is queued or running */
     bool subs_empty;
     /* local time and send windows (dsp_wait.c) */
@@ -141,8 +144,9 @@ typedef struct dsp_task {
  * its outcome written by the job. */
 typedef struct dsp_rc_item {
     int64_t id;
-    bool waits; /* a local-time or windowed task: plan its wait set */
-    int result; /* an hr_subs_result, or -1 */
+    bool waits;     /* a local-time or windowed task: plan its wait set */
+    bool addressed; /* its channel pushes to the address book: sync it first */
+    int result;     /* an hr_subs_result, or -1 */
     int64_t added, seen, parked, ms;
     char err[256];
 } dsp_rc_item;
@@ -339,13 +343,16 @@ int dsp_timer_add(dsp *d, const hr_task *t);
  * would pop at the old due time.  OLD and NEXT are sorted by id. */
 void dsp_timer_forget(dsp *d, const dsp_scan_entry *old, size_t nold, const dsp_scan_entry *next,
                       size_t nnext);
-/* Loop thread: pops the due entries and claims them. */
-void dsp_timer_pop(dsp *d);
+/* Loop thread, t_timer's callback: pops the due entries, claims them, and
+ * sleeps until the next one is due (timer_interval_ms at most). */
+void dsp_timer_on(uv_timer_t *h);
+/* Loop thread: pops the due entries now (a scan put entries in). */
+void dsp_timer_wake(dsp *d);
 
 /* dsp_reconcile.c (loop thread) */
-/* Queues the reconciliation of owned task DT (once); false when out of
- * memory. */
-bool dsp_reconcile_want(dsp *d, const dsp_task *dt);
+/* Queues the reconciliation of owned task DT (once) and marks it
+ * reconciling; false when out of memory. */
+bool dsp_reconcile_want(dsp *d, dsp_task *dt);
 /* Whether a reconciliation job is running (shutdown waits for it). */
 bool dsp_reconcile_busy(const dsp *d);
 void dsp_reconcile_free(dsp *d);

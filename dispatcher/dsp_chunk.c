@@ -172,7 +172,6 @@ static void dsp_start(dsp *d, dsp_task *dt)
         dt->next_ms = dsp_now_ms() + 1000;
         return;
     }
-    dt->reconciling = true;
 }
 
 /* Whether the task's ctl key (what pause, resume and cancel set at once in

@@ -69,6 +69,10 @@ static void dsp_jobs_done(uv_work_t *w, int status)
     d->bg_claimed.n = 0;
     if (atomic_load(&d->stopping))
         return;
+    /* The scan may have put entries into the timer that are due before it
+     * wakes. */
+    if (d->bg_doing & DSP_BG_SCAN)
+        dsp_timer_wake(d);
     if (d->bg_want != 0)
         dsp_jobs_kick(d, 0);
 }

@@ -114,8 +114,10 @@ static void dsp_rc_work(uv_work_t *w)
     size_t i;
 
     /* Addresses first, once for the batch: the campaigns' chunks read them
-     * from Redis. */
-    if (dsp_conn_ready(job->d, &job->conn))
+     * from Redis.  Not for webhook channels, which push to no address. */
+    for (i = 0; i < job->n && !job->items[i].addressed; i++)
+        ;
+    if (i < job->n && dsp_conn_ready(job->d, &job->conn))
         dsp_addr_sync(job->d, &job->conn, false);
     for (i = 0; i < job->n; i++) {
         dsp_rc_item *it = &job->items[i];
@@ -233,12 +235,14 @@ static bool dsp_rc_has(const dsp *d, int64_t id)
     return false;
 }
 
-bool dsp_reconcile_want(dsp *d, const dsp_task *dt)
+bool dsp_reconcile_want(dsp *d, dsp_task *dt)
 {
-    if (dsp_rc_has(d, dt->id))
-        return true;
-    if (hr_vec_push(&d->rc_queue, ((dsp_rc_item){.id = dt->id, .waits = dt->waits})) != 0)
+    if (!dsp_rc_has(d, dt->id) &&
+        hr_vec_push(
+            &d->rc_queue,
+            ((dsp_rc_item){.id = dt->id, .waits = dt->waits, .addressed = dt->addressed})) != 0)
         return false;
+    dt->reconciling = true;
     dsp_rc_start(d);
     return true;
 }

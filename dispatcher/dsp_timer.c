@@ -7,7 +7,10 @@
  *   dispatcher the due ids no other one got; they are claimed in MySQL in
  *   one statement (one winner per task; when a row stays locked, one at a
  *   time), validated, and join the owned tasks (dsp_own).  When MySQL
- *   fails, the popped entries not yet claimed go back into the timer. */
+ *   fails, the popped entries not yet claimed go back into the timer.
+ * - The libuv timer t_timer sleeps until the earliest entry left is due
+ *   (timer_pop.lua answers it), timer_interval_ms at most, and a scan that
+ *   put entries into the timer wakes it (dsp_timer_wake). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,11 +113,18 @@ static void dsp_timer_putback(dsp *d, const dsp_timer_entry *e, size_t n)
 
 /* A task this pop claimed: validated now (the row may have changed since
  * the scanner checked it; a bad one becomes failed with its last_error,
- * and the others of the batch go on), then owned. */
+ * and the others of the batch go on), then owned, its reconciliation
+ * queued at once rather than by the chunker's next tick. */
 static void dsp_timer_own(dsp *d, const hr_task *t)
 {
-    if (dsp_store_check(d, d->loop_conn.m, t))
-        dsp_own(d, t, "timer");
+    dsp_task *dt;
+
+    if (!dsp_store_check(d, d->loop_conn.m, t) || !dsp_own(d, t, "timer"))
+        return;
+    dt = dsp_task_find(d, t->id);
+    /* Out of memory: the chunker queues it. */
+    if (dt != NULL && !dt->started && !dt->reconciling)
+        (void)dsp_reconcile_want(d, dt);
 }
 
 /* The claims one at a time, when a row of the batch stayed locked: each
@@ -158,7 +168,9 @@ static void dsp_timer_claim_each(dsp *d, const dsp_timer_entry *e, size_t n, int
     }
 }
 
-void dsp_timer_pop(dsp *d)
+/* Pops the due entries and claims them; the ms until the earliest entry
+ * left is due (0: pop again at once, -1: none or unknown). */
+static int64_t dsp_timer_pop(dsp *d)
 {
     dsp_conn *conn = &d->loop_conn;
     char key[256], now_s[24], max_s[24], err[512];
@@ -168,23 +180,28 @@ void dsp_timer_pop(dsp *d)
     hr_task **tasks = NULL;
     size_t i, n = 0, ntasks = 0;
     redisReply *reply;
-    int64_t now = dsp_now_ms();
+    int64_t now = dsp_now_ms(), next = -1;
     int rc;
 
     if (atomic_load(&d->stopping) || !dsp_conn_ready(d, conn))
-        return;
+        return -1;
     hr_key_timer(hr_redis_prefix(conn->r), key, sizeof key);
     snprintf(now_s, sizeof now_s, "%" PRId64, now);
     snprintf(max_s, sizeof max_s, "%d", DSP_TIMER_POP_MAX);
     reply = hr_redis_eval(conn->r, HR_LUA_TIMER_POP, 1, 3, argv, NULL, err, sizeof err);
     if (reply == NULL) {
         dsp_conn_failed(d, conn, DSP_REDIS, err);
-        return;
+        return -1;
     }
     for (i = 0; i + 1 < reply->elements && n < DSP_TIMER_POP_MAX; i += 2, n++)
         e[n] = (dsp_timer_entry){.id = strtoll(reply->element[i]->str, NULL, 10),
                                  .member = reply->element[i]->str,
                                  .score = reply->element[i + 1]->str};
+    /* A full pop may have left due entries; else the earliest left, if any. */
+    if (n == DSP_TIMER_POP_MAX)
+        next = 0;
+    else if (reply->elements % 2 == 1)
+        next = strtoll(reply->element[reply->elements - 1]->str, NULL, 10) - now;
     if (n == 0)
         goto done;
     /* Claims lock their rows in id order, so two never wait on each other. */
@@ -211,4 +228,32 @@ void dsp_timer_pop(dsp *d)
     dsp_store_tasks_free(tasks, ntasks);
 done:
     freeReplyObject(reply);
+    return next < 0 ? -1 : next;
+}
+
+/* Sleeps until the earliest entry is due, at most timer_interval_ms: an
+ * entry another dispatcher's scanner adds is seen within that, one of our
+ * own scanner at once (dsp_timer_wake).  A fixed period let a task wait up
+ * to a whole period after its due time (issue 19: 50-90 ms of a first
+ * push's 100). */
+static void dsp_timer_arm(dsp *d, int64_t next_ms)
+{
+    int64_t every = d->cfg->dispatcher.timer_interval_ms;
+
+    if (atomic_load(&d->stopping))
+        return;
+    uv_timer_start(&d->t_timer, dsp_timer_on,
+                   (uint64_t)(next_ms >= 0 && next_ms < every ? next_ms : every), (uint64_t)every);
+}
+
+void dsp_timer_on(uv_timer_t *h)
+{
+    dsp *d = h->data;
+
+    dsp_timer_arm(d, dsp_timer_pop(d));
+}
+
+void dsp_timer_wake(dsp *d)
+{
+    dsp_timer_arm(d, 0);
 }
