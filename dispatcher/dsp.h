@@ -40,12 +40,12 @@
  *                    dsp_reconcile.c (queues the claimed tasks)
  *   dsp_sweep.c   -> dsp_chunk.c (produce)
  *   dsp_chunk.c   -> dsp_reconcile.c (before the first chunk), dsp_lease.c,
- *                    dsp_wait.c (releases due recipients), dsp_report.c
+ *                    dsp_wait.c (releases due recipients), dsp_report.c, dsp_ahead.c
  *   dsp_reconcile.c -> dsp_lease.c (the outcome on the owned task), dsp_addr.c,
  *                    dsp_wait.c (plans the wait set)
  *   dsp_lease.c   -> dsp_store.c
  *   dsp_api*.c    -> dsp_store.c
- *   dsp_store.c, dsp_metrics.c, dsp_conn.c, dsp_wait.c, dsp_report.c: leaves.
+ *   dsp_store.c, dsp_metrics.c, dsp_conn.c, dsp_wait.c, dsp_report.c, dsp_ahead.c: leaves.
  * Blocking MySQL work on the loop thread is limited to single-row
  * statements (claim, renew, chunk rows); the scans whose cost grows with
  * the number of tasks or subscribers run in the background job. */
@@ -90,6 +90,7 @@
 #define DSP_PREP_LOCK_MS 120000  /* prepare lock (refill vs first chunk) */
 #define DSP_RECHECK_MS 10000     /* recount a prepared task's subscribers */
 #define DSP_ADMIT_BUDGET_MS 250  /* admission estimates per scan (time) */
+#define DSP_AHEAD_RECHECK_MS 50  /* a task that ran ahead looks again */
 #define DSP_CTL_RECHECK_MS 100   /* a task held by its ctl key looks again */
 #define DSP_FLUSH_MS 10000       /* bound of the producer flush at exit */
 #define DSP_WARM_TIMEOUT_MS 5000 /* topic metadata at start-up */
@@ -322,6 +323,11 @@ void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque);
 bool dsp_tick(dsp *d);
 /* At exit: serve reports, write them, mark finished tasks, release leases. */
 void dsp_release_all(dsp *d);
+
+/* dsp_ahead.c (loop thread, chunker): 1 when dispatcher.chunks_ahead of
+ * owned task DT's pending chunks wait for a worker (move no more now), 0,
+ * or -1 on a Redis error (ERRSTR). */
+int dsp_ahead(dsp *d, const dsp_task *dt, char *errstr, size_t errlen);
 
 /* dsp_report.c (loop thread): push_chunk rows of confirmed publishes. */
 /* Queues the row of a confirmed publish (a full queue loses it, logged). */

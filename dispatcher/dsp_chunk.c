@@ -326,6 +326,16 @@ static bool dsp_chunk_one(dsp *d, dsp_task *dt)
     }
     if (dt->waits && now < dt->wait_next_ms)
         return false; /* nothing released before then (dsp_chunk_release) */
+    /* Enough chunks wait for a worker (dsp_ahead.c). */
+    switch (dsp_ahead(d, dt, err, sizeof err)) {
+    case 0:
+        break;
+    case 1:
+        dt->next_ms = now + DSP_AHEAD_RECHECK_MS;
+        return false;
+    default:
+        goto redis_failed;
+    }
     n = dsp_grant(d, dt, now, &failed, err, sizeof err);
     if (n == 0) {
         if (failed)

@@ -667,6 +667,99 @@ static void test_postponed(void **state)
     dispatcher_stop(0);
 }
 
+/* Task ID's pending chunks no worker holds (the run-ahead, dsp_ahead.c). */
+static int64_t chunks_unheld(int64_t id)
+{
+    char key[HR_KEY_MAX];
+    redisReply *r;
+    int64_t n = 0;
+
+    hr_key_task(hr_redis_prefix(rd), key, sizeof key, id, HR_KEY_PENDING);
+    r = hr_redis_cmdf(rd, errstr, sizeof errstr, "HKEYS %s", key);
+    assert_non_null(r);
+    for (size_t i = 0; i < r->elements; i++) {
+        hr_key_lease(hr_redis_prefix(rd), key, sizeof key, id,
+                     strtoll(r->element[i]->str, NULL, 10));
+        n += redis_int("EXISTS %s", key) == 0;
+    }
+    freeReplyObject(r);
+    return n;
+}
+
+/* Takes (LEASE true) or ends (false: the chunk is done, set, pending entry
+ * and lease gone) chunk SEQ of task ID, as a worker would.  The size of
+ * the chunk ended, or 0. */
+static int64_t chunk_as_worker(int64_t id, int64_t seq, bool lease)
+{
+    char key[HR_KEY_MAX], seq_s[24];
+    int64_t size;
+
+    hr_key_lease(hr_redis_prefix(rd), key, sizeof key, id, seq);
+    freeReplyObject(
+        hr_redis_cmdf(rd, errstr, sizeof errstr, lease ? "SET %s itest" : "DEL %s", key));
+    if (lease)
+        return 0;
+    hr_key_chunk(hr_redis_prefix(rd), key, sizeof key, id, seq);
+    size = redis_int("SCARD %s", key);
+    freeReplyObject(hr_redis_cmdf(rd, errstr, sizeof errstr, "DEL %s", key));
+    hr_key_task(hr_redis_prefix(rd), key, sizeof key, id, HR_KEY_PENDING);
+    snprintf(seq_s, sizeof seq_s, "%lld", (long long)seq);
+    freeReplyObject(hr_redis_cmdf(rd, errstr, sizeof errstr, "HDEL %s %s", key, seq_s));
+    return size;
+}
+
+typedef struct seq_wait {
+    int64_t task, seq;
+} seq_wait;
+
+static bool seq_reached(void *ctx)
+{
+    const seq_wait *w = ctx;
+    char key[HR_KEY_MAX];
+
+    hr_key_task(hr_redis_prefix(rd), key, sizeof key, w->task, HR_KEY_SEQ);
+    return redis_int("GET %s", key) >= w->seq;
+}
+
+/* dispatcher.chunks_ahead 3, no worker: a task of 10 chunks stops after 3
+ * moves; each chunk a worker takes (its lease) lets one more move, a chunk
+ * that ends lets none (it was taken before); the task is dispatched once
+ * every chunk moved.  At no time do more than 3 wait for a worker. */
+static void test_chunks_ahead(void **state)
+{
+    int64_t task = task_insert(itest_now_ms() + 500, 100, 0), seq, pushed = 0;
+    char saved[sizeof cfg_path], st[32];
+    seq_wait w = {task, 3};
+
+    (void)state;
+    subs_add(task, 1, 1000, true, false);
+    snprintf(saved, sizeof saved, "%s", cfg_path);
+    cfg->dispatcher.chunks_ahead = 3;
+    assert_int_equal(itest_write_config(cfg, cfg_path, sizeof cfg_path), 0);
+    cfg->dispatcher.chunks_ahead = 0;
+    dispatcher_start(0, NULL);
+    assert_true(itest_wait_until(seq_reached, &w, 10000));
+    usleep(1000 * 1000); /* twenty rechecks: still 3 */
+    w.seq = 4;
+    assert_false(seq_reached(&w));
+    assert_int_equal(chunks_unheld(task), 3);
+    assert_string_equal(task_state(task, st, sizeof st), "dispatching");
+    /* Workers take and finish the chunks one at a time: each one taken
+     * lets one more move. */
+    for (seq = 1; seq <= 10; seq++) {
+        chunk_as_worker(task, seq, true);
+        w.seq = seq + 3 < 10 ? seq + 3 : 10;
+        assert_true(itest_wait_until(seq_reached, &w, 5000));
+        assert_true(chunks_unheld(task) <= 3);
+        pushed += chunk_as_worker(task, seq, false);
+    }
+    wait_state(task, "dispatched", 10000);
+    assert_int_equal(pushed, 1000);
+    dispatcher_stop(0);
+    unlink(cfg_path);
+    snprintf(cfg_path, sizeof cfg_path, "%s", saved);
+}
+
 /* Whether the dispatcher under test carries the test seams this suite
  * relies on (the topic filter, the crash after a move): its --version says
  * so when built with -Dtest_seams=true. */
@@ -697,6 +790,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_rows_and_raw_sql, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_orphan_adopted, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_postponed, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_chunks_ahead, case_setup, case_teardown),
     };
     rd_kafka_conf_t *conf;
     rd_kafka_topic_partition_list_t *topics;
@@ -717,6 +811,9 @@ int main(void)
     cfg->dispatcher.lease_s = 3;
     cfg->dispatcher.redelivery_timeout_s = 2;
     cfg->dispatcher.sweep_interval_ms = 500;
+    /* No worker runs here: nothing takes the chunks (test_chunks_ahead
+     * writes a config of its own with a bound). */
+    cfg->dispatcher.chunks_ahead = 0;
     if (itest_create_topic(cfg) != 0 || itest_write_config(cfg, cfg_path, sizeof cfg_path) != 0)
         return 1;
     if (hr_mysql_connect(cfg, &db, errstr, sizeof errstr) != 0 ||
