@@ -760,6 +760,128 @@ static void test_chunks_ahead(void **state)
     snprintf(cfg_path, sizeof cfg_path, "%s", saved);
 }
 
+/* Puts TASKS[N] into the timer at DUE in one ZADD, so that one pop gets
+ * them all. */
+static void timer_add_all(const int64_t *tasks, size_t n, int64_t due)
+{
+    char key[HR_KEY_MAX], nums[16][2][24];
+    const char *argv[2 + 2 * 16];
+    size_t i, argc = 0;
+    redisReply *r;
+
+    assert_true(n <= 16);
+    hr_key_timer(hr_redis_prefix(rd), key, sizeof key);
+    argv[argc++] = "ZADD";
+    argv[argc++] = key;
+    for (i = 0; i < n; i++) {
+        snprintf(nums[i][0], sizeof nums[i][0], "%lld", (long long)due);
+        snprintf(nums[i][1], sizeof nums[i][1], "%lld", (long long)tasks[i]);
+        argv[argc++] = nums[i][0];
+        argv[argc++] = nums[i][1];
+    }
+    r = hr_redis_cmd(rd, errstr, sizeof errstr, (int)argc, argv, NULL);
+    assert_non_null(r);
+    freeReplyObject(r);
+}
+
+/* Four due tasks popped together and claimed in one statement; one of them
+ * became invalid after the scanner last saw it (here: it never did, its
+ * topic is not the scanner's): that one is failed with its last_error, the
+ * three others are claimed and dispatched. */
+static void test_claim_batch_bad_row(void **state)
+{
+    int64_t due = itest_now_ms() + 1500, tasks[4], sizes[4];
+    char st[32];
+    hr_mysql_rows *rows = NULL;
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < 4; i++) {
+        tasks[i] = task_insert(due, 100, 0);
+        subs_add(tasks[i], 1, 150, true, true);
+    }
+    {
+        const hr_mysql_param pu[] = {HR_P_I64(tasks[0]), HR_P_I64(tasks[3])};
+
+        /* Out of the scanner's and the poller's sight (topic filter): only
+         * the timer entries below can start them. */
+        sql_exec("UPDATE push_task SET topic = CONCAT(topic, '.hidden') "
+                 "WHERE id BETWEEN ? AND ?",
+                 pu, 2);
+    }
+    {
+        const hr_mysql_param pb[] = {HR_P_I64(tasks[2])};
+
+        sql_exec("UPDATE push_task SET chunk_size = 0 WHERE id = ?", pb, 1);
+    }
+    timer_add_all(tasks, 4, due);
+    dispatcher_start(0, NULL);
+    wait_state(tasks[2], "failed", 10000);
+    for (i = 0; i < 4; i++)
+        if (i != 2) {
+            wait_state(tasks[i], "dispatched", 10000);
+            assert_int_equal(check_chunks(tasks[i], 1, 150, sizes, 4), 2);
+        }
+    {
+        const hr_mysql_param pb[] = {HR_P_I64(tasks[2])};
+
+        if (hr_mysql_query(db,
+                           "SELECT last_error, claimed_by IS NOT NULL FROM push_task WHERE id = ?",
+                           pb, 1, &rows, errstr, sizeof errstr) != 0)
+            fail_msg("%s", errstr);
+    }
+    assert_non_null(strstr(hr_mysql_cell(rows, 0, 0), "chunk_size 0 is outside"));
+    assert_string_equal(hr_mysql_cell(rows, 0, 1), "1"); /* it was claimed, then failed */
+    hr_mysql_rows_free(rows);
+    assert_string_equal(task_state(tasks[2], st, sizeof st), "failed");
+    assert_int_equal(log_count(0, "task_claimed", tasks[2]), 0);
+    assert_int_equal(log_count(0, "claim_deferred", tasks[0]), 0);
+    dispatcher_stop(0);
+}
+
+/* A claim batch racing a subscription insert: a transaction inserts a
+ * subscription into task B and stays open for 2.5 s while A and B are due
+ * and popped together.  The batch waits for B's row, gives up after a
+ * second, and claims one at a time: A at once, B deferred (claim_deferred)
+ * and claimed by the poller once the insert committed, its new subscriber
+ * chunked with the others (the guard: nothing inserted before the claim is
+ * skipped). */
+static void test_claim_batch_insert_race(void **state)
+{
+    int64_t due = itest_now_ms() + 1500, tasks[2], sizes[4];
+    hr_mysql *tx = NULL;
+
+    (void)state;
+    tasks[0] = task_insert(due, 100, 0);
+    tasks[1] = task_insert(due, 100, 0);
+    subs_add(tasks[0], 1, 150, true, true);
+    subs_add(tasks[1], 1, 150, true, true);
+    if (hr_mysql_connect(cfg, &tx, errstr, sizeof errstr) != 0)
+        fail_msg("connect: %s", errstr);
+    dispatcher_start(0, NULL);
+    while (itest_now_ms() < due - 300)
+        usleep(20 * 1000);
+    {
+        const hr_mysql_param p[] = {HR_P_I64(tasks[1])};
+
+        if (hr_mysql_begin(tx, errstr, sizeof errstr) != 0 ||
+            hr_mysql_exec(tx, "INSERT INTO push_subscription (task_id, uid) VALUES (?, 151)", p, 1,
+                          NULL, NULL, NULL, errstr, sizeof errstr) != 0)
+            fail_msg("insert: %s", errstr);
+    }
+    wait_state(tasks[0], "dispatched", 5000);
+    usleep(1500 * 1000); /* the transaction stays open 2.5 s or more */
+    if (hr_mysql_commit(tx, errstr, sizeof errstr) != 0)
+        fail_msg("commit: %s", errstr);
+    hr_mysql_free(tx);
+    wait_state(tasks[1], "dispatched", 15000);
+    assert_true(log_count(0, "claim_deferred", tasks[1]) >= 1);
+    assert_int_equal(log_count(0, "claim_deferred", tasks[0]), 0);
+    assert_int_equal(check_chunks(tasks[0], 1, 150, sizes, 4), 2);
+    assert_int_equal(check_chunks(tasks[1], 1, 151, sizes, 4), 2);
+    dispatcher_stop(0);
+}
+
 /* Whether the dispatcher under test carries the test seams this suite
  * relies on (the topic filter, the crash after a move): its --version says
  * so when built with -Dtest_seams=true. */
@@ -790,6 +912,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_rows_and_raw_sql, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_orphan_adopted, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_postponed, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_claim_batch_bad_row, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_claim_batch_insert_race, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_chunks_ahead, case_setup, case_teardown),
     };
     rd_kafka_conf_t *conf;
