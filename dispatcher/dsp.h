@@ -46,9 +46,11 @@
  *   dsp_lease.c   -> dsp_store.c
  *   dsp_api*.c    -> dsp_store.c
  *   dsp_store.c, dsp_metrics.c, dsp_conn.c, dsp_wait.c, dsp_report.c, dsp_ahead.c: leaves.
- * Blocking MySQL work on the loop thread is limited to single-row
- * statements (claim, renew, chunk rows); the scans whose cost grows with
- * the number of tasks or subscribers run in the background job. */
+ * Blocking MySQL work on the loop thread is limited to statements of
+ * bounded size (a timer pop's claims, at most DSP_TIMER_POP_MAX; a tick's
+ * chunk rows, at most DSP_REPORTS_PER_TICK; renewals); the scans whose
+ * cost grows with the number of tasks or subscribers run in the background
+ * job. */
 #ifndef DSP_H
 #define DSP_H
 
