@@ -5,7 +5,9 @@
  *
  * - scan: the scanner (dsp_scan.c), then the control transitions
  *   (dsp_control.c), the herald_tasks{state} gauge and, every
- *   DSP_ADDR_SYNC_MS, the address sync (dsp_addr.c).
+ *   DSP_ADDR_SYNC_MS, the address sync (dsp_addr.c); when it returned, the
+ *   timer pops at once (the scan may have put entries due before its next
+ *   wake-up).
  * - poll: the DB poller (dsp_poll.c); the tasks it claimed are owned on
  *   the loop thread in the after-work callback.
  * - sweep: the sweeper and key retirement (dsp_sweep.c). */
