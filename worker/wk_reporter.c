@@ -23,6 +23,9 @@
 /* After a stop request, how long a MySQL outage may hold the exit. */
 #define WK_REPORTER_STOP_GIVEUP_MS 30000
 #define WK_DELIVERY_COLS 7
+/* MariaDB refuses a prepared statement of more than 65,535 placeholders
+ * (errno 1390): a batch of more rows than this goes in several INSERTs. */
+#define WK_DELIVERY_STMT_ROWS (65535 / WK_DELIVERY_COLS)
 /* How long wk_reporter_push waits for ring room before it drops an outcome
  * row: the loop thread must keep renewing leases and polling Kafka. */
 #define WK_REPORTER_PUSH_WAIT_MS 20
@@ -119,19 +122,21 @@ static char *wk_reporter_build_sql(size_t nrows)
     return sql;
 }
 
-static int wk_reporter_delivery_sql(wk_reporter *rp, size_t nrows)
+/* The INSERT for NROWS rows (at most WK_DELIVERY_STMT_ROWS), or NULL when
+ * out of memory. */
+static const char *wk_reporter_delivery_sql(wk_reporter *rp, size_t nrows)
 {
     char *sql;
 
     if (rp->sql != NULL && rp->sql_rows == nrows)
-        return 0;
+        return rp->sql;
     sql = wk_reporter_build_sql(nrows);
     if (sql == NULL)
-        return -1;
+        return NULL;
     free(rp->sql);
     rp->sql = sql;
     rp->sql_rows = nrows;
-    return 0;
+    return sql;
 }
 
 /* Server errors that say the connection (or the transaction) is gone, so
@@ -151,6 +156,37 @@ static const char *const wk_reporter_status[] = {
     [WK_DELIVERY_UNREGISTERED] = "unregistered",
 };
 
+/* One INSERT of K rows (params P); when MySQL refuses their data, the
+ * rows one by one. */
+static int wk_reporter_insert(wk_reporter *rp, const char *sql, hr_mysql_param *params, size_t k,
+                              char *errstr, size_t errlen)
+{
+    hr_mysql_param *p;
+    unsigned err = 0;
+
+    if (hr_mysql_exec(rp->m, sql, params, k * WK_DELIVERY_COLS, NULL, NULL, &err, errstr, errlen) ==
+        0)
+        return 0;
+    if (wk_reporter_transient(err))
+        return -1;
+    /* MySQL refused the data (only the statement was rolled back): one bad
+     * row must not hold the batch forever, so the rows go one by one and
+     * the ones refused again are logged and dropped. */
+    hr_log_warn("delivery_batch_rejected", "rows=%zu errno=%u error=%s", k, err, errstr);
+    for (size_t i = 0; i < k; i++) {
+        p = params + i * WK_DELIVERY_COLS;
+        if (hr_mysql_exec(rp->m, rp->sql1, p, WK_DELIVERY_COLS, NULL, NULL, &err, errstr, errlen) ==
+            0)
+            continue;
+        if (wk_reporter_transient(err))
+            return -1;
+        hr_metrics_inc(rp->met->reporter_dropped[WK_DROP_REJECTED]);
+        hr_log_error("delivery_row_dropped", "task=%" PRId64 " uid=%" PRId64 " errno=%u error=%s",
+                     p[0].i64, p[1].i64, err, errstr);
+    }
+    return 0;
+}
+
 static int wk_reporter_write_deliveries(wk_reporter *rp, size_t n, char *errstr, size_t errlen)
 {
     size_t rows = 0;
@@ -160,12 +196,8 @@ static int wk_reporter_write_deliveries(wk_reporter *rp, size_t n, char *errstr,
             rows++;
     if (rows == 0 || !rp->delivery_log)
         return 0;
-    if (wk_reporter_delivery_sql(rp, rows) != 0) {
-        snprintf(errstr, errlen, "out of memory");
-        return -1;
-    }
     hr_mysql_param *p = rp->params;
-    unsigned err = 0;
+    int rc = 0;
 
     for (size_t i = 0; i < n; i++) {
         const wk_event *ev = wk_reporter_at(rp, i);
@@ -180,27 +212,18 @@ static int wk_reporter_write_deliveries(wk_reporter *rp, size_t n, char *errstr,
         *p++ = HR_P_I64(ev->u.outcome.latency_ms);
         *p++ = HR_P_I64(ev->u.outcome.at_ms);
     }
-    if (hr_mysql_exec(rp->m, rp->sql, rp->params, rows * WK_DELIVERY_COLS, NULL, NULL, &err, errstr,
-                      errlen) == 0)
-        return 0;
-    if (wk_reporter_transient(err))
-        return -1;
-    /* MySQL refused the data (only the statement was rolled back): one bad
-     * row must not hold the batch forever, so the rows go one by one and
-     * the ones refused again are logged and dropped. */
-    hr_log_warn("delivery_batch_rejected", "rows=%zu errno=%u error=%s", rows, err, errstr);
-    for (size_t i = 0; i < rows; i++) {
-        p = rp->params + i * WK_DELIVERY_COLS;
-        if (hr_mysql_exec(rp->m, rp->sql1, p, WK_DELIVERY_COLS, NULL, NULL, &err, errstr, errlen) ==
-            0)
-            continue;
-        if (wk_reporter_transient(err))
+    for (size_t done = 0, k; done < rows && rc == 0; done += k) {
+        const char *sql;
+
+        k = rows - done < WK_DELIVERY_STMT_ROWS ? rows - done : WK_DELIVERY_STMT_ROWS;
+        sql = wk_reporter_delivery_sql(rp, k);
+        if (sql == NULL) {
+            snprintf(errstr, errlen, "out of memory");
             return -1;
-        hr_metrics_inc(rp->met->reporter_dropped[WK_DROP_REJECTED]);
-        hr_log_error("delivery_row_dropped", "task=%" PRId64 " uid=%" PRId64 " errno=%u error=%s",
-                     p[0].i64, p[1].i64, err, errstr);
+        }
+        rc = wk_reporter_insert(rp, sql, rp->params + done * WK_DELIVERY_COLS, k, errstr, errlen);
     }
-    return 0;
+    return rc;
 }
 
 static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, size_t nd,
@@ -484,8 +507,11 @@ static void *wk_reporter_main(void *arg)
         hr_vec_free(&b.deltas);
         hr_vec_free(&b.chunks);
         pthread_mutex_lock(&rp->mu);
-        rp->head = (rp->head + b.n) % rp->cap;
         rp->count -= b.n;
+        /* An empty ring starts again at slot 0: the slots in use stay those
+         * of the largest backlog, so the pages the ring touches (its RSS)
+         * follow how far MySQL fell behind, not how many pushes were made. */
+        rp->head = rp->count == 0 ? 0 : (rp->head + b.n) % rp->cap;
         pthread_cond_broadcast(&rp->has_room);
         pthread_mutex_unlock(&rp->mu);
     }
