@@ -48,8 +48,8 @@ static double bench_cpu_s(long pid)
     buf[n] = '\0';
     p = strrchr(buf, ')');
     /* fields 14 and 15 (utime, stime) are the 12th and 13th after ") " */
-    if (p == NULL || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
-                            &st) != 2)
+    if (p == NULL ||
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
         return -1;
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
