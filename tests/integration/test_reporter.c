@@ -94,6 +94,19 @@ static void t_push(wk_reporter *rp, int64_t task, int first, int last)
     }
 }
 
+/* The MySQL connection *M, the metrics *MET and a task named NAME (its id)
+ * of a test with CFG's delivery log on. */
+static int64_t t_setup(hr_config *cfg, hr_mysql **m, wk_metrics **met, const char *name)
+{
+    char errstr[512];
+
+    cfg->worker.delivery_log = true;
+    assert_int_equal(hr_mysql_connect(cfg, m, errstr, sizeof errstr), 0);
+    *met = wk_metrics_new(cfg, errstr, sizeof errstr);
+    assert_non_null(*met);
+    return t_task(cfg, *m, name);
+}
+
 static int64_t t_prepared(hr_mysql *m)
 {
     hr_mysql_rows *rows = NULL;
@@ -125,11 +138,7 @@ static void test_reporter_batch_over_placeholder_limit(void **state)
 
     (void)state;
     cfg->worker.reporter_batch = T_BATCH;
-    cfg->worker.delivery_log = true;
-    assert_int_equal(hr_mysql_connect(cfg, &m, errstr, sizeof errstr), 0);
-    id = t_task(cfg, m, "reporter batch");
-    met = wk_metrics_new(cfg, errstr, sizeof errstr);
-    assert_non_null(met);
+    id = t_setup(cfg, &m, &met, "reporter batch");
     fd = mkstemp(log);
     assert_true(fd >= 0);
     saved = dup(STDERR_FILENO);
@@ -173,11 +182,7 @@ static void test_reporter_part_batches_few_statements(void **state)
     int uid = 0;
 
     (void)state;
-    cfg->worker.delivery_log = true;
-    assert_int_equal(hr_mysql_connect(cfg, &m, errstr, sizeof errstr), 0);
-    id = t_task(cfg, m, "reporter part batches");
-    met = wk_metrics_new(cfg, errstr, sizeof errstr);
-    assert_non_null(met);
+    id = t_setup(cfg, &m, &met, "reporter part batches");
     before = t_prepared(m);
     assert_int_equal(wk_reporter_start(cfg, "test-reporter", met, &rp, errstr, sizeof errstr), 0);
     /* 40 bursts of 40 distinct sizes under the batch (1,000), each
