@@ -25,7 +25,10 @@ this file alone says what each row means:
                from the second to the third (nor the number of campaigns).
 
     python3 bench/issue19.py selftest      # the row logic on made-up results
+    python3 bench/issue19.py table FILE... # the table of result files of
+                                           # several runs (the newest per scenario)
 """
+import json
 import math
 import sys
 
@@ -273,8 +276,28 @@ def selftest():
     return 1 if fails else 0
 
 
+def table_of(paths):
+    """The table of the result files PATHS (bench/results/<scenario>-*.json),
+    the newest per scenario; the header says the files' loads."""
+    results, files = {}, {}
+    for path in sorted(paths, key=lambda p: p.rsplit("-", 2)[-2:]):
+        with open(path) as f:
+            res = json.load(f)
+        results[res["scenario"]] = res
+        files[res["scenario"]] = path
+    loads = sorted("%s %.1f" % (k, v["machine"]["loadavg_at_start"][0])
+                   for k, v in results.items() if "machine" in v)
+    smoke = any(v.get("smoke") for v in results.values())
+    return render(rows(results, files), smoke,
+                  "issue 19 (from %d result files; load at start: %s)"
+                  % (len(files), ", ".join(loads)))
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["selftest"]:
         sys.exit(selftest())
+    if sys.argv[1:2] == ["table"] and sys.argv[2:]:
+        print(table_of(sys.argv[2:]))
+        sys.exit(0)
     sys.stderr.write(__doc__)
     sys.exit(2)
