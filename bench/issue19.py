@@ -94,9 +94,10 @@ def _row(figure, target, res, size, need, measured, value, ok, src):
     it ran at, NEED: the target's (None = any); VALUE: the figure (None =
     not measured); OK(value) -> bool."""
     row = {"figure": figure, "target": target, "measured": "-", "met": "not run",
-           "source": src or "-", "value": value}
+           "source": src or "-", "value": value, "load": None}
     if res is None:
         return row
+    row["load"] = res.get("load")
     if not res.get("ok"):
         row["met"] = "FAILED"
         row["measured"] = str(res.get("error", ""))[:60]
@@ -212,7 +213,8 @@ def render(table, smoke, header):
     for i, r in enumerate(table, 1):
         lines.append("%2d. %s" % (i, r["figure"]))
         lines.append("    measured %s | target %s | %s" % (r["measured"], r["target"], r["met"]))
-        lines.append("    from %s" % r["source"])
+        lines.append("    from %s%s" % (r["source"], " (load %.1f at its start)" % r["load"]
+                                        if r.get("load") is not None else ""))
     return "\n".join(lines)
 
 
