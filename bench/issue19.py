@@ -287,7 +287,7 @@ def table_of(paths):
             res = json.load(f)
         results[res["scenario"]] = res
         files[res["scenario"]] = path
-    loads = sorted("%s %.1f" % (k, v["machine"]["loadavg_at_start"][0])
+    loads = sorted("%s %.1f" % (k, v.get("load", v["machine"]["loadavg_at_start"][0]))
                    for k, v in results.items() if "machine" in v)
     smoke = any(v.get("smoke") for v in results.values())
     return render(rows(results, files), smoke,
