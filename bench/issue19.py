@@ -282,11 +282,12 @@ def table_of(paths):
     """The table of the result files PATHS (bench/results/<scenario>-*.json),
     the newest per scenario; the header says the files' loads."""
     results, files = {}, {}
-    for path in sorted(paths, key=lambda p: p.rsplit("-", 2)[-2:]):
+    for path in paths:
         with open(path) as f:
             res = json.load(f)
-        results[res["scenario"]] = res
-        files[res["scenario"]] = path
+        name = res["scenario"]
+        if name not in results or res["started"] > results[name]["started"]:
+            results[name], files[name] = res, path
     loads = sorted("%s %.1f" % (k, v.get("load", v["machine"]["loadavg_at_start"][0]))
                    for k, v in results.items() if "machine" in v)
     smoke = any(v.get("smoke") for v in results.values())
