@@ -31,8 +31,8 @@
  * powers of two of its size, so the worker prepares at most 15 distinct
  * INSERTs: each holds a MYSQL_BIND per placeholder in libmariadb (about
  * 800 bytes a row) and a prepared statement in MariaDB, and one per
- * part-batch size made the worker's RSS grow with the campaign (32 cached
- * statements, ~26 MiB at the default batch of 1,000). */
+ * part-batch size made the worker's RSS grow with the campaign (up to 32
+ * cached statements, ~26 MiB at the default batch of 1,000). */
 #define WK_DELIVERY_POW2 14
 #define WK_DELIVERY_SIZES (WK_DELIVERY_POW2 + 1)
 /* How long wk_reporter_push waits for ring room before it drops an outcome
