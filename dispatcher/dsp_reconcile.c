@@ -77,8 +77,8 @@ static int dsp_rc_seq_shard(dsp_conn *conn, int64_t id, int shards, int shard, i
     if (reply == NULL)
         return -1;
     freeReplyObject(reply);
-    hr_log_warn("seq_behind", "task=%" PRId64 " shard=%d seq=%" PRId64 " raised_to=%" PRId64, id,
-                shard, cur, max);
+    hr_log_warn("seq_behind", "task=%" PRId64 " seq=%" PRId64 " raised_to=%" PRId64 " shard=%d", id,
+                cur, max, shard);
     return 0;
 }
 
