@@ -204,6 +204,8 @@ int hr_chunkmsg_decode(const void *data, size_t len, hr_chunkmsg *out, char *err
             return -1;
         }
     }
+    /* Padding included: a decoded message compares with memcmp. */
+    memset(out, 0, sizeof *out);
     out->task = values[F_TASK];
     out->seq = values[F_SEQ];
     out->count = values[F_COUNT];
