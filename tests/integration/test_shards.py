@@ -45,8 +45,8 @@ import zlib
 from datetime import datetime, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, check, finish, free_port, wait_until  # noqa: E402
-from test_control_e2e import E2E, report_uids, now_ms  # noqa: E402
+from badinput_env import check, free_port, wait_until  # noqa: E402
+from test_control_e2e import E2E, report_uids, now_ms, run_main  # noqa: E402
 
 SHARDS = 4
 CHUNK = 500
@@ -442,35 +442,7 @@ SCENARIOS = [scenario_placement, scenario_refused, scenario_e2e, scenario_pause,
 
 
 def main():
-    if len(sys.argv) < 5:
-        print(__doc__)
-        return 2
-    if not os.environ.get("HERALD_TEST_CONFIG"):
-        print("HERALD_TEST_CONFIG is not set: skipped")
-        return 77
-    env = Env("shards")
-    e = Sharded(env, sys.argv[1:5])
-    only = sys.argv[5:]
-    try:
-        if not e.create_topic() or not e.start():
-            return finish()
-        for s in SCENARIOS:
-            if only and s.__name__.replace("scenario_", "") not in only:
-                continue
-            t0 = time.time()
-            print("---- %s" % s.__name__, flush=True)
-            try:
-                s(e)
-            except Exception as ex:  # one broken scenario must not hide the others
-                check(False, "%s raised %r" % (s.__name__, ex))
-            print("     %s took %.1f s" % (s.__name__, time.time() - t0), flush=True)
-            check(e.alive(), "every process still running after %s" % s.__name__)
-        for p in e.dsps + e.wks:
-            check(env.stop(p) == 0, "%s exits 0 on SIGTERM" % os.path.basename(p.args[0]))
-    finally:
-        env.cleanup()
-        e.kafka_topics("--delete", "--topic", env.kafka_topic)
-    return finish()
+    return run_main(__doc__, "shards", Sharded, SCENARIOS, lambda e: e.dsps + e.wks)
 
 
 if __name__ == "__main__":
