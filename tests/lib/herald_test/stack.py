@@ -48,11 +48,18 @@ class Settings:
     def brokers(self):
         return self.kafka["brokers"]
 
+    @property
+    def redis_cluster(self):
+        """Whether the stack's Redis is a Redis Cluster (stack up --redis-cluster)."""
+        return bool(self.redis.get("cluster"))
+
     def pids(self):
         """{server: pid} of the stack's servers from their pid files, named
         as `deploy/local/stack stop-one` names them (kafka1..kafka3 on a
-        stack of three brokers)."""
-        files = [("redis", self.redis["pid_file"]), ("mariadb", self.mysql["pid_file"])]
+        stack of three brokers, redis1..redis6 on a Redis Cluster)."""
+        files = [(n["name"], n["pid_file"]) for n in self.redis.get("nodes", [])] or \
+            [("redis", self.redis["pid_file"])]
+        files += [("mariadb", self.mysql["pid_file"])]
         files += [(n["name"], n["pid_file"]) for n in self.kafka.get("nodes", [])] or \
             [("kafka", self.kafka["pid_file"])]
         out = {}
