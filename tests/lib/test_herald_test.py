@@ -30,6 +30,9 @@ class TestStack(unittest.TestCase):
             self.assertEqual(s.brokers, "127.0.0.1:2")
             self.assertEqual(s.redis["port"], 1)
             self.assertEqual(s.pids(), {"redis": os.getpid(), "kafka": os.getpid()})
+            self.assertFalse(s.redis_cluster)
+            self.assertEqual(s.redis_flow("p:", 9),
+                             '{host: 127.0.0.1, port: 9, password: "", prefix: "p:"}')
 
     def test_three_brokers(self):
         # stack up --kafka-brokers 3: one pid per node, named as stop-one
@@ -65,6 +68,10 @@ class TestStack(unittest.TestCase):
             s = Settings.load(d)
             self.assertTrue(s.redis_cluster)
             self.assertEqual(s.pids(), {"redis2": os.getpid()})
+            flow = s.redis_flow("p:")
+            self.assertTrue(flow.startswith('{host: 127.0.0.1, port: 11, password: "", '
+                                            'prefix: "p:", cluster: true, nodes: ["127.0.0.1:11", '))
+            self.assertTrue(flow.endswith('"127.0.0.1:16"]}'))
 
     def test_missing(self):
         with tempfile.TemporaryDirectory() as d:

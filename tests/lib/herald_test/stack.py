@@ -53,6 +53,23 @@ class Settings:
         """Whether the stack's Redis is a Redis Cluster (stack up --redis-cluster)."""
         return bool(self.redis.get("cluster"))
 
+    def redis_seeds(self):
+        """["host:port", ...] of every Redis node (one on a single node)."""
+        nodes = self.redis.get("nodes") or [{"port": self.redis["port"]}]
+        return ["%s:%d" % (self.redis["host"], n["port"]) for n in nodes]
+
+    def redis_flow(self, prefix, port=None):
+        """herald.yaml's redis mapping for this stack as one line of YAML
+        flow text, with key prefix PREFIX: host, port (PORT instead of the
+        first node's: a proxy in front of a single node), no password, and
+        on a Redis Cluster `cluster: true` and every node as a seed."""
+        text = "{host: %s, port: %d, password: \"\", prefix: %s" % (
+            self.redis["host"], port or self.redis["port"], json.dumps(prefix))
+        if self.redis_cluster:
+            text += ", cluster: true, nodes: [%s]" % ", ".join(
+                '"%s"' % s for s in self.redis_seeds())
+        return text + "}"
+
     def pids(self):
         """{server: pid} of the stack's servers from their pid files, named
         as `deploy/local/stack stop-one` names them (kafka1..kafka3 on a
