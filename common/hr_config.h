@@ -134,8 +134,11 @@ typedef struct hr_config {
         int port;       /* default 6379 */
         char *password; /* default "" (no AUTH) */
         char *prefix;   /* key prefix, default "herald:" */
-        int db;         /* 0..15, default 0 */
+        int db;         /* 0..15, default 0; must be 0 with cluster */
         int timeout_ms; /* connect and command timeout, default 5000 */
+        bool cluster;   /* a Redis Cluster (hr_cluster.h), default false */
+        char **nodes;   /* cluster seed nodes "host:port"; none = host:port */
+        size_t nnodes;
     } redis;
 
     struct {
