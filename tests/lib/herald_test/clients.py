@@ -6,6 +6,7 @@ Redis.cmd() returns replies as Redis sends them (a flat list for HGETALL,
 the stack's stack.json says cluster, a Redis Cluster.  Mysql.sql() returns rows
 as lists of strings, like `mariadb -N -B` printed them: NULL is "NULL".  Each
 sql() call is its own session, so one Mysql may be shared by threads."""
+import logging
 import subprocess
 
 import herald_test  # noqa: F401  (Debian's dist-packages on sys.path)
@@ -32,6 +33,9 @@ def _cluster(nodes, **kw):
     port) pairs), whose per-node connections, those of nodes it finds later
     too (a failover), hand replies over unparsed."""
     from redis.cluster import ClusterNode, RedisCluster
+    # It logs every MOVED and failed node it then handles with a traceback;
+    # what it cannot handle still reaches the caller as an exception.
+    logging.getLogger("redis.cluster").setLevel(logging.CRITICAL)
     c = RedisCluster(startup_nodes=[ClusterNode(h, int(p)) for h, p in nodes], **kw)
     manager = c.nodes_manager
     make = manager.create_redis_node
