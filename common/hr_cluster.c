@@ -430,11 +430,16 @@ static void hr_cluster_sleep_ms(int ms)
         ;
 }
 
+int64_t hr_cluster_deadline(const hr_cluster *cl)
+{
+    return hr_node_mono_ms() + cl->opts->timeout_ms;
+}
+
 redisReply *hr_cluster_exec(hr_cluster *cl, const char *cmd, size_t len, int script,
-                            redisReply *first, hr_node *from, char *errstr, size_t errlen)
+                            redisReply *first, hr_node *from, int64_t deadline, char *errstr,
+                            size_t errlen)
 {
     int slot = hr_slot_of_command(cmd, len), hops = 0, wait_ms = HR_CLUSTER_WAIT_MIN_MS;
-    int64_t deadline = hr_node_mono_ms() + cl->opts->timeout_ms;
     hr_node *node = from;
     redisReply *reply = first;
     bool asking = false;

@@ -21,8 +21,9 @@
  *   - TRYAGAIN (a multi-key command during a migration) and CLUSTERDOWN (no
  *     master for some slot: a failover in progress): the command did not
  *     run; it is sent again after 20 ms, doubling to 500 ms, for as long as
- *     the call has spent less than redis.timeout_ms, then that error is the
- *     answer; CLUSTERDOWN also has the map read again first;
+ *     the call has spent less than redis.timeout_ms (a pipeline: the commands
+ *     it sends again, together), then that error is the answer; CLUSTERDOWN
+ *     also has the map read again first;
  *   - a connection failure (after hr_node's own reconnect-and-retry-once):
  *     the map is read again (at most every HR_CLUSTER_REFRESH_MIN_MS) from
  *     any node that answers; when it names another master for the slot the
@@ -47,6 +48,7 @@
 #include <hiredis/hiredis.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "hr_node.h"
 
@@ -95,12 +97,18 @@ hr_node *hr_cluster_node(hr_cluster *cl, int slot, char *errstr, size_t errlen);
 hr_node *hr_cluster_route(hr_cluster *cl, const char *cmd, size_t len, char *errstr, size_t errlen);
 
 /* Runs formatted command CMD of LEN bytes (a call of script SCRIPT, or -1)
- * as the header says.  FIRST, when not NULL, is a reply the command already
- * got from node FROM (a pipeline's MOVED, ASK, TRYAGAIN or CLUSTERDOWN): it
- * is taken over and acted on before anything is sent.  The
- * reply (error replies included; the caller frees), or NULL with ERRSTR. */
+ * as the header says, waiting on TRYAGAIN / CLUSTERDOWN until DEADLINE
+ * (hr_node_mono_ms() time; hr_cluster_deadline() for one call, one shared
+ * by all the commands a pipeline sends again, so a batch waits once).
+ * FIRST, when not NULL, is a reply the command already got from node FROM
+ * (a pipeline's MOVED, ASK, TRYAGAIN or CLUSTERDOWN): it is taken over and
+ * acted on before anything is sent.  The reply (error replies included;
+ * the caller frees), or NULL with ERRSTR. */
 redisReply *hr_cluster_exec(hr_cluster *cl, const char *cmd, size_t len, int script,
-                            redisReply *first, hr_node *from, char *errstr, size_t errlen);
+                            redisReply *first, hr_node *from, int64_t deadline, char *errstr,
+                            size_t errlen);
+/* redis.timeout_ms from now: the deadline of a call, or of a batch. */
+int64_t hr_cluster_deadline(const hr_cluster *cl);
 
 /* What REPLY says (see hr_cluster_answer); for MOVED and ASK also the slot
  * and the target (HOST may come back "" when the server left it out: the

@@ -266,9 +266,12 @@ static int hr_pipe_replay(hr_pipe *pipe, size_t from, size_t to)
 /* Cluster mode: the entries of [FROM, TO) that did not run — never sent
  * (their node was down or unknown) or answered MOVED, ASK, TRYAGAIN or
  * CLUSTERDOWN — are sent again one by one through hr_cluster_exec(), which
- * follows the redirections.  They then run after the rest of the batch. */
+ * follows the redirections.  They then run after the rest of the batch.
+ * They share one deadline: a cluster that stays down costs the batch one
+ * redis.timeout_ms, not one per command. */
 static void hr_pipe_redirect(hr_pipe *pipe, hr_cluster *cl, size_t from, size_t to)
 {
+    int64_t deadline = hr_cluster_deadline(cl);
     int slot, port;
     char host[HR_CLUSTER_HOST_MAX];
 
@@ -279,8 +282,8 @@ static void hr_pipe_redirect(hr_pipe *pipe, hr_cluster *cl, size_t from, size_t 
             (e->state != HR_PIPE_READ ||
              hr_cluster_parse_answer(e->reply, &slot, host, sizeof host, &port) == HR_CLUSTER_RAN))
             continue;
-        e->reply = hr_cluster_exec(cl, e->cmd, e->len, e->script, e->reply, e->node, pipe->err,
-                                   sizeof pipe->err);
+        e->reply = hr_cluster_exec(cl, e->cmd, e->len, e->script, e->reply, e->node, deadline,
+                                   pipe->err, sizeof pipe->err);
         e->state = e->reply != NULL ? HR_PIPE_READ : HR_PIPE_LOST;
     }
 }

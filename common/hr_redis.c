@@ -44,7 +44,8 @@ static redisReply *hr_redis_exec(hr_redis *r, const char *cmd, size_t len, int s
 {
     if (r->cl == NULL)
         return hr_node_exec(r->node, cmd, len, script, false, errstr, errlen);
-    return hr_cluster_exec(r->cl, cmd, len, script, NULL, NULL, errstr, errlen);
+    return hr_cluster_exec(r->cl, cmd, len, script, NULL, NULL, hr_cluster_deadline(r->cl), errstr,
+                           errlen);
 }
 
 static redisReply *hr_redis_exec_argv(hr_redis *r, int argc, const char **argv,
