@@ -310,9 +310,15 @@ static hr_node *hr_cluster_route_slot(hr_cluster *cl, int slot, char *errstr, si
     return node;
 }
 
+void hr_cluster_settle(hr_cluster *cl)
+{
+    if (cl->stale)
+        hr_cluster_refresh_soon(cl);
+}
+
 hr_node *hr_cluster_route(hr_cluster *cl, const char *cmd, size_t len, char *errstr, size_t errlen)
 {
-    return hr_cluster_route_slot(cl, hr_slot_of_command(cmd, len), errstr, errlen);
+    return hr_cluster_node(cl, hr_slot_of_command(cmd, len), errstr, errlen);
 }
 
 hr_cluster_answer hr_cluster_parse_answer(const redisReply *reply, int *slot, char *host,

@@ -91,9 +91,14 @@ int hr_cluster_apply_slots(hr_cluster *cl, const redisReply *reply, const char *
  * is not down.  NULL with ERRSTR when the map has none (or for HR_SLOT_ALL). */
 hr_node *hr_cluster_node(hr_cluster *cl, int slot, char *errstr, size_t errlen);
 
-/* The node formatted command CMD of LEN bytes goes to first (its slot's
- * master, after reading the map again when it is stale); NULL with ERRSTR
- * as hr_cluster_node(). */
+/* Reads the map again when a MOVED or CLUSTERDOWN made it stale (at most
+ * every HR_CLUSTER_REFRESH_MIN_MS): what a pipeline does before it routes
+ * a batch. */
+void hr_cluster_settle(hr_cluster *cl);
+/* The node formatted command CMD of LEN bytes goes to first: its slot's
+ * master in the map as it is (NULL with ERRSTR as hr_cluster_node()).  It
+ * sends nothing, so a pipeline may route while commands it wrote to some
+ * nodes wait there for their replies to be read. */
 hr_node *hr_cluster_route(hr_cluster *cl, const char *cmd, size_t len, char *errstr, size_t errlen);
 
 /* Runs formatted command CMD of LEN bytes (a call of script SCRIPT, or -1)

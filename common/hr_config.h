@@ -11,8 +11,9 @@
  * unset is an error.  After the file is read, environment variables override
  * connection settings (HERALD_MYSQL_HOST, HERALD_MYSQL_PORT, HERALD_MYSQL_USER,
  * HERALD_MYSQL_PASSWORD, HERALD_MYSQL_DATABASE, HERALD_REDIS_HOST,
- * HERALD_REDIS_PORT, HERALD_REDIS_PASSWORD, HERALD_KAFKA_BROKERS), so a
- * Kubernetes Secret can supply them without templating the file. */
+ * HERALD_REDIS_PORT, HERALD_REDIS_PASSWORD, HERALD_REDIS_CLUSTER,
+ * HERALD_REDIS_NODES as comma-separated host:port, HERALD_KAFKA_BROKERS), so
+ * a Kubernetes Secret can supply them without templating the file. */
 #ifndef HR_CONFIG_H
 #define HR_CONFIG_H
 

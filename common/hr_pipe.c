@@ -155,6 +155,10 @@ int hr_pipe_send(hr_pipe *pipe, char *errstr, size_t errlen)
 
     if (pipe->sent == pipe->q.n)
         return 0;
+    /* A map refresh is a command on some node: never once this batch has
+     * written commands whose replies are not read yet. */
+    if (hr_redis_cluster(pipe->r) != NULL)
+        hr_cluster_settle(hr_redis_cluster(pipe->r));
     for (; pipe->sent < pipe->q.n; pipe->sent++) {
         hr_pipe_entry *e = &pipe->q.v[pipe->sent];
 
@@ -247,8 +251,9 @@ static int hr_pipe_replay_node(hr_pipe *pipe, hr_node *node, size_t from, size_t
     return hr_pipe_dead(node) ? -1 : 0;
 }
 
-/* Replays the NOSCRIPT replies of [FROM, TO), node by node.  0, or -1 when
- * a node failed meanwhile. */
+/* Replays the NOSCRIPT replies of [FROM, TO), node by node (not on a node
+ * whose connection failed since: those keep their NOSCRIPT).  0, or -1 when
+ * a node failed. */
 static int hr_pipe_replay(hr_pipe *pipe, size_t from, size_t to)
 {
     int rc = 0;
@@ -256,8 +261,9 @@ static int hr_pipe_replay(hr_pipe *pipe, size_t from, size_t to)
     for (size_t i = from; i < to; i++) {
         hr_pipe_entry *e = &pipe->q.v[i];
 
-        if (e->state == HR_PIPE_READ && !e->replayed && e->script >= 0 &&
-            hr_node_noscript(e->reply) && hr_pipe_replay_node(pipe, e->node, i, to) != 0)
+        if (e->state != HR_PIPE_READ || e->replayed || e->script < 0 || !hr_node_noscript(e->reply))
+            continue;
+        if (hr_pipe_dead(e->node) || hr_pipe_replay_node(pipe, e->node, i, to) != 0)
             rc = -1;
     }
     return rc;

@@ -14,8 +14,8 @@
  * key's slot: the batch is split per node (one write and one read pass per
  * master; the per-uid commands of the worker and the throttle spread over
  * all of them), commands of one slot keep their order, and the commands
- * that did not run — answered MOVED, ASK, TRYAGAIN or CLUSTERDOWN, or never
- * written because their node was down — are sent again one by one with the
+ * that did not run — answered MOVED, ASK, TRYAGAIN or CLUSTERDOWN, or not
+ * written because their node was down or unknown — are sent again one by one with the
  * redirections followed, after the rest of the batch.  hr_pipe_reply(i)
  * stays the reply of the i-th command queued.
  *

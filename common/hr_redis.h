@@ -63,8 +63,8 @@ redisReply *hr_redis_eval(hr_redis *r, hr_lua_id id, int nkeys, int argc, const 
 /* Pipelines are hr_pipe (hr_pipe.h), which shares this client's internals
  * through the calls below and replays NOSCRIPT itself. */
 /* The node formatted command CMD of LEN bytes goes to: the one server, or
- * in cluster mode its slot's master (NULL with ERRSTR when none is known,
- * or the command needs every master). */
+ * in cluster mode its slot's master in the map as it is (NULL with ERRSTR
+ * when none is known, or the command needs every master).  Sends nothing. */
 hr_node *hr_redis_route(hr_redis *r, const char *cmd, size_t len, char *errstr, size_t errlen);
 /* The cluster's router, or NULL in single-node mode. */
 hr_cluster *hr_redis_cluster(hr_redis *r);
