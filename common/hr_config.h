@@ -175,6 +175,7 @@ typedef struct hr_config {
         int redelivery_timeout_s; /* 1..86400, default 120 */
         int sweep_interval_ms;    /* 100..600000, default 5000 */
         int refill_batch;         /* ids per refill round trip, 100..100000, default 10000 */
+        int chunks_ahead;         /* chunks ahead of the workers, 0 (none)..100000, default 12 */
     } dispatcher;
 
     struct {

@@ -22,11 +22,14 @@ typedef struct hr_kafka_default {
  * leader change neither loses nor doubles a chunk message.  The retries stay
  * librdkafka's (unbounded within message.timeout.ms, 300 s); a chunk whose
  * report is an error stays pending and the sweeper publishes it again
- * (docs/operations.md "Kafka with three brokers"). */
+ * (docs/operations.md "Kafka with three brokers").  linger.ms 1, not
+ * librdkafka's 5: a task's first chunk is a lone message, and every ms it
+ * waits for company is a ms of its first push (a dispatcher produces one
+ * message per chunk, so batching gains little). */
 static const hr_kafka_default hr_kafka_producer_defaults[] = {
     {"enable.idempotence", "true"},
     {"acks", "all"},
-    {"linger.ms", "5"},
+    {"linger.ms", "1"},
     {NULL, NULL},
 };
 

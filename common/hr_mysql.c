@@ -20,6 +20,7 @@
 #include "hr_mysql.h"
 
 #include <errmsg.h>
+#include <inttypes.h>
 #include <mysql.h>
 #include <mysqld_error.h>
 #include <pthread.h>
@@ -36,6 +37,8 @@
 #define HR_MYSQL_IO_TIMEOUT_S 60
 #define HR_MYSQL_CELL_BUF 256
 #define HR_MYSQL_LOCK_WAIT_S 30
+/* Times a statement outside a transaction is run again after a deadlock. */
+#define HR_MYSQL_DEADLOCK_RETRIES 3
 
 static const char hr_mysql_session_sql[] =
     "SET time_zone = '+00:00', SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,"
@@ -486,6 +489,16 @@ static int hr_mysql_stmt(hr_mysql *m, const char *sql, const hr_mysql_param *par
         rc = hr_mysql_stmt_once(m, sql, params, nparams, rows, affected, insert_id, &err, errstr,
                                 errlen);
     }
+    /* A deadlock rolled the statement back whole; outside a transaction
+     * nothing else was undone, so running it again is running it once.
+     * (Statements that lock several rows, in an order another party's
+     * transaction need not share, meet this under load.) */
+    for (int n = 0;
+         rc != 0 && err == ER_LOCK_DEADLOCK && !m->in_txn && n < HR_MYSQL_DEADLOCK_RETRIES; n++) {
+        err = 0;
+        rc = hr_mysql_stmt_once(m, sql, params, nparams, rows, affected, insert_id, &err, errstr,
+                                errlen);
+    }
     if (errno_out)
         *errno_out = rc == 0 ? 0 : err;
     return rc;
@@ -526,6 +539,38 @@ const char *hr_mysql_cell(const hr_mysql_rows *rows, size_t row, size_t col)
     if (!rows || row >= rows->nrows || col >= rows->ncols)
         return NULL;
     return rows->cells[row * rows->ncols + col];
+}
+
+int hr_mysql_json_ints(const int64_t *v, size_t nrows, size_t ncols, char **out)
+{
+    /* A number is at most 20 characters, each followed by ',' or ']'; a
+     * row of several opens with '['; then the outer brackets and NUL. */
+    size_t cap, len = 0;
+    char *s;
+
+    *out = NULL;
+    if (ncols == 0 || nrows > (SIZE_MAX - 3) / (ncols * 21 + 2))
+        return -1;
+    cap = nrows * (ncols * 21 + 2) + 3;
+    s = malloc(cap);
+    if (s == NULL)
+        return -1;
+    s[len++] = '[';
+    for (size_t i = 0; i < nrows; i++) {
+        if (i > 0)
+            s[len++] = ',';
+        if (ncols > 1)
+            s[len++] = '[';
+        for (size_t j = 0; j < ncols; j++)
+            len += (size_t)snprintf(s + len, cap - len, j > 0 ? ",%" PRId64 : "%" PRId64,
+                                    v[i * ncols + j]);
+        if (ncols > 1)
+            s[len++] = ']';
+    }
+    s[len++] = ']';
+    s[len] = '\0';
+    *out = s;
+    return 0;
 }
 
 /* One attempt at a text-protocol script.  *NTH gets the 1-based number of

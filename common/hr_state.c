@@ -6,6 +6,8 @@
  * from hr_state_name(). */
 #include "hr_state.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hr_task.h" /* HR_TASK_FIRST_DUE_SQL */
@@ -99,36 +101,73 @@ int hr_state_control(hr_mysql *m, int64_t id, hr_control control, char *errstr, 
 int hr_state_claim(hr_mysql *m, int64_t id, const char *owner, int64_t lease_s, int64_t due_by_ms,
                    char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_STR(owner), HR_P_I64(lease_s), HR_P_I64(id), HR_P_STR(owner),
-                                HR_P_I64(due_by_ms)};
+    uint64_t claimed = 0;
+    int rc = hr_state_claim_batch(m, &id, 1, owner, lease_s, due_by_ms, &claimed, errstr, errlen);
+
+    return rc == 0 ? claimed == 1 : rc;
+}
+
+int hr_state_claim_batch(hr_mysql *m, const int64_t *ids, size_t n, const char *owner,
+                         int64_t lease_s, int64_t due_by_ms, uint64_t *claimed, char *errstr,
+                         size_t errlen)
+{
+    char *batch = NULL;
     unsigned errnum = 0;
     int rc;
 
-    /* due_at: a timer entry left behind by a postponement must not start
-     * the task early.  The lock wait: a claim waits for subscription
-     * inserts in flight (the guard trigger share-locks the row), but not
-     * for an admin's forgotten transaction. */
-    rc = hr_state_move(m,
-                       "SET STATEMENT innodb_lock_wait_timeout = 1 FOR "
-                       "UPDATE push_task SET state = 'dispatching', claimed_by = ?, "
-                       "lease_until = UTC_TIMESTAMP(3) + INTERVAL ? SECOND, "
-                       "started_at = COALESCE(started_at, UTC_TIMESTAMP(3)) "
-                       "WHERE id = ? AND (state = 'scheduled' OR "
-                       "(state = 'dispatching' AND claimed_by = ?)) AND control = 'run' "
-                       "AND " HR_TASK_FIRST_DUE_SQL " <= FROM_UNIXTIME(? / 1000)",
-                       p, 5, &errnum, errstr, errlen);
+    *claimed = 0;
+    if (hr_mysql_json_ints(ids, n, 1, &batch) < 0) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    {
+        const hr_mysql_param p[] = {HR_P_STR(batch), HR_P_STR(owner), HR_P_I64(lease_s),
+                                    HR_P_STR(owner), HR_P_I64(due_by_ms)};
+
+        /* due_at: a timer entry left behind by a postponement must not
+         * start the task early.  The lock wait: a claim waits for
+         * subscription inserts in flight (the guard trigger share-locks the
+         * row), but not for an admin's forgotten transaction.  The ids come
+         * first (STRAIGHT_JOIN), each row found by its primary key. */
+        rc = hr_mysql_exec(m,
+                           "SET STATEMENT innodb_lock_wait_timeout = 1 FOR "
+                           "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (claim_id BIGINT PATH '$')) j "
+                           "STRAIGHT_JOIN push_task t ON t.id = j.claim_id "
+                           "SET t.state = 'dispatching', t.claimed_by = ?, "
+                           "t.lease_until = UTC_TIMESTAMP(3) + INTERVAL ? SECOND, "
+                           "t.started_at = COALESCE(t.started_at, UTC_TIMESTAMP(3)) "
+                           "WHERE (t.state = 'scheduled' OR "
+                           "(t.state = 'dispatching' AND t.claimed_by = ?)) AND t.control = 'run' "
+                           "AND " HR_TASK_FIRST_DUE_SQL " <= FROM_UNIXTIME(? / 1000)",
+                           p, 5, claimed, NULL, &errnum, errstr, errlen);
+    }
+    free(batch);
     return rc < 0 && errnum == HR_MYSQL_ER_LOCK_WAIT_TIMEOUT ? HR_STATE_BUSY : rc;
 }
 
-int hr_state_dispatched(hr_mysql *m, int64_t id, const char *owner, char *errstr, size_t errlen)
+int hr_state_dispatched(hr_mysql *m, const int64_t *ids, size_t n, const char *owner,
+                        uint64_t *moved, char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(id), HR_P_STR(owner)};
+    char *batch = NULL;
+    int rc;
 
-    return hr_state_move(m,
-                         "UPDATE push_task SET state = 'dispatched', "
-                         "dispatched_at = UTC_TIMESTAMP(3) "
-                         "WHERE id = ? AND state = 'dispatching' AND claimed_by = ?",
-                         p, 2, NULL, errstr, errlen);
+    *moved = 0;
+    if (hr_mysql_json_ints(ids, n, 1, &batch) < 0) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    {
+        const hr_mysql_param p[] = {HR_P_STR(batch), HR_P_STR(owner)};
+
+        rc = hr_mysql_exec(m,
+                           "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (task_id BIGINT PATH '$')) j "
+                           "STRAIGHT_JOIN push_task t ON t.id = j.task_id "
+                           "SET t.state = 'dispatched', t.dispatched_at = UTC_TIMESTAMP(3) "
+                           "WHERE t.state = 'dispatching' AND t.claimed_by = ?",
+                           p, 2, moved, NULL, NULL, errstr, errlen);
+    }
+    free(batch);
+    return rc;
 }
 
 int hr_state_redispatch(hr_mysql *m, int64_t id, char *errstr, size_t errlen)

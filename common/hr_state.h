@@ -69,8 +69,18 @@ int hr_state_control(hr_mysql *m, int64_t id, hr_control control, char *errstr, 
  * Waits at most a second for the row lock: HR_STATE_BUSY. */
 int hr_state_claim(hr_mysql *m, int64_t id, const char *owner, int64_t lease_s, int64_t due_by_ms,
                    char *errstr, size_t errlen);
-/* dispatching (owned by OWNER) -> dispatched: every recipient chunked. */
-int hr_state_dispatched(hr_mysql *m, int64_t id, const char *owner, char *errstr, size_t errlen);
+/* hr_state_claim of the N tasks IDS (sorted ascending, so that claims lock
+ * rows in one order) in one statement; *CLAIMED gets how many moved.  0,
+ * HR_STATE_BUSY when a row stayed locked for a second (the statement is
+ * then undone: nothing was claimed), or -1. */
+int hr_state_claim_batch(hr_mysql *m, const int64_t *ids, size_t n, const char *owner,
+                         int64_t lease_s, int64_t due_by_ms, uint64_t *claimed, char *errstr,
+                         size_t errlen);
+/* dispatching (owned by OWNER) -> dispatched of the N tasks IDS (sorted
+ * ascending) in one statement: every recipient chunked.  *MOVED gets how
+ * many moved.  0 or -1. */
+int hr_state_dispatched(hr_mysql *m, const int64_t *ids, size_t n, const char *owner,
+                        uint64_t *moved, char *errstr, size_t errlen);
 /* dispatched (control run) -> dispatching with no owner and an expired
  * lease, which a poller takes over: recipients came back to subs. */
 int hr_state_redispatch(hr_mysql *m, int64_t id, char *errstr, size_t errlen);

@@ -4,7 +4,8 @@
  *   t_scan  (scan_interval_ms)   -> background scan + prepare
  *   t_poll  (poller_interval_ms) -> background DB poller
  *   t_sweep (sweep_interval_ms)  -> background sweeper
- *   t_timer (timer_interval_ms)  -> timer pop + claims
+ *   t_timer (the next due time, timer_interval_ms at most)
+ *                                -> timer pop + claims
  *   t_lease (lease_s / 3)        -> lease renewal
  *   t_tick  (DSP_TICK_MS; 1 ms after a tick that moved a chunk)
  *                                -> delivery reports, chunk rows, chunking
@@ -43,11 +44,6 @@ static void dsp_on_sweep(uv_timer_t *h)
     dsp_jobs_kick(h->data, DSP_BG_SWEEP);
 }
 
-static void dsp_on_timer(uv_timer_t *h)
-{
-    dsp_timer_pop(h->data);
-}
-
 static void dsp_on_lease(uv_timer_t *h)
 {
     dsp_renew_leases(h->data);
@@ -67,7 +63,7 @@ static void dsp_on_tick(uv_timer_t *h)
         uv_timer_start(h, dsp_on_tick, 1, DSP_TICK_MS);
     }
     /* Shutting down: finish once the background job has returned. */
-    if (atomic_load(&d->stopping) && !d->bg_busy && !d->rc_busy && !d->finished) {
+    if (atomic_load(&d->stopping) && !d->bg_busy && !dsp_reconcile_busy(d) && !d->finished) {
         d->finished = true;
         dsp_release_all(d);
         dsp_close_all(d);
@@ -173,6 +169,8 @@ int dsp_run(const hr_config *cfg)
     d->cfg = cfg;
     snprintf(d->owner, sizeof d->owner, "%s/%ld", cfg->instance, (long)getpid());
     dsp_seams_init();
+    /* Read by libuv when its pool starts (the first job, below). */
+    setenv("UV_THREADPOOL_SIZE", DSP_POOL_THREADS, 0);
     pthread_mutex_init(&d->health_mu, NULL);
     atomic_init(&d->stopping, false);
     d->loop = uv_default_loop();
@@ -193,7 +191,7 @@ int dsp_run(const hr_config *cfg)
     dsp_timer_start(d, &d->t_scan, dsp_on_scan, (uint64_t)cfg->dispatcher.scan_interval_ms);
     dsp_timer_start(d, &d->t_poll, dsp_on_poll, (uint64_t)cfg->dispatcher.poller_interval_ms);
     dsp_timer_start(d, &d->t_sweep, dsp_on_sweep, (uint64_t)cfg->dispatcher.sweep_interval_ms);
-    dsp_timer_start(d, &d->t_timer, dsp_on_timer, (uint64_t)cfg->dispatcher.timer_interval_ms);
+    dsp_timer_start(d, &d->t_timer, dsp_timer_on, (uint64_t)cfg->dispatcher.timer_interval_ms);
     dsp_timer_start(d, &d->t_lease, dsp_on_lease, (uint64_t)cfg->dispatcher.lease_s * 1000 / 3);
     dsp_timer_start(d, &d->t_tick, dsp_on_tick, DSP_TICK_MS);
     uv_signal_init(d->loop, &d->sig_term);

@@ -6,9 +6,9 @@
  *     the chunker, Kafka delivery reports (rd_kafka_poll is only called
  *     here), push_chunk bookkeeping, lease renewal, shutdown.  It owns
  *     dsp.loop_conn and the owned-task table dsp.tasks.
- *   - one reconciliation at a time runs on libuv's thread pool
- *     (dsp_reconcile.c) with its own dsp.rc_conn: a claimed task's set is
- *     made complete before its first chunk.
+ *   - up to DSP_RECONCILE_JOBS reconciliation jobs run on libuv's thread
+ *     pool (dsp_reconcile.c), each with its own dsp.rc[i].conn: claimed
+ *     tasks' sets are made complete before their first chunk.
  *   - one background job at a time runs on libuv's thread pool (dsp_jobs.c):
  *     scanner + prepare (dsp_scan.c), DB poller (dsp_poll.c), sweeper
  *     (dsp_sweep.c), control transitions (dsp_control.c), the address sync
@@ -30,23 +30,27 @@
  *   dispatcher.c -> dsp_api*.c, dsp_jobs.c, dsp_timer.c, dsp_lease.c,
  *                   dsp_chunk.c, dsp_reconcile.c, dsp_metrics.c
  *   dsp_jobs.c    -> dsp_scan.c, dsp_poll.c, dsp_sweep.c, dsp_control.c, dsp_addr.c,
- *                    dsp_lease.c (owns what the poller claimed), dsp_metrics.c
+ *                    dsp_lease.c (owns what the poller claimed), dsp_metrics.c,
+ *                    dsp_timer.c (wakes it after a scan)
  *   dsp_control.c -> dsp_sweep.c (republishes a resumed task's parked chunks,
  *                    retires a cancelled task's keys)
  *   dsp_poll.c    -> dsp_scan.c (prepare), dsp_store.c
  *   dsp_scan.c    -> dsp_timer.c, dsp_store.c
- *   dsp_timer.c   -> dsp_lease.c (owns what it claimed), dsp_store.c
+ *   dsp_timer.c   -> dsp_lease.c (owns what it claimed), dsp_store.c,
+ *                    dsp_reconcile.c (queues the claimed tasks)
  *   dsp_sweep.c   -> dsp_chunk.c (produce)
  *   dsp_chunk.c   -> dsp_reconcile.c (before the first chunk), dsp_lease.c,
- *                    dsp_wait.c (releases due recipients)
+ *                    dsp_wait.c (releases due recipients), dsp_report.c, dsp_ahead.c
  *   dsp_reconcile.c -> dsp_lease.c (the outcome on the owned task), dsp_addr.c,
  *                    dsp_wait.c (plans the wait set)
  *   dsp_lease.c   -> dsp_store.c
  *   dsp_api*.c    -> dsp_store.c
- *   dsp_store.c, dsp_metrics.c, dsp_conn.c, dsp_wait.c: leaves.
- * Blocking MySQL work on the loop thread is limited to single-row
- * statements (claim, renew, chunk rows); the scans whose cost grows with
- * the number of tasks or subscribers run in the background job. */
+ *   dsp_store.c, dsp_metrics.c, dsp_conn.c, dsp_wait.c, dsp_report.c, dsp_ahead.c: leaves.
+ * Blocking MySQL work on the loop thread is limited to statements of
+ * bounded size (a timer pop's claims, at most DSP_TIMER_POP_MAX; a tick's
+ * chunk rows, at most DSP_REPORTS_PER_TICK; renewals); the scans whose
+ * cost grows with the number of tasks or subscribers run in the background
+ * job. */
 #ifndef DSP_H
 #define DSP_H
 
@@ -87,10 +91,20 @@
 #define DSP_TICK_MS 10
 #define DSP_PREP_LOCK_MS 120000  /* prepare lock (refill vs first chunk) */
 #define DSP_RECHECK_MS 10000     /* recount a prepared task's subscribers */
+#define DSP_ADMIT_BUDGET_MS 250  /* admission estimates per scan (time) */
+#define DSP_AHEAD_RECHECK_MS 50  /* a task that ran ahead looks again */
 #define DSP_CTL_RECHECK_MS 100   /* a task held by its ctl key looks again */
 #define DSP_FLUSH_MS 10000       /* bound of the producer flush at exit */
 #define DSP_WARM_TIMEOUT_MS 5000 /* topic metadata at start-up */
 #define DSP_ADDR_SYNC_MS 5000    /* address sync from the background job */
+/* Reconciliations at once, each a job on libuv's pool, which dsp_run sizes
+ * to DSP_POOL_THREADS (the background job and a spare besides; an
+ * UV_THREADPOOL_SIZE in the environment wins).  A job takes up to
+ * DSP_RECONCILE_BATCH queued tasks (one address sync for them all).  The
+ * jobs wait on round trips far more than they compute, so they overlap. */
+#define DSP_RECONCILE_JOBS 6
+#define DSP_RECONCILE_BATCH 16
+#define DSP_POOL_THREADS "8"
 
 typedef enum dsp_backend { DSP_MYSQL, DSP_REDIS, DSP_KAFKA, DSP__BACKENDS } dsp_backend;
 
@@ -114,6 +128,7 @@ typedef struct dsp_task {
     int outstanding;    /* produced, delivery report not yet served */
     int64_t chunks;     /* chunks this owner moved */
     bool started;       /* the seq key exists: reconciled, refills can no longer run */
+    bool addressed;     /* its channel pushes to addresses (not a webhook) */
     bool reconciling;   /* its reconciliation is queued or running */
     bool subs_empty;
     /* local time and send windows (dsp_wait.c) */
@@ -128,6 +143,28 @@ typedef struct dsp_task {
     int64_t cap;       /* the effective rate_limit a paced rate never exceeds; 0 = none */
 } dsp_task;
 
+/* One task's reconciliation (dsp_reconcile.c): asked for by the chunker,
+ * its outcome written by the job. */
+typedef struct dsp_rc_item {
+    int64_t id;
+    bool waits;     /* a local-time or windowed task: plan its wait set */
+    bool addressed; /* its channel pushes to the address book: sync it first */
+    int result;     /* an hr_subs_result, or -1 */
+    int64_t added, seen, parked, ms;
+    char err[256];
+} dsp_rc_item;
+
+/* A reconciliation job: a batch of items on libuv's pool, its own
+ * connections. */
+typedef struct dsp_rc_job {
+    uv_work_t work;
+    struct dsp *d;
+    dsp_conn conn;
+    bool busy;
+    size_t n;
+    dsp_rc_item items[DSP_RECONCILE_BATCH];
+} dsp_rc_job;
+
 /* The scanner's memory of one task in the horizon. */
 typedef struct dsp_scan_entry {
     int64_t id;
@@ -136,6 +173,14 @@ typedef struct dsp_scan_entry {
     int64_t checked_ms;  /* when subscribers were last counted; 0 = never */
     int64_t admitted_ms; /* when admission control last ran (dsp_admit); 0 = never */
 } dsp_scan_entry;
+
+/* What decides whether a task needs a prepare (dsp_scan.c): its Redis
+ * count (subs + pulled), its subscriptions, and whether it must be looked
+ * at (count changed, or not checked for DSP_RECHECK_MS). */
+typedef struct dsp_prep_count {
+    int64_t have, want;
+    bool need;
+} dsp_prep_count;
 
 /* A confirmed first publish or republish waiting for its push_chunk row. */
 typedef struct dsp_report {
@@ -197,15 +242,11 @@ typedef struct dsp {
     int64_t retire_after; /* the retirement pass's cursor (task id) */
     HR_VEC(hr_task *) bg_claimed;
 
-    /* reconciliation job (dsp_reconcile.c): the loop thread owns the queue
-     * and reads rc_* in the after-work callback; the job writes them. */
-    uv_work_t rc_work;
-    bool rc_busy;
-    dsp_conn rc_conn;
-    HR_VEC(int64_t) rc_queue;
-    int64_t rc_task, rc_added, rc_seen, rc_ms, rc_parked;
-    int rc_result;
-    char rc_err[512];
+    /* reconciliation jobs (dsp_reconcile.c): the loop thread owns the
+     * queue, fills a job's items before it starts and reads them in its
+     * after-work callback; the job writes them in between. */
+    dsp_rc_job rc[DSP_RECONCILE_JOBS];
+    HR_VEC(dsp_rc_item) rc_queue;
 
     /* when an address sync last started (background job or reconciliation) */
     atomic_int_least64_t addr_synced_ms;
@@ -232,13 +273,25 @@ int64_t dsp_reply_int(redisReply *reply);
  * locked (subscriptions being inserted in an open transaction; the DB
  * poller tries again), -1. */
 int dsp_store_claim(dsp *d, hr_mysql *m, int64_t id, int64_t now_ms, char *errstr, size_t errlen);
-/* Marks a task failed with REASON; 1 = changed, 0, -1. */
-int dsp_store_fail(hr_mysql *m, int64_t id, const char *reason, char *errstr, size_t errlen);
+/* Claims the due tasks IDS[N] (sorted ascending) in one statement, as
+ * dsp_store_claim each, and hands the rows of those that are ours now to
+ * *OUT (*NOUT of them; dsp_store_tasks_free).  0, HR_STATE_BUSY (a row
+ * stayed locked: nothing claimed, claim them one at a time), -1. */
+int dsp_store_claim_batch(dsp *d, hr_mysql *m, const int64_t *ids, size_t n, int64_t now_ms,
+                          hr_task ***out, size_t *nout, char *errstr, size_t errlen);
+/* Which of the N tasks IDS are in STATE and claimed by this dispatcher
+ * (MINE[i]).  0 or -1. */
+int dsp_store_mine(dsp *d, hr_mysql *m, const int64_t *ids, size_t n, hr_task_state state,
+                   bool *mine, char *errstr, size_t errlen);
+/* Marks a task that is in state FROM failed with REASON; 1 = changed, 0, -1. */
+int dsp_store_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *reason, char *errstr,
+                   size_t errlen);
 /* The tasks of a query that selected HR_TASK_COLUMNS, or -1. */
 int dsp_store_tasks(hr_mysql *m, const char *sql, const hr_mysql_param *p, size_t np,
                     hr_task ***out, size_t *n, char *errstr, size_t errlen);
 void dsp_store_tasks_free(hr_task **tasks, size_t n);
-/* Validates T; an invalid task is made failed (logged once).  true = valid. */
+/* Validates T; an invalid task is made failed from the state T was read
+ * in (logged once).  true = valid. */
 bool dsp_store_check(dsp *d, hr_mysql *m, const hr_task *t);
 /* The task's effective rate limit. */
 int64_t dsp_task_rate_limit(const dsp *d, const hr_task *t);
@@ -273,6 +326,21 @@ bool dsp_tick(dsp *d);
 /* At exit: serve reports, write them, mark finished tasks, release leases. */
 void dsp_release_all(dsp *d);
 
+/* dsp_ahead.c (loop thread, chunker): 1 when dispatcher.chunks_ahead of
+ * owned task DT's pending chunks wait for a worker (move no more now), 0,
+ * or -1 on a Redis error (ERRSTR). */
+int dsp_ahead(dsp *d, const dsp_task *dt, char *errstr, size_t errlen);
+
+/* dsp_report.c (loop thread): push_chunk rows of confirmed publishes. */
+/* Queues the row of a confirmed publish (a full queue loses it, logged). */
+void dsp_report_add(dsp *d, const dsp_report *rp);
+/* Whether a report of task ID waits for its row. */
+bool dsp_report_queued(const dsp *d, int64_t id);
+/* Writes a batch of queued rows (DSP_REPORTS_PER_TICK at most). */
+void dsp_report_write(dsp *d);
+/* At exit: writes batches until the queue is empty or MySQL fails. */
+void dsp_report_flush(dsp *d);
+
 /* dsp_timer.c: the Redis timer. */
 /* Background job: puts T into the timer and mirrors control=run for
  * workers.  0 or -1. */
@@ -283,12 +351,18 @@ int dsp_timer_add(dsp *d, const hr_task *t);
  * would pop at the old due time.  OLD and NEXT are sorted by id. */
 void dsp_timer_forget(dsp *d, const dsp_scan_entry *old, size_t nold, const dsp_scan_entry *next,
                       size_t nnext);
-/* Loop thread: pops the due entries and claims them. */
-void dsp_timer_pop(dsp *d);
+/* Loop thread, t_timer's callback: pops the due entries, claims them, and
+ * sleeps until the next one is due (timer_interval_ms at most). */
+void dsp_timer_on(uv_timer_t *h);
+/* Loop thread: pops the due entries now (a scan put entries in). */
+void dsp_timer_wake(dsp *d);
 
 /* dsp_reconcile.c (loop thread) */
-/* Queues task ID's reconciliation (once); false when out of memory. */
-bool dsp_reconcile_want(dsp *d, int64_t id);
+/* Queues the reconciliation of owned task DT (once) and marks it
+ * reconciling; false when out of memory. */
+bool dsp_reconcile_want(dsp *d, dsp_task *dt);
+/* Whether a reconciliation job is running (shutdown waits for it). */
+bool dsp_reconcile_busy(const dsp *d);
 void dsp_reconcile_free(dsp *d);
 
 /* dsp_wait.c: local-time sends and send windows. */
@@ -315,10 +389,17 @@ void dsp_jobs_free(dsp *d);
 
 /* dsp_scan.c (background job): scanner and prepare. */
 void dsp_scan(dsp *d);
-/* Brings T's subscriber set up to date before the claim; E carries the
- * scanner's memory of the last count.  0 = prepared (or left to the
- * owner's reconciliation), -1 = not prepared (logged). */
-int dsp_prepare(dsp *d, const hr_task *t, dsp_scan_entry *e, int64_t now);
+/* Reads the counts that decide whether the N TASKS need a prepare (E[i]:
+ * the scanner's memory of task i's last count) into C[i], in two round
+ * trips.  0 or -1 (logged). */
+int dsp_prepare_count(dsp *d, hr_task *const *tasks, size_t n, const dsp_scan_entry *e, int64_t now,
+                      dsp_prep_count *c);
+/* Brings T's subscriber set up to date before the claim, after
+ * dsp_prepare_count (C); E carries the scanner's memory of it.  A task
+ * already due is not synced (its owner's reconciliation reads the rows).
+ * 0 = prepared (or left to the owner's reconciliation), -1 = not
+ * prepared (logged). */
+int dsp_prepare(dsp *d, const hr_task *t, dsp_scan_entry *e, const dsp_prep_count *c);
 
 /* dsp_poll.c (background job): the DB poller. */
 void dsp_poll(dsp *d);

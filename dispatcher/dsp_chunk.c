@@ -8,7 +8,7 @@
  *   recipients from the wait set into subs (dsp_wait.c) and is not
  *   finished while any wait.  A chunk counts as published only on its delivery report,
  *   which queues a dsp_report; the reports become push_chunk rows and
- *   push_task.total here too.  Empty subs and no report outstanding ->
+ *   push_task.total in dsp_report.c.  Empty subs and no report outstanding ->
  *   `dispatched`.  Past the task's expire_at nothing more is chunked: what
  *   is left counts expired (dsp_chunk_expire).
  * - At exit: flush the producer, write the reports, mark finished tasks,
@@ -99,102 +99,66 @@ void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
     dsp_health_ok(d, DSP_KAFKA);
     if (!om->republish)
         hr_metrics_inc(d->met.chunks_published);
-    if (d->reports.n >= DSP_REPORTS_MAX ||
-        hr_vec_push(&d->reports, ((dsp_report){.task = om->task,
-                                               .seq = om->seq,
-                                               .size = om->size,
-                                               .published_ms = om->published_ms})) != 0)
-        hr_log_error("chunk_row_lost", "task=%" PRId64 " seq=%" PRId64 " error=report queue full",
-                     om->task, om->seq);
+    dsp_report_add(d, &(dsp_report){.task = om->task,
+                                    .seq = om->seq,
+                                    .size = om->size,
+                                    .published_ms = om->published_ms});
 done:
     free(om);
 }
 
-/* Writes up to MAX queued push_chunk rows, oldest first; the first publish
- * of a chunk adds its size to total and to the live stats.  What MySQL
- * refused and what is over MAX stays queued. */
-static void dsp_write_reports(dsp *d, size_t max)
+static int dsp_task_cmp(const void *a, const void *b)
 {
-    dsp_conn *conn = &d->loop_conn;
-    char err[512], key[256];
-    size_t done = 0, n = d->reports.n < max ? d->reports.n : max;
-    uint64_t affected;
+    int64_t x = (*(dsp_task *const *)a)->id, y = (*(dsp_task *const *)b)->id;
 
-    if (d->reports.n == 0 || !dsp_conn_ready(d, conn))
-        return;
-    for (; done < n; done++) {
-        const dsp_report *rp = &d->reports.v[done];
-        const hr_mysql_param p[] = {HR_P_I64(rp->task), HR_P_I64(rp->seq), HR_P_I64(rp->size),
-                                    HR_P_I64(rp->published_ms)};
-        const hr_mysql_param pt[] = {HR_P_I64(rp->size), HR_P_I64(rp->task)};
-        redisReply *reply;
-
-        affected = 0;
-        if (hr_mysql_exec(conn->m,
-                          "INSERT INTO push_chunk (task_id, seq, size, state, published_at) "
-                          "VALUES (?, ?, ?, 'published', FROM_UNIXTIME(? / 1000)) "
-                          "ON DUPLICATE KEY UPDATE publishes = publishes + 1, "
-                          "published_at = VALUES(published_at)",
-                          p, 4, &affected, NULL, NULL, err, sizeof err) < 0)
-            goto failed;
-        if (affected != 1)
-            continue; /* a republish of a known chunk */
-        if (hr_mysql_exec(conn->m, "UPDATE push_task SET total = total + ? WHERE id = ?", pt, 2,
-                          NULL, NULL, NULL, err, sizeof err) < 0) {
-            hr_log_error("task_total_lost",
-                         "task=%" PRId64 " seq=%" PRId64 " size=%" PRId64 " error=%s", rp->task,
-                         rp->seq, rp->size, err);
-            goto failed_after_row;
-        }
-        hr_key_task(hr_redis_prefix(conn->r), key, sizeof key, rp->task, HR_KEY_STATS);
-        reply =
-            hr_redis_cmdf(conn->r, err, sizeof err, "HINCRBY %s published %" PRId64, key, rp->size);
-        freeReplyObject(reply);
-        if (reply != NULL) {
-            reply = hr_redis_cmdf(conn->r, err, sizeof err, "HINCRBY %s chunks_published 1", key);
-            freeReplyObject(reply);
-        }
-        if (reply == NULL)
-            dsp_health_fail(d, DSP_REDIS, err);
-    }
-    memmove(d->reports.v, d->reports.v + done, (d->reports.n - done) * sizeof *d->reports.v);
-    d->reports.n -= done;
-    dsp_health_ok(d, DSP_MYSQL);
-    return;
-failed_after_row:
-    done++;
-failed:
-    memmove(d->reports.v, d->reports.v + done, (d->reports.n - done) * sizeof *d->reports.v);
-    d->reports.n -= done;
-    dsp_conn_failed(d, conn, DSP_MYSQL, err);
+    return (x > y) - (x < y);
 }
 
-static bool dsp_task_reports_queued(const dsp *d, int64_t id)
+/* Subs is empty and every chunk's report was served: the N tasks DONE
+ * become `dispatched` in one statement (many small tasks end in the same
+ * tick, and a statement each held the loop thread for most of it) and
+ * are dropped.  On a MySQL failure they stay, and the next tick tries
+ * again. */
+static void dsp_finish(dsp *d, dsp_task **done, size_t n)
 {
+    dsp_conn *conn = &d->loop_conn;
+    int64_t *ids = calloc(n, sizeof *ids);
+    bool *mine = calloc(n, sizeof *mine);
+    uint64_t moved = 0;
+    char err[512];
     size_t i;
 
-    for (i = 0; i < d->reports.n; i++)
-        if (d->reports.v[i].task == id)
-            return true;
-    return false;
-}
-
-/* Subs is empty and every chunk's report was served: `dispatched`. */
-static void dsp_finish(dsp *d, dsp_task *dt)
-{
-    dsp_conn *conn = &d->loop_conn;
-    char err[512];
-    int rc = hr_state_dispatched(conn->m, dt->id, d->owner, err, sizeof err);
-
-    if (rc < 0) {
-        dsp_conn_failed(d, conn, DSP_MYSQL, err);
-        return;
+    if (ids == NULL || mine == NULL) {
+        snprintf(err, sizeof err, "out of memory");
+        goto failed;
     }
-    if (rc == 1)
-        hr_log_info("task_dispatched", "task=%" PRId64 " chunks=%" PRId64, dt->id, dt->chunks);
-    else
-        hr_log_warn("task_lost", "task=%" PRId64 " reason=not dispatching or not ours", dt->id);
-    dsp_task_drop(d, dt);
+    qsort(done, n, sizeof *done, dsp_task_cmp);
+    for (i = 0; i < n; i++)
+        ids[i] = done[i]->id;
+    if (hr_state_dispatched(conn->m, ids, n, d->owner, &moved, err, sizeof err) < 0)
+        goto failed;
+    /* Not all moved: find out which are ours and dispatched now. */
+    for (i = 0; i < n; i++)
+        mine[i] = moved == n;
+    if (moved < n &&
+        dsp_store_mine(d, conn->m, ids, n, HR_STATE_DISPATCHED, mine, err, sizeof err) < 0)
+        hr_log_warn("task_dispatched_unknown", "tasks=%zu moved=%" PRIu64 " error=%s", n, moved,
+                    err);
+    for (i = 0; i < n; i++) {
+        if (mine[i])
+            hr_log_info("task_dispatched", "task=%" PRId64 " chunks=%" PRId64, done[i]->id,
+                        done[i]->chunks);
+        else
+            hr_log_warn("task_lost", "task=%" PRId64 " reason=not dispatching or not ours",
+                        done[i]->id);
+        dsp_task_drop(d, done[i]);
+    }
+    goto out;
+failed:
+    dsp_conn_failed(d, conn, DSP_MYSQL, err);
+out:
+    free(mine);
+    free(ids);
 }
 
 /* Before an owner's first chunk: the task's reconciliation (dsp_reconcile.c)
@@ -203,12 +167,11 @@ static void dsp_finish(dsp *d, dsp_task *dt)
  * is queued here and the task waits for its outcome (t->reconciling). */
 static void dsp_start(dsp *d, dsp_task *dt)
 {
-    if (!dsp_reconcile_want(d, dt->id)) {
+    if (!dsp_reconcile_want(d, dt)) {
         hr_log_error("reconcile_not_queued", "task=%" PRId64 " error=out of memory", dt->id);
         dt->next_ms = dsp_now_ms() + 1000;
         return;
     }
-    dt->reconciling = true;
 }
 
 /* Whether the task's ctl key (what pause, resume and cancel set at once in
@@ -363,6 +326,16 @@ static bool dsp_chunk_one(dsp *d, dsp_task *dt)
     }
     if (dt->waits && now < dt->wait_next_ms)
         return false; /* nothing released before then (dsp_chunk_release) */
+    /* Enough chunks wait for a worker (dsp_ahead.c). */
+    switch (dsp_ahead(d, dt, err, sizeof err)) {
+    case 0:
+        break;
+    case 1:
+        dt->next_ms = now + DSP_AHEAD_RECHECK_MS;
+        return false;
+    default:
+        goto redis_failed;
+    }
     n = dsp_grant(d, dt, now, &failed, err, sizeof err);
     if (n == 0) {
         if (failed)
@@ -398,6 +371,11 @@ static bool dsp_chunk_one(dsp *d, dsp_task *dt)
         return false;
     }
     dt->chunks++;
+    /* Fewer than asked for: subs ran empty (nothing adds to it once seq
+     * exists but the wait set's releases, which wait_left counts), so a
+     * task of one chunk ends without another GET ctl, INCR and empty move. */
+    if (moved < n && !dt->waits)
+        dt->subs_empty = true;
     dsp_seams_moved();
     if (dsp_produce(d, dt->id, seq, moved, dt->due_ms, false, err, sizeof err) < 0) {
         /* The chunk is pending; the sweeper publishes it later. */
@@ -417,24 +395,24 @@ redis_failed:
 
 bool dsp_tick(dsp *d)
 {
+    HR_VEC(dsp_task *) done = {0};
     size_t i, budget = DSP_CHUNKS_PER_TICK;
     int64_t now;
     bool moved = false;
 
     rd_kafka_poll(d->rk, 0);
-    dsp_write_reports(d, DSP_REPORTS_PER_TICK);
+    dsp_report_write(d);
     if (atomic_load(&d->stopping))
         return false;
     now = dsp_now_ms();
-    /* Backwards, because dsp_finish moves the last task into slot i. */
-    for (i = d->tasks.n; i-- > 0 && budget > 0;) {
+    for (i = 0; i < d->tasks.n && budget > 0; i++) {
         dsp_task *dt = d->tasks.v[i];
 
         if (dt->next_ms > now || !dsp_conn_ready(d, &d->loop_conn))
             continue;
         if (dt->subs_empty) {
-            if (dt->outstanding == 0 && !dsp_task_reports_queued(d, dt->id))
-                dsp_finish(d, dt);
+            if (dt->outstanding == 0 && !dsp_report_queued(d, dt->id) && hr_vec_push(&done, dt) < 0)
+                break; /* out of memory: the next tick */
             continue;
         }
         if (dt->outstanding >= DSP_OUTSTANDING_MAX)
@@ -443,12 +421,16 @@ bool dsp_tick(dsp *d)
             moved = true;
         budget--;
     }
+    if (done.n > 0)
+        dsp_finish(d, done.v, done.n);
+    hr_vec_free(&done);
     return moved;
 }
 
 void dsp_release_all(dsp *d)
 {
     dsp_conn *conn = &d->loop_conn;
+    HR_VEC(dsp_task *) done = {0};
     const hr_mysql_param p[] = {HR_P_STR(d->owner)};
     uint64_t affected = 0;
     char err[512];
@@ -463,15 +445,19 @@ void dsp_release_all(dsp *d)
     }
     /* The backoff of a recent failure must not skip the last writes. */
     conn->retry_at_ms = 0;
-    dsp_write_reports(d, d->reports.n);
+    dsp_report_flush(d);
     if (conn->m == NULL)
         return;
-    for (i = d->tasks.n; i-- > 0;) {
+    for (i = 0; i < d->tasks.n; i++) {
         dsp_task *dt = d->tasks.v[i];
 
-        if (dt->subs_empty && dt->outstanding == 0 && !dsp_task_reports_queued(d, dt->id))
-            dsp_finish(d, dt);
+        if (dt->subs_empty && dt->outstanding == 0 && !dsp_report_queued(d, dt->id) &&
+            hr_vec_push(&done, dt) < 0)
+            break;
     }
+    if (done.n > 0)
+        dsp_finish(d, done.v, done.n);
+    hr_vec_free(&done);
     if (hr_mysql_exec(conn->m,
                       "UPDATE push_task SET lease_until = UTC_TIMESTAMP(3) "
                       "WHERE claimed_by = ? AND state = 'dispatching'",

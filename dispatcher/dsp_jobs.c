@@ -5,7 +5,9 @@
  *
  * - scan: the scanner (dsp_scan.c), then the control transitions
  *   (dsp_control.c), the herald_tasks{state} gauge and, every
- *   DSP_ADDR_SYNC_MS, the address sync (dsp_addr.c).
+ *   DSP_ADDR_SYNC_MS, the address sync (dsp_addr.c); when it returned, the
+ *   timer pops at once (the scan may have put entries due before its next
+ *   wake-up).
  * - poll: the DB poller (dsp_poll.c); the tasks it claimed are owned on
  *   the loop thread in the after-work callback.
  * - sweep: the sweeper and key retirement (dsp_sweep.c). */
@@ -69,6 +71,10 @@ static void dsp_jobs_done(uv_work_t *w, int status)
     d->bg_claimed.n = 0;
     if (atomic_load(&d->stopping))
         return;
+    /* The scan may have put entries into the timer that are due before it
+     * wakes. */
+    if (d->bg_doing & DSP_BG_SCAN)
+        dsp_timer_wake(d);
     if (d->bg_want != 0)
         dsp_jobs_kick(d, 0);
 }

@@ -53,6 +53,7 @@ void dsp_tasks_free(dsp *d)
 
 bool dsp_own(dsp *d, const hr_task *t, const char *via)
 {
+    const hr_channel *ch;
     dsp_task *dt;
     bool fresh = strcmp(via, "timer") == 0 || strcmp(via, "poller") == 0;
 
@@ -67,6 +68,8 @@ bool dsp_own(dsp *d, const hr_task *t, const char *via)
     dt->id = t->id;
     dt->due_ms = t->due_ms;
     dt->chunk_size = t->chunk_size;
+    ch = hr_config_channel(d->cfg, t->channel);
+    dt->addressed = ch == NULL || ch->type != HR_CHANNEL_WEBHOOK;
     dt->rate_limit = dsp_task_rate_limit(d, t);
     dt->cap = dt->rate_limit;
     dt->finish_ms = hr_task_paced(t) ? t->finish_ms : -1;
@@ -103,7 +106,10 @@ static void dsp_adopt(dsp *d, int64_t id)
     hr_task *t = NULL;
     char err[512];
 
-    if (hr_task_load(conn->m, id, &t, err, sizeof err) == 0 && dsp_own(d, t, "adopt")) {
+    /* Validated first: the check after its claim may have failed on MySQL,
+     * and a bad row is made failed here instead of chunked. */
+    if (hr_task_load(conn->m, id, &t, err, sizeof err) == 0 &&
+        (!dsp_store_check(d, conn->m, t) || dsp_own(d, t, "adopt"))) {
         hr_task_free(t);
         return;
     }

@@ -30,8 +30,10 @@ void dsp_poll(dsp *d)
     const hr_mysql_param ps[] = {HR_P_I64((int64_t)d->cfg->dispatcher.poller_grace_ms * 1000),
                                  DSP_TOPIC_PARAMS, HR_P_I64(DSP_POLL_MAX)};
     const hr_mysql_param pt[] = {DSP_TOPIC_PARAMS, HR_P_I64(DSP_POLL_MAX)};
+    dsp_scan_entry e[DSP_POLL_MAX];
+    dsp_prep_count c[DSP_POLL_MAX];
     hr_task **tasks = NULL;
-    size_t n = 0, i;
+    size_t n = 0, nvalid = 0, i;
     char err[512];
     int rc;
 
@@ -42,15 +44,23 @@ void dsp_poll(dsp *d)
                         "AND (? IS NULL OR topic = ?) ORDER BY due_at LIMIT ?",
                         ps, 4, &tasks, &n, err, sizeof err) < 0)
         goto failed;
-    for (i = 0; i < n && !atomic_load(&d->stopping); i++) {
-        dsp_scan_entry e = {.id = tasks[i]->id, .due_ms = -1};
+    /* The valid ones to the front, then prepared: the scanner may never
+     * have seen one (its timer entry was lost before it was put there), and
+     * a set that lost members must be read whole by the reconciliation. */
+    for (i = 0; i < n; i++) {
+        hr_task *t = tasks[i];
 
-        if (!dsp_store_check(d, conn->m, tasks[i]))
+        if (!dsp_store_check(d, conn->m, t))
             continue;
-        /* The scanner may never have prepared it (its timer entry was lost
-         * before it was put there): a claim now would chunk an empty or
-         * partial set. */
-        if (dsp_prepare(d, tasks[i], &e, dsp_now_ms()) < 0)
+        tasks[i] = tasks[nvalid];
+        tasks[nvalid++] = t;
+    }
+    for (i = 0; i < nvalid; i++)
+        e[i] = (dsp_scan_entry){.id = tasks[i]->id, .due_ms = -1};
+    if (nvalid > 0 && dsp_prepare_count(d, tasks, nvalid, e, dsp_now_ms(), c) < 0)
+        nvalid = 0;
+    for (i = 0; i < nvalid && !atomic_load(&d->stopping); i++) {
+        if (dsp_prepare(d, tasks[i], &e[i], &c[i]) < 0)
             continue;
         rc = dsp_store_claim(d, conn->m, tasks[i]->id, dsp_now_ms(), err, sizeof err);
         if (rc == HR_STATE_BUSY)

@@ -19,10 +19,16 @@
  * (dsp_wait_plan), once per task.
  *
  * Off the loop thread: a sync's cost follows the rows added since the last
- * one, which a bulk load just before due can make large.  One job at a
- * time on libuv's pool, with its own connections (dsp.rc_conn); the loop
- * thread queues task ids (dsp_reconcile_want) and reads the outcome in the
- * job's after-work callback, which libuv runs on the loop thread. */
+ * one, which a bulk load just before due can make large.  Up to
+ * DSP_RECONCILE_JOBS jobs at a time on libuv's pool, each with its own
+ * connections (dsp.rc[i].conn) and a batch of up to DSP_RECONCILE_BATCH
+ * queued tasks, reconciled one after the other after one address sync for
+ * the batch; with many small tasks due at once, one reconciliation at a
+ * time (about twenty round trips each) held the later tasks' first chunks
+ * back.  Two jobs never hold the same task: a task is queued once, and
+ * each task's sync takes its prepare lock anyway.  The loop thread queues
+ * tasks (dsp_reconcile_want) and reads the outcomes in a job's after-work
+ * callback, which libuv runs on the loop thread. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,10 +83,9 @@ static int dsp_rc_seq(dsp_conn *conn, int64_t id, char *errstr, size_t errlen)
     return 0;
 }
 
-static void dsp_rc_work(uv_work_t *w)
+/* One task of a job: the sync, seq, the wait set's plan. */
+static void dsp_rc_one(dsp *d, dsp_conn *conn, dsp_rc_item *it)
 {
-    dsp *d = w->data;
-    dsp_conn *conn = &d->rc_conn;
     char token[256];
     hr_subs_refill_opts o = {.token = token,
                              .lock_ms = DSP_PREP_LOCK_MS,
@@ -88,27 +93,44 @@ static void dsp_rc_work(uv_work_t *w)
                              .stop = &d->stopping};
     int64_t start = dsp_now_ms();
 
-    d->rc_added = d->rc_seen = d->rc_parked = 0;
-    if (!dsp_conn_ready(d, conn)) {
-        d->rc_result = -1;
-        snprintf(d->rc_err, sizeof d->rc_err, "backends not ready");
-        return;
-    }
-    /* Addresses first: the campaign's chunks read them from Redis. */
-    dsp_addr_sync(d, conn, false);
     snprintf(token, sizeof token, "%s/reconcile", d->owner);
-    d->rc_result = hr_subs_sync(conn->m, conn->r, d->rc_task, &o, true, &d->rc_added, &d->rc_seen,
-                                d->rc_err, sizeof d->rc_err);
+    it->result = hr_subs_sync(conn->m, conn->r, it->id, &o, true, &it->added, &it->seen, it->err,
+                              sizeof it->err);
     /* The plan runs once the set is complete and seq exists (no refill can
      * add to subs any more), before the first chunk. */
-    if ((d->rc_result == HR_SUBS_DONE || d->rc_result == HR_SUBS_STARTED) &&
-        (dsp_rc_seq(conn, d->rc_task, d->rc_err, sizeof d->rc_err) < 0 ||
-         dsp_wait_plan(conn, d->rc_task, dsp_now_ms(), &d->rc_parked, d->rc_err, sizeof d->rc_err) <
-             0))
-        d->rc_result = -1;
-    if (d->rc_result < 0)
-        dsp_conn_failed(d, conn, DSP_MYSQL, d->rc_err);
-    d->rc_ms = dsp_now_ms() - start;
+    if ((it->result == HR_SUBS_DONE || it->result == HR_SUBS_STARTED) &&
+        (dsp_rc_seq(conn, it->id, it->err, sizeof it->err) < 0 ||
+         (it->waits &&
+          dsp_wait_plan(conn, it->id, dsp_now_ms(), &it->parked, it->err, sizeof it->err) < 0)))
+        it->result = -1;
+    if (it->result < 0)
+        dsp_conn_failed(d, conn, DSP_MYSQL, it->err);
+    it->ms = dsp_now_ms() - start;
+}
+
+static void dsp_rc_work(uv_work_t *w)
+{
+    dsp_rc_job *job = w->data;
+    size_t i;
+
+    /* Addresses first, once for the batch: the campaigns' chunks read them
+     * from Redis.  Not for webhook channels, which push to no address. */
+    for (i = 0; i < job->n && !job->items[i].addressed; i++)
+        ;
+    if (i < job->n && dsp_conn_ready(job->d, &job->conn))
+        dsp_addr_sync(job->d, &job->conn, false);
+    for (i = 0; i < job->n; i++) {
+        dsp_rc_item *it = &job->items[i];
+
+        /* After a failure the connection backs off: the rest are tried
+         * again by a later job. */
+        if (dsp_conn_ready(job->d, &job->conn)) {
+            dsp_rc_one(job->d, &job->conn, it);
+            continue;
+        }
+        it->result = -1;
+        snprintf(it->err, sizeof it->err, "backends not ready");
+    }
 }
 
 /* The outcome of task ID's reconciliation on the owned task; OK false =
@@ -126,75 +148,116 @@ static void dsp_rc_outcome(dsp *d, int64_t id, bool ok)
         dt->next_ms = dsp_now_ms() + 100;
 }
 
-static void dsp_rc_start(dsp *d);
-
-static void dsp_rc_done(uv_work_t *w, int status)
+/* Logs and applies one item's outcome. */
+static void dsp_rc_apply(dsp *d, const dsp_rc_item *it)
 {
-    dsp *d = w->data;
-    int64_t id = d->rc_task;
-
-    (void)status;
-    d->rc_busy = false;
-    switch (d->rc_result) {
+    switch (it->result) {
     case HR_SUBS_DONE:
         hr_log_info("task_reconciled",
                     "task=%" PRId64 " added=%" PRId64 " read=%" PRId64 " parked=%" PRId64
                     " ms=%" PRId64,
-                    id, d->rc_added, d->rc_seen, d->rc_parked, d->rc_ms);
-        if (d->rc_added > 0)
-            hr_metrics_add(d->met.reconcile_added, (uint64_t)d->rc_added);
-        hr_metrics_observe(d->met.reconcile_seconds, (double)d->rc_ms / 1000.0);
-        dsp_rc_outcome(d, id, true);
+                    it->id, it->added, it->seen, it->parked, it->ms);
+        if (it->added > 0)
+            hr_metrics_add(d->met.reconcile_added, (uint64_t)it->added);
+        hr_metrics_observe(d->met.reconcile_seconds, (double)it->ms / 1000.0);
+        dsp_rc_outcome(d, it->id, true);
         break;
     case HR_SUBS_STARTED:
         /* seq exists: an earlier owner reconciled and started chunking. */
-        dsp_rc_outcome(d, id, true);
+        dsp_rc_outcome(d, it->id, true);
         break;
     case HR_SUBS_BUSY:
         /* A scanner's sync holds the prepare lock: try again shortly. */
-        dsp_rc_outcome(d, id, false);
+        dsp_rc_outcome(d, it->id, false);
         break;
     default:
-        hr_log_warn("reconcile_failed", "task=%" PRId64 " result=%s error=%s", id,
-                    hr_subs_result_str(d->rc_result), d->rc_err);
-        dsp_rc_outcome(d, id, false);
+        hr_log_warn("reconcile_failed", "task=%" PRId64 " result=%s error=%s", it->id,
+                    hr_subs_result_str(it->result), it->err);
+        dsp_rc_outcome(d, it->id, false);
         break;
     }
-    dsp_rc_start(d);
 }
 
-/* Starts the next queued reconciliation, if none runs. */
-static void dsp_rc_start(dsp *d)
-{
-    if (d->rc_busy || d->rc_queue.n == 0 || atomic_load(&d->stopping))
-        return;
-    d->rc_task = d->rc_queue.v[0];
-    memmove(d->rc_queue.v, d->rc_queue.v + 1, (d->rc_queue.n - 1) * sizeof *d->rc_queue.v);
-    d->rc_queue.n--;
-    d->rc_work.data = d;
-    if (uv_queue_work(d->loop, &d->rc_work, dsp_rc_work, dsp_rc_done) == 0)
-        d->rc_busy = true;
-    else
-        dsp_rc_outcome(d, d->rc_task, false);
-}
+static void dsp_rc_start(dsp *d);
 
-bool dsp_reconcile_want(dsp *d, int64_t id)
+static void dsp_rc_done(uv_work_t *w, int status)
 {
+    dsp_rc_job *job = w->data;
     size_t i;
 
-    if (d->rc_busy && d->rc_task == id)
-        return true;
+    (void)status;
+    job->busy = false;
+    for (i = 0; i < job->n; i++)
+        dsp_rc_apply(job->d, &job->items[i]);
+    job->n = 0;
+    dsp_rc_start(job->d);
+}
+
+/* Starts idle jobs on the queued tasks, a batch each. */
+static void dsp_rc_start(dsp *d)
+{
+    size_t j, i;
+
+    for (j = 0; j < DSP_RECONCILE_JOBS && d->rc_queue.n > 0 && !atomic_load(&d->stopping); j++) {
+        dsp_rc_job *job = &d->rc[j];
+
+        if (job->busy)
+            continue;
+        job->n = d->rc_queue.n < DSP_RECONCILE_BATCH ? d->rc_queue.n : DSP_RECONCILE_BATCH;
+        memcpy(job->items, d->rc_queue.v, job->n * sizeof *job->items);
+        memmove(d->rc_queue.v, d->rc_queue.v + job->n,
+                (d->rc_queue.n - job->n) * sizeof *d->rc_queue.v);
+        d->rc_queue.n -= job->n;
+        job->d = d;
+        job->work.data = job;
+        if (uv_queue_work(d->loop, &job->work, dsp_rc_work, dsp_rc_done) == 0) {
+            job->busy = true;
+            continue;
+        }
+        for (i = 0; i < job->n; i++)
+            dsp_rc_outcome(d, job->items[i].id, false);
+        job->n = 0;
+    }
+}
+
+/* Whether task ID is queued or in a running job. */
+static bool dsp_rc_has(const dsp *d, int64_t id)
+{
+    size_t i, j;
+
     for (i = 0; i < d->rc_queue.n; i++)
-        if (d->rc_queue.v[i] == id)
+        if (d->rc_queue.v[i].id == id)
             return true;
-    if (hr_vec_push(&d->rc_queue, id) != 0)
+    for (j = 0; j < DSP_RECONCILE_JOBS; j++)
+        for (i = 0; d->rc[j].busy && i < d->rc[j].n; i++)
+            if (d->rc[j].items[i].id == id)
+                return true;
+    return false;
+}
+
+bool dsp_reconcile_want(dsp *d, dsp_task *dt)
+{
+    if (!dsp_rc_has(d, dt->id) &&
+        hr_vec_push(
+            &d->rc_queue,
+            ((dsp_rc_item){.id = dt->id, .waits = dt->waits, .addressed = dt->addressed})) != 0)
         return false;
+    dt->reconciling = true;
     dsp_rc_start(d);
     return true;
+}
+
+bool dsp_reconcile_busy(const dsp *d)
+{
+    for (size_t j = 0; j < DSP_RECONCILE_JOBS; j++)
+        if (d->rc[j].busy)
+            return true;
+    return false;
 }
 
 void dsp_reconcile_free(dsp *d)
 {
     hr_vec_free(&d->rc_queue);
-    dsp_conn_close(&d->rc_conn);
+    for (size_t j = 0; j < DSP_RECONCILE_JOBS; j++)
+        dsp_conn_close(&d->rc[j].conn);
 }

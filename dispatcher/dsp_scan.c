@@ -15,11 +15,14 @@
  *   recipients and stops once chunking started); all of them when SCARD
  *   subs + SCARD pulled is below the task's row count.  Syncing again
  *   happens when the Redis count changed or DSP_RECHECK_MS passed.  The
- *   owner's reconciliation after the claim (dsp_reconcile.c) reads what
- *   the last sync could not see.  The DB poller (dsp_poll.c) prepares too.
+ *   counts of a whole page are read in two round trips.  A task already
+ *   due goes into the timer without a sync: the owner's reconciliation
+ *   after the claim (dsp_reconcile.c) reads what the last sync could not
+ *   see.  The DB poller (dsp_poll.c) prepares too.
  *
  * - Admission control (dsp_pace.c) for every task first seen, and again
- *   every DSP_RECHECK_MS.
+ *   every DSP_RECHECK_MS, after the page is in the timer and within
+ *   DSP_ADMIT_BUDGET_MS per scan.
  *
  * Every query is restricted to the test topic filter (dsp_seams.h), if
  * any. */
@@ -31,6 +34,7 @@
 #include "dsp.h"
 #include "hr_keys.h"
 #include "hr_log.h"
+#include "hr_pipe.h"
 #include "hr_subs.h"
 
 static int dsp_scan_cmp(const void *a, const void *b)
@@ -40,49 +44,134 @@ static int dsp_scan_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Keeps T's subscriber set up to date with push_subscription before the
- * claim, so that the reconciliation after it has little left to read.
- * E carries the scanner's memory of the last count.  A sync (hr_subs_sync)
- * reads the subscriptions added since the last one; when the set holds
- * fewer members than MySQL rows (Redis lost some) the synced mark goes
- * first, so the sync reads them all.  Syncing again happens when the Redis
- * count changed or DSP_RECHECK_MS passed.  0 = prepared (or someone else
- * holds the prepare lock, or the task was claimed meanwhile: its owner's
- * reconciliation finishes the set), -1 = not prepared (logged). */
-int dsp_prepare(dsp *d, const hr_task *t, dsp_scan_entry *e, int64_t now)
+/* The Redis counts of N tasks (SCARD subs + SCARD pulled) into C[i].have,
+ * one pipelined round trip.  0 or -1 (ERRSTR). */
+static int dsp_prepare_have(dsp_conn *conn, hr_task *const *tasks, size_t n, dsp_prep_count *c,
+                            char *errstr, size_t errlen)
+{
+    hr_pipe *pipe = hr_pipe_new(conn->r);
+    char key[HR_KEY_MAX];
+    size_t i;
+    int rc = -1;
+
+    if (pipe == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        const char *subs[] = {"SCARD", key}, *pulled[] = {"SCARD", key};
+
+        hr_key_task(hr_redis_prefix(conn->r), key, sizeof key, tasks[i]->id, HR_KEY_SUBS);
+        if (hr_pipe_cmd(pipe, 2, subs, NULL) < 0)
+            goto oom;
+        hr_key_task(hr_redis_prefix(conn->r), key, sizeof key, tasks[i]->id, HR_KEY_PULLED);
+        if (hr_pipe_cmd(pipe, 2, pulled, NULL) < 0)
+            goto oom;
+    }
+    if (hr_pipe_exec(pipe, errstr, errlen) < 0)
+        goto done;
+    for (i = 0; i < n; i++) {
+        int64_t a = dsp_reply_int(hr_pipe_reply(pipe, 2 * i, errstr, errlen));
+        int64_t b = dsp_reply_int(hr_pipe_reply(pipe, 2 * i + 1, errstr, errlen));
+
+        if (a < 0 || b < 0)
+            goto done;
+        c[i].have = a + b;
+    }
+    rc = 0;
+    goto done;
+oom:
+    snprintf(errstr, errlen, "out of memory");
+done:
+    hr_pipe_free(pipe);
+    return rc;
+}
+
+/* The push_subscription rows of the tasks whose C[i].need is set into
+ * C[i].want, one statement.  0 or -1 (ERRSTR). */
+static int dsp_prepare_want(dsp_conn *conn, hr_task *const *tasks, size_t n, dsp_prep_count *c,
+                            char *errstr, size_t errlen)
+{
+    int64_t *ids = calloc(n, sizeof *ids);
+    hr_mysql_rows *rows = NULL;
+    char *batch = NULL;
+    size_t i, j, k = 0;
+    int rc = -1;
+
+    if (ids == NULL)
+        goto oom;
+    for (i = 0; i < n; i++)
+        if (c[i].need) {
+            ids[k++] = tasks[i]->id;
+            c[i].want = 0; /* no row: no subscription */
+        }
+    if (k == 0) {
+        rc = 0;
+        goto done;
+    }
+    if (hr_mysql_json_ints(ids, k, 1, &batch) < 0)
+        goto oom;
+    {
+        const hr_mysql_param p[] = {HR_P_STR(batch)};
+
+        if (hr_mysql_query(conn->m,
+                           "SELECT s.task_id, COUNT(*) FROM JSON_TABLE(?, '$[*]' COLUMNS "
+                           "(task BIGINT PATH '$')) j STRAIGHT_JOIN push_subscription s "
+                           "ON s.task_id = j.task GROUP BY s.task_id",
+                           p, 1, &rows, errstr, errlen) < 0)
+            goto done;
+    }
+    for (j = 0; j < rows->nrows; j++) {
+        int64_t id = strtoll(hr_mysql_cell(rows, j, 0), NULL, 10);
+
+        for (i = 0; i < n; i++)
+            if (c[i].need && tasks[i]->id == id)
+                c[i].want = strtoll(hr_mysql_cell(rows, j, 1), NULL, 10);
+    }
+    rc = 0;
+    goto done;
+oom:
+    snprintf(errstr, errlen, "out of memory");
+done:
+    hr_mysql_rows_free(rows);
+    free(batch);
+    free(ids);
+    return rc;
+}
+
+/* Brings T's subscriber set up to date before the claim, so that the
+ * reconciliation after it has little left to read; C holds its Redis and
+ * MySQL counts (dsp_prepare_count).  A sync (hr_subs_sync) reads the subscriptions
+ * added since the last one; when the set holds fewer members than MySQL
+ * rows (Redis lost some) the synced mark goes first, so the next sync (or
+ * the reconciliation) reads them all.  A task already due is not synced
+ * here: its claim comes first, and the reconciliation after it reads the
+ * same rows (with many tasks due at once, syncing each before it entered
+ * the timer held the later ones back by a sync each).  0 = prepared (or
+ * someone else holds the prepare lock, or the task was claimed meanwhile:
+ * its owner's reconciliation finishes the set), -1 = not prepared
+ * (logged). */
+int dsp_prepare(dsp *d, const hr_task *t, dsp_scan_entry *e, const dsp_prep_count *c)
 {
     dsp_conn *conn = &d->bg_conn;
-    const hr_mysql_param p[] = {HR_P_I64(t->id)};
-    char subs[256], pulled[256], token[256], err[512];
+    int64_t now = dsp_now_ms(), have = c->have, want = c->want;
+    char token[256], err[512];
     hr_subs_refill_opts o = {.token = token,
                              .lock_ms = DSP_PREP_LOCK_MS,
                              .batch = d->cfg->dispatcher.refill_batch,
                              .stop = &d->stopping};
-    hr_mysql_rows *rows = NULL;
-    int64_t have, want, added = 0;
+    int64_t added = 0;
     int rc;
 
-    hr_key_task(hr_redis_prefix(conn->r), subs, sizeof subs, t->id, HR_KEY_SUBS);
-    hr_key_task(hr_redis_prefix(conn->r), pulled, sizeof pulled, t->id, HR_KEY_PULLED);
-    have = dsp_reply_int(hr_redis_cmdf(conn->r, err, sizeof err, "SCARD %s", subs));
-    if (have >= 0)
-        have += dsp_reply_int(hr_redis_cmdf(conn->r, err, sizeof err, "SCARD %s", pulled));
-    if (have < 0) {
-        dsp_conn_failed(d, conn, DSP_REDIS, err);
-        return -1;
-    }
-    if (e->checked_ms > 0 && have == e->have && now - e->checked_ms < DSP_RECHECK_MS)
+    if (!c->need)
         return 0;
-    if (hr_mysql_query(conn->m, "SELECT COUNT(*) FROM push_subscription WHERE task_id = ?", p, 1,
-                       &rows, err, sizeof err) < 0) {
-        dsp_conn_failed(d, conn, DSP_MYSQL, err);
-        return -1;
-    }
-    want = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
-    hr_mysql_rows_free(rows);
     if (have < want && hr_subs_forget_synced(conn->r, t->id, err, sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_REDIS, err);
         return -1;
+    }
+    if (hr_task_first_due_ms(t) <= now) {
+        e->checked_ms = 0; /* count again next scan, if it is still there */
+        return 0;
     }
     snprintf(token, sizeof token, "%s/scan", d->owner);
     rc = hr_subs_sync(conn->m, conn->r, t->id, &o, false, &added, NULL, err, sizeof err);
@@ -117,6 +206,29 @@ int dsp_prepare(dsp *d, const hr_task *t, dsp_scan_entry *e, int64_t now)
     return -1;
 }
 
+int dsp_prepare_count(dsp *d, hr_task *const *tasks, size_t n, const dsp_scan_entry *e, int64_t now,
+                      dsp_prep_count *c)
+{
+    dsp_conn *conn = &d->bg_conn;
+    char err[512];
+    size_t i;
+
+    /* One pipeline of SCARDs, one COUNT for the tasks whose Redis count
+     * changed or which were not counted for DSP_RECHECK_MS. */
+    if (dsp_prepare_have(conn, tasks, n, c, err, sizeof err) < 0) {
+        dsp_conn_failed(d, conn, DSP_REDIS, err);
+        return -1;
+    }
+    for (i = 0; i < n; i++)
+        c[i].need = !(e[i].checked_ms > 0 && c[i].have == e[i].have &&
+                      now - e[i].checked_ms < DSP_RECHECK_MS);
+    if (dsp_prepare_want(conn, tasks, n, c, err, sizeof err) < 0) {
+        dsp_conn_failed(d, conn, DSP_MYSQL, err);
+        return -1;
+    }
+    return 0;
+}
+
 void dsp_scan(dsp *d)
 {
     dsp_conn *conn = &d->bg_conn;
@@ -124,26 +236,31 @@ void dsp_scan(dsp *d)
                                 HR_P_I64(DSP_SCAN_MAX)};
     hr_task **tasks = NULL;
     dsp_scan_entry *next = NULL;
+    dsp_prep_count *c = NULL;
     size_t n = 0, nnext = 0, i;
-    int64_t now = dsp_now_ms();
+    int64_t now = dsp_now_ms(), admit_end;
     char err[512];
 
+    /* The soonest due first: when more than DSP_SCAN_MAX tasks are in the
+     * horizon, the ones left for a later scan are the latest due. */
     if (dsp_store_tasks(conn->m,
                         "SELECT " HR_TASK_COLUMNS " FROM push_task "
                         "WHERE state = 'scheduled' AND control = 'run' AND (due_at IS NULL "
                         "OR " HR_TASK_FIRST_DUE_SQL " <= UTC_TIMESTAMP(3) + INTERVAL ? SECOND) "
-                        "AND (? IS NULL OR topic = ?) ORDER BY id LIMIT ?",
+                        "AND (? IS NULL OR topic = ?) ORDER BY " HR_TASK_FIRST_DUE_SQL
+                        ", id LIMIT ?",
                         p, 4, &tasks, &n, err, sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
         return;
     }
-    if (n > 0 && (next = calloc(n, sizeof *next)) == NULL) {
+    if (n > 0 && ((next = calloc(n, sizeof *next)) == NULL || (c = calloc(n, sizeof *c)) == NULL)) {
         hr_log_error("scan_failed", "error=out of memory");
         goto done;
     }
+    /* The valid ones, each with the scanner's memory of it, to the front. */
     for (i = 0; i < n; i++) {
-        const hr_task *t = tasks[i];
-        dsp_scan_entry key = {.id = t->id}, *prev, *e;
+        hr_task *t = tasks[i];
+        dsp_scan_entry key = {.id = t->id}, *prev;
 
         if (atomic_load(&d->stopping))
             goto done;
@@ -151,21 +268,46 @@ void dsp_scan(dsp *d)
             continue;
         prev =
             d->nscan > 0 ? bsearch(&key, d->scan, d->nscan, sizeof *d->scan, dsp_scan_cmp) : NULL;
-        e = &next[nnext++];
-        *e = prev ? *prev : (dsp_scan_entry){.id = t->id, .due_ms = -1};
-        if (dsp_prepare(d, t, e, now) < 0)
+        next[nnext] = prev ? *prev : (dsp_scan_entry){.id = t->id, .due_ms = -1};
+        tasks[i] = tasks[nnext];
+        tasks[nnext++] = t;
+    }
+    if (nnext > 0 && dsp_prepare_count(d, tasks, nnext, next, now, c) < 0)
+        goto done;
+    /* Each task into the timer as soon as it is prepared: a page of syncs
+     * can take longer than the time left before the first ones are due. */
+    for (i = 0; i < nnext; i++) {
+        const hr_task *t = tasks[i];
+        dsp_scan_entry *e = &next[i];
+
+        if (atomic_load(&d->stopping))
+            goto done;
+        if (dsp_prepare(d, t, e, &c[i]) < 0)
             continue; /* not in the timer before it is prepared */
-        /* Admission control when first seen (prepared: its set is filled)
-         * and every DSP_RECHECK_MS: other tasks of its channel may have
-         * come meanwhile. */
-        if (prev == NULL || now - e->admitted_ms >= DSP_RECHECK_MS) {
-            e->admitted_ms = now;
-            if (dsp_admit(d, conn->m, conn->r, t, now, err, sizeof err) < 0)
-                hr_log_warn("admission_failed", "task=%" PRId64 " error=%s", t->id, err);
-        }
         if (e->due_ms != hr_task_first_due_ms(t) && dsp_timer_add(d, t) == 0)
             e->due_ms = hr_task_first_due_ms(t);
     }
+    /* Admission control when first seen (prepared: its set is filled) and
+     * every DSP_RECHECK_MS: other tasks of its channel may have come
+     * meanwhile.  After the timer, within DSP_ADMIT_BUDGET_MS a scan, the
+     * soonest due first: an estimate reads the channel's other tasks, and
+     * with a thousand new tasks the estimates took the scan twenty seconds
+     * (load 13), the timer entries waiting behind them.  The rest are
+     * estimated by the next scans. */
+    admit_end = dsp_now_ms() + DSP_ADMIT_BUDGET_MS;
+    for (i = 0; i < nnext && dsp_now_ms() < admit_end; i++) {
+        dsp_scan_entry *e = &next[i];
+
+        if (atomic_load(&d->stopping))
+            goto done;
+        if (e->due_ms < 0 || (e->admitted_ms > 0 && now - e->admitted_ms < DSP_RECHECK_MS))
+            continue; /* not prepared, or estimated lately */
+        e->admitted_ms = now;
+        if (dsp_admit(d, conn->m, conn->r, tasks[i], now, err, sizeof err) < 0)
+            hr_log_warn("admission_failed", "task=%" PRId64 " error=%s", tasks[i]->id, err);
+    }
+    /* Remembered by id, as the next scan and dsp_timer_forget look them up. */
+    qsort(next, nnext, sizeof *next, dsp_scan_cmp);
     /* A full page may have cut off tasks that are still scheduled. */
     if (n < DSP_SCAN_MAX)
         dsp_timer_forget(d, d->scan, d->nscan, next, nnext);
@@ -174,6 +316,7 @@ void dsp_scan(dsp *d)
     d->nscan = nnext;
     next = NULL;
 done:
+    free(c);
     free(next);
     dsp_store_tasks_free(tasks, n);
 }

@@ -1,7 +1,9 @@
 /* dsp_store: the MySQL statements the scanner, poller and timer share:
  * loading task rows, validating them (a bad row becomes `failed` with a
  * readable last_error) and the conditional claim that makes exactly one
- * dispatcher the owner of a task. */
+ * dispatcher the owner of a task, alone or for a batch of due tasks (the
+ * timer's pop: one statement claims them all, one more reads the rows
+ * won). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,9 +21,76 @@ int dsp_store_claim(dsp *d, hr_mysql *m, int64_t id, int64_t now_ms, char *errst
                           errstr, errlen);
 }
 
-int dsp_store_fail(hr_mysql *m, int64_t id, const char *reason, char *errstr, size_t errlen)
+int dsp_store_claim_batch(dsp *d, hr_mysql *m, const int64_t *ids, size_t n, int64_t now_ms,
+                          hr_task ***out, size_t *nout, char *errstr, size_t errlen)
 {
-    return hr_state_fail(m, id, HR_STATE_SCHEDULED, reason, errstr, errlen);
+    uint64_t claimed = 0;
+    char *batch = NULL;
+    int rc;
+
+    *out = NULL;
+    *nout = 0;
+    rc = hr_state_claim_batch(m, ids, n, d->owner, d->cfg->dispatcher.lease_s,
+                              now_ms + DSP_DUE_EARLY_MS, &claimed, errstr, errlen);
+    if (rc != 0 || claimed == 0)
+        return rc;
+    if (hr_mysql_json_ints(ids, n, 1, &batch) < 0) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    {
+        const hr_mysql_param p[] = {HR_P_STR(batch), HR_P_STR(d->owner)};
+
+        /* Ours now: the ones this statement claimed and any that a claim
+         * whose reply was lost claimed before (dsp_own skips those it has). */
+        rc = dsp_store_tasks(m,
+                             "SELECT " HR_TASK_COLUMNS " FROM push_task WHERE id IN "
+                             "(SELECT claim_id FROM JSON_TABLE(?, '$[*]' COLUMNS "
+                             "(claim_id BIGINT PATH '$')) j) "
+                             "AND state = 'dispatching' AND claimed_by = ?",
+                             p, 2, out, nout, errstr, errlen);
+    }
+    free(batch);
+    return rc;
+}
+
+int dsp_store_mine(dsp *d, hr_mysql *m, const int64_t *ids, size_t n, hr_task_state state,
+                   bool *mine, char *errstr, size_t errlen)
+{
+    hr_mysql_rows *rows = NULL;
+    char *batch = NULL;
+    size_t i, j;
+    int rc;
+
+    for (i = 0; i < n; i++)
+        mine[i] = false;
+    if (hr_mysql_json_ints(ids, n, 1, &batch) < 0) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    {
+        const hr_mysql_param p[] = {HR_P_STR(batch), HR_P_STR(hr_state_name(state)),
+                                    HR_P_STR(d->owner)};
+
+        rc = hr_mysql_query(m,
+                            "SELECT id FROM push_task WHERE id IN (SELECT task_id FROM "
+                            "JSON_TABLE(?, '$[*]' COLUMNS (task_id BIGINT PATH '$')) j) "
+                            "AND state = ? AND claimed_by = ?",
+                            p, 3, &rows, errstr, errlen);
+    }
+    for (j = 0; rc == 0 && j < rows->nrows; j++)
+        for (i = 0; i < n; i++)
+            if (ids[i] == strtoll(hr_mysql_cell(rows, j, 0), NULL, 10))
+                mine[i] = true;
+    hr_mysql_rows_free(rows);
+    free(batch);
+    return rc;
+}
+
+int dsp_store_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *reason, char *errstr,
+                   size_t errlen)
+{
+    return hr_state_fail(m, id, from, reason, errstr, errlen);
 }
 
 void dsp_store_tasks_free(hr_task **tasks, size_t n)
@@ -74,7 +143,7 @@ bool dsp_store_check(dsp *d, hr_mysql *m, const hr_task *t)
 
     if (hr_task_validate(t, d->cfg, why, sizeof why) == 0)
         return true;
-    rc = dsp_store_fail(m, t->id, why, err, sizeof err);
+    rc = dsp_store_fail(m, t->id, t->state, why, err, sizeof err);
     if (rc < 0)
         dsp_health_fail(d, DSP_MYSQL, err);
     else if (rc == 1)

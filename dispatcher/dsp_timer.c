@@ -4,9 +4,13 @@
  *   goes in at its due time, with its ctl key mirrored to run; the entries
  *   of tasks a complete scan no longer returns come out.
  * - Popped by the loop thread (dsp.loop_conn): timer_pop.lua hands this
- *   dispatcher the due ids no other one got; each is claimed in MySQL (one
- *   winner) and joins the owned tasks (dsp_own).  When MySQL fails, the
- *   popped entries not yet claimed go back into the timer. */
+ *   dispatcher the due ids no other one got; they are claimed in MySQL in
+ *   one statement (one winner per task; when a row stays locked, one at a
+ *   time), validated, and join the owned tasks (dsp_own).  When MySQL
+ *   fails, the popped entries not yet claimed go back into the timer.
+ * - The libuv timer t_timer sleeps until the earliest entry left is due
+ *   (timer_pop.lua answers it), timer_interval_ms at most, and a scan that
+ *   put entries into the timer wakes it (dsp_timer_wake). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,85 +70,190 @@ void dsp_timer_forget(dsp *d, const dsp_scan_entry *old, size_t nold, const dsp_
     }
 }
 
-/* Puts the popped entries FROM.. of REPLY back into the timer with their
- * scores, so a failed claim does not make the others wait for the poller. */
-static void dsp_timer_putback(dsp *d, const redisReply *reply, size_t from)
+/* A popped timer entry: the task id, and the reply's strings to put it
+ * back with. */
+typedef struct dsp_timer_entry {
+    int64_t id;
+    const char *member, *score;
+} dsp_timer_entry;
+
+static int dsp_timer_entry_cmp(const void *a, const void *b)
+{
+    int64_t x = ((const dsp_timer_entry *)a)->id, y = ((const dsp_timer_entry *)b)->id;
+
+    return (x > y) - (x < y);
+}
+
+/* Puts the popped entries E[N] back into the timer with their scores, so
+ * a failed claim does not make them wait for the poller. */
+static void dsp_timer_putback(dsp *d, const dsp_timer_entry *e, size_t n)
 {
     dsp_conn *conn = &d->loop_conn;
     char key[256], err[256];
-    const char **argv;
-    size_t i, n = 0;
+    const char *argv[2 + 2 * DSP_TIMER_POP_MAX];
+    size_t i, argc = 0;
     redisReply *added;
 
-    argv = malloc((2 + reply->elements) * sizeof *argv);
-    if (argv == NULL)
-        goto lost;
-    argv[n++] = "ZADD";
-    argv[n++] = hr_key_timer(hr_redis_prefix(conn->r), key, sizeof key);
-    for (i = from; i + 1 < reply->elements; i += 2) {
-        argv[n++] = reply->element[i + 1]->str; /* score */
-        argv[n++] = reply->element[i]->str;     /* id */
+    if (n == 0)
+        return;
+    argv[argc++] = "ZADD";
+    argv[argc++] = hr_key_timer(hr_redis_prefix(conn->r), key, sizeof key);
+    for (i = 0; i < n; i++) {
+        argv[argc++] = e[i].score;
+        argv[argc++] = e[i].member;
     }
-    added = n > 2 ? hr_redis_cmd(conn->r, err, sizeof err, (int)n, argv, NULL) : NULL;
-    free(argv);
-    if (n <= 2 || added != NULL) {
+    added = hr_redis_cmd(conn->r, err, sizeof err, (int)argc, argv, NULL);
+    if (added != NULL) {
         freeReplyObject(added);
         return;
     }
-lost:
     /* The DB poller claims them once they are overdue. */
-    hr_log_warn("timer_putback_failed", "entries=%zu", (reply->elements - from) / 2);
+    hr_log_warn("timer_putback_failed", "entries=%zu", n);
 }
 
-void dsp_timer_pop(dsp *d)
+/* A task this pop claimed: validated now (the row may have changed since
+ * the scanner checked it; a bad one becomes failed with its last_error,
+ * and the others of the batch go on), then owned, its reconciliation
+ * queued at once rather than by the chunker's next tick. */
+static void dsp_timer_own(dsp *d, const hr_task *t)
+{
+    dsp_task *dt;
+
+    if (!dsp_store_check(d, d->loop_conn.m, t) || !dsp_own(d, t, "timer"))
+        return;
+    dt = dsp_task_find(d, t->id);
+    /* Out of memory: the chunker queues it. */
+    if (dt != NULL && !dt->started && !dt->reconciling)
+        (void)dsp_reconcile_want(d, dt);
+}
+
+/* The claims one at a time, when a row of the batch stayed locked: each
+ * waits for its own row, and the one an open transaction holds is left to
+ * the DB poller.  On a MySQL failure the entries not claimed go back. */
+static void dsp_timer_claim_each(dsp *d, const dsp_timer_entry *e, size_t n, int64_t now)
 {
     dsp_conn *conn = &d->loop_conn;
-    char key[256], now_s[24], max_s[24], err[512];
-    const char *argv[3] = {key, now_s, max_s};
-    redisReply *reply;
-    int64_t now = dsp_now_ms();
+    char err[512];
     size_t i;
 
-    if (atomic_load(&d->stopping) || !dsp_conn_ready(d, conn))
-        return;
-    hr_key_timer(hr_redis_prefix(conn->r), key, sizeof key);
-    snprintf(now_s, sizeof now_s, "%" PRId64, now);
-    snprintf(max_s, sizeof max_s, "%d", DSP_TIMER_POP_MAX);
-    reply = hr_redis_eval(conn->r, HR_LUA_TIMER_POP, 1, 3, argv, NULL, err, sizeof err);
-    if (reply == NULL) {
-        dsp_conn_failed(d, conn, DSP_REDIS, err);
-        return;
-    }
-    for (i = 0; i + 1 < reply->elements; i += 2) {
-        int64_t id = strtoll(reply->element[i]->str, NULL, 10);
+    for (i = 0; i < n; i++) {
         hr_task *t = NULL;
-        int rc = dsp_store_claim(d, conn->m, id, now, err, sizeof err);
+        int rc = dsp_store_claim(d, conn->m, e[i].id, now, err, sizeof err);
 
         if (rc == 1)
-            rc = hr_task_load(conn->m, id, &t, err, sizeof err) == 0 ? 1 : -1;
+            rc = hr_task_load(conn->m, e[i].id, &t, err, sizeof err) == 0 ? 1 : -1;
         if (rc == HR_STATE_BUSY) {
             /* Not from the loop thread again: the DB poller claims it
              * once the transaction holding the row ends. */
             hr_log_warn("claim_deferred",
                         "task=%" PRId64 " reason=row locked by an open transaction "
                         "(subscriptions being inserted)",
-                        id);
+                        e[i].id);
             continue;
         }
         if (rc < 0) {
             /* MySQL is failing: every further claim would wait for its
              * timeout too.  The rest (this one included: its claim may
              * have committed, and claiming again is harmless) go back. */
-            hr_log_warn("claim_failed", "task=%" PRId64 " error=%s", id, err);
-            dsp_timer_putback(d, reply, i);
+            hr_log_warn("claim_failed", "task=%" PRId64 " error=%s", e[i].id, err);
+            dsp_timer_putback(d, e + i, n - i);
             dsp_conn_failed(d, conn, DSP_MYSQL, err);
-            break;
+            return;
         }
         /* rc 0: taken by another, paused, or postponed (the scanner puts
          * it back with its new due time). */
         if (rc == 1)
-            dsp_own(d, t, "timer");
+            dsp_timer_own(d, t);
         hr_task_free(t);
     }
+}
+
+/* Pops the due entries and claims them; the ms until the earliest entry
+ * left is due (0: pop again at once, -1: none or unknown). */
+static int64_t dsp_timer_pop(dsp *d)
+{
+    dsp_conn *conn = &d->loop_conn;
+    char key[256], now_s[24], max_s[24], err[512];
+    const char *argv[3] = {key, now_s, max_s};
+    dsp_timer_entry e[DSP_TIMER_POP_MAX];
+    int64_t ids[DSP_TIMER_POP_MAX];
+    hr_task **tasks = NULL;
+    size_t i, n = 0, ntasks = 0;
+    redisReply *reply;
+    int64_t now = dsp_now_ms(), next = -1;
+    int rc;
+
+    if (atomic_load(&d->stopping) || !dsp_conn_ready(d, conn))
+        return -1;
+    hr_key_timer(hr_redis_prefix(conn->r), key, sizeof key);
+    snprintf(now_s, sizeof now_s, "%" PRId64, now);
+    snprintf(max_s, sizeof max_s, "%d", DSP_TIMER_POP_MAX);
+    reply = hr_redis_eval(conn->r, HR_LUA_TIMER_POP, 1, 3, argv, NULL, err, sizeof err);
+    if (reply == NULL) {
+        dsp_conn_failed(d, conn, DSP_REDIS, err);
+        return -1;
+    }
+    for (i = 0; i + 1 < reply->elements && n < DSP_TIMER_POP_MAX; i += 2, n++)
+        e[n] = (dsp_timer_entry){.id = strtoll(reply->element[i]->str, NULL, 10),
+                                 .member = reply->element[i]->str,
+                                 .score = reply->element[i + 1]->str};
+    /* A full pop may have left due entries; else the earliest left, if any. */
+    if (n == DSP_TIMER_POP_MAX)
+        next = 0;
+    else if (reply->elements % 2 == 1)
+        next = strtoll(reply->element[reply->elements - 1]->str, NULL, 10) - now;
+    if (n == 0)
+        goto done;
+    /* Claims lock their rows in id order, so two never wait on each other. */
+    qsort(e, n, sizeof *e, dsp_timer_entry_cmp);
+    for (i = 0; i < n; i++)
+        ids[i] = e[i].id;
+    /* Every due task of the pop in one claim: with many small tasks due
+     * together, a statement and a load per task kept the loop thread
+     * (which also chunks) busy for most of a second per hundred tasks. */
+    rc = dsp_store_claim_batch(d, conn->m, ids, n, now, &tasks, &ntasks, err, sizeof err);
+    if (rc == HR_STATE_BUSY) {
+        dsp_timer_claim_each(d, e, n, now);
+    } else if (rc < 0) {
+        /* Claimed or not, they go back: claiming again is harmless. */
+        hr_log_warn("claim_failed", "tasks=%zu error=%s", n, err);
+        dsp_timer_putback(d, e, n);
+        dsp_conn_failed(d, conn, DSP_MYSQL, err);
+    } else {
+        /* Popped but not claimed: taken by another, paused, or postponed
+         * (the scanner puts it back with its new due time). */
+        for (i = 0; i < ntasks; i++)
+            dsp_timer_own(d, tasks[i]);
+    }
+    dsp_store_tasks_free(tasks, ntasks);
+done:
     freeReplyObject(reply);
+    return next < 0 ? -1 : next;
+}
+
+/* Sleeps until the earliest entry is due, at most timer_interval_ms: an
+ * entry another dispatcher's scanner adds is seen within that, one of our
+ * own scanner at once (dsp_timer_wake).  A fixed period let a task wait up
+ * to a whole period after its due time (issue 19: 50-90 ms of a first
+ * push's 100). */
+static void dsp_timer_arm(dsp *d, int64_t next_ms)
+{
+    int64_t every = d->cfg->dispatcher.timer_interval_ms;
+
+    if (atomic_load(&d->stopping))
+        return;
+    uv_timer_start(&d->t_timer, dsp_timer_on,
+                   (uint64_t)(next_ms >= 0 && next_ms < every ? next_ms : every), (uint64_t)every);
+}
+
+void dsp_timer_on(uv_timer_t *h)
+{
+    dsp *d = h->data;
+
+    dsp_timer_arm(d, dsp_timer_pop(d));
+}
+
+void dsp_timer_wake(dsp *d)
+{
+    dsp_timer_arm(d, 0);
 }

@@ -312,6 +312,7 @@ static void itest_yaml_emit(FILE *f, const hr_config *cfg)
     fprintf(f, "  redelivery_timeout_s: %d\n  sweep_interval_ms: %d\n  refill_batch: %d\n",
             cfg->dispatcher.redelivery_timeout_s, cfg->dispatcher.sweep_interval_ms,
             cfg->dispatcher.refill_batch);
+    fprintf(f, "  chunks_ahead: %d\n", cfg->dispatcher.chunks_ahead);
 
     fputs("worker:\n", f);
     itest_yaml_kv(f, "  ", "listen", cfg->worker.listen);

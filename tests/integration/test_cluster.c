@@ -48,6 +48,7 @@
 
 static int base_port;
 static char dir[] = "/tmp/hrtest-cluster-XXXXXX";
+static bool dir_made; /* mkdtemp made DIR: teardown removes it */
 static pid_t pids[NNODES + 1];
 static hr_redis *rn[NNODES + 1]; /* one single-node client per server */
 static hr_redis *rc;             /* the cluster client under test */
@@ -245,6 +246,7 @@ static int setup(void **state)
     base_port = 16379 + (env != NULL ? atoi(env) : 0) + 700;
     if (mkdtemp(dir) == NULL)
         return -1;
+    dir_made = true;
     for (int i = 0; i <= NNODES; i++) {
         char *srv[] = {"redis-server", conf, NULL};
 
@@ -299,16 +301,23 @@ static int remove_entry(const char *path, const struct stat *st, int flag, struc
     return remove(path);
 }
 
+/* Safe to run twice (a failed setup runs it, and cmocka may run it again):
+ * everything it frees or stops is forgotten. */
 static int teardown(void **state)
 {
     (void)state;
     hr_redis_free(rc);
+    rc = NULL;
     for (int i = 0; i <= NNODES; i++) {
         hr_redis_free(rn[i]);
+        rn[i] = NULL;
         if (pids[i] > 0 && itest_kill(pids[i], SIGKILL) == 0)
             itest_wait_exit(pids[i], 5000, NULL);
+        pids[i] = 0;
     }
-    nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (dir_made)
+        nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    dir_made = false;
     return 0;
 }
 

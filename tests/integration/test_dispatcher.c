@@ -330,13 +330,13 @@ static void test_chunks(void **state)
     subs_add(task, 1, 12345, true, false);
     dispatcher_start(0, NULL);
     wait_state(task, "dispatched", 20000);
-    /* seq 4 is the move that found subs empty */
+    /* The third move took fewer than it asked for, so subs was empty: no
+     * fourth, empty move. */
     nseq = check_chunks(task, 1, 12345, sizes, 4);
-    assert_int_equal(nseq, 4);
+    assert_int_equal(nseq, 3);
     assert_int_equal(sizes[0], 5000);
     assert_int_equal(sizes[1], 5000);
     assert_int_equal(sizes[2], 2345);
-    assert_int_equal(sizes[3], 0);
     got = consume_for(task, 3, 15000);
     assert_int_equal(got, 3);
     for (i = 0; i < nmsgs; i++) {
@@ -433,7 +433,7 @@ static void test_two_dispatchers(void **state)
     for (i = 0; i < 50; i++)
         wait_state(tasks[i], "dispatched", 20000);
     for (i = 0; i < 50; i++) {
-        assert_int_equal(check_chunks(tasks[i], 1, 100, sizes, 4), 4); /* 40+40+20, + empty */
+        assert_int_equal(check_chunks(tasks[i], 1, 100, sizes, 4), 3); /* 40+40+20 */
         claims = log_count(0, "task_claimed", tasks[i]) + log_count(1, "task_claimed", tasks[i]);
         assert_int_equal(claims, 1);
     }
@@ -601,7 +601,7 @@ static void test_bad_rows_and_raw_sql(void **state)
         assert_true(strlen(hr_mysql_cell(rows, 0, 0)) > 5);
         hr_mysql_rows_free(rows);
     }
-    assert_int_equal(check_chunks(good, 1, 2345, sizes, 4), 4);
+    assert_int_equal(check_chunks(good, 1, 2345, sizes, 4), 3);
     assert_int_equal(sizes[0] + sizes[1] + sizes[2], 2345);
     dispatcher_stop(0);
 }
@@ -628,7 +628,7 @@ static void test_orphan_adopted(void **state)
                  p, 2);
     }
     wait_state(task, "dispatched", 10000);
-    assert_int_equal(check_chunks(task, 1, 120, sizes, 4), 4); /* 50+50+20, + empty */
+    assert_int_equal(check_chunks(task, 1, 120, sizes, 4), 3); /* 50+50+20 */
     dispatcher_stop(0);
 }
 
@@ -667,6 +667,221 @@ static void test_postponed(void **state)
     dispatcher_stop(0);
 }
 
+/* Task ID's pending chunks no worker holds (the run-ahead, dsp_ahead.c). */
+static int64_t chunks_unheld(int64_t id)
+{
+    char key[HR_KEY_MAX];
+    redisReply *r;
+    int64_t n = 0;
+
+    hr_key_task(hr_redis_prefix(rd), key, sizeof key, id, HR_KEY_PENDING);
+    r = hr_redis_cmdf(rd, errstr, sizeof errstr, "HKEYS %s", key);
+    assert_non_null(r);
+    for (size_t i = 0; i < r->elements; i++) {
+        hr_key_lease(hr_redis_prefix(rd), key, sizeof key, id,
+                     strtoll(r->element[i]->str, NULL, 10));
+        n += redis_int("EXISTS %s", key) == 0;
+    }
+    freeReplyObject(r);
+    return n;
+}
+
+/* Takes (LEASE true) or ends (false: the chunk is done, set, pending entry
+ * and lease gone) chunk SEQ of task ID, as a worker would.  The size of
+ * the chunk ended, or 0. */
+static int64_t chunk_as_worker(int64_t id, int64_t seq, bool lease)
+{
+    char key[HR_KEY_MAX], seq_s[24];
+    int64_t size;
+
+    hr_key_lease(hr_redis_prefix(rd), key, sizeof key, id, seq);
+    freeReplyObject(
+        hr_redis_cmdf(rd, errstr, sizeof errstr, lease ? "SET %s itest" : "DEL %s", key));
+    if (lease)
+        return 0;
+    hr_key_chunk(hr_redis_prefix(rd), key, sizeof key, id, seq);
+    size = redis_int("SCARD %s", key);
+    freeReplyObject(hr_redis_cmdf(rd, errstr, sizeof errstr, "DEL %s", key));
+    hr_key_task(hr_redis_prefix(rd), key, sizeof key, id, HR_KEY_PENDING);
+    snprintf(seq_s, sizeof seq_s, "%lld", (long long)seq);
+    freeReplyObject(hr_redis_cmdf(rd, errstr, sizeof errstr, "HDEL %s %s", key, seq_s));
+    return size;
+}
+
+typedef struct seq_wait {
+    int64_t task, seq;
+} seq_wait;
+
+static bool seq_reached(void *ctx)
+{
+    const seq_wait *w = ctx;
+    char key[HR_KEY_MAX];
+
+    hr_key_task(hr_redis_prefix(rd), key, sizeof key, w->task, HR_KEY_SEQ);
+    return redis_int("GET %s", key) >= w->seq;
+}
+
+/* dispatcher.chunks_ahead 3, no worker: a task of 10 chunks stops after 3
+ * moves; each chunk a worker takes (its lease) lets one more move, a chunk
+ * that ends lets none (it was taken before); the task is dispatched once
+ * every chunk moved.  At no time do more than 3 wait for a worker. */
+static void test_chunks_ahead(void **state)
+{
+    int64_t task = task_insert(itest_now_ms() + 500, 100, 0), seq, pushed = 0;
+    char saved[sizeof cfg_path], st[32];
+    seq_wait w = {task, 3};
+
+    (void)state;
+    subs_add(task, 1, 1000, true, false);
+    snprintf(saved, sizeof saved, "%s", cfg_path);
+    cfg->dispatcher.chunks_ahead = 3;
+    assert_int_equal(itest_write_config(cfg, cfg_path, sizeof cfg_path), 0);
+    cfg->dispatcher.chunks_ahead = 0;
+    dispatcher_start(0, NULL);
+    assert_true(itest_wait_until(seq_reached, &w, 10000));
+    usleep(1000 * 1000); /* twenty rechecks: still 3 */
+    w.seq = 4;
+    assert_false(seq_reached(&w));
+    assert_int_equal(chunks_unheld(task), 3);
+    assert_string_equal(task_state(task, st, sizeof st), "dispatching");
+    /* Workers take and finish the chunks one at a time: each one taken
+     * lets one more move. */
+    for (seq = 1; seq <= 10; seq++) {
+        chunk_as_worker(task, seq, true);
+        w.seq = seq + 3 < 10 ? seq + 3 : 10;
+        assert_true(itest_wait_until(seq_reached, &w, 5000));
+        assert_true(chunks_unheld(task) <= 3);
+        pushed += chunk_as_worker(task, seq, false);
+    }
+    wait_state(task, "dispatched", 10000);
+    assert_int_equal(pushed, 1000);
+    dispatcher_stop(0);
+    unlink(cfg_path);
+    snprintf(cfg_path, sizeof cfg_path, "%s", saved);
+}
+
+/* Puts TASKS[N] into the timer at DUE in one ZADD, so that one pop gets
+ * them all. */
+static void timer_add_all(const int64_t *tasks, size_t n, int64_t due)
+{
+    char key[HR_KEY_MAX], nums[16][2][24];
+    const char *argv[2 + 2 * 16];
+    size_t i, argc = 0;
+    redisReply *r;
+
+    assert_true(n <= 16);
+    hr_key_timer(hr_redis_prefix(rd), key, sizeof key);
+    argv[argc++] = "ZADD";
+    argv[argc++] = key;
+    for (i = 0; i < n; i++) {
+        snprintf(nums[i][0], sizeof nums[i][0], "%lld", (long long)due);
+        snprintf(nums[i][1], sizeof nums[i][1], "%lld", (long long)tasks[i]);
+        argv[argc++] = nums[i][0];
+        argv[argc++] = nums[i][1];
+    }
+    r = hr_redis_cmd(rd, errstr, sizeof errstr, (int)argc, argv, NULL);
+    assert_non_null(r);
+    freeReplyObject(r);
+}
+
+/* Four due tasks popped together and claimed in one statement; one of them
+ * became invalid after the scanner last saw it (here: it never did, its
+ * topic is not the scanner's): that one is failed with its last_error, the
+ * three others are claimed and dispatched. */
+static void test_claim_batch_bad_row(void **state)
+{
+    int64_t due = itest_now_ms() + 1500, tasks[4], sizes[4];
+    char st[32];
+    hr_mysql_rows *rows = NULL;
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < 4; i++) {
+        tasks[i] = task_insert(due, 100, 0);
+        subs_add(tasks[i], 1, 150, true, true);
+    }
+    {
+        const hr_mysql_param pu[] = {HR_P_I64(tasks[0]), HR_P_I64(tasks[3])};
+
+        /* Out of the scanner's and the poller's sight (topic filter): only
+         * the timer entries below can start them. */
+        sql_exec("UPDATE push_task SET topic = CONCAT(topic, '.hidden') "
+                 "WHERE id BETWEEN ? AND ?",
+                 pu, 2);
+    }
+    {
+        const hr_mysql_param pb[] = {HR_P_I64(tasks[2])};
+
+        sql_exec("UPDATE push_task SET chunk_size = 0 WHERE id = ?", pb, 1);
+    }
+    timer_add_all(tasks, 4, due);
+    dispatcher_start(0, NULL);
+    wait_state(tasks[2], "failed", 10000);
+    for (i = 0; i < 4; i++)
+        if (i != 2) {
+            wait_state(tasks[i], "dispatched", 10000);
+            assert_int_equal(check_chunks(tasks[i], 1, 150, sizes, 4), 2);
+        }
+    {
+        const hr_mysql_param pb[] = {HR_P_I64(tasks[2])};
+
+        if (hr_mysql_query(db,
+                           "SELECT last_error, claimed_by IS NOT NULL FROM push_task WHERE id = ?",
+                           pb, 1, &rows, errstr, sizeof errstr) != 0)
+            fail_msg("%s", errstr);
+    }
+    assert_non_null(strstr(hr_mysql_cell(rows, 0, 0), "chunk_size 0 is outside"));
+    assert_string_equal(hr_mysql_cell(rows, 0, 1), "1"); /* it was claimed, then failed */
+    hr_mysql_rows_free(rows);
+    assert_string_equal(task_state(tasks[2], st, sizeof st), "failed");
+    assert_int_equal(log_count(0, "task_claimed", tasks[2]), 0);
+    assert_int_equal(log_count(0, "claim_deferred", tasks[0]), 0);
+    dispatcher_stop(0);
+}
+
+/* A claim batch racing a subscription insert: a transaction inserts a
+ * subscription into task B and stays open for 2.5 s while A and B are due
+ * and popped together.  The batch waits for B's row, gives up after a
+ * second, and claims one at a time: A at once, B deferred (claim_deferred)
+ * and claimed by the poller once the insert committed, its new subscriber
+ * chunked with the others (the guard: nothing inserted before the claim is
+ * skipped). */
+static void test_claim_batch_insert_race(void **state)
+{
+    int64_t due = itest_now_ms() + 1500, tasks[2], sizes[4];
+    hr_mysql *tx = NULL;
+
+    (void)state;
+    tasks[0] = task_insert(due, 100, 0);
+    tasks[1] = task_insert(due, 100, 0);
+    subs_add(tasks[0], 1, 150, true, true);
+    subs_add(tasks[1], 1, 150, true, true);
+    if (hr_mysql_connect(cfg, &tx, errstr, sizeof errstr) != 0)
+        fail_msg("connect: %s", errstr);
+    dispatcher_start(0, NULL);
+    while (itest_now_ms() < due - 300)
+        usleep(20 * 1000);
+    {
+        const hr_mysql_param p[] = {HR_P_I64(tasks[1])};
+
+        if (hr_mysql_begin(tx, errstr, sizeof errstr) != 0 ||
+            hr_mysql_exec(tx, "INSERT INTO push_subscription (task_id, uid) VALUES (?, 151)", p, 1,
+                          NULL, NULL, NULL, errstr, sizeof errstr) != 0)
+            fail_msg("insert: %s", errstr);
+    }
+    wait_state(tasks[0], "dispatched", 5000);
+    usleep(1500 * 1000); /* the transaction stays open 2.5 s or more */
+    if (hr_mysql_commit(tx, errstr, sizeof errstr) != 0)
+        fail_msg("commit: %s", errstr);
+    hr_mysql_free(tx);
+    wait_state(tasks[1], "dispatched", 15000);
+    assert_true(log_count(0, "claim_deferred", tasks[1]) >= 1);
+    assert_int_equal(log_count(0, "claim_deferred", tasks[0]), 0);
+    assert_int_equal(check_chunks(tasks[0], 1, 150, sizes, 4), 2);
+    assert_int_equal(check_chunks(tasks[1], 1, 151, sizes, 4), 2);
+    dispatcher_stop(0);
+}
+
 /* Whether the dispatcher under test carries the test seams this suite
  * relies on (the topic filter, the crash after a move): its --version says
  * so when built with -Dtest_seams=true. */
@@ -697,6 +912,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_rows_and_raw_sql, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_orphan_adopted, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_postponed, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_claim_batch_bad_row, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_claim_batch_insert_race, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_chunks_ahead, case_setup, case_teardown),
     };
     rd_kafka_conf_t *conf;
     rd_kafka_topic_partition_list_t *topics;
@@ -717,6 +935,9 @@ int main(void)
     cfg->dispatcher.lease_s = 3;
     cfg->dispatcher.redelivery_timeout_s = 2;
     cfg->dispatcher.sweep_interval_ms = 500;
+    /* No worker runs here: nothing takes the chunks (test_chunks_ahead
+     * writes a config of its own with a bound). */
+    cfg->dispatcher.chunks_ahead = 0;
     if (itest_create_topic(cfg) != 0 || itest_write_config(cfg, cfg_path, sizeof cfg_path) != 0)
         return 1;
     if (hr_mysql_connect(cfg, &db, errstr, sizeof errstr) != 0 ||

@@ -1,0 +1,285 @@
+/* dsp_report: the push_chunk rows of confirmed publishes, on the loop
+ * thread (docs/architecture.md, "push_chunk").
+ *
+ * A delivery report (dsp_dr_cb, dsp_chunk.c) of a first publish or a
+ * republish queues a dsp_report in dsp.reports (at most DSP_REPORTS_MAX);
+ * every tick writes up to DSP_REPORTS_PER_TICK of them, oldest first:
+ *   1. INSERT IGNORE ... RETURNING: the rows that did not exist yet (first
+ *      publishes) are inserted and come back; when it fails nothing was
+ *      written and the batch stays queued (written after the connection's
+ *      backoff);
+ *   2. the other reports (republishes, rare) add one to their row's
+ *      publishes, a statement each;
+ *   3. one UPDATE adds the first publishes' sizes to push_task.total, per
+ *      task, in id order;
+ * then the stats hash's published and chunks_published grow by the first
+ * publishes, per task, in one pipelined round trip.  Statements, not one
+ * transaction: a transaction would lock push_chunk rows, then push_task
+ * rows, where the workers' reporter locks push_task rows first, and the
+ * two deadlocked under load.  As before the batches, a total that fails
+ * after its row was written is logged (task_total_lost), not retried: the
+ * retry would find the row and count a republish.
+ *
+ * Why batches: with many small tasks due together there is one report per
+ * task, and a row, a total and two HINCRBYs per report (four round trips
+ * each) took about half of the loop thread, which also claims and chunks. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dsp.h"
+#include "hr_keys.h"
+#include "hr_log.h"
+#include "hr_pipe.h"
+
+/* The first publishes of one task in a batch. */
+typedef struct dsp_report_sum {
+    int64_t task, size, chunks;
+} dsp_report_sum;
+
+void dsp_report_add(dsp *d, const dsp_report *rp)
+{
+    if (d->reports.n >= DSP_REPORTS_MAX || hr_vec_push(&d->reports, *rp) != 0)
+        hr_log_error("chunk_row_lost", "task=%" PRId64 " seq=%" PRId64 " error=report queue full",
+                     rp->task, rp->seq);
+}
+
+bool dsp_report_queued(const dsp *d, int64_t id)
+{
+    size_t i;
+
+    for (i = 0; i < d->reports.n; i++)
+        if (d->reports.v[i].task == id)
+            return true;
+    return false;
+}
+
+/* Marks in FRESH[N] the reports of the batch whose rows ROWS (task_id,
+ * seq) were inserted; a chunk reported twice in one batch is fresh once. */
+static void dsp_report_mark(const dsp_report *rp, size_t n, const hr_mysql_rows *rows, bool *fresh)
+{
+    size_t i, j;
+
+    for (j = 0; j < rows->nrows; j++) {
+        int64_t task = strtoll(hr_mysql_cell(rows, j, 0), NULL, 10);
+        int64_t seq = strtoll(hr_mysql_cell(rows, j, 1), NULL, 10);
+
+        for (i = 0; i < n; i++) {
+            if (!fresh[i] && rp[i].task == task && rp[i].seq == seq) {
+                fresh[i] = true;
+                break;
+            }
+        }
+    }
+}
+
+/* Adds report RP to the per-task sums SUM[*NSUM] (room for every report). */
+static void dsp_report_sum_add(dsp_report_sum *sum, size_t *nsum, const dsp_report *rp)
+{
+    size_t i;
+
+    for (i = 0; i < *nsum && sum[i].task != rp->task; i++)
+        ;
+    if (i == *nsum)
+        sum[(*nsum)++] = (dsp_report_sum){.task = rp->task};
+    sum[i].size += rp->size;
+    sum[i].chunks++;
+}
+
+/* Step 3: adds SUM[N]'s sizes to their tasks' totals.  0 or -1. */
+static int dsp_report_totals(hr_mysql *m, const dsp_report_sum *sum, size_t n, char *errstr,
+                             size_t errlen)
+{
+    int64_t *cells = calloc(n * 2, sizeof *cells);
+    char *totals = NULL;
+    int rc = -1;
+
+    if (cells == NULL)
+        goto oom;
+    for (size_t i = 0; i < n; i++) {
+        cells[i * 2] = sum[i].task;
+        cells[i * 2 + 1] = sum[i].size;
+    }
+    if (hr_mysql_json_ints(cells, n, 2, &totals) < 0)
+        goto oom;
+    {
+        const hr_mysql_param p[] = {HR_P_STR(totals)};
+
+        /* One row per task in the list, so each total grows once. */
+        rc = hr_mysql_exec(m,
+                           "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$[0]', "
+                           "size BIGINT PATH '$[1]')) j STRAIGHT_JOIN push_task t ON t.id = j.task "
+                           "SET t.total = t.total + j.size",
+                           p, 1, NULL, NULL, NULL, errstr, errlen);
+    }
+    goto done;
+oom:
+    snprintf(errstr, errlen, "out of memory");
+done:
+    free(totals);
+    free(cells);
+    return rc;
+}
+
+static int dsp_report_sum_cmp(const void *a, const void *b)
+{
+    int64_t x = ((const dsp_report_sum *)a)->task, y = ((const dsp_report_sum *)b)->task;
+
+    return (x > y) - (x < y);
+}
+
+/* Steps 1-3 of the file comment for the N oldest reports; FRESH and SUM (N
+ * each) get the first publishes.  -1 when step 1 failed (nothing
+ * written), 1 when a later step failed (logged: the rows are written), 0. */
+static int dsp_report_rows(hr_mysql *m, const dsp_report *rp, size_t n, bool *fresh,
+                           dsp_report_sum *sum, size_t *nsum, char *errstr, size_t errlen)
+{
+    int64_t *cells = calloc(n * 4, sizeof *cells);
+    char *batch = NULL;
+    hr_mysql_rows *rows = NULL;
+    size_t i;
+    int rc = -1;
+
+    if (cells == NULL)
+        goto oom;
+    for (i = 0; i < n; i++) {
+        cells[i * 4] = rp[i].task;
+        cells[i * 4 + 1] = rp[i].seq;
+        cells[i * 4 + 2] = rp[i].size;
+        cells[i * 4 + 3] = rp[i].published_ms;
+    }
+    if (hr_mysql_json_ints(cells, n, 4, &batch) < 0)
+        goto oom;
+    {
+        const hr_mysql_param p[] = {HR_P_STR(batch)};
+
+        if (hr_mysql_query(
+                m,
+                "INSERT IGNORE INTO push_chunk (task_id, seq, size, state, published_at) "
+                "SELECT j.task, j.seq, j.size, 'published', FROM_UNIXTIME(j.ms / 1000) "
+                "FROM JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$[0]', "
+                "seq BIGINT PATH '$[1]', size BIGINT PATH '$[2]', "
+                "ms BIGINT PATH '$[3]')) j RETURNING task_id, seq",
+                p, 1, &rows, errstr, errlen) < 0)
+            goto done;
+    }
+    dsp_report_mark(rp, n, rows, fresh);
+    rc = 1; /* the rows are written: what fails now is logged */
+    for (i = 0; i < n; i++) {
+        const hr_mysql_param p[] = {HR_P_I64(rp[i].published_ms), HR_P_I64(rp[i].task),
+                                    HR_P_I64(rp[i].seq)};
+
+        if (fresh[i]) {
+            dsp_report_sum_add(sum, nsum, &rp[i]);
+            continue;
+        }
+        /* A republish of a chunk whose row exists. */
+        if (hr_mysql_exec(m,
+                          "UPDATE push_chunk SET publishes = publishes + 1, "
+                          "published_at = FROM_UNIXTIME(? / 1000) WHERE task_id = ? AND seq = ?",
+                          p, 3, NULL, NULL, NULL, errstr, errlen) < 0)
+            hr_log_warn("chunk_republish_lost", "task=%" PRId64 " seq=%" PRId64 " error=%s",
+                        rp[i].task, rp[i].seq, errstr);
+    }
+    /* In id order, as the claims and the finish lock task rows. */
+    qsort(sum, *nsum, sizeof *sum, dsp_report_sum_cmp);
+    if (*nsum > 0 && dsp_report_totals(m, sum, *nsum, errstr, errlen) < 0) {
+        for (i = 0; i < *nsum; i++)
+            hr_log_error("task_total_lost", "task=%" PRId64 " size=%" PRId64 " error=%s",
+                         sum[i].task, sum[i].size, errstr);
+        goto done;
+    }
+    rc = 0;
+    goto done;
+oom:
+    snprintf(errstr, errlen, "out of memory");
+done:
+    hr_mysql_rows_free(rows);
+    free(batch);
+    free(cells);
+    return rc;
+}
+
+/* The live stats of the first publishes SUM[N]: published and
+ * chunks_published of each task, one pipelined round trip. */
+static void dsp_report_stats(dsp *d, const dsp_report_sum *sum, size_t n)
+{
+    hr_redis *r = d->loop_conn.r;
+    hr_pipe *pipe = hr_pipe_new(r);
+    char key[HR_KEY_MAX], size_s[24], chunks_s[24], err[512];
+    size_t i;
+
+    if (pipe == NULL) {
+        hr_log_warn("stats_published_lost", "tasks=%zu error=out of memory", n);
+        return;
+    }
+    for (i = 0; i < n; i++) {
+        const char *published[] = {"HINCRBY", key, "published", size_s};
+        const char *chunks[] = {"HINCRBY", key, "chunks_published", chunks_s};
+
+        hr_key_task(hr_redis_prefix(r), key, sizeof key, sum[i].task, HR_KEY_STATS);
+        snprintf(size_s, sizeof size_s, "%" PRId64, sum[i].size);
+        snprintf(chunks_s, sizeof chunks_s, "%" PRId64, sum[i].chunks);
+        if (hr_pipe_cmd(pipe, 4, published, NULL) < 0 || hr_pipe_cmd(pipe, 4, chunks, NULL) < 0) {
+            hr_log_warn("stats_published_lost", "tasks=%zu error=out of memory", n);
+            goto done;
+        }
+    }
+    if (hr_pipe_exec(pipe, err, sizeof err) < 0)
+        dsp_health_fail(d, DSP_REDIS, err);
+done:
+    hr_pipe_free(pipe);
+}
+
+/* Writes the MAX oldest reports (fewer when fewer are queued).  true when
+ * they left the queue (or none was queued). */
+static bool dsp_report_batch(dsp *d, size_t max)
+{
+    dsp_conn *conn = &d->loop_conn;
+    size_t n = d->reports.n < max ? d->reports.n : max, nsum = 0;
+    dsp_report_sum *sum = NULL;
+    bool *fresh = NULL, ok = false;
+    char err[512];
+    int rc;
+
+    if (n == 0)
+        return true;
+    if (!dsp_conn_ready(d, conn))
+        return false;
+    sum = calloc(n, sizeof *sum);
+    fresh = calloc(n, sizeof *fresh);
+    if (sum == NULL || fresh == NULL) {
+        snprintf(err, sizeof err, "out of memory");
+        goto failed;
+    }
+    rc = dsp_report_rows(conn->m, d->reports.v, n, fresh, sum, &nsum, err, sizeof err);
+    if (rc < 0)
+        goto failed;
+    memmove(d->reports.v, d->reports.v + n, (d->reports.n - n) * sizeof *d->reports.v);
+    d->reports.n -= n;
+    if (rc == 0)
+        dsp_health_ok(d, DSP_MYSQL);
+    else
+        dsp_health_fail(d, DSP_MYSQL, err);
+    dsp_report_stats(d, sum, nsum);
+    ok = true;
+    goto done;
+failed:
+    dsp_conn_failed(d, conn, DSP_MYSQL, err);
+done:
+    free(fresh);
+    free(sum);
+    return ok;
+}
+
+void dsp_report_write(dsp *d)
+{
+    dsp_report_batch(d, DSP_REPORTS_PER_TICK);
+}
+
+void dsp_report_flush(dsp *d)
+{
+    while (d->reports.n > 0 && dsp_report_batch(d, DSP_REPORTS_PER_TICK))
+        ;
+}
