@@ -67,7 +67,6 @@ class Env:
         self.stack = Settings.load()
         self.name = name
         self.my = self.stack.mysql
-        self.redis_host = self.stack.redis["host"]
         self.redis_port = self.stack.redis["port"]
         self.brokers = self.stack.brokers
         tag = "%d_%d" % (os.getpid(), random.randrange(1 << 20))
@@ -183,8 +182,7 @@ class Env:
             "mysql: {host: %s, port: %s, user: %s, password: %s, database: %s}"
             % (self.my["host"], self.my["port"], q(self.my["user"]), q(self.my["password"]),
                q(self.my["database"])),
-            "redis: {host: %s, port: %d, password: \"\", prefix: %s}"
-            % (self.redis_host, self.redis_port, q(self.prefix)),
+            "redis: %s" % self.stack.redis_flow(self.prefix, self.redis_port),
             "kafka: {brokers: %s, topic: %s, group: %s, properties: {}}"
             % (q(self.brokers), q(self.kafka_topic), q(self.group)),
             "dispatcher:",

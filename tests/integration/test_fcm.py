@@ -144,7 +144,7 @@ def main():
         state, sent, failed, unreg = env.task(bad, "state, sent, failed, unregistered")
         check(state == "dispatched" and (sent, failed, unreg) == ("0", "0", "0"),
               "bad credentials: nothing settled (%s)" % [state, sent, failed, unreg])
-        chunks = env.r.cmd("KEYS", env.prefix + "{t%d}:chunk:*" % bad) or []
+        chunks = env.r.scan(env.prefix + "{t%d}:chunk:*" % bad)
         held = set()
         for k in chunks:
             held |= {int(u) for u in env.r.cmd("SMEMBERS", k)}

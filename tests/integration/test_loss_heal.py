@@ -49,8 +49,7 @@ class T:
     def lost_mid_campaign(self):
         env = self.env
         t, uids = self.campaign("lost-mid", 9000001)
-        keys = env.r.cmd("KEYS", env.prefix + "{t%d}*" % t)
-        env.r.cmd("DEL", *keys)
+        env.r.unlink_pattern(env.prefix + "{t%d}*" % t)
         ok = env.wait_state(t, ("done", "failed"), 60)
         row = env.task(t, "state, unaccounted, last_error")
         check(ok and row[0] == "failed" and int(row[1]) > 0

@@ -45,7 +45,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, check, finish, free_port, wait_until  # noqa: E402
+from badinput_env import Env, Settings, check, finish, free_port, wait_until  # noqa: E402
 
 LUA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common", "lua")
 
@@ -430,7 +430,7 @@ class T:
             return
         t = env.insert_with_subs("stopped", "webhook", range(1, n + 1), due_s=2,
                                  chunk_size=chunk)
-        leases = lambda: [k for k in (env.r.cmd("KEYS", env.key(t, "lease:*")) or [])]  # noqa
+        leases = lambda: env.r.scan(env.key(t, "lease:*"))  # noqa
         ok = wait_until(lambda: leases() and self.stats(t).get("sent", 0) > 0, 60, 0.1)
         if not check(ok, "cancel_stopped: the worker holds a chunk and has sent some"):
             return
@@ -559,7 +559,7 @@ class T:
                 return
             t = env.insert_with_subs("commit", "webhook", range(1, n + 1), due_s=2,
                                      chunk_size=chunk)
-            leases = lambda: env.r.cmd("KEYS", env.key(t, "lease:*")) or []  # noqa
+            leases = lambda: env.r.scan(env.key(t, "lease:*"))  # noqa
             ok = wait_until(lambda: leases() and env.task(t, "state")[0] == "dispatched", 60,
                             0.1)
             if not check(ok, "commit_lost: the task dispatched, the worker holds a chunk"):
@@ -601,9 +601,17 @@ def main():
     bins, wanted = sys.argv[1:5], sys.argv[5:]
     scenarios = ["redrive", "chunk_move", "cancel_race", "cancel_stopped", "recover",
                  "redrive_done", "commit_lost"]
+    # The RESP proxy stands in front of one Redis node: on a Redis Cluster
+    # every MOVED would send the client past it, to the node itself.
+    proxied = {"redrive", "chunk_move", "cancel_race", "redrive_done"}
+    cluster = os.environ.get("HERALD_TEST_CONFIG") and Settings.load().redis_cluster
     rc = 0
     for name in scenarios:
         if wanted and name not in wanted:
+            continue
+        if cluster and name in proxied:
+            print("== %s: skipped on a Redis Cluster (its Redis proxy fronts one node)" % name,
+                  flush=True)
             continue
         print("== %s" % name, flush=True)
         env = Env("retry_%s" % name)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test_stack: the local stack of deploy/local/stack is what it promises —
-# Redis with AOF, MariaDB that lets the herald user in (and no one with a
+# Redis with AOF (on a Redis Cluster: every node, three masters with a
+# replica each, every slot served), MariaDB that lets the herald user in (and no one with a
 # wrong password) with the migrated tables, and topic herald.chunks with 12
 # partitions (on a three-broker stack: replicated 3 times, min.insync.replicas
 # 2, every replica in sync).  Reads the stack's env file beside HERALD_TEST_CONFIG.
@@ -24,6 +25,27 @@ check() {  # check NAME EXPECTED ACTUAL
 
 check "redis appendonly" yes "$($REDIS_CLI config get appendonly | sed -n 2p)"
 check "redis appendfsync" everysec "$($REDIS_CLI config get appendfsync | sed -n 2p)"
+if [ "${REDIS_CLUSTER:-0}" -eq 1 ]; then
+    # stack up --redis-cluster: six nodes, every one with AOF, three masters
+    # serving every slot with one replica each (docs/operations.md "Redis
+    # Cluster").
+    masters=0 replicas=0
+    for node in $REDIS_NODES; do
+        cli="redis-cli -h ${node%:*} -p ${node#*:}"
+        check "redis $node appendonly" yes "$($cli config get appendonly | sed -n 2p)"
+        check "redis $node cluster-node-timeout" 3000 \
+            "$($cli config get cluster-node-timeout | sed -n 2p)"
+        check "redis $node cluster_state" ok \
+            "$($cli cluster info | tr -d '\r' | sed -n 's/^cluster_state://p')"
+        case "$($cli role | head -n 1)" in
+            master) masters=$((masters + 1)) ;;
+            slave) replicas=$((replicas + 1)) ;;
+        esac
+    done
+    check "redis cluster masters/replicas" "3/3" "$masters/$replicas"
+    check "redis cluster slots" 16384 \
+        "$($REDIS_CLI cluster info | tr -d '\r' | sed -n 's/^cluster_slots_ok://p')"
+fi
 
 check "mariadb herald user over TCP" "herald@127.0.0.1 herald" \
     "$($MYSQL -N -B -e 'SELECT CURRENT_USER(), DATABASE()' 2>&1 | tr '\t' ' ')"

@@ -30,6 +30,9 @@ class TestStack(unittest.TestCase):
             self.assertEqual(s.brokers, "127.0.0.1:2")
             self.assertEqual(s.redis["port"], 1)
             self.assertEqual(s.pids(), {"redis": os.getpid(), "kafka": os.getpid()})
+            self.assertFalse(s.redis_cluster)
+            self.assertEqual(s.redis_flow("p:", 9),
+                             '{host: 127.0.0.1, port: 9, password: "", prefix: "p:"}')
 
     def test_three_brokers(self):
         # stack up --kafka-brokers 3: one pid per node, named as stop-one
@@ -47,6 +50,28 @@ class TestStack(unittest.TestCase):
                            "kafka": {"brokers": "127.0.0.1:2,127.0.0.1:4", "pid_file": pid_file,
                                      "nodes": nodes}}, f)
             self.assertEqual(Settings.load(d).pids(), {"kafka1": os.getpid()})
+
+    def test_redis_cluster(self):
+        # stack up --redis-cluster: one pid per node, redis1..redis6.
+        with tempfile.TemporaryDirectory() as d:
+            pid_file = os.path.join(d, "redis2.pid")
+            with open(pid_file, "w") as f:
+                f.write("%d\n" % os.getpid())
+            nodes = [{"name": "redis%d" % i, "port": 10 + i, "bus_port": 110 + i,
+                      "pid_file": os.path.join(d, "redis%d.pid" % i)} for i in range(1, 7)]
+            with open(os.path.join(d, "stack.json"), "w") as f:
+                json.dump({"redis": {"host": "127.0.0.1", "port": 11, "cluster": True,
+                                     "pid_file": nodes[0]["pid_file"], "nodes": nodes},
+                           "mysql": {"pid_file": os.path.join(d, "none.pid")},
+                           "kafka": {"brokers": "127.0.0.1:2",
+                                     "pid_file": os.path.join(d, "none.pid")}}, f)
+            s = Settings.load(d)
+            self.assertTrue(s.redis_cluster)
+            self.assertEqual(s.pids(), {"redis2": os.getpid()})
+            flow = s.redis_flow("p:")
+            self.assertTrue(flow.startswith('{host: 127.0.0.1, port: 11, password: "", '
+                                            'prefix: "p:", cluster: true, nodes: ["127.0.0.1:11", '))
+            self.assertTrue(flow.endswith('"127.0.0.1:16"]}'))
 
     def test_missing(self):
         with tempfile.TemporaryDirectory() as d:

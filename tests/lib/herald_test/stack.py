@@ -48,11 +48,35 @@ class Settings:
     def brokers(self):
         return self.kafka["brokers"]
 
+    @property
+    def redis_cluster(self):
+        """Whether the stack's Redis is a Redis Cluster (stack up --redis-cluster)."""
+        return bool(self.redis.get("cluster"))
+
+    def redis_seeds(self):
+        """["host:port", ...] of every Redis node (one on a single node)."""
+        nodes = self.redis.get("nodes") or [{"port": self.redis["port"]}]
+        return ["%s:%d" % (self.redis["host"], n["port"]) for n in nodes]
+
+    def redis_flow(self, prefix, port=None):
+        """herald.yaml's redis mapping for this stack as one line of YAML
+        flow text, with key prefix PREFIX: host, port (PORT instead of the
+        first node's: a proxy in front of a single node), no password, and
+        on a Redis Cluster `cluster: true` and every node as a seed."""
+        text = "{host: %s, port: %d, password: \"\", prefix: %s" % (
+            self.redis["host"], port or self.redis["port"], json.dumps(prefix))
+        if self.redis_cluster:
+            text += ", cluster: true, nodes: [%s]" % ", ".join(
+                '"%s"' % s for s in self.redis_seeds())
+        return text + "}"
+
     def pids(self):
         """{server: pid} of the stack's servers from their pid files, named
         as `deploy/local/stack stop-one` names them (kafka1..kafka3 on a
-        stack of three brokers)."""
-        files = [("redis", self.redis["pid_file"]), ("mariadb", self.mysql["pid_file"])]
+        stack of three brokers, redis1..redis6 on a Redis Cluster)."""
+        files = [(n["name"], n["pid_file"]) for n in self.redis.get("nodes", [])] or \
+            [("redis", self.redis["pid_file"])]
+        files += [("mariadb", self.mysql["pid_file"])]
         files += [(n["name"], n["pid_file"]) for n in self.kafka.get("nodes", [])] or \
             [("kafka", self.kafka["pid_file"])]
         out = {}
