@@ -830,6 +830,16 @@ void wk_lifecycle_forget(wk_lifecycle *l, int32_t partition)
     wk_offsets_drop(l->offsets, partition);
 }
 
+bool wk_lifecycle_ending(const wk_lifecycle *l)
+{
+    const wk_chunk *c;
+
+    TAILQ_FOREACH(c, &l->chunks, link)
+    if (c->phase == WK_CHUNK_ENDING)
+        return true;
+    return false;
+}
+
 void wk_lifecycle_abandon_all(wk_lifecycle *l, const char *why)
 {
     wk_chunk *c, *next;

@@ -130,6 +130,9 @@ void wk_lifecycle_abandon_revoked(wk_lifecycle *l, const char *why);
 /* Forgets PARTITION's unsettled messages (revoked: its next owner
  * consumes them again). */
 void wk_lifecycle_forget(wk_lifecycle *l, int32_t partition);
+/* True while a chunk's end job (close, park, cancel, abandon) has not
+ * answered: the offsets some of them store are not stored yet. */
+bool wk_lifecycle_ending(const wk_lifecycle *l);
 /* Abandons every chunk (shutdown): what was settled is acknowledged, the
  * leases released (jobs the Redis thread finishes before it stops). */
 void wk_lifecycle_abandon_all(wk_lifecycle *l, const char *why);

@@ -76,7 +76,7 @@ typedef struct wk_redis_ops {
 
 struct wk_redis_job {
     const wk_redis_ops *ops;
-    wk_redis_job *next; /* the lists' link; wk_redis's */
+    wk_redis_job *next;  /* the lists' link; wk_redis's */
     size_t first, count; /* batched: its commands' places in the round's pipeline */
 };
 

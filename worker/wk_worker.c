@@ -369,7 +369,9 @@ static void wk_worker_idle_cb(uv_idle_t *h)
 
     uv_idle_stop(h);
     if (w->stopping) {
-        if (wk_sender_in_flight(w->life.sender) == 0)
+        /* Chunks closing or parking store their offsets when Redis
+         * answered: the commit waits for them (at most the grace). */
+        if (wk_sender_in_flight(w->life.sender) == 0 && !wk_lifecycle_ending(&w->life))
             wk_worker_shutdown_now(w);
         return;
     }
