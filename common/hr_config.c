@@ -66,6 +66,12 @@ static const cfg_key cfg_redis_keys[] = {
     K_CHECKED("prefix", hr_config, redis.prefix, "herald:", cfg_check_prefix),
     K_INT("db", hr_config, redis.db, 0, 15, 0),
     K_INT("timeout_ms", hr_config, redis.timeout_ms, 1, 600000, 5000),
+    K_BOOL("cluster", hr_config, redis.cluster, false),
+    {.name = "nodes",
+     .type = CFG_T_STRLIST,
+     .off = offsetof(hr_config, redis.nodes),
+     .count_off = offsetof(hr_config, redis.nnodes),
+     .check = cfg_check_server},
     K_END,
 };
 
@@ -152,6 +158,8 @@ static const struct {
     {"HERALD_REDIS_HOST", cfg_redis_keys, "host"},
     {"HERALD_REDIS_PORT", cfg_redis_keys, "port"},
     {"HERALD_REDIS_PASSWORD", cfg_redis_keys, "password"},
+    {"HERALD_REDIS_CLUSTER", cfg_redis_keys, "cluster"},
+    {"HERALD_REDIS_NODES", cfg_redis_keys, "nodes"},
     {"HERALD_KAFKA_BROKERS", cfg_kafka_keys, "brokers"},
 };
 
@@ -397,6 +405,30 @@ static int cfg_apply_env(hr_config *cfg, char *errstr, size_t errlen)
     return 0;
 }
 
+/* What a Redis Cluster rules out, checked once the file and the env
+ * overrides are applied: a cluster has only database 0, and a brace in the
+ * prefix would put its hash tag before the {t<ID>} of every per-task key
+ * (one slot for all of herald, or tags of the wrong span).  Neither key has
+ * an env override, so the value at fault is in the file. */
+static int cfg_check_redis(const cfg_ctx *ctx, const cfg_node *root, const hr_config *cfg)
+{
+    const cfg_node *redis = cfg_map_get(root, "redis"), *at;
+
+    if (!cfg->redis.cluster)
+        return 0;
+    if (cfg->redis.db != 0 && (at = cfg_map_get(redis, "db")) != NULL)
+        return cfg_err(ctx, at->line, at->col,
+                       "redis.db: %d with redis.cluster true; a Redis Cluster has only "
+                       "database 0",
+                       cfg->redis.db);
+    if (strpbrk(cfg->redis.prefix, "{}") != NULL && (at = cfg_map_get(redis, "prefix")) != NULL)
+        return cfg_err(ctx, at->line, at->col,
+                       "redis.prefix: \"%.64s\" has a brace; with redis.cluster true the "
+                       "hash tags are herald's own ({t<ID>}, {c:<channel>})",
+                       cfg->redis.prefix);
+    return 0;
+}
+
 int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_config **out,
                           char *errstr, size_t errlen)
 {
@@ -432,6 +464,8 @@ int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_con
         goto out;
     }
     if (cfg_apply_env(cfg, errstr, errlen) < 0)
+        goto out;
+    if (cfg_check_redis(&ctx, root, cfg) < 0)
         goto out;
     *out = cfg;
     cfg = NULL;

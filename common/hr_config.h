@@ -11,8 +11,9 @@
  * unset is an error.  After the file is read, environment variables override
  * connection settings (HERALD_MYSQL_HOST, HERALD_MYSQL_PORT, HERALD_MYSQL_USER,
  * HERALD_MYSQL_PASSWORD, HERALD_MYSQL_DATABASE, HERALD_REDIS_HOST,
- * HERALD_REDIS_PORT, HERALD_REDIS_PASSWORD, HERALD_KAFKA_BROKERS), so a
- * Kubernetes Secret can supply them without templating the file. */
+ * HERALD_REDIS_PORT, HERALD_REDIS_PASSWORD, HERALD_REDIS_CLUSTER,
+ * HERALD_REDIS_NODES as comma-separated host:port, HERALD_KAFKA_BROKERS), so
+ * a Kubernetes Secret can supply them without templating the file. */
 #ifndef HR_CONFIG_H
 #define HR_CONFIG_H
 
@@ -134,8 +135,11 @@ typedef struct hr_config {
         int port;       /* default 6379 */
         char *password; /* default "" (no AUTH) */
         char *prefix;   /* key prefix, default "herald:" */
-        int db;         /* 0..15, default 0 */
+        int db;         /* 0..15, default 0; must be 0 with cluster */
         int timeout_ms; /* connect and command timeout, default 5000 */
+        bool cluster;   /* a Redis Cluster (hr_cluster.h), default false */
+        char **nodes;   /* cluster seed nodes "host:port"; none = host:port */
+        size_t nnodes;
     } redis;
 
     struct {

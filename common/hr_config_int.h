@@ -58,6 +58,7 @@ int cfg_parse_int(const char *text, long long min, long long max, long long *out
 int cfg_parse_bool(const char *text, bool *out, char *errstr, size_t errlen);
 /* The checks of string keys (cfg_key.check / check_kv): 0, or -1 with WHY. */
 int cfg_check_listen(const char *text, char *errstr, size_t errlen);
+int cfg_check_server(const char *text, char *errstr, size_t errlen);
 int cfg_check_prefix(const char *text, char *errstr, size_t errlen);
 int cfg_check_instance(const char *text, char *errstr, size_t errlen);
 int cfg_check_body(const char *text, char *errstr, size_t errlen);
@@ -87,7 +88,8 @@ typedef enum cfg_type {
     CFG_T_BOOL,        /* bool */
     CFG_T_CHOICE,      /* one of `allowed`, stored by choose() */
     CFG_T_SECTION,     /* a mapping described by `sub`, same base */
-    CFG_T_STRLIST,     /* char ** + size_t count; empty strings dropped; check() each item */
+    CFG_T_STRLIST,     /* char ** + size_t count; empty strings dropped; check() each item;
+                        * an env override is one comma-separated string */
     CFG_T_KVMAP,       /* hr_kv * + size_t count; string -> scalar */
     CFG_T_CODES,       /* int * + size_t count; HTTP status codes */
     CFG_T_CHANNELS,    /* hr_channel * + size_t count; name -> channel mapping */

@@ -93,15 +93,29 @@ static int cfg_check_hostport(const char *s, bool port_required, long long port_
     return 0;
 }
 
-/* host:port; port 0 asks for any free port (tests use it). */
-int cfg_check_listen(const char *text, char *errstr, size_t errlen)
+/* TEXT as host:port with a port of at least PORT_MIN, WHAT naming it in
+ * the message. */
+static int cfg_check_address(const char *text, long long port_min, const char *what, char *errstr,
+                             size_t errlen)
 {
     const char *end = text;
     char inner[64] = "junk after the port";
-    if (cfg_check_hostport(text, true, 0, &end, inner, sizeof(inner)) == 0 && *end == '\0')
+    if (cfg_check_hostport(text, true, port_min, &end, inner, sizeof(inner)) == 0 && *end == '\0')
         return 0;
-    snprintf(errstr, errlen, "\"%.64s\" is not a listen address host:port (%s)", text, inner);
+    snprintf(errstr, errlen, "\"%.64s\" is not %s host:port (%s)", text, what, inner);
     return -1;
+}
+
+/* host:port; port 0 asks for any free port (tests use it). */
+int cfg_check_listen(const char *text, char *errstr, size_t errlen)
+{
+    return cfg_check_address(text, 0, "a listen address", errstr, errlen);
+}
+
+/* host:port of a server to connect to (redis.nodes). */
+int cfg_check_server(const char *text, char *errstr, size_t errlen)
+{
+    return cfg_check_address(text, 1, "a server address", errstr, errlen);
 }
 
 /* Every key starts with the prefix; hr_keys sizes its buffers for one of
@@ -358,6 +372,55 @@ int cfg_choose_priority(void *field, const char *text)
 
 /* ---- setting values ------------------------------------------------- */
 
+/* A string list from one comma-separated TEXT (an env override such as
+ * HERALD_REDIS_NODES): items trimmed of spaces, empty ones dropped, each
+ * checked; it replaces the list. */
+static int cfg_set_strlist(const cfg_key *k, void *base, const char *text, char *errstr,
+                           size_t errlen)
+{
+    char ***list = CFG_FIELD(base, k);
+    size_t *count = CFG_COUNT(base, k), n = 0, cap = 1;
+    char **items;
+
+    for (const char *p = text; *p != '\0'; p++)
+        cap += *p == ',';
+    items = calloc(cap + 1, sizeof(char *));
+    if (items == NULL)
+        goto oom;
+    for (const char *p = text; *p != '\0';) {
+        size_t len = strcspn(p, ","), lead = strspn(p, " ");
+        const char *next = p + len + (p[len] == ',');
+
+        lead = lead < len ? lead : len;
+        p += lead;
+        len -= lead;
+        while (len > 0 && p[len - 1] == ' ')
+            len--;
+        if (len > 0) {
+            items[n] = strndup(p, len);
+            if (items[n] == NULL)
+                goto oom;
+            if (k->check != NULL && k->check(items[n++], errstr, errlen) < 0)
+                goto fail;
+        }
+        p = next;
+    }
+    for (size_t i = 0; i < *count; i++)
+        free((*list)[i]);
+    free(*list);
+    *list = items;
+    *count = n;
+    return 0;
+
+oom:
+    snprintf(errstr, errlen, "out of memory");
+fail:
+    for (size_t i = 0; items != NULL && i < cap; i++)
+        free(items[i]);
+    free(items);
+    return -1;
+}
+
 /* Sets a scalar-typed key from TEXT (already expanded): the one conversion
  * used for defaults, file values and env overrides. */
 int cfg_set_scalar(const cfg_key *k, void *base, const char *text, char *errstr, size_t errlen)
@@ -399,6 +462,8 @@ int cfg_set_scalar(const cfg_key *k, void *base, const char *text, char *errstr,
             return 0;
         snprintf(errstr, errlen, "unknown value \"%.64s\" (expected: %s)", text, k->allowed);
         return -1;
+    case CFG_T_STRLIST:
+        return cfg_set_strlist(k, base, text, errstr, errlen);
     default:
         snprintf(errstr, errlen, "not a scalar key");
         return -1;

@@ -47,7 +47,9 @@ char *hr_key_lease(const char *prefix, char *buf, size_t len, int64_t task, int6
 /* "herald:{t42}:redrive:<seq>": redrive.lua's recorded result for chunk SEQ. */
 char *hr_key_redrive(const char *prefix, char *buf, size_t len, int64_t task, int64_t seq);
 /* SCAN MATCH patterns of every chunk:<seq> / lease:<seq> key of TASK (the
- * prefix's glob characters escaped). */
+ * prefix's glob characters escaped).  The tag {t<ID>} is spelled literally,
+ * so on a Redis Cluster such a SCAN goes to the task's slot alone
+ * (hr_slot_of_pattern). */
 char *hr_key_chunks_match(const char *prefix, char *buf, size_t len, int64_t task);
 char *hr_key_leases_match(const char *prefix, char *buf, size_t len, int64_t task);
 

@@ -1,9 +1,18 @@
-/* hr_pipe: pipelined commands with one NOSCRIPT replay (see hr_pipe.h).
+/* hr_pipe: pipelined commands, one batch per node, with one NOSCRIPT
+ * replay (see hr_pipe.h).
  *
  * Each entry holds its command formatted (the bytes sent, and sent again
- * after a reload), the script it calls (-1 for a plain command) and, once
- * read, its reply.  SENT and RECEIVED count the entries written and read;
- * a batch is the entries between them. */
+ * after a reload or a redirection), the script it calls (-1 for a plain
+ * command), the node it was written to, its state and, once read, its
+ * reply.  SENT and RECEIVED count the entries handled by hr_pipe_send()
+ * and hr_pipe_recv(); a batch is the entries between them.
+ *
+ * Entries are written in queue order, each on its node's connection (one
+ * node unless the hr_redis is a cluster), then every node touched is
+ * flushed; replies are read back in queue order, each from its entry's
+ * node, which answers its own commands in the order they were written.
+ * A node whose connection breaks loses the replies of its entries not read
+ * yet; the other nodes' entries are still read. */
 #include "hr_pipe.h"
 
 #include <stdio.h>
@@ -11,12 +20,23 @@
 
 #include "hr_vec.h"
 
+typedef enum hr_pipe_state {
+    HR_PIPE_QUEUED, /* not handed to hr_pipe_send() yet */
+    HR_PIPE_UNSENT, /* its node could not be reached (or none is known): it did not run */
+    HR_PIPE_SENT,   /* written; its reply not read yet */
+    HR_PIPE_LOST,   /* written, then the connection failed: no reply (it may have run) */
+    HR_PIPE_READ,   /* reply read (it may have been taken since) */
+} hr_pipe_state;
+
 typedef struct hr_pipe_entry {
     char *cmd; /* formatted, redisFreeCommand */
     size_t len;
-    int script;        /* hr_lua_id, or -1 */
+    int script;    /* hr_lua_id, or -1 */
+    hr_node *node; /* where it was written */
+    hr_pipe_state state;
     redisReply *reply; /* NULL until read, or after hr_pipe_reply */
     bool taken;
+    bool replayed; /* its NOSCRIPT was replayed (once only) */
 } hr_pipe_entry;
 
 struct hr_pipe {
@@ -92,20 +112,19 @@ size_t hr_pipe_count(const hr_pipe *pipe)
     return pipe->q.n;
 }
 
-/* Appends entry I on the live context. */
-static int hr_pipe_append(hr_pipe *pipe, size_t i)
+/* Appends entry E on its node's live context. */
+static int hr_pipe_append(hr_pipe_entry *e)
 {
-    return redisAppendFormattedCommand(hr_redis_context(pipe->r), pipe->q.v[i].cmd,
-                                       pipe->q.v[i].len) == REDIS_OK
-               ? 0
-               : -1;
+    return redisAppendFormattedCommand(hr_node_context(e->node), e->cmd, e->len) == REDIS_OK ? 0
+                                                                                             : -1;
 }
 
-/* Writes hiredis's output buffer now, so that Redis works on the batch
- * while the caller does something else. */
-static int hr_pipe_flush(hr_pipe *pipe)
+/* Writes NODE's output buffer now, so that Redis works on the batch while
+ * the caller does something else.  A buffer already written costs nothing,
+ * so a node is flushed again whenever the queue switches to it. */
+static int hr_pipe_flush(hr_node *node)
 {
-    redisContext *c = hr_redis_context(pipe->r);
+    redisContext *c = hr_node_context(node);
     int done = 0;
 
     while (!done)
@@ -114,42 +133,89 @@ static int hr_pipe_flush(hr_pipe *pipe)
     return 0;
 }
 
-/* The connection failed: ERRSTR and PIPE->err say so. */
-static int hr_pipe_failed(hr_pipe *pipe, char *errstr, size_t errlen)
+/* NODE's connection failed: PIPE->err says so. */
+static void hr_pipe_node_failed(hr_pipe *pipe, hr_node *node)
 {
-    hr_redis_ctx_error(pipe->r, pipe->err, sizeof pipe->err);
-    snprintf(errstr, errlen, "%s", pipe->err);
-    return -1;
+    hr_node_error(node, pipe->err, sizeof pipe->err);
+}
+
+/* Is NODE's context dead (a read or write on it failed)? */
+static bool hr_pipe_dead(hr_node *node)
+{
+    redisContext *c = hr_node_context(node);
+
+    return c == NULL || c->err != 0;
 }
 
 int hr_pipe_send(hr_pipe *pipe, char *errstr, size_t errlen)
 {
+    size_t from = pipe->sent;
+    hr_node *last = NULL;
+    bool written = false;
+
     if (pipe->sent == pipe->q.n)
         return 0;
-    if (hr_redis_ready(pipe->r, errstr, errlen) != 0) {
-        snprintf(pipe->err, sizeof pipe->err, "%s", errstr);
+    /* A map refresh is a command on some node: never once this batch has
+     * written commands whose replies are not read yet. */
+    if (hr_redis_cluster(pipe->r) != NULL)
+        hr_cluster_settle(hr_redis_cluster(pipe->r));
+    for (; pipe->sent < pipe->q.n; pipe->sent++) {
+        hr_pipe_entry *e = &pipe->q.v[pipe->sent];
+
+        e->node = hr_redis_route(pipe->r, e->cmd, e->len, pipe->err, sizeof pipe->err);
+        if (e->node != NULL && e->node != last &&
+            hr_node_ready(e->node, pipe->err, sizeof pipe->err) != 0)
+            e->node = NULL;
+        if (e->node != NULL && hr_pipe_append(e) != 0) {
+            snprintf(pipe->err, sizeof pipe->err, "out of memory");
+            e->node = NULL;
+        }
+        e->state = e->node != NULL ? HR_PIPE_SENT : HR_PIPE_UNSENT;
+        last = e->node;
+    }
+    last = NULL;
+    for (size_t i = from; i < pipe->sent; i++) {
+        hr_pipe_entry *e = &pipe->q.v[i];
+
+        if (e->state != HR_PIPE_SENT)
+            continue;
+        if (e->node != last && !hr_pipe_dead(e->node) && hr_pipe_flush(e->node) != 0)
+            hr_pipe_node_failed(pipe, e->node);
+        last = e->node;
+        /* a failed flush may have written part of the batch: lost, not
+         * unsent */
+        if (hr_pipe_dead(e->node))
+            e->state = HR_PIPE_LOST;
+        written |= e->state == HR_PIPE_SENT;
+    }
+    /* With nothing in flight the batch failed as a whole; otherwise
+     * hr_pipe_recv() reads what was written (and on a cluster sends the
+     * unsent entries again, one by one). */
+    if (!written) {
+        snprintf(errstr, errlen, "%s", pipe->err);
         return -1;
     }
-    for (; pipe->sent < pipe->q.n; pipe->sent++)
-        if (hr_pipe_append(pipe, pipe->sent) != 0)
-            return hr_pipe_failed(pipe, errstr, errlen);
-    return hr_pipe_flush(pipe) == 0 ? 0 : hr_pipe_failed(pipe, errstr, errlen);
-}
-
-/* Reads the reply of entry I. */
-static int hr_pipe_read(hr_pipe *pipe, size_t i)
-{
-    void *reply = NULL;
-
-    if (redisGetReply(hr_redis_context(pipe->r), &reply) != REDIS_OK)
-        return -1;
-    pipe->q.v[i].reply = reply;
     return 0;
 }
 
-/* Loads the script of every NOSCRIPT reply in [FROM, TO), sends those
- * calls again and reads their new replies.  0 or -1 (connection). */
-static int hr_pipe_replay(hr_pipe *pipe, size_t from, size_t to, char *errstr, size_t errlen)
+/* Reads the reply of entry E from its node. */
+static void hr_pipe_read(hr_pipe *pipe, hr_pipe_entry *e)
+{
+    void *reply = NULL;
+
+    if (hr_pipe_dead(e->node) || redisGetReply(hr_node_context(e->node), &reply) != REDIS_OK) {
+        hr_pipe_node_failed(pipe, e->node);
+        e->state = HR_PIPE_LOST;
+        return;
+    }
+    e->reply = reply;
+    e->state = HR_PIPE_READ;
+}
+
+/* Loads on NODE the script of every NOSCRIPT reply of NODE's entries in
+ * [FROM, TO), sends those calls again and reads their new replies.  0, or
+ * -1 when a load failed (those calls keep their NOSCRIPT). */
+static int hr_pipe_replay_node(hr_pipe *pipe, hr_node *node, size_t from, size_t to)
 {
     bool loaded[HR_LUA__COUNT] = {false};
     size_t n = 0;
@@ -157,39 +223,95 @@ static int hr_pipe_replay(hr_pipe *pipe, size_t from, size_t to, char *errstr, s
     for (size_t i = from; i < to; i++) {
         hr_pipe_entry *e = &pipe->q.v[i];
 
-        if (e->script < 0 || !hr_redis_noscript(e->reply))
+        if (e->node != node || e->replayed || e->script < 0 || !hr_node_noscript(e->reply))
             continue;
+        e->replayed = true;
         if (!loaded[e->script]) {
-            if (hr_redis_load_script(pipe->r, (hr_lua_id)e->script, errstr, errlen) != 0)
-                return -1;
+            if (hr_node_load_script(node, (hr_lua_id)e->script, pipe->err, sizeof pipe->err) != 0)
+                break;
             loaded[e->script] = true;
         }
-        if (hr_pipe_append(pipe, i) != 0)
-            return hr_pipe_failed(pipe, errstr, errlen);
+        if (hr_pipe_append(e) != 0) {
+            snprintf(pipe->err, sizeof pipe->err, "out of memory");
+            break;
+        }
+        freeReplyObject(e->reply);
+        e->reply = NULL;
+        e->state = HR_PIPE_SENT;
         n++;
     }
     for (size_t i = from; i < to && n > 0; i++) {
         hr_pipe_entry *e = &pipe->q.v[i];
 
-        if (e->script < 0 || !hr_redis_noscript(e->reply))
-            continue;
-        freeReplyObject(e->reply);
-        e->reply = NULL;
-        if (hr_pipe_read(pipe, i) != 0)
-            return hr_pipe_failed(pipe, errstr, errlen);
-        n--;
+        if (e->node == node && e->state == HR_PIPE_SENT) {
+            hr_pipe_read(pipe, e);
+            n--;
+        }
     }
-    return 0;
+    return hr_pipe_dead(node) ? -1 : 0;
+}
+
+/* Replays the NOSCRIPT replies of [FROM, TO), node by node (not on a node
+ * whose connection failed since: those keep their NOSCRIPT).  0, or -1 when
+ * a node failed. */
+static int hr_pipe_replay(hr_pipe *pipe, size_t from, size_t to)
+{
+    int rc = 0;
+
+    for (size_t i = from; i < to; i++) {
+        hr_pipe_entry *e = &pipe->q.v[i];
+
+        if (e->state != HR_PIPE_READ || e->replayed || e->script < 0 || !hr_node_noscript(e->reply))
+            continue;
+        if (hr_pipe_dead(e->node) || hr_pipe_replay_node(pipe, e->node, i, to) != 0)
+            rc = -1;
+    }
+    return rc;
+}
+
+/* Cluster mode: the entries of [FROM, TO) that did not run — never sent
+ * (their node was down or unknown) or answered MOVED, ASK, TRYAGAIN or
+ * CLUSTERDOWN — are sent again one by one through hr_cluster_exec(), which
+ * follows the redirections.  They then run after the rest of the batch.
+ * They share one deadline: a cluster that stays down costs the batch one
+ * redis.timeout_ms, not one per command. */
+static void hr_pipe_redirect(hr_pipe *pipe, hr_cluster *cl, size_t from, size_t to)
+{
+    int64_t deadline = hr_cluster_deadline(cl);
+    int slot, port;
+    char host[HR_CLUSTER_HOST_MAX];
+
+    for (size_t i = from; i < to; i++) {
+        hr_pipe_entry *e = &pipe->q.v[i];
+
+        if (e->state != HR_PIPE_UNSENT &&
+            (e->state != HR_PIPE_READ ||
+             hr_cluster_parse_answer(e->reply, &slot, host, sizeof host, &port) == HR_CLUSTER_RAN))
+            continue;
+        e->reply = hr_cluster_exec(cl, e->cmd, e->len, e->script, e->reply, e->node, deadline,
+                                   pipe->err, sizeof pipe->err);
+        e->state = e->reply != NULL ? HR_PIPE_READ : HR_PIPE_LOST;
+    }
 }
 
 int hr_pipe_recv(hr_pipe *pipe, char *errstr, size_t errlen)
 {
     size_t from = pipe->received;
+    hr_cluster *cl = hr_redis_cluster(pipe->r);
+    int rc;
 
     for (; pipe->received < pipe->sent; pipe->received++)
-        if (hr_pipe_read(pipe, pipe->received) != 0)
-            return hr_pipe_failed(pipe, errstr, errlen);
-    return hr_pipe_replay(pipe, from, pipe->received, errstr, errlen);
+        if (pipe->q.v[pipe->received].state == HR_PIPE_SENT)
+            hr_pipe_read(pipe, &pipe->q.v[pipe->received]);
+    rc = hr_pipe_replay(pipe, from, pipe->received);
+    if (cl != NULL)
+        hr_pipe_redirect(pipe, cl, from, pipe->received);
+    for (size_t i = from; i < pipe->received; i++)
+        if (pipe->q.v[i].state != HR_PIPE_READ)
+            rc = -1;
+    if (rc != 0)
+        snprintf(errstr, errlen, "%s", pipe->err);
+    return rc;
 }
 
 int hr_pipe_exec(hr_pipe *pipe, char *errstr, size_t errlen)
@@ -214,7 +336,7 @@ redisReply *hr_pipe_reply(hr_pipe *pipe, size_t i, char *errstr, size_t errlen)
         return NULL;
     }
     if (e->reply == NULL) {
-        snprintf(errstr, errlen, "%s", pipe->err);
+        snprintf(errstr, errlen, "%s", e->state == HR_PIPE_QUEUED ? "not sent" : pipe->err);
         return NULL;
     }
     reply = e->reply;

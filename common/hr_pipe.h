@@ -1,5 +1,5 @@
-/* hr_pipe: a Redis pipeline on an hr_redis connection — queue commands and
- * script calls, send them in one write, read every reply in order.
+/* hr_pipe: a Redis pipeline on an hr_redis — queue commands and script
+ * calls, send them in one write per node, read every reply.
  *
  * The pipeline keeps each queued command formatted, so when a script call
  * answers NOSCRIPT (Redis restarted or ran SCRIPT FLUSH since the
@@ -7,12 +7,22 @@
  * bytes again, once; such a call did not run, so running it later counts
  * nothing twice, but it then runs after the commands queued behind it.  A
  * connection that breaks mid-batch is not retried (the batch may have run
- * in part): every reply not read yet reports the connection's error, and
- * the next hr_pipe_send() reconnects.
+ * in part): every reply not read yet from that node reports the
+ * connection's error, and the next hr_pipe_send() reconnects.
+ *
+ * On a Redis Cluster (hr_cluster.h) each command goes to the master of its
+ * key's slot: the batch is split per node (one write and one read pass per
+ * master; the per-uid commands of the worker and the throttle spread over
+ * all of them), commands of one slot keep their order, and the commands
+ * that did not run — answered MOVED, ASK, TRYAGAIN or CLUSTERDOWN, or not
+ * written because their node was down or unknown — are sent again one by one with the
+ * redirections followed, after the rest of the batch.  hr_pipe_reply(i)
+ * stays the reply of the i-th command queued.
  *
  * Use: hr_pipe_cmd() / hr_pipe_eval() to queue, hr_pipe_exec() (or
  * hr_pipe_send() now and hr_pipe_recv() later, to overlap other work with
- * Redis), then hr_pipe_reply() for each queued command in any order, then
+ * Redis; no other call on the same hr_redis in between), then
+ * hr_pipe_reply() for each queued command in any order, then
  * hr_pipe_reset() to queue the next batch.  A pipeline belongs to the
  * thread that owns its hr_redis. */
 #ifndef HR_PIPE_H
@@ -41,11 +51,13 @@ int hr_pipe_eval(hr_pipe *pipe, hr_lua_id id, int nkeys, int argc, const char **
 size_t hr_pipe_count(const hr_pipe *pipe);
 
 /* Writes every command queued and not sent yet.  0, or -1 with ERRSTR
- * (the unsent commands then answer that error). */
+ * when none could be written (they then answer that error; on a cluster a
+ * command whose node alone was down is sent again by hr_pipe_recv()). */
 int hr_pipe_send(hr_pipe *pipe, char *errstr, size_t errlen);
-/* Reads the replies of the commands sent, replaying NOSCRIPT once.  0 when
- * every command has a reply (which may be an error reply), -1 with ERRSTR
- * when the connection failed. */
+/* Reads the replies of the commands sent, replaying NOSCRIPT once (and on
+ * a cluster sending again what did not run).  0 when every command has a
+ * reply (which may be an error reply), -1 with ERRSTR when a connection
+ * failed. */
 int hr_pipe_recv(hr_pipe *pipe, char *errstr, size_t errlen);
 /* hr_pipe_send() then hr_pipe_recv(). */
 int hr_pipe_exec(hr_pipe *pipe, char *errstr, size_t errlen);

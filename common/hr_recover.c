@@ -210,7 +210,9 @@ static int hr_recover_restore_stats(hr_redis *r, const hr_task *t, char *errstr,
 
 /* Deletes the keys matching MATCH (SCAN, bounded); with DEL false only
  * counts them, stopping at the first.  The number deleted (or found), or
- * -1. */
+ * -1.  MATCH spells the task's hash tag, so on a Redis Cluster the SCAN
+ * runs on the master of the task's slot, where all its keys are
+ * (hr_cluster.h). */
 static int64_t hr_recover_del_matching(hr_redis *r, const char *match, bool del, char *errstr,
                                        size_t errlen)
 {

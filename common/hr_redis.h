@@ -1,17 +1,23 @@
-/* hr_redis: one synchronous hiredis connection with reconnection, key
- * naming and the Lua script registry.
+/* hr_redis: herald's Redis client — one server (the default) or a Redis
+ * Cluster (redis.cluster), key naming and the Lua script registry.
  *
  * An hr_redis is owned by one thread (hiredis contexts are not thread-safe).
- * Commands that fail on a broken connection reconnect once and retry (so a
- * command whose reply was lost runs twice: scripts must be idempotent on
- * their own output); the caller sees -1 and an errstr only when that fails
- * too.  After a failed
- * connect, calls fail at once for a short window (100 ms doubling to 2 s)
- * instead of each waiting out the connect timeout.  Lua scripts live
+ * Each server is an hr_node (hr_node.h): commands that fail on a broken
+ * connection reconnect once and retry (so a command whose reply was lost
+ * runs twice: scripts must be idempotent on their own output); the caller
+ * sees -1 and an errstr only when that fails too.  After a failed connect,
+ * calls to that server fail at once for a short window (100 ms doubling to
+ * 2 s) instead of each waiting out the connect timeout.  Lua scripts live
  * in common/lua/NAME.lua, are compiled into the binary (hr_lua_scripts.h is
- * generated from them), loaded with SCRIPT LOAD on connect and called with
- * EVALSHA; a NOSCRIPT answer (Redis restarted, SCRIPT FLUSH) reloads the
- * script and repeats the call once.
+ * generated from them), loaded with SCRIPT LOAD on every connect (on each
+ * node of a cluster: script caches are per node) and called with EVALSHA;
+ * a NOSCRIPT answer (Redis restarted, SCRIPT FLUSH) reloads the script and
+ * repeats the call once.
+ *
+ * In cluster mode every command goes to the master of its key's slot, with
+ * the redirections, failover handling and SCAN rules of hr_cluster.h;
+ * callers do not change.  In single-node mode none of that runs: no slot
+ * is computed and nothing is allocated per call.
  *
  * Keys are named by hr_keys.h (included here) from hr_redis_prefix(); every
  * per-task key carries the hash tag {t<ID>}: "herald:{t42}:subs". */
@@ -19,22 +25,24 @@
 #define HR_REDIS_H
 
 #include <hiredis/hiredis.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "hr_cluster.h"
 #include "hr_config.h"
 #include "hr_keys.h"
 #include "hr_lua_scripts.h"
+#include "hr_node.h"
 
 typedef struct hr_redis hr_redis;
 
-/* Connects (AUTH and SELECT as configured) and loads every script. */
+/* Connects (AUTH and SELECT as configured) and loads every script; in
+ * cluster mode reads the slot map from the first seed that answers (the
+ * masters are connected on their first command). */
 int hr_redis_connect(const hr_config *cfg, hr_redis **out, char *errstr, size_t errlen);
 void hr_redis_free(hr_redis *r);
 
-/* The live context (for a caller's own hiredis calls, e.g. redisvCommand).
- * May change after any hr_redis_* call that reconnected. */
-redisContext *hr_redis_context(hr_redis *r);
 /* The configured key prefix, for the hr_keys builders. */
 const char *hr_redis_prefix(const hr_redis *r);
 
@@ -45,28 +53,27 @@ redisReply *hr_redis_cmd(hr_redis *r, char *errstr, size_t errlen, int argc, con
                          const size_t *argvlen);
 /* The same with a hiredis format string. */
 redisReply *hr_redis_cmdf(hr_redis *r, char *errstr, size_t errlen, const char *fmt, ...);
+redisReply *hr_redis_vcmdf(hr_redis *r, char *errstr, size_t errlen, const char *fmt, va_list ap);
 
 /* EVALSHA of script ID with NKEYS keys followed by the other arguments
  * (ARGV holds keys then args; ARGVLEN may be NULL for C strings). */
 redisReply *hr_redis_eval(hr_redis *r, hr_lua_id id, int nkeys, int argc, const char **argv,
                           const size_t *argvlen, char *errstr, size_t errlen);
 
-/* Pipelines are hr_pipe (hr_pipe.h), which shares this connection's
- * internals through the calls below and replays NOSCRIPT itself. */
-/* Reconnects when the context is dead.  0 or -1. */
-int hr_redis_ready(hr_redis *r, char *errstr, size_t errlen);
+/* Pipelines are hr_pipe (hr_pipe.h), which shares this client's internals
+ * through the calls below and replays NOSCRIPT itself. */
+/* The node formatted command CMD of LEN bytes goes to: the one server, or
+ * in cluster mode its slot's master in the map as it is (NULL with ERRSTR
+ * when none is known, or the command needs every master).  Sends nothing. */
+hr_node *hr_redis_route(hr_redis *r, const char *cmd, size_t len, char *errstr, size_t errlen);
+/* The cluster's router, or NULL in single-node mode. */
+hr_cluster *hr_redis_cluster(hr_redis *r);
 /* "EVALSHA <sha> <nkeys> argv..." formatted into *OUT (free with
  * redisFreeCommand); its length, or -1 when out of memory. */
 int hr_redis_evalsha_format(const hr_redis *r, hr_lua_id id, int nkeys, int argc, const char **argv,
                             const size_t *argvlen, char **out);
-/* Loads script ID with SCRIPT LOAD on the current context. */
-int hr_redis_load_script(hr_redis *r, hr_lua_id id, char *errstr, size_t errlen);
-/* A NOSCRIPT error reply: Redis lost the script cache (restart, SCRIPT FLUSH). */
-bool hr_redis_noscript(const redisReply *reply);
 /* A reply that is an error becomes NULL (freed) with its text in ERRSTR. */
 redisReply *hr_redis_check(redisReply *reply, char *errstr, size_t errlen);
-/* ERRSTR = the context's error ("redis HOST:PORT: ..."). */
-void hr_redis_ctx_error(const hr_redis *r, char *errstr, size_t errlen);
 
 /* Milliseconds since the epoch by the Redis server's clock (TIME). */
 int hr_redis_time_ms(hr_redis *r, int64_t *out, char *errstr, size_t errlen);

@@ -105,6 +105,27 @@ int hr_buf_append(hr_buf *b, const char *s, size_t n)
     return 0;
 }
 
+int hr_buf_append_i64(hr_buf *b, int64_t v)
+{
+    char digits[20], sign[1] = {'-'};
+    /* Through uint64_t, so INT64_MIN negates without overflow. */
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    size_t n = sizeof digits, before = b->len;
+
+    do {
+        digits[--n] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u > 0);
+    if ((v < 0 && hr_buf_append(b, sign, 1) != 0) ||
+        hr_buf_append(b, digits + n, sizeof digits - n) != 0) {
+        b->len = before;
+        if (b->data != NULL)
+            b->data[before] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- JSON escaping --------------------------------------------------- */
 
 /* Length of the valid UTF-8 sequence starting at S (1..4), or 0 when the

@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct hr_template hr_template;
 
@@ -65,6 +66,9 @@ void hr_buf_reset(hr_buf *b);
 void hr_buf_free(hr_buf *b);
 /* 0, or -1 when the cap would be exceeded (the buffer is then unchanged). */
 int hr_buf_append(hr_buf *b, const char *s, size_t n);
+
+/* Appends V in decimal.  0, or -1 past the cap (B unchanged). */
+int hr_buf_append_i64(hr_buf *b, int64_t v);
 
 /* Appends the rendering to OUT; *MISSING (may be NULL) is increased by the
  * number of variables the lookup did not know.  0, or -1 past OUT's cap. */

@@ -31,8 +31,11 @@ static wk_xfer *wk_chan_take_xfer(wk_chan *chan)
     if (chan->nall == (size_t)chan->cfg->concurrency)
         return NULL;
     x = wk_xfer_new(chan->cfg, chan);
-    if (x != NULL)
-        chan->all[chan->nall++] = x;
+    if (x == NULL)
+        return NULL;
+    x->mh = &chan->multis[chan->nall % chan->nmultis];
+    wk_sender_uv_easy(chan->s, x->easy);
+    chan->all[chan->nall++] = x;
     return x;
 }
 
@@ -41,7 +44,7 @@ void wk_chan_release_xfer(wk_chan *chan, wk_xfer *x)
 {
     wk_sender *s = chan->s;
 
-    curl_multi_remove_handle(s->multi, x->easy);
+    curl_multi_remove_handle(x->mh->multi, x->easy);
     if (x->p != NULL) {
         x->p->xfer = NULL;
         x->p->state = WK_PUSH_IDLE;
@@ -194,7 +197,7 @@ static void wk_chan_grant_done(void *arg)
     }
     wt->refs--;
     /* A sender closed meanwhile (shutdown) has no queues left to run. */
-    if (chan->s->multi != NULL)
+    if (!chan->s->closed)
         wk_sender_pump(chan->s);
     free(g);
 }
@@ -363,7 +366,7 @@ static bool wk_chan_start(wk_chan *chan, wk_xfer *x, wk_push *push)
     if (wk_chan_prepare(chan, x, push, errstr, sizeof errstr) != 0)
         goto fail;
     x->p = push;
-    mc = curl_multi_add_handle(s->multi, x->easy);
+    mc = curl_multi_add_handle(x->mh->multi, x->easy);
     if (mc != CURLM_OK) {
         x->p = NULL;
         snprintf(errstr, sizeof errstr, "curl: %s", curl_multi_strerror(mc));
@@ -392,7 +395,7 @@ static void wk_chan_auth_start(wk_chan *chan, int64_t now)
 
     if (wk_fcm_auth_request(chan->fcm, now, chan->auth_x, errstr, sizeof errstr) != 0)
         return; /* logged, back-off set */
-    mc = curl_multi_add_handle(chan->s->multi, chan->auth_x->easy);
+    mc = curl_multi_add_handle(chan->auth_x->mh->multi, chan->auth_x->easy);
     if (mc != CURLM_OK) {
         wk_fcm_auth_done(chan->fcm, now, 0, NULL, 0, curl_multi_strerror(mc), errstr,
                          sizeof errstr);
@@ -408,7 +411,7 @@ void wk_chan_auth_finished(wk_chan *chan, CURLcode rc)
     char errstr[256], why[CURL_ERROR_SIZE + 8] = "";
     long code = 0;
 
-    curl_multi_remove_handle(chan->s->multi, x->easy);
+    curl_multi_remove_handle(x->mh->multi, x->easy);
     chan->auth_busy = false;
     if (rc == CURLE_OK)
         curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
@@ -511,7 +514,7 @@ static void wk_chan_slow_read(void *arg, const redisReply *reply, const char *er
     if (reply->type == REDIS_REPLY_STRING) {
         int64_t until = strtoll(reply->str, NULL, 10);
 
-        if (until > now && until > chan->slow_seen_until && chan->s->multi != NULL) {
+        if (until > now && until > chan->slow_seen_until && !chan->s->closed) {
             wk_chan_slow(chan, until, "cluster", 0);
             wk_sender_pump(chan->s);
         }

@@ -34,6 +34,9 @@ typedef struct wk_provider_result {
  * provider's error code for the reason (may be NULL or ""). */
 void wk_provider_classify_http(long status, long retry_after_s, const char *code,
                                wk_provider_result *out);
+/* Sets OUT's reason to "<PREFIX><STATUS> <CODE>" (no space and no CODE
+ * when CODE is NULL or ""), cut to fit. */
+void wk_provider_reason(wk_provider_result *out, const char *prefix, long status, const char *code);
 /* Sets OUT to VERDICT with the reason "<STATUS> <CODE>". */
 void wk_provider_set(wk_provider_result *out, wk_verdict verdict, long status, const char *code);
 

@@ -7,7 +7,9 @@
  * finished to DONE and wakes the loop (uv_async_send), so the loop acts on
  * a result as soon as it is there, not when the whole list is through.
  * PENDING (loop thread only) counts the jobs submitted whose DONE has not
- * run: the close waits for it to reach 0. */
+ * run: the close waits for it to reach 0.  The wake-up handle keeps the
+ * loop alive only while jobs are pending or a close is under way (uv_ref),
+ * so an idle Redis thread does not, like an idle socket. */
 #include "wk_redis.h"
 
 #include <pthread.h>
@@ -130,6 +132,8 @@ static void wk_redis_wake_cb(uv_async_t *h)
         rd->pending--;
         job->ops->done(job);
     }
+    if (rd->pending == 0 && !rd->closing)
+        uv_unref((uv_handle_t *)&rd->wake);
     if (rd->closing && exited && rd->pending == 0 && !uv_is_closing((uv_handle_t *)&rd->wake))
         uv_close((uv_handle_t *)&rd->wake, NULL);
 }
@@ -166,6 +170,7 @@ int wk_redis_start(uv_loop_t *loop, hr_redis *r, wk_redis **out, char *errstr, s
         return -1;
     }
     rd->wake.data = rd;
+    uv_unref((uv_handle_t *)&rd->wake);
     rd->r = r;
     if (pthread_create(&rd->thread, NULL, wk_redis_main, rd) != 0) {
         /* R is not taken; the handle goes with the caller's next loop run. */
@@ -187,7 +192,8 @@ int wk_redis_submit(wk_redis *rd, wk_redis_job *job)
     if (rd->closing || rd->pending >= WK_REDIS_QUEUE_MAX)
         return -1;
     job->next = NULL;
-    rd->pending++;
+    if (rd->pending++ == 0)
+        uv_ref((uv_handle_t *)&rd->wake);
     pthread_mutex_lock(&rd->mu);
     wk_redis_append(&rd->todo, &rd->todo_tail, job, job);
     pthread_cond_signal(&rd->cond);
@@ -205,6 +211,8 @@ void wk_redis_close(wk_redis *rd)
     if (rd == NULL || rd->closing)
         return;
     rd->closing = true;
+    /* The loop runs until the thread's last wake-up closed the handle. */
+    uv_ref((uv_handle_t *)&rd->wake);
     pthread_mutex_lock(&rd->mu);
     rd->stop = true;
     pthread_cond_signal(&rd->cond);

@@ -21,10 +21,12 @@
  * Order: jobs run in the order they were submitted, and DONE is called in
  * that order too.  A round is sent only when every job before it is done,
  * and one connection's commands run in order, so Redis sees the commands in
- * submission order — an ack before the chunk_done behind it.  (hr_pipe's
- * one NOSCRIPT replay re-sends a call after the commands queued behind it;
- * the worker's scripts allow that: a close finds its set not empty and
- * changes nothing.)
+ * submission order — an ack before the chunk_done behind it.  On a Redis
+ * Cluster hr_pipe keeps that order per slot, which is enough: a chunk's
+ * keys share its task's slot ({t<ID>}).  (hr_pipe's one NOSCRIPT replay
+ * re-sends a call after the commands queued behind it; the worker's
+ * scripts allow that: a close finds its set not empty and changes
+ * nothing.)
  *
  * Bound: the worker never has more than a few jobs per open chunk, one per
  * timer and one per channel or task budget in flight (each submitter waits

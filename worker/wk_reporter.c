@@ -23,6 +23,18 @@
 /* After a stop request, how long a MySQL outage may hold the exit. */
 #define WK_REPORTER_STOP_GIVEUP_MS 30000
 #define WK_DELIVERY_COLS 7
+/* MariaDB refuses a prepared statement of more than 65,535 placeholders
+ * (errno 1390): a batch of more rows than this goes in several INSERTs. */
+#define WK_DELIVERY_STMT_ROWS (65535 / WK_DELIVERY_COLS)
+/* The INSERT sizes: the full batch, and each power of two below it (2^13
+ * is the largest under WK_DELIVERY_STMT_ROWS).  A part batch goes as the
+ * powers of two of its size, so the worker prepares at most 15 distinct
+ * INSERTs: each holds a MYSQL_BIND per placeholder in libmariadb (about
+ * 800 bytes a row) and a prepared statement in MariaDB, and one per
+ * part-batch size made the worker's RSS grow with the campaign (up to 32
+ * cached statements, ~26 MiB at the default batch of 1,000). */
+#define WK_DELIVERY_POW2 14
+#define WK_DELIVERY_SIZES (WK_DELIVERY_POW2 + 1)
 /* How long wk_reporter_push waits for ring room before it drops an outcome
  * row: the loop thread must keep renewing leases and polling Kafka. */
 #define WK_REPORTER_PUSH_WAIT_MS 20
@@ -68,9 +80,10 @@ struct wk_reporter {
     hr_mysql *m;
     wk_metrics *met;
     bool mysql_down;
-    char *sql;       /* multi-row INSERT text, rebuilt per row count */
-    size_t sql_rows; /* rows SQL was built for */
-    char *sql1;      /* the one-row INSERT, for the row-by-row retry */
+    size_t full; /* rows of a full INSERT: batch, at most STMT_ROWS */
+    /* INSERT texts, built when first used: [i] 2^i rows, [POW2] full rows;
+     * [0], one row, is also the row-by-row retry's. */
+    char *sqls[WK_DELIVERY_SIZES];
     hr_mysql_param *params;
 };
 
@@ -90,8 +103,7 @@ static const wk_event *wk_reporter_at(const wk_reporter *rp, size_t i)
     return &rp->ring[(rp->head + i) % rp->cap];
 }
 
-/* Builds the INSERT for NROWS rows into rp->sql (kept for the next batch of
- * the same size, which is the common case). */
+/* Builds the INSERT for NROWS rows (malloc'ed). */
 static char *wk_reporter_build_sql(size_t nrows)
 {
     static const char head[] =
@@ -119,19 +131,22 @@ static char *wk_reporter_build_sql(size_t nrows)
     return sql;
 }
 
-static int wk_reporter_delivery_sql(wk_reporter *rp, size_t nrows)
+/* The next INSERT of a batch with LEFT rows to go: *NROWS gets its rows,
+ * rp->full or the largest power of two up to LEFT.  NULL when out of
+ * memory. */
+static const char *wk_reporter_delivery_sql(wk_reporter *rp, size_t left, size_t *nrows)
 {
-    char *sql;
+    size_t i = WK_DELIVERY_POW2;
 
-    if (rp->sql != NULL && rp->sql_rows == nrows)
-        return 0;
-    sql = wk_reporter_build_sql(nrows);
-    if (sql == NULL)
-        return -1;
-    free(rp->sql);
-    rp->sql = sql;
-    rp->sql_rows = nrows;
-    return 0;
+    *nrows = rp->full;
+    if (left < rp->full) {
+        for (i = 0; (size_t)2 << i <= left; i++)
+            ;
+        *nrows = (size_t)1 << i;
+    }
+    if (rp->sqls[i] == NULL)
+        rp->sqls[i] = wk_reporter_build_sql(*nrows);
+    return rp->sqls[i];
 }
 
 /* Server errors that say the connection (or the transaction) is gone, so
@@ -151,6 +166,37 @@ static const char *const wk_reporter_status[] = {
     [WK_DELIVERY_UNREGISTERED] = "unregistered",
 };
 
+/* One INSERT of K rows (params P); when MySQL refuses their data, the
+ * rows one by one. */
+static int wk_reporter_insert(wk_reporter *rp, const char *sql, hr_mysql_param *params, size_t k,
+                              char *errstr, size_t errlen)
+{
+    hr_mysql_param *p;
+    unsigned err = 0;
+
+    if (hr_mysql_exec(rp->m, sql, params, k * WK_DELIVERY_COLS, NULL, NULL, &err, errstr, errlen) ==
+        0)
+        return 0;
+    if (wk_reporter_transient(err))
+        return -1;
+    /* MySQL refused the data (only the statement was rolled back): one bad
+     * row must not hold the batch forever, so the rows go one by one and
+     * the ones refused again are logged and dropped. */
+    hr_log_warn("delivery_batch_rejected", "rows=%zu errno=%u error=%s", k, err, errstr);
+    for (size_t i = 0; i < k; i++) {
+        p = params + i * WK_DELIVERY_COLS;
+        if (hr_mysql_exec(rp->m, rp->sqls[0], p, WK_DELIVERY_COLS, NULL, NULL, &err, errstr,
+                          errlen) == 0)
+            continue;
+        if (wk_reporter_transient(err))
+            return -1;
+        hr_metrics_inc(rp->met->reporter_dropped[WK_DROP_REJECTED]);
+        hr_log_error("delivery_row_dropped", "task=%" PRId64 " uid=%" PRId64 " errno=%u error=%s",
+                     p[0].i64, p[1].i64, err, errstr);
+    }
+    return 0;
+}
+
 static int wk_reporter_write_deliveries(wk_reporter *rp, size_t n, char *errstr, size_t errlen)
 {
     size_t rows = 0;
@@ -160,12 +206,8 @@ static int wk_reporter_write_deliveries(wk_reporter *rp, size_t n, char *errstr,
             rows++;
     if (rows == 0 || !rp->delivery_log)
         return 0;
-    if (wk_reporter_delivery_sql(rp, rows) != 0) {
-        snprintf(errstr, errlen, "out of memory");
-        return -1;
-    }
     hr_mysql_param *p = rp->params;
-    unsigned err = 0;
+    int rc = 0;
 
     for (size_t i = 0; i < n; i++) {
         const wk_event *ev = wk_reporter_at(rp, i);
@@ -180,27 +222,16 @@ static int wk_reporter_write_deliveries(wk_reporter *rp, size_t n, char *errstr,
         *p++ = HR_P_I64(ev->u.outcome.latency_ms);
         *p++ = HR_P_I64(ev->u.outcome.at_ms);
     }
-    if (hr_mysql_exec(rp->m, rp->sql, rp->params, rows * WK_DELIVERY_COLS, NULL, NULL, &err, errstr,
-                      errlen) == 0)
-        return 0;
-    if (wk_reporter_transient(err))
-        return -1;
-    /* MySQL refused the data (only the statement was rolled back): one bad
-     * row must not hold the batch forever, so the rows go one by one and
-     * the ones refused again are logged and dropped. */
-    hr_log_warn("delivery_batch_rejected", "rows=%zu errno=%u error=%s", rows, err, errstr);
-    for (size_t i = 0; i < rows; i++) {
-        p = rp->params + i * WK_DELIVERY_COLS;
-        if (hr_mysql_exec(rp->m, rp->sql1, p, WK_DELIVERY_COLS, NULL, NULL, &err, errstr, errlen) ==
-            0)
-            continue;
-        if (wk_reporter_transient(err))
+    for (size_t done = 0, k; done < rows && rc == 0; done += k) {
+        const char *sql = wk_reporter_delivery_sql(rp, rows - done, &k);
+
+        if (sql == NULL) {
+            snprintf(errstr, errlen, "out of memory");
             return -1;
-        hr_metrics_inc(rp->met->reporter_dropped[WK_DROP_REJECTED]);
-        hr_log_error("delivery_row_dropped", "task=%" PRId64 " uid=%" PRId64 " errno=%u error=%s",
-                     p[0].i64, p[1].i64, err, errstr);
+        }
+        rc = wk_reporter_insert(rp, sql, rp->params + done * WK_DELIVERY_COLS, k, errstr, errlen);
     }
-    return 0;
+    return rc;
 }
 
 static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, size_t nd,
@@ -484,8 +515,11 @@ static void *wk_reporter_main(void *arg)
         hr_vec_free(&b.deltas);
         hr_vec_free(&b.chunks);
         pthread_mutex_lock(&rp->mu);
-        rp->head = (rp->head + b.n) % rp->cap;
         rp->count -= b.n;
+        /* An empty ring starts again at slot 0: the slots in use stay those
+         * of the largest backlog, so the pages the ring touches (its RSS)
+         * follow how far MySQL fell behind, not how many pushes were made. */
+        rp->head = rp->count == 0 ? 0 : (rp->head + b.n) % rp->cap;
         pthread_cond_broadcast(&rp->has_room);
         pthread_mutex_unlock(&rp->mu);
     }
@@ -517,11 +551,12 @@ int wk_reporter_start(const hr_config *cfg, const char *owner, wk_metrics *met, 
     snprintf(rp->owner, sizeof rp->owner, "%s", owner);
     rp->delivery_log = cfg->worker.delivery_log;
     rp->batch = (size_t)cfg->worker.reporter_batch;
+    rp->full = rp->batch < WK_DELIVERY_STMT_ROWS ? rp->batch : WK_DELIVERY_STMT_ROWS;
     rp->cap = (size_t)cfg->worker.reporter_queue;
     rp->ring = calloc(rp->cap, sizeof *rp->ring);
     rp->params = calloc(rp->batch * WK_DELIVERY_COLS, sizeof *rp->params);
-    rp->sql1 = wk_reporter_build_sql(1);
-    if (rp->ring == NULL || rp->params == NULL || rp->sql1 == NULL)
+    rp->sqls[0] = wk_reporter_build_sql(1);
+    if (rp->ring == NULL || rp->params == NULL || rp->sqls[0] == NULL)
         goto oom;
     pthread_mutex_init(&rp->mu, NULL);
     pthread_cond_init(&rp->has_work, NULL);
@@ -542,7 +577,7 @@ fail:
     if (rp != NULL) {
         free(rp->ring);
         free(rp->params);
-        free(rp->sql1);
+        free(rp->sqls[0]);
         free(rp);
     }
     return -1;
@@ -613,8 +648,8 @@ void wk_reporter_stop(wk_reporter *rp)
     pthread_cond_destroy(&rp->has_room);
     pthread_cond_destroy(&rp->has_work);
     pthread_mutex_destroy(&rp->mu);
-    free(rp->sql);
-    free(rp->sql1);
+    for (size_t i = 0; i < WK_DELIVERY_SIZES; i++)
+        free(rp->sqls[i]);
     free(rp->params);
     free(rp->ring);
     hr_vec_free(&rp->deltas);

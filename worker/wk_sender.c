@@ -170,12 +170,12 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
     wk_chan_arm_retry(chan);
 }
 
-void wk_sender_check(wk_sender *s)
+void wk_sender_check(wk_sender *s, wk_multi *mh)
 {
     CURLMsg *msg;
     int left;
 
-    while ((msg = curl_multi_info_read(s->multi, &left)) != NULL) {
+    while ((msg = curl_multi_info_read(mh->multi, &left)) != NULL) {
         wk_xfer *x = NULL;
 
         if (msg->msg != CURLMSG_DONE)
@@ -211,11 +211,36 @@ static int wk_chan_apns_signer(wk_chan *chan, char *errstr, size_t errlen)
     return rc;
 }
 
+/* A channel's multi handles: one per WK_SENDER_MULTI_CONNS of the
+ * connections it opens (HTTP/1.1 and smtp: one per request in flight;
+ * apns: its few multiplexed connections), each limited to its share per
+ * host, so an apns channel never opens more than apns.connections
+ * (libcurl 7.88 opens a new connection for a request that finds every
+ * stream taken, unless the host's limit is reached: then it waits). */
+static int wk_chan_multis(wk_chan *chan)
+{
+    const hr_channel *ch = chan->cfg;
+    long conns = ch->type == HR_CHANNEL_APNS ? ch->apns.connections : ch->concurrency;
+    size_t n = ((size_t)conns + WK_SENDER_MULTI_CONNS - 1) / WK_SENDER_MULTI_CONNS;
+
+    if (n > (size_t)ch->concurrency)
+        n = (size_t)ch->concurrency;
+    if (n == 0)
+        n = 1;
+    chan->multis = calloc(n, sizeof *chan->multis);
+    if (chan->multis == NULL)
+        return -1;
+    for (; chan->nmultis < n; chan->nmultis++)
+        if (wk_sender_uv_multi_init(chan->s, &chan->multis[chan->nmultis],
+                                    (conns + (long)n - 1) / (long)n) != 0)
+            return -1;
+    return 0;
+}
+
 int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, wk_redis *rd, wk_metrics *m,
                   wk_sender_done_fn done, void *ctx, wk_sender **out, char *errstr, size_t errlen)
 {
     wk_sender *s = calloc(1, sizeof *s);
-    long maxconn = 0, hostconn = 0, conns;
 
     *out = NULL;
     if (s == NULL)
@@ -231,13 +256,6 @@ int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, wk_redis *rd, wk_metric
     s->chans = calloc(cfg->nchannels, sizeof *s->chans);
     if (s->chans == NULL)
         goto oom;
-    s->multi = curl_multi_init();
-    if (s->multi == NULL) {
-        snprintf(errstr, errlen, "curl_multi_init failed");
-        goto fail;
-    }
-    uv_timer_init(loop, &s->timer);
-    s->timer.data = s;
     for (size_t i = 0; i < cfg->nchannels; i++) {
         wk_chan *chan = &s->chans[i];
 
@@ -255,11 +273,17 @@ int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, wk_redis *rd, wk_metric
         s->nchans++;
         if (chan->all == NULL || chan->free == NULL)
             goto oom;
+        if (wk_chan_multis(chan) != 0) {
+            snprintf(errstr, errlen, "curl_multi_init failed");
+            goto fail;
+        }
         if (chan->cfg->type == HR_CHANNEL_FCM) {
             if (wk_fcm_auth_new(chan->cfg, &chan->fcm, errstr, errlen) != 0)
                 goto fail;
             if ((chan->auth_x = wk_xfer_new(chan->cfg, chan)) == NULL)
                 goto oom;
+            chan->auth_x->mh = &chan->multis[0];
+            wk_sender_uv_easy(s, chan->auth_x->easy);
         }
         if (chan->cfg->type == HR_CHANNEL_APNS) {
             if (wk_chan_apns_signer(chan, errstr, errlen) != 0)
@@ -272,29 +296,13 @@ int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, wk_redis *rd, wk_metric
             if (chan->cfg->apns.connections < chan->cap.cap)
                 chan->cap.cap = chan->cfg->apns.connections;
         }
-        /* HTTP/1.1: a connection per request in flight; APNs: its few
-         * multiplexed connections. */
-        conns = chan->cfg->type == HR_CHANNEL_APNS ? chan->cfg->apns.connections
-                                                   : chan->cfg->concurrency;
-        maxconn += conns;
-        if (conns > hostconn)
-            hostconn = conns;
     }
-    curl_multi_setopt(s->multi, CURLMOPT_SOCKETFUNCTION, wk_sender_uv_socket_cb);
-    curl_multi_setopt(s->multi, CURLMOPT_SOCKETDATA, s);
-    curl_multi_setopt(s->multi, CURLMOPT_TIMERFUNCTION, wk_sender_uv_timer_cb);
-    curl_multi_setopt(s->multi, CURLMOPT_TIMERDATA, s);
-    curl_multi_setopt(s->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
-    /* Connections per host (see above), kept for reuse.  The limit is the
-     * multi handle's: an APNs host shares it with the webhook hosts. */
-    curl_multi_setopt(s->multi, CURLMOPT_MAX_HOST_CONNECTIONS, hostconn);
-    curl_multi_setopt(s->multi, CURLMOPT_MAXCONNECTS, maxconn);
     *out = s;
     return 0;
 oom:
     snprintf(errstr, errlen, "out of memory");
 fail:
-    if (s != NULL && s->multi != NULL) {
+    if (s != NULL) {
         wk_sender_close(s);
         /* Handles were initialised but never started: closing them needs
          * one loop turn. */
@@ -392,27 +400,30 @@ void wk_sender_close(wk_sender *s)
 {
     if (s == NULL)
         return;
+    s->closed = true;
     for (size_t i = 0; i < s->nchans; i++) {
         wk_chan *chan = &s->chans[i];
 
         for (size_t k = 0; k < chan->nall; k++) {
             if (chan->all[k]->p != NULL)
-                curl_multi_remove_handle(s->multi, chan->all[k]->easy);
-            wk_xfer_free(chan->all[k]);
+                curl_multi_remove_handle(chan->all[k]->mh->multi, chan->all[k]->easy);
         }
-        chan->nall = chan->nfree = 0;
         if (chan->auth_busy)
-            curl_multi_remove_handle(s->multi, chan->auth_x->easy);
+            curl_multi_remove_handle(chan->auth_x->mh->multi, chan->auth_x->easy);
+        chan->auth_busy = false;
+        /* Closes cached connections (the socket callbacks close their
+         * polls), while the easy handles that opened them still exist. */
+        for (size_t k = 0; k < chan->nmultis; k++)
+            wk_sender_uv_multi_close(&chan->multis[k]);
+        for (size_t k = 0; k < chan->nall; k++)
+            wk_xfer_free(chan->all[k]);
+        chan->nall = chan->nfree = 0;
         wk_xfer_free(chan->auth_x);
         chan->auth_x = NULL;
-        chan->auth_busy = false;
         uv_close((uv_handle_t *)&chan->wake, NULL);
         uv_close((uv_handle_t *)&chan->retry, NULL);
     }
-    /* Closes cached connections; the socket callback closes their polls. */
-    curl_multi_cleanup(s->multi);
-    s->multi = NULL;
-    uv_close((uv_handle_t *)&s->timer, NULL);
+    wk_sender_uv_close_all(s);
 }
 
 void wk_sender_free(wk_sender *s)
@@ -420,6 +431,7 @@ void wk_sender_free(wk_sender *s)
     if (s == NULL)
         return;
     for (size_t i = 0; i < s->nchans; i++) {
+        free(s->chans[i].multis);
         free(s->chans[i].all);
         free(s->chans[i].free);
         wk_fcm_auth_free(s->chans[i].fcm);
@@ -427,5 +439,6 @@ void wk_sender_free(wk_sender *s)
         wk_retry_heap_free(&s->chans[i].delayed);
     }
     free(s->chans);
+    hr_vec_free(&s->socks);
     free(s);
 }

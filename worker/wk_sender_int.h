@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "hr_vec.h"
 #include "wk_apns.h"
 #include "wk_fcm_auth.h"
 #include "wk_retry.h"
@@ -31,13 +32,32 @@
  * other workers stop within this of one worker's 429. */
 #define WK_SENDER_SLOW_POLL_MS 250
 
+/* A channel's connections per curl multi handle.  libcurl 7.88 looks for
+ * an idle connection by walking its connections to the host on every
+ * transfer (ConnectionExists): with a channel's 256 connections in one
+ * multi handle the walk cost about 10,000 instructions a push
+ * (docs/performance.md, issue 19), so a channel's handles are spread over
+ * multi handles of at most this many connections each. */
+#define WK_SENDER_MULTI_CONNS 32
+
 typedef struct wk_chan wk_chan;
+typedef struct wk_sock wk_sock; /* wk_sender_uv.c */
+
+/* One curl multi handle and the timer curl asks for.  Its connections
+ * serve one channel's transfers only. */
+typedef struct wk_multi {
+    CURLM *multi;
+    uv_timer_t timer;
+    wk_sender *s;
+} wk_multi;
 
 struct wk_chan {
     wk_sender *s;
     const hr_channel *cfg;                   /* its configuration */
     TAILQ_HEAD(wk_task_list, wk_task) tasks; /* with ready pushes, round robin */
     wk_retry_heap delayed;                   /* by due time */
+    wk_multi *multis;                        /* the channel's multi handles */
+    size_t nmultis;                          /* handle i runs on multis[i % nmultis] */
     wk_xfer **all;                           /* every handle created, up to concurrency */
     wk_xfer **free;                          /* stack of idle handles */
     size_t nall, nfree;
@@ -64,21 +84,15 @@ struct wk_sender {
     wk_sender_done_fn done;
     wk_sender_prune_fn prune;
     void *ctx;
-    CURLM *multi;
-    uv_timer_t timer;
     wk_chan *chans;
     size_t nchans;
     size_t inflight;
     bool draining;
+    bool closed; /* wk_sender_close ran: a Redis job's late answer runs no queue */
     bool pumping, pump_again;
     uint64_t rnd;
+    HR_VEC(wk_sock *) socks; /* by descriptor: the sockets opened for curl (wk_sender_uv.c) */
 };
-
-typedef struct wk_sock {
-    uv_poll_t poll;
-    curl_socket_t fd;
-    wk_sender *s;
-} wk_sock;
 
 /* How one address (or a webhook push) ended. */
 typedef enum wk_end {
@@ -90,12 +104,20 @@ typedef enum wk_end {
 
 /* wk_sender.c */
 void wk_sender_pump(wk_sender *s);
-void wk_sender_check(wk_sender *s);
+void wk_sender_check(wk_sender *s, wk_multi *mh);
 void wk_sender_settle(wk_sender *s, wk_push *push, const wk_push_result *res);
 
-/* wk_sender_uv.c: CURLMOPT_SOCKETFUNCTION and CURLMOPT_TIMERFUNCTION */
-int wk_sender_uv_socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *sockp);
-int wk_sender_uv_timer_cb(CURLM *multi, long timeout_ms, void *userp);
+/* wk_sender_uv.c */
+/* A multi handle driven by the loop, CONNS connections per host at most;
+ * -1 when curl cannot make one.  wk_sender_uv_multi_close accepts one that
+ * failed. */
+int wk_sender_uv_multi_init(wk_sender *s, wk_multi *mh, long conns);
+void wk_sender_uv_multi_close(wk_multi *mh);
+/* After every multi handle of S was cleaned up: closes the polls of the
+ * sockets left in its table (ones curl closed without the callback). */
+void wk_sender_uv_close_all(wk_sender *s);
+/* Sets the socket open and close callbacks of an easy handle of S. */
+void wk_sender_uv_easy(wk_sender *s, CURL *easy);
 
 /* wk_chan.c */
 void wk_chan_wake_cb(uv_timer_t *t);

@@ -11,6 +11,9 @@
 
 /* The task's rendered title and body are bounded like any template value. */
 #define WK_TASK_TEXT_MAX (64 * 1024)
+/* A request's URL, and its body or header lines. */
+#define WK_TASK_URL_MAX (16 * 1024)
+#define WK_TASK_BODY_MAX (256 * 1024)
 
 /* A task that could not be loaded (no such row, or not pushable), so its
  * chunks are skipped without a query each for WK_TASK_NEG_TTL_MS. */
@@ -153,6 +156,7 @@ int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errst
     wk_task_fix_texts(wt);
     wt->rate_limit = row->rate_limit > 0 ? row->rate_limit : wt->ch->rate_limit;
     snprintf(wt->rl_scope, sizeof wt->rl_scope, "push:task%" PRId64, row->id);
+    wt->id_len = (size_t)snprintf(wt->id_text, sizeof wt->id_text, "%" PRId64, row->id);
     wt->weight = hr_pace_weight(row->priority);
     *out = wt;
     return 0;
@@ -335,8 +339,8 @@ static const char *wk_render_lookup(void *ctx, hr_tvar_kind kind, const char *na
         return rx->body_out->data ? rx->body_out->data : "";
     case HR_TVAR_TASK:
         if (strcmp(name, "id") == 0) {
-            *len = (size_t)snprintf(rx->num, sizeof rx->num, "%" PRId64, row->id);
-            return rx->num;
+            *len = rx->t->id_len;
+            return rx->t->id_text;
         }
         if (strcmp(name, "name") == 0 && row->name != NULL) {
             *len = strlen(row->name);
@@ -469,60 +473,70 @@ done:
     return rc;
 }
 
-int wk_task_render(const wk_task *wt, const char *uid, const redisReply *user, hr_buf *url,
-                   hr_buf *body, struct curl_slist **headers, size_t *stripped, char *errstr,
-                   size_t errlen)
+void wk_task_out_init(wk_task_out *out)
+{
+    hr_buf_init(&out->url, WK_TASK_URL_MAX);
+    hr_buf_init(&out->body, WK_TASK_BODY_MAX);
+    hr_buf_init(&out->headers, WK_TASK_BODY_MAX);
+    hr_buf_init(&out->title, WK_TASK_TEXT_MAX);
+    hr_buf_init(&out->text, WK_TASK_TEXT_MAX);
+    out->nheaders = out->stripped = 0;
+}
+
+void wk_task_out_free(wk_task_out *out)
+{
+    hr_buf_free(&out->url);
+    hr_buf_free(&out->body);
+    hr_buf_free(&out->headers);
+    hr_buf_free(&out->title);
+    hr_buf_free(&out->text);
+}
+
+int wk_task_render(const wk_task *wt, const char *uid, const redisReply *user, wk_task_out *out,
+                   char *errstr, size_t errlen)
 {
     wk_render_ctx rx = {.t = wt, .uid = uid, .user = user};
-    struct curl_slist *list = NULL;
-    hr_buf line;
     int rc = -1;
 
-    *headers = NULL;
-    hr_buf_init(&rx.title, WK_TASK_TEXT_MAX);
-    hr_buf_init(&rx.body, WK_TASK_TEXT_MAX);
-    hr_buf_init(&line, WK_TASK_TEXT_MAX);
-    hr_buf_reset(url);
-    hr_buf_reset(body);
-    rx.title_out = wt->fixed ? &wt->fixed_title : &rx.title;
-    rx.body_out = wt->fixed ? &wt->fixed_body : &rx.body;
-    if ((!wt->fixed && wk_render_texts(&rx, &rx.title, &rx.body) != 0) ||
-        hr_template_render(wt->url, wk_render_lookup, &rx, url, NULL) != 0 ||
-        hr_template_render(wt->chbody, wk_render_lookup, &rx, body, NULL) != 0 ||
-        hr_buf_append(url, "", 1) != 0) {
+    hr_buf_reset(&out->url);
+    hr_buf_reset(&out->body);
+    hr_buf_reset(&out->headers);
+    out->nheaders = out->stripped = 0;
+    rx.title_out = wt->fixed ? &wt->fixed_title : &out->title;
+    rx.body_out = wt->fixed ? &wt->fixed_body : &out->text;
+    if (!wt->fixed) {
+        hr_buf_reset(&out->title);
+        hr_buf_reset(&out->text);
+    }
+    if ((!wt->fixed && wk_render_texts(&rx, &out->title, &out->text) != 0) ||
+        hr_template_render(wt->url, wk_render_lookup, &rx, &out->url, NULL) != 0 ||
+        hr_template_render(wt->chbody, wk_render_lookup, &rx, &out->body, NULL) != 0 ||
+        hr_buf_append(&out->url, "", 1) != 0) {
         snprintf(errstr, errlen, "rendering exceeds its size cap");
         goto done;
     }
-    url->len--; /* keep the terminator appended above out of the length */
+    out->url.len--; /* keep the terminator appended above out of the length */
     for (size_t i = 0; i < wt->ch->nheaders; i++) {
         const char *key = wt->ch->headers[i].key;
-        struct curl_slist *next;
+        size_t start = out->headers.len, value_at;
 
-        size_t value_at = strlen(key) + 2;
-
-        hr_buf_reset(&line);
-        if (hr_buf_append(&line, key, strlen(key)) != 0 || hr_buf_append(&line, ": ", 2) != 0 ||
-            hr_template_render(wt->headers[i], wk_render_lookup, &rx, &line, NULL) != 0) {
+        if (hr_buf_append(&out->headers, key, strlen(key)) != 0 ||
+            hr_buf_append(&out->headers, ": ", 2) != 0 ||
+            hr_template_render(wt->headers[i], wk_render_lookup, &rx, &out->headers, NULL) != 0 ||
+            hr_buf_append(&out->headers, "", 1) != 0) {
             snprintf(errstr, errlen, "header %s exceeds its size cap", key);
             goto done;
         }
-        /* hr_buf keeps the rendering NUL-terminated for curl_slist_append. */
-        *stripped += wk_task_strip_ctl(&line, value_at);
-        next = curl_slist_append(list, line.data);
-        if (next == NULL) {
-            snprintf(errstr, errlen, "out of memory");
-            goto done;
-        }
-        list = next;
+        /* The line's own NUL stays last: control bytes (NUL included)
+         * go from the value only. */
+        value_at = start + strlen(key) + 2;
+        out->headers.len--;
+        out->stripped += wk_task_strip_ctl(&out->headers, value_at);
+        out->headers.len++;
+        out->nheaders++;
     }
-    *headers = list;
-    list = NULL;
     rc = 0;
 done:
-    curl_slist_free_all(list);
-    hr_buf_free(&line);
-    hr_buf_free(&rx.title);
-    hr_buf_free(&rx.body);
     free(rx.printed);
     return rc;
 }

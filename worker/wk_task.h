@@ -65,9 +65,11 @@ typedef struct wk_task {
     hr_throttle_rule throttle; /* limit 0 = the task does not throttle */
     int64_t rate_limit;        /* effective pushes/s for the task, 0 = none */
     char rl_scope[40];         /* "push:task<ID>" */
-    int64_t tokens;            /* granted by the limiter, not yet spent */
-    int64_t tokens_sec;        /* the second they were granted in */
-    int64_t pace_rate;         /* a finish_by's rate in force at the last grant, 0 = none */
+    char id_text[24];          /* the id in decimal ({{task.id}}, Idempotency-Key) */
+    size_t id_len;
+    int64_t tokens;     /* granted by the limiter, not yet spent */
+    int64_t tokens_sec; /* the second they were granted in */
+    int64_t pace_rate;  /* a finish_by's rate in force at the last grant, 0 = none */
     /* The task's share of its channel's budget (hr_ratelimit_take_share). */
     int weight; /* hr_pace_weight of its priority */
     int64_t share_tokens, share_sec;
@@ -109,12 +111,6 @@ int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errst
 /* Frees a task built by wk_task_build.  Accepts NULL. */
 void wk_task_free(wk_task *wt);
 
-/* Renders one push for UID (USER: its HGETALL reply or NULL) into URL and
- * BODY (both reset first) and a new header list *HEADERS the caller frees
- * with curl_slist_free_all.  Values rendered into the URL are
- * percent-encoded; control bytes (< 0x20, 0x7f) are removed from rendered
- * header values (header injection) and counted into *STRIPPED.  0, or -1
- * with ERRSTR (a value past a buffer's cap, out of memory). */
 /* Renders the task's title and body for UID (raw: a provider module
  * escapes them) into TITLE and BODY (reset first).  0, or -1 with ERRSTR
  * past a buffer's cap. */
@@ -127,8 +123,29 @@ int wk_task_render_texts(const wk_task *wt, const char *uid, const redisReply *u
 int wk_task_render_mail(const wk_task *wt, const char *uid, const redisReply *user,
                         hr_buf out[WK_TASK__MAIL], char *errstr, size_t errlen);
 
-int wk_task_render(const wk_task *wt, const char *uid, const redisReply *user, hr_buf *url,
-                   hr_buf *body, struct curl_slist **headers, size_t *stripped, char *errstr,
-                   size_t errlen);
+/* Where wk_task_render writes one push's request.  Its owner keeps it
+ * from one push to the next (wk_xfer), so once the buffers have grown,
+ * rendering allocates nothing. */
+typedef struct wk_task_out {
+    hr_buf url, body;
+    hr_buf headers;     /* the channel's header lines: "Name: value" and a NUL each */
+    size_t nheaders;    /* how many */
+    size_t stripped;    /* control bytes removed from the rendered header values */
+    hr_buf title, text; /* the task's title and body, when rendered per recipient */
+} wk_task_out;
+
+/* Buffers with the caps of a request's parts; wk_task_out_free accepts a
+ * zeroed one. */
+void wk_task_out_init(wk_task_out *out);
+void wk_task_out_free(wk_task_out *out);
+
+/* Renders one push for UID (USER: its HGETALL reply or NULL) into OUT: URL
+ * and body, and the channel's header lines (OUT's buffers reset first).
+ * Values rendered into the URL are percent-encoded; control bytes (< 0x20,
+ * 0x7f) are removed from rendered header values (header injection) and
+ * counted in OUT->stripped.  0, or -1 with ERRSTR (a value past a buffer's
+ * cap). */
+int wk_task_render(const wk_task *wt, const char *uid, const redisReply *user, wk_task_out *out,
+                   char *errstr, size_t errlen);
 
 #endif

@@ -20,9 +20,11 @@
 #include "wk_smtp.h"
 
 #define WK_XFER_BODY_MAX (256 * 1024)
-#define WK_XFER_URL_MAX (16 * 1024)
-/* "webhook-signature: " and a "v1,<base64 of 32 bytes>" per secret */
-#define WK_XFER_SIGNATURE_MAX 256
+/* A string literal and its length, for wk_xfer_header_add. */
+#define WK_XFER_LIT(s) s, sizeof s - 1
+/* Header lines a request adds to its channel's: an APNs request's, or a
+ * webhook's Idempotency-Key and three signature headers, and "Expect:". */
+#define WK_XFER_OWN_HEADERS (WK_APNS_MAX_HEADERS + 6)
 /* A Retry-After beyond this is read as this, before the channel's own
  * bound (retry.max_backoff_ms) applies. */
 #define WK_XFER_RETRY_AFTER_MAX_S 3600
@@ -44,11 +46,11 @@ static size_t wk_xfer_write(char *ptr, size_t size, size_t nmemb, void *userdata
 static size_t wk_xfer_read(char *buf, size_t size, size_t nitems, void *userdata)
 {
     wk_xfer *x = userdata;
-    size_t left = x->body.len - x->upload_off, n = size * nitems;
+    size_t left = x->req.body.len - x->upload_off, n = size * nitems;
 
     if (n > left)
         n = left;
-    memcpy(buf, x->body.data + x->upload_off, n);
+    memcpy(buf, x->req.body.data + x->upload_off, n);
     x->upload_off += n;
     return n;
 }
@@ -140,12 +142,14 @@ wk_xfer *wk_xfer_new(const hr_channel *ch, struct wk_chan *chan)
         return NULL;
     }
     x->chan = chan;
-    hr_buf_init(&x->url, WK_XFER_URL_MAX);
-    hr_buf_init(&x->body, WK_XFER_BODY_MAX);
-    hr_buf_init(&x->signature, WK_XFER_SIGNATURE_MAX);
+    wk_task_out_init(&x->req);
     hr_buf_init(&x->resp, WK_PROVIDER_BODY_MAX);
-    hr_buf_init(&x->title, WK_XFER_BODY_MAX);
-    hr_buf_init(&x->text, WK_XFER_BODY_MAX);
+    x->hcap = ch->nheaders + WK_XFER_OWN_HEADERS;
+    x->hnodes = calloc(x->hcap, sizeof *x->hnodes);
+    if (x->hnodes == NULL) {
+        wk_xfer_free(x);
+        return NULL;
+    }
     for (size_t i = 0; i < WK_TASK__MAIL; i++)
         hr_buf_init(&x->mail[i], WK_XFER_BODY_MAX);
     x->keep_resp = ch->type == HR_CHANNEL_FCM || ch->type == HR_CHANNEL_APNS;
@@ -203,13 +207,9 @@ void wk_xfer_free(wk_xfer *x)
     if (x == NULL)
         return;
     curl_easy_cleanup(x->easy);
-    curl_slist_free_all(x->headers);
-    hr_buf_free(&x->url);
-    hr_buf_free(&x->body);
-    hr_buf_free(&x->signature);
+    free(x->hnodes);
+    wk_task_out_free(&x->req);
     hr_buf_free(&x->resp);
-    hr_buf_free(&x->title);
-    hr_buf_free(&x->text);
     for (size_t i = 0; i < WK_TASK__MAIL; i++)
         hr_buf_free(&x->mail[i]);
     curl_slist_free_all(x->rcpt);
@@ -217,70 +217,90 @@ void wk_xfer_free(wk_xfer *x)
     free(x);
 }
 
-/* Appends LINE to *HEADERS; -1 with ERRSTR when out of memory. */
-static int wk_xfer_header_add(struct curl_slist **headers, const char *line, char *errstr,
-                              size_t errlen)
+/* Appends the header line A B (B may be NULL when BLEN is 0) to X's request.  0, or -1
+ * with ERRSTR past the buffer's cap or the list's size. */
+static int wk_xfer_header_add(wk_xfer *x, const char *a, size_t alen, const char *b, size_t blen,
+                              char *errstr, size_t errlen)
 {
-    struct curl_slist *h = curl_slist_append(*headers, line);
-    if (h == NULL) {
-        snprintf(errstr, errlen, "out of memory");
+    hr_buf *h = &x->req.headers;
+    size_t before = h->len;
+
+    if (x->req.nheaders == x->hcap || hr_buf_append(h, a, alen) != 0 ||
+        (blen > 0 && hr_buf_append(h, b, blen) != 0) || hr_buf_append(h, "", 1) != 0) {
+        h->len = before;
+        snprintf(errstr, errlen, "request headers exceed their size cap");
         return -1;
     }
-    *headers = h;
+    x->req.nheaders++;
     return 0;
 }
 
 /* The Idempotency-Key and, with secrets, the Standard Webhooks headers
  * over the rendered body (see wk_xfer.h). */
-static int wk_xfer_sign(wk_xfer *x, const wk_task *task, const char *uid,
-                        struct curl_slist **headers, char *errstr, size_t errlen)
+static int wk_xfer_sign(wk_xfer *x, const wk_task *task, const char *uid, char *errstr,
+                        size_t errlen)
 {
-    static const char sig_name[] = "webhook-signature: ";
-    char id[96], line[160];
+    static const char prefix[] = "herald-";
+    hr_buf *h = &x->req.headers;
+    char id[96];
+    size_t n = sizeof prefix - 1, ulen = strnlen(uid, 64), before;
     int64_t now_s = wk_clock_now_ms() / 1000;
 
-    snprintf(id, sizeof id, "herald-%" PRId64 "-%.64s", task->row->id, uid);
-    snprintf(line, sizeof line, "Idempotency-Key: %s", id);
-    if (wk_xfer_header_add(headers, line, errstr, errlen) < 0)
+    /* "herald-<task>-<uid>": the id is at most 20 digits, the uid is cut
+     * at 64 bytes. */
+    memcpy(id, prefix, n);
+    memcpy(id + n, task->id_text, task->id_len);
+    n += task->id_len;
+    id[n++] = '-';
+    memcpy(id + n, uid, ulen);
+    n += ulen;
+    id[n] = '\0';
+    if (wk_xfer_header_add(x, WK_XFER_LIT("Idempotency-Key: "), id, n, errstr, errlen) < 0)
         return -1;
     if (x->nsecrets == 0)
         return 0;
-    hr_buf_reset(&x->signature);
-    if (hr_buf_append(&x->signature, sig_name, sizeof sig_name - 1) < 0 ||
-        hr_sign_append(x->secrets, x->nsecrets, id, now_s, x->body.data ? x->body.data : "",
-                       x->body.len, &x->signature, errstr, errlen) < 0) {
+    if (wk_xfer_header_add(x, WK_XFER_LIT("webhook-id: "), id, n, errstr, errlen) < 0)
+        return -1;
+    before = h->len;
+    if (x->req.nheaders + 2 > x->hcap ||
+        hr_buf_append(h, WK_XFER_LIT("webhook-timestamp: ")) != 0 ||
+        hr_buf_append_i64(h, now_s) != 0 || hr_buf_append(h, "", 1) != 0 ||
+        hr_buf_append(h, WK_XFER_LIT("webhook-signature: ")) != 0 ||
+        hr_sign_append(x->secrets, x->nsecrets, id, now_s, x->req.body.data ? x->req.body.data : "",
+                       x->req.body.len, h, errstr, errlen) < 0 ||
+        hr_buf_append(h, "", 1) != 0) {
+        h->len = before;
         if (errstr[0] == '\0')
             snprintf(errstr, errlen, "webhook signature: over the buffer's cap");
         return -1;
     }
-    snprintf(line, sizeof line, "webhook-id: %s", id);
-    if (wk_xfer_header_add(headers, line, errstr, errlen) < 0)
-        return -1;
-    snprintf(line, sizeof line, "webhook-timestamp: %" PRId64, now_s);
-    if (wk_xfer_header_add(headers, line, errstr, errlen) < 0)
-        return -1;
-    return wk_xfer_header_add(headers, x->signature.data, errstr, errlen);
+    x->req.nheaders += 2;
+    return 0;
 }
 
-/* Hands X's URL, body (unless GET) and HEADERS (taken, plus an empty
+/* Hands X's URL, body (unless GET) and header lines (plus an empty
  * "Expect:") to curl and resets what a response fills in.  0, or -1 with
- * ERRSTR (HEADERS then freed). */
-static int wk_xfer_arm(wk_xfer *x, struct curl_slist *headers, bool get, char *errstr,
-                       size_t errlen)
+ * ERRSTR. */
+static int wk_xfer_arm(wk_xfer *x, bool get, char *errstr, size_t errlen)
 {
+    char *line;
+
     /* curl would add "Expect: 100-continue" to larger POSTs: a wasted
      * round trip per push. */
-    if (wk_xfer_header_add(&headers, "Expect:", errstr, errlen) < 0) {
-        curl_slist_free_all(headers);
+    if (wk_xfer_header_add(x, WK_XFER_LIT("Expect:"), NULL, 0, errstr, errlen) < 0)
         return -1;
+    /* The lines are final: the nodes may point into the buffer now. */
+    line = x->req.headers.data;
+    for (size_t i = 0; i < x->req.nheaders; i++) {
+        x->hnodes[i].data = line;
+        x->hnodes[i].next = i + 1 < x->req.nheaders ? &x->hnodes[i + 1] : NULL;
+        line += strlen(line) + 1;
     }
-    curl_slist_free_all(x->headers);
-    x->headers = headers;
-    curl_easy_setopt(x->easy, CURLOPT_URL, x->url.data);
-    curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, x->headers);
+    curl_easy_setopt(x->easy, CURLOPT_URL, x->req.url.data);
+    curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, x->hnodes);
     if (!get) {
-        curl_easy_setopt(x->easy, CURLOPT_POSTFIELDSIZE, (long)x->body.len);
-        curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, x->body.data ? x->body.data : "");
+        curl_easy_setopt(x->easy, CURLOPT_POSTFIELDSIZE, (long)x->req.body.len);
+        curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, x->req.body.data ? x->req.body.data : "");
     }
     hr_buf_reset(&x->resp);
     x->errbuf[0] = '\0';
@@ -292,23 +312,22 @@ static int wk_xfer_arm(wk_xfer *x, struct curl_slist *headers, bool get, char *e
 int wk_xfer_prepare(wk_xfer *x, const hr_channel *ch, const wk_task *task, const char *uid,
                     const redisReply *user, size_t *stripped, char *errstr, size_t errlen)
 {
-    struct curl_slist *headers = NULL;
-
     errstr[0] = '\0';
-    if (wk_task_render(task, uid, user, &x->url, &x->body, &headers, stripped, errstr, errlen) !=
-            0 ||
-        wk_xfer_sign(x, task, uid, &headers, errstr, errlen) < 0) {
-        curl_slist_free_all(headers);
+    if (wk_task_render(task, uid, user, &x->req, errstr, errlen) != 0)
         return -1;
-    }
-    return wk_xfer_arm(x, headers, strcasecmp(ch->method, "GET") == 0, errstr, errlen);
+    *stripped = x->req.stripped;
+    if (wk_xfer_sign(x, task, uid, errstr, errlen) < 0)
+        return -1;
+    return wk_xfer_arm(x, strcasecmp(ch->method, "GET") == 0, errstr, errlen);
 }
 
 /* URL into X's URL buffer, NUL-terminated; -1 with ERRSTR past its cap. */
 static int wk_xfer_set_url(wk_xfer *x, const char *url, char *errstr, size_t errlen)
 {
-    hr_buf_reset(&x->url);
-    if (hr_buf_append(&x->url, url, strlen(url)) != 0) {
+    hr_buf_reset(&x->req.url);
+    hr_buf_reset(&x->req.headers);
+    x->req.nheaders = 0;
+    if (hr_buf_append(&x->req.url, url, strlen(url)) != 0) {
         snprintf(errstr, errlen, "URL exceeds its size cap");
         return -1;
     }
@@ -319,8 +338,6 @@ int wk_xfer_prepare_fcm(wk_xfer *x, const char *url, const char *bearer, const w
                         const char *uid, const redisReply *user, const char *device_token,
                         char *errstr, size_t errlen)
 {
-    struct curl_slist *headers = NULL;
-    char auth[2048];
     wk_fcm_message m = {.token = device_token,
                         .payload = task->payload,
                         .ttl_s = (int)task->row->ttl_s,
@@ -329,20 +346,18 @@ int wk_xfer_prepare_fcm(wk_xfer *x, const char *url, const char *bearer, const w
                         .now_s = wk_clock_now_ms() / 1000};
 
     if (wk_xfer_set_url(x, url, errstr, errlen) != 0 ||
-        wk_task_render_texts(task, uid, user, &x->title, &x->text, errstr, errlen) != 0)
+        wk_task_render_texts(task, uid, user, &x->req.title, &x->req.text, errstr, errlen) != 0)
         return -1;
-    m.title = x->title.data ? x->title.data : "";
-    m.body = x->text.data ? x->text.data : "";
-    hr_buf_reset(&x->body);
-    if (wk_fcm_message_build(&m, &x->body, errstr, errlen) != 0)
+    m.title = x->req.title.data ? x->req.title.data : "";
+    m.body = x->req.text.data ? x->req.text.data : "";
+    hr_buf_reset(&x->req.body);
+    if (wk_fcm_message_build(&m, &x->req.body, errstr, errlen) != 0 ||
+        wk_xfer_header_add(x, WK_XFER_LIT("Authorization: Bearer "), bearer, strlen(bearer), errstr,
+                           errlen) < 0 ||
+        wk_xfer_header_add(x, WK_XFER_LIT("Content-Type: application/json"), NULL, 0, errstr,
+                           errlen) < 0)
         return -1;
-    snprintf(auth, sizeof auth, "Authorization: Bearer %s", bearer);
-    if (wk_xfer_header_add(&headers, auth, errstr, errlen) < 0 ||
-        wk_xfer_header_add(&headers, "Content-Type: application/json", errstr, errlen) < 0) {
-        curl_slist_free_all(headers);
-        return -1;
-    }
-    return wk_xfer_arm(x, headers, false, errstr, errlen);
+    return wk_xfer_arm(x, false, errstr, errlen);
 }
 
 /* The apns-id of (TASK, UID, DEVICE): SHA-256 of them as a version 8
@@ -367,7 +382,6 @@ int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *ch, const char *base_url,
                          const redisReply *user, const char *device_token, char *errstr,
                          size_t errlen)
 {
-    struct curl_slist *headers = NULL;
     wk_apns_request req;
     char apns_id[37];
     wk_apns_message m = {
@@ -382,28 +396,26 @@ int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *ch, const char *base_url,
         .now_s = wk_clock_now_ms() / 1000};
 
     wk_xfer_apns_id(task->row->id, uid, device_token, apns_id);
-    if (wk_task_render_texts(task, uid, user, &x->title, &x->text, errstr, errlen) != 0)
+    if (wk_task_render_texts(task, uid, user, &x->req.title, &x->req.text, errstr, errlen) != 0)
         return -1;
-    m.title = x->title.data ? x->title.data : "";
-    m.body = x->text.data ? x->text.data : "";
-    hr_buf_reset(&x->body);
-    if (wk_apns_request_build(&m, provider_token, &req, &x->body, errstr, errlen) != 0 ||
+    m.title = x->req.title.data ? x->req.title.data : "";
+    m.body = x->req.text.data ? x->req.text.data : "";
+    hr_buf_reset(&x->req.body);
+    if (wk_apns_request_build(&m, provider_token, &req, &x->req.body, errstr, errlen) != 0 ||
         wk_xfer_set_url(x, base_url, errstr, errlen) != 0)
         return -1;
-    if (hr_buf_append(&x->url, req.path, strlen(req.path)) != 0) {
+    if (hr_buf_append(&x->req.url, req.path, strlen(req.path)) != 0) {
         snprintf(errstr, errlen, "URL exceeds its size cap");
         return -1;
     }
     for (size_t i = 0; i < req.nheaders; i++)
-        if (wk_xfer_header_add(&headers, req.header[i], errstr, errlen) < 0) {
-            curl_slist_free_all(headers);
+        if (wk_xfer_header_add(x, req.header[i], strlen(req.header[i]), NULL, 0, errstr, errlen) <
+            0)
             return -1;
-        }
-    if (wk_xfer_header_add(&headers, "Content-Type: application/json", errstr, errlen) < 0) {
-        curl_slist_free_all(headers);
+    if (wk_xfer_header_add(x, WK_XFER_LIT("Content-Type: application/json"), NULL, 0, errstr,
+                           errlen) < 0)
         return -1;
-    }
-    return wk_xfer_arm(x, headers, false, errstr, errlen);
+    return wk_xfer_arm(x, false, errstr, errlen);
 }
 
 int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, const char *uid,
@@ -432,8 +444,8 @@ int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, 
         m.unsubscribe_mailto = unsub + 7;
     else
         m.unsubscribe_url = unsub;
-    hr_buf_reset(&x->body);
-    if (wk_smtp_message_build(&m, &x->body, errstr, errlen) != 0)
+    hr_buf_reset(&x->req.body);
+    if (wk_smtp_message_build(&m, &x->req.body, errstr, errlen) != 0)
         return -1;
     snprintf(rcpt, sizeof rcpt, "<%s>", to);
     list = curl_slist_append(NULL, rcpt);
@@ -446,7 +458,7 @@ int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, 
     snprintf(rcpt, sizeof rcpt, "<%s>", ch->smtp.from);
     curl_easy_setopt(x->easy, CURLOPT_MAIL_FROM, rcpt);
     curl_easy_setopt(x->easy, CURLOPT_MAIL_RCPT, x->rcpt);
-    curl_easy_setopt(x->easy, CURLOPT_INFILESIZE_LARGE, (curl_off_t)x->body.len);
+    curl_easy_setopt(x->easy, CURLOPT_INFILESIZE_LARGE, (curl_off_t)x->req.body.len);
     x->upload_off = 0;
     hr_buf_reset(&x->resp);
     x->errbuf[0] = '\0';
@@ -458,19 +470,17 @@ int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, 
 int wk_xfer_prepare_form(wk_xfer *x, const char *url, const hr_buf *body, char *errstr,
                          size_t errlen)
 {
-    struct curl_slist *headers = NULL;
-
-    hr_buf_reset(&x->body);
+    hr_buf_reset(&x->req.body);
     if (wk_xfer_set_url(x, url, errstr, errlen) != 0)
         return -1;
-    if (hr_buf_append(&x->body, body->data ? body->data : "", body->len) != 0) {
+    if (hr_buf_append(&x->req.body, body->data ? body->data : "", body->len) != 0) {
         snprintf(errstr, errlen, "token request exceeds its size cap");
         return -1;
     }
-    if (wk_xfer_header_add(&headers, "Content-Type: application/x-www-form-urlencoded", errstr,
-                           errlen) < 0)
+    if (wk_xfer_header_add(x, WK_XFER_LIT("Content-Type: application/x-www-form-urlencoded"), NULL,
+                           0, errstr, errlen) < 0)
         return -1;
-    return wk_xfer_arm(x, headers, false, errstr, errlen);
+    return wk_xfer_arm(x, false, errstr, errlen);
 }
 
 static bool wk_xfer_success(const hr_channel *ch, long code)
@@ -505,9 +515,11 @@ void wk_xfer_verdict(const hr_channel *ch, const wk_xfer *x, CURLcode rc, long c
         wk_smtp_classify(code, body, out);
         return;
     }
-    if (wk_xfer_success(ch, code))
-        wk_provider_set(out, WK_VERDICT_DELIVERED, code, NULL);
-    else
+    if (wk_xfer_success(ch, code)) {
+        out->verdict = WK_VERDICT_DELIVERED;
+        out->retry_after_s = -1;
+    } else {
         wk_provider_classify_http(code, x->retry_after_s, NULL, out);
-    snprintf(out->reason, sizeof out->reason, "http %ld", code);
+    }
+    wk_provider_reason(out, "http ", code, NULL);
 }

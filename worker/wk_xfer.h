@@ -29,24 +29,30 @@
 #include "wk_provider.h"
 #include "wk_task.h"
 
-struct wk_chan; /* the sender's channel state */
-struct wk_push; /* wk_sender.h */
+struct wk_chan;  /* the sender's channel state */
+struct wk_multi; /* the sender's multi handle */
+struct wk_push;  /* wk_sender.h */
 
 typedef struct wk_xfer {
     CURL *easy;
     struct wk_chan *chan;
-    struct wk_push *p; /* NULL while in the pool */
-    hr_buf url, body;
-    hr_buf resp;        /* the response body (provider channels), capped */
-    hr_buf title, text; /* provider channels: the task's title and body rendered */
+    struct wk_multi *mh; /* the multi handle it runs on (set by the sender) */
+    struct wk_push *p;   /* NULL while in the pool */
+    /* The request: URL, body (an smtp channel's message), header lines
+     * (each NUL-terminated), the task's title and body rendered. */
+    wk_task_out req;
+    hr_buf resp; /* the response body (provider channels), capped */
     bool keep_resp;
     hr_buf mail[WK_TASK__MAIL]; /* smtp: the channel's templates rendered */
     size_t upload_off;          /* smtp: how much of BODY (the message) curl has read */
     struct curl_slist *rcpt;    /* smtp: the one RCPT TO */
-    hr_buf signature;           /* the webhook-signature header of the current request */
     hr_sign_secret secrets[HR_SIGN_MAX_SECRETS]; /* the channel's, parsed once */
     size_t nsecrets;
-    struct curl_slist *headers; /* of the current request */
+    /* The header list handed to curl: nodes over req.headers' lines, made
+     * once with the handle (curl only reads the list), so a request
+     * allocates no list. */
+    struct curl_slist *hnodes;
+    size_t hcap;
     char errbuf[CURL_ERROR_SIZE];
     long retry_after_s; /* -1 = header absent */
     int64_t start_ms;

@@ -280,6 +280,12 @@ static void itest_yaml_emit(FILE *f, const hr_config *cfg)
     itest_yaml_kv(f, "  ", "password", cfg->redis.password);
     itest_yaml_kv(f, "  ", "prefix", cfg->redis.prefix);
     fprintf(f, "  db: %d\n  timeout_ms: %d\n", cfg->redis.db, cfg->redis.timeout_ms);
+    fprintf(f, "  cluster: %s\n  nodes: [", cfg->redis.cluster ? "true" : "false");
+    for (size_t i = 0; i < cfg->redis.nnodes; i++) {
+        fputs(i ? ", " : "", f);
+        itest_yaml_str(f, cfg->redis.nodes[i]);
+    }
+    fputs("]\n", f);
 
     fputs("kafka:\n", f);
     itest_yaml_kv(f, "  ", "brokers", cfg->kafka.brokers);

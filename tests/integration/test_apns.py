@@ -12,7 +12,10 @@ dispatcher and one worker:
   - HTTP/2: the stand-in advertises 4 concurrent streams and holds each
     answer 100 ms while the channel allows 16 requests in flight on 2
     connections; no connection ever has more than 4 streams open, and
-    requests share connections (multiplexed).
+    requests share connections (multiplexed); never more than the
+    channel's 2 connections open at once (the worker's per-channel host
+    limit: bookworm's libcurl 7.88 would open one per request past the
+    streams in flight).
 
 usage: test_apns.py HERALD_DISPATCHER HERALD_WORKER   (exit 77 without
 HERALD_TEST_CONFIG or Debian's python3-h2 / python3-jwt)"""
@@ -110,6 +113,8 @@ def main():
         most = max([e["max_open"] for e in standin.events("streams")] or [0])
         check(1 < most <= MAX_STREAMS, "HTTP/2: requests multiplexed, at most %d streams open "
               "on a connection (%d)" % (MAX_STREAMS, most))
+        conns = max([e["max_open"] for e in standin.events("connections")] or [0])
+        check(1 <= conns <= 2, "at most the channel's 2 connections open at once (%d)" % conns)
         end_campaign(env, wk, dsp, "ios", 2)
     finally:
         close_env(env, standin, base, base + N)

@@ -421,18 +421,21 @@ static void test_import_refused(void **state)
     free(r);
 }
 
-/* Runs a Redis command given as a format; the reply's integer (or the
- * string parsed), -1 for nil. */
+/* Runs a Redis command given as a format (through hr_redis, so it is
+ * routed like herald's own); the reply's integer (or the string parsed),
+ * -1 for nil. */
 static long long redis_ll(const char *fmt, ...)
 {
     redisReply *reply;
     long long v;
     va_list ap;
+    char err[256];
 
     va_start(ap, fmt);
-    reply = redisvCommand(hr_redis_context(rd), fmt, ap);
+    reply = hr_redis_vcmdf(rd, err, sizeof err, fmt, ap);
     va_end(ap);
-    assert_non_null(reply);
+    if (reply == NULL)
+        fail_msg("%s", err);
     v = reply->type == REDIS_REPLY_INTEGER  ? reply->integer
         : reply->type == REDIS_REPLY_STRING ? strtoll(reply->str, NULL, 10)
                                             : -1;

@@ -38,6 +38,8 @@ class State(standin.ProviderState):
     def __init__(self, args):
         super().__init__(args)
         self.max_open = 0
+        self.conns = 0  # connections open now
+        self.max_conns = 0
 
     def check_token(self, auth):
         """None when AUTH is a valid provider token, else the APNs reason."""
@@ -157,7 +159,14 @@ async def serve(args):
     ctx = standin.server_tls(args, alpn=["h2"])
 
     async def on_client(reader, writer):
-        await Connection(st, reader, writer).run()
+        st.conns += 1
+        if st.conns > st.max_conns:
+            st.max_conns = st.conns
+            st.record("connections", max_open=st.conns)
+        try:
+            await Connection(st, reader, writer).run()
+        finally:
+            st.conns -= 1
 
     srv = await asyncio.start_server(on_client, args.host, args.port, ssl=ctx)
     standin.ready(srv.sockets[0].getsockname()[1])

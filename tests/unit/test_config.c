@@ -22,9 +22,9 @@ static const char *fixture_dir;
 static const char *example_path;
 
 static const char *const override_vars[] = {
-    "HERALD_MYSQL_HOST",     "HERALD_MYSQL_PORT",     "HERALD_MYSQL_USER",
-    "HERALD_MYSQL_PASSWORD", "HERALD_MYSQL_DATABASE", "HERALD_REDIS_HOST",
-    "HERALD_REDIS_PORT",     "HERALD_REDIS_PASSWORD", "HERALD_KAFKA_BROKERS",
+    "HERALD_MYSQL_HOST",     "HERALD_MYSQL_PORT",    "HERALD_MYSQL_USER",  "HERALD_MYSQL_PASSWORD",
+    "HERALD_MYSQL_DATABASE", "HERALD_REDIS_HOST",    "HERALD_REDIS_PORT",  "HERALD_REDIS_PASSWORD",
+    "HERALD_KAFKA_BROKERS",  "HERALD_REDIS_CLUSTER", "HERALD_REDIS_NODES",
 };
 
 static void fixture(char *buf, size_t len, const char *name)
@@ -59,6 +59,8 @@ static void assert_defaults(const hr_config *cfg)
     assert_string_equal(cfg->redis.prefix, "herald:");
     assert_int_equal(cfg->redis.db, 0);
     assert_int_equal(cfg->redis.timeout_ms, 5000);
+    assert_false(cfg->redis.cluster);
+    assert_int_equal(cfg->redis.nnodes, 0);
     assert_string_equal(cfg->kafka.brokers, "127.0.0.1:9092");
     assert_string_equal(cfg->kafka.topic, "herald.chunks");
     assert_string_equal(cfg->kafka.group, "herald-workers");
@@ -395,6 +397,53 @@ static void test_env_overrides(void **state)
         unsetenv(override_vars[i]);
 }
 
+/* redis.cluster and its seed nodes, from the file and from the env (a
+ * comma-separated list that replaces the file's); db 3 is refused only once
+ * the env turned the cluster on, at the db key's place in the file. */
+static void test_redis_cluster(void **state)
+{
+    (void)state;
+    char path[512], err[512], want[600];
+    hr_config *cfg;
+
+    fixture(path, sizeof(path), "cluster.yaml");
+    cfg = load_ok(path);
+    assert_true(cfg->redis.cluster);
+    assert_int_equal(cfg->redis.nnodes, 3);
+    assert_string_equal(cfg->redis.nodes[0], "10.0.0.1:7000");
+    assert_string_equal(cfg->redis.nodes[1], "redis-2.svc:7001");
+    assert_string_equal(cfg->redis.nodes[2], "[::1]:7002");
+    hr_config_free(cfg);
+
+    setenv("HERALD_REDIS_NODES", " a:1, ,b.svc:7002 ,", 1);
+    setenv("HERALD_REDIS_CLUSTER", "false", 1);
+    cfg = load_ok(path);
+    assert_false(cfg->redis.cluster);
+    assert_int_equal(cfg->redis.nnodes, 2);
+    assert_string_equal(cfg->redis.nodes[0], "a:1");
+    assert_string_equal(cfg->redis.nodes[1], "b.svc:7002");
+    hr_config_free(cfg);
+
+    setenv("HERALD_REDIS_NODES", "a:1,b", 1);
+    cfg = NULL;
+    assert_int_equal(hr_config_load(path, &cfg, err, sizeof(err)), -1);
+    assert_null(cfg);
+    assert_string_equal(
+        err, "HERALD_REDIS_NODES: \"b\" is not a server address host:port (expected host:port)");
+    unsetenv("HERALD_REDIS_NODES");
+
+    fixture(path, sizeof(path), "full.yaml");
+    cfg = load_ok(path);
+    assert_false(cfg->redis.cluster);
+    hr_config_free(cfg);
+    setenv("HERALD_REDIS_CLUSTER", "true", 1);
+    assert_int_equal(hr_config_load(path, &cfg, err, sizeof(err)), -1);
+    snprintf(want, sizeof(want), "%s:16:7: redis.db: 3 with redis.cluster true", path);
+    if (strncmp(err, want, strlen(want)) != 0)
+        fail_msg("got %s", err);
+    unsetenv("HERALD_REDIS_CLUSTER");
+}
+
 static void test_cannot_open(void **state)
 {
     (void)state;
@@ -516,6 +565,12 @@ static const bad_case bad_cases[] = {
      "channels.webhook.escape: unknown value \"html\" (expected: json, none)"},
     {"bad_method.yaml", "4:13", "unknown method \"DELETE\" (expected: GET, POST, PUT, PATCH)"},
     {"bad_redis_prefix.yaml", "2:11", "redis.prefix: must not be empty"},
+    {"bad_redis_cluster_db.yaml", "3:7",
+     "redis.db: 2 with redis.cluster true; a Redis Cluster has only database 0"},
+    {"bad_redis_cluster_prefix.yaml", "2:11",
+     "redis.prefix: \"herald{x}:\" has a brace; with redis.cluster true"},
+    {"bad_redis_nodes.yaml", "5:7",
+     "redis.nodes: \"10.0.0.2\" is not a server address host:port (expected host:port)"},
     {"bad_instance_long.yaml", "1:11", "instance: 101 bytes long; at most 100"},
     {"bad_header.yaml", "5:7", "\"Bad Name\" is not a valid header name"},
     {"bad_unclosed_quote.yaml", "4:1",
@@ -593,13 +648,14 @@ int main(int argc, char **argv)
     unsetenv("HERALD_TEST_NOT_SET");
 
     enum { NBAD = sizeof(bad_cases) / sizeof(bad_cases[0]) };
-    struct CMUnitTest tests[8 + NBAD] = {
+    struct CMUnitTest tests[9 + NBAD] = {
         cmocka_unit_test(test_minimal),       cmocka_unit_test(test_example),
         cmocka_unit_test(test_full),          cmocka_unit_test(test_env_expansion),
         cmocka_unit_test(test_env_overrides), cmocka_unit_test(test_cannot_open),
         cmocka_unit_test(test_buffer),        cmocka_unit_test(test_types),
+        cmocka_unit_test(test_redis_cluster),
     };
-    size_t n = 8;
+    size_t n = 9;
     for (size_t i = 0; i < NBAD; i++) {
         tests[n].name = bad_cases[i].file;
         tests[n].test_func = test_bad;

@@ -233,6 +233,30 @@ static void test_err_too_long(void **state)
     free(src);
 }
 
+static void test_append_i64(void **state)
+{
+    hr_buf b;
+
+    (void)state;
+    hr_buf_init(&b, 64);
+    assert_int_equal(hr_buf_append_i64(&b, 0), 0);
+    assert_int_equal(hr_buf_append(&b, " ", 1), 0);
+    assert_int_equal(hr_buf_append_i64(&b, -42), 0);
+    assert_int_equal(hr_buf_append(&b, " ", 1), 0);
+    assert_int_equal(hr_buf_append_i64(&b, INT64_MAX), 0);
+    assert_int_equal(hr_buf_append(&b, " ", 1), 0);
+    assert_int_equal(hr_buf_append_i64(&b, INT64_MIN), 0);
+    assert_string_equal(b.data, "0 -42 9223372036854775807 -9223372036854775808");
+    hr_buf_free(&b);
+    /* Past the cap: nothing appended, not even the sign. */
+    hr_buf_init(&b, 4);
+    assert_int_equal(hr_buf_append(&b, "ab", 2), 0);
+    assert_int_equal(hr_buf_append_i64(&b, -123), -1);
+    assert_int_equal(b.len, 2);
+    assert_string_equal(b.data, "ab");
+    hr_buf_free(&b);
+}
+
 static void test_cap_exceeded_unchanged(void **state)
 {
     (void)state;
@@ -366,6 +390,7 @@ int main(void)
         cmocka_unit_test(test_err_unknown),
         cmocka_unit_test(test_err_too_long),
         cmocka_unit_test(test_cap_exceeded_unchanged),
+        cmocka_unit_test(test_append_i64),
         cmocka_unit_test(test_uses),
         cmocka_unit_test(test_buffer_grows),
         cmocka_unit_test(test_utf8_valid),

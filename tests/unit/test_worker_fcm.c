@@ -309,18 +309,38 @@ static void test_classify(void **state)
     test_provider_check(wk_fcm_classify, cases, sizeof cases / sizeof cases[0]);
 }
 
+/* The reasons every provider's verdict carries, written without printf:
+ * the prefix, the status, the code after one space, cut to the field. */
+static void test_reason(void **state)
+{
+    wk_provider_result r;
+    char code[300];
+
+    (void)state;
+    wk_provider_set(&r, WK_VERDICT_FAILED, 404, "UNREGISTERED");
+    assert_string_equal(r.reason, "404 UNREGISTERED");
+    assert_int_equal(r.retry_after_s, -1);
+    wk_provider_set(&r, WK_VERDICT_DELIVERED, 200, "");
+    assert_string_equal(r.reason, "200");
+    wk_provider_reason(&r, "http ", 0, NULL);
+    assert_string_equal(r.reason, "http 0");
+    wk_provider_reason(&r, "", -7, "x");
+    assert_string_equal(r.reason, "-7 x");
+    memset(code, 'c', sizeof code - 1);
+    code[sizeof code - 1] = '\0';
+    wk_provider_reason(&r, "http ", 503, code);
+    assert_int_equal(strlen(r.reason), sizeof r.reason - 1);
+    assert_memory_equal(r.reason, "http 503 ccc", 12);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_account),
-        cmocka_unit_test(test_account_rejects),
-        cmocka_unit_test(test_token_request_assertion),
-        cmocka_unit_test(test_token_lifetime),
-        cmocka_unit_test(test_token_errors),
-        cmocka_unit_test(test_message_full),
-        cmocka_unit_test(test_message_minimal),
-        cmocka_unit_test(test_message_rejects),
-        cmocka_unit_test(test_classify),
+        cmocka_unit_test(test_reason),          cmocka_unit_test(test_account),
+        cmocka_unit_test(test_account_rejects), cmocka_unit_test(test_token_request_assertion),
+        cmocka_unit_test(test_token_lifetime),  cmocka_unit_test(test_token_errors),
+        cmocka_unit_test(test_message_full),    cmocka_unit_test(test_message_minimal),
+        cmocka_unit_test(test_message_rejects), cmocka_unit_test(test_classify),
     };
 
     if (argc > 1)

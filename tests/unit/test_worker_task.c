@@ -77,45 +77,36 @@ static int teardown(void **state)
 static void test_render_escapes(void **state)
 {
     fixture *f = *state;
-    struct curl_slist *headers = NULL;
-    size_t stripped = 0;
-    hr_buf url, body;
+    wk_task_out out;
     char errstr[256];
 
-    hr_buf_init(&url, 4096);
-    hr_buf_init(&body, 4096);
-    assert_int_equal(wk_task_render(f->task, "42", NULL, &url, &body, &headers, &stripped, errstr,
-                                    sizeof errstr),
-                     0);
-    assert_string_equal(url.data, "http://127.0.0.1/push/42?p=a%2Fb%3Fc%3Dd%26e");
-    assert_non_null(headers);
-    assert_string_equal(headers->data, "X-Value: v=xX-Evil: 1;");
-    assert_null(headers->next);
-    assert_int_equal(stripped, 3); /* CR, LF, DEL */
-    /* 1e300 is outside int64_t: printed as a double, not cast. */
-    assert_string_equal(body.data, "1.0000000000000001e+300|-42");
-    curl_slist_free_all(headers);
-    hr_buf_free(&url);
-    hr_buf_free(&body);
+    wk_task_out_init(&out);
+    for (int round = 0; round < 2; round++) {
+        /* The second render into the same buffers gives the same request,
+         * nothing of the first left over. */
+        assert_int_equal(wk_task_render(f->task, "42", NULL, &out, errstr, sizeof errstr), 0);
+        assert_string_equal(out.url.data, "http://127.0.0.1/push/42?p=a%2Fb%3Fc%3Dd%26e");
+        assert_int_equal(out.nheaders, 1);
+        /* One line and its NUL: "X-Value: v=xX-Evil: 1;" */
+        assert_int_equal(out.headers.len, 23);
+        assert_string_equal(out.headers.data, "X-Value: v=xX-Evil: 1;");
+        assert_int_equal(out.stripped, 3); /* CR, LF, DEL */
+        /* 1e300 is outside int64_t: printed as a double, not cast. */
+        assert_string_equal(out.body.data, "1.0000000000000001e+300|-42");
+    }
+    wk_task_out_free(&out);
 }
 
 /* Renders TASK for UID into a string compared with WANT. */
 static void assert_rendered(const wk_task *task, const char *uid, const char *want)
 {
-    struct curl_slist *headers = NULL;
-    size_t stripped = 0;
-    hr_buf url, body;
+    wk_task_out out;
     char errstr[256];
 
-    hr_buf_init(&url, 4096);
-    hr_buf_init(&body, 4096);
-    assert_int_equal(
-        wk_task_render(task, uid, NULL, &url, &body, &headers, &stripped, errstr, sizeof errstr),
-        0);
-    assert_string_equal(body.data, want);
-    curl_slist_free_all(headers);
-    hr_buf_free(&url);
-    hr_buf_free(&body);
+    wk_task_out_init(&out);
+    assert_int_equal(wk_task_render(task, uid, NULL, &out, errstr, sizeof errstr), 0);
+    assert_string_equal(out.body.data, want);
+    wk_task_out_free(&out);
 }
 
 /* A task on channel "titled" with TITLE and BODY. */
