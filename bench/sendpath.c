@@ -12,7 +12,7 @@
  * start-up cost drops out.  The channel (-C, default the config's first)
  * must point at a server that answers, normally bench/sink.c.  Redis is
  * the config's (the sender reads the channel's cluster slow-down and its
- * rate limit from it).  Pushes are submitted in chunks of 5,000 (-k), the
+ * rate limit from it, through the worker's Redis thread, wk_redis).  Pushes are submitted in chunks of 5,000 (-k), the
  * next one when the previous chunk is done, as a worker with one chunk
  * open would; the title and body are bench/run's.  Prints one JSON object:
  * pushes, delivered, failed, ms. */
@@ -30,6 +30,7 @@
 #include "hr_log.h"
 #include "hr_redis.h"
 #include "wk_metrics.h"
+#include "wk_redis.h"
 #include "wk_sender.h"
 #include "wk_task.h"
 
@@ -85,6 +86,7 @@ int main(int argc, char **argv)
     const char *path = NULL, *channel = NULL;
     hr_config *cfg = NULL;
     hr_redis *r = NULL;
+    wk_redis *rd = NULL;
     wk_metrics *m = NULL;
     hr_task *row = NULL;
     uv_loop_t loop;
@@ -112,7 +114,10 @@ int main(int argc, char **argv)
     uv_loop_init(&loop);
     if (hr_config_load(path, &cfg, errstr, sizeof errstr) != 0 ||
         hr_redis_connect(cfg, &r, errstr, sizeof errstr) != 0 ||
-        (m = wk_metrics_new(cfg, errstr, sizeof errstr)) == NULL)
+        wk_redis_start(&loop, r, &rd, errstr, sizeof errstr) != 0)
+        goto fail;
+    r = NULL; /* the worker's Redis thread's now, as in herald-worker */
+    if ((m = wk_metrics_new(cfg, errstr, sizeof errstr)) == NULL)
         goto fail;
     hr_log_setup(cfg->log.level, cfg->log.format, cfg->instance);
     row = calloc(1, sizeof *row);
@@ -137,7 +142,7 @@ int main(int argc, char **argv)
         goto fail;
     for (size_t i = 0; i < b.n; i++)
         snprintf(b.uids[i], sizeof b.uids[i], "%" PRIu64, (uint64_t)1000000001 + i);
-    if (wk_sender_new(&loop, cfg, r, m, bench_done, &b, &b.s, errstr, sizeof errstr) != 0)
+    if (wk_sender_new(&loop, cfg, rd, m, bench_done, &b, &b.s, errstr, sizeof errstr) != 0)
         goto fail;
     t0 = bench_now_ms();
     bench_submit(&b);
@@ -149,6 +154,7 @@ int main(int argc, char **argv)
            b.delivered, b.failed, ms);
     rc = b.settled == b.n && b.failed == 0 ? 0 : 1;
     wk_sender_close(b.s);
+    wk_redis_close(rd);
     uv_run(&loop, UV_RUN_DEFAULT);
     wk_sender_free(b.s);
     goto done;
@@ -158,6 +164,10 @@ usage:
 fail:
     fprintf(stderr, "herald-bench-sendpath: %s\n", errstr);
 done:
+    /* The Redis thread's wake-up handle goes once its jobs answered. */
+    wk_redis_close(rd);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    wk_redis_free(rd);
     uv_loop_close(&loop);
     hr_task_free(row);
     wk_task_free(b.wt);

@@ -155,6 +155,11 @@ int hr_addr_fetch(hr_redis *r, const char *const *uids, size_t n, hr_addr_platfo
  * both stores: Redis first (the next fetch no longer sees it), then MySQL.
  * 1 = removed from MySQL, 0 = MySQL no longer held it, -1. */
 int hr_addr_prune(hr_mysql *m, hr_redis *r, const hr_addr *a, char *errstr, size_t errlen);
+/* Its two steps, for a caller whose Redis connection lives on another
+ * thread (the worker's): the SREM (0 or -1), then the DELETE (as
+ * hr_addr_prune). */
+int hr_addr_unlist(hr_redis *r, const hr_addr *a, char *errstr, size_t errlen);
+int hr_addr_forget(hr_mysql *m, const hr_addr *a, char *errstr, size_t errlen);
 
 /* What one hr_addr_sync did. */
 typedef struct hr_addr_sync_result {

@@ -76,12 +76,10 @@ done:
     return rc;
 }
 
-int hr_addr_prune(hr_mysql *m, hr_redis *r, const hr_addr *a, char *errstr, size_t errlen)
+int hr_addr_unlist(hr_redis *r, const hr_addr *a, char *errstr, size_t errlen)
 {
-    const hr_mysql_param pd[] = {HR_ADDR_PARAMS(a->uid, a->platform, a->app, a->address)};
     char key[HR_KEY_MAX], uid_s[24], member[HR_ADDR_MEMBER_MAX + 1];
     redisReply *reply;
-    uint64_t affected = 0;
 
     snprintf(uid_s, sizeof uid_s, "%" PRId64, a->uid);
     if (hr_addr_member(member, sizeof member, a->platform, a->app, a->address) == NULL) {
@@ -93,10 +91,25 @@ int hr_addr_prune(hr_mysql *m, hr_redis *r, const hr_addr *a, char *errstr, size
     if (reply == NULL)
         return -1;
     freeReplyObject(reply);
+    return 0;
+}
+
+int hr_addr_forget(hr_mysql *m, const hr_addr *a, char *errstr, size_t errlen)
+{
+    const hr_mysql_param pd[] = {HR_ADDR_PARAMS(a->uid, a->platform, a->app, a->address)};
+    uint64_t affected = 0;
+
     if (hr_mysql_exec(m,
                       "DELETE FROM push_address WHERE uid = ? AND platform = ? AND app = ? "
                       "AND address = ?",
                       pd, 4, &affected, NULL, NULL, errstr, errlen) != 0)
         return -1;
     return affected > 0 ? 1 : 0;
+}
+
+int hr_addr_prune(hr_mysql *m, hr_redis *r, const hr_addr *a, char *errstr, size_t errlen)
+{
+    if (hr_addr_unlist(r, a, errstr, errlen) != 0)
+        return -1;
+    return hr_addr_forget(m, a, errstr, errlen);
 }

@@ -2,7 +2,7 @@
  * and docs/throttle.md); the atomic step is common/lua/throttle.lua.
  *
  * This file resolves a task's rule, finds the throttle_key value, names the
- * stream key, and drives the script over a batch: the calls of up to
+ * window's key, and drives the script over a batch: the calls of up to
  * HR_THROTTLE_PIPE_MAX recipients go in one hr_pipe, so a chunk costs one
  * round trip per slice. */
 #include "hr_throttle.h"

@@ -1,15 +1,16 @@
 /* hr_throttle: the per-recipient sliding-window throttle shared by tasks
  * (lua/throttle.lua; docs/throttle.md explains the semantics).
  *
- * A recipient's window is one Redis STREAM, "herald:thr:<scope>:<uid>" or
- * "herald:thr:<scope>:<uid>:<value>" when the task's throttle_key names an
- * attribute, holding one entry per push let through (stamped with the Redis
- * server's time, tagged with the task id).  The key carries no {t<ID>} tag:
- * the window spans tasks, and each script call touches this one key only, so
- * Redis Cluster routes it by itself.  One script call trims the stream to the
- * window, counts, and adds an entry when under the limit, so concurrent
- * workers need no lock.  hr_throttle_check() pipelines the calls of a whole
- * batch: one round trip per HR_THROTTLE_PIPE_MAX recipients.
+ * A recipient's window is one Redis SORTED SET, "herald:thr:<scope>:<uid>"
+ * or "herald:thr:<scope>:<uid>:<value>" when the task's throttle_key names
+ * an attribute, holding one member per task let through (the task id,
+ * scored with the Redis server's time of its pass).  The key carries no
+ * {t<ID>} tag: the window spans tasks, and each script call touches this one
+ * key only, so Redis Cluster routes it by itself.  One script call counts
+ * the window, and adds the task's pass (trimming what left the window) when
+ * under the limit, so concurrent workers need no lock.  hr_throttle_check()
+ * pipelines the calls of a whole batch: one round trip per
+ * HR_THROTTLE_PIPE_MAX recipients.
  *
  * Shadow mode is applied here, after the script: the script answers the same
  * in both modes (a would-be-throttled push adds no entry), and a throttled

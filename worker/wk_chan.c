@@ -131,66 +131,136 @@ static void wk_chan_promote(wk_chan *chan, int64_t now)
  * rate of a finish_by) and its task's share of the channel's rate_limit. */
 typedef enum wk_budget { WK_BUDGET_TASK, WK_BUDGET_SHARE } wk_budget;
 
-/* Asks the limiter for up to WANT of budget B of WT (LIMIT > 0; for a
- * paced task 0 is no cap). */
-static int wk_chan_take(wk_chan *chan, wk_task *wt, wk_budget b, int64_t limit, int64_t want,
-                        int64_t *granted, int64_t *wait_ms, char *errstr, size_t errlen)
-{
-    hr_redis *r = chan->s->redis;
+/* A grant asked of the limiter, on the Redis thread (wk_chan_token). */
+typedef struct wk_chan_grant {
+    wk_chan *chan;
+    wk_task *wt; /* a reference, put when the answer came */
+    wk_budget b;
+    bool paced;
+    int64_t limit, want, sec;
+    int64_t granted, wait_ms, rate;
+    int rc;
+    char errstr[256];
+} wk_chan_grant;
 
-    if (b == WK_BUDGET_SHARE)
-        return hr_ratelimit_take_share(r, chan->cfg->name, wt->row->id, wt->weight, limit, want,
-                                       granted, wait_ms, errstr, errlen);
-    if (hr_task_paced(wt->row))
-        return hr_ratelimit_take_paced(r, wt->row->id, "push", limit, wt->row->finish_ms, want,
-                                       granted, wait_ms, &wt->pace_rate, errstr, errlen);
-    return hr_ratelimit_take(r, wt->rl_scope, limit, want, granted, wait_ms, errstr, errlen);
+/* Redis thread: asks the limiter for up to WANT of budget B of WT (LIMIT >
+ * 0; for a paced task 0 is no cap).  Reads only what stays: the task's
+ * row, scope and weight, the channel's name. */
+static void wk_chan_grant_run(hr_redis *r, void *arg)
+{
+    wk_chan_grant *g = arg;
+    const wk_task *wt = g->wt;
+
+    if (g->b == WK_BUDGET_SHARE)
+        g->rc =
+            hr_ratelimit_take_share(r, g->chan->cfg->name, wt->row->id, wt->weight, g->limit,
+                                    g->want, &g->granted, &g->wait_ms, g->errstr, sizeof g->errstr);
+    else if (g->paced)
+        g->rc = hr_ratelimit_take_paced(r, wt->row->id, "push", g->limit, wt->row->finish_ms,
+                                        g->want, &g->granted, &g->wait_ms, &g->rate, g->errstr,
+                                        sizeof g->errstr);
+    else
+        g->rc = hr_ratelimit_take(r, wt->rl_scope, g->limit, g->want, &g->granted, &g->wait_ms,
+                                  g->errstr, sizeof g->errstr);
 }
 
-/* Whether a token of budget B of WT is at hand, asking the limiter for a
- * grant when none is left; false with *WAIT_MS set.  The token is spent
- * (decremented) only when a push starts, so a grant is never lost to a
- * push that could not start.  Tokens belong to the second they were
- * granted in: the limiter counted them against that second's budget, so
- * the ones left when it is over are dropped, never spent on top of a
- * later second's (under-use, never overshoot).  A paced task asks in
- * steps of its rate in force (the last grant's; WK_SENDER_PACED_WANT
- * before the first), which the limiter's script derives. */
+/* The limiter answered: the tokens are WT's for the second they were asked
+ * in (a later answer's are dropped: under-use, never overshoot), and the
+ * channel is pumped. */
+static void wk_chan_grant_done(void *arg)
+{
+    wk_chan_grant *g = arg;
+    wk_chan *chan = g->chan;
+    wk_task *wt = g->wt;
+    bool task = g->b == WK_BUDGET_TASK;
+    int64_t *tokens = task ? &wt->tokens : &wt->share_tokens;
+    int64_t *sec = task ? &wt->tokens_sec : &wt->share_sec;
+    int64_t now = wk_clock_now_ms();
+
+    wt->granting[g->b] = false;
+    if (g->rc != 0) {
+        hr_log_warn("ratelimit_error", "task=%" PRId64 " budget=%s error=%s", wt->row->id,
+                    task ? "task" : "channel", g->errstr);
+        hr_metrics_inc(chan->s->m->backend_errors[WK_BACKEND_REDIS]);
+        wt->wait_until_ms = now + WK_SENDER_LIMITER_RETRY_MS;
+    } else {
+        if (g->paced)
+            wt->pace_rate = g->rate;
+        if (*sec == g->sec && now / 1000 == g->sec)
+            *tokens += g->granted;
+        if (g->granted == 0) {
+            hr_metrics_inc(chan->s->m->ratelimit_waits);
+            wt->wait_until_ms = now + (g->wait_ms > 0 ? g->wait_ms : 1);
+        } else {
+            wt->wait_until_ms = 0;
+        }
+    }
+    wt->refs--;
+    /* A sender closed meanwhile (shutdown) has no queues left to run. */
+    if (!chan->s->closed)
+        wk_sender_pump(chan->s);
+    free(g);
+}
+
+/* Whether a token of budget B of WT is at hand; false with *WAIT_MS set
+ * when none is.  A budget with none left asks the limiter for a grant (a
+ * job on the Redis thread, one per budget at a time) and waits for it:
+ * its answer pumps the channel.  The token is spent (decremented) only
+ * when a push starts, so a grant is never lost to a push that could not
+ * start.  Tokens belong to the second they were granted in: the limiter
+ * counted them against that second's budget, so the ones left when it is
+ * over are dropped, never spent on top of a later second's (under-use,
+ * never overshoot).  A paced task asks in steps of its rate in force (the
+ * last grant's; WK_SENDER_PACED_WANT before the first), which the
+ * limiter's script derives. */
 static bool wk_chan_token(wk_chan *chan, wk_task *wt, wk_budget b, int64_t *wait_ms)
 {
     bool task = b == WK_BUDGET_TASK, paced = task && hr_task_paced(wt->row);
     int64_t limit = task ? wt->rate_limit : chan->cfg->rate_limit;
     int64_t *tokens = task ? &wt->tokens : &wt->share_tokens;
     int64_t *sec = task ? &wt->tokens_sec : &wt->share_sec;
-    int64_t want, granted = 0, now_sec;
-    char errstr[256];
+    int64_t want, now_sec;
+    wk_chan_grant *g;
 
     if (limit <= 0 && !paced)
         return true;
     now_sec = wk_clock_now_ms() / 1000;
     if (*tokens > 0 && *sec != now_sec)
         *tokens = 0;
-    if (*tokens == 0) {
+    if (*tokens > 0)
+        return true;
+    /* Until the grant answers (the wait is only a fallback: the answer
+     * pumps the channel at once). */
+    *wait_ms = WK_SENDER_LIMITER_RETRY_MS;
+    if (wt->granting[b])
+        return false;
+    want = paced && wt->pace_rate > 0 ? wt->pace_rate / WK_SENDER_GRANT_DIVISOR
+           : paced                    ? WK_SENDER_PACED_WANT
+                                      : limit / WK_SENDER_GRANT_DIVISOR;
+    g = calloc(1, sizeof *g);
+    if (g != NULL) {
+        *g = (wk_chan_grant){.chan = chan,
+                             .wt = wt,
+                             .b = b,
+                             .paced = paced,
+                             .limit = limit,
+                             .want = want < 1 ? 1 : want,
+                             .sec = now_sec};
         *sec = now_sec;
-        want = paced && wt->pace_rate > 0 ? wt->pace_rate / WK_SENDER_GRANT_DIVISOR
-               : paced                    ? WK_SENDER_PACED_WANT
-                                          : limit / WK_SENDER_GRANT_DIVISOR;
-        if (want < 1)
-            want = 1;
-        if (wk_chan_take(chan, wt, b, limit, want, &granted, wait_ms, errstr, sizeof errstr) != 0) {
-            hr_log_warn("ratelimit_error", "task=%" PRId64 " budget=%s error=%s", wt->row->id,
-                        task ? "task" : "channel", errstr);
-            hr_metrics_inc(chan->s->m->backend_errors[WK_BACKEND_REDIS]);
-            *wait_ms = WK_SENDER_LIMITER_RETRY_MS;
+        /* The grant holds the task as a chunk does, so the cache keeps it
+         * until the answer came. */
+        wt->refs++;
+        if (wk_redis_call(chan->s->rd, wk_chan_grant_run, wk_chan_grant_done, g) == 0) {
+            wt->granting[b] = true;
             return false;
         }
-        *tokens += granted;
-        if (*tokens == 0) {
-            hr_metrics_inc(chan->s->m->ratelimit_waits);
-            return false;
-        }
+        wt->refs--;
+        free(g);
     }
-    return true;
+    hr_log_warn("ratelimit_error", "task=%" PRId64 " budget=%s error=the Redis thread took no job",
+                wt->row->id, task ? "task" : "channel");
+    hr_metrics_inc(chan->s->m->backend_errors[WK_BACKEND_REDIS]);
+    return false;
 }
 
 /* Whether CHAN pushes to addresses from the address book (fcm, apns). */
@@ -427,19 +497,16 @@ void wk_chan_slow(wk_chan *chan, int64_t until_ms, const char *why, long status)
                 chan->cfg->name, why, status, until_ms - wk_clock_now_ms(), chan->cap.cap);
 }
 
-/* Every WK_SENDER_SLOW_POLL_MS while CH has pushes waiting: a slow-down
+/* The slow-down key's value (a read of wk_chan_read_slow): a slow-down
  * another worker published is taken part in.  A Redis error is counted
  * and the channel goes on. */
-static void wk_chan_read_slow(wk_chan *chan, int64_t now)
+static void wk_chan_slow_read(void *arg, const redisReply *reply, const char *errstr)
 {
-    const char *argv[] = {"GET", chan->k_slow};
-    char errstr[256];
-    redisReply *reply;
+    wk_chan *chan = arg;
+    int64_t now = wk_clock_now_ms();
 
-    if (now - chan->slow_checked_ms < WK_SENDER_SLOW_POLL_MS)
-        return;
-    chan->slow_checked_ms = now;
-    reply = hr_redis_cmd(chan->s->redis, errstr, sizeof errstr, 2, argv, NULL);
+    (void)errstr;
+    chan->slow_reading = false;
     if (reply == NULL) {
         hr_metrics_inc(chan->s->m->backend_errors[WK_BACKEND_REDIS]);
         return;
@@ -447,29 +514,52 @@ static void wk_chan_read_slow(wk_chan *chan, int64_t now)
     if (reply->type == REDIS_REPLY_STRING) {
         int64_t until = strtoll(reply->str, NULL, 10);
 
-        if (until > now && until > chan->slow_seen_until)
+        if (until > now && until > chan->slow_seen_until && !chan->s->closed) {
             wk_chan_slow(chan, until, "cluster", 0);
+            wk_sender_pump(chan->s);
+        }
     }
-    freeReplyObject(reply);
+}
+
+/* Every WK_SENDER_SLOW_POLL_MS while CH has pushes waiting: the
+ * cluster's slow-down key is read (a job on the Redis thread; its answer
+ * pauses the channel when another worker published one). */
+static void wk_chan_read_slow(wk_chan *chan, int64_t now)
+{
+    const char *argv[] = {"GET", chan->k_slow};
+
+    if (now - chan->slow_checked_ms < WK_SENDER_SLOW_POLL_MS || chan->slow_reading)
+        return;
+    chan->slow_checked_ms = now;
+    if (wk_redis_cmd(chan->s->rd, 2, argv, wk_chan_slow_read, chan) == 0)
+        chan->slow_reading = true;
+    else
+        hr_metrics_inc(chan->s->m->backend_errors[WK_BACKEND_REDIS]);
+}
+
+/* The answer to a wk_chan_publish_slow. */
+static void wk_chan_slow_published(void *arg, const redisReply *reply, const char *errstr)
+{
+    wk_chan *chan = arg;
+
+    if (reply != NULL)
+        return;
+    hr_log_warn("slowdown_publish_failed", "channel=%s error=\"%s\"", chan->cfg->name, errstr);
+    hr_metrics_inc(chan->s->m->backend_errors[WK_BACKEND_REDIS]);
 }
 
 /* Publishes this worker's slow-down of CH until UNTIL_MS to every worker:
- * the key holds the deadline and expires with it. */
+ * the key holds the deadline and expires with it (a job on the Redis
+ * thread). */
 void wk_chan_publish_slow(wk_chan *chan, int64_t until_ms, int64_t pause_ms)
 {
-    char until[24], px[24], errstr[256];
+    char until[24], px[24];
     const char *argv[] = {"SET", chan->k_slow, until, "PX", px};
-    redisReply *reply;
 
     snprintf(until, sizeof until, "%" PRId64, until_ms);
     snprintf(px, sizeof px, "%" PRId64, pause_ms > 0 ? pause_ms : 1);
-    reply = hr_redis_cmd(chan->s->redis, errstr, sizeof errstr, 5, argv, NULL);
-    if (reply == NULL) {
-        hr_log_warn("slowdown_publish_failed", "channel=%s error=\"%s\"", chan->cfg->name, errstr);
-        hr_metrics_inc(chan->s->m->backend_errors[WK_BACKEND_REDIS]);
-        return;
-    }
-    freeReplyObject(reply);
+    if (wk_redis_cmd(chan->s->rd, 5, argv, wk_chan_slow_published, chan) != 0)
+        wk_chan_slow_published(chan, NULL, "the Redis thread took no job");
 }
 
 /* Starts as many ready pushes of CH as its cap, pause and tokens allow,

@@ -1,27 +1,44 @@
 /* wk_chunk: one chunk being pushed, and its Redis side.
  *
- * A wk_chunk is created by the worker for a chunk message, holds its task
- * (a wk_task reference the worker takes and puts), the lease, the members
- * read from the chunk set (the SMEMBERS reply owns the uid strings every
- * push points at), the HGETALL replies of the recipients when the task's
- * templates use user.*, one wk_push per member, and the uids delivered but
- * not yet acknowledged.  The Redis operations are synchronous, on the loop
- * thread, each one script call (common/lua/):
- *   open      SET lease NX PX, SMEMBERS, pipelined HGETALLs
- *   throttle  pipelined throttle.lua per member (hr_throttle), then ack.lua
- *             counting the blocked ones under 'throttled'
- *   ack       buffered; flushed per ack_batch with ack.lua
- *   dead      buffered with the acks (ack_batch counts both); flushed with
- *             dead_letter.lua in the same pipeline as ack.lua
+ * A wk_chunk is created by the lifecycle for a chunk message, holds its
+ * task (a wk_task reference the lifecycle takes and puts), the lease, the
+ * members read from the chunk set (the SMEMBERS reply owns the uid strings
+ * every push points at), the HGETALL replies of the recipients when the
+ * task's templates use user.*, one wk_push per member, and the recipients
+ * settled but not yet acknowledged.
+ *
+ * Every Redis operation is a job on the worker's Redis thread (wk_redis):
+ * the calls below only submit it, and its answer comes back on the loop
+ * thread through the chunk's hooks (the lifecycle's).  The scripts are in
+ * common/lua/:
+ *   open      one round trip: GET ctl, SET lease NX PX, SMEMBERS; then,
+ *             as needed, the invalid members dead-lettered, pipelined
+ *             HGETALLs (user.*), the addresses (fcm, apns, smtp channels)
+ *   check     a slice of the members through the throttle (hr_throttle:
+ *             throttle.lua per member, pipelined), then ack.lua counting
+ *             the blocked ones under 'throttled'; the lifecycle checks the
+ *             first slice small and pushes its recipients while the next
+ *             slices are checked
+ *   flush     the buffered acknowledgements: ack.lua (sent), ack.lua
+ *             (unregistered) and dead_letter.lua in the round's pipeline,
+ *             which the flushes of other chunks, the renewals and the
+ *             control reads share (batched)
+ *   end       the last flush, then chunk_done.lua (close: every recipient
+ *             settled; lease_release.lua behind it, for a set found not
+ *             empty), lease_release.lua (abandon, park) or drop_set.lua
+ *             through hr_finish_drop (cancel, expire)
  * ack.lua, dead_letter.lua and chunk_done.lua answer the task's stats hash
  * counters after the call; the chunk keeps the latest (C->counters) for the
- * worker to hand to the reporter, which writes them as absolute values.
- *   close     chunk_done.lua once every recipient is settled
- *   release   lease_release.lua when the chunk is abandoned or parked
- *   drop      hr_finish_drop (drop_set.lua) when the task is cancelled or
- *             expired (wk_lifecycle_halted)
- * Keys are built once at creation ({t<ID>} hash tag on every one; the
- * shard's {t<ID>:s<k>} for a chunk of a sharded task's shard k >= 1). */
+ * lifecycle to hand to the reporter, which writes them as absolute values.
+ *
+ * Lifetime: a job in flight points at its chunk (keys, members: they do not
+ * change while jobs run), so C->jobs counts them and a chunk the lifecycle
+ * is done with (gone) is freed only once that count is 0.  Each job moves
+ * its results into the chunk on the loop thread before its hook runs, so
+ * the Redis thread never writes a chunk.  Keys are built once at creation
+ * ({t<ID>} hash tag on every one; the shard's {t<ID>:s<k>} for a chunk of
+ * a sharded task's shard k >= 1, but the control key, which is the
+ * task's). */
 #ifndef WK_CHUNK_H
 #define WK_CHUNK_H
 
@@ -31,12 +48,18 @@
 
 #include "hr_addr.h"
 #include "hr_chunkmsg.h"
+#include "hr_finish.h"
 #include "hr_redis.h"
+#include "wk_redis.h"
 #include "wk_sender.h"
 #include "wk_task.h"
 
 /* The config's bound on worker.max_chunks_in_flight. */
 #define WK_CHUNK_MAX_OPEN 64
+/* The first throttle slice of a chunk: small, so the first pushes start
+ * after a few milliseconds of Redis time; the rest go in slices of
+ * HR_THROTTLE_PIPE_MAX while those pushes run. */
+#define WK_CHUNK_FIRST_SLICE 100
 
 /* Why a chunk stops before its set is empty (the task's control key). */
 typedef enum wk_chunk_halt {
@@ -46,51 +69,136 @@ typedef enum wk_chunk_halt {
     WK_CHUNK_CANCEL, /* cancel: recipients counted as cancelled and dropped */
 } wk_chunk_halt;
 
+/* Where a chunk is in its life (the lifecycle's view; jobs move it). */
+typedef enum wk_chunk_phase {
+    WK_CHUNK_NEW = 0, /* not opened yet, or waiting for a foreign lease */
+    WK_CHUNK_OPENING, /* its open job runs */
+    WK_CHUNK_OPEN,    /* lease held, members read: pushes go */
+    WK_CHUNK_ENDING,  /* its end job runs: nothing else starts, no push is linked */
+} wk_chunk_phase;
+
+/* How a chunk ends in Redis (wk_chunk_finalize). */
+typedef enum wk_chunk_ending {
+    WK_CHUNK_CLOSE,   /* chunk_done.lua: every recipient settled */
+    WK_CHUNK_RELEASE, /* lease_release.lua: abandoned or parked */
+    WK_CHUNK_DROP,    /* drop_set.lua: what is left counted as C->halt says (cancel, expire) */
+} wk_chunk_ending;
+
 /* The stats hash's counters as a script left them (absolute values). */
 typedef struct wk_chunk_counters {
     int64_t sent, failed, throttled, retried, unregistered;
 } wk_chunk_counters;
 
-typedef struct wk_chunk {
+/* Recipients settled and not yet acknowledged; a flush takes them all. */
+typedef struct wk_chunk_acks {
+    const char **sent; /* delivered: ack.lua under 'sent' */
+    size_t nsent;
+    const char **unregs; /* no live address: ack.lua under 'unregistered' */
+    size_t nunregs;
+    struct wk_chunk_dead {
+        const char *uid;
+        char *reason; /* owned */
+    } * dead;         /* failed for good: dead_letter.lua */
+    size_t ndead;
+    int64_t retried; /* retries spent since the last flush */
+} wk_chunk_acks;
+
+typedef struct wk_chunk wk_chunk;
+
+/* What an open found (wk_chunk_hooks.opened). */
+typedef struct wk_chunk_opened {
+    int rc;             /* a wk_chunk_open_result, or -1 (ERRSTR) */
+    wk_chunk_halt halt; /* what the control key said */
+    size_t bad_addrs;   /* address members that do not parse */
+    const char *errstr;
+} wk_chunk_opened;
+
+/* What a throttle slice decided (wk_chunk_hooks.checked); the verdicts
+ * are in C->verdicts. */
+typedef struct wk_chunk_checked {
+    int rc; /* 0, or -1 (ERRSTR): the slice's results are unknown */
+    size_t first, n;
+    int64_t blocked;     /* pushes not to be submitted (settled already) */
+    int64_t removed;     /* of those, left the set now: counted as throttled */
+    int64_t shadowed;    /* over the limit but pushed (shadow mode) */
+    int64_t key_missing; /* throttle_key attribute absent */
+    const char *errstr;
+} wk_chunk_checked;
+
+/* How an end went (wk_chunk_hooks.ended). */
+typedef struct wk_chunk_ended {
+    int rc;          /* 0, or -1 (ERRSTR): the end's script failed */
+    bool ack_failed; /* its flush, or an earlier one, failed */
+    /* CLOSE: chunk_done.lua's {removed, pending left, subs left};
+     * DROP: {dropped (-1: another holds the lease), the outcome's total}. */
+    int64_t res[3];
+    /* CLOSE of a sharded task's chunk that left its shard empty: res[1]
+     * and res[2] are the sums over every shard of the task, so only the
+     * task's last chunk asks for done; then STATS holds every shard's
+     * stats hash (NSTATS: the task's shards), which go to the reporter
+     * with it (the other shards' last counters may still wait in other
+     * workers' reporters, and the finish compares the rows' sum with the
+     * subscriptions).  res[1] is -1 when they could not be read: the
+     * sweeper ends the task. */
+    const hr_outcomes *stats;
+    int nstats;
+    const char *errstr;
+} wk_chunk_ended;
+
+/* The answers of a chunk's jobs, on the loop thread (C->jobs already
+ * counts the job out; C may be gone). */
+typedef struct wk_chunk_hooks {
+    void (*opened)(wk_chunk *c, const wk_chunk_opened *res);
+    void (*checked)(wk_chunk *c, const wk_chunk_checked *res);
+    void (*flushed)(wk_chunk *c, int rc, const char *errstr);
+    void (*ended)(wk_chunk *c, const wk_chunk_ended *res);
+} wk_chunk_hooks;
+
+struct wk_chunk {
     TAILQ_ENTRY(wk_chunk) link;
+    uint64_t id; /* unique in the process: jobs that outlive a chunk name it by this */
+    void *ctx;   /* the hooks' owner (the lifecycle) */
+    const wk_chunk_hooks *hooks;
     hr_chunkmsg msg;
     int32_t partition;
     int64_t offset;
     wk_task *task;
     char k_set[HR_KEY_MAX], k_lease[HR_KEY_MAX], k_pending[HR_KEY_MAX];
-    char k_stats[HR_KEY_MAX], k_subs[HR_KEY_MAX], k_failed[HR_KEY_MAX];
-    redisReply *members; /* SMEMBERS reply */
-    redisReply **users;  /* per member, or NULL when not needed */
+    char k_stats[HR_KEY_MAX], k_subs[HR_KEY_MAX], k_failed[HR_KEY_MAX], k_ctl[HR_KEY_MAX];
+    wk_chunk_phase phase;
+    wk_chunk_ending ending; /* ENDING: how */
+    const char *end_why;    /* RELEASE of an abandon: why (static); NULL for a park */
+    bool end_settle;        /* an abandon that lets the offset count as finished */
+    unsigned jobs;          /* jobs in flight that point at the chunk */
+    bool gone;              /* the lifecycle is done with it: freed when JOBS is 0 */
+    redisReply *members;    /* SMEMBERS reply */
+    redisReply **users;     /* per member, or NULL when not needed */
     wk_push *pushes;
     uint8_t *verdicts; /* hr_throttle_verdict per push, NULL = not throttled */
     size_t npushes;
-    size_t open;       /* pushes not yet settled */
-    const char **acks; /* delivered, awaiting ack.lua */
-    size_t nacks, ack_batch;
-    const char **unregs; /* no live address, awaiting ack.lua under 'unregistered' */
-    size_t nunregs;
+    size_t open;      /* pushes not yet settled */
+    size_t unchecked; /* of those, waiting for their throttle slice (not submitted) */
+    size_t slices;    /* throttle slices in flight */
+    wk_chunk_acks acks;
+    size_t ack_batch;
     hr_addr_list addrs; /* addressed channels: the members' addresses on it */
-    struct wk_chunk_dead {
-        const char *uid;
-        char *reason; /* owned */
-    } * dead;         /* failed for good, awaiting dead_letter.lua; NULL until needed */
-    size_t ndead;
-    int64_t retried_unflushed;
     int64_t sent, failed, retried, throttled,
-        unregistered;     /* totals, for the chunk_done log line */
-    int64_t invalid;      /* members dead-lettered as "invalid uid" at open */
-    int64_t user_errors;  /* HGETALL error replies (the user got no attributes) */
-    char user_error[160]; /* the first of them, for the log */
-    int64_t started_ms;
+        unregistered;              /* totals, for the chunk_done log line */
+    int64_t invalid;               /* members dead-lettered as "invalid uid" at open */
+    int64_t user_errors;           /* HGETALL error replies (the user got no attributes) */
+    char user_error[160];          /* the first of them, for the log */
+    int64_t shadowed, key_missing; /* throttle, for the logs */
+    int64_t started_ms, opened_ms;
     /* > 0: another process held the lease at the first open; the open is
      * retried until then (a dead holder's lease runs out by it). */
     int64_t lease_wait_until_ms;
     wk_chunk_counters counters; /* latest stats hash values seen */
     bool counters_new;          /* COUNTERS changed since the worker took them */
+    bool ack_failed;            /* a flush failed: the set still holds delivered recipients */
     wk_chunk_halt halt;
     bool revoked; /* its partition is being revoked: finish in-flight, then give up */
     bool held;    /* pushes' hold flag: set once halt is not RUN or revoked */
-} wk_chunk;
+};
 
 typedef enum wk_chunk_open_result {
     WK_CHUNK_STARTED = 0, /* lease held, pushes ready to submit */
@@ -99,76 +207,59 @@ typedef enum wk_chunk_open_result {
 } wk_chunk_open_result;
 
 /* A new chunk for MSG with TASK (the reference passes to the chunk's
- * owner, who puts it).  NULL when out of memory. */
-wk_chunk *wk_chunk_new(hr_redis *r, const hr_chunkmsg *msg, int32_t partition, int64_t offset,
-                       wk_task *task, int ack_batch);
+ * owner, who puts it), its keys under PREFIX; HOOKS and CTX get its jobs'
+ * answers.  NULL when out of memory. */
+wk_chunk *wk_chunk_new(const char *prefix, const hr_chunkmsg *msg, int32_t partition,
+                       int64_t offset, wk_task *task, int ack_batch, const wk_chunk_hooks *hooks,
+                       void *ctx);
+/* Frees C (no job may point at it: C->jobs is 0). */
 void wk_chunk_free(wk_chunk *c);
 
-/* Takes the lease and reads the members.  Members that are not valid uids
- * are dead-lettered at once ("invalid uid", counted in C->invalid and
- * C->failed)
- * and get no push; a user hash that answers an error reply (not a hash)
- * leaves that recipient without attributes (C->user_errors).  A
- * wk_chunk_open_result, or -1 with ERRSTR on a Redis (connection) error. */
-int wk_chunk_open(wk_chunk *c, hr_redis *r, const char *owner, int lease_ms, char *errstr,
-                  size_t errlen);
+/* The jobs.  Each returns 0, or -1 when it could not be submitted (out of
+ * memory, the Redis thread's queue full or closing): no hook runs then. */
 
-/* For an opened chunk whose channel pushes to addresses: reads the
- * pushes' addresses on PLATFORM (and APP) from the address book
- * (hr_addr_fetch: pipelined, a batch of uids per round trip) and gives
- * each push its own (none: it will be settled unregistered).  *BAD counts
- * members Redis holds that do not parse.  0, or -1 with ERRSTR, also when
- * Redis lacks the address book's synced mark (it lost the book; the chunk
- * must wait for the dispatchers' sync rather than count its recipients
- * unregistered). */
-int wk_chunk_fetch_addrs(wk_chunk *c, hr_redis *r, hr_addr_platform platform, const char *app,
-                         size_t *bad, char *errstr, size_t errlen);
+/* Reads the control key, takes the lease as OWNER for LEASE_MS and reads
+ * the members; when the lease is ours, the control key says run and the
+ * task is not expired, also: members that are not valid uids are
+ * dead-lettered ("invalid uid", counted in C->invalid and C->failed) and
+ * get no push; the user hashes are read when the task uses user.* (an
+ * error reply — not a hash — leaves that recipient without attributes:
+ * C->user_errors); with PLATFORM not NULL, the pushes' addresses on it (and
+ * APP) from the address book (hr_addr_fetch), or an error when Redis lacks
+ * the book's synced mark (it lost the book: the chunk must wait for the
+ * dispatchers' sync rather than count its recipients unregistered). */
+int wk_chunk_open(wk_redis *rd, wk_chunk *c, const char *owner, int lease_ms,
+                  const hr_addr_platform *platform, const char *app);
+/* Throttles pushes [FIRST, FIRST + N) of an opened chunk whose task
+ * throttles: their verdicts into C->verdicts (allocated by the first
+ * call), the blocked ones acknowledged under 'throttled', throttle_shadowed
+ * and throttle_key_missing counted in the stats hash. */
+int wk_chunk_check(wk_redis *rd, wk_chunk *c, size_t first, size_t n);
+/* Acknowledges what C->acks holds (taken whole, so C buffers anew): those
+ * that left the set are added to C->sent, C->unregistered, C->failed. */
+int wk_chunk_flush(wk_redis *rd, wk_chunk *c);
+/* The last flush, then HOW (OWNER's lease).  C->phase becomes ENDING. */
+int wk_chunk_finalize(wk_redis *rd, wk_chunk *c, wk_chunk_ending how, const char *owner);
+
+/* What a GET of a task's control key (REPLY) says: run unless pause or
+ * cancel. */
+wk_chunk_halt wk_chunk_halt_of(const redisReply *reply);
 
 /* A chunk member is a uid: decimal digits only, 1..INT64_MAX. */
 bool wk_chunk_uid_valid(const char *s);
 
-/* Buffers UID as delivered; true when the buffers reached the ack batch
- * and should be flushed. */
-bool wk_chunk_ack(wk_chunk *c, const char *uid);
-/* Buffers UID as unregistered (no live address), the same way. */
-bool wk_chunk_unregistered(wk_chunk *c, const char *uid);
-/* Buffers UID as failed for good with REASON (copied): 1 when the buffers
- * reached the ack batch and should be flushed, 0, or -1 when out of
- * memory. */
-int wk_chunk_dead(wk_chunk *c, const char *uid, const char *reason);
-/* One pipelined round trip: ack.lua for the buffered uids and retries
- * (those that left the set are added to C->sent), ack.lua for the
- * buffered unregistered ones (C->unregistered), dead_letter.lua for the
- * buffered failures (added to C->failed).  A buffer is emptied only when
- * its call succeeded. */
-int wk_chunk_flush(wk_chunk *c, hr_redis *r, char *errstr, size_t errlen);
-/* What wk_chunk_throttle decided. */
-typedef struct wk_chunk_throttled {
-    int64_t blocked;     /* pushes not to be submitted (settled already) */
-    int64_t removed;     /* of those, left the set now: counted as throttled */
-    int64_t shadowed;    /* over the limit but pushed (shadow mode) */
-    int64_t key_missing; /* throttle_key attribute absent */
-} wk_chunk_throttled;
+/* Buffers UID as delivered (WK_CHUNK_SENT), unregistered (no live address)
+ * or failed for good with REASON (copied): 1 when the buffers reached the
+ * ack batch and should be flushed, 0, or -1 when out of memory. */
+typedef enum wk_chunk_settled {
+    WK_CHUNK_SENT,
+    WK_CHUNK_UNREGISTERED,
+    WK_CHUNK_DEAD,
+} wk_chunk_settled;
+int wk_chunk_ack(wk_chunk *c, wk_chunk_settled how, const char *uid, const char *reason);
 
-/* For an opened chunk whose task throttles: checks every member, fills
- * C->verdicts, acknowledges the blocked ones (ack.lua, 'throttled'; they
- * leave C->open) and counts throttle_shadowed / throttle_key_missing in the
- * stats hash.  0, or -1 with ERRSTR on a Redis error. */
-int wk_chunk_throttle(wk_chunk *c, hr_redis *r, wk_chunk_throttled *out, char *errstr,
-                      size_t errlen);
 /* What the reporter counts C's counters on: its shard for a chunk of a
  * sharded task (the message carries it), else HR_SHARD_NONE. */
 int wk_chunk_row(const wk_chunk *c);
-/* A sharded task's chunk closed with its shard's pending and subs empty:
- * *PENDING and *SUBS get the sums over every shard of the task (one
- * pipelined round trip each), so only the task's last chunk asks for
- * done.  0 or -1 (ERRSTR). */
-int wk_chunk_task_left(const wk_chunk *c, hr_redis *r, int64_t *pending, int64_t *subs,
-                       char *errstr, size_t errlen);
-/* chunk_done.lua: RES gets {removed, pending left, subs left}. */
-int wk_chunk_close(wk_chunk *c, hr_redis *r, const char *owner, int64_t res[3], char *errstr,
-                   size_t errlen);
-/* lease_release.lua. */
-int wk_chunk_release(wk_chunk *c, hr_redis *r, const char *owner, char *errstr, size_t errlen);
 
 #endif

@@ -3,115 +3,187 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "hr_log.h"
 #include "hr_pipe.h"
-#include "hr_state.h"
 
-/* What a GET of the control key says: run unless pause or cancel. */
-static wk_chunk_halt wk_control_parse(const redisReply *reply)
+/* ---- control keys ------------------------------------------------------------ */
+
+typedef struct wk_control_read_job {
+    wk_redis_job job;
+    char prefix[HR_KEY_MAX];
+    wk_control_read_fn done;
+    void *ctx;
+    bool failed;
+    char errstr[256];
+    size_t n;
+    int64_t *tasks;
+    wk_chunk_halt *halts;
+} wk_control_read_job;
+
+static int wk_control_read_queue(wk_redis_job *job, hr_pipe *pipe)
 {
-    hr_control control;
-
-    if (reply->type != REDIS_REPLY_STRING || hr_control_parse(reply->str, &control) < 0)
-        return WK_CHUNK_RUN;
-    return control == HR_CONTROL_PAUSE    ? WK_CHUNK_PARK
-           : control == HR_CONTROL_CANCEL ? WK_CHUNK_CANCEL
-                                          : WK_CHUNK_RUN;
-}
-
-int wk_control_read(hr_redis *r, int64_t task, char *errstr, size_t errlen)
-{
+    wk_control_read_job *j = (wk_control_read_job *)job;
     char key[HR_KEY_MAX];
-    const char *argv[] = {"GET", key};
-    redisReply *reply;
-    wk_chunk_halt halt;
+    const char *ping[] = {"PING"};
 
-    hr_key_task(hr_redis_prefix(r), key, sizeof key, task, HR_KEY_CTL);
-    reply = hr_redis_cmd(r, errstr, errlen, 2, argv, NULL);
-    if (reply == NULL)
-        return -1;
-    halt = wk_control_parse(reply);
-    freeReplyObject(reply);
-    return (int)halt;
-}
-
-int wk_control_read_many(hr_redis *r, const int64_t *tasks, size_t n, wk_chunk_halt *halts,
-                         size_t *queued, char *errstr, size_t errlen)
-{
-    char key[HR_KEY_MAX];
-    hr_pipe *pipe = hr_pipe_new(r);
-    bool failed = false;
-
-    *queued = 0;
-    if (pipe == NULL) {
-        snprintf(errstr, errlen, "out of memory");
-        return -1;
-    }
-    for (size_t i = 0; i < n; i++) {
+    if (j->n == 0)
+        return hr_pipe_cmd(pipe, 1, ping, NULL);
+    for (size_t i = 0; i < j->n; i++) {
         const char *argv[] = {"GET", key};
 
-        hr_key_task(hr_redis_prefix(r), key, sizeof key, tasks[i], HR_KEY_CTL);
+        hr_key_task(j->prefix, key, sizeof key, j->tasks[i], HR_KEY_CTL);
         if (hr_pipe_cmd(pipe, 2, argv, NULL) != 0)
-            break;
-        (*queued)++;
+            return -1;
     }
-    /* A connection that failed makes every reply below report it. */
-    hr_pipe_exec(pipe, errstr, errlen);
-    for (size_t i = 0; i < *queued; i++) {
-        redisReply *reply = hr_pipe_reply(pipe, i, errstr, errlen);
-
-        halts[i] = WK_CHUNK_RUN;
-        if (reply == NULL) {
-            failed = true;
-            continue;
-        }
-        halts[i] = wk_control_parse(reply);
-        freeReplyObject(reply);
-    }
-    hr_pipe_free(pipe);
-    return failed ? -1 : 0;
+    return 0;
 }
 
-void wk_control_renew(hr_redis *r, wk_metrics *met, wk_chunk **held, size_t n, const char *owner,
-                      int lease_ms, wk_chunk **lost, size_t *nlost)
+static void wk_control_read_read(wk_redis_job *job, hr_pipe *pipe)
 {
-    char ms[24], errstr[256];
-    hr_pipe *pipe = hr_pipe_new(r);
-    size_t queued = 0, failed = 0;
+    wk_control_read_job *j = (wk_control_read_job *)job;
+    size_t n = j->n > 0 ? j->n : 1;
 
-    *nlost = 0;
-    if (pipe == NULL) {
-        snprintf(errstr, sizeof errstr, "out of memory");
-        failed = n;
-        goto done;
-    }
-    snprintf(ms, sizeof ms, "%d", lease_ms);
     for (size_t i = 0; i < n; i++) {
-        const char *argv[] = {held[i]->k_lease, owner, ms};
+        redisReply *reply = NULL;
+
+        if (i < job->count)
+            reply = hr_pipe_reply(pipe, job->first + i, j->errstr, sizeof j->errstr);
+        else
+            snprintf(j->errstr, sizeof j->errstr, "out of memory");
+        if (reply == NULL) {
+            j->failed = true;
+            continue;
+        }
+        if (j->n > 0)
+            j->halts[i] = wk_chunk_halt_of(reply);
+        freeReplyObject(reply);
+    }
+}
+
+static void wk_control_read_done(wk_redis_job *job)
+{
+    wk_control_read_job *j = (wk_control_read_job *)job;
+
+    j->done(j->ctx, j->tasks, j->halts, j->n, j->failed, j->errstr);
+    free(j);
+}
+
+static const wk_redis_ops wk_control_read_ops = {
+    .queue = wk_control_read_queue, .read = wk_control_read_read, .done = wk_control_read_done};
+
+int wk_control_read(wk_redis *rd, const int64_t *tasks, size_t n, wk_control_read_fn done,
+                    void *ctx)
+{
+    /* One allocation: the job, then the tasks, then the halts. */
+    wk_control_read_job *j = calloc(1, sizeof *j + n * (sizeof *tasks + sizeof *j->halts));
+
+    if (j == NULL)
+        return -1;
+    j->job.ops = &wk_control_read_ops;
+    snprintf(j->prefix, sizeof j->prefix, "%s", wk_redis_prefix(rd));
+    j->done = done;
+    j->ctx = ctx;
+    j->n = n;
+    j->tasks = (int64_t *)(j + 1);
+    j->halts = (wk_chunk_halt *)(j->tasks + n);
+    if (n > 0)
+        memcpy(j->tasks, tasks, n * sizeof *tasks);
+    /* The halts are RUN (0) until read. */
+    if (wk_redis_submit(rd, &j->job) != 0) {
+        free(j);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- lease renewals -------------------------------------------------------------- */
+
+typedef struct wk_control_lease {
+    uint64_t id;
+    char key[HR_KEY_MAX];
+} wk_control_lease;
+
+typedef struct wk_control_renew_job {
+    wk_redis_job job;
+    char owner[160], ms[24];
+    wk_control_renew_fn done;
+    void *ctx;
+    size_t n, nlost, failed;
+    wk_control_lease *leases;
+    uint64_t *lost;
+    char errstr[256];
+} wk_control_renew_job;
+
+static int wk_control_renew_queue(wk_redis_job *job, hr_pipe *pipe)
+{
+    wk_control_renew_job *j = (wk_control_renew_job *)job;
+
+    for (size_t i = 0; i < j->n; i++) {
+        const char *argv[] = {j->leases[i].key, j->owner, j->ms};
 
         if (hr_pipe_eval(pipe, HR_LUA_LEASE_RENEW, 1, 3, argv, NULL) != 0)
-            break;
-        queued++;
+            return -1;
     }
-    /* A connection that failed makes every reply below report it. */
-    hr_pipe_exec(pipe, errstr, sizeof errstr);
-    for (size_t i = 0; i < queued; i++) {
-        redisReply *reply = hr_pipe_reply(pipe, i, errstr, sizeof errstr);
+    return 0;
+}
 
+static void wk_control_renew_read(wk_redis_job *job, hr_pipe *pipe)
+{
+    wk_control_renew_job *j = (wk_control_renew_job *)job;
+
+    for (size_t i = 0; i < j->n; i++) {
+        redisReply *reply = NULL;
+
+        if (i < job->count)
+            reply = hr_pipe_reply(pipe, job->first + i, j->errstr, sizeof j->errstr);
+        else
+            snprintf(j->errstr, sizeof j->errstr, "out of memory");
         if (reply == NULL) {
-            failed++;
+            j->failed++;
             continue;
         }
         if (reply->type == REDIS_REPLY_INTEGER && reply->integer == 0)
-            lost[(*nlost)++] = held[i];
+            j->lost[j->nlost++] = j->leases[i].id;
         freeReplyObject(reply);
     }
-done:
-    if (failed > 0) {
-        hr_metrics_inc(met->backend_errors[WK_BACKEND_REDIS]);
-        hr_log_warn("lease_renew_failed", "leases=%zu error=%s", failed, errstr);
+}
+
+static void wk_control_renew_done(wk_redis_job *job)
+{
+    wk_control_renew_job *j = (wk_control_renew_job *)job;
+
+    j->done(j->ctx, j->lost, j->nlost, j->failed, j->errstr);
+    free(j);
+}
+
+static const wk_redis_ops wk_control_renew_ops = {
+    .queue = wk_control_renew_queue, .read = wk_control_renew_read, .done = wk_control_renew_done};
+
+int wk_control_renew(wk_redis *rd, wk_chunk *const *held, size_t n, const char *owner, int lease_ms,
+                     wk_control_renew_fn done, void *ctx)
+{
+    /* One allocation: the job, then the leases, then the lost ids. */
+    wk_control_renew_job *j = calloc(1, sizeof *j + n * (sizeof *j->leases + sizeof *j->lost));
+
+    if (j == NULL)
+        return -1;
+    j->job.ops = &wk_control_renew_ops;
+    snprintf(j->owner, sizeof j->owner, "%s", owner);
+    snprintf(j->ms, sizeof j->ms, "%d", lease_ms);
+    j->done = done;
+    j->ctx = ctx;
+    j->n = n;
+    j->leases = (wk_control_lease *)(j + 1);
+    j->lost = (uint64_t *)(j->leases + n);
+    for (size_t i = 0; i < n; i++) {
+        j->leases[i].id = held[i]->id;
+        memcpy(j->leases[i].key, held[i]->k_lease, sizeof j->leases[i].key);
     }
-    hr_pipe_free(pipe);
+    if (wk_redis_submit(rd, &j->job) != 0) {
+        free(j);
+        return -1;
+    }
+    return 0;
 }

@@ -1,30 +1,37 @@
 /* wk_control: the worker's periodic Redis reads about open chunks — the
  * tasks' control keys (run, pause, cancel) and the chunks' lease renewals —
- * each one pipelined round trip on the loop thread.  What to do with the
- * answers (halt, abandon) is the lifecycle's (wk_lifecycle). */
+ * as batched jobs on the Redis thread (wk_redis), so they share a round
+ * trip with each other and with the chunks' acknowledgements.  What to do
+ * with the answers (halt, abandon) is the lifecycle's (wk_lifecycle). */
 #ifndef WK_CONTROL_H
 #define WK_CONTROL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hr_redis.h"
 #include "wk_chunk.h"
-#include "wk_metrics.h"
+#include "wk_redis.h"
 
-/* TASK's control key as a wk_chunk_halt, or -1 with ERRSTR on error. */
-int wk_control_read(hr_redis *r, int64_t task, char *errstr, size_t errlen);
-/* One pipelined GET per task of TASKS[N]: HALTS[i] gets what the key says
- * (RUN when its read failed), *QUEUED how many were sent (the rest are not
- * read).  0, or -1 with ERRSTR when a reply failed. */
-int wk_control_read_many(hr_redis *r, const int64_t *tasks, size_t n, wk_chunk_halt *halts,
-                         size_t *queued, char *errstr, size_t errlen);
-/* Renews the leases of HELD[N] as OWNER for LEASE_MS (lease_renew.lua,
- * one pipeline, which replays a NOSCRIPT).  LOST (N slots) gets the chunks
- * whose lease is no longer OWNER's, *NLOST their number.  Errors are
- * counted in MET and logged once: a lease not renewed now is renewed on
- * the next round. */
-void wk_control_renew(hr_redis *r, wk_metrics *met, wk_chunk **held, size_t n, const char *owner,
-                      int lease_ms, wk_chunk **lost, size_t *nlost);
+/* What a control read found, on the loop thread: HALTS[i] is what task
+ * TASKS[i]'s key says (RUN when its read failed); FAILED with ERRSTR when
+ * a read failed.  N 0: a PING answered (or not: FAILED). */
+typedef void (*wk_control_read_fn)(void *ctx, const int64_t *tasks, const wk_chunk_halt *halts,
+                                   size_t n, bool failed, const char *errstr);
+/* What a renewal found, on the loop thread: the ids of the chunks whose
+ * lease is no longer ours (LOST[NLOST]), and FAILED renewals (ERRSTR). */
+typedef void (*wk_control_renew_fn)(void *ctx, const uint64_t *lost, size_t nlost, size_t failed,
+                                    const char *errstr);
+
+/* One GET per task of TASKS[N] (copied); with N 0 a PING, which keeps
+ * /readyz's view of Redis current while nothing is open.  0, or -1 when
+ * the job could not be submitted (DONE is then not called). */
+int wk_control_read(wk_redis *rd, const int64_t *tasks, size_t n, wk_control_read_fn done,
+                    void *ctx);
+/* Renews the leases of HELD[N] (their ids and keys copied) as OWNER for
+ * LEASE_MS with lease_renew.lua; a NOSCRIPT is replayed by the pipeline.
+ * 0, or -1 as above. */
+int wk_control_renew(wk_redis *rd, wk_chunk *const *held, size_t n, const char *owner, int lease_ms,
+                     wk_control_renew_fn done, void *ctx);
 
 #endif

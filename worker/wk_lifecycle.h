@@ -2,17 +2,28 @@
  *
  * The loop file (wk_worker) consumes Kafka and hands every message it
  * received to wk_lifecycle_intake; from there the lifecycle owns the chunk:
- * decode, task load, control read, open (lease, members), the throttle
- * pass, the addresses of an addressed channel (fcm), the pushes' outcomes (wk_lifecycle_push_done, the sender's done
- * callback), acknowledgements, and one of the endings —
+ * decode, task load, open (control key, lease, members, and the addresses
+ * of an addressed channel), the throttle slices, the pushes' outcomes
+ * (wk_lifecycle_push_done, the sender's done callback), acknowledgements,
+ * and one of the endings —
  *   finish    every recipient settled: chunk_done.lua, row 'done'
- *   halt      the task's control key says pause/cancel: park or cancel
+ *   halt      the task's control key says pause/cancel, or it expired:
+ *             park, or drop counted as cancelled or expired
  *   abandon   revoke, lease lost, shutdown: acks flushed, lease released
  *   drop      a Redis error: the lease expires, the sweeper republishes
  * — and, for every message, the offset: wk_offsets says when a finished
  * message lets the partition's offset move, and the store_offset hook
  * stores it.  Every message ends in exactly one of these (a "skip" is an
  * offset settled without a chunk).
+ *
+ * Every Redis step is a job on the worker's Redis thread (wk_redis, through
+ * wk_chunk and wk_control): the lifecycle submits it and goes on, and acts
+ * on its answer when the chunk's hook (or the timer's callback) runs on the
+ * loop.  A chunk in the middle of a step is in a phase (wk_chunk_phase):
+ * opening, open, ending; an ending chunk stays on the list (and counts
+ * against max_chunks_in_flight, and keeps a revoke draining) until its end
+ * job answered, and a chunk the lifecycle is done with is freed only once
+ * no job points at it.
  *
  * The worker drives the lifecycle's timers (wk_lifecycle_renew every
  * lease_ms / 3, wk_lifecycle_control every WK_LIFECYCLE_CTL_MS) and its
@@ -35,10 +46,10 @@
 
 #include "hr_config.h"
 #include "hr_mysql.h"
-#include "hr_redis.h"
 #include "wk_chunk.h"
 #include "wk_metrics.h"
 #include "wk_offsets.h"
+#include "wk_redis.h"
 #include "wk_reporter.h"
 #include "wk_sender.h"
 #include "wk_task.h"
@@ -67,7 +78,7 @@ typedef struct wk_lifecycle_hooks {
 typedef struct wk_lifecycle {
     const hr_config *cfg;
     const char *owner; /* the lease owner, "<instance>/<pid>" */
-    hr_redis *redis;
+    wk_redis *rd;      /* the Redis thread: every Redis call goes there */
     hr_mysql *mysql;
     wk_task_cache *tasks;
     wk_sender *sender;
@@ -78,6 +89,9 @@ typedef struct wk_lifecycle {
     TAILQ_HEAD(wk_chunk_list, wk_chunk) chunks;
     size_t nchunks;
     bool stopping; /* set by the worker at shutdown: a settled push wakes it */
+    /* A timer's job is in flight: the next tick does not submit another
+     * (a slow Redis gets one renewal and one control read at a time). */
+    bool renewing, reading_ctl;
     wk_lifecycle_stats stats;
 } wk_lifecycle;
 
@@ -106,7 +120,8 @@ void wk_lifecycle_control(wk_lifecycle *l);
 
 /* PARTITION is being revoked: its chunks start no new request; those with
  * nothing in flight are abandoned now.  Answers how many are left
- * draining. */
+ * draining (requests in flight, or the abandon's acknowledgements and
+ * lease release under way). */
 size_t wk_lifecycle_revoke(wk_lifecycle *l, int32_t partition);
 /* True while a revoked chunk is still draining. */
 bool wk_lifecycle_revoke_draining(const wk_lifecycle *l);
@@ -115,7 +130,11 @@ void wk_lifecycle_abandon_revoked(wk_lifecycle *l, const char *why);
 /* Forgets PARTITION's unsettled messages (revoked: its next owner
  * consumes them again). */
 void wk_lifecycle_forget(wk_lifecycle *l, int32_t partition);
-/* Abandons every chunk (shutdown): nothing more is acknowledged. */
+/* True while a chunk's end job (close, park, cancel, abandon) has not
+ * answered: the offsets some of them store are not stored yet. */
+bool wk_lifecycle_ending(const wk_lifecycle *l);
+/* Abandons every chunk (shutdown): what was settled is acknowledged, the
+ * leases released (jobs the Redis thread finishes before it stops). */
 void wk_lifecycle_abandon_all(wk_lifecycle *l, const char *why);
 
 #endif

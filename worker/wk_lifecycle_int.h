@@ -8,13 +8,18 @@
 
 #include "wk_lifecycle.h"
 
-/* Gives C up without finishing it; with SETTLE its offset counts as
- * finished.  Frees C. */
+/* Gives C up without finishing it (WHY: a static string for the log); with
+ * SETTLE its offset counts as finished.  Submits C's end job (C is unlinked
+ * when it answered); nothing for a chunk ending already. */
 void wk_lifecycle_abandon(wk_lifecycle *l, wk_chunk *c, const char *why, bool settle);
-/* Stops starting requests for C (HALT: park or cancel).  May free C. */
+/* Stops starting requests for C (HALT: park, expire or cancel); once
+ * nothing of it is in flight its end job is submitted.  May unlink C (when
+ * the job cannot be submitted). */
 void wk_lifecycle_halt(wk_lifecycle *l, wk_chunk *c, wk_chunk_halt halt);
-/* Takes C's lease, reads its set and starts its pushes; a foreign lease
- * is waited for (the open is retried by the timers).  May free C. */
+/* Submits C's open (control key, lease, members); its answer goes on in
+ * the lifecycle, which waits for a foreign lease by calling this again
+ * from the control timer.  May unlink C (when the job cannot be
+ * submitted). */
 void wk_lifecycle_open(wk_lifecycle *l, wk_chunk *c);
 
 #endif

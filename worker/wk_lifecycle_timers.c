@@ -1,7 +1,10 @@
 /* wk_lifecycle_timers: the lifecycle's periodic work on its open chunks
  * (see wk_lifecycle.h): lease renewal, the control read that halts the
- * chunks of paused, cancelled or expired tasks, the pump watchdog and the retried
- * open of chunks waiting for a foreign lease. */
+ * chunks of paused, cancelled or expired tasks, the pump watchdog and the
+ * retried open of chunks waiting for a foreign lease.  The renewal and the
+ * control read are jobs on the Redis thread (wk_control): a tick submits
+ * one unless the last one has not answered yet, and its answer is acted on
+ * when it comes. */
 #include "wk_lifecycle_int.h"
 
 #include <inttypes.h>
@@ -10,28 +13,54 @@
 #include "wk_clock.h"
 #include "wk_control.h"
 
+/* The renewal's answer.  The lease expired and may be someone else's now:
+ * pushing on would only send duplicates, so the chunk is given up like a
+ * revoke, and its offset counts as finished since the new holder does the
+ * rest. */
+static void wk_lifecycle_renewed(void *ctx, const uint64_t *lost, size_t nlost, size_t failed,
+                                 const char *errstr)
+{
+    wk_lifecycle *l = ctx;
+
+    l->renewing = false;
+    /* A lease not renewed now is renewed on the next round. */
+    if (failed > 0) {
+        hr_metrics_inc(l->met->backend_errors[WK_BACKEND_REDIS]);
+        hr_log_warn("lease_renew_failed", "leases=%zu error=%s", failed, errstr);
+    }
+    for (size_t i = 0; i < nlost; i++) {
+        wk_chunk *c;
+
+        TAILQ_FOREACH(c, &l->chunks, link)
+        if (c->id == lost[i])
+            break;
+        /* Gone meanwhile, or already ending (its end releases nothing). */
+        if (c == NULL || c->phase != WK_CHUNK_OPEN)
+            continue;
+        hr_log_warn("lease_lost", "task=%" PRId64 " seq=%" PRId64, c->msg.task, c->msg.seq);
+        wk_lifecycle_abandon(l, c, "lease lost", true);
+    }
+}
+
 void wk_lifecycle_renew(wk_lifecycle *l)
 {
-    wk_chunk *c, *held[WK_CHUNK_MAX_OPEN], *lost[WK_CHUNK_MAX_OPEN];
-    size_t n = 0, nlost = 0;
+    wk_chunk *c, *held[WK_CHUNK_MAX_OPEN];
+    size_t n = 0;
 
+    if (l->renewing)
+        return;
+    /* Only an open chunk holds a lease to renew: one opening takes its
+     * own, fresh; one ending gives it up. */
     TAILQ_FOREACH(c, &l->chunks, link)
-    {
-        /* A chunk waiting for a foreign lease holds none to renew. */
-        if (c->lease_wait_until_ms > 0 && c->members == NULL)
-            continue;
-        if (n < WK_CHUNK_MAX_OPEN)
-            held[n++] = c;
-    }
-    wk_control_renew(l->redis, l->met, held, n, l->owner, l->cfg->worker.lease_ms, lost, &nlost);
-    /* The lease expired and may be someone else's now: pushing on would
-     * only send duplicates, so the chunk is given up like a revoke, and its
-     * offset counts as finished since the new holder does the rest. */
-    for (size_t i = 0; i < nlost; i++) {
-        hr_log_warn("lease_lost", "task=%" PRId64 " seq=%" PRId64, lost[i]->msg.task,
-                    lost[i]->msg.seq);
-        wk_lifecycle_abandon(l, lost[i], "lease lost", true);
-    }
+    if (c->phase == WK_CHUNK_OPEN && n < WK_CHUNK_MAX_OPEN)
+        held[n++] = c;
+    if (n == 0)
+        return;
+    if (wk_control_renew(l->rd, held, n, l->owner, l->cfg->worker.lease_ms, wk_lifecycle_renewed,
+                         l) == 0)
+        l->renewing = true;
+    else
+        hr_log_warn("lease_renew_failed", "leases=%zu error=the Redis thread took no job", n);
 }
 
 /* The pump watchdog: an opened, running chunk with recipients left whose
@@ -48,7 +77,7 @@ static void wk_lifecycle_watchdog(wk_lifecycle *l)
     if (l->stopping)
         return;
     TAILQ_FOREACH(c, &l->chunks, link)
-    if (c->members != NULL && c->halt == WK_CHUNK_RUN && c->open > 0 &&
+    if (c->phase == WK_CHUNK_OPEN && c->halt == WK_CHUNK_RUN && c->open > c->unchecked &&
         wk_sender_stuck(l->sender, c->task->ch_index))
         stalled++;
     hr_metrics_set(l->met->stalled_chunks, (double)stalled);
@@ -61,77 +90,77 @@ static void wk_lifecycle_watchdog(wk_lifecycle *l)
 }
 
 /* Retries the open of the chunks waiting for a foreign lease
- * (wk_lifecycle_open).  They are collected first: an open kicks the sender,
- * which may finish other chunks, never a waiting one (it has no pushes). */
+ * (wk_lifecycle_open). */
 static void wk_lifecycle_reopen(wk_lifecycle *l)
 {
-    wk_chunk *c, *waiting[WK_CHUNK_MAX_OPEN];
-    size_t n = 0;
+    wk_chunk *c, *next;
 
-    TAILQ_FOREACH(c, &l->chunks, link)
-    if (c->lease_wait_until_ms > 0 && c->members == NULL && c->halt == WK_CHUNK_RUN &&
-        n < WK_CHUNK_MAX_OPEN)
-        waiting[n++] = c;
-    for (size_t i = 0; i < n; i++)
-        wk_lifecycle_open(l, waiting[i]);
+    for (c = TAILQ_FIRST(&l->chunks); c != NULL; c = next) {
+        next = TAILQ_NEXT(c, link);
+        if (c->phase == WK_CHUNK_NEW && c->lease_wait_until_ms > 0 && c->halt == WK_CHUNK_RUN)
+            wk_lifecycle_open(l, c); /* may drop C */
+    }
 }
 
-/* Reads the control key of every task with an open chunk (one pipelined GET
- * per task) and halts the chunks of paused or cancelled tasks, and those of
- * running tasks past their expire_at (the sender also refuses to start
- * their pushes; this catches a chunk none of whose pushes it looks at, e.g.
- * all waiting for rate-limit tokens). */
-void wk_lifecycle_control(wk_lifecycle *l)
+/* The control read's answer: halts the chunks of paused or cancelled
+ * tasks, and those of running tasks past their expire_at (the sender also
+ * refuses to start their pushes; this catches a chunk none of whose pushes
+ * it looks at, e.g. all waiting for rate-limit tokens). */
+static void wk_lifecycle_ctl_read(void *ctx, const int64_t *tasks, const wk_chunk_halt *halts,
+                                  size_t n, bool failed, const char *errstr)
 {
-    int64_t tasks[WK_CHUNK_MAX_OPEN];
-    wk_chunk_halt halts[WK_CHUNK_MAX_OPEN];
-    size_t ntasks = 0, queued = 0;
-    char errstr[256];
+    wk_lifecycle *l = ctx;
     wk_chunk *c, *next;
-    int64_t now;
-    bool failed;
+    int64_t now = wk_clock_now_ms();
 
-    TAILQ_FOREACH(c, &l->chunks, link)
-    {
-        size_t i;
-
-        for (i = 0; i < ntasks && tasks[i] != c->msg.task; i++)
-            ;
-        if (i == ntasks && ntasks < WK_CHUNK_MAX_OPEN)
-            tasks[ntasks++] = c->msg.task;
-    }
-    if (ntasks == 0) {
-        /* Nothing open: a PING keeps /readyz's view of Redis current. */
-        const char *ping[] = {"PING"};
-        redisReply *reply = hr_redis_cmd(l->redis, errstr, sizeof errstr, 1, ping, NULL);
-
-        atomic_store(&l->met->redis_ok, reply != NULL);
-        if (reply != NULL)
-            freeReplyObject(reply);
-        return;
-    }
-    failed =
-        wk_control_read_many(l->redis, tasks, ntasks, halts, &queued, errstr, sizeof errstr) != 0;
+    l->reading_ctl = false;
     if (failed) {
         hr_metrics_inc(l->met->backend_errors[WK_BACKEND_REDIS]);
-        hr_log_warn("ctl_read_failed", "error=%s", errstr);
+        if (n > 0)
+            hr_log_warn("ctl_read_failed", "error=%s", errstr);
     }
     atomic_store(&l->met->redis_ok, !failed);
-    now = wk_clock_now_ms();
     for (c = TAILQ_FIRST(&l->chunks); c != NULL; c = next) {
         wk_chunk_halt halt = WK_CHUNK_RUN;
 
         next = TAILQ_NEXT(c, link);
-        for (size_t i = 0; i < queued; i++)
+        for (size_t i = 0; i < n; i++)
             if (tasks[i] == c->msg.task) {
                 halt = halts[i];
                 break;
             }
         if (halt == WK_CHUNK_RUN && hr_task_expired(c->task->row, now))
             halt = WK_CHUNK_EXPIRE;
-        /* May free C (nothing in flight): do not look at it again. */
+        /* May end C (nothing in flight), even drop it: not looked at again. */
         if (halt != WK_CHUNK_RUN)
             wk_lifecycle_halt(l, c, halt);
+    }
+}
+
+/* Submits the read of the control key of every task with a chunk (one
+ * pipelined GET per task; a PING when there is none, so /readyz's view of
+ * Redis stays current), then runs the watchdog and the lease-waiting
+ * opens. */
+void wk_lifecycle_control(wk_lifecycle *l)
+{
+    int64_t tasks[WK_CHUNK_MAX_OPEN];
+    size_t ntasks = 0;
+    wk_chunk *c;
+
+    if (!l->reading_ctl) {
+        TAILQ_FOREACH(c, &l->chunks, link)
+        {
+            size_t i;
+
+            if (c->phase == WK_CHUNK_ENDING)
+                continue;
+            for (i = 0; i < ntasks && tasks[i] != c->msg.task; i++)
+                ;
+            if (i == ntasks && ntasks < WK_CHUNK_MAX_OPEN)
+                tasks[ntasks++] = c->msg.task;
+        }
+        if (wk_control_read(l->rd, tasks, ntasks, wk_lifecycle_ctl_read, l) == 0)
+            l->reading_ctl = true;
     }
     wk_lifecycle_watchdog(l);
     wk_lifecycle_reopen(l);

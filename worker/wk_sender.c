@@ -237,7 +237,7 @@ static int wk_chan_multis(wk_chan *chan)
     return 0;
 }
 
-int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_metrics *m,
+int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, wk_redis *rd, wk_metrics *m,
                   wk_sender_done_fn done, void *ctx, wk_sender **out, char *errstr, size_t errlen)
 {
     wk_sender *s = calloc(1, sizeof *s);
@@ -247,7 +247,7 @@ int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_met
         goto oom;
     s->loop = loop;
     s->cfg = cfg;
-    s->redis = redis;
+    s->rd = rd;
     s->m = m;
     s->done = done;
     s->ctx = ctx;
@@ -262,7 +262,7 @@ int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_met
         chan->s = s;
         chan->cfg = &cfg->channels[i];
         /* The config's 64-byte channel names fit HR_KEY_MAX. */
-        hr_key_slowdown(hr_redis_prefix(redis), chan->k_slow, sizeof chan->k_slow, chan->cfg->name);
+        hr_key_slowdown(wk_redis_prefix(rd), chan->k_slow, sizeof chan->k_slow, chan->cfg->name);
         TAILQ_INIT(&chan->tasks);
         wk_retry_cap_init(&chan->cap, chan->cfg->concurrency);
         chan->all = calloc((size_t)chan->cfg->concurrency, sizeof *chan->all);
@@ -400,6 +400,7 @@ void wk_sender_close(wk_sender *s)
 {
     if (s == NULL)
         return;
+    s->closed = true;
     for (size_t i = 0; i < s->nchans; i++) {
         wk_chan *chan = &s->chans[i];
 

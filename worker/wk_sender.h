@@ -57,8 +57,8 @@
 
 #include "hr_addr.h"
 #include "hr_config.h"
-#include "hr_redis.h"
 #include "wk_metrics.h"
+#include "wk_redis.h"
 #include "wk_retry.h"
 #include "wk_task.h"
 
@@ -113,10 +113,11 @@ typedef void (*wk_sender_prune_fn)(void *ctx, wk_push *push, const hr_addr *a);
 
 typedef struct wk_sender wk_sender;
 
-/* REDIS is used for rate-limit grants on the loop thread.  M (which must
- * outlive the sender) gets the request latency, in-flight, rate-limit wait
- * and HTTP / limiter error metrics. */
-int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, hr_redis *redis, wk_metrics *m,
+/* RD (the worker's Redis thread) gets the rate-limit grants and the
+ * slow-down key's reads and writes as jobs: the loop never waits for them.
+ * M (which must outlive the sender) gets the request latency, in-flight,
+ * rate-limit wait and HTTP / limiter error metrics. */
+int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, wk_redis *rd, wk_metrics *m,
                   wk_sender_done_fn done, void *ctx, wk_sender **out, char *errstr, size_t errlen);
 
 /* Whether channel CH_INDEX pushes to addresses from the address book, and

@@ -72,13 +72,14 @@ struct wk_chan {
     bool auth_busy;          /* it is on the multi handle */
     char k_slow[HR_KEY_MAX]; /* the channel's cluster-wide slow-down (hr_key_slowdown) */
     int64_t slow_checked_ms; /* when it was last read */
+    bool slow_reading;       /* a read is on its way (the Redis thread) */
     int64_t slow_seen_until; /* the latest slow-down this worker took part in */
 };
 
 struct wk_sender {
     uv_loop_t *loop;
     const hr_config *cfg;
-    hr_redis *redis;
+    wk_redis *rd;
     wk_metrics *m;
     wk_sender_done_fn done;
     wk_sender_prune_fn prune;
@@ -87,6 +88,7 @@ struct wk_sender {
     size_t nchans;
     size_t inflight;
     bool draining;
+    bool closed; /* wk_sender_close ran: a Redis job's late answer runs no queue */
     bool pumping, pump_again;
     uint64_t rnd;
     HR_VEC(wk_sock *) socks; /* by descriptor: the sockets opened for curl (wk_sender_uv.c) */

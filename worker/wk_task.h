@@ -80,6 +80,7 @@ typedef struct wk_task {
     TAILQ_ENTRY(wk_task) rr;
     bool queued;
     int64_t wait_until_ms;
+    bool granting[2]; /* a grant of the task's budget (task, share) is on its way */
     int refs;
     int64_t loaded_ms;
 } wk_task;

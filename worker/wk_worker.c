@@ -37,6 +37,7 @@
 #include "wk_lifecycle.h"
 #include "wk_metrics.h"
 #include "wk_offsets.h"
+#include "wk_redis.h"
 #include "wk_reporter.h"
 #include "wk_sender.h"
 #include "wk_task.h"
@@ -368,7 +369,9 @@ static void wk_worker_idle_cb(uv_idle_t *h)
 
     uv_idle_stop(h);
     if (w->stopping) {
-        if (wk_sender_in_flight(w->life.sender) == 0)
+        /* Chunks closing or parking store their offsets when Redis
+         * answered: the commit waits for them (at most the grace). */
+        if (wk_sender_in_flight(w->life.sender) == 0 && !wk_lifecycle_ending(&w->life))
             wk_worker_shutdown_now(w);
         return;
     }
@@ -428,6 +431,9 @@ static void wk_worker_close_handles(wk_worker *w)
     uv_close((uv_handle_t *)&w->idle, NULL);
     uv_close((uv_handle_t *)&w->kpoll, NULL);
     wk_sender_close(w->life.sender);
+    /* The jobs queued (the shutdown's abandons among them) still run;
+     * their answers come while the loop runs down (wk_worker_free). */
+    wk_redis_close(w->life.rd);
 }
 
 /* ---- setup ------------------------------------------------------------------- */
@@ -437,6 +443,7 @@ int wk_worker_new(const hr_config *cfg, wk_worker **out, char *errstr, size_t er
     wk_worker *w = calloc(1, sizeof *w);
     const wk_lifecycle_hooks hooks = {
         .privdata = w, .store_offset = wk_worker_store, .wake = wk_worker_wake};
+    hr_redis *r = NULL;
 
     *out = NULL;
     if (w == NULL) {
@@ -452,8 +459,14 @@ int wk_worker_new(const hr_config *cfg, wk_worker **out, char *errstr, size_t er
         free(w);
         return -1;
     }
-    if (hr_redis_connect(cfg, &w->life.redis, errstr, errlen) != 0 ||
-        hr_mysql_connect(cfg, &w->life.mysql, errstr, errlen) != 0)
+    if (hr_redis_connect(cfg, &r, errstr, errlen) != 0)
+        goto fail;
+    /* From here on the connection is the Redis thread's. */
+    if (wk_redis_start(&w->loop, r, &w->life.rd, errstr, errlen) != 0) {
+        hr_redis_free(r);
+        goto fail;
+    }
+    if (hr_mysql_connect(cfg, &w->life.mysql, errstr, errlen) != 0)
         goto fail;
     if (wk_task_cache_new(cfg, &w->life.tasks) != 0 || wk_offsets_new(&w->life.offsets) != 0 ||
         wk_inbox_new(WK_WORKER_INBOX_MSGS, WK_WORKER_INBOX_BYTES, &w->inbox) != 0) {
@@ -463,7 +476,7 @@ int wk_worker_new(const hr_config *cfg, wk_worker **out, char *errstr, size_t er
     w->life.met = wk_metrics_new(cfg, errstr, errlen);
     if (w->life.met == NULL)
         goto fail;
-    if (wk_sender_new(&w->loop, cfg, w->life.redis, w->life.met, wk_lifecycle_push_done, &w->life,
+    if (wk_sender_new(&w->loop, cfg, w->life.rd, w->life.met, wk_lifecycle_push_done, &w->life,
                       &w->life.sender, errstr, errlen) != 0 ||
         wk_reporter_start(cfg, w->owner, w->life.met, &w->life.reporter, errstr, errlen) != 0)
         goto fail;
@@ -593,10 +606,15 @@ void wk_worker_free(wk_worker *w)
         /* Run failed half way or never finished: close what was opened. */
         w->finished = true;
         wk_worker_close_handles(w);
-    } else if (!w->handles_ready && w->life.sender != NULL) {
-        wk_sender_close(w->life.sender);
+    } else if (!w->handles_ready) {
+        if (w->life.sender != NULL)
+            wk_sender_close(w->life.sender);
+        wk_redis_close(w->life.rd);
     }
     uv_run(&w->loop, UV_RUN_DEFAULT);
+    /* Every job answered (the loop ran until the Redis thread's wake-up
+     * handle closed): the thread has ended. */
+    wk_redis_free(w->life.rd);
     /* The scrape callbacks read the reporter: stop serving first. */
     if (w->life.met != NULL)
         wk_metrics_stop(w->life.met);
@@ -616,7 +634,6 @@ void wk_worker_free(wk_worker *w)
     wk_offsets_free(w->life.offsets);
     wk_task_cache_free(w->life.tasks);
     hr_mysql_free(w->life.mysql);
-    hr_redis_free(w->life.redis);
     wk_metrics_free(w->life.met);
     uv_loop_close(&w->loop);
     free(w);

@@ -1,6 +1,7 @@
 /* wk_worker: the herald-worker daemon — one libuv loop thread that drives
- * the Kafka consumer, the chunks, the sender and the lease renewals, plus
- * the reporter thread (wk_reporter) for MySQL writes.
+ * the Kafka consumer, the chunks, the sender and the timers, plus the Redis
+ * thread (wk_redis) that makes every Redis call and the reporter thread
+ * (wk_reporter) for MySQL writes.
  *
  * Flow per chunk message (DESIGN.md flows 6-8, docs/architecture.md
  * "Runtime contract"): decode strictly (bad → count, skip); load the task
@@ -48,12 +49,16 @@
  *        -> wk_lifecycle   a chunk from intake to offset store
  *                          (up: store_offset and wake hooks to wk_worker)
  *                          (wk_lifecycle_timers: renewal, control, watchdog)
- *            -> wk_control     control-key reads, lease renewals
+ *            -> wk_control     control-key reads, lease renewals (jobs)
  *                -> wk_chunk
- *            -> wk_chunk       one chunk's Redis side (scripts)
+ *            -> wk_chunk       one chunk's Redis side (jobs: open, throttle
+ *                              slices, flushes, end; up: the chunk hooks to
+ *                              wk_lifecycle)
  *            -> wk_sender      HTTP engine: pushes in, outcomes, retries
  *                              (up: the done callback to wk_lifecycle)
- *                -> wk_chan        a channel's queues, caps, tokens, slow-down
+ *                -> wk_chan        a channel's queues, caps, tokens (grants
+ *                                  as jobs), slow-down (key read and written
+ *                                  as jobs)
  *                -> wk_sender_uv   curl multi on the libuv loop
  *                -> wk_xfer        one request: build, classify
  *                -> wk_retry       backoff, AIMD cap, delay heap
@@ -61,7 +66,35 @@
  *            -> wk_offsets     per-partition contiguous completion
  *            -> wk_task        task cache, templates, rendering
  *        -> wk_metrics     Prometheus families, /metrics, /readyz
- *   wk_clock is a leaf every module may read. */
+ *   wk_redis (the Redis thread: jobs in, their DONE back on the loop) is
+ *   used by wk_chunk, wk_control, wk_chan and wk_lifecycle (the prune), and
+ *   created and closed by wk_worker; wk_clock is a leaf every module may
+ *   read.
+ *
+ * Threads and lock order (the one place they are written down):
+ *   loop      the libuv loop (wk_worker_run): the Kafka consumer and its
+ *             rebalance callback, the inbox, every chunk and push, the
+ *             sender (curl multi), the task cache, the offsets, the MySQL
+ *             connection of task loads and prunes, the timers.  It never
+ *             calls Redis: it submits jobs to the Redis thread and acts on
+ *             their DONE, which runs on the loop (uv_async).
+ *   redis     wk_redis: owns the hr_redis connection and a pipeline; runs
+ *             the jobs in submission order.  It reads what a job points at
+ *             that does not change while the job is in flight (a chunk's
+ *             keys, members, pushes' uids and user hashes, a task's row and
+ *             rule) and writes only the job; the loop moves results into
+ *             the chunk in DONE.  A chunk stays allocated while a job points
+ *             at it (wk_chunk.jobs).
+ *   reporter  wk_reporter: its own MySQL connection; events in through its
+ *             ring, nothing back.
+ *   httpd     libmicrohttpd's threads for /metrics, /healthz, /readyz: read
+ *             the metric registry and wk_metrics' atomics only.
+ *   librdkafka's own threads, reached only through its API.
+ * Locks: wk_redis's mutex (its two job lists) is taken alone, and nothing
+ * is called while it is held.  The others: hr_metrics' registry mutex
+ * before a family's (common/hr_metrics.c), and a family's before the
+ * reporter's mutex (the queue-depth gauge's callback reads the ring while
+ * /metrics renders); the loop takes the reporter's alone. */
 #ifndef WK_WORKER_H
 #define WK_WORKER_H
 

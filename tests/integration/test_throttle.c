@@ -1,8 +1,9 @@
 /* Integration test of hr_throttle and lua/throttle.lua against the stack's
  * Redis: every decision of random pipelined batches checked against a
  * reference model, two racing clients never letting more than the limit
- * through a window, stream keys expiring with the window, shadow mode, keys
- * with a throttle_key value, and a 31-day window.  Keys live under the
+ * through a window, window keys expiring with the window, shadow mode, keys
+ * with a throttle_key value, a 31-day window, and a window a worker from
+ * before issue 19 left as a stream.  Keys live under the
  * test's own prefix (itest_config).
  *
  * Redis time cannot be simulated, so the model test runs in real time with
@@ -138,18 +139,21 @@ static void assert_windows(const m_entry *p, size_t n, int64_t limit, int64_t wi
     }
 }
 
-/* The stream KEY holds exactly the model's entries (both are trimmed by the
- * same calls).  The key may expire in between, when its newest entry leaves
- * the window, so both sides are compared from the server time after the
- * read on, with 2 ms to spare for the expiry's own clock reading. */
-static void assert_stream_matches(const char *key, const m_key *k, int64_t window_ms)
+/* The window KEY holds exactly the model's entries (both are trimmed by the
+ * same calls): every member scored inside the window is a model entry
+ * there, the same task at the same time, and none is missing.  A task
+ * passes at most once per window, so the members inside it are unique.
+ * The key may expire in between, when its newest entry leaves the window,
+ * so both sides are compared from the server time after the read on, with
+ * 2 ms to spare for the expiry's own clock reading. */
+static void assert_window_matches(const char *key, const m_key *k, int64_t window_ms)
 {
-    redisReply *reply = hr_redis_cmdf(rd, errstr, sizeof errstr, "XRANGE %s - +", key);
-    size_t i, got = 0, want = 0;
+    redisReply *reply = hr_redis_cmdf(rd, errstr, sizeof errstr, "ZRANGE %s 0 -1 WITHSCORES", key);
+    size_t i, j, got = 0, want = 0;
     int64_t now;
 
     if (reply == NULL)
-        fail_msg("XRANGE: %s", errstr);
+        fail_msg("ZRANGE: %s", errstr);
     if (hr_redis_time_ms(rd, &now, errstr, sizeof errstr) != 0)
         fail_msg("TIME: %s", errstr);
     now += 2;
@@ -157,17 +161,17 @@ static void assert_stream_matches(const char *key, const m_key *k, int64_t windo
     for (i = 0; i < k->n; i++)
         if (k->e[i].t > now - window_ms)
             want++;
-    for (i = 0; i < reply->elements; i++) {
-        const redisReply *e = reply->element[i];
-        int64_t t = strtoll(e->element[0]->str, NULL, 10);
+    for (i = 0; i + 1 < reply->elements; i += 2) {
+        int64_t task = strtoll(reply->element[i]->str, NULL, 10);
+        int64_t t = strtoll(reply->element[i + 1]->str, NULL, 10);
 
         if (t <= now - window_ms)
             continue;
-        assert_true(got < k->n);
-        /* The model's entries in the window are its last WANT ones. */
-        assert_int_equal(t, k->e[k->n - want + got].t);
-        assert_int_equal(strtoll(e->element[1]->element[1]->str, NULL, 10),
-                         k->e[k->n - want + got].task);
+        for (j = 0; j < k->n && !(k->e[j].task == task && k->e[j].t > now - window_ms); j++)
+            ;
+        if (j == k->n)
+            fail_msg("task %" PRId64 " passed at %" PRId64 " but not in the model", task, t);
+        assert_int_equal(t, k->e[j].t);
         got++;
     }
     assert_int_equal(got, want);
@@ -229,7 +233,7 @@ static void test_model(void **state)
             assert_int_equal(res[i].count, count);
         }
         for (i = 0; i < n; i++)
-            assert_stream_matches(reqs[i].key, &model[ki[i]], reqs[i].rule->window_ms);
+            assert_window_matches(reqs[i].key, &model[ki[i]], reqs[i].rule->window_ms);
         sleep_ms(rand() % 120);
     }
     for (s = 0; s < 2; s++)
@@ -400,7 +404,7 @@ static void test_shadow(void **state)
     }
     assert_int_equal(shadowed, 3);
     /* Would-be-throttled sends add nothing: enforce sees the one pass. */
-    assert_int_equal(cmd_int("XLEN", key), 1);
+    assert_int_equal(cmd_int("ZCARD", key), 1);
     res = check1(rd, key, &enforce);
     assert_int_equal(res.verdict, HR_THROTTLE_BLOCKED);
     assert_int_equal(res.count, 1);
@@ -454,7 +458,7 @@ static void test_key_value(void **state)
     /* The same task again is already counted, never throttled by itself. */
     rule.task = 5;
     assert_int_equal(check1(rd, key, &rule).verdict, HR_THROTTLE_PASS);
-    assert_int_equal(cmd_int("XLEN", key), 1);
+    assert_int_equal(cmd_int("ZCARD", key), 1);
     cJSON_Delete(payload);
 }
 
@@ -476,7 +480,45 @@ static void test_bounds(void **state)
     /* A limit of 0 is a caller bug, refused before Redis sees it. */
     req = (hr_throttle_req){key, &none};
     assert_int_equal(hr_throttle_check(rd, &req, 1, &res, errstr, sizeof errstr), -1);
-    assert_int_equal(cmd_int("XLEN", key), 1);
+    assert_int_equal(cmd_int("ZCARD", key), 1);
+}
+
+/* A window a worker from before issue 19 wrote (a stream: entry id = the
+ * pass's ms, field t = the task) is read as the same window: the first
+ * call rewrites it as a sorted set with the passes still in the window and
+ * the key's expiry, and they go on counting. */
+static void test_stream_window(void **state)
+{
+    (void)state;
+    hr_throttle_rule rule = {2, 60000, 41, HR_THROTTLE_ENFORCE};
+    char key[HR_THROTTLE_KEY_MAX];
+    redisReply *reply;
+    long long pttl;
+    int64_t now;
+
+    make_key(key, "old", "1", NULL);
+    if (hr_redis_time_ms(rd, &now, errstr, sizeof errstr) != 0)
+        fail_msg("TIME: %s", errstr);
+    /* Task 40 passed 100 s ago (out of the window), task 41 a second ago. */
+    freeReplyObject(
+        hr_redis_cmdf(rd, errstr, sizeof errstr, "XADD %s %" PRId64 "-0 t 40", key, now - 100000));
+    freeReplyObject(
+        hr_redis_cmdf(rd, errstr, sizeof errstr, "XADD %s %" PRId64 "-0 t 41", key, now - 1000));
+    freeReplyObject(hr_redis_cmdf(rd, errstr, sizeof errstr, "PEXPIRE %s 59000", key));
+    /* Task 41 again: already counted, not throttled by itself. */
+    assert_int_equal(check1(rd, key, &rule).verdict, HR_THROTTLE_PASS);
+    reply = hr_redis_cmdf(rd, errstr, sizeof errstr, "TYPE %s", key);
+    assert_non_null(reply);
+    assert_string_equal(reply->str, "zset");
+    freeReplyObject(reply);
+    assert_int_equal(cmd_int("ZCARD", key), 1);
+    pttl = cmd_int("PTTL", key);
+    assert_true(pttl > 50000 && pttl <= 59000);
+    /* Task 42 is the second pass in the window; task 43 is one too many. */
+    rule.task = 42;
+    assert_int_equal(check1(rd, key, &rule).count, 2);
+    rule.task = 43;
+    assert_int_equal(check1(rd, key, &rule).verdict, HR_THROTTLE_BLOCKED);
 }
 
 /* A batch larger than one pipeline slice: every request answered, in
@@ -508,7 +550,7 @@ int main(void)
         cmocka_unit_test(test_key_value), cmocka_unit_test(test_shadow),
         cmocka_unit_test(test_bounds),    cmocka_unit_test(test_large_batch),
         cmocka_unit_test(test_expiry),    cmocka_unit_test(test_race),
-        cmocka_unit_test(test_model),
+        cmocka_unit_test(test_model),     cmocka_unit_test(test_stream_window),
     };
 
     cfg = itest_config(); /* exits 77 before cmocka starts when unset */

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""bench/throttle_lua.py: Redis CPU per call of throttle.lua variants
+(issue 19; docs/performance.md, docs/throttle.md "Cost").
+
+    bench/throttle_lua.py [--n N] [--node-bytes B] [--aof] SCRIPT.lua [SCRIPT.lua ...]
+
+For each script it starts a private redis-server (no persistence unless
+--aof, which sets appendfsync everysec as the local stack does;
+stream-node-max-bytes B, 4096 by default as Redis ships) on a loopback port
+of the stack's band (16379 + HERALD_PORT_OFFSET + 20), loads the script and
+calls it as the worker does (EVALSHA, pipelines of 1,000; limit 5, window
+3,600 s, as bench/run throttle): N recipients (200,000) on fresh keys (a
+new scope), then the same N again (every window holds this task's entry:
+the redelivery case), then N by a second task (the window is read and a
+second entry added).  It reports, per pass, the Redis CPU (utime + stime of
+the server, /proc) per call in µs and the wall per call, and after the
+first pass the server's used_memory per window and MEMORY USAGE of one
+window.  Give the committed script and an older one to compare, e.g.
+`bench/throttle_lua.py common/lua/throttle.lua <(git show adce24f:common/lua/throttle.lua)`.
+Each variant runs on its own fresh server, one after the other: run the
+pair twice, A B A B, on a busy machine."""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "tests", "lib"))
+import herald_test  # noqa: E402,F401  (Debian's dist-packages on sys.path)
+import redis  # noqa: E402
+
+PORT = 16379 + int(os.environ.get("HERALD_PORT_OFFSET") or 0) + 20
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+LIMIT, WINDOW_MS = 5, 3_600_000
+BATCH = 1000
+
+
+def cpu_s(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def calls(r, sha, keys, task):
+    """Every key once, pipelined BATCH per round trip; the verdicts' counts."""
+    verdicts = {0: 0, 1: 0, 2: 0}
+    for i in range(0, len(keys), BATCH):
+        pipe = r.pipeline(transaction=False)
+        for k in keys[i:i + BATCH]:
+            pipe.evalsha(sha, 1, k, LIMIT, WINDOW_MS, task)
+        for v in pipe.execute():
+            verdicts[int(v[0])] += 1
+    return verdicts
+
+
+def run(path, a):
+    with open(path) as f:
+        source = f.read()
+    work = tempfile.mkdtemp(prefix="throttle-lua-")
+    argv = ["redis-server", "--port", str(PORT), "--bind", "127.0.0.1", "--dir", work,
+            "--save", "", "--appendonly", "yes" if a.aof else "no",
+            "--appendfsync", "everysec", "--stream-node-max-bytes", str(a.node_bytes)]
+    srv = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out = {"script": path}
+    try:
+        r = redis.Redis(host="127.0.0.1", port=PORT, socket_timeout=60)
+        for _ in range(100):
+            try:
+                r.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        sha = r.script_load(source)
+        keys = ["bench:thr:s:%d" % (10 ** 9 + i) for i in range(a.n)]
+        base_mem = r.info("memory")["used_memory"]
+        for name, task in (("fresh", 1), ("again", 1), ("second task", 2)):
+            c0, t0 = cpu_s(srv.pid), time.time()
+            verdicts = calls(r, sha, keys, task)
+            c1, t1 = cpu_s(srv.pid), time.time()
+            out[name] = {"cpu_us_per_call": round((c1 - c0) * 1e6 / a.n, 2),
+                         "wall_us_per_call": round((t1 - t0) * 1e6 / a.n, 2),
+                         "verdicts": verdicts}
+            if name == "fresh":
+                out["bytes_per_window"] = round((r.info("memory")["used_memory"] - base_mem)
+                                                / a.n)
+                out["memory_usage_one"] = r.memory_usage(keys[0])
+        out["memory_usage_two"] = r.memory_usage(keys[0])
+        return out
+    finally:
+        srv.terminate()
+        srv.wait(timeout=30)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("scripts", nargs="+")
+    ap.add_argument("--n", type=int, default=200_000)
+    ap.add_argument("--node-bytes", type=int, default=4096)
+    ap.add_argument("--aof", action="store_true")
+    a = ap.parse_args()
+    with open("/proc/loadavg") as f:
+        print("load %s; n %d, stream-node-max-bytes %d, aof %s"
+              % (f.read().split()[0], a.n, a.node_bytes, "everysec" if a.aof else "off"))
+    for path in a.scripts:
+        res = run(path, a)
+        print("%s: bytes/window %s (MEMORY USAGE %s, with 2 entries %s)"
+              % (res["script"], res["bytes_per_window"], res["memory_usage_one"],
+                 res["memory_usage_two"]))
+        for name in ("fresh", "again", "second task"):
+            p = res[name]
+            print("  %-12s Redis CPU %6.2f us/call, wall %6.2f us/call, verdicts %s"
+                  % (name, p["cpu_us_per_call"], p["wall_us_per_call"], p["verdicts"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
