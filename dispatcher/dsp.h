@@ -194,6 +194,7 @@ typedef struct dsp_scan_entry {
  * at (count changed, or not checked for DSP_RECHECK_MS). */
 typedef struct dsp_prep_count {
     int64_t have, want;
+    bool synced; /* {t<ID>}synced exists */
     bool need;
 } dsp_prep_count;
 

@@ -1046,15 +1046,14 @@ static void wk_chunk_end_task_left(wk_chunk_end_job *j, hr_redis *r)
     if ((j->stats = calloc((size_t)shards, sizeof *j->stats)) == NULL)
         goto unknown;
     for (int k = 0; k < shards; k++)
-        if (hr_finish_read_stats(r, c->msg.task, k, &j->stats[k], j->errstr, sizeof j->errstr) !=
-            0)
+        if (hr_finish_read_stats(r, c->msg.task, k, &j->stats[k], j->errstr, sizeof j->errstr) != 0)
             goto unknown;
     j->res.stats = j->stats;
     j->res.nstats = shards;
     return;
 unknown:
-    hr_log_warn("shard_counters_unread", "task=%" PRId64 " seq=%" PRId64 " error=%s",
-                c->msg.task, c->msg.seq, j->errstr);
+    hr_log_warn("shard_counters_unread", "task=%" PRId64 " seq=%" PRId64 " error=%s", c->msg.task,
+                c->msg.seq, j->errstr);
     j->res.res[1] = -1;
 }
 
@@ -1111,7 +1110,7 @@ int wk_chunk_finalize(wk_redis *rd, wk_chunk *c, wk_chunk_ending how, const char
 
     if (j == NULL)
         return -1;
-    j->job.ops = how == WK_CHUNK_DROP                       ? &wk_chunk_end_run_ops
+    j->job.ops = how == WK_CHUNK_DROP                      ? &wk_chunk_end_run_ops
                  : how == WK_CHUNK_CLOSE && c->msg.sharded ? &wk_chunk_end_sharded_ops
                                                            : &wk_chunk_end_batched_ops;
     j->c = c;
