@@ -2,7 +2,7 @@
  * schemas/kafka/chunk.v1.json).
  *
  * Decoding uses a small strict parser instead of a general JSON library:
- * the value is one flat object of six integer fields, and parsing the
+ * the value is one flat object of six or seven integer fields, and parsing the
  * digits ourselves keeps every int64 exact (a double-based parser rounds
  * above 2^53) and rejects fractions, exponents and strings outright. */
 #include "hr_chunkmsg.h"
@@ -12,18 +12,25 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "hr_shard.h"
+
 #define HR_CHUNKMSG_MAX_COUNT 100000
 
-enum { F_V, F_TASK, F_SEQ, F_COUNT, F_DUE_MS, F_PUBLISHED_MS, F__COUNT };
+/* F_SHARD is optional: a task of several shards only (hr_shard.h). */
+enum { F_V, F_TASK, F_SEQ, F_COUNT, F_DUE_MS, F_PUBLISHED_MS, F_SHARD, F__COUNT };
 
 static const struct hr_chunkmsg_field {
     const char *name;
     int64_t min;
     int64_t max;
 } hr_chunkmsg_fields[F__COUNT] = {
-    [F_V] = {"v", INT64_MIN, INT64_MAX},   [F_TASK] = {"task", 1, INT64_MAX},
-    [F_SEQ] = {"seq", 1, INT64_MAX},       [F_COUNT] = {"count", 0, HR_CHUNKMSG_MAX_COUNT},
-    [F_DUE_MS] = {"due_ms", 0, INT64_MAX}, [F_PUBLISHED_MS] = {"published_ms", 0, INT64_MAX},
+    [F_V] = {"v", INT64_MIN, INT64_MAX},
+    [F_TASK] = {"task", 1, INT64_MAX},
+    [F_SEQ] = {"seq", 1, INT64_MAX},
+    [F_COUNT] = {"count", 0, HR_CHUNKMSG_MAX_COUNT},
+    [F_DUE_MS] = {"due_ms", 0, INT64_MAX},
+    [F_PUBLISHED_MS] = {"published_ms", 0, INT64_MAX},
+    [F_SHARD] = {"shard", 0, HR_SHARDS_MAX - 1},
 };
 
 typedef struct hr_chunkmsg_parser {
@@ -42,6 +49,12 @@ int hr_chunkmsg_encode(const hr_chunkmsg *msg, char *buf, size_t len)
                      HR_CHUNKMSG_VERSION, msg->task, msg->seq, msg->count, msg->due_ms,
                      msg->published_ms);
 
+    if (n < 0 || (size_t)n >= len)
+        return -1;
+    /* A sharded task's chunk: the field replaces the closing brace.  An old
+     * worker's strict decoder refuses it (docs/architecture.md). */
+    if (msg->sharded)
+        n += snprintf(buf + n - 1, len - (size_t)n + 1, ",\"shard\":%d}", msg->shard) - 1;
     return n < 0 || (size_t)n >= len ? -1 : n;
 }
 
@@ -137,6 +150,7 @@ int hr_chunkmsg_decode(const void *data, size_t len, hr_chunkmsg *out, char *err
     hr_chunkmsg_parser ps = {data, data, (const char *)data + len, errstr, errlen};
     int64_t values[F__COUNT];
     bool seen[F__COUNT] = {false};
+    bool shard;
 
     if (len > HR_CHUNKMSG_MAX_BYTES) {
         snprintf(errstr, errlen, "message of %zu bytes exceeds %d", len, HR_CHUNKMSG_MAX_BYTES);
@@ -168,6 +182,8 @@ int hr_chunkmsg_decode(const void *data, size_t len, hr_chunkmsg *out, char *err
     hr_chunkmsg_ws(&ps);
     if (ps.p != ps.end)
         return hr_chunkmsg_fail(&ps, "trailing bytes");
+    shard = seen[F_SHARD];
+    seen[F_SHARD] = true; /* optional */
     for (int i = 0; i < F__COUNT; i++) {
         if (!seen[i]) {
             snprintf(errstr, errlen, "missing field \"%s\"", hr_chunkmsg_fields[i].name);
@@ -179,6 +195,8 @@ int hr_chunkmsg_decode(const void *data, size_t len, hr_chunkmsg *out, char *err
         return -1;
     }
     for (int i = 0; i < F__COUNT; i++) {
+        if (i == F_SHARD && !shard)
+            continue;
         if (values[i] < hr_chunkmsg_fields[i].min || values[i] > hr_chunkmsg_fields[i].max) {
             snprintf(errstr, errlen, "field %s: %" PRId64 " outside %" PRId64 "..%" PRId64,
                      hr_chunkmsg_fields[i].name, values[i], hr_chunkmsg_fields[i].min,
@@ -186,10 +204,14 @@ int hr_chunkmsg_decode(const void *data, size_t len, hr_chunkmsg *out, char *err
             return -1;
         }
     }
+    /* Padding included: a decoded message compares with memcmp. */
+    memset(out, 0, sizeof *out);
     out->task = values[F_TASK];
     out->seq = values[F_SEQ];
     out->count = values[F_COUNT];
     out->due_ms = values[F_DUE_MS];
     out->published_ms = values[F_PUBLISHED_MS];
+    out->sharded = shard;
+    out->shard = shard ? (int)values[F_SHARD] : 0;
     return 0;
 }

@@ -2,14 +2,17 @@
  *
  *   key   "<task>:<seq>"
  *   value {"v":1,"task":42,"seq":17,"count":5000,"due_ms":...,"published_ms":...}
+ *         and, for a task of several shards only, "shard":3
  *
  * Decoding is strict: a message that is not exactly this (wrong version,
- * missing or non-integer fields, task/seq < 1, count outside 0..100000,
+ * missing or non-integer fields, task/seq < 1, count outside 0..100000, shard
+ * outside 0..255,
  * unknown fields, trailing bytes, over 4 KiB) is rejected with a reason, so
  * the worker can count and skip it. */
 #ifndef HR_CHUNKMSG_H
 #define HR_CHUNKMSG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,6 +25,11 @@ typedef struct hr_chunkmsg {
     int64_t count;
     int64_t due_ms;
     int64_t published_ms;
+    /* A task of several shards (docs/architecture.md "Sharded tasks"):
+     * SHARDED, and the chunk's SHARD (then in the message).  Zeroed: a task
+     * of one shard, whose keys are shard 0's, and no field. */
+    bool sharded;
+    int shard;
 } hr_chunkmsg;
 
 /* Writes the JSON value into BUF; returns its length or -1 if LEN is short. */

@@ -11,7 +11,8 @@
 #include "hr_keys.h"
 #include "hr_state.h"
 
-int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr, size_t errlen)
+int hr_finish_read_stats(hr_redis *r, int64_t id, int shard, hr_outcomes *out, char *errstr,
+                         size_t errlen)
 {
     char key[256];
     redisReply *reply;
@@ -19,7 +20,7 @@ int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr
                          &out->cancelled, &out->retried, &out->unregistered, &out->expired};
     size_t i;
 
-    hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_STATS);
+    hr_key_shard(hr_redis_prefix(r), key, sizeof key, id, shard, HR_KEY_STATS);
     reply = hr_redis_cmdf(r, errstr, errlen,
                           "HMGET %s sent failed throttled pulled cancelled "
                           "retried unregistered expired",
@@ -35,25 +36,166 @@ int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr
     return 0;
 }
 
-int hr_finish_raise(hr_mysql *m, int64_t id, const hr_outcomes *stats, char *errstr, size_t errlen)
-{
-    const hr_mysql_param p[] = {
-        HR_P_I64(stats->sent),         HR_P_I64(stats->failed),    HR_P_I64(stats->throttled),
-        HR_P_I64(stats->pulled),       HR_P_I64(stats->cancelled), HR_P_I64(stats->retried),
-        HR_P_I64(stats->unregistered), HR_P_I64(stats->expired),   HR_P_I64(id)};
+/* The SET list "c = GREATEST(c, ?)" of every outcome counter, in
+ * hr_outcomes order (the parameters of hr_finish_raise_params). */
+#define HR_FINISH_RAISE_SET                                                \
+    "sent = GREATEST(sent, ?), failed = GREATEST(failed, ?), "             \
+    "throttled = GREATEST(throttled, ?), pulled = GREATEST(pulled, ?), "   \
+    "cancelled = GREATEST(cancelled, ?), retried = GREATEST(retried, ?), " \
+    "unregistered = GREATEST(unregistered, ?), expired = GREATEST(expired, ?)"
 
-    return hr_mysql_exec(m,
-                         "UPDATE push_task SET sent = GREATEST(sent, ?), "
-                         "failed = GREATEST(failed, ?), throttled = GREATEST(throttled, ?), "
-                         "pulled = GREATEST(pulled, ?), cancelled = GREATEST(cancelled, ?), "
-                         "retried = GREATEST(retried, ?), "
-                         "unregistered = GREATEST(unregistered, ?), "
-                         "expired = GREATEST(expired, ?) WHERE id = ?",
-                         p, 9, NULL, NULL, NULL, errstr, errlen);
+/* STATS' counters into P[0..8). */
+static void hr_finish_raise_params(const hr_outcomes *stats, hr_mysql_param *p)
+{
+    const int64_t v[8] = {stats->sent,      stats->failed,  stats->throttled,    stats->pulled,
+                          stats->cancelled, stats->retried, stats->unregistered, stats->expired};
+
+    for (size_t i = 0; i < 8; i++)
+        p[i] = HR_P_I64(v[i]);
 }
 
-int hr_finish_drop(hr_redis *r, int64_t id, int64_t seq, hr_outcome outcome, const char *owner,
-                   int64_t *n, int64_t *total, char *errstr, size_t errlen)
+int hr_finish_raise(hr_mysql *m, int64_t id, const hr_outcomes *stats, char *errstr, size_t errlen)
+{
+    hr_mysql_param p[9];
+
+    hr_finish_raise_params(stats, p);
+    p[8] = HR_P_I64(id);
+    return hr_mysql_exec(m, "UPDATE push_task SET " HR_FINISH_RAISE_SET " WHERE id = ?", p, 9, NULL,
+                         NULL, NULL, errstr, errlen);
+}
+
+/* Locks task ID's row: every writer of a sharded task's counters takes it
+ * before its shard's row, so two of them never wait on each other's rows
+ * the other way round.  0 or -1. */
+static int hr_finish_lock_task(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(id)};
+    hr_mysql_rows *rows = NULL;
+
+    if (hr_mysql_query(m, "SELECT id FROM push_task WHERE id = ? FOR UPDATE", p, 1, &rows, errstr,
+                       errlen) < 0)
+        return -1;
+    hr_mysql_rows_free(rows);
+    return 0;
+}
+
+/* push_task's counters raised to the sums of task ID's shard rows (never
+ * lowered: a sum read before another writer's commit is only late).  0 or
+ * -1. */
+static int hr_finish_sum(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(id)};
+
+    return hr_mysql_exec(
+        m,
+        "UPDATE push_task t, (SELECT COALESCE(SUM(sent), 0) sent, COALESCE(SUM(failed), 0) failed, "
+        "COALESCE(SUM(throttled), 0) throttled, COALESCE(SUM(pulled), 0) pulled, "
+        "COALESCE(SUM(cancelled), 0) cancelled, COALESCE(SUM(retried), 0) retried, "
+        "COALESCE(SUM(unregistered), 0) unregistered, COALESCE(SUM(expired), 0) expired "
+        "FROM push_task_shard WHERE task_id = ?) s "
+        "SET t.sent = GREATEST(t.sent, s.sent), t.failed = GREATEST(t.failed, s.failed), "
+        "t.throttled = GREATEST(t.throttled, s.throttled), "
+        "t.pulled = GREATEST(t.pulled, s.pulled), "
+        "t.cancelled = GREATEST(t.cancelled, s.cancelled), "
+        "t.retried = GREATEST(t.retried, s.retried), "
+        "t.unregistered = GREATEST(t.unregistered, s.unregistered), "
+        "t.expired = GREATEST(t.expired, s.expired) WHERE t.id = ?",
+        p, 2, NULL, NULL, NULL, errstr, errlen);
+}
+
+/* The ON DUPLICATE KEY part of a shard row's raise: every counter to at
+ * least the one given (an unknown, -1, was inserted as 0 and keeps the
+ * row's). */
+#define HR_FINISH_RAISE_DUP                                                            \
+    "sent = GREATEST(sent, VALUES(sent)), failed = GREATEST(failed, VALUES(failed)), " \
+    "throttled = GREATEST(throttled, VALUES(throttled)), "                             \
+    "pulled = GREATEST(pulled, VALUES(pulled)), "                                      \
+    "cancelled = GREATEST(cancelled, VALUES(cancelled)), "                             \
+    "retried = GREATEST(retried, VALUES(retried)), "                                   \
+    "unregistered = GREATEST(unregistered, VALUES(unregistered)), "                    \
+    "expired = GREATEST(expired, VALUES(expired))"
+
+int hr_finish_raise_shard(hr_mysql *m, int64_t id, int shard, const hr_outcomes *stats,
+                          char *errstr, size_t errlen)
+{
+    hr_mysql_param p[10];
+
+    if (shard == HR_SHARD_NONE)
+        return hr_finish_raise(m, id, stats, errstr, errlen);
+    p[0] = HR_P_I64(id);
+    p[1] = HR_P_I64(shard);
+    hr_finish_raise_params(stats, p + 2);
+    /* A row the reconciliation has not written yet (the task is not
+     * claimed: a pull or a cancel before due) is made `waiting`, which no
+     * dispatcher claims; the reconciliation makes it `ready`. */
+    if (hr_finish_lock_task(m, id, errstr, errlen) < 0 ||
+        hr_mysql_exec(m,
+                      "INSERT INTO push_task_shard (task_id, shard, state, sent, failed, "
+                      "throttled, pulled, cancelled, retried, unregistered, expired) "
+                      "VALUES (?, ?, 'waiting', GREATEST(?, 0), GREATEST(?, 0), GREATEST(?, 0), "
+                      "GREATEST(?, 0), GREATEST(?, 0), GREATEST(?, 0), GREATEST(?, 0), "
+                      "GREATEST(?, 0)) ON DUPLICATE KEY UPDATE " HR_FINISH_RAISE_DUP,
+                      p, 10, NULL, NULL, NULL, errstr, errlen) < 0)
+        return -1;
+    return hr_finish_sum(m, id, errstr, errlen);
+}
+
+/* Runs hr_finish_raise_shard for STATS in a transaction of its own (the
+ * callers run outside of one).  0 or -1. */
+static int hr_finish_raise_tx(hr_mysql *m, int64_t id, int shard, const hr_outcomes *stats,
+                              char *errstr, size_t errlen)
+{
+    if (hr_mysql_begin(m, errstr, errlen) < 0)
+        return -1;
+    if (hr_finish_raise_shard(m, id, shard, stats, errstr, errlen) < 0 ||
+        hr_mysql_commit(m, errstr, errlen) < 0) {
+        hr_mysql_rollback(m);
+        return -1;
+    }
+    return 0;
+}
+
+int hr_finish_add(hr_mysql *m, int64_t id, int shard, hr_outcome outcome, int64_t delta,
+                  char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(shard), HR_P_I64(delta), HR_P_I64(delta)};
+    const hr_mysql_param pt[] = {HR_P_I64(delta), HR_P_I64(id)};
+    const char *sql;
+
+    /* Column names cannot be parameters: one statement each. */
+    if (outcome != HR_OUTCOME_PULLED && outcome != HR_OUTCOME_FAILED) {
+        snprintf(errstr, errlen, "hr_finish_add: outcome %s is not added to",
+                 hr_progress_outcome_name(outcome));
+        return -1;
+    }
+    if (shard == HR_SHARD_NONE)
+        return hr_mysql_exec(m,
+                             outcome == HR_OUTCOME_PULLED
+                                 ? "UPDATE push_task SET pulled = GREATEST(pulled + ?, 0) "
+                                   "WHERE id = ?"
+                                 : "UPDATE push_task SET failed = GREATEST(failed + ?, 0) "
+                                   "WHERE id = ?",
+                             pt, 2, NULL, NULL, NULL, errstr, errlen);
+    sql = outcome == HR_OUTCOME_PULLED
+              ? "INSERT INTO push_task_shard (task_id, shard, state, pulled) "
+                "VALUES (?, ?, 'waiting', GREATEST(?, 0)) "
+                "ON DUPLICATE KEY UPDATE pulled = GREATEST(pulled + ?, 0)"
+              : "INSERT INTO push_task_shard (task_id, shard, state, failed) "
+                "VALUES (?, ?, 'waiting', GREATEST(?, 0)) "
+                "ON DUPLICATE KEY UPDATE failed = GREATEST(failed + ?, 0)";
+    if (hr_mysql_begin(m, errstr, errlen) < 0)
+        return -1;
+    if (hr_finish_lock_task(m, id, errstr, errlen) < 0 ||
+        hr_mysql_exec(m, sql, p, 4, NULL, NULL, NULL, errstr, errlen) < 0 ||
+        hr_finish_sum(m, id, errstr, errlen) < 0 || hr_mysql_commit(m, errstr, errlen) < 0) {
+        hr_mysql_rollback(m);
+        return -1;
+    }
+    return 0;
+}
+
+int hr_finish_drop(hr_redis *r, int64_t id, int shard, int64_t seq, hr_outcome outcome,
+                   const char *owner, int64_t *n, int64_t *total, char *errstr, size_t errlen)
 {
     const char *prefix = hr_redis_prefix(r);
     char set[HR_KEY_MAX], stats[HR_KEY_MAX], pending[HR_KEY_MAX], lease[HR_KEY_MAX], seq_s[24];
@@ -63,15 +205,16 @@ int hr_finish_drop(hr_redis *r, int64_t id, int64_t seq, hr_outcome outcome, con
     redisReply *reply;
     int rc = -1;
 
-    hr_key_task(prefix, stats, sizeof stats, id, HR_KEY_STATS);
+    hr_key_shard(prefix, stats, sizeof stats, id, shard, HR_KEY_STATS);
     if (seq < 0) {
-        hr_key_task(prefix, set, sizeof set, id, seq == HR_FINISH_WAIT ? HR_KEY_WAIT : HR_KEY_SUBS);
+        hr_key_shard(prefix, set, sizeof set, id, shard,
+                     seq == HR_FINISH_WAIT ? HR_KEY_WAIT : HR_KEY_SUBS);
         reply = hr_redis_eval(r, HR_LUA_DROP_SET, 2, 3, subs_argv, NULL, errstr, errlen);
     } else {
         snprintf(seq_s, sizeof seq_s, "%" PRId64, seq);
-        hr_key_chunk(prefix, set, sizeof set, id, seq);
-        hr_key_task(prefix, pending, sizeof pending, id, HR_KEY_PENDING);
-        hr_key_lease(prefix, lease, sizeof lease, id, seq);
+        hr_key_shard_chunk(prefix, set, sizeof set, id, shard, seq);
+        hr_key_shard(prefix, pending, sizeof pending, id, shard, HR_KEY_PENDING);
+        hr_key_shard_lease(prefix, lease, sizeof lease, id, shard, seq);
         reply =
             hr_redis_eval(r, HR_LUA_DROP_SET, 4, owner != NULL ? 7 : 6, argv, NULL, errstr, errlen);
     }
@@ -91,23 +234,28 @@ done:
     return rc;
 }
 
-int hr_finish_count(hr_mysql *m, int64_t id, hr_outcome outcome, int64_t total, char *errstr,
-                    size_t errlen)
+int hr_finish_count(hr_mysql *m, int64_t id, int shard, hr_outcome outcome, int64_t total,
+                    char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(total), HR_P_I64(id)};
-    const char *sql;
+    hr_outcomes one = HR_OUTCOMES_UNKNOWN;
 
-    /* Column names cannot be parameters: one statement per outcome. */
-    if (outcome == HR_OUTCOME_CANCELLED)
-        sql = "UPDATE push_task SET cancelled = GREATEST(cancelled, ?) WHERE id = ?";
-    else if (outcome == HR_OUTCOME_EXPIRED)
-        sql = "UPDATE push_task SET expired = GREATEST(expired, ?) WHERE id = ?";
-    else {
+    if (outcome != HR_OUTCOME_CANCELLED && outcome != HR_OUTCOME_EXPIRED) {
         snprintf(errstr, errlen, "hr_finish_count: outcome %s is not dropped",
                  hr_progress_outcome_name(outcome));
         return -1;
     }
-    return hr_mysql_exec(m, sql, p, 2, NULL, NULL, NULL, errstr, errlen);
+    if (shard != HR_SHARD_NONE) {
+        *(outcome == HR_OUTCOME_CANCELLED ? &one.cancelled : &one.expired) = total;
+        return hr_finish_raise_tx(m, id, shard, &one, errstr, errlen);
+    }
+    /* Column names cannot be parameters: one statement per outcome. */
+    return hr_mysql_exec(
+        m,
+        outcome == HR_OUTCOME_CANCELLED
+            ? "UPDATE push_task SET cancelled = GREATEST(cancelled, ?) WHERE id = ?"
+            : "UPDATE push_task SET expired = GREATEST(expired, ?) WHERE id = ?",
+        p, 2, NULL, NULL, NULL, errstr, errlen);
 }
 
 int hr_finish_task(hr_mysql *m, int64_t id, const hr_outcomes *stats, hr_finish_result *out,

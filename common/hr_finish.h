@@ -17,6 +17,7 @@
 #include "hr_mysql.h"
 #include "hr_progress.h"
 #include "hr_redis.h"
+#include "hr_shard.h"
 
 /* A task's outcome counters; -1 = not known (MySQL's value stands). */
 typedef struct hr_outcomes {
@@ -26,33 +27,57 @@ typedef struct hr_outcomes {
 
 #define HR_OUTCOMES_UNKNOWN ((hr_outcomes){-1, -1, -1, -1, -1, -1, -1, -1})
 
-/* Reads the task's stats hash into *OUT (0 for a field it lacks).  0 or -1. */
-int hr_finish_read_stats(hr_redis *r, int64_t id, hr_outcomes *out, char *errstr, size_t errlen);
+/* Reads the stats hash of shard SHARD of task ID (0 or HR_SHARD_NONE for a
+ * task of one shard) into *OUT (0 for a field it lacks).  0 or -1. */
+int hr_finish_read_stats(hr_redis *r, int64_t id, int shard, hr_outcomes *out, char *errstr,
+                         size_t errlen);
 
 /* Raises task ID's MySQL outcome counters to at least STATS (absolute
  * values, each -1 = leave it): what the worker's reporter writes.  0 or
  * -1. */
 int hr_finish_raise(hr_mysql *m, int64_t id, const hr_outcomes *stats, char *errstr, size_t errlen);
 
+/* The same for the stats hash of shard SHARD of a task of several shards
+ * (docs/architecture.md "Sharded tasks"): its push_task_shard row is raised
+ * to STATS, then push_task's counters to the sum of the task's rows.  The
+ * task row is locked first, so writers of one task's shards never
+ * deadlock on each other's rows; inside the caller's transaction if it has
+ * one.  A row the reconciliation has not written yet (a pull or a cancel
+ * before the claim) is written `waiting`, which no dispatcher claims.
+ * SHARD HR_SHARD_NONE is hr_finish_raise.  0 or -1. */
+int hr_finish_raise_shard(hr_mysql *m, int64_t id, int shard, const hr_outcomes *stats,
+                          char *errstr, size_t errlen);
+
+/* Adds DELTA (may be negative; a counter never goes below 0) to OUTCOME's
+ * counter (HR_OUTCOME_PULLED: the pull's +1, HR_OUTCOME_FAILED: redrive's
+ * minus what it moved) of shard SHARD of task ID (HR_SHARD_NONE: of
+ * push_task itself), then, for a shard, raises push_task's to the rows' sum,
+ * in a transaction of its own.  0 or -1. */
+int hr_finish_add(hr_mysql *m, int64_t id, int shard, hr_outcome outcome, int64_t delta,
+                  char *errstr, size_t errlen);
+
 /* hr_finish_drop's SEQ for the task's own sets rather than a chunk. */
 #define HR_FINISH_SUBS (-1) /* subs */
 #define HR_FINISH_WAIT (-2) /* the wait ZSET of a local-time or windowed task */
 
 /* drop_set.lua: the recipients left in task ID's subs or wait set (SEQ
- * HR_FINISH_SUBS / HR_FINISH_WAIT) or in its chunk SEQ are dropped and counted as OUTCOME (HR_OUTCOME_CANCELLED or
+ * HR_FINISH_SUBS / HR_FINISH_WAIT) or in its chunk SEQ, of shard SHARD (0 for
+ * a task of one shard), are dropped and counted as OUTCOME (HR_OUTCOME_CANCELLED or
  * HR_OUTCOME_EXPIRED).  OWNER is the calling worker's id (its lease goes
  * with the chunk), NULL for a dispatcher.  *N gets the number this call
  * dropped, -1 when another process holds the chunk's lease (nothing
  * changed); *TOTAL the stats hash's counter of OUTCOME after the call, the
  * value MySQL gets (hr_finish_count).  0 or -1. */
-int hr_finish_drop(hr_redis *r, int64_t id, int64_t seq, hr_outcome outcome, const char *owner,
-                   int64_t *n, int64_t *total, char *errstr, size_t errlen);
+int hr_finish_drop(hr_redis *r, int64_t id, int shard, int64_t seq, hr_outcome outcome,
+                   const char *owner, int64_t *n, int64_t *total, char *errstr, size_t errlen);
 
 /* push_task.<OUTCOME> := TOTAL (a stats hash counter hr_finish_drop
  * answered), never lower: every dropper writes the same counter this way,
- * so concurrent drops never add up wrong.  0 or -1. */
-int hr_finish_count(hr_mysql *m, int64_t id, hr_outcome outcome, int64_t total, char *errstr,
-                    size_t errlen);
+ * so concurrent drops never add up wrong.  For shard SHARD of a task of
+ * several shards (not HR_SHARD_NONE) the shard's row gets TOTAL and
+ * push_task the rows' sum, in a transaction of its own.  0 or -1. */
+int hr_finish_count(hr_mysql *m, int64_t id, int shard, hr_outcome outcome, int64_t total,
+                    char *errstr, size_t errlen);
 
 typedef struct hr_finish_result {
     int64_t subscriptions; /* push_subscription rows */

@@ -3,6 +3,7 @@
 #include "hr_keys.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -19,12 +20,37 @@ static char *hr_key_fit(char *buf, size_t len, int n)
     return n >= 0 && (size_t)n < len ? buf : NULL;
 }
 
-char *hr_key_task(const char *prefix, char *buf, size_t len, int64_t task, hr_key_kind kind)
+/* Whether KIND is the task's own (one per task, under {t<ID>} whatever
+ * the shard): the control mirror and the prepare lock and mark of the
+ * one reconciliation; every other kind is per shard. */
+static bool hr_key_task_level(hr_key_kind kind)
 {
+    return kind == HR_KEY_CTL || kind == HR_KEY_SYNCED || kind == HR_KEY_PREP;
+}
+
+/* "{t42}" for shard 0 (or a task of one shard), "{t42:s3}" for shard 3:
+ * the hash tag every key of one shard shares. */
+static int hr_key_tag(char *buf, size_t len, int64_t task, int shard)
+{
+    if (shard < 1)
+        return snprintf(buf, len, "{t%" PRId64 "}", task);
+    return snprintf(buf, len, "{t%" PRId64 ":s%d}", task, shard);
+}
+
+char *hr_key_shard(const char *prefix, char *buf, size_t len, int64_t task, int shard,
+                   hr_key_kind kind)
+{
+    char tag[48];
+
     if ((unsigned)kind >= HR_KEY__COUNT)
         return NULL;
-    return hr_key_fit(buf, len,
-                      snprintf(buf, len, "%s{t%" PRId64 "}:%s", prefix, task, hr_key_names[kind]));
+    hr_key_tag(tag, sizeof tag, task, hr_key_task_level(kind) ? 0 : shard);
+    return hr_key_fit(buf, len, snprintf(buf, len, "%s%s:%s", prefix, tag, hr_key_names[kind]));
+}
+
+char *hr_key_task(const char *prefix, char *buf, size_t len, int64_t task, hr_key_kind kind)
+{
+    return hr_key_shard(prefix, buf, len, task, 0, kind);
 }
 
 char *hr_key_task_base(const char *prefix, char *buf, size_t len, int64_t task)
@@ -32,27 +58,55 @@ char *hr_key_task_base(const char *prefix, char *buf, size_t len, int64_t task)
     return hr_key_fit(buf, len, snprintf(buf, len, "%s{t%" PRId64 "}:", prefix, task));
 }
 
+/* PREFIX TAG ":" NAME ":" SEQ: the keys of one chunk. */
+static char *hr_key_seq(const char *prefix, char *buf, size_t len, int64_t task, int shard,
+                        const char *name, int64_t seq)
+{
+    char tag[48];
+
+    hr_key_tag(tag, sizeof tag, task, shard);
+    return hr_key_fit(buf, len, snprintf(buf, len, "%s%s:%s:%" PRId64, prefix, tag, name, seq));
+}
+
+char *hr_key_shard_chunk(const char *prefix, char *buf, size_t len, int64_t task, int shard,
+                         int64_t seq)
+{
+    return hr_key_seq(prefix, buf, len, task, shard, "chunk", seq);
+}
+
+char *hr_key_shard_lease(const char *prefix, char *buf, size_t len, int64_t task, int shard,
+                         int64_t seq)
+{
+    return hr_key_seq(prefix, buf, len, task, shard, "lease", seq);
+}
+
+char *hr_key_shard_redrive(const char *prefix, char *buf, size_t len, int64_t task, int shard,
+                           int64_t seq)
+{
+    return hr_key_seq(prefix, buf, len, task, shard, "redrive", seq);
+}
+
 char *hr_key_chunk(const char *prefix, char *buf, size_t len, int64_t task, int64_t seq)
 {
-    return hr_key_fit(buf, len,
-                      snprintf(buf, len, "%s{t%" PRId64 "}:chunk:%" PRId64, prefix, task, seq));
+    return hr_key_shard_chunk(prefix, buf, len, task, 0, seq);
 }
 
 char *hr_key_lease(const char *prefix, char *buf, size_t len, int64_t task, int64_t seq)
 {
-    return hr_key_fit(buf, len,
-                      snprintf(buf, len, "%s{t%" PRId64 "}:lease:%" PRId64, prefix, task, seq));
+    return hr_key_shard_lease(prefix, buf, len, task, 0, seq);
 }
 
 char *hr_key_redrive(const char *prefix, char *buf, size_t len, int64_t task, int64_t seq)
 {
-    return hr_key_fit(buf, len,
-                      snprintf(buf, len, "%s{t%" PRId64 "}:redrive:%" PRId64, prefix, task, seq));
+    return hr_key_shard_redrive(prefix, buf, len, task, 0, seq);
 }
 
-/* PREFIX with glob characters escaped, then "{t" TASK "}:" NAME ":*". */
-static char *hr_key_match(const char *prefix, char *buf, size_t len, int64_t task, const char *name)
+/* PREFIX with glob characters escaped, then TAG ":" NAME ":*" (the tag's
+ * braces and colon are no glob characters). */
+static char *hr_key_match(const char *prefix, char *buf, size_t len, int64_t task, int shard,
+                          const char *name)
 {
+    char tag[48];
     size_t o = 0;
 
     for (size_t i = 0; prefix[i] != '\0'; i++) {
@@ -62,18 +116,28 @@ static char *hr_key_match(const char *prefix, char *buf, size_t len, int64_t tas
             buf[o++] = '\\';
         buf[o++] = prefix[i];
     }
-    return hr_key_fit(buf, len,
-                      (int)o + snprintf(buf + o, len - o, "{t%" PRId64 "}:%s:*", task, name));
+    hr_key_tag(tag, sizeof tag, task, shard);
+    return hr_key_fit(buf, len, (int)o + snprintf(buf + o, len - o, "%s:%s:*", tag, name));
+}
+
+char *hr_key_shard_chunks_match(const char *prefix, char *buf, size_t len, int64_t task, int shard)
+{
+    return hr_key_match(prefix, buf, len, task, shard, "chunk");
+}
+
+char *hr_key_shard_leases_match(const char *prefix, char *buf, size_t len, int64_t task, int shard)
+{
+    return hr_key_match(prefix, buf, len, task, shard, "lease");
 }
 
 char *hr_key_chunks_match(const char *prefix, char *buf, size_t len, int64_t task)
 {
-    return hr_key_match(prefix, buf, len, task, "chunk");
+    return hr_key_shard_chunks_match(prefix, buf, len, task, 0);
 }
 
 char *hr_key_leases_match(const char *prefix, char *buf, size_t len, int64_t task)
 {
-    return hr_key_match(prefix, buf, len, task, "lease");
+    return hr_key_shard_leases_match(prefix, buf, len, task, 0);
 }
 
 char *hr_key_timer(const char *prefix, char *buf, size_t len)

@@ -6,6 +6,12 @@
  * keys are PREFIX NAME.  PREFIX is the configured redis.prefix
  * (hr_redis_prefix()), at most HR_KEYS_PREFIX_MAX bytes (hr_config checks),
  * so every key without a caller-supplied string fits an HR_KEY_MAX buffer.
+ * A task of S > 1 shards (docs/architecture.md, "Sharded tasks") keeps each
+ * shard's keys under its own tag: shard 0 under the task's {t<ID>}, shard
+ * k >= 1 under {t<ID>:s<k>}, so a script's keys share the shard's slot and
+ * the shards of one task spread over a cluster; the hr_key_shard* builders
+ * take the shard (< 1 = the task's tag), the others build shard 0's keys,
+ * which are a task of one shard's.
  * Every builder writes into BUF and returns BUF, or NULL when the key does
  * not fit in LEN (only possible with a smaller buffer, or with the user,
  * rate-limit and throttle keys, which embed caller strings). */
@@ -37,6 +43,21 @@ typedef enum hr_key_kind {
 
 /* PREFIX "{t" TASK "}:" and the name of KIND, e.g. "herald:{t42}:subs". */
 char *hr_key_task(const char *prefix, char *buf, size_t len, int64_t task, hr_key_kind kind);
+/* KIND of shard SHARD of TASK, e.g. "herald:{t42:s3}:subs"; the task-level
+ * kinds (ctl, synced, prep) are the task's whatever SHARD says. */
+char *hr_key_shard(const char *prefix, char *buf, size_t len, int64_t task, int shard,
+                   hr_key_kind kind);
+/* "herald:{t42:s3}:chunk:<seq>", ":lease:<seq>", ":redrive:<seq>" of shard
+ * SHARD (< 1: "{t42}"). */
+char *hr_key_shard_chunk(const char *prefix, char *buf, size_t len, int64_t task, int shard,
+                         int64_t seq);
+char *hr_key_shard_lease(const char *prefix, char *buf, size_t len, int64_t task, int shard,
+                         int64_t seq);
+char *hr_key_shard_redrive(const char *prefix, char *buf, size_t len, int64_t task, int shard,
+                           int64_t seq);
+/* SCAN MATCH patterns of every chunk:<seq> / lease:<seq> key of one shard. */
+char *hr_key_shard_chunks_match(const char *prefix, char *buf, size_t len, int64_t task, int shard);
+char *hr_key_shard_leases_match(const char *prefix, char *buf, size_t len, int64_t task, int shard);
 /* "herald:{t42}:": the base scripts append "chunk:<seq>" and "lease:<seq>" to. */
 char *hr_key_task_base(const char *prefix, char *buf, size_t len, int64_t task);
 /* "herald:{t42}:chunk:<seq>": a chunk's recipients not yet acknowledged. */

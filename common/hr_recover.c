@@ -53,7 +53,9 @@
 
 #include <unistd.h>
 
+#include "hr_finish.h"
 #include "hr_keys.h"
+#include "hr_shard.h"
 #include "hr_state.h"
 #include "hr_subs.h"
 
@@ -89,73 +91,117 @@ static int hr_recover_reset_total(hr_mysql *m, int64_t id, char *errstr, size_t 
     return 0;
 }
 
-/* Step 3's Redis side: stats.published = push_task.total as just reset. */
-static int hr_recover_reset_published(hr_mysql *m, hr_redis *r, int64_t id, char *errstr,
-                                      size_t errlen)
+/* The delivery log's counts of task ID's recipients by last outcome, per
+ * shard (SHARDS; CRC32(uid) % S is the shard of hr_shard.h, so MySQL
+ * groups them) into PER[0..S), zeroed first (retried is left 0).  0 or
+ * -1. */
+static int hr_recover_log_read(hr_mysql *m, int64_t id, int shards, hr_outcomes *per, char *errstr,
+                               size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(id)};
-    hr_mysql_rows *rows = NULL;
-    redisReply *reply;
-    char key[HR_KEY_MAX];
-    int rc = -1;
-
-    if (hr_mysql_query(m, "SELECT total FROM push_task WHERE id = ?", p, 1, &rows, errstr, errlen) <
-        0)
-        return -1;
-    if (rows->nrows != 1 || hr_mysql_cell(rows, 0, 0) == NULL) {
-        snprintf(errstr, errlen, "task %" PRId64 " disappeared", id);
-        goto done;
-    }
-    reply = hr_redis_cmdf(r, errstr, errlen, "HSET %s published %s",
-                          hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_STATS),
-                          hr_mysql_cell(rows, 0, 0));
-    if (reply == NULL)
-        goto done;
-    freeReplyObject(reply);
-    rc = 0;
-done:
-    hr_mysql_rows_free(rows);
-    return rc;
-}
-
-/* Sets T's outcome counters, in T and in MySQL, from the delivery log (one
- * row per recipient, its last outcome).  The rebuilt set is the
- * subscriptions minus the recipients the log shows as sent, failed, unregistered or
- * throttled, so exactly those are counted: a recipient a worker acknowledged
- * in Redis but had not logged yet (its reporter stopped or behind, a row
- * dropped from a full queue) goes back into the set and is counted when it
- * is pushed again, and one logged but not acknowledged (an ack batch cut
- * short by a flush) is counted here, so the counters add up to the
- * subscriptions either way.  Raising them to MySQL's or the hash's values
- * instead counted the first kind twice.  pulled and cancelled are only
- * raised (the refill also leaves out the pulled set).  0 or -1 (ERRSTR). */
-static int hr_recover_log_counts(hr_mysql *m, hr_task *t, char *errstr, size_t errlen)
-{
-    const hr_mysql_param p[] = {HR_P_I64(t->id)};
+    const hr_mysql_param p[] = {HR_P_I64(shards), HR_P_I64(id)};
     hr_mysql_rows *rows = NULL;
     size_t i;
 
+    memset(per, 0, (size_t)shards * sizeof *per);
     if (hr_mysql_query(m,
-                       "SELECT status, COUNT(*) FROM push_delivery WHERE task_id = ? "
-                       "GROUP BY status",
-                       p, 1, &rows, errstr, errlen) < 0)
+                       "SELECT CRC32(uid) % ?, status, COUNT(*) FROM push_delivery "
+                       "WHERE task_id = ? GROUP BY 1, 2",
+                       p, 2, &rows, errstr, errlen) < 0)
         return -1;
-    t->sent = t->failed = t->throttled = t->unregistered = 0;
     for (i = 0; i < rows->nrows; i++) {
-        const char *status = hr_mysql_cell(rows, i, 0);
-        int64_t n = strtoll(hr_mysql_cell(rows, i, 1), NULL, 10);
-        int64_t *field = strcmp(status, "sent") == 0           ? &t->sent
-                         : strcmp(status, "failed") == 0       ? &t->failed
-                         : strcmp(status, "throttled") == 0    ? &t->throttled
-                         : strcmp(status, "pulled") == 0       ? &t->pulled
-                         : strcmp(status, "cancelled") == 0    ? &t->cancelled
-                         : strcmp(status, "unregistered") == 0 ? &t->unregistered
+        int k = atoi(hr_mysql_cell(rows, i, 0));
+        const char *status = hr_mysql_cell(rows, i, 1);
+        int64_t n = strtoll(hr_mysql_cell(rows, i, 2), NULL, 10);
+        hr_outcomes *c = &per[k >= 0 && k < shards ? k : 0];
+        int64_t *field = strcmp(status, "sent") == 0           ? &c->sent
+                         : strcmp(status, "failed") == 0       ? &c->failed
+                         : strcmp(status, "throttled") == 0    ? &c->throttled
+                         : strcmp(status, "pulled") == 0       ? &c->pulled
+                         : strcmp(status, "cancelled") == 0    ? &c->cancelled
+                         : strcmp(status, "unregistered") == 0 ? &c->unregistered
                                                                : NULL;
 
-        if (field != NULL && n > *field)
-            *field = n;
+        if (field != NULL)
+            *field += n;
     }
     hr_mysql_rows_free(rows);
+    return 0;
+}
+
+/* Step 3's Redis side: each shard's stats.published = the recipients the
+ * delivery log shows it delivered (sent, failed, throttled), which add up
+ * to push_task.total as just reset. */
+static int hr_recover_reset_published(hr_redis *r, int64_t id, int shards, const hr_outcomes *per,
+                                      char *errstr, size_t errlen)
+{
+    char key[HR_KEY_MAX];
+
+    for (int k = 0; k < shards; k++) {
+        redisReply *reply =
+            hr_redis_cmdf(r, errstr, errlen, "HSET %s published %" PRId64,
+                          hr_key_shard(hr_redis_prefix(r), key, sizeof key, id, k, HR_KEY_STATS),
+                          per[k].sent + per[k].failed + per[k].throttled);
+
+        if (reply == NULL)
+            return -1;
+        freeReplyObject(reply);
+    }
+    return 0;
+}
+
+/* Sets T's outcome counters, in T and in MySQL, from the delivery log's
+ * counts PER[0..SHARDS) (one row per recipient, its last outcome).  The
+ * rebuilt set is the subscriptions minus the recipients the log shows as
+ * sent, failed, unregistered or throttled, so exactly those are counted: a
+ * recipient a worker acknowledged in Redis but had not logged yet (its
+ * reporter stopped or behind, a row dropped from a full queue) goes back
+ * into the set and is counted when it is pushed again, and one logged but
+ * not acknowledged (an ack batch cut short by a flush) is counted here, so
+ * the counters add up to the subscriptions either way.  Raising them to
+ * MySQL's or the hash's values instead counted the first kind twice.
+ * pulled and cancelled are only raised (the refill also leaves out the
+ * pulled set).  A sharded task's rows get their shard's counts the same
+ * way, push_task the sums.  0 or -1 (ERRSTR). */
+static int hr_recover_log_counts(hr_mysql *m, hr_task *t, int shards, const hr_outcomes *per,
+                                 char *errstr, size_t errlen)
+{
+    int64_t pulled = 0, cancelled = 0;
+
+    t->sent = t->failed = t->throttled = t->unregistered = 0;
+    for (int k = 0; k < shards; k++) {
+        const hr_mysql_param ps[] = {HR_P_I64(t->id),
+                                     HR_P_I64(k),
+                                     HR_P_I64(per[k].sent),
+                                     HR_P_I64(per[k].failed),
+                                     HR_P_I64(per[k].throttled),
+                                     HR_P_I64(per[k].unregistered),
+                                     HR_P_I64(per[k].pulled),
+                                     HR_P_I64(per[k].cancelled)};
+
+        t->sent += per[k].sent;
+        t->failed += per[k].failed;
+        t->throttled += per[k].throttled;
+        t->unregistered += per[k].unregistered;
+        pulled += per[k].pulled;
+        cancelled += per[k].cancelled;
+        /* A row the reconciliation has not written yet (a scheduled task)
+         * is written waiting, as every counter writer does (hr_finish.h). */
+        if (shards > 1 &&
+            hr_mysql_exec(m,
+                          "INSERT INTO push_task_shard (task_id, shard, state, sent, failed, "
+                          "throttled, unregistered, pulled, cancelled) "
+                          "VALUES (?, ?, 'waiting', ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE "
+                          "sent = VALUES(sent), failed = VALUES(failed), "
+                          "throttled = VALUES(throttled), unregistered = VALUES(unregistered), "
+                          "pulled = GREATEST(pulled, VALUES(pulled)), "
+                          "cancelled = GREATEST(cancelled, VALUES(cancelled))",
+                          ps, 8, NULL, NULL, NULL, errstr, errlen) < 0)
+            return -1;
+    }
+    if (pulled > t->pulled)
+        t->pulled = pulled;
+    if (cancelled > t->cancelled)
+        t->cancelled = cancelled;
     {
         const hr_mysql_param pu[] = {HR_P_I64(t->sent),      HR_P_I64(t->failed),
                                      HR_P_I64(t->throttled), HR_P_I64(t->unregistered),
@@ -170,25 +216,26 @@ static int hr_recover_log_counts(hr_mysql *m, hr_task *t, char *errstr, size_t e
     }
 }
 
-/* Writes T's counters into the stats hash: sent, failed, throttled and unregistered as
- * they are (hr_recover_log_counts), the others only raised (workers write the
- * hash's counters to MySQL with GREATEST, so a hash lost with Redis must
- * not restart them from 0). */
-static int hr_recover_restore_stats(hr_redis *r, const hr_task *t, char *errstr, size_t errlen)
+/* Writes C's counters into the stats hash of shard SHARD of task ID: sent,
+ * failed, throttled and unregistered as they are (hr_recover_log_counts),
+ * the others only raised (workers write the hash's counters to MySQL with
+ * GREATEST, so a hash lost with Redis must not restart them from 0). */
+static int hr_recover_restore_stats(hr_redis *r, int64_t id, int shard, const hr_outcomes *c,
+                                    char *errstr, size_t errlen)
 {
     const struct {
         const char *field;
         int64_t value;
         bool exact;
-    } counters[] = {{"sent", t->sent, true},           {"failed", t->failed, true},
-                    {"throttled", t->throttled, true}, {"unregistered", t->unregistered, true},
-                    {"retried", t->retried, false},    {"pulled", t->pulled, false},
-                    {"cancelled", t->cancelled, false}};
+    } counters[] = {{"sent", c->sent, true},           {"failed", c->failed, true},
+                    {"throttled", c->throttled, true}, {"unregistered", c->unregistered, true},
+                    {"retried", c->retried, false},    {"pulled", c->pulled, false},
+                    {"cancelled", c->cancelled, false}};
     redisReply *reply;
     char key[HR_KEY_MAX];
     size_t i;
 
-    hr_key_task(hr_redis_prefix(r), key, sizeof key, t->id, HR_KEY_STATS);
+    hr_key_shard(hr_redis_prefix(r), key, sizeof key, id, shard, HR_KEY_STATS);
     for (i = 0; i < sizeof counters / sizeof counters[0]; i++) {
         int64_t have;
 
@@ -360,6 +407,8 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
                               .batch = HR_RECOVER_BATCH,
                               .exclude_delivered = true};
     int64_t id = t.id, unaccounted = 0;
+    int shards = t.shards > 1 ? (int)t.shards : 1;
+    hr_outcomes *per = NULL; /* the delivery log's counts per shard */
     bool claimed, locked = false;
     int rc, wait, fill, pass;
 
@@ -418,9 +467,12 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
     /* Leases are looked for before and after the wait: one taken meanwhile
      * (a sweeper's republish) is a chunk in flight too. */
     for (pass = 0; pass < 2; pass++) {
-        int64_t leases = hr_recover_del_matching(
-            r, hr_key_leases_match(prefix, key, sizeof key, id), false, errstr, errlen);
+        int64_t leases = 0;
 
+        for (int k = 0; k < shards && leases == 0; k++)
+            leases = hr_recover_del_matching(
+                r, hr_key_shard_leases_match(prefix, key, sizeof key, id, k), false, errstr,
+                errlen);
         if (leases < 0)
             goto done;
         if (leases > 0) {
@@ -445,23 +497,29 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
      * owner's reconciliation plans them again (dsp_wait.c).  Left in
      * place, a waiting recipient would be pushed from subs now and again
      * at its release. */
-    reply = hr_redis_cmdf(r, errstr, errlen, "DEL %s %s %s %s %s",
-                          hr_key_task(prefix, keys[0], sizeof keys[0], id, HR_KEY_SUBS),
-                          hr_key_task(prefix, keys[1], sizeof keys[1], id, HR_KEY_SEQ),
-                          hr_key_task(prefix, keys[2], sizeof keys[2], id, HR_KEY_PENDING),
-                          hr_key_task(prefix, keys[3], sizeof keys[3], id, HR_KEY_WAIT),
-                          hr_key_task(prefix, keys[4], sizeof keys[4], id, HR_KEY_WAVES));
-    if (reply == NULL)
-        goto done;
-    freeReplyObject(reply);
-    out->dropped_chunks = hr_recover_del_matching(
-        r, hr_key_chunks_match(prefix, key, sizeof key, id), true, errstr, errlen);
-    if (out->dropped_chunks < 0)
-        goto done;
-    out->dropped_leases = hr_recover_del_matching(
-        r, hr_key_leases_match(prefix, key, sizeof key, id), true, errstr, errlen);
-    if (out->dropped_leases < 0)
-        goto done;
+    for (int k = 0; k < shards; k++) {
+        int64_t n;
+
+        reply = hr_redis_cmdf(r, errstr, errlen, "DEL %s %s %s %s %s",
+                              hr_key_shard(prefix, keys[0], sizeof keys[0], id, k, HR_KEY_SUBS),
+                              hr_key_shard(prefix, keys[1], sizeof keys[1], id, k, HR_KEY_SEQ),
+                              hr_key_shard(prefix, keys[2], sizeof keys[2], id, k, HR_KEY_PENDING),
+                              hr_key_shard(prefix, keys[3], sizeof keys[3], id, k, HR_KEY_WAIT),
+                              hr_key_shard(prefix, keys[4], sizeof keys[4], id, k, HR_KEY_WAVES));
+        if (reply == NULL)
+            goto done;
+        freeReplyObject(reply);
+        n = hr_recover_del_matching(r, hr_key_shard_chunks_match(prefix, key, sizeof key, id, k),
+                                    true, errstr, errlen);
+        if (n < 0)
+            goto done;
+        out->dropped_chunks += n;
+        n = hr_recover_del_matching(r, hr_key_shard_leases_match(prefix, key, sizeof key, id, k),
+                                    true, errstr, errlen);
+        if (n < 0)
+            goto done;
+        out->dropped_leases += n;
+    }
     /* Our own lock counts as taken: hr_subs_refill holds it on and
      * releases it. */
     fill = hr_subs_refill(m, r, id, &ro, &out->subs, &out->undelivered, errstr, errlen);
@@ -477,30 +535,60 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
         goto done;
     }
     {
-        const hr_mysql_param p[] = {HR_P_I64(id)};
+        const hr_mysql_param p[] = {HR_P_I64(shards), HR_P_I64(id)};
 
-        if (hr_mysql_query(m, "SELECT COALESCE(MAX(seq), 0) FROM push_chunk WHERE task_id = ?", p,
-                           1, &rows, errstr, errlen) < 0)
+        /* Each shard's highest chunk number ((seq - 1) % S is its shard). */
+        if (hr_mysql_query(m,
+                           "SELECT (seq - 1) % ?, MAX(seq) FROM push_chunk WHERE task_id = ? "
+                           "GROUP BY 1",
+                           p, 2, &rows, errstr, errlen) < 0)
             goto done;
-        out->seq = claimed ? strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10) : 0;
     }
     /* The set holds every subscription now: the owner's reconciliation
      * must not read them again (it would bring back the delivered ones). */
     if (hr_recover_mark_synced(m, r, id, errstr, errlen) < 0)
         goto done;
-    if (claimed && out->seq > 0) {
+    for (size_t i = 0; claimed && i < rows->nrows; i++) {
+        int k = atoi(hr_mysql_cell(rows, i, 0));
+        int64_t max = strtoll(hr_mysql_cell(rows, i, 1), NULL, 10);
+
+        if (max > out->seq)
+            out->seq = max;
+        if (k < 0 || k >= shards || max <= 0)
+            continue;
         reply = hr_redis_cmdf(r, errstr, errlen, "SET %s %" PRId64,
-                              hr_key_task(prefix, key, sizeof key, id, HR_KEY_SEQ), out->seq);
+                              hr_key_shard(prefix, key, sizeof key, id, k, HR_KEY_SEQ),
+                              hr_shard_count_of_seq(shards, max));
         if (reply == NULL)
             goto done;
         freeReplyObject(reply);
     }
+    per = calloc((size_t)shards, sizeof *per);
+    if (per == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        goto done;
+    }
+    if (hr_recover_log_read(m, id, shards, per, errstr, errlen) < 0)
+        goto done;
     if (claimed && (hr_recover_reset_total(m, id, errstr, errlen) < 0 ||
-                    hr_recover_reset_published(m, r, id, errstr, errlen) < 0))
+                    hr_recover_reset_published(r, id, shards, per, errstr, errlen) < 0))
         goto done;
-    if (hr_recover_log_counts(m, &t, errstr, errlen) < 0 ||
-        hr_recover_restore_stats(r, &t, errstr, errlen) < 0)
+    if (hr_recover_log_counts(m, &t, shards, per, errstr, errlen) < 0)
         goto done;
+    /* A task of one set keeps raising retried, pulled and cancelled to
+     * MySQL's (t, as just written); a shard's hash to its log counts. */
+    if (shards == 1) {
+        per[0] = (hr_outcomes){.sent = t.sent,
+                               .failed = t.failed,
+                               .throttled = t.throttled,
+                               .unregistered = t.unregistered,
+                               .retried = t.retried,
+                               .pulled = t.pulled,
+                               .cancelled = t.cancelled};
+    }
+    for (int k = 0; k < shards; k++)
+        if (hr_recover_restore_stats(r, id, k, &per[k], errstr, errlen) < 0)
+            goto done;
     reply = hr_redis_cmdf(r, errstr, errlen, "SET %s %s",
                           hr_key_task(prefix, key, sizeof key, id, HR_KEY_CTL),
                           hr_control_name(t.control));
@@ -523,5 +611,6 @@ done:
     if (locked)
         hr_subs_unlock(r, id, o->token, err, sizeof err);
     hr_mysql_rows_free(rows);
+    free(per);
     return rc;
 }

@@ -17,7 +17,9 @@
  * transition (the sweeper's or a worker's reporter's) that read an empty
  * pending just before the move can still land after that UPDATE, so the
  * task also goes into the redriven set first: dispatchers reopen a done
- * task of that set while its pending hash is not empty (dispatcher/dsp_control.c). */
+ * task of that set while its pending hash is not empty (dispatcher/dsp_control.c).
+ * A sharded task's shards are redriven one after the other, each into its
+ * own new chunks, and each shard row's failed drops by what left it. */
 #include "hr_redrive.h"
 
 #include <inttypes.h>
@@ -26,7 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hr_finish.h"
 #include "hr_keys.h"
+#include "hr_shard.h"
 #include "hr_state.h"
 
 #define HR_REDRIVE_SCAN_COUNT 1000
@@ -37,6 +41,8 @@ typedef struct hr_redrive_job {
     hr_redis *r;
     hr_mysql *m;
     int64_t id;
+    int shards, shard;   /* the task's, and the one being redriven */
+    int64_t shard_moved; /* moved from the current shard */
     const char *prefix;
     char keys[5][HR_KEY_MAX], seq_s[24], at_s[24];
     const char **argv; /* 5 keys, seq, at, then up to chunk_size uids */
@@ -82,15 +88,16 @@ static int hr_redrive_flush(hr_redrive_job *j, char *errstr, size_t errlen)
 
     if (j->n == 0)
         return 0;
+    /* The shard's own chunk count, striped into the task's numbers. */
     reply = hr_redis_cmdf(j->r, errstr, errlen, "INCR %s",
-                          hr_key_task(j->prefix, key, sizeof key, j->id, HR_KEY_SEQ));
+                          hr_key_shard(j->prefix, key, sizeof key, j->id, j->shard, HR_KEY_SEQ));
     if (reply == NULL)
         goto done;
-    seq = reply->integer;
+    seq = hr_shard_seq(j->shards, j->shard, reply->integer);
     freeReplyObject(reply);
     snprintf(j->seq_s, sizeof j->seq_s, "%" PRId64, seq);
-    hr_key_chunk(j->prefix, j->keys[1], sizeof j->keys[1], j->id, seq);
-    hr_key_redrive(j->prefix, j->keys[4], sizeof j->keys[4], j->id, seq);
+    hr_key_shard_chunk(j->prefix, j->keys[1], sizeof j->keys[1], j->id, j->shard, seq);
+    hr_key_shard_redrive(j->prefix, j->keys[4], sizeof j->keys[4], j->id, j->shard, seq);
     for (i = 0; i < j->n; i++)
         j->argv[7 + i] = j->uids[i];
     reply = hr_redis_eval(j->r, HR_LUA_REDRIVE, 5, 7 + (int)j->n, j->argv, NULL, errstr, errlen);
@@ -98,6 +105,7 @@ static int hr_redrive_flush(hr_redrive_job *j, char *errstr, size_t errlen)
         goto done;
     if (reply->integer > 0) {
         j->moved += reply->integer;
+        j->shard_moved += reply->integer;
         j->chunks++;
     }
     freeReplyObject(reply);
@@ -111,12 +119,17 @@ done:
     return rc;
 }
 
-/* HSCAN over the hash, a slice of at most J->max uids at a time. */
+/* HSCAN over the current shard's hash, a slice of at most J->max uids at a
+ * time. */
 static int hr_redrive_all(hr_redrive_job *j, char *errstr, size_t errlen)
 {
     char cursor[32] = "0";
     long rounds = 0;
     size_t i;
+
+    hr_key_shard(j->prefix, j->keys[0], sizeof j->keys[0], j->id, j->shard, HR_KEY_FAILED);
+    hr_key_shard(j->prefix, j->keys[2], sizeof j->keys[2], j->id, j->shard, HR_KEY_PENDING);
+    hr_key_shard(j->prefix, j->keys[3], sizeof j->keys[3], j->id, j->shard, HR_KEY_STATS);
 
     do {
         redisReply *reply = hr_redis_cmdf(j->r, errstr, errlen, "HSCAN %s %s COUNT %d", j->keys[0],
@@ -144,7 +157,11 @@ static int hr_redrive_all(hr_redrive_job *j, char *errstr, size_t errlen)
 int hr_redrive(hr_mysql *m, hr_redis *r, const hr_task *t, int redelivery_timeout_s,
                hr_redrive_result *out, char *errstr, size_t errlen)
 {
-    hr_redrive_job j = {.r = r, .m = m, .id = t->id, .prefix = hr_redis_prefix(r)};
+    hr_redrive_job j = {.r = r,
+                        .m = m,
+                        .id = t->id,
+                        .shards = t->shards > 1 ? (int)t->shards : 1,
+                        .prefix = hr_redis_prefix(r)};
     char err[512], key[HR_KEY_MAX];
     redisReply *reply;
     int64_t now;
@@ -170,15 +187,22 @@ int hr_redrive(hr_mysql *m, hr_redis *r, const hr_task *t, int redelivery_timeou
         snprintf(errstr, errlen, "out of memory");
         goto done;
     }
-    hr_key_task(j.prefix, j.keys[0], sizeof j.keys[0], t->id, HR_KEY_FAILED);
-    hr_key_task(j.prefix, j.keys[2], sizeof j.keys[2], t->id, HR_KEY_PENDING);
-    hr_key_task(j.prefix, j.keys[3], sizeof j.keys[3], t->id, HR_KEY_STATS);
     snprintf(j.at_s, sizeof j.at_s, "%" PRId64, now - ((int64_t)redelivery_timeout_s + 1) * 1000);
     for (i = 0; i < 5; i++)
         j.argv[i] = j.keys[i];
     j.argv[5] = j.seq_s;
     j.argv[6] = j.at_s;
-    failed = hr_redrive_all(&j, err, sizeof err) < 0;
+    /* Each shard's dead letters into that shard's new chunks; its row's
+     * failed counter drops by what moved (push_task's below). */
+    failed = false;
+    for (j.shard = 0; j.shard < j.shards && !failed; j.shard++) {
+        j.shard_moved = 0;
+        failed = hr_redrive_all(&j, err, sizeof err) < 0;
+        if (j.shards > 1 && j.shard_moved > 0 &&
+            hr_finish_add(m, t->id, j.shard, HR_OUTCOME_FAILED, -j.shard_moved, err, sizeof err) <
+                0)
+            failed = true;
+    }
     out->moved = j.moved;
     out->chunks = j.chunks;
     out->last_seq = j.moved > 0 ? strtoll(j.seq_s, NULL, 10) : 0;

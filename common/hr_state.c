@@ -266,9 +266,12 @@ int hr_state_cancel(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
 
 int hr_state_reopen(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
 {
+    /* MariaDB assigns left to right: last_error reads the old state. */
     return hr_state_move_id(m,
-                            "UPDATE push_task SET state = 'dispatched', finished_at = NULL "
-                            "WHERE id = ? AND state = 'done'",
+                            "UPDATE push_task SET last_error = IF(state = 'failed', NULL, "
+                            "last_error), state = 'dispatched', finished_at = NULL, "
+                            "unaccounted = 0 WHERE id = ? AND (state = 'done' OR "
+                            "(state = 'failed' AND unaccounted > 0))",
                             id, errstr, errlen);
 }
 

@@ -99,7 +99,10 @@ int hr_state_pause(hr_mysql *m, int64_t id, char *errstr, size_t errlen);
 int hr_state_resume(hr_mysql *m, int64_t id, hr_task_state to, char *errstr, size_t errlen);
 /* any unfinished state (control cancel) -> cancelled. */
 int hr_state_cancel(hr_mysql *m, int64_t id, char *errstr, size_t errlen);
-/* done -> dispatched: heraldctl redrive gave the task new chunks. */
+/* done, or failed with unaccounted recipients, -> dispatched: heraldctl
+ * redrive gave the task new chunks (a finish that read the counters before
+ * the redrive, or a worker's last report of one shard landing after it,
+ * can leave the task failed with the redriven chunks still pending). */
 int hr_state_reopen(hr_mysql *m, int64_t id, char *errstr, size_t errlen);
 /* heraldctl redrive's MySQL half: MOVED dead letters leave failed and
  * total (they are published again), and a done task is dispatched again.

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hr_shard.h"
+
 int hr_subs_lock(hr_redis *r, int64_t id, const char *token, int ms, char *errstr, size_t errlen)
 {
     char key[256];
@@ -83,34 +85,90 @@ static const char *const hr_subs_sql[] = {
                        "ORDER BY epoch, uid LIMIT ?",
 };
 
-/* Adds the rows PAGES selects (for HR_SUBS_EPOCHS those of epochs
- * FROM..UPTO-1) to the set, holding the prepare lock that the caller took
- * (renewed before every batch).  An hr_subs_result, or -1 (ERRSTR). */
-static int hr_subs_fill(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts *o,
-                        hr_subs_pages pages, int64_t from, int64_t upto, int64_t *added,
-                        int64_t *seen, char *errstr, size_t errlen)
+/* refill_add.lua for the N uids UIDS of shard SHARD of task ID (ARGV has
+ * room for 3 + N).  The number added, or -1 when chunking started (the
+ * shard's seq exists), or -2 on a Redis error (ERRSTR). */
+static long long hr_subs_add(hr_redis *r, int64_t id, int shard, const char **uids, size_t n,
+                             const char **argv, char *errstr, size_t errlen)
 {
     char keys[3][256];
-    const char **argv = NULL;
+    redisReply *reply;
+    long long got;
+
+    argv[0] = hr_key_shard(hr_redis_prefix(r), keys[0], sizeof keys[0], id, shard, HR_KEY_SUBS);
+    argv[1] = hr_key_shard(hr_redis_prefix(r), keys[1], sizeof keys[1], id, shard, HR_KEY_PULLED);
+    argv[2] = hr_key_shard(hr_redis_prefix(r), keys[2], sizeof keys[2], id, shard, HR_KEY_SEQ);
+    memcpy(argv + 3, uids, n * sizeof *argv);
+    reply = hr_redis_eval(r, HR_LUA_REFILL_ADD, 3, 3 + (int)n, argv, NULL, errstr, errlen);
+    if (reply == NULL)
+        return -2;
+    got = reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
+    freeReplyObject(reply);
+    return got;
+}
+
+int hr_subs_add_sharded(hr_redis *r, int64_t id, int shards, const char **uids, size_t n,
+                        int64_t *added, char *errstr, size_t errlen)
+{
+    const char **argv = malloc((n + 3) * sizeof *argv),
+               **sorted = malloc((n ? n : 1) * sizeof *sorted);
+    size_t *bounds = malloc(((size_t)(shards > 1 ? shards : 1) + 1) * sizeof *bounds);
+    int rc = -1;
+
+    *added = 0;
+    if (argv == NULL || sorted == NULL || bounds == NULL ||
+        hr_shard_sort(uids, n, shards, sorted, bounds) != 0) {
+        snprintf(errstr, errlen, "out of memory");
+        goto done;
+    }
+    rc = 0;
+    for (int k = 0; k < (shards > 1 ? shards : 1); k++) {
+        long long got;
+
+        if (bounds[k + 1] == bounds[k])
+            continue;
+        got = hr_subs_add(r, id, k, sorted + bounds[k], bounds[k + 1] - bounds[k], argv, errstr,
+                          errlen);
+        if (got == -2) {
+            rc = -1;
+            goto done;
+        }
+        if (got < 0)
+            rc = 1; /* this shard's chunking started: the others are still added */
+        else
+            *added += got;
+    }
+done:
+    free(argv);
+    free(sorted);
+    free(bounds);
+    return rc;
+}
+
+/* Adds the rows PAGES selects (for HR_SUBS_EPOCHS those of epochs
+ * FROM..UPTO-1) to the sets of task ID's SHARDS shards, holding the prepare
+ * lock that the caller took (renewed before every batch).  An
+ * hr_subs_result, or -1 (ERRSTR). */
+static int hr_subs_fill(hr_mysql *m, hr_redis *r, int64_t id, int shards,
+                        const hr_subs_refill_opts *o, hr_subs_pages pages, int64_t from,
+                        int64_t upto, int64_t *added, int64_t *seen, char *errstr, size_t errlen)
+{
+    const char **uids = NULL;
     hr_mysql_rows *rows = NULL;
     int64_t last = 0, epoch = from;
     int rc;
     size_t i;
 
-    argv = malloc(((size_t)o->batch + 3) * sizeof *argv);
-    if (argv == NULL) {
+    uids = malloc((size_t)o->batch * sizeof *uids);
+    if (uids == NULL) {
         snprintf(errstr, errlen, "out of memory");
         return -1;
     }
-    argv[0] = hr_key_task(hr_redis_prefix(r), keys[0], sizeof keys[0], id, HR_KEY_SUBS);
-    argv[1] = hr_key_task(hr_redis_prefix(r), keys[1], sizeof keys[1], id, HR_KEY_PULLED);
-    argv[2] = hr_key_task(hr_redis_prefix(r), keys[2], sizeof keys[2], id, HR_KEY_SEQ);
     for (;;) {
         const hr_mysql_param pu[] = {HR_P_I64(id), HR_P_I64(last), HR_P_I64(o->batch)};
         const hr_mysql_param pe[] = {HR_P_I64(id),    HR_P_I64(epoch), HR_P_I64(last),
                                      HR_P_I64(epoch), HR_P_I64(upto),  HR_P_I64(o->batch)};
-        redisReply *reply;
-        long long got;
+        int64_t got;
 
         if (o->stop != NULL && atomic_load(o->stop)) {
             rc = HR_SUBS_STOPPED;
@@ -131,20 +189,13 @@ static int hr_subs_fill(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refi
             goto done;
         }
         for (i = 0; i < rows->nrows; i++)
-            argv[3 + i] = hr_mysql_cell(rows, i, 0);
-        last = strtoll(argv[2 + rows->nrows], NULL, 10);
+            uids[i] = hr_mysql_cell(rows, i, 0);
+        last = strtoll(uids[rows->nrows - 1], NULL, 10);
         if (pages == HR_SUBS_EPOCHS)
             epoch = strtoll(hr_mysql_cell(rows, rows->nrows - 1, 1), NULL, 10);
-        reply = hr_redis_eval(r, HR_LUA_REFILL_ADD, 3, 3 + (int)rows->nrows, argv, NULL, errstr,
-                              errlen);
-        if (reply == NULL) {
-            rc = -1;
-            goto done;
-        }
-        got = reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
-        freeReplyObject(reply);
-        if (got < 0) {
-            rc = HR_SUBS_STARTED;
+        rc = hr_subs_add_sharded(r, id, shards, uids, rows->nrows, &got, errstr, errlen);
+        if (rc != 0) {
+            rc = rc < 0 ? -1 : HR_SUBS_STARTED;
             goto done;
         }
         *added += got;
@@ -157,7 +208,7 @@ static int hr_subs_fill(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refi
     rc = HR_SUBS_DONE;
 done:
     hr_mysql_rows_free(rows);
-    free(argv);
+    free(uids);
     return rc;
 }
 
@@ -183,13 +234,16 @@ int hr_subs_refill(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_op
                    int64_t *added, int64_t *seen, char *errstr, size_t errlen)
 {
     int64_t n_added = 0, n_seen = 0;
-    int rc;
+    int rc, shards = 1;
 
     rc = hr_subs_lock(r, id, o->token, o->lock_ms, errstr, errlen);
     if (rc <= 0)
         return rc < 0 ? -1 : HR_SUBS_BUSY;
-    rc = hr_subs_fill(m, r, id, o, o->exclude_delivered ? HR_SUBS_UNDELIVERED : HR_SUBS_ALL, 0, 0,
-                      &n_added, &n_seen, errstr, errlen);
+    rc = hr_shard_load(m, id, &shards, errstr, errlen);
+    if (rc == 0)
+        rc = hr_subs_fill(m, r, id, shards, o,
+                          o->exclude_delivered ? HR_SUBS_UNDELIVERED : HR_SUBS_ALL, 0, 0, &n_added,
+                          &n_seen, errstr, errlen);
     return hr_subs_end(r, id, o, rc, n_added, n_seen, added, seen);
 }
 
@@ -218,8 +272,8 @@ static int64_t hr_subs_synced(hr_redis *r, int64_t id, char *errstr, size_t errl
  * 0 (*UPTO set), 1 when CLAIMED is false but the task is no longer
  * scheduled (its owner's reconciliation does the rest), 2 when an open
  * transaction kept the task row locked for a second, or -1. */
-static int hr_subs_epoch_end(hr_mysql *m, int64_t id, bool claimed, int64_t *upto, char *errstr,
-                             size_t errlen)
+static int hr_subs_epoch_end(hr_mysql *m, int64_t id, bool claimed, int64_t *upto, int *shards,
+                             char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(id)};
     hr_mysql_rows *rows = NULL;
@@ -241,14 +295,15 @@ static int hr_subs_epoch_end(hr_mysql *m, int64_t id, bool claimed, int64_t *upt
     }
     /* Only a sync bumps the epoch, and syncs of a task hold its prepare
      * lock: the value read is the one just written. */
-    if (hr_mysql_query(m, "SELECT subs_epoch FROM push_task WHERE id = ?", p, 1, &rows, errstr,
-                       errlen) < 0)
+    if (hr_mysql_query(m, "SELECT subs_epoch, shards FROM push_task WHERE id = ?", p, 1, &rows,
+                       errstr, errlen) < 0)
         return -1;
     if (rows->nrows != 1) {
         hr_mysql_rows_free(rows);
         return 1;
     }
     *upto = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10) + (claimed ? 1 : 0);
+    *shards = atoi(hr_mysql_cell(rows, 0, 1));
     hr_mysql_rows_free(rows);
     return 0;
 }
@@ -259,7 +314,7 @@ int hr_subs_sync(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts
     char key[256], upto_s[24];
     int64_t from, upto = 0, n_added = 0, n_seen = 0;
     redisReply *reply;
-    int rc;
+    int rc, shards = 1;
 
     rc = hr_subs_lock(r, id, o->token, o->lock_ms, errstr, errlen);
     if (rc <= 0)
@@ -269,25 +324,26 @@ int hr_subs_sync(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts
         rc = -1;
         goto done;
     }
-    rc = hr_subs_epoch_end(m, id, claimed, &upto, errstr, errlen);
+    rc = hr_subs_epoch_end(m, id, claimed, &upto, &shards, errstr, errlen);
     if (rc != 0) {
         rc = rc < 0 ? -1 : rc == 1 ? HR_SUBS_CLAIMED : HR_SUBS_BUSY;
         goto done;
     }
-    rc = hr_subs_fill(m, r, id, o, HR_SUBS_EPOCHS, from, upto, &n_added, &n_seen, errstr, errlen);
+    rc = hr_subs_fill(m, r, id, shards, o, HR_SUBS_EPOCHS, from, upto, &n_added, &n_seen, errstr,
+                      errlen);
     if (rc != HR_SUBS_DONE)
         goto done;
     /* Nothing may be added after this but the set's own progress: the
-     * synced mark, then (after the claim) seq, which makes every later
-     * refill_add.lua refuse and lets the first chunk go. */
+     * synced mark, then (after the claim) every shard's seq, which makes
+     * every later refill_add.lua refuse and lets the first chunk go. */
     snprintf(upto_s, sizeof upto_s, "%" PRId64, upto);
     reply =
         hr_redis_cmdf(r, errstr, errlen, "SET %s %s",
                       hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_SYNCED), upto_s);
-    if (reply != NULL && claimed) {
+    for (int k = 0; reply != NULL && claimed && k < (shards > 1 ? shards : 1); k++) {
         freeReplyObject(reply);
         reply = hr_redis_cmdf(r, errstr, errlen, "SET %s 0 NX",
-                              hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_SEQ));
+                              hr_key_shard(hr_redis_prefix(r), key, sizeof key, id, k, HR_KEY_SEQ));
     }
     if (reply == NULL) {
         rc = -1;

@@ -3,6 +3,10 @@
  * recover`, and the task's prepare lock that keeps a refill and the first
  * chunk apart.
  *
+ * A task of several shards (docs/architecture.md "Sharded tasks") has one
+ * set per shard; every page of uids is split by shard here, and the
+ * claimed sync creates every shard's seq.  S is read from push_task.
+ *
  * The prepare lock ({t<ID>}prep) is a Redis string holding its owner's
  * token with an expiry.  The refill holds it for its whole run and renews it
  * before every batch (lease_renew.lua); the dispatcher's first chunk takes
@@ -62,6 +66,15 @@ int hr_subs_refill(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_op
  * any more.  An hr_subs_result, or -1 (ERRSTR). */
 int hr_subs_sync(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts *o, bool claimed,
                  int64_t *added, int64_t *seen, char *errstr, size_t errlen);
+
+/* refill_add.lua for the N uids UIDS (decimal text) of task ID, each into
+ * its shard's set (SHARDS < 2: the task's one set), one script call per
+ * shard: a uid that pulled is left out, and a shard whose chunking started
+ * (its seq exists) adds nothing.  *ADDED gets the number added.  0, 1 when
+ * a shard refused (chunking started; the others still added), -1 on a
+ * Redis error (ERRSTR).  What import, the API and the refill share. */
+int hr_subs_add_sharded(hr_redis *r, int64_t id, int shards, const char **uids, size_t n,
+                        int64_t *added, char *errstr, size_t errlen);
 
 /* Drops the synced mark, so that the next sync reads every subscription
  * (the set was seen to hold fewer members than push_subscription rows). */

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hr_shard.h"
 #include "hr_state.h"
 #include "hr_template.h"
 #include "hr_tz.h"
@@ -70,6 +71,7 @@ enum {
     COL_EXPIRED,
     COL_FINISH_BY,
     COL_LAST_WARNING,
+    COL_SHARDS,
     COL__COUNT
 };
 
@@ -180,6 +182,7 @@ static const task_col task_cols[] = {
     TC(COL_EXPIRED, TC_INT, expired),
     TC(COL_FINISH_BY, TC_INT_NULL, finish_ms),
     TC(COL_LAST_WARNING, TC_STR, last_warning),
+    TC(COL_SHARDS, TC_INT, shards),
 };
 #undef TC
 
@@ -354,6 +357,29 @@ static int task_check_local(const hr_task *t, char *errstr, size_t errlen)
     return 0;
 }
 
+/* shards (010_shards.sql, docs/architecture.md "Sharded tasks"). */
+static int task_check_shards(const hr_task *t, char *errstr, size_t errlen)
+{
+    if (t->shards < 0 || t->shards > HR_SHARDS_MAX) { /* 0 (a zeroed task) is one set, like 1 */
+        snprintf(errstr, errlen, "shards %" PRId64 " is outside 1..%d", t->shards, HR_SHARDS_MAX);
+        return -1;
+    }
+    /* Pacing and the waves read the whole task's state in one script (one
+     * slot); a local-time or windowed task's subs only ever holds what was
+     * released, so it never needs shards. */
+    if (t->shards > 1 && (hr_task_waits(t) || hr_task_paced(t))) {
+        snprintf(errstr, errlen,
+                 "shards %" PRId64 " with %s: a sharded task cannot be paced or sent in local "
+                 "time or a send window (use shards 1)",
+                 t->shards,
+                 hr_task_paced(t)     ? "finish_by"
+                 : t->local_time == 1 ? "local_time"
+                                      : "a window");
+        return -1;
+    }
+    return 0;
+}
+
 int64_t hr_task_first_due_ms(const hr_task *t)
 {
     return t->local_time == 1 ? t->due_ms - HR_TASK_EAST_MAX_S * 1000LL : t->due_ms;
@@ -429,6 +455,8 @@ int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_
         snprintf(errstr, errlen, "finish_by must be after due_at");
         return -1;
     }
+    if (task_check_shards(t, errstr, errlen) < 0)
+        return -1;
     if (t->payload != NULL) {
         payload = cJSON_Parse(t->payload);
         if (payload == NULL || !cJSON_IsObject(payload)) {

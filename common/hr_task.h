@@ -26,7 +26,8 @@
     "CAST(ROUND(UNIX_TIMESTAMP(lease_until) * 1000) AS SIGNED), "                                \
     "total, sent, failed, throttled, pulled, cancelled, retried, unregistered, "                 \
     "ttl_s, collapse_key, priority, " HR_TASK_LOCAL_COLUMNS ", " /* expiry (009_expiry.sql) */   \
-    "CAST(ROUND(UNIX_TIMESTAMP(expire_at) * 1000) AS SIGNED), expired" HR_TASK_COLUMNS_PACING
+    "CAST(ROUND(UNIX_TIMESTAMP(expire_at) * 1000) AS SIGNED), expired" HR_TASK_COLUMNS_PACING    \
+    ", shards" /* sharded tasks (010_shards.sql) */
 
 /* Pacing and admission control (schemas/mysql/007_pacing.sql): finish_by,
  * last_warning. */
@@ -92,6 +93,9 @@ typedef struct hr_task {
     /* pacing (007_pacing.sql) */
     int64_t finish_ms;  /* finish_by, -1 = NULL (no pacing) */
     char *last_warning; /* admission control's, NULL = none */
+    /* sharded tasks (010_shards.sql): subscriber sets the task is split
+     * over; < 2 (a zeroed task too) = one, the task's own keys */
+    int64_t shards;
 } hr_task;
 
 /* The instant the timer and the claim use: due_ms, or for a local_time
@@ -123,7 +127,8 @@ bool hr_task_paced(const hr_task *t);
  * object, ttl_s NULL or 0..2419200, collapse_key NULL or 1..64 bytes on one
  * line, a known priority, local_time 0 or 1, default_tz / window_tz NULL or a
  * zone hr_tz loads, window_start / window_end both NULL or two different
- * times of day, expire_at and finish_by NULL or after due_at, title/body and the channel's
+ * times of day, expire_at and finish_by NULL or after due_at, shards 1..256 and 1 with
+ * local_time, a window or finish_by, title/body and the channel's
  * templates compile.  ERRSTR gets the
  * first problem in words an admin understands, e.g.
  * "chunk_size 0 is outside 1..100000". */

@@ -13,6 +13,7 @@
 #include "ctl.h"
 #include "hr_parse.h"
 #include "ctl_fmt.h"
+#include "hr_shard.h"
 #include "hr_task.h"
 #include "hr_tz.h"
 
@@ -22,15 +23,19 @@
 /* pacing (docs/scheduling.md) */
 #define CREATE_COLS_PACING ", finish_by"
 #define CREATE_VALS_PACING ", ?"
+/* sharded tasks (docs/architecture.md "Sharded tasks") */
+#define CREATE_COLS_SHARDS ", shards"
+#define CREATE_VALS_SHARDS ", ?"
 
 #define CREATE_INSERT                                                                        \
     "INSERT INTO push_task (name, topic, channel, title, body, payload, due_at, freeze_at, " \
     "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "            \
     "throttle_key, throttle_mode, ttl_s, collapse_key, priority, "                           \
     "local_time, default_tz, window_start, window_end, window_tz" CREATE_COLS_EXPIRY         \
-        CREATE_COLS_PACING ") "                                                              \
+        CREATE_COLS_PACING CREATE_COLS_SHARDS ") "                                           \
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "                         \
-    "?, ?, SEC_TO_TIME(?), SEC_TO_TIME(?), ?" CREATE_VALS_EXPIRY CREATE_VALS_PACING ")"
+    "?, ?, SEC_TO_TIME(?), SEC_TO_TIME(?), ?" CREATE_VALS_EXPIRY CREATE_VALS_PACING          \
+        CREATE_VALS_SHARDS ")"
 
 /* Every flag of create_options[], for `heraldctl help create`. */
 const char ctl_create_flags[] =
@@ -67,6 +72,10 @@ const char ctl_create_flags[] =
     "  --expire-at TIME     recipients not pushed by then count expired (UTC, after the\n"
     "                       due time; default: never)\n"
     "  --expire-in D        or expire D after the due time: 30m, 2h, 1d\n"
+    "  --shards N           split the subscribers over N sets (1..256, default 1), each\n"
+    "                       chunked by any dispatcher (docs/architecture.md)\n"
+    "  --expected-recipients N\n"
+    "                       or N / 250,000 shards, rounded up\n"
     "  --quiet              print only the new id\n";
 
 enum {
@@ -100,6 +109,9 @@ enum {
     /* expiry */
     OPT_EXPIRE_AT,
     OPT_EXPIRE_IN,
+    /* sharded tasks */
+    OPT_SHARDS,
+    OPT_EXPECTED,
 };
 
 static const struct option create_options[] = {
@@ -131,6 +143,8 @@ static const struct option create_options[] = {
     {"window-tz", required_argument, NULL, OPT_WINDOW_TZ},
     {"expire-at", required_argument, NULL, OPT_EXPIRE_AT},
     {"expire-in", required_argument, NULL, OPT_EXPIRE_IN},
+    {"shards", required_argument, NULL, OPT_SHARDS},
+    {"expected-recipients", required_argument, NULL, OPT_EXPECTED},
     {NULL, 0, NULL, 0},
 };
 
@@ -139,7 +153,7 @@ typedef struct create_args {
     hr_task t;
     int64_t freeze_ms;
     char *scope; /* NULL = the topic (the column stays NULL) */
-    bool due_given, quiet;
+    bool due_given, quiet, shards_given;
     int64_t expire_in_ms; /* --expire-in, -1 = not given: resolved against the due time */
     int64_t finish_in_ms; /* --finish-in, -1 = not given */
 } create_args;
@@ -198,7 +212,8 @@ static int create_parse(int argc, char **argv, create_args *a)
                      .window_start_s = -1,
                      .window_end_s = -1,
                      .expire_ms = -1,
-                     .finish_ms = -1};
+                     .finish_ms = -1,
+                     .shards = 1};
     a->freeze_ms = -1;
     a->expire_in_ms = -1;
     a->finish_in_ms = -1;
@@ -323,6 +338,16 @@ static int create_parse(int argc, char **argv, create_args *a)
                 return ctl_usage("create", "%s", errstr);
             }
             break;
+        case OPT_SHARDS:
+        case OPT_EXPECTED:
+            if (a->shards_given)
+                return ctl_usage("create", "give one of --shards and --expected-recipients");
+            a->shards_given = true;
+            if (ctl_fmt_parse_int(create_options[opt - OPT_NAME].name, optarg, 1, INT32_MAX, &v,
+                                  errstr, sizeof errstr) < 0)
+                return ctl_usage("create", "--%s", errstr);
+            a->t.shards = opt == OPT_SHARDS ? v : hr_shard_for_size(v);
+            break;
         default:
             return ctl_usage("create", NULL);
         }
@@ -416,6 +441,8 @@ int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
         a.t.expire_ms >= 0 ? HR_P_STR(expire) : HR_P_NULL,
         /* pacing */
         hr_task_paced(&a.t) ? HR_P_STR(finish) : HR_P_NULL,
+        /* sharded tasks */
+        HR_P_I64(a.t.shards),
     };
     if (hr_mysql_exec(m, CREATE_INSERT, p, sizeof p / sizeof p[0], NULL, &id, NULL, errstr,
                       sizeof errstr) < 0)

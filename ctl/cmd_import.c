@@ -13,7 +13,8 @@
  *
  *   Redis, after MySQL committed: one refill_add.lua of the batch on the
  *   task's subs set (the dispatcher's refill script: it skips pulled uids
- *   and refuses once chunking started), sent at once but its reply read
+ *   and refuses once chunking started; a task of several shards gets one
+ *   call per shard, each on its own set), sent at once but its reply read
  *   only after the next batch's commit, so Redis works while MySQL does.
  *   Redis thus never holds an id MySQL lacks.  A refusal there (the task
  *   was claimed meanwhile) loses nothing: the batch committed before the
@@ -36,6 +37,7 @@
 #include "ctl_fmt.h"
 #include "hr_parse.h"
 #include "hr_pipe.h"
+#include "hr_shard.h"
 #include "hr_state.h"
 #include "hr_vec.h"
 
@@ -52,17 +54,19 @@ typedef HR_VEC(int64_t) import_ids;
 typedef struct import_job {
     hr_mysql *m;
     hr_redis *r;
-    hr_pipe *pipe; /* the refill_add.lua call in flight */
+    hr_pipe *pipe; /* the refill_add.lua calls in flight */
     int64_t task;
-    char keys[3][HR_KEY_MAX]; /* the task's subs, pulled and seq keys */
+    int shards;               /* push_task.shards */
+    char keys[3][HR_KEY_MAX]; /* a shard's subs, pulled and seq keys */
     char *sql;                /* INSERT for SQL_ROWS rows */
     size_t sql_rows;
     hr_mysql_param *params;
-    const char **argv; /* refill_add.lua: 3 keys, then uids */
-    size_t *argvlen;
-    char *txt;         /* IMPORT_BATCH decimal uids, IMPORT_UID_LEN apart */
-    bool sadd_pending; /* a refill_add was sent whose reply is not read yet */
-    uint64_t added;    /* rows MySQL inserted (the rest were there) */
+    const char **argv;   /* refill_add.lua: 3 keys, then uids */
+    const char **uids;   /* the batch's decimal uids, then sorted by shard into argv + 3 */
+    size_t *bounds;      /* shard k's uids: argv[3 + bounds[k] .. 3 + bounds[k + 1]) */
+    char *txt;           /* IMPORT_BATCH decimal uids, IMPORT_UID_LEN apart */
+    size_t sadd_pending; /* refill_add calls sent whose replies are not read yet */
+    uint64_t added;      /* rows MySQL inserted (the rest were there) */
 } import_job;
 
 /* One line's id: hr_parse_uid's, as the API takes it (digits only, no
@@ -181,45 +185,64 @@ static int import_sql(import_job *j, size_t n)
     return 0;
 }
 
-/* Reads the reply of the SADD in flight, if any. */
+/* Reads the replies of the refill_add calls in flight, if any. */
 static int import_sadd_finish(import_job *j, char *errstr, size_t errlen)
 {
-    redisReply *reply;
+    size_t n = j->sadd_pending;
 
-    if (!j->sadd_pending)
+    if (n == 0)
         return 0;
-    j->sadd_pending = false;
+    j->sadd_pending = 0;
     if (hr_pipe_recv(j->pipe, errstr, errlen) < 0)
         return -1;
-    reply = hr_pipe_reply(j->pipe, 0, errstr, errlen);
-    if (reply == NULL)
-        return -1;
-    /* A refusal (seq exists) loses nothing: the batch committed before the
-     * claim (the guard trigger refuses rows after it), so the owner's
-     * reconciliation read it from MySQL before creating seq. */
-    freeReplyObject(reply);
+    for (size_t i = 0; i < n; i++) {
+        redisReply *reply = hr_pipe_reply(j->pipe, i, errstr, errlen);
+
+        if (reply == NULL)
+            return -1;
+        /* A refusal (seq exists) loses nothing: the batch committed before
+         * the claim (the guard trigger refuses rows after it), so the
+         * owner's reconciliation read it from MySQL before creating seq. */
+        freeReplyObject(reply);
+    }
     return 0;
 }
 
-/* Sends refill_add.lua of UIDS without waiting for the reply. */
+/* Sends refill_add.lua of UIDS, one call per shard that has some, without
+ * waiting for the replies. */
 static int import_sadd_send(import_job *j, const int64_t *uids, size_t n, char *errstr,
                             size_t errlen)
 {
     for (size_t i = 0; i < n; i++) {
         char *t = j->txt + i * IMPORT_UID_LEN;
-        j->argvlen[3 + i] = (size_t)snprintf(t, IMPORT_UID_LEN, "%" PRId64, uids[i]);
-        j->argv[3 + i] = t;
+        snprintf(t, IMPORT_UID_LEN, "%" PRId64, uids[i]);
+        j->uids[i] = t;
     }
     hr_pipe_reset(j->pipe);
-    if (hr_pipe_eval(j->pipe, HR_LUA_REFILL_ADD, 3, (int)(3 + n), j->argv, j->argvlen) < 0) {
-        snprintf(errstr, errlen, "out of memory");
-        return -1;
+    if (hr_shard_sort(j->uids, n, j->shards, j->argv + 3, j->bounds) != 0)
+        goto oom;
+    for (int k = 0; k < (j->shards > 1 ? j->shards : 1); k++) {
+        size_t first = j->bounds[k], nk = j->bounds[k + 1] - first;
+
+        if (nk == 0)
+            continue;
+        /* The pipeline copies the arguments: the slots before shard k's
+         * uids take its keys, and the next shard overwrites them. */
+        for (int i = 0; i < 3; i++)
+            j->argv[first + (size_t)i] =
+                hr_key_shard(hr_redis_prefix(j->r), j->keys[i], sizeof j->keys[i], j->task, k,
+                             i == 0   ? HR_KEY_SUBS
+                             : i == 1 ? HR_KEY_PULLED
+                                      : HR_KEY_SEQ);
+        if (hr_pipe_eval(j->pipe, HR_LUA_REFILL_ADD, 3, (int)(3 + nk), j->argv + first, NULL) < 0)
+            goto oom;
+        j->sadd_pending++;
     }
     /* Written now, read after the next MySQL batch: Redis works meanwhile. */
-    if (hr_pipe_send(j->pipe, errstr, errlen) < 0)
-        return -1;
-    j->sadd_pending = true;
-    return 0;
+    return hr_pipe_send(j->pipe, errstr, errlen);
+oom:
+    snprintf(errstr, errlen, "out of memory");
+    return -1;
 }
 
 /* One batch: MySQL transaction, then Redis.  0, or -1 with ERRSTR;
@@ -276,19 +299,12 @@ static int import_job_init(import_job *j)
 {
     j->params = malloc(2 * IMPORT_BATCH * sizeof *j->params);
     j->argv = malloc((3 + IMPORT_BATCH) * sizeof *j->argv);
-    j->argvlen = malloc((3 + IMPORT_BATCH) * sizeof *j->argvlen);
+    j->uids = malloc(IMPORT_BATCH * sizeof *j->uids);
+    j->bounds = malloc(((size_t)j->shards + 1) * sizeof *j->bounds);
     j->txt = malloc((size_t)IMPORT_BATCH * IMPORT_UID_LEN);
     j->pipe = hr_pipe_new(j->r);
-    if (!j->params || !j->argv || !j->argvlen || !j->txt || !j->pipe)
+    if (!j->params || !j->argv || !j->uids || !j->bounds || !j->txt || !j->pipe)
         return -1;
-    j->argv[0] =
-        hr_key_task(hr_redis_prefix(j->r), j->keys[0], sizeof j->keys[0], j->task, HR_KEY_SUBS);
-    j->argv[1] =
-        hr_key_task(hr_redis_prefix(j->r), j->keys[1], sizeof j->keys[1], j->task, HR_KEY_PULLED);
-    j->argv[2] =
-        hr_key_task(hr_redis_prefix(j->r), j->keys[2], sizeof j->keys[2], j->task, HR_KEY_SEQ);
-    for (int i = 0; i < 3; i++)
-        j->argvlen[i] = strlen(j->argv[i]);
     return 0;
 }
 
@@ -297,7 +313,8 @@ static void import_job_release(import_job *j)
     free(j->sql);
     free(j->params);
     free(j->argv);
-    free(j->argvlen);
+    free(j->uids);
+    free(j->bounds);
     free(j->txt);
     hr_pipe_free(j->pipe);
 }
@@ -322,6 +339,8 @@ int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
         return CTL_EXIT_FAIL;
     /* Refuse early: no point reading a million lines for a task that is gone. */
     if (import_check_task(j.m, j.task, false, errstr, sizeof errstr) != 0)
+        return ctl_fail("import: %s", errstr);
+    if (hr_shard_load(j.m, j.task, &j.shards, errstr, sizeof errstr) < 0)
         return ctl_fail("import: %s", errstr);
     if (import_read(argv[2], &ids, errstr, sizeof errstr) < 0) {
         ctl_fail("import: %s (nothing imported)", errstr);

@@ -25,6 +25,7 @@
 #include "ctl_fmt.h"
 #include "hr_pipe.h"
 #include "hr_progress.h"
+#include "hr_shard.h"
 #include "hr_state.h"
 #include "hr_task.h"
 
@@ -41,71 +42,52 @@ typedef struct status_sample {
     int64_t published;                    /* stats.published, 0 when absent */
     int64_t live[HR_OUTCOME_UNACCOUNTED]; /* the stats hash's outcomes, -1 = absent */
     int64_t subscriptions;                /* COUNT(push_subscription), -1 = unknown */
+    int64_t shard_rows[3];                /* a sharded task's rows: ready, chunking, chunked */
     char stats[STATUS_STATS_TEXT];        /* "k=v k=v ..." of the stats hash */
     hr_progress pr;
     int64_t done, total;
     int64_t mono_ms;
 } status_sample;
 
-static int64_t status_int_reply(redisReply *reply)
-{
-    return reply != NULL && reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
-}
-
-static void status_stats(status_sample *s, const redisReply *reply)
+static void status_stats(status_sample *s, const hr_shard_stats *st)
 {
     size_t off = 0;
 
     s->stats[0] = '\0';
-    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY)
-        return;
-    for (size_t i = 0; i + 1 < reply->elements; i += 2) {
-        const redisReply *k = reply->element[i], *v = reply->element[i + 1];
-        if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
-            continue;
-        if (strcmp(k->str, "published") == 0)
-            s->published = strtoll(v->str, NULL, 10);
+    for (size_t i = 0; i < st->n; i++) {
+        const hr_shard_stat *f = &st->v[i];
+
+        if (strcmp(f->name, "published") == 0)
+            s->published = f->value;
         for (int o = 0; o < HR_OUTCOME_UNACCOUNTED; o++)
-            if (strcmp(k->str, hr_progress_outcome_name(o)) == 0)
-                s->live[o] = strtoll(v->str, NULL, 10);
+            if (strcmp(f->name, hr_progress_outcome_name(o)) == 0)
+                s->live[o] = f->value;
         if (off < sizeof s->stats)
-            off += (size_t)snprintf(s->stats + off, sizeof s->stats - off, "%s%s=%s",
-                                    off ? " " : "", k->str, v->str);
+            off += (size_t)snprintf(s->stats + off, sizeof s->stats - off, "%s%s=%" PRId64,
+                                    off ? " " : "", f->name, f->value);
     }
 }
 
-/* The Redis half of a sample; leaves -1s when Redis does not answer. */
-static void status_redis(hr_redis *r, int64_t task, status_sample *s)
+/* The Redis half of a sample, summed over the task's shards; leaves -1s
+ * when Redis does not answer. */
+static void status_redis(hr_redis *r, const hr_task *t, status_sample *s)
 {
-    static const struct {
-        const char *cmd;
-        hr_key_kind key;
-    } cmds[] = {{"SCARD", HR_KEY_SUBS},
-                {"HLEN", HR_KEY_PENDING},
-                {"HGETALL", HR_KEY_STATS},
-                {"ZCARD", HR_KEY_WAIT}};
-    enum { NCMDS = sizeof cmds / sizeof cmds[0] };
-    redisReply *reply[NCMDS] = {NULL};
-    char key[HR_KEY_MAX], errstr[256];
-    hr_pipe *pipe = hr_pipe_new(r);
-    size_t i;
+    hr_shard_stats st = {0};
+    char errstr[256];
+    int shards = (int)t->shards;
 
-    for (i = 0; pipe != NULL && i < NCMDS; i++) {
-        const char *argv[2] = {cmds[i].cmd,
-                               hr_key_task(hr_redis_prefix(r), key, sizeof key, task, cmds[i].key)};
-        if (hr_pipe_cmd(pipe, 2, argv, NULL) < 0)
-            break;
+    if (hr_shard_sum(r, t->id, shards, "SCARD", HR_KEY_SUBS, &s->subs, errstr, sizeof errstr) < 0 ||
+        hr_shard_sum(r, t->id, shards, "HLEN", HR_KEY_PENDING, &s->pending, errstr, sizeof errstr) <
+            0 ||
+        hr_shard_sum(r, t->id, shards, "ZCARD", HR_KEY_WAIT, &s->waiting, errstr, sizeof errstr) <
+            0 ||
+        hr_shard_stats_read(r, t->id, shards, &st, errstr, sizeof errstr) < 0) {
+        s->subs = s->pending = s->waiting = -1;
+        hr_vec_free(&st);
+        return;
     }
-    if (pipe != NULL && i == NCMDS && hr_pipe_exec(pipe, errstr, sizeof errstr) == 0)
-        for (i = 0; i < NCMDS; i++)
-            reply[i] = hr_pipe_reply(pipe, i, errstr, sizeof errstr);
-    hr_pipe_free(pipe);
-    s->subs = status_int_reply(reply[0]);
-    s->pending = status_int_reply(reply[1]);
-    status_stats(s, reply[2]);
-    s->waiting = status_int_reply(reply[3]);
-    for (i = 0; i < NCMDS; i++)
-        freeReplyObject(reply[i]);
+    status_stats(s, &st);
+    hr_vec_free(&st);
 }
 
 /* Subscriptions in MySQL: what the scanner will load into Redis. */
@@ -122,6 +104,26 @@ static int64_t status_subscriptions(hr_mysql *m, int64_t task)
         n = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
     hr_mysql_rows_free(rows);
     return n;
+}
+
+/* A sharded task's push_task_shard rows by state into S->shard_rows (left
+ * 0 when MySQL does not answer: the line is informative). */
+static void status_shards(hr_mysql *m, int64_t task, status_sample *s)
+{
+    static const char *const states[] = {"ready", "chunking", "chunked"};
+    hr_mysql_param p = HR_P_I64(task);
+    hr_mysql_rows *rows = NULL;
+    char errstr[256];
+
+    if (hr_mysql_query(m,
+                       "SELECT state, COUNT(*) FROM push_task_shard WHERE task_id = ? "
+                       "GROUP BY state",
+                       &p, 1, &rows, errstr, sizeof errstr) == 0)
+        for (size_t i = 0; i < rows->nrows; i++)
+            for (int k = 0; k < 3; k++)
+                if (strcmp(hr_mysql_cell(rows, i, 0), states[k]) == 0)
+                    s->shard_rows[k] = strtoll(hr_mysql_cell(rows, i, 1), NULL, 10);
+    hr_mysql_rows_free(rows);
 }
 
 /* Takes one sample into S (S->t replaced).  0, 1 = no such task, -1. */
@@ -143,7 +145,9 @@ static int status_sample_take(hr_mysql *m, hr_redis *r, int64_t task, status_sam
                          .mono_ms = ctl_fmt_mono_ms(),
                          .live = {-1, -1, -1, -1, -1, -1, -1}};
     if (r != NULL)
-        status_redis(r, task, s);
+        status_redis(r, t, s);
+    if (t->shards > 1)
+        status_shards(m, task, s);
     s->subscriptions = known >= 0 ? known : status_subscriptions(m, task);
     in = (hr_progress_in){.subscriptions = s->subscriptions,
                           .published = hr_progress_merge(t->total, s->published),
@@ -231,6 +235,10 @@ static void status_report(const status_sample *s, double rate)
     printf("  due       %s (%s%s%s)\n", ctl_fmt_time_iso(t->due_ms, due, sizeof due),
            lag < 0 ? "in " : "", ctl_fmt_eta((lag < 0 ? -lag : lag) / 1000.0, when, sizeof when),
            lag < 0 ? "" : " ago");
+    if (t->shards > 1) /* docs/architecture.md "Sharded tasks" */
+        printf("  shards    %" PRId64 ": %" PRId64 " ready, %" PRId64 " chunking, %" PRId64
+               " chunked\n",
+               t->shards, s->shard_rows[0], s->shard_rows[1], s->shard_rows[2]);
     if (t->expire_ms > 0)
         printf("  expires   %s%s\n", ctl_fmt_time_iso(t->expire_ms, due, sizeof due),
                hr_task_expired(t, ctl_fmt_now_ms()) ? " (past: nothing more is pushed)" : "");

@@ -6,7 +6,9 @@
  *   t_sweep (sweep_interval_ms)  -> background sweeper
  *   t_timer (the next due time, timer_interval_ms at most)
  *                                -> timer pop + claims
- *   t_lease (lease_s / 3)        -> lease renewal
+ *   t_lease (lease_s / 3)        -> lease renewal (tasks, then claimed shards)
+ *   t_shard (DSP_SHARD_POLL_MS; at once when a shard ended)
+ *                                -> claims a shard of a sharded task
  *   t_tick  (DSP_TICK_MS; 1 ms after a tick that moved a chunk)
  *                                -> delivery reports, chunk rows, chunking
  * The HTTP server (dsp_api.c) runs from start to exit on its own threads;
@@ -47,6 +49,12 @@ static void dsp_on_sweep(uv_timer_t *h)
 static void dsp_on_lease(uv_timer_t *h)
 {
     dsp_renew_leases(h->data);
+    dsp_shard_renew(h->data);
+}
+
+static void dsp_on_shard(uv_timer_t *h)
+{
+    dsp_shard_poll(h->data);
 }
 
 static void dsp_on_tick(uv_timer_t *h)
@@ -82,6 +90,7 @@ static void dsp_on_signal(uv_signal_t *h, int signum)
     uv_timer_stop(&d->t_sweep);
     uv_timer_stop(&d->t_timer);
     uv_timer_stop(&d->t_lease);
+    uv_timer_stop(&d->t_shard);
 }
 
 static void dsp_close_all(dsp *d)
@@ -91,6 +100,7 @@ static void dsp_close_all(dsp *d)
     uv_close((uv_handle_t *)&d->t_sweep, NULL);
     uv_close((uv_handle_t *)&d->t_timer, NULL);
     uv_close((uv_handle_t *)&d->t_lease, NULL);
+    uv_close((uv_handle_t *)&d->t_shard, NULL);
     uv_close((uv_handle_t *)&d->t_tick, NULL);
     uv_close((uv_handle_t *)&d->sig_term, NULL);
     uv_close((uv_handle_t *)&d->sig_int, NULL);
@@ -194,6 +204,7 @@ int dsp_run(const hr_config *cfg)
     dsp_timer_start(d, &d->t_timer, dsp_timer_on, (uint64_t)cfg->dispatcher.timer_interval_ms);
     dsp_timer_start(d, &d->t_lease, dsp_on_lease, (uint64_t)cfg->dispatcher.lease_s * 1000 / 3);
     dsp_timer_start(d, &d->t_tick, dsp_on_tick, DSP_TICK_MS);
+    dsp_timer_start(d, &d->t_shard, dsp_on_shard, DSP_SHARD_POLL_MS);
     uv_signal_init(d->loop, &d->sig_term);
     uv_signal_init(d->loop, &d->sig_int);
     d->sig_term.data = d->sig_int.data = d;

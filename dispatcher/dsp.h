@@ -3,9 +3,10 @@
  *
  * Threads (the one place where they are written down):
  *   - the loop thread runs the libuv loop: timer pops and their claims,
- *     the chunker, Kafka delivery reports (rd_kafka_poll is only called
- *     here), push_chunk bookkeeping, lease renewal, shutdown.  It owns
- *     dsp.loop_conn and the owned-task table dsp.tasks.
+ *     shard claims (dsp_shard.c), the chunker, Kafka delivery reports
+ *     (rd_kafka_poll is only called here), push_chunk bookkeeping, lease
+ *     renewal, shutdown.  It owns dsp.loop_conn and the owned-task table
+ *     dsp.tasks.
  *   - up to DSP_RECONCILE_JOBS reconciliation jobs run on libuv's thread
  *     pool (dsp_reconcile.c), each with its own dsp.rc[i].conn: claimed
  *     tasks' sets are made complete before their first chunk.
@@ -28,7 +29,7 @@
  * listed below it (every one uses dsp_conn.c and common/'s hr_*; the API's
  * dsp_api*.c are one module with its own header, dsp_api.h):
  *   dispatcher.c -> dsp_api*.c, dsp_jobs.c, dsp_timer.c, dsp_lease.c,
- *                   dsp_chunk.c, dsp_reconcile.c, dsp_metrics.c
+ *                   dsp_chunk.c, dsp_reconcile.c, dsp_metrics.c, dsp_shard.c
  *   dsp_jobs.c    -> dsp_scan.c, dsp_poll.c, dsp_sweep.c, dsp_control.c, dsp_addr.c,
  *                    dsp_lease.c (owns what the poller claimed), dsp_metrics.c,
  *                    dsp_timer.c (wakes it after a scan)
@@ -39,10 +40,12 @@
  *   dsp_timer.c   -> dsp_lease.c (owns what it claimed), dsp_store.c,
  *                    dsp_reconcile.c (queues the claimed tasks)
  *   dsp_sweep.c   -> dsp_chunk.c (produce)
- *   dsp_chunk.c   -> dsp_reconcile.c (before the first chunk), dsp_lease.c,
+ *   dsp_chunk.c   -> dsp_reconcile.c (before the first chunk), dsp_shard.c (a
+ *                    shard chunked, the coordinator's check), dsp_lease.c,
  *                    dsp_wait.c (releases due recipients), dsp_report.c, dsp_ahead.c
  *   dsp_reconcile.c -> dsp_lease.c (the outcome on the owned task), dsp_addr.c,
- *                    dsp_wait.c (plans the wait set)
+ *                    dsp_wait.c (plans the wait set), dsp_shard.c (the rows)
+ *   dsp_shard.c   -> dsp_lease.c (owns what it claimed; renewed beside it)
  *   dsp_lease.c   -> dsp_store.c
  *   dsp_api*.c    -> dsp_store.c
  *   dsp_store.c, dsp_metrics.c, dsp_conn.c, dsp_wait.c, dsp_report.c, dsp_ahead.c: leaves.
@@ -70,6 +73,7 @@
 #include "hr_pace.h"
 #include "hr_progress.h"
 #include "hr_redis.h"
+#include "hr_shard.h"
 #include "hr_state.h"
 #include "hr_task.h"
 #include "hr_vec.h"
@@ -97,6 +101,8 @@
 #define DSP_FLUSH_MS 10000       /* bound of the producer flush at exit */
 #define DSP_WARM_TIMEOUT_MS 5000 /* topic metadata at start-up */
 #define DSP_ADDR_SYNC_MS 5000    /* address sync from the background job */
+#define DSP_SHARD_POLL_MS 250    /* look for a claimable shard (dsp_shard.c) */
+#define DSP_SHARD_CHECK_MS 250   /* a coordinator looks whether every shard is chunked */
 /* Reconciliations at once, each a job on libuv's pool, which dsp_run sizes
  * to DSP_POOL_THREADS (the background job and a spare besides; an
  * UV_THREADPOOL_SIZE in the environment wins).  A job takes up to
@@ -116,9 +122,17 @@ typedef struct dsp_conn {
     int backoff_ms;
 } dsp_conn;
 
-/* A task this dispatcher owns (claimed_by = owner) and chunks. */
+/* A task this dispatcher owns (claimed_by = owner) and chunks, or a shard
+ * of a sharded task it claimed (docs/architecture.md "Sharded tasks"):
+ *   shards < 2, shard HR_SHARD_NONE: a task of one set, owned and chunked;
+ *   shards > 1, shard HR_SHARD_NONE: the task's coordinator (owned): it
+ *     reconciles, writes the shard rows and moves the task to dispatched
+ *     once every shard is chunked, and chunks nothing itself;
+ *   shards > 1, shard k: shard k, claimed in push_task_shard and chunked. */
 typedef struct dsp_task {
     int64_t id;
+    int shards;
+    int shard;
     int64_t due_ms;
     int64_t chunk_size;
     int64_t rate_limit; /* effective; 0 = unlimited */
@@ -149,6 +163,7 @@ typedef struct dsp_rc_item {
     int64_t id;
     bool waits;     /* a local-time or windowed task: plan its wait set */
     bool addressed; /* its channel pushes to the address book: sync it first */
+    int shards;     /* a sharded task's: seq of each shard, and its rows */
     int result;     /* an hr_subs_result, or -1 */
     int64_t added, seen, parked, ms;
     char err[256];
@@ -179,12 +194,14 @@ typedef struct dsp_scan_entry {
  * at (count changed, or not checked for DSP_RECHECK_MS). */
 typedef struct dsp_prep_count {
     int64_t have, want;
+    bool synced; /* {t<ID>}synced exists */
     bool need;
 } dsp_prep_count;
 
 /* A confirmed first publish or republish waiting for its push_chunk row. */
 typedef struct dsp_report {
     int64_t task, seq, size, published_ms;
+    int shard; /* whose stats hash counts it (0 for a task of one set) */
 } dsp_report;
 
 enum { DSP_BG_SCAN = 1, DSP_BG_POLL = 2, DSP_BG_SWEEP = 4 };
@@ -212,7 +229,7 @@ typedef struct dsp {
     char owner[192]; /* "<instance>/<pid>" */
 
     uv_loop_t *loop;
-    uv_timer_t t_scan, t_timer, t_poll, t_sweep, t_lease, t_tick;
+    uv_timer_t t_scan, t_timer, t_poll, t_sweep, t_lease, t_tick, t_shard;
     uv_signal_t sig_term, sig_int;
     atomic_bool stopping;
     bool finished;
@@ -306,19 +323,28 @@ int dsp_admit(dsp *d, hr_mysql *m, hr_redis *r, const hr_task *t, int64_t now, c
               size_t errlen);
 
 /* dsp_lease.c (loop thread): the owned tasks and their leases. */
+/* The owned task ID (a task of one set, or a coordinator), or NULL. */
 dsp_task *dsp_task_find(dsp *d, int64_t id);
+/* Shard SHARD of task ID (HR_SHARD_NONE: as dsp_task_find; -2: any shard
+ * of it that is not the coordinator), or NULL. */
+dsp_task *dsp_task_find_shard(dsp *d, int64_t id, int shard);
 /* Forgets owned task DT and frees it. */
 void dsp_task_drop(dsp *d, dsp_task *dt);
 /* Takes over a claimed task (T is only read); VIA is timer, poller,
  * takeover or adopt.  false when out of memory (the caller frees the
  * claim or lets its lease lapse). */
 bool dsp_own(dsp *d, const hr_task *t, const char *via);
+/* Chunks shard SHARD of T, claimed by dsp_shard.c; false when out of
+ * memory (the caller ends the claim's lease). */
+bool dsp_own_shard(dsp *d, const hr_task *t, int shard);
 void dsp_renew_leases(dsp *d);
 void dsp_tasks_free(dsp *d);
 
 /* dsp_chunk.c (loop thread): chunker, produce, delivery reports. */
-int dsp_produce(dsp *d, int64_t task, int64_t seq, int64_t count, int64_t due_ms, bool republish,
-                char *errstr, size_t errlen);
+/* Produces chunk SEQ of shard SHARD of TASK (HR_SHARD_NONE: a task of one
+ * set, no shard in the message). */
+int dsp_produce(dsp *d, int64_t task, int shard, int64_t seq, int64_t count, int64_t due_ms,
+                bool republish, char *errstr, size_t errlen);
 void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque);
 /* Reports, chunk rows and at most one chunk per owned task.  true when it
  * moved a chunk: more may be waiting, so the caller ticks again at once. */
@@ -334,8 +360,9 @@ int dsp_ahead(dsp *d, const dsp_task *dt, char *errstr, size_t errlen);
 /* dsp_report.c (loop thread): push_chunk rows of confirmed publishes. */
 /* Queues the row of a confirmed publish (a full queue loses it, logged). */
 void dsp_report_add(dsp *d, const dsp_report *rp);
-/* Whether a report of task ID waits for its row. */
-bool dsp_report_queued(const dsp *d, int64_t id);
+/* Whether a report of shard SHARD (HR_SHARD_NONE: a task of one set) of
+ * task ID waits for its row. */
+bool dsp_report_queued(const dsp *d, int64_t id, int shard);
 /* Writes a batch of queued rows (DSP_REPORTS_PER_TICK at most). */
 void dsp_report_write(dsp *d);
 /* At exit: writes batches until the queue is empty or MySQL fails. */
@@ -356,6 +383,28 @@ void dsp_timer_forget(dsp *d, const dsp_scan_entry *old, size_t nold, const dsp_
 void dsp_timer_on(uv_timer_t *h);
 /* Loop thread: pops the due entries now (a scan put entries in). */
 void dsp_timer_wake(dsp *d);
+
+/* dsp_shard.c: the shards of sharded tasks (docs/architecture.md). */
+/* Loop thread (t_shard): claims at most one claimable shard (ready, or
+ * chunking with an expired lease) of a dispatching task, one this
+ * dispatcher holds no shard of. */
+void dsp_shard_poll(dsp *d);
+/* Loop thread, with the lease renewal: renews our shard leases and drops
+ * the shards we lost or whose task is no longer dispatching with control
+ * run (ending their lease at once). */
+void dsp_shard_renew(dsp *d);
+/* Loop thread: shard DT's subs ran out and its reports are written: its
+ * row becomes chunked, DT is dropped and the next shard is looked for. */
+void dsp_shard_chunked(dsp *d, dsp_task *dt);
+/* Loop thread, coordinator DT: 1 when every shard row of its task is
+ * chunked, 0 when not yet, -1 on a MySQL error (ERRSTR). */
+int dsp_shard_all_chunked(dsp *d, const dsp_task *dt, char *errstr, size_t errlen);
+/* At exit: ends the leases of the shards we hold. */
+void dsp_shard_release_all(dsp *d);
+/* Reconciliation job: writes task ID's SHARDS rows (ready) if missing, and
+ * makes a chunked shard whose subs holds recipients again ready (after a
+ * resume, recover or redispatch).  0 or -1 (ERRSTR). */
+int dsp_shard_rows(dsp_conn *conn, int64_t id, int shards, char *errstr, size_t errlen);
 
 /* dsp_reconcile.c (loop thread) */
 /* Queues the reconciliation of owned task DT (once) and marks it
@@ -406,22 +455,24 @@ void dsp_poll(dsp *d);
 
 /* dsp_sweep.c (background job): sweeper and key retirement. */
 void dsp_sweep(dsp *d);
-/* Republishes task ID's pending chunks last published at or before STALE
+/* Republishes task ID's (every shard's of its SHARDS) pending chunks last published at or before STALE
  * (ms) that no worker holds; *BUDGET bounds the work.  Returns the number
  * of pending chunks, or -1 on a Redis error. */
-int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t stale, int *budget);
+int64_t dsp_sweep_task(dsp *d, int64_t id, int shards, int64_t due_ms, int64_t now, int64_t stale,
+                       int *budget);
 /* Gives a finished task's Redis keys (subs, seq, pending, stats, ctl,
- * pulled, failed, prep, synced) the DSP_KEY_RETENTION_MS expiry, only where they
+ * pulled, failed, prep, synced; every shard's of its SHARDS) the DSP_KEY_RETENTION_MS expiry, only where they
  * have none, so a later pass does not push it further out.  Chunk and
  * lease keys are the workers' and go when a chunk ends.  0 or -1 (ERRSTR). */
-int dsp_retire_keys(dsp_conn *conn, int64_t id, char *errstr, size_t errlen);
+int dsp_retire_keys(dsp_conn *conn, int64_t id, int shards, char *errstr, size_t errlen);
 
-/* dsp_control.c: drops every pending chunk of task ID no live worker holds,
- * counting its recipients as OUTCOME (hr_finish_drop): adds the count to
- * *DROPPED, raises *TOTAL to the stats hash's counter, sets *HELD when a
- * worker held one (that worker drops it).  Used by cancel and by the
- * chunker at expire_at.  0 or -1. */
-int dsp_drop_chunks(dsp_conn *conn, int64_t id, hr_outcome outcome, int64_t *dropped,
+/* dsp_control.c: drops every pending chunk of shard SHARD of task ID (0 for
+ * a task of one set) no live worker holds, counting its recipients as
+ * OUTCOME (hr_finish_drop): adds the count to *DROPPED, raises *TOTAL to
+ * the shard's stats hash counter, sets *HELD when a worker held one (that
+ * worker drops it).  Used by cancel and by the chunker at expire_at.  0 or
+ * -1. */
+int dsp_drop_chunks(dsp_conn *conn, int64_t id, int shard, hr_outcome outcome, int64_t *dropped,
                     int64_t *total, bool *held, char *errstr, size_t errlen);
 
 /* dsp_metrics.c */

@@ -33,9 +33,11 @@
 #include "hr_keys.h"
 #include "hr_pipe.h"
 
-/* The number of task ID's pending chunks that no worker holds, counting
- * at most up to the first MAX found; -1 on a Redis error (ERRSTR). */
-static int64_t dsp_ahead_count(hr_redis *r, int64_t id, int64_t max, char *errstr, size_t errlen)
+/* The number of the pending chunks of shard SHARD of task ID (0: a task of
+ * one set) that no worker holds, counting at most up to the first MAX
+ * found; -1 on a Redis error (ERRSTR). */
+static int64_t dsp_ahead_count(hr_redis *r, int64_t id, int shard, int64_t max, char *errstr,
+                               size_t errlen)
 {
     const char *prefix = hr_redis_prefix(r);
     char pending[HR_KEY_MAX], lease[HR_KEY_MAX];
@@ -44,7 +46,7 @@ static int64_t dsp_ahead_count(hr_redis *r, int64_t id, int64_t max, char *errst
     int64_t ahead = -1;
     size_t i;
 
-    hr_key_task(prefix, pending, sizeof pending, id, HR_KEY_PENDING);
+    hr_key_shard(prefix, pending, sizeof pending, id, shard, HR_KEY_PENDING);
     keys = hr_redis_cmdf(r, errstr, errlen, "HKEYS %s", pending);
     if (keys == NULL)
         return -1;
@@ -60,7 +62,8 @@ static int64_t dsp_ahead_count(hr_redis *r, int64_t id, int64_t max, char *errst
     for (i = 0; i < keys->elements; i++) {
         const char *argv[] = {"EXISTS", lease};
 
-        hr_key_lease(prefix, lease, sizeof lease, id, strtoll(keys->element[i]->str, NULL, 10));
+        hr_key_shard_lease(prefix, lease, sizeof lease, id, shard,
+                           strtoll(keys->element[i]->str, NULL, 10));
         if (hr_pipe_cmd(pipe, 2, argv, NULL) < 0) {
             snprintf(errstr, errlen, "out of memory");
             goto done;
@@ -90,7 +93,11 @@ int dsp_ahead(dsp *d, const dsp_task *dt, char *errstr, size_t errlen)
 
     if (max == 0 || dt->chunks < max)
         return 0;
-    ahead = dsp_ahead_count(d->loop_conn.r, dt->id, max, errstr, errlen);
+    /* Per shard for a sharded task: each shard's chunker keeps its own
+     * chunks_ahead (the shards being cut at once are few, one per
+     * dispatcher). */
+    ahead = dsp_ahead_count(d->loop_conn.r, dt->id, dt->shard != HR_SHARD_NONE ? dt->shard : 0, max,
+                            errstr, errlen);
     if (ahead < 0)
         return -1;
     return ahead >= max;

@@ -169,6 +169,7 @@ static cJSON *dsp_api_task_json(const hr_task *t)
     dsp_api_add_time(o, "expire_at", t->expire_ms > 0 ? t->expire_ms : -1);
     cJSON_AddNumberToObject(o, "rate_limit", (double)t->rate_limit);
     cJSON_AddNumberToObject(o, "chunk_size", (double)t->chunk_size);
+    cJSON_AddNumberToObject(o, "shards", (double)(t->shards > 1 ? t->shards : 1));
     cJSON_AddNumberToObject(o, "throttle_limit", (double)t->throttle_limit);
     cJSON_AddNumberToObject(o, "throttle_window_s", (double)t->throttle_window_s);
     dsp_api_add_str(o, "throttle_scope", t->throttle_scope);
@@ -286,10 +287,10 @@ done:
  * in force (the stats hash's planned_rate, null before the owner derived
  * one) and the plan a console draws against the actual `done`: the
  * straight line from due_at to finish_by.  null for a task without one. */
-static void dsp_api_task_plan(const hr_task *t, const redisReply *stats, const hr_progress *pr,
+static void dsp_api_task_plan(const hr_task *t, const hr_shard_stats *stats, const hr_progress *pr,
                               int64_t now, cJSON *progress)
 {
-    int64_t rate = dsp_api_stat(stats, "planned_rate");
+    int64_t rate = hr_shard_stats_get(stats, "planned_rate");
     cJSON *plan;
 
     if (rate > 0)
@@ -315,8 +316,8 @@ static void dsp_api_task_plan(const hr_task *t, const redisReply *stats, const h
  * still comes from MySQL. */
 static void dsp_api_task_live(dsp_api_conn *ac, const hr_task *t, cJSON *o)
 {
-    char keys[2][256], err[256];
-    redisReply *subs, *stats;
+    char err[256];
+    hr_shard_stats stats = {0}; /* summed over the shards; empty without Redis */
     cJSON *live = cJSON_AddObjectToObject(o, "live"), *st, *progress, *oc;
     const int64_t mysql[HR_OUTCOME_UNACCOUNTED] = {
         t->sent, t->failed, t->throttled, t->pulled, t->cancelled, t->unregistered, t->expired};
@@ -324,29 +325,26 @@ static void dsp_api_task_live(dsp_api_conn *ac, const hr_task *t, cJSON *o)
                          .subs_left = -1,
                          .finished = hr_state_final(t->state)};
     hr_progress pr;
-    int64_t now = dsp_now_ms();
+    int64_t now = dsp_now_ms(), subs;
     size_t i;
 
-    hr_key_task(hr_redis_prefix(ac->r), keys[0], sizeof keys[0], t->id, HR_KEY_SUBS);
-    hr_key_task(hr_redis_prefix(ac->r), keys[1], sizeof keys[1], t->id, HR_KEY_STATS);
-    subs = hr_redis_cmdf(ac->r, err, sizeof err, "SCARD %s", keys[0]);
-    stats = subs != NULL ? hr_redis_cmdf(ac->r, err, sizeof err, "HGETALL %s", keys[1]) : NULL;
-    if (stats == NULL) {
+    /* A sharded task's live state is the sum of its shards'. */
+    if (hr_shard_sum(ac->r, t->id, (int)t->shards, "SCARD", HR_KEY_SUBS, &subs, err, sizeof err) <
+            0 ||
+        hr_shard_stats_read(ac->r, t->id, (int)t->shards, &stats, err, sizeof err) < 0) {
         cJSON_AddStringToObject(live, "error", err);
-        freeReplyObject(subs);
-        subs = NULL;
+        stats.n = 0;
     } else {
-        in.subs_left = subs->integer;
-        cJSON_AddNumberToObject(live, "subs", (double)subs->integer);
+        in.subs_left = subs;
+        cJSON_AddNumberToObject(live, "subs", (double)subs);
         st = cJSON_AddObjectToObject(live, "stats");
-        for (i = 0; i + 1 < stats->elements; i += 2)
-            cJSON_AddNumberToObject(st, stats->element[i]->str,
-                                    (double)strtoll(stats->element[i + 1]->str, NULL, 10));
+        for (i = 0; i < stats.n; i++)
+            cJSON_AddNumberToObject(st, stats.v[i].name, (double)stats.v[i].value);
     }
     for (i = 0; i < HR_OUTCOME_UNACCOUNTED; i++)
         in.outcome[i] =
-            hr_progress_merge(mysql[i], dsp_api_stat(stats, hr_progress_outcome_name(i)));
-    in.published = hr_progress_merge(t->total, dsp_api_stat(stats, "published"));
+            hr_progress_merge(mysql[i], hr_shard_stats_get(&stats, hr_progress_outcome_name(i)));
+    in.published = hr_progress_merge(t->total, hr_shard_stats_get(&stats, "published"));
     progress = cJSON_CreateObject();
     if (hr_task_waits(t)) {
         int64_t waiting;
@@ -367,19 +365,20 @@ static void dsp_api_task_live(dsp_api_conn *ac, const hr_task *t, cJSON *o)
     cJSON_AddNumberToObject(progress, "over", (double)pr.over);
     /* Reported beside the outcomes, not among them: attempts, and pushes a
      * shadow-mode throttle let through. */
-    cJSON_AddNumberToObject(progress, "retried",
-                            (double)hr_progress_merge(t->retried, dsp_api_stat(stats, "retried")));
-    cJSON_AddNumberToObject(progress, "shadowed",
-                            (double)hr_progress_merge(0, dsp_api_stat(stats, "throttle_shadowed")));
+    cJSON_AddNumberToObject(
+        progress, "retried",
+        (double)hr_progress_merge(t->retried, hr_shard_stats_get(&stats, "retried")));
+    cJSON_AddNumberToObject(
+        progress, "shadowed",
+        (double)hr_progress_merge(0, hr_shard_stats_get(&stats, "throttle_shadowed")));
     if (pr.done > 0 && pr.done < pr.total && t->due_ms > 0 && now > t->due_ms && !in.finished)
         cJSON_AddNumberToObject(progress, "eta_s",
                                 (double)(pr.total - pr.done) * (double)(now - t->due_ms) /
                                     (double)pr.done / 1000.0);
     else
         cJSON_AddNullToObject(progress, "eta_s");
-    dsp_api_task_plan(t, stats, &pr, now, progress);
-    freeReplyObject(subs);
-    freeReplyObject(stats);
+    dsp_api_task_plan(t, &stats, &pr, now, progress);
+    hr_vec_free(&stats);
 }
 
 /* ---- POST /v1/tasks, PATCH /v1/tasks/{id} --------------------------------- */
@@ -441,6 +440,7 @@ bool dsp_api_task_input(dsp_api *a, const cJSON *j, dsp_api_input *in, const cha
                                 .title = "",
                                 .body = "",
                                 .chunk_size = 5000,
+                                .shards = 1,
                                 .due_ms = -1,
                                 .ttl_s = -1,
                                 .freeze_ms = -1,
@@ -493,7 +493,9 @@ static void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req
             /* expiry */
             dsp_api_p_expire(in.t.expire_ms),
             /* pacing */
-            dsp_api_p_finish(&in.t)};
+            dsp_api_p_finish(&in.t),
+            /* sharded tasks */
+            HR_P_I64(in.t.shards)};
 
         if (hr_mysql_exec(ac->m,
                           "INSERT INTO push_task (name, topic, channel, title, body, payload, "
@@ -502,11 +504,12 @@ static void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req
                           "ttl_s, collapse_key, priority, "
                           "local_time, default_tz, window_start, window_end, window_tz, "
                           /* expiry */ "expire_at, "
-                          /* pacing */ "finish_by) "
+                          /* pacing */ "finish_by, "
+                          /* sharded tasks */ "shards) "
                           "VALUES (?, ?, ?, ?, ?, ?, FROM_UNIXTIME(? / 1000), "
                           "FROM_UNIXTIME(? / 1000), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
                           "?, ?, SEC_TO_TIME(?), SEC_TO_TIME(?), ?, FROM_UNIXTIME(? / 1000), "
-                          "FROM_UNIXTIME(? / 1000))",
+                          "FROM_UNIXTIME(? / 1000), ?)",
                           p, sizeof p / sizeof p[0], NULL, &id, NULL, err, sizeof err) < 0) {
             dsp_api_backend_error(resp, "mysql", err);
             goto done;

@@ -73,6 +73,7 @@ typedef struct dsp_api_input {
     hr_task t;
     bool has_due, has_freeze;
     int64_t expire_in_s; /* expiry: "expire_in", 0 = not given; sets t.expire_ms */
+    int64_t expected;    /* "expected_recipients", 0 = not given; sets t.shards */
 } dsp_api_input;
 
 /* The members of body J of POST /v1/tasks (PATCH: only title, body,

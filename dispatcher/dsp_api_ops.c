@@ -47,32 +47,33 @@ static int dsp_api_seq_cmp(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-/* Up to DSP_API_CHUNKS_MAX seqs of the pending hash, sorted, into SEQS;
- * *TOTAL = the hash's size.  0 or -1 (ERRSTR). */
-static int dsp_api_pending_seqs(hr_redis *r, int64_t id, int64_t *seqs, size_t *n, int64_t *total,
-                                char *errstr, size_t errlen)
+/* Up to DSP_API_CHUNKS_MAX seqs of the pending hashes of task ID's SHARDS
+ * shards, sorted, into SEQS; *TOTAL = the hashes' sizes.  0 or -1
+ * (ERRSTR). */
+static int dsp_api_pending_seqs(hr_redis *r, int64_t id, int shards, int64_t *seqs, size_t *n,
+                                int64_t *total, char *errstr, size_t errlen)
 {
-    char key[HR_KEY_MAX], cursor[32] = "0";
+    char key[HR_KEY_MAX], cursor[32];
     redisReply *reply;
     size_t i;
     int rounds = 0;
 
-    hr_key_task(hr_redis_prefix(r), key, sizeof key, id, HR_KEY_PENDING);
-    reply = hr_redis_cmdf(r, errstr, errlen, "HLEN %s", key);
-    if (reply == NULL)
+    if (hr_shard_sum(r, id, shards, "HLEN", HR_KEY_PENDING, total, errstr, errlen) < 0)
         return -1;
-    *total = reply->integer;
-    freeReplyObject(reply);
     *n = 0;
-    do {
-        reply = hr_redis_cmdf(r, errstr, errlen, "HSCAN %s %s COUNT 1000", key, cursor);
-        if (reply == NULL)
-            return -1;
-        snprintf(cursor, sizeof cursor, "%s", reply->element[0]->str);
-        for (i = 0; i + 1 < reply->element[1]->elements && *n < DSP_API_CHUNKS_MAX; i += 2)
-            seqs[(*n)++] = strtoll(reply->element[1]->element[i]->str, NULL, 10);
-        freeReplyObject(reply);
-    } while (strcmp(cursor, "0") != 0 && *n < DSP_API_CHUNKS_MAX && ++rounds < 100000);
+    for (int k = 0; k < (shards > 1 ? shards : 1) && *n < DSP_API_CHUNKS_MAX; k++) {
+        hr_key_shard(hr_redis_prefix(r), key, sizeof key, id, k, HR_KEY_PENDING);
+        snprintf(cursor, sizeof cursor, "0");
+        do {
+            reply = hr_redis_cmdf(r, errstr, errlen, "HSCAN %s %s COUNT 1000", key, cursor);
+            if (reply == NULL)
+                return -1;
+            snprintf(cursor, sizeof cursor, "%s", reply->element[0]->str);
+            for (i = 0; i + 1 < reply->element[1]->elements && *n < DSP_API_CHUNKS_MAX; i += 2)
+                seqs[(*n)++] = strtoll(reply->element[1]->element[i]->str, NULL, 10);
+            freeReplyObject(reply);
+        } while (strcmp(cursor, "0") != 0 && *n < DSP_API_CHUNKS_MAX && ++rounds < 100000);
+    }
     qsort(seqs, *n, sizeof *seqs, dsp_api_seq_cmp);
     return 0;
 }
@@ -95,16 +96,18 @@ void dsp_api_chunks(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_ht
         hr_httpd_error(resp, 500, "internal", "out of memory");
         goto done;
     }
-    if (dsp_api_pending_seqs(ac->r, id, seqs, &n, &total, err, sizeof err) < 0)
+    if (dsp_api_pending_seqs(ac->r, id, (int)t->shards, seqs, &n, &total, err, sizeof err) < 0)
         goto redis_failed;
-    /* Per chunk: what its set holds, its lease's holder and time left. */
+    /* Per chunk: what its set holds, its lease's holder and time left (in
+     * the shard its number belongs to). */
     for (i = 0; i < n; i++) {
         const char *scard[] = {"SCARD", key}, *get[] = {"GET", key}, *pttl[] = {"PTTL", key};
+        int shard = hr_shard_of_seq((int)t->shards, seqs[i]);
 
-        hr_key_chunk(hr_redis_prefix(ac->r), key, sizeof key, id, seqs[i]);
+        hr_key_shard_chunk(hr_redis_prefix(ac->r), key, sizeof key, id, shard, seqs[i]);
         if (hr_pipe_cmd(pipe, 2, scard, NULL) < 0)
             goto oom;
-        hr_key_lease(hr_redis_prefix(ac->r), key, sizeof key, id, seqs[i]);
+        hr_key_shard_lease(hr_redis_prefix(ac->r), key, sizeof key, id, shard, seqs[i]);
         if (hr_pipe_cmd(pipe, 2, get, NULL) < 0 || hr_pipe_cmd(pipe, 2, pttl, NULL) < 0)
             goto oom;
     }
@@ -153,17 +156,30 @@ done:
 
 /* ---- dead letters ----------------------------------------------------------- */
 
-/* ?cursor= "<redis cursor>:<skip>" (NULL: the start). */
-static bool dsp_api_dead_cursor(const char *s, unsigned long long *cursor, long *skip)
+/* ?cursor= "<redis cursor>:<skip>", for a task of several shards
+ * "<shard>/<redis cursor>:<skip>" (NULL: the start). */
+static bool dsp_api_dead_cursor(const char *s, int shards, int *shard, unsigned long long *cursor,
+                                long *skip)
 {
     char *end;
 
+    *shard = 0;
     *cursor = 0;
     *skip = 0;
     if (s == NULL)
         return true;
     if (*s < '0' || *s > '9')
         return false;
+    if (shards > 1) {
+        long k = strtol(s, &end, 10);
+
+        if (*end != '/' || k < 0 || k >= shards)
+            return false;
+        *shard = (int)k;
+        s = end + 1;
+        if (*s < '0' || *s > '9')
+            return false;
+    }
     *cursor = strtoull(s, &end, 10);
     if (*end != ':' || end[1] < '0' || end[1] > '9')
         return false;
@@ -179,7 +195,8 @@ void dsp_api_dead_letters(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
     int64_t id, uid;
     unsigned long long cursor;
     long limit = DSP_API_DEAD_DEFAULT, skip, served = 0, i, rounds = 0;
-    char err[512], key[HR_KEY_MAX], *end, next[48] = "";
+    char err[512], key[HR_KEY_MAX], *end, next[64] = "", at[16] = "";
+    int shards, shard;
     cJSON *o = NULL, *arr;
 
     (void)a;
@@ -192,13 +209,14 @@ void dsp_api_dead_letters(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
             return;
         }
     }
-    if (!dsp_api_dead_cursor(hr_httpd_query(req, "cursor"), &cursor, &skip)) {
-        hr_httpd_error(resp, 400, "bad_query", "cursor must be one a previous page returned");
-        return;
-    }
     if (!dsp_api_task(ac, id, resp, &t))
         return;
-    hr_key_task(hr_redis_prefix(ac->r), key, sizeof key, id, HR_KEY_FAILED);
+    shards = t->shards > 1 ? (int)t->shards : 1;
+    if (!dsp_api_dead_cursor(hr_httpd_query(req, "cursor"), shards, &shard, &cursor, &skip)) {
+        hr_httpd_error(resp, 400, "bad_query", "cursor must be one a previous page returned");
+        goto done;
+    }
+    hr_key_shard(hr_redis_prefix(ac->r), key, sizeof key, id, shard, HR_KEY_FAILED);
     o = cJSON_CreateObject();
     arr = cJSON_AddArrayToObject(o, "dead_letters");
     /* Steps until the page is full or the scan ends; a step's entries past
@@ -228,16 +246,23 @@ void dsp_api_dead_letters(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
             cJSON_AddStringToObject(d, "reason", v->str);
         }
         freeReplyObject(reply);
+        if (shards > 1)
+            snprintf(at, sizeof at, "%d/", shard);
         if (i < entries) { /* the page filled inside this step */
-            snprintf(next, sizeof next, "%llu:%ld", cursor, i);
+            snprintf(next, sizeof next, "%s%llu:%ld", at, cursor, i);
             break;
         }
         cursor = after;
         skip = 0;
-        if (cursor == 0)
-            break;
+        if (cursor == 0) {
+            /* This shard's hash is done: the next shard's, if any. */
+            if (++shard >= shards)
+                break;
+            hr_key_shard(hr_redis_prefix(ac->r), key, sizeof key, id, shard, HR_KEY_FAILED);
+            snprintf(at, sizeof at, "%d/", shard);
+        }
         if (served == limit) {
-            snprintf(next, sizeof next, "%llu:0", cursor);
+            snprintf(next, sizeof next, "%s%llu:0", at, cursor);
             break;
         }
     } while (++rounds < 100000);
@@ -328,30 +353,28 @@ void dsp_api_recover(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
 void dsp_api_subs_count(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     hr_task *t = NULL;
-    redisReply *reply;
-    int64_t id, rows;
-    char err[512], key[HR_KEY_MAX];
+    int64_t id, rows, left;
+    char err[512];
+    int shards;
     cJSON *o;
 
     (void)a;
     if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_task(ac, id, resp, &t))
         return;
+    shards = (int)t->shards;
     hr_task_free(t);
     if ((rows = dsp_api_subscriptions(ac, id)) < 0) {
         dsp_api_backend_error(resp, "mysql", "COUNT(push_subscription) failed");
         return;
     }
-    reply = hr_redis_cmdf(ac->r, err, sizeof err, "SCARD %s",
-                          hr_key_task(hr_redis_prefix(ac->r), key, sizeof key, id, HR_KEY_SUBS));
-    if (reply == NULL) {
+    if (hr_shard_sum(ac->r, id, shards, "SCARD", HR_KEY_SUBS, &left, err, sizeof err) < 0) {
         dsp_api_backend_error(resp, "redis", err);
         return;
     }
     o = cJSON_CreateObject();
     dsp_api_add_id(o, "task_id", id);
     cJSON_AddNumberToObject(o, "mysql", (double)rows);
-    cJSON_AddNumberToObject(o, "redis_pending", (double)reply->integer);
-    freeReplyObject(reply);
+    cJSON_AddNumberToObject(o, "redis_pending", (double)left);
     dsp_api_reply(resp, 200, o);
 }
 

@@ -160,6 +160,10 @@ static const struct dsp_api_field {
     {"window_tz", DSP_F_ZONE, HR_TZ_NAME_MAX, true, false, false},
     /* pacing (docs/scheduling.md) */
     {"finish_by", DSP_F_TIME, 0, true, false, false},
+    /* sharded tasks (docs/architecture.md): shards, or derived from
+     * expected_recipients; fixed once the task has a subscriber */
+    {"shards", DSP_F_INT, 0, false, false, false},
+    {"expected_recipients", DSP_F_INT, 0, false, false, false},
 };
 
 /* Checks V against field FD; 0, or -1 with the refusal. */
@@ -320,6 +324,13 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
             in->expire_in_s = (int64_t)v->valuedouble;
         } else if (strcmp(fd->name, "finish_by") == 0) {
             in->t.finish_ms = ms;
+        } else if (strcmp(fd->name, "shards") == 0) {
+            in->t.shards = (int64_t)v->valuedouble;
+        } else if (strcmp(fd->name, "expected_recipients") == 0) {
+            if (v->valuedouble < 1)
+                return dsp_api_refuse(code, "bad_field", errstr, errlen,
+                                      "expected_recipients must be at least 1");
+            in->expected = (int64_t)v->valuedouble;
         } else if (strcmp(fd->name, "priority") == 0 &&
                    hr_priority_parse(v->valuestring, &in->t.priority) < 0)
             return dsp_api_refuse(code, "bad_field", errstr, errlen,
@@ -339,6 +350,12 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
             return dsp_api_refuse(code, "bad_field", errstr, errlen,
                                   "give one of expire_at and expire_in");
         in->t.expire_ms = in->t.due_ms + in->expire_in_s * 1000;
+    }
+    if (in->expected > 0) {
+        if (in->t.shards != 1)
+            return dsp_api_refuse(code, "bad_field", errstr, errlen,
+                                  "give one of shards and expected_recipients");
+        in->t.shards = hr_shard_for_size(in->expected);
     }
     /* A task frozen only after its due time never shows in the pull on its
      * day (the pull serves frozen tasks). */

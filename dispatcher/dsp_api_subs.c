@@ -4,7 +4,7 @@
  * - POST /v1/tasks/{id}/subscribers {"uids":[...]}: at most api.max_ids
  *   positive integers, all checked before anything is written; then one
  *   multi-row INSERT IGNORE into push_subscription and one refill_add.lua
- *   call (SADD minus pulled, refused once chunking started), so a repeat
+ *   call per shard (SADD minus pulled, refused once chunking started), so a repeat
  *   changes nothing.  Only while the task is `scheduled`: a claim that
  *   raced the request makes the guard trigger refuse the INSERT (409
  *   wrong_state, nothing stored); rows that committed before the claim are
@@ -15,8 +15,9 @@
  *   frozen, unexpired tasks due that day (in the zone of the uid's `tz`
  *   attribute, else UTC) the uid is subscribed to, title and body
  *   rendered (uid, task.*, payload.*, user.* from P user:<uid>).  ack=1
- *   moves the uid from subs to pulled (pull_ack.lua) and, when it moved,
- *   writes a `pulled` push_delivery row and pulled = pulled + 1.  A caller
+ *   moves the uid from subs to pulled (pull_ack.lua, on the uid's shard) and,
+ *   when it moved, writes a `pulled` push_delivery row and pulled + 1 (the
+ *   shard row's, and push_task's sum, for a task of several shards).  A caller
  *   with a client token (req->auth_id, set by dsp_api_auth) is limited to
  *   dispatcher.api.pull_per_minute pulls a minute (hr_ratelimit). */
 #include <inttypes.h>
@@ -25,22 +26,26 @@
 #include <string.h>
 
 #include "dsp_api.h"
+#include "hr_finish.h"
 #include "hr_log.h"
 #include "hr_ratelimit.h"
+#include "hr_shard.h"
 #include "hr_state.h"
+#include "hr_subs.h"
 #include "hr_tz.h"
 
 #define DSP_API_RENDER_MAX ((size_t)1 << 20)
 
-/* The task of a subscriber change, which must be scheduled.  false after
- * answering 404/409/503. */
-static bool dsp_api_sub_task(dsp_api_conn *ac, int64_t id, hr_httpd_resp *resp)
+/* The task of a subscriber change, which must be scheduled; *SHARDS gets
+ * its shard count.  false after answering 404/409/503. */
+static bool dsp_api_sub_task(dsp_api_conn *ac, int64_t id, hr_httpd_resp *resp, int *shards)
 {
     hr_task *t = NULL;
     bool ok;
 
     if (!dsp_api_task(ac, id, resp, &t))
         return false;
+    *shards = (int)t->shards;
     ok = t->state == HR_STATE_SCHEDULED;
     if (!ok)
         hr_httpd_error(resp, 409, "wrong_state",
@@ -66,15 +71,15 @@ static void dsp_api_subs_readmit(dsp_api *a, dsp_api_conn *ac, int64_t id)
 void dsp_api_subs_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     cJSON *j = NULL, *o;
-    int64_t *uids = NULL;
-    char **ids = NULL, *sql = NULL, err[1024], keys[3][256];
-    const char **argv = NULL, *code;
+    int64_t *uids = NULL, added;
+    char **ids = NULL, *sql = NULL, err[1024];
+    const char *code;
     hr_mysql_param *p = NULL;
-    redisReply *reply = NULL;
     size_t n = 0, i, off;
     int64_t id;
     uint64_t inserted = 0;
     unsigned errnum = 0;
+    int shards = 1;
 
     if (!dsp_api_id(req, "id", resp, &id) || (j = dsp_api_body(req, resp)) == NULL)
         goto done;
@@ -83,14 +88,13 @@ void dsp_api_subs_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_
         hr_httpd_error(resp, 400, code, "%s", err);
         goto done;
     }
-    if (!dsp_api_sub_task(ac, id, resp))
+    if (!dsp_api_sub_task(ac, id, resp, &shards))
         goto done;
 
     ids = calloc(n, sizeof *ids);
     p = calloc(2 * n, sizeof *p);
-    argv = calloc(n + 3, sizeof *argv);
     sql = malloc(64 + n * 8);
-    if (ids == NULL || p == NULL || argv == NULL || sql == NULL)
+    if (ids == NULL || p == NULL || sql == NULL)
         goto oom;
     off = (size_t)sprintf(sql, "INSERT IGNORE INTO push_subscription (task_id, uid) VALUES ");
     for (i = 0; i < n; i++) {
@@ -99,7 +103,6 @@ void dsp_api_subs_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_
         snprintf(ids[i], 24, "%" PRId64, uids[i]);
         p[2 * i] = HR_P_I64(id);
         p[2 * i + 1] = HR_P_I64(uids[i]);
-        argv[3 + i] = ids[i];
         off += (size_t)sprintf(sql + off, i ? ",(?,?)" : "(?,?)");
     }
     if (hr_mysql_exec(ac->m, sql, p, 2 * n, &inserted, NULL, &errnum, err, sizeof err) < 0) {
@@ -111,11 +114,8 @@ void dsp_api_subs_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_
             dsp_api_backend_error(resp, "mysql", err);
         goto done;
     }
-    argv[0] = hr_key_task(hr_redis_prefix(ac->r), keys[0], sizeof keys[0], id, HR_KEY_SUBS);
-    argv[1] = hr_key_task(hr_redis_prefix(ac->r), keys[1], sizeof keys[1], id, HR_KEY_PULLED);
-    argv[2] = hr_key_task(hr_redis_prefix(ac->r), keys[2], sizeof keys[2], id, HR_KEY_SEQ);
-    reply = hr_redis_eval(ac->r, HR_LUA_REFILL_ADD, 3, (int)(n + 3), argv, NULL, err, sizeof err);
-    if (reply == NULL) {
+    if (hr_subs_add_sharded(ac->r, id, shards, (const char **)ids, n, &added, err, sizeof err) <
+        0) {
         /* MySQL has them: the scanner's refill adds them before due. */
         hr_log_warn("api_subs_redis_failed", "task=%" PRId64 " uids=%zu error=%s", id, n, err);
     }
@@ -134,13 +134,11 @@ void dsp_api_subs_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_
 oom:
     hr_httpd_error(resp, 500, "internal", "out of memory");
 done:
-    freeReplyObject(reply);
     for (i = 0; ids != NULL && i < n; i++)
         free(ids[i]);
     free(ids);
     free(uids);
     free(p);
-    free(argv);
     free(sql);
     cJSON_Delete(j);
 }
@@ -152,10 +150,11 @@ void dsp_api_subs_del(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_
     char err[512], key[256], uid_s[24];
     redisReply *reply;
     cJSON *o;
+    int shards = 1;
 
     (void)a;
     if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_id(req, "uid", resp, &uid) ||
-        !dsp_api_sub_task(ac, id, resp))
+        !dsp_api_sub_task(ac, id, resp, &shards))
         return;
     {
         const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(uid)};
@@ -167,7 +166,8 @@ void dsp_api_subs_del(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_
         }
     }
     snprintf(uid_s, sizeof uid_s, "%" PRId64, uid);
-    hr_key_task(hr_redis_prefix(ac->r), key, sizeof key, id, HR_KEY_SUBS);
+    hr_key_shard(hr_redis_prefix(ac->r), key, sizeof key, id, hr_shard_of_str(uid_s, shards),
+                 HR_KEY_SUBS);
     reply = hr_redis_cmdf(ac->r, err, sizeof err, "SREM %s %s", key, uid_s);
     if (reply == NULL) {
         dsp_api_backend_error(resp, "redis", err);
@@ -280,22 +280,23 @@ redisReply *dsp_api_user(dsp_api_conn *ac, const char *uid_s, char *errstr, size
                          hr_key_user(hr_redis_prefix(ac->r), key, sizeof key, uid_s));
 }
 
-/* Moves UID of task ID from subs (or the wait set) to pulled; true when it
- * moved. */
-static int dsp_api_ack(dsp_api_conn *ac, int64_t id, int64_t uid, const char *uid_s, char *errstr,
-                       size_t errlen)
+/* Moves UID of task T from subs (or the wait set) to pulled, in the uid's
+ * shard; true when it moved. */
+static int dsp_api_ack(dsp_api_conn *ac, const hr_task *t, int64_t uid, const char *uid_s,
+                       char *errstr, size_t errlen)
 {
     char keys[4][256];
     const char *argv[5] = {keys[0], keys[1], keys[2], keys[3], uid_s};
-    const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(uid)};
-    const hr_mysql_param pt[] = {HR_P_I64(id)};
+    const hr_mysql_param p[] = {HR_P_I64(t->id), HR_P_I64(uid)};
+    int shard = hr_shard_of_str(uid_s, (int)t->shards);
+    int64_t id = t->id;
     redisReply *reply;
     int moved;
 
-    hr_key_task(hr_redis_prefix(ac->r), keys[0], sizeof keys[0], id, HR_KEY_SUBS);
-    hr_key_task(hr_redis_prefix(ac->r), keys[1], sizeof keys[1], id, HR_KEY_PULLED);
-    hr_key_task(hr_redis_prefix(ac->r), keys[2], sizeof keys[2], id, HR_KEY_STATS);
-    hr_key_task(hr_redis_prefix(ac->r), keys[3], sizeof keys[3], id, HR_KEY_WAIT);
+    hr_key_shard(hr_redis_prefix(ac->r), keys[0], sizeof keys[0], id, shard, HR_KEY_SUBS);
+    hr_key_shard(hr_redis_prefix(ac->r), keys[1], sizeof keys[1], id, shard, HR_KEY_PULLED);
+    hr_key_shard(hr_redis_prefix(ac->r), keys[2], sizeof keys[2], id, shard, HR_KEY_STATS);
+    hr_key_shard(hr_redis_prefix(ac->r), keys[3], sizeof keys[3], id, shard, HR_KEY_WAIT);
     reply = hr_redis_eval(ac->r, HR_LUA_PULL_ACK, 4, 5, argv, NULL, errstr, errlen);
     if (reply == NULL)
         return -1;
@@ -308,8 +309,8 @@ static int dsp_api_ack(dsp_api_conn *ac, int64_t id, int64_t uid, const char *ui
                       "VALUES (?, ?, 'pulled', UTC_TIMESTAMP(3)) "
                       "ON DUPLICATE KEY UPDATE status = 'pulled', at = VALUES(at)",
                       p, 2, NULL, NULL, NULL, errstr, errlen) < 0 ||
-        hr_mysql_exec(ac->m, "UPDATE push_task SET pulled = pulled + 1 WHERE id = ?", pt, 1, NULL,
-                      NULL, NULL, errstr, errlen) < 0) {
+        hr_finish_add(ac->m, id, hr_shard_row((int)t->shards, shard), HR_OUTCOME_PULLED, 1, errstr,
+                      errlen) < 0) {
         hr_log_error("pull_count_lost", "task=%" PRId64 " uid=%" PRId64 " error=%s", id, uid,
                      errstr);
         return -1;
@@ -454,7 +455,7 @@ void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr
         dsp_api_time(t->due_ms, due, sizeof due);
         cJSON_AddStringToObject(r, "due_at", due);
         dsp_api_add_rendering(r, t, uid_s, user);
-        if (ack && (moved = dsp_api_ack(ac, t->id, uid, uid_s, err, sizeof err)) < 0) {
+        if (ack && (moved = dsp_api_ack(ac, t, uid, uid_s, err, sizeof err)) < 0) {
             dsp_api_backend_error(resp, "redis", err);
             goto done;
         }

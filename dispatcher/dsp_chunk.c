@@ -14,6 +14,14 @@
  * - At exit: flush the producer, write the reports, mark finished tasks,
  *   release the leases.
  *
+ * A sharded task (docs/architecture.md "Sharded tasks"): its coordinator
+ * entry chunks nothing; after the reconciliation it looks every
+ * DSP_SHARD_CHECK_MS whether every shard is chunked, then `dispatched`.
+ * Each claimed shard is an entry chunked here on the shard's keys (its own
+ * seq, striped chunk numbers, the shard in the message) under the task's
+ * one rate limit; its subs empty and its reports written -> the shard is
+ * chunked (dsp_shard.c).
+ *
  * An owner's first chunk waits for the task's reconciliation
  * (dsp_reconcile.c), which makes the set complete under the prepare lock
  * and creates seq (or checks it did not go backwards):
@@ -35,16 +43,22 @@
 /* What a produced message carries to its delivery report. */
 typedef struct dsp_msg {
     int64_t task, seq, size, published_ms;
+    int shard;    /* HR_SHARD_NONE for a task of one set */
     uint64_t gen; /* dsp_task.gen of the owner that produced it */
     bool republish;
 } dsp_msg;
 
-int dsp_produce(dsp *d, int64_t task, int64_t seq, int64_t count, int64_t due_ms, bool republish,
-                char *errstr, size_t errlen)
+int dsp_produce(dsp *d, int64_t task, int shard, int64_t seq, int64_t count, int64_t due_ms,
+                bool republish, char *errstr, size_t errlen)
 {
-    dsp_task *owned = republish ? NULL : dsp_task_find(d, task);
-    hr_chunkmsg cm = {
-        .task = task, .seq = seq, .count = count, .due_ms = due_ms, .published_ms = dsp_now_ms()};
+    dsp_task *owned = republish ? NULL : dsp_task_find_shard(d, task, shard);
+    hr_chunkmsg cm = {.task = task,
+                      .seq = seq,
+                      .count = count,
+                      .due_ms = due_ms,
+                      .published_ms = dsp_now_ms(),
+                      .sharded = shard != HR_SHARD_NONE,
+                      .shard = shard != HR_SHARD_NONE ? shard : 0};
     char key[64], value[HR_CHUNKMSG_MAX_BYTES];
     int klen = hr_chunkmsg_key(&cm, key, sizeof key);
     int vlen = hr_chunkmsg_encode(&cm, value, sizeof value);
@@ -62,6 +76,7 @@ int dsp_produce(dsp *d, int64_t task, int64_t seq, int64_t count, int64_t due_ms
     }
     *om = (dsp_msg){.task = task,
                     .seq = seq,
+                    .shard = shard,
                     .size = count,
                     .published_ms = cm.published_ms,
                     .gen = owned ? owned->gen : 0,
@@ -82,7 +97,7 @@ void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
 {
     dsp *d = opaque;
     dsp_msg *om = msg->_private;
-    dsp_task *dt = om->republish ? NULL : dsp_task_find(d, om->task);
+    dsp_task *dt = om->republish ? NULL : dsp_task_find_shard(d, om->task, om->shard);
 
     (void)rk;
     /* A report of an earlier ownership (the task was dropped and owned
@@ -102,7 +117,8 @@ void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
     dsp_report_add(d, &(dsp_report){.task = om->task,
                                     .seq = om->seq,
                                     .size = om->size,
-                                    .published_ms = om->published_ms});
+                                    .published_ms = om->published_ms,
+                                    .shard = om->shard});
 done:
     free(om);
 }
@@ -257,14 +273,17 @@ static void dsp_chunk_expire(dsp *d, dsp_task *dt)
 {
     dsp_conn *conn = &d->loop_conn;
     int64_t waited = 0, dropped = 0, total = 0;
+    int shard = dt->shard != HR_SHARD_NONE ? dt->shard : 0;
     bool held = false;
     char err[512];
 
-    if (hr_finish_drop(conn->r, dt->id, HR_FINISH_WAIT, HR_OUTCOME_EXPIRED, NULL, &waited, &total,
-                       err, sizeof err) < 0 ||
-        hr_finish_drop(conn->r, dt->id, HR_FINISH_SUBS, HR_OUTCOME_EXPIRED, NULL, &dropped, &total,
-                       err, sizeof err) < 0 ||
-        dsp_drop_chunks(conn, dt->id, HR_OUTCOME_EXPIRED, &dropped, &total, &held, err,
+    /* A shard's chunker expires its own shard: subs, unheld chunks and
+     * the counter of its row. */
+    if (hr_finish_drop(conn->r, dt->id, shard, HR_FINISH_WAIT, HR_OUTCOME_EXPIRED, NULL, &waited,
+                       &total, err, sizeof err) < 0 ||
+        hr_finish_drop(conn->r, dt->id, shard, HR_FINISH_SUBS, HR_OUTCOME_EXPIRED, NULL, &dropped,
+                       &total, err, sizeof err) < 0 ||
+        dsp_drop_chunks(conn, dt->id, shard, HR_OUTCOME_EXPIRED, &dropped, &total, &held, err,
                         sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_REDIS, err);
         return;
@@ -272,13 +291,14 @@ static void dsp_chunk_expire(dsp *d, dsp_task *dt)
     dropped += waited;
     /* Without it the stats hash keeps the count, and the finish
      * (hr_finish_task) raises MySQL to it. */
-    if (hr_finish_count(conn->m, dt->id, HR_OUTCOME_EXPIRED, total, err, sizeof err) < 0)
+    if (hr_finish_count(conn->m, dt->id, dt->shard, HR_OUTCOME_EXPIRED, total, err, sizeof err) < 0)
         hr_log_warn("expired_count_lost", "task=%" PRId64 " expired=%" PRId64 " error=%s", dt->id,
                     total, err);
     hr_metrics_add(d->met.expired, (uint64_t)dropped);
     hr_log_info("task_expired",
-                "task=%" PRId64 " dropped=%" PRId64 " expired=%" PRId64 " held=%d late_ms=%" PRId64,
-                dt->id, dropped, total, held, dsp_now_ms() - dt->expire_ms);
+                "task=%" PRId64 " shard=%d dropped=%" PRId64 " expired=%" PRId64
+                " held=%d late_ms=%" PRId64,
+                dt->id, dt->shard, dropped, total, held, dsp_now_ms() - dt->expire_ms);
     dt->subs_empty = true;
 }
 
@@ -304,7 +324,9 @@ static bool dsp_chunk_one(dsp *d, dsp_task *dt)
     dsp_conn *conn = &d->loop_conn;
     char err[512], keys[3][256], seq_s[24], n_s[24], now_s[24];
     const char *argv[6] = {keys[0], keys[1], keys[2], n_s, seq_s, now_s};
+    const char *prefix = hr_redis_prefix(conn->r);
     int64_t now = dsp_now_ms(), n, seq, moved;
+    int shard = dt->shard != HR_SHARD_NONE ? dt->shard : 0;
     bool failed = false;
     redisReply *reply;
 
@@ -344,19 +366,21 @@ static bool dsp_chunk_one(dsp *d, dsp_task *dt)
     }
     if (dt->waits && dsp_chunk_release(d, dt, now, n, err, sizeof err) < 0)
         goto redis_failed;
-    hr_key_task(hr_redis_prefix(conn->r), keys[0], sizeof keys[0], dt->id, HR_KEY_SEQ);
+    /* A shard counts its own chunks; the number is striped so the task's
+     * chunk numbers stay unique (hr_shard_seq). */
+    hr_key_shard(prefix, keys[0], sizeof keys[0], dt->id, shard, HR_KEY_SEQ);
     reply = hr_redis_cmdf(conn->r, err, sizeof err, "INCR %s", keys[0]);
     if (reply == NULL)
         goto redis_failed;
-    seq = reply->integer;
+    seq = hr_shard_seq(dt->shards, shard, reply->integer);
     freeReplyObject(reply);
 
     snprintf(n_s, sizeof n_s, "%" PRId64, n);
     snprintf(seq_s, sizeof seq_s, "%" PRId64, seq);
     snprintf(now_s, sizeof now_s, "%" PRId64, now);
-    hr_key_task(hr_redis_prefix(conn->r), keys[0], sizeof keys[0], dt->id, HR_KEY_SUBS);
-    hr_key_chunk(hr_redis_prefix(conn->r), keys[1], sizeof keys[1], dt->id, seq);
-    hr_key_task(hr_redis_prefix(conn->r), keys[2], sizeof keys[2], dt->id, HR_KEY_PENDING);
+    hr_key_shard(prefix, keys[0], sizeof keys[0], dt->id, shard, HR_KEY_SUBS);
+    hr_key_shard_chunk(prefix, keys[1], sizeof keys[1], dt->id, shard, seq);
+    hr_key_shard(prefix, keys[2], sizeof keys[2], dt->id, shard, HR_KEY_PENDING);
     reply = hr_redis_eval(conn->r, HR_LUA_CHUNK_MOVE, 3, 6, argv, NULL, err, sizeof err);
     if (reply == NULL)
         goto redis_failed;
@@ -377,7 +401,7 @@ static bool dsp_chunk_one(dsp *d, dsp_task *dt)
     if (moved < n && !dt->waits)
         dt->subs_empty = true;
     dsp_seams_moved();
-    if (dsp_produce(d, dt->id, seq, moved, dt->due_ms, false, err, sizeof err) < 0) {
+    if (dsp_produce(d, dt->id, dt->shard, seq, moved, dt->due_ms, false, err, sizeof err) < 0) {
         /* The chunk is pending; the sweeper publishes it later. */
         hr_log_warn("chunk_publish_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s", dt->id,
                     seq, err);
@@ -385,17 +409,46 @@ static bool dsp_chunk_one(dsp *d, dsp_task *dt)
         return true;
     }
     dt->outstanding++;
-    hr_log_debug("chunk_moved", "task=%" PRId64 " seq=%" PRId64 " size=%" PRId64, dt->id, seq,
-                 moved);
+    hr_log_debug("chunk_moved", "task=%" PRId64 " shard=%d seq=%" PRId64 " size=%" PRId64, dt->id,
+                 dt->shard, seq, moved);
     return true;
 redis_failed:
     dsp_conn_failed(d, conn, DSP_REDIS, err);
     return false;
 }
 
+/* A sharded task's coordinator: reconciled first (which writes the shard
+ * rows), then true (to be made `dispatched`) once every shard is chunked. */
+static bool dsp_coordinate(dsp *d, dsp_task *dt, int64_t now)
+{
+    char err[512];
+    int rc;
+
+    if (dt->reconciling)
+        return false;
+    if (!dt->started) {
+        dsp_start(d, dt);
+        return false;
+    }
+    rc = dsp_shard_all_chunked(d, dt, err, sizeof err);
+    if (rc < 0)
+        dsp_conn_failed(d, &d->loop_conn, DSP_MYSQL, err);
+    else if (rc == 0)
+        dt->next_ms = now + DSP_SHARD_CHECK_MS;
+    return rc == 1;
+}
+
+/* Shards whose subs ran out with every report written: each becomes
+ * chunked (dsp_shard_chunked drops it, so after the tasks' walk). */
+static void dsp_chunked(dsp *d, dsp_task **shards, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        dsp_shard_chunked(d, shards[i]);
+}
+
 bool dsp_tick(dsp *d)
 {
-    HR_VEC(dsp_task *) done = {0};
+    HR_VEC(dsp_task *) done = {0}, chunked = {0};
     size_t i, budget = DSP_CHUNKS_PER_TICK;
     int64_t now;
     bool moved = false;
@@ -410,8 +463,14 @@ bool dsp_tick(dsp *d)
 
         if (dt->next_ms > now || !dsp_conn_ready(d, &d->loop_conn))
             continue;
+        if (dt->shards > 1 && dt->shard == HR_SHARD_NONE) {
+            if (dsp_coordinate(d, dt, now) && hr_vec_push(&done, dt) < 0)
+                break;
+            continue;
+        }
         if (dt->subs_empty) {
-            if (dt->outstanding == 0 && !dsp_report_queued(d, dt->id) && hr_vec_push(&done, dt) < 0)
+            if (dt->outstanding == 0 && !dsp_report_queued(d, dt->id, dt->shard) &&
+                hr_vec_push(dt->shard != HR_SHARD_NONE ? &chunked : &done, dt) < 0)
                 break; /* out of memory: the next tick */
             continue;
         }
@@ -423,14 +482,16 @@ bool dsp_tick(dsp *d)
     }
     if (done.n > 0)
         dsp_finish(d, done.v, done.n);
+    dsp_chunked(d, chunked.v, chunked.n);
     hr_vec_free(&done);
+    hr_vec_free(&chunked);
     return moved;
 }
 
 void dsp_release_all(dsp *d)
 {
     dsp_conn *conn = &d->loop_conn;
-    HR_VEC(dsp_task *) done = {0};
+    HR_VEC(dsp_task *) done = {0}, chunked = {0};
     const hr_mysql_param p[] = {HR_P_STR(d->owner)};
     uint64_t affected = 0;
     char err[512];
@@ -451,13 +512,16 @@ void dsp_release_all(dsp *d)
     for (i = 0; i < d->tasks.n; i++) {
         dsp_task *dt = d->tasks.v[i];
 
-        if (dt->subs_empty && dt->outstanding == 0 && !dsp_report_queued(d, dt->id) &&
-            hr_vec_push(&done, dt) < 0)
+        if (dt->subs_empty && dt->outstanding == 0 && !dsp_report_queued(d, dt->id, dt->shard) &&
+            hr_vec_push(dt->shard != HR_SHARD_NONE ? &chunked : &done, dt) < 0)
             break;
     }
     if (done.n > 0)
         dsp_finish(d, done.v, done.n);
+    dsp_chunked(d, chunked.v, chunked.n);
     hr_vec_free(&done);
+    hr_vec_free(&chunked);
+    dsp_shard_release_all(d);
     if (hr_mysql_exec(conn->m,
                       "UPDATE push_task SET lease_until = UTC_TIMESTAMP(3) "
                       "WHERE claimed_by = ? AND state = 'dispatching'",

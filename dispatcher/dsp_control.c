@@ -15,7 +15,8 @@
  *     or it never reached dispatched, else dispatched.  Parked chunks
  *     (pending, no lease) are republished at once, counted as redelivered.
  *   - control=cancel on an unfinished task: subs, the wait set and the
- *     pending chunks no worker holds are dropped and counted as cancelled
+ *     pending chunks no worker holds (of every shard of a sharded task,
+ *     each counted on its shard row) are dropped and counted as cancelled
  *     (drop_set.lua,
  *     stats), state -> cancelled.  Chunks held by live workers are
  *     cancelled by those workers; the task goes into the cancel_held set,
@@ -60,28 +61,19 @@ static int dsp_control_pause(dsp *d, int64_t id, char *errstr, size_t errlen)
     return 0;
 }
 
-static int dsp_control_resume(dsp *d, int64_t id, bool claimed, bool reached_dispatched,
+static int dsp_control_resume(dsp *d, int64_t id, int shards, bool claimed, bool reached_dispatched,
                               int64_t due_ms, char *errstr, size_t errlen)
 {
     dsp_conn *conn = &d->bg_conn;
-    char subs[HR_KEY_MAX], wait[HR_KEY_MAX];
     hr_task_state to = HR_STATE_SCHEDULED;
-    redisReply *reply;
     int64_t nsubs, nwait, now = dsp_now_ms();
     int budget = DSP_SWEEP_MAX, rc;
 
     if (claimed) {
-        hr_key_task(hr_redis_prefix(conn->r), subs, sizeof subs, id, HR_KEY_SUBS);
-        reply = hr_redis_cmdf(conn->r, errstr, errlen, "SCARD %s", subs);
-        if (reply == NULL)
-            return -1;
-        nsubs = reply->integer;
-        freeReplyObject(reply);
         /* Recipients waiting for their instant (docs/scheduling.md) need an
          * owner to release them, even after a recover of a dispatched task. */
-        hr_key_task(hr_redis_prefix(conn->r), wait, sizeof wait, id, HR_KEY_WAIT);
-        nwait = dsp_reply_int(hr_redis_cmdf(conn->r, errstr, errlen, "ZCARD %s", wait));
-        if (nwait < 0)
+        if (hr_shard_sum(conn->r, id, shards, "SCARD", HR_KEY_SUBS, &nsubs, errstr, errlen) < 0 ||
+            hr_shard_sum(conn->r, id, shards, "ZCARD", HR_KEY_WAIT, &nwait, errstr, errlen) < 0)
             return -1;
         to = nsubs + nwait > 0 || !reached_dispatched ? HR_STATE_DISPATCHING : HR_STATE_DISPATCHED;
     }
@@ -92,7 +84,7 @@ static int dsp_control_resume(dsp *d, int64_t id, bool claimed, bool reached_dis
     if (rc != 1)
         return rc;
     hr_log_info("task_resumed", "task=%" PRId64 " state=%s", id, hr_state_name(to));
-    if (claimed && dsp_sweep_task(d, id, due_ms, now, now, &budget) < 0) {
+    if (claimed && dsp_sweep_task(d, id, shards, due_ms, now, now, &budget) < 0) {
         /* The sweeper republishes the parked chunks after the redelivery
          * timeout instead. */
         hr_log_warn("resume_republish_failed", "task=%" PRId64, id);
@@ -100,7 +92,7 @@ static int dsp_control_resume(dsp *d, int64_t id, bool claimed, bool reached_dis
     return 0;
 }
 
-int dsp_drop_chunks(dsp_conn *conn, int64_t id, hr_outcome outcome, int64_t *dropped,
+int dsp_drop_chunks(dsp_conn *conn, int64_t id, int shard, hr_outcome outcome, int64_t *dropped,
                     int64_t *total, bool *held, char *errstr, size_t errlen)
 {
     char pending[256];
@@ -109,15 +101,15 @@ int dsp_drop_chunks(dsp_conn *conn, int64_t id, hr_outcome outcome, int64_t *dro
     size_t i;
     int rc = -1;
 
-    hr_key_task(hr_redis_prefix(conn->r), pending, sizeof pending, id, HR_KEY_PENDING);
+    hr_key_shard(hr_redis_prefix(conn->r), pending, sizeof pending, id, shard, HR_KEY_PENDING);
     all = hr_redis_cmdf(conn->r, errstr, errlen, "HKEYS %s", pending);
     if (all == NULL)
         return -1;
     for (i = 0; i < all->elements; i++) {
         int64_t seen = 0;
 
-        if (hr_finish_drop(conn->r, id, strtoll(all->element[i]->str, NULL, 10), outcome, NULL, &n,
-                           &seen, errstr, errlen) < 0)
+        if (hr_finish_drop(conn->r, id, shard, strtoll(all->element[i]->str, NULL, 10), outcome,
+                           NULL, &n, &seen, errstr, errlen) < 0)
             goto done;
         if (seen > *total)
             *total = seen;
@@ -139,29 +131,57 @@ static char *dsp_control_held_key(dsp_conn *conn, char *buf, size_t len)
     return hr_key_cancel_held(hr_redis_prefix(conn->r), buf, len);
 }
 
-static int dsp_control_cancel(dsp *d, int64_t id, char *errstr, size_t errlen)
+/* Drops shard SHARD (of SHARDS; 0 for a task of one set) of cancelled task
+ * ID: its wait set, subs and the pending chunks no worker holds, counted
+ * as cancelled on its counter (the shard row's for a sharded task).  Adds
+ * to *DROPPED, and the shard's cancelled counter to *SUM; sets *HELD when a
+ * worker held a chunk.  0 or -1. */
+static int dsp_control_cancel_shard(dsp *d, int64_t id, int shards, int shard, int64_t *dropped,
+                                    int64_t *sum, bool *held, char *errstr, size_t errlen)
+{
+    dsp_conn *conn = &d->bg_conn;
+    int64_t n, total = 0;
+
+    /* A local-time or windowed task's recipients not yet due go first: an
+     * owner's release that raced the cancel then lands in subs, dropped
+     * next, and never after it. */
+    if (hr_finish_drop(conn->r, id, shard, HR_FINISH_WAIT, HR_OUTCOME_CANCELLED, NULL, &n, &total,
+                       errstr, errlen) < 0)
+        return -1;
+    *dropped += n;
+    if (hr_finish_drop(conn->r, id, shard, HR_FINISH_SUBS, HR_OUTCOME_CANCELLED, NULL, &n, &total,
+                       errstr, errlen) < 0)
+        return -1;
+    *dropped += n;
+    if (dsp_drop_chunks(conn, id, shard, HR_OUTCOME_CANCELLED, dropped, &total, held, errstr,
+                        errlen) < 0)
+        return -1;
+    if (hr_finish_count(conn->m, id, hr_shard_row(shards, shard), HR_OUTCOME_CANCELLED, total,
+                        errstr, errlen) < 0) {
+        /* The stats hash keeps the count; the next scan writes it. */
+        hr_log_error("cancel_count_lost",
+                     "task=%" PRId64 " shard=%d cancelled=%" PRId64 " error=%s", id, shard, total,
+                     errstr);
+        return -1;
+    }
+    *sum += total;
+    return 0;
+}
+
+static int dsp_control_cancel(dsp *d, int64_t id, int shards, char *errstr, size_t errlen)
 {
     dsp_conn *conn = &d->bg_conn;
     char key[256];
     redisReply *reply;
-    int64_t dropped, n, total = 0;
+    int64_t dropped = 0, total = 0;
     bool held = false;
     int moved;
 
     if (hr_task_set_control(NULL, conn->r, id, HR_CONTROL_CANCEL, errstr, errlen) < 0)
         return -1;
-    /* A local-time or windowed task's recipients not yet due go first: an
-     * owner's release that raced the cancel then lands in subs, dropped
-     * next, and never after it. */
-    if (hr_finish_drop(conn->r, id, HR_FINISH_WAIT, HR_OUTCOME_CANCELLED, NULL, &dropped, &total,
-                       errstr, errlen) < 0 ||
-        hr_finish_drop(conn->r, id, HR_FINISH_SUBS, HR_OUTCOME_CANCELLED, NULL, &n, &total, errstr,
-                       errlen) < 0)
-        return -1;
-    dropped += n;
-    if (dsp_drop_chunks(conn, id, HR_OUTCOME_CANCELLED, &dropped, &total, &held, errstr, errlen) <
-        0)
-        return -1;
+    for (int k = 0; k < (shards > 1 ? shards : 1); k++)
+        if (dsp_control_cancel_shard(d, id, shards, k, &dropped, &total, &held, errstr, errlen) < 0)
+            return -1;
     if (held) {
         /* The holder cancels its chunk itself, unless it never comes back
          * (stopped, cut off past its lease): later scans drop the chunk
@@ -172,19 +192,25 @@ static int dsp_control_cancel(dsp *d, int64_t id, char *errstr, size_t errlen)
             return -1;
         freeReplyObject(reply);
     }
-    if (hr_finish_count(conn->m, id, HR_OUTCOME_CANCELLED, total, errstr, errlen) < 0) {
-        /* The stats hash keeps the count; the next scan writes it. */
-        hr_log_error("cancel_count_lost", "task=%" PRId64 " cancelled=%" PRId64 " error=%s", id,
-                     total, errstr);
-        return -1;
-    }
     moved = hr_state_cancel(conn->m, id, errstr, errlen);
     if (moved < 0)
         return -1;
+    /* Nothing of it is chunked any more: its shard rows leave the shard
+     * claims' index range (ready, or chunking with a lease that expired),
+     * which would otherwise keep every cancelled sharded task in it. */
+    if (moved == 1 && shards > 1) {
+        const hr_mysql_param p[] = {HR_P_I64(id)};
+
+        if (hr_mysql_exec(conn->m,
+                          "UPDATE push_task_shard SET state = 'chunked' "
+                          "WHERE task_id = ? AND state <> 'chunked'",
+                          p, 1, NULL, NULL, NULL, errstr, errlen) < 0)
+            return -1;
+    }
     hr_log_info("task_cancelled",
                 "task=%" PRId64 " dropped=%" PRId64 " cancelled=%" PRId64 " held=%d", id, dropped,
                 total, held);
-    if (moved == 1 && dsp_retire_keys(conn, id, errstr, errlen) < 0)
+    if (moved == 1 && dsp_retire_keys(conn, id, shards, errstr, errlen) < 0)
         hr_log_warn("retire_failed", "task=%" PRId64 " error=%s", id, errstr);
     return 0;
 }
@@ -210,12 +236,25 @@ static void dsp_control_held(dsp *d)
     }
     for (i = 0; i < ids->elements && !atomic_load(&d->stopping); i++) {
         int64_t id = strtoll(ids->element[i]->str, NULL, 10), dropped = 0, total = 0;
-        bool held = false;
+        bool held = false, failed = false;
+        int shards = 1;
 
-        if (dsp_drop_chunks(conn, id, HR_OUTCOME_CANCELLED, &dropped, &total, &held, err,
-                            sizeof err) < 0 ||
-            (dropped > 0 &&
-             hr_finish_count(conn->m, id, HR_OUTCOME_CANCELLED, total, err, sizeof err) < 0)) {
+        if (hr_shard_load(conn->m, id, &shards, err, sizeof err) < 0) {
+            hr_log_warn("control_failed", "task=%" PRId64 " control=cancel error=%s", id, err);
+            break;
+        }
+        for (int k = 0; k < shards && !failed; k++) {
+            int64_t n = 0, shard_total = 0;
+
+            failed =
+                dsp_drop_chunks(conn, id, k, HR_OUTCOME_CANCELLED, &n, &shard_total, &held, err,
+                                sizeof err) < 0 ||
+                (n > 0 && hr_finish_count(conn->m, id, hr_shard_row(shards, k),
+                                          HR_OUTCOME_CANCELLED, shard_total, err, sizeof err) < 0);
+            dropped += n;
+            total += shard_total;
+        }
+        if (failed) {
             hr_log_warn("control_failed", "task=%" PRId64 " control=cancel error=%s", id, err);
             break;
         }
@@ -239,11 +278,14 @@ static void dsp_control_held(dsp *d)
  * one with pending chunks is reopened (dispatched, so the sweeper publishes
  * them and the last chunk's close makes it done again), since a done
  * transition that read pending just before the redrive may land after it;
- * one whose pending hash is empty leaves the set. */
+ * so is one such a finish made failed with unaccounted recipients (it read
+ * MySQL's failed counter after the redrive lowered it: with shards, a
+ * worker's last report raises only its own shard's row back); one whose
+ * pending hash is empty leaves the set. */
 static void dsp_control_redriven(dsp *d)
 {
     dsp_conn *conn = &d->bg_conn;
-    char key[256], pending[256], err[512];
+    char key[256], err[512];
     redisReply *ids, *reply;
     size_t i;
 
@@ -256,16 +298,17 @@ static void dsp_control_redriven(dsp *d)
     }
     for (i = 0; i < ids->elements && !atomic_load(&d->stopping); i++) {
         int64_t id = strtoll(ids->element[i]->str, NULL, 10), npending;
-        int rc;
+        int rc, shards = 1;
 
-        hr_key_task(hr_redis_prefix(conn->r), pending, sizeof pending, id, HR_KEY_PENDING);
-        reply = hr_redis_cmdf(conn->r, err, sizeof err, "HLEN %s", pending);
-        if (reply == NULL) {
+        if (hr_shard_load(conn->m, id, &shards, err, sizeof err) < 0) {
+            dsp_conn_failed(d, conn, DSP_MYSQL, err);
+            break;
+        }
+        if (hr_shard_sum(conn->r, id, shards, "HLEN", HR_KEY_PENDING, &npending, err, sizeof err) <
+            0) {
             dsp_conn_failed(d, conn, DSP_REDIS, err);
             break;
         }
-        npending = reply->integer;
-        freeReplyObject(reply);
         if (npending == 0) {
             reply = hr_redis_cmdf(conn->r, err, sizeof err, "SREM %s %" PRId64, key, id);
             if (reply == NULL) {
@@ -299,7 +342,7 @@ void dsp_control_scan(dsp *d)
         return;
     if (hr_mysql_query(conn->m,
                        "SELECT id, control, started_at IS NOT NULL, dispatched_at IS NOT NULL, "
-                       "COALESCE(CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), 0) "
+                       "COALESCE(CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), 0), shards "
                        "FROM push_task WHERE ((control = 'pause' AND state IN "
                        "('scheduled', 'dispatching', 'dispatched')) "
                        "OR (control = 'run' AND state = 'paused') "
@@ -314,17 +357,17 @@ void dsp_control_scan(dsp *d)
         int64_t id = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
         const char *control = hr_mysql_cell(rows, i, 1);
         hr_control want = HR_CONTROL_CANCEL; /* the query's third kind of row */
-        int rc;
+        int rc, shards = atoi(hr_mysql_cell(rows, i, 5));
 
         hr_control_parse(control, &want);
         if (want == HR_CONTROL_PAUSE)
             rc = dsp_control_pause(d, id, err, sizeof err);
         else if (want == HR_CONTROL_RUN)
-            rc = dsp_control_resume(d, id, hr_mysql_cell(rows, i, 2)[0] == '1',
+            rc = dsp_control_resume(d, id, shards, hr_mysql_cell(rows, i, 2)[0] == '1',
                                     hr_mysql_cell(rows, i, 3)[0] == '1',
                                     strtoll(hr_mysql_cell(rows, i, 4), NULL, 10), err, sizeof err);
         else
-            rc = dsp_control_cancel(d, id, err, sizeof err);
+            rc = dsp_control_cancel(d, id, shards, err, sizeof err);
         if (rc < 0) {
             hr_log_warn("control_failed", "task=%" PRId64 " control=%s error=%s", id, control, err);
             break;

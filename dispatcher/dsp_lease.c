@@ -5,6 +5,8 @@
  *   dsp.tasks with a new generation, copied into its messages, so the
  *   delivery reports of an earlier ownership of the same task do not
  *   count against the current one's outstanding chunks.
+ * - Shards: a shard of a sharded task claimed by dsp_shard.c is an entry
+ *   of its own (dsp_task.shard), renewed by dsp_shard_renew.
  * - Leases: renewed every lease_s/3; a task whose row no longer names us,
  *   or whose control is no longer `run`, is dropped at once.  A row that
  *   names us but is not in dsp.tasks (a claim whose reply or load failed)
@@ -17,14 +19,22 @@
 #include "hr_log.h"
 #include "hr_state.h"
 
-dsp_task *dsp_task_find(dsp *d, int64_t id)
+dsp_task *dsp_task_find_shard(dsp *d, int64_t id, int shard)
 {
     size_t i;
 
-    for (i = 0; i < d->tasks.n; i++)
-        if (d->tasks.v[i]->id == id)
+    for (i = 0; i < d->tasks.n; i++) {
+        const dsp_task *dt = d->tasks.v[i];
+
+        if (dt->id == id && (dt->shard == shard || (shard == -2 && dt->shard != HR_SHARD_NONE)))
             return d->tasks.v[i];
+    }
     return NULL;
+}
+
+dsp_task *dsp_task_find(dsp *d, int64_t id)
+{
+    return dsp_task_find_shard(d, id, HR_SHARD_NONE);
 }
 
 void dsp_task_drop(dsp *d, dsp_task *dt)
@@ -51,21 +61,22 @@ void dsp_tasks_free(dsp *d)
     hr_vec_free(&d->reports);
 }
 
-bool dsp_own(dsp *d, const hr_task *t, const char *via)
+/* A new owned entry for shard SHARD of T (HR_SHARD_NONE: T itself) in
+ * d->tasks, or NULL when out of memory. */
+static dsp_task *dsp_task_add(dsp *d, const hr_task *t, int shard)
 {
     const hr_channel *ch;
     dsp_task *dt;
-    bool fresh = strcmp(via, "timer") == 0 || strcmp(via, "poller") == 0;
 
-    if (dsp_task_find(d, t->id) != NULL)
-        return true;
     /* Room first: once made, the push below cannot fail. */
     if (hr_vec_reserve(&d->tasks, d->tasks.n + 1) != 0)
-        goto oom;
+        return NULL;
     dt = calloc(1, sizeof *dt);
     if (dt == NULL)
-        goto oom;
+        return NULL;
     dt->id = t->id;
+    dt->shards = t->shards > 1 ? (int)t->shards : 1;
+    dt->shard = shard;
     dt->due_ms = t->due_ms;
     dt->chunk_size = t->chunk_size;
     ch = hr_config_channel(d->cfg, t->channel);
@@ -81,14 +92,47 @@ bool dsp_own(dsp *d, const hr_task *t, const char *via)
     dt->window_end_s = t->window_end_s;
     snprintf(dt->window_tz, sizeof dt->window_tz, "%s", t->window_tz != NULL ? t->window_tz : "");
     d->tasks.v[d->tasks.n++] = dt;
+    return dt;
+}
+
+bool dsp_own_shard(dsp *d, const hr_task *t, int shard)
+{
+    dsp_task *dt;
+
+    if (dsp_task_find_shard(d, t->id, shard) != NULL)
+        return true;
+    dt = dsp_task_add(d, t, shard);
+    if (dt == NULL) {
+        hr_log_error("shard_not_owned", "task=%" PRId64 " shard=%d error=out of memory", t->id,
+                     shard);
+        return false;
+    }
+    /* The coordinator's reconciliation wrote the rows after every seq
+     * existed: a claimable shard is complete. */
+    dt->started = true;
+    hr_log_info("shard_claimed", "task=%" PRId64 " shard=%d shards=%d", t->id, shard, dt->shards);
+    return true;
+}
+
+bool dsp_own(dsp *d, const hr_task *t, const char *via)
+{
+    bool fresh = strcmp(via, "timer") == 0 || strcmp(via, "poller") == 0;
+    dsp_task *dt;
+
+    if (dsp_task_find(d, t->id) != NULL)
+        return true;
+    dt = dsp_task_add(d, t, HR_SHARD_NONE);
+    if (dt == NULL)
+        goto oom;
     hr_metrics_inc(strcmp(via, "timer") == 0    ? d->met.claimed_timer
                    : strcmp(via, "poller") == 0 ? d->met.claimed_poller
                                                 : d->met.claimed_takeover);
     if (fresh) /* a takeover's or adoption's lag is not a claim's */
         hr_metrics_observe(d->met.claim_lag,
                            (double)(dsp_now_ms() - hr_task_first_due_ms(t)) / 1000.0);
-    hr_log_info("task_claimed", "task=%" PRId64 " via=%s lag_ms=%" PRId64 " rate_limit=%" PRId64,
-                t->id, via, (dsp_now_ms() - hr_task_first_due_ms(t)), dt->rate_limit);
+    hr_log_info("task_claimed",
+                "task=%" PRId64 " via=%s lag_ms=%" PRId64 " rate_limit=%" PRId64 " shards=%d",
+                t->id, via, (dsp_now_ms() - hr_task_first_due_ms(t)), dt->rate_limit, dt->shards);
     return true;
 oom:
     hr_log_error("task_not_owned", "task=%" PRId64 " error=out of memory", t->id);
@@ -149,6 +193,8 @@ void dsp_renew_leases(dsp *d)
         const char *control = NULL;
         hr_control wish = HR_CONTROL__COUNT; /* a name this binary does not know */
 
+        if (dt->shard != HR_SHARD_NONE)
+            continue; /* a claimed shard: its row's lease (dsp_shard_renew) */
         for (j = 0; j < rows->nrows; j++)
             if (strtoll(hr_mysql_cell(rows, j, 0), NULL, 10) == dt->id)
                 control = hr_mysql_cell(rows, j, 1);

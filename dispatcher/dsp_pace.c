@@ -59,16 +59,18 @@ static int64_t dsp_pace_capacity(const hr_channel *ch)
     return limit > 0 ? limit : tp;
 }
 
-/* Sizes LOADS[0..N) of tasks IDS: the recipients not chunked yet (SCARD
- * subs, which the API fills at once and the scanner's prepare before due)
- * plus what each already had (published and not settled: the load's size
- * as the caller set it).  O(1) per task on Redis, where a COUNT of
- * push_subscription would read every row of a large campaign.  0, or -1. */
-static int dsp_pace_sizes(hr_redis *r, const int64_t *ids, hr_pace_load *loads, size_t n,
-                          char *errstr, size_t errlen)
+/* Sizes LOADS[0..N) of tasks IDS (of SHARDS shards each): the recipients
+ * not chunked yet (SCARD subs of every shard, which the API fills at once
+ * and the scanner's prepare before due) plus what each already had
+ * (published and not settled: the load's size as the caller set it).
+ * O(shards) per task on Redis, where a COUNT of push_subscription would
+ * read every row of a large campaign.  0, or -1. */
+static int dsp_pace_sizes(hr_redis *r, const int64_t *ids, const int *shards, hr_pace_load *loads,
+                          size_t n, char *errstr, size_t errlen)
 {
     hr_pipe *pipe = hr_pipe_new(r);
     char key[HR_KEY_MAX];
+    size_t at = 0;
     int rc = -1;
 
     if (pipe == NULL) {
@@ -76,24 +78,28 @@ static int dsp_pace_sizes(hr_redis *r, const int64_t *ids, hr_pace_load *loads, 
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
-        const char *argv[] = {"SCARD", key};
+        for (int k = 0; k < (shards[i] > 1 ? shards[i] : 1); k++) {
+            const char *argv[] = {"SCARD", key};
 
-        hr_key_task(hr_redis_prefix(r), key, sizeof key, ids[i], HR_KEY_SUBS);
-        if (hr_pipe_cmd(pipe, 2, argv, NULL) != 0) {
-            snprintf(errstr, errlen, "out of memory");
-            goto done;
+            hr_key_shard(hr_redis_prefix(r), key, sizeof key, ids[i], k, HR_KEY_SUBS);
+            if (hr_pipe_cmd(pipe, 2, argv, NULL) != 0) {
+                snprintf(errstr, errlen, "out of memory");
+                goto done;
+            }
         }
     }
     if (hr_pipe_exec(pipe, errstr, errlen) < 0)
         goto done;
     for (size_t i = 0; i < n; i++) {
-        redisReply *reply = hr_pipe_reply(pipe, i, errstr, errlen);
+        for (int k = 0; k < (shards[i] > 1 ? shards[i] : 1); k++) {
+            redisReply *reply = hr_pipe_reply(pipe, at++, errstr, errlen);
 
-        if (reply == NULL)
-            goto done;
-        if (reply->type == REDIS_REPLY_INTEGER)
-            loads[i].size += reply->integer;
-        freeReplyObject(reply);
+            if (reply == NULL)
+                goto done;
+            if (reply->type == REDIS_REPLY_INTEGER)
+                loads[i].size += reply->integer;
+            freeReplyObject(reply);
+        }
     }
     rc = 0;
 done:
@@ -104,8 +110,9 @@ done:
 /* Loads [1..] of the estimate, their ids and finish_by (-1 = none): the
  * channel's other unfinished tasks due around T, their recipients
  * published and not settled in MySQL's counters.  The count, or -1. */
-static int dsp_pace_others(hr_mysql *m, const hr_task *t, int64_t *ids, int64_t *finish,
-                           hr_pace_load *loads, size_t max, char *errstr, size_t errlen)
+static int dsp_pace_others(hr_mysql *m, const hr_task *t, int64_t *ids, int *shards,
+                           int64_t *finish, hr_pace_load *loads, size_t max, char *errstr,
+                           size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_STR(t->channel), HR_P_I64(t->id),
                                 HR_P_I64(t->due_ms + HR_PACE_WINDOW_MS),
@@ -119,7 +126,7 @@ static int dsp_pace_others(hr_mysql *m, const hr_task *t, int64_t *ids, int64_t 
             "GREATEST(0, total - sent - failed - throttled - pulled - cancelled - unregistered "
             "- expired), "
             "rate_limit, priority, "
-            "COALESCE(CAST(ROUND(UNIX_TIMESTAMP(finish_by) * 1000) AS SIGNED), -1) "
+            "COALESCE(CAST(ROUND(UNIX_TIMESTAMP(finish_by) * 1000) AS SIGNED), -1), shards "
             "FROM push_task WHERE channel = ? AND id <> ? AND due_at IS NOT NULL "
             "AND control = 'run' AND due_at <= FROM_UNIXTIME(? / 1000) "
             "AND (state IN ('dispatching', 'dispatched') OR "
@@ -138,6 +145,7 @@ static int dsp_pace_others(hr_mysql *m, const hr_task *t, int64_t *ids, int64_t 
         (void)hr_priority_parse(hr_mysql_cell(rows, i, 4), &prio);
         l->weight = hr_pace_weight(prio);
         finish[n] = strtoll(hr_mysql_cell(rows, i, 5), NULL, 10);
+        shards[n] = atoi(hr_mysql_cell(rows, i, 6));
     }
     hr_mysql_rows_free(rows);
     return (int)n;
@@ -150,6 +158,7 @@ int dsp_admit(dsp *d, hr_mysql *m, hr_redis *r, const hr_task *t, int64_t now, c
     int64_t capacity = ch != NULL ? dsp_pace_capacity(ch) : 0;
     hr_pace_load loads[HR_PACE_MAX_LOADS];
     int64_t ids[HR_PACE_MAX_LOADS], finish[HR_PACE_MAX_LOADS];
+    int shards[HR_PACE_MAX_LOADS];
     hr_pace_estimate e;
     char text[1000];
     uint64_t changed = 0;
@@ -159,15 +168,16 @@ int dsp_admit(dsp *d, hr_mysql *m, hr_redis *r, const hr_task *t, int64_t now, c
     if (ch == NULL || t->due_ms < 0)
         return 0; /* hr_task_validate refuses it */
     ids[0] = t->id;
+    shards[0] = (int)t->shards;
     finish[0] = -1; /* its own finish_by is what the estimate is checked against */
     loads[0] = (hr_pace_load){.due_ms = t->due_ms,
                               .size = t->total - t->sent - t->failed - t->throttled - t->pulled -
                                       t->cancelled - t->unregistered - t->expired,
                               .cap = t->rate_limit,
                               .weight = hr_pace_weight(t->priority)};
-    n = dsp_pace_others(m, t, ids + 1, finish + 1, loads + 1, HR_PACE_MAX_LOADS - 1, errstr,
-                        errlen);
-    if (n < 0 || dsp_pace_sizes(r, ids, loads, (size_t)n + 1, errstr, errlen) < 0)
+    n = dsp_pace_others(m, t, ids + 1, shards + 1, finish + 1, loads + 1, HR_PACE_MAX_LOADS - 1,
+                        errstr, errlen);
+    if (n < 0 || dsp_pace_sizes(r, ids, shards, loads, (size_t)n + 1, errstr, errlen) < 0)
         return -1;
     for (int i = 0; i <= n; i++) {
         if (loads[i].size < 0)

@@ -11,7 +11,9 @@
  * which lets the chunker start and makes every later refill refuse.  Every
  * new ownership (a claim, a takeover) runs it once, which also raises a seq
  * that went backwards (Redis restored from an older AOF) above every chunk
- * number the task ever used.
+ * number the task ever used.  For a sharded task (docs/architecture.md
+ * "Sharded tasks") it does so for every shard, and writes the shard rows
+ * other dispatchers claim.
  *
  * The address book is synced first (dsp_addr.c), so the first chunk's
  * workers read addresses as fresh as the subscribers.  A local-time or
@@ -39,26 +41,22 @@
 #include "hr_log.h"
 #include "hr_subs.h"
 
-/* Raises task ID's seq to the highest chunk number it ever had (a
- * push_chunk row, or a pending chunk) when it is lower: Redis came back
- * from an AOF older than the last chunk moves.  A reused number would put
- * new recipients into a chunk whose row exists (not counted in total) or
- * whose set a worker is still reading.  0 or -1 (ERRSTR). */
-static int dsp_rc_seq(dsp_conn *conn, int64_t id, char *errstr, size_t errlen)
+/* Raises the seq of shard SHARD of task ID (of SHARDS) to the count of the
+ * highest chunk number it ever had (MAX, a push_chunk row's) or a pending
+ * chunk has, when it is lower: Redis came back from an AOF older than the
+ * last chunk moves.  A reused number would put new recipients into a chunk
+ * whose row exists (not counted in total) or whose set a worker is still
+ * reading.  INCRBY, not SET: a shard's chunker (another dispatcher) may
+ * INCR meanwhile, and the seq must never go down.  0 or -1 (ERRSTR). */
+static int dsp_rc_seq_shard(dsp_conn *conn, int64_t id, int shards, int shard, int64_t max,
+                            char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(id)};
     char seq_key[256], pending[256];
-    hr_mysql_rows *rows = NULL;
     redisReply *reply;
-    int64_t max, cur;
+    int64_t cur;
     size_t i;
 
-    if (hr_mysql_query(conn->m, "SELECT COALESCE(MAX(seq), 0) FROM push_chunk WHERE task_id = ?", p,
-                       1, &rows, errstr, errlen) < 0)
-        return -1;
-    max = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
-    hr_mysql_rows_free(rows);
-    hr_key_task(hr_redis_prefix(conn->r), pending, sizeof pending, id, HR_KEY_PENDING);
+    hr_key_shard(hr_redis_prefix(conn->r), pending, sizeof pending, id, shard, HR_KEY_PENDING);
     reply = hr_redis_cmdf(conn->r, errstr, errlen, "HKEYS %s", pending);
     if (reply == NULL)
         return -1;
@@ -66,7 +64,8 @@ static int dsp_rc_seq(dsp_conn *conn, int64_t id, char *errstr, size_t errlen)
         if (strtoll(reply->element[i]->str, NULL, 10) > max)
             max = strtoll(reply->element[i]->str, NULL, 10);
     freeReplyObject(reply);
-    hr_key_task(hr_redis_prefix(conn->r), seq_key, sizeof seq_key, id, HR_KEY_SEQ);
+    max = hr_shard_count_of_seq(shards, max);
+    hr_key_shard(hr_redis_prefix(conn->r), seq_key, sizeof seq_key, id, shard, HR_KEY_SEQ);
     reply = hr_redis_cmdf(conn->r, errstr, errlen, "GET %s", seq_key);
     if (reply == NULL)
         return -1;
@@ -74,13 +73,48 @@ static int dsp_rc_seq(dsp_conn *conn, int64_t id, char *errstr, size_t errlen)
     freeReplyObject(reply);
     if (cur >= max)
         return 0;
-    /* No one else moves this task's chunks while its owner reconciles. */
-    reply = hr_redis_cmdf(conn->r, errstr, errlen, "SET %s %" PRId64, seq_key, max);
+    reply = hr_redis_cmdf(conn->r, errstr, errlen, "INCRBY %s %" PRId64, seq_key, max - cur);
     if (reply == NULL)
         return -1;
     freeReplyObject(reply);
-    hr_log_warn("seq_behind", "task=%" PRId64 " seq=%" PRId64 " raised_to=%" PRId64, id, cur, max);
+    hr_log_warn("seq_behind", "task=%" PRId64 " seq=%" PRId64 " raised_to=%" PRId64 " shard=%d", id,
+                cur, max, shard);
     return 0;
+}
+
+/* dsp_rc_seq_shard for every shard of task ID, the push_chunk maxima read
+ * in one query.  0 or -1 (ERRSTR). */
+static int dsp_rc_seq(dsp_conn *conn, int64_t id, int shards, char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(shards > 1 ? shards : 1), HR_P_I64(id)};
+    int64_t *max = calloc((size_t)(shards > 1 ? shards : 1), sizeof *max);
+    hr_mysql_rows *rows = NULL;
+    int rc = -1;
+    size_t i;
+
+    if (max == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    if (hr_mysql_query(conn->m,
+                       "SELECT (seq - 1) % ?, MAX(seq) FROM push_chunk WHERE task_id = ? "
+                       "GROUP BY 1",
+                       p, 2, &rows, errstr, errlen) < 0)
+        goto done;
+    for (i = 0; i < rows->nrows; i++) {
+        int k = atoi(hr_mysql_cell(rows, i, 0));
+
+        if (k >= 0 && k < (shards > 1 ? shards : 1))
+            max[k] = strtoll(hr_mysql_cell(rows, i, 1), NULL, 10);
+    }
+    for (int k = 0; k < (shards > 1 ? shards : 1); k++)
+        if (dsp_rc_seq_shard(conn, id, shards, k, max[k], errstr, errlen) < 0)
+            goto done;
+    rc = 0;
+done:
+    hr_mysql_rows_free(rows);
+    free(max);
+    return rc;
 }
 
 /* One task of a job: the sync, seq, the wait set's plan. */
@@ -97,11 +131,13 @@ static void dsp_rc_one(dsp *d, dsp_conn *conn, dsp_rc_item *it)
     it->result = hr_subs_sync(conn->m, conn->r, it->id, &o, true, &it->added, &it->seen, it->err,
                               sizeof it->err);
     /* The plan runs once the set is complete and seq exists (no refill can
-     * add to subs any more), before the first chunk. */
+     * add to subs any more), before the first chunk.  A sharded task's
+     * rows are written last: a claimable shard is complete. */
     if ((it->result == HR_SUBS_DONE || it->result == HR_SUBS_STARTED) &&
-        (dsp_rc_seq(conn, it->id, it->err, sizeof it->err) < 0 ||
+        (dsp_rc_seq(conn, it->id, it->shards, it->err, sizeof it->err) < 0 ||
          (it->waits &&
-          dsp_wait_plan(conn, it->id, dsp_now_ms(), &it->parked, it->err, sizeof it->err) < 0)))
+          dsp_wait_plan(conn, it->id, dsp_now_ms(), &it->parked, it->err, sizeof it->err) < 0) ||
+         (it->shards > 1 && dsp_shard_rows(conn, it->id, it->shards, it->err, sizeof it->err) < 0)))
         it->result = -1;
     if (it->result < 0)
         dsp_conn_failed(d, conn, DSP_MYSQL, it->err);
@@ -238,9 +274,10 @@ static bool dsp_rc_has(const dsp *d, int64_t id)
 bool dsp_reconcile_want(dsp *d, dsp_task *dt)
 {
     if (!dsp_rc_has(d, dt->id) &&
-        hr_vec_push(
-            &d->rc_queue,
-            ((dsp_rc_item){.id = dt->id, .waits = dt->waits, .addressed = dt->addressed})) != 0)
+        hr_vec_push(&d->rc_queue, ((dsp_rc_item){.id = dt->id,
+                                                 .waits = dt->waits,
+                                                 .addressed = dt->addressed,
+                                                 .shards = dt->shards})) != 0)
         return false;
     dt->reconciling = true;
     dsp_rc_start(d);

@@ -13,7 +13,8 @@
  *   3. one UPDATE adds the first publishes' sizes to push_task.total, per
  *      task, in id order;
  * then the stats hash's published and chunks_published grow by the first
- * publishes, per task, in one pipelined round trip.  Statements, not one
+ * publishes, per task (per shard of a sharded task: its own hash), in one
+ * pipelined round trip.  Statements, not one
  * transaction: a transaction would lock push_chunk rows, then push_task
  * rows, where the workers' reporter locks push_task rows first, and the
  * two deadlocked under load.  As before the batches, a total that fails
@@ -33,9 +34,11 @@
 #include "hr_log.h"
 #include "hr_pipe.h"
 
-/* The first publishes of one task in a batch. */
+/* The first publishes of one task (of one shard of a sharded task) in a
+ * batch. */
 typedef struct dsp_report_sum {
     int64_t task, size, chunks;
+    int shard;
 } dsp_report_sum;
 
 void dsp_report_add(dsp *d, const dsp_report *rp)
@@ -45,12 +48,12 @@ void dsp_report_add(dsp *d, const dsp_report *rp)
                      rp->task, rp->seq);
 }
 
-bool dsp_report_queued(const dsp *d, int64_t id)
+bool dsp_report_queued(const dsp *d, int64_t id, int shard)
 {
     size_t i;
 
     for (i = 0; i < d->reports.n; i++)
-        if (d->reports.v[i].task == id)
+        if (d->reports.v[i].task == id && d->reports.v[i].shard == shard)
             return true;
     return false;
 }
@@ -79,29 +82,38 @@ static void dsp_report_sum_add(dsp_report_sum *sum, size_t *nsum, const dsp_repo
 {
     size_t i;
 
-    for (i = 0; i < *nsum && sum[i].task != rp->task; i++)
+    for (i = 0; i < *nsum && (sum[i].task != rp->task || sum[i].shard != rp->shard); i++)
         ;
     if (i == *nsum)
-        sum[(*nsum)++] = (dsp_report_sum){.task = rp->task};
+        sum[(*nsum)++] = (dsp_report_sum){.task = rp->task, .shard = rp->shard};
     sum[i].size += rp->size;
     sum[i].chunks++;
 }
 
-/* Step 3: adds SUM[N]'s sizes to their tasks' totals.  0 or -1. */
+/* Step 3: adds SUM[N]'s sizes (sorted by task) to their tasks' totals.  0
+ * or -1. */
 static int dsp_report_totals(hr_mysql *m, const dsp_report_sum *sum, size_t n, char *errstr,
                              size_t errlen)
 {
     int64_t *cells = calloc(n * 2, sizeof *cells);
     char *totals = NULL;
+    size_t rows = 0;
     int rc = -1;
 
     if (cells == NULL)
         goto oom;
+    /* A task's shards in one cell: the UPDATE below changes each task row
+     * once, whatever its number of list rows. */
     for (size_t i = 0; i < n; i++) {
-        cells[i * 2] = sum[i].task;
-        cells[i * 2 + 1] = sum[i].size;
+        if (rows > 0 && cells[(rows - 1) * 2] == sum[i].task) {
+            cells[(rows - 1) * 2 + 1] += sum[i].size;
+            continue;
+        }
+        cells[rows * 2] = sum[i].task;
+        cells[rows * 2 + 1] = sum[i].size;
+        rows++;
     }
-    if (hr_mysql_json_ints(cells, n, 2, &totals) < 0)
+    if (hr_mysql_json_ints(cells, rows, 2, &totals) < 0)
         goto oom;
     {
         const hr_mysql_param p[] = {HR_P_STR(totals)};
@@ -218,7 +230,7 @@ static void dsp_report_stats(dsp *d, const dsp_report_sum *sum, size_t n)
         const char *published[] = {"HINCRBY", key, "published", size_s};
         const char *chunks[] = {"HINCRBY", key, "chunks_published", chunks_s};
 
-        hr_key_task(hr_redis_prefix(r), key, sizeof key, sum[i].task, HR_KEY_STATS);
+        hr_key_shard(hr_redis_prefix(r), key, sizeof key, sum[i].task, sum[i].shard, HR_KEY_STATS);
         snprintf(size_s, sizeof size_s, "%" PRId64, sum[i].size);
         snprintf(chunks_s, sizeof chunks_s, "%" PRId64, sum[i].chunks);
         if (hr_pipe_cmd(pipe, 4, published, NULL) < 0 || hr_pipe_cmd(pipe, 4, chunks, NULL) < 0) {

@@ -14,8 +14,9 @@
  *   lock, renewed every batch, through refill_add.lua, which skips pulled
  *   recipients and stops once chunking started); all of them when SCARD
  *   subs + SCARD pulled is below the task's row count.  Syncing again
- *   happens when the Redis count changed or DSP_RECHECK_MS passed.  The
- *   counts of a whole page are read in two round trips.  A task already
+ *   happens when the Redis count changed, the synced mark is gone (Redis
+ *   lost the keys) or DSP_RECHECK_MS passed.  The counts of a whole page
+ *   are read in two round trips.  A task already
  *   due goes into the timer without a sync: the owner's reconciliation
  *   after the claim (dsp_reconcile.c) reads what the last sync could not
  *   see.  The DB poller (dsp_poll.c) prepares too.
@@ -44,14 +45,15 @@ static int dsp_scan_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The Redis counts of N tasks (SCARD subs + SCARD pulled) into C[i].have,
- * one pipelined round trip.  0 or -1 (ERRSTR). */
+/* The Redis counts of N tasks (SCARD subs + SCARD pulled, of every shard of
+ * a sharded task) into C[i].have, and whether the task's synced mark is
+ * there into C[i].synced, one pipelined round trip.  0 or -1 (ERRSTR). */
 static int dsp_prepare_have(dsp_conn *conn, hr_task *const *tasks, size_t n, dsp_prep_count *c,
                             char *errstr, size_t errlen)
 {
     hr_pipe *pipe = hr_pipe_new(conn->r);
     char key[HR_KEY_MAX];
-    size_t i;
+    size_t i, at = 0;
     int rc = -1;
 
     if (pipe == NULL) {
@@ -59,24 +61,39 @@ static int dsp_prepare_have(dsp_conn *conn, hr_task *const *tasks, size_t n, dsp
         return -1;
     }
     for (i = 0; i < n; i++) {
-        const char *subs[] = {"SCARD", key}, *pulled[] = {"SCARD", key};
+        const char *synced[] = {"EXISTS", key};
 
-        hr_key_task(hr_redis_prefix(conn->r), key, sizeof key, tasks[i]->id, HR_KEY_SUBS);
-        if (hr_pipe_cmd(pipe, 2, subs, NULL) < 0)
+        hr_key_task(hr_redis_prefix(conn->r), key, sizeof key, tasks[i]->id, HR_KEY_SYNCED);
+        if (hr_pipe_cmd(pipe, 2, synced, NULL) < 0)
             goto oom;
-        hr_key_task(hr_redis_prefix(conn->r), key, sizeof key, tasks[i]->id, HR_KEY_PULLED);
-        if (hr_pipe_cmd(pipe, 2, pulled, NULL) < 0)
-            goto oom;
+        for (int k = 0; k < (tasks[i]->shards > 1 ? (int)tasks[i]->shards : 1); k++) {
+            const char *subs[] = {"SCARD", key}, *pulled[] = {"SCARD", key};
+
+            hr_key_shard(hr_redis_prefix(conn->r), key, sizeof key, tasks[i]->id, k, HR_KEY_SUBS);
+            if (hr_pipe_cmd(pipe, 2, subs, NULL) < 0)
+                goto oom;
+            hr_key_shard(hr_redis_prefix(conn->r), key, sizeof key, tasks[i]->id, k, HR_KEY_PULLED);
+            if (hr_pipe_cmd(pipe, 2, pulled, NULL) < 0)
+                goto oom;
+        }
     }
     if (hr_pipe_exec(pipe, errstr, errlen) < 0)
         goto done;
     for (i = 0; i < n; i++) {
-        int64_t a = dsp_reply_int(hr_pipe_reply(pipe, 2 * i, errstr, errlen));
-        int64_t b = dsp_reply_int(hr_pipe_reply(pipe, 2 * i + 1, errstr, errlen));
+        int64_t synced = dsp_reply_int(hr_pipe_reply(pipe, at++, errstr, errlen));
 
-        if (a < 0 || b < 0)
+        if (synced < 0)
             goto done;
-        c[i].have = a + b;
+        c[i].synced = synced > 0;
+        c[i].have = 0;
+        for (int k = 0; k < (tasks[i]->shards > 1 ? (int)tasks[i]->shards : 1); k++) {
+            int64_t a = dsp_reply_int(hr_pipe_reply(pipe, at++, errstr, errlen));
+            int64_t b = dsp_reply_int(hr_pipe_reply(pipe, at++, errstr, errlen));
+
+            if (a < 0 || b < 0)
+                goto done;
+            c[i].have += a + b;
+        }
     }
     rc = 0;
     goto done;
@@ -219,8 +236,12 @@ int dsp_prepare_count(dsp *d, hr_task *const *tasks, size_t n, const dsp_scan_en
         dsp_conn_failed(d, conn, DSP_REDIS, err);
         return -1;
     }
+    /* A missing synced mark means Redis lost the task's keys (or no sync
+     * ran yet): an unchanged count proves nothing then.  (A scan that saw
+     * a new task's empty set, an import, then the loss: the next scan
+     * finds the set empty again, as it remembered it.) */
     for (i = 0; i < n; i++)
-        c[i].need = !(e[i].checked_ms > 0 && c[i].have == e[i].have &&
+        c[i].need = !(c[i].synced && e[i].checked_ms > 0 && c[i].have == e[i].have &&
                       now - e[i].checked_ms < DSP_RECHECK_MS);
     if (dsp_prepare_want(conn, tasks, n, c, err, sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_MYSQL, err);

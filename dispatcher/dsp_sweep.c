@@ -3,7 +3,8 @@
  * connections (dsp.bg_conn).
  *
  * - Sweeper: republishes pending chunks older than redelivery_timeout_s
- *   that no worker holds (sweep_claim.lua lets one sweeper win), and ends
+ *   that no worker holds (sweep_claim.lua lets one sweeper win; every shard
+ *   of a sharded task), and ends
  *   `dispatched` tasks with nothing pending (hr_finish: `done` only when
  *   every subscription is accounted for; one whose subs holds recipients
  *   again, after Redis came back from an older AOF, goes back to the
@@ -25,7 +26,9 @@
 #include "hr_log.h"
 #include "hr_state.h"
 
-int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t stale, int *budget)
+/* dsp_sweep_task for shard SHARD (HR_SHARD_NONE: a task of one set). */
+static int64_t dsp_sweep_shard(dsp *d, int64_t id, int shard, int64_t due_ms, int64_t now,
+                               int64_t stale, int *budget)
 {
     dsp_conn *conn = &d->bg_conn;
     const char *prefix = hr_redis_prefix(conn->r);
@@ -35,8 +38,8 @@ int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t 
     int64_t npending;
     size_t i;
 
-    hr_key_task(prefix, stats, sizeof stats, id, HR_KEY_STATS);
-    hr_key_task(hr_redis_prefix(conn->r), pending, sizeof pending, id, HR_KEY_PENDING);
+    hr_key_shard(prefix, stats, sizeof stats, id, shard, HR_KEY_STATS);
+    hr_key_shard(prefix, pending, sizeof pending, id, shard, HR_KEY_PENDING);
     all = hr_redis_cmdf(conn->r, err, sizeof err, "HGETALL %s", pending);
     if (all == NULL) {
         dsp_conn_failed(d, conn, DSP_REDIS, err);
@@ -51,19 +54,19 @@ int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t 
 
         if (strtoll(at, NULL, 10) > stale)
             continue;
-        hr_key_lease(prefix, lease, sizeof lease, id, strtoll(seq, NULL, 10));
+        hr_key_shard_lease(prefix, lease, sizeof lease, id, shard, strtoll(seq, NULL, 10));
         if (dsp_reply_int(
                 hr_redis_eval(conn->r, HR_LUA_SWEEP_CLAIM, 2, 5, argv, NULL, err, sizeof err)) != 1)
             continue;
-        hr_key_chunk(prefix, chunk, sizeof chunk, id, strtoll(seq, NULL, 10));
+        hr_key_shard_chunk(prefix, chunk, sizeof chunk, id, shard, strtoll(seq, NULL, 10));
         count = dsp_reply_int(hr_redis_cmdf(conn->r, err, sizeof err, "SCARD %s", chunk));
         /* The count only sizes the worker's work (it reads the set); a
          * chunk message must decode, so it never claims more than a chunk
          * may hold. */
         if (count > HR_TASK_MAX_CHUNK)
             count = HR_TASK_MAX_CHUNK;
-        if (count < 0 ||
-            dsp_produce(d, id, strtoll(seq, NULL, 10), count, due_ms, true, err, sizeof err) < 0) {
+        if (count < 0 || dsp_produce(d, id, shard, strtoll(seq, NULL, 10), count, due_ms, true, err,
+                                     sizeof err) < 0) {
             /* pending[seq] now says "published now": the next sweep after
              * the redelivery timeout tries again. */
             hr_log_warn("chunk_redeliver_failed", "task=%" PRId64 " seq=%s error=%s", id, seq, err);
@@ -72,26 +75,46 @@ int64_t dsp_sweep_task(dsp *d, int64_t id, int64_t due_ms, int64_t now, int64_t 
         (*budget)--;
         hr_metrics_inc(d->met.chunks_redelivered);
         hr_log_info("chunk_redelivered",
-                    "task=%" PRId64 " seq=%s count=%" PRId64 " last_publish_ms=%s", id, seq, count,
-                    at);
+                    "task=%" PRId64 " shard=%d seq=%s count=%" PRId64 " last_publish_ms=%s", id,
+                    shard, seq, count, at);
         freeReplyObject(hr_redis_cmdf(conn->r, err, sizeof err, "HINCRBY %s redelivered 1", stats));
     }
     freeReplyObject(all);
     return npending;
 }
 
-int dsp_retire_keys(dsp_conn *conn, int64_t id, char *errstr, size_t errlen)
+int64_t dsp_sweep_task(dsp *d, int64_t id, int shards, int64_t due_ms, int64_t now, int64_t stale,
+                       int *budget)
+{
+    int64_t npending = 0;
+
+    if (shards < 2)
+        return dsp_sweep_shard(d, id, HR_SHARD_NONE, due_ms, now, stale, budget);
+    for (int k = 0; k < shards; k++) {
+        int64_t n = dsp_sweep_shard(d, id, k, due_ms, now, stale, budget);
+
+        if (n < 0)
+            return -1;
+        npending += n;
+    }
+    return npending;
+}
+
+int dsp_retire_keys(dsp_conn *conn, int64_t id, int shards, char *errstr, size_t errlen)
 {
     char key[HR_KEY_MAX];
     int kind;
 
-    /* Every per-task key of the key table; chunk and lease keys carry a
-     * seq and are not HR_KEY_* kinds. */
-    for (kind = 0; kind < HR_KEY__COUNT; kind++) {
-        hr_key_task(hr_redis_prefix(conn->r), key, sizeof key, id, (hr_key_kind)kind);
-        if (dsp_reply_int(hr_redis_cmdf(conn->r, errstr, errlen, "PEXPIRE %s %" PRId64 " NX", key,
-                                        DSP_KEY_RETENTION_MS)) < 0)
-            return -1;
+    /* Every per-task key of the key table, of every shard (the task-level
+     * ones are the same key each time: PEXPIRE NX leaves it as it is);
+     * chunk and lease keys carry a seq and are not HR_KEY_* kinds. */
+    for (int k = 0; k < (shards > 1 ? shards : 1); k++) {
+        for (kind = 0; kind < HR_KEY__COUNT; kind++) {
+            hr_key_shard(hr_redis_prefix(conn->r), key, sizeof key, id, k, (hr_key_kind)kind);
+            if (dsp_reply_int(hr_redis_cmdf(conn->r, errstr, errlen, "PEXPIRE %s %" PRId64 " NX",
+                                            key, DSP_KEY_RETENTION_MS)) < 0)
+                return -1;
+        }
     }
     return 0;
 }
@@ -109,7 +132,8 @@ static void dsp_sweep_retire(dsp *d)
     size_t i;
 
     if (hr_mysql_query(conn->m,
-                       "SELECT id FROM push_task WHERE state IN ('done', 'cancelled', 'failed') "
+                       "SELECT id, shards FROM push_task "
+                       "WHERE state IN ('done', 'cancelled', 'failed') "
                        "AND finished_at > UTC_TIMESTAMP(3) - INTERVAL 1 DAY AND id > ? "
                        "AND (? IS NULL OR topic = ?) ORDER BY id LIMIT ?",
                        p, 4, &rows, err, sizeof err) < 0) {
@@ -119,7 +143,7 @@ static void dsp_sweep_retire(dsp *d)
     for (i = 0; i < rows->nrows && !atomic_load(&d->stopping); i++) {
         int64_t id = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
 
-        if (dsp_retire_keys(conn, id, err, sizeof err) < 0) {
+        if (dsp_retire_keys(conn, id, atoi(hr_mysql_cell(rows, i, 1)), err, sizeof err) < 0) {
             dsp_conn_failed(d, conn, DSP_REDIS, err);
             goto done;
         }
@@ -163,6 +187,36 @@ static void dsp_finished(dsp *d, int64_t id, const hr_finish_result *fin)
                  fin->unaccounted, fin->subscriptions);
 }
 
+/* The stats the finish of task ID raises MySQL to: its stats hash into
+ * *STATS; for a task of several shards each shard's hash raises its row
+ * (and push_task the rows' sum) and *STATS stays unknown.  0, or -1 (the
+ * failure logged). */
+static int dsp_sweep_stats(dsp *d, int64_t id, int shards, hr_outcomes *stats)
+{
+    dsp_conn *conn = &d->bg_conn;
+    char err[512];
+
+    for (int k = 0; k < (shards > 1 ? shards : 1); k++) {
+        hr_outcomes one;
+
+        if (hr_finish_read_stats(conn->r, id, k, shards > 1 ? &one : stats, err, sizeof err) < 0) {
+            dsp_conn_failed(d, conn, DSP_REDIS, err);
+            return -1;
+        }
+        if (shards < 2)
+            continue;
+        /* The task row, then the shard's, in one transaction (hr_finish.h). */
+        if (hr_mysql_begin(conn->m, err, sizeof err) < 0 ||
+            hr_finish_raise_shard(conn->m, id, k, &one, err, sizeof err) < 0 ||
+            hr_mysql_commit(conn->m, err, sizeof err) < 0) {
+            hr_mysql_rollback(conn->m);
+            dsp_conn_failed(d, conn, DSP_MYSQL, err);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* One page of unfinished tasks per sweep, by id from the cursor kept in
  * dsp.sweep_after (back to the start after a short page), so that every
  * task is swept however many there are. */
@@ -174,12 +228,12 @@ void dsp_sweep(dsp *d)
     int64_t now = dsp_now_ms();
     int64_t stale_ms = (int64_t)d->cfg->dispatcher.redelivery_timeout_s * 1000;
     int budget = DSP_SWEEP_MAX;
-    char subs[256], err[512];
+    char err[512];
     size_t i;
 
     if (hr_mysql_query(conn->m,
-                       "SELECT id, state, CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED) "
-                       "FROM push_task WHERE state IN ('dispatching', 'dispatched') "
+                       "SELECT id, state, CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), "
+                       "shards FROM push_task WHERE state IN ('dispatching', 'dispatched') "
                        "AND id > ? AND (? IS NULL OR topic = ?) ORDER BY id LIMIT ?",
                        p, 4, &rows, err, sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
@@ -188,9 +242,10 @@ void dsp_sweep(dsp *d)
     for (i = 0; i < rows->nrows && !atomic_load(&d->stopping) && budget > 0; i++) {
         int64_t id = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
         const char *due = hr_mysql_cell(rows, i, 2);
-        int64_t npending =
-            dsp_sweep_task(d, id, due ? strtoll(due, NULL, 10) : 0, now, now - stale_ms, &budget);
-        hr_outcomes stats;
+        int shards = atoi(hr_mysql_cell(rows, i, 3));
+        int64_t npending = dsp_sweep_task(d, id, shards, due ? strtoll(due, NULL, 10) : 0, now,
+                                          now - stale_ms, &budget);
+        hr_outcomes stats = HR_OUTCOMES_UNKNOWN;
         hr_finish_result fin;
         hr_task_state state;
         int64_t left;
@@ -203,9 +258,7 @@ void dsp_sweep(dsp *d)
         if (npending > 0 || hr_state_parse(hr_mysql_cell(rows, i, 1), &state) < 0 ||
             state != HR_STATE_DISPATCHED)
             continue;
-        hr_key_task(hr_redis_prefix(conn->r), subs, sizeof subs, id, HR_KEY_SUBS);
-        left = dsp_reply_int(hr_redis_cmdf(conn->r, err, sizeof err, "SCARD %s", subs));
-        if (left < 0)
+        if (hr_shard_sum(conn->r, id, shards, "SCARD", HR_KEY_SUBS, &left, err, sizeof err) < 0)
             continue;
         if (left > 0) {
             /* `dispatched` with recipients left and no owner: Redis came
@@ -215,10 +268,9 @@ void dsp_sweep(dsp *d)
                 goto done;
             continue;
         }
-        if (hr_finish_read_stats(conn->r, id, &stats, err, sizeof err) < 0) {
-            dsp_conn_failed(d, conn, DSP_REDIS, err);
+        rc = dsp_sweep_stats(d, id, shards, &stats);
+        if (rc < 0)
             goto done;
-        }
         rc = hr_finish_task(conn->m, id, &stats, &fin, err, sizeof err);
         if (rc < 0) {
             dsp_conn_failed(d, conn, DSP_MYSQL, err);
@@ -227,7 +279,7 @@ void dsp_sweep(dsp *d)
         if (rc == 0)
             continue;
         dsp_finished(d, id, &fin);
-        if (dsp_retire_keys(conn, id, err, sizeof err) < 0)
+        if (dsp_retire_keys(conn, id, shards, err, sizeof err) < 0)
             hr_log_warn("retire_failed", "task=%" PRId64 " error=%s", id, err);
     }
     /* A page seen to its end that was short: start over next time.  A

@@ -16,7 +16,9 @@
 #include <string.h>
 
 #include "hr_finish.h"
+#include "hr_log.h"
 #include "hr_pipe.h"
+#include "hr_shard.h"
 #include "hr_state.h"
 #include "wk_clock.h"
 
@@ -41,15 +43,22 @@ wk_chunk *wk_chunk_new(const char *prefix, const hr_chunkmsg *msg, int32_t parti
     c->offset = offset;
     c->task = task;
     c->ack_batch = (size_t)ack_batch;
-    /* HR_KEY_MAX holds every task key (hr_keys.h): no builder fails. */
-    hr_key_chunk(prefix, c->k_set, sizeof c->k_set, msg->task, msg->seq);
-    hr_key_lease(prefix, c->k_lease, sizeof c->k_lease, msg->task, msg->seq);
-    hr_key_task(prefix, c->k_pending, sizeof c->k_pending, msg->task, HR_KEY_PENDING);
-    hr_key_task(prefix, c->k_stats, sizeof c->k_stats, msg->task, HR_KEY_STATS);
-    hr_key_task(prefix, c->k_subs, sizeof c->k_subs, msg->task, HR_KEY_SUBS);
-    hr_key_task(prefix, c->k_failed, sizeof c->k_failed, msg->task, HR_KEY_FAILED);
+    /* HR_KEY_MAX holds every task key (hr_keys.h): no builder fails.  The
+     * shard's keys (shard 0 = the task's own for a task of one set); the
+     * control key is the task's. */
+    hr_key_shard_chunk(prefix, c->k_set, sizeof c->k_set, msg->task, msg->shard, msg->seq);
+    hr_key_shard_lease(prefix, c->k_lease, sizeof c->k_lease, msg->task, msg->shard, msg->seq);
+    hr_key_shard(prefix, c->k_pending, sizeof c->k_pending, msg->task, msg->shard, HR_KEY_PENDING);
+    hr_key_shard(prefix, c->k_stats, sizeof c->k_stats, msg->task, msg->shard, HR_KEY_STATS);
+    hr_key_shard(prefix, c->k_subs, sizeof c->k_subs, msg->task, msg->shard, HR_KEY_SUBS);
+    hr_key_shard(prefix, c->k_failed, sizeof c->k_failed, msg->task, msg->shard, HR_KEY_FAILED);
     hr_key_task(prefix, c->k_ctl, sizeof c->k_ctl, msg->task, HR_KEY_CTL);
     return c;
+}
+
+int wk_chunk_row(const wk_chunk *c)
+{
+    return c->msg.sharded ? c->msg.shard : HR_SHARD_NONE;
 }
 
 /* Frees the buffers of A and empties it. */
@@ -945,6 +954,7 @@ typedef struct wk_chunk_end_job {
     wk_chunk_acks acks;
     wk_chunk_acked acked;
     wk_chunk_ended res;
+    hr_outcomes *stats; /* a sharded task's last chunk: every shard's (res.stats) */
     char errstr[256];
 } wk_chunk_end_job;
 
@@ -1009,9 +1019,67 @@ static void wk_chunk_end_run(wk_redis_job *job, hr_redis *r)
         snprintf(j->errstr, sizeof j->errstr, "%s", j->acked.errstr);
         return;
     }
-    if (hr_finish_drop(r, c->msg.task, c->msg.seq, j->outcome, j->owner, &j->res.res[0],
-                       &j->res.res[1], j->errstr, sizeof j->errstr) == 0)
+    if (hr_finish_drop(r, c->msg.task, c->msg.shard, c->msg.seq, j->outcome, j->owner,
+                       &j->res.res[0], &j->res.res[1], j->errstr, sizeof j->errstr) == 0)
         j->res.rc = 0;
+}
+
+/* The close of a sharded task's chunk, which left its shard empty: are
+ * the task's other shards empty too (one pipelined round trip each for
+ * pending and subs), and then every shard's stats hash (see
+ * wk_chunk_ended.stats).  Leaves res[1] -1 when they could not be read. */
+static void wk_chunk_end_task_left(wk_chunk_end_job *j, hr_redis *r)
+{
+    const wk_chunk *c = j->c;
+    int shards = (int)c->task->row->shards;
+    int64_t pending, subs;
+
+    if (hr_shard_sum(r, c->msg.task, shards, "HLEN", HR_KEY_PENDING, &pending, j->errstr,
+                     sizeof j->errstr) != 0 ||
+        hr_shard_sum(r, c->msg.task, shards, "SCARD", HR_KEY_SUBS, &subs, j->errstr,
+                     sizeof j->errstr) != 0)
+        goto unknown;
+    j->res.res[1] = pending;
+    j->res.res[2] = subs;
+    if (pending != 0 || subs != 0)
+        return;
+    if ((j->stats = calloc((size_t)shards, sizeof *j->stats)) == NULL)
+        goto unknown;
+    for (int k = 0; k < shards; k++)
+        if (hr_finish_read_stats(r, c->msg.task, k, &j->stats[k], j->errstr, sizeof j->errstr) != 0)
+            goto unknown;
+    j->res.stats = j->stats;
+    j->res.nstats = shards;
+    return;
+unknown:
+    hr_log_warn("shard_counters_unread", "task=%" PRId64 " seq=%" PRId64 " error=%s", c->msg.task,
+                c->msg.seq, j->errstr);
+    j->res.res[1] = -1;
+}
+
+/* CLOSE of a sharded task's chunk: the batched close's calls in a
+ * pipeline of their own, then, when its shard ran dry, the rest of the
+ * task (wk_chunk_end_task_left). */
+static void wk_chunk_end_sharded_run(wk_redis_job *job, hr_redis *r)
+{
+    wk_chunk_end_job *j = (wk_chunk_end_job *)job;
+    hr_pipe *pipe = hr_pipe_new(r);
+
+    j->res.rc = -1;
+    if (pipe == NULL) {
+        snprintf(j->errstr, sizeof j->errstr, "out of memory");
+        return;
+    }
+    job->first = 0;
+    wk_chunk_end_queue(job, pipe); /* out of memory: READ sees fewer replies */
+    job->count = hr_pipe_count(pipe);
+    /* A connection that failed makes every reply READ takes report it. */
+    hr_pipe_exec(pipe, j->errstr, sizeof j->errstr);
+    wk_chunk_end_read(job, pipe);
+    hr_pipe_free(pipe);
+    if (j->res.rc == 0 && j->acked.rc == 0 && j->res.res[0] >= 0 && j->res.res[1] == 0 &&
+        j->res.res[2] == 0)
+        wk_chunk_end_task_left(j, r);
 }
 
 static void wk_chunk_end_done(wk_redis_job *job)
@@ -1025,6 +1093,7 @@ static void wk_chunk_end_done(wk_redis_job *job)
     j->res.errstr = j->res.rc != 0 ? j->errstr : j->acked.errstr;
     c->hooks->ended(c, &j->res);
     wk_chunk_acks_free(&j->acks);
+    free(j->stats);
     free(j);
 }
 
@@ -1032,6 +1101,8 @@ static const wk_redis_ops wk_chunk_end_batched_ops = {
     .queue = wk_chunk_end_queue, .read = wk_chunk_end_read, .done = wk_chunk_end_done};
 static const wk_redis_ops wk_chunk_end_run_ops = {.run = wk_chunk_end_run,
                                                   .done = wk_chunk_end_done};
+static const wk_redis_ops wk_chunk_end_sharded_ops = {.run = wk_chunk_end_sharded_run,
+                                                      .done = wk_chunk_end_done};
 
 int wk_chunk_finalize(wk_redis *rd, wk_chunk *c, wk_chunk_ending how, const char *owner)
 {
@@ -1039,7 +1110,9 @@ int wk_chunk_finalize(wk_redis *rd, wk_chunk *c, wk_chunk_ending how, const char
 
     if (j == NULL)
         return -1;
-    j->job.ops = how == WK_CHUNK_DROP ? &wk_chunk_end_run_ops : &wk_chunk_end_batched_ops;
+    j->job.ops = how == WK_CHUNK_DROP                      ? &wk_chunk_end_run_ops
+                 : how == WK_CHUNK_CLOSE && c->msg.sharded ? &wk_chunk_end_sharded_ops
+                                                           : &wk_chunk_end_batched_ops;
     j->c = c;
     j->how = how;
     j->outcome = c->halt == WK_CHUNK_EXPIRE ? HR_OUTCOME_EXPIRED : HR_OUTCOME_CANCELLED;

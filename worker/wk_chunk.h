@@ -36,7 +36,9 @@
  * is done with (gone) is freed only once that count is 0.  Each job moves
  * its results into the chunk on the loop thread before its hook runs, so
  * the Redis thread never writes a chunk.  Keys are built once at creation
- * ({t<ID>} hash tag on every one). */
+ * ({t<ID>} hash tag on every one; the shard's {t<ID>:s<k>} for a chunk of
+ * a sharded task's shard k >= 1, but the control key, which is the
+ * task's). */
 #ifndef WK_CHUNK_H
 #define WK_CHUNK_H
 
@@ -46,6 +48,7 @@
 
 #include "hr_addr.h"
 #include "hr_chunkmsg.h"
+#include "hr_finish.h"
 #include "hr_redis.h"
 #include "wk_redis.h"
 #include "wk_sender.h"
@@ -129,6 +132,16 @@ typedef struct wk_chunk_ended {
     /* CLOSE: chunk_done.lua's {removed, pending left, subs left};
      * DROP: {dropped (-1: another holds the lease), the outcome's total}. */
     int64_t res[3];
+    /* CLOSE of a sharded task's chunk that left its shard empty: res[1]
+     * and res[2] are the sums over every shard of the task, so only the
+     * task's last chunk asks for done; then STATS holds every shard's
+     * stats hash (NSTATS: the task's shards), which go to the reporter
+     * with it (the other shards' last counters may still wait in other
+     * workers' reporters, and the finish compares the rows' sum with the
+     * subscriptions).  res[1] is -1 when they could not be read: the
+     * sweeper ends the task. */
+    const hr_outcomes *stats;
+    int nstats;
     const char *errstr;
 } wk_chunk_ended;
 
@@ -244,5 +257,9 @@ typedef enum wk_chunk_settled {
     WK_CHUNK_DEAD,
 } wk_chunk_settled;
 int wk_chunk_ack(wk_chunk *c, wk_chunk_settled how, const char *uid, const char *reason);
+
+/* What the reporter counts C's counters on: its shard for a chunk of a
+ * sharded task (the message carries it), else HR_SHARD_NONE. */
+int wk_chunk_row(const wk_chunk *c);
 
 #endif

@@ -45,7 +45,7 @@ static void wk_lifecycle_settle_offset(wk_lifecycle *l, int32_t partition, int64
  * reporter (absolute values: see wk_reporter.h). */
 static void wk_lifecycle_report_counters(wk_lifecycle *l, wk_chunk *c)
 {
-    wk_event ev = {.kind = WK_EVENT_COUNTERS, .task = c->msg.task};
+    wk_event ev = {.kind = WK_EVENT_COUNTERS, .task = c->msg.task, .shard = wk_chunk_row(c)};
 
     if (!c->counters_new)
         return;
@@ -166,8 +166,23 @@ static void wk_lifecycle_finished(wk_lifecycle *l, wk_chunk *c, const wk_chunk_e
          * redelivery by the sweeper (the end job released the lease). */
         hr_log_warn("chunk_not_empty", "task=%" PRId64 " seq=%" PRId64, c->msg.task, c->msg.seq);
     } else {
-        wk_event ev = {.kind = WK_EVENT_CHUNK_DONE, .task = c->msg.task};
+        wk_event ev = {.kind = WK_EVENT_CHUNK_DONE, .task = c->msg.task, .shard = wk_chunk_row(c)};
 
+        /* A sharded task's last chunk: every shard's counters go before
+         * its done (wk_chunk_ended.stats). */
+        for (int k = 0; k < res->nstats; k++) {
+            wk_event shard = {.kind = WK_EVENT_COUNTERS, .task = c->msg.task, .shard = k};
+            const hr_outcomes *o = &res->stats[k];
+
+            shard.u.counters.sent = o->sent;
+            shard.u.counters.failed = o->failed;
+            shard.u.counters.throttled = o->throttled;
+            shard.u.counters.retried = o->retried;
+            shard.u.counters.unregistered = o->unregistered;
+            shard.u.counters.cancelled = o->cancelled;
+            shard.u.counters.expired = o->expired;
+            wk_reporter_push(l->reporter, &shard);
+        }
         ev.u.chunk.state = WK_CHUNK_END_DONE;
         ev.u.chunk.seq = c->msg.seq;
         ev.u.chunk.done_ms = wk_clock_now_ms();
@@ -202,7 +217,7 @@ static void wk_lifecycle_halted(wk_lifecycle *l, wk_chunk *c)
 
 static void wk_lifecycle_halt_ended(wk_lifecycle *l, wk_chunk *c, const wk_chunk_ended *res)
 {
-    wk_event ev = {.kind = WK_EVENT_CHUNK_DONE, .task = c->msg.task};
+    wk_event ev = {.kind = WK_EVENT_CHUNK_DONE, .task = c->msg.task, .shard = wk_chunk_row(c)};
     int64_t dropped = 0;
     bool expire = c->halt == WK_CHUNK_EXPIRE;
 
@@ -217,6 +232,7 @@ static void wk_lifecycle_halt_ended(wk_lifecycle *l, wk_chunk *c, const wk_chunk
         wk_event counters = {
             .kind = WK_EVENT_COUNTERS,
             .task = c->msg.task,
+            .shard = wk_chunk_row(c),
             .u.counters = {
                 .sent = -1, .failed = -1, .throttled = -1, .retried = -1, .unregistered = -1}};
         int64_t total = res->res[1];
@@ -323,7 +339,7 @@ static void wk_lifecycle_settled(wk_lifecycle *l, wk_chunk *c)
 static void wk_lifecycle_outcome(wk_lifecycle *l, const wk_chunk *c, const wk_push *push,
                                  wk_delivery status, const wk_push_result *res)
 {
-    wk_event ev = {.kind = WK_EVENT_OUTCOME, .task = c->msg.task};
+    wk_event ev = {.kind = WK_EVENT_OUTCOME, .task = c->msg.task, .shard = wk_chunk_row(c)};
 
     /* wk_chunk_open pushes only valid uids (1..INT64_MAX). */
     ev.u.outcome.uid = strtoull(push->uid, NULL, 10);

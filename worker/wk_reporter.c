@@ -46,6 +46,7 @@
  * none), cancelled and expired absolute too, the largest seen (see wk_reporter.h). */
 typedef struct wk_task_delta {
     int64_t task, sent, failed, throttled, retried, unregistered, cancelled, expired;
+    int shard; /* HR_SHARD_NONE, or the shard of a sharded task */
 } wk_task_delta;
 
 typedef HR_VEC(wk_task_delta) wk_delta_vec;
@@ -248,7 +249,7 @@ static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, s
                                     .unregistered = d[k].unregistered,
                                     .expired = d[k].expired};
 
-        if (hr_finish_raise(rp->m, d[k].task, &raised, errstr, errlen) != 0)
+        if (hr_finish_raise_shard(rp->m, d[k].task, d[k].shard, &raised, errstr, errlen) != 0)
             return -1;
     }
     return 0;
@@ -360,9 +361,12 @@ static int wk_reporter_merge(wk_reporter *rp, const wk_task_delta *d, bool older
     wk_task_delta *e, lo, hi;
     size_t k;
 
-    for (k = 0; k < rp->deltas.n && rp->deltas.v[k].task != d->task; k++)
+    for (k = 0;
+         k < rp->deltas.n && (rp->deltas.v[k].task != d->task || rp->deltas.v[k].shard != d->shard);
+         k++)
         ;
     if (k == rp->deltas.n && hr_vec_push(&rp->deltas, ((wk_task_delta){.task = d->task,
+                                                                       .shard = d->shard,
                                                                        .sent = -1,
                                                                        .failed = -1,
                                                                        .throttled = -1,
@@ -592,6 +596,7 @@ void wk_reporter_push(wk_reporter *rp, const wk_event *ev)
     switch (ev->kind) {
     case WK_EVENT_COUNTERS: {
         wk_task_delta d = {.task = ev->task,
+                           .shard = ev->shard,
                            .sent = ev->u.counters.sent,
                            .failed = ev->u.counters.failed,
                            .throttled = ev->u.counters.throttled,

@@ -12,7 +12,8 @@
  * of a prepared statement, a part batch in INSERTs of the powers of two of
  * its size, so at most 15 distinct statements are prepared), counters one UPDATE
  * push_task per task (sent, failed, throttled, retried, unregistered are the stats hash's
- * absolute values, newest per task, written with GREATEST so a report lost
+ * absolute values, newest per task and shard — a sharded task's raise its shard's
+ * push_task_shard row, then push_task the rows' sum — written with GREATEST so a report lost
  * with a killed worker is made good by the next one and a late or replayed
  * one never lowers or doubles a counter; cancelled too is the stats hash's
  * counter, as drop_set.lua answers it, the largest seen, since the
@@ -68,6 +69,10 @@ typedef enum wk_delivery {
 typedef struct wk_event {
     wk_event_kind kind;
     int64_t task;
+    /* The shard whose push_task_shard row the counters raise (a task of
+     * several shards, docs/architecture.md "Sharded tasks"); HR_SHARD_NONE
+     * (-1): a task of one set, push_task itself.  Every event sets it. */
+    int shard;
     union {
         struct {
             uint64_t uid;

@@ -496,20 +496,24 @@ SCENARIOS = [scenario_pause, scenario_cancel, scenario_pull, scenario_loss_befor
              scenario_loss_mid, scenario_numbers]
 
 
-def main():
+def run_main(doc, name, cls, scenarios, procs):
+    """The main() of a test of SCENARIOS on one fleet (test_shards.py shares
+    it): CLS(env, binaries) started, each scenario (or those named after the
+    four binaries) run, one failing not hiding the others, then PROCS(e),
+    the fleet's processes, each stopped and checked to exit 0."""
     if len(sys.argv) < 5:
-        print(__doc__)
+        print(doc)
         return 2
     if not os.environ.get("HERALD_TEST_CONFIG"):
         print("HERALD_TEST_CONFIG is not set: skipped")
         return 77
-    env = Env("ctle2e")
-    e = E2E(env, sys.argv[1:5])
+    env = Env(name)
+    e = cls(env, sys.argv[1:5])
     only = sys.argv[5:]
     try:
         if not e.create_topic() or not e.start():
             return finish()
-        for s in SCENARIOS:
+        for s in scenarios:
             if only and s.__name__.replace("scenario_", "") not in only:
                 continue
             t0 = time.time()
@@ -520,12 +524,16 @@ def main():
                 check(False, "%s raised %r" % (s.__name__, ex))
             print("     %s took %.1f s" % (s.__name__, time.time() - t0), flush=True)
             check(e.alive(), "every process still running after %s" % s.__name__)
-        for p in [e.dsp] + e.wks:
+        for p in procs(e):
             check(env.stop(p) == 0, "%s exits 0 on SIGTERM" % os.path.basename(p.args[0]))
     finally:
         env.cleanup()
         e.kafka_topics("--delete", "--topic", env.kafka_topic)
     return finish()
+
+
+def main():
+    return run_main(__doc__, "ctle2e", E2E, SCENARIOS, lambda e: [e.dsp] + e.wks)
 
 
 if __name__ == "__main__":

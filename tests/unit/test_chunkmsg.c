@@ -14,11 +14,16 @@
 static void test_round_trip(void **state)
 {
     (void)state;
-    const hr_chunkmsg in = {
-        .task = 42, .seq = 17, .count = 5000, .due_ms = 1767225600000, .published_ms = INT64_MAX};
-    hr_chunkmsg out;
+    hr_chunkmsg in, out;
     char buf[HR_CHUNKMSG_MAX_BYTES], errstr[256];
-    int n = hr_chunkmsg_encode(&in, buf, sizeof buf);
+    int n;
+
+    /* memset: the struct has padding after sharded, which memory_equal reads. */
+    memset(&in, 0, sizeof in);
+    in.task = 42, in.seq = 17, in.count = 5000, in.due_ms = 1767225600000;
+    in.published_ms = INT64_MAX;
+    n = hr_chunkmsg_encode(&in, buf, sizeof buf);
+    memset(&out, 0, sizeof out);
 
     assert_true(n > 0);
     assert_int_equal((size_t)n, strlen(buf));
@@ -26,6 +31,44 @@ static void test_round_trip(void **state)
     assert_memory_equal(&in, &out, sizeof in);
     assert_string_equal(buf, "{\"v\":1,\"task\":42,\"seq\":17,\"count\":5000,"
                              "\"due_ms\":1767225600000,\"published_ms\":9223372036854775807}");
+}
+
+/* A sharded task's chunk carries its shard (0 included); one of a task of
+ * one set carries none, and decodes as not sharded. */
+static void test_shard(void **state)
+{
+    hr_chunkmsg in = {.task = 42, .seq = 17, .count = 5000, .due_ms = 1, .published_ms = 2};
+    hr_chunkmsg out;
+    char buf[HR_CHUNKMSG_MAX_BYTES], errstr[256];
+    int n;
+
+    (void)state;
+    in.sharded = true;
+    in.shard = 0;
+    n = hr_chunkmsg_encode(&in, buf, sizeof buf);
+    assert_string_equal(buf, "{\"v\":1,\"task\":42,\"seq\":17,\"count\":5000,"
+                             "\"due_ms\":1,\"published_ms\":2,\"shard\":0}");
+    assert_int_equal(n, (int)strlen(buf));
+    assert_int_equal(hr_chunkmsg_decode(buf, (size_t)n, &out, errstr, sizeof errstr), 0);
+    assert_true(out.sharded);
+    assert_int_equal(out.shard, 0);
+    in.shard = 255;
+    n = hr_chunkmsg_encode(&in, buf, sizeof buf);
+    assert_int_equal(hr_chunkmsg_decode(buf, (size_t)n, &out, errstr, sizeof errstr), 0);
+    assert_int_equal(out.shard, 255);
+    assert_int_equal(out.seq, 17);
+    in.sharded = false;
+    n = hr_chunkmsg_encode(&in, buf, sizeof buf);
+    assert_null(strstr(buf, "shard"));
+    assert_int_equal(hr_chunkmsg_decode(buf, (size_t)n, &out, errstr, sizeof errstr), 0);
+    assert_false(out.sharded);
+    assert_int_equal(out.shard, 0);
+    /* The shortest buffer that holds the sharded message, and one less. */
+    in.sharded = true;
+    in.shard = 7;
+    n = hr_chunkmsg_encode(&in, buf, sizeof buf);
+    assert_int_equal(hr_chunkmsg_encode(&in, buf, (size_t)n + 1), n);
+    assert_int_equal(hr_chunkmsg_encode(&in, buf, (size_t)n), -1);
 }
 
 static void test_encode_short_buffer(void **state)
@@ -108,6 +151,13 @@ static const struct bad_case {
     {"[1,2,3]", "expected a JSON object"},
     {"{\"v\":1 \"task\":1}", "expected ',' or '}'"},
     {"{\"v\\u0000\":1}", "bad field name"},
+    {"{\"v\":1,\"task\":1,\"seq\":1,\"count\":1,\"shard\":-1," GOOD_TAIL,
+     "field shard: -1 outside"},
+    {"{\"v\":1,\"task\":1,\"seq\":1,\"count\":1,\"shard\":256," GOOD_TAIL,
+     "field shard: 256 outside"},
+    {"{\"v\":1,\"task\":1,\"seq\":1,\"count\":1,\"shard\":\"1\"," GOOD_TAIL,
+     "field shard: not an integer"},
+    {"{\"v\":1,\"task\":1,\"seq\":1,\"shard\":1," GOOD_TAIL, "missing field \"count\""},
 };
 
 static void test_bad_messages(void **state)
@@ -159,10 +209,15 @@ static void test_binary(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),    cmocka_unit_test(test_encode_short_buffer),
-        cmocka_unit_test(test_key),           cmocka_unit_test(test_whitespace_and_order),
-        cmocka_unit_test(test_length_bounds), cmocka_unit_test(test_bad_messages),
-        cmocka_unit_test(test_oversized),     cmocka_unit_test(test_binary),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_shard),
+        cmocka_unit_test(test_encode_short_buffer),
+        cmocka_unit_test(test_key),
+        cmocka_unit_test(test_whitespace_and_order),
+        cmocka_unit_test(test_length_bounds),
+        cmocka_unit_test(test_bad_messages),
+        cmocka_unit_test(test_oversized),
+        cmocka_unit_test(test_binary),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -43,6 +43,38 @@ static void test_task_keys(void **state)
                         "herald:{t9223372036854775807}:subs");
 }
 
+/* A sharded task's shard k >= 1 has its own tag; shard 0 (and below) is
+ * the task's; the task-level kinds stay the task's whatever the shard. */
+static void test_shard_keys(void **state)
+{
+    char buf[HR_KEY_MAX];
+
+    (void)state;
+    assert_string_equal(hr_key_shard(P, buf, sizeof buf, 42, 3, HR_KEY_SUBS),
+                        "herald:{t42:s3}:subs");
+    assert_string_equal(hr_key_shard(P, buf, sizeof buf, 42, 3, HR_KEY_STATS),
+                        "herald:{t42:s3}:stats");
+    assert_string_equal(hr_key_shard(P, buf, sizeof buf, 42, 0, HR_KEY_SUBS), "herald:{t42}:subs");
+    assert_string_equal(hr_key_shard(P, buf, sizeof buf, 42, -1, HR_KEY_PENDING),
+                        "herald:{t42}:pending");
+    assert_string_equal(hr_key_shard(P, buf, sizeof buf, 42, 3, HR_KEY_CTL), "herald:{t42}:ctl");
+    assert_string_equal(hr_key_shard(P, buf, sizeof buf, 42, 3, HR_KEY_PREP), "herald:{t42}:prep");
+    assert_string_equal(hr_key_shard(P, buf, sizeof buf, 42, 3, HR_KEY_SYNCED),
+                        "herald:{t42}:synced");
+    assert_string_equal(hr_key_shard_chunk(P, buf, sizeof buf, 42, 3, 17),
+                        "herald:{t42:s3}:chunk:17");
+    assert_string_equal(hr_key_shard_lease(P, buf, sizeof buf, 42, 3, 17),
+                        "herald:{t42:s3}:lease:17");
+    assert_string_equal(hr_key_shard_redrive(P, buf, sizeof buf, 42, 255, 17),
+                        "herald:{t42:s255}:redrive:17");
+    assert_string_equal(hr_key_shard_chunk(P, buf, sizeof buf, 42, 0, 17), "herald:{t42}:chunk:17");
+    assert_string_equal(hr_key_shard_chunks_match("a*b:", buf, sizeof buf, 42, 2),
+                        "a\\*b:{t42:s2}:chunk:*");
+    assert_string_equal(hr_key_shard_leases_match(P, buf, sizeof buf, 42, 0),
+                        "herald:{t42}:lease:*");
+    assert_null(hr_key_shard(P, buf, 20, 42, 3, HR_KEY_SUBS));
+}
+
 static void test_global_keys(void **state)
 {
     char buf[HR_KEY_MAX];
@@ -96,9 +128,8 @@ static void test_too_small(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_task_keys),
-        cmocka_unit_test(test_global_keys),
-        cmocka_unit_test(test_prefix),
+        cmocka_unit_test(test_task_keys),   cmocka_unit_test(test_shard_keys),
+        cmocka_unit_test(test_global_keys), cmocka_unit_test(test_prefix),
         cmocka_unit_test(test_too_small),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

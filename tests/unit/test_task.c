@@ -263,7 +263,9 @@ static int task_row_cells(const char *state, const char *control, const char *tt
                      "75600", NULL, NULL, /* expire_at */
                      "0",
                      /* pacing */
-                     "1700000060000", "channel webhook is overbooked"};
+                     "1700000060000", "channel webhook is overbooked",
+                     /* sharded tasks */
+                     "4"};
     hr_mysql_rows rows = {.nrows = 1, .ncols = sizeof cells / sizeof cells[0], .cells = cells};
 
     return hr_task_from_row(&rows, 0, out, errstr, errlen);
@@ -291,6 +293,7 @@ static void test_from_row_enums(void **state)
     assert_int_equal(t->expire_ms, -1);
     assert_int_equal(t->finish_ms, 1700000060000);
     assert_string_equal(t->last_warning, "channel webhook is overbooked");
+    assert_int_equal(t->shards, 4);
     hr_task_free(t);
     assert_int_equal(task_row_cells("done", "run", "-1", "x", "urgent", &t, err, sizeof err), 0);
     assert_int_equal(t->ttl_s, -2); /* a written -1 is not NULL */
@@ -346,6 +349,36 @@ static void test_finish_by(void **state)
     expect_invalid(&t, *state, "finish_by must be after due_at");
 }
 
+/* shards: 0 (zeroed) and 1 are one set, up to 256; more than one set is
+ * refused with local time, a window or finish_by (docs/architecture.md
+ * "Sharded tasks"). */
+static void test_shards(void **state)
+{
+    hr_task t = valid_task();
+
+    t.shards = 0;
+    expect_valid(&t, *state);
+    t.shards = 256;
+    expect_valid(&t, *state);
+    t.shards = 257;
+    expect_invalid(&t, *state, "shards 257 is outside 1..256");
+    t.shards = -1;
+    expect_invalid(&t, *state, "shards -1 is outside 1..256");
+    t.shards = 4;
+    t.finish_ms = t.due_ms + 60000;
+    expect_invalid(&t, *state, "shards 4 with finish_by: a sharded task cannot be paced");
+    t.finish_ms = -1;
+    t.local_time = 1;
+    expect_invalid(&t, *state, "shards 4 with local_time");
+    t.local_time = 0;
+    t.window = true;
+    t.window_start_s = 3600;
+    t.window_end_s = 7200;
+    expect_invalid(&t, *state, "shards 4 with a window");
+    t.shards = 1;
+    expect_valid(&t, *state);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -355,7 +388,7 @@ int main(void)
         cmocka_unit_test(test_payload),         cmocka_unit_test(test_templates),
         cmocka_unit_test(test_push_options),    cmocka_unit_test(test_from_row_enums),
         cmocka_unit_test(test_expiry),          cmocka_unit_test(test_local_time),
-        cmocka_unit_test(test_finish_by),
+        cmocka_unit_test(test_finish_by),       cmocka_unit_test(test_shards),
     };
     return cmocka_run_group_tests(tests, task_setup, task_teardown);
 }
