@@ -113,8 +113,9 @@ struct wk_reporter {
     size_t nfails;
     bool stopping;
 
-    /* Reporter thread only (never under the mutex): the chunk ends whose
-     * row was missing, oldest first, at most WK_REPORTER_ROW_WAIT_MAX. */
+    /* The chunk ends whose row was missing, oldest first, at most
+     * WK_REPORTER_ROW_WAIT_MAX after each write: read and written by the
+     * reporter thread only, so the mutex does not cover them. */
     wk_wait_vec waiting;
     int64_t row_wait_ms;
 
