@@ -51,7 +51,7 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
     wk_metrics *m = calloc(1, sizeof *m);
     hr_metrics_family *pushes, *latency, *due, *inflight, *retries, *throttled, *waits, *acked;
     hr_metrics_family *redelivered, *bad, *queue, *flush, *lag, *errors, *dropped, *anomalies;
-    hr_metrics_family *unaccounted, *pruned;
+    hr_metrics_family *unaccounted, *pruned, *rows_missing;
     hr_metrics_family *stalled, *stalls;
     const hr_metrics_spec specs[] = {
         {&pushes, "herald_pushes_total", "Pushes by channel and outcome", HR_METRICS_COUNTER,
@@ -94,6 +94,9 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
         {&pruned, "herald_addresses_pruned_total",
          "Addresses a provider called dead, removed from MySQL and Redis", HR_METRICS_COUNTER, NULL,
          NULL, 0},
+        {&rows_missing, "herald_chunk_rows_missing_total",
+         "Chunk ends given up because their push_chunk row never appeared (it stays published)",
+         HR_METRICS_COUNTER, NULL, NULL, 0},
         {&anomalies, "herald_worker_anomalies_total", "Bad input the worker worked around, by kind",
          HR_METRICS_COUNTER, "kind", NULL, 0},
         {&stalled, "herald_worker_stalled_chunks",
@@ -140,6 +143,7 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
     m->reporter_flush = hr_metrics_labels(flush, NULL);
     m->unaccounted = hr_metrics_labels(unaccounted, NULL);
     m->pruned = hr_metrics_labels(pruned, NULL);
+    m->chunk_rows_missing = hr_metrics_labels(rows_missing, NULL);
     m->kafka_lag = hr_metrics_labels(lag, NULL);
     m->stalled_chunks = hr_metrics_labels(stalled, NULL);
     m->stalls = hr_metrics_labels(stalls, NULL);

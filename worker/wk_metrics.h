@@ -72,6 +72,8 @@ typedef struct wk_metrics {
     hr_metrics_child *reporter_dropped[WK__DROPS];
     hr_metrics_child *unaccounted; /* herald_recipients_unaccounted_total */
     hr_metrics_child *pruned;      /* herald_addresses_pruned_total */
+    /* herald_chunk_rows_missing_total: chunk ends given up (wk_reporter.h) */
+    hr_metrics_child *chunk_rows_missing;
     hr_metrics_child *anomalies[WK__ANOMALIES];
     atomic_bool redis_ok, mysql_ok, kafka_ok;
     atomic_bool assigned; /* the consumer is subscribed (assigned or waiting) */

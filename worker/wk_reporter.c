@@ -38,6 +38,11 @@
 /* How long wk_reporter_push waits for ring room before it drops an outcome
  * row: the loop thread must keep renewing leases and polling Kafka. */
 #define WK_REPORTER_PUSH_WAIT_MS 20
+/* After a stop request, how long chunk ends still waiting for their
+ * push_chunk row are written again before they are given up: the
+ * dispatcher writes its rows every 10 ms tick, so a row that is not there
+ * after this is late for another reason (see wk_reporter.h). */
+#define WK_REPORTER_STOP_ROW_WAIT_MS 2000
 /* Task failures waiting to be written (each is re-reported by the next
  * chunk of the task when this overflows). */
 #define WK_REPORTER_FAILS 16
@@ -51,6 +56,37 @@ typedef struct wk_task_delta {
 
 typedef HR_VEC(wk_task_delta) wk_delta_vec;
 typedef HR_VEC(wk_event) wk_event_vec;
+
+/* A chunk end whose push_chunk row did not exist yet (wk_reporter.h). */
+typedef struct wk_chunk_wait {
+    wk_event ev;
+    int64_t since_ms; /* when its UPDATE first found no row */
+} wk_chunk_wait;
+
+typedef HR_VEC(wk_chunk_wait) wk_wait_vec;
+
+/* Why a waiting chunk end is given up (the reason= of chunk_row_missing). */
+typedef enum wk_wait_drop {
+    WK_WAIT_TIMEOUT,  /* waited row_wait_ms */
+    WK_WAIT_OVERFLOW, /* more than WK_REPORTER_ROW_WAIT_MAX wait: the oldest goes */
+    WK_WAIT_SHUTDOWN, /* the reporter stopped */
+    WK_WAIT_NO_MEMORY,
+} wk_wait_drop;
+
+static const char *const wk_wait_drop_names[] = {
+    [WK_WAIT_TIMEOUT] = "timeout",
+    [WK_WAIT_OVERFLOW] = "overflow",
+    [WK_WAIT_SHUTDOWN] = "shutdown",
+    [WK_WAIT_NO_MEMORY] = "out_of_memory",
+};
+
+/* push_chunk.state's names, by wk_chunk_end. */
+static const char *const wk_chunk_end_names[] = {
+    [WK_CHUNK_END_DONE] = "done",
+    [WK_CHUNK_END_PARKED] = "parked",
+    [WK_CHUNK_END_CANCELLED] = "cancelled",
+    [WK_CHUNK_END_EXPIRED] = "expired",
+};
 
 /* A task the worker cannot push, to be marked failed. */
 typedef struct wk_task_fail {
@@ -77,6 +113,12 @@ struct wk_reporter {
     wk_task_fail fails[WK_REPORTER_FAILS]; /* deduplicated by task; full = dropped */
     size_t nfails;
     bool stopping;
+
+    /* The chunk ends whose row was missing, oldest first, at most
+     * WK_REPORTER_ROW_WAIT_MAX after each write: read and written by the
+     * reporter thread only, so the mutex does not cover them. */
+    wk_wait_vec waiting;
+    int64_t row_wait_ms;
 
     hr_mysql *m;
     wk_metrics *met;
@@ -255,25 +297,154 @@ static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, s
     return 0;
 }
 
-static int wk_reporter_write_chunks(wk_reporter *rp, const wk_event *evs, size_t n, char *errstr,
-                                    size_t errlen)
+/* Gives up waiting chunk end CW: loud, and counted for the alert. */
+static void wk_reporter_give_up(wk_reporter *rp, const wk_chunk_wait *cw, int64_t now_ms,
+                                wk_wait_drop why)
 {
-    /* push_chunk.state's names, by wk_chunk_end. */
-    static const char *const ends[] = {"done", "parked", "cancelled", "expired"};
+    hr_metrics_inc(rp->met->chunk_rows_missing);
+    hr_log_error("chunk_row_missing",
+                 "task=%" PRId64 " seq=%" PRId64 " state=%s waited_ms=%" PRId64 " reason=%s",
+                 cw->ev.task, cw->ev.u.chunk.seq, wk_chunk_end_names[cw->ev.u.chunk.state],
+                 now_ms - cw->since_ms, wk_wait_drop_names[why]);
+}
+
+/* Appends chunk end EV, whose row was missing since SINCE_MS, to KEEP
+ * (given up when out of memory). */
+static void wk_reporter_keep(wk_reporter *rp, wk_wait_vec *keep, const wk_event *ev,
+                             int64_t since_ms)
+{
+    const wk_chunk_wait cw = {.ev = *ev, .since_ms = since_ms};
+
+    if (hr_vec_push(keep, cw) != 0)
+        wk_reporter_give_up(rp, &cw, wk_clock_now_ms(), WK_WAIT_NO_MEMORY);
+}
+
+/* Writes chunk end EV into its push_chunk row; *MISSING tells that the row
+ * does not exist (yet).  0 or -1. */
+static int wk_reporter_write_end(wk_reporter *rp, const wk_event *ev, bool *missing, char *errstr,
+                                 size_t errlen)
+{
+    const hr_mysql_param chunk[] = {HR_P_STR(wk_chunk_end_names[ev->u.chunk.state]),
+                                    HR_P_I64(ev->u.chunk.done_ms), HR_P_STR(rp->owner),
+                                    HR_P_I64(ev->task), HR_P_I64(ev->u.chunk.seq)};
+    hr_mysql_rows *rows = NULL;
+    uint64_t changed = 0;
+
+    *missing = false;
+    /* A chunk closed by one worker stays 'done' even when another
+     * (a redelivery, a late cancel) reports it parked or cancelled. */
+    if (hr_mysql_exec(rp->m,
+                      "UPDATE push_chunk SET state = ?, done_at = FROM_UNIXTIME(? / 1000), "
+                      "worker = ? WHERE task_id = ? AND seq = ? AND state <> 'done'",
+                      chunk, 5, &changed, NULL, NULL, errstr, errlen) != 0)
+        return -1;
+    if (changed > 0)
+        return 0;
+    /* hr_mysql connects without CLIENT_FOUND_ROWS, so MariaDB counts the
+     * rows changed: 0 also for a row already 'done' (the WHERE) and for one
+     * that holds these very values (the batch written again after its
+     * COMMIT's answer was lost).  With FOUND_ROWS the second would count 1
+     * and the first still 0: under either flag only a read tells a row that
+     * is not there from one that needs nothing. */
+    if (hr_mysql_query(rp->m, "SELECT 1 FROM push_chunk WHERE task_id = ? AND seq = ?", chunk + 3,
+                       2, &rows, errstr, errlen) != 0)
+        return -1;
+    *missing = rows->nrows == 0;
+    hr_mysql_rows_free(rows);
+    return 0;
+}
+
+/* Writes again the chunk ends of rp->waiting, in their order, whose rows
+ * exist now (one SELECT tells which); the others are appended to KEEP.
+ * 0 or -1. */
+static int wk_reporter_write_waiting(wk_reporter *rp, wk_wait_vec *keep, char *errstr,
+                                     size_t errlen)
+{
+    size_t n = rp->waiting.n;
+    int64_t *cells = NULL;
+    char *keys = NULL;
+    bool *found = NULL, missing;
+    hr_mysql_rows *rows = NULL;
+    int rc = -1;
+
+    if (n == 0)
+        return 0;
+    cells = calloc(n * 2, sizeof *cells);
+    found = calloc(n, sizeof *found);
+    if (cells == NULL || found == NULL)
+        goto oom;
+    for (size_t i = 0; i < n; i++) {
+        cells[i * 2] = rp->waiting.v[i].ev.task;
+        cells[i * 2 + 1] = rp->waiting.v[i].ev.u.chunk.seq;
+    }
+    if (hr_mysql_json_ints(cells, n, 2, &keys) < 0)
+        goto oom;
+    {
+        const hr_mysql_param p[] = {HR_P_STR(keys)};
+
+        if (hr_mysql_query(rp->m,
+                           "SELECT DISTINCT c.task_id, c.seq FROM JSON_TABLE(?, '$[*]' COLUMNS "
+                           "(task BIGINT PATH '$[0]', seq BIGINT PATH '$[1]')) j STRAIGHT_JOIN "
+                           "push_chunk c ON c.task_id = j.task AND c.seq = j.seq",
+                           p, 1, &rows, errstr, errlen) != 0)
+            goto done;
+    }
+    for (size_t k = 0; k < rows->nrows; k++) {
+        int64_t task = strtoll(hr_mysql_cell(rows, k, 0), NULL, 10);
+        int64_t seq = strtoll(hr_mysql_cell(rows, k, 1), NULL, 10);
+
+        for (size_t i = 0; i < n; i++)
+            if (rp->waiting.v[i].ev.task == task && rp->waiting.v[i].ev.u.chunk.seq == seq)
+                found[i] = true;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const wk_chunk_wait *cw = &rp->waiting.v[i];
+
+        missing = !found[i];
+        if (found[i] && wk_reporter_write_end(rp, &cw->ev, &missing, errstr, errlen) != 0)
+            goto done;
+        if (missing)
+            wk_reporter_keep(rp, keep, &cw->ev, cw->since_ms);
+    }
+    rc = 0;
+    goto done;
+oom:
+    snprintf(errstr, errlen, "out of memory");
+done:
+    hr_mysql_rows_free(rows);
+    free(keys);
+    free(found);
+    free(cells);
+    return rc;
+}
+
+/* Whether KEEP holds an end of EV's chunk. */
+static bool wk_reporter_waits(const wk_wait_vec *keep, const wk_event *ev)
+{
+    for (size_t i = 0; i < keep->n; i++)
+        if (keep->v[i].ev.task == ev->task && keep->v[i].ev.u.chunk.seq == ev->u.chunk.seq)
+            return true;
+    return false;
+}
+
+/* Writes the N chunk events EVS (after the waiting ones); the ends whose
+ * row is missing are appended to KEEP. */
+static int wk_reporter_write_chunks(wk_reporter *rp, const wk_event *evs, size_t n,
+                                    wk_wait_vec *keep, char *errstr, size_t errlen)
+{
+    int64_t now_ms = wk_clock_now_ms();
 
     for (size_t i = 0; i < n; i++) {
         const wk_event *ev = &evs[i];
-        hr_mysql_param chunk[] = {HR_P_STR(ends[ev->u.chunk.state]), HR_P_I64(ev->u.chunk.done_ms),
-                                  HR_P_STR(rp->owner), HR_P_I64(ev->task),
-                                  HR_P_I64(ev->u.chunk.seq)};
+        /* An older end of the same chunk still waits for the row: this one
+         * waits behind it, or the older one, written when the row appears,
+         * would overwrite it. */
+        bool missing = wk_reporter_waits(keep, ev);
 
-        /* A chunk closed by one worker stays 'done' even when another
-         * (a redelivery, a late cancel) reports it parked or cancelled. */
-        if (hr_mysql_exec(rp->m,
-                          "UPDATE push_chunk SET state = ?, done_at = FROM_UNIXTIME(? / 1000), "
-                          "worker = ? WHERE task_id = ? AND seq = ? AND state <> 'done'",
-                          chunk, 5, NULL, NULL, NULL, errstr, errlen) != 0)
+        if (!missing && wk_reporter_write_end(rp, ev, &missing, errstr, errlen) != 0)
             return -1;
+        if (missing)
+            wk_reporter_keep(rp, keep, ev, now_ms);
         /* Only a closed chunk can finish its task. */
         if (ev->u.chunk.state != WK_CHUNK_END_DONE || ev->u.chunk.pending_left != 0 ||
             ev->u.chunk.subs_left != 0)
@@ -323,8 +494,10 @@ typedef struct wk_batch {
     size_t nfails;
 } wk_batch;
 
-/* Writes batch B in one transaction. */
-static int wk_reporter_write(wk_reporter *rp, const wk_batch *b, char *errstr, size_t errlen)
+/* Writes batch B and the waiting chunk ends in one transaction; the ends
+ * whose row is still missing are appended to KEEP. */
+static int wk_reporter_write(wk_reporter *rp, const wk_batch *b, wk_wait_vec *keep, char *errstr,
+                             size_t errlen)
 {
     if (rp->m == NULL && hr_mysql_connect(rp->cfg, &rp->m, errstr, errlen) != 0)
         return -1;
@@ -332,7 +505,8 @@ static int wk_reporter_write(wk_reporter *rp, const wk_batch *b, char *errstr, s
         goto fail;
     if (wk_reporter_write_deliveries(rp, b->n, errstr, errlen) != 0 ||
         wk_reporter_write_counters(rp, b->deltas.v, b->deltas.n, errstr, errlen) != 0 ||
-        wk_reporter_write_chunks(rp, b->chunks.v, b->chunks.n, errstr, errlen) != 0 ||
+        wk_reporter_write_waiting(rp, keep, errstr, errlen) != 0 ||
+        wk_reporter_write_chunks(rp, b->chunks.v, b->chunks.n, keep, errstr, errlen) != 0 ||
         wk_reporter_write_fails(rp, b->fails, b->nfails, errstr, errlen) != 0 ||
         hr_mysql_commit(rp->m, errstr, errlen) != 0) {
         hr_mysql_rollback(rp->m);
@@ -451,6 +625,40 @@ static bool wk_reporter_idle(const wk_reporter *rp)
     return rp->count == 0 && rp->deltas.n == 0 && rp->chunks.n == 0 && rp->nfails == 0;
 }
 
+/* Whether the thread waits before its next write (mutex held): for a full
+ * batch or the flush interval, until a stop; after a stop only while
+ * nothing but chunk ends waiting for their rows is left, which are written
+ * again at the flush interval, not in a busy loop. */
+static bool wk_reporter_should_wait(const wk_reporter *rp)
+{
+    if (rp->count >= rp->batch)
+        return false;
+    return !rp->stopping || (wk_reporter_idle(rp) && rp->waiting.n > 0);
+}
+
+/* Gives up the waiting chunk ends that waited row_wait_ms, then the oldest
+ * beyond WK_REPORTER_ROW_WAIT_MAX (all of them when ALL). */
+static void wk_reporter_prune(wk_reporter *rp, bool all)
+{
+    int64_t now_ms = wk_clock_now_ms();
+    size_t n = rp->waiting.n, kept = 0;
+    size_t over = n > WK_REPORTER_ROW_WAIT_MAX ? n - WK_REPORTER_ROW_WAIT_MAX : 0;
+
+    for (size_t i = 0; i < n; i++) {
+        const wk_chunk_wait *cw = &rp->waiting.v[i];
+
+        if (all)
+            wk_reporter_give_up(rp, cw, now_ms, WK_WAIT_SHUTDOWN);
+        else if (i < over)
+            wk_reporter_give_up(rp, cw, now_ms, WK_WAIT_OVERFLOW);
+        else if (now_ms - cw->since_ms >= rp->row_wait_ms)
+            wk_reporter_give_up(rp, cw, now_ms, WK_WAIT_TIMEOUT);
+        else
+            rp->waiting.v[kept++] = *cw;
+    }
+    rp->waiting.n = kept;
+}
+
 static void *wk_reporter_main(void *arg)
 {
     wk_reporter *rp = arg;
@@ -461,29 +669,34 @@ static void *wk_reporter_main(void *arg)
     for (;;) {
         struct timespec ts;
         wk_batch b;
+        wk_wait_vec keep = {0};
 
         pthread_mutex_lock(&rp->mu);
-        if (rp->count < rp->batch && !rp->stopping) {
-            /* Wait for a full batch, a stop, or the flush interval. */
+        if (wk_reporter_should_wait(rp)) {
             wk_reporter_deadline(&ts, WK_REPORTER_FLUSH_MS);
-            while (rp->count < rp->batch && !rp->stopping &&
+            while (wk_reporter_should_wait(rp) &&
                    pthread_cond_timedwait(&rp->has_work, &rp->mu, &ts) != ETIMEDOUT)
                 ;
         }
-        if (rp->stopping && wk_reporter_idle(rp)) {
-            pthread_mutex_unlock(&rp->mu);
-            break;
-        }
         if (rp->stopping && stop_seen_ms < 0)
             stop_seen_ms = wk_clock_now_ms();
+        if (rp->stopping && wk_reporter_idle(rp) &&
+            (rp->waiting.n == 0 ||
+             wk_clock_now_ms() - stop_seen_ms > WK_REPORTER_STOP_ROW_WAIT_MS)) {
+            pthread_mutex_unlock(&rp->mu);
+            wk_reporter_prune(rp, true);
+            break;
+        }
         wk_reporter_take(rp, &b);
         pthread_mutex_unlock(&rp->mu);
-        if (b.n == 0 && b.deltas.n == 0 && b.chunks.n == 0 && b.nfails == 0)
+        if (b.n == 0 && b.deltas.n == 0 && b.chunks.n == 0 && b.nfails == 0 && rp->waiting.n == 0)
             continue;
 
         int64_t started_ms = wk_clock_now_ms();
 
-        if (wk_reporter_write(rp, &b, errstr, sizeof errstr) != 0) {
+        if (wk_reporter_write(rp, &b, &keep, errstr, sizeof errstr) != 0) {
+            /* Rolled back: the waiting ends stay as they were. */
+            hr_vec_free(&keep);
             hr_metrics_inc(rp->met->backend_errors[WK_BACKEND_MYSQL]);
             atomic_store(&rp->met->mysql_ok, false);
             if (!rp->mysql_down)
@@ -497,6 +710,7 @@ static void *wk_reporter_main(void *arg)
                              rp->count, rp->deltas.n, rp->chunks.n, errstr);
                 rp->count = rp->deltas.n = rp->chunks.n = rp->nfails = 0;
                 pthread_mutex_unlock(&rp->mu);
+                wk_reporter_prune(rp, true);
                 break;
             }
             pthread_mutex_unlock(&rp->mu);
@@ -510,6 +724,9 @@ static void *wk_reporter_main(void *arg)
             nanosleep(&d, NULL);
             continue;
         }
+        hr_vec_free(&rp->waiting);
+        rp->waiting = keep;
+        wk_reporter_prune(rp, false);
         hr_metrics_observe(rp->met->reporter_flush, (wk_clock_now_ms() - started_ms) / 1000.0);
         atomic_store(&rp->met->mysql_ok, true);
         if (rp->mysql_down)
@@ -542,8 +759,8 @@ static double wk_reporter_depth(void *ctx)
     return (double)n;
 }
 
-int wk_reporter_start(const hr_config *cfg, const char *owner, wk_metrics *met, wk_reporter **out,
-                      char *errstr, size_t errlen)
+int wk_reporter_start(const hr_config *cfg, const char *owner, int64_t row_wait_ms, wk_metrics *met,
+                      wk_reporter **out, char *errstr, size_t errlen)
 {
     wk_reporter *rp = calloc(1, sizeof *rp);
 
@@ -553,6 +770,7 @@ int wk_reporter_start(const hr_config *cfg, const char *owner, wk_metrics *met, 
     rp->cfg = cfg;
     rp->met = met;
     snprintf(rp->owner, sizeof rp->owner, "%s", owner);
+    rp->row_wait_ms = row_wait_ms;
     rp->delivery_log = cfg->worker.delivery_log;
     rp->batch = (size_t)cfg->worker.reporter_batch;
     rp->full = rp->batch < WK_DELIVERY_STMT_ROWS ? rp->batch : WK_DELIVERY_STMT_ROWS;
@@ -659,5 +877,6 @@ void wk_reporter_stop(wk_reporter *rp)
     free(rp->ring);
     hr_vec_free(&rp->deltas);
     hr_vec_free(&rp->chunks);
+    hr_vec_free(&rp->waiting);
     free(rp);
 }

@@ -30,6 +30,27 @@
  * delivery log is optional, and the loop thread must not stall.
  * wk_reporter_stop() writes everything queued before it returns.
  *
+ * A chunk end can come before its row.  The dispatcher writes a chunk's
+ * push_chunk row only after Kafka confirmed the publish, in batches per
+ * tick (dsp_report.c), and its INSERT IGNORE ... RETURNING is the only
+ * writer of a new row: the rows it inserts are the first publishes, whose
+ * sizes go into push_task.total, so the worker must not insert one.  A
+ * small chunk can be consumed, pushed and closed before that batch ran, and
+ * the end's UPDATE then matches no row, which would stay 'published' for
+ * ever.  So when the UPDATE changes nothing the reporter reads whether the
+ * row exists (a row found, 'done' or already holding these values, needs
+ * nothing) and, when it does not, keeps the end and writes it again in
+ * every later flush, in order and before newer events (a newer end of the
+ * same chunk waits behind it, so an older one never overwrites it), until
+ * the row appears.  Held on the reporter thread only, and bounded: an end
+ * kept ROW_WAIT (wk_reporter_start's row_wait_ms, WK_REPORTER_ROW_WAIT_MS
+ * in the worker) is given up, and beyond WK_REPORTER_ROW_WAIT_MAX ends the
+ * oldest is, each logged (chunk_row_missing, task, seq, reason) and counted
+ * (herald_chunk_rows_missing_total, which an alert watches): a row that
+ * never came was lost by the dispatcher (chunk_row_lost), and its publishes
+ * are not in total either.  At a stop they are written again for at most
+ * 2 s more, then given up the same way and freed.
+ *
  * Thread hand-off: the loop thread only calls wk_reporter_push(); the ring's
  * head and count, the delta table and the chunk list are read and written
  * under the mutex; the writer takes the table and the list whole, and the
@@ -100,12 +121,18 @@ typedef struct wk_event {
 
 typedef struct wk_reporter wk_reporter;
 
-/* Starts the thread.  OWNER (copied) goes into push_chunk.worker.  MET
+/* How long a chunk end waits for its push_chunk row, and how many ends wait
+ * at most (see above). */
+#define WK_REPORTER_ROW_WAIT_MS (5 * 60 * 1000)
+#define WK_REPORTER_ROW_WAIT_MAX 4096
+
+/* Starts the thread.  OWNER (copied) goes into push_chunk.worker; a chunk
+ * end whose row is missing is written again for ROW_WAIT_MS.  MET
  * (which must outlive the reporter) gets the flush time, MySQL errors and
  * health, and the queue depth (a gauge callback, so stop the metrics
  * server before the reporter). */
-int wk_reporter_start(const hr_config *cfg, const char *owner, wk_metrics *met, wk_reporter **out,
-                      char *errstr, size_t errlen);
+int wk_reporter_start(const hr_config *cfg, const char *owner, int64_t row_wait_ms, wk_metrics *met,
+                      wk_reporter **out, char *errstr, size_t errlen);
 
 /* Queues a copy of EV; an outcome waits at most 20 ms for ring room and is
  * dropped (counted) after that.  Never blocks longer. */

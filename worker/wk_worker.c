@@ -478,7 +478,8 @@ int wk_worker_new(const hr_config *cfg, wk_worker **out, char *errstr, size_t er
         goto fail;
     if (wk_sender_new(&w->loop, cfg, w->life.rd, w->life.met, wk_lifecycle_push_done, &w->life,
                       &w->life.sender, errstr, errlen) != 0 ||
-        wk_reporter_start(cfg, w->owner, w->life.met, &w->life.reporter, errstr, errlen) != 0)
+        wk_reporter_start(cfg, w->owner, WK_REPORTER_ROW_WAIT_MS, w->life.met, &w->life.reporter,
+                          errstr, errlen) != 0)
         goto fail;
     wk_sender_set_prune(w->life.sender, wk_lifecycle_prune);
     if (wk_metrics_serve(w->life.met, cfg->worker.listen, errstr, errlen) != 0)

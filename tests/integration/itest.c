@@ -5,13 +5,16 @@
  * two tests started in the same second never collide. */
 #include "itest.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -99,6 +102,30 @@ int64_t itest_now_ms(void)
 
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void itest_free_ports(int *ports, size_t n)
+{
+    int fds[16];
+
+    if (n > sizeof fds / sizeof fds[0]) {
+        fprintf(stderr, "itest: at most %zu free ports at once\n", sizeof fds / sizeof fds[0]);
+        exit(1);
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t alen = sizeof a;
+
+        fds[i] = socket(AF_INET, SOCK_STREAM, 0);
+        if (fds[i] < 0 || bind(fds[i], (struct sockaddr *)&a, sizeof a) != 0 ||
+            getsockname(fds[i], (struct sockaddr *)&a, &alen) != 0) {
+            fprintf(stderr, "itest: no free loopback port: %s\n", strerror(errno));
+            exit(1);
+        }
+        ports[i] = ntohs(a.sin_port);
+    }
+    for (size_t i = 0; i < n; i++)
+        close(fds[i]);
 }
 
 bool itest_wait_until(bool (*fn)(void *ctx), void *ctx, int timeout_ms)

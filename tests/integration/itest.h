@@ -43,6 +43,13 @@ void itest_set_str(char **field, const char *value);
 /* Wall clock in milliseconds since the epoch. */
 int64_t itest_now_ms(void);
 
+/* N distinct loopback TCP ports free now into PORTS, for servers a test
+ * spawns: each bound to port 0 and read back, all closed at the end (as
+ * herald_test.procs.free_port does, N at once so they differ), so the
+ * kernel picks ports no stack and no other test listens on.  Exits 1 after
+ * printing when a socket cannot be bound. */
+void itest_free_ports(int *ports, size_t n);
+
 /* Calls FN(CTX) every 20 ms until it returns true (→ true) or TIMEOUT_MS
  * passed (→ false). */
 bool itest_wait_until(bool (*fn)(void *ctx), void *ctx, int timeout_ms);

@@ -10,7 +10,13 @@
  *   Prepared_stmt_count, read while the reporter still holds its
  *   connection, rises by at most 20 (the INSERTs and the counter
  *   statements).  The suite runs this test alone (is_parallel: false),
- *   so no other client prepares meanwhile. */
+ *   so no other client prepares meanwhile;
+ * - a chunk end that comes before the dispatcher's push_chunk row (the
+ *   race of its batched INSERT with a small chunk) is written when the row
+ *   is inserted 500 ms later; one whose row never comes is given up after
+ *   the row wait (300 ms here) and counted, ends that change nothing in a
+ *   row that exists are not taken for missing, and beyond
+ *   WK_REPORTER_ROW_WAIT_MAX waiting ends the oldest are given up. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -65,7 +71,7 @@ static int64_t t_task(const hr_config *cfg, hr_mysql *m, const char *name)
     return (int64_t)id;
 }
 
-/* Deletes task ID's row and its delivery log. */
+/* Deletes task ID's row, its delivery log and its chunk rows. */
 static void t_drop(hr_mysql *m, int64_t id)
 {
     hr_mysql_param p[] = {HR_P_I64(id)};
@@ -73,6 +79,9 @@ static void t_drop(hr_mysql *m, int64_t id)
 
     assert_int_equal(hr_mysql_exec(m, "DELETE FROM push_delivery WHERE task_id = ?", p, 1, NULL,
                                    NULL, NULL, errstr, sizeof errstr),
+                     0);
+    assert_int_equal(hr_mysql_exec(m, "DELETE FROM push_chunk WHERE task_id = ?", p, 1, NULL, NULL,
+                                   NULL, errstr, sizeof errstr),
                      0);
     assert_int_equal(hr_mysql_exec(m, "DELETE FROM push_task WHERE id = ?", p, 1, NULL, NULL, NULL,
                                    errstr, sizeof errstr),
@@ -107,6 +116,54 @@ static int64_t t_setup(hr_config *cfg, hr_mysql **m, wk_metrics **met, const cha
     return t_task(cfg, *m, name);
 }
 
+/* The reporter's log lines (stderr) go into a temporary file while a test
+ * runs; t_log_end puts stderr back and returns the lines holding NEEDLE
+ * (each echoed), then removes the file. */
+typedef struct t_log {
+    char path[64];
+    int fd, saved;
+} t_log;
+
+static void t_log_start(t_log *log)
+{
+    snprintf(log->path, sizeof log->path, "/tmp/herald-test-reporter-XXXXXX");
+    log->fd = mkstemp(log->path);
+    assert_true(log->fd >= 0);
+    log->saved = dup(STDERR_FILENO);
+    assert_true(log->saved >= 0 && dup2(log->fd, STDERR_FILENO) >= 0);
+}
+
+/* The lines of LOG holding NEEDLE and, when not NULL, ALSO; LINES gets
+ * them (room for LEN bytes). */
+static int t_log_end(t_log *log, const char *needle, const char *also, char *lines, size_t len)
+{
+    char line[1024];
+    size_t used = 0;
+    int found = 0;
+    FILE *f;
+
+    dup2(log->saved, STDERR_FILENO);
+    close(log->saved);
+    f = fdopen(log->fd, "r");
+    assert_non_null(f);
+    rewind(f);
+    if (len > 0)
+        lines[0] = '\0';
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (strstr(line, needle) == NULL || (also != NULL && strstr(line, also) == NULL))
+            continue;
+        found++;
+        fputs(line, stderr);
+        if (used + strlen(line) < len) {
+            memcpy(lines + used, line, strlen(line) + 1);
+            used += strlen(line);
+        }
+    }
+    fclose(f);
+    unlink(log->path);
+    return found;
+}
+
 static int64_t t_prepared(hr_mysql *m)
 {
     hr_mysql_rows *rows = NULL;
@@ -130,36 +187,20 @@ static void test_reporter_batch_over_placeholder_limit(void **state)
     hr_mysql *m = NULL;
     wk_metrics *met;
     wk_reporter *rp = NULL;
-    char errstr[512], log[] = "/tmp/herald-test-reporter-XXXXXX", line[1024];
+    char errstr[512];
     int64_t id;
-    int fd, saved;
-    FILE *f;
-    int rejected = 0;
+    t_log log;
 
     (void)state;
     cfg->worker.reporter_batch = T_BATCH;
     id = t_setup(cfg, &m, &met, "reporter batch");
-    fd = mkstemp(log);
-    assert_true(fd >= 0);
-    saved = dup(STDERR_FILENO);
-    assert_true(saved >= 0 && dup2(fd, STDERR_FILENO) >= 0);
-    assert_int_equal(wk_reporter_start(cfg, "test-reporter", met, &rp, errstr, sizeof errstr), 0);
+    t_log_start(&log);
+    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, &rp,
+                                       errstr, sizeof errstr),
+                     0);
     t_push(rp, id, 1, T_ROWS);
     wk_reporter_stop(rp);
-    dup2(saved, STDERR_FILENO);
-    close(saved);
-    f = fdopen(fd, "r");
-    assert_non_null(f);
-    rewind(f);
-    while (fgets(line, sizeof line, f) != NULL) {
-        if (strstr(line, "delivery_batch_rejected") != NULL) {
-            rejected++;
-            fputs(line, stderr);
-        }
-    }
-    fclose(f);
-    unlink(log);
-    assert_int_equal(rejected, 0);
+    assert_int_equal(t_log_end(&log, "delivery_batch_rejected", NULL, NULL, 0), 0);
     assert_int_equal(
         t_count(m, "SELECT COUNT(*) FROM push_delivery WHERE task_id = ? AND status = 'sent'", id),
         T_ROWS);
@@ -184,7 +225,9 @@ static void test_reporter_part_batches_few_statements(void **state)
     (void)state;
     id = t_setup(cfg, &m, &met, "reporter part batches");
     before = t_prepared(m);
-    assert_int_equal(wk_reporter_start(cfg, "test-reporter", met, &rp, errstr, sizeof errstr), 0);
+    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, &rp,
+                                       errstr, sizeof errstr),
+                     0);
     /* 40 bursts of 40 distinct sizes under the batch (1,000), each
      * flushed alone by the 200 ms timer. */
     for (int k = 0; k < 40; k++) {
@@ -209,11 +252,228 @@ static void test_reporter_part_batches_few_statements(void **state)
     hr_config_free(cfg);
 }
 
+/* An end STATE of TASK's chunk SEQ, another chunk of the task still
+ * pending (so the task does not finish). */
+static void t_chunk_end(wk_reporter *rp, int64_t task, int64_t seq, wk_chunk_end state,
+                        int64_t done_ms)
+{
+    wk_event ev = {.kind = WK_EVENT_CHUNK_DONE, .task = task};
+
+    ev.u.chunk.state = state;
+    ev.u.chunk.seq = seq;
+    ev.u.chunk.done_ms = done_ms;
+    ev.u.chunk.pending_left = 1;
+    ev.u.chunk.subs_left = 0;
+    wk_reporter_push(rp, &ev);
+}
+
+/* TASK's chunk SEQ's row as the dispatcher's first publish writes it. */
+static void t_chunk_row(hr_mysql *m, int64_t task, int64_t seq)
+{
+    hr_mysql_param p[] = {HR_P_I64(task), HR_P_I64(seq)};
+    char errstr[512];
+
+    assert_int_equal(hr_mysql_exec(m,
+                                   "INSERT INTO push_chunk (task_id, seq, size, state, "
+                                   "published_at) VALUES (?, ?, 10, 'published', "
+                                   "UTC_TIMESTAMP(3))",
+                                   p, 2, NULL, NULL, NULL, errstr, sizeof errstr),
+                     0);
+}
+
+/* TASK's chunk SEQ: "state worker done_at-set", or "none". */
+static void t_chunk_state(hr_mysql *m, int64_t task, int64_t seq, char *out, size_t len)
+{
+    hr_mysql_param p[] = {HR_P_I64(task), HR_P_I64(seq)};
+    hr_mysql_rows *rows = NULL;
+    char errstr[512];
+
+    assert_int_equal(hr_mysql_query(m,
+                                    "SELECT state, IFNULL(worker, '-'), done_at IS NOT NULL "
+                                    "FROM push_chunk WHERE task_id = ? AND seq = ?",
+                                    p, 2, &rows, errstr, sizeof errstr),
+                     0);
+    if (rows->nrows == 0)
+        snprintf(out, len, "none");
+    else
+        snprintf(out, len, "%s %s %s", hr_mysql_cell(rows, 0, 0), hr_mysql_cell(rows, 0, 1),
+                 hr_mysql_cell(rows, 0, 2));
+    hr_mysql_rows_free(rows);
+}
+
+typedef struct t_chunk_wait {
+    hr_mysql *m;
+    int64_t task, seq;
+    const char *want;
+} t_chunk_wait;
+
+static bool t_chunk_is(void *ctx)
+{
+    const t_chunk_wait *cw = ctx;
+    char got[256];
+
+    t_chunk_state(cw->m, cw->task, cw->seq, got, sizeof got);
+    return strcmp(got, cw->want) == 0;
+}
+
+/* Waits at most TIMEOUT_MS for chunk SEQ of TASK to read WANT (see
+ * t_chunk_state); fails the test with what it reads otherwise. */
+static void t_chunk_wait_for(hr_mysql *m, int64_t task, int64_t seq, const char *want,
+                             int timeout_ms)
+{
+    t_chunk_wait cw = {.m = m, .task = task, .seq = seq, .want = want};
+    char got[256];
+
+    if (itest_wait_until(t_chunk_is, &cw, timeout_ms))
+        return;
+    t_chunk_state(m, task, seq, got, sizeof got);
+    fail_msg("chunk %" PRId64 " of task %" PRId64 " is \"%s\", not \"%s\"", seq, task, got, want);
+}
+
+/* The race of the dispatcher's batched INSERT with a small chunk's end: the
+ * worker reports the end before the row exists (its UPDATE matches
+ * nothing); the row is inserted 500 ms later, after a few of the
+ * reporter's flushes, and must still end 'done' with the worker and
+ * done_at. */
+static void test_reporter_chunk_end_before_row(void **state)
+{
+    hr_config *cfg = itest_config();
+    hr_mysql *m = NULL;
+    wk_metrics *met;
+    wk_reporter *rp = NULL;
+    char errstr[512], got[256];
+    struct timespec later = {0, 500 * 1000000L};
+    int64_t id;
+
+    (void)state;
+    id = t_setup(cfg, &m, &met, "reporter chunk end before row");
+    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, &rp,
+                                       errstr, sizeof errstr),
+                     0);
+    t_chunk_end(rp, id, 1, WK_CHUNK_END_DONE, itest_now_ms());
+    nanosleep(&later, NULL);
+    t_chunk_state(m, id, 1, got, sizeof got);
+    assert_string_equal(got, "none");
+    t_chunk_row(m, id, 1);
+    t_chunk_wait_for(m, id, 1, "done test-reporter 1", 5000);
+    wk_reporter_stop(rp);
+    assert_true(hr_metrics_value(met->chunk_rows_missing) == 0);
+    t_drop(m, id);
+    wk_metrics_free(met);
+    hr_mysql_free(m);
+    hr_config_free(cfg);
+}
+
+typedef struct t_metric_wait {
+    const hr_metrics_child *child;
+    double want;
+} t_metric_wait;
+
+static bool t_metric_reached(void *ctx)
+{
+    const t_metric_wait *mw = ctx;
+
+    return hr_metrics_value(mw->child) >= mw->want;
+}
+
+/* The bound: with a row wait of 300 ms, an end whose row never comes is
+ * given up (logged chunk_row_missing with task and seq, counted) and not
+ * written afterwards, when the row appears late; an end written twice with
+ * the same values (the second UPDATE changes no row: MariaDB counts rows
+ * changed) and one of a row already 'done' are not taken for missing. */
+static void test_reporter_chunk_row_never_appears(void **state)
+{
+    hr_config *cfg = itest_config();
+    hr_mysql *m = NULL;
+    wk_metrics *met;
+    wk_reporter *rp = NULL;
+    char errstr[512], lines[2048], needle[64];
+    struct timespec pause = {0, 800 * 1000000L};
+    int64_t id, done_ms = itest_now_ms();
+    t_metric_wait mw;
+    t_log log;
+
+    (void)state;
+    id = t_setup(cfg, &m, &met, "reporter chunk row never appears");
+    t_chunk_row(m, id, 3);
+    t_chunk_row(m, id, 4);
+    t_log_start(&log);
+    assert_int_equal(wk_reporter_start(cfg, "test-reporter", 300, met, &rp, errstr, sizeof errstr),
+                     0);
+    t_chunk_end(rp, id, 2, WK_CHUNK_END_DONE, done_ms);
+    t_chunk_end(rp, id, 3, WK_CHUNK_END_PARKED, done_ms);
+    t_chunk_end(rp, id, 4, WK_CHUNK_END_DONE, done_ms);
+    mw = (t_metric_wait){.child = met->chunk_rows_missing, .want = 1};
+    assert_true(itest_wait_until(t_metric_reached, &mw, 5000));
+    t_chunk_wait_for(m, id, 3, "parked test-reporter 1", 5000);
+    t_chunk_wait_for(m, id, 4, "done test-reporter 1", 5000);
+    /* The same ends again: nothing to change in either row. */
+    t_chunk_end(rp, id, 3, WK_CHUNK_END_PARKED, done_ms);
+    t_chunk_end(rp, id, 4, WK_CHUNK_END_DONE, done_ms);
+    /* Chunk 2's row comes after its end was given up: it stays published. */
+    t_chunk_row(m, id, 2);
+    nanosleep(&pause, NULL);
+    wk_reporter_stop(rp);
+    snprintf(needle, sizeof needle, "task=%" PRId64 " ", id);
+    assert_int_equal(t_log_end(&log, "event=chunk_row_missing", needle, lines, sizeof lines), 1);
+    assert_non_null(strstr(lines, "seq=2 "));
+    assert_non_null(strstr(lines, "reason=timeout"));
+    assert_true(hr_metrics_value(met->chunk_rows_missing) == 1);
+    t_chunk_wait_for(m, id, 2, "published - 0", 0);
+    t_chunk_wait_for(m, id, 3, "parked test-reporter 1", 0);
+    t_drop(m, id);
+    wk_metrics_free(met);
+    hr_mysql_free(m);
+    hr_config_free(cfg);
+}
+
+/* The cap: with WK_REPORTER_ROW_WAIT_MAX + 4 ends waiting, the 4 oldest are
+ * given up at once (counted) and the others still written when their row
+ * comes; at the stop the rest are given up and counted too. */
+static void test_reporter_chunk_ends_capped(void **state)
+{
+    const int64_t first = 1000, n = WK_REPORTER_ROW_WAIT_MAX + 4;
+    hr_config *cfg = itest_config();
+    hr_mysql *m = NULL;
+    wk_metrics *met;
+    wk_reporter *rp = NULL;
+    char errstr[512];
+    int64_t id, done_ms = itest_now_ms();
+    t_metric_wait mw;
+
+    (void)state;
+    id = t_setup(cfg, &m, &met, "reporter chunk ends capped");
+    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, &rp,
+                                       errstr, sizeof errstr),
+                     0);
+    for (int64_t seq = first; seq < first + n; seq++)
+        t_chunk_end(rp, id, seq, WK_CHUNK_END_DONE, done_ms);
+    mw = (t_metric_wait){.child = met->chunk_rows_missing, .want = 4};
+    assert_true(itest_wait_until(t_metric_reached, &mw, 60000));
+    assert_true(hr_metrics_value(met->chunk_rows_missing) == 4);
+    for (int64_t seq = first; seq < first + 5; seq++)
+        t_chunk_row(m, id, seq);
+    t_chunk_row(m, id, first + n - 1);
+    t_chunk_wait_for(m, id, first + 4, "done test-reporter 1", 10000);
+    t_chunk_wait_for(m, id, first + n - 1, "done test-reporter 1", 10000);
+    for (int64_t seq = first; seq < first + 4; seq++)
+        t_chunk_wait_for(m, id, seq, "published - 0", 0);
+    wk_reporter_stop(rp);
+    assert_true(hr_metrics_value(met->chunk_rows_missing) == (double)(n - 2));
+    t_drop(m, id);
+    wk_metrics_free(met);
+    hr_mysql_free(m);
+    hr_config_free(cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reporter_batch_over_placeholder_limit),
         cmocka_unit_test(test_reporter_part_batches_few_statements),
+        cmocka_unit_test(test_reporter_chunk_end_before_row),
+        cmocka_unit_test(test_reporter_chunk_row_never_appears),
+        cmocka_unit_test(test_reporter_chunk_ends_capped),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -36,6 +36,11 @@
 
 #define T_WAIT_DONE_MS 120000
 #define T_MAX_WORKERS 2
+/* The ports of a scenario: the sink's, the e2e dispatcher's API, then the
+ * workers' metrics. */
+#define T_PORT_SINK 0
+#define T_PORT_DSP 1
+#define T_PORTS (2 + T_MAX_WORKERS)
 
 /* One scenario's processes and files. */
 typedef struct t_run {
@@ -47,7 +52,7 @@ typedef struct t_run {
     char sink_log[256];
     char worker_log[T_MAX_WORKERS][256];
     pid_t sink, workers[T_MAX_WORKERS];
-    int port;
+    int ports[T_PORTS]; /* T_PORT_SINK, T_PORT_DSP, then each worker's metrics */
     int64_t task;
     int64_t total;
 } t_run;
@@ -73,7 +78,8 @@ static const char *t_env(const char *name)
 static bool t_port_open(void *ctx)
 {
     const t_run *run = ctx;
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)run->port)};
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)run->ports[T_PORT_SINK])};
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     bool ok;
 
@@ -96,9 +102,10 @@ static void t_start(t_run *run, const char *const *extra)
     t_scenario++;
     run->cfg = itest_config();
     assert_int_equal(itest_create_topic(run->cfg), 0);
-    /* Below the ephemeral range (32768+), where outgoing connections live. */
-    run->port = 20000 + (int)((getpid() * 13 + t_scenario * 7919) % 12000);
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/push", run->port);
+    /* Ports the kernel found free: a fixed band could be a stack's (base
+     * ports plus an offset) or another test's. */
+    itest_free_ports(run->ports, T_PORTS);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/push", run->ports[T_PORT_SINK]);
     itest_set_str(&run->cfg->channels[0].url, url);
     run->cfg->channels[0].concurrency = 64;
     run->cfg->channels[0].retry_backoff_ms = 50;
@@ -129,7 +136,7 @@ static void t_start(t_run *run, const char *const *extra)
     snprintf(run->sink_log, sizeof run->sink_log, "/tmp/herald-test-worker-%d-%d.sink.log",
              getpid(), t_scenario);
     unlink(run->record);
-    snprintf(listen, sizeof listen, "127.0.0.1:%d", run->port);
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", run->ports[T_PORT_SINK]);
     argv[argc++] = (char *)t_env("HERALD_SINK_BIN");
     argv[argc++] = "--listen";
     argv[argc++] = listen;
@@ -143,11 +150,10 @@ static void t_start(t_run *run, const char *const *extra)
     assert_true(itest_wait_until(t_port_open, run, 10000));
 }
 
-/* Worker I's metrics port: after the sink's (run->port) and the e2e
- * dispatcher's (run->port + 1), so scenarios and workers never collide. */
+/* Worker I's metrics port. */
 static int t_metrics_port(const t_run *run, int i)
 {
-    return run->port + 2 + i;
+    return run->ports[2 + i];
 }
 
 static void t_spawn_worker(t_run *run, int i)
@@ -943,7 +949,7 @@ static void test_e2e_dispatcher_100k(void **state)
     t_wait_assigned(&run, 2);
 
     /* The dispatcher serves its API on a port of its own. */
-    snprintf(listen, sizeof listen, "127.0.0.1:%d", run.port + 1);
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", run.ports[T_PORT_DSP]);
     itest_set_str(&run.cfg->dispatcher.listen, listen);
     unlink(run.cfg_path);
     assert_int_equal(itest_write_config(run.cfg, run.cfg_path, sizeof run.cfg_path), 0);
