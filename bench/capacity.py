@@ -7,18 +7,18 @@
       - Redis: a private redis-server (same binary and --stream-node-max-bytes
         as deploy/local/stack, no persistence, on a unix socket in a temporary
         directory) so that nobody else's keys move used_memory; the real
-        throttle.lua is run for the throttle streams.
+        throttle.lua is run for the throttle windows (sorted sets).
       - MySQL: the stack's MariaDB (HERALD_HOME's stack.json): a scratch
         database gets the tables as SHOW CREATE TABLE prints them from the
         herald database (every migration applied, no triggers), N rows from
         the sequence engine, ANALYZE TABLE, then information_schema; the
         scratch database is dropped afterwards.
   bench/capacity.py model --subscribers N [--tasks T] --deadline-min M
-                          --provider-rps R [--throttle] [--delivery-log]
-                          [--inputs FILE] [--json]
-      Computes Redis memory, MySQL storage, Kafka partitions, dispatchers
-      and workers for T tasks of N subscribers each, all due at once
-      (docs/capacity.md has the formulas).
+                          --provider-rps R [--throttle] [--no-delivery-log]
+                          [--redis-masters M] [--inputs FILE] [--json]
+      Computes Redis memory and CPU (over M masters), MySQL storage, Kafka
+      partitions, shards, dispatchers and workers for T tasks of N
+      subscribers each, all due at once (docs/capacity.md has the formulas).
   bench/capacity.py selftest
       Checks the formulas against a hand-computed example (no servers).
 
@@ -48,13 +48,30 @@ GIB = 1024 * MIB
 
 # ----------------------------------------------------------------- the model
 
+# common/hr_shard.h: a task expected to hold N recipients gets
+# S = ceil(N / SHARD_RECIPIENTS) shards, at most SHARDS_MAX (hr_shard_for_size);
+# the selftest reads the header so the two cannot drift apart.
+SHARD_RECIPIENTS = 250000
+SHARDS_MAX = 256
+SHARD_HEADER = os.path.join(ROOT, 'common', 'hr_shard.h')
+
+
+def shards_for(subscribers):
+    """hr_shard_for_size: the shards of a task created with
+    expected_recipients = SUBSCRIBERS."""
+    if subscribers <= SHARD_RECIPIENTS:
+        return 1
+    return min(SHARDS_MAX, -(-subscribers // SHARD_RECIPIENTS))
+
 
 def model(inp, subscribers, tasks, deadline_min, provider_rps, throttle=False,
-          delivery_log=True):
+          delivery_log=True, masters=1):
     """Sizes for TASKS tasks of SUBSCRIBERS each, all due at the same time,
     to be pushed within DEADLINE_MIN minutes at a provider limit of
-    PROVIDER_RPS pushes/s.  INP is the inputs file's dict.  Returns a dict;
-    'feasible' is False with 'limits' naming what cannot be met."""
+    PROVIDER_RPS pushes/s, on a Redis of MASTERS masters (1: one server).
+    Every task is sharded as hr_shard_for_size(SUBSCRIBERS) says.  INP is
+    the inputs file's dict.  Returns a dict; 'feasible' is False with
+    'limits' naming what cannot be met."""
     red, my, thr = inp['redis'], inp['mysql'], inp['throughput']
     total = subscribers * tasks
     chunk = thr['chunk_size']
@@ -64,7 +81,8 @@ def model(inp, subscribers, tasks, deadline_min, provider_rps, throttle=False,
     budget_s = deadline_s - thr['first_push_lag_s']
     out = {'subscribers': subscribers, 'tasks': tasks, 'recipients': total,
            'deadline_min': deadline_min, 'provider_rps': provider_rps,
-           'throttle': throttle, 'delivery_log': delivery_log, 'limits': []}
+           'throttle': throttle, 'delivery_log': delivery_log, 'redis_masters': masters,
+           'limits': []}
     if budget_s <= 0:
         raise ValueError('a deadline of %g min is not longer than the first-push lag (%g s)'
                          % (deadline_min, thr['first_push_lag_s']))
@@ -86,43 +104,60 @@ def model(inp, subscribers, tasks, deadline_min, provider_rps, throttle=False,
     # them, whatever the number of processes.
     out['herald_cores'] = need_rps * thr['herald_cpu_us_per_push'] / 1e6
 
-    # Dispatchers: one task is chunked by the one dispatcher that claimed it
-    # (sharded tasks are not built), so one task's recipients/s is capped by
-    # one dispatcher's chunking rate whatever the number of dispatchers.
+    # Shards: a task of S shards keeps S sets of at most ceil(N / S)
+    # members; each set is claimed and cut by one dispatcher at a time, so
+    # up to S dispatchers chunk one task, and T x S sets are the units of
+    # work (and of Redis placement: each has its own hash tag).
+    shards = shards_for(subscribers)
+    per_shard = -(-subscribers // shards)
+    units = tasks * shards
+    out['shards_per_task'] = shards
+    out['recipients_per_shard'] = per_shard
+    # Dispatchers: d is one dispatcher's rate on sets of at most
+    # SHARD_RECIPIENTS members (smaller sets are cut faster: SPOP's cost
+    # grows with the set).
     per_dsp = thr['dispatch_recipients_per_s']
-    task_rps = subscribers / budget_s
-    if task_rps > per_dsp:
-        out['limits'].append('one task is chunked by one dispatcher: %d recipients '
-                             'need %.1f min at %d/s (sharded tasks are not built)'
-                             % (subscribers, subscribers / per_dsp / 60, per_dsp))
-    out['dispatchers'] = max(1, min(tasks, math.ceil(need_rps / per_dsp)))
+    out['dispatchers'] = max(1, min(units, math.ceil(need_rps / per_dsp)))
+    if need_rps > units * per_dsp:
+        out['limits'].append('dispatch: %d set(s) of %d cut by one dispatcher each at %d/s '
+                             'take %.1f min' % (units, per_shard, per_dsp,
+                                                total / (units * per_dsp) / 60))
 
     # Kafka: a partition is read by one worker of the group, so at least one
-    # partition per worker; messages are chunk references, not recipients.
+    # partition per worker; messages are chunk references, not recipients,
+    # cut per shard (at most this many: the shards' sizes vary a little).
     out['kafka_partitions'] = out['workers']
-    out['kafka_messages'] = tasks * math.ceil(subscribers / chunk)
+    out['kafka_messages'] = units * math.ceil(per_shard / chunk)
 
-    # Redis, one node: every recipient costs Redis CPU at least once
-    # (chunk move, ack; and the throttle script when throttling is on).
-    redis_us = thr['redis_cpu_us_per_recipient_throttle' if throttle
-                   else 'redis_cpu_us_per_recipient']
-    redis_rps = 1e6 / redis_us
-    out['redis_node_rps'] = redis_rps
+    # Redis: every recipient costs Redis CPU (import, chunk move, ack; r) and
+    # the throttle script when throttling is on (r_t - r).  The campaign's
+    # keys live in the slots of the T x S hash tags, so on M masters one
+    # master holds at least ceil(units / M) of them (as even as the slots
+    # allow); the throttle windows are keys per uid, spread over all M.
+    share = math.ceil(units / masters) / units
+    out['redis_master_share'] = share
+    r_us = thr['redis_cpu_us_per_recipient']
+    thr_us = (thr['redis_cpu_us_per_recipient_throttle'] - r_us) if throttle else 0.0
+    us_per_recipient_master = r_us * share + thr_us / masters
+    redis_rps = 1e6 / us_per_recipient_master
+    out['redis_rps'] = redis_rps
+    out['redis_busiest_master_cpu'] = need_rps * us_per_recipient_master / 1e6
     if need_rps > redis_rps:
-        out['limits'].append('one Redis node: %.0f recipients/s at %.1f CPU-us each '
-                             '(Redis Cluster is not built)' % (redis_rps, redis_us))
+        out['limits'].append('Redis, %d master(s): %.0f recipients/s (%.1f CPU-us each on '
+                             'the busiest master)' % (masters, redis_rps,
+                                                      us_per_recipient_master))
 
     # Redis memory at due: every recipient is in a subs set or already in a
     # chunk set (the campaign figure: chunk sets, leases and pending, per
-    # member); take the larger.  Throttle streams live one window per pushed
-    # recipient.
+    # member); take the larger.  Throttle windows live one per pushed
+    # recipient for the throttle window.
     per_sub = max(red['subs_bytes_per_member_hashtable'],
                   red['campaign_bytes_per_member'])
-    mem = total * per_sub + tasks * red['per_task_bytes']
-    if throttle:
-        mem += total * red['throttle_bytes_per_recipient']
-    out['redis_bytes'] = mem
-    out['redis_bytes_per_recipient'] = mem / total
+    campaign = total * per_sub + units * red['per_task_bytes']
+    windows = total * red['throttle_bytes_per_recipient'] if throttle else 0.0
+    out['redis_bytes'] = campaign + windows
+    out['redis_bytes_per_recipient'] = out['redis_bytes'] / total
+    out['redis_bytes_busiest_master'] = campaign * share + windows / masters
 
     # MySQL: one subscription row per recipient, kept; one delivery row per
     # recipient when worker.delivery_log is on.
@@ -134,26 +169,33 @@ def model(inp, subscribers, tasks, deadline_min, provider_rps, throttle=False,
     out['import_min'] = total / thr['import_ids_per_s'] / 60
     out['feasible'] = not out['limits']
     # What R and the machine allow: the slowest of provider, workers as
-    # sized, one dispatcher per task, one Redis node.
+    # sized, Redis's masters and the dispatchers as sized.  (A task's own
+    # sets need no term of their own: the dispatchers are at most the T x S
+    # sets, so each task gets its share of them.)
     rate = min(provider_rps, out['workers'] * per_worker, redis_rps,
-               per_dsp * min(tasks, out['dispatchers']))
-    out['makespan_min'] = (max(total / rate, subscribers / per_dsp)
-                           + thr['first_push_lag_s']) / 60
+               per_dsp * out['dispatchers'])
+    out['makespan_min'] = (total / rate + thr['first_push_lag_s']) / 60
     return out
 
 
 def render(m):
-    lines = ['%d task(s) x %d subscribers = %d recipients, deadline %g min, provider %d/s%s'
+    lines = ['%d task(s) x %d subscribers = %d recipients, deadline %g min, provider %d/s, '
+             'Redis %d master(s)%s'
              % (m['tasks'], m['subscribers'], m['recipients'], m['deadline_min'],
-                m['provider_rps'], ', throttle on' if m['throttle'] else ''),
+                m['provider_rps'], m['redis_masters'], ', throttle on' if m['throttle'] else ''),
              '  needed rate          %12.0f pushes/s' % m['need_rps'],
              '  workers              %12d   (%.0f/s each)' % (m['workers'], m['per_worker_rps']),
              '  herald cpu           %12.1f cores' % m['herald_cores'],
+             '  shards per task      %12d   (%d recipients each)'
+             % (m['shards_per_task'], m['recipients_per_shard']),
              '  dispatchers          %12d' % m['dispatchers'],
-             '  kafka partitions     %12d   (%d chunk messages)'
+             '  kafka partitions     %12d   (%d chunk messages at most)'
              % (m['kafka_partitions'], m['kafka_messages']),
-             '  redis memory at due  %12.2f GiB (%.0f B/recipient)'
-             % (m['redis_bytes'] / GIB, m['redis_bytes_per_recipient']),
+             '  redis memory at due  %12.2f GiB (%.0f B/recipient; busiest master %.2f GiB)'
+             % (m['redis_bytes'] / GIB, m['redis_bytes_per_recipient'],
+                m['redis_bytes_busiest_master'] / GIB),
+             '  redis cpu            %12.2f cores on the busiest master (at most %.0f/s)'
+             % (m['redis_busiest_master_cpu'], m['redis_rps']),
              '  mysql storage        %12.2f GiB%s'
              % (m['mysql_bytes'] / GIB, '' if m['delivery_log'] else ' (no delivery log)'),
              '  import beforehand    %12.1f min' % m['import_min'],
@@ -179,47 +221,103 @@ SELFTEST_INPUTS = {
 
 
 def selftest():
-    """Hand-computed: 1 task of 6,000,000, deadline 11 min (660 s, 600 s
-    after the 60 s lag) -> 10,000/s needed: 1 worker, 1 dispatcher, 1
-    partition, 1,200 chunks; Redis 6e6*max(60, 50) + 500 = 360,000,500 B;
-    MySQL 6e6*150 = 900,000,000 B; Redis node 1e6/10 = 100,000/s; makespan
-    max(6e6/10,000, 6e6/100,000) + 60 = 660 s = 11 min; 10,000 x 50 us =
-    0.5 cores; import 6e6/200,000 = 30 s = 0.5 min."""
+    """Hand-computed examples (SELFTEST_INPUTS), each worked out in the
+    comments above its checks."""
     fails = []
 
     def check(what, got, want):
         if abs(got - want) > 1e-6 * max(1, abs(want)):
             fails.append('%s: got %r, want %r' % (what, got, want))
 
+    # The shard arithmetic is hr_shard_for_size's, with the header's
+    # constants: 250,000 -> 1, 250,001 -> 2, 100M -> 400 capped at 256.
+    with open(SHARD_HEADER) as f:
+        header = f.read()
+    for name, value in (('HR_SHARD_RECIPIENTS', SHARD_RECIPIENTS),
+                        ('HR_SHARDS_MAX', SHARDS_MAX)):
+        if '#define %s %d\n' % (name, value) not in header:
+            fails.append('%s is not %d in common/hr_shard.h' % (name, value))
+    for n, want in ((1, 1), (250_000, 1), (250_001, 2), (6_000_000, 24),
+                    (64_000_000, 256), (100_000_000, 256)):
+        check('shards_for(%d)' % n, shards_for(n), want)
+
+    # 1 task of 6,000,000, deadline 11 min (660 s, 600 s after the 60 s
+    # lag) -> 10,000/s: 1 worker, 24 shards of 250,000, 1 dispatcher, 1
+    # partition, 24 x 50 = 1,200 chunks; Redis 6e6 x max(60, 50) + 24 x 500
+    # = 360,012,000 B; MySQL 6e6 x 150 = 900,000,000 B; one master
+    # 1e6 / 10 = 100,000/s, busy 10,000 x 10 us = 0.1 core; makespan
+    # max(6e6 / 10,000, 6e6 / 100,000) + 60 = 660 s = 11 min; 10,000 x
+    # 50 us = 0.5 cores; import 6e6 / 200,000 = 30 s = 0.5 min.
     m = model(SELFTEST_INPUTS, 6_000_000, 1, 11, 20000)
     check('need_rps', m['need_rps'], 10000)
     check('workers', m['workers'], 1)
+    check('shards', m['shards_per_task'], 24)
+    check('per_shard', m['recipients_per_shard'], 250_000)
     check('dispatchers', m['dispatchers'], 1)
     check('partitions', m['kafka_partitions'], 1)
     check('messages', m['kafka_messages'], 1200)
-    check('redis', m['redis_bytes'], 360_000_500)
+    check('redis', m['redis_bytes'], 360_012_000)
+    check('redis_master', m['redis_bytes_busiest_master'], 360_012_000)
+    check('redis_rps', m['redis_rps'], 100_000)
+    check('redis_cpu', m['redis_busiest_master_cpu'], 0.1)
     check('mysql', m['mysql_bytes'], 900_000_000)
     check('makespan', m['makespan_min'], 11)
     check('cores', m['herald_cores'], 0.5)
     check('import', m['import_min'], 0.5)
     check('feasible', m['feasible'], True)
-    # Throttle on, 300 tasks of 100,000 in 60 min (3,540 s of budget):
-    # 30e6/3540 = 8,474.6/s -> 1 worker; Redis node 1e6/40 = 25,000/s, fine;
-    # Redis 30e6*(60+200) + 300*500 = 7,800,150,000 B.
+    # The same on 3 masters: 24 shard tags, 8 on the busiest master (1/3):
+    # 120,004,000 B there, 1e6 / (10 / 3) = 300,000/s.
+    m = model(SELFTEST_INPUTS, 6_000_000, 1, 11, 20000, masters=3)
+    check('m3.share', m['redis_master_share'], 1 / 3)
+    check('m3.redis_master', m['redis_bytes_busiest_master'], 120_004_000)
+    check('m3.redis', m['redis_bytes'], 360_012_000)
+    check('m3.redis_rps', m['redis_rps'], 300_000)
+    # Throttle on, 300 tasks of 100,000 (one shard each) in 60 min (3,540 s
+    # of budget): 30e6 / 3540 = 8,474.6/s -> 1 worker; one master does 10 +
+    # (40 - 10) = 40 us per recipient = 25,000/s, fine; Redis 30e6 x (60 +
+    # 200) + 300 x 500 = 7,800,150,000 B.
     m = model(SELFTEST_INPUTS, 100_000, 300, 60, 50000, throttle=True, delivery_log=False)
     check('t.need_rps', m['need_rps'], 30e6 / 3540)
     check('t.workers', m['workers'], 1)
+    check('t.shards', m['shards_per_task'], 1)
     check('t.redis', m['redis_bytes'], 7_800_150_000)
+    check('t.redis_rps', m['redis_rps'], 25_000)
     check('t.mysql', m['mysql_bytes'], 30e6 * 70)
-    # 100M in one task within 10 min at 100k/s: the provider (100M/100k =
-    # 1,000 s), one dispatcher (1,000 s) and one Redis node (1e6/10 =
-    # 100k/s < the 185,185/s needed) all refuse; workers ceil(185,185/1e4) =
-    # 19; makespan (1e8/100k + 60) s.
+    # On 4 masters: 75 of the 300 task tags on the busiest (1/4) and the
+    # windows spread: 10 x 0.25 + 30 / 4 = 10 us -> 100,000/s;
+    # (1,800,150,000) / 4 + 6e9 / 4 = 1,950,037,500 B there.
+    m = model(SELFTEST_INPUTS, 100_000, 300, 60, 50000, throttle=True, delivery_log=False,
+              masters=4)
+    check('t4.redis_rps', m['redis_rps'], 100_000)
+    check('t4.redis_master', m['redis_bytes_busiest_master'], 1_950_037_500)
+    # 100M in one task within 10 min (540 s) at 100k/s on one master:
+    # 185,185/s needed; 256 shards of 390,625, 256 x 79 = 20,224 chunks;
+    # workers ceil(18.5) = 19, dispatchers ceil(1.85) = 2; the provider
+    # (1,000 s) and one master (1e6 / 10 = 100k/s) refuse, the dispatch
+    # (256 sets x 100k/s) does not; makespan 1e8 / 100k + 60 s (the task's
+    # 2 dispatchers would cut it in 500 s).
     m = model(SELFTEST_INPUTS, 100_000_000, 1, 10, 100000)
+    check('h.shards', m['shards_per_task'], 256)
+    check('h.per_shard', m['recipients_per_shard'], 390_625)
+    check('h.messages', m['kafka_messages'], 20_224)
     check('h.workers', m['workers'], 19)
-    check('h.limits', len(m['limits']), 3)
+    check('h.dispatchers', m['dispatchers'], 2)
+    check('h.limits', len(m['limits']), 2)
     check('h.feasible', m['feasible'], False)
     check('h.makespan', m['makespan_min'], (1000 + 60) / 60)
+    # On 3 masters: 86 of the 256 tags on the busiest, 10 x 86 / 256 =
+    # 3.359375 us -> 297,674/s: only the provider refuses.
+    m = model(SELFTEST_INPUTS, 100_000_000, 1, 10, 100000, masters=3)
+    check('h3.redis_rps', m['redis_rps'], 1e6 / (10 * 86 / 256))
+    check('h3.limits', len(m['limits']), 1)
+    # One set cut by one dispatcher: 250,000 (1 shard) in 61.5 s, 1.5 s
+    # after the lag: 166,667/s against d = 100,000/s: the dispatch and the
+    # one master refuse; makespan 250,000 / 100,000 + 60 = 62.5 s.
+    m = model(SELFTEST_INPUTS, 250_000, 1, 61.5 / 60, 10 ** 6)
+    check('d.limits', len(m['limits']), 2)
+    check('d.dispatch', m['limits'][0].startswith('dispatch:'), True)
+    check('d.dispatchers', m['dispatchers'], 1)
+    check('d.makespan', m['makespan_min'], 62.5 / 60)
     # The committed inputs hold every figure the model reads (a KeyError
     # here means measure and model drifted apart), and the worked example of
     # docs/capacity.md still needs more than one worker.
@@ -356,8 +454,9 @@ def measure_redis(n, chunk):
                 ['SET', 'bench:{t2}:synced', 123456]])
         res['per_task_bytes'] = sum(int(r.cmd('MEMORY', 'USAGE', 'bench:{t2}:' + k))
                                     for k in ('stats', 'seq', 'ctl', 'synced'))
-        # Throttle: one stream per recipient for one window, written by the
-        # real throttle.lua (limit 5, window 1 h, tag = task id).
+        # Throttle: one window (a sorted set, one member per task that
+        # passed) per recipient, written by the real throttle.lua (limit 5,
+        # window 1 h, tag = task id).
         with open(os.path.join(ROOT, 'common', 'lua', 'throttle.lua')) as f:
             sha = r.cmd('SCRIPT', 'LOAD', f.read())
         tn = 20000
@@ -455,12 +554,15 @@ def main():
     c.add_argument('--provider-rps', type=int, required=True)
     c.add_argument('--throttle', action='store_true')
     c.add_argument('--no-delivery-log', action='store_true')
+    c.add_argument('--redis-masters', type=int, default=1)
     c.add_argument('--inputs', default=DEFAULT_INPUTS)
     c.add_argument('--json', action='store_true')
     sub.add_parser('selftest')
     a = ap.parse_args()
-    if a.cmd == 'model' and min(a.subscribers, a.tasks, a.deadline_min, a.provider_rps) <= 0:
-        ap.error('--subscribers, --tasks, --deadline-min and --provider-rps must be > 0')
+    if a.cmd == 'model' and min(a.subscribers, a.tasks, a.deadline_min, a.provider_rps,
+                                a.redis_masters) <= 0:
+        ap.error('--subscribers, --tasks, --deadline-min, --provider-rps and --redis-masters '
+                 'must be > 0')
     if a.cmd == 'selftest':
         return selftest()
     if a.cmd == 'measure':
@@ -469,7 +571,7 @@ def main():
         inp = json.load(f)
     try:
         r = model(inp, a.subscribers, a.tasks, a.deadline_min, a.provider_rps, a.throttle,
-                  not a.no_delivery_log)
+                  not a.no_delivery_log, a.redis_masters)
     except ValueError as e:
         ap.error(str(e))
     print(json.dumps(r, indent=2) if a.json else render(r))
