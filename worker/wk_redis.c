@@ -1,8 +1,8 @@
 /* wk_redis: the worker's Redis thread (see wk_redis.h).
  *
- * Two FIFO lists under one mutex: TODO (submitted, not taken by the thread)
+ * Two FIFO lists under one mutex: QUEUED (submitted, not taken by the thread)
  * and DONE (finished, DONE not called yet).  The thread takes the whole
- * TODO list at once and works through it in order: a run job alone, a
+ * QUEUED list at once and works through it in order: a run job alone, a
  * stretch of batched jobs in one pipeline; after each it moves what it
  * finished to DONE and wakes the loop (uv_async_send), so the loop acts on
  * a result as soon as it is there, not when the whole list is through.
@@ -25,7 +25,7 @@ struct wk_redis {
     pthread_mutex_t mu;
     pthread_cond_t cond;
     /* under mu */
-    wk_redis_job *todo, *todo_tail, *done, *done_tail;
+    wk_redis_job *queued, *queued_tail, *done, *done_tail;
     bool stop, exited;
     /* loop thread */
     size_t pending;
@@ -89,12 +89,12 @@ static void *wk_redis_main(void *arg)
 
     pthread_mutex_lock(&rd->mu);
     for (;;) {
-        while (rd->todo == NULL && !rd->stop)
+        while (rd->queued == NULL && !rd->stop)
             pthread_cond_wait(&rd->cond, &rd->mu);
-        if (rd->todo == NULL)
+        if (rd->queued == NULL)
             break;
-        job = rd->todo;
-        rd->todo = rd->todo_tail = NULL;
+        job = rd->queued;
+        rd->queued = rd->queued_tail = NULL;
         pthread_mutex_unlock(&rd->mu);
         while (job != NULL) {
             if (job->ops->run == NULL) {
@@ -195,7 +195,7 @@ int wk_redis_submit(wk_redis *rd, wk_redis_job *job)
     if (rd->pending++ == 0)
         uv_ref((uv_handle_t *)&rd->wake);
     pthread_mutex_lock(&rd->mu);
-    wk_redis_append(&rd->todo, &rd->todo_tail, job, job);
+    wk_redis_append(&rd->queued, &rd->queued_tail, job, job);
     pthread_cond_signal(&rd->cond);
     pthread_mutex_unlock(&rd->mu);
     return 0;
