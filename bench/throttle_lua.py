@@ -2,21 +2,24 @@
 """bench/throttle_lua.py: Redis CPU per call of throttle.lua variants
 (issue 19; docs/performance.md, docs/throttle.md "Cost").
 
-    bench/throttle_lua.py [--n N] [--node-bytes B] [--aof] SCRIPT.lua [SCRIPT.lua ...]
+    bench/throttle_lua.py [--n N] [--keys K] [--node-bytes B] [--aof] SCRIPT.lua [SCRIPT.lua ...]
 
 For each script it starts a private redis-server (no persistence unless
 --aof, which sets appendfsync everysec as the local stack does;
 stream-node-max-bytes B, 4096 by default as Redis ships) on a loopback port
 of the stack's band (16379 + HERALD_PORT_OFFSET + 20), loads the script and
-calls it as the worker does (EVALSHA, pipelines of 1,000; limit 5, window
+calls it as the worker does (EVALSHA of K keys, 100 by default as the worker
+sends to one server, 1 as to a Redis Cluster and as every script before
+issue 19's batches took; pipelines of 1,000 recipients; limit 5, window
 3,600 s, as bench/run throttle): N recipients (200,000) on fresh keys (a
 new scope), then the same N again (every window holds this task's entry:
 the redelivery case), then N by a second task (the window is read and a
 second entry added).  It reports, per pass, the Redis CPU (utime + stime of
-the server, /proc) per call in µs and the wall per call, and after the
+the server, /proc) per recipient in µs and the wall per recipient, and after the
 first pass the server's used_memory per window and MEMORY USAGE of one
 window.  Give the committed script and an older one to compare, e.g.
-`bench/throttle_lua.py common/lua/throttle.lua <(git show adce24f:common/lua/throttle.lua)`.
+`bench/throttle_lua.py --keys 1 <(git show 1288c18:common/lua/throttle.lua)` against
+`bench/throttle_lua.py common/lua/throttle.lua`.
 Each variant runs on its own fresh server, one after the other: run the
 pair twice, A B A B, on a busy machine."""
 import argparse
@@ -44,15 +47,21 @@ def cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def calls(r, sha, keys, task):
-    """Every key once, pipelined BATCH per round trip; the verdicts' counts."""
+def calls(r, sha, keys, task, per_call):
+    """Every key once, PER_CALL keys per call, pipelined BATCH keys per
+    round trip; the verdicts' counts."""
     verdicts = {0: 0, 1: 0, 2: 0}
     for i in range(0, len(keys), BATCH):
         pipe = r.pipeline(transaction=False)
-        for k in keys[i:i + BATCH]:
-            pipe.evalsha(sha, 1, k, LIMIT, WINDOW_MS, task)
+        batch = keys[i:i + BATCH]
+        for j in range(0, len(batch), per_call):
+            group = batch[j:j + per_call]
+            pipe.evalsha(sha, len(group), *group, LIMIT, WINDOW_MS, task)
         for v in pipe.execute():
-            verdicts[int(v[0])] += 1
+            # {now_ms, verdict, count, ...}; a one-key script from before
+            # the batches answers {verdict, now_ms, count} (a verdict is 0..2).
+            for code in (v[1::2] if int(v[0]) > 2 else v[:1]):
+                verdicts[int(code)] += 1
     return verdicts
 
 
@@ -78,10 +87,10 @@ def run(path, a):
         base_mem = r.info("memory")["used_memory"]
         for name, task in (("fresh", 1), ("again", 1), ("second task", 2)):
             c0, t0 = cpu_s(srv.pid), time.time()
-            verdicts = calls(r, sha, keys, task)
+            verdicts = calls(r, sha, keys, task, a.keys)
             c1, t1 = cpu_s(srv.pid), time.time()
-            out[name] = {"cpu_us_per_call": round((c1 - c0) * 1e6 / a.n, 2),
-                         "wall_us_per_call": round((t1 - t0) * 1e6 / a.n, 2),
+            out[name] = {"cpu_us_per_recipient": round((c1 - c0) * 1e6 / a.n, 2),
+                         "wall_us_per_recipient": round((t1 - t0) * 1e6 / a.n, 2),
                          "verdicts": verdicts}
             if name == "fresh":
                 out["bytes_per_window"] = round((r.info("memory")["used_memory"] - base_mem)
@@ -99,12 +108,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("scripts", nargs="+")
     ap.add_argument("--n", type=int, default=200_000)
+    ap.add_argument("--keys", type=int, default=100)
     ap.add_argument("--node-bytes", type=int, default=4096)
     ap.add_argument("--aof", action="store_true")
     a = ap.parse_args()
     with open("/proc/loadavg") as f:
-        print("load %s; n %d, stream-node-max-bytes %d, aof %s"
-              % (f.read().split()[0], a.n, a.node_bytes, "everysec" if a.aof else "off"))
+        print("load %s; n %d, %d keys per call, stream-node-max-bytes %d, aof %s"
+              % (f.read().split()[0], a.n, a.keys, a.node_bytes,
+                 "everysec" if a.aof else "off"))
     for path in a.scripts:
         res = run(path, a)
         print("%s: bytes/window %s (MEMORY USAGE %s, with 2 entries %s)"
@@ -112,8 +123,8 @@ def main():
                  res["memory_usage_two"]))
         for name in ("fresh", "again", "second task"):
             p = res[name]
-            print("  %-12s Redis CPU %6.2f us/call, wall %6.2f us/call, verdicts %s"
-                  % (name, p["cpu_us_per_call"], p["wall_us_per_call"], p["verdicts"]))
+            print("  %-12s Redis CPU %6.2f us/recipient, wall %6.2f us/recipient, verdicts %s"
+                  % (name, p["cpu_us_per_recipient"], p["wall_us_per_recipient"], p["verdicts"]))
     return 0
 
 

@@ -2,8 +2,9 @@
  * and docs/throttle.md); the atomic step is common/lua/throttle.lua.
  *
  * This file resolves a task's rule, finds the throttle_key value, names the
- * window's key, and drives the script over a batch: the calls of up to
- * HR_THROTTLE_PIPE_MAX recipients go in one hr_pipe, so a chunk costs one
+ * window's key, and drives the script over a batch: up to THR_KEYS_PER_CALL
+ * recipients of one rule per call, and the calls of up to
+ * HR_THROTTLE_PIPE_MAX recipients in one hr_pipe, so a chunk costs one
  * round trip per slice. */
 #include "hr_throttle.h"
 
@@ -113,81 +114,123 @@ int hr_throttle_key(const hr_redis *r, const char *scope, const char *uid, const
     return 0;
 }
 
-/* Queues the script call of REQ on PIPE. */
-static int thr_call(hr_pipe *pipe, const hr_throttle_req *req, char *errstr, size_t errlen)
+/* Keys per script call on one Redis server.  A call of 100 keys took half
+ * the Redis CPU per recipient of one call each (the EVALSHA, TIME and reply
+ * once per call) and holds the server about half a millisecond; a cluster
+ * gets one key per call (a script's keys must share a slot, and a chunk's
+ * uids spread over all of them). */
+#define THR_KEYS_PER_CALL 100
+
+/* Whether two requests can share a call: the script takes one rule. */
+static bool thr_same_rule(const hr_throttle_rule *a, const hr_throttle_rule *b)
+{
+    return a == b ||
+           (a->limit == b->limit && a->window_ms == b->window_ms && a->task == b->task);
+}
+
+/* Queues one script call for the N requests REQS, all under REQS[0]'s rule. */
+static int thr_call(hr_pipe *pipe, const hr_throttle_req *reqs, size_t n, char *errstr,
+                    size_t errlen)
 {
     char limit_s[24], window_s[24], task_s[24];
-    const char *argv[4] = {req->key, limit_s, window_s, task_s};
+    const char *argv[THR_KEYS_PER_CALL + 3];
+    size_t i;
 
-    snprintf(limit_s, sizeof limit_s, "%" PRId64, req->rule->limit);
-    snprintf(window_s, sizeof window_s, "%" PRId64, req->rule->window_ms);
-    snprintf(task_s, sizeof task_s, "%" PRId64, req->rule->task);
-    if (hr_pipe_eval(pipe, HR_LUA_THROTTLE, 1, 4, argv, NULL) != 0) {
+    for (i = 0; i < n; i++)
+        argv[i] = reqs[i].key;
+    snprintf(limit_s, sizeof limit_s, "%" PRId64, reqs[0].rule->limit);
+    snprintf(window_s, sizeof window_s, "%" PRId64, reqs[0].rule->window_ms);
+    snprintf(task_s, sizeof task_s, "%" PRId64, reqs[0].rule->task);
+    argv[n] = limit_s;
+    argv[n + 1] = window_s;
+    argv[n + 2] = task_s;
+    if (hr_pipe_eval(pipe, HR_LUA_THROTTLE, (int)n, (int)n + 3, argv, NULL) != 0) {
         snprintf(errstr, errlen, "throttle: out of memory");
         return -1;
     }
     return 0;
 }
 
-/* Turns one script reply into RES.  Takes ownership of REPLY. */
-static int thr_parse(redisReply *reply, const hr_throttle_rule *rule, hr_throttle_result *res,
-                     char *errstr, size_t errlen)
+/* Turns the reply of the call for the N requests REQS into OUT.  Takes
+ * ownership of REPLY. */
+static int thr_parse(redisReply *reply, const hr_throttle_req *reqs, size_t n,
+                     hr_throttle_result *out, char *errstr, size_t errlen)
 {
+    size_t i;
     int rc = -1;
 
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3 ||
-        reply->element[0]->type != REDIS_REPLY_INTEGER ||
-        reply->element[1]->type != REDIS_REPLY_INTEGER ||
-        reply->element[2]->type != REDIS_REPLY_INTEGER) {
-        snprintf(errstr, errlen, "throttle.lua: unexpected reply type %d", reply->type);
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 1 + 2 * n) {
+        snprintf(errstr, errlen, "throttle.lua: unexpected reply type %d with %zu elements",
+                 reply->type, reply->type == REDIS_REPLY_ARRAY ? reply->elements : 0);
         goto done;
     }
-    switch (reply->element[0]->integer) {
-    case THR_LUA_ADDED:
-    case THR_LUA_COUNTED:
-        res->verdict = HR_THROTTLE_PASS;
-        break;
-    case THR_LUA_THROTTLED:
-        res->verdict =
-            rule->mode == HR_THROTTLE_SHADOW ? HR_THROTTLE_SHADOWED : HR_THROTTLE_BLOCKED;
-        break;
-    default:
-        snprintf(errstr, errlen, "throttle.lua: unknown verdict %lld", reply->element[0]->integer);
-        goto done;
+    for (i = 0; i < reply->elements; i++) {
+        if (reply->element[i]->type != REDIS_REPLY_INTEGER) {
+            snprintf(errstr, errlen, "throttle.lua: element %zu of type %d", i,
+                     reply->element[i]->type);
+            goto done;
+        }
     }
-    res->now_ms = reply->element[1]->integer;
-    res->count = reply->element[2]->integer;
+    for (i = 0; i < n; i++) {
+        hr_throttle_result *res = &out[i];
+
+        switch (reply->element[1 + 2 * i]->integer) {
+        case THR_LUA_ADDED:
+        case THR_LUA_COUNTED:
+            res->verdict = HR_THROTTLE_PASS;
+            break;
+        case THR_LUA_THROTTLED:
+            res->verdict = reqs[i].rule->mode == HR_THROTTLE_SHADOW ? HR_THROTTLE_SHADOWED
+                                                                    : HR_THROTTLE_BLOCKED;
+            break;
+        default:
+            snprintf(errstr, errlen, "throttle.lua: unknown verdict %lld",
+                     reply->element[1 + 2 * i]->integer);
+            goto done;
+        }
+        res->now_ms = reply->element[0]->integer;
+        res->count = reply->element[2 + 2 * i]->integer;
+    }
     rc = 0;
 done:
     freeReplyObject(reply);
     return rc;
 }
 
-/* One slice of at most HR_THROTTLE_PIPE_MAX requests in one round trip
- * (hr_pipe replays a call that met NOSCRIPT). */
-static int thr_slice(hr_pipe *pipe, const hr_throttle_req *reqs, size_t n, hr_throttle_result *out,
-                     char *errstr, size_t errlen)
+/* One slice of at most HR_THROTTLE_PIPE_MAX requests in one round trip, in
+ * calls of up to PER_CALL requests under one rule (hr_pipe replays a call
+ * that met NOSCRIPT). */
+static int thr_slice(hr_pipe *pipe, size_t per_call, const hr_throttle_req *reqs, size_t n,
+                     hr_throttle_result *out, char *errstr, size_t errlen)
 {
+    size_t first[HR_THROTTLE_PIPE_MAX + 1]; /* each call's first request */
+    size_t i, k, c, ncalls = 0;
     redisReply *reply;
     char detail[256];
-    size_t i;
     int rc = 0;
 
     hr_pipe_reset(pipe);
-    for (i = 0; i < n; i++)
-        if (thr_call(pipe, &reqs[i], errstr, errlen) != 0)
+    for (i = 0; i < n; i += k) {
+        for (k = 1; i + k < n && k < per_call && thr_same_rule(reqs[i].rule, reqs[i + k].rule);
+             k++)
+            ;
+        first[ncalls++] = i;
+        if (thr_call(pipe, reqs + i, k, errstr, errlen) != 0)
             return -1;
+    }
+    first[ncalls] = n;
     if (hr_pipe_exec(pipe, detail, sizeof detail) != 0) {
         snprintf(errstr, errlen, "throttle: %s", detail);
         return -1;
     }
-    for (i = 0; i < n && rc == 0; i++) {
-        reply = hr_pipe_reply(pipe, i, detail, sizeof detail);
+    for (c = 0; c < ncalls && rc == 0; c++) {
+        reply = hr_pipe_reply(pipe, c, detail, sizeof detail);
         if (reply == NULL) {
             snprintf(errstr, errlen, "throttle: %s", detail);
             rc = -1;
         } else {
-            rc = thr_parse(reply, reqs[i].rule, &out[i], errstr, errlen);
+            rc = thr_parse(reply, reqs + first[c], first[c + 1] - first[c], out + first[c],
+                           errstr, errlen);
         }
     }
     return rc;
@@ -196,7 +239,7 @@ static int thr_slice(hr_pipe *pipe, const hr_throttle_req *reqs, size_t n, hr_th
 int hr_throttle_check(hr_redis *r, const hr_throttle_req *reqs, size_t n, hr_throttle_result *out,
                       char *errstr, size_t errlen)
 {
-    size_t done, slice;
+    size_t done, slice, per_call = hr_redis_cluster(r) != NULL ? 1 : THR_KEYS_PER_CALL;
     hr_pipe *pipe;
 
     /* A limit of 0 would make the script throttle everyone. */
@@ -215,7 +258,7 @@ int hr_throttle_check(hr_redis *r, const hr_throttle_req *reqs, size_t n, hr_thr
     }
     for (done = 0; done < n; done += slice) {
         slice = n - done < HR_THROTTLE_PIPE_MAX ? n - done : HR_THROTTLE_PIPE_MAX;
-        if (thr_slice(pipe, reqs + done, slice, out + done, errstr, errlen) != 0)
+        if (thr_slice(pipe, per_call, reqs + done, slice, out + done, errstr, errlen) != 0)
             break;
     }
     hr_pipe_free(pipe);

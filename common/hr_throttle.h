@@ -5,12 +5,13 @@
  * or "herald:thr:<scope>:<uid>:<value>" when the task's throttle_key names
  * an attribute, holding one member per task let through (the task id,
  * scored with the Redis server's time of its pass).  The key carries no
- * {t<ID>} tag: the window spans tasks, and each script call touches this one
- * key only, so Redis Cluster routes it by itself.  One script call counts
- * the window, and adds the task's pass (trimming what left the window) when
- * under the limit, so concurrent workers need no lock.  hr_throttle_check()
- * pipelines the calls of a whole batch: one round trip per
- * HR_THROTTLE_PIPE_MAX recipients.
+ * {t<ID>} tag: the window spans tasks, and on a Redis Cluster each script
+ * call touches one key, so the cluster routes it by itself.  The script
+ * counts each window, and adds the task's pass (trimming what left the
+ * window) when under the limit, atomically, so concurrent workers need no
+ * lock.  hr_throttle_check() decides up to 100 recipients of one rule per
+ * call on one server and pipelines the calls of a whole batch: one round
+ * trip per HR_THROTTLE_PIPE_MAX recipients.
  *
  * Shadow mode is applied here, after the script: the script answers the same
  * in both modes (a would-be-throttled push adds no entry), and a throttled

@@ -1,17 +1,25 @@
--- throttle.lua: one recipient's sliding-window throttle, decided atomically.
+-- throttle.lua: the sliding-window throttle of one or more recipients under
+-- one rule, each decided atomically, in KEYS order.
 --
--- KEYS[1]  <prefix>thr:<scope>:<uid>[:<value>]  a SORTED SET: one member per
+-- KEYS[i]  <prefix>thr:<scope>:<uid>[:<value>]  a SORTED SET: one member per
 --          task that passed (the tag), scored with the ms it passed at
 -- ARGV[1]  limit (>= 1), ARGV[2] window in ms (>= 1), ARGV[3] tag (task id)
--- Returns {verdict, now_ms, count}:
+-- Returns {now_ms, verdict_1, count_1, verdict_2, count_2, ...}:
+--   now_ms     the server time the decisions were made at
 --   verdict 1  under the limit: the tag was added stamped now_ms and the key
 --              now expires one window later
 --           2  this tag already passed within the window: pass, add nothing
 --              (a redelivered chunk re-checks recipients it already counted;
 --              they must not be counted twice nor throttled by themselves)
 --           0  throttled: nothing is written
---   now_ms     the server time the decision was made at
---   count      passes in the window after the call
+--   count      passes in the window after that key's step
+--
+-- Several keys per call is what makes the throttle cheap: one EVALSHA, one
+-- TIME and one reply for a batch instead of per recipient (half the Redis
+-- CPU per recipient, docs/performance.md).  A key named twice is decided
+-- twice, the second time seeing the first's pass (verdict 2), exactly as
+-- two calls in a row.  On a Redis Cluster every key of a call must share a
+-- slot; hr_throttle.c then sends one key per call.
 --
 -- A pass stamped t counts while now_ms is in [t, t + window): only scores
 -- >= now_ms - window + 1 are counted.  A tag passes at most once per window
@@ -35,18 +43,18 @@
 -- There is no mode argument: shadow mode must measure what enforce would do,
 -- so the script behaves the same and the caller decides whether a throttled
 -- recipient is pushed anyway.
-local key = KEYS[1]
 local limit = tonumber(ARGV[1])
 local window = tonumber(ARGV[2])
 local tag = ARGV[3]
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local oldest = now - window + 1
+local oldest_s = string.format('%.0f', oldest)
 
-local count = redis.pcall('ZCOUNT', key, oldest, '+inf')
-if type(count) == 'table' then
+-- A window of the STREAM layout, rewritten as the sorted set; its count.
+local function from_stream(key)
   local ttl = redis.call('PTTL', key)
-  local entries = redis.call('XRANGE', key, string.format('%.0f', oldest), '+')
+  local entries = redis.call('XRANGE', key, oldest_s, '+')
   redis.call('DEL', key)
   for _, e in ipairs(entries) do
     redis.call('ZADD', key, 'GT', tonumber(string.match(e[1], '^%d+')), e[2][2])
@@ -54,20 +62,34 @@ if type(count) == 'table' then
   if #entries > 0 and ttl > 0 then
     redis.call('PEXPIRE', key, ttl)
   end
-  count = redis.call('ZCOUNT', key, oldest, '+inf')
+  return redis.call('ZCOUNT', key, oldest, '+inf')
 end
-if count > 0 then
-  local mine = redis.call('ZSCORE', key, tag)
-  if mine and tonumber(mine) >= oldest then
-    return {2, now, count}
+
+-- One key's step: its verdict and count.
+local function step(key)
+  local count = redis.pcall('ZCOUNT', key, oldest, '+inf')
+  if type(count) == 'table' then
+    count = from_stream(key)
   end
-  if count >= limit then
-    return {0, now, count}
+  if count > 0 then
+    local mine = redis.call('ZSCORE', key, tag)
+    if mine and tonumber(mine) >= oldest then
+      return 2, count
+    end
+    if count >= limit then
+      return 0, count
+    end
   end
+  redis.call('ZADD', key, now, tag)
+  if redis.call('ZCARD', key) > count + 1 then
+    redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. oldest_s)
+  end
+  redis.call('PEXPIRE', key, window)
+  return 1, count + 1
 end
-redis.call('ZADD', key, now, tag)
-if redis.call('ZCARD', key) > count + 1 then
-  redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. string.format('%.0f', oldest))
+
+local out = {now}
+for i = 1, #KEYS do
+  out[2 * i], out[2 * i + 1] = step(KEYS[i])
 end
-redis.call('PEXPIRE', key, window)
-return {1, now, count + 1}
+return out

@@ -213,6 +213,15 @@ static void test_model(void **state)
         size_t n = 1 + (size_t)(rand() % 6), i;
 
         for (i = 0; i < n; i++) {
+            /* Half the requests take the rule (and so the scope) of the one
+             * before: one server decides such a run in one script call, a
+             * key named twice in it included. */
+            if (i > 0 && rand() % 2) {
+                s = (int)(ki[i - 1] / 4);
+                ki[i] = (size_t)(s * 4 + rand() % 4);
+                reqs[i] = (hr_throttle_req){keys[ki[i]], reqs[i - 1].rule};
+                continue;
+            }
             s = rand() % 2;
             ki[i] = (size_t)(s * 4 + rand() % 4);
             reqs[i] = (hr_throttle_req){keys[ki[i]], &rules[s][rand() % 6]};
