@@ -15,10 +15,10 @@
  *             as needed, the invalid members dead-lettered, pipelined
  *             HGETALLs (user.*), the addresses (fcm, apns, smtp channels)
  *   check     a slice of the members through the throttle (hr_throttle:
- *             throttle.lua per member, pipelined), then ack.lua counting
- *             the blocked ones under 'throttled'; the lifecycle checks the
- *             first slice small and pushes its recipients while the next
- *             slices are checked
+ *             throttle.lua for up to 100 members per call, pipelined), then
+ *             ack.lua counting the blocked ones under 'throttled'; the
+ *             lifecycle checks the first slice small and pushes its
+ *             recipients while the next slices are checked
  *   flush     the buffered acknowledgements: ack.lua (sent), ack.lua
  *             (unregistered) and dead_letter.lua in the round's pipeline,
  *             which the flushes of other chunks, the renewals and the
