@@ -182,12 +182,13 @@ int dsp_run(const hr_config *cfg)
     dsp_seams_init();
     /* Read by libuv when its pool starts (the first job, below). */
     setenv("UV_THREADPOOL_SIZE", DSP_POOL_THREADS, 0);
-    /* Two malloc arenas, not glibc's one per thread up to 8 per core: the
+    /* One malloc arena, not glibc's one per thread up to 8 per core: the
      * pool's threads each kept an arena of freed pages, and the peak RSS
      * after a 1M campaign was 25.0 MiB, growing 13 % from 200k to 1M
-     * (bench/run rss); with two, 17.0 MiB and flat (docs/performance.md).
-     * The loop thread does the allocating work; the pool's jobs wait on
-     * round trips, so they gain nothing from arenas of their own.  An
+     * (bench/run rss); with two arenas 17.1 MiB, with one 15.4 MiB, flat
+     * (docs/performance.md; 10.4 MiB of it are the libraries' pages).  The
+     * loop thread does the allocating work; the pool's jobs wait on round
+     * trips, so sharing one arena cost no measurable dispatch rate.  An
      * operator's MALLOC_ARENA_MAX wins. */
     if (getenv("MALLOC_ARENA_MAX") == NULL)
         mallopt(M_ARENA_MAX, DSP_MALLOC_ARENAS);

@@ -111,7 +111,7 @@
 #define DSP_RECONCILE_JOBS 6
 #define DSP_RECONCILE_BATCH 16
 #define DSP_POOL_THREADS "8"
-#define DSP_MALLOC_ARENAS 2 /* glibc malloc arenas (dispatcher.c) */
+#define DSP_MALLOC_ARENAS 1 /* glibc malloc arenas (dispatcher.c) */
 
 typedef enum dsp_backend { DSP_MYSQL, DSP_REDIS, DSP_KAFKA, DSP__BACKENDS } dsp_backend;
 
