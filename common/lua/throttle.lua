@@ -1,8 +1,10 @@
 -- throttle.lua: the sliding-window throttle of one or more recipients under
 -- one rule, each decided atomically, in KEYS order.
 --
--- KEYS[i]  <prefix>thr:<scope>:<uid>[:<value>]  a SORTED SET: one member per
---          task that passed (the tag), scored with the ms it passed at
+-- KEYS[i]  <prefix>thr:<scope>:<uid>[:<value>]  a window: a STRING
+--          "<tag>:<ms>" while it holds one pass, else a SORTED SET with one
+--          member per task that passed (the tag), scored with the ms it
+--          passed at
 -- ARGV[1]  limit (>= 1), ARGV[2] window in ms (>= 1), ARGV[3] tag (task id)
 -- Returns {now_ms, verdict_1, count_1, verdict_2, count_2, ...}:
 --   now_ms     the server time the decisions were made at
@@ -21,6 +23,15 @@
 -- two calls in a row.  On a Redis Cluster every key of a call must share a
 -- slot; hr_throttle.c then sends one key per call.
 --
+-- Most windows only ever hold one pass (a recipient reached once in a
+-- window), so a window starts as a STRING written by one SET with its
+-- expiry: a third less Redis CPU per fresh recipient than the sorted set's
+-- ZCOUNT, ZADD, ZCARD and PEXPIRE (docs/throttle.md "Cost").  Another
+-- task's pass inside the window turns it into the sorted set of both; a
+-- string whose pass left the window (a longer window's expiry) is replaced,
+-- as the sorted set would trim it.  A string answers exactly as the sorted
+-- set of its one member would.
+--
 -- A pass stamped t counts while now_ms is in [t, t + window): only scores
 -- >= now_ms - window + 1 are counted.  A tag passes at most once per window
 -- (verdict 2 otherwise), so one member per tag holds every pass that
@@ -38,7 +49,8 @@
 --
 -- A window written by a worker from before issue 19 is a STREAM (entry id
 -- "<ms>-<seq>", field t = the tag): the first call on it rewrites it as the
--- sorted set, the passes still in the window and the expiry kept.
+-- sorted set, the passes still in the window and the expiry kept.  (GET
+-- answers WRONGTYPE on a sorted set or a stream, ZCOUNT on a stream.)
 --
 -- There is no mode argument: shadow mode must measure what enforce would do,
 -- so the script behaves the same and the caller decides whether a throttled
@@ -50,6 +62,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local oldest = now - window + 1
 local oldest_s = string.format('%.0f', oldest)
+local now_s = string.format('%.0f', now)
 
 -- A window of the STREAM layout, rewritten as the sorted set; its count.
 local function from_stream(key)
@@ -67,6 +80,26 @@ end
 
 -- One key's step: its verdict and count.
 local function step(key)
+  local one = redis.pcall('GET', key)
+  if one == false or (type(one) == 'string' and
+                      (tonumber(string.match(one, ':(%d+)$')) or 0) < oldest) then
+    -- No pass in the window (nor a string of ours): this one is the window.
+    redis.call('SET', key, tag .. ':' .. now_s, 'PX', window)
+    return 1, 1
+  end
+  if type(one) == 'string' then
+    local otag, ms = string.match(one, '^(.*):(%d+)$')
+    if otag == tag then
+      return 2, 1
+    end
+    if limit <= 1 then
+      return 0, 1
+    end
+    redis.call('DEL', key)
+    redis.call('ZADD', key, ms, otag, now, tag)
+    redis.call('PEXPIRE', key, window)
+    return 1, 2
+  end
   local count = redis.pcall('ZCOUNT', key, oldest, '+inf')
   if type(count) == 'table' then
     count = from_stream(key)
