@@ -1,10 +1,11 @@
 /* hr_throttle: the per-recipient sliding-window throttle shared by tasks
  * (lua/throttle.lua; docs/throttle.md explains the semantics).
  *
- * A recipient's window is one Redis SORTED SET, "herald:thr:<scope>:<uid>"
- * or "herald:thr:<scope>:<uid>:<value>" when the task's throttle_key names
- * an attribute, holding one member per task let through (the task id,
- * scored with the Redis server's time of its pass).  The key carries no
+ * A recipient's window is one Redis key, "herald:thr:<scope>:<uid>" or
+ * "herald:thr:<scope>:<uid>:<value>" when the task's throttle_key names an
+ * attribute: a string "<task>:<ms>" while it holds one pass, else a sorted
+ * set with one member per task let through (the task id, scored with the
+ * Redis server's time of its pass).  The key carries no
  * {t<ID>} tag: the window spans tasks, and on a Redis Cluster each script
  * call touches one key, so the cluster routes it by itself.  The script
  * counts each window, and adds the task's pass (trimming what left the
