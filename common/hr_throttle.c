@@ -124,8 +124,7 @@ int hr_throttle_key(const hr_redis *r, const char *scope, const char *uid, const
 /* Whether two requests can share a call: the script takes one rule. */
 static bool thr_same_rule(const hr_throttle_rule *a, const hr_throttle_rule *b)
 {
-    return a == b ||
-           (a->limit == b->limit && a->window_ms == b->window_ms && a->task == b->task);
+    return a == b || (a->limit == b->limit && a->window_ms == b->window_ms && a->task == b->task);
 }
 
 /* Queues one script call for the N requests REQS, all under REQS[0]'s rule. */
@@ -211,8 +210,7 @@ static int thr_slice(hr_pipe *pipe, size_t per_call, const hr_throttle_req *reqs
 
     hr_pipe_reset(pipe);
     for (i = 0; i < n; i += k) {
-        for (k = 1; i + k < n && k < per_call && thr_same_rule(reqs[i].rule, reqs[i + k].rule);
-             k++)
+        for (k = 1; i + k < n && k < per_call && thr_same_rule(reqs[i].rule, reqs[i + k].rule); k++)
             ;
         first[ncalls++] = i;
         if (thr_call(pipe, reqs + i, k, errstr, errlen) != 0)
@@ -229,8 +227,8 @@ static int thr_slice(hr_pipe *pipe, size_t per_call, const hr_throttle_req *reqs
             snprintf(errstr, errlen, "throttle: %s", detail);
             rc = -1;
         } else {
-            rc = thr_parse(reply, reqs + first[c], first[c + 1] - first[c], out + first[c],
-                           errstr, errlen);
+            rc = thr_parse(reply, reqs + first[c], first[c + 1] - first[c], out + first[c], errstr,
+                           errlen);
         }
     }
     return rc;

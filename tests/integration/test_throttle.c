@@ -592,8 +592,8 @@ static void test_string_window(void **state)
     make_key(key, "str", "3", NULL);
     if (hr_redis_time_ms(rd, &now, errstr, sizeof errstr) != 0)
         fail_msg("TIME: %s", errstr);
-    freeReplyObject(hr_redis_cmdf(rd, errstr, sizeof errstr, "SET %s 7:%" PRId64 " PX 500000",
-                                  key, now - 100000));
+    freeReplyObject(hr_redis_cmdf(rd, errstr, sizeof errstr, "SET %s 7:%" PRId64 " PX 500000", key,
+                                  now - 100000));
     res = check1(rd, key, &single);
     assert_int_equal(res.verdict, HR_THROTTLE_PASS);
     assert_int_equal(res.count, 1);
@@ -671,10 +671,10 @@ static void test_large_batch(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_key_value), cmocka_unit_test(test_shadow),
-        cmocka_unit_test(test_bounds),    cmocka_unit_test(test_large_batch),
-        cmocka_unit_test(test_expiry),    cmocka_unit_test(test_race),
-        cmocka_unit_test(test_model),     cmocka_unit_test(test_stream_window),
+        cmocka_unit_test(test_key_value),     cmocka_unit_test(test_shadow),
+        cmocka_unit_test(test_bounds),        cmocka_unit_test(test_large_batch),
+        cmocka_unit_test(test_expiry),        cmocka_unit_test(test_race),
+        cmocka_unit_test(test_model),         cmocka_unit_test(test_stream_window),
         cmocka_unit_test(test_string_window),
     };
 
