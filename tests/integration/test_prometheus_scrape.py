@@ -124,6 +124,9 @@ def main():
         done = env.wait_state(t, "done", 120)
         check(done, "campaign of %d done in %.1f s (%s)" % (N, time.time() - t0, e.counters(t)))
 
+        # The sink writes its record from per-thread buffers every 100 ms:
+        # the last answers reach the file up to a tick after the task is done.
+        wait_until(lambda: sink_sent(e.record) >= N + 100, 5, 0.1)
         sent = sink_sent(e.record)
         check(sent == N + 100, "the sink answered 2xx to %d pushes (warm-up 100 + %d)" % (sent, N))
         q = 'sum(herald_pushes_total{outcome="sent"})'
