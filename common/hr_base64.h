@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-#include "hr_template.h" /* hr_buf */
+#include "hr_buf.h"
 
 typedef enum hr_base64_alphabet {
     HR_BASE64_STD, /* A-Z a-z 0-9 + /, '=' padded */

@@ -22,6 +22,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "hr_clock.h"
 #include "hr_slot.h"
 #include "hr_vec.h"
 
@@ -232,7 +233,7 @@ int hr_cluster_apply_slots(hr_cluster *cl, const redisReply *reply, const char *
 
 int hr_cluster_refresh(hr_cluster *cl, char *errstr, size_t errlen)
 {
-    cl->refreshed_ms = hr_node_mono_ms();
+    cl->refreshed_ms = hr_clock_mono_ms();
     snprintf(errstr, errlen, "redis cluster: no node answers");
     /* masters first (their connections are likely open), then the others */
     for (int pass = 0; pass < 2; pass++) {
@@ -268,7 +269,7 @@ static void hr_cluster_refresh_soon(hr_cluster *cl)
 {
     char err[256];
 
-    if (hr_node_mono_ms() - cl->refreshed_ms >= HR_CLUSTER_REFRESH_MIN_MS)
+    if (hr_clock_mono_ms() - cl->refreshed_ms >= HR_CLUSTER_REFRESH_MIN_MS)
         hr_cluster_refresh(cl, err, sizeof err);
 }
 
@@ -438,7 +439,7 @@ static void hr_cluster_sleep_ms(int ms)
 
 int64_t hr_cluster_deadline(const hr_cluster *cl)
 {
-    return hr_node_mono_ms() + cl->opts->timeout_ms;
+    return hr_clock_mono_ms() + cl->opts->timeout_ms;
 }
 
 redisReply *hr_cluster_exec(hr_cluster *cl, const char *cmd, size_t len, int script,
@@ -496,7 +497,7 @@ redisReply *hr_cluster_exec(hr_cluster *cl, const char *cmd, size_t len, int scr
             break;
         case HR_CLUSTER_TRYAGAIN:
         case HR_CLUSTER_DOWN:
-            if (hr_node_mono_ms() + wait_ms > deadline)
+            if (hr_clock_mono_ms() + wait_ms > deadline)
                 return reply;
             if (answer == HR_CLUSTER_DOWN)
                 cl->stale = true;

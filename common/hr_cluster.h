@@ -50,6 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hr_clock.h"
 #include "hr_node.h"
 
 #define HR_CLUSTER_NODES_MAX 1024
@@ -103,7 +104,7 @@ hr_node *hr_cluster_route(hr_cluster *cl, const char *cmd, size_t len, char *err
 
 /* Runs formatted command CMD of LEN bytes (a call of script SCRIPT, or -1)
  * as the header says, waiting on TRYAGAIN / CLUSTERDOWN until DEADLINE
- * (hr_node_mono_ms() time; hr_cluster_deadline() for one call, one shared
+ * (hr_clock_mono_ms() time; hr_cluster_deadline() for one call, one shared
  * by all the commands a pipeline sends again, so a batch waits once).
  * FIRST, when not NULL, is a reply the command already got from node FROM
  * (a pipeline's MOVED, ASK, TRYAGAIN or CLUSTERDOWN): it is taken over and

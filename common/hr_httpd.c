@@ -29,6 +29,8 @@
 #include <strings.h>
 #include <sys/socket.h>
 
+#include "hr_template.h" /* hr_json_escape_append */
+
 #define HR_HTTPD_MAX_SEGS 32
 #define HR_HTTPD_CONNECTION_LIMIT 1024
 #define HR_HTTPD_TIMEOUT_S 30

@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "hr_metrics.h"
-#include "hr_template.h"
+#include "hr_buf.h"
 
 typedef struct hr_httpd hr_httpd;
 

@@ -12,7 +12,7 @@
 
 #include <stddef.h>
 
-#include "hr_template.h" /* hr_buf */
+#include "hr_buf.h"
 
 typedef enum hr_jwt_alg {
     HR_JWT_RS256,

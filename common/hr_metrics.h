@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hr_template.h"
+#include "hr_buf.h"
 
 typedef struct hr_metrics hr_metrics;
 typedef struct hr_metrics_family hr_metrics_family;

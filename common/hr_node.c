@@ -13,6 +13,7 @@
  * (100 ms, doubling to 2 s): connects within it fail at once with "redis
  * HOST:PORT down (retrying in N ms)". */
 #include "hr_node.h"
+#include "hr_clock.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -40,14 +41,6 @@ struct hr_node {
 
 /* ASKING, formatted: sent before a command redirected by ASK. */
 static const char hr_node_asking[] = "*1\r\n$6\r\nASKING\r\n";
-
-int64_t hr_node_mono_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 hr_node *hr_node_new(const char *host, int port, const hr_node_opts *opts)
 {
@@ -91,7 +84,7 @@ redisContext *hr_node_context(hr_node *node)
 
 bool hr_node_down(const hr_node *node)
 {
-    return node->c == NULL && hr_node_mono_ms() < node->retry_at_ms;
+    return node->c == NULL && hr_clock_mono_ms() < node->retry_at_ms;
 }
 
 void hr_node_close(hr_node *node)
@@ -214,7 +207,7 @@ static int hr_node_connect(hr_node *node, char *errstr, size_t errlen)
     const hr_node_opts *opts = node->opts;
     struct timeval tv = {opts->timeout_ms / 1000, (opts->timeout_ms % 1000) * 1000};
     char *cmd = NULL;
-    int64_t now = hr_node_mono_ms();
+    int64_t now = hr_clock_mono_ms();
     int len;
 
     if (now < node->retry_at_ms) {
@@ -254,7 +247,7 @@ fail:
     node->backoff_ms = node->backoff_ms == 0 ? HR_NODE_BACKOFF_MIN_MS : node->backoff_ms * 2;
     if (node->backoff_ms > HR_NODE_BACKOFF_MAX_MS)
         node->backoff_ms = HR_NODE_BACKOFF_MAX_MS;
-    node->retry_at_ms = hr_node_mono_ms() + node->backoff_ms;
+    node->retry_at_ms = hr_clock_mono_ms() + node->backoff_ms;
     return -1;
 }
 

@@ -69,8 +69,4 @@ bool hr_node_noscript(const redisReply *reply);
 /* ERRSTR = the context's error ("redis HOST:PORT: ..."). */
 void hr_node_error(const hr_node *node, char *errstr, size_t errlen);
 
-/* Milliseconds of CLOCK_MONOTONIC: the clock of the fail-fast windows and
- * of hr_cluster's deadlines. */
-int64_t hr_node_mono_ms(void);
-
 #endif

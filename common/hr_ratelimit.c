@@ -2,6 +2,7 @@
  * hr_ratelimit.h); the atomic steps are common/lua/ratelimit.lua and
  * common/lua/share.lua. */
 #include "hr_ratelimit.h"
+#include "hr_clock.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -9,14 +10,6 @@
 
 /* A paced or shared counter's expiry: its one-second window and a second. */
 #define RL_SECOND_TTL "2000"
-
-static int64_t rl_now_ms(void)
-{
-    struct timespec now;
-
-    clock_gettime(CLOCK_REALTIME, &now);
-    return (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-}
 
 /* Runs script ID (NKEYS keys, then limit and want, then the NEXTRA
  * arguments EXTRA) and turns its reply, the grant or {grant, rate} (RATE
@@ -88,7 +81,7 @@ int hr_ratelimit_take_window(hr_redis *r, const char *scope, int64_t limit, int 
 {
     char keys[1][HR_KEY_MAX], ttl_s[24];
     const char *extra[1] = {ttl_s};
-    int64_t now_ms = rl_now_ms(), window_ms = (int64_t)window_s * 1000;
+    int64_t now_ms = hr_clock_now_ms(), window_ms = (int64_t)window_s * 1000;
 
     if (rl_check(limit, want, granted, wait_ms, errstr, errlen) < 0)
         return -1;
@@ -112,7 +105,7 @@ int hr_ratelimit_take_paced(hr_redis *r, int64_t task, const char *who, int64_t 
 {
     char keys[3][HR_KEY_MAX], finish_s[24], now_s[24];
     const char *extra[3] = {RL_SECOND_TTL, finish_s, now_s};
-    int64_t now_ms = rl_now_ms();
+    int64_t now_ms = hr_clock_now_ms();
 
     *rate = 0;
     /* A cap of 0 is none: the script derives the limit. */
@@ -143,7 +136,7 @@ int hr_ratelimit_take_share(hr_redis *r, const char *channel, int64_t task, int 
 {
     char keys[3][HR_KEY_MAX], member[48], now_s[24];
     const char *extra[2] = {member, now_s};
-    int64_t now_ms = rl_now_ms(), sec = now_ms / 1000;
+    int64_t now_ms = hr_clock_now_ms(), sec = now_ms / 1000;
     const char *prefix = hr_redis_prefix(r);
 
     if (rl_check(limit, want, granted, wait_ms, errstr, errlen) < 0)

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hr_template.h" /* hr_buf */
+#include "hr_buf.h"
 
 #define HR_SIGN_SECRET_MIN 24
 #define HR_SIGN_SECRET_MAX 64

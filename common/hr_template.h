@@ -17,6 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hr_buf.h"
+
 typedef struct hr_template hr_template;
 
 typedef enum hr_tvar_kind {
@@ -54,21 +56,6 @@ void hr_template_free(hr_template *t);
 bool hr_template_uses_user(const hr_template *t);
 /* True when it names KIND at all. */
 bool hr_template_uses(const hr_template *t, hr_tvar_kind kind);
-
-/* A growable output buffer with a hard cap chosen by its owner. */
-typedef struct hr_buf {
-    char *data;
-    size_t len, cap, max; /* max: the most it may grow to */
-} hr_buf;
-
-void hr_buf_init(hr_buf *b, size_t max);
-void hr_buf_reset(hr_buf *b);
-void hr_buf_free(hr_buf *b);
-/* 0, or -1 when the cap would be exceeded (the buffer is then unchanged). */
-int hr_buf_append(hr_buf *b, const char *s, size_t n);
-
-/* Appends V in decimal.  0, or -1 past the cap (B unchanged). */
-int hr_buf_append_i64(hr_buf *b, int64_t v);
 
 /* Appends the rendering to OUT; *MISSING (may be NULL) is increased by the
  * number of variables the lookup did not know.  0, or -1 past OUT's cap. */

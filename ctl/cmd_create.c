@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "hr_clock.h"
 #include "hr_parse.h"
 #include "ctl_fmt.h"
 #include "hr_shard.h"
@@ -264,7 +265,7 @@ static int create_parse(int argc, char **argv, create_args *a)
             } else {
                 if (ctl_fmt_parse_duration("--due-in", optarg, &v, errstr, sizeof errstr) < 0)
                     return ctl_usage("create", "%s", errstr);
-                a->t.due_ms = ctl_fmt_now_ms() + v;
+                a->t.due_ms = hr_clock_now_ms() + v;
             }
             break;
         case OPT_FREEZE_AT:

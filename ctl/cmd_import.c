@@ -35,6 +35,7 @@
 
 #include "ctl.h"
 #include "ctl_fmt.h"
+#include "hr_clock.h"
 #include "hr_parse.h"
 #include "hr_pipe.h"
 #include "hr_shard.h"
@@ -324,7 +325,7 @@ int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
     import_job j = {0};
     import_ids ids = {0};
     char errstr[1024], n1[32], n2[32], n3[32], n4[32];
-    int64_t start = ctl_fmt_mono_ms(), last_draw = 0, elapsed;
+    int64_t start = hr_clock_mono_ms(), last_draw = 0, elapsed;
     bool tty = isatty(STDERR_FILENO), refused = false;
     size_t done = 0;
     int rc = CTL_EXIT_FAIL;
@@ -370,8 +371,8 @@ int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
             goto done;
         }
         done += n;
-        if (tty && ctl_fmt_mono_ms() - last_draw >= IMPORT_PROGRESS_MS) {
-            last_draw = ctl_fmt_mono_ms();
+        if (tty && hr_clock_mono_ms() - last_draw >= IMPORT_PROGRESS_MS) {
+            last_draw = hr_clock_mono_ms();
             import_progress(done, ids.n, last_draw - start);
         }
     }
@@ -383,7 +384,7 @@ int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
     }
     if (tty)
         fputs("\r\033[K", stderr);
-    elapsed = ctl_fmt_mono_ms() - start;
+    elapsed = hr_clock_mono_ms() - start;
     printf("imported %s ids into task %" PRId64 " in %.1f s (%s ids/s; %s new, %s duplicates)\n",
            ctl_fmt_count((int64_t)ids.n, n1, sizeof n1), j.task, elapsed / 1000.0,
            ctl_fmt_count(elapsed > 0 ? (int64_t)(ids.n * 1000.0 / elapsed) : (int64_t)ids.n, n2,

@@ -23,6 +23,7 @@
 
 #include "ctl.h"
 #include "ctl_fmt.h"
+#include "hr_clock.h"
 #include "hr_pipe.h"
 #include "hr_progress.h"
 #include "hr_shard.h"
@@ -142,7 +143,7 @@ static int status_sample_take(hr_mysql *m, hr_redis *r, int64_t task, status_sam
                          .subs = -1,
                          .pending = -1,
                          .waiting = -1,
-                         .mono_ms = ctl_fmt_mono_ms(),
+                         .mono_ms = hr_clock_mono_ms(),
                          .live = {-1, -1, -1, -1, -1, -1, -1}};
     if (r != NULL)
         status_redis(r, t, s);
@@ -178,7 +179,7 @@ static double status_fraction(const status_sample *s)
 static void status_rate_text(const status_sample *s, double rate, char *rbuf, size_t rlen,
                              char *ebuf, size_t elen)
 {
-    int64_t until_due = s->t->due_ms - ctl_fmt_now_ms();
+    int64_t until_due = s->t->due_ms - hr_clock_now_ms();
     char n[32], d[32];
 
     if (hr_state_final(s->t->state) && rate < 0) {
@@ -226,7 +227,7 @@ static void status_report(const status_sample *s, double rate)
 {
     const hr_task *t = s->t;
     char due[40], when[32], bar[STATUS_BAR_WIDTH + 3], n[9][32], r[48], eta[48];
-    int64_t lag = ctl_fmt_now_ms() - t->due_ms;
+    int64_t lag = hr_clock_now_ms() - t->due_ms;
 
     status_rate_text(s, rate, r, sizeof r, eta, sizeof eta);
     printf("task %" PRId64 " \"%s\" on %s: %s%s%s\n", t->id, t->name, t->channel,
@@ -241,7 +242,7 @@ static void status_report(const status_sample *s, double rate)
                t->shards, s->shard_rows[0], s->shard_rows[1], s->shard_rows[2]);
     if (t->expire_ms > 0)
         printf("  expires   %s%s\n", ctl_fmt_time_iso(t->expire_ms, due, sizeof due),
-               hr_task_expired(t, ctl_fmt_now_ms()) ? " (past: nothing more is pushed)" : "");
+               hr_task_expired(t, hr_clock_now_ms()) ? " (past: nothing more is pushed)" : "");
     printf("  progress  %s %5.1f%%  %s of %s\n",
            ctl_fmt_bar(status_fraction(s), STATUS_BAR_WIDTH, bar, sizeof bar),
            status_fraction(s) * 100, ctl_fmt_count(s->done, n[0], sizeof n[0]),
@@ -382,7 +383,7 @@ int ctl_cmd_status(ctl_ctx *ctx, int argc, char **argv)
             rc = rc > 0 ? ctl_fail("task %" PRId64 " does not exist", task)
                         : ctl_fail("status: %s", errstr);
         } else {
-            since = ctl_fmt_now_ms() - s.t->due_ms;
+            since = hr_clock_now_ms() - s.t->due_ms;
             status_report(&s, !hr_state_final(s.t->state) && since > 0 && s.done > 0
                                   ? s.done * 1000.0 / since
                                   : -1);

@@ -145,24 +145,6 @@ char *ctl_fmt_bar(double frac, int width, char *buf, size_t len)
     return buf;
 }
 
-static int64_t ctl_fmt_clock_ms(clockid_t clock)
-{
-    struct timespec ts;
-
-    clock_gettime(clock, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-int64_t ctl_fmt_now_ms(void)
-{
-    return ctl_fmt_clock_ms(CLOCK_REALTIME);
-}
-
-int64_t ctl_fmt_mono_ms(void)
-{
-    return ctl_fmt_clock_ms(CLOCK_MONOTONIC);
-}
-
 /* ---- UTF-8 table cells ------------------------------------------------- */
 
 typedef struct fmt_range {

@@ -52,8 +52,4 @@ int ctl_fmt_cp_width(uint32_t cp);
 /* "[########------------]" of WIDTH cells for FRAC (clamped to 0..1). */
 char *ctl_fmt_bar(double frac, int width, char *buf, size_t len);
 
-/* CLOCK_REALTIME and CLOCK_MONOTONIC in milliseconds. */
-int64_t ctl_fmt_now_ms(void);
-int64_t ctl_fmt_mono_ms(void);
-
 #endif

@@ -271,7 +271,6 @@ typedef struct dsp {
 } dsp;
 
 /* dsp_conn.c */
-int64_t dsp_now_ms(void);
 /* Connects what is missing unless in backoff; true when both are there. */
 bool dsp_conn_ready(dsp *d, dsp_conn *conn);
 /* A backend call failed: log the state change once, back off. */

@@ -15,13 +15,14 @@
 
 #include "dsp.h"
 #include "hr_addr.h"
+#include "hr_clock.h"
 #include "hr_log.h"
 
 void dsp_addr_sync(dsp *d, dsp_conn *conn, bool due_only)
 {
     hr_addr_sync_result res;
     char token[256], err[512];
-    int64_t now = dsp_now_ms(), last = atomic_load(&d->addr_synced_ms);
+    int64_t now = hr_clock_now_ms(), last = atomic_load(&d->addr_synced_ms);
     int rc;
 
     if (due_only && now - last < DSP_ADDR_SYNC_MS)
@@ -40,7 +41,7 @@ void dsp_addr_sync(dsp *d, dsp_conn *conn, bool due_only)
         hr_log_info("addr_synced",
                     "full=%d uids=%" PRId64 " addresses=%" PRId64 " refused=%" PRId64
                     " ms=%" PRId64,
-                    res.full, res.uids, res.stored, res.refused, dsp_now_ms() - now);
+                    res.full, res.uids, res.stored, res.refused, hr_clock_now_ms() - now);
     if (res.refused > 0)
         hr_log_warn("addr_refused", "rows=%" PRId64 " first=%s", res.refused, res.first_refused);
 }

@@ -26,6 +26,7 @@
 
 #include "dsp_api.h"
 #include "dsp_console.h"
+#include "hr_clock.h"
 #include "hr_ctoken.h"
 #include "hr_log.h"
 #include "hr_parse.h"
@@ -325,7 +326,7 @@ static void dsp_api_task_live(dsp_api_conn *ac, const hr_task *t, cJSON *o)
                          .subs_left = -1,
                          .finished = hr_state_final(t->state)};
     hr_progress pr;
-    int64_t now = dsp_now_ms(), subs;
+    int64_t now = hr_clock_now_ms(), subs;
     size_t i;
 
     /* A sharded task's live state is the sum of its shards'. */
@@ -403,7 +404,7 @@ static bool dsp_api_admit(dsp_api *a, dsp_api_conn *ac, hr_httpd_resp *resp, hr_
     int64_t id = (*t)->id;
     char err[512];
 
-    if (dsp_admit(a->d, ac->m, ac->r, *t, dsp_now_ms(), err, sizeof err) < 0) {
+    if (dsp_admit(a->d, ac->m, ac->r, *t, hr_clock_now_ms(), err, sizeof err) < 0) {
         hr_log_warn("admission_failed", "task=%" PRId64 " error=%s", id, err);
         return true;
     }

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "dsp_api.h"
+#include "hr_clock.h"
 #include "hr_log.h"
 #include "hr_parse.h"
 #include "hr_pipe.h"
@@ -321,7 +322,7 @@ void dsp_api_recover(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
         return;
     snprintf(token, sizeof token, "%s/api", a->d->owner);
     const hr_recover_opts opts = {
-        .token = token, .lease_ms = a->d->cfg->worker.lease_ms, .now_ms = dsp_now_ms()};
+        .token = token, .lease_ms = a->d->cfg->worker.lease_ms, .now_ms = hr_clock_now_ms()};
     switch (hr_recover(ac->m, ac->r, t, &opts, &res, err, sizeof err)) {
     case HR_RECOVER_REFUSED:
         hr_httpd_error(resp, 409, "wrong_state", "%s", err);

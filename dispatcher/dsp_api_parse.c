@@ -17,6 +17,7 @@
 #include "dsp_api.h"
 #include "hr_parse.h"
 #include "hr_state.h"
+#include "hr_template.h" /* hr_utf8_valid */
 #include "hr_tz.h"
 
 #define DSP_API_LIST_MAX 1000

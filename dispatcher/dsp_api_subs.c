@@ -26,12 +26,14 @@
 #include <string.h>
 
 #include "dsp_api.h"
+#include "hr_clock.h"
 #include "hr_finish.h"
 #include "hr_log.h"
 #include "hr_ratelimit.h"
 #include "hr_shard.h"
 #include "hr_state.h"
 #include "hr_subs.h"
+#include "hr_template.h"
 #include "hr_tz.h"
 
 #define DSP_API_RENDER_MAX ((size_t)1 << 20)
@@ -63,7 +65,8 @@ static void dsp_api_subs_readmit(dsp_api *a, dsp_api_conn *ac, int64_t id)
     char err[512];
     int rc = hr_task_load(ac->m, id, &t, err, sizeof err);
 
-    if (rc < 0 || (rc == 0 && dsp_admit(a->d, ac->m, ac->r, t, dsp_now_ms(), err, sizeof err) < 0))
+    if (rc < 0 ||
+        (rc == 0 && dsp_admit(a->d, ac->m, ac->r, t, hr_clock_now_ms(), err, sizeof err) < 0))
         hr_log_warn("admission_failed", "task=%" PRId64 " error=%s", id, err);
     hr_task_free(t);
 }
@@ -395,7 +398,7 @@ void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr
     hr_task **tasks = NULL;
     redisReply *user = NULL;
     size_t n = 0, i;
-    int64_t uid, day, start, end, now_ms = dsp_now_ms();
+    int64_t uid, day, start, end, now_ms = hr_clock_now_ms();
     char err[1024], uid_s[24], day_s[16];
     cJSON *o = NULL, *arr;
 

@@ -34,6 +34,7 @@
 
 #include "dsp.h"
 #include "hr_chunkmsg.h"
+#include "hr_clock.h"
 #include "hr_finish.h"
 #include "hr_keys.h"
 #include "hr_log.h"
@@ -56,7 +57,7 @@ int dsp_produce(dsp *d, int64_t task, int shard, int64_t seq, int64_t count, int
                       .seq = seq,
                       .count = count,
                       .due_ms = due_ms,
-                      .published_ms = dsp_now_ms(),
+                      .published_ms = hr_clock_now_ms(),
                       .sharded = shard != HR_SHARD_NONE,
                       .shard = shard != HR_SHARD_NONE ? shard : 0};
     char key[64], value[HR_CHUNKMSG_MAX_BYTES];
@@ -185,7 +186,7 @@ static void dsp_start(dsp *d, dsp_task *dt)
 {
     if (!dsp_reconcile_want(d, dt)) {
         hr_log_error("reconcile_not_queued", "task=%" PRId64 " error=out of memory", dt->id);
-        dt->next_ms = dsp_now_ms() + 1000;
+        dt->next_ms = hr_clock_now_ms() + 1000;
         return;
     }
 }
@@ -243,7 +244,7 @@ static int64_t dsp_grant(dsp *d, dsp_task *dt, int64_t now, bool *failed, char *
     }
     if (dt->finish_ms > 0)
         dsp_pace_gauges(d);
-    after = dsp_now_ms();
+    after = hr_clock_now_ms();
     /* The limiter counted the grant against the second it read before its
      * call; when the clock crossed a second meanwhile, the chunk's
      * published_ms could land in the next second on top of that second's
@@ -298,7 +299,7 @@ static void dsp_chunk_expire(dsp *d, dsp_task *dt)
     hr_log_info("task_expired",
                 "task=%" PRId64 " shard=%d dropped=%" PRId64 " expired=%" PRId64
                 " held=%d late_ms=%" PRId64,
-                dt->id, dt->shard, dropped, total, held, dsp_now_ms() - dt->expire_ms);
+                dt->id, dt->shard, dropped, total, held, hr_clock_now_ms() - dt->expire_ms);
     dt->subs_empty = true;
 }
 
@@ -325,7 +326,7 @@ static bool dsp_chunk_one(dsp *d, dsp_task *dt)
     char err[512], keys[3][256], seq_s[24], n_s[24], now_s[24];
     const char *argv[6] = {keys[0], keys[1], keys[2], n_s, seq_s, now_s};
     const char *prefix = hr_redis_prefix(conn->r);
-    int64_t now = dsp_now_ms(), n, seq, moved;
+    int64_t now = hr_clock_now_ms(), n, seq, moved;
     int shard = dt->shard != HR_SHARD_NONE ? dt->shard : 0;
     bool failed = false;
     redisReply *reply;
@@ -457,7 +458,7 @@ bool dsp_tick(dsp *d)
     dsp_report_write(d);
     if (atomic_load(&d->stopping))
         return false;
-    now = dsp_now_ms();
+    now = hr_clock_now_ms();
     for (i = 0; i < d->tasks.n && budget > 0; i++) {
         dsp_task *dt = d->tasks.v[i];
 

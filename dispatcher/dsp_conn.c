@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "dsp.h"
+#include "hr_clock.h"
 #include "hr_log.h"
 
 #define DSP_BACKOFF_MIN_MS 100
@@ -18,14 +19,6 @@
 static const char *const dsp_down_events[DSP__BACKENDS] = {"mysql_down", "redis_down",
                                                            "kafka_down"};
 static const char *const dsp_up_events[DSP__BACKENDS] = {"mysql_up", "redis_up", "kafka_up"};
-
-int64_t dsp_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void dsp_health_set(dsp *d, dsp_backend b, bool down, const char *err)
 {
@@ -61,14 +54,14 @@ void dsp_conn_failed(dsp *d, dsp_conn *conn, dsp_backend b, const char *err)
     conn->backoff_ms = conn->backoff_ms == 0 ? DSP_BACKOFF_MIN_MS : conn->backoff_ms * 2;
     if (conn->backoff_ms > DSP_BACKOFF_MAX_MS)
         conn->backoff_ms = DSP_BACKOFF_MAX_MS;
-    conn->retry_at_ms = dsp_now_ms() + conn->backoff_ms;
+    conn->retry_at_ms = hr_clock_now_ms() + conn->backoff_ms;
 }
 
 bool dsp_conn_ready(dsp *d, dsp_conn *conn)
 {
     char err[512];
 
-    if (dsp_now_ms() < conn->retry_at_ms)
+    if (hr_clock_now_ms() < conn->retry_at_ms)
         return false;
     if (conn->m == NULL) {
         if (hr_mysql_connect(d->cfg, &conn->m, err, sizeof err) < 0) {

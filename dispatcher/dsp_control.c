@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "dsp.h"
+#include "hr_clock.h"
 #include "hr_finish.h"
 #include "hr_keys.h"
 #include "hr_log.h"
@@ -66,7 +67,7 @@ static int dsp_control_resume(dsp *d, int64_t id, int shards, bool claimed, bool
 {
     dsp_conn *conn = &d->bg_conn;
     hr_task_state to = HR_STATE_SCHEDULED;
-    int64_t nsubs, nwait, now = dsp_now_ms();
+    int64_t nsubs, nwait, now = hr_clock_now_ms();
     int budget = DSP_SWEEP_MAX, rc;
 
     if (claimed) {

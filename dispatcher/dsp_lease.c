@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "dsp.h"
+#include "hr_clock.h"
 #include "hr_log.h"
 #include "hr_state.h"
 
@@ -129,10 +130,11 @@ bool dsp_own(dsp *d, const hr_task *t, const char *via)
                                                 : d->met.claimed_takeover);
     if (fresh) /* a takeover's or adoption's lag is not a claim's */
         hr_metrics_observe(d->met.claim_lag,
-                           (double)(dsp_now_ms() - hr_task_first_due_ms(t)) / 1000.0);
+                           (double)(hr_clock_now_ms() - hr_task_first_due_ms(t)) / 1000.0);
     hr_log_info("task_claimed",
                 "task=%" PRId64 " via=%s lag_ms=%" PRId64 " rate_limit=%" PRId64 " shards=%d",
-                t->id, via, (dsp_now_ms() - hr_task_first_due_ms(t)), dt->rate_limit, dt->shards);
+                t->id, via, (hr_clock_now_ms() - hr_task_first_due_ms(t)), dt->rate_limit,
+                dt->shards);
     return true;
 oom:
     hr_log_error("task_not_owned", "task=%" PRId64 " error=out of memory", t->id);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "dsp.h"
+#include "hr_clock.h"
 #include "hr_log.h"
 
 static void dsp_poll_claimed_add(dsp *d, hr_task *t)
@@ -57,12 +58,12 @@ void dsp_poll(dsp *d)
     }
     for (i = 0; i < nvalid; i++)
         e[i] = (dsp_scan_entry){.id = tasks[i]->id, .due_ms = -1};
-    if (nvalid > 0 && dsp_prepare_count(d, tasks, nvalid, e, dsp_now_ms(), c) < 0)
+    if (nvalid > 0 && dsp_prepare_count(d, tasks, nvalid, e, hr_clock_now_ms(), c) < 0)
         nvalid = 0;
     for (i = 0; i < nvalid && !atomic_load(&d->stopping); i++) {
         if (dsp_prepare(d, tasks[i], &e[i], &c[i]) < 0)
             continue;
-        rc = dsp_store_claim(d, conn->m, tasks[i]->id, dsp_now_ms(), err, sizeof err);
+        rc = dsp_store_claim(d, conn->m, tasks[i]->id, hr_clock_now_ms(), err, sizeof err);
         if (rc == HR_STATE_BUSY)
             continue; /* an open transaction holds the row: next round */
         if (rc < 0)

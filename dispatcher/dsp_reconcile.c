@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "dsp.h"
+#include "hr_clock.h"
 #include "hr_keys.h"
 #include "hr_log.h"
 #include "hr_subs.h"
@@ -125,7 +126,7 @@ static void dsp_rc_one(dsp *d, dsp_conn *conn, dsp_rc_item *it)
                              .lock_ms = DSP_PREP_LOCK_MS,
                              .batch = d->cfg->dispatcher.refill_batch,
                              .stop = &d->stopping};
-    int64_t start = dsp_now_ms();
+    int64_t start = hr_clock_now_ms();
 
     snprintf(token, sizeof token, "%s/reconcile", d->owner);
     it->result = hr_subs_sync(conn->m, conn->r, it->id, &o, true, &it->added, &it->seen, it->err,
@@ -135,13 +136,13 @@ static void dsp_rc_one(dsp *d, dsp_conn *conn, dsp_rc_item *it)
      * rows are written last: a claimable shard is complete. */
     if ((it->result == HR_SUBS_DONE || it->result == HR_SUBS_STARTED) &&
         (dsp_rc_seq(conn, it->id, it->shards, it->err, sizeof it->err) < 0 ||
-         (it->waits &&
-          dsp_wait_plan(conn, it->id, dsp_now_ms(), &it->parked, it->err, sizeof it->err) < 0) ||
+         (it->waits && dsp_wait_plan(conn, it->id, hr_clock_now_ms(), &it->parked, it->err,
+                                     sizeof it->err) < 0) ||
          (it->shards > 1 && dsp_shard_rows(conn, it->id, it->shards, it->err, sizeof it->err) < 0)))
         it->result = -1;
     if (it->result < 0)
         dsp_conn_failed(d, conn, DSP_MYSQL, it->err);
-    it->ms = dsp_now_ms() - start;
+    it->ms = hr_clock_now_ms() - start;
 }
 
 static void dsp_rc_work(uv_work_t *w)
@@ -181,7 +182,7 @@ static void dsp_rc_outcome(dsp *d, int64_t id, bool ok)
     if (ok)
         dt->started = true;
     else
-        dt->next_ms = dsp_now_ms() + 100;
+        dt->next_ms = hr_clock_now_ms() + 100;
 }
 
 /* Logs and applies one item's outcome. */

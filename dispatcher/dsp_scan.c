@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "dsp.h"
+#include "hr_clock.h"
 #include "hr_keys.h"
 #include "hr_log.h"
 #include "hr_pipe.h"
@@ -171,7 +172,7 @@ done:
 int dsp_prepare(dsp *d, const hr_task *t, dsp_scan_entry *e, const dsp_prep_count *c)
 {
     dsp_conn *conn = &d->bg_conn;
-    int64_t now = dsp_now_ms(), have = c->have, want = c->want;
+    int64_t now = hr_clock_now_ms(), have = c->have, want = c->want;
     char token[256], err[512];
     hr_subs_refill_opts o = {.token = token,
                              .lock_ms = DSP_PREP_LOCK_MS,
@@ -259,7 +260,7 @@ void dsp_scan(dsp *d)
     dsp_scan_entry *next = NULL;
     dsp_prep_count *c = NULL;
     size_t n = 0, nnext = 0, i;
-    int64_t now = dsp_now_ms(), admit_end;
+    int64_t now = hr_clock_now_ms(), admit_end;
     char err[512];
 
     /* The soonest due first: when more than DSP_SCAN_MAX tasks are in the
@@ -315,8 +316,8 @@ void dsp_scan(dsp *d)
      * with a thousand new tasks the estimates took the scan twenty seconds
      * (load 13), the timer entries waiting behind them.  The rest are
      * estimated by the next scans. */
-    admit_end = dsp_now_ms() + DSP_ADMIT_BUDGET_MS;
-    for (i = 0; i < nnext && dsp_now_ms() < admit_end; i++) {
+    admit_end = hr_clock_now_ms() + DSP_ADMIT_BUDGET_MS;
+    for (i = 0; i < nnext && hr_clock_now_ms() < admit_end; i++) {
         dsp_scan_entry *e = &next[i];
 
         if (atomic_load(&d->stopping))

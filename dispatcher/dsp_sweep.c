@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "dsp.h"
+#include "hr_clock.h"
 #include "hr_finish.h"
 #include "hr_keys.h"
 #include "hr_log.h"
@@ -225,7 +226,7 @@ void dsp_sweep(dsp *d)
     dsp_conn *conn = &d->bg_conn;
     const hr_mysql_param p[] = {HR_P_I64(d->sweep_after), DSP_TOPIC_PARAMS, HR_P_I64(DSP_SCAN_MAX)};
     hr_mysql_rows *rows = NULL;
-    int64_t now = dsp_now_ms();
+    int64_t now = hr_clock_now_ms();
     int64_t stale_ms = (int64_t)d->cfg->dispatcher.redelivery_timeout_s * 1000;
     int budget = DSP_SWEEP_MAX;
     char err[512];

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 
 #include "dsp.h"
+#include "hr_clock.h"
 #include "hr_keys.h"
 #include "hr_log.h"
 
@@ -180,7 +181,7 @@ static int64_t dsp_timer_pop(dsp *d)
     hr_task **tasks = NULL;
     size_t i, n = 0, ntasks = 0;
     redisReply *reply;
-    int64_t now = dsp_now_ms(), next = -1;
+    int64_t now = hr_clock_now_ms(), next = -1;
     int rc;
 
     if (atomic_load(&d->stopping) || !dsp_conn_ready(d, conn))

@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hr_template.h" /* hr_buf */
+#include "hr_buf.h"
 #include "wk_provider.h"
 
 struct cJSON;

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "hr_log.h"
-#include "wk_clock.h"
+#include "hr_clock.h"
 #include "hr_ratelimit.h"
 
 /* ---- easy handles (wk_xfer) --------------------------------------------- */
@@ -68,7 +68,7 @@ void wk_chan_wake_cb(uv_timer_t *t)
 void wk_chan_arm_retry(wk_chan *chan)
 {
     const wk_retry_node *first = wk_retry_heap_min(&chan->delayed);
-    int64_t now = wk_clock_now_ms();
+    int64_t now = hr_clock_now_ms();
 
     if (first == NULL)
         uv_timer_stop(&chan->retry);
@@ -175,7 +175,7 @@ static void wk_chan_grant_done(void *arg)
     bool task = g->b == WK_BUDGET_TASK;
     int64_t *tokens = task ? &wt->tokens : &wt->share_tokens;
     int64_t *sec = task ? &wt->tokens_sec : &wt->share_sec;
-    int64_t now = wk_clock_now_ms();
+    int64_t now = hr_clock_now_ms();
 
     wt->granting[g->b] = false;
     if (g->rc != 0) {
@@ -224,7 +224,7 @@ static bool wk_chan_token(wk_chan *chan, wk_task *wt, wk_budget b, int64_t *wait
 
     if (limit <= 0 && !paced)
         return true;
-    now_sec = wk_clock_now_ms() / 1000;
+    now_sec = hr_clock_now_ms() / 1000;
     if (*tokens > 0 && *sec != now_sec)
         *tokens = 0;
     if (*tokens > 0)
@@ -319,7 +319,7 @@ static int wk_chan_prepare(wk_chan *chan, wk_xfer *x, wk_push *push, char *errst
     const char *token;
 
     if (chan->apns != NULL) {
-        token = wk_apns_signer_token(chan->apns, wk_clock_now_ms() / 1000, errstr, errlen);
+        token = wk_apns_signer_token(chan->apns, hr_clock_now_ms() / 1000, errstr, errlen);
         if (token == NULL)
             return -1;
         return wk_xfer_prepare_apns(
@@ -338,7 +338,7 @@ static int wk_chan_prepare(wk_chan *chan, wk_xfer *x, wk_push *push, char *errst
         return 0;
     }
     /* The pump starts an fcm push only with a token at hand. */
-    token = wk_fcm_auth_token(chan->fcm, wk_clock_now_ms(), &gen, &request, &wake);
+    token = wk_fcm_auth_token(chan->fcm, hr_clock_now_ms(), &gen, &request, &wake);
     if (token == NULL) {
         snprintf(errstr, errlen, "no access token");
         return -1;
@@ -417,7 +417,7 @@ void wk_chan_auth_finished(wk_chan *chan, CURLcode rc)
         curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
     else
         snprintf(why, sizeof why, "curl: %s", x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
-    if (wk_fcm_auth_done(chan->fcm, wk_clock_now_ms(), code, x->resp.data, x->resp.len, why, errstr,
+    if (wk_fcm_auth_done(chan->fcm, hr_clock_now_ms(), code, x->resp.data, x->resp.len, why, errstr,
                          sizeof errstr) != 0)
         hr_metrics_inc(chan->s->m->backend_errors[WK_BACKEND_HTTP]);
 }
@@ -486,7 +486,7 @@ void wk_chan_slow(wk_chan *chan, int64_t until_ms, const char *why, long status)
         chan->paused_until_ms = until_ms;
     /* Within a window (the many requests in flight when the provider
      * pushed back report it together): extended, quietly. */
-    if (chan->slow_seen_until >= wk_clock_now_ms()) {
+    if (chan->slow_seen_until >= hr_clock_now_ms()) {
         if (until_ms > chan->slow_seen_until)
             chan->slow_seen_until = until_ms;
         return;
@@ -494,7 +494,7 @@ void wk_chan_slow(wk_chan *chan, int64_t until_ms, const char *why, long status)
     wk_retry_cap_halve(&chan->cap);
     chan->slow_seen_until = until_ms;
     hr_log_warn("channel_slowdown", "channel=%s source=%s status=%ld pause_ms=%" PRId64 " cap=%d",
-                chan->cfg->name, why, status, until_ms - wk_clock_now_ms(), chan->cap.cap);
+                chan->cfg->name, why, status, until_ms - hr_clock_now_ms(), chan->cap.cap);
 }
 
 /* The slow-down key's value (a read of wk_chan_read_slow): a slow-down
@@ -503,7 +503,7 @@ void wk_chan_slow(wk_chan *chan, int64_t until_ms, const char *why, long status)
 static void wk_chan_slow_read(void *arg, const redisReply *reply, const char *errstr)
 {
     wk_chan *chan = arg;
-    int64_t now = wk_clock_now_ms();
+    int64_t now = hr_clock_now_ms();
 
     (void)errstr;
     chan->slow_reading = false;
@@ -567,7 +567,7 @@ void wk_chan_publish_slow(wk_chan *chan, int64_t until_ms, int64_t pause_ms)
 void wk_chan_pump(wk_chan *chan)
 {
     wk_sender *s = chan->s;
-    int64_t now = wk_clock_now_ms(), wait_ms = 0;
+    int64_t now = hr_clock_now_ms(), wait_ms = 0;
     wk_task *wt;
     wk_push *push;
     wk_xfer *x;

@@ -20,7 +20,7 @@
 #include "hr_pipe.h"
 #include "hr_shard.h"
 #include "hr_state.h"
-#include "wk_clock.h"
+#include "hr_clock.h"
 
 /* The stats hash counters the scripts answer after their own values. */
 #define WK_CHUNK_NCOUNTERS 5
@@ -638,7 +638,7 @@ static void wk_chunk_open_run(wk_redis_job *job, hr_redis *r)
     j->res.rc = rc;
     /* Halted, expired, busy or empty: the lifecycle needs no more. */
     if (rc != WK_CHUNK_STARTED || j->res.halt != WK_CHUNK_RUN ||
-        hr_task_expired(c->task->row, wk_clock_now_ms()))
+        hr_task_expired(c->task->row, hr_clock_now_ms()))
         return;
     if (wk_chunk_drop_invalid(j, r) != 0 ||
         (c->task->uses_user && wk_chunk_fetch_users(j, r) != 0) || wk_chunk_make_pushes(j) != 0 ||

@@ -5,6 +5,7 @@
  * message are built as cJSON trees and printed once into the caller's
  * capped hr_buf.  Nothing here does I/O, keeps state or logs. */
 #include "wk_fcm.h"
+#include "hr_template.h"
 
 #include <inttypes.h>
 #include <cJSON.h>

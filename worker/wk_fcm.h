@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #include "hr_jwt.h"
-#include "hr_template.h" /* hr_buf */
+#include "hr_buf.h"
 #include "wk_provider.h"
 
 struct cJSON;

@@ -15,7 +15,7 @@
 
 #include "hr_chunkmsg.h"
 #include "hr_log.h"
-#include "wk_clock.h"
+#include "hr_clock.h"
 
 static const wk_chunk_hooks wk_lifecycle_chunk_hooks;
 
@@ -185,7 +185,7 @@ static void wk_lifecycle_finished(wk_lifecycle *l, wk_chunk *c, const wk_chunk_e
         }
         ev.u.chunk.state = WK_CHUNK_END_DONE;
         ev.u.chunk.seq = c->msg.seq;
-        ev.u.chunk.done_ms = wk_clock_now_ms();
+        ev.u.chunk.done_ms = hr_clock_now_ms();
         ev.u.chunk.pending_left = res->res[1];
         ev.u.chunk.subs_left = res->res[2];
         wk_reporter_push(l->reporter, &ev);
@@ -200,7 +200,7 @@ static void wk_lifecycle_finished(wk_lifecycle *l, wk_chunk *c, const wk_chunk_e
                 " throttled=%" PRId64 " unregistered=%" PRId64 " retried=%" PRId64
                 " duration_ms=%" PRId64 " pending_left=%" PRId64,
                 c->msg.task, c->msg.seq, c->npushes, c->sent, c->failed, c->throttled,
-                c->unregistered, c->retried, wk_clock_now_ms() - c->started_ms, res->res[1]);
+                c->unregistered, c->retried, hr_clock_now_ms() - c->started_ms, res->res[1]);
     wk_lifecycle_settle_offset(l, c->partition, c->offset);
     wk_lifecycle_unlink(l, c);
 }
@@ -260,7 +260,7 @@ static void wk_lifecycle_halt_ended(wk_lifecycle *l, wk_chunk *c, const wk_chunk
         ev.u.chunk.state = WK_CHUNK_END_PARKED;
     }
     ev.u.chunk.seq = c->msg.seq;
-    ev.u.chunk.done_ms = wk_clock_now_ms();
+    ev.u.chunk.done_ms = hr_clock_now_ms();
     wk_reporter_push(l->reporter, &ev);
     hr_log_info(c->halt == WK_CHUNK_CANCEL ? "chunk_cancelled"
                 : expire                   ? "chunk_expired"
@@ -347,7 +347,7 @@ static void wk_lifecycle_outcome(wk_lifecycle *l, const wk_chunk *c, const wk_pu
     ev.u.outcome.attempts = push->attempts;
     ev.u.outcome.http_status = (int)res->http_status;
     ev.u.outcome.latency_ms = res->latency_ms;
-    ev.u.outcome.at_ms = wk_clock_now_ms();
+    ev.u.outcome.at_ms = hr_clock_now_ms();
     wk_reporter_push(l->reporter, &ev);
 }
 
@@ -390,7 +390,7 @@ void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res)
          * (wk_chan_pump; a retry due past expire_at waited until then):
          * the rest of the chunk expires with it. */
         if (c->halt == WK_CHUNK_RUN && !c->revoked &&
-            hr_task_expired(c->task->row, wk_clock_now_ms()))
+            hr_task_expired(c->task->row, hr_clock_now_ms()))
             wk_lifecycle_halt(l, c, WK_CHUNK_EXPIRE);
         else if (c->open == 0)
             wk_lifecycle_settled(l, c);
@@ -402,7 +402,7 @@ void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res)
     case WK_DELIVERY_SENT:
         hr_metrics_inc(mc->sent);
         hr_metrics_observe(l->met->due_to_delivery,
-                           (double)(wk_clock_now_ms() - c->msg.due_ms) / 1000.0);
+                           (double)(hr_clock_now_ms() - c->msg.due_ms) / 1000.0);
         full = wk_chunk_ack(c, WK_CHUNK_SENT, push->uid, NULL);
         break;
     case WK_DELIVERY_UNREGISTERED:
@@ -612,7 +612,7 @@ void wk_lifecycle_open(wk_lifecycle *l, wk_chunk *c)
  * the holder does the rest). */
 static void wk_lifecycle_busy(wk_lifecycle *l, wk_chunk *c)
 {
-    int64_t now = wk_clock_now_ms();
+    int64_t now = hr_clock_now_ms();
 
     if (c->lease_wait_until_ms == 0) {
         c->lease_wait_until_ms = now + l->cfg->worker.lease_ms + WK_LIFECYCLE_CTL_MS;
@@ -637,7 +637,7 @@ static void wk_lifecycle_opened(wk_chunk *c, const wk_chunk_opened *res)
     wk_lifecycle *l = c->ctx;
     const hr_chunkmsg *msg = &c->msg;
     wk_chunk_halt halt = res->halt;
-    int64_t now = wk_clock_now_ms();
+    int64_t now = hr_clock_now_ms();
 
     if (wk_lifecycle_gone(l, c))
         return;
@@ -712,7 +712,7 @@ static void wk_lifecycle_chunk(wk_lifecycle *l, const hr_chunkmsg *msg, int32_t 
     int rc;
 
     rc =
-        wk_task_get(l->tasks, l->mysql, msg->task, wk_clock_now_ms(), &task, errstr, sizeof errstr);
+        wk_task_get(l->tasks, l->mysql, msg->task, hr_clock_now_ms(), &task, errstr, sizeof errstr);
     if (rc != 0) {
         if (rc == WK_TASK_NO_CHANNEL) {
             /* Not the task's fault (a rolling configuration change): the
@@ -756,7 +756,7 @@ static void wk_lifecycle_chunk(wk_lifecycle *l, const hr_chunkmsg *msg, int32_t 
         wk_lifecycle_settle_offset(l, partition, offset);
         return;
     }
-    c->started_ms = wk_clock_now_ms();
+    c->started_ms = hr_clock_now_ms();
     TAILQ_INSERT_TAIL(&l->chunks, c, link);
     l->nchunks++;
     wk_lifecycle_open(l, c);

@@ -10,7 +10,7 @@
 #include <inttypes.h>
 
 #include "hr_log.h"
-#include "wk_clock.h"
+#include "hr_clock.h"
 #include "wk_control.h"
 
 /* The renewal's answer.  The lease expired and may be someone else's now:
@@ -111,7 +111,7 @@ static void wk_lifecycle_ctl_read(void *ctx, const int64_t *tasks, const wk_chun
 {
     wk_lifecycle *l = ctx;
     wk_chunk *c, *next;
-    int64_t now = wk_clock_now_ms();
+    int64_t now = hr_clock_now_ms();
 
     l->reading_ctl = false;
     if (failed) {

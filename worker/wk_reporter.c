@@ -13,7 +13,7 @@
 
 #include "hr_finish.h"
 #include "hr_log.h"
-#include "wk_clock.h"
+#include "hr_clock.h"
 #include "hr_mysql.h"
 #include "hr_state.h"
 #include "hr_vec.h"
@@ -316,7 +316,7 @@ static void wk_reporter_keep(wk_reporter *rp, wk_wait_vec *keep, const wk_event 
     const wk_chunk_wait cw = {.ev = *ev, .since_ms = since_ms};
 
     if (hr_vec_push(keep, cw) != 0)
-        wk_reporter_give_up(rp, &cw, wk_clock_now_ms(), WK_WAIT_NO_MEMORY);
+        wk_reporter_give_up(rp, &cw, hr_clock_now_ms(), WK_WAIT_NO_MEMORY);
 }
 
 /* Writes chunk end EV into its push_chunk row; *MISSING tells that the row
@@ -432,7 +432,7 @@ static bool wk_reporter_waits(const wk_wait_vec *keep, const wk_event *ev)
 static int wk_reporter_write_chunks(wk_reporter *rp, const wk_event *evs, size_t n,
                                     wk_wait_vec *keep, char *errstr, size_t errlen)
 {
-    int64_t now_ms = wk_clock_now_ms();
+    int64_t now_ms = hr_clock_now_ms();
 
     for (size_t i = 0; i < n; i++) {
         const wk_event *ev = &evs[i];
@@ -640,7 +640,7 @@ static bool wk_reporter_should_wait(const wk_reporter *rp)
  * beyond WK_REPORTER_ROW_WAIT_MAX (all of them when ALL). */
 static void wk_reporter_prune(wk_reporter *rp, bool all)
 {
-    int64_t now_ms = wk_clock_now_ms();
+    int64_t now_ms = hr_clock_now_ms();
     size_t n = rp->waiting.n, kept = 0;
     size_t over = n > WK_REPORTER_ROW_WAIT_MAX ? n - WK_REPORTER_ROW_WAIT_MAX : 0;
 
@@ -679,10 +679,10 @@ static void *wk_reporter_main(void *arg)
                 ;
         }
         if (rp->stopping && stop_seen_ms < 0)
-            stop_seen_ms = wk_clock_now_ms();
+            stop_seen_ms = hr_clock_now_ms();
         if (rp->stopping && wk_reporter_idle(rp) &&
             (rp->waiting.n == 0 ||
-             wk_clock_now_ms() - stop_seen_ms > WK_REPORTER_STOP_ROW_WAIT_MS)) {
+             hr_clock_now_ms() - stop_seen_ms > WK_REPORTER_STOP_ROW_WAIT_MS)) {
             pthread_mutex_unlock(&rp->mu);
             wk_reporter_prune(rp, true);
             break;
@@ -692,7 +692,7 @@ static void *wk_reporter_main(void *arg)
         if (b.n == 0 && b.deltas.n == 0 && b.chunks.n == 0 && b.nfails == 0 && rp->waiting.n == 0)
             continue;
 
-        int64_t started_ms = wk_clock_now_ms();
+        int64_t started_ms = hr_clock_now_ms();
 
         if (wk_reporter_write(rp, &b, &keep, errstr, sizeof errstr) != 0) {
             /* Rolled back: the waiting ends stay as they were. */
@@ -705,7 +705,7 @@ static void *wk_reporter_main(void *arg)
             pthread_mutex_lock(&rp->mu);
             wk_reporter_giveback(rp, &b);
             if (stop_seen_ms >= 0 &&
-                wk_clock_now_ms() - stop_seen_ms > WK_REPORTER_STOP_GIVEUP_MS) {
+                hr_clock_now_ms() - stop_seen_ms > WK_REPORTER_STOP_GIVEUP_MS) {
                 hr_log_error("reporter_events_lost", "outcomes=%zu tasks=%zu chunks=%zu error=%s",
                              rp->count, rp->deltas.n, rp->chunks.n, errstr);
                 rp->count = rp->deltas.n = rp->chunks.n = rp->nfails = 0;
@@ -727,7 +727,7 @@ static void *wk_reporter_main(void *arg)
         hr_vec_free(&rp->waiting);
         rp->waiting = keep;
         wk_reporter_prune(rp, false);
-        hr_metrics_observe(rp->met->reporter_flush, (wk_clock_now_ms() - started_ms) / 1000.0);
+        hr_metrics_observe(rp->met->reporter_flush, (hr_clock_now_ms() - started_ms) / 1000.0);
         atomic_store(&rp->met->mysql_ok, true);
         if (rp->mysql_down)
             hr_log_info("reporter_mysql_up", "queued=%zu", b.n);

@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "hr_log.h"
-#include "wk_clock.h"
+#include "hr_clock.h"
 #include "hr_ratelimit.h"
 #include "wk_apns.h"
 #include "wk_fcm_auth.h"
@@ -71,7 +71,7 @@ static void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
     wk_push *push = x->p;
     const hr_channel *ch = chan->cfg;
     long code = 0;
-    int64_t now = wk_clock_now_ms();
+    int64_t now = hr_clock_now_ms();
     wk_push_result res = {.latency_ms = (int)(now - x->start_ms)};
     wk_provider_result v;
     char reason[sizeof v.reason + 32];
@@ -252,7 +252,7 @@ int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, wk_redis *rd, wk_metric
     s->done = done;
     s->ctx = ctx;
     if (getrandom(&s->rnd, sizeof s->rnd, 0) != (ssize_t)sizeof s->rnd || s->rnd == 0)
-        s->rnd = (uint64_t)wk_clock_now_ms() ^ ((uint64_t)getpid() << 32) ^ 1;
+        s->rnd = (uint64_t)hr_clock_now_ms() ^ ((uint64_t)getpid() << 32) ^ 1;
     s->chans = calloc(cfg->nchannels, sizeof *s->chans);
     if (s->chans == NULL)
         goto oom;

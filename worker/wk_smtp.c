@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "hr_base64.h"
+#include "hr_template.h" /* hr_utf8_valid */
 
 #define WK_SMTP_ADDR_MAX 254
 #define WK_SMTP_MSGID_MAX 128

@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hr_template.h" /* hr_buf */
+#include "hr_buf.h"
 #include "wk_provider.h"
 
 typedef struct wk_smtp_mail {

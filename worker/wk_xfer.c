@@ -15,7 +15,7 @@
 
 #include "hr_addr.h"
 #include "wk_apns.h"
-#include "wk_clock.h"
+#include "hr_clock.h"
 #include "wk_fcm.h"
 #include "wk_smtp.h"
 
@@ -244,7 +244,7 @@ static int wk_xfer_sign(wk_xfer *x, const wk_task *task, const char *uid, char *
     hr_buf *h = &x->req.headers;
     char id[96];
     size_t n = sizeof prefix - 1, ulen = strnlen(uid, 64), before;
-    int64_t now_s = wk_clock_now_ms() / 1000;
+    int64_t now_s = hr_clock_now_ms() / 1000;
 
     /* "herald-<task>-<uid>": the id is at most 20 digits, the uid is cut
      * at 64 bytes. */
@@ -305,7 +305,7 @@ static int wk_xfer_arm(wk_xfer *x, bool get, char *errstr, size_t errlen)
     hr_buf_reset(&x->resp);
     x->errbuf[0] = '\0';
     x->retry_after_s = -1;
-    x->start_ms = wk_clock_now_ms();
+    x->start_ms = hr_clock_now_ms();
     return 0;
 }
 
@@ -343,7 +343,7 @@ int wk_xfer_prepare_fcm(wk_xfer *x, const char *url, const char *bearer, const w
                         .ttl_s = (int)task->row->ttl_s,
                         .collapse_key = task->row->collapse_key,
                         .high_priority = task->row->priority == HR_PRIORITY_HIGH,
-                        .now_s = wk_clock_now_ms() / 1000};
+                        .now_s = hr_clock_now_ms() / 1000};
 
     if (wk_xfer_set_url(x, url, errstr, errlen) != 0 ||
         wk_task_render_texts(task, uid, user, &x->req.title, &x->req.text, errstr, errlen) != 0)
@@ -393,7 +393,7 @@ int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *ch, const char *base_url,
         .collapse_id = task->row->collapse_key,
         .apns_id = apns_id,
         .high_priority = ch->apns.high_priority && task->row->priority == HR_PRIORITY_HIGH,
-        .now_s = wk_clock_now_ms() / 1000};
+        .now_s = hr_clock_now_ms() / 1000};
 
     wk_xfer_apns_id(task->row->id, uid, device_token, apns_id);
     if (wk_task_render_texts(task, uid, user, &x->req.title, &x->req.text, errstr, errlen) != 0)
@@ -429,7 +429,7 @@ int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, 
                       .from_name = ch->smtp.from_name,
                       .to = to,
                       .message_id = id,
-                      .now_s = wk_clock_now_ms() / 1000};
+                      .now_s = hr_clock_now_ms() / 1000};
 
     if (wk_task_render_mail(task, uid, user, x->mail, errstr, errlen) != 0)
         return -1;
@@ -463,7 +463,7 @@ int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, 
     hr_buf_reset(&x->resp);
     x->errbuf[0] = '\0';
     x->retry_after_s = -1;
-    x->start_ms = wk_clock_now_ms();
+    x->start_ms = hr_clock_now_ms();
     return 0;
 }
 

@@ -25,7 +25,7 @@
 
 #include "hr_config.h"
 #include "hr_sign.h"
-#include "hr_template.h"
+#include "hr_buf.h"
 #include "wk_provider.h"
 #include "wk_task.h"
 

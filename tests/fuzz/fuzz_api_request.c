@@ -26,6 +26,7 @@
 
 #include "dsp_api.h"
 #include "hr_parse.h"
+#include "hr_template.h" /* hr_utf8_valid */
 
 #define FA_MAX_IDS 50
 #define FA_CONFIG                                          \

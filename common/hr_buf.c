@@ -1,0 +1,92 @@
+/* hr_buf: the growable output buffer with a hard cap chosen by its owner,
+ * which every renderer, signer and encoder writes into (curl's dynbuf is the
+ * model: a peer can make it grow, never past the cap).
+ *
+ * The data is kept NUL-terminated (the terminator is not counted in len and
+ * does not count against max), so a rendering can be handed to C string APIs
+ * as is.  The owner frees it with hr_buf_free. */
+#include "hr_buf.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+void hr_buf_init(hr_buf *b, size_t max)
+{
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+    b->max = max;
+}
+
+void hr_buf_reset(hr_buf *b)
+{
+    b->len = 0;
+    if (b->data != NULL)
+        b->data[0] = '\0';
+}
+
+void hr_buf_free(hr_buf *b)
+{
+    if (b == NULL)
+        return;
+    free(b->data);
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+}
+
+/* Makes room for N more bytes (plus the terminator); -1 past max or on
+ * allocation failure, the buffer then unchanged. */
+static int hr_buf_reserve(hr_buf *b, size_t n)
+{
+    if (n > b->max - b->len)
+        return -1;
+    size_t need = b->len + n;
+    if (need <= b->cap && b->data != NULL)
+        return 0;
+    size_t cap = b->cap < 256 ? 256 : b->cap;
+    while (cap < need)
+        cap = cap > SIZE_MAX / 4 ? need : cap * 2;
+    if (cap > b->max)
+        cap = b->max;
+    char *data = realloc(b->data, cap + 1);
+    if (data == NULL)
+        return -1;
+    b->data = data;
+    b->cap = cap;
+    return 0;
+}
+
+int hr_buf_append(hr_buf *b, const char *s, size_t n)
+{
+    if (n == 0)
+        return 0;
+    if (hr_buf_reserve(b, n) != 0)
+        return -1;
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+    return 0;
+}
+
+int hr_buf_append_i64(hr_buf *b, int64_t v)
+{
+    char digits[20], sign[1] = {'-'};
+    /* Through uint64_t, so INT64_MIN negates without overflow. */
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    size_t n = sizeof digits, before = b->len;
+
+    do {
+        digits[--n] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u > 0);
+    if ((v < 0 && hr_buf_append(b, sign, 1) != 0) ||
+        hr_buf_append(b, digits + n, sizeof digits - n) != 0) {
+        b->len = before;
+        if (b->data != NULL)
+            b->data[before] = '\0';
+        return -1;
+    }
+    return 0;
+}

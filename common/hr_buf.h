@@ -1,0 +1,24 @@
+/* hr_buf: a growable output buffer with a hard cap chosen by its owner;
+ * its data stays NUL-terminated.  See hr_buf.c. */
+#ifndef HR_BUF_H
+#define HR_BUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A growable output buffer with a hard cap chosen by its owner. */
+typedef struct hr_buf {
+    char *data;
+    size_t len, cap, max; /* max: the most it may grow to */
+} hr_buf;
+
+void hr_buf_init(hr_buf *b, size_t max);
+void hr_buf_reset(hr_buf *b);
+void hr_buf_free(hr_buf *b);
+/* 0, or -1 when the cap would be exceeded (the buffer is then unchanged). */
+int hr_buf_append(hr_buf *b, const char *s, size_t n);
+
+/* Appends V in decimal.  0, or -1 past the cap (B unchanged). */
+int hr_buf_append_i64(hr_buf *b, int64_t v);
+
+#endif

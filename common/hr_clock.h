@@ -1,0 +1,32 @@
+/* hr_clock: herald's two clocks, in milliseconds.
+ *
+ * hr_clock_now_ms is the wall clock, UTC milliseconds since the epoch: the
+ * unit of every timestamp herald stores or compares with another host's
+ * (hosts run NTP; docs/architecture.md says which clock decides what).
+ * hr_clock_mono_ms is CLOCK_MONOTONIC, for deadlines and intervals inside
+ * one process, which a step of the wall clock must not stretch or cut. */
+#ifndef HR_CLOCK_H
+#define HR_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+static inline int64_t hr_clock_ms(clockid_t clock)
+{
+    struct timespec ts;
+
+    clock_gettime(clock, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static inline int64_t hr_clock_now_ms(void)
+{
+    return hr_clock_ms(CLOCK_REALTIME);
+}
+
+static inline int64_t hr_clock_mono_ms(void)
+{
+    return hr_clock_ms(CLOCK_MONOTONIC);
+}
+
+#endif
