@@ -314,8 +314,8 @@ static void t_submit(t_run *r, size_t i, const char *path)
 {
     static const char body[] = "{\"aps\":{\"alert\":{\"title\":\"t\",\"body\":\"b\"}}}";
     static const wk_h2_nv headers[] = {
-        {"apns-topic", "org.herald.test", 10, 15},
-        {"apns-push-type", "alert", 14, 5},
+        {"apns-topic", "org.herald.test", 10, 15, false},
+        {"apns-push-type", "alert", 14, 5, true},
     };
     wk_h2_request rq = {.method = "POST",
                         .path = path,
@@ -712,13 +712,13 @@ static void test_refusals(void **state)
     conf.max_requests = 2;
     t_run_init(&r, &conf, 3);
     for (size_t i = 0; i < WK_H2_HEADERS_MAX + 1; i++)
-        many[i] = (wk_h2_nv){"x-h", "v", 3, 1};
+        many[i] = (wk_h2_nv){"x-h", "v", 3, 1, false};
     rq.headers = many;
     rq.nheaders = WK_H2_HEADERS_MAX + 1;
     rq.user = &r.slots[0];
     assert_int_equal(wk_h2_submit(r.h2, &rq, NULL, err, sizeof err), -1);
     memset(big, 'a', sizeof big);
-    many[0] = (wk_h2_nv){"x-big", big, 5, sizeof big};
+    many[0] = (wk_h2_nv){"x-big", big, 5, sizeof big, false};
     rq.nheaders = 1;
     assert_int_equal(wk_h2_submit(r.h2, &rq, NULL, err, sizeof err), -1);
     assert_non_null(strstr(err, "head"));

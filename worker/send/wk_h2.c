@@ -148,6 +148,7 @@ struct wk_h2 {
     char authority[300];
     char *ca_file;
     char keep[WK_H2_KEEP_MAX][64];
+    size_t keep_len[WK_H2_KEEP_MAX];
     bool literal; /* host is an IP address (no resolving, no SNI) */
     struct sockaddr_storage addr;
     socklen_t addrlen;
@@ -165,7 +166,7 @@ struct wk_h2 {
     TAILQ_HEAD(, wk_h2_conn) conns;
     TAILQ_HEAD(, wk_h2_req) queue, live, free;
     HR_VEC(wk_h2_req *) slabs;
-    size_t used; /* requests not FREE */
+    size_t used; /* requests submitted and not yet done (or cancelled) */
     size_t queued;
     wk_h2_stats st;
     uint8_t rbuf[WK_H2_READ_MAX];
@@ -214,7 +215,6 @@ static wk_h2_req *wk_h2_req_get(wk_h2 *h2)
     }
     req = TAILQ_FIRST(&h2->free);
     TAILQ_REMOVE(&h2->free, req, link);
-    h2->used++;
     return req;
 }
 
@@ -223,7 +223,6 @@ static void wk_h2_req_put(wk_h2 *h2, wk_h2_req *req)
     req->state = WK_H2_REQ_FREE;
     req->conn = NULL;
     TAILQ_INSERT_HEAD(&h2->free, req, link);
-    h2->used--;
 }
 
 /* Forgets what an attempt received, before the (next) attempt. */
@@ -278,6 +277,8 @@ static void wk_h2_req_done(wk_h2 *h2, wk_h2_req *req, wk_h2_err err, const char 
         h2->queued--;
     }
     req->done = NULL;
+    /* Not the caller's any more: its callback may submit in its place. */
+    h2->used--;
     if (req->state == WK_H2_REQ_STREAM) {
         req->state = WK_H2_REQ_ORPHAN;
         done(user, &resp);
@@ -527,7 +528,7 @@ static int wk_h2_on_header(nghttp2_session *sess, const nghttp2_frame *frame, co
     }
     for (size_t i = 0; i < h2->conf.nkeep; i++) {
         const char *k = h2->conf.keep[i];
-        if (strlen(k) != namelen || memcmp(k, name, namelen) != 0)
+        if (h2->keep_len[i] != namelen || memcmp(k, name, namelen) != 0)
             continue;
         if (valuelen > WK_H2_KEEP_VALUE_MAX) {
             snprintf(msg, sizeof msg, "response header %s over %d bytes", k, WK_H2_KEEP_VALUE_MAX);
@@ -1257,6 +1258,7 @@ int wk_h2_new(uv_loop_t *loop, const wk_h2_conf *conf, wk_h2 **out, char *errstr
             goto fail;
         }
         snprintf(h2->keep[i], sizeof h2->keep[i], "%s", conf->keep[i]);
+        h2->keep_len[i] = strlen(h2->keep[i]);
         h2->conf.keep[i] = h2->keep[i];
     }
     h2->ca_file = conf->ca_file != NULL ? strdup(conf->ca_file) : NULL;
@@ -1305,9 +1307,8 @@ int wk_h2_new(uv_loop_t *loop, const wk_h2_conf *conf, wk_h2 **out, char *errstr
     uv_prepare_init(loop, &h2->prepare);
     h2->prepare.data = h2;
     h2->handles++;
-    /* Neither keeps the loop alive on its own: requests do, through the
-     * connections' polls and the deadlines' timer while it runs. */
-    uv_unref((uv_handle_t *)&h2->prepare);
+    /* Both run only while there is work (a submission to start, a
+     * deadline), so an idle engine does not keep the loop alive. */
     *out = h2;
     return 0;
 fail:
@@ -1332,30 +1333,31 @@ void wk_h2_free(wk_h2 *h2)
     uv_close((uv_handle_t *)&h2->prepare, wk_h2_handle_closed);
 }
 
-/* Appends "NAME" (static) / VALUE (copied into REQ's head at *P) to REQ's
- * header array.  0, or -1 when the head is full. */
-static int wk_h2_req_nv(wk_h2_req *req, char **p, const char *name, size_t name_len, bool copy_name,
-                        const char *value, size_t value_len)
+/* Appends H to REQ's header array, its value (and, with COPY_NAME, its
+ * name; a pseudo-header's is static) copied into REQ's head at *P.  0, or
+ * -1 when the head is full. */
+static int wk_h2_req_nv(wk_h2_req *req, char **p, const wk_h2_nv *h, bool copy_name)
 {
     char *end = req->head + sizeof req->head;
     nghttp2_nv *nv = &req->nv[req->nnv];
 
-    if ((size_t)(end - *p) < (copy_name ? name_len : 0) + value_len)
+    if ((size_t)(end - *p) < (copy_name ? h->name_len : 0) + h->value_len)
         return -1;
     if (copy_name) {
-        memcpy(*p, name, name_len);
+        memcpy(*p, h->name, h->name_len);
         nv->name = (uint8_t *)*p;
-        *p += name_len;
+        *p += h->name_len;
     } else {
-        nv->name = (uint8_t *)name;
+        nv->name = (uint8_t *)h->name;
     }
-    memcpy(*p, value, value_len);
+    memcpy(*p, h->value, h->value_len);
     nv->value = (uint8_t *)*p;
-    *p += value_len;
-    nv->namelen = name_len;
-    nv->valuelen = value_len;
+    *p += h->value_len;
+    nv->namelen = h->name_len;
+    nv->valuelen = h->value_len;
     /* The strings stay in the slot until its stream is closed. */
-    nv->flags = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE;
+    nv->flags = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE |
+                (h->no_index ? NGHTTP2_NV_FLAG_NO_INDEX : 0);
     req->nnv++;
     return 0;
 }
@@ -1394,13 +1396,17 @@ int wk_h2_submit(wk_h2 *h2, const wk_h2_request *rq, wk_h2_req **out, char *errs
     }
     req->nnv = 0;
     p = req->head;
-    rv |= wk_h2_req_nv(req, &p, ":method", 7, false, rq->method, strlen(rq->method));
-    rv |= wk_h2_req_nv(req, &p, ":scheme", 7, false, "https", 5);
-    rv |= wk_h2_req_nv(req, &p, ":authority", 10, false, authority, strlen(authority));
-    rv |= wk_h2_req_nv(req, &p, ":path", 5, false, rq->path, strlen(rq->path));
+    /* nghttp2 never indexes a :path (a device token's is unique anyway). */
+    const wk_h2_nv pseudo[WK_H2_PSEUDO] = {
+        {":method", rq->method, 7, strlen(rq->method), false},
+        {":scheme", "https", 7, 5, false},
+        {":authority", authority, 10, strlen(authority), false},
+        {":path", rq->path, 5, strlen(rq->path), false},
+    };
+    for (size_t i = 0; i < WK_H2_PSEUDO; i++)
+        rv |= wk_h2_req_nv(req, &p, &pseudo[i], false);
     for (size_t i = 0; i < rq->nheaders && rv == 0; i++)
-        rv = wk_h2_req_nv(req, &p, rq->headers[i].name, rq->headers[i].name_len, true,
-                          rq->headers[i].value, rq->headers[i].value_len);
+        rv = wk_h2_req_nv(req, &p, &rq->headers[i], true);
     if (rv != 0) {
         wk_h2_req_put(h2, req);
         snprintf(errstr, errlen, "request head over %d bytes", WK_H2_HEAD_MAX);
@@ -1416,6 +1422,7 @@ int wk_h2_submit(wk_h2 *h2, const wk_h2_request *rq, wk_h2_req **out, char *errs
     req->state = WK_H2_REQ_QUEUED;
     TAILQ_INSERT_TAIL(&h2->queue, req, link);
     TAILQ_INSERT_TAIL(&h2->live, req, live);
+    h2->used++;
     h2->queued++;
     h2->st.requests++;
     wk_h2_pump_later(h2);
@@ -1426,6 +1433,9 @@ int wk_h2_submit(wk_h2 *h2, const wk_h2_request *rq, wk_h2_req **out, char *errs
 
 void wk_h2_cancel(wk_h2 *h2, wk_h2_req *req)
 {
+    if (req->state == WK_H2_REQ_QUEUED || req->state == WK_H2_REQ_STREAM ||
+        (req->state == WK_H2_REQ_ENDING && req->done != NULL))
+        h2->used--;
     switch (req->state) {
     case WK_H2_REQ_QUEUED:
         TAILQ_REMOVE(&h2->queue, req, link);

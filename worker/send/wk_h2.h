@@ -93,10 +93,14 @@ typedef struct wk_h2_conf {
 
 void wk_h2_conf_init(wk_h2_conf *conf);
 
-/* One request header; NAME lowercase (HTTP/2). */
+/* One request header; NAME lowercase (HTTP/2).  NO_INDEX for a value
+ * that differs on every request (apns-id): HPACK then sends it as a
+ * literal instead of adding it to the connection's table, where it would
+ * only push out the values that repeat (authorization, apns-topic). */
 typedef struct wk_h2_nv {
     const char *name, *value;
     size_t name_len, value_len;
+    bool no_index;
 } wk_h2_nv;
 
 typedef struct wk_h2_response {
