@@ -922,6 +922,9 @@ static wk_h2_err wk_h2_conn_connect(wk_h2_conn *conn, const struct sockaddr *sa,
     }
     conn->poll.data = conn;
     conn->poll_open = true;
+    /* The deadlines' timer keeps the loop alive while requests are live;
+     * an idle connection does not. */
+    uv_unref((uv_handle_t *)&conn->poll);
     conn->ssl = SSL_new(h2->ctx);
     if (conn->ssl == NULL || SSL_set_fd(conn->ssl, conn->fd) != 1 ||
         (!h2->literal && (SSL_set_tlsext_host_name(conn->ssl, h2->host) != 1 ||

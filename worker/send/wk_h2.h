@@ -36,6 +36,9 @@
  * allocations go through a size-class free list owned by the engine, so a
  * warmed-up engine makes no heap allocation per request.
  *
+ * The engine keeps the loop alive while requests are live, not while its
+ * connections are idle.
+ *
  * Threads: one; every call on the loop's thread.  The process ignores
  * SIGPIPE (herald-worker does): a write to a connection the peer reset
  * must fail, not kill it. */
