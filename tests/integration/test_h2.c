@@ -10,8 +10,10 @@
  *     that never answers (the request's timeout), SETTINGS with 1 and with
  *     1,000 concurrent streams, a TCP reset in the middle of a response,
  *     bodies and headers over their caps;
- *   - a wrong CA (refused at once), nothing listening, cancel and free
- *     with requests in flight, and the submission's refusals.
+ *   - a wrong CA (refused at once), nothing listening (and the next
+ *     attempt held back by the back-off), cancel and free with requests
+ *     in flight, an idle engine not keeping the loop alive, and the
+ *     submission's refusals.
  * Needs no stack; exits 77 without openssl, nghttpd or Debian's python3-h2.
  * Every wait is bounded. */
 #include <setjmp.h>
@@ -625,16 +627,31 @@ static void test_wrong_ca(void **state)
 static void test_nothing_listening(void **state)
 {
     wk_h2_conf conf;
+    wk_h2_stats st;
     t_run r;
+    uint64_t t1;
 
     (void)state;
     t_conf(&conf, t_free_port());
-    t_run_init(&r, &conf, 1);
+    conf.backoff_min_ms = 400;
+    t_run_init(&r, &conf, 2);
     t_submit(&r, 0, "/ok");
     t_wait(&r, 1);
     assert_int_equal(r.slots[0].err, WK_H2_E_CONNECT);
     assert_true(r.slots[0].unprocessed);
     assert_non_null(strstr(r.slots[0].msg, "refused"));
+    /* The next attempt waits out the slot's back-off (at least half of
+     * backoff_min_ms, jittered), then fails the same way. */
+    uv_update_time(&r.loop);
+    t1 = t_ms();
+    t_submit(&r, 1, "/ok");
+    t_wait(&r, 2);
+    assert_int_equal(r.slots[1].err, WK_H2_E_CONNECT);
+    if (r.slots[1].at_ms - t1 < 195 || r.slots[1].at_ms - t1 >= 10000)
+        fail_msg("the second attempt after %llu ms", (unsigned long long)(r.slots[1].at_ms - t1));
+    wk_h2_stats_get(r.h2, &st);
+    assert_int_equal(st.connects, 2);
+    assert_int_equal(st.connect_failures, 2);
     t_run_free(&r);
 }
 
