@@ -752,6 +752,17 @@ static void test_refusals(void **state)
     rq.nheaders = 1;
     assert_int_equal(wk_h2_submit(r.h2, &rq, NULL, err, sizeof err), -1);
     assert_non_null(strstr(err, "head"));
+    /* Headers a peer would answer by closing the connection: refused here. */
+    many[0] = (wk_h2_nv){"X-Upper", "v", 7, 1, false};
+    assert_int_equal(wk_h2_submit(r.h2, &rq, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "X-Upper"));
+    many[0] = (wk_h2_nv){"x-crlf", "a\r\nb: c", 6, 7, false};
+    assert_int_equal(wk_h2_submit(r.h2, &rq, NULL, err, sizeof err), -1);
+    assert_non_null(strstr(err, "x-crlf"));
+    rq.path = "/o\nk";
+    rq.nheaders = 0;
+    assert_int_equal(wk_h2_submit(r.h2, &rq, NULL, err, sizeof err), -1);
+    rq.path = "/ok";
     t_submit(&r, 0, "/ok");
     t_submit(&r, 1, "/ok");
     rq.nheaders = 0;

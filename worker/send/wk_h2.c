@@ -1336,16 +1336,54 @@ void wk_h2_free(wk_h2 *h2)
     uv_close((uv_handle_t *)&h2->prepare, wk_h2_handle_closed);
 }
 
+/* RFC 9110 token characters without upper case (HTTP/2 field names), as
+ * bitmaps of the characters 0..63 and 64..127. */
+#define WK_H2_BIT(c) (1ULL << ((c)&63))
+#define WK_H2_NAME_LO                                                                      \
+    (WK_H2_BIT('!') | WK_H2_BIT('#') | WK_H2_BIT('$') | WK_H2_BIT('%') | WK_H2_BIT('&') |  \
+     WK_H2_BIT('\'') | WK_H2_BIT('*') | WK_H2_BIT('+') | WK_H2_BIT('-') | WK_H2_BIT('.') | \
+     (0x3ffULL << '0'))
+#define WK_H2_NAME_HI                                                                     \
+    (WK_H2_BIT('^') | WK_H2_BIT('_') | WK_H2_BIT('`') | WK_H2_BIT('|') | WK_H2_BIT('~') | \
+     (0x3ffffffULL << ('a' - 64)))
+
+/* Whether the N bytes at S are an HTTP/2 field name.  (A bitmap, not
+ * nghttp2_check_header_name: its table walk cost 90 instructions a name.) */
+static bool wk_h2_name_ok(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned c = (unsigned char)s[i];
+        if (c >= 128 || !(((c < 64 ? WK_H2_NAME_LO : WK_H2_NAME_HI) >> (c & 63)) & 1))
+            return false;
+    }
+    return n > 0;
+}
+
 /* Appends H to REQ's header array, its value (and, with COPY_NAME, its
  * name; a pseudo-header's is static) copied into REQ's head at *P.  0, or
- * -1 when the head is full. */
-static int wk_h2_req_nv(wk_h2_req *req, char **p, const wk_h2_nv *h, bool copy_name)
+ * -1 with ERRSTR when the head is full or H is no valid HTTP/2 header: a
+ * name not lower-case token characters, a value (CHECK_VALUE: the caller's,
+ * not one the engine made) with NUL, CR or LF.  nghttp2 does not check
+ * what it sends, and a peer answers a bad header by closing the
+ * connection, with every other stream on it. */
+static int wk_h2_req_nv(wk_h2_req *req, char **p, const wk_h2_nv *h, bool copy_name,
+                        bool check_value, char *errstr, size_t errlen)
 {
     char *end = req->head + sizeof req->head;
     nghttp2_nv *nv = &req->nv[req->nnv];
 
-    if ((size_t)(end - *p) < (copy_name ? h->name_len : 0) + h->value_len)
+    if ((size_t)(end - *p) < (copy_name ? h->name_len : 0) + h->value_len) {
+        snprintf(errstr, errlen, "request head over %d bytes", WK_H2_HEAD_MAX);
         return -1;
+    }
+    if ((copy_name && !wk_h2_name_ok(h->name, h->name_len)) ||
+        (check_value && (memchr(h->value, '\0', h->value_len) != NULL ||
+                         memchr(h->value, '\r', h->value_len) != NULL ||
+                         memchr(h->value, '\n', h->value_len) != NULL))) {
+        snprintf(errstr, errlen, "request header %.*s is not a valid HTTP/2 header",
+                 (int)(h->name_len < 64 ? h->name_len : 64), h->name);
+        return -1;
+    }
     if (copy_name) {
         memcpy(*p, h->name, h->name_len);
         nv->name = (uint8_t *)*p;
@@ -1406,13 +1444,13 @@ int wk_h2_submit(wk_h2 *h2, const wk_h2_request *rq, wk_h2_req **out, char *errs
         {":authority", authority, 10, strlen(authority), false},
         {":path", rq->path, 5, strlen(rq->path), false},
     };
-    for (size_t i = 0; i < WK_H2_PSEUDO; i++)
-        rv |= wk_h2_req_nv(req, &p, &pseudo[i], false);
+    for (size_t i = 0; i < WK_H2_PSEUDO && rv == 0; i++)
+        rv = wk_h2_req_nv(req, &p, &pseudo[i], false, pseudo[i].value != h2->authority, errstr,
+                          errlen);
     for (size_t i = 0; i < rq->nheaders && rv == 0; i++)
-        rv = wk_h2_req_nv(req, &p, &rq->headers[i], true);
+        rv = wk_h2_req_nv(req, &p, &rq->headers[i], true, true, errstr, errlen);
     if (rv != 0) {
         wk_h2_req_put(h2, req);
-        snprintf(errstr, errlen, "request head over %d bytes", WK_H2_HEAD_MAX);
         return -1;
     }
     wk_h2_req_reset(req);

@@ -154,7 +154,9 @@ void wk_h2_free(wk_h2 *h2);
  * the latest before the loop next waits).  *OUT (when OUT is not NULL)
  * gets a handle for wk_h2_cancel, valid until the done callback.  0, or
  * -1 with ERRSTR: conf.max_requests reached, too many or too long
- * headers, the engine being freed; the callback is then never called. */
+ * headers, a header name not lower-case token characters or a value with
+ * NUL, CR or LF, the engine being freed; the callback is then never
+ * called. */
 int wk_h2_submit(wk_h2 *h2, const wk_h2_request *rq, wk_h2_req **out, char *errstr, size_t errlen);
 
 /* Drops REQ (not yet done): its stream is reset if it started, and its
