@@ -43,6 +43,10 @@
 
 /* ---- the tables ----------------------------------------------------- */
 
+static int cfg_apply_client_keys(const cfg_ctx *ctx, const cfg_key *k, void *base,
+                                 const cfg_node *node, const char *path);
+static void cfg_client_key_clear(void *item);
+
 static const cfg_key cfg_log_keys[] = {
     K_CHOICE("level", hr_config, log.level, "info", cfg_choose_level, "debug, info, warn, error"),
     K_CHOICE("format", hr_config, log.format, "logfmt", cfg_choose_format, "logfmt, json"),
@@ -92,8 +96,8 @@ static const cfg_key cfg_client_key_keys[] = {
 
 static const cfg_key cfg_api_keys[] = {
     K_LIST("tokens", CFG_T_STRLIST, hr_config, dispatcher.api.tokens, dispatcher.api.ntokens),
-    K_LIST("client_keys", CFG_T_CLIENT_KEYS, hr_config, dispatcher.api.client_keys,
-           dispatcher.api.nclient_keys),
+    K_RECORDS("client_keys", hr_config, dispatcher.api.client_keys, dispatcher.api.nclient_keys,
+              hr_client_key, cfg_apply_client_keys, cfg_client_key_clear),
     K_INT("pull_per_minute", hr_config, dispatcher.api.pull_per_minute, 1, 100000, 60),
     K_LONG("max_body_bytes", hr_config, dispatcher.api.max_body_bytes, 1024, 67108864, 1048576),
     K_INT("max_ids", hr_config, dispatcher.api.max_ids, 1, 100000, 10000),
@@ -141,7 +145,8 @@ static const cfg_key cfg_top_keys[] = {
     K_SECTION("kafka", cfg_kafka_keys),
     K_SECTION("dispatcher", cfg_dispatcher_keys),
     K_SECTION("worker", cfg_worker_keys),
-    K_LIST("channels", CFG_T_CHANNELS, hr_config, channels, nchannels),
+    K_RECORDS("channels", hr_config, channels, nchannels, hr_channel, cfg_apply_channels,
+              cfg_channel_clear),
     K_END,
 };
 
@@ -203,21 +208,12 @@ void cfg_clear(const cfg_key *keys, void *base)
             *(int **)field = NULL;
             *CFG_COUNT(base, k) = 0;
             break;
-        case CFG_T_CLIENT_KEYS: {
-            hr_client_key *ck = *(hr_client_key **)field;
+        case CFG_T_RECORDS: {
+            char *items = *(void **)field;
             for (size_t i = 0; i < *CFG_COUNT(base, k); i++)
-                cfg_clear(cfg_client_key_keys, &ck[i]);
-            free(ck);
-            *(hr_client_key **)field = NULL;
-            *CFG_COUNT(base, k) = 0;
-            break;
-        }
-        case CFG_T_CHANNELS: {
-            hr_channel *chs = *(hr_channel **)field;
-            for (size_t i = 0; i < *CFG_COUNT(base, k); i++)
-                cfg_channel_clear(&chs[i]);
-            free(chs);
-            *(hr_channel **)field = NULL;
+                k->clear_item(items + i * k->size);
+            free(items);
+            *(void **)field = NULL;
             *CFG_COUNT(base, k) = 0;
             break;
         }
@@ -237,6 +233,11 @@ void hr_config_free(hr_config *cfg)
     cfg_clear(cfg_top_keys, cfg);
     free(cfg->path);
     free(cfg);
+}
+
+static void cfg_client_key_clear(void *item)
+{
+    cfg_clear(cfg_client_key_keys, item);
 }
 
 static bool cfg_key_id_ok(const char *id)
@@ -321,10 +322,8 @@ static int cfg_apply_key(const cfg_ctx *ctx, const cfg_key *k, void *base, const
         return cfg_apply_kvmap(ctx, k, base, node, path);
     case CFG_T_CODES:
         return cfg_apply_codes(ctx, k, base, node, path);
-    case CFG_T_CHANNELS:
-        return cfg_apply_channels(ctx, k, base, node);
-    case CFG_T_CLIENT_KEYS:
-        return cfg_apply_client_keys(ctx, k, base, node, path);
+    case CFG_T_RECORDS:
+        return k->apply(ctx, k, base, node, path);
     default:
         if (cfg_scalar_text(ctx, node, path, cfg_type_name(k->type), &text) < 0)
             return -1;

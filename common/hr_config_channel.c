@@ -128,8 +128,10 @@ static const struct {
     {HR_CHANNEL_SMTP, "from"},
 };
 
-void cfg_channel_clear(hr_channel *ch)
+void cfg_channel_clear(void *item)
 {
+    hr_channel *ch = item;
+
     cfg_clear(cfg_channel_keys, ch);
     free(ch->name);
     ch->name = NULL;
@@ -277,11 +279,14 @@ oom:
     return cfg_err(ctx, name->line, name->col, "out of memory");
 }
 
-int cfg_apply_channels(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node)
+int cfg_apply_channels(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node,
+                       const char *path)
 {
     hr_channel **chs = CFG_FIELD(base, k);
     size_t *count = CFG_COUNT(base, k);
     char detail[CFG_WHY];
+
+    (void)path;
 
     if (cfg_node_is_null(node) || (node->type == CFG_MAP && node->items.n == 0))
         return cfg_err(ctx, node->line, node->col,

@@ -82,18 +82,19 @@ int cfg_choose_priority(void *field, const char *text);
 /* ---- the key tables (hr_config.c, hr_config_channel.c) --------------- */
 
 typedef enum cfg_type {
-    CFG_T_STR,         /* char *; min 1 = must not be empty; check() validates */
-    CFG_T_INT,         /* int in min..max */
-    CFG_T_LONG,        /* long in min..max */
-    CFG_T_BOOL,        /* bool */
-    CFG_T_CHOICE,      /* one of `allowed`, stored by choose() */
-    CFG_T_SECTION,     /* a mapping described by `sub`, same base */
-    CFG_T_STRLIST,     /* char ** + size_t count; empty strings dropped; check() each item;
-                        * an env override is one comma-separated string */
-    CFG_T_KVMAP,       /* hr_kv * + size_t count; string -> scalar */
-    CFG_T_CODES,       /* int * + size_t count; HTTP status codes */
-    CFG_T_CHANNELS,    /* hr_channel * + size_t count; name -> channel mapping */
-    CFG_T_CLIENT_KEYS, /* hr_client_key * + size_t count; a sequence of {id, secret|secret_file} */
+    CFG_T_STR,     /* char *; min 1 = must not be empty; check() validates */
+    CFG_T_INT,     /* int in min..max */
+    CFG_T_LONG,    /* long in min..max */
+    CFG_T_BOOL,    /* bool */
+    CFG_T_CHOICE,  /* one of `allowed`, stored by choose() */
+    CFG_T_SECTION, /* a mapping described by `sub`, same base */
+    CFG_T_STRLIST, /* char ** + size_t count; empty strings dropped; check() each item;
+                    * an env override is one comma-separated string */
+    CFG_T_KVMAP,   /* hr_kv * + size_t count; string -> scalar */
+    CFG_T_CODES,   /* int * + size_t count; HTTP status codes */
+    CFG_T_RECORDS, /* an array of `size`-byte records + size_t count, read by apply()
+                    * and each record freed by clear_item() (channels, client keys):
+                    * the walk calls the module that owns the records, not the reverse */
 } cfg_type;
 
 typedef struct cfg_key {
@@ -108,6 +109,10 @@ typedef struct cfg_key {
     int (*check_kv)(const char *key, const char *value, char *errstr, size_t errlen);
     const char *allowed; /* CFG_T_CHOICE, for messages */
     const struct cfg_key *sub;
+    size_t size; /* CFG_T_RECORDS: one record */
+    int (*apply)(const cfg_ctx *ctx, const struct cfg_key *k, void *base, const cfg_node *node,
+                 const char *path);
+    void (*clear_item)(void *item);
 } cfg_key;
 
 /* A table's entries: key name N of type T's field F. */
@@ -149,6 +154,11 @@ typedef struct cfg_key {
         .name = n, .type = CFG_T_KVMAP, .off = offsetof(T, f), .count_off = offsetof(T, count), \
         .check_kv = fn                                                                          \
     }
+#define K_RECORDS(n, T, f, count, R, apply_fn, clear_fn)                                          \
+    {                                                                                             \
+        .name = n, .type = CFG_T_RECORDS, .off = offsetof(T, f), .count_off = offsetof(T, count), \
+        .size = sizeof(R), .apply = apply_fn, .clear_item = clear_fn                              \
+    }
 #define K_END        \
     {                \
         .name = NULL \
@@ -182,11 +192,13 @@ void cfg_clear(const cfg_key *keys, void *base);
  * in messages. */
 int cfg_apply_map(const cfg_ctx *ctx, const cfg_key *keys, void *base, const cfg_node *map,
                   const char *where);
-/* Frees one channel's fields and name. */
-void cfg_channel_clear(hr_channel *ch);
+/* Frees one channel's (an hr_channel's) fields and name. */
+void cfg_channel_clear(void *item);
 /* A secret file (at most 4 KiB) into *OUT without its final line break. */
 int cfg_read_secret(const char *path, char **out, char *errstr, size_t errlen);
-/* The channels mapping NODE into the channel list K describes in BASE. */
-int cfg_apply_channels(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node);
+/* The channels mapping NODE into the channel list K describes in BASE
+ * (PATH is "channels", which the messages spell). */
+int cfg_apply_channels(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node,
+                       const char *path);
 
 #endif

@@ -496,7 +496,6 @@ const char *cfg_type_name(cfg_type t)
         return "a string";
     case CFG_T_STRLIST:
     case CFG_T_CODES:
-    case CFG_T_CLIENT_KEYS:
         return "a sequence";
     default:
         return "a mapping";
