@@ -2,10 +2,11 @@
  *
  * The file is read with libyaml's event parser into an hr_config that the
  * caller owns and releases with hr_config_free().  Every key is described by
- * one table in hr_config.c (name, type, bounds, default), in the manner of
- * redis' static_configs[]: unknown keys, wrong types and out-of-range values
- * are errors reported as "file:line:column: message" (1-based, pointing at
- * the offending node), and the binaries exit 2 on them.
+ * one table (name, type, bounds, default; hr_config.c, a channel's in
+ * hr_config_channel.c), in the manner of redis' static_configs[]: unknown
+ * keys, wrong types and out-of-range values are errors reported as
+ * "file:line:column: message" (1-based, pointing at the offending node),
+ * and the binaries exit 2 on them.
  *
  * Scalars may contain ${VAR} and ${VAR:-default}; a ${VAR} whose variable is
  * unset is an error.  After the file is read, environment variables override

@@ -279,8 +279,8 @@ int cfg_check_unsubscribe(const char *text, char *errstr, size_t errlen)
 
 /* ---- choices: a name in the file -> its index ----------------------- */
 
-/* The index of TEXT among the N NAMES, or -1: what every choice below
- * maps to its enum or bool. */
+/* The index of TEXT among the N NAMES, or -1: what every choice of the
+ * tables (cfg_key.choose) maps to its enum or bool. */
 int cfg_choice(const char *text, const char *const *names, size_t n)
 {
     for (size_t i = 0; i < n; i++)

@@ -26,10 +26,12 @@ int cfg_check_mailbox(const char *text, char *errstr, size_t errlen);
 int cfg_check_apple_id(const char *text, char *errstr, size_t errlen);
 int cfg_check_unsubscribe(const char *text, char *errstr, size_t errlen);
 
-/* The index of TEXT among the N NAMES, or -1: what every choice below
- * maps to its enum or bool. */
+/* The index of TEXT among the N NAMES, or -1: what every choice of the
+ * tables (cfg_key.choose) maps to its enum or bool. */
 int cfg_choice(const char *text, const char *const *names, size_t n);
 
+/* cfg_choice over names written in place, e.g. with designated indexes
+ * CFG_CHOICE(text, [HR_APNS_ALERT] = "alert", [HR_APNS_BACKGROUND] = "background"). */
 #define CFG_CHOICE(text, ...)                            \
     cfg_choice(text, (const char *const[]){__VA_ARGS__}, \
                sizeof((const char *const[]){__VA_ARGS__}) / sizeof(const char *))
