@@ -41,7 +41,6 @@
 #define HR_TASK_LOCAL_COLUMNS \
     "local_time, default_tz, TIME_TO_SEC(window_start), TIME_TO_SEC(window_end), window_tz"
 #define HR_TASK_EAST_MAX_S 50400 /* UTC+14 (Pacific/Kiritimati) */
-#define HR_TASK_FIRST_DUE_SQL "(due_at - INTERVAL (local_time * 50400) SECOND)"
 
 #define HR_TASK_MAX_WINDOW_S 2678400 /* 31 days */
 #define HR_TASK_MAX_CHUNK 100000
