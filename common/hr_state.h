@@ -51,6 +51,10 @@ typedef struct hr_outcomes {
 
 #define HR_OUTCOMES_UNKNOWN ((hr_outcomes){-1, -1, -1, -1, -1, -1, -1, -1})
 
+/* The earliest instant a task can be due anywhere, as SQL over push_task:
+ * due_at, or for a local_time task its wall time in UTC+14
+ * (HR_TASK_EAST_MAX_S, hr_task.h); the scanner, the poller and the claim's
+ * guard use it instead of due_at. */
 #define HR_TASK_FIRST_DUE_SQL "(due_at - INTERVAL (local_time * 50400) SECOND)"
 
 /* "scheduled", "dispatching", ...; "?" for a value out of range. */
