@@ -23,25 +23,49 @@
  * have, and its URL's scheme (cfg_channel_type_check); an smtp
  * password_file is read at load into the password.
  *
- * The channels' tables and checks are hr_config_channel.c's.
+ * The channels' tables and checks are hr_config_channel.c's; the tree is
+ * hr_config_yaml.c's, the walk of the tables hr_config_key.c's, the checks
+ * of single values hr_config_value.c's, reading files hr_config_file.c's.
  *
  * Ownership: the tree belongs to the load call and is freed before it
  * returns; every string and array in hr_config belongs to the hr_config. */
 #include "hr_config.h"
 
-#include "hr_config_int.h"
-
-#include <errno.h>
-#include <fcntl.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
+#include "hr_config_key.h"
+#include "hr_config_value.h"
+
+#define CFG_MAX_FILE (16u * 1024 * 1024) /* a config is a few KiB */
+
+/* ---- choices of the log section ------------------------------------- */
+
+static int cfg_choose_level(void *field, const char *text)
+{
+    int level = hr_log_level_parse(text);
+    if (level < 0)
+        return -1;
+    *(int *)field = level;
+    return 0;
+}
+
+static int cfg_choose_format(void *field, const char *text)
+{
+    int i = CFG_CHOICE(text, [HR_LOG_FORMAT_LOGFMT] = "logfmt", [HR_LOG_FORMAT_JSON] = "json");
+    if (i < 0)
+        return -1;
+    *(hr_log_format *)field = (hr_log_format)i;
+    return 0;
+}
+
 /* ---- the tables ----------------------------------------------------- */
+
+static int cfg_apply_client_keys(const cfg_ctx *ctx, const cfg_key *k, void *base,
+                                 const cfg_node *node, const char *path);
+static void cfg_client_key_clear(void *item);
 
 static const cfg_key cfg_log_keys[] = {
     K_CHOICE("level", hr_config, log.level, "info", cfg_choose_level, "debug, info, warn, error"),
@@ -92,8 +116,8 @@ static const cfg_key cfg_client_key_keys[] = {
 
 static const cfg_key cfg_api_keys[] = {
     K_LIST("tokens", CFG_T_STRLIST, hr_config, dispatcher.api.tokens, dispatcher.api.ntokens),
-    K_LIST("client_keys", CFG_T_CLIENT_KEYS, hr_config, dispatcher.api.client_keys,
-           dispatcher.api.nclient_keys),
+    K_RECORDS("client_keys", hr_config, dispatcher.api.client_keys, dispatcher.api.nclient_keys,
+              hr_client_key, cfg_apply_client_keys, cfg_client_key_clear),
     K_INT("pull_per_minute", hr_config, dispatcher.api.pull_per_minute, 1, 100000, 60),
     K_LONG("max_body_bytes", hr_config, dispatcher.api.max_body_bytes, 1024, 67108864, 1048576),
     K_INT("max_ids", hr_config, dispatcher.api.max_ids, 1, 100000, 10000),
@@ -141,7 +165,8 @@ static const cfg_key cfg_top_keys[] = {
     K_SECTION("kafka", cfg_kafka_keys),
     K_SECTION("dispatcher", cfg_dispatcher_keys),
     K_SECTION("worker", cfg_worker_keys),
-    K_LIST("channels", CFG_T_CHANNELS, hr_config, channels, nchannels),
+    K_RECORDS("channels", hr_config, channels, nchannels, hr_channel, cfg_apply_channels,
+              cfg_channel_clear),
     K_END,
 };
 
@@ -164,72 +189,6 @@ static const struct {
     {"HERALD_KAFKA_BROKERS", cfg_kafka_keys, "brokers"},
 };
 
-/* ---- freeing, through the tables ------------------------------------ */
-
-void cfg_clear(const cfg_key *keys, void *base)
-{
-    for (const cfg_key *k = keys; k->name != NULL; k++) {
-        void *field = CFG_FIELD(base, k);
-        switch (k->type) {
-        case CFG_T_STR:
-            free(*(char **)field);
-            *(char **)field = NULL;
-            break;
-        case CFG_T_SECTION:
-            cfg_clear(k->sub, base);
-            break;
-        case CFG_T_STRLIST: {
-            char **list = *(char ***)field;
-            for (size_t i = 0; i < *CFG_COUNT(base, k); i++)
-                free(list[i]);
-            free(list);
-            *(char ***)field = NULL;
-            *CFG_COUNT(base, k) = 0;
-            break;
-        }
-        case CFG_T_KVMAP: {
-            hr_kv *kv = *(hr_kv **)field;
-            for (size_t i = 0; i < *CFG_COUNT(base, k); i++) {
-                free(kv[i].key);
-                free(kv[i].value);
-            }
-            free(kv);
-            *(hr_kv **)field = NULL;
-            *CFG_COUNT(base, k) = 0;
-            break;
-        }
-        case CFG_T_CODES:
-            free(*(int **)field);
-            *(int **)field = NULL;
-            *CFG_COUNT(base, k) = 0;
-            break;
-        case CFG_T_CLIENT_KEYS: {
-            hr_client_key *ck = *(hr_client_key **)field;
-            for (size_t i = 0; i < *CFG_COUNT(base, k); i++)
-                cfg_clear(cfg_client_key_keys, &ck[i]);
-            free(ck);
-            *(hr_client_key **)field = NULL;
-            *CFG_COUNT(base, k) = 0;
-            break;
-        }
-        case CFG_T_CHANNELS: {
-            hr_channel *chs = *(hr_channel **)field;
-            for (size_t i = 0; i < *CFG_COUNT(base, k); i++)
-                cfg_channel_clear(&chs[i]);
-            free(chs);
-            *(hr_channel **)field = NULL;
-            *CFG_COUNT(base, k) = 0;
-            break;
-        }
-        case CFG_T_INT:
-        case CFG_T_LONG:
-        case CFG_T_BOOL:
-        case CFG_T_CHOICE:
-            break;
-        }
-    }
-}
-
 void hr_config_free(hr_config *cfg)
 {
     if (cfg == NULL)
@@ -237,6 +196,11 @@ void hr_config_free(hr_config *cfg)
     cfg_clear(cfg_top_keys, cfg);
     free(cfg->path);
     free(cfg);
+}
+
+static void cfg_client_key_clear(void *item)
+{
+    cfg_clear(cfg_client_key_keys, item);
 }
 
 static bool cfg_key_id_ok(const char *id)
@@ -301,70 +265,6 @@ static int cfg_apply_client_keys(const cfg_ctx *ctx, const cfg_key *k, void *bas
                            "%s: the secret of key \"%s\" is %zu bytes; at least %d (e.g. "
                            "openssl rand -hex 32)",
                            where, key->id, strlen(key->secret), HR_CLIENT_SECRET_MIN);
-    }
-    return 0;
-}
-
-static int cfg_apply_key(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node,
-                         const char *path)
-{
-    char detail[CFG_WHY];
-    char *text = NULL;
-    int rc;
-
-    switch (k->type) {
-    case CFG_T_SECTION:
-        return cfg_apply_map(ctx, k->sub, base, node, path);
-    case CFG_T_STRLIST:
-        return cfg_apply_strlist(ctx, k, base, node, path);
-    case CFG_T_KVMAP:
-        return cfg_apply_kvmap(ctx, k, base, node, path);
-    case CFG_T_CODES:
-        return cfg_apply_codes(ctx, k, base, node, path);
-    case CFG_T_CHANNELS:
-        return cfg_apply_channels(ctx, k, base, node);
-    case CFG_T_CLIENT_KEYS:
-        return cfg_apply_client_keys(ctx, k, base, node, path);
-    default:
-        if (cfg_scalar_text(ctx, node, path, cfg_type_name(k->type), &text) < 0)
-            return -1;
-        rc = cfg_set_scalar(k, base, text, detail, sizeof(detail));
-        free(text);
-        if (rc < 0)
-            return cfg_err(ctx, node->line, node->col, "%s: %s", path, detail);
-        return 0;
-    }
-}
-
-/* Applies mapping MAP to the keys of one section; WHERE ("" at the top,
- * "mysql", "channels.webhook.retry") prefixes key paths in messages.  A null
- * value (`log:` with nothing after it) is an empty section. */
-int cfg_apply_map(const cfg_ctx *ctx, const cfg_key *keys, void *base, const cfg_node *map,
-                  const char *where)
-{
-    if (cfg_node_is_null(map))
-        return 0;
-    if (map->type != CFG_MAP)
-        return cfg_err(ctx, map->line, map->col, "%s: expected a mapping, got %s", where,
-                       cfg_node_kind(map));
-    for (size_t i = 0; i + 1 < map->items.n; i += 2) {
-        const cfg_node *key = map->items.v[i], *val = map->items.v[i + 1];
-        const cfg_key *k = keys;
-        while (k->name != NULL && strcmp(k->name, key->value) != 0)
-            k++;
-        if (k->name == NULL) {
-            char expected[CFG_WHY] = "";
-            size_t n = 0;
-            for (const cfg_key *e = keys; e->name != NULL && n < sizeof(expected); e++)
-                n += (size_t)snprintf(expected + n, sizeof(expected) - n, "%s%s",
-                                      e == keys ? "" : ", ", e->name);
-            return cfg_err(ctx, key->line, key->col, "unknown key \"%.64s\" %s%s (expected: %s)",
-                           key->value, where[0] ? "in " : "at the top level", where, expected);
-        }
-        char path[CFG_WHY];
-        snprintf(path, sizeof(path), "%.150s%s%s", where, where[0] ? "." : "", k->name);
-        if (cfg_apply_key(ctx, k, base, val, path) < 0)
-            return -1;
     }
     return 0;
 }
@@ -474,60 +374,6 @@ int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_con
 out:
     hr_config_free(cfg);
     cfg_node_free(root);
-    return rc;
-}
-
-int hr_config_read_file(const char *path, size_t max, char **out, size_t *len, char *errstr,
-                        size_t errlen)
-{
-    char *text = NULL;
-    struct stat st;
-    int fd = -1, rc = -1;
-
-    *out = NULL;
-    *len = 0;
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        snprintf(errstr, errlen, "%s: cannot open: %s", path, strerror(errno));
-        goto out;
-    }
-    if (fstat(fd, &st) < 0) {
-        snprintf(errstr, errlen, "%s: cannot read: %s", path, strerror(errno));
-        goto out;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        snprintf(errstr, errlen, "%s: cannot read: not a regular file", path);
-        goto out;
-    }
-    if ((uintmax_t)st.st_size > max) {
-        snprintf(errstr, errlen, "%s: larger than %zu bytes", path, max);
-        goto out;
-    }
-    text = malloc((size_t)st.st_size + 1);
-    if (text == NULL) {
-        snprintf(errstr, errlen, "%s: out of memory", path);
-        goto out;
-    }
-    while (*len < (size_t)st.st_size) {
-        ssize_t n = read(fd, text + *len, (size_t)st.st_size - *len);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            snprintf(errstr, errlen, "%s: cannot read: %s", path, strerror(errno));
-            goto out;
-        }
-        if (n == 0)
-            break;
-        *len += (size_t)n;
-    }
-    text[*len] = '\0';
-    *out = text;
-    text = NULL;
-    rc = 0;
-out:
-    free(text);
-    if (fd >= 0)
-        close(fd);
     return rc;
 }
 

@@ -2,10 +2,11 @@
  *
  * The file is read with libyaml's event parser into an hr_config that the
  * caller owns and releases with hr_config_free().  Every key is described by
- * one table in hr_config.c (name, type, bounds, default), in the manner of
- * redis' static_configs[]: unknown keys, wrong types and out-of-range values
- * are errors reported as "file:line:column: message" (1-based, pointing at
- * the offending node), and the binaries exit 2 on them.
+ * one table (name, type, bounds, default; hr_config.c, a channel's in
+ * hr_config_channel.c), in the manner of redis' static_configs[]: unknown
+ * keys, wrong types and out-of-range values are errors reported as
+ * "file:line:column: message" (1-based, pointing at the offending node),
+ * and the binaries exit 2 on them.
  *
  * Scalars may contain ${VAR} and ${VAR:-default}; a ${VAR} whose variable is
  * unset is an error.  After the file is read, environment variables override
@@ -20,87 +21,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* An ordered key/value pair (HTTP headers, librdkafka properties). */
-typedef struct hr_kv {
-    char *key;
-    char *value;
-} hr_kv;
-
-typedef enum hr_log_format { HR_LOG_FORMAT_LOGFMT = 0, HR_LOG_FORMAT_JSON = 1 } hr_log_format;
-
-typedef enum hr_throttle_mode {
-    HR_THROTTLE_ENFORCE = 0, /* throttled recipients are not pushed */
-    HR_THROTTLE_SHADOW = 1,  /* counted as would-be throttled, pushed anyway */
-} hr_throttle_mode;
-
-/* What a channel talks to: its requests, its answers and its addresses. */
-typedef enum hr_channel_type {
-    HR_CHANNEL_WEBHOOK = 0, /* an HTTP template of the operator's (the default) */
-    HR_CHANNEL_FCM = 1,     /* Firebase Cloud Messaging HTTP v1 */
-    HR_CHANNEL_APNS = 2,    /* Apple Push Notification service over HTTP/2 */
-    HR_CHANNEL_SMTP = 3,    /* e-mail through an SMTP relay */
-} hr_channel_type;
-
-typedef enum hr_apns_push { HR_APNS_ALERT = 0, HR_APNS_BACKGROUND = 1 } hr_apns_push;
-
-/* Keys marked (webhook), (fcm), (apns) or (smtp) belong to that type: a
- * channel of another type that writes them is refused. */
-typedef struct hr_channel {
-    char *name;           /* map key under channels: */
-    hr_channel_type type; /* type: webhook (default) | fcm | apns | smtp */
-    /* webhook: http(s):// absolute URL, template allowed, required;
-     * fcm / apns: http(s):// base URL without templates, NULL = the
-     * provider's; smtp: smtp:// (STARTTLS) or smtps:// relay, required */
-    char *url;
-    char *method;   /* (webhook) GET POST PUT PATCH; default POST */
-    hr_kv *headers; /* values may be templates */
-    size_t nheaders;
-    char *body;      /* body template; default the DESIGN.md webhook body */
-    int concurrency; /* requests in flight per worker, 1..10000, default 256 */
-    long rate_limit; /* pushes/s across the cluster, 0 = none, 0..10000000 */
-    long
-        throughput; /* pushes/s the provider was measured to take (admission control), 0 = unknown */
-    int timeout_ms;                 /* per request, 1..600000, default 5000 */
-    bool http2;                     /* negotiate HTTP/2 (h2c prior knowledge on http://) */
-    int retry_max_attempts;         /* 1..100, default 5 */
-    int retry_backoff_ms;           /* first backoff, 1..3600000, default 200 */
-    int retry_max_backoff_ms;       /* cap, >= backoff_ms, default 30000 */
-    int *success;                   /* HTTP codes that mean delivered, each 100..599 */
-    size_t nsuccess;                /* default 200 201 202 204 */
-    bool json_escape;               /* escape: json (default) | none */
-    hr_throttle_mode throttle_mode; /* throttle: enforce (default) | shadow */
-    char *ca_file;                  /* optional CA bundle for https providers */
-    bool tls_verify;                /* default true */
-    /* (webhook) Standard Webhooks secrets "whsec_<base64>", 0..2 (signing
-     * is off when none; two while one is rotated out) */
-    char **signing_secrets;
-    size_t nsigning_secrets;
-    struct {
-        char *service_account_file; /* Google's service-account JSON key, required */
-        char *token_uri;            /* http(s) URL; NULL = the account's token_uri */
-    } fcm;
-    struct {
-        char *key_file;         /* the .p8 signing key (PEM, P-256), required */
-        char *key_id;           /* 10 characters, required */
-        char *team_id;          /* 10 characters, required */
-        char *topic;            /* the app's bundle id, required */
-        hr_apns_push push_type; /* push_type: alert (default) | background */
-        bool high_priority;     /* priority: high (default, 10) | normal (5) */
-        int connections;        /* HTTP/2 connections per worker, 1..16, default 2 */
-    } apns;
-    struct {
-        char *username;         /* AUTH; NULL = no AUTH */
-        char *password;         /* from password (use ${VAR}) or password_file; never logged */
-        char *password_file;    /* read at load into password, then NULL */
-        char *from;             /* addr-spec local@domain, required */
-        char *from_name;        /* display name, optional */
-        char *subject;          /* template, default "{{title}}" */
-        char *text;             /* text/plain template, default "{{body}}"; "" = none */
-        char *html;             /* text/html template; NULL = none */
-        char *list_unsubscribe; /* https:// or mailto: template; NULL = no header */
-        bool require_starttls;  /* smtp://: refuse a relay without STARTTLS, default true */
-    } smtp;
-} hr_channel;
+#include "hr_config_channel.h"
+#include "hr_config_file.h"
+#include "hr_kv.h"
+#include "hr_log.h"
 
 #define HR_CLIENT_KEYS_MAX 2
 #define HR_CLIENT_SECRET_MIN 32 /* bytes: an HMAC-SHA256 key of a guessable size is no key */
@@ -202,15 +126,6 @@ int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_con
                           char *errstr, size_t errlen);
 
 void hr_config_free(hr_config *cfg);
-
-/* The name of type T as written in the file ("webhook", "fcm", ...). */
-const char *hr_channel_type_name(hr_channel_type t);
-
-/* Reads the whole regular file PATH, at most MAX bytes, into *OUT (NUL
- * added; the caller frees) and its length *LEN.  0, or -1 with ERRSTR
- * "path: reason".  For the configuration and the key files it names. */
-int hr_config_read_file(const char *path, size_t max, char **out, size_t *len, char *errstr,
-                        size_t errlen);
 
 /* The channel called NAME, or NULL. */
 const hr_channel *hr_config_channel(const hr_config *cfg, const char *name);

@@ -1,15 +1,81 @@
 /* hr_config_channel: a channel's part of herald.yaml (see hr_config.h):
  * its key table, the keys only one type reads and those a type requires,
  * the smtp password file, and the walk of the channels mapping into
- * hr_channel.  The tables are read by hr_config.c's machinery. */
-#include "hr_config.h"
-
-#include "hr_config_int.h"
-#include "hr_sign.h"
+ * hr_channel, and the choices of a channel's keys (type, escape, throttle,
+ * push_type, priority).  The tables are read by hr_config_key.c's walk. */
+#include "hr_config_channel.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+
+#include "hr_config_file.h"
+#include "hr_config_key.h"
+#include "hr_config_value.h"
+#include "hr_sign.h"
+
+/* ---- choices: a name in the file -> a value in the channel ----------- */
+
+static int cfg_choose_escape(void *field, const char *text)
+{
+    int i = CFG_CHOICE(text, "json", "none");
+    if (i < 0)
+        return -1;
+    *(bool *)field = i == 0;
+    return 0;
+}
+
+static int cfg_choose_throttle(void *field, const char *text)
+{
+    int i = CFG_CHOICE(text, [HR_THROTTLE_ENFORCE] = "enforce", [HR_THROTTLE_SHADOW] = "shadow");
+    if (i < 0)
+        return -1;
+    *(hr_throttle_mode *)field = (hr_throttle_mode)i;
+    return 0;
+}
+
+static const char *const cfg_channel_type_names[] = {
+    [HR_CHANNEL_WEBHOOK] = "webhook",
+    [HR_CHANNEL_FCM] = "fcm",
+    [HR_CHANNEL_APNS] = "apns",
+    [HR_CHANNEL_SMTP] = "smtp",
+};
+
+const char *hr_channel_type_name(hr_channel_type t)
+{
+    return cfg_channel_type_names[t];
+}
+
+static int cfg_choose_channel_type(void *field, const char *text)
+{
+    int i = cfg_choice(text, cfg_channel_type_names,
+                       sizeof(cfg_channel_type_names) / sizeof(cfg_channel_type_names[0]));
+    if (i < 0)
+        return -1;
+    *(hr_channel_type *)field = (hr_channel_type)i;
+    return 0;
+}
+
+static int cfg_choose_push_type(void *field, const char *text)
+{
+    int i = CFG_CHOICE(text, [HR_APNS_ALERT] = "alert", [HR_APNS_BACKGROUND] = "background");
+    if (i < 0)
+        return -1;
+    *(hr_apns_push *)field = (hr_apns_push)i;
+    return 0;
+}
+
+static int cfg_choose_priority(void *field, const char *text)
+{
+    int i = CFG_CHOICE(text, "high", "normal");
+    if (i < 0)
+        return -1;
+    *(bool *)field = i == 0;
+    return 0;
+}
+
+/* ---- the tables ----------------------------------------------------- */
 
 static const char cfg_default_body[] =
     "{\"uid\":\"{{uid}}\",\"title\":\"{{title}}\",\"body\":\"{{body}}\"}";
@@ -128,24 +194,13 @@ static const struct {
     {HR_CHANNEL_SMTP, "from"},
 };
 
-void cfg_channel_clear(hr_channel *ch)
+void cfg_channel_clear(void *item)
 {
+    hr_channel *ch = item;
+
     cfg_clear(cfg_channel_keys, ch);
     free(ch->name);
     ch->name = NULL;
-}
-
-#define CFG_SECRET_MAX 4096 /* a password file holds one password */
-
-int cfg_read_secret(const char *path, char **out, char *errstr, size_t errlen)
-{
-    size_t len = 0;
-
-    if (hr_config_read_file(path, CFG_SECRET_MAX, out, &len, errstr, errlen) < 0)
-        return -1;
-    while (len > 0 && ((*out)[len - 1] == '\n' || (*out)[len - 1] == '\r'))
-        (*out)[--len] = '\0';
-    return 0;
 }
 
 /* password_file -> password, without its final line break. */
@@ -277,11 +332,14 @@ oom:
     return cfg_err(ctx, name->line, name->col, "out of memory");
 }
 
-int cfg_apply_channels(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node)
+int cfg_apply_channels(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node,
+                       const char *path)
 {
     hr_channel **chs = CFG_FIELD(base, k);
     size_t *count = CFG_COUNT(base, k);
     char detail[CFG_WHY];
+
+    (void)path;
 
     if (cfg_node_is_null(node) || (node->type == CFG_MAP && node->items.n == 0))
         return cfg_err(ctx, node->line, node->col,

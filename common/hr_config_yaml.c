@@ -3,7 +3,7 @@
  * line and column of its first character; syntax errors, duplicate keys,
  * aliases and excessive nesting are reported here with their positions,
  * in document order.  Also the ${VAR} expansion of scalar values. */
-#include "hr_config_int.h"
+#include "hr_config_yaml.h"
 
 #include <ctype.h>
 #include <stdarg.h>

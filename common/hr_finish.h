@@ -18,14 +18,7 @@
 #include "hr_progress.h"
 #include "hr_redis.h"
 #include "hr_shard.h"
-
-/* A task's outcome counters; -1 = not known (MySQL's value stands). */
-typedef struct hr_outcomes {
-    int64_t sent, failed, throttled, pulled, cancelled, retried, unregistered;
-    int64_t expired; /* expiry (009_expiry.sql) */
-} hr_outcomes;
-
-#define HR_OUTCOMES_UNKNOWN ((hr_outcomes){-1, -1, -1, -1, -1, -1, -1, -1})
+#include "hr_state.h"
 
 /* Reads the stats hash of shard SHARD of task ID (0 or HR_SHARD_NONE for a
  * task of one shard) into *OUT (0 for a field it lacks).  0 or -1. */

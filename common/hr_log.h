@@ -15,7 +15,9 @@
 #ifndef HR_LOG_H
 #define HR_LOG_H
 
-#include "hr_config.h"
+#include <stddef.h>
+
+typedef enum hr_log_format { HR_LOG_FORMAT_LOGFMT = 0, HR_LOG_FORMAT_JSON = 1 } hr_log_format;
 
 typedef enum hr_log_level {
     HR_LOG_DEBUG = 0,

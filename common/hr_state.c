@@ -10,8 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hr_task.h" /* HR_TASK_FIRST_DUE_SQL */
-
 static const char *const hr_state_names[HR_STATE__COUNT] = {
     [HR_STATE_SCHEDULED] = "scheduled",   [HR_STATE_DISPATCHING] = "dispatching",
     [HR_STATE_DISPATCHED] = "dispatched", [HR_STATE_DONE] = "done",

@@ -1,0 +1,18 @@
+/* hr_config_file: reading the configuration file and the files it names
+ * (secrets, keys): a whole regular file with a cap on its size; the text
+ * returned belongs to the caller. */
+#ifndef HR_CONFIG_FILE_H
+#define HR_CONFIG_FILE_H
+
+#include <stddef.h>
+
+/* Reads the whole regular file PATH, at most MAX bytes, into *OUT (NUL
+ * added; the caller frees) and its length *LEN.  0, or -1 with ERRSTR
+ * "path: reason".  For the configuration and the key files it names. */
+int hr_config_read_file(const char *path, size_t max, char **out, size_t *len, char *errstr,
+                        size_t errlen);
+
+/* A secret file (at most 4 KiB) into *OUT without its final line break. */
+int cfg_read_secret(const char *path, char **out, char *errstr, size_t errlen);
+
+#endif
