@@ -30,6 +30,7 @@
 #include "hr_config.h"
 
 #include "hr_config_int.h"
+#include "hr_parse.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -99,11 +100,16 @@ static const cfg_key cfg_api_keys[] = {
     K_INT("max_ids", hr_config, dispatcher.api.max_ids, 1, 100000, 10000),
     K_BOOL("insecure", hr_config, dispatcher.api.insecure, false),
     K_INT("threads", hr_config, dispatcher.api.threads, 1, 64, 4),
+    K_INT("max_connections", hr_config, dispatcher.api.max_connections, 16, 65536, 1024),
+    K_INT("max_connections_per_ip", hr_config, dispatcher.api.max_connections_per_ip, 1, 65536, 64),
+    K_INT("header_timeout_ms", hr_config, dispatcher.api.header_timeout_ms, 100, 600000, 10000),
     K_END,
 };
 
 static const cfg_key cfg_dispatcher_keys[] = {
     K_CHECKED("listen", hr_config, dispatcher.listen, "127.0.0.1:8080", cfg_check_listen),
+    K_CHECKED("probe_listen", hr_config, dispatcher.probe_listen, "127.0.0.1:8090",
+              cfg_check_listen),
     K_SECTION("api", cfg_api_keys),
     K_INT("scan_interval_ms", hr_config, dispatcher.scan_interval_ms, 100, 60000, 1000),
     K_INT("timer_interval_ms", hr_config, dispatcher.timer_interval_ms, 10, 10000, 100),
@@ -430,6 +436,22 @@ static int cfg_check_redis(const cfg_ctx *ctx, const cfg_node *root, const hr_co
     return 0;
 }
 
+/* Insecure mode (an API without tokens) only on a loopback address: on any
+ * other, anyone who reaches the port, or a web page that rebinds a name to
+ * it, could drive the dispatcher. */
+static int cfg_check_insecure(const cfg_ctx *ctx, const cfg_node *root, const hr_config *cfg)
+{
+    const cfg_node *dsp = cfg_map_get(root, "dispatcher");
+    const cfg_node *at = cfg_map_get(cfg_map_get(dsp, "api"), "insecure");
+
+    if (!cfg->dispatcher.api.insecure || hr_parse_loopback(cfg->dispatcher.listen) || at == NULL)
+        return 0;
+    return cfg_err(ctx, at->line, at->col,
+                   "dispatcher.api.insecure: true needs a loopback dispatcher.listen (127.0.0.1, "
+                   "[::1] or localhost), not \"%.64s\"; configure dispatcher.api.tokens instead",
+                   cfg->dispatcher.listen);
+}
+
 int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_config **out,
                           char *errstr, size_t errlen)
 {
@@ -466,7 +488,7 @@ int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_con
     }
     if (cfg_apply_env(cfg, errstr, errlen) < 0)
         goto out;
-    if (cfg_check_redis(&ctx, root, cfg) < 0)
+    if (cfg_check_redis(&ctx, root, cfg) < 0 || cfg_check_insecure(&ctx, root, cfg) < 0)
         goto out;
     *out = cfg;
     cfg = NULL;

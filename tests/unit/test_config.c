@@ -66,6 +66,10 @@ static void assert_defaults(const hr_config *cfg)
     assert_string_equal(cfg->kafka.group, "herald-workers");
     assert_int_equal(cfg->kafka.nproperties, 0);
     assert_string_equal(cfg->dispatcher.listen, "127.0.0.1:8080");
+    assert_string_equal(cfg->dispatcher.probe_listen, "127.0.0.1:8090");
+    assert_int_equal(cfg->dispatcher.api.max_connections, 1024);
+    assert_int_equal(cfg->dispatcher.api.max_connections_per_ip, 64);
+    assert_int_equal(cfg->dispatcher.api.header_timeout_ms, 10000);
     assert_int_equal(cfg->dispatcher.api.ntokens, 0);
     assert_int_equal(cfg->dispatcher.api.max_body_bytes, 1048576);
     assert_int_equal(cfg->dispatcher.api.max_ids, 10000);
@@ -194,7 +198,11 @@ static void test_full(void **state)
     assert_string_equal(cfg->kafka.properties[1].value, "true");
     assert_string_equal(cfg->kafka.properties[2].key, "linger.ms");
     assert_string_equal(cfg->kafka.properties[2].value, "5");
-    assert_string_equal(cfg->dispatcher.listen, "0.0.0.0:18080");
+    assert_string_equal(cfg->dispatcher.listen, "[::1]:18080");
+    assert_string_equal(cfg->dispatcher.probe_listen, "0.0.0.0:18082");
+    assert_int_equal(cfg->dispatcher.api.max_connections, 300);
+    assert_int_equal(cfg->dispatcher.api.max_connections_per_ip, 9);
+    assert_int_equal(cfg->dispatcher.api.header_timeout_ms, 2500);
     assert_int_equal(cfg->dispatcher.api.ntokens, 2);
     assert_string_equal(cfg->dispatcher.api.tokens[0], "alpha");
     assert_string_equal(cfg->dispatcher.api.tokens[1], "beta");
@@ -558,6 +566,10 @@ static const bad_case bad_cases[] = {
     {"bad_success_code.yaml", "4:20", "channels.webhook.success: 600 is out of range (100..599)"},
     {"bad_backoff.yaml", "6:23",
      "channels.webhook.retry: max_backoff_ms (1000) is less than backoff_ms (5000)"},
+    /* Insecure mode only on loopback (issue 31, finding 6). */
+    {"bad_insecure_listen.yaml", "3:19",
+     "dispatcher.api.insecure: true needs a loopback dispatcher.listen (127.0.0.1, [::1] or "
+     "localhost), not \"0.0.0.0:8080\""},
     {"bad_listen.yaml", "2:11",
      "dispatcher.listen: \"localhost\" is not a listen address host:port"},
     {"bad_log_level.yaml", "2:10",
