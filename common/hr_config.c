@@ -50,6 +50,15 @@ static const cfg_key cfg_log_keys[] = {
     K_END,
 };
 
+static const cfg_key cfg_mysql_tls_keys[] = {
+    K_BOOL("enabled", hr_config, mysql.tls.enabled, false),
+    K_STR("ca_file", hr_config, mysql.tls.ca_file, 0, NULL),
+    K_BOOL("verify", hr_config, mysql.tls.verify, true),
+    K_STR("cert_file", hr_config, mysql.tls.cert_file, 0, NULL),
+    K_STR("key_file", hr_config, mysql.tls.key_file, 0, NULL),
+    K_END,
+};
+
 static const cfg_key cfg_mysql_keys[] = {
     K_STR("host", hr_config, mysql.host, 1, "127.0.0.1"),
     K_INT("port", hr_config, mysql.port, 1, 65535, 3306),
@@ -57,6 +66,7 @@ static const cfg_key cfg_mysql_keys[] = {
     K_STR("password", hr_config, mysql.password, 0, ""),
     K_STR("database", hr_config, mysql.database, 1, "herald"),
     K_INT("connect_timeout_s", hr_config, mysql.connect_timeout_s, 1, 600, 5),
+    K_SECTION("tls", cfg_mysql_tls_keys),
     K_END,
 };
 
@@ -452,6 +462,27 @@ static int cfg_check_insecure(const cfg_ctx *ctx, const cfg_node *root, const hr
                    cfg->dispatcher.listen);
 }
 
+/* mysql.tls: a file named while TLS is off is a mistake, not a choice; a
+ * client certificate needs its key. */
+static int cfg_check_mysql_tls(const cfg_ctx *ctx, const cfg_node *root, const hr_config *cfg)
+{
+    const cfg_node *tls = cfg_map_get(cfg_map_get(root, "mysql"), "tls");
+    static const char *const files[] = {"ca_file", "cert_file", "key_file"};
+    const char *values[] = {cfg->mysql.tls.ca_file, cfg->mysql.tls.cert_file,
+                            cfg->mysql.tls.key_file};
+    const cfg_node *at;
+
+    for (size_t i = 0; i < 3 && !cfg->mysql.tls.enabled; i++)
+        if (values[i] != NULL && values[i][0] != '\0' && (at = cfg_map_get(tls, files[i])) != NULL)
+            return cfg_err(ctx, at->line, at->col,
+                           "mysql.tls.%s is set but mysql.tls.enabled is false", files[i]);
+    bool cert = values[1] != NULL && values[1][0] != '\0';
+    bool key = values[2] != NULL && values[2][0] != '\0';
+    if (cert != key && (at = cfg_map_get(tls, cert ? "cert_file" : "key_file")) != NULL)
+        return cfg_err(ctx, at->line, at->col, "mysql.tls: cert_file and key_file go together");
+    return 0;
+}
+
 int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_config **out,
                           char *errstr, size_t errlen)
 {
@@ -488,7 +519,8 @@ int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_con
     }
     if (cfg_apply_env(cfg, errstr, errlen) < 0)
         goto out;
-    if (cfg_check_redis(&ctx, root, cfg) < 0 || cfg_check_insecure(&ctx, root, cfg) < 0)
+    if (cfg_check_redis(&ctx, root, cfg) < 0 || cfg_check_insecure(&ctx, root, cfg) < 0 ||
+        cfg_check_mysql_tls(&ctx, root, cfg) < 0)
         goto out;
     *out = cfg;
     cfg = NULL;

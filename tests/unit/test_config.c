@@ -53,6 +53,11 @@ static void assert_defaults(const hr_config *cfg)
     assert_string_equal(cfg->mysql.password, "");
     assert_string_equal(cfg->mysql.database, "herald");
     assert_int_equal(cfg->mysql.connect_timeout_s, 5);
+    assert_false(cfg->mysql.tls.enabled);
+    assert_null(cfg->mysql.tls.ca_file);
+    assert_true(cfg->mysql.tls.verify);
+    assert_null(cfg->mysql.tls.cert_file);
+    assert_null(cfg->mysql.tls.key_file);
     assert_string_equal(cfg->redis.host, "127.0.0.1");
     assert_int_equal(cfg->redis.port, 6379);
     assert_string_equal(cfg->redis.password, "");
@@ -182,6 +187,11 @@ static void test_full(void **state)
     assert_string_equal(cfg->mysql.password, "s3cret");
     assert_string_equal(cfg->mysql.database, "reminders");
     assert_int_equal(cfg->mysql.connect_timeout_s, 9);
+    assert_true(cfg->mysql.tls.enabled);
+    assert_string_equal(cfg->mysql.tls.ca_file, "/etc/herald/mysql-ca.pem");
+    assert_false(cfg->mysql.tls.verify);
+    assert_string_equal(cfg->mysql.tls.cert_file, "/etc/herald/mysql-client.pem");
+    assert_string_equal(cfg->mysql.tls.key_file, "/etc/herald/mysql-client.key");
     assert_string_equal(cfg->redis.host, "cache.internal");
     assert_int_equal(cfg->redis.port, 16379);
     assert_string_equal(cfg->redis.password, "rpass");
@@ -448,7 +458,7 @@ static void test_redis_cluster(void **state)
     hr_config_free(cfg);
     setenv("HERALD_REDIS_CLUSTER", "true", 1);
     assert_int_equal(hr_config_load(path, &cfg, err, sizeof(err)), -1);
-    snprintf(want, sizeof(want), "%s:16:7: redis.db: 3 with redis.cluster true", path);
+    snprintf(want, sizeof(want), "%s:22:7: redis.db: 3 with redis.cluster true", path);
     if (strncmp(err, want, strlen(want)) != 0)
         fail_msg("got %s", err);
     unsetenv("HERALD_REDIS_CLUSTER");
@@ -532,7 +542,7 @@ static const bad_case bad_cases[] = {
      "dispatcher, worker, channels)"},
     {"bad_unknown_nested.yaml", "3:3",
      "unknown key \"hostt\" in mysql (expected: host, port, user, password, database, "
-     "connect_timeout_s)"},
+     "connect_timeout_s, tls)"},
     {"bad_unknown_channel_key.yaml", "4:30",
      "unknown key \"backof_ms\" in channels.webhook.retry (expected: max_attempts, backoff_ms, "
      "max_backoff_ms)"},
@@ -570,6 +580,8 @@ static const bad_case bad_cases[] = {
     {"bad_insecure_listen.yaml", "3:19",
      "dispatcher.api.insecure: true needs a loopback dispatcher.listen (127.0.0.1, [::1] or "
      "localhost), not \"0.0.0.0:8080\""},
+    {"bad_mysql_tls_off.yaml", "3:14", "mysql.tls.ca_file is set but mysql.tls.enabled is false"},
+    {"bad_mysql_tls_key.yaml", "2:35", "mysql.tls: cert_file and key_file go together"},
     {"bad_listen.yaml", "2:11",
      "dispatcher.listen: \"localhost\" is not a listen address host:port"},
     {"bad_log_level.yaml", "2:10",
