@@ -130,9 +130,9 @@ typedef struct hr_config {
         int connect_timeout_s; /* 1..600, default 5 */
         struct {
             bool enabled;    /* default false; when true the connection is TLS or fails */
-            char *ca_file;   /* the CA bundle (PEM); NULL = the system's trust store */
+            char *ca_file;   /* the CA bundle (PEM); NULL or "" = the system's trust store */
             bool verify;     /* the server's certificate and host name, default true */
-            char *cert_file; /* a client certificate (PEM), with key_file; NULL = none */
+            char *cert_file; /* a client certificate (PEM), with key_file; NULL or "" = none */
             char *key_file;
         } tls;
     } mysql;

@@ -54,10 +54,11 @@ static void assert_defaults(const hr_config *cfg)
     assert_string_equal(cfg->mysql.database, "herald");
     assert_int_equal(cfg->mysql.connect_timeout_s, 5);
     assert_false(cfg->mysql.tls.enabled);
-    assert_null(cfg->mysql.tls.ca_file);
+    /* Absent or "" (the example) mean none alike. */
+    assert_true(cfg->mysql.tls.ca_file == NULL || cfg->mysql.tls.ca_file[0] == '\0');
     assert_true(cfg->mysql.tls.verify);
-    assert_null(cfg->mysql.tls.cert_file);
-    assert_null(cfg->mysql.tls.key_file);
+    assert_true(cfg->mysql.tls.cert_file == NULL || cfg->mysql.tls.cert_file[0] == '\0');
+    assert_true(cfg->mysql.tls.key_file == NULL || cfg->mysql.tls.key_file[0] == '\0');
     assert_string_equal(cfg->redis.host, "127.0.0.1");
     assert_int_equal(cfg->redis.port, 6379);
     assert_string_equal(cfg->redis.password, "");
