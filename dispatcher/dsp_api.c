@@ -11,8 +11,8 @@
  * serves only requests whose Host is loopback), or on the pull a client
  * token for the uid of the path (hr_ctoken.h).  Only the routes marked
  * `body` take one (JSON, up to api.max_body_bytes); HEAD is served on the
- * open routes only, since a GET of /v1 may act (the pull's ?ack=1).  Every route goes through
- * dsp_api_serve, which takes a connection pair
+ * open routes only, since a GET of /v1 may act (the pull's ?ack=1).
+ * Every route goes through dsp_api_serve, which takes a connection pair
  * from the API's own pool (one per request in flight, made lazily, kept
  * for later requests), runs the handler and counts the request in
  * herald_api_requests_total{route,code}.  Handlers validate everything

@@ -5,7 +5,9 @@
 1. /healthz, /readyz and /metrics are on dispatcher.probe_listen only (404
    on the API's listener); a body is refused on the headers wherever a
    route takes none (the probes, GET, DELETE, pause), 413 before a byte of
-   it is read.
+   it is read; 100 connections announcing 1 MiB to the open /console/,
+   sending all of it but a byte and stalling, grow the dispatcher's RSS by
+   under 16 MiB (the review saw 4 -> 111 MB).
 2. 2,000 idle connections on the API's listener (from 40 loopback
    addresses, under the per-address limit of 64) while /healthz on the
    probe listener answers within 100 ms every time; they are all held,
@@ -115,6 +117,40 @@ def test_bodies(env, task):
             "\r\n").encode()
     status, body = raw(env.probe_port, head)
     check(status == 413, "GET /healthz with a chunked body -> 413 (%s)" % status)
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+def test_stalled_uploads(env, proc):
+    head = (b"GET /console/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1048576\r\n\r\n")
+    body = b"x" * ((1 << 20) - 1)
+    before, socks = rss_kib(proc.pid), []
+    try:
+        for i in range(100):
+            s = socket.socket()
+            s.bind(("127.0.0.%d" % (200 + i % 2), 0))  # under the per-address limit
+            s.connect(("127.0.0.1", env.port))
+            s.setblocking(False)
+            socks.append([s, head + body])
+        end = time.monotonic() + 2
+        while time.monotonic() < end:
+            for item in socks:
+                try:
+                    if item[1]:
+                        item[1] = item[1][item[0].send(item[1]):]
+                except OSError:
+                    item[1] = b""
+            time.sleep(0.02)
+        grown = rss_kib(proc.pid) - before
+    finally:
+        for item in socks:
+            item[0].close()
+    check(grown < 16 * 1024, "100 stalled 1 MiB uploads to /console/ grew the dispatcher by "
+          "%d KiB (< 16 MiB)" % grown)
 
 
 def control(env, task):
@@ -295,6 +331,7 @@ def main():
         task = create(env, "hard", now + timedelta(days=2))
         test_listeners(env)
         test_bodies(env, task)
+        test_stalled_uploads(env, proc)
         test_content_type(env, task)
         test_head(env, 4242)
         test_slow_clients(env)
