@@ -21,9 +21,14 @@ void hr_buf_init(hr_buf *b, size_t max)
 
 void hr_buf_reset(hr_buf *b)
 {
-    b->len = 0;
+    hr_buf_truncate(b, 0);
+}
+
+void hr_buf_truncate(hr_buf *b, size_t len)
+{
+    b->len = len;
     if (b->data != NULL)
-        b->data[0] = '\0';
+        b->data[len] = '\0';
 }
 
 void hr_buf_free(hr_buf *b)

@@ -14,6 +14,9 @@ typedef struct hr_buf {
 
 void hr_buf_init(hr_buf *b, size_t max);
 void hr_buf_reset(hr_buf *b);
+/* Back to its first LEN bytes (LEN <= b->len): how an encoder undoes a
+ * partial append that ran into the cap. */
+void hr_buf_truncate(hr_buf *b, size_t len);
 void hr_buf_free(hr_buf *b);
 /* 0, or -1 when the cap would be exceeded (the buffer is then unchanged). */
 int hr_buf_append(hr_buf *b, const char *s, size_t n);

@@ -31,6 +31,9 @@
  * returns; every string and array in hr_config belongs to the hr_config. */
 #include "hr_config.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +41,7 @@
 
 #include "hr_config_key.h"
 #include "hr_config_value.h"
+#include "hr_parse.h"
 
 #define CFG_MAX_FILE (16u * 1024 * 1024) /* a config is a few KiB */
 
@@ -73,6 +77,15 @@ static const cfg_key cfg_log_keys[] = {
     K_END,
 };
 
+static const cfg_key cfg_mysql_tls_keys[] = {
+    K_BOOL("enabled", hr_config, mysql.tls.enabled, false),
+    K_STR("ca_file", hr_config, mysql.tls.ca_file, 0, NULL),
+    K_BOOL("verify", hr_config, mysql.tls.verify, true),
+    K_STR("cert_file", hr_config, mysql.tls.cert_file, 0, NULL),
+    K_STR("key_file", hr_config, mysql.tls.key_file, 0, NULL),
+    K_END,
+};
+
 static const cfg_key cfg_mysql_keys[] = {
     K_STR("host", hr_config, mysql.host, 1, "127.0.0.1"),
     K_INT("port", hr_config, mysql.port, 1, 65535, 3306),
@@ -80,6 +93,7 @@ static const cfg_key cfg_mysql_keys[] = {
     K_STR("password", hr_config, mysql.password, 0, ""),
     K_STR("database", hr_config, mysql.database, 1, "herald"),
     K_INT("connect_timeout_s", hr_config, mysql.connect_timeout_s, 1, 600, 5),
+    K_SECTION("tls", cfg_mysql_tls_keys),
     K_END,
 };
 
@@ -123,11 +137,16 @@ static const cfg_key cfg_api_keys[] = {
     K_INT("max_ids", hr_config, dispatcher.api.max_ids, 1, 100000, 10000),
     K_BOOL("insecure", hr_config, dispatcher.api.insecure, false),
     K_INT("threads", hr_config, dispatcher.api.threads, 1, 64, 4),
+    K_INT("max_connections", hr_config, dispatcher.api.max_connections, 16, 65536, 1024),
+    K_INT("max_connections_per_ip", hr_config, dispatcher.api.max_connections_per_ip, 1, 65536, 64),
+    K_INT("header_timeout_ms", hr_config, dispatcher.api.header_timeout_ms, 100, 600000, 10000),
     K_END,
 };
 
 static const cfg_key cfg_dispatcher_keys[] = {
     K_CHECKED("listen", hr_config, dispatcher.listen, "127.0.0.1:8080", cfg_check_listen),
+    K_CHECKED("probe_listen", hr_config, dispatcher.probe_listen, "127.0.0.1:8090",
+              cfg_check_listen),
     K_SECTION("api", cfg_api_keys),
     K_INT("scan_interval_ms", hr_config, dispatcher.scan_interval_ms, 100, 60000, 1000),
     K_INT("timer_interval_ms", hr_config, dispatcher.timer_interval_ms, 10, 10000, 100),
@@ -330,6 +349,43 @@ static int cfg_check_redis(const cfg_ctx *ctx, const cfg_node *root, const hr_co
     return 0;
 }
 
+/* Insecure mode (an API without tokens) only on a loopback address: on any
+ * other, anyone who reaches the port, or a web page that rebinds a name to
+ * it, could drive the dispatcher. */
+static int cfg_check_insecure(const cfg_ctx *ctx, const cfg_node *root, const hr_config *cfg)
+{
+    const cfg_node *dsp = cfg_map_get(root, "dispatcher");
+    const cfg_node *at = cfg_map_get(cfg_map_get(dsp, "api"), "insecure");
+
+    if (!cfg->dispatcher.api.insecure || hr_parse_loopback(cfg->dispatcher.listen) || at == NULL)
+        return 0;
+    return cfg_err(ctx, at->line, at->col,
+                   "dispatcher.api.insecure: true needs a loopback dispatcher.listen (127.0.0.1, "
+                   "[::1] or localhost), not \"%.64s\"; configure dispatcher.api.tokens instead",
+                   cfg->dispatcher.listen);
+}
+
+/* mysql.tls: a file named while TLS is off is a mistake, not a choice; a
+ * client certificate needs its key. */
+static int cfg_check_mysql_tls(const cfg_ctx *ctx, const cfg_node *root, const hr_config *cfg)
+{
+    const cfg_node *tls = cfg_map_get(cfg_map_get(root, "mysql"), "tls");
+    static const char *const files[] = {"ca_file", "cert_file", "key_file"};
+    const char *values[] = {cfg->mysql.tls.ca_file, cfg->mysql.tls.cert_file,
+                            cfg->mysql.tls.key_file};
+    const cfg_node *at;
+
+    for (size_t i = 0; i < 3 && !cfg->mysql.tls.enabled; i++)
+        if (values[i] != NULL && values[i][0] != '\0' && (at = cfg_map_get(tls, files[i])) != NULL)
+            return cfg_err(ctx, at->line, at->col,
+                           "mysql.tls.%s is set but mysql.tls.enabled is false", files[i]);
+    bool cert = values[1] != NULL && values[1][0] != '\0';
+    bool key = values[2] != NULL && values[2][0] != '\0';
+    if (cert != key && (at = cfg_map_get(tls, cert ? "cert_file" : "key_file")) != NULL)
+        return cfg_err(ctx, at->line, at->col, "mysql.tls: cert_file and key_file go together");
+    return 0;
+}
+
 int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_config **out,
                           char *errstr, size_t errlen)
 {
@@ -366,7 +422,8 @@ int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_con
     }
     if (cfg_apply_env(cfg, errstr, errlen) < 0)
         goto out;
-    if (cfg_check_redis(&ctx, root, cfg) < 0)
+    if (cfg_check_redis(&ctx, root, cfg) < 0 || cfg_check_insecure(&ctx, root, cfg) < 0 ||
+        cfg_check_mysql_tls(&ctx, root, cfg) < 0)
         goto out;
     *out = cfg;
     cfg = NULL;

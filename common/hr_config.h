@@ -52,6 +52,13 @@ typedef struct hr_config {
         char *password;        /* default "" */
         char *database;        /* default herald */
         int connect_timeout_s; /* 1..600, default 5 */
+        struct {
+            bool enabled;    /* default false; when true the connection is TLS or fails */
+            char *ca_file;   /* the CA bundle (PEM); NULL or "" = the system's trust store */
+            bool verify;     /* the server's certificate and host name, default true */
+            char *cert_file; /* a client certificate (PEM), with key_file; NULL or "" = none */
+            char *key_file;
+        } tls;
     } mysql;
 
     struct {
@@ -75,7 +82,8 @@ typedef struct hr_config {
     } kafka;
 
     struct {
-        char *listen; /* host:port, default 127.0.0.1:8080 */
+        char *listen;       /* host:port of the API and console, default 127.0.0.1:8080 */
+        char *probe_listen; /* host:port of /healthz, /readyz, /metrics, default 127.0.0.1:8090 */
         struct {
             char **tokens; /* bearer tokens; empty strings are dropped */
             size_t ntokens;
@@ -87,8 +95,11 @@ typedef struct hr_config {
             int pull_per_minute; /* pulls per uid per minute, cluster-wide, 1..100000, default 60 */
             long max_body_bytes; /* 1 KiB..64 MiB, default 1 MiB */
             int max_ids;         /* ids per request, 1..100000, default 10000 */
-            bool insecure;       /* serve without tokens (development only) */
+            bool insecure;       /* serve without tokens (development only, loopback only) */
             int threads;         /* libmicrohttpd pool size, 1..64, default 4 */
+            int max_connections; /* open at once on listen, 16..65536, default 1024 */
+            int max_connections_per_ip; /* from one client address, 1..65536, default 64 */
+            int header_timeout_ms; /* to read a request's headers, 100..600000, default 10000 */
         } api;
         int scan_interval_ms;     /* 100..60000, default 1000 */
         int timer_interval_ms;    /* 10..10000, default 100 */

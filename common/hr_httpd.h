@@ -4,14 +4,30 @@
  * pattern whose `{name}` segments match one path segment and are passed to
  * the handler as params ("GET /v1/tasks/{id}").  Handlers run on
  * libmicrohttpd's thread pool, several at once, and must be thread-safe.
- * A route may have an auth hook: it runs as soon as the headers are read,
- * before a byte of the body is accepted, so a refused caller never makes
- * the server buffer anything.  Then a Content-Length over max_body is
- * answered 413 at once; a body without one (chunked) is dropped as it
- * arrives once over max_body and answered 413; only then does the handler
- * run, on the whole body.  An unknown path is answered 404, a known
- * path with another method 405 with an Allow header; a GET route answers
- * HEAD too.  Every error body is {"error":{"code":"...","message":"..."}}.
+ *
+ * Everything a caller has not been let in for is decided on the request's
+ * headers, before a byte of a body is accepted, so an anonymous client
+ * cannot make the server buffer anything: an unknown path is answered 404,
+ * a known path with another method 405 with an Allow header; then the
+ * route's auth hook runs, if it has one; then the body's announcement is
+ * checked against the route: a route takes no body unless it declares a
+ * max_body (a Content-Length over it, or any body on a route without one,
+ * is 413), and a body, or any POST, must say Content-Type:
+ * application/json (415 otherwise: a web page can send a POST of another
+ * type, or none, to any origin without a CORS preflight).  A body without
+ * a Content-Length (chunked) is dropped as it arrives once over max_body
+ * and answered 413; only then does the handler run, on the whole body.
+ * HEAD is answered only on GET routes that declare it (`head`: the route
+ * has no side effect); elsewhere it is 405, so `curl -I` never acts.
+ * Every error body is {"error":{"code":"...","message":"..."}}.
+ *
+ * Connections are bounded per server (hr_httpd_limits): a total, a number
+ * per client address, and a deadline for a request's headers that counts
+ * from the connection's start (or the end of its previous answer) and that
+ * bytes arriving do not renew, so a client trickling a header a byte at a
+ * time (slowloris) is closed like a silent one.  Probes and metrics belong
+ * on a server of their own (HR_HTTPD_PROBE_LIMITS), so clients filling the
+ * API's connections never make a liveness probe fail.
  *
  * Built-in handlers serve /metrics (ctx: an hr_metrics registry), /healthz
  * and /readyz (ctx: an hr_httpd_ready); put them in the route table like
@@ -34,7 +50,7 @@ typedef struct hr_httpd hr_httpd;
 #define HR_HTTPD_MAX_RESPONSE ((size_t)64 * 1024 * 1024)
 
 typedef struct hr_httpd_req {
-    const char *method; /* "GET", ...; HEAD is seen as "GET" */
+    const char *method; /* "GET", ...; HEAD (on a route that allows it) is seen as "GET" */
     const char *path;   /* decoded, without the query */
     const char *body;   /* NUL-terminated for convenience; may hold NULs itself */
     size_t body_len;
@@ -66,7 +82,21 @@ typedef struct hr_httpd_route {
     hr_httpd_handler handler;
     void *ctx;          /* for the handler and the auth hook */
     hr_httpd_auth auth; /* NULL: open */
+    size_t max_body;    /* the largest body taken (application/json); 0: none at all */
+    bool head;          /* a GET without side effects: HEAD runs it too; else HEAD is 405 */
 } hr_httpd_route;
+
+/* What one server holds open and for how long it waits for headers. */
+typedef struct hr_httpd_limits {
+    int threads;                /* the pool, 1..64 */
+    unsigned max_connections;   /* open at once (16..65536); a connection over it is closed */
+    unsigned max_per_ip;        /* open at once from one client address (1..65536) */
+    unsigned header_timeout_ms; /* to read a request's headers (100..600000), not renewed */
+} hr_httpd_limits;
+
+/* The limits of a server of probes and /metrics: a kubelet and a few
+ * Prometheus replicas are its only clients. */
+#define HR_HTTPD_PROBE_LIMITS ((hr_httpd_limits){2, 64, 16, 5000})
 
 /* Readiness for /readyz: FN appends a JSON object of checks to OUT
  * (e.g. {"mysql":"ok","kafka":"no assignment yet"}) and returns true when
@@ -78,9 +108,9 @@ typedef struct hr_httpd_ready {
 } hr_httpd_ready;
 
 /* Serves ROUTES on LISTEN ("host:port", "[v6]:port"; port 0 = any free one,
- * see hr_httpd_port) with a pool of THREADS (1..64). */
-int hr_httpd_start(const char *listen, int threads, const hr_httpd_route *routes, size_t nroutes,
-                   size_t max_body, hr_httpd **out, char *errstr, size_t errlen);
+ * see hr_httpd_port) within LIMITS. */
+int hr_httpd_start(const char *listen, const hr_httpd_limits *limits, const hr_httpd_route *routes,
+                   size_t nroutes, hr_httpd **out, char *errstr, size_t errlen);
 /* Stops serving (waits for running handlers) and frees; NULL is fine. */
 void hr_httpd_stop(hr_httpd *h);
 /* The bound port. */
@@ -107,6 +137,16 @@ bool hr_httpd_bearer_ok(const hr_httpd_req *req, char *const *tokens, size_t nto
 /* The token of an "Authorization: Bearer T" header, or NULL (no header,
  * another scheme, an empty token). */
 const char *hr_httpd_bearer(const hr_httpd_req *req);
+/* True when the request's Host header names a loopback host (localhost,
+ * 127.0.0.0/8, [::1], with or without a port).  A server without
+ * authentication checks it so that a web page whose name an attacker
+ * re-points at 127.0.0.1 (DNS rebinding) is not served. */
+bool hr_httpd_host_is_loopback(const hr_httpd_req *req);
+
+/* Fills ROUTES[0..HR_HTTPD_NPROBES) with GET (and HEAD) /metrics of REG,
+ * /healthz and /readyz of READY: a probe server's whole table. */
+#define HR_HTTPD_NPROBES 3
+void hr_httpd_probe_routes(hr_httpd_route *routes, hr_metrics *reg, hr_httpd_ready *ready);
 
 /* Built-in handlers. */
 void hr_httpd_metrics(void *ctx /* hr_metrics * */, const hr_httpd_req *req, hr_httpd_resp *resp);

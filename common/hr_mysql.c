@@ -16,7 +16,16 @@
  *
  * Result cells are fetched as strings: each column is bound to a
  * HR_MYSQL_CELL_BUF buffer, and a longer value (a MEDIUMTEXT payload) is
- * fetched again whole with mysql_stmt_fetch_column. */
+ * fetched again whole with mysql_stmt_fetch_column.
+ *
+ * With mysql.tls.enabled every connection is TLS or fails.  The server's
+ * certificate chain and host name are verified against ca_file (or the
+ * system's trust store), and libmariadb then refuses a server that does not
+ * offer TLS before authenticating.  With mysql.tls.verify false nothing is
+ * verified (ca_file is not given to the library: it would check the chain
+ * anyway), and libmariadb 3.3 would go on in clear with a server without
+ * TLS, so the session's cipher is checked after the connection and a
+ * connection without one is closed and refused. */
 #include "hr_mysql.h"
 
 #include <errmsg.h>
@@ -55,8 +64,10 @@ struct hr_mysql {
     char *host, *user, *password, *database;
     unsigned port;
     unsigned connect_timeout_s;
-    bool in_txn; /* between hr_mysql_begin and commit/rollback */
-    bool locked; /* holds the migration lock */
+    bool tls, tls_verify;
+    char *tls_ca, *tls_cert, *tls_key; /* NULL: not given */
+    bool in_txn;                       /* between hr_mysql_begin and commit/rollback */
+    bool locked;                       /* holds the migration lock */
     uint64_t tick;
     HR_VEC(MYSQL_BIND) binds;   /* parameter bindings, reused */
     HR_VEC(unsigned long) lens; /* their lengths */
@@ -109,9 +120,30 @@ static MYSQL *hr_mysql_open(const hr_mysql *m, char *errstr, size_t errlen)
     mysql_options(conn, MYSQL_OPT_WRITE_TIMEOUT, &io_timeout);
     mysql_options(conn, MYSQL_OPT_RECONNECT, &reconnect);
     mysql_options(conn, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+    if (m->tls) {
+        my_bool enforce = 1, verify = m->tls_verify;
+        mysql_options(conn, MYSQL_OPT_SSL_ENFORCE, &enforce);
+        mysql_options(conn, MYSQL_OPT_SSL_VERIFY_SERVER_CERT, &verify);
+        if (m->tls_ca != NULL && m->tls_verify)
+            mysql_options(conn, MYSQL_OPT_SSL_CA, m->tls_ca);
+        if (m->tls_cert != NULL) {
+            mysql_options(conn, MYSQL_OPT_SSL_CERT, m->tls_cert);
+            mysql_options(conn, MYSQL_OPT_SSL_KEY, m->tls_key);
+        }
+    }
     if (!mysql_real_connect(conn, m->host, m->user, m->password, m->database, m->port, NULL,
                             CLIENT_MULTI_STATEMENTS | CLIENT_MULTI_RESULTS)) {
-        hr_mysql_seterr(errstr, errlen, "mysql %s:%u: %s", m->host, m->port, mysql_error(conn));
+        hr_mysql_seterr(errstr, errlen, "mysql %s:%u%s: %s", m->host, m->port,
+                        !m->tls         ? ""
+                        : m->tls_verify ? " (TLS, verifying the server's certificate)"
+                                        : " (TLS, verify off)",
+                        mysql_error(conn));
+        goto fail;
+    }
+    if (m->tls && mysql_get_ssl_cipher(conn) == NULL) {
+        hr_mysql_seterr(errstr, errlen,
+                        "mysql %s:%u: mysql.tls is enabled but the server did not offer TLS",
+                        m->host, m->port);
         goto fail;
     }
     if (mysql_real_query(conn, hr_mysql_session_sql, sizeof hr_mysql_session_sql - 1) != 0) {
@@ -165,6 +197,13 @@ static int hr_mysql_reconnect(hr_mysql *m, char *errstr, size_t errlen)
     return 0;
 }
 
+/* A copy of the file name PATH into *OUT, NULL when none is given. */
+static int hr_mysql_dup_file(const char *path, char **out)
+{
+    *out = path != NULL && path[0] != '\0' ? strdup(path) : NULL;
+    return path != NULL && path[0] != '\0' && *out == NULL ? -1 : 0;
+}
+
 int hr_mysql_connect(const hr_config *cfg, hr_mysql **out, char *errstr, size_t errlen)
 {
     hr_mysql *m = NULL;
@@ -187,6 +226,12 @@ int hr_mysql_connect(const hr_config *cfg, hr_mysql **out, char *errstr, size_t 
     m->port = (unsigned)cfg->mysql.port;
     m->connect_timeout_s =
         cfg->mysql.connect_timeout_s > 0 ? (unsigned)cfg->mysql.connect_timeout_s : 5;
+    m->tls = cfg->mysql.tls.enabled;
+    m->tls_verify = cfg->mysql.tls.verify;
+    if (hr_mysql_dup_file(cfg->mysql.tls.ca_file, &m->tls_ca) != 0 ||
+        hr_mysql_dup_file(cfg->mysql.tls.cert_file, &m->tls_cert) != 0 ||
+        hr_mysql_dup_file(cfg->mysql.tls.key_file, &m->tls_key) != 0)
+        goto oom;
     m->conn = hr_mysql_open(m, errstr, errlen);
     if (!m->conn)
         goto fail;
@@ -211,6 +256,9 @@ void hr_mysql_free(hr_mysql *m)
     free(m->user);
     free(m->password);
     free(m->database);
+    free(m->tls_ca);
+    free(m->tls_cert);
+    free(m->tls_key);
     hr_vec_free(&m->binds);
     hr_vec_free(&m->lens);
     free(m);

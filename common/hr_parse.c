@@ -12,10 +12,12 @@
  * leaves NULL for numbers and frees with the node. */
 #include "hr_parse.h"
 
+#include <arpa/inet.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "hr_template.h"
 #include "hr_tz.h"
@@ -153,6 +155,39 @@ int hr_parse_name(const char *what, const char *s, size_t max, char *errstr, siz
         return -1;
     }
     return 0;
+}
+
+bool hr_parse_loopback(const char *s)
+{
+    char host[64];
+    const char *start = s, *end;
+    struct in_addr v4;
+    struct in6_addr v6;
+
+    if (s == NULL)
+        return false;
+    if (*s == '[') {
+        start = s + 1;
+        end = strchr(start, ']');
+        if (end == NULL || (end[1] != '\0' && end[1] != ':'))
+            return false;
+    } else {
+        end = strchr(s, ':');
+        if (end == NULL)
+            end = s + strlen(s);
+        else if (strchr(end + 1, ':') != NULL)
+            return false; /* an IPv6 address must be in brackets */
+    }
+    if (end == start || (size_t)(end - start) >= sizeof host)
+        return false;
+    memcpy(host, start, (size_t)(end - start));
+    host[end - start] = '\0';
+    if (*s == '[')
+        return inet_pton(AF_INET6, host, &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
+    if (strcasecmp(host, "localhost") == 0)
+        return true;
+    /* inet_pton takes only the dotted quad, not "127.1" or octal forms. */
+    return inet_pton(AF_INET, host, &v4) == 1 && (ntohl(v4.s_addr) >> 24) == 127;
 }
 
 const char *hr_parse_json_literal(const cJSON *v)

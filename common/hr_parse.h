@@ -56,6 +56,13 @@ const char *hr_parse_json_literal(const cJSON *v);
  * literal the client sent instead of a double's rounding of it. */
 void hr_parse_json_exact(cJSON *v);
 
+/* True when S, the authority of a URL or a listen address ("host",
+ * "host:port", "[v6]", "[v6]:port"), names this machine's loopback
+ * interface: "localhost" (any case), an IPv4 address in 127.0.0.0/8 or
+ * ::1.  Nothing is resolved: any other name, an empty host (every
+ * address) and 0.0.0.0 are not loopback. */
+bool hr_parse_loopback(const char *s);
+
 #define HR_PARSE_MALFORMED -1 /* not JSON, or not UTF-8, or text after the value */
 #define HR_PARSE_DUPLICATE -2 /* an object names a member twice */
 

@@ -15,7 +15,10 @@
  * inside the braces are ignored.  In a run of three or more '{' only the
  * last two open the variable, so a JSON body may write {"a":{{{payload.o}}}}
  * ... and get "{" literal before the value.  A "}}" with no opener is plain
- * text.  Errors carry the byte offset of the offending "{{". */
+ * text.  "{{raw NAME}}" inserts the value as it is whatever the template's
+ * escape (the part's `raw` flag): the explicit opt-out, so that an escaped
+ * template (an e-mail's HTML) is safe unless its author wrote otherwise.
+ * Errors carry the byte offset of the offending "{{". */
 #include "hr_template.h"
 
 #include <stdint.h>
@@ -30,6 +33,7 @@ typedef struct hr_tpart {
     const char *s; /* literal bytes, or the variable's NUL-terminated name */
     uint32_t len;  /* literal length, or name length */
     uint8_t kind;  /* HR_TPART_LITERAL or an hr_tvar_kind */
+    bool raw;      /* a variable written {{raw NAME}}: never escaped */
 } hr_tpart;
 
 struct hr_template {
@@ -97,13 +101,49 @@ int hr_url_escape_append(hr_buf *out, const char *s, size_t n)
                      (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' || ch == '_' || ch == '~';
 
         if (hr_buf_append(out, plain ? (const char *)&s[i] : enc, plain ? 1 : 3) != 0) {
-            out->len = start_len;
-            if (out->data != NULL)
-                out->data[start_len] = '\0';
+            hr_buf_truncate(out, start_len);
             return -1;
         }
     }
     return 0;
+}
+
+int hr_html_escape_append(hr_buf *out, const char *s, size_t n)
+{
+    size_t start_len = out->len, run = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        const char *rep;
+        switch (s[i]) {
+        case '&':
+            rep = "&amp;";
+            break;
+        case '<':
+            rep = "&lt;";
+            break;
+        case '>':
+            rep = "&gt;";
+            break;
+        case '"':
+            rep = "&quot;";
+            break;
+        case '\'':
+            rep = "&#39;";
+            break;
+        default:
+            continue;
+        }
+        if (hr_buf_append(out, s + run, i - run) != 0 || hr_buf_append(out, rep, strlen(rep)) != 0)
+            goto fail;
+        run = i + 1;
+    }
+    if (hr_buf_append(out, s + run, n - run) != 0)
+        goto fail;
+    return 0;
+
+fail:
+    hr_buf_truncate(out, start_len);
+    return -1;
 }
 
 int hr_json_escape_append(hr_buf *out, const char *s, size_t n)
@@ -177,9 +217,7 @@ int hr_json_escape_append(hr_buf *out, const char *s, size_t n)
     return 0;
 
 fail:
-    out->len = start_len;
-    if (out->data != NULL)
-        out->data[start_len] = '\0';
+    hr_buf_truncate(out, start_len);
     return -1;
 }
 
@@ -232,12 +270,26 @@ static bool hr_tspace(char c)
 }
 
 /* Appends a part; PARTS has room for every part the source can yield. */
-static void hr_template_add(hr_template *t, uint8_t kind, const char *s, size_t len)
+static void hr_template_add(hr_template *t, uint8_t kind, const char *s, size_t len, bool raw)
 {
     t->parts[t->nparts].s = s;
     t->parts[t->nparts].len = (uint32_t)len;
     t->parts[t->nparts].kind = kind;
+    t->parts[t->nparts].raw = raw;
     t->nparts++;
+}
+
+/* True, with *NS moved past it, when the name at SRC[*NS..NE) starts with
+ * the word "raw" and white space. */
+static bool hr_template_raw(const char *src, size_t *ns, size_t ne)
+{
+    size_t i = *ns + 3;
+    if (ne - *ns < 4 || memcmp(src + *ns, "raw", 3) != 0 || !hr_tspace(src[i]))
+        return false;
+    while (i < ne && hr_tspace(src[i]))
+        i++;
+    *ns = i;
+    return true;
 }
 
 int hr_template_compile(const char *src, size_t len, bool json_escape, hr_template **out,
@@ -291,6 +343,7 @@ int hr_template_compile_escape(const char *src, size_t len, hr_template_escape e
             ns++;
         while (ne > ns && hr_tspace(src[ne - 1]))
             ne--;
+        bool raw = hr_template_raw(src, &ns, ne);
         if (ns == ne) {
             snprintf(errstr, errlen, "empty variable name at offset %zu", o);
             goto fail;
@@ -304,13 +357,13 @@ int hr_template_compile_escape(const char *src, size_t len, hr_template_escape e
         }
         if (o > lit) {
             memcpy(w, src + lit, o - lit);
-            hr_template_add(t, HR_TPART_LITERAL, w, o - lit);
+            hr_template_add(t, HR_TPART_LITERAL, w, o - lit, false);
             w += o - lit;
         }
         size_t nl = ne - ns - field;
         memcpy(w, src + ns + field, nl);
         w[nl] = '\0';
-        hr_template_add(t, (uint8_t)kind, w, nl);
+        hr_template_add(t, (uint8_t)kind, w, nl, raw);
         w += nl + 1;
         t->uses |= 1u << kind;
         i = (size_t)(close - src) + 2;
@@ -318,7 +371,7 @@ int hr_template_compile_escape(const char *src, size_t len, hr_template_escape e
     }
     if (len > lit) {
         memcpy(w, src + lit, len - lit);
-        hr_template_add(t, HR_TPART_LITERAL, w, len - lit);
+        hr_template_add(t, HR_TPART_LITERAL, w, len - lit, false);
     }
     *out = t;
     return 0;
@@ -369,12 +422,15 @@ int hr_template_render(const hr_template *t, hr_template_lookup lookup, void *ct
                 nmissing++;
                 continue;
             }
-            switch (t->escape) {
+            switch (p->raw ? HR_TEMPLATE_RAW : t->escape) {
             case HR_TEMPLATE_JSON:
                 rc = hr_json_escape_append(out, v, vlen);
                 break;
             case HR_TEMPLATE_URL:
                 rc = hr_url_escape_append(out, v, vlen);
+                break;
+            case HR_TEMPLATE_HTML:
+                rc = hr_html_escape_append(out, v, vlen);
                 break;
             default:
                 rc = hr_buf_append(out, v, vlen);
@@ -389,8 +445,6 @@ int hr_template_render(const hr_template *t, hr_template_lookup lookup, void *ct
     return 0;
 
 fail:
-    out->len = start_len;
-    if (out->data != NULL)
-        out->data[start_len] = '\0';
+    hr_buf_truncate(out, start_len);
     return -1;
 }

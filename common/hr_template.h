@@ -8,8 +8,9 @@
  * Rendering asks a lookup callback for each variable's value; a missing
  * value renders as "" and is counted in hr_template_out.missing.  Values are
  * JSON-escaped when the template is compiled with escape on (the channel's
- * `escape: json`) and percent-encoded in URL mode (hr_template_compile_escape);
- * literals are never changed. */
+ * `escape: json`), percent-encoded in URL mode and HTML-escaped in HTML mode
+ * (hr_template_compile_escape), except a variable written {{raw NAME}},
+ * which is inserted as it is in every mode; literals are never changed. */
 #ifndef HR_TEMPLATE_H
 #define HR_TEMPLATE_H
 
@@ -43,6 +44,7 @@ typedef enum hr_template_escape {
     HR_TEMPLATE_RAW,  /* as they are */
     HR_TEMPLATE_JSON, /* JSON string escapes (hr_json_escape_append) */
     HR_TEMPLATE_URL,  /* percent-encoded but for RFC 3986 unreserved bytes (URL templates) */
+    HR_TEMPLATE_HTML, /* & < > " ' as entities (an e-mail's text/html part) */
 } hr_template_escape;
 
 /* hr_template_compile with an escape mode; hr_template_compile(.., b, ..)
@@ -69,6 +71,9 @@ int hr_json_escape_append(hr_buf *out, const char *s, size_t n);
  * surrogates, nothing past U+10FFFF): what JSON text and MySQL's utf8mb4
  * columns accept. */
 bool hr_utf8_valid(const char *s, size_t n);
+/* Appends S with & < > " ' written as &amp; &lt; &gt; &quot; &#39; to OUT:
+ * safe in HTML text and in a quoted attribute value. */
+int hr_html_escape_append(hr_buf *out, const char *s, size_t n);
 /* Appends S percent-encoded (every byte but A-Z a-z 0-9 - . _ ~) to OUT. */
 int hr_url_escape_append(hr_buf *out, const char *s, size_t n);
 

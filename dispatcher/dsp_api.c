@@ -1,13 +1,18 @@
-/* dsp_api: herald-dispatcher's HTTP server (hr_httpd on dispatcher.listen,
- * dispatcher.api.threads pool threads): /metrics, /healthz, /readyz and the
- * /v1 API of docs/api.md.
+/* dsp_api: herald-dispatcher's HTTP servers: the /v1 API of docs/api.md
+ * and the console on dispatcher.listen (dispatcher.api.threads pool
+ * threads), and /healthz, /readyz and /metrics on dispatcher.probe_listen,
+ * a server of their own so that clients filling the API's connections
+ * never fail a probe.
  *
  * Every /v1 route has the auth hook dsp_api_auth, which hr_httpd runs on
  * the headers before any body is read: an admin bearer token, whenever
  * tokens are configured (constant-time, hr_httpd_bearer_ok; without tokens
- * the API only starts when api.insecure is set), or on the pull a client
- * token for the uid of the path (hr_ctoken.h).  Every route goes through
- * dsp_api_serve, which takes a connection pair
+ * the API only starts when api.insecure is set, on a loopback address, and
+ * serves only requests whose Host is loopback), or on the pull a client
+ * token for the uid of the path (hr_ctoken.h).  Only the routes marked
+ * `body` take one (JSON, up to api.max_body_bytes); HEAD is served on the
+ * open routes only, since a GET of /v1 may act (the pull's ?ack=1).
+ * Every route goes through dsp_api_serve, which takes a connection pair
  * from the API's own pool (one per request in flight, made lazily, kept
  * for later requests), runs the handler and counts the request in
  * herald_api_requests_total{route,code}.  Handlers validate everything
@@ -807,8 +812,14 @@ static bool dsp_api_auth(void *ctx, hr_httpd_req *req, hr_httpd_resp *resp)
     char err[128];
     int64_t uid, want;
 
-    if (cfg->dispatcher.api.ntokens == 0 ||
-        hr_httpd_bearer_ok(req, cfg->dispatcher.api.tokens, cfg->dispatcher.api.ntokens))
+    /* Insecure mode: a page whose name was re-pointed at 127.0.0.1 sends
+     * its own Host (DNS rebinding). */
+    if (cfg->dispatcher.api.ntokens == 0)
+        return hr_httpd_host_is_loopback(req) ||
+               dsp_api_refuse(rt, resp, 403, "forbidden",
+                              "without tokens the API serves only requests to a loopback host "
+                              "(Host: 127.0.0.1, localhost or [::1])");
+    if (hr_httpd_bearer_ok(req, cfg->dispatcher.api.tokens, cfg->dispatcher.api.ntokens))
         return true;
     if (token == NULL || cfg->dispatcher.api.nclient_keys == 0 || !hr_ctoken_is_client(token))
         return dsp_api_refuse(rt, resp, 401, "unauthorized",
@@ -874,8 +885,14 @@ static void dsp_api_route_add(dsp_api *a, const char *method, const char *patter
     rt.a = a;
     rt.name = pattern;
     a->rctx[a->nroutes] = rt;
-    a->routes[a->nroutes] = (hr_httpd_route){method, pattern, dsp_api_serve, &a->rctx[a->nroutes],
-                                             rt.open ? NULL : dsp_api_auth};
+    a->routes[a->nroutes] = (hr_httpd_route){
+        method,
+        pattern,
+        dsp_api_serve,
+        &a->rctx[a->nroutes],
+        rt.open ? NULL : dsp_api_auth,
+        .max_body = rt.body && a->d != NULL ? (size_t)a->d->cfg->dispatcher.api.max_body_bytes : 0,
+        .head = rt.open};
     a->nroutes++;
 }
 
@@ -883,25 +900,17 @@ static void dsp_api_route_add(dsp_api *a, const char *method, const char *patter
  * has no dsp when only printing (the contexts are then never used). */
 static void dsp_api_add_routes(dsp_api *a)
 {
-    dsp_api_route_add(a, "GET", "/metrics",
-                      (dsp_api_route){.open = true,
-                                      .builtin = hr_httpd_metrics,
-                                      .builtin_ctx = a->d != NULL ? a->d->met.reg : NULL});
-    dsp_api_route_add(a, "GET", "/healthz",
-                      (dsp_api_route){.open = true, .builtin = hr_httpd_healthz});
-    dsp_api_route_add(
-        a, "GET", "/readyz",
-        (dsp_api_route){.open = true, .builtin = hr_httpd_readyz, .builtin_ctx = &a->ready});
     dsp_api_route_add(a, "GET", "/console",
                       (dsp_api_route){.open = true, .builtin = dsp_console_serve});
     dsp_api_route_add(a, "GET", "/console/",
                       (dsp_api_route){.open = true, .builtin = dsp_console_serve});
     dsp_api_route_add(a, "GET", "/console/{asset}",
                       (dsp_api_route){.open = true, .builtin = dsp_console_serve});
-    dsp_api_route_add(a, "POST", "/v1/tasks", (dsp_api_route){.fn = dsp_api_create});
+    dsp_api_route_add(a, "POST", "/v1/tasks", (dsp_api_route){.fn = dsp_api_create, .body = true});
     dsp_api_route_add(a, "GET", "/v1/tasks", (dsp_api_route){.fn = dsp_api_list});
     dsp_api_route_add(a, "GET", "/v1/tasks/{id}", (dsp_api_route){.fn = dsp_api_get});
-    dsp_api_route_add(a, "PATCH", "/v1/tasks/{id}", (dsp_api_route){.fn = dsp_api_patch});
+    dsp_api_route_add(a, "PATCH", "/v1/tasks/{id}",
+                      (dsp_api_route){.fn = dsp_api_patch, .body = true});
     dsp_api_route_add(a, "POST", "/v1/tasks/{id}/pause",
                       (dsp_api_route){.is_control = true, .control = HR_CONTROL_PAUSE});
     dsp_api_route_add(a, "POST", "/v1/tasks/{id}/resume",
@@ -909,7 +918,7 @@ static void dsp_api_add_routes(dsp_api *a)
     dsp_api_route_add(a, "POST", "/v1/tasks/{id}/cancel",
                       (dsp_api_route){.is_control = true, .control = HR_CONTROL_CANCEL});
     dsp_api_route_add(a, "POST", "/v1/tasks/{id}/subscribers",
-                      (dsp_api_route){.fn = dsp_api_subs_add});
+                      (dsp_api_route){.fn = dsp_api_subs_add, .body = true});
     dsp_api_route_add(a, "DELETE", "/v1/tasks/{id}/subscribers/{uid}",
                       (dsp_api_route){.fn = dsp_api_subs_del});
     dsp_api_route_add(a, "GET", "/v1/tasks/{id}/subscribers/count",
@@ -921,15 +930,16 @@ static void dsp_api_add_routes(dsp_api *a)
     dsp_api_route_add(a, "POST", "/v1/tasks/{id}/recover", (dsp_api_route){.fn = dsp_api_recover});
     dsp_api_route_add(a, "GET", "/v1/tasks/{id}/render",
                       (dsp_api_route){.fn = dsp_api_render_task});
-    dsp_api_route_add(a, "POST", "/v1/render", (dsp_api_route){.fn = dsp_api_render_new});
+    dsp_api_route_add(a, "POST", "/v1/render",
+                      (dsp_api_route){.fn = dsp_api_render_new, .body = true});
     dsp_api_route_add(a, "GET", "/v1/users/{uid}/reminders",
                       (dsp_api_route){.fn = dsp_api_reminders, .client = true});
     dsp_api_route_add(a, "GET", "/v1/users/{uid}/addresses",
                       (dsp_api_route){.fn = dsp_api_addr_get});
     dsp_api_route_add(a, "POST", "/v1/users/{uid}/addresses",
-                      (dsp_api_route){.fn = dsp_api_addr_add});
+                      (dsp_api_route){.fn = dsp_api_addr_add, .body = true});
     dsp_api_route_add(a, "PUT", "/v1/users/{uid}/addresses",
-                      (dsp_api_route){.fn = dsp_api_addr_put});
+                      (dsp_api_route){.fn = dsp_api_addr_put, .body = true});
     dsp_api_route_add(a, "DELETE", "/v1/users/{uid}/addresses",
                       (dsp_api_route){.fn = dsp_api_addr_del});
 }
@@ -942,8 +952,11 @@ int dsp_api_print_routes(FILE *out)
     if (a == NULL)
         return -1;
     dsp_api_add_routes(a);
+    hr_httpd_probe_routes(a->probe_routes, NULL, NULL);
     for (i = 0; i < a->nroutes; i++)
         fprintf(out, "%s %s\n", a->routes[i].method, a->routes[i].pattern);
+    for (i = 0; i < HR_HTTPD_NPROBES; i++)
+        fprintf(out, "%s %s\n", a->probe_routes[i].method, a->probe_routes[i].pattern);
     free(a);
     return 0;
 }
@@ -966,15 +979,24 @@ int dsp_api_start(dsp *d, char *errstr, size_t errlen)
     pthread_cond_init(&a->pool_cv, NULL);
     a->ready = (hr_httpd_ready){dsp_api_ready, d};
     dsp_api_add_routes(a);
+    hr_httpd_probe_routes(a->probe_routes, d->met.reg, &a->ready);
     d->api = a;
-    if (hr_httpd_start(cfg->dispatcher.listen, cfg->dispatcher.api.threads, a->routes, a->nroutes,
-                       (size_t)cfg->dispatcher.api.max_body_bytes, &a->h, errstr, errlen) < 0) {
+    const hr_httpd_limits limits = {cfg->dispatcher.api.threads,
+                                    (unsigned)cfg->dispatcher.api.max_connections,
+                                    (unsigned)cfg->dispatcher.api.max_connections_per_ip,
+                                    (unsigned)cfg->dispatcher.api.header_timeout_ms};
+    if (hr_httpd_start(cfg->dispatcher.listen, &limits, a->routes, a->nroutes, &a->h, errstr,
+                       errlen) < 0 ||
+        hr_httpd_start(cfg->dispatcher.probe_listen, &HR_HTTPD_PROBE_LIMITS, a->probe_routes,
+                       HR_HTTPD_NPROBES, &a->probes, errstr, errlen) < 0) {
         dsp_api_stop(d);
         return -1;
     }
     hr_log_info("api_started", "listen=%s port=%d threads=%d insecure=%d", cfg->dispatcher.listen,
                 hr_httpd_port(a->h), cfg->dispatcher.api.threads,
                 (int)cfg->dispatcher.api.insecure);
+    hr_log_info("probes_started", "listen=%s port=%d", cfg->dispatcher.probe_listen,
+                hr_httpd_port(a->probes));
     return 0;
 }
 
@@ -985,6 +1007,7 @@ void dsp_api_stop(dsp *d)
 
     if (a == NULL)
         return;
+    hr_httpd_stop(a->probes);
     hr_httpd_stop(a->h);
     for (i = 0; i < a->npool; i++) {
         hr_mysql_free(a->pool[i].m);

@@ -34,6 +34,7 @@ typedef struct dsp_api_route {
     dsp_api_fn fn;   /* /v1 routes */
     bool is_control; /* a control route, setting CONTROL */
     bool client;     /* a client token may call it, for the {uid} of its path */
+    bool body;       /* takes a JSON body of up to dispatcher.api.max_body_bytes */
     hr_control control;
 } dsp_api_route;
 
@@ -42,6 +43,8 @@ typedef struct dsp_api_route {
 struct dsp_api {
     dsp *d;
     hr_httpd *h;
+    hr_httpd *probes; /* /healthz, /readyz, /metrics on dispatcher.probe_listen */
+    hr_httpd_route probe_routes[HR_HTTPD_NPROBES];
     hr_httpd_ready ready;
     dsp_api_route rctx[DSP_API_NROUTES];
     hr_httpd_route routes[DSP_API_NROUTES];

@@ -171,10 +171,9 @@ int wk_metrics_serve(wk_metrics *m, const char *listen, char *errstr, size_t err
 {
     m->ready.fn = wk_metrics_ready;
     m->ready.ctx = m;
-    m->routes[0] = (hr_httpd_route){"GET", "/metrics", hr_httpd_metrics, m->reg, NULL};
-    m->routes[1] = (hr_httpd_route){"GET", "/healthz", hr_httpd_healthz, NULL, NULL};
-    m->routes[2] = (hr_httpd_route){"GET", "/readyz", hr_httpd_readyz, &m->ready, NULL};
-    return hr_httpd_start(listen, 2, m->routes, 3, 1024, &m->httpd, errstr, errlen);
+    hr_httpd_probe_routes(m->routes, m->reg, &m->ready);
+    return hr_httpd_start(listen, &HR_HTTPD_PROBE_LIMITS, m->routes, HR_HTTPD_NPROBES, &m->httpd,
+                          errstr, errlen);
 }
 
 void wk_metrics_stop(wk_metrics *m)

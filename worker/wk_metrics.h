@@ -79,7 +79,7 @@ typedef struct wk_metrics {
     atomic_bool assigned; /* the consumer is subscribed (assigned or waiting) */
     atomic_llong kafka_lag_sum;
     hr_httpd_ready ready;
-    hr_httpd_route routes[3];
+    hr_httpd_route routes[HR_HTTPD_NPROBES];
     hr_httpd *httpd;
 } wk_metrics;
 

@@ -124,9 +124,13 @@ int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errst
         const char *src[WK_TASK__MAIL] = {wt->ch->smtp.subject, wt->ch->smtp.text,
                                           wt->ch->smtp.html, wt->ch->smtp.list_unsubscribe};
 
+        /* The HTML part escapes its values: a user attribute holding a
+         * link or markup must not become part of the mail ({{raw x}} opts out). */
         for (size_t i = 0; i < WK_TASK__MAIL; i++)
             if (src[i] != NULL &&
-                wk_task_compile("mail", src[i], HR_TEMPLATE_RAW, &wt->mail[i], errstr, errlen) != 0)
+                wk_task_compile("mail", src[i],
+                                i == WK_TASK_HTML ? HR_TEMPLATE_HTML : HR_TEMPLATE_RAW,
+                                &wt->mail[i], errstr, errlen) != 0)
                 goto fail;
     }
     wt->headers = calloc(wt->ch->nheaders ? wt->ch->nheaders : 1, sizeof *wt->headers);

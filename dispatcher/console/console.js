@@ -42,7 +42,9 @@
     const headers = {};
     const t = token();
     if (t) headers.Authorization = 'Bearer ' + t;
-    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    // Every POST says JSON, a body or not: the dispatcher answers 415 to
+    // one that does not (a cross-site form could send that).
+    if (body !== undefined || method === 'POST') headers['Content-Type'] = 'application/json';
     let res;
     try {
       res = await fetch(path, {

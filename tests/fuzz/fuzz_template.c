@@ -1,14 +1,17 @@
 /* fuzz_template: compile and render arbitrary templates.
  *
- * Input: byte 0 picks the mode (bit 0: escape json), the rest is the
- * template source.  A template that compiles is rendered with a lookup
- * whose values are derived from the variable's kind and name (any byte,
- * invalid UTF-8 included, some variables missing) into an hr_buf whose cap
- * is small enough to be hit.  Checks: the buffer never passes its cap, a
- * failed render leaves the buffer as it was, and with escaping on, when the
- * template's own literals are plain JSON-safe ASCII, the whole output is
+ * Input: byte 0 picks the mode (bit 0: escape json; else bit 1: escape
+ * html; else raw), the rest is the template source.  A template that
+ * compiles is rendered with a lookup whose values are derived from the
+ * variable's kind and name (any byte, invalid UTF-8 included, some
+ * variables missing) into an hr_buf whose cap is small enough to be hit.
+ * Checks: the buffer never passes its cap, a failed render leaves the
+ * buffer as it was; when the source names no {{raw ...}} variable: with
+ * JSON escaping and literals of plain JSON-safe ASCII, the whole output is
  * valid JSON string content (no raw control bytes, quotes and backslashes
- * escaped, valid UTF-8). */
+ * escaped, valid UTF-8), and with HTML escaping and literals free of
+ * & < > " ', the output has none of < > " ' and every & starts one of the
+ * five entities. */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -165,6 +168,43 @@ static bool ft_plain_source(const uint8_t *src, size_t n)
     return true;
 }
 
+/* True when S (N bytes) holds no < > " ' and each & starts &amp; &lt;
+ * &gt; &quot; or &#39;: what HTML escaping makes of any value. */
+static bool ft_html_content(const char *s, size_t n)
+{
+    static const char *const entities[] = {"&amp;", "&lt;", "&gt;", "&quot;", "&#39;"};
+
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '<' || s[i] == '>' || s[i] == '"' || s[i] == '\'')
+            return false;
+        if (s[i] != '&')
+            continue;
+        bool known = false;
+        for (size_t k = 0; k < sizeof entities / sizeof entities[0] && !known; k++)
+            known = n - i >= strlen(entities[k]) &&
+                    memcmp(s + i, entities[k], strlen(entities[k])) == 0;
+        if (!known)
+            return false;
+    }
+    return true;
+}
+
+/* True when the N bytes at SRC hold none of the bytes of SET. */
+static bool ft_lacks(const uint8_t *src, size_t n, const char *set)
+{
+    for (size_t i = 0; i < n; i++)
+        if (src[i] == '\0' || strchr(set, src[i]) != NULL)
+            return false;
+    return true;
+}
+
+/* True when the source may name a {{raw ...}} variable (any "raw": a
+ * superset, so the escaping checks skip only what they must). */
+static bool ft_may_be_raw(const uint8_t *src, size_t n)
+{
+    return memmem(src, n, "raw", 3) != NULL;
+}
+
 static void ft_fail(const char *what, const hr_buf *out)
 {
     fprintf(stderr, "fuzz_template: %s (len=%zu max=%zu)\n", what, out->len, out->max);
@@ -178,13 +218,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     hr_buf out;
     char err[256] = "";
     size_t missing = 0, plen = strlen(FT_PREFIX);
-    bool escape;
+    hr_template_escape mode;
     int rc;
 
     if (size < 1)
         return 0;
-    escape = (data[0] & 1) != 0;
-    if (hr_template_compile((const char *)data + 1, size - 1, escape, &t, err, sizeof err) < 0) {
+    mode = (data[0] & 1) != 0   ? HR_TEMPLATE_JSON
+           : (data[0] & 2) != 0 ? HR_TEMPLATE_HTML
+                                : HR_TEMPLATE_RAW;
+    if (hr_template_compile_escape((const char *)data + 1, size - 1, mode, &t, err, sizeof err) <
+        0) {
         if (t != NULL || err[0] == '\0') {
             fprintf(stderr, "fuzz_template: failed compile left a template or no reason\n");
             abort();
@@ -205,9 +248,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         if (missing != ctx.nulls)
             ft_fail("missing count differs from the lookup's misses", &out);
-        if (escape && ft_plain_source(data + 1, size - 1) &&
+        bool raw = ft_may_be_raw(data + 1, size - 1);
+        if (mode == HR_TEMPLATE_JSON && !raw && ft_plain_source(data + 1, size - 1) &&
             !ft_json_content(out.data + plen, out.len - plen))
             ft_fail("escaped output is not JSON string content", &out);
+        if (mode == HR_TEMPLATE_HTML && !raw && ft_lacks(data + 1, size - 1, "&<>\"'") &&
+            !ft_html_content(out.data + plen, out.len - plen))
+            ft_fail("HTML-escaped output holds markup", &out);
     }
     hr_buf_free(&out);
     hr_template_free(t);

@@ -81,6 +81,10 @@ class Env:
         self.procs = []
         self.dsp_port = free_port()
         self.wk_port = free_port()
+        # A dispatcher's probes and /metrics are on a listener of their own:
+        # config() gives each dispatcher port (env.dsp_port when it runs)
+        # one, and wait_ready() and metrics() look it up (probe()).
+        self.probe_ports = {}
         self.token = "tok-%s-%d" % (name, random.randrange(1 << 30))
 
     # ---- backends -----------------------------------------------------------
@@ -187,6 +191,8 @@ class Env:
             % (q(self.brokers), q(self.kafka_topic), q(self.group)),
             "dispatcher:",
             "  listen: 127.0.0.1:%d" % self.dsp_port,
+            "  probe_listen: 127.0.0.1:%d" % self.probe_ports.setdefault(self.dsp_port,
+                                                                         free_port()),
             "  api: {tokens: [%s], insecure: %s, max_body_bytes: 65536, max_ids: 1000%s}"
             % (", ".join(q(t) for t in tokens), "true" if insecure else "false", api_extra),
             "  scan_interval_ms: 200",
@@ -264,7 +270,7 @@ class Env:
             token = self.token
         if token is not None:
             req.add_header("Authorization", "Bearer " + token)
-        if data is not None:
+        if data is not None or method == "POST":
             req.add_header("Content-Type", "application/json")
         for k, v in (headers or {}).items():
             req.add_header(k, v)
@@ -280,13 +286,19 @@ class Env:
         except ValueError:
             return status, text
 
+    def probe(self, port):
+        """The port of the probes and /metrics of the daemon on PORT: a
+        dispatcher's probe listener, or PORT itself (a worker's)."""
+        return self.probe_ports.get(port, port)
+
     def metrics(self, port):
-        status, text = self.http("GET", "/metrics", token=None, port=port)
+        status, text = self.http("GET", "/metrics", token=None, port=self.probe(port))
         return text if status == 200 else ""
 
     def wait_ready(self, port, timeout_s=20):
-        return wait_until(lambda: self.http("GET", "/healthz", token=None, port=port)[0] == 200,
-                          timeout_s, 0.2)
+        return wait_until(
+            lambda: self.http("GET", "/healthz", token=None, port=self.probe(port))[0] == 200,
+            timeout_s, 0.2)
 
     def cleanup(self):
         for p in self.procs:

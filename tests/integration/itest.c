@@ -80,6 +80,7 @@ hr_config *itest_config(void)
     /* Several daemons of several tests run at once: each HTTP server takes
      * any free port instead of the stack's fixed ones. */
     itest_set_str(&cfg->dispatcher.listen, "127.0.0.1:0");
+    itest_set_str(&cfg->dispatcher.probe_listen, "127.0.0.1:0");
     itest_set_str(&cfg->worker.listen, "127.0.0.1:0");
     return cfg;
 }
@@ -322,6 +323,7 @@ static void itest_yaml_emit(FILE *f, const hr_config *cfg)
 
     fputs("dispatcher:\n", f);
     itest_yaml_kv(f, "  ", "listen", cfg->dispatcher.listen);
+    itest_yaml_kv(f, "  ", "probe_listen", cfg->dispatcher.probe_listen);
     fputs("  api:\n    tokens: [", f);
     for (size_t i = 0; i < cfg->dispatcher.api.ntokens; i++) {
         fputs(i ? ", " : "", f);

@@ -21,7 +21,7 @@ sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from badinput_env import check, finish, wait_until  # noqa: E402
 from badinput_env import stop_popen  # noqa: E402
-from test_api import TOKEN, ctl, http, make_env, sql, start_dispatcher, write_config  # noqa: E402
+from test_api import TOKEN, ctl, http, make_env, serve, sql, write_config  # noqa: E402
 
 APNS = "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"
 SYNC_WAIT_S = 20  # the dispatcher syncs every 5 s
@@ -193,11 +193,8 @@ def main():
     env.base = 7000000000000000000 + (os.getpid() % 100000) * 100000
     env.cfg_path = write_config(env, base, "{tokens: [%s], max_body_bytes: 65536, max_ids: 10000,"
                                 " threads: 4}" % TOKEN)
-    log = open(os.path.join(tempfile.gettempdir(), "test_addresses_%s.log" % tag), "w")
-    proc = start_dispatcher(env, env.cfg_path, log)
+    proc, log = serve(env, env.cfg_path, "test_addresses_%s.log" % tag)
     try:
-        check(wait_until(lambda: http(env, "GET", "/healthz", token=None)[0] == 200, 15),
-              "dispatcher serves /healthz")
         test_api(env)
         test_api_errors(env)
         test_ctl(env)

@@ -38,13 +38,15 @@ def sql(env, q):
     return env.db.sql(q)
 
 
-def http(env, method, path, body=None, token=TOKEN, raw=None):
+def http(env, method, path, body=None, token=TOKEN, raw=None, port=None):
+    """(status, JSON or text) of a request to the API, or to PORT (e.g.
+    env.probe_port for /healthz, /readyz and /metrics)."""
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-    req = urllib.request.Request("http://127.0.0.1:%d%s" % (env.port, path), data=data,
+    req = urllib.request.Request("http://127.0.0.1:%d%s" % (port or env.port, path), data=data,
                                  method=method)
     if token is not None:
         req.add_header("Authorization", "Bearer " + token)
-    if data is not None:
+    if data is not None or method == "POST":
         req.add_header("Content-Type", "application/json")
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
@@ -78,6 +80,7 @@ def write_config(env, base, api_line):
     cfg["redis"]["prefix"] = env.prefix
     cfg["kafka"]["topic"] = env.kafka_topic
     cfg["dispatcher"]["listen"] = "127.0.0.1:%d" % env.port
+    cfg["dispatcher"]["probe_listen"] = "127.0.0.1:%d" % env.probe_port
     cfg["dispatcher"]["api"] = yaml.safe_load(api_line)
     text = yaml.safe_dump(cfg, sort_keys=False)
     fd, path = tempfile.mkstemp(suffix=".yaml", prefix="herald-test-api-")
@@ -89,6 +92,17 @@ def write_config(env, base, api_line):
 def start_dispatcher(env, path, log):
     e = dict(os.environ, HERALD_TEST_TASK_TOPIC=env.topic)
     return subprocess.Popen([env.dispatcher, "-c", path], stdout=log, stderr=log, env=e)
+
+
+def serve(env, path, log_name):
+    """Starts the dispatcher on config PATH with its output in LOG_NAME in
+    the temporary directory, and checks that /healthz answers on
+    env.probe_port within 15 s; (the Popen, the open log)."""
+    log = open(os.path.join(tempfile.gettempdir(), log_name), "w")
+    proc = start_dispatcher(env, path, log)
+    check(wait_until(lambda: http(env, "GET", "/healthz", token=None, port=env.probe_port)[0]
+                     == 200, 15), "dispatcher serves /healthz")
+    return proc, log
 
 
 def ctl(env, *args):
@@ -309,12 +323,13 @@ def test_auth_before_body(env, sched):
 
 
 def test_metrics(env):
-    status, text = http(env, "GET", "/metrics", token=None)
+    status, text = http(env, "GET", "/metrics", token=None, port=env.probe_port)
     check(status == 200 and 'herald_api_requests_total{route="/v1/tasks",code="401"} 1' in text,
           "metrics count the 401")
     check('herald_tasks{state="cancelled"}' in text and "herald_chunks_published_total" in text
           and "herald_claim_lag_seconds_bucket" in text, "dispatcher families exported")
-    check(wait_until(lambda: http(env, "GET", "/readyz", token=None)[0] == 200, 15), "ready")
+    check(wait_until(lambda: http(env, "GET", "/readyz", token=None, port=env.probe_port)[0]
+                     == 200, 15), "ready")
 
 
 def test_recover(env, sched):
@@ -403,6 +418,7 @@ def make_env(kind, doc):
     env.topic = "%stest_%s" % (kind, tag)
     env.kafka_topic = "herald.test.%s.%s" % (kind, tag)
     env.port = free_port()
+    env.probe_port = free_port()
     env.r = Redis.of(stack)
     return env, base, tag
 
@@ -412,11 +428,8 @@ def main():
     test_refuses_without_tokens(env, base)
     env.cfg_path = write_config(env, base, "{tokens: [%s], max_body_bytes: 65536, max_ids: 10000,"
                                 " threads: 4}" % TOKEN)
-    log = open(os.path.join(tempfile.gettempdir(), "test_api_%s.log" % tag), "w")
-    proc = start_dispatcher(env, env.cfg_path, log)
+    proc, log = serve(env, env.cfg_path, "test_api_%s.log" % tag)
     try:
-        check(wait_until(lambda: http(env, "GET", "/healthz", token=None)[0] == 200, 15),
-              "dispatcher serves /healthz")
         now = datetime.now(timezone.utc)
         env.due = (now + timedelta(hours=3)).replace(microsecond=0)
         sched = create(env, "sched", now + timedelta(days=3), now + timedelta(days=2))

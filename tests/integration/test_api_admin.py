@@ -14,13 +14,12 @@ when HERALD_TEST_CONFIG is unset.  Every wait is bounded."""
 import os
 import subprocess
 import sys
-import tempfile
 from datetime import datetime, timedelta, timezone
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import check, finish, stop_popen, wait_until  # noqa: E402
-from test_api import (TOKEN, cleanup, create, http, key, make_env, sql, start_dispatcher,  # noqa: E402
+from badinput_env import check, finish, stop_popen  # noqa: E402
+from test_api import (TOKEN, cleanup, create, http, key, make_env, serve, sql,  # noqa: E402
                       write_config)
 import yaml  # noqa: E402
 
@@ -206,13 +205,10 @@ def main():
     env, base, tag = make_env("adm", __doc__)
     env.cfg_path = write_config(env, base, "{tokens: [%s], max_body_bytes: 65536, max_ids: 10000,"
                                 " threads: 4}" % TOKEN)
-    log = open(os.path.join(tempfile.gettempdir(), "test_api_admin_%s.log" % tag), "w")
-    proc = start_dispatcher(env, env.cfg_path, log)
+    proc, log = serve(env, env.cfg_path, "test_api_admin_%s.log" % tag)
     status = None
     try:
         test_openapi(env, doc_path)
-        check(wait_until(lambda: http(env, "GET", "/healthz", token=None)[0] == 200, 15),
-              "dispatcher serves /healthz")
         now = datetime.now(timezone.utc)
         env.due = (now + timedelta(days=3)).replace(microsecond=0)
         ids = test_list_paging(env, tag)

@@ -22,9 +22,9 @@ from datetime import datetime, timedelta, timezone
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import check, finish, stop_popen, wait_until  # noqa: E402
-from test_api import (TOKEN, cleanup, create, ctl, http, make_env, raw_head, sql,  # noqa: E402
-                      start_dispatcher, write_config)
+from badinput_env import check, finish, stop_popen  # noqa: E402
+from test_api import (TOKEN, cleanup, create, ctl, http, make_env, raw_head, serve,  # noqa: E402
+                      sql, write_config)
 
 SECRET1 = "k1-" + "a" * 40
 SECRET2 = "k2-" + "b" * 40
@@ -141,12 +141,9 @@ def main():
     env.cfg_path = write_config(
         env, base, "{tokens: [%s], client_keys: [{id: k1, secret: %s}, {id: k2, secret_file: %s}],"
         " pull_per_minute: %d, threads: 4}" % (TOKEN, SECRET1, secret_file, PER_MINUTE))
-    log = open(os.path.join(tempfile.gettempdir(), "test_api_client_%s.log" % tag), "w")
-    proc = start_dispatcher(env, env.cfg_path, log)
+    proc, log = serve(env, env.cfg_path, "test_api_client_%s.log" % tag)
     status = None
     try:
-        check(wait_until(lambda: http(env, "GET", "/healthz", token=None)[0] == 200, 15),
-              "dispatcher serves /healthz")
         now = datetime.now(timezone.utc).replace(microsecond=0)
         due = now + timedelta(days=2)
         task_day = due.replace(hour=23, minute=30, second=0)

@@ -235,7 +235,8 @@ def main():
         check(tables == before[0] and rows[0][0] == str(int(before[1][0][0]) + 5),
               "tables intact, exactly 5 more tasks")
         roundtrip_big_uid(env, base)
-        check(dsp.poll() is None and env.http("GET", "/healthz", token=None)[0] == 200,
+        check(dsp.poll() is None and env.http("GET", "/healthz", token=None,
+                                                 port=env.probe(env.dsp_port))[0] == 200,
               "dispatcher still serving")
         check(env.stop(dsp) == 0, "dispatcher stops cleanly")
     finally:

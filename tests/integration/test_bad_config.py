@@ -28,6 +28,10 @@ CASES = [
     ("binary garbage", "\x00\xff\xfe garbage \x01\n", ""),
     ("huge line", "instance: " + "x" * 2000000 + "\n" + CH, ""),
     ("bad channel template", "channels:\n  w: {url: http://x/, body: '{{uid'}\n", "2:"),
+    # Insecure mode only on loopback (issue 31, finding 6).
+    ("insecure off loopback",
+     "dispatcher:\n  listen: 0.0.0.0:8080\n  api: {insecure: true}\n" + CH, "3:19"),
+    ("mysql tls file with tls off", "mysql:\n  tls: {ca_file: /etc/ca.pem}\n" + CH, "2:18"),
     ("key of another channel type",
      "channels:\n  m:\n    type: smtp\n    url: smtp://x\n    from: a@b\n    method: GET\n",
      "6:5"),

@@ -46,7 +46,7 @@ class Prometheus:
                     "    static_configs: [{targets: ['127.0.0.1:%d']}]\n"
                     "  - job_name: herald-worker\n"
                     "    static_configs: [{targets: [%s]}]\n"
-                    % (json.dumps(RULES), env.dsp_port,
+                    % (json.dumps(RULES), env.probe(env.dsp_port),
                        ", ".join("'127.0.0.1:%d'" % p for p in e2e.wk_ports)))
         self.proc = env.start(["prometheus", "--config.file=" + cfg,
                                "--storage.tsdb.path=" + os.path.join(env.dir, "tsdb"),

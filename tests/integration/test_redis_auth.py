@@ -107,12 +107,13 @@ def check_ctl(env, heraldctl, cfg, secret, wrong, task):
           % (out.returncode, (out.stdout + out.stderr).strip()[:200]))
 
 
-def dispatcher_port(env, proc):
-    """The port from the dispatcher's api_started line (listen is :0)."""
+def dispatcher_port(env, proc, event="api_started"):
+    """The port from the dispatcher's EVENT line (api_started: the API;
+    probes_started: /readyz and /metrics; both listen on :0)."""
     m = [None]
 
     def started():
-        m[0] = re.search(r"api_started.*\bport=(\d+)", env.log(proc))
+        m[0] = re.search(r"%s.*\bport=(\d+)" % event, env.log(proc))
         return m[0] is not None or proc.poll() is not None
 
     wait_until(started, 20, 0.2)
@@ -144,7 +145,8 @@ def main():
                           "redis: {host: 127.0.0.1, port: %d, password: \"${%s}\", prefix: \"%s\"}"
                           % (port, PASSWORD_VAR, env.prefix),
                           text, flags=re.M)
-        text = re.sub(r"^  listen: 127\.0\.0\.1:%d$" % env.dsp_port, "  listen: 127.0.0.1:0",
+        text = re.sub(r"^  (probe_)?listen: 127\.0\.0\.1:(%d|%d)$"
+                      % (env.dsp_port, env.probe(env.dsp_port)), r"  \1listen: 127.0.0.1:0",
                       text, flags=re.M)
         with open(cfg, "w") as f:
             f.write(text)
@@ -162,8 +164,9 @@ def main():
         # The dispatcher: right password -> ready and the API reads the private Redis.
         good = env.start([dispatcher, "-c", cfg], "dispatcher-good.log", {PASSWORD_VAR: secret})
         dport = dispatcher_port(env, good)
-        ready = dport is not None and wait_until(
-            lambda: env.http("GET", "/readyz", token=None, port=dport)[0] == 200, 20, 0.2)
+        dprobe = dispatcher_port(env, good, "probes_started")
+        ready = dprobe is not None and wait_until(
+            lambda: env.http("GET", "/readyz", token=None, port=dprobe)[0] == 200, 20, 0.2)
         check(ready, "dispatcher with the right password becomes ready (port %s)" % dport)
         status, body = env.http("GET", "/v1/tasks/%d" % task, port=dport) if dport else (0, "")
         live = body.get("live", {}) if isinstance(body, dict) else {}
@@ -171,12 +174,12 @@ def main():
               live.get("stats", {}).get("published") == 4242,
               "GET /v1/tasks/{id} reads live state from the private Redis (%d %s)"
               % (status, str(body)[:200]))
-        metrics = env.metrics(dport) if dport else ""
+        metrics = env.metrics(dprobe) if dprobe else ""
         check("herald_" in metrics, "dispatcher /metrics answers")
 
         # Wrong password: never ready; the reason is logged without the password.
         bad = env.start([dispatcher, "-c", cfg], "dispatcher-bad.log", {PASSWORD_VAR: wrong})
-        bport = dispatcher_port(env, bad)
+        bport = dispatcher_port(env, bad, "probes_started")
         if bport is not None:
             became_ready = wait_until(
                 lambda: env.http("GET", "/readyz", token=None, port=bport)[0] == 200, 3, 0.2)

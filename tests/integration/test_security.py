@@ -20,13 +20,13 @@ import os
 import random
 import re
 import shutil
-import subprocess
 import sys
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from badinput_env import Env, check, finish  # noqa: E402
 from misbehaving_provider import Provider  # noqa: E402
+from herald_test.certs import make_ca  # noqa: E402
 
 SQL_WORD = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|REPLACE)\b")
 FMT_CALL = re.compile(r"\b(v?s?n?printf|asprintf)\s*\(([^;]*)", re.S)
@@ -56,25 +56,6 @@ def static_check(root):
                 if "hr_mysql_script(" in text and rel != os.path.join("common", "hr_mysql.c"):
                     bad.append("%s: hr_mysql_script outside the migrations" % rel)
     check(not bad, "only prepared statements (%s)" % "; ".join(bad))
-
-
-def make_ca(d):
-    """A CA and a server certificate for 127.0.0.1 signed by it."""
-    def run(*args):
-        subprocess.run(["openssl"] + list(args), check=True, capture_output=True, timeout=60)
-
-    ca_key, ca, key, csr, crt = (os.path.join(d, n) for n in
-                                 ("ca.key", "ca.pem", "srv.key", "srv.csr", "srv.pem"))
-    ext = os.path.join(d, "ext.cnf")
-    with open(ext, "w") as f:
-        f.write("subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n")
-    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", ca_key, "-out", ca,
-        "-days", "2", "-subj", "/CN=herald test CA")
-    run("req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
-        "-subj", "/CN=127.0.0.1")
-    run("x509", "-req", "-in", csr, "-CA", ca, "-CAkey", ca_key, "-CAcreateserial",
-        "-out", crt, "-days", "2", "-extfile", ext)
-    return ca, crt, key
 
 
 def tls_and_secrets(env, dispatcher, worker):

@@ -53,6 +53,12 @@ static void assert_defaults(const hr_config *cfg)
     assert_string_equal(cfg->mysql.password, "");
     assert_string_equal(cfg->mysql.database, "herald");
     assert_int_equal(cfg->mysql.connect_timeout_s, 5);
+    assert_false(cfg->mysql.tls.enabled);
+    /* Absent or "" (the example) mean none alike. */
+    assert_true(cfg->mysql.tls.ca_file == NULL || cfg->mysql.tls.ca_file[0] == '\0');
+    assert_true(cfg->mysql.tls.verify);
+    assert_true(cfg->mysql.tls.cert_file == NULL || cfg->mysql.tls.cert_file[0] == '\0');
+    assert_true(cfg->mysql.tls.key_file == NULL || cfg->mysql.tls.key_file[0] == '\0');
     assert_string_equal(cfg->redis.host, "127.0.0.1");
     assert_int_equal(cfg->redis.port, 6379);
     assert_string_equal(cfg->redis.password, "");
@@ -66,6 +72,10 @@ static void assert_defaults(const hr_config *cfg)
     assert_string_equal(cfg->kafka.group, "herald-workers");
     assert_int_equal(cfg->kafka.nproperties, 0);
     assert_string_equal(cfg->dispatcher.listen, "127.0.0.1:8080");
+    assert_string_equal(cfg->dispatcher.probe_listen, "127.0.0.1:8090");
+    assert_int_equal(cfg->dispatcher.api.max_connections, 1024);
+    assert_int_equal(cfg->dispatcher.api.max_connections_per_ip, 64);
+    assert_int_equal(cfg->dispatcher.api.header_timeout_ms, 10000);
     assert_int_equal(cfg->dispatcher.api.ntokens, 0);
     assert_int_equal(cfg->dispatcher.api.max_body_bytes, 1048576);
     assert_int_equal(cfg->dispatcher.api.max_ids, 10000);
@@ -178,6 +188,11 @@ static void test_full(void **state)
     assert_string_equal(cfg->mysql.password, "s3cret");
     assert_string_equal(cfg->mysql.database, "reminders");
     assert_int_equal(cfg->mysql.connect_timeout_s, 9);
+    assert_true(cfg->mysql.tls.enabled);
+    assert_string_equal(cfg->mysql.tls.ca_file, "/etc/herald/mysql-ca.pem");
+    assert_false(cfg->mysql.tls.verify);
+    assert_string_equal(cfg->mysql.tls.cert_file, "/etc/herald/mysql-client.pem");
+    assert_string_equal(cfg->mysql.tls.key_file, "/etc/herald/mysql-client.key");
     assert_string_equal(cfg->redis.host, "cache.internal");
     assert_int_equal(cfg->redis.port, 16379);
     assert_string_equal(cfg->redis.password, "rpass");
@@ -194,7 +209,11 @@ static void test_full(void **state)
     assert_string_equal(cfg->kafka.properties[1].value, "true");
     assert_string_equal(cfg->kafka.properties[2].key, "linger.ms");
     assert_string_equal(cfg->kafka.properties[2].value, "5");
-    assert_string_equal(cfg->dispatcher.listen, "0.0.0.0:18080");
+    assert_string_equal(cfg->dispatcher.listen, "[::1]:18080");
+    assert_string_equal(cfg->dispatcher.probe_listen, "0.0.0.0:18082");
+    assert_int_equal(cfg->dispatcher.api.max_connections, 300);
+    assert_int_equal(cfg->dispatcher.api.max_connections_per_ip, 9);
+    assert_int_equal(cfg->dispatcher.api.header_timeout_ms, 2500);
     assert_int_equal(cfg->dispatcher.api.ntokens, 2);
     assert_string_equal(cfg->dispatcher.api.tokens[0], "alpha");
     assert_string_equal(cfg->dispatcher.api.tokens[1], "beta");
@@ -440,7 +459,7 @@ static void test_redis_cluster(void **state)
     hr_config_free(cfg);
     setenv("HERALD_REDIS_CLUSTER", "true", 1);
     assert_int_equal(hr_config_load(path, &cfg, err, sizeof(err)), -1);
-    snprintf(want, sizeof(want), "%s:16:7: redis.db: 3 with redis.cluster true", path);
+    snprintf(want, sizeof(want), "%s:22:7: redis.db: 3 with redis.cluster true", path);
     if (strncmp(err, want, strlen(want)) != 0)
         fail_msg("got %s", err);
     unsetenv("HERALD_REDIS_CLUSTER");
@@ -524,7 +543,7 @@ static const bad_case bad_cases[] = {
      "dispatcher, worker, channels)"},
     {"bad_unknown_nested.yaml", "3:3",
      "unknown key \"hostt\" in mysql (expected: host, port, user, password, database, "
-     "connect_timeout_s)"},
+     "connect_timeout_s, tls)"},
     {"bad_unknown_channel_key.yaml", "4:30",
      "unknown key \"backof_ms\" in channels.webhook.retry (expected: max_attempts, backoff_ms, "
      "max_backoff_ms)"},
@@ -558,6 +577,12 @@ static const bad_case bad_cases[] = {
     {"bad_success_code.yaml", "4:20", "channels.webhook.success: 600 is out of range (100..599)"},
     {"bad_backoff.yaml", "6:23",
      "channels.webhook.retry: max_backoff_ms (1000) is less than backoff_ms (5000)"},
+    /* Insecure mode only on loopback (issue 31, finding 6). */
+    {"bad_insecure_listen.yaml", "3:19",
+     "dispatcher.api.insecure: true needs a loopback dispatcher.listen (127.0.0.1, [::1] or "
+     "localhost), not \"0.0.0.0:8080\""},
+    {"bad_mysql_tls_off.yaml", "3:14", "mysql.tls.ca_file is set but mysql.tls.enabled is false"},
+    {"bad_mysql_tls_key.yaml", "2:35", "mysql.tls: cert_file and key_file go together"},
     {"bad_listen.yaml", "2:11",
      "dispatcher.listen: \"localhost\" is not a listen address host:port"},
     {"bad_log_level.yaml", "2:10",

@@ -169,6 +169,41 @@ static cJSON *parse_ok(const char *text)
     return j;
 }
 
+/* Loopback authorities: names and addresses of this host's loopback only,
+ * nothing resolved. */
+static void test_loopback(void **state)
+{
+    static const char *const yes[] = {
+        "127.0.0.1",    "127.0.0.1:8080", "127.255.0.9:1", "localhost",
+        "LocalHost:80", "[::1]",          "[::1]:18080",   "[0:0:0:0:0:0:0:1]:1",
+    };
+    static const char *const no[] = {
+        "",
+        ":8080",
+        "0.0.0.0:8080",
+        "10.0.0.1:80",
+        "128.0.0.1",
+        "127.1:80",
+        "[::]:80",
+        "::1",
+        "::1:80",
+        "[::1",
+        "[::1]x",
+        "localhost.evil.example",
+        "evil.example:80",
+        "127.0.0.1.evil.example",
+        "[::ffff:127.0.0.1]:80",
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
+        if (!hr_parse_loopback(yes[i]))
+            fail_msg("'%s' is loopback", yes[i]);
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
+        if (hr_parse_loopback(no[i]))
+            fail_msg("'%s' is not loopback", no[i]);
+    assert_false(hr_parse_loopback(NULL));
+}
+
 static void test_json(void **state)
 {
     static const struct {
@@ -233,9 +268,10 @@ static void test_json(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_time), cmocka_unit_test(test_date),
-        cmocka_unit_test(test_uid),  cmocka_unit_test(test_name),
-        cmocka_unit_test(test_json), cmocka_unit_test(test_time_of_day),
+        cmocka_unit_test(test_time),     cmocka_unit_test(test_date),
+        cmocka_unit_test(test_uid),      cmocka_unit_test(test_name),
+        cmocka_unit_test(test_json),     cmocka_unit_test(test_time_of_day),
+        cmocka_unit_test(test_loopback),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -38,6 +38,9 @@ static const char *tvals_lookup(void *ctx, hr_tvar_kind kind, const char *name, 
          "b\xC3"
          "c\xED\xA0\x80"},
         {HR_TVAR_USER, "lang", "fr"},
+        /* A user whose name is a link: phishing in a raw HTML mail. */
+        {HR_TVAR_USER, "name",
+         "<a href=\"https://evil.example/login\">Your account is locked</a> & 'more'"},
     };
     ((tvals *)ctx)->calls++;
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
@@ -352,6 +355,66 @@ static void test_url_escape(void **state)
     hr_template_free(t);
 }
 
+/* Renders SRC compiled with ESCAPE into a string compared with WANT. */
+static void render_mode(const char *src, hr_template_escape escape, const char *want)
+{
+    hr_template *t = NULL;
+    char err[256] = "";
+    hr_buf b;
+    tvals v = {0};
+
+    if (hr_template_compile_escape(src, strlen(src), escape, &t, err, sizeof err) != 0)
+        fail_msg("compile of '%s' failed: %s", src, err);
+    hr_buf_init(&b, 4096);
+    assert_int_equal(hr_template_render(t, tvals_lookup, &v, &b, NULL), 0);
+    assert_int_equal(hr_buf_append(&b, "", 1), 0);
+    assert_string_equal(b.data, want);
+    hr_buf_free(&b);
+    hr_template_free(t);
+}
+
+/* HTML mode: a link-shaped user attribute arrives as text, never as markup;
+ * the template's own markup (literals) is untouched. */
+static void test_html_escape(void **state)
+{
+    (void)state;
+    render_mode("<p>Hello {{user.name}}, {{title}}</p>", HR_TEMPLATE_HTML,
+                "<p>Hello &lt;a href=&quot;https://evil.example/login&quot;&gt;Your account is "
+                "locked&lt;/a&gt; &amp; &#39;more&#39;, Hello</p>");
+    render_mode("<a title=\"{{payload.quote}}\">x</a>", HR_TEMPLATE_HTML,
+                "<a title=\"say &quot;hi&quot;\\\">x</a>");
+}
+
+/* {{raw NAME}}: the explicit opt-out, in every mode; "raw" alone is no name. */
+static void test_raw(void **state)
+{
+    (void)state;
+    render_mode("<p>{{raw user.name}}|{{ raw\t user.lang }}|{{user.lang}}</p>", HR_TEMPLATE_HTML,
+                "<p><a href=\"https://evil.example/login\">Your account is locked</a> & "
+                "'more'|fr|fr</p>");
+    render_mode("{\"q\":\"{{raw payload.quote}}\",\"e\":\"{{payload.quote}}\"}", HR_TEMPLATE_JSON,
+                "{\"q\":\"say \"hi\"\\\",\"e\":\"say \\\"hi\\\"\\\\\"}");
+    render_mode("/u/{{raw payload.quote}}", HR_TEMPLATE_URL, "/u/say \"hi\"\\");
+    compile_err("{{raw}}", 7, "unknown variable 'raw'");
+    compile_err("{{raw  }}", 9, "unknown variable 'raw'");
+    compile_err("{{rawuser.lang}}", 16, "unknown variable 'rawuser.lang'");
+    compile_err("{{raw raw user.lang}}", 21, "unknown variable 'raw user.lang'");
+}
+
+/* hr_html_escape_append: the five characters, and nothing past the cap. */
+static void test_html_escape_append(void **state)
+{
+    hr_buf b;
+
+    (void)state;
+    hr_buf_init(&b, 12);
+    assert_int_equal(hr_html_escape_append(&b, "a<b", 3), 0);
+    assert_string_equal(b.data, "a&lt;b");
+    assert_int_equal(hr_html_escape_append(&b, "&&", 2), -1);
+    assert_string_equal(b.data, "a&lt;b");
+    hr_buf_free(&b);
+}
+
 /* hr_url_escape_append: every byte outside A-Z a-z 0-9 - . _ ~ becomes %XX,
  * high bytes included; past the cap the buffer is unchanged. */
 static void test_url_escape_append(void **state)
@@ -374,6 +437,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_literal_only),
+        cmocka_unit_test(test_html_escape),
+        cmocka_unit_test(test_raw),
+        cmocka_unit_test(test_html_escape_append),
         cmocka_unit_test(test_stray_close_is_literal),
         cmocka_unit_test(test_each_kind),
         cmocka_unit_test(test_spaces_in_braces),

@@ -2,7 +2,9 @@
  * values lose control bytes (no header injection), values in the URL are
  * percent-encoded, huge payload numbers print without undefined casts, a
  * title and body that name no uid or user.* are rendered once per task,
- * and chunk members must be uids 1..INT64_MAX. */
+ * an smtp channel's html part escapes what it inserts ({{raw x}} opts
+ * out) while its text part does not, and chunk members must be uids
+ * 1..INT64_MAX. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,7 +28,14 @@ static const char yaml[] = "channels:\n"
                            "    body: \"{{payload.n}}|{{payload.m}}\"\n"
                            "  titled:\n"
                            "    url: \"http://127.0.0.1/t\"\n"
-                           "    body: \"{{title}}|{{body}}|{{uid}}\"\n";
+                           "    body: \"{{title}}|{{body}}|{{uid}}\"\n"
+                           "  mail:\n"
+                           "    type: smtp\n"
+                           "    url: \"smtp://127.0.0.1:2525\"\n"
+                           "    from: \"herald@example.com\"\n"
+                           "    subject: \"{{title}}\"\n"
+                           "    text: \"Hi {{user.name}}: {{body}}\"\n"
+                           "    html: \"<p>Hi {{user.name}}: {{body}}</p>{{raw payload.p}}\"\n";
 
 typedef struct fixture {
     hr_config *cfg;
@@ -109,8 +118,9 @@ static void assert_rendered(const wk_task *task, const char *uid, const char *wa
     wk_task_out_free(&out);
 }
 
-/* A task on channel "titled" with TITLE and BODY. */
-static wk_task *titled_task(const hr_config *cfg, const char *title, const char *body)
+/* Task 8 ("t8") on CHANNEL with TITLE, BODY and PAYLOAD. */
+static wk_task *channel_task(const hr_config *cfg, const char *channel, const char *title,
+                             const char *body, const char *payload)
 {
     hr_task *row = calloc(1, sizeof *row);
     wk_task *task = NULL;
@@ -120,14 +130,20 @@ static wk_task *titled_task(const hr_config *cfg, const char *title, const char 
     row->id = 8;
     row->name = strdup("t8");
     row->topic = strdup("default");
-    row->channel = strdup("titled");
+    row->channel = strdup(channel);
     row->title = strdup(title);
     row->body = strdup(body);
-    row->payload = strdup("{\"p\":\"pv\"}");
+    row->payload = strdup(payload);
     row->chunk_size = 100;
     row->lease_until_ms = -1;
     assert_int_equal(wk_task_build(cfg, row, &task, errstr, sizeof errstr), 0);
     return task;
+}
+
+/* A task on channel "titled" with TITLE and BODY. */
+static wk_task *titled_task(const hr_config *cfg, const char *title, const char *body)
+{
+    return channel_task(cfg, "titled", title, body, "{\"p\":\"pv\"}");
 }
 
 static void test_render_fixed_texts(void **state)
@@ -148,6 +164,37 @@ static void test_render_fixed_texts(void **state)
     wk_task_free(fixed);
     wk_task_free(per_uid);
     wk_task_free(per_user);
+}
+
+/* A user whose name is a link: in the html part it is text, not a link;
+ * the text part and the subject are not HTML and keep it as it is. */
+static void test_render_mail_html(void **state)
+{
+    fixture *f = *state;
+    wk_task *task = channel_task(f->cfg, "mail", "News & <offers>", "from {{user.name}}",
+                                 "{\"p\":\"<b>footer</b>\"}");
+    hr_buf out[WK_TASK__MAIL];
+    char errstr[512];
+    static const char name[] = "<a href=\"https://evil.example/\">Your account is locked</a>";
+    redisReply k = {.type = REDIS_REPLY_STRING, .str = "name", .len = 4};
+    redisReply v = {.type = REDIS_REPLY_STRING, .str = (char *)name, .len = sizeof name - 1};
+    redisReply *items[] = {&k, &v};
+    redisReply user = {.type = REDIS_REPLY_ARRAY, .elements = 2, .element = items};
+
+    for (size_t i = 0; i < WK_TASK__MAIL; i++)
+        hr_buf_init(&out[i], 4096);
+    assert_int_equal(wk_task_render_mail(task, "3", &user, out, errstr, sizeof errstr), 0);
+    assert_string_equal(out[WK_TASK_HTML].data,
+                        "<p>Hi &lt;a href=&quot;https://evil.example/&quot;&gt;Your account is "
+                        "locked&lt;/a&gt;: from &lt;a href=&quot;https://evil.example/&quot;&gt;"
+                        "Your account is locked&lt;/a&gt;</p><b>footer</b>");
+    assert_string_equal(out[WK_TASK_TEXT].data,
+                        "Hi <a href=\"https://evil.example/\">Your account is locked</a>: from "
+                        "<a href=\"https://evil.example/\">Your account is locked</a>");
+    assert_string_equal(out[WK_TASK_SUBJECT].data, "News & <offers>");
+    for (size_t i = 0; i < WK_TASK__MAIL; i++)
+        hr_buf_free(&out[i]);
+    wk_task_free(task);
 }
 
 static void test_uid_valid(void **state)
@@ -171,6 +218,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_render_escapes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_render_fixed_texts, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_render_mail_html, setup, teardown),
         cmocka_unit_test(test_uid_valid),
     };
 

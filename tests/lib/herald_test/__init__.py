@@ -7,6 +7,7 @@ tests/faults/run, the Python integration tests).
             free ports, bounded waits
   clients   Redis and MySQL through the packaged drivers, heraldctl
   sink      herald-sink: start it, read its --record file
+  certs     a test CA and certificates signed by it (openssl)
 
 Third-party modules are Debian bookworm's (deploy/local/packages.txt:
 python3-redis, python3-pymysql).  An interpreter that is not Debian's own
