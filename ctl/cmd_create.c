@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ctl.h"
+#include "ctl_cmd.h"
 #include "hr_clock.h"
 #include "hr_parse.h"
 #include "ctl_fmt.h"

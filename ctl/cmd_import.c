@@ -33,7 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ctl.h"
+#include "ctl_cmd.h"
 #include "ctl_fmt.h"
 #include "hr_clock.h"
 #include "hr_parse.h"

@@ -3,7 +3,7 @@
  * which version the schema is at.  Safe to run twice or concurrently. */
 #include <stdio.h>
 
-#include "ctl.h"
+#include "ctl_cmd.h"
 
 /* Prints the names of the N migrations recorded last, in the order they
  * were applied.  hr_mysql_migrate held the migration lock while it

@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ctl.h"
+#include "ctl_cmd.h"
 #include "ctl_fmt.h"
 #include "hr_clock.h"
 #include "hr_pipe.h"

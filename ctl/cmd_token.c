@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ctl.h"
+#include "ctl_cmd.h"
 #include "ctl_fmt.h"
 #include "hr_ctoken.h"
 
