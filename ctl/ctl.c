@@ -111,22 +111,19 @@ static bool ctl_wants_help(int argc, char **argv)
     return false;
 }
 
-int ctl_usage(const char *cmd, const char *fmt, ...)
+/* A usage error found before any command runs (a global option, a missing
+ * or unknown command): "heraldctl: MESSAGE" and the list of commands on
+ * stderr; returns CTL_EXIT_USAGE.  A command's own errors go through
+ * ctl_usage(), which prints that command's usage. */
+static int ctl_usage_main(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int ctl_usage_main(const char *fmt, ...)
 {
-    const ctl_command *command = cmd ? ctl_find(cmd) : NULL;
     va_list ap;
 
-    if (fmt) {
-        fputs("heraldctl: ", stderr);
-        va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fputs("\n", stderr);
-    }
-    if (command)
-        ctl_print_command(stderr, command);
-    else
-        ctl_print_help(stderr);
+    va_start(ap, fmt);
+    ctl_vsay(fmt, ap);
+    va_end(ap);
+    ctl_print_help(stderr);
     return CTL_EXIT_USAGE;
 }
 
@@ -134,16 +131,15 @@ static int ctl_cmd_help(ctl_ctx *ctx, int argc, char **argv)
 {
     const ctl_command *cmd;
 
-    (void)ctx;
     if (argc > 2)
-        return ctl_usage("help", "unexpected argument '%s'", argv[2]);
+        return ctl_usage(ctx, "unexpected argument '%s'", argv[2]);
     if (argc == 1) {
         ctl_print_help(stdout);
         return CTL_EXIT_OK;
     }
     cmd = ctl_find(argv[1]);
     if (!cmd)
-        return ctl_usage(NULL, "unknown command '%s'", argv[1]);
+        return ctl_usage_main("unknown command '%s'", argv[1]);
     ctl_print_command(stdout, cmd);
     return CTL_EXIT_OK;
 }
@@ -180,16 +176,17 @@ int ctl_main(int argc, char **argv)
             printf("heraldctl %s\n", HR_VERSION);
             return CTL_EXIT_OK;
         case ':':
-            return ctl_usage(NULL, "option %s needs a value", argv[optind - 1]);
+            return ctl_usage_main("option %s needs a value", argv[optind - 1]);
         default:
-            return ctl_usage(NULL, "unknown option %s", argv[optind - 1]);
+            return ctl_usage_main("unknown option %s", argv[optind - 1]);
         }
     }
     if (optind >= argc)
-        return ctl_usage(NULL, "no command given");
+        return ctl_usage_main("no command given");
     cmd = ctl_find(argv[optind]);
     if (!cmd)
-        return ctl_usage(NULL, "unknown command '%s'", argv[optind]);
+        return ctl_usage_main("unknown command '%s'", argv[optind]);
+    ctx.cmd = cmd;
     argc -= optind;
     argv += optind;
     optind = 0;

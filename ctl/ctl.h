@@ -12,7 +12,22 @@
  *
  * `heraldctl help NAME` and `heraldctl NAME --help` print the command's
  * usage line, summary and details (every flag) on stdout, before any
- * configuration is read. */
+ * configuration is read.  A command's usage error prints that command's
+ * usage (ctl_usage() reads it from the context, which holds the running
+ * command's entry), so the commands never look into the table: the table
+ * calls them, not the other way round.
+ *
+ * A module calls and includes only modules on its own line or below, and
+ * calls nothing but common/ outside ctl/.  The commands take two lines
+ * only to fit 100 columns: none calls another.  A new module goes on a
+ * line.
+ * Layers (checked by scripts/check-graph):
+ *   ctl_ctx ctl_fmt: the context and the helpers every command uses; formats
+ *   ctl_cmd: the commands' prototypes
+ *   cmd_address cmd_control cmd_create cmd_import cmd_list: the commands, one a file,
+ *   cmd_migrate cmd_recover cmd_redrive cmd_status cmd_token: on two lines for the width
+ *   ctl: the command table, the global options, dispatch
+ */
 #ifndef CTL_H
 #define CTL_H
 

@@ -12,16 +12,34 @@ void ctl_print_command(FILE *out, const ctl_command *cmd)
             *cmd->usage ? " " : "", cmd->usage, cmd->summary, cmd->details);
 }
 
+void ctl_vsay(const char *fmt, va_list ap)
+{
+    fputs("heraldctl: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 int ctl_fail(const char *fmt, ...)
 {
     va_list ap;
 
-    fputs("heraldctl: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    ctl_vsay(fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
     return CTL_EXIT_FAIL;
+}
+
+int ctl_usage(const ctl_ctx *ctx, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (fmt) {
+        va_start(ap, fmt);
+        ctl_vsay(fmt, ap);
+        va_end(ap);
+    }
+    ctl_print_command(stderr, ctx->cmd);
+    return CTL_EXIT_USAGE;
 }
 
 int ctl_mysql(ctl_ctx *ctx, hr_mysql **out)
@@ -55,10 +73,10 @@ int ctl_task_arg(ctl_ctx *ctx, int argc, char **argv, hr_mysql **m, hr_redis **r
 
     *t = NULL;
     if (argc != 2)
-        return ctl_usage(argv[0], "expected one TASK id");
+        return ctl_usage(ctx, "expected one TASK id");
     id = strtoll(argv[1], &end, 10);
     if (id <= 0 || *end != '\0')
-        return ctl_usage(argv[0], "TASK must be a positive integer, not '%s'", argv[1]);
+        return ctl_usage(ctx, "TASK must be a positive integer, not '%s'", argv[1]);
     if (ctl_mysql(ctx, m) < 0 || ctl_redis(ctx, r) < 0)
         return CTL_EXIT_FAIL;
     switch (hr_task_load(*m, id, t, errstr, sizeof errstr)) {
