@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctl.h"
+#include "ctl_cmd.h"
 #include "hr_addr.h"
 #include "hr_parse.h"
 
@@ -38,15 +38,15 @@ static const struct option ctl_addr_options[] = {
  * flag ALLOWED ('a' --app into *APP, 'j' --json into *JSON), then exactly
  * NARGS arguments (NEED says which), the first a uid into *UID; *ARGS
  * points at them.  CTL_EXIT_OK or the usage error. */
-static int ctl_addr_args(int argc, char **argv, int allowed, int nargs, const char *need,
-                         const char **app, bool *json, char ***args, int64_t *uid)
+static int ctl_addr_args(const ctl_ctx *ctx, int argc, char **argv, int allowed, int nargs,
+                         const char *need, const char **app, bool *json, char ***args, int64_t *uid)
 {
     int opt;
 
     optind = 0;
     while ((opt = getopt_long(argc, argv, ":", ctl_addr_options, NULL)) != -1) {
         if (opt != allowed)
-            return ctl_usage("address", "%s: unknown or incomplete option '%s'", argv[0],
+            return ctl_usage(ctx, "%s: unknown or incomplete option '%s'", argv[0],
                              argv[optind - 1]);
         if (opt == 'a')
             *app = optarg;
@@ -54,10 +54,10 @@ static int ctl_addr_args(int argc, char **argv, int allowed, int nargs, const ch
             *json = true;
     }
     if (argc - optind != nargs)
-        return ctl_usage("address", "%s needs %s", argv[0], need);
+        return ctl_usage(ctx, "%s needs %s", argv[0], need);
     *args = argv + optind;
     if (hr_parse_uid((*args)[0], strlen((*args)[0]), uid) != 0)
-        return ctl_usage("address", "UID must be an integer in 1..9223372036854775807, not '%s'",
+        return ctl_usage(ctx, "UID must be an integer in 1..9223372036854775807, not '%s'",
                          (*args)[0]);
     return CTL_EXIT_OK;
 }
@@ -74,12 +74,11 @@ static int ctl_addr_change(ctl_ctx *ctx, bool add, int argc, char **argv)
     int64_t uid;
     int rc;
 
-    rc = ctl_addr_args(argc, argv, 'a', 3, "UID PLATFORM ADDRESS", &app, &json, &args, &uid);
+    rc = ctl_addr_args(ctx, argc, argv, 'a', 3, "UID PLATFORM ADDRESS", &app, &json, &args, &uid);
     if (rc != CTL_EXIT_OK)
         return rc;
     if (hr_addr_platform_parse(args[1], &p) != 0)
-        return ctl_usage("address", "PLATFORM must be fcm, apns, email or webhook, not '%s'",
-                         args[1]);
+        return ctl_usage(ctx, "PLATFORM must be fcm, apns, email or webhook, not '%s'", args[1]);
     if (ctl_mysql(ctx, &m) < 0 || ctl_redis(ctx, &r) < 0)
         return CTL_EXIT_FAIL;
     if (add)
@@ -87,7 +86,7 @@ static int ctl_addr_change(ctl_ctx *ctx, bool add, int argc, char **argv)
     else
         rc = hr_addr_remove(m, r, uid, p, app, args[2], errstr, sizeof errstr);
     if (rc == HR_ADDR_EINVAL)
-        return ctl_usage("address", "%s", errstr);
+        return ctl_usage(ctx, "%s", errstr);
     if (rc < 0)
         return ctl_fail("address %s: %s", argv[0], errstr);
     printf("%s\n",
@@ -105,7 +104,7 @@ static int ctl_addr_ls(ctl_ctx *ctx, int argc, char **argv)
     int64_t uid;
     int rc;
 
-    rc = ctl_addr_args(argc, argv, 'j', 1, "one UID", &app, &json, &args, &uid);
+    rc = ctl_addr_args(ctx, argc, argv, 'j', 1, "one UID", &app, &json, &args, &uid);
     if (rc != CTL_EXIT_OK)
         return rc;
     if (ctl_mysql(ctx, &m) < 0)
@@ -203,7 +202,7 @@ static int ctl_addr_import(ctl_ctx *ctx, int argc, char **argv)
     int rc = CTL_EXIT_FAIL;
 
     if (argc != 2)
-        return ctl_usage("address", "import needs one FILE (or - for stdin)");
+        return ctl_usage(ctx, "import needs one FILE (or - for stdin)");
     if (ctl_mysql(ctx, &m) < 0 || ctl_redis(ctx, &r) < 0)
         return CTL_EXIT_FAIL;
     in = strcmp(argv[1], "-") == 0 ? stdin : fopen(argv[1], "r");
@@ -263,12 +262,12 @@ done:
 int ctl_cmd_address(ctl_ctx *ctx, int argc, char **argv)
 {
     if (argc < 2)
-        return ctl_usage("address", "expected add, rm, ls or import");
+        return ctl_usage(ctx, "expected add, rm, ls or import");
     if (strcmp(argv[1], "add") == 0 || strcmp(argv[1], "rm") == 0)
         return ctl_addr_change(ctx, strcmp(argv[1], "add") == 0, argc - 1, argv + 1);
     if (strcmp(argv[1], "ls") == 0)
         return ctl_addr_ls(ctx, argc - 1, argv + 1);
     if (strcmp(argv[1], "import") == 0)
         return ctl_addr_import(ctx, argc - 1, argv + 1);
-    return ctl_usage("address", "unknown subcommand '%s' (add, rm, ls or import)", argv[1]);
+    return ctl_usage(ctx, "unknown subcommand '%s' (add, rm, ls or import)", argv[1]);
 }

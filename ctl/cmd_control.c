@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctl.h"
+#include "ctl_cmd.h"
 #include "hr_state.h"
 #include "hr_task.h"
 

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ctl.h"
+#include "ctl_cmd.h"
 #include "hr_clock.h"
 #include "hr_parse.h"
 #include "ctl_fmt.h"
@@ -196,7 +196,7 @@ static int create_window(const char *arg, hr_task *t, char *errstr, size_t errle
 }
 
 /* Parses the flags into A.  CTL_EXIT_OK, or the exit code after printing. */
-static int create_parse(int argc, char **argv, create_args *a)
+static int create_parse(const ctl_ctx *ctx, int argc, char **argv, create_args *a)
 {
     char errstr[256];
     int64_t v;
@@ -250,27 +250,26 @@ static int create_parse(int argc, char **argv, create_args *a)
             break;
         case OPT_THROTTLE_MODE:
             if (strcmp(optarg, "enforce") != 0 && strcmp(optarg, "shadow") != 0)
-                return ctl_usage("create", "--throttle-mode: \"%s\" is not enforce or shadow",
-                                 optarg);
+                return ctl_usage(ctx, "--throttle-mode: \"%s\" is not enforce or shadow", optarg);
             a->t.throttle_mode = optarg;
             break;
         case OPT_DUE_AT:
         case OPT_DUE_IN:
             if (a->due_given)
-                return ctl_usage("create", "give one of --due-at and --due-in");
+                return ctl_usage(ctx, "give one of --due-at and --due-in");
             a->due_given = true;
             if (opt == OPT_DUE_AT) {
                 if (ctl_fmt_parse_time("--due-at", optarg, &a->t.due_ms, errstr, sizeof errstr) < 0)
-                    return ctl_usage("create", "%s", errstr);
+                    return ctl_usage(ctx, "%s", errstr);
             } else {
                 if (ctl_fmt_parse_duration("--due-in", optarg, &v, errstr, sizeof errstr) < 0)
-                    return ctl_usage("create", "%s", errstr);
+                    return ctl_usage(ctx, "%s", errstr);
                 a->t.due_ms = hr_clock_now_ms() + v;
             }
             break;
         case OPT_FREEZE_AT:
             if (ctl_fmt_parse_time("--freeze-at", optarg, &a->freeze_ms, errstr, sizeof errstr) < 0)
-                return ctl_usage("create", "%s", errstr);
+                return ctl_usage(ctx, "%s", errstr);
             break;
         case OPT_RATE_LIMIT:
         case OPT_CHUNK_SIZE:
@@ -279,7 +278,7 @@ static int create_parse(int argc, char **argv, create_args *a)
              * create_options[] lists the flags in enum order. */
             if (ctl_fmt_parse_int(create_options[opt - OPT_NAME].name, optarg, INT32_MIN, INT32_MAX,
                                   &v, errstr, sizeof errstr) < 0)
-                return ctl_usage("create", "--%s", errstr);
+                return ctl_usage(ctx, "--%s", errstr);
             if (opt == OPT_RATE_LIMIT)
                 a->t.rate_limit = v;
             else if (opt == OPT_CHUNK_SIZE)
@@ -292,24 +291,24 @@ static int create_parse(int argc, char **argv, create_args *a)
             if (create_seconds(opt == OPT_TTL ? "--ttl" : "--throttle-window", optarg,
                                opt == OPT_TTL ? &a->t.ttl_s : &a->t.throttle_window_s, errstr,
                                sizeof errstr) < 0)
-                return ctl_usage("create", "%s", errstr);
+                return ctl_usage(ctx, "%s", errstr);
             break;
         case OPT_COLLAPSE_KEY:
             a->t.collapse_key = optarg;
             break;
         case OPT_PRIORITY:
             if (hr_priority_parse(optarg, &a->t.priority) < 0)
-                return ctl_usage("create", "--priority: \"%s\" is not high or normal", optarg);
+                return ctl_usage(ctx, "--priority: \"%s\" is not high or normal", optarg);
             break;
         case OPT_FINISH_BY:
             if (ctl_fmt_parse_time("--finish-by", optarg, &a->t.finish_ms, errstr, sizeof errstr) <
                 0)
-                return ctl_usage("create", "%s", errstr);
+                return ctl_usage(ctx, "%s", errstr);
             break;
         case OPT_FINISH_IN:
             if (ctl_fmt_parse_duration("--finish-in", optarg, &a->finish_in_ms, errstr,
                                        sizeof errstr) < 0)
-                return ctl_usage("create", "%s", errstr);
+                return ctl_usage(ctx, "%s", errstr);
             break;
         case OPT_LOCAL_TIME:
             a->t.local_time = 1;
@@ -318,47 +317,47 @@ static int create_parse(int argc, char **argv, create_args *a)
         case OPT_WINDOW_TZ:
             /* Existence is hr_task_validate's; the name rules first. */
             if (!hr_tz_name_ok(optarg))
-                return ctl_usage("create", "--%s: \"%s\" is not a time zone name",
+                return ctl_usage(ctx, "--%s: \"%s\" is not a time zone name",
                                  create_options[opt - OPT_NAME].name, optarg);
             *(opt == OPT_DEFAULT_TZ ? &a->t.default_tz : &a->t.window_tz) = optarg;
             break;
         case OPT_WINDOW:
             if (create_window(optarg, &a->t, errstr, sizeof errstr) < 0)
-                return ctl_usage("create", "%s", errstr);
+                return ctl_usage(ctx, "%s", errstr);
             break;
         case OPT_EXPIRE_AT:
         case OPT_EXPIRE_IN:
             if (a->t.expire_ms >= 0 || a->expire_in_ms >= 0)
-                return ctl_usage("create", "give one of --expire-at and --expire-in");
+                return ctl_usage(ctx, "give one of --expire-at and --expire-in");
             if (opt == OPT_EXPIRE_AT) {
                 if (ctl_fmt_parse_time("--expire-at", optarg, &a->t.expire_ms, errstr,
                                        sizeof errstr) < 0)
-                    return ctl_usage("create", "%s", errstr);
+                    return ctl_usage(ctx, "%s", errstr);
             } else if (ctl_fmt_parse_duration("--expire-in", optarg, &a->expire_in_ms, errstr,
                                               sizeof errstr) < 0) {
-                return ctl_usage("create", "%s", errstr);
+                return ctl_usage(ctx, "%s", errstr);
             }
             break;
         case OPT_SHARDS:
         case OPT_EXPECTED:
             if (a->shards_given)
-                return ctl_usage("create", "give one of --shards and --expected-recipients");
+                return ctl_usage(ctx, "give one of --shards and --expected-recipients");
             a->shards_given = true;
             if (ctl_fmt_parse_int(create_options[opt - OPT_NAME].name, optarg, 1, INT32_MAX, &v,
                                   errstr, sizeof errstr) < 0)
-                return ctl_usage("create", "--%s", errstr);
+                return ctl_usage(ctx, "--%s", errstr);
             a->t.shards = opt == OPT_SHARDS ? v : hr_shard_for_size(v);
             break;
         default:
-            return ctl_usage("create", NULL);
+            return ctl_usage(ctx, NULL);
         }
     }
     if (a->finish_in_ms >= 0 && hr_task_paced(&a->t))
-        return ctl_usage("create", "give one of --finish-by and --finish-in");
+        return ctl_usage(ctx, "give one of --finish-by and --finish-in");
     if (optind < argc)
-        return ctl_usage("create", "unexpected argument \"%s\"", argv[optind]);
+        return ctl_usage(ctx, "unexpected argument \"%s\"", argv[optind]);
     if (a->t.name == NULL || a->t.channel == NULL || !a->due_given)
-        return ctl_usage("create", "--name, --channel and --due-at or --due-in are required");
+        return ctl_usage(ctx, "--name, --channel and --due-at or --due-in are required");
     /* The API's rules for names (hr_parse_name): an empty one would be
      * stored and match nothing. */
     {
@@ -375,11 +374,11 @@ static int create_parse(int argc, char **argv, create_args *a)
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
             if (values[i] != NULL &&
                 hr_parse_name(names[i].flag, values[i], names[i].max, errstr, sizeof errstr) < 0)
-                return ctl_usage("create", "%s", errstr);
+                return ctl_usage(ctx, "%s", errstr);
     }
     if (a->freeze_ms >= 0 && a->freeze_ms > a->t.due_ms)
-        return ctl_usage("create", "--freeze-at must not be after the due time (the task "
-                                   "would never be in the pull on its day)");
+        return ctl_usage(ctx, "--freeze-at must not be after the due time (the task "
+                              "would never be in the pull on its day)");
     a->t.throttle_scope = a->scope != NULL ? a->scope : a->t.topic;
     if (a->expire_in_ms >= 0)
         a->t.expire_ms = a->t.due_ms + a->expire_in_ms;
@@ -401,7 +400,7 @@ int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
     uint64_t id = 0;
     int rc;
 
-    rc = create_parse(argc, argv, &a);
+    rc = create_parse(ctx, argc, argv, &a);
     if (rc != CTL_EXIT_OK)
         return rc;
     if (hr_task_validate(&a.t, ctx->cfg, errstr, sizeof errstr) < 0)

@@ -33,7 +33,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ctl.h"
+#include "ctl_cmd.h"
 #include "ctl_fmt.h"
 #include "hr_clock.h"
 #include "hr_parse.h"
@@ -331,11 +331,11 @@ int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
     int rc = CTL_EXIT_FAIL;
 
     if (argc < 3)
-        return ctl_usage("import", "TASK and FILE (or -) are required");
+        return ctl_usage(ctx, "TASK and FILE (or -) are required");
     if (argc > 3)
-        return ctl_usage("import", "unexpected argument \"%s\"", argv[3]);
+        return ctl_usage(ctx, "unexpected argument \"%s\"", argv[3]);
     if (ctl_fmt_parse_int("TASK", argv[1], 1, INT64_MAX, &j.task, errstr, sizeof errstr) < 0)
-        return ctl_usage("import", "%s", errstr);
+        return ctl_usage(ctx, "%s", errstr);
     if (ctl_mysql(ctx, &j.m) < 0 || ctl_redis(ctx, &j.r) < 0)
         return CTL_EXIT_FAIL;
     /* Refuse early: no point reading a million lines for a task that is gone. */

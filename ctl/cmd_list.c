@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctl.h"
+#include "ctl_cmd.h"
 #include "ctl_fmt.h"
 #include "hr_state.h"
 
@@ -161,7 +161,7 @@ int ctl_cmd_list(ctl_ctx *ctx, int argc, char **argv)
     while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
         if (opt == 's') {
             if (hr_state_parse(optarg, &known) < 0)
-                return ctl_usage("list",
+                return ctl_usage(ctx,
                                  "--state: \"%s\" is not one of scheduled, dispatching, "
                                  "dispatched, done, paused, cancelled, failed",
                                  optarg);
@@ -169,15 +169,15 @@ int ctl_cmd_list(ctl_ctx *ctx, int argc, char **argv)
         } else if (opt == 'n') {
             if (ctl_fmt_parse_int("--limit", optarg, 1, LIST_MAX_LIMIT, &limit, errstr,
                                   sizeof errstr) < 0)
-                return ctl_usage("list", "%s", errstr);
+                return ctl_usage(ctx, "%s", errstr);
         } else if (opt == 'j') {
             json = true;
         } else {
-            return ctl_usage("list", NULL);
+            return ctl_usage(ctx, NULL);
         }
     }
     if (optind < argc)
-        return ctl_usage("list", "unexpected argument \"%s\"", argv[optind]);
+        return ctl_usage(ctx, "unexpected argument \"%s\"", argv[optind]);
     if (ctl_mysql(ctx, &m) < 0)
         return CTL_EXIT_FAIL;
 

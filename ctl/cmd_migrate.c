@@ -3,7 +3,7 @@
  * which version the schema is at.  Safe to run twice or concurrently. */
 #include <stdio.h>
 
-#include "ctl.h"
+#include "ctl_cmd.h"
 
 /* Prints the names of the N migrations recorded last, in the order they
  * were applied.  hr_mysql_migrate held the migration lock while it
@@ -36,7 +36,7 @@ int ctl_cmd_migrate(ctl_ctx *ctx, int argc, char **argv)
     int applied;
 
     if (argc > 1)
-        return ctl_usage(argv[0], "unexpected argument '%s'", argv[1]);
+        return ctl_usage(ctx, "unexpected argument '%s'", argv[1]);
     if (ctl_mysql(ctx, &m) != 0)
         return CTL_EXIT_FAIL;
     if (hr_mysql_migrate(m, hr_sql_files, HR_SQL__COUNT, &applied, errstr, sizeof errstr) != 0)

@@ -6,7 +6,7 @@
 
 #include <unistd.h>
 
-#include "ctl.h"
+#include "ctl_cmd.h"
 #include "ctl_fmt.h"
 #include "hr_recover.h"
 

@@ -4,7 +4,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 
-#include "ctl.h"
+#include "ctl_cmd.h"
 #include "hr_redrive.h"
 
 int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv)

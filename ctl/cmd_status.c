@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ctl.h"
+#include "ctl_cmd.h"
 #include "ctl_fmt.h"
 #include "hr_clock.h"
 #include "hr_pipe.h"
@@ -359,17 +359,17 @@ int ctl_cmd_status(ctl_ctx *ctx, int argc, char **argv)
         } else if (opt == 'i') {
             if (ctl_fmt_parse_duration("--interval", optarg, &interval_ms, errstr, sizeof errstr) <
                 0)
-                return ctl_usage("status", "%s", errstr);
+                return ctl_usage(ctx, "%s", errstr);
             if (interval_ms < STATUS_MIN_INTERVAL_MS)
                 interval_ms = STATUS_MIN_INTERVAL_MS;
         } else {
-            return ctl_usage("status", NULL);
+            return ctl_usage(ctx, NULL);
         }
     }
     if (optind != argc - 1)
-        return ctl_usage("status", optind >= argc ? "TASK is required" : "one TASK only");
+        return ctl_usage(ctx, optind >= argc ? "TASK is required" : "one TASK only");
     if (ctl_fmt_parse_int("TASK", argv[optind], 1, INT64_MAX, &task, errstr, sizeof errstr) < 0)
-        return ctl_usage("status", "%s", errstr);
+        return ctl_usage(ctx, "%s", errstr);
     if (ctl_mysql(ctx, &m) < 0)
         return CTL_EXIT_FAIL;
     if (ctl_redis(ctx, &r) < 0)

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "ctl.h"
+#include "ctl_cmd.h"
 #include "ctl_fmt.h"
 #include "hr_ctoken.h"
 
@@ -33,19 +33,19 @@ int ctl_cmd_token(ctl_ctx *ctx, int argc, char **argv)
     while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
         if (opt == 't') {
             if (ctl_fmt_parse_duration("--ttl", optarg, &ttl_ms, errstr, sizeof errstr) < 0)
-                return ctl_usage("token", "%s", errstr);
+                return ctl_usage(ctx, "%s", errstr);
             if (ttl_ms < 1000 || ttl_ms > TOKEN_TTL_MAX_MS)
-                return ctl_usage("token", "--ttl must be 1s..366d");
+                return ctl_usage(ctx, "--ttl must be 1s..366d");
         } else if (opt == 'k') {
             key_id = optarg;
         } else {
-            return ctl_usage("token", NULL);
+            return ctl_usage(ctx, NULL);
         }
     }
     if (optind != argc - 1)
-        return ctl_usage("token", optind >= argc ? "UID is required" : "one UID only");
+        return ctl_usage(ctx, optind >= argc ? "UID is required" : "one UID only");
     if (ctl_fmt_parse_int("UID", argv[optind], 1, INT64_MAX, &uid, errstr, sizeof errstr) < 0)
-        return ctl_usage("token", "%s", errstr);
+        return ctl_usage(ctx, "%s", errstr);
     if (nkeys == 0)
         return ctl_fail("no dispatcher.api.client_keys in %s: add one to issue client tokens",
                         ctx->config_path);

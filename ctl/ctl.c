@@ -1,14 +1,15 @@
-/* ctl: heraldctl's command table, global options and shared context (see
- * ctl.h).  `help` lives here because it prints this table. */
+/* ctl: heraldctl's command table and global options (see ctl.h).  `help`
+ * lives here because it prints this table. */
 #include "ctl.h"
 
 #include <getopt.h>
-#include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "ctl_cmd.h"
 
 static int ctl_cmd_help(ctl_ctx *ctx, int argc, char **argv);
 
@@ -96,12 +97,6 @@ static void ctl_print_help(FILE *out)
     fprintf(out, "\n'heraldctl help COMMAND' shows the arguments of a command.\n");
 }
 
-static void ctl_print_command(FILE *out, const ctl_command *cmd)
-{
-    fprintf(out, "usage: heraldctl [-c CONFIG] %s%s%s\n\n%s\n\n%s", cmd->name,
-            *cmd->usage ? " " : "", cmd->usage, cmd->summary, cmd->details);
-}
-
 /* Whether ARGV (a command's arguments) asks for its help: -h or --help
  * before a "--".  Checked before the configuration is read, so help works
  * without one. */
@@ -116,34 +111,19 @@ static bool ctl_wants_help(int argc, char **argv)
     return false;
 }
 
-int ctl_fail(const char *fmt, ...)
+/* A usage error found before any command runs (a global option, a missing
+ * or unknown command): "heraldctl: MESSAGE" and the list of commands on
+ * stderr; returns CTL_EXIT_USAGE.  A command's own errors go through
+ * ctl_usage(), which prints that command's usage. */
+static int ctl_usage_main(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int ctl_usage_main(const char *fmt, ...)
 {
     va_list ap;
 
-    fputs("heraldctl: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    ctl_vsay(fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
-    return CTL_EXIT_FAIL;
-}
-
-int ctl_usage(const char *cmd, const char *fmt, ...)
-{
-    const ctl_command *command = cmd ? ctl_find(cmd) : NULL;
-    va_list ap;
-
-    if (fmt) {
-        fputs("heraldctl: ", stderr);
-        va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fputs("\n", stderr);
-    }
-    if (command)
-        ctl_print_command(stderr, command);
-    else
-        ctl_print_help(stderr);
+    ctl_print_help(stderr);
     return CTL_EXIT_USAGE;
 }
 
@@ -151,63 +131,16 @@ static int ctl_cmd_help(ctl_ctx *ctx, int argc, char **argv)
 {
     const ctl_command *cmd;
 
-    (void)ctx;
     if (argc > 2)
-        return ctl_usage("help", "unexpected argument '%s'", argv[2]);
+        return ctl_usage(ctx, "unexpected argument '%s'", argv[2]);
     if (argc == 1) {
         ctl_print_help(stdout);
         return CTL_EXIT_OK;
     }
     cmd = ctl_find(argv[1]);
     if (!cmd)
-        return ctl_usage(NULL, "unknown command '%s'", argv[1]);
+        return ctl_usage_main("unknown command '%s'", argv[1]);
     ctl_print_command(stdout, cmd);
-    return CTL_EXIT_OK;
-}
-
-int ctl_mysql(ctl_ctx *ctx, hr_mysql **out)
-{
-    char errstr[512];
-
-    if (!ctx->mysql && hr_mysql_connect(ctx->cfg, &ctx->mysql, errstr, sizeof errstr) != 0) {
-        ctl_fail("%s", errstr);
-        return -1;
-    }
-    *out = ctx->mysql;
-    return 0;
-}
-
-int ctl_redis(ctl_ctx *ctx, hr_redis **out)
-{
-    char errstr[512];
-
-    if (!ctx->redis && hr_redis_connect(ctx->cfg, &ctx->redis, errstr, sizeof errstr) != 0) {
-        ctl_fail("%s", errstr);
-        return -1;
-    }
-    *out = ctx->redis;
-    return 0;
-}
-
-int ctl_task_arg(ctl_ctx *ctx, int argc, char **argv, hr_mysql **m, hr_redis **r, hr_task **t)
-{
-    char errstr[512], *end;
-    int64_t id;
-
-    *t = NULL;
-    if (argc != 2)
-        return ctl_usage(argv[0], "expected one TASK id");
-    id = strtoll(argv[1], &end, 10);
-    if (id <= 0 || *end != '\0')
-        return ctl_usage(argv[0], "TASK must be a positive integer, not '%s'", argv[1]);
-    if (ctl_mysql(ctx, m) < 0 || ctl_redis(ctx, r) < 0)
-        return CTL_EXIT_FAIL;
-    switch (hr_task_load(*m, id, t, errstr, sizeof errstr)) {
-    case 1:
-        return ctl_fail("task %" PRId64 " does not exist", id);
-    case -1:
-        return ctl_fail("%s", errstr);
-    }
     return CTL_EXIT_OK;
 }
 
@@ -243,16 +176,17 @@ int ctl_main(int argc, char **argv)
             printf("heraldctl %s\n", HR_VERSION);
             return CTL_EXIT_OK;
         case ':':
-            return ctl_usage(NULL, "option %s needs a value", argv[optind - 1]);
+            return ctl_usage_main("option %s needs a value", argv[optind - 1]);
         default:
-            return ctl_usage(NULL, "unknown option %s", argv[optind - 1]);
+            return ctl_usage_main("unknown option %s", argv[optind - 1]);
         }
     }
     if (optind >= argc)
-        return ctl_usage(NULL, "no command given");
+        return ctl_usage_main("no command given");
     cmd = ctl_find(argv[optind]);
     if (!cmd)
-        return ctl_usage(NULL, "unknown command '%s'", argv[optind]);
+        return ctl_usage_main("unknown command '%s'", argv[optind]);
+    ctx.cmd = cmd;
     argc -= optind;
     argv += optind;
     optind = 0;
