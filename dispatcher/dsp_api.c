@@ -229,15 +229,34 @@ static int64_t dsp_api_stat(const redisReply *stats, const char *field)
     return -1;
 }
 
+/* A wave of the waves hash: its release instant and the reply index of
+ * its field. */
+typedef struct dsp_api_wave {
+    int64_t release;
+    size_t at;
+} dsp_api_wave;
+
+static int dsp_api_wave_cmp(const void *a, const void *b)
+{
+    int64_t x = ((const dsp_api_wave *)a)->release, y = ((const dsp_api_wave *)b)->release;
+
+    return (x > y) - (x < y);
+}
+
 /* A local-time or windowed task's waves into PROGRESS (docs/scheduling.md):
  * "waiting" (members of the wait set) and "waves", one per release instant
  * in time order: its zone, the window's close, recipients, released and
  * still waiting.  *WAITING gets the wait set's size (-1 when Redis does not
- * answer; the waves are then left out). */
+ * answer; the waves are then left out).  HGETALL's order is the hash's, so
+ * the waves are sorted here and then appended: cJSON_InsertItemInArray at
+ * index 0 leaves Debian's cJSON 1.7.15 list with a wrong tail, and a later
+ * append lost waves. */
 static void dsp_api_waves(dsp_api_conn *ac, const hr_task *t, cJSON *progress, int64_t *waiting)
 {
     char wait[HR_KEY_MAX], waves[HR_KEY_MAX], err[256], field[40];
     redisReply *all = NULL, *n;
+    dsp_api_wave *order = NULL;
+    size_t nwaves = 0;
     cJSON *list;
 
     *waiting = -1;
@@ -249,15 +268,23 @@ static void dsp_api_waves(dsp_api_conn *ac, const hr_task *t, cJSON *progress, i
     *waiting = n->integer;
     cJSON_AddNumberToObject(progress, "waiting", (double)n->integer);
     list = cJSON_AddArrayToObject(progress, "waves");
-    for (size_t i = 0; all->type == REDIS_REPLY_ARRAY && i + 1 < all->elements; i += 2) {
-        char *end, zone[HR_TZ_NAME_MAX + 1] = "";
-        int64_t release = strtoll(all->element[i]->str, &end, 10), close = -1, released, left;
-        cJSON *w, *at;
-        size_t k;
+    if (all->type != REDIS_REPLY_ARRAY || all->elements < 2 ||
+        (order = calloc(all->elements / 2, sizeof *order)) == NULL)
+        goto done;
+    for (size_t i = 0; i + 1 < all->elements; i += 2) {
+        char *end;
+        int64_t release = strtoll(all->element[i]->str, &end, 10);
 
-        if (*end != '\0')
-            continue; /* "planned", "released:<ms>" */
-        (void)sscanf(all->element[i + 1]->str, "%" SCNd64 " %64s", &close, zone);
+        if (*end == '\0') /* not "planned", "released:<ms>" */
+            order[nwaves++] = (dsp_api_wave){.release = release, .at = i};
+    }
+    qsort(order, nwaves, sizeof *order, dsp_api_wave_cmp);
+    for (size_t k = 0; k < nwaves; k++) {
+        char zone[HR_TZ_NAME_MAX + 1] = "";
+        int64_t release = order[k].release, close = -1, released, left;
+        cJSON *w;
+
+        (void)sscanf(all->element[order[k].at + 1]->str, "%" SCNd64 " %64s", &close, zone);
         snprintf(field, sizeof field, "released:%" PRId64, release);
         released = hr_progress_merge(0, dsp_api_stat(all, field));
         left = dsp_reply_int(hr_redis_cmdf(ac->r, err, sizeof err, "ZCOUNT %s %" PRId64 " %" PRId64,
@@ -269,17 +296,10 @@ static void dsp_api_waves(dsp_api_conn *ac, const hr_task *t, cJSON *progress, i
         cJSON_AddNumberToObject(w, "recipients", (double)(released + (left > 0 ? left : 0)));
         cJSON_AddNumberToObject(w, "released", (double)released);
         cJSON_AddNumberToObject(w, "waiting", (double)(left > 0 ? left : 0));
-        /* In release order: HGETALL's order is the hash's. */
-        for (k = 0; (at = cJSON_GetArrayItem(list, (int)k)) != NULL; k++)
-            if (strcmp(cJSON_GetObjectItem(at, "release_at")->valuestring,
-                       cJSON_GetObjectItem(w, "release_at")->valuestring) > 0)
-                break;
-        if (at != NULL)
-            cJSON_InsertItemInArray(list, (int)k, w);
-        else
-            cJSON_AddItemToArray(list, w);
+        cJSON_AddItemToArray(list, w);
     }
 done:
+    free(order);
     freeReplyObject(n);
     freeReplyObject(all);
 }
