@@ -98,6 +98,14 @@ typedef struct hr_task {
     int64_t shards;
 } hr_task;
 
+/* Fills T with what a new task is when nothing else is given (the API's
+ * POST /v1/tasks and `heraldctl create` start from it): topic "default",
+ * empty title and body, chunk_size 5000, one shard, control run, state
+ * scheduled, and -1 (the column's NULL) for every time, the ttl and the
+ * window.  The strings are static: the caller replaces what it was given
+ * and never frees them with hr_task_free. */
+void hr_task_defaults(hr_task *t);
+
 /* The instant the timer and the claim use: due_ms, or for a local_time
  * task the earliest instant any zone reaches its wall time. */
 int64_t hr_task_first_due_ms(const hr_task *t);

@@ -457,20 +457,8 @@ bool dsp_api_task_input(dsp_api *a, const cJSON *j, dsp_api_input *in, const cha
     char err[1024];
     const char *code;
 
-    *in = (dsp_api_input){.t = {.topic = "default",
-                                .title = "",
-                                .body = "",
-                                .chunk_size = 5000,
-                                .shards = 1,
-                                .due_ms = -1,
-                                .ttl_s = -1,
-                                .freeze_ms = -1,
-                                .expire_ms = -1,
-                                .finish_ms = -1,
-                                .window_start_s = -1,
-                                .window_end_s = -1,
-                                .control = HR_CONTROL_RUN,
-                                .state = HR_STATE_SCHEDULED}};
+    *in = (dsp_api_input){0};
+    hr_task_defaults(&in->t);
     if (dsp_api_parse_task(j, false, in, &code, err, sizeof err) < 0) {
         hr_httpd_error(resp, 400, code, "%s", err);
         return false;
