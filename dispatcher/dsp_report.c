@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "dsp.h"
+#include "hr_batch.h"
 #include "hr_keys.h"
 #include "hr_log.h"
 #include "hr_pipe.h"
@@ -58,23 +59,18 @@ bool dsp_report_queued(const dsp *d, int64_t id, int shard)
     return false;
 }
 
-/* Marks in FRESH[N] the reports of the batch whose rows ROWS (task_id,
- * seq) were inserted; a chunk reported twice in one batch is fresh once. */
-static void dsp_report_mark(const dsp_report *rp, size_t n, const hr_mysql_rows *rows, bool *fresh)
+/* Batch row I's chunk row was inserted: it is a first publish, FRESH[I].
+ * A chunk reported twice in one batch is fresh once. */
+static bool dsp_report_mark(void *ctx, size_t i, const hr_mysql_rows *rows, size_t row)
 {
-    size_t i, j;
+    bool *fresh = ctx;
 
-    for (j = 0; j < rows->nrows; j++) {
-        int64_t task = strtoll(hr_mysql_cell(rows, j, 0), NULL, 10);
-        int64_t seq = strtoll(hr_mysql_cell(rows, j, 1), NULL, 10);
-
-        for (i = 0; i < n; i++) {
-            if (!fresh[i] && rp[i].task == task && rp[i].seq == seq) {
-                fresh[i] = true;
-                break;
-            }
-        }
-    }
+    (void)rows;
+    (void)row;
+    if (fresh[i])
+        return false;
+    fresh[i] = true;
+    return true;
 }
 
 /* Adds report RP to the per-task sums SUM[*NSUM] (room for every report). */
@@ -96,12 +92,13 @@ static int dsp_report_totals(hr_mysql *m, const dsp_report_sum *sum, size_t n, c
                              size_t errlen)
 {
     int64_t *cells = calloc(n * 2, sizeof *cells);
-    char *totals = NULL;
     size_t rows = 0;
-    int rc = -1;
+    int rc;
 
-    if (cells == NULL)
-        goto oom;
+    if (cells == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
     /* A task's shards in one cell: the UPDATE below changes each task row
      * once, whatever its number of list rows. */
     for (size_t i = 0; i < n; i++) {
@@ -113,23 +110,12 @@ static int dsp_report_totals(hr_mysql *m, const dsp_report_sum *sum, size_t n, c
         cells[rows * 2 + 1] = sum[i].size;
         rows++;
     }
-    if (hr_mysql_json_ints(cells, rows, 2, &totals) < 0)
-        goto oom;
-    {
-        const hr_mysql_param p[] = {HR_P_STR(totals)};
-
-        /* One row per task in the list, so each total grows once. */
-        rc = hr_mysql_exec(m,
-                           "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$[0]', "
-                           "size BIGINT PATH '$[1]')) j STRAIGHT_JOIN push_task t ON t.id = j.task "
-                           "SET t.total = t.total + j.size",
-                           p, 1, NULL, NULL, NULL, errstr, errlen);
-    }
-    goto done;
-oom:
-    snprintf(errstr, errlen, "out of memory");
-done:
-    free(totals);
+    /* One row per task in the list, so each total grows once. */
+    rc = hr_batch_exec(m,
+                       "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$[0]', "
+                       "size BIGINT PATH '$[1]')) j STRAIGHT_JOIN push_task t ON t.id = j.task "
+                       "SET t.total = t.total + j.size",
+                       &(hr_batch){cells, rows, 2}, NULL, 0, NULL, NULL, errstr, errlen);
     free(cells);
     return rc;
 }
@@ -148,35 +134,28 @@ static int dsp_report_rows(hr_mysql *m, const dsp_report *rp, size_t n, bool *fr
                            dsp_report_sum *sum, size_t *nsum, char *errstr, size_t errlen)
 {
     int64_t *cells = calloc(n * 4, sizeof *cells);
-    char *batch = NULL;
-    hr_mysql_rows *rows = NULL;
     size_t i;
     int rc = -1;
 
-    if (cells == NULL)
-        goto oom;
+    if (cells == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
     for (i = 0; i < n; i++) {
         cells[i * 4] = rp[i].task;
         cells[i * 4 + 1] = rp[i].seq;
         cells[i * 4 + 2] = rp[i].size;
         cells[i * 4 + 3] = rp[i].published_ms;
     }
-    if (hr_mysql_json_ints(cells, n, 4, &batch) < 0)
-        goto oom;
-    {
-        const hr_mysql_param p[] = {HR_P_STR(batch)};
-
-        if (hr_mysql_query(
-                m,
-                "INSERT IGNORE INTO push_chunk (task_id, seq, size, state, published_at) "
-                "SELECT j.task, j.seq, j.size, 'published', FROM_UNIXTIME(j.ms / 1000) "
-                "FROM JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$[0]', "
-                "seq BIGINT PATH '$[1]', size BIGINT PATH '$[2]', "
-                "ms BIGINT PATH '$[3]')) j RETURNING task_id, seq",
-                p, 1, &rows, errstr, errlen) < 0)
-            goto done;
-    }
-    dsp_report_mark(rp, n, rows, fresh);
+    if (hr_batch_select(m,
+                        "INSERT IGNORE INTO push_chunk (task_id, seq, size, state, published_at) "
+                        "SELECT j.task, j.seq, j.size, 'published', FROM_UNIXTIME(j.ms / 1000) "
+                        "FROM JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$[0]', "
+                        "seq BIGINT PATH '$[1]', size BIGINT PATH '$[2]', "
+                        "ms BIGINT PATH '$[3]')) j RETURNING task_id, seq",
+                        &(hr_batch){cells, n, 4}, NULL, 0, 2, dsp_report_mark, fresh, errstr,
+                        errlen) < 0)
+        goto done;
     rc = 1; /* the rows are written: what fails now is logged */
     for (i = 0; i < n; i++) {
         const hr_mysql_param p[] = {HR_P_I64(rp[i].published_ms), HR_P_I64(rp[i].task),
@@ -203,12 +182,7 @@ static int dsp_report_rows(hr_mysql *m, const dsp_report *rp, size_t n, bool *fr
         goto done;
     }
     rc = 0;
-    goto done;
-oom:
-    snprintf(errstr, errlen, "out of memory");
 done:
-    hr_mysql_rows_free(rows);
-    free(batch);
     free(cells);
     return rc;
 }

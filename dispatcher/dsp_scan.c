@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "dsp.h"
+#include "hr_batch.h"
 #include "hr_clock.h"
 #include "hr_keys.h"
 #include "hr_log.h"
@@ -105,54 +106,50 @@ done:
     return rc;
 }
 
+/* What dsp_prepare_want's match writes: the count of batch row I (a
+ * task id) into the want of C[at[I]]. */
+typedef struct dsp_prepare_match {
+    dsp_prep_count *c;
+    const size_t *at;
+} dsp_prepare_match;
+
+static bool dsp_prepare_want_row(void *ctx, size_t i, const hr_mysql_rows *rows, size_t row)
+{
+    const dsp_prepare_match *pm = ctx;
+
+    pm->c[pm->at[i]].want = strtoll(hr_mysql_cell(rows, row, 1), NULL, 10);
+    return true;
+}
+
 /* The push_subscription rows of the tasks whose C[i].need is set into
  * C[i].want, one statement.  0 or -1 (ERRSTR). */
 static int dsp_prepare_want(dsp_conn *conn, hr_task *const *tasks, size_t n, dsp_prep_count *c,
                             char *errstr, size_t errlen)
 {
     int64_t *ids = calloc(n, sizeof *ids);
-    hr_mysql_rows *rows = NULL;
-    char *batch = NULL;
-    size_t i, j, k = 0;
+    size_t *at = calloc(n, sizeof *at);
+    size_t i, k = 0;
     int rc = -1;
 
-    if (ids == NULL)
-        goto oom;
+    if (ids == NULL || at == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        goto done;
+    }
     for (i = 0; i < n; i++)
         if (c[i].need) {
+            at[k] = i;
             ids[k++] = tasks[i]->id;
             c[i].want = 0; /* no row: no subscription */
         }
-    if (k == 0) {
-        rc = 0;
-        goto done;
-    }
-    if (hr_mysql_json_ints(ids, k, 1, &batch) < 0)
-        goto oom;
-    {
-        const hr_mysql_param p[] = {HR_P_STR(batch)};
-
-        if (hr_mysql_query(conn->m,
-                           "SELECT s.task_id, COUNT(*) FROM JSON_TABLE(?, '$[*]' COLUMNS "
-                           "(task BIGINT PATH '$')) j STRAIGHT_JOIN push_subscription s "
-                           "ON s.task_id = j.task GROUP BY s.task_id",
-                           p, 1, &rows, errstr, errlen) < 0)
-            goto done;
-    }
-    for (j = 0; j < rows->nrows; j++) {
-        int64_t id = strtoll(hr_mysql_cell(rows, j, 0), NULL, 10);
-
-        for (i = 0; i < n; i++)
-            if (c[i].need && tasks[i]->id == id)
-                c[i].want = strtoll(hr_mysql_cell(rows, j, 1), NULL, 10);
-    }
-    rc = 0;
-    goto done;
-oom:
-    snprintf(errstr, errlen, "out of memory");
+    rc = k == 0 ? 0
+                : hr_batch_select(conn->m,
+                                  "SELECT s.task_id, COUNT(*) FROM JSON_TABLE(?, '$[*]' COLUMNS "
+                                  "(task BIGINT PATH '$')) j STRAIGHT_JOIN push_subscription s "
+                                  "ON s.task_id = j.task GROUP BY s.task_id",
+                                  &(hr_batch){ids, k, 1}, NULL, 0, 1, dsp_prepare_want_row,
+                                  &(dsp_prepare_match){c, at}, errstr, errlen);
 done:
-    hr_mysql_rows_free(rows);
-    free(batch);
+    free(at);
     free(ids);
     return rc;
 }

@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "hr_batch.h"
 #include "hr_mysql.h"
 #include "itest.h"
 
@@ -200,6 +201,77 @@ static void test_statement_cache(void **state)
     assert_int_equal(rows->nrows, 500);
     assert_string_equal(hr_mysql_cell(rows, 499, 0), "499");
     hr_mysql_rows_free(rows);
+}
+
+/* hr_batch_select's offers: how many each batch row got, the sum of their
+ * values, and whether it takes an answered row (TAKE) or lets the next
+ * batch row of the same key see it too. */
+typedef struct batch_seen {
+    int got[6];
+    int64_t sum[6];
+    bool take;
+} batch_seen;
+
+static bool batch_offer(void *ctx, size_t i, const hr_mysql_rows *rows, size_t row)
+{
+    batch_seen *seen = ctx;
+
+    seen->got[i]++;
+    seen->sum[i] += strtoll(hr_mysql_cell(rows, row, 2), NULL, 10);
+    return seen->take;
+}
+
+/* A batch of (task, seq) pairs through JSON_TABLE, the answered rows
+ * matched back by both columns.  The statement answers each pair but
+ * (8, 8) with the value a * 10 + b, and three rows of its own: (7, 1) once
+ * more, (6, 6) that no pair has, and a NULL key.  (7, 1) is batch rows 0
+ * and 3: a row 0 takes is not offered to row 3; one it does not take is. */
+static void test_batch(void **state)
+{
+    static const int64_t pairs[6][2] = {{7, 1}, {7, 2}, {5, 9}, {7, 1}, {8, 8}, {1, -3}};
+    const hr_batch b = {&pairs[0][0], 6, 2};
+    const char *sql = "SELECT j.a, j.b, j.a * 10 + j.b FROM JSON_TABLE(?, '$[*]' COLUMNS "
+                      "(a BIGINT PATH '$[0]', b BIGINT PATH '$[1]')) j WHERE j.a <> ? "
+                      "UNION ALL SELECT 7, 1, 100 UNION ALL SELECT 6, 6, 0 "
+                      "UNION ALL SELECT NULL, 1, 0";
+    const hr_mysql_param p[] = {HR_P_I64(8)};
+    batch_seen taken = {.take = true}, offered = {.take = false};
+    char errstr[512] = "";
+    hr_mysql_rows *rows = NULL;
+    uint64_t affected = 1;
+
+    (void)state;
+    assert_int_equal(
+        hr_batch_select(db, sql, &b, p, 1, 2, batch_offer, &taken, errstr, sizeof errstr), 0);
+    assert_int_equal(taken.got[0], 3);
+    assert_int_equal(taken.sum[0], 71 + 71 + 100);
+    assert_int_equal(taken.got[1], 1);
+    assert_int_equal(taken.sum[1], 72);
+    assert_int_equal(taken.got[2], 1);
+    assert_int_equal(taken.got[3], 0);
+    assert_int_equal(taken.got[4], 0);
+    assert_int_equal(taken.got[5], 1);
+    assert_int_equal(taken.sum[5], 7);
+    assert_int_equal(
+        hr_batch_select(db, sql, &b, p, 1, 2, batch_offer, &offered, errstr, sizeof errstr), 0);
+    assert_int_equal(offered.got[0], 3);
+    assert_int_equal(offered.got[3], 3);
+    assert_int_equal(offered.sum[3], 71 + 71 + 100);
+    /* Matched on the first column alone, (7, 2) is one of task 7's too. */
+    memset(&taken, 0, sizeof taken);
+    offered = (batch_seen){.take = false};
+    assert_int_equal(
+        hr_batch_select(db, sql, &b, p, 1, 1, batch_offer, &offered, errstr, sizeof errstr), 0);
+    assert_int_equal(offered.got[1], 4);
+    assert_int_equal(hr_batch_query(db, sql, &b, p, 1, &rows, errstr, sizeof errstr), 0);
+    assert_int_equal(rows->nrows, 8);
+    hr_mysql_rows_free(rows);
+    assert_int_equal(
+        hr_batch_exec(db, "DO JSON_LENGTH(?)", &b, NULL, 0, &affected, NULL, errstr, sizeof errstr),
+        0);
+    assert_int_equal(affected, 0);
+    assert_int_equal(
+        hr_batch_select(db, sql, &b, p, 1, 3, batch_offer, &taken, errstr, sizeof errstr), -1);
 }
 
 static void test_transaction(void **state)
@@ -484,6 +556,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_transaction),    cmocka_unit_test(test_errors),
         cmocka_unit_test(test_reconnect),      cmocka_unit_test(test_migrate_idempotent),
         cmocka_unit_test(test_freeze_trigger), cmocka_unit_test(test_heraldctl),
+        cmocka_unit_test(test_batch),
     };
 
     if (argc < 2) {
