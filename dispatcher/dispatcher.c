@@ -107,59 +107,6 @@ static void dsp_close_all(dsp *d)
     uv_close((uv_handle_t *)&d->sig_int, NULL);
 }
 
-static void dsp_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
-{
-    (void)rk;
-    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__TRANSPORT ||
-        err == RD_KAFKA_RESP_ERR__FATAL)
-        dsp_health_fail(opaque, DSP_KAFKA, reason);
-    else
-        hr_log_warn("kafka_error", "error=%s", reason);
-}
-
-/* Learns the chunk topic's partition leaders now: a producer that meets a
- * topic for the first time holds its messages until that metadata arrives,
- * which put most of a second between the first claim after a start and the
- * first chunk on the wire.  A broker that is down is no error here; the
- * producer retries by itself. */
-static void dsp_topic_warm(dsp *d)
-{
-    rd_kafka_topic_t *rkt = rd_kafka_topic_new(d->rk, d->cfg->kafka.topic, NULL);
-    const struct rd_kafka_metadata *md = NULL;
-    rd_kafka_resp_err_t err;
-
-    if (rkt == NULL)
-        return;
-    err = rd_kafka_metadata(d->rk, 0, rkt, &md, DSP_WARM_TIMEOUT_MS);
-    if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
-        hr_log_warn("kafka_metadata_failed", "topic=%s error=%s", d->cfg->kafka.topic,
-                    rd_kafka_err2str(err));
-    else if (md->topic_cnt == 1 && md->topics[0].err != RD_KAFKA_RESP_ERR_NO_ERROR)
-        hr_log_warn("kafka_topic_unavailable", "topic=%s error=%s", d->cfg->kafka.topic,
-                    rd_kafka_err2str(md->topics[0].err));
-    if (md != NULL)
-        rd_kafka_metadata_destroy(md);
-    rd_kafka_topic_destroy(rkt);
-}
-
-static int dsp_producer_new(dsp *d, char *errstr, size_t errlen)
-{
-    rd_kafka_conf_t *conf = hr_kafka_conf_new(d->cfg, HR_KAFKA_PRODUCER, errstr, errlen);
-
-    if (conf == NULL)
-        return -1;
-    rd_kafka_conf_set_opaque(conf, d);
-    rd_kafka_conf_set_dr_msg_cb(conf, dsp_dr_cb);
-    rd_kafka_conf_set_error_cb(conf, dsp_error_cb);
-    d->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, errlen);
-    if (d->rk == NULL) {
-        rd_kafka_conf_destroy(conf);
-        return -1;
-    }
-    dsp_topic_warm(d);
-    return 0;
-}
-
 static void dsp_timer_start(dsp *d, uv_timer_t *t, uv_timer_cb cb, uint64_t every_ms)
 {
     uv_timer_init(d->loop, t);

@@ -493,6 +493,9 @@ void dsp_api_stop(dsp *d);
  * OpenAPI test compares with schemas/openapi.yaml.  0, or -1 out of memory. */
 int dsp_api_print_routes(FILE *out);
 
+/* dsp_kafka.c: the producer (with its delivery report and error callbacks). */
+int dsp_producer_new(dsp *d, char *errstr, size_t errlen);
+
 /* dispatcher.c */
 /* Runs the dispatcher until SIGTERM/SIGINT; the exit code for main. */
 int dsp_run(const hr_config *cfg);
