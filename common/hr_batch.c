@@ -55,9 +55,9 @@ static int hr_batch_run(hr_mysql *m, const char *sql, const hr_batch *b, const h
     all[0] = HR_P_STR(json);
     for (size_t k = 0; k < np; k++)
         all[1 + k] = p[k];
-    rc = rows != NULL ? hr_mysql_query(m, sql, all, 1 + np, rows, errstr, errlen)
-                      : hr_mysql_exec(m, sql, all, 1 + np, affected, NULL, errno_out, errstr,
-                                      errlen);
+    rc = rows != NULL
+             ? hr_mysql_query(m, sql, all, 1 + np, rows, errstr, errlen)
+             : hr_mysql_exec(m, sql, all, 1 + np, affected, NULL, errno_out, errstr, errlen);
     free(json);
     return rc;
 }

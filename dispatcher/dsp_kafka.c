@@ -145,4 +145,3 @@ void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
 done:
     free(om);
 }
-
