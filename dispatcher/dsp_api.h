@@ -148,6 +148,19 @@ int64_t dsp_api_subscriptions(dsp_api_conn *ac, int64_t id);
 void dsp_api_add_rendering(cJSON *o, const hr_task *t, const char *uid_s, const redisReply *user);
 /* HGETALL of the uid's attribute hash (herald:user:<uid>); NULL with ERRSTR. */
 redisReply *dsp_api_user(dsp_api_conn *ac, const char *uid_s, char *errstr, size_t errlen);
+/* moved from dsp_api.c: dsp_api_view.c, dsp_api_task.c, dsp_api_routes.c */
+cJSON *dsp_api_task_json(const hr_task *t);
+void dsp_api_add_time(cJSON *o, const char *name, int64_t ms);
+void dsp_api_task_live(dsp_api_conn *ac, const hr_task *t, cJSON *o);
+void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
+void dsp_api_patch(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
+void dsp_api_get(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
+void dsp_api_list(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
+void dsp_api_control(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp,
+                     hr_control control);
+void dsp_api_add_routes(dsp_api *a);
+void dsp_api_serve(void *ctx, const hr_httpd_req *req, hr_httpd_resp *resp);
+bool dsp_api_auth(void *ctx, hr_httpd_req *req, hr_httpd_resp *resp);
 /* dsp_api_ops.c: the admin operations heraldctl has too */
 void dsp_api_chunks(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
 void dsp_api_dead_letters(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
