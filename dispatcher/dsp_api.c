@@ -1,38 +1,52 @@
 /* dsp_api: herald-dispatcher's HTTP server (hr_httpd on dispatcher.listen,
- * dispatcher.api.threads pool threads): /metrics, /healthz, /readyz and the
- * /v1 API of docs/api.md.
+ * dispatcher.api.threads pool threads): /metrics, /healthz, /readyz, the
+ * web console's files and the /v1 API of docs/api.md, as the route table of
+ * dsp_api_routes.c lists them.
  *
  * Every /v1 route has the auth hook dsp_api_auth, which hr_httpd runs on
  * the headers before any body is read: an admin bearer token, whenever
  * tokens are configured (constant-time, hr_httpd_bearer_ok; without tokens
  * the API only starts when api.insecure is set), or on the pull a client
  * token for the uid of the path (hr_ctoken.h).  Every route goes through
- * dsp_api_serve, which takes a connection pair
- * from the API's own pool (one per request in flight, made lazily, kept
- * for later requests), runs the handler and counts the request in
+ * dsp_api_serve, which takes a connection pair from the API's own pool
+ * (one per request in flight, made lazily, kept for later requests), runs
+ * the handler and counts the request in
  * herald_api_requests_total{route,code}.  Handlers validate everything
  * before they change anything, so an error answer never leaves a change
- * behind.  This file: tasks (create, patch, get, list) and control
- * (pause/resume/cancel); dsp_api_subs.c: subscribers and the pull;
- * dsp_api_addr.c: the recipients' addresses; dsp_api_ops.c: the operations
- * heraldctl has too (chunks, dead letters, redrive, recover, counts, render);
- * dsp_api_parse.c: the request parsing all of them share; dsp_console.c:
- * the web console's files (open routes, like /healthz). */
+ * behind.  The server owns its struct dsp_api: the pool (guarded by
+ * pool_mu), the hr_httpd routes built from the table and each route's
+ * context. */
+#include "dsp_api.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "dsp_api.h"
-#include "dsp_console.h"
-#include "hr_clock.h"
+#include "dsp_api_parse.h"
+#include "dsp_conn.h"
 #include "hr_ctoken.h"
 #include "hr_log.h"
 #include "hr_parse.h"
-#include "hr_progress.h"
-#include "hr_state.h"
-#include "hr_tz.h"
+
+/* What a route's hr_httpd context points to. */
+typedef struct dsp_api_slot {
+    dsp_api *a;
+    const dsp_api_route *rt;
+} dsp_api_slot;
+
+struct dsp_api {
+    dsp *d;
+    hr_httpd *h;
+    hr_httpd_ready ready;
+    dsp_api_slot *slots;    /* one per route */
+    hr_httpd_route *routes; /* what hr_httpd serves */
+    pthread_mutex_t pool_mu;
+    pthread_cond_t pool_cv;
+    dsp_api_conn *pool;
+    size_t npool;
+};
 
 /* ---- shared helpers ------------------------------------------------------ */
 
@@ -90,7 +104,7 @@ void dsp_api_backend_error(hr_httpd_resp *resp, const char *what, const char *er
     hr_httpd_error(resp, 503, "unavailable", "%s is not available, try again", what);
 }
 
-bool dsp_api_task(dsp_api_conn *ac, int64_t id, hr_httpd_resp *resp, hr_task **t)
+bool dsp_api_load_task(dsp_api_conn *ac, int64_t id, hr_httpd_resp *resp, hr_task **t)
 {
     char err[512];
     int rc = hr_task_load(ac->m, id, t, err, sizeof err);
@@ -157,22 +171,22 @@ static void dsp_api_release(dsp_api *a, dsp_api_conn *ac)
     pthread_mutex_unlock(&a->pool_mu);
 }
 
-static void dsp_api_count(const dsp_api_route *rt, int status)
+static void dsp_api_count(const dsp_api_slot *slot, int status)
 {
     char code[8];
 
     snprintf(code, sizeof code, "%d", status);
-    hr_metrics_inc(hr_metrics_labels(rt->a->d->met.api_requests, rt->name, code));
+    hr_metrics_inc(hr_metrics_labels(slot->a->d->met.api_requests, slot->rt->pattern, code));
 }
 
 /* Refuses with STATUS; a 401 tells the client to authenticate. */
-static bool dsp_api_refuse(const dsp_api_route *rt, hr_httpd_resp *resp, int status,
+static bool dsp_api_refuse(const dsp_api_slot *slot, hr_httpd_resp *resp, int status,
                            const char *code, const char *msg)
 {
     hr_httpd_error(resp, status, code, "%s", msg);
     if (status == 401)
         hr_httpd_resp_header(resp, "WWW-Authenticate", "Bearer");
-    dsp_api_count(rt, resp->status);
+    dsp_api_count(slot, resp->status);
     return false;
 }
 
@@ -182,10 +196,10 @@ static bool dsp_api_refuse(const dsp_api_route *rt, hr_httpd_resp *resp, int sta
  * configured) may call only a client route, for its own uid: the uid goes
  * into req->auth_id for the handler.  Anything else is 401, or 403 for a
  * valid client token out of its place. */
-bool dsp_api_auth(void *ctx, hr_httpd_req *req, hr_httpd_resp *resp)
+static bool dsp_api_auth(void *ctx, hr_httpd_req *req, hr_httpd_resp *resp)
 {
-    const dsp_api_route *rt = ctx;
-    const hr_config *cfg = rt->a->d->cfg;
+    const dsp_api_slot *slot = ctx;
+    const hr_config *cfg = slot->a->d->cfg;
     const char *token = hr_httpd_bearer(req), *param;
     char err[128];
     int64_t uid, want;
@@ -194,56 +208,52 @@ bool dsp_api_auth(void *ctx, hr_httpd_req *req, hr_httpd_resp *resp)
         hr_httpd_bearer_ok(req, cfg->dispatcher.api.tokens, cfg->dispatcher.api.ntokens))
         return true;
     if (token == NULL || cfg->dispatcher.api.nclient_keys == 0 || !hr_ctoken_is_client(token))
-        return dsp_api_refuse(rt, resp, 401, "unauthorized",
+        return dsp_api_refuse(slot, resp, 401, "unauthorized",
                               "a valid 'Authorization: Bearer TOKEN' header is required");
     if (hr_ctoken_verify(token, cfg->dispatcher.api.client_keys, cfg->dispatcher.api.nclient_keys,
                          (int64_t)time(NULL), &uid, err, sizeof err) != 0)
-        return dsp_api_refuse(rt, resp, 401, "unauthorized", err);
+        return dsp_api_refuse(slot, resp, 401, "unauthorized", err);
     param = hr_httpd_param(req, "uid");
-    if (!rt->client || param == NULL || hr_parse_uid(param, strlen(param), &want) < 0 ||
+    if (!slot->rt->client || param == NULL || hr_parse_uid(param, strlen(param), &want) < 0 ||
         want != uid)
-        return dsp_api_refuse(rt, resp, 403, "forbidden",
+        return dsp_api_refuse(slot, resp, 403, "forbidden",
                               "a client token may only pull its own uid's reminders");
     req->auth_id = uid;
     return true;
 }
 
-void dsp_api_serve(void *ctx, const hr_httpd_req *req, hr_httpd_resp *resp)
+static void dsp_api_serve(void *ctx, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
-    const dsp_api_route *rt = ctx;
-    dsp_api *a = rt->a;
+    const dsp_api_slot *slot = ctx;
+    dsp_api *a = slot->a;
     dsp_api_conn *ac;
     const char *what;
     char err[512];
 
-    if (rt->open) {
-        rt->builtin(rt->builtin_ctx, req, resp);
+    if (slot->rt->fn == NULL) {
+        slot->rt->open(slot->rt->ctx == DSP_API_CTX_METRICS ? (void *)a->d->met.reg
+                       : slot->rt->ctx == DSP_API_CTX_READY ? (void *)&a->ready
+                                                            : NULL,
+                       req, resp);
     } else if ((ac = dsp_api_acquire(a, &what, err, sizeof err)) == NULL) {
         dsp_api_backend_error(resp, what, err);
     } else {
-        if (rt->is_control)
-            dsp_api_control(a, ac, req, resp, rt->control);
-        else
-            rt->fn(a, ac, req, resp);
+        slot->rt->fn(a->d, ac, req, resp);
         dsp_api_release(a, ac);
     }
-    dsp_api_count(rt, resp->status);
+    dsp_api_count(slot, resp->status);
 }
 
 /* /readyz: the loop thread's MySQL and Redis worked and are not down, and
  * Kafka is not down (an idle producer has nothing to confirm). */
 static bool dsp_api_ready(void *ctx, hr_buf *out)
 {
-    dsp *d = ctx;
     bool ok[DSP__BACKENDS], all = true;
     char text[160];
     size_t i;
     int n;
 
-    pthread_mutex_lock(&d->health_mu);
-    for (i = 0; i < DSP__BACKENDS; i++)
-        ok[i] = !d->down[i] && (d->seen[i] || i == DSP_KAFKA);
-    pthread_mutex_unlock(&d->health_mu);
+    dsp_health_ready(ctx, ok);
     for (i = 0; i < DSP__BACKENDS; i++)
         all = all && ok[i];
     n = snprintf(text, sizeof text, "{\"mysql\":\"%s\",\"redis\":\"%s\",\"kafka\":\"%s\"}",
@@ -252,26 +262,30 @@ static bool dsp_api_ready(void *ctx, hr_buf *out)
     return all;
 }
 
-int dsp_api_start(dsp *d, char *errstr, size_t errlen)
+int dsp_api_start(dsp *d, const dsp_api_route *routes, size_t n, char *errstr, size_t errlen)
 {
     const hr_config *cfg = d->cfg;
-    dsp_api *a;
+    dsp_api *a = calloc(1, sizeof *a);
 
-    a = calloc(1, sizeof *a);
-    if (a == NULL ||
-        (a->pool = calloc((size_t)cfg->dispatcher.api.threads, sizeof *a->pool)) == NULL) {
-        free(a);
-        snprintf(errstr, errlen, "out of memory");
-        return -1;
-    }
+    if (a == NULL)
+        goto oom;
     a->d = d;
-    a->npool = (size_t)cfg->dispatcher.api.threads;
     pthread_mutex_init(&a->pool_mu, NULL);
     pthread_cond_init(&a->pool_cv, NULL);
-    a->ready = (hr_httpd_ready){dsp_api_ready, d};
-    dsp_api_add_routes(a);
     d->api = a;
-    if (hr_httpd_start(cfg->dispatcher.listen, cfg->dispatcher.api.threads, a->routes, a->nroutes,
+    a->npool = (size_t)cfg->dispatcher.api.threads;
+    a->pool = calloc(a->npool, sizeof *a->pool);
+    a->slots = calloc(n, sizeof *a->slots);
+    a->routes = calloc(n, sizeof *a->routes);
+    if (a->pool == NULL || a->slots == NULL || a->routes == NULL)
+        goto oom;
+    a->ready = (hr_httpd_ready){dsp_api_ready, d};
+    for (size_t i = 0; i < n; i++) {
+        a->slots[i] = (dsp_api_slot){a, &routes[i]};
+        a->routes[i] = (hr_httpd_route){routes[i].method, routes[i].pattern, dsp_api_serve,
+                                        &a->slots[i], routes[i].fn != NULL ? dsp_api_auth : NULL};
+    }
+    if (hr_httpd_start(cfg->dispatcher.listen, cfg->dispatcher.api.threads, a->routes, n,
                        (size_t)cfg->dispatcher.api.max_body_bytes, &a->h, errstr, errlen) < 0) {
         dsp_api_stop(d);
         return -1;
@@ -280,6 +294,10 @@ int dsp_api_start(dsp *d, char *errstr, size_t errlen)
                 hr_httpd_port(a->h), cfg->dispatcher.api.threads,
                 (int)cfg->dispatcher.api.insecure);
     return 0;
+oom:
+    snprintf(errstr, errlen, "out of memory");
+    dsp_api_stop(d);
+    return -1;
 }
 
 void dsp_api_stop(dsp *d)
@@ -290,11 +308,13 @@ void dsp_api_stop(dsp *d)
     if (a == NULL)
         return;
     hr_httpd_stop(a->h);
-    for (i = 0; i < a->npool; i++) {
+    for (i = 0; a->pool != NULL && i < a->npool; i++) {
         hr_mysql_free(a->pool[i].m);
         hr_redis_free(a->pool[i].r);
     }
     free(a->pool);
+    free(a->slots);
+    free(a->routes);
     pthread_mutex_destroy(&a->pool_mu);
     pthread_cond_destroy(&a->pool_cv);
     free(a);

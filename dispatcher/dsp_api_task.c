@@ -1,10 +1,19 @@
-/* dsp_api_task: the task handlers (moved here from dsp_api.c). */
+/* dsp_api_task: the /v1 handlers of tasks (docs/api.md): POST /v1/tasks
+ * and PATCH /v1/tasks/{id} (checked by dsp_api_parse.c and hr_task_validate,
+ * written with one prepared statement, then admitted by dsp_pace.c), GET of
+ * one task (its row and live state, dsp_api_view.c) and of a page of them,
+ * and the admin's pause / resume / cancel wish (push_task.control and the
+ * ctl key; the dispatchers' control scan carries it out). */
+#include "dsp_api_task.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp_api.h"
+#include "dsp_api_view.h"
+#include "dsp_pace.h"
+#include "dsp_store.h"
 #include "hr_clock.h"
 #include "hr_log.h"
 #include "hr_state.h"
@@ -26,18 +35,18 @@ static hr_mysql_param dsp_api_p_finish(const hr_task *t)
  * last_warning.  A failed estimate is logged, not answered: the task is
  * written, and the scanner estimates it again before due.  false when the
  * reply is made (the reload failed). */
-static bool dsp_api_admit(dsp_api *a, dsp_api_conn *ac, hr_httpd_resp *resp, hr_task **t)
+static bool dsp_api_admit(dsp *d, dsp_api_conn *ac, hr_httpd_resp *resp, hr_task **t)
 {
     int64_t id = (*t)->id;
     char err[512];
 
-    if (dsp_admit(a->d, ac->m, ac->r, *t, hr_clock_now_ms(), err, sizeof err) < 0) {
+    if (dsp_pace_admit(d, ac->m, ac->r, *t, hr_clock_now_ms(), err, sizeof err) < 0) {
         hr_log_warn("admission_failed", "task=%" PRId64 " error=%s", id, err);
         return true;
     }
     hr_task_free(*t);
     *t = NULL;
-    return dsp_api_task(ac, id, resp, t);
+    return dsp_api_load_task(ac, id, resp, t);
 }
 
 /* A window bound in seconds of the day; -1 is the column's NULL. */
@@ -58,7 +67,7 @@ static hr_mysql_param dsp_api_p_expire(int64_t expire_ms)
     return expire_ms > 0 ? HR_P_I64(expire_ms) : HR_P_NULL;
 }
 
-bool dsp_api_task_input(dsp_api *a, const cJSON *j, dsp_api_input *in, const char **scope,
+bool dsp_api_task_input(dsp *d, const cJSON *j, dsp_api_input *in, const char **scope,
                         hr_httpd_resp *resp)
 {
     char err[1024];
@@ -73,15 +82,14 @@ bool dsp_api_task_input(dsp_api *a, const cJSON *j, dsp_api_input *in, const cha
     *scope = in->t.throttle_scope;
     if (in->t.throttle_scope == NULL)
         in->t.throttle_scope = in->t.topic; /* what hr_task_load would give */
-    if (hr_task_validate(&in->t, a->d->cfg, err, sizeof err) < 0) {
+    if (hr_task_validate(&in->t, d->cfg, err, sizeof err) < 0) {
         hr_httpd_error(resp, 400, "invalid_task", "%s", err);
         return false;
     }
     return true;
 }
 
-void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
-                           hr_httpd_resp *resp)
+void dsp_api_task_create(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     cJSON *j = dsp_api_body(req, resp);
     dsp_api_input in = {0};
@@ -90,7 +98,7 @@ void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
     uint64_t id = 0;
     const char *scope;
 
-    if (j == NULL || !dsp_api_task_input(a, j, &in, &scope, resp))
+    if (j == NULL || !dsp_api_task_input(d, j, &in, &scope, resp))
         goto done;
     {
         const hr_mysql_param p[] = {
@@ -131,10 +139,10 @@ void dsp_api_create(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
             goto done;
         }
     }
-    if (!dsp_api_task(ac, (int64_t)id, resp, &t) || !dsp_api_admit(a, ac, resp, &t))
+    if (!dsp_api_load_task(ac, (int64_t)id, resp, &t) || !dsp_api_admit(d, ac, resp, &t))
         goto done;
     hr_log_info("api_task_created", "task=%" PRIu64 " name=%s", id, t->name);
-    dsp_api_reply(resp, 201, dsp_api_task_json(t));
+    dsp_api_reply(resp, 201, dsp_api_view_task(t));
 done:
     hr_task_free(t);
     free(in.t.payload);
@@ -162,8 +170,7 @@ static int dsp_api_due_before_freeze(dsp_api_conn *ac, int64_t id, int64_t due_m
     return rc;
 }
 
-void dsp_api_patch(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
-                          hr_httpd_resp *resp)
+void dsp_api_task_patch(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     cJSON *j = NULL;
     hr_task *t = NULL;
@@ -175,7 +182,7 @@ void dsp_api_patch(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
     const char *code;
 
     if (!dsp_api_id(req, "id", resp, &id) || (j = dsp_api_body(req, resp)) == NULL ||
-        !dsp_api_task(ac, id, resp, &t))
+        !dsp_api_load_task(ac, id, resp, &t))
         goto done;
     in.t = *t;
     in.t.payload = NULL;
@@ -185,7 +192,7 @@ void dsp_api_patch(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
     }
     if (in.t.payload == NULL && t->payload != NULL)
         in.t.payload = strdup(t->payload);
-    if (hr_task_validate(&in.t, a->d->cfg, err, sizeof err) < 0) {
+    if (hr_task_validate(&in.t, d->cfg, err, sizeof err) < 0) {
         hr_httpd_error(resp, 400, "invalid_task", "%s", err);
         goto done;
     }
@@ -238,9 +245,9 @@ void dsp_api_patch(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
     }
     hr_task_free(t);
     t = NULL;
-    if (!dsp_api_task(ac, id, resp, &t) || !dsp_api_admit(a, ac, resp, &t))
+    if (!dsp_api_load_task(ac, id, resp, &t) || !dsp_api_admit(d, ac, resp, &t))
         goto done;
-    dsp_api_reply(resp, 200, dsp_api_task_json(t));
+    dsp_api_reply(resp, 200, dsp_api_view_task(t));
 done:
     free(in.t.payload);
     hr_task_free(t);
@@ -249,24 +256,24 @@ done:
 
 /* ---- GET /v1/tasks/{id}, GET /v1/tasks ------------------------------------ */
 
-void dsp_api_get(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+void dsp_api_task_get(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     hr_task *t = NULL;
     cJSON *o;
     int64_t id;
 
-    (void)a;
-    if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_task(ac, id, resp, &t))
+    (void)d;
+    if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_load_task(ac, id, resp, &t))
         return;
-    o = dsp_api_task_json(t);
-    dsp_api_task_live(ac, t, o);
+    o = dsp_api_view_task(t);
+    dsp_api_view_live(ac, t, o);
     dsp_api_reply(resp, 200, o);
     hr_task_free(t);
 }
 
 /* Newest first, keyset-paged: ?before=ID gives the tasks below ID, and
  * "next" is the before of the next page (null on the last). */
-void dsp_api_list(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+void dsp_api_task_list(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     const char *state = hr_httpd_query(req, "state"), *q = hr_httpd_query(req, "q"), *code;
     long limit;
@@ -276,7 +283,7 @@ void dsp_api_list(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_http
     cJSON *o, *arr;
     char err[1024];
 
-    (void)a;
+    (void)d;
     if (dsp_api_parse_list(state, hr_httpd_query(req, "limit"), &limit, &code, err, sizeof err) <
             0 ||
         dsp_api_parse_page(hr_httpd_query(req, "before"), q, &before, &code, err, sizeof err) < 0) {
@@ -301,7 +308,7 @@ void dsp_api_list(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_http
     o = cJSON_CreateObject();
     arr = cJSON_AddArrayToObject(o, "tasks");
     for (i = 0; i < n && i < (size_t)limit; i++)
-        cJSON_AddItemToArray(arr, dsp_api_task_json(tasks[i]));
+        cJSON_AddItemToArray(arr, dsp_api_view_task(tasks[i]));
     if (n > (size_t)limit)
         dsp_api_add_id(o, "next", tasks[limit - 1]->id);
     else
@@ -315,15 +322,14 @@ void dsp_api_list(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_http
 /* The same as an admin's UPDATE push_task SET control = ..., plus the ctl
  * key at once so workers react without waiting for a dispatcher tick; the
  * dispatchers' control scan carries out the state transition. */
-void dsp_api_control(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
-                            hr_httpd_resp *resp, hr_control control)
+static void dsp_api_task_control(dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp,
+                                 hr_control control)
 {
     hr_task *t = NULL;
     char err[512];
     int64_t id;
 
-    (void)a;
-    if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_task(ac, id, resp, &t))
+    if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_load_task(ac, id, resp, &t))
         return;
     if (hr_state_final(t->state)) {
         hr_httpd_error(resp, 409, "finished", "task %" PRId64 " is already %s", id,
@@ -343,9 +349,26 @@ void dsp_api_control(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
     hr_log_info("api_task_control", "task=%" PRId64 " control=%s", id, hr_control_name(control));
     hr_task_free(t);
     t = NULL;
-    if (dsp_api_task(ac, id, resp, &t))
-        dsp_api_reply(resp, 200, dsp_api_task_json(t));
+    if (dsp_api_load_task(ac, id, resp, &t))
+        dsp_api_reply(resp, 200, dsp_api_view_task(t));
 done:
     hr_task_free(t);
 }
 
+void dsp_api_task_pause(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+{
+    (void)d;
+    dsp_api_task_control(ac, req, resp, HR_CONTROL_PAUSE);
+}
+
+void dsp_api_task_resume(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+{
+    (void)d;
+    dsp_api_task_control(ac, req, resp, HR_CONTROL_RUN);
+}
+
+void dsp_api_task_cancel(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+{
+    (void)d;
+    dsp_api_task_control(ac, req, resp, HR_CONTROL_CANCEL);
+}

@@ -1,20 +1,28 @@
-/* dsp_api_view: the JSON views of a task (moved here from dsp_api.c). */
+/* dsp_api_view: the JSON views of a task (dsp_api_view.h).  Times are
+ * RFC 3339 strings (dsp_api_time), ids exact integers (dsp_api_add_id),
+ * the payload as stored; the live half reads Redis with the request's
+ * connection pair and falls back to MySQL's counters. */
+#include "dsp_api_view.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp_api.h"
+#include "dsp_api_parse.h"
+#include "dsp_conn.h"
 #include "hr_clock.h"
 #include "hr_keys.h"
 #include "hr_pace.h"
 #include "hr_parse.h"
 #include "hr_progress.h"
+#include "hr_shard.h"
+#include "hr_state.h"
 #include "hr_tz.h"
 
 /* ---- task JSON ------------------------------------------------------------ */
 
-void dsp_api_add_time(cJSON *o, const char *name, int64_t ms)
+static void dsp_api_add_time(cJSON *o, const char *name, int64_t ms)
 {
     char buf[40];
 
@@ -56,7 +64,7 @@ static void dsp_api_add_local(cJSON *o, const hr_task *t)
     dsp_api_add_str(o, "window_tz", t->window_tz);
 }
 
-cJSON *dsp_api_task_json(const hr_task *t)
+cJSON *dsp_api_view_task(const hr_task *t)
 {
     cJSON *o = cJSON_CreateObject(), *counters, *payload = NULL;
     char err[256];
@@ -226,11 +234,10 @@ static void dsp_api_task_plan(const hr_task *t, const hr_shard_stats *stats, con
 }
 
 /* The live half of GET /v1/tasks/{id}: Redis state, and the progress of
- * hr_progress (docs/api.md "Progress"): each outcome the larger of MySQL's
- * counter and the stats hash's, total the subscriptions; ETA = remaining
- * at the average rate since the due time.  Without Redis the progress
- * still comes from MySQL. */
-void dsp_api_task_live(dsp_api_conn *ac, const hr_task *t, cJSON *o)
+ * hr_progress: each outcome the larger of MySQL's counter and the stats
+ * hash's, total the subscriptions; ETA = remaining at the average rate
+ * since the due time. */
+void dsp_api_view_live(dsp_api_conn *ac, const hr_task *t, cJSON *o)
 {
     char err[256];
     hr_shard_stats stats = {0}; /* summed over the shards; empty without Redis */
@@ -296,4 +303,3 @@ void dsp_api_task_live(dsp_api_conn *ac, const hr_task *t, cJSON *o)
     dsp_api_task_plan(t, &stats, &pr, now, progress);
     hr_vec_free(&stats);
 }
-

@@ -1,9 +1,9 @@
-/* dsp_drop: drops what is left of a shard of a task (moved here from
- * dsp_control.c). */
+/* dsp_drop: what is left of a shard dropped and counted (dsp_drop.h).
+ * Stateless; each caller passes its own connections. */
+#include "dsp_drop.h"
+
 #include <stdlib.h>
 
-#include "dsp.h"
-#include "hr_finish.h"
 #include "hr_keys.h"
 
 int dsp_drop_chunks(dsp_conn *conn, int64_t id, int shard, hr_outcome outcome, int64_t *dropped,
@@ -36,4 +36,20 @@ int dsp_drop_chunks(dsp_conn *conn, int64_t id, int shard, hr_outcome outcome, i
 done:
     freeReplyObject(all);
     return rc;
+}
+
+int dsp_drop_shard(dsp_conn *conn, int64_t id, int shard, hr_outcome outcome, int64_t *dropped,
+                   int64_t *total, bool *held, char *errstr, size_t errlen)
+{
+    int64_t n;
+
+    if (hr_finish_drop(conn->r, id, shard, HR_FINISH_WAIT, outcome, NULL, &n, total, errstr,
+                       errlen) < 0)
+        return -1;
+    *dropped += n;
+    if (hr_finish_drop(conn->r, id, shard, HR_FINISH_SUBS, outcome, NULL, &n, total, errstr,
+                       errlen) < 0)
+        return -1;
+    *dropped += n;
+    return dsp_drop_chunks(conn, id, shard, outcome, dropped, total, held, errstr, errlen);
 }

@@ -1,76 +1,153 @@
-/* dsp_lease: the tasks this dispatcher owns (dsp.tasks, loop thread) and
- * their leases (DESIGN.md "Ownership and leases").
+/* dsp_owned: the tasks this dispatcher owns and the shards it claimed
+ * (d->owned, loop thread) and their leases (DESIGN.md "Ownership and
+ * leases").
  *
+ * - The table: every entry in one array (walked by the chunker, each
+ *   entry knowing its position, so a drop moves the last one into its
+ *   place) and a hash index by task id whose buckets chain the entries of
+ *   the ids that hash there (a task's coordinator and the shards of it we
+ *   chunk share an id).  The index doubles when the entries outnumber its
+ *   buckets.  Before, every delivery report, reconciliation outcome and
+ *   renewal row looked its entry up with a walk over the whole array.
  * - Owning: a claimed task (timer pop, poller, takeover, adoption) joins
- *   dsp.tasks with a new generation, copied into its messages, so the
- *   delivery reports of an earlier ownership of the same task do not
- *   count against the current one's outstanding chunks.
- * - Shards: a shard of a sharded task claimed by dsp_shard.c is an entry
- *   of its own (dsp_task.shard), renewed by dsp_shard_renew.
- * - Leases: renewed every lease_s/3; a task whose row no longer names us,
- *   or whose control is no longer `run`, is dropped at once.  A row that
- *   names us but is not in dsp.tasks (a claim whose reply or load failed)
- *   is adopted, or its lease is ended so another dispatcher takes it. */
+ *   with a new generation, copied into its messages, so the delivery
+ *   reports of an earlier ownership of the same task do not count against
+ *   the current one's outstanding chunks.  A shard of a sharded task
+ *   claimed by dsp_shard.c is an entry of its own (dsp_task.shard).
+ * - Leases: one renewal routine for both kinds of lease (dsp_owned_lease):
+ *   every lease_s/3 the leases are pushed out in one statement and the
+ *   rows we hold read back; an entry whose row is gone is lost, one whose
+ *   row no longer runs is stopped, either is dropped at once.  A running
+ *   task row that names us but has no entry (a claim whose reply or load
+ *   failed) is adopted, or its lease is ended so another dispatcher takes
+ *   it. */
+#include "dsp_owned.h"
+
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp.h"
+#include "dsp_conn.h"
+#include "dsp_store.h"
 #include "hr_clock.h"
 #include "hr_log.h"
 #include "hr_state.h"
 
-dsp_task *dsp_task_find_shard(dsp *d, int64_t id, int shard)
+#define DSP_OWNED_BUCKETS_MIN 64 /* a power of two */
+
+struct dsp_owned {
+    HR_VEC(dsp_task *) all;
+    dsp_task **buckets; /* nbuckets chains by id */
+    size_t nbuckets;
+    size_t nshards;    /* entries that are claimed shards */
+    uint64_t gen_next; /* dsp_task.gen of the next entry */
+    uint64_t renewals; /* dsp_task.renewed of the last renewal */
+};
+
+static size_t dsp_owned_bucket(const dsp_owned *o, int64_t id)
 {
-    size_t i;
+    /* Fibonacci hashing: ids are dense and ascending, the top bits mix them. */
+    return (size_t)(((uint64_t)id * UINT64_C(0x9E3779B97F4A7C15)) >> 32) & (o->nbuckets - 1);
+}
 
-    for (i = 0; i < d->tasks.n; i++) {
-        const dsp_task *dt = d->tasks.v[i];
+int dsp_owned_new(dsp *d)
+{
+    dsp_owned *o = calloc(1, sizeof *o);
 
-        if (dt->id == id && (dt->shard == shard || (shard == -2 && dt->shard != HR_SHARD_NONE)))
-            return d->tasks.v[i];
+    if (o == NULL || (o->buckets = calloc(DSP_OWNED_BUCKETS_MIN, sizeof *o->buckets)) == NULL) {
+        free(o);
+        return -1;
     }
-    return NULL;
+    o->nbuckets = DSP_OWNED_BUCKETS_MIN;
+    d->owned = o;
+    return 0;
 }
 
-dsp_task *dsp_task_find(dsp *d, int64_t id)
+void dsp_owned_free(dsp *d)
 {
-    return dsp_task_find_shard(d, id, HR_SHARD_NONE);
+    dsp_owned *o = d->owned;
+
+    if (o == NULL)
+        return;
+    for (size_t i = 0; i < o->all.n; i++)
+        free(o->all.v[i]);
+    hr_vec_free(&o->all);
+    free(o->buckets);
+    free(o);
+    d->owned = NULL;
 }
 
-void dsp_task_drop(dsp *d, dsp_task *dt)
+dsp_task *dsp_owned_find(dsp *d, int64_t id, int shard)
 {
-    size_t i;
+    dsp_task *dt = d->owned->buckets[dsp_owned_bucket(d->owned, id)];
 
-    for (i = 0; i < d->tasks.n; i++) {
-        if (d->tasks.v[i] == dt) {
-            d->tasks.v[i] = d->tasks.v[--d->tasks.n];
-            free(dt);
-            dsp_pace_gauges(d);
-            return;
-        }
+    while (dt != NULL && (dt->id != id || dt->shard != shard))
+        dt = dt->next_id;
+    return dt;
+}
+
+bool dsp_owned_has_shard(dsp *d, int64_t id)
+{
+    dsp_task *dt = d->owned->buckets[dsp_owned_bucket(d->owned, id)];
+
+    while (dt != NULL && (dt->id != id || dt->shard == HR_SHARD_NONE))
+        dt = dt->next_id;
+    return dt != NULL;
+}
+
+size_t dsp_owned_count(const dsp *d)
+{
+    return d->owned->all.n;
+}
+
+dsp_task *dsp_owned_at(dsp *d, size_t i)
+{
+    return d->owned->all.v[i];
+}
+
+bool dsp_owned_any_shard(const dsp *d)
+{
+    return d->owned->nshards > 0;
+}
+
+/* Room for one more entry: the array, and the index doubled (rehashed)
+ * when the entries would outnumber its buckets.  0, or -1. */
+static int dsp_owned_reserve(dsp_owned *o)
+{
+    dsp_task **buckets;
+    size_t nbuckets = o->nbuckets;
+
+    if (hr_vec_reserve(&o->all, o->all.n + 1) != 0)
+        return -1;
+    if (o->all.n + 1 <= nbuckets)
+        return 0;
+    buckets = calloc(nbuckets * 2, sizeof *buckets);
+    if (buckets == NULL)
+        return -1;
+    free(o->buckets);
+    o->buckets = buckets;
+    o->nbuckets = nbuckets * 2;
+    for (size_t i = 0; i < o->all.n; i++) {
+        dsp_task *dt = o->all.v[i];
+        size_t b = dsp_owned_bucket(o, dt->id);
+
+        dt->next_id = o->buckets[b];
+        o->buckets[b] = dt;
     }
+    return 0;
 }
 
-void dsp_tasks_free(dsp *d)
+/* A new entry for shard SHARD of T (HR_SHARD_NONE: T itself), or NULL when
+ * out of memory. */
+static dsp_task *dsp_owned_insert(dsp *d, const hr_task *t, int shard)
 {
-    size_t i;
-
-    for (i = 0; i < d->tasks.n; i++)
-        free(d->tasks.v[i]);
-    hr_vec_free(&d->tasks);
-    hr_vec_free(&d->reports);
-}
-
-/* A new owned entry for shard SHARD of T (HR_SHARD_NONE: T itself) in
- * d->tasks, or NULL when out of memory. */
-static dsp_task *dsp_task_add(dsp *d, const hr_task *t, int shard)
-{
+    dsp_owned *o = d->owned;
     const hr_channel *ch;
     dsp_task *dt;
+    size_t b;
 
-    /* Room first: once made, the push below cannot fail. */
-    if (hr_vec_reserve(&d->tasks, d->tasks.n + 1) != 0)
+    /* Room first: once made, the insert below cannot fail. */
+    if (dsp_owned_reserve(o) != 0)
         return NULL;
     dt = calloc(1, sizeof *dt);
     if (dt == NULL)
@@ -82,27 +159,51 @@ static dsp_task *dsp_task_add(dsp *d, const hr_task *t, int shard)
     dt->chunk_size = t->chunk_size;
     ch = hr_config_channel(d->cfg, t->channel);
     dt->addressed = ch == NULL || ch->type != HR_CHANNEL_WEBHOOK;
-    dt->rate_limit = dsp_task_rate_limit(d, t);
+    dt->rate_limit = dsp_store_rate_limit(d, t);
     dt->cap = dt->rate_limit;
     dt->finish_ms = hr_task_paced(t) ? t->finish_ms : -1;
     dt->expire_ms = t->expire_ms;
-    dt->gen = ++d->gen_next;
+    dt->gen = ++o->gen_next;
     dt->waits = hr_task_waits(t);
     dt->window = t->window;
     dt->window_start_s = t->window_start_s;
     dt->window_end_s = t->window_end_s;
     snprintf(dt->window_tz, sizeof dt->window_tz, "%s", t->window_tz != NULL ? t->window_tz : "");
-    d->tasks.v[d->tasks.n++] = dt;
+    b = dsp_owned_bucket(o, dt->id);
+    dt->next_id = o->buckets[b];
+    o->buckets[b] = dt;
+    dt->at = o->all.n;
+    o->all.v[o->all.n++] = dt;
+    if (shard != HR_SHARD_NONE)
+        o->nshards++;
     return dt;
 }
 
-bool dsp_own_shard(dsp *d, const hr_task *t, int shard)
+void dsp_owned_drop(dsp *d, dsp_task *dt)
+{
+    dsp_owned *o = d->owned;
+    dsp_task **link = &o->buckets[dsp_owned_bucket(o, dt->id)];
+
+    while (*link != NULL && *link != dt)
+        link = &(*link)->next_id;
+    if (*link == NULL)
+        return; /* not ours */
+    *link = dt->next_id;
+    o->all.v[dt->at] = o->all.v[--o->all.n];
+    o->all.v[dt->at]->at = dt->at;
+    if (dt->shard != HR_SHARD_NONE)
+        o->nshards--;
+    free(dt);
+    dsp_owned_gauges(d);
+}
+
+bool dsp_owned_add_shard(dsp *d, const hr_task *t, int shard)
 {
     dsp_task *dt;
 
-    if (dsp_task_find_shard(d, t->id, shard) != NULL)
+    if (dsp_owned_find(d, t->id, shard) != NULL)
         return true;
-    dt = dsp_task_add(d, t, shard);
+    dt = dsp_owned_insert(d, t, shard);
     if (dt == NULL) {
         hr_log_error("shard_not_owned", "task=%" PRId64 " shard=%d error=out of memory", t->id,
                      shard);
@@ -115,14 +216,14 @@ bool dsp_own_shard(dsp *d, const hr_task *t, int shard)
     return true;
 }
 
-bool dsp_own(dsp *d, const hr_task *t, const char *via)
+bool dsp_owned_add(dsp *d, const hr_task *t, const char *via)
 {
     bool fresh = strcmp(via, "timer") == 0 || strcmp(via, "poller") == 0;
     dsp_task *dt;
 
-    if (dsp_task_find(d, t->id) != NULL)
+    if (dsp_owned_find(d, t->id, HR_SHARD_NONE) != NULL)
         return true;
-    dt = dsp_task_add(d, t, HR_SHARD_NONE);
+    dt = dsp_owned_insert(d, t, HR_SHARD_NONE);
     if (dt == NULL)
         goto oom;
     hr_metrics_inc(strcmp(via, "timer") == 0    ? d->met.claimed_timer
@@ -141,13 +242,89 @@ oom:
     return false;
 }
 
+void dsp_owned_renew(dsp *d, const dsp_owned_lease *k)
+{
+    dsp_owned *o = d->owned;
+    dsp_conn *conn = &d->loop_conn;
+    const hr_mysql_param pr[] = {HR_P_I64(d->cfg->dispatcher.lease_s), HR_P_STR(d->owner)};
+    const hr_mysql_param ps[] = {HR_P_STR(d->owner)};
+    hr_mysql_rows *rows = NULL;
+    uint64_t round = ++o->renewals;
+    char err[512];
+    size_t i, j;
+
+    if (!dsp_conn_ready(d, conn))
+        return;
+    if (hr_mysql_exec(conn->m, k->renew_sql, pr, 2, NULL, NULL, NULL, err, sizeof err) < 0 ||
+        hr_mysql_query(conn->m, k->read_sql, ps, 1, &rows, err, sizeof err) < 0) {
+        dsp_conn_failed(d, conn, DSP_MYSQL, err);
+        return;
+    }
+    /* The rows we hold: their entries are renewed, or stopped. */
+    for (j = 0; j < rows->nrows; j++) {
+        const char *shard = hr_mysql_cell(rows, j, 1), *running = hr_mysql_cell(rows, j, 2);
+        dsp_task *dt = dsp_owned_find(d, strtoll(hr_mysql_cell(rows, j, 0), NULL, 10),
+                                      shard != NULL ? atoi(shard) : HR_SHARD_NONE);
+
+        if (dt == NULL)
+            continue;
+        dt->renewed = round;
+        if (running == NULL || strcmp(running, "1") != 0) {
+            k->stopped(d, dt, rows, j);
+            dsp_owned_drop(d, dt);
+        }
+    }
+    /* The entries of this kind no row held. */
+    for (i = o->all.n; i-- > 0;) {
+        dsp_task *dt = o->all.v[i];
+
+        if ((dt->shard != HR_SHARD_NONE) != k->shards || dt->renewed == round)
+            continue;
+        k->lost(d, dt);
+        dsp_owned_drop(d, dt);
+    }
+    for (j = 0; k->stray != NULL && j < rows->nrows; j++) {
+        const char *shard = hr_mysql_cell(rows, j, 1), *running = hr_mysql_cell(rows, j, 2);
+
+        if (running != NULL && strcmp(running, "1") == 0 &&
+            dsp_owned_find(d, strtoll(hr_mysql_cell(rows, j, 0), NULL, 10),
+                           shard != NULL ? atoi(shard) : HR_SHARD_NONE) == NULL)
+            k->stray(d, rows, j);
+    }
+    hr_mysql_rows_free(rows);
+}
+
+static void dsp_owned_task_lost(dsp *d, const dsp_task *dt)
+{
+    (void)d;
+    hr_log_warn("task_lost", "task=%" PRId64 " reason=lease taken over", dt->id);
+}
+
+/* Pause and cancel are carried out by workers and heraldctl; the
+ * dispatcher stops chunking and mirrors the wish.  An unknown control stops
+ * chunking too, with nothing to mirror. */
+static void dsp_owned_task_stopped(dsp *d, const dsp_task *dt, const hr_mysql_rows *rows,
+                                   size_t row)
+{
+    const char *control = hr_mysql_cell(rows, row, 3);
+    hr_control wish = HR_CONTROL__COUNT; /* a name this binary does not know */
+    char err[512];
+
+    if (control != NULL && hr_control_parse(control, &wish) == 0 &&
+        hr_task_set_control(NULL, d->loop_conn.r, dt->id, wish, err, sizeof err) < 0)
+        dsp_health_fail(d, DSP_REDIS, err);
+    hr_log_info("task_stopped", "task=%" PRId64 " control=%s", dt->id,
+                control != NULL ? control : "");
+}
+
 /* A task claimed under our name that we do not chunk (its claim's reply or
- * load failed, or dsp_own ran out of memory): own it now, or give the claim
- * up at once so that a poller takes it over.  Without this the renewal
- * would keep it ours, unchunked, forever. */
-static void dsp_adopt(dsp *d, int64_t id)
+ * load failed, or dsp_owned_add ran out of memory): own it now, or give the
+ * claim up at once so that a poller takes it over.  Without this the
+ * renewal would keep it ours, unchunked, forever. */
+static void dsp_owned_adopt(dsp *d, const hr_mysql_rows *rows, size_t row)
 {
     dsp_conn *conn = &d->loop_conn;
+    int64_t id = strtoll(hr_mysql_cell(rows, row, 0), NULL, 10);
     const hr_mysql_param p[] = {HR_P_I64(id), HR_P_STR(d->owner)};
     hr_task *t = NULL;
     char err[512];
@@ -155,7 +332,7 @@ static void dsp_adopt(dsp *d, int64_t id)
     /* Validated first: the check after its claim may have failed on MySQL,
      * and a bad row is made failed here instead of chunked. */
     if (hr_task_load(conn->m, id, &t, err, sizeof err) == 0 &&
-        (!dsp_store_check(d, conn->m, t) || dsp_own(d, t, "adopt"))) {
+        (!dsp_store_check(d, conn->m, t) || dsp_owned_add(d, t, "adopt"))) {
         hr_task_free(t);
         return;
     }
@@ -168,59 +345,35 @@ static void dsp_adopt(dsp *d, int64_t id)
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
 }
 
-void dsp_renew_leases(dsp *d)
+/* The leases of the tasks and coordinators: their push_task rows. */
+static const dsp_owned_lease dsp_owned_tasks = {
+    .renew_sql = "UPDATE push_task SET lease_until = UTC_TIMESTAMP(3) + INTERVAL ? SECOND "
+                 "WHERE claimed_by = ? AND state = 'dispatching' AND control = 'run'",
+    .read_sql = "SELECT id, NULL, control = 'run', control FROM push_task "
+                "WHERE claimed_by = ? AND state = 'dispatching'",
+    .shards = false,
+    .lost = dsp_owned_task_lost,
+    .stopped = dsp_owned_task_stopped,
+    .stray = dsp_owned_adopt,
+};
+
+void dsp_owned_renew_tasks(dsp *d)
 {
-    dsp_conn *conn = &d->loop_conn;
-    const hr_mysql_param pr[] = {HR_P_I64(d->cfg->dispatcher.lease_s), HR_P_STR(d->owner)};
-    const hr_mysql_param ps[] = {HR_P_STR(d->owner)};
-    hr_mysql_rows *rows = NULL;
-    char err[512];
-    size_t i, j;
+    dsp_owned_renew(d, &dsp_owned_tasks);
+}
 
-    if (!dsp_conn_ready(d, conn))
-        return;
-    if (hr_mysql_exec(conn->m,
-                      "UPDATE push_task SET lease_until = UTC_TIMESTAMP(3) + INTERVAL ? SECOND "
-                      "WHERE claimed_by = ? AND state = 'dispatching' AND control = 'run'",
-                      pr, 2, NULL, NULL, NULL, err, sizeof err) < 0 ||
-        hr_mysql_query(conn->m,
-                       "SELECT id, control FROM push_task "
-                       "WHERE claimed_by = ? AND state = 'dispatching'",
-                       ps, 1, &rows, err, sizeof err) < 0) {
-        dsp_conn_failed(d, conn, DSP_MYSQL, err);
-        return;
-    }
-    for (i = d->tasks.n; i-- > 0;) {
-        dsp_task *dt = d->tasks.v[i];
-        const char *control = NULL;
-        hr_control wish = HR_CONTROL__COUNT; /* a name this binary does not know */
+void dsp_owned_gauges(dsp *d)
+{
+    double rate = 0, tasks = 0;
 
-        if (dt->shard != HR_SHARD_NONE)
-            continue; /* a claimed shard: its row's lease (dsp_shard_renew) */
-        for (j = 0; j < rows->nrows; j++)
-            if (strtoll(hr_mysql_cell(rows, j, 0), NULL, 10) == dt->id)
-                control = hr_mysql_cell(rows, j, 1);
-        if (control == NULL) {
-            hr_log_warn("task_lost", "task=%" PRId64 " reason=lease taken over", dt->id);
-            dsp_task_drop(d, dt);
-        } else if (hr_control_parse(control, &wish) < 0 || wish != HR_CONTROL_RUN) {
-            /* Pause and cancel are carried out by workers and heraldctl;
-             * the dispatcher stops chunking and mirrors the wish.  An
-             * unknown control stops chunking too, with nothing to mirror. */
-            if (wish != HR_CONTROL__COUNT &&
-                hr_task_set_control(NULL, conn->r, dt->id, wish, err, sizeof err) < 0)
-                dsp_health_fail(d, DSP_REDIS, err);
-            hr_log_info("task_stopped", "task=%" PRId64 " control=%s", dt->id, control);
-            dsp_task_drop(d, dt);
-        }
-    }
-    for (j = 0; j < rows->nrows; j++) {
-        int64_t id = strtoll(hr_mysql_cell(rows, j, 0), NULL, 10);
-        hr_control wish;
+    for (size_t i = 0; i < d->owned->all.n; i++) {
+        const dsp_task *dt = d->owned->all.v[i];
 
-        if (hr_control_parse(hr_mysql_cell(rows, j, 1), &wish) == 0 && wish == HR_CONTROL_RUN &&
-            dsp_task_find(d, id) == NULL)
-            dsp_adopt(d, id);
+        if (dt->finish_ms <= 0)
+            continue;
+        tasks++;
+        rate += (double)dt->rate_limit;
     }
-    hr_mysql_rows_free(rows);
+    hr_metrics_set(d->met.paced_tasks, tasks);
+    hr_metrics_set(d->met.paced_rate, rate);
 }

@@ -1,8 +1,8 @@
 /* dsp_report: the push_chunk rows of confirmed publishes, on the loop
  * thread (docs/architecture.md, "push_chunk").
  *
- * A delivery report (dsp_dr_cb, dsp_chunk.c) of a first publish or a
- * republish queues a dsp_report in dsp.reports (at most DSP_REPORTS_MAX);
+ * A delivery report (dsp_chunk_delivered, dsp_chunk.c) of a first publish or a
+ * republish queues a dsp_report in d->report (at most DSP_REPORTS_MAX);
  * every tick writes up to DSP_REPORTS_PER_TICK of them, oldest first:
  *   1. INSERT IGNORE ... RETURNING: the rows that did not exist yet (first
  *      publishes) are inserted and come back; when it fails nothing was
@@ -24,16 +24,19 @@
  * Why batches: with many small tasks due together there is one report per
  * task, and a row, a total and two HINCRBYs per report (four round trips
  * each) took about half of the loop thread, which also claims and chunks. */
+#include "dsp_report.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp.h"
+#include "dsp_conn.h"
 #include "hr_batch.h"
 #include "hr_keys.h"
 #include "hr_log.h"
 #include "hr_pipe.h"
+#include "hr_vec.h"
 
 /* The first publishes of one task (of one shard of a sharded task) in a
  * batch. */
@@ -42,9 +45,29 @@ typedef struct dsp_report_sum {
     int shard;
 } dsp_report_sum;
 
+/* The queue, oldest first. */
+struct dsp_report_queue {
+    HR_VEC(dsp_report) q;
+};
+
+int dsp_report_new(dsp *d)
+{
+    d->report = calloc(1, sizeof *d->report);
+    return d->report != NULL ? 0 : -1;
+}
+
+void dsp_report_free(dsp *d)
+{
+    if (d->report == NULL)
+        return;
+    hr_vec_free(&d->report->q);
+    free(d->report);
+    d->report = NULL;
+}
+
 void dsp_report_add(dsp *d, const dsp_report *rp)
 {
-    if (d->reports.n >= DSP_REPORTS_MAX || hr_vec_push(&d->reports, *rp) != 0)
+    if (d->report->q.n >= DSP_REPORTS_MAX || hr_vec_push(&d->report->q, *rp) != 0)
         hr_log_error("chunk_row_lost", "task=%" PRId64 " seq=%" PRId64 " error=report queue full",
                      rp->task, rp->seq);
 }
@@ -53,8 +76,8 @@ bool dsp_report_queued(const dsp *d, int64_t id, int shard)
 {
     size_t i;
 
-    for (i = 0; i < d->reports.n; i++)
-        if (d->reports.v[i].task == id && d->reports.v[i].shard == shard)
+    for (i = 0; i < d->report->q.n; i++)
+        if (d->report->q.v[i].task == id && d->report->q.v[i].shard == shard)
             return true;
     return false;
 }
@@ -223,7 +246,7 @@ done:
 static bool dsp_report_batch(dsp *d, size_t max)
 {
     dsp_conn *conn = &d->loop_conn;
-    size_t n = d->reports.n < max ? d->reports.n : max, nsum = 0;
+    size_t n = d->report->q.n < max ? d->report->q.n : max, nsum = 0;
     dsp_report_sum *sum = NULL;
     bool *fresh = NULL, ok = false;
     char err[512];
@@ -239,11 +262,11 @@ static bool dsp_report_batch(dsp *d, size_t max)
         snprintf(err, sizeof err, "out of memory");
         goto failed;
     }
-    rc = dsp_report_rows(conn->m, d->reports.v, n, fresh, sum, &nsum, err, sizeof err);
+    rc = dsp_report_rows(conn->m, d->report->q.v, n, fresh, sum, &nsum, err, sizeof err);
     if (rc < 0)
         goto failed;
-    memmove(d->reports.v, d->reports.v + n, (d->reports.n - n) * sizeof *d->reports.v);
-    d->reports.n -= n;
+    memmove(d->report->q.v, d->report->q.v + n, (d->report->q.n - n) * sizeof *d->report->q.v);
+    d->report->q.n -= n;
     if (rc == 0)
         dsp_health_ok(d, DSP_MYSQL);
     else
@@ -266,6 +289,6 @@ void dsp_report_write(dsp *d)
 
 void dsp_report_flush(dsp *d)
 {
-    while (d->reports.n > 0 && dsp_report_batch(d, DSP_REPORTS_PER_TICK))
+    while (d->report->q.n > 0 && dsp_report_batch(d, DSP_REPORTS_PER_TICK))
         ;
 }

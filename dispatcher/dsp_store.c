@@ -4,14 +4,18 @@
  * dispatcher the owner of a task, alone or for a batch of due tasks (the
  * timer's pop: one statement claims them all, one more reads the rows
  * won). */
+#include "dsp_store.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "dsp.h"
+#include "dsp_conn.h"
 #include "hr_batch.h"
 #include "hr_log.h"
 #include "hr_state.h"
+
+#define DSP_DUE_EARLY_MS 1000 /* a claim accepts due_at at most this far ahead */
 
 int dsp_store_claim(dsp *d, hr_mysql *m, int64_t id, int64_t now_ms, char *errstr, size_t errlen)
 {
@@ -79,7 +83,7 @@ int dsp_store_claim_batch(dsp *d, hr_mysql *m, const int64_t *ids, size_t n, int
     if (rc != 0 || claimed == 0)
         return rc;
     /* Ours now: the ones this statement claimed and any that a claim whose
-     * reply was lost claimed before (dsp_own skips those it has). */
+     * reply was lost claimed before (dsp_owned_add skips those it has). */
     if (hr_batch_query(m,
                        "SELECT " HR_TASK_COLUMNS " FROM push_task WHERE id IN "
                        "(SELECT claim_id FROM JSON_TABLE(?, '$[*]' COLUMNS "
@@ -116,12 +120,6 @@ int dsp_store_mine(dsp *d, hr_mysql *m, const int64_t *ids, size_t n, hr_task_st
                            errlen);
 }
 
-int dsp_store_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *reason, char *errstr,
-                   size_t errlen)
-{
-    return hr_state_fail(m, id, from, reason, errstr, errlen);
-}
-
 int dsp_store_tasks(hr_mysql *m, const char *sql, const hr_mysql_param *p, size_t np,
                     hr_task ***out, size_t *n, char *errstr, size_t errlen)
 {
@@ -141,7 +139,7 @@ bool dsp_store_check(dsp *d, hr_mysql *m, const hr_task *t)
 
     if (hr_task_validate(t, d->cfg, why, sizeof why) == 0)
         return true;
-    rc = dsp_store_fail(m, t->id, t->state, why, err, sizeof err);
+    rc = hr_state_fail(m, t->id, t->state, why, err, sizeof err);
     if (rc < 0)
         dsp_health_fail(d, DSP_MYSQL, err);
     else if (rc == 1)
@@ -149,7 +147,7 @@ bool dsp_store_check(dsp *d, hr_mysql *m, const hr_task *t)
     return false;
 }
 
-int64_t dsp_task_rate_limit(const dsp *d, const hr_task *t)
+int64_t dsp_store_rate_limit(const dsp *d, const hr_task *t)
 {
     const hr_channel *ch;
 

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp_api.h"
+#include "dsp_api_parse.h"
 #include "hr_parse.h"
 #include "hr_template.h" /* hr_utf8_valid */
 
