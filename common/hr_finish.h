@@ -19,14 +19,6 @@
 #include "hr_redis.h"
 #include "hr_shard.h"
 
-/* A task's outcome counters; -1 = not known (MySQL's value stands). */
-typedef struct hr_outcomes {
-    int64_t sent, failed, throttled, pulled, cancelled, retried, unregistered;
-    int64_t expired; /* expiry (009_expiry.sql) */
-} hr_outcomes;
-
-#define HR_OUTCOMES_UNKNOWN ((hr_outcomes){-1, -1, -1, -1, -1, -1, -1, -1})
-
 /* Reads the stats hash of shard SHARD of task ID (0 or HR_SHARD_NONE for a
  * task of one shard) into *OUT (0 for a field it lacks).  0 or -1. */
 int hr_finish_read_stats(hr_redis *r, int64_t id, int shard, hr_outcomes *out, char *errstr,

@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "hr_batch.h"
-#include "hr_task.h" /* HR_TASK_FIRST_DUE_SQL */
 
 static const char *const hr_state_names[HR_STATE__COUNT] = {
     [HR_STATE_SCHEDULED] = "scheduled",   [HR_STATE_DISPATCHING] = "dispatching",
@@ -132,7 +131,7 @@ int hr_state_claim_batch(hr_mysql *m, const int64_t *ids, size_t n, const char *
                        "t.started_at = COALESCE(t.started_at, UTC_TIMESTAMP(3)) "
                        "WHERE (t.state = 'scheduled' OR "
                        "(t.state = 'dispatching' AND t.claimed_by = ?)) AND t.control = 'run' "
-                       "AND " HR_TASK_FIRST_DUE_SQL " <= FROM_UNIXTIME(? / 1000)",
+                       "AND " HR_STATE_FIRST_DUE_SQL " <= FROM_UNIXTIME(? / 1000)",
                        &(hr_batch){ids, n, 1}, p, 4, claimed, &errnum, errstr, errlen);
     return rc < 0 && errnum == HR_MYSQL_ER_LOCK_WAIT_TIMEOUT ? HR_STATE_BUSY : rc;
 }

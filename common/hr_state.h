@@ -21,8 +21,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "hr_finish.h"
 #include "hr_mysql.h"
+#include "hr_progress.h"
+
+/* The earliest instant a task can be due anywhere: due_at, or for a
+ * local_time task (008_local_time.sql) its wall time in UTC+14, the zone
+ * furthest east.  The claim (here), the scanner and the poller use it
+ * instead of due_at; hr_task_first_due_ms is the same in C. */
+#define HR_STATE_EAST_MAX_S 50400 /* UTC+14 (Pacific/Kiritimati) */
+#define HR_STATE_FIRST_DUE_SQL "(due_at - INTERVAL (local_time * 50400) SECOND)"
 
 /* push_task.state, in the order of its ENUM in schemas/mysql/001_tables.sql. */
 typedef enum hr_task_state {

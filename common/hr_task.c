@@ -401,7 +401,7 @@ static int task_check_shards(const hr_task *t, char *errstr, size_t errlen)
 
 int64_t hr_task_first_due_ms(const hr_task *t)
 {
-    return t->local_time == 1 ? t->due_ms - HR_TASK_EAST_MAX_S * 1000LL : t->due_ms;
+    return t->local_time == 1 ? t->due_ms - HR_STATE_EAST_MAX_S * 1000LL : t->due_ms;
 }
 
 bool hr_task_waits(const hr_task *t)

@@ -34,14 +34,11 @@
 #define HR_TASK_COLUMNS_PACING \
     ", CAST(ROUND(UNIX_TIMESTAMP(finish_by) * 1000) AS SIGNED), last_warning"
 
-/* Local time and send windows (008_local_time.sql): the columns, and the
- * earliest instant a local_time task can be due anywhere (its wall time
- * in UTC+14, the zone furthest east), which the scanner, poller and claim
- * use instead of due_at. */
+/* Local time and send windows (008_local_time.sql): the columns.  The
+ * earliest instant a local_time task can be due anywhere is hr_state.h's
+ * HR_STATE_FIRST_DUE_SQL (the claim's condition). */
 #define HR_TASK_LOCAL_COLUMNS \
     "local_time, default_tz, TIME_TO_SEC(window_start), TIME_TO_SEC(window_end), window_tz"
-#define HR_TASK_EAST_MAX_S 50400 /* UTC+14 (Pacific/Kiritimati) */
-#define HR_TASK_FIRST_DUE_SQL "(due_at - INTERVAL (local_time * 50400) SECOND)"
 
 #define HR_TASK_MAX_WINDOW_S 2678400 /* 31 days */
 #define HR_TASK_MAX_CHUNK 100000

@@ -44,7 +44,7 @@ void dsp_poll_run(dsp *d, dsp_conn *conn, dsp_poll_claimed *claimed)
     if (dsp_store_tasks(conn->m,
                         "SELECT " HR_TASK_COLUMNS " FROM push_task "
                         "WHERE state = 'scheduled' AND control = 'run' "
-                        "AND " HR_TASK_FIRST_DUE_SQL
+                        "AND " HR_STATE_FIRST_DUE_SQL
                         " < UTC_TIMESTAMP(3) - INTERVAL ? MICROSECOND "
                         "AND (? IS NULL OR topic = ?) ORDER BY due_at LIMIT ?",
                         ps, 4, &tasks, &n, err, sizeof err) < 0)

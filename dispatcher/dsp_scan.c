@@ -310,8 +310,8 @@ void dsp_scan_run(dsp *d, dsp_conn *conn)
     if (dsp_store_tasks(conn->m,
                         "SELECT " HR_TASK_COLUMNS " FROM push_task "
                         "WHERE state = 'scheduled' AND control = 'run' AND (due_at IS NULL "
-                        "OR " HR_TASK_FIRST_DUE_SQL " <= UTC_TIMESTAMP(3) + INTERVAL ? SECOND) "
-                        "AND (? IS NULL OR topic = ?) ORDER BY " HR_TASK_FIRST_DUE_SQL
+                        "OR " HR_STATE_FIRST_DUE_SQL " <= UTC_TIMESTAMP(3) + INTERVAL ? SECOND) "
+                        "AND (? IS NULL OR topic = ?) ORDER BY " HR_STATE_FIRST_DUE_SQL
                         ", id LIMIT ?",
                         p, 4, &tasks, &n, err, sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
