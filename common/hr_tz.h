@@ -33,6 +33,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hr_civil.h"
+
 #define HR_TZ_DIR "/usr/share/zoneinfo"
 #define HR_TZ_NAME_MAX 64
 
@@ -63,10 +65,5 @@ int hr_tz_offset_at(const char *zone, int64_t utc_ms, int32_t *offset_s, char *e
  * time of years 1..9999 (no Feb 30, hour 24 or second 60). */
 int hr_tz_local_to_utc(const char *zone, int y, int m, int d, int hh, int mm, int ss,
                        int64_t *utc_ms, char *errstr, size_t errlen);
-
-/* Days since 1970-01-01 of the proleptic Gregorian date Y-M-D (any valid
- * date; H. Hinnant's days_from_civil), and back. */
-int64_t hr_tz_days_from_civil(int y, int m, int d);
-void hr_tz_civil_from_days(int64_t days, int *y, int *m, int *d);
 
 #endif
