@@ -1,8 +1,9 @@
-/* hr_civil: proleptic Gregorian calendar arithmetic (moved here from
- * hr_tz.c). */
+/* hr_civil: proleptic Gregorian calendar arithmetic (hr_civil.h), used by
+ * the zones (hr_tz.c), the time parser (hr_parse.c) and the send instants
+ * (hr_release.c). */
 #include "hr_civil.h"
 
-int64_t hr_tz_days_from_civil(int y, int m, int d)
+int64_t hr_civil_days(int y, int m, int d)
 {
     int64_t era, yoe, doy, doe, yy = (int64_t)y - (m <= 2);
 
@@ -13,7 +14,7 @@ int64_t hr_tz_days_from_civil(int y, int m, int d)
     return era * 146097 + doe - 719468;
 }
 
-void hr_tz_civil_from_days(int64_t days, int *y, int *m, int *d)
+void hr_civil_date(int64_t days, int *y, int *m, int *d)
 {
     int64_t z = days + 719468, era, doe, yoe, doy, mp;
 
@@ -27,20 +28,20 @@ void hr_tz_civil_from_days(int64_t days, int *y, int *m, int *d)
     *y = (int)(yoe + era * 400 + (*m <= 2));
 }
 
-bool hr_tz_leap(int64_t y)
+bool hr_civil_leap(int64_t y)
 {
     return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
 }
 
-int hr_tz_month_days(int y, int m)
+int hr_civil_month_days(int y, int m)
 {
     static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
 
-    return mdays[m - 1] + (m == 2 && hr_tz_leap(y));
+    return mdays[m - 1] + (m == 2 && hr_civil_leap(y));
 }
 
 /* Floor division, for instants before 1970. */
-int64_t hr_tz_floordiv(int64_t a, int64_t b)
+int64_t hr_civil_floordiv(int64_t a, int64_t b)
 {
     return a / b - (a % b != 0 && (a < 0) != (b < 0));
 }

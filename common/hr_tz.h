@@ -33,8 +33,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hr_civil.h"
-
 #define HR_TZ_DIR "/usr/share/zoneinfo"
 #define HR_TZ_NAME_MAX 64
 

@@ -16,11 +16,9 @@ void dsp_api_ops_redrive(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
 /* POST /v1/tasks/{id}/recover */
 void dsp_api_ops_recover(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
 /* GET /v1/tasks/{id}/subscribers/count */
-void dsp_api_ops_subs_count(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req,
-                            hr_httpd_resp *resp);
+void dsp_api_ops_subs_count(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
 /* POST /v1/render, GET /v1/tasks/{id}/render */
-void dsp_api_ops_render_new(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req,
-                            hr_httpd_resp *resp);
+void dsp_api_ops_render_new(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
 void dsp_api_ops_render_task(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req,
                              hr_httpd_resp *resp);
 

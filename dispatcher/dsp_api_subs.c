@@ -30,6 +30,7 @@
 #include "dsp_api_parse.h"
 #include "dsp_pace.h"
 #include "dsp_store.h"
+#include "hr_civil.h"
 #include "hr_clock.h"
 #include "hr_finish.h"
 #include "hr_log.h"
@@ -378,8 +379,8 @@ static void dsp_api_pull_day(const char *date_q, int64_t day_ms, const redisRepl
     if (tz != NULL && hr_tz_offset_at(tz, now_ms, &off, err, sizeof err) == 0) {
         if (date_q == NULL) /* today where the user is (instants after 1970) */
             days = (now_ms + (int64_t)off * 1000) / 86400000;
-        hr_tz_civil_from_days(days, &y, &m, &d);
-        hr_tz_civil_from_days(days + 1, &y2, &m2, &d2);
+        hr_civil_date(days, &y, &m, &d);
+        hr_civil_date(days + 1, &y2, &m2, &d2);
         if (hr_tz_local_to_utc(tz, y, m, d, 0, 0, 0, start, err, sizeof err) == 0 &&
             hr_tz_local_to_utc(tz, y2, m2, d2, 0, 0, 0, end, err, sizeof err) == 0) {
             *zone = tz;
@@ -391,7 +392,7 @@ static void dsp_api_pull_day(const char *date_q, int64_t day_ms, const redisRepl
     *zone = "UTC";
     *start = day_ms;
     *end = day_ms + 86400000;
-    hr_tz_civil_from_days(days, &y, &m, &d);
+    hr_civil_date(days, &y, &m, &d);
     snprintf(day_s, 11, "%04d-%02d-%02d", y, m, d);
 }
 

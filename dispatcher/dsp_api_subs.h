@@ -12,8 +12,7 @@
 void dsp_api_subs_add(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
 void dsp_api_subs_del(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
 /* GET /v1/users/{uid}/reminders (the pull; a client route) */
-void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req,
-                            hr_httpd_resp *resp);
+void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
 /* Adds "title", "body" (rendered for uid UID_S with the attributes of USER,
  * an HGETALL reply or NULL) and "payload" of task T to O, as the pull
  * serves them. */

@@ -36,8 +36,8 @@ typedef struct dsp_kafka_hooks {
 /* A producer for CFG's chunk topic, whose metadata it fetches at once (at
  * most DSP_KAFKA_WARM_MS; a broker down is no error).  HOOKS is copied.
  * 0, or -1 (ERRSTR). */
-int dsp_kafka_new(const hr_config *cfg, const dsp_kafka_hooks *hooks, dsp_kafka **out,
-                  char *errstr, size_t errlen);
+int dsp_kafka_new(const hr_config *cfg, const dsp_kafka_hooks *hooks, dsp_kafka **out, char *errstr,
+                  size_t errlen);
 /* Produces MSG (its published_ms set to now); thread-safe.  0, or -1
  * (ERRSTR): no report will come. */
 int dsp_kafka_produce(dsp_kafka *k, dsp_kafka_msg *msg, char *errstr, size_t errlen);
