@@ -56,7 +56,7 @@ struct hr_mysql {
     unsigned port;
     unsigned connect_timeout_s;
     bool in_txn; /* between hr_mysql_begin and commit/rollback */
-    bool locked; /* holds the migration lock */
+    bool locked; /* holds a named lock (hr_mysql_set_locked) */
     uint64_t tick;
     HR_VEC(MYSQL_BIND) binds;   /* parameter bindings, reused */
     HR_VEC(unsigned long) lens; /* their lengths */
@@ -644,6 +644,11 @@ int hr_mysql_rollback(hr_mysql *m)
     return hr_mysql_script_retry(m, "ROLLBACK", false, errstr, sizeof errstr);
 }
 
+void hr_mysql_set_locked(hr_mysql *m, bool locked)
+{
+    m->locked = locked;
+}
+
 /* "001_tables.sql" -> version 1 and name length 10 ("001_tables"). */
 static int hr_mysql_migration_version(const char *file, long *version, int *namelen)
 {
@@ -672,6 +677,7 @@ int hr_mysql_migrate(hr_mysql *m, const hr_embedded *files, size_t nfiles, int *
 {
     hr_mysql_rows *lock = NULL, *done = NULL;
     char err[1024];
+    bool locked = false;
     int rc = -1;
 
     *applied = 0;
@@ -680,12 +686,12 @@ int hr_mysql_migrate(hr_mysql *m, const hr_embedded *files, size_t nfiles, int *
                        errlen) != 0)
         goto out;
     if (!hr_mysql_cell(lock, 0, 0) || strcmp(hr_mysql_cell(lock, 0, 0), "1") != 0) {
-        hr_mysql_seterr(errstr, errlen,
-                        "another migration holds the lock herald_migrate (waited %d s)",
-                        HR_MYSQL_LOCK_WAIT_S);
+        snprintf(errstr, errlen, "another migration holds the lock herald_migrate (waited %d s)",
+                 HR_MYSQL_LOCK_WAIT_S);
         goto out;
     }
-    m->locked = true;
+    hr_mysql_set_locked(m, true);
+    locked = true;
     if (hr_mysql_script(m,
                         "CREATE TABLE IF NOT EXISTS schema_migrations ("
                         " version INT NOT NULL PRIMARY KEY,"
@@ -693,7 +699,7 @@ int hr_mysql_migrate(hr_mysql *m, const hr_embedded *files, size_t nfiles, int *
                         " applied_at DATETIME(3) NOT NULL"
                         ") ENGINE=InnoDB",
                         err, sizeof err) != 0) {
-        hr_mysql_seterr(errstr, errlen, "schema_migrations: %s", err);
+        snprintf(errstr, errlen, "schema_migrations: %s", err);
         goto out;
     }
     if (hr_mysql_query(m, "SELECT version FROM schema_migrations", NULL, 0, &done, errstr,
@@ -704,8 +710,7 @@ int hr_mysql_migrate(hr_mysql *m, const hr_embedded *files, size_t nfiles, int *
         int namelen;
 
         if (hr_mysql_migration_version(files[i].name, &version, &namelen) != 0) {
-            hr_mysql_seterr(errstr, errlen, "migration %s: name does not start with NNN_",
-                            files[i].name);
+            snprintf(errstr, errlen, "migration %s: name does not start with NNN_", files[i].name);
             goto out;
         }
         if (hr_mysql_version_recorded(done, version))
@@ -713,7 +718,7 @@ int hr_mysql_migrate(hr_mysql *m, const hr_embedded *files, size_t nfiles, int *
         /* DDL commits implicitly, so each file is recorded as soon as it
          * has run: a later failure does not make it run again. */
         if (hr_mysql_script(m, files[i].text, err, sizeof err) != 0) {
-            hr_mysql_seterr(errstr, errlen, "migration %s: %s", files[i].name, err);
+            snprintf(errstr, errlen, "migration %s: %s", files[i].name, err);
             goto out;
         }
         if (hr_mysql_exec(
@@ -722,8 +727,8 @@ int hr_mysql_migrate(hr_mysql *m, const hr_embedded *files, size_t nfiles, int *
                 " VALUES (?, ?, UTC_TIMESTAMP(3))",
                 (hr_mysql_param[]){HR_P_I64(version), HR_P_STRN(files[i].name, (size_t)namelen)}, 2,
                 NULL, NULL, NULL, err, sizeof err) != 0) {
-            hr_mysql_seterr(errstr, errlen, "migration %s ran but was not recorded: %s",
-                            files[i].name, err);
+            snprintf(errstr, errlen, "migration %s ran but was not recorded: %s", files[i].name,
+                     err);
             goto out;
         }
         ++*applied;
@@ -731,13 +736,13 @@ int hr_mysql_migrate(hr_mysql *m, const hr_embedded *files, size_t nfiles, int *
     rc = 0;
 
 out:
-    if (m->locked) {
+    if (locked) {
         hr_mysql_rows *released = NULL;
         /* Losing the connection releases the lock as well. */
         if (hr_mysql_query(m, "SELECT RELEASE_LOCK('herald_migrate')", NULL, 0, &released, err,
                            sizeof err) == 0)
             hr_mysql_rows_free(released);
-        m->locked = false;
+        hr_mysql_set_locked(m, false);
     }
     hr_mysql_rows_free(lock);
     hr_mysql_rows_free(done);
