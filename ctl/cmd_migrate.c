@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "ctl.h"
+#include "hr_migrate.h"
 
 /* Prints the names of the N migrations recorded last, in the order they
  * were applied.  hr_mysql_migrate held the migration lock while it

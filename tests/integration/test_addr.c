@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "hr_addr.h"
+#include "hr_migrate.h"
 #include "itest.h"
 
 #define APNS_TOKEN "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"

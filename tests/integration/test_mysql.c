@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "hr_batch.h"
+#include "hr_migrate.h"
 #include "hr_mysql.h"
 #include "itest.h"
 
