@@ -1,15 +1,19 @@
-/* hr_migrate: the schema migrations applied under a named lock (moved here
- * from hr_mysql.c). */
+/* hr_migrate: applies the schema migrations compiled into the binaries
+ * (schemas/mysql/NNN_*.sql, embed.py) that a database has not recorded in
+ * schema_migrations, under the named lock herald_migrate, so two
+ * `heraldctl migrate` never apply one file twice.  The lock belongs to the
+ * session: hr_mysql_set_locked keeps hr_mysql from running a statement
+ * again on a new connection, which would not hold it. */
 #include "hr_migrate.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define HR_MYSQL_LOCK_WAIT_S 30
+#define HR_MIGRATE_LOCK_WAIT_S 30
 
 /* "001_tables.sql" -> version 1 and name length 10 ("001_tables"). */
-static int hr_mysql_migration_version(const char *file, long *version, int *namelen)
+static int hr_migrate_version(const char *file, long *version, int *namelen)
 {
     char *end;
     const char *dot = strrchr(file, '.');
@@ -21,7 +25,7 @@ static int hr_mysql_migration_version(const char *file, long *version, int *name
     return 0;
 }
 
-static bool hr_mysql_version_recorded(const hr_mysql_rows *done, long version)
+static bool hr_migrate_recorded(const hr_mysql_rows *done, long version)
 {
     for (size_t r = 0; r < done->nrows; r++) {
         const char *v = hr_mysql_cell(done, r, 0);
@@ -31,7 +35,7 @@ static bool hr_mysql_version_recorded(const hr_mysql_rows *done, long version)
     return false;
 }
 
-int hr_mysql_migrate(hr_mysql *m, const hr_embedded *files, size_t nfiles, int *applied,
+int hr_migrate_apply(hr_mysql *m, const hr_embedded *files, size_t nfiles, int *applied,
                      char *errstr, size_t errlen)
 {
     hr_mysql_rows *lock = NULL, *done = NULL;
@@ -41,12 +45,12 @@ int hr_mysql_migrate(hr_mysql *m, const hr_embedded *files, size_t nfiles, int *
 
     *applied = 0;
     if (hr_mysql_query(m, "SELECT GET_LOCK('herald_migrate', ?)",
-                       (hr_mysql_param[]){HR_P_I64(HR_MYSQL_LOCK_WAIT_S)}, 1, &lock, errstr,
+                       (hr_mysql_param[]){HR_P_I64(HR_MIGRATE_LOCK_WAIT_S)}, 1, &lock, errstr,
                        errlen) != 0)
         goto out;
     if (!hr_mysql_cell(lock, 0, 0) || strcmp(hr_mysql_cell(lock, 0, 0), "1") != 0) {
         snprintf(errstr, errlen, "another migration holds the lock herald_migrate (waited %d s)",
-                 HR_MYSQL_LOCK_WAIT_S);
+                 HR_MIGRATE_LOCK_WAIT_S);
         goto out;
     }
     hr_mysql_set_locked(m, true);
@@ -68,11 +72,11 @@ int hr_mysql_migrate(hr_mysql *m, const hr_embedded *files, size_t nfiles, int *
         long version;
         int namelen;
 
-        if (hr_mysql_migration_version(files[i].name, &version, &namelen) != 0) {
+        if (hr_migrate_version(files[i].name, &version, &namelen) != 0) {
             snprintf(errstr, errlen, "migration %s: name does not start with NNN_", files[i].name);
             goto out;
         }
-        if (hr_mysql_version_recorded(done, version))
+        if (hr_migrate_recorded(done, version))
             continue;
         /* DDL commits implicitly, so each file is recorded as soon as it
          * has run: a later failure does not make it run again. */

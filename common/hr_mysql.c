@@ -32,7 +32,7 @@
 
 #define HR_MYSQL_STMT_CACHE 32
 /* Read/write timeout of one network operation.  Above the migration lock
- * wait (HR_MYSQL_LOCK_WAIT_S, hr_migrate.c) so that waiting for the lock is
+ * wait (HR_MIGRATE_LOCK_WAIT_S, hr_migrate.c) so that waiting for the lock is
  * not taken for a dead server. */
 #define HR_MYSQL_IO_TIMEOUT_S 60
 #define HR_MYSQL_CELL_BUF 256

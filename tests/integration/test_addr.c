@@ -40,7 +40,7 @@ static int setup(void **state)
     if (itest_redis_setup(&cfg, &rd) != 0)
         return -1;
     if (hr_mysql_connect(cfg, &db, errstr, sizeof errstr) != 0 ||
-        hr_mysql_migrate(db, hr_sql_files, HR_SQL__COUNT, &applied, errstr, sizeof errstr) != 0) {
+        hr_migrate_apply(db, hr_sql_files, HR_SQL__COUNT, &applied, errstr, sizeof errstr) != 0) {
         fprintf(stderr, "test_addr: %s\n", errstr);
         return -1;
     }

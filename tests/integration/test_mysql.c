@@ -43,7 +43,7 @@ static int group_setup(void **state)
         fprintf(stderr, "test_mysql: %s\n", errstr);
         return -1;
     }
-    if (hr_mysql_migrate(db, hr_sql_files, HR_SQL__COUNT, &applied, errstr, sizeof errstr) != 0) {
+    if (hr_migrate_apply(db, hr_sql_files, HR_SQL__COUNT, &applied, errstr, sizeof errstr) != 0) {
         fprintf(stderr, "test_mysql: migrate: %s\n", errstr);
         return -1;
     }
@@ -371,7 +371,7 @@ static void test_migrate_idempotent(void **state)
 
     (void)state;
     assert_int_equal(
-        hr_mysql_migrate(db, hr_sql_files, HR_SQL__COUNT, &applied, errstr, sizeof errstr), 0);
+        hr_migrate_apply(db, hr_sql_files, HR_SQL__COUNT, &applied, errstr, sizeof errstr), 0);
     assert_int_equal(applied, 0);
     value = query_value("SELECT GROUP_CONCAT(name ORDER BY version) FROM schema_migrations"
                         " WHERE version IN (1, 2)",
@@ -381,14 +381,14 @@ static void test_migrate_idempotent(void **state)
     /* A failing file is reported with its statement and not recorded; a
      * file without a version is refused before anything runs. */
     const hr_embedded broken[] = {{"999_hrtest_broken.sql", "SELECT 1; SELEC 2", 17}};
-    assert_int_equal(hr_mysql_migrate(db, broken, 1, &applied, errstr, sizeof errstr), -1);
+    assert_int_equal(hr_migrate_apply(db, broken, 1, &applied, errstr, sizeof errstr), -1);
     static const char expect[] =
         "migration 999_hrtest_broken.sql: statement 2: You have an error in your SQL syntax";
     if (strncmp(errstr, expect, sizeof expect - 1) != 0 || !strstr(errstr, "'SELEC 2'"))
         fail_msg("unexpected migrate error: %s", errstr);
     assert_int_equal(applied, 0);
     const hr_embedded unnamed[] = {{"hrtest.sql", "SELECT 1", 8}};
-    assert_int_equal(hr_mysql_migrate(db, unnamed, 1, &applied, errstr, sizeof errstr), -1);
+    assert_int_equal(hr_migrate_apply(db, unnamed, 1, &applied, errstr, sizeof errstr), -1);
     assert_non_null(strstr(errstr, "NNN_"));
     value = query_value("SELECT COUNT(*) FROM schema_migrations WHERE version = 999", NULL, 0);
     assert_string_equal(value, "0");
