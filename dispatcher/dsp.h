@@ -33,15 +33,12 @@
  *     flight).  It reads the health flags under health_mu.
  *   - metric handles (d->met) are looked up at start-up and updated
  *     lock-free from any thread.
- * Blocking MySQL work on the loop thread is limited to statements of
- * bounded size (a timer pop's claims, at most DSP_TIMER_POP_MAX; a tick's
- * chunk rows, at most DSP_REPORTS_PER_TICK; renewals); the scans whose
- * cost grows with the number of tasks or subscribers run in the background
- * job.
  *
- * Modules call only modules of lower layers (every one may use common/'s
- * hr_*); where a lower module must reach a higher one it is given a hook
- * (dsp_kafka's delivery reports, dsp_owned's lease kinds).
+ * Modules call only modules of lower layers, listed below one line per
+ * layer, bottom first (the modules of a line call none of each other;
+ * every one may use common/'s hr_*); where a lower module must reach a
+ * higher one it is given a hook (dsp_kafka's delivery reports, dsp_owned's
+ * lease kinds).
  * Layers (checked by scripts/check-graph):
  *   dsp_seams dsp_metrics dsp_kafka dsp_console dsp_api_parse
  *   dsp
@@ -59,7 +56,13 @@
  *   dsp_api_ops
  *   dsp_api_routes
  *   dispatcher
- *   main */
+ *   main
+ *
+ * Blocking MySQL work on the loop thread is limited to statements of
+ * bounded size (a timer pop's claims, at most DSP_TIMER_POP_MAX; a tick's
+ * chunk rows, at most DSP_REPORTS_PER_TICK; renewals); the scans whose
+ * cost grows with the number of tasks or subscribers run in the background
+ * job. */
 #ifndef DSP_H
 #define DSP_H
 

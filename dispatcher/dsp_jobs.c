@@ -44,15 +44,15 @@ int dsp_jobs_new(dsp *d)
 
 void dsp_jobs_free(dsp *d)
 {
-    dsp_jobs *j = d->jobs;
+    dsp_jobs *jobs = d->jobs;
 
-    if (j == NULL)
+    if (jobs == NULL)
         return;
-    for (size_t i = 0; i < j->claimed.n; i++)
-        hr_task_free(j->claimed.v[i]);
-    hr_vec_free(&j->claimed);
-    dsp_conn_close(&j->conn);
-    free(j);
+    for (size_t i = 0; i < jobs->claimed.n; i++)
+        hr_task_free(jobs->claimed.v[i]);
+    hr_vec_free(&jobs->claimed);
+    dsp_conn_close(&jobs->conn);
+    free(jobs);
     d->jobs = NULL;
 }
 
@@ -84,56 +84,56 @@ static void dsp_jobs_count(dsp *d, dsp_conn *conn)
 static void dsp_jobs_work(uv_work_t *w)
 {
     dsp *d = w->data;
-    dsp_jobs *j = d->jobs;
+    dsp_jobs *jobs = d->jobs;
 
-    if (!dsp_conn_ready(d, &j->conn))
+    if (!dsp_conn_ready(d, &jobs->conn))
         return;
-    if (j->doing & DSP_JOBS_SCAN) {
-        dsp_scan_run(d, &j->conn);
-        dsp_control_scan(d, &j->conn);
-        dsp_jobs_count(d, &j->conn);
-        dsp_addr_sync(d, &j->conn, true);
+    if (jobs->doing & DSP_JOBS_SCAN) {
+        dsp_scan_run(d, &jobs->conn);
+        dsp_control_scan(d, &jobs->conn);
+        dsp_jobs_count(d, &jobs->conn);
+        dsp_addr_sync(d, &jobs->conn, true);
     }
-    if ((j->doing & DSP_JOBS_POLL) && !atomic_load(&d->stopping))
-        dsp_poll_run(d, &j->conn, &j->claimed);
-    if ((j->doing & DSP_JOBS_SWEEP) && !atomic_load(&d->stopping))
-        dsp_sweep_run(d, &j->conn);
+    if ((jobs->doing & DSP_JOBS_POLL) && !atomic_load(&d->stopping))
+        dsp_poll_run(d, &jobs->conn, &jobs->claimed);
+    if ((jobs->doing & DSP_JOBS_SWEEP) && !atomic_load(&d->stopping))
+        dsp_sweep_run(d, &jobs->conn);
 }
 
 static void dsp_jobs_done(uv_work_t *w, int status)
 {
     dsp *d = w->data;
-    dsp_jobs *j = d->jobs;
+    dsp_jobs *jobs = d->jobs;
     size_t i;
 
     (void)status;
-    j->busy = false;
-    for (i = 0; i < j->claimed.n; i++) {
-        dsp_owned_add(d, j->claimed.v[i],
-                      j->claimed.v[i]->state == HR_STATE_DISPATCHING ? "takeover" : "poller");
-        hr_task_free(j->claimed.v[i]);
+    jobs->busy = false;
+    for (i = 0; i < jobs->claimed.n; i++) {
+        dsp_owned_add(d, jobs->claimed.v[i],
+                      jobs->claimed.v[i]->state == HR_STATE_DISPATCHING ? "takeover" : "poller");
+        hr_task_free(jobs->claimed.v[i]);
     }
-    j->claimed.n = 0;
+    jobs->claimed.n = 0;
     if (atomic_load(&d->stopping))
         return;
     /* The scan may have put entries into the timer that are due before it
      * wakes. */
-    if (j->doing & DSP_JOBS_SCAN)
+    if (jobs->doing & DSP_JOBS_SCAN)
         dsp_timer_wake(d);
-    if (j->want != 0)
+    if (jobs->want != 0)
         dsp_jobs_kick(d, 0);
 }
 
 void dsp_jobs_kick(dsp *d, unsigned what)
 {
-    dsp_jobs *j = d->jobs;
+    dsp_jobs *jobs = d->jobs;
 
-    j->want |= what;
-    if (j->busy || j->want == 0 || atomic_load(&d->stopping))
+    jobs->want |= what;
+    if (jobs->busy || jobs->want == 0 || atomic_load(&d->stopping))
         return;
-    j->doing = j->want;
-    j->want = 0;
-    j->work.data = d;
-    if (uv_queue_work(d->loop, &j->work, dsp_jobs_work, dsp_jobs_done) == 0)
-        j->busy = true;
+    jobs->doing = jobs->want;
+    jobs->want = 0;
+    jobs->work.data = d;
+    if (uv_queue_work(d->loop, &jobs->work, dsp_jobs_work, dsp_jobs_done) == 0)
+        jobs->busy = true;
 }

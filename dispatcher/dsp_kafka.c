@@ -25,24 +25,25 @@ struct dsp_kafka {
 
 static void dsp_kafka_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
 {
-    dsp_kafka *k = opaque;
+    dsp_kafka *kafka = opaque;
 
     (void)rk;
     if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__TRANSPORT ||
         err == RD_KAFKA_RESP_ERR__FATAL)
-        k->hooks.down(k->hooks.ctx, reason);
+        kafka->hooks.down(kafka->hooks.ctx, reason);
     else
         hr_log_warn("kafka_error", "error=%s", reason);
 }
 
 static void dsp_kafka_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
 {
-    dsp_kafka *k = opaque;
+    dsp_kafka *kafka = opaque;
     dsp_kafka_msg *om = msg->_private;
 
     (void)rk;
-    k->hooks.delivered(k->hooks.ctx, om,
-                       msg->err != RD_KAFKA_RESP_ERR_NO_ERROR ? rd_kafka_err2str(msg->err) : NULL);
+    kafka->hooks.delivered(kafka->hooks.ctx, om,
+                           msg->err != RD_KAFKA_RESP_ERR_NO_ERROR ? rd_kafka_err2str(msg->err)
+                                                                  : NULL);
     free(om);
 }
 
@@ -51,19 +52,20 @@ static void dsp_kafka_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void 
  * which put most of a second between the first claim after a start and the
  * first chunk on the wire.  A broker that is down is no error here; the
  * producer retries by itself. */
-static void dsp_kafka_warm(dsp_kafka *k)
+static void dsp_kafka_warm(dsp_kafka *kafka)
 {
-    rd_kafka_topic_t *rkt = rd_kafka_topic_new(k->rk, k->topic, NULL);
+    rd_kafka_topic_t *rkt = rd_kafka_topic_new(kafka->rk, kafka->topic, NULL);
     const struct rd_kafka_metadata *md = NULL;
     rd_kafka_resp_err_t err;
 
     if (rkt == NULL)
         return;
-    err = rd_kafka_metadata(k->rk, 0, rkt, &md, DSP_KAFKA_WARM_MS);
+    err = rd_kafka_metadata(kafka->rk, 0, rkt, &md, DSP_KAFKA_WARM_MS);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
-        hr_log_warn("kafka_metadata_failed", "topic=%s error=%s", k->topic, rd_kafka_err2str(err));
+        hr_log_warn("kafka_metadata_failed", "topic=%s error=%s", kafka->topic,
+                    rd_kafka_err2str(err));
     else if (md->topic_cnt == 1 && md->topics[0].err != RD_KAFKA_RESP_ERR_NO_ERROR)
-        hr_log_warn("kafka_topic_unavailable", "topic=%s error=%s", k->topic,
+        hr_log_warn("kafka_topic_unavailable", "topic=%s error=%s", kafka->topic,
                     rd_kafka_err2str(md->topics[0].err));
     if (md != NULL)
         rd_kafka_metadata_destroy(md);
@@ -73,37 +75,37 @@ static void dsp_kafka_warm(dsp_kafka *k)
 int dsp_kafka_new(const hr_config *cfg, const dsp_kafka_hooks *hooks, dsp_kafka **out, char *errstr,
                   size_t errlen)
 {
-    dsp_kafka *k = calloc(1, sizeof *k);
+    dsp_kafka *kafka = calloc(1, sizeof *kafka);
     rd_kafka_conf_t *conf = NULL;
 
     *out = NULL;
-    if (k == NULL) {
+    if (kafka == NULL) {
         snprintf(errstr, errlen, "out of memory");
         return -1;
     }
-    k->topic = cfg->kafka.topic;
-    k->hooks = *hooks;
+    kafka->topic = cfg->kafka.topic;
+    kafka->hooks = *hooks;
     conf = hr_kafka_conf_new(cfg, HR_KAFKA_PRODUCER, errstr, errlen);
     if (conf == NULL)
         goto fail;
-    rd_kafka_conf_set_opaque(conf, k);
+    rd_kafka_conf_set_opaque(conf, kafka);
     rd_kafka_conf_set_dr_msg_cb(conf, dsp_kafka_dr_cb);
     rd_kafka_conf_set_error_cb(conf, dsp_kafka_error_cb);
-    k->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, errlen);
-    if (k->rk == NULL)
+    kafka->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, errlen);
+    if (kafka->rk == NULL)
         goto fail;
     conf = NULL; /* the producer's now */
-    dsp_kafka_warm(k);
-    *out = k;
+    dsp_kafka_warm(kafka);
+    *out = kafka;
     return 0;
 fail:
     if (conf != NULL)
         rd_kafka_conf_destroy(conf);
-    dsp_kafka_free(k);
+    dsp_kafka_free(kafka);
     return -1;
 }
 
-int dsp_kafka_produce(dsp_kafka *k, dsp_kafka_msg *msg, char *errstr, size_t errlen)
+int dsp_kafka_produce(dsp_kafka *kafka, dsp_kafka_msg *msg, char *errstr, size_t errlen)
 {
     hr_chunkmsg cm = {.task = msg->task,
                       .seq = msg->seq,
@@ -129,10 +131,10 @@ int dsp_kafka_produce(dsp_kafka *k, dsp_kafka_msg *msg, char *errstr, size_t err
         return -1;
     }
     *om = *msg;
-    err = rd_kafka_producev(k->rk, RD_KAFKA_V_TOPIC(k->topic), RD_KAFKA_V_KEY(key, (size_t)klen),
-                            RD_KAFKA_V_VALUE(value, (size_t)vlen),
-                            RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY), RD_KAFKA_V_OPAQUE(om),
-                            RD_KAFKA_V_END);
+    err = rd_kafka_producev(
+        kafka->rk, RD_KAFKA_V_TOPIC(kafka->topic), RD_KAFKA_V_KEY(key, (size_t)klen),
+        RD_KAFKA_V_VALUE(value, (size_t)vlen), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+        RD_KAFKA_V_OPAQUE(om), RD_KAFKA_V_END);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
         snprintf(errstr, errlen, "produce: %s", rd_kafka_err2str(err));
         free(om);
@@ -141,27 +143,27 @@ int dsp_kafka_produce(dsp_kafka *k, dsp_kafka_msg *msg, char *errstr, size_t err
     return 0;
 }
 
-void dsp_kafka_poll(dsp_kafka *k)
+void dsp_kafka_poll(dsp_kafka *kafka)
 {
-    rd_kafka_poll(k->rk, 0);
+    rd_kafka_poll(kafka->rk, 0);
 }
 
-void dsp_kafka_flush(dsp_kafka *k, int timeout_ms)
+void dsp_kafka_flush(dsp_kafka *kafka, int timeout_ms)
 {
-    if (rd_kafka_flush(k->rk, timeout_ms) == RD_KAFKA_RESP_ERR_NO_ERROR)
+    if (rd_kafka_flush(kafka->rk, timeout_ms) == RD_KAFKA_RESP_ERR_NO_ERROR)
         return;
     /* Their chunks stay pending and the sweepers republish them; the purge
      * hands every message back to the delivery report, which frees it. */
-    hr_log_warn("flush_incomplete", "messages=%d", rd_kafka_outq_len(k->rk));
-    rd_kafka_purge(k->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-    rd_kafka_poll(k->rk, 0);
+    hr_log_warn("flush_incomplete", "messages=%d", rd_kafka_outq_len(kafka->rk));
+    rd_kafka_purge(kafka->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    rd_kafka_poll(kafka->rk, 0);
 }
 
-void dsp_kafka_free(dsp_kafka *k)
+void dsp_kafka_free(dsp_kafka *kafka)
 {
-    if (k == NULL)
+    if (kafka == NULL)
         return;
-    if (k->rk != NULL)
-        rd_kafka_destroy(k->rk);
-    free(k);
+    if (kafka->rk != NULL)
+        rd_kafka_destroy(kafka->rk);
+    free(kafka);
 }

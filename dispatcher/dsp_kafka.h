@@ -40,12 +40,12 @@ int dsp_kafka_new(const hr_config *cfg, const dsp_kafka_hooks *hooks, dsp_kafka 
                   size_t errlen);
 /* Produces MSG (its published_ms set to now); thread-safe.  0, or -1
  * (ERRSTR): no report will come. */
-int dsp_kafka_produce(dsp_kafka *k, dsp_kafka_msg *msg, char *errstr, size_t errlen);
+int dsp_kafka_produce(dsp_kafka *kafka, dsp_kafka_msg *msg, char *errstr, size_t errlen);
 /* Serves the delivery reports that arrived (the hook runs here). */
-void dsp_kafka_poll(dsp_kafka *k);
+void dsp_kafka_poll(dsp_kafka *kafka);
 /* At exit: waits up to TIMEOUT_MS for every message's report, then purges
  * what is left (each still gets its report, failed). */
-void dsp_kafka_flush(dsp_kafka *k, int timeout_ms);
-void dsp_kafka_free(dsp_kafka *k);
+void dsp_kafka_flush(dsp_kafka *kafka, int timeout_ms);
+void dsp_kafka_free(dsp_kafka *kafka);
 
 #endif

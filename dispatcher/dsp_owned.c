@@ -44,36 +44,37 @@ struct dsp_owned {
     uint64_t renewals; /* dsp_task.renewed of the last renewal */
 };
 
-static size_t dsp_owned_bucket(const dsp_owned *o, int64_t id)
+static size_t dsp_owned_bucket(const dsp_owned *owned, int64_t id)
 {
     /* Fibonacci hashing: ids are dense and ascending, the top bits mix them. */
-    return (size_t)(((uint64_t)id * UINT64_C(0x9E3779B97F4A7C15)) >> 32) & (o->nbuckets - 1);
+    return (size_t)(((uint64_t)id * UINT64_C(0x9E3779B97F4A7C15)) >> 32) & (owned->nbuckets - 1);
 }
 
 int dsp_owned_new(dsp *d)
 {
-    dsp_owned *o = calloc(1, sizeof *o);
+    dsp_owned *owned = calloc(1, sizeof *owned);
 
-    if (o == NULL || (o->buckets = calloc(DSP_OWNED_BUCKETS_MIN, sizeof *o->buckets)) == NULL) {
-        free(o);
+    if (owned == NULL ||
+        (owned->buckets = calloc(DSP_OWNED_BUCKETS_MIN, sizeof *owned->buckets)) == NULL) {
+        free(owned);
         return -1;
     }
-    o->nbuckets = DSP_OWNED_BUCKETS_MIN;
-    d->owned = o;
+    owned->nbuckets = DSP_OWNED_BUCKETS_MIN;
+    d->owned = owned;
     return 0;
 }
 
 void dsp_owned_free(dsp *d)
 {
-    dsp_owned *o = d->owned;
+    dsp_owned *owned = d->owned;
 
-    if (o == NULL)
+    if (owned == NULL)
         return;
-    for (size_t i = 0; i < o->all.n; i++)
-        free(o->all.v[i]);
-    hr_vec_free(&o->all);
-    free(o->buckets);
-    free(o);
+    for (size_t i = 0; i < owned->all.n; i++)
+        free(owned->all.v[i]);
+    hr_vec_free(&owned->all);
+    free(owned->buckets);
+    free(owned);
     d->owned = NULL;
 }
 
@@ -112,27 +113,27 @@ bool dsp_owned_any_shard(const dsp *d)
 
 /* Room for one more entry: the array, and the index doubled (rehashed)
  * when the entries would outnumber its buckets.  0, or -1. */
-static int dsp_owned_reserve(dsp_owned *o)
+static int dsp_owned_reserve(dsp_owned *owned)
 {
     dsp_task **buckets;
-    size_t nbuckets = o->nbuckets;
+    size_t nbuckets = owned->nbuckets;
 
-    if (hr_vec_reserve(&o->all, o->all.n + 1) != 0)
+    if (hr_vec_reserve(&owned->all, owned->all.n + 1) != 0)
         return -1;
-    if (o->all.n + 1 <= nbuckets)
+    if (owned->all.n + 1 <= nbuckets)
         return 0;
     buckets = calloc(nbuckets * 2, sizeof *buckets);
     if (buckets == NULL)
         return -1;
-    free(o->buckets);
-    o->buckets = buckets;
-    o->nbuckets = nbuckets * 2;
-    for (size_t i = 0; i < o->all.n; i++) {
-        dsp_task *dt = o->all.v[i];
-        size_t b = dsp_owned_bucket(o, dt->id);
+    free(owned->buckets);
+    owned->buckets = buckets;
+    owned->nbuckets = nbuckets * 2;
+    for (size_t i = 0; i < owned->all.n; i++) {
+        dsp_task *dt = owned->all.v[i];
+        size_t b = dsp_owned_bucket(owned, dt->id);
 
-        dt->next_id = o->buckets[b];
-        o->buckets[b] = dt;
+        dt->next_id = owned->buckets[b];
+        owned->buckets[b] = dt;
     }
     return 0;
 }
@@ -141,13 +142,13 @@ static int dsp_owned_reserve(dsp_owned *o)
  * out of memory. */
 static dsp_task *dsp_owned_insert(dsp *d, const hr_task *t, int shard)
 {
-    dsp_owned *o = d->owned;
+    dsp_owned *owned = d->owned;
     const hr_channel *ch;
     dsp_task *dt;
     size_t b;
 
     /* Room first: once made, the insert below cannot fail. */
-    if (dsp_owned_reserve(o) != 0)
+    if (dsp_owned_reserve(owned) != 0)
         return NULL;
     dt = calloc(1, sizeof *dt);
     if (dt == NULL)
@@ -163,36 +164,36 @@ static dsp_task *dsp_owned_insert(dsp *d, const hr_task *t, int shard)
     dt->cap = dt->rate_limit;
     dt->finish_ms = hr_task_paced(t) ? t->finish_ms : -1;
     dt->expire_ms = t->expire_ms;
-    dt->gen = ++o->gen_next;
+    dt->gen = ++owned->gen_next;
     dt->waits = hr_task_waits(t);
     dt->window = t->window;
     dt->window_start_s = t->window_start_s;
     dt->window_end_s = t->window_end_s;
     snprintf(dt->window_tz, sizeof dt->window_tz, "%s", t->window_tz != NULL ? t->window_tz : "");
-    b = dsp_owned_bucket(o, dt->id);
-    dt->next_id = o->buckets[b];
-    o->buckets[b] = dt;
-    dt->at = o->all.n;
-    o->all.v[o->all.n++] = dt;
+    b = dsp_owned_bucket(owned, dt->id);
+    dt->next_id = owned->buckets[b];
+    owned->buckets[b] = dt;
+    dt->at = owned->all.n;
+    owned->all.v[owned->all.n++] = dt;
     if (shard != HR_SHARD_NONE)
-        o->nshards++;
+        owned->nshards++;
     return dt;
 }
 
 void dsp_owned_drop(dsp *d, dsp_task *dt)
 {
-    dsp_owned *o = d->owned;
-    dsp_task **link = &o->buckets[dsp_owned_bucket(o, dt->id)];
+    dsp_owned *owned = d->owned;
+    dsp_task **link = &owned->buckets[dsp_owned_bucket(owned, dt->id)];
 
     while (*link != NULL && *link != dt)
         link = &(*link)->next_id;
     if (*link == NULL)
         return; /* not ours */
     *link = dt->next_id;
-    o->all.v[dt->at] = o->all.v[--o->all.n];
-    o->all.v[dt->at]->at = dt->at;
+    owned->all.v[dt->at] = owned->all.v[--owned->all.n];
+    owned->all.v[dt->at]->at = dt->at;
     if (dt->shard != HR_SHARD_NONE)
-        o->nshards--;
+        owned->nshards--;
     free(dt);
     dsp_owned_gauges(d);
 }
@@ -242,21 +243,21 @@ oom:
     return false;
 }
 
-void dsp_owned_renew(dsp *d, const dsp_owned_lease *k)
+void dsp_owned_renew(dsp *d, const dsp_owned_lease *lease)
 {
-    dsp_owned *o = d->owned;
+    dsp_owned *owned = d->owned;
     dsp_conn *conn = &d->loop_conn;
     const hr_mysql_param pr[] = {HR_P_I64(d->cfg->dispatcher.lease_s), HR_P_STR(d->owner)};
     const hr_mysql_param ps[] = {HR_P_STR(d->owner)};
     hr_mysql_rows *rows = NULL;
-    uint64_t round = ++o->renewals;
+    uint64_t round = ++owned->renewals;
     char err[512];
     size_t i, j;
 
     if (!dsp_conn_ready(d, conn))
         return;
-    if (hr_mysql_exec(conn->m, k->renew_sql, pr, 2, NULL, NULL, NULL, err, sizeof err) < 0 ||
-        hr_mysql_query(conn->m, k->read_sql, ps, 1, &rows, err, sizeof err) < 0) {
+    if (hr_mysql_exec(conn->m, lease->renew_sql, pr, 2, NULL, NULL, NULL, err, sizeof err) < 0 ||
+        hr_mysql_query(conn->m, lease->read_sql, ps, 1, &rows, err, sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
         return;
     }
@@ -270,26 +271,26 @@ void dsp_owned_renew(dsp *d, const dsp_owned_lease *k)
             continue;
         dt->renewed = round;
         if (running == NULL || strcmp(running, "1") != 0) {
-            k->stopped(d, dt, rows, j);
+            lease->stopped(d, dt, rows, j);
             dsp_owned_drop(d, dt);
         }
     }
     /* The entries of this kind no row held. */
-    for (i = o->all.n; i-- > 0;) {
-        dsp_task *dt = o->all.v[i];
+    for (i = owned->all.n; i-- > 0;) {
+        dsp_task *dt = owned->all.v[i];
 
-        if ((dt->shard != HR_SHARD_NONE) != k->shards || dt->renewed == round)
+        if ((dt->shard != HR_SHARD_NONE) != lease->shards || dt->renewed == round)
             continue;
-        k->lost(d, dt);
+        lease->lost(d, dt);
         dsp_owned_drop(d, dt);
     }
-    for (j = 0; k->stray != NULL && j < rows->nrows; j++) {
+    for (j = 0; lease->stray != NULL && j < rows->nrows; j++) {
         const char *shard = hr_mysql_cell(rows, j, 1), *running = hr_mysql_cell(rows, j, 2);
 
         if (running != NULL && strcmp(running, "1") == 0 &&
             dsp_owned_find(d, strtoll(hr_mysql_cell(rows, j, 0), NULL, 10),
                            shard != NULL ? atoi(shard) : HR_SHARD_NONE) == NULL)
-            k->stray(d, rows, j);
+            lease->stray(d, rows, j);
     }
     hr_mysql_rows_free(rows);
 }

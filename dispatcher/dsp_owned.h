@@ -101,9 +101,9 @@ bool dsp_owned_add_shard(dsp *d, const hr_task *t, int shard);
 /* Forgets entry DT and frees it. */
 void dsp_owned_drop(dsp *d, dsp_task *dt);
 
-/* Renews the leases of kind K and drops the entries lost or stopped (see
- * dsp_owned_lease). */
-void dsp_owned_renew(dsp *d, const dsp_owned_lease *k);
+/* Renews the leases of kind LEASE and drops the entries lost or stopped
+ * (see dsp_owned_lease). */
+void dsp_owned_renew(dsp *d, const dsp_owned_lease *lease);
 /* dsp_owned_renew of the tasks and coordinators; a running task claimed
  * under our name that we do not own is adopted, or its lease ended. */
 void dsp_owned_renew_tasks(dsp *d);
