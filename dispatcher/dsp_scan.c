@@ -371,8 +371,10 @@ void dsp_scan_run(dsp *d, dsp_conn *conn)
         if (dsp_pace_admit(d, conn->m, conn->r, tasks[i], now, err, sizeof err) < 0)
             hr_log_warn("admission_failed", "task=%" PRId64 " error=%s", tasks[i]->id, err);
     }
-    /* Remembered by id, as the next scan and dsp_scan_forget look them up. */
-    qsort(next, nnext, sizeof *next, dsp_scan_cmp);
+    /* Remembered by id, as the next scan and dsp_scan_forget look them up
+     * (an empty scan has no array: qsort must not see its NULL). */
+    if (nnext > 0)
+        qsort(next, nnext, sizeof *next, dsp_scan_cmp);
     /* A full page may have cut off tasks that are still scheduled. */
     if (n < DSP_SCAN_MAX)
         dsp_scan_forget(d, conn, d->scan->v, d->scan->n, next, nnext);
