@@ -18,7 +18,6 @@
 #include "hr_progress.h"
 #include "hr_redis.h"
 #include "hr_shard.h"
-#include "hr_state.h"
 
 /* Reads the stats hash of shard SHARD of task ID (0 or HR_SHARD_NONE for a
  * task of one shard) into *OUT (0 for a field it lacks).  0 or -1. */

@@ -41,11 +41,10 @@
 
 #define HR_MYSQL_STMT_CACHE 32
 /* Read/write timeout of one network operation.  Above the migration lock
- * wait (HR_MYSQL_LOCK_WAIT_S) so that waiting for the lock is not taken for
- * a dead server. */
+ * wait (HR_MIGRATE_LOCK_WAIT_S, hr_migrate.c) so that waiting for the lock is
+ * not taken for a dead server. */
 #define HR_MYSQL_IO_TIMEOUT_S 60
 #define HR_MYSQL_CELL_BUF 256
-#define HR_MYSQL_LOCK_WAIT_S 30
 /* Times a statement outside a transaction is run again after a deadlock. */
 #define HR_MYSQL_DEADLOCK_RETRIES 3
 
@@ -67,7 +66,7 @@ struct hr_mysql {
     bool tls, tls_verify;
     char *tls_ca, *tls_cert, *tls_key; /* NULL: not given */
     bool in_txn;                       /* between hr_mysql_begin and commit/rollback */
-    bool locked;                       /* holds the migration lock */
+    bool locked;                       /* holds a named lock (hr_mysql_set_locked) */
     uint64_t tick;
     HR_VEC(MYSQL_BIND) binds;   /* parameter bindings, reused */
     HR_VEC(unsigned long) lens; /* their lengths */
@@ -692,102 +691,7 @@ int hr_mysql_rollback(hr_mysql *m)
     return hr_mysql_script_retry(m, "ROLLBACK", false, errstr, sizeof errstr);
 }
 
-/* "001_tables.sql" -> version 1 and name length 10 ("001_tables"). */
-static int hr_mysql_migration_version(const char *file, long *version, int *namelen)
+void hr_mysql_set_locked(hr_mysql *m, bool locked)
 {
-    char *end;
-    const char *dot = strrchr(file, '.');
-
-    *version = strtol(file, &end, 10);
-    if (end == file || *end != '_' || *version < 0 || *version > INT32_MAX)
-        return -1;
-    *namelen = (int)(dot ? (size_t)(dot - file) : strlen(file));
-    return 0;
-}
-
-static bool hr_mysql_version_recorded(const hr_mysql_rows *done, long version)
-{
-    for (size_t r = 0; r < done->nrows; r++) {
-        const char *v = hr_mysql_cell(done, r, 0);
-        if (v && strtol(v, NULL, 10) == version)
-            return true;
-    }
-    return false;
-}
-
-int hr_mysql_migrate(hr_mysql *m, const hr_embedded *files, size_t nfiles, int *applied,
-                     char *errstr, size_t errlen)
-{
-    hr_mysql_rows *lock = NULL, *done = NULL;
-    char err[1024];
-    int rc = -1;
-
-    *applied = 0;
-    if (hr_mysql_query(m, "SELECT GET_LOCK('herald_migrate', ?)",
-                       (hr_mysql_param[]){HR_P_I64(HR_MYSQL_LOCK_WAIT_S)}, 1, &lock, errstr,
-                       errlen) != 0)
-        goto out;
-    if (!hr_mysql_cell(lock, 0, 0) || strcmp(hr_mysql_cell(lock, 0, 0), "1") != 0) {
-        hr_mysql_seterr(errstr, errlen,
-                        "another migration holds the lock herald_migrate (waited %d s)",
-                        HR_MYSQL_LOCK_WAIT_S);
-        goto out;
-    }
-    m->locked = true;
-    if (hr_mysql_script(m,
-                        "CREATE TABLE IF NOT EXISTS schema_migrations ("
-                        " version INT NOT NULL PRIMARY KEY,"
-                        " name VARCHAR(255) NOT NULL,"
-                        " applied_at DATETIME(3) NOT NULL"
-                        ") ENGINE=InnoDB",
-                        err, sizeof err) != 0) {
-        hr_mysql_seterr(errstr, errlen, "schema_migrations: %s", err);
-        goto out;
-    }
-    if (hr_mysql_query(m, "SELECT version FROM schema_migrations", NULL, 0, &done, errstr,
-                       errlen) != 0)
-        goto out;
-    for (size_t i = 0; i < nfiles; i++) {
-        long version;
-        int namelen;
-
-        if (hr_mysql_migration_version(files[i].name, &version, &namelen) != 0) {
-            hr_mysql_seterr(errstr, errlen, "migration %s: name does not start with NNN_",
-                            files[i].name);
-            goto out;
-        }
-        if (hr_mysql_version_recorded(done, version))
-            continue;
-        /* DDL commits implicitly, so each file is recorded as soon as it
-         * has run: a later failure does not make it run again. */
-        if (hr_mysql_script(m, files[i].text, err, sizeof err) != 0) {
-            hr_mysql_seterr(errstr, errlen, "migration %s: %s", files[i].name, err);
-            goto out;
-        }
-        if (hr_mysql_exec(
-                m,
-                "INSERT INTO schema_migrations (version, name, applied_at)"
-                " VALUES (?, ?, UTC_TIMESTAMP(3))",
-                (hr_mysql_param[]){HR_P_I64(version), HR_P_STRN(files[i].name, (size_t)namelen)}, 2,
-                NULL, NULL, NULL, err, sizeof err) != 0) {
-            hr_mysql_seterr(errstr, errlen, "migration %s ran but was not recorded: %s",
-                            files[i].name, err);
-            goto out;
-        }
-        ++*applied;
-    }
-    rc = 0;
-
-out:
-    if (m->locked) {
-        hr_mysql_rows *released = NULL;
-        /* Losing the connection releases the lock as well. */
-        if (hr_mysql_query(m, "SELECT RELEASE_LOCK('herald_migrate')", NULL, 0, &released, err,
-                           sizeof err) == 0)
-            hr_mysql_rows_free(released);
-        m->locked = false;
-    }
-    hr_mysql_rows_free(lock);
-    hr_mysql_rows_free(done);
-    return rc;
+    m->locked = locked;
 }

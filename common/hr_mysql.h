@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "hr_config.h"
-#include "hr_sql_migrations.h"
 
 typedef struct hr_mysql hr_mysql;
 
@@ -84,10 +83,9 @@ int hr_mysql_begin(hr_mysql *m, char *errstr, size_t errlen);
 int hr_mysql_commit(hr_mysql *m, char *errstr, size_t errlen);
 int hr_mysql_rollback(hr_mysql *m);
 
-/* Applies, in name order, every migration of FILES (the schemas/mysql/
- * NNN_*.sql files compiled in by embed.py) whose version NNN is not yet
- * recorded in schema_migrations; *APPLIED gets how many ran. */
-int hr_mysql_migrate(hr_mysql *m, const hr_embedded *files, size_t nfiles, int *applied,
-                     char *errstr, size_t errlen);
+/* The session holds a named lock (GET_LOCK) while LOCKED: a statement that
+ * finds the server gone is then not run again on a new connection, whose
+ * session would not hold the lock. */
+void hr_mysql_set_locked(hr_mysql *m, bool locked);
 
 #endif

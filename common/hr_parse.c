@@ -1,7 +1,7 @@
 /* hr_parse: strict parsing shared by the API and heraldctl (see hr_parse.h).
  *
  * Times are parsed digit by digit (sscanf's %2d would take " 5" or "+5")
- * and converted with hr_tz_days_from_civil instead of timegm, which silently
+ * and converted with hr_civil_days instead of timegm, which silently
  * carries Feb 30 into March: a field out of its calendar range is refused
  * before any arithmetic.
  *
@@ -19,8 +19,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "hr_civil.h"
 #include "hr_template.h"
-#include "hr_tz.h"
 
 #define HR_PARSE_PATH_MAX 256
 
@@ -55,7 +55,7 @@ static bool hr_parse_ymd(const char *s, int64_t *days)
         return false;
     if (y < 1970 || m < 1 || m > 12 || d < 1 || d > mdays[m - 1] + (m == 2 && hr_parse_leap(y)))
         return false;
-    *days = hr_tz_days_from_civil(y, m, d);
+    *days = hr_civil_days(y, m, d);
     return true;
 }
 

@@ -44,6 +44,16 @@ typedef enum hr_outcome {
     HR__OUTCOMES
 } hr_outcome;
 
+/* A task's outcome counters as a row or a stats hash holds them (the
+ * finish raises MySQL's to them, hr_finish.h); -1 = not known (MySQL's
+ * value stands). */
+typedef struct hr_outcomes {
+    int64_t sent, failed, throttled, pulled, cancelled, retried, unregistered;
+    int64_t expired; /* expiry (009_expiry.sql) */
+} hr_outcomes;
+
+#define HR_OUTCOMES_UNKNOWN ((hr_outcomes){-1, -1, -1, -1, -1, -1, -1, -1})
+
 typedef struct hr_progress_in {
     /* the settled outcomes (not unaccounted), best known: hr_progress_merge */
     int64_t outcome[HR_OUTCOME_UNACCOUNTED];

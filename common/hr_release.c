@@ -6,6 +6,7 @@
  * still be open) to two days after it (FROM may fall after today's
  * close), each day's bounds turned into instants with hr_tz_local_to_utc,
  * so a DST change between them moves the close as the wall clock does. */
+#include "hr_civil.h"
 #include "hr_release.h"
 
 #include <stdio.h>
@@ -29,7 +30,7 @@ static int hr_release_local(const char *zone, int64_t day, int64_t secs, int64_t
 {
     int y, m, d;
 
-    hr_tz_civil_from_days(day, &y, &m, &d);
+    hr_civil_date(day, &y, &m, &d);
     return hr_tz_local_to_utc(zone, y, m, d, (int)(secs / 3600), (int)(secs / 60 % 60),
                               (int)(secs % 60), ms, errstr, errlen);
 }

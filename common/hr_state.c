@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hr_batch.h"
+
 static const char *const hr_state_names[HR_STATE__COUNT] = {
     [HR_STATE_SCHEDULED] = "scheduled",   [HR_STATE_DISPATCHING] = "dispatching",
     [HR_STATE_DISPATCHED] = "dispatched", [HR_STATE_DONE] = "done",
@@ -109,63 +111,43 @@ int hr_state_claim_batch(hr_mysql *m, const int64_t *ids, size_t n, const char *
                          int64_t lease_s, int64_t due_by_ms, uint64_t *claimed, char *errstr,
                          size_t errlen)
 {
-    char *batch = NULL;
+    const hr_mysql_param p[] = {HR_P_STR(owner), HR_P_I64(lease_s), HR_P_STR(owner),
+                                HR_P_I64(due_by_ms)};
     unsigned errnum = 0;
     int rc;
 
     *claimed = 0;
-    if (hr_mysql_json_ints(ids, n, 1, &batch) < 0) {
-        snprintf(errstr, errlen, "out of memory");
-        return -1;
-    }
-    {
-        const hr_mysql_param p[] = {HR_P_STR(batch), HR_P_STR(owner), HR_P_I64(lease_s),
-                                    HR_P_STR(owner), HR_P_I64(due_by_ms)};
-
-        /* due_at: a timer entry left behind by a postponement must not
-         * start the task early.  The lock wait: a claim waits for
-         * subscription inserts in flight (the guard trigger share-locks the
-         * row), but not for an admin's forgotten transaction.  The ids come
-         * first (STRAIGHT_JOIN), each row found by its primary key. */
-        rc = hr_mysql_exec(m,
-                           "SET STATEMENT innodb_lock_wait_timeout = 1 FOR "
-                           "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (claim_id BIGINT PATH '$')) j "
-                           "STRAIGHT_JOIN push_task t ON t.id = j.claim_id "
-                           "SET t.state = 'dispatching', t.claimed_by = ?, "
-                           "t.lease_until = UTC_TIMESTAMP(3) + INTERVAL ? SECOND, "
-                           "t.started_at = COALESCE(t.started_at, UTC_TIMESTAMP(3)) "
-                           "WHERE (t.state = 'scheduled' OR "
-                           "(t.state = 'dispatching' AND t.claimed_by = ?)) AND t.control = 'run' "
-                           "AND " HR_TASK_FIRST_DUE_SQL " <= FROM_UNIXTIME(? / 1000)",
-                           p, 5, claimed, NULL, &errnum, errstr, errlen);
-    }
-    free(batch);
+    /* due_at: a timer entry left behind by a postponement must not start
+     * the task early.  The lock wait: a claim waits for subscription
+     * inserts in flight (the guard trigger share-locks the row), but not
+     * for an admin's forgotten transaction.  The ids come first
+     * (STRAIGHT_JOIN), each row found by its primary key. */
+    rc = hr_batch_exec(m,
+                       "SET STATEMENT innodb_lock_wait_timeout = 1 FOR "
+                       "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (claim_id BIGINT PATH '$')) j "
+                       "STRAIGHT_JOIN push_task t ON t.id = j.claim_id "
+                       "SET t.state = 'dispatching', t.claimed_by = ?, "
+                       "t.lease_until = UTC_TIMESTAMP(3) + INTERVAL ? SECOND, "
+                       "t.started_at = COALESCE(t.started_at, UTC_TIMESTAMP(3)) "
+                       "WHERE (t.state = 'scheduled' OR "
+                       "(t.state = 'dispatching' AND t.claimed_by = ?)) AND t.control = 'run' "
+                       "AND " HR_STATE_FIRST_DUE_SQL " <= FROM_UNIXTIME(? / 1000)",
+                       &(hr_batch){ids, n, 1}, p, 4, claimed, &errnum, errstr, errlen);
     return rc < 0 && errnum == HR_MYSQL_ER_LOCK_WAIT_TIMEOUT ? HR_STATE_BUSY : rc;
 }
 
 int hr_state_dispatched(hr_mysql *m, const int64_t *ids, size_t n, const char *owner,
                         uint64_t *moved, char *errstr, size_t errlen)
 {
-    char *batch = NULL;
-    int rc;
+    const hr_mysql_param p[] = {HR_P_STR(owner)};
 
     *moved = 0;
-    if (hr_mysql_json_ints(ids, n, 1, &batch) < 0) {
-        snprintf(errstr, errlen, "out of memory");
-        return -1;
-    }
-    {
-        const hr_mysql_param p[] = {HR_P_STR(batch), HR_P_STR(owner)};
-
-        rc = hr_mysql_exec(m,
-                           "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (task_id BIGINT PATH '$')) j "
-                           "STRAIGHT_JOIN push_task t ON t.id = j.task_id "
-                           "SET t.state = 'dispatched', t.dispatched_at = UTC_TIMESTAMP(3) "
-                           "WHERE t.state = 'dispatching' AND t.claimed_by = ?",
-                           p, 2, moved, NULL, NULL, errstr, errlen);
-    }
-    free(batch);
-    return rc;
+    return hr_batch_exec(m,
+                         "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (task_id BIGINT PATH '$')) j "
+                         "STRAIGHT_JOIN push_task t ON t.id = j.task_id "
+                         "SET t.state = 'dispatched', t.dispatched_at = UTC_TIMESTAMP(3) "
+                         "WHERE t.state = 'dispatching' AND t.claimed_by = ?",
+                         &(hr_batch){ids, n, 1}, p, 1, moved, NULL, errstr, errlen);
 }
 
 int hr_state_redispatch(hr_mysql *m, int64_t id, char *errstr, size_t errlen)

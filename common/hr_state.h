@@ -22,6 +22,14 @@
 #include <stdint.h>
 
 #include "hr_mysql.h"
+#include "hr_progress.h"
+
+/* The earliest instant a task can be due anywhere: due_at, or for a
+ * local_time task (008_local_time.sql) its wall time in UTC+14, the zone
+ * furthest east.  The claim (here), the scanner and the poller use it
+ * instead of due_at; hr_task_first_due_ms is the same in C. */
+#define HR_STATE_EAST_MAX_S 50400 /* UTC+14 (Pacific/Kiritimati) */
+#define HR_STATE_FIRST_DUE_SQL "(due_at - INTERVAL (local_time * 50400) SECOND)"
 
 /* push_task.state, in the order of its ENUM in schemas/mysql/001_tables.sql. */
 typedef enum hr_task_state {
@@ -42,20 +50,6 @@ typedef enum hr_control {
     HR_CONTROL_CANCEL,
     HR_CONTROL__COUNT
 } hr_control;
-
-/* A task's outcome counters; -1 = not known (MySQL's value stands). */
-typedef struct hr_outcomes {
-    int64_t sent, failed, throttled, pulled, cancelled, retried, unregistered;
-    int64_t expired; /* expiry (009_expiry.sql) */
-} hr_outcomes;
-
-#define HR_OUTCOMES_UNKNOWN ((hr_outcomes){-1, -1, -1, -1, -1, -1, -1, -1})
-
-/* The earliest instant a task can be due anywhere, as SQL over push_task:
- * due_at, or for a local_time task its wall time in UTC+14
- * (HR_TASK_EAST_MAX_S, hr_task.h); the scanner, the poller and the claim's
- * guard use it instead of due_at. */
-#define HR_TASK_FIRST_DUE_SQL "(due_at - INTERVAL (local_time * 50400) SECOND)"
 
 /* "scheduled", "dispatching", ...; "?" for a value out of range. */
 const char *hr_state_name(hr_task_state s);

@@ -290,6 +290,25 @@ int hr_priority_parse(const char *s, hr_priority *out)
     return 0;
 }
 
+void hr_task_defaults(hr_task *t)
+{
+    *t = (hr_task){.topic = "default",
+                   .title = "",
+                   .body = "",
+                   .chunk_size = 5000,
+                   .shards = 1,
+                   .control = HR_CONTROL_RUN,
+                   .state = HR_STATE_SCHEDULED,
+                   .due_ms = -1,
+                   .freeze_ms = -1,
+                   .lease_until_ms = -1,
+                   .ttl_s = -1,
+                   .expire_ms = -1,
+                   .finish_ms = -1,
+                   .window_start_s = -1,
+                   .window_end_s = -1};
+}
+
 bool hr_task_paced(const hr_task *t)
 {
     return t->finish_ms > 0;
@@ -382,7 +401,7 @@ static int task_check_shards(const hr_task *t, char *errstr, size_t errlen)
 
 int64_t hr_task_first_due_ms(const hr_task *t)
 {
-    return t->local_time == 1 ? t->due_ms - HR_TASK_EAST_MAX_S * 1000LL : t->due_ms;
+    return t->local_time == 1 ? t->due_ms - HR_STATE_EAST_MAX_S * 1000LL : t->due_ms;
 }
 
 bool hr_task_waits(const hr_task *t)

@@ -34,12 +34,11 @@
 #define HR_TASK_COLUMNS_PACING \
     ", CAST(ROUND(UNIX_TIMESTAMP(finish_by) * 1000) AS SIGNED), last_warning"
 
-/* Local time and send windows (008_local_time.sql): the columns, and the
- * zone furthest east, UTC+14, where a local_time task is due first (in SQL:
- * HR_TASK_FIRST_DUE_SQL, hr_state.h). */
+/* Local time and send windows (008_local_time.sql): the columns.  The
+ * earliest instant a local_time task can be due anywhere is hr_state.h's
+ * HR_STATE_FIRST_DUE_SQL (the claim's condition). */
 #define HR_TASK_LOCAL_COLUMNS \
     "local_time, default_tz, TIME_TO_SEC(window_start), TIME_TO_SEC(window_end), window_tz"
-#define HR_TASK_EAST_MAX_S 50400 /* UTC+14 (Pacific/Kiritimati) */
 
 #define HR_TASK_MAX_WINDOW_S 2678400 /* 31 days */
 #define HR_TASK_MAX_CHUNK 100000
@@ -95,6 +94,14 @@ typedef struct hr_task {
      * over; < 2 (a zeroed task too) = one, the task's own keys */
     int64_t shards;
 } hr_task;
+
+/* Fills T with what a new task is when nothing else is given (the API's
+ * POST /v1/tasks and `heraldctl create` start from it): topic "default",
+ * empty title and body, chunk_size 5000, one shard, control run, state
+ * scheduled, and -1 (the column's NULL) for every time, the ttl and the
+ * window.  The strings are static: the caller replaces what it was given
+ * and never frees them with hr_task_free. */
+void hr_task_defaults(hr_task *t);
 
 /* The instant the timer and the claim use: due_ms, or for a local_time
  * task the earliest instant any zone reaches its wall time. */

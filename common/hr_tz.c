@@ -25,6 +25,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "hr_civil.h"
+
 #define HR_TZ_CACHE_MAX 1024
 /* Largest TZif file read; the biggest zones of tzdata are under 4 kB. */
 #define HR_TZ_FILE_MAX (256 * 1024)
@@ -66,51 +68,6 @@ static hr_tz_zone *hr_tz_cache[HR_TZ_CACHE_MAX];
 static size_t hr_tz_ncache;
 
 static const hr_tz_zone hr_tz_utc = {.name = "UTC", .off0 = 0};
-
-/* ---- calendar ---- */
-
-int64_t hr_tz_days_from_civil(int y, int m, int d)
-{
-    int64_t era, yoe, doy, doe, yy = (int64_t)y - (m <= 2);
-
-    era = (yy >= 0 ? yy : yy - 399) / 400;
-    yoe = yy - era * 400;
-    doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-void hr_tz_civil_from_days(int64_t days, int *y, int *m, int *d)
-{
-    int64_t z = days + 719468, era, doe, yoe, doy, mp;
-
-    era = (z >= 0 ? z : z - 146096) / 146097;
-    doe = z - era * 146097;
-    yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    mp = (5 * doy + 2) / 153;
-    *d = (int)(doy - (153 * mp + 2) / 5 + 1);
-    *m = (int)(mp < 10 ? mp + 3 : mp - 9);
-    *y = (int)(yoe + era * 400 + (*m <= 2));
-}
-
-static bool hr_tz_leap(int64_t y)
-{
-    return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-}
-
-static int hr_tz_month_days(int y, int m)
-{
-    static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-
-    return mdays[m - 1] + (m == 2 && hr_tz_leap(y));
-}
-
-/* Floor division, for instants before 1970. */
-static int64_t hr_tz_floordiv(int64_t a, int64_t b)
-{
-    return a / b - (a % b != 0 && (a < 0) != (b < 0));
-}
 
 /* ---- names ---- */
 
@@ -277,17 +234,17 @@ static int64_t hr_tz_rule_local(const hr_tz_rule *r, int y)
 
     switch (r->kind) {
     case HR_TZ_RULE_JULIAN1:
-        day = hr_tz_days_from_civil(y, 1, 1) + r->day - 1 + (hr_tz_leap(y) && r->day >= 60);
+        day = hr_civil_days(y, 1, 1) + r->day - 1 + (hr_civil_leap(y) && r->day >= 60);
         break;
     case HR_TZ_RULE_JULIAN0:
-        day = hr_tz_days_from_civil(y, 1, 1) + r->day;
+        day = hr_civil_days(y, 1, 1) + r->day;
         break;
     default: {
-        int64_t first = hr_tz_days_from_civil(y, r->month, 1);
+        int64_t first = hr_civil_days(y, r->month, 1);
         int wd1 = (int)((first % 7 + 7 + 4) % 7); /* 1970-01-01 was a Thursday (4) */
         int mday = 1 + (r->wday - wd1 + 7) % 7 + (r->week - 1) * 7;
 
-        while (mday > hr_tz_month_days(y, r->month))
+        while (mday > hr_civil_month_days(y, r->month))
             mday -= 7;
         day = first + mday - 1;
         break;
@@ -321,7 +278,7 @@ static void hr_tz_posix_period(const hr_tz_posix *px, int64_t t, hr_tz_period *p
     p->end = INT64_MAX;
     if (!px->has_dst)
         return;
-    hr_tz_civil_from_days(hr_tz_floordiv(t + px->std_off, 86400), &y, &mo, &d);
+    hr_civil_date(hr_civil_floordiv(t + px->std_off, 86400), &y, &mo, &d);
     for (int yy = y - 1; yy <= y + 1; yy++) {
         ch[n++] = (struct change){hr_tz_rule_local(&px->start, yy) - px->std_off, px->dst_off};
         ch[n++] = (struct change){hr_tz_rule_local(&px->end, yy) - px->dst_off, px->std_off};
@@ -673,7 +630,7 @@ int hr_tz_offset_at(const char *zone, int64_t utc_ms, int32_t *offset_s, char *e
     rc = hr_tz_get(zone, &z, &owned, errstr, errlen);
     if (rc != 0)
         return rc;
-    hr_tz_period_at(z, hr_tz_floordiv(utc_ms, 1000), &p);
+    hr_tz_period_at(z, hr_civil_floordiv(utc_ms, 1000), &p);
     *offset_s = p.off;
     hr_tz_zone_free(owned);
     return 0;
@@ -718,7 +675,7 @@ int hr_tz_local_to_utc(const char *zone, int y, int m, int d, int hh, int mm, in
     hr_tz_zone *owned;
     int rc;
 
-    if (y < 1 || y > 9999 || m < 1 || m > 12 || d < 1 || d > hr_tz_month_days(y, m) || hh < 0 ||
+    if (y < 1 || y > 9999 || m < 1 || m > 12 || d < 1 || d > hr_civil_month_days(y, m) || hh < 0 ||
         hh > 23 || mm < 0 || mm > 59 || ss < 0 || ss > 59) {
         snprintf(errstr, errlen, "not a calendar time of years 1..9999");
         return HR_TZ_ERR_RANGE;
@@ -726,8 +683,7 @@ int hr_tz_local_to_utc(const char *zone, int y, int m, int d, int hh, int mm, in
     rc = hr_tz_get(zone, &z, &owned, errstr, errlen);
     if (rc != 0)
         return rc;
-    *utc_ms =
-        hr_tz_resolve(z, hr_tz_days_from_civil(y, m, d) * 86400 + hh * 3600 + mm * 60 + ss) * 1000;
+    *utc_ms = hr_tz_resolve(z, hr_civil_days(y, m, d) * 86400 + hh * 3600 + mm * 60 + ss) * 1000;
     hr_tz_zone_free(owned);
     return 0;
 }

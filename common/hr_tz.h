@@ -64,9 +64,4 @@ int hr_tz_offset_at(const char *zone, int64_t utc_ms, int32_t *offset_s, char *e
 int hr_tz_local_to_utc(const char *zone, int y, int m, int d, int hh, int mm, int ss,
                        int64_t *utc_ms, char *errstr, size_t errlen);
 
-/* Days since 1970-01-01 of the proleptic Gregorian date Y-M-D (any valid
- * date; H. Hinnant's days_from_civil), and back. */
-int64_t hr_tz_days_from_civil(int y, int m, int d);
-void hr_tz_civil_from_days(int64_t days, int *y, int *m, int *d);
-
 #endif

@@ -202,19 +202,7 @@ static int create_parse(const ctl_ctx *ctx, int argc, char **argv, create_args *
     int64_t v;
     int opt;
 
-    a->t = (hr_task){.topic = "default",
-                     .title = "",
-                     .body = "",
-                     .chunk_size = 5000,
-                     .due_ms = -1,
-                     .freeze_ms = -1,
-                     .lease_until_ms = -1,
-                     .ttl_s = -1,
-                     .window_start_s = -1,
-                     .window_end_s = -1,
-                     .expire_ms = -1,
-                     .finish_ms = -1,
-                     .shards = 1};
+    hr_task_defaults(&a->t);
     a->freeze_ms = -1;
     a->expire_in_ms = -1;
     a->finish_in_ms = -1;

@@ -1,12 +1,13 @@
 /* ctl migrate: applies the compiled-in schemas/mysql migrations that the
- * database has not recorded yet (hr_mysql_migrate), then says which ran or
+ * database has not recorded yet (hr_migrate_apply), then says which ran or
  * which version the schema is at.  Safe to run twice or concurrently. */
 #include <stdio.h>
 
 #include "ctl_cmd.h"
+#include "hr_migrate.h"
 
 /* Prints the names of the N migrations recorded last, in the order they
- * were applied.  hr_mysql_migrate held the migration lock while it
+ * were applied.  hr_migrate_apply held the migration lock while it
  * recorded them, so the last N rows are this run's. */
 static int ctl_migrate_report(hr_mysql *m, int n)
 {
@@ -39,7 +40,7 @@ int ctl_cmd_migrate(ctl_ctx *ctx, int argc, char **argv)
         return ctl_usage(ctx, "unexpected argument '%s'", argv[1]);
     if (ctl_mysql(ctx, &m) != 0)
         return CTL_EXIT_FAIL;
-    if (hr_mysql_migrate(m, hr_sql_files, HR_SQL__COUNT, &applied, errstr, sizeof errstr) != 0)
+    if (hr_migrate_apply(m, hr_sql_files, HR_SQL__COUNT, &applied, errstr, sizeof errstr) != 0)
         return ctl_fail("migrate: %s", errstr);
     if (applied > 0)
         return ctl_migrate_report(m, applied);

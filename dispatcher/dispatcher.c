@@ -4,14 +4,18 @@
  *   t_scan  (scan_interval_ms)   -> background scan + prepare
  *   t_poll  (poller_interval_ms) -> background DB poller
  *   t_sweep (sweep_interval_ms)  -> background sweeper
- *   t_timer (the next due time, timer_interval_ms at most)
+ *   d->timer (the next due time, timer_interval_ms at most; dsp_timer.c)
  *                                -> timer pop + claims
  *   t_lease (lease_s / 3)        -> lease renewal (tasks, then claimed shards)
  *   t_shard (DSP_SHARD_POLL_MS; at once when a shard ended)
  *                                -> claims a shard of a sharded task
  *   t_tick  (DSP_TICK_MS; 1 ms after a tick that moved a chunk)
  *                                -> delivery reports, chunk rows, chunking
- * The HTTP server (dsp_api.c) runs from start to exit on its own threads;
+ * Each module's state is made here first (dsp_owned_new, ...) and freed
+ * after the loop ended.  The producer (dsp_kafka.c) hands its delivery
+ * reports to the chunker (dsp_chunk_delivered) and a lost broker to the
+ * health.  The HTTP server (dsp_api.c, its table dsp_api_routes.c) runs
+ * from start to exit on its own threads;
  * without API tokens (and without api.insecure) the dispatcher refuses to
  * start (exit 2).  SIGTERM/SIGINT stop claiming at once; when the background job in flight
  * has returned, the producer is flushed (bounded), the reports written,
@@ -20,6 +24,8 @@
  *
  * A build with -Dtest_seams=true also reads the test seams' environment
  * (dsp_seams.h) and says so in dispatcher_started. */
+#include "dispatcher.h"
+
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,29 +33,49 @@
 #include <unistd.h>
 
 #include "dsp.h"
-#include "hr_kafka.h"
+#include "dsp_addr.h"
+#include "dsp_api.h"
+#include "dsp_api_routes.h"
+#include "dsp_chunk.h"
+#include "dsp_conn.h"
+#include "dsp_jobs.h"
+#include "dsp_kafka.h"
+#include "dsp_owned.h"
+#include "dsp_reconcile.h"
+#include "dsp_report.h"
+#include "dsp_scan.h"
+#include "dsp_shard.h"
+#include "dsp_sweep.h"
+#include "dsp_timer.h"
 #include "hr_log.h"
+
+#define DSP_TICK_MS 10
+#define DSP_SHARD_POLL_MS 250 /* look for a claimable shard (dsp_shard.c) */
+/* libuv's pool: DSP_RECONCILE_JOBS reconciliations, the background job and
+ * a spare (dsp_reconcile.h). */
+#define DSP_POOL_THREADS "8"
+#define DSP_MALLOC_ARENAS 1 /* glibc malloc arenas (below) */
 
 static void dsp_close_all(dsp *d);
 
 static void dsp_on_scan(uv_timer_t *h)
 {
-    dsp_jobs_kick(h->data, DSP_BG_SCAN);
+    dsp_jobs_kick(h->data, DSP_JOBS_SCAN);
 }
 
 static void dsp_on_poll(uv_timer_t *h)
 {
-    dsp_jobs_kick(h->data, DSP_BG_POLL);
+    dsp_jobs_kick(h->data, DSP_JOBS_POLL);
 }
 
 static void dsp_on_sweep(uv_timer_t *h)
 {
-    dsp_jobs_kick(h->data, DSP_BG_SWEEP);
+    dsp_jobs_kick(h->data, DSP_JOBS_SWEEP);
 }
 
 static void dsp_on_lease(uv_timer_t *h)
 {
-    dsp_renew_leases(h->data);
+    dsp_owned_renew_tasks(h->data);
     dsp_shard_renew(h->data);
 }
 
@@ -62,7 +88,7 @@ static void dsp_on_tick(uv_timer_t *h)
 {
     dsp *d = h->data;
 
-    if (dsp_tick(d)) {
+    if (dsp_chunk_tick(d)) {
         /* libuv re-armed the timer from the loop time before this tick, which
          * a chunk move (tens of ms) leaves stale, so the next tick would
          * still wait a whole DSP_TICK_MS with Redis idle.  A chunk moved:
@@ -72,9 +98,9 @@ static void dsp_on_tick(uv_timer_t *h)
         uv_timer_start(h, dsp_on_tick, 1, DSP_TICK_MS);
     }
     /* Shutting down: finish once the background job has returned. */
-    if (atomic_load(&d->stopping) && !d->bg_busy && !dsp_reconcile_busy(d) && !d->finished) {
+    if (atomic_load(&d->stopping) && !dsp_jobs_busy(d) && !dsp_reconcile_busy(d) && !d->finished) {
         d->finished = true;
-        dsp_release_all(d);
+        dsp_chunk_release_all(d);
         dsp_close_all(d);
     }
 }
@@ -85,11 +111,11 @@ static void dsp_on_signal(uv_signal_t *h, int signum)
 
     if (atomic_exchange(&d->stopping, true))
         return;
-    hr_log_info("shutdown", "signal=%d tasks=%zu", signum, d->tasks.n);
+    hr_log_info("shutdown", "signal=%d tasks=%zu", signum, dsp_owned_count(d));
     uv_timer_stop(&d->t_scan);
     uv_timer_stop(&d->t_poll);
     uv_timer_stop(&d->t_sweep);
-    uv_timer_stop(&d->t_timer);
+    dsp_timer_stop(d);
     uv_timer_stop(&d->t_lease);
     uv_timer_stop(&d->t_shard);
 }
@@ -99,7 +125,7 @@ static void dsp_close_all(dsp *d)
     uv_close((uv_handle_t *)&d->t_scan, NULL);
     uv_close((uv_handle_t *)&d->t_poll, NULL);
     uv_close((uv_handle_t *)&d->t_sweep, NULL);
-    uv_close((uv_handle_t *)&d->t_timer, NULL);
+    dsp_timer_close(d);
     uv_close((uv_handle_t *)&d->t_lease, NULL);
     uv_close((uv_handle_t *)&d->t_shard, NULL);
     uv_close((uv_handle_t *)&d->t_tick, NULL);
@@ -107,60 +133,23 @@ static void dsp_close_all(dsp *d)
     uv_close((uv_handle_t *)&d->sig_int, NULL);
 }
 
-static void dsp_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+/* A lost broker is the Kafka backend down (dsp_kafka_hooks.down). */
+static void dsp_on_kafka_down(void *ctx, const char *reason)
 {
-    (void)rk;
-    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN || err == RD_KAFKA_RESP_ERR__TRANSPORT ||
-        err == RD_KAFKA_RESP_ERR__FATAL)
-        dsp_health_fail(opaque, DSP_KAFKA, reason);
-    else
-        hr_log_warn("kafka_error", "error=%s", reason);
+    dsp_health_fail(ctx, DSP_KAFKA, reason);
 }
 
-/* Learns the chunk topic's partition leaders now: a producer that meets a
- * topic for the first time holds its messages until that metadata arrives,
- * which put most of a second between the first claim after a start and the
- * first chunk on the wire.  A broker that is down is no error here; the
- * producer retries by itself. */
-static void dsp_topic_warm(dsp *d)
+/* Every module's state, empty.  0, or -1 out of memory. */
+static int dsp_modules_new(dsp *d)
 {
-    rd_kafka_topic_t *rkt = rd_kafka_topic_new(d->rk, d->cfg->kafka.topic, NULL);
-    const struct rd_kafka_metadata *md = NULL;
-    rd_kafka_resp_err_t err;
-
-    if (rkt == NULL)
-        return;
-    err = rd_kafka_metadata(d->rk, 0, rkt, &md, DSP_WARM_TIMEOUT_MS);
-    if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
-        hr_log_warn("kafka_metadata_failed", "topic=%s error=%s", d->cfg->kafka.topic,
-                    rd_kafka_err2str(err));
-    else if (md->topic_cnt == 1 && md->topics[0].err != RD_KAFKA_RESP_ERR_NO_ERROR)
-        hr_log_warn("kafka_topic_unavailable", "topic=%s error=%s", d->cfg->kafka.topic,
-                    rd_kafka_err2str(md->topics[0].err));
-    if (md != NULL)
-        rd_kafka_metadata_destroy(md);
-    rd_kafka_topic_destroy(rkt);
+    return dsp_owned_new(d) < 0 || dsp_report_new(d) < 0 || dsp_addr_new(d) < 0 ||
+                   dsp_reconcile_new(d) < 0 || dsp_scan_new(d) < 0 || dsp_sweep_new(d) < 0 ||
+                   dsp_jobs_new(d) < 0 || dsp_timer_new(d) < 0
+               ? -1
+               : 0;
 }
 
-static int dsp_producer_new(dsp *d, char *errstr, size_t errlen)
-{
-    rd_kafka_conf_t *conf = hr_kafka_conf_new(d->cfg, HR_KAFKA_PRODUCER, errstr, errlen);
-
-    if (conf == NULL)
-        return -1;
-    rd_kafka_conf_set_opaque(conf, d);
-    rd_kafka_conf_set_dr_msg_cb(conf, dsp_dr_cb);
-    rd_kafka_conf_set_error_cb(conf, dsp_error_cb);
-    d->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, errstr, errlen);
-    if (d->rk == NULL) {
-        rd_kafka_conf_destroy(conf);
-        return -1;
-    }
-    dsp_topic_warm(d);
-    return 0;
-}
-
-static void dsp_timer_start(dsp *d, uv_timer_t *t, uv_timer_cb cb, uint64_t every_ms)
+static void dsp_every(dsp *d, uv_timer_t *t, uv_timer_cb cb, uint64_t every_ms)
 {
     uv_timer_init(d->loop, t);
     t->data = d;
@@ -203,19 +192,28 @@ int dsp_run(const hr_config *cfg)
         rc = 2;
         goto done;
     }
-    if (dsp_metrics_new(d, err, sizeof err) < 0 || dsp_producer_new(d, err, sizeof err) < 0 ||
-        dsp_api_start(d, err, sizeof err) < 0) {
+    if (dsp_modules_new(d) < 0) {
+        snprintf(err, sizeof err, "out of memory");
+        hr_log_error("startup_failed", "error=%s", err);
+        goto done;
+    }
+    if (dsp_metrics_new(&d->met, err, sizeof err) < 0 ||
+        dsp_kafka_new(cfg,
+                      &(dsp_kafka_hooks){
+                          .ctx = d, .delivered = dsp_chunk_delivered, .down = dsp_on_kafka_down},
+                      &d->kafka, err, sizeof err) < 0 ||
+        dsp_api_routes_start(d, err, sizeof err) < 0) {
         hr_log_error("startup_failed", "error=%s", err);
         goto done;
     }
 
-    dsp_timer_start(d, &d->t_scan, dsp_on_scan, (uint64_t)cfg->dispatcher.scan_interval_ms);
-    dsp_timer_start(d, &d->t_poll, dsp_on_poll, (uint64_t)cfg->dispatcher.poller_interval_ms);
-    dsp_timer_start(d, &d->t_sweep, dsp_on_sweep, (uint64_t)cfg->dispatcher.sweep_interval_ms);
-    dsp_timer_start(d, &d->t_timer, dsp_timer_on, (uint64_t)cfg->dispatcher.timer_interval_ms);
-    dsp_timer_start(d, &d->t_lease, dsp_on_lease, (uint64_t)cfg->dispatcher.lease_s * 1000 / 3);
-    dsp_timer_start(d, &d->t_tick, dsp_on_tick, DSP_TICK_MS);
-    dsp_timer_start(d, &d->t_shard, dsp_on_shard, DSP_SHARD_POLL_MS);
+    dsp_every(d, &d->t_scan, dsp_on_scan, (uint64_t)cfg->dispatcher.scan_interval_ms);
+    dsp_every(d, &d->t_poll, dsp_on_poll, (uint64_t)cfg->dispatcher.poller_interval_ms);
+    dsp_every(d, &d->t_sweep, dsp_on_sweep, (uint64_t)cfg->dispatcher.sweep_interval_ms);
+    dsp_timer_start(d);
+    dsp_every(d, &d->t_lease, dsp_on_lease, (uint64_t)cfg->dispatcher.lease_s * 1000 / 3);
+    dsp_every(d, &d->t_tick, dsp_on_tick, DSP_TICK_MS);
+    dsp_every(d, &d->t_shard, dsp_on_shard, DSP_SHARD_POLL_MS);
     uv_signal_init(d->loop, &d->sig_term);
     uv_signal_init(d->loop, &d->sig_int);
     d->sig_term.data = d->sig_int.data = d;
@@ -225,20 +223,24 @@ int dsp_run(const hr_config *cfg)
     hr_log_info("dispatcher_started", "owner=%s topic=%s test_seams=%s test_task_topic=%s",
                 d->owner, cfg->kafka.topic, DSP_SEAMS_ON ? "on" : "off",
                 dsp_seams_topic() ? dsp_seams_topic() : "");
-    dsp_jobs_kick(d, DSP_BG_SCAN | DSP_BG_POLL);
+    dsp_jobs_kick(d, DSP_JOBS_SCAN | DSP_JOBS_POLL);
     uv_run(d->loop, UV_RUN_DEFAULT);
     uv_loop_close(d->loop);
     hr_log_info("dispatcher_stopped", "owner=%s", d->owner);
     rc = 0;
 done:
     dsp_api_stop(d);
-    dsp_tasks_free(d);
+    dsp_owned_free(d);
+    dsp_report_free(d);
     dsp_jobs_free(d);
+    dsp_scan_free(d);
+    dsp_sweep_free(d);
     dsp_reconcile_free(d);
+    dsp_addr_free(d);
+    dsp_timer_free(d);
     dsp_conn_close(&d->loop_conn);
-    if (d->rk != NULL)
-        rd_kafka_destroy(d->rk);
-    dsp_metrics_free(d);
+    dsp_kafka_free(d->kafka);
+    dsp_metrics_free(&d->met);
     pthread_mutex_destroy(&d->health_mu);
     free(d);
     return rc;

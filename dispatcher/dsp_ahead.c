@@ -25,13 +25,16 @@
  * pipelined.  A lease that expired (a dead worker) counts the chunk as
  * ahead, which only delays the next move until the sweeper republished
  * it and a worker took it. */
+#include "dsp_ahead.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "dsp.h"
+#include "dsp_conn.h"
 #include "hr_keys.h"
 #include "hr_pipe.h"
+#include "hr_shard.h"
 
 /* The number of the pending chunks of shard SHARD of task ID (0: a task of
  * one set) that no worker holds, counting at most up to the first MAX

@@ -11,12 +11,14 @@
  * - DELETE /v1/users/{uid}/addresses?platform=&app=&address=: removes one.
  * Every address is checked (hr_addr_check) before anything is written; the
  * body is capped by dispatcher.api.max_body_bytes like every request. */
+#include "dsp_api_addr.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp_api.h"
+#include "dsp_api_parse.h"
 
 #define DSP_API_ADDR_STORE "address book"
 
@@ -57,16 +59,16 @@ static void dsp_api_addr_error(int rc, const char *err, hr_httpd_resp *resp)
         dsp_api_backend_error(resp, DSP_API_ADDR_STORE, err);
 }
 
-void dsp_api_addr_get(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+void dsp_api_addr_get(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     int64_t uid;
 
-    (void)a;
+    (void)d;
     if (dsp_api_id(req, "uid", resp, &uid))
         dsp_api_addr_reply(ac, uid, 200, NULL, resp);
 }
 
-void dsp_api_addr_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+void dsp_api_addr_add(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     cJSON *j = NULL, *o;
     const char *code;
@@ -75,7 +77,7 @@ void dsp_api_addr_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_
     hr_addr in;
     int rc;
 
-    (void)a;
+    (void)d;
     if (!dsp_api_id(req, "uid", resp, &uid) || (j = dsp_api_body(req, resp)) == NULL)
         goto done;
     if (dsp_api_parse_address(j, "", &in, &code, err, sizeof err) < 0) {
@@ -94,7 +96,7 @@ done:
     cJSON_Delete(j);
 }
 
-void dsp_api_addr_put(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+void dsp_api_addr_put(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     cJSON *j = NULL;
     hr_addr *list = NULL;
@@ -104,7 +106,7 @@ void dsp_api_addr_put(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_
     size_t n;
     int rc;
 
-    (void)a;
+    (void)d;
     if (!dsp_api_id(req, "uid", resp, &uid) || (j = dsp_api_body(req, resp)) == NULL)
         goto done;
     if (dsp_api_parse_addresses(j, &list, &n, &code, err, sizeof err) < 0) {
@@ -122,7 +124,7 @@ done:
     cJSON_Delete(j);
 }
 
-void dsp_api_addr_del(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+void dsp_api_addr_del(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     const char *platform = hr_httpd_query(req, "platform"),
                *address = hr_httpd_query(req, "address"), *app = hr_httpd_query(req, "app");
@@ -132,7 +134,7 @@ void dsp_api_addr_del(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_
     cJSON *o;
     int rc;
 
-    (void)a;
+    (void)d;
     if (!dsp_api_id(req, "uid", resp, &uid))
         return;
     if (platform == NULL || address == NULL || hr_addr_platform_parse(platform, &p) != 0) {

@@ -22,18 +22,23 @@
  *   payload the pull would serve that uid (user.* from its attribute
  *   hash), for a task body (validated as POST /v1/tasks does, nothing
  *   stored) or an existing task. */
+#include "dsp_api_ops.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp_api.h"
+#include "dsp_api_parse.h"
+#include "dsp_api_subs.h"
+#include "dsp_api_task.h"
 #include "hr_clock.h"
 #include "hr_log.h"
 #include "hr_parse.h"
 #include "hr_pipe.h"
 #include "hr_recover.h"
 #include "hr_redrive.h"
+#include "hr_shard.h"
 
 #define DSP_API_CHUNKS_MAX 1000
 #define DSP_API_DEAD_MAX 1000
@@ -79,7 +84,7 @@ static int dsp_api_pending_seqs(hr_redis *r, int64_t id, int shards, int64_t *se
     return 0;
 }
 
-void dsp_api_chunks(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+void dsp_api_ops_chunks(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     hr_task *t = NULL;
     hr_pipe *pipe = NULL;
@@ -88,8 +93,8 @@ void dsp_api_chunks(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_ht
     char err[512], key[HR_KEY_MAX];
     cJSON *o = NULL, *arr;
 
-    (void)a;
-    if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_task(ac, id, resp, &t))
+    (void)d;
+    if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_load_task(ac, id, resp, &t))
         return;
     seqs = malloc(DSP_API_CHUNKS_MAX * sizeof *seqs);
     pipe = hr_pipe_new(ac->r);
@@ -188,8 +193,8 @@ static bool dsp_api_dead_cursor(const char *s, int shards, int *shard, unsigned 
     return *end == '\0' && *skip >= 0 && *skip <= 1000000;
 }
 
-void dsp_api_dead_letters(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
-                          hr_httpd_resp *resp)
+void dsp_api_ops_dead_letters(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req,
+                              hr_httpd_resp *resp)
 {
     const char *limit_s = hr_httpd_query(req, "limit");
     hr_task *t = NULL;
@@ -200,7 +205,7 @@ void dsp_api_dead_letters(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
     int shards, shard;
     cJSON *o = NULL, *arr;
 
-    (void)a;
+    (void)d;
     if (!dsp_api_id(req, "id", resp, &id))
         return;
     if (limit_s != NULL) {
@@ -210,7 +215,7 @@ void dsp_api_dead_letters(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
             return;
         }
     }
-    if (!dsp_api_task(ac, id, resp, &t))
+    if (!dsp_api_load_task(ac, id, resp, &t))
         return;
     shards = t->shards > 1 ? (int)t->shards : 1;
     if (!dsp_api_dead_cursor(hr_httpd_query(req, "cursor"), shards, &shard, &cursor, &skip)) {
@@ -235,16 +240,16 @@ void dsp_api_dead_letters(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req,
         after = strtoull(reply->element[0]->str, NULL, 10);
         entries = (long)reply->element[1]->elements / 2;
         for (i = skip; i < entries && served < limit; i++, served++) {
-            cJSON *d = cJSON_CreateObject();
+            cJSON *dl = cJSON_CreateObject();
             const redisReply *k = reply->element[1]->element[2 * i],
                              *v = reply->element[1]->element[2 * i + 1];
 
-            cJSON_AddItemToArray(arr, d);
+            cJSON_AddItemToArray(arr, dl);
             if (hr_parse_uid(k->str, k->len, &uid) == 0)
-                dsp_api_add_id(d, "uid", uid);
+                dsp_api_add_id(dl, "uid", uid);
             else
-                cJSON_AddStringToObject(d, "uid", k->str);
-            cJSON_AddStringToObject(d, "reason", v->str);
+                cJSON_AddStringToObject(dl, "uid", k->str);
+            cJSON_AddStringToObject(dl, "reason", v->str);
         }
         freeReplyObject(reply);
         if (shards > 1)
@@ -280,7 +285,7 @@ done:
 
 /* ---- redrive, recover --------------------------------------------------------- */
 
-void dsp_api_redrive(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+void dsp_api_ops_redrive(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     hr_task *t = NULL;
     hr_redrive_result res;
@@ -288,9 +293,9 @@ void dsp_api_redrive(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
     char err[1024];
     cJSON *o;
 
-    if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_task(ac, id, resp, &t))
+    if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_load_task(ac, id, resp, &t))
         return;
-    switch (hr_redrive(ac->m, ac->r, t, a->d->cfg->dispatcher.redelivery_timeout_s, &res, err,
+    switch (hr_redrive(ac->m, ac->r, t, d->cfg->dispatcher.redelivery_timeout_s, &res, err,
                        sizeof err)) {
     case 1:
         hr_httpd_error(resp, 409, "wrong_state", "%s", err);
@@ -310,7 +315,7 @@ void dsp_api_redrive(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
     hr_task_free(t);
 }
 
-void dsp_api_recover(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+void dsp_api_ops_recover(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     hr_task *t = NULL;
     hr_recover_result res;
@@ -318,11 +323,11 @@ void dsp_api_recover(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
     char err[1024], token[256];
     cJSON *o;
 
-    if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_task(ac, id, resp, &t))
+    if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_load_task(ac, id, resp, &t))
         return;
-    snprintf(token, sizeof token, "%s/api", a->d->owner);
+    snprintf(token, sizeof token, "%s/api", d->owner);
     const hr_recover_opts opts = {
-        .token = token, .lease_ms = a->d->cfg->worker.lease_ms, .now_ms = hr_clock_now_ms()};
+        .token = token, .lease_ms = d->cfg->worker.lease_ms, .now_ms = hr_clock_now_ms()};
     switch (hr_recover(ac->m, ac->r, t, &opts, &res, err, sizeof err)) {
     case HR_RECOVER_REFUSED:
         hr_httpd_error(resp, 409, "wrong_state", "%s", err);
@@ -351,7 +356,7 @@ void dsp_api_recover(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
 
 /* ---- subscriber counts --------------------------------------------------------- */
 
-void dsp_api_subs_count(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+void dsp_api_ops_subs_count(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     hr_task *t = NULL;
     int64_t id, rows, left;
@@ -359,8 +364,8 @@ void dsp_api_subs_count(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, h
     int shards;
     cJSON *o;
 
-    (void)a;
-    if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_task(ac, id, resp, &t))
+    (void)d;
+    if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_load_task(ac, id, resp, &t))
         return;
     shards = (int)t->shards;
     hr_task_free(t);
@@ -390,18 +395,18 @@ static void dsp_api_render_reply(dsp_api_conn *ac, const hr_task *t, int64_t uid
     cJSON *o;
 
     snprintf(uid_s, sizeof uid_s, "%" PRId64, uid);
-    if ((user = dsp_api_user(ac, uid_s, err, sizeof err)) == NULL) {
+    if ((user = dsp_api_subs_user(ac, uid_s, err, sizeof err)) == NULL) {
         dsp_api_backend_error(resp, "redis", err);
         return;
     }
     o = cJSON_CreateObject();
     dsp_api_add_id(o, "uid", uid);
-    dsp_api_add_rendering(o, t, uid_s, user);
+    dsp_api_subs_rendering(o, t, uid_s, user);
     freeReplyObject(user);
     dsp_api_reply(resp, 200, o);
 }
 
-void dsp_api_render_new(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+void dsp_api_ops_render_new(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     cJSON *j = dsp_api_body(req, resp), *uid_j = NULL;
     dsp_api_input in = {0};
@@ -417,7 +422,7 @@ void dsp_api_render_new(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, h
                        "uid must be a positive integer (the recipient to render for)");
         goto done;
     }
-    if (!dsp_api_task_input(a, j, &in, &scope, resp))
+    if (!dsp_api_task_input(d, j, &in, &scope, resp))
         goto done;
     in.t.id = 0; /* not stored: task.id renders as 0 */
     dsp_api_render_reply(ac, &in.t, uid, resp);
@@ -427,21 +432,21 @@ done:
     cJSON_Delete(j);
 }
 
-void dsp_api_render_task(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+void dsp_api_ops_render_task(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     hr_task *t = NULL;
     const char *code;
     char err[256];
     int64_t id, uid;
 
-    (void)a;
+    (void)d;
     if (!dsp_api_id(req, "id", resp, &id))
         return;
     if (dsp_api_parse_id(hr_httpd_query(req, "uid"), "uid", &uid, &code, err, sizeof err) < 0) {
         hr_httpd_error(resp, 400, "bad_query", "%s", err);
         return;
     }
-    if (!dsp_api_task(ac, id, resp, &t))
+    if (!dsp_api_load_task(ac, id, resp, &t))
         return;
     dsp_api_render_reply(ac, t, uid, resp);
     hr_task_free(t);

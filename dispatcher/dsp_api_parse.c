@@ -8,14 +8,16 @@
  * docs/api.md in *CODE (a static string) and the message in ERRSTR, which
  * the handler answers with 400.  That keeps the parsing reachable from
  * tests/fuzz/fuzz_api_request.c without servers. */
+#include "dsp_api_parse.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "dsp_api.h"
 #include "hr_parse.h"
+#include "hr_shard.h"
 #include "hr_state.h"
 #include "hr_template.h" /* hr_utf8_valid */
 #include "hr_tz.h"

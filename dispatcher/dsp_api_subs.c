@@ -20,12 +20,17 @@
  *   shard row's, and push_task's sum, for a task of several shards).  A caller
  *   with a client token (req->auth_id, set by dsp_api_auth) is limited to
  *   dispatcher.api.pull_per_minute pulls a minute (hr_ratelimit). */
+#include "dsp_api_subs.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp_api.h"
+#include "dsp_api_parse.h"
+#include "dsp_pace.h"
+#include "dsp_store.h"
+#include "hr_civil.h"
 #include "hr_clock.h"
 #include "hr_finish.h"
 #include "hr_log.h"
@@ -45,7 +50,7 @@ static bool dsp_api_sub_task(dsp_api_conn *ac, int64_t id, hr_httpd_resp *resp, 
     hr_task *t = NULL;
     bool ok;
 
-    if (!dsp_api_task(ac, id, resp, &t))
+    if (!dsp_api_load_task(ac, id, resp, &t))
         return false;
     *shards = (int)t->shards;
     ok = t->state == HR_STATE_SCHEDULED;
@@ -59,19 +64,19 @@ static bool dsp_api_sub_task(dsp_api_conn *ac, int64_t id, hr_httpd_resp *resp, 
 
 /* Admission control again with the task's new size (docs/scheduling.md):
  * a warning is for the admin to read (GET), not a reason to fail the add. */
-static void dsp_api_subs_readmit(dsp_api *a, dsp_api_conn *ac, int64_t id)
+static void dsp_api_subs_readmit(dsp *d, dsp_api_conn *ac, int64_t id)
 {
     hr_task *t = NULL;
     char err[512];
     int rc = hr_task_load(ac->m, id, &t, err, sizeof err);
 
     if (rc < 0 ||
-        (rc == 0 && dsp_admit(a->d, ac->m, ac->r, t, hr_clock_now_ms(), err, sizeof err) < 0))
+        (rc == 0 && dsp_pace_admit(d, ac->m, ac->r, t, hr_clock_now_ms(), err, sizeof err) < 0))
         hr_log_warn("admission_failed", "task=%" PRId64 " error=%s", id, err);
     hr_task_free(t);
 }
 
-void dsp_api_subs_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+void dsp_api_subs_add(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     cJSON *j = NULL, *o;
     int64_t *uids = NULL, added;
@@ -86,8 +91,8 @@ void dsp_api_subs_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_
 
     if (!dsp_api_id(req, "id", resp, &id) || (j = dsp_api_body(req, resp)) == NULL)
         goto done;
-    if (dsp_api_parse_uids(j, a->d->cfg->dispatcher.api.max_ids, &uids, &n, &code, err,
-                           sizeof err) < 0) {
+    if (dsp_api_parse_uids(j, d->cfg->dispatcher.api.max_ids, &uids, &n, &code, err, sizeof err) <
+        0) {
         hr_httpd_error(resp, 400, code, "%s", err);
         goto done;
     }
@@ -127,7 +132,7 @@ void dsp_api_subs_add(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_
      * reconciliation, which runs after the claim and creates seq, read
      * them from MySQL. */
     if (inserted > 0)
-        dsp_api_subs_readmit(a, ac, id);
+        dsp_api_subs_readmit(d, ac, id);
     o = cJSON_CreateObject();
     dsp_api_add_id(o, "task_id", id);
     cJSON_AddNumberToObject(o, "received", (double)n);
@@ -146,7 +151,7 @@ done:
     cJSON_Delete(j);
 }
 
-void dsp_api_subs_del(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+void dsp_api_subs_del(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     int64_t id, uid;
     uint64_t deleted = 0;
@@ -155,7 +160,7 @@ void dsp_api_subs_del(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_
     cJSON *o;
     int shards = 1;
 
-    (void)a;
+    (void)d;
     if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_id(req, "uid", resp, &uid) ||
         !dsp_api_sub_task(ac, id, resp, &shards))
         return;
@@ -263,7 +268,7 @@ static cJSON *dsp_api_render(const char *src, dsp_api_vars *vars)
     return s != NULL ? s : cJSON_CreateNull();
 }
 
-void dsp_api_add_rendering(cJSON *o, const hr_task *t, const char *uid_s, const redisReply *user)
+void dsp_api_subs_rendering(cJSON *o, const hr_task *t, const char *uid_s, const redisReply *user)
 {
     dsp_api_vars vars = {.uid = uid_s, .t = t, .user = user};
 
@@ -275,7 +280,7 @@ void dsp_api_add_rendering(cJSON *o, const hr_task *t, const char *uid_s, const 
                           vars.payload != NULL ? (cJSON *)vars.payload : cJSON_CreateNull());
 }
 
-redisReply *dsp_api_user(dsp_api_conn *ac, const char *uid_s, char *errstr, size_t errlen)
+redisReply *dsp_api_subs_user(dsp_api_conn *ac, const char *uid_s, char *errstr, size_t errlen)
 {
     char key[HR_KEY_MAX];
 
@@ -324,13 +329,13 @@ static int dsp_api_ack(dsp_api_conn *ac, const hr_task *t, int64_t uid, const ch
 /* A client's pull takes one of its uid's pulls of the minute, counted in
  * Redis so every dispatcher shares the budget; false after answering 429
  * (with Retry-After) or 503. */
-static bool dsp_api_pull_allowed(dsp_api *a, dsp_api_conn *ac, int64_t uid, hr_httpd_resp *resp)
+static bool dsp_api_pull_allowed(dsp *d, dsp_api_conn *ac, int64_t uid, hr_httpd_resp *resp)
 {
     char scope[40], err[512], retry[24];
     int64_t granted, wait_ms;
 
     snprintf(scope, sizeof scope, "pull:%" PRId64, uid);
-    if (hr_ratelimit_take_window(ac->r, scope, a->d->cfg->dispatcher.api.pull_per_minute, 60, 1,
+    if (hr_ratelimit_take_window(ac->r, scope, d->cfg->dispatcher.api.pull_per_minute, 60, 1,
                                  &granted, &wait_ms, err, sizeof err) < 0) {
         dsp_api_backend_error(resp, "redis", err);
         return false;
@@ -340,7 +345,7 @@ static bool dsp_api_pull_allowed(dsp_api *a, dsp_api_conn *ac, int64_t uid, hr_h
     snprintf(retry, sizeof retry, "%" PRId64, (wait_ms + 999) / 1000);
     hr_httpd_error(resp, 429, "rate_limited",
                    "more than %d pulls of this uid in a minute; retry in %s s",
-                   a->d->cfg->dispatcher.api.pull_per_minute, retry);
+                   d->cfg->dispatcher.api.pull_per_minute, retry);
     hr_httpd_resp_header(resp, "Retry-After", retry);
     return false;
 }
@@ -374,8 +379,8 @@ static void dsp_api_pull_day(const char *date_q, int64_t day_ms, const redisRepl
     if (tz != NULL && hr_tz_offset_at(tz, now_ms, &off, err, sizeof err) == 0) {
         if (date_q == NULL) /* today where the user is (instants after 1970) */
             days = (now_ms + (int64_t)off * 1000) / 86400000;
-        hr_tz_civil_from_days(days, &y, &m, &d);
-        hr_tz_civil_from_days(days + 1, &y2, &m2, &d2);
+        hr_civil_date(days, &y, &m, &d);
+        hr_civil_date(days + 1, &y2, &m2, &d2);
         if (hr_tz_local_to_utc(tz, y, m, d, 0, 0, 0, start, err, sizeof err) == 0 &&
             hr_tz_local_to_utc(tz, y2, m2, d2, 0, 0, 0, end, err, sizeof err) == 0) {
             *zone = tz;
@@ -387,11 +392,11 @@ static void dsp_api_pull_day(const char *date_q, int64_t day_ms, const redisRepl
     *zone = "UTC";
     *start = day_ms;
     *end = day_ms + 86400000;
-    hr_tz_civil_from_days(days, &y, &m, &d);
+    hr_civil_date(days, &y, &m, &d);
     snprintf(day_s, 11, "%04d-%02d-%02d", y, m, d);
 }
 
-void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     const char *code, *date_q = hr_httpd_query(req, "date"), *zone;
     bool ack;
@@ -405,7 +410,7 @@ void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr
     if (!dsp_api_id(req, "uid", resp, &uid))
         return;
     /* Clients are limited; an admin token (the platform's backend) is not. */
-    if (req->auth_id > 0 && !dsp_api_pull_allowed(a, ac, uid, resp))
+    if (req->auth_id > 0 && !dsp_api_pull_allowed(d, ac, uid, resp))
         return;
     if (dsp_api_parse_pull(date_q, hr_httpd_query(req, "ack"), now_ms / 1000, &day, &ack, &code,
                            err, sizeof err) < 0) {
@@ -414,7 +419,7 @@ void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr
     }
     /* The attributes give the zone of the day and the templates' user.*. */
     snprintf(uid_s, sizeof uid_s, "%" PRId64, uid);
-    user = dsp_api_user(ac, uid_s, err, sizeof err);
+    user = dsp_api_subs_user(ac, uid_s, err, sizeof err);
     if (user == NULL) {
         dsp_api_backend_error(resp, "redis", err);
         return;
@@ -457,7 +462,7 @@ void dsp_api_reminders(dsp_api *a, dsp_api_conn *ac, const hr_httpd_req *req, hr
         cJSON_AddStringToObject(r, "channel", t->channel);
         dsp_api_time(t->due_ms, due, sizeof due);
         cJSON_AddStringToObject(r, "due_at", due);
-        dsp_api_add_rendering(r, t, uid_s, user);
+        dsp_api_subs_rendering(r, t, uid_s, user);
         if (ack && (moved = dsp_api_ack(ac, t, uid, uid_s, err, sizeof err)) < 0) {
             dsp_api_backend_error(resp, "redis", err);
             goto done;

@@ -1,6 +1,6 @@
-/* dsp_chunk: the chunker, produce and delivery reports (DESIGN.md
+/* dsp_chunk: the chunker and what delivery reports change (DESIGN.md
  * "Chunker"), on the loop thread, for the tasks this dispatcher owns
- * (dsp_lease.c).
+ * (dsp_owned.c); the producer is dsp_kafka.c.
  *
  * - Chunker: per owned task, at most one chunk per tick: take the rate
  *   limit's grant, INCR seq, chunk_move.lua (SPOP -> chunk set -> pending),
@@ -27,101 +27,62 @@
  * and creates seq (or checks it did not go backwards):
  * once seq exists refill_add.lua refuses to add, so a refill can never put
  * back recipients that were already moved into chunks. */
+#include "dsp_chunk.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp.h"
-#include "hr_chunkmsg.h"
+#include "dsp_ahead.h"
+#include "dsp_conn.h"
+#include "dsp_drop.h"
+#include "dsp_owned.h"
+#include "dsp_reconcile.h"
+#include "dsp_report.h"
+#include "dsp_shard.h"
+#include "dsp_store.h"
+#include "dsp_wait.h"
 #include "hr_clock.h"
 #include "hr_finish.h"
 #include "hr_keys.h"
 #include "hr_log.h"
 #include "hr_ratelimit.h"
+#include "hr_shard.h"
 #include "hr_state.h"
+#include "hr_vec.h"
 
-/* What a produced message carries to its delivery report. */
-typedef struct dsp_msg {
-    int64_t task, seq, size, published_ms;
-    int shard;    /* HR_SHARD_NONE for a task of one set */
-    uint64_t gen; /* dsp_task.gen of the owner that produced it */
-    bool republish;
-} dsp_msg;
+#define DSP_CHUNKS_PER_TICK 64  /* chunk moves per tick, all tasks */
+#define DSP_OUTSTANDING_MAX 32  /* unconfirmed chunks per task */
+#define DSP_AHEAD_RECHECK_MS 50 /* a task that ran ahead looks again */
+#define DSP_CTL_RECHECK_MS 100  /* a task held by its ctl key looks again */
+#define DSP_SHARD_CHECK_MS 250  /* a coordinator looks whether every shard is chunked */
+#define DSP_FLUSH_MS 10000      /* bound of the producer flush at exit */
 
-int dsp_produce(dsp *d, int64_t task, int shard, int64_t seq, int64_t count, int64_t due_ms,
-                bool republish, char *errstr, size_t errlen)
+void dsp_chunk_delivered(void *ctx, const dsp_kafka_msg *msg, const char *err)
 {
-    dsp_task *owned = republish ? NULL : dsp_task_find_shard(d, task, shard);
-    hr_chunkmsg cm = {.task = task,
-                      .seq = seq,
-                      .count = count,
-                      .due_ms = due_ms,
-                      .published_ms = hr_clock_now_ms(),
-                      .sharded = shard != HR_SHARD_NONE,
-                      .shard = shard != HR_SHARD_NONE ? shard : 0};
-    char key[64], value[HR_CHUNKMSG_MAX_BYTES];
-    int klen = hr_chunkmsg_key(&cm, key, sizeof key);
-    int vlen = hr_chunkmsg_encode(&cm, value, sizeof value);
-    dsp_msg *om;
-    rd_kafka_resp_err_t err;
+    dsp *d = ctx;
+    dsp_task *dt = msg->republish ? NULL : dsp_owned_find(d, msg->task, msg->shard);
 
-    if (klen < 0 || vlen < 0) {
-        snprintf(errstr, errlen, "chunk message does not fit");
-        return -1;
-    }
-    om = malloc(sizeof *om);
-    if (om == NULL) {
-        snprintf(errstr, errlen, "out of memory");
-        return -1;
-    }
-    *om = (dsp_msg){.task = task,
-                    .seq = seq,
-                    .shard = shard,
-                    .size = count,
-                    .published_ms = cm.published_ms,
-                    .gen = owned ? owned->gen : 0,
-                    .republish = republish};
-    err = rd_kafka_producev(
-        d->rk, RD_KAFKA_V_TOPIC(d->cfg->kafka.topic), RD_KAFKA_V_KEY(key, (size_t)klen),
-        RD_KAFKA_V_VALUE(value, (size_t)vlen), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-        RD_KAFKA_V_OPAQUE(om), RD_KAFKA_V_END);
-    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        snprintf(errstr, errlen, "produce: %s", rd_kafka_err2str(err));
-        free(om);
-        return -1;
-    }
-    return 0;
-}
-
-void dsp_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
-{
-    dsp *d = opaque;
-    dsp_msg *om = msg->_private;
-    dsp_task *dt = om->republish ? NULL : dsp_task_find_shard(d, om->task, om->shard);
-
-    (void)rk;
     /* A report of an earlier ownership (the task was dropped and owned
      * again meanwhile) was never counted in this one's outstanding. */
-    if (dt != NULL && dt->gen == om->gen)
+    if (dt != NULL && dt->gen == msg->gen)
         dt->outstanding--;
-    if (msg->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+    if (err != NULL) {
         /* pending[seq] stays: the sweeper republishes the chunk. */
-        dsp_health_fail(d, DSP_KAFKA, rd_kafka_err2str(msg->err));
-        hr_log_warn("chunk_publish_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s", om->task,
-                    om->seq, rd_kafka_err2str(msg->err));
-        goto done;
+        dsp_health_fail(d, DSP_KAFKA, err);
+        hr_log_warn("chunk_publish_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s", msg->task,
+                    msg->seq, err);
+        return;
     }
     dsp_health_ok(d, DSP_KAFKA);
-    if (!om->republish)
+    if (!msg->republish)
         hr_metrics_inc(d->met.chunks_published);
-    dsp_report_add(d, &(dsp_report){.task = om->task,
-                                    .seq = om->seq,
-                                    .size = om->size,
-                                    .published_ms = om->published_ms,
-                                    .shard = om->shard});
-done:
-    free(om);
+    dsp_report_add(d, &(dsp_report){.task = msg->task,
+                                    .seq = msg->seq,
+                                    .size = msg->count,
+                                    .published_ms = msg->published_ms,
+                                    .shard = msg->shard});
 }
 
 static int dsp_task_cmp(const void *a, const void *b)
@@ -168,7 +129,7 @@ static void dsp_finish(dsp *d, dsp_task **done, size_t n)
         else
             hr_log_warn("task_lost", "task=%" PRId64 " reason=not dispatching or not ours",
                         done[i]->id);
-        dsp_task_drop(d, done[i]);
+        dsp_owned_drop(d, done[i]);
     }
     goto out;
 failed:
@@ -233,7 +194,7 @@ static int64_t dsp_grant(dsp *d, dsp_task *dt, int64_t now, bool *failed, char *
     want = dt->rate_limit > 0 && dt->rate_limit < dt->chunk_size ? dt->rate_limit : dt->chunk_size;
     snprintf(scope, sizeof scope, "task%" PRId64, dt->id);
     /* A paced task's limit is derived by the script: dt->rate_limit gets
-     * the rate in force (dsp_pace.c). */
+     * the rate in force (its gauges: dsp_owned_gauges). */
     if ((dt->finish_ms > 0
              ? hr_ratelimit_take_paced(d->loop_conn.r, dt->id, "chunk", dt->cap, dt->finish_ms,
                                        want, &granted, &wait_ms, &dt->rate_limit, errstr, errlen)
@@ -243,7 +204,7 @@ static int64_t dsp_grant(dsp *d, dsp_task *dt, int64_t now, bool *failed, char *
         return 0;
     }
     if (dt->finish_ms > 0)
-        dsp_pace_gauges(d);
+        dsp_owned_gauges(d);
     after = hr_clock_now_ms();
     /* The limiter counted the grant against the second it read before its
      * call; when the clock crossed a second meanwhile, the chunk's
@@ -269,27 +230,23 @@ static int64_t dsp_grant(dsp *d, dsp_task *dt, int64_t now, bool *failed, char *
  * The task then goes on as one whose subs ran out: dispatched, and done
  * when no chunk is pending, every subscription accounted.
  * Recipients still parked in the wait set (local time, send windows) are
- * dropped first, so a release racing the expiry lands in subs, dropped next. */
+ * dropped first, so a release racing the expiry lands in subs, dropped
+ * next (dsp_drop_shard). */
 static void dsp_chunk_expire(dsp *d, dsp_task *dt)
 {
     dsp_conn *conn = &d->loop_conn;
-    int64_t waited = 0, dropped = 0, total = 0;
+    int64_t dropped = 0, total = 0;
     int shard = dt->shard != HR_SHARD_NONE ? dt->shard : 0;
     bool held = false;
     char err[512];
 
-    /* A shard's chunker expires its own shard: subs, unheld chunks and
-     * the counter of its row. */
-    if (hr_finish_drop(conn->r, dt->id, shard, HR_FINISH_WAIT, HR_OUTCOME_EXPIRED, NULL, &waited,
-                       &total, err, sizeof err) < 0 ||
-        hr_finish_drop(conn->r, dt->id, shard, HR_FINISH_SUBS, HR_OUTCOME_EXPIRED, NULL, &dropped,
-                       &total, err, sizeof err) < 0 ||
-        dsp_drop_chunks(conn, dt->id, shard, HR_OUTCOME_EXPIRED, &dropped, &total, &held, err,
-                        sizeof err) < 0) {
+    /* A shard's chunker expires its own shard: the wait set, subs, unheld
+     * chunks and the counter of its row. */
+    if (dsp_drop_shard(conn, dt->id, shard, HR_OUTCOME_EXPIRED, &dropped, &total, &held, err,
+                       sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_REDIS, err);
         return;
     }
-    dropped += waited;
     /* Without it the stats hash keeps the count, and the finish
      * (hr_finish_task) raises MySQL to it. */
     if (hr_finish_count(conn->m, dt->id, dt->shard, HR_OUTCOME_EXPIRED, total, err, sizeof err) < 0)
@@ -402,7 +359,14 @@ static bool dsp_chunk_one(dsp *d, dsp_task *dt)
     if (moved < n && !dt->waits)
         dt->subs_empty = true;
     dsp_seams_moved();
-    if (dsp_produce(d, dt->id, dt->shard, seq, moved, dt->due_ms, false, err, sizeof err) < 0) {
+    if (dsp_kafka_produce(d->kafka,
+                          &(dsp_kafka_msg){.task = dt->id,
+                                           .seq = seq,
+                                           .shard = dt->shard,
+                                           .count = moved,
+                                           .due_ms = dt->due_ms,
+                                           .gen = dt->gen},
+                          err, sizeof err) < 0) {
         /* The chunk is pending; the sweeper publishes it later. */
         hr_log_warn("chunk_publish_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s", dt->id,
                     seq, err);
@@ -447,20 +411,20 @@ static void dsp_chunked(dsp *d, dsp_task **shards, size_t n)
         dsp_shard_chunked(d, shards[i]);
 }
 
-bool dsp_tick(dsp *d)
+bool dsp_chunk_tick(dsp *d)
 {
     HR_VEC(dsp_task *) done = {0}, chunked = {0};
     size_t i, budget = DSP_CHUNKS_PER_TICK;
     int64_t now;
     bool moved = false;
 
-    rd_kafka_poll(d->rk, 0);
+    dsp_kafka_poll(d->kafka);
     dsp_report_write(d);
     if (atomic_load(&d->stopping))
         return false;
     now = hr_clock_now_ms();
-    for (i = 0; i < d->tasks.n && budget > 0; i++) {
-        dsp_task *dt = d->tasks.v[i];
+    for (i = 0; i < dsp_owned_count(d) && budget > 0; i++) {
+        dsp_task *dt = dsp_owned_at(d, i);
 
         if (dt->next_ms > now || !dsp_conn_ready(d, &d->loop_conn))
             continue;
@@ -489,7 +453,7 @@ bool dsp_tick(dsp *d)
     return moved;
 }
 
-void dsp_release_all(dsp *d)
+void dsp_chunk_release_all(dsp *d)
 {
     dsp_conn *conn = &d->loop_conn;
     HR_VEC(dsp_task *) done = {0}, chunked = {0};
@@ -498,20 +462,14 @@ void dsp_release_all(dsp *d)
     char err[512];
     size_t i;
 
-    if (rd_kafka_flush(d->rk, DSP_FLUSH_MS) != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        /* Their chunks stay pending and the sweepers republish them; the
-         * purge hands every message back to dsp_dr_cb, which frees it. */
-        hr_log_warn("flush_incomplete", "messages=%d", rd_kafka_outq_len(d->rk));
-        rd_kafka_purge(d->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
-        rd_kafka_poll(d->rk, 0);
-    }
+    dsp_kafka_flush(d->kafka, DSP_FLUSH_MS);
     /* The backoff of a recent failure must not skip the last writes. */
     conn->retry_at_ms = 0;
     dsp_report_flush(d);
     if (conn->m == NULL)
         return;
-    for (i = 0; i < d->tasks.n; i++) {
-        dsp_task *dt = d->tasks.v[i];
+    for (i = 0; i < dsp_owned_count(d); i++) {
+        dsp_task *dt = dsp_owned_at(d, i);
 
         if (dt->subs_empty && dt->outstanding == 0 && !dsp_report_queued(d, dt->id, dt->shard) &&
             hr_vec_push(dt->shard != HR_SHARD_NONE ? &chunked : &done, dt) < 0)

@@ -9,7 +9,7 @@
  * error, `mysql_up`), not every failed call. */
 #include <time.h>
 
-#include "dsp.h"
+#include "dsp_conn.h"
 #include "hr_clock.h"
 #include "hr_log.h"
 
@@ -55,6 +55,14 @@ void dsp_conn_failed(dsp *d, dsp_conn *conn, dsp_backend b, const char *err)
     if (conn->backoff_ms > DSP_BACKOFF_MAX_MS)
         conn->backoff_ms = DSP_BACKOFF_MAX_MS;
     conn->retry_at_ms = hr_clock_now_ms() + conn->backoff_ms;
+}
+
+void dsp_health_ready(dsp *d, bool ok[DSP__BACKENDS])
+{
+    pthread_mutex_lock(&d->health_mu);
+    for (size_t i = 0; i < DSP__BACKENDS; i++)
+        ok[i] = !d->down[i] && (d->seen[i] || i == DSP_KAFKA);
+    pthread_mutex_unlock(&d->health_mu);
 }
 
 bool dsp_conn_ready(dsp *d, dsp_conn *conn)

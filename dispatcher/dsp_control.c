@@ -33,23 +33,27 @@
  *   several dispatchers cancel one task at once, each dropping a part, and
  *   workers cancel held chunks; adding each one's part would count only the
  *   parts whose UPDATE passed the state guard. */
+#include "dsp_control.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp.h"
+#include "dsp_conn.h"
+#include "dsp_drop.h"
+#include "dsp_sweep.h"
 #include "hr_clock.h"
 #include "hr_finish.h"
 #include "hr_keys.h"
 #include "hr_log.h"
+#include "hr_shard.h"
 #include "hr_state.h"
 
 #define DSP_CONTROL_MAX 100 /* transitions per scan */
 
-static int dsp_control_pause(dsp *d, int64_t id, char *errstr, size_t errlen)
+static int dsp_control_pause(dsp_conn *conn, int64_t id, char *errstr, size_t errlen)
 {
-    dsp_conn *conn = &d->bg_conn;
     int rc;
 
     if (hr_task_set_control(NULL, conn->r, id, HR_CONTROL_PAUSE, errstr, errlen) < 0)
@@ -62,10 +66,9 @@ static int dsp_control_pause(dsp *d, int64_t id, char *errstr, size_t errlen)
     return 0;
 }
 
-static int dsp_control_resume(dsp *d, int64_t id, int shards, bool claimed, bool reached_dispatched,
-                              int64_t due_ms, char *errstr, size_t errlen)
+static int dsp_control_resume(dsp *d, dsp_conn *conn, int64_t id, int shards, bool claimed,
+                              bool reached_dispatched, int64_t due_ms, char *errstr, size_t errlen)
 {
-    dsp_conn *conn = &d->bg_conn;
     hr_task_state to = HR_STATE_SCHEDULED;
     int64_t nsubs, nwait, now = hr_clock_now_ms();
     int budget = DSP_SWEEP_MAX, rc;
@@ -85,44 +88,12 @@ static int dsp_control_resume(dsp *d, int64_t id, int shards, bool claimed, bool
     if (rc != 1)
         return rc;
     hr_log_info("task_resumed", "task=%" PRId64 " state=%s", id, hr_state_name(to));
-    if (claimed && dsp_sweep_task(d, id, shards, due_ms, now, now, &budget) < 0) {
+    if (claimed && dsp_sweep_task(d, conn, id, shards, due_ms, now, now, &budget) < 0) {
         /* The sweeper republishes the parked chunks after the redelivery
          * timeout instead. */
         hr_log_warn("resume_republish_failed", "task=%" PRId64, id);
     }
     return 0;
-}
-
-int dsp_drop_chunks(dsp_conn *conn, int64_t id, int shard, hr_outcome outcome, int64_t *dropped,
-                    int64_t *total, bool *held, char *errstr, size_t errlen)
-{
-    char pending[256];
-    redisReply *all;
-    int64_t n;
-    size_t i;
-    int rc = -1;
-
-    hr_key_shard(hr_redis_prefix(conn->r), pending, sizeof pending, id, shard, HR_KEY_PENDING);
-    all = hr_redis_cmdf(conn->r, errstr, errlen, "HKEYS %s", pending);
-    if (all == NULL)
-        return -1;
-    for (i = 0; i < all->elements; i++) {
-        int64_t seen = 0;
-
-        if (hr_finish_drop(conn->r, id, shard, strtoll(all->element[i]->str, NULL, 10), outcome,
-                           NULL, &n, &seen, errstr, errlen) < 0)
-            goto done;
-        if (seen > *total)
-            *total = seen;
-        if (n < 0)
-            *held = true;
-        else
-            *dropped += n;
-    }
-    rc = 0;
-done:
-    freeReplyObject(all);
-    return rc;
 }
 
 /* The Redis set of cancelled tasks with chunks a worker held at the
@@ -133,29 +104,19 @@ static char *dsp_control_held_key(dsp_conn *conn, char *buf, size_t len)
 }
 
 /* Drops shard SHARD (of SHARDS; 0 for a task of one set) of cancelled task
- * ID: its wait set, subs and the pending chunks no worker holds, counted
- * as cancelled on its counter (the shard row's for a sharded task).  Adds
+ * ID (dsp_drop_shard: its wait set, subs and the pending chunks no worker
+ * holds), counted as cancelled on its counter (the shard row's for a
+ * sharded task).  Adds
  * to *DROPPED, and the shard's cancelled counter to *SUM; sets *HELD when a
  * worker held a chunk.  0 or -1. */
-static int dsp_control_cancel_shard(dsp *d, int64_t id, int shards, int shard, int64_t *dropped,
-                                    int64_t *sum, bool *held, char *errstr, size_t errlen)
+static int dsp_control_cancel_shard(dsp_conn *conn, int64_t id, int shards, int shard,
+                                    int64_t *dropped, int64_t *sum, bool *held, char *errstr,
+                                    size_t errlen)
 {
-    dsp_conn *conn = &d->bg_conn;
-    int64_t n, total = 0;
+    int64_t total = 0;
 
-    /* A local-time or windowed task's recipients not yet due go first: an
-     * owner's release that raced the cancel then lands in subs, dropped
-     * next, and never after it. */
-    if (hr_finish_drop(conn->r, id, shard, HR_FINISH_WAIT, HR_OUTCOME_CANCELLED, NULL, &n, &total,
-                       errstr, errlen) < 0)
-        return -1;
-    *dropped += n;
-    if (hr_finish_drop(conn->r, id, shard, HR_FINISH_SUBS, HR_OUTCOME_CANCELLED, NULL, &n, &total,
-                       errstr, errlen) < 0)
-        return -1;
-    *dropped += n;
-    if (dsp_drop_chunks(conn, id, shard, HR_OUTCOME_CANCELLED, dropped, &total, held, errstr,
-                        errlen) < 0)
+    if (dsp_drop_shard(conn, id, shard, HR_OUTCOME_CANCELLED, dropped, &total, held, errstr,
+                       errlen) < 0)
         return -1;
     if (hr_finish_count(conn->m, id, hr_shard_row(shards, shard), HR_OUTCOME_CANCELLED, total,
                         errstr, errlen) < 0) {
@@ -169,9 +130,8 @@ static int dsp_control_cancel_shard(dsp *d, int64_t id, int shards, int shard, i
     return 0;
 }
 
-static int dsp_control_cancel(dsp *d, int64_t id, int shards, char *errstr, size_t errlen)
+static int dsp_control_cancel(dsp_conn *conn, int64_t id, int shards, char *errstr, size_t errlen)
 {
-    dsp_conn *conn = &d->bg_conn;
     char key[256];
     redisReply *reply;
     int64_t dropped = 0, total = 0;
@@ -181,7 +141,8 @@ static int dsp_control_cancel(dsp *d, int64_t id, int shards, char *errstr, size
     if (hr_task_set_control(NULL, conn->r, id, HR_CONTROL_CANCEL, errstr, errlen) < 0)
         return -1;
     for (int k = 0; k < (shards > 1 ? shards : 1); k++)
-        if (dsp_control_cancel_shard(d, id, shards, k, &dropped, &total, &held, errstr, errlen) < 0)
+        if (dsp_control_cancel_shard(conn, id, shards, k, &dropped, &total, &held, errstr, errlen) <
+            0)
             return -1;
     if (held) {
         /* The holder cancels its chunk itself, unless it never comes back
@@ -211,7 +172,7 @@ static int dsp_control_cancel(dsp *d, int64_t id, int shards, char *errstr, size
     hr_log_info("task_cancelled",
                 "task=%" PRId64 " dropped=%" PRId64 " cancelled=%" PRId64 " held=%d", id, dropped,
                 total, held);
-    if (moved == 1 && dsp_retire_keys(conn, id, shards, errstr, errlen) < 0)
+    if (moved == 1 && dsp_sweep_retire_keys(conn, id, shards, errstr, errlen) < 0)
         hr_log_warn("retire_failed", "task=%" PRId64 " error=%s", id, errstr);
     return 0;
 }
@@ -222,9 +183,8 @@ static int dsp_control_cancel(dsp *d, int64_t id, int shards, char *errstr, size
  * gives the chunk up, so nobody else would).  A task leaves the set when
  * its pending hash is empty.  Every recipient of a cancelled task thus ends
  * sent, failed or cancelled. */
-static void dsp_control_held(dsp *d)
+static void dsp_control_held(dsp *d, dsp_conn *conn)
 {
-    dsp_conn *conn = &d->bg_conn;
     char key[256], err[512];
     redisReply *ids, *reply;
     size_t i;
@@ -283,9 +243,8 @@ static void dsp_control_held(dsp *d)
  * MySQL's failed counter after the redrive lowered it: with shards, a
  * worker's last report raises only its own shard's row back); one whose
  * pending hash is empty leaves the set. */
-static void dsp_control_redriven(dsp *d)
+static void dsp_control_redriven(dsp *d, dsp_conn *conn)
 {
-    dsp_conn *conn = &d->bg_conn;
     char key[256], err[512];
     redisReply *ids, *reply;
     size_t i;
@@ -331,9 +290,8 @@ static void dsp_control_redriven(dsp *d)
     freeReplyObject(ids);
 }
 
-void dsp_control_scan(dsp *d)
+void dsp_control_scan(dsp *d, dsp_conn *conn)
 {
-    dsp_conn *conn = &d->bg_conn;
     const hr_mysql_param p[] = {DSP_TOPIC_PARAMS, HR_P_I64(DSP_CONTROL_MAX)};
     hr_mysql_rows *rows = NULL;
     char err[512];
@@ -362,19 +320,19 @@ void dsp_control_scan(dsp *d)
 
         hr_control_parse(control, &want);
         if (want == HR_CONTROL_PAUSE)
-            rc = dsp_control_pause(d, id, err, sizeof err);
+            rc = dsp_control_pause(conn, id, err, sizeof err);
         else if (want == HR_CONTROL_RUN)
-            rc = dsp_control_resume(d, id, shards, hr_mysql_cell(rows, i, 2)[0] == '1',
+            rc = dsp_control_resume(d, conn, id, shards, hr_mysql_cell(rows, i, 2)[0] == '1',
                                     hr_mysql_cell(rows, i, 3)[0] == '1',
                                     strtoll(hr_mysql_cell(rows, i, 4), NULL, 10), err, sizeof err);
         else
-            rc = dsp_control_cancel(d, id, shards, err, sizeof err);
+            rc = dsp_control_cancel(conn, id, shards, err, sizeof err);
         if (rc < 0) {
             hr_log_warn("control_failed", "task=%" PRId64 " control=%s error=%s", id, control, err);
             break;
         }
     }
     hr_mysql_rows_free(rows);
-    dsp_control_held(d);
-    dsp_control_redriven(d);
+    dsp_control_held(d, conn);
+    dsp_control_redriven(d, conn);
 }

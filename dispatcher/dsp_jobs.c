@@ -1,7 +1,7 @@
 /* dsp_jobs: the dispatcher's background job runner.  One job at a time
- * runs on libuv's thread pool with its own connections (dsp.bg_conn); the
- * timers ask for work (DSP_BG_*) and a request made while a job runs is
- * served by the next one.
+ * runs on libuv's thread pool with its own connections (d->jobs->conn);
+ * the timers ask for work (DSP_JOBS_*) and a request made while a job runs
+ * is served by the next one.
  *
  * - scan: the scanner (dsp_scan.c), then the control transitions
  *   (dsp_control.c), the herald_tasks{state} gauge and, every
@@ -11,16 +11,59 @@
  * - poll: the DB poller (dsp_poll.c); the tasks it claimed are owned on
  *   the loop thread in the after-work callback.
  * - sweep: the sweeper and key retirement (dsp_sweep.c). */
+#include "dsp_jobs.h"
+
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp.h"
+#include "dsp_addr.h"
+#include "dsp_conn.h"
+#include "dsp_control.h"
+#include "dsp_owned.h"
+#include "dsp_poll.h"
+#include "dsp_scan.h"
+#include "dsp_sweep.h"
+#include "dsp_timer.h"
 #include "hr_state.h"
 
-/* herald_tasks{state}: one GROUP BY over the state index. */
-static void dsp_jobs_count(dsp *d)
+/* The loop thread starts a job and reads CLAIMED in its after-work
+ * callback; the job uses CONN and fills CLAIMED in between. */
+struct dsp_jobs {
+    uv_work_t work;
+    bool busy;
+    unsigned want, doing; /* DSP_JOBS_* asked for, and being done */
+    dsp_conn conn;
+    dsp_poll_claimed claimed;
+};
+
+int dsp_jobs_new(dsp *d)
 {
-    dsp_conn *conn = &d->bg_conn;
+    d->jobs = calloc(1, sizeof *d->jobs);
+    return d->jobs != NULL ? 0 : -1;
+}
+
+void dsp_jobs_free(dsp *d)
+{
+    dsp_jobs *jobs = d->jobs;
+
+    if (jobs == NULL)
+        return;
+    for (size_t i = 0; i < jobs->claimed.n; i++)
+        hr_task_free(jobs->claimed.v[i]);
+    hr_vec_free(&jobs->claimed);
+    dsp_conn_close(&jobs->conn);
+    free(jobs);
+    d->jobs = NULL;
+}
+
+bool dsp_jobs_busy(const dsp *d)
+{
+    return d->jobs->busy;
+}
+
+/* herald_tasks{state}: one GROUP BY over the state index. */
+static void dsp_jobs_count(dsp *d, dsp_conn *conn)
+{
     const hr_mysql_param p[] = {DSP_TOPIC_PARAMS};
     hr_mysql_rows *rows = NULL;
     char err[512];
@@ -34,72 +77,63 @@ static void dsp_jobs_count(dsp *d)
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
         return;
     }
-    dsp_metrics_tasks(d, rows);
+    dsp_metrics_tasks(&d->met, rows);
     hr_mysql_rows_free(rows);
 }
 
 static void dsp_jobs_work(uv_work_t *w)
 {
     dsp *d = w->data;
+    dsp_jobs *jobs = d->jobs;
 
-    if (!dsp_conn_ready(d, &d->bg_conn))
+    if (!dsp_conn_ready(d, &jobs->conn))
         return;
-    if (d->bg_doing & DSP_BG_SCAN) {
-        dsp_scan(d);
-        dsp_control_scan(d);
-        dsp_jobs_count(d);
-        dsp_addr_sync(d, &d->bg_conn, true);
+    if (jobs->doing & DSP_JOBS_SCAN) {
+        dsp_scan_run(d, &jobs->conn);
+        dsp_control_scan(d, &jobs->conn);
+        dsp_jobs_count(d, &jobs->conn);
+        dsp_addr_sync(d, &jobs->conn, true);
     }
-    if ((d->bg_doing & DSP_BG_POLL) && !atomic_load(&d->stopping))
-        dsp_poll(d);
-    if ((d->bg_doing & DSP_BG_SWEEP) && !atomic_load(&d->stopping))
-        dsp_sweep(d);
+    if ((jobs->doing & DSP_JOBS_POLL) && !atomic_load(&d->stopping))
+        dsp_poll_run(d, &jobs->conn, &jobs->claimed);
+    if ((jobs->doing & DSP_JOBS_SWEEP) && !atomic_load(&d->stopping))
+        dsp_sweep_run(d, &jobs->conn);
 }
 
 static void dsp_jobs_done(uv_work_t *w, int status)
 {
     dsp *d = w->data;
+    dsp_jobs *jobs = d->jobs;
     size_t i;
 
     (void)status;
-    d->bg_busy = false;
-    for (i = 0; i < d->bg_claimed.n; i++) {
-        dsp_own(d, d->bg_claimed.v[i],
-                d->bg_claimed.v[i]->state == HR_STATE_DISPATCHING ? "takeover" : "poller");
-        hr_task_free(d->bg_claimed.v[i]);
+    jobs->busy = false;
+    for (i = 0; i < jobs->claimed.n; i++) {
+        dsp_owned_add(d, jobs->claimed.v[i],
+                      jobs->claimed.v[i]->state == HR_STATE_DISPATCHING ? "takeover" : "poller");
+        hr_task_free(jobs->claimed.v[i]);
     }
-    d->bg_claimed.n = 0;
+    jobs->claimed.n = 0;
     if (atomic_load(&d->stopping))
         return;
     /* The scan may have put entries into the timer that are due before it
      * wakes. */
-    if (d->bg_doing & DSP_BG_SCAN)
+    if (jobs->doing & DSP_JOBS_SCAN)
         dsp_timer_wake(d);
-    if (d->bg_want != 0)
+    if (jobs->want != 0)
         dsp_jobs_kick(d, 0);
 }
 
 void dsp_jobs_kick(dsp *d, unsigned what)
 {
-    d->bg_want |= what;
-    if (d->bg_busy || d->bg_want == 0 || atomic_load(&d->stopping))
+    dsp_jobs *jobs = d->jobs;
+
+    jobs->want |= what;
+    if (jobs->busy || jobs->want == 0 || atomic_load(&d->stopping))
         return;
-    d->bg_doing = d->bg_want;
-    d->bg_want = 0;
-    d->bg_work.data = d;
-    if (uv_queue_work(d->loop, &d->bg_work, dsp_jobs_work, dsp_jobs_done) == 0)
-        d->bg_busy = true;
-}
-
-void dsp_jobs_free(dsp *d)
-{
-    size_t i;
-
-    for (i = 0; i < d->bg_claimed.n; i++)
-        hr_task_free(d->bg_claimed.v[i]);
-    hr_vec_free(&d->bg_claimed);
-    free(d->scan);
-    d->scan = NULL;
-    d->nscan = 0;
-    dsp_conn_close(&d->bg_conn);
+    jobs->doing = jobs->want;
+    jobs->want = 0;
+    jobs->work.data = d;
+    if (uv_queue_work(d->loop, &jobs->work, dsp_jobs_work, dsp_jobs_done) == 0)
+        jobs->busy = true;
 }

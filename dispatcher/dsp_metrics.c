@@ -9,8 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp.h"
+#include "dsp_metrics.h"
 #include "hr_log.h"
+#include "hr_state.h"
 
 /* Claim lag: due time to claim, seconds. */
 static const double dsp_lag_buckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300};
@@ -18,9 +19,8 @@ static const double dsp_lag_buckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 
 /* Reconciliation after the claim, seconds. */
 static const double dsp_rc_buckets[] = {0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120};
 
-int dsp_metrics_new(dsp *d, char *errstr, size_t errlen)
+int dsp_metrics_new(dsp_metrics *m, char *errstr, size_t errlen)
 {
-    dsp_metrics *m = &d->met;
     hr_metrics_family *published, *redelivered, *claimed, *lag, *waits, *errors;
     hr_metrics_family *rc_added, *rc_seconds, *unaccounted, *expired;
     hr_metrics_family *paced, *paced_rate, *warnings;
@@ -96,13 +96,13 @@ int dsp_metrics_new(dsp *d, char *errstr, size_t errlen)
     return 0;
 }
 
-void dsp_metrics_free(dsp *d)
+void dsp_metrics_free(dsp_metrics *m)
 {
-    hr_metrics_free(d->met.reg);
-    memset(&d->met, 0, sizeof d->met);
+    hr_metrics_free(m->reg);
+    memset(m, 0, sizeof *m);
 }
 
-void dsp_metrics_tasks(dsp *d, const hr_mysql_rows *rows)
+void dsp_metrics_tasks(dsp_metrics *m, const hr_mysql_rows *rows)
 {
     double count[HR_STATE__COUNT] = {0};
     hr_task_state s;
@@ -115,5 +115,5 @@ void dsp_metrics_tasks(dsp *d, const hr_mysql_rows *rows)
             hr_log_warn("task_state_unknown", "state=%s", hr_mysql_cell(rows, i, 0));
     }
     for (i = 0; i < HR_STATE__COUNT; i++)
-        hr_metrics_set(hr_metrics_labels(d->met.tasks, hr_state_name((hr_task_state)i)), count[i]);
+        hr_metrics_set(hr_metrics_labels(m->tasks, hr_state_name((hr_task_state)i)), count[i]);
 }

@@ -1,15 +1,16 @@
-/* dsp_pace: finish-by pacing and admission control (docs/scheduling.md);
- * the arithmetic is common/hr_pace.c.
+/* dsp_pace: admission control, and what it knows of finish-by pacing
+ * (docs/scheduling.md); the arithmetic is common/hr_pace.c.
  *
  * Pacing: a task with a finish_by has its rate derived at every grant by
  * the limiter's script (common/lua/ratelimit.lua through
- * hr_ratelimit_take_paced), at the owner's chunking (dsp_grant) and at
+ * hr_ratelimit_take_paced), at the owner's chunking (dsp_chunk.c) and at
  * every worker's pushes alike, from what is left (recipients not chunked
  * + chunked and not settled) and the time left, capped by its effective
  * rate_limit; so a plan that lags (a slow provider, a restart) corrects
  * itself, and the workers keep pacing the last chunks after the owner let
  * the task go.  The rate in force is in the stats hash (`planned_rate`,
- * for the API) and, summed over the owned tasks, in herald_paced_rate.
+ * for the API) and, summed over the owned tasks, in herald_paced_rate
+ * (dsp_owned_gauges).
  *
  * Admission (API threads and the background scan, each with its own
  * connections): the estimate of hr_pace_estimate_run from the task's size
@@ -19,12 +20,13 @@
  * the hour before or HR_PACE_WINDOW_MS after it, sized alike; its text goes
  * to push_task.last_warning when it changed, and the first warning of a
  * task is counted in herald_task_warnings_total{kind}.  A warning never holds the task. */
+#include "dsp_pace.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp.h"
 #include "hr_keys.h"
 #include "hr_log.h"
 #include "hr_pace.h"
@@ -33,20 +35,6 @@
 /* Scheduled tasks due this long before the admitted one may still run
  * with it (a late claim); running ones count whatever their due time. */
 #define DSP_PACE_LOOKBACK_MS ((int64_t)3600 * 1000)
-
-void dsp_pace_gauges(dsp *d)
-{
-    double rate = 0, tasks = 0;
-
-    for (size_t i = 0; i < d->tasks.n; i++) {
-        if (d->tasks.v[i]->finish_ms <= 0)
-            continue;
-        tasks++;
-        rate += (double)d->tasks.v[i]->rate_limit;
-    }
-    hr_metrics_set(d->met.paced_tasks, tasks);
-    hr_metrics_set(d->met.paced_rate, rate);
-}
 
 /* The channel's budget for the estimate: the lower of its rate_limit and
  * its measured throughput (0 = unlimited). */
@@ -151,8 +139,8 @@ static int dsp_pace_others(hr_mysql *m, const hr_task *t, int64_t *ids, int *sha
     return (int)n;
 }
 
-int dsp_admit(dsp *d, hr_mysql *m, hr_redis *r, const hr_task *t, int64_t now, char *errstr,
-              size_t errlen)
+int dsp_pace_admit(dsp *d, hr_mysql *m, hr_redis *r, const hr_task *t, int64_t now, char *errstr,
+                   size_t errlen)
 {
     const hr_channel *ch = hr_config_channel(d->cfg, t->channel);
     int64_t capacity = ch != NULL ? dsp_pace_capacity(ch) : 0;

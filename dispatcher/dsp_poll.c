@@ -1,33 +1,36 @@
 /* dsp_poll: the DB poller (DESIGN.md "DB poller"), run by the background
- * job (dsp_jobs.c) with its connections (dsp.bg_conn).
+ * job (dsp_jobs.c) with its connections.
  *
- * Prepares (dsp_prepare), then claims scheduled tasks overdue by more than
- * poller_grace_ms (their timer entry was lost or never written), and takes
- * over dispatching tasks whose lease expired.  The claimed tasks go to the
- * loop thread through dsp.bg_claimed, which it owns in the job's
- * after-work callback.
+ * Prepares (dsp_scan_prepare), then claims scheduled tasks overdue by more
+ * than poller_grace_ms (their timer entry was lost or never written), and
+ * takes over dispatching tasks whose lease expired.  The claimed tasks go
+ * to the loop thread through the job's claimed list, which it owns in the
+ * job's after-work callback.
  *
  * Every query is restricted to the test topic filter (dsp_seams.h), if
  * any. */
+#include "dsp_poll.h"
+
 #include <inttypes.h>
 #include <stdlib.h>
 
-#include "dsp.h"
+#include "dsp_conn.h"
+#include "dsp_scan.h"
+#include "dsp_store.h"
 #include "hr_clock.h"
 #include "hr_log.h"
 
-static void dsp_poll_claimed_add(dsp *d, hr_task *t)
+static void dsp_poll_claimed_add(dsp_poll_claimed *claimed, hr_task *t)
 {
-    if (hr_vec_push(&d->bg_claimed, t) != 0) {
+    if (hr_vec_push(claimed, t) != 0) {
         /* Our claim lapses after lease_s and the task is taken over. */
         hr_log_error("task_not_owned", "task=%" PRId64 " error=out of memory", t->id);
         hr_task_free(t);
     }
 }
 
-void dsp_poll(dsp *d)
+void dsp_poll_run(dsp *d, dsp_conn *conn, dsp_poll_claimed *claimed)
 {
-    dsp_conn *conn = &d->bg_conn;
     const hr_mysql_param ps[] = {HR_P_I64((int64_t)d->cfg->dispatcher.poller_grace_ms * 1000),
                                  DSP_TOPIC_PARAMS, HR_P_I64(DSP_POLL_MAX)};
     const hr_mysql_param pt[] = {DSP_TOPIC_PARAMS, HR_P_I64(DSP_POLL_MAX)};
@@ -41,7 +44,8 @@ void dsp_poll(dsp *d)
     if (dsp_store_tasks(conn->m,
                         "SELECT " HR_TASK_COLUMNS " FROM push_task "
                         "WHERE state = 'scheduled' AND control = 'run' "
-                        "AND " HR_TASK_FIRST_DUE_SQL " < UTC_TIMESTAMP(3) - INTERVAL ? MICROSECOND "
+                        "AND " HR_STATE_FIRST_DUE_SQL
+                        " < UTC_TIMESTAMP(3) - INTERVAL ? MICROSECOND "
                         "AND (? IS NULL OR topic = ?) ORDER BY due_at LIMIT ?",
                         ps, 4, &tasks, &n, err, sizeof err) < 0)
         goto failed;
@@ -58,10 +62,10 @@ void dsp_poll(dsp *d)
     }
     for (i = 0; i < nvalid; i++)
         e[i] = (dsp_scan_entry){.id = tasks[i]->id, .due_ms = -1};
-    if (nvalid > 0 && dsp_prepare_count(d, tasks, nvalid, e, hr_clock_now_ms(), c) < 0)
+    if (nvalid > 0 && dsp_scan_prepare_count(d, conn, tasks, nvalid, e, hr_clock_now_ms(), c) < 0)
         nvalid = 0;
     for (i = 0; i < nvalid && !atomic_load(&d->stopping); i++) {
-        if (dsp_prepare(d, tasks[i], &e[i], &c[i]) < 0)
+        if (dsp_scan_prepare(d, conn, tasks[i], &e[i], &c[i]) < 0)
             continue;
         rc = dsp_store_claim(d, conn->m, tasks[i]->id, hr_clock_now_ms(), err, sizeof err);
         if (rc == HR_STATE_BUSY)
@@ -70,7 +74,7 @@ void dsp_poll(dsp *d)
             goto failed;
         if (rc == 1) {
             hr_log_info("task_overdue", "task=%" PRId64 " via=poller", tasks[i]->id);
-            dsp_poll_claimed_add(d, tasks[i]);
+            dsp_poll_claimed_add(claimed, tasks[i]);
             tasks[i] = NULL;
         }
     }
@@ -100,7 +104,7 @@ void dsp_poll(dsp *d)
         if (affected == 1) {
             hr_log_info("task_taken_over", "task=%" PRId64 " from=%s", tasks[i]->id,
                         tasks[i]->claimed_by ? tasks[i]->claimed_by : "");
-            dsp_poll_claimed_add(d, tasks[i]);
+            dsp_poll_claimed_add(claimed, tasks[i]);
             tasks[i] = NULL;
         }
     }

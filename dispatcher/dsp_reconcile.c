@@ -23,7 +23,7 @@
  * Off the loop thread: a sync's cost follows the rows added since the last
  * one, which a bulk load just before due can make large.  Up to
  * DSP_RECONCILE_JOBS jobs at a time on libuv's pool, each with its own
- * connections (dsp.rc[i].conn) and a batch of up to DSP_RECONCILE_BATCH
+ * connections and a batch of up to DSP_RECONCILE_BATCH
  * queued tasks, reconciled one after the other after one address sync for
  * the batch; with many small tasks due at once, one reconciliation at a
  * time (about twenty round trips each) held the later tasks' first chunks
@@ -31,16 +31,59 @@
  * each task's sync takes its prepare lock anyway.  The loop thread queues
  * tasks (dsp_reconcile_want) and reads the outcomes in a job's after-work
  * callback, which libuv runs on the loop thread. */
+#include "dsp_reconcile.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp.h"
+#include "dsp_addr.h"
+#include "dsp_conn.h"
+#include "dsp_shard.h"
+#include "dsp_wait.h"
 #include "hr_clock.h"
 #include "hr_keys.h"
 #include "hr_log.h"
+#include "hr_shard.h"
 #include "hr_subs.h"
+#include "hr_vec.h"
+
+/* One task's reconciliation: asked for by the chunker, its outcome written
+ * by the job. */
+typedef struct dsp_rc_item {
+    int64_t id;
+    bool waits;     /* a local-time or windowed task: plan its wait set */
+    bool addressed; /* its channel pushes to the address book: sync it first */
+    int shards;     /* a sharded task's: seq of each shard, and its rows */
+    int result;     /* an hr_subs_result, or -1 */
+    int64_t added, seen, parked, ms;
+    char err[256];
+} dsp_rc_item;
+
+/* A reconciliation job: a batch of items on libuv's pool, its own
+ * connections. */
+typedef struct dsp_rc_job {
+    uv_work_t work;
+    dsp *d;
+    dsp_conn conn;
+    bool busy;
+    size_t n;
+    dsp_rc_item items[DSP_RECONCILE_BATCH];
+} dsp_rc_job;
+
+/* The loop thread owns the queue, fills a job's items before it starts and
+ * reads them in its after-work callback; the job writes them in between. */
+struct dsp_reconcile {
+    dsp_rc_job jobs[DSP_RECONCILE_JOBS];
+    HR_VEC(dsp_rc_item) queue;
+};
+
+int dsp_reconcile_new(dsp *d)
+{
+    d->rc = calloc(1, sizeof *d->rc);
+    return d->rc != NULL ? 0 : -1;
+}
 
 /* Raises the seq of shard SHARD of task ID (of SHARDS) to the count of the
  * highest chunk number it ever had (MAX, a push_chunk row's) or a pending
@@ -174,7 +217,7 @@ static void dsp_rc_work(uv_work_t *w)
  * try again after a short wait. */
 static void dsp_rc_outcome(dsp *d, int64_t id, bool ok)
 {
-    dsp_task *dt = dsp_task_find(d, id);
+    dsp_task *dt = dsp_owned_find(d, id, HR_SHARD_NONE);
 
     if (dt == NULL)
         return; /* dropped meanwhile (paused, cancelled, lease lost) */
@@ -235,16 +278,16 @@ static void dsp_rc_start(dsp *d)
 {
     size_t j, i;
 
-    for (j = 0; j < DSP_RECONCILE_JOBS && d->rc_queue.n > 0 && !atomic_load(&d->stopping); j++) {
-        dsp_rc_job *job = &d->rc[j];
+    for (j = 0; j < DSP_RECONCILE_JOBS && d->rc->queue.n > 0 && !atomic_load(&d->stopping); j++) {
+        dsp_rc_job *job = &d->rc->jobs[j];
 
         if (job->busy)
             continue;
-        job->n = d->rc_queue.n < DSP_RECONCILE_BATCH ? d->rc_queue.n : DSP_RECONCILE_BATCH;
-        memcpy(job->items, d->rc_queue.v, job->n * sizeof *job->items);
-        memmove(d->rc_queue.v, d->rc_queue.v + job->n,
-                (d->rc_queue.n - job->n) * sizeof *d->rc_queue.v);
-        d->rc_queue.n -= job->n;
+        job->n = d->rc->queue.n < DSP_RECONCILE_BATCH ? d->rc->queue.n : DSP_RECONCILE_BATCH;
+        memcpy(job->items, d->rc->queue.v, job->n * sizeof *job->items);
+        memmove(d->rc->queue.v, d->rc->queue.v + job->n,
+                (d->rc->queue.n - job->n) * sizeof *d->rc->queue.v);
+        d->rc->queue.n -= job->n;
         job->d = d;
         job->work.data = job;
         if (uv_queue_work(d->loop, &job->work, dsp_rc_work, dsp_rc_done) == 0) {
@@ -262,12 +305,12 @@ static bool dsp_rc_has(const dsp *d, int64_t id)
 {
     size_t i, j;
 
-    for (i = 0; i < d->rc_queue.n; i++)
-        if (d->rc_queue.v[i].id == id)
+    for (i = 0; i < d->rc->queue.n; i++)
+        if (d->rc->queue.v[i].id == id)
             return true;
     for (j = 0; j < DSP_RECONCILE_JOBS; j++)
-        for (i = 0; d->rc[j].busy && i < d->rc[j].n; i++)
-            if (d->rc[j].items[i].id == id)
+        for (i = 0; d->rc->jobs[j].busy && i < d->rc->jobs[j].n; i++)
+            if (d->rc->jobs[j].items[i].id == id)
                 return true;
     return false;
 }
@@ -275,10 +318,10 @@ static bool dsp_rc_has(const dsp *d, int64_t id)
 bool dsp_reconcile_want(dsp *d, dsp_task *dt)
 {
     if (!dsp_rc_has(d, dt->id) &&
-        hr_vec_push(&d->rc_queue, ((dsp_rc_item){.id = dt->id,
-                                                 .waits = dt->waits,
-                                                 .addressed = dt->addressed,
-                                                 .shards = dt->shards})) != 0)
+        hr_vec_push(&d->rc->queue, ((dsp_rc_item){.id = dt->id,
+                                                  .waits = dt->waits,
+                                                  .addressed = dt->addressed,
+                                                  .shards = dt->shards})) != 0)
         return false;
     dt->reconciling = true;
     dsp_rc_start(d);
@@ -288,14 +331,18 @@ bool dsp_reconcile_want(dsp *d, dsp_task *dt)
 bool dsp_reconcile_busy(const dsp *d)
 {
     for (size_t j = 0; j < DSP_RECONCILE_JOBS; j++)
-        if (d->rc[j].busy)
+        if (d->rc->jobs[j].busy)
             return true;
     return false;
 }
 
 void dsp_reconcile_free(dsp *d)
 {
-    hr_vec_free(&d->rc_queue);
+    if (d->rc == NULL)
+        return;
+    hr_vec_free(&d->rc->queue);
     for (size_t j = 0; j < DSP_RECONCILE_JOBS; j++)
-        dsp_conn_close(&d->rc[j].conn);
+        dsp_conn_close(&d->rc->jobs[j].conn);
+    free(d->rc);
+    d->rc = NULL;
 }

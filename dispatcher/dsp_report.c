@@ -1,8 +1,8 @@
 /* dsp_report: the push_chunk rows of confirmed publishes, on the loop
  * thread (docs/architecture.md, "push_chunk").
  *
- * A delivery report (dsp_dr_cb, dsp_chunk.c) of a first publish or a
- * republish queues a dsp_report in dsp.reports (at most DSP_REPORTS_MAX);
+ * A delivery report (dsp_chunk_delivered, dsp_chunk.c) of a first publish or a
+ * republish queues a dsp_report in d->report (at most DSP_REPORTS_MAX);
  * every tick writes up to DSP_REPORTS_PER_TICK of them, oldest first:
  *   1. INSERT IGNORE ... RETURNING: the rows that did not exist yet (first
  *      publishes) are inserted and come back; when it fails nothing was
@@ -24,15 +24,19 @@
  * Why batches: with many small tasks due together there is one report per
  * task, and a row, a total and two HINCRBYs per report (four round trips
  * each) took about half of the loop thread, which also claims and chunks. */
+#include "dsp_report.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp.h"
+#include "dsp_conn.h"
+#include "hr_batch.h"
 #include "hr_keys.h"
 #include "hr_log.h"
 #include "hr_pipe.h"
+#include "hr_vec.h"
 
 /* The first publishes of one task (of one shard of a sharded task) in a
  * batch. */
@@ -41,9 +45,29 @@ typedef struct dsp_report_sum {
     int shard;
 } dsp_report_sum;
 
+/* The queue, oldest first. */
+struct dsp_report_queue {
+    HR_VEC(dsp_report) q;
+};
+
+int dsp_report_new(dsp *d)
+{
+    d->report = calloc(1, sizeof *d->report);
+    return d->report != NULL ? 0 : -1;
+}
+
+void dsp_report_free(dsp *d)
+{
+    if (d->report == NULL)
+        return;
+    hr_vec_free(&d->report->q);
+    free(d->report);
+    d->report = NULL;
+}
+
 void dsp_report_add(dsp *d, const dsp_report *rp)
 {
-    if (d->reports.n >= DSP_REPORTS_MAX || hr_vec_push(&d->reports, *rp) != 0)
+    if (d->report->q.n >= DSP_REPORTS_MAX || hr_vec_push(&d->report->q, *rp) != 0)
         hr_log_error("chunk_row_lost", "task=%" PRId64 " seq=%" PRId64 " error=report queue full",
                      rp->task, rp->seq);
 }
@@ -52,29 +76,24 @@ bool dsp_report_queued(const dsp *d, int64_t id, int shard)
 {
     size_t i;
 
-    for (i = 0; i < d->reports.n; i++)
-        if (d->reports.v[i].task == id && d->reports.v[i].shard == shard)
+    for (i = 0; i < d->report->q.n; i++)
+        if (d->report->q.v[i].task == id && d->report->q.v[i].shard == shard)
             return true;
     return false;
 }
 
-/* Marks in FRESH[N] the reports of the batch whose rows ROWS (task_id,
- * seq) were inserted; a chunk reported twice in one batch is fresh once. */
-static void dsp_report_mark(const dsp_report *rp, size_t n, const hr_mysql_rows *rows, bool *fresh)
+/* Batch row I's chunk row was inserted: it is a first publish, FRESH[I].
+ * A chunk reported twice in one batch is fresh once. */
+static bool dsp_report_mark(void *ctx, size_t i, const hr_mysql_rows *rows, size_t row)
 {
-    size_t i, j;
+    bool *fresh = ctx;
 
-    for (j = 0; j < rows->nrows; j++) {
-        int64_t task = strtoll(hr_mysql_cell(rows, j, 0), NULL, 10);
-        int64_t seq = strtoll(hr_mysql_cell(rows, j, 1), NULL, 10);
-
-        for (i = 0; i < n; i++) {
-            if (!fresh[i] && rp[i].task == task && rp[i].seq == seq) {
-                fresh[i] = true;
-                break;
-            }
-        }
-    }
+    (void)rows;
+    (void)row;
+    if (fresh[i])
+        return false;
+    fresh[i] = true;
+    return true;
 }
 
 /* Adds report RP to the per-task sums SUM[*NSUM] (room for every report). */
@@ -96,12 +115,13 @@ static int dsp_report_totals(hr_mysql *m, const dsp_report_sum *sum, size_t n, c
                              size_t errlen)
 {
     int64_t *cells = calloc(n * 2, sizeof *cells);
-    char *totals = NULL;
     size_t rows = 0;
-    int rc = -1;
+    int rc;
 
-    if (cells == NULL)
-        goto oom;
+    if (cells == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
     /* A task's shards in one cell: the UPDATE below changes each task row
      * once, whatever its number of list rows. */
     for (size_t i = 0; i < n; i++) {
@@ -113,23 +133,12 @@ static int dsp_report_totals(hr_mysql *m, const dsp_report_sum *sum, size_t n, c
         cells[rows * 2 + 1] = sum[i].size;
         rows++;
     }
-    if (hr_mysql_json_ints(cells, rows, 2, &totals) < 0)
-        goto oom;
-    {
-        const hr_mysql_param p[] = {HR_P_STR(totals)};
-
-        /* One row per task in the list, so each total grows once. */
-        rc = hr_mysql_exec(m,
-                           "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$[0]', "
-                           "size BIGINT PATH '$[1]')) j STRAIGHT_JOIN push_task t ON t.id = j.task "
-                           "SET t.total = t.total + j.size",
-                           p, 1, NULL, NULL, NULL, errstr, errlen);
-    }
-    goto done;
-oom:
-    snprintf(errstr, errlen, "out of memory");
-done:
-    free(totals);
+    /* One row per task in the list, so each total grows once. */
+    rc = hr_batch_exec(m,
+                       "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$[0]', "
+                       "size BIGINT PATH '$[1]')) j STRAIGHT_JOIN push_task t ON t.id = j.task "
+                       "SET t.total = t.total + j.size",
+                       &(hr_batch){cells, rows, 2}, NULL, 0, NULL, NULL, errstr, errlen);
     free(cells);
     return rc;
 }
@@ -148,35 +157,28 @@ static int dsp_report_rows(hr_mysql *m, const dsp_report *rp, size_t n, bool *fr
                            dsp_report_sum *sum, size_t *nsum, char *errstr, size_t errlen)
 {
     int64_t *cells = calloc(n * 4, sizeof *cells);
-    char *batch = NULL;
-    hr_mysql_rows *rows = NULL;
     size_t i;
     int rc = -1;
 
-    if (cells == NULL)
-        goto oom;
+    if (cells == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
     for (i = 0; i < n; i++) {
         cells[i * 4] = rp[i].task;
         cells[i * 4 + 1] = rp[i].seq;
         cells[i * 4 + 2] = rp[i].size;
         cells[i * 4 + 3] = rp[i].published_ms;
     }
-    if (hr_mysql_json_ints(cells, n, 4, &batch) < 0)
-        goto oom;
-    {
-        const hr_mysql_param p[] = {HR_P_STR(batch)};
-
-        if (hr_mysql_query(
-                m,
-                "INSERT IGNORE INTO push_chunk (task_id, seq, size, state, published_at) "
-                "SELECT j.task, j.seq, j.size, 'published', FROM_UNIXTIME(j.ms / 1000) "
-                "FROM JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$[0]', "
-                "seq BIGINT PATH '$[1]', size BIGINT PATH '$[2]', "
-                "ms BIGINT PATH '$[3]')) j RETURNING task_id, seq",
-                p, 1, &rows, errstr, errlen) < 0)
-            goto done;
-    }
-    dsp_report_mark(rp, n, rows, fresh);
+    if (hr_batch_select(m,
+                        "INSERT IGNORE INTO push_chunk (task_id, seq, size, state, published_at) "
+                        "SELECT j.task, j.seq, j.size, 'published', FROM_UNIXTIME(j.ms / 1000) "
+                        "FROM JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$[0]', "
+                        "seq BIGINT PATH '$[1]', size BIGINT PATH '$[2]', "
+                        "ms BIGINT PATH '$[3]')) j RETURNING task_id, seq",
+                        &(hr_batch){cells, n, 4}, NULL, 0, 2, dsp_report_mark, fresh, errstr,
+                        errlen) < 0)
+        goto done;
     rc = 1; /* the rows are written: what fails now is logged */
     for (i = 0; i < n; i++) {
         const hr_mysql_param p[] = {HR_P_I64(rp[i].published_ms), HR_P_I64(rp[i].task),
@@ -203,12 +205,7 @@ static int dsp_report_rows(hr_mysql *m, const dsp_report *rp, size_t n, bool *fr
         goto done;
     }
     rc = 0;
-    goto done;
-oom:
-    snprintf(errstr, errlen, "out of memory");
 done:
-    hr_mysql_rows_free(rows);
-    free(batch);
     free(cells);
     return rc;
 }
@@ -249,7 +246,7 @@ done:
 static bool dsp_report_batch(dsp *d, size_t max)
 {
     dsp_conn *conn = &d->loop_conn;
-    size_t n = d->reports.n < max ? d->reports.n : max, nsum = 0;
+    size_t n = d->report->q.n < max ? d->report->q.n : max, nsum = 0;
     dsp_report_sum *sum = NULL;
     bool *fresh = NULL, ok = false;
     char err[512];
@@ -265,11 +262,11 @@ static bool dsp_report_batch(dsp *d, size_t max)
         snprintf(err, sizeof err, "out of memory");
         goto failed;
     }
-    rc = dsp_report_rows(conn->m, d->reports.v, n, fresh, sum, &nsum, err, sizeof err);
+    rc = dsp_report_rows(conn->m, d->report->q.v, n, fresh, sum, &nsum, err, sizeof err);
     if (rc < 0)
         goto failed;
-    memmove(d->reports.v, d->reports.v + n, (d->reports.n - n) * sizeof *d->reports.v);
-    d->reports.n -= n;
+    memmove(d->report->q.v, d->report->q.v + n, (d->report->q.n - n) * sizeof *d->report->q.v);
+    d->report->q.n -= n;
     if (rc == 0)
         dsp_health_ok(d, DSP_MYSQL);
     else
@@ -292,6 +289,6 @@ void dsp_report_write(dsp *d)
 
 void dsp_report_flush(dsp *d)
 {
-    while (d->reports.n > 0 && dsp_report_batch(d, DSP_REPORTS_PER_TICK))
+    while (d->report->q.n > 0 && dsp_report_batch(d, DSP_REPORTS_PER_TICK))
         ;
 }

@@ -1,9 +1,9 @@
 /* dsp_scan: the scanner and prepare (DESIGN.md "Scanner" and "Prepare"),
- * run by the background job (dsp_jobs.c) with its connections (dsp.bg_conn).
+ * run by the background job (dsp_jobs.c) with its connections.
  *
  * - Scanner: scheduled, control=run tasks due within the horizon are
  *   validated (bad rows become `failed`), prepared and put into the timer
- *   (dsp_timer.c).  The scanner remembers what it put there (dsp.scan,
+ *   (dsp_timer.c).  The scanner remembers what it put there (d->scan,
  *   sorted by id and rebuilt by every scan, so it holds at most
  *   DSP_SCAN_MAX entries): an entry is ZADDed again only when its due time
  *   moved, so a timer entry that vanished stays gone and the DB poller is
@@ -27,17 +27,46 @@
  *
  * Every query is restricted to the test topic filter (dsp_seams.h), if
  * any. */
+#include "dsp_scan.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp.h"
+#include "dsp_conn.h"
+#include "dsp_pace.h"
+#include "dsp_store.h"
+#include "dsp_timer.h"
+#include "hr_batch.h"
 #include "hr_clock.h"
 #include "hr_keys.h"
 #include "hr_log.h"
 #include "hr_pipe.h"
 #include "hr_subs.h"
+
+#define DSP_ADMIT_BUDGET_MS 250 /* admission estimates per scan (time) */
+
+/* What the last scan put into the timer, sorted by id (background job). */
+struct dsp_scan {
+    dsp_scan_entry *v;
+    size_t n;
+};
+
+int dsp_scan_new(dsp *d)
+{
+    d->scan = calloc(1, sizeof *d->scan);
+    return d->scan != NULL ? 0 : -1;
+}
+
+void dsp_scan_free(dsp *d)
+{
+    if (d->scan == NULL)
+        return;
+    free(d->scan->v);
+    free(d->scan);
+    d->scan = NULL;
+}
 
 static int dsp_scan_cmp(const void *a, const void *b)
 {
@@ -105,61 +134,57 @@ done:
     return rc;
 }
 
+/* What dsp_prepare_want's match writes: the count of batch row I (a
+ * task id) into the want of C[at[I]]. */
+typedef struct dsp_prepare_match {
+    dsp_prep_count *c;
+    const size_t *at;
+} dsp_prepare_match;
+
+static bool dsp_prepare_want_row(void *ctx, size_t i, const hr_mysql_rows *rows, size_t row)
+{
+    const dsp_prepare_match *pm = ctx;
+
+    pm->c[pm->at[i]].want = strtoll(hr_mysql_cell(rows, row, 1), NULL, 10);
+    return true;
+}
+
 /* The push_subscription rows of the tasks whose C[i].need is set into
  * C[i].want, one statement.  0 or -1 (ERRSTR). */
 static int dsp_prepare_want(dsp_conn *conn, hr_task *const *tasks, size_t n, dsp_prep_count *c,
                             char *errstr, size_t errlen)
 {
     int64_t *ids = calloc(n, sizeof *ids);
-    hr_mysql_rows *rows = NULL;
-    char *batch = NULL;
-    size_t i, j, k = 0;
+    size_t *at = calloc(n, sizeof *at);
+    size_t i, k = 0;
     int rc = -1;
 
-    if (ids == NULL)
-        goto oom;
+    if (ids == NULL || at == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        goto done;
+    }
     for (i = 0; i < n; i++)
         if (c[i].need) {
+            at[k] = i;
             ids[k++] = tasks[i]->id;
             c[i].want = 0; /* no row: no subscription */
         }
-    if (k == 0) {
-        rc = 0;
-        goto done;
-    }
-    if (hr_mysql_json_ints(ids, k, 1, &batch) < 0)
-        goto oom;
-    {
-        const hr_mysql_param p[] = {HR_P_STR(batch)};
-
-        if (hr_mysql_query(conn->m,
-                           "SELECT s.task_id, COUNT(*) FROM JSON_TABLE(?, '$[*]' COLUMNS "
-                           "(task BIGINT PATH '$')) j STRAIGHT_JOIN push_subscription s "
-                           "ON s.task_id = j.task GROUP BY s.task_id",
-                           p, 1, &rows, errstr, errlen) < 0)
-            goto done;
-    }
-    for (j = 0; j < rows->nrows; j++) {
-        int64_t id = strtoll(hr_mysql_cell(rows, j, 0), NULL, 10);
-
-        for (i = 0; i < n; i++)
-            if (c[i].need && tasks[i]->id == id)
-                c[i].want = strtoll(hr_mysql_cell(rows, j, 1), NULL, 10);
-    }
-    rc = 0;
-    goto done;
-oom:
-    snprintf(errstr, errlen, "out of memory");
+    rc = k == 0 ? 0
+                : hr_batch_select(conn->m,
+                                  "SELECT s.task_id, COUNT(*) FROM JSON_TABLE(?, '$[*]' COLUMNS "
+                                  "(task BIGINT PATH '$')) j STRAIGHT_JOIN push_subscription s "
+                                  "ON s.task_id = j.task GROUP BY s.task_id",
+                                  &(hr_batch){ids, k, 1}, NULL, 0, 1, dsp_prepare_want_row,
+                                  &(dsp_prepare_match){c, at}, errstr, errlen);
 done:
-    hr_mysql_rows_free(rows);
-    free(batch);
+    free(at);
     free(ids);
     return rc;
 }
 
 /* Brings T's subscriber set up to date before the claim, so that the
  * reconciliation after it has little left to read; C holds its Redis and
- * MySQL counts (dsp_prepare_count).  A sync (hr_subs_sync) reads the subscriptions
+ * MySQL counts (dsp_scan_prepare_count).  A sync (hr_subs_sync) reads the subscriptions
  * added since the last one; when the set holds fewer members than MySQL
  * rows (Redis lost some) the synced mark goes first, so the next sync (or
  * the reconciliation) reads them all.  A task already due is not synced
@@ -169,9 +194,9 @@ done:
  * someone else holds the prepare lock, or the task was claimed meanwhile:
  * its owner's reconciliation finishes the set), -1 = not prepared
  * (logged). */
-int dsp_prepare(dsp *d, const hr_task *t, dsp_scan_entry *e, const dsp_prep_count *c)
+int dsp_scan_prepare(dsp *d, dsp_conn *conn, const hr_task *t, dsp_scan_entry *e,
+                     const dsp_prep_count *c)
 {
-    dsp_conn *conn = &d->bg_conn;
     int64_t now = hr_clock_now_ms(), have = c->have, want = c->want;
     char token[256], err[512];
     hr_subs_refill_opts o = {.token = token,
@@ -224,10 +249,9 @@ int dsp_prepare(dsp *d, const hr_task *t, dsp_scan_entry *e, const dsp_prep_coun
     return -1;
 }
 
-int dsp_prepare_count(dsp *d, hr_task *const *tasks, size_t n, const dsp_scan_entry *e, int64_t now,
-                      dsp_prep_count *c)
+int dsp_scan_prepare_count(dsp *d, dsp_conn *conn, hr_task *const *tasks, size_t n,
+                           const dsp_scan_entry *e, int64_t now, dsp_prep_count *c)
 {
-    dsp_conn *conn = &d->bg_conn;
     char err[512];
     size_t i;
 
@@ -251,9 +275,27 @@ int dsp_prepare_count(dsp *d, hr_task *const *tasks, size_t n, const dsp_scan_en
     return 0;
 }
 
-void dsp_scan(dsp *d)
+/* Takes the timer entries of the last scan's tasks (OLD) that this
+ * complete scan (NEXT) no longer returned out of the timer: claimed,
+ * paused, cancelled, failed, or postponed beyond the horizon.  Both are
+ * sorted by id.  Stops at the first Redis error. */
+static void dsp_scan_forget(dsp *d, dsp_conn *conn, const dsp_scan_entry *old, size_t nold,
+                            const dsp_scan_entry *next, size_t nnext)
 {
-    dsp_conn *conn = &d->bg_conn;
+    size_t i, j = 0;
+
+    for (i = 0; i < nold; i++) {
+        while (j < nnext && next[j].id < old[i].id)
+            j++;
+        if (old[i].due_ms < 0 || (j < nnext && next[j].id == old[i].id))
+            continue;
+        if (dsp_timer_del(d, conn, old[i].id) < 0)
+            return;
+    }
+}
+
+void dsp_scan_run(dsp *d, dsp_conn *conn)
+{
     const hr_mysql_param p[] = {HR_P_I64(d->cfg->dispatcher.horizon_s), DSP_TOPIC_PARAMS,
                                 HR_P_I64(DSP_SCAN_MAX)};
     hr_task **tasks = NULL;
@@ -268,8 +310,8 @@ void dsp_scan(dsp *d)
     if (dsp_store_tasks(conn->m,
                         "SELECT " HR_TASK_COLUMNS " FROM push_task "
                         "WHERE state = 'scheduled' AND control = 'run' AND (due_at IS NULL "
-                        "OR " HR_TASK_FIRST_DUE_SQL " <= UTC_TIMESTAMP(3) + INTERVAL ? SECOND) "
-                        "AND (? IS NULL OR topic = ?) ORDER BY " HR_TASK_FIRST_DUE_SQL
+                        "OR " HR_STATE_FIRST_DUE_SQL " <= UTC_TIMESTAMP(3) + INTERVAL ? SECOND) "
+                        "AND (? IS NULL OR topic = ?) ORDER BY " HR_STATE_FIRST_DUE_SQL
                         ", id LIMIT ?",
                         p, 4, &tasks, &n, err, sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
@@ -288,13 +330,14 @@ void dsp_scan(dsp *d)
             goto done;
         if (!dsp_store_check(d, conn->m, t))
             continue;
-        prev =
-            d->nscan > 0 ? bsearch(&key, d->scan, d->nscan, sizeof *d->scan, dsp_scan_cmp) : NULL;
+        prev = d->scan->n > 0
+                   ? bsearch(&key, d->scan->v, d->scan->n, sizeof *d->scan->v, dsp_scan_cmp)
+                   : NULL;
         next[nnext] = prev ? *prev : (dsp_scan_entry){.id = t->id, .due_ms = -1};
         tasks[i] = tasks[nnext];
         tasks[nnext++] = t;
     }
-    if (nnext > 0 && dsp_prepare_count(d, tasks, nnext, next, now, c) < 0)
+    if (nnext > 0 && dsp_scan_prepare_count(d, conn, tasks, nnext, next, now, c) < 0)
         goto done;
     /* Each task into the timer as soon as it is prepared: a page of syncs
      * can take longer than the time left before the first ones are due. */
@@ -304,9 +347,9 @@ void dsp_scan(dsp *d)
 
         if (atomic_load(&d->stopping))
             goto done;
-        if (dsp_prepare(d, t, e, &c[i]) < 0)
+        if (dsp_scan_prepare(d, conn, t, e, &c[i]) < 0)
             continue; /* not in the timer before it is prepared */
-        if (e->due_ms != hr_task_first_due_ms(t) && dsp_timer_add(d, t) == 0)
+        if (e->due_ms != hr_task_first_due_ms(t) && dsp_timer_add(d, conn, t) == 0)
             e->due_ms = hr_task_first_due_ms(t);
     }
     /* Admission control when first seen (prepared: its set is filled) and
@@ -325,17 +368,19 @@ void dsp_scan(dsp *d)
         if (e->due_ms < 0 || (e->admitted_ms > 0 && now - e->admitted_ms < DSP_RECHECK_MS))
             continue; /* not prepared, or estimated lately */
         e->admitted_ms = now;
-        if (dsp_admit(d, conn->m, conn->r, tasks[i], now, err, sizeof err) < 0)
+        if (dsp_pace_admit(d, conn->m, conn->r, tasks[i], now, err, sizeof err) < 0)
             hr_log_warn("admission_failed", "task=%" PRId64 " error=%s", tasks[i]->id, err);
     }
-    /* Remembered by id, as the next scan and dsp_timer_forget look them up. */
-    qsort(next, nnext, sizeof *next, dsp_scan_cmp);
+    /* Remembered by id, as the next scan and dsp_scan_forget look them up
+     * (an empty scan has no array: qsort must not see its NULL). */
+    if (nnext > 0)
+        qsort(next, nnext, sizeof *next, dsp_scan_cmp);
     /* A full page may have cut off tasks that are still scheduled. */
     if (n < DSP_SCAN_MAX)
-        dsp_timer_forget(d, d->scan, d->nscan, next, nnext);
-    free(d->scan);
-    d->scan = next;
-    d->nscan = nnext;
+        dsp_scan_forget(d, conn, d->scan->v, d->scan->n, next, nnext);
+    free(d->scan->v);
+    d->scan->v = next;
+    d->scan->n = nnext;
     next = NULL;
 done:
     free(c);

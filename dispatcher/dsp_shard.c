@@ -14,9 +14,10 @@
  *     claimant died (its lease expired) is taken by whoever sees it first,
  *     busy or not, so it waits one lease and one poll, not for a free
  *     dispatcher;
- *   - the claimed shard becomes an owned entry (dsp_own_shard) chunked by
- *     dsp_chunk.c on the shard's keys;
- *   - renew (with the task leases): our rows' leases; a row another
+ *   - the claimed shard becomes an owned entry (dsp_owned_add_shard)
+ *     chunked by dsp_chunk.c on the shard's keys;
+ *   - renew (with the task leases, through dsp_owned_renew's routine):
+ *     our rows' leases; a row another
  *     dispatcher took, or whose task was paused, cancelled or is no longer
  *     dispatching, drops its entry (a pause ends the lease at once, so the
  *     resumed task's shards are claimable without waiting);
@@ -29,12 +30,15 @@
  * claim or renewal that held a shard row while waiting for the task row
  * could deadlock with them.  The reads that join push_task are plain
  * (non-locking) reads. */
+#include "dsp_shard.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp.h"
+#include "dsp_conn.h"
+#include "hr_keys.h"
 #include "hr_log.h"
 #include "hr_state.h"
 
@@ -91,15 +95,15 @@ static int dsp_shard_take(dsp *d, const hr_mysql_rows *rows)
         int shard = atoi(hr_mysql_cell(rows, i, 1)), rc;
         hr_task *t = NULL;
 
-        if (strcmp(hr_mysql_cell(rows, i, 2), "ready") == 0 &&
-            dsp_task_find_shard(d, id, -2) != NULL)
+        if (strcmp(hr_mysql_cell(rows, i, 2), "ready") == 0 && dsp_owned_has_shard(d, id))
             continue;
         rc = dsp_shard_claim(d, id, shard, err, sizeof err);
         if (rc < 0)
             goto failed;
         if (rc == 0)
             continue; /* another dispatcher was faster */
-        if (hr_task_load(conn->m, id, &t, err, sizeof err) != 0 || !dsp_own_shard(d, t, shard)) {
+        if (hr_task_load(conn->m, id, &t, err, sizeof err) != 0 ||
+            !dsp_owned_add_shard(d, t, shard)) {
             hr_task_free(t);
             hr_log_warn("shard_released", "task=%" PRId64 " shard=%d reason=not loaded", id, shard);
             dsp_shard_end_lease(d, id, shard);
@@ -139,55 +143,43 @@ void dsp_shard_poll(dsp *d)
     hr_mysql_rows_free(rows);
 }
 
+static void dsp_shard_lost(dsp *d, const dsp_task *dt)
+{
+    (void)d;
+    hr_log_warn("shard_lost", "task=%" PRId64 " shard=%d reason=lease taken over or task ended",
+                dt->id, dt->shard);
+}
+
+/* A pause ends the lease at once, so the resumed task's shards are
+ * claimable without waiting. */
+static void dsp_shard_stopped(dsp *d, const dsp_task *dt, const hr_mysql_rows *rows, size_t row)
+{
+    (void)rows;
+    (void)row;
+    hr_log_info("shard_stopped", "task=%" PRId64 " shard=%d reason=task not running", dt->id,
+                dt->shard);
+    dsp_shard_end_lease(d, dt->id, dt->shard);
+}
+
+/* The leases of the claimed shards: their push_task_shard rows, running
+ * while their task is dispatching with control run. */
+static const dsp_owned_lease dsp_shard_lease = {
+    .renew_sql = "UPDATE push_task_shard SET lease_until = UTC_TIMESTAMP(3) + "
+                 "INTERVAL ? SECOND WHERE claimed_by = ? AND state = 'chunking'",
+    .read_sql = "SELECT s.task_id, s.shard, t.state = 'dispatching' AND t.control = 'run', NULL "
+                "FROM push_task_shard s JOIN push_task t ON t.id = s.task_id "
+                "WHERE s.claimed_by = ? AND s.state = 'chunking'",
+    .shards = true,
+    .lost = dsp_shard_lost,
+    .stopped = dsp_shard_stopped,
+    .stray = NULL,
+};
+
 void dsp_shard_renew(dsp *d)
 {
-    dsp_conn *conn = &d->loop_conn;
-    const hr_mysql_param pr[] = {HR_P_I64(d->cfg->dispatcher.lease_s), HR_P_STR(d->owner)};
-    const hr_mysql_param ps[] = {HR_P_STR(d->owner)};
-    hr_mysql_rows *rows = NULL;
-    char err[512];
-    size_t i, j;
-
     /* Nothing to renew without a shard entry (the usual case). */
-    for (i = 0; i < d->tasks.n && d->tasks.v[i]->shard == HR_SHARD_NONE; i++)
-        ;
-    if (i == d->tasks.n || !dsp_conn_ready(d, conn))
-        return;
-    if (hr_mysql_exec(conn->m,
-                      "UPDATE push_task_shard SET lease_until = UTC_TIMESTAMP(3) + "
-                      "INTERVAL ? SECOND WHERE claimed_by = ? AND state = 'chunking'",
-                      pr, 2, NULL, NULL, NULL, err, sizeof err) < 0 ||
-        hr_mysql_query(conn->m,
-                       "SELECT s.task_id, s.shard, t.state = 'dispatching' AND t.control = 'run' "
-                       "FROM push_task_shard s JOIN push_task t ON t.id = s.task_id "
-                       "WHERE s.claimed_by = ? AND s.state = 'chunking'",
-                       ps, 1, &rows, err, sizeof err) < 0) {
-        dsp_conn_failed(d, conn, DSP_MYSQL, err);
-        return;
-    }
-    for (i = d->tasks.n; i-- > 0;) {
-        dsp_task *dt = d->tasks.v[i];
-        const char *running = NULL;
-
-        if (dt->shard == HR_SHARD_NONE)
-            continue;
-        for (j = 0; j < rows->nrows; j++)
-            if (strtoll(hr_mysql_cell(rows, j, 0), NULL, 10) == dt->id &&
-                atoi(hr_mysql_cell(rows, j, 1)) == dt->shard)
-                running = hr_mysql_cell(rows, j, 2);
-        if (running == NULL) {
-            hr_log_warn("shard_lost",
-                        "task=%" PRId64 " shard=%d reason=lease taken over or task ended", dt->id,
-                        dt->shard);
-            dsp_task_drop(d, dt);
-        } else if (strcmp(running, "1") != 0) {
-            hr_log_info("shard_stopped", "task=%" PRId64 " shard=%d reason=task not running",
-                        dt->id, dt->shard);
-            dsp_shard_end_lease(d, dt->id, dt->shard);
-            dsp_task_drop(d, dt);
-        }
-    }
-    hr_mysql_rows_free(rows);
+    if (dsp_owned_any_shard(d))
+        dsp_owned_renew(d, &dsp_shard_lease);
 }
 
 void dsp_shard_chunked(dsp *d, dsp_task *dt)
@@ -211,7 +203,7 @@ void dsp_shard_chunked(dsp *d, dsp_task *dt)
     else
         hr_log_warn("shard_lost", "task=%" PRId64 " shard=%d reason=not chunking or not ours",
                     dt->id, dt->shard);
-    dsp_task_drop(d, dt);
+    dsp_owned_drop(d, dt);
     /* Free for the next shard now, not a poll period later. */
     dsp_shard_poll(d);
 }

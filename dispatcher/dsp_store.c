@@ -4,13 +4,18 @@
  * dispatcher the owner of a task, alone or for a batch of due tasks (the
  * timer's pop: one statement claims them all, one more reads the rows
  * won). */
+#include "dsp_store.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "dsp.h"
+#include "dsp_conn.h"
+#include "hr_batch.h"
 #include "hr_log.h"
 #include "hr_state.h"
+
+#define DSP_DUE_EARLY_MS 1000 /* a claim accepts due_at at most this far ahead */
 
 int dsp_store_claim(dsp *d, hr_mysql *m, int64_t id, int64_t now_ms, char *errstr, size_t errlen)
 {
@@ -19,78 +24,6 @@ int dsp_store_claim(dsp *d, hr_mysql *m, int64_t id, int64_t now_ms, char *errst
      * reply was lost must still see the task as ours. */
     return hr_state_claim(m, id, d->owner, d->cfg->dispatcher.lease_s, now_ms + DSP_DUE_EARLY_MS,
                           errstr, errlen);
-}
-
-int dsp_store_claim_batch(dsp *d, hr_mysql *m, const int64_t *ids, size_t n, int64_t now_ms,
-                          hr_task ***out, size_t *nout, char *errstr, size_t errlen)
-{
-    uint64_t claimed = 0;
-    char *batch = NULL;
-    int rc;
-
-    *out = NULL;
-    *nout = 0;
-    rc = hr_state_claim_batch(m, ids, n, d->owner, d->cfg->dispatcher.lease_s,
-                              now_ms + DSP_DUE_EARLY_MS, &claimed, errstr, errlen);
-    if (rc != 0 || claimed == 0)
-        return rc;
-    if (hr_mysql_json_ints(ids, n, 1, &batch) < 0) {
-        snprintf(errstr, errlen, "out of memory");
-        return -1;
-    }
-    {
-        const hr_mysql_param p[] = {HR_P_STR(batch), HR_P_STR(d->owner)};
-
-        /* Ours now: the ones this statement claimed and any that a claim
-         * whose reply was lost claimed before (dsp_own skips those it has). */
-        rc = dsp_store_tasks(m,
-                             "SELECT " HR_TASK_COLUMNS " FROM push_task WHERE id IN "
-                             "(SELECT claim_id FROM JSON_TABLE(?, '$[*]' COLUMNS "
-                             "(claim_id BIGINT PATH '$')) j) "
-                             "AND state = 'dispatching' AND claimed_by = ?",
-                             p, 2, out, nout, errstr, errlen);
-    }
-    free(batch);
-    return rc;
-}
-
-int dsp_store_mine(dsp *d, hr_mysql *m, const int64_t *ids, size_t n, hr_task_state state,
-                   bool *mine, char *errstr, size_t errlen)
-{
-    hr_mysql_rows *rows = NULL;
-    char *batch = NULL;
-    size_t i, j;
-    int rc;
-
-    for (i = 0; i < n; i++)
-        mine[i] = false;
-    if (hr_mysql_json_ints(ids, n, 1, &batch) < 0) {
-        snprintf(errstr, errlen, "out of memory");
-        return -1;
-    }
-    {
-        const hr_mysql_param p[] = {HR_P_STR(batch), HR_P_STR(hr_state_name(state)),
-                                    HR_P_STR(d->owner)};
-
-        rc = hr_mysql_query(m,
-                            "SELECT id FROM push_task WHERE id IN (SELECT task_id FROM "
-                            "JSON_TABLE(?, '$[*]' COLUMNS (task_id BIGINT PATH '$')) j) "
-                            "AND state = ? AND claimed_by = ?",
-                            p, 3, &rows, errstr, errlen);
-    }
-    for (j = 0; rc == 0 && j < rows->nrows; j++)
-        for (i = 0; i < n; i++)
-            if (ids[i] == strtoll(hr_mysql_cell(rows, j, 0), NULL, 10))
-                mine[i] = true;
-    hr_mysql_rows_free(rows);
-    free(batch);
-    return rc;
-}
-
-int dsp_store_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *reason, char *errstr,
-                   size_t errlen)
-{
-    return hr_state_fail(m, id, from, reason, errstr, errlen);
 }
 
 void dsp_store_tasks_free(hr_task **tasks, size_t n)
@@ -104,18 +37,17 @@ void dsp_store_tasks_free(hr_task **tasks, size_t n)
     free(tasks);
 }
 
-int dsp_store_tasks(hr_mysql *m, const char *sql, const hr_mysql_param *p, size_t np,
-                    hr_task ***out, size_t *n, char *errstr, size_t errlen)
+/* The tasks of ROWS (selected with HR_TASK_COLUMNS; freed here) into
+ * *OUT of *N.  0 or -1. */
+static int dsp_store_rows_tasks(hr_mysql_rows *rows, hr_task ***out, size_t *n, char *errstr,
+                                size_t errlen)
 {
-    hr_mysql_rows *rows = NULL;
     hr_task **tasks = NULL;
     size_t i, got = 0;
     int rc = -1;
 
     *out = NULL;
     *n = 0;
-    if (hr_mysql_query(m, sql, p, np, &rows, errstr, errlen) < 0)
-        goto done;
     if (rows->nrows > 0) {
         tasks = calloc(rows->nrows, sizeof *tasks);
         if (tasks == NULL) {
@@ -136,6 +68,70 @@ done:
     return rc;
 }
 
+int dsp_store_claim_batch(dsp *d, hr_mysql *m, const int64_t *ids, size_t n, int64_t now_ms,
+                          hr_task ***out, size_t *nout, char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_STR(d->owner)};
+    hr_mysql_rows *rows = NULL;
+    uint64_t claimed = 0;
+    int rc;
+
+    *out = NULL;
+    *nout = 0;
+    rc = hr_state_claim_batch(m, ids, n, d->owner, d->cfg->dispatcher.lease_s,
+                              now_ms + DSP_DUE_EARLY_MS, &claimed, errstr, errlen);
+    if (rc != 0 || claimed == 0)
+        return rc;
+    /* Ours now: the ones this statement claimed and any that a claim whose
+     * reply was lost claimed before (dsp_owned_add skips those it has). */
+    if (hr_batch_query(m,
+                       "SELECT " HR_TASK_COLUMNS " FROM push_task WHERE id IN "
+                       "(SELECT claim_id FROM JSON_TABLE(?, '$[*]' COLUMNS "
+                       "(claim_id BIGINT PATH '$')) j) "
+                       "AND state = 'dispatching' AND claimed_by = ?",
+                       &(hr_batch){ids, n, 1}, p, 1, &rows, errstr, errlen) < 0)
+        return -1;
+    return dsp_store_rows_tasks(rows, out, nout, errstr, errlen);
+}
+
+/* Batch row I (a task id) is in state and ours: mine[I]. */
+static bool dsp_store_mine_row(void *ctx, size_t i, const hr_mysql_rows *rows, size_t row)
+{
+    bool *mine = ctx;
+
+    (void)rows;
+    (void)row;
+    mine[i] = true;
+    return false;
+}
+
+int dsp_store_mine(dsp *d, hr_mysql *m, const int64_t *ids, size_t n, hr_task_state state,
+                   bool *mine, char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_STR(hr_state_name(state)), HR_P_STR(d->owner)};
+
+    for (size_t i = 0; i < n; i++)
+        mine[i] = false;
+    return hr_batch_select(m,
+                           "SELECT id FROM push_task WHERE id IN (SELECT task_id FROM "
+                           "JSON_TABLE(?, '$[*]' COLUMNS (task_id BIGINT PATH '$')) j) "
+                           "AND state = ? AND claimed_by = ?",
+                           &(hr_batch){ids, n, 1}, p, 2, 1, dsp_store_mine_row, mine, errstr,
+                           errlen);
+}
+
+int dsp_store_tasks(hr_mysql *m, const char *sql, const hr_mysql_param *p, size_t np,
+                    hr_task ***out, size_t *n, char *errstr, size_t errlen)
+{
+    hr_mysql_rows *rows = NULL;
+
+    *out = NULL;
+    *n = 0;
+    if (hr_mysql_query(m, sql, p, np, &rows, errstr, errlen) < 0)
+        return -1;
+    return dsp_store_rows_tasks(rows, out, n, errstr, errlen);
+}
+
 bool dsp_store_check(dsp *d, hr_mysql *m, const hr_task *t)
 {
     char why[512], err[512];
@@ -143,7 +139,7 @@ bool dsp_store_check(dsp *d, hr_mysql *m, const hr_task *t)
 
     if (hr_task_validate(t, d->cfg, why, sizeof why) == 0)
         return true;
-    rc = dsp_store_fail(m, t->id, t->state, why, err, sizeof err);
+    rc = hr_state_fail(m, t->id, t->state, why, err, sizeof err);
     if (rc < 0)
         dsp_health_fail(d, DSP_MYSQL, err);
     else if (rc == 1)
@@ -151,7 +147,7 @@ bool dsp_store_check(dsp *d, hr_mysql *m, const hr_task *t)
     return false;
 }
 
-int64_t dsp_task_rate_limit(const dsp *d, const hr_task *t)
+int64_t dsp_store_rate_limit(const dsp *d, const hr_task *t)
 {
     const hr_channel *ch;
 

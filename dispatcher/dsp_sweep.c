@@ -1,6 +1,6 @@
 /* dsp_sweep: the sweeper and key retirement (DESIGN.md "Sweeper" and
  * "Key retention"), run by the background job (dsp_jobs.c) with its
- * connections (dsp.bg_conn).
+ * connections.
  *
  * - Sweeper: republishes pending chunks older than redelivery_timeout_s
  *   that no worker holds (sweep_claim.lua lets one sweeper win; every shard
@@ -10,28 +10,53 @@
  *   again, after Redis came back from an older AOF, goes back to the
  *   pollers); one page of tasks per sweep from a cursor.
  * - Retirement: finished tasks' keys get the retention expiry
- *   (dsp_retire_keys), after each sweep and when a task ends here or is
+ *   (dsp_sweep_retire_keys), after each sweep and when a task ends here or is
  *   cancelled (dsp_control.c).
  *
  * Every query is restricted to the test topic filter (dsp_seams.h), if
  * any. */
+#include "dsp_sweep.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp.h"
+#include "dsp_conn.h"
+#include "dsp_kafka.h"
 #include "hr_clock.h"
 #include "hr_finish.h"
 #include "hr_keys.h"
 #include "hr_log.h"
+#include "hr_shard.h"
 #include "hr_state.h"
 
-/* dsp_sweep_task for shard SHARD (HR_SHARD_NONE: a task of one set). */
-static int64_t dsp_sweep_shard(dsp *d, int64_t id, int shard, int64_t due_ms, int64_t now,
-                               int64_t stale, int *budget)
+#define DSP_SWEEP_PAGE 1000 /* tasks per sweep */
+#define DSP_RETIRE_MAX 100  /* finished tasks whose keys get a TTL, per sweep */
+#define DSP_KEY_RETENTION_MS ((int64_t)7 * 86400 * 1000) /* a finished task's Redis keys */
+
+/* The cursors of the two passes (task ids), background job only. */
+struct dsp_sweep {
+    int64_t sweep_after;  /* the sweeper's page */
+    int64_t retire_after; /* the retirement pass's */
+};
+
+int dsp_sweep_new(dsp *d)
 {
-    dsp_conn *conn = &d->bg_conn;
+    d->sweep = calloc(1, sizeof *d->sweep);
+    return d->sweep != NULL ? 0 : -1;
+}
+
+void dsp_sweep_free(dsp *d)
+{
+    free(d->sweep);
+    d->sweep = NULL;
+}
+
+/* dsp_sweep_task for shard SHARD (HR_SHARD_NONE: a task of one set). */
+static int64_t dsp_sweep_shard(dsp *d, dsp_conn *conn, int64_t id, int shard, int64_t due_ms,
+                               int64_t now, int64_t stale, int *budget)
+{
     const char *prefix = hr_redis_prefix(conn->r);
     char pending[HR_KEY_MAX], lease[HR_KEY_MAX], chunk[HR_KEY_MAX], stats[HR_KEY_MAX];
     char now_s[24], err[512];
@@ -66,8 +91,14 @@ static int64_t dsp_sweep_shard(dsp *d, int64_t id, int shard, int64_t due_ms, in
          * may hold. */
         if (count > HR_TASK_MAX_CHUNK)
             count = HR_TASK_MAX_CHUNK;
-        if (count < 0 || dsp_produce(d, id, shard, strtoll(seq, NULL, 10), count, due_ms, true, err,
-                                     sizeof err) < 0) {
+        if (count < 0 || dsp_kafka_produce(d->kafka,
+                                           &(dsp_kafka_msg){.task = id,
+                                                            .seq = strtoll(seq, NULL, 10),
+                                                            .shard = shard,
+                                                            .count = count,
+                                                            .due_ms = due_ms,
+                                                            .republish = true},
+                                           err, sizeof err) < 0) {
             /* pending[seq] now says "published now": the next sweep after
              * the redelivery timeout tries again. */
             hr_log_warn("chunk_redeliver_failed", "task=%" PRId64 " seq=%s error=%s", id, seq, err);
@@ -84,15 +115,15 @@ static int64_t dsp_sweep_shard(dsp *d, int64_t id, int shard, int64_t due_ms, in
     return npending;
 }
 
-int64_t dsp_sweep_task(dsp *d, int64_t id, int shards, int64_t due_ms, int64_t now, int64_t stale,
-                       int *budget)
+int64_t dsp_sweep_task(dsp *d, dsp_conn *conn, int64_t id, int shards, int64_t due_ms, int64_t now,
+                       int64_t stale, int *budget)
 {
     int64_t npending = 0;
 
     if (shards < 2)
-        return dsp_sweep_shard(d, id, HR_SHARD_NONE, due_ms, now, stale, budget);
+        return dsp_sweep_shard(d, conn, id, HR_SHARD_NONE, due_ms, now, stale, budget);
     for (int k = 0; k < shards; k++) {
-        int64_t n = dsp_sweep_shard(d, id, k, due_ms, now, stale, budget);
+        int64_t n = dsp_sweep_shard(d, conn, id, k, due_ms, now, stale, budget);
 
         if (n < 0)
             return -1;
@@ -101,7 +132,7 @@ int64_t dsp_sweep_task(dsp *d, int64_t id, int shards, int64_t due_ms, int64_t n
     return npending;
 }
 
-int dsp_retire_keys(dsp_conn *conn, int64_t id, int shards, char *errstr, size_t errlen)
+int dsp_sweep_retire_keys(dsp_conn *conn, int64_t id, int shards, char *errstr, size_t errlen)
 {
     char key[HR_KEY_MAX];
     int kind;
@@ -123,10 +154,9 @@ int dsp_retire_keys(dsp_conn *conn, int64_t id, int shards, char *errstr, size_t
 /* The tasks that finished within the last day (done through a worker's
  * report, cancelled, failed): their keys get the retention expiry.  Pages
  * by id with a cursor, DSP_RETIRE_MAX per sweep. */
-static void dsp_sweep_retire(dsp *d)
+static void dsp_sweep_retire(dsp *d, dsp_conn *conn)
 {
-    dsp_conn *conn = &d->bg_conn;
-    const hr_mysql_param p[] = {HR_P_I64(d->retire_after), DSP_TOPIC_PARAMS,
+    const hr_mysql_param p[] = {HR_P_I64(d->sweep->retire_after), DSP_TOPIC_PARAMS,
                                 HR_P_I64(DSP_RETIRE_MAX)};
     hr_mysql_rows *rows = NULL;
     char err[512];
@@ -144,23 +174,22 @@ static void dsp_sweep_retire(dsp *d)
     for (i = 0; i < rows->nrows && !atomic_load(&d->stopping); i++) {
         int64_t id = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
 
-        if (dsp_retire_keys(conn, id, atoi(hr_mysql_cell(rows, i, 1)), err, sizeof err) < 0) {
+        if (dsp_sweep_retire_keys(conn, id, atoi(hr_mysql_cell(rows, i, 1)), err, sizeof err) < 0) {
             dsp_conn_failed(d, conn, DSP_REDIS, err);
             goto done;
         }
-        d->retire_after = id;
+        d->sweep->retire_after = id;
     }
     if (rows->nrows < DSP_RETIRE_MAX)
-        d->retire_after = 0;
+        d->sweep->retire_after = 0;
 done:
     hr_mysql_rows_free(rows);
 }
 
 /* A `dispatched` task with LEFT recipients in subs becomes `dispatching`
  * with no owner and an expired lease, which a poller takes over.  0 or -1. */
-static int dsp_redispatch(dsp *d, int64_t id, int64_t left)
+static int dsp_redispatch(dsp *d, dsp_conn *conn, int64_t id, int64_t left)
 {
-    dsp_conn *conn = &d->bg_conn;
     char err[512];
     int rc = hr_state_redispatch(conn->m, id, err, sizeof err);
 
@@ -192,9 +221,8 @@ static void dsp_finished(dsp *d, int64_t id, const hr_finish_result *fin)
  * *STATS; for a task of several shards each shard's hash raises its row
  * (and push_task the rows' sum) and *STATS stays unknown.  0, or -1 (the
  * failure logged). */
-static int dsp_sweep_stats(dsp *d, int64_t id, int shards, hr_outcomes *stats)
+static int dsp_sweep_stats(dsp *d, dsp_conn *conn, int64_t id, int shards, hr_outcomes *stats)
 {
-    dsp_conn *conn = &d->bg_conn;
     char err[512];
 
     for (int k = 0; k < (shards > 1 ? shards : 1); k++) {
@@ -219,12 +247,12 @@ static int dsp_sweep_stats(dsp *d, int64_t id, int shards, hr_outcomes *stats)
 }
 
 /* One page of unfinished tasks per sweep, by id from the cursor kept in
- * dsp.sweep_after (back to the start after a short page), so that every
- * task is swept however many there are. */
-void dsp_sweep(dsp *d)
+ * d->sweep (back to the start after a short page), so that every task is
+ * swept however many there are. */
+void dsp_sweep_run(dsp *d, dsp_conn *conn)
 {
-    dsp_conn *conn = &d->bg_conn;
-    const hr_mysql_param p[] = {HR_P_I64(d->sweep_after), DSP_TOPIC_PARAMS, HR_P_I64(DSP_SCAN_MAX)};
+    const hr_mysql_param p[] = {HR_P_I64(d->sweep->sweep_after), DSP_TOPIC_PARAMS,
+                                HR_P_I64(DSP_SWEEP_PAGE)};
     hr_mysql_rows *rows = NULL;
     int64_t now = hr_clock_now_ms();
     int64_t stale_ms = (int64_t)d->cfg->dispatcher.redelivery_timeout_s * 1000;
@@ -244,8 +272,8 @@ void dsp_sweep(dsp *d)
         int64_t id = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
         const char *due = hr_mysql_cell(rows, i, 2);
         int shards = atoi(hr_mysql_cell(rows, i, 3));
-        int64_t npending = dsp_sweep_task(d, id, shards, due ? strtoll(due, NULL, 10) : 0, now,
-                                          now - stale_ms, &budget);
+        int64_t npending = dsp_sweep_task(d, conn, id, shards, due ? strtoll(due, NULL, 10) : 0,
+                                          now, now - stale_ms, &budget);
         hr_outcomes stats = HR_OUTCOMES_UNKNOWN;
         hr_finish_result fin;
         hr_task_state state;
@@ -255,7 +283,7 @@ void dsp_sweep(dsp *d)
         if (npending < 0)
             goto done;
         if (budget > 0) /* else its other stale chunks come first next time */
-            d->sweep_after = id;
+            d->sweep->sweep_after = id;
         if (npending > 0 || hr_state_parse(hr_mysql_cell(rows, i, 1), &state) < 0 ||
             state != HR_STATE_DISPATCHED)
             continue;
@@ -265,11 +293,11 @@ void dsp_sweep(dsp *d)
             /* `dispatched` with recipients left and no owner: Redis came
              * back from an AOF older than the owner's last chunk moves.
              * Hand the task to the pollers, which chunk the rest. */
-            if (dsp_redispatch(d, id, left) < 0)
+            if (dsp_redispatch(d, conn, id, left) < 0)
                 goto done;
             continue;
         }
-        rc = dsp_sweep_stats(d, id, shards, &stats);
+        rc = dsp_sweep_stats(d, conn, id, shards, &stats);
         if (rc < 0)
             goto done;
         rc = hr_finish_task(conn->m, id, &stats, &fin, err, sizeof err);
@@ -280,15 +308,15 @@ void dsp_sweep(dsp *d)
         if (rc == 0)
             continue;
         dsp_finished(d, id, &fin);
-        if (dsp_retire_keys(conn, id, shards, err, sizeof err) < 0)
+        if (dsp_sweep_retire_keys(conn, id, shards, err, sizeof err) < 0)
             hr_log_warn("retire_failed", "task=%" PRId64 " error=%s", id, err);
     }
     /* A page seen to its end that was short: start over next time.  A
      * sweep cut short by the budget resumes after the last task served. */
-    if (i == rows->nrows && rows->nrows < DSP_SCAN_MAX)
-        d->sweep_after = 0;
+    if (i == rows->nrows && rows->nrows < DSP_SWEEP_PAGE)
+        d->sweep->sweep_after = 0;
     if (!atomic_load(&d->stopping))
-        dsp_sweep_retire(d);
+        dsp_sweep_retire(d, conn);
 done:
     hr_mysql_rows_free(rows);
 }

@@ -1,29 +1,70 @@
 /* dsp_timer: the Redis timer (DESIGN.md "Timer"), written and popped.
  *
- * - Written by the scanner (background job, dsp.bg_conn): a prepared task
- *   goes in at its due time, with its ctl key mirrored to run; the entries
- *   of tasks a complete scan no longer returns come out.
- * - Popped by the loop thread (dsp.loop_conn): timer_pop.lua hands this
+ * - Written by the scanner (background job, its connections): a prepared
+ *   task goes in at its due time, with its ctl key mirrored to run; the
+ *   entries of tasks a complete scan no longer returns come out.
+ * - Popped by the loop thread (d->loop_conn): timer_pop.lua hands this
  *   dispatcher the due ids no other one got; they are claimed in MySQL in
  *   one statement (one winner per task; when a row stays locked, one at a
- *   time), validated, and join the owned tasks (dsp_own).  When MySQL
+ *   time), validated, and join the owned tasks (dsp_owned_add).  When MySQL
  *   fails, the popped entries not yet claimed go back into the timer.
- * - The libuv timer t_timer sleeps until the earliest entry left is due
+ * - The libuv timer (d->timer) sleeps until the earliest entry left is due
  *   (timer_pop.lua answers it), timer_interval_ms at most, and a scan that
  *   put entries into the timer wakes it (dsp_timer_wake). */
+#include "dsp_timer.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "dsp.h"
+#include "dsp_conn.h"
+#include "dsp_owned.h"
+#include "dsp_reconcile.h"
+#include "dsp_store.h"
 #include "hr_clock.h"
 #include "hr_keys.h"
 #include "hr_log.h"
+#include "hr_shard.h"
 
-/* Puts T into the timer and mirrors control=run for workers. */
-int dsp_timer_add(dsp *d, const hr_task *t)
+struct dsp_timer {
+    uv_timer_t wake; /* until the earliest entry is due */
+};
+
+static void dsp_timer_on(uv_timer_t *h);
+
+int dsp_timer_new(dsp *d)
 {
-    dsp_conn *conn = &d->bg_conn;
+    d->timer = calloc(1, sizeof *d->timer);
+    return d->timer != NULL ? 0 : -1;
+}
+
+void dsp_timer_start(dsp *d)
+{
+    uint64_t every = (uint64_t)d->cfg->dispatcher.timer_interval_ms;
+
+    uv_timer_init(d->loop, &d->timer->wake);
+    d->timer->wake.data = d;
+    uv_timer_start(&d->timer->wake, dsp_timer_on, every, every);
+}
+
+void dsp_timer_stop(dsp *d)
+{
+    uv_timer_stop(&d->timer->wake);
+}
+
+void dsp_timer_close(dsp *d)
+{
+    uv_close((uv_handle_t *)&d->timer->wake, NULL);
+}
+
+void dsp_timer_free(dsp *d)
+{
+    free(d->timer);
+    d->timer = NULL;
+}
+
+int dsp_timer_add(dsp *d, dsp_conn *conn, const hr_task *t)
+{
     char timer[256], ctl[256], err[512];
     redisReply *reply;
 
@@ -46,29 +87,16 @@ int dsp_timer_add(dsp *d, const hr_task *t)
     return 0;
 }
 
-/* Takes the timer entries of the last scan's tasks that this complete scan
- * no longer returned (claimed, paused, cancelled, failed, or postponed
- * beyond the horizon) out of the timer: a stale entry would pop at the old
- * due time.  OLD and NEXT are sorted by id. */
-void dsp_timer_forget(dsp *d, const dsp_scan_entry *old, size_t nold, const dsp_scan_entry *next,
-                      size_t nnext)
+int dsp_timer_del(dsp *d, dsp_conn *conn, int64_t id)
 {
-    dsp_conn *conn = &d->bg_conn;
     char timer[256], err[512];
-    size_t i, j = 0;
 
     hr_key_timer(hr_redis_prefix(conn->r), timer, sizeof timer);
-    for (i = 0; i < nold; i++) {
-        while (j < nnext && next[j].id < old[i].id)
-            j++;
-        if (old[i].due_ms < 0 || (j < nnext && next[j].id == old[i].id))
-            continue;
-        if (dsp_reply_int(hr_redis_cmdf(conn->r, err, sizeof err, "ZREM %s %" PRId64, timer,
-                                        old[i].id)) < 0) {
-            dsp_conn_failed(d, conn, DSP_REDIS, err);
-            return;
-        }
+    if (dsp_reply_int(hr_redis_cmdf(conn->r, err, sizeof err, "ZREM %s %" PRId64, timer, id)) < 0) {
+        dsp_conn_failed(d, conn, DSP_REDIS, err);
+        return -1;
     }
+    return 0;
 }
 
 /* A popped timer entry: the task id, and the reply's strings to put it
@@ -120,9 +148,9 @@ static void dsp_timer_own(dsp *d, const hr_task *t)
 {
     dsp_task *dt;
 
-    if (!dsp_store_check(d, d->loop_conn.m, t) || !dsp_own(d, t, "timer"))
+    if (!dsp_store_check(d, d->loop_conn.m, t) || !dsp_owned_add(d, t, "timer"))
         return;
-    dt = dsp_task_find(d, t->id);
+    dt = dsp_owned_find(d, t->id, HR_SHARD_NONE);
     /* Out of memory: the chunker queues it. */
     if (dt != NULL && !dt->started && !dt->reconciling)
         (void)dsp_reconcile_want(d, dt);
@@ -243,7 +271,7 @@ static void dsp_timer_arm(dsp *d, int64_t next_ms)
 
     if (atomic_load(&d->stopping))
         return;
-    uv_timer_start(&d->t_timer, dsp_timer_on,
+    uv_timer_start(&d->timer->wake, dsp_timer_on,
                    (uint64_t)(next_ms >= 0 && next_ms < every ? next_ms : every), (uint64_t)every);
 }
 

@@ -24,17 +24,20 @@
  * as it drops subs (dsp_control.c), a pull takes a uid out of it
  * (pull_ack.lua), and recover deletes it with the other working keys and
  * plans again (common/hr_recover.c). */
+#include "dsp_wait.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp.h"
+#include "dsp_conn.h"
 #include "hr_keys.h"
 #include "hr_log.h"
 #include "hr_pipe.h"
 #include "hr_release.h"
 #include "hr_tz.h"
+#include "hr_vec.h"
 
 #define DSP_WAIT_BATCH 1000
 #define DSP_WAIT_WAVE_VALUE 96 /* "<close ms> <zone>" */

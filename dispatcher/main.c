@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "dsp.h"
+#include "dispatcher.h"
+#include "dsp_api_routes.h"
+#include "dsp_seams.h"
 #include "hr_log.h"
 
 /* On stdout for --help, on stderr after a bad command line. */
@@ -57,7 +59,8 @@ int main(int argc, char **argv)
                 printf("test seams: on\n");
             return 0;
         case 'R':
-            return dsp_api_print_routes(stdout) == 0 ? 0 : 1;
+            dsp_api_routes_print(stdout);
+            return 0;
         default:
             usage(stderr);
             return 2;

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp_api.h"
+#include "dsp_api_parse.h"
 #include "hr_parse.h"
 #include "hr_template.h" /* hr_utf8_valid */
 
@@ -108,19 +108,12 @@ static void fa_task(const char *body, size_t len, bool patch)
                             .rate_limit = 3,
                             .control = HR_CONTROL_RUN,
                             .state = HR_STATE_SCHEDULED};
-    dsp_api_input in = {.t = {.topic = "default",
-                              .title = "",
-                              .body = "",
-                              .chunk_size = 5000,
-                              .due_ms = -1,
-                              .freeze_ms = -1,
-                              .finish_ms = -1,
-                              .control = HR_CONTROL_RUN,
-                              .state = HR_STATE_SCHEDULED}};
+    dsp_api_input in = {0};
     const char *code = NULL;
     char err[1024] = "";
     cJSON *j = NULL, *payload;
 
+    hr_task_defaults(&in.t); /* what POST starts from */
     if (patch) {
         in.t = stored;
         in.has_due = false;

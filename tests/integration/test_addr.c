@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "hr_addr.h"
+#include "hr_migrate.h"
 #include "itest.h"
 
 #define APNS_TOKEN "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"
@@ -39,7 +40,7 @@ static int setup(void **state)
     if (itest_redis_setup(&cfg, &rd) != 0)
         return -1;
     if (hr_mysql_connect(cfg, &db, errstr, sizeof errstr) != 0 ||
-        hr_mysql_migrate(db, hr_sql_files, HR_SQL__COUNT, &applied, errstr, sizeof errstr) != 0) {
+        hr_migrate_apply(db, hr_sql_files, HR_SQL__COUNT, &applied, errstr, sizeof errstr) != 0) {
         fprintf(stderr, "test_addr: %s\n", errstr);
         return -1;
     }

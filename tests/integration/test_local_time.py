@@ -94,6 +94,11 @@ def test_three_zones(env, record):
     check(prog.get("waiting") == 40 and len(ny_wave) == 1 and ny_wave[0]["waiting"] == 40
           and ny_wave[0]["release_at"].startswith(ny_at),
           "the API shows New York's wave at %s with 40 waiting (%s)" % (ny_at, waves))
+    # Berlin's and Kolkata's instants passed: both are released at the plan,
+    # one wave; every recipient is in one of the waves, listed in time order.
+    check(sum(w.get("recipients", 0) for w in waves) == 160
+          and [w.get("release_at") for w in waves] == sorted(w.get("release_at") for w in waves),
+          "the waves hold all 160 recipients, in release order (%s)" % waves)
     utc_wave = [w for w in waves if w.get("zone") == "UTC"]
     check(len(utc_wave) == 1 and utc_wave[0]["released"] == 40
           and utc_wave[0]["release_at"].startswith(time.strftime("%Y-%m-%dT%H:%M:%S",
@@ -129,6 +134,29 @@ def test_three_zones(env, record):
     check(ok and int(row[1]) == 120 and int(row[2]) == 40,
           "cancel counts the 40 waiting ones cancelled, 120 sent (%s)" % (row,))
     print("three zones: %.1f s" % (time.time() - start), flush=True)
+
+
+def test_waves_in_order(env):
+    """GET /v1/tasks/{id} lists every wave of a task with recipients in four
+    zones, in release order, whatever the order of the waves hash.  The hash
+    is written here in an order (earliest, latest, third, second) after which
+    Debian's cJSON 1.7.15 lost two waves when the list was sorted with
+    cJSON_InsertItemInArray (an insert at index 0 left the tail wrong)."""
+    due = int(time.time()) + 3 * 86400  # beyond the horizon: nobody plans it
+    t = env.insert_task("waves-order", "webhook", due="'%s'" % wall(due), local_time=1,
+                        default_tz="'UTC'")
+    zones = ("Pacific/Kiritimati", "Asia/Tokyo", "Europe/Berlin", "America/New_York")
+    release = [(due - 14 * 3600 + i * 5 * 3600) * 1000 for i in range(4)]
+    for i in (0, 3, 2, 1):
+        env.r.cmd("HSET", env.key(t, "waves"), str(release[i]), "-1 %s" % zones[i])
+        env.r.cmd("ZADD", env.key(t, "wait"), *[x for u in range(10 * i + 1)
+                                               for x in (release[i], 900000 + 100 * i + u)])
+    env.r.cmd("HSET", env.key(t, "waves"), "planned", "1")
+    status, body = env.http("GET", "/v1/tasks/%d" % t)
+    waves = body.get("progress", {}).get("waves", []) if status == 200 else []
+    got = [(w.get("zone"), w.get("waiting")) for w in waves]
+    check(got == [(zones[i], 10 * i + 1) for i in range(4)],
+          "four zones, four waves in release order (%s %s)" % (status, got))
 
 
 def test_api_fields(env):
@@ -231,6 +259,7 @@ def main():
         cfg = env.config({"webhook": dict(channel, concurrency=16)})
         env.start_daemons(dispatcher, worker, cfg)
         test_api_fields(env)
+        test_waves_in_order(env)
         test_three_zones(env, record)
         test_window_closes(env, record)
         test_expiry_while_waiting(env, record)

@@ -19,6 +19,8 @@
 
 #include <cmocka.h>
 
+#include "hr_batch.h"
+#include "hr_migrate.h"
 #include "hr_mysql.h"
 #include "itest.h"
 
@@ -41,7 +43,7 @@ static int group_setup(void **state)
         fprintf(stderr, "test_mysql: %s\n", errstr);
         return -1;
     }
-    if (hr_mysql_migrate(db, hr_sql_files, HR_SQL__COUNT, &applied, errstr, sizeof errstr) != 0) {
+    if (hr_migrate_apply(db, hr_sql_files, HR_SQL__COUNT, &applied, errstr, sizeof errstr) != 0) {
         fprintf(stderr, "test_mysql: migrate: %s\n", errstr);
         return -1;
     }
@@ -202,6 +204,77 @@ static void test_statement_cache(void **state)
     hr_mysql_rows_free(rows);
 }
 
+/* hr_batch_select's offers: how many each batch row got, the sum of their
+ * values, and whether it takes an answered row (TAKE) or lets the next
+ * batch row of the same key see it too. */
+typedef struct batch_seen {
+    int got[6];
+    int64_t sum[6];
+    bool take;
+} batch_seen;
+
+static bool batch_offer(void *ctx, size_t i, const hr_mysql_rows *rows, size_t row)
+{
+    batch_seen *seen = ctx;
+
+    seen->got[i]++;
+    seen->sum[i] += strtoll(hr_mysql_cell(rows, row, 2), NULL, 10);
+    return seen->take;
+}
+
+/* A batch of (task, seq) pairs through JSON_TABLE, the answered rows
+ * matched back by both columns.  The statement answers each pair but
+ * (8, 8) with the value a * 10 + b, and three rows of its own: (7, 1) once
+ * more, (6, 6) that no pair has, and a NULL key.  (7, 1) is batch rows 0
+ * and 3: a row 0 takes is not offered to row 3; one it does not take is. */
+static void test_batch(void **state)
+{
+    static const int64_t pairs[6][2] = {{7, 1}, {7, 2}, {5, 9}, {7, 1}, {8, 8}, {1, -3}};
+    const hr_batch b = {&pairs[0][0], 6, 2};
+    const char *sql = "SELECT j.a, j.b, j.a * 10 + j.b FROM JSON_TABLE(?, '$[*]' COLUMNS "
+                      "(a BIGINT PATH '$[0]', b BIGINT PATH '$[1]')) j WHERE j.a <> ? "
+                      "UNION ALL SELECT 7, 1, 100 UNION ALL SELECT 6, 6, 0 "
+                      "UNION ALL SELECT NULL, 1, 0";
+    const hr_mysql_param p[] = {HR_P_I64(8)};
+    batch_seen taken = {.take = true}, offered = {.take = false};
+    char errstr[512] = "";
+    hr_mysql_rows *rows = NULL;
+    uint64_t affected = 1;
+
+    (void)state;
+    assert_int_equal(
+        hr_batch_select(db, sql, &b, p, 1, 2, batch_offer, &taken, errstr, sizeof errstr), 0);
+    assert_int_equal(taken.got[0], 3);
+    assert_int_equal(taken.sum[0], 71 + 71 + 100);
+    assert_int_equal(taken.got[1], 1);
+    assert_int_equal(taken.sum[1], 72);
+    assert_int_equal(taken.got[2], 1);
+    assert_int_equal(taken.got[3], 0);
+    assert_int_equal(taken.got[4], 0);
+    assert_int_equal(taken.got[5], 1);
+    assert_int_equal(taken.sum[5], 7);
+    assert_int_equal(
+        hr_batch_select(db, sql, &b, p, 1, 2, batch_offer, &offered, errstr, sizeof errstr), 0);
+    assert_int_equal(offered.got[0], 3);
+    assert_int_equal(offered.got[3], 3);
+    assert_int_equal(offered.sum[3], 71 + 71 + 100);
+    /* Matched on the first column alone, (7, 2) is one of task 7's too. */
+    memset(&taken, 0, sizeof taken);
+    offered = (batch_seen){.take = false};
+    assert_int_equal(
+        hr_batch_select(db, sql, &b, p, 1, 1, batch_offer, &offered, errstr, sizeof errstr), 0);
+    assert_int_equal(offered.got[1], 4);
+    assert_int_equal(hr_batch_query(db, sql, &b, p, 1, &rows, errstr, sizeof errstr), 0);
+    assert_int_equal(rows->nrows, 8);
+    hr_mysql_rows_free(rows);
+    assert_int_equal(
+        hr_batch_exec(db, "DO JSON_LENGTH(?)", &b, NULL, 0, &affected, NULL, errstr, sizeof errstr),
+        0);
+    assert_int_equal(affected, 0);
+    assert_int_equal(
+        hr_batch_select(db, sql, &b, p, 1, 3, batch_offer, &taken, errstr, sizeof errstr), -1);
+}
+
 static void test_transaction(void **state)
 {
     char errstr[512];
@@ -298,7 +371,7 @@ static void test_migrate_idempotent(void **state)
 
     (void)state;
     assert_int_equal(
-        hr_mysql_migrate(db, hr_sql_files, HR_SQL__COUNT, &applied, errstr, sizeof errstr), 0);
+        hr_migrate_apply(db, hr_sql_files, HR_SQL__COUNT, &applied, errstr, sizeof errstr), 0);
     assert_int_equal(applied, 0);
     value = query_value("SELECT GROUP_CONCAT(name ORDER BY version) FROM schema_migrations"
                         " WHERE version IN (1, 2)",
@@ -308,14 +381,14 @@ static void test_migrate_idempotent(void **state)
     /* A failing file is reported with its statement and not recorded; a
      * file without a version is refused before anything runs. */
     const hr_embedded broken[] = {{"999_hrtest_broken.sql", "SELECT 1; SELEC 2", 17}};
-    assert_int_equal(hr_mysql_migrate(db, broken, 1, &applied, errstr, sizeof errstr), -1);
+    assert_int_equal(hr_migrate_apply(db, broken, 1, &applied, errstr, sizeof errstr), -1);
     static const char expect[] =
         "migration 999_hrtest_broken.sql: statement 2: You have an error in your SQL syntax";
     if (strncmp(errstr, expect, sizeof expect - 1) != 0 || !strstr(errstr, "'SELEC 2'"))
         fail_msg("unexpected migrate error: %s", errstr);
     assert_int_equal(applied, 0);
     const hr_embedded unnamed[] = {{"hrtest.sql", "SELECT 1", 8}};
-    assert_int_equal(hr_mysql_migrate(db, unnamed, 1, &applied, errstr, sizeof errstr), -1);
+    assert_int_equal(hr_migrate_apply(db, unnamed, 1, &applied, errstr, sizeof errstr), -1);
     assert_non_null(strstr(errstr, "NNN_"));
     value = query_value("SELECT COUNT(*) FROM schema_migrations WHERE version = 999", NULL, 0);
     assert_string_equal(value, "0");
@@ -484,6 +557,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_transaction),    cmocka_unit_test(test_errors),
         cmocka_unit_test(test_reconnect),      cmocka_unit_test(test_migrate_idempotent),
         cmocka_unit_test(test_freeze_trigger), cmocka_unit_test(test_heraldctl),
+        cmocka_unit_test(test_batch),
     };
 
     if (argc < 2) {

@@ -10,12 +10,12 @@
 #include <cmocka.h>
 #include <string.h>
 
+#include "hr_civil.h"
 #include "hr_release.h"
-#include "hr_tz.h"
 
 static int64_t utc(int y, int m, int d, int hh, int mm, int ss)
 {
-    return (hr_tz_days_from_civil(y, m, d) * 86400 + hh * 3600 + mm * 60 + ss) * 1000;
+    return (hr_civil_days(y, m, d) * 86400 + hh * 3600 + mm * 60 + ss) * 1000;
 }
 
 static hr_task local_task(int64_t due_ms)

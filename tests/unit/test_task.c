@@ -379,6 +379,27 @@ static void test_shards(void **state)
     expect_valid(&t, *state);
 }
 
+/* The defaults a new task starts from: valid once it has a name, a channel
+ * and a due time, and with none of the optional features on. */
+static void test_defaults(void **state)
+{
+    hr_task t;
+
+    hr_task_defaults(&t);
+    assert_string_equal(t.topic, "default");
+    assert_int_equal(t.chunk_size, 5000);
+    assert_int_equal(t.shards, 1);
+    assert_int_equal(t.ttl_s, -1);
+    assert_false(hr_task_paced(&t));
+    assert_false(hr_task_waits(&t));
+    t.name = "n";
+    t.channel = "webhook";
+    t.throttle_scope = t.topic;
+    expect_invalid(&t, *state, "due_at is NULL");
+    t.due_ms = 1700000000000;
+    expect_valid(&t, *state);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -389,6 +410,7 @@ int main(void)
         cmocka_unit_test(test_push_options),    cmocka_unit_test(test_from_row_enums),
         cmocka_unit_test(test_expiry),          cmocka_unit_test(test_local_time),
         cmocka_unit_test(test_finish_by),       cmocka_unit_test(test_shards),
+        cmocka_unit_test(test_defaults),
     };
     return cmocka_run_group_tests(tests, task_setup, task_teardown);
 }

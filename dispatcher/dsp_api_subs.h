@@ -1,0 +1,23 @@
+/* dsp_api_subs: the /v1 handlers of subscribers and the pull, and the
+ * rendering of a task for one uid that the pull serves (the dry-run render
+ * of dsp_api_ops.c shows the same). */
+#ifndef DSP_API_SUBS_H
+#define DSP_API_SUBS_H
+
+#include <cJSON.h>
+
+#include "dsp_api.h"
+
+/* POST /v1/tasks/{id}/subscribers, DELETE /v1/tasks/{id}/subscribers/{uid} */
+void dsp_api_subs_add(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
+void dsp_api_subs_del(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
+/* GET /v1/users/{uid}/reminders (the pull; a client route) */
+void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
+/* Adds "title", "body" (rendered for uid UID_S with the attributes of USER,
+ * an HGETALL reply or NULL) and "payload" of task T to O, as the pull
+ * serves them. */
+void dsp_api_subs_rendering(cJSON *o, const hr_task *t, const char *uid_s, const redisReply *user);
+/* HGETALL of the uid's attribute hash (herald:user:<uid>); NULL with ERRSTR. */
+redisReply *dsp_api_subs_user(dsp_api_conn *ac, const char *uid_s, char *errstr, size_t errlen);
+
+#endif

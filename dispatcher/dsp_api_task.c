@@ -1,0 +1,374 @@
+/* dsp_api_task: the /v1 handlers of tasks (docs/api.md): POST /v1/tasks
+ * and PATCH /v1/tasks/{id} (checked by dsp_api_parse.c and hr_task_validate,
+ * written with one prepared statement, then admitted by dsp_pace.c), GET of
+ * one task (its row and live state, dsp_api_view.c) and of a page of them,
+ * and the admin's pause / resume / cancel wish (push_task.control and the
+ * ctl key; the dispatchers' control scan carries it out). */
+#include "dsp_api_task.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dsp_api_view.h"
+#include "dsp_pace.h"
+#include "dsp_store.h"
+#include "hr_clock.h"
+#include "hr_log.h"
+#include "hr_state.h"
+
+/* ---- POST /v1/tasks, PATCH /v1/tasks/{id} --------------------------------- */
+
+static hr_mysql_param dsp_api_p_str(const char *s)
+{
+    return s != NULL ? HR_P_STR(s) : HR_P_NULL;
+}
+
+/* finish_by -1 is the column's NULL (no pacing). */
+static hr_mysql_param dsp_api_p_finish(const hr_task *t)
+{
+    return hr_task_paced(t) ? HR_P_I64(t->finish_ms) : HR_P_NULL;
+}
+
+/* Admission control of the task *T just written, then *T reloaded with its
+ * last_warning.  A failed estimate is logged, not answered: the task is
+ * written, and the scanner estimates it again before due.  false when the
+ * reply is made (the reload failed). */
+static bool dsp_api_admit(dsp *d, dsp_api_conn *ac, hr_httpd_resp *resp, hr_task **t)
+{
+    int64_t id = (*t)->id;
+    char err[512];
+
+    if (dsp_pace_admit(d, ac->m, ac->r, *t, hr_clock_now_ms(), err, sizeof err) < 0) {
+        hr_log_warn("admission_failed", "task=%" PRId64 " error=%s", id, err);
+        return true;
+    }
+    hr_task_free(*t);
+    *t = NULL;
+    return dsp_api_load_task(ac, id, resp, t);
+}
+
+/* A window bound in seconds of the day; -1 is the column's NULL. */
+static hr_mysql_param dsp_api_p_tod(int64_t secs)
+{
+    return secs >= 0 ? HR_P_I64(secs) : HR_P_NULL;
+}
+
+/* ttl_s -1 is the column's NULL (the provider's default). */
+static hr_mysql_param dsp_api_p_ttl(int64_t ttl_s)
+{
+    return ttl_s >= 0 ? HR_P_I64(ttl_s) : HR_P_NULL;
+}
+
+/* expiry: expire_ms <= 0 is the column's NULL (never). */
+static hr_mysql_param dsp_api_p_expire(int64_t expire_ms)
+{
+    return expire_ms > 0 ? HR_P_I64(expire_ms) : HR_P_NULL;
+}
+
+bool dsp_api_task_input(dsp *d, const cJSON *j, dsp_api_input *in, const char **scope,
+                        hr_httpd_resp *resp)
+{
+    char err[1024];
+    const char *code;
+
+    *in = (dsp_api_input){0};
+    hr_task_defaults(&in->t);
+    if (dsp_api_parse_task(j, false, in, &code, err, sizeof err) < 0) {
+        hr_httpd_error(resp, 400, code, "%s", err);
+        return false;
+    }
+    *scope = in->t.throttle_scope;
+    if (in->t.throttle_scope == NULL)
+        in->t.throttle_scope = in->t.topic; /* what hr_task_load would give */
+    if (hr_task_validate(&in->t, d->cfg, err, sizeof err) < 0) {
+        hr_httpd_error(resp, 400, "invalid_task", "%s", err);
+        return false;
+    }
+    return true;
+}
+
+void dsp_api_task_create(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+{
+    cJSON *j = dsp_api_body(req, resp);
+    dsp_api_input in = {0};
+    hr_task *t = NULL;
+    char err[1024];
+    uint64_t id = 0;
+    const char *scope;
+
+    if (j == NULL || !dsp_api_task_input(d, j, &in, &scope, resp))
+        goto done;
+    {
+        const hr_mysql_param p[] = {
+            HR_P_STR(in.t.name), HR_P_STR(in.t.topic), HR_P_STR(in.t.channel), HR_P_STR(in.t.title),
+            HR_P_STR(in.t.body), dsp_api_p_str(in.t.payload), HR_P_I64(in.t.due_ms),
+            in.has_freeze ? HR_P_I64(in.t.freeze_ms) : HR_P_NULL, HR_P_I64(in.t.rate_limit),
+            HR_P_I64(in.t.chunk_size), HR_P_I64(in.t.throttle_limit),
+            HR_P_I64(in.t.throttle_window_s), dsp_api_p_str(scope),
+            dsp_api_p_str(in.t.throttle_key), dsp_api_p_str(in.t.throttle_mode),
+            dsp_api_p_ttl(in.t.ttl_s), dsp_api_p_str(in.t.collapse_key),
+            HR_P_STR(hr_priority_name(in.t.priority)),
+            /* local time and send windows */
+            HR_P_I64(in.t.local_time), dsp_api_p_str(in.t.default_tz),
+            dsp_api_p_tod(in.t.window_start_s), dsp_api_p_tod(in.t.window_end_s),
+            dsp_api_p_str(in.t.window_tz),
+            /* expiry */
+            dsp_api_p_expire(in.t.expire_ms),
+            /* pacing */
+            dsp_api_p_finish(&in.t),
+            /* sharded tasks */
+            HR_P_I64(in.t.shards)};
+
+        if (hr_mysql_exec(ac->m,
+                          "INSERT INTO push_task (name, topic, channel, title, body, payload, "
+                          "due_at, freeze_at, rate_limit, chunk_size, throttle_limit, "
+                          "throttle_window_s, throttle_scope, throttle_key, throttle_mode, "
+                          "ttl_s, collapse_key, priority, "
+                          "local_time, default_tz, window_start, window_end, window_tz, "
+                          /* expiry */ "expire_at, "
+                          /* pacing */ "finish_by, "
+                          /* sharded tasks */ "shards) "
+                          "VALUES (?, ?, ?, ?, ?, ?, FROM_UNIXTIME(? / 1000), "
+                          "FROM_UNIXTIME(? / 1000), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                          "?, ?, SEC_TO_TIME(?), SEC_TO_TIME(?), ?, FROM_UNIXTIME(? / 1000), "
+                          "FROM_UNIXTIME(? / 1000), ?)",
+                          p, sizeof p / sizeof p[0], NULL, &id, NULL, err, sizeof err) < 0) {
+            dsp_api_backend_error(resp, "mysql", err);
+            goto done;
+        }
+    }
+    if (!dsp_api_load_task(ac, (int64_t)id, resp, &t) || !dsp_api_admit(d, ac, resp, &t))
+        goto done;
+    hr_log_info("api_task_created", "task=%" PRIu64 " name=%s", id, t->name);
+    dsp_api_reply(resp, 201, dsp_api_view_task(t));
+done:
+    hr_task_free(t);
+    free(in.t.payload);
+    cJSON_Delete(j);
+}
+
+/* 1 when task ID has an explicit freeze_at after DUE_MS (the rule POST
+ * checks on its own fields; a NULL freeze_at follows due_at's day), 0 when
+ * not, -1 on a database error. */
+static int dsp_api_due_before_freeze(dsp_api_conn *ac, int64_t id, int64_t due_ms, char *errstr,
+                                     size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(due_ms), HR_P_I64(id)};
+    hr_mysql_rows *rows = NULL;
+    int rc;
+
+    if (hr_mysql_query(ac->m,
+                       "SELECT COALESCE(freeze_at > FROM_UNIXTIME(? / 1000), 0) FROM push_task "
+                       "WHERE id = ?",
+                       p, 2, &rows, errstr, errlen) < 0)
+        return -1;
+    rc = rows->nrows == 1 && hr_mysql_cell(rows, 0, 0) != NULL &&
+         strcmp(hr_mysql_cell(rows, 0, 0), "1") == 0;
+    hr_mysql_rows_free(rows);
+    return rc;
+}
+
+void dsp_api_task_patch(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+{
+    cJSON *j = NULL;
+    hr_task *t = NULL;
+    dsp_api_input in = {0};
+    int64_t id;
+    uint64_t affected = 0;
+    unsigned sqlerr = 0;
+    char err[1024];
+    const char *code;
+
+    if (!dsp_api_id(req, "id", resp, &id) || (j = dsp_api_body(req, resp)) == NULL ||
+        !dsp_api_load_task(ac, id, resp, &t))
+        goto done;
+    in.t = *t;
+    in.t.payload = NULL;
+    if (dsp_api_parse_task(j, true, &in, &code, err, sizeof err) < 0) {
+        hr_httpd_error(resp, 400, code, "%s", err);
+        goto done;
+    }
+    if (in.t.payload == NULL && t->payload != NULL)
+        in.t.payload = strdup(t->payload);
+    if (hr_task_validate(&in.t, d->cfg, err, sizeof err) < 0) {
+        hr_httpd_error(resp, 400, "invalid_task", "%s", err);
+        goto done;
+    }
+    if (t->state != HR_STATE_SCHEDULED) {
+        hr_httpd_error(resp, 409, "wrong_state",
+                       "task %" PRId64 " is %s; only a scheduled task changes", id,
+                       hr_state_name(t->state));
+        goto done;
+    }
+    if (in.has_due) {
+        int early = dsp_api_due_before_freeze(ac, id, in.t.due_ms, err, sizeof err);
+
+        if (early < 0) {
+            dsp_api_backend_error(resp, "mysql", err);
+            goto done;
+        }
+        if (early == 1) {
+            hr_httpd_error(resp, 400, "bad_field",
+                           "due_at must not be before the task's "
+                           "freeze_at (the task would never be in the pull on its day)");
+            goto done;
+        }
+    }
+    {
+        const hr_mysql_param p[] = {HR_P_STR(in.t.title), HR_P_STR(in.t.body),
+                                    dsp_api_p_str(in.t.payload), HR_P_I64(in.t.due_ms),
+                                    dsp_api_p_ttl(in.t.ttl_s), dsp_api_p_str(in.t.collapse_key),
+                                    HR_P_STR(hr_priority_name(in.t.priority)),
+                                    /* local time and send windows */
+                                    HR_P_I64(in.t.local_time), dsp_api_p_str(in.t.default_tz),
+                                    dsp_api_p_tod(in.t.window_start_s),
+                                    dsp_api_p_tod(in.t.window_end_s), dsp_api_p_str(in.t.window_tz),
+                                    /* pacing */
+                                    dsp_api_p_finish(&in.t), HR_P_I64(id)};
+
+        if (hr_mysql_exec(ac->m,
+                          "UPDATE push_task SET title = ?, body = ?, payload = ?, "
+                          "due_at = FROM_UNIXTIME(? / 1000), ttl_s = ?, collapse_key = ?, "
+                          "priority = ?, local_time = ?, default_tz = ?, "
+                          "window_start = SEC_TO_TIME(?), window_end = SEC_TO_TIME(?), "
+                          "window_tz = ?, finish_by = FROM_UNIXTIME(? / 1000) "
+                          "WHERE id = ? AND state = 'scheduled'",
+                          p, 14, &affected, NULL, &sqlerr, err, sizeof err) < 0) {
+            if (sqlerr == HR_MYSQL_ER_SIGNAL) /* the freeze trigger */
+                hr_httpd_error(resp, 409, "frozen", "%s", err);
+            else
+                dsp_api_backend_error(resp, "mysql", err);
+            goto done;
+        }
+    }
+    hr_task_free(t);
+    t = NULL;
+    if (!dsp_api_load_task(ac, id, resp, &t) || !dsp_api_admit(d, ac, resp, &t))
+        goto done;
+    dsp_api_reply(resp, 200, dsp_api_view_task(t));
+done:
+    free(in.t.payload);
+    hr_task_free(t);
+    cJSON_Delete(j);
+}
+
+/* ---- GET /v1/tasks/{id}, GET /v1/tasks ------------------------------------ */
+
+void dsp_api_task_get(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+{
+    hr_task *t = NULL;
+    cJSON *o;
+    int64_t id;
+
+    (void)d;
+    if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_load_task(ac, id, resp, &t))
+        return;
+    o = dsp_api_view_task(t);
+    dsp_api_view_live(ac, t, o);
+    dsp_api_reply(resp, 200, o);
+    hr_task_free(t);
+}
+
+/* Newest first, keyset-paged: ?before=ID gives the tasks below ID, and
+ * "next" is the before of the next page (null on the last). */
+void dsp_api_task_list(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+{
+    const char *state = hr_httpd_query(req, "state"), *q = hr_httpd_query(req, "q"), *code;
+    long limit;
+    int64_t before;
+    hr_task **tasks = NULL;
+    size_t n = 0, i;
+    cJSON *o, *arr;
+    char err[1024];
+
+    (void)d;
+    if (dsp_api_parse_list(state, hr_httpd_query(req, "limit"), &limit, &code, err, sizeof err) <
+            0 ||
+        dsp_api_parse_page(hr_httpd_query(req, "before"), q, &before, &code, err, sizeof err) < 0) {
+        hr_httpd_error(resp, 400, code, "%s", err);
+        return;
+    }
+    {
+        /* One more than asked tells whether a next page exists. */
+        const hr_mysql_param p[] = {dsp_api_p_str(state), dsp_api_p_str(state),
+                                    HR_P_I64(before),     dsp_api_p_str(q),
+                                    dsp_api_p_str(q),     HR_P_I64(limit + 1)};
+
+        if (dsp_store_tasks(ac->m,
+                            "SELECT " HR_TASK_COLUMNS " FROM push_task "
+                            "WHERE (? IS NULL OR state = ?) AND id < ? "
+                            "AND (? IS NULL OR LOCATE(?, name) > 0) ORDER BY id DESC LIMIT ?",
+                            p, 6, &tasks, &n, err, sizeof err) < 0) {
+            dsp_api_backend_error(resp, "mysql", err);
+            return;
+        }
+    }
+    o = cJSON_CreateObject();
+    arr = cJSON_AddArrayToObject(o, "tasks");
+    for (i = 0; i < n && i < (size_t)limit; i++)
+        cJSON_AddItemToArray(arr, dsp_api_view_task(tasks[i]));
+    if (n > (size_t)limit)
+        dsp_api_add_id(o, "next", tasks[limit - 1]->id);
+    else
+        cJSON_AddNullToObject(o, "next");
+    dsp_store_tasks_free(tasks, n);
+    dsp_api_reply(resp, 200, o);
+}
+
+/* ---- POST /v1/tasks/{id}/pause|resume|cancel ------------------------------ */
+
+/* The same as an admin's UPDATE push_task SET control = ..., plus the ctl
+ * key at once so workers react without waiting for a dispatcher tick; the
+ * dispatchers' control scan carries out the state transition. */
+static void dsp_api_task_control(dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp,
+                                 hr_control control)
+{
+    hr_task *t = NULL;
+    char err[512];
+    int64_t id;
+
+    if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_load_task(ac, id, resp, &t))
+        return;
+    if (hr_state_final(t->state)) {
+        hr_httpd_error(resp, 409, "finished", "task %" PRId64 " is already %s", id,
+                       hr_state_name(t->state));
+        goto done;
+    }
+    switch (hr_task_set_control(ac->m, ac->r, id, control, err, sizeof err)) {
+    case -1:
+        dsp_api_backend_error(resp, "mysql", err);
+        goto done;
+    case 1:
+        /* MySQL holds the wish; the next dispatcher scan mirrors it. */
+        hr_log_warn("api_ctl_key_failed", "task=%" PRId64 " control=%s error=%s", id,
+                    hr_control_name(control), err);
+        break;
+    }
+    hr_log_info("api_task_control", "task=%" PRId64 " control=%s", id, hr_control_name(control));
+    hr_task_free(t);
+    t = NULL;
+    if (dsp_api_load_task(ac, id, resp, &t))
+        dsp_api_reply(resp, 200, dsp_api_view_task(t));
+done:
+    hr_task_free(t);
+}
+
+void dsp_api_task_pause(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+{
+    (void)d;
+    dsp_api_task_control(ac, req, resp, HR_CONTROL_PAUSE);
+}
+
+void dsp_api_task_resume(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+{
+    (void)d;
+    dsp_api_task_control(ac, req, resp, HR_CONTROL_RUN);
+}
+
+void dsp_api_task_cancel(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
+{
+    (void)d;
+    dsp_api_task_control(ac, req, resp, HR_CONTROL_CANCEL);
+}

@@ -1,0 +1,39 @@
+/* dsp_metrics: herald-dispatcher's Prometheus families and the handles the
+ * modules update (dsp_metrics.c registers them; struct dsp holds one
+ * dsp_metrics).  The handles are looked up at start-up and updated
+ * lock-free from any thread. */
+#ifndef DSP_METRICS_H
+#define DSP_METRICS_H
+
+#include "hr_metrics.h"
+#include "hr_mysql.h"
+#include "hr_pace.h"
+
+/* The backends whose health the dispatcher tracks (dsp_conn.c) and whose
+ * failed calls herald_backend_errors_total{backend} counts. */
+typedef enum dsp_backend { DSP_MYSQL, DSP_REDIS, DSP_KAFKA, DSP__BACKENDS } dsp_backend;
+
+/* The dispatcher's metric handles (registered by dsp_metrics_new). */
+typedef struct dsp_metrics {
+    hr_metrics *reg;
+    hr_metrics_child *chunks_published, *chunks_redelivered, *ratelimit_waits;
+    hr_metrics_child *claimed_timer, *claimed_poller, *claimed_takeover;
+    hr_metrics_child *claim_lag;
+    hr_metrics_child *reconcile_added, *reconcile_seconds, *unaccounted;
+    hr_metrics_child *expired; /* herald_recipients_expired_total */
+    hr_metrics_child *backend_errors[DSP__BACKENDS];
+    hr_metrics_family *tasks;        /* herald_tasks{state} */
+    hr_metrics_family *api_requests; /* herald_api_requests_total{route,code} */
+    /* pacing and admission (dsp_owned.c's gauges, dsp_pace.c's warnings) */
+    hr_metrics_child *paced_tasks, *paced_rate;
+    hr_metrics_child *task_warnings[HR_PACE__WARN_KINDS];
+} dsp_metrics;
+
+/* Registers the families into a new registry in M.  0, or -1 (ERRSTR). */
+int dsp_metrics_new(dsp_metrics *m, char *errstr, size_t errlen);
+void dsp_metrics_free(dsp_metrics *m);
+/* Sets herald_tasks{state} from a "state, count" result (every state not
+ * in it becomes 0). */
+void dsp_metrics_tasks(dsp_metrics *m, const hr_mysql_rows *rows);
+
+#endif

@@ -1,0 +1,30 @@
+/* dsp_sweep: the sweeper and key retirement (DESIGN.md "Sweeper" and "Key
+ * retention"), run by the background job on its connections; d->sweep
+ * holds the two page cursors. */
+#ifndef DSP_SWEEP_H
+#define DSP_SWEEP_H
+
+#include <stdint.h>
+
+#include "dsp.h"
+
+#define DSP_SWEEP_MAX 100 /* republishes per sweep */
+
+/* The cursors (at the start) into d->sweep.  0, or -1 out of memory. */
+int dsp_sweep_new(dsp *d);
+void dsp_sweep_free(dsp *d);
+/* One sweep: a page of unfinished tasks, then the retirement pass. */
+void dsp_sweep_run(dsp *d, dsp_conn *conn);
+/* Republishes task ID's (every shard's of its SHARDS) pending chunks last
+ * published at or before STALE (ms) that no worker holds; *BUDGET bounds
+ * the work.  Returns the number of pending chunks, or -1 on a Redis error. */
+int64_t dsp_sweep_task(dsp *d, dsp_conn *conn, int64_t id, int shards, int64_t due_ms, int64_t now,
+                       int64_t stale, int *budget);
+/* Gives a finished task's Redis keys (subs, seq, pending, stats, ctl,
+ * pulled, failed, prep, synced; every shard's of its SHARDS) the retention
+ * expiry, only where they have none, so a later pass does not push it
+ * further out.  Chunk and lease keys are the workers' and go when a chunk
+ * ends.  0 or -1 (ERRSTR). */
+int dsp_sweep_retire_keys(dsp_conn *conn, int64_t id, int shards, char *errstr, size_t errlen);
+
+#endif
