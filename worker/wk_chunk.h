@@ -50,8 +50,8 @@
 #include "hr_chunkmsg.h"
 #include "hr_finish.h"
 #include "hr_redis.h"
+#include "wk_push.h"
 #include "wk_redis.h"
-#include "wk_sender.h"
 #include "wk_task.h"
 
 /* The config's bound on worker.max_chunks_in_flight. */
