@@ -22,60 +22,7 @@
 
 /* ---- easy handles (wk_xfer) --------------------------------------------- */
 
-static wk_xfer *wk_chan_take_xfer(wk_chan *chan)
-{
-    wk_xfer *x;
-
-    if (chan->nfree > 0)
-        return chan->free[--chan->nfree];
-    if (chan->nall == (size_t)chan->cfg->concurrency)
-        return NULL;
-    x = wk_xfer_new(chan->cfg, chan);
-    if (x == NULL)
-        return NULL;
-    x->mh = &chan->multis[chan->nall % chan->nmultis];
-    wk_sender_uv_easy(chan->s, x->easy);
-    chan->all[chan->nall++] = x;
-    return x;
-}
-
-/* Takes X out of the multi handle and back into the pool. */
-void wk_chan_release_xfer(wk_chan *chan, wk_xfer *x)
-{
-    wk_sender *s = chan->s;
-
-    curl_multi_remove_handle(x->mh->multi, x->easy);
-    if (x->p != NULL) {
-        x->p->xfer = NULL;
-        x->p->state = WK_PUSH_IDLE;
-    }
-    x->p = NULL;
-    chan->free[chan->nfree++] = x;
-    chan->inflight--;
-    s->inflight--;
-    hr_metrics_set(s->m->inflight, (double)s->inflight);
-}
-
 /* ---- scheduling ---------------------------------------------------------- */
-
-void wk_chan_wake_cb(uv_timer_t *t)
-{
-    wk_chan *chan = t->data;
-
-    wk_sender_pump(chan->s);
-}
-
-void wk_chan_arm_retry(wk_chan *chan)
-{
-    const wk_retry_node *first = wk_retry_heap_min(&chan->delayed);
-    int64_t now = hr_clock_now_ms();
-
-    if (first == NULL)
-        uv_timer_stop(&chan->retry);
-    else
-        uv_timer_start(&chan->retry, wk_chan_wake_cb,
-                       first->due_ms > now ? (uint64_t)(first->due_ms - now) : 0, 0);
-}
 
 static wk_push *wk_push_of(wk_retry_node *n)
 {
@@ -307,147 +254,6 @@ void wk_chan_end(wk_chan *chan, wk_push *push, wk_push_result *res, wk_end end, 
     wk_sender_settle(s, push, res);
 }
 
-/* Builds PUSH's next request on X: the webhook's, the messages:send of its
- * current address with the channel's access token, or the APNs request
- * signed with the provider token.  0, or -1 with ERRSTR. */
-static int wk_chan_prepare(wk_chan *chan, wk_xfer *x, wk_push *push, char *errstr, size_t errlen)
-{
-    size_t stripped = 0;
-    uint64_t gen;
-    bool request;
-    int64_t wake;
-    const char *token;
-
-    if (chan->apns != NULL) {
-        token = wk_apns_signer_token(chan->apns, hr_clock_now_ms() / 1000, errstr, errlen);
-        if (token == NULL)
-            return -1;
-        return wk_xfer_prepare_apns(
-            x, chan->cfg, chan->cfg->url != NULL ? chan->cfg->url : WK_APNS_BASE_URL, token,
-            push->task, push->uid, push->user, push->addrs[push->addr].address, errstr, errlen);
-    }
-    if (chan->cfg->type == HR_CHANNEL_SMTP)
-        return wk_xfer_prepare_smtp(x, chan->cfg, push->task, push->uid, push->user,
-                                    push->addrs[push->addr].address, errstr, errlen);
-    if (chan->fcm == NULL) {
-        if (wk_xfer_prepare(x, chan->cfg, push->task, push->uid, push->user, &stripped, errstr,
-                            errlen) != 0)
-            return -1;
-        if (stripped > 0)
-            hr_metrics_add(chan->s->m->anomalies[WK_ANOMALY_HEADER_STRIPPED], (uint64_t)stripped);
-        return 0;
-    }
-    /* The pump starts an fcm push only with a token at hand. */
-    token = wk_fcm_auth_token(chan->fcm, hr_clock_now_ms(), &gen, &request, &wake);
-    if (token == NULL) {
-        snprintf(errstr, errlen, "no access token");
-        return -1;
-    }
-    push->token_gen = gen;
-    return wk_xfer_prepare_fcm(x, wk_fcm_auth_send_url(chan->fcm), token, push->task, push->uid,
-                               push->user, push->addrs[push->addr].address, errstr, errlen);
-}
-
-/* Starts PUSH on a free handle X; false when PUSH was settled instead (it could
- * not be rendered or the request not added, or it has no address). */
-static bool wk_chan_start(wk_chan *chan, wk_xfer *x, wk_push *push)
-{
-    wk_sender *s = chan->s;
-    char errstr[256];
-    wk_push_result res = {.delivered = false};
-    CURLMcode mc;
-
-    if (wk_chan_addressed(chan) && push->naddrs == 0) {
-        chan->free[chan->nfree++] = x;
-        res.unregistered = true;
-        wk_sender_settle(s, push, &res);
-        return false;
-    }
-    if (wk_chan_prepare(chan, x, push, errstr, sizeof errstr) != 0)
-        goto fail;
-    x->p = push;
-    mc = curl_multi_add_handle(x->mh->multi, x->easy);
-    if (mc != CURLM_OK) {
-        x->p = NULL;
-        snprintf(errstr, sizeof errstr, "curl: %s", curl_multi_strerror(mc));
-        goto fail;
-    }
-    push->xfer = x;
-    push->state = WK_PUSH_INFLIGHT;
-    push->attempts++;
-    if (++push->addr_attempts == 1)
-        push->firsts++;
-    chan->inflight++;
-    s->inflight++;
-    hr_metrics_set(s->m->inflight, (double)s->inflight);
-    return true;
-fail:
-    chan->free[chan->nfree++] = x;
-    wk_chan_end(chan, push, &res, WK_END_FAILED, errstr);
-    return false;
-}
-
-/* Starts the token request of fcm channel CHAN on its own handle. */
-static void wk_chan_auth_start(wk_chan *chan, int64_t now)
-{
-    char errstr[256];
-    CURLMcode mc;
-
-    if (wk_fcm_auth_request(chan->fcm, now, chan->auth_x, errstr, sizeof errstr) != 0)
-        return; /* logged, back-off set */
-    mc = curl_multi_add_handle(chan->auth_x->mh->multi, chan->auth_x->easy);
-    if (mc != CURLM_OK) {
-        wk_fcm_auth_done(chan->fcm, now, 0, NULL, 0, curl_multi_strerror(mc), errstr,
-                         sizeof errstr);
-        return;
-    }
-    chan->auth_busy = true;
-}
-
-/* The token request of CHAN ended with curl result RC. */
-void wk_chan_auth_finished(wk_chan *chan, CURLcode rc)
-{
-    wk_xfer *x = chan->auth_x;
-    char errstr[256], why[CURL_ERROR_SIZE + 8] = "";
-    long code = 0;
-
-    curl_multi_remove_handle(x->mh->multi, x->easy);
-    chan->auth_busy = false;
-    if (rc == CURLE_OK)
-        curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
-    else
-        snprintf(why, sizeof why, "curl: %s", x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
-    if (wk_fcm_auth_done(chan->fcm, hr_clock_now_ms(), code, x->resp.data, x->resp.len, why, errstr,
-                         sizeof errstr) != 0)
-        hr_metrics_inc(chan->s->m->backend_errors[WK_BACKEND_HTTP]);
-}
-
-/* Whether CHAN may start a push now: always for a webhook; for an fcm
- * channel with an unexpired access token.  Starts the token request when
- * one is due (sends go on with the current token meanwhile); while none
- * is usable the pushes wait, woken by the request's end or the back-off's
- * timer. */
-static bool wk_chan_authorized(wk_chan *chan, int64_t now)
-{
-    uint64_t gen;
-    bool request;
-    int64_t wake;
-    const char *token;
-
-    if (chan->fcm == NULL)
-        return true;
-    token = wk_fcm_auth_token(chan->fcm, now, &gen, &request, &wake);
-    if (request) {
-        wk_chan_auth_start(chan, now);
-        token = wk_fcm_auth_token(chan->fcm, now, &gen, &request, &wake);
-    }
-    if (token != NULL)
-        return true;
-    if (wake > now)
-        uv_timer_start(&chan->wake, wk_chan_wake_cb, (uint64_t)(wake - now), 0);
-    return false;
-}
-
 /* The next task of CHAN's round robin that has a token at hand, or NULL
  * with *WAIT_MS set to the end of the shortest wait.  Tasks whose limiter
  * said no are skipped until their wait ends (head-of-line: one slow task
@@ -617,4 +423,130 @@ void wk_chan_pump(wk_chan *chan)
         }
         wk_chan_start(chan, x, push);
     }
+}
+
+/* A finished request of X with curl result RC. */
+void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
+{
+    wk_chan *chan = x->chan;
+    wk_push *push = x->p;
+    const hr_channel *ch = chan->cfg;
+    long code = 0;
+    int64_t now = hr_clock_now_ms();
+    wk_push_result res = {.latency_ms = (int)(now - x->start_ms)};
+    wk_provider_result v;
+    char reason[sizeof v.reason + 32];
+
+    if (rc == CURLE_OK || ch->type == HR_CHANNEL_SMTP)
+        curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+    wk_xfer_verdict(ch, x, rc, code, &v);
+    wk_chan_release_xfer(chan, x);
+    res.http_status = code;
+    hr_metrics_observe(s->m->chans[chan - s->chans].latency, res.latency_ms / 1000.0);
+    if (rc != CURLE_OK)
+        hr_metrics_inc(s->m->backend_errors[WK_BACKEND_HTTP]);
+
+    if (v.verdict == WK_VERDICT_DELIVERED) {
+        wk_retry_cap_grow(&chan->cap);
+        wk_chan_end(chan, push, &res, WK_END_SENT, NULL);
+        return;
+    }
+    if (push->hold != NULL && *push->hold) {
+        wk_chan_end(chan, push, &res, WK_END_HELD, NULL);
+        return;
+    }
+    if (v.verdict == WK_VERDICT_UNREGISTERED) {
+        wk_chan_end(chan, push, &res, WK_END_DEAD, NULL);
+        return;
+    }
+    /* "Slow down" and "refresh the token" re-send without counting
+     * against the retry budget, up to a bound; past it they are what
+     * their status says. */
+    if ((v.verdict == WK_VERDICT_SLOWDOWN || v.verdict == WK_VERDICT_REFRESH) &&
+        push->slowdowns >= WK_SENDER_MAX_SLOWDOWNS)
+        v.verdict = code >= 500 ? WK_VERDICT_RETRY : WK_VERDICT_FAILED;
+    if (v.verdict == WK_VERDICT_REFRESH && chan->fcm != NULL) {
+        wk_fcm_auth_rejected(chan->fcm, push->token_gen);
+        push->slowdowns++;
+        wk_chan_enqueue(chan, push, true);
+        return;
+    }
+    /* APNs calls the provider token expired: a new one, unless the held
+     * one is too young for Apple to accept a renewal (then the clock or
+     * the key is wrong, and the push fails). */
+    if (v.verdict == WK_VERDICT_REFRESH && chan->apns != NULL &&
+        wk_apns_signer_expired(chan->apns, now / 1000) == 0) {
+        push->slowdowns++;
+        wk_chan_enqueue(chan, push, true);
+        return;
+    }
+    if (v.verdict == WK_VERDICT_SLOWDOWN) {
+        int64_t pause =
+            v.retry_after_s > 0 ? (int64_t)v.retry_after_s * 1000 : WK_SENDER_DEFAULT_PAUSE_MS;
+
+        /* A provider's Retry-After may not stall the channel for longer
+         * than the channel's longest retry backoff. */
+        if (pause > ch->retry_max_backoff_ms)
+            pause = ch->retry_max_backoff_ms;
+
+        /* Every worker pauses with this one (wk_chan_read_slow): a new
+         * window is published, and an extension worth a poll. */
+        {
+            int64_t before = chan->slow_seen_until;
+
+            wk_chan_slow(chan, now + pause, "provider", code);
+            if (before < now || now + pause > before + WK_SENDER_SLOW_POLL_MS)
+                wk_chan_publish_slow(chan, now + pause, pause);
+        }
+        /* A re-send all the same (it counts as a retry in the stats, the
+         * delivery log and herald_retries_total), but not against the
+         * channel's retry budget: that is for failures. */
+        push->slowdowns++;
+        wk_chan_enqueue(chan, push, true);
+        return;
+    }
+    if (v.verdict != WK_VERDICT_RETRY) {
+        wk_chan_end(chan, push, &res, WK_END_FAILED, v.reason);
+        return;
+    }
+    if (push->addr_attempts - push->slowdowns >= ch->retry_max_attempts) {
+        snprintf(reason, sizeof reason, "%s after %d attempts", v.reason, push->addr_attempts);
+        wk_chan_end(chan, push, &res, WK_END_FAILED, reason);
+        return;
+    }
+    push->delay.due_ms =
+        now + wk_retry_backoff_ms(ch->retry_backoff_ms, ch->retry_max_backoff_ms,
+                                  push->addr_attempts - push->slowdowns, wk_sender_random(s));
+    /* A retry due past the task's expire_at waits only until then: the pump
+     * refuses to start it, and its chunk counts it and the rest expired
+     * (wk_lifecycle_push_done).  Settling it at once would close a chunk
+     * whose other pushes may still go out before expire_at. */
+    if (hr_task_expired(push->task->row, push->delay.due_ms))
+        push->delay.due_ms = push->task->row->expire_ms;
+    if (wk_retry_heap_push(&chan->delayed, &push->delay) != 0) {
+        wk_chan_end(chan, push, &res, WK_END_FAILED, "out of memory");
+        return;
+    }
+    push->state = WK_PUSH_DELAYED;
+    wk_chan_arm_retry(chan);
+}
+
+/* An apns channel's signer from its .p8 key file. */
+int wk_chan_apns_signer(wk_chan *chan, char *errstr, size_t errlen)
+{
+    const hr_channel *ch = chan->cfg;
+    char detail[256];
+    char *p8 = NULL;
+    size_t len = 0;
+    int rc = -1;
+
+    if (hr_config_read_file(ch->apns.key_file, WK_SENDER_KEY_FILE_MAX, &p8, &len, detail,
+                            sizeof detail) != 0 ||
+        wk_apns_signer_new(p8, len, ch->apns.key_id, ch->apns.team_id, &chan->apns, detail,
+                           sizeof detail) != 0)
+        snprintf(errstr, errlen, "channel %s: key_file %s", ch->name, detail);
+    else
+        rc = 0;
+    free(p8);
+    return rc;
 }

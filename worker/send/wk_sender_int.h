@@ -104,8 +104,16 @@ typedef enum wk_end {
 
 /* wk_sender.c */
 void wk_sender_pump(wk_sender *s);
-void wk_sender_check(wk_sender *s, wk_multi *mh);
 void wk_sender_settle(wk_sender *s, wk_push *push, const wk_push_result *res);
+uint64_t wk_sender_random(wk_sender *s);
+bool wk_chan_authorized(wk_chan *chan, int64_t now);
+bool wk_chan_start(wk_chan *chan, wk_xfer *x, wk_push *push);
+
+/* wk_curl.c */
+wk_xfer *wk_chan_take_xfer(wk_chan *chan);
+void wk_chan_release_xfer(wk_chan *chan, wk_xfer *x);
+int wk_chan_multis(wk_chan *chan);
+void wk_sender_check(wk_sender *s, wk_multi *mh);
 
 /* wk_sender_uv.c */
 /* A multi handle driven by the loop, CONNS connections per host at most;
@@ -122,7 +130,6 @@ void wk_sender_uv_easy(wk_sender *s, CURL *easy);
 /* wk_chan.c */
 void wk_chan_wake_cb(uv_timer_t *t);
 void wk_chan_arm_retry(wk_chan *chan);
-void wk_chan_release_xfer(wk_chan *chan, wk_xfer *x);
 void wk_chan_enqueue(wk_chan *chan, wk_push *push, bool head);
 void wk_chan_dequeue(wk_chan *chan, wk_push *push);
 bool wk_chan_addressed(const wk_chan *chan);
@@ -131,5 +138,7 @@ void wk_chan_auth_finished(wk_chan *chan, CURLcode rc);
 void wk_chan_slow(wk_chan *chan, int64_t until_ms, const char *why, long status);
 void wk_chan_publish_slow(wk_chan *chan, int64_t until_ms, int64_t pause_ms);
 void wk_chan_pump(wk_chan *chan);
+void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc);
+int wk_chan_apns_signer(wk_chan *chan, char *errstr, size_t errlen);
 
 #endif
