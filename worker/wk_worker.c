@@ -481,7 +481,7 @@ int wk_worker_new(const hr_config *cfg, wk_worker **out, char *errstr, size_t er
         wk_reporter_start(cfg, w->owner, WK_REPORTER_ROW_WAIT_MS, w->life.met, &w->life.reporter,
                           errstr, errlen) != 0)
         goto fail;
-    wk_sender_set_prune(w->life.sender, wk_lifecycle_prune);
+    wk_sender_set_prune(w->life.sender, wk_lifecycle_prune, &w->life);
     if (wk_metrics_serve(w->life.met, cfg->worker.listen, errstr, errlen) != 0)
         goto fail;
     hr_log_info("metrics_listening", "listen=%s port=%d", cfg->worker.listen,

@@ -1,28 +1,123 @@
-/* wk_chan: one channel of the sender: its pool of easy handles, the
- * round robin of its tasks' ready pushes and its retry heap, rate-limit
- * tokens (channel and task), the fcm channel's token request, the
- * cluster-wide slow-down, how a push's request ends (wk_chan_end) and the
- * pump that starts as many pushes as the channel may (see wk_sender.h). */
-#include "wk_sender_int.h"
+/* wk_chan: one channel's decisions (see wk_chan.h).  Read top-down: set-up,
+ * the queues and the retry heap, the rate-limit tokens, the cluster's
+ * slow-down, then the two questions the sender asks — what may start now
+ * (wk_chan_next, wk_chan_take) and what an answer means (wk_chan_answer). */
+#include "wk_chan.h"
 
-#include <curl/curl.h>
-#include <errno.h>
-#include <stddef.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "hr_log.h"
 #include "hr_clock.h"
+#include "hr_log.h"
 #include "hr_ratelimit.h"
 
-/* ---- easy handles (wk_xfer) --------------------------------------------- */
+/* How often one push may be told "slow down" before that counts as a
+ * failed attempt: bounds a provider that never lets up. */
+#define WK_CHAN_MAX_SLOWDOWNS 100
+/* Pause when a 429 carries no (or an HTTP-date) Retry-After. */
+#define WK_CHAN_DEFAULT_PAUSE_MS 1000
+#define WK_CHAN_GRANT_DIVISOR 20
+/* A task with a finish_by: its first grant's size, before the limiter said
+ * which rate is in force (hr_ratelimit_take_paced). */
+#define WK_CHAN_PACED_WANT 10
+#define WK_CHAN_KEY_FILE_MAX 16384 /* a .p8 key is ~250 bytes */
 
-/* ---- scheduling ---------------------------------------------------------- */
+/* How one address (or a webhook push) ended. */
+typedef enum wk_end {
+    WK_END_SENT,
+    WK_END_FAILED, /* for good: REASON says why */
+    WK_END_DEAD,   /* the provider says the address is dead: pruned */
+    WK_END_HELD,   /* not tried again: the owner is halting */
+} wk_end;
+
+/* ---- set-up ------------------------------------------------------------- */
+
+/* An apns channel's signer from its .p8 key file. */
+static int wk_chan_apns_signer(wk_chan *chan, char *errstr, size_t errlen)
+{
+    const hr_channel *ch = chan->cfg;
+    char detail[256];
+    char *p8 = NULL;
+    size_t len = 0;
+    int rc = -1;
+
+    if (hr_config_read_file(ch->apns.key_file, WK_CHAN_KEY_FILE_MAX, &p8, &len, detail,
+                            sizeof detail) != 0 ||
+        wk_apns_signer_new(p8, len, ch->apns.key_id, ch->apns.team_id, &chan->apns, detail,
+                           sizeof detail) != 0)
+        snprintf(errstr, errlen, "channel %s: key_file %s", ch->name, detail);
+    else
+        rc = 0;
+    free(p8);
+    return rc;
+}
+
+int wk_chan_init(wk_chan *chan, const hr_channel *ch, wk_redis *rd, wk_metrics *m,
+                 void (*wake)(void *ctx), void *ctx, char *errstr, size_t errlen)
+{
+    chan->cfg = ch;
+    chan->rd = rd;
+    chan->m = m;
+    chan->wake = wake;
+    chan->wake_ctx = ctx;
+    TAILQ_INIT(&chan->tasks);
+    /* The config's 64-byte channel names fit HR_KEY_MAX. */
+    hr_key_slowdown(wk_redis_prefix(rd), chan->k_slow, sizeof chan->k_slow, ch->name);
+    wk_retry_cap_init(&chan->cap, ch->concurrency);
+    if (ch->type == HR_CHANNEL_FCM && wk_fcm_auth_new(ch, &chan->fcm, errstr, errlen) != 0)
+        return -1;
+    if (ch->type == HR_CHANNEL_APNS) {
+        if (wk_chan_apns_signer(chan, errstr, errlen) != 0)
+            return -1;
+        /* Slow start: one request per connection until answers come back,
+         * so curl knows each connection's SETTINGS_MAX_CONCURRENT_STREAMS
+         * before it multiplexes (APNs allows one stream until a provider
+         * token was accepted); every delivery widens the cap by one
+         * (wk_retry). */
+        if (ch->apns.connections < chan->cap.cap)
+            chan->cap.cap = ch->apns.connections;
+    }
+    return 0;
+}
+
+void wk_chan_close(wk_chan *chan)
+{
+    chan->closed = true;
+}
+
+void wk_chan_free(wk_chan *chan)
+{
+    wk_fcm_auth_free(chan->fcm);
+    chan->fcm = NULL;
+    wk_apns_signer_free(chan->apns);
+    chan->apns = NULL;
+    wk_retry_heap_free(&chan->delayed);
+}
+
+bool wk_chan_addressed(const wk_chan *chan, hr_addr_platform *platform, const char **app)
+{
+    if (chan->fcm != NULL) {
+        *platform = HR_ADDR_FCM;
+        *app = wk_fcm_auth_project(chan->fcm);
+        return true;
+    }
+    if (chan->apns != NULL) {
+        *platform = HR_ADDR_APNS;
+        *app = chan->cfg->apns.topic;
+        return true;
+    }
+    if (chan->cfg->type == HR_CHANNEL_SMTP) {
+        *platform = HR_ADDR_EMAIL;
+        *app = "";
+        return true;
+    }
+    return false;
+}
+
+/* ---- queues ------------------------------------------------------------- */
 
 static wk_push *wk_push_of(wk_retry_node *n)
 {
@@ -31,7 +126,7 @@ static wk_push *wk_push_of(wk_retry_node *n)
 
 /* Links PUSH READY into its task's queue (at the head when it goes next);
  * a task that had none joins the channel's round robin at the end. */
-void wk_chan_enqueue(wk_chan *chan, wk_push *push, bool head)
+static void wk_chan_enqueue(wk_chan *chan, wk_push *push, bool head)
 {
     wk_task *wt = push->task;
 
@@ -48,7 +143,7 @@ void wk_chan_enqueue(wk_chan *chan, wk_push *push, bool head)
 }
 
 /* Unlinks READY PUSH; its task leaves the round robin when nothing is left. */
-void wk_chan_dequeue(wk_chan *chan, wk_push *push)
+static void wk_chan_dequeue(wk_chan *chan, wk_push *push)
 {
     wk_task *wt = push->task;
 
@@ -59,20 +154,32 @@ void wk_chan_dequeue(wk_chan *chan, wk_push *push)
     }
 }
 
-/* Moves delayed pushes whose backoff passed to the ready queue. */
-static void wk_chan_promote(wk_chan *chan, int64_t now)
+void wk_chan_submit(wk_chan *chan, wk_push *push)
 {
-    wk_retry_node *n;
-
-    while ((n = wk_retry_heap_min(&chan->delayed)) != NULL && n->due_ms <= now) {
-        wk_push *push = wk_push_of(n);
-
-        wk_retry_heap_remove(&chan->delayed, n);
-        wk_chan_enqueue(chan, push, false);
-    }
-    /* Also after a cancel took the node the timer was armed for. */
-    wk_chan_arm_retry(chan);
+    wk_chan_enqueue(chan, push, false);
 }
+
+void wk_chan_cancel(wk_chan *chan, wk_push *push)
+{
+    if (push->state == WK_PUSH_READY)
+        wk_chan_dequeue(chan, push);
+    else if (push->state == WK_PUSH_DELAYED)
+        wk_retry_heap_remove(&chan->delayed, &push->delay);
+}
+
+int64_t wk_chan_due(const wk_chan *chan)
+{
+    const wk_retry_node *first = wk_retry_heap_min(&chan->delayed);
+
+    return first != NULL ? first->due_ms : -1;
+}
+
+bool wk_chan_ready(const wk_chan *chan)
+{
+    return !TAILQ_EMPTY(&chan->tasks);
+}
+
+/* ---- rate-limit tokens -------------------------------------------------- */
 
 /* The two budgets a push spends: its task's (rate_limit, or the planned
  * rate of a finish_by) and its task's share of the channel's rate_limit. */
@@ -113,7 +220,7 @@ static void wk_chan_grant_run(hr_redis *r, void *arg)
 
 /* The limiter answered: the tokens are WT's for the second they were asked
  * in (a later answer's are dropped: under-use, never overshoot), and the
- * channel is pumped. */
+ * channel runs again. */
 static void wk_chan_grant_done(void *arg)
 {
     wk_chan_grant *g = arg;
@@ -128,37 +235,37 @@ static void wk_chan_grant_done(void *arg)
     if (g->rc != 0) {
         hr_log_warn("ratelimit_error", "task=%" PRId64 " budget=%s error=%s", wt->row->id,
                     task ? "task" : "channel", g->errstr);
-        hr_metrics_inc(chan->s->m->backend_errors[WK_BACKEND_REDIS]);
-        wt->wait_until_ms = now + WK_SENDER_LIMITER_RETRY_MS;
+        hr_metrics_inc(chan->m->backend_errors[WK_BACKEND_REDIS]);
+        wt->wait_until_ms = now + WK_CHAN_RETRY_MS;
     } else {
         if (g->paced)
             wt->pace_rate = g->rate;
         if (*sec == g->sec && now / 1000 == g->sec)
             *tokens += g->granted;
         if (g->granted == 0) {
-            hr_metrics_inc(chan->s->m->ratelimit_waits);
+            hr_metrics_inc(chan->m->ratelimit_waits);
             wt->wait_until_ms = now + (g->wait_ms > 0 ? g->wait_ms : 1);
         } else {
             wt->wait_until_ms = 0;
         }
     }
     wt->refs--;
-    /* A sender closed meanwhile (shutdown) has no queues left to run. */
-    if (!chan->s->closed)
-        wk_sender_pump(chan->s);
+    /* A channel closed meanwhile (shutdown) has no queues left to run. */
+    if (!chan->closed)
+        chan->wake(chan->wake_ctx);
     free(g);
 }
 
 /* Whether a token of budget B of WT is at hand; false with *WAIT_MS set
  * when none is.  A budget with none left asks the limiter for a grant (a
  * job on the Redis thread, one per budget at a time) and waits for it:
- * its answer pumps the channel.  The token is spent (decremented) only
+ * its answer wakes the channel.  The token is spent (decremented) only
  * when a push starts, so a grant is never lost to a push that could not
  * start.  Tokens belong to the second they were granted in: the limiter
  * counted them against that second's budget, so the ones left when it is
  * over are dropped, never spent on top of a later second's (under-use,
  * never overshoot).  A paced task asks in steps of its rate in force (the
- * last grant's; WK_SENDER_PACED_WANT before the first), which the
+ * last grant's; WK_CHAN_PACED_WANT before the first), which the
  * limiter's script derives. */
 static bool wk_chan_token(wk_chan *chan, wk_task *wt, wk_budget b, int64_t *wait_ms)
 {
@@ -177,13 +284,13 @@ static bool wk_chan_token(wk_chan *chan, wk_task *wt, wk_budget b, int64_t *wait
     if (*tokens > 0)
         return true;
     /* Until the grant answers (the wait is only a fallback: the answer
-     * pumps the channel at once). */
-    *wait_ms = WK_SENDER_LIMITER_RETRY_MS;
+     * wakes the channel at once). */
+    *wait_ms = WK_CHAN_RETRY_MS;
     if (wt->granting[b])
         return false;
-    want = paced && wt->pace_rate > 0 ? wt->pace_rate / WK_SENDER_GRANT_DIVISOR
-           : paced                    ? WK_SENDER_PACED_WANT
-                                      : limit / WK_SENDER_GRANT_DIVISOR;
+    want = paced && wt->pace_rate > 0 ? wt->pace_rate / WK_CHAN_GRANT_DIVISOR
+           : paced                    ? WK_CHAN_PACED_WANT
+                                      : limit / WK_CHAN_GRANT_DIVISOR;
     g = calloc(1, sizeof *g);
     if (g != NULL) {
         *g = (wk_chan_grant){.chan = chan,
@@ -197,7 +304,7 @@ static bool wk_chan_token(wk_chan *chan, wk_task *wt, wk_budget b, int64_t *wait
         /* The grant holds the task as a chunk does, so the cache keeps it
          * until the answer came. */
         wt->refs++;
-        if (wk_redis_call(chan->s->rd, wk_chan_grant_run, wk_chan_grant_done, g) == 0) {
+        if (wk_redis_call(chan->rd, wk_chan_grant_run, wk_chan_grant_done, g) == 0) {
             wt->granting[b] = true;
             return false;
         }
@@ -206,52 +313,8 @@ static bool wk_chan_token(wk_chan *chan, wk_task *wt, wk_budget b, int64_t *wait
     }
     hr_log_warn("ratelimit_error", "task=%" PRId64 " budget=%s error=the Redis thread took no job",
                 wt->row->id, task ? "task" : "channel");
-    hr_metrics_inc(chan->s->m->backend_errors[WK_BACKEND_REDIS]);
+    hr_metrics_inc(chan->m->backend_errors[WK_BACKEND_REDIS]);
     return false;
-}
-
-/* Whether CHAN pushes to addresses from the address book (fcm, apns). */
-bool wk_chan_addressed(const wk_chan *chan)
-{
-    return chan->cfg->type != HR_CHANNEL_WEBHOOK;
-}
-
-/* PUSH's current request ended with END.  A webhook push is settled with it.
- * A push to addresses records it and goes on to its next address at the
- * head of the queue, or, after its last one (or when held), is settled
- * with what its addresses got: delivered when one took it, else failed
- * when one failed for good, else unregistered (every address dead, or
- * none); held when halted before any took it. */
-void wk_chan_end(wk_chan *chan, wk_push *push, wk_push_result *res, wk_end end, const char *reason)
-{
-    wk_sender *s = chan->s;
-
-    if (!wk_chan_addressed(chan)) {
-        res->delivered = end == WK_END_SENT;
-        res->held = end == WK_END_HELD;
-        res->reason = end == WK_END_FAILED ? reason : NULL;
-        wk_sender_settle(s, push, res);
-        return;
-    }
-    if (end == WK_END_SENT) {
-        push->any_sent = true;
-    } else if (end == WK_END_DEAD) {
-        s->prune(s->ctx, push, &push->addrs[push->addr]);
-    } else if (end == WK_END_FAILED && !push->any_failed) {
-        push->any_failed = true;
-        snprintf(push->failure, sizeof push->failure, "%s", reason);
-    }
-    if (end != WK_END_HELD && ++push->addr < push->naddrs && !(push->hold != NULL && *push->hold)) {
-        push->addr_attempts = 0;
-        push->slowdowns = 0;
-        wk_chan_enqueue(chan, push, true);
-        return;
-    }
-    res->delivered = push->any_sent;
-    res->held = !push->any_sent && push->addr < push->naddrs;
-    res->unregistered = !push->any_sent && !res->held && !push->any_failed;
-    res->reason = !push->any_sent && !res->held && push->any_failed ? push->failure : NULL;
-    wk_sender_settle(s, push, res);
 }
 
 /* The next task of CHAN's round robin that has a token at hand, or NULL
@@ -282,11 +345,13 @@ static wk_task *wk_chan_next_task(wk_chan *chan, int64_t now, int64_t *wait_ms)
     return NULL;
 }
 
+/* ---- the cluster's slow-down ---------------------------------------------- */
+
 /* A slow-down of CHAN until UNTIL_MS that this worker has not taken part
  * in yet: the channel pauses until then and halves its in-flight cap
  * once; deliveries then widen the cap again one by one (wk_retry), so
  * the channel recovers step by step. */
-void wk_chan_slow(wk_chan *chan, int64_t until_ms, const char *why, long status)
+static void wk_chan_slow(wk_chan *chan, int64_t until_ms, const char *why, long status)
 {
     if (until_ms > chan->paused_until_ms)
         chan->paused_until_ms = until_ms;
@@ -314,33 +379,33 @@ static void wk_chan_slow_read(void *arg, const redisReply *reply, const char *er
     (void)errstr;
     chan->slow_reading = false;
     if (reply == NULL) {
-        hr_metrics_inc(chan->s->m->backend_errors[WK_BACKEND_REDIS]);
+        hr_metrics_inc(chan->m->backend_errors[WK_BACKEND_REDIS]);
         return;
     }
     if (reply->type == REDIS_REPLY_STRING) {
         int64_t until = strtoll(reply->str, NULL, 10);
 
-        if (until > now && until > chan->slow_seen_until && !chan->s->closed) {
+        if (until > now && until > chan->slow_seen_until && !chan->closed) {
             wk_chan_slow(chan, until, "cluster", 0);
-            wk_sender_pump(chan->s);
+            chan->wake(chan->wake_ctx);
         }
     }
 }
 
-/* Every WK_SENDER_SLOW_POLL_MS while CH has pushes waiting: the
+/* Every WK_CHAN_SLOW_POLL_MS while CH has pushes waiting: the
  * cluster's slow-down key is read (a job on the Redis thread; its answer
  * pauses the channel when another worker published one). */
 static void wk_chan_read_slow(wk_chan *chan, int64_t now)
 {
     const char *argv[] = {"GET", chan->k_slow};
 
-    if (now - chan->slow_checked_ms < WK_SENDER_SLOW_POLL_MS || chan->slow_reading)
+    if (now - chan->slow_checked_ms < WK_CHAN_SLOW_POLL_MS || chan->slow_reading)
         return;
     chan->slow_checked_ms = now;
-    if (wk_redis_cmd(chan->s->rd, 2, argv, wk_chan_slow_read, chan) == 0)
+    if (wk_redis_cmd(chan->rd, 2, argv, wk_chan_slow_read, chan) == 0)
         chan->slow_reading = true;
     else
-        hr_metrics_inc(chan->s->m->backend_errors[WK_BACKEND_REDIS]);
+        hr_metrics_inc(chan->m->backend_errors[WK_BACKEND_REDIS]);
 }
 
 /* The answer to a wk_chan_publish_slow. */
@@ -351,202 +416,259 @@ static void wk_chan_slow_published(void *arg, const redisReply *reply, const cha
     if (reply != NULL)
         return;
     hr_log_warn("slowdown_publish_failed", "channel=%s error=\"%s\"", chan->cfg->name, errstr);
-    hr_metrics_inc(chan->s->m->backend_errors[WK_BACKEND_REDIS]);
+    hr_metrics_inc(chan->m->backend_errors[WK_BACKEND_REDIS]);
 }
 
 /* Publishes this worker's slow-down of CH until UNTIL_MS to every worker:
  * the key holds the deadline and expires with it (a job on the Redis
  * thread). */
-void wk_chan_publish_slow(wk_chan *chan, int64_t until_ms, int64_t pause_ms)
+static void wk_chan_publish_slow(wk_chan *chan, int64_t until_ms, int64_t pause_ms)
 {
     char until[24], px[24];
     const char *argv[] = {"SET", chan->k_slow, until, "PX", px};
 
     snprintf(until, sizeof until, "%" PRId64, until_ms);
     snprintf(px, sizeof px, "%" PRId64, pause_ms > 0 ? pause_ms : 1);
-    if (wk_redis_cmd(chan->s->rd, 5, argv, wk_chan_slow_published, chan) != 0)
+    if (wk_redis_cmd(chan->rd, 5, argv, wk_chan_slow_published, chan) != 0)
         wk_chan_slow_published(chan, NULL, "the Redis thread took no job");
 }
 
-/* Starts as many ready pushes of CH as its cap, pause and tokens allow,
- * one per task in turn. */
-void wk_chan_pump(wk_chan *chan)
+void wk_chan_tick(wk_chan *chan, int64_t now)
 {
-    wk_sender *s = chan->s;
-    int64_t now = hr_clock_now_ms(), wait_ms = 0;
-    wk_task *wt;
-    wk_push *push;
-    wk_xfer *x;
+    wk_retry_node *n;
 
-    wk_chan_promote(chan, now);
+    while ((n = wk_retry_heap_min(&chan->delayed)) != NULL && n->due_ms <= now) {
+        wk_push *push = wk_push_of(n);
+
+        wk_retry_heap_remove(&chan->delayed, n);
+        wk_chan_enqueue(chan, push, false);
+    }
     if (!TAILQ_EMPTY(&chan->tasks))
         wk_chan_read_slow(chan, now);
-    while (!s->draining && !TAILQ_EMPTY(&chan->tasks) && chan->inflight < (size_t)chan->cap.cap) {
-        if (now < chan->paused_until_ms) {
-            uv_timer_start(&chan->wake, wk_chan_wake_cb, (uint64_t)(chan->paused_until_ms - now),
-                           0);
-            return;
-        }
-        if (!wk_chan_authorized(chan, now))
-            return;
-        if ((wt = wk_chan_next_task(chan, now, &wait_ms)) == NULL) {
-            uv_timer_start(&chan->wake, wk_chan_wake_cb, (uint64_t)(wait_ms > 0 ? wait_ms : 1), 0);
-            return;
-        }
-        if (hr_task_expired(wt->row, now)) {
-            /* Useless now: settled held, spending no token; its chunk
-             * counts it and the rest expired (wk_lifecycle_push_done). */
-            wk_push_result res = {.delivered = false};
-
-            push = TAILQ_FIRST(&wt->ready);
-            wk_chan_dequeue(chan, push);
-            wk_chan_end(chan, push, &res, WK_END_HELD, NULL);
-            continue;
-        }
-        x = wk_chan_take_xfer(chan);
-        if (x == NULL) {
-            hr_log_error("curl_handle_error", "channel=%s", chan->cfg->name);
-            uv_timer_start(&chan->wake, wk_chan_wake_cb, WK_SENDER_LIMITER_RETRY_MS, 0);
-            return;
-        }
-        /* The tokens go with the push, started or settled. */
-        if (wt->tokens > 0)
-            wt->tokens--;
-        if (wt->share_tokens > 0)
-            wt->share_tokens--;
-        push = TAILQ_FIRST(&wt->ready);
-        wk_chan_dequeue(chan, push);
-        /* Round robin: the task goes behind the others. */
-        if (wt->queued) {
-            TAILQ_REMOVE(&chan->tasks, wt, rr);
-            TAILQ_INSERT_TAIL(&chan->tasks, wt, rr);
-        }
-        wk_chan_start(chan, x, push);
-    }
 }
 
-/* A finished request of X with curl result RC. */
-void wk_sender_finished(wk_sender *s, wk_xfer *x, CURLcode rc)
+/* ---- what may start ------------------------------------------------------ */
+
+/* Whether CHAN pushes to addresses (every channel but a webhook). */
+static bool wk_chan_walks(const wk_chan *chan)
 {
-    wk_chan *chan = x->chan;
-    wk_push *push = x->p;
+    return chan->cfg->type != HR_CHANNEL_WEBHOOK;
+}
+
+/* PUSH's current request ended with END.  A webhook push is settled with
+ * it.  A push to addresses records it and goes on to its next address at
+ * the head of the queue, or, after its last one (or when held), is settled
+ * with what its addresses got: delivered when one took it, else failed
+ * when one failed for good, else unregistered (every address dead, or
+ * none); held when halted before any took it. */
+static wk_chan_verdict wk_chan_end(wk_chan *chan, wk_push *push, wk_end end, const char *reason,
+                                   wk_chan_outcome *out)
+{
+    wk_push_result *res = &out->res;
+
+    out->dead = NULL;
+    if (!wk_chan_walks(chan)) {
+        res->delivered = end == WK_END_SENT;
+        res->held = end == WK_END_HELD;
+        res->reason = end == WK_END_FAILED ? reason : NULL;
+        return WK_CHAN_SETTLED;
+    }
+    if (end == WK_END_SENT) {
+        push->any_sent = true;
+    } else if (end == WK_END_DEAD) {
+        out->dead = &push->addrs[push->addr];
+    } else if (end == WK_END_FAILED && !push->any_failed) {
+        push->any_failed = true;
+        snprintf(push->failure, sizeof push->failure, "%s", reason);
+    }
+    if (end != WK_END_HELD && ++push->addr < push->naddrs && !(push->hold != NULL && *push->hold)) {
+        push->addr_attempts = 0;
+        push->slowdowns = 0;
+        wk_chan_enqueue(chan, push, true);
+        return WK_CHAN_QUEUED;
+    }
+    res->delivered = push->any_sent;
+    res->held = !push->any_sent && push->addr < push->naddrs;
+    res->unregistered = !push->any_sent && !res->held && !push->any_failed;
+    res->reason = !push->any_sent && !res->held && push->any_failed ? push->failure : NULL;
+    return WK_CHAN_SETTLED;
+}
+
+wk_chan_step_kind wk_chan_next(wk_chan *chan, int64_t now, wk_chan_step *step)
+{
+    wk_task *wt;
+
+    if (TAILQ_EMPTY(&chan->tasks) || chan->inflight >= (size_t)chan->cap.cap)
+        return WK_CHAN_IDLE;
+    if (now < chan->paused_until_ms) {
+        step->wait_ms = chan->paused_until_ms - now;
+        return WK_CHAN_WAIT;
+    }
+    /* An fcm channel starts a push only with an unexpired access token.
+     * The token request is started when one is due (sends go on with the
+     * current token meanwhile); while none is usable the pushes wait,
+     * woken by the request's end or the back-off's timer. */
+    if (chan->fcm != NULL) {
+        uint64_t gen;
+        bool request;
+        int64_t wake;
+        const char *token = wk_fcm_auth_token(chan->fcm, now, &gen, &request, &wake);
+
+        if (request)
+            return WK_CHAN_AUTH;
+        if (token == NULL) {
+            step->wait_ms = wake - now;
+            return wake > now ? WK_CHAN_WAIT : WK_CHAN_IDLE;
+        }
+    }
+    if ((wt = wk_chan_next_task(chan, now, &step->wait_ms)) == NULL) {
+        if (step->wait_ms <= 0)
+            step->wait_ms = 1;
+        return WK_CHAN_WAIT;
+    }
+    if (hr_task_expired(wt->row, now)) {
+        /* Useless now: settled held, spending no token; its chunk counts
+         * it and the rest expired (wk_lifecycle_push_done). */
+        step->push = TAILQ_FIRST(&wt->ready);
+        step->out.res = (wk_push_result){.delivered = false};
+        wk_chan_dequeue(chan, step->push);
+        wk_chan_end(chan, step->push, WK_END_HELD, NULL, &step->out);
+        return WK_CHAN_SETTLE;
+    }
+    step->task = wt;
+    return WK_CHAN_START;
+}
+
+wk_chan_verdict wk_chan_take(wk_chan *chan, wk_task *wt, wk_push **pushp, wk_chan_outcome *out)
+{
+    wk_push *push = TAILQ_FIRST(&wt->ready);
+
+    /* The tokens go with the push, started or settled. */
+    if (wt->tokens > 0)
+        wt->tokens--;
+    if (wt->share_tokens > 0)
+        wt->share_tokens--;
+    wk_chan_dequeue(chan, push);
+    /* Round robin: the task goes behind the others. */
+    if (wt->queued) {
+        TAILQ_REMOVE(&chan->tasks, wt, rr);
+        TAILQ_INSERT_TAIL(&chan->tasks, wt, rr);
+    }
+    *pushp = push;
+    if (wk_chan_walks(chan) && push->naddrs == 0) {
+        out->dead = NULL;
+        out->res = (wk_push_result){.unregistered = true};
+        return WK_CHAN_SETTLED;
+    }
+    return WK_CHAN_GO;
+}
+
+void wk_chan_sent(wk_chan *chan, wk_push *push)
+{
+    push->state = WK_PUSH_INFLIGHT;
+    push->attempts++;
+    if (++push->addr_attempts == 1)
+        push->firsts++;
+    chan->inflight++;
+}
+
+void wk_chan_ended(wk_chan *chan, wk_push *push)
+{
+    push->state = WK_PUSH_IDLE;
+    push->xfer = NULL;
+    chan->inflight--;
+}
+
+/* ---- what an answer means ------------------------------------------------ */
+
+wk_chan_verdict wk_chan_unsent(wk_chan *chan, wk_push *push, const char *why, wk_chan_outcome *out)
+{
+    return wk_chan_end(chan, push, WK_END_FAILED, why, out);
+}
+
+/* A slow-down answer (V, its HTTP status CODE) at NOW: the channel pauses,
+ * and every worker with it. */
+static void wk_chan_slowed(wk_chan *chan, const wk_provider_result *v, long code, int64_t now)
+{
+    int64_t before = chan->slow_seen_until;
+    int64_t pause =
+        v->retry_after_s > 0 ? (int64_t)v->retry_after_s * 1000 : WK_CHAN_DEFAULT_PAUSE_MS;
+
+    /* A provider's Retry-After may not stall the channel for longer than
+     * the channel's longest retry backoff. */
+    if (pause > chan->cfg->retry_max_backoff_ms)
+        pause = chan->cfg->retry_max_backoff_ms;
+    /* Every worker pauses with this one (wk_chan_read_slow): a new window
+     * is published, and an extension worth a poll. */
+    wk_chan_slow(chan, now + pause, "provider", code);
+    if (before < now || now + pause > before + WK_CHAN_SLOW_POLL_MS)
+        wk_chan_publish_slow(chan, now + pause, pause);
+}
+
+wk_chan_verdict wk_chan_answer(wk_chan *chan, wk_push *push, const wk_provider_result *v,
+                               int64_t now, uint64_t *rnd, wk_chan_outcome *out)
+{
     const hr_channel *ch = chan->cfg;
-    long code = 0;
-    int64_t now = hr_clock_now_ms();
-    wk_push_result res = {.latency_ms = (int)(now - x->start_ms)};
-    wk_provider_result v;
-    char reason[sizeof v.reason + 32];
+    long code = out->res.http_status;
+    wk_verdict verdict = v->verdict;
 
-    if (rc == CURLE_OK || ch->type == HR_CHANNEL_SMTP)
-        curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
-    wk_xfer_verdict(ch, x, rc, code, &v);
-    wk_chan_release_xfer(chan, x);
-    res.http_status = code;
-    hr_metrics_observe(s->m->chans[chan - s->chans].latency, res.latency_ms / 1000.0);
-    if (rc != CURLE_OK)
-        hr_metrics_inc(s->m->backend_errors[WK_BACKEND_HTTP]);
-
-    if (v.verdict == WK_VERDICT_DELIVERED) {
+    if (verdict == WK_VERDICT_DELIVERED) {
         wk_retry_cap_grow(&chan->cap);
-        wk_chan_end(chan, push, &res, WK_END_SENT, NULL);
-        return;
+        return wk_chan_end(chan, push, WK_END_SENT, NULL, out);
     }
-    if (push->hold != NULL && *push->hold) {
-        wk_chan_end(chan, push, &res, WK_END_HELD, NULL);
-        return;
-    }
-    if (v.verdict == WK_VERDICT_UNREGISTERED) {
-        wk_chan_end(chan, push, &res, WK_END_DEAD, NULL);
-        return;
-    }
+    if (push->hold != NULL && *push->hold)
+        return wk_chan_end(chan, push, WK_END_HELD, NULL, out);
+    if (verdict == WK_VERDICT_UNREGISTERED)
+        return wk_chan_end(chan, push, WK_END_DEAD, NULL, out);
     /* "Slow down" and "refresh the token" re-send without counting
      * against the retry budget, up to a bound; past it they are what
      * their status says. */
-    if ((v.verdict == WK_VERDICT_SLOWDOWN || v.verdict == WK_VERDICT_REFRESH) &&
-        push->slowdowns >= WK_SENDER_MAX_SLOWDOWNS)
-        v.verdict = code >= 500 ? WK_VERDICT_RETRY : WK_VERDICT_FAILED;
-    if (v.verdict == WK_VERDICT_REFRESH && chan->fcm != NULL) {
+    if ((verdict == WK_VERDICT_SLOWDOWN || verdict == WK_VERDICT_REFRESH) &&
+        push->slowdowns >= WK_CHAN_MAX_SLOWDOWNS)
+        verdict = code >= 500 ? WK_VERDICT_RETRY : WK_VERDICT_FAILED;
+    out->dead = NULL;
+    if (verdict == WK_VERDICT_REFRESH && chan->fcm != NULL) {
         wk_fcm_auth_rejected(chan->fcm, push->token_gen);
         push->slowdowns++;
         wk_chan_enqueue(chan, push, true);
-        return;
+        return WK_CHAN_QUEUED;
     }
     /* APNs calls the provider token expired: a new one, unless the held
      * one is too young for Apple to accept a renewal (then the clock or
      * the key is wrong, and the push fails). */
-    if (v.verdict == WK_VERDICT_REFRESH && chan->apns != NULL &&
+    if (verdict == WK_VERDICT_REFRESH && chan->apns != NULL &&
         wk_apns_signer_expired(chan->apns, now / 1000) == 0) {
         push->slowdowns++;
         wk_chan_enqueue(chan, push, true);
-        return;
+        return WK_CHAN_QUEUED;
     }
-    if (v.verdict == WK_VERDICT_SLOWDOWN) {
-        int64_t pause =
-            v.retry_after_s > 0 ? (int64_t)v.retry_after_s * 1000 : WK_SENDER_DEFAULT_PAUSE_MS;
-
-        /* A provider's Retry-After may not stall the channel for longer
-         * than the channel's longest retry backoff. */
-        if (pause > ch->retry_max_backoff_ms)
-            pause = ch->retry_max_backoff_ms;
-
-        /* Every worker pauses with this one (wk_chan_read_slow): a new
-         * window is published, and an extension worth a poll. */
-        {
-            int64_t before = chan->slow_seen_until;
-
-            wk_chan_slow(chan, now + pause, "provider", code);
-            if (before < now || now + pause > before + WK_SENDER_SLOW_POLL_MS)
-                wk_chan_publish_slow(chan, now + pause, pause);
-        }
+    if (verdict == WK_VERDICT_SLOWDOWN) {
+        wk_chan_slowed(chan, v, code, now);
         /* A re-send all the same (it counts as a retry in the stats, the
          * delivery log and herald_retries_total), but not against the
          * channel's retry budget: that is for failures. */
         push->slowdowns++;
         wk_chan_enqueue(chan, push, true);
-        return;
+        return WK_CHAN_QUEUED;
     }
-    if (v.verdict != WK_VERDICT_RETRY) {
-        wk_chan_end(chan, push, &res, WK_END_FAILED, v.reason);
-        return;
-    }
+    if (verdict != WK_VERDICT_RETRY)
+        return wk_chan_end(chan, push, WK_END_FAILED, v->reason, out);
     if (push->addr_attempts - push->slowdowns >= ch->retry_max_attempts) {
-        snprintf(reason, sizeof reason, "%s after %d attempts", v.reason, push->addr_attempts);
-        wk_chan_end(chan, push, &res, WK_END_FAILED, reason);
-        return;
+        snprintf(out->reason, sizeof out->reason, "%s after %d attempts", v->reason,
+                 push->addr_attempts);
+        return wk_chan_end(chan, push, WK_END_FAILED, out->reason, out);
     }
     push->delay.due_ms =
         now + wk_retry_backoff_ms(ch->retry_backoff_ms, ch->retry_max_backoff_ms,
-                                  push->addr_attempts - push->slowdowns, wk_sender_random(s));
-    /* A retry due past the task's expire_at waits only until then: the pump
-     * refuses to start it, and its chunk counts it and the rest expired
-     * (wk_lifecycle_push_done).  Settling it at once would close a chunk
-     * whose other pushes may still go out before expire_at. */
+                                  push->addr_attempts - push->slowdowns, wk_retry_random(rnd));
+    /* A retry due past the task's expire_at waits only until then: the
+     * channel refuses to start it, and its chunk counts it and the rest
+     * expired (wk_lifecycle_push_done).  Settling it at once would close a
+     * chunk whose other pushes may still go out before expire_at. */
     if (hr_task_expired(push->task->row, push->delay.due_ms))
         push->delay.due_ms = push->task->row->expire_ms;
-    if (wk_retry_heap_push(&chan->delayed, &push->delay) != 0) {
-        wk_chan_end(chan, push, &res, WK_END_FAILED, "out of memory");
-        return;
-    }
+    if (wk_retry_heap_push(&chan->delayed, &push->delay) != 0)
+        return wk_chan_end(chan, push, WK_END_FAILED, "out of memory", out);
     push->state = WK_PUSH_DELAYED;
-    wk_chan_arm_retry(chan);
-}
-
-/* An apns channel's signer from its .p8 key file. */
-int wk_chan_apns_signer(wk_chan *chan, char *errstr, size_t errlen)
-{
-    const hr_channel *ch = chan->cfg;
-    char detail[256];
-    char *p8 = NULL;
-    size_t len = 0;
-    int rc = -1;
-
-    if (hr_config_read_file(ch->apns.key_file, WK_SENDER_KEY_FILE_MAX, &p8, &len, detail,
-                            sizeof detail) != 0 ||
-        wk_apns_signer_new(p8, len, ch->apns.key_id, ch->apns.team_id, &chan->apns, detail,
-                           sizeof detail) != 0)
-        snprintf(errstr, errlen, "channel %s: key_file %s", ch->name, detail);
-    else
-        rc = 0;
-    free(p8);
-    return rc;
+    return WK_CHAN_DELAYED;
 }

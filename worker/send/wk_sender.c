@@ -1,70 +1,351 @@
-/* wk_sender: libcurl multi over libuv, per-channel queues, rate limits,
- * retries and slow-downs (see wk_sender.h).  One request — its easy
- * handle, how it is built and what its response means — is wk_xfer's;
- * a channel's queues, tokens and slow-downs are wk_chan.c's, the curl <->
- * libuv glue wk_sender_uv.c's; this file sets the sender up, takes pushes
- * in and acts on the outcome of every request.
- *
- * Re-entrancy: the done callback runs from wk_sender_check() (after
- * curl_multi_socket_action returned, never inside a curl callback) or from
- * wk_sender_pump() when a push cannot be rendered.  It may submit or cancel
- * pushes; queues are re-read after every callback, and a pump requested
- * while one runs is folded into the running one (s->pumping). */
-#include "wk_sender_int.h"
+/* wk_sender: the send wing's front (see wk_sender.h).  Read top-down: a
+ * channel's timers and how a verdict is carried out, starting a push and
+ * the fcm token request, a run of the channels, the transport's finished
+ * transfers, then set-up and the public calls. */
+#include "wk_sender.h"
 
 #include <curl/curl.h>
-#include <errno.h>
-#include <stddef.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <strings.h>
 #include <sys/random.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "hr_log.h"
 #include "hr_clock.h"
-#include "hr_ratelimit.h"
-#include "wk_apns.h"
-#include "wk_fcm_auth.h"
-#include "wk_retry.h"
+#include "hr_log.h"
+#include "wk_chan.h"
+#include "wk_curl.h"
+#include "wk_curl_uv.h"
 #include "wk_xfer.h"
 
-uint64_t wk_sender_random(wk_sender *s)
+/* A channel as the sender runs it. */
+typedef struct wk_sender_chan {
+    wk_sender *s;
+    wk_chan chan;     /* its decisions */
+    wk_curl *curl;    /* its transport */
+    uv_timer_t wake;  /* the end of a pause, of a rate-limit wait or of a token back-off */
+    uv_timer_t retry; /* the earliest delayed push */
+    wk_xfer *auth_x;  /* fcm: the token request's handle (not in the pool) */
+    bool auth_busy;   /* it runs */
+} wk_sender_chan;
+
+struct wk_sender {
+    uv_loop_t *loop;
+    const hr_config *cfg;
+    wk_metrics *m;
+    wk_sender_done_fn done;
+    void *ctx;
+    wk_sender_prune_fn prune;
+    void *prune_ctx;
+    wk_curl_uv *uv; /* the transports' libuv adapter */
+    wk_sender_chan *chans;
+    size_t nchans;
+    size_t inflight;
+    bool draining;
+    bool running, run_again;
+    uint64_t rnd; /* the retries' jitter (wk_retry_random) */
+};
+
+static void wk_sender_run(wk_sender *s);
+
+/* ---- timers and verdicts ------------------------------------------------- */
+
+static void wk_sender_wake_cb(uv_timer_t *t)
 {
-    /* xorshift64*: jitter needs spread, not secrecy. */
-    s->rnd ^= s->rnd >> 12;
-    s->rnd ^= s->rnd << 25;
-    s->rnd ^= s->rnd >> 27;
-    return s->rnd * 2685821657736338717ULL;
+    wk_sender_chan *sc = t->data;
+
+    wk_sender_run(sc->s);
 }
 
-void wk_sender_settle(wk_sender *s, wk_push *push, const wk_push_result *res)
+/* The channel's wake-up, WAIT_MS from now. */
+static void wk_sender_wake_in(wk_sender_chan *sc, int64_t wait_ms)
+{
+    uv_timer_start(&sc->wake, wk_sender_wake_cb, (uint64_t)wait_ms, 0);
+}
+
+/* The retry timer, at the channel's earliest due retry (stopped when none
+ * waits, also after a cancel took the one it was armed for). */
+static void wk_sender_arm_retry(wk_sender_chan *sc)
+{
+    int64_t due = wk_chan_due(&sc->chan), now = hr_clock_now_ms();
+
+    if (due < 0)
+        uv_timer_stop(&sc->retry);
+    else
+        uv_timer_start(&sc->retry, wk_sender_wake_cb, due > now ? (uint64_t)(due - now) : 0, 0);
+}
+
+static void wk_sender_settle(wk_sender *s, wk_push *push, const wk_push_result *res)
 {
     push->state = WK_PUSH_IDLE;
     s->done(s->ctx, push, res);
 }
 
-void wk_sender_pump(wk_sender *s)
+/* Carries out what the channel said of PUSH. */
+static void wk_sender_act(wk_sender_chan *sc, wk_push *push, wk_chan_verdict verdict,
+                          const wk_chan_outcome *out)
 {
-    if (s->pumping) {
-        s->pump_again = true;
-        return;
-    }
-    s->pumping = true;
-    do {
-        s->pump_again = false;
-        for (size_t i = 0; i < s->nchans; i++)
-            wk_chan_pump(&s->chans[i]);
-    } while (s->pump_again);
-    s->pumping = false;
+    wk_sender *s = sc->s;
+
+    if (out->dead != NULL && s->prune != NULL)
+        s->prune(s->prune_ctx, push, out->dead);
+    if (verdict == WK_CHAN_SETTLED)
+        wk_sender_settle(s, push, &out->res);
+    else if (verdict == WK_CHAN_DELAYED)
+        wk_sender_arm_retry(sc);
 }
 
-/* ---- outcomes ------------------------------------------------------------ */
+/* ---- starting requests ----------------------------------------------------- */
 
-/* ---- public -------------------------------------------------------------- */
+/* Builds PUSH's next request on X: the webhook's, the messages:send of its
+ * current address with the channel's access token, the APNs request
+ * signed with the provider token, or the mail.  0, or -1 with ERRSTR. */
+static int wk_sender_prepare(wk_sender_chan *sc, wk_xfer *x, wk_push *push, char *errstr,
+                             size_t errlen)
+{
+    const wk_chan *chan = &sc->chan;
+    const hr_channel *ch = chan->cfg;
+    size_t stripped = 0;
+    uint64_t gen;
+    bool request;
+    int64_t wake;
+    const char *token;
+
+    if (chan->apns != NULL) {
+        token = wk_apns_signer_token(chan->apns, hr_clock_now_ms() / 1000, errstr, errlen);
+        if (token == NULL)
+            return -1;
+        return wk_xfer_prepare_apns(x, ch, ch->url != NULL ? ch->url : WK_APNS_BASE_URL, token,
+                                    push->task, push->uid, push->user,
+                                    push->addrs[push->addr].address, errstr, errlen);
+    }
+    if (ch->type == HR_CHANNEL_SMTP)
+        return wk_xfer_prepare_smtp(x, ch, push->task, push->uid, push->user,
+                                    push->addrs[push->addr].address, errstr, errlen);
+    if (chan->fcm == NULL) {
+        if (wk_xfer_prepare(x, ch, push->task, push->uid, push->user, &stripped, errstr, errlen) !=
+            0)
+            return -1;
+        if (stripped > 0)
+            hr_metrics_add(sc->s->m->anomalies[WK_ANOMALY_HEADER_STRIPPED], (uint64_t)stripped);
+        return 0;
+    }
+    /* The channel lets an fcm push start only with a token at hand. */
+    token = wk_fcm_auth_token(chan->fcm, hr_clock_now_ms(), &gen, &request, &wake);
+    if (token == NULL) {
+        snprintf(errstr, errlen, "no access token");
+        return -1;
+    }
+    push->token_gen = gen;
+    return wk_xfer_prepare_fcm(x, wk_fcm_auth_send_url(chan->fcm), token, push->task, push->uid,
+                               push->user, push->addrs[push->addr].address, errstr, errlen);
+}
+
+/* Starts the next push of task WT on a free handle; false when no handle
+ * could be had (the channel waits WK_CHAN_RETRY_MS). */
+static bool wk_sender_start(wk_sender_chan *sc, wk_task *wt)
+{
+    wk_sender *s = sc->s;
+    wk_xfer *x = wk_curl_take(sc->curl);
+    wk_chan_outcome out;
+    wk_chan_verdict verdict;
+    wk_push *push;
+    char errstr[256];
+
+    if (x == NULL) {
+        hr_log_error("curl_handle_error", "channel=%s", sc->chan.cfg->name);
+        wk_sender_wake_in(sc, WK_CHAN_RETRY_MS);
+        return false;
+    }
+    if (wk_chan_take(&sc->chan, wt, &push, &out) == WK_CHAN_SETTLED) {
+        wk_curl_give(sc->curl, x);
+        wk_sender_act(sc, push, WK_CHAN_SETTLED, &out);
+        return true;
+    }
+    if (wk_sender_prepare(sc, x, push, errstr, sizeof errstr) == 0) {
+        x->p = push;
+        if (wk_curl_add(sc->curl, x, errstr, sizeof errstr) == 0) {
+            push->xfer = x;
+            wk_chan_sent(&sc->chan, push);
+            s->inflight++;
+            hr_metrics_set(s->m->inflight, (double)s->inflight);
+            return true;
+        }
+        x->p = NULL;
+    }
+    /* Not rendered, or not added: the address fails for good. */
+    wk_curl_give(sc->curl, x);
+    out.res = (wk_push_result){.delivered = false};
+    verdict = wk_chan_unsent(&sc->chan, push, errstr, &out);
+    wk_sender_act(sc, push, verdict, &out);
+    return true;
+}
+
+/* X's request ended, or was aborted: X back into the pool, PUSH idle. */
+static void wk_sender_release(wk_sender_chan *sc, wk_xfer *x)
+{
+    wk_sender *s = sc->s;
+    wk_push *push = x->p;
+
+    wk_curl_release(sc->curl, x);
+    wk_chan_ended(&sc->chan, push);
+    s->inflight--;
+    hr_metrics_set(s->m->inflight, (double)s->inflight);
+}
+
+/* Starts the fcm channel's token request on its own handle. */
+static void wk_sender_auth_start(wk_sender_chan *sc, int64_t now)
+{
+    char errstr[256], why[256];
+
+    if (wk_fcm_auth_request(sc->chan.fcm, now, sc->auth_x, errstr, sizeof errstr) != 0)
+        return; /* logged, back-off set */
+    if (wk_curl_add(sc->curl, sc->auth_x, why, sizeof why) != 0) {
+        wk_fcm_auth_done(sc->chan.fcm, now, 0, NULL, 0, why, errstr, sizeof errstr);
+        return;
+    }
+    sc->auth_busy = true;
+}
+
+/* The token request ended with curl result RC. */
+static void wk_sender_auth_finished(wk_sender_chan *sc, CURLcode rc)
+{
+    wk_xfer *x = sc->auth_x;
+    char errstr[256], why[CURL_ERROR_SIZE + 8] = "";
+    long code = 0;
+
+    wk_curl_remove(sc->curl, x);
+    sc->auth_busy = false;
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+    else
+        snprintf(why, sizeof why, "curl: %s", x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
+    if (wk_fcm_auth_done(sc->chan.fcm, hr_clock_now_ms(), code, x->resp.data, x->resp.len, why,
+                         errstr, sizeof errstr) != 0)
+        hr_metrics_inc(sc->s->m->backend_errors[WK_BACKEND_HTTP]);
+}
+
+/* ---- running the channels -------------------------------------------------- */
+
+/* Does what channel SC lets happen now: starts as many ready pushes as its
+ * cap, pause and tokens allow, one per task in turn. */
+static void wk_sender_run_chan(wk_sender_chan *sc)
+{
+    wk_sender *s = sc->s;
+    int64_t now = hr_clock_now_ms();
+    wk_chan_step step;
+
+    wk_chan_tick(&sc->chan, now);
+    wk_sender_arm_retry(sc);
+    while (!s->draining) {
+        switch (wk_chan_next(&sc->chan, now, &step)) {
+        case WK_CHAN_IDLE:
+            return;
+        case WK_CHAN_WAIT:
+            wk_sender_wake_in(sc, step.wait_ms);
+            return;
+        case WK_CHAN_AUTH:
+            wk_sender_auth_start(sc, now);
+            break;
+        case WK_CHAN_SETTLE:
+            wk_sender_act(sc, step.push, WK_CHAN_SETTLED, &step.out);
+            break;
+        case WK_CHAN_START:
+            if (!wk_sender_start(sc, step.task))
+                return;
+            break;
+        }
+    }
+}
+
+/* Runs every channel; a run asked for while one runs (from a callback) is
+ * folded into it. */
+static void wk_sender_run(wk_sender *s)
+{
+    if (s->running) {
+        s->run_again = true;
+        return;
+    }
+    s->running = true;
+    do {
+        s->run_again = false;
+        for (size_t i = 0; i < s->nchans; i++)
+            wk_sender_run_chan(&s->chans[i]);
+    } while (s->run_again);
+    s->running = false;
+}
+
+/* wk_chan's wake hook: one of its Redis jobs answered. */
+static void wk_sender_woken(void *ctx)
+{
+    wk_sender_chan *sc = ctx;
+
+    wk_sender_run(sc->s);
+}
+
+/* ---- the transport's reports ---------------------------------------------- */
+
+/* wk_curl_hooks.finished: X's request ended with curl result RC. */
+static void wk_sender_finished(void *ctx, wk_xfer *x, CURLcode rc)
+{
+    wk_sender_chan *sc = ctx;
+    wk_sender *s = sc->s;
+    const hr_channel *ch = sc->chan.cfg;
+    wk_push *push = x->p;
+    int64_t now = hr_clock_now_ms();
+    wk_chan_outcome out = {.res = {.latency_ms = (int)(now - x->start_ms)}};
+    wk_chan_verdict verdict;
+    wk_provider_result v;
+    long code = 0;
+
+    if (x == sc->auth_x) {
+        wk_sender_auth_finished(sc, rc);
+        return;
+    }
+    if (rc == CURLE_OK || ch->type == HR_CHANNEL_SMTP)
+        curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+    wk_xfer_verdict(ch, x, rc, code, &v);
+    wk_sender_release(sc, x);
+    out.res.http_status = code;
+    hr_metrics_observe(s->m->chans[sc - s->chans].latency, out.res.latency_ms / 1000.0);
+    if (rc != CURLE_OK)
+        hr_metrics_inc(s->m->backend_errors[WK_BACKEND_HTTP]);
+    verdict = wk_chan_answer(&sc->chan, push, &v, now, &s->rnd, &out);
+    wk_sender_act(sc, push, verdict, &out);
+}
+
+/* wk_curl_hooks.drained: every finished transfer was handed over. */
+static void wk_sender_drained(void *ctx)
+{
+    wk_sender_chan *sc = ctx;
+
+    wk_sender_run(sc->s);
+}
+
+/* ---- set-up and the public calls ------------------------------------------- */
+
+/* Sets up channel I of S: its decisions, its transport, its timers, an fcm
+ * channel's token handle. */
+static int wk_sender_chan_init(wk_sender *s, size_t i, wk_redis *rd, char *errstr, size_t errlen)
+{
+    wk_sender_chan *sc = &s->chans[i];
+    const hr_channel *ch = &s->cfg->channels[i];
+    const wk_curl_hooks hooks = {
+        .ctx = sc, .finished = wk_sender_finished, .drained = wk_sender_drained};
+
+    sc->s = s;
+    uv_timer_init(s->loop, &sc->wake);
+    uv_timer_init(s->loop, &sc->retry);
+    sc->wake.data = sc->retry.data = sc;
+    s->nchans++;
+    if (wk_curl_new(ch, wk_curl_uv_io(s->uv), &hooks, &sc->curl, errstr, errlen) != 0 ||
+        wk_chan_init(&sc->chan, ch, rd, s->m, wk_sender_woken, sc, errstr, errlen) != 0)
+        return -1;
+    if (ch->type == HR_CHANNEL_FCM && (sc->auth_x = wk_curl_extra(sc->curl)) == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    return 0;
+}
 
 int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, wk_redis *rd, wk_metrics *m,
                   wk_sender_done_fn done, void *ctx, wk_sender **out, char *errstr, size_t errlen)
@@ -72,64 +353,23 @@ int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, wk_redis *rd, wk_metric
     wk_sender *s = calloc(1, sizeof *s);
 
     *out = NULL;
-    if (s == NULL)
-        goto oom;
+    if (s == NULL || (s->uv = wk_curl_uv_new(loop)) == NULL ||
+        (s->chans = calloc(cfg->nchannels, sizeof *s->chans)) == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        goto fail;
+    }
     s->loop = loop;
     s->cfg = cfg;
-    s->rd = rd;
     s->m = m;
     s->done = done;
     s->ctx = ctx;
     if (getrandom(&s->rnd, sizeof s->rnd, 0) != (ssize_t)sizeof s->rnd || s->rnd == 0)
         s->rnd = (uint64_t)hr_clock_now_ms() ^ ((uint64_t)getpid() << 32) ^ 1;
-    s->chans = calloc(cfg->nchannels, sizeof *s->chans);
-    if (s->chans == NULL)
-        goto oom;
-    for (size_t i = 0; i < cfg->nchannels; i++) {
-        wk_chan *chan = &s->chans[i];
-
-        chan->s = s;
-        chan->cfg = &cfg->channels[i];
-        /* The config's 64-byte channel names fit HR_KEY_MAX. */
-        hr_key_slowdown(wk_redis_prefix(rd), chan->k_slow, sizeof chan->k_slow, chan->cfg->name);
-        TAILQ_INIT(&chan->tasks);
-        wk_retry_cap_init(&chan->cap, chan->cfg->concurrency);
-        chan->all = calloc((size_t)chan->cfg->concurrency, sizeof *chan->all);
-        chan->free = calloc((size_t)chan->cfg->concurrency, sizeof *chan->free);
-        uv_timer_init(loop, &chan->wake);
-        uv_timer_init(loop, &chan->retry);
-        chan->wake.data = chan->retry.data = chan;
-        s->nchans++;
-        if (chan->all == NULL || chan->free == NULL)
-            goto oom;
-        if (wk_chan_multis(chan) != 0) {
-            snprintf(errstr, errlen, "curl_multi_init failed");
+    for (size_t i = 0; i < cfg->nchannels; i++)
+        if (wk_sender_chan_init(s, i, rd, errstr, errlen) != 0)
             goto fail;
-        }
-        if (chan->cfg->type == HR_CHANNEL_FCM) {
-            if (wk_fcm_auth_new(chan->cfg, &chan->fcm, errstr, errlen) != 0)
-                goto fail;
-            if ((chan->auth_x = wk_xfer_new(chan->cfg, chan)) == NULL)
-                goto oom;
-            chan->auth_x->mh = &chan->multis[0];
-            wk_sender_uv_easy(s, chan->auth_x->easy);
-        }
-        if (chan->cfg->type == HR_CHANNEL_APNS) {
-            if (wk_chan_apns_signer(chan, errstr, errlen) != 0)
-                goto fail;
-            /* Slow start: one request per connection until answers come
-             * back, so curl knows each connection's
-             * SETTINGS_MAX_CONCURRENT_STREAMS before it multiplexes (APNs
-             * allows one stream until a provider token was accepted);
-             * every delivery widens the cap by one (wk_retry). */
-            if (chan->cfg->apns.connections < chan->cap.cap)
-                chan->cap.cap = chan->cfg->apns.connections;
-        }
-    }
     *out = s;
     return 0;
-oom:
-    snprintf(errstr, errlen, "out of memory");
 fail:
     if (s != NULL) {
         wk_sender_close(s);
@@ -144,75 +384,48 @@ fail:
 bool wk_sender_addressed(const wk_sender *s, size_t ch_index, hr_addr_platform *platform,
                          const char **app)
 {
-    const wk_chan *chan = &s->chans[ch_index];
-
-    if (chan->fcm != NULL) {
-        *platform = HR_ADDR_FCM;
-        *app = wk_fcm_auth_project(chan->fcm);
-        return true;
-    }
-    if (chan->apns != NULL) {
-        *platform = HR_ADDR_APNS;
-        *app = chan->cfg->apns.topic;
-        return true;
-    }
-    if (chan->cfg->type == HR_CHANNEL_SMTP) {
-        *platform = HR_ADDR_EMAIL;
-        *app = "";
-        return true;
-    }
-    return false;
+    return wk_chan_addressed(&s->chans[ch_index].chan, platform, app);
 }
 
-void wk_sender_set_prune(wk_sender *s, wk_sender_prune_fn prune)
+void wk_sender_set_prune(wk_sender *s, wk_sender_prune_fn prune, void *ctx)
 {
     s->prune = prune;
+    s->prune_ctx = ctx;
 }
 
 void wk_sender_submit(wk_sender *s, wk_push *push)
 {
-    wk_chan *chan = &s->chans[push->task->ch_index];
-
     push->xfer = NULL;
-    wk_chan_enqueue(chan, push, false);
+    wk_chan_submit(&s->chans[push->task->ch_index].chan, push);
 }
 
 void wk_sender_kick(wk_sender *s)
 {
-    wk_sender_pump(s);
+    wk_sender_run(s);
 }
 
 void wk_sender_cancel(wk_sender *s, wk_push *push)
 {
-    wk_chan *chan = &s->chans[push->task->ch_index];
+    wk_sender_chan *sc = &s->chans[push->task->ch_index];
 
-    switch (push->state) {
-    case WK_PUSH_READY:
-        wk_chan_dequeue(chan, push);
-        break;
-    case WK_PUSH_DELAYED:
-        wk_retry_heap_remove(&chan->delayed, &push->delay);
-        break;
-    case WK_PUSH_INFLIGHT:
-        wk_chan_release_xfer(chan, push->xfer);
-        break;
-    case WK_PUSH_IDLE:
-        break;
-    }
+    if (push->state == WK_PUSH_INFLIGHT)
+        wk_sender_release(sc, push->xfer);
+    else
+        wk_chan_cancel(&sc->chan, push);
     push->state = WK_PUSH_IDLE;
     push->xfer = NULL;
 }
 
 bool wk_sender_stuck(const wk_sender *s, size_t ch_index)
 {
-    const wk_chan *chan = &s->chans[ch_index];
+    const wk_sender_chan *sc = &s->chans[ch_index];
 
-    /* A token request's end runs the pump too. */
-    if (s->draining || chan->inflight > 0 || chan->auth_busy)
+    /* A token request's end runs the channel too. */
+    if (s->draining || sc->chan.inflight > 0 || sc->auth_busy)
         return false;
-    if (!TAILQ_EMPTY(&chan->tasks) && !uv_is_active((const uv_handle_t *)&chan->wake))
+    if (wk_chan_ready(&sc->chan) && !uv_is_active((const uv_handle_t *)&sc->wake))
         return true;
-    return chan->delayed.n > 0 && !uv_is_active((const uv_handle_t *)&chan->retry);
+    return wk_chan_due(&sc->chan) >= 0 && !uv_is_active((const uv_handle_t *)&sc->retry);
 }
 
 void wk_sender_drain(wk_sender *s)
@@ -229,30 +442,17 @@ void wk_sender_close(wk_sender *s)
 {
     if (s == NULL)
         return;
-    s->closed = true;
     for (size_t i = 0; i < s->nchans; i++) {
-        wk_chan *chan = &s->chans[i];
+        wk_sender_chan *sc = &s->chans[i];
 
-        for (size_t k = 0; k < chan->nall; k++) {
-            if (chan->all[k]->p != NULL)
-                curl_multi_remove_handle(chan->all[k]->mh->multi, chan->all[k]->easy);
-        }
-        if (chan->auth_busy)
-            curl_multi_remove_handle(chan->auth_x->mh->multi, chan->auth_x->easy);
-        chan->auth_busy = false;
-        /* Closes cached connections (the socket callbacks close their
-         * polls), while the easy handles that opened them still exist. */
-        for (size_t k = 0; k < chan->nmultis; k++)
-            wk_sender_uv_multi_close(&chan->multis[k]);
-        for (size_t k = 0; k < chan->nall; k++)
-            wk_xfer_free(chan->all[k]);
-        chan->nall = chan->nfree = 0;
-        wk_xfer_free(chan->auth_x);
-        chan->auth_x = NULL;
-        uv_close((uv_handle_t *)&chan->wake, NULL);
-        uv_close((uv_handle_t *)&chan->retry, NULL);
+        wk_chan_close(&sc->chan);
+        wk_curl_close(sc->curl);
+        sc->auth_x = NULL;
+        sc->auth_busy = false;
+        uv_close((uv_handle_t *)&sc->wake, NULL);
+        uv_close((uv_handle_t *)&sc->retry, NULL);
     }
-    wk_sender_uv_close_all(s);
+    wk_curl_uv_close(s->uv);
 }
 
 void wk_sender_free(wk_sender *s)
@@ -260,174 +460,10 @@ void wk_sender_free(wk_sender *s)
     if (s == NULL)
         return;
     for (size_t i = 0; i < s->nchans; i++) {
-        free(s->chans[i].multis);
-        free(s->chans[i].all);
-        free(s->chans[i].free);
-        wk_fcm_auth_free(s->chans[i].fcm);
-        wk_apns_signer_free(s->chans[i].apns);
-        wk_retry_heap_free(&s->chans[i].delayed);
+        wk_curl_free(s->chans[i].curl);
+        wk_chan_free(&s->chans[i].chan);
     }
     free(s->chans);
-    hr_vec_free(&s->socks);
+    wk_curl_uv_free(s->uv);
     free(s);
-}
-
-void wk_chan_wake_cb(uv_timer_t *t)
-{
-    wk_chan *chan = t->data;
-
-    wk_sender_pump(chan->s);
-}
-
-void wk_chan_arm_retry(wk_chan *chan)
-{
-    const wk_retry_node *first = wk_retry_heap_min(&chan->delayed);
-    int64_t now = hr_clock_now_ms();
-
-    if (first == NULL)
-        uv_timer_stop(&chan->retry);
-    else
-        uv_timer_start(&chan->retry, wk_chan_wake_cb,
-                       first->due_ms > now ? (uint64_t)(first->due_ms - now) : 0, 0);
-}
-
-/* Builds PUSH's next request on X: the webhook's, the messages:send of its
- * current address with the channel's access token, or the APNs request
- * signed with the provider token.  0, or -1 with ERRSTR. */
-static int wk_chan_prepare(wk_chan *chan, wk_xfer *x, wk_push *push, char *errstr, size_t errlen)
-{
-    size_t stripped = 0;
-    uint64_t gen;
-    bool request;
-    int64_t wake;
-    const char *token;
-
-    if (chan->apns != NULL) {
-        token = wk_apns_signer_token(chan->apns, hr_clock_now_ms() / 1000, errstr, errlen);
-        if (token == NULL)
-            return -1;
-        return wk_xfer_prepare_apns(
-            x, chan->cfg, chan->cfg->url != NULL ? chan->cfg->url : WK_APNS_BASE_URL, token,
-            push->task, push->uid, push->user, push->addrs[push->addr].address, errstr, errlen);
-    }
-    if (chan->cfg->type == HR_CHANNEL_SMTP)
-        return wk_xfer_prepare_smtp(x, chan->cfg, push->task, push->uid, push->user,
-                                    push->addrs[push->addr].address, errstr, errlen);
-    if (chan->fcm == NULL) {
-        if (wk_xfer_prepare(x, chan->cfg, push->task, push->uid, push->user, &stripped, errstr,
-                            errlen) != 0)
-            return -1;
-        if (stripped > 0)
-            hr_metrics_add(chan->s->m->anomalies[WK_ANOMALY_HEADER_STRIPPED], (uint64_t)stripped);
-        return 0;
-    }
-    /* The pump starts an fcm push only with a token at hand. */
-    token = wk_fcm_auth_token(chan->fcm, hr_clock_now_ms(), &gen, &request, &wake);
-    if (token == NULL) {
-        snprintf(errstr, errlen, "no access token");
-        return -1;
-    }
-    push->token_gen = gen;
-    return wk_xfer_prepare_fcm(x, wk_fcm_auth_send_url(chan->fcm), token, push->task, push->uid,
-                               push->user, push->addrs[push->addr].address, errstr, errlen);
-}
-
-/* Starts PUSH on a free handle X; false when PUSH was settled instead (it could
- * not be rendered or the request not added, or it has no address). */
-bool wk_chan_start(wk_chan *chan, wk_xfer *x, wk_push *push)
-{
-    wk_sender *s = chan->s;
-    char errstr[256];
-    wk_push_result res = {.delivered = false};
-    CURLMcode mc;
-
-    if (wk_chan_addressed(chan) && push->naddrs == 0) {
-        chan->free[chan->nfree++] = x;
-        res.unregistered = true;
-        wk_sender_settle(s, push, &res);
-        return false;
-    }
-    if (wk_chan_prepare(chan, x, push, errstr, sizeof errstr) != 0)
-        goto fail;
-    x->p = push;
-    mc = curl_multi_add_handle(x->mh->multi, x->easy);
-    if (mc != CURLM_OK) {
-        x->p = NULL;
-        snprintf(errstr, sizeof errstr, "curl: %s", curl_multi_strerror(mc));
-        goto fail;
-    }
-    push->xfer = x;
-    push->state = WK_PUSH_INFLIGHT;
-    push->attempts++;
-    if (++push->addr_attempts == 1)
-        push->firsts++;
-    chan->inflight++;
-    s->inflight++;
-    hr_metrics_set(s->m->inflight, (double)s->inflight);
-    return true;
-fail:
-    chan->free[chan->nfree++] = x;
-    wk_chan_end(chan, push, &res, WK_END_FAILED, errstr);
-    return false;
-}
-
-/* Starts the token request of fcm channel CHAN on its own handle. */
-static void wk_chan_auth_start(wk_chan *chan, int64_t now)
-{
-    char errstr[256];
-    CURLMcode mc;
-
-    if (wk_fcm_auth_request(chan->fcm, now, chan->auth_x, errstr, sizeof errstr) != 0)
-        return; /* logged, back-off set */
-    mc = curl_multi_add_handle(chan->auth_x->mh->multi, chan->auth_x->easy);
-    if (mc != CURLM_OK) {
-        wk_fcm_auth_done(chan->fcm, now, 0, NULL, 0, curl_multi_strerror(mc), errstr,
-                         sizeof errstr);
-        return;
-    }
-    chan->auth_busy = true;
-}
-
-/* The token request of CHAN ended with curl result RC. */
-void wk_chan_auth_finished(wk_chan *chan, CURLcode rc)
-{
-    wk_xfer *x = chan->auth_x;
-    char errstr[256], why[CURL_ERROR_SIZE + 8] = "";
-    long code = 0;
-
-    curl_multi_remove_handle(x->mh->multi, x->easy);
-    chan->auth_busy = false;
-    if (rc == CURLE_OK)
-        curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
-    else
-        snprintf(why, sizeof why, "curl: %s", x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
-    if (wk_fcm_auth_done(chan->fcm, hr_clock_now_ms(), code, x->resp.data, x->resp.len, why, errstr,
-                         sizeof errstr) != 0)
-        hr_metrics_inc(chan->s->m->backend_errors[WK_BACKEND_HTTP]);
-}
-
-/* Whether CHAN may start a push now: always for a webhook; for an fcm
- * channel with an unexpired access token.  Starts the token request when
- * one is due (sends go on with the current token meanwhile); while none
- * is usable the pushes wait, woken by the request's end or the back-off's
- * timer. */
-bool wk_chan_authorized(wk_chan *chan, int64_t now)
-{
-    uint64_t gen;
-    bool request;
-    int64_t wake;
-    const char *token;
-
-    if (chan->fcm == NULL)
-        return true;
-    token = wk_fcm_auth_token(chan->fcm, now, &gen, &request, &wake);
-    if (request) {
-        wk_chan_auth_start(chan, now);
-        token = wk_fcm_auth_token(chan->fcm, now, &gen, &request, &wake);
-    }
-    if (token != NULL)
-        return true;
-    if (wake > now)
-        uv_timer_start(&chan->wake, wk_chan_wake_cb, (uint64_t)(wake - now), 0);
-    return false;
 }

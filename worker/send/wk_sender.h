@@ -1,58 +1,52 @@
-/* wk_sender: pushes recipients over HTTP with libcurl multi on a libuv loop.
+/* wk_sender: the send wing's front — pushes in, requests out, every push
+ * handed back once, settled.  The worker's lifecycle (and the benchmarks
+ * and tests) use this header and wk_push.h; the rest of worker/send/ is
+ * the wing's own.
  *
- * The sender owns one CURLM driven by uv (CURLMOPT_SOCKETFUNCTION puts a
- * uv_poll on every socket curl cares about, CURLMOPT_TIMERFUNCTION arms one
- * uv_timer; finished transfers are drained with curl_multi_info_read), and
- * one runtime state per configured channel:
- *   - one ready queue of wk_push (intrusive links, in the wk_task) per
- *     task with pushes waiting, served round-robin so that one task cannot hold up the
- *     others (a task waiting for rate-limit tokens is skipped until its
- *     wait ends), and a min-heap of the pushes waiting out a retry backoff
- *     (the pushes are owned by their chunk, the sender only links them),
- *   - a pool of easy handles kept configured between requests so
- *     connections are reused (at most the channel's concurrency),
- *   - the AIMD in-flight cap (wk_retry) and a pause deadline set by
- *     429/503 with Retry-After, shared with every worker through Redis
- *     (hr_key_slowdown: written by the worker that got the answer, read
- *     every WK_SENDER_SLOW_POLL_MS while pushes wait),
- *   - tokens granted by the cluster-wide rate limiter (scope
- *     "push:ch:<name>"; the task's share "push:task<ID>" is kept in its
- *     wk_task), asked for in grants of max(1, limit/20) so the rate is
- *     smooth; a token is spent only when its push starts (a grant is never
- *     thrown away: what is left waits for the next push of that task or
- *     channel); when the channel's limiter says no, a per-channel uv_timer
- *     wakes the channel at the next second while other channels keep
- *     sending, and when a task's says no, the channel's other tasks go on,
- *   - for an fcm channel, its account and shared access token
- *     (wk_fcm_auth): no push starts without an unexpired token; the token
- *     request runs on the same multi handle when one is due;
- *   - for an apns channel, its provider-token signer (wk_apns); its
- *     requests are HTTP/2 streams and its in-flight cap starts at one per
- *     connection (see wk_sender_new).
- * A push to an addressed channel (fcm, apns) walks the uid's addresses (given
- * by its chunk) one request after the other, each with its own retry
- * budget: an address the provider calls dead is handed to the prune
- * callback; the push is delivered when one address took it, failed when
- * one failed for good, else unregistered.  A 401 drops the access token
- * and re-sends (like a slow-down, not against the retry budget).
- * Retryable failures (5xx, curl errors such as timeouts or refused
- * connections) wait an exponential backoff with full jitter on the delayed
- * heap, unless the push's hold flag is set (its owner is pausing or
- * cancelling): then it is settled as held.  A push whose task is past its
- * expire_at (hr_task_expired) is never started but settled as held too,
- * and the owner counts the rest of its chunk expired; a retry that would
- * start past expire_at waits only until then, so it is never sent.  When a push is settled —
- * delivered, failed for good, unregistered, or held — the done callback is called once
- * with the result and the push is no longer linked anywhere.  The callback
- * may cancel other pushes and submit new ones.  Nothing but a finished
- * request, a timer or wk_sender_kick() runs the queues: whoever cancels an
- * in-flight push (freeing its slot) must kick the sender afterwards. */
+ * Per configured channel the sender holds the channel's decisions
+ * (wk_chan: queues, retry heap, in-flight cap, slow-down, rate-limit
+ * tokens, credentials), the transport its requests run on (wk_curl: curl
+ * multi handles and a pool of easy handles, hooked into the libuv loop by
+ * the adapter wk_curl_uv), and two timers (the end of a wait, the earliest
+ * retry).  Running a channel is a loop of questions to wk_chan — what may
+ * happen now: start the next push of a task (a handle taken, the request
+ * built from the push with the channel's credentials and added), settle a
+ * push, start the fcm token request, or wait — and every finished request
+ * goes the other way: the transport hands it over, its provider module
+ * classifies the answer (wk_xfer_verdict: a wk_provider verdict), and
+ * wk_chan_answer says what it means for the push (settled, queued again,
+ * delayed; an address to prune), which the sender carries out.  A second
+ * transport (an HTTP/2 client of the wing's own, wk_h2, for apns and fcm)
+ * takes the same place as wk_curl: a channel would run on one or the
+ * other, its requests built for it, its answers classified by the same
+ * provider modules, and wk_chan would not change.
+ *
+ * When a push is settled — delivered, failed for good, unregistered, or
+ * held (not tried again because its hold flag is set, or its task is past
+ * expire_at) — the done callback is called once with the result and the
+ * push is no longer linked anywhere.  The callback runs after
+ * curl_multi_socket_action returned, never inside a curl callback, or from
+ * a run of the channels; it may cancel other pushes and submit new ones:
+ * the channels are asked again after every callback, and a run requested
+ * while one runs is folded into it.  Nothing but a finished request, a
+ * timer, a job's answer or wk_sender_kick() runs the channels: whoever
+ * cancels an in-flight push (freeing its slot) must kick the sender
+ * afterwards.
+ *
+ * Layers (checked by scripts/check-graph):
+ *   wk_provider wk_retry
+ *   wk_push wk_fcm wk_apns wk_smtp
+ *   wk_xfer
+ *   wk_fcm_auth wk_curl
+ *   wk_chan wk_curl_uv
+ *   wk_sender
+ * (wk_task, wk_redis and wk_metrics, below the wing, are worker/'s.) */
 #ifndef WK_SENDER_H
 #define WK_SENDER_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
-#include <sys/queue.h>
 #include <uv.h>
 
 #include "hr_addr.h"
@@ -76,11 +70,13 @@ int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, wk_redis *rd, wk_metric
                   wk_sender_done_fn done, void *ctx, wk_sender **out, char *errstr, size_t errlen);
 
 /* Whether channel CH_INDEX pushes to addresses from the address book, and
- * which: *PLATFORM and *APP (the fcm project).  False for a webhook. */
+ * which: *PLATFORM and *APP (the fcm project, the apns topic).  False for
+ * a webhook. */
 bool wk_sender_addressed(const wk_sender *s, size_t ch_index, hr_addr_platform *platform,
                          const char **app);
-/* Called (with the done callback's CTX) for every dead address. */
-void wk_sender_set_prune(wk_sender *s, wk_sender_prune_fn prune);
+/* PRUNE(CTX) is called for every address a provider called dead, before
+ * its push is settled. */
+void wk_sender_set_prune(wk_sender *s, wk_sender_prune_fn prune, void *ctx);
 
 /* Queues PUSH (state IDLE) for its first attempt; nothing starts (and no
  * callback runs) until wk_sender_kick(). */
