@@ -56,10 +56,6 @@
 
 /* The config's bound on worker.max_chunks_in_flight. */
 #define WK_CHUNK_MAX_OPEN 64
-/* The first throttle slice of a chunk: small, so the first pushes start
- * after a few milliseconds of Redis time; the rest go in slices of
- * HR_THROTTLE_PIPE_MAX while those pushes run. */
-#define WK_CHUNK_FIRST_SLICE 100
 
 /* Why a chunk stops before its set is empty (the task's control key). */
 typedef enum wk_chunk_halt {
@@ -105,53 +101,18 @@ typedef struct wk_chunk_acks {
 
 typedef struct wk_chunk wk_chunk;
 
-/* What an open found (wk_chunk_hooks.opened). */
-typedef struct wk_chunk_opened {
-    int rc;             /* a wk_chunk_open_result, or -1 (ERRSTR) */
-    wk_chunk_halt halt; /* what the control key said */
-    size_t bad_addrs;   /* address members that do not parse */
-    const char *errstr;
-} wk_chunk_opened;
-
-/* What a throttle slice decided (wk_chunk_hooks.checked); the verdicts
- * are in C->verdicts. */
-typedef struct wk_chunk_checked {
-    int rc; /* 0, or -1 (ERRSTR): the slice's results are unknown */
-    size_t first, n;
-    int64_t blocked;     /* pushes not to be submitted (settled already) */
-    int64_t removed;     /* of those, left the set now: counted as throttled */
-    int64_t shadowed;    /* over the limit but pushed (shadow mode) */
-    int64_t key_missing; /* throttle_key attribute absent */
-    const char *errstr;
-} wk_chunk_checked;
-
-/* How an end went (wk_chunk_hooks.ended). */
-typedef struct wk_chunk_ended {
-    int rc;          /* 0, or -1 (ERRSTR): the end's script failed */
-    bool ack_failed; /* its flush, or an earlier one, failed */
-    /* CLOSE: chunk_done.lua's {removed, pending left, subs left};
-     * DROP: {dropped (-1: another holds the lease), the outcome's total}. */
-    int64_t res[3];
-    /* CLOSE of a sharded task's chunk that left its shard empty: res[1]
-     * and res[2] are the sums over every shard of the task, so only the
-     * task's last chunk asks for done; then STATS holds every shard's
-     * stats hash (NSTATS: the task's shards), which go to the reporter
-     * with it (the other shards' last counters may still wait in other
-     * workers' reporters, and the finish compares the rows' sum with the
-     * subscriptions).  res[1] is -1 when they could not be read: the
-     * sweeper ends the task. */
-    const hr_outcomes *stats;
-    int nstats;
-    const char *errstr;
-} wk_chunk_ended;
-
 /* The answers of a chunk's jobs, on the loop thread (C->jobs already
  * counts the job out; C may be gone). */
+/* What the jobs answer (wk_chunk_open.h, wk_chunk_check.h, wk_chunk_end.h). */
+struct wk_chunk_opened;
+struct wk_chunk_checked;
+struct wk_chunk_ended;
+
 typedef struct wk_chunk_hooks {
-    void (*opened)(wk_chunk *c, const wk_chunk_opened *res);
-    void (*checked)(wk_chunk *c, const wk_chunk_checked *res);
+    void (*opened)(wk_chunk *c, const struct wk_chunk_opened *res);
+    void (*checked)(wk_chunk *c, const struct wk_chunk_checked *res);
     void (*flushed)(wk_chunk *c, int rc, const char *errstr);
-    void (*ended)(wk_chunk *c, const wk_chunk_ended *res);
+    void (*ended)(wk_chunk *c, const struct wk_chunk_ended *res);
 } wk_chunk_hooks;
 
 struct wk_chunk {
@@ -200,12 +161,6 @@ struct wk_chunk {
     bool held;    /* pushes' hold flag: set once halt is not RUN or revoked */
 };
 
-typedef enum wk_chunk_open_result {
-    WK_CHUNK_STARTED = 0, /* lease held, pushes ready to submit */
-    WK_CHUNK_BUSY = 1,    /* another worker holds the lease */
-    WK_CHUNK_EMPTY = 2,   /* the set is empty or gone: already done */
-} wk_chunk_open_result;
-
 /* A new chunk for MSG with TASK (the reference passes to the chunk's
  * owner, who puts it), its keys under PREFIX; HOOKS and CTX get its jobs'
  * answers.  NULL when out of memory. */
@@ -215,31 +170,15 @@ wk_chunk *wk_chunk_new(const char *prefix, const hr_chunkmsg *msg, int32_t parti
 /* Frees C (no job may point at it: C->jobs is 0). */
 void wk_chunk_free(wk_chunk *c);
 
-/* The jobs.  Each returns 0, or -1 when it could not be submitted (out of
- * memory, the Redis thread's queue full or closing): no hook runs then. */
-
-/* Reads the control key, takes the lease as OWNER for LEASE_MS and reads
- * the members; when the lease is ours, the control key says run and the
- * task is not expired, also: members that are not valid uids are
- * dead-lettered ("invalid uid", counted in C->invalid and C->failed) and
- * get no push; the user hashes are read when the task uses user.* (an
- * error reply — not a hash — leaves that recipient without attributes:
- * C->user_errors); with PLATFORM not NULL, the pushes' addresses on it (and
- * APP) from the address book (hr_addr_fetch), or an error when Redis lacks
- * the book's synced mark (it lost the book: the chunk must wait for the
- * dispatchers' sync rather than count its recipients unregistered). */
-int wk_chunk_open(wk_redis *rd, wk_chunk *c, const char *owner, int lease_ms,
-                  const hr_addr_platform *platform, const char *app);
-/* Throttles pushes [FIRST, FIRST + N) of an opened chunk whose task
- * throttles: their verdicts into C->verdicts (allocated by the first
- * call), the blocked ones acknowledged under 'throttled', throttle_shadowed
- * and throttle_key_missing counted in the stats hash. */
-int wk_chunk_check(wk_redis *rd, wk_chunk *c, size_t first, size_t n);
-/* Acknowledges what C->acks holds (taken whole, so C buffers anew): those
- * that left the set are added to C->sent, C->unregistered, C->failed. */
-int wk_chunk_flush(wk_redis *rd, wk_chunk *c);
-/* The last flush, then HOW (OWNER's lease).  C->phase becomes ENDING. */
-int wk_chunk_finalize(wk_redis *rd, wk_chunk *c, wk_chunk_ending how, const char *owner);
+/* For the job modules (wk_chunk_open, _check, _acks, _end): */
+/* Submits JOB (the start of its allocated struct) for C: 0 with C->jobs
+ * counting it, or -1 with JOB freed. */
+int wk_chunk_submit(wk_redis *rd, wk_chunk *c, wk_redis_job *job);
+/* Frees the buffers of A and empties it. */
+void wk_chunk_acks_free(wk_chunk_acks *a);
+/* Frees USERS, the HGETALL replies of a members reply of N elements (NULL
+ * = none). */
+void wk_chunk_users_free(redisReply **users, size_t n);
 
 /* What a GET of a task's control key (REPLY) says: run unless pause or
  * cancel. */
@@ -247,16 +186,6 @@ wk_chunk_halt wk_chunk_halt_of(const redisReply *reply);
 
 /* A chunk member is a uid: decimal digits only, 1..INT64_MAX. */
 bool wk_chunk_uid_valid(const char *s);
-
-/* Buffers UID as delivered (WK_CHUNK_SENT), unregistered (no live address)
- * or failed for good with REASON (copied): 1 when the buffers reached the
- * ack batch and should be flushed, 0, or -1 when out of memory. */
-typedef enum wk_chunk_settled {
-    WK_CHUNK_SENT,
-    WK_CHUNK_UNREGISTERED,
-    WK_CHUNK_DEAD,
-} wk_chunk_settled;
-int wk_chunk_ack(wk_chunk *c, wk_chunk_settled how, const char *uid, const char *reason);
 
 /* What the reporter counts C's counters on: its shard for a chunk of a
  * sharded task (the message carries it), else HR_SHARD_NONE. */

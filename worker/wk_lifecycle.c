@@ -16,6 +16,10 @@
 #include "hr_chunkmsg.h"
 #include "hr_log.h"
 #include "hr_clock.h"
+#include "wk_chunk_acks.h"
+#include "wk_chunk_check.h"
+#include "wk_chunk_end.h"
+#include "wk_chunk_open.h"
 
 static const wk_chunk_hooks wk_lifecycle_chunk_hooks;
 
