@@ -101,40 +101,20 @@ typedef struct wk_lifecycle {
 void wk_lifecycle_init(wk_lifecycle *l, const hr_config *cfg, const char *owner,
                        const wk_lifecycle_hooks *hooks);
 
-/* A message received at PARTITION/OFFSET with PAYLOAD: becomes an open
- * chunk, or its offset is settled at once. */
-void wk_lifecycle_intake(wk_lifecycle *l, int32_t partition, int64_t offset, const void *payload,
-                         size_t len);
-/* The sender's done callback (CTX is the lifecycle). */
-void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res);
-/* The sender's prune callback (CTX: the wk_lifecycle). */
-void wk_lifecycle_prune(void *ctx, wk_push *push, const hr_addr *a);
-
-/* Renews the lease of every open chunk; a chunk whose lease was lost is
- * abandoned (its offset counts as finished). */
-void wk_lifecycle_renew(wk_lifecycle *l);
-/* Reads the control keys and halts the chunks of paused or cancelled
- * tasks, runs the pump watchdog and retries opens waiting for a foreign
- * lease. */
-void wk_lifecycle_control(wk_lifecycle *l);
-
-/* PARTITION is being revoked: its chunks start no new request; those with
- * nothing in flight are abandoned now.  Answers how many are left
- * draining (requests in flight, or the abandon's acknowledgements and
- * lease release under way). */
-size_t wk_lifecycle_revoke(wk_lifecycle *l, int32_t partition);
-/* True while a revoked chunk is still draining. */
-bool wk_lifecycle_revoke_draining(const wk_lifecycle *l);
-/* Abandons every revoked chunk, for WHY (the log). */
-void wk_lifecycle_abandon_revoked(wk_lifecycle *l, const char *why);
-/* Forgets PARTITION's unsettled messages (revoked: its next owner
- * consumes them again). */
-void wk_lifecycle_forget(wk_lifecycle *l, int32_t partition);
-/* True while a chunk's end job (close, park, cancel, abandon) has not
- * answered: the offsets some of them store are not stored yet. */
-bool wk_lifecycle_ending(const wk_lifecycle *l);
-/* Abandons every chunk (shutdown): what was settled is acknowledged, the
- * leases released (jobs the Redis thread finishes before it stops). */
-void wk_lifecycle_abandon_all(wk_lifecycle *l, const char *why);
+/* The bookkeeping the lifecycle's files (wk_lifecycle_*.c) share. */
+/* The message at PARTITION/OFFSET needs nothing more. */
+void wk_lifecycle_settle_offset(wk_lifecycle *l, int32_t partition, int64_t offset);
+/* Hands the stats hash counters C's last script call answered to the
+ * reporter (absolute values: see wk_reporter.h). */
+void wk_lifecycle_report_counters(wk_lifecycle *l, wk_chunk *c);
+/* A job of C answered: true when the lifecycle was done with C already
+ * (the answer is dropped; C is freed once no job points at it). */
+bool wk_lifecycle_gone(wk_lifecycle *l, wk_chunk *c);
+/* Takes C off the list: no request of it runs any more, no job of it is
+ * waited for (those in flight keep it allocated). */
+void wk_lifecycle_unlink(wk_lifecycle *l, wk_chunk *c);
+/* A Redis error: the lease is left to expire and the offset counts as
+ * finished; the sweeper republishes the chunk (pending still holds it). */
+void wk_lifecycle_drop(wk_lifecycle *l, wk_chunk *c, const char *why);
 
 #endif

@@ -5,13 +5,15 @@
  * control read are jobs on the Redis thread (wk_control): a tick submits
  * one unless the last one has not answered yet, and its answer is acted on
  * when it comes. */
-#include "wk_lifecycle_int.h"
+#include "wk_lifecycle_timers.h"
 
 #include <inttypes.h>
 
 #include "hr_log.h"
 #include "hr_clock.h"
 #include "wk_control.h"
+#include "wk_lifecycle_end.h"
+#include "wk_lifecycle_open.h"
 
 /* The renewal's answer.  The lease expired and may be someone else's now:
  * pushing on would only send duplicates, so the chunk is given up like a
