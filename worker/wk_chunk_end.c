@@ -20,7 +20,7 @@ typedef struct wk_chunk_end_job {
     wk_redis_job job;
     wk_chunk *c;
     wk_chunk_ending how;
-    hr_outcome outcome; /* DROP */
+    hr_outcome outcome; /* DROP_*: what the dropped recipients count as */
     char owner[160], seq[24];
     wk_chunk_acks acks;
     wk_chunk_acked acked;
@@ -181,19 +181,17 @@ int wk_chunk_finalize(wk_redis *rd, wk_chunk *c, wk_chunk_ending how, const char
 
     if (j == NULL)
         return -1;
-    j->job.ops = how == WK_CHUNK_DROP                      ? &wk_chunk_end_run_ops
+    j->job.ops = how == WK_CHUNK_DROP_EXPIRE || how == WK_CHUNK_DROP_CANCEL ? &wk_chunk_end_run_ops
                  : how == WK_CHUNK_CLOSE && c->msg.sharded ? &wk_chunk_end_sharded_ops
                                                            : &wk_chunk_end_batched_ops;
     j->c = c;
     j->how = how;
-    j->outcome = c->halt == WK_CHUNK_EXPIRE ? HR_OUTCOME_EXPIRED : HR_OUTCOME_CANCELLED;
+    j->outcome = how == WK_CHUNK_DROP_EXPIRE ? HR_OUTCOME_EXPIRED : HR_OUTCOME_CANCELLED;
     snprintf(j->owner, sizeof j->owner, "%s", owner);
     snprintf(j->seq, sizeof j->seq, "%" PRId64, c->msg.seq);
     j->acks = c->acks;
     if (wk_chunk_submit(rd, c, &j->job) != 0)
         return -1;
     memset(&c->acks, 0, sizeof c->acks);
-    c->phase = WK_CHUNK_ENDING;
-    c->ending = how;
     return 0;
 }

@@ -14,6 +14,14 @@
 #include "wk_chunk.h"
 #include "wk_redis.h"
 
+/* What a chunk's end job does (wk_chunk_finalize). */
+typedef enum wk_chunk_ending {
+    WK_CHUNK_CLOSE,       /* chunk_done.lua: every recipient settled */
+    WK_CHUNK_RELEASE,     /* lease_release.lua: parked, abandoned, yielded */
+    WK_CHUNK_DROP_EXPIRE, /* drop_set.lua: what is left counted expired */
+    WK_CHUNK_DROP_CANCEL, /* drop_set.lua: what is left counted cancelled */
+} wk_chunk_ending;
+
 /* How an end went (wk_chunk_hooks.ended). */
 typedef struct wk_chunk_ended {
     int rc;          /* 0, or -1 (ERRSTR): the end's script failed */
@@ -36,7 +44,7 @@ typedef struct wk_chunk_ended {
 
 /* Returns 0, or -1 when the job could not be submitted (out of memory,
  * the Redis thread's queue full or closing): no hook runs then. */
-/* The last flush, then HOW (OWNER's lease).  C->phase becomes ENDING. */
+/* The last flush, then HOW (OWNER's lease). */
 int wk_chunk_finalize(wk_redis *rd, wk_chunk *c, wk_chunk_ending how, const char *owner);
 
 #endif

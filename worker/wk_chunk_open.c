@@ -340,8 +340,6 @@ static void wk_chunk_open_done(wk_redis_job *job)
     if (c->user_error[0] == '\0')
         memcpy(c->user_error, j->user_error, sizeof c->user_error);
     wk_chunk_acked_apply(c, &j->dead); /* a failure fails the open too: C is dropped */
-    if (c->phase == WK_CHUNK_OPENING)
-        c->phase = WK_CHUNK_NEW;
     j->res.errstr = j->errstr;
     c->hooks->opened(c, &j->res);
     wk_chunk_users_free(j->users, j->members != NULL ? j->members->elements : 0);
@@ -371,8 +369,5 @@ int wk_chunk_open(wk_redis *rd, wk_chunk *c, const char *owner, int lease_ms,
         j->platform = *platform;
         j->app = app;
     }
-    if (wk_chunk_submit(rd, c, &j->job) != 0)
-        return -1;
-    c->phase = WK_CHUNK_OPENING;
-    return 0;
+    return wk_chunk_submit(rd, c, &j->job);
 }

@@ -13,32 +13,24 @@
 #include "hr_log.h"
 #include "wk_chunk_end.h"
 
-/* Starts C's end in Redis (HOW): its pushes are unlinked first (a request
- * in flight is aborted: only an abandon has any), and nothing of C starts
- * any more; wk_lifecycle_ended acts on the answer. */
-static void wk_lifecycle_end(wk_lifecycle *l, wk_chunk *c, wk_chunk_ending how)
+void wk_lifecycle_end(wk_lifecycle *l, wk_chunk *c, wk_chunk_state to, const char *why)
 {
+    wk_chunk_ending how = to == WK_CHUNK_CLOSING      ? WK_CHUNK_CLOSE
+                          : to == WK_CHUNK_EXPIRING   ? WK_CHUNK_DROP_EXPIRE
+                          : to == WK_CHUNK_CANCELLING ? WK_CHUNK_DROP_CANCEL
+                                                      : WK_CHUNK_RELEASE;
+
+    if (wk_chunk_is_ending(c))
+        return;
     for (size_t i = 0; i < c->npushes; i++)
         wk_sender_cancel(l->sender, &c->pushes[i]);
-    c->held = true;
+    wk_lifecycle_set(c, to, why);
     if (wk_chunk_finalize(l->rd, c, how, l->owner) != 0)
         wk_lifecycle_drop(l, c, "the Redis thread took no job");
 }
 
-/* Gives C up without finishing it: requests stop, delivered recipients are
- * acknowledged, the lease is released; the rest stay in the set.  With
- * SETTLE the offset counts as finished (the lease went to another worker,
- * which does the rest); without, it is not stored and the chunk is
- * redelivered to the partition's next owner.  WHY is a static string. */
-void wk_lifecycle_abandon(wk_lifecycle *l, wk_chunk *c, const char *why, bool settle)
-{
-    if (c->phase == WK_CHUNK_ENDING)
-        return;
-    c->end_why = why;
-    c->end_settle = settle;
-    wk_lifecycle_end(l, c, WK_CHUNK_RELEASE);
-}
-
+/* The end of C, given up (ABANDONING) or yielded to the lease's holder
+ * (YIELDING), answered. */
 static void wk_lifecycle_abandoned(wk_lifecycle *l, wk_chunk *c, const wk_chunk_ended *res)
 {
     wk_lifecycle_report_counters(l, c);
@@ -49,18 +41,13 @@ static void wk_lifecycle_abandoned(wk_lifecycle *l, wk_chunk *c, const wk_chunk_
         hr_log_warn("lease_release_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s",
                     c->msg.task, c->msg.seq, res->errstr);
     hr_log_info("chunk_abandoned", "task=%" PRId64 " seq=%" PRId64 " reason=%s open=%zu",
-                c->msg.task, c->msg.seq, c->end_why, c->open);
-    if (c->end_settle)
+                c->msg.task, c->msg.seq, c->why, c->open);
+    if (c->state == WK_CHUNK_YIELDING)
         wk_lifecycle_settle_offset(l, c->partition, c->offset);
-    wk_lifecycle_unlink(l, c);
+    wk_lifecycle_unlink(l, c, "abandoned");
 }
 
-/* Every recipient of C is settled: acknowledge, close, store the offset. */
-void wk_lifecycle_finish(wk_lifecycle *l, wk_chunk *c)
-{
-    wk_lifecycle_end(l, c, WK_CHUNK_CLOSE);
-}
-
+/* The close of C answered: every recipient acknowledged, the row 'done'. */
 static void wk_lifecycle_finished(wk_lifecycle *l, wk_chunk *c, const wk_chunk_ended *res)
 {
     /* Also for a redelivered, already empty chunk: its close reports what
@@ -113,31 +100,25 @@ static void wk_lifecycle_finished(wk_lifecycle *l, wk_chunk *c, const wk_chunk_e
                 c->msg.task, c->msg.seq, c->npushes, c->sent, c->failed, c->throttled,
                 c->unregistered, c->retried, hr_clock_now_ms() - c->started_ms, res->res[1]);
     wk_lifecycle_settle_offset(l, c->partition, c->offset);
-    wk_lifecycle_unlink(l, c);
+    wk_lifecycle_unlink(l, c, "closed");
 }
 
-/* C stopped by its task's control key or expire_at and nothing of it is
- * in flight: acknowledge what was delivered, then park it (lease released,
- * the rest stays in the set and pending for the dispatcher to republish on
- * resume) or drop the rest counted as cancelled or expired (drop_set.lua);
- * the offset counts as finished. */
-void wk_lifecycle_halted(wk_lifecycle *l, wk_chunk *c)
-{
-    wk_lifecycle_end(l, c, c->halt == WK_CHUNK_PARK ? WK_CHUNK_RELEASE : WK_CHUNK_DROP);
-}
-
+/* The end of C, parked (lease released, the rest stays in the set and
+ * pending for the dispatcher to republish on resume) or with the rest
+ * dropped, counted as cancelled or expired (drop_set.lua), answered: the
+ * offset counts as finished. */
 static void wk_lifecycle_halt_ended(wk_lifecycle *l, wk_chunk *c, const wk_chunk_ended *res)
 {
     wk_event ev = {.kind = WK_EVENT_CHUNK_DONE, .task = c->msg.task, .shard = wk_chunk_row(c)};
     int64_t dropped = 0;
-    bool expire = c->halt == WK_CHUNK_EXPIRE;
+    bool expire = c->state == WK_CHUNK_EXPIRING;
 
     wk_lifecycle_report_counters(l, c);
     if (res->ack_failed || res->rc != 0) {
         wk_lifecycle_drop(l, c, res->ack_failed ? "ack failed" : res->errstr);
         return;
     }
-    if (c->halt != WK_CHUNK_PARK) {
+    if (c->state != WK_CHUNK_PARKING) {
         /* Only the outcome's counter (the stats hash's): sent .. retried
          * are not carried (-1). */
         wk_event counters = {
@@ -154,7 +135,7 @@ static void wk_lifecycle_halt_ended(wk_lifecycle *l, wk_chunk *c, const wk_chunk
             hr_log_info(expire ? "chunk_expire_foreign" : "chunk_cancel_foreign",
                         "task=%" PRId64 " seq=%" PRId64, c->msg.task, c->msg.seq);
             wk_lifecycle_settle_offset(l, c->partition, c->offset);
-            wk_lifecycle_unlink(l, c);
+            wk_lifecycle_unlink(l, c, "held by another");
             return;
         }
         if (expire) {
@@ -173,13 +154,13 @@ static void wk_lifecycle_halt_ended(wk_lifecycle *l, wk_chunk *c, const wk_chunk
     ev.u.chunk.seq = c->msg.seq;
     ev.u.chunk.done_ms = hr_clock_now_ms();
     wk_reporter_push(l->reporter, &ev);
-    hr_log_info(c->halt == WK_CHUNK_CANCEL ? "chunk_cancelled"
-                : expire                   ? "chunk_expired"
-                                           : "chunk_parked",
+    hr_log_info(c->state == WK_CHUNK_CANCELLING ? "chunk_cancelled"
+                : expire                        ? "chunk_expired"
+                                                : "chunk_parked",
                 "task=%" PRId64 " seq=%" PRId64 " sent=%" PRId64 " dropped=%" PRId64, c->msg.task,
                 c->msg.seq, c->sent, dropped);
     wk_lifecycle_settle_offset(l, c->partition, c->offset);
-    wk_lifecycle_unlink(l, c);
+    wk_lifecycle_unlink(l, c, "halted");
 }
 
 /* C's end job answered. */
@@ -189,12 +170,19 @@ void wk_lifecycle_ended(wk_chunk *c, const wk_chunk_ended *res)
 
     if (wk_lifecycle_gone(l, c))
         return;
-    if (c->ending == WK_CHUNK_CLOSE)
+    switch (c->state) {
+    case WK_CHUNK_CLOSING:
         wk_lifecycle_finished(l, c, res);
-    else if (c->ending == WK_CHUNK_RELEASE && c->end_why != NULL)
-        wk_lifecycle_abandoned(l, c, res);
-    else
+        break;
+    case WK_CHUNK_PARKING:
+    case WK_CHUNK_EXPIRING:
+    case WK_CHUNK_CANCELLING:
         wk_lifecycle_halt_ended(l, c, res);
+        break;
+    default: /* ABANDONING, YIELDING */
+        wk_lifecycle_abandoned(l, c, res);
+        break;
+    }
 }
 
 /* No new request of C starts: its pushes not yet started (ready, waiting
@@ -202,7 +190,6 @@ void wk_lifecycle_ended(wk_chunk *c, const wk_chunk_ended *res)
  * flight finish and are not retried. */
 static void wk_lifecycle_hold(wk_lifecycle *l, wk_chunk *c)
 {
-    c->held = true;
     for (size_t i = 0; i < c->npushes; i++) {
         wk_push *push = &c->pushes[i];
 
@@ -216,33 +203,56 @@ static void wk_lifecycle_hold(wk_lifecycle *l, wk_chunk *c)
     c->unchecked = 0;
 }
 
-/* Stops starting requests for C (HALT: park, expire or cancel; each
- * overrides the ones before it under way); running requests finish and
- * are not retried. */
-void wk_lifecycle_halt(wk_lifecycle *l, wk_chunk *c, wk_chunk_halt halt)
+/* Holds C in state TO (for WHY): no request of it starts; once nothing
+ * of it is in flight, its ending follows. */
+static void wk_lifecycle_hold_in(wk_lifecycle *l, wk_chunk *c, wk_chunk_state to, const char *why)
 {
-    /* A chunk being revoked is given up anyway; its next owner parks or
-     * cancels it.  One ending already is past halting. */
-    if (halt <= c->halt || c->revoked || c->phase == WK_CHUNK_ENDING)
-        return;
-    c->halt = halt;
+    wk_lifecycle_set(c, to, why);
     wk_lifecycle_hold(l, c);
     if (c->open == 0)
-        wk_lifecycle_halted(l, c);
+        wk_lifecycle_settled(l, c);
 }
 
-/* Nothing of C is open any more (C->open == 0): a revoked chunk is given
- * up (its requests all answered and acknowledged, so the partition's next
- * owner pushes nobody twice), a halted one parked or cancelled, the others
- * are done. */
+void wk_lifecycle_halt(wk_lifecycle *l, wk_chunk *c, wk_chunk_halt halt)
+{
+    static const char *const why[] = {
+        [WK_CHUNK_PARK] = "paused", [WK_CHUNK_EXPIRE] = "expired", [WK_CHUNK_CANCEL] = "cancelled"};
+    wk_chunk_state to = halt == WK_CHUNK_PARK     ? WK_CHUNK_HELD_PAUSE
+                        : halt == WK_CHUNK_EXPIRE ? WK_CHUNK_HELD_EXPIRE
+                                                  : WK_CHUNK_HELD_CANCEL;
+
+    /* A stronger halt under way stays; a chunk being revoked is given up
+     * anyway (its next owner parks or cancels it); an ending one is past
+     * halting. */
+    if (halt == WK_CHUNK_RUN || c->state >= WK_CHUNK_HELD_REVOKE ||
+        (c->state >= WK_CHUNK_HELD_PAUSE && to <= c->state))
+        return;
+    wk_lifecycle_hold_in(l, c, to, why[halt]);
+}
+
 void wk_lifecycle_settled(wk_lifecycle *l, wk_chunk *c)
 {
-    if (c->revoked)
-        wk_lifecycle_abandon(l, c, "revoked", false);
-    else if (c->halt != WK_CHUNK_RUN)
-        wk_lifecycle_halted(l, c);
-    else
-        wk_lifecycle_finish(l, c);
+    switch (c->state) {
+    case WK_CHUNK_PUSHING:
+        wk_lifecycle_end(l, c, WK_CHUNK_CLOSING, "settled");
+        break;
+    case WK_CHUNK_HELD_PAUSE:
+        wk_lifecycle_end(l, c, WK_CHUNK_PARKING, "paused");
+        break;
+    case WK_CHUNK_HELD_EXPIRE:
+        wk_lifecycle_end(l, c, WK_CHUNK_EXPIRING, "expired");
+        break;
+    case WK_CHUNK_HELD_CANCEL:
+        wk_lifecycle_end(l, c, WK_CHUNK_CANCELLING, "cancelled");
+        break;
+    case WK_CHUNK_HELD_REVOKE:
+        /* Its requests all answered and acknowledged: the partition's
+         * next owner pushes nobody twice. */
+        wk_lifecycle_end(l, c, WK_CHUNK_ABANDONING, "revoked");
+        break;
+    default: /* not open, or ending already */
+        break;
+    }
 }
 
 /* ---- revoke and shutdown ---------------------------------------------------- */
@@ -250,35 +260,16 @@ void wk_lifecycle_settled(wk_lifecycle *l, wk_chunk *c)
 size_t wk_lifecycle_revoke(wk_lifecycle *l, int32_t partition)
 {
     wk_chunk *c, *next;
-    size_t draining = 0;
 
     for (c = TAILQ_FIRST(&l->chunks); c != NULL; c = next) {
         next = TAILQ_NEXT(c, link);
-        if (c->partition != partition)
-            continue;
-        c->revoked = true;
-        if (c->phase != WK_CHUNK_ENDING) {
-            wk_lifecycle_hold(l, c);
-            if (c->open == 0)
-                wk_lifecycle_abandon(l, c, "revoked", false); /* nothing in flight */
-        }
+        /* Abandoned at once when nothing of it is in flight. */
+        if (c->partition == partition && c->state < WK_CHUNK_HELD_REVOKE)
+            wk_lifecycle_hold_in(l, c, WK_CHUNK_HELD_REVOKE, "revoked");
     }
     /* What is left: requests in flight, or an end under way (an abandon
      * writing its acknowledgements, which the next owner must see). */
-    TAILQ_FOREACH(c, &l->chunks, link)
-    if (c->partition == partition && c->revoked)
-        draining++;
-    return draining;
-}
-
-bool wk_lifecycle_revoke_draining(const wk_lifecycle *l)
-{
-    const wk_chunk *c;
-
-    TAILQ_FOREACH(c, &l->chunks, link)
-    if (c->revoked)
-        return true;
-    return false;
+    return wk_lifecycle_count(l, partition);
 }
 
 void wk_lifecycle_abandon_revoked(wk_lifecycle *l, const char *why)
@@ -287,8 +278,8 @@ void wk_lifecycle_abandon_revoked(wk_lifecycle *l, const char *why)
 
     for (c = TAILQ_FIRST(&l->chunks); c != NULL; c = next) {
         next = TAILQ_NEXT(c, link);
-        if (c->revoked)
-            wk_lifecycle_abandon(l, c, why, false);
+        if (c->state == WK_CHUNK_HELD_REVOKE)
+            wk_lifecycle_end(l, c, WK_CHUNK_ABANDONING, why);
     }
 }
 
@@ -309,7 +300,7 @@ bool wk_lifecycle_ending(const wk_lifecycle *l)
     const wk_chunk *c;
 
     TAILQ_FOREACH(c, &l->chunks, link)
-    if (c->phase == WK_CHUNK_ENDING)
+    if (wk_chunk_is_ending(c))
         return true;
     return false;
 }
@@ -320,6 +311,6 @@ void wk_lifecycle_abandon_all(wk_lifecycle *l, const char *why)
 
     for (c = TAILQ_FIRST(&l->chunks); c != NULL; c = next) {
         next = TAILQ_NEXT(c, link);
-        wk_lifecycle_abandon(l, c, why, false);
+        wk_lifecycle_end(l, c, WK_CHUNK_ABANDONING, why);
     }
 }

@@ -14,33 +14,33 @@
 #include "wk_chunk_end.h"
 #include "wk_lifecycle.h"
 
-/* Gives C up without finishing it (WHY: a static string for the log); with
- * SETTLE its offset counts as finished.  Submits C's end job (C is unlinked
- * when it answered); nothing for a chunk ending already. */
-void wk_lifecycle_abandon(wk_lifecycle *l, wk_chunk *c, const char *why, bool settle);
-/* Stops starting requests for C (HALT: park, expire or cancel); once
- * nothing of it is in flight its end job is submitted.  May unlink C (when
- * the job cannot be submitted). */
+/* Starts C's ending TO (CLOSING .. YIELDING, see wk_chunk_state), for WHY
+ * (a static string): its pushes are unlinked (a request in flight is
+ * aborted: only an abandon has any), and its end job is submitted, whose
+ * answer (wk_lifecycle_ended) settles the offset — but ABANDONING's, which
+ * leaves the chunk to the partition's next owner — and unlinks it.
+ * Nothing for a chunk ending already.  May unlink C (the job could not be
+ * submitted). */
+void wk_lifecycle_end(wk_lifecycle *l, wk_chunk *c, wk_chunk_state to, const char *why);
+/* Stops starting requests for C (HALT: park, expire or cancel; each
+ * overrides the ones before it while C is held): C is held, running
+ * requests finish and are not retried, and once nothing of it is in
+ * flight it ends (PARKING, EXPIRING, CANCELLING).  Nothing for a chunk
+ * being revoked or ending.  May unlink C. */
 void wk_lifecycle_halt(wk_lifecycle *l, wk_chunk *c, wk_chunk_halt halt);
-/* Nothing of C is in flight any more and it was halted: parked or
- * dropped. */
-void wk_lifecycle_halted(wk_lifecycle *l, wk_chunk *c);
-/* Every recipient of C is settled: acknowledge, close, store the offset. */
-void wk_lifecycle_finish(wk_lifecycle *l, wk_chunk *c);
-/* Nothing of C is open any more (C->open == 0): given up, halted or
- * finished, as it stands. */
+/* Nothing of C is open any more (C->open == 0): it ends as its state says
+ * (PUSHING closes, a held chunk ends as it is held). */
 void wk_lifecycle_settled(wk_lifecycle *l, wk_chunk *c);
 /* The chunk's ended hook: C's end job answered. */
 void wk_lifecycle_ended(wk_chunk *c, const wk_chunk_ended *res);
 
-/* PARTITION is being revoked: its chunks start no new request; those with
- * nothing in flight are abandoned now.  Answers how many are left
- * draining (requests in flight, or the abandon's acknowledgements and
- * lease release under way). */
+/* PARTITION is being revoked: its chunks are held (HELD_REVOKE) and start
+ * no new request; those with nothing in flight are abandoned now.
+ * Answers how many of its chunks are left (requests in flight, or an end
+ * under way: an abandon's acknowledgements and lease release); the revoke
+ * drains until wk_lifecycle_count says none is. */
 size_t wk_lifecycle_revoke(wk_lifecycle *l, int32_t partition);
-/* True while a revoked chunk is still draining. */
-bool wk_lifecycle_revoke_draining(const wk_lifecycle *l);
-/* Abandons every revoked chunk, for WHY (the log). */
+/* Abandons every chunk still held for a revoke, for WHY (the log). */
 void wk_lifecycle_abandon_revoked(wk_lifecycle *l, const char *why);
 /* Forgets PARTITION's unsettled messages (revoked: its next owner
  * consumes them again). */

@@ -56,6 +56,7 @@ void wk_lifecycle_open(wk_lifecycle *l, wk_chunk *c)
     const char *app = NULL;
     bool addressed = wk_sender_addressed(l->sender, c->task->ch_index, &platform, &app);
 
+    wk_lifecycle_set(c, WK_CHUNK_OPENING, c->state == WK_CHUNK_NEW ? "intake" : "lease wait over");
     if (wk_chunk_open(l->rd, c, l->owner, l->cfg->worker.lease_ms, addressed ? &platform : NULL,
                       app) != 0)
         wk_lifecycle_drop(l, c, "the Redis thread took no job");
@@ -77,15 +78,16 @@ static void wk_lifecycle_busy(wk_lifecycle *l, wk_chunk *c)
         c->lease_wait_until_ms = now + l->cfg->worker.lease_ms + WK_LIFECYCLE_CTL_MS;
         hr_log_info("chunk_lease_wait", "task=%" PRId64 " seq=%" PRId64 " wait_ms=%d", c->msg.task,
                     c->msg.seq, l->cfg->worker.lease_ms + WK_LIFECYCLE_CTL_MS);
+    }
+    if (now < c->lease_wait_until_ms) {
+        wk_lifecycle_set(c, WK_CHUNK_LEASE_WAIT, "lease held by another");
         return;
     }
-    if (now < c->lease_wait_until_ms)
-        return;
     l->stats.busy_chunks++;
     hr_metrics_inc(l->met->chunks_redelivered);
     hr_log_info("chunk_busy", "task=%" PRId64 " seq=%" PRId64, c->msg.task, c->msg.seq);
     wk_lifecycle_settle_offset(l, c->partition, c->offset);
-    wk_lifecycle_unlink(l, c);
+    wk_lifecycle_unlink(l, c, "busy");
 }
 
 /* C's open answered: halt it (the control key, expire_at), wait for a
@@ -102,7 +104,7 @@ static void wk_lifecycle_opened(wk_chunk *c, const wk_chunk_opened *res)
         return;
     /* Halted or abandoned while it opened: its end job, queued behind the
      * open, settles it. */
-    if (c->phase == WK_CHUNK_ENDING)
+    if (c->state != WK_CHUNK_OPENING)
         return;
     if (res->rc < 0) {
         wk_lifecycle_drop(l, c, res->errstr);
@@ -114,8 +116,7 @@ static void wk_lifecycle_opened(wk_chunk *c, const wk_chunk_opened *res)
     if (halt == WK_CHUNK_RUN && hr_task_expired(c->task->row, now))
         halt = WK_CHUNK_EXPIRE;
     if (halt != WK_CHUNK_RUN) {
-        c->halt = halt;
-        wk_lifecycle_halted(l, c);
+        wk_lifecycle_halt(l, c, halt); /* ends it: nothing of it is open */
         return;
     }
     switch (res->rc) {
@@ -124,12 +125,12 @@ static void wk_lifecycle_opened(wk_chunk *c, const wk_chunk_opened *res)
         return;
     case WK_CHUNK_EMPTY:
         hr_metrics_inc(l->met->chunks_redelivered);
-        wk_lifecycle_finish(l, c);
+        wk_lifecycle_end(l, c, WK_CHUNK_CLOSING, "empty");
         return;
     default:
         break;
     }
-    c->phase = WK_CHUNK_OPEN;
+    wk_lifecycle_set(c, WK_CHUNK_PUSHING, "opened");
     c->opened_ms = now;
     c->open = c->npushes;
     /* Fewer members than published: a redelivery, partly acknowledged. */
@@ -142,7 +143,7 @@ static void wk_lifecycle_opened(wk_chunk *c, const wk_chunk_opened *res)
                 msg->task, msg->seq, c->npushes, c->partition, c->offset, now - c->started_ms,
                 now - msg->published_ms);
     if (c->open == 0) {
-        wk_lifecycle_finish(l, c);
+        wk_lifecycle_end(l, c, WK_CHUNK_CLOSING, "nobody to push");
         return;
     }
     if (c->task->throttle.limit > 0) {

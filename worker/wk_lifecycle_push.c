@@ -40,7 +40,7 @@ void wk_lifecycle_flushed(wk_chunk *c, int rc, const char *errstr)
     if (wk_lifecycle_gone(l, c))
         return;
     wk_lifecycle_report_counters(l, c);
-    if (rc == 0 || c->phase == WK_CHUNK_ENDING)
+    if (rc == 0 || wk_chunk_is_ending(c))
         return;
     hr_log_error("ack_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s", c->msg.task, c->msg.seq,
                  errstr);
@@ -69,8 +69,7 @@ void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res)
         /* The sender refused to start a push of an expired task
          * (wk_chan_pump; a retry due past expire_at waited until then):
          * the rest of the chunk expires with it. */
-        if (c->halt == WK_CHUNK_RUN && !c->revoked &&
-            hr_task_expired(c->task->row, hr_clock_now_ms()))
+        if (c->state == WK_CHUNK_PUSHING && hr_task_expired(c->task->row, hr_clock_now_ms()))
             wk_lifecycle_halt(l, c, WK_CHUNK_EXPIRE);
         else if (c->open == 0)
             wk_lifecycle_settled(l, c);
@@ -140,7 +139,7 @@ void wk_lifecycle_checked(wk_chunk *c, const wk_chunk_checked *res)
         return;
     wk_lifecycle_report_counters(l, c);
     if (res->rc != 0) {
-        if (c->phase != WK_CHUNK_ENDING)
+        if (!wk_chunk_is_ending(c))
             wk_lifecycle_drop(l, c, res->errstr);
         return;
     }
@@ -150,9 +149,9 @@ void wk_lifecycle_checked(wk_chunk *c, const wk_chunk_checked *res)
         for (size_t i = res->first; i < res->first + res->n; i++)
             if (c->verdicts[i] == HR_THROTTLE_BLOCKED)
                 wk_lifecycle_outcome(l, c, &c->pushes[i], WK_DELIVERY_THROTTLED, &none);
-    /* Halted, revoked or ending meanwhile: these pushes were counted out
-     * when it held (wk_lifecycle_hold). */
-    if (c->held)
+    /* Held or ending meanwhile: these pushes were counted out when it
+     * held (wk_lifecycle_hold). */
+    if (c->state != WK_CHUNK_PUSHING)
         return;
     c->unchecked -= res->n;
     c->open -= (size_t)res->blocked;

@@ -115,6 +115,15 @@ static bool wk_worker_revoking(const wk_worker *w, int32_t partition)
     return false;
 }
 
+/* True while a chunk of the revoke being drained is still on the list. */
+static bool wk_worker_draining(const wk_worker *w)
+{
+    for (int i = 0; i < w->revoking->cnt; i++)
+        if (wk_lifecycle_count(&w->life, w->revoking->elems[i].partition) > 0)
+            return true;
+    return false;
+}
+
 static void wk_worker_soon(wk_worker *w);
 
 /* The lifecycle's wake hook. */
@@ -380,7 +389,7 @@ static void wk_worker_idle_cb(uv_idle_t *h)
             wk_worker_shutdown_now(w);
         return;
     }
-    if (w->revoking != NULL && !wk_lifecycle_revoke_draining(&w->life))
+    if (w->revoking != NULL && !wk_worker_draining(w))
         wk_worker_revoke_finish(w);
     /* A chunk that left (finished, abandoned, dropped, halted) may have
      * freed sender slots by cancelling its requests; no transfer or timer
