@@ -72,6 +72,7 @@ struct wk_worker {
     /* Holds the connections, the task cache, the offsets, the sender, the
      * reporter and the metrics: the worker creates and frees them there. */
     wk_lifecycle life;
+    wk_prune prune; /* the sender's dead addresses (lends the lifecycle's connections) */
     bool stopping, finished;
     /* Messages received and not started yet (max_chunks_in_flight open). */
     wk_inbox *inbox;
@@ -495,7 +496,8 @@ int wk_worker_new(const hr_config *cfg, wk_worker **out, char *errstr, size_t er
         wk_reporter_start(cfg, w->owner, WK_REPORTER_ROW_WAIT_MS, w->life.met, &w->life.reporter,
                           errstr, errlen) != 0)
         goto fail;
-    wk_sender_set_prune(w->life.sender, wk_lifecycle_prune, &w->life);
+    w->prune = (wk_prune){.rd = w->life.rd, .mysql = w->life.mysql, .met = w->life.met};
+    wk_sender_set_prune(w->life.sender, wk_prune_address, &w->prune);
     if (wk_metrics_serve(w->life.met, cfg->worker.listen, errstr, errlen) != 0)
         goto fail;
     hr_log_info("metrics_listening", "listen=%s port=%d", cfg->worker.listen,
