@@ -67,7 +67,7 @@ void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res)
     }
     if (res->held) {
         /* The sender refused to start a push of an expired task
-         * (wk_chan_pump; a retry due past expire_at waited until then):
+         * (wk_chan_next; a retry due past expire_at waited until then):
          * the rest of the chunk expires with it. */
         if (c->state == WK_CHUNK_PUSHING && hr_task_expired(c->task->row, hr_clock_now_ms()))
             wk_lifecycle_halt(l, c, WK_CHUNK_EXPIRE);
