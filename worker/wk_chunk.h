@@ -74,8 +74,8 @@ typedef enum wk_chunk_halt {
  *   HELD_x -> PARKING | EXPIRING | CANCELLING | ABANDONING (its own)
  *                                      nothing of it open any more
  *   PUSHING, HELD_x -> YIELDING        its lease was found another's
- *   any but an ending -> ABANDONING    shutdown, or a revoke's grace ran out
- *   any -> GONE                        an end job answered, or a Redis error
+ *   OPENING..HELD_REVOKE -> ABANDONING shutdown, or a revoke's grace ran out
+ *   OPENING..YIELDING -> GONE          an end job answered, or a Redis error
  *                                      dropped the chunk (wk_lifecycle_drop)
  * A held chunk starts no request; those running finish and are
  * acknowledged.  An ending chunk's end job runs, the last acknowledgements
