@@ -5,13 +5,15 @@
  * control read are jobs on the Redis thread (wk_control): a tick submits
  * one unless the last one has not answered yet, and its answer is acted on
  * when it comes. */
-#include "wk_lifecycle_int.h"
+#include "wk_lifecycle_timers.h"
 
 #include <inttypes.h>
 
 #include "hr_log.h"
 #include "hr_clock.h"
 #include "wk_control.h"
+#include "wk_lifecycle_end.h"
+#include "wk_lifecycle_open.h"
 
 /* The renewal's answer.  The lease expired and may be someone else's now:
  * pushing on would only send duplicates, so the chunk is given up like a
@@ -35,10 +37,10 @@ static void wk_lifecycle_renewed(void *ctx, const uint64_t *lost, size_t nlost, 
         if (c->id == lost[i])
             break;
         /* Gone meanwhile, or already ending (its end releases nothing). */
-        if (c == NULL || c->phase != WK_CHUNK_OPEN)
+        if (c == NULL || !wk_chunk_is_leased(c))
             continue;
         hr_log_warn("lease_lost", "task=%" PRId64 " seq=%" PRId64, c->msg.task, c->msg.seq);
-        wk_lifecycle_abandon(l, c, "lease lost", true);
+        wk_lifecycle_end(l, c, WK_CHUNK_YIELDING, "lease lost");
     }
 }
 
@@ -52,7 +54,7 @@ void wk_lifecycle_renew(wk_lifecycle *l)
     /* Only an open chunk holds a lease to renew: one opening takes its
      * own, fresh; one ending gives it up. */
     TAILQ_FOREACH(c, &l->chunks, link)
-    if (c->phase == WK_CHUNK_OPEN && n < WK_CHUNK_MAX_OPEN)
+    if (wk_chunk_is_leased(c) && n < WK_CHUNK_MAX_OPEN)
         held[n++] = c;
     if (n == 0)
         return;
@@ -77,7 +79,7 @@ static void wk_lifecycle_watchdog(wk_lifecycle *l)
     if (l->stopping)
         return;
     TAILQ_FOREACH(c, &l->chunks, link)
-    if (c->phase == WK_CHUNK_OPEN && c->halt == WK_CHUNK_RUN && c->open > c->unchecked &&
+    if (c->state == WK_CHUNK_PUSHING && c->open > c->unchecked &&
         wk_sender_stuck(l->sender, c->task->ch_index))
         stalled++;
     hr_metrics_set(l->met->stalled_chunks, (double)stalled);
@@ -97,7 +99,7 @@ static void wk_lifecycle_reopen(wk_lifecycle *l)
 
     for (c = TAILQ_FIRST(&l->chunks); c != NULL; c = next) {
         next = TAILQ_NEXT(c, link);
-        if (c->phase == WK_CHUNK_NEW && c->lease_wait_until_ms > 0 && c->halt == WK_CHUNK_RUN)
+        if (c->state == WK_CHUNK_LEASE_WAIT)
             wk_lifecycle_open(l, c); /* may drop C */
     }
 }
@@ -152,7 +154,7 @@ void wk_lifecycle_control(wk_lifecycle *l)
         {
             size_t i;
 
-            if (c->phase == WK_CHUNK_ENDING)
+            if (wk_chunk_is_ending(c))
                 continue;
             for (i = 0; i < ntasks && tasks[i] != c->msg.task; i++)
                 ;

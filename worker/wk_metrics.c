@@ -92,8 +92,8 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
          "Subscriptions with no outcome when their task finished (the task is failed)",
          HR_METRICS_COUNTER, NULL, NULL, 0},
         {&pruned, "herald_addresses_pruned_total",
-         "Addresses a provider called dead, removed from MySQL and Redis", HR_METRICS_COUNTER, NULL,
-         NULL, 0},
+         "Addresses a provider called dead, removed from MySQL and Redis, by channel",
+         HR_METRICS_COUNTER, "channel", NULL, 0},
         {&rows_missing, "herald_chunk_rows_missing_total",
          "Chunk ends given up because their push_chunk row never appeared (it stays published)",
          HR_METRICS_COUNTER, NULL, NULL, 0},
@@ -131,6 +131,7 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
         m->chans[i].unregistered = hr_metrics_labels(pushes, name, "unregistered");
         m->chans[i].expired = hr_metrics_labels(pushes, name, "expired");
         m->chans[i].latency = hr_metrics_labels(latency, name);
+        m->chans[i].pruned = hr_metrics_labels(pruned, name);
     }
     m->due_to_delivery = hr_metrics_labels(due, NULL);
     m->inflight = hr_metrics_labels(inflight, NULL);
@@ -142,7 +143,6 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
     m->reporter_queue = hr_metrics_labels(queue, NULL);
     m->reporter_flush = hr_metrics_labels(flush, NULL);
     m->unaccounted = hr_metrics_labels(unaccounted, NULL);
-    m->pruned = hr_metrics_labels(pruned, NULL);
     m->chunk_rows_missing = hr_metrics_labels(rows_missing, NULL);
     m->kafka_lag = hr_metrics_labels(lag, NULL);
     m->stalled_chunks = hr_metrics_labels(stalled, NULL);

@@ -1,5 +1,7 @@
 /* wk_reporter: bounded event ring drained into MySQL by one thread (see
- * wk_reporter.h for the contract and the thread hand-off). */
+ * wk_reporter.h for the contract and the thread hand-off).  What goes into
+ * which table is written by wk_deliveries (push_delivery) and wk_chunkrows
+ * (push_chunk); the counters and the task failures are written here. */
 #include "wk_reporter.h"
 
 #include <errno.h>
@@ -17,31 +19,20 @@
 #include "hr_mysql.h"
 #include "hr_state.h"
 #include "hr_vec.h"
+#include "wk_chunkrows.h"
+#include "wk_deliveries.h"
 
 #define WK_REPORTER_FLUSH_MS 200
 #define WK_REPORTER_BACKOFF_MAX_MS 5000
 /* After a stop request, how long a MySQL outage may hold the exit. */
 #define WK_REPORTER_STOP_GIVEUP_MS 30000
-#define WK_DELIVERY_COLS 7
-/* MariaDB refuses a prepared statement of more than 65,535 placeholders
- * (errno 1390): a batch of more rows than this goes in several INSERTs. */
-#define WK_DELIVERY_STMT_ROWS (65535 / WK_DELIVERY_COLS)
-/* The INSERT sizes: the full batch, and each power of two below it (2^13
- * is the largest under WK_DELIVERY_STMT_ROWS).  A part batch goes as the
- * powers of two of its size, so the worker prepares at most 15 distinct
- * INSERTs: each holds a MYSQL_BIND per placeholder in libmariadb (about
- * 800 bytes a row) and a prepared statement in MariaDB, and one per
- * part-batch size made the worker's RSS grow with the campaign (up to 32
- * cached statements, ~26 MiB at the default batch of 1,000). */
-#define WK_DELIVERY_POW2 14
-#define WK_DELIVERY_SIZES (WK_DELIVERY_POW2 + 1)
 /* How long wk_reporter_push waits for ring room before it drops an outcome
  * row: the loop thread must keep renewing leases and polling Kafka. */
 #define WK_REPORTER_PUSH_WAIT_MS 20
 /* After a stop request, how long chunk ends still waiting for their
  * push_chunk row are written again before they are given up: the
  * dispatcher writes its rows every 10 ms tick, so a row that is not there
- * after this is late for another reason (see wk_reporter.h). */
+ * after this is late for another reason (see wk_chunkrows.h). */
 #define WK_REPORTER_STOP_ROW_WAIT_MS 2000
 /* Task failures waiting to be written (each is re-reported by the next
  * chunk of the task when this overflows). */
@@ -57,37 +48,6 @@ typedef struct wk_task_delta {
 typedef HR_VEC(wk_task_delta) wk_delta_vec;
 typedef HR_VEC(wk_event) wk_event_vec;
 
-/* A chunk end whose push_chunk row did not exist yet (wk_reporter.h). */
-typedef struct wk_chunk_wait {
-    wk_event ev;
-    int64_t since_ms; /* when its UPDATE first found no row */
-} wk_chunk_wait;
-
-typedef HR_VEC(wk_chunk_wait) wk_wait_vec;
-
-/* Why a waiting chunk end is given up (the reason= of chunk_row_missing). */
-typedef enum wk_wait_drop {
-    WK_WAIT_TIMEOUT,  /* waited row_wait_ms */
-    WK_WAIT_OVERFLOW, /* more than WK_REPORTER_ROW_WAIT_MAX wait: the oldest goes */
-    WK_WAIT_SHUTDOWN, /* the reporter stopped */
-    WK_WAIT_NO_MEMORY,
-} wk_wait_drop;
-
-static const char *const wk_wait_drop_names[] = {
-    [WK_WAIT_TIMEOUT] = "timeout",
-    [WK_WAIT_OVERFLOW] = "overflow",
-    [WK_WAIT_SHUTDOWN] = "shutdown",
-    [WK_WAIT_NO_MEMORY] = "out_of_memory",
-};
-
-/* push_chunk.state's names, by wk_chunk_end. */
-static const char *const wk_chunk_end_names[] = {
-    [WK_CHUNK_END_DONE] = "done",
-    [WK_CHUNK_END_PARKED] = "parked",
-    [WK_CHUNK_END_CANCELLED] = "cancelled",
-    [WK_CHUNK_END_EXPIRED] = "expired",
-};
-
 /* A task the worker cannot push, to be marked failed. */
 typedef struct wk_task_fail {
     int64_t task;
@@ -96,7 +56,6 @@ typedef struct wk_task_fail {
 
 struct wk_reporter {
     const hr_config *cfg;
-    char owner[160];
     bool delivery_log;
     size_t batch;
 
@@ -114,20 +73,13 @@ struct wk_reporter {
     size_t nfails;
     bool stopping;
 
-    /* The chunk ends whose row was missing, oldest first, at most
-     * WK_REPORTER_ROW_WAIT_MAX after each write: read and written by the
-     * reporter thread only, so the mutex does not cover them. */
-    wk_wait_vec waiting;
-    int64_t row_wait_ms;
-
+    /* The writers and the connection: the reporter thread's only, so the
+     * mutex does not cover them. */
+    wk_deliveries *deliveries;
+    wk_chunkrows *chunkrows;
     hr_mysql *m;
     wk_metrics *met;
     bool mysql_down;
-    size_t full; /* rows of a full INSERT: batch, at most STMT_ROWS */
-    /* INSERT texts, built when first used: [i] 2^i rows, [POW2] full rows;
-     * [0], one row, is also the row-by-row retry's. */
-    char *sqls[WK_DELIVERY_SIZES];
-    hr_mysql_param *params;
 };
 
 static void wk_reporter_deadline(struct timespec *ts, int ms)
@@ -139,142 +91,6 @@ static void wk_reporter_deadline(struct timespec *ts, int ms)
         ts->tv_sec++;
         ts->tv_nsec -= 1000000000L;
     }
-}
-
-static const wk_event *wk_reporter_at(const wk_reporter *rp, size_t i)
-{
-    return &rp->ring[(rp->head + i) % rp->cap];
-}
-
-/* Builds the INSERT for NROWS rows (malloc'ed). */
-static char *wk_reporter_build_sql(size_t nrows)
-{
-    static const char head[] =
-        "INSERT INTO push_delivery (task_id, uid, status, attempts, http_status, latency_ms, at) "
-        "VALUES ";
-    static const char row[] = "(?, ?, ?, ?, ?, ?, FROM_UNIXTIME(? / 1000))";
-    static const char tail[] =
-        " ON DUPLICATE KEY UPDATE status = VALUES(status), attempts = VALUES(attempts), "
-        "http_status = VALUES(http_status), latency_ms = VALUES(latency_ms), at = VALUES(at)";
-    size_t len = sizeof head + nrows * (sizeof row + 1) + sizeof tail;
-    char *sql = malloc(len), *p;
-
-    if (sql == NULL)
-        return NULL;
-    p = sql;
-    memcpy(p, head, sizeof head - 1);
-    p += sizeof head - 1;
-    for (size_t i = 0; i < nrows; i++) {
-        if (i > 0)
-            *p++ = ',';
-        memcpy(p, row, sizeof row - 1);
-        p += sizeof row - 1;
-    }
-    memcpy(p, tail, sizeof tail);
-    return sql;
-}
-
-/* The next INSERT of a batch with LEFT rows to go: *NROWS gets its rows,
- * rp->full or the largest power of two up to LEFT.  NULL when out of
- * memory. */
-static const char *wk_reporter_delivery_sql(wk_reporter *rp, size_t left, size_t *nrows)
-{
-    size_t i = WK_DELIVERY_POW2;
-
-    *nrows = rp->full;
-    if (left < rp->full) {
-        for (i = 0; (size_t)2 << i <= left; i++)
-            ;
-        *nrows = (size_t)1 << i;
-    }
-    if (rp->sqls[i] == NULL)
-        rp->sqls[i] = wk_reporter_build_sql(*nrows);
-    return rp->sqls[i];
-}
-
-/* Server errors that say the connection (or the transaction) is gone, so
- * the whole batch is retried: connection refused / lost / gone away,
- * deadlock, lock wait timeout.  Any other error is about the data. */
-static bool wk_reporter_transient(unsigned err)
-{
-    return err == 0 || err == 2002 || err == 2003 || err == 2006 || err == 2013 || err == 1205 ||
-           err == 1213;
-}
-
-/* push_delivery.status per wk_delivery. */
-static const char *const wk_reporter_status[] = {
-    [WK_DELIVERY_SENT] = "sent",
-    [WK_DELIVERY_FAILED] = "failed",
-    [WK_DELIVERY_THROTTLED] = "throttled",
-    [WK_DELIVERY_UNREGISTERED] = "unregistered",
-};
-
-/* One INSERT of K rows (params P); when MySQL refuses their data, the
- * rows one by one. */
-static int wk_reporter_insert(wk_reporter *rp, const char *sql, hr_mysql_param *params, size_t k,
-                              char *errstr, size_t errlen)
-{
-    hr_mysql_param *p;
-    unsigned err = 0;
-
-    if (hr_mysql_exec(rp->m, sql, params, k * WK_DELIVERY_COLS, NULL, NULL, &err, errstr, errlen) ==
-        0)
-        return 0;
-    if (wk_reporter_transient(err))
-        return -1;
-    /* MySQL refused the data (only the statement was rolled back): one bad
-     * row must not hold the batch forever, so the rows go one by one and
-     * the ones refused again are logged and dropped. */
-    hr_log_warn("delivery_batch_rejected", "rows=%zu errno=%u error=%s", k, err, errstr);
-    for (size_t i = 0; i < k; i++) {
-        p = params + i * WK_DELIVERY_COLS;
-        if (hr_mysql_exec(rp->m, rp->sqls[0], p, WK_DELIVERY_COLS, NULL, NULL, &err, errstr,
-                          errlen) == 0)
-            continue;
-        if (wk_reporter_transient(err))
-            return -1;
-        hr_metrics_inc(rp->met->reporter_dropped[WK_DROP_REJECTED]);
-        hr_log_error("delivery_row_dropped", "task=%" PRId64 " uid=%" PRId64 " errno=%u error=%s",
-                     p[0].i64, p[1].i64, err, errstr);
-    }
-    return 0;
-}
-
-static int wk_reporter_write_deliveries(wk_reporter *rp, size_t n, char *errstr, size_t errlen)
-{
-    size_t rows = 0;
-
-    for (size_t i = 0; i < n; i++)
-        if (wk_reporter_at(rp, i)->kind == WK_EVENT_OUTCOME)
-            rows++;
-    if (rows == 0 || !rp->delivery_log)
-        return 0;
-    hr_mysql_param *p = rp->params;
-    int rc = 0;
-
-    for (size_t i = 0; i < n; i++) {
-        const wk_event *ev = wk_reporter_at(rp, i);
-
-        if (ev->kind != WK_EVENT_OUTCOME)
-            continue;
-        *p++ = HR_P_I64(ev->task);
-        *p++ = HR_P_I64((int64_t)ev->u.outcome.uid);
-        *p++ = HR_P_STR(wk_reporter_status[ev->u.outcome.status]);
-        *p++ = HR_P_I64(ev->u.outcome.attempts);
-        *p++ = ev->u.outcome.http_status > 0 ? HR_P_I64(ev->u.outcome.http_status) : HR_P_NULL;
-        *p++ = HR_P_I64(ev->u.outcome.latency_ms);
-        *p++ = HR_P_I64(ev->u.outcome.at_ms);
-    }
-    for (size_t done = 0, k; done < rows && rc == 0; done += k) {
-        const char *sql = wk_reporter_delivery_sql(rp, rows - done, &k);
-
-        if (sql == NULL) {
-            snprintf(errstr, errlen, "out of memory");
-            return -1;
-        }
-        rc = wk_reporter_insert(rp, sql, rp->params + done * WK_DELIVERY_COLS, k, errstr, errlen);
-    }
-    return rc;
 }
 
 static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, size_t nd,
@@ -293,179 +109,6 @@ static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, s
 
         if (hr_finish_raise_shard(rp->m, d[k].task, d[k].shard, &raised, errstr, errlen) != 0)
             return -1;
-    }
-    return 0;
-}
-
-/* Gives up waiting chunk end CW: loud, and counted for the alert. */
-static void wk_reporter_give_up(wk_reporter *rp, const wk_chunk_wait *cw, int64_t now_ms,
-                                wk_wait_drop why)
-{
-    hr_metrics_inc(rp->met->chunk_rows_missing);
-    hr_log_error("chunk_row_missing",
-                 "task=%" PRId64 " seq=%" PRId64 " state=%s waited_ms=%" PRId64 " reason=%s",
-                 cw->ev.task, cw->ev.u.chunk.seq, wk_chunk_end_names[cw->ev.u.chunk.state],
-                 now_ms - cw->since_ms, wk_wait_drop_names[why]);
-}
-
-/* Appends chunk end EV, whose row was missing since SINCE_MS, to KEEP
- * (given up when out of memory). */
-static void wk_reporter_keep(wk_reporter *rp, wk_wait_vec *keep, const wk_event *ev,
-                             int64_t since_ms)
-{
-    const wk_chunk_wait cw = {.ev = *ev, .since_ms = since_ms};
-
-    if (hr_vec_push(keep, cw) != 0)
-        wk_reporter_give_up(rp, &cw, hr_clock_now_ms(), WK_WAIT_NO_MEMORY);
-}
-
-/* Writes chunk end EV into its push_chunk row; *MISSING tells that the row
- * does not exist (yet).  0 or -1. */
-static int wk_reporter_write_end(wk_reporter *rp, const wk_event *ev, bool *missing, char *errstr,
-                                 size_t errlen)
-{
-    const hr_mysql_param chunk[] = {HR_P_STR(wk_chunk_end_names[ev->u.chunk.state]),
-                                    HR_P_I64(ev->u.chunk.done_ms), HR_P_STR(rp->owner),
-                                    HR_P_I64(ev->task), HR_P_I64(ev->u.chunk.seq)};
-    hr_mysql_rows *rows = NULL;
-    uint64_t changed = 0;
-
-    *missing = false;
-    /* A chunk closed by one worker stays 'done' even when another
-     * (a redelivery, a late cancel) reports it parked or cancelled. */
-    if (hr_mysql_exec(rp->m,
-                      "UPDATE push_chunk SET state = ?, done_at = FROM_UNIXTIME(? / 1000), "
-                      "worker = ? WHERE task_id = ? AND seq = ? AND state <> 'done'",
-                      chunk, 5, &changed, NULL, NULL, errstr, errlen) != 0)
-        return -1;
-    if (changed > 0)
-        return 0;
-    /* hr_mysql connects without CLIENT_FOUND_ROWS, so MariaDB counts the
-     * rows changed: 0 also for a row already 'done' (the WHERE) and for one
-     * that holds these very values (the batch written again after its
-     * COMMIT's answer was lost).  With FOUND_ROWS the second would count 1
-     * and the first still 0: under either flag only a read tells a row that
-     * is not there from one that needs nothing. */
-    if (hr_mysql_query(rp->m, "SELECT 1 FROM push_chunk WHERE task_id = ? AND seq = ?", chunk + 3,
-                       2, &rows, errstr, errlen) != 0)
-        return -1;
-    *missing = rows->nrows == 0;
-    hr_mysql_rows_free(rows);
-    return 0;
-}
-
-/* Writes again the chunk ends of rp->waiting, in their order, whose rows
- * exist now (one SELECT tells which); the others are appended to KEEP.
- * 0 or -1. */
-static int wk_reporter_write_waiting(wk_reporter *rp, wk_wait_vec *keep, char *errstr,
-                                     size_t errlen)
-{
-    size_t n = rp->waiting.n;
-    int64_t *cells = NULL;
-    char *keys = NULL;
-    bool *found = NULL, missing;
-    hr_mysql_rows *rows = NULL;
-    int rc = -1;
-
-    if (n == 0)
-        return 0;
-    cells = calloc(n * 2, sizeof *cells);
-    found = calloc(n, sizeof *found);
-    if (cells == NULL || found == NULL)
-        goto oom;
-    for (size_t i = 0; i < n; i++) {
-        cells[i * 2] = rp->waiting.v[i].ev.task;
-        cells[i * 2 + 1] = rp->waiting.v[i].ev.u.chunk.seq;
-    }
-    if (hr_mysql_json_ints(cells, n, 2, &keys) < 0)
-        goto oom;
-    {
-        const hr_mysql_param p[] = {HR_P_STR(keys)};
-
-        if (hr_mysql_query(rp->m,
-                           "SELECT DISTINCT c.task_id, c.seq FROM JSON_TABLE(?, '$[*]' COLUMNS "
-                           "(task BIGINT PATH '$[0]', seq BIGINT PATH '$[1]')) j STRAIGHT_JOIN "
-                           "push_chunk c ON c.task_id = j.task AND c.seq = j.seq",
-                           p, 1, &rows, errstr, errlen) != 0)
-            goto done;
-    }
-    for (size_t k = 0; k < rows->nrows; k++) {
-        int64_t task = strtoll(hr_mysql_cell(rows, k, 0), NULL, 10);
-        int64_t seq = strtoll(hr_mysql_cell(rows, k, 1), NULL, 10);
-
-        for (size_t i = 0; i < n; i++)
-            if (rp->waiting.v[i].ev.task == task && rp->waiting.v[i].ev.u.chunk.seq == seq)
-                found[i] = true;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const wk_chunk_wait *cw = &rp->waiting.v[i];
-
-        missing = !found[i];
-        if (found[i] && wk_reporter_write_end(rp, &cw->ev, &missing, errstr, errlen) != 0)
-            goto done;
-        if (missing)
-            wk_reporter_keep(rp, keep, &cw->ev, cw->since_ms);
-    }
-    rc = 0;
-    goto done;
-oom:
-    snprintf(errstr, errlen, "out of memory");
-done:
-    hr_mysql_rows_free(rows);
-    free(keys);
-    free(found);
-    free(cells);
-    return rc;
-}
-
-/* Whether KEEP holds an end of EV's chunk. */
-static bool wk_reporter_waits(const wk_wait_vec *keep, const wk_event *ev)
-{
-    for (size_t i = 0; i < keep->n; i++)
-        if (keep->v[i].ev.task == ev->task && keep->v[i].ev.u.chunk.seq == ev->u.chunk.seq)
-            return true;
-    return false;
-}
-
-/* Writes the N chunk events EVS (after the waiting ones); the ends whose
- * row is missing are appended to KEEP. */
-static int wk_reporter_write_chunks(wk_reporter *rp, const wk_event *evs, size_t n,
-                                    wk_wait_vec *keep, char *errstr, size_t errlen)
-{
-    int64_t now_ms = hr_clock_now_ms();
-
-    for (size_t i = 0; i < n; i++) {
-        const wk_event *ev = &evs[i];
-        /* An older end of the same chunk still waits for the row: this one
-         * waits behind it, or the older one, written when the row appears,
-         * would overwrite it. */
-        bool missing = wk_reporter_waits(keep, ev);
-
-        if (!missing && wk_reporter_write_end(rp, ev, &missing, errstr, errlen) != 0)
-            return -1;
-        if (missing)
-            wk_reporter_keep(rp, keep, ev, now_ms);
-        /* Only a closed chunk can finish its task. */
-        if (ev->u.chunk.state != WK_CHUNK_END_DONE || ev->u.chunk.pending_left != 0 ||
-            ev->u.chunk.subs_left != 0)
-            continue;
-        /* The counters of this batch were written first, from the stats
-         * hash the chunk's close read: MySQL's are the task's now. */
-        hr_finish_result fin;
-        int rc = hr_finish_task(rp->m, ev->task, &HR_OUTCOMES_UNKNOWN, &fin, errstr, errlen);
-
-        if (rc < 0)
-            return -1;
-        if (rc == 0)
-            continue;
-        if (fin.unaccounted == 0) {
-            hr_log_info("task_done", "task=%" PRId64, ev->task);
-            continue;
-        }
-        hr_metrics_add(rp->met->unaccounted, (uint64_t)fin.unaccounted);
-        hr_log_error("task_unaccounted",
-                     "task=%" PRId64 " via=worker unaccounted=%" PRId64 " subscriptions=%" PRId64,
-                     ev->task, fin.unaccounted, fin.subscriptions);
     }
     return 0;
 }
@@ -494,26 +137,28 @@ typedef struct wk_batch {
     size_t nfails;
 } wk_batch;
 
-/* Writes batch B and the waiting chunk ends in one transaction; the ends
- * whose row is still missing are appended to KEEP. */
-static int wk_reporter_write(wk_reporter *rp, const wk_batch *b, wk_wait_vec *keep, char *errstr,
-                             size_t errlen)
+/* Writes batch B and the chunk ends waiting for their rows in one
+ * transaction. */
+static int wk_reporter_write(wk_reporter *rp, const wk_batch *b, char *errstr, size_t errlen)
 {
     if (rp->m == NULL && hr_mysql_connect(rp->cfg, &rp->m, errstr, errlen) != 0)
         return -1;
     if (hr_mysql_begin(rp->m, errstr, errlen) != 0)
         goto fail;
-    if (wk_reporter_write_deliveries(rp, b->n, errstr, errlen) != 0 ||
+    if ((rp->delivery_log && wk_deliveries_write(rp->deliveries, rp->m, rp->ring, rp->cap, rp->head,
+                                                 b->n, errstr, errlen) != 0) ||
         wk_reporter_write_counters(rp, b->deltas.v, b->deltas.n, errstr, errlen) != 0 ||
-        wk_reporter_write_waiting(rp, keep, errstr, errlen) != 0 ||
-        wk_reporter_write_chunks(rp, b->chunks.v, b->chunks.n, keep, errstr, errlen) != 0 ||
+        wk_chunkrows_write(rp->chunkrows, rp->m, b->chunks.v, b->chunks.n, errstr, errlen) != 0 ||
         wk_reporter_write_fails(rp, b->fails, b->nfails, errstr, errlen) != 0 ||
         hr_mysql_commit(rp->m, errstr, errlen) != 0) {
         hr_mysql_rollback(rp->m);
         goto fail;
     }
+    wk_chunkrows_committed(rp->chunkrows);
     return 0;
 fail:
+    /* Rolled back: the waiting ends stay as they were. */
+    wk_chunkrows_rolled_back(rp->chunkrows);
     /* A fresh connection next time: the old one may be half broken. */
     hr_mysql_free(rp->m);
     rp->m = NULL;
@@ -633,30 +278,7 @@ static bool wk_reporter_should_wait(const wk_reporter *rp)
 {
     if (rp->count >= rp->batch)
         return false;
-    return !rp->stopping || (wk_reporter_idle(rp) && rp->waiting.n > 0);
-}
-
-/* Gives up the waiting chunk ends that waited row_wait_ms, then the oldest
- * beyond WK_REPORTER_ROW_WAIT_MAX (all of them when ALL). */
-static void wk_reporter_prune(wk_reporter *rp, bool all)
-{
-    int64_t now_ms = hr_clock_now_ms();
-    size_t n = rp->waiting.n, kept = 0;
-    size_t over = n > WK_REPORTER_ROW_WAIT_MAX ? n - WK_REPORTER_ROW_WAIT_MAX : 0;
-
-    for (size_t i = 0; i < n; i++) {
-        const wk_chunk_wait *cw = &rp->waiting.v[i];
-
-        if (all)
-            wk_reporter_give_up(rp, cw, now_ms, WK_WAIT_SHUTDOWN);
-        else if (i < over)
-            wk_reporter_give_up(rp, cw, now_ms, WK_WAIT_OVERFLOW);
-        else if (now_ms - cw->since_ms >= rp->row_wait_ms)
-            wk_reporter_give_up(rp, cw, now_ms, WK_WAIT_TIMEOUT);
-        else
-            rp->waiting.v[kept++] = *cw;
-    }
-    rp->waiting.n = kept;
+    return !rp->stopping || (wk_reporter_idle(rp) && wk_chunkrows_waiting(rp->chunkrows) > 0);
 }
 
 static void *wk_reporter_main(void *arg)
@@ -669,7 +291,6 @@ static void *wk_reporter_main(void *arg)
     for (;;) {
         struct timespec ts;
         wk_batch b;
-        wk_wait_vec keep = {0};
 
         pthread_mutex_lock(&rp->mu);
         if (wk_reporter_should_wait(rp)) {
@@ -681,22 +302,21 @@ static void *wk_reporter_main(void *arg)
         if (rp->stopping && stop_seen_ms < 0)
             stop_seen_ms = hr_clock_now_ms();
         if (rp->stopping && wk_reporter_idle(rp) &&
-            (rp->waiting.n == 0 ||
+            (wk_chunkrows_waiting(rp->chunkrows) == 0 ||
              hr_clock_now_ms() - stop_seen_ms > WK_REPORTER_STOP_ROW_WAIT_MS)) {
             pthread_mutex_unlock(&rp->mu);
-            wk_reporter_prune(rp, true);
+            wk_chunkrows_give_up_all(rp->chunkrows);
             break;
         }
         wk_reporter_take(rp, &b);
         pthread_mutex_unlock(&rp->mu);
-        if (b.n == 0 && b.deltas.n == 0 && b.chunks.n == 0 && b.nfails == 0 && rp->waiting.n == 0)
+        if (b.n == 0 && b.deltas.n == 0 && b.chunks.n == 0 && b.nfails == 0 &&
+            wk_chunkrows_waiting(rp->chunkrows) == 0)
             continue;
 
         int64_t started_ms = hr_clock_now_ms();
 
-        if (wk_reporter_write(rp, &b, &keep, errstr, sizeof errstr) != 0) {
-            /* Rolled back: the waiting ends stay as they were. */
-            hr_vec_free(&keep);
+        if (wk_reporter_write(rp, &b, errstr, sizeof errstr) != 0) {
             hr_metrics_inc(rp->met->backend_errors[WK_BACKEND_MYSQL]);
             atomic_store(&rp->met->mysql_ok, false);
             if (!rp->mysql_down)
@@ -710,7 +330,7 @@ static void *wk_reporter_main(void *arg)
                              rp->count, rp->deltas.n, rp->chunks.n, errstr);
                 rp->count = rp->deltas.n = rp->chunks.n = rp->nfails = 0;
                 pthread_mutex_unlock(&rp->mu);
-                wk_reporter_prune(rp, true);
+                wk_chunkrows_give_up_all(rp->chunkrows);
                 break;
             }
             pthread_mutex_unlock(&rp->mu);
@@ -724,9 +344,6 @@ static void *wk_reporter_main(void *arg)
             nanosleep(&d, NULL);
             continue;
         }
-        hr_vec_free(&rp->waiting);
-        rp->waiting = keep;
-        wk_reporter_prune(rp, false);
         hr_metrics_observe(rp->met->reporter_flush, (hr_clock_now_ms() - started_ms) / 1000.0);
         atomic_store(&rp->met->mysql_ok, true);
         if (rp->mysql_down)
@@ -769,16 +386,13 @@ int wk_reporter_start(const hr_config *cfg, const char *owner, int64_t row_wait_
         goto oom;
     rp->cfg = cfg;
     rp->met = met;
-    snprintf(rp->owner, sizeof rp->owner, "%s", owner);
-    rp->row_wait_ms = row_wait_ms;
     rp->delivery_log = cfg->worker.delivery_log;
     rp->batch = (size_t)cfg->worker.reporter_batch;
-    rp->full = rp->batch < WK_DELIVERY_STMT_ROWS ? rp->batch : WK_DELIVERY_STMT_ROWS;
     rp->cap = (size_t)cfg->worker.reporter_queue;
     rp->ring = calloc(rp->cap, sizeof *rp->ring);
-    rp->params = calloc(rp->batch * WK_DELIVERY_COLS, sizeof *rp->params);
-    rp->sqls[0] = wk_reporter_build_sql(1);
-    if (rp->ring == NULL || rp->params == NULL || rp->sqls[0] == NULL)
+    rp->deliveries = wk_deliveries_new(rp->batch, met);
+    rp->chunkrows = wk_chunkrows_new(owner, row_wait_ms, met);
+    if (rp->ring == NULL || rp->deliveries == NULL || rp->chunkrows == NULL)
         goto oom;
     pthread_mutex_init(&rp->mu, NULL);
     pthread_cond_init(&rp->has_work, NULL);
@@ -798,8 +412,8 @@ oom:
 fail:
     if (rp != NULL) {
         free(rp->ring);
-        free(rp->params);
-        free(rp->sqls[0]);
+        wk_deliveries_free(rp->deliveries);
+        wk_chunkrows_free(rp->chunkrows);
         free(rp);
     }
     return -1;
@@ -871,12 +485,10 @@ void wk_reporter_stop(wk_reporter *rp)
     pthread_cond_destroy(&rp->has_room);
     pthread_cond_destroy(&rp->has_work);
     pthread_mutex_destroy(&rp->mu);
-    for (size_t i = 0; i < WK_DELIVERY_SIZES; i++)
-        free(rp->sqls[i]);
-    free(rp->params);
+    wk_deliveries_free(rp->deliveries);
+    wk_chunkrows_free(rp->chunkrows);
     free(rp->ring);
     hr_vec_free(&rp->deltas);
     hr_vec_free(&rp->chunks);
-    hr_vec_free(&rp->waiting);
     free(rp);
 }

@@ -20,6 +20,9 @@
 
 /* Delay before retry ATTEMPT (>= 1) drawn with RND (any 64-bit random). */
 int64_t wk_retry_backoff_ms(int base_ms, int max_ms, int attempt, uint64_t rnd);
+/* The next number of the xorshift64* sequence in *STATE (not 0): jitter
+ * needs spread, not secrecy. */
+uint64_t wk_retry_random(uint64_t *state);
 
 typedef struct wk_retry_cap {
     int cap; /* requests allowed in flight now, 1..max */

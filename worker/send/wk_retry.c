@@ -18,6 +18,14 @@ int64_t wk_retry_backoff_ms(int base_ms, int max_ms, int attempt, uint64_t rnd)
     return (int64_t)(rnd % (uint64_t)(ceiling + 1));
 }
 
+uint64_t wk_retry_random(uint64_t *state)
+{
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return *state * 2685821657736338717ULL;
+}
+
 void wk_retry_cap_init(wk_retry_cap *cap, int max)
 {
     cap->max = max < 1 ? 1 : max;

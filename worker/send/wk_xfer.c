@@ -129,7 +129,7 @@ static size_t wk_xfer_header(char *buf, size_t size, size_t nitems, void *userda
     return n;
 }
 
-wk_xfer *wk_xfer_new(const hr_channel *ch, struct wk_chan *chan)
+wk_xfer *wk_xfer_new(const hr_channel *ch)
 {
     wk_xfer *x = calloc(1, sizeof *x);
     CURL *e;
@@ -141,7 +141,6 @@ wk_xfer *wk_xfer_new(const hr_channel *ch, struct wk_chan *chan)
         free(x);
         return NULL;
     }
-    x->chan = chan;
     wk_task_out_init(&x->req);
     hr_buf_init(&x->resp, WK_PROVIDER_BODY_MAX);
     x->hcap = ch->nheaders + WK_XFER_OWN_HEADERS;

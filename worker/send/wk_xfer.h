@@ -13,8 +13,8 @@
  * and (provider channels) the first
  * WK_PROVIDER_BODY_MAX bytes of the body read from the response, and the
  * response classified into a wk_verdict for the sender (wk_sender), which
- * owns the handles, runs them on its multi handle and acts on the
- * verdict. */
+ * acts on it.  The handles are the curl transport's (wk_curl): it pools
+ * them and runs them on its multi handles. */
 #ifndef WK_XFER_H
 #define WK_XFER_H
 
@@ -29,15 +29,14 @@
 #include "wk_provider.h"
 #include "wk_task.h"
 
-struct wk_chan;  /* the sender's channel state */
-struct wk_multi; /* the sender's multi handle */
-struct wk_push;  /* wk_sender.h */
+struct wk_multi; /* wk_curl.h */
+struct wk_push;  /* wk_push.h */
 
 typedef struct wk_xfer {
     CURL *easy;
-    struct wk_chan *chan;
-    struct wk_multi *mh; /* the multi handle it runs on (set by the sender) */
-    struct wk_push *p;   /* NULL while in the pool */
+    struct wk_multi *mh; /* the multi handle it runs on (set by its transport, wk_curl) */
+    bool running;        /* on its multi handle (wk_curl) */
+    struct wk_push *p;   /* the push it carries (the sender's); NULL while idle */
     /* The request: URL, body (an smtp channel's message), header lines
      * (each NUL-terminated), the task's title and body rendered. */
     wk_task_out req;
@@ -58,9 +57,8 @@ typedef struct wk_xfer {
     int64_t start_ms;
 } wk_xfer;
 
-/* A handle configured for channel CH, owned by CHAN; NULL when out of
- * memory. */
-wk_xfer *wk_xfer_new(const hr_channel *ch, struct wk_chan *chan);
+/* A handle configured for channel CH; NULL when out of memory. */
+wk_xfer *wk_xfer_new(const hr_channel *ch);
 void wk_xfer_free(wk_xfer *x);
 
 /* Builds on X (not yet added to a multi handle) the request of TASK for
