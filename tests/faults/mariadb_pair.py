@@ -76,9 +76,11 @@ class Server:
                 raise RuntimeError("mariadbd %s did not start (log %s)" % (self.name, self.log))
             time.sleep(0.2)
 
-    def admin(self, sql, check=True):
-        r = subprocess.run(["mariadb", "--no-defaults", "--socket=" + self.sock, "-uroot",
-                            "-N", "-B", "-e", sql],
+    def admin(self, sql, check=True, names=False):
+        """SQL as root through the socket; NAMES: with the column names (a
+        \\G query's "Field: value" lines)."""
+        r = subprocess.run(["mariadb", "--no-defaults", "--socket=" + self.sock, "-uroot", "-B"]
+                           + ([] if names else ["-N"]) + ["-e", sql],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                            timeout=30)
         if check and r.returncode != 0:
@@ -128,7 +130,7 @@ class MariadbPair:
     def lag(self):
         """The replica's Seconds_Behind_Master and its GTID position against
         the primary's, as text."""
-        r = self.replica.admin("SHOW SLAVE STATUS\\G", check=False).stdout
+        r = self.replica.admin("SHOW SLAVE STATUS\\G", check=False, names=True).stdout
         behind = next((ln.split(":", 1)[1].strip() for ln in r.splitlines()
                        if "Seconds_Behind_Master" in ln), "?")
         mine = self.replica.admin("SELECT @@gtid_slave_pos", check=False).stdout.strip()
@@ -145,7 +147,7 @@ class MariadbPair:
         # What the replica received is applied before it takes writes.
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            st = self.replica.admin("SHOW SLAVE STATUS\\G", check=False).stdout
+            st = self.replica.admin("SHOW SLAVE STATUS\\G", check=False, names=True).stdout
             if "Slave_SQL_Running_State: Slave has read all relay log" in st:
                 break
             time.sleep(0.1)

@@ -29,7 +29,9 @@ def _run(*argv):
 
 
 def _du_bytes(path):
-    return int(_run("du", "-sb", path).split()[0])
+    """What PATH's files take on disk (not their apparent size: Kafka's
+    index files are preallocated sparse)."""
+    return int(_run("du", "-s", "-B1", path).split()[0])
 
 
 class SmallDisk:
