@@ -18,9 +18,9 @@
 #define HR_APITOKEN_NAME_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.@-"
 
 /* The columns every read selects, in hr_apitoken_row's order. */
-#define HR_APITOKEN_COLUMNS                                                                       \
-    "id, name, role, token_hash, CAST(ROUND(UNIX_TIMESTAMP(created_at) * 1000) AS SIGNED), "     \
-    "CAST(ROUND(UNIX_TIMESTAMP(expires_at) * 1000) AS SIGNED), "                                  \
+#define HR_APITOKEN_COLUMNS                                                                  \
+    "id, name, role, token_hash, CAST(ROUND(UNIX_TIMESTAMP(created_at) * 1000) AS SIGNED), " \
+    "CAST(ROUND(UNIX_TIMESTAMP(expires_at) * 1000) AS SIGNED), "                             \
     "CAST(ROUND(UNIX_TIMESTAMP(revoked_at) * 1000) AS SIGNED), created_by, revoked_by"
 
 bool hr_apitoken_is(const char *token)

@@ -27,9 +27,9 @@
 #include "hr_role.h"
 
 #define HR_APITOKEN_PREFIX "hrt1_"
-#define HR_APITOKEN_MAX 64   /* a token and its NUL, with room */
-#define HR_APITOKEN_HASH 65  /* hex SHA-256 and its NUL */
-#define HR_APITOKEN_NAME 65  /* a name (1..64 of [A-Za-z0-9_.@-]) and its NUL */
+#define HR_APITOKEN_MAX 64  /* a token and its NUL, with room */
+#define HR_APITOKEN_HASH 65 /* hex SHA-256 and its NUL */
+#define HR_APITOKEN_NAME 65 /* a name (1..64 of [A-Za-z0-9_.@-]) and its NUL */
 #define HR_APITOKEN_ACTOR 201
 #define HR_APITOKEN_TTL_MAX_MS ((int64_t)366 * 86400 * 1000)
 #define HR_APITOKEN_TTL_DEFAULT_MS ((int64_t)90 * 86400 * 1000)

@@ -180,7 +180,7 @@ void hr_audit_diff(cJSON *before, cJSON *after)
 /* ---- reading ----------------------------------------------------------- */
 
 /* The columns of a page, in hr_audit_row's order. */
-#define HR_AUDIT_COLUMNS                                                                   \
+#define HR_AUDIT_COLUMNS                                                               \
     "id, CAST(ROUND(UNIX_TIMESTAMP(at) * 1000) AS SIGNED), actor, role, via, action, " \
     "task_id, target, peer, before_json, after_json"
 

@@ -28,12 +28,12 @@
 #include "hr_mysql.h"
 #include "hr_role.h"
 
-#define HR_AUDIT_ACTOR 200          /* bytes of push_audit.actor */
-#define HR_AUDIT_PEER 300           /* bytes of push_audit.peer */
-#define HR_AUDIT_JSON_MAX 16384     /* bytes of one side, before or after */
-#define HR_AUDIT_VALUE_MAX 2048     /* bytes of one member's value within it */
-#define HR_AUDIT_LIST_MAX 200       /* rows of one page of hr_audit_list */
-#define HR_AUDIT_KEEP_MIN_DAYS 30   /* the purge deletes nothing younger (the trigger's floor) */
+#define HR_AUDIT_ACTOR 200        /* bytes of push_audit.actor */
+#define HR_AUDIT_PEER 300         /* bytes of push_audit.peer */
+#define HR_AUDIT_JSON_MAX 16384   /* bytes of one side, before or after */
+#define HR_AUDIT_VALUE_MAX 2048   /* bytes of one member's value within it */
+#define HR_AUDIT_LIST_MAX 200     /* rows of one page of hr_audit_list */
+#define HR_AUDIT_KEEP_MIN_DAYS 30 /* the purge deletes nothing younger (the trigger's floor) */
 
 /* How a change came. */
 typedef enum hr_audit_via {
@@ -47,8 +47,9 @@ const char *hr_audit_via_name(hr_audit_via via);
 
 /* Who made a change. */
 typedef struct hr_audit_who {
-    char actor[HR_AUDIT_ACTOR]; /* token:<name>, bootstrap:<n>, jwt:<subject>, cli:<user>, insecure */
-    hr_role role;               /* HR_ROLE_NONE for heraldctl (it has the database itself) */
+    char actor
+        [HR_AUDIT_ACTOR]; /* token:<name>, bootstrap:<n>, jwt:<subject>, cli:<user>, insecure */
+    hr_role role;         /* HR_ROLE_NONE for heraldctl (it has the database itself) */
     hr_audit_via via;
     char peer[HR_AUDIT_PEER]; /* the client's address, or "host:<name>" */
 } hr_audit_who;
@@ -60,9 +61,9 @@ void hr_audit_who_cli(hr_audit_who *who);
 /* One change. */
 typedef struct hr_audit {
     const hr_audit_who *who;
-    const char *action;         /* "POST /v1/tasks/{id}/pause", "heraldctl pause" */
-    int64_t task_id;            /* 0: no task */
-    const char *target;         /* another object ("uid 42", "token 7"); NULL: none */
+    const char *action;          /* "POST /v1/tasks/{id}/pause", "heraldctl pause" */
+    int64_t task_id;             /* 0: no task */
+    const char *target;          /* another object ("uid 42", "token 7"); NULL: none */
     const cJSON *before, *after; /* objects of the fields changed; NULL: none */
 } hr_audit;
 
@@ -77,13 +78,13 @@ void hr_audit_diff(cJSON *before, cJSON *after);
 
 /* What hr_audit_list returns: every field optional. */
 typedef struct hr_audit_filter {
-    int64_t task_id;      /* 0: any task */
-    const char *actor;    /* NULL: anyone; else exactly this actor */
-    const char *action;   /* NULL: any; else exactly this route or command */
-    int64_t since_ms;     /* -1: from the first; else rows at or after */
-    int64_t until_ms;     /* -1: to the last; else rows before */
-    int64_t before_id;    /* 0: from the newest; else rows with a smaller id (paging) */
-    int limit;            /* 1..HR_AUDIT_LIST_MAX */
+    int64_t task_id;    /* 0: any task */
+    const char *actor;  /* NULL: anyone; else exactly this actor */
+    const char *action; /* NULL: any; else exactly this route or command */
+    int64_t since_ms;   /* -1: from the first; else rows at or after */
+    int64_t until_ms;   /* -1: to the last; else rows before */
+    int64_t before_id;  /* 0: from the newest; else rows with a smaller id (paging) */
+    int limit;          /* 1..HR_AUDIT_LIST_MAX */
 } hr_audit_filter;
 
 /* A page of rows, newest first, as a JSON array of {id, at, actor, role,
