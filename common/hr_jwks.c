@@ -63,7 +63,8 @@ static bool hr_jwks_usable(const cJSON *jwk)
     if (kty != NULL && strcmp(kty, "RSA") == 0)
         return alg == NULL || strcmp(alg, "RS256") == 0;
     if (kty != NULL && strcmp(kty, "EC") == 0)
-        return crv != NULL && strcmp(crv, "P-256") == 0 && (alg == NULL || strcmp(alg, "ES256") == 0);
+        return crv != NULL && strcmp(crv, "P-256") == 0 &&
+               (alg == NULL || strcmp(alg, "ES256") == 0);
     return false;
 }
 
@@ -292,8 +293,8 @@ int hr_jwks_verify(const hr_jwks *set, const char *token, const hr_jwks_expect *
     if (hr_jwks_part("header", token, (size_t)(dot1 - token), &header, errstr, errlen) != 0 ||
         (key = hr_jwks_key_for(set, header, errstr, errlen)) == NULL)
         goto done;
-    if (hr_base64_decode(dot2 + 1, len - (size_t)(dot2 + 1 - token), HR_BASE64_URL, sig,
-                         sizeof sig, &siglen) != 0 ||
+    if (hr_base64_decode(dot2 + 1, len - (size_t)(dot2 + 1 - token), HR_BASE64_URL, sig, sizeof sig,
+                         &siglen) != 0 ||
         siglen == 0) {
         snprintf(errstr, errlen, "jwt: the signature is not base64url");
         goto done;

@@ -17,10 +17,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* The public half of tests/unit/keys/ec.p8, whose private half the fuzzer
  * does not have: no input can carry its signature. */
-static const char fixed_jwks[] =
-    "{\"keys\":[{\"kty\":\"EC\",\"kid\":\"ec1\",\"crv\":\"P-256\","
-    "\"x\":\"SKam2rm1JVLWOhgs2YkMyQxw_iKOyiXxU-ggD5bYGfI\","
-    "\"y\":\"WryV5XxVk60oc99LVSP1omttr6OHoE1sddvekSi4ffc\"}]}";
+static const char fixed_jwks[] = "{\"keys\":[{\"kty\":\"EC\",\"kid\":\"ec1\",\"crv\":\"P-256\","
+                                 "\"x\":\"SKam2rm1JVLWOhgs2YkMyQxw_iKOyiXxU-ggD5bYGfI\","
+                                 "\"y\":\"WryV5XxVk60oc99LVSP1omttr6OHoE1sddvekSi4ffc\"}]}";
 
 /* Checks TOKEN against SET: a refusal must say why; a pass is a crash
  * unless MAY_PASS (a set the input chose). */

@@ -274,7 +274,11 @@ static void test_malformed_tokens(void **state)
 static void test_bad_sets(void **state)
 {
     static const char *bad[] = {
-        "", "[]", "{}", "{\"keys\":{}}", "{\"keys\":[]}",
+        "",
+        "[]",
+        "{}",
+        "{\"keys\":{}}",
+        "{\"keys\":[]}",
         /* only keys left out: none usable */
         "{\"keys\":[{\"kty\":\"oct\",\"kid\":\"a\",\"k\":\"eA\"}]}",
         /* usable but no kid */
