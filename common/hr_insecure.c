@@ -104,10 +104,14 @@ size_t hr_insecure_each(const hr_config *cfg, hr_insecure_fn fn, void *ctx)
 int hr_insecure_gauge(const hr_config *cfg, hr_metrics *reg, char *errstr, size_t errlen)
 {
     hr_metrics_family *fam = NULL;
-    const hr_metrics_spec spec = {&fam, "herald_insecure_settings",
+    const hr_metrics_spec spec = {&fam,
+                                  "herald_insecure_settings",
                                   "Settings of the configuration that weaken security, by setting "
                                   "(hr_insecure.h); 0 when none",
-                                  HR_METRICS_GAUGE, "setting", NULL, 0};
+                                  HR_METRICS_GAUGE,
+                                  "setting",
+                                  NULL,
+                                  0};
     hr_insecure_walk w = {0};
 
     if (hr_metrics_register(reg, &spec, 1, errstr, errlen) != 0)

@@ -47,6 +47,12 @@ typedef struct hr_recover_result {
     hr_task_state state;    /* the task's state afterwards */
 } hr_recover_result;
 
+/* The refusals of hr_recover that need no wait (the task's state, its
+ * expiry): 0 when T may be recovered at NOW_MS, HR_RECOVER_REFUSED (ERRSTR
+ * says why), or -1.  hr_recover begins with it; the API answers them at
+ * once, before it queues the recover as a job. */
+int hr_recover_check(hr_mysql *m, const hr_task *t, int64_t now_ms, char *errstr, size_t errlen);
+
 /* Recovers task T.  0 with *OUT, HR_RECOVER_REFUSED or HR_RECOVER_BUSY
  * (ERRSTR says why), or -1 on a backend failure (ERRSTR; run it again). */
 int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *t, const hr_recover_opts *o,

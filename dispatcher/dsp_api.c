@@ -225,7 +225,8 @@ static bool dsp_api_auth(void *ctx, hr_httpd_req *req, hr_httpd_resp *resp)
         return dsp_api_refuse(slot, resp, 401, "unauthorized",
                               "a valid 'Authorization: Bearer TOKEN' header is required");
     if (hr_ctoken_verify(token, cfg->dispatcher.api.client_keys, cfg->dispatcher.api.nclient_keys,
-                         (int64_t)time(NULL), &uid, err, sizeof err) != 0)
+                         (int64_t)time(NULL), cfg->dispatcher.api.client_token_max_ttl_s, &uid, err,
+                         sizeof err) != 0)
         return dsp_api_refuse(slot, resp, 401, "unauthorized", err);
     param = hr_httpd_param(req, "uid");
     if (!slot->rt->client || param == NULL || hr_parse_uid(param, strlen(param), &want) < 0 ||

@@ -204,16 +204,15 @@ static int dsp_auth_apitoken(dsp_auth *au, const char *token, dsp_auth_who *who,
                         au->loaded_mono > 0 ? (long long)(now - au->loaded_mono) : -1LL);
         age = au->loaded_mono > 0 ? now - au->loaded_mono : INT64_MAX;
     }
-    found = au->ntokens > 0 ? bsearch(&key, au->tokens, au->ntokens, sizeof key,
-                                      dsp_auth_token_cmp)
+    found = au->ntokens > 0 ? bsearch(&key, au->tokens, au->ntokens, sizeof key, dsp_auth_token_cmp)
                             : NULL;
     /* Not there: perhaps made a moment ago (at most one reading a second). */
     if (found == NULL && age >= DSP_AUTH_MISS_MS && now - au->tried_mono >= DSP_AUTH_MISS_MS) {
         if (dsp_auth_tokens_load(au, why, sizeof why) == 0)
             age = 0;
-        found = au->ntokens > 0 ? bsearch(&key, au->tokens, au->ntokens, sizeof key,
-                                          dsp_auth_token_cmp)
-                                : NULL;
+        found = au->ntokens > 0
+                    ? bsearch(&key, au->tokens, au->ntokens, sizeof key, dsp_auth_token_cmp)
+                    : NULL;
     }
     if (age >= DSP_AUTH_STALE_MS) {
         snprintf(errstr, errlen, "the API tokens cannot be read (MySQL); try again");
