@@ -332,6 +332,19 @@ static int hr_recover_log_mark(hr_mysql *m, int64_t id, char *mark, size_t markl
     return 0;
 }
 
+/* Sleeps MS in steps of 100 ms; -1 (ERRSTR) as soon as o->stop is set. */
+static int hr_recover_sleep(const hr_recover_opts *o, int ms, char *errstr, size_t errlen)
+{
+    for (int slept = 0; slept < ms; slept += 100) {
+        if (o->stop != NULL && atomic_load(o->stop)) {
+            snprintf(errstr, errlen, "recover interrupted: the process is stopping; run it again");
+            return -1;
+        }
+        usleep((useconds_t)(ms - slept < 100 ? ms - slept : 100) * 1000);
+    }
+    return 0;
+}
+
 /* Waits for the workers' last reports of task ID before the delivery log
  * is read.  A worker whose chunk lease vanished with Redis (a flush, a
  * restart without its AOF) still pushes the members it read into memory
@@ -353,11 +366,13 @@ static int hr_recover_wait_reports(hr_mysql *m, int64_t id, const hr_recover_opt
 
     if (o->waiting != NULL)
         o->waiting(o->ctx, id, o->lease_ms / 3, HR_RECOVER_QUIET_MS);
-    usleep((useconds_t)(o->lease_ms / 3) * 1000);
+    if (hr_recover_sleep(o, o->lease_ms / 3, errstr, errlen) != 0)
+        return HR_RECOVER_BUSY;
     if (hr_recover_log_mark(m, id, before, sizeof before, errstr, errlen) < 0)
         return -1;
     for (; waited < HR_RECOVER_QUIET_MAX_MS; waited += HR_RECOVER_QUIET_MS) {
-        usleep(HR_RECOVER_QUIET_MS * 1000);
+        if (hr_recover_sleep(o, HR_RECOVER_QUIET_MS, errstr, errlen) != 0)
+            return HR_RECOVER_BUSY;
         if (hr_recover_log_mark(m, id, after, sizeof after, errstr, errlen) < 0)
             return -1;
         if (strcmp(before, after) == 0)
@@ -461,7 +476,8 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
     for (wait = 0; (rc = hr_subs_lock(r, id, o->token, HR_RECOVER_LOCK_MS, errstr, errlen)) == 0 &&
                    wait < HR_RECOVER_LOCK_WAIT_MS;
          wait += 100)
-        usleep(100000);
+        if (hr_recover_sleep(o, 100, errstr, errlen) != 0)
+            return HR_RECOVER_BUSY;
     if (rc < 0)
         return -1;
     if (rc == 0) {

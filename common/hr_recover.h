@@ -12,6 +12,8 @@
 #ifndef HR_RECOVER_H
 #define HR_RECOVER_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "hr_mysql.h"
@@ -36,6 +38,10 @@ typedef struct hr_recover_opts {
     /* Called before the wait for the workers' last reports (NULL: not told). */
     void (*waiting)(void *ctx, int64_t id, int renewal_ms, int quiet_ms);
     void *ctx;
+    /* Looked at every 100 ms of a wait (NULL: never): once true, the call
+     * gives up before changing anything, HR_RECOVER_BUSY ("interrupted"),
+     * so a daemon that stops does not wait out a recover. */
+    const atomic_bool *stop;
 } hr_recover_opts;
 
 typedef struct hr_recover_result {
