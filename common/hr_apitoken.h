@@ -32,6 +32,9 @@
 #define HR_APITOKEN_NAME 65 /* a name (1..64 of [A-Za-z0-9_.@-]) and its NUL */
 #define HR_APITOKEN_ACTOR 201
 #define HR_APITOKEN_TTL_MAX_MS ((int64_t)366 * 86400 * 1000)
+/* How long a dispatcher may go on taking a token revoked (or created)
+ * elsewhere: the age of its cache of the live tokens (dispatcher/dsp_auth.h). */
+#define HR_APITOKEN_CACHE_MS 5000
 #define HR_APITOKEN_TTL_DEFAULT_MS ((int64_t)90 * 86400 * 1000)
 
 /* Second success of hr_apitoken_create and hr_apitoken_revoke: nothing

@@ -10,7 +10,8 @@
  *   (an empty list removes them all), in one MySQL transaction.
  * - DELETE /v1/users/{uid}/addresses?platform=&app=&address=: removes one.
  * Every address is checked (hr_addr_check) before anything is written; the
- * body is capped by dispatcher.api.max_body_bytes like every request. */
+ * body is capped by dispatcher.api.max_body_bytes like every request.  A
+ * change goes with its audit row in one transaction (hr_addr_audit.h). */
 #include "dsp_api_addr.h"
 
 #include <inttypes.h>
@@ -19,7 +20,7 @@
 #include <string.h>
 
 #include "dsp_api_parse.h"
-#include "hr_log.h"
+#include "hr_addr_audit.h"
 
 #define DSP_API_ADDR_STORE "address book"
 
@@ -60,87 +61,20 @@ static void dsp_api_addr_error(int rc, const char *err, hr_httpd_resp *resp)
         dsp_api_backend_error(resp, DSP_API_ADDR_STORE, err);
 }
 
-/* A write of a uid's addresses: one added or removed, or all replaced. */
-typedef struct dsp_api_addr_op {
-    enum { DSP_API_ADDR_ADD, DSP_API_ADDR_REMOVE, DSP_API_ADDR_REPLACE } kind;
-    const hr_addr *list; /* the one address, or the N of a replace */
-    size_t n;
-} dsp_api_addr_op;
-
-static int dsp_api_addr_write(dsp_api_conn *ac, int64_t uid, const dsp_api_addr_op *op, char *err,
-                              size_t len)
-{
-    const hr_addr *a = op->list;
-
-    switch (op->kind) {
-    case DSP_API_ADDR_ADD:
-        return hr_addr_add(ac->m, ac->r, uid, a->platform, a->app, a->address, err, len);
-    case DSP_API_ADDR_REMOVE:
-        return hr_addr_remove(ac->m, ac->r, uid, a->platform, a->app, a->address, err, len);
-    default:
-        return hr_addr_replace(ac->m, ac->r, uid, op->list, op->n, err, len);
-    }
-}
-
-/* {"addresses": [...]} of L. */
-static cJSON *dsp_api_addr_side(const hr_addr_list *l)
-{
-    cJSON *o = cJSON_CreateObject();
-
-    if (o != NULL)
-        cJSON_AddItemToObject(o, "addresses", hr_addr_list_json(l));
-    return o;
-}
-
-/* OP on UID's addresses with its audit row (the uid's addresses before and
- * after), in one transaction.  hr_addr rewrites the uid's Redis set from
- * what MySQL holds inside it, so when the transaction does not commit the
- * set is written again with the addresses of before (in their own
- * transaction): Redis never keeps what MySQL refused.  OP's code (>= 0),
- * or a negative one after answering. */
+/* KIND on UID's addresses with its audit row (hr_addr_audit.h).  The
+ * hr_addr code (>= 0), or a negative one after answering. */
 static int dsp_api_addr_apply(dsp_api_conn *ac, const hr_httpd_req *req, int64_t uid,
-                              const dsp_api_addr_op *op, hr_httpd_resp *resp)
+                              hr_addr_audit_kind kind, const hr_addr *list, size_t n,
+                              hr_httpd_resp *resp)
 {
-    hr_addr_list old = {0}, now = {0};
-    cJSON *before = NULL, *after = NULL;
-    char err[1024], target[40];
+    hr_audit_who who;
+    char err[1024];
     int rc;
 
-    if (!dsp_api_begin(ac, resp))
-        return -1;
-    if (hr_addr_list_uid(ac->m, uid, &old, err, sizeof err) != 0) {
-        hr_mysql_rollback(ac->m);
-        dsp_api_backend_error(resp, DSP_API_ADDR_STORE, err);
-        rc = -1;
-        goto done;
-    }
-    if ((rc = dsp_api_addr_write(ac, uid, op, err, sizeof err)) < 0) {
-        hr_mysql_rollback(ac->m);
+    dsp_api_who(req, &who);
+    rc = hr_addr_audit_change(ac->m, ac->r, uid, kind, list, n, &who, ac->action, err, sizeof err);
+    if (rc < 0)
         dsp_api_addr_error(rc, err, resp);
-        goto done;
-    }
-    snprintf(target, sizeof target, "uid %" PRId64, uid);
-    if (hr_addr_list_uid(ac->m, uid, &now, err, sizeof err) != 0) {
-        dsp_api_backend_error(resp, DSP_API_ADDR_STORE, err);
-        rc = -1;
-    } else if ((before = dsp_api_addr_side(&old)) == NULL ||
-               (after = dsp_api_addr_side(&now)) == NULL) {
-        hr_httpd_error(resp, 500, "internal", "out of memory");
-        rc = -1;
-    } else if (!dsp_api_audit(ac, req, 0, target, before, after, resp) ||
-               !dsp_api_commit(ac, resp)) {
-        rc = -1;
-    }
-    if (rc < 0) {
-        hr_mysql_rollback(ac->m);
-        if (hr_addr_replace(ac->m, ac->r, uid, old.a.v, old.a.n, err, sizeof err) != 0)
-            hr_log_error("addr_restore_failed", "uid=%" PRId64 " error=\"%s\"", uid, err);
-    }
-done:
-    hr_addr_list_free(&old);
-    hr_addr_list_free(&now);
-    cJSON_Delete(before);
-    cJSON_Delete(after);
     return rc;
 }
 
@@ -169,7 +103,7 @@ void dsp_api_addr_add(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_http
         hr_httpd_error(resp, 400, code, "%s", err);
         goto done;
     }
-    rc = dsp_api_addr_apply(ac, req, uid, &(dsp_api_addr_op){DSP_API_ADDR_ADD, &in, 1}, resp);
+    rc = dsp_api_addr_apply(ac, req, uid, HR_ADDR_AUDIT_ADD, &in, 1, resp);
     if (rc < 0)
         goto done;
     o = cJSON_CreateObject();
@@ -196,7 +130,7 @@ void dsp_api_addr_put(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_http
         hr_httpd_error(resp, 400, code, "%s", err);
         goto done;
     }
-    rc = dsp_api_addr_apply(ac, req, uid, &(dsp_api_addr_op){DSP_API_ADDR_REPLACE, list, n}, resp);
+    rc = dsp_api_addr_apply(ac, req, uid, HR_ADDR_AUDIT_REPLACE, list, n, resp);
     if (rc < 0)
         goto done;
     dsp_api_addr_reply(ac, uid, 200, NULL, resp);
@@ -225,7 +159,7 @@ void dsp_api_addr_del(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_http
         return;
     }
     gone = (hr_addr){.platform = p, .app = app != NULL ? app : "", .address = address};
-    rc = dsp_api_addr_apply(ac, req, uid, &(dsp_api_addr_op){DSP_API_ADDR_REMOVE, &gone, 1}, resp);
+    rc = dsp_api_addr_apply(ac, req, uid, HR_ADDR_AUDIT_REMOVE, &gone, 1, resp);
     if (rc < 0)
         return;
     o = cJSON_CreateObject();

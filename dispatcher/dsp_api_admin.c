@@ -113,8 +113,7 @@ static bool dsp_api_admin_expiry(const cJSON *j, int64_t now_ms, int64_t *expire
         if (!cJSON_IsNumber(in) || in->valuedouble < 1 ||
             in->valuedouble > (double)(HR_APITOKEN_TTL_MAX_MS / 1000) ||
             in->valuedouble != (double)(int64_t)in->valuedouble) {
-            hr_httpd_error(resp, 400, "bad_field",
-                           "expires_in must be whole seconds, 1..%" PRId64,
+            hr_httpd_error(resp, 400, "bad_field", "expires_in must be whole seconds, 1..%" PRId64,
                            HR_APITOKEN_TTL_MAX_MS / 1000);
             return false;
         }

@@ -46,8 +46,8 @@ struct dsp_api_job_runner {
 
 /* Writes the NKV field/value pairs KV into job ID's record on R (its
  * retention renewed).  0, or -1 with ERRSTR. */
-static int dsp_api_job_set(hr_redis *r, int64_t id, const char *const *kv, size_t nkv,
-                           char *errstr, size_t errlen)
+static int dsp_api_job_set(hr_redis *r, int64_t id, const char *const *kv, size_t nkv, char *errstr,
+                           size_t errlen)
 {
     const char *argv[3 + 2 * 12];
     char key[HR_KEY_MAX], keep[24];
@@ -72,9 +72,12 @@ static void dsp_api_job_end(dsp_api_job_runner *runner, int64_t id, const char *
                             const cJSON *result, const char *error)
 {
     char now[24], err[256], *text = result != NULL ? cJSON_PrintUnformatted(result) : NULL;
-    const char *kv[] = {"state",       state,
-                        "phase",       "ended",
-                        "finished_ms", now,
+    const char *kv[] = {"state",
+                        state,
+                        "phase",
+                        "ended",
+                        "finished_ms",
+                        now,
                         text != NULL ? "result" : "error",
                         text != NULL ? text : (error != NULL ? error : "")};
 
@@ -121,14 +124,13 @@ static void dsp_api_job_audit(dsp_api_job_runner *runner, const dsp_api_job_item
         cJSON_AddItemToObject(after, "result", cJSON_Duplicate(result, true));
     else
         cJSON_AddStringToObject(after, "error", error);
-    if (runner->m == NULL ||
-        hr_audit_write(runner->m,
-                       &(hr_audit){.who = &item->who,
-                                   .action = "recover job",
-                                   .task_id = item->task_id,
-                                   .target = target,
-                                   .after = after},
-                       err, sizeof err) != 0)
+    if (runner->m == NULL || hr_audit_write(runner->m,
+                                            &(hr_audit){.who = &item->who,
+                                                        .action = "recover job",
+                                                        .task_id = item->task_id,
+                                                        .target = target,
+                                                        .after = after},
+                                            err, sizeof err) != 0)
         hr_log_error("audit_write_failed", "action=\"recover job\" task=%" PRId64 " error=\"%s\"",
                      item->task_id, runner->m == NULL ? "no mysql connection" : err);
     cJSON_Delete(after);
@@ -184,8 +186,9 @@ static void dsp_api_job_run(dsp_api_job_runner *runner, const dsp_api_job_item *
     if (rc == 0) {
         state = "done";
         result = dsp_api_job_result(&res, item->task_id);
-        hr_log_info("api_task_recovered", "task=%" PRId64 " job=%" PRId64 " subs=%" PRId64
-                    " state=%s", item->task_id, item->id, res.subs, hr_state_name(res.state));
+        hr_log_info("api_task_recovered",
+                    "task=%" PRId64 " job=%" PRId64 " subs=%" PRId64 " state=%s", item->task_id,
+                    item->id, res.subs, hr_state_name(res.state));
     } else if (rc == HR_RECOVER_REFUSED) {
         state = "refused";
     } else if (rc == HR_RECOVER_BUSY) {
@@ -279,10 +282,10 @@ int dsp_api_job_recover(dsp_api_job_runner *runner, hr_redis *r, int64_t task_id
 {
     char key[HR_KEY_MAX], task[24], created[24], deadline[24];
     const int64_t now = hr_clock_now_ms();
-    const char *kv[] = {"kind",       "recover", "task_id",     task,    "actor",
-                        who->actor,   "state",   "queued",      "phase", "queued",
-                        "created_ms", created,   "deadline_ms", deadline, "owner",
-                        runner->d->owner};
+    const char *kv[] = {"kind",        "recover",  "task_id",    task,
+                        "actor",       who->actor, "state",      "queued",
+                        "phase",       "queued",   "created_ms", created,
+                        "deadline_ms", deadline,   "owner",      runner->d->owner};
     redisReply *reply;
     bool queued = false;
 

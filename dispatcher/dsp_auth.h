@@ -39,11 +39,12 @@
 
 #include <stddef.h>
 
+#include "hr_apitoken.h"
 #include "hr_config.h"
 #include "hr_httpd.h"
 #include "hr_role.h"
 
-#define DSP_AUTH_REFRESH_MS 5000
+#define DSP_AUTH_REFRESH_MS HR_APITOKEN_CACHE_MS
 #define DSP_AUTH_MISS_MS 1000
 #define DSP_AUTH_STALE_MS 60000
 
