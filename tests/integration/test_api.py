@@ -25,7 +25,7 @@ from badinput_env import (FAILS, Mysql, Redis, Settings, check, free_port,  # no
                           require_seams, stop_popen, wait_until)
 import yaml  # noqa: E402  (after badinput_env, which puts Debian's packages on the path)
 
-TOKEN = "t0k3n-" + str(random.randrange(1 << 30))
+TOKEN = "t0k3n-%032x" % random.getrandbits(128)  # dispatcher.api.tokens: at least 32 bytes
 
 
 # ---- backends -------------------------------------------------------------

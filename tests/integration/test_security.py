@@ -128,7 +128,7 @@ def main():
         print("HERALD_TEST_CONFIG is not set: the stack parts are skipped")
         return finish()
     env = Env("security")
-    env.token = "tok-SECRET-%d" % random.randrange(1 << 30)
+    env.token = "tok-SECRET-%032x" % random.getrandbits(128)
     try:
         tls_and_secrets(env, sys.argv[2], sys.argv[3])
     finally:
