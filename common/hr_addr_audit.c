@@ -30,8 +30,8 @@ static int hr_addr_audit_write(hr_mysql *m, hr_redis *r, int64_t uid, hr_addr_au
 }
 
 int hr_addr_audit_change(hr_mysql *m, hr_redis *r, int64_t uid, hr_addr_audit_kind kind,
-                         const hr_addr *list, size_t n, const hr_audit_who *who,
-                         const char *action, char *errstr, size_t errlen)
+                         const hr_addr *list, size_t n, const hr_audit_who *who, const char *action,
+                         char *errstr, size_t errlen)
 {
     hr_addr_list old = {0}, now = {0};
     cJSON *before = NULL, *after = NULL;
@@ -52,13 +52,11 @@ int hr_addr_audit_change(hr_mysql *m, hr_redis *r, int64_t uid, hr_addr_audit_ki
     snprintf(target, sizeof target, "uid %" PRId64, uid);
     if (hr_addr_list_uid(m, uid, &now, errstr, errlen) != 0 ||
         (before = hr_addr_audit_side(&old)) == NULL || (after = hr_addr_audit_side(&now)) == NULL ||
-        hr_audit_write(m,
-                       &(hr_audit){.who = who,
-                                   .action = action,
-                                   .target = target,
-                                   .before = before,
-                                   .after = after},
-                       errstr, errlen) != 0 ||
+        hr_audit_write(
+            m,
+            &(hr_audit){
+                .who = who, .action = action, .target = target, .before = before, .after = after},
+            errstr, errlen) != 0 ||
         hr_mysql_commit(m, errstr, errlen) != 0) {
         if (before == NULL || after == NULL)
             snprintf(errstr, errlen, "out of memory");

@@ -27,7 +27,7 @@ typedef enum hr_addr_audit_kind {
  * HR_ADDR_EINVAL, HR_ADDR_EFULL, or -1 (a backend, or the audit row), with
  * ERRSTR; nothing changed then. */
 int hr_addr_audit_change(hr_mysql *m, hr_redis *r, int64_t uid, hr_addr_audit_kind kind,
-                         const hr_addr *list, size_t n, const hr_audit_who *who,
-                         const char *action, char *errstr, size_t errlen);
+                         const hr_addr *list, size_t n, const hr_audit_who *who, const char *action,
+                         char *errstr, size_t errlen);
 
 #endif

@@ -70,10 +70,14 @@ static int audit_purge(ctl_ctx *ctx, int argc, char **argv)
 int ctl_cmd_audit(ctl_ctx *ctx, int argc, char **argv)
 {
     static const struct option options[] = {
-        {"task", required_argument, NULL, 't'},   {"actor", required_argument, NULL, 'a'},
-        {"action", required_argument, NULL, 'A'}, {"since", required_argument, NULL, 's'},
-        {"until", required_argument, NULL, 'u'},  {"before", required_argument, NULL, 'b'},
-        {"limit", required_argument, NULL, 'l'},  {"json", no_argument, NULL, 'j'},
+        {"task", required_argument, NULL, 't'},
+        {"actor", required_argument, NULL, 'a'},
+        {"action", required_argument, NULL, 'A'},
+        {"since", required_argument, NULL, 's'},
+        {"until", required_argument, NULL, 'u'},
+        {"before", required_argument, NULL, 'b'},
+        {"limit", required_argument, NULL, 'l'},
+        {"json", no_argument, NULL, 'j'},
         {NULL, 0, NULL, 0},
     };
     hr_audit_filter f = {.since_ms = -1, .until_ms = -1, .limit = 50};
@@ -92,8 +96,10 @@ int ctl_cmd_audit(ctl_ctx *ctx, int argc, char **argv)
         case 't':
         case 'b':
         case 'l':
-            if (ctl_fmt_parse_int(opt == 't' ? "--task" : opt == 'b' ? "--before" : "--limit", optarg,
-                                  1, opt == 'l' ? HR_AUDIT_LIST_MAX : INT64_MAX, &v, errstr,
+            if (ctl_fmt_parse_int(opt == 't'   ? "--task"
+                                  : opt == 'b' ? "--before"
+                                               : "--limit",
+                                  optarg, 1, opt == 'l' ? HR_AUDIT_LIST_MAX : INT64_MAX, &v, errstr,
                                   sizeof errstr) < 0)
                 return ctl_usage(ctx, "%s", errstr);
             if (opt == 't')
@@ -136,9 +142,8 @@ int ctl_cmd_audit(ctl_ctx *ctx, int argc, char **argv)
         free(text);
     } else {
         /* One line a row: the first six bare, the rest NAME=VALUE. */
-        static const char *const cols[] = {"id",      "at",     "actor",  "via",
-                                           "peer",    "action", "task_id", "target",
-                                           "before",  "after"};
+        static const char *const cols[] = {"id",     "at",      "actor",  "via",    "peer",
+                                           "action", "task_id", "target", "before", "after"};
         cJSON_ArrayForEach(row, rows)
         {
             for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
