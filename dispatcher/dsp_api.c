@@ -406,7 +406,7 @@ static bool dsp_api_ready(void *ctx, hr_buf *out)
 static void dsp_api_warn_insecure(void *ctx, const char *setting, const char *detail)
 {
     (void)ctx;
-    hr_log_warn("insecure_setting", "setting=%s detail=\"%s\"", setting, detail);
+    hr_log_warn("insecure_setting", "setting=%s detail=%s", setting, detail);
 }
 
 int dsp_api_start(dsp *d, const dsp_api_route *routes, size_t n, char *errstr, size_t errlen)

@@ -83,7 +83,7 @@ static void dsp_api_job_end(dsp_api_job_runner *runner, int64_t id, const char *
 
     snprintf(now, sizeof now, "%" PRId64, hr_clock_now_ms());
     if (runner->r == NULL || dsp_api_job_set(runner->r, id, kv, 4, err, sizeof err) != 0)
-        hr_log_warn("api_job_record_lost", "job=%" PRId64 " state=%s error=\"%s\"", id, state,
+        hr_log_warn("api_job_record_lost", "job=%" PRId64 " state=%s error=%s", id, state,
                     runner->r == NULL ? "no redis connection" : err);
     free(text);
 }
@@ -107,7 +107,7 @@ static void dsp_api_job_waiting(void *ctx, int64_t task, int renewal_ms, int qui
              "ms), then until the delivery log stands still for %d ms (at most %d s)",
              task, renewal_ms, quiet_ms, HR_RECOVER_QUIET_MAX_MS / 1000);
     if (dsp_api_job_set(w->runner->r, w->id, kv, 1, err, sizeof err) != 0)
-        hr_log_warn("api_job_record_lost", "job=%" PRId64 " error=\"%s\"", w->id, err);
+        hr_log_warn("api_job_record_lost", "job=%" PRId64 " error=%s", w->id, err);
 }
 
 /* The audit row of a job's end (its own statement: the change it made is
@@ -131,7 +131,7 @@ static void dsp_api_job_audit(dsp_api_job_runner *runner, const dsp_api_job_item
                                                         .target = target,
                                                         .after = after},
                                             err, sizeof err) != 0)
-        hr_log_error("audit_write_failed", "action=\"recover job\" task=%" PRId64 " error=\"%s\"",
+        hr_log_error("audit_write_failed", "action=recover_job task=%" PRId64 " error=%s",
                      item->task_id, runner->m == NULL ? "no mysql connection" : err);
     cJSON_Delete(after);
 }
@@ -196,7 +196,7 @@ static void dsp_api_job_run(dsp_api_job_runner *runner, const dsp_api_job_item *
     }
 end:
     if (result == NULL)
-        hr_log_warn("api_job_ended", "job=%" PRId64 " task=%" PRId64 " state=%s error=\"%s\"",
+        hr_log_warn("api_job_ended", "job=%" PRId64 " task=%" PRId64 " state=%s error=%s",
                     item->id, item->task_id, state, err);
     dsp_api_job_end(runner, item->id, state, result, err);
     dsp_api_job_audit(runner, item, state, result, err);

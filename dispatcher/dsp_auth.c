@@ -126,7 +126,7 @@ static int dsp_auth_jwt(dsp_auth *au, const char *token, dsp_auth_who *who, char
     pthread_mutex_lock(&au->jwks_mu);
     if (hr_clock_mono_ms() - au->jwks_checked_mono >= DSP_AUTH_REFRESH_MS &&
         dsp_auth_jwks_load(au, false, why, sizeof why) != 0)
-        hr_log_warn("jwks_reload_failed", "error=\"%s\" keys=the last good set", why);
+        hr_log_warn("jwks_reload_failed", "error=%s keys=last_good", why);
     rc = hr_jwks_verify(au->jwks, token, &x, &claims, errstr, errlen);
     pthread_mutex_unlock(&au->jwks_mu);
     if (rc != 0)
@@ -200,7 +200,7 @@ static int dsp_auth_apitoken(dsp_auth *au, const char *token, dsp_auth_who *who,
     age = au->loaded_mono > 0 ? now - au->loaded_mono : INT64_MAX;
     if (age >= DSP_AUTH_REFRESH_MS && now - au->tried_mono >= DSP_AUTH_MISS_MS) {
         if (dsp_auth_tokens_load(au, why, sizeof why) != 0)
-            hr_log_warn("api_tokens_unreadable", "error=\"%s\" last_good_ms_ago=%lld", why,
+            hr_log_warn("api_tokens_unreadable", "error=%s last_good_ms_ago=%lld", why,
                         au->loaded_mono > 0 ? (long long)(now - au->loaded_mono) : -1LL);
         age = au->loaded_mono > 0 ? now - au->loaded_mono : INT64_MAX;
     }

@@ -23,7 +23,7 @@
 static void warn_insecure(void *ctx, const char *setting, const char *detail)
 {
     (void)ctx;
-    hr_log_warn("insecure_setting", "setting=%s detail=\"%s\"", setting, detail);
+    hr_log_warn("insecure_setting", "setting=%s detail=%s", setting, detail);
 }
 
 /* On stdout for --help, on stderr after a bad command line. */

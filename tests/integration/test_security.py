@@ -130,7 +130,7 @@ def tls_and_secrets(env, dispatcher, worker):
         for p, name in ((wk, "worker log"), (dsp, "dispatcher log")):
             check(env.stop(p) == 0, "%s: clean exit" % name)
             texts[name] = env.log(p)
-            check("event=insecure_setting setting=tls_verify detail=\"channels.tls_off\""
+            check("event=insecure_setting setting=tls_verify detail=channels.tls_off"
                   in texts[name] and "event=insecure_setting setting=secret_file_mode" in texts[name],
                   "%s: a startup warning for each insecure setting" % name)
         for name, text in texts.items():
