@@ -143,7 +143,12 @@ static int dsp_auth_jwt(dsp_auth *au, const char *token, dsp_auth_who *who, char
                  cfg->dispatcher.api.jwt.role_claim);
         rc = DSP_AUTH_NO_ROLE;
     } else {
+        /* The provider's text goes into log lines and the audit log:
+         * control bytes become '?'. */
         snprintf(who->name, sizeof who->name, "jwt:%.*s", DSP_AUTH_SUBJECT_MAX, sub->valuestring);
+        for (char *c = who->name; *c != '\0'; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                *c = '?';
     }
     cJSON_Delete(claims);
     return rc;
