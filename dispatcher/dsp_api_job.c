@@ -196,8 +196,8 @@ static void dsp_api_job_run(dsp_api_job_runner *runner, const dsp_api_job_item *
     }
 end:
     if (result == NULL)
-        hr_log_warn("api_job_ended", "job=%" PRId64 " task=%" PRId64 " state=%s error=%s",
-                    item->id, item->task_id, state, err);
+        hr_log_warn("api_job_ended", "job=%" PRId64 " task=%" PRId64 " state=%s error=%s", item->id,
+                    item->task_id, state, err);
     dsp_api_job_end(runner, item->id, state, result, err);
     dsp_api_job_audit(runner, item, state, result, err);
     cJSON_Delete(result);
@@ -372,7 +372,9 @@ int dsp_api_job_get(hr_redis *r, int64_t id, int64_t now_ms, cJSON **out, char *
         deadline != NULL && now_ms > strtoll(deadline, NULL, 10))
         state = "lost";
     cJSON_AddStringToObject(o, "state", state != NULL ? state : "lost");
-    if ((task = dsp_api_job_field(h, "task_id")) != NULL)
+    /* Raw only when it is the decimal this module wrote. */
+    if ((task = dsp_api_job_field(h, "task_id")) != NULL && task[0] != '\0' &&
+        strspn(task, "0123456789") == strlen(task) && strlen(task) < 20)
         cJSON_AddRawToObject(o, "task_id", task);
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
         const char *v = dsp_api_job_field(h, strs[i]);

@@ -314,8 +314,8 @@ void dsp_api_ops_redrive(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
         if (hr_audit_write(
                 ac->m, &(hr_audit){.who = &who, .action = ac->action, .task_id = id, .after = o},
                 err, sizeof err) != 0)
-            hr_log_error("audit_write_failed", "action=%s task=%" PRId64 " error=%s",
-                         ac->action, id, err);
+            hr_log_error("audit_write_failed", "action=%s task=%" PRId64 " error=%s", ac->action,
+                         id, err);
         dsp_api_add_id(o, "task_id", id);
         dsp_api_reply(resp, 200, o);
         break;
