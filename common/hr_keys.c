@@ -155,6 +155,16 @@ char *hr_key_redriven(const char *prefix, char *buf, size_t len)
     return hr_key_fit(buf, len, snprintf(buf, len, "%sredriven", prefix));
 }
 
+char *hr_key_job(const char *prefix, char *buf, size_t len, int64_t id)
+{
+    return hr_key_fit(buf, len, snprintf(buf, len, "%sjob:%" PRId64, prefix, id));
+}
+
+char *hr_key_job_seq(const char *prefix, char *buf, size_t len)
+{
+    return hr_key_fit(buf, len, snprintf(buf, len, "%sjob_seq", prefix));
+}
+
 char *hr_key_user(const char *prefix, char *buf, size_t len, const char *uid)
 {
     return hr_key_fit(buf, len, snprintf(buf, len, "%suser:%s", prefix, uid));

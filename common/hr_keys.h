@@ -80,6 +80,10 @@ char *hr_key_timer(const char *prefix, char *buf, size_t len);
 char *hr_key_cancel_held(const char *prefix, char *buf, size_t len);
 /* "herald:redriven": SET of tasks heraldctl redrive gave new chunks. */
 char *hr_key_redriven(const char *prefix, char *buf, size_t len);
+/* HASH: an API job's record (dispatcher/dsp_api_job.h), and the STRING
+ * counter its ids come from. */
+char *hr_key_job(const char *prefix, char *buf, size_t len, int64_t id);
+char *hr_key_job_seq(const char *prefix, char *buf, size_t len);
 /* "herald:user:<uid>": HASH of a recipient's attributes. */
 char *hr_key_user(const char *prefix, char *buf, size_t len, const char *uid);
 /* "herald:addr:<uid>": SET of a recipient's addresses (hr_addr.h). */

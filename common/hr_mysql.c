@@ -66,6 +66,7 @@ struct hr_mysql {
     bool tls, tls_verify;
     char *tls_ca, *tls_cert, *tls_key; /* NULL: not given */
     bool in_txn;                       /* between hr_mysql_begin and commit/rollback */
+    int depth;                         /* hr_mysql_begin calls not yet ended; > 1: savepoints */
     bool locked;                       /* holds a named lock (hr_mysql_set_locked) */
     uint64_t tick;
     HR_VEC(MYSQL_BIND) binds;   /* parameter bindings, reused */
@@ -666,18 +667,41 @@ int hr_mysql_script(hr_mysql *m, const char *sql, char *errstr, size_t errlen)
     return hr_mysql_script_retry(m, sql, true, errstr, errlen);
 }
 
+/* A transaction begun inside another is a savepoint of it (hr_mysql.h):
+ * START TRANSACTION would commit the outer one.  Savepoints are named by
+ * depth, so the innermost is always the one released or rolled back to. */
+static int hr_mysql_savepoint(hr_mysql *m, const char *verb, int depth, char *errstr, size_t errlen)
+{
+    char sql[64];
+
+    snprintf(sql, sizeof sql, "%s hr_sp%d", verb, depth);
+    return hr_mysql_script_retry(m, sql, false, errstr, errlen);
+}
+
 int hr_mysql_begin(hr_mysql *m, char *errstr, size_t errlen)
 {
+    if (m->depth > 0) {
+        if (hr_mysql_savepoint(m, "SAVEPOINT", m->depth + 1, errstr, errlen) != 0)
+            return -1;
+        m->depth++;
+        return 0;
+    }
     if (hr_mysql_script_retry(m, "START TRANSACTION", true, errstr, errlen) != 0)
         return -1;
     m->in_txn = true;
+    m->depth = 1;
     return 0;
 }
 
 int hr_mysql_commit(hr_mysql *m, char *errstr, size_t errlen)
 {
+    if (m->depth > 1) {
+        m->depth--;
+        return hr_mysql_savepoint(m, "RELEASE SAVEPOINT", m->depth + 1, errstr, errlen);
+    }
     /* A failed COMMIT has rolled back (or lost) the transaction too. */
     m->in_txn = false;
+    m->depth = 0;
     return hr_mysql_script_retry(m, "COMMIT", false, errstr, errlen);
 }
 
@@ -687,7 +711,12 @@ int hr_mysql_rollback(hr_mysql *m)
 
     if (!m)
         return -1;
+    if (m->depth > 1) {
+        m->depth--;
+        return hr_mysql_savepoint(m, "ROLLBACK TO SAVEPOINT", m->depth + 1, errstr, sizeof errstr);
+    }
     m->in_txn = false;
+    m->depth = 0;
     return hr_mysql_script_retry(m, "ROLLBACK", false, errstr, sizeof errstr);
 }
 

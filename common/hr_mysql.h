@@ -79,6 +79,12 @@ int hr_mysql_json_ints(const int64_t *v, size_t nrows, size_t ncols, char **out)
  * hold several statements and trigger bodies). */
 int hr_mysql_script(hr_mysql *m, const char *sql, char *errstr, size_t errlen);
 
+/* Transactions nest: a begin inside an open transaction sets a savepoint,
+ * and its commit releases it (its changes become the outer transaction's,
+ * committed or rolled back with it) while its rollback undoes only what
+ * was done since.  So a caller may wrap a function that runs its own
+ * transaction together with a statement of its own (the audit row of a
+ * change, hr_audit.h) in one transaction.  0, or -1 with ERRSTR. */
 int hr_mysql_begin(hr_mysql *m, char *errstr, size_t errlen);
 int hr_mysql_commit(hr_mysql *m, char *errstr, size_t errlen);
 int hr_mysql_rollback(hr_mysql *m);

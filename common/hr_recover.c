@@ -332,6 +332,19 @@ static int hr_recover_log_mark(hr_mysql *m, int64_t id, char *mark, size_t markl
     return 0;
 }
 
+/* Sleeps MS in steps of 100 ms; -1 (ERRSTR) as soon as o->stop is set. */
+static int hr_recover_sleep(const hr_recover_opts *o, int ms, char *errstr, size_t errlen)
+{
+    for (int slept = 0; slept < ms; slept += 100) {
+        if (o->stop != NULL && atomic_load(o->stop)) {
+            snprintf(errstr, errlen, "recover interrupted: the process is stopping; run it again");
+            return -1;
+        }
+        usleep((useconds_t)(ms - slept < 100 ? ms - slept : 100) * 1000);
+    }
+    return 0;
+}
+
 /* Waits for the workers' last reports of task ID before the delivery log
  * is read.  A worker whose chunk lease vanished with Redis (a flush, a
  * restart without its AOF) still pushes the members it read into memory
@@ -353,11 +366,13 @@ static int hr_recover_wait_reports(hr_mysql *m, int64_t id, const hr_recover_opt
 
     if (o->waiting != NULL)
         o->waiting(o->ctx, id, o->lease_ms / 3, HR_RECOVER_QUIET_MS);
-    usleep((useconds_t)(o->lease_ms / 3) * 1000);
+    if (hr_recover_sleep(o, o->lease_ms / 3, errstr, errlen) != 0)
+        return HR_RECOVER_BUSY;
     if (hr_recover_log_mark(m, id, before, sizeof before, errstr, errlen) < 0)
         return -1;
     for (; waited < HR_RECOVER_QUIET_MAX_MS; waited += HR_RECOVER_QUIET_MS) {
-        usleep(HR_RECOVER_QUIET_MS * 1000);
+        if (hr_recover_sleep(o, HR_RECOVER_QUIET_MS, errstr, errlen) != 0)
+            return HR_RECOVER_BUSY;
         if (hr_recover_log_mark(m, id, after, sizeof after, errstr, errlen) < 0)
             return -1;
         if (strcmp(before, after) == 0)
@@ -394,6 +409,45 @@ static int hr_recover_mark_synced(hr_mysql *m, hr_redis *r, int64_t id, char *er
     return reply != NULL ? 0 : -1;
 }
 
+int hr_recover_check(hr_mysql *m, const hr_task *t, int64_t now_ms, char *errstr, size_t errlen)
+{
+    int64_t id = t->id, unaccounted = 0;
+
+    if (t->state == HR_STATE_FAILED &&
+        hr_recover_unaccounted(m, id, &unaccounted, errstr, errlen) < 0)
+        return -1;
+    if (t->state == HR_STATE_DONE || t->state == HR_STATE_CANCELLED ||
+        (t->state == HR_STATE_FAILED && unaccounted == 0)) {
+        snprintf(errstr, errlen, "task %" PRId64 " is %s; nothing to recover", id,
+                 hr_state_name(t->state));
+        return HR_RECOVER_REFUSED;
+    }
+    if (t->state == HR_STATE_DISPATCHING) {
+        snprintf(errstr, errlen,
+                 "task %" PRId64 " is dispatching: a dispatcher is chunking it; pause it first "
+                 "(heraldctl pause %" PRId64 "), wait until it is paused, recover, then resume",
+                 id, id);
+        return HR_RECOVER_REFUSED;
+    }
+    /* expiry: the rebuilt set would hold again the recipients already
+     * counted expired (they have no delivery log row), and nothing would be
+     * pushed anyway. */
+    if (hr_task_expired(t, now_ms)) {
+        time_t at = (time_t)(t->expire_ms / 1000);
+        struct tm tm;
+        char when[40] = "?";
+
+        if (gmtime_r(&at, &tm) != NULL)
+            strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+        snprintf(errstr, errlen,
+                 "task %" PRId64 " expired at %s: nothing more is pushed and what is left "
+                 "counts expired; nothing to recover",
+                 id, when);
+        return HR_RECOVER_REFUSED;
+    }
+    return 0;
+}
+
 int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_opts *o,
                hr_recover_result *out, char *errstr, size_t errlen)
 {
@@ -406,7 +460,7 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
                               .lock_ms = HR_RECOVER_LOCK_MS,
                               .batch = HR_RECOVER_BATCH,
                               .exclude_delivered = true};
-    int64_t id = t.id, unaccounted = 0;
+    int64_t id = t.id;
     int shards = t.shards > 1 ? (int)t.shards : 1;
     hr_outcomes *per = NULL; /* the delivery log's counts per shard */
     bool claimed, locked = false;
@@ -414,45 +468,16 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
 
     memset(out, 0, sizeof *out);
     out->state = t.state;
-    if (t.state == HR_STATE_FAILED &&
-        hr_recover_unaccounted(m, id, &unaccounted, errstr, errlen) < 0)
-        return -1;
-    if (t.state == HR_STATE_DONE || t.state == HR_STATE_CANCELLED ||
-        (t.state == HR_STATE_FAILED && unaccounted == 0)) {
-        snprintf(errstr, errlen, "task %" PRId64 " is %s; nothing to recover", id,
-                 hr_state_name(t.state));
-        return HR_RECOVER_REFUSED;
-    }
-    if (t.state == HR_STATE_DISPATCHING) {
-        snprintf(errstr, errlen,
-                 "task %" PRId64 " is dispatching: a dispatcher is chunking it; pause it first "
-                 "(heraldctl pause %" PRId64 "), wait until it is paused, recover, then resume",
-                 id, id);
-        return HR_RECOVER_REFUSED;
-    }
-    /* expiry: the rebuilt set would hold again the recipients already
-     * counted expired (they have no delivery log row), and nothing would be
-     * pushed anyway. */
-    if (hr_task_expired(&t, o->now_ms)) {
-        time_t at = (time_t)(t.expire_ms / 1000);
-        struct tm tm;
-        char when[40] = "?";
-
-        if (gmtime_r(&at, &tm) != NULL)
-            strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-        snprintf(errstr, errlen,
-                 "task %" PRId64 " expired at %s: nothing more is pushed and what is left "
-                 "counts expired; nothing to recover",
-                 id, when);
-        return HR_RECOVER_REFUSED;
-    }
+    if ((rc = hr_recover_check(m, &t, o->now_ms, errstr, errlen)) != 0)
+        return rc;
     claimed = t.state != HR_STATE_SCHEDULED;
     /* A scanner's sync holds the lock for a moment; a refill or a
      * reconciliation of a big set for longer. */
     for (wait = 0; (rc = hr_subs_lock(r, id, o->token, HR_RECOVER_LOCK_MS, errstr, errlen)) == 0 &&
                    wait < HR_RECOVER_LOCK_WAIT_MS;
          wait += 100)
-        usleep(100000);
+        if (hr_recover_sleep(o, 100, errstr, errlen) != 0)
+            return HR_RECOVER_BUSY;
     if (rc < 0)
         return -1;
     if (rc == 0) {

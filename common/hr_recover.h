@@ -12,6 +12,8 @@
 #ifndef HR_RECOVER_H
 #define HR_RECOVER_H
 
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "hr_mysql.h"
@@ -36,6 +38,10 @@ typedef struct hr_recover_opts {
     /* Called before the wait for the workers' last reports (NULL: not told). */
     void (*waiting)(void *ctx, int64_t id, int renewal_ms, int quiet_ms);
     void *ctx;
+    /* Looked at every 100 ms of a wait (NULL: never): once true, the call
+     * gives up before changing anything, HR_RECOVER_BUSY ("interrupted"),
+     * so a daemon that stops does not wait out a recover. */
+    const atomic_bool *stop;
 } hr_recover_opts;
 
 typedef struct hr_recover_result {
@@ -46,6 +52,12 @@ typedef struct hr_recover_result {
     int64_t seq;            /* seq restarts from here (0 for a scheduled task) */
     hr_task_state state;    /* the task's state afterwards */
 } hr_recover_result;
+
+/* The refusals of hr_recover that need no wait (the task's state, its
+ * expiry): 0 when T may be recovered at NOW_MS, HR_RECOVER_REFUSED (ERRSTR
+ * says why), or -1.  hr_recover begins with it; the API answers them at
+ * once, before it queues the recover as a job. */
+int hr_recover_check(hr_mysql *m, const hr_task *t, int64_t now_ms, char *errstr, size_t errlen);
 
 /* Recovers task T.  0 with *OUT, HR_RECOVER_REFUSED or HR_RECOVER_BUSY
  * (ERRSTR says why), or -1 on a backend failure (ERRSTR; run it again). */

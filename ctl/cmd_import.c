@@ -68,6 +68,7 @@ typedef struct import_job {
     char *txt;           /* IMPORT_BATCH decimal uids, IMPORT_UID_LEN apart */
     size_t sadd_pending; /* refill_add calls sent whose replies are not read yet */
     uint64_t added;      /* rows MySQL inserted (the rest were there) */
+    ctl_ctx *ctx;        /* for each batch's audit row */
 } import_job;
 
 /* One line's id: hr_parse_uid's, as the API takes it (digits only, no
@@ -270,6 +271,18 @@ static int import_batch(import_job *j, const int64_t *uids, size_t n, bool *refu
     if (rc == 0 &&
         hr_mysql_exec(j->m, j->sql, j->params, 2 * n, &affected, NULL, &errnum, errstr, errlen) < 0)
         rc = errnum == HR_MYSQL_ER_SIGNAL ? 1 : -1;
+    /* Each batch's audit row in its transaction: the counts, not the ids. */
+    if (rc == 0) {
+        cJSON *after = cJSON_CreateObject();
+
+        cJSON_AddNumberToObject(after, "received", (double)n);
+        cJSON_AddNumberToObject(after, "added", (double)affected);
+        if (ctl_audit(j->ctx, j->m, NULL, j->task, NULL, NULL, after) != 0) {
+            snprintf(errstr, errlen, "the batch's audit row was not written");
+            rc = -1;
+        }
+        cJSON_Delete(after);
+    }
     if (rc == 0 && hr_mysql_commit(j->m, errstr, errlen) < 0)
         rc = -1;
     if (rc != 0) {
@@ -336,6 +349,7 @@ int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
         return ctl_usage(ctx, "unexpected argument \"%s\"", argv[3]);
     if (ctl_fmt_parse_int("TASK", argv[1], 1, INT64_MAX, &j.task, errstr, sizeof errstr) < 0)
         return ctl_usage(ctx, "%s", errstr);
+    j.ctx = ctx;
     if (ctl_mysql(ctx, &j.m) < 0 || ctl_redis(ctx, &j.r) < 0)
         return CTL_EXIT_FAIL;
     /* Refuse early: no point reading a million lines for a task that is gone. */

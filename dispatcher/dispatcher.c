@@ -184,10 +184,12 @@ int dsp_run(const hr_config *cfg)
     pthread_mutex_init(&d->health_mu, NULL);
     atomic_init(&d->stopping, false);
     d->loop = uv_default_loop();
-    if (cfg->dispatcher.api.ntokens == 0 && !cfg->dispatcher.api.insecure) {
+    if (cfg->dispatcher.api.ntokens == 0 && !hr_config_jwt_on(cfg) &&
+        !cfg->dispatcher.api.insecure) {
         fprintf(stderr,
-                "%s: dispatcher.api.tokens is empty; configure at least one bearer "
-                "token, or set dispatcher.api.insecure: true (development only)\n",
+                "%s: dispatcher.api.tokens is empty and dispatcher.api.jwt is off; configure "
+                "at least one bootstrap admin token or a JWK Set, or set "
+                "dispatcher.api.insecure: true (development only)\n",
                 cfg->path);
         rc = 2;
         goto done;

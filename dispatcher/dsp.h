@@ -30,7 +30,12 @@
  *   - the HTTP API (dsp_api*.c) runs on libmicrohttpd's pool threads.  It
  *     never touches the loop's or the job's connections: it has its own
  *     pool (guarded by its pool_mu, one connection pair per request in
- *     flight).  It reads the health flags under health_mu.
+ *     flight).  It reads the health flags under health_mu.  Its auth hook
+ *     reads the callers' identities (dsp_auth.c: the API tokens' cache and
+ *     its connection under tokens_mu, the JWK Set under jwks_mu).
+ *   - one thread runs the API's jobs (dsp_api_job.c: recover), in the
+ *     order queued, with connections of its own; the request threads only
+ *     queue them (under its mu).
  *   - metric handles (d->met) are looked up at start-up and updated
  *     lock-free from any thread.
  *
@@ -40,9 +45,9 @@
  * higher one it is given a hook (dsp_kafka's delivery reports, dsp_owned's
  * lease kinds).
  * Layers (checked by scripts/check-graph):
- *   dsp_seams dsp_metrics dsp_kafka dsp_console dsp_api_parse
+ *   dsp_seams dsp_metrics dsp_kafka dsp_console dsp_api_parse dsp_auth
  *   dsp
- *   dsp_conn
+ *   dsp_conn dsp_api_job
  *   dsp_store dsp_addr dsp_pace dsp_drop dsp_report
  *   dsp_owned
  *   dsp_wait dsp_ahead dsp_shard
@@ -52,7 +57,7 @@
  *   dsp_poll
  *   dsp_jobs dsp_api
  *   dsp_api_view
- *   dsp_api_task dsp_api_subs dsp_api_addr
+ *   dsp_api_task dsp_api_subs dsp_api_addr dsp_api_admin
  *   dsp_api_ops
  *   dsp_api_routes
  *   dispatcher

@@ -14,8 +14,17 @@
 #include <unistd.h>
 
 #include "hr_config.h"
+#include "hr_insecure.h"
 #include "hr_log.h"
 #include "wk_worker.h"
+
+/* One startup warning per insecure setting (hr_insecure.h); the gauge is
+ * wk_metrics.c's. */
+static void warn_insecure(void *ctx, const char *setting, const char *detail)
+{
+    (void)ctx;
+    hr_log_warn("insecure_setting", "setting=%s detail=%s", setting, detail);
+}
 
 /* On stdout for --help, on stderr after a bad command line. */
 static void usage(FILE *out)
@@ -92,6 +101,7 @@ int main(int argc, char **argv)
         cfg->worker.listen = copy;
     }
     hr_log_setup(cfg->log.level, cfg->log.format, cfg->instance);
+    hr_insecure_each(cfg, warn_insecure, NULL);
     /* A peer closing a connection must not kill the process. */
     signal(SIGPIPE, SIG_IGN);
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hr_insecure.h"
+
 /* Reporter transaction time, seconds. */
 static const double wk_metrics_flush_buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                   0.1,   0.25,   0.5,   1,    2.5,   5};
@@ -118,7 +120,8 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
         snprintf(errstr, errlen, "out of memory");
         goto fail;
     }
-    if (hr_metrics_register(m->reg, specs, sizeof specs / sizeof specs[0], errstr, errlen) != 0)
+    if (hr_metrics_register(m->reg, specs, sizeof specs / sizeof specs[0], errstr, errlen) != 0 ||
+        hr_insecure_gauge(cfg, m->reg, errstr, errlen) != 0)
         goto fail;
     m->nchans = cfg->nchannels;
     for (size_t i = 0; i < cfg->nchannels; i++) {

@@ -83,6 +83,8 @@ static void test_global_keys(void **state)
     assert_string_equal(hr_key_timer(P, buf, sizeof buf), "herald:timer");
     assert_string_equal(hr_key_cancel_held(P, buf, sizeof buf), "herald:cancel_held");
     assert_string_equal(hr_key_redriven(P, buf, sizeof buf), "herald:redriven");
+    assert_string_equal(hr_key_job(P, buf, sizeof buf, 42), "herald:job:42");
+    assert_string_equal(hr_key_job_seq(P, buf, sizeof buf), "herald:job_seq");
     assert_string_equal(hr_key_user(P, buf, sizeof buf, "7"), "herald:user:7");
     assert_string_equal(hr_key_addr(P, buf, sizeof buf, "7"), "herald:addr:7");
     assert_string_equal(hr_key_slowdown(P, buf, sizeof buf, "fcm.eu"), "herald:slow:fcm.eu");
