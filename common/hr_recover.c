@@ -53,6 +53,7 @@
 
 #include <unistd.h>
 
+#include "hr_dlog.h"
 #include "hr_finish.h"
 #include "hr_keys.h"
 #include "hr_shard.h"
@@ -70,10 +71,10 @@
 /* Step 3's MySQL side, in one transaction: the rows of chunks that were not
  * done go, and total becomes what the delivery log shows as delivered; the
  * chunks cut from the rebuilt set add their sizes again. */
-static int hr_recover_reset_total(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
+static int hr_recover_reset_total(hr_mysql *m, int64_t id, int64_t day, char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(id)};
-    const hr_mysql_param p2[] = {HR_P_I64(id), HR_P_I64(id)};
+    const hr_mysql_param p2[] = {HR_P_I64(id), HR_P_I64(day), HR_P_I64(id)};
 
     if (hr_mysql_begin(m, errstr, errlen) < 0)
         return -1;
@@ -81,9 +82,9 @@ static int hr_recover_reset_total(hr_mysql *m, int64_t id, char *errstr, size_t 
                       NULL, NULL, errstr, errlen) < 0 ||
         hr_mysql_exec(m,
                       "UPDATE push_task SET total = (SELECT COUNT(*) FROM push_delivery "
-                      "WHERE task_id = ? AND status IN ('sent', 'failed', 'throttled')) "
-                      "WHERE id = ?",
-                      p2, 2, NULL, NULL, NULL, errstr, errlen) < 0 ||
+                      "WHERE task_id = ? AND day = ? AND status IN ('sent', 'failed', "
+                      "'throttled')) WHERE id = ?",
+                      p2, 3, NULL, NULL, NULL, errstr, errlen) < 0 ||
         hr_mysql_commit(m, errstr, errlen) < 0) {
         hr_mysql_rollback(m);
         return -1;
@@ -93,20 +94,20 @@ static int hr_recover_reset_total(hr_mysql *m, int64_t id, char *errstr, size_t 
 
 /* The delivery log's counts of task ID's recipients by last outcome, per
  * shard (SHARDS; CRC32(uid) % S is the shard of hr_shard.h, so MySQL
- * groups them) into PER[0..S), zeroed first (retried is left 0).  0 or
- * -1. */
-static int hr_recover_log_read(hr_mysql *m, int64_t id, int shards, hr_outcomes *per, char *errstr,
-                               size_t errlen)
+ * groups them) into PER[0..S), zeroed first (retried is left 0).  DAY is
+ * the task's partition (hr_dlog_day).  0 or -1. */
+static int hr_recover_log_read(hr_mysql *m, int64_t id, int64_t day, int shards, hr_outcomes *per,
+                               char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(shards), HR_P_I64(id)};
+    const hr_mysql_param p[] = {HR_P_I64(shards), HR_P_I64(id), HR_P_I64(day)};
     hr_mysql_rows *rows = NULL;
     size_t i;
 
     memset(per, 0, (size_t)shards * sizeof *per);
     if (hr_mysql_query(m,
                        "SELECT CRC32(uid) % ?, status, COUNT(*) FROM push_delivery "
-                       "WHERE task_id = ? GROUP BY 1, 2",
-                       p, 2, &rows, errstr, errlen) < 0)
+                       "WHERE task_id = ? AND day = ? GROUP BY 1, 2",
+                       p, 3, &rows, errstr, errlen) < 0)
         return -1;
     for (i = 0; i < rows->nrows; i++) {
         int k = atoi(hr_mysql_cell(rows, i, 0));
@@ -315,17 +316,18 @@ static int hr_recover_unaccounted(hr_mysql *m, int64_t id, int64_t *out, char *e
 }
 
 /* The delivery log's row count and newest `at` of task ID, as one string
- * that changes whenever a worker logs an outcome.  0 or -1 (ERRSTR). */
-static int hr_recover_log_mark(hr_mysql *m, int64_t id, char *mark, size_t marklen, char *errstr,
-                               size_t errlen)
+ * that changes whenever a worker logs an outcome (a row written without a
+ * day, by an older release, too).  0 or -1 (ERRSTR). */
+static int hr_recover_log_mark(hr_mysql *m, int64_t id, int64_t day, char *mark, size_t marklen,
+                               char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(id)};
+    const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(day), HR_P_I64(HR_DLOG_UNSET)};
     hr_mysql_rows *rows = NULL;
 
     if (hr_mysql_query(m,
                        "SELECT COUNT(*), COALESCE(MAX(at), '') FROM push_delivery "
-                       "WHERE task_id = ?",
-                       p, 1, &rows, errstr, errlen) < 0)
+                       "WHERE task_id = ? AND day IN (?, ?)",
+                       p, 3, &rows, errstr, errlen) < 0)
         return -1;
     snprintf(mark, marklen, "%s/%s", hr_mysql_cell(rows, 0, 0), hr_mysql_cell(rows, 0, 1));
     hr_mysql_rows_free(rows);
@@ -345,8 +347,8 @@ static int hr_recover_log_mark(hr_mysql *m, int64_t id, char *mark, size_t markl
  * SIGSTOPped, pushes on only when it comes back; docs/reliability.md
  * bounds that.)  0, HR_RECOVER_BUSY when the log did not stand still within
  * HR_RECOVER_QUIET_MAX_MS, -1; ERRSTR says why. */
-static int hr_recover_wait_reports(hr_mysql *m, int64_t id, const hr_recover_opts *o, char *errstr,
-                                   size_t errlen)
+static int hr_recover_wait_reports(hr_mysql *m, int64_t id, int64_t day, const hr_recover_opts *o,
+                                   char *errstr, size_t errlen)
 {
     char before[96], after[96];
     int waited = o->lease_ms / 3;
@@ -354,11 +356,11 @@ static int hr_recover_wait_reports(hr_mysql *m, int64_t id, const hr_recover_opt
     if (o->waiting != NULL)
         o->waiting(o->ctx, id, o->lease_ms / 3, HR_RECOVER_QUIET_MS);
     usleep((useconds_t)(o->lease_ms / 3) * 1000);
-    if (hr_recover_log_mark(m, id, before, sizeof before, errstr, errlen) < 0)
+    if (hr_recover_log_mark(m, id, day, before, sizeof before, errstr, errlen) < 0)
         return -1;
     for (; waited < HR_RECOVER_QUIET_MAX_MS; waited += HR_RECOVER_QUIET_MS) {
         usleep(HR_RECOVER_QUIET_MS * 1000);
-        if (hr_recover_log_mark(m, id, after, sizeof after, errstr, errlen) < 0)
+        if (hr_recover_log_mark(m, id, day, after, sizeof after, errstr, errlen) < 0)
             return -1;
         if (strcmp(before, after) == 0)
             return 0;
@@ -402,10 +404,12 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
     redisReply *reply;
     char key[HR_KEY_MAX], keys[5][HR_KEY_MAX], err[512];
     const char *prefix = hr_redis_prefix(r);
+    int64_t day = hr_dlog_day(t.due_ms); /* the task's delivery log partition */
     hr_subs_refill_opts ro = {.token = o->token,
                               .lock_ms = HR_RECOVER_LOCK_MS,
                               .batch = HR_RECOVER_BATCH,
-                              .exclude_delivered = true};
+                              .exclude_delivered = true,
+                              .delivery_day = day};
     int64_t id = t.id, unaccounted = 0;
     int shards = t.shards > 1 ? (int)t.shards : 1;
     hr_outcomes *per = NULL; /* the delivery log's counts per shard */
@@ -446,6 +450,12 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
                  id, when);
         return HR_RECOVER_REFUSED;
     }
+    /* The rebuilt set is the subscriptions minus what the delivery log
+     * shows: with the task's rows dropped (retention) or not yet copied
+     * into partitions, it would hold recipients who were reached. */
+    rc = hr_dlog_ready(m, id, t.due_ms, o->retention_days, o->now_ms, errstr, errlen);
+    if (rc != 0)
+        return rc < 0 ? -1 : rc == HR_DLOG_GONE ? HR_RECOVER_REFUSED : HR_RECOVER_BUSY;
     claimed = t.state != HR_STATE_SCHEDULED;
     /* A scanner's sync holds the lock for a moment; a refill or a
      * reconciliation of a big set for longer. */
@@ -487,11 +497,15 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
         }
         /* A scheduled task was never chunked: nobody holds its members. */
         if (pass == 0 && claimed &&
-            (fill = hr_recover_wait_reports(m, id, o, errstr, errlen)) != 0) {
+            (fill = hr_recover_wait_reports(m, id, day, o, errstr, errlen)) != 0) {
             rc = fill;
             goto done;
         }
     }
+    /* Rows an older release logged without a day while we waited join the
+     * task's partition, which every read below is pruned to. */
+    if (claimed && hr_dlog_settle(m, id, day, errstr, errlen) < 0)
+        goto done;
     /* The wait set and its waves go too (local time, send windows): the
      * refill puts every undelivered recipient back into subs, and the next
      * owner's reconciliation plans them again (dsp_wait.c).  Left in
@@ -568,9 +582,9 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
         snprintf(errstr, errlen, "out of memory");
         goto done;
     }
-    if (hr_recover_log_read(m, id, shards, per, errstr, errlen) < 0)
+    if (hr_recover_log_read(m, id, day, shards, per, errstr, errlen) < 0)
         goto done;
-    if (claimed && (hr_recover_reset_total(m, id, errstr, errlen) < 0 ||
+    if (claimed && (hr_recover_reset_total(m, id, day, errstr, errlen) < 0 ||
                     hr_recover_reset_published(r, id, shards, per, errstr, errlen) < 0))
         goto done;
     if (hr_recover_log_counts(m, &t, shards, per, errstr, errlen) < 0)

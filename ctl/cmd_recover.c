@@ -8,6 +8,7 @@
 
 #include "ctl_cmd.h"
 #include "ctl_fmt.h"
+#include "hr_clock.h"
 #include "hr_recover.h"
 
 static void cmd_recover_waiting(void *ctx, int64_t id, int renewal_ms, int quiet_ms)
@@ -32,8 +33,11 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     if (rc != CTL_EXIT_OK)
         return rc;
     snprintf(token, sizeof token, "heraldctl/%ld", (long)getpid());
-    const hr_recover_opts o = {
-        .token = token, .lease_ms = ctx->cfg->worker.lease_ms, .waiting = cmd_recover_waiting};
+    const hr_recover_opts o = {.token = token,
+                               .lease_ms = ctx->cfg->worker.lease_ms,
+                               .now_ms = hr_clock_now_ms(),
+                               .retention_days = ctx->cfg->dispatcher.delivery_retention_days,
+                               .waiting = cmd_recover_waiting};
     if (hr_recover(m, r, t, &o, &res, errstr, sizeof errstr) != 0)
         rc = ctl_fail("%s", errstr);
     else

@@ -326,8 +326,10 @@ void dsp_api_ops_recover(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
     if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_load_task(ac, id, resp, &t))
         return;
     snprintf(token, sizeof token, "%s/api", d->owner);
-    const hr_recover_opts opts = {
-        .token = token, .lease_ms = d->cfg->worker.lease_ms, .now_ms = hr_clock_now_ms()};
+    const hr_recover_opts opts = {.token = token,
+                                  .lease_ms = d->cfg->worker.lease_ms,
+                                  .now_ms = hr_clock_now_ms(),
+                                  .retention_days = d->cfg->dispatcher.delivery_retention_days};
     switch (hr_recover(ac->m, ac->r, t, &opts, &res, err, sizeof err)) {
     case HR_RECOVER_REFUSED:
         hr_httpd_error(resp, 409, "wrong_state", "%s", err);
