@@ -85,8 +85,8 @@ static int hr_dlog_legacy_exists(hr_mysql *m, char *errstr, size_t errlen)
  * or skipped; *UID -1 = the whole of *TASK.  OWNER NULL: whoever holds the
  * lease.  0 (no cursor yet: 0, 0), 1 when OWNER does not hold the lease,
  * -1. */
-static int hr_dlog_cursor(hr_mysql *m, const char *owner, int64_t *task, int64_t *uid,
-                          char *errstr, size_t errlen)
+static int hr_dlog_cursor(hr_mysql *m, const char *owner, int64_t *task, int64_t *uid, char *errstr,
+                          size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_STR(HR_DLOG_JOB), owner ? HR_P_STR(owner) : HR_P_NULL,
                                 owner ? HR_P_STR(owner) : HR_P_NULL};
@@ -164,8 +164,7 @@ int hr_dlog_ready(hr_mysql *m, int64_t id, int64_t due_ms, int retention_days, i
     if (legacy && hr_dlog_cursor(m, NULL, &ctask, &cuid, errstr, errlen) < 0)
         return -1;
     if (legacy && (id > ctask || (id == ctask && cuid >= 0))) {
-        if (hr_dlog_int(m,
-                        "SELECT EXISTS (SELECT 1 FROM push_delivery_legacy WHERE task_id = ?)",
+        if (hr_dlog_int(m, "SELECT EXISTS (SELECT 1 FROM push_delivery_legacy WHERE task_id = ?)",
                         p, 1, &found, errstr, errlen) < 0)
             return -1;
         if (found > 0) {
@@ -257,8 +256,8 @@ static int hr_dlog_copy_batch(hr_mysql *m, int64_t task, int64_t uid, int64_t da
 }
 
 int hr_dlog_legacy_copy(hr_mysql *m, const char *owner, int retention_days, int64_t now_ms,
-                        int64_t max_rows, int64_t deadline_mono_ms, hr_dlog_copy *out,
-                        char *errstr, size_t errlen)
+                        int64_t max_rows, int64_t deadline_mono_ms, hr_dlog_copy *out, char *errstr,
+                        size_t errlen)
 {
     int64_t first = hr_dlog_ymd(hr_dlog_epoch_day(now_ms) - retention_days);
     int64_t task, uid, day = -1, next;
@@ -280,9 +279,9 @@ int hr_dlog_legacy_copy(hr_mysql *m, const char *owner, int retention_days, int6
 
                 if (hr_mysql_exec(m, "DROP TABLE IF EXISTS push_delivery_legacy", NULL, 0, NULL,
                                   NULL, NULL, errstr, errlen) < 0 ||
-                    hr_mysql_exec(m,
-                                  "UPDATE push_job SET progress = NULL WHERE name = ? AND owner = ?",
-                                  p, 2, NULL, NULL, NULL, errstr, errlen) < 0)
+                    hr_mysql_exec(
+                        m, "UPDATE push_job SET progress = NULL WHERE name = ? AND owner = ?", p, 2,
+                        NULL, NULL, NULL, errstr, errlen) < 0)
                     return -1;
                 out->task = task;
                 return 1;

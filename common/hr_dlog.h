@@ -81,11 +81,11 @@ int64_t hr_dlog_settle(hr_mysql *m, int64_t id, int64_t day, char *errstr, size_
 typedef struct hr_dlog_copy {
     int64_t copied;  /* legacy rows copied into push_delivery */
     int64_t skipped; /* tasks not copied: due before the retention, or gone */
-    int64_t task; /* the cursor's task after the pass */
+    int64_t task;    /* the cursor's task after the pass */
 } hr_dlog_copy;
 
 int hr_dlog_legacy_copy(hr_mysql *m, const char *owner, int retention_days, int64_t now_ms,
-                        int64_t max_rows, int64_t deadline_mono_ms, hr_dlog_copy *out,
-                        char *errstr, size_t errlen);
+                        int64_t max_rows, int64_t deadline_mono_ms, hr_dlog_copy *out, char *errstr,
+                        size_t errlen);
 
 #endif

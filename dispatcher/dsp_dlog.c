@@ -143,9 +143,9 @@ static bool dsp_dlog_alter(dsp_conn *conn, const char *what, const char *sql)
 static void dsp_dlog_clause(char *sql, size_t size, size_t *used, int64_t last)
 {
     char bound[HR_DLOG_DAY_TEXT];
-    int n = snprintf(sql + *used, size - *used, "PARTITION p%08" PRId64
-                                                " VALUES LESS THAN ('%s'), ",
-                     hr_dlog_ymd(last), hr_dlog_text(hr_dlog_ymd(last + 1), bound));
+    int n =
+        snprintf(sql + *used, size - *used, "PARTITION p%08" PRId64 " VALUES LESS THAN ('%s'), ",
+                 hr_dlog_ymd(last), hr_dlog_text(hr_dlog_ymd(last + 1), bound));
 
     if (n > 0 && (size_t)n < size - *used)
         *used += (size_t)n;
@@ -170,7 +170,8 @@ static bool dsp_dlog_ahead(const dsp_dlog_part *parts, size_t n, int64_t today, 
     used = (size_t)snprintf(sql, sizeof sql,
                             "SET STATEMENT lock_wait_timeout = %d FOR ALTER TABLE push_delivery "
                             "%s (",
-                            DSP_DLOG_DDL_WAIT_S, pmax ? "REORGANIZE PARTITION pmax INTO" : "ADD PARTITION");
+                            DSP_DLOG_DDL_WAIT_S,
+                            pmax ? "REORGANIZE PARTITION pmax INTO" : "ADD PARTITION");
     /* After a long absence the first new partition takes every day since
      * the newest one up to today: those days are over. */
     day = newest == INT64_MIN || newest + 1 < today ? today : newest + 1;
@@ -179,8 +180,9 @@ static bool dsp_dlog_ahead(const dsp_dlog_part *parts, size_t n, int64_t today, 
     snprintf(sql + used, sizeof sql - used, "PARTITION pmax VALUES LESS THAN (MAXVALUE))");
     if (!dsp_dlog_alter(conn, "ahead", sql))
         return false;
-    hr_log_info("delivery_partitions_added", "partitions=%d through=%" PRId64 " pmax_rows_est=%" PRId64,
-                added, hr_dlog_ymd(day - 1), pmax ? parts[n - 1].rows : 0);
+    hr_log_info("delivery_partitions_added",
+                "partitions=%d through=%" PRId64 " pmax_rows_est=%" PRId64, added,
+                hr_dlog_ymd(day - 1), pmax ? parts[n - 1].rows : 0);
     return day > want;
 }
 
@@ -217,8 +219,7 @@ static int dsp_dlog_drop(dsp *d, const dsp_dlog_part *parts, size_t n, int64_t f
             dsp_conn_failed(d, conn, DSP_MYSQL, err);
             return 0;
         }
-        k = snprintf(sql + used, sizeof sql - used, "%s%s", dropped > 0 ? ", " : "",
-                     parts[i].name);
+        k = snprintf(sql + used, sizeof sql - used, "%s%s", dropped > 0 ? ", " : "", parts[i].name);
         if (k < 0 || (size_t)k >= sizeof sql - used)
             break;
         used += (size_t)k;
@@ -230,8 +231,7 @@ static int dsp_dlog_drop(dsp *d, const dsp_dlog_part *parts, size_t n, int64_t f
         return 0;
     hr_metrics_add(d->met.dlog_dropped, (uint64_t)dropped);
     hr_log_info("delivery_partitions_dropped",
-                "partitions=%d through=%s rows_est=%" PRId64 " bytes=%" PRId64
-                " retention_days=%d",
+                "partitions=%d through=%s rows_est=%" PRId64 " bytes=%" PRId64 " retention_days=%d",
                 dropped, hr_dlog_text(hr_dlog_ymd(parts[i - 1].last_day), day), rows, bytes,
                 d->cfg->dispatcher.delivery_retention_days);
     return dropped;
