@@ -63,7 +63,6 @@
 #define HR_RECOVER_BATCH 10000
 #define HR_RECOVER_LOCK_MS 120000
 #define HR_RECOVER_LOCK_WAIT_MS 30000
-#define HR_RECOVER_SCAN_ROUNDS 100000
 /* The delivery log must stand still this long before recover reads it: a
  * few reporter flushes (every 200 ms), so a worker's last outcomes are in. */
 #define HR_RECOVER_QUIET_MS 1000
@@ -256,49 +255,6 @@ static int hr_recover_restore_stats(hr_redis *r, int64_t id, int shard, const hr
     return 0;
 }
 
-/* Deletes the keys matching MATCH (SCAN, bounded); with DEL false only
- * counts them, stopping at the first.  The number deleted (or found), or
- * -1.  MATCH spells the task's hash tag, so on a Redis Cluster the SCAN
- * runs on the master of the task's slot, where all its keys are
- * (hr_cluster.h). */
-static int64_t hr_recover_del_matching(hr_redis *r, const char *match, bool del, char *errstr,
-                                       size_t errlen)
-{
-    char cursor[32] = "0";
-    int64_t deleted = 0;
-    size_t i;
-    int rounds = 0;
-
-    do {
-        redisReply *reply =
-            hr_redis_cmdf(r, errstr, errlen, "SCAN %s MATCH %s COUNT 1000", cursor, match);
-
-        if (reply == NULL)
-            return -1;
-        snprintf(cursor, sizeof cursor, "%s", reply->element[0]->str);
-        if (!del) {
-            deleted += (int64_t)reply->element[1]->elements;
-            freeReplyObject(reply);
-            if (deleted > 0)
-                break;
-            continue;
-        }
-        for (i = 0; i < reply->element[1]->elements; i++) {
-            redisReply *gone =
-                hr_redis_cmdf(r, errstr, errlen, "DEL %s", reply->element[1]->element[i]->str);
-
-            if (gone == NULL) {
-                freeReplyObject(reply);
-                return -1;
-            }
-            deleted += gone->integer;
-            freeReplyObject(gone);
-        }
-        freeReplyObject(reply);
-    } while (strcmp(cursor, "0") != 0 && ++rounds < HR_RECOVER_SCAN_ROUNDS);
-    return deleted;
-}
-
 /* Task ID's unaccounted subscriptions (a `failed` task whose outcomes did
  * not cover them, hr_finish.h) into *OUT.  0 or -1 (ERRSTR). */
 static int hr_recover_unaccounted(hr_mysql *m, int64_t id, int64_t *out, char *errstr,
@@ -480,9 +436,9 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
         int64_t leases = 0;
 
         for (int k = 0; k < shards && leases == 0; k++)
-            leases = hr_recover_del_matching(
-                r, hr_key_shard_leases_match(prefix, key, sizeof key, id, k), false, errstr,
-                errlen);
+            leases =
+                hr_redis_del_matching(r, hr_key_shard_leases_match(prefix, key, sizeof key, id, k),
+                                      false, errstr, errlen);
         if (leases < 0)
             goto done;
         if (leases > 0) {
@@ -523,13 +479,13 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
         if (reply == NULL)
             goto done;
         freeReplyObject(reply);
-        n = hr_recover_del_matching(r, hr_key_shard_chunks_match(prefix, key, sizeof key, id, k),
-                                    true, errstr, errlen);
+        n = hr_redis_del_matching(r, hr_key_shard_chunks_match(prefix, key, sizeof key, id, k),
+                                  true, errstr, errlen);
         if (n < 0)
             goto done;
         out->dropped_chunks += n;
-        n = hr_recover_del_matching(r, hr_key_shard_leases_match(prefix, key, sizeof key, id, k),
-                                    true, errstr, errlen);
+        n = hr_redis_del_matching(r, hr_key_shard_leases_match(prefix, key, sizeof key, id, k),
+                                  true, errstr, errlen);
         if (n < 0)
             goto done;
         out->dropped_leases += n;
