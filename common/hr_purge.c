@@ -66,6 +66,7 @@ static int hr_purge_rows(hr_mysql *m, int64_t day, int batch, bool count_only, h
             if (hr_mysql_exec(m, tb->del, p, np, &affected, NULL, NULL, errstr, errlen) < 0)
                 return -1;
             *n += (int64_t)affected;
+            pt->deletes++;
         } while (affected == (uint64_t)batch);
     }
     return 0;
@@ -95,17 +96,17 @@ static int hr_purge_keys(hr_redis *r, int64_t id, int shards, int64_t *n, char *
 
     for (int k = 0; k < (shards > 1 ? shards : 1); k++) {
         for (int kind = 0; kind < HR_KEY__COUNT; kind++)
-            if (hr_purge_del(r, hr_key_shard(prefix, key, sizeof key, id, k, (hr_key_kind)kind),
-                             n, errstr, errlen) < 0)
+            if (hr_purge_del(r, hr_key_shard(prefix, key, sizeof key, id, k, (hr_key_kind)kind), n,
+                             errstr, errlen) < 0)
                 return -1;
-        if ((got = hr_redis_del_matching(r,
-                                         hr_key_shard_chunks_match(prefix, key, sizeof key, id, k),
-                                         true, errstr, errlen)) < 0)
+        if ((got =
+                 hr_redis_del_matching(r, hr_key_shard_chunks_match(prefix, key, sizeof key, id, k),
+                                       true, errstr, errlen)) < 0)
             return -1;
         *n += got;
-        if ((got = hr_redis_del_matching(r,
-                                         hr_key_shard_leases_match(prefix, key, sizeof key, id, k),
-                                         true, errstr, errlen)) < 0)
+        if ((got =
+                 hr_redis_del_matching(r, hr_key_shard_leases_match(prefix, key, sizeof key, id, k),
+                                       true, errstr, errlen)) < 0)
             return -1;
         *n += got;
     }
@@ -147,6 +148,7 @@ static void hr_purge_done(const hr_purge_opts *o, const hr_purge_task *pt, hr_pu
     out->chunks += pt->chunks;
     out->shard_rows += pt->shard_rows;
     out->keys += pt->keys;
+    out->deletes += pt->deletes;
     if (o->each != NULL)
         o->each(o->ctx, pt);
 }

@@ -38,6 +38,7 @@ typedef struct hr_purge_task {
     char finished_at[24]; /* "YYYY-MM-DDTHH:MM:SSZ", "" when left by a cut-short purge */
     int64_t subscriptions, deliveries, chunks, shard_rows; /* rows deleted (dry run: found) */
     int64_t keys;                                          /* Redis keys deleted (dry run: 0) */
+    int64_t deletes; /* DELETE statements those rows took (each at most the batch) */
 } hr_purge_task;
 
 typedef struct hr_purge_opts {
@@ -52,7 +53,7 @@ typedef struct hr_purge_opts {
 typedef struct hr_purge_result {
     int64_t tasks;   /* tasks purged (dry run: found), cut-short ones included */
     int64_t resumed; /* of which a cut-short purge had left */
-    int64_t subscriptions, deliveries, chunks, shard_rows, keys;
+    int64_t subscriptions, deliveries, chunks, shard_rows, keys, deletes;
 } hr_purge_result;
 
 /* Purges as above into *OUT.  0, or -1 on a backend error (ERRSTR): what

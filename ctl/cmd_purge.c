@@ -23,12 +23,13 @@ static void cmd_purge_each(void *ctx, const hr_purge_task *pt)
 
     printf("task %" PRId64 " (%s%s%s): %s%" PRId64 " subscriptions, %" PRId64
            " delivery rows, %" PRId64 " chunk rows, %" PRId64 " shard rows",
-           pt->id, pt->state == HR_STATE__COUNT ? "left by a purge cut short" : hr_state_name(pt->state),
+           pt->id,
+           pt->state == HR_STATE__COUNT ? "left by a purge cut short" : hr_state_name(pt->state),
            pt->finished_at[0] != '\0' ? ", finished " : "", pt->finished_at,
            *dry_run ? "would delete " : "", pt->subscriptions, pt->deliveries, pt->chunks,
            pt->shard_rows);
     if (!*dry_run)
-        printf(", %" PRId64 " Redis keys", pt->keys);
+        printf(", %" PRId64 " Redis keys; %" PRId64 " DELETEs", pt->keys, pt->deletes);
     printf("\n");
 }
 
@@ -67,10 +68,9 @@ int ctl_cmd_purge(ctl_ctx *ctx, int argc, char **argv)
         return ctl_usage(ctx, "unexpected argument \"%s\"", argv[optind]);
     if (before == NULL)
         return ctl_usage(ctx, "--finished-before is required");
-    if ((strlen(before) == 10 ? hr_parse_date("--finished-before", before, &o.before_ms, errstr,
-                                              sizeof errstr)
-                              : hr_parse_time("--finished-before", before, &o.before_ms, errstr,
-                                              sizeof errstr)) < 0)
+    if ((strlen(before) == 10
+             ? hr_parse_date("--finished-before", before, &o.before_ms, errstr, sizeof errstr)
+             : hr_parse_time("--finished-before", before, &o.before_ms, errstr, sizeof errstr)) < 0)
         return ctl_usage(ctx, "%s", errstr);
     if (o.before_ms > hr_clock_now_ms())
         return ctl_usage(ctx, "--finished-before %s is in the future", before);
@@ -88,7 +88,8 @@ int ctl_cmd_purge(ctl_ctx *ctx, int argc, char **argv)
            " chunk rows, %" PRId64 " shard rows",
            res.subscriptions, res.deliveries, res.chunks, res.shard_rows);
     if (!o.dry_run)
-        printf(", %" PRId64 " Redis keys", res.keys);
+        printf(", %" PRId64 " Redis keys; %" PRId64 " DELETEs of at most %d rows", res.keys,
+               res.deletes, o.batch);
     printf("\n");
     return CTL_EXIT_OK;
 }
