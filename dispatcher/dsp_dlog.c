@@ -333,7 +333,8 @@ void dsp_dlog_run(dsp *d, dsp_conn *conn)
         next = DSP_DLOG_RETRY_MS;
         goto done;
     }
-    hr_metrics_set(d->met.dlog_days_ahead, DSP_DLOG_AHEAD_DAYS);
+    if (newest < today + DSP_DLOG_AHEAD_DAYS)
+        hr_metrics_set(d->met.dlog_days_ahead, DSP_DLOG_AHEAD_DAYS);
     dsp_dlog_drop(d, parts, n, today - d->cfg->dispatcher.delivery_retention_days, conn);
     /* Work left over runs again at the next scan, under the lease. */
     more = dsp_dlog_settle(d, conn);
