@@ -42,6 +42,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from badinput_env import Env, Mysql, check, finish, metric, wait_until  # noqa: E402
@@ -337,6 +338,12 @@ def main():
         print(__doc__)
         return 2
     dispatcher, ctl = sys.argv[1:3]
+    # The partitions expected are named after today (UTC): a run must not
+    # straddle midnight, so one that would starts just after it.
+    now = datetime.datetime.now(datetime.timezone.utc)
+    left = 86400 - (now.hour * 3600 + now.minute * 60 + now.second)
+    if left < 120:
+        time.sleep(left + 1)
     env = Env("dlog")
     name = "herald_dlog_%d" % os.getpid()
     env.db.sql("CREATE DATABASE %s" % name)
