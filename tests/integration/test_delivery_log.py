@@ -17,7 +17,8 @@ the other tests share in `herald`.
      day to their task's day, copies the legacy rows of a task due within the
      retention (not those of one due 10 days back, nor of a task that is
      gone) and drops the legacy table; herald_delivery_partition_days_ahead
-     is 7.
+     is 7.  A second dispatcher, while the first holds the push_job lease,
+     reads the partitions (its gauge says 7 too) and changes nothing.
   3. No insert fails for want of a partition: a day in 1990 lands in the
      oldest partition, one in 2099 in pmax, one of a dropped day in the
      oldest remaining one.
@@ -45,7 +46,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, Mysql, check, finish, metric, wait_until  # noqa: E402
+from badinput_env import (Env, Mysql, check, finish, free_port, metric,  # noqa: E402
+                          wait_until)
 
 OLD_SHAPE = """CREATE TABLE push_delivery (
   task_id BIGINT UNSIGNED NOT NULL, uid BIGINT UNSIGNED NOT NULL,
@@ -204,6 +206,32 @@ class T:
         check(int(self.one("SELECT COUNT(*) FROM push_delivery PARTITION (p%s) WHERE uid = 5002"
                            % ymd(t(0)))) == 1,
               "3. a row of a dropped day lands in the oldest partition left")
+
+    def second(self, dispatcher, cfg):
+        """A second dispatcher on the same database, the lease being the
+        first one's: it alters nothing."""
+        env = self.env
+        port, probe = free_port(), free_port()
+        with open(cfg) as f:
+            text = f.read()
+        cfg2 = cfg + ".second"
+        with open(cfg2, "w") as f:
+            f.write(text.replace("listen: 127.0.0.1:%d\n" % env.dsp_port,
+                                 "listen: 127.0.0.1:%d\n" % port)
+                    .replace("probe_listen: 127.0.0.1:%d\n" % env.probe_ports[env.dsp_port],
+                             "probe_listen: 127.0.0.1:%d\n" % probe))
+        env.probe_ports[port] = probe
+        owner = self.one("SELECT owner FROM push_job WHERE name = 'delivery_log'")
+        dsp2 = env.start([dispatcher, "-c", cfg2], "dispatcher2.log")
+        ok = env.wait_ready(port) and wait_until(
+            lambda: metric(env.metrics(port), "herald_delivery_partition_days_ahead") == 7, 20,
+            0.3)
+        text = env.log(dsp2)
+        check(ok and self.one("SELECT owner FROM push_job WHERE name = 'delivery_log'") == owner
+              and "delivery_partitions" not in text and "delivery_legacy" not in text,
+              "2. a second dispatcher reads 7 days ahead and, the lease being %s's, alters "
+              "nothing" % owner)
+        env.stop(dsp2)
 
     # ---- 4 ---------------------------------------------------------------
 
@@ -366,6 +394,7 @@ def main():
         dsp = env.start([dispatcher, "-c", cfg], "dispatcher.log")
         check(env.wait_ready(env.dsp_port), "the dispatcher serves")
         t.upkeep(dsp)
+        t.second(dispatcher, cfg)
         t.recover(cfg30)
         t.purge()
     finally:
