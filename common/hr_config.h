@@ -124,16 +124,17 @@ typedef struct hr_config {
                 int leeway_s;        /* clock skew allowed, 0..300, default 60 */
             } jwt;
         } api;
-        int scan_interval_ms;     /* 100..60000, default 1000 */
-        int timer_interval_ms;    /* 10..10000, default 100 */
-        int poller_interval_ms;   /* 100..60000, default 3000 */
-        int poller_grace_ms;      /* a due task older than this is the poller's, default 3000 */
-        int horizon_s;            /* 1..86400, default 600 */
-        int lease_s;              /* 2..3600, default 30 */
-        int redelivery_timeout_s; /* 1..86400, default 120 */
-        int sweep_interval_ms;    /* 100..600000, default 5000 */
-        int refill_batch;         /* ids per refill round trip, 100..100000, default 10000 */
-        int chunks_ahead;         /* chunks ahead of the workers, 0 (none)..100000, default 12 */
+        int scan_interval_ms;        /* 100..60000, default 1000 */
+        int timer_interval_ms;       /* 10..10000, default 100 */
+        int poller_interval_ms;      /* 100..60000, default 3000 */
+        int poller_grace_ms;         /* a due task older than this is the poller's, default 3000 */
+        int horizon_s;               /* 1..86400, default 600 */
+        int lease_s;                 /* 2..3600, default 30 */
+        int redelivery_timeout_s;    /* 1..86400, default 120 */
+        int sweep_interval_ms;       /* 100..600000, default 5000 */
+        int refill_batch;            /* ids per refill round trip, 100..100000, default 10000 */
+        int chunks_ahead;            /* chunks ahead of the workers, 0 (none)..100000, default 12 */
+        int delivery_retention_days; /* delivery log partitions kept, 1..3650, default 30 */
     } dispatcher;
 
     struct {

@@ -26,15 +26,20 @@
 
 /* Second successes of hr_recover: nothing was changed, ERRSTR says why. */
 enum {
-    HR_RECOVER_REFUSED =
-        1, /* the state, expired, or chunks in flight: pause first, or nothing to do */
-    HR_RECOVER_BUSY = 2, /* a dispatcher prepares it, workers still report: try again */
+    HR_RECOVER_REFUSED = 1, /* the state, expired, outside the delivery log's retention, or
+                               chunks in flight: pause first, or nothing to do */
+    HR_RECOVER_BUSY = 2,    /* a dispatcher prepares it, workers still report, its delivery
+                               rows are still being copied into partitions: try again */
 };
 
 typedef struct hr_recover_opts {
     const char *token; /* the prepare lock's holder, e.g. "heraldctl/<pid>" */
     int lease_ms;      /* worker.lease_ms */
     int64_t now_ms;    /* the caller's clock (UTC ms): a task past its expire_at is refused */
+    /* dispatcher.delivery_retention_days: a task due before today - this
+     * many days is refused, its delivery rows dropped or about to be
+     * (hr_dlog_ready) */
+    int retention_days;
     /* Called before the wait for the workers' last reports (NULL: not told). */
     void (*waiting)(void *ctx, int64_t id, int renewal_ms, int quiet_ms);
     void *ctx;
@@ -54,10 +59,12 @@ typedef struct hr_recover_result {
 } hr_recover_result;
 
 /* The refusals of hr_recover that need no wait (the task's state, its
- * expiry): 0 when T may be recovered at NOW_MS, HR_RECOVER_REFUSED (ERRSTR
- * says why), or -1.  hr_recover begins with it; the API answers them at
+ * expiry, its delivery log outside RETENTION_DAYS or not yet copied into
+ * partitions): 0 when T may be recovered at NOW_MS, HR_RECOVER_REFUSED or
+ * HR_RECOVER_BUSY (ERRSTR says why), or -1.  hr_recover begins with it; the API answers them at
  * once, before it queues the recover as a job. */
-int hr_recover_check(hr_mysql *m, const hr_task *t, int64_t now_ms, char *errstr, size_t errlen);
+int hr_recover_check(hr_mysql *m, const hr_task *t, int64_t now_ms, int retention_days,
+                     char *errstr, size_t errlen);
 
 /* Recovers task T.  0 with *OUT, HR_RECOVER_REFUSED or HR_RECOVER_BUSY
  * (ERRSTR says why), or -1 on a backend failure (ERRSTR; run it again). */

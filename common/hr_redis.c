@@ -17,6 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* SCAN rounds hr_redis_del_matching makes at most. */
+#define HR_REDIS_SCAN_ROUNDS 100000
+
 struct hr_redis {
     hr_node *node;  /* single-node mode */
     hr_cluster *cl; /* cluster mode */
@@ -267,4 +270,41 @@ int hr_redis_time_ms(hr_redis *r, int64_t *out, char *errstr, size_t errlen)
 out:
     freeReplyObject(reply);
     return rc;
+}
+
+int64_t hr_redis_del_matching(hr_redis *r, const char *match, bool del, char *errstr, size_t errlen)
+{
+    char cursor[32] = "0";
+    int64_t deleted = 0;
+    size_t i;
+    int rounds = 0;
+
+    do {
+        redisReply *reply =
+            hr_redis_cmdf(r, errstr, errlen, "SCAN %s MATCH %s COUNT 1000", cursor, match);
+
+        if (reply == NULL)
+            return -1;
+        snprintf(cursor, sizeof cursor, "%s", reply->element[0]->str);
+        if (!del) {
+            deleted += (int64_t)reply->element[1]->elements;
+            freeReplyObject(reply);
+            if (deleted > 0)
+                break;
+            continue;
+        }
+        for (i = 0; i < reply->element[1]->elements; i++) {
+            redisReply *gone =
+                hr_redis_cmdf(r, errstr, errlen, "DEL %s", reply->element[1]->element[i]->str);
+
+            if (gone == NULL) {
+                freeReplyObject(reply);
+                return -1;
+            }
+            deleted += gone->integer;
+            freeReplyObject(gone);
+        }
+        freeReplyObject(reply);
+    } while (strcmp(cursor, "0") != 0 && ++rounds < HR_REDIS_SCAN_ROUNDS);
+    return deleted;
 }

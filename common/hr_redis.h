@@ -78,4 +78,12 @@ redisReply *hr_redis_check(redisReply *reply, char *errstr, size_t errlen);
 /* Milliseconds since the epoch by the Redis server's clock (TIME). */
 int hr_redis_time_ms(hr_redis *r, int64_t *out, char *errstr, size_t errlen);
 
+/* Deletes the keys matching MATCH (SCAN, bounded); with DEL false only
+ * counts them, stopping at the first.  The number deleted (or found), or
+ * -1.  MATCH spells the task's hash tag, so on a Redis Cluster the SCAN
+ * runs on the master of the task's slot, where all its keys are
+ * (hr_cluster.h). */
+int64_t hr_redis_del_matching(hr_redis *r, const char *match, bool del, char *errstr,
+                              size_t errlen);
+
 #endif

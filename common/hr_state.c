@@ -283,3 +283,38 @@ int hr_state_recover(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
                             "OR (state = 'failed' AND unaccounted > 0))",
                             id, errstr, errlen);
 }
+
+int hr_state_purge(hr_mysql *m, int64_t id, int64_t before_ms, char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(before_ms)};
+    hr_mysql_rows *rows = NULL;
+    bool final;
+
+    if (hr_mysql_begin(m, errstr, errlen) < 0)
+        return -1;
+    if (hr_mysql_query(m,
+                       "SELECT id FROM push_task WHERE id = ? AND state IN ('done', 'failed', "
+                       "'cancelled') AND finished_at < FROM_UNIXTIME(? / 1000) FOR UPDATE",
+                       p, 2, &rows, errstr, errlen) < 0)
+        goto fail;
+    final = rows->nrows == 1;
+    hr_mysql_rows_free(rows);
+    if (!final) {
+        hr_mysql_rollback(m);
+        return 0;
+    }
+    if (hr_mysql_exec(m,
+                      "INSERT INTO push_purge (task_id, day, shards, purged_at) "
+                      "SELECT id, COALESCE(DATE(due_at), '1970-01-01'), shards, UTC_TIMESTAMP(3) "
+                      "FROM push_task WHERE id = ? "
+                      "ON DUPLICATE KEY UPDATE purged_at = VALUES(purged_at)",
+                      p, 1, NULL, NULL, NULL, errstr, errlen) < 0 ||
+        hr_mysql_exec(m, "DELETE FROM push_task WHERE id = ?", p, 1, NULL, NULL, NULL, errstr,
+                      errlen) < 0 ||
+        hr_mysql_commit(m, errstr, errlen) < 0)
+        goto fail;
+    return 1;
+fail:
+    hr_mysql_rollback(m);
+    return -1;
+}

@@ -7,7 +7,8 @@
  * (control = run); any unfinished state -> cancelled (control = cancel).
  * done, failed and cancelled are final, except for the admin's repairs:
  * redrive reopens done as dispatched, recover restarts a dispatching,
- * dispatched or unaccounted failed task as dispatching.
+ * dispatched or unaccounted failed task as dispatching; purge removes a
+ * final task.
  *
  * Each transition is one guarded UPDATE (a prepared statement): the guard
  * is the set of states (and control, owner) it may start from, so racing
@@ -119,5 +120,12 @@ int hr_state_redrive(hr_mysql *m, int64_t id, int64_t moved, char *errstr, size_
  * recipients -> dispatching with no owner, an expired lease and the
  * failure forgotten. */
 int hr_state_recover(hr_mysql *m, int64_t id, char *errstr, size_t errlen);
+/* heraldctl purge: done, failed or cancelled with finished_at before
+ * BEFORE_MS -> no row at all.  One transaction under the row's lock: the
+ * push_task row goes and a push_purge row (the task's delivery log day
+ * and shards) records what its other rows and keys still are, so a repair
+ * that reopens the task (redrive, recover) either came first, and the
+ * guard no longer matches, or finds no task. */
+int hr_state_purge(hr_mysql *m, int64_t id, int64_t before_ms, char *errstr, size_t errlen);
 
 #endif

@@ -37,6 +37,7 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     const hr_recover_opts o = {.token = token,
                                .lease_ms = ctx->cfg->worker.lease_ms,
                                .now_ms = hr_clock_now_ms(),
+                               .retention_days = ctx->cfg->dispatcher.delivery_retention_days,
                                .waiting = cmd_recover_waiting};
     if (hr_recover(m, r, t, &o, &res, errstr, sizeof errstr) != 0) {
         rc = ctl_fail("%s", errstr);

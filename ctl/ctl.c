@@ -49,6 +49,15 @@ static const ctl_command ctl_commands[] = {
      ctl_cmd_recover},
     {"redrive", "put a task's dead-lettered recipients into a new chunk", "TASK", CTL_TASK_ARG,
      ctl_cmd_redrive},
+    {"purge", "delete finished tasks and everything they left",
+     "--finished-before DATE|TIME [--dry-run] [--batch N]",
+     "  --finished-before D  tasks done, failed or cancelled before D: a day YYYY-MM-DD\n"
+     "                       (its 00:00 UTC) or a UTC time YYYY-MM-DDTHH:MM:SSZ, not in\n"
+     "                       the future; an unfinished task is never touched\n"
+     "  --dry-run            count what would go (rows per task), change nothing\n"
+     "  --batch N            rows per DELETE (default 10000, 1..100000): each its own\n"
+     "                       transaction; a purge cut short is finished by the next one\n",
+     ctl_cmd_purge},
     {"token", "operators' API tokens (create, list, revoke) and client tokens of the pull",
      "create --name N --role R [--expires D] | list [--all] [--json] | revoke ID|NAME | "
      "client UID [--ttl D] [--key ID]",

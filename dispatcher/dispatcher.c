@@ -34,6 +34,7 @@
 
 #include "dsp.h"
 #include "dsp_addr.h"
+#include "dsp_dlog.h"
 #include "dsp_api.h"
 #include "dsp_api_routes.h"
 #include "dsp_chunk.h"
@@ -144,7 +145,7 @@ static int dsp_modules_new(dsp *d)
 {
     return dsp_owned_new(d) < 0 || dsp_report_new(d) < 0 || dsp_addr_new(d) < 0 ||
                    dsp_reconcile_new(d) < 0 || dsp_scan_new(d) < 0 || dsp_sweep_new(d) < 0 ||
-                   dsp_jobs_new(d) < 0 || dsp_timer_new(d) < 0
+                   dsp_jobs_new(d) < 0 || dsp_timer_new(d) < 0 || dsp_dlog_new(d) < 0
                ? -1
                : 0;
 }
@@ -240,6 +241,7 @@ done:
     dsp_reconcile_free(d);
     dsp_addr_free(d);
     dsp_timer_free(d);
+    dsp_dlog_free(d);
     dsp_conn_close(&d->loop_conn);
     dsp_kafka_free(d->kafka);
     dsp_metrics_free(&d->met);

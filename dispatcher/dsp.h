@@ -19,7 +19,8 @@
  *   - one background job at a time runs on libuv's thread pool (dsp_jobs.c):
  *     scanner + prepare (dsp_scan.c), DB poller (dsp_poll.c), sweeper
  *     (dsp_sweep.c), control transitions (dsp_control.c), the address sync
- *     (dsp_addr.c; the reconciliation runs one too).  It owns the job's
+ *     (dsp_addr.c; the reconciliation runs one too), the delivery log's
+ *     partitions (dsp_dlog.c, under a lease in MySQL).  It owns the job's
  *     connections (d->jobs), d->scan (its memory of what it put into the
  *     timer) and d->sweep (the cursors), and fills the job's claimed
  *     tasks, which the loop thread takes over in the job's after-work
@@ -48,7 +49,7 @@
  *   dsp_seams dsp_metrics dsp_kafka dsp_console dsp_api_parse dsp_auth
  *   dsp
  *   dsp_conn dsp_api_job
- *   dsp_store dsp_addr dsp_pace dsp_drop dsp_report
+ *   dsp_store dsp_addr dsp_pace dsp_drop dsp_report dsp_dlog
  *   dsp_owned
  *   dsp_wait dsp_ahead dsp_shard
  *   dsp_reconcile
@@ -124,6 +125,7 @@ typedef struct dsp {
     struct dsp_scan *scan;           /* dsp_scan.c: the scanner's memory */
     struct dsp_sweep *sweep;         /* dsp_sweep.c: the sweeper's cursors */
     struct dsp_jobs *jobs;           /* dsp_jobs.c: the background job */
+    struct dsp_dlog *dlog;           /* dsp_dlog.c: the delivery log's upkeep */
     struct dsp_api *api;             /* dsp_api.c: the HTTP server */
 } dsp;
 

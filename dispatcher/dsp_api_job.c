@@ -179,6 +179,7 @@ static void dsp_api_job_run(dsp_api_job_runner *runner, const dsp_api_job_item *
     opts = (hr_recover_opts){.token = token,
                              .lease_ms = d->cfg->worker.lease_ms,
                              .now_ms = hr_clock_now_ms(),
+                             .retention_days = d->cfg->dispatcher.delivery_retention_days,
                              .waiting = dsp_api_job_waiting,
                              .ctx = &w,
                              .stop = &runner->stop};

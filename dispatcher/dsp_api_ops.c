@@ -336,9 +336,13 @@ void dsp_api_ops_recover(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
     if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_load_task(ac, id, resp, &t))
         return;
     /* What needs no wait is answered now; the rest runs as a job. */
-    switch (hr_recover_check(ac->m, t, hr_clock_now_ms(), err, sizeof err)) {
+    switch (hr_recover_check(ac->m, t, hr_clock_now_ms(),
+                             d->cfg->dispatcher.delivery_retention_days, err, sizeof err)) {
     case 0:
         break;
+    case HR_RECOVER_BUSY:
+        hr_httpd_error(resp, 409, "busy", "%s", err);
+        goto done;
     case HR_RECOVER_REFUSED:
         hr_httpd_error(resp, 409, "wrong_state", "%s", err);
         goto done;

@@ -16,7 +16,8 @@
  *   attribute, else UTC) the uid is subscribed to, title and body
  *   rendered (uid, task.*, payload.*, user.* from P user:<uid>).  ack=1
  *   moves the uid from subs to pulled (pull_ack.lua, on the uid's shard) and,
- *   when it moved, writes a `pulled` push_delivery row and pulled + 1 (the
+ *   when it moved, writes a `pulled` push_delivery row (in the task's day,
+ *   hr_dlog.h: a pulled task is frozen, so due_at no longer moves) and pulled + 1 (the
  *   shard row's, and push_task's sum, for a task of several shards).  A caller
  *   with a client token (req->auth_id, set by dsp_api_auth) is limited to
  *   dispatcher.api.pull_per_minute pulls a minute (hr_ratelimit). */
@@ -33,6 +34,7 @@
 #include "hr_batch.h"
 #include "hr_civil.h"
 #include "hr_clock.h"
+#include "hr_dlog.h"
 #include "hr_finish.h"
 #include "hr_log.h"
 #include "hr_ratelimit.h"
@@ -327,7 +329,7 @@ static int dsp_api_ack(dsp_api_conn *ac, const hr_task *t, int64_t uid, const ch
 {
     char keys[4][256];
     const char *argv[5] = {keys[0], keys[1], keys[2], keys[3], uid_s};
-    const hr_mysql_param p[] = {HR_P_I64(t->id), HR_P_I64(uid)};
+    const hr_mysql_param p[] = {HR_P_I64(t->id), HR_P_I64(uid), HR_P_I64(hr_dlog_day(t->due_ms))};
     int shard = hr_shard_of_str(uid_s, (int)t->shards);
     int64_t id = t->id;
     redisReply *reply;
@@ -345,10 +347,10 @@ static int dsp_api_ack(dsp_api_conn *ac, const hr_task *t, int64_t uid, const ch
     if (!moved)
         return 0;
     if (hr_mysql_exec(ac->m,
-                      "INSERT INTO push_delivery (task_id, uid, status, at) "
-                      "VALUES (?, ?, 'pulled', UTC_TIMESTAMP(3)) "
+                      "INSERT INTO push_delivery (task_id, uid, status, at, day) "
+                      "VALUES (?, ?, 'pulled', UTC_TIMESTAMP(3), ?) "
                       "ON DUPLICATE KEY UPDATE status = 'pulled', at = VALUES(at)",
-                      p, 2, NULL, NULL, NULL, errstr, errlen) < 0 ||
+                      p, 3, NULL, NULL, NULL, errstr, errlen) < 0 ||
         hr_finish_add(ac->m, id, hr_shard_row((int)t->shards, shard), HR_OUTCOME_PULLED, 1, errstr,
                       errlen) < 0) {
         hr_log_error("pull_count_lost", "task=%" PRId64 " uid=%" PRId64 " error=%s", id, uid,

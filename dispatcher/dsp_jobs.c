@@ -5,7 +5,8 @@
  *
  * - scan: the scanner (dsp_scan.c), then the control transitions
  *   (dsp_control.c), the herald_tasks{state} gauge and, every
- *   DSP_ADDR_SYNC_MS, the address sync (dsp_addr.c); when it returned, the
+ *   DSP_ADDR_SYNC_MS, the address sync (dsp_addr.c), and when one is due
+ *   the delivery log's upkeep (dsp_dlog.c); when it returned, the
  *   timer pops at once (the scan may have put entries due before its next
  *   wake-up).
  * - poll: the DB poller (dsp_poll.c); the tasks it claimed are owned on
@@ -19,6 +20,7 @@
 #include "dsp_addr.h"
 #include "dsp_conn.h"
 #include "dsp_control.h"
+#include "dsp_dlog.h"
 #include "dsp_owned.h"
 #include "dsp_poll.h"
 #include "dsp_scan.h"
@@ -93,6 +95,7 @@ static void dsp_jobs_work(uv_work_t *w)
         dsp_control_scan(d, &jobs->conn);
         dsp_jobs_count(d, &jobs->conn);
         dsp_addr_sync(d, &jobs->conn, true);
+        dsp_dlog_run(d, &jobs->conn);
     }
     if ((jobs->doing & DSP_JOBS_POLL) && !atomic_load(&d->stopping))
         dsp_poll_run(d, &jobs->conn, &jobs->claimed);

@@ -23,7 +23,7 @@ int dsp_metrics_new(dsp_metrics *m, char *errstr, size_t errlen)
 {
     hr_metrics_family *published, *redelivered, *claimed, *lag, *waits, *errors;
     hr_metrics_family *rc_added, *rc_seconds, *unaccounted, *expired;
-    hr_metrics_family *paced, *paced_rate, *warnings;
+    hr_metrics_family *paced, *paced_rate, *warnings, *dlog_ahead, *dlog_dropped;
     const hr_metrics_spec specs[] = {
         {&published, "herald_chunks_published_total", "Chunks whose first publish Kafka confirmed",
          HR_METRICS_COUNTER, NULL, NULL, 0},
@@ -63,6 +63,13 @@ int dsp_metrics_new(dsp_metrics *m, char *errstr, size_t errlen)
         {&warnings, "herald_task_warnings_total",
          "Admission control warnings written to last_warning, by kind", HR_METRICS_COUNTER, "kind",
          NULL, 0},
+        {&dlog_ahead, "herald_delivery_partition_days_ahead",
+         "Days after today the delivery log's newest day partition holds (7 when kept up; "
+         "below 0 the new rows go into pmax)",
+         HR_METRICS_GAUGE, NULL, NULL, 0},
+        {&dlog_dropped, "herald_delivery_partitions_dropped_total",
+         "Delivery log partitions this dispatcher dropped for the retention", HR_METRICS_COUNTER,
+         NULL, NULL, 0},
     };
     static const char *const backends[DSP__BACKENDS] = {"mysql", "redis", "kafka"};
     size_t i;
@@ -87,6 +94,8 @@ int dsp_metrics_new(dsp_metrics *m, char *errstr, size_t errlen)
     m->claimed_takeover = hr_metrics_labels(claimed, "takeover");
     m->paced_tasks = hr_metrics_labels(paced, NULL);
     m->paced_rate = hr_metrics_labels(paced_rate, NULL);
+    m->dlog_days_ahead = hr_metrics_labels(dlog_ahead, NULL);
+    m->dlog_dropped = hr_metrics_labels(dlog_dropped, NULL);
     for (i = 0; i < HR_PACE__WARN_KINDS; i++)
         m->task_warnings[i] = hr_metrics_labels(warnings, hr_pace_warn_name((hr_pace_warn_kind)i));
     for (i = 0; i < DSP__BACKENDS; i++)

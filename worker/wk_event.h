@@ -45,6 +45,7 @@ typedef struct wk_event {
             int http_status; /* 0 = none (connection error) */
             int latency_ms;
             int64_t at_ms;
+            int64_t due_ms; /* the task's due_at: the row's partition (hr_dlog_day) */
         } outcome;
         struct {
             /* The stats hash's values (newest wins); -1 = not carried. */

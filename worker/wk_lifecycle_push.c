@@ -28,6 +28,7 @@ static void wk_lifecycle_outcome(wk_lifecycle *l, const wk_chunk *c, const wk_pu
     ev.u.outcome.http_status = (int)res->http_status;
     ev.u.outcome.latency_ms = res->latency_ms;
     ev.u.outcome.at_ms = hr_clock_now_ms();
+    ev.u.outcome.due_ms = c->task->row->due_ms;
     wk_reporter_push(l->reporter, &ev);
 }
 

@@ -16,6 +16,7 @@
 #include "hr_finish.h"
 #include "hr_log.h"
 #include "hr_clock.h"
+#include "hr_dlog.h"
 #include "hr_mysql.h"
 #include "hr_state.h"
 #include "hr_vec.h"

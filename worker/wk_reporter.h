@@ -8,7 +8,7 @@
  * connection drains everything every 200 ms or when worker.reporter_batch
  * outcomes wait, in one transaction: outcomes become multi-row INSERTs into
  * push_delivery (when worker.delivery_log is on; a full batch in INSERTs
- * of reporter_batch rows, at most 9,362 for MariaDB's 65,535 placeholders
+ * of reporter_batch rows, at most 8,191 for MariaDB's 65,535 placeholders
  * of a prepared statement, a part batch in INSERTs of the powers of two of
  * its size, so at most 15 distinct statements are prepared), counters one UPDATE
  * push_task per task (sent, failed, throttled, retried, unregistered are the stats hash's

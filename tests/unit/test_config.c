@@ -93,6 +93,7 @@ static void assert_defaults(const hr_config *cfg)
     assert_int_equal(cfg->dispatcher.sweep_interval_ms, 5000);
     assert_int_equal(cfg->dispatcher.refill_batch, 10000);
     assert_int_equal(cfg->dispatcher.chunks_ahead, 12);
+    assert_int_equal(cfg->dispatcher.delivery_retention_days, 30);
     assert_string_equal(cfg->worker.listen, "127.0.0.1:8081");
     assert_int_equal(cfg->worker.ack_batch, 100);
     assert_true(cfg->worker.delivery_log);
@@ -233,6 +234,7 @@ static void test_full(void **state)
     assert_int_equal(cfg->dispatcher.sweep_interval_ms, 2500);
     assert_int_equal(cfg->dispatcher.refill_batch, 500);
     assert_int_equal(cfg->dispatcher.chunks_ahead, 0);
+    assert_int_equal(cfg->dispatcher.delivery_retention_days, 90);
     assert_string_equal(cfg->worker.listen, "[::1]:0");
     assert_int_equal(cfg->worker.ack_batch, 10);
     assert_false(cfg->worker.delivery_log);
