@@ -45,8 +45,6 @@
  * not taken for a dead server. */
 #define HR_MYSQL_IO_TIMEOUT_S 60
 #define HR_MYSQL_CELL_BUF 256
-/* Times a statement outside a transaction is run again after a deadlock. */
-#define HR_MYSQL_DEADLOCK_RETRIES 3
 
 static const char hr_mysql_session_sql[] =
     "SET time_zone = '+00:00', SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,"
@@ -68,6 +66,7 @@ struct hr_mysql {
     bool in_txn;                       /* between hr_mysql_begin and commit/rollback */
     int depth;                         /* hr_mysql_begin calls not yet ended; > 1: savepoints */
     bool locked;                       /* holds a named lock (hr_mysql_set_locked) */
+    unsigned last_err;                 /* server error of the last statement, 0 if it ran */
     uint64_t tick;
     HR_VEC(MYSQL_BIND) binds;   /* parameter bindings, reused */
     HR_VEC(unsigned long) lens; /* their lengths */
@@ -547,9 +546,15 @@ static int hr_mysql_stmt(hr_mysql *m, const char *sql, const hr_mysql_param *par
         rc = hr_mysql_stmt_once(m, sql, params, nparams, rows, affected, insert_id, &err, errstr,
                                 errlen);
     }
+    m->last_err = rc == 0 ? 0 : err;
     if (errno_out)
-        *errno_out = rc == 0 ? 0 : err;
+        *errno_out = m->last_err;
     return rc;
+}
+
+bool hr_mysql_deadlocked(const hr_mysql *m)
+{
+    return m->last_err == ER_LOCK_DEADLOCK;
 }
 
 int hr_mysql_exec(hr_mysql *m, const char *sql, const hr_mysql_param *params, size_t nparams,

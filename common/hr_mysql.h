@@ -53,6 +53,9 @@ void hr_mysql_free(hr_mysql *m);
 #define HR_MYSQL_ER_SIGNAL 1644
 /* A row lock was not granted within innodb_lock_wait_timeout. */
 #define HR_MYSQL_ER_LOCK_WAIT_TIMEOUT 1205
+/* Times a statement that lost a deadlock is run again: by hr_mysql itself
+ * outside a transaction, by the caller (from its BEGIN) inside one. */
+#define HR_MYSQL_DEADLOCK_RETRIES 3
 
 /* Prepared statement without a result set.  *AFFECTED and *INSERT_ID may be
  * NULL.  Returns 0, or -1 with ERRSTR; *ERRNO_OUT (may be NULL) gets the
@@ -88,6 +91,11 @@ int hr_mysql_script(hr_mysql *m, const char *sql, char *errstr, size_t errlen);
 int hr_mysql_begin(hr_mysql *m, char *errstr, size_t errlen);
 int hr_mysql_commit(hr_mysql *m, char *errstr, size_t errlen);
 int hr_mysql_rollback(hr_mysql *m);
+/* The last statement lost a deadlock: the server rolled the whole
+ * transaction back and asks for it to be run again from its BEGIN
+ * (after hr_mysql_rollback), which the caller may do up to
+ * HR_MYSQL_DEADLOCK_RETRIES times. */
+bool hr_mysql_deadlocked(const hr_mysql *m);
 
 /* The session holds a named lock (GET_LOCK) while LOCKED: a statement that
  * finds the server gone is then not run again on a new connection, whose
