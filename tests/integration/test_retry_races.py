@@ -15,6 +15,10 @@ racing cancels, recover in flight" has one section per scenario.
                  (its reply delayed 4 s) while the two others cancel the rest:
                  MySQL cancelled == subscribers (used to be only the part the
                  first UPDATE through the state guard counted).
+  cancel_swept   the workers cancel the last held chunk before any control
+                 scan carries the cancel out (scans 60 s apart): the sweeper
+                 finds nothing pending and ends the task `cancelled`, not
+                 `done` (the fault row cancel-race at the defaults, seed 11).
   cancel_stopped a worker holding a chunk is SIGSTOPped, the task cancelled,
                  the lease expires, SIGCONT: every recipient ends sent, failed
                  or cancelled (the held chunk used to stay forever).
@@ -37,6 +41,7 @@ reply answers which command; it listens on loopback only."""
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -409,6 +414,56 @@ class T:
               "cancel_race: MySQL cancelled + sent == %d (%s, stats %s)" % (n, c, self.stats(t)))
         check(self.stats(t).get("cancelled") == n, "cancel_race: stats.cancelled == %d" % n)
 
+    # ---- cancel_swept ----------------------------------------------------------------
+
+    def cancel_swept(self):
+        env, n, held = self.env, 300, 100
+        # Subscriptions are only accepted while scheduled (the guard
+        # trigger): the task is made dispatched after they are in.
+        t = env.insert_with_subs("swept", "webhook", range(1, n + 1), due_s=3600,
+                                 chunk_size=held)
+        env.sql("UPDATE push_task SET state = 'dispatched', total = %d, "
+                "started_at = UTC_TIMESTAMP(3), dispatched_at = UTC_TIMESTAMP(3) WHERE id = %d"
+                % (n, t))
+        # Everything sent but one chunk, which a (pretended) worker holds.
+        env.r.cmd("HSET", env.key(t, "stats"), "published", n, "sent", n - held)
+        self.sadd(env.key(t, "chunk:1"), range(n - held + 1, n + 1))
+        env.r.cmd("HSET", env.key(t, "pending"), 1, int(time.time() * 1000))
+        env.r.cmd("SET", env.key(t, "lease:1"), "some-worker", "PX", 60000)
+        env.r.cmd("SET", env.key(t, "seq"), 1)
+        cfg = self.config()
+        with open(cfg) as f:
+            text = f.read()
+        # Its first scan runs at the start, the next one after the test.
+        with open(cfg, "w") as f:
+            f.write(text.replace("scan_interval_ms: 200", "scan_interval_ms: 60000"))
+        dsp = self.start_dispatcher(cfg, "dispatcher-swept.log")
+        try:
+            up = env.wait_ready(env.dsp_port)
+            # The start's scan has run and sweeps (every second) saw the
+            # held chunk pending.
+            time.sleep(2.5)
+            if not check(up and env.task(t, "state")[0] == "dispatched",
+                         "cancel_swept: dispatcher up, the task dispatched with a chunk held"):
+                return
+            # heraldctl cancel: control and the ctl key.  The holder cancels
+            # its chunk at once, as drop_set.lua does.
+            env.sql("UPDATE push_task SET control = 'cancel' WHERE id = %d" % t)
+            env.r.cmd("SET", env.key(t, "ctl"), "cancel")
+            env.r.cmd("DEL", env.key(t, "chunk:1"), env.key(t, "lease:1"))
+            env.r.cmd("HDEL", env.key(t, "pending"), 1)
+            env.r.cmd("HINCRBY", env.key(t, "stats"), "cancelled", held)
+            ok = wait_until(lambda: env.task(t, "state")[0] != "dispatched", 15, 0.2)
+            c = self.counters(t)
+            check(ok and c["state"] == "cancelled" and c["sent"] == n - held and
+                  c["cancelled"] == held,
+                  "cancel_swept: the sweeper's finish ends the task cancelled, sent %d + "
+                  "cancelled %d (%s)" % (n - held, held, c))
+            check(re.search(r"event=task_cancelled task=%d via=sweeper" % t, env.log(dsp)),
+                  "cancel_swept: the sweeper (no control scan) ended it, and says so")
+        finally:
+            env.stop(dsp)
+
     # ---- cancel_stopped --------------------------------------------------------------
 
     def cancel_stopped(self):
@@ -599,8 +654,8 @@ def main():
         print(__doc__)
         return 2
     bins, wanted = sys.argv[1:5], sys.argv[5:]
-    scenarios = ["redrive", "chunk_move", "cancel_race", "cancel_stopped", "recover",
-                 "redrive_done", "commit_lost"]
+    scenarios = ["redrive", "chunk_move", "cancel_race", "cancel_swept", "cancel_stopped",
+                 "recover", "redrive_done", "commit_lost"]
     # The RESP proxy stands in front of one Redis node: on a Redis Cluster
     # every MOVED would send the client past it, to the node itself.
     proxied = {"redrive", "chunk_move", "cancel_race", "redrive_done"}
