@@ -312,9 +312,17 @@ int64_t dsp_wait_release(dsp_conn *conn, const dsp_task *dt, int64_t now, int64_
     char keys[3][HR_KEY_MAX], now_s[24], max_s[24];
     const char *argv[5] = {keys[0], keys[1], keys[2], now_s, max_s};
     redisReply *reply;
-    int64_t released = -1, upto = now;
+    int64_t released = -1, upto, rnow, skew;
 
-    if (dt->window && dsp_wait_open_bound(conn, dt, now, &upto, errstr, errlen) < 0)
+    /* Redis's clock decides what is due, so that an owner whose host clock
+     * is off releases a wave on time (docs/architecture.md "Clocks"); the
+     * next release instant goes back in the host's clock, which the
+     * chunker sleeps by. */
+    if (hr_redis_time_ms(conn->r, &rnow, errstr, errlen) < 0)
+        return -1;
+    skew = rnow - now;
+    upto = rnow;
+    if (dt->window && dsp_wait_open_bound(conn, dt, rnow, &upto, errstr, errlen) < 0)
         return -1;
     hr_key_task(prefix, keys[0], sizeof keys[0], dt->id, HR_KEY_WAIT);
     hr_key_task(prefix, keys[1], sizeof keys[1], dt->id, HR_KEY_SUBS);
@@ -332,7 +340,7 @@ int64_t dsp_wait_release(dsp_conn *conn, const dsp_task *dt, int64_t now, int64_
         goto done;
     }
     released = reply->element[0]->integer;
-    *next_ms = reply->element[1]->integer;
+    *next_ms = reply->element[1]->integer >= 0 ? reply->element[1]->integer - skew : -1;
     *left = reply->element[2]->integer;
 done:
     freeReplyObject(reply);
