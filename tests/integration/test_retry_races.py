@@ -28,6 +28,15 @@ racing cancels, recover in flight" has one section per scenario.
                  (its next reply held 3 s by the proxy) heraldctl redrive
                  moves dead letters into a chunk and the done lands after
                  it: the task is reopened and the chunk published.
+  mysql_stall    a dispatcher's MySQL through a proxy that holds every reply
+                 (a black hole: what it held goes through at the end), with
+                 mysql.timeout_s 2: a 1.5 s hold shows as a slow call
+                 (herald_mysql_slow_calls_total, log mysql_slow), an 8 s one
+                 ends the waiting call after the timeout
+                 (herald_mysql_timeouts_total, log mysql_timeout with its
+                 wait), /healthz answers throughout, and the dispatcher
+                 works on afterwards (issue 34: the net-mysql row raised no
+                 metric and no log line; the read timeout was 60 s).
   commit_lost    a worker's MySQL through a proxy that swallows the reply
                  to the COMMIT of the reporter's transaction carrying a
                  chunk's cancel (the transaction committed; the reporter
@@ -50,7 +59,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, Settings, check, finish, free_port, wait_until  # noqa: E402
+from badinput_env import Env, Settings, check, finish, free_port, metric, wait_until  # noqa: E402
 
 LUA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common", "lua")
 
@@ -587,6 +596,67 @@ class T:
               % (state, msgs))
 
 
+    # ---- mysql_stall -----------------------------------------------------------------
+
+    def mysql_stall(self):
+        # test_redis_stall imports this file: imported here, not at the top.
+        from test_redis_stall import StallProxy
+        env, timeout_s = self.env, 2
+        proxy = StallProxy(env.my["port"])  # holds MySQL's answers too
+        cfg = self.config(mysql_port=proxy.port)
+        with open(cfg) as f:
+            text = f.read()
+        with open(cfg, "w") as f:
+            f.write(text.replace("mysql: {", "mysql: {timeout_s: %d, " % timeout_s, 1))
+        port = env.dsp_port
+        dsp = self.start_dispatcher(cfg, "dispatcher-stall.log")
+
+        def counter(name):
+            return metric(env.metrics(port), name) or 0
+
+        def healthz_during(seconds):
+            """Holds MySQL's answers SECONDS long; whether /healthz answered
+            (within 1 s) all the while."""
+            ok, end = True, time.monotonic() + seconds
+            proxy.stalled.set()
+            try:
+                while time.monotonic() < end:
+                    t0 = time.monotonic()
+                    ok = ok and env.http("GET", "/healthz", token=None,
+                                         port=env.probe(port))[0] == 200 and \
+                        time.monotonic() - t0 < 1
+                    time.sleep(0.2)
+            finally:
+                proxy.stalled.clear()
+            return ok
+        try:
+            if not check(env.wait_ready(port), "mysql_stall: dispatcher up"):
+                return
+            # The scan (every 200 ms) and the pollers keep a call waiting.
+            check(counter("herald_mysql_slow_calls_total") == 0 and
+                  counter("herald_mysql_timeouts_total") == 0,
+                  "mysql_stall: no slow call before the hold")
+            up = healthz_during(1.5)
+            ok = wait_until(lambda: counter("herald_mysql_slow_calls_total") >= 1, 10, 0.2)
+            check(up and ok and "event=mysql_slow" in env.log(dsp),
+                  "mysql_stall: a 1.5 s hold is a slow call (metric and log), /healthz answered")
+            up = healthz_during(8)
+            ok = wait_until(lambda: counter("herald_mysql_timeouts_total") >= 1, 10, 0.2)
+            waits = [int(m) for m in
+                     re.findall(r"event=mysql_timeout mysql=\S+ ms=(\d+)", env.log(dsp))]
+            check(up and ok and waits and max(waits) < timeout_s * 1000 + 1000,
+                  "mysql_stall: an 8 s hold ends the waiting call after mysql.timeout_s "
+                  "(%d s: waited %s ms), counted and logged, /healthz answered"
+                  % (timeout_s, waits))
+            check("no answer within mysql.timeout_s" in env.log(dsp) and
+                  wait_until(lambda: "event=mysql_up" in env.log(dsp), 20, 0.3) and
+                  dsp.poll() is None,
+                  "mysql_stall: the failure names the timeout (mysql_down), and the "
+                  "dispatcher works on after the hold (mysql_up)")
+        finally:
+            env.stop(dsp)
+            proxy.close()
+
     # ---- commit_lost -----------------------------------------------------------------
 
     def commit_lost(self):
@@ -655,7 +725,7 @@ def main():
         return 2
     bins, wanted = sys.argv[1:5], sys.argv[5:]
     scenarios = ["redrive", "chunk_move", "cancel_race", "cancel_swept", "cancel_stopped",
-                 "recover", "redrive_done", "commit_lost"]
+                 "recover", "redrive_done", "mysql_stall", "commit_lost"]
     # The RESP proxy stands in front of one Redis node: on a Redis Cluster
     # every MOVED would send the client past it, to the node itself.
     proxied = {"redrive", "chunk_move", "cancel_race", "redrive_done"}
