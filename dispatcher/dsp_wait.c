@@ -151,18 +151,22 @@ done:
     return rc;
 }
 
-int dsp_wait_plan(dsp_conn *conn, int64_t id, int64_t now, int64_t *parked, char *errstr,
-                  size_t errlen)
+int dsp_wait_plan(dsp_conn *conn, int64_t id, int64_t *parked, char *errstr, size_t errlen)
 {
     const char *prefix = hr_redis_prefix(conn->r);
     char subs[HR_KEY_MAX], waves[HR_KEY_MAX];
     dsp_wait_zones zones = {0};
     hr_task *t = NULL;
     redisReply *reply = NULL;
-    int64_t left, rounds;
+    int64_t left, rounds, now;
     int rc = -1;
 
     *parked = 0;
+    /* Redis's clock, as the release's: an instant already past is released
+     * at NOW, and an owner ahead of it stamped its own now, the skew late
+     * by the release's clock (clock-ahead: the first push 19 s late). */
+    if (hr_redis_time_ms(conn->r, &now, errstr, errlen) < 0)
+        return -1;
     rc = hr_task_load(conn->m, id, &t, errstr, errlen);
     if (rc != 0 || !hr_task_waits(t)) {
         rc = rc == 1 ? 0 : rc; /* a vanished row: nothing to plan */
