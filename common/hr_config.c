@@ -95,6 +95,7 @@ static const cfg_key cfg_mysql_keys[] = {
     K_STR("password_file", hr_config, mysql.password_file, 1, NULL),
     K_STR("database", hr_config, mysql.database, 1, "herald"),
     K_INT("connect_timeout_s", hr_config, mysql.connect_timeout_s, 1, 600, 5),
+    K_INT("timeout_s", hr_config, mysql.timeout_s, 1, 3600, 10),
     K_SECTION("tls", cfg_mysql_tls_keys),
     K_END,
 };

@@ -54,6 +54,7 @@ typedef struct hr_config {
         char *password_file;   /* read into password at load (not both) */
         char *database;        /* default herald */
         int connect_timeout_s; /* 1..600, default 5 */
+        int timeout_s;         /* a network read or write, 1..3600, default 10 */
         struct {
             bool enabled;    /* default false; when true the connection is TLS or fails */
             char *ca_file;   /* the CA bundle (PEM); NULL or "" = the system's trust store */

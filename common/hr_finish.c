@@ -276,11 +276,16 @@ int hr_finish_task(hr_mysql *m, int64_t id, const hr_outcomes *stats, hr_finish_
     if (rc <= 0)
         goto done;
     rc = -1;
-    if (hr_mysql_query(m, "SELECT unaccounted FROM push_task WHERE id = ?", pc, 1, &rows, errstr,
-                       errlen) < 0)
+    if (hr_mysql_query(m, "SELECT unaccounted, state FROM push_task WHERE id = ?", pc, 1, &rows,
+                       errstr, errlen) < 0)
         goto done;
     out->subscriptions = subs;
     out->unaccounted = rows->nrows == 1 ? strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10) : 0;
+    /* The row is ours to read back: nothing moves a final state but the
+     * admin's repairs. */
+    out->state = HR_STATE_DONE;
+    if (rows->nrows == 1)
+        hr_state_parse(hr_mysql_cell(rows, 0, 1), &out->state);
     rc = 1;
 done:
     hr_mysql_rows_free(rows);

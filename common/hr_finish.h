@@ -18,6 +18,7 @@
 #include "hr_progress.h"
 #include "hr_redis.h"
 #include "hr_shard.h"
+#include "hr_state.h"
 
 /* Reads the stats hash of shard SHARD of task ID (0 or HR_SHARD_NONE for a
  * task of one shard) into *OUT (0 for a field it lacks).  0 or -1. */
@@ -73,15 +74,18 @@ int hr_finish_count(hr_mysql *m, int64_t id, int shard, hr_outcome outcome, int6
 
 typedef struct hr_finish_result {
     int64_t subscriptions; /* push_subscription rows */
-    int64_t unaccounted;   /* 0 when the task became done */
+    int64_t unaccounted;   /* 0 when every subscription has an outcome */
+    hr_task_state state;   /* done, failed or cancelled */
 } hr_finish_result;
 
 /* Ends task ID if it is `dispatched`: raises its MySQL counters to STATS
  * (absolute values from the stats hash, as the reporter writes them; may be
  * HR_OUTCOMES_UNKNOWN) and caps total at the subscriptions, then `done`
  * when they cover every subscription,
- * else `failed` with unaccounted and last_error.  1 when this call ended
- * it (*OUT filled), 0 when it was not dispatched (any more), -1 (ERRSTR). */
+ * else `failed` with unaccounted and last_error; `cancelled` either way
+ * when its control is cancel (workers cancelled what was left before a
+ * dispatcher's control scan did).  1 when this call ended it (*OUT
+ * filled), 0 when it was not dispatched (any more), -1 (ERRSTR). */
 int hr_finish_task(hr_mysql *m, int64_t id, const hr_outcomes *stats, hr_finish_result *out,
                    char *errstr, size_t errlen);
 

@@ -178,10 +178,15 @@ int hr_state_finish(hr_mysql *m, int64_t id, const hr_outcomes *stats, int64_t s
                                 HR_P_I64(id)};
 
     /* MariaDB assigns left to right, so unaccounted sees the raised
-     * counters and state sees unaccounted.  total (recipients published in
-     * chunks) is capped at the subscriptions: a recipient chunked again
-     * under a new seq (Redis rewound: subs held it again and seq went
-     * backwards) was added to it twice. */
+     * counters, state sees unaccounted and last_error sees state.  total
+     * (recipients published in chunks) is capped at the subscriptions: a
+     * recipient chunked again under a new seq (Redis rewound: subs held it
+     * again and seq went backwards) was added to it twice.  A task whose
+     * control is cancel ends `cancelled`, never `done`: the workers may
+     * cancel every chunk they hold and leave nothing pending before any
+     * dispatcher's control scan carries the cancel out (the fault row
+     * cancel-race), and the finish then sees a task with nothing left, as
+     * the scan would have. */
     return hr_state_move(m,
                          "UPDATE push_task SET sent = GREATEST(sent, ?), "
                          "failed = GREATEST(failed, ?), throttled = GREATEST(throttled, ?), "
@@ -192,8 +197,9 @@ int hr_state_finish(hr_mysql *m, int64_t id, const hr_outcomes *stats, int64_t s
                          "unaccounted = GREATEST(0, CAST(? AS SIGNED) - "
                          "CAST(sent + failed + throttled + pulled + cancelled + unregistered + "
                          "expired AS SIGNED)), "
-                         "state = IF(unaccounted > 0, 'failed', 'done'), "
-                         "last_error = IF(unaccounted > 0, CONCAT(unaccounted, ' of ', ?, "
+                         "state = IF(control = 'cancel', 'cancelled', "
+                         "IF(unaccounted > 0, 'failed', 'done')), "
+                         "last_error = IF(state = 'failed', CONCAT(unaccounted, ' of ', ?, "
                          "' subscriptions have no outcome (sent ', sent, ', failed ', failed, "
                          "', throttled ', throttled, ', pulled ', pulled, ', cancelled ', "
                          "cancelled, ', unregistered ', unregistered, ', expired ', expired, "

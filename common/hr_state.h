@@ -3,7 +3,7 @@
  *
  * The state machine (DESIGN.md, "Task life"): scheduled -> dispatching
  * (claim) -> dispatched (all recipients chunked) -> done | failed
- * (hr_finish.c); any unfinished state -> paused (control = pause) -> back
+ * (hr_finish.c; cancelled instead when control is cancel); any unfinished state -> paused (control = pause) -> back
  * (control = run); any unfinished state -> cancelled (control = cancel).
  * done, failed and cancelled are final, except for the admin's repairs:
  * redrive reopens done as dispatched, recover restarts a dispatching,
@@ -94,7 +94,8 @@ int hr_state_dispatched(hr_mysql *m, const int64_t *ids, size_t n, const char *o
 int hr_state_redispatch(hr_mysql *m, int64_t id, char *errstr, size_t errlen);
 /* dispatched -> done, or failed when the outcome counters, raised to
  * STATS, cover fewer than SUBS subscriptions (unaccounted and last_error
- * say so); hr_finish_task() is the caller. */
+ * say so), or cancelled when control is cancel (unaccounted still
+ * written); hr_finish_task() is the caller. */
 int hr_state_finish(hr_mysql *m, int64_t id, const hr_outcomes *stats, int64_t subs, char *errstr,
                     size_t errlen);
 /* FROM -> failed with REASON as last_error. */

@@ -91,6 +91,12 @@ int ctl_mysql(ctl_ctx *ctx, hr_mysql **out)
 {
     char errstr[512];
 
+    /* An admin's command may run one long statement (a migration's ALTER,
+     * recover's read of a large task's delivery log, the migration lock's
+     * wait), which the daemons' mysql.timeout_s would cut: heraldctl waits
+     * at least CTL_MYSQL_TIMEOUT_S, and its admin sees a hang. */
+    if (ctx->cfg->mysql.timeout_s < CTL_MYSQL_TIMEOUT_S)
+        ctx->cfg->mysql.timeout_s = CTL_MYSQL_TIMEOUT_S;
     if (!ctx->mysql && hr_mysql_connect(ctx->cfg, &ctx->mysql, errstr, sizeof errstr) != 0) {
         ctl_fail("%s", errstr);
         return -1;

@@ -52,6 +52,9 @@ struct ctl_command {
 
 /* The connection of CTX, opened on first use.  0, or -1 after printing the
  * reason with ctl_fail(). */
+/* heraldctl's MySQL read/write timeout at least, whatever mysql.timeout_s
+ * says (the daemons' bound is for calls that must not stall a loop). */
+#define CTL_MYSQL_TIMEOUT_S 600
 int ctl_mysql(ctl_ctx *ctx, hr_mysql **out);
 int ctl_redis(ctl_ctx *ctx, hr_redis **out);
 

@@ -63,7 +63,7 @@ bool dsp_jobs_busy(const dsp *d)
     return d->jobs->busy;
 }
 
-/* herald_tasks{state}: one GROUP BY over the state index. */
+/* herald_tasks{state}: one GROUP BY over the state index, every scan. */
 static void dsp_jobs_count(dsp *d, dsp_conn *conn)
 {
     const hr_mysql_param p[] = {DSP_TOPIC_PARAMS};
@@ -81,6 +81,9 @@ static void dsp_jobs_count(dsp *d, dsp_conn *conn)
     }
     dsp_metrics_tasks(&d->met, rows);
     hr_mysql_rows_free(rows);
+    /* MySQL answers again after a failure (an idle dispatcher reports no
+     * chunk that would say so): mysql_up, and /readyz follows. */
+    dsp_health_ok(d, DSP_MYSQL);
 }
 
 static void dsp_jobs_work(uv_work_t *w)

@@ -203,18 +203,21 @@ static int dsp_redispatch(dsp *d, dsp_conn *conn, int64_t id, int64_t left)
     return 0;
 }
 
-/* Logs a task hr_finish_task ended; an unaccounted gap is an error and
- * counts in herald_recipients_unaccounted_total. */
+/* Logs a task hr_finish_task ended (cancelled: its control was cancel); an
+ * unaccounted gap is an error and counts in
+ * herald_recipients_unaccounted_total. */
 static void dsp_finished(dsp *d, int64_t id, const hr_finish_result *fin)
 {
     if (fin->unaccounted == 0) {
-        hr_log_info("task_done", "task=%" PRId64 " via=sweeper", id);
+        hr_log_info(fin->state == HR_STATE_CANCELLED ? "task_cancelled" : "task_done",
+                    "task=%" PRId64 " via=sweeper", id);
         return;
     }
     hr_metrics_add(d->met.unaccounted, (uint64_t)fin->unaccounted);
     hr_log_error("task_unaccounted",
-                 "task=%" PRId64 " via=sweeper unaccounted=%" PRId64 " subscriptions=%" PRId64, id,
-                 fin->unaccounted, fin->subscriptions);
+                 "task=%" PRId64 " via=sweeper state=%s unaccounted=%" PRId64
+                 " subscriptions=%" PRId64,
+                 id, hr_state_name(fin->state), fin->unaccounted, fin->subscriptions);
 }
 
 /* The stats the finish of task ID raises MySQL to: its stats hash into

@@ -214,13 +214,15 @@ static int wk_chunkrows_write_chunks(wk_chunkrows *cr, hr_mysql *m, const wk_eve
         if (rc == 0)
             continue;
         if (fin.unaccounted == 0) {
-            hr_log_info("task_done", "task=%" PRId64, ev->task);
+            hr_log_info(fin.state == HR_STATE_CANCELLED ? "task_cancelled" : "task_done",
+                        "task=%" PRId64, ev->task);
             continue;
         }
         hr_metrics_add(cr->met->unaccounted, (uint64_t)fin.unaccounted);
         hr_log_error("task_unaccounted",
-                     "task=%" PRId64 " via=worker unaccounted=%" PRId64 " subscriptions=%" PRId64,
-                     ev->task, fin.unaccounted, fin.subscriptions);
+                     "task=%" PRId64 " via=worker state=%s unaccounted=%" PRId64
+                     " subscriptions=%" PRId64,
+                     ev->task, hr_state_name(fin.state), fin.unaccounted, fin.subscriptions);
     }
     return 0;
 }

@@ -55,6 +55,7 @@ static void assert_defaults(const hr_config *cfg)
     assert_string_equal(cfg->mysql.password, "");
     assert_string_equal(cfg->mysql.database, "herald");
     assert_int_equal(cfg->mysql.connect_timeout_s, 5);
+    assert_int_equal(cfg->mysql.timeout_s, 10);
     assert_false(cfg->mysql.tls.enabled);
     /* Absent or "" (the example) mean none alike. */
     assert_true(cfg->mysql.tls.ca_file == NULL || cfg->mysql.tls.ca_file[0] == '\0');
@@ -191,6 +192,7 @@ static void test_full(void **state)
     assert_string_equal(cfg->mysql.password, "s3cret");
     assert_string_equal(cfg->mysql.database, "reminders");
     assert_int_equal(cfg->mysql.connect_timeout_s, 9);
+    assert_int_equal(cfg->mysql.timeout_s, 20);
     assert_true(cfg->mysql.tls.enabled);
     assert_string_equal(cfg->mysql.tls.ca_file, "/etc/herald/mysql-ca.pem");
     assert_false(cfg->mysql.tls.verify);
@@ -463,7 +465,7 @@ static void test_redis_cluster(void **state)
     hr_config_free(cfg);
     setenv("HERALD_REDIS_CLUSTER", "true", 1);
     assert_int_equal(hr_config_load(path, &cfg, err, sizeof(err)), -1);
-    snprintf(want, sizeof(want), "%s:22:7: redis.db: 3 with redis.cluster true", path);
+    snprintf(want, sizeof(want), "%s:23:7: redis.db: 3 with redis.cluster true", path);
     if (strncmp(err, want, strlen(want)) != 0)
         fail_msg("got %s", err);
     unsetenv("HERALD_REDIS_CLUSTER");
@@ -655,8 +657,7 @@ static const bad_case bad_cases[] = {
      "dispatcher, worker, channels)"},
     {"bad_unknown_nested.yaml", "3:3",
      "unknown key \"hostt\" in mysql (expected: host, port, user, password, password_file, "
-     "database, "
-     "connect_timeout_s, tls)"},
+     "database, connect_timeout_s, timeout_s, tls)"},
     {"bad_unknown_channel_key.yaml", "4:30",
      "unknown key \"backof_ms\" in channels.webhook.retry (expected: max_attempts, backoff_ms, "
      "max_backoff_ms)"},

@@ -191,7 +191,7 @@ typedef struct wk_chan_grant {
     wk_task *wt; /* a reference, put when the answer came */
     wk_budget b;
     bool paced;
-    int64_t limit, want, sec;
+    int64_t limit, want, asked_ms; /* asked_ms: monotonic */
     int64_t granted, wait_ms, rate;
     int rc;
     char errstr[256];
@@ -218,9 +218,11 @@ static void wk_chan_grant_run(hr_redis *r, void *arg)
                                   g->errstr, sizeof g->errstr);
 }
 
-/* The limiter answered: the tokens are WT's for the second they were asked
- * in (a later answer's are dropped: under-use, never overshoot), and the
- * channel runs again. */
+/* The limiter answered: the tokens are WT's until the end of the window
+ * they were counted in, which the script said by Redis's clock (the time
+ * left in it, counted from the ask: the answer's trip only shortens it, so
+ * a token is never spent on top of a later window's budget; under-use,
+ * never overshoot), and the channel runs again. */
 static void wk_chan_grant_done(void *arg)
 {
     wk_chan_grant *g = arg;
@@ -228,8 +230,8 @@ static void wk_chan_grant_done(void *arg)
     wk_task *wt = g->wt;
     bool task = g->b == WK_BUDGET_TASK;
     int64_t *tokens = task ? &wt->tokens : &wt->share_tokens;
-    int64_t *sec = task ? &wt->tokens_sec : &wt->share_sec;
-    int64_t now = hr_clock_now_ms();
+    int64_t *until = task ? &wt->tokens_until_ms : &wt->share_until_ms;
+    int64_t now = hr_clock_now_ms(), mono = hr_clock_mono_ms();
 
     wt->granting[g->b] = false;
     if (g->rc != 0) {
@@ -240,8 +242,10 @@ static void wk_chan_grant_done(void *arg)
     } else {
         if (g->paced)
             wt->pace_rate = g->rate;
-        if (*sec == g->sec && now / 1000 == g->sec)
-            *tokens += g->granted;
+        if (g->granted > 0 && mono < g->asked_ms + g->wait_ms) {
+            *tokens = g->granted;
+            *until = g->asked_ms + g->wait_ms;
+        }
         if (g->granted == 0) {
             hr_metrics_inc(chan->m->ratelimit_waits);
             wt->wait_until_ms = now + (g->wait_ms > 0 ? g->wait_ms : 1);
@@ -261,25 +265,24 @@ static void wk_chan_grant_done(void *arg)
  * job on the Redis thread, one per budget at a time) and waits for it:
  * its answer wakes the channel.  The token is spent (decremented) only
  * when a push starts, so a grant is never lost to a push that could not
- * start.  Tokens belong to the second they were granted in: the limiter
- * counted them against that second's budget, so the ones left when it is
- * over are dropped, never spent on top of a later second's (under-use,
- * never overshoot).  A paced task asks in steps of its rate in force (the
- * last grant's; WK_CHAN_PACED_WANT before the first), which the
- * limiter's script derives. */
+ * start.  Tokens belong to the window (Redis's second) they were granted
+ * in: the limiter counted them against that window's budget, so the ones
+ * left when it is over are dropped, never spent on top of a later one's
+ * (under-use, never overshoot).  A paced task asks in steps of its rate
+ * in force (the last grant's; WK_CHAN_PACED_WANT before the first), which
+ * the limiter's script derives. */
 static bool wk_chan_token(wk_chan *chan, wk_task *wt, wk_budget b, int64_t *wait_ms)
 {
     bool task = b == WK_BUDGET_TASK, paced = task && hr_task_paced(wt->row);
     int64_t limit = task ? wt->rate_limit : chan->cfg->rate_limit;
     int64_t *tokens = task ? &wt->tokens : &wt->share_tokens;
-    int64_t *sec = task ? &wt->tokens_sec : &wt->share_sec;
-    int64_t want, now_sec;
+    int64_t until = task ? wt->tokens_until_ms : wt->share_until_ms;
+    int64_t want, mono = hr_clock_mono_ms();
     wk_chan_grant *g;
 
     if (limit <= 0 && !paced)
         return true;
-    now_sec = hr_clock_now_ms() / 1000;
-    if (*tokens > 0 && *sec != now_sec)
+    if (*tokens > 0 && mono >= until)
         *tokens = 0;
     if (*tokens > 0)
         return true;
@@ -299,8 +302,7 @@ static bool wk_chan_token(wk_chan *chan, wk_task *wt, wk_budget b, int64_t *wait
                              .paced = paced,
                              .limit = limit,
                              .want = want < 1 ? 1 : want,
-                             .sec = now_sec};
-        *sec = now_sec;
+                             .asked_ms = mono};
         /* The grant holds the task as a chunk does, so the cache keeps it
          * until the answer came. */
         wt->refs++;
