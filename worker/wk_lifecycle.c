@@ -15,6 +15,8 @@
 
 #include "hr_clock.h"
 #include "hr_log.h"
+#include "hr_redis.h"
+#include "wk_lifecycle_stall.h"
 
 /* ---- the chunk's state ---------------------------------------------------- */
 
@@ -28,20 +30,27 @@ static const char *const wk_lifecycle_states[WK_CHUNK__STATES] = {
     [WK_CHUNK_HELD_EXPIRE] = "held_expire",
     [WK_CHUNK_HELD_CANCEL] = "held_cancel",
     [WK_CHUNK_HELD_REVOKE] = "held_revoke",
+    [WK_CHUNK_STALLED] = "stalled",
     [WK_CHUNK_CLOSING] = "closing",
     [WK_CHUNK_PARKING] = "parking",
     [WK_CHUNK_EXPIRING] = "expiring",
     [WK_CHUNK_CANCELLING] = "cancelling",
     [WK_CHUNK_ABANDONING] = "abandoning",
     [WK_CHUNK_YIELDING] = "yielding",
+    [WK_CHUNK_HANDING_BACK] = "handing_back",
     [WK_CHUNK_GONE] = "gone",
 };
 
 #define WK_S(s) (1u << WK_CHUNK_##s)
 /* The held states a halt or a revoke moves a chunk to. */
 #define WK_HELD (WK_S(HELD_PAUSE) | WK_S(HELD_EXPIRE) | WK_S(HELD_CANCEL) | WK_S(HELD_REVOKE))
-/* What every chunk not ending yet may come to: given up, or dropped. */
-#define WK_LEAVE (WK_S(ABANDONING) | WK_S(GONE))
+/* The endings whose job runs (wk_chunk_is_ending) but the hand-back. */
+#define WK_ENDS                                                                             \
+    (WK_S(CLOSING) | WK_S(PARKING) | WK_S(EXPIRING) | WK_S(CANCELLING) | WK_S(ABANDONING) | \
+     WK_S(YIELDING))
+/* What every chunk not ending yet may come to: given up, dropped, or
+ * stalled on a failover. */
+#define WK_LEAVE (WK_S(ABANDONING) | WK_S(GONE) | WK_S(STALLED))
 
 /* The transitions of wk_chunk.h: bit T of [S] when S -> T is one. */
 static const unsigned wk_lifecycle_next[WK_CHUNK__STATES] = {
@@ -55,12 +64,16 @@ static const unsigned wk_lifecycle_next[WK_CHUNK__STATES] = {
         WK_S(HELD_CANCEL) | WK_S(HELD_REVOKE) | WK_S(EXPIRING) | WK_S(YIELDING) | WK_LEAVE,
     [WK_CHUNK_HELD_CANCEL] = WK_S(HELD_REVOKE) | WK_S(CANCELLING) | WK_S(YIELDING) | WK_LEAVE,
     [WK_CHUNK_HELD_REVOKE] = WK_S(YIELDING) | WK_LEAVE,
-    [WK_CHUNK_CLOSING] = WK_S(GONE),
-    [WK_CHUNK_PARKING] = WK_S(GONE),
-    [WK_CHUNK_EXPIRING] = WK_S(GONE),
-    [WK_CHUNK_CANCELLING] = WK_S(GONE),
-    [WK_CHUNK_ABANDONING] = WK_S(GONE),
-    [WK_CHUNK_YIELDING] = WK_S(GONE),
+    /* back where it came from, or given up; never dropped: a stall's
+     * failures are failovers */
+    [WK_CHUNK_STALLED] = WK_S(OPENING) | WK_HELD | WK_ENDS | WK_S(HANDING_BACK),
+    [WK_CHUNK_CLOSING] = WK_S(GONE) | WK_S(STALLED),
+    [WK_CHUNK_PARKING] = WK_S(GONE) | WK_S(STALLED),
+    [WK_CHUNK_EXPIRING] = WK_S(GONE) | WK_S(STALLED),
+    [WK_CHUNK_CANCELLING] = WK_S(GONE) | WK_S(STALLED),
+    [WK_CHUNK_ABANDONING] = WK_S(GONE) | WK_S(STALLED),
+    [WK_CHUNK_YIELDING] = WK_S(GONE) | WK_S(STALLED),
+    [WK_CHUNK_HANDING_BACK] = WK_S(GONE),
     [WK_CHUNK_GONE] = 0,
 };
 
@@ -165,15 +178,26 @@ size_t wk_lifecycle_count(const wk_lifecycle *l, int32_t partition)
     return n;
 }
 
-/* A Redis error: the lease is left to expire and the offset counts as
- * finished; the sweeper republishes the chunk (pending still holds it). */
-void wk_lifecycle_drop(wk_lifecycle *l, wk_chunk *c, const char *why)
+/* A Redis error that no failover explains (or an internal one: the Redis
+ * thread took no job, out of memory): the lease is left to expire and the
+ * offset counts as finished; the sweeper republishes the chunk after
+ * redelivery_timeout_s (pending still holds it). */
+static void wk_lifecycle_drop_now(wk_lifecycle *l, wk_chunk *c, const char *why, const char *errstr)
 {
     l->stats.errors++;
     hr_metrics_inc(l->met->backend_errors[WK_BACKEND_REDIS]);
     atomic_store(&l->met->redis_ok, false);
-    hr_log_error("chunk_dropped", "task=%" PRId64 " seq=%" PRId64 " reason=%s", c->msg.task,
-                 c->msg.seq, why);
+    hr_log_error("chunk_dropped", "task=%" PRId64 " seq=%" PRId64 " reason=%s error=%s",
+                 c->msg.task, c->msg.seq, why, errstr != NULL ? errstr : "-");
     wk_lifecycle_settle_offset(l, c->partition, c->offset);
     wk_lifecycle_unlink(l, c, "dropped");
+}
+
+void wk_lifecycle_drop(wk_lifecycle *l, wk_chunk *c, const char *why, const char *errstr)
+{
+    if (errstr == NULL || !hr_redis_failover(errstr) || c->state == WK_CHUNK_HANDING_BACK) {
+        wk_lifecycle_drop_now(l, c, why, errstr);
+        return;
+    }
+    wk_lifecycle_stall(l, c, why, errstr);
 }

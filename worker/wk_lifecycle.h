@@ -11,7 +11,9 @@
  *             park, or drop counted as cancelled or expired
  *   abandon   revoke, shutdown: acks flushed, lease released; lease lost:
  *             the same, yielded to the lease's holder
- *   drop      a Redis error: the lease expires, the sweeper republishes
+ *   stall     a Redis failover: held, retried with back-off, then back to
+ *             where it was, or handed back to the dispatcher
+ *   drop      another Redis error: the lease expires, the sweeper republishes
  * — and, for every message, the offset: wk_offsets says when a finished
  * message lets the partition's offset move, and the store_offset hook
  * stores it.  Every message ends in exactly one of these (a "skip" is an
@@ -24,7 +26,7 @@
  * it alone moves a chunk from state to state (wk_chunk_state in
  * wk_chunk.h, wk_lifecycle_set below).  Its files, by behaviour:
  *   wk_lifecycle.c         the state's one setter; offsets, counters to the
- *                          reporter, unlink, drop
+ *                          reporter, unlink, drop, stall and hand-back
  *   wk_lifecycle_open.c    intake, task load, the open and its answer
  *   wk_lifecycle_push.c    throttle slices, the pushes' outcomes, acks
  *   wk_lifecycle_end.c     hold, halt, the endings and their answers,
@@ -130,10 +132,13 @@ bool wk_lifecycle_gone(wk_lifecycle *l, wk_chunk *c);
 /* Takes C off the list (GONE, for WHY): no request of it runs any more, no
  * job of it is waited for (those in flight keep it allocated). */
 void wk_lifecycle_unlink(wk_lifecycle *l, wk_chunk *c, const char *why);
-/* A Redis error: the lease is left to expire and the offset counts as
- * finished; the sweeper republishes the chunk (pending still holds it).
- * Every failed job of a chunk ends here — where a failover is to be
- * waited out instead (issue 34) is this one place. */
-void wk_lifecycle_drop(wk_lifecycle *l, wk_chunk *c, const char *why);
-
+/* A job of C failed, for WHY (static), with ERRSTR (NULL: not Redis's
+ * answer: the Redis thread took no job, out of memory).  A failover's
+ * error (hr_redis_failover) stalls C (STALLED: held, the lease kept, the
+ * failed step tried again with back-off, for worker.stall_max_ms, then
+ * handed back); any other drops it: the lease is left to expire, the
+ * offset counts as finished, and the sweeper republishes the chunk after
+ * redelivery_timeout_s (pending still holds it).  Every failed job of a
+ * chunk ends here. */
+void wk_lifecycle_drop(wk_lifecycle *l, wk_chunk *c, const char *why, const char *errstr);
 #endif

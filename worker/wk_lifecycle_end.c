@@ -12,6 +12,7 @@
 #include "hr_clock.h"
 #include "hr_log.h"
 #include "wk_chunk_end.h"
+#include "wk_lifecycle_stall.h"
 
 void wk_lifecycle_end(wk_lifecycle *l, wk_chunk *c, wk_chunk_state to, const char *why)
 {
@@ -26,7 +27,7 @@ void wk_lifecycle_end(wk_lifecycle *l, wk_chunk *c, wk_chunk_state to, const cha
         wk_sender_cancel(l->sender, &c->pushes[i]);
     wk_lifecycle_set(c, to, why);
     if (wk_chunk_finalize(l->rd, c, how, l->owner) != 0)
-        wk_lifecycle_drop(l, c, "the Redis thread took no job");
+        wk_lifecycle_drop(l, c, "the Redis thread took no job", NULL);
 }
 
 /* The end of C, given up (ABANDONING) or yielded to the lease's holder
@@ -54,9 +55,10 @@ static void wk_lifecycle_finished(wk_lifecycle *l, wk_chunk *c, const wk_chunk_e
      * a killed worker's reporter could not write. */
     wk_lifecycle_report_counters(l, c);
     if (res->ack_failed || res->rc != 0) {
-        /* The set still holds what the failed flush was to remove: the
-         * close changed nothing, and the sweeper redelivers the chunk. */
-        wk_lifecycle_drop(l, c, res->ack_failed ? "ack failed" : res->errstr);
+        /* The set still holds what the failed flush was to remove (back
+         * in the buffer): the close changed nothing, and is tried again
+         * after a failover (else the sweeper redelivers the chunk). */
+        wk_lifecycle_drop(l, c, res->ack_failed ? "ack failed" : "close failed", res->errstr);
         return;
     }
     if (res->res[0] < 0) {
@@ -115,7 +117,7 @@ static void wk_lifecycle_halt_ended(wk_lifecycle *l, wk_chunk *c, const wk_chunk
 
     wk_lifecycle_report_counters(l, c);
     if (res->ack_failed || res->rc != 0) {
-        wk_lifecycle_drop(l, c, res->ack_failed ? "ack failed" : res->errstr);
+        wk_lifecycle_drop(l, c, res->ack_failed ? "ack failed" : "halt failed", res->errstr);
         return;
     }
     if (c->state != WK_CHUNK_PARKING) {
@@ -179,16 +181,16 @@ void wk_lifecycle_ended(wk_chunk *c, const wk_chunk_ended *res)
     case WK_CHUNK_CANCELLING:
         wk_lifecycle_halt_ended(l, c, res);
         break;
+    case WK_CHUNK_HANDING_BACK:
+        wk_lifecycle_handed_back(l, c, res->rc, res->res[0], res->res[1] == 1, res->errstr);
+        break;
     default: /* ABANDONING, YIELDING */
         wk_lifecycle_abandoned(l, c, res);
         break;
     }
 }
 
-/* No new request of C starts: its pushes not yet started (ready, waiting
- * for a retry, or for their throttle slice) are taken back; those in
- * flight finish and are not retried. */
-static void wk_lifecycle_hold(wk_lifecycle *l, wk_chunk *c)
+void wk_lifecycle_hold(wk_lifecycle *l, wk_chunk *c)
 {
     for (size_t i = 0; i < c->npushes; i++) {
         wk_push *push = &c->pushes[i];
@@ -266,6 +268,8 @@ size_t wk_lifecycle_revoke(wk_lifecycle *l, int32_t partition)
         /* Abandoned at once when nothing of it is in flight. */
         if (c->partition == partition && c->state < WK_CHUNK_HELD_REVOKE)
             wk_lifecycle_hold_in(l, c, WK_CHUNK_HELD_REVOKE, "revoked");
+        else if (c->partition == partition && c->state == WK_CHUNK_STALLED)
+            wk_lifecycle_hand_back(l, c, "revoked while stalled");
     }
     /* What is left: requests in flight, or an end under way (an abandon
      * writing its acknowledgements, which the next owner must see). */

@@ -28,6 +28,10 @@ void wk_lifecycle_end(wk_lifecycle *l, wk_chunk *c, wk_chunk_state to, const cha
  * flight it ends (PARKING, EXPIRING, CANCELLING).  Nothing for a chunk
  * being revoked or ending.  May unlink C. */
 void wk_lifecycle_halt(wk_lifecycle *l, wk_chunk *c, wk_chunk_halt halt);
+/* No new request of C starts: its pushes not yet started (ready, waiting
+ * for a retry, or for their throttle slice) are taken back; those in
+ * flight finish and are not retried.  A halt's, a revoke's and a stall's. */
+void wk_lifecycle_hold(wk_lifecycle *l, wk_chunk *c);
 /* Nothing of C is open any more (C->open == 0): it ends as its state says
  * (PUSHING closes, a held chunk ends as it is held). */
 void wk_lifecycle_settled(wk_lifecycle *l, wk_chunk *c);
@@ -38,7 +42,9 @@ void wk_lifecycle_ended(wk_chunk *c, const wk_chunk_ended *res);
  * no new request; those with nothing in flight are abandoned now.
  * Answers how many of its chunks are left (requests in flight, or an end
  * under way: an abandon's acknowledgements and lease release); the revoke
- * drains until wk_lifecycle_count says none is. */
+ * drains until wk_lifecycle_count says none is.  Its stalled chunks are
+ * handed back at once (the partition's next owner may not hold Redis
+ * better, and the dispatcher republishes them within a second). */
 size_t wk_lifecycle_revoke(wk_lifecycle *l, int32_t partition);
 /* Abandons every chunk still held for a revoke, for WHY (the log). */
 void wk_lifecycle_abandon_revoked(wk_lifecycle *l, const char *why);

@@ -56,10 +56,13 @@ void wk_lifecycle_open(wk_lifecycle *l, wk_chunk *c)
     const char *app = NULL;
     bool addressed = wk_sender_addressed(l->sender, c->task->ch_index, &platform, &app);
 
-    wk_lifecycle_set(c, WK_CHUNK_OPENING, c->state == WK_CHUNK_NEW ? "intake" : "lease wait over");
+    wk_lifecycle_set(c, WK_CHUNK_OPENING,
+                     c->state == WK_CHUNK_NEW       ? "intake"
+                     : c->state == WK_CHUNK_STALLED ? "stall over"
+                                                    : "lease wait over");
     if (wk_chunk_open(l->rd, c, l->owner, l->cfg->worker.lease_ms, addressed ? &platform : NULL,
                       app) != 0)
-        wk_lifecycle_drop(l, c, "the Redis thread took no job");
+        wk_lifecycle_drop(l, c, "the Redis thread took no job", NULL);
 }
 
 /* A lease another process holds is usually a worker's that was killed:
@@ -107,7 +110,7 @@ static void wk_lifecycle_opened(wk_chunk *c, const wk_chunk_opened *res)
     if (c->state != WK_CHUNK_OPENING)
         return;
     if (res->rc < 0) {
-        wk_lifecycle_drop(l, c, res->errstr);
+        wk_lifecycle_drop(l, c, "open failed", res->errstr);
         return;
     }
     /* Paused, cancelled or expired before it started (a redelivery after

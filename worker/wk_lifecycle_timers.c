@@ -14,6 +14,7 @@
 #include "wk_control.h"
 #include "wk_lifecycle_end.h"
 #include "wk_lifecycle_open.h"
+#include "wk_lifecycle_stall.h"
 
 /* The renewal's answer.  The lease expired and may be someone else's now:
  * pushing on would only send duplicates, so the chunk is given up like a
@@ -141,8 +142,8 @@ static void wk_lifecycle_ctl_read(void *ctx, const int64_t *tasks, const wk_chun
 
 /* Submits the read of the control key of every task with a chunk (one
  * pipelined GET per task; a PING when there is none, so /readyz's view of
- * Redis stays current), then runs the watchdog and the lease-waiting
- * opens. */
+ * Redis stays current), then runs the watchdog, the lease-waiting opens
+ * and the stalled chunks' retries (wk_lifecycle_stall.c). */
 void wk_lifecycle_control(wk_lifecycle *l)
 {
     int64_t tasks[WK_CHUNK_MAX_OPEN];
@@ -166,4 +167,5 @@ void wk_lifecycle_control(wk_lifecycle *l)
     }
     wk_lifecycle_watchdog(l);
     wk_lifecycle_reopen(l);
+    wk_lifecycle_stalls(l);
 }

@@ -1,0 +1,206 @@
+/* wk_lifecycle_stall: a failover is a pause, not a drop (issue 34; see
+ * wk_lifecycle.h).  A chunk whose job failed on a failover's error
+ * (hr_redis_failover: connection refused or closed, LOADING, MOVED/ASK,
+ * CLUSTERDOWN, READONLY, TRYAGAIN, a timeout) goes STALLED: no request of
+ * it starts, those running finish into its ack buffer, a failed flush's
+ * acks are back in the buffer (wk_chunk_acked_apply), and its lease is
+ * kept (renewed, taken again if it expired meanwhile: lease_renew.lua).
+ * The control timer (every WK_LIFECYCLE_CTL_MS) tries the failed step
+ * again with back-off (250 ms doubling to 2 s): the buffered acks, then
+ * the open (a chunk that was opening or pushing reads what is left of its
+ * set again, under its lease), the hold's ending, or the end job that
+ * failed.  Past worker.stall_max_ms (30 s: longer than a Redis Cluster
+ * failover with the stack's cluster-node-timeout of 3 s, and than one at
+ * Redis's default of 15 s) the chunk is handed back (HANDING_BACK): logged
+ * as an error and counted, its buffered acks written if Redis takes them,
+ * its lease released and the chunk marked for the dispatcher to publish
+ * within a second (handback.lua and the hand-back set), so the recipients
+ * wait for no redelivery_timeout_s.  A hand-back that fails is tried again
+ * with the same back-off for another stall_max_ms, then the chunk is
+ * dropped as before (the sweeper's timer).  A revoke hands its stalled
+ * chunks back at once; a shutdown abandons them like the others. */
+#include "wk_lifecycle_stall.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "hr_clock.h"
+#include "hr_log.h"
+#include "hr_redis.h"
+#include "wk_chunk_acks.h"
+#include "wk_chunk_end.h"
+#include "wk_lifecycle_end.h"
+#include "wk_lifecycle_open.h"
+
+/* The next try of a stalled chunk (or of a hand-back) after WK_STALL_MIN_MS,
+ * doubling up to WK_STALL_MAX_MS: a restarted Redis or a promoted replica
+ * is found within a second of serving, and a long outage costs a job per
+ * chunk every 2 s. */
+#define WK_STALL_MIN_MS 250
+#define WK_STALL_MAX_MS 2000
+
+static void wk_lifecycle_stall_later(wk_chunk *c)
+{
+    c->stall_retry_ms = hr_clock_mono_ms() + c->stall_backoff_ms;
+    c->stall_backoff_ms =
+        c->stall_backoff_ms * 2 < WK_STALL_MAX_MS ? c->stall_backoff_ms * 2 : WK_STALL_MAX_MS;
+}
+
+/* C's job failed on a failover (ERRSTR): C stalls, or stalls on (a retry
+ * that failed again). */
+void wk_lifecycle_stall(wk_lifecycle *l, wk_chunk *c, const char *why, const char *errstr)
+{
+    hr_metrics_inc(l->met->backend_errors[WK_BACKEND_REDIS]);
+    atomic_store(&l->met->redis_ok, false);
+    if (c->state != WK_CHUNK_STALLED) {
+        /* A stall from a stall's retry keeps where it first came from. */
+        c->stalled_from = c->state;
+        c->stall_since_ms = hr_clock_mono_ms();
+        c->stall_backoff_ms = WK_STALL_MIN_MS;
+        hr_metrics_inc(l->met->chunks_stalled);
+        hr_log_warn("chunk_stalled",
+                    "task=%" PRId64 " seq=%" PRId64 " from=%s reason=%s error=%s max_ms=%d",
+                    c->msg.task, c->msg.seq, wk_lifecycle_state_name(c->state), why, errstr,
+                    l->cfg->worker.stall_max_ms);
+        wk_lifecycle_set(c, WK_CHUNK_STALLED, why);
+        /* No request starts; those running finish and are buffered. */
+        wk_lifecycle_hold(l, c);
+    }
+    wk_lifecycle_stall_later(c);
+}
+
+/* Submits C's hand-back (HANDING_BACK already); a refused job drops it. */
+static void wk_lifecycle_hand_back_submit(wk_lifecycle *l, wk_chunk *c)
+{
+    if (wk_chunk_finalize(l->rd, c, WK_CHUNK_HANDBACK, l->owner) != 0)
+        wk_lifecycle_drop(l, c, "the Redis thread took no job", NULL);
+}
+
+void wk_lifecycle_hand_back(wk_lifecycle *l, wk_chunk *c, const char *why)
+{
+    int64_t now = hr_clock_mono_ms();
+
+    for (size_t i = 0; i < c->npushes; i++)
+        wk_sender_cancel(l->sender, &c->pushes[i]);
+    hr_metrics_inc(l->met->chunks_handed_back);
+    hr_log_error("chunk_handed_back",
+                 "task=%" PRId64 " seq=%" PRId64 " reason=%s stalled_ms=%" PRId64 " unacked=%zu",
+                 c->msg.task, c->msg.seq, why,
+                 c->state == WK_CHUNK_STALLED ? now - c->stall_since_ms : 0,
+                 c->acks.nsent + c->acks.nunregs + c->acks.ndead);
+    /* The hand-back's own bound starts now. */
+    c->stall_since_ms = now;
+    c->stall_backoff_ms = WK_STALL_MIN_MS;
+    wk_lifecycle_set(c, WK_CHUNK_HANDING_BACK, why);
+    wk_lifecycle_hand_back_submit(l, c);
+}
+
+/* The hand-back of C answered: done (the dispatcher publishes it again),
+ * or tried again later; past another worker.stall_max_ms, dropped. */
+void wk_lifecycle_handed_back(wk_lifecycle *l, wk_chunk *c, int rc, int64_t pending,
+                              bool indexed, const char *errstr)
+{
+    if (rc != 0) {
+        if (hr_redis_failover(errstr) &&
+            hr_clock_mono_ms() - c->stall_since_ms < l->cfg->worker.stall_max_ms) {
+            wk_lifecycle_stall_later(c);
+            return;
+        }
+        wk_lifecycle_drop(l, c, "hand-back failed", errstr); /* HANDING_BACK: dropped */
+        return;
+    }
+    if (pending == 1 && !indexed)
+        hr_log_warn("handback_unindexed", "task=%" PRId64 " seq=%" PRId64 " error=%s",
+                    c->msg.task, c->msg.seq, errstr);
+    hr_log_info("chunk_given_back", "task=%" PRId64 " seq=%" PRId64 " pending=%" PRId64,
+                c->msg.task, c->msg.seq, pending);
+    wk_lifecycle_settle_offset(l, c->partition, c->offset);
+    wk_lifecycle_unlink(l, c, "handed back");
+}
+
+/* Leaves STALLED for what C came from, now that nothing of it is in
+ * flight and its acks are written. */
+static void wk_lifecycle_unstall(wk_lifecycle *l, wk_chunk *c)
+{
+    wk_chunk_state from = c->stalled_from;
+
+    hr_log_info("chunk_unstalled", "task=%" PRId64 " seq=%" PRId64 " to=%s stalled_ms=%" PRId64,
+                c->msg.task, c->msg.seq, wk_lifecycle_state_name(from),
+                hr_clock_mono_ms() - c->stall_since_ms);
+    switch (from) {
+    case WK_CHUNK_NEW:
+    case WK_CHUNK_OPENING:
+    case WK_CHUNK_LEASE_WAIT:
+    case WK_CHUNK_PUSHING:
+        /* What is still in the set is read again, under the lease kept. */
+        wk_chunk_reset(c);
+        wk_lifecycle_open(l, c);
+        break;
+    case WK_CHUNK_HELD_PAUSE:
+    case WK_CHUNK_HELD_EXPIRE:
+    case WK_CHUNK_HELD_CANCEL:
+    case WK_CHUNK_HELD_REVOKE:
+        wk_lifecycle_set(c, from, "stall over");
+        wk_lifecycle_settled(l, c);
+        break;
+    default: /* an ending: its end job again */
+        wk_lifecycle_end(l, c, from, "stall over");
+        break;
+    }
+}
+
+/* One stalled chunk at the control timer: given up past the bound, or
+ * tried again when its back-off is over and nothing of it runs. */
+static void wk_lifecycle_stall_tick(wk_lifecycle *l, wk_chunk *c, int64_t now)
+{
+    if (c->state == WK_CHUNK_HANDING_BACK) {
+        if (c->jobs == 0 && now >= c->stall_retry_ms)
+            wk_lifecycle_hand_back_submit(l, c);
+        return;
+    }
+    if (now - c->stall_since_ms >= l->cfg->worker.stall_max_ms) {
+        wk_lifecycle_hand_back(l, c, "stalled past worker.stall_max_ms");
+        return;
+    }
+    /* Requests still running, a flush or an old job in flight, or the
+     * back-off not over: later. */
+    if (c->open > 0 || c->jobs > 0 || now < c->stall_retry_ms)
+        return;
+    if (wk_chunk_state_ending(c->stalled_from)) {
+        /* The end job writes the buffered acks first. */
+        wk_lifecycle_unstall(l, c);
+        return;
+    }
+    if (c->acks.nsent + c->acks.nunregs + c->acks.ndead > 0 || c->acks.retried > 0) {
+        /* The acks first; the flush's answer unstalls C. */
+        if (wk_chunk_flush(l->rd, c) != 0)
+            wk_lifecycle_drop(l, c, "the Redis thread took no job", NULL);
+        return;
+    }
+    wk_lifecycle_unstall(l, c);
+}
+
+void wk_lifecycle_stalls(wk_lifecycle *l)
+{
+    int64_t now = hr_clock_mono_ms();
+    wk_chunk *c, *next;
+
+    for (c = TAILQ_FIRST(&l->chunks); c != NULL; c = next) {
+        next = TAILQ_NEXT(c, link);
+        if (c->state == WK_CHUNK_STALLED || c->state == WK_CHUNK_HANDING_BACK)
+            wk_lifecycle_stall_tick(l, c, now); /* may unlink C */
+    }
+}
+
+/* A flush of STALLED C answered: written, C goes back (nothing else of it
+ * runs: the tick waited for that); failed, C stalls on. */
+void wk_lifecycle_stall_flushed(wk_lifecycle *l, wk_chunk *c, int rc, const char *errstr)
+{
+    if (rc != 0) {
+        wk_lifecycle_drop(l, c, "ack failed", errstr);
+        return;
+    }
+    if (c->open == 0 && c->jobs == 0 &&
+        c->acks.nsent + c->acks.nunregs + c->acks.ndead == 0 && c->acks.retried == 0)
+        wk_lifecycle_unstall(l, c);
+}
