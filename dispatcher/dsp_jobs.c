@@ -10,7 +10,9 @@
  *   wake-up).
  * - poll: the DB poller (dsp_poll.c); the tasks it claimed are owned on
  *   the loop thread in the after-work callback.
- * - sweep: the sweeper and key retirement (dsp_sweep.c). */
+ * - sweep: the sweeper and key retirement (dsp_sweep.c).
+ * - handback: the chunks workers handed back, published again
+ *   (dsp_sweep_handbacks), every second. */
 #include "dsp_jobs.h"
 
 #include <stdlib.h>
@@ -98,6 +100,8 @@ static void dsp_jobs_work(uv_work_t *w)
         dsp_poll_run(d, &jobs->conn, &jobs->claimed);
     if ((jobs->doing & DSP_JOBS_SWEEP) && !atomic_load(&d->stopping))
         dsp_sweep_run(d, &jobs->conn);
+    if ((jobs->doing & DSP_JOBS_HANDBACK) && !atomic_load(&d->stopping))
+        dsp_sweep_handbacks(d, &jobs->conn);
 }
 
 static void dsp_jobs_done(uv_work_t *w, int status)

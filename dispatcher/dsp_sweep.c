@@ -53,66 +53,144 @@ void dsp_sweep_free(dsp *d)
     d->sweep = NULL;
 }
 
+/* Republishes chunk SEQ of shard SHARD of task ID if sweep_claim.lua lets
+ * this sweeper (its publish time still AT, no lease held), logged as
+ * chunk_redelivered with last_publish_ms (0: a worker handed it back).  1 when
+ * published, 0 when not (claimed elsewhere, held, or the produce failed:
+ * logged, pending[seq] then says "published now" and the next sweep past
+ * the redelivery timeout tries again). */
+static int dsp_sweep_republish(dsp *d, dsp_conn *conn, int64_t id, int shard, int64_t seq,
+                               int64_t due_ms, const char *at, int64_t now)
+{
+    const char *prefix = hr_redis_prefix(conn->r);
+    char pending[HR_KEY_MAX], lease[HR_KEY_MAX], chunk[HR_KEY_MAX], stats[HR_KEY_MAX];
+    char now_s[24], seq_s[24], err[512];
+    const char *argv[5] = {pending, lease, seq_s, at, now_s};
+    int64_t count;
+
+    snprintf(now_s, sizeof now_s, "%" PRId64, now);
+    snprintf(seq_s, sizeof seq_s, "%" PRId64, seq);
+    hr_key_shard(prefix, pending, sizeof pending, id, shard, HR_KEY_PENDING);
+    hr_key_shard_lease(prefix, lease, sizeof lease, id, shard, seq);
+    if (dsp_reply_int(
+            hr_redis_eval(conn->r, HR_LUA_SWEEP_CLAIM, 2, 5, argv, NULL, err, sizeof err)) != 1)
+        return 0;
+    hr_key_shard_chunk(prefix, chunk, sizeof chunk, id, shard, seq);
+    count = dsp_reply_int(hr_redis_cmdf(conn->r, err, sizeof err, "SCARD %s", chunk));
+    /* The count only sizes the worker's work (it reads the set); a chunk
+     * message must decode, so it never claims more than a chunk may hold. */
+    if (count > HR_TASK_MAX_CHUNK)
+        count = HR_TASK_MAX_CHUNK;
+    if (count < 0 || dsp_kafka_produce(d->kafka,
+                                       &(dsp_kafka_msg){.task = id,
+                                                        .seq = seq,
+                                                        .shard = shard,
+                                                        .count = count,
+                                                        .due_ms = due_ms,
+                                                        .republish = true},
+                                       err, sizeof err) < 0) {
+        hr_log_warn("chunk_redeliver_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s", id, seq,
+                    err);
+        return 0;
+    }
+    hr_metrics_inc(d->met.chunks_redelivered);
+    hr_log_info("chunk_redelivered",
+                "task=%" PRId64 " shard=%d seq=%" PRId64 " count=%" PRId64 " last_publish_ms=%s",
+                id, shard, seq, count, at);
+    hr_key_shard(prefix, stats, sizeof stats, id, shard, HR_KEY_STATS);
+    freeReplyObject(hr_redis_cmdf(conn->r, err, sizeof err, "HINCRBY %s redelivered 1", stats));
+    return 1;
+}
+
 /* dsp_sweep_task for shard SHARD (HR_SHARD_NONE: a task of one set). */
 static int64_t dsp_sweep_shard(dsp *d, dsp_conn *conn, int64_t id, int shard, int64_t due_ms,
                                int64_t now, int64_t stale, int *budget)
 {
-    const char *prefix = hr_redis_prefix(conn->r);
-    char pending[HR_KEY_MAX], lease[HR_KEY_MAX], chunk[HR_KEY_MAX], stats[HR_KEY_MAX];
-    char now_s[24], err[512];
+    char pending[HR_KEY_MAX], err[512];
     redisReply *all;
     int64_t npending;
     size_t i;
 
-    hr_key_shard(prefix, stats, sizeof stats, id, shard, HR_KEY_STATS);
-    hr_key_shard(prefix, pending, sizeof pending, id, shard, HR_KEY_PENDING);
+    hr_key_shard(hr_redis_prefix(conn->r), pending, sizeof pending, id, shard, HR_KEY_PENDING);
     all = hr_redis_cmdf(conn->r, err, sizeof err, "HGETALL %s", pending);
     if (all == NULL) {
         dsp_conn_failed(d, conn, DSP_REDIS, err);
         return -1;
     }
     npending = (int64_t)all->elements / 2;
-    snprintf(now_s, sizeof now_s, "%" PRId64, now);
     for (i = 0; i + 1 < all->elements && *budget > 0; i += 2) {
-        const char *seq = all->element[i]->str, *at = all->element[i + 1]->str;
-        const char *argv[5] = {pending, lease, seq, at, now_s};
-        int64_t count;
+        const char *at = all->element[i + 1]->str;
 
         if (strtoll(at, NULL, 10) > stale)
             continue;
-        hr_key_shard_lease(prefix, lease, sizeof lease, id, shard, strtoll(seq, NULL, 10));
-        if (dsp_reply_int(
-                hr_redis_eval(conn->r, HR_LUA_SWEEP_CLAIM, 2, 5, argv, NULL, err, sizeof err)) != 1)
-            continue;
-        hr_key_shard_chunk(prefix, chunk, sizeof chunk, id, shard, strtoll(seq, NULL, 10));
-        count = dsp_reply_int(hr_redis_cmdf(conn->r, err, sizeof err, "SCARD %s", chunk));
-        /* The count only sizes the worker's work (it reads the set); a
-         * chunk message must decode, so it never claims more than a chunk
-         * may hold. */
-        if (count > HR_TASK_MAX_CHUNK)
-            count = HR_TASK_MAX_CHUNK;
-        if (count < 0 || dsp_kafka_produce(d->kafka,
-                                           &(dsp_kafka_msg){.task = id,
-                                                            .seq = strtoll(seq, NULL, 10),
-                                                            .shard = shard,
-                                                            .count = count,
-                                                            .due_ms = due_ms,
-                                                            .republish = true},
-                                           err, sizeof err) < 0) {
-            /* pending[seq] now says "published now": the next sweep after
-             * the redelivery timeout tries again. */
-            hr_log_warn("chunk_redeliver_failed", "task=%" PRId64 " seq=%s error=%s", id, seq, err);
-            continue;
-        }
-        (*budget)--;
-        hr_metrics_inc(d->met.chunks_redelivered);
-        hr_log_info("chunk_redelivered",
-                    "task=%" PRId64 " shard=%d seq=%s count=%" PRId64 " last_publish_ms=%s", id,
-                    shard, seq, count, at);
-        freeReplyObject(hr_redis_cmdf(conn->r, err, sizeof err, "HINCRBY %s redelivered 1", stats));
+        *budget -= dsp_sweep_republish(d, conn, id, shard, strtoll(all->element[i]->str, NULL, 10),
+                                       due_ms, at, now);
     }
     freeReplyObject(all);
     return npending;
+}
+
+/* Task ID of a hand-back: 1 running and this dispatcher's, 2 running but
+ * another topic's (a test filter), 0 neither (finished: nothing to
+ * publish), -1 on a MySQL error (logged). */
+static int dsp_handback_task(dsp *d, dsp_conn *conn, int64_t id)
+{
+    const hr_mysql_param p[] = {DSP_TOPIC_PARAMS, HR_P_I64(id)};
+    hr_mysql_rows *rows = NULL;
+    char err[512];
+    int rc = 0;
+
+    if (hr_mysql_query(conn->m,
+                       "SELECT state IN ('dispatching', 'dispatched'), "
+                       "(? IS NULL OR topic = ?) FROM push_task WHERE id = ?",
+                       p, 3, &rows, err, sizeof err) < 0) {
+        dsp_conn_failed(d, conn, DSP_MYSQL, err);
+        return -1;
+    }
+    if (rows->nrows == 1 && strcmp(hr_mysql_cell(rows, 0, 0), "1") == 0)
+        rc = strcmp(hr_mysql_cell(rows, 0, 1), "1") == 0 ? 1 : 2;
+    hr_mysql_rows_free(rows);
+    return rc;
+}
+
+/* The chunks workers handed back (handback.lua: publish time 0, in the
+ * hand-back set), republished at once: SPOP of a page, then each one's
+ * task looked up and the chunk claimed as the sweeper claims a stale one
+ * (a lease still held waits for the sweeper: it finds publish time 0
+ * stale).  Every DSP_HANDBACK_MS, so a chunk a worker gave up waits about
+ * a second, not redelivery_timeout_s; one SPOP when there is none. */
+void dsp_sweep_handbacks(dsp *d, dsp_conn *conn)
+{
+    char key[HR_KEY_MAX], err[512];
+    int64_t now = hr_clock_now_ms();
+    redisReply *page;
+
+    hr_key_handback(hr_redis_prefix(conn->r), key, sizeof key);
+    page = hr_redis_cmdf(conn->r, err, sizeof err, "SPOP %s %d", key, DSP_SWEEP_MAX);
+    if (page == NULL) {
+        dsp_conn_failed(d, conn, DSP_REDIS, err);
+        return;
+    }
+    for (size_t i = 0; page->type == REDIS_REPLY_ARRAY && i < page->elements; i++) {
+        const char *member = page->element[i]->str;
+        int64_t id, seq, due_ms;
+        int shard, rc;
+
+        if (page->element[i]->type != REDIS_REPLY_STRING ||
+            sscanf(member, "%" SCNd64 ":%d:%" SCNd64 ":%" SCNd64, &id, &shard, &seq, &due_ms) !=
+                4) {
+            hr_log_warn("handback_unreadable", "member=%s", member);
+            continue;
+        }
+        rc = dsp_handback_task(d, conn, id);
+        if (rc < 0)
+            break; /* the rest is the sweeper's: publish time 0 is stale */
+        if (rc == 2)
+            freeReplyObject(hr_redis_cmdf(conn->r, err, sizeof err, "SADD %s %s", key, member));
+        else if (rc == 1)
+            dsp_sweep_republish(d, conn, id, shard, seq, due_ms, "0", now);
+    }
+    freeReplyObject(page);
 }
 
 int64_t dsp_sweep_task(dsp *d, dsp_conn *conn, int64_t id, int shards, int64_t due_ms, int64_t now,

@@ -15,6 +15,8 @@ int dsp_sweep_new(dsp *d);
 void dsp_sweep_free(dsp *d);
 /* One sweep: a page of unfinished tasks, then the retirement pass. */
 void dsp_sweep_run(dsp *d, dsp_conn *conn);
+/* The chunks workers handed back, republished at once (every second). */
+void dsp_sweep_handbacks(dsp *d, dsp_conn *conn);
 /* Republishes task ID's (every shard's of its SHARDS) pending chunks last
  * published at or before STALE (ms) that no worker holds; *BUDGET bounds
  * the work.  Returns the number of pending chunks, or -1 on a Redis error. */

@@ -87,8 +87,9 @@ typedef enum wk_chunk_halt {
  *   STALLED -> HANDING_BACK            worker.stall_max_ms passed, or its partition
  *                                      was revoked: given up loudly
  *   HANDING_BACK -> GONE               handed back (handback.lua: the dispatcher
- *                                      republishes it within a second), or the
- *                                      hand-back itself failed past the bound (drop)
+ *                                      republishes it within a second; tried
+ *                                      again while Redis is away), or the
+ *                                      hand-back failed otherwise (drop)
  * A held chunk starts no request; those running finish and are
  * acknowledged.  An ending chunk's end job runs, the last acknowledgements
  * first; it stays on the lifecycle's list (and counts against

@@ -15,9 +15,10 @@
  * as an error and counted, its buffered acks written if Redis takes them,
  * its lease released and the chunk marked for the dispatcher to publish
  * within a second (handback.lua and the hand-back set), so the recipients
- * wait for no redelivery_timeout_s.  A hand-back that fails is tried again
- * with the same back-off for another stall_max_ms, then the chunk is
- * dropped as before (the sweeper's timer).  A revoke hands its stalled
+ * wait for no redelivery_timeout_s.  A hand-back that fails on a failover
+ * is tried again with the same back-off until Redis answers (it holds one
+ * of max_chunks_in_flight, and nothing opens without Redis anyway); one
+ * that fails otherwise drops the chunk as before (the sweeper's timer).  A revoke hands its stalled
  * chunks back at once; a shutdown abandons them like the others. */
 #include "wk_lifecycle_stall.h"
 
@@ -88,21 +89,20 @@ void wk_lifecycle_hand_back(wk_lifecycle *l, wk_chunk *c, const char *why)
                  c->msg.task, c->msg.seq, why,
                  c->state == WK_CHUNK_STALLED ? now - c->stall_since_ms : 0,
                  c->acks.nsent + c->acks.nunregs + c->acks.ndead);
-    /* The hand-back's own bound starts now. */
-    c->stall_since_ms = now;
     c->stall_backoff_ms = WK_STALL_MIN_MS;
     wk_lifecycle_set(c, WK_CHUNK_HANDING_BACK, why);
     wk_lifecycle_hand_back_submit(l, c);
 }
 
 /* The hand-back of C answered: done (the dispatcher publishes it again),
- * or tried again later; past another worker.stall_max_ms, dropped. */
-void wk_lifecycle_handed_back(wk_lifecycle *l, wk_chunk *c, int rc, int64_t pending,
-                              bool indexed, const char *errstr)
+ * or tried again later, for as long as Redis fails as in a failover (a
+ * drop would only leave the chunk to the sweeper's timer once Redis is
+ * back); another error drops it. */
+void wk_lifecycle_handed_back(wk_lifecycle *l, wk_chunk *c, int rc, int64_t pending, bool indexed,
+                              const char *errstr)
 {
     if (rc != 0) {
-        if (hr_redis_failover(errstr) &&
-            hr_clock_mono_ms() - c->stall_since_ms < l->cfg->worker.stall_max_ms) {
+        if (hr_redis_failover(errstr)) {
             wk_lifecycle_stall_later(c);
             return;
         }
@@ -110,8 +110,8 @@ void wk_lifecycle_handed_back(wk_lifecycle *l, wk_chunk *c, int rc, int64_t pend
         return;
     }
     if (pending == 1 && !indexed)
-        hr_log_warn("handback_unindexed", "task=%" PRId64 " seq=%" PRId64 " error=%s",
-                    c->msg.task, c->msg.seq, errstr);
+        hr_log_warn("handback_unindexed", "task=%" PRId64 " seq=%" PRId64 " error=%s", c->msg.task,
+                    c->msg.seq, errstr);
     hr_log_info("chunk_given_back", "task=%" PRId64 " seq=%" PRId64 " pending=%" PRId64,
                 c->msg.task, c->msg.seq, pending);
     wk_lifecycle_settle_offset(l, c->partition, c->offset);
@@ -200,7 +200,7 @@ void wk_lifecycle_stall_flushed(wk_lifecycle *l, wk_chunk *c, int rc, const char
         wk_lifecycle_drop(l, c, "ack failed", errstr);
         return;
     }
-    if (c->open == 0 && c->jobs == 0 &&
-        c->acks.nsent + c->acks.nunregs + c->acks.ndead == 0 && c->acks.retried == 0)
+    if (c->open == 0 && c->jobs == 0 && c->acks.nsent + c->acks.nunregs + c->acks.ndead == 0 &&
+        c->acks.retried == 0)
         wk_lifecycle_unstall(l, c);
 }

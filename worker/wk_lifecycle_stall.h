@@ -15,7 +15,8 @@ void wk_lifecycle_stall(wk_lifecycle *l, wk_chunk *c, const char *why, const cha
 /* Gives C up at once, for WHY (logged as an error, counted in
  * herald_chunks_handed_back_total): its requests cancelled, then the
  * hand-back job (the buffered acks if Redis takes them, handback.lua, the
- * hand-back set), tried again with back-off for worker.stall_max_ms. */
+ * hand-back set), tried again with back-off while Redis fails as in a
+ * failover. */
 void wk_lifecycle_hand_back(wk_lifecycle *l, wk_chunk *c, const char *why);
 /* The hand-back's answer (wk_chunk_ended: RC, PENDING res[0], INDEXED
  * res[1], ERRSTR). */
