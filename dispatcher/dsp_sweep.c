@@ -210,6 +210,23 @@ int64_t dsp_sweep_task(dsp *d, dsp_conn *conn, int64_t id, int shards, int64_t d
     return npending;
 }
 
+void dsp_sweep_takeover(dsp *d, dsp_conn *conn, const hr_task *t)
+{
+    int64_t now = hr_clock_now_ms();
+    int budget = DSP_SWEEP_MAX;
+
+    /* A dead owner may have moved a chunk and died before producing it:
+     * nothing else would publish it before redelivery_timeout_s.  Every
+     * pending chunk no worker holds is published again now (stale: now);
+     * one that was in Kafka after all reaches a worker twice, and the
+     * second open finds it leased (chunk_busy) or closed (empty). */
+    dsp_sweep_task(d, conn, t->id, (int)t->shards, t->due_ms > 0 ? t->due_ms : 0, now, now,
+                   &budget);
+    if (budget < DSP_SWEEP_MAX)
+        hr_log_info("takeover_republished", "task=%" PRId64 " chunks=%d", t->id,
+                    DSP_SWEEP_MAX - budget);
+}
+
 int dsp_sweep_retire_keys(dsp_conn *conn, int64_t id, int shards, char *errstr, size_t errlen)
 {
     char key[HR_KEY_MAX];

@@ -59,6 +59,8 @@ typedef enum wk_chunk_halt {
  *
  * Transitions:
  *   NEW -> OPENING                     a message became the chunk
+ *   NEW -> HANDING_BACK                its task's channel is not configured here
+ *                                      (a chunk with no task: only its keys)
  *   OPENING -> PUSHING                 the open answered: lease held, members read
  *   OPENING -> CLOSING                 ... and the set was empty
  *   OPENING -> LEASE_WAIT -> OPENING   a live foreign lease: the open is tried
@@ -175,7 +177,7 @@ struct wk_chunk {
     hr_chunkmsg msg;
     int32_t partition;
     int64_t offset;
-    wk_task *task;
+    wk_task *task; /* NULL only for a chunk handed back unopened (NEW -> HANDING_BACK) */
     char k_set[HR_KEY_MAX], k_lease[HR_KEY_MAX], k_pending[HR_KEY_MAX];
     char k_stats[HR_KEY_MAX], k_subs[HR_KEY_MAX], k_failed[HR_KEY_MAX], k_ctl[HR_KEY_MAX];
     wk_chunk_state state; /* the lifecycle's (wk_lifecycle_set) */

@@ -54,7 +54,7 @@ static const char *const wk_lifecycle_states[WK_CHUNK__STATES] = {
 
 /* The transitions of wk_chunk.h: bit T of [S] when S -> T is one. */
 static const unsigned wk_lifecycle_next[WK_CHUNK__STATES] = {
-    [WK_CHUNK_NEW] = WK_S(OPENING),
+    [WK_CHUNK_NEW] = WK_S(OPENING) | WK_S(HANDING_BACK), /* its task lacks a channel here */
     [WK_CHUNK_OPENING] = WK_S(LEASE_WAIT) | WK_S(PUSHING) | WK_S(CLOSING) | WK_HELD | WK_LEAVE,
     [WK_CHUNK_LEASE_WAIT] = WK_S(OPENING) | WK_HELD | WK_LEAVE,
     [WK_CHUNK_PUSHING] = WK_HELD | WK_S(CLOSING) | WK_S(YIELDING) | WK_LEAVE,

@@ -127,6 +127,9 @@ static void wk_lifecycle_ctl_read(void *ctx, const int64_t *tasks, const wk_chun
         wk_chunk_halt halt = WK_CHUNK_RUN;
 
         next = TAILQ_NEXT(c, link);
+        /* Past halting (and a hand-back may have no task). */
+        if (wk_chunk_is_ending(c))
+            continue;
         for (size_t i = 0; i < n; i++)
             if (tasks[i] == c->msg.task) {
                 halt = halts[i];
