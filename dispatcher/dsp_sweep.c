@@ -153,11 +153,27 @@ static int dsp_handback_task(dsp *d, dsp_conn *conn, int64_t id)
     return rc;
 }
 
+/* A hand-back of chunk SEQ that could not be claimed: 2 when it is still
+ * handed back (publish time 0) and so a lease holds it, else 0 (done,
+ * published meanwhile, or unreadable: the sweeper's then). */
+static int dsp_handback_held(dsp_conn *conn, int64_t id, int shard, int64_t seq)
+{
+    char pending[HR_KEY_MAX], err[512];
+    redisReply *at;
+    int rc;
+
+    hr_key_shard(hr_redis_prefix(conn->r), pending, sizeof pending, id, shard, HR_KEY_PENDING);
+    at = hr_redis_cmdf(conn->r, err, sizeof err, "HGET %s %" PRId64, pending, seq);
+    rc = at != NULL && at->type == REDIS_REPLY_STRING && strcmp(at->str, "0") == 0 ? 2 : 0;
+    freeReplyObject(at);
+    return rc;
+}
+
 /* The chunks workers handed back (handback.lua: publish time 0, in the
  * hand-back set), republished at once: SPOP of a page, then each one's
  * task looked up and the chunk claimed as the sweeper claims a stale one
- * (a lease still held waits for the sweeper: it finds publish time 0
- * stale).  Every DSP_HANDBACK_MS, so a chunk a worker gave up waits about
+ * (one whose lease another worker holds, a yield's, stays in the set
+ * until that lease is gone or the chunk done).  Every DSP_HANDBACK_MS, so a chunk a worker gave up waits about
  * a second, not redelivery_timeout_s; one SPOP when there is none. */
 void dsp_sweep_handbacks(dsp *d, dsp_conn *conn)
 {
@@ -185,10 +201,12 @@ void dsp_sweep_handbacks(dsp *d, dsp_conn *conn)
         rc = dsp_handback_task(d, conn, id);
         if (rc < 0)
             break; /* the rest is the sweeper's: publish time 0 is stale */
+        if (rc == 1 && dsp_sweep_republish(d, conn, id, shard, seq, due_ms, "0", now) == 0)
+            rc = dsp_handback_held(conn, id, shard, seq);
+        /* Another topic's, or a chunk whose lease another worker still
+         * holds (a yield): looked at again next time. */
         if (rc == 2)
             freeReplyObject(hr_redis_cmdf(conn->r, err, sizeof err, "SADD %s %s", key, member));
-        else if (rc == 1)
-            dsp_sweep_republish(d, conn, id, shard, seq, due_ms, "0", now);
     }
     freeReplyObject(page);
 }

@@ -16,9 +16,14 @@
 
 void wk_lifecycle_end(wk_lifecycle *l, wk_chunk *c, wk_chunk_state to, const char *why)
 {
+    /* A yielded chunk is marked handed back (issue 34): its offset is
+     * stored, so should its lease's holder not finish it (a lease taken
+     * by mistake, a holder that dies), the dispatcher republishes it as
+     * soon as that lease is gone, not redelivery_timeout_s later. */
     wk_chunk_ending how = to == WK_CHUNK_CLOSING      ? WK_CHUNK_CLOSE
                           : to == WK_CHUNK_EXPIRING   ? WK_CHUNK_DROP_EXPIRE
                           : to == WK_CHUNK_CANCELLING ? WK_CHUNK_DROP_CANCEL
+                          : to == WK_CHUNK_YIELDING   ? WK_CHUNK_HANDBACK
                                                       : WK_CHUNK_RELEASE;
 
     if (wk_chunk_is_ending(c))
