@@ -82,9 +82,14 @@ const char *wk_lifecycle_state_name(wk_chunk_state state)
     return wk_lifecycle_states[state];
 }
 
+bool wk_lifecycle_may(wk_chunk_state from, wk_chunk_state to)
+{
+    return (wk_lifecycle_next[from] & (1u << to)) != 0;
+}
+
 void wk_lifecycle_set(wk_chunk *c, wk_chunk_state to, const char *why)
 {
-    if (!(wk_lifecycle_next[c->state] & (1u << to)))
+    if (!wk_lifecycle_may(c->state, to))
         hr_log_error("chunk_state_unexpected",
                      "task=%" PRId64 " seq=%" PRId64 " from=%s to=%s why=%s", c->msg.task,
                      c->msg.seq, wk_lifecycle_states[c->state], wk_lifecycle_states[to], why);

@@ -114,6 +114,8 @@ void wk_lifecycle_init(wk_lifecycle *l, const hr_config *cfg, const char *owner,
  * transition wk_chunk.h does not list is made all the same, and logged as
  * an error (chunk_state_unexpected). */
 void wk_lifecycle_set(wk_chunk *c, wk_chunk_state to, const char *why);
+/* Whether FROM -> TO is a transition wk_chunk.h lists. */
+bool wk_lifecycle_may(wk_chunk_state from, wk_chunk_state to);
 /* STATE's name ("pushing"). */
 const char *wk_lifecycle_state_name(wk_chunk_state state);
 /* How many chunks of PARTITION are on the list (a revoke drains until
