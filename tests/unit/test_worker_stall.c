@@ -178,10 +178,8 @@ static void test_buffer_grows(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_failover_errors),
-        cmocka_unit_test(test_stall_transitions),
-        cmocka_unit_test(test_stall_predicates),
-        cmocka_unit_test(test_failed_flush_keeps_acks),
+        cmocka_unit_test(test_failover_errors),  cmocka_unit_test(test_stall_transitions),
+        cmocka_unit_test(test_stall_predicates), cmocka_unit_test(test_failed_flush_keeps_acks),
         cmocka_unit_test(test_buffer_grows),
     };
 
