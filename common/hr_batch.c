@@ -41,7 +41,7 @@ static int hr_batch_index_cmp(const void *a, const void *b)
  * prepared statement then serves every batch size, where an IN list of
  * placeholders would prepare one per size.  Free *OUT with free().  0, or
  * -1 when out of memory. */
-static int hr_mysql_json_ints(const int64_t *v, size_t nrows, size_t ncols, char **out)
+static int hr_batch_json(const int64_t *v, size_t nrows, size_t ncols, char **out)
 {
     /* A number is at most 20 characters, each followed by ',' or ']'; a
      * row of several opens with '['; then the outer brackets and NUL. */
@@ -87,7 +87,7 @@ static int hr_batch_run(hr_mysql *m, const char *sql, const hr_batch *b, const h
         snprintf(errstr, errlen, "batch statement with %zu parameters", np);
         return -1;
     }
-    if (hr_mysql_json_ints(b->v, b->nrows, b->ncols, &json) < 0) {
+    if (hr_batch_json(b->v, b->nrows, b->ncols, &json) < 0) {
         snprintf(errstr, errlen, "out of memory");
         return -1;
     }
