@@ -179,6 +179,7 @@ void dsp_sweep_handbacks(dsp *d, dsp_conn *conn)
 {
     char key[HR_KEY_MAX], err[512];
     int64_t now = hr_clock_now_ms();
+    bool failed = false;
     redisReply *page;
 
     hr_key_handback(hr_redis_prefix(conn->r), key, sizeof key);
@@ -198,9 +199,12 @@ void dsp_sweep_handbacks(dsp *d, dsp_conn *conn)
             hr_log_warn("handback_unreadable", "member=%s", member);
             continue;
         }
-        rc = dsp_handback_task(d, conn, id);
-        if (rc < 0)
-            break; /* the rest is the sweeper's: publish time 0 is stale */
+        /* MySQL away: this one and the rest wait for the next round. */
+        rc = failed ? 2 : dsp_handback_task(d, conn, id);
+        if (rc < 0) {
+            failed = true;
+            rc = 2;
+        }
         if (rc == 1 && dsp_sweep_republish(d, conn, id, shard, seq, due_ms, "0", now) == 0)
             rc = dsp_handback_held(conn, id, shard, seq);
         /* Another topic's, or a chunk whose lease another worker still

@@ -224,6 +224,11 @@ static void wk_lifecycle_chunk(wk_lifecycle *l, const hr_chunkmsg *msg, int32_t 
             /* Redelivering its chunks would never help: fail the task. */
             if (rc == 2)
                 wk_reporter_fail_task(l->reporter, msg->task, errstr);
+            /* MySQL is away (a restart, a primary's failover): handed
+             * back, the chunk comes again within a second, until MySQL
+             * answers (issue 34: not after redelivery_timeout_s). */
+            else if (wk_lifecycle_hand_back_message(l, msg, partition, offset) == 0)
+                return;
         }
         wk_lifecycle_settle_offset(l, partition, offset);
         return;
