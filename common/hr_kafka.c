@@ -31,11 +31,8 @@ typedef struct hr_kafka_default {
  * 10 s outage stalled the campaign 29 s); one refused connect a second to
  * a dead broker costs nothing. */
 static const hr_kafka_default hr_kafka_producer_defaults[] = {
-    {"enable.idempotence", "true"},
-    {"acks", "all"},
-    {"linger.ms", "1"},
-    {"reconnect.backoff.max.ms", "1000"},
-    {NULL, NULL},
+    {"enable.idempotence", "true"},       {"acks", "all"}, {"linger.ms", "1"},
+    {"reconnect.backoff.max.ms", "1000"}, {NULL, NULL},
 };
 
 /* group.id is added from the config; it is not a constant.  Liveness:

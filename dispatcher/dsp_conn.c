@@ -22,7 +22,7 @@ static const char *const dsp_down_events[DSP__BACKENDS] = {"mysql_down", "redis_
                                                            "kafka_down"};
 static const char *const dsp_up_events[DSP__BACKENDS] = {"mysql_up", "redis_up", "kafka_up"};
 
-static void dsp_health_set(dsp *d, dsp_backend b, bool down, const char *err)
+static bool dsp_health_set(dsp *d, dsp_backend b, bool down, const char *err)
 {
     bool changed;
 
@@ -32,16 +32,17 @@ static void dsp_health_set(dsp *d, dsp_backend b, bool down, const char *err)
     d->seen[b] = d->seen[b] || !down;
     pthread_mutex_unlock(&d->health_mu);
     if (!changed)
-        return;
+        return false;
     if (down)
         hr_log_error(dsp_down_events[b], "error=%s", err ? err : "");
     else
         hr_log_info(dsp_up_events[b], "recovered=1");
+    return true;
 }
 
-void dsp_health_ok(dsp *d, dsp_backend b)
+bool dsp_health_ok(dsp *d, dsp_backend b)
 {
-    dsp_health_set(d, b, false, NULL);
+    return dsp_health_set(d, b, false, NULL);
 }
 
 void dsp_health_fail(dsp *d, dsp_backend b, const char *err)

@@ -35,10 +35,20 @@
 #define DSP_RETIRE_MAX 100  /* finished tasks whose keys get a TTL, per sweep */
 #define DSP_KEY_RETENTION_MS ((int64_t)7 * 86400 * 1000) /* a finished task's Redis keys */
 
-/* The cursors of the two passes (task ids), background job only. */
+/* After Redis came back from an outage, the pass that publishes again
+ * every pending chunk no worker holds waits this beyond worker.lease_ms:
+ * by then every live holder has renewed its lease, or taken it again
+ * (lease_renew.lua; a renewal every lease_ms / 3, a stalled chunk's retry
+ * every 2 s at most). */
+#define DSP_RECOVER_MARGIN_MS 1000
+
+/* The cursors of the two passes (task ids) and the outage watch,
+ * background job only. */
 struct dsp_sweep {
-    int64_t sweep_after;  /* the sweeper's page */
-    int64_t retire_after; /* the retirement pass's */
+    int64_t sweep_after;   /* the sweeper's page */
+    int64_t retire_after;  /* the retirement pass's */
+    bool redis_lost;       /* the hand-back read failed: Redis away */
+    int64_t recover_at_ms; /* > 0: the pass after an outage is due then */
 };
 
 int dsp_sweep_new(dsp *d)
@@ -185,8 +195,18 @@ void dsp_sweep_handbacks(dsp *d, dsp_conn *conn)
     hr_key_handback(hr_redis_prefix(conn->r), key, sizeof key);
     page = hr_redis_cmdf(conn->r, err, sizeof err, "SPOP %s %d", key, DSP_SWEEP_MAX);
     if (page == NULL) {
+        d->sweep->redis_lost = true;
         dsp_conn_failed(d, conn, DSP_REDIS, err);
         return;
+    }
+    /* Redis answers again after an outage (seen here, or by any other
+     * thread of this dispatcher): a Redis back from an older AOF, or a
+     * promoted replica that missed the last writes, may hold pending
+     * chunks that a worker had closed meanwhile and nobody will open
+     * again; the sweep after the outage publishes them. */
+    if (dsp_health_ok(d, DSP_REDIS) || d->sweep->redis_lost) {
+        d->sweep->redis_lost = false;
+        d->sweep->recover_at_ms = now + d->cfg->worker.lease_ms + DSP_RECOVER_MARGIN_MS;
     }
     for (size_t i = 0; page->type == REDIS_REPLY_ARRAY && i < page->elements; i++) {
         const char *member = page->element[i]->str;
@@ -213,6 +233,8 @@ void dsp_sweep_handbacks(dsp *d, dsp_conn *conn)
             freeReplyObject(hr_redis_cmdf(conn->r, err, sizeof err, "SADD %s %s", key, member));
     }
     freeReplyObject(page);
+    if (d->sweep->recover_at_ms > 0 && now >= d->sweep->recover_at_ms)
+        dsp_sweep_run(d, conn);
 }
 
 int64_t dsp_sweep_task(dsp *d, dsp_conn *conn, int64_t id, int shards, int64_t due_ms, int64_t now,
@@ -373,10 +395,14 @@ void dsp_sweep_run(dsp *d, dsp_conn *conn)
     hr_mysql_rows *rows = NULL;
     int64_t now = hr_clock_now_ms();
     int64_t stale_ms = (int64_t)d->cfg->dispatcher.redelivery_timeout_s * 1000;
+    bool recover = d->sweep->recover_at_ms > 0 && now >= d->sweep->recover_at_ms;
     int budget = DSP_SWEEP_MAX;
     char err[512];
     size_t i;
 
+    /* The pass after an outage: every pending chunk no worker holds. */
+    if (recover)
+        stale_ms = 0;
     if (hr_mysql_query(conn->m,
                        "SELECT id, state, CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), "
                        "shards FROM push_task WHERE state IN ('dispatching', 'dispatched') "
@@ -429,9 +455,15 @@ void dsp_sweep_run(dsp *d, dsp_conn *conn)
             hr_log_warn("retire_failed", "task=%" PRId64 " error=%s", id, err);
     }
     /* A page seen to its end that was short: start over next time.  A
-     * sweep cut short by the budget resumes after the last task served. */
-    if (i == rows->nrows && rows->nrows < DSP_SWEEP_PAGE)
+     * sweep cut short by the budget resumes after the last task served
+     * (and the pass after an outage goes on with it). */
+    if (i == rows->nrows && rows->nrows < DSP_SWEEP_PAGE) {
         d->sweep->sweep_after = 0;
+        if (recover) {
+            hr_log_info("sweep_after_outage", "republished=%d", DSP_SWEEP_MAX - budget);
+            d->sweep->recover_at_ms = 0;
+        }
+    }
     if (!atomic_load(&d->stopping))
         dsp_sweep_retire(d, conn);
 done:
