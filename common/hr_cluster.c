@@ -331,6 +331,11 @@ static hr_node *hr_cluster_route_slot(hr_cluster *cl, int slot, char *errstr, si
     return node;
 }
 
+void hr_cluster_mark_stale(hr_cluster *cl)
+{
+    cl->stale = true;
+}
+
 void hr_cluster_settle(hr_cluster *cl)
 {
     if (cl->stale)
