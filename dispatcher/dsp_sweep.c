@@ -39,7 +39,7 @@
  * every pending chunk no worker holds waits this beyond worker.lease_ms:
  * by then every live holder has renewed its lease, or taken it again
  * (lease_renew.lua; a renewal every lease_ms / 3, a stalled chunk's retry
- * every 2 s at most). */
+ * every second at most). */
 #define DSP_RECOVER_MARGIN_MS 1000
 
 /* The cursors of the two passes (task ids) and the outage watch,

@@ -6,7 +6,7 @@
  * acks are back in the buffer (wk_chunk_acked_apply), and its lease is
  * kept (renewed, taken again if it expired meanwhile: lease_renew.lua).
  * The control timer (every WK_LIFECYCLE_CTL_MS) tries the failed step
- * again with back-off (250 ms doubling to 2 s): the buffered acks, then
+ * again with back-off (250 ms doubling to 1 s): the buffered acks, then
  * the open (a chunk that was opening or pushing reads what is left of its
  * set again, under its lease), the hold's ending, or the end job that
  * failed.  Past worker.stall_max_ms (30 s: longer than a Redis Cluster
@@ -36,9 +36,9 @@
 /* The next try of a stalled chunk (or of a hand-back) after WK_STALL_MIN_MS,
  * doubling up to WK_STALL_MAX_MS: a restarted Redis or a promoted replica
  * is found within a second of serving, and a long outage costs a job per
- * chunk every 2 s. */
+ * chunk every second. */
 #define WK_STALL_MIN_MS 250
-#define WK_STALL_MAX_MS 2000
+#define WK_STALL_MAX_MS 1000
 
 static void wk_lifecycle_stall_later(wk_chunk *c)
 {
