@@ -31,6 +31,7 @@ sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from badinput_env import Env, check, finish, wait_until  # noqa: E402
 from test_redis_stall import Receiver  # noqa: E402
+from test_retry_races import LoopbackProxy  # noqa: E402
 
 N = 2400
 CHUNK = 600
@@ -40,87 +41,52 @@ OUTAGE_S = 4.0
 SILENCE_SLACK_S = 4.0   # the retry back-off (at most 2 s), an open, the hand-back's second
 
 
-class OutageProxy:
-    """A TCP listener on loopback in front of UPSTREAM_PORT that passes every
-    byte; outage(S) closes every connection and refuses new ones for S
-    seconds (the listener is closed, and bound again on the same port)."""
+class OutageProxy(LoopbackProxy):
+    """Passes every byte between the worker and Redis; outage(S) closes
+    every connection and refuses new ones for S seconds (the listener is
+    closed, and bound again on the same port)."""
 
     def __init__(self, upstream_port):
-        self.upstream_port = upstream_port
-        self.lock = threading.Lock()
         self.socks = []
-        self.srv = None
-        self.port = 0
-        self._listen()
+        super().__init__(upstream_port)
 
-    def _listen(self):
-        srv = socket.socket()
-        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        srv.bind(("127.0.0.1", self.port))
-        srv.listen(64)
-        self.port = srv.getsockname()[1]
-        self.srv = srv
-        threading.Thread(target=self._accept, args=(srv,), daemon=True).start()
-
-    def _accept(self, srv):
-        while True:
-            try:
-                cli, _ = srv.accept()
-            except OSError:
-                return
-            up = socket.create_connection(("127.0.0.1", self.upstream_port))
-            with self.lock:
-                self.socks += [cli, up]
-            threading.Thread(target=self._pump, args=(cli, up), daemon=True).start()
-            threading.Thread(target=self._pump, args=(up, cli), daemon=True).start()
-
-    @staticmethod
-    def _pump(src, dst):
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                dst.sendall(data)
-        except OSError:
-            pass
-        for sock in (src, dst):
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def outage(self, seconds):
-        """Every connection closed, none accepted for SECONDS; (start, end)."""
-        start = time.time()
-        # shutdown() first: a bare close() leaves the socket listening
-        # while the accept thread still waits in it.
-        try:
-            self.srv.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.srv.close()
+    def _serve(self, cli, up):
         with self.lock:
-            socks, self.socks = self.socks, []
+            self.socks += [cli, up]
+        # _c2s pumps its first socket into its second, whichever way.
+        threading.Thread(target=self._c2s, args=(cli, up), daemon=True).start()
+        threading.Thread(target=self._c2s, args=(up, cli), daemon=True).start()
+
+    def _commands(self, buf):
+        return b""  # nothing is parsed: every command passes
+
+    def _drop_all(self):
+        """Closes the listener (shutdown() first: a bare close() leaves it
+        listening while the accept thread waits in it) and every
+        connection."""
+        with self.lock:
+            socks, self.socks = [self.srv] + self.socks, []
         for sock in socks:
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
             sock.close()
+
+    def outage(self, seconds):
+        """Every connection closed, none accepted for SECONDS; (start, end)."""
+        start = time.time()
+        self._drop_all()
         time.sleep(seconds)
-        self._listen()
+        self.srv = socket.socket()
+        self.srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.srv.bind(("127.0.0.1", self.port))
+        self.srv.listen(64)
+        threading.Thread(target=self._accept, daemon=True).start()
         return start, time.time()
 
     def close(self):
-        try:
-            self.srv.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.srv.close()
-        with self.lock:
-            for sock in self.socks:
-                sock.close()
+        self._drop_all()
 
 
 def longest_silence(rx, t0):
