@@ -183,6 +183,21 @@ size_t wk_lifecycle_count(const wk_lifecycle *l, int32_t partition)
     return n;
 }
 
+void wk_lifecycle_hold(wk_lifecycle *l, wk_chunk *c)
+{
+    for (size_t i = 0; i < c->npushes; i++) {
+        wk_push *push = &c->pushes[i];
+
+        if (push->state == WK_PUSH_READY || push->state == WK_PUSH_DELAYED) {
+            wk_sender_cancel(l->sender, push);
+            c->open--;
+        }
+    }
+    /* Their slices' verdicts are only counted when they come. */
+    c->open -= c->unchecked;
+    c->unchecked = 0;
+}
+
 /* A Redis error that no failover explains (or an internal one: the Redis
  * thread took no job, out of memory): the lease is left to expire and the
  * offset counts as finished; the sweeper republishes the chunk after

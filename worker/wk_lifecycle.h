@@ -134,6 +134,10 @@ bool wk_lifecycle_gone(wk_lifecycle *l, wk_chunk *c);
 /* Takes C off the list (GONE, for WHY): no request of it runs any more, no
  * job of it is waited for (those in flight keep it allocated). */
 void wk_lifecycle_unlink(wk_lifecycle *l, wk_chunk *c, const char *why);
+/* No new request of C starts: its pushes not yet started (ready, waiting
+ * for a retry, or for their throttle slice) are taken back; those in
+ * flight finish and are not retried.  A halt's, a revoke's and a stall's. */
+void wk_lifecycle_hold(wk_lifecycle *l, wk_chunk *c);
 /* A job of C failed, for WHY (static), with ERRSTR (NULL: not Redis's
  * answer: the Redis thread took no job, out of memory).  A failover's
  * error (hr_redis_failover) stalls C (STALLED: held, the lease kept, the

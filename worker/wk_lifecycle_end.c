@@ -195,21 +195,6 @@ void wk_lifecycle_ended(wk_chunk *c, const wk_chunk_ended *res)
     }
 }
 
-void wk_lifecycle_hold(wk_lifecycle *l, wk_chunk *c)
-{
-    for (size_t i = 0; i < c->npushes; i++) {
-        wk_push *push = &c->pushes[i];
-
-        if (push->state == WK_PUSH_READY || push->state == WK_PUSH_DELAYED) {
-            wk_sender_cancel(l->sender, push);
-            c->open--;
-        }
-    }
-    /* Their slices' verdicts are only counted when they come. */
-    c->open -= c->unchecked;
-    c->unchecked = 0;
-}
-
 /* Holds C in state TO (for WHY): no request of it starts; once nothing
  * of it is in flight, its ending follows. */
 static void wk_lifecycle_hold_in(wk_lifecycle *l, wk_chunk *c, wk_chunk_state to, const char *why)

@@ -28,10 +28,6 @@ void wk_lifecycle_end(wk_lifecycle *l, wk_chunk *c, wk_chunk_state to, const cha
  * flight it ends (PARKING, EXPIRING, CANCELLING).  Nothing for a chunk
  * being revoked or ending.  May unlink C. */
 void wk_lifecycle_halt(wk_lifecycle *l, wk_chunk *c, wk_chunk_halt halt);
-/* No new request of C starts: its pushes not yet started (ready, waiting
- * for a retry, or for their throttle slice) are taken back; those in
- * flight finish and are not retried.  A halt's, a revoke's and a stall's. */
-void wk_lifecycle_hold(wk_lifecycle *l, wk_chunk *c);
 /* Nothing of C is open any more (C->open == 0): it ends as its state says
  * (PUSHING closes, a held chunk ends as it is held). */
 void wk_lifecycle_settled(wk_lifecycle *l, wk_chunk *c);
