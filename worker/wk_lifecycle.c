@@ -2,7 +2,7 @@
  * the one place a chunk's state changes (wk_lifecycle_set, after curl's
  * mstate()), and the bookkeeping the lifecycle's files share — the
  * offsets, the counters handed to the reporter, a chunk taken off the
- * list, a chunk dropped on a Redis error.  The rest of the life is in wk_lifecycle_open.c
+ * list, a chunk held.  The rest of the life is in wk_lifecycle_open.c
  * (intake, open), wk_lifecycle_push.c (throttle slices, outcomes,
  * acknowledgements), wk_lifecycle_end.c (the endings, revoke, shutdown)
  * and wk_lifecycle_timers.c (renewal, control, watchdog). */
@@ -15,8 +15,6 @@
 
 #include "hr_clock.h"
 #include "hr_log.h"
-#include "hr_redis.h"
-#include "wk_lifecycle_stall.h"
 
 /* ---- the chunk's state ---------------------------------------------------- */
 
@@ -196,28 +194,4 @@ void wk_lifecycle_hold(wk_lifecycle *l, wk_chunk *c)
     /* Their slices' verdicts are only counted when they come. */
     c->open -= c->unchecked;
     c->unchecked = 0;
-}
-
-/* A Redis error that no failover explains (or an internal one: the Redis
- * thread took no job, out of memory): the lease is left to expire and the
- * offset counts as finished; the sweeper republishes the chunk after
- * redelivery_timeout_s (pending still holds it). */
-static void wk_lifecycle_drop_now(wk_lifecycle *l, wk_chunk *c, const char *why, const char *errstr)
-{
-    l->stats.errors++;
-    hr_metrics_inc(l->met->backend_errors[WK_BACKEND_REDIS]);
-    atomic_store(&l->met->redis_ok, false);
-    hr_log_error("chunk_dropped", "task=%" PRId64 " seq=%" PRId64 " reason=%s error=%s",
-                 c->msg.task, c->msg.seq, why, errstr != NULL ? errstr : "-");
-    wk_lifecycle_settle_offset(l, c->partition, c->offset);
-    wk_lifecycle_unlink(l, c, "dropped");
-}
-
-void wk_lifecycle_drop(wk_lifecycle *l, wk_chunk *c, const char *why, const char *errstr)
-{
-    if (errstr == NULL || !hr_redis_failover(errstr) || c->state == WK_CHUNK_HANDING_BACK) {
-        wk_lifecycle_drop_now(l, c, why, errstr);
-        return;
-    }
-    wk_lifecycle_stall(l, c, why, errstr);
 }

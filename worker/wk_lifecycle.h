@@ -26,12 +26,15 @@
  * it alone moves a chunk from state to state (wk_chunk_state in
  * wk_chunk.h, wk_lifecycle_set below).  Its files, by behaviour:
  *   wk_lifecycle.c         the state's one setter; offsets, counters to the
- *                          reporter, unlink, drop, stall and hand-back
+ *                          reporter, unlink, hold
+ *   wk_lifecycle_stall.c   a failed job: drop, or stall (a failover);
+ *                          the hand-back
  *   wk_lifecycle_open.c    intake, task load, the open and its answer
  *   wk_lifecycle_push.c    throttle slices, the pushes' outcomes, acks
- *   wk_lifecycle_end.c     hold, halt, the endings and their answers,
+ *   wk_lifecycle_end.c     halt, the endings and their answers,
  *                          revoke and shutdown
- *   wk_lifecycle_timers.c  renewal, control read, watchdog, lease waits
+ *   wk_lifecycle_timers.c  renewal, control read, watchdog, lease waits,
+ *                          the stalled chunks' retries
  *
  * The worker drives the lifecycle's timers (wk_lifecycle_renew every
  * lease_ms / 3, wk_lifecycle_control every WK_LIFECYCLE_CTL_MS) and its
@@ -138,13 +141,4 @@ void wk_lifecycle_unlink(wk_lifecycle *l, wk_chunk *c, const char *why);
  * for a retry, or for their throttle slice) are taken back; those in
  * flight finish and are not retried.  A halt's, a revoke's and a stall's. */
 void wk_lifecycle_hold(wk_lifecycle *l, wk_chunk *c);
-/* A job of C failed, for WHY (static), with ERRSTR (NULL: not Redis's
- * answer: the Redis thread took no job, out of memory).  A failover's
- * error (hr_redis_failover) stalls C (STALLED: held, the lease kept, the
- * failed step tried again with back-off, for worker.stall_max_ms, then
- * handed back); any other drops it: the lease is left to expire, the
- * offset counts as finished, and the sweeper republishes the chunk after
- * redelivery_timeout_s (pending still holds it).  Every failed job of a
- * chunk ends here. */
-void wk_lifecycle_drop(wk_lifecycle *l, wk_chunk *c, const char *why, const char *errstr);
 #endif

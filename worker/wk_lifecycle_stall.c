@@ -1,25 +1,28 @@
-/* wk_lifecycle_stall: a failover is a pause, not a drop (issue 34; see
- * wk_lifecycle.h).  A chunk whose job failed on a failover's error
- * (hr_redis_failover: connection refused or closed, LOADING, MOVED/ASK,
- * CLUSTERDOWN, READONLY, TRYAGAIN, a timeout) goes STALLED: no request of
- * it starts, those running finish into its ack buffer, a failed flush's
- * acks are back in the buffer (wk_chunk_acked_apply), and its lease is
- * kept (renewed, taken again if it expired meanwhile: lease_renew.lua).
- * The control timer (every WK_LIFECYCLE_CTL_MS) tries the failed step
- * again with back-off (250 ms doubling to 1 s): the buffered acks, then
- * the open (a chunk that was opening or pushing reads what is left of its
- * set again, under its lease), the hold's ending, or the end job that
- * failed.  Past worker.stall_max_ms (30 s: longer than a Redis Cluster
- * failover with the stack's cluster-node-timeout of 3 s, and than one at
- * Redis's default of 15 s) the chunk is handed back (HANDING_BACK): logged
- * as an error and counted, its buffered acks written if Redis takes them,
- * its lease released and the chunk marked for the dispatcher to publish
- * within a second (handback.lua and the hand-back set), so the recipients
+/* wk_lifecycle_stall: a chunk's failed job, and a failover is a pause, not
+ * a drop (issue 34; see wk_lifecycle.h).  Every failed job of a chunk ends
+ * in wk_lifecycle_drop.  A failover's error (hr_redis_failover: connection
+ * refused or closed, LOADING, MOVED/ASK, CLUSTERDOWN, READONLY, TRYAGAIN, a
+ * timeout) stalls the chunk: STALLED, no request of it starts, those
+ * running finish into its ack buffer, a failed flush's acks are back in
+ * the buffer (wk_chunk_acked_apply), and its lease is kept (renewed, taken
+ * again if it expired meanwhile: lease_renew.lua).  The control timer
+ * (wk_lifecycle_timers.c, every WK_LIFECYCLE_CTL_MS) tries the failed step
+ * again with back-off (250 ms doubling to 1 s): the buffered acks, then the
+ * open (a chunk that was opening or pushing reads what is left of its set
+ * again, under its lease), the hold's ending, or the end job that failed.
+ * Past worker.stall_max_ms (30 s: longer than a Redis Cluster failover with
+ * the stack's cluster-node-timeout of 3 s, and than one at Redis's default
+ * of 15 s) the chunk is handed back (HANDING_BACK, here): logged as an
+ * error and counted, its buffered acks written if Redis takes them, its
+ * lease released and the chunk marked for the dispatchers to publish
+ * within a second (handback.lua and the hand-back set), so its recipients
  * wait for no redelivery_timeout_s.  A hand-back that fails on a failover
  * is tried again with the same back-off until Redis answers (it holds one
  * of max_chunks_in_flight, and nothing opens without Redis anyway); one
- * that fails otherwise drops the chunk as before (the sweeper's timer).  A revoke hands its stalled
- * chunks back at once; a shutdown abandons them like the others. */
+ * that fails otherwise drops the chunk.  Any other error drops the chunk
+ * at once: the lease expires and the sweeper republishes it after
+ * redelivery_timeout_s.  A revoke hands its stalled chunks back at once; a
+ * shutdown abandons them like the others. */
 #include "wk_lifecycle_stall.h"
 
 #include <inttypes.h>
@@ -30,16 +33,9 @@
 #include "hr_redis.h"
 #include "wk_chunk_acks.h"
 #include "wk_chunk_end.h"
-#include "wk_lifecycle_end.h"
-#include "wk_lifecycle_open.h"
 
-/* The next try of a stalled chunk (or of a hand-back) after WK_STALL_MIN_MS,
- * doubling up to WK_STALL_MAX_MS: a restarted Redis or a promoted replica
- * is found within a second of serving, and a long outage costs a job per
- * chunk every second. */
-#define WK_STALL_MIN_MS 250
-#define WK_STALL_MAX_MS 1000
-
+/* The next try of C, and the back-off after it (WK_STALL_MIN_MS doubling
+ * to WK_STALL_MAX_MS). */
 static void wk_lifecycle_stall_later(wk_chunk *c)
 {
     c->stall_retry_ms = hr_clock_mono_ms() + c->stall_backoff_ms;
@@ -49,7 +45,7 @@ static void wk_lifecycle_stall_later(wk_chunk *c)
 
 /* C's job failed on a failover (ERRSTR): C stalls, or stalls on (a retry
  * that failed again). */
-void wk_lifecycle_stall(wk_lifecycle *l, wk_chunk *c, const char *why, const char *errstr)
+static void wk_lifecycle_stall(wk_lifecycle *l, wk_chunk *c, const char *why, const char *errstr)
 {
     hr_metrics_inc(l->met->backend_errors[WK_BACKEND_REDIS]);
     atomic_store(&l->met->redis_ok, false);
@@ -70,8 +66,31 @@ void wk_lifecycle_stall(wk_lifecycle *l, wk_chunk *c, const char *why, const cha
     wk_lifecycle_stall_later(c);
 }
 
-/* Submits C's hand-back (HANDING_BACK already); a refused job drops it. */
-static void wk_lifecycle_hand_back_submit(wk_lifecycle *l, wk_chunk *c)
+/* A Redis error that no failover explains (or an internal one: the Redis
+ * thread took no job, out of memory): the lease is left to expire and the
+ * offset counts as finished; the sweeper republishes the chunk after
+ * redelivery_timeout_s (pending still holds it). */
+static void wk_lifecycle_drop_now(wk_lifecycle *l, wk_chunk *c, const char *why, const char *errstr)
+{
+    l->stats.errors++;
+    hr_metrics_inc(l->met->backend_errors[WK_BACKEND_REDIS]);
+    atomic_store(&l->met->redis_ok, false);
+    hr_log_error("chunk_dropped", "task=%" PRId64 " seq=%" PRId64 " reason=%s error=%s",
+                 c->msg.task, c->msg.seq, why, errstr != NULL ? errstr : "-");
+    wk_lifecycle_settle_offset(l, c->partition, c->offset);
+    wk_lifecycle_unlink(l, c, "dropped");
+}
+
+void wk_lifecycle_drop(wk_lifecycle *l, wk_chunk *c, const char *why, const char *errstr)
+{
+    if (errstr == NULL || !hr_redis_failover(errstr) || c->state == WK_CHUNK_HANDING_BACK) {
+        wk_lifecycle_drop_now(l, c, why, errstr);
+        return;
+    }
+    wk_lifecycle_stall(l, c, why, errstr);
+}
+
+void wk_lifecycle_hand_back_submit(wk_lifecycle *l, wk_chunk *c)
 {
     if (wk_chunk_finalize(l->rd, c, WK_CHUNK_HANDBACK, l->owner) != 0)
         wk_lifecycle_drop(l, c, "the Redis thread took no job", NULL);
@@ -118,89 +137,13 @@ void wk_lifecycle_handed_back(wk_lifecycle *l, wk_chunk *c, int rc, int64_t pend
     wk_lifecycle_unlink(l, c, "handed back");
 }
 
-/* Leaves STALLED for what C came from, now that nothing of it is in
- * flight and its acks are written. */
-static void wk_lifecycle_unstall(wk_lifecycle *l, wk_chunk *c)
-{
-    wk_chunk_state from = c->stalled_from;
-
-    hr_log_info("chunk_unstalled", "task=%" PRId64 " seq=%" PRId64 " to=%s stalled_ms=%" PRId64,
-                c->msg.task, c->msg.seq, wk_lifecycle_state_name(from),
-                hr_clock_mono_ms() - c->stall_since_ms);
-    switch (from) {
-    case WK_CHUNK_NEW:
-    case WK_CHUNK_OPENING:
-    case WK_CHUNK_LEASE_WAIT:
-    case WK_CHUNK_PUSHING:
-        /* What is still in the set is read again, under the lease kept. */
-        wk_chunk_reset(c);
-        wk_lifecycle_open(l, c);
-        break;
-    case WK_CHUNK_HELD_PAUSE:
-    case WK_CHUNK_HELD_EXPIRE:
-    case WK_CHUNK_HELD_CANCEL:
-    case WK_CHUNK_HELD_REVOKE:
-        wk_lifecycle_set(c, from, "stall over");
-        wk_lifecycle_settled(l, c);
-        break;
-    default: /* an ending: its end job again */
-        wk_lifecycle_end(l, c, from, "stall over");
-        break;
-    }
-}
-
-/* One stalled chunk at the control timer: given up past the bound, or
- * tried again when its back-off is over and nothing of it runs. */
-static void wk_lifecycle_stall_tick(wk_lifecycle *l, wk_chunk *c, int64_t now)
-{
-    if (c->state == WK_CHUNK_HANDING_BACK) {
-        if (c->jobs == 0 && now >= c->stall_retry_ms)
-            wk_lifecycle_hand_back_submit(l, c);
-        return;
-    }
-    if (now - c->stall_since_ms >= l->cfg->worker.stall_max_ms) {
-        wk_lifecycle_hand_back(l, c, "stalled past worker.stall_max_ms");
-        return;
-    }
-    /* Requests still running, a flush or an old job in flight, or the
-     * back-off not over: later. */
-    if (c->open > 0 || c->jobs > 0 || now < c->stall_retry_ms)
-        return;
-    if (wk_chunk_state_ending(c->stalled_from)) {
-        /* The end job writes the buffered acks first. */
-        wk_lifecycle_unstall(l, c);
-        return;
-    }
-    if (c->acks.nsent + c->acks.nunregs + c->acks.ndead > 0 || c->acks.retried > 0) {
-        /* The acks first; the flush's answer unstalls C. */
-        if (wk_chunk_flush(l->rd, c) != 0)
-            wk_lifecycle_drop(l, c, "the Redis thread took no job", NULL);
-        return;
-    }
-    wk_lifecycle_unstall(l, c);
-}
-
-void wk_lifecycle_stalls(wk_lifecycle *l)
-{
-    int64_t now = hr_clock_mono_ms();
-    wk_chunk *c, *next;
-
-    for (c = TAILQ_FIRST(&l->chunks); c != NULL; c = next) {
-        next = TAILQ_NEXT(c, link);
-        if (c->state == WK_CHUNK_STALLED || c->state == WK_CHUNK_HANDING_BACK)
-            wk_lifecycle_stall_tick(l, c, now); /* may unlink C */
-    }
-}
-
-/* A flush of STALLED C answered: written, C goes back (nothing else of it
- * runs: the tick waited for that); failed, C stalls on. */
+/* A flush of STALLED C answered: written, the control timer's next turn
+ * takes C back at once; failed, C stalls on. */
 void wk_lifecycle_stall_flushed(wk_lifecycle *l, wk_chunk *c, int rc, const char *errstr)
 {
     if (rc != 0) {
         wk_lifecycle_drop(l, c, "ack failed", errstr);
         return;
     }
-    if (c->open == 0 && c->jobs == 0 && c->acks.nsent + c->acks.nunregs + c->acks.ndead == 0 &&
-        c->acks.retried == 0)
-        wk_lifecycle_unstall(l, c);
+    c->stall_retry_ms = 0;
 }
