@@ -190,15 +190,18 @@ static void wk_lifecycle_stall_tick(wk_lifecycle *l, wk_chunk *c, int64_t now)
         wk_lifecycle_hand_back(l, c, "stalled past worker.stall_max_ms");
         return;
     }
-    /* Requests still running, a flush or an old job in flight, or the
-     * back-off not over: later. */
-    if (c->open > 0 || c->jobs > 0 || now < c->stall_retry_ms)
+    /* A flush or an old job in flight, or the back-off not over: later. */
+    if (c->jobs > 0 || now < c->stall_retry_ms)
         return;
     if (wk_chunk_state_ending(c->stalled_from)) {
-        /* The end job writes the buffered acks first. */
+        /* Its requests were cancelled when it began to end; the end job
+         * writes the buffered acks first. */
         wk_lifecycle_unstall(l, c);
         return;
     }
+    /* Requests still running: their outcomes go into the buffer first. */
+    if (c->open > 0)
+        return;
     if (c->acks.nsent + c->acks.nunregs + c->acks.ndead > 0 || c->acks.retried > 0) {
         /* The acks first; the flush's answer unstalls C. */
         if (wk_chunk_flush(l->rd, c) != 0)
