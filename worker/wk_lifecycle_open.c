@@ -165,12 +165,12 @@ static const wk_chunk_hooks wk_lifecycle_chunk_hooks = {.opened = wk_lifecycle_o
                                                         .flushed = wk_lifecycle_flushed,
                                                         .ended = wk_lifecycle_ended};
 
-/* Hands the chunk of MSG back without opening it (a chunk with no task:
+/* Hands the chunk of MSG back without opening it, WHY in the log (a chunk with no task:
  * it goes straight to HANDING_BACK, whose job needs only its keys).  0, or
  * -1 when out of memory (the caller settles the offset; the sweeper
  * publishes the chunk after redelivery_timeout_s). */
 static int wk_lifecycle_hand_back_message(wk_lifecycle *l, const hr_chunkmsg *msg,
-                                          int32_t partition, int64_t offset)
+                                          int32_t partition, int64_t offset, const char *why)
 {
     wk_chunk *c = wk_chunk_new(wk_redis_prefix(l->rd), msg, partition, offset, NULL,
                                l->cfg->worker.ack_batch, &wk_lifecycle_chunk_hooks, l);
@@ -180,7 +180,7 @@ static int wk_lifecycle_hand_back_message(wk_lifecycle *l, const hr_chunkmsg *ms
     c->started_ms = hr_clock_now_ms();
     TAILQ_INSERT_TAIL(&l->chunks, c, link);
     l->nchunks++;
-    wk_lifecycle_hand_back(l, c, "channel missing");
+    wk_lifecycle_hand_back(l, c, why);
     return 0;
 }
 
@@ -206,7 +206,7 @@ static void wk_lifecycle_chunk(wk_lifecycle *l, const hr_chunkmsg *msg, int32_t 
             hr_metrics_inc(l->met->bad[WK_BAD_NO_CHANNEL]);
             hr_log_warn("channel_missing", "task=%" PRId64 " seq=%" PRId64 " error=%s", msg->task,
                         msg->seq, errstr);
-            if (wk_lifecycle_hand_back_message(l, msg, partition, offset) == 0)
+            if (wk_lifecycle_hand_back_message(l, msg, partition, offset, "channel missing") == 0)
                 return;
         } else if (rc == 1) {
             l->stats.unknown_tasks++;
@@ -227,7 +227,8 @@ static void wk_lifecycle_chunk(wk_lifecycle *l, const hr_chunkmsg *msg, int32_t 
             /* MySQL is away (a restart, a primary's failover): handed
              * back, the chunk comes again within a second, until MySQL
              * answers (issue 34: not after redelivery_timeout_s). */
-            else if (wk_lifecycle_hand_back_message(l, msg, partition, offset) == 0)
+            else if (wk_lifecycle_hand_back_message(l, msg, partition, offset,
+                                                    "task not loadable") == 0)
                 return;
         }
         wk_lifecycle_settle_offset(l, partition, offset);
