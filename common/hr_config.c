@@ -188,6 +188,7 @@ static const cfg_key cfg_worker_keys[] = {
     K_INT("reporter_batch", hr_config, worker.reporter_batch, 10, 10000, 1000),
     K_INT("max_chunks_in_flight", hr_config, worker.max_chunks_in_flight, 1, 64, 4),
     K_INT("lease_ms", hr_config, worker.lease_ms, 1000, 600000, 6000),
+    K_INT("stall_max_ms", hr_config, worker.stall_max_ms, 1000, 600000, 30000),
     K_INT("shutdown_grace_ms", hr_config, worker.shutdown_grace_ms, 1000, 600000, 25000),
     K_END,
 };

@@ -146,7 +146,12 @@ typedef struct hr_config {
         int reporter_batch;       /* rows per INSERT, 10..10000, default 1000 */
         int max_chunks_in_flight; /* chunks processed at once, 1..64, default 4 */
         int lease_ms;             /* chunk lease, 1000..600000, default 6000 */
-        int shutdown_grace_ms;    /* 1000..600000, default 25000 */
+        /* How long a chunk waits out a Redis failover (STALLED) before it
+         * is handed back, 1000..600000, default 30000: a Redis Cluster
+         * failover takes cluster-node-timeout (the stack's 3 s, Redis's
+         * default 15 s) plus an election (about 1 s). */
+        int stall_max_ms;
+        int shutdown_grace_ms; /* 1000..600000, default 25000 */
     } worker;
 
     hr_channel *channels; /* at least one */

@@ -145,6 +145,11 @@ char *hr_key_timer(const char *prefix, char *buf, size_t len)
     return hr_key_fit(buf, len, snprintf(buf, len, "%stimer", prefix));
 }
 
+char *hr_key_handback(const char *prefix, char *buf, size_t len)
+{
+    return hr_key_fit(buf, len, snprintf(buf, len, "%shandback", prefix));
+}
+
 char *hr_key_cancel_held(const char *prefix, char *buf, size_t len)
 {
     return hr_key_fit(buf, len, snprintf(buf, len, "%scancel_held", prefix));

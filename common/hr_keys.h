@@ -78,6 +78,9 @@ char *hr_key_leases_match(const char *prefix, char *buf, size_t len, int64_t tas
 char *hr_key_timer(const char *prefix, char *buf, size_t len);
 /* "herald:cancel_held": SET of cancelled tasks whose chunks a worker held. */
 char *hr_key_cancel_held(const char *prefix, char *buf, size_t len);
+/* "herald:handback": SET of "<task>:<shard>:<seq>:<due ms>", chunks workers
+ * handed back (handback.lua) for a dispatcher to publish at once. */
+char *hr_key_handback(const char *prefix, char *buf, size_t len);
 /* "herald:redriven": SET of tasks heraldctl redrive gave new chunks. */
 char *hr_key_redriven(const char *prefix, char *buf, size_t len);
 /* HASH: an API job's record (dispatcher/dsp_api_job.h), and the STRING

@@ -779,38 +779,6 @@ const char *hr_mysql_cell(const hr_mysql_rows *rows, size_t row, size_t col)
     return rows->cells[row * rows->ncols + col];
 }
 
-int hr_mysql_json_ints(const int64_t *v, size_t nrows, size_t ncols, char **out)
-{
-    /* A number is at most 20 characters, each followed by ',' or ']'; a
-     * row of several opens with '['; then the outer brackets and NUL. */
-    size_t cap, len = 0;
-    char *s;
-
-    *out = NULL;
-    if (ncols == 0 || nrows > (SIZE_MAX - 3) / (ncols * 21 + 2))
-        return -1;
-    cap = nrows * (ncols * 21 + 2) + 3;
-    s = malloc(cap);
-    if (s == NULL)
-        return -1;
-    s[len++] = '[';
-    for (size_t i = 0; i < nrows; i++) {
-        if (i > 0)
-            s[len++] = ',';
-        if (ncols > 1)
-            s[len++] = '[';
-        for (size_t j = 0; j < ncols; j++)
-            len += (size_t)snprintf(s + len, cap - len, j > 0 ? ",%" PRId64 : "%" PRId64,
-                                    v[i * ncols + j]);
-        if (ncols > 1)
-            s[len++] = ']';
-    }
-    s[len++] = ']';
-    s[len] = '\0';
-    *out = s;
-    return 0;
-}
-
 /* One attempt at a text-protocol script, timed (hr_mysql_note).  *NTH gets
  * the 1-based number of the statement that failed, *TIMED_OUT whether the
  * timeout ended it. */

@@ -74,14 +74,6 @@ int hr_mysql_query(hr_mysql *m, const char *sql, const hr_mysql_param *params, s
 void hr_mysql_rows_free(hr_mysql_rows *rows);
 const char *hr_mysql_cell(const hr_mysql_rows *rows, size_t row, size_t col);
 
-/* A batch of rows as one bound value: V holds NROWS rows of NCOLS
- * integers, row-major; *OUT gets the JSON text "[[a,b],[c,d]]" (NCOLS 1:
- * "[a,c]"; NROWS 0: "[]"), which a statement reads with JSON_TABLE.  One
- * prepared statement then serves every batch size, where an IN list of
- * placeholders would prepare one per size.  Free *OUT with free().  0, or
- * -1 when out of memory. */
-int hr_mysql_json_ints(const int64_t *v, size_t nrows, size_t ncols, char **out);
-
 /* Plain statement without parameters, for DDL and migration files (which may
  * hold several statements and trigger bodies). */
 int hr_mysql_script(hr_mysql *m, const char *sql, char *errstr, size_t errlen);

@@ -251,6 +251,45 @@ redisReply *hr_redis_eval(hr_redis *r, hr_lua_id id, int nkeys, int argc, const 
     return hr_redis_check(reply, errstr, errlen);
 }
 
+bool hr_redis_failover(const char *errstr)
+{
+    /* hiredis's and hr_node's texts for a connection that failed (a read
+     * timeout is EAGAIN's), hr_cluster's for a map without the slot, and
+     * the error replies of a server loading its data or of a cluster
+     * between masters, found anywhere in the text (a reconnect's SCRIPT
+     * LOAD reports its reply after the node's name); a redirection only
+     * ever starts it. */
+    static const char *const failover[] = {
+        "Connection refused",
+        "Connection reset",
+        "Server closed the connection",
+        "Broken pipe",
+        "Resource temporarily unavailable",
+        "timed out",
+        "Timeout",
+        "connection failed",
+        "down (retrying in",
+        "No route to host",
+        "no node answers",
+        "no master known",
+        "not sent",
+        "LOADING",
+        "CLUSTERDOWN",
+        "READONLY",
+        "TRYAGAIN",
+        "MASTERDOWN",
+    };
+
+    if (errstr == NULL)
+        return false;
+    if (strncmp(errstr, "MOVED ", 6) == 0 || strncmp(errstr, "ASK ", 4) == 0)
+        return true;
+    for (size_t i = 0; i < sizeof failover / sizeof *failover; i++)
+        if (strstr(errstr, failover[i]) != NULL)
+            return true;
+    return false;
+}
+
 int hr_redis_time_ms(hr_redis *r, int64_t *out, char *errstr, size_t errlen)
 {
     redisReply *reply = hr_redis_cmdf(r, errstr, errlen, "TIME");

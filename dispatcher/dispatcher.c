@@ -4,6 +4,7 @@
  *   t_scan  (scan_interval_ms)   -> background scan + prepare
  *   t_poll  (poller_interval_ms) -> background DB poller
  *   t_sweep (sweep_interval_ms)  -> background sweeper
+ *   t_handback (DSP_HANDBACK_MS) -> background: chunks workers handed back
  *   d->timer (the next due time, timer_interval_ms at most; dsp_timer.c)
  *                                -> timer pop + claims
  *   t_lease (lease_s / 3)        -> lease renewal (tasks, then claimed shards)
@@ -52,6 +53,9 @@
 
 #define DSP_TICK_MS 10
 #define DSP_SHARD_POLL_MS 250 /* look for a claimable shard (dsp_shard.c) */
+/* The hand-back set's reader (dsp_sweep_handbacks): a chunk a worker gave
+ * up is published again within this (issue 34). */
+#define DSP_HANDBACK_MS 1000
 /* libuv's pool: DSP_RECONCILE_JOBS reconciliations, the background job and
  * a spare (dsp_reconcile.h). */
 #define DSP_POOL_THREADS "8"
@@ -72,6 +76,11 @@ static void dsp_on_poll(uv_timer_t *h)
 static void dsp_on_sweep(uv_timer_t *h)
 {
     dsp_jobs_kick(h->data, DSP_JOBS_SWEEP);
+}
+
+static void dsp_on_handback(uv_timer_t *h)
+{
+    dsp_jobs_kick(h->data, DSP_JOBS_HANDBACK);
 }
 
 static void dsp_on_lease(uv_timer_t *h)
@@ -116,6 +125,7 @@ static void dsp_on_signal(uv_signal_t *h, int signum)
     uv_timer_stop(&d->t_scan);
     uv_timer_stop(&d->t_poll);
     uv_timer_stop(&d->t_sweep);
+    uv_timer_stop(&d->t_handback);
     dsp_timer_stop(d);
     uv_timer_stop(&d->t_lease);
     uv_timer_stop(&d->t_shard);
@@ -126,6 +136,7 @@ static void dsp_close_all(dsp *d)
     uv_close((uv_handle_t *)&d->t_scan, NULL);
     uv_close((uv_handle_t *)&d->t_poll, NULL);
     uv_close((uv_handle_t *)&d->t_sweep, NULL);
+    uv_close((uv_handle_t *)&d->t_handback, NULL);
     dsp_timer_close(d);
     uv_close((uv_handle_t *)&d->t_lease, NULL);
     uv_close((uv_handle_t *)&d->t_shard, NULL);
@@ -213,6 +224,7 @@ int dsp_run(const hr_config *cfg)
     dsp_every(d, &d->t_scan, dsp_on_scan, (uint64_t)cfg->dispatcher.scan_interval_ms);
     dsp_every(d, &d->t_poll, dsp_on_poll, (uint64_t)cfg->dispatcher.poller_interval_ms);
     dsp_every(d, &d->t_sweep, dsp_on_sweep, (uint64_t)cfg->dispatcher.sweep_interval_ms);
+    dsp_every(d, &d->t_handback, dsp_on_handback, DSP_HANDBACK_MS);
     dsp_timer_start(d);
     dsp_every(d, &d->t_lease, dsp_on_lease, (uint64_t)cfg->dispatcher.lease_s * 1000 / 3);
     dsp_every(d, &d->t_tick, dsp_on_tick, DSP_TICK_MS);

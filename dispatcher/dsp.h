@@ -102,7 +102,7 @@ typedef struct dsp {
     const hr_config *cfg;
     char owner[192]; /* "<instance>/<pid>" */
     uv_loop_t *loop;
-    uv_timer_t t_scan, t_poll, t_sweep, t_lease, t_tick, t_shard;
+    uv_timer_t t_scan, t_poll, t_sweep, t_handback, t_lease, t_tick, t_shard;
     uv_signal_t sig_term, sig_int;
     atomic_bool stopping;
     bool finished;

@@ -9,9 +9,12 @@
  *   the delivery log's upkeep (dsp_dlog.c); when it returned, the
  *   timer pops at once (the scan may have put entries due before its next
  *   wake-up).
- * - poll: the DB poller (dsp_poll.c); the tasks it claimed are owned on
- *   the loop thread in the after-work callback.
- * - sweep: the sweeper and key retirement (dsp_sweep.c). */
+ * - poll: the DB poller (dsp_poll.c); the pending chunks of a task taken
+ *   over are published again (dsp_sweep_takeover); the tasks it claimed
+ *   are owned on the loop thread in the after-work callback.
+ * - sweep: the sweeper and key retirement (dsp_sweep.c).
+ * - handback: the chunks workers handed back, published again
+ *   (dsp_sweep_handbacks), every second. */
 #include "dsp_jobs.h"
 
 #include <stdlib.h>
@@ -100,10 +103,16 @@ static void dsp_jobs_work(uv_work_t *w)
         dsp_addr_sync(d, &jobs->conn, true);
         dsp_dlog_run(d, &jobs->conn);
     }
-    if ((jobs->doing & DSP_JOBS_POLL) && !atomic_load(&d->stopping))
+    if ((jobs->doing & DSP_JOBS_POLL) && !atomic_load(&d->stopping)) {
         dsp_poll_run(d, &jobs->conn, &jobs->claimed);
+        for (size_t i = 0; i < jobs->claimed.n; i++)
+            if (jobs->claimed.v[i]->state == HR_STATE_DISPATCHING)
+                dsp_sweep_takeover(d, &jobs->conn, jobs->claimed.v[i]);
+    }
     if ((jobs->doing & DSP_JOBS_SWEEP) && !atomic_load(&d->stopping))
         dsp_sweep_run(d, &jobs->conn);
+    if ((jobs->doing & DSP_JOBS_HANDBACK) && !atomic_load(&d->stopping))
+        dsp_sweep_handbacks(d, &jobs->conn);
 }
 
 static void dsp_jobs_done(uv_work_t *w, int status)

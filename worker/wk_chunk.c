@@ -73,16 +73,26 @@ void wk_chunk_users_free(redisReply **users, size_t n)
     free(users);
 }
 
-void wk_chunk_free(wk_chunk *c)
+void wk_chunk_reset(wk_chunk *c)
 {
-    if (c == NULL)
-        return;
     wk_chunk_users_free(c->users, c->members != NULL ? c->members->elements : 0);
     if (c->members != NULL)
         freeReplyObject(c->members);
     free(c->pushes);
     free(c->verdicts);
     hr_addr_list_free(&c->addrs);
+    c->members = NULL;
+    c->users = NULL;
+    c->pushes = NULL;
+    c->verdicts = NULL;
+    c->npushes = c->open = c->unchecked = c->slices = 0;
+}
+
+void wk_chunk_free(wk_chunk *c)
+{
+    if (c == NULL)
+        return;
+    wk_chunk_reset(c);
     wk_chunk_acks_free(&c->acks);
     free(c);
 }

@@ -59,6 +59,8 @@ typedef enum wk_chunk_halt {
  *
  * Transitions:
  *   NEW -> OPENING                     a message became the chunk
+ *   NEW -> HANDING_BACK                its task's channel is not configured here
+ *                                      (a chunk with no task: only its keys)
  *   OPENING -> PUSHING                 the open answered: lease held, members read
  *   OPENING -> CLOSING                 ... and the set was empty
  *   OPENING -> LEASE_WAIT -> OPENING   a live foreign lease: the open is tried
@@ -76,7 +78,20 @@ typedef enum wk_chunk_halt {
  *   PUSHING, HELD_x -> YIELDING        its lease was found another's
  *   OPENING..HELD_REVOKE -> ABANDONING shutdown, or a revoke's grace ran out
  *   OPENING..YIELDING -> GONE          an end job answered, or a Redis error
- *                                      dropped the chunk (wk_lifecycle_drop)
+ *                                      that is no failover's dropped the chunk
+ *                                      (wk_lifecycle_drop)
+ *   OPENING..YIELDING -> STALLED       a job failed on a failover (hr_redis_failover):
+ *                                      held, retried with back-off
+ *   STALLED -> OPENING                 from OPENING, LEASE_WAIT or PUSHING: its
+ *                                      acks written, nothing in flight, the rest
+ *                                      read again under the lease it kept
+ *   STALLED -> HELD_x | CLOSING..YIELDING   back to the hold or ending it came from
+ *   STALLED -> HANDING_BACK            worker.stall_max_ms passed, or its partition
+ *                                      was revoked: given up loudly
+ *   HANDING_BACK -> GONE               handed back (handback.lua: the dispatcher
+ *                                      republishes it within a second; tried
+ *                                      again while Redis is away), or the
+ *                                      hand-back failed otherwise (drop)
  * A held chunk starts no request; those running finish and are
  * acknowledged.  An ending chunk's end job runs, the last acknowledgements
  * first; it stays on the lifecycle's list (and counts against
@@ -91,6 +106,10 @@ typedef enum wk_chunk_state {
     WK_CHUNK_HELD_EXPIRE, /* its task's expire_at passed (EXPIRING) */
     WK_CHUNK_HELD_CANCEL, /* its task was cancelled (CANCELLING) */
     WK_CHUNK_HELD_REVOKE, /* its partition is being revoked (ABANDONING) */
+    /* a job failed on a failover: no request starts, the lease is kept
+     * (renewed), the failed acks are back in the buffer, and the step that
+     * failed is tried again with back-off (wk_lifecycle_stall) */
+    WK_CHUNK_STALLED,
     /* ending: its end job runs */
     WK_CHUNK_CLOSING,    /* every recipient settled: chunk_done.lua, row 'done' */
     WK_CHUNK_PARKING,    /* lease released, the rest kept for a resume, row 'parked' */
@@ -103,6 +122,10 @@ typedef enum wk_chunk_state {
     /* its lease is another's: acknowledgements written, the offset stored
      * (the lease's holder does the rest) */
     WK_CHUNK_YIELDING,
+    /* given up after a stall: the buffered acks written if Redis takes them,
+     * the lease released, the chunk marked for the dispatcher to publish at
+     * once (handback.lua), the offset stored */
+    WK_CHUNK_HANDING_BACK,
     WK_CHUNK_GONE, /* off the list; freed once no job points at it */
     WK_CHUNK__STATES
 } wk_chunk_state;
@@ -112,17 +135,21 @@ typedef struct wk_chunk_counters {
     int64_t sent, failed, throttled, retried, unregistered;
 } wk_chunk_counters;
 
-/* Recipients settled and not yet acknowledged; a flush takes them all. */
+/* Recipients settled and not yet acknowledged; a flush takes them all, and
+ * a flush that failed gives back what it could not write
+ * (wk_chunk_acks_give_back).  The arrays start at an ack batch and grow
+ * while a stall keeps them (at most the chunk's members: each settles once
+ * per open). */
 typedef struct wk_chunk_acks {
     const char **sent; /* delivered: ack.lua under 'sent' */
-    size_t nsent;
+    size_t nsent, capsent;
     const char **unregs; /* no live address: ack.lua under 'unregistered' */
-    size_t nunregs;
+    size_t nunregs, capunregs;
     struct wk_chunk_dead {
         const char *uid;
         char *reason; /* owned */
     } * dead;         /* failed for good: dead_letter.lua */
-    size_t ndead;
+    size_t ndead, capdead;
     int64_t retried; /* retries spent since the last flush */
 } wk_chunk_acks;
 
@@ -150,7 +177,7 @@ struct wk_chunk {
     hr_chunkmsg msg;
     int32_t partition;
     int64_t offset;
-    wk_task *task;
+    wk_task *task; /* NULL only for a chunk handed back unopened (NEW -> HANDING_BACK) */
     char k_set[HR_KEY_MAX], k_lease[HR_KEY_MAX], k_pending[HR_KEY_MAX];
     char k_stats[HR_KEY_MAX], k_subs[HR_KEY_MAX], k_failed[HR_KEY_MAX], k_ctl[HR_KEY_MAX];
     wk_chunk_state state; /* the lifecycle's (wk_lifecycle_set) */
@@ -180,7 +207,13 @@ struct wk_chunk {
     int64_t lease_wait_until_ms;
     wk_chunk_counters counters; /* latest stats hash values seen */
     bool counters_new;          /* COUNTERS changed since the worker took them */
-    bool ack_failed;            /* a flush failed: the set still holds delivered recipients */
+    bool ack_failed;            /* the last flush failed: its acks are back in ACKS */
+    /* STALLED / HANDING_BACK (wk_lifecycle_stall): the state the stall came
+     * from and goes back to, since when (monotonic ms), the next try and
+     * the back-off to the one after it. */
+    wk_chunk_state stalled_from;
+    int64_t stall_since_ms, stall_retry_ms;
+    int stall_backoff_ms;
 };
 
 /* A new chunk for MSG with TASK (the reference passes to the chunk's
@@ -198,6 +231,10 @@ void wk_chunk_free(wk_chunk *c);
 int wk_chunk_submit(wk_redis *rd, wk_chunk *c, wk_redis_job *job);
 /* Frees the buffers of A and empties it. */
 void wk_chunk_acks_free(wk_chunk_acks *a);
+/* Forgets what C's open read (members, users, pushes, verdicts,
+ * addresses), so that an open may read the chunk again; nothing of it may
+ * be in flight or buffered (the acks point at the members). */
+void wk_chunk_reset(wk_chunk *c);
 /* Frees USERS, the HGETALL replies of a members reply of N elements (NULL
  * = none). */
 void wk_chunk_users_free(redisReply **users, size_t n);
@@ -206,16 +243,23 @@ void wk_chunk_users_free(redisReply **users, size_t n);
  * cancel. */
 wk_chunk_halt wk_chunk_halt_of(const redisReply *reply);
 
-/* Whether C's end job runs (CLOSING .. YIELDING). */
-static inline bool wk_chunk_is_ending(const wk_chunk *c)
+/* Whether STATE is one whose end job runs (CLOSING .. HANDING_BACK). */
+static inline bool wk_chunk_state_ending(wk_chunk_state state)
 {
-    return c->state >= WK_CHUNK_CLOSING && c->state <= WK_CHUNK_YIELDING;
+    return state >= WK_CHUNK_CLOSING && state <= WK_CHUNK_HANDING_BACK;
 }
 
-/* Whether C holds its lease and has members: PUSHING or held. */
+/* Whether C's end job runs. */
+static inline bool wk_chunk_is_ending(const wk_chunk *c)
+{
+    return wk_chunk_state_ending(c->state);
+}
+
+/* Whether C holds its lease: PUSHING, held or STALLED (a stall keeps the
+ * lease it had, and takes it again if it expired meanwhile: lease_renew.lua). */
 static inline bool wk_chunk_is_leased(const wk_chunk *c)
 {
-    return c->state >= WK_CHUNK_PUSHING && c->state <= WK_CHUNK_HELD_REVOKE;
+    return c->state >= WK_CHUNK_PUSHING && c->state <= WK_CHUNK_STALLED;
 }
 
 /* A chunk member is a uid: decimal digits only, 1..INT64_MAX. */

@@ -12,25 +12,44 @@
 
 /* ---- acknowledgements -------------------------------------------------------- */
 
+/* Room for one more element of SIZE bytes in *V (holding N of *CAP):
+ * the first allocation is an ack batch, then it doubles.  0 or -1. */
+static int wk_chunk_acks_room(void **v, size_t n, size_t *cap, size_t size, size_t batch)
+{
+    size_t want = *cap == 0 ? batch : 2 * *cap;
+    void *grown;
+
+    if (n < *cap)
+        return 0;
+    if ((grown = realloc(*v, want * size)) == NULL)
+        return -1;
+    *v = grown;
+    *cap = want;
+    return 0;
+}
+
 int wk_chunk_ack(wk_chunk *c, wk_chunk_settled how, const char *uid, const char *reason)
 {
     wk_chunk_acks *a = &c->acks;
 
-    /* The buffers hold one ack batch in all; a flush takes them, so the
-     * next settled recipient allocates anew. */
+    /* A flush takes the buffers, so the next settled recipient allocates
+     * anew; they grow past the batch only while a stall keeps them. */
     switch (how) {
     case WK_CHUNK_SENT:
-        if (a->sent == NULL && (a->sent = calloc(c->ack_batch, sizeof *a->sent)) == NULL)
+        if (wk_chunk_acks_room((void **)&a->sent, a->nsent, &a->capsent, sizeof *a->sent,
+                               c->ack_batch) != 0)
             return -1;
         a->sent[a->nsent++] = uid;
         break;
     case WK_CHUNK_UNREGISTERED:
-        if (a->unregs == NULL && (a->unregs = calloc(c->ack_batch, sizeof *a->unregs)) == NULL)
+        if (wk_chunk_acks_room((void **)&a->unregs, a->nunregs, &a->capunregs, sizeof *a->unregs,
+                               c->ack_batch) != 0)
             return -1;
         a->unregs[a->nunregs++] = uid;
         break;
     case WK_CHUNK_DEAD:
-        if (a->dead == NULL && (a->dead = calloc(c->ack_batch, sizeof *a->dead)) == NULL)
+        if (wk_chunk_acks_room((void **)&a->dead, a->ndead, &a->capdead, sizeof *a->dead,
+                               c->ack_batch) != 0)
             return -1;
         a->dead[a->ndead].reason = strdup(reason);
         if (a->dead[a->ndead].reason == NULL)
@@ -39,6 +58,24 @@ int wk_chunk_ack(wk_chunk *c, wk_chunk_settled how, const char *uid, const char 
         break;
     }
     return a->nsent + a->nunregs + a->ndead >= c->ack_batch;
+}
+
+int wk_chunk_acks_give_back(wk_chunk *c, wk_chunk_acks *from, const bool failed[3])
+{
+    wk_chunk_acks *a = &c->acks;
+    int rc = 0;
+
+    if (failed[0]) {
+        for (size_t i = 0; i < from->nsent && rc == 0; i++)
+            rc = wk_chunk_ack(c, WK_CHUNK_SENT, from->sent[i], NULL) < 0 ? -1 : 0;
+        a->retried += from->retried;
+    }
+    for (size_t i = 0; failed[1] && i < from->nunregs && rc == 0; i++)
+        rc = wk_chunk_ack(c, WK_CHUNK_UNREGISTERED, from->unregs[i], NULL) < 0 ? -1 : 0;
+    for (size_t i = 0; failed[2] && i < from->ndead && rc == 0; i++)
+        rc = wk_chunk_ack(c, WK_CHUNK_DEAD, from->dead[i].uid, from->dead[i].reason) < 0 ? -1 : 0;
+    wk_chunk_acks_free(from);
+    return rc;
 }
 
 /* Reads REPLY (taken; NULL = the call failed, ERRSTR set) of script ID: an
@@ -161,16 +198,19 @@ void wk_chunk_acks_read(const wk_chunk_acks *a, hr_pipe *pipe, size_t *at, size_
             continue;
         if (avail == 0) {
             snprintf(out->errstr, sizeof out->errstr, "out of memory");
+            out->failed[k] = true;
             out->rc = -1;
             continue;
         }
         reply = hr_pipe_reply(pipe, (*at)++, out->errstr, sizeof out->errstr);
         avail--;
         if (wk_chunk_counted(ids[k], reply, &out->removed[k], 1, &out->counters, out->errstr,
-                             sizeof out->errstr) == 0)
+                             sizeof out->errstr) == 0) {
             out->counters_new = true;
-        else
+        } else {
+            out->failed[k] = true;
             out->rc = -1;
+        }
     }
 }
 
@@ -182,6 +222,7 @@ void wk_chunk_acks_run(const wk_chunk *c, const wk_chunk_acks *a, hr_redis *r, w
 
     if (pipe == NULL) {
         snprintf(out->errstr, sizeof out->errstr, "out of memory");
+        wk_chunk_acks_calls(a, out->failed);
         out->rc = -1;
         return;
     }
@@ -192,8 +233,9 @@ void wk_chunk_acks_run(const wk_chunk *c, const wk_chunk_acks *a, hr_redis *r, w
     hr_pipe_free(pipe);
 }
 
-/* Loop thread: what a flush answered, into C. */
-void wk_chunk_acked_apply(wk_chunk *c, const wk_chunk_acked *acked)
+/* Loop thread: what a flush of A answered, into C; what it could not
+ * write goes back into C's buffers (A is emptied). */
+void wk_chunk_acked_apply(wk_chunk *c, wk_chunk_acks *a, const wk_chunk_acked *acked)
 {
     c->sent += acked->removed[0];
     c->unregistered += acked->removed[1];
@@ -202,7 +244,12 @@ void wk_chunk_acked_apply(wk_chunk *c, const wk_chunk_acked *acked)
         c->counters = acked->counters;
         c->counters_new = true;
     }
-    if (acked->rc != 0)
+    /* Written again with the next flush (ack.lua and dead_letter.lua count
+     * only the uids still in the set, so a call that ran although its
+     * reply was lost counts nobody twice); out of memory: they stay in
+     * the set, for the chunk's next holder. */
+    c->ack_failed = acked->rc != 0;
+    if (wk_chunk_acks_give_back(c, a, acked->failed) != 0)
         c->ack_failed = true;
 }
 
@@ -236,9 +283,8 @@ static void wk_chunk_flush_done(wk_redis_job *job)
     wk_chunk *c = j->c;
 
     c->jobs--;
-    wk_chunk_acked_apply(c, &j->acked);
+    wk_chunk_acked_apply(c, &j->acks, &j->acked);
     c->hooks->flushed(c, j->acked.rc, j->acked.errstr);
-    wk_chunk_acks_free(&j->acks);
     free(j);
 }
 

@@ -95,6 +95,37 @@ static void wk_chunk_end_run(wk_redis_job *job, hr_redis *r)
         j->res.rc = 0;
 }
 
+/* HANDBACK: the buffered acks, if Redis takes them now (what it does not
+ * is pushed again by the chunk's next holder), then handback.lua (lease
+ * released, the chunk stale for any sweep), then the chunk into the
+ * hand-back set, which may live on another node: its failure leaves the
+ * chunk to the next sweep (sweep_interval_ms) instead of the next second. */
+static void wk_chunk_end_handback_run(wk_redis_job *job, hr_redis *r)
+{
+    wk_chunk_end_job *j = (wk_chunk_end_job *)job;
+    const wk_chunk *c = j->c;
+    const char *argv[] = {c->k_pending, c->k_lease, j->seq, j->owner};
+    char key[HR_KEY_MAX], member[96];
+    redisReply *reply;
+
+    j->res.rc = -1;
+    wk_chunk_acks_run(c, &j->acks, r, &j->acked);
+    reply = hr_redis_eval(r, HR_LUA_HANDBACK, 2, 4, argv, NULL, j->errstr, sizeof j->errstr);
+    if (reply == NULL)
+        return;
+    j->res.res[0] = reply->type == REDIS_REPLY_INTEGER ? reply->integer : 0;
+    freeReplyObject(reply);
+    j->res.rc = 0;
+    if (j->res.res[0] != 1)
+        return;
+    hr_key_handback(hr_redis_prefix(r), key, sizeof key);
+    snprintf(member, sizeof member, "%" PRId64 ":%d:%" PRId64 ":%" PRId64, c->msg.task,
+             wk_chunk_row(c), c->msg.seq, c->msg.due_ms);
+    reply = hr_redis_cmdf(r, j->errstr, sizeof j->errstr, "SADD %s %s", key, member);
+    j->res.res[1] = reply != NULL;
+    freeReplyObject(reply);
+}
+
 /* The close of a sharded task's chunk, which left its shard empty: are
  * the task's other shards empty too (one pipelined round trip each for
  * pending and subs), and then every shard's stats hash (see
@@ -159,11 +190,10 @@ static void wk_chunk_end_done(wk_redis_job *job)
     wk_chunk *c = j->c;
 
     c->jobs--;
-    wk_chunk_acked_apply(c, &j->acked);
+    wk_chunk_acked_apply(c, &j->acks, &j->acked);
     j->res.ack_failed = c->ack_failed;
     j->res.errstr = j->res.rc != 0 ? j->errstr : j->acked.errstr;
     c->hooks->ended(c, &j->res);
-    wk_chunk_acks_free(&j->acks);
     free(j->stats);
     free(j);
 }
@@ -174,6 +204,8 @@ static const wk_redis_ops wk_chunk_end_run_ops = {.run = wk_chunk_end_run,
                                                   .done = wk_chunk_end_done};
 static const wk_redis_ops wk_chunk_end_sharded_ops = {.run = wk_chunk_end_sharded_run,
                                                       .done = wk_chunk_end_done};
+static const wk_redis_ops wk_chunk_end_handback_ops = {.run = wk_chunk_end_handback_run,
+                                                       .done = wk_chunk_end_done};
 
 int wk_chunk_finalize(wk_redis *rd, wk_chunk *c, wk_chunk_ending how, const char *owner)
 {
@@ -182,6 +214,7 @@ int wk_chunk_finalize(wk_redis *rd, wk_chunk *c, wk_chunk_ending how, const char
     if (j == NULL)
         return -1;
     j->job.ops = how == WK_CHUNK_DROP_EXPIRE || how == WK_CHUNK_DROP_CANCEL ? &wk_chunk_end_run_ops
+                 : how == WK_CHUNK_HANDBACK                ? &wk_chunk_end_handback_ops
                  : how == WK_CHUNK_CLOSE && c->msg.sharded ? &wk_chunk_end_sharded_ops
                                                            : &wk_chunk_end_batched_ops;
     j->c = c;

@@ -339,7 +339,9 @@ static void wk_chunk_open_done(wk_redis_job *job)
     c->user_errors += j->user_errors;
     if (c->user_error[0] == '\0')
         memcpy(c->user_error, j->user_error, sizeof c->user_error);
-    wk_chunk_acked_apply(c, &j->dead); /* a failure fails the open too: C is dropped */
+    /* A failure fails the open too, and the invalid members stay in the
+     * set for the open that follows: nothing to give back. */
+    wk_chunk_acked_apply(c, &(wk_chunk_acks){0}, &j->dead);
     j->res.errstr = j->errstr;
     c->hooks->opened(c, &j->res);
     wk_chunk_users_free(j->users, j->members != NULL ? j->members->elements : 0);

@@ -13,6 +13,7 @@
 #include "wk_chunk_acks.h"
 #include "wk_chunk_check.h"
 #include "wk_lifecycle_end.h"
+#include "wk_lifecycle_stall.h"
 
 /* ---- push outcomes and acknowledgements -------------------------------------- */
 
@@ -41,11 +42,15 @@ void wk_lifecycle_flushed(wk_chunk *c, int rc, const char *errstr)
     if (wk_lifecycle_gone(l, c))
         return;
     wk_lifecycle_report_counters(l, c);
+    if (c->state == WK_CHUNK_STALLED) {
+        wk_lifecycle_stall_flushed(l, c, rc, errstr);
+        return;
+    }
     if (rc == 0 || wk_chunk_is_ending(c))
         return;
     hr_log_error("ack_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s", c->msg.task, c->msg.seq,
                  errstr);
-    wk_lifecycle_drop(l, c, "ack failed");
+    wk_lifecycle_drop(l, c, "ack failed", errstr);
 }
 
 void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res)
@@ -97,7 +102,7 @@ void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res)
         break;
     }
     if (full < 0 || (full == 1 && wk_chunk_flush(l->rd, c) != 0)) {
-        wk_lifecycle_drop(l, c, full < 0 ? "out of memory" : "the Redis thread took no job");
+        wk_lifecycle_drop(l, c, full < 0 ? "out of memory" : "the Redis thread took no job", NULL);
         return;
     }
     if (c->open == 0)
@@ -121,7 +126,7 @@ int wk_lifecycle_throttle(wk_lifecycle *l, wk_chunk *c)
         if (n > c->npushes - first)
             n = c->npushes - first;
         if (wk_chunk_check(l->rd, c, first, n) != 0) {
-            wk_lifecycle_drop(l, c, "the Redis thread took no job");
+            wk_lifecycle_drop(l, c, "the Redis thread took no job", NULL);
             return -1;
         }
     }
@@ -141,7 +146,7 @@ void wk_lifecycle_checked(wk_chunk *c, const wk_chunk_checked *res)
     wk_lifecycle_report_counters(l, c);
     if (res->rc != 0) {
         if (!wk_chunk_is_ending(c))
-            wk_lifecycle_drop(l, c, res->errstr);
+            wk_lifecycle_drop(l, c, "throttle check failed", res->errstr);
         return;
     }
     hr_metrics_add(l->met->chans[c->task->ch_index].throttled, (uint64_t)res->blocked);

@@ -66,7 +66,7 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
     hr_metrics_family *pushes, *latency, *due, *inflight, *retries, *throttled, *waits, *acked;
     hr_metrics_family *redelivered, *bad, *queue, *flush, *lag, *errors, *dropped, *anomalies;
     hr_metrics_family *unaccounted, *pruned, *rows_missing;
-    hr_metrics_family *stalled, *stalls;
+    hr_metrics_family *stalled, *stalls, *waits_failover, *handed_back;
     const hr_metrics_spec specs[] = {
         {&pushes, "herald_pushes_total", "Pushes by channel and outcome", HR_METRICS_COUNTER,
          "channel,outcome", NULL, 0},
@@ -119,6 +119,12 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
         {&stalls, "herald_worker_stalls_total",
          "Times the watchdog found stalled chunks and restarted the sender", HR_METRICS_COUNTER,
          NULL, NULL, 0},
+        {&waits_failover, "herald_chunks_failover_waits_total",
+         "Chunks held through a Redis failover (a call failed; retried with back-off)",
+         HR_METRICS_COUNTER, NULL, NULL, 0},
+        {&handed_back, "herald_chunks_handed_back_total",
+         "Chunks given up and handed back to the dispatcher to publish at once", HR_METRICS_COUNTER,
+         NULL, NULL, 0},
     };
     static const char *const drop_reasons[WK__DROPS] = {"queue_full", "rejected"};
     static const char *const kinds[WK__ANOMALIES] = {"invalid_uid", "user_hash_error",
@@ -162,6 +168,8 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
     m->kafka_lag = hr_metrics_labels(lag, NULL);
     m->stalled_chunks = hr_metrics_labels(stalled, NULL);
     m->stalls = hr_metrics_labels(stalls, NULL);
+    m->chunks_stalled = hr_metrics_labels(waits_failover, NULL);
+    m->chunks_handed_back = hr_metrics_labels(handed_back, NULL);
     hr_metrics_gauge_fn(m->kafka_lag, wk_metrics_lag, m);
     for (size_t i = 0; i < WK__BAD_REASONS; i++)
         m->bad[i] = hr_metrics_labels(bad, reasons[i]);

@@ -69,6 +69,8 @@ typedef struct wk_metrics {
     hr_metrics_child *chunks_acked, *chunks_redelivered, *reporter_queue, *reporter_flush;
     hr_metrics_child *kafka_lag;
     hr_metrics_child *stalled_chunks, *stalls; /* the worker's pump watchdog */
+    /* issue 34: chunks held through a failover (STALLED), chunks handed back */
+    hr_metrics_child *chunks_stalled, *chunks_handed_back;
     hr_metrics_child *bad[WK__BAD_REASONS];
     hr_metrics_child *backend_errors[WK__BACKENDS];
     hr_metrics_child *reporter_dropped[WK__DROPS];

@@ -53,6 +53,7 @@
  *   wk_reporter wk_chunk_acks wk_control
  *   wk_chunk_open wk_chunk_check wk_chunk_end
  *   wk_lifecycle
+ *   wk_lifecycle_stall
  *   wk_lifecycle_end
  *   wk_lifecycle_push
  *   wk_lifecycle_open
