@@ -69,17 +69,8 @@ int wk_chan_init(wk_chan *chan, const hr_channel *ch, wk_redis *rd, wk_metrics *
     wk_retry_cap_init(&chan->cap, ch->concurrency);
     if (ch->type == HR_CHANNEL_FCM && wk_fcm_auth_new(ch, &chan->fcm, errstr, errlen) != 0)
         return -1;
-    if (ch->type == HR_CHANNEL_APNS) {
-        if (wk_chan_apns_signer(chan, errstr, errlen) != 0)
-            return -1;
-        /* Slow start: one request per connection until answers come back,
-         * so curl knows each connection's SETTINGS_MAX_CONCURRENT_STREAMS
-         * before it multiplexes (APNs allows one stream until a provider
-         * token was accepted); every delivery widens the cap by one
-         * (wk_retry). */
-        if (ch->apns.connections < chan->cap.cap)
-            chan->cap.cap = ch->apns.connections;
-    }
+    if (ch->type == HR_CHANNEL_APNS && wk_chan_apns_signer(chan, errstr, errlen) != 0)
+        return -1;
     return 0;
 }
 
@@ -576,6 +567,7 @@ void wk_chan_ended(wk_chan *chan, wk_push *push)
 {
     push->state = WK_PUSH_IDLE;
     push->xfer = NULL;
+    push->stream = NULL;
     chan->inflight--;
 }
 

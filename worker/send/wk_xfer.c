@@ -10,24 +10,18 @@
 #include <time.h>
 
 #include <openssl/crypto.h>
-
 #include <openssl/sha.h>
 
 #include "hr_addr.h"
-#include "wk_apns.h"
 #include "hr_clock.h"
-#include "wk_fcm.h"
 #include "wk_smtp.h"
 
 #define WK_XFER_BODY_MAX (256 * 1024)
 /* A string literal and its length, for wk_xfer_header_add. */
 #define WK_XFER_LIT(s) s, sizeof s - 1
-/* Header lines a request adds to its channel's: an APNs request's, or a
- * webhook's Idempotency-Key and three signature headers, and "Expect:". */
-#define WK_XFER_OWN_HEADERS (WK_APNS_MAX_HEADERS + 6)
-/* A Retry-After beyond this is read as this, before the channel's own
- * bound (retry.max_backoff_ms) applies. */
-#define WK_XFER_RETRY_AFTER_MAX_S 3600
+/* Header lines a request adds to its channel's: a webhook's
+ * Idempotency-Key and three signature headers, and "Expect:". */
+#define WK_XFER_OWN_HEADERS 5
 
 /* A webhook's response body is not read; a provider's is kept up to
  * WK_PROVIDER_BODY_MAX (what the provider modules parse), the rest
@@ -100,32 +94,9 @@ static size_t wk_xfer_header(char *buf, size_t size, size_t nitems, void *userda
     size_t n = size * nitems;
     static const char name[] = "retry-after:";
 
-    if (n > sizeof name - 1 && strncasecmp(buf, name, sizeof name - 1) == 0) {
-        char tmp[64];
-        size_t len = n - (sizeof name - 1);
-        char *end;
-        long v;
-
-        if (len >= sizeof tmp)
-            len = sizeof tmp - 1;
-        memcpy(tmp, buf + sizeof name - 1, len);
-        tmp[len] = '\0';
-        errno = 0;
-        v = strtol(tmp, &end, 10);
-        /* Delta seconds, or an HTTP-date (curl_getdate reads RFC 1123 and
-         * its older forms): what is left until then.  Clamped here, so no
-         * overflow later. */
-        if (end == tmp) {
-            time_t at = curl_getdate(tmp, NULL);
-
-            v = at > 0 ? (long)(at - time(NULL)) : 0;
-        }
-        if (v < 0)
-            v = 0;
-        else if (errno == ERANGE || v > WK_XFER_RETRY_AFTER_MAX_S)
-            v = WK_XFER_RETRY_AFTER_MAX_S;
-        x->retry_after_s = v;
-    }
+    if (n > sizeof name - 1 && strncasecmp(buf, name, sizeof name - 1) == 0)
+        x->retry_after_s = wk_provider_retry_after(buf + sizeof name - 1, n - (sizeof name - 1),
+                                                   hr_clock_now_ms() / 1000);
     return n;
 }
 
@@ -151,7 +122,6 @@ wk_xfer *wk_xfer_new(const hr_channel *ch)
     }
     for (size_t i = 0; i < WK_TASK__MAIL; i++)
         hr_buf_init(&x->mail[i], WK_XFER_BODY_MAX);
-    x->keep_resp = ch->type == HR_CHANNEL_FCM || ch->type == HR_CHANNEL_APNS;
     /* hr_config checked every secret: a failure here is not expected, and
      * a handle that cannot sign is not made. */
     for (size_t i = 0; i < ch->nsigning_secrets; i++) {
@@ -174,10 +144,10 @@ wk_xfer *wk_xfer_new(const hr_channel *ch)
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     if (ch->type == HR_CHANNEL_SMTP)
         wk_xfer_smtp_setup(x, ch);
-    /* APNs is HTTP/2 only: requests multiplexed as streams (PIPEWAIT: on
-     * a connection already open rather than a new one, within the
+    /* A webhook over HTTP/2: requests multiplexed as streams (PIPEWAIT:
+     * on a connection already open rather than a new one, within the
      * server's SETTINGS_MAX_CONCURRENT_STREAMS, which curl honours). */
-    if (ch->http2 || ch->type == HR_CHANNEL_APNS) {
+    if (ch->http2) {
         bool tls = ch->url == NULL || strncasecmp(ch->url, "https:", 6) == 0;
 
         curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
@@ -320,103 +290,6 @@ int wk_xfer_prepare(wk_xfer *x, const hr_channel *ch, const wk_task *task, const
     return wk_xfer_arm(x, strcasecmp(ch->method, "GET") == 0, errstr, errlen);
 }
 
-/* URL into X's URL buffer, NUL-terminated; -1 with ERRSTR past its cap. */
-static int wk_xfer_set_url(wk_xfer *x, const char *url, char *errstr, size_t errlen)
-{
-    hr_buf_reset(&x->req.url);
-    hr_buf_reset(&x->req.headers);
-    x->req.nheaders = 0;
-    if (hr_buf_append(&x->req.url, url, strlen(url)) != 0) {
-        snprintf(errstr, errlen, "URL exceeds its size cap");
-        return -1;
-    }
-    return 0;
-}
-
-int wk_xfer_prepare_fcm(wk_xfer *x, const char *url, const char *bearer, const wk_task *task,
-                        const char *uid, const redisReply *user, const char *device_token,
-                        char *errstr, size_t errlen)
-{
-    wk_fcm_message m = {.token = device_token,
-                        .payload = task->payload,
-                        .ttl_s = (int)task->row->ttl_s,
-                        .collapse_key = task->row->collapse_key,
-                        .high_priority = task->row->priority == HR_PRIORITY_HIGH,
-                        .now_s = hr_clock_now_ms() / 1000};
-
-    if (wk_xfer_set_url(x, url, errstr, errlen) != 0 ||
-        wk_task_render_texts(task, uid, user, &x->req.title, &x->req.text, errstr, errlen) != 0)
-        return -1;
-    m.title = x->req.title.data ? x->req.title.data : "";
-    m.body = x->req.text.data ? x->req.text.data : "";
-    hr_buf_reset(&x->req.body);
-    if (wk_fcm_message_build(&m, &x->req.body, errstr, errlen) != 0 ||
-        wk_xfer_header_add(x, WK_XFER_LIT("Authorization: Bearer "), bearer, strlen(bearer), errstr,
-                           errlen) < 0 ||
-        wk_xfer_header_add(x, WK_XFER_LIT("Content-Type: application/json"), NULL, 0, errstr,
-                           errlen) < 0)
-        return -1;
-    return wk_xfer_arm(x, false, errstr, errlen);
-}
-
-/* The apns-id of (TASK, UID, DEVICE): SHA-256 of them as a version 8
- * UUID (RFC 9562: custom), so a re-sent push repeats it. */
-static void wk_xfer_apns_id(int64_t task, const char *uid, const char *device, char out[37])
-{
-    unsigned char d[SHA256_DIGEST_LENGTH];
-    char text[512];
-    int n = snprintf(text, sizeof text, "%" PRId64 ".%s.%s", task, uid, device);
-
-    SHA256((const unsigned char *)text, (size_t)(n < (int)sizeof text ? n : (int)sizeof text - 1),
-           d);
-    d[6] = (unsigned char)((d[6] & 0x0f) | 0x80); /* version 8 */
-    d[8] = (unsigned char)((d[8] & 0x3f) | 0x80); /* variant 10 */
-    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", d[0],
-             d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13],
-             d[14], d[15]);
-}
-
-int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *ch, const char *base_url,
-                         const char *provider_token, const wk_task *task, const char *uid,
-                         const redisReply *user, const char *device_token, char *errstr,
-                         size_t errlen)
-{
-    wk_apns_request req;
-    char apns_id[37];
-    wk_apns_message m = {
-        .device_token = device_token,
-        .topic = ch->apns.topic,
-        .push_type = ch->apns.push_type == HR_APNS_BACKGROUND ? WK_APNS_BACKGROUND : WK_APNS_ALERT,
-        .payload = task->payload,
-        .ttl_s = (int)task->row->ttl_s,
-        .collapse_id = task->row->collapse_key,
-        .apns_id = apns_id,
-        .high_priority = ch->apns.high_priority && task->row->priority == HR_PRIORITY_HIGH,
-        .now_s = hr_clock_now_ms() / 1000};
-
-    wk_xfer_apns_id(task->row->id, uid, device_token, apns_id);
-    if (wk_task_render_texts(task, uid, user, &x->req.title, &x->req.text, errstr, errlen) != 0)
-        return -1;
-    m.title = x->req.title.data ? x->req.title.data : "";
-    m.body = x->req.text.data ? x->req.text.data : "";
-    hr_buf_reset(&x->req.body);
-    if (wk_apns_request_build(&m, provider_token, &req, &x->req.body, errstr, errlen) != 0 ||
-        wk_xfer_set_url(x, base_url, errstr, errlen) != 0)
-        return -1;
-    if (hr_buf_append(&x->req.url, req.path, strlen(req.path)) != 0) {
-        snprintf(errstr, errlen, "URL exceeds its size cap");
-        return -1;
-    }
-    for (size_t i = 0; i < req.nheaders; i++)
-        if (wk_xfer_header_add(x, req.header[i], strlen(req.header[i]), NULL, 0, errstr, errlen) <
-            0)
-            return -1;
-    if (wk_xfer_header_add(x, WK_XFER_LIT("Content-Type: application/json"), NULL, 0, errstr,
-                           errlen) < 0)
-        return -1;
-    return wk_xfer_arm(x, false, errstr, errlen);
-}
-
 int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, const char *uid,
                          const redisReply *user, const char *to, char *errstr, size_t errlen)
 {
@@ -466,22 +339,6 @@ int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, 
     return 0;
 }
 
-int wk_xfer_prepare_form(wk_xfer *x, const char *url, const hr_buf *body, char *errstr,
-                         size_t errlen)
-{
-    hr_buf_reset(&x->req.body);
-    if (wk_xfer_set_url(x, url, errstr, errlen) != 0)
-        return -1;
-    if (hr_buf_append(&x->req.body, body->data ? body->data : "", body->len) != 0) {
-        snprintf(errstr, errlen, "token request exceeds its size cap");
-        return -1;
-    }
-    if (wk_xfer_header_add(x, WK_XFER_LIT("Content-Type: application/x-www-form-urlencoded"), NULL,
-                           0, errstr, errlen) < 0)
-        return -1;
-    return wk_xfer_arm(x, false, errstr, errlen);
-}
-
 static bool wk_xfer_success(const hr_channel *ch, long code)
 {
     for (size_t i = 0; i < ch->nsuccess; i++)
@@ -500,14 +357,6 @@ void wk_xfer_verdict(const hr_channel *ch, const wk_xfer *x, CURLcode rc, long c
         wk_provider_set(out, WK_VERDICT_RETRY, 0, NULL);
         snprintf(out->reason, sizeof out->reason, "curl: %.120s",
                  x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
-        return;
-    }
-    if (ch->type == HR_CHANNEL_FCM) {
-        wk_fcm_classify(code, body, x->resp.len, x->retry_after_s, out);
-        return;
-    }
-    if (ch->type == HR_CHANNEL_APNS) {
-        wk_apns_classify(code, body, x->resp.len, x->retry_after_s, out);
         return;
     }
     if (ch->type == HR_CHANNEL_SMTP) {
