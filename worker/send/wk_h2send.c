@@ -37,7 +37,7 @@ struct wk_h2send {
     const hr_channel *ch;
     wk_h2send_hooks hooks;
     wk_h2send_origin main, token;
-    bool token_own; /* token has an engine of its own */
+    bool token_own;   /* token has an engine of its own */
     wk_stream **all;  /* every stream made, up to the channel's concurrency */
     wk_stream **free; /* stack of idle ones */
     size_t nall, nfree;
@@ -176,8 +176,7 @@ void wk_h2send_cancel(wk_h2send *hs, wk_stream *sx)
 
 /* Reads URL (https://host[:port][/path][?query]) into O.  0, or -1 with
  * ERRSTR. */
-static int wk_h2send_origin_parse(wk_h2send_origin *o, const char *url, char *errstr,
-                                  size_t errlen)
+static int wk_h2send_origin_parse(wk_h2send_origin *o, const char *url, char *errstr, size_t errlen)
 {
     CURLU *u = curl_url();
     char *scheme = NULL, *host = NULL, *port = NULL, *path = NULL, *query = NULL;
@@ -288,8 +287,8 @@ int wk_h2send_new(uv_loop_t *loop, const hr_channel *ch, const char *url, const 
         goto fail;
     hs->token_own = token_url != NULL &&
                     (strcmp(hs->main.host, hs->token.host) != 0 || hs->main.port != hs->token.port);
-    if (wk_h2send_engine(&hs->main, loop, ch, conns, (size_t)ch->concurrency + 1, errstr,
-                         errlen) != 0 ||
+    if (wk_h2send_engine(&hs->main, loop, ch, conns, (size_t)ch->concurrency + 1, errstr, errlen) !=
+            0 ||
         (hs->token_own && wk_h2send_engine(&hs->token, loop, ch, 1, 1, errstr, errlen) != 0))
         goto fail;
     if (!hs->token_own)

@@ -151,9 +151,9 @@ int wk_stream_prepare_apns(wk_stream *sx, const hr_channel *ch, const char *pref
     return 0;
 }
 
-int wk_stream_prepare_fcm(wk_stream *sx, const char *path, const char *bearer,
-                          const wk_task *task, const char *uid, const redisReply *user,
-                          const char *device_token, char *errstr, size_t errlen)
+int wk_stream_prepare_fcm(wk_stream *sx, const char *path, const char *bearer, const wk_task *task,
+                          const char *uid, const redisReply *user, const char *device_token,
+                          char *errstr, size_t errlen)
 {
     wk_fcm_message m = {.token = device_token,
                         .payload = task->payload,

@@ -33,7 +33,7 @@
 #define WK_STREAM_PATH_MAX 1024
 #define WK_STREAM_MSG_MAX 160
 
-struct wk_push;    /* wk_push.h */
+struct wk_push;   /* wk_push.h */
 struct wk_h2send; /* wk_h2send.h */
 
 typedef struct wk_stream {
@@ -52,8 +52,8 @@ typedef struct wk_stream {
     size_t nnv;
     wk_apns_request apns; /* an APNs request's header lines (nv points into them) */
     char apns_id[37];
-    hr_buf auth;       /* fcm: "Bearer <access token>" */
-    hr_buf body;       /* the JSON message or the form */
+    hr_buf auth;        /* fcm: "Bearer <access token>" */
+    hr_buf body;        /* the JSON message or the form */
     hr_buf title, text; /* the task's title and body rendered for the recipient */
     int64_t start_ms;
     /* The answer (wk_h2send copies it from the engine's callback). */
@@ -80,9 +80,9 @@ int wk_stream_prepare_apns(wk_stream *sx, const hr_channel *ch, const char *pref
 /* Builds on SX the messages:send request to PATH with the OAuth BEARER
  * token for DEVICE_TOKEN: the message from TASK's title and body rendered
  * for UID and its payload (wk_fcm_message_build).  0, or -1 with ERRSTR. */
-int wk_stream_prepare_fcm(wk_stream *sx, const char *path, const char *bearer,
-                          const wk_task *task, const char *uid, const redisReply *user,
-                          const char *device_token, char *errstr, size_t errlen);
+int wk_stream_prepare_fcm(wk_stream *sx, const char *path, const char *bearer, const wk_task *task,
+                          const char *uid, const redisReply *user, const char *device_token,
+                          char *errstr, size_t errlen);
 
 /* Builds on SX a POST of the form FORM (application/x-www-form-urlencoded)
  * to PATH: an fcm channel's token request.  0, or -1 with ERRSTR. */
