@@ -42,6 +42,11 @@ wk_xfer *wk_curl_take(wk_curl *curl)
     return x;
 }
 
+bool wk_curl_can_take(const wk_curl *curl)
+{
+    return curl->nfree > 0 || curl->nall < (size_t)curl->ch->concurrency;
+}
+
 void wk_curl_give(wk_curl *curl, wk_xfer *x)
 {
     curl->free[curl->nfree++] = x;

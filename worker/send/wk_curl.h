@@ -76,6 +76,9 @@ int wk_curl_new(const hr_channel *ch, const wk_curl_io *io, const wk_curl_hooks 
 /* An idle handle of the pool (made when none is idle and fewer than the
  * channel's concurrency exist), or NULL. */
 wk_xfer *wk_curl_take(wk_curl *curl);
+/* Whether wk_curl_take would find or make a handle (a batched channel's
+ * cap counts pushes, so its handles may all be busy first). */
+bool wk_curl_can_take(const wk_curl *curl);
 /* Puts X, taken and not added, back into the pool. */
 void wk_curl_give(wk_curl *curl, wk_xfer *x);
 /* Takes X off its multi handle and back into the pool (X->p cleared). */

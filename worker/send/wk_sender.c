@@ -5,6 +5,7 @@
 #include "wk_sender.h"
 
 #include <curl/curl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/random.h>
@@ -29,6 +30,7 @@ typedef struct wk_sender_chan {
     uv_timer_t retry;   /* the earliest delayed push */
     wk_stream *auth_sx; /* fcm: the token request's stream (not in the pool) */
     bool auth_busy;     /* it runs */
+    wk_xfer *settling;  /* a batched request whose pushes are being settled */
 } wk_sender_chan;
 
 struct wk_sender {
@@ -95,6 +97,24 @@ static void wk_sender_act(wk_sender_chan *sc, wk_push *push, wk_chan_verdict ver
         wk_sender_settle(s, push, &out->res);
     else if (verdict == WK_CHAN_DELAYED)
         wk_sender_arm_retry(sc);
+}
+
+/* PUSH's request (started at START_MS; TRANSPORT_ERROR: no answer came)
+ * was answered V with HTTP status CODE: the channel says what that means,
+ * and the sender does it. */
+static void wk_sender_answered(wk_sender_chan *sc, wk_push *push, const wk_provider_result *v,
+                               long code, int64_t start_ms, bool transport_error)
+{
+    wk_sender *s = sc->s;
+    int64_t now = hr_clock_now_ms();
+    wk_chan_outcome out = {.res = {.latency_ms = (int)(now - start_ms), .http_status = code}};
+    wk_chan_verdict verdict;
+
+    hr_metrics_observe(s->m->chans[sc - s->chans].latency, out.res.latency_ms / 1000.0);
+    if (transport_error)
+        hr_metrics_inc(s->m->backend_errors[WK_BACKEND_HTTP]);
+    verdict = wk_chan_answer(&sc->chan, push, v, now, &s->rnd, &out);
+    wk_sender_act(sc, push, verdict, &out);
 }
 
 /* ---- starting requests ----------------------------------------------------- */
@@ -196,6 +216,68 @@ static int wk_sender_request(wk_sender_chan *sc, wk_xfer *x, wk_stream *sx, wk_p
     return -1;
 }
 
+/* Settles every push of X's batched request, each with its own result
+ * from A (PER_PUSH) or with ALL, in order.  A push cancelled meanwhile
+ * (also by a done callback of this loop: wk_sender_batch_drop) is
+ * skipped; the caller puts X back into the pool afterwards. */
+static void wk_sender_batch_settle(wk_sender_chan *sc, wk_xfer *x, bool per_push,
+                                   wk_batch_answer *a, const wk_provider_result *all, long code,
+                                   bool transport_error)
+{
+    wk_provider_result v;
+
+    sc->settling = x;
+    for (size_t i = 0; i < x->npushes; i++) {
+        wk_push *push = x->pushes[i];
+
+        if (per_push)
+            wk_batch_answer_next(a, &v);
+        else
+            v = *all;
+        if (push == NULL)
+            continue;
+        x->pushes[i] = NULL;
+        wk_sender_ended(sc, push);
+        wk_sender_answered(sc, push, &v, code, x->start_ms, transport_error);
+    }
+    sc->settling = NULL;
+    x->npushes = 0;
+}
+
+/* Starts a batched request on X for PUSH, the first of task WT, and as
+ * many more of WT's ready pushes as the channel's batch and the task's
+ * tokens allow.  One that cannot be rendered or added fails every push of
+ * it for good (settled as a request that failed, so a cancel from a done
+ * callback finds them where it looks). */
+static void wk_sender_start_batch(wk_sender_chan *sc, wk_xfer *x, wk_task *wt, wk_push *push)
+{
+    const hr_channel *ch = sc->chan.cfg;
+    size_t n, stripped = 0;
+    wk_provider_result failed;
+    char errstr[256];
+    int rc;
+
+    x->pushes[0] = push;
+    n = 1 + wk_chan_take_more(&sc->chan, wt, x->pushes + 1, (size_t)ch->batch - 1);
+    x->npushes = n;
+    rc = wk_xfer_prepare_batch(x, ch, wt, x->pushes, n, &stripped, errstr, sizeof errstr);
+    if (rc == 0)
+        rc = wk_curl_add(sc->curl, x, errstr, sizeof errstr);
+    if (stripped > 0)
+        hr_metrics_add(sc->s->m->anomalies[WK_ANOMALY_HEADER_STRIPPED], (uint64_t)stripped);
+    for (size_t i = 0; i < n; i++) {
+        x->pushes[i]->xfer = x;
+        wk_sender_sent(sc, x->pushes[i]);
+    }
+    if (rc == 0)
+        return;
+    wk_provider_set(&failed, WK_VERDICT_FAILED, 0, NULL);
+    snprintf(failed.reason, sizeof failed.reason, "%.120s", errstr);
+    x->start_ms = hr_clock_now_ms();
+    wk_sender_batch_settle(sc, x, false, NULL, &failed, 0, false);
+    wk_curl_give(sc->curl, x);
+}
+
 /* Starts the next push of task WT on a free handle; false when no handle
  * could be had (the channel waits WK_CHAN_RETRY_MS). */
 static bool wk_sender_start(wk_sender_chan *sc, wk_task *wt)
@@ -218,6 +300,10 @@ static bool wk_sender_start(wk_sender_chan *sc, wk_task *wt)
         else
             wk_curl_give(sc->curl, x);
         wk_sender_act(sc, push, WK_CHAN_SETTLED, &out);
+        return true;
+    }
+    if (sc->chan.cfg->batch > 1) {
+        wk_sender_start_batch(sc, x, wt, push);
         return true;
     }
     if (wk_sender_request(sc, x, sx, push, errstr, sizeof errstr) == 0) {
@@ -273,7 +359,9 @@ static void wk_sender_run_chan(wk_sender_chan *sc)
 
     wk_chan_tick(&sc->chan, now);
     wk_sender_arm_retry(sc);
-    while (!s->draining) {
+    /* A batched channel's cap counts pushes: with every handle busy, the
+     * end of a request runs the channel again. */
+    while (!s->draining && (sc->curl == NULL || wk_curl_can_take(sc->curl))) {
         switch (wk_chan_next(&sc->chan, now, &step)) {
         case WK_CHAN_IDLE:
             return;
@@ -321,22 +409,41 @@ static void wk_sender_woken(void *ctx)
 
 /* ---- the transports' reports ------------------------------------------------ */
 
-/* PUSH's request (started at START_MS; TRANSPORT_ERROR: no answer came)
- * was answered V with HTTP status CODE: the channel says what that means,
- * and the sender does it. */
-static void wk_sender_answered(wk_sender_chan *sc, wk_push *push, const wk_provider_result *v,
-                               long code, int64_t start_ms, bool transport_error)
+/* X's batched request ended with curl result RC and HTTP status CODE:
+ * each of its pushes is settled with its own result. */
+static void wk_sender_batch_finished(wk_sender_chan *sc, wk_xfer *x, CURLcode rc, long code)
 {
-    wk_sender *s = sc->s;
-    int64_t now = hr_clock_now_ms();
-    wk_chan_outcome out = {.res = {.latency_ms = (int)(now - start_ms), .http_status = code}};
-    wk_chan_verdict verdict;
+    const hr_channel *ch = sc->chan.cfg;
+    wk_provider_result all;
+    wk_batch_answer a;
+    bool per_push = wk_xfer_batch_verdict(ch, x, rc, code, &all, &a);
 
-    hr_metrics_observe(s->m->chans[sc - s->chans].latency, out.res.latency_ms / 1000.0);
-    if (transport_error)
-        hr_metrics_inc(s->m->backend_errors[WK_BACKEND_HTTP]);
-    verdict = wk_chan_answer(&sc->chan, push, v, now, &s->rnd, &out);
-    wk_sender_act(sc, push, verdict, &out);
+    if (per_push && a.results == NULL)
+        hr_log_warn("batch_answer_bad", "channel=%s status=%ld recipients=%zu error=\"%s\"",
+                    ch->name, code, x->npushes, a.error);
+    wk_sender_batch_settle(sc, x, per_push, &a, &all, code, rc != CURLE_OK);
+    wk_batch_answer_free(&a);
+    wk_curl_release(sc->curl, x);
+}
+
+/* Cancels PUSH, one of the pushes of X's batched request: the request
+ * goes on for the others, and is aborted when none is left (unless they
+ * are being settled). */
+static void wk_sender_batch_drop(wk_sender_chan *sc, wk_xfer *x, wk_push *push)
+{
+    size_t live = 0;
+
+    for (size_t i = 0; i < x->npushes; i++) {
+        if (x->pushes[i] == push)
+            x->pushes[i] = NULL;
+        else if (x->pushes[i] != NULL)
+            live++;
+    }
+    wk_sender_ended(sc, push);
+    if (live == 0 && sc->settling != x) {
+        x->npushes = 0;
+        wk_curl_release(sc->curl, x);
+    }
 }
 
 /* wk_curl_hooks.finished: X's request ended with curl result RC. */
@@ -351,6 +458,10 @@ static void wk_sender_finished(void *ctx, wk_xfer *x, CURLcode rc)
 
     if (rc == CURLE_OK || ch->type == HR_CHANNEL_SMTP)
         curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+    if (x->npushes > 0) {
+        wk_sender_batch_finished(sc, x, rc, code);
+        return;
+    }
     wk_xfer_verdict(ch, x, rc, code, &v);
     wk_curl_release(sc->curl, x);
     wk_sender_ended(sc, push);
@@ -503,6 +614,8 @@ void wk_sender_cancel(wk_sender *s, wk_push *push)
         wk_h2send_cancel(sc->h2, push->stream);
         wk_h2send_give(sc->h2, push->stream);
         wk_sender_ended(sc, push);
+    } else if (push->state == WK_PUSH_INFLIGHT && push->xfer->npushes > 0) {
+        wk_sender_batch_drop(sc, push->xfer, push);
     } else if (push->state == WK_PUSH_INFLIGHT) {
         wk_curl_release(sc->curl, push->xfer);
         wk_sender_ended(sc, push);

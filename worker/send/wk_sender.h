@@ -39,7 +39,7 @@
  * Layers (checked by scripts/check-graph):
  *   wk_provider wk_retry wk_h2_mem
  *   wk_h2
- *   wk_push wk_fcm wk_apns wk_smtp
+ *   wk_push wk_fcm wk_apns wk_smtp wk_batch
  *   wk_xfer wk_stream
  *   wk_fcm_auth wk_curl wk_h2send
  *   wk_chan wk_curl_uv

@@ -10,10 +10,12 @@
 #include <time.h>
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 #include <openssl/sha.h>
 
 #include "hr_addr.h"
 #include "hr_clock.h"
+#include "wk_push.h"
 #include "wk_smtp.h"
 
 #define WK_XFER_BODY_MAX (256 * 1024)
@@ -22,10 +24,15 @@
 /* Header lines a request adds to its channel's: a webhook's
  * Idempotency-Key and three signature headers, and "Expect:". */
 #define WK_XFER_OWN_HEADERS 5
+#define WK_XFER_ID_MAX 96 /* "herald-<task>-<uid or batch key>" */
+/* A batched request's body cap, and its answer's: room for every
+ * recipient's item and result. */
+#define WK_XFER_BATCH_BODY_MAX (8 * 1024 * 1024)
+#define WK_XFER_BATCH_RESULT 256
 
-/* A webhook's response body is not read; a provider's is kept up to
- * WK_PROVIDER_BODY_MAX (what the provider modules parse), the rest
- * dropped. */
+/* A webhook's response body is not read, but a batched one's (its
+ * per-recipient results), up to the buffer's cap; the rest is dropped (and
+ * the answer then garbled). */
 static size_t wk_xfer_write(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
     wk_xfer *x = userdata;
@@ -114,6 +121,18 @@ wk_xfer *wk_xfer_new(const hr_channel *ch)
     }
     wk_task_out_init(&x->req);
     hr_buf_init(&x->resp, WK_PROVIDER_BODY_MAX);
+    if (ch->batch > 1) {
+        /* A batch's answer is read (one result per recipient), its body
+         * holds every recipient's item. */
+        x->keep_resp = true;
+        hr_buf_init(&x->resp, WK_PROVIDER_BODY_MAX + (size_t)ch->batch * WK_XFER_BATCH_RESULT);
+        hr_buf_init(&x->req.body, WK_XFER_BATCH_BODY_MAX);
+        x->pushes = calloc((size_t)ch->batch, sizeof *x->pushes);
+        if (x->pushes == NULL) {
+            wk_xfer_free(x);
+            return NULL;
+        }
+    }
     x->hcap = ch->nheaders + WK_XFER_OWN_HEADERS;
     x->hnodes = calloc(x->hcap, sizeof *x->hnodes);
     if (x->hnodes == NULL) {
@@ -177,6 +196,7 @@ void wk_xfer_free(wk_xfer *x)
         return;
     curl_easy_cleanup(x->easy);
     free(x->hnodes);
+    free(x->pushes);
     wk_task_out_free(&x->req);
     hr_buf_free(&x->resp);
     for (size_t i = 0; i < WK_TASK__MAIL; i++)
@@ -204,26 +224,32 @@ static int wk_xfer_header_add(wk_xfer *x, const char *a, size_t alen, const char
     return 0;
 }
 
-/* The Idempotency-Key and, with secrets, the Standard Webhooks headers
- * over the rendered body (see wk_xfer.h). */
-static int wk_xfer_sign(wk_xfer *x, const wk_task *task, const char *uid, char *errstr,
-                        size_t errlen)
+/* The Idempotency-Key of TASK and WHAT (a uid, or a batch's "b<hash>") into
+ * ID: "herald-<task>-<what>", the id at most 20 digits, WHAT cut at 64
+ * bytes; its length. */
+static size_t wk_xfer_id(const wk_task *task, const char *what, char id[WK_XFER_ID_MAX])
 {
     static const char prefix[] = "herald-";
-    hr_buf *h = &x->req.headers;
-    char id[96];
-    size_t n = sizeof prefix - 1, ulen = strnlen(uid, 64), before;
-    int64_t now_s = hr_clock_now_ms() / 1000;
+    size_t n = sizeof prefix - 1, wlen = strnlen(what, 64);
 
-    /* "herald-<task>-<uid>": the id is at most 20 digits, the uid is cut
-     * at 64 bytes. */
     memcpy(id, prefix, n);
     memcpy(id + n, task->id_text, task->id_len);
     n += task->id_len;
     id[n++] = '-';
-    memcpy(id + n, uid, ulen);
-    n += ulen;
+    memcpy(id + n, what, wlen);
+    n += wlen;
     id[n] = '\0';
+    return n;
+}
+
+/* The Idempotency-Key ID (N bytes) and, with secrets, the Standard
+ * Webhooks headers over the rendered body (see wk_xfer.h). */
+static int wk_xfer_sign(wk_xfer *x, const char *id, size_t n, char *errstr, size_t errlen)
+{
+    hr_buf *h = &x->req.headers;
+    size_t before;
+    int64_t now_s = hr_clock_now_ms() / 1000;
+
     if (wk_xfer_header_add(x, WK_XFER_LIT("Idempotency-Key: "), id, n, errstr, errlen) < 0)
         return -1;
     if (x->nsecrets == 0)
@@ -281,13 +307,79 @@ static int wk_xfer_arm(wk_xfer *x, bool get, char *errstr, size_t errlen)
 int wk_xfer_prepare(wk_xfer *x, const hr_channel *ch, const wk_task *task, const char *uid,
                     const redisReply *user, size_t *stripped, char *errstr, size_t errlen)
 {
+    char id[WK_XFER_ID_MAX];
+
     errstr[0] = '\0';
     if (wk_task_render(task, uid, user, &x->req, errstr, errlen) != 0)
         return -1;
     *stripped = x->req.stripped;
-    if (wk_xfer_sign(x, task, uid, errstr, errlen) < 0)
+    if (wk_xfer_sign(x, id, wk_xfer_id(task, uid, id), errstr, errlen) < 0)
         return -1;
     return wk_xfer_arm(x, strcasecmp(ch->method, "GET") == 0, errstr, errlen);
+}
+
+/* A batch's part of its Idempotency-Key into OUT: "b" and 16 hex digits of
+ * the SHA-256 of its N recipients' uids in order, so the same recipients
+ * sent again (a retry of the whole request, a redelivered chunk cut the
+ * same way) repeat it.  0, or -1 when the digest failed (out of memory):
+ * a key shared by two batches would let a receiver drop one of them. */
+static int wk_xfer_batch_key(struct wk_push *const *pushes, size_t n, char out[18])
+{
+    static const char hex[] = "0123456789abcdef";
+    unsigned char d[EVP_MAX_MD_SIZE];
+    EVP_MD_CTX *sha = EVP_MD_CTX_new();
+    bool ok = sha != NULL && EVP_DigestInit_ex(sha, EVP_sha256(), NULL) == 1;
+
+    for (size_t i = 0; ok && i < n; i++)
+        ok = EVP_DigestUpdate(sha, pushes[i]->uid, strlen(pushes[i]->uid) + 1) == 1;
+    ok = ok && EVP_DigestFinal_ex(sha, d, NULL) == 1;
+    EVP_MD_CTX_free(sha);
+    if (!ok)
+        return -1;
+    out[0] = 'b';
+    for (size_t i = 0; i < 8; i++) {
+        out[1 + 2 * i] = hex[d[i] >> 4];
+        out[2 + 2 * i] = hex[d[i] & 15];
+    }
+    out[17] = '\0';
+    return 0;
+}
+
+int wk_xfer_prepare_batch(wk_xfer *x, const hr_channel *ch, const wk_task *task,
+                          struct wk_push *const *pushes, size_t n, size_t *stripped, char *errstr,
+                          size_t errlen)
+{
+    const char *items = strstr(ch->batch_body, HR_CHANNEL_BATCH_ITEMS);
+    const char *after = items + sizeof HR_CHANNEL_BATCH_ITEMS - 1;
+    hr_buf *body = &x->req.body;
+    char id[WK_XFER_ID_MAX], key[18];
+
+    errstr[0] = '\0';
+    /* URL and headers name no recipient (hr_config): rendered once. */
+    if (wk_task_render(task, pushes[0]->uid, pushes[0]->user, &x->req, errstr, errlen) != 0)
+        return -1;
+    *stripped = x->req.stripped;
+    hr_buf_reset(body);
+    if (hr_buf_append(body, ch->batch_body, (size_t)(items - ch->batch_body)) != 0)
+        goto cap;
+    for (size_t i = 0; i < n; i++) {
+        if ((i > 0 && hr_buf_append(body, ",", 1) != 0) ||
+            wk_task_render_item(task, pushes[i]->uid, pushes[i]->user, &x->req, body, errstr,
+                                errlen) != 0)
+            goto cap;
+    }
+    if (hr_buf_append(body, after, strlen(after)) != 0)
+        goto cap;
+    if (wk_xfer_batch_key(pushes, n, key) != 0) {
+        snprintf(errstr, errlen, "batch key: SHA-256 failed");
+        return -1;
+    }
+    if (wk_xfer_sign(x, id, wk_xfer_id(task, key, id), errstr, errlen) < 0)
+        return -1;
+    return wk_xfer_arm(x, false, errstr, errlen);
+cap:
+    snprintf(errstr, errlen, "batch of %zu over the request body's cap", n);
+    return -1;
 }
 
 int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, const char *uid,
@@ -370,4 +462,17 @@ void wk_xfer_verdict(const hr_channel *ch, const wk_xfer *x, CURLcode rc, long c
         wk_provider_classify_http(code, x->retry_after_s, NULL, out);
     }
     wk_provider_reason(out, "http ", code, NULL);
+}
+
+bool wk_xfer_batch_verdict(const hr_channel *ch, const wk_xfer *x, CURLcode rc, long code,
+                           wk_provider_result *all, wk_batch_answer *a)
+{
+    *a = (wk_batch_answer){0};
+    if (rc != CURLE_OK || !wk_xfer_success(ch, code)) {
+        wk_xfer_verdict(ch, x, rc, code, all);
+        return false;
+    }
+    /* The cap cut the body: garbled, as a truncated JSON text is. */
+    wk_batch_answer_read(a, x->resp.data, x->resp.len, x->npushes);
+    return true;
 }

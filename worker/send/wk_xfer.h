@@ -25,6 +25,7 @@
 #include "hr_config.h"
 #include "hr_sign.h"
 #include "hr_buf.h"
+#include "wk_batch.h"
 #include "wk_provider.h"
 #include "wk_task.h"
 
@@ -36,6 +37,11 @@ typedef struct wk_xfer {
     struct wk_multi *mh; /* the multi handle it runs on (set by its transport, wk_curl) */
     bool running;        /* on its multi handle (wk_curl) */
     struct wk_push *p;   /* the push it carries (the sender's); NULL while idle */
+    /* A batched webhook's request: the pushes it carries in the request's
+     * order (the sender's; a cancelled one NULL), up to the channel's
+     * batch; npushes 0 otherwise. */
+    struct wk_push **pushes;
+    size_t npushes;
     /* The request: URL, body (an smtp channel's message), header lines
      * (each NUL-terminated), the task's title and body rendered. */
     wk_task_out req;
@@ -67,6 +73,16 @@ void wk_xfer_free(wk_xfer *x);
 int wk_xfer_prepare(wk_xfer *x, const hr_channel *ch, const wk_task *task, const char *uid,
                     const redisReply *user, size_t *stripped, char *errstr, size_t errlen);
 
+/* Builds on X the batched request of TASK for the N pushes PUSHES (a
+ * webhook channel CH with batch > 1): URL and headers rendered once, the
+ * body CH->batch_body around each push's body rendered for its recipient,
+ * comma-separated in the pushes' order; Idempotency-Key (and the
+ * signature's webhook-id) "herald-<task>-b<hash of the uids>".  0, or -1
+ * with ERRSTR. */
+int wk_xfer_prepare_batch(wk_xfer *x, const hr_channel *ch, const wk_task *task,
+                          struct wk_push *const *pushes, size_t n, size_t *stripped, char *errstr,
+                          size_t errlen);
+
 /* Builds on X the mail of CH (an smtp channel) to the address TO: the
  * MIME message (wk_smtp) from the channel's subject / text / html /
  * list_unsubscribe templates rendered for UID, its Message-ID derived
@@ -83,5 +99,14 @@ int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, 
  * retried). */
 void wk_xfer_verdict(const hr_channel *ch, const wk_xfer *x, CURLcode rc, long code,
                      wk_provider_result *out);
+
+/* What the answer to X's batched request (X->npushes recipients; curl
+ * result RC, HTTP status CODE) means: true when the receiver took the
+ * request, *A then holds its answer per recipient (wk_batch_answer_next
+ * for each in order; garbled when A->results is NULL); false when *ALL
+ * applies to every recipient (a transport error, a status not in
+ * success).  wk_batch_answer_free(A) in either case. */
+bool wk_xfer_batch_verdict(const hr_channel *ch, const wk_xfer *x, CURLcode rc, long code,
+                           wk_provider_result *all, wk_batch_answer *a);
 
 #endif
