@@ -31,16 +31,32 @@ struct wk_apns_signer {
     bool expired; /* APNs said so: renew on the next call */
 };
 
-/* True when S is 1..MAX bytes, each alphanumeric or in EXTRA. */
-static bool wk_apns_chars_ok(const char *s, size_t min, size_t max, const char *extra)
+/* The characters of key and team ids (letters and digits), as bitmaps of
+ * 0..63 and 64..127; with WK_APNS_DOTS those of a bundle id and of a JWT
+ * (base64url and dots). */
+#define WK_APNS_BIT(c) (1ULL << ((c)&63))
+#define WK_APNS_ALNUM_LO (0x3ffULL << '0')
+#define WK_APNS_ALNUM_HI ((0x3ffffffULL << ('A' - 64)) | (0x3ffffffULL << ('a' - 64)))
+#define WK_APNS_DOTS_LO (WK_APNS_BIT('.') | WK_APNS_BIT('-'))
+#define WK_APNS_DOTS_HI WK_APNS_BIT('_')
+
+/* True when S is MIN..MAX bytes, each a letter or digit or, with DOTS, one
+ * of ".-_".  (A bitmap, not isalnum and strchr or strspn per call: the
+ * provider token is checked on every push.) */
+static bool wk_apns_chars_ok(const char *s, size_t min, size_t max, bool dots)
 {
+    uint64_t lo = WK_APNS_ALNUM_LO | (dots ? WK_APNS_DOTS_LO : 0);
+    uint64_t hi = WK_APNS_ALNUM_HI | (dots ? WK_APNS_DOTS_HI : 0);
     size_t n = strlen(s);
 
     if (n < min || n > max)
         return false;
-    for (size_t i = 0; i < n; i++)
-        if (!isalnum((unsigned char)s[i]) && strchr(extra, s[i]) == NULL)
+    for (size_t i = 0; i < n; i++) {
+        unsigned c = (unsigned char)s[i];
+
+        if (c >= 128 || !(((c < 64 ? lo : hi) >> (c & 63)) & 1))
             return false;
+    }
     return true;
 }
 
@@ -51,8 +67,8 @@ int wk_apns_signer_new(const char *p8, size_t len, const char *key_id, const cha
     int rc = -1;
 
     *out = NULL;
-    if (!wk_apns_chars_ok(key_id, WK_APNS_ID_LEN, WK_APNS_ID_LEN, "") ||
-        !wk_apns_chars_ok(team_id, WK_APNS_ID_LEN, WK_APNS_ID_LEN, "")) {
+    if (!wk_apns_chars_ok(key_id, WK_APNS_ID_LEN, WK_APNS_ID_LEN, false) ||
+        !wk_apns_chars_ok(team_id, WK_APNS_ID_LEN, WK_APNS_ID_LEN, false)) {
         snprintf(errstr, errlen, "apns: key id and team id must be %d letters or digits",
                  WK_APNS_ID_LEN);
         goto cleanup;
@@ -226,7 +242,7 @@ int wk_apns_request_build(const wk_apns_message *m, const char *provider_token,
         snprintf(errstr, errlen, "apns: device token is not 64..200 hex digits");
         return -1;
     }
-    if (m->topic == NULL || !wk_apns_chars_ok(m->topic, 1, WK_APNS_TOPIC_MAX, ".-_")) {
+    if (m->topic == NULL || !wk_apns_chars_ok(m->topic, 1, WK_APNS_TOPIC_MAX, true)) {
         snprintf(errstr, errlen, "apns: topic must be a bundle id ([A-Za-z0-9._-], 1..%d)",
                  WK_APNS_TOPIC_MAX);
         return -1;
@@ -245,7 +261,7 @@ int wk_apns_request_build(const wk_apns_message *m, const char *provider_token,
         snprintf(errstr, errlen, "apns: payload is not a JSON object");
         return -1;
     }
-    if (!wk_apns_chars_ok(provider_token, 1, WK_APNS_HEADER_MAX - 32, ".-_")) {
+    if (!wk_apns_chars_ok(provider_token, 1, WK_APNS_HEADER_MAX - 32, true)) {
         snprintf(errstr, errlen, "apns: provider token is not a JWT");
         return -1;
     }

@@ -78,7 +78,8 @@ static void wk_h2send_answered(void *user, const wk_h2_response *resp)
     sx->req = NULL;
     sx->status = resp->status;
     sx->err = resp->err;
-    snprintf(sx->msg, sizeof sx->msg, "%s", resp->msg);
+    if (resp->err != WK_H2_OK)
+        snprintf(sx->msg, sizeof sx->msg, "%s", resp->msg);
     hr_buf_reset(&sx->resp);
     if (resp->err == WK_H2_OK) {
         if (resp->keep[0] != NULL)

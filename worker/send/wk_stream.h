@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <openssl/evp.h>
 #include <sys/queue.h>
 
 #include "hr_buf.h"
@@ -52,6 +53,8 @@ typedef struct wk_stream {
     size_t nnv;
     wk_apns_request apns; /* an APNs request's header lines (nv points into them) */
     char apns_id[37];
+    EVP_MD_CTX *sha; /* the apns-id's digest, kept from one push to the next */
+    EVP_MD *sha256;
     hr_buf auth;        /* fcm: "Bearer <access token>" */
     hr_buf body;        /* the JSON message or the form */
     hr_buf title, text; /* the task's title and body rendered for the recipient */
