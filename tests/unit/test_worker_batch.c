@@ -55,8 +55,7 @@ static void test_short(void **state)
     char error[96];
 
     (void)state;
-    assert_int_equal(read_all("{\"results\":[{\"status\":\"ok\"}]}", 3, v, error, sizeof error),
-                     0);
+    assert_int_equal(read_all("{\"results\":[{\"status\":\"ok\"}]}", 3, v, error, sizeof error), 0);
     assert_int_equal(v[0].verdict, WK_VERDICT_DELIVERED);
     /* The recipients the answer does not cover are retried, never sent. */
     assert_int_equal(v[1].verdict, WK_VERDICT_RETRY);
