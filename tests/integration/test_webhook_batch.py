@@ -29,7 +29,7 @@ import sys
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, Raw, Receiver, check, finish, q  # noqa: E402
+from badinput_env import Env, Raw, Receiver, check, finish, q, wait_until  # noqa: E402
 
 N = 40
 BATCH = 8
@@ -111,6 +111,11 @@ def main():
                  for name in channels}
         for name, t in tasks.items():
             check(env.wait_state(t, "done", 60), "task %s done (%s)" % (name, env.task(t)))
+        # done follows the stats hash; the delivery log's rows come through
+        # the reporter's queue and may trail it by a flush.
+        for name, t in tasks.items():
+            check(wait_until(lambda: len(env.deliveries(t)) == N, 10, 0.2),
+                  "task %s: %d delivery rows" % (name, N))
 
         # mixed: each recipient its own outcome.
         t = tasks["mixed"]
@@ -149,7 +154,8 @@ def main():
         t = tasks["partial"]
         dl = env.deliveries(t)
         check(set(dl.values()) == {"sent"} and len(dl) == N,
-              "partial: every recipient sent (%s)" % sorted(set(dl.values())))
+              "partial: every recipient sent (%s, %d rows, missing %s)"
+              % (sorted(set(dl.values())), len(dl), sorted(set(uids["partial"]) - set(dl))))
         counts = sent_counts(rx.by_path("partial"))
         again = {u for u, c in counts.items() if c == 2}
         check(again and set(counts.values()) <= {1, 2} and len(counts) == N,
