@@ -15,6 +15,7 @@
 #include "hr_config_value.h"
 #include "hr_seams.h"
 #include "hr_sign.h"
+#include "hr_template.h"
 
 /* ---- choices: a name in the file -> a value in the channel ----------- */
 
@@ -76,6 +77,61 @@ static int cfg_choose_priority(void *field, const char *text)
     return 0;
 }
 
+/* ---- checks ---------------------------------------------------------- */
+
+/* A batch body: one {{items}}, and no other template (what surrounds the
+ * items is the same for every request). */
+static int cfg_check_batch_body(const char *text, char *errstr, size_t errlen)
+{
+    const char *items = strstr(text, HR_CHANNEL_BATCH_ITEMS);
+    const char *first = strstr(text, "{{");
+
+    if (items == NULL || first != items ||
+        strstr(items + strlen(HR_CHANNEL_BATCH_ITEMS), "{{") != NULL) {
+        snprintf(errstr, errlen, "must hold %s once and no other {{...}}", HR_CHANNEL_BATCH_ITEMS);
+        return -1;
+    }
+    return 0;
+}
+
+/* Whether the template TEXT (compiled with ESCAPE) names the recipient:
+ * {{uid}} or a {{user.*}}.  -1 when it does not compile (its own key's
+ * check reports that). */
+static int cfg_per_recipient(const char *text, hr_template_escape escape)
+{
+    hr_template *t = NULL;
+    char detail[CFG_WHY];
+    int rc;
+
+    if (hr_template_compile_escape(text, strlen(text), escape, &t, detail, sizeof(detail)) < 0)
+        return -1;
+    rc = hr_template_uses(t, HR_TVAR_UID) || hr_template_uses_user(t);
+    hr_template_free(t);
+    return rc;
+}
+
+/* A batched webhook (batch > 1): its URL and header values are rendered
+ * once per request, so they may not name the recipient. */
+static int cfg_batch_check(const cfg_ctx *ctx, const hr_channel *ch, const cfg_node *body)
+{
+    const cfg_node *at = cfg_map_get(body, "batch");
+
+    if (ch->batch <= 1)
+        return 0;
+    if (cfg_per_recipient(ch->url, HR_TEMPLATE_URL) == 1)
+        return cfg_err(ctx, at->line, at->col,
+                       "channels.%s: a batched channel's url may not name {{uid}} or {{user.*}} "
+                       "(one request carries many recipients)",
+                       ch->name);
+    for (size_t i = 0; i < ch->nheaders; i++)
+        if (cfg_per_recipient(ch->headers[i].value, HR_TEMPLATE_RAW) == 1)
+            return cfg_err(ctx, at->line, at->col,
+                           "channels.%s: a batched channel's header %s may not name {{uid}} or "
+                           "{{user.*}} (one request carries many recipients)",
+                           ch->name, ch->headers[i].key);
+    return 0;
+}
+
 /* ---- the tables ----------------------------------------------------- */
 
 static const char cfg_default_body[] =
@@ -121,6 +177,8 @@ static const cfg_key cfg_channel_keys[] = {
      .count_off = offsetof(hr_channel, nsigning_secrets),
      .check = cfg_check_secret},
     K_CHECKED("signing_secrets_file", hr_channel, signing_secrets_file, NULL, NULL),
+    K_INT("batch", hr_channel, batch, 1, HR_CHANNEL_BATCH_MAX, 1),
+    K_CHECKED("batch_body", hr_channel, batch_body, "[{{items}}]", cfg_check_batch_body),
     K_CHECKED("service_account_file", hr_channel, fcm.service_account_file, NULL, NULL),
     K_CHECKED("token_uri", hr_channel, fcm.token_uri, NULL, cfg_check_url),
     K_CHECKED("key_file", hr_channel, apns.key_file, NULL, NULL),
@@ -163,6 +221,8 @@ static const struct {
     {"http2", HR_CHANNEL_WEBHOOK},
     {"signing_secrets", HR_CHANNEL_WEBHOOK},
     {"signing_secrets_file", HR_CHANNEL_WEBHOOK},
+    {"batch", HR_CHANNEL_WEBHOOK},
+    {"batch_body", HR_CHANNEL_WEBHOOK},
     {"service_account_file", HR_CHANNEL_FCM},
     {"token_uri", HR_CHANNEL_FCM},
     {"key_file", HR_CHANNEL_APNS},
@@ -348,6 +408,8 @@ static int cfg_channel_finish(const cfg_ctx *ctx, hr_channel *ch, const cfg_node
     }
     if (ch->type != HR_CHANNEL_WEBHOOK)
         return 0;
+    if (cfg_batch_check(ctx, ch, body) < 0)
+        return -1;
     if (cfg_map_get(body, "headers") == NULL) {
         ch->headers = calloc(1, sizeof(hr_kv));
         if (ch->headers == NULL)

@@ -544,3 +544,24 @@ done:
     free(rx.printed);
     return rc;
 }
+
+int wk_task_render_item(const wk_task *wt, const char *uid, const redisReply *user,
+                        wk_task_out *scratch, hr_buf *out, char *errstr, size_t errlen)
+{
+    wk_render_ctx rx = {.t = wt, .uid = uid, .user = user};
+    int rc = -1;
+
+    rx.title_out = wt->fixed ? &wt->fixed_title : &scratch->title;
+    rx.body_out = wt->fixed ? &wt->fixed_body : &scratch->text;
+    if (!wt->fixed) {
+        hr_buf_reset(&scratch->title);
+        hr_buf_reset(&scratch->text);
+    }
+    if ((wt->fixed || wk_render_texts(&rx, &scratch->title, &scratch->text) == 0) &&
+        hr_template_render(wt->chbody, wk_render_lookup, &rx, out, NULL) == 0)
+        rc = 0;
+    else
+        snprintf(errstr, errlen, "rendering exceeds its size cap");
+    free(rx.printed);
+    return rc;
+}

@@ -148,4 +148,11 @@ void wk_task_out_free(wk_task_out *out);
 int wk_task_render(const wk_task *wt, const char *uid, const redisReply *user, wk_task_out *out,
                    char *errstr, size_t errlen);
 
+/* Appends the channel's body rendered for UID to OUT: one recipient's item
+ * of a batched request (the URL and headers are the request's, rendered
+ * once).  SCRATCH's title and text take the task's texts when they are
+ * rendered per recipient.  0, or -1 with ERRSTR past a buffer's cap. */
+int wk_task_render_item(const wk_task *wt, const char *uid, const redisReply *user,
+                        wk_task_out *scratch, hr_buf *out, char *errstr, size_t errlen);
+
 #endif

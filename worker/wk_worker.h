@@ -83,7 +83,7 @@
  * Threads and lock order (the one place they are written down):
  *   loop      the libuv loop (wk_worker_run): the Kafka consumer and its
  *             rebalance callback, the inbox, every chunk and push, the
- *             sender (curl multi), the task cache, the offsets, the MySQL
+ *             sender (curl multi, HTTP/2 engines), the task cache, the offsets, the MySQL
  *             connection of task loads and prunes, the timers.  It never
  *             calls Redis: it submits jobs to the Redis thread and acts on
  *             their DONE, which runs on the loop (uv_async).

@@ -9,6 +9,7 @@ channels a test needs; Env.start() runs a daemon with its output in a log
 file the test can grep; Env.cleanup() deletes the test's rows and keys.
 Backends are reached through herald_test's clients (Redis and MySQL
 drivers), kcat for raw Kafka messages.  Every wait is bounded."""
+import http.server
 import json
 import os
 import random
@@ -17,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -65,6 +67,55 @@ def job_wait(get, answer, timeout_s=100):
                 return j, phases
         time.sleep(0.1)
     return {}, phases
+
+
+class Receiver:
+    """An HTTP/1.1 webhook receiver on loopback for the webhook tests: it
+    records (path, headers, body, when) of every POST and answers
+    ANSWER(path, body) -> (status, body bytes), called under its lock (so
+    ANSWER may keep state)."""
+
+    def __init__(self, answer):
+        self.records = []
+        self.lock = threading.Lock()
+        rec = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                with rec.lock:
+                    rec.records.append((self.path, dict(self.headers), body, time.time()))
+                    code, out = answer(self.path, body)
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self, path):
+        return "http://127.0.0.1:%d/%s" % (self.port, path)
+
+    def by_path(self, path):
+        with self.lock:
+            return [r for r in self.records if r[0] == "/" + path]
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Raw(str):
+    """A channel value Env.config writes into the YAML as it is (quoted by
+    the caller: a string that starts with { or [ but is no flow mapping)."""
 
 
 def require_seams(dispatcher):
@@ -233,7 +284,8 @@ class Env:
             for k, v in keys.items():
                 if isinstance(v, bool):
                     v = "true" if v else "false"
-                raw = isinstance(v, int) or v in ("true", "false") or v.startswith(("{", "["))
+                raw = (isinstance(v, (int, Raw)) or v in ("true", "false") or
+                       v.startswith(("{", "[")))
                 lines.append("    %s: %s" % (k, v if raw else q(v)))
         path = os.path.join(self.dir, "herald-%d.yaml" % random.randrange(1 << 30))
         with open(path, "w") as f:

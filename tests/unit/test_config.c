@@ -735,6 +735,11 @@ static const bad_case bad_cases[] = {
     {"bad_smtp_scheme.yaml", "4:10", "channels.mail.url: type smtp takes smtp:// or smtps://"},
     {"bad_webhook_smtp_url.yaml", "3:10",
      "channels.hook.url: type webhook takes http:// or https://"},
+    {"bad_batch_body.yaml", "5:17",
+     "channels.hook.batch_body: must hold {{items}} once and no other {{...}}"},
+    {"bad_batch_url.yaml", "4:12",
+     "channels.hook: a batched channel's url may not name {{uid}} or {{user.*}} (one request "
+     "carries many recipients)"},
     {"bad_smtp_from.yaml", "5:11",
      "channels.mail.from: \"Herald <a@example.com>\" is not an address local@domain"},
     {"bad_smtp_no_part.yaml", "6:11", "channels.mail: a mail needs a text or an html part"},

@@ -66,20 +66,13 @@ int wk_chan_init(wk_chan *chan, const hr_channel *ch, wk_redis *rd, wk_metrics *
     TAILQ_INIT(&chan->tasks);
     /* The config's 64-byte channel names fit HR_KEY_MAX. */
     hr_key_slowdown(wk_redis_prefix(rd), chan->k_slow, sizeof chan->k_slow, ch->name);
-    wk_retry_cap_init(&chan->cap, ch->concurrency);
+    /* The cap counts pushes: a batched webhook's request carries up to
+     * ch->batch of them (1 for every other channel). */
+    wk_retry_cap_init(&chan->cap, ch->concurrency * ch->batch);
     if (ch->type == HR_CHANNEL_FCM && wk_fcm_auth_new(ch, &chan->fcm, errstr, errlen) != 0)
         return -1;
-    if (ch->type == HR_CHANNEL_APNS) {
-        if (wk_chan_apns_signer(chan, errstr, errlen) != 0)
-            return -1;
-        /* Slow start: one request per connection until answers come back,
-         * so curl knows each connection's SETTINGS_MAX_CONCURRENT_STREAMS
-         * before it multiplexes (APNs allows one stream until a provider
-         * token was accepted); every delivery widens the cap by one
-         * (wk_retry). */
-        if (ch->apns.connections < chan->cap.cap)
-            chan->cap.cap = ch->apns.connections;
-    }
+    if (ch->type == HR_CHANNEL_APNS && wk_chan_apns_signer(chan, errstr, errlen) != 0)
+        return -1;
     return 0;
 }
 
@@ -541,16 +534,24 @@ wk_chan_step_kind wk_chan_next(wk_chan *chan, int64_t now, wk_chan_step *step)
     return WK_CHAN_START;
 }
 
-wk_chan_verdict wk_chan_take(wk_chan *chan, wk_task *wt, wk_push **pushp, wk_chan_outcome *out)
+/* Takes the first ready push of WT; the tokens go with it, started or
+ * settled. */
+static wk_push *wk_chan_pop(wk_chan *chan, wk_task *wt)
 {
     wk_push *push = TAILQ_FIRST(&wt->ready);
 
-    /* The tokens go with the push, started or settled. */
     if (wt->tokens > 0)
         wt->tokens--;
     if (wt->share_tokens > 0)
         wt->share_tokens--;
     wk_chan_dequeue(chan, push);
+    return push;
+}
+
+wk_chan_verdict wk_chan_take(wk_chan *chan, wk_task *wt, wk_push **pushp, wk_chan_outcome *out)
+{
+    wk_push *push = wk_chan_pop(chan, wt);
+
     /* Round robin: the task goes behind the others. */
     if (wt->queued) {
         TAILQ_REMOVE(&chan->tasks, wt, rr);
@@ -563,6 +564,19 @@ wk_chan_verdict wk_chan_take(wk_chan *chan, wk_task *wt, wk_push **pushp, wk_cha
         return WK_CHAN_SETTLED;
     }
     return WK_CHAN_GO;
+}
+
+size_t wk_chan_take_more(wk_chan *chan, wk_task *wt, wk_push **pushes, size_t max)
+{
+    size_t n = 0;
+    int64_t wait;
+
+    /* A token of each budget at hand for every one (a budget that runs out
+     * asks the limiter for its next grant, as wk_chan_next would). */
+    while (n < max && wt->queued && wk_chan_token(chan, wt, WK_BUDGET_TASK, &wait) &&
+           wk_chan_token(chan, wt, WK_BUDGET_SHARE, &wait))
+        pushes[n++] = wk_chan_pop(chan, wt);
+    return n;
 }
 
 void wk_chan_sent(wk_chan *chan, wk_push *push)
@@ -578,6 +592,7 @@ void wk_chan_ended(wk_chan *chan, wk_push *push)
 {
     push->state = WK_PUSH_IDLE;
     push->xfer = NULL;
+    push->stream = NULL;
     chan->inflight--;
 }
 
