@@ -23,7 +23,7 @@ int dsp_drop_chunks(dsp_conn *conn, int64_t id, int shard, hr_outcome outcome, i
         int64_t seen = 0;
 
         if (hr_finish_drop(conn->r, id, shard, strtoll(all->element[i]->str, NULL, 10), outcome,
-                           NULL, &n, &seen, errstr, errlen) < 0)
+                           NULL, NULL, NULL, &n, &seen, errstr, errlen) < 0)
             goto done;
         if (seen > *total)
             *total = seen;
@@ -43,12 +43,12 @@ int dsp_drop_shard(dsp_conn *conn, int64_t id, int shard, hr_outcome outcome, in
 {
     int64_t n;
 
-    if (hr_finish_drop(conn->r, id, shard, HR_FINISH_WAIT, outcome, NULL, &n, total, errstr,
-                       errlen) < 0)
+    if (hr_finish_drop(conn->r, id, shard, HR_FINISH_WAIT, outcome, NULL, NULL, NULL, &n, total,
+                       errstr, errlen) < 0)
         return -1;
     *dropped += n;
-    if (hr_finish_drop(conn->r, id, shard, HR_FINISH_SUBS, outcome, NULL, &n, total, errstr,
-                       errlen) < 0)
+    if (hr_finish_drop(conn->r, id, shard, HR_FINISH_SUBS, outcome, NULL, NULL, NULL, &n, total,
+                       errstr, errlen) < 0)
         return -1;
     *dropped += n;
     return dsp_drop_chunks(conn, id, shard, outcome, dropped, total, held, errstr, errlen);

@@ -165,6 +165,14 @@ size_t wk_lifecycle_count(const wk_lifecycle *l, int32_t partition)
     return n;
 }
 
+void wk_lifecycle_release(wk_lifecycle *l, bool force)
+{
+    if (force)
+        wk_gate_force(&l->gate, l->rd);
+    else if (l->gate.waiting > 0)
+        wk_gate_release(&l->gate, l->rd);
+}
+
 /* A Redis error: the lease is left to expire and the offset counts as
  * finished; the sweeper republishes the chunk (pending still holds it). */
 void wk_lifecycle_drop(wk_lifecycle *l, wk_chunk *c, const char *why)

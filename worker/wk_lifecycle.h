@@ -53,6 +53,7 @@
 #include "hr_config.h"
 #include "hr_mysql.h"
 #include "wk_chunk.h"
+#include "wk_gate.h"
 #include "wk_metrics.h"
 #include "wk_offsets.h"
 #include "wk_redis.h"
@@ -99,6 +100,9 @@ typedef struct wk_lifecycle {
      * (a slow Redis gets one renewal and one control read at a time). */
     bool renewing, reading_ctl;
     wk_lifecycle_stats stats;
+    /* The events gate (events.enabled): every chunk's acknowledgements
+     * wait here for their events (wk_gate.h). */
+    wk_gate gate;
 } wk_lifecycle;
 
 /* Sets the lifecycle's own fields; the worker then creates the
@@ -130,6 +134,10 @@ bool wk_lifecycle_gone(wk_lifecycle *l, wk_chunk *c);
 /* Takes C off the list (GONE, for WHY): no request of it runs any more, no
  * job of it is waited for (those in flight keep it allocated). */
 void wk_lifecycle_unlink(wk_lifecycle *l, wk_chunk *c, const char *why);
+/* The events gate moved, or may have (the reporter's confirmed hook, the
+ * control timer): the chunks' jobs it lets through go to Redis.  FORCE
+ * opens it for good (a stop's or revoke's grace ran out). */
+void wk_lifecycle_release(wk_lifecycle *l, bool force);
 /* A Redis error: the lease is left to expire and the offset counts as
  * finished; the sweeper republishes the chunk (pending still holds it).
  * Every failed job of a chunk ends here — where a failover is to be

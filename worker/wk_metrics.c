@@ -52,7 +52,7 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
     hr_metrics_family *pushes, *latency, *due, *inflight, *retries, *throttled, *waits, *acked;
     hr_metrics_family *redelivered, *bad, *queue, *flush, *lag, *errors, *dropped, *anomalies;
     hr_metrics_family *unaccounted, *pruned, *rows_missing;
-    hr_metrics_family *stalled, *stalls;
+    hr_metrics_family *stalled, *stalls, *forced;
     const hr_metrics_spec specs[] = {
         {&pushes, "herald_pushes_total", "Pushes by channel and outcome", HR_METRICS_COUNTER,
          "channel,outcome", NULL, 0},
@@ -105,6 +105,10 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
         {&stalls, "herald_worker_stalls_total",
          "Times the watchdog found stalled chunks and restarted the sender", HR_METRICS_COUNTER,
          NULL, NULL, 0},
+        {&forced, "herald_events_gate_forced_total",
+         "Chunk Redis jobs (acknowledgements) let through before their events were confirmed "
+         "by Kafka: a stop's or a revoke's grace ran out",
+         HR_METRICS_COUNTER, NULL, NULL, 0},
     };
     static const char *const drop_reasons[WK__DROPS] = {"queue_full", "rejected"};
     static const char *const kinds[WK__ANOMALIES] = {"invalid_uid", "user_hash_error",
@@ -147,6 +151,7 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
     m->kafka_lag = hr_metrics_labels(lag, NULL);
     m->stalled_chunks = hr_metrics_labels(stalled, NULL);
     m->stalls = hr_metrics_labels(stalls, NULL);
+    m->gate_forced = hr_metrics_labels(forced, NULL);
     hr_metrics_gauge_fn(m->kafka_lag, wk_metrics_lag, m);
     for (size_t i = 0; i < WK__BAD_REASONS; i++)
         m->bad[i] = hr_metrics_labels(bad, reasons[i]);

@@ -195,8 +195,8 @@ static void test_reporter_batch_over_placeholder_limit(void **state)
     cfg->worker.reporter_batch = T_BATCH;
     id = t_setup(cfg, &m, &met, "reporter batch");
     t_log_start(&log);
-    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, &rp,
-                                       errstr, sizeof errstr),
+    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, NULL,
+                                       &rp, errstr, sizeof errstr),
                      0);
     t_push(rp, id, 1, T_ROWS);
     wk_reporter_stop(rp);
@@ -225,8 +225,8 @@ static void test_reporter_part_batches_few_statements(void **state)
     (void)state;
     id = t_setup(cfg, &m, &met, "reporter part batches");
     before = t_prepared(m);
-    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, &rp,
-                                       errstr, sizeof errstr),
+    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, NULL,
+                                       &rp, errstr, sizeof errstr),
                      0);
     /* 40 bursts of 40 distinct sizes under the batch (1,000), each
      * flushed alone by the 200 ms timer. */
@@ -347,8 +347,8 @@ static void test_reporter_chunk_end_before_row(void **state)
 
     (void)state;
     id = t_setup(cfg, &m, &met, "reporter chunk end before row");
-    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, &rp,
-                                       errstr, sizeof errstr),
+    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, NULL,
+                                       &rp, errstr, sizeof errstr),
                      0);
     t_chunk_end(rp, id, 1, WK_CHUNK_END_DONE, itest_now_ms());
     nanosleep(&later, NULL);
@@ -398,8 +398,8 @@ static void test_reporter_chunk_row_never_appears(void **state)
     t_chunk_row(m, id, 3);
     t_chunk_row(m, id, 4);
     t_log_start(&log);
-    assert_int_equal(wk_reporter_start(cfg, "test-reporter", 300, met, &rp, errstr, sizeof errstr),
-                     0);
+    assert_int_equal(
+        wk_reporter_start(cfg, "test-reporter", 300, met, NULL, &rp, errstr, sizeof errstr), 0);
     t_chunk_end(rp, id, 2, WK_CHUNK_END_DONE, done_ms);
     t_chunk_end(rp, id, 3, WK_CHUNK_END_PARKED, done_ms);
     t_chunk_end(rp, id, 4, WK_CHUNK_END_DONE, done_ms);
@@ -443,8 +443,8 @@ static void test_reporter_chunk_ends_capped(void **state)
 
     (void)state;
     id = t_setup(cfg, &m, &met, "reporter chunk ends capped");
-    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, &rp,
-                                       errstr, sizeof errstr),
+    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, NULL,
+                                       &rp, errstr, sizeof errstr),
                      0);
     for (int64_t seq = first; seq < first + n; seq++)
         t_chunk_end(rp, id, seq, WK_CHUNK_END_DONE, done_ms);
