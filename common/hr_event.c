@@ -35,7 +35,8 @@ const char *hr_event_type_name(hr_event_type type)
 int hr_event_type_parse(const char *name, size_t len, hr_event_type *out)
 {
     for (int i = 0; i < HR_EVENT__TYPES; i++)
-        if (strlen(hr_event_types[i].name) == len && memcmp(hr_event_types[i].name, name, len) == 0) {
+        if (strlen(hr_event_types[i].name) == len &&
+            memcmp(hr_event_types[i].name, name, len) == 0) {
             *out = (hr_event_type)i;
             return 0;
         }
@@ -114,8 +115,7 @@ int hr_event_encode(const hr_event *ev, hr_buf *out)
         hash[2 * i + 1] = hex[ev->address_hash[i] & 15];
     }
     hash[2 * HR_EVENT_HASH_LEN] = '\0';
-    if (hr_buf_append(out, head, (size_t)n) < 0 ||
-        hr_event_int(out, "task", ev->task, false) < 0 ||
+    if (hr_buf_append(out, head, (size_t)n) < 0 || hr_event_int(out, "task", ev->task, false) < 0 ||
         hr_event_int(out, "series", ev->series, ev->series <= 0) < 0 ||
         hr_event_int(out, "uid", (int64_t)ev->uid, false) < 0 ||
         hr_event_str(out, "channel", ev->channel) < 0 ||

@@ -1,5 +1,9 @@
 /* hr_evpub: the events publisher (see hr_evpub.h).
  *
+ * Its thread polls the producer (rd_kafka_poll, 100 ms at a time), which
+ * serves the delivery reports: librdkafka's own background queue takes no
+ * delivery reports.
+ *
  * The events held are a ring of slots in sequence order, from the oldest
  * not yet confirmed (number BASE, at index HEAD) on; a slot owns its
  * encoded value, which librdkafka produces without copying (it reads our
@@ -11,16 +15,21 @@
 #include <errno.h>
 #include <librdkafka/rdkafka.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hr_clock.h"
 #include "hr_kafka.h"
 
 #define EVPUB_FIRST_CAP 1024
+/* The publisher's thread waits this long for delivery reports at a time
+ * (and so notices a stop within it). */
+#define EVPUB_POLL_MS 100
 /* Events that failed wait at least this long before they go again. */
 #define EVPUB_RETRY_MS 500
 /* The stats the metrics show: published, retried, lost, held. */
@@ -41,6 +50,8 @@ typedef struct evpub_slot {
 
 struct hr_evpub {
     rd_kafka_t *rk;
+    pthread_t thread;
+    atomic_bool stopping;
     const char *topic; /* the config's */
     hr_evpub_hooks hooks;
     size_t max; /* events.queue_max */
@@ -49,8 +60,8 @@ struct hr_evpub {
     pthread_cond_t moved; /* the watermark moved */
     evpub_slot *slots;
     size_t cap, head, count;
-    uint64_t base;   /* the number of the slot at HEAD; the watermark is BASE - 1 */
-    size_t nretry;   /* slots in EVPUB_RETRY */
+    uint64_t base;    /* the number of the slot at HEAD; the watermark is BASE - 1 */
+    size_t nretry;    /* slots in EVPUB_RETRY */
     int64_t retry_ms; /* the last retry round */
     hr_evpub_stats stats;
     /* The metrics' callbacks' contexts: each points back at P, its place
@@ -105,43 +116,41 @@ static void evpub_refused(hr_evpub *p, uint64_t seq)
     pthread_mutex_unlock(&p->mu);
 }
 
-/* Delivery reports, on librdkafka's background thread. */
-static void evpub_event_cb(rd_kafka_t *rk, rd_kafka_event_t *rkev, void *opaque)
+/* A delivery report, on the publisher's thread (rd_kafka_poll). */
+static void evpub_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opaque)
 {
     hr_evpub *p = opaque;
-    const rd_kafka_message_t *msg;
+    uint64_t seq = (uint64_t)(uintptr_t)msg->_private, upto;
     bool moved = false;
-    uint64_t upto = 0;
+    evpub_slot *s;
 
     (void)rk;
-    if (rd_kafka_event_type(rkev) != RD_KAFKA_EVENT_DR) {
-        rd_kafka_event_destroy(rkev);
-        return;
-    }
     pthread_mutex_lock(&p->mu);
-    while ((msg = rd_kafka_event_message_next(rkev)) != NULL) {
-        uint64_t seq = (uint64_t)(uintptr_t)msg->_private;
-        evpub_slot *s;
-
-        if (seq < p->base || seq >= p->base + p->count)
-            continue;
-        s = evpub_slot_of(p, seq);
-        if (s->state != EVPUB_HELD)
-            continue;
+    if (seq >= p->base && seq < p->base + p->count &&
+        (s = evpub_slot_of(p, seq))->state == EVPUB_HELD) {
         if (msg->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
             s->state = EVPUB_DONE;
             p->stats.published++;
+            moved = evpub_advance(p);
         } else {
             s->state = EVPUB_RETRY;
             p->nretry++;
         }
     }
-    moved = evpub_advance(p);
     upto = p->base - 1;
     pthread_mutex_unlock(&p->mu);
-    rd_kafka_event_destroy(rkev);
     if (moved && p->hooks.confirmed != NULL)
         p->hooks.confirmed(p->hooks.ctx, upto);
+}
+
+/* The publisher's thread: serves the delivery reports until the stop. */
+static void *evpub_main(void *arg)
+{
+    hr_evpub *p = arg;
+
+    while (!atomic_load(&p->stopping))
+        rd_kafka_poll(p->rk, EVPUB_POLL_MS);
+    return NULL;
 }
 
 int hr_evpub_new(const hr_config *cfg, const hr_evpub_hooks *hooks, hr_evpub **out, char *errstr,
@@ -175,11 +184,16 @@ int hr_evpub_new(const hr_config *cfg, const hr_evpub_hooks *hooks, hr_evpub **o
         snprintf(errstr, errlen, "kafka: %s", rkerr);
         goto fail;
     }
-    rd_kafka_conf_set_events(conf, RD_KAFKA_EVENT_DR);
-    rd_kafka_conf_set_background_event_cb(conf, evpub_event_cb);
+    rd_kafka_conf_set_dr_msg_cb(conf, evpub_dr_cb);
     rd_kafka_conf_set_opaque(conf, p);
     if ((p->rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, rkerr, sizeof rkerr)) == NULL) {
         snprintf(errstr, errlen, "kafka: %s", rkerr);
+        goto fail;
+    }
+    conf = NULL;
+    if (pthread_create(&p->thread, NULL, evpub_main, p) != 0) {
+        snprintf(errstr, errlen, "cannot start the events publisher's thread");
+        rd_kafka_destroy(p->rk);
         goto fail;
     }
     *out = p;
@@ -338,8 +352,7 @@ int hr_evpub_metrics(hr_evpub *p, hr_metrics *reg, char *errstr, size_t errlen)
         {&published, "herald_events_published_total",
          "Events of the events topic confirmed by Kafka", HR_METRICS_COUNTER, NULL, NULL, 0},
         {&retried, "herald_events_retried_total",
-         "Events produced again after a failed delivery report", HR_METRICS_COUNTER, NULL, NULL,
-         0},
+         "Events produced again after a failed delivery report", HR_METRICS_COUNTER, NULL, NULL, 0},
         {&lost, "herald_events_lost_total",
          "Events never published: over events.queue_max, or still unconfirmed at a stop",
          HR_METRICS_COUNTER, NULL, NULL, 0},
@@ -379,14 +392,18 @@ void hr_evpub_free(hr_evpub *p, int timeout_ms, uint64_t *lost)
 
     if (p == NULL)
         return;
-    /* What failed goes again while there is time. */
+    /* What failed goes again while there is time (the thread serves the
+     * reports meanwhile). */
     until = hr_clock_mono_ms() + timeout_ms;
     while (evpub_holding(p) && hr_clock_mono_ms() < until) {
         p->retry_ms = 0;
         hr_evpub_retry(p);
-        rd_kafka_flush(p->rk, 100);
+        usleep(EVPUB_POLL_MS * 1000);
     }
+    atomic_store(&p->stopping, true);
+    pthread_join(p->thread, NULL);
     rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
+    rd_kafka_poll(p->rk, 0);
     rd_kafka_destroy(p->rk);
     pthread_mutex_lock(&p->mu);
     p->stats.lost += p->count;

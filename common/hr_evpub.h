@@ -20,9 +20,9 @@
  * keep the order they were published in — unless a failed report sends one
  * again after later ones (the idempotent producer itself never reorders).
  *
- * Threads: any thread may publish, wait and read; librdkafka's background
- * thread serves the delivery reports (no poll needed) and calls the
- * confirmed hook, which must not block.  One mutex guards the slots; the
+ * Threads: any thread may publish, wait and read; the publisher's own
+ * thread serves the delivery reports and calls the confirmed hook, which
+ * must not block.  One mutex guards the slots; the
  * hook is called without it.  Libraries do not log: what went wrong is in
  * the stats and the hooks. */
 #ifndef HR_EVPUB_H
@@ -39,8 +39,8 @@ typedef struct hr_evpub hr_evpub;
 
 typedef struct hr_evpub_hooks {
     void *ctx;
-    /* Every event up to UPTO is confirmed (the watermark moved); on
-     * librdkafka's background thread.  May be NULL. */
+    /* Every event up to UPTO is confirmed (the watermark moved); on the
+     * publisher's thread.  May be NULL. */
     void (*confirmed)(void *ctx, uint64_t upto);
 } hr_evpub_hooks;
 

@@ -21,7 +21,7 @@
  * (herald_events_gate_forced_total): their events are still published,
  * but a crash before Kafka confirms them would lose them.
  *
- * Threads: CONFIRMED is written on librdkafka's thread and read on the
+ * Threads: CONFIRMED is written on the events publisher's thread and read on the
  * loop; the rest is the loop's. */
 #ifndef WK_GATE_H
 #define WK_GATE_H

@@ -344,7 +344,7 @@ static void wk_reporter_ev_advance(wk_reporter *rp, uint64_t upto)
         rp->hooks.confirmed(rp->hooks.ctx, r);
 }
 
-/* The publisher's watermark moved (librdkafka's thread). */
+/* The publisher's watermark moved (its thread). */
 static void wk_reporter_ev_confirmed(void *ctx, uint64_t upto)
 {
     wk_reporter_ev_advance(ctx, upto);

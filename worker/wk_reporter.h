@@ -39,7 +39,7 @@
  * MySQL backoff delays the delivery rows only).  wk_reporter_push numbers
  * each event (1, 2, ...); wk_reporter_events_confirmed says up to which
  * number Kafka confirmed them all (acks=all), and the confirmed hook tells
- * the worker when that moved, on librdkafka's thread.  The worker holds a
+ * the worker when that moved, on the publisher's thread.  The worker holds a
  * chunk's acknowledgements until its events are confirmed (wk_chunk.h,
  * the gate), so a recipient acknowledged in Redis has its event in Kafka:
  * a killed worker loses no event, and repeats (with the same event id)
@@ -79,7 +79,7 @@ typedef struct wk_reporter wk_reporter;
 
 typedef struct wk_reporter_hooks {
     void *ctx;
-    /* wk_reporter_events_confirmed moved to UPTO; on librdkafka's thread
+    /* wk_reporter_events_confirmed moved to UPTO; on the publisher's thread
      * (or the reporter's), must not block (the worker wakes its loop). */
     void (*confirmed)(void *ctx, uint64_t upto);
 } wk_reporter_hooks;

@@ -94,7 +94,7 @@ static void wk_worker_fetch(wk_worker *w);
 
 /* ---- the events gate ----------------------------------------------------------- */
 
-/* The reporter's confirmed hook (librdkafka's thread): the watermark into
+/* The reporter's confirmed hook (the publisher's thread): the watermark into
  * the gate, and the loop woken to release what it lets through. */
 static void wk_worker_events_confirmed(void *ctx, uint64_t upto)
 {

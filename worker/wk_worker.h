@@ -99,7 +99,7 @@
  *   reporter  wk_reporter (and the writers it calls, wk_deliveries and
  *             wk_chunkrows): its own MySQL connection; events in through
  *             its ring, nothing back but the events' watermark (an atomic).
- *   librdkafka's background thread of the events publisher (hr_evpub):
+ *   the events publisher's thread (hr_evpub, polling its producer):
  *             delivery reports; calls the reporter's confirmed hook, which
  *             stores the watermark into the gate and wakes the loop
  *             (uv_async_send under the worker's ev_mu, so never after the
