@@ -23,8 +23,8 @@ static int hr_track_sig(const char *key, hr_track_kind kind, int64_t task, uint6
     unsigned char mac[HR_SIGN_MAC_LEN];
     hr_buf msg;
     char head[64];
-    int n = snprintf(head, sizeof head, "%c.%" PRId64 ".%" PRIu64, kind == HR_TRACK_OPENED ? 'o' : 'c',
-                     task, uid);
+    int n = snprintf(head, sizeof head, "%c.%" PRId64 ".%" PRIu64,
+                     kind == HR_TRACK_OPENED ? 'o' : 'c', task, uid);
     int rc = -1;
 
     hr_buf_init(&msg, 64 + HR_TRACK_URL_MAX + 2);
@@ -40,8 +40,8 @@ done:
     return rc;
 }
 
-int hr_track_token(const char *key, hr_track_kind kind, int64_t task, uint64_t uid,
-                   const char *url, hr_buf *out)
+int hr_track_token(const char *key, hr_track_kind kind, int64_t task, uint64_t uid, const char *url,
+                   hr_buf *out)
 {
     size_t start = out->len;
     char head[48];
@@ -55,9 +55,14 @@ int hr_track_token(const char *key, hr_track_kind kind, int64_t task, uint64_t u
     return 0;
 }
 
-/* Whether the N bytes at S start an http(s) URL (case-insensitive scheme). */
+/* Whether the N bytes at S are an http(s) URL (case-insensitive scheme)
+ * without a space or control byte: nothing a Location header could be
+ * split by. */
 static bool hr_track_is_http(const char *s, size_t n)
 {
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] <= 0x20 || s[i] == 0x7f)
+            return false;
     return (n > 7 && strncasecmp(s, "http://", 7) == 0) ||
            (n > 8 && strncasecmp(s, "https://", 8) == 0);
 }
@@ -142,9 +147,8 @@ static int hr_track_link(const char *base, const char *key, hr_track_kind kind, 
     if (hr_html_escape_append(out, base, blen) < 0 || hr_buf_append(out, path, strlen(path)) < 0 ||
         hr_track_token(key, kind, task, uid, url, out) < 0)
         return -1;
-    return kind == HR_TRACK_CLICKED &&
-                   (hr_buf_append(out, "?u=", 3) < 0 ||
-                    hr_url_escape_append(out, url, strlen(url)) < 0)
+    return kind == HR_TRACK_CLICKED && (hr_buf_append(out, "?u=", 3) < 0 ||
+                                        hr_url_escape_append(out, url, strlen(url)) < 0)
                ? -1
                : 0;
 }
@@ -180,8 +184,8 @@ static size_t hr_track_body_end(const char *html, size_t len)
 int hr_track_rewrite(const char *base, const char *key, int64_t task, uint64_t uid,
                      const char *html, size_t len, hr_buf *out)
 {
-    static const char img[] = "<img src=\"", img_end[] =
-        "\" width=\"1\" height=\"1\" alt=\"\" style=\"display:none\">";
+    static const char img[] = "<img src=\"",
+                      img_end[] = "\" width=\"1\" height=\"1\" alt=\"\" style=\"display:none\">";
     size_t start = out->len, body_end = hr_track_body_end(html, len), blen = strlen(base);
     size_t i = 0, copied = 0;
     hr_buf url;

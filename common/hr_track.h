@@ -21,11 +21,11 @@
 
 #include "hr_buf.h"
 
-#define HR_TRACK_MAC 16                     /* bytes of the HMAC kept */
-#define HR_TRACK_SIG 22                     /* their base64url characters */
-#define HR_TRACK_URL_MAX 2048               /* a link's original URL, at most */
-#define HR_TRACK_OPEN "/t/o/"               /* the open pixel's path prefix */
-#define HR_TRACK_CLICK "/t/c/"              /* the click redirect's path prefix */
+#define HR_TRACK_MAC 16        /* bytes of the HMAC kept */
+#define HR_TRACK_SIG 22        /* their base64url characters */
+#define HR_TRACK_URL_MAX 2048  /* a link's original URL, at most */
+#define HR_TRACK_OPEN "/t/o/"  /* the open pixel's path prefix */
+#define HR_TRACK_CLICK "/t/c/" /* the click redirect's path prefix */
 
 typedef enum hr_track_kind {
     HR_TRACK_OPENED, /* the pixel */
@@ -35,8 +35,8 @@ typedef enum hr_track_kind {
 /* Appends the token "<task>.<uid>.<sig>" of KIND for (TASK, UID, URL; URL
  * only for a click) under KEY to OUT.  0, or -1 past OUT's cap or when
  * the HMAC fails. */
-int hr_track_token(const char *key, hr_track_kind kind, int64_t task, uint64_t uid,
-                   const char *url, hr_buf *out);
+int hr_track_token(const char *key, hr_track_kind kind, int64_t task, uint64_t uid, const char *url,
+                   hr_buf *out);
 
 /* Checks TOKEN (a path segment) of KIND, and for a click URL (the decoded
  * u= argument): 0 with *TASK and *UID, or -1 with ERRSTR (malformed, a URL

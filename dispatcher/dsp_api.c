@@ -298,7 +298,7 @@ int dsp_api_start(dsp *d, const dsp_api_route *routes, size_t n, char *errstr, s
             routes[i].pattern,
             dsp_api_serve,
             &a->slots[i],
-            routes[i].fn != NULL ? dsp_api_auth : NULL,
+            routes[i].fn != NULL && !routes[i].public ? dsp_api_auth : NULL,
             .max_body = routes[i].body ? (size_t)cfg->dispatcher.api.max_body_bytes : 0,
             .head = routes[i].fn == NULL};
     }

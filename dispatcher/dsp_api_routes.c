@@ -7,8 +7,10 @@
 #include "dsp_api.h"
 #include "dsp_api_addr.h"
 #include "dsp_api_ops.h"
+#include "dsp_api_stats.h"
 #include "dsp_api_subs.h"
 #include "dsp_api_task.h"
+#include "dsp_api_track.h"
 #include "dsp_console.h"
 
 /* A route behind the auth hook, an admin token's, without a body and with
@@ -21,6 +23,12 @@
     {                                                                   \
         .method = method_, .pattern = pattern_, .fn = fn_, .body = true \
     }
+/* A route without the auth hook whose handler checks the request itself
+ * (the tracking links' signatures) and gets a connection pair. */
+#define DSP_API_PUBLIC(method_, pattern_, fn_)                            \
+    {                                                                     \
+        .method = method_, .pattern = pattern_, .fn = fn_, .public = true \
+    }
 #define DSP_API_OPEN(method_, pattern_, handler_)                \
     {                                                            \
         .method = method_, .pattern = pattern_, .open = handler_ \
@@ -32,6 +40,8 @@ static const dsp_api_route dsp_api_routes[] = {
     DSP_API_OPEN("GET", "/console", dsp_console_serve),
     DSP_API_OPEN("GET", "/console/", dsp_console_serve),
     DSP_API_OPEN("GET", "/console/{asset}", dsp_console_serve),
+    DSP_API_PUBLIC("GET", "/t/o/{token}", dsp_api_track_open),
+    DSP_API_PUBLIC("GET", "/t/c/{token}", dsp_api_track_click),
     DSP_API_V1_BODY("POST", "/v1/tasks", dsp_api_task_create),
     DSP_API_V1("GET", "/v1/tasks", dsp_api_task_list),
     DSP_API_V1("GET", "/v1/tasks/{id}", dsp_api_task_get),
@@ -47,11 +57,17 @@ static const dsp_api_route dsp_api_routes[] = {
     DSP_API_V1("POST", "/v1/tasks/{id}/redrive", dsp_api_ops_redrive),
     DSP_API_V1("POST", "/v1/tasks/{id}/recover", dsp_api_ops_recover),
     DSP_API_V1("GET", "/v1/tasks/{id}/render", dsp_api_ops_render_task),
+    DSP_API_V1("GET", "/v1/tasks/{id}/stats", dsp_api_stats_get),
     DSP_API_V1_BODY("POST", "/v1/render", dsp_api_ops_render_new),
     {.method = "GET",
      .pattern = "/v1/users/{uid}/reminders",
      .fn = dsp_api_subs_reminders,
      .client = true},
+    {.method = "POST",
+     .pattern = "/v1/users/{uid}/events",
+     .fn = dsp_api_track_event,
+     .client = true,
+     .body = true},
     DSP_API_V1("GET", "/v1/users/{uid}/addresses", dsp_api_addr_get),
     DSP_API_V1_BODY("POST", "/v1/users/{uid}/addresses", dsp_api_addr_add),
     DSP_API_V1_BODY("PUT", "/v1/users/{uid}/addresses", dsp_api_addr_put),

@@ -24,6 +24,7 @@
 #include "hr_evpub.h"
 #include "hr_finish.h"
 #include "hr_log.h"
+#include "hr_stats.h"
 #include "hr_mysql.h"
 #include "hr_state.h"
 #include "hr_vec.h"
@@ -56,6 +57,15 @@ typedef struct wk_task_delta {
 } wk_task_delta;
 
 typedef HR_VEC(wk_task_delta) wk_delta_vec;
+
+/* Recipients of a task that got an outcome in one minute: a row of
+ * push_task_series to add (hr_stats.h). */
+typedef struct wk_series {
+    int64_t task, minute_ms, n;
+    const char *channel; /* the config's */
+    wk_delivery status;
+} wk_series;
+typedef HR_VEC(wk_series) wk_series_vec;
 typedef HR_VEC(wk_event) wk_event_vec;
 
 /* A round of events handed to the publisher: R, the reporter's number of
@@ -86,6 +96,7 @@ struct wk_reporter {
      * so they never wait for room and are never dropped. */
     wk_delta_vec deltas;
     wk_event_vec chunks;
+    wk_series_vec series; /* the outcomes per task and minute, beside the ring too */
     wk_task_fail fails[WK_REPORTER_FAILS]; /* deduplicated by task; full = dropped */
     size_t nfails;
     bool stopping;
@@ -147,12 +158,73 @@ static int wk_reporter_write_fails(wk_reporter *rp, const wk_task_fail *f, size_
     return 0;
 }
 
+/* The event type of an outcome. */
+static hr_event_type wk_reporter_event_type(wk_delivery status)
+{
+    static const hr_event_type types[] = {
+        [WK_DELIVERY_SENT] = HR_EVENT_SENT,
+        [WK_DELIVERY_FAILED] = HR_EVENT_FAILED,
+        [WK_DELIVERY_THROTTLED] = HR_EVENT_THROTTLED,
+        [WK_DELIVERY_UNREGISTERED] = HR_EVENT_UNREGISTERED,
+        [WK_DELIVERY_EXPIRED] = HR_EVENT_EXPIRED,
+        [WK_DELIVERY_CANCELLED] = HR_EVENT_CANCELLED,
+    };
+
+    return types[status];
+}
+
+/* The outcome's name in push_task_series: its event type's. */
+static const char *wk_reporter_outcome_name(wk_delivery status)
+{
+    return hr_event_type_name(wk_reporter_event_type(status));
+}
+
+/* Adds the N per-minute counts S to push_task_series. */
+static int wk_reporter_write_series(wk_reporter *rp, const wk_series *s, size_t n, char *errstr,
+                                    size_t errlen)
+{
+    for (size_t i = 0; i < n; i++) {
+        const hr_stats_add row = {.task = s[i].task,
+                                  .channel = s[i].channel,
+                                  .outcome = wk_reporter_outcome_name(s[i].status),
+                                  .minute_ms = s[i].minute_ms,
+                                  .n = s[i].n};
+
+        if (hr_stats_add_rows(rp->m, &row, 1, errstr, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Adds N recipients of TASK that got STATUS on CHANNEL in the minute of
+ * AT_MS to rp->series (caller holds the mutex); -1 when out of memory. */
+static int wk_reporter_count(wk_reporter *rp, int64_t task, const char *channel, wk_delivery status,
+                             int64_t at_ms, int64_t n)
+{
+    int64_t minute = at_ms - at_ms % 60000;
+
+    for (size_t i = 0; i < rp->series.n; i++) {
+        wk_series *s = &rp->series.v[i];
+
+        if (s->task == task && s->minute_ms == minute && s->status == status &&
+            s->channel == channel) {
+            s->n += n;
+            return 0;
+        }
+    }
+    return hr_vec_push(
+        &rp->series,
+        ((wk_series){
+            .task = task, .minute_ms = minute, .n = n, .channel = channel, .status = status}));
+}
+
 /* What one transaction writes: the first N ring events and the taken
- * deltas and chunk events. */
+ * deltas, chunk events and series counts. */
 typedef struct wk_batch {
     size_t n;
     wk_delta_vec deltas;
     wk_event_vec chunks;
+    wk_series_vec series;
     wk_task_fail fails[WK_REPORTER_FAILS];
     size_t nfails;
 } wk_batch;
@@ -168,6 +240,7 @@ static int wk_reporter_write(wk_reporter *rp, const wk_batch *b, char *errstr, s
     if ((rp->delivery_log && wk_deliveries_write(rp->deliveries, rp->m, rp->ring, rp->cap, rp->head,
                                                  b->n, errstr, errlen) != 0) ||
         wk_reporter_write_counters(rp, b->deltas.v, b->deltas.n, errstr, errlen) != 0 ||
+        wk_reporter_write_series(rp, b->series.v, b->series.n, errstr, errlen) != 0 ||
         wk_chunkrows_write(rp->chunkrows, rp->m, b->chunks.v, b->chunks.n, errstr, errlen) != 0 ||
         wk_reporter_write_fails(rp, b->fails, b->nfails, errstr, errlen) != 0 ||
         hr_mysql_commit(rp->m, errstr, errlen) != 0) {
@@ -242,8 +315,10 @@ static void wk_reporter_take(wk_reporter *rp, wk_batch *b)
     b->n = rp->count < rp->batch ? rp->count : rp->batch;
     b->deltas = rp->deltas;
     b->chunks = rp->chunks;
+    b->series = rp->series;
     rp->deltas = (wk_delta_vec){0};
     rp->chunks = (wk_event_vec){0};
+    rp->series = (wk_series_vec){0};
     memcpy(b->fails, rp->fails, rp->nfails * sizeof *rp->fails);
     b->nfails = rp->nfails;
     rp->nfails = 0;
@@ -281,14 +356,21 @@ static void wk_reporter_giveback(wk_reporter *rp, wk_batch *b)
     }
     for (size_t i = 0; i < b->nfails; i++)
         wk_reporter_add_fail(rp, b->fails[i].task, b->fails[i].why);
+    for (size_t i = 0; i < b->series.n; i++) {
+        const wk_series *s = &b->series.v[i];
+
+        if (wk_reporter_count(rp, s->task, s->channel, s->status, s->minute_ms, s->n) != 0)
+            hr_log_error("reporter_series_lost", "task=%" PRId64, s->task);
+    }
     hr_vec_free(&b->deltas);
     hr_vec_free(&b->chunks);
+    hr_vec_free(&b->series);
 }
 
 static bool wk_reporter_idle(const wk_reporter *rp)
 {
     return rp->count == 0 && rp->deltas.n == 0 && rp->chunks.n == 0 && rp->nfails == 0 &&
-           rp->evq.n == 0;
+           rp->evq.n == 0 && rp->series.n == 0;
 }
 
 /* Whether the thread waits before its next round (mutex held): for a full
@@ -308,21 +390,6 @@ static bool wk_reporter_should_wait(const wk_reporter *rp, bool backoff)
 }
 
 /* ---- events -------------------------------------------------------------------- */
-
-/* The event type of an outcome. */
-static hr_event_type wk_reporter_event_type(wk_delivery status)
-{
-    static const hr_event_type types[] = {
-        [WK_DELIVERY_SENT] = HR_EVENT_SENT,
-        [WK_DELIVERY_FAILED] = HR_EVENT_FAILED,
-        [WK_DELIVERY_THROTTLED] = HR_EVENT_THROTTLED,
-        [WK_DELIVERY_UNREGISTERED] = HR_EVENT_UNREGISTERED,
-        [WK_DELIVERY_EXPIRED] = HR_EVENT_EXPIRED,
-        [WK_DELIVERY_CANCELLED] = HR_EVENT_CANCELLED,
-    };
-
-    return types[status];
-}
 
 /* Every round whose publisher number is up to UPTO is confirmed: the
  * reporter's watermark moves to the last of them (any thread). */
@@ -452,7 +519,7 @@ static void *wk_reporter_main(void *arg)
         }
         hr_vec_free(&evs);
         if (backoff || (b.n == 0 && b.deltas.n == 0 && b.chunks.n == 0 && b.nfails == 0 &&
-                        wk_chunkrows_waiting(rp->chunkrows) == 0))
+                        b.series.n == 0 && wk_chunkrows_waiting(rp->chunkrows) == 0))
             continue;
 
         int64_t started_ms = hr_clock_now_ms();
@@ -469,7 +536,7 @@ static void *wk_reporter_main(void *arg)
                 hr_clock_now_ms() - stop_seen_ms > WK_REPORTER_STOP_GIVEUP_MS) {
                 hr_log_error("reporter_events_lost", "outcomes=%zu tasks=%zu chunks=%zu error=%s",
                              rp->count, rp->deltas.n, rp->chunks.n, errstr);
-                rp->count = rp->deltas.n = rp->chunks.n = rp->nfails = 0;
+                rp->count = rp->deltas.n = rp->chunks.n = rp->nfails = rp->series.n = 0;
                 pthread_mutex_unlock(&rp->mu);
                 wk_chunkrows_give_up_all(rp->chunkrows);
                 break;
@@ -492,6 +559,7 @@ static void *wk_reporter_main(void *arg)
         backoff_ms = 0;
         hr_vec_free(&b.deltas);
         hr_vec_free(&b.chunks);
+        hr_vec_free(&b.series);
         pthread_mutex_lock(&rp->mu);
         rp->count -= b.n;
         /* An empty ring starts again at slot 0: the slots in use stay those
@@ -595,6 +663,8 @@ uint64_t wk_reporter_push(wk_reporter *rp, const wk_event *ev)
         lost = wk_reporter_add_chunks(rp, ev, 1) != 0;
         break;
     case WK_EVENT_OUTCOME:
+        lost = wk_reporter_count(rp, ev->task, ev->u.outcome.channel, ev->u.outcome.status,
+                                 ev->u.outcome.at_ms, 1) != 0;
         if (rp->evpub != NULL) {
             if (hr_vec_push(&rp->evq, *ev) != 0) {
                 lost = true;
@@ -673,5 +743,6 @@ void wk_reporter_stop(wk_reporter *rp)
     free(rp->ring);
     hr_vec_free(&rp->deltas);
     hr_vec_free(&rp->chunks);
+    hr_vec_free(&rp->series);
     free(rp);
 }

@@ -40,11 +40,12 @@ static void test_encode_sent(void **state)
     ev.has_hash = true;
     hr_buf_init(&b, HR_EVENT_MAX_BYTES);
     assert_int_equal(hr_event_encode(&ev, &b), 0);
-    assert_string_equal(b.data, "{\"v\":1,\"id\":\"42-1007-sent\",\"type\":\"sent\",\"kind\":\"outcome\","
-                                "\"task\":42,\"series\":null,\"uid\":1007,\"channel\":\"mail\","
-                                "\"address_hash\":\"" HASH_HEX "\",\"provider_status\":250,"
-                                "\"attempt\":1,\"at_ms\":1767225601234,\"due_ms\":1767225600000,"
-                                "\"url\":null}");
+    assert_string_equal(b.data,
+                        "{\"v\":1,\"id\":\"42-1007-sent\",\"type\":\"sent\",\"kind\":\"outcome\","
+                        "\"task\":42,\"series\":null,\"uid\":1007,\"channel\":\"mail\","
+                        "\"address_hash\":\"" HASH_HEX "\",\"provider_status\":250,"
+                        "\"attempt\":1,\"at_ms\":1767225601234,\"due_ms\":1767225600000,"
+                        "\"url\":null}");
     hr_buf_free(&b);
 }
 

@@ -29,8 +29,8 @@ static void test_click_round_trip(void **state)
     hr_buf_init(&b, 256);
     assert_int_equal(hr_track_token(KEY, HR_TRACK_CLICKED, 42, 1007, url, &b), 0);
     snprintf(token, sizeof token, "%s", b.data);
-    assert_int_equal(hr_track_verify(KEY, HR_TRACK_CLICKED, token, url, &task, &uid, err, sizeof err),
-                     0);
+    assert_int_equal(
+        hr_track_verify(KEY, HR_TRACK_CLICKED, token, url, &task, &uid, err, sizeof err), 0);
     assert_int_equal(task, 42);
     assert_int_equal(uid, 1007);
     /* Another URL, another key, an open's check of a click token. */
@@ -40,13 +40,12 @@ static void test_click_round_trip(void **state)
     assert_int_equal(hr_track_verify("another-key-of-thirty-two-bytes!!", HR_TRACK_CLICKED, token,
                                      url, &task, &uid, err, sizeof err),
                      -1);
-    assert_int_equal(hr_track_verify(KEY, HR_TRACK_OPENED, token, NULL, &task, &uid, err,
-                                     sizeof err),
-                     -1);
+    assert_int_equal(
+        hr_track_verify(KEY, HR_TRACK_OPENED, token, NULL, &task, &uid, err, sizeof err), -1);
     /* Another uid or task under the same signature. */
     token[3] = token[3] == '8' ? '9' : '8';
-    assert_int_equal(hr_track_verify(KEY, HR_TRACK_CLICKED, token, url, &task, &uid, err, sizeof err),
-                     -1);
+    assert_int_equal(
+        hr_track_verify(KEY, HR_TRACK_CLICKED, token, url, &task, &uid, err, sizeof err), -1);
     hr_buf_free(&b);
 }
 
@@ -63,12 +62,10 @@ static void test_refusals(void **state)
     assert_int_equal(hr_track_verify(KEY, HR_TRACK_CLICKED, b.data, "javascript:alert(1)", &task,
                                      &uid, err, sizeof err),
                      -1);
-    assert_int_equal(hr_track_verify(KEY, HR_TRACK_CLICKED, b.data, NULL, &task, &uid, err,
-                                     sizeof err),
-                     -1);
-    assert_int_equal(hr_track_verify(KEY, HR_TRACK_OPENED, "1.2", NULL, &task, &uid, err,
-                                     sizeof err),
-                     -1);
+    assert_int_equal(
+        hr_track_verify(KEY, HR_TRACK_CLICKED, b.data, NULL, &task, &uid, err, sizeof err), -1);
+    assert_int_equal(
+        hr_track_verify(KEY, HR_TRACK_OPENED, "1.2", NULL, &task, &uid, err, sizeof err), -1);
     assert_int_equal(hr_track_verify(KEY, HR_TRACK_OPENED, "x.2.AAAAAAAAAAAAAAAAAAAAAA", NULL,
                                      &task, &uid, err, sizeof err),
                      -1);
@@ -77,9 +74,8 @@ static void test_refusals(void **state)
                      -1);
     hr_buf_reset(&b);
     assert_int_equal(hr_track_token(KEY, HR_TRACK_OPENED, 5, 6, NULL, &b), 0);
-    assert_int_equal(hr_track_verify(KEY, HR_TRACK_OPENED, b.data, NULL, &task, &uid, err,
-                                     sizeof err),
-                     0);
+    assert_int_equal(
+        hr_track_verify(KEY, HR_TRACK_OPENED, b.data, NULL, &task, &uid, err, sizeof err), 0);
     hr_buf_free(&b);
 }
 
@@ -104,8 +100,8 @@ static void test_rewrite(void **state)
     hr_buf b, tok;
 
     (void)state;
-    click_link("https://example.com/a?x=1&y=2", "https%3A%2F%2Fexample.com%2Fa%3Fx%3D1%26y%3D2", one,
-               sizeof one);
+    click_link("https://example.com/a?x=1&y=2", "https%3A%2F%2Fexample.com%2Fa%3Fx%3D1%26y%3D2",
+               one, sizeof one);
     click_link("http://other.test/", "http%3A%2F%2Fother.test%2F", two, sizeof two);
     hr_buf_init(&tok, 256);
     assert_int_equal(hr_track_token(KEY, HR_TRACK_OPENED, 9, 77, NULL, &tok), 0);
