@@ -7,8 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int hr_stats_add_rows(hr_mysql *m, const hr_stats_add *rows, size_t n, char *errstr,
-                      size_t errlen)
+int hr_stats_add_rows(hr_mysql *m, const hr_stats_add *rows, size_t n, char *errstr, size_t errlen)
 {
     for (size_t i = 0; i < n; i++) {
         const hr_mysql_param p[] = {HR_P_I64(rows[i].task), HR_P_STR(rows[i].channel),
@@ -33,6 +32,34 @@ static void hr_stats_name(const hr_mysql_rows *rows, size_t row, size_t col, cha
     snprintf(out, HR_STATS_NAME, "%s", v != NULL ? v : "");
 }
 
+int hr_stats_funnel_load(hr_mysql *m, const hr_task *t, hr_stats_funnel *out, char *errstr,
+                         size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(t->id)};
+    hr_mysql_rows *rows = NULL;
+
+    memset(out, 0, sizeof *out);
+    snprintf(out->channel, sizeof out->channel, "%s", t->channel);
+    out->sent = t->sent;
+    out->delivered = t->pulled;
+    /* Opened and clicked: every minute's. */
+    if (hr_mysql_query(m,
+                       "SELECT outcome, CAST(SUM(n) AS SIGNED) FROM push_task_series "
+                       "WHERE task_id = ? AND outcome IN ('opened', 'clicked') GROUP BY outcome",
+                       p, 1, &rows, errstr, errlen) < 0)
+        return -1;
+    for (size_t i = 0; i < rows->nrows; i++) {
+        int64_t n = strtoll(hr_mysql_cell(rows, i, 1), NULL, 10);
+
+        if (strcmp(hr_mysql_cell(rows, i, 0), "opened") == 0)
+            out->opened = n;
+        else
+            out->clicked = n;
+    }
+    hr_mysql_rows_free(rows);
+    return 0;
+}
+
 int hr_stats_load(hr_mysql *m, const hr_task *t, hr_stats *out, char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(t->id), HR_P_I64(t->id), HR_P_I64(HR_STATS_MINUTES_MAX)};
@@ -40,9 +67,8 @@ int hr_stats_load(hr_mysql *m, const hr_task *t, hr_stats *out, char *errstr, si
     int rc = -1;
 
     memset(out, 0, sizeof *out);
-    snprintf(out->funnel.channel, sizeof out->funnel.channel, "%s", t->channel);
-    out->funnel.sent = t->sent;
-    out->funnel.delivered = t->pulled;
+    if (hr_stats_funnel_load(m, t, &out->funnel, errstr, errlen) < 0)
+        return -1;
     /* The last minutes that have counts, oldest first. */
     if (hr_mysql_query(m,
                        "SELECT channel, outcome, "
@@ -64,27 +90,6 @@ int hr_stats_load(hr_mysql *m, const hr_task *t, hr_stats *out, char *errstr, si
         hr_stats_name(rows, i, 1, pt->outcome);
         pt->minute_ms = strtoll(hr_mysql_cell(rows, i, 2), NULL, 10);
         pt->n = strtoll(hr_mysql_cell(rows, i, 3), NULL, 10);
-    }
-    hr_mysql_rows_free(rows);
-    rows = NULL;
-    /* Opened and clicked: every minute, not only those shown. */
-    {
-        const hr_mysql_param q[] = {HR_P_I64(t->id)};
-
-        if (hr_mysql_query(m,
-                           "SELECT outcome, CAST(SUM(n) AS SIGNED) FROM push_task_series "
-                           "WHERE task_id = ? AND outcome IN ('opened', 'clicked') "
-                           "GROUP BY outcome",
-                           q, 1, &rows, errstr, errlen) < 0)
-            goto done;
-    }
-    for (size_t i = 0; i < rows->nrows; i++) {
-        int64_t n = strtoll(hr_mysql_cell(rows, i, 1), NULL, 10);
-
-        if (strcmp(hr_mysql_cell(rows, i, 0), "opened") == 0)
-            out->funnel.opened = n;
-        else
-            out->funnel.clicked = n;
     }
     rc = 0;
 done:

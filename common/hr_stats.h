@@ -35,8 +35,7 @@ typedef struct hr_stats_add {
 
 /* Adds the N counts ROWS to push_task_series (upserts, in the caller's
  * transaction if any).  0, or -1 with ERRSTR. */
-int hr_stats_add_rows(hr_mysql *m, const hr_stats_add *rows, size_t n, char *errstr,
-                      size_t errlen);
+int hr_stats_add_rows(hr_mysql *m, const hr_stats_add *rows, size_t n, char *errstr, size_t errlen);
 
 /* One point of the series. */
 typedef struct hr_stats_point {
@@ -58,6 +57,10 @@ typedef struct hr_stats {
     size_t npoints;
 } hr_stats;
 
+/* Reads task T's funnel alone (its counters and two sums).  0, or -1
+ * with ERRSTR. */
+int hr_stats_funnel_load(hr_mysql *m, const hr_task *t, hr_stats_funnel *out, char *errstr,
+                         size_t errlen);
 /* Reads task T's funnel and its series (the last HR_STATS_MINUTES_MAX
  * minutes that have counts) into *OUT (free with hr_stats_free).  0, or
  * -1 with ERRSTR. */

@@ -16,10 +16,14 @@ static void dsp_api_stats_outcomes(cJSON *o, const hr_task *t)
     const struct {
         const char *name;
         int64_t v;
-    } c[] = {{"total", t->total},         {"sent", t->sent},
-             {"failed", t->failed},       {"throttled", t->throttled},
-             {"unregistered", t->unregistered}, {"expired", t->expired},
-             {"pulled", t->pulled},       {"cancelled", t->cancelled},
+    } c[] = {{"total", t->total},
+             {"sent", t->sent},
+             {"failed", t->failed},
+             {"throttled", t->throttled},
+             {"unregistered", t->unregistered},
+             {"expired", t->expired},
+             {"pulled", t->pulled},
+             {"cancelled", t->cancelled},
              {"retried", t->retried}};
 
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)

@@ -28,8 +28,8 @@ static const unsigned char dsp_api_track_gif[] = {
  * answering (404 without tracking, 403 for a bad signature, 404 for a task
  * gone, 503). */
 static bool dsp_api_track_link(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req,
-                               hr_httpd_resp *resp, hr_track_kind kind, const char *url, hr_task **t,
-                               uint64_t *uid)
+                               hr_httpd_resp *resp, hr_track_kind kind, const char *url,
+                               hr_task **t, uint64_t *uid)
 {
     const char *key = d->cfg->events.tracking.key;
     int64_t task;
@@ -39,8 +39,8 @@ static bool dsp_api_track_link(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req
         hr_httpd_error(resp, 404, "not_found", "tracking is not configured (events.tracking)");
         return false;
     }
-    if (hr_track_verify(key, kind, hr_httpd_param(req, "token"), url, &task, uid, err,
-                        sizeof err) < 0) {
+    if (hr_track_verify(key, kind, hr_httpd_param(req, "token"), url, &task, uid, err, sizeof err) <
+        0) {
         hr_metrics_inc(d->met.track_refused);
         hr_httpd_error(resp, 403, "forbidden", "%s", err);
         return false;
@@ -132,8 +132,8 @@ void dsp_api_track_event(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
         }
     }
     if (rows->nrows == 0) {
-        hr_httpd_error(resp, 404, "not_found",
-                       "uid %" PRId64 " is no recipient of task %" PRId64, uid, id);
+        hr_httpd_error(resp, 404, "not_found", "uid %" PRId64 " is no recipient of task %" PRId64,
+                       uid, id);
         goto done;
     }
     if (!dsp_api_load_task(ac, id, resp, &t))

@@ -46,7 +46,8 @@ int dsp_engage_record(dsp *d, hr_mysql *m, const hr_task *t, uint64_t uid, hr_ev
     uint64_t inserted = 0;
     bool seen;
 
-    if (hr_mysql_query(m, "SELECT 1 FROM push_engagement WHERE task_id = ? AND kind = ? AND uid = ?",
+    if (hr_mysql_query(m,
+                       "SELECT 1 FROM push_engagement WHERE task_id = ? AND kind = ? AND uid = ?",
                        key, 3, &rows, errstr, errlen) < 0)
         return -1;
     seen = rows->nrows > 0;
