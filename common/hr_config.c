@@ -192,6 +192,7 @@ static const cfg_key cfg_hooks_keys[] = {
     K_INT("disable_after_ms", hr_config, events.hooks.disable_after_ms, 1000, 604800000, 3600000),
     K_INT("reload_ms", hr_config, events.hooks.reload_ms, 100, 600000, 2000),
     K_INT("queue_max", hr_config, events.hooks.queue_max, 100, 10000000, 100000),
+    K_INT("dead_letter_max", hr_config, events.hooks.dead_letter_max, 0, 100000000, 1000000),
     K_INT("dedupe_window", hr_config, events.hooks.dedupe_window, 0, 10000000, 100000),
     K_END,
 };

@@ -154,6 +154,7 @@ typedef struct hr_config {
             int disable_after_ms; /* failing this long without a success: disabled; default 3600000 */
             int reload_ms;        /* endpoints re-read this often, 100..600000, default 2000 */
             int queue_max;        /* events waiting per endpoint, 100..10000000, default 100000 */
+            int dead_letter_max; /* dead letters kept per endpoint, 0..100000000, default 1000000 */
             int dedupe_window; /* event ids remembered per partition, 0..10000000, default 100000 */
         } hooks;
     } events;

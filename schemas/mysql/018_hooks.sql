@@ -11,10 +11,13 @@
 -- failing_since: the first failure since its last success (NULL: healthy).
 --
 -- push_hook_dead: the per-endpoint dead letters: events whose delivery was
--- given up (retried for events.hooks.retry_for_ms, or the endpoint was
--- disabled).  A redrive (POST /v1/hooks/{id}/redrive, heraldctl hooks
--- redrive) marks them; herald-hooks delivers the marked ones again, in
--- batches, and deletes each batch once delivered.
+-- given up (retried for events.hooks.retry_for_ms, the endpoint's queue
+-- full, or the endpoint disabled), at most events.hooks.dead_letter_max
+-- per endpoint.  A redrive (POST /v1/hooks/{id}/redrive, heraldctl hooks
+-- redrive) marks them (redrive = 1); a herald-hooks process claims a batch
+-- of marked rows (claimed_by, claimed_until: another process takes over a
+-- claim that ran out), delivers it once the endpoint is enabled, and
+-- deletes the rows once delivered.
 
 CREATE TABLE IF NOT EXISTS push_hook (
   id              BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
@@ -38,6 +41,8 @@ CREATE TABLE IF NOT EXISTS push_hook_dead (
   payload    TEXT            NOT NULL COMMENT 'the event, as published',
   error      VARCHAR(512)    NOT NULL,
   redrive    TINYINT(1)      NOT NULL DEFAULT 0,
+  claimed_by VARCHAR(192)    NULL,
+  claimed_until DATETIME(3)  NULL,
   created_at DATETIME(3)     NOT NULL DEFAULT UTC_TIMESTAMP(3),
   PRIMARY KEY (id),
   KEY hook_redrive (hook_id, redrive, id)
