@@ -6,6 +6,7 @@
 
 #include "dsp_api.h"
 #include "dsp_api_addr.h"
+#include "dsp_api_hooks.h"
 #include "dsp_api_ops.h"
 #include "dsp_api_stats.h"
 #include "dsp_api_subs.h"
@@ -72,6 +73,13 @@ static const dsp_api_route dsp_api_routes[] = {
     DSP_API_V1_BODY("POST", "/v1/users/{uid}/addresses", dsp_api_addr_add),
     DSP_API_V1_BODY("PUT", "/v1/users/{uid}/addresses", dsp_api_addr_put),
     DSP_API_V1("DELETE", "/v1/users/{uid}/addresses", dsp_api_addr_del),
+    DSP_API_V1_BODY("POST", "/v1/hooks", dsp_api_hooks_create),
+    DSP_API_V1("GET", "/v1/hooks", dsp_api_hooks_list),
+    DSP_API_V1("GET", "/v1/hooks/{id}", dsp_api_hooks_get),
+    DSP_API_V1_BODY("PATCH", "/v1/hooks/{id}", dsp_api_hooks_patch),
+    DSP_API_V1("DELETE", "/v1/hooks/{id}", dsp_api_hooks_delete),
+    DSP_API_V1("GET", "/v1/hooks/{id}/dead-letters", dsp_api_hooks_dead),
+    DSP_API_V1("POST", "/v1/hooks/{id}/redrive", dsp_api_hooks_redrive),
 };
 
 #define DSP_API_NROUTES (sizeof dsp_api_routes / sizeof dsp_api_routes[0])

@@ -56,8 +56,7 @@ static void hk_store_offsets(hk *h)
         int64_t at = hk_offsets_committable(h->offsets, h->assigned[i]);
 
         if (at >= 0)
-            rd_kafka_topic_partition_list_add(l, h->cfg->events.topic, h->assigned[i])->offset =
-                at;
+            rd_kafka_topic_partition_list_add(l, h->cfg->events.topic, h->assigned[i])->offset = at;
     }
     if (l->cnt > 0)
         rd_kafka_offsets_store(h->rk, l);

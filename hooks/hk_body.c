@@ -35,8 +35,8 @@ fail:
 }
 
 int hk_body_headers(int64_t hook, const hk_event *first, size_t n, const hr_sign_secret *secret,
-                    const hr_buf *body, int64_t now_s, char out[HK_BODY_HEADERS][HK_BODY_HEADER_MAX],
-                    char *errstr, size_t errlen)
+                    const hr_buf *body, int64_t now_s,
+                    char out[HK_BODY_HEADERS][HK_BODY_HEADER_MAX], char *errstr, size_t errlen)
 {
     char id[128];
     hr_buf sig;

@@ -30,7 +30,7 @@ int hk_body_build(hk_event *const *evs, size_t n, int64_t now_ms, hr_buf *out);
  * is FIRST and whose size is N, at NOW_S, signed with SECRET, into OUT.
  * 0, or -1 with ERRSTR. */
 int hk_body_headers(int64_t hook, const hk_event *first, size_t n, const hr_sign_secret *secret,
-                    const hr_buf *body, int64_t now_s, char out[HK_BODY_HEADERS][HK_BODY_HEADER_MAX],
-                    char *errstr, size_t errlen);
+                    const hr_buf *body, int64_t now_s,
+                    char out[HK_BODY_HEADERS][HK_BODY_HEADER_MAX], char *errstr, size_t errlen);
 
 #endif

@@ -41,10 +41,10 @@ typedef struct hk_endpoint {
     size_t head;
     /* the delivery in flight, or the batch to send again */
     bool inflight;
-    size_t nbatch;            /* events of the queue in it (0: a redrive, or none) */
+    size_t nbatch;              /* events of the queue in it (0: a redrive, or none) */
     HR_VEC(hk_event *) redrive; /* claimed dead letters in it */
-    int64_t first_try_ms;     /* the batch's first attempt, 0 = none yet */
-    int64_t next_try_ms;      /* not before (a back-off) */
+    int64_t first_try_ms;       /* the batch's first attempt, 0 = none yet */
+    int64_t next_try_ms;        /* not before (a back-off) */
     int64_t backoff_ms;
     int64_t failing_since_ms; /* 0 = healthy */
     int64_t next_claim_ms;    /* dead letters looked for again then */
@@ -310,8 +310,7 @@ static int hk_endpoint_bury(hk_endpoint *e, size_t at, size_t n, const char *why
     /* Out of the queue: the first N from AT. */
     for (size_t i = 0; i < n; i++)
         hk_offsets_put(es->offsets, e->queue.v[at + i]);
-    memmove(e->queue.v + at, e->queue.v + at + n,
-            (e->queue.n - at - n) * sizeof *e->queue.v);
+    memmove(e->queue.v + at, e->queue.v + at + n, (e->queue.n - at - n) * sizeof *e->queue.v);
     e->queue.n -= n;
     if (e->queue.n == e->head)
         e->queue.n = e->head = 0;
@@ -518,9 +517,8 @@ void hk_endpoints_pump(hk_endpoints *es, hk_http *http, int64_t now_ms)
         if (e->nbatch == 0 && e->redrive.n == 0) {
             size_t waiting = hk_endpoint_waiting(e), max = (size_t)cfg->events.hooks.batch_max;
 
-            if (waiting >= max ||
-                (waiting > 0 &&
-                 now_ms - e->queue.v[e->head]->read_ms >= cfg->events.hooks.batch_ms))
+            if (waiting >= max || (waiting > 0 && now_ms - e->queue.v[e->head]->read_ms >=
+                                                      cfg->events.hooks.batch_ms))
                 e->nbatch = waiting < max ? waiting : max;
             else if (waiting > 0 || !hk_endpoint_claim(e, now_ms))
                 continue;

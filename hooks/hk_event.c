@@ -25,7 +25,8 @@ hk_event *hk_event_read(const void *value, size_t len, char *errstr, size_t errl
 
     if (!cJSON_IsObject(j) || !cJSON_IsString(id) || strlen(id->valuestring) >= HR_EVENT_ID_MAX ||
         id->valuestring[0] == '\0' ||
-        strspn(id->valuestring, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") !=
+        strspn(id->valuestring,
+               "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") !=
             strlen(id->valuestring) ||
         !cJSON_IsString(type) || strlen(type->valuestring) >= HK_EVENT_TYPE_MAX ||
         !cJSON_IsNumber(uid) || uid->valuedouble < 1) {
@@ -159,7 +160,7 @@ int64_t hk_offsets_committable(hk_offsets *o, int32_t partition)
 /* ---- the window of ids -------------------------------------------------------------- */
 
 struct hk_dedupe {
-    size_t cap, n, head;  /* the ring: N of CAP, oldest at HEAD */
+    size_t cap, n, head; /* the ring: N of CAP, oldest at HEAD */
     uint64_t *ring;
     uint64_t *set; /* 2 * CAP slots, 0 = empty */
     size_t slots;

@@ -5,8 +5,7 @@
 #include <stdlib.h>
 
 /* Request time to an endpoint, seconds. */
-static const double hk_metrics_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1,
-                                            0.25,  0.5,  1,     2.5,  10};
+static const double hk_metrics_buckets[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10};
 
 /* /readyz: MySQL (the endpoints' table) and Kafka answer. */
 static bool hk_metrics_ready(void *ctx, hr_buf *out)
@@ -48,8 +47,8 @@ hk_metrics *hk_metrics_new(char *errstr, size_t errlen)
         {&disables, "herald_hook_disabled_total",
          "Event webhooks this process disabled after failing for events.hooks.disable_after_ms",
          HR_METRICS_COUNTER, NULL, NULL, 0},
-        {&queued, "herald_hook_queue_depth", "Events waiting for their endpoints",
-         HR_METRICS_GAUGE, NULL, NULL, 0},
+        {&queued, "herald_hook_queue_depth", "Events waiting for their endpoints", HR_METRICS_GAUGE,
+         NULL, NULL, 0},
     };
 
     if (m == NULL || (m->reg = hr_metrics_new(0)) == NULL) {

@@ -111,8 +111,8 @@ int hk_store_bury(hr_mysql *m, int64_t id, const hk_store_dead *rows, size_t n, 
 int hk_store_claim(hr_mysql *m, int64_t id, const char *owner, int n, int lease_ms,
                    hk_store_claimed **out, size_t *got, char *errstr, size_t errlen)
 {
-    const hr_mysql_param claim[] = {HR_P_STR(owner), HR_P_I64((int64_t)lease_ms * 1000), HR_P_I64(id),
-                                    HR_P_I64(n)};
+    const hr_mysql_param claim[] = {HR_P_STR(owner), HR_P_I64((int64_t)lease_ms * 1000),
+                                    HR_P_I64(id), HR_P_I64(n)};
     const hr_mysql_param p[] = {HR_P_I64(id), HR_P_STR(owner)};
     hr_mysql_rows *rows = NULL;
     hk_store_claimed *c = NULL;
