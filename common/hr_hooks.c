@@ -57,8 +57,7 @@ int hr_hooks_types(const char *const *types, size_t n, char out[HR_HOOKS_TYPES_M
         char probe[40];
 
         if (tl == 0 || tl > 32 || strspn(types[i], "abcdefghijklmnopqrstuvwxyz_") != tl) {
-            snprintf(errstr, errlen, "types: \"%.40s\" is no event type ([a-z_], 1..32)",
-                     types[i]);
+            snprintf(errstr, errlen, "types: \"%.40s\" is no event type ([a-z_], 1..32)", types[i]);
             return -1;
         }
         snprintf(probe, sizeof probe, ",%s,", types[i]);
@@ -74,8 +73,8 @@ int hr_hooks_types(const char *const *types, size_t n, char out[HR_HOOKS_TYPES_M
             snprintf(errstr, errlen, "types: at most %d bytes", HR_HOOKS_TYPES_MAX);
             return -1;
         }
-        len += (size_t)snprintf(out + len, HR_HOOKS_TYPES_MAX + 1 - len, "%s%s",
-                                len > 0 ? "," : "", types[i]);
+        len += (size_t)snprintf(out + len, HR_HOOKS_TYPES_MAX + 1 - len, "%s%s", len > 0 ? "," : "",
+                                types[i]);
     }
     return 0;
 }
@@ -112,8 +111,8 @@ int hr_hooks_create(hr_mysql *m, hr_hook *h, char *errstr, size_t errlen)
                              : hr_hooks_new_secret(h->secret, errstr, errlen) < 0)
         return -1;
     {
-        const hr_mysql_param p[] = {HR_P_STR(h->url), HR_P_STR(h->description),
-                                    HR_P_STR(h->types), HR_P_STR(h->secret)};
+        const hr_mysql_param p[] = {HR_P_STR(h->url), HR_P_STR(h->description), HR_P_STR(h->types),
+                                    HR_P_STR(h->secret)};
 
         if (hr_mysql_exec(m,
                           "INSERT INTO push_hook (url, description, types, secret) "
@@ -127,10 +126,10 @@ int hr_hooks_create(hr_mysql *m, hr_hook *h, char *errstr, size_t errlen)
     return 0;
 }
 
-#define HR_HOOKS_COLUMNS                                                                          \
-    "h.id, h.url, h.types, h.description, h.state = 'enabled', h.disabled_reason, "               \
-    "CAST(UNIX_TIMESTAMP(h.failing_since) * 1000 AS SIGNED), "                                    \
-    "CAST(UNIX_TIMESTAMP(h.created_at) * 1000 AS SIGNED), "                                       \
+#define HR_HOOKS_COLUMNS                                                            \
+    "h.id, h.url, h.types, h.description, h.state = 'enabled', h.disabled_reason, " \
+    "CAST(UNIX_TIMESTAMP(h.failing_since) * 1000 AS SIGNED), "                      \
+    "CAST(UNIX_TIMESTAMP(h.created_at) * 1000 AS SIGNED), "                         \
     "(SELECT COUNT(*) FROM push_hook_dead d WHERE d.hook_id = h.id)"
 
 /* Row I of ROWS (HR_HOOKS_COLUMNS) into *H. */
@@ -259,8 +258,8 @@ int hr_hooks_redrive(hr_mysql *m, int64_t id, int64_t *marked, char *errstr, siz
     return 0;
 }
 
-int hr_hooks_dead(hr_mysql *m, int64_t id, int64_t after, int limit, hr_hook_dead **out,
-                  size_t *n, char *errstr, size_t errlen)
+int hr_hooks_dead(hr_mysql *m, int64_t id, int64_t after, int limit, hr_hook_dead **out, size_t *n,
+                  char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(after), HR_P_I64(limit)};
     hr_mysql_rows *rows = NULL;

@@ -32,7 +32,7 @@ typedef struct hr_hook {
     char disabled_reason[513];
     int64_t failing_since_ms; /* -1 = healthy */
     int64_t created_ms;
-    int64_t dead_letters;     /* push_hook_dead rows */
+    int64_t dead_letters; /* push_hook_dead rows */
 } hr_hook;
 
 /* Checks URL (absolute http(s), no credentials, at most HR_HOOKS_URL_MAX;
@@ -78,8 +78,8 @@ typedef struct hr_hook_dead {
 } hr_hook_dead;
 /* Endpoint ID's dead letters, oldest first, after id AFTER, at most LIMIT
  * (*OUT, N; free with hr_hooks_dead_free).  0, or -1. */
-int hr_hooks_dead(hr_mysql *m, int64_t id, int64_t after, int limit, hr_hook_dead **out,
-                  size_t *n, char *errstr, size_t errlen);
+int hr_hooks_dead(hr_mysql *m, int64_t id, int64_t after, int limit, hr_hook_dead **out, size_t *n,
+                  char *errstr, size_t errlen);
 void hr_hooks_dead_free(hr_hook_dead *d, size_t n);
 
 #endif

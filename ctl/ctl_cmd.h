@@ -20,5 +20,6 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_address(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_token(ctl_ctx *ctx, int argc, char **argv);
+int ctl_cmd_hooks(ctl_ctx *ctx, int argc, char **argv);
 
 #endif

@@ -59,8 +59,8 @@ static cJSON *dsp_api_hooks_view(const hr_hook *h, bool secret)
 
 /* A string member NAME of J of at most MAX bytes into OUT (absent: left
  * as it is, *SET false).  false after answering 400. */
-static bool dsp_api_hooks_str(const cJSON *j, const char *name, size_t max, char *out,
-                              bool *set, hr_httpd_resp *resp)
+static bool dsp_api_hooks_str(const cJSON *j, const char *name, size_t max, char *out, bool *set,
+                              hr_httpd_resp *resp)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, name);
 
@@ -290,8 +290,8 @@ void dsp_api_hooks_dead(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_ht
     (void)d;
     if (!dsp_api_hooks_load(ac, req, resp, &h))
         return;
-    if (limit_s != NULL &&
-        ((limit = strtol(limit_s, &end, 10)) < 1 || limit > DSP_API_HOOKS_DEAD_MAX || *end != '\0')) {
+    if (limit_s != NULL && ((limit = strtol(limit_s, &end, 10)) < 1 ||
+                            limit > DSP_API_HOOKS_DEAD_MAX || *end != '\0')) {
         hr_httpd_error(resp, 400, "bad_query", "limit must be 1..%d", DSP_API_HOOKS_DEAD_MAX);
         return;
     }
