@@ -69,8 +69,8 @@ static int ctl_hooks_add(ctl_ctx *ctx, int argc, char **argv)
         return ctl_usage(ctx, "add needs URL");
     if (strlen(argv[optind]) > HR_HOOKS_URL_MAX ||
         hr_hooks_check_url(argv[optind], errstr, sizeof errstr) < 0)
-        return ctl_usage(ctx, "%s", strlen(argv[optind]) > HR_HOOKS_URL_MAX ? "url: too long"
-                                                                            : errstr);
+        return ctl_usage(ctx, "%s",
+                         strlen(argv[optind]) > HR_HOOKS_URL_MAX ? "url: too long" : errstr);
     snprintf(h.url, sizeof h.url, "%s", argv[optind]);
     if (ctl_mysql(ctx, &m) < 0)
         return CTL_EXIT_FAIL;
@@ -116,8 +116,8 @@ static int ctl_hooks_ls(ctl_ctx *ctx, int argc, char **argv)
         const hr_hook *h = &hooks[i];
 
         printf("%" PRId64 "\t%s\t%" PRId64 " dead\t%s\t%s%s%s\n", h->id,
-                   h->enabled ? "enabled" : "disabled", h->dead_letters,
-                   h->types[0] != '\0' ? h->types : "*", h->url,
+               h->enabled ? "enabled" : "disabled", h->dead_letters,
+               h->types[0] != '\0' ? h->types : "*", h->url,
                h->disabled_reason[0] != '\0' ? "\t" : "", h->disabled_reason);
     }
     free(hooks);
@@ -215,7 +215,8 @@ int ctl_cmd_hooks(ctl_ctx *ctx, int argc, char **argv)
     if (strcmp(verb, "enable") == 0 || strcmp(verb, "disable") == 0 || strcmp(verb, "rm") == 0 ||
         strcmp(verb, "redrive") == 0)
         return ctl_hooks_change(ctx, argc - 1, argv + 1);
-    return ctl_usage(ctx, argc < 2 ? "expected add, ls, enable, disable, rm, dead or redrive"
-                                   : "unknown subcommand '%s'",
+    return ctl_usage(ctx,
+                     argc < 2 ? "expected add, ls, enable, disable, rm, dead or redrive"
+                              : "unknown subcommand '%s'",
                      verb);
 }

@@ -8,24 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp_api_parse.h"
+#include "dsp_api_view.h"
 #include "hr_hooks.h"
 
 #define DSP_API_HOOKS_DEAD_DEFAULT 100
 #define DSP_API_HOOKS_DEAD_MAX 1000
 #define DSP_API_HOOKS_TYPES 64 /* names in a filter, at most */
-
-static void dsp_api_hooks_time(cJSON *o, const char *name, int64_t ms)
-{
-    char buf[40];
-
-    if (ms < 0) {
-        cJSON_AddNullToObject(o, name);
-        return;
-    }
-    dsp_api_time(ms, buf, sizeof buf);
-    cJSON_AddStringToObject(o, name, buf);
-}
 
 /* H as JSON (the secret only when SECRET). */
 static cJSON *dsp_api_hooks_view(const hr_hook *h, bool secret)
@@ -49,8 +37,8 @@ static cJSON *dsp_api_hooks_view(const hr_hook *h, bool secret)
         cJSON_AddStringToObject(o, "disabled_reason", h->disabled_reason);
     else
         cJSON_AddNullToObject(o, "disabled_reason");
-    dsp_api_hooks_time(o, "failing_since", h->failing_since_ms);
-    dsp_api_hooks_time(o, "created_at", h->created_ms);
+    dsp_api_add_time(o, "failing_since", h->failing_since_ms);
+    dsp_api_add_time(o, "created_at", h->created_ms);
     dsp_api_add_id(o, "dead_letters", h->dead_letters);
     if (secret)
         cJSON_AddStringToObject(o, "secret", h->secret);
@@ -313,7 +301,7 @@ void dsp_api_hooks_dead(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_ht
         dsp_api_add_id(e, "uid", dead[i].uid);
         cJSON_AddStringToObject(e, "error", dead[i].error);
         cJSON_AddBoolToObject(e, "redrive", dead[i].redrive);
-        dsp_api_hooks_time(e, "created_at", dead[i].created_ms);
+        dsp_api_add_time(e, "created_at", dead[i].created_ms);
         if (ev != NULL)
             cJSON_AddItemToObject(e, "event", ev);
         cJSON_AddItemToArray(arr, e);
