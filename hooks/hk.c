@@ -171,7 +171,7 @@ static void hk_round(hk *h, bool reading)
     } else if (!atomic_exchange(&h->met->mysql_ok, true)) {
         hr_log_info("mysql_up", "owner=%s", h->owner);
     }
-    for (int i = 0; reading && i < HK_READ_PER_ROUND; i++) {
+    for (int i = 0; reading && hk_endpoints_loaded(h->endpoints) && i < HK_READ_PER_ROUND; i++) {
         rd_kafka_message_t *msg = rd_kafka_consumer_poll(h->rk, 0);
 
         if (msg == NULL)

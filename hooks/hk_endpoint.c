@@ -60,6 +60,7 @@ struct hk_endpoints {
     hk_offsets *offsets;
     HR_VEC(hk_endpoint *) v;
     int64_t next_reload_ms, next_count_ms;
+    bool loaded; /* push_hook was read once: events may be taken */
 };
 
 static size_t hk_endpoint_waiting(const hk_endpoint *e)
@@ -241,6 +242,7 @@ int hk_endpoints_reload(hk_endpoints *es, int64_t now_ms, char *errstr, size_t e
         disabled += !hooks[i].enabled;
     }
     hk_store_hooks_free(hooks, n);
+    es->loaded = true;
     /* Rows gone: their endpoints go (at once, or when their delivery
      * answers). */
     for (size_t i = 0; i < es->v.n; i++) {
@@ -505,9 +507,13 @@ void hk_endpoints_pump(hk_endpoints *es, hk_http *http, int64_t now_ms)
                 hk_endpoint_bury(e, e->head, hk_endpoint_waiting(e), "endpoint disabled");
             continue;
         }
-        if (hk_endpoint_waiting(e) > (size_t)cfg->events.hooks.queue_max)
-            hk_endpoint_bury(e, e->head + (size_t)cfg->events.hooks.queue_max,
-                             hk_endpoint_waiting(e) - (size_t)cfg->events.hooks.queue_max,
+        /* (never into a batch that waits to be sent again) */
+        size_t keep = (size_t)cfg->events.hooks.queue_max > e->nbatch
+                          ? (size_t)cfg->events.hooks.queue_max
+                          : e->nbatch;
+
+        if (hk_endpoint_waiting(e) > keep)
+            hk_endpoint_bury(e, e->head + keep, hk_endpoint_waiting(e) - keep,
                              "endpoint queue full");
         if (!e->secret_ok || now_ms < e->next_try_ms)
             continue;
@@ -526,6 +532,11 @@ void hk_endpoints_pump(hk_endpoints *es, hk_http *http, int64_t now_ms)
         hk_endpoint_send(e, http, now_ms);
     }
     hr_metrics_set(es->met->queued, (double)queued);
+}
+
+bool hk_endpoints_loaded(const hk_endpoints *es)
+{
+    return es->loaded;
 }
 
 size_t hk_endpoints_held(const hk_endpoints *es)

@@ -59,6 +59,9 @@ void hk_endpoints_dispatch(hk_endpoints *es, hk_event *ev, int64_t read_ms);
 /* Starts the deliveries that are due on HTTP, and dead-letters what must
  * be. */
 void hk_endpoints_pump(hk_endpoints *es, hk_http *http, int64_t now_ms);
+/* Whether push_hook was read at least once: before, an event read would
+ * have no endpoint and be finished without being delivered. */
+bool hk_endpoints_loaded(const hk_endpoints *es);
 /* Events held by endpoints (queued or in flight). */
 size_t hk_endpoints_held(const hk_endpoints *es);
 

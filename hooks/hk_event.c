@@ -46,7 +46,16 @@ hk_event *hk_event_read(const void *value, size_t len, char *errstr, size_t errl
     ev->partition = -1;
     snprintf(ev->id, sizeof ev->id, "%s", id->valuestring);
     snprintf(ev->type, sizeof ev->type, "%s", type->valuestring);
-    ev->uid = (uint64_t)uid->valuedouble;
+    /* The uid exactly: a JSON number past 2^53 loses digits as a double,
+     * the id ("<task>-<uid>-<type>") keeps them. */
+    {
+        const char *dash = strchr(ev->id, '-');
+        int64_t exact;
+
+        ev->uid = dash != NULL && hr_parse_uid(dash + 1, strcspn(dash + 1, "-"), &exact) == 0
+                      ? (uint64_t)exact
+                      : (uint64_t)uid->valuedouble;
+    }
 done:
     cJSON_Delete(j);
     return ev;
