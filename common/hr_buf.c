@@ -7,6 +7,7 @@
  * as is.  The owner frees it with hr_buf_free. */
 #include "hr_buf.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,23 +76,34 @@ int hr_buf_append(hr_buf *b, const char *s, size_t n)
     return 0;
 }
 
-int hr_buf_append_i64(hr_buf *b, int64_t v)
+/* Appends U in decimal, after a minus sign when MINUS. */
+static int hr_buf_append_digits(hr_buf *b, bool minus, uint64_t u)
 {
-    char digits[20], sign[1] = {'-'};
-    /* Through uint64_t, so INT64_MIN negates without overflow. */
-    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    char digits[21];
     size_t n = sizeof digits, before = b->len;
 
     do {
         digits[--n] = (char)('0' + u % 10);
         u /= 10;
     } while (u > 0);
-    if ((v < 0 && hr_buf_append(b, sign, 1) != 0) ||
-        hr_buf_append(b, digits + n, sizeof digits - n) != 0) {
+    if (minus)
+        digits[--n] = '-';
+    if (hr_buf_append(b, digits + n, sizeof digits - n) != 0) {
         b->len = before;
         if (b->data != NULL)
             b->data[before] = '\0';
         return -1;
     }
     return 0;
+}
+
+int hr_buf_append_i64(hr_buf *b, int64_t v)
+{
+    /* Through uint64_t, so INT64_MIN negates without overflow. */
+    return hr_buf_append_digits(b, v < 0, v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
+}
+
+int hr_buf_append_u64(hr_buf *b, uint64_t v)
+{
+    return hr_buf_append_digits(b, false, v);
 }

@@ -71,28 +71,26 @@ int hr_event_key(const hr_event *ev, char *out, size_t len)
     return snprintf(out, len, "%" PRIu64, ev->uid);
 }
 
-/* Appends NAME:VALUE (",\"NAME\":" and the integer, or null when NULLED). */
-static int hr_event_int(hr_buf *out, const char *name, int64_t v, bool nulled)
-{
-    char text[64];
-    int n = nulled ? snprintf(text, sizeof text, ",\"%s\":null", name)
-                   : snprintf(text, sizeof text, ",\"%s\":%" PRId64, name, v);
+/* Appends the literal L. */
+#define HR_EVENT_LIT(out, l) hr_buf_append((out), (l), sizeof(l) - 1)
 
-    return hr_buf_append(out, text, (size_t)n);
+/* Appends ,"NAME": (NAME a literal without escapes). */
+#define HR_EVENT_NAME(out, name) HR_EVENT_LIT((out), ",\"" name "\":")
+
+/* Appends the integer V, or null when NULLED.  No snprintf here: the
+ * encoder runs once per push. */
+static int hr_event_int(hr_buf *out, int64_t v, bool nulled)
+{
+    return nulled ? HR_EVENT_LIT(out, "null") : hr_buf_append_i64(out, v);
 }
 
-/* Appends ,"NAME": and S as a JSON string, or null when S is NULL. */
-static int hr_event_str(hr_buf *out, const char *name, const char *s)
+/* Appends S as a JSON string, or null when S is NULL. */
+static int hr_event_str(hr_buf *out, const char *s)
 {
-    char head[40];
-    int n = snprintf(head, sizeof head, ",\"%s\":", name);
-
-    if (hr_buf_append(out, head, (size_t)n) < 0)
-        return -1;
     if (s == NULL)
-        return hr_buf_append(out, "null", 4);
-    return hr_buf_append(out, "\"", 1) < 0 || hr_json_escape_append(out, s, strlen(s)) < 0 ||
-                   hr_buf_append(out, "\"", 1) < 0
+        return HR_EVENT_LIT(out, "null");
+    return HR_EVENT_LIT(out, "\"") < 0 || hr_json_escape_append(out, s, strlen(s)) < 0 ||
+                   HR_EVENT_LIT(out, "\"") < 0
                ? -1
                : 0;
 }
@@ -100,31 +98,39 @@ static int hr_event_str(hr_buf *out, const char *name, const char *s)
 int hr_event_encode(const hr_event *ev, hr_buf *out)
 {
     static const char hex[] = "0123456789abcdef";
-    const char *type = hr_event_type_name(ev->type);
-    char id[HR_EVENT_ID_MAX], head[200], hash[2 * HR_EVENT_HASH_LEN + 1];
+    const char *type = hr_event_type_name(ev->type), *kind;
+    char hash[2 * HR_EVENT_HASH_LEN + 1];
     size_t start = out->len;
-    int n;
 
     if (type == NULL)
         return -1;
-    hr_event_id(ev, id, sizeof id);
-    n = snprintf(head, sizeof head, "{\"v\":%d,\"id\":\"%s\",\"type\":\"%s\",\"kind\":\"%s\"",
-                 HR_EVENT_VERSION, id, type, hr_event_kind_name(hr_event_type_kind(ev->type)));
+    kind = hr_event_kind_name(hr_event_type_kind(ev->type));
     for (size_t i = 0; i < HR_EVENT_HASH_LEN; i++) {
         hash[2 * i] = hex[ev->address_hash[i] >> 4];
         hash[2 * i + 1] = hex[ev->address_hash[i] & 15];
     }
     hash[2 * HR_EVENT_HASH_LEN] = '\0';
-    if (hr_buf_append(out, head, (size_t)n) < 0 || hr_event_int(out, "task", ev->task, false) < 0 ||
-        hr_event_int(out, "series", ev->series, ev->series <= 0) < 0 ||
-        hr_event_int(out, "uid", (int64_t)ev->uid, false) < 0 ||
-        hr_event_str(out, "channel", ev->channel) < 0 ||
-        hr_event_str(out, "address_hash", ev->has_hash ? hash : NULL) < 0 ||
-        hr_event_int(out, "provider_status", ev->provider_status, ev->provider_status <= 0) < 0 ||
-        hr_event_int(out, "attempt", ev->attempt, false) < 0 ||
-        hr_event_int(out, "at_ms", ev->at_ms, false) < 0 ||
-        hr_event_int(out, "due_ms", ev->due_ms, ev->due_ms <= 0) < 0 ||
-        hr_event_str(out, "url", ev->url) < 0 || hr_buf_append(out, "}", 1) < 0) {
+    /* The id as hr_event_id writes it: TASK-UID-TYPE. */
+    if (HR_EVENT_LIT(out, "{\"v\":") < 0 || hr_buf_append_i64(out, HR_EVENT_VERSION) < 0 ||
+        HR_EVENT_NAME(out, "id") < 0 || HR_EVENT_LIT(out, "\"") < 0 ||
+        hr_buf_append_i64(out, ev->task) < 0 || HR_EVENT_LIT(out, "-") < 0 ||
+        hr_buf_append_u64(out, ev->uid) < 0 || HR_EVENT_LIT(out, "-") < 0 ||
+        hr_buf_append(out, type, strlen(type)) < 0 || HR_EVENT_LIT(out, "\"") < 0 ||
+        HR_EVENT_NAME(out, "type") < 0 || hr_event_str(out, type) < 0 ||
+        HR_EVENT_NAME(out, "kind") < 0 || hr_event_str(out, kind) < 0 ||
+        HR_EVENT_NAME(out, "task") < 0 || hr_event_int(out, ev->task, false) < 0 ||
+        HR_EVENT_NAME(out, "series") < 0 || hr_event_int(out, ev->series, ev->series <= 0) < 0 ||
+        HR_EVENT_NAME(out, "uid") < 0 || hr_event_int(out, (int64_t)ev->uid, false) < 0 ||
+        HR_EVENT_NAME(out, "channel") < 0 || hr_event_str(out, ev->channel) < 0 ||
+        HR_EVENT_NAME(out, "address_hash") < 0 ||
+        hr_event_str(out, ev->has_hash ? hash : NULL) < 0 ||
+        HR_EVENT_NAME(out, "provider_status") < 0 ||
+        hr_event_int(out, ev->provider_status, ev->provider_status <= 0) < 0 ||
+        HR_EVENT_NAME(out, "attempt") < 0 || hr_event_int(out, ev->attempt, false) < 0 ||
+        HR_EVENT_NAME(out, "at_ms") < 0 || hr_event_int(out, ev->at_ms, false) < 0 ||
+        HR_EVENT_NAME(out, "due_ms") < 0 || hr_event_int(out, ev->due_ms, ev->due_ms <= 0) < 0 ||
+        HR_EVENT_NAME(out, "url") < 0 || hr_event_str(out, ev->url) < 0 ||
+        HR_EVENT_LIT(out, "}") < 0) {
         hr_buf_truncate(out, start);
         return -1;
     }
