@@ -88,13 +88,15 @@ static void t_drop(hr_mysql *m, int64_t id)
                      0);
 }
 
-/* Queues outcomes of uids FIRST..LAST of TASK, sent. */
-static void t_push(wk_reporter *rp, int64_t task, int first, int last)
+/* Queues outcomes of uids FIRST..LAST of TASK, sent on CHANNEL (the
+ * worker's outcomes always name their task's channel). */
+static void t_push(wk_reporter *rp, int64_t task, const char *channel, int first, int last)
 {
     for (int i = first; i <= last; i++) {
         wk_event ev = {.kind = WK_EVENT_OUTCOME, .task = task};
 
         ev.u.outcome.uid = (uint64_t)i;
+        ev.u.outcome.channel = channel;
         ev.u.outcome.status = WK_DELIVERY_SENT;
         ev.u.outcome.attempts = 1;
         ev.u.outcome.http_status = 200;
@@ -198,7 +200,7 @@ static void test_reporter_batch_over_placeholder_limit(void **state)
     assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, NULL,
                                        &rp, errstr, sizeof errstr),
                      0);
-    t_push(rp, id, 1, T_ROWS);
+    t_push(rp, id, cfg->channels[0].name, 1, T_ROWS);
     wk_reporter_stop(rp);
     assert_int_equal(t_log_end(&log, "delivery_batch_rejected", NULL, NULL, 0), 0);
     assert_int_equal(
@@ -234,7 +236,7 @@ static void test_reporter_part_batches_few_statements(void **state)
         int size = 17 + 23 * k;
         struct timespec pause = {0, 300 * 1000000L};
 
-        t_push(rp, id, uid + 1, uid + size);
+        t_push(rp, id, cfg->channels[0].name, uid + 1, uid + size);
         uid += size;
         nanosleep(&pause, NULL);
     }
