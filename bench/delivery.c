@@ -103,8 +103,8 @@ int main(int argc, char **argv)
     if (hr_config_load(argv[2], &cfg, errstr, sizeof errstr) != 0)
         goto fail;
     met = wk_metrics_new(cfg, errstr, sizeof errstr);
-    if (met == NULL || wk_reporter_start(cfg, "bench-delivery", WK_REPORTER_ROW_WAIT_MS, met, &rp,
-                                         errstr, sizeof errstr))
+    if (met == NULL || wk_reporter_start(cfg, "bench-delivery", WK_REPORTER_ROW_WAIT_MS, met, NULL,
+                                         &rp, errstr, sizeof errstr))
         goto fail;
     due_ms = hr_clock_now_ms(); /* the task is due about now: today's partition */
     cpu0 = bench_cpu_s(pid);

@@ -46,4 +46,17 @@ static inline int64_t hr_clock_mono_ms(void)
     return hr_clock_ms(CLOCK_MONOTONIC);
 }
 
+/* *TS = CLOCK's now plus MS: a deadline for pthread_cond_timedwait (whose
+ * condition variable waits on CLOCK). */
+static inline void hr_clock_deadline(clockid_t clock, int64_t ms, struct timespec *ts)
+{
+    clock_gettime(clock, ts);
+    ts->tv_sec += (time_t)(ms / 1000);
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
 #endif

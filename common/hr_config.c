@@ -193,6 +193,41 @@ static const cfg_key cfg_worker_keys[] = {
     K_END,
 };
 
+static const cfg_key cfg_tracking_keys[] = {
+    K_STR("base_url", hr_config, events.tracking.base_url, 0, NULL),
+    K_STR("key", hr_config, events.tracking.key, 1, NULL),
+    K_STR("key_file", hr_config, events.tracking.key_file, 1, NULL),
+    K_END,
+};
+
+static const cfg_key cfg_hooks_keys[] = {
+    K_CHECKED("listen", hr_config, events.hooks.listen, "127.0.0.1:8083", cfg_check_listen),
+    K_STR("group", hr_config, events.hooks.group, 1, "herald-hooks"),
+    K_INT("batch_max", hr_config, events.hooks.batch_max, 1, 1000, 100),
+    K_INT("batch_ms", hr_config, events.hooks.batch_ms, 1, 60000, 1000),
+    K_INT("timeout_ms", hr_config, events.hooks.timeout_ms, 100, 120000, 10000),
+    K_INT("retry_backoff_ms", hr_config, events.hooks.retry_backoff_ms, 10, 3600000, 1000),
+    K_INT("retry_max_backoff_ms", hr_config, events.hooks.retry_max_backoff_ms, 10, 3600000, 60000),
+    K_INT("retry_for_ms", hr_config, events.hooks.retry_for_ms, 0, 86400000, 600000),
+    K_INT("disable_after_ms", hr_config, events.hooks.disable_after_ms, 1000, 604800000, 3600000),
+    K_INT("reload_ms", hr_config, events.hooks.reload_ms, 100, 600000, 2000),
+    K_INT("queue_max", hr_config, events.hooks.queue_max, 100, 10000000, 100000),
+    K_INT("dead_letter_max", hr_config, events.hooks.dead_letter_max, 0, 100000000, 1000000),
+    K_INT("dedupe_window", hr_config, events.hooks.dedupe_window, 0, 10000000, 100000),
+    K_END,
+};
+
+static const cfg_key cfg_events_keys[] = {
+    K_BOOL("enabled", hr_config, events.enabled, false),
+    K_STR("topic", hr_config, events.topic, 1, "herald.events"),
+    K_INT("flush_ms", hr_config, events.flush_ms, 1, 1000, 10),
+    K_INT("queue_max", hr_config, events.queue_max, 1000, 10000000, 1000000),
+    K_INT("confirm_timeout_ms", hr_config, events.confirm_timeout_ms, 100, 60000, 5000),
+    K_SECTION("tracking", cfg_tracking_keys),
+    K_SECTION("hooks", cfg_hooks_keys),
+    K_END,
+};
+
 static const cfg_key cfg_top_keys[] = {
     {.name = "instance",
      .type = CFG_T_STR,
@@ -204,6 +239,7 @@ static const cfg_key cfg_top_keys[] = {
     K_SECTION("kafka", cfg_kafka_keys),
     K_SECTION("dispatcher", cfg_dispatcher_keys),
     K_SECTION("worker", cfg_worker_keys),
+    K_SECTION("events", cfg_events_keys),
     K_RECORDS("channels", hr_config, channels, nchannels, hr_channel, cfg_apply_channels,
               cfg_channel_clear),
     K_END,
@@ -509,6 +545,50 @@ static int cfg_check_mysql_tls(const cfg_ctx *ctx, const cfg_node *root, const h
     return 0;
 }
 
+/* events: the tracking key comes from key or key_file (read at load), is
+ * long enough, and goes with a base URL (links need both); the hooks'
+ * backoff cap is not below its first step. */
+static int cfg_check_events(const cfg_ctx *ctx, const cfg_node *root, hr_config *cfg)
+{
+    const cfg_node *events = cfg_map_get(root, "events");
+    const cfg_node *tracking = cfg_map_get(events, "tracking"), *at;
+    char detail[CFG_WHY];
+    bool base = cfg->events.tracking.base_url != NULL && cfg->events.tracking.base_url[0] != '\0';
+
+    if (cfg->events.tracking.key != NULL && cfg->events.tracking.key_file != NULL)
+        return cfg_err(ctx, tracking->line, tracking->col,
+                       "events.tracking: give at most one of key and key_file");
+    if (cfg->events.tracking.key_file != NULL) {
+        at = cfg_map_get(tracking, "key_file");
+        if (cfg_read_secret(cfg->events.tracking.key_file, &cfg->events.tracking.key, detail,
+                            sizeof detail) < 0)
+            return cfg_err(ctx, at->line, at->col, "events.tracking.key_file: %s", detail);
+        free(cfg->events.tracking.key_file);
+        cfg->events.tracking.key_file = NULL;
+    }
+    if (base && (strncmp(cfg->events.tracking.base_url, "https://", 8) != 0 &&
+                 strncmp(cfg->events.tracking.base_url, "http://", 7) != 0)) {
+        at = cfg_map_get(tracking, "base_url");
+        return cfg_err(ctx, at->line, at->col,
+                       "events.tracking.base_url: \"%.64s\" is no http(s):// URL",
+                       cfg->events.tracking.base_url);
+    }
+    if (base != (cfg->events.tracking.key != NULL))
+        return cfg_err(ctx, tracking->line, tracking->col,
+                       "events.tracking: base_url and a key (key or key_file) go together");
+    if (cfg->events.tracking.key != NULL && strlen(cfg->events.tracking.key) < HR_TRACK_KEY_MIN)
+        return cfg_err(ctx, tracking->line, tracking->col,
+                       "events.tracking: the key is %zu bytes; at least %d (e.g. openssl rand "
+                       "-hex 32)",
+                       strlen(cfg->events.tracking.key), HR_TRACK_KEY_MIN);
+    if (cfg->events.hooks.retry_max_backoff_ms < cfg->events.hooks.retry_backoff_ms &&
+        (at = cfg_map_get(cfg_map_get(events, "hooks"), "retry_max_backoff_ms")) != NULL)
+        return cfg_err(ctx, at->line, at->col,
+                       "events.hooks.retry_max_backoff_ms: %d is below retry_backoff_ms %d",
+                       cfg->events.hooks.retry_max_backoff_ms, cfg->events.hooks.retry_backoff_ms);
+    return 0;
+}
+
 int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_config **out,
                           char *errstr, size_t errlen)
 {
@@ -559,7 +639,7 @@ int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_con
         goto out;
     if (cfg_check_redis(&ctx, root, cfg) < 0 || cfg_check_insecure(&ctx, root, cfg) < 0 ||
         cfg_check_mysql_tls(&ctx, root, cfg) < 0 || cfg_check_jwt(&ctx, root, cfg) < 0 ||
-        cfg_note_key_files(&ctx, cfg) < 0)
+        cfg_check_events(&ctx, root, cfg) < 0 || cfg_note_key_files(&ctx, cfg) < 0)
         goto out;
     cfg->exposed_files = exposed.v;
     cfg->nexposed_files = exposed.n;

@@ -29,6 +29,7 @@
 #define HR_CLIENT_KEYS_MAX 2
 #define HR_CLIENT_SECRET_MIN 32 /* bytes: an HMAC-SHA256 key of a guessable size is no key */
 #define HR_API_TOKEN_MIN 32 /* bytes of a dispatcher.api.tokens entry (e.g. openssl rand -hex 32) */
+#define HR_TRACK_KEY_MIN 32 /* bytes of events.tracking.key, for the same reason */
 
 /* One key of dispatcher.api.client_keys: {id, secret | secret_file}. */
 typedef struct hr_client_key {
@@ -153,6 +154,40 @@ typedef struct hr_config {
         int stall_max_ms;
         int shutdown_grace_ms; /* 1000..600000, default 25000 */
     } worker;
+
+    /* The events topic (docs/architecture.md "Events"): every outcome and
+     * engagement published to Kafka, the tracking links of e-mail, and
+     * herald-hooks, the daemon that delivers them to signed webhooks. */
+    struct {
+        bool enabled;  /* publish events, default false */
+        char *topic;   /* default herald.events */
+        int flush_ms;  /* the reporter's longest wait with events pending, 1..1000, default 10 */
+        int queue_max; /* events not yet confirmed, per process, 1000..10000000, default 1000000 */
+        int confirm_timeout_ms; /* a request that publishes waits this long, 100..60000, default 5000 */
+        struct {
+            /* The dispatcher's public base URL ("https://herald.example.com"):
+             * e-mail links are rewritten to <base_url>/t/c/..., the open pixel
+             * is <base_url>/t/o/...; NULL or "" = no tracking. */
+            char *base_url;
+            char *key;      /* HMAC key of the links, at least HR_TRACK_KEY_MIN bytes */
+            char *key_file; /* read into key at load, then NULL */
+        } tracking;
+        struct {
+            char *listen;   /* herald-hooks' /healthz, /readyz, /metrics; default 127.0.0.1:8083 */
+            char *group;    /* its consumer group, default herald-hooks */
+            int batch_max;  /* events per delivery, 1..1000, default 100 */
+            int batch_ms;   /* a partial batch waits at most, 1..60000, default 1000 */
+            int timeout_ms; /* per request, 100..120000, default 10000 */
+            int retry_backoff_ms;     /* first backoff, 10..3600000, default 1000 */
+            int retry_max_backoff_ms; /* cap, default 60000 */
+            int retry_for_ms; /* a batch is retried this long, then dead-lettered; default 600000 */
+            int disable_after_ms; /* failing this long without a success: disabled; default 3600000 */
+            int reload_ms;        /* endpoints re-read this often, 100..600000, default 2000 */
+            int queue_max;        /* events waiting per endpoint, 100..10000000, default 100000 */
+            int dead_letter_max; /* dead letters kept per endpoint, 0..100000000, default 1000000 */
+            int dedupe_window; /* event ids remembered per partition, 0..10000000, default 100000 */
+        } hooks;
+    } events;
 
     hr_channel *channels; /* at least one */
     size_t nchannels;

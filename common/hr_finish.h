@@ -53,6 +53,12 @@ int hr_finish_add(hr_mysql *m, int64_t id, int shard, hr_outcome outcome, int64_
 #define HR_FINISH_SUBS (-1) /* subs */
 #define HR_FINISH_WAIT (-2) /* the wait ZSET of a local-time or windowed task */
 
+/* The uids a drop took (events on: each becomes an event), UIDS[N], valid
+ * during the call. */
+typedef void (*hr_finish_dropped_fn)(void *ctx, const uint64_t *uids, size_t n);
+/* Members a drop that reports them takes per drop_set.lua call. */
+#define HR_FINISH_DROP_SLICE 5000
+
 /* drop_set.lua: the recipients left in task ID's subs or wait set (SEQ
  * HR_FINISH_SUBS / HR_FINISH_WAIT) or in its chunk SEQ, of shard SHARD (0 for
  * a task of one shard), are dropped and counted as OUTCOME (HR_OUTCOME_CANCELLED or
@@ -60,9 +66,14 @@ int hr_finish_add(hr_mysql *m, int64_t id, int shard, hr_outcome outcome, int64_
  * with the chunk), NULL for a dispatcher.  *N gets the number this call
  * dropped, -1 when another process holds the chunk's lease (nothing
  * changed); *TOTAL the stats hash's counter of OUTCOME after the call, the
- * value MySQL gets (hr_finish_count).  0 or -1. */
+ * value MySQL gets (hr_finish_count).  With EACH (not NULL) the set goes
+ * in slices of HR_FINISH_DROP_SLICE, and EACH(CTX, ...) gets each slice's
+ * uids once it is dropped (a member that is no uid is skipped: the worker
+ * dead-letters those at open).  0 or -1 (after a failed slice, *N and
+ * *TOTAL hold what the slices before it did). */
 int hr_finish_drop(hr_redis *r, int64_t id, int shard, int64_t seq, hr_outcome outcome,
-                   const char *owner, int64_t *n, int64_t *total, char *errstr, size_t errlen);
+                   const char *owner, hr_finish_dropped_fn each, void *ctx, int64_t *n,
+                   int64_t *total, char *errstr, size_t errlen);
 
 /* push_task.<OUTCOME> := TOTAL (a stats hash counter hr_finish_drop
  * answered), never lower: every dropper writes the same counter this way,

@@ -109,6 +109,21 @@ static const ctl_command ctl_commands[] = {
      "                             for fcm and apns, empty for email and webhook)\n"
      "  --json                     ls: one JSON array of {platform, app, address}\n",
      ctl_cmd_address},
+    {"hooks", "event webhooks: register, list, enable, disable, remove, dead letters, redrive",
+     "add URL [--types T,..] [--description D] [--secret S] | ls [--json] | "
+     "enable|disable|rm|dead|redrive ID",
+     "  add URL                    register an endpoint; prints its id and its signing\n"
+     "                             secret (shown once)\n"
+     "  --types T,..               only these event types (sent, failed, ..., opened,\n"
+     "                             clicked; default: every type, also later ones)\n"
+     "  --description D            a note for operators\n"
+     "  --secret S                 its signing secret, whsec_<base64> (default: a new one)\n"
+     "  ls                         every endpoint: id, state, dead letters, types, url\n"
+     "  enable ID | disable ID     switch it on (its failure forgotten) or off\n"
+     "  rm ID                      delete it and its dead letters\n"
+     "  dead ID [--limit N]        its dead letters, oldest first (default 100)\n"
+     "  redrive ID                 deliver its dead letters again (once it is enabled)\n",
+     ctl_cmd_hooks},
 };
 
 #define CTL_NCOMMANDS (sizeof ctl_commands / sizeof ctl_commands[0])

@@ -40,6 +40,7 @@
 #include "dsp_api_routes.h"
 #include "dsp_chunk.h"
 #include "dsp_conn.h"
+#include "dsp_events.h"
 #include "dsp_jobs.h"
 #include "dsp_kafka.h"
 #include "dsp_owned.h"
@@ -98,6 +99,7 @@ static void dsp_on_tick(uv_timer_t *h)
 {
     dsp *d = h->data;
 
+    dsp_events_retry(d);
     if (dsp_chunk_tick(d)) {
         /* libuv re-armed the timer from the loop time before this tick, which
          * a chunk move (tens of ms) leaves stale, so the next tick would
@@ -216,7 +218,7 @@ int dsp_run(const hr_config *cfg)
                       &(dsp_kafka_hooks){
                           .ctx = d, .delivered = dsp_chunk_delivered, .down = dsp_on_kafka_down},
                       &d->kafka, err, sizeof err) < 0 ||
-        dsp_api_routes_start(d, err, sizeof err) < 0) {
+        dsp_events_start(d, err, sizeof err) < 0 || dsp_api_routes_start(d, err, sizeof err) < 0) {
         hr_log_error("startup_failed", "error=%s", err);
         goto done;
     }
@@ -245,6 +247,7 @@ int dsp_run(const hr_config *cfg)
     rc = 0;
 done:
     dsp_api_stop(d);
+    dsp_events_stop(d);
     dsp_owned_free(d);
     dsp_report_free(d);
     dsp_jobs_free(d);

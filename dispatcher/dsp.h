@@ -39,6 +39,9 @@
  *     queue them (under its mu).
  *   - metric handles (d->met) are looked up at start-up and updated
  *     lock-free from any thread.
+ *   - the events publisher (d->events, hr_evpub) has its own thread for
+ *     Kafka's delivery reports; the API's threads, the background job
+ *     and the loop publish (thread-safe), the API's wait for them.
  *
  * Modules call only modules of lower layers, listed below one line per
  * layer, bottom first (the modules of a line call none of each other;
@@ -48,8 +51,8 @@
  * Layers (checked by scripts/check-graph):
  *   dsp_seams dsp_metrics dsp_kafka dsp_console dsp_api_parse dsp_auth
  *   dsp
- *   dsp_conn dsp_api_job
- *   dsp_store dsp_addr dsp_pace dsp_drop dsp_report dsp_dlog
+ *   dsp_conn dsp_api_job dsp_events
+ *   dsp_store dsp_addr dsp_pace dsp_drop dsp_report dsp_dlog dsp_engage
  *   dsp_owned
  *   dsp_wait dsp_ahead dsp_shard
  *   dsp_reconcile
@@ -58,7 +61,7 @@
  *   dsp_poll
  *   dsp_jobs dsp_api
  *   dsp_api_view
- *   dsp_api_task dsp_api_subs dsp_api_addr dsp_api_admin
+ *   dsp_api_task dsp_api_subs dsp_api_addr dsp_api_admin dsp_api_track dsp_api_stats dsp_api_hooks
  *   dsp_api_ops
  *   dsp_api_routes
  *   dispatcher
@@ -127,6 +130,7 @@ typedef struct dsp {
     struct dsp_jobs *jobs;           /* dsp_jobs.c: the background job */
     struct dsp_dlog *dlog;           /* dsp_dlog.c: the delivery log's upkeep */
     struct dsp_api *api;             /* dsp_api.c: the HTTP server */
+    struct dsp_events *events;       /* dsp_events.c: the events publisher, NULL when off */
 } dsp;
 
 #endif

@@ -223,7 +223,7 @@ cJSON *dsp_api_allowed(dsp *d, hr_role role)
     cJSON *arr = cJSON_CreateArray();
 
     for (size_t i = 0; arr != NULL && i < a->nroutes; i++)
-        if (a->slots[i].rt->fn != NULL && a->slots[i].rt->role <= role)
+        if (a->slots[i].rt->fn != NULL && !a->slots[i].rt->public && a->slots[i].rt->role <= role)
             cJSON_AddItemToArray(arr, cJSON_CreateString(a->slots[i].action));
     return arr;
 }
@@ -444,7 +444,7 @@ int dsp_api_start(dsp *d, const dsp_api_route *routes, size_t n, char *errstr, s
             routes[i].pattern,
             dsp_api_serve,
             &a->slots[i],
-            routes[i].fn != NULL ? dsp_api_auth : NULL,
+            routes[i].fn != NULL && !routes[i].public ? dsp_api_auth : NULL,
             .max_body = routes[i].body ? (size_t)cfg->dispatcher.api.max_body_bytes : 0,
             .head = routes[i].fn == NULL};
     }

@@ -33,15 +33,18 @@ typedef struct dsp_api_conn {
 typedef void (*dsp_api_fn)(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
 
 /* A row of the route table: a /v1 route (FN, behind the auth hook and with
- * a connection pair) or an open one (OPEN: no token, no connection, no
- * context; GET and HEAD).  The pattern is the route label of
- * herald_api_requests_total. */
+ * a connection pair), a public one (FN and PUBLIC: a connection pair, no
+ * auth hook — the handler checks what the request carries itself, as the
+ * tracking links' signatures), or an open one (OPEN: no token, no
+ * connection, no context; GET and HEAD).  The pattern is the route label
+ * of herald_api_requests_total. */
 typedef struct dsp_api_route {
     const char *method, *pattern;
     dsp_api_fn fn;
     hr_role role; /* the least role that may call it; HR_ROLE_NONE only for an open route */
     bool client;  /* a client token may call it, for the {uid} of its path */
     bool body;    /* takes a JSON body of up to dispatcher.api.max_body_bytes */
+    bool public;  /* FN without the auth hook (role HR_ROLE_NONE) */
     hr_httpd_handler open;
 } dsp_api_route;
 

@@ -16,9 +16,12 @@
 #include "dsp_api.h"
 #include "dsp_api_addr.h"
 #include "dsp_api_admin.h"
+#include "dsp_api_hooks.h"
 #include "dsp_api_ops.h"
+#include "dsp_api_stats.h"
 #include "dsp_api_subs.h"
 #include "dsp_api_task.h"
+#include "dsp_api_track.h"
 #include "dsp_console.h"
 
 /* A route behind the auth hook for ROLE and above, without a body and
@@ -31,6 +34,12 @@
     {                                                                                            \
         .method = method_, .pattern = pattern_, .fn = fn_, .role = HR_ROLE_##role_, .body = true \
     }
+/* A route without the auth hook whose handler checks the request itself
+ * (the tracking links' signatures) and gets a connection pair. */
+#define DSP_API_PUBLIC(method_, pattern_, fn_)                            \
+    {                                                                     \
+        .method = method_, .pattern = pattern_, .fn = fn_, .public = true \
+    }
 #define DSP_API_OPEN(method_, pattern_, handler_)                \
     {                                                            \
         .method = method_, .pattern = pattern_, .open = handler_ \
@@ -42,6 +51,8 @@ static const dsp_api_route dsp_api_routes[] = {
     DSP_API_OPEN("GET", "/console", dsp_console_serve),
     DSP_API_OPEN("GET", "/console/", dsp_console_serve),
     DSP_API_OPEN("GET", "/console/{asset}", dsp_console_serve),
+    DSP_API_PUBLIC("GET", "/t/o/{token}", dsp_api_track_open),
+    DSP_API_PUBLIC("GET", "/t/c/{token}", dsp_api_track_click),
     DSP_API_V1("GET", "/v1/me", dsp_api_admin_me, VIEWER),
     DSP_API_V1_BODY("POST", "/v1/tasks", dsp_api_task_create, ADMIN),
     DSP_API_V1("GET", "/v1/tasks", dsp_api_task_list, VIEWER),
@@ -58,12 +69,19 @@ static const dsp_api_route dsp_api_routes[] = {
     DSP_API_V1("POST", "/v1/tasks/{id}/redrive", dsp_api_ops_redrive, OPERATOR),
     DSP_API_V1("POST", "/v1/tasks/{id}/recover", dsp_api_ops_recover, OPERATOR),
     DSP_API_V1("GET", "/v1/tasks/{id}/render", dsp_api_ops_render_task, OPERATOR),
+    DSP_API_V1("GET", "/v1/tasks/{id}/stats", dsp_api_stats_get, VIEWER),
     DSP_API_V1_BODY("POST", "/v1/render", dsp_api_ops_render_new, OPERATOR),
     {.method = "GET",
      .pattern = "/v1/users/{uid}/reminders",
      .fn = dsp_api_subs_reminders,
      .role = HR_ROLE_OPERATOR,
      .client = true},
+    {.method = "POST",
+     .pattern = "/v1/users/{uid}/events",
+     .fn = dsp_api_track_event,
+     .role = HR_ROLE_OPERATOR,
+     .client = true,
+     .body = true},
     DSP_API_V1("GET", "/v1/users/{uid}/addresses", dsp_api_addr_get, OPERATOR),
     DSP_API_V1_BODY("POST", "/v1/users/{uid}/addresses", dsp_api_addr_add, OPERATOR),
     DSP_API_V1_BODY("PUT", "/v1/users/{uid}/addresses", dsp_api_addr_put, OPERATOR),
@@ -73,6 +91,13 @@ static const dsp_api_route dsp_api_routes[] = {
     DSP_API_V1_BODY("POST", "/v1/tokens", dsp_api_admin_token_create, ADMIN),
     DSP_API_V1("DELETE", "/v1/tokens/{id}", dsp_api_admin_token_revoke, ADMIN),
     DSP_API_V1("GET", "/v1/audit", dsp_api_admin_audit, ADMIN),
+    DSP_API_V1_BODY("POST", "/v1/hooks", dsp_api_hooks_create, ADMIN),
+    DSP_API_V1("GET", "/v1/hooks", dsp_api_hooks_list, OPERATOR),
+    DSP_API_V1("GET", "/v1/hooks/{id}", dsp_api_hooks_get, OPERATOR),
+    DSP_API_V1_BODY("PATCH", "/v1/hooks/{id}", dsp_api_hooks_patch, ADMIN),
+    DSP_API_V1("DELETE", "/v1/hooks/{id}", dsp_api_hooks_delete, ADMIN),
+    DSP_API_V1("GET", "/v1/hooks/{id}/dead-letters", dsp_api_hooks_dead, OPERATOR),
+    DSP_API_V1("POST", "/v1/hooks/{id}/redrive", dsp_api_hooks_redrive, OPERATOR),
 };
 
 #define DSP_API_NROUTES (sizeof dsp_api_routes / sizeof dsp_api_routes[0])
@@ -94,7 +119,9 @@ void dsp_api_routes_print(FILE *out)
 
     for (size_t i = 0; i < DSP_API_NROUTES; i++)
         fprintf(out, "%s %s %s\n", dsp_api_routes[i].method, dsp_api_routes[i].pattern,
-                dsp_api_routes[i].fn != NULL ? hr_role_name(dsp_api_routes[i].role) : "open");
+                dsp_api_routes[i].fn != NULL && !dsp_api_routes[i].public
+                    ? hr_role_name(dsp_api_routes[i].role)
+                    : "open");
     hr_httpd_probe_routes(probes, NULL, NULL);
     for (size_t i = 0; i < HR_HTTPD_NPROBES; i++)
         fprintf(out, "%s %s open\n", probes[i].method, probes[i].pattern);

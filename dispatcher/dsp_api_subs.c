@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "dsp_api_parse.h"
+#include "dsp_engage.h"
 #include "dsp_pace.h"
 #include "dsp_store.h"
 #include "hr_batch.h"
@@ -323,8 +324,9 @@ redisReply *dsp_api_subs_user(dsp_api_conn *ac, const char *uid_s, char *errstr,
 }
 
 /* Moves UID of task T from subs (or the wait set) to pulled, in the uid's
- * shard; true when it moved. */
-static int dsp_api_ack(dsp_api_conn *ac, const hr_task *t, int64_t uid, const char *uid_s,
+ * shard; true when it moved (then its event and its minute of the series
+ * follow: dsp_engage_pulled). */
+static int dsp_api_ack(dsp *d, dsp_api_conn *ac, const hr_task *t, int64_t uid, const char *uid_s,
                        char *errstr, size_t errlen)
 {
     char keys[4][256];
@@ -357,6 +359,11 @@ static int dsp_api_ack(dsp_api_conn *ac, const hr_task *t, int64_t uid, const ch
                      errstr);
         return -1;
     }
+    /* The pull is counted: a late event still goes (it stays queued), a
+     * lost minute of the series only thins the chart. */
+    if (dsp_engage_pulled(d, ac->m, t, (uint64_t)uid, errstr, errlen) < 0)
+        hr_log_warn("pull_event_late", "task=%" PRId64 " uid=%" PRId64 " error=%s", id, uid,
+                    errstr);
     return 1;
 }
 
@@ -497,7 +504,7 @@ void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
         dsp_api_time(t->due_ms, due, sizeof due);
         cJSON_AddStringToObject(r, "due_at", due);
         dsp_api_subs_rendering(r, t, uid_s, user);
-        if (ack && (moved = dsp_api_ack(ac, t, uid, uid_s, err, sizeof err)) < 0) {
+        if (ack && (moved = dsp_api_ack(d, ac, t, uid, uid_s, err, sizeof err)) < 0) {
             dsp_api_backend_error(resp, "redis", err);
             goto done;
         }

@@ -22,7 +22,7 @@
 
 /* ---- task JSON ------------------------------------------------------------ */
 
-static void dsp_api_add_time(cJSON *o, const char *name, int64_t ms)
+void dsp_api_add_time(cJSON *o, const char *name, int64_t ms)
 {
     char buf[40];
 

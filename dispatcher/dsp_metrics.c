@@ -34,6 +34,7 @@ int dsp_metrics_new(dsp_metrics *m, char *errstr, size_t errlen)
     hr_metrics_family *published, *redelivered, *claimed, *lag, *waits, *errors;
     hr_metrics_family *rc_added, *rc_seconds, *unaccounted, *expired;
     hr_metrics_family *paced, *paced_rate, *warnings, *dlog_ahead, *dlog_dropped;
+    hr_metrics_family *engaged, *refused;
     const hr_metrics_spec specs[] = {
         {&published, "herald_chunks_published_total", "Chunks whose first publish Kafka confirmed",
          HR_METRICS_COUNTER, NULL, NULL, 0},
@@ -80,8 +81,17 @@ int dsp_metrics_new(dsp_metrics *m, char *errstr, size_t errlen)
         {&dlog_dropped, "herald_delivery_partitions_dropped_total",
          "Delivery log partitions this dispatcher dropped for the retention", HR_METRICS_COUNTER,
          NULL, NULL, 0},
+        {&engaged, "herald_engagement_total",
+         "Opens and clicks reported, by kind and result (counted: a recipient's first; repeat; "
+         "lost: a click redirected while MySQL or Kafka failed)",
+         HR_METRICS_COUNTER, "kind,result", NULL, 0},
+        {&refused, "herald_track_refused_total",
+         "Tracking links refused: malformed, or their signature did not match (a tampered URL)",
+         HR_METRICS_COUNTER, NULL, NULL, 0},
     };
     static const char *const backends[DSP__BACKENDS] = {"mysql", "redis", "kafka"};
+    static const char *const kinds[DSP__ENGAGE_KINDS] = {"opened", "clicked"};
+    static const char *const results[DSP__ENGAGE_RESULTS] = {"counted", "repeat", "lost"};
     size_t i;
 
     m->reg = hr_metrics_new(0);
@@ -110,6 +120,10 @@ int dsp_metrics_new(dsp_metrics *m, char *errstr, size_t errlen)
         m->task_warnings[i] = hr_metrics_labels(warnings, hr_pace_warn_name((hr_pace_warn_kind)i));
     for (i = 0; i < DSP__BACKENDS; i++)
         m->backend_errors[i] = hr_metrics_labels(errors, backends[i]);
+    for (i = 0; i < DSP__ENGAGE_KINDS; i++)
+        for (size_t k = 0; k < DSP__ENGAGE_RESULTS; k++)
+            m->engaged[i][k] = hr_metrics_labels(engaged, kinds[i], results[k]);
+    m->track_refused = hr_metrics_labels(refused, NULL);
     for (i = 0; i < HR_STATE__COUNT; i++)
         hr_metrics_set(hr_metrics_labels(m->tasks, hr_state_name((hr_task_state)i)), 0);
     /* herald_mysql_call_seconds, _slow_calls_total, _timeouts_total. */

@@ -117,7 +117,12 @@ bool wk_chunk_uid_valid(const char *s)
  * counting it, or -1 with JOB freed. */
 int wk_chunk_submit(wk_redis *rd, wk_chunk *c, wk_redis_job *job)
 {
-    if (wk_redis_submit(rd, job) != 0) {
+    if (c->gated > 0 || !wk_gate_open(c->gate, c->ev_last)) {
+        if (wk_gate_hold(c->gate, c->ev_last, job, &c->gated) != 0) {
+            free(job);
+            return -1;
+        }
+    } else if (wk_redis_submit(rd, job) != 0) {
         free(job);
         return -1;
     }

@@ -20,7 +20,13 @@
  * change while jobs run), so C->jobs counts them and a chunk the lifecycle
  * is done with (GONE) is freed only once that count is 0.  Each job moves
  * its results into the chunk on the loop thread before its hook runs, so
- * the Redis thread never writes a chunk.  Keys are built once at creation
+ * the Redis thread never writes a chunk.
+ *
+ * The events gate (wk_gate.h): with events on, a job submitted while an
+ * event of the chunk's recipients (C->ev_last) is not confirmed waits in
+ * the gate, and so does every job of the chunk after it (a chunk's jobs
+ * keep their order), until the gate lets it through.  A waiting job counts
+ * in C->jobs like one in flight.  Keys are built once at creation
  * ({t<ID>} hash tag on every one; the shard's {t<ID>:s<k>} for a chunk of
  * a sharded task's shard k >= 1, but the control key, which is the
  * task's). */
@@ -35,6 +41,7 @@
 #include "hr_chunkmsg.h"
 #include "hr_finish.h"
 #include "hr_redis.h"
+#include "wk_gate.h"
 #include "wk_push.h"
 #include "wk_redis.h"
 #include "wk_task.h"
@@ -214,6 +221,11 @@ struct wk_chunk {
     wk_chunk_state stalled_from;
     int64_t stall_since_ms, stall_retry_ms;
     int stall_backoff_ms;
+    /* The events gate: the number of the last event of its recipients (0:
+     * none), the gate (NULL: events off) and its jobs waiting there. */
+    uint64_t ev_last;
+    wk_gate *gate;
+    unsigned gated;
 };
 
 /* A new chunk for MSG with TASK (the reference passes to the chunk's
@@ -227,7 +239,8 @@ void wk_chunk_free(wk_chunk *c);
 
 /* For the job modules (wk_chunk_open, _check, _acks, _end): */
 /* Submits JOB (the start of its allocated struct) for C: 0 with C->jobs
- * counting it, or -1 with JOB freed. */
+ * counting it (in flight, or waiting in the events gate), or -1 with JOB
+ * freed. */
 int wk_chunk_submit(wk_redis *rd, wk_chunk *c, wk_redis_job *job);
 /* Frees the buffers of A and empties it. */
 void wk_chunk_acks_free(wk_chunk_acks *a);

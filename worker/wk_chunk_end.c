@@ -12,6 +12,7 @@
 #include "hr_log.h"
 #include "hr_pipe.h"
 #include "hr_shard.h"
+#include "hr_vec.h"
 #include "wk_chunk_acks.h"
 
 /* ---- end ----------------------------------------------------------------------------- */
@@ -25,9 +26,24 @@ typedef struct wk_chunk_end_job {
     wk_chunk_acks acks;
     wk_chunk_acked acked;
     wk_chunk_ended res;
-    hr_outcomes *stats; /* a sharded task's last chunk: every shard's (res.stats) */
+    hr_outcomes *stats;       /* a sharded task's last chunk: every shard's (res.stats) */
+    HR_VEC(uint64_t) dropped; /* DROP with the events gate on: the uids (res.dropped) */
+    bool dropped_oom;
     char errstr[256];
 } wk_chunk_end_job;
+
+/* A slice of a DROP's uids (hr_finish_drop), kept for their events. */
+static void wk_chunk_end_dropped(void *ctx, const uint64_t *uids, size_t n)
+{
+    wk_chunk_end_job *j = ctx;
+
+    if (hr_vec_reserve(&j->dropped, j->dropped.n + n) != 0) {
+        j->dropped_oom = true;
+        return;
+    }
+    memcpy(j->dropped.v + j->dropped.n, uids, n * sizeof *uids);
+    j->dropped.n += n;
+}
 
 /* CLOSE and RELEASE: the flush's calls, then the scripts, in the round. */
 static int wk_chunk_end_queue(wk_redis_job *job, hr_pipe *pipe)
@@ -91,8 +107,14 @@ static void wk_chunk_end_run(wk_redis_job *job, hr_redis *r)
         return;
     }
     if (hr_finish_drop(r, c->msg.task, c->msg.shard, c->msg.seq, j->outcome, j->owner,
-                       &j->res.res[0], &j->res.res[1], j->errstr, sizeof j->errstr) == 0)
+                       c->gate != NULL ? wk_chunk_end_dropped : NULL, j, &j->res.res[0],
+                       &j->res.res[1], j->errstr, sizeof j->errstr) == 0)
         j->res.rc = 0;
+    if (j->dropped_oom)
+        hr_log_error("events_lost", "task=%" PRId64 " seq=%" PRId64 " reason=out_of_memory",
+                     c->msg.task, c->msg.seq);
+    j->res.dropped = j->dropped.v;
+    j->res.ndropped = j->dropped.n;
 }
 
 /* HANDBACK: the buffered acks, if Redis takes them now (what it does not
@@ -195,6 +217,7 @@ static void wk_chunk_end_done(wk_redis_job *job)
     j->res.errstr = j->res.rc != 0 ? j->errstr : j->acked.errstr;
     c->hooks->ended(c, &j->res);
     free(j->stats);
+    hr_vec_free(&j->dropped);
     free(j);
 }
 

@@ -45,6 +45,10 @@ typedef struct wk_chunk_ended {
      * sweeper ends the task. */
     const hr_outcomes *stats;
     int nstats;
+    /* DROP with the events gate on (C->gate): the uids dropped, each an
+     * event to publish. */
+    const uint64_t *dropped;
+    size_t ndropped;
     const char *errstr;
 } wk_chunk_ended;
 

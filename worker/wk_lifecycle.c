@@ -181,6 +181,14 @@ size_t wk_lifecycle_count(const wk_lifecycle *l, int32_t partition)
     return n;
 }
 
+void wk_lifecycle_release(wk_lifecycle *l, bool force)
+{
+    if (force)
+        wk_gate_force(&l->gate, l->rd);
+    else if (l->gate.waiting > 0)
+        wk_gate_release(&l->gate, l->rd);
+}
+
 void wk_lifecycle_hold(wk_lifecycle *l, wk_chunk *c)
 {
     for (size_t i = 0; i < c->npushes; i++) {

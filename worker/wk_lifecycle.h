@@ -58,6 +58,7 @@
 #include "hr_config.h"
 #include "hr_mysql.h"
 #include "wk_chunk.h"
+#include "wk_gate.h"
 #include "wk_metrics.h"
 #include "wk_offsets.h"
 #include "wk_redis.h"
@@ -104,6 +105,9 @@ typedef struct wk_lifecycle {
      * (a slow Redis gets one renewal and one control read at a time). */
     bool renewing, reading_ctl;
     wk_lifecycle_stats stats;
+    /* The events gate (events.enabled): every chunk's acknowledgements
+     * wait here for their events (wk_gate.h). */
+    wk_gate gate;
 } wk_lifecycle;
 
 /* Sets the lifecycle's own fields; the worker then creates the
@@ -141,4 +145,8 @@ void wk_lifecycle_unlink(wk_lifecycle *l, wk_chunk *c, const char *why);
  * for a retry, or for their throttle slice) are taken back; those in
  * flight finish and are not retried.  A halt's, a revoke's and a stall's. */
 void wk_lifecycle_hold(wk_lifecycle *l, wk_chunk *c);
+/* The events gate moved, or may have (the reporter's confirmed hook, the
+ * control timer): the chunks' jobs it lets through go to Redis.  FORCE
+ * opens it for good (a stop's or revoke's grace ran out). */
+void wk_lifecycle_release(wk_lifecycle *l, bool force);
 #endif

@@ -110,6 +110,24 @@ static void wk_lifecycle_finished(wk_lifecycle *l, wk_chunk *c, const wk_chunk_e
     wk_lifecycle_unlink(l, c, "closed");
 }
 
+/* Events on: each recipient C's drop took becomes an event (published
+ * after the drop: see docs/architecture.md "Events" for what a crash in
+ * between costs). */
+static void wk_lifecycle_dropped_events(wk_lifecycle *l, wk_chunk *c, const wk_chunk_ended *res,
+                                        bool expire)
+{
+    wk_event ev = {.kind = WK_EVENT_OUTCOME, .task = c->msg.task, .shard = wk_chunk_row(c)};
+
+    ev.u.outcome.status = expire ? WK_DELIVERY_EXPIRED : WK_DELIVERY_CANCELLED;
+    ev.u.outcome.at_ms = hr_clock_now_ms();
+    ev.u.outcome.channel = c->task->ch->name;
+    ev.u.outcome.due_ms = c->msg.due_ms;
+    for (size_t i = 0; i < res->ndropped; i++) {
+        ev.u.outcome.uid = res->dropped[i];
+        wk_reporter_push(l->reporter, &ev);
+    }
+}
+
 /* The end of C, parked (lease released, the rest stays in the set and
  * pending for the dispatcher to republish on resume) or with the rest
  * dropped, counted as cancelled or expired (drop_set.lua), answered: the
@@ -153,6 +171,7 @@ static void wk_lifecycle_halt_ended(wk_lifecycle *l, wk_chunk *c, const wk_chunk
         }
         if (total > 0)
             wk_reporter_push(l->reporter, &counters);
+        wk_lifecycle_dropped_events(l, c, res, expire);
         ev.u.chunk.state = expire ? WK_CHUNK_END_EXPIRED : WK_CHUNK_END_CANCELLED;
     } else {
         l->stats.parked_chunks++;

@@ -249,6 +249,7 @@ static void wk_lifecycle_chunk(wk_lifecycle *l, const hr_chunkmsg *msg, int32_t 
         return;
     }
     c->started_ms = hr_clock_now_ms();
+    c->gate = l->cfg->events.enabled ? &l->gate : NULL;
     TAILQ_INSERT_TAIL(&l->chunks, c, link);
     l->nchunks++;
     wk_lifecycle_open(l, c);

@@ -17,10 +17,11 @@
 
 /* ---- push outcomes and acknowledgements -------------------------------------- */
 
-static void wk_lifecycle_outcome(wk_lifecycle *l, const wk_chunk *c, const wk_push *push,
+static void wk_lifecycle_outcome(wk_lifecycle *l, wk_chunk *c, const wk_push *push,
                                  wk_delivery status, const wk_push_result *res)
 {
     wk_event ev = {.kind = WK_EVENT_OUTCOME, .task = c->msg.task, .shard = wk_chunk_row(c)};
+    uint64_t num;
 
     /* wk_chunk_open pushes only valid uids (1..INT64_MAX). */
     ev.u.outcome.uid = strtoull(push->uid, NULL, 10);
@@ -29,8 +30,28 @@ static void wk_lifecycle_outcome(wk_lifecycle *l, const wk_chunk *c, const wk_pu
     ev.u.outcome.http_status = (int)res->http_status;
     ev.u.outcome.latency_ms = res->latency_ms;
     ev.u.outcome.at_ms = hr_clock_now_ms();
+    ev.u.outcome.channel = c->task->ch->name;
     ev.u.outcome.due_ms = c->task->row->due_ms;
-    wk_reporter_push(l->reporter, &ev);
+    /* The address the push went to last (an addressed channel walks its
+     * addresses: ADDR is past the last one once it settled). */
+    if (push->naddrs > 0 && push->attempts > 0) {
+        const char *a =
+            push->addrs[push->addr < push->naddrs ? push->addr : push->naddrs - 1].address;
+
+        hr_event_hash(a, strlen(a), ev.u.outcome.hash);
+        ev.u.outcome.has_hash = true;
+    }
+    num = wk_reporter_push(l->reporter, &ev);
+    /* The chunk's acknowledgements from now on wait for this event
+     * (wk_gate.h). */
+    if (num > 0)
+        c->ev_last = num;
+}
+
+/* Whether outcomes go to the reporter: a push_delivery row, an event. */
+static bool wk_lifecycle_reports(const wk_lifecycle *l)
+{
+    return l->cfg->worker.delivery_log || l->cfg->events.enabled;
 }
 
 /* A flush of C answered: the counters go to the reporter; a failure drops
@@ -81,7 +102,7 @@ void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res)
             wk_lifecycle_settled(l, c);
         return;
     }
-    if (l->cfg->worker.delivery_log)
+    if (wk_lifecycle_reports(l))
         wk_lifecycle_outcome(l, c, push, status, res);
     switch (status) {
     case WK_DELIVERY_SENT:
@@ -151,7 +172,7 @@ void wk_lifecycle_checked(wk_chunk *c, const wk_chunk_checked *res)
     }
     hr_metrics_add(l->met->chans[c->task->ch_index].throttled, (uint64_t)res->blocked);
     hr_metrics_add(l->met->throttled, (uint64_t)res->blocked);
-    if (l->cfg->worker.delivery_log && res->blocked > 0)
+    if (wk_lifecycle_reports(l) && res->blocked > 0)
         for (size_t i = res->first; i < res->first + res->n; i++)
             if (c->verdicts[i] == HR_THROTTLE_BLOCKED)
                 wk_lifecycle_outcome(l, c, &c->pushes[i], WK_DELIVERY_THROTTLED, &none);

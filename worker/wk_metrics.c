@@ -66,7 +66,7 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
     hr_metrics_family *pushes, *latency, *due, *inflight, *retries, *throttled, *waits, *acked;
     hr_metrics_family *redelivered, *bad, *queue, *flush, *lag, *errors, *dropped, *anomalies;
     hr_metrics_family *unaccounted, *pruned, *rows_missing;
-    hr_metrics_family *stalled, *stalls, *waits_failover, *handed_back;
+    hr_metrics_family *stalled, *stalls, *waits_failover, *handed_back, *forced;
     const hr_metrics_spec specs[] = {
         {&pushes, "herald_pushes_total", "Pushes by channel and outcome", HR_METRICS_COUNTER,
          "channel,outcome", NULL, 0},
@@ -125,6 +125,10 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
         {&handed_back, "herald_chunks_handed_back_total",
          "Chunks given up and handed back to the dispatcher to publish at once", HR_METRICS_COUNTER,
          NULL, NULL, 0},
+        {&forced, "herald_events_gate_forced_total",
+         "Chunk Redis jobs (acknowledgements) let through before their events were confirmed "
+         "by Kafka: a stop's or a revoke's grace ran out",
+         HR_METRICS_COUNTER, NULL, NULL, 0},
     };
     static const char *const drop_reasons[WK__DROPS] = {"queue_full", "rejected"};
     static const char *const kinds[WK__ANOMALIES] = {"invalid_uid", "user_hash_error",
@@ -170,6 +174,7 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
     m->stalls = hr_metrics_labels(stalls, NULL);
     m->chunks_stalled = hr_metrics_labels(waits_failover, NULL);
     m->chunks_handed_back = hr_metrics_labels(handed_back, NULL);
+    m->gate_forced = hr_metrics_labels(forced, NULL);
     hr_metrics_gauge_fn(m->kafka_lag, wk_metrics_lag, m);
     for (size_t i = 0; i < WK__BAD_REASONS; i++)
         m->bad[i] = hr_metrics_labels(bad, reasons[i]);

@@ -78,6 +78,9 @@ typedef struct wk_metrics {
     /* herald_chunk_rows_missing_total: chunk ends given up (wk_reporter.h) */
     hr_metrics_child *chunk_rows_missing;
     hr_metrics_child *anomalies[WK__ANOMALIES];
+    /* herald_events_gate_forced_total: chunk jobs let through before their
+     * events were confirmed (wk_gate.h) */
+    hr_metrics_child *gate_forced;
     atomic_bool redis_ok, mysql_ok, kafka_ok;
     atomic_bool assigned; /* the consumer is subscribed (assigned or waiting) */
     atomic_llong kafka_lag_sum;

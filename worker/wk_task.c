@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "hr_pace.h"
+#include "hr_track.h"
 
 /* The task's rendered title and body are bounded like any template value. */
 #define WK_TASK_TEXT_MAX (64 * 1024)
@@ -132,6 +133,11 @@ int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errst
                                 i == WK_TASK_HTML ? HR_TEMPLATE_HTML : HR_TEMPLATE_RAW,
                                 &wt->mail[i], errstr, errlen) != 0)
                 goto fail;
+        if (wt->mail[WK_TASK_HTML] != NULL && cfg->events.tracking.base_url != NULL &&
+            cfg->events.tracking.base_url[0] != '\0') {
+            wt->track_base = cfg->events.tracking.base_url;
+            wt->track_key = cfg->events.tracking.key;
+        }
     }
     wt->headers = calloc(wt->ch->nheaders ? wt->ch->nheaders : 1, sizeof *wt->headers);
     if (wt->headers == NULL) {
@@ -445,6 +451,22 @@ int wk_task_render_texts(const wk_task *wt, const char *uid, const redisReply *u
     return rc;
 }
 
+/* HTML, rendered for UID, with its links tracked (hr_track_rewrite); left
+ * as it is when the rewrite would pass its cap. */
+static void wk_task_track(const wk_task *wt, const char *uid, hr_buf *html)
+{
+    hr_buf tracked, old;
+
+    hr_buf_init(&tracked, html->max);
+    if (hr_track_rewrite(wt->track_base, wt->track_key, wt->row->id, strtoull(uid, NULL, 10),
+                         html->data, html->len, &tracked) == 0) {
+        old = *html;
+        *html = tracked;
+        tracked = old;
+    }
+    hr_buf_free(&tracked);
+}
+
 int wk_task_render_mail(const wk_task *wt, const char *uid, const redisReply *user,
                         hr_buf out[WK_TASK__MAIL], char *errstr, size_t errlen)
 {
@@ -467,6 +489,8 @@ int wk_task_render_mail(const wk_task *wt, const char *uid, const redisReply *us
         if (wt->mail[i] != NULL)
             out[i].len--;
     }
+    if (wt->track_base != NULL && out[WK_TASK_HTML].data != NULL)
+        wk_task_track(wt, uid, &out[WK_TASK_HTML]);
     rc = 0;
 done:
     if (rc != 0)

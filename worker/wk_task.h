@@ -60,6 +60,10 @@ typedef struct wk_task {
     hr_template **headers;     /* one per channel header value */
     /* smtp channels: subject, text, html, list_unsubscribe (NULL: none) */
     hr_template *mail[WK_TASK__MAIL];
+    /* An smtp channel's HTML part with events.tracking configured: its
+     * links go through the click redirect, and it loads the open pixel
+     * (hr_track.h); the config's strings, NULL = none. */
+    const char *track_base, *track_key;
     struct cJSON *payload;     /* NULL when the task has none */
     bool uses_user;            /* some template or the throttle_key names user.* */
     hr_throttle_rule throttle; /* limit 0 = the task does not throttle */
@@ -119,7 +123,9 @@ int wk_task_render_texts(const wk_task *wt, const char *uid, const redisReply *u
 
 /* Renders the smtp channel's templates for UID into OUT[wk_task_mail]
  * (each reset first; OUT[i].data stays NULL for a template the channel
- * lacks).  0, or -1 with ERRSTR past a buffer's cap. */
+ * lacks), the HTML part with its tracking links when the task has them
+ * (left as rendered, untracked, when they would not fit under the
+ * buffer's cap).  0, or -1 with ERRSTR past a buffer's cap. */
 int wk_task_render_mail(const wk_task *wt, const char *uid, const redisReply *user,
                         hr_buf out[WK_TASK__MAIL], char *errstr, size_t errlen);
 

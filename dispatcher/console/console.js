@@ -13,6 +13,11 @@
   const LIST_POLL_MS = 2000;
   const TASK_POLL_MS = 1000;
   const CHUNKS_POLL_MS = 2000;
+  const STATS_POLL_MS = 5000;
+  const HOOKS_POLL_MS = 2000;
+  const FUNNEL = ['sent', 'delivered', 'opened', 'clicked'];
+  const SERIES = ['sent', 'failed', 'opened', 'clicked'];
+  const SERIES_DOTS = 120;
   const CHART_SAMPLES = 600; /* ten minutes at one a second */
   const RATE_WINDOW_MS = 10000;
   const UPLOAD_BATCH = 10000; /* the API's max_ids default; halved if the server's is lower */
@@ -25,7 +30,7 @@
   const AUDIT_PAGE = 50;
 
   const $ = (id) => document.getElementById(id);
-  const views = ['view-login', 'view-list', 'view-task', 'view-new', 'view-audit'];
+  const views = ['view-login', 'view-list', 'view-task', 'view-new', 'view-audit', 'view-hooks'];
   /* The caller (GET /v1/me): name, role and the routes it may call. */
   let me = null;
   /* Each route change bumps the generation: a timer or an answer of an
@@ -337,6 +342,14 @@
       if (gen !== generation) return;
       renderChunks(j);
     }, CHUNKS_POLL_MS);
+    $('funnel-table').tBodies[0].replaceChildren();
+    $('funnel-chart').replaceChildren();
+    $('series-chart').replaceChildren();
+    poll(async (gen) => {
+      const j = await api('GET', '/v1/tasks/' + id + '/stats');
+      if (gen !== generation) return;
+      renderStats(j);
+    }, STATS_POLL_MS);
     loadDeadLetters(id, false).catch(showError);
   }
 
@@ -435,6 +448,86 @@
       (last.planned !== null ? ' (planned by now: ' + fmt(last.planned) + ')' : '') +
       ' of ' + fmt(total) + ' over the last ' +
       fmtSecs((t1 - t0) / 1000) + ', sampled every second while this page is open.';
+  }
+
+  function pct(n, of) {
+    return of > 0 ? (100 * n / of).toFixed(1) + ' %' : '–';
+  }
+
+  /* The funnel as bars (one per step, its width the step's share of the
+   * sent) and the table beside it; the per-minute series as lines. */
+  function renderStats(j) {
+    const rows = j.funnel.map((f) => {
+      const tr = row([el('th', f.channel)].concat(FUNNEL.map((k) =>
+        el('td', fmt(f[k]) + (k === 'sent' ? '' : ' (' + pct(f[k], f.sent) + ')'), 'num'))));
+      tr.firstChild.scope = 'row';
+      tr.dataset.channel = f.channel;
+      return tr;
+    });
+    $('funnel-table').tBodies[0].replaceChildren(...rows);
+    const f = j.funnel[0] || {};
+    const W = 420, L = 80, R = 10, BAR = 30, GAP = 10;
+    const top = Math.max(...FUNNEL.map((k) => f[k] || 0), 1);
+    const nodes = [];
+    FUNNEL.forEach((k, i) => {
+      const y = GAP + i * (BAR + GAP);
+      const w = Math.max((W - L - R) * (f[k] || 0) / top, 1);
+      nodes.push(svg('text', { x: 4, y: y + BAR / 2 + 4 }, k));
+      nodes.push(svg('rect', { x: L, y, width: w.toFixed(1), height: BAR, class: 'f-' + k,
+        'data-step': k, 'data-value': String(f[k] || 0) }));
+      /* The count inside a long bar, beside a short one. */
+      const inside = w > 140;
+      nodes.push(svg('text', { x: (inside ? L + 4 : L + w + 4).toFixed(1), y: y + BAR / 2 + 4,
+        class: inside ? 'f-label' : '' },
+      fmt(f[k] || 0) + (k === 'sent' ? '' : ' · ' + pct(f[k] || 0, f.sent))));
+    });
+    $('funnel-chart').replaceChildren(...nodes);
+    $('funnel-cap').textContent = 'Sent ' + fmt(f.sent) + ', delivered ' + fmt(f.delivered) +
+      ' (pulls), opened ' + fmt(f.opened) + ', clicked ' + fmt(f.clicked) + ' (' +
+      pct(f.clicked || 0, f.sent) + ' of the sent).';
+    renderSeries(j.series || []);
+  }
+
+  function renderSeries(series) {
+    const W = 600, H = 160, L = 50, R = 10, T = 10, B = 20;
+    /* One point per minute, the channels added up. */
+    const byMin = new Map();
+    for (const p of series) {
+      const m = byMin.get(p.minute) || { t: Date.parse(p.minute) };
+      for (const k of SERIES) m[k] = (m[k] || 0) + (p[k] || 0);
+      byMin.set(p.minute, m);
+    }
+    const s = Array.from(byMin.values()).sort((a, b) => a.t - b.t);
+    if (s.length === 0) {
+      $('series-chart').replaceChildren(svg('text', { x: L, y: H / 2 }, 'no counts yet'));
+      $('series-cap').textContent = 'Per minute: no counts yet.';
+      return;
+    }
+    const top = Math.max(...s.map((p) => Math.max(...SERIES.map((k) => p[k] || 0))), 1);
+    const t0 = s[0].t, t1 = Math.max(s[s.length - 1].t, t0 + 60000);
+    const x = (t) => (L + (W - L - R) * (t - t0) / (t1 - t0)).toFixed(1);
+    const y = (v) => (H - B - (H - T - B) * v / top).toFixed(1);
+    const nodes = [
+      svg('line', { x1: L, x2: W - R, y1: y(0), y2: y(0), class: 'grid-line' }),
+      svg('text', { x: 4, y: Number(y(top)) + 4 }, fmt(top)),
+      svg('text', { x: 4, y: Number(y(0)) + 4 }, '0'),
+    ];
+    let lx = W - R - 60 * SERIES.length;
+    for (const k of SERIES) {
+      nodes.push(svg('polyline', {
+        class: 's-' + k, 'data-series': k,
+        points: s.map((p) => x(p.t) + ',' + y(p[k] || 0)).join(' '),
+      }));
+      /* A dot per minute, so a campaign of one minute shows too (the last
+       * SERIES_DOTS minutes: a week of them would be thousands of nodes). */
+      for (const p of s.slice(-SERIES_DOTS))
+        nodes.push(svg('circle', { cx: x(p.t), cy: y(p[k] || 0), r: 3, class: 'd-' + k }));
+      nodes.push(svg('text', { x: lx, y: H - 4, class: 'legend-' + k }, '— ' + k));
+      lx += 60;
+    }
+    $('series-chart').replaceChildren(...nodes);
+    $('series-cap').textContent = 'Per minute over ' + s.length + ' minute(s): ' +
+      SERIES.map((k) => k + ' ' + fmt(s.reduce((a, p) => a + (p[k] || 0), 0))).join(', ') + '.';
   }
 
   function renderChunks(j) {
@@ -714,6 +807,81 @@
     location.hash = '#/audit?' + p.toString();
   });
 
+  /* ---- event webhooks ------------------------------------------------------------ */
+
+  function showHooks() {
+    show('view-hooks');
+    $('hook-secret').textContent = '';
+    poll(async (gen) => {
+      const j = await api('GET', '/v1/hooks');
+      if (gen !== generation) return;
+      renderHooks(j.hooks);
+      clearError();
+    }, HOOKS_POLL_MS);
+  }
+
+  function hookButton(label, fn, cls) {
+    const b = el('button', label, cls);
+    b.type = 'button';
+    b.addEventListener('click', async () => {
+      try {
+        $('hooks-msg').textContent = await fn();
+        clearError();
+      } catch (e) {
+        showError(e);
+      }
+    });
+    return b;
+  }
+
+  function renderHooks(hooks) {
+    const rows = hooks.map((h) => {
+      const acts = el('span', null, 'row');
+      const on = h.state === 'enabled';
+      acts.append(
+        hookButton(on ? 'Disable' : 'Enable', async () => {
+          await api('PATCH', '/v1/hooks/' + h.id, { state: on ? 'disabled' : 'enabled' });
+          return 'Hook ' + h.id + (on ? ' disabled.' : ' enabled.');
+        }),
+        hookButton('Redrive', async () => {
+          const j = await api('POST', '/v1/hooks/' + h.id + '/redrive');
+          return 'Hook ' + h.id + ': ' + fmt(j.marked) + ' dead letter(s) to deliver again.';
+        }),
+        hookButton('Delete', async () => {
+          await api('DELETE', '/v1/hooks/' + h.id);
+          return 'Hook ' + h.id + ' deleted.';
+        }, 'danger'));
+      const state = el('td', h.state + (h.disabled_reason ? ': ' + h.disabled_reason : ''),
+        'state state-' + (on ? 'done' : 'failed'));
+      const tr = row([el('td', h.id, 'num'), state, el('td', h.url),
+        el('td', h.types.length ? h.types.join(', ') : 'every type'),
+        el('td', fmt(h.dead_letters), 'num'), el('td', h.failing_since || '–'), acts]);
+      tr.dataset.hook = h.id;
+      tr.dataset.state = h.state;
+      return tr;
+    });
+    $('hooks-table').tBodies[0].replaceChildren(...rows);
+    if (hooks.length === 0) $('hooks-msg').textContent = 'No event webhook registered.';
+  }
+
+  $('hook-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const body = { url: $('h-url').value.trim() };
+    const types = $('h-types').value.split(',').map((t) => t.trim()).filter((t) => t);
+    if (types.length) body.types = types;
+    if ($('h-desc').value.trim()) body.description = $('h-desc').value.trim();
+    try {
+      const h = await api('POST', '/v1/hooks', body);
+      $('hook-secret').textContent = 'Hook ' + h.id + ' registered. Its signing secret, ' +
+        'shown only now: ' + h.secret;
+      $('hook-form').reset();
+      clearError();
+    } catch (e) {
+      $('hook-secret').textContent = 'Not registered.';
+      showError(e);
+    }
+  });
+
   /* ---- router -------------------------------------------------------------------- */
 
   async function route() {
@@ -739,6 +907,7 @@
     if (id !== null) showTask(id);
     else if (h === '#/new') showNew();
     else if (h === '#/audit' || h.startsWith('#/audit?')) showAudit();
+    else if (h === '#/hooks') showHooks();
     else showList();
   }
 

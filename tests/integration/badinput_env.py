@@ -378,7 +378,8 @@ class Env:
         # scan of the whole table, which a benchmark's millions of rows make slow.
         ids = ",".join(r[0] for r in self.sql("SELECT id FROM push_task WHERE topic = '%s'"
                                               % self.topic)) or "0"
-        for t in ("push_subscription", "push_delivery", "push_chunk", "push_task_shard"):
+        for t in ("push_subscription", "push_delivery", "push_chunk", "push_task_shard",
+                  "push_engagement", "push_task_series"):
             self.sql("DELETE FROM %s WHERE task_id IN (%s)" % (t, ids))
         self.sql("DELETE FROM push_task WHERE topic = '%s'" % self.topic)
         if not FAILS:

@@ -27,6 +27,11 @@ herald-sinks (a fast one, a slow one (--latency-ms) and one answering 400 to
      upload, New task, Audit log) and names the caller; back as the admin,
      the Audit log page lists the pause and resume of step 4 as made from
      the console, as GET /v1/audit does.
+  7. the funnel of the finished form's task: opens reported through the API
+     (POST /v1/users/{uid}/events) show in its table and bars, the shares of
+     the sent computed, the per-minute series drawn;
+  8. the event webhooks page: an endpoint registered in its form (the secret
+     shown once), listed, disabled and deleted from its row.
 
 Screenshots go to OUTDIR.  usage: test_console.py HERALD_DISPATCHER HERALD_WORKER
 HERALD_SINK OUTDIR (exit 77 without HERALD_TEST_CONFIG, or when chromium is not
@@ -172,6 +177,7 @@ class Run:
                      % await b.text("#alert")):
             return
         tid = int(tid)
+        self.form_task = tid
         row = env.task(tid, "name, channel, title, chunk_size, state, expire_at IS NOT NULL")
         check(row == [name, "webhook", "Hi #{{uid}}", "500", "scheduled", "1"],
               "task %d in MySQL as typed (%s)" % (tid, row))
@@ -355,6 +361,70 @@ class Run:
               "resume from the console (%s)" % page)
         await self.shot("audit", full=True)
 
+    # ---- 6. the funnel of a finished campaign ----------------------------------------
+
+    async def funnel(self, tid):
+        env, b = self.env, self.b
+        opened = [10001 + i for i in range(0, N_FORM, 100)]  # 25 of N_FORM
+        for u in opened + opened[:3]:                           # repeats count once
+            status, j = env.http("POST", "/v1/users/%d/events" % u,
+                                 {"task": tid, "type": "opened"})
+            check(status == 200, "the app's open of uid %d (%s %s)" % (u, status, j))
+        await b.goto(self.base + "#/task/%d" % tid)
+        cells = await b.wait("(r => r && Array.from(r.cells).map(c => c.textContent))"
+                             "(document.querySelector('#funnel-table tr[data-channel=webhook]'))",
+                             15)
+        want = [format(N_FORM, ","), "0 (0.0 %)", "%d (1.0 %%)" % len(opened), "0 (0.0 %)"]
+        check(cells is not None and cells[1:] == want,
+              "the funnel table: sent %d, delivered 0, opened %d (1.0 %%), clicked 0 (%s)"
+              % (N_FORM, len(opened), cells))
+        bars = await b.eval("Array.from(document.querySelectorAll('#funnel-chart rect'))"
+                            ".map(r => [r.dataset.step, Number(r.dataset.value), "
+                            "Number(r.getAttribute('width'))])")
+        check(bars and [x[0] for x in bars] == ["sent", "delivered", "opened", "clicked"] and
+              bars[0][1] == N_FORM and bars[2][1] == len(opened) and bars[0][2] > bars[2][2] > 1,
+              "the funnel's bars: one per step, widths in proportion (%s)" % bars)
+        lines = await b.eval("Array.from(document.querySelectorAll('#series-chart polyline'))"
+                             ".map(p => p.dataset.series)")
+        cap = await b.text("#series-cap")
+        check(lines == ["sent", "failed", "opened", "clicked"] and
+              ("sent " + format(N_FORM, ",")) in cap and "opened %d" % len(opened) in cap,
+              "the per-minute series drawn, adding up (%s, %r)" % (lines, cap))
+        await b.eval("document.getElementById('funnel-h').scrollIntoView()")
+        await self.shot("funnel")
+
+    # ---- 7. the event webhooks page -----------------------------------------------------
+
+    async def hooks(self):
+        env, b = self.env, self.b
+        url = "https://hooks.example.com/herald-%s" % env.tag
+        await b.goto(self.base + "#/hooks")
+        check(await self.visible("view-hooks"), "the event webhooks page")
+        await b.fill("#h-url", url)
+        await b.fill("#h-types", "sent, opened")
+        await b.click("#hook-form button[type=submit]")
+        msg = await b.wait("(t => t.includes('signing secret') && t)"
+                           "(document.getElementById('hook-secret').textContent)", 10)
+        hid = int(msg.split()[1]) if msg else 0
+        check(msg and "whsec_" in msg, "registered: its secret shown once (%r)" % msg)
+        row = await b.wait("(r => r && Array.from(r.cells).map(c => c.textContent))"
+                           "(document.querySelector('#hooks-table tr[data-hook=\"%d\"]'))" % hid,
+                           10)
+        check(row and row[2] == url and row[3] == "sent, opened" and
+              row[1].startswith("enabled"), "listed with its URL and types (%s)" % row)
+        await self.shot("hooks")
+        await b.click("#hooks-table tr[data-hook=\"%d\"] button" % hid)
+        ok = await b.wait("(r => r && r.dataset.state === 'disabled')"
+                          "(document.querySelector('#hooks-table tr[data-hook=\"%d\"]'))" % hid,
+                          10)
+        check(ok and env.http("GET", "/v1/hooks/%d" % hid)[1].get("state") == "disabled",
+              "Disable: the row and the API say disabled")
+        await b.click("#hooks-table tr[data-hook=\"%d\"] button.danger" % hid)
+        gone = await b.wait("!document.querySelector('#hooks-table tr[data-hook=\"%d\"]')" % hid,
+                            10)
+        check(gone and env.http("GET", "/v1/hooks/%d" % hid)[0] == 404,
+              "Delete: the row is gone, the API answers 404")
+
     # ---- 5. dead letters and redrive ------------------------------------------------
 
     async def dead_letters(self, tid):
@@ -433,6 +503,9 @@ async def browse(env, out):
         await run.login()
         await run.shot("login-list")
         await run.create_and_upload(env.record)
+        if getattr(run, "form_task", None) is not None:
+            await run.funnel(run.form_task)
+        await run.hooks()
         paused = await run.pause_resume()
         if dl_task is not None:
             await run.dead_letters(dl_task)

@@ -89,9 +89,11 @@ static void t_drop(hr_mysql *m, int64_t id)
                      0);
 }
 
-/* Queues outcomes of uids FIRST..LAST of TASK, sent; the events carry the
- * task's due_at, as the worker's do. */
-static void t_push(hr_mysql *m, wk_reporter *rp, int64_t task, int first, int last)
+/* Queues outcomes of uids FIRST..LAST of TASK, sent on CHANNEL (the
+ * worker's outcomes always name their task's channel); the events carry
+ * the task's due_at, as the worker's do. */
+static void t_push(hr_mysql *m, wk_reporter *rp, int64_t task, const char *channel, int first,
+                   int last)
 {
     int64_t due_ms =
         t_count(m,
@@ -103,6 +105,7 @@ static void t_push(hr_mysql *m, wk_reporter *rp, int64_t task, int first, int la
         wk_event ev = {.kind = WK_EVENT_OUTCOME, .task = task};
 
         ev.u.outcome.uid = (uint64_t)i;
+        ev.u.outcome.channel = channel;
         ev.u.outcome.status = WK_DELIVERY_SENT;
         ev.u.outcome.attempts = 1;
         ev.u.outcome.http_status = 200;
@@ -204,10 +207,10 @@ static void test_reporter_batch_over_placeholder_limit(void **state)
     cfg->worker.reporter_batch = T_BATCH;
     id = t_setup(cfg, &m, &met, "reporter batch");
     t_log_start(&log);
-    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, &rp,
-                                       errstr, sizeof errstr),
+    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, NULL,
+                                       &rp, errstr, sizeof errstr),
                      0);
-    t_push(m, rp, id, 1, T_ROWS);
+    t_push(m, rp, id, cfg->channels[0].name, 1, T_ROWS);
     wk_reporter_stop(rp);
     assert_int_equal(t_log_end(&log, "delivery_batch_rejected", NULL, NULL, 0), 0);
     assert_int_equal(
@@ -239,8 +242,8 @@ static void test_reporter_part_batches_few_statements(void **state)
     (void)state;
     id = t_setup(cfg, &m, &met, "reporter part batches");
     before = t_prepared(m);
-    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, &rp,
-                                       errstr, sizeof errstr),
+    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, NULL,
+                                       &rp, errstr, sizeof errstr),
                      0);
     /* 40 bursts of 40 distinct sizes under the batch (1,000), each
      * flushed alone by the 200 ms timer. */
@@ -248,7 +251,7 @@ static void test_reporter_part_batches_few_statements(void **state)
         int size = 17 + 23 * k;
         struct timespec pause = {0, 300 * 1000000L};
 
-        t_push(m, rp, id, uid + 1, uid + size);
+        t_push(m, rp, id, cfg->channels[0].name, uid + 1, uid + size);
         uid += size;
         nanosleep(&pause, NULL);
     }
@@ -361,8 +364,8 @@ static void test_reporter_chunk_end_before_row(void **state)
 
     (void)state;
     id = t_setup(cfg, &m, &met, "reporter chunk end before row");
-    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, &rp,
-                                       errstr, sizeof errstr),
+    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, NULL,
+                                       &rp, errstr, sizeof errstr),
                      0);
     t_chunk_end(rp, id, 1, WK_CHUNK_END_DONE, itest_now_ms());
     nanosleep(&later, NULL);
@@ -412,8 +415,8 @@ static void test_reporter_chunk_row_never_appears(void **state)
     t_chunk_row(m, id, 3);
     t_chunk_row(m, id, 4);
     t_log_start(&log);
-    assert_int_equal(wk_reporter_start(cfg, "test-reporter", 300, met, &rp, errstr, sizeof errstr),
-                     0);
+    assert_int_equal(
+        wk_reporter_start(cfg, "test-reporter", 300, met, NULL, &rp, errstr, sizeof errstr), 0);
     t_chunk_end(rp, id, 2, WK_CHUNK_END_DONE, done_ms);
     t_chunk_end(rp, id, 3, WK_CHUNK_END_PARKED, done_ms);
     t_chunk_end(rp, id, 4, WK_CHUNK_END_DONE, done_ms);
@@ -457,8 +460,8 @@ static void test_reporter_chunk_ends_capped(void **state)
 
     (void)state;
     id = t_setup(cfg, &m, &met, "reporter chunk ends capped");
-    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, &rp,
-                                       errstr, sizeof errstr),
+    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, NULL,
+                                       &rp, errstr, sizeof errstr),
                      0);
     for (int64_t seq = first; seq < first + n; seq++)
         t_chunk_end(rp, id, seq, WK_CHUNK_END_DONE, done_ms);

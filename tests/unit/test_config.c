@@ -654,7 +654,7 @@ static const bad_case bad_cases[] = {
     {"bad_top_sequence.yaml", "1:1", "the configuration must be a mapping of sections"},
     {"bad_unknown_top.yaml", "1:1",
      "unknown key \"mysqll\" at the top level (expected: instance, log, mysql, redis, kafka, "
-     "dispatcher, worker, channels)"},
+     "dispatcher, worker, events, channels)"},
     {"bad_unknown_nested.yaml", "3:3",
      "unknown key \"hostt\" in mysql (expected: host, port, user, password, password_file, "
      "database, connect_timeout_s, timeout_s, tls)"},
@@ -754,6 +754,12 @@ static const bad_case bad_cases[] = {
      "channels.hook.signing_secrets: webhook secret must start with \"whsec_\""},
     {"bad_secret_three.yaml", "5:7", "channels.hook.signing_secrets: 3 secrets; at most 2"},
     {"bad_client_keys_three.yaml", "4:7", "dispatcher.api.client_keys: 3 keys; at most 2"},
+    {"bad_track_key_short.yaml", "4:5",
+     "events.tracking: the key is 9 bytes; at least 32 (e.g. openssl rand -hex 32)"},
+    {"bad_track_no_key.yaml", "4:5",
+     "events.tracking: base_url and a key (key or key_file) go together"},
+    {"bad_track_url.yaml", "4:15", "events.tracking.base_url: \"ftp://x\" is no http(s):// URL"},
+    {"bad_hooks_batch.yaml", "4:16", "events.hooks.batch_max: 0 is out of range (1..1000)"},
     {"bad_client_key_short.yaml", "4:9",
      "dispatcher.api.client_keys[0]: the secret of key \"k1\" is 9 bytes; at least 32"},
     {"bad_client_key_dup.yaml", "5:9", "dispatcher.api.client_keys[1].id: \"k1\" is used twice"},
