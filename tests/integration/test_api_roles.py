@@ -75,8 +75,10 @@ WANT = {
     ("POST", "/v1/tasks/{id}/redrive"): "operator",
     ("POST", "/v1/tasks/{id}/recover"): "operator",
     ("GET", "/v1/tasks/{id}/render"): "operator",
+    ("GET", "/v1/tasks/{id}/stats"): "viewer",
     ("POST", "/v1/render"): "operator",
     ("GET", "/v1/users/{uid}/reminders"): "operator",
+    ("POST", "/v1/users/{uid}/events"): "operator",
     ("GET", "/v1/users/{uid}/addresses"): "operator",
     ("POST", "/v1/users/{uid}/addresses"): "operator",
     ("PUT", "/v1/users/{uid}/addresses"): "operator",
@@ -86,6 +88,13 @@ WANT = {
     ("POST", "/v1/tokens"): "admin",
     ("DELETE", "/v1/tokens/{id}"): "admin",
     ("GET", "/v1/audit"): "admin",
+    ("POST", "/v1/hooks"): "admin",
+    ("GET", "/v1/hooks"): "operator",
+    ("GET", "/v1/hooks/{id}"): "operator",
+    ("PATCH", "/v1/hooks/{id}"): "admin",
+    ("DELETE", "/v1/hooks/{id}"): "admin",
+    ("GET", "/v1/hooks/{id}/dead-letters"): "operator",
+    ("POST", "/v1/hooks/{id}/redrive"): "operator",
 }
 
 
