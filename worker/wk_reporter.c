@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "hr_batch.h"
 #include "hr_finish.h"
 #include "hr_log.h"
 #include "hr_clock.h"
@@ -280,6 +281,14 @@ static int wk_reporter_write_deliveries(wk_reporter *rp, size_t n, char *errstr,
 static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, size_t nd,
                                       char *errstr, size_t errlen)
 {
+    hr_finish_raise_row *rows = calloc(nd + 1, sizeof *rows);
+    size_t n = 0;
+    int rc = -1;
+
+    if (rows == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
     for (size_t k = 0; k < nd; k++) {
         /* The worker does not count pulls: -1 leaves pulled as it is. */
         const hr_outcomes raised = {.sent = d[k].sent,
@@ -291,10 +300,17 @@ static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, s
                                     .unregistered = d[k].unregistered,
                                     .expired = d[k].expired};
 
-        if (hr_finish_raise_shard(rp->m, d[k].task, d[k].shard, &raised, errstr, errlen) != 0)
-            return -1;
+        /* A sharded task's shard row, then push_task the rows' sum; the
+         * tasks of one set all in one statement. */
+        if (d[k].shard == HR_SHARD_NONE)
+            rows[n++] = (hr_finish_raise_row){d[k].task, raised};
+        else if (hr_finish_raise_shard(rp->m, d[k].task, d[k].shard, &raised, errstr, errlen) != 0)
+            goto done;
     }
-    return 0;
+    rc = hr_finish_raise_batch(rp->m, rows, n, errstr, errlen);
+done:
+    free(rows);
+    return rc;
 }
 
 /* Gives up waiting chunk end CW: loud, and counted for the alert. */
@@ -319,102 +335,125 @@ static void wk_reporter_keep(wk_reporter *rp, wk_wait_vec *keep, const wk_event 
         wk_reporter_give_up(rp, &cw, hr_clock_now_ms(), WK_WAIT_NO_MEMORY);
 }
 
-/* Writes chunk end EV into its push_chunk row; *MISSING tells that the row
- * does not exist (yet).  0 or -1. */
-static int wk_reporter_write_end(wk_reporter *rp, const wk_event *ev, bool *missing, char *errstr,
-                                 size_t errlen)
-{
-    const hr_mysql_param chunk[] = {HR_P_STR(wk_chunk_end_names[ev->u.chunk.state]),
-                                    HR_P_I64(ev->u.chunk.done_ms), HR_P_STR(rp->owner),
-                                    HR_P_I64(ev->task), HR_P_I64(ev->u.chunk.seq)};
-    hr_mysql_rows *rows = NULL;
-    uint64_t changed = 0;
+/* One chunk of a flush's ends: its key, and the place in the flush's list
+ * of the end its row gets. */
+typedef struct wk_end_key {
+    int64_t task, seq;
+    size_t first; /* its first end in the list (the sort keeps the order) */
+    size_t pick;  /* the end the row gets */
+} wk_end_key;
 
-    *missing = false;
-    /* A chunk closed by one worker stays 'done' even when another
-     * (a redelivery, a late cancel) reports it parked or cancelled. */
-    if (hr_mysql_exec(rp->m,
-                      "UPDATE push_chunk SET state = ?, done_at = FROM_UNIXTIME(? / 1000), "
-                      "worker = ? WHERE task_id = ? AND seq = ? AND state <> 'done'",
-                      chunk, 5, &changed, NULL, NULL, errstr, errlen) != 0)
-        return -1;
-    if (changed > 0)
-        return 0;
-    /* hr_mysql connects without CLIENT_FOUND_ROWS, so MariaDB counts the
-     * rows changed: 0 also for a row already 'done' (the WHERE) and for one
-     * that holds these very values (the batch written again after its
-     * COMMIT's answer was lost).  With FOUND_ROWS the second would count 1
-     * and the first still 0: under either flag only a read tells a row that
-     * is not there from one that needs nothing. */
-    if (hr_mysql_query(rp->m, "SELECT 1 FROM push_chunk WHERE task_id = ? AND seq = ?", chunk + 3,
-                       2, &rows, errstr, errlen) != 0)
-        return -1;
-    *missing = rows->nrows == 0;
-    hr_mysql_rows_free(rows);
-    return 0;
+/* By chunk only (the lookup). */
+static int wk_end_chunk_cmp(const void *a, const void *b)
+{
+    const wk_end_key *x = a, *y = b;
+
+    if (x->task != y->task)
+        return x->task < y->task ? -1 : 1;
+    return (x->seq > y->seq) - (x->seq < y->seq);
 }
 
-/* Writes again the chunk ends of rp->waiting, in their order, whose rows
- * exist now (one SELECT tells which); the others are appended to KEEP.
- * 0 or -1. */
-static int wk_reporter_write_waiting(wk_reporter *rp, wk_wait_vec *keep, char *errstr,
-                                     size_t errlen)
+/* By chunk, then by place in the list (the sort). */
+static int wk_end_key_cmp(const void *a, const void *b)
 {
-    size_t n = rp->waiting.n;
-    int64_t *cells = NULL;
-    char *keys = NULL;
-    bool *found = NULL, missing;
-    hr_mysql_rows *rows = NULL;
-    int rc = -1;
+    const wk_end_key *x = a, *y = b;
+    int c = wk_end_chunk_cmp(a, b);
 
-    if (n == 0)
-        return 0;
-    cells = calloc(n * 2, sizeof *cells);
-    found = calloc(n, sizeof *found);
-    if (cells == NULL || found == NULL)
-        goto oom;
-    for (size_t i = 0; i < n; i++) {
-        cells[i * 2] = rp->waiting.v[i].ev.task;
-        cells[i * 2 + 1] = rp->waiting.v[i].ev.u.chunk.seq;
-    }
-    if (hr_mysql_json_ints(cells, n, 2, &keys) < 0)
-        goto oom;
-    {
-        const hr_mysql_param p[] = {HR_P_STR(keys)};
+    return c != 0 ? c : (x->first > y->first) - (x->first < y->first);
+}
 
-        if (hr_mysql_query(rp->m,
+/* Which of the N chunks CELLS ([task, seq, ...] rows of NCOLS) have a
+ * push_chunk row: FOUND[i].  One SELECT.  0 or -1. */
+static int wk_reporter_rows_exist(wk_reporter *rp, const int64_t *cells, size_t n, size_t ncols,
+                                  bool *found, char *errstr, size_t errlen)
+{
+    memset(found, 0, n * sizeof *found);
+    return hr_batch_select(rp->m,
                            "SELECT DISTINCT c.task_id, c.seq FROM JSON_TABLE(?, '$[*]' COLUMNS "
                            "(task BIGINT PATH '$[0]', seq BIGINT PATH '$[1]')) j STRAIGHT_JOIN "
                            "push_chunk c ON c.task_id = j.task AND c.seq = j.seq",
-                           p, 1, &rows, errstr, errlen) != 0)
-            goto done;
-    }
-    for (size_t k = 0; k < rows->nrows; k++) {
-        int64_t task = strtoll(hr_mysql_cell(rows, k, 0), NULL, 10);
-        int64_t seq = strtoll(hr_mysql_cell(rows, k, 1), NULL, 10);
+                           &(hr_batch){cells, n, ncols}, NULL, 0, 2, hr_batch_mark, found, errstr,
+                           errlen);
+}
 
-        for (size_t i = 0; i < n; i++)
-            if (rp->waiting.v[i].ev.task == task && rp->waiting.v[i].ev.u.chunk.seq == seq)
-                found[i] = true;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const wk_chunk_wait *cw = &rp->waiting.v[i];
+/* Writes the N chunk ends EVS (in their order) into their push_chunk rows
+ * in one UPDATE: the ends of one chunk come to what writing them one by
+ * one gives (a row never leaves 'done': its first 'done' end, else its
+ * last end).  When it changed fewer rows than chunks, one SELECT tells
+ * which rows are missing, and every end of such a chunk goes to KEEP in
+ * order (hr_mysql sets no CLIENT_FOUND_ROWS, so MariaDB counts the rows
+ * changed: 0 also for a row already 'done' and for one that holds these
+ * very values, a batch written again after its COMMIT's answer was lost;
+ * only a read tells a row that is not there from one that needs nothing).
+ * 0 or -1. */
+static int wk_reporter_write_ends(wk_reporter *rp, const wk_event *const *evs, size_t n,
+                                  wk_wait_vec *keep, const int64_t *since, char *errstr,
+                                  size_t errlen)
+{
+    wk_end_key *keys = calloc(n + 1, sizeof *keys);
+    int64_t *cells = calloc(n * 4 + 1, sizeof *cells);
+    bool *found = calloc(n + 1, sizeof *found);
+    size_t i, k, nk = 0;
+    uint64_t changed = 0;
+    int rc = -1;
 
-        missing = !found[i];
-        if (found[i] && wk_reporter_write_end(rp, &cw->ev, &missing, errstr, errlen) != 0)
-            goto done;
-        if (missing)
-            wk_reporter_keep(rp, keep, &cw->ev, cw->since_ms);
+    if (keys == NULL || cells == NULL || found == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        goto done;
+    }
+    if (n == 0) {
+        rc = 0;
+        goto done;
+    }
+    for (i = 0; i < n; i++)
+        keys[i] = (wk_end_key){evs[i]->task, evs[i]->u.chunk.seq, i, i};
+    qsort(keys, n, sizeof *keys, wk_end_key_cmp);
+    /* One key per chunk, picking the end its row gets. */
+    for (i = 0; i < n; i = k) {
+        size_t pick = keys[i].first;
+
+        for (k = i; k < n && keys[k].task == keys[i].task && keys[k].seq == keys[i].seq; k++) {
+            if (evs[pick]->u.chunk.state != WK_CHUNK_END_DONE)
+                pick = keys[k].first;
+        }
+        keys[nk] = keys[i];
+        keys[nk++].pick = pick;
+    }
+    for (i = 0; i < nk; i++) {
+        const wk_event *ev = evs[keys[i].pick];
+        const int64_t row[4] = {ev->task, ev->u.chunk.seq, (int64_t)ev->u.chunk.state,
+                                ev->u.chunk.done_ms};
+
+        memcpy(cells + 4 * i, row, sizeof row);
+    }
+    /* A chunk closed by one worker stays 'done' even when another (a
+     * redelivery, a late cancel) reports it parked or cancelled.  ELT's
+     * names are wk_chunk_end's, in its order. */
+    if (hr_batch_exec(rp->m,
+                      "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$[0]', seq BIGINT "
+                      "PATH '$[1]', state INT PATH '$[2]', done_ms BIGINT PATH '$[3]')) j "
+                      "STRAIGHT_JOIN push_chunk c ON c.task_id = j.task AND c.seq = j.seq "
+                      "SET c.state = ELT(j.state + 1, 'done', 'parked', 'cancelled', 'expired'), "
+                      "c.done_at = FROM_UNIXTIME(j.done_ms / 1000), c.worker = ? "
+                      "WHERE c.state <> 'done'",
+                      &(hr_batch){cells, nk, 4}, &HR_P_STR(rp->owner), 1, &changed, NULL, errstr,
+                      errlen) != 0)
+        goto done;
+    if (changed < nk && wk_reporter_rows_exist(rp, cells, nk, 4, found, errstr, errlen) != 0)
+        goto done;
+    /* The ends of a chunk without a row wait for it, in their order. */
+    for (i = 0; changed < nk && i < n; i++) {
+        const wk_end_key want = {evs[i]->task, evs[i]->u.chunk.seq, 0, 0};
+        const wk_end_key *key = bsearch(&want, keys, nk, sizeof *keys, wk_end_chunk_cmp);
+
+        if (key != NULL && !found[key - keys])
+            wk_reporter_keep(rp, keep, evs[i], since[i]);
     }
     rc = 0;
-    goto done;
-oom:
-    snprintf(errstr, errlen, "out of memory");
 done:
-    hr_mysql_rows_free(rows);
-    free(keys);
     free(found);
     free(cells);
+    free(keys);
     return rc;
 }
 
@@ -427,47 +466,104 @@ static bool wk_reporter_waits(const wk_wait_vec *keep, const wk_event *ev)
     return false;
 }
 
-/* Writes the N chunk events EVS (after the waiting ones); the ends whose
- * row is missing are appended to KEEP. */
+/* Writes again the chunk ends of rp->waiting whose rows exist now (one
+ * SELECT tells which), then the N new chunk events EVS; ends whose row is
+ * still missing, and the newer ends of their chunks, are appended to KEEP
+ * in their order (an older end still waiting for the row: the newer one
+ * waits behind it, or the older one, written when the row appears, would
+ * overwrite it).  0 or -1. */
 static int wk_reporter_write_chunks(wk_reporter *rp, const wk_event *evs, size_t n,
                                     wk_wait_vec *keep, char *errstr, size_t errlen)
 {
+    size_t nw = rp->waiting.n, nl = 0, i;
+    const wk_event **list = calloc(nw + n + 1, sizeof *list);
+    int64_t *since = calloc(nw + n + 1, sizeof *since), *cells = calloc(nw * 2 + 1, sizeof *cells);
+    bool *found = calloc(nw + 1, sizeof *found);
     int64_t now_ms = hr_clock_now_ms();
+    int rc = -1;
 
-    for (size_t i = 0; i < n; i++) {
+    if (list == NULL || since == NULL || cells == NULL || found == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        goto done;
+    }
+    for (i = 0; i < nw; i++) {
+        cells[2 * i] = rp->waiting.v[i].ev.task;
+        cells[2 * i + 1] = rp->waiting.v[i].ev.u.chunk.seq;
+    }
+    if (nw > 0 && wk_reporter_rows_exist(rp, cells, nw, 2, found, errstr, errlen) != 0)
+        goto done;
+    for (i = 0; i < nw; i++) {
+        const wk_chunk_wait *cw = &rp->waiting.v[i];
+
+        if (!found[i]) {
+            wk_reporter_keep(rp, keep, &cw->ev, cw->since_ms);
+            continue;
+        }
+        list[nl] = &cw->ev;
+        since[nl++] = cw->since_ms;
+    }
+    for (i = 0; i < n; i++) {
+        if (wk_reporter_waits(keep, &evs[i])) {
+            wk_reporter_keep(rp, keep, &evs[i], now_ms);
+            continue;
+        }
+        list[nl] = &evs[i];
+        since[nl++] = now_ms;
+    }
+    rc = wk_reporter_write_ends(rp, list, nl, keep, since, errstr, errlen);
+done:
+    free(found);
+    free(cells);
+    free(since);
+    free(list);
+    return rc;
+}
+
+/* The tasks whose last chunk the N chunk events EVS closed (a 'done' end
+ * with nothing pending and subs empty) are ended, in one hr_finish_tasks:
+ * the counters of this batch were written first, from the stats hash the
+ * chunks' closes read, so MySQL's are the tasks' now.  0 or -1. */
+static int wk_reporter_finish(wk_reporter *rp, const wk_event *evs, size_t n, char *errstr,
+                              size_t errlen)
+{
+    hr_finish_item *items = calloc(n + 1, sizeof *items);
+    size_t i, k, nitems = 0;
+    int rc = -1;
+
+    if (items == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
         const wk_event *ev = &evs[i];
-        /* An older end of the same chunk still waits for the row: this one
-         * waits behind it, or the older one, written when the row appears,
-         * would overwrite it. */
-        bool missing = wk_reporter_waits(keep, ev);
 
-        if (!missing && wk_reporter_write_end(rp, ev, &missing, errstr, errlen) != 0)
-            return -1;
-        if (missing)
-            wk_reporter_keep(rp, keep, ev, now_ms);
         /* Only a closed chunk can finish its task. */
         if (ev->u.chunk.state != WK_CHUNK_END_DONE || ev->u.chunk.pending_left != 0 ||
             ev->u.chunk.subs_left != 0)
             continue;
-        /* The counters of this batch were written first, from the stats
-         * hash the chunk's close read: MySQL's are the task's now. */
-        hr_finish_result fin;
-        int rc = hr_finish_task(rp->m, ev->task, &HR_OUTCOMES_UNKNOWN, &fin, errstr, errlen);
-
-        if (rc < 0)
-            return -1;
-        if (rc == 0)
+        for (k = 0; k < nitems && items[k].id != ev->task; k++)
+            ;
+        if (k == nitems)
+            items[nitems++] = (hr_finish_item){.id = ev->task, .stats = HR_OUTCOMES_UNKNOWN};
+    }
+    if (nitems > 0 && hr_finish_tasks(rp->m, items, nitems, errstr, errlen) != 0)
+        goto done;
+    for (i = 0; i < nitems; i++) {
+        if (!items[i].ended)
             continue;
-        if (fin.unaccounted == 0) {
-            hr_log_info("task_done", "task=%" PRId64, ev->task);
+        if (items[i].fin.unaccounted == 0) {
+            hr_log_info("task_done", "task=%" PRId64, items[i].id);
             continue;
         }
-        hr_metrics_add(rp->met->unaccounted, (uint64_t)fin.unaccounted);
+        hr_metrics_add(rp->met->unaccounted, (uint64_t)items[i].fin.unaccounted);
         hr_log_error("task_unaccounted",
                      "task=%" PRId64 " via=worker unaccounted=%" PRId64 " subscriptions=%" PRId64,
-                     ev->task, fin.unaccounted, fin.subscriptions);
+                     items[i].id, items[i].fin.unaccounted, items[i].fin.subscriptions);
     }
-    return 0;
+    rc = 0;
+done:
+    free(items);
+    return rc;
 }
 
 static int wk_reporter_write_fails(wk_reporter *rp, const wk_task_fail *f, size_t n, char *errstr,
@@ -505,8 +601,8 @@ static int wk_reporter_write(wk_reporter *rp, const wk_batch *b, wk_wait_vec *ke
         goto fail;
     if (wk_reporter_write_deliveries(rp, b->n, errstr, errlen) != 0 ||
         wk_reporter_write_counters(rp, b->deltas.v, b->deltas.n, errstr, errlen) != 0 ||
-        wk_reporter_write_waiting(rp, keep, errstr, errlen) != 0 ||
         wk_reporter_write_chunks(rp, b->chunks.v, b->chunks.n, keep, errstr, errlen) != 0 ||
+        wk_reporter_finish(rp, b->chunks.v, b->chunks.n, errstr, errlen) != 0 ||
         wk_reporter_write_fails(rp, b->fails, b->nfails, errstr, errlen) != 0 ||
         hr_mysql_commit(rp->m, errstr, errlen) != 0) {
         hr_mysql_rollback(rp->m);

@@ -11,16 +11,17 @@
  * of reporter_batch rows, at most 9,362 for MariaDB's 65,535 placeholders
  * of a prepared statement, a part batch in INSERTs of the powers of two of
  * its size, so at most 15 distinct statements are prepared), counters one UPDATE
- * push_task per task (sent, failed, throttled, retried, unregistered are the stats hash's
- * absolute values, newest per task and shard — a sharded task's raise its shard's
+ * of push_task for the flush's tasks (sent, failed, throttled, retried, unregistered are the
+ * stats hash's absolute values, newest per task and shard — a sharded task's raise its shard's
  * push_task_shard row, then push_task the rows' sum — written with GREATEST so a report lost
  * with a killed worker is made good by the next one and a late or replayed
  * one never lowers or doubles a counter; cancelled too is the stats hash's
  * counter, as drop_set.lua answers it, the largest seen, since the
  * dispatcher's cancel writes the same counter; expired likewise), chunk events set push_chunk
- * rows' state (done, parked, cancelled, expired — never over 'done') and, for done, when the chunk was
- * the task's last pending one and its subs set is empty, move a
- * 'dispatched' task to 'done' (after the counters).  Nothing leaves before
+ * rows' state (done, parked, cancelled, expired — never over 'done'; one UPDATE for the
+ * flush's ends) and, for done, when the chunk was the task's last pending one and its subs
+ * set is empty, move a 'dispatched' task to 'done' (after the counters; hr_finish_tasks,
+ * once for the flush's tasks).  Nothing leaves before
  * its transaction committed; a failed one waits an exponential backoff
  * (100 ms .. 5 s) before the retry, logged once per state change.  A row
  * MySQL refuses for its data (not a connection error) is retried alone and
@@ -37,9 +38,10 @@
  * sizes go into push_task.total, so the worker must not insert one.  A
  * small chunk can be consumed, pushed and closed before that batch ran, and
  * the end's UPDATE then matches no row, which would stay 'published' for
- * ever.  So when the UPDATE changes nothing the reporter reads whether the
- * row exists (a row found, 'done' or already holding these values, needs
- * nothing) and, when it does not, keeps the end and writes it again in
+ * ever.  So when the UPDATE changes fewer rows than it has chunks the
+ * reporter reads which rows exist (one SELECT; a row found, 'done' or
+ * already holding these values, needs nothing) and keeps each end whose
+ * row does not, and writes it again in
  * every later flush, in order and before newer events (a newer end of the
  * same chunk waits behind it, so an older one never overwrites it), until
  * the row appears.  Held on the reporter thread only, and bounded: an end
