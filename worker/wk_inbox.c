@@ -14,11 +14,12 @@ typedef struct wk_inbox_entry {
     int32_t partition;
     int64_t offset;
     size_t len;
+    bool seen; /* handed out by wk_inbox_take_new */
     char payload[];
 } wk_inbox_entry;
 
 struct wk_inbox {
-    TAILQ_HEAD(, wk_inbox_entry) q;
+    TAILQ_HEAD(wk_inbox_head, wk_inbox_entry) q;
     size_t count, bytes;
     size_t max_msgs, max_bytes;
 };
@@ -62,12 +63,31 @@ int wk_inbox_push(wk_inbox *q, int32_t partition, int64_t offset, const void *pa
     e->partition = partition;
     e->offset = offset;
     e->len = len;
+    e->seen = false;
     if (len > 0)
         memcpy(e->payload, payload, len);
     TAILQ_INSERT_TAIL(&q->q, e, link);
     q->count++;
     q->bytes += len;
     return 0;
+}
+
+size_t wk_inbox_take_new(wk_inbox *q, wk_inbox_msg *out, size_t max)
+{
+    wk_inbox_entry *e;
+    size_t n = 0;
+
+    /* The unseen ones are the newest: walk back from the tail. */
+    for (e = TAILQ_LAST(&q->q, wk_inbox_head); e != NULL && !e->seen;
+         e = TAILQ_PREV(e, wk_inbox_head, link))
+        ;
+    for (e = e == NULL ? TAILQ_FIRST(&q->q) : TAILQ_NEXT(e, link); e != NULL && n < max;
+         e = TAILQ_NEXT(e, link)) {
+        e->seen = true;
+        out[n++] = (wk_inbox_msg){
+            .partition = e->partition, .offset = e->offset, .len = e->len, .payload = e->payload};
+    }
+    return n;
 }
 
 bool wk_inbox_peek(const wk_inbox *q, wk_inbox_msg *out)

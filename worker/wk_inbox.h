@@ -51,6 +51,11 @@ int wk_inbox_push(wk_inbox *q, int32_t partition, int64_t offset, const void *pa
  * true, or false when the queue is empty. */
 bool wk_inbox_peek(const wk_inbox *q, wk_inbox_msg *out);
 
+/* The messages queued since the last call, oldest first, at most MAX, into
+ * OUT (valid as wk_inbox_peek's): what the worker looks ahead at before it
+ * starts them (wk_lifecycle_prefetch).  How many. */
+size_t wk_inbox_take_new(wk_inbox *q, wk_inbox_msg *out, size_t max);
+
 /* Removes the oldest message, if any. */
 void wk_inbox_pop(wk_inbox *q);
 

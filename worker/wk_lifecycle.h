@@ -47,6 +47,7 @@
 #include "hr_config.h"
 #include "hr_mysql.h"
 #include "wk_chunk.h"
+#include "wk_inbox.h"
 #include "wk_metrics.h"
 #include "wk_offsets.h"
 #include "wk_redis.h"
@@ -101,6 +102,9 @@ typedef struct wk_lifecycle {
 void wk_lifecycle_init(wk_lifecycle *l, const hr_config *cfg, const char *owner,
                        const wk_lifecycle_hooks *hooks);
 
+/* The task rows of the N messages MSGS (received, not started yet) that
+ * the task cache lacks, loaded in one statement (wk_task_prefetch). */
+void wk_lifecycle_prefetch(wk_lifecycle *l, const wk_inbox_msg *msgs, size_t n);
 /* A message received at PARTITION/OFFSET with PAYLOAD: becomes an open
  * chunk, or its offset is settled at once. */
 void wk_lifecycle_intake(wk_lifecycle *l, int32_t partition, int64_t offset, const void *payload,

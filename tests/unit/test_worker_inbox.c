@@ -123,6 +123,38 @@ static void test_drop_partition_keeps_order(void **state)
  * inbox.  Chunks of partition 3 at offsets 5 and 6 run and finish while
  * 7 and 8 wait in the inbox: the stored offset is 7, the first waiting
  * one, so a crash or a revoke now makes the next owner consume 7 and 8. */
+/* wk_inbox_take_new hands each message out once, oldest first, at most
+ * MAX a call, also after pops and after messages came in between. */
+static void test_take_new_once(void **state)
+{
+    wk_inbox *q = NULL;
+    wk_inbox_msg m[4];
+
+    (void)state;
+    assert_int_equal(wk_inbox_new(16, 1024, &q), 0);
+    assert_int_equal(wk_inbox_take_new(q, m, 4), 0);
+    push_str(q, 0, 1, "a");
+    push_str(q, 0, 2, "b");
+    push_str(q, 0, 3, "c");
+    assert_int_equal(wk_inbox_take_new(q, m, 2), 2);
+    assert_int_equal(m[0].offset, 1);
+    assert_int_equal(m[1].offset, 2);
+    push_str(q, 1, 4, "d");
+    wk_inbox_pop(q);
+    assert_int_equal(wk_inbox_take_new(q, m, 4), 2);
+    assert_int_equal(m[0].offset, 3);
+    assert_int_equal(m[1].offset, 4);
+    assert_memory_equal(m[1].payload, "d", 1);
+    assert_int_equal(wk_inbox_take_new(q, m, 4), 0);
+    /* Every message handed out already, then all popped: a new one is new. */
+    while (wk_inbox_count(q) > 0)
+        wk_inbox_pop(q);
+    push_str(q, 2, 5, "e");
+    assert_int_equal(wk_inbox_take_new(q, m, 4), 1);
+    assert_int_equal(m[0].offset, 5);
+    wk_inbox_free(q);
+}
+
 static void test_stored_offset_never_passes_queued(void **state)
 {
     wk_inbox *q = NULL;
@@ -160,6 +192,7 @@ int main(void)
         cmocka_unit_test(test_full_and_low_by_count),
         cmocka_unit_test(test_full_by_bytes),
         cmocka_unit_test(test_drop_partition_keeps_order),
+        cmocka_unit_test(test_take_new_once),
         cmocka_unit_test(test_stored_offset_never_passes_queued),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
