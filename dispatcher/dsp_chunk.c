@@ -53,7 +53,9 @@
 #include "hr_state.h"
 #include "hr_vec.h"
 
-#define DSP_CHUNKS_PER_TICK 64  /* chunk moves per tick, all tasks */
+/* Chunk moves per tick, all tasks: their Redis steps are a pipeline each
+ * (dsp_chunk_batch), so many small tasks are moved in a few ticks. */
+#define DSP_CHUNKS_PER_TICK 256
 #define DSP_OUTSTANDING_MAX 32  /* unconfirmed chunks per task */
 #define DSP_AHEAD_RECHECK_MS 50 /* a task that ran ahead looks again */
 #define DSP_CTL_RECHECK_MS 100  /* a task held by its ctl key looks again */

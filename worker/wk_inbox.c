@@ -21,6 +21,7 @@ typedef struct wk_inbox_entry {
 struct wk_inbox {
     TAILQ_HEAD(wk_inbox_head, wk_inbox_entry) q;
     size_t count, bytes;
+    size_t seen; /* of them handed out by wk_inbox_take_new (the oldest) */
     size_t max_msgs, max_bytes;
 };
 
@@ -41,6 +42,7 @@ static void wk_inbox_remove(wk_inbox *q, wk_inbox_entry *e)
 {
     TAILQ_REMOVE(&q->q, e, link);
     q->count--;
+    q->seen -= e->seen;
     q->bytes -= e->len;
     free(e);
 }
@@ -77,13 +79,14 @@ size_t wk_inbox_take_new(wk_inbox *q, wk_inbox_msg *out, size_t max)
     wk_inbox_entry *e;
     size_t n = 0;
 
-    /* The unseen ones are the newest: walk back from the tail. */
-    for (e = TAILQ_LAST(&q->q, wk_inbox_head); e != NULL && !e->seen;
-         e = TAILQ_PREV(e, wk_inbox_head, link))
+    if (q->seen > max / 2)
+        return 0;
+    /* The handed-out ones are the oldest: the first new one follows them. */
+    for (e = TAILQ_FIRST(&q->q); e != NULL && e->seen; e = TAILQ_NEXT(e, link))
         ;
-    for (e = e == NULL ? TAILQ_FIRST(&q->q) : TAILQ_NEXT(e, link); e != NULL && n < max;
-         e = TAILQ_NEXT(e, link)) {
+    for (; e != NULL && q->seen < max; e = TAILQ_NEXT(e, link)) {
         e->seen = true;
+        q->seen++;
         out[n++] = (wk_inbox_msg){
             .partition = e->partition, .offset = e->offset, .len = e->len, .payload = e->payload};
     }

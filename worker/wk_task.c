@@ -205,24 +205,32 @@ static bool wk_task_fresh(const wk_task *wt, int64_t now_ms)
     return wt->refs > 0 || now_ms - wt->loaded_ms < WK_TASK_TTL_MS;
 }
 
-/* Puts WT (just built, taken over) into the cache, loaded at NOW_MS: in
- * the slot of a stale entry of its task, else an empty one, else the
- * oldest unreferenced entry's.  0, or -1 when every slot is referenced
- * (WT is freed). */
-static int wk_task_insert(wk_task_cache *tc, wk_task *wt, int64_t now_ms)
+/* The slot a new entry takes: an empty one, else the oldest unreferenced
+ * entry's; WK_TASK_CACHE_SLOTS when every entry is referenced. */
+static size_t wk_task_victim(const wk_task_cache *tc)
 {
-    size_t slot = wk_task_find(tc, wt->row->id), i;
+    size_t slot = WK_TASK_CACHE_SLOTS;
 
-    for (i = 0; slot == WK_TASK_CACHE_SLOTS && i < WK_TASK_CACHE_SLOTS; i++) {
-        if (tc->slots[i] == NULL) {
-            slot = i;
-            break;
-        }
+    for (size_t i = 0; i < WK_TASK_CACHE_SLOTS; i++) {
+        if (tc->slots[i] == NULL)
+            return i;
         if (tc->slots[i]->refs == 0 &&
             (slot == WK_TASK_CACHE_SLOTS || tc->slots[i]->loaded_ms < tc->slots[slot]->loaded_ms))
             slot = i;
     }
-    if (slot == WK_TASK_CACHE_SLOTS || (tc->slots[slot] != NULL && tc->slots[slot]->refs > 0)) {
+    return slot;
+}
+
+/* Puts WT (just built, taken over) into the cache, loaded at NOW_MS: in
+ * the slot of an unreferenced entry of its task, else wk_task_victim's.
+ * 0, or -1 when every slot is referenced (WT is freed). */
+static int wk_task_insert(wk_task_cache *tc, wk_task *wt, int64_t now_ms)
+{
+    size_t slot = wk_task_find(tc, wt->row->id);
+
+    if (slot == WK_TASK_CACHE_SLOTS || tc->slots[slot]->refs > 0)
+        slot = wk_task_victim(tc);
+    if (slot == WK_TASK_CACHE_SLOTS) {
         wk_task_free(wt);
         return -1;
     }
