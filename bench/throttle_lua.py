@@ -54,13 +54,22 @@ def calls(r, sha, keys, task, per_call):
     for i in range(0, len(keys), BATCH):
         pipe = r.pipeline(transaction=False)
         batch = keys[i:i + BATCH]
+        sizes = []
         for j in range(0, len(batch), per_call):
             group = batch[j:j + per_call]
+            sizes.append(len(group))
             pipe.evalsha(sha, len(group), *group, LIMIT, WINDOW_MS, task)
-        for v in pipe.execute():
+        for v, n in zip(pipe.execute(), sizes):
+            # {now_ms, verdict + 4 * count, ...} (issue 33); before it
             # {now_ms, verdict, count, ...}; a one-key script from before
             # the batches answers {verdict, now_ms, count} (a verdict is 0..2).
-            for code in (v[1::2] if int(v[0]) > 2 else v[:1]):
+            if int(v[0]) <= 2:
+                codes = v[:1]
+            elif len(v) == 1 + n:
+                codes = [int(c) % 4 for c in v[1:]]
+            else:
+                codes = v[1::2]
+            for code in codes:
                 verdicts[int(code)] += 1
     return verdicts
 

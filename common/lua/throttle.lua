@@ -6,7 +6,9 @@
 --          member per task that passed (the tag), scored with the ms it
 --          passed at
 -- ARGV[1]  limit (>= 1), ARGV[2] window in ms (>= 1), ARGV[3] tag (task id)
--- Returns {now_ms, verdict_1, count_1, verdict_2, count_2, ...}:
+-- Returns {now_ms, code_1, code_2, ...}, code_i = verdict + 4 * count of
+-- KEYS[i] (one integer per key: the reply of a call of 100 keys is half as
+-- long, which Redis builds and the worker parses for every recipient):
 --   now_ms     the server time the decisions were made at
 --   verdict 1  under the limit: the tag was added stamped now_ms and the key
 --              now expires one window later
@@ -133,6 +135,7 @@ end
 
 local out = {now}
 for i = 1, #KEYS do
-  out[2 * i], out[2 * i + 1] = step(KEYS[i])
+  local verdict, count = step(KEYS[i])
+  out[i + 1] = verdict + 4 * count
 end
 return out
