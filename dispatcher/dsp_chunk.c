@@ -258,7 +258,12 @@ typedef struct dsp_move {
 } dsp_move;
 
 /* CMD on the key KIND of each of the N moves' tasks (their shard's, for a
- * shard), one round trip; the replies stay in PIPE.  0 or -1 (ERRSTR). */
+ * shard), one round trip; the replies stay in PIPE.  0, or -1 out of
+ * memory (ERRSTR).
+ * The steps read their replies with hr_pipe_reply_retry: a reply lost
+ * with its connection is asked for again alone, as a single call's was
+ * (chunk_move.lua answers a re-run with the chunk's size, so the chunk is
+ * published; tests/integration/test_retry_races.py "chunk_move"). */
 static int dsp_chunk_each(dsp *d, hr_pipe *pipe, const char *cmd, const dsp_move *mv, size_t n,
                           hr_key_kind kind, char *errstr, size_t errlen)
 {
@@ -276,7 +281,9 @@ static int dsp_chunk_each(dsp *d, hr_pipe *pipe, const char *cmd, const dsp_move
             return -1;
         }
     }
-    return hr_pipe_exec(pipe, errstr, errlen);
+    /* A connection that failed leaves replies to ask for again. */
+    hr_pipe_exec(pipe, errstr, errlen);
+    return 0;
 }
 
 /* The ctl keys of the N moves' tasks (what pause, resume and cancel set
@@ -293,7 +300,7 @@ static int dsp_running(dsp *d, hr_pipe *pipe, const dsp_move *mv, size_t n, bool
     if (dsp_chunk_each(d, pipe, "GET", mv, n, HR_KEY_CTL, errstr, errlen) < 0)
         return -1;
     for (size_t i = 0; i < n; i++) {
-        redisReply *reply = hr_pipe_reply(pipe, i, errstr, errlen);
+        redisReply *reply = hr_pipe_reply_retry(pipe, i, errstr, errlen);
         hr_control control;
 
         if (reply == NULL)
@@ -354,7 +361,7 @@ static int dsp_chunk_seqs(dsp *d, hr_pipe *pipe, dsp_move *mv, size_t n, char *e
         return -1;
     for (size_t i = 0; i < n; i++) {
         const dsp_task *dt = mv[i].dt;
-        int64_t v = dsp_reply_int(hr_pipe_reply(pipe, i, errstr, errlen));
+        int64_t v = dsp_reply_int(hr_pipe_reply_retry(pipe, i, errstr, errlen));
 
         if (v < 0)
             return -1;
@@ -389,10 +396,9 @@ static int dsp_chunk_move(dsp *d, hr_pipe *pipe, const dsp_move *mv, size_t n, i
             return -1;
         }
     }
-    if (hr_pipe_exec(pipe, errstr, errlen) < 0)
-        return -1;
+    hr_pipe_exec(pipe, errstr, errlen);
     for (i = 0; i < n; i++)
-        if ((moved[i] = dsp_reply_int(hr_pipe_reply(pipe, i, errstr, errlen))) < 0)
+        if ((moved[i] = dsp_reply_int(hr_pipe_reply_retry(pipe, i, errstr, errlen))) < 0)
             return -1;
     return 0;
 }
