@@ -17,7 +17,9 @@ the redelivery case), then N by a second task (the window is read and a
 second entry added).  It reports, per pass, the Redis CPU (utime + stime of
 the server, /proc) per recipient in µs and the wall per recipient, and after the
 first pass the server's used_memory per window and MEMORY USAGE of one
-window.  Give the committed script and an older one to compare, e.g.
+window; with --aof also the AOF bytes written per recipient (what makes a
+campaign's AOF grow, and Redis rewrite it).  Give the committed script and an
+older one to compare, e.g.
 `bench/throttle_lua.py --keys 1 <(git show 1288c18:common/lua/throttle.lua)` against
 `bench/throttle_lua.py common/lua/throttle.lua`.
 Each variant runs on its own fresh server, one after the other: run the
@@ -45,6 +47,13 @@ def cpu_s(pid):
     with open("/proc/%d/stat" % pid) as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def aof_size(r):
+    """The bytes the AOF holds (INFO persistence aof_current_size: written,
+    the everysec fsync aside), or None without AOF."""
+    info = r.info("persistence")
+    return info.get("aof_current_size") if info.get("aof_enabled") else None
 
 
 def calls(r, sha, keys, task, per_call):
@@ -95,12 +104,14 @@ def run(path, a):
         keys = ["bench:thr:s:%d" % (10 ** 9 + i) for i in range(a.n)]
         base_mem = r.info("memory")["used_memory"]
         for name, task in (("fresh", 1), ("again", 1), ("second task", 2)):
-            c0, t0 = cpu_s(srv.pid), time.time()
+            c0, t0, f0 = cpu_s(srv.pid), time.time(), aof_size(r)
             verdicts = calls(r, sha, keys, task, a.keys)
-            c1, t1 = cpu_s(srv.pid), time.time()
+            c1, t1, f1 = cpu_s(srv.pid), time.time(), aof_size(r)
             out[name] = {"cpu_us_per_recipient": round((c1 - c0) * 1e6 / a.n, 2),
                          "wall_us_per_recipient": round((t1 - t0) * 1e6 / a.n, 2),
                          "verdicts": verdicts}
+            if f0 is not None:
+                out[name]["aof_bytes_per_recipient"] = round((f1 - f0) / a.n, 1)
             if name == "fresh":
                 out["bytes_per_window"] = round((r.info("memory")["used_memory"] - base_mem)
                                                 / a.n)
@@ -132,8 +143,10 @@ def main():
                  res["memory_usage_two"]))
         for name in ("fresh", "again", "second task"):
             p = res[name]
-            print("  %-12s Redis CPU %6.2f us/recipient, wall %6.2f us/recipient, verdicts %s"
-                  % (name, p["cpu_us_per_recipient"], p["wall_us_per_recipient"], p["verdicts"]))
+            print("  %-12s Redis CPU %6.2f us/recipient, wall %6.2f us/recipient, verdicts %s%s"
+                  % (name, p["cpu_us_per_recipient"], p["wall_us_per_recipient"], p["verdicts"],
+                     ", AOF %s bytes/recipient" % p["aof_bytes_per_recipient"]
+                     if "aof_bytes_per_recipient" in p else ""))
     return 0
 
 
