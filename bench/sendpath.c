@@ -1,5 +1,6 @@
-/* herald-bench-sendpath: the worker's sender alone (worker/wk_sender.c and
- * what it calls: wk_chan, wk_xfer, the libuv <-> curl glue, rendering)
+/* herald-bench-sendpath: the worker's sender alone (the send wing,
+ * worker/send/: wk_sender and what it calls — wk_chan, wk_curl and its
+ * libuv adapter wk_curl_uv, wk_xfer, rendering)
  * pushing N recipients of one in-memory task through one channel, with no
  * Kafka, MySQL or chunk bookkeeping around it.  Not a daemon, not
  * installed; for instruction and syscall counts per push that do not

@@ -59,6 +59,7 @@ typedef struct hr_channel {
      * is off when none; two while one is rotated out) */
     char **signing_secrets;
     size_t nsigning_secrets;
+    char *signing_secrets_file; /* (webhook) more of them, one a line, read at load */
     struct {
         char *service_account_file; /* Google's service-account JSON key, required */
         char *token_uri;            /* http(s) URL; NULL = the account's token_uri */

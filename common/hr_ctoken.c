@@ -70,7 +70,7 @@ static int hr_ctoken_num(const char *s, size_t n, int64_t *out)
 }
 
 int hr_ctoken_verify(const char *token, const hr_client_key *keys, size_t nkeys, int64_t now_s,
-                     int64_t *uid, char *errstr, size_t errlen)
+                     int64_t max_ttl_s, int64_t *uid, char *errstr, size_t errlen)
 {
     const char *fields[4], *p, *end;
     const hr_client_key *key = NULL;
@@ -119,10 +119,16 @@ int hr_ctoken_verify(const char *token, const hr_client_key *keys, size_t nkeys,
     } else if (exp_s <= now_s) {
         snprintf(errstr, errlen, "client token expired");
         rc = HR_CTOKEN_EXPIRED;
+    } else if (max_ttl_s > 0 && exp_s - now_s > max_ttl_s) {
+        snprintf(errstr, errlen,
+                 "client token valid for %" PRId64 " s more; this dispatcher takes at most %" PRId64
+                 " s (dispatcher.api.client_token_max_ttl_s)",
+                 exp_s - now_s, max_ttl_s);
+        rc = HR_CTOKEN_TOO_LONG;
     } else {
         rc = 0;
     }
-    if (rc != 0 && rc != HR_CTOKEN_EXPIRED)
+    if (rc != 0 && rc != HR_CTOKEN_EXPIRED && rc != HR_CTOKEN_TOO_LONG)
         *uid = 0;
     hr_buf_free(&want);
     return rc;

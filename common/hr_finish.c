@@ -334,7 +334,8 @@ static bool hr_finish_candidate_row(void *ctx, size_t i, const hr_mysql_rows *ro
     return true;
 }
 
-/* What the unaccounted read writes: batch row I is ITEMS[AT[I]]. */
+/* What the read back of the ended rows writes: batch row I is
+ * ITEMS[AT[I]]. */
 typedef struct hr_finish_gaps {
     hr_finish_item *items;
     const size_t *at;
@@ -344,7 +345,13 @@ static bool hr_finish_gap_row(void *ctx, size_t i, const hr_mysql_rows *rows, si
 {
     hr_finish_gaps *g = ctx;
 
-    g->items[g->at[i]].fin.unaccounted = strtoll(hr_mysql_cell(rows, row, 1), NULL, 10);
+    hr_finish_result *fin = &g->items[g->at[i]].fin;
+
+    fin->unaccounted = strtoll(hr_mysql_cell(rows, row, 1), NULL, 10);
+    /* The row is locked and ours to read back: nothing moves a final state
+     * but the admin's repairs. */
+    fin->state = HR_STATE_DONE;
+    hr_state_parse(hr_mysql_cell(rows, row, 2), &fin->state);
     return true;
 }
 
@@ -412,12 +419,12 @@ int hr_finish_tasks(hr_mysql *m, hr_finish_item *items, size_t n, char *errstr, 
             raise[nraise++] = raise[i];
     if (hr_finish_raise_batch(m, raise, nraise, errstr, errlen) < 0 ||
         hr_state_finish(m, pairs, k, &moved, errstr, errlen) < 0 ||
-        (k > 0 &&
-         hr_batch_select(m,
-                         "SELECT t.id, t.unaccounted FROM JSON_TABLE(?, '$[*]' COLUMNS (task "
-                         "BIGINT PATH '$')) j STRAIGHT_JOIN push_task t ON t.id = j.task",
-                         &(hr_batch){ids, k, 1}, NULL, 0, 1, hr_finish_gap_row,
-                         &(hr_finish_gaps){items, at}, errstr, errlen) < 0))
+        (k > 0 && hr_batch_select(
+                      m,
+                      "SELECT t.id, t.unaccounted, t.state FROM JSON_TABLE(?, '$[*]' COLUMNS (task "
+                      "BIGINT PATH '$')) j STRAIGHT_JOIN push_task t ON t.id = j.task",
+                      &(hr_batch){ids, k, 1}, NULL, 0, 1, hr_finish_gap_row,
+                      &(hr_finish_gaps){items, at}, errstr, errlen) < 0))
         goto done;
 out:
     rc = 0;

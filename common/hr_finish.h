@@ -20,6 +20,7 @@
 #include "hr_progress.h"
 #include "hr_redis.h"
 #include "hr_shard.h"
+#include "hr_state.h"
 
 /* Reads the stats hash of shard SHARD of task ID (0 or HR_SHARD_NONE for a
  * task of one shard) into *OUT (0 for a field it lacks).  0 or -1. */
@@ -87,7 +88,8 @@ int hr_finish_count(hr_mysql *m, int64_t id, int shard, hr_outcome outcome, int6
 
 typedef struct hr_finish_result {
     int64_t subscriptions; /* push_subscription rows */
-    int64_t unaccounted;   /* 0 when the task became done */
+    int64_t unaccounted;   /* 0 when every subscription has an outcome */
+    hr_task_state state;   /* done, failed or cancelled */
 } hr_finish_result;
 
 /* One task of hr_finish_tasks: its id and stats in, its outcome out. */
@@ -103,7 +105,8 @@ typedef struct hr_finish_item {
  * are `dispatched`, inside the caller's transaction: their counters raised
  * to STATS, total capped at the subscriptions, then `done` when the
  * counters cover every subscription, else `failed` with unaccounted and
- * last_error.  The rows found dispatched are locked first (hr_state.h), so
+ * last_error; `cancelled` either way when its control is cancel (workers
+ * cancelled what was left before a dispatcher's control scan did).  The rows found dispatched are locked first (hr_state.h), so
  * ENDED tells exactly which this call ended when other dispatchers and
  * workers try at the same time.  One statement when none is dispatched
  * (the subscriptions are counted with it), four more when some are; one

@@ -191,13 +191,19 @@ int hr_state_finish(hr_mysql *m, const int64_t *rows, size_t n, uint64_t *moved,
      * and last_error agree.  total (recipients published in chunks) is
      * capped at the subscriptions: a recipient chunked again under a new
      * seq (Redis rewound: subs held it again and seq went backwards) was
-     * added to it twice. */
+     * added to it twice.  A task whose control is cancel ends `cancelled`,
+     * never `done`: the workers may cancel every chunk they hold and leave
+     * nothing pending before any dispatcher's control scan carries the
+     * cancel out (the fault row cancel-race), and the finish then sees a
+     * task with nothing left, as the scan would have. */
     return hr_batch_exec(
         m,
         "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$[0]', subs BIGINT PATH '$[1]')) j "
         "STRAIGHT_JOIN push_task t ON t.id = j.task "
-        "SET t.state = IF(" HR_STATE_GAP " > 0, 'failed', 'done'), "
-        "t.last_error = IF(" HR_STATE_GAP " > 0, CONCAT(" HR_STATE_GAP ", ' of ', j.subs, "
+        "SET t.state = IF(t.control = 'cancel', 'cancelled', "
+        "IF(" HR_STATE_GAP " > 0, 'failed', 'done')), "
+        "t.last_error = IF(t.control <> 'cancel' AND " HR_STATE_GAP " > 0, CONCAT(" HR_STATE_GAP
+        ", ' of ', j.subs, "
         "' subscriptions have no outcome (sent ', t.sent, ', failed ', t.failed, "
         "', throttled ', t.throttled, ', pulled ', t.pulled, ', cancelled ', t.cancelled, "
         "', unregistered ', t.unregistered, ', expired ', t.expired, '): the working state "
@@ -285,4 +291,39 @@ int hr_state_recover(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
                             "AND (state IN ('dispatching', 'dispatched') "
                             "OR (state = 'failed' AND unaccounted > 0))",
                             id, errstr, errlen);
+}
+
+int hr_state_purge(hr_mysql *m, int64_t id, int64_t before_ms, char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(before_ms)};
+    hr_mysql_rows *rows = NULL;
+    bool final;
+
+    if (hr_mysql_begin(m, errstr, errlen) < 0)
+        return -1;
+    if (hr_mysql_query(m,
+                       "SELECT id FROM push_task WHERE id = ? AND state IN ('done', 'failed', "
+                       "'cancelled') AND finished_at < FROM_UNIXTIME(? / 1000) FOR UPDATE",
+                       p, 2, &rows, errstr, errlen) < 0)
+        goto fail;
+    final = rows->nrows == 1;
+    hr_mysql_rows_free(rows);
+    if (!final) {
+        hr_mysql_rollback(m);
+        return 0;
+    }
+    if (hr_mysql_exec(m,
+                      "INSERT INTO push_purge (task_id, day, shards, purged_at) "
+                      "SELECT id, COALESCE(DATE(due_at), '1970-01-01'), shards, UTC_TIMESTAMP(3) "
+                      "FROM push_task WHERE id = ? "
+                      "ON DUPLICATE KEY UPDATE purged_at = VALUES(purged_at)",
+                      p, 1, NULL, NULL, NULL, errstr, errlen) < 0 ||
+        hr_mysql_exec(m, "DELETE FROM push_task WHERE id = ?", p, 1, NULL, NULL, NULL, errstr,
+                      errlen) < 0 ||
+        hr_mysql_commit(m, errstr, errlen) < 0)
+        goto fail;
+    return 1;
+fail:
+    hr_mysql_rollback(m);
+    return -1;
 }

@@ -25,7 +25,7 @@
  *   ctl_ctx ctl_fmt: the context and the helpers every command uses; formats
  *   ctl_cmd: the commands' prototypes
  *   cmd_address cmd_control cmd_create cmd_import cmd_list: the commands, one a file,
- *   cmd_migrate cmd_recover cmd_redrive cmd_status cmd_token: on two lines for the width
+ *   cmd_audit cmd_migrate cmd_purge cmd_recover cmd_redrive cmd_status cmd_token: for the width
  *   ctl: the command table, the global options, dispatch
  */
 #ifndef CTL_H

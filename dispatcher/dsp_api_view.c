@@ -121,6 +121,17 @@ cJSON *dsp_api_view_task(const hr_task *t)
     return o;
 }
 
+cJSON *dsp_api_view_settings(const hr_task *t)
+{
+    static const char *const herald_s[] = {"id",         "last_warning", "control", "state",
+                                           "last_error", "claimed_by",   "counters"};
+    cJSON *o = dsp_api_view_task(t);
+
+    for (size_t i = 0; o != NULL && i < sizeof herald_s / sizeof herald_s[0]; i++)
+        cJSON_DeleteItemFromObjectCaseSensitive(o, herald_s[i]);
+    return o;
+}
+
 /* The value of FIELD in an HGETALL reply, -1 when absent. */
 static int64_t dsp_api_stat(const redisReply *stats, const char *field)
 {

@@ -11,6 +11,10 @@
 
 /* Task T's row as a new JSON object (the caller's). */
 cJSON *dsp_api_view_task(const hr_task *t);
+/* The fields of T an admin sets (dsp_api_view_task without its id, state,
+ * control, counters, errors and owner): what the audit log records of a
+ * task created or changed. */
+cJSON *dsp_api_view_settings(const hr_task *t);
 /* Adds "live" and "progress" of task T to O (docs/api.md "Progress"), read
  * with AC's connections; without Redis the progress still comes from
  * MySQL. */

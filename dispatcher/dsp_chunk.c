@@ -222,7 +222,7 @@ static void dsp_chunk_expire(dsp *d, dsp_task *dt)
         return;
     }
     /* Without it the stats hash keeps the count, and the finish
-     * (hr_finish_task) raises MySQL to it. */
+     * (hr_finish_tasks) raises MySQL to it. */
     if (hr_finish_count(conn->m, dt->id, dt->shard, HR_OUTCOME_EXPIRED, total, err, sizeof err) < 0)
         hr_log_warn("expired_count_lost", "task=%" PRId64 " expired=%" PRId64 " error=%s", dt->id,
                     total, err);

@@ -27,6 +27,8 @@ typedef struct dsp_metrics {
     /* pacing and admission (dsp_owned.c's gauges, dsp_pace.c's warnings) */
     hr_metrics_child *paced_tasks, *paced_rate;
     hr_metrics_child *task_warnings[HR_PACE__WARN_KINDS];
+    /* the delivery log's partitions (dsp_dlog.c) */
+    hr_metrics_child *dlog_days_ahead, *dlog_dropped;
 } dsp_metrics;
 
 /* Registers the families into a new registry in M.  0, or -1 (ERRSTR). */

@@ -247,8 +247,7 @@ static void dsp_rc_after(dsp_conn *conn, dsp_rc_item **its, size_t n)
     for (i = 0; i < k; i++) {
         dsp_rc_item *it = its[i];
 
-        if ((it->waits && dsp_wait_plan(conn, it->id, hr_clock_now_ms(), &it->parked, it->err,
-                                        sizeof it->err) < 0) ||
+        if ((it->waits && dsp_wait_plan(conn, it->id, &it->parked, it->err, sizeof it->err) < 0) ||
             (it->shards > 1 &&
              dsp_shard_rows(conn, it->id, it->shards, it->err, sizeof it->err) < 0))
             it->result = -1;

@@ -7,33 +7,18 @@
  * task's templates use user.*, one wk_push per member, and the recipients
  * settled but not yet acknowledged.
  *
- * Every Redis operation is a job on the worker's Redis thread (wk_redis):
- * the calls below only submit it, and its answer comes back on the loop
- * thread through the chunk's hooks (the lifecycle's).  The scripts are in
- * common/lua/:
- *   open      one round trip: GET ctl, SET lease NX PX, SMEMBERS; then,
- *             as needed, the invalid members dead-lettered, pipelined
- *             HGETALLs (user.*), the addresses (fcm, apns, smtp channels)
- *   check     a slice of the members through the throttle (hr_throttle:
- *             throttle.lua for up to 100 members per call, pipelined), then
- *             ack.lua counting the blocked ones under 'throttled'; the
- *             lifecycle checks the first slice small and pushes its
- *             recipients while the next slices are checked
- *   flush     the buffered acknowledgements: ack.lua (sent), ack.lua
- *             (unregistered) and dead_letter.lua in the round's pipeline,
- *             which the flushes of other chunks, the renewals and the
- *             control reads share (batched)
- *   end       the last flush, then chunk_done.lua (close: every recipient
- *             settled; lease_release.lua behind it, for a set found not
- *             empty), lease_release.lua (abandon, park) or drop_set.lua
- *             through hr_finish_drop (cancel, expire)
- * ack.lua, dead_letter.lua and chunk_done.lua answer the task's stats hash
- * counters after the call; the chunk keeps the latest (C->counters) for the
- * lifecycle to hand to the reporter, which writes them as absolute values.
+ * Every Redis operation is a job on the worker's Redis thread (wk_redis),
+ * each in a module of its own: wk_chunk_open (lease, members, user hashes,
+ * addresses), wk_chunk_check (throttle slices), wk_chunk_acks (the
+ * acknowledgement buffers and their flush) and wk_chunk_end (close, park,
+ * drop, release).  A job's call only submits it; its answer comes back on
+ * the loop thread through the chunk's hooks (the lifecycle's).  The jobs
+ * run and report; what follows is the lifecycle's to decide, and only the
+ * lifecycle changes a chunk's state (below).
  *
  * Lifetime: a job in flight points at its chunk (keys, members: they do not
  * change while jobs run), so C->jobs counts them and a chunk the lifecycle
- * is done with (gone) is freed only once that count is 0.  Each job moves
+ * is done with (GONE) is freed only once that count is 0.  Each job moves
  * its results into the chunk on the loop thread before its hook runs, so
  * the Redis thread never writes a chunk.  Keys are built once at creation
  * ({t<ID>} hash tag on every one; the shard's {t<ID>:s<k>} for a chunk of
@@ -50,18 +35,14 @@
 #include "hr_chunkmsg.h"
 #include "hr_finish.h"
 #include "hr_redis.h"
+#include "wk_push.h"
 #include "wk_redis.h"
-#include "wk_sender.h"
 #include "wk_task.h"
 
 /* The config's bound on worker.max_chunks_in_flight. */
 #define WK_CHUNK_MAX_OPEN 64
-/* The first throttle slice of a chunk: small, so the first pushes start
- * after a few milliseconds of Redis time; the rest go in slices of
- * HR_THROTTLE_PIPE_MAX while those pushes run. */
-#define WK_CHUNK_FIRST_SLICE 100
 
-/* Why a chunk stops before its set is empty (the task's control key). */
+/* What a task's control key (or its expire_at) says of its chunks. */
 typedef enum wk_chunk_halt {
     WK_CHUNK_RUN = 0,
     WK_CHUNK_PARK,   /* pause: recipients stay, lease released, row 'parked' */
@@ -69,89 +50,123 @@ typedef enum wk_chunk_halt {
     WK_CHUNK_CANCEL, /* cancel: recipients counted as cancelled and dropped */
 } wk_chunk_halt;
 
-/* Where a chunk is in its life (the lifecycle's view; jobs move it). */
-typedef enum wk_chunk_phase {
-    WK_CHUNK_NEW = 0, /* not opened yet, or waiting for a foreign lease */
-    WK_CHUNK_OPENING, /* its open job runs */
-    WK_CHUNK_OPEN,    /* lease held, members read: pushes go */
-    WK_CHUNK_ENDING,  /* its end job runs: nothing else starts, no push is linked */
-} wk_chunk_phase;
-
-/* How a chunk ends in Redis (wk_chunk_finalize). */
-typedef enum wk_chunk_ending {
-    WK_CHUNK_CLOSE,   /* chunk_done.lua: every recipient settled */
-    WK_CHUNK_RELEASE, /* lease_release.lua: abandoned or parked */
-    WK_CHUNK_DROP,    /* drop_set.lua: what is left counted as C->halt says (cancel, expire) */
-} wk_chunk_ending;
+/* Where a chunk is in its life.  The lifecycle alone changes it, through
+ * wk_lifecycle_set (wk_lifecycle.c), which holds the name table and logs
+ * every transition (event chunk_state, at debug level) and any it does not
+ * expect (chunk_state_unexpected, an error).  The order matters: the held
+ * states rise with the strength of what holds the chunk, and the endings
+ * follow them.
+ *
+ * Transitions:
+ *   NEW -> OPENING                     a message became the chunk
+ *   NEW -> HANDING_BACK                its task's channel is not configured here
+ *                                      (a chunk with no task: only its keys)
+ *   OPENING -> PUSHING                 the open answered: lease held, members read
+ *   OPENING -> CLOSING                 ... and the set was empty
+ *   OPENING -> LEASE_WAIT -> OPENING   a live foreign lease: the open is tried
+ *                                      again every WK_LIFECYCLE_CTL_MS
+ *   OPENING -> GONE                    the lease stayed foreign past the wait
+ *                                      (chunk_busy), or the open failed
+ *   OPENING, LEASE_WAIT, PUSHING -> HELD_PAUSE | HELD_EXPIRE | HELD_CANCEL
+ *                                      the task's control key or expire_at
+ *   OPENING, LEASE_WAIT, PUSHING, HELD_PAUSE..HELD_CANCEL -> HELD_REVOKE
+ *                                      its partition is being revoked
+ *   HELD_PAUSE -> HELD_EXPIRE -> HELD_CANCEL   a stronger halt while held
+ *   PUSHING -> CLOSING                 every recipient settled
+ *   HELD_x -> PARKING | EXPIRING | CANCELLING | ABANDONING (its own)
+ *                                      nothing of it open any more
+ *   PUSHING, HELD_x -> YIELDING        its lease was found another's
+ *   OPENING..HELD_REVOKE -> ABANDONING shutdown, or a revoke's grace ran out
+ *   OPENING..YIELDING -> GONE          an end job answered, or a Redis error
+ *                                      that is no failover's dropped the chunk
+ *                                      (wk_lifecycle_drop)
+ *   OPENING..YIELDING -> STALLED       a job failed on a failover (hr_redis_failover):
+ *                                      held, retried with back-off
+ *   STALLED -> OPENING                 from OPENING, LEASE_WAIT or PUSHING: its
+ *                                      acks written, nothing in flight, the rest
+ *                                      read again under the lease it kept
+ *   STALLED -> HELD_x | CLOSING..YIELDING   back to the hold or ending it came from
+ *   STALLED -> HANDING_BACK            worker.stall_max_ms passed, or its partition
+ *                                      was revoked: given up loudly
+ *   HANDING_BACK -> GONE               handed back (handback.lua: the dispatcher
+ *                                      republishes it within a second; tried
+ *                                      again while Redis is away), or the
+ *                                      hand-back failed otherwise (drop)
+ * A held chunk starts no request; those running finish and are
+ * acknowledged.  An ending chunk's end job runs, the last acknowledgements
+ * first; it stays on the lifecycle's list (and counts against
+ * max_chunks_in_flight, and keeps a revoke draining) until it answered. */
+typedef enum wk_chunk_state {
+    WK_CHUNK_NEW,        /* made; its open not submitted yet */
+    WK_CHUNK_OPENING,    /* its open job runs (control key, lease, members) */
+    WK_CHUNK_LEASE_WAIT, /* another process held the lease: waiting to open again */
+    WK_CHUNK_PUSHING,    /* lease held, members read: its pushes go */
+    /* held, then the ending in brackets once nothing of it is open */
+    WK_CHUNK_HELD_PAUSE,  /* its task was paused (PARKING) */
+    WK_CHUNK_HELD_EXPIRE, /* its task's expire_at passed (EXPIRING) */
+    WK_CHUNK_HELD_CANCEL, /* its task was cancelled (CANCELLING) */
+    WK_CHUNK_HELD_REVOKE, /* its partition is being revoked (ABANDONING) */
+    /* a job failed on a failover: no request starts, the lease is kept
+     * (renewed), the failed acks are back in the buffer, and the step that
+     * failed is tried again with back-off (wk_lifecycle_stall) */
+    WK_CHUNK_STALLED,
+    /* ending: its end job runs */
+    WK_CHUNK_CLOSING,    /* every recipient settled: chunk_done.lua, row 'done' */
+    WK_CHUNK_PARKING,    /* lease released, the rest kept for a resume, row 'parked' */
+    WK_CHUNK_EXPIRING,   /* the rest dropped and counted expired, row 'expired' */
+    WK_CHUNK_CANCELLING, /* the rest dropped and counted cancelled, row 'cancelled' */
+    /* given up (revoke, shutdown): lease released, the rest stays in the
+     * set, the offset is not stored (the partition's next owner takes the
+     * chunk again) */
+    WK_CHUNK_ABANDONING,
+    /* its lease is another's: acknowledgements written, the offset stored
+     * (the lease's holder does the rest) */
+    WK_CHUNK_YIELDING,
+    /* given up after a stall: the buffered acks written if Redis takes them,
+     * the lease released, the chunk marked for the dispatcher to publish at
+     * once (handback.lua), the offset stored */
+    WK_CHUNK_HANDING_BACK,
+    WK_CHUNK_GONE, /* off the list; freed once no job points at it */
+    WK_CHUNK__STATES
+} wk_chunk_state;
 
 /* The stats hash's counters as a script left them (absolute values). */
 typedef struct wk_chunk_counters {
     int64_t sent, failed, throttled, retried, unregistered;
 } wk_chunk_counters;
 
-/* Recipients settled and not yet acknowledged; a flush takes them all. */
+/* Recipients settled and not yet acknowledged; a flush takes them all, and
+ * a flush that failed gives back what it could not write
+ * (wk_chunk_acks_give_back).  The arrays start at an ack batch and grow
+ * while a stall keeps them (at most the chunk's members: each settles once
+ * per open). */
 typedef struct wk_chunk_acks {
     const char **sent; /* delivered: ack.lua under 'sent' */
-    size_t nsent;
+    size_t nsent, capsent;
     const char **unregs; /* no live address: ack.lua under 'unregistered' */
-    size_t nunregs;
+    size_t nunregs, capunregs;
     struct wk_chunk_dead {
         const char *uid;
         char *reason; /* owned */
     } * dead;         /* failed for good: dead_letter.lua */
-    size_t ndead;
+    size_t ndead, capdead;
     int64_t retried; /* retries spent since the last flush */
 } wk_chunk_acks;
 
 typedef struct wk_chunk wk_chunk;
 
-/* What an open found (wk_chunk_hooks.opened). */
-typedef struct wk_chunk_opened {
-    int rc;             /* a wk_chunk_open_result, or -1 (ERRSTR) */
-    wk_chunk_halt halt; /* what the control key said */
-    size_t bad_addrs;   /* address members that do not parse */
-    const char *errstr;
-} wk_chunk_opened;
-
-/* What a throttle slice decided (wk_chunk_hooks.checked); the verdicts
- * are in C->verdicts. */
-typedef struct wk_chunk_checked {
-    int rc; /* 0, or -1 (ERRSTR): the slice's results are unknown */
-    size_t first, n;
-    int64_t blocked;     /* pushes not to be submitted (settled already) */
-    int64_t removed;     /* of those, left the set now: counted as throttled */
-    int64_t shadowed;    /* over the limit but pushed (shadow mode) */
-    int64_t key_missing; /* throttle_key attribute absent */
-    const char *errstr;
-} wk_chunk_checked;
-
-/* How an end went (wk_chunk_hooks.ended). */
-typedef struct wk_chunk_ended {
-    int rc;          /* 0, or -1 (ERRSTR): the end's script failed */
-    bool ack_failed; /* its flush, or an earlier one, failed */
-    /* CLOSE: chunk_done.lua's {removed, pending left, subs left};
-     * DROP: {dropped (-1: another holds the lease), the outcome's total}. */
-    int64_t res[3];
-    /* CLOSE of a sharded task's chunk that left its shard empty: res[1]
-     * and res[2] are the sums over every shard of the task, so only the
-     * task's last chunk asks for done; then STATS holds every shard's
-     * stats hash (NSTATS: the task's shards), which go to the reporter
-     * with it (the other shards' last counters may still wait in other
-     * workers' reporters, and the finish compares the rows' sum with the
-     * subscriptions).  res[1] is -1 when they could not be read: the
-     * sweeper ends the task. */
-    const hr_outcomes *stats;
-    int nstats;
-    const char *errstr;
-} wk_chunk_ended;
-
 /* The answers of a chunk's jobs, on the loop thread (C->jobs already
  * counts the job out; C may be gone). */
+/* What the jobs answer (wk_chunk_open.h, wk_chunk_check.h, wk_chunk_end.h). */
+struct wk_chunk_opened;
+struct wk_chunk_checked;
+struct wk_chunk_ended;
+
 typedef struct wk_chunk_hooks {
-    void (*opened)(wk_chunk *c, const wk_chunk_opened *res);
-    void (*checked)(wk_chunk *c, const wk_chunk_checked *res);
+    void (*opened)(wk_chunk *c, const struct wk_chunk_opened *res);
+    void (*checked)(wk_chunk *c, const struct wk_chunk_checked *res);
     void (*flushed)(wk_chunk *c, int rc, const char *errstr);
-    void (*ended)(wk_chunk *c, const wk_chunk_ended *res);
+    void (*ended)(wk_chunk *c, const struct wk_chunk_ended *res);
 } wk_chunk_hooks;
 
 struct wk_chunk {
@@ -162,17 +177,15 @@ struct wk_chunk {
     hr_chunkmsg msg;
     int32_t partition;
     int64_t offset;
-    wk_task *task;
+    wk_task *task; /* NULL only for a chunk handed back unopened (NEW -> HANDING_BACK) */
     char k_set[HR_KEY_MAX], k_lease[HR_KEY_MAX], k_pending[HR_KEY_MAX];
     char k_stats[HR_KEY_MAX], k_subs[HR_KEY_MAX], k_failed[HR_KEY_MAX], k_ctl[HR_KEY_MAX];
-    wk_chunk_phase phase;
-    wk_chunk_ending ending; /* ENDING: how */
-    const char *end_why;    /* RELEASE of an abandon: why (static); NULL for a park */
-    bool end_settle;        /* an abandon that lets the offset count as finished */
-    unsigned jobs;          /* jobs in flight that point at the chunk */
-    bool gone;              /* the lifecycle is done with it: freed when JOBS is 0 */
-    redisReply *members;    /* SMEMBERS reply */
-    redisReply **users;     /* per member, or NULL when not needed */
+    wk_chunk_state state; /* the lifecycle's (wk_lifecycle_set) */
+    const char *why;      /* why it went into STATE (static), for the log */
+    bool held;            /* the pushes' hold flag: STATE is held or ending */
+    unsigned jobs;        /* jobs in flight that point at the chunk */
+    redisReply *members;  /* SMEMBERS reply */
+    redisReply **users;   /* per member, or NULL when not needed */
     wk_push *pushes;
     uint8_t *verdicts; /* hr_throttle_verdict per push, NULL = not throttled */
     size_t npushes;
@@ -194,17 +207,14 @@ struct wk_chunk {
     int64_t lease_wait_until_ms;
     wk_chunk_counters counters; /* latest stats hash values seen */
     bool counters_new;          /* COUNTERS changed since the worker took them */
-    bool ack_failed;            /* a flush failed: the set still holds delivered recipients */
-    wk_chunk_halt halt;
-    bool revoked; /* its partition is being revoked: finish in-flight, then give up */
-    bool held;    /* pushes' hold flag: set once halt is not RUN or revoked */
+    bool ack_failed;            /* the last flush failed: its acks are back in ACKS */
+    /* STALLED / HANDING_BACK (wk_lifecycle_stall): the state the stall came
+     * from and goes back to, since when (monotonic ms), the next try and
+     * the back-off to the one after it. */
+    wk_chunk_state stalled_from;
+    int64_t stall_since_ms, stall_retry_ms;
+    int stall_backoff_ms;
 };
-
-typedef enum wk_chunk_open_result {
-    WK_CHUNK_STARTED = 0, /* lease held, pushes ready to submit */
-    WK_CHUNK_BUSY = 1,    /* another worker holds the lease */
-    WK_CHUNK_EMPTY = 2,   /* the set is empty or gone: already done */
-} wk_chunk_open_result;
 
 /* A new chunk for MSG with TASK (the reference passes to the chunk's
  * owner, who puts it), its keys under PREFIX; HOOKS and CTX get its jobs'
@@ -215,48 +225,45 @@ wk_chunk *wk_chunk_new(const char *prefix, const hr_chunkmsg *msg, int32_t parti
 /* Frees C (no job may point at it: C->jobs is 0). */
 void wk_chunk_free(wk_chunk *c);
 
-/* The jobs.  Each returns 0, or -1 when it could not be submitted (out of
- * memory, the Redis thread's queue full or closing): no hook runs then. */
-
-/* Reads the control key, takes the lease as OWNER for LEASE_MS and reads
- * the members; when the lease is ours, the control key says run and the
- * task is not expired, also: members that are not valid uids are
- * dead-lettered ("invalid uid", counted in C->invalid and C->failed) and
- * get no push; the user hashes are read when the task uses user.* (an
- * error reply — not a hash — leaves that recipient without attributes:
- * C->user_errors); with PLATFORM not NULL, the pushes' addresses on it (and
- * APP) from the address book (hr_addr_fetch), or an error when Redis lacks
- * the book's synced mark (it lost the book: the chunk must wait for the
- * dispatchers' sync rather than count its recipients unregistered). */
-int wk_chunk_open(wk_redis *rd, wk_chunk *c, const char *owner, int lease_ms,
-                  const hr_addr_platform *platform, const char *app);
-/* Throttles pushes [FIRST, FIRST + N) of an opened chunk whose task
- * throttles: their verdicts into C->verdicts (allocated by the first
- * call), the blocked ones acknowledged under 'throttled', throttle_shadowed
- * and throttle_key_missing counted in the stats hash. */
-int wk_chunk_check(wk_redis *rd, wk_chunk *c, size_t first, size_t n);
-/* Acknowledges what C->acks holds (taken whole, so C buffers anew): those
- * that left the set are added to C->sent, C->unregistered, C->failed. */
-int wk_chunk_flush(wk_redis *rd, wk_chunk *c);
-/* The last flush, then HOW (OWNER's lease).  C->phase becomes ENDING. */
-int wk_chunk_finalize(wk_redis *rd, wk_chunk *c, wk_chunk_ending how, const char *owner);
+/* For the job modules (wk_chunk_open, _check, _acks, _end): */
+/* Submits JOB (the start of its allocated struct) for C: 0 with C->jobs
+ * counting it, or -1 with JOB freed. */
+int wk_chunk_submit(wk_redis *rd, wk_chunk *c, wk_redis_job *job);
+/* Frees the buffers of A and empties it. */
+void wk_chunk_acks_free(wk_chunk_acks *a);
+/* Forgets what C's open read (members, users, pushes, verdicts,
+ * addresses), so that an open may read the chunk again; nothing of it may
+ * be in flight or buffered (the acks point at the members). */
+void wk_chunk_reset(wk_chunk *c);
+/* Frees USERS, the HGETALL replies of a members reply of N elements (NULL
+ * = none). */
+void wk_chunk_users_free(redisReply **users, size_t n);
 
 /* What a GET of a task's control key (REPLY) says: run unless pause or
  * cancel. */
 wk_chunk_halt wk_chunk_halt_of(const redisReply *reply);
 
+/* Whether STATE is one whose end job runs (CLOSING .. HANDING_BACK). */
+static inline bool wk_chunk_state_ending(wk_chunk_state state)
+{
+    return state >= WK_CHUNK_CLOSING && state <= WK_CHUNK_HANDING_BACK;
+}
+
+/* Whether C's end job runs. */
+static inline bool wk_chunk_is_ending(const wk_chunk *c)
+{
+    return wk_chunk_state_ending(c->state);
+}
+
+/* Whether C holds its lease: PUSHING, held or STALLED (a stall keeps the
+ * lease it had, and takes it again if it expired meanwhile: lease_renew.lua). */
+static inline bool wk_chunk_is_leased(const wk_chunk *c)
+{
+    return c->state >= WK_CHUNK_PUSHING && c->state <= WK_CHUNK_STALLED;
+}
+
 /* A chunk member is a uid: decimal digits only, 1..INT64_MAX. */
 bool wk_chunk_uid_valid(const char *s);
-
-/* Buffers UID as delivered (WK_CHUNK_SENT), unregistered (no live address)
- * or failed for good with REASON (copied): 1 when the buffers reached the
- * ack batch and should be flushed, 0, or -1 when out of memory. */
-typedef enum wk_chunk_settled {
-    WK_CHUNK_SENT,
-    WK_CHUNK_UNREGISTERED,
-    WK_CHUNK_DEAD,
-} wk_chunk_settled;
-int wk_chunk_ack(wk_chunk *c, wk_chunk_settled how, const char *uid, const char *reason);
 
 /* What the reporter counts C's counters on: its shard for a chunk of a
  * sharded task (the message carries it), else HR_SHARD_NONE. */

@@ -6,24 +6,35 @@
  * of an addressed channel), the throttle slices, the pushes' outcomes
  * (wk_lifecycle_push_done, the sender's done callback), acknowledgements,
  * and one of the endings —
- *   finish    every recipient settled: chunk_done.lua, row 'done'
+ *   close     every recipient settled: chunk_done.lua, row 'done'
  *   halt      the task's control key says pause/cancel, or it expired:
  *             park, or drop counted as cancelled or expired
- *   abandon   revoke, lease lost, shutdown: acks flushed, lease released
- *   drop      a Redis error: the lease expires, the sweeper republishes
+ *   abandon   revoke, shutdown: acks flushed, lease released; lease lost:
+ *             the same, yielded to the lease's holder
+ *   stall     a Redis failover: held, retried with back-off, then back to
+ *             where it was, or handed back to the dispatcher
+ *   drop      another Redis error: the lease expires, the sweeper republishes
  * — and, for every message, the offset: wk_offsets says when a finished
  * message lets the partition's offset move, and the store_offset hook
  * stores it.  Every message ends in exactly one of these (a "skip" is an
  * offset settled without a chunk).
  *
  * Every Redis step is a job on the worker's Redis thread (wk_redis, through
- * wk_chunk and wk_control): the lifecycle submits it and goes on, and acts
- * on its answer when the chunk's hook (or the timer's callback) runs on the
- * loop.  A chunk in the middle of a step is in a phase (wk_chunk_phase):
- * opening, open, ending; an ending chunk stays on the list (and counts
- * against max_chunks_in_flight, and keeps a revoke draining) until its end
- * job answered, and a chunk the lifecycle is done with is freed only once
- * no job points at it.
+ * the wk_chunk_* jobs and wk_control): the lifecycle submits it and goes
+ * on, and acts on its answer when the chunk's hook (or the timer's
+ * callback) runs on the loop.  The jobs report; the lifecycle decides, and
+ * it alone moves a chunk from state to state (wk_chunk_state in
+ * wk_chunk.h, wk_lifecycle_set below).  Its files, by behaviour:
+ *   wk_lifecycle.c         the state's one setter; offsets, counters to the
+ *                          reporter, unlink, hold
+ *   wk_lifecycle_stall.c   a failed job: drop, or stall (a failover);
+ *                          the hand-back
+ *   wk_lifecycle_open.c    intake, task load, the open and its answer
+ *   wk_lifecycle_push.c    throttle slices, the pushes' outcomes, acks
+ *   wk_lifecycle_end.c     halt, the endings and their answers,
+ *                          revoke and shutdown
+ *   wk_lifecycle_timers.c  renewal, control read, watchdog, lease waits,
+ *                          the stalled chunks' retries
  *
  * The worker drives the lifecycle's timers (wk_lifecycle_renew every
  * lease_ms / 3, wk_lifecycle_control every WK_LIFECYCLE_CTL_MS) and its
@@ -47,7 +58,6 @@
 #include "hr_config.h"
 #include "hr_mysql.h"
 #include "wk_chunk.h"
-#include "wk_inbox.h"
 #include "wk_metrics.h"
 #include "wk_offsets.h"
 #include "wk_redis.h"
@@ -102,43 +112,33 @@ typedef struct wk_lifecycle {
 void wk_lifecycle_init(wk_lifecycle *l, const hr_config *cfg, const char *owner,
                        const wk_lifecycle_hooks *hooks);
 
-/* The task rows of the N messages MSGS (received, not started yet) that
- * the task cache lacks, loaded in one statement (wk_task_prefetch). */
-void wk_lifecycle_prefetch(wk_lifecycle *l, const wk_inbox_msg *msgs, size_t n);
-/* A message received at PARTITION/OFFSET with PAYLOAD: becomes an open
- * chunk, or its offset is settled at once. */
-void wk_lifecycle_intake(wk_lifecycle *l, int32_t partition, int64_t offset, const void *payload,
-                         size_t len);
-/* The sender's done callback (CTX is the lifecycle). */
-void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res);
-/* The sender's prune callback (CTX: the wk_lifecycle). */
-void wk_lifecycle_prune(void *ctx, wk_push *push, const hr_addr *a);
+/* Moves C to state TO, for WHY (a static string: the log, and C->why);
+ * the only writer of C->state and C->held (see wk_chunk_state).  A
+ * transition wk_chunk.h does not list is made all the same, and logged as
+ * an error (chunk_state_unexpected). */
+void wk_lifecycle_set(wk_chunk *c, wk_chunk_state to, const char *why);
+/* Whether FROM -> TO is a transition wk_chunk.h lists. */
+bool wk_lifecycle_may(wk_chunk_state from, wk_chunk_state to);
+/* STATE's name ("pushing"). */
+const char *wk_lifecycle_state_name(wk_chunk_state state);
+/* How many chunks of PARTITION are on the list (a revoke drains until
+ * none is). */
+size_t wk_lifecycle_count(const wk_lifecycle *l, int32_t partition);
 
-/* Renews the lease of every open chunk; a chunk whose lease was lost is
- * abandoned (its offset counts as finished). */
-void wk_lifecycle_renew(wk_lifecycle *l);
-/* Reads the control keys and halts the chunks of paused or cancelled
- * tasks, runs the pump watchdog and retries opens waiting for a foreign
- * lease. */
-void wk_lifecycle_control(wk_lifecycle *l);
-
-/* PARTITION is being revoked: its chunks start no new request; those with
- * nothing in flight are abandoned now.  Answers how many are left
- * draining (requests in flight, or the abandon's acknowledgements and
- * lease release under way). */
-size_t wk_lifecycle_revoke(wk_lifecycle *l, int32_t partition);
-/* True while a revoked chunk is still draining. */
-bool wk_lifecycle_revoke_draining(const wk_lifecycle *l);
-/* Abandons every revoked chunk, for WHY (the log). */
-void wk_lifecycle_abandon_revoked(wk_lifecycle *l, const char *why);
-/* Forgets PARTITION's unsettled messages (revoked: its next owner
- * consumes them again). */
-void wk_lifecycle_forget(wk_lifecycle *l, int32_t partition);
-/* True while a chunk's end job (close, park, cancel, abandon) has not
- * answered: the offsets some of them store are not stored yet. */
-bool wk_lifecycle_ending(const wk_lifecycle *l);
-/* Abandons every chunk (shutdown): what was settled is acknowledged, the
- * leases released (jobs the Redis thread finishes before it stops). */
-void wk_lifecycle_abandon_all(wk_lifecycle *l, const char *why);
-
+/* The bookkeeping the lifecycle's files (wk_lifecycle_*.c) share. */
+/* The message at PARTITION/OFFSET needs nothing more. */
+void wk_lifecycle_settle_offset(wk_lifecycle *l, int32_t partition, int64_t offset);
+/* Hands the stats hash counters C's last script call answered to the
+ * reporter (absolute values: see wk_reporter.h). */
+void wk_lifecycle_report_counters(wk_lifecycle *l, wk_chunk *c);
+/* A job of C answered: true when the lifecycle was done with C already
+ * (the answer is dropped; C is freed once no job points at it). */
+bool wk_lifecycle_gone(wk_lifecycle *l, wk_chunk *c);
+/* Takes C off the list (GONE, for WHY): no request of it runs any more, no
+ * job of it is waited for (those in flight keep it allocated). */
+void wk_lifecycle_unlink(wk_lifecycle *l, wk_chunk *c, const char *why);
+/* No new request of C starts: its pushes not yet started (ready, waiting
+ * for a retry, or for their throttle slice) are taken back; those in
+ * flight finish and are not retried.  A halt's, a revoke's and a stall's. */
+void wk_lifecycle_hold(wk_lifecycle *l, wk_chunk *c);
 #endif

@@ -53,10 +53,12 @@ typedef enum wk_anomaly {
     WK__ANOMALIES,
 } wk_anomaly;
 
-/* herald_pushes_total and herald_push_latency_seconds of one channel. */
+/* herald_pushes_total, herald_push_latency_seconds and
+ * herald_addresses_pruned_total of one channel. */
 typedef struct wk_metrics_chan {
     hr_metrics_child *sent, *failed, *throttled, *retried, *unregistered, *latency;
     hr_metrics_child *expired; /* recipients a worker dropped at their task's expire_at */
+    hr_metrics_child *pruned;  /* dead addresses removed from both stores */
 } wk_metrics_chan;
 
 typedef struct wk_metrics {
@@ -67,11 +69,12 @@ typedef struct wk_metrics {
     hr_metrics_child *chunks_acked, *chunks_redelivered, *reporter_queue, *reporter_flush;
     hr_metrics_child *kafka_lag;
     hr_metrics_child *stalled_chunks, *stalls; /* the worker's pump watchdog */
+    /* issue 34: chunks held through a failover (STALLED), chunks handed back */
+    hr_metrics_child *chunks_stalled, *chunks_handed_back;
     hr_metrics_child *bad[WK__BAD_REASONS];
     hr_metrics_child *backend_errors[WK__BACKENDS];
     hr_metrics_child *reporter_dropped[WK__DROPS];
     hr_metrics_child *unaccounted; /* herald_recipients_unaccounted_total */
-    hr_metrics_child *pruned;      /* herald_addresses_pruned_total */
     /* herald_chunk_rows_missing_total: chunk ends given up (wk_reporter.h) */
     hr_metrics_child *chunk_rows_missing;
     hr_metrics_child *anomalies[WK__ANOMALIES];

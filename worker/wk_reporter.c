@@ -1,5 +1,7 @@
 /* wk_reporter: bounded event ring drained into MySQL by one thread (see
- * wk_reporter.h for the contract and the thread hand-off). */
+ * wk_reporter.h for the contract and the thread hand-off).  What goes into
+ * which table is written by wk_deliveries (push_delivery) and wk_chunkrows
+ * (push_chunk); the counters and the task failures are written here. */
 #include "wk_reporter.h"
 
 #include <errno.h>
@@ -11,38 +13,27 @@
 #include <string.h>
 #include <time.h>
 
-#include "hr_batch.h"
 #include "hr_finish.h"
 #include "hr_log.h"
 #include "hr_clock.h"
+#include "hr_dlog.h"
 #include "hr_mysql.h"
 #include "hr_state.h"
 #include "hr_vec.h"
+#include "wk_chunkrows.h"
+#include "wk_deliveries.h"
 
 #define WK_REPORTER_FLUSH_MS 200
 #define WK_REPORTER_BACKOFF_MAX_MS 5000
 /* After a stop request, how long a MySQL outage may hold the exit. */
 #define WK_REPORTER_STOP_GIVEUP_MS 30000
-#define WK_DELIVERY_COLS 7
-/* MariaDB refuses a prepared statement of more than 65,535 placeholders
- * (errno 1390): a batch of more rows than this goes in several INSERTs. */
-#define WK_DELIVERY_STMT_ROWS (65535 / WK_DELIVERY_COLS)
-/* The INSERT sizes: the full batch, and each power of two below it (2^13
- * is the largest under WK_DELIVERY_STMT_ROWS).  A part batch goes as the
- * powers of two of its size, so the worker prepares at most 15 distinct
- * INSERTs: each holds a MYSQL_BIND per placeholder in libmariadb (about
- * 800 bytes a row) and a prepared statement in MariaDB, and one per
- * part-batch size made the worker's RSS grow with the campaign (up to 32
- * cached statements, ~26 MiB at the default batch of 1,000). */
-#define WK_DELIVERY_POW2 14
-#define WK_DELIVERY_SIZES (WK_DELIVERY_POW2 + 1)
 /* How long wk_reporter_push waits for ring room before it drops an outcome
  * row: the loop thread must keep renewing leases and polling Kafka. */
 #define WK_REPORTER_PUSH_WAIT_MS 20
 /* After a stop request, how long chunk ends still waiting for their
  * push_chunk row are written again before they are given up: the
  * dispatcher writes its rows every 10 ms tick, so a row that is not there
- * after this is late for another reason (see wk_reporter.h). */
+ * after this is late for another reason (see wk_chunkrows.h). */
 #define WK_REPORTER_STOP_ROW_WAIT_MS 2000
 /* Task failures waiting to be written (each is re-reported by the next
  * chunk of the task when this overflows). */
@@ -58,37 +49,6 @@ typedef struct wk_task_delta {
 typedef HR_VEC(wk_task_delta) wk_delta_vec;
 typedef HR_VEC(wk_event) wk_event_vec;
 
-/* A chunk end whose push_chunk row did not exist yet (wk_reporter.h). */
-typedef struct wk_chunk_wait {
-    wk_event ev;
-    int64_t since_ms; /* when its UPDATE first found no row */
-} wk_chunk_wait;
-
-typedef HR_VEC(wk_chunk_wait) wk_wait_vec;
-
-/* Why a waiting chunk end is given up (the reason= of chunk_row_missing). */
-typedef enum wk_wait_drop {
-    WK_WAIT_TIMEOUT,  /* waited row_wait_ms */
-    WK_WAIT_OVERFLOW, /* more than WK_REPORTER_ROW_WAIT_MAX wait: the oldest goes */
-    WK_WAIT_SHUTDOWN, /* the reporter stopped */
-    WK_WAIT_NO_MEMORY,
-} wk_wait_drop;
-
-static const char *const wk_wait_drop_names[] = {
-    [WK_WAIT_TIMEOUT] = "timeout",
-    [WK_WAIT_OVERFLOW] = "overflow",
-    [WK_WAIT_SHUTDOWN] = "shutdown",
-    [WK_WAIT_NO_MEMORY] = "out_of_memory",
-};
-
-/* push_chunk.state's names, by wk_chunk_end. */
-static const char *const wk_chunk_end_names[] = {
-    [WK_CHUNK_END_DONE] = "done",
-    [WK_CHUNK_END_PARKED] = "parked",
-    [WK_CHUNK_END_CANCELLED] = "cancelled",
-    [WK_CHUNK_END_EXPIRED] = "expired",
-};
-
 /* A task the worker cannot push, to be marked failed. */
 typedef struct wk_task_fail {
     int64_t task;
@@ -97,7 +57,6 @@ typedef struct wk_task_fail {
 
 struct wk_reporter {
     const hr_config *cfg;
-    char owner[160];
     bool delivery_log;
     size_t batch;
 
@@ -115,20 +74,13 @@ struct wk_reporter {
     size_t nfails;
     bool stopping;
 
-    /* The chunk ends whose row was missing, oldest first, at most
-     * WK_REPORTER_ROW_WAIT_MAX after each write: read and written by the
-     * reporter thread only, so the mutex does not cover them. */
-    wk_wait_vec waiting;
-    int64_t row_wait_ms;
-
+    /* The writers and the connection: the reporter thread's only, so the
+     * mutex does not cover them. */
+    wk_deliveries *deliveries;
+    wk_chunkrows *chunkrows;
     hr_mysql *m;
     wk_metrics *met;
     bool mysql_down;
-    size_t full; /* rows of a full INSERT: batch, at most STMT_ROWS */
-    /* INSERT texts, built when first used: [i] 2^i rows, [POW2] full rows;
-     * [0], one row, is also the row-by-row retry's. */
-    char *sqls[WK_DELIVERY_SIZES];
-    hr_mysql_param *params;
 };
 
 static void wk_reporter_deadline(struct timespec *ts, int ms)
@@ -140,142 +92,6 @@ static void wk_reporter_deadline(struct timespec *ts, int ms)
         ts->tv_sec++;
         ts->tv_nsec -= 1000000000L;
     }
-}
-
-static const wk_event *wk_reporter_at(const wk_reporter *rp, size_t i)
-{
-    return &rp->ring[(rp->head + i) % rp->cap];
-}
-
-/* Builds the INSERT for NROWS rows (malloc'ed). */
-static char *wk_reporter_build_sql(size_t nrows)
-{
-    static const char head[] =
-        "INSERT INTO push_delivery (task_id, uid, status, attempts, http_status, latency_ms, at) "
-        "VALUES ";
-    static const char row[] = "(?, ?, ?, ?, ?, ?, FROM_UNIXTIME(? / 1000))";
-    static const char tail[] =
-        " ON DUPLICATE KEY UPDATE status = VALUES(status), attempts = VALUES(attempts), "
-        "http_status = VALUES(http_status), latency_ms = VALUES(latency_ms), at = VALUES(at)";
-    size_t len = sizeof head + nrows * (sizeof row + 1) + sizeof tail;
-    char *sql = malloc(len), *p;
-
-    if (sql == NULL)
-        return NULL;
-    p = sql;
-    memcpy(p, head, sizeof head - 1);
-    p += sizeof head - 1;
-    for (size_t i = 0; i < nrows; i++) {
-        if (i > 0)
-            *p++ = ',';
-        memcpy(p, row, sizeof row - 1);
-        p += sizeof row - 1;
-    }
-    memcpy(p, tail, sizeof tail);
-    return sql;
-}
-
-/* The next INSERT of a batch with LEFT rows to go: *NROWS gets its rows,
- * rp->full or the largest power of two up to LEFT.  NULL when out of
- * memory. */
-static const char *wk_reporter_delivery_sql(wk_reporter *rp, size_t left, size_t *nrows)
-{
-    size_t i = WK_DELIVERY_POW2;
-
-    *nrows = rp->full;
-    if (left < rp->full) {
-        for (i = 0; (size_t)2 << i <= left; i++)
-            ;
-        *nrows = (size_t)1 << i;
-    }
-    if (rp->sqls[i] == NULL)
-        rp->sqls[i] = wk_reporter_build_sql(*nrows);
-    return rp->sqls[i];
-}
-
-/* Server errors that say the connection (or the transaction) is gone, so
- * the whole batch is retried: connection refused / lost / gone away,
- * deadlock, lock wait timeout.  Any other error is about the data. */
-static bool wk_reporter_transient(unsigned err)
-{
-    return err == 0 || err == 2002 || err == 2003 || err == 2006 || err == 2013 || err == 1205 ||
-           err == 1213;
-}
-
-/* push_delivery.status per wk_delivery. */
-static const char *const wk_reporter_status[] = {
-    [WK_DELIVERY_SENT] = "sent",
-    [WK_DELIVERY_FAILED] = "failed",
-    [WK_DELIVERY_THROTTLED] = "throttled",
-    [WK_DELIVERY_UNREGISTERED] = "unregistered",
-};
-
-/* One INSERT of K rows (params P); when MySQL refuses their data, the
- * rows one by one. */
-static int wk_reporter_insert(wk_reporter *rp, const char *sql, hr_mysql_param *params, size_t k,
-                              char *errstr, size_t errlen)
-{
-    hr_mysql_param *p;
-    unsigned err = 0;
-
-    if (hr_mysql_exec(rp->m, sql, params, k * WK_DELIVERY_COLS, NULL, NULL, &err, errstr, errlen) ==
-        0)
-        return 0;
-    if (wk_reporter_transient(err))
-        return -1;
-    /* MySQL refused the data (only the statement was rolled back): one bad
-     * row must not hold the batch forever, so the rows go one by one and
-     * the ones refused again are logged and dropped. */
-    hr_log_warn("delivery_batch_rejected", "rows=%zu errno=%u error=%s", k, err, errstr);
-    for (size_t i = 0; i < k; i++) {
-        p = params + i * WK_DELIVERY_COLS;
-        if (hr_mysql_exec(rp->m, rp->sqls[0], p, WK_DELIVERY_COLS, NULL, NULL, &err, errstr,
-                          errlen) == 0)
-            continue;
-        if (wk_reporter_transient(err))
-            return -1;
-        hr_metrics_inc(rp->met->reporter_dropped[WK_DROP_REJECTED]);
-        hr_log_error("delivery_row_dropped", "task=%" PRId64 " uid=%" PRId64 " errno=%u error=%s",
-                     p[0].i64, p[1].i64, err, errstr);
-    }
-    return 0;
-}
-
-static int wk_reporter_write_deliveries(wk_reporter *rp, size_t n, char *errstr, size_t errlen)
-{
-    size_t rows = 0;
-
-    for (size_t i = 0; i < n; i++)
-        if (wk_reporter_at(rp, i)->kind == WK_EVENT_OUTCOME)
-            rows++;
-    if (rows == 0 || !rp->delivery_log)
-        return 0;
-    hr_mysql_param *p = rp->params;
-    int rc = 0;
-
-    for (size_t i = 0; i < n; i++) {
-        const wk_event *ev = wk_reporter_at(rp, i);
-
-        if (ev->kind != WK_EVENT_OUTCOME)
-            continue;
-        *p++ = HR_P_I64(ev->task);
-        *p++ = HR_P_I64((int64_t)ev->u.outcome.uid);
-        *p++ = HR_P_STR(wk_reporter_status[ev->u.outcome.status]);
-        *p++ = HR_P_I64(ev->u.outcome.attempts);
-        *p++ = ev->u.outcome.http_status > 0 ? HR_P_I64(ev->u.outcome.http_status) : HR_P_NULL;
-        *p++ = HR_P_I64(ev->u.outcome.latency_ms);
-        *p++ = HR_P_I64(ev->u.outcome.at_ms);
-    }
-    for (size_t done = 0, k; done < rows && rc == 0; done += k) {
-        const char *sql = wk_reporter_delivery_sql(rp, rows - done, &k);
-
-        if (sql == NULL) {
-            snprintf(errstr, errlen, "out of memory");
-            return -1;
-        }
-        rc = wk_reporter_insert(rp, sql, rp->params + done * WK_DELIVERY_COLS, k, errstr, errlen);
-    }
-    return rc;
 }
 
 static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, size_t nd,
@@ -313,259 +129,6 @@ done:
     return rc;
 }
 
-/* Gives up waiting chunk end CW: loud, and counted for the alert. */
-static void wk_reporter_give_up(wk_reporter *rp, const wk_chunk_wait *cw, int64_t now_ms,
-                                wk_wait_drop why)
-{
-    hr_metrics_inc(rp->met->chunk_rows_missing);
-    hr_log_error("chunk_row_missing",
-                 "task=%" PRId64 " seq=%" PRId64 " state=%s waited_ms=%" PRId64 " reason=%s",
-                 cw->ev.task, cw->ev.u.chunk.seq, wk_chunk_end_names[cw->ev.u.chunk.state],
-                 now_ms - cw->since_ms, wk_wait_drop_names[why]);
-}
-
-/* Appends chunk end EV, whose row was missing since SINCE_MS, to KEEP
- * (given up when out of memory). */
-static void wk_reporter_keep(wk_reporter *rp, wk_wait_vec *keep, const wk_event *ev,
-                             int64_t since_ms)
-{
-    const wk_chunk_wait cw = {.ev = *ev, .since_ms = since_ms};
-
-    if (hr_vec_push(keep, cw) != 0)
-        wk_reporter_give_up(rp, &cw, hr_clock_now_ms(), WK_WAIT_NO_MEMORY);
-}
-
-/* One chunk of a flush's ends: its key, and the place in the flush's list
- * of the end its row gets. */
-typedef struct wk_end_key {
-    int64_t task, seq;
-    size_t first; /* its first end in the list (the sort keeps the order) */
-    size_t pick;  /* the end the row gets */
-} wk_end_key;
-
-/* By chunk only (the lookup). */
-static int wk_end_chunk_cmp(const void *a, const void *b)
-{
-    const wk_end_key *x = a, *y = b;
-
-    if (x->task != y->task)
-        return x->task < y->task ? -1 : 1;
-    return (x->seq > y->seq) - (x->seq < y->seq);
-}
-
-/* By chunk, then by place in the list (the sort). */
-static int wk_end_key_cmp(const void *a, const void *b)
-{
-    const wk_end_key *x = a, *y = b;
-    int c = wk_end_chunk_cmp(a, b);
-
-    return c != 0 ? c : (x->first > y->first) - (x->first < y->first);
-}
-
-/* Which of the N chunks CELLS ([task, seq, ...] rows of NCOLS) have a
- * push_chunk row: FOUND[i].  One SELECT.  0 or -1. */
-static int wk_reporter_rows_exist(wk_reporter *rp, const int64_t *cells, size_t n, size_t ncols,
-                                  bool *found, char *errstr, size_t errlen)
-{
-    memset(found, 0, n * sizeof *found);
-    return hr_batch_select(rp->m,
-                           "SELECT DISTINCT c.task_id, c.seq FROM JSON_TABLE(?, '$[*]' COLUMNS "
-                           "(task BIGINT PATH '$[0]', seq BIGINT PATH '$[1]')) j STRAIGHT_JOIN "
-                           "push_chunk c ON c.task_id = j.task AND c.seq = j.seq",
-                           &(hr_batch){cells, n, ncols}, NULL, 0, 2, hr_batch_mark, found, errstr,
-                           errlen);
-}
-
-/* Writes the N chunk ends EVS (in their order) into their push_chunk rows
- * in one UPDATE: the ends of one chunk come to what writing them one by
- * one gives (a row never leaves 'done': its first 'done' end, else its
- * last end).  When it changed fewer rows than chunks, one SELECT tells
- * which rows are missing, and every end of such a chunk goes to KEEP in
- * order (hr_mysql sets no CLIENT_FOUND_ROWS, so MariaDB counts the rows
- * changed: 0 also for a row already 'done' and for one that holds these
- * very values, a batch written again after its COMMIT's answer was lost;
- * only a read tells a row that is not there from one that needs nothing).
- * 0 or -1. */
-static int wk_reporter_write_ends(wk_reporter *rp, const wk_event *const *evs, size_t n,
-                                  wk_wait_vec *keep, const int64_t *since, char *errstr,
-                                  size_t errlen)
-{
-    wk_end_key *keys = calloc(n + 1, sizeof *keys);
-    int64_t *cells = calloc(n * 4 + 1, sizeof *cells);
-    bool *found = calloc(n + 1, sizeof *found);
-    size_t i, k, nk = 0;
-    uint64_t changed = 0;
-    int rc = -1;
-
-    if (keys == NULL || cells == NULL || found == NULL) {
-        snprintf(errstr, errlen, "out of memory");
-        goto done;
-    }
-    if (n == 0) {
-        rc = 0;
-        goto done;
-    }
-    for (i = 0; i < n; i++)
-        keys[i] = (wk_end_key){evs[i]->task, evs[i]->u.chunk.seq, i, i};
-    qsort(keys, n, sizeof *keys, wk_end_key_cmp);
-    /* One key per chunk, picking the end its row gets. */
-    for (i = 0; i < n; i = k) {
-        size_t pick = keys[i].first;
-
-        for (k = i; k < n && keys[k].task == keys[i].task && keys[k].seq == keys[i].seq; k++) {
-            if (evs[pick]->u.chunk.state != WK_CHUNK_END_DONE)
-                pick = keys[k].first;
-        }
-        keys[nk] = keys[i];
-        keys[nk++].pick = pick;
-    }
-    for (i = 0; i < nk; i++) {
-        const wk_event *ev = evs[keys[i].pick];
-        const int64_t row[4] = {ev->task, ev->u.chunk.seq, (int64_t)ev->u.chunk.state,
-                                ev->u.chunk.done_ms};
-
-        memcpy(cells + 4 * i, row, sizeof row);
-    }
-    /* A chunk closed by one worker stays 'done' even when another (a
-     * redelivery, a late cancel) reports it parked or cancelled.  ELT's
-     * names are wk_chunk_end's, in its order. */
-    if (hr_batch_exec(rp->m,
-                      "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$[0]', seq BIGINT "
-                      "PATH '$[1]', state INT PATH '$[2]', done_ms BIGINT PATH '$[3]')) j "
-                      "STRAIGHT_JOIN push_chunk c ON c.task_id = j.task AND c.seq = j.seq "
-                      "SET c.state = ELT(j.state + 1, 'done', 'parked', 'cancelled', 'expired'), "
-                      "c.done_at = FROM_UNIXTIME(j.done_ms / 1000), c.worker = ? "
-                      "WHERE c.state <> 'done'",
-                      &(hr_batch){cells, nk, 4}, &HR_P_STR(rp->owner), 1, &changed, NULL, errstr,
-                      errlen) != 0)
-        goto done;
-    if (changed < nk && wk_reporter_rows_exist(rp, cells, nk, 4, found, errstr, errlen) != 0)
-        goto done;
-    /* The ends of a chunk without a row wait for it, in their order. */
-    for (i = 0; changed < nk && i < n; i++) {
-        const wk_end_key want = {evs[i]->task, evs[i]->u.chunk.seq, 0, 0};
-        const wk_end_key *key = bsearch(&want, keys, nk, sizeof *keys, wk_end_chunk_cmp);
-
-        if (key != NULL && !found[key - keys])
-            wk_reporter_keep(rp, keep, evs[i], since[i]);
-    }
-    rc = 0;
-done:
-    free(found);
-    free(cells);
-    free(keys);
-    return rc;
-}
-
-/* Whether KEEP holds an end of EV's chunk. */
-static bool wk_reporter_waits(const wk_wait_vec *keep, const wk_event *ev)
-{
-    for (size_t i = 0; i < keep->n; i++)
-        if (keep->v[i].ev.task == ev->task && keep->v[i].ev.u.chunk.seq == ev->u.chunk.seq)
-            return true;
-    return false;
-}
-
-/* Writes again the chunk ends of rp->waiting whose rows exist now (one
- * SELECT tells which), then the N new chunk events EVS; ends whose row is
- * still missing, and the newer ends of their chunks, are appended to KEEP
- * in their order (an older end still waiting for the row: the newer one
- * waits behind it, or the older one, written when the row appears, would
- * overwrite it).  0 or -1. */
-static int wk_reporter_write_chunks(wk_reporter *rp, const wk_event *evs, size_t n,
-                                    wk_wait_vec *keep, char *errstr, size_t errlen)
-{
-    size_t nw = rp->waiting.n, nl = 0, i;
-    const wk_event **list = calloc(nw + n + 1, sizeof *list);
-    int64_t *since = calloc(nw + n + 1, sizeof *since), *cells = calloc(nw * 2 + 1, sizeof *cells);
-    bool *found = calloc(nw + 1, sizeof *found);
-    int64_t now_ms = hr_clock_now_ms();
-    int rc = -1;
-
-    if (list == NULL || since == NULL || cells == NULL || found == NULL) {
-        snprintf(errstr, errlen, "out of memory");
-        goto done;
-    }
-    for (i = 0; i < nw; i++) {
-        cells[2 * i] = rp->waiting.v[i].ev.task;
-        cells[2 * i + 1] = rp->waiting.v[i].ev.u.chunk.seq;
-    }
-    if (nw > 0 && wk_reporter_rows_exist(rp, cells, nw, 2, found, errstr, errlen) != 0)
-        goto done;
-    for (i = 0; i < nw; i++) {
-        const wk_chunk_wait *cw = &rp->waiting.v[i];
-
-        if (!found[i]) {
-            wk_reporter_keep(rp, keep, &cw->ev, cw->since_ms);
-            continue;
-        }
-        list[nl] = &cw->ev;
-        since[nl++] = cw->since_ms;
-    }
-    for (i = 0; i < n; i++) {
-        if (wk_reporter_waits(keep, &evs[i])) {
-            wk_reporter_keep(rp, keep, &evs[i], now_ms);
-            continue;
-        }
-        list[nl] = &evs[i];
-        since[nl++] = now_ms;
-    }
-    rc = wk_reporter_write_ends(rp, list, nl, keep, since, errstr, errlen);
-done:
-    free(found);
-    free(cells);
-    free(since);
-    free(list);
-    return rc;
-}
-
-/* The tasks whose last chunk the N chunk events EVS closed (a 'done' end
- * with nothing pending and subs empty) are ended, in one hr_finish_tasks:
- * the counters of this batch were written first, from the stats hash the
- * chunks' closes read, so MySQL's are the tasks' now.  0 or -1. */
-static int wk_reporter_finish(wk_reporter *rp, const wk_event *evs, size_t n, char *errstr,
-                              size_t errlen)
-{
-    hr_finish_item *items = calloc(n + 1, sizeof *items);
-    size_t i, k, nitems = 0;
-    int rc = -1;
-
-    if (items == NULL) {
-        snprintf(errstr, errlen, "out of memory");
-        return -1;
-    }
-    for (i = 0; i < n; i++) {
-        const wk_event *ev = &evs[i];
-
-        /* Only a closed chunk can finish its task. */
-        if (ev->u.chunk.state != WK_CHUNK_END_DONE || ev->u.chunk.pending_left != 0 ||
-            ev->u.chunk.subs_left != 0)
-            continue;
-        for (k = 0; k < nitems && items[k].id != ev->task; k++)
-            ;
-        if (k == nitems)
-            items[nitems++] = (hr_finish_item){.id = ev->task, .stats = HR_OUTCOMES_UNKNOWN};
-    }
-    if (nitems > 0 && hr_finish_tasks(rp->m, items, nitems, errstr, errlen) != 0)
-        goto done;
-    for (i = 0; i < nitems; i++) {
-        if (!items[i].ended)
-            continue;
-        if (items[i].fin.unaccounted == 0) {
-            hr_log_info("task_done", "task=%" PRId64, items[i].id);
-            continue;
-        }
-        hr_metrics_add(rp->met->unaccounted, (uint64_t)items[i].fin.unaccounted);
-        hr_log_error("task_unaccounted",
-                     "task=%" PRId64 " via=worker unaccounted=%" PRId64 " subscriptions=%" PRId64,
-                     items[i].id, items[i].fin.unaccounted, items[i].fin.subscriptions);
-    }
-    rc = 0;
-done:
-    free(items);
-    return rc;
-}
-
 static int wk_reporter_write_fails(wk_reporter *rp, const wk_task_fail *f, size_t n, char *errstr,
                                    size_t errlen)
 {
@@ -590,26 +153,28 @@ typedef struct wk_batch {
     size_t nfails;
 } wk_batch;
 
-/* Writes batch B and the waiting chunk ends in one transaction; the ends
- * whose row is still missing are appended to KEEP. */
-static int wk_reporter_write(wk_reporter *rp, const wk_batch *b, wk_wait_vec *keep, char *errstr,
-                             size_t errlen)
+/* Writes batch B and the chunk ends waiting for their rows in one
+ * transaction. */
+static int wk_reporter_write(wk_reporter *rp, const wk_batch *b, char *errstr, size_t errlen)
 {
     if (rp->m == NULL && hr_mysql_connect(rp->cfg, &rp->m, errstr, errlen) != 0)
         return -1;
     if (hr_mysql_begin(rp->m, errstr, errlen) != 0)
         goto fail;
-    if (wk_reporter_write_deliveries(rp, b->n, errstr, errlen) != 0 ||
+    if ((rp->delivery_log && wk_deliveries_write(rp->deliveries, rp->m, rp->ring, rp->cap, rp->head,
+                                                 b->n, errstr, errlen) != 0) ||
         wk_reporter_write_counters(rp, b->deltas.v, b->deltas.n, errstr, errlen) != 0 ||
-        wk_reporter_write_chunks(rp, b->chunks.v, b->chunks.n, keep, errstr, errlen) != 0 ||
-        wk_reporter_finish(rp, b->chunks.v, b->chunks.n, errstr, errlen) != 0 ||
+        wk_chunkrows_write(rp->chunkrows, rp->m, b->chunks.v, b->chunks.n, errstr, errlen) != 0 ||
         wk_reporter_write_fails(rp, b->fails, b->nfails, errstr, errlen) != 0 ||
         hr_mysql_commit(rp->m, errstr, errlen) != 0) {
         hr_mysql_rollback(rp->m);
         goto fail;
     }
+    wk_chunkrows_committed(rp->chunkrows);
     return 0;
 fail:
+    /* Rolled back: the waiting ends stay as they were. */
+    wk_chunkrows_rolled_back(rp->chunkrows);
     /* A fresh connection next time: the old one may be half broken. */
     hr_mysql_free(rp->m);
     rp->m = NULL;
@@ -729,30 +294,7 @@ static bool wk_reporter_should_wait(const wk_reporter *rp)
 {
     if (rp->count >= rp->batch)
         return false;
-    return !rp->stopping || (wk_reporter_idle(rp) && rp->waiting.n > 0);
-}
-
-/* Gives up the waiting chunk ends that waited row_wait_ms, then the oldest
- * beyond WK_REPORTER_ROW_WAIT_MAX (all of them when ALL). */
-static void wk_reporter_prune(wk_reporter *rp, bool all)
-{
-    int64_t now_ms = hr_clock_now_ms();
-    size_t n = rp->waiting.n, kept = 0;
-    size_t over = n > WK_REPORTER_ROW_WAIT_MAX ? n - WK_REPORTER_ROW_WAIT_MAX : 0;
-
-    for (size_t i = 0; i < n; i++) {
-        const wk_chunk_wait *cw = &rp->waiting.v[i];
-
-        if (all)
-            wk_reporter_give_up(rp, cw, now_ms, WK_WAIT_SHUTDOWN);
-        else if (i < over)
-            wk_reporter_give_up(rp, cw, now_ms, WK_WAIT_OVERFLOW);
-        else if (now_ms - cw->since_ms >= rp->row_wait_ms)
-            wk_reporter_give_up(rp, cw, now_ms, WK_WAIT_TIMEOUT);
-        else
-            rp->waiting.v[kept++] = *cw;
-    }
-    rp->waiting.n = kept;
+    return !rp->stopping || (wk_reporter_idle(rp) && wk_chunkrows_waiting(rp->chunkrows) > 0);
 }
 
 static void *wk_reporter_main(void *arg)
@@ -765,7 +307,6 @@ static void *wk_reporter_main(void *arg)
     for (;;) {
         struct timespec ts;
         wk_batch b;
-        wk_wait_vec keep = {0};
 
         pthread_mutex_lock(&rp->mu);
         if (wk_reporter_should_wait(rp)) {
@@ -777,22 +318,21 @@ static void *wk_reporter_main(void *arg)
         if (rp->stopping && stop_seen_ms < 0)
             stop_seen_ms = hr_clock_now_ms();
         if (rp->stopping && wk_reporter_idle(rp) &&
-            (rp->waiting.n == 0 ||
+            (wk_chunkrows_waiting(rp->chunkrows) == 0 ||
              hr_clock_now_ms() - stop_seen_ms > WK_REPORTER_STOP_ROW_WAIT_MS)) {
             pthread_mutex_unlock(&rp->mu);
-            wk_reporter_prune(rp, true);
+            wk_chunkrows_give_up_all(rp->chunkrows);
             break;
         }
         wk_reporter_take(rp, &b);
         pthread_mutex_unlock(&rp->mu);
-        if (b.n == 0 && b.deltas.n == 0 && b.chunks.n == 0 && b.nfails == 0 && rp->waiting.n == 0)
+        if (b.n == 0 && b.deltas.n == 0 && b.chunks.n == 0 && b.nfails == 0 &&
+            wk_chunkrows_waiting(rp->chunkrows) == 0)
             continue;
 
         int64_t started_ms = hr_clock_now_ms();
 
-        if (wk_reporter_write(rp, &b, &keep, errstr, sizeof errstr) != 0) {
-            /* Rolled back: the waiting ends stay as they were. */
-            hr_vec_free(&keep);
+        if (wk_reporter_write(rp, &b, errstr, sizeof errstr) != 0) {
             hr_metrics_inc(rp->met->backend_errors[WK_BACKEND_MYSQL]);
             atomic_store(&rp->met->mysql_ok, false);
             if (!rp->mysql_down)
@@ -806,7 +346,7 @@ static void *wk_reporter_main(void *arg)
                              rp->count, rp->deltas.n, rp->chunks.n, errstr);
                 rp->count = rp->deltas.n = rp->chunks.n = rp->nfails = 0;
                 pthread_mutex_unlock(&rp->mu);
-                wk_reporter_prune(rp, true);
+                wk_chunkrows_give_up_all(rp->chunkrows);
                 break;
             }
             pthread_mutex_unlock(&rp->mu);
@@ -820,9 +360,6 @@ static void *wk_reporter_main(void *arg)
             nanosleep(&d, NULL);
             continue;
         }
-        hr_vec_free(&rp->waiting);
-        rp->waiting = keep;
-        wk_reporter_prune(rp, false);
         hr_metrics_observe(rp->met->reporter_flush, (hr_clock_now_ms() - started_ms) / 1000.0);
         atomic_store(&rp->met->mysql_ok, true);
         if (rp->mysql_down)
@@ -865,16 +402,13 @@ int wk_reporter_start(const hr_config *cfg, const char *owner, int64_t row_wait_
         goto oom;
     rp->cfg = cfg;
     rp->met = met;
-    snprintf(rp->owner, sizeof rp->owner, "%s", owner);
-    rp->row_wait_ms = row_wait_ms;
     rp->delivery_log = cfg->worker.delivery_log;
     rp->batch = (size_t)cfg->worker.reporter_batch;
-    rp->full = rp->batch < WK_DELIVERY_STMT_ROWS ? rp->batch : WK_DELIVERY_STMT_ROWS;
     rp->cap = (size_t)cfg->worker.reporter_queue;
     rp->ring = calloc(rp->cap, sizeof *rp->ring);
-    rp->params = calloc(rp->batch * WK_DELIVERY_COLS, sizeof *rp->params);
-    rp->sqls[0] = wk_reporter_build_sql(1);
-    if (rp->ring == NULL || rp->params == NULL || rp->sqls[0] == NULL)
+    rp->deliveries = wk_deliveries_new(rp->batch, met);
+    rp->chunkrows = wk_chunkrows_new(owner, row_wait_ms, met);
+    if (rp->ring == NULL || rp->deliveries == NULL || rp->chunkrows == NULL)
         goto oom;
     pthread_mutex_init(&rp->mu, NULL);
     pthread_cond_init(&rp->has_work, NULL);
@@ -894,8 +428,8 @@ oom:
 fail:
     if (rp != NULL) {
         free(rp->ring);
-        free(rp->params);
-        free(rp->sqls[0]);
+        wk_deliveries_free(rp->deliveries);
+        wk_chunkrows_free(rp->chunkrows);
         free(rp);
     }
     return -1;
@@ -967,12 +501,10 @@ void wk_reporter_stop(wk_reporter *rp)
     pthread_cond_destroy(&rp->has_room);
     pthread_cond_destroy(&rp->has_work);
     pthread_mutex_destroy(&rp->mu);
-    for (size_t i = 0; i < WK_DELIVERY_SIZES; i++)
-        free(rp->sqls[i]);
-    free(rp->params);
+    wk_deliveries_free(rp->deliveries);
+    wk_chunkrows_free(rp->chunkrows);
     free(rp->ring);
     hr_vec_free(&rp->deltas);
     hr_vec_free(&rp->chunks);
-    hr_vec_free(&rp->waiting);
     free(rp);
 }

@@ -8,7 +8,7 @@
  * connection drains everything every 200 ms or when worker.reporter_batch
  * outcomes wait, in one transaction: outcomes become multi-row INSERTs into
  * push_delivery (when worker.delivery_log is on; a full batch in INSERTs
- * of reporter_batch rows, at most 9,362 for MariaDB's 65,535 placeholders
+ * of reporter_batch rows, at most 8,191 for MariaDB's 65,535 placeholders
  * of a prepared statement, a part batch in INSERTs of the powers of two of
  * its size, so at most 15 distinct statements are prepared), counters one UPDATE
  * of push_task for the flush's tasks (sent, failed, throttled, retried, unregistered are the
@@ -31,27 +31,13 @@
  * delivery log is optional, and the loop thread must not stall.
  * wk_reporter_stop() writes everything queued before it returns.
  *
- * A chunk end can come before its row.  The dispatcher writes a chunk's
- * push_chunk row only after Kafka confirmed the publish, in batches per
- * tick (dsp_report.c), and its INSERT IGNORE ... RETURNING is the only
- * writer of a new row: the rows it inserts are the first publishes, whose
- * sizes go into push_task.total, so the worker must not insert one.  A
- * small chunk can be consumed, pushed and closed before that batch ran, and
- * the end's UPDATE then matches no row, which would stay 'published' for
- * ever.  So when the UPDATE changes fewer rows than it has chunks the
- * reporter reads which rows exist (one SELECT; a row found, 'done' or
- * already holding these values, needs nothing) and keeps each end whose
- * row does not, and writes it again in
- * every later flush, in order and before newer events (a newer end of the
- * same chunk waits behind it, so an older one never overwrites it), until
- * the row appears.  Held on the reporter thread only, and bounded: an end
- * kept ROW_WAIT (wk_reporter_start's row_wait_ms, WK_REPORTER_ROW_WAIT_MS
- * in the worker) is given up, and beyond WK_REPORTER_ROW_WAIT_MAX ends the
- * oldest is, each logged (chunk_row_missing, task, seq, reason) and counted
- * (herald_chunk_rows_missing_total, which an alert watches): a row that
- * never came was lost by the dispatcher (chunk_row_lost), and its publishes
- * are not in total either.  At a stop they are written again for at most
- * 2 s more, then given up the same way and freed.
+ * A chunk end can come before its push_chunk row (the dispatcher writes
+ * the rows in batches after Kafka confirmed the publishes): wk_chunkrows
+ * keeps such an end and writes it again in every later flush until the row
+ * appears, bounded by ROW_WAIT (wk_reporter_start's row_wait_ms,
+ * WK_REPORTER_ROW_WAIT_MS in the worker) and WK_REPORTER_ROW_WAIT_MAX
+ * ends.  At a stop they are written again for at most 2 s more, then given
+ * up.  The outcomes' INSERTs are wk_deliveries'.
  *
  * Thread hand-off: the loop thread only calls wk_reporter_push(); the ring's
  * head and count, the delta table and the chunk list are read and written
@@ -65,68 +51,16 @@
 #include <stdint.h>
 
 #include "hr_config.h"
+#include "wk_chunkrows.h"
+#include "wk_event.h"
 #include "wk_metrics.h"
-
-/* How a chunk ended: its push_chunk.state (the dispatcher writes the
- * fourth value, 'published'). */
-typedef enum wk_chunk_end {
-    WK_CHUNK_END_DONE,
-    WK_CHUNK_END_PARKED,
-    WK_CHUNK_END_CANCELLED,
-    WK_CHUNK_END_EXPIRED
-} wk_chunk_end;
-
-typedef enum wk_event_kind {
-    WK_EVENT_OUTCOME,    /* one recipient settled: a push_delivery row */
-    WK_EVENT_COUNTERS,   /* push_task counters: absolute values, and a delta */
-    WK_EVENT_CHUNK_DONE, /* a chunk closed by chunk_done.lua, parked, cancelled or expired */
-} wk_event_kind;
-
-typedef enum wk_delivery {
-    WK_DELIVERY_SENT,
-    WK_DELIVERY_FAILED,
-    WK_DELIVERY_THROTTLED,    /* blocked by the throttle, never pushed */
-    WK_DELIVERY_UNREGISTERED, /* no live address on the channel */
-} wk_delivery;
-
-typedef struct wk_event {
-    wk_event_kind kind;
-    int64_t task;
-    /* The shard whose push_task_shard row the counters raise (a task of
-     * several shards, docs/architecture.md "Sharded tasks"); HR_SHARD_NONE
-     * (-1): a task of one set, push_task itself.  Every event sets it. */
-    int shard;
-    union {
-        struct {
-            uint64_t uid;
-            wk_delivery status;
-            int attempts;
-            int http_status; /* 0 = none (connection error) */
-            int latency_ms;
-            int64_t at_ms;
-        } outcome;
-        struct {
-            /* The stats hash's values (newest wins); -1 = not carried. */
-            int64_t sent, failed, throttled, retried, unregistered;
-            int64_t cancelled; /* the stats hash's; the largest wins, 0 = none */
-            int64_t expired;   /* likewise */
-        } counters;
-        struct {
-            wk_chunk_end state;
-            int64_t seq;
-            int64_t done_ms;
-            int64_t pending_left; /* HLEN pending after the close */
-            int64_t subs_left;    /* SCARD subs */
-        } chunk;
-    } u;
-} wk_event;
 
 typedef struct wk_reporter wk_reporter;
 
 /* How long a chunk end waits for its push_chunk row, and how many ends wait
  * at most (see above). */
 #define WK_REPORTER_ROW_WAIT_MS (5 * 60 * 1000)
-#define WK_REPORTER_ROW_WAIT_MAX 4096
+#define WK_REPORTER_ROW_WAIT_MAX WK_CHUNKROWS_WAIT_MAX
 
 /* Starts the thread.  OWNER (copied) goes into push_chunk.worker; a chunk
  * end whose row is missing is written again for ROW_WAIT_MS.  MET

@@ -68,12 +68,12 @@ typedef struct wk_task {
     char rl_scope[40];         /* "push:task<ID>" */
     char id_text[24];          /* the id in decimal ({{task.id}}, Idempotency-Key) */
     size_t id_len;
-    int64_t tokens;     /* granted by the limiter, not yet spent */
-    int64_t tokens_sec; /* the second they were granted in */
-    int64_t pace_rate;  /* a finish_by's rate in force at the last grant, 0 = none */
+    int64_t tokens;          /* granted by the limiter, not yet spent */
+    int64_t tokens_until_ms; /* monotonic: the end of the window they were granted in */
+    int64_t pace_rate;       /* a finish_by's rate in force at the last grant, 0 = none */
     /* The task's share of its channel's budget (hr_ratelimit_take_share). */
     int weight; /* hr_pace_weight of its priority */
-    int64_t share_tokens, share_sec;
+    int64_t share_tokens, share_until_ms;
     /* Sender state (loop thread; wk_sender): the ready pushes, the place
      * in the channel's round robin while any wait, and until when the
      * task's limiter said no. */

@@ -35,8 +35,13 @@
 #include "hr_redis.h"
 #include "wk_inbox.h"
 #include "wk_lifecycle.h"
+#include "wk_lifecycle_end.h"
+#include "wk_lifecycle_open.h"
+#include "wk_lifecycle_push.h"
+#include "wk_lifecycle_timers.h"
 #include "wk_metrics.h"
 #include "wk_offsets.h"
+#include "wk_prune.h"
 #include "wk_redis.h"
 #include "wk_reporter.h"
 #include "wk_sender.h"
@@ -67,6 +72,7 @@ struct wk_worker {
     /* Holds the connections, the task cache, the offsets, the sender, the
      * reporter and the metrics: the worker creates and frees them there. */
     wk_lifecycle life;
+    wk_prune prune; /* the sender's dead addresses (lends the lifecycle's connections) */
     bool stopping, finished;
     /* Messages received and not started yet (max_chunks_in_flight open). */
     wk_inbox *inbox;
@@ -106,6 +112,15 @@ static bool wk_worker_revoking(const wk_worker *w, int32_t partition)
         return false;
     for (int i = 0; i < w->revoking->cnt; i++)
         if (w->revoking->elems[i].partition == partition)
+            return true;
+    return false;
+}
+
+/* True while a chunk of the revoke being drained is still on the list. */
+static bool wk_worker_draining(const wk_worker *w)
+{
+    for (int i = 0; i < w->revoking->cnt; i++)
+        if (wk_lifecycle_count(&w->life, w->revoking->elems[i].partition) > 0)
             return true;
     return false;
 }
@@ -381,7 +396,7 @@ static void wk_worker_idle_cb(uv_idle_t *h)
             wk_worker_shutdown_now(w);
         return;
     }
-    if (w->revoking != NULL && !wk_lifecycle_revoke_draining(&w->life))
+    if (w->revoking != NULL && !wk_worker_draining(w))
         wk_worker_revoke_finish(w);
     /* A chunk that left (finished, abandoned, dropped, halted) may have
      * freed sender slots by cancelling its requests; no transfer or timer
@@ -487,7 +502,8 @@ int wk_worker_new(const hr_config *cfg, wk_worker **out, char *errstr, size_t er
         wk_reporter_start(cfg, w->owner, WK_REPORTER_ROW_WAIT_MS, w->life.met, &w->life.reporter,
                           errstr, errlen) != 0)
         goto fail;
-    wk_sender_set_prune(w->life.sender, wk_lifecycle_prune);
+    w->prune = (wk_prune){.rd = w->life.rd, .mysql = w->life.mysql, .met = w->life.met};
+    wk_sender_set_prune(w->life.sender, wk_prune_address, &w->prune);
     if (wk_metrics_serve(w->life.met, cfg->worker.listen, errstr, errlen) != 0)
         goto fail;
     hr_log_info("metrics_listening", "listen=%s port=%d", cfg->worker.listen,

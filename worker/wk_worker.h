@@ -40,36 +40,45 @@
  * running requests (at most worker.shutdown_grace_ms), abandon what is
  * left, commit offsets, close the consumer, flush the reporter.
  *
- * Module graph (who calls whom; an arrow never points back up, and the
- * only calls upward are the hooks and callbacks named on the right):
+ * Modules, bottom to top: an arrow (an include, a call) only ever points
+ * down a layer or more; what calls up does so through a hook or a callback
+ * set once (the lifecycle's store_offset and wake hooks to the worker, the
+ * chunk's job hooks to the lifecycle, the sender's done and prune
+ * callbacks, the Redis thread's DONE).
  *
- *   main
- *    -> wk_worker      Kafka consumer, pause/resume, revoke, loop, shutdown
- *        -> wk_inbox       received messages waiting for a chunk slot
- *        -> wk_lifecycle   a chunk from intake to offset store
- *                          (up: store_offset and wake hooks to wk_worker)
- *                          (wk_lifecycle_timers: renewal, control, watchdog)
- *            -> wk_control     control-key reads, lease renewals (jobs)
- *                -> wk_chunk
- *            -> wk_chunk       one chunk's Redis side (jobs: open, throttle
- *                              slices, flushes, end; up: the chunk hooks to
- *                              wk_lifecycle)
- *            -> wk_sender      HTTP engine: pushes in, outcomes, retries
- *                              (up: the done callback to wk_lifecycle)
- *                -> wk_chan        a channel's queues, caps, tokens (grants
- *                                  as jobs), slow-down (key read and written
- *                                  as jobs)
- *                -> wk_sender_uv   curl multi on the libuv loop
- *                -> wk_xfer        one request: build, classify
- *                -> wk_retry       backoff, AIMD cap, delay heap
- *            -> wk_reporter    MySQL writer thread (events in, nothing back)
- *            -> wk_offsets     per-partition contiguous completion
- *            -> wk_task        task cache, templates, rendering
- *        -> wk_metrics     Prometheus families, /metrics, /readyz
- *   wk_redis (the Redis thread: jobs in, their DONE back on the loop) is
- *   used by wk_chunk, wk_control, wk_chan and wk_lifecycle (the prune), and
- *   created and closed by wk_worker; wk_clock is a leaf every module may
- *   read.
+ * Layers (checked by scripts/check-graph):
+ *   wk_offsets wk_inbox wk_metrics wk_redis wk_task wk_event
+ *   send/: the send wing (worker/send/wk_sender.h), which may call the line above
+ *   wk_deliveries wk_chunkrows wk_chunk wk_prune
+ *   wk_reporter wk_chunk_acks wk_control
+ *   wk_chunk_open wk_chunk_check wk_chunk_end
+ *   wk_lifecycle
+ *   wk_lifecycle_stall
+ *   wk_lifecycle_end
+ *   wk_lifecycle_push
+ *   wk_lifecycle_open
+ *   wk_lifecycle_timers
+ *   wk_worker
+ *
+ * What each owns:
+ *   wk_worker       Kafka consumer, inbox, pause/resume, revoke drain, the
+ *                   loop's handles and timers, shutdown
+ *   wk_lifecycle*   a chunk from intake to offset store; the chunk's state
+ *                   (wk_chunk_state) changes only in wk_lifecycle.c
+ *   wk_chunk*       one chunk and its Redis jobs (open, throttle slices,
+ *                   acknowledgements, end), which report and decide nothing
+ *   wk_control      control-key reads and lease renewals (batched jobs)
+ *   wk_reporter     the MySQL writer thread: ring, counters, task failures;
+ *                   push_delivery rows are wk_deliveries', push_chunk rows
+ *                   wk_chunkrows'
+ *   wk_prune        a dead address out of both stores
+ *   wk_redis        the Redis thread (jobs in, DONE back on the loop)
+ *   wk_task         task cache, templates, rendering
+ *   wk_offsets, wk_inbox, wk_metrics, wk_event: leaves
+ * The send wing, worker/send/ (its own layers in send/wk_sender.h), sits
+ * between the first two layers: it uses wk_task, wk_redis and wk_metrics,
+ * and wk_chunk and wk_prune (wk_push.h) and the lifecycle and the worker
+ * (wk_sender.h) use it.
  *
  * Threads and lock order (the one place they are written down):
  *   loop      the libuv loop (wk_worker_run): the Kafka consumer and its
@@ -85,8 +94,9 @@
  *             rule) and writes only the job; the loop moves results into
  *             the chunk in DONE.  A chunk stays allocated while a job points
  *             at it (wk_chunk.jobs).
- *   reporter  wk_reporter: its own MySQL connection; events in through its
- *             ring, nothing back.
+ *   reporter  wk_reporter (and the writers it calls, wk_deliveries and
+ *             wk_chunkrows): its own MySQL connection; events in through
+ *             its ring, nothing back.
  *   httpd     libmicrohttpd's threads for /metrics, /healthz, /readyz: read
  *             the metric registry and wk_metrics' atomics only.
  *   librdkafka's own threads, reached only through its API.

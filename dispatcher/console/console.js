@@ -1,8 +1,11 @@
 /* herald console (docs/console.md): plain JavaScript, no framework, no build
  * step.  Pages are views of index.html chosen by the URL's hash (#/,
- * #/task/ID, #/new).  Every data call goes to this dispatcher's /v1 API
- * with the token the operator typed in, kept in sessionStorage (this tab
- * only).  Data is put into the page with textContent, never as HTML. */
+ * #/task/ID, #/new, #/audit).  Every data call goes to this dispatcher's
+ * /v1 API with the token the operator typed in, kept in sessionStorage
+ * (this tab only), and says X-Herald-Client: console (the audit log's
+ * "via").  GET /v1/me tells which routes the token's role may call: a
+ * control whose route is not among them is not shown.  Data is put into
+ * the page with textContent, never as HTML. */
 'use strict';
 
 (function () {
@@ -19,8 +22,12 @@
   const OUTCOMES = ['sent', 'failed', 'throttled', 'pulled', 'cancelled', 'unregistered',
     'expired', 'unaccounted'];
 
+  const AUDIT_PAGE = 50;
+
   const $ = (id) => document.getElementById(id);
-  const views = ['view-login', 'view-list', 'view-task', 'view-new'];
+  const views = ['view-login', 'view-list', 'view-task', 'view-new', 'view-audit'];
+  /* The caller (GET /v1/me): name, role and the routes it may call. */
+  let me = null;
   /* Each route change bumps the generation: a timer or an answer of an
    * older page sees it and stops, so no page updates another's view. */
   let generation = 0;
@@ -39,7 +46,7 @@
   }
 
   async function api(method, path, body) {
-    const headers = {};
+    const headers = { 'X-Herald-Client': 'console' };
     const t = token();
     if (t) headers.Authorization = 'Bearer ' + t;
     // Every POST says JSON, a body or not: the dispatcher answers 415 to
@@ -66,6 +73,7 @@
         : { code: 'http_' + res.status, message: text.slice(0, 300) };
       if (res.status === 401) {
         sessionStorage.removeItem(TOKEN_KEY);
+        me = null;
         setTimeout(route, 0);
       }
       throw new ApiError(res.status, err.code, err.message);
@@ -132,9 +140,22 @@
     tick();
   }
 
+  /* Whether the caller may call ROUTE ("POST /v1/tasks/{id}/pause"). */
+  function can(route) {
+    return me !== null && me.routes.includes(route);
+  }
+
+  /* Shows each element marked data-route only to a caller who may call
+   * that route. */
+  function applyRole() {
+    for (const e of document.querySelectorAll('[data-route]')) e.hidden = !can(e.dataset.route);
+    $('whoami').textContent = me === null ? '' : me.name + ' (' + me.role + ')';
+  }
+
   function show(view) {
     for (const v of views) $(v).hidden = v !== view;
     $('logout').hidden = token() === null;
+    applyRole();
   }
 
   function doneOf(c) {
@@ -154,7 +175,7 @@
     sessionStorage.setItem(TOKEN_KEY, $('login-token').value);
     $('login-token').value = '';
     try {
-      await api('GET', '/v1/tasks?limit=1');
+      me = await api('GET', '/v1/me');
       clearError();
       route();
     } catch (e) {
@@ -165,6 +186,7 @@
 
   $('logout').addEventListener('click', () => {
     sessionStorage.removeItem(TOKEN_KEY);
+    me = null;
     location.hash = '#/';
     route();
   });
@@ -346,7 +368,8 @@
     $('btn-resume').disabled = finished || (t.state !== 'paused' && t.control !== 'pause');
     $('btn-cancel').disabled = finished;
     if (finished) $('btn-cancel-confirm').hidden = true;
-    $('subs-section').hidden = t.state !== 'scheduled';
+    $('subs-section').hidden = t.state !== 'scheduled' ||
+      !can('POST /v1/tasks/{id}/subscribers');
     renderDetails(t);
     /* A finish_by task's plan (progress.plan) is drawn against done. */
     const planned = p.plan ? p.plan.planned_done_now : null;
@@ -639,9 +662,61 @@
     }
   });
 
+  /* ---- audit log ----------------------------------------------------------------- */
+
+  /* The filter and page come from the hash (#/audit?task=&actor=&action=&before=). */
+  function showAudit() {
+    show('view-audit');
+    const p = listParams();
+    for (const k of ['task', 'actor', 'action']) $('a-' + k).value = p.get(k) || '';
+    $('audit-newest').disabled = !p.get('before');
+    const gen = generation;
+    const q = new URLSearchParams({ limit: String(AUDIT_PAGE) });
+    for (const k of ['task', 'actor', 'action', 'before']) if (p.get(k)) q.set(k, p.get(k));
+    api('GET', '/v1/audit?' + q.toString()).then((j) => {
+      if (gen !== generation) return;
+      const rows = j.audit.map((a) => {
+        const tr = row([el('td', a.id, 'num'), el('td', a.at), el('td', a.actor),
+          el('td', a.role === null ? '–' : a.role), el('td', a.via), el('td', a.peer),
+          el('td', a.action), el('td', a.task_id === null ? '–' : a.task_id, 'num'),
+          el('td', a.target === null ? '–' : a.target),
+          el('td', a.before === null ? '–' : JSON.stringify(a.before), 'json'),
+          el('td', a.after === null ? '–' : JSON.stringify(a.after), 'json')]);
+        tr.dataset.audit = a.id;
+        return tr;
+      });
+      $('audit-table').tBodies[0].replaceChildren(...rows);
+      $('audit-status').textContent = rows.length === 0 ? 'No change matches.'
+        : rows.length + ' change(s) shown' + (j.next === null ? '; no older ones.' : '.');
+      const older = $('audit-older');
+      older.disabled = j.next === null;
+      older.dataset.next = older.disabled ? '' : String(j.next);
+      clearError();
+    }).catch(showError);
+  }
+
+  $('audit-filter').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const p = new URLSearchParams();
+    for (const k of ['task', 'actor', 'action']) if ($('a-' + k).value) p.set(k, $('a-' + k).value);
+    location.hash = '#/audit?' + p.toString();
+  });
+
+  $('audit-older').addEventListener('click', () => {
+    const p = listParams();
+    p.set('before', $('audit-older').dataset.next);
+    location.hash = '#/audit?' + p.toString();
+  });
+
+  $('audit-newest').addEventListener('click', () => {
+    const p = listParams();
+    p.delete('before');
+    location.hash = '#/audit?' + p.toString();
+  });
+
   /* ---- router -------------------------------------------------------------------- */
 
-  function route() {
+  async function route() {
     generation++;
     for (const t of timers) clearTimeout(t);
     timers = [];
@@ -650,9 +725,20 @@
       showLogin();
       return;
     }
+    if (me === null) {
+      const gen = generation;
+      try {
+        me = await api('GET', '/v1/me');
+      } catch (e) {
+        showError(e);
+        return;
+      }
+      if (gen !== generation) return;
+    }
     const id = shownTaskId();
     if (id !== null) showTask(id);
     else if (h === '#/new') showNew();
+    else if (h === '#/audit' || h.startsWith('#/audit?')) showAudit();
     else showList();
   }
 

@@ -49,6 +49,24 @@ def q(s):
     return json.dumps(s)
 
 
+def job_wait(get, answer, timeout_s=100):
+    """Follows the job of a 202 ANSWER (POST /v1/tasks/{id}/recover) with
+    GET (a function of a path returning (status, JSON)) until it ended:
+    (its last record, the phases seen); ({}, phases) when it did not end in
+    TIMEOUT_S."""
+    phases = []
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        status, j = get("/v1/jobs/%d" % answer["job"])
+        if status == 200:
+            if j.get("phase") not in phases:
+                phases.append(j.get("phase"))
+            if j.get("state") not in ("queued", "running"):
+                return j, phases
+        time.sleep(0.1)
+    return {}, phases
+
+
 def require_seams(dispatcher):
     """Exits 77 (skipped, said loudly) unless DISPATCHER carries the test
     seams (HERALD_TEST_TASK_TOPIC): built with -Dtest_seams=true."""
@@ -85,7 +103,7 @@ class Env:
         # config() gives each dispatcher port (env.dsp_port when it runs)
         # one, and wait_ready() and metrics() look it up (probe()).
         self.probe_ports = {}
-        self.token = "tok-%s-%d" % (name, random.randrange(1 << 30))
+        self.token = "tok-%s-%032x" % (name, random.getrandbits(128))
 
     # ---- backends -----------------------------------------------------------
 

@@ -21,7 +21,12 @@ herald-sinks (a fast one, a slow one (--latency-ms) and one answering 400 to
   5. a task whose pushes partly fail (created first, so that it runs while
      the form is filled in): its page lists the dead letters with
      their reasons, Redrive sends them again (the API's answer and the page
-     agree), and the task ends done again with the same failed count.
+     agree), and the task ends done again with the same failed count;
+  6. roles (issue 31): logged in with a viewer's API token the page shows
+     no control the role cannot use (no Pause, Resume, Cancel, Redrive,
+     upload, New task, Audit log) and names the caller; back as the admin,
+     the Audit log page lists the pause and resume of step 4 as made from
+     the console, as GET /v1/audit does.
 
 Screenshots go to OUTDIR.  usage: test_console.py HERALD_DISPATCHER HERALD_WORKER
 HERALD_SINK OUTDIR (exit 77 without HERALD_TEST_CONFIG, or when chromium is not
@@ -295,6 +300,60 @@ class Run:
         check(env.task(tid, "state, sent") == ["done", str(N_RATE)],
               "MySQL: done, %d sent (%s)" % (N_RATE, env.task(tid, "state, sent")))
         check(set(uids) <= sink_uids(record, uids), "every uid delivered")
+        return tid
+
+    # ---- 6. roles and the audit log -----------------------------------------------------
+
+    async def log_in_as(self, token):
+        b = self.b
+        if not await b.eval("document.getElementById('logout').hidden"):
+            await b.click("#logout")
+        check(await self.visible("view-login"), "logged out: the login form")
+        await b.eval("document.getElementById('login-token').focus()")
+        await b.type_text(token)
+        await b.key("Enter", "Enter", 13)
+        return await self.visible("view-list")
+
+    async def viewer(self, tid):
+        env, b = self.env, self.b
+        name = "console-viewer-" + env.tag
+        status, t = env.http("POST", "/v1/tokens", {"name": name, "role": "viewer",
+                                                     "expires_in": 600})
+        if not check(status == 201, "a viewer's token made (%s)" % status):
+            return
+        check(await self.log_in_as(t["token"]), "a viewer logs in")
+        await b.goto(self.base + "#/task/%d" % tid)
+        check(await self.task_state("done", 10), "the viewer sees the task page")
+        hidden = await b.eval("['btn-pause', 'btn-resume', 'btn-cancel', 'dl-redrive', "
+                              "'subs-section'].map(i => document.getElementById(i).hidden)")
+        nav = await b.eval("['a[href=\"#/new\"]', 'a[href=\"#/audit\"]']"
+                           ".map(q => document.querySelector(q).hidden)")
+        who = await b.text("#whoami")
+        check(hidden == [True] * 5 and nav == [True, True] and who == "token:%s (viewer)" % name,
+              "a viewer sees no control it cannot use (%s %s %r)" % (hidden, nav, who))
+        await self.shot("viewer")
+        check(await self.log_in_as(env.token), "the admin logs in again")
+        await b.goto(self.base + "#/task/%d" % tid)
+        check(await self.task_state("done", 10), "the admin sees the task page")
+        shown = await b.eval("['btn-pause', 'btn-resume', 'btn-cancel', 'dl-redrive']"
+                             ".map(i => !document.getElementById(i).hidden)")
+        check(shown == [True] * 4, "the admin sees every control (%s)" % shown)
+
+    async def audit_page(self, tid):
+        env, b = self.env, self.b
+        await b.goto(self.base + "#/audit?task=%d" % tid)
+        rows = await b.wait("(r => r.length && Array.from(r, x => Array.from(x.cells, "
+                            "c => c.textContent)))(document.querySelectorAll("
+                            "'#audit-table tbody tr'))", 10)
+        status, j = env.http("GET", "/v1/audit?task=%d&limit=50" % tid)
+        api = [(str(a["id"]), a["via"], a["action"]) for a in j.get("audit", [])]
+        page = [(r[0], r[4], r[6]) for r in rows or []]
+        check(page == api and ("console" in {p[1] for p in page})
+              and {"POST /v1/tasks/{id}/pause", "POST /v1/tasks/{id}/resume"}
+              <= {p[2] for p in page},
+              "the Audit log page lists the task's rows as the API does, the pause and "
+              "resume from the console (%s)" % page)
+        await self.shot("audit", full=True)
 
     # ---- 5. dead letters and redrive ------------------------------------------------
 
@@ -374,9 +433,12 @@ async def browse(env, out):
         await run.login()
         await run.shot("login-list")
         await run.create_and_upload(env.record)
-        await run.pause_resume()
+        paused = await run.pause_resume()
         if dl_task is not None:
             await run.dead_letters(dl_task)
+        if paused is not None:
+            await run.viewer(paused)
+            await run.audit_page(paused)
         await b.goto(run.base + "#/?q=" + env.tag)
         n = await b.wait("(n => n === 3 && n)(document.querySelectorAll("
                          "'#list-table tbody tr[data-state=done]').length)", 15)

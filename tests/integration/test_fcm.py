@@ -133,8 +133,9 @@ def main():
         check(len(standin.events("send_quota")) == 2, "two sends answered 429")
         check("channel_slowdown" in env.log(wk), "the worker slowed the channel down")
 
-        check(metric(env.metrics(env.wk_port), "herald_addresses_pruned_total") == len(dead),
-              "metrics: %d addresses pruned" % len(dead))
+        check(metric(env.metrics(env.wk_port), "herald_addresses_pruned_total",
+                     '{channel="fcm"}') == len(dead),
+              "metrics: %d addresses pruned on the channel" % len(dead))
 
         # Bad credentials: a clear error, nothing pushed, nothing lost.
         wait_until(lambda: "invalid_grant" in env.log(wk), 20)

@@ -1,5 +1,6 @@
-/* Unit tests of wk_metrics: the families render, and librdkafka statistics
- * become the consumer-lag gauge and the Kafka health flag. */
+/* Unit tests of wk_metrics: the families render (the per-channel ones with
+ * their channel), and librdkafka statistics become the consumer-lag gauge
+ * and the Kafka health flag. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -89,11 +90,42 @@ static void test_children_render(void **state)
     wk_metrics_free(m);
 }
 
+/* Issue 27: herald_addresses_pruned_total carries its channel, as
+ * docs/providers.md says (it had no label). */
+static void test_pruned_by_channel(void **state)
+{
+    hr_config cfg;
+    hr_channel ch[2];
+    char errstr[256];
+    wk_metrics *m;
+    hr_buf out;
+
+    (void)state;
+    memset(&cfg, 0, sizeof cfg);
+    memset(ch, 0, sizeof ch);
+    ch[0].name = "fcm";
+    ch[1].name = "apns";
+    cfg.channels = ch;
+    cfg.nchannels = 2;
+    m = wk_metrics_new(&cfg, errstr, sizeof errstr);
+    assert_non_null(m);
+    hr_buf_init(&out, 1 << 20);
+    hr_metrics_add(m->chans[0].pruned, 2);
+    assert_int_equal(hr_metrics_render(m->reg, &out), 0);
+    assert_int_equal(hr_buf_append(&out, "", 1), 0);
+    assert_non_null(strstr(out.data, "\nherald_addresses_pruned_total{channel=\"fcm\"} 2\n"));
+    assert_non_null(strstr(out.data, "\nherald_addresses_pruned_total{channel=\"apns\"} 0\n"));
+    assert_null(strstr(out.data, "\nherald_addresses_pruned_total "));
+    hr_buf_free(&out);
+    wk_metrics_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_kafka_stats),
         cmocka_unit_test(test_children_render),
+        cmocka_unit_test(test_pruned_by_channel),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

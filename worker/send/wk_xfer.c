@@ -1,0 +1,524 @@
+/* wk_xfer: one HTTP request of a push (see wk_xfer.h). */
+#include "wk_xfer.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <openssl/crypto.h>
+
+#include <openssl/sha.h>
+
+#include "hr_addr.h"
+#include "wk_apns.h"
+#include "hr_clock.h"
+#include "wk_fcm.h"
+#include "wk_smtp.h"
+
+#define WK_XFER_BODY_MAX (256 * 1024)
+/* A string literal and its length, for wk_xfer_header_add. */
+#define WK_XFER_LIT(s) s, sizeof s - 1
+/* Header lines a request adds to its channel's: an APNs request's, or a
+ * webhook's Idempotency-Key and three signature headers, and "Expect:". */
+#define WK_XFER_OWN_HEADERS (WK_APNS_MAX_HEADERS + 6)
+/* A Retry-After beyond this is read as this, before the channel's own
+ * bound (retry.max_backoff_ms) applies. */
+#define WK_XFER_RETRY_AFTER_MAX_S 3600
+
+/* A webhook's response body is not read; a provider's is kept up to
+ * WK_PROVIDER_BODY_MAX (what the provider modules parse), the rest
+ * dropped. */
+static size_t wk_xfer_write(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+    wk_xfer *x = userdata;
+    size_t n = size * nmemb, room = x->resp.max - x->resp.len;
+
+    if (x->keep_resp && room > 0)
+        hr_buf_append(&x->resp, ptr, n < room ? n : room);
+    return n;
+}
+
+/* smtp: the message to upload, from BODY. */
+static size_t wk_xfer_read(char *buf, size_t size, size_t nitems, void *userdata)
+{
+    wk_xfer *x = userdata;
+    size_t left = x->req.body.len - x->upload_off, n = size * nitems;
+
+    if (n > left)
+        n = left;
+    memcpy(buf, x->req.body.data + x->upload_off, n);
+    x->upload_off += n;
+    return n;
+}
+
+/* smtp: keeps the server's last refusal ("550 5.1.1 <a@b>: ...", a 4xx
+ * or 5xx reply line) in RESP for wk_smtp_classify: libcurl reports the
+ * code alone, and a QUIT's "221" may follow the refusal. */
+static int wk_xfer_debug(CURL *e, curl_infotype type, char *data, size_t size, void *userdata)
+{
+    wk_xfer *x = userdata;
+
+    (void)e;
+    if (type != CURLINFO_HEADER_IN || size == 0 || (data[0] != '4' && data[0] != '5'))
+        return 0;
+    while (size > 0 && (data[size - 1] == '\n' || data[size - 1] == '\r'))
+        size--;
+    hr_buf_reset(&x->resp);
+    hr_buf_append(&x->resp, data, size < x->resp.max ? size : x->resp.max);
+    return 0;
+}
+
+/* The easy options of an smtp channel's handle. */
+static void wk_xfer_smtp_setup(wk_xfer *x, const hr_channel *ch)
+{
+    CURL *e = x->easy;
+
+    curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(e, CURLOPT_READFUNCTION, wk_xfer_read);
+    curl_easy_setopt(e, CURLOPT_READDATA, x);
+    curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
+    curl_easy_setopt(e, CURLOPT_DEBUGFUNCTION, wk_xfer_debug);
+    curl_easy_setopt(e, CURLOPT_DEBUGDATA, x);
+    /* smtps:// is TLS from the start; on smtp:// STARTTLS is required
+     * unless the channel allows a relay without it. */
+    curl_easy_setopt(e, CURLOPT_USE_SSL,
+                     ch->smtp.require_starttls ? (long)CURLUSESSL_ALL : (long)CURLUSESSL_TRY);
+    curl_easy_setopt(e, CURLOPT_URL, ch->url);
+    if (ch->smtp.username != NULL) {
+        curl_easy_setopt(e, CURLOPT_USERNAME, ch->smtp.username);
+        curl_easy_setopt(e, CURLOPT_PASSWORD, ch->smtp.password ? ch->smtp.password : "");
+    }
+}
+
+static size_t wk_xfer_header(char *buf, size_t size, size_t nitems, void *userdata)
+{
+    wk_xfer *x = userdata;
+    size_t n = size * nitems;
+    static const char name[] = "retry-after:";
+
+    if (n > sizeof name - 1 && strncasecmp(buf, name, sizeof name - 1) == 0) {
+        char tmp[64];
+        size_t len = n - (sizeof name - 1);
+        char *end;
+        long v;
+
+        if (len >= sizeof tmp)
+            len = sizeof tmp - 1;
+        memcpy(tmp, buf + sizeof name - 1, len);
+        tmp[len] = '\0';
+        errno = 0;
+        v = strtol(tmp, &end, 10);
+        /* Delta seconds, or an HTTP-date (curl_getdate reads RFC 1123 and
+         * its older forms): what is left until then.  Clamped here, so no
+         * overflow later. */
+        if (end == tmp) {
+            time_t at = curl_getdate(tmp, NULL);
+
+            v = at > 0 ? (long)(at - time(NULL)) : 0;
+        }
+        if (v < 0)
+            v = 0;
+        else if (errno == ERANGE || v > WK_XFER_RETRY_AFTER_MAX_S)
+            v = WK_XFER_RETRY_AFTER_MAX_S;
+        x->retry_after_s = v;
+    }
+    return n;
+}
+
+wk_xfer *wk_xfer_new(const hr_channel *ch)
+{
+    wk_xfer *x = calloc(1, sizeof *x);
+    CURL *e;
+
+    if (x == NULL)
+        return NULL;
+    e = x->easy = curl_easy_init();
+    if (e == NULL) {
+        free(x);
+        return NULL;
+    }
+    wk_task_out_init(&x->req);
+    hr_buf_init(&x->resp, WK_PROVIDER_BODY_MAX);
+    x->hcap = ch->nheaders + WK_XFER_OWN_HEADERS;
+    x->hnodes = calloc(x->hcap, sizeof *x->hnodes);
+    if (x->hnodes == NULL) {
+        wk_xfer_free(x);
+        return NULL;
+    }
+    for (size_t i = 0; i < WK_TASK__MAIL; i++)
+        hr_buf_init(&x->mail[i], WK_XFER_BODY_MAX);
+    x->keep_resp = ch->type == HR_CHANNEL_FCM || ch->type == HR_CHANNEL_APNS;
+    /* hr_config checked every secret: a failure here is not expected, and
+     * a handle that cannot sign is not made. */
+    for (size_t i = 0; i < ch->nsigning_secrets; i++) {
+        char errstr[128];
+        if (hr_sign_secret_parse(ch->signing_secrets[i], &x->secrets[i], errstr, sizeof errstr) <
+            0) {
+            wk_xfer_free(x);
+            return NULL;
+        }
+        x->nsecrets++;
+    }
+    curl_easy_setopt(e, CURLOPT_PRIVATE, x);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)ch->timeout_ms);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, wk_xfer_write);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, wk_xfer_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
+    curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+    if (ch->type == HR_CHANNEL_SMTP)
+        wk_xfer_smtp_setup(x, ch);
+    /* APNs is HTTP/2 only: requests multiplexed as streams (PIPEWAIT: on
+     * a connection already open rather than a new one, within the
+     * server's SETTINGS_MAX_CONCURRENT_STREAMS, which curl honours). */
+    if (ch->http2 || ch->type == HR_CHANNEL_APNS) {
+        bool tls = ch->url == NULL || strncasecmp(ch->url, "https:", 6) == 0;
+
+        curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
+                         tls ? (long)CURL_HTTP_VERSION_2TLS
+                             : (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+        curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+    }
+    if (ch->type == HR_CHANNEL_SMTP) {
+        /* no HTTP method */
+    } else if (strcasecmp(ch->method, "GET") == 0) {
+        curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
+    } else {
+        curl_easy_setopt(e, CURLOPT_POST, 1L);
+        if (strcasecmp(ch->method, "POST") != 0)
+            curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, ch->method);
+    }
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, ch->tls_verify ? 1L : 0L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, ch->tls_verify ? 2L : 0L);
+    if (ch->ca_file != NULL)
+        curl_easy_setopt(e, CURLOPT_CAINFO, ch->ca_file);
+    return x;
+}
+
+void wk_xfer_free(wk_xfer *x)
+{
+    if (x == NULL)
+        return;
+    curl_easy_cleanup(x->easy);
+    free(x->hnodes);
+    wk_task_out_free(&x->req);
+    hr_buf_free(&x->resp);
+    for (size_t i = 0; i < WK_TASK__MAIL; i++)
+        hr_buf_free(&x->mail[i]);
+    curl_slist_free_all(x->rcpt);
+    OPENSSL_cleanse(x->secrets, sizeof x->secrets);
+    free(x);
+}
+
+/* Appends the header line A B (B may be NULL when BLEN is 0) to X's request.  0, or -1
+ * with ERRSTR past the buffer's cap or the list's size. */
+static int wk_xfer_header_add(wk_xfer *x, const char *a, size_t alen, const char *b, size_t blen,
+                              char *errstr, size_t errlen)
+{
+    hr_buf *h = &x->req.headers;
+    size_t before = h->len;
+
+    if (x->req.nheaders == x->hcap || hr_buf_append(h, a, alen) != 0 ||
+        (blen > 0 && hr_buf_append(h, b, blen) != 0) || hr_buf_append(h, "", 1) != 0) {
+        h->len = before;
+        snprintf(errstr, errlen, "request headers exceed their size cap");
+        return -1;
+    }
+    x->req.nheaders++;
+    return 0;
+}
+
+/* The Idempotency-Key and, with secrets, the Standard Webhooks headers
+ * over the rendered body (see wk_xfer.h). */
+static int wk_xfer_sign(wk_xfer *x, const wk_task *task, const char *uid, char *errstr,
+                        size_t errlen)
+{
+    static const char prefix[] = "herald-";
+    hr_buf *h = &x->req.headers;
+    char id[96];
+    size_t n = sizeof prefix - 1, ulen = strnlen(uid, 64), before;
+    int64_t now_s = hr_clock_now_ms() / 1000;
+
+    /* "herald-<task>-<uid>": the id is at most 20 digits, the uid is cut
+     * at 64 bytes. */
+    memcpy(id, prefix, n);
+    memcpy(id + n, task->id_text, task->id_len);
+    n += task->id_len;
+    id[n++] = '-';
+    memcpy(id + n, uid, ulen);
+    n += ulen;
+    id[n] = '\0';
+    if (wk_xfer_header_add(x, WK_XFER_LIT("Idempotency-Key: "), id, n, errstr, errlen) < 0)
+        return -1;
+    if (x->nsecrets == 0)
+        return 0;
+    if (wk_xfer_header_add(x, WK_XFER_LIT("webhook-id: "), id, n, errstr, errlen) < 0)
+        return -1;
+    before = h->len;
+    if (x->req.nheaders + 2 > x->hcap ||
+        hr_buf_append(h, WK_XFER_LIT("webhook-timestamp: ")) != 0 ||
+        hr_buf_append_i64(h, now_s) != 0 || hr_buf_append(h, "", 1) != 0 ||
+        hr_buf_append(h, WK_XFER_LIT("webhook-signature: ")) != 0 ||
+        hr_sign_append(x->secrets, x->nsecrets, id, now_s, x->req.body.data ? x->req.body.data : "",
+                       x->req.body.len, h, errstr, errlen) < 0 ||
+        hr_buf_append(h, "", 1) != 0) {
+        h->len = before;
+        if (errstr[0] == '\0')
+            snprintf(errstr, errlen, "webhook signature: over the buffer's cap");
+        return -1;
+    }
+    x->req.nheaders += 2;
+    return 0;
+}
+
+/* Hands X's URL, body (unless GET) and header lines (plus an empty
+ * "Expect:") to curl and resets what a response fills in.  0, or -1 with
+ * ERRSTR. */
+static int wk_xfer_arm(wk_xfer *x, bool get, char *errstr, size_t errlen)
+{
+    char *line;
+
+    /* curl would add "Expect: 100-continue" to larger POSTs: a wasted
+     * round trip per push. */
+    if (wk_xfer_header_add(x, WK_XFER_LIT("Expect:"), NULL, 0, errstr, errlen) < 0)
+        return -1;
+    /* The lines are final: the nodes may point into the buffer now. */
+    line = x->req.headers.data;
+    for (size_t i = 0; i < x->req.nheaders; i++) {
+        x->hnodes[i].data = line;
+        x->hnodes[i].next = i + 1 < x->req.nheaders ? &x->hnodes[i + 1] : NULL;
+        line += strlen(line) + 1;
+    }
+    curl_easy_setopt(x->easy, CURLOPT_URL, x->req.url.data);
+    curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, x->hnodes);
+    if (!get) {
+        curl_easy_setopt(x->easy, CURLOPT_POSTFIELDSIZE, (long)x->req.body.len);
+        curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, x->req.body.data ? x->req.body.data : "");
+    }
+    hr_buf_reset(&x->resp);
+    x->errbuf[0] = '\0';
+    x->retry_after_s = -1;
+    x->start_ms = hr_clock_now_ms();
+    return 0;
+}
+
+int wk_xfer_prepare(wk_xfer *x, const hr_channel *ch, const wk_task *task, const char *uid,
+                    const redisReply *user, size_t *stripped, char *errstr, size_t errlen)
+{
+    errstr[0] = '\0';
+    if (wk_task_render(task, uid, user, &x->req, errstr, errlen) != 0)
+        return -1;
+    *stripped = x->req.stripped;
+    if (wk_xfer_sign(x, task, uid, errstr, errlen) < 0)
+        return -1;
+    return wk_xfer_arm(x, strcasecmp(ch->method, "GET") == 0, errstr, errlen);
+}
+
+/* URL into X's URL buffer, NUL-terminated; -1 with ERRSTR past its cap. */
+static int wk_xfer_set_url(wk_xfer *x, const char *url, char *errstr, size_t errlen)
+{
+    hr_buf_reset(&x->req.url);
+    hr_buf_reset(&x->req.headers);
+    x->req.nheaders = 0;
+    if (hr_buf_append(&x->req.url, url, strlen(url)) != 0) {
+        snprintf(errstr, errlen, "URL exceeds its size cap");
+        return -1;
+    }
+    return 0;
+}
+
+int wk_xfer_prepare_fcm(wk_xfer *x, const char *url, const char *bearer, const wk_task *task,
+                        const char *uid, const redisReply *user, const char *device_token,
+                        char *errstr, size_t errlen)
+{
+    wk_fcm_message m = {.token = device_token,
+                        .payload = task->payload,
+                        .ttl_s = (int)task->row->ttl_s,
+                        .collapse_key = task->row->collapse_key,
+                        .high_priority = task->row->priority == HR_PRIORITY_HIGH,
+                        .now_s = hr_clock_now_ms() / 1000};
+
+    if (wk_xfer_set_url(x, url, errstr, errlen) != 0 ||
+        wk_task_render_texts(task, uid, user, &x->req.title, &x->req.text, errstr, errlen) != 0)
+        return -1;
+    m.title = x->req.title.data ? x->req.title.data : "";
+    m.body = x->req.text.data ? x->req.text.data : "";
+    hr_buf_reset(&x->req.body);
+    if (wk_fcm_message_build(&m, &x->req.body, errstr, errlen) != 0 ||
+        wk_xfer_header_add(x, WK_XFER_LIT("Authorization: Bearer "), bearer, strlen(bearer), errstr,
+                           errlen) < 0 ||
+        wk_xfer_header_add(x, WK_XFER_LIT("Content-Type: application/json"), NULL, 0, errstr,
+                           errlen) < 0)
+        return -1;
+    return wk_xfer_arm(x, false, errstr, errlen);
+}
+
+/* The apns-id of (TASK, UID, DEVICE): SHA-256 of them as a version 8
+ * UUID (RFC 9562: custom), so a re-sent push repeats it. */
+static void wk_xfer_apns_id(int64_t task, const char *uid, const char *device, char out[37])
+{
+    unsigned char d[SHA256_DIGEST_LENGTH];
+    char text[512];
+    int n = snprintf(text, sizeof text, "%" PRId64 ".%s.%s", task, uid, device);
+
+    SHA256((const unsigned char *)text, (size_t)(n < (int)sizeof text ? n : (int)sizeof text - 1),
+           d);
+    d[6] = (unsigned char)((d[6] & 0x0f) | 0x80); /* version 8 */
+    d[8] = (unsigned char)((d[8] & 0x3f) | 0x80); /* variant 10 */
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", d[0],
+             d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13],
+             d[14], d[15]);
+}
+
+int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *ch, const char *base_url,
+                         const char *provider_token, const wk_task *task, const char *uid,
+                         const redisReply *user, const char *device_token, char *errstr,
+                         size_t errlen)
+{
+    wk_apns_request req;
+    char apns_id[37];
+    wk_apns_message m = {
+        .device_token = device_token,
+        .topic = ch->apns.topic,
+        .push_type = ch->apns.push_type == HR_APNS_BACKGROUND ? WK_APNS_BACKGROUND : WK_APNS_ALERT,
+        .payload = task->payload,
+        .ttl_s = (int)task->row->ttl_s,
+        .collapse_id = task->row->collapse_key,
+        .apns_id = apns_id,
+        .high_priority = ch->apns.high_priority && task->row->priority == HR_PRIORITY_HIGH,
+        .now_s = hr_clock_now_ms() / 1000};
+
+    wk_xfer_apns_id(task->row->id, uid, device_token, apns_id);
+    if (wk_task_render_texts(task, uid, user, &x->req.title, &x->req.text, errstr, errlen) != 0)
+        return -1;
+    m.title = x->req.title.data ? x->req.title.data : "";
+    m.body = x->req.text.data ? x->req.text.data : "";
+    hr_buf_reset(&x->req.body);
+    if (wk_apns_request_build(&m, provider_token, &req, &x->req.body, errstr, errlen) != 0 ||
+        wk_xfer_set_url(x, base_url, errstr, errlen) != 0)
+        return -1;
+    if (hr_buf_append(&x->req.url, req.path, strlen(req.path)) != 0) {
+        snprintf(errstr, errlen, "URL exceeds its size cap");
+        return -1;
+    }
+    for (size_t i = 0; i < req.nheaders; i++)
+        if (wk_xfer_header_add(x, req.header[i], strlen(req.header[i]), NULL, 0, errstr, errlen) <
+            0)
+            return -1;
+    if (wk_xfer_header_add(x, WK_XFER_LIT("Content-Type: application/json"), NULL, 0, errstr,
+                           errlen) < 0)
+        return -1;
+    return wk_xfer_arm(x, false, errstr, errlen);
+}
+
+int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, const char *uid,
+                         const redisReply *user, const char *to, char *errstr, size_t errlen)
+{
+    unsigned char d[SHA256_DIGEST_LENGTH];
+    char id[128], rcpt[HR_ADDR_ADDRESS_MAX + 3];
+    const char *unsub;
+    struct curl_slist *list;
+    wk_smtp_mail m = {.from = ch->smtp.from,
+                      .from_name = ch->smtp.from_name,
+                      .to = to,
+                      .message_id = id,
+                      .now_s = hr_clock_now_ms() / 1000};
+
+    if (wk_task_render_mail(task, uid, user, x->mail, errstr, errlen) != 0)
+        return -1;
+    SHA256((const unsigned char *)to, strlen(to), d);
+    snprintf(id, sizeof id, "herald.%" PRId64 ".%.40s.%02x%02x%02x%02x%02x%02x", task->row->id, uid,
+             d[0], d[1], d[2], d[3], d[4], d[5]);
+    m.subject = x->mail[WK_TASK_SUBJECT].data ? x->mail[WK_TASK_SUBJECT].data : "";
+    m.text = x->mail[WK_TASK_TEXT].data;
+    m.html = x->mail[WK_TASK_HTML].data;
+    unsub = x->mail[WK_TASK_UNSUBSCRIBE].data;
+    if (unsub != NULL && strncasecmp(unsub, "mailto:", 7) == 0)
+        m.unsubscribe_mailto = unsub + 7;
+    else
+        m.unsubscribe_url = unsub;
+    hr_buf_reset(&x->req.body);
+    if (wk_smtp_message_build(&m, &x->req.body, errstr, errlen) != 0)
+        return -1;
+    snprintf(rcpt, sizeof rcpt, "<%s>", to);
+    list = curl_slist_append(NULL, rcpt);
+    if (list == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    curl_slist_free_all(x->rcpt);
+    x->rcpt = list;
+    snprintf(rcpt, sizeof rcpt, "<%s>", ch->smtp.from);
+    curl_easy_setopt(x->easy, CURLOPT_MAIL_FROM, rcpt);
+    curl_easy_setopt(x->easy, CURLOPT_MAIL_RCPT, x->rcpt);
+    curl_easy_setopt(x->easy, CURLOPT_INFILESIZE_LARGE, (curl_off_t)x->req.body.len);
+    x->upload_off = 0;
+    hr_buf_reset(&x->resp);
+    x->errbuf[0] = '\0';
+    x->retry_after_s = -1;
+    x->start_ms = hr_clock_now_ms();
+    return 0;
+}
+
+int wk_xfer_prepare_form(wk_xfer *x, const char *url, const hr_buf *body, char *errstr,
+                         size_t errlen)
+{
+    hr_buf_reset(&x->req.body);
+    if (wk_xfer_set_url(x, url, errstr, errlen) != 0)
+        return -1;
+    if (hr_buf_append(&x->req.body, body->data ? body->data : "", body->len) != 0) {
+        snprintf(errstr, errlen, "token request exceeds its size cap");
+        return -1;
+    }
+    if (wk_xfer_header_add(x, WK_XFER_LIT("Content-Type: application/x-www-form-urlencoded"), NULL,
+                           0, errstr, errlen) < 0)
+        return -1;
+    return wk_xfer_arm(x, false, errstr, errlen);
+}
+
+static bool wk_xfer_success(const hr_channel *ch, long code)
+{
+    for (size_t i = 0; i < ch->nsuccess; i++)
+        if (ch->success[i] == code)
+            return true;
+    return false;
+}
+
+void wk_xfer_verdict(const hr_channel *ch, const wk_xfer *x, CURLcode rc, long code,
+                     wk_provider_result *out)
+{
+    const char *body = x->resp.data ? x->resp.data : "";
+
+    /* An SMTP server's refusal fails the transfer with its reply code. */
+    if (rc != CURLE_OK && !(ch->type == HR_CHANNEL_SMTP && code != 0)) {
+        wk_provider_set(out, WK_VERDICT_RETRY, 0, NULL);
+        snprintf(out->reason, sizeof out->reason, "curl: %.120s",
+                 x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
+        return;
+    }
+    if (ch->type == HR_CHANNEL_FCM) {
+        wk_fcm_classify(code, body, x->resp.len, x->retry_after_s, out);
+        return;
+    }
+    if (ch->type == HR_CHANNEL_APNS) {
+        wk_apns_classify(code, body, x->resp.len, x->retry_after_s, out);
+        return;
+    }
+    if (ch->type == HR_CHANNEL_SMTP) {
+        wk_smtp_classify(code, body, out);
+        return;
+    }
+    if (wk_xfer_success(ch, code)) {
+        out->verdict = WK_VERDICT_DELIVERED;
+        out->retry_after_s = -1;
+    } else {
+        wk_provider_classify_http(code, x->retry_after_s, NULL, out);
+    }
+    wk_provider_reason(out, "http ", code, NULL);
+}

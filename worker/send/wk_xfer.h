@@ -1,0 +1,111 @@
+/* wk_xfer: one HTTP request of a push — a libcurl easy handle kept
+ * configured for its channel between requests (so the connection is
+ * reused), the request built from the push (URL, body and headers
+ * rendered by the task's templates into buffers capped at creation, plus
+ * an Idempotency-Key stable per task and recipient, "herald-<task>-<uid>",
+ * so a redelivered chunk can be deduplicated by the receiver; with the
+ * channel's signing_secrets, the same value is the Standard Webhooks
+ * webhook-id and webhook-timestamp / webhook-signature (hr_sign) sign the
+ * body as sent, a new timestamp on every attempt); for an fcm channel the
+ * messages:send request of one device token (wk_fcm) or the OAuth token
+ * request; for an smtp channel one mail over SMTP (STARTTLS or smtps,
+ * AUTH, the connection kept for the next mail); the Retry-After header
+ * and (provider channels) the first
+ * WK_PROVIDER_BODY_MAX bytes of the body read from the response, and the
+ * response classified into a wk_verdict for the sender (wk_sender), which
+ * acts on it.  The handles are the curl transport's (wk_curl): it pools
+ * them and runs them on its multi handles. */
+#ifndef WK_XFER_H
+#define WK_XFER_H
+
+#include <curl/curl.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hr_config.h"
+#include "hr_sign.h"
+#include "hr_buf.h"
+#include "wk_provider.h"
+#include "wk_task.h"
+
+struct wk_multi; /* wk_curl.h */
+struct wk_push;  /* wk_push.h */
+
+typedef struct wk_xfer {
+    CURL *easy;
+    struct wk_multi *mh; /* the multi handle it runs on (set by its transport, wk_curl) */
+    bool running;        /* on its multi handle (wk_curl) */
+    struct wk_push *p;   /* the push it carries (the sender's); NULL while idle */
+    /* The request: URL, body (an smtp channel's message), header lines
+     * (each NUL-terminated), the task's title and body rendered. */
+    wk_task_out req;
+    hr_buf resp; /* the response body (provider channels), capped */
+    bool keep_resp;
+    hr_buf mail[WK_TASK__MAIL]; /* smtp: the channel's templates rendered */
+    size_t upload_off;          /* smtp: how much of BODY (the message) curl has read */
+    struct curl_slist *rcpt;    /* smtp: the one RCPT TO */
+    hr_sign_secret secrets[HR_SIGN_MAX_SECRETS]; /* the channel's, parsed once */
+    size_t nsecrets;
+    /* The header list handed to curl: nodes over req.headers' lines, made
+     * once with the handle (curl only reads the list), so a request
+     * allocates no list. */
+    struct curl_slist *hnodes;
+    size_t hcap;
+    char errbuf[CURL_ERROR_SIZE];
+    long retry_after_s; /* -1 = header absent */
+    int64_t start_ms;
+} wk_xfer;
+
+/* A handle configured for channel CH; NULL when out of memory. */
+wk_xfer *wk_xfer_new(const hr_channel *ch);
+void wk_xfer_free(wk_xfer *x);
+
+/* Builds on X (not yet added to a multi handle) the request of TASK for
+ * UID with the recipient's USER hash (or NULL): *STRIPPED gets how many
+ * rendered headers were dropped as unsafe.  0, or -1 with ERRSTR when it
+ * cannot be rendered. */
+int wk_xfer_prepare(wk_xfer *x, const hr_channel *ch, const wk_task *task, const char *uid,
+                    const redisReply *user, size_t *stripped, char *errstr, size_t errlen);
+
+/* Builds on X the messages:send request to URL (wk_fcm_send_url) with
+ * the OAuth BEARER token for DEVICE_TOKEN: the message from TASK's title
+ * and body rendered for UID and its payload (wk_fcm_message_build).  0, or
+ * -1 with ERRSTR. */
+int wk_xfer_prepare_fcm(wk_xfer *x, const char *url, const char *bearer, const wk_task *task,
+                        const char *uid, const redisReply *user, const char *device_token,
+                        char *errstr, size_t errlen);
+
+/* Builds on X the APNs request of CH (an apns channel) to DEVICE_TOKEN
+ * at BASE_URL, signed with PROVIDER_TOKEN: alert text from TASK's title
+ * and body rendered for UID, its payload, and apns-id, the idempotency
+ * key: a UUID derived from (task, uid, device token), the same on every
+ * retry and redelivery.  0, or -1 with ERRSTR. */
+int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *ch, const char *base_url,
+                         const char *provider_token, const wk_task *task, const char *uid,
+                         const redisReply *user, const char *device_token, char *errstr,
+                         size_t errlen);
+
+/* Builds on X the mail of CH (an smtp channel) to the address TO: the
+ * MIME message (wk_smtp) from the channel's subject / text / html /
+ * list_unsubscribe templates rendered for UID, its Message-ID derived
+ * from (task, uid, address) so a re-sent mail repeats it.  0, or -1 with
+ * ERRSTR. */
+int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, const char *uid,
+                         const redisReply *user, const char *to, char *errstr, size_t errlen);
+
+/* Builds on X a POST of the form BODY (application/x-www-form-urlencoded)
+ * to URL: the OAuth token request.  0, or -1 with ERRSTR. */
+int wk_xfer_prepare_form(wk_xfer *x, const char *url, const hr_buf *body, char *errstr,
+                         size_t errlen);
+
+/* What a request of channel CH on X that ended with curl result RC and
+ * CODE (the HTTP status when RC is CURLE_OK; an SMTP channel's last reply
+ * code, also on failure) means: *OUT gets the verdict, the
+ * Retry-After and a reason ("http <code>" for a webhook, the provider's
+ * "<code> <error>" otherwise, "curl: ..." for a transport error, which is
+ * retried). */
+void wk_xfer_verdict(const hr_channel *ch, const wk_xfer *x, CURLcode rc, long code,
+                     wk_provider_result *out);
+
+#endif

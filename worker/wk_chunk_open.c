@@ -1,0 +1,375 @@
+/* wk_chunk_open: a chunk's open, a job on the Redis thread (see
+ * wk_chunk_open.h). */
+#include "wk_chunk_open.h"
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hr_clock.h"
+#include "hr_pipe.h"
+#include "wk_chunk_acks.h"
+
+/* ---- open ----------------------------------------------------------------------- */
+
+typedef struct wk_chunk_open_job {
+    wk_redis_job job;
+    wk_chunk *c;
+    char owner[160];
+    int lease_ms;
+    bool addressed;
+    hr_addr_platform platform;
+    const char *app; /* the channel's configuration: stays */
+    wk_chunk_opened res;
+    /* moved into the chunk by DONE */
+    redisReply *members;
+    redisReply **users;
+    wk_push *pushes;
+    size_t npushes;
+    hr_addr_list addrs;
+    int64_t invalid;
+    wk_chunk_acked dead; /* the invalid members' dead_letter.lua */
+    int64_t user_errors;
+    char user_error[160];
+    char errstr[512];
+} wk_chunk_open_job;
+
+/* SMEMBERS of C's set into J->members. */
+static int wk_chunk_read_members(wk_chunk_open_job *j, hr_redis *r)
+{
+    const char *argv[] = {"SMEMBERS", j->c->k_set};
+
+    j->members = hr_redis_cmd(r, j->errstr, sizeof j->errstr, 2, argv, NULL);
+    if (j->members == NULL)
+        return -1;
+    if (j->members->type != REDIS_REPLY_ARRAY) {
+        snprintf(j->errstr, sizeof j->errstr, "SMEMBERS: unexpected reply type %d",
+                 j->members->type);
+        return -1;
+    }
+    return 0;
+}
+
+/* The lease after a SET NX that found it taken: ours (a redelivery of a
+ * chunk this process held before; the lifecycle has already ruled out one
+ * it is pushing now), or gone meanwhile (SET once more), or another's.  1
+ * held, 0 busy, -1 error. */
+static int wk_chunk_lease_retry(wk_chunk_open_job *j, hr_redis *r, const char *ms)
+{
+    const char *set[] = {"SET", j->c->k_lease, j->owner, "NX", "PX", ms};
+    const char *get[] = {"GET", j->c->k_lease};
+
+    for (int round = 0; round < 2; round++) {
+        redisReply *reply = hr_redis_cmd(r, j->errstr, sizeof j->errstr, 2, get, NULL);
+        bool ours, gone;
+
+        if (reply == NULL)
+            return -1;
+        ours = reply->type == REDIS_REPLY_STRING && strcmp(reply->str, j->owner) == 0;
+        gone = reply->type == REDIS_REPLY_NIL;
+        freeReplyObject(reply);
+        if (ours)
+            return 1;
+        if (!gone || round == 1)
+            return 0;
+        reply = hr_redis_cmd(r, j->errstr, sizeof j->errstr, 6, set, NULL);
+        if (reply == NULL)
+            return -1;
+        gone = reply->type == REDIS_REPLY_STATUS;
+        freeReplyObject(reply);
+        if (gone)
+            return 1;
+    }
+    return 0;
+}
+
+/* One round trip: the control key, SET lease NX PX, SMEMBERS.  A
+ * wk_chunk_open_result or -1; J->res.halt gets the control key's word. */
+static int wk_chunk_open_lease(wk_chunk_open_job *j, hr_redis *r)
+{
+    const wk_chunk *c = j->c;
+    char ms[24];
+    const char *get[] = {"GET", c->k_ctl};
+    const char *set[] = {"SET", c->k_lease, j->owner, "NX", "PX", ms};
+    const char *smembers[] = {"SMEMBERS", c->k_set};
+    hr_pipe *pipe = hr_pipe_new(r);
+    redisReply *reply;
+    int held, rc = -1;
+
+    snprintf(ms, sizeof ms, "%d", j->lease_ms);
+    if (pipe == NULL || hr_pipe_cmd(pipe, 2, get, NULL) != 0 ||
+        hr_pipe_cmd(pipe, 6, set, NULL) != 0 || hr_pipe_cmd(pipe, 2, smembers, NULL) != 0) {
+        snprintf(j->errstr, sizeof j->errstr, "out of memory");
+        goto done;
+    }
+    /* A connection that failed makes every reply below report it. */
+    hr_pipe_exec(pipe, j->errstr, sizeof j->errstr);
+    if ((reply = hr_pipe_reply(pipe, 0, j->errstr, sizeof j->errstr)) == NULL)
+        goto done;
+    j->res.halt = wk_chunk_halt_of(reply);
+    freeReplyObject(reply);
+    if ((reply = hr_pipe_reply(pipe, 1, j->errstr, sizeof j->errstr)) == NULL)
+        goto done;
+    held = reply->type == REDIS_REPLY_STATUS;
+    freeReplyObject(reply);
+    if (!held && (held = wk_chunk_lease_retry(j, r, ms)) < 0)
+        goto done;
+    if (!held) {
+        rc = WK_CHUNK_BUSY;
+        goto done;
+    }
+    /* Read with the lease already ours, or once more now that it is: a
+     * holder that let it go may have acknowledged some meanwhile. */
+    j->members = hr_pipe_reply(pipe, 2, j->errstr, sizeof j->errstr);
+    if (j->members != NULL && j->members->type != REDIS_REPLY_ARRAY) {
+        freeReplyObject(j->members);
+        j->members = NULL;
+    }
+    if (j->members == NULL && wk_chunk_read_members(j, r) != 0)
+        goto done;
+    rc = j->members->elements == 0 ? WK_CHUNK_EMPTY : WK_CHUNK_STARTED;
+done:
+    hr_pipe_free(pipe);
+    return rc;
+}
+
+/* Dead-letters the members that are not valid uids ("invalid uid"): they
+ * are never pushed; push_delivery and the limiter key on numeric uids. */
+static int wk_chunk_drop_invalid(wk_chunk_open_job *j, hr_redis *r)
+{
+    wk_chunk_acks a = {0};
+    size_t n = j->members->elements;
+    int rc = -1;
+
+    for (size_t i = 0; i < n; i++) {
+        const redisReply *m = j->members->element[i];
+
+        if (m->type == REDIS_REPLY_STRING && wk_chunk_uid_valid(m->str))
+            continue;
+        if (a.dead == NULL && (a.dead = calloc(n, sizeof *a.dead)) == NULL)
+            goto oom;
+        a.dead[a.ndead].uid = m->type == REDIS_REPLY_STRING ? m->str : "";
+        if ((a.dead[a.ndead++].reason = strdup("invalid uid")) == NULL)
+            goto oom;
+    }
+    j->invalid = (int64_t)a.ndead;
+    if (a.ndead == 0)
+        return 0;
+    wk_chunk_acks_run(j->c, &a, r, &j->dead);
+    if (j->dead.rc != 0)
+        snprintf(j->errstr, sizeof j->errstr, "%s", j->dead.errstr);
+    rc = j->dead.rc;
+    wk_chunk_acks_free(&a);
+    return rc;
+oom:
+    snprintf(j->errstr, sizeof j->errstr, "out of memory");
+    wk_chunk_acks_free(&a);
+    return -1;
+}
+
+/* HGETALL user:<uid> of every member, pipelined, into J->users. */
+static int wk_chunk_fetch_users(wk_chunk_open_job *j, hr_redis *r)
+{
+    char key[HR_KEY_MAX];
+    size_t n = j->members->elements;
+    hr_pipe *pipe = hr_pipe_new(r);
+    int rc = -1;
+
+    j->users = calloc(n, sizeof *j->users);
+    if (j->users == NULL || pipe == NULL) {
+        snprintf(j->errstr, sizeof j->errstr, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *argv[] = {"HGETALL", key};
+
+        /* Only a member that is no uid (dead-lettered, never pushed) can
+         * be too long for a key: its HGETALL then reads nothing. */
+        if (hr_key_user(hr_redis_prefix(r), key, sizeof key, j->members->element[i]->str) == NULL)
+            key[0] = '\0';
+        if (hr_pipe_cmd(pipe, 2, argv, NULL) != 0) {
+            snprintf(j->errstr, sizeof j->errstr, "out of memory");
+            goto done;
+        }
+    }
+    if (hr_pipe_exec(pipe, j->errstr, sizeof j->errstr) != 0)
+        goto done;
+    for (size_t i = 0; i < n; i++) {
+        char detail[256];
+
+        j->users[i] = hr_pipe_reply(pipe, i, detail, sizeof detail);
+        if (j->users[i] != NULL)
+            continue;
+        /* An error reply for this user alone (WRONGTYPE: not a hash): the
+         * recipient gets no attributes, the chunk goes on. */
+        j->user_errors++;
+        if (j->user_error[0] == '\0')
+            snprintf(j->user_error, sizeof j->user_error, "uid=%.40s error=%.100s",
+                     j->members->element[i]->str, detail);
+    }
+    rc = 0;
+done:
+    hr_pipe_free(pipe);
+    return rc;
+}
+
+/* The addresses of J's pushes on its platform; each push gets its own
+ * (none: it will be settled unregistered). */
+static int wk_chunk_fetch_addrs(wk_chunk_open_job *j, hr_redis *r)
+{
+    const char **uids;
+    size_t k = 0;
+    char key[HR_KEY_MAX];
+    redisReply *reply;
+    bool synced;
+
+    /* Without the synced mark Redis lost the address book (a flush, a
+     * restart without its AOF) and the dispatchers' sync has not rebuilt
+     * it yet: an empty set would read as "no address" and the recipient
+     * would be counted unregistered though MySQL holds its addresses.  The
+     * chunk waits for the sync instead (the lifecycle drops it, the sweeper
+     * publishes it again). */
+    reply = hr_redis_cmdf(r, j->errstr, sizeof j->errstr, "EXISTS %s",
+                          hr_key_addr_synced(hr_redis_prefix(r), key, sizeof key));
+    if (reply == NULL)
+        return -1;
+    synced = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
+    freeReplyObject(reply);
+    if (!synced) {
+        snprintf(j->errstr, sizeof j->errstr,
+                 "the address book is not in Redis (no %s): waiting for the "
+                 "dispatchers' address sync",
+                 key);
+        return -1;
+    }
+    uids = calloc(j->npushes ? j->npushes : 1, sizeof *uids);
+    if (uids == NULL) {
+        snprintf(j->errstr, sizeof j->errstr, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < j->npushes; i++)
+        uids[i] = j->pushes[i].uid;
+    if (hr_addr_fetch(r, uids, j->npushes, j->platform, j->app, &j->addrs, &j->res.bad_addrs,
+                      j->errstr, sizeof j->errstr) != 0) {
+        free(uids);
+        return -1;
+    }
+    free(uids);
+    /* A uid's addresses are contiguous, in the order of the pushes. */
+    for (size_t i = 0; i < j->npushes; i++) {
+        wk_push *push = &j->pushes[i];
+
+        push->addrs = k < j->addrs.a.n ? &j->addrs.a.v[k] : NULL;
+        while (k < j->addrs.a.n && j->addrs.a.v[k].idx == i) {
+            push->naddrs++;
+            k++;
+        }
+        if (push->naddrs == 0)
+            push->addrs = NULL;
+    }
+    return 0;
+}
+
+/* One push per valid member. */
+static int wk_chunk_make_pushes(wk_chunk_open_job *j)
+{
+    wk_chunk *c = j->c;
+
+    j->pushes = calloc(j->members->elements, sizeof *j->pushes);
+    if (j->pushes == NULL) {
+        snprintf(j->errstr, sizeof j->errstr, "out of memory");
+        return -1;
+    }
+    for (size_t i = 0; i < j->members->elements; i++) {
+        const redisReply *m = j->members->element[i];
+        wk_push *push;
+
+        if (m->type != REDIS_REPLY_STRING || !wk_chunk_uid_valid(m->str))
+            continue;
+        push = &j->pushes[j->npushes++];
+        push->owner = c;
+        push->task = c->task;
+        push->uid = m->str;
+        push->user = j->users != NULL ? j->users[i] : NULL;
+        push->hold = &c->held;
+        push->state = WK_PUSH_IDLE;
+    }
+    return 0;
+}
+
+static void wk_chunk_open_run(wk_redis_job *job, hr_redis *r)
+{
+    wk_chunk_open_job *j = (wk_chunk_open_job *)job;
+    const wk_chunk *c = j->c;
+    int rc = wk_chunk_open_lease(j, r);
+
+    j->res.rc = rc;
+    /* Halted, expired, busy or empty: the lifecycle needs no more. */
+    if (rc != WK_CHUNK_STARTED || j->res.halt != WK_CHUNK_RUN ||
+        hr_task_expired(c->task->row, hr_clock_now_ms()))
+        return;
+    if (wk_chunk_drop_invalid(j, r) != 0 ||
+        (c->task->uses_user && wk_chunk_fetch_users(j, r) != 0) || wk_chunk_make_pushes(j) != 0 ||
+        (j->addressed && wk_chunk_fetch_addrs(j, r) != 0))
+        j->res.rc = -1;
+}
+
+static void wk_chunk_open_done(wk_redis_job *job)
+{
+    wk_chunk_open_job *j = (wk_chunk_open_job *)job;
+    wk_chunk *c = j->c;
+
+    c->jobs--;
+    /* Only one open runs at a time, and a busy or failed one left the
+     * chunk's members empty: nothing of C is overwritten. */
+    if (j->members != NULL && c->members == NULL) {
+        c->members = j->members;
+        c->users = j->users;
+        c->pushes = j->pushes;
+        c->npushes = j->npushes;
+        c->addrs = j->addrs;
+        j->members = NULL;
+        j->users = NULL;
+        j->pushes = NULL;
+        memset(&j->addrs, 0, sizeof j->addrs);
+    }
+    c->invalid += j->invalid;
+    c->user_errors += j->user_errors;
+    if (c->user_error[0] == '\0')
+        memcpy(c->user_error, j->user_error, sizeof c->user_error);
+    /* A failure fails the open too, and the invalid members stay in the
+     * set for the open that follows: nothing to give back. */
+    wk_chunk_acked_apply(c, &(wk_chunk_acks){0}, &j->dead);
+    j->res.errstr = j->errstr;
+    c->hooks->opened(c, &j->res);
+    wk_chunk_users_free(j->users, j->members != NULL ? j->members->elements : 0);
+    if (j->members != NULL)
+        freeReplyObject(j->members);
+    free(j->pushes);
+    hr_addr_list_free(&j->addrs);
+    free(j);
+}
+
+static const wk_redis_ops wk_chunk_open_ops = {.run = wk_chunk_open_run,
+                                               .done = wk_chunk_open_done};
+
+int wk_chunk_open(wk_redis *rd, wk_chunk *c, const char *owner, int lease_ms,
+                  const hr_addr_platform *platform, const char *app)
+{
+    wk_chunk_open_job *j = calloc(1, sizeof *j);
+
+    if (j == NULL)
+        return -1;
+    j->job.ops = &wk_chunk_open_ops;
+    j->c = c;
+    snprintf(j->owner, sizeof j->owner, "%s", owner);
+    j->lease_ms = lease_ms;
+    if (platform != NULL) {
+        j->addressed = true;
+        j->platform = *platform;
+        j->app = app;
+    }
+    return wk_chunk_submit(rd, c, &j->job);
+}
