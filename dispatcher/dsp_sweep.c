@@ -401,7 +401,7 @@ static int dsp_redispatch(dsp *d, dsp_conn *conn, int64_t id, int64_t left)
     return 0;
 }
 
-/* Logs a task hr_finish_task ended (cancelled: its control was cancel); an
+/* Logs a task hr_finish_tasks ended (cancelled: its control was cancel); an
  * unaccounted gap is an error and counts in
  * herald_recipients_unaccounted_total. */
 static void dsp_finished(dsp *d, int64_t id, const hr_finish_result *fin)
