@@ -17,7 +17,9 @@ the redelivery case), then N by a second task (the window is read and a
 second entry added).  It reports, per pass, the Redis CPU (utime + stime of
 the server, /proc) per recipient in µs and the wall per recipient, and after the
 first pass the server's used_memory per window and MEMORY USAGE of one
-window.  Give the committed script and an older one to compare, e.g.
+window; with --aof also the AOF bytes written per recipient (what makes a
+campaign's AOF grow, and Redis rewrite it).  Give the committed script and an
+older one to compare, e.g.
 `bench/throttle_lua.py --keys 1 <(git show 1288c18:common/lua/throttle.lua)` against
 `bench/throttle_lua.py common/lua/throttle.lua`.
 Each variant runs on its own fresh server, one after the other: run the
@@ -47,6 +49,13 @@ def cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
+def aof_size(r):
+    """The bytes the AOF holds (INFO persistence aof_current_size: written,
+    the everysec fsync aside), or None without AOF."""
+    info = r.info("persistence")
+    return info.get("aof_current_size") if info.get("aof_enabled") else None
+
+
 def calls(r, sha, keys, task, per_call):
     """Every key once, PER_CALL keys per call, pipelined BATCH keys per
     round trip; the verdicts' counts."""
@@ -54,13 +63,22 @@ def calls(r, sha, keys, task, per_call):
     for i in range(0, len(keys), BATCH):
         pipe = r.pipeline(transaction=False)
         batch = keys[i:i + BATCH]
+        sizes = []
         for j in range(0, len(batch), per_call):
             group = batch[j:j + per_call]
+            sizes.append(len(group))
             pipe.evalsha(sha, len(group), *group, LIMIT, WINDOW_MS, task)
-        for v in pipe.execute():
+        for v, n in zip(pipe.execute(), sizes):
+            # {now_ms, verdict + 4 * count, ...} (issue 33); before it
             # {now_ms, verdict, count, ...}; a one-key script from before
             # the batches answers {verdict, now_ms, count} (a verdict is 0..2).
-            for code in (v[1::2] if int(v[0]) > 2 else v[:1]):
+            if int(v[0]) <= 2:
+                codes = v[:1]
+            elif len(v) == 1 + n:
+                codes = [int(c) % 4 for c in v[1:]]
+            else:
+                codes = v[1::2]
+            for code in codes:
                 verdicts[int(code)] += 1
     return verdicts
 
@@ -86,12 +104,14 @@ def run(path, a):
         keys = ["bench:thr:s:%d" % (10 ** 9 + i) for i in range(a.n)]
         base_mem = r.info("memory")["used_memory"]
         for name, task in (("fresh", 1), ("again", 1), ("second task", 2)):
-            c0, t0 = cpu_s(srv.pid), time.time()
+            c0, t0, f0 = cpu_s(srv.pid), time.time(), aof_size(r)
             verdicts = calls(r, sha, keys, task, a.keys)
-            c1, t1 = cpu_s(srv.pid), time.time()
+            c1, t1, f1 = cpu_s(srv.pid), time.time(), aof_size(r)
             out[name] = {"cpu_us_per_recipient": round((c1 - c0) * 1e6 / a.n, 2),
                          "wall_us_per_recipient": round((t1 - t0) * 1e6 / a.n, 2),
                          "verdicts": verdicts}
+            if f0 is not None:
+                out[name]["aof_bytes_per_recipient"] = round((f1 - f0) / a.n, 1)
             if name == "fresh":
                 out["bytes_per_window"] = round((r.info("memory")["used_memory"] - base_mem)
                                                 / a.n)
@@ -123,8 +143,10 @@ def main():
                  res["memory_usage_two"]))
         for name in ("fresh", "again", "second task"):
             p = res[name]
-            print("  %-12s Redis CPU %6.2f us/recipient, wall %6.2f us/recipient, verdicts %s"
-                  % (name, p["cpu_us_per_recipient"], p["wall_us_per_recipient"], p["verdicts"]))
+            print("  %-12s Redis CPU %6.2f us/recipient, wall %6.2f us/recipient, verdicts %s%s"
+                  % (name, p["cpu_us_per_recipient"], p["wall_us_per_recipient"], p["verdicts"],
+                     ", AOF %s bytes/recipient" % p["aof_bytes_per_recipient"]
+                     if "aof_bytes_per_recipient" in p else ""))
     return 0
 
 

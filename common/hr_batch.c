@@ -131,6 +131,16 @@ static bool hr_batch_row_key(const hr_mysql_rows *rows, size_t row, size_t nkey,
     return true;
 }
 
+bool hr_batch_mark(void *ctx, size_t i, const hr_mysql_rows *rows, size_t row)
+{
+    bool *marked = ctx;
+
+    (void)rows;
+    (void)row;
+    marked[i] = true;
+    return false; /* the next batch row with this key is answered too */
+}
+
 int hr_batch_select(hr_mysql *m, const char *sql, const hr_batch *b, const hr_mysql_param *p,
                     size_t np, size_t nkey, hr_batch_match_fn fn, void *ctx, char *errstr,
                     size_t errlen)

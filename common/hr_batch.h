@@ -42,6 +42,11 @@ int hr_batch_query(hr_mysql *m, const char *sql, const hr_batch *b, const hr_mys
  * key. */
 typedef bool (*hr_batch_match_fn)(void *ctx, size_t i, const hr_mysql_rows *rows, size_t row);
 
+/* An hr_batch_match_fn for a read that only tells which batch rows were
+ * answered: CTX is a bool array, and every batch row whose key an
+ * answered row has is set true. */
+bool hr_batch_mark(void *ctx, size_t i, const hr_mysql_rows *rows, size_t row);
+
 /* Runs SQL as hr_batch_query, then offers each answered row whose first
  * NKEY columns (1..HR_BATCH_KEY_MAX, decimal integers) equal the first NKEY
  * integers of batch rows to FN, those batch rows in batch order; an

@@ -8,27 +8,26 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hr_batch.h"
 #include "hr_keys.h"
 #include "hr_parse.h"
+#include "hr_pipe.h"
 #include "hr_state.h"
 
-int hr_finish_read_stats(hr_redis *r, int64_t id, int shard, hr_outcomes *out, char *errstr,
-                         size_t errlen)
-{
-    char key[256];
-    redisReply *reply;
-    int64_t *fields[] = {&out->sent,      &out->failed,  &out->throttled,    &out->pulled,
-                         &out->cancelled, &out->retried, &out->unregistered, &out->expired};
-    size_t i;
+/* The stats hash's fields an HMGET reads, in the order of the reply. */
+static const char *const hr_finish_stats_fields[] = {
+    "sent", "failed", "throttled", "pulled", "cancelled", "retried", "unregistered", "expired"};
+#define HR_FINISH_STATS_N (sizeof hr_finish_stats_fields / sizeof *hr_finish_stats_fields)
 
-    hr_key_shard(hr_redis_prefix(r), key, sizeof key, id, shard, HR_KEY_STATS);
-    reply = hr_redis_cmdf(r, errstr, errlen,
-                          "HMGET %s sent failed throttled pulled cancelled "
-                          "retried unregistered expired",
-                          key);
+int hr_finish_stats_reply(redisReply *reply, hr_outcomes *out)
+{
+    int64_t *fields[HR_FINISH_STATS_N] = {&out->sent,         &out->failed,    &out->throttled,
+                                          &out->pulled,       &out->cancelled, &out->retried,
+                                          &out->unregistered, &out->expired};
+
     if (reply == NULL)
         return -1;
-    for (i = 0; i < sizeof fields / sizeof *fields; i++)
+    for (size_t i = 0; i < HR_FINISH_STATS_N; i++)
         *fields[i] = reply->type == REDIS_REPLY_ARRAY && i < reply->elements &&
                              reply->element[i]->type == REDIS_REPLY_STRING
                          ? strtoll(reply->element[i]->str, NULL, 10)
@@ -37,15 +36,31 @@ int hr_finish_read_stats(hr_redis *r, int64_t id, int shard, hr_outcomes *out, c
     return 0;
 }
 
-/* The SET list "c = GREATEST(c, ?)" of every outcome counter, in
- * hr_outcomes order (the parameters of hr_finish_raise_params). */
-#define HR_FINISH_RAISE_SET                                                \
-    "sent = GREATEST(sent, ?), failed = GREATEST(failed, ?), "             \
-    "throttled = GREATEST(throttled, ?), pulled = GREATEST(pulled, ?), "   \
-    "cancelled = GREATEST(cancelled, ?), retried = GREATEST(retried, ?), " \
-    "unregistered = GREATEST(unregistered, ?), expired = GREATEST(expired, ?)"
+int hr_finish_stats_queue(hr_pipe *pipe, const char *prefix, int64_t id, int shard)
+{
+    char key[HR_KEY_MAX];
+    const char *argv[2 + HR_FINISH_STATS_N] = {"HMGET", key};
 
-/* STATS' counters into P[0..8). */
+    hr_key_shard(prefix, key, sizeof key, id, shard, HR_KEY_STATS);
+    memcpy(argv + 2, hr_finish_stats_fields, sizeof hr_finish_stats_fields);
+    return hr_pipe_cmd(pipe, 2 + (int)HR_FINISH_STATS_N, argv, NULL);
+}
+
+int hr_finish_read_stats(hr_redis *r, int64_t id, int shard, hr_outcomes *out, char *errstr,
+                         size_t errlen)
+{
+    hr_pipe *pipe = hr_pipe_new(r);
+    int rc = -1;
+
+    if (pipe == NULL || hr_finish_stats_queue(pipe, hr_redis_prefix(r), id, shard) < 0)
+        snprintf(errstr, errlen, "out of memory");
+    else if (hr_pipe_exec(pipe, errstr, errlen) == 0)
+        rc = hr_finish_stats_reply(hr_pipe_reply(pipe, 0, errstr, errlen), out);
+    hr_pipe_free(pipe);
+    return rc;
+}
+
+/* STATS' counters into P[0..8), in hr_outcomes order. */
 static void hr_finish_raise_params(const hr_outcomes *stats, hr_mysql_param *p)
 {
     const int64_t v[8] = {stats->sent,      stats->failed,  stats->throttled,    stats->pulled,
@@ -55,14 +70,58 @@ static void hr_finish_raise_params(const hr_outcomes *stats, hr_mysql_param *p)
         p[i] = HR_P_I64(v[i]);
 }
 
-int hr_finish_raise(hr_mysql *m, int64_t id, const hr_outcomes *stats, char *errstr, size_t errlen)
+static int hr_finish_raise_cmp(const void *a, const void *b)
 {
-    hr_mysql_param p[9];
+    int64_t x = (*(const hr_finish_raise_row *const *)a)->id,
+            y = (*(const hr_finish_raise_row *const *)b)->id;
 
-    hr_finish_raise_params(stats, p);
-    p[8] = HR_P_I64(id);
-    return hr_mysql_exec(m, "UPDATE push_task SET " HR_FINISH_RAISE_SET " WHERE id = ?", p, 9, NULL,
-                         NULL, NULL, errstr, errlen);
+    return (x > y) - (x < y);
+}
+
+int hr_finish_raise_batch(hr_mysql *m, const hr_finish_raise_row *rows, size_t n, char *errstr,
+                          size_t errlen)
+{
+    const hr_finish_raise_row **by_id = calloc(n + 1, sizeof *by_id);
+    int64_t *cells = calloc(n * 9 + 1, sizeof *cells);
+    int rc = -1;
+
+    if (by_id == NULL || cells == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        goto done;
+    }
+    /* In id order, as every batch that locks task rows: two writers never
+     * wait on each other's rows the other way round. */
+    for (size_t i = 0; i < n; i++)
+        by_id[i] = &rows[i];
+    qsort(by_id, n, sizeof *by_id, hr_finish_raise_cmp);
+    for (size_t i = 0; i < n; i++) {
+        const hr_outcomes *o = &by_id[i]->stats;
+        const int64_t row[9] = {by_id[i]->id, o->sent,    o->failed,       o->throttled, o->pulled,
+                                o->cancelled, o->retried, o->unregistered, o->expired};
+
+        memcpy(cells + 9 * i, row, sizeof row);
+    }
+    rc = n == 0 ? 0
+                : hr_batch_exec(m,
+                                "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$[0]', "
+                                "sent BIGINT PATH '$[1]', failed BIGINT PATH '$[2]', "
+                                "throttled BIGINT PATH '$[3]', pulled BIGINT PATH '$[4]', "
+                                "cancelled BIGINT PATH '$[5]', retried BIGINT PATH '$[6]', "
+                                "unregistered BIGINT PATH '$[7]', expired BIGINT PATH '$[8]')) j "
+                                "STRAIGHT_JOIN push_task t ON t.id = j.task "
+                                "SET t.sent = GREATEST(t.sent, j.sent), "
+                                "t.failed = GREATEST(t.failed, j.failed), "
+                                "t.throttled = GREATEST(t.throttled, j.throttled), "
+                                "t.pulled = GREATEST(t.pulled, j.pulled), "
+                                "t.cancelled = GREATEST(t.cancelled, j.cancelled), "
+                                "t.retried = GREATEST(t.retried, j.retried), "
+                                "t.unregistered = GREATEST(t.unregistered, j.unregistered), "
+                                "t.expired = GREATEST(t.expired, j.expired)",
+                                &(hr_batch){cells, n, 9}, NULL, 0, NULL, NULL, errstr, errlen);
+done:
+    free(cells);
+    free(by_id);
+    return rc;
 }
 
 /* Locks task ID's row: every writer of a sharded task's counters takes it
@@ -122,7 +181,7 @@ int hr_finish_raise_shard(hr_mysql *m, int64_t id, int shard, const hr_outcomes 
     hr_mysql_param p[10];
 
     if (shard == HR_SHARD_NONE)
-        return hr_finish_raise(m, id, stats, errstr, errlen);
+        return hr_finish_raise_batch(m, &(hr_finish_raise_row){id, *stats}, 1, errstr, errlen);
     p[0] = HR_P_I64(id);
     p[1] = HR_P_I64(shard);
     hr_finish_raise_params(stats, p + 2);
@@ -300,36 +359,125 @@ int hr_finish_count(hr_mysql *m, int64_t id, int shard, hr_outcome outcome, int6
         p, 2, NULL, NULL, NULL, errstr, errlen);
 }
 
-int hr_finish_task(hr_mysql *m, int64_t id, const hr_outcomes *stats, hr_finish_result *out,
-                   char *errstr, size_t errlen)
+static int hr_finish_item_cmp(const void *a, const void *b)
 {
-    const hr_mysql_param pc[] = {HR_P_I64(id)};
-    hr_mysql_rows *rows = NULL;
-    int64_t subs;
+    int64_t x = ((const hr_finish_item *)a)->id, y = ((const hr_finish_item *)b)->id;
+
+    return (x > y) - (x < y);
+}
+
+/* What the candidates' read writes: batch row I is ITEMS[I]. */
+static bool hr_finish_candidate_row(void *ctx, size_t i, const hr_mysql_rows *rows, size_t row)
+{
+    hr_finish_item *items = ctx;
+
+    items[i].ended = true; /* a candidate, until the lock says */
+    items[i].fin.subscriptions = strtoll(hr_mysql_cell(rows, row, 1), NULL, 10);
+    return true;
+}
+
+/* What the read back of the ended rows writes: batch row I is
+ * ITEMS[AT[I]]. */
+typedef struct hr_finish_gaps {
+    hr_finish_item *items;
+    const size_t *at;
+} hr_finish_gaps;
+
+static bool hr_finish_gap_row(void *ctx, size_t i, const hr_mysql_rows *rows, size_t row)
+{
+    hr_finish_gaps *g = ctx;
+
+    hr_finish_result *fin = &g->items[g->at[i]].fin;
+
+    fin->unaccounted = strtoll(hr_mysql_cell(rows, row, 1), NULL, 10);
+    /* The row is locked and ours to read back: nothing moves a final state
+     * but the admin's repairs. */
+    fin->state = HR_STATE_DONE;
+    hr_state_parse(hr_mysql_cell(rows, row, 2), &fin->state);
+    return true;
+}
+
+int hr_finish_tasks(hr_mysql *m, hr_finish_item *items, size_t n, char *errstr, size_t errlen)
+{
+    int64_t *ids = calloc(n + 1, sizeof *ids), *pairs = calloc(2 * n + 1, sizeof *pairs);
+    hr_finish_raise_row *raise = calloc(n + 1, sizeof *raise);
+    size_t *at = calloc(n + 1, sizeof *at);
+    bool *locked = calloc(n + 1, sizeof *locked);
+    size_t i, k = 0, nraise = 0;
+    uint64_t moved = 0;
     int rc = -1;
 
-    if (hr_mysql_query(m, "SELECT COUNT(*) FROM push_subscription WHERE task_id = ?", pc, 1, &rows,
-                       errstr, errlen) < 0)
+    if (ids == NULL || pairs == NULL || raise == NULL || at == NULL || locked == NULL) {
+        snprintf(errstr, errlen, "out of memory");
         goto done;
-    subs = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
-    hr_mysql_rows_free(rows);
-    rows = NULL;
-    rc = hr_state_finish(m, id, stats, subs, errstr, errlen);
-    if (rc <= 0)
+    }
+    if (n > 0)
+        qsort(items, n, sizeof *items, hr_finish_item_cmp);
+    for (i = 0; i < n; i++) {
+        items[i].ended = false;
+        items[i].fin = (hr_finish_result){0};
+        ids[i] = items[i].id;
+    }
+    /* The dispatched ones and their subscriptions, without a lock: most
+     * tasks a reporter asks about are not dispatched yet (their last
+     * chunk closed before the dispatcher's report), and a lock on their
+     * rows would hold up the dispatcher that makes them dispatched. */
+    if (n == 0)
+        goto out;
+    if (hr_batch_select(m,
+                        "SELECT t.id, (SELECT COUNT(*) FROM push_subscription s WHERE s.task_id "
+                        "= t.id) FROM JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$')) j "
+                        "STRAIGHT_JOIN push_task t ON t.id = j.task WHERE t.state = 'dispatched'",
+                        &(hr_batch){ids, n, 1}, NULL, 0, 1, hr_finish_candidate_row, items, errstr,
+                        errlen) < 0)
         goto done;
-    rc = -1;
-    if (hr_mysql_query(m, "SELECT unaccounted, state FROM push_task WHERE id = ?", pc, 1, &rows,
-                       errstr, errlen) < 0)
+    for (i = 0; i < n; i++)
+        if (items[i].ended) {
+            at[k] = i;
+            ids[k++] = items[i].id;
+        }
+    if (k == 0)
+        goto out;
+    if (hr_state_lock_dispatched(m, ids, k, locked, errstr, errlen) < 0)
         goto done;
-    out->subscriptions = subs;
-    out->unaccounted = rows->nrows == 1 ? strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10) : 0;
-    /* The row is ours to read back: nothing moves a final state but the
-     * admin's repairs. */
-    out->state = HR_STATE_DONE;
-    if (rows->nrows == 1)
-        hr_state_parse(hr_mysql_cell(rows, 0, 1), &out->state);
-    rc = 1;
+    for (i = 0; i < k; i++) {
+        hr_finish_item *it = &items[at[i]];
+
+        it->ended = locked[i];
+        if (!it->ended)
+            continue;
+        pairs[2 * nraise] = it->id;
+        pairs[2 * nraise + 1] = it->fin.subscriptions;
+        at[nraise] = at[i];
+        ids[nraise] = it->id;
+        raise[nraise++] = (hr_finish_raise_row){it->id, it->stats};
+    }
+    k = nraise;
+    /* The counters raised first (a reporter's are written already: its
+     * stats are unknown), then the state from them. */
+    nraise = 0;
+    for (i = 0; i < k; i++)
+        if (memcmp(&raise[i].stats, &HR_OUTCOMES_UNKNOWN, sizeof raise[i].stats) != 0)
+            raise[nraise++] = raise[i];
+    if (hr_finish_raise_batch(m, raise, nraise, errstr, errlen) < 0 ||
+        hr_state_finish(m, pairs, k, &moved, errstr, errlen) < 0 ||
+        (k > 0 && hr_batch_select(
+                      m,
+                      "SELECT t.id, t.unaccounted, t.state FROM JSON_TABLE(?, '$[*]' COLUMNS (task "
+                      "BIGINT PATH '$')) j STRAIGHT_JOIN push_task t ON t.id = j.task",
+                      &(hr_batch){ids, k, 1}, NULL, 0, 1, hr_finish_gap_row,
+                      &(hr_finish_gaps){items, at}, errstr, errlen) < 0))
+        goto done;
+out:
+    rc = 0;
 done:
-    hr_mysql_rows_free(rows);
+    if (rc < 0)
+        for (i = 0; i < n; i++)
+            items[i].ended = false;
+    free(ids);
+    free(pairs);
+    free(raise);
+    free(at);
+    free(locked);
     return rc;
 }

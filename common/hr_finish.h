@@ -12,9 +12,11 @@
 #ifndef HR_FINISH_H
 #define HR_FINISH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "hr_mysql.h"
+#include "hr_pipe.h"
 #include "hr_progress.h"
 #include "hr_redis.h"
 #include "hr_shard.h"
@@ -24,11 +26,23 @@
  * task of one shard) into *OUT (0 for a field it lacks).  0 or -1. */
 int hr_finish_read_stats(hr_redis *r, int64_t id, int shard, hr_outcomes *out, char *errstr,
                          size_t errlen);
+/* The same pipelined: queues the HMGET on PIPE (keys with PREFIX); 0, or
+ * -1 out of memory.  hr_finish_stats_reply reads its answer (REPLY,
+ * freed) into *OUT; -1 when there is none. */
+int hr_finish_stats_queue(hr_pipe *pipe, const char *prefix, int64_t id, int shard);
+int hr_finish_stats_reply(redisReply *reply, hr_outcomes *out);
 
-/* Raises task ID's MySQL outcome counters to at least STATS (absolute
- * values, each -1 = leave it): what the worker's reporter writes.  0 or
- * -1. */
-int hr_finish_raise(hr_mysql *m, int64_t id, const hr_outcomes *stats, char *errstr, size_t errlen);
+/* One task's counters for hr_finish_raise_batch. */
+typedef struct hr_finish_raise_row {
+    int64_t id;
+    hr_outcomes stats; /* absolute values, each -1 = leave it */
+} hr_finish_raise_row;
+
+/* Raises the MySQL outcome counters of the N tasks ROWS (ids unique, any
+ * order) to at least their STATS, in one statement: what the worker's
+ * reporter writes, a flush's tasks at once.  0 or -1. */
+int hr_finish_raise_batch(hr_mysql *m, const hr_finish_raise_row *rows, size_t n, char *errstr,
+                          size_t errlen);
 
 /* The same for the stats hash of shard SHARD of a task of several shards
  * (docs/architecture.md "Sharded tasks"): its push_task_shard row is raised
@@ -37,7 +51,7 @@ int hr_finish_raise(hr_mysql *m, int64_t id, const hr_outcomes *stats, char *err
  * deadlock on each other's rows; inside the caller's transaction if it has
  * one.  A row the reconciliation has not written yet (a pull or a cancel
  * before the claim) is written `waiting`, which no dispatcher claims.
- * SHARD HR_SHARD_NONE is hr_finish_raise.  0 or -1. */
+ * SHARD HR_SHARD_NONE raises push_task's own counters.  0 or -1. */
 int hr_finish_raise_shard(hr_mysql *m, int64_t id, int shard, const hr_outcomes *stats,
                           char *errstr, size_t errlen);
 
@@ -89,15 +103,26 @@ typedef struct hr_finish_result {
     hr_task_state state;   /* done, failed or cancelled */
 } hr_finish_result;
 
-/* Ends task ID if it is `dispatched`: raises its MySQL counters to STATS
- * (absolute values from the stats hash, as the reporter writes them; may be
- * HR_OUTCOMES_UNKNOWN) and caps total at the subscriptions, then `done`
- * when they cover every subscription,
- * else `failed` with unaccounted and last_error; `cancelled` either way
- * when its control is cancel (workers cancelled what was left before a
- * dispatcher's control scan did).  1 when this call ended it (*OUT
- * filled), 0 when it was not dispatched (any more), -1 (ERRSTR). */
-int hr_finish_task(hr_mysql *m, int64_t id, const hr_outcomes *stats, hr_finish_result *out,
-                   char *errstr, size_t errlen);
+/* One task of hr_finish_tasks: its id and stats in, its outcome out. */
+typedef struct hr_finish_item {
+    int64_t id;
+    hr_outcomes stats; /* what its MySQL counters are raised to first (absolute
+                            values from the stats hash; HR_OUTCOMES_UNKNOWN: nothing) */
+    bool ended;        /* this call ended it: FIN says how */
+    hr_finish_result fin;
+} hr_finish_item;
+
+/* Ends those of the N tasks ITEMS (ids unique; sorted by id here) that
+ * are `dispatched`, inside the caller's transaction: their counters raised
+ * to STATS, total capped at the subscriptions, then `done` when the
+ * counters cover every subscription, else `failed` with unaccounted and
+ * last_error; `cancelled` either way when its control is cancel (workers
+ * cancelled what was left before a dispatcher's control scan did).  The rows found dispatched are locked first (hr_state.h), so
+ * ENDED tells exactly which this call ended when other dispatchers and
+ * workers try at the same time.  One statement when none is dispatched
+ * (the subscriptions are counted with it), four more when some are; one
+ * call serves a reporter's flush or a sweeper's page.  0, or -1 (ERRSTR;
+ * none ended). */
+int hr_finish_tasks(hr_mysql *m, hr_finish_item *items, size_t n, char *errstr, size_t errlen);
 
 #endif

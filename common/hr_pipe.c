@@ -364,3 +364,14 @@ redisReply *hr_pipe_reply(hr_pipe *pipe, size_t i, char *errstr, size_t errlen)
     e->taken = true;
     return hr_redis_check(reply, errstr, errlen);
 }
+
+redisReply *hr_pipe_reply_retry(hr_pipe *pipe, size_t i, char *errstr, size_t errlen)
+{
+    hr_pipe_entry *e = i < pipe->q.n ? &pipe->q.v[i] : NULL;
+
+    if (e == NULL || e->taken || (e->state != HR_PIPE_LOST && e->state != HR_PIPE_UNSENT))
+        return hr_pipe_reply(pipe, i, errstr, errlen);
+    e->taken = true;
+    return hr_redis_check(hr_redis_exec(pipe->r, e->cmd, e->len, e->script, errstr, errlen), errstr,
+                          errlen);
+}

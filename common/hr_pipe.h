@@ -66,5 +66,12 @@ int hr_pipe_exec(hr_pipe *pipe, char *errstr, size_t errlen);
  * freeReplyObject); NULL with ERRSTR for an error reply, a command that
  * has no reply (connection failed, not sent) or one already taken. */
 redisReply *hr_pipe_reply(hr_pipe *pipe, size_t i, char *errstr, size_t errlen);
+/* The same, except that a command the batch brought no reply for (its
+ * connection failed: it may have run, or was not sent) is sent again
+ * alone through hr_redis_exec, which reconnects and retries once: what a
+ * single call of it would have done.  Only for a command that may run
+ * twice: a read, a script idempotent on its output, an INCR whose double
+ * run only skips a number. */
+redisReply *hr_pipe_reply_retry(hr_pipe *pipe, size_t i, char *errstr, size_t errlen);
 
 #endif

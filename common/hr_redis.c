@@ -39,11 +39,8 @@ redisReply *hr_redis_check(redisReply *reply, char *errstr, size_t errlen)
     return reply;
 }
 
-/* One formatted command (a call of SCRIPT, or -1) on the server or the
- * cluster.  Returns every reply, error replies included; NULL + ERRSTR
- * otherwise. */
-static redisReply *hr_redis_exec(hr_redis *r, const char *cmd, size_t len, int script, char *errstr,
-                                 size_t errlen)
+redisReply *hr_redis_exec(hr_redis *r, const char *cmd, size_t len, int script, char *errstr,
+                          size_t errlen)
 {
     if (r->cl == NULL)
         return hr_node_exec(r->node, cmd, len, script, false, errstr, errlen);

@@ -72,6 +72,12 @@ hr_cluster *hr_redis_cluster(hr_redis *r);
  * redisFreeCommand); its length, or -1 when out of memory. */
 int hr_redis_evalsha_format(const hr_redis *r, hr_lua_id id, int nkeys, int argc, const char **argv,
                             const size_t *argvlen, char **out);
+/* Formatted command CMD of LEN bytes (a call of script SCRIPT, an
+ * hr_lua_id, or -1) as one call: routed, reconnected and retried once as
+ * hr_redis_cmd's.  Every reply, error replies included; NULL with ERRSTR
+ * when the connection failed. */
+redisReply *hr_redis_exec(hr_redis *r, const char *cmd, size_t len, int script, char *errstr,
+                          size_t errlen);
 /* A reply that is an error becomes NULL (freed) with its text in ERRSTR. */
 redisReply *hr_redis_check(redisReply *reply, char *errstr, size_t errlen);
 

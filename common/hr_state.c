@@ -160,54 +160,57 @@ int hr_state_redispatch(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
                             id, errstr, errlen);
 }
 
-int hr_state_finish(hr_mysql *m, int64_t id, const hr_outcomes *stats, int64_t subs, char *errstr,
+/* The subscriptions that task row t's outcome counters do not account for,
+ * of j.subs. */
+#define HR_STATE_GAP                                                               \
+    "GREATEST(0, CAST(j.subs AS SIGNED) - CAST(t.sent + t.failed + t.throttled + " \
+    "t.pulled + t.cancelled + t.unregistered + t.expired AS SIGNED))"
+
+int hr_state_lock_dispatched(hr_mysql *m, const int64_t *ids, size_t n, bool *locked, char *errstr,
+                             size_t errlen)
+{
+    memset(locked, 0, n * sizeof *locked);
+    if (n == 0)
+        return 0;
+    return hr_batch_select(m,
+                           "SELECT t.id FROM JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$')) "
+                           "j STRAIGHT_JOIN push_task t ON t.id = j.task "
+                           "WHERE t.state = 'dispatched' FOR UPDATE",
+                           &(hr_batch){ids, n, 1}, NULL, 0, 1, hr_batch_mark, locked, errstr,
+                           errlen);
+}
+
+int hr_state_finish(hr_mysql *m, const int64_t *rows, size_t n, uint64_t *moved, char *errstr,
                     size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(stats->sent),
-                                HR_P_I64(stats->failed),
-                                HR_P_I64(stats->throttled),
-                                HR_P_I64(stats->pulled),
-                                HR_P_I64(stats->cancelled),
-                                HR_P_I64(stats->retried),
-                                HR_P_I64(stats->unregistered),
-                                HR_P_I64(stats->expired),
-                                HR_P_I64(subs),
-                                HR_P_I64(subs),
-                                HR_P_I64(subs),
-                                HR_P_I64(id),
-                                HR_P_I64(id)};
-
-    /* MariaDB assigns left to right, so unaccounted sees the raised
-     * counters, state sees unaccounted and last_error sees state.  total
-     * (recipients published in chunks) is capped at the subscriptions: a
-     * recipient chunked again under a new seq (Redis rewound: subs held it
-     * again and seq went backwards) was added to it twice.  A task whose
-     * control is cancel ends `cancelled`, never `done`: the workers may
-     * cancel every chunk they hold and leave nothing pending before any
-     * dispatcher's control scan carries the cancel out (the fault row
-     * cancel-race), and the finish then sees a task with nothing left, as
-     * the scan would have. */
-    return hr_state_move(m,
-                         "UPDATE push_task SET sent = GREATEST(sent, ?), "
-                         "failed = GREATEST(failed, ?), throttled = GREATEST(throttled, ?), "
-                         "pulled = GREATEST(pulled, ?), cancelled = GREATEST(cancelled, ?), "
-                         "retried = GREATEST(retried, ?), "
-                         "unregistered = GREATEST(unregistered, ?), "
-                         "expired = GREATEST(expired, ?), total = LEAST(total, ?), "
-                         "unaccounted = GREATEST(0, CAST(? AS SIGNED) - "
-                         "CAST(sent + failed + throttled + pulled + cancelled + unregistered + "
-                         "expired AS SIGNED)), "
-                         "state = IF(control = 'cancel', 'cancelled', "
-                         "IF(unaccounted > 0, 'failed', 'done')), "
-                         "last_error = IF(state = 'failed', CONCAT(unaccounted, ' of ', ?, "
-                         "' subscriptions have no outcome (sent ', sent, ', failed ', failed, "
-                         "', throttled ', throttled, ', pulled ', pulled, ', cancelled ', "
-                         "cancelled, ', unregistered ', unregistered, ', expired ', expired, "
-                         "'): the working state "
-                         "in Redis lost them; heraldctl "
-                         "recover ', ?, ' pushes them'), last_error), "
-                         "finished_at = UTC_TIMESTAMP(3) WHERE id = ? AND state = 'dispatched'",
-                         p, 13, NULL, errstr, errlen);
+    *moved = 0;
+    if (n == 0)
+        return 0;
+    /* Every value is computed from the counters as they are (a multi-table
+     * UPDATE does not promise to assign left to right): unaccounted, state
+     * and last_error agree.  total (recipients published in chunks) is
+     * capped at the subscriptions: a recipient chunked again under a new
+     * seq (Redis rewound: subs held it again and seq went backwards) was
+     * added to it twice.  A task whose control is cancel ends `cancelled`,
+     * never `done`: the workers may cancel every chunk they hold and leave
+     * nothing pending before any dispatcher's control scan carries the
+     * cancel out (the fault row cancel-race), and the finish then sees a
+     * task with nothing left, as the scan would have. */
+    return hr_batch_exec(
+        m,
+        "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$[0]', subs BIGINT PATH '$[1]')) j "
+        "STRAIGHT_JOIN push_task t ON t.id = j.task "
+        "SET t.state = IF(t.control = 'cancel', 'cancelled', "
+        "IF(" HR_STATE_GAP " > 0, 'failed', 'done')), "
+        "t.last_error = IF(t.control <> 'cancel' AND " HR_STATE_GAP " > 0, CONCAT(" HR_STATE_GAP
+        ", ' of ', j.subs, "
+        "' subscriptions have no outcome (sent ', t.sent, ', failed ', t.failed, "
+        "', throttled ', t.throttled, ', pulled ', t.pulled, ', cancelled ', t.cancelled, "
+        "', unregistered ', t.unregistered, ', expired ', t.expired, '): the working state "
+        "in Redis lost them; heraldctl recover ', t.id, ' pushes them'), t.last_error), "
+        "t.unaccounted = " HR_STATE_GAP ", t.total = LEAST(t.total, j.subs), "
+        "t.finished_at = UTC_TIMESTAMP(3) WHERE t.state = 'dispatched'",
+        &(hr_batch){rows, n, 2}, NULL, 0, moved, NULL, errstr, errlen);
 }
 
 int hr_state_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *reason, char *errstr,

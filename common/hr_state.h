@@ -92,11 +92,22 @@ int hr_state_dispatched(hr_mysql *m, const int64_t *ids, size_t n, const char *o
 /* dispatched (control run) -> dispatching with no owner and an expired
  * lease, which a poller takes over: recipients came back to subs. */
 int hr_state_redispatch(hr_mysql *m, int64_t id, char *errstr, size_t errlen);
-/* dispatched -> done, or failed when the outcome counters, raised to
- * STATS, cover fewer than SUBS subscriptions (unaccounted and last_error
- * say so), or cancelled when control is cancel (unaccounted still
- * written); hr_finish_task() is the caller. */
-int hr_state_finish(hr_mysql *m, int64_t id, const hr_outcomes *stats, int64_t subs, char *errstr,
+/* The finish of dispatched tasks, two steps inside the caller's
+ * transaction (hr_finish_tasks() is the caller): */
+/* Locks the rows of the N tasks IDS (sorted ascending) that are dispatched
+ * now (SELECT ... FOR UPDATE) and marks them in LOCKED[i]: they stay
+ * dispatched until the transaction ends, whoever else tries to finish
+ * them (the other dispatchers' sweepers, the workers' reporters), so the
+ * caller knows exactly which it moves.  0 or -1. */
+int hr_state_lock_dispatched(hr_mysql *m, const int64_t *ids, size_t n, bool *locked, char *errstr,
+                             size_t errlen);
+/* dispatched -> done, or failed when the outcome counters (raised first,
+ * hr_finish_raise_batch) cover fewer subscriptions than the task has
+ * (unaccounted and last_error say so), or cancelled when control is
+ * cancel (unaccounted still written), of the N tasks ROWS ([id, subs]
+ * pairs, row-major, ids ascending), in one statement.  *MOVED gets how
+ * many moved.  0 or -1. */
+int hr_state_finish(hr_mysql *m, const int64_t *rows, size_t n, uint64_t *moved, char *errstr,
                     size_t errlen);
 /* FROM -> failed with REASON as last_error. */
 int hr_state_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *reason, char *errstr,

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hr_batch.h"
 #include "hr_shard.h"
 #include "hr_state.h"
 #include "hr_template.h"
@@ -257,6 +258,40 @@ int hr_task_load(hr_mysql *m, int64_t id, hr_task **out, char *errstr, size_t er
     }
     rc = hr_task_from_row(rows, 0, out, errstr, errlen);
 done:
+    hr_mysql_rows_free(rows);
+    return rc;
+}
+
+int hr_task_load_many(hr_mysql *m, const int64_t *ids, size_t n, hr_task ***out, size_t *nout,
+                      char *errstr, size_t errlen)
+{
+    hr_mysql_rows *rows = NULL;
+    hr_task **tasks = NULL;
+    size_t got = 0;
+    int rc = -1;
+
+    *out = NULL;
+    *nout = 0;
+    if (hr_batch_query(m,
+                       "SELECT " HR_TASK_COLUMNS " FROM JSON_TABLE(?, '$[*]' COLUMNS (want BIGINT "
+                       "PATH '$')) j STRAIGHT_JOIN push_task ON push_task.id = j.want",
+                       &(hr_batch){ids, n, 1}, NULL, 0, &rows, errstr, errlen) < 0)
+        goto done;
+    if ((tasks = calloc(rows->nrows + 1, sizeof *tasks)) == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        goto done;
+    }
+    for (; got < rows->nrows; got++)
+        if (hr_task_from_row(rows, got, &tasks[got], errstr, errlen) < 0)
+            goto done;
+    *out = tasks;
+    *nout = got;
+    tasks = NULL;
+    rc = 0;
+done:
+    for (size_t i = 0; tasks != NULL && i < got; i++)
+        hr_task_free(tasks[i]);
+    free(tasks);
     hr_mysql_rows_free(rows);
     return rc;
 }

@@ -117,6 +117,11 @@ int hr_task_from_row(const hr_mysql_rows *rows, size_t row, hr_task **out, char 
 /* Loads task ID.  Returns 0 and *OUT, 1 when there is no such task (*OUT
  * NULL), or -1 on a database error. */
 int hr_task_load(hr_mysql *m, int64_t id, hr_task **out, char *errstr, size_t errlen);
+/* Loads the N tasks IDS in one SELECT (JSON_TABLE of the ids) into *OUT,
+ * *NOUT of them in any order (an id without a row has none; free each with
+ * hr_task_free, then the array).  0 or -1. */
+int hr_task_load_many(hr_mysql *m, const int64_t *ids, size_t n, hr_task ***out, size_t *nout,
+                      char *errstr, size_t errlen);
 
 /* "high" / "normal" into *OUT; -1 for anything else (*OUT HR_PRIORITY_BAD). */
 int hr_priority_parse(const char *s, hr_priority *out);

@@ -16,8 +16,10 @@
 
 #include "hr_pipe.h"
 
-/* The script's verdict codes (lua/throttle.lua). */
+/* The script's verdicts (lua/throttle.lua), each key's answered as
+ * verdict + THR_LUA_COUNT_STEP * count. */
 enum { THR_LUA_THROTTLED = 0, THR_LUA_ADDED = 1, THR_LUA_COUNTED = 2 };
+#define THR_LUA_COUNT_STEP 4
 
 int hr_throttle_rule_from_task(const hr_task *t, const hr_channel *ch, hr_throttle_rule *rule,
                                char *errstr, size_t errlen)
@@ -158,13 +160,13 @@ static int thr_parse(redisReply *reply, const hr_throttle_req *reqs, size_t n,
     size_t i;
     int rc = -1;
 
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 1 + 2 * n) {
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 1 + n) {
         snprintf(errstr, errlen, "throttle.lua: unexpected reply type %d with %zu elements",
                  reply->type, reply->type == REDIS_REPLY_ARRAY ? reply->elements : 0);
         goto done;
     }
     for (i = 0; i < reply->elements; i++) {
-        if (reply->element[i]->type != REDIS_REPLY_INTEGER) {
+        if (reply->element[i]->type != REDIS_REPLY_INTEGER || reply->element[i]->integer < 0) {
             snprintf(errstr, errlen, "throttle.lua: element %zu of type %d", i,
                      reply->element[i]->type);
             goto done;
@@ -172,8 +174,9 @@ static int thr_parse(redisReply *reply, const hr_throttle_req *reqs, size_t n,
     }
     for (i = 0; i < n; i++) {
         hr_throttle_result *res = &out[i];
+        long long code = reply->element[1 + i]->integer;
 
-        switch (reply->element[1 + 2 * i]->integer) {
+        switch (code % THR_LUA_COUNT_STEP) {
         case THR_LUA_ADDED:
         case THR_LUA_COUNTED:
             res->verdict = HR_THROTTLE_PASS;
@@ -184,11 +187,11 @@ static int thr_parse(redisReply *reply, const hr_throttle_req *reqs, size_t n,
             break;
         default:
             snprintf(errstr, errlen, "throttle.lua: unknown verdict %lld",
-                     reply->element[1 + 2 * i]->integer);
+                     code % THR_LUA_COUNT_STEP);
             goto done;
         }
         res->now_ms = reply->element[0]->integer;
-        res->count = reply->element[2 + 2 * i]->integer;
+        res->count = code / THR_LUA_COUNT_STEP;
     }
     rc = 0;
 done:

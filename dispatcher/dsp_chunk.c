@@ -47,12 +47,15 @@
 #include "hr_finish.h"
 #include "hr_keys.h"
 #include "hr_log.h"
+#include "hr_pipe.h"
 #include "hr_ratelimit.h"
 #include "hr_shard.h"
 #include "hr_state.h"
 #include "hr_vec.h"
 
-#define DSP_CHUNKS_PER_TICK 64  /* chunk moves per tick, all tasks */
+/* Chunk moves per tick, all tasks: their Redis steps are a pipeline each
+ * (dsp_chunk_batch), so many small tasks are moved in a few ticks. */
+#define DSP_CHUNKS_PER_TICK 256
 #define DSP_OUTSTANDING_MAX 32  /* unconfirmed chunks per task */
 #define DSP_AHEAD_RECHECK_MS 50 /* a task that ran ahead looks again */
 #define DSP_CTL_RECHECK_MS 100  /* a task held by its ctl key looks again */
@@ -152,35 +155,6 @@ static void dsp_start(dsp *d, dsp_task *dt)
     }
 }
 
-/* Whether the task's ctl key (what pause, resume and cancel set at once in
- * Redis, and the scanner mirrors from MySQL) still says run.  The lease
- * renewal drops a paused or cancelled task only every lease_s / 3; without
- * this check the owner kept chunking that long after a pause, and a
- * recover right after the pause raced its chunks. */
-static bool dsp_running(dsp *d, dsp_task *dt, bool *failed, char *errstr, size_t errlen)
-{
-    char key[256];
-    redisReply *reply;
-    hr_control control;
-    bool run;
-
-    *failed = false;
-    hr_key_task(hr_redis_prefix(d->loop_conn.r), key, sizeof key, dt->id, HR_KEY_CTL);
-    reply = hr_redis_cmdf(d->loop_conn.r, errstr, errlen, "GET %s", key);
-    if (reply == NULL) {
-        *failed = true;
-        return false;
-    }
-    /* A missing key is run: the scanner sets it, a flush may have lost it.
-     * A value that is no control name holds the task, as pause does. */
-    run = reply->type != REDIS_REPLY_STRING ||
-          (hr_control_parse(reply->str, &control) == 0 && control == HR_CONTROL_RUN);
-    freeReplyObject(reply);
-    if (!run)
-        hr_log_debug("task_held", "task=%" PRId64 " reason=control", dt->id);
-    return run;
-}
-
 /* The rate limiter's grant for one chunk; 0 = wait (T->next_ms is set). */
 static int64_t dsp_grant(dsp *d, dsp_task *dt, int64_t now, bool *failed, char *errstr,
                          size_t errlen)
@@ -254,7 +228,7 @@ static void dsp_chunk_expire(dsp *d, dsp_task *dt)
         return;
     }
     /* Without it the stats hash keeps the count, and the finish
-     * (hr_finish_task) raises MySQL to it. */
+     * (hr_finish_tasks) raises MySQL to it. */
     if (hr_finish_count(conn->m, dt->id, dt->shard, HR_OUTCOME_EXPIRED, total, err, sizeof err) < 0)
         hr_log_warn("expired_count_lost", "task=%" PRId64 " expired=%" PRId64 " error=%s", dt->id,
                     total, err);
@@ -282,30 +256,78 @@ static int dsp_chunk_release(dsp *d, dsp_task *dt, int64_t now, int64_t n, char 
     return 0;
 }
 
-/* One chunk of T: grant, seq, move, produce.  true when a chunk moved. */
-static bool dsp_chunk_one(dsp *d, dsp_task *dt)
-{
-    dsp_conn *conn = &d->loop_conn;
-    char err[512], keys[3][256], seq_s[24], n_s[24], now_s[24];
-    const char *argv[6] = {keys[0], keys[1], keys[2], n_s, seq_s, now_s};
-    const char *prefix = hr_redis_prefix(conn->r);
-    int64_t now = hr_clock_now_ms(), n, seq, moved;
-    int shard = dt->shard != HR_SHARD_NONE ? dt->shard : 0;
-    bool failed = false;
-    redisReply *reply;
+/* One move of a tick's batch: the task, the recipients its grant allows
+ * and, once INCR answered, the chunk's number. */
+typedef struct dsp_move {
+    dsp_task *dt;
+    int64_t n, seq;
+} dsp_move;
 
-    if (dt->reconciling)
-        return false;
-    if (!dt->started) {
-        dsp_start(d, dt);
-        return false;
+/* CMD on the key KIND of each of the N moves' tasks (their shard's, for a
+ * shard), one round trip; the replies stay in PIPE.  0, or -1 out of
+ * memory (ERRSTR).
+ * The steps read their replies with hr_pipe_reply_retry: a reply lost
+ * with its connection is asked for again alone, as a single call's was
+ * (chunk_move.lua answers a re-run with the chunk's size, so the chunk is
+ * published; tests/integration/test_retry_races.py "chunk_move"). */
+static int dsp_chunk_each(dsp *d, hr_pipe *pipe, const char *cmd, const dsp_move *mv, size_t n,
+                          hr_key_kind kind, char *errstr, size_t errlen)
+{
+    char key[HR_KEY_MAX];
+    const char *argv[] = {cmd, key};
+
+    hr_pipe_reset(pipe);
+    for (size_t i = 0; i < n; i++) {
+        const dsp_task *dt = mv[i].dt;
+
+        hr_key_shard(hr_redis_prefix(d->loop_conn.r), key, sizeof key, dt->id,
+                     dt->shard != HR_SHARD_NONE ? dt->shard : 0, kind);
+        if (hr_pipe_cmd(pipe, 2, argv, NULL) < 0) {
+            snprintf(errstr, errlen, "out of memory");
+            return -1;
+        }
     }
-    if (!dsp_running(d, dt, &failed, err, sizeof err)) {
-        if (failed)
-            goto redis_failed;
-        dt->next_ms = now + DSP_CTL_RECHECK_MS;
-        return false;
+    /* A connection that failed leaves replies to ask for again. */
+    hr_pipe_exec(pipe, errstr, errlen);
+    return 0;
+}
+
+/* The ctl keys of the N moves' tasks (what pause, resume and cancel set
+ * at once in Redis, and the scanner mirrors from MySQL), one round trip:
+ * RUN[i] tells whether move i's still says run.  The lease renewal drops
+ * a paused or cancelled task only every lease_s / 3; without this check
+ * the owner kept chunking that long after a pause, and a recover right
+ * after the pause raced its chunks.  A missing key is run (the scanner
+ * sets it, a flush may have lost it); a value that is no control name
+ * holds the task, as pause does.  0 or -1 (ERRSTR). */
+static int dsp_running(dsp *d, hr_pipe *pipe, const dsp_move *mv, size_t n, bool *run, char *errstr,
+                       size_t errlen)
+{
+    if (dsp_chunk_each(d, pipe, "GET", mv, n, HR_KEY_CTL, errstr, errlen) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        redisReply *reply = hr_pipe_reply_retry(pipe, i, errstr, errlen);
+        hr_control control;
+
+        if (reply == NULL)
+            return -1;
+        run[i] = reply->type != REDIS_REPLY_STRING ||
+                 (hr_control_parse(reply->str, &control) == 0 && control == HR_CONTROL_RUN);
+        freeReplyObject(reply);
+        if (!run[i])
+            hr_log_debug("task_held", "task=%" PRId64 " reason=control", mv[i].dt->id);
     }
+    return 0;
+}
+
+/* What a running task must pass before its move: the expiry, the wait
+ * set's next release, the run-ahead bound, the rate limit's grant; the
+ * recipients released or granted into MV->n.  true = move it; false =
+ * not this tick (T->next_ms says when), or *FAILED on a Redis error. */
+static bool dsp_chunk_may(dsp *d, dsp_task *dt, int64_t now, dsp_move *mv, bool *failed,
+                          char *errstr, size_t errlen)
+{
+    *failed = false;
     if (dt->expire_ms > 0 && now >= dt->expire_ms) {
         dsp_chunk_expire(d, dt);
         return false;
@@ -313,44 +335,87 @@ static bool dsp_chunk_one(dsp *d, dsp_task *dt)
     if (dt->waits && now < dt->wait_next_ms)
         return false; /* nothing released before then (dsp_chunk_release) */
     /* Enough chunks wait for a worker (dsp_ahead.c). */
-    switch (dsp_ahead(d, dt, err, sizeof err)) {
+    switch (dsp_ahead(d, dt, errstr, errlen)) {
     case 0:
         break;
     case 1:
         dt->next_ms = now + DSP_AHEAD_RECHECK_MS;
         return false;
     default:
-        goto redis_failed;
-    }
-    n = dsp_grant(d, dt, now, &failed, err, sizeof err);
-    if (n == 0) {
-        if (failed)
-            goto redis_failed;
+        *failed = true;
         return false;
     }
-    if (dt->waits && dsp_chunk_release(d, dt, now, n, err, sizeof err) < 0)
-        goto redis_failed;
-    /* A shard counts its own chunks; the number is striped so the task's
-     * chunk numbers stay unique (hr_shard_seq). */
-    hr_key_shard(prefix, keys[0], sizeof keys[0], dt->id, shard, HR_KEY_SEQ);
-    reply = hr_redis_cmdf(conn->r, err, sizeof err, "INCR %s", keys[0]);
-    if (reply == NULL)
-        goto redis_failed;
-    seq = hr_shard_seq(dt->shards, shard, reply->integer);
-    freeReplyObject(reply);
+    mv->dt = dt;
+    mv->n = dsp_grant(d, dt, now, failed, errstr, errlen);
+    if (mv->n == 0)
+        return false;
+    if (dt->waits && dsp_chunk_release(d, dt, now, mv->n, errstr, errlen) < 0) {
+        *failed = true;
+        return false;
+    }
+    return true;
+}
 
-    snprintf(n_s, sizeof n_s, "%" PRId64, n);
-    snprintf(seq_s, sizeof seq_s, "%" PRId64, seq);
+/* INCR of each move's seq, one round trip: a shard counts its own chunks,
+ * and the number is striped so the task's chunk numbers stay unique
+ * (hr_shard_seq).  A seq taken by a move that then fails is skipped, as
+ * one a dispatcher died after.  0 or -1 (ERRSTR). */
+static int dsp_chunk_seqs(dsp *d, hr_pipe *pipe, dsp_move *mv, size_t n, char *errstr,
+                          size_t errlen)
+{
+    if (dsp_chunk_each(d, pipe, "INCR", mv, n, HR_KEY_SEQ, errstr, errlen) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        const dsp_task *dt = mv[i].dt;
+        int64_t v = dsp_reply_int(hr_pipe_reply_retry(pipe, i, errstr, errlen));
+
+        if (v < 0)
+            return -1;
+        mv[i].seq = hr_shard_seq(dt->shards, dt->shard != HR_SHARD_NONE ? dt->shard : 0, v);
+    }
+    return 0;
+}
+
+/* chunk_move.lua of each move (SPOP -> chunk set -> pending), one round
+ * trip; MOVED[i] gets how many move i moved.  0 or -1 (ERRSTR). */
+static int dsp_chunk_move(dsp *d, hr_pipe *pipe, const dsp_move *mv, size_t n, int64_t now,
+                          int64_t *moved, char *errstr, size_t errlen)
+{
+    const char *prefix = hr_redis_prefix(d->loop_conn.r);
+    char keys[3][HR_KEY_MAX], seq_s[24], n_s[24], now_s[24];
+    const char *argv[6] = {keys[0], keys[1], keys[2], n_s, seq_s, now_s};
+    size_t i;
+
+    hr_pipe_reset(pipe);
     snprintf(now_s, sizeof now_s, "%" PRId64, now);
-    hr_key_shard(prefix, keys[0], sizeof keys[0], dt->id, shard, HR_KEY_SUBS);
-    hr_key_shard_chunk(prefix, keys[1], sizeof keys[1], dt->id, shard, seq);
-    hr_key_shard(prefix, keys[2], sizeof keys[2], dt->id, shard, HR_KEY_PENDING);
-    reply = hr_redis_eval(conn->r, HR_LUA_CHUNK_MOVE, 3, 6, argv, NULL, err, sizeof err);
-    if (reply == NULL)
-        goto redis_failed;
-    moved = reply->integer;
-    freeReplyObject(reply);
-    dsp_health_ok(d, DSP_REDIS);
+    for (i = 0; i < n; i++) {
+        const dsp_task *dt = mv[i].dt;
+        int shard = dt->shard != HR_SHARD_NONE ? dt->shard : 0;
+
+        snprintf(n_s, sizeof n_s, "%" PRId64, mv[i].n);
+        snprintf(seq_s, sizeof seq_s, "%" PRId64, mv[i].seq);
+        hr_key_shard(prefix, keys[0], sizeof keys[0], dt->id, shard, HR_KEY_SUBS);
+        hr_key_shard_chunk(prefix, keys[1], sizeof keys[1], dt->id, shard, mv[i].seq);
+        hr_key_shard(prefix, keys[2], sizeof keys[2], dt->id, shard, HR_KEY_PENDING);
+        if (hr_pipe_eval(pipe, HR_LUA_CHUNK_MOVE, 3, 6, argv, NULL) < 0) {
+            snprintf(errstr, errlen, "out of memory");
+            return -1;
+        }
+    }
+    hr_pipe_exec(pipe, errstr, errlen);
+    for (i = 0; i < n; i++)
+        if ((moved[i] = dsp_reply_int(hr_pipe_reply_retry(pipe, i, errstr, errlen))) < 0)
+            return -1;
+    return 0;
+}
+
+/* What a move of MOVED recipients means for its task: none, subs ran out;
+ * else the chunk is produced.  true when a chunk moved. */
+static bool dsp_chunk_moved(dsp *d, const dsp_move *mv, int64_t moved, int64_t now)
+{
+    dsp_task *dt = mv->dt;
+    char err[512];
+
     if (moved == 0) {
         /* Not finished while recipients wait for their instant. */
         dt->subs_empty = !dt->waits || dt->wait_left == 0;
@@ -362,12 +427,12 @@ static bool dsp_chunk_one(dsp *d, dsp_task *dt)
     /* Fewer than asked for: subs ran empty (nothing adds to it once seq
      * exists but the wait set's releases, which wait_left counts), so a
      * task of one chunk ends without another GET ctl, INCR and empty move. */
-    if (moved < n && !dt->waits)
+    if (moved < mv->n && !dt->waits)
         dt->subs_empty = true;
     dsp_seams_moved();
     if (dsp_kafka_produce(d->kafka,
                           &(dsp_kafka_msg){.task = dt->id,
-                                           .seq = seq,
+                                           .seq = mv->seq,
                                            .shard = dt->shard,
                                            .count = moved,
                                            .due_ms = dt->due_ms,
@@ -375,17 +440,68 @@ static bool dsp_chunk_one(dsp *d, dsp_task *dt)
                           err, sizeof err) < 0) {
         /* The chunk is pending; the sweeper publishes it later. */
         hr_log_warn("chunk_publish_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s", dt->id,
-                    seq, err);
+                    mv->seq, err);
         dt->next_ms = now + 1000;
         return true;
     }
     dt->outstanding++;
     hr_log_debug("chunk_moved", "task=%" PRId64 " shard=%d seq=%" PRId64 " size=%" PRId64, dt->id,
-                 dt->shard, seq, moved);
+                 dt->shard, mv->seq, moved);
     return true;
+}
+
+/* One chunk of each of the N tasks DTS (each reconciled, at most
+ * DSP_CHUNKS_PER_TICK): ctl, grant, seq, move, produce.  The Redis steps
+ * go in one round trip per step for all of them, not three per task: many
+ * small tasks due together were moved one after the other at three round
+ * trips each, and their moves trailed their reconciliations by a second
+ * and more (docs/performance.md "Many small tasks").  true when a chunk
+ * moved. */
+static bool dsp_chunk_batch(dsp *d, dsp_task *const *dts, size_t n)
+{
+    dsp_conn *conn = &d->loop_conn;
+    dsp_move mv[DSP_CHUNKS_PER_TICK];
+    int64_t moved[DSP_CHUNKS_PER_TICK], now = hr_clock_now_ms();
+    bool run[DSP_CHUNKS_PER_TICK], any = false, failed = false;
+    hr_pipe *pipe = hr_pipe_new(conn->r);
+    char err[512];
+    size_t i, nmv = 0;
+
+    if (pipe == NULL) {
+        snprintf(err, sizeof err, "out of memory");
+        goto redis_failed;
+    }
+    for (i = 0; i < n; i++)
+        mv[i] = (dsp_move){.dt = dts[i]};
+    if (dsp_running(d, pipe, mv, n, run, err, sizeof err) < 0)
+        goto redis_failed;
+    /* The moves that go ahead, to the front. */
+    for (i = 0; i < n; i++) {
+        if (!run[i]) {
+            dts[i]->next_ms = now + DSP_CTL_RECHECK_MS;
+            continue;
+        }
+        /* The grant's own time: dsp_grant gives up one whose call crossed
+         * a second, and the checks before it may have taken a while. */
+        if (dsp_chunk_may(d, dts[i], hr_clock_now_ms(), &mv[nmv], &failed, err, sizeof err))
+            nmv++;
+        else if (failed)
+            goto redis_failed;
+    }
+    if (nmv == 0)
+        goto done;
+    if (dsp_chunk_seqs(d, pipe, mv, nmv, err, sizeof err) < 0 ||
+        dsp_chunk_move(d, pipe, mv, nmv, now, moved, err, sizeof err) < 0)
+        goto redis_failed;
+    dsp_health_ok(d, DSP_REDIS);
+    for (i = 0; i < nmv; i++)
+        any |= dsp_chunk_moved(d, &mv[i], moved[i], now);
+    goto done;
 redis_failed:
     dsp_conn_failed(d, conn, DSP_REDIS, err);
-    return false;
+done:
+    hr_pipe_free(pipe);
+    return any;
 }
 
 /* A sharded task's coordinator: reconciled first (which writes the shard
@@ -420,7 +536,8 @@ static void dsp_chunked(dsp *d, dsp_task **shards, size_t n)
 bool dsp_chunk_tick(dsp *d)
 {
     HR_VEC(dsp_task *) done = {0}, chunked = {0};
-    size_t i, budget = DSP_CHUNKS_PER_TICK;
+    dsp_task *batch[DSP_CHUNKS_PER_TICK];
+    size_t i, n = 0;
     int64_t now;
     bool moved = false;
 
@@ -429,7 +546,10 @@ bool dsp_chunk_tick(dsp *d)
     if (atomic_load(&d->stopping))
         return false;
     now = hr_clock_now_ms();
-    for (i = 0; i < dsp_owned_count(d) && budget > 0; i++) {
+    /* Only the tasks that may move a chunk count against the tick's budget:
+     * a task still reconciling costs nothing, and must not keep the tasks
+     * behind it in the table from moving. */
+    for (i = 0; i < dsp_owned_count(d) && n < DSP_CHUNKS_PER_TICK; i++) {
         dsp_task *dt = dsp_owned_at(d, i);
 
         if (dt->next_ms > now || !dsp_conn_ready(d, &d->loop_conn))
@@ -445,12 +565,16 @@ bool dsp_chunk_tick(dsp *d)
                 break; /* out of memory: the next tick */
             continue;
         }
-        if (dt->outstanding >= DSP_OUTSTANDING_MAX)
+        if (dt->outstanding >= DSP_OUTSTANDING_MAX || dt->reconciling)
             continue;
-        if (dsp_chunk_one(d, dt))
-            moved = true;
-        budget--;
+        if (!dt->started) {
+            dsp_start(d, dt);
+            continue;
+        }
+        batch[n++] = dt;
     }
+    if (n > 0)
+        moved = dsp_chunk_batch(d, batch, n);
     if (done.n > 0)
         dsp_finish(d, done.v, done.n);
     dsp_chunked(d, chunked.v, chunked.n);

@@ -176,7 +176,7 @@ static int dsp_control_cancel(dsp *d, dsp_conn *conn, int64_t id, int shards, ch
     hr_log_info("task_cancelled",
                 "task=%" PRId64 " dropped=%" PRId64 " cancelled=%" PRId64 " held=%d", id, dropped,
                 total, held);
-    if (moved == 1 && dsp_sweep_retire_keys(conn, id, shards, errstr, errlen) < 0)
+    if (moved == 1 && dsp_sweep_retire_keys(conn, &id, &shards, 1, errstr, errlen) < 0)
         hr_log_warn("retire_failed", "task=%" PRId64 " error=%s", id, errstr);
     return 0;
 }

@@ -23,12 +23,17 @@
  * Off the loop thread: a sync's cost follows the rows added since the last
  * one, which a bulk load just before due can make large.  Up to
  * DSP_RECONCILE_JOBS jobs at a time on libuv's pool, each with its own
- * connections and a batch of up to DSP_RECONCILE_BATCH
- * queued tasks, reconciled one after the other after one address sync for
- * the batch; with many small tasks due at once, one reconciliation at a
- * time (about twenty round trips each) held the later tasks' first chunks
- * back.  Two jobs never hold the same task: a task is queued once, and
- * each task's sync takes its prepare lock anyway.  The loop thread queues
+ * connections and a batch of up to DSP_RECONCILE_BATCH queued tasks,
+ * reconciled together: one address sync, one pass of round trips for the
+ * sets of the tasks of one shard (hr_subs_sync_claimed: the locks, the
+ * epochs, the rows, the adds, the marks, a statement or a pipeline each
+ * for all of them), one for their seqs (dsp_rc_seqs); a sharded task is
+ * synced on its own.  With many small tasks due at once, one
+ * reconciliation at a time (about twenty round trips each) held the later
+ * tasks' first chunks back, and so did a dozen round trips per task within
+ * a job (docs/performance.md "Many small tasks").  Two jobs never hold the
+ * same task: a task is queued once, and each task's sync takes its
+ * prepare lock anyway.  The loop thread queues
  * tasks (dsp_reconcile_want) and reads the outcomes in a job's after-work
  * callback, which libuv runs on the loop thread. */
 #include "dsp_reconcile.h"
@@ -42,9 +47,11 @@
 #include "dsp_conn.h"
 #include "dsp_shard.h"
 #include "dsp_wait.h"
+#include "hr_batch.h"
 #include "hr_clock.h"
 #include "hr_keys.h"
 #include "hr_log.h"
+#include "hr_pipe.h"
 #include "hr_shard.h"
 #include "hr_subs.h"
 #include "hr_vec.h"
@@ -85,111 +92,211 @@ int dsp_reconcile_new(dsp *d)
     return d->rc != NULL ? 0 : -1;
 }
 
-/* Raises the seq of shard SHARD of task ID (of SHARDS) to the count of the
- * highest chunk number it ever had (MAX, a push_chunk row's) or a pending
- * chunk has, when it is lower: Redis came back from an AOF older than the
- * last chunk moves.  A reused number would put new recipients into a chunk
- * whose row exists (not counted in total) or whose set a worker is still
- * reading.  INCRBY, not SET: a shard's chunker (another dispatcher) may
- * INCR meanwhile, and the seq must never go down.  0 or -1 (ERRSTR). */
-static int dsp_rc_seq_shard(dsp_conn *conn, int64_t id, int shards, int shard, int64_t max,
-                            char *errstr, size_t errlen)
-{
-    char seq_key[256], pending[256];
-    redisReply *reply;
-    int64_t cur;
-    size_t i;
+/* One shard of a task whose seq is checked (dsp_rc_seqs): the highest
+ * chunk number its push_chunk rows hold. */
+typedef struct dsp_rc_seq {
+    dsp_rc_item *it;
+    int shard;
+    int64_t max;
+} dsp_rc_seq;
 
-    hr_key_shard(hr_redis_prefix(conn->r), pending, sizeof pending, id, shard, HR_KEY_PENDING);
-    reply = hr_redis_cmdf(conn->r, errstr, errlen, "HKEYS %s", pending);
-    if (reply == NULL)
-        return -1;
-    for (i = 0; reply->type == REDIS_REPLY_ARRAY && i < reply->elements; i++)
-        if (strtoll(reply->element[i]->str, NULL, 10) > max)
-            max = strtoll(reply->element[i]->str, NULL, 10);
-    freeReplyObject(reply);
-    max = hr_shard_count_of_seq(shards, max);
-    hr_key_shard(hr_redis_prefix(conn->r), seq_key, sizeof seq_key, id, shard, HR_KEY_SEQ);
-    reply = hr_redis_cmdf(conn->r, errstr, errlen, "GET %s", seq_key);
-    if (reply == NULL)
-        return -1;
-    cur = reply->type == REDIS_REPLY_STRING ? strtoll(reply->str, NULL, 10) : 0;
-    freeReplyObject(reply);
+/* What the push_chunk maxima's match writes: batch row I is item I, whose
+ * shards start at FIRST[I] in SEQS. */
+typedef struct dsp_rc_maxima {
+    dsp_rc_seq *seqs;
+    const size_t *first;
+} dsp_rc_maxima;
+
+static bool dsp_rc_max_row(void *ctx, size_t i, const hr_mysql_rows *rows, size_t row)
+{
+    dsp_rc_maxima *mx = ctx;
+    dsp_rc_seq *sq = &mx->seqs[mx->first[i]];
+    int k = atoi(hr_mysql_cell(rows, row, 1));
+
+    if (k >= 0 && k < (sq->it->shards > 1 ? sq->it->shards : 1))
+        sq[k].max = strtoll(hr_mysql_cell(rows, row, 2), NULL, 10);
+    return true;
+}
+
+/* Raises shard SQ's seq, CUR, to the count of the highest chunk number it
+ * ever had (a push_chunk row's, SQ->max) or a pending chunk has (PENDING,
+ * HKEYS' reply), when it is lower: Redis came back from an AOF older than
+ * the last chunk moves.  A reused number would put new recipients into a
+ * chunk whose row exists (not counted in total) or whose set a worker is
+ * still reading.  INCRBY, not SET: a shard's chunker (another dispatcher)
+ * may INCR meanwhile, and the seq must never go down.  0 or -1 (ERRSTR). */
+static int dsp_rc_seq_raise(dsp_conn *conn, const dsp_rc_seq *sq, const redisReply *pending,
+                            int64_t cur, char *errstr, size_t errlen)
+{
+    char seq_key[HR_KEY_MAX];
+    int64_t max = sq->max;
+    redisReply *reply;
+
+    for (size_t i = 0; pending->type == REDIS_REPLY_ARRAY && i < pending->elements; i++)
+        if (strtoll(pending->element[i]->str, NULL, 10) > max)
+            max = strtoll(pending->element[i]->str, NULL, 10);
+    max = hr_shard_count_of_seq(sq->it->shards, max);
     if (cur >= max)
         return 0;
+    hr_key_shard(hr_redis_prefix(conn->r), seq_key, sizeof seq_key, sq->it->id, sq->shard,
+                 HR_KEY_SEQ);
     reply = hr_redis_cmdf(conn->r, errstr, errlen, "INCRBY %s %" PRId64, seq_key, max - cur);
     if (reply == NULL)
         return -1;
     freeReplyObject(reply);
-    hr_log_warn("seq_behind", "task=%" PRId64 " seq=%" PRId64 " raised_to=%" PRId64 " shard=%d", id,
-                cur, max, shard);
+    hr_log_warn("seq_behind", "task=%" PRId64 " seq=%" PRId64 " raised_to=%" PRId64 " shard=%d",
+                sq->it->id, cur, max, sq->shard);
     return 0;
 }
 
-/* dsp_rc_seq_shard for every shard of task ID, the push_chunk maxima read
- * in one query.  0 or -1 (ERRSTR). */
-static int dsp_rc_seq(dsp_conn *conn, int64_t id, int shards, char *errstr, size_t errlen)
+/* dsp_rc_seq_raise for every shard of the N tasks ITS: the push_chunk
+ * maxima of all of them in one statement, every shard's pending chunks and
+ * seq in one pipeline.  Every new ownership checks it (a task claimed, or
+ * taken over).  0 or -1 (ERRSTR). */
+static int dsp_rc_seqs(dsp_conn *conn, dsp_rc_item *const *its, size_t n, char *errstr,
+                       size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(shards > 1 ? shards : 1), HR_P_I64(id)};
-    int64_t *max = calloc((size_t)(shards > 1 ? shards : 1), sizeof *max);
-    hr_mysql_rows *rows = NULL;
+    const char *prefix = hr_redis_prefix(conn->r);
+    int64_t *cells = calloc(n * 2 + 1, sizeof *cells);
+    size_t *first = calloc(n + 1, sizeof *first);
+    dsp_rc_seq *seqs = NULL;
+    hr_pipe *pipe = hr_pipe_new(conn->r);
+    char key[HR_KEY_MAX];
+    size_t i, k, nseq = 0;
     int rc = -1;
-    size_t i;
 
-    if (max == NULL) {
-        snprintf(errstr, errlen, "out of memory");
-        return -1;
+    if (cells == NULL || first == NULL || pipe == NULL)
+        goto oom;
+    for (i = 0; i < n; i++) {
+        first[i] = nseq;
+        nseq += (size_t)(its[i]->shards > 1 ? its[i]->shards : 1);
+        cells[2 * i] = its[i]->id;
+        cells[2 * i + 1] = its[i]->shards > 1 ? its[i]->shards : 1;
     }
-    if (hr_mysql_query(conn->m,
-                       "SELECT (seq - 1) % ?, MAX(seq) FROM push_chunk WHERE task_id = ? "
-                       "GROUP BY 1",
-                       p, 2, &rows, errstr, errlen) < 0)
+    if ((seqs = calloc(nseq + 1, sizeof *seqs)) == NULL)
+        goto oom;
+    for (i = 0; i < n; i++)
+        for (k = 0; k < (size_t)cells[2 * i + 1]; k++)
+            seqs[first[i] + k] = (dsp_rc_seq){.it = its[i], .shard = (int)k};
+    if (hr_batch_select(conn->m,
+                        "SELECT j.task, (c.seq - 1) % j.shards, MAX(c.seq) FROM JSON_TABLE(?, "
+                        "'$[*]' COLUMNS (task BIGINT PATH '$[0]', shards BIGINT PATH '$[1]')) j "
+                        "STRAIGHT_JOIN push_chunk c ON c.task_id = j.task GROUP BY 1, 2",
+                        &(hr_batch){cells, n, 2}, NULL, 0, 1, dsp_rc_max_row,
+                        &(dsp_rc_maxima){seqs, first}, errstr, errlen) < 0)
         goto done;
-    for (i = 0; i < rows->nrows; i++) {
-        int k = atoi(hr_mysql_cell(rows, i, 0));
+    for (i = 0; i < nseq; i++) {
+        const char *hkeys[] = {"HKEYS", key}, *get[] = {"GET", key};
 
-        if (k >= 0 && k < (shards > 1 ? shards : 1))
-            max[k] = strtoll(hr_mysql_cell(rows, i, 1), NULL, 10);
+        hr_key_shard(prefix, key, sizeof key, seqs[i].it->id, seqs[i].shard, HR_KEY_PENDING);
+        if (hr_pipe_cmd(pipe, 2, hkeys, NULL) < 0)
+            goto oom;
+        hr_key_shard(prefix, key, sizeof key, seqs[i].it->id, seqs[i].shard, HR_KEY_SEQ);
+        if (hr_pipe_cmd(pipe, 2, get, NULL) < 0)
+            goto oom;
     }
-    for (int k = 0; k < (shards > 1 ? shards : 1); k++)
-        if (dsp_rc_seq_shard(conn, id, shards, k, max[k], errstr, errlen) < 0)
+    if (hr_pipe_exec(pipe, errstr, errlen) < 0)
+        goto done;
+    for (i = 0; i < nseq; i++) {
+        redisReply *pending = hr_pipe_reply(pipe, 2 * i, errstr, errlen);
+        redisReply *cur = pending != NULL ? hr_pipe_reply(pipe, 2 * i + 1, errstr, errlen) : NULL;
+        int one = -1;
+
+        if (cur != NULL)
+            one = dsp_rc_seq_raise(
+                conn, &seqs[i], pending,
+                cur->type == REDIS_REPLY_STRING ? strtoll(cur->str, NULL, 10) : 0, errstr, errlen);
+        freeReplyObject(pending);
+        freeReplyObject(cur);
+        if (one < 0)
             goto done;
+    }
     rc = 0;
+    goto done;
+oom:
+    snprintf(errstr, errlen, "out of memory");
 done:
-    hr_mysql_rows_free(rows);
-    free(max);
+    hr_pipe_free(pipe);
+    free(seqs);
+    free(first);
+    free(cells);
     return rc;
 }
 
-/* One task of a job: the sync, seq, the wait set's plan. */
-static void dsp_rc_one(dsp *d, dsp_conn *conn, dsp_rc_item *it)
+/* What follows a sync that made the N items ITS' sets complete (or found
+ * their chunking started): seq checked, the wait set planned, a sharded
+ * task's rows written.  The plan runs once the set is complete and seq
+ * exists (no refill can add to subs any more), before the first chunk.  A
+ * sharded task's rows are written last: a claimable shard is complete.
+ * An item that fails gets result -1 and its error. */
+static void dsp_rc_after(dsp_conn *conn, dsp_rc_item **its, size_t n)
 {
-    char token[256];
-    hr_subs_refill_opts o = {.token = token,
-                             .lock_ms = DSP_PREP_LOCK_MS,
-                             .batch = d->cfg->dispatcher.refill_batch,
-                             .stop = &d->stopping};
-    int64_t start = hr_clock_now_ms();
+    char err[256];
+    size_t i, k = 0;
 
-    snprintf(token, sizeof token, "%s/reconcile", d->owner);
-    it->result = hr_subs_sync(conn->m, conn->r, it->id, &o, true, &it->added, &it->seen, it->err,
-                              sizeof it->err);
-    /* The plan runs once the set is complete and seq exists (no refill can
-     * add to subs any more), before the first chunk.  A sharded task's
-     * rows are written last: a claimable shard is complete. */
-    if ((it->result == HR_SUBS_DONE || it->result == HR_SUBS_STARTED) &&
-        (dsp_rc_seq(conn, it->id, it->shards, it->err, sizeof it->err) < 0 ||
-         (it->waits && dsp_wait_plan(conn, it->id, &it->parked, it->err, sizeof it->err) < 0) ||
-         (it->shards > 1 && dsp_shard_rows(conn, it->id, it->shards, it->err, sizeof it->err) < 0)))
-        it->result = -1;
-    if (it->result < 0)
-        dsp_conn_failed(d, conn, DSP_MYSQL, it->err);
-    it->ms = hr_clock_now_ms() - start;
+    for (i = 0; i < n; i++)
+        if (its[i]->result == HR_SUBS_DONE || its[i]->result == HR_SUBS_STARTED)
+            its[k++] = its[i];
+    if (k > 0 && dsp_rc_seqs(conn, its, k, err, sizeof err) < 0) {
+        for (i = 0; i < k; i++) {
+            its[i]->result = -1;
+            snprintf(its[i]->err, sizeof its[i]->err, "%s", err);
+        }
+        return;
+    }
+    for (i = 0; i < k; i++) {
+        dsp_rc_item *it = its[i];
+
+        if ((it->waits && dsp_wait_plan(conn, it->id, &it->parked, it->err, sizeof it->err) < 0) ||
+            (it->shards > 1 &&
+             dsp_shard_rows(conn, it->id, it->shards, it->err, sizeof it->err) < 0))
+            it->result = -1;
+    }
+}
+
+/* The sync of the job's tasks: those of one set in one pass
+ * (hr_subs_sync_claimed), each task of several shards on its own. */
+static void dsp_rc_sync(dsp_rc_job *job, const hr_subs_refill_opts *o)
+{
+    hr_subs_item subs[DSP_RECONCILE_BATCH];
+    size_t i, j, n = 0;
+
+    for (i = 0; i < job->n; i++) {
+        dsp_rc_item *it = &job->items[i];
+
+        if (it->shards > 1)
+            it->result = hr_subs_sync(job->conn.m, job->conn.r, it->id, o, true, &it->added,
+                                      &it->seen, it->err, sizeof it->err);
+        else
+            subs[n++].id = it->id;
+    }
+    if (n == 0)
+        return;
+    hr_subs_sync_claimed(job->conn.m, job->conn.r, subs, n, o);
+    /* The answers come back sorted by id; a task is queued once. */
+    for (j = 0; j < n; j++)
+        for (i = 0; i < job->n; i++) {
+            dsp_rc_item *it = &job->items[i];
+
+            if (it->id != subs[j].id || it->shards > 1)
+                continue;
+            it->result = subs[j].result;
+            it->added = subs[j].added;
+            it->seen = subs[j].seen;
+            snprintf(it->err, sizeof it->err, "%s", subs[j].err);
+        }
 }
 
 static void dsp_rc_work(uv_work_t *w)
 {
     dsp_rc_job *job = w->data;
+    dsp_rc_item *its[DSP_RECONCILE_BATCH];
+    char token[256];
+    hr_subs_refill_opts o = {.token = token,
+                             .lock_ms = DSP_PREP_LOCK_MS,
+                             .batch = job->d->cfg->dispatcher.refill_batch,
+                             .stop = &job->d->stopping};
+    int64_t start = hr_clock_now_ms();
     size_t i;
 
     /* Addresses first, once for the batch: the campaigns' chunks read them
@@ -198,17 +305,24 @@ static void dsp_rc_work(uv_work_t *w)
         ;
     if (i < job->n && dsp_conn_ready(job->d, &job->conn))
         dsp_addr_sync(job->d, &job->conn, false);
-    for (i = 0; i < job->n; i++) {
-        dsp_rc_item *it = &job->items[i];
-
-        /* After a failure the connection backs off: the rest are tried
-         * again by a later job. */
-        if (dsp_conn_ready(job->d, &job->conn)) {
-            dsp_rc_one(job->d, &job->conn, it);
-            continue;
+    /* After a failure the connection backs off: a later job tries the
+     * tasks again. */
+    if (!dsp_conn_ready(job->d, &job->conn)) {
+        for (i = 0; i < job->n; i++) {
+            job->items[i].result = -1;
+            snprintf(job->items[i].err, sizeof job->items[i].err, "backends not ready");
         }
-        it->result = -1;
-        snprintf(it->err, sizeof it->err, "backends not ready");
+        return;
+    }
+    snprintf(token, sizeof token, "%s/reconcile", job->d->owner);
+    dsp_rc_sync(job, &o);
+    for (i = 0; i < job->n; i++)
+        its[i] = &job->items[i];
+    dsp_rc_after(&job->conn, its, job->n);
+    for (i = 0; i < job->n; i++) {
+        job->items[i].ms = hr_clock_now_ms() - start;
+        if (job->items[i].result < 0)
+            dsp_conn_failed(job->d, &job->conn, DSP_MYSQL, job->items[i].err);
     }
 }
 

@@ -294,29 +294,93 @@ static void dsp_scan_forget(dsp *d, dsp_conn *conn, const dsp_scan_entry *old, s
     }
 }
 
+/* The scan's tasks: pages of DSP_SCAN_MAX, the soonest due first, each
+ * after the last one's (due, id), while the pages are full, at most
+ * DSP_SCAN_PAGES of them.  Many tasks due the same second used to be read
+ * one page a scan: a scan returned the same first DSP_SCAN_MAX tasks until
+ * they were claimed, so the rest entered the timer only at the scan after
+ * their claims, a second late (1,500 small tasks: the last 500 claimed
+ * +1.3 s after due, docs/performance.md).  *COMPLETE tells that the last
+ * page was short (every task in the horizon was read).  0 or -1 (logged). */
+static int dsp_scan_read(dsp *d, dsp_conn *conn, hr_task ***out, size_t *nout, bool *complete)
+{
+    hr_task **tasks = NULL, **page = NULL;
+    size_t n = 0, got = 0;
+    char err[512];
+
+    *complete = false;
+    for (int k = 0; k < DSP_SCAN_PAGES; k++) {
+        /* The cursor: the last task read, NULL due_at first (such a row
+         * is failed by the validation, but still read in this order). */
+        int64_t after_due = n > 0 ? hr_task_first_due_ms(tasks[n - 1]) : 0;
+        int64_t after_id = n > 0 ? tasks[n - 1]->id : 0;
+        bool null_due = n > 0 && tasks[n - 1]->due_ms < 0;
+        const hr_mysql_param p[] = {HR_P_I64(d->cfg->dispatcher.horizon_s),
+                                    DSP_TOPIC_PARAMS,
+                                    HR_P_I64(n > 0),
+                                    HR_P_I64(null_due),
+                                    HR_P_I64(after_id),
+                                    HR_P_I64(null_due),
+                                    HR_P_I64(after_due),
+                                    HR_P_I64(after_id),
+                                    HR_P_I64(DSP_SCAN_MAX)};
+        hr_task **grown;
+        bool full;
+
+        if (dsp_store_tasks(conn->m,
+                            "SELECT " HR_TASK_COLUMNS " FROM push_task "
+                            "WHERE state = 'scheduled' AND control = 'run' AND (due_at IS NULL "
+                            "OR " HR_STATE_FIRST_DUE_SQL
+                            " <= UTC_TIMESTAMP(3) + INTERVAL ? SECOND) "
+                            "AND (? IS NULL OR topic = ?) "
+                            "AND (? = 0 OR (due_at IS NULL AND ? AND id > ?) "
+                            "OR (due_at IS NOT NULL AND (? OR (" HR_STATE_FIRST_DUE_SQL
+                            ", id) > (FROM_UNIXTIME(? / 1000), ?)))) "
+                            "ORDER BY " HR_STATE_FIRST_DUE_SQL ", id LIMIT ?",
+                            p, 10, &page, &got, err, sizeof err) < 0) {
+            dsp_conn_failed(d, conn, DSP_MYSQL, err);
+            goto fail;
+        }
+        full = got == DSP_SCAN_MAX;
+        if (got > 0) {
+            grown = realloc(tasks, (n + got) * sizeof *tasks);
+            if (grown == NULL) {
+                hr_log_error("scan_failed", "error=out of memory");
+                goto fail;
+            }
+            tasks = grown;
+            memcpy(tasks + n, page, got * sizeof *page);
+            n += got;
+            free(page);
+            page = NULL;
+            got = 0;
+        }
+        if (!full) {
+            *complete = true;
+            break;
+        }
+    }
+    *out = tasks;
+    *nout = n;
+    return 0;
+fail:
+    dsp_store_tasks_free(page, got);
+    dsp_store_tasks_free(tasks, n);
+    return -1;
+}
+
 void dsp_scan_run(dsp *d, dsp_conn *conn)
 {
-    const hr_mysql_param p[] = {HR_P_I64(d->cfg->dispatcher.horizon_s), DSP_TOPIC_PARAMS,
-                                HR_P_I64(DSP_SCAN_MAX)};
     hr_task **tasks = NULL;
     dsp_scan_entry *next = NULL;
     dsp_prep_count *c = NULL;
     size_t n = 0, nnext = 0, i;
     int64_t now = hr_clock_now_ms(), admit_end;
+    bool complete;
     char err[512];
 
-    /* The soonest due first: when more than DSP_SCAN_MAX tasks are in the
-     * horizon, the ones left for a later scan are the latest due. */
-    if (dsp_store_tasks(conn->m,
-                        "SELECT " HR_TASK_COLUMNS " FROM push_task "
-                        "WHERE state = 'scheduled' AND control = 'run' AND (due_at IS NULL "
-                        "OR " HR_STATE_FIRST_DUE_SQL " <= UTC_TIMESTAMP(3) + INTERVAL ? SECOND) "
-                        "AND (? IS NULL OR topic = ?) ORDER BY " HR_STATE_FIRST_DUE_SQL
-                        ", id LIMIT ?",
-                        p, 4, &tasks, &n, err, sizeof err) < 0) {
-        dsp_conn_failed(d, conn, DSP_MYSQL, err);
+    if (dsp_scan_read(d, conn, &tasks, &n, &complete) < 0)
         return;
-    }
     if (n > 0 && ((next = calloc(n, sizeof *next)) == NULL || (c = calloc(n, sizeof *c)) == NULL)) {
         hr_log_error("scan_failed", "error=out of memory");
         goto done;
@@ -375,8 +439,8 @@ void dsp_scan_run(dsp *d, dsp_conn *conn)
      * (an empty scan has no array: qsort must not see its NULL). */
     if (nnext > 0)
         qsort(next, nnext, sizeof *next, dsp_scan_cmp);
-    /* A full page may have cut off tasks that are still scheduled. */
-    if (n < DSP_SCAN_MAX)
+    /* A full last page may have cut off tasks that are still scheduled. */
+    if (complete)
         dsp_scan_forget(d, conn, d->scan->v, d->scan->n, next, nnext);
     free(d->scan->v);
     d->scan->v = next;

@@ -11,7 +11,8 @@
 #include "dsp.h"
 #include "hr_task.h"
 
-#define DSP_SCAN_MAX 1000    /* tasks per scan */
+#define DSP_SCAN_MAX 1000    /* tasks per page of a scan */
+#define DSP_SCAN_PAGES 5     /* pages per scan, while they are full */
 #define DSP_RECHECK_MS 10000 /* recount a prepared task's subscribers */
 
 /* The scanner's memory of one task in the horizon. */

@@ -94,17 +94,6 @@ int dsp_store_claim_batch(dsp *d, hr_mysql *m, const int64_t *ids, size_t n, int
     return dsp_store_rows_tasks(rows, out, nout, errstr, errlen);
 }
 
-/* Batch row I (a task id) is in state and ours: mine[I]. */
-static bool dsp_store_mine_row(void *ctx, size_t i, const hr_mysql_rows *rows, size_t row)
-{
-    bool *mine = ctx;
-
-    (void)rows;
-    (void)row;
-    mine[i] = true;
-    return false;
-}
-
 int dsp_store_mine(dsp *d, hr_mysql *m, const int64_t *ids, size_t n, hr_task_state state,
                    bool *mine, char *errstr, size_t errlen)
 {
@@ -116,8 +105,7 @@ int dsp_store_mine(dsp *d, hr_mysql *m, const int64_t *ids, size_t n, hr_task_st
                            "SELECT id FROM push_task WHERE id IN (SELECT task_id FROM "
                            "JSON_TABLE(?, '$[*]' COLUMNS (task_id BIGINT PATH '$')) j) "
                            "AND state = ? AND claimed_by = ?",
-                           &(hr_batch){ids, n, 1}, p, 2, 1, dsp_store_mine_row, mine, errstr,
-                           errlen);
+                           &(hr_batch){ids, n, 1}, p, 2, 1, hr_batch_mark, mine, errstr, errlen);
 }
 
 int dsp_store_tasks(hr_mysql *m, const char *sql, const hr_mysql_param *p, size_t np,

@@ -28,6 +28,7 @@
 #include "hr_finish.h"
 #include "hr_keys.h"
 #include "hr_log.h"
+#include "hr_pipe.h"
 #include "hr_shard.h"
 #include "hr_state.h"
 
@@ -62,6 +63,14 @@ void dsp_sweep_free(dsp *d)
     free(d->sweep);
     d->sweep = NULL;
 }
+
+/* One task of a sweep (its page's row, or a resume's task). */
+typedef struct dsp_sweep_row {
+    int64_t id, due_ms;
+    int shards;
+    bool dispatched;  /* its state when read */
+    int64_t npending; /* pending chunks found, every shard's */
+} dsp_sweep_row;
 
 /* Republishes chunk SEQ of shard SHARD of task ID if sweep_claim.lua lets
  * this sweeper (its publish time still AT, no lease held), logged as
@@ -112,32 +121,73 @@ static int dsp_sweep_republish(dsp *d, dsp_conn *conn, int64_t id, int shard, in
     return 1;
 }
 
-/* dsp_sweep_task for shard SHARD (HR_SHARD_NONE: a task of one set). */
-static int64_t dsp_sweep_shard(dsp *d, dsp_conn *conn, int64_t id, int shard, int64_t due_ms,
-                               int64_t now, int64_t stale, int *budget)
+/* Republishes the chunks of shard SHARD (hr_shard_row's) of ROW whose
+ * pending entry (ALL, HGETALL's reply of its pending hash) was last
+ * published at or before STALE, while *BUDGET lasts.  Returns the number
+ * of pending chunks. */
+static int64_t dsp_sweep_pending(dsp *d, dsp_conn *conn, const dsp_sweep_row *row, int shard,
+                                 const redisReply *all, int64_t now, int64_t stale, int *budget)
 {
-    char pending[HR_KEY_MAX], err[512];
-    redisReply *all;
-    int64_t npending;
-    size_t i;
-
-    hr_key_shard(hr_redis_prefix(conn->r), pending, sizeof pending, id, shard, HR_KEY_PENDING);
-    all = hr_redis_cmdf(conn->r, err, sizeof err, "HGETALL %s", pending);
-    if (all == NULL) {
-        dsp_conn_failed(d, conn, DSP_REDIS, err);
-        return -1;
-    }
-    npending = (int64_t)all->elements / 2;
-    for (i = 0; i + 1 < all->elements && *budget > 0; i += 2) {
+    for (size_t i = 0; all->type == REDIS_REPLY_ARRAY && i + 1 < all->elements && *budget > 0;
+         i += 2) {
         const char *at = all->element[i + 1]->str;
 
         if (strtoll(at, NULL, 10) > stale)
             continue;
-        *budget -= dsp_sweep_republish(d, conn, id, shard, strtoll(all->element[i]->str, NULL, 10),
-                                       due_ms, at, now);
+        *budget -= dsp_sweep_republish(
+            d, conn, row->id, shard, strtoll(all->element[i]->str, NULL, 10), row->due_ms, at, now);
     }
-    freeReplyObject(all);
-    return npending;
+    return all->type == REDIS_REPLY_ARRAY ? (int64_t)all->elements / 2 : 0;
+}
+
+/* The pending chunks of the N tasks ROWS (every shard's), the hashes of
+ * all of them read in one round trip, republished where stale (STALE, ms)
+ * while *BUDGET lasts: each row served gets its npending.  Returns how
+ * many rows were served (in order; the rest when the budget ran out), or
+ * -1 on a Redis error (logged, the connection backs off). */
+static ssize_t dsp_sweep_rows(dsp *d, dsp_conn *conn, dsp_sweep_row *rows, size_t n, int64_t now,
+                              int64_t stale, int *budget)
+{
+    hr_pipe *pipe = hr_pipe_new(conn->r);
+    char key[HR_KEY_MAX], err[512];
+    size_t i, at = 0;
+    ssize_t served = -1;
+
+    if (pipe == NULL) {
+        snprintf(err, sizeof err, "out of memory");
+        goto failed;
+    }
+    for (i = 0; i < n; i++)
+        for (int k = 0; k < (rows[i].shards > 1 ? rows[i].shards : 1); k++) {
+            const char *argv[] = {"HGETALL", key};
+
+            hr_key_shard(hr_redis_prefix(conn->r), key, sizeof key, rows[i].id, k, HR_KEY_PENDING);
+            if (hr_pipe_cmd(pipe, 2, argv, NULL) < 0) {
+                snprintf(err, sizeof err, "out of memory");
+                goto failed;
+            }
+        }
+    if (hr_pipe_exec(pipe, err, sizeof err) < 0)
+        goto failed;
+    for (i = 0; i<n && * budget> 0; i++) {
+        rows[i].npending = 0;
+        for (int k = 0; k < (rows[i].shards > 1 ? rows[i].shards : 1); k++) {
+            redisReply *all = hr_pipe_reply(pipe, at++, err, sizeof err);
+
+            if (all == NULL)
+                goto failed;
+            rows[i].npending += dsp_sweep_pending(
+                d, conn, &rows[i], hr_shard_row(rows[i].shards, k), all, now, stale, budget);
+            freeReplyObject(all);
+        }
+    }
+    served = (ssize_t)i;
+    goto done;
+failed:
+    dsp_conn_failed(d, conn, DSP_REDIS, err);
+done:
+    hr_pipe_free(pipe);
+    return served;
 }
 
 /* Task ID of a hand-back: 1 running and this dispatcher's, 2 running but
@@ -240,18 +290,9 @@ void dsp_sweep_handbacks(dsp *d, dsp_conn *conn)
 int64_t dsp_sweep_task(dsp *d, dsp_conn *conn, int64_t id, int shards, int64_t due_ms, int64_t now,
                        int64_t stale, int *budget)
 {
-    int64_t npending = 0;
+    dsp_sweep_row row = {.id = id, .due_ms = due_ms, .shards = shards};
 
-    if (shards < 2)
-        return dsp_sweep_shard(d, conn, id, HR_SHARD_NONE, due_ms, now, stale, budget);
-    for (int k = 0; k < shards; k++) {
-        int64_t n = dsp_sweep_shard(d, conn, id, k, due_ms, now, stale, budget);
-
-        if (n < 0)
-            return -1;
-        npending += n;
-    }
-    return npending;
+    return dsp_sweep_rows(d, conn, &row, 1, now, stale, budget) < 0 ? -1 : row.npending;
 }
 
 void dsp_sweep_takeover(dsp *d, dsp_conn *conn, const hr_task *t)
@@ -271,23 +312,41 @@ void dsp_sweep_takeover(dsp *d, dsp_conn *conn, const hr_task *t)
                     DSP_SWEEP_MAX - budget);
 }
 
-int dsp_sweep_retire_keys(dsp_conn *conn, int64_t id, int shards, char *errstr, size_t errlen)
+int dsp_sweep_retire_keys(dsp_conn *conn, const int64_t *ids, const int *shards, size_t n,
+                          char *errstr, size_t errlen)
 {
-    char key[HR_KEY_MAX];
-    int kind;
+    hr_pipe *pipe = hr_pipe_new(conn->r);
+    char key[HR_KEY_MAX], ms[24];
+    int rc = -1;
 
+    snprintf(ms, sizeof ms, "%" PRId64, DSP_KEY_RETENTION_MS);
+    if (pipe == NULL)
+        goto oom;
     /* Every per-task key of the key table, of every shard (the task-level
      * ones are the same key each time: PEXPIRE NX leaves it as it is);
      * chunk and lease keys carry a seq and are not HR_KEY_* kinds. */
-    for (int k = 0; k < (shards > 1 ? shards : 1); k++) {
-        for (kind = 0; kind < HR_KEY__COUNT; kind++) {
-            hr_key_shard(hr_redis_prefix(conn->r), key, sizeof key, id, k, (hr_key_kind)kind);
-            if (dsp_reply_int(hr_redis_cmdf(conn->r, errstr, errlen, "PEXPIRE %s %" PRId64 " NX",
-                                            key, DSP_KEY_RETENTION_MS)) < 0)
-                return -1;
-        }
-    }
-    return 0;
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < (shards[i] > 1 ? shards[i] : 1); k++)
+            for (int kind = 0; kind < HR_KEY__COUNT; kind++) {
+                const char *argv[] = {"PEXPIRE", key, ms, "NX"};
+
+                hr_key_shard(hr_redis_prefix(conn->r), key, sizeof key, ids[i], k,
+                             (hr_key_kind)kind);
+                if (hr_pipe_cmd(pipe, 4, argv, NULL) < 0)
+                    goto oom;
+            }
+    if (hr_pipe_exec(pipe, errstr, errlen) < 0)
+        goto done;
+    for (size_t i = 0; i < hr_pipe_count(pipe); i++)
+        if (dsp_reply_int(hr_pipe_reply(pipe, i, errstr, errlen)) < 0)
+            goto done;
+    rc = 0;
+    goto done;
+oom:
+    snprintf(errstr, errlen, "out of memory");
+done:
+    hr_pipe_free(pipe);
+    return rc;
 }
 
 /* The tasks that finished within the last day (done through a worker's
@@ -297,6 +356,8 @@ static void dsp_sweep_retire(dsp *d, dsp_conn *conn)
 {
     const hr_mysql_param p[] = {HR_P_I64(d->sweep->retire_after), DSP_TOPIC_PARAMS,
                                 HR_P_I64(DSP_RETIRE_MAX)};
+    int64_t ids[DSP_RETIRE_MAX];
+    int shards[DSP_RETIRE_MAX];
     hr_mysql_rows *rows = NULL;
     char err[512];
     size_t i;
@@ -310,17 +371,15 @@ static void dsp_sweep_retire(dsp *d, dsp_conn *conn)
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
         return;
     }
-    for (i = 0; i < rows->nrows && !atomic_load(&d->stopping); i++) {
-        int64_t id = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
-
-        if (dsp_sweep_retire_keys(conn, id, atoi(hr_mysql_cell(rows, i, 1)), err, sizeof err) < 0) {
-            dsp_conn_failed(d, conn, DSP_REDIS, err);
-            goto done;
-        }
-        d->sweep->retire_after = id;
+    for (i = 0; i < rows->nrows && i < DSP_RETIRE_MAX; i++) {
+        ids[i] = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
+        shards[i] = atoi(hr_mysql_cell(rows, i, 1));
     }
-    if (rows->nrows < DSP_RETIRE_MAX)
-        d->sweep->retire_after = 0;
+    if (i > 0 && dsp_sweep_retire_keys(conn, ids, shards, i, err, sizeof err) < 0) {
+        dsp_conn_failed(d, conn, DSP_REDIS, err);
+        goto done;
+    }
+    d->sweep->retire_after = rows->nrows < DSP_RETIRE_MAX ? 0 : ids[i - 1];
 done:
     hr_mysql_rows_free(rows);
 }
@@ -342,7 +401,7 @@ static int dsp_redispatch(dsp *d, dsp_conn *conn, int64_t id, int64_t left)
     return 0;
 }
 
-/* Logs a task hr_finish_task ended (cancelled: its control was cancel); an
+/* Logs a task hr_finish_tasks ended (cancelled: its control was cancel); an
  * unaccounted gap is an error and counts in
  * herald_recipients_unaccounted_total. */
 static void dsp_finished(dsp *d, int64_t id, const hr_finish_result *fin)
@@ -359,24 +418,20 @@ static void dsp_finished(dsp *d, int64_t id, const hr_finish_result *fin)
                  id, hr_state_name(fin->state), fin->unaccounted, fin->subscriptions);
 }
 
-/* The stats the finish of task ID raises MySQL to: its stats hash into
- * *STATS; for a task of several shards each shard's hash raises its row
- * (and push_task the rows' sum) and *STATS stays unknown.  0, or -1 (the
- * failure logged). */
-static int dsp_sweep_stats(dsp *d, dsp_conn *conn, int64_t id, int shards, hr_outcomes *stats)
+/* A task of several shards: each shard's stats hash raises its row (and
+ * push_task the rows' sum) in a transaction of its own (hr_finish.h).  0,
+ * or -1 (the failure logged). */
+static int dsp_sweep_shard_stats(dsp *d, dsp_conn *conn, int64_t id, int shards)
 {
     char err[512];
 
-    for (int k = 0; k < (shards > 1 ? shards : 1); k++) {
+    for (int k = 0; k < shards; k++) {
         hr_outcomes one;
 
-        if (hr_finish_read_stats(conn->r, id, k, shards > 1 ? &one : stats, err, sizeof err) < 0) {
+        if (hr_finish_read_stats(conn->r, id, k, &one, err, sizeof err) < 0) {
             dsp_conn_failed(d, conn, DSP_REDIS, err);
             return -1;
         }
-        if (shards < 2)
-            continue;
-        /* The task row, then the shard's, in one transaction (hr_finish.h). */
         if (hr_mysql_begin(conn->m, err, sizeof err) < 0 ||
             hr_finish_raise_shard(conn->m, id, k, &one, err, sizeof err) < 0 ||
             hr_mysql_commit(conn->m, err, sizeof err) < 0) {
@@ -388,20 +443,136 @@ static int dsp_sweep_stats(dsp *d, dsp_conn *conn, int64_t id, int shards, hr_ou
     return 0;
 }
 
+/* The N dispatched tasks ROWS with nothing pending: each's subs counted
+ * (every shard) and the stats hash of a task of one set read, in one
+ * round trip, into ITEMS (what hr_finish_tasks raises MySQL to); a task
+ * whose subs holds recipients again (Redis came back from an AOF older
+ * than the owner's last chunk moves) goes back to the pollers, and a task
+ * of several shards has its shard rows raised.  *NITEMS gets the tasks to
+ * finish.  0 or -1 (logged). */
+static int dsp_sweep_ready(dsp *d, dsp_conn *conn, dsp_sweep_row *const *rows, size_t n,
+                           hr_finish_item *items, size_t *nitems)
+{
+    hr_pipe *pipe = hr_pipe_new(conn->r);
+    char key[HR_KEY_MAX], err[512];
+    size_t i, at = 0;
+    int rc = -1;
+
+    *nitems = 0;
+    if (pipe == NULL)
+        goto oom;
+    for (i = 0; i < n; i++) {
+        for (int k = 0; k < (rows[i]->shards > 1 ? rows[i]->shards : 1); k++) {
+            const char *argv[] = {"SCARD", key};
+
+            hr_key_shard(hr_redis_prefix(conn->r), key, sizeof key, rows[i]->id, k, HR_KEY_SUBS);
+            if (hr_pipe_cmd(pipe, 2, argv, NULL) < 0)
+                goto oom;
+        }
+        if (rows[i]->shards < 2 &&
+            hr_finish_stats_queue(pipe, hr_redis_prefix(conn->r), rows[i]->id, 0) < 0)
+            goto oom;
+    }
+    if (hr_pipe_exec(pipe, err, sizeof err) < 0)
+        goto redis_failed;
+    for (i = 0; i < n; i++) {
+        hr_finish_item *it = &items[*nitems];
+        int64_t left = 0;
+
+        *it = (hr_finish_item){.id = rows[i]->id, .stats = HR_OUTCOMES_UNKNOWN};
+        for (int k = 0; k < (rows[i]->shards > 1 ? rows[i]->shards : 1); k++) {
+            int64_t one = dsp_reply_int(hr_pipe_reply(pipe, at++, err, sizeof err));
+
+            if (one < 0)
+                goto redis_failed;
+            left += one;
+        }
+        if (rows[i]->shards < 2 &&
+            hr_finish_stats_reply(hr_pipe_reply(pipe, at++, err, sizeof err), &it->stats) < 0)
+            goto redis_failed;
+        if (left > 0) {
+            /* `dispatched` with recipients left and no owner: hand the
+             * task to the pollers, which chunk the rest. */
+            if (dsp_redispatch(d, conn, rows[i]->id, left) < 0)
+                goto done;
+            continue;
+        }
+        if (rows[i]->shards > 1 && dsp_sweep_shard_stats(d, conn, rows[i]->id, rows[i]->shards) < 0)
+            goto done;
+        (*nitems)++;
+    }
+    rc = 0;
+    goto done;
+oom:
+    snprintf(err, sizeof err, "out of memory");
+redis_failed:
+    dsp_conn_failed(d, conn, DSP_REDIS, err);
+done:
+    hr_pipe_free(pipe);
+    return rc;
+}
+
+/* Ends the N tasks ITEMS (hr_finish_tasks, in a transaction of its own),
+ * logs each ended and gives its keys the retention expiry.  0 or -1
+ * (logged). */
+static int dsp_sweep_finish(dsp *d, dsp_conn *conn, hr_finish_item *items, size_t n,
+                            dsp_sweep_row *const *rows)
+{
+    int64_t *ids = calloc(n + 1, sizeof *ids);
+    int *shards = calloc(n + 1, sizeof *shards);
+    size_t i, j, k = 0;
+    char err[512];
+    int rc = -1;
+
+    if (ids == NULL || shards == NULL) {
+        hr_log_error("sweep_failed", "error=out of memory");
+        goto done;
+    }
+    if (hr_mysql_begin(conn->m, err, sizeof err) < 0 ||
+        hr_finish_tasks(conn->m, items, n, err, sizeof err) < 0 ||
+        hr_mysql_commit(conn->m, err, sizeof err) < 0) {
+        hr_mysql_rollback(conn->m);
+        dsp_conn_failed(d, conn, DSP_MYSQL, err);
+        goto done;
+    }
+    for (i = 0; i < n; i++) {
+        if (!items[i].ended)
+            continue;
+        dsp_finished(d, items[i].id, &items[i].fin);
+        for (j = 0; rows[j]->id != items[i].id; j++)
+            ;
+        ids[k] = items[i].id;
+        shards[k++] = rows[j]->shards;
+    }
+    if (k > 0 && dsp_sweep_retire_keys(conn, ids, shards, k, err, sizeof err) < 0)
+        hr_log_warn("retire_failed", "tasks=%zu error=%s", k, err);
+    rc = 0;
+done:
+    free(ids);
+    free(shards);
+    return rc;
+}
+
 /* One page of unfinished tasks per sweep, by id from the cursor kept in
  * d->sweep (back to the start after a short page), so that every task is
- * swept however many there are. */
+ * swept however many there are.  The page's Redis reads go in a round
+ * trip for all of it, and its finishes in one transaction: with many
+ * small tasks, a sweep of a round trip and three statements per task held
+ * Redis and MariaDB while they were being pushed. */
 void dsp_sweep_run(dsp *d, dsp_conn *conn)
 {
     const hr_mysql_param p[] = {HR_P_I64(d->sweep->sweep_after), DSP_TOPIC_PARAMS,
                                 HR_P_I64(DSP_SWEEP_PAGE)};
     hr_mysql_rows *rows = NULL;
+    dsp_sweep_row *page = NULL, **ready = NULL;
+    hr_finish_item *items = NULL;
     int64_t now = hr_clock_now_ms();
     int64_t stale_ms = (int64_t)d->cfg->dispatcher.redelivery_timeout_s * 1000;
     bool recover = d->sweep->recover_at_ms > 0 && now >= d->sweep->recover_at_ms;
     int budget = DSP_SWEEP_MAX;
+    size_t i, n, nready = 0, nitems = 0;
+    ssize_t served;
     char err[512];
-    size_t i;
 
     /* The pass after an outage: every pending chunk no worker holds. */
     if (recover)
@@ -414,53 +585,44 @@ void dsp_sweep_run(dsp *d, dsp_conn *conn)
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
         return;
     }
-    for (i = 0; i < rows->nrows && !atomic_load(&d->stopping) && budget > 0; i++) {
-        int64_t id = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
-        const char *due = hr_mysql_cell(rows, i, 2);
-        int shards = atoi(hr_mysql_cell(rows, i, 3));
-        int64_t npending = dsp_sweep_task(d, conn, id, shards, due ? strtoll(due, NULL, 10) : 0,
-                                          now, now - stale_ms, &budget);
-        hr_outcomes stats = HR_OUTCOMES_UNKNOWN;
-        hr_finish_result fin;
-        hr_task_state state;
-        int64_t left;
-        int rc;
-
-        if (npending < 0)
-            goto done;
-        if (budget > 0) /* else its other stale chunks come first next time */
-            d->sweep->sweep_after = id;
-        if (npending > 0 || hr_state_parse(hr_mysql_cell(rows, i, 1), &state) < 0 ||
-            state != HR_STATE_DISPATCHED)
-            continue;
-        if (hr_shard_sum(conn->r, id, shards, "SCARD", HR_KEY_SUBS, &left, err, sizeof err) < 0)
-            continue;
-        if (left > 0) {
-            /* `dispatched` with recipients left and no owner: Redis came
-             * back from an AOF older than the owner's last chunk moves.
-             * Hand the task to the pollers, which chunk the rest. */
-            if (dsp_redispatch(d, conn, id, left) < 0)
-                goto done;
-            continue;
-        }
-        rc = dsp_sweep_stats(d, conn, id, shards, &stats);
-        if (rc < 0)
-            goto done;
-        rc = hr_finish_task(conn->m, id, &stats, &fin, err, sizeof err);
-        if (rc < 0) {
-            dsp_conn_failed(d, conn, DSP_MYSQL, err);
-            goto done;
-        }
-        if (rc == 0)
-            continue;
-        dsp_finished(d, id, &fin);
-        if (dsp_sweep_retire_keys(conn, id, shards, err, sizeof err) < 0)
-            hr_log_warn("retire_failed", "task=%" PRId64 " error=%s", id, err);
+    n = rows->nrows;
+    page = calloc(n + 1, sizeof *page);
+    ready = calloc(n + 1, sizeof *ready);
+    items = calloc(n + 1, sizeof *items);
+    if (page == NULL || ready == NULL || items == NULL) {
+        hr_log_error("sweep_failed", "error=out of memory");
+        goto done;
     }
+    for (i = 0; i < n; i++) {
+        const char *due = hr_mysql_cell(rows, i, 2);
+        hr_task_state state;
+
+        page[i] = (dsp_sweep_row){
+            .id = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10),
+            .due_ms = due ? strtoll(due, NULL, 10) : 0,
+            .shards = atoi(hr_mysql_cell(rows, i, 3)),
+            .dispatched = hr_state_parse(hr_mysql_cell(rows, i, 1), &state) == 0 &&
+                          state == HR_STATE_DISPATCHED,
+        };
+    }
+    served = n > 0 ? dsp_sweep_rows(d, conn, page, n, now, now - stale_ms, &budget) : 0;
+    if (served < 0)
+        goto done;
+    for (i = 0; i < (size_t)served; i++) {
+        /* A task the budget ran out in has more stale chunks: it comes
+         * first next time. */
+        if (i + 1 < (size_t)served || budget > 0)
+            d->sweep->sweep_after = page[i].id;
+        if (page[i].dispatched && page[i].npending == 0)
+            ready[nready++] = &page[i];
+    }
+    if (atomic_load(&d->stopping) || dsp_sweep_ready(d, conn, ready, nready, items, &nitems) < 0 ||
+        (nitems > 0 && dsp_sweep_finish(d, conn, items, nitems, ready) < 0))
+        goto done;
     /* A page seen to its end that was short: start over next time.  A
      * sweep cut short by the budget resumes after the last task served
      * (and the pass after an outage goes on with it). */
-    if (i == rows->nrows && rows->nrows < DSP_SWEEP_PAGE) {
+    if ((size_t)served == n && n < DSP_SWEEP_PAGE) {
         d->sweep->sweep_after = 0;
         if (recover) {
             hr_log_info("sweep_after_outage", "republished=%d", DSP_SWEEP_MAX - budget);
@@ -470,5 +632,8 @@ void dsp_sweep_run(dsp *d, dsp_conn *conn)
     if (!atomic_load(&d->stopping))
         dsp_sweep_retire(d, conn);
 done:
+    free(items);
+    free(ready);
+    free(page);
     hr_mysql_rows_free(rows);
 }

@@ -27,11 +27,12 @@ void dsp_sweep_handbacks(dsp *d, dsp_conn *conn);
  * the work.  Returns the number of pending chunks, or -1 on a Redis error. */
 int64_t dsp_sweep_task(dsp *d, dsp_conn *conn, int64_t id, int shards, int64_t due_ms, int64_t now,
                        int64_t stale, int *budget);
-/* Gives a finished task's Redis keys (subs, seq, pending, stats, ctl,
- * pulled, failed, prep, synced; every shard's of its SHARDS) the retention
- * expiry, only where they have none, so a later pass does not push it
- * further out.  Chunk and lease keys are the workers' and go when a chunk
- * ends.  0 or -1 (ERRSTR). */
-int dsp_sweep_retire_keys(dsp_conn *conn, int64_t id, int shards, char *errstr, size_t errlen);
+/* Gives the N finished tasks IDS' Redis keys (subs, seq, pending, stats,
+ * ctl, pulled, failed, prep, synced; every shard's of their SHARDS[i]) the
+ * retention expiry, only where they have none, so a later pass does not
+ * push it further out, in one round trip.  Chunk and lease keys are the
+ * workers' and go when a chunk ends.  0 or -1 (ERRSTR). */
+int dsp_sweep_retire_keys(dsp_conn *conn, const int64_t *ids, const int *shards, size_t n,
+                          char *errstr, size_t errlen);
 
 #endif

@@ -1,7 +1,8 @@
 /* wk_chunkrows: chunk ends (done, parked, cancelled, expired) into their
  * push_chunk rows — never over 'done' — and, for a closed chunk that was
  * its task's last (nothing pending, subs empty), the task's move to 'done'
- * (hr_finish_task, after the counters of the same transaction).  Written by
+ * (hr_finish_tasks, once for the write's tasks, after the counters of the
+ * same transaction; `cancelled` when its control is cancel).  Written by
  * the reporter thread inside its transaction (wk_reporter).
  *
  * A chunk end can come before its row.  The dispatcher writes a chunk's
@@ -11,9 +12,10 @@
  * sizes go into push_task.total, so the worker must not insert one.  A
  * small chunk can be consumed, pushed and closed before that batch ran, and
  * the end's UPDATE then matches no row, which would stay 'published' for
- * ever.  So when the UPDATE changes nothing the row's existence is read (a
- * row found, 'done' or already holding these values, needs nothing) and,
- * when it does not exist, the end is kept and written again in every later
+ * ever.  The ends of a write go in one UPDATE; when it changes fewer rows
+ * than it has chunks, one SELECT reads which rows exist (a row found,
+ * 'done' or already holding these values, needs nothing), and an end whose
+ * row does not exist is kept and written again in every later
  * write, in order and before newer events (a newer end of the same chunk
  * waits behind it, so an older one never overwrites it), until the row
  * appears.  Bounded: an end kept ROW_WAIT_MS is given up, and beyond

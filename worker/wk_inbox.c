@@ -14,12 +14,14 @@ typedef struct wk_inbox_entry {
     int32_t partition;
     int64_t offset;
     size_t len;
+    bool seen; /* handed out by wk_inbox_take_new */
     char payload[];
 } wk_inbox_entry;
 
 struct wk_inbox {
-    TAILQ_HEAD(, wk_inbox_entry) q;
+    TAILQ_HEAD(wk_inbox_head, wk_inbox_entry) q;
     size_t count, bytes;
+    size_t seen; /* of them handed out by wk_inbox_take_new (the oldest) */
     size_t max_msgs, max_bytes;
 };
 
@@ -40,6 +42,7 @@ static void wk_inbox_remove(wk_inbox *q, wk_inbox_entry *e)
 {
     TAILQ_REMOVE(&q->q, e, link);
     q->count--;
+    q->seen -= e->seen;
     q->bytes -= e->len;
     free(e);
 }
@@ -62,12 +65,32 @@ int wk_inbox_push(wk_inbox *q, int32_t partition, int64_t offset, const void *pa
     e->partition = partition;
     e->offset = offset;
     e->len = len;
+    e->seen = false;
     if (len > 0)
         memcpy(e->payload, payload, len);
     TAILQ_INSERT_TAIL(&q->q, e, link);
     q->count++;
     q->bytes += len;
     return 0;
+}
+
+size_t wk_inbox_take_new(wk_inbox *q, wk_inbox_msg *out, size_t max)
+{
+    wk_inbox_entry *e;
+    size_t n = 0;
+
+    if (q->seen > max / 2)
+        return 0;
+    /* The handed-out ones are the oldest: the first new one follows them. */
+    for (e = TAILQ_FIRST(&q->q); e != NULL && e->seen; e = TAILQ_NEXT(e, link))
+        ;
+    for (; e != NULL && q->seen < max; e = TAILQ_NEXT(e, link)) {
+        e->seen = true;
+        q->seen++;
+        out[n++] = (wk_inbox_msg){
+            .partition = e->partition, .offset = e->offset, .len = e->len, .payload = e->payload};
+    }
+    return n;
 }
 
 bool wk_inbox_peek(const wk_inbox *q, wk_inbox_msg *out)

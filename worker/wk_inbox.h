@@ -51,6 +51,14 @@ int wk_inbox_push(wk_inbox *q, int32_t partition, int64_t offset, const void *pa
  * true, or false when the queue is empty. */
 bool wk_inbox_peek(const wk_inbox *q, wk_inbox_msg *out);
 
+/* The messages after those handed out by earlier calls, oldest first, into
+ * OUT (valid as wk_inbox_peek's), so that at most MAX handed-out messages
+ * are queued, and none while more than MAX / 2 are: what the worker looks
+ * ahead at, a batch at a time, before it starts them (wk_lifecycle_prefetch;
+ * looking further ahead than its task cache holds would evict rows loaded
+ * for the messages it starts next).  How many. */
+size_t wk_inbox_take_new(wk_inbox *q, wk_inbox_msg *out, size_t max);
+
 /* Removes the oldest message, if any. */
 void wk_inbox_pop(wk_inbox *q);
 

@@ -257,6 +257,22 @@ static void wk_lifecycle_chunk(wk_lifecycle *l, const hr_chunkmsg *msg, int32_t 
 
 /* ---- intake ------------------------------------------------------------- */
 
+void wk_lifecycle_prefetch(wk_lifecycle *l, const wk_inbox_msg *msgs, size_t n)
+{
+    int64_t ids[WK_TASK_PREFETCH_MAX];
+    size_t k = 0;
+    char errstr[256];
+
+    for (size_t i = 0; i < n && k < WK_TASK_PREFETCH_MAX; i++) {
+        hr_chunkmsg msg;
+
+        /* A bad one is counted when it is started. */
+        if (hr_chunkmsg_decode(msgs[i].payload, msgs[i].len, &msg, errstr, sizeof errstr) == 0)
+            ids[k++] = msg.task;
+    }
+    wk_task_prefetch(l->tasks, l->mysql, ids, k, hr_clock_now_ms());
+}
+
 void wk_lifecycle_intake(wk_lifecycle *l, int32_t partition, int64_t offset, const void *payload,
                          size_t len)
 {

@@ -9,8 +9,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "wk_inbox.h"
 #include "wk_lifecycle.h"
 
+/* The task rows of the N messages MSGS (received, not started yet) that
+ * the task cache lacks, loaded in one statement (wk_task_prefetch). */
+void wk_lifecycle_prefetch(wk_lifecycle *l, const wk_inbox_msg *msgs, size_t n);
 /* A message received at PARTITION/OFFSET with PAYLOAD: becomes an open
  * chunk, or its offset is settled at once. */
 void wk_lifecycle_intake(wk_lifecycle *l, int32_t partition, int64_t offset, const void *payload,

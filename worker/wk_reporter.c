@@ -129,6 +129,14 @@ struct wk_reporter {
 static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, size_t nd,
                                       char *errstr, size_t errlen)
 {
+    hr_finish_raise_row *rows = calloc(nd + 1, sizeof *rows);
+    size_t n = 0;
+    int rc = -1;
+
+    if (rows == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
     for (size_t k = 0; k < nd; k++) {
         /* The worker does not count pulls: -1 leaves pulled as it is. */
         const hr_outcomes raised = {.sent = d[k].sent,
@@ -140,10 +148,17 @@ static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, s
                                     .unregistered = d[k].unregistered,
                                     .expired = d[k].expired};
 
-        if (hr_finish_raise_shard(rp->m, d[k].task, d[k].shard, &raised, errstr, errlen) != 0)
-            return -1;
+        /* A sharded task's shard row, then push_task the rows' sum; the
+         * tasks of one set all in one statement. */
+        if (d[k].shard == HR_SHARD_NONE)
+            rows[n++] = (hr_finish_raise_row){d[k].task, raised};
+        else if (hr_finish_raise_shard(rp->m, d[k].task, d[k].shard, &raised, errstr, errlen) != 0)
+            goto done;
     }
-    return 0;
+    rc = hr_finish_raise_batch(rp->m, rows, n, errstr, errlen);
+done:
+    free(rows);
+    return rc;
 }
 
 static int wk_reporter_write_fails(wk_reporter *rp, const wk_task_fail *f, size_t n, char *errstr,

@@ -11,16 +11,17 @@
  * of reporter_batch rows, at most 8,191 for MariaDB's 65,535 placeholders
  * of a prepared statement, a part batch in INSERTs of the powers of two of
  * its size, so at most 15 distinct statements are prepared), counters one UPDATE
- * push_task per task (sent, failed, throttled, retried, unregistered are the stats hash's
- * absolute values, newest per task and shard — a sharded task's raise its shard's
+ * of push_task for the flush's tasks (sent, failed, throttled, retried, unregistered are the
+ * stats hash's absolute values, newest per task and shard — a sharded task's raise its shard's
  * push_task_shard row, then push_task the rows' sum — written with GREATEST so a report lost
  * with a killed worker is made good by the next one and a late or replayed
  * one never lowers or doubles a counter; cancelled too is the stats hash's
  * counter, as drop_set.lua answers it, the largest seen, since the
  * dispatcher's cancel writes the same counter; expired likewise), chunk events set push_chunk
- * rows' state (done, parked, cancelled, expired — never over 'done') and, for done, when the chunk was
- * the task's last pending one and its subs set is empty, move a
- * 'dispatched' task to 'done' (after the counters).  Nothing leaves before
+ * rows' state (done, parked, cancelled, expired — never over 'done'; one UPDATE for the
+ * flush's ends) and, for done, when the chunk was the task's last pending one and its subs
+ * set is empty, move a 'dispatched' task to 'done' (after the counters; hr_finish_tasks,
+ * once for the flush's tasks).  Nothing leaves before
  * its transaction committed; a failed one waits an exponential backoff
  * (100 ms .. 5 s) before the retry, logged once per state change.  A row
  * MySQL refuses for its data (not a connection error) is retried alone and

@@ -33,6 +33,7 @@
 #include "hr_throttle.h"
 
 #define WK_TASK_CACHE_SLOTS 128
+#define WK_TASK_PREFETCH_MAX 64 /* tasks per wk_task_prefetch: half the cache */
 #define WK_TASK_TTL_MS 30000
 /* Tasks that could not be loaded are remembered this long (and this many). */
 #define WK_TASK_NEG_SLOTS 64
@@ -108,6 +109,15 @@ void wk_task_cache_free(wk_task_cache *tc);
 int wk_task_get(wk_task_cache *tc, hr_mysql *m, int64_t id, int64_t now_ms, wk_task **out,
                 char *errstr, size_t errlen);
 void wk_task_put(wk_task_cache *tc, wk_task *wt);
+
+/* Loads the rows of those of the N tasks IDS that the cache lacks (or
+ * holds stale, unreferenced) into it, at most WK_TASK_PREFETCH_MAX, in one
+ * SELECT, so that their chunks' wk_task_get finds them: the worker's loop
+ * asks before starting the chunk messages it received, and many small
+ * tasks no longer cost it a blocking round trip each (docs/performance.md
+ * "Many small tasks").  A task that cannot be pushed is remembered as
+ * wk_task_get would; a failed load leaves everything to wk_task_get. */
+void wk_task_prefetch(wk_task_cache *tc, hr_mysql *m, const int64_t *ids, size_t n, int64_t now_ms);
 
 /* Builds a task from ROW (always taken over): 0, WK_TASK_NO_CHANNEL, or 2
  * with ERRSTR when it cannot be pushed.  wk_task_get uses it; tests call it directly. */

@@ -184,11 +184,17 @@ static void wk_worker_message(wk_worker *w, const rd_kafka_message_t *m)
     }
 }
 
-/* Starts queued messages, oldest first, while a chunk slot is free. */
+/* Starts queued messages, oldest first, while a chunk slot is free; the
+ * task rows of the messages received since the last time are loaded
+ * first, in one statement (wk_lifecycle_prefetch). */
 static void wk_worker_start_queued(wk_worker *w)
 {
-    wk_inbox_msg m;
+    wk_inbox_msg m, fresh[WK_TASK_PREFETCH_MAX];
+    size_t n;
 
+    if (!w->stopping && w->life.nchunks < (size_t)w->cfg->worker.max_chunks_in_flight &&
+        (n = wk_inbox_take_new(w->inbox, fresh, WK_TASK_PREFETCH_MAX)) > 0)
+        wk_lifecycle_prefetch(&w->life, fresh, n);
     while (!w->stopping && w->life.nchunks < (size_t)w->cfg->worker.max_chunks_in_flight &&
            wk_inbox_peek(w->inbox, &m)) {
         wk_lifecycle_intake(&w->life, m.partition, m.offset, m.payload, m.len);

@@ -6,7 +6,9 @@
 --          member per task that passed (the tag), scored with the ms it
 --          passed at
 -- ARGV[1]  limit (>= 1), ARGV[2] window in ms (>= 1), ARGV[3] tag (task id)
--- Returns {now_ms, verdict_1, count_1, verdict_2, count_2, ...}:
+-- Returns {now_ms, code_1, code_2, ...}, code_i = verdict + 4 * count of
+-- KEYS[i] (one integer per key: the reply of a call of 100 keys is half as
+-- long, which Redis builds and the worker parses for every recipient):
 --   now_ms     the server time the decisions were made at
 --   verdict 1  under the limit: the tag was added stamped now_ms and the key
 --              now expires one window later
@@ -24,9 +26,10 @@
 -- slot; hr_throttle.c then sends one key per call.
 --
 -- Most windows only ever hold one pass (a recipient reached once in a
--- window), so a window starts as a STRING written by one SET with its
--- expiry: a third less Redis CPU per fresh recipient than the sorted set's
--- ZCOUNT, ZADD, ZCARD and PEXPIRE (docs/throttle.md "Cost").  Another
+-- window), so a window starts as a STRING written with its expiry by one
+-- SET NX ... GET, which answers what the key held when it was not new: one
+-- command for a fresh recipient (a GET then a SET before; the sorted set
+-- took ZCOUNT, ZADD, ZCARD and PEXPIRE; docs/throttle.md "Cost").  Another
 -- task's pass inside the window turns it into the sorted set of both; a
 -- string whose pass left the window (a longer window's expiry) is replaced,
 -- as the sorted set would trim it.  A string answers exactly as the sorted
@@ -49,8 +52,9 @@
 --
 -- A window written by a worker from before issue 19 is a STREAM (entry id
 -- "<ms>-<seq>", field t = the tag): the first call on it rewrites it as the
--- sorted set, the passes still in the window and the expiry kept.  (GET
--- answers WRONGTYPE on a sorted set or a stream, ZCOUNT on a stream.)
+-- sorted set, the passes still in the window and the expiry kept.  (SET
+-- ... GET answers WRONGTYPE on a sorted set or a stream, ZCOUNT on a
+-- stream.)
 --
 -- There is no mode argument: shadow mode must measure what enforce would do,
 -- so the script behaves the same and the caller decides whether a throttled
@@ -63,6 +67,10 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local oldest = now - window + 1
 local oldest_s = string.format('%.0f', oldest)
 local now_s = string.format('%.0f', now)
+-- Made once per call, not per key: the pass a fresh window gets, and the
+-- window as the text Redis would otherwise format from a number each time.
+local pass = tag .. ':' .. now_s
+local window_s = ARGV[2]
 
 -- A window of the STREAM layout, rewritten as the sorted set; its count.
 local function from_stream(key)
@@ -80,11 +88,15 @@ end
 
 -- One key's step: its verdict and count.
 local function step(key)
-  local one = redis.pcall('GET', key)
-  if one == false or (type(one) == 'string' and
-                      (tonumber(string.match(one, ':(%d+)$')) or 0) < oldest) then
-    -- No pass in the window (nor a string of ours): this one is the window.
-    redis.call('SET', key, tag .. ':' .. now_s, 'PX', window)
+  -- Written only when the key did not exist (false); else the string it
+  -- holds, or WRONGTYPE for a sorted set or a stream (nothing written).
+  local one = redis.pcall('SET', key, pass, 'NX', 'PX', window_s, 'GET')
+  if one == false then
+    return 1, 1
+  end
+  if type(one) == 'string' and (tonumber(string.match(one, ':(%d+)$')) or 0) < oldest then
+    -- No pass in the window (the string's left it): this one is the window.
+    redis.call('SET', key, pass, 'PX', window_s)
     return 1, 1
   end
   if type(one) == 'string' then
@@ -97,7 +109,7 @@ local function step(key)
     end
     redis.call('DEL', key)
     redis.call('ZADD', key, ms, otag, now, tag)
-    redis.call('PEXPIRE', key, window)
+    redis.call('PEXPIRE', key, window_s)
     return 1, 2
   end
   local count = redis.pcall('ZCOUNT', key, oldest, '+inf')
@@ -117,12 +129,13 @@ local function step(key)
   if redis.call('ZCARD', key) > count + 1 then
     redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. oldest_s)
   end
-  redis.call('PEXPIRE', key, window)
+  redis.call('PEXPIRE', key, window_s)
   return 1, count + 1
 end
 
 local out = {now}
 for i = 1, #KEYS do
-  out[2 * i], out[2 * i + 1] = step(KEYS[i])
+  local verdict, count = step(KEYS[i])
+  out[i + 1] = verdict + 4 * count
 end
 return out

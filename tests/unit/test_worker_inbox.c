@@ -123,6 +123,40 @@ static void test_drop_partition_keeps_order(void **state)
  * inbox.  Chunks of partition 3 at offsets 5 and 6 run and finish while
  * 7 and 8 wait in the inbox: the stored offset is 7, the first waiting
  * one, so a crash or a revoke now makes the next owner consume 7 and 8. */
+/* wk_inbox_take_new hands each message out once, oldest first, keeps at
+ * most MAX handed-out messages queued and hands none out while more than
+ * MAX / 2 are, also after pops and drops. */
+static void test_take_new_once(void **state)
+{
+    wk_inbox *q = NULL;
+    wk_inbox_msg m[4];
+
+    (void)state;
+    assert_int_equal(wk_inbox_new(16, 1024, &q), 0);
+    assert_int_equal(wk_inbox_take_new(q, m, 4), 0);
+    for (int64_t off = 1; off <= 6; off++)
+        push_str(q, off == 6 ? 1 : 0, off, off == 5 ? "e" : "x");
+    assert_int_equal(wk_inbox_take_new(q, m, 4), 4);
+    assert_int_equal(m[0].offset, 1);
+    assert_int_equal(m[3].offset, 4);
+    /* 3 of the 4 still queued: more than half, nothing. */
+    wk_inbox_pop(q);
+    assert_int_equal(wk_inbox_take_new(q, m, 4), 0);
+    /* 2 left: up to 4 again, the next ones in order. */
+    wk_inbox_pop(q);
+    assert_int_equal(wk_inbox_take_new(q, m, 4), 2);
+    assert_int_equal(m[0].offset, 5);
+    assert_memory_equal(m[0].payload, "e", 1);
+    assert_int_equal(m[1].offset, 6);
+    assert_int_equal(wk_inbox_take_new(q, m, 4), 0);
+    /* A drop takes handed-out ones along: new ones are handed out again. */
+    assert_int_equal(wk_inbox_drop(q, 0), 3);
+    push_str(q, 2, 7, "g");
+    assert_int_equal(wk_inbox_take_new(q, m, 4), 1);
+    assert_int_equal(m[0].offset, 7);
+    wk_inbox_free(q);
+}
+
 static void test_stored_offset_never_passes_queued(void **state)
 {
     wk_inbox *q = NULL;
@@ -160,6 +194,7 @@ int main(void)
         cmocka_unit_test(test_full_and_low_by_count),
         cmocka_unit_test(test_full_by_bytes),
         cmocka_unit_test(test_drop_partition_keeps_order),
+        cmocka_unit_test(test_take_new_once),
         cmocka_unit_test(test_stored_offset_never_passes_queued),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
