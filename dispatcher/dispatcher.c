@@ -33,7 +33,7 @@
 #include <unistd.h>
 
 #include "dsp.h"
-#include "dsp_addr.h"
+#include "dsp_mirror.h"
 #include "dsp_api.h"
 #include "dsp_api_routes.h"
 #include "dsp_chunk.h"

@@ -43,7 +43,7 @@
  *   dsp_seams dsp_metrics dsp_kafka dsp_console dsp_api_parse
  *   dsp
  *   dsp_conn
- *   dsp_store dsp_addr dsp_pace dsp_drop dsp_report
+ *   dsp_store dsp_mirror dsp_pace dsp_drop dsp_report
  *   dsp_owned
  *   dsp_wait dsp_ahead dsp_shard
  *   dsp_reconcile

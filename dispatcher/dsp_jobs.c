@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp_addr.h"
+#include "dsp_mirror.h"
 #include "dsp_conn.h"
 #include "dsp_control.h"
 #include "dsp_owned.h"

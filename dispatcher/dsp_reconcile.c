@@ -38,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp_addr.h"
+#include "dsp_mirror.h"
 #include "dsp_conn.h"
 #include "dsp_shard.h"
 #include "dsp_wait.h"

@@ -10,7 +10,7 @@
  * other through hr_addr's Redis lock: a busy answer means another one is
  * doing the work.  A failure is logged and left to the next round — a
  * stale address set never stops a task. */
-#include "dsp_addr.h"
+#include "dsp_mirror.h"
 
 #include <inttypes.h>
 #include <stdatomic.h>
