@@ -5,7 +5,8 @@
  * worker's prune removes a member directly.  This file holds the values
  * (platform names, lists, checks, the member format) and that one write
  * path; the admin's writes and the import are hr_addr_store.c's, the
- * worker's fetch and prune hr_addr_fetch.c's, the sync hr_addr_sync.c's. */
+ * worker's fetch and prune hr_addr_fetch.c's; the sync is hr_mirror.c's, given
+ * the book's statements and this rewrite (hr_addr_mirror). */
 #include "hr_addr_int.h"
 
 #include <ctype.h>
@@ -258,13 +259,6 @@ int hr_addr_parse_member(hr_addr_list *l, const char *member, size_t len, hr_add
     return out->address != NULL ? 0 : -1;
 }
 
-int hr_addr_cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-
-    return (x > y) - (x < y);
-}
-
 /* The push_address rows of the N distinct UIDS (sorted), in (uid,
  * platform, app, address) order: columns uid, platform, app, address.
  * The statement is HEAD, one '?' per uid, TAIL: only marks are added to
@@ -299,23 +293,11 @@ done:
     return rc;
 }
 
-/* Sorts the N uids at UIDS and drops repeats; the new count. */
-size_t hr_addr_uniq(int64_t *uids, size_t n)
-{
-    size_t k = 0;
-
-    qsort(uids, n, sizeof *uids, hr_addr_cmp_i64);
-    for (size_t i = 0; i < n; i++)
-        if (k == 0 || uids[k - 1] != uids[i])
-            uids[k++] = uids[i];
-    return k;
-}
-
 /* Rewrites the Redis sets of the N uids at UIDS (sorted in place, repeats
  * dropped) from the rows MySQL holds: one SELECT, one pipelined round
  * trip of addr_set.lua.  Rows hr_addr_check refuses are left out and
  * counted in RES (may be NULL).  0 or -1. */
-int hr_addr_rewrite(hr_mysql *m, hr_redis *r, int64_t *uids, size_t n, hr_addr_sync_result *res,
+int hr_addr_rewrite(hr_mysql *m, hr_redis *r, int64_t *uids, size_t n, hr_mirror_result *res,
                     char *errstr, size_t errlen)
 {
     hr_mysql_rows *rows = NULL;
@@ -325,7 +307,7 @@ int hr_addr_rewrite(hr_mysql *m, hr_redis *r, int64_t *uids, size_t n, hr_addr_s
     size_t row = 0;
     int rc = -1;
 
-    n = hr_addr_uniq(uids, n);
+    n = hr_mirror_uniq(uids, n);
     if (n == 0)
         return 0;
     if (hr_addr_select(m, uids, n, &rows, errstr, errlen) != 0)
@@ -348,9 +330,7 @@ int hr_addr_rewrite(hr_mysql *m, hr_redis *r, int64_t *uids, size_t n, hr_addr_s
 
             if (hr_addr_platform_parse(hr_mysql_cell(rows, row, 1), &p) != 0 ||
                 hr_addr_check(p, app, address, why, sizeof why) != 0) {
-                if (res != NULL && res->refused++ == 0)
-                    snprintf(res->first_refused, sizeof res->first_refused, "uid=%s %.100s", uid_s,
-                             why);
+                hr_mirror_refused(res, uids[i], why);
                 continue;
             }
             hr_addr_member(member, sizeof member, p, app, address);
@@ -390,3 +370,16 @@ int hr_addr_rewrite_one(hr_mysql *m, hr_redis *r, int64_t uid, char *errstr, siz
 {
     return hr_addr_rewrite(m, r, &uid, 1, NULL, errstr, errlen);
 }
+
+const hr_mirror hr_addr_mirror = {
+    .name = "address",
+    .bump_sql = "UPDATE push_address_epoch SET epoch = epoch + 1 WHERE id = 1",
+    .epoch_sql = "SELECT epoch FROM push_address_epoch WHERE id = 1",
+    .all_sql = "SELECT DISTINCT uid, uid FROM push_address WHERE uid > ? ORDER BY uid LIMIT ?",
+    .changes_sql = "SELECT id, uid FROM push_address_change WHERE epoch >= ? AND epoch < ? "
+                   "AND id > ? ORDER BY id LIMIT ?",
+    .prune_sql = "DELETE FROM push_address_change WHERE at < NOW(3) - INTERVAL 7 DAY LIMIT 10000",
+    .lock_key = hr_key_addr_lock,
+    .synced_key = hr_key_addr_synced,
+    .rewrite = hr_addr_rewrite,
+};

@@ -11,9 +11,10 @@
  * Every write here changes MySQL first, then rewrites the uid's set from
  * the rows MySQL holds (addr_set.lua), so a failed Redis step leaves
  * nothing the next sync would not repair.  Writes made with raw SQL reach
- * Redis through hr_addr_sync: triggers record the changed uids with the
- * address epoch; the sync rewrites those uids' sets, or every uid's when
- * Redis lost its synced mark (herald:addr_synced).  The dispatcher runs it
+ * Redis through the book's mirror (hr_addr_mirror, hr_mirror.h):
+ * triggers record the changed uids with the address epoch; the sync
+ * rewrites those uids' sets, or every uid's when Redis lost its synced mark
+ * (herald:addr_synced).  The dispatcher runs it
  * at every task claim and periodically.  hr_addr_prune is the worker's
  * exception: a dead token goes from both stores without a rewrite.
  *
@@ -28,6 +29,7 @@
 
 #include <cJSON.h>
 
+#include "hr_mirror.h"
 #include "hr_mysql.h"
 #include "hr_redis.h"
 #include "hr_vec.h"
@@ -161,28 +163,9 @@ int hr_addr_prune(hr_mysql *m, hr_redis *r, const hr_addr *a, char *errstr, size
 int hr_addr_unlist(hr_redis *r, const hr_addr *a, char *errstr, size_t errlen);
 int hr_addr_forget(hr_mysql *m, const hr_addr *a, char *errstr, size_t errlen);
 
-/* What one hr_addr_sync did. */
-typedef struct hr_addr_sync_result {
-    bool full;               /* Redis had no synced mark: every uid was reloaded */
-    int64_t uids;            /* uid sets rewritten */
-    int64_t stored;          /* addresses written to Redis */
-    int64_t refused;         /* rows hr_addr_check refuses (raw SQL): not in Redis */
-    char first_refused[160]; /* "uid=<uid> <reason>" of the first, or "" */
-} hr_addr_sync_result;
-
-#define HR_ADDR_SYNC_BUSY \
-    1 /* another sync holds the lock, or a writer's open
-                               transaction held the epoch for a second */
-
-/* Brings Redis up to date with push_address: bumps the address epoch,
- * then rewrites the sets of the uids changed in the epochs Redis has not
- * seen (every uid when herald:addr_synced is missing), BATCH uids per
- * MySQL page and pipelined round trip, then records the new epoch (the
- * mark expires after a day without a sync) and drops change rows older
- * than a week.  A full reload also rewrites the uids of every change row
- * kept, so a uid emptied meanwhile loses its stale set.  TOKEN names the caller in the sync
- * lock.  0, HR_ADDR_SYNC_BUSY, or -1 (ERRSTR). */
-int hr_addr_sync(hr_mysql *m, hr_redis *r, const char *token, int batch, hr_addr_sync_result *res,
-                 char *errstr, size_t errlen);
+/* The address book's mirror (hr_mirror.h): its sync, hr_mirror_sync(&hr_addr_mirror, ...),
+ * rewrites herald:addr:<uid> from push_address; the mark is
+ * herald:addr_synced, the lock herald:addr_lock. */
+extern const hr_mirror hr_addr_mirror;
 
 #endif

@@ -132,7 +132,7 @@ int hr_addr_list_uid(hr_mysql *m, int64_t uid, hr_addr_list *out, char *errstr, 
 
 static int hr_addr_cmp_uid(const void *a, const void *b)
 {
-    return hr_addr_cmp_i64(&(*(const hr_addr *const *)a)->uid, &(*(const hr_addr *const *)b)->uid);
+    return hr_mirror_cmp_i64(&(*(const hr_addr *const *)a)->uid, &(*(const hr_addr *const *)b)->uid);
 }
 
 static bool hr_addr_same(const hr_addr *a, hr_addr_platform p, const char *app, const char *address)
@@ -202,7 +202,7 @@ int hr_addr_import(hr_mysql *m, hr_redis *r, const hr_addr *rows, size_t n,
         goto done;
     }
     qsort(by_uid, n, sizeof *by_uid, hr_addr_cmp_uid);
-    nuids = hr_addr_uniq(uids, n);
+    nuids = hr_mirror_uniq(uids, n);
     if (hr_mysql_begin(m, errstr, errlen) != 0)
         goto done;
     /* What the uids hold now (under the transaction's snapshot), so that

@@ -19,14 +19,14 @@
  *   - one background job at a time runs on libuv's thread pool (dsp_jobs.c):
  *     scanner + prepare (dsp_scan.c), DB poller (dsp_poll.c), sweeper
  *     (dsp_sweep.c), control transitions (dsp_control.c), the address sync
- *     (dsp_addr.c; the reconciliation runs one too).  It owns the job's
+ *     (dsp_mirror.c; the reconciliation runs them too).  It owns the job's
  *     connections (d->jobs), d->scan (its memory of what it put into the
  *     timer) and d->sweep (the cursors), and fills the job's claimed
  *     tasks, which the loop thread takes over in the job's after-work
  *     callback (libuv orders the two, so no lock is needed).
  *   - both produce to Kafka (rd_kafka_producev is thread-safe).
  *   - the health flags (down, seen) are shared and guarded by health_mu;
- *     d->stopping is atomic; d->addr's last sync time is atomic.
+ *     d->stopping is atomic; d->mirror's last sync time is atomic.
  *   - the HTTP API (dsp_api*.c) runs on libmicrohttpd's pool threads.  It
  *     never touches the loop's or the job's connections: it has its own
  *     pool (guarded by its pool_mu, one connection pair per request in
@@ -113,7 +113,7 @@ typedef struct dsp {
     struct dsp_kafka *kafka;         /* dsp_kafka.c: the producer */
     struct dsp_owned *owned;         /* dsp_owned.c: the owned tasks */
     struct dsp_report_queue *report; /* dsp_report.c: confirmed publishes */
-    struct dsp_addr *addr;           /* dsp_addr.c: the last address sync */
+    struct dsp_mirror *mirror;       /* dsp_mirror.c: the last mirror sync */
     struct dsp_reconcile *rc;        /* dsp_reconcile.c: queue and jobs */
     struct dsp_timer *timer;         /* dsp_timer.c: the pop's wake-up */
     struct dsp_scan *scan;           /* dsp_scan.c: the scanner's memory */

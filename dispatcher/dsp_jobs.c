@@ -5,7 +5,7 @@
  *
  * - scan: the scanner (dsp_scan.c), then the control transitions
  *   (dsp_control.c), the herald_tasks{state} gauge and, every
- *   DSP_ADDR_SYNC_MS, the address sync (dsp_addr.c); when it returned, the
+ *   DSP_MIRROR_SYNC_MS, the books' mirror syncs (dsp_mirror.c); when it returned, the
  *   timer pops at once (the scan may have put entries due before its next
  *   wake-up).
  * - poll: the DB poller (dsp_poll.c); the tasks it claimed are owned on
@@ -92,7 +92,7 @@ static void dsp_jobs_work(uv_work_t *w)
         dsp_scan_run(d, &jobs->conn);
         dsp_control_scan(d, &jobs->conn);
         dsp_jobs_count(d, &jobs->conn);
-        dsp_addr_sync(d, &jobs->conn, true);
+        dsp_mirror_sync(d, &jobs->conn, true);
     }
     if ((jobs->doing & DSP_JOBS_POLL) && !atomic_load(&d->stopping))
         dsp_poll_run(d, &jobs->conn, &jobs->claimed);

@@ -1,15 +1,16 @@
-/* dsp_addr: keeps Redis's address sets (herald:addr:<uid>) in step with
- * push_address, so that rows an admin inserted, changed or deleted with
- * raw SQL reach the workers, and a Redis that lost them is refilled
- * (hr_addr_sync; the rule is in docs/architecture.md, "Addresses").
+/* dsp_mirror: keeps the Redis mirrors of the books in step with MySQL
+ * (hr_mirror.h): the address sets (herald:addr:<uid>, push_address), so
+ * that rows an admin inserted, changed or deleted with raw SQL reach the
+ * workers, and a Redis that lost them is refilled (the rule is in
+ * docs/architecture.md, "Addresses").
  *
  * Two callers, each on its own connections: the reconciliation of every
- * claimed task (dsp_reconcile.c), so a campaign starts from addresses as
+ * claimed task (dsp_reconcile.c), so a campaign starts from books as
  * fresh as its subscribers, and the background job every
- * DSP_ADDR_SYNC_MS (dsp_jobs.c).  Syncs of all dispatchers exclude each
- * other through hr_addr's Redis lock: a busy answer means another one is
+ * DSP_MIRROR_SYNC_MS (dsp_jobs.c).  Syncs of all dispatchers exclude each
+ * other through each book's Redis lock: a busy answer means another one is
  * doing the work.  A failure is logged and left to the next round — a
- * stale address set never stops a task. */
+ * stale book never stops a task. */
 #include "dsp_mirror.h"
 
 #include <inttypes.h>
@@ -21,49 +22,63 @@
 #include "hr_clock.h"
 #include "hr_log.h"
 
-struct dsp_addr {
+struct dsp_mirror {
     atomic_int_least64_t synced_ms; /* when a sync last started (any thread) */
 };
 
-int dsp_addr_new(dsp *d)
+/* The books, each synced in turn. */
+static const hr_mirror *const dsp_mirror_books[] = {&hr_addr_mirror};
+
+int dsp_mirror_new(dsp *d)
 {
-    d->addr = calloc(1, sizeof *d->addr);
-    if (d->addr == NULL)
+    d->mirror = calloc(1, sizeof *d->mirror);
+    if (d->mirror == NULL)
         return -1;
-    atomic_init(&d->addr->synced_ms, 0);
+    atomic_init(&d->mirror->synced_ms, 0);
     return 0;
 }
 
-void dsp_addr_free(dsp *d)
+void dsp_mirror_free(dsp *d)
 {
-    free(d->addr);
-    d->addr = NULL;
+    free(d->mirror);
+    d->mirror = NULL;
 }
 
-void dsp_addr_sync(dsp *d, dsp_conn *conn, bool due_only)
+/* One book's sync; logged "<book>_synced" when it rewrote anything. */
+static void dsp_mirror_book(dsp *d, dsp_conn *conn, const hr_mirror *mr)
 {
-    hr_addr_sync_result res;
+    hr_mirror_result res;
     char token[256], err[512];
-    int64_t now = hr_clock_now_ms(), last = atomic_load(&d->addr->synced_ms);
+    int64_t start = hr_clock_now_ms();
     int rc;
 
-    if (due_only && now - last < DSP_ADDR_SYNC_MS)
-        return;
-    atomic_store(&d->addr->synced_ms, now);
-    snprintf(token, sizeof token, "%s/addr", d->owner);
-    rc = hr_addr_sync(conn->m, conn->r, token, d->cfg->dispatcher.refill_batch, &res, err,
-                      sizeof err);
+    snprintf(token, sizeof token, "%s/%s", d->owner, mr->name);
+    rc = hr_mirror_sync(mr, conn->m, conn->r, token, d->cfg->dispatcher.refill_batch, &res, err,
+                        sizeof err);
     if (rc < 0) {
-        hr_log_warn("addr_sync_failed", "error=%s", err);
+        hr_log_warn("mirror_sync_failed", "book=%s error=%s", mr->name, err);
         return;
     }
-    if (rc == HR_ADDR_SYNC_BUSY)
+    if (rc == HR_MIRROR_BUSY)
         return;
     if (res.full || res.uids > 0)
-        hr_log_info("addr_synced",
-                    "full=%d uids=%" PRId64 " addresses=%" PRId64 " refused=%" PRId64
+        hr_log_info("mirror_synced",
+                    "book=%s full=%d uids=%" PRId64 " stored=%" PRId64 " refused=%" PRId64
                     " ms=%" PRId64,
-                    res.full, res.uids, res.stored, res.refused, hr_clock_now_ms() - now);
+                    mr->name, res.full, res.uids, res.stored, res.refused,
+                    hr_clock_now_ms() - start);
     if (res.refused > 0)
-        hr_log_warn("addr_refused", "rows=%" PRId64 " first=%s", res.refused, res.first_refused);
+        hr_log_warn("mirror_refused", "book=%s rows=%" PRId64 " first=%s", mr->name, res.refused,
+                    res.first_refused);
+}
+
+void dsp_mirror_sync(dsp *d, dsp_conn *conn, bool due_only)
+{
+    int64_t now = hr_clock_now_ms(), last = atomic_load(&d->mirror->synced_ms);
+
+    if (due_only && now - last < DSP_MIRROR_SYNC_MS)
+        return;
+    atomic_store(&d->mirror->synced_ms, now);
+    for (size_t i = 0; i < sizeof dsp_mirror_books / sizeof *dsp_mirror_books; i++)
+        dsp_mirror_book(d, conn, dsp_mirror_books[i]);
 }

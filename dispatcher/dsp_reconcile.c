@@ -198,7 +198,7 @@ static void dsp_rc_work(uv_work_t *w)
     for (i = 0; i < job->n && !job->items[i].addressed; i++)
         ;
     if (i < job->n && dsp_conn_ready(job->d, &job->conn))
-        dsp_addr_sync(job->d, &job->conn, false);
+        dsp_mirror_sync(job->d, &job->conn, false);
     for (i = 0; i < job->n; i++) {
         dsp_rc_item *it = &job->items[i];
 

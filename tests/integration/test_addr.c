@@ -1,6 +1,6 @@
 /* test_addr: the address book's dual storage against the stack's MariaDB
  * and Redis — add/remove/replace through hr_addr, rows an admin inserts
- * and deletes with raw SQL reaching Redis through hr_addr_sync, a Redis
+ * and deletes with raw SQL reaching Redis through the address mirror (hr_mirror_sync), a Redis
  * that lost everything refilled by the next sync, the worker's fetch of a
  * 5,000-uid chunk and its prune, and the import's caps.
  *
@@ -87,13 +87,13 @@ static char *members(int64_t uid, char *buf, size_t len)
 }
 
 /* A sync; another test's open transaction may hold the address epoch for
- * a second (HR_ADDR_SYNC_BUSY), so a few tries. */
-static void sync_ok(hr_addr_sync_result *res)
+ * a second (HR_MIRROR_BUSY), so a few tries. */
+static void sync_ok(hr_mirror_result *res)
 {
-    int rc = HR_ADDR_SYNC_BUSY;
+    int rc = HR_MIRROR_BUSY;
 
-    for (int i = 0; i < 10 && rc == HR_ADDR_SYNC_BUSY; i++)
-        rc = hr_addr_sync(db, rd, "test", 100, res, errstr, sizeof errstr);
+    for (int i = 0; i < 10 && rc == HR_MIRROR_BUSY; i++)
+        rc = hr_mirror_sync(&hr_addr_mirror, db, rd, "test", 100, res, errstr, sizeof errstr);
     if (rc != 0)
         fail_msg("sync: %d %s", rc, errstr);
 }
@@ -154,7 +154,7 @@ static void test_add_remove(void **state)
  * row hr_addr_check refuses, then a sync. */
 static void test_raw_sql(void **state)
 {
-    hr_addr_sync_result res;
+    hr_mirror_result res;
     char buf[4096];
     int64_t u1 = base + 10, u2 = base + 11, u3 = base + 12;
 
@@ -185,7 +185,7 @@ static void test_raw_sql(void **state)
  * reloads every address, and a uid emptied meanwhile stays empty. */
 static void test_flush_refill(void **state)
 {
-    hr_addr_sync_result res;
+    hr_mirror_result res;
     char buf[4096];
     int64_t u1 = base + 20, u2 = base + 21;
 
