@@ -132,7 +132,8 @@ int hr_addr_list_uid(hr_mysql *m, int64_t uid, hr_addr_list *out, char *errstr, 
 
 static int hr_addr_cmp_uid(const void *a, const void *b)
 {
-    return hr_mirror_cmp_i64(&(*(const hr_addr *const *)a)->uid, &(*(const hr_addr *const *)b)->uid);
+    return hr_mirror_cmp_i64(&(*(const hr_addr *const *)a)->uid,
+                             &(*(const hr_addr *const *)b)->uid);
 }
 
 static bool hr_addr_same(const hr_addr *a, hr_addr_platform p, const char *app, const char *address)

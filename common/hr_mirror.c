@@ -54,8 +54,8 @@ static int hr_mirror_lock(const hr_mirror *mr, hr_redis *r, const char *token, b
     if (renew)
         reply = hr_redis_eval(r, HR_LUA_LEASE_RENEW, 1, 3, argv, NULL, errstr, errlen);
     else
-        reply = hr_redis_cmdf(r, errstr, errlen, "SET %s %s NX PX %d", key, token,
-                              HR_MIRROR_LOCK_MS);
+        reply =
+            hr_redis_cmdf(r, errstr, errlen, "SET %s %s NX PX %d", key, token, HR_MIRROR_LOCK_MS);
     if (reply == NULL)
         return -1;
     rc = renew ? reply->type == REDIS_REPLY_INTEGER && reply->integer == 1

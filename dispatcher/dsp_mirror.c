@@ -62,11 +62,10 @@ static void dsp_mirror_book(dsp *d, dsp_conn *conn, const hr_mirror *mr)
     if (rc == HR_MIRROR_BUSY)
         return;
     if (res.full || res.uids > 0)
-        hr_log_info("mirror_synced",
-                    "book=%s full=%d uids=%" PRId64 " stored=%" PRId64 " refused=%" PRId64
-                    " ms=%" PRId64,
-                    mr->name, res.full, res.uids, res.stored, res.refused,
-                    hr_clock_now_ms() - start);
+        hr_log_info(
+            "mirror_synced",
+            "book=%s full=%d uids=%" PRId64 " stored=%" PRId64 " refused=%" PRId64 " ms=%" PRId64,
+            mr->name, res.full, res.uids, res.stored, res.refused, hr_clock_now_ms() - start);
     if (res.refused > 0)
         hr_log_warn("mirror_refused", "book=%s rows=%" PRId64 " first=%s", mr->name, res.refused,
                     res.first_refused);
