@@ -38,8 +38,9 @@
 #define HR_ADDR_ADDRESS_MAX 512 /* push_address.address */
 #define HR_ADDR_PER_UID_MAX 64  /* addresses one uid may hold (API, heraldctl, import) */
 #define HR_ADDR_FETCH_BATCH 500 /* uids per pipelined round trip of hr_addr_fetch */
-/* Longest Redis member: platform, two spaces, app, address. */
-#define HR_ADDR_MEMBER_MAX (8 + 2 + HR_ADDR_APP_MAX + HR_ADDR_ADDRESS_MAX)
+/* Longest Redis member: platform, two spaces, app, address, a space and
+ * the longest suppression reason. */
+#define HR_ADDR_MEMBER_MAX (8 + 2 + HR_ADDR_APP_MAX + HR_ADDR_ADDRESS_MAX + 1 + 12)
 
 /* The address kinds of the channel types (push_address.platform). */
 typedef enum hr_addr_platform {
@@ -49,6 +50,16 @@ typedef enum hr_addr_platform {
     HR_ADDR_WEBHOOK, /* an http(s) URL; app = '' */
     HR_ADDR__COUNT
 } hr_addr_platform;
+
+/* Why an address is on the suppression list (push_suppression.reason,
+ * 015_suppression.sql); HR_ADDR_SUPP_NONE: it is not. */
+typedef enum hr_addr_supp {
+    HR_ADDR_SUPP_NONE,
+    HR_ADDR_SUPP_UNSUBSCRIBED, /* the address asked to leave: mandatory categories still go */
+    HR_ADDR_SUPP_COMPLAINED,   /* a spam report */
+    HR_ADDR_SUPP_BOUNCED,      /* a hard bounce */
+    HR_ADDR_SUPP__COUNT
+} hr_addr_supp;
 
 #define HR_ADDR_EINVAL -2 /* hr_addr_check refused the address (ERRSTR says why) */
 #define HR_ADDR_EFULL -3  /* the uid holds HR_ADDR_PER_UID_MAX addresses already */
@@ -62,6 +73,7 @@ typedef struct hr_addr {
     const char *app;
     const char *address;
     size_t idx;
+    hr_addr_supp supp; /* on the suppression list (read from Redis or MySQL) */
 } hr_addr;
 
 /* A list of addresses with the storage of their strings.  Zero-initialise;
@@ -73,6 +85,12 @@ typedef struct hr_addr_list {
 } hr_addr_list;
 
 void hr_addr_list_free(hr_addr_list *l);
+
+/* "unsubscribed", "complained", "bounced"; NULL for NONE and anything
+ * else. */
+const char *hr_addr_supp_name(hr_addr_supp s);
+/* The reason named S (not NONE).  0, or -1. */
+int hr_addr_supp_parse(const char *s, hr_addr_supp *out);
 
 /* "fcm", "apns", "email", "webhook"; NULL for anything else. */
 const char *hr_addr_platform_name(hr_addr_platform p);
@@ -91,16 +109,20 @@ int hr_addr_platform_parse(const char *s, hr_addr_platform *out);
 int hr_addr_check(hr_addr_platform p, const char *app, const char *address, char *errstr,
                   size_t errlen);
 
-/* The Redis member of an address into BUF ("<platform> <app> <address>");
- * BUF, or NULL when it does not fit LEN. */
+/* The Redis member of an address into BUF ("<platform> <app> <address>",
+ * and " <reason>" when SUPP is not NONE: a suppressed address, which an
+ * older worker's parse refuses and so never pushes to); BUF, or NULL when
+ * it does not fit LEN. */
 char *hr_addr_member(char *buf, size_t len, hr_addr_platform p, const char *app,
-                     const char *address);
-/* The reverse: splits MEMBER (LEN bytes) into OUT's fields, the strings
- * copied into L's arena (OUT is not appended).  0, or -1 when MEMBER is
- * not a member hr_addr_check accepts (or out of memory). */
+                     const char *address, hr_addr_supp supp);
+/* The reverse: splits MEMBER (LEN bytes) into OUT's fields (supp
+ * included), the strings copied into L's arena (OUT is not appended).  0,
+ * or -1 when MEMBER is not a member hr_addr_check accepts (or out of
+ * memory). */
 int hr_addr_parse_member(hr_addr_list *l, const char *member, size_t len, hr_addr *out);
 
-/* L as a JSON array of {"platform", "app", "address"} (the caller's, freed
+/* L as a JSON array of {"platform", "app", "address"} and "suppressed":
+ * the reason, for an address on the suppression list (the caller's, freed
  * with cJSON_Delete); NULL when out of memory. */
 cJSON *hr_addr_list_json(const hr_addr_list *l);
 
@@ -124,7 +146,7 @@ int hr_addr_remove(hr_mysql *m, hr_redis *r, int64_t uid, hr_addr_platform p, co
 int hr_addr_replace(hr_mysql *m, hr_redis *r, int64_t uid, const hr_addr *list, size_t n,
                     char *errstr, size_t errlen);
 /* UID's addresses as MySQL holds them (platform, app, address order),
- * appended to OUT.  0 or -1. */
+ * with their suppression, appended to OUT.  0 or -1. */
 int hr_addr_list_uid(hr_mysql *m, int64_t uid, hr_addr_list *out, char *errstr, size_t errlen);
 
 /* What hr_addr_import did with its rows. */
@@ -162,6 +184,27 @@ int hr_addr_prune(hr_mysql *m, hr_redis *r, const hr_addr *a, char *errstr, size
  * hr_addr_prune). */
 int hr_addr_unlist(hr_redis *r, const hr_addr *a, char *errstr, size_t errlen);
 int hr_addr_forget(hr_mysql *m, const hr_addr *a, char *errstr, size_t errlen);
+
+/* ---- the suppression list (015_suppression.sql) ---------------------------- */
+
+/* Puts an address on the suppression list for REASON (not NONE; checked
+ * with hr_addr_check first), NOTE (may be NULL, at most 255 bytes) kept
+ * beside it, then rewrites the sets of the uids that hold it.  1 added, 0
+ * updated, HR_ADDR_EINVAL, or -1. */
+int hr_addr_suppress(hr_mysql *m, hr_redis *r, hr_addr_platform p, const char *app,
+                     const char *address, hr_addr_supp reason, const char *note, char *errstr,
+                     size_t errlen);
+/* Takes an address off the list, then rewrites its uids' sets.  1
+ * removed, 0 it was not on it, or -1. */
+int hr_addr_unsuppress(hr_mysql *m, hr_redis *r, hr_addr_platform p, const char *app,
+                       const char *address, char *errstr, size_t errlen);
+/* The suppressed addresses of platform P and app APP as a JSON array of
+ * {"platform", "app", "address", "reason", "note", "created_at"}: the one
+ * of ADDRESS when it is not NULL, else at most LIMIT (1..1000) in address
+ * order after AFTER (NULL = from the start), *MORE (may be NULL) true when
+ * more follow.  NULL (ERRSTR) on a MySQL error. */
+cJSON *hr_addr_suppressions(hr_mysql *m, hr_addr_platform p, const char *app, const char *address,
+                            const char *after, int limit, bool *more, char *errstr, size_t errlen);
 
 /* The address book's mirror (hr_mirror.h): its sync, hr_mirror_sync(&hr_addr_mirror, ...),
  * rewrites herald:addr:<uid> from push_address; the mark is

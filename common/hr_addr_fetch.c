@@ -82,7 +82,7 @@ int hr_addr_unlist(hr_redis *r, const hr_addr *a, char *errstr, size_t errlen)
     redisReply *reply;
 
     snprintf(uid_s, sizeof uid_s, "%" PRId64, a->uid);
-    if (hr_addr_member(member, sizeof member, a->platform, a->app, a->address) == NULL) {
+    if (hr_addr_member(member, sizeof member, a->platform, a->app, a->address, a->supp) == NULL) {
         snprintf(errstr, errlen, "address too long");
         return -1;
     }

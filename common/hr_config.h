@@ -36,6 +36,17 @@ typedef struct hr_client_key {
     char *secret_file; /* read into secret at load, then NULL */
 } hr_client_key;
 
+/* Recipients (docs/recipients.md): the categories a task may have. */
+#define HR_CATEGORIES_MAX 64
+#define HR_CATEGORY_NAME_MAX 32        /* push_task.category, push_user_pref.category */
+#define HR_CATEGORY_DEFAULT "reminder" /* push_task.category's default */
+
+/* One of recipients.categories: {name, mandatory}. */
+typedef struct hr_category {
+    char *name;     /* 1..HR_CATEGORY_NAME_MAX of [a-z0-9_-], unique */
+    bool mandatory; /* opt-outs, quiet hours and unsubscribed addresses do not apply */
+} hr_category;
+
 typedef struct hr_config {
     char *path;     /* the file as given, for messages */
     char *instance; /* default: $HOSTNAME, else the host name */
@@ -124,6 +135,23 @@ typedef struct hr_config {
         int shutdown_grace_ms;    /* 1000..600000, default 25000 */
     } worker;
 
+    struct {
+        /* the categories tasks may have; none in the file = one, "reminder" */
+        hr_category *categories;
+        size_t ncategories;
+        long attributes_max_bytes; /* a profile's attributes as JSON text, 64..65536, 4096 */
+        struct {
+            /* https://host[:port][/path] where /u/{token} reaches a dispatcher;
+             * NULL = the smtp channels' List-Unsubscribe is their own
+             * list_unsubscribe template, if any */
+            char *public_url;
+            long token_ttl_s; /* how long a link works, 3600..63072000, 15552000 (180 days) */
+            /* 0..2 signing keys, the first signs: rotated like client_keys */
+            hr_client_key *keys;
+            size_t nkeys;
+        } unsubscribe;
+    } recipients;
+
     hr_channel *channels; /* at least one */
     size_t nchannels;
 } hr_config;
@@ -137,6 +165,9 @@ int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_con
                           char *errstr, size_t errlen);
 
 void hr_config_free(hr_config *cfg);
+
+/* The category called NAME, or NULL (not declared). */
+const hr_category *hr_config_category(const hr_config *cfg, const char *name);
 
 /* The channel called NAME, or NULL. */
 const hr_channel *hr_config_channel(const hr_config *cfg, const char *name);

@@ -16,14 +16,15 @@ int hr_finish_read_stats(hr_redis *r, int64_t id, int shard, hr_outcomes *out, c
 {
     char key[256];
     redisReply *reply;
-    int64_t *fields[] = {&out->sent,      &out->failed,  &out->throttled,    &out->pulled,
-                         &out->cancelled, &out->retried, &out->unregistered, &out->expired};
+    int64_t *fields[] = {&out->sent,      &out->failed,    &out->throttled,    &out->pulled,
+                         &out->cancelled, &out->retried,   &out->unregistered, &out->expired,
+                         &out->opted_out, &out->suppressed};
     size_t i;
 
     hr_key_shard(hr_redis_prefix(r), key, sizeof key, id, shard, HR_KEY_STATS);
     reply = hr_redis_cmdf(r, errstr, errlen,
                           "HMGET %s sent failed throttled pulled cancelled "
-                          "retried unregistered expired",
+                          "retried unregistered expired opted_out suppressed",
                           key);
     if (reply == NULL)
         return -1;
@@ -38,30 +39,35 @@ int hr_finish_read_stats(hr_redis *r, int64_t id, int shard, hr_outcomes *out, c
 
 /* The SET list "c = GREATEST(c, ?)" of every outcome counter, in
  * hr_outcomes order (the parameters of hr_finish_raise_params). */
-#define HR_FINISH_RAISE_SET                                                \
-    "sent = GREATEST(sent, ?), failed = GREATEST(failed, ?), "             \
-    "throttled = GREATEST(throttled, ?), pulled = GREATEST(pulled, ?), "   \
-    "cancelled = GREATEST(cancelled, ?), retried = GREATEST(retried, ?), " \
-    "unregistered = GREATEST(unregistered, ?), expired = GREATEST(expired, ?)"
+#define HR_FINISH_RAISE_SET                                                      \
+    "sent = GREATEST(sent, ?), failed = GREATEST(failed, ?), "                   \
+    "throttled = GREATEST(throttled, ?), pulled = GREATEST(pulled, ?), "         \
+    "cancelled = GREATEST(cancelled, ?), retried = GREATEST(retried, ?), "       \
+    "unregistered = GREATEST(unregistered, ?), expired = GREATEST(expired, ?), " \
+    "opted_out = GREATEST(opted_out, ?), suppressed = GREATEST(suppressed, ?)"
 
-/* STATS' counters into P[0..8). */
+/* The counters of hr_outcomes, so many parameters. */
+#define HR_FINISH_NCOUNTERS 10
+
+/* STATS' counters into P[0..HR_FINISH_NCOUNTERS). */
 static void hr_finish_raise_params(const hr_outcomes *stats, hr_mysql_param *p)
 {
-    const int64_t v[8] = {stats->sent,      stats->failed,  stats->throttled,    stats->pulled,
-                          stats->cancelled, stats->retried, stats->unregistered, stats->expired};
+    const int64_t v[HR_FINISH_NCOUNTERS] = {
+        stats->sent,    stats->failed,       stats->throttled, stats->pulled,    stats->cancelled,
+        stats->retried, stats->unregistered, stats->expired,   stats->opted_out, stats->suppressed};
 
-    for (size_t i = 0; i < 8; i++)
+    for (size_t i = 0; i < HR_FINISH_NCOUNTERS; i++)
         p[i] = HR_P_I64(v[i]);
 }
 
 int hr_finish_raise(hr_mysql *m, int64_t id, const hr_outcomes *stats, char *errstr, size_t errlen)
 {
-    hr_mysql_param p[9];
+    hr_mysql_param p[HR_FINISH_NCOUNTERS + 1];
 
     hr_finish_raise_params(stats, p);
-    p[8] = HR_P_I64(id);
-    return hr_mysql_exec(m, "UPDATE push_task SET " HR_FINISH_RAISE_SET " WHERE id = ?", p, 9, NULL,
-                         NULL, NULL, errstr, errlen);
+    p[HR_FINISH_NCOUNTERS] = HR_P_I64(id);
+    return hr_mysql_exec(m, "UPDATE push_task SET " HR_FINISH_RAISE_SET " WHERE id = ?", p,
+                         HR_FINISH_NCOUNTERS + 1, NULL, NULL, NULL, errstr, errlen);
 }
 
 /* Locks task ID's row: every writer of a sharded task's counters takes it
@@ -91,7 +97,8 @@ static int hr_finish_sum(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
         "UPDATE push_task t, (SELECT COALESCE(SUM(sent), 0) sent, COALESCE(SUM(failed), 0) failed, "
         "COALESCE(SUM(throttled), 0) throttled, COALESCE(SUM(pulled), 0) pulled, "
         "COALESCE(SUM(cancelled), 0) cancelled, COALESCE(SUM(retried), 0) retried, "
-        "COALESCE(SUM(unregistered), 0) unregistered, COALESCE(SUM(expired), 0) expired "
+        "COALESCE(SUM(unregistered), 0) unregistered, COALESCE(SUM(expired), 0) expired, "
+        "COALESCE(SUM(opted_out), 0) opted_out, COALESCE(SUM(suppressed), 0) suppressed "
         "FROM push_task_shard WHERE task_id = ?) s "
         "SET t.sent = GREATEST(t.sent, s.sent), t.failed = GREATEST(t.failed, s.failed), "
         "t.throttled = GREATEST(t.throttled, s.throttled), "
@@ -99,7 +106,9 @@ static int hr_finish_sum(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
         "t.cancelled = GREATEST(t.cancelled, s.cancelled), "
         "t.retried = GREATEST(t.retried, s.retried), "
         "t.unregistered = GREATEST(t.unregistered, s.unregistered), "
-        "t.expired = GREATEST(t.expired, s.expired) WHERE t.id = ?",
+        "t.expired = GREATEST(t.expired, s.expired), "
+        "t.opted_out = GREATEST(t.opted_out, s.opted_out), "
+        "t.suppressed = GREATEST(t.suppressed, s.suppressed) WHERE t.id = ?",
         p, 2, NULL, NULL, NULL, errstr, errlen);
 }
 
@@ -113,12 +122,14 @@ static int hr_finish_sum(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
     "cancelled = GREATEST(cancelled, VALUES(cancelled)), "                             \
     "retried = GREATEST(retried, VALUES(retried)), "                                   \
     "unregistered = GREATEST(unregistered, VALUES(unregistered)), "                    \
-    "expired = GREATEST(expired, VALUES(expired))"
+    "expired = GREATEST(expired, VALUES(expired)), "                                   \
+    "opted_out = GREATEST(opted_out, VALUES(opted_out)), "                             \
+    "suppressed = GREATEST(suppressed, VALUES(suppressed))"
 
 int hr_finish_raise_shard(hr_mysql *m, int64_t id, int shard, const hr_outcomes *stats,
                           char *errstr, size_t errlen)
 {
-    hr_mysql_param p[10];
+    hr_mysql_param p[HR_FINISH_NCOUNTERS + 2];
 
     if (shard == HR_SHARD_NONE)
         return hr_finish_raise(m, id, stats, errstr, errlen);
@@ -131,11 +142,13 @@ int hr_finish_raise_shard(hr_mysql *m, int64_t id, int shard, const hr_outcomes 
     if (hr_finish_lock_task(m, id, errstr, errlen) < 0 ||
         hr_mysql_exec(m,
                       "INSERT INTO push_task_shard (task_id, shard, state, sent, failed, "
-                      "throttled, pulled, cancelled, retried, unregistered, expired) "
+                      "throttled, pulled, cancelled, retried, unregistered, expired, opted_out, "
+                      "suppressed) "
                       "VALUES (?, ?, 'waiting', GREATEST(?, 0), GREATEST(?, 0), GREATEST(?, 0), "
                       "GREATEST(?, 0), GREATEST(?, 0), GREATEST(?, 0), GREATEST(?, 0), "
-                      "GREATEST(?, 0)) ON DUPLICATE KEY UPDATE " HR_FINISH_RAISE_DUP,
-                      p, 10, NULL, NULL, NULL, errstr, errlen) < 0)
+                      "GREATEST(?, 0), GREATEST(?, 0), GREATEST(?, 0)) "
+                      "ON DUPLICATE KEY UPDATE " HR_FINISH_RAISE_DUP,
+                      p, HR_FINISH_NCOUNTERS + 2, NULL, NULL, NULL, errstr, errlen) < 0)
         return -1;
     return hr_finish_sum(m, id, errstr, errlen);
 }

@@ -115,7 +115,7 @@ static int hr_mirror_bump(const hr_mirror *mr, hr_mysql *m, int64_t *upto, char 
  * HR_MIRROR_BUSY (lock lost) or -1. */
 static int hr_mirror_pages(const hr_mirror *mr, hr_mysql *m, hr_redis *r, const char *token,
                            int batch, bool all, int64_t from, int64_t upto, int64_t *uids,
-                           hr_mirror_result *res, char *errstr, size_t errlen)
+                           const void *ctx, hr_mirror_result *res, char *errstr, size_t errlen)
 {
     int64_t cursor = 0;
 
@@ -143,7 +143,7 @@ static int hr_mirror_pages(const hr_mirror *mr, hr_mysql *m, hr_redis *r, const 
         rc = hr_mirror_lock(mr, r, token, true, errstr, errlen);
         if (rc <= 0)
             return rc < 0 ? -1 : HR_MIRROR_BUSY;
-        if (mr->rewrite(m, r, uids, n, res, errstr, errlen) != 0)
+        if (mr->rewrite(m, r, uids, n, ctx, res, errstr, errlen) != 0)
             return -1;
         if (n < (size_t)batch)
             return 0;
@@ -151,7 +151,7 @@ static int hr_mirror_pages(const hr_mirror *mr, hr_mysql *m, hr_redis *r, const 
 }
 
 int hr_mirror_sync(const hr_mirror *mr, hr_mysql *m, hr_redis *r, const char *token, int batch,
-                   hr_mirror_result *res, char *errstr, size_t errlen)
+                   const void *ctx, hr_mirror_result *res, char *errstr, size_t errlen)
 {
     int64_t from = 0, upto = 0, *uids = NULL;
     char key[HR_KEY_MAX], upto_s[24], e2[128];
@@ -175,9 +175,9 @@ int hr_mirror_sync(const hr_mirror *mr, hr_mysql *m, hr_redis *r, const char *to
     /* A full reload also rewrites the uids of every change row kept, so
      * that a uid whose last row went while Redis had no mark does not keep
      * a stale key. */
-    if ((res->full && (rc = hr_mirror_pages(mr, m, r, token, batch, true, 0, upto, uids, res,
+    if ((res->full && (rc = hr_mirror_pages(mr, m, r, token, batch, true, 0, upto, uids, ctx, res,
                                             errstr, errlen)) != 0) ||
-        (rc = hr_mirror_pages(mr, m, r, token, batch, false, from, upto, uids, res, errstr,
+        (rc = hr_mirror_pages(mr, m, r, token, batch, false, from, upto, uids, ctx, res, errstr,
                               errlen)) != 0)
         goto done;
     /* The mark expires a day after the last sync, well inside the week

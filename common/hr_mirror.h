@@ -65,11 +65,21 @@ typedef struct hr_mirror {
     char *(*lock_key)(const char *prefix, char *buf, size_t len);
     char *(*synced_key)(const char *prefix, char *buf, size_t len);
     /* Rewrites the Redis keys of the N uids at UIDS (sorted in place,
-     * repeats dropped) from MySQL; refused rows counted in RES (may be
+     * repeats dropped) from MySQL; CTX is what the sync was given (the
+     * book's checks may need it); refused rows counted in RES (may be
      * NULL).  0 or -1. */
-    int (*rewrite)(hr_mysql *m, hr_redis *r, int64_t *uids, size_t n, hr_mirror_result *res,
-                   char *errstr, size_t errlen);
+    int (*rewrite)(hr_mysql *m, hr_redis *r, int64_t *uids, size_t n, const void *ctx,
+                   hr_mirror_result *res, char *errstr, size_t errlen);
 } hr_mirror;
+
+/* The statements of a book whose epoch and change tables are STEM_epoch
+ * and STEM_change, laid out as push_address's (004_address.sql). */
+#define HR_MIRROR_TABLES(stem)                                                           \
+    .bump_sql = "UPDATE " stem "_epoch SET epoch = epoch + 1 WHERE id = 1",              \
+    .epoch_sql = "SELECT epoch FROM " stem "_epoch WHERE id = 1",                        \
+    .changes_sql = "SELECT id, uid FROM " stem "_change WHERE epoch >= ? AND epoch < ? " \
+                   "AND id > ? ORDER BY id LIMIT ?",                                     \
+    .prune_sql = "DELETE FROM " stem "_change WHERE at < NOW(3) - INTERVAL 7 DAY LIMIT 10000"
 
 /* hr_mirror_sync: another sync holds the lock, or a writer's open
  * transaction held the epoch for a second. */
@@ -77,9 +87,9 @@ typedef struct hr_mirror {
 
 /* Brings book MR's Redis keys up to date with MySQL (the steps above),
  * BATCH uids per MySQL page and rewrite; TOKEN names the caller in the
- * lock.  0, HR_MIRROR_BUSY, or -1 (ERRSTR). */
+ * lock; CTX goes to the rewrite.  0, HR_MIRROR_BUSY, or -1 (ERRSTR). */
 int hr_mirror_sync(const hr_mirror *mr, hr_mysql *m, hr_redis *r, const char *token, int batch,
-                   hr_mirror_result *res, char *errstr, size_t errlen);
+                   const void *ctx, hr_mirror_result *res, char *errstr, size_t errlen);
 
 /* Whether Redis holds book MR's synced mark: 1 yes, 0 no (a reader must
  * not take a missing key for an empty one), -1 on a Redis error. */

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "hr_civil.h"
 #include "hr_template.h"
@@ -57,6 +58,16 @@ static bool hr_parse_ymd(const char *s, int64_t *days)
         return false;
     *days = hr_civil_days(y, m, d);
     return true;
+}
+
+void hr_parse_format_time(int64_t ms, char *buf, size_t len)
+{
+    time_t s = (time_t)(ms / 1000);
+    struct tm tm;
+
+    gmtime_r(&s, &tm);
+    snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
 }
 
 int hr_parse_time(const char *what, const char *s, int64_t *ms, char *errstr, size_t errlen)

@@ -171,6 +171,8 @@ int hr_state_finish(hr_mysql *m, int64_t id, const hr_outcomes *stats, int64_t s
                                 HR_P_I64(stats->retried),
                                 HR_P_I64(stats->unregistered),
                                 HR_P_I64(stats->expired),
+                                HR_P_I64(stats->opted_out),
+                                HR_P_I64(stats->suppressed),
                                 HR_P_I64(subs),
                                 HR_P_I64(subs),
                                 HR_P_I64(subs),
@@ -188,20 +190,22 @@ int hr_state_finish(hr_mysql *m, int64_t id, const hr_outcomes *stats, int64_t s
                          "pulled = GREATEST(pulled, ?), cancelled = GREATEST(cancelled, ?), "
                          "retried = GREATEST(retried, ?), "
                          "unregistered = GREATEST(unregistered, ?), "
-                         "expired = GREATEST(expired, ?), total = LEAST(total, ?), "
+                         "expired = GREATEST(expired, ?), opted_out = GREATEST(opted_out, ?), "
+                         "suppressed = GREATEST(suppressed, ?), total = LEAST(total, ?), "
                          "unaccounted = GREATEST(0, CAST(? AS SIGNED) - "
                          "CAST(sent + failed + throttled + pulled + cancelled + unregistered + "
-                         "expired AS SIGNED)), "
+                         "expired + opted_out + suppressed AS SIGNED)), "
                          "state = IF(unaccounted > 0, 'failed', 'done'), "
                          "last_error = IF(unaccounted > 0, CONCAT(unaccounted, ' of ', ?, "
                          "' subscriptions have no outcome (sent ', sent, ', failed ', failed, "
                          "', throttled ', throttled, ', pulled ', pulled, ', cancelled ', "
                          "cancelled, ', unregistered ', unregistered, ', expired ', expired, "
+                         "', opted_out ', opted_out, ', suppressed ', suppressed, "
                          "'): the working state "
                          "in Redis lost them; heraldctl "
                          "recover ', ?, ' pushes them'), last_error), "
                          "finished_at = UTC_TIMESTAMP(3) WHERE id = ? AND state = 'dispatched'",
-                         p, 13, NULL, errstr, errlen);
+                         p, 15, NULL, errstr, errlen);
 }
 
 int hr_state_fail(hr_mysql *m, int64_t id, hr_task_state from, const char *reason, char *errstr,

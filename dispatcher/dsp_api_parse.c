@@ -77,12 +77,7 @@ int dsp_api_parse_json(const char *body, size_t len, cJSON **out, const char **c
 
 void dsp_api_time(int64_t ms, char *buf, size_t len)
 {
-    time_t s = (time_t)(ms / 1000);
-    struct tm tm;
-
-    gmtime_r(&s, &tm);
-    snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+    hr_parse_format_time(ms, buf, len);
 }
 
 int dsp_api_parse_time(const cJSON *v, const char *what, int64_t *ms, char *errstr, size_t errlen)

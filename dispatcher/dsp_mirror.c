@@ -53,8 +53,8 @@ static void dsp_mirror_book(dsp *d, dsp_conn *conn, const hr_mirror *mr)
     int rc;
 
     snprintf(token, sizeof token, "%s/%s", d->owner, mr->name);
-    rc = hr_mirror_sync(mr, conn->m, conn->r, token, d->cfg->dispatcher.refill_batch, &res, err,
-                        sizeof err);
+    rc = hr_mirror_sync(mr, conn->m, conn->r, token, d->cfg->dispatcher.refill_batch, d->cfg, &res,
+                        err, sizeof err);
     if (rc < 0) {
         hr_log_warn("mirror_sync_failed", "book=%s error=%s", mr->name, err);
         return;

@@ -93,7 +93,7 @@ static void sync_ok(hr_mirror_result *res)
     int rc = HR_MIRROR_BUSY;
 
     for (int i = 0; i < 10 && rc == HR_MIRROR_BUSY; i++)
-        rc = hr_mirror_sync(&hr_addr_mirror, db, rd, "test", 100, res, errstr, sizeof errstr);
+        rc = hr_mirror_sync(&hr_addr_mirror, db, rd, "test", 100, NULL, res, errstr, sizeof errstr);
     if (rc != 0)
         fail_msg("sync: %d %s", rc, errstr);
 }
