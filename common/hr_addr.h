@@ -37,7 +37,7 @@
 #define HR_ADDR_APP_MAX 255     /* push_address.app */
 #define HR_ADDR_ADDRESS_MAX 512 /* push_address.address */
 #define HR_ADDR_PER_UID_MAX 64  /* addresses one uid may hold (API, heraldctl, import) */
-#define HR_ADDR_FETCH_BATCH 500 /* uids per pipelined round trip of hr_addr_fetch */
+#define HR_ADDR_FETCH_BATCH 500 /* uids per pipelined round trip of a read or rewrite */
 /* Longest Redis member: platform, two spaces, app, address, a space and
  * the longest suppression reason. */
 #define HR_ADDR_MEMBER_MAX (8 + 2 + HR_ADDR_APP_MAX + HR_ADDR_ADDRESS_MAX + 1 + 12)
@@ -164,16 +164,14 @@ typedef struct hr_addr_import_result {
 int hr_addr_import(hr_mysql *m, hr_redis *r, const hr_addr *rows, size_t n,
                    hr_addr_import_result *res, char *errstr, size_t errlen);
 
-/* The worker's read: the addresses on platform P (and app APP; NULL = any
- * app) of the N uids UIDS (decimal strings, e.g. a chunk's members), read
- * from Redis with one pipelined SMEMBERS per uid, HR_ADDR_FETCH_BATCH uids
- * per round trip.  Appended to OUT with IDX = the uid's index in UIDS;
- * the addresses of one uid are contiguous, uids in the order of UIDS; a
- * uid with no address on P has no entry.  A member that does not parse
- * (written by hand into Redis) is skipped and counted in *BAD (may be
- * NULL).  0, or -1 when Redis failed (OUT then holds what was read). */
-int hr_addr_fetch(hr_redis *r, const char *const *uids, size_t n, hr_addr_platform p,
-                  const char *app, hr_addr_list *out, size_t *bad, char *errstr, size_t errlen);
+/* The addresses on platform P (and app APP; NULL = any) of the SMEMBERS
+ * REPLY of uid UID appended to OUT with IDX; members that do not parse are
+ * counted in *BAD.  What hr_addr_fetch does with each reply, for a caller
+ * that reads the sets in a pipeline of its own (the worker's open reads
+ * them HR_ADDR_FETCH_BATCH uids per round trip, beside the profiles).  0,
+ * or -1 out of memory. */
+int hr_addr_take(hr_addr_list *out, const redisReply *reply, int64_t uid, size_t idx,
+                 hr_addr_platform p, const char *app, size_t *bad);
 
 /* Removes one dead address (a provider answered it is unregistered) from
  * both stores: Redis first (the next fetch no longer sees it), then MySQL.

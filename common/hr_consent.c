@@ -81,9 +81,9 @@ static bool hr_consent_in(const hr_user_quiet *q, int64_t s)
                                  : s >= q->start_s || s < q->end_s;
 }
 
-int hr_consent_quiet(const hr_task *t, const char *user_tz, const hr_user_quiet *q,
-                     int64_t now_ms, int64_t *release_ms, int64_t *close_ms, const char **zone,
-                     char *errstr, size_t errlen)
+int hr_consent_quiet(const hr_task *t, const char *user_tz, const hr_user_quiet *q, int64_t now_ms,
+                     int64_t *release_ms, int64_t *close_ms, const char **zone, char *errstr,
+                     size_t errlen)
 {
     /* The quiet hours as a send window: open from their end to their start. */
     hr_task open = {.window = true, .window_start_s = q->end_s, .window_end_s = q->start_s};

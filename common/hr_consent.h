@@ -46,8 +46,8 @@ int hr_consent_parse_quiet(const char *s, hr_user_quiet *q);
  * *CLOSE_MS that window's next close (HR_RELEASE_NEVER without one); *ZONE
  * the zone they were read in (USER_TZ or T's); 0 when it does not; -1
  * (ERRSTR) when a zone does not load. */
-int hr_consent_quiet(const hr_task *t, const char *user_tz, const hr_user_quiet *q,
-                     int64_t now_ms, int64_t *release_ms, int64_t *close_ms, const char **zone,
-                     char *errstr, size_t errlen);
+int hr_consent_quiet(const hr_task *t, const char *user_tz, const hr_user_quiet *q, int64_t now_ms,
+                     int64_t *release_ms, int64_t *close_ms, const char **zone, char *errstr,
+                     size_t errlen);
 
 #endif

@@ -76,7 +76,8 @@ static const char *const hr_subs_sql[] = {
     [HR_SUBS_UNDELIVERED] = "SELECT s.uid FROM push_subscription s WHERE s.task_id = ? "
                             "AND s.uid > ? AND NOT EXISTS (SELECT 1 FROM push_delivery d "
                             "WHERE d.task_id = s.task_id AND d.uid = s.uid AND d.status IN "
-                            "('sent', 'failed', 'throttled', 'pulled', 'unregistered')) "
+                            "('sent', 'failed', 'throttled', 'pulled', 'unregistered', "
+                            "'opted_out', 'suppressed')) "
                             "ORDER BY s.uid LIMIT ?",
     /* The (task_id, epoch) index holds uid too (InnoDB appends the primary
      * key), so this is one range read in (epoch, uid) order. */

@@ -85,13 +85,11 @@ int hr_user_check(const hr_user *u, const hr_config *cfg, char *errstr, size_t e
         return HR_USER_EINVAL;
     }
     if (u->locale != NULL && !hr_user_locale_ok(u->locale)) {
-        snprintf(errstr, errlen, "locale \"%.40s\": not a language tag such as de-DE",
-                 u->locale);
+        snprintf(errstr, errlen, "locale \"%.40s\": not a language tag such as de-DE", u->locale);
         return HR_USER_EINVAL;
     }
-    if (u->quiet.set &&
-        (u->quiet.start_s < 0 || u->quiet.start_s >= 86400 || u->quiet.end_s < 0 ||
-         u->quiet.end_s >= 86400 || u->quiet.start_s == u->quiet.end_s)) {
+    if (u->quiet.set && (u->quiet.start_s < 0 || u->quiet.start_s >= 86400 || u->quiet.end_s < 0 ||
+                         u->quiet.end_s >= 86400 || u->quiet.start_s == u->quiet.end_s)) {
         snprintf(errstr, errlen, "quiet_hours: start and end must be two different times of day");
         return HR_USER_EINVAL;
     }
@@ -121,8 +119,8 @@ int hr_user_check(const hr_user *u, const hr_config *cfg, char *errstr, size_t e
         free(text);
         if ((long)len > cfg->recipients.attributes_max_bytes) {
             snprintf(errstr, errlen,
-                     "attributes: %zu bytes of JSON, over recipients.attributes_max_bytes %ld",
-                     len, cfg->recipients.attributes_max_bytes);
+                     "attributes: %zu bytes of JSON, over recipients.attributes_max_bytes %ld", len,
+                     cfg->recipients.attributes_max_bytes);
             return HR_USER_EINVAL;
         }
     }
@@ -427,8 +425,7 @@ int hr_user_prefs_from_json(const cJSON *j, const hr_config *cfg, hr_user_prefs 
             const char *t = cJSON_IsString(ch) ? ch->valuestring : NULL;
 
             if (!cJSON_IsObject(e) || (cat != NULL && c == NULL) || (ch != NULL && t == NULL) ||
-                (c == NULL && t == NULL) ||
-                cJSON_GetArraySize(e) != (cat != NULL) + (ch != NULL)) {
+                (c == NULL && t == NULL) || cJSON_GetArraySize(e) != (cat != NULL) + (ch != NULL)) {
                 snprintf(errstr, errlen,
                          "opt_out: each entry is {\"category\": NAME|\"*\", \"channel\": "
                          "TYPE|\"*\"} (one may be left out: \"*\")");

@@ -41,10 +41,10 @@
 #include "hr_mysql.h"
 #include "hr_redis.h"
 
-#define HR_USER_LOCALE_MAX 35   /* push_user.locale: a BCP 47 tag */
-#define HR_USER_ATTR_KEY_MAX 64 /* an attribute's key */
-#define HR_USER_OPTOUTS_MAX 256 /* opt-out rows per uid */
-#define HR_USER_CHANNEL_MAX 16  /* push_user_pref.channel */
+#define HR_USER_LOCALE_MAX 35    /* push_user.locale: a BCP 47 tag */
+#define HR_USER_ATTR_KEY_MAX 64  /* an attribute's key */
+#define HR_USER_OPTOUTS_MAX 256  /* opt-out rows per uid */
+#define HR_USER_CHANNEL_MAX 16   /* push_user_pref.channel */
 #define HR_USER_IMPORT_BATCH 500 /* rows per multi-row statement and rewrite */
 
 /* The hash's fields herald reads besides the attributes. */
@@ -149,8 +149,8 @@ int hr_user_put(hr_mysql *m, hr_redis *r, const hr_user *u, const hr_config *cfg
 /* Applies the JSON object PATCH (hr_user_from_json with patch) to UID's
  * profile in one transaction, then its hash; *OUT gets the result.  0, 1
  * when UID has no profile (nothing changed), HR_USER_EINVAL, or -1. */
-int hr_user_patch(hr_mysql *m, hr_redis *r, int64_t uid, const cJSON *patch,
-                  const hr_config *cfg, hr_user *out, char *errstr, size_t errlen);
+int hr_user_patch(hr_mysql *m, hr_redis *r, int64_t uid, const cJSON *patch, const hr_config *cfg,
+                  hr_user *out, char *errstr, size_t errlen);
 /* Removes UID's profile and preferences from both stores.  1 removed, 0
  * there was none, or -1. */
 int hr_user_delete(hr_mysql *m, hr_redis *r, int64_t uid, char *errstr, size_t errlen);
@@ -165,8 +165,8 @@ int hr_user_prefs_put(hr_mysql *m, hr_redis *r, int64_t uid, const hr_user_prefs
 /* Adds one opt-out of UID (the one-click unsubscribe), then its hash.  1
  * added, 0 held already, HR_USER_EINVAL, or -1. */
 int hr_user_opt_out(hr_mysql *m, hr_redis *r, int64_t uid, const char *category,
-                   const char *channel, hr_user_source source, const hr_config *cfg, char *errstr,
-                   size_t errlen);
+                    const char *channel, hr_user_source source, const hr_config *cfg, char *errstr,
+                    size_t errlen);
 
 /* What hr_user_import did with its rows. */
 typedef struct hr_user_import_result {
@@ -178,8 +178,8 @@ typedef struct hr_user_import_result {
  * hr_user_check and reports the ones refused; a uid given twice keeps its
  * last): multi-row upserts of HR_USER_IMPORT_BATCH in one transaction,
  * then their hashes in pipelined round trips.  0 or -1. */
-int hr_user_import(hr_mysql *m, hr_redis *r, const hr_user *users, size_t n,
-                   const hr_config *cfg, hr_user_import_result *res, char *errstr, size_t errlen);
+int hr_user_import(hr_mysql *m, hr_redis *r, const hr_user *users, size_t n, const hr_config *cfg,
+                   hr_user_import_result *res, char *errstr, size_t errlen);
 
 /* The book's mirror (hr_mirror.h): rewrites herald:user:<uid> from
  * push_user and push_user_pref; its context is the hr_config (the

@@ -15,8 +15,8 @@
 #include "hr_tz.h"
 
 /* The columns a profile is read with, after its uid (hr_user_row). */
-#define HR_USER_COLUMNS                                                                \
-    "u.uid, u.tz, u.locale, u.attributes, TIME_TO_SEC(u.quiet_start), "               \
+#define HR_USER_COLUMNS                                                                      \
+    "u.uid, u.tz, u.locale, u.attributes, TIME_TO_SEC(u.quiet_start), "                      \
     "TIME_TO_SEC(u.quiet_end), CAST(ROUND(UNIX_TIMESTAMP(u.created_at) * 1000) AS SIGNED), " \
     "CAST(ROUND(UNIX_TIMESTAMP(u.updated_at) * 1000) AS SIGNED)"
 
@@ -362,8 +362,8 @@ int hr_user_put(hr_mysql *m, hr_redis *r, const hr_user *u, const hr_config *cfg
     return affected == 1 ? 1 : 0;
 }
 
-int hr_user_patch(hr_mysql *m, hr_redis *r, int64_t uid, const cJSON *patch,
-                  const hr_config *cfg, hr_user *out, char *errstr, size_t errlen)
+int hr_user_patch(hr_mysql *m, hr_redis *r, int64_t uid, const cJSON *patch, const hr_config *cfg,
+                  hr_user *out, char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(uid)};
     hr_mysql_rows *rows = NULL;
@@ -408,8 +408,8 @@ int hr_user_delete(hr_mysql *m, hr_redis *r, int64_t uid, char *errstr, size_t e
     uint64_t affected = 0;
 
     /* The preferences go with it (ON DELETE CASCADE). */
-    if (hr_mysql_exec(m, "DELETE FROM push_user WHERE uid = ?", p, 1, &affected, NULL, NULL,
-                      errstr, errlen) != 0 ||
+    if (hr_mysql_exec(m, "DELETE FROM push_user WHERE uid = ?", p, 1, &affected, NULL, NULL, errstr,
+                      errlen) != 0 ||
         hr_user_rewrite_one(m, r, uid, NULL, errstr, errlen) != 0)
         return -1;
     return affected > 0 ? 1 : 0;
@@ -475,8 +475,8 @@ done:
 }
 
 /* The opt-outs as rows of a JSON_TABLE over one JSON parameter. */
-#define HR_USER_OPTOUT_TABLE                                                                     \
-    "JSON_TABLE(?, '$[*]' COLUMNS (c VARCHAR(32) CHARACTER SET ascii PATH '$[0]', "             \
+#define HR_USER_OPTOUT_TABLE                                                        \
+    "JSON_TABLE(?, '$[*]' COLUMNS (c VARCHAR(32) CHARACTER SET ascii PATH '$[0]', " \
     "t VARCHAR(16) CHARACTER SET ascii PATH '$[1]')) j"
 
 int hr_user_prefs_put(hr_mysql *m, hr_redis *r, int64_t uid, const hr_user_prefs *p,
@@ -493,9 +493,8 @@ int hr_user_prefs_put(hr_mysql *m, hr_redis *r, int64_t uid, const hr_user_prefs
         if ((rc = hr_user_check_optout(cfg, p->optouts[i].category, p->optouts[i].channel, errstr,
                                        errlen)) != 0)
             return rc;
-    if (p->quiet.set && (p->quiet.start_s < 0 || p->quiet.start_s >= 86400 ||
-                         p->quiet.end_s < 0 || p->quiet.end_s >= 86400 ||
-                         p->quiet.start_s == p->quiet.end_s)) {
+    if (p->quiet.set && (p->quiet.start_s < 0 || p->quiet.start_s >= 86400 || p->quiet.end_s < 0 ||
+                         p->quiet.end_s >= 86400 || p->quiet.start_s == p->quiet.end_s)) {
         snprintf(errstr, errlen, "quiet_hours: start and end must be two different times of day");
         return HR_USER_EINVAL;
     }
@@ -541,8 +540,8 @@ done:
 }
 
 int hr_user_opt_out(hr_mysql *m, hr_redis *r, int64_t uid, const char *category,
-                   const char *channel, hr_user_source source, const hr_config *cfg, char *errstr,
-                   size_t errlen)
+                    const char *channel, hr_user_source source, const hr_config *cfg, char *errstr,
+                    size_t errlen)
 {
     const hr_mysql_param pu[] = {HR_P_I64(uid)};
     const hr_mysql_param pp[] = {HR_P_I64(uid), HR_P_STR(category), HR_P_STR(channel),
@@ -616,8 +615,8 @@ done:
     return rc;
 }
 
-int hr_user_import(hr_mysql *m, hr_redis *r, const hr_user *users, size_t n,
-                   const hr_config *cfg, hr_user_import_result *res, char *errstr, size_t errlen)
+int hr_user_import(hr_mysql *m, hr_redis *r, const hr_user *users, size_t n, const hr_config *cfg,
+                   hr_user_import_result *res, char *errstr, size_t errlen)
 {
     const hr_user **by_uid = malloc((n ? n : 1) * sizeof *by_uid);
     int64_t *uids = malloc((n ? n : 1) * sizeof *uids);

@@ -32,15 +32,18 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     if (rc != CTL_EXIT_OK)
         return rc;
     snprintf(token, sizeof token, "heraldctl/%ld", (long)getpid());
-    const hr_recover_opts o = {
-        .token = token, .lease_ms = ctx->cfg->worker.lease_ms, .waiting = cmd_recover_waiting};
+    const hr_recover_opts o = {.token = token,
+                               .lease_ms = ctx->cfg->worker.lease_ms,
+                               .cfg = ctx->cfg,
+                               .waiting = cmd_recover_waiting};
     if (hr_recover(m, r, t, &o, &res, errstr, sizeof errstr) != 0)
         rc = ctl_fail("%s", errstr);
     else
         printf("task %" PRId64 ": recovered subs=%" PRId64 " (undelivered subscriptions=%" PRId64
-               ") dropped_chunks=%" PRId64 " dropped_leases=%" PRId64 " seq=%" PRId64 " state=%s\n",
+               ") dropped_chunks=%" PRId64 " dropped_leases=%" PRId64 " seq=%" PRId64
+               " state=%s books=%s book_uids=%" PRId64 "\n",
                t->id, res.subs, res.undelivered, res.dropped_chunks, res.dropped_leases, res.seq,
-               hr_state_name(res.state));
+               hr_state_name(res.state), res.books_reloaded ? "reloaded" : "synced", res.book_uids);
     hr_task_free(t);
     return rc;
 }

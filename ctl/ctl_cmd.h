@@ -20,5 +20,7 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_address(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_token(ctl_ctx *ctx, int argc, char **argv);
+int ctl_cmd_user(ctl_ctx *ctx, int argc, char **argv);
+int ctl_cmd_suppression(ctl_ctx *ctx, int argc, char **argv);
 
 #endif

@@ -52,7 +52,7 @@
  *   dsp_poll
  *   dsp_jobs dsp_api
  *   dsp_api_view
- *   dsp_api_task dsp_api_subs dsp_api_addr
+ *   dsp_api_task dsp_api_subs dsp_api_addr dsp_api_users dsp_unsub
  *   dsp_api_ops
  *   dsp_api_routes
  *   dispatcher

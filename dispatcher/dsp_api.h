@@ -29,8 +29,9 @@ typedef struct dsp_api_conn {
 typedef void (*dsp_api_fn)(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
 
 /* A row of the route table: a /v1 route (FN, behind the auth hook and with
- * a connection pair) or an open one (OPEN: no token, no connection, no
- * context; GET and HEAD).  The pattern is the route label of
+ * a connection pair), an open one (OPEN: no token, no connection, no
+ * context; GET and HEAD), or one anyone may call that gets a connection
+ * pair (FN with ANYONE).  The pattern is the route label of
  * herald_api_requests_total. */
 typedef struct dsp_api_route {
     const char *method, *pattern;
@@ -38,6 +39,10 @@ typedef struct dsp_api_route {
     bool client; /* a client token may call it, for the {uid} of its path */
     bool body;   /* takes a JSON body of up to dispatcher.api.max_body_bytes */
     hr_httpd_handler open;
+    /* FN without the auth hook: anyone may call it, and the handler checks
+     * the capability its path carries (an unsubscribe token) */
+    bool anyone;
+    size_t form; /* takes an HTML form of at most this many bytes (not JSON) */
 } dsp_api_route;
 
 /* Serves ROUTES[N] (which must outlive the server) on dispatcher.listen,

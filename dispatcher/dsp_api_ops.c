@@ -326,8 +326,10 @@ void dsp_api_ops_recover(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
     if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_load_task(ac, id, resp, &t))
         return;
     snprintf(token, sizeof token, "%s/api", d->owner);
-    const hr_recover_opts opts = {
-        .token = token, .lease_ms = d->cfg->worker.lease_ms, .now_ms = hr_clock_now_ms()};
+    const hr_recover_opts opts = {.token = token,
+                                  .lease_ms = d->cfg->worker.lease_ms,
+                                  .now_ms = hr_clock_now_ms(),
+                                  .cfg = d->cfg};
     switch (hr_recover(ac->m, ac->r, t, &opts, &res, err, sizeof err)) {
     case HR_RECOVER_REFUSED:
         hr_httpd_error(resp, 409, "wrong_state", "%s", err);
@@ -346,6 +348,8 @@ void dsp_api_ops_recover(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
         cJSON_AddNumberToObject(o, "dropped_leases", (double)res.dropped_leases);
         cJSON_AddNumberToObject(o, "seq", (double)res.seq);
         cJSON_AddStringToObject(o, "state", hr_state_name(res.state));
+        cJSON_AddBoolToObject(o, "books_reloaded", res.books_reloaded);
+        cJSON_AddNumberToObject(o, "book_uids", (double)res.book_uids);
         dsp_api_reply(resp, 200, o);
         break;
     default:

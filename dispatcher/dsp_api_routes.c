@@ -9,7 +9,9 @@
 #include "dsp_api_ops.h"
 #include "dsp_api_subs.h"
 #include "dsp_api_task.h"
+#include "dsp_api_users.h"
 #include "dsp_console.h"
+#include "dsp_unsub.h"
 
 /* A route behind the auth hook, an admin token's, without a body and with
  * a JSON one; an open one. */
@@ -56,6 +58,30 @@ static const dsp_api_route dsp_api_routes[] = {
     DSP_API_V1_BODY("POST", "/v1/users/{uid}/addresses", dsp_api_addr_add),
     DSP_API_V1_BODY("PUT", "/v1/users/{uid}/addresses", dsp_api_addr_put),
     DSP_API_V1("DELETE", "/v1/users/{uid}/addresses", dsp_api_addr_del),
+    /* recipients (docs/recipients.md) */
+    DSP_API_V1("GET", "/v1/users/{uid}", dsp_api_users_get),
+    DSP_API_V1_BODY("PUT", "/v1/users/{uid}", dsp_api_users_put),
+    DSP_API_V1_BODY("PATCH", "/v1/users/{uid}", dsp_api_users_patch),
+    DSP_API_V1("DELETE", "/v1/users/{uid}", dsp_api_users_del),
+    {.method = "GET",
+     .pattern = "/v1/users/{uid}/preferences",
+     .fn = dsp_api_prefs_get,
+     .client = true},
+    {.method = "PUT",
+     .pattern = "/v1/users/{uid}/preferences",
+     .fn = dsp_api_prefs_put,
+     .client = true,
+     .body = true},
+    DSP_API_V1("GET", "/v1/suppressions", dsp_api_supp_list),
+    DSP_API_V1_BODY("POST", "/v1/suppressions", dsp_api_supp_add),
+    DSP_API_V1("DELETE", "/v1/suppressions", dsp_api_supp_del),
+    /* one-click unsubscribe: the token in the path is the capability */
+    {.method = "GET", .pattern = "/u/{token}", .fn = dsp_unsub_get, .anyone = true},
+    {.method = "POST",
+     .pattern = "/u/{token}",
+     .fn = dsp_unsub_post,
+     .anyone = true,
+     .form = DSP_UNSUB_MAX_BODY},
 };
 
 #define DSP_API_NROUTES (sizeof dsp_api_routes / sizeof dsp_api_routes[0])

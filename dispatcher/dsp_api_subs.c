@@ -32,6 +32,7 @@
 #include "dsp_store.h"
 #include "hr_civil.h"
 #include "hr_clock.h"
+#include "hr_consent.h"
 #include "hr_finish.h"
 #include "hr_log.h"
 #include "hr_ratelimit.h"
@@ -40,6 +41,7 @@
 #include "hr_subs.h"
 #include "hr_template.h"
 #include "hr_tz.h"
+#include "hr_user.h"
 
 #define DSP_API_RENDER_MAX ((size_t)1 << 20)
 
@@ -396,6 +398,18 @@ static void dsp_api_pull_day(const char *date_q, int64_t day_ms, const redisRepl
     snprintf(day_s, 11, "%04d-%02d-%02d", y, m, d);
 }
 
+/* Whether the profile USER (an HGETALL reply) opted out of task T's
+ * category by T's channel type; a mandatory category never is. */
+static bool dsp_api_pull_opted_out(const hr_config *cfg, const hr_task *t, const redisReply *user)
+{
+    const hr_category *cat = hr_config_category(cfg, hr_task_category(t));
+    const hr_channel *ch = hr_config_channel(cfg, t->channel);
+
+    return (cat == NULL || !cat->mandatory) &&
+           hr_consent_opted_out(dsp_api_attr(user, HR_USER_F_OPTOUT), hr_task_category(t),
+                                ch != NULL ? hr_channel_type_name(ch->type) : "*");
+}
+
 void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     const char *code, *date_q = hr_httpd_query(req, "date"), *zone;
@@ -451,10 +465,16 @@ void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
     arr = cJSON_AddArrayToObject(o, "reminders");
     for (i = 0; i < n; i++) {
         const hr_task *t = tasks[i];
-        cJSON *r = cJSON_CreateObject();
+        cJSON *r;
         char due[40];
         int moved = 0;
 
+        /* The user's opt-outs hold for the pull as for a push
+         * (docs/recipients.md): a category it left, by any channel or by
+         * the task's channel type, is not returned. */
+        if (dsp_api_pull_opted_out(d->cfg, t, user))
+            continue;
+        r = cJSON_CreateObject();
         cJSON_AddItemToArray(arr, r);
         dsp_api_add_id(r, "task_id", t->id);
         cJSON_AddStringToObject(r, "name", t->name);

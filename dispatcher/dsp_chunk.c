@@ -276,6 +276,30 @@ static int dsp_chunk_release(dsp *d, dsp_task *dt, int64_t now, int64_t n, char 
     return 0;
 }
 
+/* DT's subs ran out: true when nothing waits in its wait set either (the
+ * task is finished), false with DT->next_ms at the next release (never
+ * past its expire_at, where what waits counts expired).  A task that
+ * plans no wait set is looked at too: recipients a worker put off to their
+ * own quiet hours' end wait there (worker/wk_consent.h), and from then on
+ * the chunker releases them like any wave.  *FAILED on a Redis error. */
+static bool dsp_chunk_drained(dsp *d, dsp_task *dt, int64_t now, bool *failed, char *errstr,
+                              size_t errlen)
+{
+    if (!dt->waits) {
+        if (dsp_chunk_release(d, dt, now, 0, errstr, errlen) < 0) {
+            *failed = true;
+            return false;
+        }
+        dt->waits = dt->wait_left > 0;
+    }
+    if (dt->wait_left == 0)
+        return true;
+    dt->next_ms = dt->wait_next_ms;
+    if (dt->expire_ms > 0 && dt->next_ms > dt->expire_ms)
+        dt->next_ms = dt->expire_ms;
+    return false;
+}
+
 /* One chunk of T: grant, seq, move, produce.  true when a chunk moved. */
 static bool dsp_chunk_one(dsp *d, dsp_task *dt)
 {
@@ -304,8 +328,12 @@ static bool dsp_chunk_one(dsp *d, dsp_task *dt)
         dsp_chunk_expire(d, dt);
         return false;
     }
-    if (dt->waits && now < dt->wait_next_ms)
-        return false; /* nothing released before then (dsp_chunk_release) */
+    if (dt->waits && now < dt->wait_next_ms) {
+        /* nothing released before then (dsp_chunk_release) */
+        dt->next_ms = dt->expire_ms > 0 && dt->expire_ms < dt->wait_next_ms ? dt->expire_ms
+                                                                            : dt->wait_next_ms;
+        return false;
+    }
     /* Enough chunks wait for a worker (dsp_ahead.c). */
     switch (dsp_ahead(d, dt, err, sizeof err)) {
     case 0:
@@ -347,17 +375,20 @@ static bool dsp_chunk_one(dsp *d, dsp_task *dt)
     dsp_health_ok(d, DSP_REDIS);
     if (moved == 0) {
         /* Not finished while recipients wait for their instant. */
-        dt->subs_empty = !dt->waits || dt->wait_left == 0;
-        if (!dt->subs_empty)
-            dt->next_ms = dt->wait_next_ms;
+        dt->subs_empty = dsp_chunk_drained(d, dt, now, &failed, err, sizeof err);
+        if (failed)
+            goto redis_failed;
         return false;
     }
     dt->chunks++;
     /* Fewer than asked for: subs ran empty (nothing adds to it once seq
      * exists but the wait set's releases, which wait_left counts), so a
      * task of one chunk ends without another GET ctl, INCR and empty move. */
-    if (moved < n && !dt->waits)
-        dt->subs_empty = true;
+    if (moved < n && !dt->waits) {
+        dt->subs_empty = dsp_chunk_drained(d, dt, now, &failed, err, sizeof err);
+        if (failed)
+            goto redis_failed;
+    }
     dsp_seams_moved();
     if (dsp_kafka_produce(d->kafka,
                           &(dsp_kafka_msg){.task = dt->id,

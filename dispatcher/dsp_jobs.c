@@ -92,7 +92,7 @@ static void dsp_jobs_work(uv_work_t *w)
         dsp_scan_run(d, &jobs->conn);
         dsp_control_scan(d, &jobs->conn);
         dsp_jobs_count(d, &jobs->conn);
-        dsp_mirror_sync(d, &jobs->conn, true);
+        dsp_mirror_sync(d, &jobs->conn, true, true);
     }
     if ((jobs->doing & DSP_JOBS_POLL) && !atomic_load(&d->stopping))
         dsp_poll_run(d, &jobs->conn, &jobs->claimed);

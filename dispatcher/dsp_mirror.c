@@ -1,8 +1,10 @@
 /* dsp_mirror: keeps the Redis mirrors of the books in step with MySQL
- * (hr_mirror.h): the address sets (herald:addr:<uid>, push_address), so
- * that rows an admin inserted, changed or deleted with raw SQL reach the
- * workers, and a Redis that lost them is refilled (the rule is in
- * docs/architecture.md, "Addresses").
+ * (hr_mirror.h): the recipients' profiles and preferences
+ * (herald:user:<uid>, push_user and push_user_pref; docs/recipients.md)
+ * and the address sets with their suppressions (herald:addr:<uid>,
+ * push_address and push_suppression), so that rows an admin inserted,
+ * changed or deleted with raw SQL reach the workers, and a Redis that lost
+ * them is refilled (the rule is in docs/architecture.md, "Addresses").
  *
  * Two callers, each on its own connections: the reconciliation of every
  * claimed task (dsp_reconcile.c), so a campaign starts from books as
@@ -21,13 +23,15 @@
 #include "hr_addr.h"
 #include "hr_clock.h"
 #include "hr_log.h"
+#include "hr_user.h"
 
 struct dsp_mirror {
     atomic_int_least64_t synced_ms; /* when a sync last started (any thread) */
 };
 
-/* The books, each synced in turn. */
-static const hr_mirror *const dsp_mirror_books[] = {&hr_addr_mirror};
+/* The books, each synced in turn: the profiles first (every task's
+ * consent reads them), then the addresses (only addressed channels'). */
+static const hr_mirror *const dsp_mirror_books[] = {&hr_user_mirror, &hr_addr_mirror};
 
 int dsp_mirror_new(dsp *d)
 {
@@ -71,7 +75,7 @@ static void dsp_mirror_book(dsp *d, dsp_conn *conn, const hr_mirror *mr)
                     res.first_refused);
 }
 
-void dsp_mirror_sync(dsp *d, dsp_conn *conn, bool due_only)
+void dsp_mirror_sync(dsp *d, dsp_conn *conn, bool due_only, bool addresses)
 {
     int64_t now = hr_clock_now_ms(), last = atomic_load(&d->mirror->synced_ms);
 
@@ -79,5 +83,6 @@ void dsp_mirror_sync(dsp *d, dsp_conn *conn, bool due_only)
         return;
     atomic_store(&d->mirror->synced_ms, now);
     for (size_t i = 0; i < sizeof dsp_mirror_books / sizeof *dsp_mirror_books; i++)
-        dsp_mirror_book(d, conn, dsp_mirror_books[i]);
+        if (addresses || dsp_mirror_books[i] != &hr_addr_mirror)
+            dsp_mirror_book(d, conn, dsp_mirror_books[i]);
 }

@@ -15,8 +15,9 @@
  * "Sharded tasks") it does so for every shard, and writes the shard rows
  * other dispatchers claim.
  *
- * The address book is synced first (dsp_addr.c), so the first chunk's
- * workers read addresses as fresh as the subscribers.  A local-time or
+ * The books are synced first (dsp_mirror.c: the profiles, and the address
+ * book for an addressed channel), so the first chunk's workers read
+ * consent and addresses as fresh as the subscribers.  A local-time or
  * windowed task's recipients are then parked by release instant
  * (dsp_wait_plan), once per task.
  *
@@ -24,7 +25,7 @@
  * one, which a bulk load just before due can make large.  Up to
  * DSP_RECONCILE_JOBS jobs at a time on libuv's pool, each with its own
  * connections and a batch of up to DSP_RECONCILE_BATCH
- * queued tasks, reconciled one after the other after one address sync for
+ * queued tasks, reconciled one after the other after one sync of the books for
  * the batch; with many small tasks due at once, one reconciliation at a
  * time (about twenty round trips each) held the later tasks' first chunks
  * back.  Two jobs never hold the same task: a task is queued once, and
@@ -179,7 +180,7 @@ static void dsp_rc_one(dsp *d, dsp_conn *conn, dsp_rc_item *it)
      * rows are written last: a claimable shard is complete. */
     if ((it->result == HR_SUBS_DONE || it->result == HR_SUBS_STARTED) &&
         (dsp_rc_seq(conn, it->id, it->shards, it->err, sizeof it->err) < 0 ||
-         (it->waits && dsp_wait_plan(conn, it->id, hr_clock_now_ms(), &it->parked, it->err,
+         (it->waits && dsp_wait_plan(conn, d->cfg, it->id, hr_clock_now_ms(), &it->parked, it->err,
                                      sizeof it->err) < 0) ||
          (it->shards > 1 && dsp_shard_rows(conn, it->id, it->shards, it->err, sizeof it->err) < 0)))
         it->result = -1;
@@ -193,12 +194,13 @@ static void dsp_rc_work(uv_work_t *w)
     dsp_rc_job *job = w->data;
     size_t i;
 
-    /* Addresses first, once for the batch: the campaigns' chunks read them
-     * from Redis.  Not for webhook channels, which push to no address. */
+    /* The books first, once for the batch: the campaigns' chunks read the
+     * profiles (consent) and addresses from Redis, and the plans the
+     * zones.  Addresses not for webhook channels, which push to none. */
     for (i = 0; i < job->n && !job->items[i].addressed; i++)
         ;
-    if (i < job->n && dsp_conn_ready(job->d, &job->conn))
-        dsp_mirror_sync(job->d, &job->conn, false);
+    if (dsp_conn_ready(job->d, &job->conn))
+        dsp_mirror_sync(job->d, &job->conn, false, i < job->n);
     for (i = 0; i < job->n; i++) {
         dsp_rc_item *it = &job->items[i];
 

@@ -186,9 +186,10 @@ done:
     hr_mysql_rows_free(rows);
 }
 
-/* A `dispatched` task with LEFT recipients in subs becomes `dispatching`
- * with no owner and an expired lease, which a poller takes over.  0 or -1. */
-static int dsp_redispatch(dsp *d, dsp_conn *conn, int64_t id, int64_t left)
+/* A `dispatched` task with LEFT recipients in subs and WAITING in its wait
+ * set becomes `dispatching` with no owner and an expired lease, which a
+ * poller takes over.  0 or -1. */
+static int dsp_redispatch(dsp *d, dsp_conn *conn, int64_t id, int64_t left, int64_t waiting)
 {
     char err[512];
     int rc = hr_state_redispatch(conn->m, id, err, sizeof err);
@@ -198,8 +199,9 @@ static int dsp_redispatch(dsp *d, dsp_conn *conn, int64_t id, int64_t left)
         return -1;
     }
     if (rc == 1)
-        hr_log_warn("task_redispatched", "task=%" PRId64 " reason=subs_not_empty left=%" PRId64, id,
-                    left);
+        hr_log_warn("task_redispatched",
+                    "task=%" PRId64 " reason=%s left=%" PRId64 " waiting=%" PRId64, id,
+                    left > 0 ? "subs_not_empty" : "waiting", left, waiting);
     return 0;
 }
 
@@ -277,7 +279,7 @@ void dsp_sweep_run(dsp *d, dsp_conn *conn)
         hr_outcomes stats = HR_OUTCOMES_UNKNOWN;
         hr_finish_result fin;
         hr_task_state state;
-        int64_t left;
+        int64_t left, waiting;
         int rc;
 
         if (npending < 0)
@@ -287,13 +289,16 @@ void dsp_sweep_run(dsp *d, dsp_conn *conn)
         if (npending > 0 || hr_state_parse(hr_mysql_cell(rows, i, 1), &state) < 0 ||
             state != HR_STATE_DISPATCHED)
             continue;
-        if (hr_shard_sum(conn->r, id, shards, "SCARD", HR_KEY_SUBS, &left, err, sizeof err) < 0)
+        if (hr_shard_sum(conn->r, id, shards, "SCARD", HR_KEY_SUBS, &left, err, sizeof err) < 0 ||
+            hr_shard_sum(conn->r, id, shards, "ZCARD", HR_KEY_WAIT, &waiting, err, sizeof err) < 0)
             continue;
-        if (left > 0) {
+        if (left + waiting > 0) {
             /* `dispatched` with recipients left and no owner: Redis came
-             * back from an AOF older than the owner's last chunk moves.
-             * Hand the task to the pollers, which chunk the rest. */
-            if (dsp_redispatch(d, conn, id, left) < 0)
+             * back from an AOF older than the owner's last chunk moves, or
+             * a worker put recipients off to their quiet hours' end after
+             * the owner let the task go (docs/recipients.md).  Hand the
+             * task to the pollers, which chunk (or release) the rest. */
+            if (dsp_redispatch(d, conn, id, left, waiting) < 0)
                 goto done;
             continue;
         }

@@ -12,33 +12,42 @@
 
 /* ---- acknowledgements -------------------------------------------------------- */
 
-int wk_chunk_ack(wk_chunk *c, wk_chunk_settled how, const char *uid, const char *reason)
-{
-    wk_chunk_acks *a = &c->acks;
+/* The stats field each kind ack.lua writes is counted under. */
+static const char *const wk_chunk_fields[WK_CHUNK_DEAD] = {
+    [WK_CHUNK_SENT] = "sent",
+    [WK_CHUNK_UNREGISTERED] = "unregistered",
+    [WK_CHUNK_OPTED_OUT] = "opted_out",
+    [WK_CHUNK_SUPPRESSED] = "suppressed",
+};
 
-    /* The buffers hold one ack batch in all; a flush takes them, so the
-     * next settled recipient allocates anew. */
-    switch (how) {
-    case WK_CHUNK_SENT:
-        if (a->sent == NULL && (a->sent = calloc(c->ack_batch, sizeof *a->sent)) == NULL)
-            return -1;
-        a->sent[a->nsent++] = uid;
-        break;
-    case WK_CHUNK_UNREGISTERED:
-        if (a->unregs == NULL && (a->unregs = calloc(c->ack_batch, sizeof *a->unregs)) == NULL)
-            return -1;
-        a->unregs[a->nunregs++] = uid;
-        break;
-    case WK_CHUNK_DEAD:
-        if (a->dead == NULL && (a->dead = calloc(c->ack_batch, sizeof *a->dead)) == NULL)
+int wk_chunk_acks_add(wk_chunk_acks *a, size_t cap, wk_chunk_settled how, const char *uid,
+                      const char *reason)
+{
+    size_t held = a->ndead;
+
+    /* The buffers hold CAP each; a flush takes them, so the next settled
+     * recipient allocates anew. */
+    if (how == WK_CHUNK_DEAD) {
+        if (a->dead == NULL && (a->dead = calloc(cap, sizeof *a->dead)) == NULL)
             return -1;
         a->dead[a->ndead].reason = strdup(reason);
         if (a->dead[a->ndead].reason == NULL)
             return -1;
         a->dead[a->ndead++].uid = uid;
-        break;
+    } else {
+        if (a->uids[how] == NULL && (a->uids[how] = calloc(cap, sizeof *a->uids[how])) == NULL)
+            return -1;
+        a->uids[how][a->n[how]++] = uid;
     }
-    return a->nsent + a->nunregs + a->ndead >= c->ack_batch;
+    for (int k = 0; k < WK_CHUNK_DEAD; k++)
+        held += a->n[k];
+    return held >= cap;
+}
+
+int wk_chunk_ack(wk_chunk *c, wk_chunk_settled how, const char *uid, const char *reason)
+{
+    /* One ack batch in all. */
+    return wk_chunk_acks_add(&c->acks, c->ack_batch, how, uid, reason);
 }
 
 /* Reads REPLY (taken; NULL = the call failed, ERRSTR set) of script ID: an
@@ -47,13 +56,13 @@ int wk_chunk_ack(wk_chunk *c, wk_chunk_settled how, const char *uid, const char 
 int wk_chunk_counted(hr_lua_id id, redisReply *reply, int64_t *out, size_t n,
                      wk_chunk_counters *counters, char *errstr, size_t errlen)
 {
-    int64_t v[8];
+    int64_t v[16];
     int rc = -1;
 
     if (reply == NULL)
         return -1;
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != n + WK_CHUNK_NCOUNTERS ||
-        n + WK_CHUNK_NCOUNTERS > 8) {
+        n + WK_CHUNK_NCOUNTERS > 16) {
         snprintf(errstr, errlen, "script %d: unexpected reply", (int)id);
         goto done;
     }
@@ -69,7 +78,9 @@ int wk_chunk_counted(hr_lua_id id, redisReply *reply, int64_t *out, size_t n,
                                     .failed = v[n + 1],
                                     .throttled = v[n + 2],
                                     .retried = v[n + 3],
-                                    .unregistered = v[n + 4]};
+                                    .unregistered = v[n + 4],
+                                    .opted_out = v[n + 5],
+                                    .suppressed = v[n + 6]};
     rc = 0;
 done:
     freeReplyObject(reply);
@@ -120,27 +131,37 @@ static int wk_chunk_dead_queue(const wk_chunk *c, hr_pipe *pipe, const struct wk
     return rc;
 }
 
-/* The calls a flush of A makes, in this order: ack.lua (sent and
- * retries), ack.lua (unregistered), dead_letter.lua. */
-void wk_chunk_acks_calls(const wk_chunk_acks *a, bool calls[3])
+void wk_chunk_acks_calls(const wk_chunk_acks *a, bool calls[WK_CHUNK__SETTLED])
 {
-    calls[0] = a->nsent > 0 || a->retried > 0;
-    calls[1] = a->nunregs > 0;
-    calls[2] = a->ndead > 0;
+    for (int k = 0; k < WK_CHUNK_DEAD; k++)
+        calls[k] = a->n[k] > 0 || (k == WK_CHUNK_SENT && a->retried > 0);
+    calls[WK_CHUNK_DEAD] = a->ndead > 0;
+}
+
+size_t wk_chunk_acks_ncalls(const wk_chunk_acks *a)
+{
+    bool calls[WK_CHUNK__SETTLED];
+    size_t n = 0;
+
+    wk_chunk_acks_calls(a, calls);
+    for (int k = 0; k < WK_CHUNK__SETTLED; k++)
+        n += calls[k];
+    return n;
 }
 
 /* Queues the calls of A on PIPE.  0, or -1 when out of memory (the calls
  * queued so far stay queued). */
 int wk_chunk_acks_queue(const wk_chunk *c, const wk_chunk_acks *a, hr_pipe *pipe)
 {
-    bool calls[3];
+    bool calls[WK_CHUNK__SETTLED];
 
     wk_chunk_acks_calls(a, calls);
-    if (calls[0] && wk_chunk_ack_queue(c, pipe, "sent", a->retried, a->sent, a->nsent) != 0)
-        return -1;
-    if (calls[1] && wk_chunk_ack_queue(c, pipe, "unregistered", 0, a->unregs, a->nunregs) != 0)
-        return -1;
-    if (calls[2] && wk_chunk_dead_queue(c, pipe, a->dead, a->ndead) != 0)
+    for (int k = 0; k < WK_CHUNK_DEAD; k++)
+        if (calls[k] &&
+            wk_chunk_ack_queue(c, pipe, wk_chunk_fields[k], k == WK_CHUNK_SENT ? a->retried : 0,
+                               a->uids[k], a->n[k]) != 0)
+            return -1;
+    if (calls[WK_CHUNK_DEAD] && wk_chunk_dead_queue(c, pipe, a->dead, a->ndead) != 0)
         return -1;
     return 0;
 }
@@ -150,11 +171,10 @@ int wk_chunk_acks_queue(const wk_chunk *c, const wk_chunk_acks *a, hr_pipe *pipe
 void wk_chunk_acks_read(const wk_chunk_acks *a, hr_pipe *pipe, size_t *at, size_t avail,
                         wk_chunk_acked *out)
 {
-    static const hr_lua_id ids[3] = {HR_LUA_ACK, HR_LUA_ACK, HR_LUA_DEAD_LETTER};
-    bool calls[3];
+    bool calls[WK_CHUNK__SETTLED];
 
     wk_chunk_acks_calls(a, calls);
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < WK_CHUNK__SETTLED; k++) {
         redisReply *reply;
 
         if (!calls[k])
@@ -166,7 +186,8 @@ void wk_chunk_acks_read(const wk_chunk_acks *a, hr_pipe *pipe, size_t *at, size_
         }
         reply = hr_pipe_reply(pipe, (*at)++, out->errstr, sizeof out->errstr);
         avail--;
-        if (wk_chunk_counted(ids[k], reply, &out->removed[k], 1, &out->counters, out->errstr,
+        if (wk_chunk_counted(k == WK_CHUNK_DEAD ? HR_LUA_DEAD_LETTER : HR_LUA_ACK, reply,
+                             &out->removed[k], 1, &out->counters, out->errstr,
                              sizeof out->errstr) == 0)
             out->counters_new = true;
         else
@@ -195,9 +216,11 @@ void wk_chunk_acks_run(const wk_chunk *c, const wk_chunk_acks *a, hr_redis *r, w
 /* Loop thread: what a flush answered, into C. */
 void wk_chunk_acked_apply(wk_chunk *c, const wk_chunk_acked *acked)
 {
-    c->sent += acked->removed[0];
-    c->unregistered += acked->removed[1];
-    c->failed += acked->removed[2];
+    c->sent += acked->removed[WK_CHUNK_SENT];
+    c->unregistered += acked->removed[WK_CHUNK_UNREGISTERED];
+    c->opted_out += acked->removed[WK_CHUNK_OPTED_OUT];
+    c->suppressed += acked->removed[WK_CHUNK_SUPPRESSED];
+    c->failed += acked->removed[WK_CHUNK_DEAD];
     if (acked->counters_new) {
         c->counters = acked->counters;
         c->counters_new = true;
@@ -248,10 +271,8 @@ static const wk_redis_ops wk_chunk_flush_ops = {
 int wk_chunk_flush(wk_redis *rd, wk_chunk *c)
 {
     wk_chunk_flush_job *j;
-    bool calls[3];
 
-    wk_chunk_acks_calls(&c->acks, calls);
-    if (!calls[0] && !calls[1] && !calls[2])
+    if (wk_chunk_acks_ncalls(&c->acks) == 0)
         return 0;
     if ((j = calloc(1, sizeof *j)) == NULL)
         return -1;

@@ -16,15 +16,15 @@
 
 /* ---- push outcomes and acknowledgements -------------------------------------- */
 
-static void wk_lifecycle_outcome(wk_lifecycle *l, const wk_chunk *c, const wk_push *push,
-                                 wk_delivery status, const wk_push_result *res)
+void wk_lifecycle_outcome(wk_lifecycle *l, const wk_chunk *c, const char *uid, int attempts,
+                          wk_delivery status, const wk_push_result *res)
 {
     wk_event ev = {.kind = WK_EVENT_OUTCOME, .task = c->msg.task, .shard = wk_chunk_row(c)};
 
-    /* wk_chunk_open pushes only valid uids (1..INT64_MAX). */
-    ev.u.outcome.uid = strtoull(push->uid, NULL, 10);
+    /* wk_chunk_open settles only valid uids (1..INT64_MAX). */
+    ev.u.outcome.uid = strtoull(uid, NULL, 10);
     ev.u.outcome.status = status;
-    ev.u.outcome.attempts = push->attempts;
+    ev.u.outcome.attempts = attempts;
     ev.u.outcome.http_status = (int)res->http_status;
     ev.u.outcome.latency_ms = res->latency_ms;
     ev.u.outcome.at_ms = hr_clock_now_ms();
@@ -76,7 +76,7 @@ void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res)
         return;
     }
     if (l->cfg->worker.delivery_log)
-        wk_lifecycle_outcome(l, c, push, status, res);
+        wk_lifecycle_outcome(l, c, push->uid, push->attempts, status, res);
     switch (status) {
     case WK_DELIVERY_SENT:
         hr_metrics_inc(mc->sent);
@@ -148,7 +148,8 @@ void wk_lifecycle_checked(wk_chunk *c, const wk_chunk_checked *res)
     if (l->cfg->worker.delivery_log && res->blocked > 0)
         for (size_t i = res->first; i < res->first + res->n; i++)
             if (c->verdicts[i] == HR_THROTTLE_BLOCKED)
-                wk_lifecycle_outcome(l, c, &c->pushes[i], WK_DELIVERY_THROTTLED, &none);
+                wk_lifecycle_outcome(l, c, c->pushes[i].uid, c->pushes[i].attempts,
+                                     WK_DELIVERY_THROTTLED, &none);
     /* Held or ending meanwhile: these pushes were counted out when it
      * held (wk_lifecycle_hold). */
     if (c->state != WK_CHUNK_PUSHING)

@@ -9,6 +9,10 @@
 #include "wk_chunk_check.h"
 #include "wk_lifecycle.h"
 
+/* Hands the delivery log C's recipient UID's outcome STATUS after ATTEMPTS
+ * requests (RES: the last answer's status and latency). */
+void wk_lifecycle_outcome(wk_lifecycle *l, const wk_chunk *c, const char *uid, int attempts,
+                          wk_delivery status, const wk_push_result *res);
 /* The sender's done callback (CTX is the lifecycle). */
 void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res);
 /* Checks C's pushes through the throttle in slices (the first one small),

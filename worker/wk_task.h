@@ -60,7 +60,14 @@ typedef struct wk_task {
     hr_template **headers;     /* one per channel header value */
     /* smtp channels: subject, text, html, list_unsubscribe (NULL: none) */
     hr_template *mail[WK_TASK__MAIL];
-    struct cJSON *payload;     /* NULL when the task has none */
+    struct cJSON *payload; /* NULL when the task has none */
+    /* consent (docs/recipients.md): the category's mandatory flag (opt-outs,
+     * quiet hours and unsubscribed addresses do not apply), and for an smtp
+     * channel without a list_unsubscribe of its own herald's one-click
+     * link: recipients.unsubscribe's public_url and signing key (NULL: none) */
+    bool mandatory;
+    const char *unsub_base;
+    const hr_client_key *unsub_key;
     bool uses_user;            /* some template or the throttle_key names user.* */
     hr_throttle_rule throttle; /* limit 0 = the task does not throttle */
     int64_t rate_limit;        /* effective pushes/s for the task, 0 = none */
@@ -119,7 +126,9 @@ int wk_task_render_texts(const wk_task *wt, const char *uid, const redisReply *u
 
 /* Renders the smtp channel's templates for UID into OUT[wk_task_mail]
  * (each reset first; OUT[i].data stays NULL for a template the channel
- * lacks).  0, or -1 with ERRSTR past a buffer's cap. */
+ * lacks; OUT[WK_TASK_UNSUBSCRIBE] is herald's one-click link for UID,
+ * issued now, when the task has an UNSUB_KEY).  0, or -1 with ERRSTR past
+ * a buffer's cap. */
 int wk_task_render_mail(const wk_task *wt, const char *uid, const redisReply *user,
                         hr_buf out[WK_TASK__MAIL], char *errstr, size_t errlen);
 

@@ -51,6 +51,7 @@
  *   send/: the send wing (worker/send/wk_sender.h), which may call the line above
  *   wk_deliveries wk_chunkrows wk_chunk wk_prune
  *   wk_reporter wk_chunk_acks wk_control
+ *   wk_consent: an open's recipients read, their consent carried out
  *   wk_chunk_open wk_chunk_check wk_chunk_end
  *   wk_lifecycle
  *   wk_lifecycle_end

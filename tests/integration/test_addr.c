@@ -21,6 +21,7 @@
 
 #include "hr_addr.h"
 #include "hr_migrate.h"
+#include "hr_pipe.h"
 #include "itest.h"
 
 #define APNS_TOKEN "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"
@@ -217,6 +218,41 @@ static void test_flush_refill(void **state)
     assert_string_equal(members(u2, buf, sizeof buf), "");
 }
 
+/* The worker's read of N uids' address sets (one pipeline, as its open
+ * does beside the profiles), their fcm addresses (of APP; NULL = any) taken
+ * with hr_addr_take into OUT; *BAD counts what does not parse.  0 or -1. */
+static int fetch(char **uids, size_t n, const char *app, hr_addr_list *out, size_t *bad)
+{
+    hr_pipe *pipe = hr_pipe_new(rd);
+    int rc = -1;
+
+    *bad = 0;
+    for (size_t i = 0; pipe != NULL && i < n; i++) {
+        char key[HR_KEY_MAX];
+        const char *argv[] = {"SMEMBERS",
+                              hr_key_addr(hr_redis_prefix(rd), key, sizeof key, uids[i])};
+
+        if (hr_pipe_cmd(pipe, 2, argv, NULL) != 0)
+            goto done;
+    }
+    if (pipe == NULL || hr_pipe_exec(pipe, errstr, sizeof errstr) != 0)
+        goto done;
+    for (size_t i = 0; i < n; i++) {
+        redisReply *reply = hr_pipe_reply(pipe, i, errstr, sizeof errstr);
+
+        if (reply == NULL ||
+            hr_addr_take(out, reply, strtoll(uids[i], NULL, 10), i, HR_ADDR_FCM, app, bad) != 0) {
+            freeReplyObject(reply);
+            goto done;
+        }
+        freeReplyObject(reply);
+    }
+    rc = 0;
+done:
+    hr_pipe_free(pipe);
+    return rc;
+}
+
 /* A chunk of 5,000 uids, every third with addresses on two platforms:
  * the right ones, grouped by uid in the chunk's order, and a hand-written
  * member skipped. */
@@ -259,9 +295,7 @@ static void test_fetch_prune(void **state)
         assert_non_null(reply);
         freeReplyObject(reply);
     }
-    assert_int_equal(hr_addr_fetch(rd, (const char *const *)uids, CHUNK, HR_ADDR_FCM, NULL, &got,
-                                   &bad, errstr, sizeof errstr),
-                     0);
+    assert_int_equal(fetch(uids, CHUNK, NULL, &got, &bad), 0);
     assert_int_equal(bad, 1);
     /* Every third uid: tok1, plus tok2 for the odd ones. */
     assert_int_equal(got.a.n, (CHUNK + 2) / 3 + (CHUNK + 2) / 6);
@@ -272,9 +306,7 @@ static void test_fetch_prune(void **state)
         assert_int_equal(got.a.v[i].uid, strtoll(uids[got.a.v[i].idx], NULL, 10));
     }
     hr_addr_list_free(&got);
-    assert_int_equal(hr_addr_fetch(rd, (const char *const *)uids, CHUNK, HR_ADDR_FCM, "p2", &got,
-                                   NULL, errstr, sizeof errstr),
-                     0);
+    assert_int_equal(fetch(uids, CHUNK, "p2", &got, &bad), 0);
     assert_int_equal(got.a.n, (CHUNK + 2) / 6);
     assert_string_equal(got.a.v[0].address, "tok2");
     /* The provider said tok2 of the first is dead. */
