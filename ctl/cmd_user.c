@@ -501,7 +501,7 @@ static int ctl_user_import(ctl_ctx *ctx, int argc, char **argv)
     char *line = malloc(CTL_USER_LINE_MAX + 2), *cell = malloc(CTL_USER_LINE_MAX);
     char why[512], *names[CTL_USER_COLS_MAX] = {0};
     const char *format = NULL, *file;
-    ctl_user_counts c = {.start_ms = hr_clock_mono_ms()};
+    ctl_user_counts c = {.start_ms = hr_clock_mono_ms(), .report_ms = hr_clock_mono_ms()};
     hr_user *batch = calloc(CTL_USER_BATCH, sizeof *batch);
     size_t nbatch = 0, ncols = 0, n;
     bool jsonl;
