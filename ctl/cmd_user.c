@@ -42,9 +42,12 @@
 #define CTL_USER_COLS_MAX 256
 
 static const struct option ctl_user_options[] = {
-    {"json", optional_argument, NULL, 'j'}, {"tz", required_argument, NULL, 'z'},
-    {"locale", required_argument, NULL, 'l'}, {"quiet", required_argument, NULL, 'q'},
-    {"attr", required_argument, NULL, 'a'},   {"format", required_argument, NULL, 'f'},
+    {"json", optional_argument, NULL, 'j'},
+    {"tz", required_argument, NULL, 'z'},
+    {"locale", required_argument, NULL, 'l'},
+    {"quiet", required_argument, NULL, 'q'},
+    {"attr", required_argument, NULL, 'a'},
+    {"format", required_argument, NULL, 'f'},
     {NULL, 0, NULL, 0},
 };
 
@@ -106,8 +109,7 @@ static int ctl_user_get(ctl_ctx *ctx, int argc, char **argv)
         cJSON *o = hr_user_to_json(&u), *prefs = hr_user_prefs_to_json(uid, &p, ctx->cfg);
 
         if (o != NULL && prefs != NULL) {
-            cJSON_AddItemToObject(o, "opt_out",
-                                  cJSON_DetachItemFromObject(prefs, "opt_out"));
+            cJSON_AddItemToObject(o, "opt_out", cJSON_DetachItemFromObject(prefs, "opt_out"));
             cJSON_Delete(prefs);
         }
         rc = ctl_user_print(o);
@@ -142,7 +144,7 @@ static int ctl_user_quiet_json(const ctl_ctx *ctx, const char *s, cJSON *patch)
 
     if (strcmp(s, "none") == 0)
         return cJSON_AddNullToObject(patch, "quiet_hours") != NULL ? CTL_EXIT_OK
-                                                                    : ctl_fail("out of memory");
+                                                                   : ctl_fail("out of memory");
     if (dash == NULL || dash - s >= (long)sizeof start || strlen(dash + 1) >= sizeof end)
         return ctl_usage(ctx, "--quiet: HH:MM-HH:MM or none, not '%s'", s);
     snprintf(start, sizeof start, "%.*s", (int)(dash - s), s);
@@ -168,7 +170,8 @@ static int ctl_user_set(ctl_ctx *ctx, int argc, char **argv)
     if (patch == NULL)
         return ctl_fail("out of memory");
     optind = 0;
-    while (rc == CTL_EXIT_OK && (opt = getopt_long(argc, argv, ":", ctl_user_options, NULL)) != -1) {
+    while (rc == CTL_EXIT_OK &&
+           (opt = getopt_long(argc, argv, ":", ctl_user_options, NULL)) != -1) {
         const char *eq;
 
         switch (opt) {
@@ -225,8 +228,8 @@ static int ctl_user_set(ctl_ctx *ctx, int argc, char **argv)
         goto done;
     }
     /* --json first, then the flags, as one PATCH each. */
-    if ((given != NULL && (rc = hr_user_from_json(given, ctx->cfg, true, &u, errstr,
-                                                  sizeof errstr)) != 0) ||
+    if ((given != NULL &&
+         (rc = hr_user_from_json(given, ctx->cfg, true, &u, errstr, sizeof errstr)) != 0) ||
         (rc = hr_user_from_json(patch, ctx->cfg, true, &u, errstr, sizeof errstr)) != 0 ||
         (rc = hr_user_put(m, r, &u, ctx->cfg, errstr, sizeof errstr)) < 0) {
         rc = rc == HR_USER_EINVAL ? ctl_usage(ctx, "%s", errstr) : ctl_fail("user set: %s", errstr);
@@ -331,8 +334,8 @@ static int ctl_user_link(ctl_ctx *ctx, int argc, char **argv)
     if (hr_user_check_optout(cfg, u.category, u.channel, errstr, sizeof errstr) != 0 ||
         strcmp(u.category, "*") == 0 || strcmp(u.channel, "*") == 0)
         return ctl_usage(ctx, "link: a declared CATEGORY and a channel type, not '*'");
-    if (hr_ctoken_unsub_issue(&cfg->recipients.unsubscribe.keys[0], &u, token, sizeof token,
-                              errstr, sizeof errstr) != 0)
+    if (hr_ctoken_unsub_issue(&cfg->recipients.unsubscribe.keys[0], &u, token, sizeof token, errstr,
+                              sizeof errstr) != 0)
         return ctl_fail("link: %s", errstr);
     printf("%s/u/%s\n", cfg->recipients.unsubscribe.public_url, token);
     return CTL_EXIT_OK;
@@ -430,8 +433,8 @@ static int ctl_user_csv_field(const char **at, char *out, size_t cap)
 /* One CSV line of the columns NAMES[N] as a profile PUT body into *OUT
  * (the caller's), its fields read into CELL of CAP bytes.  0, or -1 with
  * WHY. */
-static int ctl_user_csv_row(const char *line, char *const *names, size_t n, char *cell,
-                            size_t cap, cJSON **out, char *why, size_t len)
+static int ctl_user_csv_row(const char *line, char *const *names, size_t n, char *cell, size_t cap,
+                            cJSON **out, char *why, size_t len)
 {
     cJSON *o = cJSON_CreateObject(), *attrs = NULL, *quiet = NULL;
     const char *at = line;
@@ -528,8 +531,8 @@ static int ctl_user_import(ctl_ctx *ctx, int argc, char **argv)
     }
     file = argv[optind];
     if (format == NULL)
-        format = strlen(file) > 6 && strcmp(file + strlen(file) - 6, ".jsonl") == 0 ? "jsonl"
-                                                                                    : "csv";
+        format =
+            strlen(file) > 6 && strcmp(file + strlen(file) - 6, ".jsonl") == 0 ? "jsonl" : "csv";
     if (strcmp(format, "csv") != 0 && strcmp(format, "jsonl") != 0) {
         rc = ctl_usage(ctx, "--format: csv or jsonl, not '%s'", format);
         goto done;
@@ -556,7 +559,8 @@ static int ctl_user_import(ctl_ctx *ctx, int argc, char **argv)
             /* The header: the columns' names. */
             const char *at = line;
 
-            while (ncols < CTL_USER_COLS_MAX && ctl_user_csv_field(&at, cell, CTL_USER_LINE_MAX) == 1)
+            while (ncols < CTL_USER_COLS_MAX &&
+                   ctl_user_csv_field(&at, cell, CTL_USER_LINE_MAX) == 1)
                 if ((names[ncols++] = strdup(cell)) == NULL) {
                     ctl_fail("out of memory");
                     goto done;
@@ -572,7 +576,8 @@ static int ctl_user_import(ctl_ctx *ctx, int argc, char **argv)
         if (jsonl ? hr_parse_json(line, n, &o, why, sizeof why) != 0 || !cJSON_IsObject(o)
                   : ctl_user_csv_row(line, names, ncols, cell, CTL_USER_LINE_MAX, &o, why,
                                      sizeof why) != 0) {
-            ctl_user_refuse(&c, c.lines, o != NULL && !cJSON_IsObject(o) ? "not a JSON object" : why);
+            ctl_user_refuse(&c, c.lines,
+                            o != NULL && !cJSON_IsObject(o) ? "not a JSON object" : why);
             cJSON_Delete(o);
             continue;
         }

@@ -220,8 +220,8 @@ void dsp_api_supp_list(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_htt
     (void)d;
     if (!dsp_api_supp_where(req, &p, &app, resp))
         return;
-    if (limit_s != NULL &&
-        ((limit = strtol(limit_s, &end, 10)) < 1 || limit > DSP_API_USERS_PAGE_MAX || *end != '\0')) {
+    if (limit_s != NULL && ((limit = strtol(limit_s, &end, 10)) < 1 ||
+                            limit > DSP_API_USERS_PAGE_MAX || *end != '\0')) {
         hr_httpd_error(resp, 400, "bad_query", "?limit= must be 1..%d", DSP_API_USERS_PAGE_MAX);
         return;
     }

@@ -37,13 +37,37 @@
 #include "hr_parse.h"
 #include "hr_user.h"
 
-#define DSP_UNSUB_CSP                                                                       \
+#define DSP_UNSUB_CSP                                                                    \
     "default-src 'none'; style-src 'self'; form-action 'self'; frame-ancestors 'none'; " \
     "base-uri 'none'"
 #define DSP_UNSUB_TYPES 4 /* channel types: webhook, fcm, apns, smtp */
 #define DSP_UNSUB_FIELD_MAX 128
 
 /* ---- the token ------------------------------------------------------------------- */
+
+static void dsp_unsub_headers(hr_httpd_resp *resp);
+
+/* A refused link's page (403 stays): a person followed it, not a client. */
+static void dsp_unsub_refusal(bool expired, hr_httpd_resp *resp)
+{
+    static const char page[] =
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+        "<title>Notification preferences</title>"
+        "<link rel=\"stylesheet\" href=\"/console/prefs.css\"></head>\n<body><main>\n"
+        "<h1>Notification preferences</h1>\n<p role=\"alert\">";
+    static const char tail[] = "</p>\n</main></body></html>\n";
+    const char *why = expired ? "This link is not valid any more: it has expired. A newer "
+                                "message carries a new one."
+                              : "This link is not valid.";
+
+    hr_buf_reset(&resp->body);
+    hr_buf_append(&resp->body, page, sizeof page - 1);
+    hr_buf_append(&resp->body, why, strlen(why));
+    hr_buf_append(&resp->body, tail, sizeof tail - 1);
+    resp->content_type = "text/html; charset=utf-8";
+    dsp_unsub_headers(resp);
+}
 
 /* The token of REQ's path checked into *U: true, or false after answering
  * (404 when herald's links are not configured, 403 for a refused token:
@@ -67,6 +91,8 @@ static bool dsp_unsub_token(dsp *d, const hr_httpd_req *req, hr_utoken *u, hr_ht
     hr_log_info("unsubscribe_refused", "reason=\"%s\"", err);
     hr_httpd_error(resp, 403, rc == HR_CTOKEN_EXPIRED ? "expired" : "forbidden",
                    "this link is not valid: %s", err);
+    if (strcmp(req->method, "GET") == 0)
+        dsp_unsub_refusal(rc == HR_CTOKEN_EXPIRED, resp);
     return false;
 }
 
@@ -181,7 +207,8 @@ static int dsp_unsub_page(const hr_config *cfg, const char *token, const hr_utok
                          dsp_unsub_esc(b, note) != 0 || dsp_unsub_put(b, "</p>\n") != 0))
         goto done;
     /* The link's own opt-out: one button. */
-    if (dsp_unsub_put(b, "<form method=\"post\" action=\"/u/") != 0 || dsp_unsub_esc(b, token) != 0 ||
+    if (dsp_unsub_put(b, "<form method=\"post\" action=\"/u/") != 0 ||
+        dsp_unsub_esc(b, token) != 0 ||
         dsp_unsub_put(b, "\"><p>This link was sent with <strong>") != 0 ||
         dsp_unsub_esc(b, u->category) != 0 || dsp_unsub_put(b, "</strong> messages by ") != 0 ||
         dsp_unsub_esc(b, label) != 0 ||
@@ -193,7 +220,8 @@ static int dsp_unsub_page(const hr_config *cfg, const char *token, const hr_utok
         dsp_unsub_esc(b, label) != 0 || dsp_unsub_put(b, "</button></form>\n") != 0)
         goto done;
     /* Everything else: the table of categories by channel type. */
-    if (dsp_unsub_put(b, "<form method=\"post\" action=\"/u/") != 0 || dsp_unsub_esc(b, token) != 0 ||
+    if (dsp_unsub_put(b, "<form method=\"post\" action=\"/u/") != 0 ||
+        dsp_unsub_esc(b, token) != 0 ||
         dsp_unsub_put(b, "\"><input type=\"hidden\" name=\"save\" value=\"1\">"
                          "<table><caption>What you receive (checked: received)</caption>"
                          "<thead><tr><th scope=\"col\">Category</th>") != 0)
@@ -216,8 +244,9 @@ static int dsp_unsub_page(const hr_config *cfg, const char *token, const hr_utok
             const char *type = hr_channel_type_name(types[t]);
             bool on = !hr_consent_opted_out(optout, cat->name, type);
 
-            if (dsp_unsub_put(b, "<td><input type=\"checkbox\" name=\"in\" value=\"%s/%s\" "
-                                 "id=\"in-%s-%s\"%s aria-label=\"",
+            if (dsp_unsub_put(b,
+                              "<td><input type=\"checkbox\" name=\"in\" value=\"%s/%s\" "
+                              "id=\"in-%s-%s\"%s aria-label=\"",
                               cat->name, type, cat->name, type, on ? " checked" : "") != 0 ||
                 dsp_unsub_esc(b, cat->name) != 0 || dsp_unsub_put(b, " by ") != 0 ||
                 dsp_unsub_esc(b, dsp_unsub_label(types[t])) != 0 ||
@@ -237,21 +266,33 @@ static int dsp_unsub_page(const hr_config *cfg, const char *token, const hr_utok
             goto done;
     if (dsp_unsub_put(b, "<fieldset><legend>Quiet hours, your time (") != 0 ||
         dsp_unsub_esc(b, zone) != 0 ||
-        dsp_unsub_put(b, ")</legend><p id=\"quiet-help\">Nothing but mandatory messages "
-                         "between these times; leave both empty for none.</p>"
-                         "<label for=\"quiet_start\">From</label> <input type=\"time\" "
-                         "id=\"quiet_start\" name=\"quiet_start\" value=\"%s\" "
-                         "aria-describedby=\"quiet-help\"> <label for=\"quiet_end\">to</label> "
-                         "<input type=\"time\" id=\"quiet_end\" name=\"quiet_end\" value=\"%s\" "
-                         "aria-describedby=\"quiet-help\"></fieldset>\n"
-                         "<button type=\"submit\" id=\"save\">Save preferences</button></form>\n"
-                         "</main></body></html>\n",
+        dsp_unsub_put(b,
+                      ")</legend><p id=\"quiet-help\">Nothing but mandatory messages "
+                      "between these times; leave both empty for none.</p>"
+                      "<label for=\"quiet_start\">From</label> <input type=\"time\" "
+                      "id=\"quiet_start\" name=\"quiet_start\" value=\"%s\" "
+                      "aria-describedby=\"quiet-help\"> <label for=\"quiet_end\">to</label> "
+                      "<input type=\"time\" id=\"quiet_end\" name=\"quiet_end\" value=\"%s\" "
+                      "aria-describedby=\"quiet-help\"></fieldset>\n"
+                      "<button type=\"submit\" id=\"save\">Save preferences</button></form>\n"
+                      "</main></body></html>\n",
                       qs, qe) != 0)
         goto done;
     rc = 0;
 done:
     free(optout);
     return rc;
+}
+
+/* The headers of every page: only this origin's stylesheet and forms
+ * posting here, never cached (it holds a capability), no sniffing, no
+ * referrer leaking the link. */
+static void dsp_unsub_headers(hr_httpd_resp *resp)
+{
+    hr_httpd_resp_header(resp, "Content-Security-Policy", DSP_UNSUB_CSP);
+    hr_httpd_resp_header(resp, "Cache-Control", "no-store");
+    hr_httpd_resp_header(resp, "X-Content-Type-Options", "nosniff");
+    hr_httpd_resp_header(resp, "Referrer-Policy", "no-referrer");
 }
 
 /* Answers STATUS with the page of token U for its uid's preferences as
@@ -276,10 +317,7 @@ static void dsp_unsub_show(dsp *d, dsp_api_conn *ac, const char *token, const hr
     }
     resp->status = status;
     resp->content_type = "text/html; charset=utf-8";
-    hr_httpd_resp_header(resp, "Content-Security-Policy", DSP_UNSUB_CSP);
-    hr_httpd_resp_header(resp, "Cache-Control", "no-store");
-    hr_httpd_resp_header(resp, "X-Content-Type-Options", "nosniff");
-    hr_httpd_resp_header(resp, "Referrer-Policy", "no-referrer");
+    dsp_unsub_headers(resp);
 done:
     hr_user_clear(&profile);
     hr_user_prefs_clear(&p);
@@ -293,7 +331,7 @@ void dsp_unsub_get(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_r
     if (!dsp_unsub_token(d, req, &u, resp))
         return;
     dsp_unsub_show(d, ac, hr_httpd_param(req, "token"), &u, 200,
-                   done == NULL                       ? NULL
+                   done == NULL                        ? NULL
                    : strcmp(done, "unsubscribed") == 0 ? "You are unsubscribed."
                                                        : "Your preferences are saved.",
                    resp);
@@ -341,8 +379,7 @@ static int dsp_unsub_next(const char **at, const char *end, char *name, char *va
     if (amp == NULL)
         amp = end;
     eq = memchr(*at, '=', (size_t)(amp - *at));
-    if (eq == NULL ||
-        dsp_unsub_decode(*at, (size_t)(eq - *at), name, DSP_UNSUB_FIELD_MAX) != 0 ||
+    if (eq == NULL || dsp_unsub_decode(*at, (size_t)(eq - *at), name, DSP_UNSUB_FIELD_MAX) != 0 ||
         dsp_unsub_decode(eq + 1, (size_t)(amp - eq - 1), value, DSP_UNSUB_FIELD_MAX) != 0)
         return -1;
     *at = amp;
@@ -367,7 +404,8 @@ static bool dsp_unsub_multipart_one_click(const char *body, size_t len)
     while ((at = memmem(at, (size_t)(end - at), name, sizeof name - 1)) != NULL) {
         const char *value = memmem(at, (size_t)(end - at), "\r\n\r\n", 4);
 
-        if (value != NULL && (size_t)(end - value) >= 4 + 9 && memcmp(value + 4, "One-Click", 9) == 0)
+        if (value != NULL && (size_t)(end - value) >= 4 + 9 &&
+            memcmp(value + 4, "One-Click", 9) == 0)
             return true;
         at += sizeof name - 1;
     }
@@ -427,9 +465,8 @@ static bool dsp_unsub_checked(const dsp_unsub_form *f, const char *category, con
  * (any, any) — plus the old opt-outs the table does not show (a mandatory
  * or undeclared category, a channel type not configured).  0, or
  * HR_USER_EINVAL with ERRSTR. */
-static int dsp_unsub_wanted(const hr_config *cfg, const dsp_unsub_form *f,
-                            const hr_user_prefs *old, hr_user_prefs *out, char *errstr,
-                            size_t errlen)
+static int dsp_unsub_wanted(const hr_config *cfg, const dsp_unsub_form *f, const hr_user_prefs *old,
+                            hr_user_prefs *out, char *errstr, size_t errlen)
 {
     hr_channel_type types[DSP_UNSUB_TYPES];
     size_t ntypes = dsp_unsub_types(cfg, types), ncats = 0, off_cats = 0;
@@ -484,11 +521,13 @@ static int dsp_unsub_wanted(const hr_config *cfg, const dsp_unsub_form *f,
             if (cat->mandatory)
                 continue;
             for (size_t t = 0; t < ntypes; t++)
-                row_off = row_off && !dsp_unsub_checked(f, cat->name, hr_channel_type_name(types[t]));
+                row_off =
+                    row_off && !dsp_unsub_checked(f, cat->name, hr_channel_type_name(types[t]));
             if (row_off && (rc = hr_user_prefs_add(out, cat->name, "*", errstr, errlen)) != 0)
                 return rc;
             for (size_t t = 0; !row_off && t < ntypes; t++)
-                if (!col_off[t] && !dsp_unsub_checked(f, cat->name, hr_channel_type_name(types[t])) &&
+                if (!col_off[t] &&
+                    !dsp_unsub_checked(f, cat->name, hr_channel_type_name(types[t])) &&
                     (rc = hr_user_prefs_add(out, cat->name, hr_channel_type_name(types[t]), errstr,
                                             errlen)) != 0)
                     return rc;
@@ -501,8 +540,8 @@ static int dsp_unsub_wanted(const hr_config *cfg, const dsp_unsub_form *f,
         shown_cat = strcmp(old->optouts[i].category, "*") == 0 || (cat != NULL && !cat->mandatory);
         shown_type = strcmp(old->optouts[i].channel, "*") == 0;
         for (size_t t = 0; !shown_type && t < ntypes; t++)
-            shown_type = hr_channel_type_parse(old->optouts[i].channel, &type) == 0 &&
-                         type == types[t];
+            shown_type =
+                hr_channel_type_parse(old->optouts[i].channel, &type) == 0 && type == types[t];
         if ((!shown_cat || !shown_type) &&
             (rc = hr_user_prefs_add(out, old->optouts[i].category, old->optouts[i].channel, errstr,
                                     errlen)) != 0)

@@ -79,8 +79,7 @@ static int wk_consent_queue(const wk_consent *cs, hr_pipe *pipe, const char *pre
 }
 
 int wk_consent_read(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redisReply *members,
-                    const hr_addr_platform *platform, const char *app, char *errstr,
-                    size_t errlen)
+                    const hr_addr_platform *platform, const char *app, char *errstr, size_t errlen)
 {
     const wk_task *wt = c->task;
     bool user = wt->uses_user || !wt->mandatory;
@@ -225,8 +224,8 @@ static int wk_consent_quiet_of(wk_consent_quiets *qs, const hr_task *t, const wk
     memset(e, 0, sizeof *e);
     snprintf(e->tz, sizeof e->tz, "%s", tz);
     snprintf(e->quiet, sizeof e->quiet, "%s", f->quiet);
-    e->defer = hr_consent_quiet(t, *tz ? tz : NULL, &q, now_ms, &e->release_ms, &e->close_ms,
-                                &zone, errstr, errlen);
+    e->defer = hr_consent_quiet(t, *tz ? tz : NULL, &q, now_ms, &e->release_ms, &e->close_ms, &zone,
+                                errstr, errlen);
     if (e->defer < 0) {
         if (e != &qs->spare)
             qs->n--;
@@ -239,9 +238,9 @@ static int wk_consent_quiet_of(wk_consent_quiets *qs, const hr_task *t, const wk
 
 /* The member I's verdict at NOW_MS; a deferral's release, close and zone
  * into *QUIET.  -1 (ERRSTR) when a zone does not load. */
-static int wk_consent_verdict_of(wk_consent *cs, const wk_chunk *c, size_t i,
-                                 wk_consent_quiets *qs, int64_t now_ms,
-                                 const wk_consent_quiet **quiet, char *errstr, size_t errlen)
+static int wk_consent_verdict_of(wk_consent *cs, const wk_chunk *c, size_t i, wk_consent_quiets *qs,
+                                 int64_t now_ms, const wk_consent_quiet **quiet, char *errstr,
+                                 size_t errlen)
 {
     const wk_task *wt = c->task;
     wk_consent_fields f = wk_consent_fields_of(cs, cs->users != NULL ? cs->users[i] : NULL);
@@ -251,8 +250,8 @@ static int wk_consent_verdict_of(wk_consent *cs, const wk_chunk *c, size_t i,
                                                hr_channel_type_name(wt->ch->type)))
         return WK_CONSENT_OPTED_OUT;
     if (cs->addr_n != NULL && cs->addr_n[i] > 0) {
-        size_t keep = hr_consent_addresses(&cs->addrs.a.v[cs->addr_first[i]], cs->addr_n[i],
-                                           wt->mandatory);
+        size_t keep =
+            hr_consent_addresses(&cs->addrs.a.v[cs->addr_first[i]], cs->addr_n[i], wt->mandatory);
 
         if (keep == 0)
             return WK_CONSENT_SUPPRESSED;
@@ -271,7 +270,7 @@ int wk_consent_decide(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redi
     wk_consent_quiets *qs = NULL;
     wk_chunk_acks a = {0};
     const char **park = NULL;
-    char (*vals)[2][WK_CONSENT_WAVE_VALUE] = NULL;
+    char(*vals)[2][WK_CONSENT_WAVE_VALUE] = NULL;
     hr_pipe *pipe = NULL;
     redisReply *reply = NULL;
     int rc = -1;

@@ -54,11 +54,11 @@ typedef struct wk_consent {
     int64_t user_errors;  /* profile hashes answering an error (WRONGTYPE) */
     char user_error[160]; /* the first of them */
     /* decided */
-    uint8_t *verdicts;     /* wk_consent_verdict per member */
-    int64_t opted_out;     /* members acknowledged as such by this open */
-    int64_t suppressed;    /* likewise */
-    int64_t deferred;      /* members put off to their quiet hours' end */
-    wk_chunk_acked acked;  /* what the acknowledgements answered */
+    uint8_t *verdicts;    /* wk_consent_verdict per member */
+    int64_t opted_out;    /* members acknowledged as such by this open */
+    int64_t suppressed;   /* likewise */
+    int64_t deferred;     /* members put off to their quiet hours' end */
+    wk_chunk_acked acked; /* what the acknowledgements answered */
 } wk_consent;
 
 /* The read of C's members (MEMBERS, the SMEMBERS reply): users when C's
@@ -66,8 +66,7 @@ typedef struct wk_consent {
  * PLATFORM (and APP) when PLATFORM is not NULL.  0, or -1 with ERRSTR
  * (Redis failed, a book not in Redis, out of memory). */
 int wk_consent_read(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redisReply *members,
-                    const hr_addr_platform *platform, const char *app, char *errstr,
-                    size_t errlen);
+                    const hr_addr_platform *platform, const char *app, char *errstr, size_t errlen);
 
 /* The verdicts at NOW_MS, and the acknowledgements and deferrals they make
  * (one round trip, none when every member is pushed).  0, or -1 with
