@@ -102,40 +102,38 @@ static void test_quiet(void **state)
     (void)state;
     memset(&t, 0, sizeof t);
     /* 22:00-07:00 in Berlin (UTC+1 in January): 21:30 UTC is 22:30 there. */
-    assert_int_equal(quiet(&t, "Europe/Berlin", 79200, 25200, utc(2030, 1, 10, 21, 30, 0), &rel,
-                           &close, &zone),
-                     1);
+    assert_int_equal(
+        quiet(&t, "Europe/Berlin", 79200, 25200, utc(2030, 1, 10, 21, 30, 0), &rel, &close, &zone),
+        1);
     assert_string_equal(zone, "Europe/Berlin");
     assert_int_equal(rel, utc(2030, 1, 11, 6, 0, 0)); /* 07:00 Berlin */
     assert_int_equal(close, HR_RELEASE_NEVER);
     /* 20:30 UTC is 21:30 in Berlin: not quiet yet. */
-    assert_int_equal(quiet(&t, "Europe/Berlin", 79200, 25200, utc(2030, 1, 10, 20, 30, 0), &rel,
-                           &close, &zone),
-                     0);
+    assert_int_equal(
+        quiet(&t, "Europe/Berlin", 79200, 25200, utc(2030, 1, 10, 20, 30, 0), &rel, &close, &zone),
+        0);
     /* The end exclusive: 07:00 sharp is no longer quiet. */
-    assert_int_equal(quiet(&t, "Europe/Berlin", 79200, 25200, utc(2030, 1, 11, 6, 0, 0), &rel,
-                           &close, &zone),
-                     0);
+    assert_int_equal(
+        quiet(&t, "Europe/Berlin", 79200, 25200, utc(2030, 1, 11, 6, 0, 0), &rel, &close, &zone),
+        0);
     /* Not wrapping: 13:00-14:00 UTC, at 13:59:59. */
     assert_int_equal(
         quiet(&t, "UTC", 46800, 50400, utc(2030, 1, 10, 13, 59, 59), &rel, &close, &zone), 1);
     assert_int_equal(rel, utc(2030, 1, 10, 14, 0, 0));
     /* Summer time begins in Berlin on 2030-03-31 at 02:00: quiet until
      * 07:00 local is 05:00 UTC that morning, not 06:00. */
-    assert_int_equal(quiet(&t, "Europe/Berlin", 79200, 25200, utc(2030, 3, 30, 23, 0, 0), &rel,
-                           &close, &zone),
-                     1);
+    assert_int_equal(
+        quiet(&t, "Europe/Berlin", 79200, 25200, utc(2030, 3, 30, 23, 0, 0), &rel, &close, &zone),
+        1);
     assert_int_equal(rel, utc(2030, 3, 31, 5, 0, 0));
     /* No zone of its own (or one that does not load): the task's default. */
     t.default_tz = "Asia/Tokyo";
-    assert_int_equal(quiet(&t, NULL, 79200, 25200, utc(2030, 1, 10, 14, 0, 0), &rel, &close,
-                           &zone),
+    assert_int_equal(quiet(&t, NULL, 79200, 25200, utc(2030, 1, 10, 14, 0, 0), &rel, &close, &zone),
                      1); /* 23:00 in Tokyo */
     assert_string_equal(zone, "Asia/Tokyo");
     assert_int_equal(rel, utc(2030, 1, 10, 22, 0, 0)); /* 07:00 Tokyo */
-    assert_int_equal(quiet(&t, "Not/AZone", 79200, 25200, utc(2030, 1, 10, 14, 0, 0), &rel,
-                           &close, &zone),
-                     1);
+    assert_int_equal(
+        quiet(&t, "Not/AZone", 79200, 25200, utc(2030, 1, 10, 14, 0, 0), &rel, &close, &zone), 1);
     assert_string_equal(zone, "Asia/Tokyo");
     /* A task window 09:00-17:00 in the same zone: the release waits for
      * the window too, and carries its close. */

@@ -119,9 +119,8 @@ static void test_put_and_patch(void **state)
     assert_true(u.quiet.set);
     /* Without PATCH the attributes are replaced whole; what is not given
      * is the caller's (the API's PUT starts from an empty profile). */
-    assert_int_equal(apply("{\"locale\": \"fr\", \"attributes\": {\"z\": 0}}", false, &u, err,
-                           sizeof err),
-                     0);
+    assert_int_equal(
+        apply("{\"locale\": \"fr\", \"attributes\": {\"z\": 0}}", false, &u, err, sizeof err), 0);
     assert_string_equal(u.tz, "UTC");
     text = cJSON_PrintUnformatted(u.attributes);
     assert_string_equal(text, "{\"z\":0}");
