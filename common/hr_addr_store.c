@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hr_parse.h"
+
 #define HR_ADDR_SQL_BATCH 500 /* rows per multi-row INSERT of the import */
 
 int hr_addr_add(hr_mysql *m, hr_redis *r, int64_t uid, hr_addr_platform p, const char *app,
@@ -371,13 +373,13 @@ cJSON *hr_addr_suppressions(hr_mysql *m, hr_addr_platform p, const char *app, co
         *more = false;
     if (address != NULL ? hr_mysql_query(m,
                                          "SELECT platform, app, address, reason, note, "
-                                         "DATE_FORMAT(created_at, '%Y-%m-%dT%H:%i:%s.%fZ') "
+                                         "CAST(ROUND(UNIX_TIMESTAMP(created_at) * 1000) AS SIGNED) "
                                          "FROM push_suppression WHERE platform = ? AND app = ? "
                                          "AND address = ?",
                                          pone, 3, &rows, errstr, errlen)
                         : hr_mysql_query(m,
                                          "SELECT platform, app, address, reason, note, "
-                                         "DATE_FORMAT(created_at, '%Y-%m-%dT%H:%i:%s.%fZ') "
+                                         "CAST(ROUND(UNIX_TIMESTAMP(created_at) * 1000) AS SIGNED) "
                                          "FROM push_suppression WHERE platform = ? AND app = ? "
                                          "AND address > ? ORDER BY address LIMIT ?",
                                          ppage, 4, &rows, errstr, errlen))
@@ -402,7 +404,12 @@ cJSON *hr_addr_suppressions(hr_mysql *m, hr_addr_platform p, const char *app, co
         }
         for (size_t c = 0; c < 6; c++) {
             const char *v = hr_mysql_cell(rows, i, c);
+            char at[32];
 
+            if (c == 5 && v != NULL) { /* created_at, as every time of the API */
+                hr_parse_format_time(strtoll(v, NULL, 10), at, sizeof at);
+                v = at;
+            }
             if (v != NULL ? cJSON_AddStringToObject(o, names[c], v) == NULL
                           : cJSON_AddNullToObject(o, names[c]) == NULL) {
                 cJSON_Delete(a);

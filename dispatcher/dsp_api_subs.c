@@ -34,7 +34,9 @@
 #include "hr_clock.h"
 #include "hr_consent.h"
 #include "hr_finish.h"
+#include "hr_keys.h"
 #include "hr_log.h"
+#include "hr_pipe.h"
 #include "hr_ratelimit.h"
 #include "hr_shard.h"
 #include "hr_state.h"
@@ -282,12 +284,39 @@ void dsp_api_subs_rendering(cJSON *o, const hr_task *t, const char *uid_s, const
                           vars.payload != NULL ? (cJSON *)vars.payload : cJSON_CreateNull());
 }
 
-redisReply *dsp_api_subs_user(dsp_api_conn *ac, const char *uid_s, char *errstr, size_t errlen)
+redisReply *dsp_api_subs_user(dsp_api_conn *ac, const hr_config *cfg, const char *uid_s,
+                              char *errstr, size_t errlen)
 {
-    char key[HR_KEY_MAX];
+    char key[HR_KEY_MAX], mark[HR_KEY_MAX];
+    const char *get[] = {"HGETALL", hr_key_user(hr_redis_prefix(ac->r), key, sizeof key, uid_s)};
+    const char *has[] = {"EXISTS", hr_key_user_synced(hr_redis_prefix(ac->r), mark, sizeof mark)};
+    hr_pipe *pipe = hr_pipe_new(ac->r);
+    redisReply *user = NULL, *synced = NULL;
+    int64_t uid = strtoll(uid_s, NULL, 10);
 
-    return hr_redis_cmdf(ac->r, errstr, errlen, "HGETALL %s",
-                         hr_key_user(hr_redis_prefix(ac->r), key, sizeof key, uid_s));
+    if (pipe == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return NULL;
+    }
+    if (hr_pipe_cmd(pipe, 2, get, NULL) < 0 || hr_pipe_cmd(pipe, 2, has, NULL) < 0 ||
+        hr_pipe_exec(pipe, errstr, errlen) < 0 ||
+        (user = hr_pipe_reply(pipe, 0, errstr, errlen)) == NULL ||
+        (synced = hr_pipe_reply(pipe, 1, errstr, errlen)) == NULL)
+        goto done;
+    /* No hash and no synced mark: Redis may have lost the profile (the
+     * book's sync reloads it soon); read it from MySQL now rather than
+     * answer without its zone and opt-outs. */
+    if (user->type == REDIS_REPLY_ARRAY && user->elements == 0 &&
+        synced->type == REDIS_REPLY_INTEGER && synced->integer == 0) {
+        freeReplyObject(user);
+        user = NULL;
+        if (hr_user_rewrite(ac->m, ac->r, &uid, 1, cfg, NULL, errstr, errlen) == 0)
+            user = hr_redis_cmdf(ac->r, errstr, errlen, "HGETALL %s", key);
+    }
+done:
+    freeReplyObject(synced);
+    hr_pipe_free(pipe);
+    return user;
 }
 
 /* Moves UID of task T from subs (or the wait set) to pulled, in the uid's
@@ -433,7 +462,7 @@ void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
     }
     /* The attributes give the zone of the day and the templates' user.*. */
     snprintf(uid_s, sizeof uid_s, "%" PRId64, uid);
-    user = dsp_api_subs_user(ac, uid_s, err, sizeof err);
+    user = dsp_api_subs_user(ac, d->cfg, uid_s, err, sizeof err);
     if (user == NULL) {
         dsp_api_backend_error(resp, "redis", err);
         return;

@@ -20,7 +20,8 @@ stack, with one herald-dispatcher, one herald-worker and herald-sink:
      expire_at comes first counting them expired; every task done with
      every subscription in one outcome, in MySQL, the API, heraldctl status
      and the worker's metrics;
-  5. the pull leaves out an opted-out category; preferences through a
+  5. the pull leaves out an opted-out category, also for a profile Redis
+     lost (read from MySQL); preferences through a
      client token (GET, PUT, another uid's refused).
 
 usage: test_recipients.py HERALD_DISPATCHER HERALD_WORKER HERALD_SINK HERALDCTL
@@ -330,7 +331,8 @@ def test_consent(c, record):
                          expire_at="UTC_TIMESTAMP(3) + INTERVAL 6 SECOND",
                          _subs=",".join("(@t,%d)" % u for u in quiet))
     check(wait_until(lambda: env.task(ts, "state")[0] == "done" and
-                     env.task(te, "state")[0] == "done", 40), "the security and expiring tasks done")
+                     env.task(te, "state")[0] == "done", 40),
+          "the security and expiring tasks done")
     o = outcomes(env, ts)
     check(o.get("sent") == len(everyone) and o.get("opted_out") == 0,
           "mandatory category: everyone sent, quiet hours and opt-outs skipped (%s)" % o)
@@ -396,6 +398,11 @@ def test_pull_and_client(c):
     check(names(plain) == ["pull-marketing", "pull-security"], "the pull: both for a plain user")
     check(names(out) == ["pull-security"],
           "the pull leaves out the opted-out category (the mandatory one stays)")
+    # Redis lost the profile (and the book's mark): the pull reads it from
+    # MySQL rather than answer without the opt-out.
+    env.r.cmd("UNLINK", "%suser:%d" % (env.prefix, out), env.prefix + "user_synced")
+    check(names(out) == ["pull-security"] and c.hash(out).get("_optout") == "marketing/*",
+          "a profile Redis lost: the pull refills it and still leaves the category out")
     rc, tok, err = c.heraldctl("token", out)
     tok = tok.strip()
     st, body = env.http("GET", "/v1/users/%d/preferences" % out, token=tok)
