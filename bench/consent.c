@@ -184,8 +184,8 @@ static int bench_case_run(const hr_config *cfg, hr_redis *r, const bench_case *b
         bench_round_trips = 0;
         c0 = bench_ms(CLOCK_THREAD_CPUTIME_ID);
         w0 = bench_ms(CLOCK_MONOTONIC);
-        if (wk_consent_read(&cs, r, c, members, addressed ? &platform : NULL, "", errstr,
-                            errlen) != 0 ||
+        if (wk_consent_read(&cs, r, c, members, addressed ? &platform : NULL, "", errstr, errlen) !=
+                0 ||
             wk_consent_decide(&cs, r, c, members, 1800000000000LL, errstr, errlen) != 0) {
             wk_consent_free(&cs, members->elements);
             goto done;
@@ -266,7 +266,8 @@ int main(int argc, char **argv)
     cfg->redis.prefix = strdup(prefix);
     if (cfg->redis.prefix == NULL || hr_config_channel(cfg, "bench-hook") == NULL ||
         hr_config_channel(cfg, "bench-mail") == NULL ||
-        hr_config_category(cfg, "marketing") == NULL || hr_config_category(cfg, "security") == NULL) {
+        hr_config_category(cfg, "marketing") == NULL ||
+        hr_config_category(cfg, "security") == NULL) {
         snprintf(errstr, sizeof errstr,
                  "the config needs channels bench-hook (webhook) and bench-mail (smtp) and "
                  "categories marketing and security (mandatory)");
@@ -309,9 +310,8 @@ int main(int argc, char **argv)
         printf(", \"%s\": {\"cpu_us_per_push\": %.4f, \"wall_us_per_push\": %.4f, "
                "\"round_trips\": %.0f, \"pushed\": %.0f, \"opted_out\": %.0f, "
                "\"suppressed\": %.0f, \"deferred\": %.0f}",
-               cases[k].name, res[k].cpu_us_per_push, res[k].wall_us_per_push,
-               res[k].round_trips, res[k].pushed, res[k].opted_out, res[k].suppressed,
-               res[k].deferred);
+               cases[k].name, res[k].cpu_us_per_push, res[k].wall_us_per_push, res[k].round_trips,
+               res[k].pushed, res[k].opted_out, res[k].suppressed, res[k].deferred);
     printf(", \"check_cpu_us_per_push_webhook\": %.4f, \"check_cpu_us_per_push_smtp\": %.4f, "
            "\"extra_round_trips_per_push_smtp\": %.4f}\n",
            res[0].cpu_us_per_push - res[1].cpu_us_per_push,
