@@ -65,8 +65,8 @@ typedef enum hr_addr_supp {
 #define HR_ADDR_EFULL -3  /* the uid holds HR_ADDR_PER_UID_MAX addresses already */
 
 /* One address.  APP and ADDRESS point into the list's arena (or the
- * caller's strings for an input).  IDX: for hr_addr_fetch, the index of
- * the uid in the UIDS asked; otherwise 0. */
+ * caller's strings for an input).  IDX: for hr_addr_take, the index its
+ * caller gave (the worker's: the member's in its chunk); otherwise 0. */
 typedef struct hr_addr {
     int64_t uid;
     hr_addr_platform platform;
@@ -166,10 +166,10 @@ int hr_addr_import(hr_mysql *m, hr_redis *r, const hr_addr *rows, size_t n,
 
 /* The addresses on platform P (and app APP; NULL = any) of the SMEMBERS
  * REPLY of uid UID appended to OUT with IDX; members that do not parse are
- * counted in *BAD.  What hr_addr_fetch does with each reply, for a caller
- * that reads the sets in a pipeline of its own (the worker's open reads
- * them HR_ADDR_FETCH_BATCH uids per round trip, beside the profiles).  0,
- * or -1 out of memory. */
+ * counted in *BAD; for a caller that reads the sets in a pipeline of its
+ * own (the worker's open reads them HR_ADDR_FETCH_BATCH uids per round
+ * trip, beside the profiles: worker/wk_consent.c).  0, or -1 out of
+ * memory. */
 int hr_addr_take(hr_addr_list *out, const redisReply *reply, int64_t uid, size_t idx,
                  hr_addr_platform p, const char *app, size_t *bad);
 

@@ -277,11 +277,14 @@ int hr_state_redrive(hr_mysql *m, int64_t id, int64_t moved, char *errstr, size_
 
 int hr_state_recover(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
 {
+    /* MariaDB assigns left to right: last_error must read the old state
+     * (after state it read 'dispatching', and a recovered task kept its
+     * "subscriptions have no outcome" error to its done). */
     return hr_state_move_id(m,
-                            "UPDATE push_task SET state = 'dispatching', claimed_by = NULL, "
+                            "UPDATE push_task SET last_error = IF(state = 'failed', NULL, "
+                            "last_error), state = 'dispatching', claimed_by = NULL, "
                             "lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND, "
                             "dispatched_at = NULL, finished_at = NULL, "
-                            "last_error = IF(state = 'failed', NULL, last_error), "
                             "unaccounted = 0 WHERE id = ? "
                             "AND (state IN ('dispatching', 'dispatched') "
                             "OR (state = 'failed' AND unaccounted > 0))",
