@@ -167,7 +167,7 @@ def main():
             check(False, "the browser: %s" % e)
         check(env.stop(dsp) == 0, "dispatcher stops cleanly")
     finally:
-        env.sql("DELETE FROM push_user WHERE uid = %d" % uid)
+        env.drop_users(uid, uid)
         env.cleanup()
     return finish()
 

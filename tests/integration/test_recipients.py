@@ -451,7 +451,7 @@ def main():
         check("event=mirror_refused" in dsp_log and "book=user" in dsp_log and
               "uid=%d" % bad in dsp_log, "the refused raw row is logged (mirror_refused)")
     finally:
-        env.sql("DELETE FROM push_user WHERE uid BETWEEN %d AND %d" % (base, base + 99_999))
+        env.drop_users(base, base + 99_999)
         env.cleanup()
     return finish()
 

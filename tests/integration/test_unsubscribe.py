@@ -186,15 +186,24 @@ def main():
             check(st == 403, "%s: 403" % why)
         st, text = env.http("GET", "/u/" + forged, token=None)
         check(st == 403, "the page of a forged token: 403")
+        # A good token with a body the open route does not take: refused on
+        # the headers (413, 415) or by the handler (400), changing nothing.
+        st, _ = one_click(env, "/u/" + good, b"List-Unsubscribe=One-Click&x=" + b"y" * 9000)
+        check(st == 413, "a form over 8 KiB: 413 (%s)" % st)
+        st, _ = env.http("POST", "/u/" + good, raw=b'{"List-Unsubscribe": "One-Click"}',
+                         token=None, headers={"Content-Type": "application/json"})
+        check(st == 415, "a JSON body: 415 (%s)" % st)
+        st, _ = one_click(env, "/u/" + good, b"List-Unsubscribe=Later")
+        check(st == 400, "a form without List-Unsubscribe=One-Click: 400 (%s)" % st)
         after = env.sql("SELECT uid, category, channel FROM push_user_pref WHERE uid BETWEEN %d "
                         "AND %d ORDER BY 1, 2, 3" % (base, base + N))
-        check(before == after, "the refused tokens changed nothing")
+        check(before == after, "the refused tokens and bodies changed nothing")
         st, _ = one_click(env, "/u/" + token(uids[3], "reminder", "smtp", now, "k1", KEYS["k1"]))
         check(st == 200 and env.sql("SELECT category FROM push_user_pref WHERE uid = %d"
                                     % uids[3]) == [["reminder"]],
               "a link of the second (rotated in) key works")
     finally:
-        env.sql("DELETE FROM push_user WHERE uid BETWEEN %d AND %d" % (base, base + N))
+        env.drop_users(base, base + N)
         env.sql("DELETE FROM push_suppression WHERE address LIKE 'u%%@example.org' AND "
                 "address BETWEEN 'u%d' AND 'u%d'" % (base, base + N))
         close_env(env, standin, base, base + N)
