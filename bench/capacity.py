@@ -19,6 +19,15 @@
       Computes Redis memory and CPU (over M masters), MySQL storage, Kafka
       partitions, shards, dispatchers and workers for T tasks of N
       subscribers each, all due at once (docs/capacity.md has the formulas).
+  bench/capacity.py log --per-day N [--retention-days R] [--purge-days P]
+                        [--days D] [--inputs FILE] [--json]
+      MySQL storage of N recipients a day (one task a day, or many) over D
+      days (365): the delivery log kept R days (dispatcher.
+      delivery_retention_days, 30) by dropping day partitions, the
+      subscriptions until `heraldctl purge --finished-before` takes their
+      tasks P days after they finished (none without --purge-days), each
+      from its measured bytes per row; and what the same would be with no
+      retention and no purge.
   bench/capacity.py selftest
       Checks the formulas against a hand-computed example (no servers).
 
@@ -178,6 +187,52 @@ def model(inp, subscribers, tasks, deadline_min, provider_rps, throttle=False,
     return out
 
 
+def log_model(inp, per_day, retention_days=30, purge_days=None, days=365):
+    """MySQL storage after DAYS days of PER_DAY recipients a day.  The
+    delivery log holds the days of the tasks due from today - RETENTION_DAYS
+    on (dsp_dlog.c drops the older partitions; the newest days are full
+    when the drop runs just after midnight, so R + 1 days at most), at its
+    measured bytes per row in a day partition; the subscriptions the tasks
+    not purged yet (PURGE_DAYS + 1 days when a daily purge takes those that
+    finished more than PURGE_DAYS ago; all of them without).  INP is the
+    inputs file's dict."""
+    q = inp['delivery_log']['bytes_per_row']
+    p = inp['mysql']['subscription_bytes_per_row']
+    log_days = min(days, retention_days + 1)
+    sub_days = days if purge_days is None else min(days, purge_days + 1)
+    out = {'per_day': per_day, 'days': days, 'retention_days': retention_days,
+           'purge_days': purge_days, 'delivery_bytes_per_row': q,
+           'subscription_bytes_per_row': p,
+           'partitions': retention_days + 1 + inp['delivery_log']['ahead_days'] + 1,
+           'delivery_rows': per_day * log_days, 'subscription_rows': per_day * sub_days}
+    out['delivery_bytes'] = out['delivery_rows'] * q
+    out['subscription_bytes'] = out['subscription_rows'] * p
+    out['total_bytes'] = out['delivery_bytes'] + out['subscription_bytes']
+    # The same without retention nor purge: everything since day one.
+    out['unbounded_delivery_bytes'] = per_day * days * q
+    out['unbounded_subscription_bytes'] = per_day * days * p
+    out['unbounded_bytes'] = out['unbounded_delivery_bytes'] + out['unbounded_subscription_bytes']
+    return out
+
+
+def log_render(m):
+    purge = ('purged %d days after they finished' % m['purge_days']
+             if m['purge_days'] is not None else 'never purged')
+    return '\n'.join([
+        '%d recipients a day for %d days; delivery log kept %d days, subscriptions %s'
+        % (m['per_day'], m['days'], m['retention_days'], purge),
+        '  delivery log    %14d rows x %6.1f B = %9.1f GiB  (%d partitions)'
+        % (m['delivery_rows'], m['delivery_bytes_per_row'], m['delivery_bytes'] / GIB,
+           m['partitions']),
+        '  subscriptions   %14d rows x %6.1f B = %9.1f GiB'
+        % (m['subscription_rows'], m['subscription_bytes_per_row'],
+           m['subscription_bytes'] / GIB),
+        '  total           %38.1f GiB' % (m['total_bytes'] / GIB),
+        '  without retention or purge: %.1f GiB (delivery log %.1f, subscriptions %.1f)'
+        % (m['unbounded_bytes'] / GIB, m['unbounded_delivery_bytes'] / GIB,
+           m['unbounded_subscription_bytes'] / GIB)])
+
+
 def render(m):
     lines = ['%d task(s) x %d subscribers = %d recipients, deadline %g min, provider %d/s, '
              'Redis %d master(s)%s'
@@ -212,6 +267,7 @@ SELFTEST_INPUTS = {
               'per_task_bytes': 500,
               'throttle_bytes_per_recipient': 200},
     'mysql': {'subscription_bytes_per_row': 70, 'delivery_bytes_per_row': 80},
+    'delivery_log': {'bytes_per_row': 100, 'ahead_days': 7},
     'throughput': {'chunk_size': 5000, 'first_push_lag_s': 60,
                    'pushes_per_s_per_worker': 10000, 'herald_cpu_us_per_push': 50,
                    'dispatch_recipients_per_s': 100000, 'import_ids_per_s': 200000,
@@ -298,6 +354,21 @@ def selftest():
     # 2 dispatchers would cut it in 500 s).
     m = model(SELFTEST_INPUTS, 100_000_000, 1, 10, 100000)
     check('h.shards', m['shards_per_task'], 256)
+    # 10M a day for 365 days, log kept 30 days, purge 30 days after the
+    # finish: 31 days of each, 310M rows; 310e6 x 100 = 31e9 B of log,
+    # 310e6 x 70 = 21.7e9 B of subscriptions; 30 + 1 + 7 + 1 = 39
+    # partitions; unbounded 3.65e9 x 170 = 620.5e9 B.  Without purge the
+    # subscriptions are the 365 days: 3.65e9 x 70.  After 10 days, 10 of
+    # each.
+    g = log_model(SELFTEST_INPUTS, 10_000_000, 30, 30, 365)
+    check('g.delivery', g['delivery_bytes'], 31e9)
+    check('g.subs', g['subscription_bytes'], 21.7e9)
+    check('g.partitions', g['partitions'], 39)
+    check('g.unbounded', g['unbounded_bytes'], 620.5e9)
+    check('g.nopurge', log_model(SELFTEST_INPUTS, 10_000_000, 30, None, 365)
+          ['subscription_bytes'], 255.5e9)
+    check('g.early', log_model(SELFTEST_INPUTS, 10_000_000, 30, 30, 10)['total_bytes'],
+          10e6 * 10 * 170)
     check('h.per_shard', m['recipients_per_shard'], 390_625)
     check('h.messages', m['kafka_messages'], 20_224)
     check('h.workers', m['workers'], 19)
@@ -505,8 +576,8 @@ def measure_mysql(n):
         sql('INSERT INTO push_subscription (task_id, uid) '
             'SELECT 1, 1001000000000 + seq FROM seq_1_to_%d' % n, scratch)
         sql("INSERT INTO push_delivery (task_id, uid, status, attempts, http_status, "
-            "latency_ms, at) SELECT 1, 1001000000000 + seq, 'sent', 1, 200, seq %% 30000, "
-            "NOW(3) FROM seq_1_to_%d" % n, scratch)
+            "latency_ms, at, day) SELECT 1, 1001000000000 + seq, 'sent', 1, 200, "
+            "seq %% 30000, NOW(3), UTC_DATE() FROM seq_1_to_%d" % n, scratch)
         sql('ANALYZE TABLE push_subscription, push_delivery', scratch)
         for t, name in (('push_subscription', 'subscription'), ('push_delivery', 'delivery')):
             data, index = map(int, sql(
@@ -557,8 +628,22 @@ def main():
     c.add_argument('--redis-masters', type=int, default=1)
     c.add_argument('--inputs', default=DEFAULT_INPUTS)
     c.add_argument('--json', action='store_true')
+    g = sub.add_parser('log')
+    g.add_argument('--per-day', type=int, required=True)
+    g.add_argument('--retention-days', type=int, default=30)
+    g.add_argument('--purge-days', type=int)
+    g.add_argument('--days', type=int, default=365)
+    g.add_argument('--inputs', default=DEFAULT_INPUTS)
+    g.add_argument('--json', action='store_true')
     sub.add_parser('selftest')
     a = ap.parse_args()
+    if a.cmd == 'log':
+        if min(a.per_day, a.retention_days, a.days) <= 0 or (a.purge_days or 0) < 0:
+            ap.error('--per-day, --retention-days and --days must be > 0, --purge-days >= 0')
+        with open(a.inputs) as f:
+            g = log_model(json.load(f), a.per_day, a.retention_days, a.purge_days, a.days)
+        print(json.dumps(g, indent=2) if a.json else log_render(g))
+        return 0
     if a.cmd == 'model' and min(a.subscribers, a.tasks, a.deadline_min, a.provider_rps,
                                 a.redis_masters) <= 0:
         ap.error('--subscribers, --tasks, --deadline-min, --provider-rps and --redis-masters '

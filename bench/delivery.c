@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hr_clock.h"
 #include "hr_config.h"
 #include "wk_metrics.h"
 #include "wk_reporter.h"
@@ -69,7 +70,7 @@ int main(int argc, char **argv)
     wk_reporter *rp = NULL;
     uint64_t *uids = NULL;
     char errstr[1024];
-    int64_t task, n, rate;
+    int64_t task, n, rate, due_ms;
     long pid;
     double cpu0, cpu1, t0, ms;
     int rc = 2;
@@ -102,9 +103,10 @@ int main(int argc, char **argv)
     if (hr_config_load(argv[2], &cfg, errstr, sizeof errstr) != 0)
         goto fail;
     met = wk_metrics_new(cfg, errstr, sizeof errstr);
-    if (met == NULL || wk_reporter_start(cfg, "bench-delivery", WK_REPORTER_ROW_WAIT_MS, met, &rp,
-                                         errstr, sizeof errstr))
+    if (met == NULL || wk_reporter_start(cfg, "bench-delivery", WK_REPORTER_ROW_WAIT_MS, met, NULL,
+                                         &rp, errstr, sizeof errstr))
         goto fail;
+    due_ms = hr_clock_now_ms(); /* the task is due about now: today's partition */
     cpu0 = bench_cpu_s(pid);
     t0 = bench_now_ms();
     for (int64_t i = 0; i < n; i++) {
@@ -118,6 +120,7 @@ int main(int argc, char **argv)
         ev.u.outcome.http_status = 200;
         ev.u.outcome.latency_ms = 3;
         ev.u.outcome.at_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+        ev.u.outcome.due_ms = due_ms;
         wk_reporter_push(rp, &ev);
         /* Pace in steps of 100 events: RATE a second on average. */
         if (i % 100 == 99)

@@ -1,6 +1,7 @@
 /* herald-bench-sendpath: the worker's sender alone (the send wing,
- * worker/send/: wk_sender and what it calls — wk_chan, wk_curl and its
- * libuv adapter wk_curl_uv, wk_xfer, rendering)
+ * worker/send/: wk_sender and what it calls — wk_chan, a transport (wk_curl
+ * and its libuv adapter wk_curl_uv with wk_xfer, or HTTP/2: wk_h2send,
+ * wk_stream, wk_h2), rendering)
  * pushing N recipients of one in-memory task through one channel, with no
  * Kafka, MySQL or chunk bookkeeping around it.  Not a daemon, not
  * installed; for instruction and syscall counts per push that do not
@@ -15,8 +16,10 @@
  * the config's (the sender reads the channel's cluster slow-down and its
  * rate limit from it, through the worker's Redis thread, wk_redis).  Pushes are submitted in chunks of 5,000 (-k), the
  * next one when the previous chunk is done, as a worker with one chunk
- * open would; the title and body are bench/run's.  Prints one JSON object:
- * pushes, delivered, failed, ms. */
+ * open would; the title and body are bench/run's.  A channel that pushes
+ * to addresses (apns, fcm, smtp) gives every recipient the one address -a
+ * (an apns channel against nghttpd: bench/run's device token).  Prints
+ * one JSON object: pushes, delivered, failed, ms. */
 #include <curl/curl.h>
 #include <getopt.h>
 #include <signal.h>
@@ -40,6 +43,7 @@ typedef struct bench {
     wk_task *wt;
     wk_push *pushes;
     char (*uids)[24];
+    hr_addr addr; /* every push's one address (-a), for an addressed channel */
     size_t n, chunk, submitted, settled, delivered, failed;
 } bench;
 
@@ -61,6 +65,10 @@ static void bench_submit(bench *b)
 
         push->task = b->wt;
         push->uid = b->uids[b->submitted];
+        if (b->addr.address != NULL) {
+            push->addrs = &b->addr;
+            push->naddrs = 1;
+        }
         wk_sender_submit(b->s, push);
     }
 }
@@ -96,7 +104,7 @@ int main(int argc, char **argv)
     double t0, ms;
     int opt, rc = 2;
 
-    while ((opt = getopt(argc, argv, "c:C:n:k:")) != -1) {
+    while ((opt = getopt(argc, argv, "c:C:n:k:a:")) != -1) {
         if (opt == 'c')
             path = optarg;
         else if (opt == 'C')
@@ -105,6 +113,8 @@ int main(int argc, char **argv)
             b.n = strtoul(optarg, NULL, 10);
         else if (opt == 'k')
             b.chunk = strtoul(optarg, NULL, 10);
+        else if (opt == 'a')
+            b.addr.address = optarg;
         else
             goto usage;
     }
@@ -160,7 +170,8 @@ int main(int argc, char **argv)
     wk_sender_free(b.s);
     goto done;
 usage:
-    fprintf(stderr, "usage: herald-bench-sendpath -c CONFIG [-C CHANNEL] [-n N] [-k CHUNK]\n");
+    fprintf(stderr,
+            "usage: herald-bench-sendpath -c CONFIG [-C CHANNEL] [-n N] [-k CHUNK] [-a ADDRESS]\n");
     return 2;
 fail:
     fprintf(stderr, "herald-bench-sendpath: %s\n", errstr);

@@ -17,6 +17,13 @@
  * fd, generation, stream offset, due time) replaces a timer heap; the loop
  * sleeps until the head is due.  The same FIFO type tracks lingering closes.
  *
+ * A body that is a JSON array is a batch (a webhook channel's `batch`,
+ * docs/providers.md): every "uid" in it is one push, decided, counted and
+ * recorded on its own, and the answer is 200 with {"results": [...]}, one
+ * entry per uid in order — {"status":"ok"}, or {"status":"error",
+ * "error":..., "retry":true|false} for an injected failure (temporary:
+ * retry, permanent: none); a throttled batch is one 429.
+ *
  * Fault injection is decided from a 64-bit hash of the uid and --seed, so a
  * run is repeatable.  --fail-first needs to know whether a uid was seen
  * before; only uids the hash selects for a first failure are remembered, as
@@ -329,6 +336,8 @@ typedef struct sink_loop {
     sink_fifo delayed, lingering;
     char *rec;
     size_t rec_len;
+    char *batch; /* a batch's answer being built, grown as needed */
+    size_t batch_cap;
     int64_t now_mono, now_wall;
     int rc; /* 0, or -1 after a fatal error */
 } sink_loop;
@@ -569,6 +578,20 @@ static size_t sink_query_uid(const char *t, size_t n, const char **uid)
     return 0;
 }
 
+/* Answers 200 with the JSON BODY (N bytes). */
+static int sink_json_respond(sink_loop *lp, sink_conn *c, const char *body, size_t n, bool close)
+{
+    char head[256];
+    int hn = snprintf(head, sizeof head,
+                      "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                      "%zu\r\n%s\r\n",
+                      n, close ? "Connection: close\r\n" : "");
+
+    if (sink_respond(lp, c, head, (size_t)hn) != 0)
+        return -1;
+    return sink_respond(lp, c, body, n);
+}
+
 static int sink_stats(sink_loop *lp, sink_conn *c, bool close)
 {
     /* Pushes only ever get the four canned push statuses, so this is ample. */
@@ -585,14 +608,7 @@ static int sink_stats(sink_loop *lp, sink_conn *c, bool close)
         first = false;
     }
     n += (size_t)snprintf(body + n, sizeof body - n, "}}");
-    char head[256];
-    int hn = snprintf(head, sizeof head,
-                      "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-                      "%zu\r\n%s\r\n",
-                      n, close ? "Connection: close\r\n" : "");
-    if (sink_respond(lp, c, head, (size_t)hn) != 0)
-        return -1;
-    return sink_respond(lp, c, body, n);
+    return sink_json_respond(lp, c, body, n, close);
 }
 
 static sink_resp sink_decide(sink_loop *lp, const char *uid, size_t ulen)
@@ -620,6 +636,74 @@ static sink_resp sink_decide(sink_loop *lp, const char *uid, size_t ulen)
     return SINK_R_OK;
 }
 
+/* Whether the N bytes of BODY are a JSON array: a batch of pushes. */
+static bool sink_is_batch(const char *body, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (body[i] == '[')
+            return true;
+        if (body[i] != ' ' && body[i] != '\t' && body[i] != '\r' && body[i] != '\n')
+            return false;
+    }
+    return false;
+}
+
+/* Appends the N bytes at S to LP's batch answer at *LEN.  0, or -1 when out
+ * of memory. */
+static int sink_batch_put(sink_loop *lp, size_t *len, const char *s, size_t n)
+{
+    if (*len + n > lp->batch_cap) {
+        size_t ncap = lp->batch_cap ? lp->batch_cap : 4096;
+        while (ncap < *len + n)
+            ncap *= 2;
+        char *nb = realloc(lp->batch, ncap);
+        if (nb == NULL)
+            return -1;
+        lp->batch = nb;
+        lp->batch_cap = ncap;
+    }
+    memcpy(lp->batch + *len, s, n);
+    *len += n;
+    return 0;
+}
+
+/* Answers a batch: each uid of BODY (N bytes) decided and recorded, one
+ * result each (see the top of the file). */
+static int sink_batch(sink_loop *lp, sink_conn *c, const char *body, size_t n, bool close)
+{
+    static const char *const results[] = {
+        [SINK_R_OK] = "{\"status\":\"ok\"}",
+        [SINK_R_FAIL_TEMP] =
+            "{\"status\":\"error\",\"error\":\"injected_temporary_failure\",\"retry\":true}",
+        [SINK_R_FAIL_PERM] =
+            "{\"status\":\"error\",\"error\":\"invalid_recipient\",\"retry\":false}",
+    };
+    const sink_canned *cn = lp->canned;
+    const char *p = body, *end = body + n, *uid;
+    size_t len = 0, ulen, items = 0;
+
+    if (sink_decide(lp, NULL, 0) == SINK_R_THROTTLE)
+        return sink_respond(lp, c, cn->text[SINK_R_THROTTLE][close],
+                            cn->len[SINK_R_THROTTLE][close]);
+    if (sink_batch_put(lp, &len, "{\"results\":[", 12) != 0)
+        return -1;
+    while ((ulen = sink_body_uid(p, (size_t)(end - p), &uid)) > 0) {
+        sink_resp r = sink_decide(lp, uid, ulen);
+        int status = cn->status[r];
+
+        atomic_fetch_add_explicit(&lp->sh->requests, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&lp->sh->by_status[status], 1, memory_order_relaxed);
+        sink_record(lp, uid, ulen, status);
+        if ((items++ > 0 && sink_batch_put(lp, &len, ",", 1) != 0) ||
+            sink_batch_put(lp, &len, results[r], strlen(results[r])) != 0)
+            return -1;
+        p = uid + ulen;
+    }
+    if (sink_batch_put(lp, &len, "]}", 2) != 0)
+        return -1;
+    return sink_json_respond(lp, c, lp->batch, len, close);
+}
+
 /* Answers a complete request. */
 static int sink_handle(sink_loop *lp, sink_conn *c, const char *head, size_t target_off,
                        size_t target_len, const char *body)
@@ -637,6 +721,8 @@ static int sink_handle(sink_loop *lp, sink_conn *c, const char *head, size_t tar
         r = SINK_R_METHOD;
         break;
     default: {
+        if (sink_is_batch(body, c->body_len))
+            return sink_batch(lp, c, body, c->body_len, close);
         const char *uid = NULL;
         size_t ulen = sink_body_uid(body, c->body_len, &uid);
         if (ulen == 0)
@@ -1025,6 +1111,7 @@ static void sink_loop_free(sink_loop *lp)
     free(lp->delayed.items);
     free(lp->lingering.items);
     free(lp->rec);
+    free(lp->batch);
     if (lp->epfd >= 0)
         close(lp->epfd);
     if (lp->lfd >= 0)
@@ -1113,7 +1200,9 @@ static void sink_usage(FILE *f)
                "  -h, --help              this text\n"
                "  -V, --version           the version\n"
                "The uid is the JSON body's \"uid\" (string or number), else the uid= query\n"
-               "parameter, else '-'.  recv_ms is wall-clock UTC milliseconds.\n");
+               "parameter, else '-'.  recv_ms is wall-clock UTC milliseconds.  A body that\n"
+               "is a JSON array is a batch: one push (and record line) per \"uid\" in it,\n"
+               "answered {\"results\":[...]} one entry each (docs/providers.md).\n");
 }
 
 /* Parses a percentage with up to two decimals into 1/100 %. */

@@ -407,7 +407,7 @@ cJSON *hr_addr_suppressions(hr_mysql *m, hr_addr_platform p, const char *app, co
             char at[32];
 
             if (c == 5 && v != NULL) { /* created_at, as every time of the API */
-                hr_parse_format_time(strtoll(v, NULL, 10), at, sizeof at);
+                hr_parse_time_format(strtoll(v, NULL, 10), at, sizeof at);
                 v = at;
             }
             if (v != NULL ? cJSON_AddStringToObject(o, names[c], v) == NULL

@@ -5,6 +5,7 @@
 #include "hr_batch.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -34,6 +35,44 @@ static int hr_batch_index_cmp(const void *a, const void *b)
     return c != 0 ? c : (x->i > y->i) - (x->i < y->i);
 }
 
+/* A batch of rows as one bound value: V holds NROWS rows of NCOLS
+ * integers, row-major; *OUT gets the JSON text "[[a,b],[c,d]]" (NCOLS 1:
+ * "[a,c]"; NROWS 0: "[]"), which a statement reads with JSON_TABLE.  One
+ * prepared statement then serves every batch size, where an IN list of
+ * placeholders would prepare one per size.  Free *OUT with free().  0, or
+ * -1 when out of memory. */
+static int hr_batch_json(const int64_t *v, size_t nrows, size_t ncols, char **out)
+{
+    /* A number is at most 20 characters, each followed by ',' or ']'; a
+     * row of several opens with '['; then the outer brackets and NUL. */
+    size_t cap, len = 0;
+    char *s;
+
+    *out = NULL;
+    if (ncols == 0 || nrows > (SIZE_MAX - 3) / (ncols * 21 + 2))
+        return -1;
+    cap = nrows * (ncols * 21 + 2) + 3;
+    s = malloc(cap);
+    if (s == NULL)
+        return -1;
+    s[len++] = '[';
+    for (size_t i = 0; i < nrows; i++) {
+        if (i > 0)
+            s[len++] = ',';
+        if (ncols > 1)
+            s[len++] = '[';
+        for (size_t j = 0; j < ncols; j++)
+            len += (size_t)snprintf(s + len, cap - len, j > 0 ? ",%" PRId64 : "%" PRId64,
+                                    v[i * ncols + j]);
+        if (ncols > 1)
+            s[len++] = ']';
+    }
+    s[len++] = ']';
+    s[len] = '\0';
+    *out = s;
+    return 0;
+}
+
 /* Runs SQL with batch B's JSON text before P[NP]: into *ROWS when ROWS is
  * not NULL, else as a statement without a result. */
 static int hr_batch_run(hr_mysql *m, const char *sql, const hr_batch *b, const hr_mysql_param *p,
@@ -48,7 +87,7 @@ static int hr_batch_run(hr_mysql *m, const char *sql, const hr_batch *b, const h
         snprintf(errstr, errlen, "batch statement with %zu parameters", np);
         return -1;
     }
-    if (hr_mysql_json_ints(b->v, b->nrows, b->ncols, &json) < 0) {
+    if (hr_batch_json(b->v, b->nrows, b->ncols, &json) < 0) {
         snprintf(errstr, errlen, "out of memory");
         return -1;
     }

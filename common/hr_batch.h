@@ -1,5 +1,5 @@
 /* hr_batch: a batch of rows of integers sent to MySQL as one bound value
- * (hr_mysql_json_ints: "[[a,b],[c,d]]"), which a statement reads with
+ * (hr_batch_json: "[[a,b],[c,d]]"), which a statement reads with
  * JSON_TABLE, and the rows a SELECT (or an INSERT ... RETURNING) answers for
  * it matched back to the batch's rows.
  *

@@ -7,6 +7,7 @@
  * as is.  The owner frees it with hr_buf_free. */
 #include "hr_buf.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,23 +76,40 @@ int hr_buf_append(hr_buf *b, const char *s, size_t n)
     return 0;
 }
 
-int hr_buf_append_i64(hr_buf *b, int64_t v)
+/* U in decimal, after a minus sign when MINUS, into OUT; its length. */
+static size_t hr_buf_digits(uint64_t u, bool minus, char out[HR_BUF_I64_MAX])
 {
-    char digits[20], sign[1] = {'-'};
-    /* Through uint64_t, so INT64_MIN negates without overflow. */
-    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    size_t n = sizeof digits, before = b->len;
+    char digits[HR_BUF_I64_MAX];
+    size_t n = sizeof digits, len;
 
     do {
         digits[--n] = (char)('0' + u % 10);
         u /= 10;
     } while (u > 0);
-    if ((v < 0 && hr_buf_append(b, sign, 1) != 0) ||
-        hr_buf_append(b, digits + n, sizeof digits - n) != 0) {
-        b->len = before;
-        if (b->data != NULL)
-            b->data[before] = '\0';
-        return -1;
-    }
-    return 0;
+    if (minus)
+        digits[--n] = '-';
+    len = sizeof digits - n;
+    memcpy(out, digits + n, len);
+    out[len] = '\0';
+    return len;
+}
+
+size_t hr_buf_i64(int64_t v, char out[HR_BUF_I64_MAX])
+{
+    /* Through uint64_t, so INT64_MIN negates without overflow. */
+    return hr_buf_digits(v < 0 ? 0 - (uint64_t)v : (uint64_t)v, v < 0, out);
+}
+
+int hr_buf_append_i64(hr_buf *b, int64_t v)
+{
+    char text[HR_BUF_I64_MAX];
+
+    return hr_buf_append(b, text, hr_buf_i64(v, text));
+}
+
+int hr_buf_append_u64(hr_buf *b, uint64_t v)
+{
+    char text[HR_BUF_I64_MAX]; /* UINT64_MAX has 20 digits too */
+
+    return hr_buf_append(b, text, hr_buf_digits(v, false, text));
 }

@@ -23,5 +23,13 @@ int hr_buf_append(hr_buf *b, const char *s, size_t n);
 
 /* Appends V in decimal.  0, or -1 past the cap (B unchanged). */
 int hr_buf_append_i64(hr_buf *b, int64_t v);
+/* The same for an unsigned value. */
+int hr_buf_append_u64(hr_buf *b, uint64_t v);
+
+/* Writes V in decimal into OUT, NUL-terminated, and returns its length:
+ * the digits of hr_buf_append_i64 for a caller without an hr_buf (a
+ * header line, a reason), printf's machinery left out. */
+#define HR_BUF_I64_MAX 21 /* "-9223372036854775808" and its NUL */
+size_t hr_buf_i64(int64_t v, char out[HR_BUF_I64_MAX]);
 
 #endif

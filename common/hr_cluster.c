@@ -231,11 +231,28 @@ int hr_cluster_apply_slots(hr_cluster *cl, const redisReply *reply, const char *
     return 0;
 }
 
+/* Whether the map names as a master a node whose last connect failed. */
+static bool hr_cluster_names_failed(const hr_cluster *cl)
+{
+    for (size_t i = 0; i < cl->masters.n; i++)
+        if (hr_node_failed(cl->nodes.v[cl->masters.v[i]]))
+            return true;
+    return false;
+}
+
 int hr_cluster_refresh(hr_cluster *cl, char *errstr, size_t errlen)
 {
+    bool any = false;
+
     cl->refreshed_ms = hr_clock_mono_ms();
     snprintf(errstr, errlen, "redis cluster: no node answers");
-    /* masters first (their connections are likely open), then the others */
+    /* Masters first (their connections are likely open), then the others.
+     * A map that still names a master we cannot reach is taken but not
+     * trusted: the nodes learn a promotion by gossip, the promoted replica
+     * first, and a master that answered with the dead one kept the
+     * worker's calls on it for 5 s after the promotion (issue 34).  So the
+     * other nodes are asked on, replicas included, and the first map naming
+     * only reachable masters wins; else the last one read stays. */
     for (int pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < cl->nodes.n; i++) {
             hr_node *node = cl->nodes.v[i];
@@ -256,11 +273,14 @@ int hr_cluster_refresh(hr_cluster *cl, char *errstr, size_t errlen)
             }
             rc = hr_cluster_apply_slots(cl, reply, hr_node_host(node), errstr, errlen);
             freeReplyObject(reply);
-            if (rc == 0)
+            if (rc != 0)
+                continue;
+            any = true;
+            if (!hr_cluster_names_failed(cl))
                 return 0;
         }
     }
-    return -1;
+    return any ? 0 : -1;
 }
 
 /* A refresh unless one was tried within HR_CLUSTER_REFRESH_MIN_MS; its
@@ -309,6 +329,11 @@ static hr_node *hr_cluster_route_slot(hr_cluster *cl, int slot, char *errstr, si
         node = hr_cluster_node(cl, slot, errstr, errlen);
     }
     return node;
+}
+
+void hr_cluster_mark_stale(hr_cluster *cl)
+{
+    cl->stale = true;
 }
 
 void hr_cluster_settle(hr_cluster *cl)

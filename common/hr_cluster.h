@@ -92,6 +92,9 @@ int hr_cluster_apply_slots(hr_cluster *cl, const redisReply *reply, const char *
  * is not down.  NULL with ERRSTR when the map has none (or for HR_SLOT_ALL). */
 hr_node *hr_cluster_node(hr_cluster *cl, int slot, char *errstr, size_t errlen);
 
+/* Marks the map stale: the next hr_cluster_settle() or routed call reads
+ * it again (a pipeline found its slot's master unreachable). */
+void hr_cluster_mark_stale(hr_cluster *cl);
 /* Reads the map again when a MOVED or CLUSTERDOWN made it stale (at most
  * every HR_CLUSTER_REFRESH_MIN_MS): what a pipeline does before it routes
  * a batch. */

@@ -41,6 +41,7 @@
 
 #include "hr_config_key.h"
 #include "hr_config_value.h"
+#include "hr_jwks.h"
 #include "hr_parse.h"
 
 #define CFG_MAX_FILE (16u * 1024 * 1024) /* a config is a few KiB */
@@ -94,8 +95,10 @@ static const cfg_key cfg_mysql_keys[] = {
     K_INT("port", hr_config, mysql.port, 1, 65535, 3306),
     K_STR("user", hr_config, mysql.user, 1, "herald"),
     K_STR("password", hr_config, mysql.password, 0, ""),
+    K_STR("password_file", hr_config, mysql.password_file, 1, NULL),
     K_STR("database", hr_config, mysql.database, 1, "herald"),
     K_INT("connect_timeout_s", hr_config, mysql.connect_timeout_s, 1, 600, 5),
+    K_INT("timeout_s", hr_config, mysql.timeout_s, 1, 3600, 10),
     K_SECTION("tls", cfg_mysql_tls_keys),
     K_END,
 };
@@ -104,6 +107,7 @@ static const cfg_key cfg_redis_keys[] = {
     K_STR("host", hr_config, redis.host, 1, "127.0.0.1"),
     K_INT("port", hr_config, redis.port, 1, 65535, 6379),
     K_STR("password", hr_config, redis.password, 0, ""),
+    K_STR("password_file", hr_config, redis.password_file, 1, NULL),
     K_CHECKED("prefix", hr_config, redis.prefix, "herald:", cfg_check_prefix),
     K_INT("db", hr_config, redis.db, 0, 15, 0),
     K_INT("timeout_ms", hr_config, redis.timeout_ms, 1, 600000, 5000),
@@ -131,8 +135,19 @@ static const cfg_key cfg_client_key_keys[] = {
     K_END,
 };
 
+static const cfg_key cfg_jwt_keys[] = {
+    K_STR("jwks_file", hr_config, dispatcher.api.jwt.jwks_file, 0, NULL),
+    K_STR("issuer", hr_config, dispatcher.api.jwt.issuer, 1, NULL),
+    K_STR("audience", hr_config, dispatcher.api.jwt.audience, 1, NULL),
+    K_STR("role_claim", hr_config, dispatcher.api.jwt.role_claim, 1, "herald_role"),
+    K_STR("subject_claim", hr_config, dispatcher.api.jwt.subject_claim, 1, "sub"),
+    K_INT("leeway_s", hr_config, dispatcher.api.jwt.leeway_s, 0, HR_JWKS_LEEWAY_MAX, 60),
+    K_END,
+};
+
 static const cfg_key cfg_api_keys[] = {
     K_LIST("tokens", CFG_T_STRLIST, hr_config, dispatcher.api.tokens, dispatcher.api.ntokens),
+    K_STR("tokens_file", hr_config, dispatcher.api.tokens_file, 1, NULL),
     K_RECORDS("client_keys", hr_config, dispatcher.api.client_keys, dispatcher.api.nclient_keys,
               hr_client_key, cfg_apply_client_keys, cfg_client_key_clear),
     K_INT("pull_per_minute", hr_config, dispatcher.api.pull_per_minute, 1, 100000, 60),
@@ -143,6 +158,9 @@ static const cfg_key cfg_api_keys[] = {
     K_INT("max_connections", hr_config, dispatcher.api.max_connections, 16, 65536, 1024),
     K_INT("max_connections_per_ip", hr_config, dispatcher.api.max_connections_per_ip, 1, 65536, 64),
     K_INT("header_timeout_ms", hr_config, dispatcher.api.header_timeout_ms, 100, 600000, 10000),
+    K_INT("client_token_max_ttl_s", hr_config, dispatcher.api.client_token_max_ttl_s, 60, 31622400,
+          2592000),
+    K_SECTION("jwt", cfg_jwt_keys),
     K_END,
 };
 
@@ -161,6 +179,7 @@ static const cfg_key cfg_dispatcher_keys[] = {
     K_INT("sweep_interval_ms", hr_config, dispatcher.sweep_interval_ms, 100, 600000, 5000),
     K_INT("refill_batch", hr_config, dispatcher.refill_batch, 100, 100000, 10000),
     K_INT("chunks_ahead", hr_config, dispatcher.chunks_ahead, 0, 100000, 12),
+    K_INT("delivery_retention_days", hr_config, dispatcher.delivery_retention_days, 1, 3650, 30),
     K_END,
 };
 
@@ -172,6 +191,7 @@ static const cfg_key cfg_worker_keys[] = {
     K_INT("reporter_batch", hr_config, worker.reporter_batch, 10, 10000, 1000),
     K_INT("max_chunks_in_flight", hr_config, worker.max_chunks_in_flight, 1, 64, 4),
     K_INT("lease_ms", hr_config, worker.lease_ms, 1000, 600000, 6000),
+    K_INT("stall_max_ms", hr_config, worker.stall_max_ms, 1000, 600000, 30000),
     K_INT("shutdown_grace_ms", hr_config, worker.shutdown_grace_ms, 1000, 600000, 25000),
     K_END,
 };
@@ -199,6 +219,41 @@ static const cfg_key cfg_recipients_keys[] = {
     K_END,
 };
 
+static const cfg_key cfg_tracking_keys[] = {
+    K_STR("base_url", hr_config, events.tracking.base_url, 0, NULL),
+    K_STR("key", hr_config, events.tracking.key, 1, NULL),
+    K_STR("key_file", hr_config, events.tracking.key_file, 1, NULL),
+    K_END,
+};
+
+static const cfg_key cfg_hooks_keys[] = {
+    K_CHECKED("listen", hr_config, events.hooks.listen, "127.0.0.1:8083", cfg_check_listen),
+    K_STR("group", hr_config, events.hooks.group, 1, "herald-hooks"),
+    K_INT("batch_max", hr_config, events.hooks.batch_max, 1, 1000, 100),
+    K_INT("batch_ms", hr_config, events.hooks.batch_ms, 1, 60000, 1000),
+    K_INT("timeout_ms", hr_config, events.hooks.timeout_ms, 100, 120000, 10000),
+    K_INT("retry_backoff_ms", hr_config, events.hooks.retry_backoff_ms, 10, 3600000, 1000),
+    K_INT("retry_max_backoff_ms", hr_config, events.hooks.retry_max_backoff_ms, 10, 3600000, 60000),
+    K_INT("retry_for_ms", hr_config, events.hooks.retry_for_ms, 0, 86400000, 600000),
+    K_INT("disable_after_ms", hr_config, events.hooks.disable_after_ms, 1000, 604800000, 3600000),
+    K_INT("reload_ms", hr_config, events.hooks.reload_ms, 100, 600000, 2000),
+    K_INT("queue_max", hr_config, events.hooks.queue_max, 100, 10000000, 100000),
+    K_INT("dead_letter_max", hr_config, events.hooks.dead_letter_max, 0, 100000000, 1000000),
+    K_INT("dedupe_window", hr_config, events.hooks.dedupe_window, 0, 10000000, 100000),
+    K_END,
+};
+
+static const cfg_key cfg_events_keys[] = {
+    K_BOOL("enabled", hr_config, events.enabled, false),
+    K_STR("topic", hr_config, events.topic, 1, "herald.events"),
+    K_INT("flush_ms", hr_config, events.flush_ms, 1, 1000, 10),
+    K_INT("queue_max", hr_config, events.queue_max, 1000, 10000000, 1000000),
+    K_INT("confirm_timeout_ms", hr_config, events.confirm_timeout_ms, 100, 60000, 5000),
+    K_SECTION("tracking", cfg_tracking_keys),
+    K_SECTION("hooks", cfg_hooks_keys),
+    K_END,
+};
+
 static const cfg_key cfg_top_keys[] = {
     {.name = "instance",
      .type = CFG_T_STR,
@@ -211,6 +266,7 @@ static const cfg_key cfg_top_keys[] = {
     K_SECTION("dispatcher", cfg_dispatcher_keys),
     K_SECTION("worker", cfg_worker_keys),
     K_SECTION("recipients", cfg_recipients_keys),
+    K_SECTION("events", cfg_events_keys),
     K_RECORDS("channels", hr_config, channels, nchannels, hr_channel, cfg_apply_channels,
               cfg_channel_clear),
     K_END,
@@ -239,6 +295,9 @@ void hr_config_free(hr_config *cfg)
 {
     if (cfg == NULL)
         return;
+    for (size_t i = 0; i < cfg->nexposed_files; i++)
+        free(cfg->exposed_files[i]);
+    free(cfg->exposed_files);
     cfg_clear(cfg_top_keys, cfg);
     free(cfg->path);
     free(cfg);
@@ -347,7 +406,7 @@ static int cfg_apply_client_keys(const cfg_ctx *ctx, const cfg_key *k, void *bas
 {
     hr_client_key **keys = CFG_FIELD(base, k);
     size_t *count = CFG_COUNT(base, k);
-    char where[CFG_WHY], detail[CFG_WHY];
+    char where[CFG_WHY];
     int rc = cfg_records_alloc(ctx, node, path, HR_CLIENT_KEYS_MAX,
                                "keys (the current one and the one being rotated out)",
                                sizeof(**keys), (void **)keys);
@@ -376,9 +435,12 @@ static int cfg_apply_client_keys(const cfg_ctx *ctx, const cfg_key *k, void *bas
             return cfg_err(ctx, item->line, item->col,
                            "%s: give exactly one of secret and secret_file", where);
         if (key->secret_file != NULL) {
-            const cfg_node *at = cfg_map_get(item, "secret_file");
-            if (cfg_read_secret(key->secret_file, &key->secret, detail, sizeof(detail)) < 0)
-                return cfg_err(ctx, at->line, at->col, "%s.secret_file: %s", where, detail);
+            char at_path[CFG_WHY];
+
+            snprintf(at_path, sizeof(at_path), "%.200s.secret_file", where);
+            if (cfg_read_secret_file(ctx, cfg_map_get(item, "secret_file"), at_path,
+                                     key->secret_file, &key->secret) < 0)
+                return -1;
             free(key->secret_file);
             key->secret_file = NULL;
         }
@@ -468,6 +530,103 @@ static int cfg_check_insecure(const cfg_ctx *ctx, const cfg_node *root, const hr
                    cfg->dispatcher.listen);
 }
 
+/* The `password_file` of mysql or redis (SECTION): the password read from
+ * it, which must not be given twice.  Before the env overrides, so that
+ * HERALD_MYSQL_PASSWORD still wins. */
+static int cfg_password_file(const cfg_ctx *ctx, const cfg_node *root, const char *section,
+                             char **password, const char *file)
+{
+    const cfg_node *at = cfg_map_get(cfg_map_get(root, section), "password_file");
+    char path[64], *read = NULL;
+
+    if (file == NULL || at == NULL)
+        return 0;
+    snprintf(path, sizeof(path), "%s.password_file", section);
+    if ((*password)[0] != '\0')
+        return cfg_err(ctx, at->line, at->col,
+                       "%s: password and password_file are both set "
+                       "(keep one)",
+                       section);
+    if (cfg_read_secret_file(ctx, at, path, file, &read) < 0)
+        return -1;
+    free(*password);
+    *password = read;
+    return 0;
+}
+
+/* dispatcher.api: the lines of tokens_file join tokens; every token has
+ * HR_API_TOKEN_MIN bytes (a short one is guessed; messages never quote
+ * one). */
+static int cfg_apply_tokens(const cfg_ctx *ctx, const cfg_node *root, hr_config *cfg)
+{
+    const cfg_node *api = cfg_map_get(cfg_map_get(root, "dispatcher"), "api");
+    const cfg_node *file = cfg_map_get(api, "tokens_file"), *at;
+    const cfg_key *k = cfg_api_keys; /* its first row is "tokens" */
+
+    if (cfg->dispatcher.api.tokens_file != NULL &&
+        cfg_apply_list_file(ctx, k, cfg, file, "dispatcher.api.tokens_file",
+                            cfg->dispatcher.api.tokens_file) < 0)
+        return -1;
+    for (size_t i = 0; i < cfg->dispatcher.api.ntokens; i++)
+        if (strlen(cfg->dispatcher.api.tokens[i]) < HR_API_TOKEN_MIN) {
+            at = cfg_map_get(api, "tokens");
+            if (at == NULL)
+                at = file;
+            return cfg_err(ctx, at->line, at->col,
+                           "dispatcher.api.tokens: token %zu is %zu bytes; at least %d (e.g. "
+                           "openssl rand -hex 32)",
+                           i + 1, strlen(cfg->dispatcher.api.tokens[i]), HR_API_TOKEN_MIN);
+        }
+    return 0;
+}
+
+/* dispatcher.api.jwt: with a jwks_file, an issuer and an audience, and a
+ * JWK Set with a signing key in the file (re-read by the dispatcher when
+ * it changes, hr_jwks.h). */
+static int cfg_check_jwt(const cfg_ctx *ctx, const cfg_node *root, const hr_config *cfg)
+{
+    const cfg_node *jwt = cfg_map_get(cfg_map_get(cfg_map_get(root, "dispatcher"), "api"), "jwt");
+    const char *jwks = cfg->dispatcher.api.jwt.jwks_file;
+    const cfg_node *at = cfg_map_get(jwt, "jwks_file");
+    char detail[CFG_WHY], *text = NULL;
+    hr_jwks *set = NULL;
+    size_t len = 0;
+    int rc;
+
+    if (!hr_config_jwt_on(cfg) || at == NULL)
+        return 0;
+    if (cfg->dispatcher.api.jwt.issuer == NULL || cfg->dispatcher.api.jwt.audience == NULL)
+        return cfg_err(ctx, jwt->line, jwt->col,
+                       "dispatcher.api.jwt: issuer and audience are required with a jwks_file");
+    if (hr_config_read_file(jwks, HR_JWKS_FILE_MAX, &text, &len, detail, sizeof(detail)) < 0)
+        return cfg_err(ctx, at->line, at->col, "dispatcher.api.jwt.jwks_file: %s", detail);
+    rc = hr_jwks_parse(text, len, &set, detail, sizeof(detail));
+    free(text);
+    hr_jwks_free(set);
+    if (rc < 0)
+        return cfg_err(ctx, at->line, at->col, "dispatcher.api.jwt.jwks_file: %s", detail);
+    return 0;
+}
+
+/* The secret files that herald reads elsewhere (the worker's provider
+ * keys, the TLS client key): noted when exposed, like those read here. */
+static int cfg_note_key_files(const cfg_ctx *ctx, const hr_config *cfg)
+{
+    int rc = 0;
+
+    if (cfg->mysql.tls.key_file != NULL && cfg->mysql.tls.key_file[0] != '\0')
+        rc |= cfg_note_secret(ctx, cfg->mysql.tls.key_file);
+    for (size_t i = 0; i < cfg->nchannels; i++) {
+        const hr_channel *ch = &cfg->channels[i];
+
+        if (ch->fcm.service_account_file != NULL)
+            rc |= cfg_note_secret(ctx, ch->fcm.service_account_file);
+        if (ch->apns.key_file != NULL)
+            rc |= cfg_note_secret(ctx, ch->apns.key_file);
+    }
+    return rc != 0 ? cfg_err(ctx, 1, 1, "out of memory") : 0;
+}
+
 /* mysql.tls: a file named while TLS is off is a mistake, not a choice; a
  * client certificate needs its key. */
 static int cfg_check_mysql_tls(const cfg_ctx *ctx, const cfg_node *root, const hr_config *cfg)
@@ -489,10 +648,60 @@ static int cfg_check_mysql_tls(const cfg_ctx *ctx, const cfg_node *root, const h
     return 0;
 }
 
+/* events: the tracking key comes from key or key_file (read at load), is
+ * long enough, and goes with a base URL (links need both); the hooks'
+ * backoff cap is not below its first step. */
+static int cfg_check_events(const cfg_ctx *ctx, const cfg_node *root, hr_config *cfg)
+{
+    const cfg_node *events = cfg_map_get(root, "events");
+    const cfg_node *tracking = cfg_map_get(events, "tracking"), *at;
+    char detail[CFG_WHY];
+    bool base = cfg->events.tracking.base_url != NULL && cfg->events.tracking.base_url[0] != '\0';
+
+    if (cfg->events.tracking.key != NULL && cfg->events.tracking.key_file != NULL)
+        return cfg_err(ctx, tracking->line, tracking->col,
+                       "events.tracking: give at most one of key and key_file");
+    if (cfg->events.tracking.key_file != NULL) {
+        at = cfg_map_get(tracking, "key_file");
+        if (cfg_read_secret(cfg->events.tracking.key_file, &cfg->events.tracking.key, detail,
+                            sizeof detail) < 0)
+            return cfg_err(ctx, at->line, at->col, "events.tracking.key_file: %s", detail);
+        free(cfg->events.tracking.key_file);
+        cfg->events.tracking.key_file = NULL;
+    }
+    if (base && (strncmp(cfg->events.tracking.base_url, "https://", 8) != 0 &&
+                 strncmp(cfg->events.tracking.base_url, "http://", 7) != 0)) {
+        at = cfg_map_get(tracking, "base_url");
+        return cfg_err(ctx, at->line, at->col,
+                       "events.tracking.base_url: \"%.64s\" is no http(s):// URL",
+                       cfg->events.tracking.base_url);
+    }
+    if (base != (cfg->events.tracking.key != NULL))
+        return cfg_err(ctx, tracking->line, tracking->col,
+                       "events.tracking: base_url and a key (key or key_file) go together");
+    if (cfg->events.tracking.key != NULL && strlen(cfg->events.tracking.key) < HR_TRACK_KEY_MIN)
+        return cfg_err(ctx, tracking->line, tracking->col,
+                       "events.tracking: the key is %zu bytes; at least %d (e.g. openssl rand "
+                       "-hex 32)",
+                       strlen(cfg->events.tracking.key), HR_TRACK_KEY_MIN);
+    if (cfg->events.hooks.retry_max_backoff_ms < cfg->events.hooks.retry_backoff_ms &&
+        (at = cfg_map_get(cfg_map_get(events, "hooks"), "retry_max_backoff_ms")) != NULL)
+        return cfg_err(ctx, at->line, at->col,
+                       "events.hooks.retry_max_backoff_ms: %d is below retry_backoff_ms %d",
+                       cfg->events.hooks.retry_max_backoff_ms, cfg->events.hooks.retry_backoff_ms);
+    return 0;
+}
+
 int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_config **out,
                           char *errstr, size_t errlen)
 {
-    cfg_ctx ctx = {.name = name, .text = text, .len = len, .errstr = errstr, .errlen = errlen};
+    cfg_paths exposed = {0};
+    cfg_ctx ctx = {.name = name,
+                   .text = text,
+                   .len = len,
+                   .errstr = errstr,
+                   .errlen = errlen,
+                   .exposed = &exposed};
     cfg_node *root = NULL;
     hr_config *cfg = NULL;
     char detail[CFG_WHY];
@@ -523,15 +732,28 @@ int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_con
         cfg_err(&ctx, 1, 1, "out of memory");
         goto out;
     }
+    if (cfg_password_file(&ctx, root, "mysql", &cfg->mysql.password, cfg->mysql.password_file) <
+            0 ||
+        cfg_password_file(&ctx, root, "redis", &cfg->redis.password, cfg->redis.password_file) <
+            0 ||
+        cfg_apply_tokens(&ctx, root, cfg) < 0)
+        goto out;
     if (cfg_apply_env(cfg, errstr, errlen) < 0)
         goto out;
     if (cfg_check_redis(&ctx, root, cfg) < 0 || cfg_check_insecure(&ctx, root, cfg) < 0 ||
-        cfg_check_mysql_tls(&ctx, root, cfg) < 0)
+        cfg_check_mysql_tls(&ctx, root, cfg) < 0 || cfg_check_jwt(&ctx, root, cfg) < 0 ||
+        cfg_check_events(&ctx, root, cfg) < 0 || cfg_note_key_files(&ctx, cfg) < 0)
         goto out;
+    cfg->exposed_files = exposed.v;
+    cfg->nexposed_files = exposed.n;
+    exposed = (cfg_paths){0};
     *out = cfg;
     cfg = NULL;
     rc = 0;
 out:
+    for (size_t i = 0; i < exposed.n; i++)
+        free(exposed.v[i]);
+    hr_vec_free(&exposed);
     hr_config_free(cfg);
     cfg_node_free(root);
     return rc;
@@ -559,6 +781,12 @@ const hr_category *hr_config_category(const hr_config *cfg, const char *name)
         if (strcmp(cfg->recipients.categories[i].name, name) == 0)
             return &cfg->recipients.categories[i];
     return NULL;
+}
+
+bool hr_config_jwt_on(const hr_config *cfg)
+{
+    return cfg->dispatcher.api.jwt.jwks_file != NULL &&
+           cfg->dispatcher.api.jwt.jwks_file[0] != '\0';
 }
 
 const hr_channel *hr_config_channel(const hr_config *cfg, const char *name)

@@ -28,6 +28,8 @@
 
 #define HR_CLIENT_KEYS_MAX 2
 #define HR_CLIENT_SECRET_MIN 32 /* bytes: an HMAC-SHA256 key of a guessable size is no key */
+#define HR_API_TOKEN_MIN 32 /* bytes of a dispatcher.api.tokens entry (e.g. openssl rand -hex 32) */
+#define HR_TRACK_KEY_MIN 32 /* bytes of events.tracking.key, for the same reason */
 
 /* One key of dispatcher.api.client_keys: {id, secret | secret_file}. */
 typedef struct hr_client_key {
@@ -60,9 +62,11 @@ typedef struct hr_config {
         char *host;            /* default 127.0.0.1 */
         int port;              /* 1..65535, default 3306 */
         char *user;            /* default herald */
-        char *password;        /* default "" */
+        char *password;        /* default ""; or read from password_file */
+        char *password_file;   /* read into password at load (not both) */
         char *database;        /* default herald */
         int connect_timeout_s; /* 1..600, default 5 */
+        int timeout_s;         /* a network read or write, 1..3600, default 10 */
         struct {
             bool enabled;    /* default false; when true the connection is TLS or fails */
             char *ca_file;   /* the CA bundle (PEM); NULL or "" = the system's trust store */
@@ -73,14 +77,15 @@ typedef struct hr_config {
     } mysql;
 
     struct {
-        char *host;     /* default 127.0.0.1 */
-        int port;       /* default 6379 */
-        char *password; /* default "" (no AUTH) */
-        char *prefix;   /* key prefix, default "herald:" */
-        int db;         /* 0..15, default 0; must be 0 with cluster */
-        int timeout_ms; /* connect and command timeout, default 5000 */
-        bool cluster;   /* a Redis Cluster (hr_cluster.h), default false */
-        char **nodes;   /* cluster seed nodes "host:port"; none = host:port */
+        char *host;          /* default 127.0.0.1 */
+        int port;            /* default 6379 */
+        char *password;      /* default "" (no AUTH); or read from password_file */
+        char *password_file; /* read into password at load (not both) */
+        char *prefix;        /* key prefix, default "herald:" */
+        int db;              /* 0..15, default 0; must be 0 with cluster */
+        int timeout_ms;      /* connect and command timeout, default 5000 */
+        bool cluster;        /* a Redis Cluster (hr_cluster.h), default false */
+        char **nodes;        /* cluster seed nodes "host:port"; none = host:port */
         size_t nnodes;
     } redis;
 
@@ -96,8 +101,12 @@ typedef struct hr_config {
         char *listen;       /* host:port of the API and console, default 127.0.0.1:8080 */
         char *probe_listen; /* host:port of /healthz, /readyz, /metrics, default 127.0.0.1:8090 */
         struct {
-            char **tokens; /* bearer tokens; empty strings are dropped */
+            /* Bootstrap admin tokens (docs/api.md "Operators and roles"):
+             * the list and the lines of tokens_file, each at least
+             * HR_API_TOKEN_MIN bytes; empty strings are dropped. */
+            char **tokens;
             size_t ntokens;
+            char *tokens_file;
             /* Keys of the per-user client tokens (hr_ctoken.h), 0..2 so one
              * can be rotated out while the next is in; secret_file is read
              * into secret at load. */
@@ -111,17 +120,34 @@ typedef struct hr_config {
             int max_connections; /* open at once on listen, 16..65536, default 1024 */
             int max_connections_per_ip; /* from one client address, 1..65536, default 64 */
             int header_timeout_ms; /* to read a request's headers, 100..600000, default 10000 */
+            /* The longest a client token may still be valid for, from now:
+             * 60..31622400 s (366 d), default 2592000 (30 d).  A token whose
+             * exp is further away is refused, and heraldctl issues none. */
+            int client_token_max_ttl_s;
+            /* Single sign-on (docs/api.md): bearer JWTs of an identity
+             * provider, checked against the keys of jwks_file (hr_jwks.h).
+             * Off while jwks_file is NULL; with it, issuer and audience are
+             * required. */
+            struct {
+                char *jwks_file;
+                char *issuer;
+                char *audience;
+                char *role_claim;    /* the claim naming the role, default herald_role */
+                char *subject_claim; /* the claim naming the caller, default sub */
+                int leeway_s;        /* clock skew allowed, 0..300, default 60 */
+            } jwt;
         } api;
-        int scan_interval_ms;     /* 100..60000, default 1000 */
-        int timer_interval_ms;    /* 10..10000, default 100 */
-        int poller_interval_ms;   /* 100..60000, default 3000 */
-        int poller_grace_ms;      /* a due task older than this is the poller's, default 3000 */
-        int horizon_s;            /* 1..86400, default 600 */
-        int lease_s;              /* 2..3600, default 30 */
-        int redelivery_timeout_s; /* 1..86400, default 120 */
-        int sweep_interval_ms;    /* 100..600000, default 5000 */
-        int refill_batch;         /* ids per refill round trip, 100..100000, default 10000 */
-        int chunks_ahead;         /* chunks ahead of the workers, 0 (none)..100000, default 12 */
+        int scan_interval_ms;        /* 100..60000, default 1000 */
+        int timer_interval_ms;       /* 10..10000, default 100 */
+        int poller_interval_ms;      /* 100..60000, default 3000 */
+        int poller_grace_ms;         /* a due task older than this is the poller's, default 3000 */
+        int horizon_s;               /* 1..86400, default 600 */
+        int lease_s;                 /* 2..3600, default 30 */
+        int redelivery_timeout_s;    /* 1..86400, default 120 */
+        int sweep_interval_ms;       /* 100..600000, default 5000 */
+        int refill_batch;            /* ids per refill round trip, 100..100000, default 10000 */
+        int chunks_ahead;            /* chunks ahead of the workers, 0 (none)..100000, default 12 */
+        int delivery_retention_days; /* delivery log partitions kept, 1..3650, default 30 */
     } dispatcher;
 
     struct {
@@ -132,7 +158,12 @@ typedef struct hr_config {
         int reporter_batch;       /* rows per INSERT, 10..10000, default 1000 */
         int max_chunks_in_flight; /* chunks processed at once, 1..64, default 4 */
         int lease_ms;             /* chunk lease, 1000..600000, default 6000 */
-        int shutdown_grace_ms;    /* 1000..600000, default 25000 */
+        /* How long a chunk waits out a Redis failover (STALLED) before it
+         * is handed back, 1000..600000, default 30000: a Redis Cluster
+         * failover takes cluster-node-timeout (the stack's 3 s, Redis's
+         * default 15 s) plus an election (about 1 s). */
+        int stall_max_ms;
+        int shutdown_grace_ms; /* 1000..600000, default 25000 */
     } worker;
 
     struct {
@@ -152,8 +183,48 @@ typedef struct hr_config {
         } unsubscribe;
     } recipients;
 
+    /* The events topic (docs/architecture.md "Events"): every outcome and
+     * engagement published to Kafka, the tracking links of e-mail, and
+     * herald-hooks, the daemon that delivers them to signed webhooks. */
+    struct {
+        bool enabled;  /* publish events, default false */
+        char *topic;   /* default herald.events */
+        int flush_ms;  /* the reporter's longest wait with events pending, 1..1000, default 10 */
+        int queue_max; /* events not yet confirmed, per process, 1000..10000000, default 1000000 */
+        int confirm_timeout_ms; /* a request that publishes waits this long, 100..60000, default 5000 */
+        struct {
+            /* The dispatcher's public base URL ("https://herald.example.com"):
+             * e-mail links are rewritten to <base_url>/t/c/..., the open pixel
+             * is <base_url>/t/o/...; NULL or "" = no tracking. */
+            char *base_url;
+            char *key;      /* HMAC key of the links, at least HR_TRACK_KEY_MIN bytes */
+            char *key_file; /* read into key at load, then NULL */
+        } tracking;
+        struct {
+            char *listen;   /* herald-hooks' /healthz, /readyz, /metrics; default 127.0.0.1:8083 */
+            char *group;    /* its consumer group, default herald-hooks */
+            int batch_max;  /* events per delivery, 1..1000, default 100 */
+            int batch_ms;   /* a partial batch waits at most, 1..60000, default 1000 */
+            int timeout_ms; /* per request, 100..120000, default 10000 */
+            int retry_backoff_ms;     /* first backoff, 10..3600000, default 1000 */
+            int retry_max_backoff_ms; /* cap, default 60000 */
+            int retry_for_ms; /* a batch is retried this long, then dead-lettered; default 600000 */
+            int disable_after_ms; /* failing this long without a success: disabled; default 3600000 */
+            int reload_ms;        /* endpoints re-read this often, 100..600000, default 2000 */
+            int queue_max;        /* events waiting per endpoint, 100..10000000, default 100000 */
+            int dead_letter_max; /* dead letters kept per endpoint, 0..100000000, default 1000000 */
+            int dedupe_window; /* event ids remembered per partition, 0..10000000, default 100000 */
+        } hooks;
+    } events;
+
     hr_channel *channels; /* at least one */
     size_t nchannels;
+
+    /* Secret files their group or others may read (mode & 044), as found
+     * at load: each is a startup warning and a count of
+     * herald_insecure_settings{setting="secret_file_mode"} (hr_insecure.h). */
+    char **exposed_files;
+    size_t nexposed_files;
 } hr_config;
 
 /* Reads and validates PATH.  On success *out owns a new hr_config and 0 is
@@ -168,6 +239,9 @@ void hr_config_free(hr_config *cfg);
 
 /* The category called NAME, or NULL (not declared). */
 const hr_category *hr_config_category(const hr_config *cfg, const char *name);
+
+/* Whether the API takes JWTs (dispatcher.api.jwt.jwks_file is set). */
+bool hr_config_jwt_on(const hr_config *cfg);
 
 /* The channel called NAME, or NULL. */
 const hr_channel *hr_config_channel(const hr_config *cfg, const char *name);

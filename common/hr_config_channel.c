@@ -13,7 +13,9 @@
 #include "hr_config_file.h"
 #include "hr_config_key.h"
 #include "hr_config_value.h"
+#include "hr_seams.h"
 #include "hr_sign.h"
+#include "hr_template.h"
 
 /* ---- choices: a name in the file -> a value in the channel ----------- */
 
@@ -86,6 +88,61 @@ static int cfg_choose_priority(void *field, const char *text)
     return 0;
 }
 
+/* ---- checks ---------------------------------------------------------- */
+
+/* A batch body: one {{items}}, and no other template (what surrounds the
+ * items is the same for every request). */
+static int cfg_check_batch_body(const char *text, char *errstr, size_t errlen)
+{
+    const char *items = strstr(text, HR_CHANNEL_BATCH_ITEMS);
+    const char *first = strstr(text, "{{");
+
+    if (items == NULL || first != items ||
+        strstr(items + strlen(HR_CHANNEL_BATCH_ITEMS), "{{") != NULL) {
+        snprintf(errstr, errlen, "must hold %s once and no other {{...}}", HR_CHANNEL_BATCH_ITEMS);
+        return -1;
+    }
+    return 0;
+}
+
+/* Whether the template TEXT (compiled with ESCAPE) names the recipient:
+ * {{uid}} or a {{user.*}}.  -1 when it does not compile (its own key's
+ * check reports that). */
+static int cfg_per_recipient(const char *text, hr_template_escape escape)
+{
+    hr_template *t = NULL;
+    char detail[CFG_WHY];
+    int rc;
+
+    if (hr_template_compile_escape(text, strlen(text), escape, &t, detail, sizeof(detail)) < 0)
+        return -1;
+    rc = hr_template_uses(t, HR_TVAR_UID) || hr_template_uses_user(t);
+    hr_template_free(t);
+    return rc;
+}
+
+/* A batched webhook (batch > 1): its URL and header values are rendered
+ * once per request, so they may not name the recipient. */
+static int cfg_batch_check(const cfg_ctx *ctx, const hr_channel *ch, const cfg_node *body)
+{
+    const cfg_node *at = cfg_map_get(body, "batch");
+
+    if (ch->batch <= 1)
+        return 0;
+    if (cfg_per_recipient(ch->url, HR_TEMPLATE_URL) == 1)
+        return cfg_err(ctx, at->line, at->col,
+                       "channels.%s: a batched channel's url may not name {{uid}} or {{user.*}} "
+                       "(one request carries many recipients)",
+                       ch->name);
+    for (size_t i = 0; i < ch->nheaders; i++)
+        if (cfg_per_recipient(ch->headers[i].value, HR_TEMPLATE_RAW) == 1)
+            return cfg_err(ctx, at->line, at->col,
+                           "channels.%s: a batched channel's header %s may not name {{uid}} or "
+                           "{{user.*}} (one request carries many recipients)",
+                           ch->name, ch->headers[i].key);
+    return 0;
+}
+
 /* ---- the tables ----------------------------------------------------- */
 
 static const char cfg_default_body[] =
@@ -130,6 +187,9 @@ static const cfg_key cfg_channel_keys[] = {
      .off = offsetof(hr_channel, signing_secrets),
      .count_off = offsetof(hr_channel, nsigning_secrets),
      .check = cfg_check_secret},
+    K_CHECKED("signing_secrets_file", hr_channel, signing_secrets_file, NULL, NULL),
+    K_INT("batch", hr_channel, batch, 1, HR_CHANNEL_BATCH_MAX, 1),
+    K_CHECKED("batch_body", hr_channel, batch_body, "[{{items}}]", cfg_check_batch_body),
     K_CHECKED("service_account_file", hr_channel, fcm.service_account_file, NULL, NULL),
     K_CHECKED("token_uri", hr_channel, fcm.token_uri, NULL, cfg_check_url),
     K_CHECKED("key_file", hr_channel, apns.key_file, NULL, NULL),
@@ -171,6 +231,9 @@ static const struct {
     {"success", HR_CHANNEL_WEBHOOK},
     {"http2", HR_CHANNEL_WEBHOOK},
     {"signing_secrets", HR_CHANNEL_WEBHOOK},
+    {"signing_secrets_file", HR_CHANNEL_WEBHOOK},
+    {"batch", HR_CHANNEL_WEBHOOK},
+    {"batch_body", HR_CHANNEL_WEBHOOK},
     {"service_account_file", HR_CHANNEL_FCM},
     {"token_uri", HR_CHANNEL_FCM},
     {"key_file", HR_CHANNEL_APNS},
@@ -218,18 +281,29 @@ void cfg_channel_clear(void *item)
 static int cfg_smtp_password(const cfg_ctx *ctx, hr_channel *ch, const cfg_node *body)
 {
     const cfg_node *at = cfg_map_get(body, "password_file");
-    char detail[CFG_WHY];
+    char path[CFG_WHY];
 
     if (ch->smtp.password_file == NULL)
         return 0;
     if (ch->smtp.password != NULL)
         return cfg_err(ctx, at->line, at->col,
                        "channels.%s: password and password_file are both set (keep one)", ch->name);
-    if (cfg_read_secret(ch->smtp.password_file, &ch->smtp.password, detail, sizeof(detail)) < 0)
-        return cfg_err(ctx, at->line, at->col, "channels.%s.password_file: %s", ch->name, detail);
+    snprintf(path, sizeof(path), "channels.%s.password_file", ch->name);
+    if (cfg_read_secret_file(ctx, at, path, ch->smtp.password_file, &ch->smtp.password) < 0)
+        return -1;
     free(ch->smtp.password_file);
     ch->smtp.password_file = NULL;
     return 0;
+}
+
+/* True when URL is http:// for a channel of TYPE whose requests carry
+ * credentials (fcm: the signed assertion and the access token; apns: the
+ * provider token), outside a build with test seams (hr_seams.h), where the
+ * providers' stand-ins may listen in clear text. */
+static bool cfg_provider_http(hr_channel_type type, const char *url)
+{
+    return !HR_SEAMS_ON && (type == HR_CHANNEL_FCM || type == HR_CHANNEL_APNS) &&
+           strncasecmp(url, "http://", 7) == 0;
 }
 
 /* The checks that depend on the channel's type: no key of another type,
@@ -267,10 +341,34 @@ static int cfg_channel_type_check(const cfg_ctx *ctx, hr_channel *ch, const cfg_
         if (ch->type != HR_CHANNEL_WEBHOOK && strstr(ch->url, "{{") != NULL)
             return cfg_err(ctx, url->line, url->col, "channels.%s.url: not a template for type %s",
                            ch->name, type);
+        if (cfg_provider_http(ch->type, ch->url))
+            return cfg_err(ctx, url->line, url->col,
+                           "channels.%s.url: http:// would send the provider's credentials "
+                           "in clear text; use https:// (http:// only in a build with "
+                           "-Dtest_seams=true)",
+                           ch->name);
     }
-    if (ch->fcm.token_uri != NULL && strstr(ch->fcm.token_uri, "{{") != NULL) {
+    if (ch->fcm.token_uri != NULL) {
         const cfg_node *at = cfg_map_get(body, "token_uri");
-        return cfg_err(ctx, at->line, at->col, "channels.%s.token_uri: not a template", ch->name);
+        if (strstr(ch->fcm.token_uri, "{{") != NULL)
+            return cfg_err(ctx, at->line, at->col, "channels.%s.token_uri: not a template",
+                           ch->name);
+        if (cfg_provider_http(ch->type, ch->fcm.token_uri))
+            return cfg_err(ctx, at->line, at->col,
+                           "channels.%s.token_uri: http:// would send the signed assertion in "
+                           "clear text; use https:// (http:// only in a build with "
+                           "-Dtest_seams=true)",
+                           ch->name);
+    }
+    if (ch->signing_secrets_file != NULL) {
+        const cfg_node *at = cfg_map_get(body, "signing_secrets_file");
+        char path[CFG_WHY];
+
+        snprintf(path, sizeof(path), "channels.%s.signing_secrets_file", ch->name);
+        for (const cfg_key *k = cfg_channel_keys; k->name != NULL; k++)
+            if (strcmp(k->name, "signing_secrets") == 0 &&
+                cfg_apply_list_file(ctx, k, ch, at, path, ch->signing_secrets_file) < 0)
+                return -1;
     }
     if (ch->nsigning_secrets > HR_SIGN_MAX_SECRETS) {
         const cfg_node *at = cfg_map_get(body, "signing_secrets");
@@ -321,6 +419,8 @@ static int cfg_channel_finish(const cfg_ctx *ctx, hr_channel *ch, const cfg_node
     }
     if (ch->type != HR_CHANNEL_WEBHOOK)
         return 0;
+    if (cfg_batch_check(ctx, ch, body) < 0)
+        return -1;
     if (cfg_map_get(body, "headers") == NULL) {
         ch->headers = calloc(1, sizeof(hr_kv));
         if (ch->headers == NULL)

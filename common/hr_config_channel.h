@@ -27,6 +27,9 @@ typedef enum hr_channel_type {
 
 typedef enum hr_apns_push { HR_APNS_ALERT = 0, HR_APNS_BACKGROUND = 1 } hr_apns_push;
 
+#define HR_CHANNEL_BATCH_MAX 1000          /* recipients per batched request */
+#define HR_CHANNEL_BATCH_ITEMS "{{items}}" /* where batch_body takes the items */
+
 /* Keys marked (webhook), (fcm), (apns) or (smtp) belong to that type: a
  * channel of another type that writes them is refused. */
 typedef struct hr_channel {
@@ -59,6 +62,13 @@ typedef struct hr_channel {
      * is off when none; two while one is rotated out) */
     char **signing_secrets;
     size_t nsigning_secrets;
+    char *signing_secrets_file; /* (webhook) more of them, one a line, read at load */
+    /* (webhook) Batched requests: up to batch recipients per request, 1..1000
+     * (default 1: one request per recipient).  The request's body is
+     * batch_body with its one {{items}} replaced by every recipient's body
+     * (the body template), comma-separated; default "[{{items}}]". */
+    int batch;
+    char *batch_body;
     struct {
         char *service_account_file; /* Google's service-account JSON key, required */
         char *token_uri;            /* http(s) URL; NULL = the account's token_uri */

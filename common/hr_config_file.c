@@ -76,3 +76,10 @@ int cfg_read_secret(const char *path, char **out, char *errstr, size_t errlen)
         (*out)[--len] = '\0';
     return 0;
 }
+
+bool hr_config_file_exposed(const char *path)
+{
+    struct stat st;
+
+    return stat(path, &st) == 0 && (st.st_mode & (S_IRGRP | S_IROTH)) != 0;
+}

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hr_config_file.h"
 #include "hr_config_value.h"
 #include "hr_kv.h"
 
@@ -187,6 +188,72 @@ int cfg_apply_strlist(const cfg_ctx *ctx, const cfg_key *k, void *base, const cf
             (*list)[(*count)++] = text;
     }
     return 0;
+}
+
+int cfg_note_secret(const cfg_ctx *ctx, const char *file)
+{
+    char *copy;
+
+    if (ctx->exposed == NULL || !hr_config_file_exposed(file))
+        return 0;
+    if ((copy = strdup(file)) == NULL || hr_vec_push(ctx->exposed, copy) != 0) {
+        free(copy);
+        return -1;
+    }
+    return 0;
+}
+
+int cfg_read_secret_file(const cfg_ctx *ctx, const cfg_node *node, const char *path,
+                         const char *file, char **out)
+{
+    char detail[CFG_WHY];
+
+    if (cfg_read_secret(file, out, detail, sizeof(detail)) < 0)
+        return cfg_err(ctx, node->line, node->col, "%s: %s", path, detail);
+    if (cfg_note_secret(ctx, file) < 0)
+        return cfg_err(ctx, node->line, node->col, "out of memory");
+    return 0;
+}
+
+int cfg_apply_list_file(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node,
+                        const char *path, const char *file)
+{
+    char ***list = CFG_FIELD(base, k);
+    size_t *count = CFG_COUNT(base, k);
+    char *text = NULL, *line, *save = NULL, detail[CFG_WHY], **grown;
+    int rc = -1, lineno = 0;
+
+    if (cfg_read_secret_file(ctx, node, path, file, &text) < 0)
+        return -1;
+    for (line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+        size_t len = strlen(line);
+
+        lineno++;
+        while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' '))
+            line[--len] = '\0';
+        if (len == 0 || line[0] == '#')
+            continue;
+        if (k->check != NULL && k->check(line, detail, sizeof(detail)) < 0) {
+            /* The line's number, never its text: it is a secret. */
+            cfg_err(ctx, node->line, node->col, "%s: line %d: %s", path, lineno, detail);
+            goto done;
+        }
+        grown = realloc(*list, (*count + 2) * sizeof(char *));
+        if (grown == NULL) {
+            cfg_err(ctx, node->line, node->col, "out of memory");
+            goto done;
+        }
+        *list = grown;
+        if (((*list)[*count] = strdup(line)) == NULL) {
+            cfg_err(ctx, node->line, node->col, "out of memory");
+            goto done;
+        }
+        (*list)[++*count] = NULL;
+    }
+    rc = 0;
+done:
+    free(text);
+    return rc;
 }
 
 int cfg_apply_kvmap(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node,

@@ -116,6 +116,21 @@ int cfg_apply_kvmap(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_
 int cfg_apply_codes(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node,
                     const char *path);
 
+/* A secret file the configuration names (its key at NODE, for messages):
+ * cfg_read_secret, and the path noted in ctx->exposed when its group or
+ * others may read it.  cfg_note_secret only notes (a file another part of
+ * herald reads, such as a private key). */
+int cfg_read_secret_file(const cfg_ctx *ctx, const cfg_node *node, const char *path,
+                         const char *file, char **out);
+int cfg_note_secret(const cfg_ctx *ctx, const char *file);
+/* The lines of the secret file FILE, named by the key at NODE (PATH in
+ * messages), appended to the string list K describes in BASE: one item a
+ * line, blank lines and lines starting with # skipped, each checked by
+ * k->check.  The `*_file` form of a list of secrets (tokens_file,
+ * signing_secrets_file). */
+int cfg_apply_list_file(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node,
+                        const char *path, const char *file);
+
 /* Frees what KEYS describe in BASE. */
 void cfg_clear(const cfg_key *keys, void *base);
 /* Applies mapping MAP to the keys of one section; WHERE prefixes key paths

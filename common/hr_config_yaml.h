@@ -25,12 +25,17 @@ typedef struct cfg_node {
     HR_VEC(struct cfg_node *) items; /* CFG_MAP: key, value, key, value...; CFG_SEQ: items */
 } cfg_node;
 
+/* Paths of secret files that their group or others may read, as the load
+ * finds them (hr_config.h's exposed_files). */
+typedef HR_VEC(char *) cfg_paths;
+
 typedef struct cfg_ctx {
     const char *name; /* the file name for messages */
     const char *text; /* the whole input, to place reader errors and tabs */
     size_t len;
     char *errstr;
     size_t errlen;
+    cfg_paths *exposed; /* where readers note an exposed secret file; NULL: not noted */
 } cfg_ctx;
 
 /* "NAME:LINE:COL: message" into ctx->errstr; returns -1. */

@@ -136,7 +136,7 @@ static int hr_ctoken_check(const hr_client_key *key, const char *token, const ch
 }
 
 int hr_ctoken_verify(const char *token, const hr_client_key *keys, size_t nkeys, int64_t now_s,
-                     int64_t *uid, char *errstr, size_t errlen)
+                     int64_t max_ttl_s, int64_t *uid, char *errstr, size_t errlen)
 {
     const char *f[4];
     const hr_client_key *key;
@@ -167,6 +167,13 @@ int hr_ctoken_verify(const char *token, const hr_client_key *keys, size_t nkeys,
     if (exp_s <= now_s) {
         snprintf(errstr, errlen, "client token expired");
         return HR_CTOKEN_EXPIRED;
+    }
+    if (max_ttl_s > 0 && exp_s - now_s > max_ttl_s) {
+        snprintf(errstr, errlen,
+                 "client token valid for %" PRId64 " s more; this dispatcher takes at most %" PRId64
+                 " s (dispatcher.api.client_token_max_ttl_s)",
+                 exp_s - now_s, max_ttl_s);
+        return HR_CTOKEN_TOO_LONG;
     }
     return 0;
 }

@@ -25,8 +25,10 @@
 
 #define HR_CTOKEN_MAX 128 /* the longest token, with its NUL */
 
-/* A refusal of hr_ctoken_verify that is not a failure of the format. */
-enum { HR_CTOKEN_EXPIRED = 1 };
+/* Refusals of hr_ctoken_verify that are not failures of the format: the
+ * token is well signed but expired, or valid for longer than the caller
+ * allows (a backend issuing tokens that never end). */
+enum { HR_CTOKEN_EXPIRED = 1, HR_CTOKEN_TOO_LONG = 2 };
 
 /* True when TOKEN has the client token's form at all (its prefix): the
  * caller then answers with hr_ctoken_verify's verdict rather than as for a
@@ -39,12 +41,13 @@ int hr_ctoken_issue(const hr_client_key *key, int64_t uid, int64_t exp_s, char *
                     char *errstr, size_t errlen);
 
 /* Checks TOKEN against the NKEYS KEYS at NOW_S: 0 with *UID; HR_CTOKEN_EXPIRED
- * when it is well signed but its exp is not after NOW_S; -1 when it is
- * malformed, names no configured key or its signature is wrong.  ERRSTR
+ * when it is well signed but its exp is not after NOW_S; HR_CTOKEN_TOO_LONG
+ * when its exp is more than MAX_TTL_S after NOW_S (0: no bound); -1 when it
+ * is malformed, names no configured key or its signature is wrong.  ERRSTR
  * says which (never a secret or the expected signature).  The signature is
  * compared in constant time. */
 int hr_ctoken_verify(const char *token, const hr_client_key *keys, size_t nkeys, int64_t now_s,
-                     int64_t *uid, char *errstr, size_t errlen);
+                     int64_t max_ttl_s, int64_t *uid, char *errstr, size_t errlen);
 
 /* ---- unsubscribe tokens (docs/recipients.md) --------------------------------
 

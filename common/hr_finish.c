@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "hr_keys.h"
+#include "hr_parse.h"
 #include "hr_state.h"
 
 int hr_finish_read_stats(hr_redis *r, int64_t id, int shard, hr_outcomes *out, char *errstr,
@@ -207,44 +208,85 @@ int hr_finish_add(hr_mysql *m, int64_t id, int shard, hr_outcome outcome, int64_
     return 0;
 }
 
-int hr_finish_drop(hr_redis *r, int64_t id, int shard, int64_t seq, hr_outcome outcome,
-                   const char *owner, int64_t *n, int64_t *total, char *errstr, size_t errlen)
+/* One drop_set.lua call's reply (taken): its counts, and with EACH the
+ * members it popped; -1 with ERRSTR on another reply. */
+static int hr_finish_dropped(redisReply *reply, hr_finish_dropped_fn each, void *ctx, int64_t *n,
+                             int64_t *total, char *errstr, size_t errlen)
 {
-    const char *prefix = hr_redis_prefix(r);
-    char set[HR_KEY_MAX], stats[HR_KEY_MAX], pending[HR_KEY_MAX], lease[HR_KEY_MAX], seq_s[24];
-    const char *name = hr_progress_outcome_name(outcome);
-    const char *argv[7] = {set, stats, pending, lease, name, seq_s, owner};
-    const char *subs_argv[3] = {set, stats, name};
-    redisReply *reply;
+    uint64_t *uids = NULL;
+    size_t k = 0;
     int rc = -1;
 
-    hr_key_shard(prefix, stats, sizeof stats, id, shard, HR_KEY_STATS);
-    if (seq < 0) {
-        hr_key_shard(prefix, set, sizeof set, id, shard,
-                     seq == HR_FINISH_WAIT ? HR_KEY_WAIT : HR_KEY_SUBS);
-        reply = hr_redis_eval(r, HR_LUA_DROP_SET, 2, 3, subs_argv, NULL, errstr, errlen);
-    } else {
-        snprintf(seq_s, sizeof seq_s, "%" PRId64, seq);
-        hr_key_shard_chunk(prefix, set, sizeof set, id, shard, seq);
-        hr_key_shard(prefix, pending, sizeof pending, id, shard, HR_KEY_PENDING);
-        hr_key_shard_lease(prefix, lease, sizeof lease, id, shard, seq);
-        reply =
-            hr_redis_eval(r, HR_LUA_DROP_SET, 4, owner != NULL ? 7 : 6, argv, NULL, errstr, errlen);
-    }
-    if (reply == NULL)
-        return -1;
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
-        reply->element[0]->type != REDIS_REPLY_INTEGER ||
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 2 ||
+        (each == NULL && reply->elements != 2) || reply->element[0]->type != REDIS_REPLY_INTEGER ||
         reply->element[1]->type != REDIS_REPLY_INTEGER) {
         snprintf(errstr, errlen, "drop_set: unexpected reply");
         goto done;
     }
     *n = reply->element[0]->integer;
     *total = reply->element[1]->integer;
+    if (each != NULL && reply->elements > 2) {
+        if ((uids = calloc(reply->elements - 2, sizeof *uids)) == NULL) {
+            snprintf(errstr, errlen, "out of memory");
+            goto done;
+        }
+        for (size_t i = 2; i < reply->elements; i++) {
+            const redisReply *e = reply->element[i];
+            int64_t uid;
+
+            if (e->type == REDIS_REPLY_STRING && hr_parse_uid(e->str, e->len, &uid) == 0)
+                uids[k++] = (uint64_t)uid;
+        }
+        each(ctx, uids, k);
+    }
     rc = 0;
 done:
+    free(uids);
     freeReplyObject(reply);
     return rc;
+}
+
+int hr_finish_drop(hr_redis *r, int64_t id, int shard, int64_t seq, hr_outcome outcome,
+                   const char *owner, hr_finish_dropped_fn each, void *ctx, int64_t *n,
+                   int64_t *total, char *errstr, size_t errlen)
+{
+    const char *prefix = hr_redis_prefix(r);
+    char set[HR_KEY_MAX], stats[HR_KEY_MAX], pending[HR_KEY_MAX], lease[HR_KEY_MAX], seq_s[24];
+    char limit[24];
+    const char *name = hr_progress_outcome_name(outcome);
+    const char *argv[8] = {set,  stats, pending, lease, name, seq_s, owner != NULL ? owner : "",
+                           limit};
+    const char *subs_argv[4] = {set, stats, name, limit};
+    int64_t step;
+
+    snprintf(limit, sizeof limit, "%d", each != NULL ? HR_FINISH_DROP_SLICE : 0);
+    hr_key_shard(prefix, stats, sizeof stats, id, shard, HR_KEY_STATS);
+    if (seq < 0) {
+        hr_key_shard(prefix, set, sizeof set, id, shard,
+                     seq == HR_FINISH_WAIT ? HR_KEY_WAIT : HR_KEY_SUBS);
+    } else {
+        snprintf(seq_s, sizeof seq_s, "%" PRId64, seq);
+        hr_key_shard_chunk(prefix, set, sizeof set, id, shard, seq);
+        hr_key_shard(prefix, pending, sizeof pending, id, shard, HR_KEY_PENDING);
+        hr_key_shard_lease(prefix, lease, sizeof lease, id, shard, seq);
+    }
+    *n = 0;
+    do {
+        redisReply *reply =
+            seq < 0 ? hr_redis_eval(r, HR_LUA_DROP_SET, 2, 4, subs_argv, NULL, errstr, errlen)
+                    : hr_redis_eval(r, HR_LUA_DROP_SET, 4, 8, argv, NULL, errstr, errlen);
+
+        if (reply == NULL || hr_finish_dropped(reply, each, ctx, &step, total, errstr, errlen) != 0)
+            return -1;
+        if (step < 0) {
+            /* Another holds the chunk: nothing (more) of it is ours. */
+            if (*n == 0)
+                *n = -1;
+            break;
+        }
+        *n += step;
+    } while (each != NULL && step == HR_FINISH_DROP_SLICE);
+    return 0;
 }
 
 int hr_finish_count(hr_mysql *m, int64_t id, int shard, hr_outcome outcome, int64_t total,
@@ -289,11 +331,16 @@ int hr_finish_task(hr_mysql *m, int64_t id, const hr_outcomes *stats, hr_finish_
     if (rc <= 0)
         goto done;
     rc = -1;
-    if (hr_mysql_query(m, "SELECT unaccounted FROM push_task WHERE id = ?", pc, 1, &rows, errstr,
-                       errlen) < 0)
+    if (hr_mysql_query(m, "SELECT unaccounted, state FROM push_task WHERE id = ?", pc, 1, &rows,
+                       errstr, errlen) < 0)
         goto done;
     out->subscriptions = subs;
     out->unaccounted = rows->nrows == 1 ? strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10) : 0;
+    /* The row is ours to read back: nothing moves a final state but the
+     * admin's repairs. */
+    out->state = HR_STATE_DONE;
+    if (rows->nrows == 1)
+        hr_state_parse(hr_mysql_cell(rows, 0, 1), &out->state);
     rc = 1;
 done:
     hr_mysql_rows_free(rows);

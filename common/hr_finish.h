@@ -18,6 +18,7 @@
 #include "hr_progress.h"
 #include "hr_redis.h"
 #include "hr_shard.h"
+#include "hr_state.h"
 
 /* Reads the stats hash of shard SHARD of task ID (0 or HR_SHARD_NONE for a
  * task of one shard) into *OUT (0 for a field it lacks).  0 or -1. */
@@ -52,6 +53,12 @@ int hr_finish_add(hr_mysql *m, int64_t id, int shard, hr_outcome outcome, int64_
 #define HR_FINISH_SUBS (-1) /* subs */
 #define HR_FINISH_WAIT (-2) /* the wait ZSET of a local-time or windowed task */
 
+/* The uids a drop took (events on: each becomes an event), UIDS[N], valid
+ * during the call. */
+typedef void (*hr_finish_dropped_fn)(void *ctx, const uint64_t *uids, size_t n);
+/* Members a drop that reports them takes per drop_set.lua call. */
+#define HR_FINISH_DROP_SLICE 5000
+
 /* drop_set.lua: the recipients left in task ID's subs or wait set (SEQ
  * HR_FINISH_SUBS / HR_FINISH_WAIT) or in its chunk SEQ, of shard SHARD (0 for
  * a task of one shard), are dropped and counted as OUTCOME (HR_OUTCOME_CANCELLED or
@@ -59,9 +66,14 @@ int hr_finish_add(hr_mysql *m, int64_t id, int shard, hr_outcome outcome, int64_
  * with the chunk), NULL for a dispatcher.  *N gets the number this call
  * dropped, -1 when another process holds the chunk's lease (nothing
  * changed); *TOTAL the stats hash's counter of OUTCOME after the call, the
- * value MySQL gets (hr_finish_count).  0 or -1. */
+ * value MySQL gets (hr_finish_count).  With EACH (not NULL) the set goes
+ * in slices of HR_FINISH_DROP_SLICE, and EACH(CTX, ...) gets each slice's
+ * uids once it is dropped (a member that is no uid is skipped: the worker
+ * dead-letters those at open).  0 or -1 (after a failed slice, *N and
+ * *TOTAL hold what the slices before it did). */
 int hr_finish_drop(hr_redis *r, int64_t id, int shard, int64_t seq, hr_outcome outcome,
-                   const char *owner, int64_t *n, int64_t *total, char *errstr, size_t errlen);
+                   const char *owner, hr_finish_dropped_fn each, void *ctx, int64_t *n,
+                   int64_t *total, char *errstr, size_t errlen);
 
 /* push_task.<OUTCOME> := TOTAL (a stats hash counter hr_finish_drop
  * answered), never lower: every dropper writes the same counter this way,
@@ -73,15 +85,18 @@ int hr_finish_count(hr_mysql *m, int64_t id, int shard, hr_outcome outcome, int6
 
 typedef struct hr_finish_result {
     int64_t subscriptions; /* push_subscription rows */
-    int64_t unaccounted;   /* 0 when the task became done */
+    int64_t unaccounted;   /* 0 when every subscription has an outcome */
+    hr_task_state state;   /* done, failed or cancelled */
 } hr_finish_result;
 
 /* Ends task ID if it is `dispatched`: raises its MySQL counters to STATS
  * (absolute values from the stats hash, as the reporter writes them; may be
  * HR_OUTCOMES_UNKNOWN) and caps total at the subscriptions, then `done`
  * when they cover every subscription,
- * else `failed` with unaccounted and last_error.  1 when this call ended
- * it (*OUT filled), 0 when it was not dispatched (any more), -1 (ERRSTR). */
+ * else `failed` with unaccounted and last_error; `cancelled` either way
+ * when its control is cancel (workers cancelled what was left before a
+ * dispatcher's control scan did).  1 when this call ended it (*OUT
+ * filled), 0 when it was not dispatched (any more), -1 (ERRSTR). */
 int hr_finish_task(hr_mysql *m, int64_t id, const hr_outcomes *stats, hr_finish_result *out,
                    char *errstr, size_t errlen);
 

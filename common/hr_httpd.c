@@ -32,9 +32,11 @@
  * has been reused. */
 #include "hr_httpd.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -730,6 +732,22 @@ static bool hr_httpd_ct_equal(const char *given, size_t glen, const char *want, 
     for (size_t i = 0; i < wlen; i++)
         diff |= (unsigned char)((i < glen ? given[i] : 0) ^ want[i]);
     return diff == 0;
+}
+
+void hr_httpd_peer(const hr_httpd_req *req, char *buf, size_t len)
+{
+    const union MHD_ConnectionInfo *ci =
+        req->conn != NULL ? MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS)
+                          : NULL;
+    const struct sockaddr *sa = ci != NULL ? ci->client_addr : NULL;
+
+    snprintf(buf, len, "unknown");
+    if (sa != NULL && sa->sa_family == AF_INET)
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, buf,
+                  (socklen_t)len);
+    else if (sa != NULL && sa->sa_family == AF_INET6)
+        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, buf,
+                  (socklen_t)len);
 }
 
 bool hr_httpd_host_is_loopback(const hr_httpd_req *req)

@@ -50,6 +50,8 @@ typedef struct hr_httpd hr_httpd;
 #define HR_HTTPD_MAX_PARAMS 8
 #define HR_HTTPD_MAX_HEADERS 4
 #define HR_HTTPD_MAX_RESPONSE ((size_t)64 * 1024 * 1024)
+#define HR_HTTPD_AUTH_NAME 200 /* bytes of a caller's name, with its NUL */
+#define HR_HTTPD_PEER 64       /* bytes of a client address, with its NUL */
 
 typedef struct hr_httpd_req {
     const char *method; /* "GET", ...; HEAD (on a route that allows it) is seen as "GET" */
@@ -61,6 +63,8 @@ typedef struct hr_httpd_req {
     size_t nparams;
     struct MHD_Connection *conn; /* for hr_httpd_query/header */
     int64_t auth_id;             /* what the route's auth hook recorded of the caller; 0 if none */
+    int auth_role;               /* the caller's role as the auth hook found it; 0 if none */
+    char auth_name[HR_HTTPD_AUTH_NAME]; /* and its name ("" if none), for the handler's records */
 } hr_httpd_req;
 
 typedef struct hr_httpd_resp {
@@ -127,6 +131,10 @@ int hr_httpd_port(const hr_httpd *h);
 const char *hr_httpd_param(const hr_httpd_req *req, const char *name);
 const char *hr_httpd_query(const hr_httpd_req *req, const char *name);
 const char *hr_httpd_header(const hr_httpd_req *req, const char *name);
+
+/* The client's address ("127.0.0.1", "::1"; no port) into BUF
+ * (HR_HTTPD_PEER bytes); "unknown" when libmicrohttpd does not say. */
+void hr_httpd_peer(const hr_httpd_req *req, char *buf, size_t len);
 
 /* Adds a response header (copied).  0, or -1 when full or out of memory. */
 int hr_httpd_resp_header(hr_httpd_resp *resp, const char *name, const char *value);

@@ -1,9 +1,11 @@
-/* hr_jwt: signed JSON Web Tokens (RFC 7519) for provider credentials.
+/* hr_jwt: signed JSON Web Tokens (RFC 7519): signing provider credentials,
+ * and checking the signature of an operator's token (hr_jwks.h).
  *
- * An hr_jwt_key holds one private key read from PEM: an RSA key (2048 bits
- * or more) signs RS256, as a Google service account's private_key does for
- * FCM; a P-256 EC key signs ES256, as an APNs .p8 key does.  The algorithm
- * follows from the key.  Signing is OpenSSL EVP; an ES256 signature is the
+ * An hr_jwt_key holds one key: a private key read from PEM, or a public key
+ * from a JWK (RFC 7517).  An RSA key (2048 bits or more) is RS256's, as a
+ * Google service account's private_key is for FCM; a P-256 EC key is
+ * ES256's, as an APNs .p8 key is.  The algorithm follows from the key, and
+ * a key is used for its own algorithm only.  Signing is OpenSSL EVP; an ES256 signature is the
  * raw 64-byte R||S that JWS wants (RFC 7518 3.4), not OpenSSL's DER.
  * A key may sign from several threads at once (EVP_PKEY is read-only once
  * loaded); nothing here logs. */
@@ -11,6 +13,8 @@
 #define HR_JWT_H
 
 #include <stddef.h>
+
+#include <cJSON.h>
 
 #include "hr_buf.h"
 
@@ -35,5 +39,17 @@ hr_jwt_alg hr_jwt_key_alg(const hr_jwt_key *k);
  * caller built it.  0, or -1 with ERRSTR (OUT then unchanged). */
 int hr_jwt_sign(const hr_jwt_key *k, const char *kid, const char *claims, size_t claims_len,
                 hr_buf *out, char *errstr, size_t errlen);
+
+/* The public key of the JWK object JWK: kty RSA (n, e; 2048 bits or more)
+ * or kty EC with crv P-256 (x, y; the point must be on the curve).  0 and
+ * *OUT, or -1 with ERRSTR.  Its other members (kid, use, alg) are the
+ * caller's to check. */
+int hr_jwt_key_from_jwk(const cJSON *jwk, hr_jwt_key **out, char *errstr, size_t errlen);
+
+/* Checks SIG (SIGLEN bytes as JWS writes them: RS256 PKCS #1 v1.5, ES256
+ * the 64-byte R||S) over the LEN bytes at DATA under K's algorithm.  0 when
+ * it is K's signature, -1 otherwise (ERRSTR). */
+int hr_jwt_verify(const hr_jwt_key *k, const char *data, size_t len, const unsigned char *sig,
+                  size_t siglen, char *errstr, size_t errlen);
 
 #endif

@@ -25,12 +25,14 @@ typedef struct hr_kafka_default {
  * (docs/operations.md "Kafka with three brokers").  linger.ms 1, not
  * librdkafka's 5: a task's first chunk is a lone message, and every ms it
  * waits for company is a ms of its first push (a dispatcher produces one
- * message per chunk, so batching gains little). */
+ * message per chunk, so batching gains little).  reconnect.backoff.max.ms
+ * 1000, not librdkafka's 10 s: after an outage of every broker the clients
+ * found them again up to 10 s after they served (issue 34: kafka-stop's
+ * 10 s outage stalled the campaign 29 s); one refused connect a second to
+ * a dead broker costs nothing. */
 static const hr_kafka_default hr_kafka_producer_defaults[] = {
-    {"enable.idempotence", "true"},
-    {"acks", "all"},
-    {"linger.ms", "1"},
-    {NULL, NULL},
+    {"enable.idempotence", "true"},       {"acks", "all"}, {"linger.ms", "1"},
+    {"reconnect.backoff.max.ms", "1000"}, {NULL, NULL},
 };
 
 /* group.id is added from the config; it is not a constant.  Liveness:
@@ -40,9 +42,11 @@ static const hr_kafka_default hr_kafka_producer_defaults[] = {
  * group.min.session.timeout.ms) instead of 45 s, and the survivors hear of
  * the rebalance within a 1 s heartbeat.  A busy or stalled loop is covered
  * by max.poll.interval.ms (librdkafka's 300 s): the worker polls every
- * 250 ms whatever it is doing (docs/operations.md "Group liveness"). */
+ * 250 ms whatever it is doing (docs/operations.md "Group liveness").
+ * reconnect.backoff.max.ms as the producer's. */
 static const hr_kafka_default hr_kafka_consumer_defaults[] = {
     {"partition.assignment.strategy", "range"},
+    {"reconnect.backoff.max.ms", "1000"},
     {"session.timeout.ms", "6000"},
     {"heartbeat.interval.ms", "1000"},
     {"enable.auto.offset.store", "false"},

@@ -145,6 +145,11 @@ char *hr_key_timer(const char *prefix, char *buf, size_t len)
     return hr_key_fit(buf, len, snprintf(buf, len, "%stimer", prefix));
 }
 
+char *hr_key_handback(const char *prefix, char *buf, size_t len)
+{
+    return hr_key_fit(buf, len, snprintf(buf, len, "%shandback", prefix));
+}
+
 char *hr_key_cancel_held(const char *prefix, char *buf, size_t len)
 {
     return hr_key_fit(buf, len, snprintf(buf, len, "%scancel_held", prefix));
@@ -153,6 +158,16 @@ char *hr_key_cancel_held(const char *prefix, char *buf, size_t len)
 char *hr_key_redriven(const char *prefix, char *buf, size_t len)
 {
     return hr_key_fit(buf, len, snprintf(buf, len, "%sredriven", prefix));
+}
+
+char *hr_key_job(const char *prefix, char *buf, size_t len, int64_t id)
+{
+    return hr_key_fit(buf, len, snprintf(buf, len, "%sjob:%" PRId64, prefix, id));
+}
+
+char *hr_key_job_seq(const char *prefix, char *buf, size_t len)
+{
+    return hr_key_fit(buf, len, snprintf(buf, len, "%sjob_seq", prefix));
 }
 
 char *hr_key_user(const char *prefix, char *buf, size_t len, const char *uid)
@@ -190,25 +205,21 @@ char *hr_key_addr_lock(const char *prefix, char *buf, size_t len)
     return hr_key_fit(buf, len, snprintf(buf, len, "%saddr_lock", prefix));
 }
 
-char *hr_key_ratelimit(const char *prefix, char *buf, size_t len, const char *scope, int64_t window)
+char *hr_key_ratelimit(const char *prefix, char *buf, size_t len, const char *scope)
 {
-    return hr_key_fit(buf, len, snprintf(buf, len, "%srl:%s:%" PRId64, prefix, scope, window));
+    return hr_key_fit(buf, len, snprintf(buf, len, "%srl:%s", prefix, scope));
 }
 
-char *hr_key_pace_rl(const char *prefix, char *buf, size_t len, int64_t task, const char *who,
-                     int64_t epoch_s)
+char *hr_key_pace_rl(const char *prefix, char *buf, size_t len, int64_t task, const char *who)
 {
-    return hr_key_fit(
-        buf, len,
-        snprintf(buf, len, "%s{t%" PRId64 "}:rl:%s:%" PRId64, prefix, task, who, epoch_s));
+    return hr_key_fit(buf, len, snprintf(buf, len, "%s{t%" PRId64 "}:rl:%s", prefix, task, who));
 }
 
-char *hr_key_share(const char *prefix, char *buf, size_t len, const char *channel, int64_t epoch_s)
+char *hr_key_share(const char *prefix, char *buf, size_t len, const char *channel, int parity)
 {
-    if (epoch_s < 0)
+    if (parity < 0)
         return hr_key_fit(buf, len, snprintf(buf, len, "%sshare:{c:%s}:tasks", prefix, channel));
-    return hr_key_fit(buf, len,
-                      snprintf(buf, len, "%sshare:{c:%s}:%" PRId64, prefix, channel, epoch_s));
+    return hr_key_fit(buf, len, snprintf(buf, len, "%sshare:{c:%s}:%d", prefix, channel, parity));
 }
 
 char *hr_key_throttle(const char *prefix, char *buf, size_t len, const char *scope, const char *uid,

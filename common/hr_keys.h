@@ -78,8 +78,15 @@ char *hr_key_leases_match(const char *prefix, char *buf, size_t len, int64_t tas
 char *hr_key_timer(const char *prefix, char *buf, size_t len);
 /* "herald:cancel_held": SET of cancelled tasks whose chunks a worker held. */
 char *hr_key_cancel_held(const char *prefix, char *buf, size_t len);
+/* "herald:handback": SET of "<task>:<shard>:<seq>:<due ms>", chunks workers
+ * handed back (handback.lua) for a dispatcher to publish at once. */
+char *hr_key_handback(const char *prefix, char *buf, size_t len);
 /* "herald:redriven": SET of tasks heraldctl redrive gave new chunks. */
 char *hr_key_redriven(const char *prefix, char *buf, size_t len);
+/* HASH: an API job's record (dispatcher/dsp_api_job.h), and the STRING
+ * counter its ids come from. */
+char *hr_key_job(const char *prefix, char *buf, size_t len, int64_t id);
+char *hr_key_job_seq(const char *prefix, char *buf, size_t len);
 /* "herald:user:<uid>": HASH of a recipient's profile and preferences
  * (hr_user.h), the mirror of push_user and push_user_pref. */
 char *hr_key_user(const char *prefix, char *buf, size_t len, const char *uid);
@@ -91,7 +98,7 @@ char *hr_key_user_lock(const char *prefix, char *buf, size_t len);
 /* "herald:addr:<uid>": SET of a recipient's addresses (hr_addr.h). */
 char *hr_key_addr(const char *prefix, char *buf, size_t len, const char *uid);
 /* "herald:addr_synced": the address change epoch Redis holds everything
- * before; missing = reload every address (hr_addr_sync). */
+ * before; missing = reload every address (hr_mirror). */
 char *hr_key_addr_synced(const char *prefix, char *buf, size_t len);
 /* "herald:addr_lock": STRING, the owner of the running address sync. */
 char *hr_key_addr_lock(const char *prefix, char *buf, size_t len);
@@ -99,21 +106,20 @@ char *hr_key_addr_lock(const char *prefix, char *buf, size_t len);
  * channel to slow down (429/503 + Retry-After), for every worker; expires
  * then. */
 char *hr_key_slowdown(const char *prefix, char *buf, size_t len, const char *channel);
-/* "herald:rl:<scope>:<window>": one window's rate-limit counter (the window: the
- * epoch second, or epoch_s / 60 for a per-minute budget; hr_ratelimit.h). */
-char *hr_key_ratelimit(const char *prefix, char *buf, size_t len, const char *scope,
-                       int64_t window);
+/* "herald:rl:<scope>": HASH, a scope's rate-limit counter, {w = the
+ * window's number by Redis's clock, n = granted in it} (ratelimit.lua;
+ * hr_ratelimit.h). */
+char *hr_key_ratelimit(const char *prefix, char *buf, size_t len, const char *scope);
 /* Pacing and the channel budget (docs/scheduling.md). */
-/* "herald:{t42}:rl:<who>:<epoch_s>": one second's counter of a task with a
- * finish_by (WHO "chunk" at the dispatcher, "push" at workers); in the
- * task's slot, so ratelimit.lua can read the planned rate from its stats. */
-char *hr_key_pace_rl(const char *prefix, char *buf, size_t len, int64_t task, const char *who,
-                     int64_t epoch_s);
-/* "herald:share:{c:<channel>}:tasks" (EPOCH_S < 0): ZSET "<task>:<weight>" ->
+/* "herald:{t42}:rl:<who>": the same counter for a task with a finish_by
+ * (WHO "chunk" at the dispatcher, "push" at workers); in the task's slot,
+ * so ratelimit.lua can read the planned rate from its stats. */
+char *hr_key_pace_rl(const char *prefix, char *buf, size_t len, int64_t task, const char *who);
+/* "herald:share:{c:<channel>}:tasks" (PARITY < 0): ZSET "<task>:<weight>" ->
  * last ask (ms), the tasks drawing on the channel's budget; and
- * "herald:share:{c:<channel>}:<epoch_s>": HASH, one second's grants per task
- * (share.lua). */
-char *hr_key_share(const char *prefix, char *buf, size_t len, const char *channel, int64_t epoch_s);
+ * "herald:share:{c:<channel>}:0" and ":1" (PARITY 0, 1): HASH, the grants
+ * per task of an even and an odd second by Redis's clock (share.lua). */
+char *hr_key_share(const char *prefix, char *buf, size_t len, const char *channel, int parity);
 /* "herald:thr:<scope>:<uid>[:<value>]" (VALUE NULL = none): a recipient's
  * throttle window. */
 char *hr_key_throttle(const char *prefix, char *buf, size_t len, const char *scope, const char *uid,

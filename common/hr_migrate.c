@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Below the connection's read timeout (heraldctl's CTL_MYSQL_TIMEOUT_S),
+ * so that waiting for the lock is not taken for a dead server. */
 #define HR_MIGRATE_LOCK_WAIT_S 30
 
 /* "001_tables.sql" -> version 1 and name length 10 ("001_tables"). */

@@ -25,7 +25,19 @@
  * verified (ca_file is not given to the library: it would check the chain
  * anyway), and libmariadb 3.3 would go on in clear with a server without
  * TLS, so the session's cipher is checked after the connection and a
- * connection without one is closed and refused. */
+ * connection without one is closed and refused.
+ *
+ * Every network read and write of a connection waits at most
+ * mysql.timeout_s (libmariadb's read and write timeouts; the connect has
+ * its own connect_timeout_s), so a server that stops answering (a black
+ * hole, a stalled primary) costs a call that long and no more: a call the
+ * timeout ended is not run again on a new connection here (the caller
+ * retries after its own back-off), and the session's row lock waits end
+ * first (innodb_lock_wait_timeout below the timeout), so that a lock wait
+ * fails as the server's lock-wait error rather than as a dropped
+ * connection.  hr_mysql_watch times every call for the daemon's metrics
+ * and hands slow ones to a hook the daemon logs with (the watch: atomics,
+ * written once before the daemon's threads start). */
 #include "hr_mysql.h"
 
 #include <errmsg.h>
@@ -34,39 +46,66 @@
 #include <mysqld_error.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "hr_clock.h"
 #include "hr_vec.h"
 
 #define HR_MYSQL_STMT_CACHE 32
-/* Read/write timeout of one network operation.  Above the migration lock
- * wait (HR_MIGRATE_LOCK_WAIT_S, hr_migrate.c) so that waiting for the lock is
- * not taken for a dead server. */
-#define HR_MYSQL_IO_TIMEOUT_S 60
+/* A statement of more parameters is big: its bindings take about 110 bytes
+ * a parameter in hr_mysql and as much again in libmariadb (the delivery
+ * log's 1,000-row INSERT: 7,000, about 1.5 MB).  A big one unused for
+ * HR_MYSQL_BIG_IDLE_MS is closed, and the bindings' arrays are given back
+ * once no big one is left: a backlog's batch sizes (the reporter after a
+ * MySQL outage) used to keep their memory for the process's life, +1.3 MB
+ * of a worker's 17 MB in the soak. */
+#define HR_MYSQL_BIG_PARAMS 1024
+#define HR_MYSQL_BIG_IDLE_MS 60000
 #define HR_MYSQL_CELL_BUF 256
-/* Times a statement outside a transaction is run again after a deadlock. */
-#define HR_MYSQL_DEADLOCK_RETRIES 3
+/* A failed call that took this close to the timeout was ended by it. */
+#define HR_MYSQL_TIMEOUT_SLACK_MS 100
 
-static const char hr_mysql_session_sql[] =
+/* The session settings; %u: the row lock wait (innodb_lock_wait_timeout)
+ * at most, a second under the read timeout. */
+static const char hr_mysql_session_fmt[] =
     "SET time_zone = '+00:00', SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,"
-    "NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION'";
+    "NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION', "
+    "SESSION innodb_lock_wait_timeout = LEAST(@@innodb_lock_wait_timeout, %u)";
+
+/* Call latency, seconds: up to the timeout's range. */
+static const double hr_mysql_seconds_buckets[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5,
+                                                  1,     2,     5,    10,   30,  60};
+
+/* The watch (hr_mysql_watch): ON is stored last, after the rest. */
+static struct {
+    atomic_bool on;
+    hr_metrics_child *seconds, *slow, *timeouts;
+    hr_mysql_slow_fn hook;
+    atomic_int_fast64_t hooked_ms;   /* monotonic: the last hook call */
+    atomic_uint_fast64_t suppressed; /* slow calls since, not handed over */
+} hr_mysql_watched;
 
 typedef struct hr_mysql_cached {
     char *sql;
     MYSQL_STMT *stmt;
-    uint64_t used; /* value of hr_mysql.tick at the last use */
+    uint64_t used;   /* value of hr_mysql.tick at the last use */
+    int64_t used_ms; /* monotonic: the last use */
+    unsigned long nparams;
 } hr_mysql_cached;
 
 struct hr_mysql {
     MYSQL *conn;
     char *host, *user, *password, *database;
     unsigned port;
-    unsigned connect_timeout_s;
+    unsigned connect_timeout_s, timeout_s;
     bool tls, tls_verify;
     char *tls_ca, *tls_cert, *tls_key; /* NULL: not given */
     bool in_txn;                       /* between hr_mysql_begin and commit/rollback */
+    int depth;                         /* hr_mysql_begin calls not yet ended; > 1: savepoints */
     bool locked;                       /* holds a named lock (hr_mysql_set_locked) */
+    unsigned last_err;                 /* server error of the last statement, 0 if it ran */
     uint64_t tick;
     HR_VEC(MYSQL_BIND) binds;   /* parameter bindings, reused */
     HR_VEC(unsigned long) lens; /* their lengths */
@@ -103,12 +142,101 @@ static bool hr_mysql_gone(unsigned err)
     return err == CR_SERVER_GONE_ERROR || err == CR_SERVER_LOST;
 }
 
+int hr_mysql_watch(hr_metrics *reg, hr_mysql_slow_fn slow, char *errstr, size_t errlen)
+{
+    hr_metrics_family *seconds, *slow_calls, *timeouts;
+    const hr_metrics_spec specs[] = {
+        {&seconds, "herald_mysql_call_seconds",
+         "MySQL calls (statements, BEGIN, COMMIT; each attempt), by how long they took",
+         HR_METRICS_HISTOGRAM, NULL, HR_METRICS_BUCKETS(hr_mysql_seconds_buckets)},
+        {&slow_calls, "herald_mysql_slow_calls_total",
+         "MySQL calls that took a second or more (those the timeout ended included)",
+         HR_METRICS_COUNTER, NULL, NULL, 0},
+        {&timeouts, "herald_mysql_timeouts_total",
+         "MySQL calls that mysql.timeout_s ended (the server did not answer in time)",
+         HR_METRICS_COUNTER, NULL, NULL, 0},
+    };
+
+    atomic_store(&hr_mysql_watched.on, false);
+    if (reg == NULL)
+        return 0;
+    if (hr_metrics_register(reg, specs, sizeof specs / sizeof specs[0], errstr, errlen) < 0)
+        return -1;
+    hr_mysql_watched.seconds = hr_metrics_labels(seconds, NULL);
+    hr_mysql_watched.slow = hr_metrics_labels(slow_calls, NULL);
+    hr_mysql_watched.timeouts = hr_metrics_labels(timeouts, NULL);
+    hr_mysql_watched.hook = slow;
+    atomic_store(&hr_mysql_watched.hooked_ms, 0);
+    atomic_store(&hr_mysql_watched.suppressed, 0);
+    atomic_store(&hr_mysql_watched.on, true);
+    return 0;
+}
+
+const char *hr_mysql_slow_fields(const hr_mysql_slow *slow, char *buf, size_t len)
+{
+    snprintf(buf, len, "mysql=%s:%u ms=%" PRId64 " suppressed=%" PRIu64 " sql=%.80s", slow->host,
+             slow->port, slow->ms, (uint64_t)slow->suppressed, slow->sql);
+    return slow->timed_out ? "mysql_timeout" : "mysql_slow";
+}
+
+/* Whether a call that failed with ERR after MS was ended by M's timeout. */
+static bool hr_mysql_timed_out(const hr_mysql *m, unsigned err, int64_t ms)
+{
+    return hr_mysql_gone(err) && ms + HR_MYSQL_TIMEOUT_SLACK_MS >= (int64_t)m->timeout_s * 1000;
+}
+
+/* A call of M (SQL) that began at START (monotonic ms) and ended with RC
+ * and ERR: timed for the watch; a timeout's ERRSTR says so.  Whether the
+ * timeout ended it. */
+static bool hr_mysql_note(const hr_mysql *m, const char *sql, int64_t start, int rc, unsigned err,
+                          char *errstr, size_t errlen)
+{
+    int64_t now = hr_clock_mono_ms(), ms = now - start, last;
+    bool timed_out = rc != 0 && hr_mysql_timed_out(m, err, ms);
+
+    if (timed_out && errstr != NULL && errlen > 0) {
+        size_t len = strlen(errstr);
+
+        snprintf(errstr + len, errlen - len, " (no answer within mysql.timeout_s = %u s)",
+                 m->timeout_s);
+    }
+    if (!atomic_load(&hr_mysql_watched.on))
+        return timed_out;
+    hr_metrics_observe(hr_mysql_watched.seconds, (double)ms / 1000.0);
+    if (ms < HR_MYSQL_SLOW_MS && !timed_out)
+        return timed_out;
+    hr_metrics_inc(hr_mysql_watched.slow);
+    if (timed_out)
+        hr_metrics_inc(hr_mysql_watched.timeouts);
+    if (hr_mysql_watched.hook == NULL)
+        return timed_out;
+    /* One hook call a second at most: a stalled server makes every thread's
+     * calls slow at once. */
+    last = atomic_load(&hr_mysql_watched.hooked_ms);
+    if ((last != 0 && now - last < 1000) ||
+        !atomic_compare_exchange_strong(&hr_mysql_watched.hooked_ms, &last, now)) {
+        atomic_fetch_add(&hr_mysql_watched.suppressed, 1);
+        return timed_out;
+    }
+    hr_mysql_watched.hook(
+        &(hr_mysql_slow){.sql = sql,
+                         .host = m->host,
+                         .port = m->port,
+                         .ms = ms,
+                         .timed_out = timed_out,
+                         .suppressed = atomic_exchange(&hr_mysql_watched.suppressed, 0)});
+    return timed_out;
+}
+
 /* Opens a new MYSQL handle with herald's options and session settings. */
 static MYSQL *hr_mysql_open(const hr_mysql *m, char *errstr, size_t errlen)
 {
-    unsigned int connect_timeout = m->connect_timeout_s, io_timeout = HR_MYSQL_IO_TIMEOUT_S;
+    unsigned int connect_timeout = m->connect_timeout_s, io_timeout = m->timeout_s;
     my_bool reconnect = 0;
     MYSQL *conn = mysql_init(NULL);
+    char session[sizeof hr_mysql_session_fmt + 16];
+    int len = snprintf(session, sizeof session, hr_mysql_session_fmt,
+                       m->timeout_s > 1 ? m->timeout_s - 1 : 1);
 
     if (!conn) {
         hr_mysql_seterr(errstr, errlen, "mysql: out of memory");
@@ -145,7 +273,7 @@ static MYSQL *hr_mysql_open(const hr_mysql *m, char *errstr, size_t errlen)
                         m->host, m->port);
         goto fail;
     }
-    if (mysql_real_query(conn, hr_mysql_session_sql, sizeof hr_mysql_session_sql - 1) != 0) {
+    if (mysql_real_query(conn, session, (unsigned long)len) != 0) {
         hr_mysql_seterr(errstr, errlen, "mysql %s:%u: session settings: %s", m->host, m->port,
                         mysql_error(conn));
         goto fail;
@@ -225,6 +353,7 @@ int hr_mysql_connect(const hr_config *cfg, hr_mysql **out, char *errstr, size_t 
     m->port = (unsigned)cfg->mysql.port;
     m->connect_timeout_s =
         cfg->mysql.connect_timeout_s > 0 ? (unsigned)cfg->mysql.connect_timeout_s : 5;
+    m->timeout_s = cfg->mysql.timeout_s > 0 ? (unsigned)cfg->mysql.timeout_s : 10;
     m->tls = cfg->mysql.tls.enabled;
     m->tls_verify = cfg->mysql.tls.verify;
     if (hr_mysql_dup_file(cfg->mysql.tls.ca_file, &m->tls_ca) != 0 ||
@@ -263,18 +392,47 @@ void hr_mysql_free(hr_mysql *m)
     free(m);
 }
 
+/* Closes the big cached statements (HR_MYSQL_BIG_PARAMS) idle for
+ * HR_MYSQL_BIG_IDLE_MS at NOW, but KEEP, then frees the bindings' arrays
+ * when no big one is left (the next statement's bind grows them again). */
+static void hr_mysql_cache_trim(hr_mysql *m, const MYSQL_STMT *keep, int64_t now)
+{
+    bool big = false;
+
+    for (size_t i = 0; i < m->ncache;) {
+        const hr_mysql_cached *c = &m->cache[i];
+
+        if (c->nparams <= HR_MYSQL_BIG_PARAMS) {
+            i++;
+        } else if (c->stmt != keep && now - c->used_ms > HR_MYSQL_BIG_IDLE_MS) {
+            hr_mysql_cache_remove(m, i); /* the last one moved to I */
+        } else {
+            big = true;
+            i++;
+        }
+    }
+    if (!big && m->binds.cap > HR_MYSQL_BIG_PARAMS) {
+        hr_vec_free(&m->binds);
+        hr_vec_free(&m->lens);
+    }
+}
+
 /* The cached statement for SQL, prepared now if it is not cached. */
 static MYSQL_STMT *hr_mysql_prepare(hr_mysql *m, const char *sql, unsigned *err, char *errstr,
                                     size_t errlen)
 {
     MYSQL_STMT *stmt;
+    int64_t now = hr_clock_mono_ms();
     char *key;
     size_t slot;
 
     for (size_t i = 0; i < m->ncache; i++) {
         if (strcmp(m->cache[i].sql, sql) == 0) {
             m->cache[i].used = ++m->tick;
-            return m->cache[i].stmt;
+            m->cache[i].used_ms = now;
+            stmt = m->cache[i].stmt;
+            hr_mysql_cache_trim(m, stmt, now);
+            return stmt;
         }
     }
     stmt = mysql_stmt_init(m->conn);
@@ -303,7 +461,12 @@ static MYSQL_STMT *hr_mysql_prepare(hr_mysql *m, const char *sql, unsigned *err,
         hr_mysql_cache_remove(m, lru);
     }
     slot = m->ncache++;
-    m->cache[slot] = (hr_mysql_cached){.sql = key, .stmt = stmt, .used = ++m->tick};
+    m->cache[slot] = (hr_mysql_cached){.sql = key,
+                                       .stmt = stmt,
+                                       .used = ++m->tick,
+                                       .used_ms = now,
+                                       .nparams = mysql_stmt_param_count(stmt)};
+    hr_mysql_cache_trim(m, stmt, now);
     return stmt;
 }
 
@@ -519,22 +682,44 @@ static int hr_mysql_stmt_once(hr_mysql *m, const char *sql, const hr_mysql_param
     return 0;
 }
 
+/* hr_mysql_stmt_once, timed (hr_mysql_note); *TIMED_OUT (may be NULL)
+ * says whether the timeout ended it. */
+static int hr_mysql_stmt_timed(hr_mysql *m, const char *sql, const hr_mysql_param *params,
+                               size_t nparams, hr_mysql_rows **rows, uint64_t *affected,
+                               uint64_t *insert_id, unsigned *err, bool *timed_out, char *errstr,
+                               size_t errlen)
+{
+    int64_t start = hr_clock_mono_ms();
+    int rc =
+        hr_mysql_stmt_once(m, sql, params, nparams, rows, affected, insert_id, err, errstr, errlen);
+
+    bool ended = hr_mysql_note(m, sql, start, rc, *err, errstr, errlen);
+
+    if (timed_out != NULL)
+        *timed_out = ended;
+    return rc;
+}
+
 static int hr_mysql_stmt(hr_mysql *m, const char *sql, const hr_mysql_param *params, size_t nparams,
                          hr_mysql_rows **rows, uint64_t *affected, uint64_t *insert_id,
                          unsigned *errno_out, char *errstr, size_t errlen)
 {
     unsigned err = 0;
-    int rc = hr_mysql_stmt_once(m, sql, params, nparams, rows, affected, insert_id, &err, errstr,
-                                errlen);
+    bool timed_out = false;
+    int rc = hr_mysql_stmt_timed(m, sql, params, nparams, rows, affected, insert_id, &err,
+                                 &timed_out, errstr, errlen);
 
     /* ER_NEED_REPREPARE: the statement did not run, so even inside a
-     * transaction it is safe to prepare it again and repeat it. */
+     * transaction it is safe to prepare it again and repeat it.  A
+     * statement the timeout ended is not repeated: the server did not
+     * answer for mysql.timeout_s, and a second wait would double the
+     * stall (the caller retries after its back-off). */
     if ((rc != 0 && err == ER_NEED_REPREPARE) ||
-        (rc != 0 && hr_mysql_gone(err) && !m->in_txn && !m->locked &&
+        (rc != 0 && hr_mysql_gone(err) && !timed_out && !m->in_txn && !m->locked &&
          hr_mysql_reconnect(m, errstr, errlen) == 0)) {
         err = 0;
-        rc = hr_mysql_stmt_once(m, sql, params, nparams, rows, affected, insert_id, &err, errstr,
-                                errlen);
+        rc = hr_mysql_stmt_timed(m, sql, params, nparams, rows, affected, insert_id, &err, NULL,
+                                 errstr, errlen);
     }
     /* A deadlock rolled the statement back whole; outside a transaction
      * nothing else was undone, so running it again is running it once.
@@ -543,12 +728,18 @@ static int hr_mysql_stmt(hr_mysql *m, const char *sql, const hr_mysql_param *par
     for (int n = 0;
          rc != 0 && err == ER_LOCK_DEADLOCK && !m->in_txn && n < HR_MYSQL_DEADLOCK_RETRIES; n++) {
         err = 0;
-        rc = hr_mysql_stmt_once(m, sql, params, nparams, rows, affected, insert_id, &err, errstr,
-                                errlen);
+        rc = hr_mysql_stmt_timed(m, sql, params, nparams, rows, affected, insert_id, &err, NULL,
+                                 errstr, errlen);
     }
+    m->last_err = rc == 0 ? 0 : err;
     if (errno_out)
-        *errno_out = rc == 0 ? 0 : err;
+        *errno_out = m->last_err;
     return rc;
+}
+
+bool hr_mysql_deadlocked(const hr_mysql *m)
+{
+    return m->last_err == ER_LOCK_DEADLOCK;
 }
 
 int hr_mysql_exec(hr_mysql *m, const char *sql, const hr_mysql_param *params, size_t nparams,
@@ -588,43 +779,13 @@ const char *hr_mysql_cell(const hr_mysql_rows *rows, size_t row, size_t col)
     return rows->cells[row * rows->ncols + col];
 }
 
-int hr_mysql_json_ints(const int64_t *v, size_t nrows, size_t ncols, char **out)
+/* One attempt at a text-protocol script, timed (hr_mysql_note).  *NTH gets
+ * the 1-based number of the statement that failed, *TIMED_OUT whether the
+ * timeout ended it. */
+static int hr_mysql_script_once(hr_mysql *m, const char *sql, unsigned *err, int *nth,
+                                bool *timed_out, char *errstr, size_t errlen)
 {
-    /* A number is at most 20 characters, each followed by ',' or ']'; a
-     * row of several opens with '['; then the outer brackets and NUL. */
-    size_t cap, len = 0;
-    char *s;
-
-    *out = NULL;
-    if (ncols == 0 || nrows > (SIZE_MAX - 3) / (ncols * 21 + 2))
-        return -1;
-    cap = nrows * (ncols * 21 + 2) + 3;
-    s = malloc(cap);
-    if (s == NULL)
-        return -1;
-    s[len++] = '[';
-    for (size_t i = 0; i < nrows; i++) {
-        if (i > 0)
-            s[len++] = ',';
-        if (ncols > 1)
-            s[len++] = '[';
-        for (size_t j = 0; j < ncols; j++)
-            len += (size_t)snprintf(s + len, cap - len, j > 0 ? ",%" PRId64 : "%" PRId64,
-                                    v[i * ncols + j]);
-        if (ncols > 1)
-            s[len++] = ']';
-    }
-    s[len++] = ']';
-    s[len] = '\0';
-    *out = s;
-    return 0;
-}
-
-/* One attempt at a text-protocol script.  *NTH gets the 1-based number of
- * the statement that failed. */
-static int hr_mysql_script_once(hr_mysql *m, const char *sql, unsigned *err, int *nth, char *errstr,
-                                size_t errlen)
-{
+    int64_t start = hr_clock_mono_ms();
     int status = mysql_real_query(m->conn, sql, strlen(sql));
 
     for (*nth = 1;; ++*nth) {
@@ -638,11 +799,14 @@ static int hr_mysql_script_once(hr_mysql *m, const char *sql, unsigned *err, int
         else if (mysql_field_count(m->conn) != 0)
             break;
         status = mysql_next_result(m->conn);
-        if (status == -1)
+        if (status == -1) {
+            hr_mysql_note(m, sql, start, 0, 0, errstr, errlen);
             return 0;
+        }
     }
     *err = mysql_errno(m->conn);
     hr_mysql_seterr(errstr, errlen, "statement %d: %s", *nth, mysql_error(m->conn));
+    *timed_out = hr_mysql_note(m, sql, start, -1, *err, errstr, errlen);
     return -1;
 }
 
@@ -653,11 +817,13 @@ static int hr_mysql_script_retry(hr_mysql *m, const char *sql, bool may_retry, c
 {
     unsigned err = 0;
     int nth = 0;
-    int rc = hr_mysql_script_once(m, sql, &err, &nth, errstr, errlen);
+    bool timed_out = false;
+    int rc = hr_mysql_script_once(m, sql, &err, &nth, &timed_out, errstr, errlen);
 
-    if (rc != 0 && may_retry && nth == 1 && hr_mysql_gone(err) && !m->in_txn && !m->locked &&
-        hr_mysql_reconnect(m, errstr, errlen) == 0)
-        rc = hr_mysql_script_once(m, sql, &err, &nth, errstr, errlen);
+    /* Not after a timeout (hr_mysql_stmt says why). */
+    if (rc != 0 && may_retry && nth == 1 && hr_mysql_gone(err) && !timed_out && !m->in_txn &&
+        !m->locked && hr_mysql_reconnect(m, errstr, errlen) == 0)
+        rc = hr_mysql_script_once(m, sql, &err, &nth, &timed_out, errstr, errlen);
     return rc;
 }
 
@@ -666,18 +832,41 @@ int hr_mysql_script(hr_mysql *m, const char *sql, char *errstr, size_t errlen)
     return hr_mysql_script_retry(m, sql, true, errstr, errlen);
 }
 
+/* A transaction begun inside another is a savepoint of it (hr_mysql.h):
+ * START TRANSACTION would commit the outer one.  Savepoints are named by
+ * depth, so the innermost is always the one released or rolled back to. */
+static int hr_mysql_savepoint(hr_mysql *m, const char *verb, int depth, char *errstr, size_t errlen)
+{
+    char sql[64];
+
+    snprintf(sql, sizeof sql, "%s hr_sp%d", verb, depth);
+    return hr_mysql_script_retry(m, sql, false, errstr, errlen);
+}
+
 int hr_mysql_begin(hr_mysql *m, char *errstr, size_t errlen)
 {
+    if (m->depth > 0) {
+        if (hr_mysql_savepoint(m, "SAVEPOINT", m->depth + 1, errstr, errlen) != 0)
+            return -1;
+        m->depth++;
+        return 0;
+    }
     if (hr_mysql_script_retry(m, "START TRANSACTION", true, errstr, errlen) != 0)
         return -1;
     m->in_txn = true;
+    m->depth = 1;
     return 0;
 }
 
 int hr_mysql_commit(hr_mysql *m, char *errstr, size_t errlen)
 {
+    if (m->depth > 1) {
+        m->depth--;
+        return hr_mysql_savepoint(m, "RELEASE SAVEPOINT", m->depth + 1, errstr, errlen);
+    }
     /* A failed COMMIT has rolled back (or lost) the transaction too. */
     m->in_txn = false;
+    m->depth = 0;
     return hr_mysql_script_retry(m, "COMMIT", false, errstr, errlen);
 }
 
@@ -687,7 +876,12 @@ int hr_mysql_rollback(hr_mysql *m)
 
     if (!m)
         return -1;
+    if (m->depth > 1) {
+        m->depth--;
+        return hr_mysql_savepoint(m, "ROLLBACK TO SAVEPOINT", m->depth + 1, errstr, sizeof errstr);
+    }
     m->in_txn = false;
+    m->depth = 0;
     return hr_mysql_script_retry(m, "ROLLBACK", false, errstr, sizeof errstr);
 }
 

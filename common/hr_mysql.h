@@ -5,7 +5,10 @@
  * hr_mysql_param values, and result cells come back as NUL-terminated
  * strings with a NULL flag, which is all herald needs.  A statement that
  * fails because the server went away reconnects once and is retried; one
- * outside a transaction that lost a deadlock is run again (up to 3 times). */
+ * outside a transaction that lost a deadlock is run again (up to 3 times).
+ * Every network read or write waits at most mysql.timeout_s: a server that
+ * stops answering fails the call (not run again here), and hr_mysql_watch
+ * makes slow calls and timeouts visible. */
 #ifndef HR_MYSQL_H
 #define HR_MYSQL_H
 
@@ -15,6 +18,7 @@
 #include <string.h>
 
 #include "hr_config.h"
+#include "hr_metrics.h"
 
 typedef struct hr_mysql hr_mysql;
 
@@ -53,6 +57,9 @@ void hr_mysql_free(hr_mysql *m);
 #define HR_MYSQL_ER_SIGNAL 1644
 /* A row lock was not granted within innodb_lock_wait_timeout. */
 #define HR_MYSQL_ER_LOCK_WAIT_TIMEOUT 1205
+/* Times a statement that lost a deadlock is run again: by hr_mysql itself
+ * outside a transaction, by the caller (from its BEGIN) inside one. */
+#define HR_MYSQL_DEADLOCK_RETRIES 3
 
 /* Prepared statement without a result set.  *AFFECTED and *INSERT_ID may be
  * NULL.  Returns 0, or -1 with ERRSTR; *ERRNO_OUT (may be NULL) gets the
@@ -67,25 +74,57 @@ int hr_mysql_query(hr_mysql *m, const char *sql, const hr_mysql_param *params, s
 void hr_mysql_rows_free(hr_mysql_rows *rows);
 const char *hr_mysql_cell(const hr_mysql_rows *rows, size_t row, size_t col);
 
-/* A batch of rows as one bound value: V holds NROWS rows of NCOLS
- * integers, row-major; *OUT gets the JSON text "[[a,b],[c,d]]" (NCOLS 1:
- * "[a,c]"; NROWS 0: "[]"), which a statement reads with JSON_TABLE.  One
- * prepared statement then serves every batch size, where an IN list of
- * placeholders would prepare one per size.  Free *OUT with free().  0, or
- * -1 when out of memory. */
-int hr_mysql_json_ints(const int64_t *v, size_t nrows, size_t ncols, char **out);
-
 /* Plain statement without parameters, for DDL and migration files (which may
  * hold several statements and trigger bodies). */
 int hr_mysql_script(hr_mysql *m, const char *sql, char *errstr, size_t errlen);
 
+/* Transactions nest: a begin inside an open transaction sets a savepoint,
+ * and its commit releases it (its changes become the outer transaction's,
+ * committed or rolled back with it) while its rollback undoes only what
+ * was done since.  So a caller may wrap a function that runs its own
+ * transaction together with a statement of its own (the audit row of a
+ * change, hr_audit.h) in one transaction.  0, or -1 with ERRSTR. */
 int hr_mysql_begin(hr_mysql *m, char *errstr, size_t errlen);
 int hr_mysql_commit(hr_mysql *m, char *errstr, size_t errlen);
 int hr_mysql_rollback(hr_mysql *m);
+/* The last statement lost a deadlock: the server rolled the whole
+ * transaction back and asks for it to be run again from its BEGIN
+ * (after hr_mysql_rollback), which the caller may do up to
+ * HR_MYSQL_DEADLOCK_RETRIES times. */
+bool hr_mysql_deadlocked(const hr_mysql *m);
 
 /* The session holds a named lock (GET_LOCK) while LOCKED: a statement that
  * finds the server gone is then not run again on a new connection, whose
  * session would not hold the lock. */
 void hr_mysql_set_locked(hr_mysql *m, bool locked);
+
+/* A call of at least HR_MYSQL_SLOW_MS, or one the read/write timeout
+ * (mysql.timeout_s) ended, as handed to the slow hook of hr_mysql_watch. */
+#define HR_MYSQL_SLOW_MS 1000
+typedef struct hr_mysql_slow {
+    const char *sql;  /* the statement's text (values are parameters, never in it) */
+    const char *host; /* the server */
+    unsigned port;
+    int64_t ms;          /* how long it took */
+    bool timed_out;      /* the timeout ended it: it failed, the connection dropped */
+    uint64_t suppressed; /* slow calls since the last hook call that were not handed over */
+} hr_mysql_slow;
+typedef void (*hr_mysql_slow_fn)(const hr_mysql_slow *slow);
+/* SLOW as log fields ("mysql=H:P ms=N suppressed=N sql=<its first 80
+ * bytes>") into BUF; the event is "mysql_timeout" or "mysql_slow"
+ * (returned). */
+const char *hr_mysql_slow_fields(const hr_mysql_slow *slow, char *buf, size_t len);
+
+/* Process-wide, at start-up before the daemon's threads run: every MySQL
+ * call after it (a statement, BEGIN, COMMIT; each attempt) is timed into
+ * REG's histogram herald_mysql_call_seconds, one of HR_MYSQL_SLOW_MS or
+ * more counts in herald_mysql_slow_calls_total, one the timeout ended in
+ * herald_mysql_timeouts_total, and SLOW (may be NULL) is called for a slow
+ * one, from the calling thread, at most once a second (the others are
+ * counted in the next call's suppressed): the daemon logs it, so that a
+ * MySQL that answers slowly or not at all shows.  REG NULL ends the watch
+ * (before REG is freed, once the daemon's threads are done).  0, or -1
+ * (ERRSTR: the families could not be registered). */
+int hr_mysql_watch(hr_metrics *reg, hr_mysql_slow_fn slow, char *errstr, size_t errlen);
 
 #endif

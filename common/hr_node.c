@@ -10,8 +10,13 @@
  * re-run answers what the first run did (chunk_move.lua, redrive.lua) or an
  * absolute counter (ack, dead_letter, drop_set); docs/reliability.md, "Lost
  * replies and racing cancels".  A failed connect opens the fail-fast window
- * (100 ms, doubling to 2 s): connects within it fail at once with "redis
- * HOST:PORT down (retrying in N ms)". */
+ * (100 ms, doubling to 500 ms): connects within it fail at once with "redis
+ * HOST:PORT down (retrying in N ms)".  The window is short so that calls
+ * reach a server at most half a second after it serves again (issue 34: at
+ * 2 s they failed fast for up to 2 s after a restarted Redis answered, and
+ * a LOADING reply on reconnect grew the window as a refused connect does);
+ * a dead server on loopback or a LAN refuses at once, so the window saves
+ * little more than that. */
 #include "hr_node.h"
 #include "hr_clock.h"
 
@@ -37,7 +42,7 @@ struct hr_node {
 
 /* First and longest fail-fast window after a failed connect. */
 #define HR_NODE_BACKOFF_MIN_MS 100
-#define HR_NODE_BACKOFF_MAX_MS 2000
+#define HR_NODE_BACKOFF_MAX_MS 500
 
 /* ASKING, formatted: sent before a command redirected by ASK. */
 static const char hr_node_asking[] = "*1\r\n$6\r\nASKING\r\n";
@@ -85,6 +90,11 @@ redisContext *hr_node_context(hr_node *node)
 bool hr_node_down(const hr_node *node)
 {
     return node->c == NULL && hr_clock_mono_ms() < node->retry_at_ms;
+}
+
+bool hr_node_failed(const hr_node *node)
+{
+    return node->c == NULL && node->backoff_ms > 0;
 }
 
 void hr_node_close(hr_node *node)

@@ -10,7 +10,7 @@
  * command whose reply was lost runs twice: scripts are idempotent on their
  * own output) and reloads a script that answered NOSCRIPT, once.  After a
  * failed connect the node fails calls at once for a short window (100 ms
- * doubling to 2 s) instead of each waiting out the connect timeout.
+ * doubling to 500 ms) instead of each waiting out the connect timeout.
  *
  * A node belongs to the thread of its hr_redis (hiredis contexts are not
  * thread-safe).  OPTS and the SHA table it points to must outlive it. */
@@ -51,6 +51,9 @@ int hr_node_ready(hr_node *node, char *errstr, size_t errlen);
 redisContext *hr_node_context(hr_node *node);
 /* Inside the fail-fast window of a failed connect. */
 bool hr_node_down(const hr_node *node);
+/* Its last connect failed and none succeeded since (inside the window or
+ * past it): a cluster master like this one is likely dead. */
+bool hr_node_failed(const hr_node *node);
 /* Drops the context (a caller found it unusable). */
 void hr_node_close(hr_node *node);
 

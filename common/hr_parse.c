@@ -60,16 +60,6 @@ static bool hr_parse_ymd(const char *s, int64_t *days)
     return true;
 }
 
-void hr_parse_format_time(int64_t ms, char *buf, size_t len)
-{
-    time_t s = (time_t)(ms / 1000);
-    struct tm tm;
-
-    gmtime_r(&s, &tm);
-    snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
-}
-
 int hr_parse_time(const char *what, const char *s, int64_t *ms, char *errstr, size_t errlen)
 {
     int64_t days;
@@ -166,6 +156,16 @@ int hr_parse_name(const char *what, const char *s, size_t max, char *errstr, siz
         return -1;
     }
     return 0;
+}
+
+void hr_parse_time_format(int64_t ms, char *buf, size_t len)
+{
+    time_t s = (time_t)(ms / 1000);
+    struct tm tm;
+
+    gmtime_r(&s, &tm);
+    snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
 }
 
 bool hr_parse_loopback(const char *s)

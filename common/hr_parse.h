@@ -27,9 +27,11 @@
  * no hour 24, no second 60).  Into *MS (epoch ms). */
 int hr_parse_time(const char *what, const char *s, int64_t *ms, char *errstr, size_t errlen);
 
-/* The reverse for answers: MS as "YYYY-MM-DDTHH:MM:SS.mmmZ" into BUF (32
- * bytes hold it). */
-void hr_parse_format_time(int64_t ms, char *buf, size_t len);
+/* The inverse of hr_parse_time: MS (epoch ms, 0..HR_PARSE_TIME_END) as
+ * "YYYY-MM-DDTHH:MM:SS.mmmZ" into BUF (at least HR_PARSE_TIME_LEN bytes),
+ * the form every JSON answer and the audit log write times in. */
+#define HR_PARSE_TIME_LEN 32
+void hr_parse_time_format(int64_t ms, char *buf, size_t len);
 
 /* A UTC day "YYYY-MM-DD" (1970..9999, a real date) as its first ms. */
 int hr_parse_date(const char *what, const char *s, int64_t *day_ms, char *errstr, size_t errlen);

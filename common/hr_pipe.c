@@ -150,22 +150,31 @@ static bool hr_pipe_dead(hr_node *node)
 int hr_pipe_send(hr_pipe *pipe, char *errstr, size_t errlen)
 {
     size_t from = pipe->sent;
+    hr_cluster *cl = hr_redis_cluster(pipe->r);
     hr_node *last = NULL;
-    bool written = false;
+    bool written = false, rerouted = false, appended;
 
     if (pipe->sent == pipe->q.n)
         return 0;
+again:
+    appended = false;
     /* A map refresh is a command on some node: never once this batch has
      * written commands whose replies are not read yet. */
-    if (hr_redis_cluster(pipe->r) != NULL)
-        hr_cluster_settle(hr_redis_cluster(pipe->r));
+    if (cl != NULL)
+        hr_cluster_settle(cl);
     for (; pipe->sent < pipe->q.n; pipe->sent++) {
         hr_pipe_entry *e = &pipe->q.v[pipe->sent];
 
         e->node = hr_redis_route(pipe->r, e->cmd, e->len, pipe->err, sizeof pipe->err);
         if (e->node != NULL && e->node != last &&
-            hr_node_ready(e->node, pipe->err, sizeof pipe->err) != 0)
+            hr_node_ready(e->node, pipe->err, sizeof pipe->err) != 0) {
+            /* A master that cannot be reached may have been replaced by
+             * its replica: the map is read again before the next send. */
+            if (cl != NULL)
+                hr_cluster_mark_stale(cl);
             e->node = NULL;
+        }
+        appended |= e->node != NULL;
         if (e->node != NULL && hr_pipe_append(e) != 0) {
             snprintf(pipe->err, sizeof pipe->err, "out of memory");
             e->node = NULL;
@@ -187,6 +196,17 @@ int hr_pipe_send(hr_pipe *pipe, char *errstr, size_t errlen)
         if (hr_pipe_dead(e->node))
             e->state = HR_PIPE_LOST;
         written |= e->state == HR_PIPE_SENT;
+    }
+    /* Nothing reached a node because every node it went to was down: on
+     * a cluster the map is read again and the batch routed once more (a
+     * promoted replica; issue 34: without this a worker whose batches all
+     * went to the dead master kept its map, and failed, for 5 s after the
+     * promotion). */
+    if (!written && !appended && cl != NULL && !rerouted) {
+        rerouted = true;
+        pipe->sent = from;
+        last = NULL;
+        goto again;
     }
     /* With nothing in flight the batch failed as a whole; otherwise
      * hr_pipe_recv() reads what was written (and on a cluster sends the

@@ -60,6 +60,7 @@
 #include <unistd.h>
 
 #include "hr_addr.h"
+#include "hr_dlog.h"
 #include "hr_finish.h"
 #include "hr_keys.h"
 #include "hr_shard.h"
@@ -70,7 +71,6 @@
 #define HR_RECOVER_BATCH 10000
 #define HR_RECOVER_LOCK_MS 120000
 #define HR_RECOVER_LOCK_WAIT_MS 30000
-#define HR_RECOVER_SCAN_ROUNDS 100000
 /* The delivery log must stand still this long before recover reads it: a
  * few reporter flushes (every 200 ms), so a worker's last outcomes are in. */
 #define HR_RECOVER_QUIET_MS 1000
@@ -78,10 +78,10 @@
 /* Step 3's MySQL side, in one transaction: the rows of chunks that were not
  * done go, and total becomes what the delivery log shows as delivered; the
  * chunks cut from the rebuilt set add their sizes again. */
-static int hr_recover_reset_total(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
+static int hr_recover_reset_total(hr_mysql *m, int64_t id, int64_t day, char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(id)};
-    const hr_mysql_param p2[] = {HR_P_I64(id), HR_P_I64(id)};
+    const hr_mysql_param p2[] = {HR_P_I64(id), HR_P_I64(day), HR_P_I64(id)};
 
     if (hr_mysql_begin(m, errstr, errlen) < 0)
         return -1;
@@ -89,9 +89,9 @@ static int hr_recover_reset_total(hr_mysql *m, int64_t id, char *errstr, size_t 
                       NULL, NULL, errstr, errlen) < 0 ||
         hr_mysql_exec(m,
                       "UPDATE push_task SET total = (SELECT COUNT(*) FROM push_delivery "
-                      "WHERE task_id = ? AND status IN ('sent', 'failed', 'throttled')) "
-                      "WHERE id = ?",
-                      p2, 2, NULL, NULL, NULL, errstr, errlen) < 0 ||
+                      "WHERE task_id = ? AND day = ? AND status IN ('sent', 'failed', "
+                      "'throttled')) WHERE id = ?",
+                      p2, 3, NULL, NULL, NULL, errstr, errlen) < 0 ||
         hr_mysql_commit(m, errstr, errlen) < 0) {
         hr_mysql_rollback(m);
         return -1;
@@ -101,20 +101,20 @@ static int hr_recover_reset_total(hr_mysql *m, int64_t id, char *errstr, size_t 
 
 /* The delivery log's counts of task ID's recipients by last outcome, per
  * shard (SHARDS; CRC32(uid) % S is the shard of hr_shard.h, so MySQL
- * groups them) into PER[0..S), zeroed first (retried is left 0).  0 or
- * -1. */
-static int hr_recover_log_read(hr_mysql *m, int64_t id, int shards, hr_outcomes *per, char *errstr,
-                               size_t errlen)
+ * groups them) into PER[0..S), zeroed first (retried is left 0).  DAY is
+ * the task's partition (hr_dlog_day).  0 or -1. */
+static int hr_recover_log_read(hr_mysql *m, int64_t id, int64_t day, int shards, hr_outcomes *per,
+                               char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(shards), HR_P_I64(id)};
+    const hr_mysql_param p[] = {HR_P_I64(shards), HR_P_I64(id), HR_P_I64(day)};
     hr_mysql_rows *rows = NULL;
     size_t i;
 
     memset(per, 0, (size_t)shards * sizeof *per);
     if (hr_mysql_query(m,
                        "SELECT CRC32(uid) % ?, status, COUNT(*) FROM push_delivery "
-                       "WHERE task_id = ? GROUP BY 1, 2",
-                       p, 2, &rows, errstr, errlen) < 0)
+                       "WHERE task_id = ? AND day = ? GROUP BY 1, 2",
+                       p, 3, &rows, errstr, errlen) < 0)
         return -1;
     for (i = 0; i < rows->nrows; i++) {
         int k = atoi(hr_mysql_cell(rows, i, 0));
@@ -274,49 +274,6 @@ static int hr_recover_restore_stats(hr_redis *r, int64_t id, int shard, const hr
     return 0;
 }
 
-/* Deletes the keys matching MATCH (SCAN, bounded); with DEL false only
- * counts them, stopping at the first.  The number deleted (or found), or
- * -1.  MATCH spells the task's hash tag, so on a Redis Cluster the SCAN
- * runs on the master of the task's slot, where all its keys are
- * (hr_cluster.h). */
-static int64_t hr_recover_del_matching(hr_redis *r, const char *match, bool del, char *errstr,
-                                       size_t errlen)
-{
-    char cursor[32] = "0";
-    int64_t deleted = 0;
-    size_t i;
-    int rounds = 0;
-
-    do {
-        redisReply *reply =
-            hr_redis_cmdf(r, errstr, errlen, "SCAN %s MATCH %s COUNT 1000", cursor, match);
-
-        if (reply == NULL)
-            return -1;
-        snprintf(cursor, sizeof cursor, "%s", reply->element[0]->str);
-        if (!del) {
-            deleted += (int64_t)reply->element[1]->elements;
-            freeReplyObject(reply);
-            if (deleted > 0)
-                break;
-            continue;
-        }
-        for (i = 0; i < reply->element[1]->elements; i++) {
-            redisReply *gone =
-                hr_redis_cmdf(r, errstr, errlen, "DEL %s", reply->element[1]->element[i]->str);
-
-            if (gone == NULL) {
-                freeReplyObject(reply);
-                return -1;
-            }
-            deleted += gone->integer;
-            freeReplyObject(gone);
-        }
-        freeReplyObject(reply);
-    } while (strcmp(cursor, "0") != 0 && ++rounds < HR_RECOVER_SCAN_ROUNDS);
-    return deleted;
-}
-
 /* Task ID's unaccounted subscriptions (a `failed` task whose outcomes did
  * not cover them, hr_finish.h) into *OUT.  0 or -1 (ERRSTR). */
 static int hr_recover_unaccounted(hr_mysql *m, int64_t id, int64_t *out, char *errstr,
@@ -334,20 +291,34 @@ static int hr_recover_unaccounted(hr_mysql *m, int64_t id, int64_t *out, char *e
 }
 
 /* The delivery log's row count and newest `at` of task ID, as one string
- * that changes whenever a worker logs an outcome.  0 or -1 (ERRSTR). */
-static int hr_recover_log_mark(hr_mysql *m, int64_t id, char *mark, size_t marklen, char *errstr,
-                               size_t errlen)
+ * that changes whenever a worker logs an outcome (a row written without a
+ * day, by an older release, too).  0 or -1 (ERRSTR). */
+static int hr_recover_log_mark(hr_mysql *m, int64_t id, int64_t day, char *mark, size_t marklen,
+                               char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(id)};
+    const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(day), HR_P_I64(HR_DLOG_UNSET)};
     hr_mysql_rows *rows = NULL;
 
     if (hr_mysql_query(m,
                        "SELECT COUNT(*), COALESCE(MAX(at), '') FROM push_delivery "
-                       "WHERE task_id = ?",
-                       p, 1, &rows, errstr, errlen) < 0)
+                       "WHERE task_id = ? AND day IN (?, ?)",
+                       p, 3, &rows, errstr, errlen) < 0)
         return -1;
     snprintf(mark, marklen, "%s/%s", hr_mysql_cell(rows, 0, 0), hr_mysql_cell(rows, 0, 1));
     hr_mysql_rows_free(rows);
+    return 0;
+}
+
+/* Sleeps MS in steps of 100 ms; -1 (ERRSTR) as soon as o->stop is set. */
+static int hr_recover_sleep(const hr_recover_opts *o, int ms, char *errstr, size_t errlen)
+{
+    for (int slept = 0; slept < ms; slept += 100) {
+        if (o->stop != NULL && atomic_load(o->stop)) {
+            snprintf(errstr, errlen, "recover interrupted: the process is stopping; run it again");
+            return -1;
+        }
+        usleep((useconds_t)(ms - slept < 100 ? ms - slept : 100) * 1000);
+    }
     return 0;
 }
 
@@ -364,20 +335,22 @@ static int hr_recover_log_mark(hr_mysql *m, int64_t id, char *mark, size_t markl
  * SIGSTOPped, pushes on only when it comes back; docs/reliability.md
  * bounds that.)  0, HR_RECOVER_BUSY when the log did not stand still within
  * HR_RECOVER_QUIET_MAX_MS, -1; ERRSTR says why. */
-static int hr_recover_wait_reports(hr_mysql *m, int64_t id, const hr_recover_opts *o, char *errstr,
-                                   size_t errlen)
+static int hr_recover_wait_reports(hr_mysql *m, int64_t id, int64_t day, const hr_recover_opts *o,
+                                   char *errstr, size_t errlen)
 {
     char before[96], after[96];
     int waited = o->lease_ms / 3;
 
     if (o->waiting != NULL)
         o->waiting(o->ctx, id, o->lease_ms / 3, HR_RECOVER_QUIET_MS);
-    usleep((useconds_t)(o->lease_ms / 3) * 1000);
-    if (hr_recover_log_mark(m, id, before, sizeof before, errstr, errlen) < 0)
+    if (hr_recover_sleep(o, o->lease_ms / 3, errstr, errlen) != 0)
+        return HR_RECOVER_BUSY;
+    if (hr_recover_log_mark(m, id, day, before, sizeof before, errstr, errlen) < 0)
         return -1;
     for (; waited < HR_RECOVER_QUIET_MAX_MS; waited += HR_RECOVER_QUIET_MS) {
-        usleep(HR_RECOVER_QUIET_MS * 1000);
-        if (hr_recover_log_mark(m, id, after, sizeof after, errstr, errlen) < 0)
+        if (hr_recover_sleep(o, HR_RECOVER_QUIET_MS, errstr, errlen) != 0)
+            return HR_RECOVER_BUSY;
+        if (hr_recover_log_mark(m, id, day, after, sizeof after, errstr, errlen) < 0)
             return -1;
         if (strcmp(before, after) == 0)
             return 0;
@@ -433,36 +406,22 @@ static int hr_recover_books(hr_mysql *m, hr_redis *r, const hr_recover_opts *o,
     return 0;
 }
 
-int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_opts *o,
-               hr_recover_result *out, char *errstr, size_t errlen)
+int hr_recover_check(hr_mysql *m, const hr_task *t, int64_t now_ms, int retention_days,
+                     char *errstr, size_t errlen)
 {
-    hr_task t = *task; /* its counters are rewritten; the strings stay the caller's */
-    hr_mysql_rows *rows = NULL;
-    redisReply *reply;
-    char key[HR_KEY_MAX], keys[5][HR_KEY_MAX], err[512];
-    const char *prefix = hr_redis_prefix(r);
-    hr_subs_refill_opts ro = {.token = o->token,
-                              .lock_ms = HR_RECOVER_LOCK_MS,
-                              .batch = HR_RECOVER_BATCH,
-                              .exclude_delivered = true};
-    int64_t id = t.id, unaccounted = 0;
-    int shards = t.shards > 1 ? (int)t.shards : 1;
-    hr_outcomes *per = NULL; /* the delivery log's counts per shard */
-    bool claimed, locked = false;
-    int rc, wait, fill, pass;
+    int64_t id = t->id, unaccounted = 0;
+    int rc;
 
-    memset(out, 0, sizeof *out);
-    out->state = t.state;
-    if (t.state == HR_STATE_FAILED &&
+    if (t->state == HR_STATE_FAILED &&
         hr_recover_unaccounted(m, id, &unaccounted, errstr, errlen) < 0)
         return -1;
-    if (t.state == HR_STATE_DONE || t.state == HR_STATE_CANCELLED ||
-        (t.state == HR_STATE_FAILED && unaccounted == 0)) {
+    if (t->state == HR_STATE_DONE || t->state == HR_STATE_CANCELLED ||
+        (t->state == HR_STATE_FAILED && unaccounted == 0)) {
         snprintf(errstr, errlen, "task %" PRId64 " is %s; nothing to recover", id,
-                 hr_state_name(t.state));
+                 hr_state_name(t->state));
         return HR_RECOVER_REFUSED;
     }
-    if (t.state == HR_STATE_DISPATCHING) {
+    if (t->state == HR_STATE_DISPATCHING) {
         snprintf(errstr, errlen,
                  "task %" PRId64 " is dispatching: a dispatcher is chunking it; pause it first "
                  "(heraldctl pause %" PRId64 "), wait until it is paused, recover, then resume",
@@ -472,8 +431,8 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
     /* expiry: the rebuilt set would hold again the recipients already
      * counted expired (they have no delivery log row), and nothing would be
      * pushed anyway. */
-    if (hr_task_expired(&t, o->now_ms)) {
-        time_t at = (time_t)(t.expire_ms / 1000);
+    if (hr_task_expired(t, now_ms)) {
+        time_t at = (time_t)(t->expire_ms / 1000);
         struct tm tm;
         char when[40] = "?";
 
@@ -485,13 +444,47 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
                  id, when);
         return HR_RECOVER_REFUSED;
     }
+    /* The rebuilt set is the subscriptions minus what the delivery log
+     * shows: with the task's rows dropped (retention) or not yet copied
+     * into partitions, it would hold recipients who were reached. */
+    rc = hr_dlog_ready(m, id, t->due_ms, retention_days, now_ms, errstr, errlen);
+    if (rc != 0)
+        return rc < 0 ? -1 : rc == HR_DLOG_GONE ? HR_RECOVER_REFUSED : HR_RECOVER_BUSY;
+    return 0;
+}
+
+int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_opts *o,
+               hr_recover_result *out, char *errstr, size_t errlen)
+{
+    hr_task t = *task; /* its counters are rewritten; the strings stay the caller's */
+    hr_mysql_rows *rows = NULL;
+    redisReply *reply;
+    char key[HR_KEY_MAX], keys[5][HR_KEY_MAX], err[512];
+    const char *prefix = hr_redis_prefix(r);
+    int64_t day = hr_dlog_day(t.due_ms); /* the task's delivery log partition */
+    hr_subs_refill_opts ro = {.token = o->token,
+                              .lock_ms = HR_RECOVER_LOCK_MS,
+                              .batch = HR_RECOVER_BATCH,
+                              .exclude_delivered = true,
+                              .delivery_day = day};
+    int64_t id = t.id;
+    int shards = t.shards > 1 ? (int)t.shards : 1;
+    hr_outcomes *per = NULL; /* the delivery log's counts per shard */
+    bool claimed, locked = false;
+    int rc, wait, fill, pass;
+
+    memset(out, 0, sizeof *out);
+    out->state = t.state;
+    if ((rc = hr_recover_check(m, &t, o->now_ms, o->retention_days, errstr, errlen)) != 0)
+        return rc;
     claimed = t.state != HR_STATE_SCHEDULED;
     /* A scanner's sync holds the lock for a moment; a refill or a
      * reconciliation of a big set for longer. */
     for (wait = 0; (rc = hr_subs_lock(r, id, o->token, HR_RECOVER_LOCK_MS, errstr, errlen)) == 0 &&
                    wait < HR_RECOVER_LOCK_WAIT_MS;
          wait += 100)
-        usleep(100000);
+        if (hr_recover_sleep(o, 100, errstr, errlen) != 0)
+            return HR_RECOVER_BUSY;
     if (rc < 0)
         return -1;
     if (rc == 0) {
@@ -509,9 +502,9 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
         int64_t leases = 0;
 
         for (int k = 0; k < shards && leases == 0; k++)
-            leases = hr_recover_del_matching(
-                r, hr_key_shard_leases_match(prefix, key, sizeof key, id, k), false, errstr,
-                errlen);
+            leases =
+                hr_redis_del_matching(r, hr_key_shard_leases_match(prefix, key, sizeof key, id, k),
+                                      false, errstr, errlen);
         if (leases < 0)
             goto done;
         if (leases > 0) {
@@ -526,11 +519,15 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
         }
         /* A scheduled task was never chunked: nobody holds its members. */
         if (pass == 0 && claimed &&
-            (fill = hr_recover_wait_reports(m, id, o, errstr, errlen)) != 0) {
+            (fill = hr_recover_wait_reports(m, id, day, o, errstr, errlen)) != 0) {
             rc = fill;
             goto done;
         }
     }
+    /* Rows an older release logged without a day while we waited join the
+     * task's partition, which every read below is pruned to. */
+    if (claimed && hr_dlog_settle(m, id, day, errstr, errlen) < 0)
+        goto done;
     if (hr_recover_books(m, r, o, out, errstr, errlen) < 0)
         goto done;
     /* The wait set and its waves go too (local time, send windows): the
@@ -550,13 +547,13 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
         if (reply == NULL)
             goto done;
         freeReplyObject(reply);
-        n = hr_recover_del_matching(r, hr_key_shard_chunks_match(prefix, key, sizeof key, id, k),
-                                    true, errstr, errlen);
+        n = hr_redis_del_matching(r, hr_key_shard_chunks_match(prefix, key, sizeof key, id, k),
+                                  true, errstr, errlen);
         if (n < 0)
             goto done;
         out->dropped_chunks += n;
-        n = hr_recover_del_matching(r, hr_key_shard_leases_match(prefix, key, sizeof key, id, k),
-                                    true, errstr, errlen);
+        n = hr_redis_del_matching(r, hr_key_shard_leases_match(prefix, key, sizeof key, id, k),
+                                  true, errstr, errlen);
         if (n < 0)
             goto done;
         out->dropped_leases += n;
@@ -609,9 +606,9 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
         snprintf(errstr, errlen, "out of memory");
         goto done;
     }
-    if (hr_recover_log_read(m, id, shards, per, errstr, errlen) < 0)
+    if (hr_recover_log_read(m, id, day, shards, per, errstr, errlen) < 0)
         goto done;
-    if (claimed && (hr_recover_reset_total(m, id, errstr, errlen) < 0 ||
+    if (claimed && (hr_recover_reset_total(m, id, day, errstr, errlen) < 0 ||
                     hr_recover_reset_published(r, id, shards, per, errstr, errlen) < 0))
         goto done;
     if (hr_recover_log_counts(m, &t, shards, per, errstr, errlen) < 0)

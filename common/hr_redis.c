@@ -17,6 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* SCAN rounds hr_redis_del_matching makes at most. */
+#define HR_REDIS_SCAN_ROUNDS 100000
+
 struct hr_redis {
     hr_node *node;  /* single-node mode */
     hr_cluster *cl; /* cluster mode */
@@ -248,6 +251,45 @@ redisReply *hr_redis_eval(hr_redis *r, hr_lua_id id, int nkeys, int argc, const 
     return hr_redis_check(reply, errstr, errlen);
 }
 
+bool hr_redis_failover(const char *errstr)
+{
+    /* hiredis's and hr_node's texts for a connection that failed (a read
+     * timeout is EAGAIN's), hr_cluster's for a map without the slot, and
+     * the error replies of a server loading its data or of a cluster
+     * between masters, found anywhere in the text (a reconnect's SCRIPT
+     * LOAD reports its reply after the node's name); a redirection only
+     * ever starts it. */
+    static const char *const failover[] = {
+        "Connection refused",
+        "Connection reset",
+        "Server closed the connection",
+        "Broken pipe",
+        "Resource temporarily unavailable",
+        "timed out",
+        "Timeout",
+        "connection failed",
+        "down (retrying in",
+        "No route to host",
+        "no node answers",
+        "no master known",
+        "not sent",
+        "LOADING",
+        "CLUSTERDOWN",
+        "READONLY",
+        "TRYAGAIN",
+        "MASTERDOWN",
+    };
+
+    if (errstr == NULL)
+        return false;
+    if (strncmp(errstr, "MOVED ", 6) == 0 || strncmp(errstr, "ASK ", 4) == 0)
+        return true;
+    for (size_t i = 0; i < sizeof failover / sizeof *failover; i++)
+        if (strstr(errstr, failover[i]) != NULL)
+            return true;
+    return false;
+}
+
 int hr_redis_time_ms(hr_redis *r, int64_t *out, char *errstr, size_t errlen)
 {
     redisReply *reply = hr_redis_cmdf(r, errstr, errlen, "TIME");
@@ -267,4 +309,41 @@ int hr_redis_time_ms(hr_redis *r, int64_t *out, char *errstr, size_t errlen)
 out:
     freeReplyObject(reply);
     return rc;
+}
+
+int64_t hr_redis_del_matching(hr_redis *r, const char *match, bool del, char *errstr, size_t errlen)
+{
+    char cursor[32] = "0";
+    int64_t deleted = 0;
+    size_t i;
+    int rounds = 0;
+
+    do {
+        redisReply *reply =
+            hr_redis_cmdf(r, errstr, errlen, "SCAN %s MATCH %s COUNT 1000", cursor, match);
+
+        if (reply == NULL)
+            return -1;
+        snprintf(cursor, sizeof cursor, "%s", reply->element[0]->str);
+        if (!del) {
+            deleted += (int64_t)reply->element[1]->elements;
+            freeReplyObject(reply);
+            if (deleted > 0)
+                break;
+            continue;
+        }
+        for (i = 0; i < reply->element[1]->elements; i++) {
+            redisReply *gone =
+                hr_redis_cmdf(r, errstr, errlen, "DEL %s", reply->element[1]->element[i]->str);
+
+            if (gone == NULL) {
+                freeReplyObject(reply);
+                return -1;
+            }
+            deleted += gone->integer;
+            freeReplyObject(gone);
+        }
+        freeReplyObject(reply);
+    } while (strcmp(cursor, "0") != 0 && ++rounds < HR_REDIS_SCAN_ROUNDS);
+    return deleted;
 }

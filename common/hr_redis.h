@@ -75,7 +75,26 @@ int hr_redis_evalsha_format(const hr_redis *r, hr_lua_id id, int nkeys, int argc
 /* A reply that is an error becomes NULL (freed) with its text in ERRSTR. */
 redisReply *hr_redis_check(redisReply *reply, char *errstr, size_t errlen);
 
+/* Whether ERRSTR, what a failed call of this client reported, is one a
+ * failover passes through: the server unreachable or gone (connection
+ * refused, reset or closed, a timeout, the fail-fast window of a node that
+ * is down), restarting (LOADING), or a cluster moving a slot's master
+ * (MOVED / ASK left over, CLUSTERDOWN, READONLY from a demoted master,
+ * TRYAGAIN, no master known for the slot).  Such a call may succeed when
+ * tried again in a few seconds; any other error (a script's, a bad reply,
+ * out of memory) will not.  Callers that hold work across an outage
+ * (issue 34: the worker's chunks) retry on these and give up on the rest. */
+bool hr_redis_failover(const char *errstr);
+
 /* Milliseconds since the epoch by the Redis server's clock (TIME). */
 int hr_redis_time_ms(hr_redis *r, int64_t *out, char *errstr, size_t errlen);
+
+/* Deletes the keys matching MATCH (SCAN, bounded); with DEL false only
+ * counts them, stopping at the first.  The number deleted (or found), or
+ * -1.  MATCH spells the task's hash tag, so on a Redis Cluster the SCAN
+ * runs on the master of the task's slot, where all its keys are
+ * (hr_cluster.h). */
+int64_t hr_redis_del_matching(hr_redis *r, const char *match, bool del, char *errstr,
+                              size_t errlen);
 
 #endif

@@ -141,3 +141,15 @@ cleanup:
     EVP_MAC_free(mac);
     return rc;
 }
+
+int hr_sign_sha256_hex(const void *data, size_t len, char *hex)
+{
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+
+    if (EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32)
+        return -1;
+    for (unsigned i = 0; i < mdlen; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    return 0;
+}

@@ -43,4 +43,11 @@ int hr_sign_append(const hr_sign_secret *secrets, size_t nsecrets, const char *i
 int hr_sign_hmac(const void *key, size_t keylen, const char *msg, size_t len,
                  unsigned char out[HR_SIGN_MAC_LEN]);
 
+/* HEX = the SHA-256 of the LEN bytes at DATA in lower-case hex and a NUL
+ * (HR_SIGN_SHA256_HEX bytes): how an API token is stored (hr_apitoken.h)
+ * and how the audit log names a value too large to keep (hr_audit.h).  0,
+ * or -1 when OpenSSL fails. */
+#define HR_SIGN_SHA256_HEX 65
+int hr_sign_sha256_hex(const void *data, size_t len, char *hex);
+
 #endif

@@ -180,10 +180,15 @@ int hr_state_finish(hr_mysql *m, int64_t id, const hr_outcomes *stats, int64_t s
                                 HR_P_I64(id)};
 
     /* MariaDB assigns left to right, so unaccounted sees the raised
-     * counters and state sees unaccounted.  total (recipients published in
-     * chunks) is capped at the subscriptions: a recipient chunked again
-     * under a new seq (Redis rewound: subs held it again and seq went
-     * backwards) was added to it twice. */
+     * counters, state sees unaccounted and last_error sees state.  total
+     * (recipients published in chunks) is capped at the subscriptions: a
+     * recipient chunked again under a new seq (Redis rewound: subs held it
+     * again and seq went backwards) was added to it twice.  A task whose
+     * control is cancel ends `cancelled`, never `done`: the workers may
+     * cancel every chunk they hold and leave nothing pending before any
+     * dispatcher's control scan carries the cancel out (the fault row
+     * cancel-race), and the finish then sees a task with nothing left, as
+     * the scan would have. */
     return hr_state_move(m,
                          "UPDATE push_task SET sent = GREATEST(sent, ?), "
                          "failed = GREATEST(failed, ?), throttled = GREATEST(throttled, ?), "
@@ -195,8 +200,9 @@ int hr_state_finish(hr_mysql *m, int64_t id, const hr_outcomes *stats, int64_t s
                          "unaccounted = GREATEST(0, CAST(? AS SIGNED) - "
                          "CAST(sent + failed + throttled + pulled + cancelled + unregistered + "
                          "expired + opted_out + suppressed AS SIGNED)), "
-                         "state = IF(unaccounted > 0, 'failed', 'done'), "
-                         "last_error = IF(unaccounted > 0, CONCAT(unaccounted, ' of ', ?, "
+                         "state = IF(control = 'cancel', 'cancelled', "
+                         "IF(unaccounted > 0, 'failed', 'done')), "
+                         "last_error = IF(state = 'failed', CONCAT(unaccounted, ' of ', ?, "
                          "' subscriptions have no outcome (sent ', sent, ', failed ', failed, "
                          "', throttled ', throttled, ', pulled ', pulled, ', cancelled ', "
                          "cancelled, ', unregistered ', unregistered, ', expired ', expired, "
@@ -289,4 +295,39 @@ int hr_state_recover(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
                             "AND (state IN ('dispatching', 'dispatched') "
                             "OR (state = 'failed' AND unaccounted > 0))",
                             id, errstr, errlen);
+}
+
+int hr_state_purge(hr_mysql *m, int64_t id, int64_t before_ms, char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(before_ms)};
+    hr_mysql_rows *rows = NULL;
+    bool final;
+
+    if (hr_mysql_begin(m, errstr, errlen) < 0)
+        return -1;
+    if (hr_mysql_query(m,
+                       "SELECT id FROM push_task WHERE id = ? AND state IN ('done', 'failed', "
+                       "'cancelled') AND finished_at < FROM_UNIXTIME(? / 1000) FOR UPDATE",
+                       p, 2, &rows, errstr, errlen) < 0)
+        goto fail;
+    final = rows->nrows == 1;
+    hr_mysql_rows_free(rows);
+    if (!final) {
+        hr_mysql_rollback(m);
+        return 0;
+    }
+    if (hr_mysql_exec(m,
+                      "INSERT INTO push_purge (task_id, day, shards, purged_at) "
+                      "SELECT id, COALESCE(DATE(due_at), '1970-01-01'), shards, UTC_TIMESTAMP(3) "
+                      "FROM push_task WHERE id = ? "
+                      "ON DUPLICATE KEY UPDATE purged_at = VALUES(purged_at)",
+                      p, 1, NULL, NULL, NULL, errstr, errlen) < 0 ||
+        hr_mysql_exec(m, "DELETE FROM push_task WHERE id = ?", p, 1, NULL, NULL, NULL, errstr,
+                      errlen) < 0 ||
+        hr_mysql_commit(m, errstr, errlen) < 0)
+        goto fail;
+    return 1;
+fail:
+    hr_mysql_rollback(m);
+    return -1;
 }

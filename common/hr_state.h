@@ -3,11 +3,12 @@
  *
  * The state machine (DESIGN.md, "Task life"): scheduled -> dispatching
  * (claim) -> dispatched (all recipients chunked) -> done | failed
- * (hr_finish.c); any unfinished state -> paused (control = pause) -> back
+ * (hr_finish.c; cancelled instead when control is cancel); any unfinished state -> paused (control = pause) -> back
  * (control = run); any unfinished state -> cancelled (control = cancel).
  * done, failed and cancelled are final, except for the admin's repairs:
  * redrive reopens done as dispatched, recover restarts a dispatching,
- * dispatched or unaccounted failed task as dispatching.
+ * dispatched or unaccounted failed task as dispatching; purge removes a
+ * final task.
  *
  * Each transition is one guarded UPDATE (a prepared statement): the guard
  * is the set of states (and control, owner) it may start from, so racing
@@ -93,7 +94,8 @@ int hr_state_dispatched(hr_mysql *m, const int64_t *ids, size_t n, const char *o
 int hr_state_redispatch(hr_mysql *m, int64_t id, char *errstr, size_t errlen);
 /* dispatched -> done, or failed when the outcome counters, raised to
  * STATS, cover fewer than SUBS subscriptions (unaccounted and last_error
- * say so); hr_finish_task() is the caller. */
+ * say so), or cancelled when control is cancel (unaccounted still
+ * written); hr_finish_task() is the caller. */
 int hr_state_finish(hr_mysql *m, int64_t id, const hr_outcomes *stats, int64_t subs, char *errstr,
                     size_t errlen);
 /* FROM -> failed with REASON as last_error. */
@@ -119,5 +121,12 @@ int hr_state_redrive(hr_mysql *m, int64_t id, int64_t moved, char *errstr, size_
  * recipients -> dispatching with no owner, an expired lease and the
  * failure forgotten. */
 int hr_state_recover(hr_mysql *m, int64_t id, char *errstr, size_t errlen);
+/* heraldctl purge: done, failed or cancelled with finished_at before
+ * BEFORE_MS -> no row at all.  One transaction under the row's lock: the
+ * push_task row goes and a push_purge row (the task's delivery log day
+ * and shards) records what its other rows and keys still are, so a repair
+ * that reopens the task (redrive, recover) either came first, and the
+ * guard no longer matches, or finds no task. */
+int hr_state_purge(hr_mysql *m, int64_t id, int64_t before_ms, char *errstr, size_t errlen);
 
 #endif

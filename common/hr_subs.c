@@ -73,12 +73,12 @@ typedef enum hr_subs_pages { HR_SUBS_ALL, HR_SUBS_UNDELIVERED, HR_SUBS_EPOCHS } 
 static const char *const hr_subs_sql[] = {
     [HR_SUBS_ALL] = "SELECT uid FROM push_subscription WHERE task_id = ? AND uid > ? "
                     "ORDER BY uid LIMIT ?",
+    /* d.day: the task's partition alone, not one probe per partition. */
     [HR_SUBS_UNDELIVERED] = "SELECT s.uid FROM push_subscription s WHERE s.task_id = ? "
                             "AND s.uid > ? AND NOT EXISTS (SELECT 1 FROM push_delivery d "
-                            "WHERE d.task_id = s.task_id AND d.uid = s.uid AND d.status IN "
-                            "('sent', 'failed', 'throttled', 'pulled', 'unregistered', "
-                            "'opted_out', 'suppressed')) "
-                            "ORDER BY s.uid LIMIT ?",
+                            "WHERE d.task_id = s.task_id AND d.day = ? AND d.uid = s.uid AND "
+                            "d.status IN ('sent', 'failed', 'throttled', 'pulled', "
+                            "'unregistered', 'opted_out', 'suppressed')) ORDER BY s.uid LIMIT ?",
     /* The (task_id, epoch) index holds uid too (InnoDB appends the primary
      * key), so this is one range read in (epoch, uid) order. */
     [HR_SUBS_EPOCHS] = "SELECT uid, epoch FROM push_subscription WHERE task_id = ? "
@@ -167,16 +167,21 @@ static int hr_subs_fill(hr_mysql *m, hr_redis *r, int64_t id, int shards,
     }
     for (;;) {
         const hr_mysql_param pu[] = {HR_P_I64(id), HR_P_I64(last), HR_P_I64(o->batch)};
+        const hr_mysql_param pd[] = {HR_P_I64(id), HR_P_I64(last), HR_P_I64(o->delivery_day),
+                                     HR_P_I64(o->batch)};
         const hr_mysql_param pe[] = {HR_P_I64(id),    HR_P_I64(epoch), HR_P_I64(last),
                                      HR_P_I64(epoch), HR_P_I64(upto),  HR_P_I64(o->batch)};
+        const hr_mysql_param *p = pages == HR_SUBS_EPOCHS        ? pe
+                                  : pages == HR_SUBS_UNDELIVERED ? pd
+                                                                 : pu;
+        size_t np = pages == HR_SUBS_EPOCHS ? 6 : pages == HR_SUBS_UNDELIVERED ? 4 : 3;
         int64_t got;
 
         if (o->stop != NULL && atomic_load(o->stop)) {
             rc = HR_SUBS_STOPPED;
             goto done;
         }
-        if (hr_mysql_query(m, hr_subs_sql[pages], pages == HR_SUBS_EPOCHS ? pe : pu,
-                           pages == HR_SUBS_EPOCHS ? 6 : 3, &rows, errstr, errlen) < 0) {
+        if (hr_mysql_query(m, hr_subs_sql[pages], p, np, &rows, errstr, errlen) < 0) {
             rc = -1;
             goto done;
         }

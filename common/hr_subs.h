@@ -34,6 +34,7 @@ typedef struct hr_subs_refill_opts {
     int lock_ms;             /* its expiry, renewed every batch */
     int batch;               /* uids per MySQL page and per refill_add.lua call */
     bool exclude_delivered;  /* skip uids push_delivery shows settled (not cancelled) */
+    int64_t delivery_day;    /* with exclude_delivered: the task's push_delivery.day (hr_dlog) */
     const atomic_bool *stop; /* NULL, or stop between batches when it becomes true */
 } hr_subs_refill_opts;
 

@@ -361,8 +361,8 @@ cJSON *hr_user_to_json(const hr_user *u)
     if (o == NULL)
         return NULL;
     snprintf(uid, sizeof uid, "%" PRId64, u->uid);
-    hr_parse_format_time(u->created_ms, created, sizeof created);
-    hr_parse_format_time(u->updated_ms, updated, sizeof updated);
+    hr_parse_time_format(u->created_ms, created, sizeof created);
+    hr_parse_time_format(u->updated_ms, updated, sizeof updated);
     /* A uid is an exact integer: a raw literal (a cJSON number is a double). */
     if (cJSON_AddRawToObject(o, "uid", uid) == NULL || !hr_user_add_str(o, "tz", u->tz) ||
         !hr_user_add_str(o, "locale", u->locale))

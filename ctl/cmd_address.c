@@ -22,6 +22,7 @@
 #include "ctl_cmd.h"
 #include "ctl_fmt.h"
 #include "hr_addr.h"
+#include "hr_addr_audit.h"
 #include "hr_parse.h"
 
 #define CTL_ADDR_BATCH 5000
@@ -68,6 +69,7 @@ static int ctl_addr_change(ctl_ctx *ctx, bool add, int argc, char **argv)
 {
     const char *app = "";
     hr_addr_platform p;
+    hr_addr one;
     hr_mysql *m;
     hr_redis *r;
     char errstr[512], **args;
@@ -82,10 +84,10 @@ static int ctl_addr_change(ctl_ctx *ctx, bool add, int argc, char **argv)
         return ctl_usage(ctx, "PLATFORM must be fcm, apns, email or webhook, not '%s'", args[1]);
     if (ctl_mysql(ctx, &m) < 0 || ctl_redis(ctx, &r) < 0)
         return CTL_EXIT_FAIL;
-    if (add)
-        rc = hr_addr_add(m, r, uid, p, app, args[2], errstr, sizeof errstr);
-    else
-        rc = hr_addr_remove(m, r, uid, p, app, args[2], errstr, sizeof errstr);
+    one = (hr_addr){.uid = uid, .platform = p, .app = app, .address = args[2]};
+    rc = hr_addr_audit_change(m, r, uid, add ? HR_ADDR_AUDIT_ADD : HR_ADDR_AUDIT_REMOVE, &one, 1,
+                              ctl_who(ctx), add ? "heraldctl address add" : "heraldctl address rm",
+                              errstr, sizeof errstr);
     if (rc == HR_ADDR_EINVAL)
         return ctl_usage(ctx, "%s", errstr);
     if (rc < 0)
@@ -171,18 +173,40 @@ static int ctl_addr_parse_line(char *line, hr_addr *a, char *why, size_t len)
     return hr_addr_check(a->platform, a->app, a->address, why, len) == 0 ? 0 : -1;
 }
 
-/* Imports the batch's N rows and adds their counts.  0 or -1 (printed). */
-static int ctl_addr_flush(hr_mysql *m, hr_redis *r, hr_addr_list *batch, ctl_addr_counts *c)
+/* Imports the batch's N rows with their audit row (the batch's counts) in
+ * one transaction and adds their counts.  0 or -1 (printed).  hr_addr_import
+ * rewrites the batch's Redis sets inside it: when the audit row or the
+ * commit fails they may hold this batch, which a new run puts in MySQL too. */
+static int ctl_addr_flush(ctl_ctx *ctx, hr_mysql *m, hr_redis *r, hr_addr_list *batch,
+                          ctl_addr_counts *c)
 {
     hr_addr_import_result res;
     char errstr[512];
+    cJSON *after;
+    int rc;
 
     if (batch->a.n == 0)
         return 0;
-    if (hr_addr_import(m, r, batch->a.v, batch->a.n, &res, errstr, sizeof errstr) != 0) {
+    if (hr_mysql_begin(m, errstr, sizeof errstr) != 0 ||
+        hr_addr_import(m, r, batch->a.v, batch->a.n, &res, errstr, sizeof errstr) != 0) {
+        hr_mysql_rollback(m);
         ctl_fail("address import: %s (the lines before this batch were imported; run the "
                  "import again)",
                  errstr);
+        return -1;
+    }
+    after = cJSON_CreateObject();
+    cJSON_AddNumberToObject(after, "rows", (double)batch->a.n);
+    cJSON_AddNumberToObject(after, "added", (double)res.added);
+    cJSON_AddNumberToObject(after, "existed", (double)res.existed);
+    cJSON_AddNumberToObject(after, "over_the_cap", (double)res.full);
+    rc = ctl_audit(ctx, m, "heraldctl address import", 0, NULL, NULL, after);
+    cJSON_Delete(after);
+    if (rc != 0 || hr_mysql_commit(m, errstr, sizeof errstr) != 0) {
+        hr_mysql_rollback(m);
+        if (rc == 0)
+            ctl_fail("address import: %s", errstr);
+        ctl_fail("this batch was not imported (run the import again: the lines before it were)");
         return -1;
     }
     c->total.added += res.added;
@@ -230,14 +254,14 @@ static int ctl_addr_import(ctl_ctx *ctx, int argc, char **argv)
             ctl_fail("address import: out of memory");
             goto done;
         }
-        if (batch.a.n == CTL_ADDR_BATCH && ctl_addr_flush(m, r, &batch, &c) != 0)
+        if (batch.a.n == CTL_ADDR_BATCH && ctl_addr_flush(ctx, m, r, &batch, &c) != 0)
             goto done;
     }
     if (ferror(in)) {
         ctl_fail("address import: reading %s failed", argv[1]);
         goto done;
     }
-    if (ctl_addr_flush(m, r, &batch, &c) != 0)
+    if (ctl_addr_flush(ctx, m, r, &batch, &c) != 0)
         goto done;
     if (c.refused > CTL_ADDR_REPORT_MAX)
         fprintf(stderr, "heraldctl: ... %zu more lines refused\n", c.refused - CTL_ADDR_REPORT_MAX);

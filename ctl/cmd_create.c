@@ -397,6 +397,7 @@ int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
     char errstr[512], due[40], freeze[40], expire[40], finish[40];
     hr_mysql *m;
     uint64_t id = 0;
+    cJSON *after;
     int rc;
 
     rc = create_parse(ctx, argc, argv, &a);
@@ -445,8 +446,22 @@ int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
         /* recipients */
         HR_P_STR(hr_task_category(&a.t)),
     };
+    /* The row and its audit row (the flags it was made from) together. */
+    if (hr_mysql_begin(m, errstr, sizeof errstr) < 0)
+        return ctl_fail("create: %s", errstr);
     if (hr_mysql_exec(m, CREATE_INSERT, p, sizeof p / sizeof p[0], NULL, &id, NULL, errstr,
-                      sizeof errstr) < 0)
+                      sizeof errstr) < 0) {
+        hr_mysql_rollback(m);
+        return ctl_fail("create: %s", errstr);
+    }
+    after = ctl_args_json(argc, argv);
+    rc = ctl_audit(ctx, m, NULL, (int64_t)id, NULL, NULL, after);
+    cJSON_Delete(after);
+    if (rc != 0) {
+        hr_mysql_rollback(m);
+        return CTL_EXIT_FAIL;
+    }
+    if (hr_mysql_commit(m, errstr, sizeof errstr) < 0)
         return ctl_fail("create: %s", errstr);
 
     if (a.quiet)

@@ -68,6 +68,7 @@ typedef struct import_job {
     char *txt;           /* IMPORT_BATCH decimal uids, IMPORT_UID_LEN apart */
     size_t sadd_pending; /* refill_add calls sent whose replies are not read yet */
     uint64_t added;      /* rows MySQL inserted (the rest were there) */
+    ctl_ctx *ctx;        /* for each batch's audit row */
 } import_job;
 
 /* One line's id: hr_parse_uid's, as the API takes it (digits only, no
@@ -249,11 +250,43 @@ oom:
 /* One batch: MySQL transaction, then Redis.  0, or -1 with ERRSTR;
  * *REFUSED tells a refusal of the task's state (claimed meanwhile) from
  * a failure. */
+/* One batch's transaction: the state under a shared lock, the INSERT,
+ * the audit row.  1: refused (the task is no longer scheduled). */
+static int import_batch_txn(import_job *j, size_t n, uint64_t *affected, char *errstr,
+                            size_t errlen)
+{
+    unsigned errnum = 0;
+    int rc;
+
+    if (hr_mysql_begin(j->m, errstr, errlen) < 0)
+        return -1;
+    rc = import_check_task(j->m, j->task, true, errstr, errlen);
+    if (rc == 0 &&
+        hr_mysql_exec(j->m, j->sql, j->params, 2 * n, affected, NULL, &errnum, errstr, errlen) < 0)
+        rc = errnum == HR_MYSQL_ER_SIGNAL ? 1 : -1;
+    /* Each batch's audit row in its transaction: the counts, not the ids. */
+    if (rc == 0) {
+        cJSON *after = cJSON_CreateObject();
+
+        cJSON_AddNumberToObject(after, "received", (double)n);
+        cJSON_AddNumberToObject(after, "added", (double)*affected);
+        if (ctl_audit(j->ctx, j->m, NULL, j->task, NULL, NULL, after) != 0) {
+            snprintf(errstr, errlen, "the batch's audit row was not written");
+            rc = -1;
+        }
+        cJSON_Delete(after);
+    }
+    if (rc == 0 && hr_mysql_commit(j->m, errstr, errlen) < 0)
+        rc = -1;
+    if (rc != 0)
+        hr_mysql_rollback(j->m);
+    return rc;
+}
+
 static int import_batch(import_job *j, const int64_t *uids, size_t n, bool *refused, char *errstr,
                         size_t errlen)
 {
     uint64_t affected = 0;
-    unsigned errnum = 0;
     int rc;
 
     if (import_sql(j, n) < 0) {
@@ -264,17 +297,15 @@ static int import_batch(import_job *j, const int64_t *uids, size_t n, bool *refu
         j->params[2 * i] = HR_P_I64(j->task);
         j->params[2 * i + 1] = HR_P_I64(uids[i]);
     }
-    if (hr_mysql_begin(j->m, errstr, errlen) < 0)
-        return -1;
-    rc = import_check_task(j->m, j->task, true, errstr, errlen);
-    if (rc == 0 &&
-        hr_mysql_exec(j->m, j->sql, j->params, 2 * n, &affected, NULL, &errnum, errstr, errlen) < 0)
-        rc = errnum == HR_MYSQL_ER_SIGNAL ? 1 : -1;
-    if (rc == 0 && hr_mysql_commit(j->m, errstr, errlen) < 0)
-        rc = -1;
+    /* The shared lock on the task row meets a dispatcher claiming it (or
+     * the API changing it) in an order InnoDB may resolve by rolling this
+     * batch back: the server's "try restarting transaction" is taken
+     * literally, and the state check in the retry sees the claim. */
+    rc = import_batch_txn(j, n, &affected, errstr, errlen);
+    for (int k = 0; rc < 0 && hr_mysql_deadlocked(j->m) && k < HR_MYSQL_DEADLOCK_RETRIES; k++)
+        rc = import_batch_txn(j, n, &affected, errstr, errlen);
     if (rc != 0) {
         *refused = rc > 0;
-        hr_mysql_rollback(j->m);
         return -1;
     }
     j->added += affected;
@@ -336,6 +367,7 @@ int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
         return ctl_usage(ctx, "unexpected argument \"%s\"", argv[3]);
     if (ctl_fmt_parse_int("TASK", argv[1], 1, INT64_MAX, &j.task, errstr, sizeof errstr) < 0)
         return ctl_usage(ctx, "%s", errstr);
+    j.ctx = ctx;
     if (ctl_mysql(ctx, &j.m) < 0 || ctl_redis(ctx, &j.r) < 0)
         return CTL_EXIT_FAIL;
     /* Refuse early: no point reading a million lines for a task that is gone. */

@@ -1,5 +1,6 @@
 /* cmd_status: `heraldctl status TASK [--watch] [--interval 1s]` — where a
- * task stands: state, MySQL counters, live Redis state, progress, rate, ETA.
+ * task stands: state, MySQL counters, live Redis state, progress, rate, ETA,
+ * and its funnel (sent -> delivered -> opened -> clicked, hr_stats.h).
  *
  * A sample is one hr_task_load, COUNT(push_subscription) (once the task is
  * claimed the subscriptions are frozen, so a --watch counts them once) and
@@ -28,6 +29,7 @@
 #include "hr_progress.h"
 #include "hr_shard.h"
 #include "hr_state.h"
+#include "hr_stats.h"
 #include "hr_task.h"
 
 #define STATUS_BAR_WIDTH 24
@@ -48,6 +50,8 @@ typedef struct status_sample {
     hr_progress pr;
     int64_t done, total;
     int64_t mono_ms;
+    hr_stats_funnel funnel;
+    bool has_funnel; /* read (the report's; MySQL answered) */
 } status_sample;
 
 static void status_stats(status_sample *s, const hr_shard_stats *st)
@@ -149,6 +153,8 @@ static int status_sample_take(hr_mysql *m, hr_redis *r, int64_t task, status_sam
         status_redis(r, t, s);
     if (t->shards > 1)
         status_shards(m, task, s);
+    /* Without the series (a database before 017) the rest still shows. */
+    s->has_funnel = hr_stats_funnel_load(m, t, &s->funnel, errstr, errlen) == 0;
     s->subscriptions = known >= 0 ? known : status_subscriptions(m, task);
     in = (hr_progress_in){.subscriptions = s->subscriptions,
                           .published = hr_progress_merge(t->total, s->published),
@@ -222,6 +228,22 @@ static void status_line(FILE *out, const status_sample *s, double rate, const ch
     fflush(out);
 }
 
+/* The funnel line: each step's count and its share of the sent. */
+static void status_funnel(const hr_stats_funnel *f)
+{
+    const int64_t steps[] = {f->delivered, f->opened, f->clicked};
+    const char *names[] = {"delivered", "opened", "clicked"};
+    char n[32];
+
+    printf("  funnel    %s sent %s", f->channel, ctl_fmt_count(f->sent, n, sizeof n));
+    for (size_t i = 0; i < 3; i++) {
+        printf(" -> %s %s", names[i], ctl_fmt_count(steps[i], n, sizeof n));
+        if (f->sent > 0)
+            printf(" (%.1f%%)", 100.0 * (double)steps[i] / (double)f->sent);
+    }
+    putchar('\n');
+}
+
 /* The full report of a single status and of the end of a --watch. */
 static void status_report(const status_sample *s, double rate)
 {
@@ -262,15 +284,17 @@ static void status_report(const status_sample *s, double rate)
         ctl_fmt_count(t->retried, n[6], sizeof n[6]),
         ctl_fmt_count(t->unregistered, n[7], sizeof n[7]),
         ctl_fmt_count(t->expired, n[8], sizeof n[8]));
+    if (s->has_funnel)
+        status_funnel(&s->funnel);
     if (s->subs >= 0)
         printf("  redis     subs left %s  pending chunks %s  stats %s\n",
                ctl_fmt_count(s->subs, n[0], sizeof n[0]),
                ctl_fmt_count(s->pending, n[1], sizeof n[1]), s->stats[0] ? s->stats : "-");
+    else
+        printf("  redis     unavailable\n");
     if (s->waiting > 0) /* a local-time or windowed task (docs/scheduling.md) */
         printf("  waiting   %s for their release instant (waves: GET /v1/tasks/%" PRId64 ")\n",
                ctl_fmt_count(s->waiting, n[0], sizeof n[0]), t->id);
-    else
-        printf("  redis     unavailable\n");
     printf("  rate      %s  %s\n", r, eta);
     if (t->last_error != NULL)
         printf("  error     %s\n", t->last_error);

@@ -49,12 +49,51 @@ static const ctl_command ctl_commands[] = {
      ctl_cmd_recover},
     {"redrive", "put a task's dead-lettered recipients into a new chunk", "TASK", CTL_TASK_ARG,
      ctl_cmd_redrive},
-    {"token", "issue a client token: UID may pull its own reminders", "UID [--ttl D] [--key ID]",
-     "  UID                  the user the token is for (1..2^63-1)\n"
-     "  --ttl D              how long it is valid (default 1d, 1s..366d)\n"
+    {"purge", "delete finished tasks and everything they left",
+     "--finished-before DATE|TIME [--dry-run] [--batch N]",
+     "  --finished-before D  tasks done, failed or cancelled before D: a day YYYY-MM-DD\n"
+     "                       (its 00:00 UTC) or a UTC time YYYY-MM-DDTHH:MM:SSZ, not in\n"
+     "                       the future; an unfinished task is never touched\n"
+     "  --dry-run            count what would go (rows per task), change nothing\n"
+     "  --batch N            rows per DELETE (default 10000, 1..100000): each its own\n"
+     "                       transaction; a purge cut short is finished by the next one\n",
+     ctl_cmd_purge},
+    {"token", "operators' API tokens (create, list, revoke) and client tokens of the pull",
+     "create --name N --role R [--expires D] | list [--all] [--json] | revoke ID|NAME | "
+     "client UID [--ttl D] [--key ID]",
+     "  create               make an API token for an operator (stored hashed in MySQL);\n"
+     "                       it is printed once, on stdout, and nowhere else\n"
+     "  --name N             1..64 of A-Z a-z 0-9 _ . @ -, never used before (the audit\n"
+     "                       log names the caller token:N)\n"
+     "  --role R             viewer (reads), operator (also pause, resume, cancel,\n"
+     "                       redrive, recover, subscribers, addresses) or admin (also\n"
+     "                       create and change tasks, tokens, the audit log)\n"
+     "  --expires D          how long it is valid (default 90d, 1s..366d)\n"
+     "  list                 the live API tokens (--all: revoked and expired too;\n"
+     "                       --json: a JSON array); never the tokens themselves\n"
+     "  revoke ID|NAME       revoke one: every dispatcher refuses it within 5 s\n"
+     "  client UID           a client token: UID may pull its own reminders\n"
+     "                       (also 'heraldctl token UID'; nothing is stored)\n"
+     "  --ttl D              how long it is valid (default 1d, at most\n"
+     "                       dispatcher.api.client_token_max_ttl_s)\n"
      "  --key ID             the dispatcher.api.client_keys entry to sign with\n"
      "                       (default: the first listed)\n",
      ctl_cmd_token},
+    {"audit", "the audit log: who changed what, when, from where; its retention purge",
+     "[--task ID] [--actor A] [--action S] [--since T] [--until T] [--before ID] [--limit N] "
+     "[--json] | purge --older-than D",
+     "  --task ID            only the rows of task ID\n"
+     "  --actor A            only those of A (token:NAME, bootstrap:N, jwt:SUBJECT,\n"
+     "                       cli:USER, insecure)\n"
+     "  --action S           only those of one route or command, e.g.\n"
+     "                       'POST /v1/tasks/{id}/pause' or 'heraldctl pause'\n"
+     "  --since T, --until T only rows at or after T, before T (UTC)\n"
+     "  --before ID          the next page: rows with a smaller id\n"
+     "  --limit N            rows, newest first (default 50, at most 200)\n"
+     "  --json               one JSON array of rows\n"
+     "  purge --older-than D delete the rows older than D (at least 30d), with a row\n"
+     "                       of its own\n",
+     ctl_cmd_audit},
     {"address", "the recipients' addresses: add, remove, list, import",
      "add|rm UID PLATFORM ADDRESS [--app APP] | ls UID [--json] | import FILE|-",
      "  add UID PLATFORM ADDRESS   add one address (already present: changes nothing)\n"
@@ -103,6 +142,21 @@ static const ctl_command ctl_commands[] = {
      "  --app APP                  the FCM project id or APNs bundle topic\n"
      "  --note N                   a note kept with it (at most 255 bytes)\n",
      ctl_cmd_suppression},
+    {"hooks", "event webhooks: register, list, enable, disable, remove, dead letters, redrive",
+     "add URL [--types T,..] [--description D] [--secret S] | ls [--json] | "
+     "enable|disable|rm|dead|redrive ID",
+     "  add URL                    register an endpoint; prints its id and its signing\n"
+     "                             secret (shown once)\n"
+     "  --types T,..               only these event types (sent, failed, ..., opened,\n"
+     "                             clicked; default: every type, also later ones)\n"
+     "  --description D            a note for operators\n"
+     "  --secret S                 its signing secret, whsec_<base64> (default: a new one)\n"
+     "  ls                         every endpoint: id, state, dead letters, types, url\n"
+     "  enable ID | disable ID     switch it on (its failure forgotten) or off\n"
+     "  rm ID                      delete it and its dead letters\n"
+     "  dead ID [--limit N]        its dead letters, oldest first (default 100)\n"
+     "  redrive ID                 deliver its dead letters again (once it is enabled)\n",
+     ctl_cmd_hooks},
 };
 
 #define CTL_NCOMMANDS (sizeof ctl_commands / sizeof ctl_commands[0])

@@ -25,7 +25,8 @@
  *   ctl_ctx ctl_fmt: the context and the helpers every command uses; formats
  *   ctl_cmd: the commands' prototypes
  *   cmd_address cmd_control cmd_create cmd_import cmd_list: the commands, one a file,
- *   cmd_migrate cmd_recover cmd_redrive cmd_status cmd_token: on lines for the width
+ *   cmd_audit cmd_hooks cmd_migrate cmd_purge: on four lines
+ *   cmd_recover cmd_redrive cmd_status cmd_token: for the width
  *   cmd_suppression cmd_user
  *   ctl: the command table, the global options, dispatch
  */

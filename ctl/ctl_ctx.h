@@ -15,6 +15,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include <cJSON.h>
+#include <stdbool.h>
+
+#include "hr_audit.h"
 #include "hr_config.h"
 #include "hr_mysql.h"
 #include "hr_redis.h"
@@ -32,8 +36,10 @@ typedef struct ctl_ctx {
     const ctl_command *cmd; /* the running command's entry (ctl_main sets it) */
     const char *config_path;
     hr_config *cfg;
-    hr_mysql *mysql; /* NULL until ctl_mysql() */
-    hr_redis *redis; /* NULL until ctl_redis() */
+    hr_mysql *mysql;  /* NULL until ctl_mysql() */
+    hr_redis *redis;  /* NULL until ctl_redis() */
+    hr_audit_who who; /* the audit log's who of this run, once ctl_who() made it */
+    bool who_set;
 } ctl_ctx;
 
 struct ctl_command {
@@ -46,6 +52,9 @@ struct ctl_command {
 
 /* The connection of CTX, opened on first use.  0, or -1 after printing the
  * reason with ctl_fail(). */
+/* heraldctl's MySQL read/write timeout at least, whatever mysql.timeout_s
+ * says (the daemons' bound is for calls that must not stall a loop). */
+#define CTL_MYSQL_TIMEOUT_S 600
 int ctl_mysql(ctl_ctx *ctx, hr_mysql **out);
 int ctl_redis(ctl_ctx *ctx, hr_redis **out);
 
@@ -56,6 +65,20 @@ int ctl_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prints "heraldctl: MESSAGE" (when FMT is not NULL) and the usage of
  * CTX's running command on stderr; returns CTL_EXIT_USAGE. */
 int ctl_usage(const ctl_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The audit log's who of this run: "cli:<user>" from "host:<name>"
+ * (hr_audit_who_cli), made on first use. */
+const hr_audit_who *ctl_who(ctl_ctx *ctx);
+/* Writes the audit row of a change the running command made, on M (inside
+ * the caller's transaction, if one is open): ACTION ("heraldctl <command>"
+ * when NULL), task TASK_ID (0: none), TARGET, the fields BEFORE and AFTER.
+ * 0, or -1 after printing why with ctl_fail() (the caller rolls back). */
+int ctl_audit(ctl_ctx *ctx, hr_mysql *m, const char *action, int64_t task_id, const char *target,
+              const cJSON *before, const cJSON *after);
+/* {"args": [ARGV[1] ... ARGV[ARGC-1]]}: what a command that sets many
+ * fields (create) records as its audit row's after.  NULL when out of
+ * memory. */
+cJSON *ctl_args_json(int argc, char **argv);
 
 /* The usage line, summary and details of CMD on OUT. */
 void ctl_print_command(FILE *out, const ctl_command *cmd);

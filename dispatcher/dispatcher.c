@@ -4,6 +4,7 @@
  *   t_scan  (scan_interval_ms)   -> background scan + prepare
  *   t_poll  (poller_interval_ms) -> background DB poller
  *   t_sweep (sweep_interval_ms)  -> background sweeper
+ *   t_handback (DSP_HANDBACK_MS) -> background: chunks workers handed back
  *   d->timer (the next due time, timer_interval_ms at most; dsp_timer.c)
  *                                -> timer pop + claims
  *   t_lease (lease_s / 3)        -> lease renewal (tasks, then claimed shards)
@@ -33,11 +34,13 @@
 #include <unistd.h>
 
 #include "dsp.h"
+#include "dsp_dlog.h"
 #include "dsp_mirror.h"
 #include "dsp_api.h"
 #include "dsp_api_routes.h"
 #include "dsp_chunk.h"
 #include "dsp_conn.h"
+#include "dsp_events.h"
 #include "dsp_jobs.h"
 #include "dsp_kafka.h"
 #include "dsp_owned.h"
@@ -51,6 +54,9 @@
 
 #define DSP_TICK_MS 10
 #define DSP_SHARD_POLL_MS 250 /* look for a claimable shard (dsp_shard.c) */
+/* The hand-back set's reader (dsp_sweep_handbacks): a chunk a worker gave
+ * up is published again within this (issue 34). */
+#define DSP_HANDBACK_MS 1000
 /* libuv's pool: DSP_RECONCILE_JOBS reconciliations, the background job and
  * a spare (dsp_reconcile.h). */
 #define DSP_POOL_THREADS "8"
@@ -73,6 +79,11 @@ static void dsp_on_sweep(uv_timer_t *h)
     dsp_jobs_kick(h->data, DSP_JOBS_SWEEP);
 }
 
+static void dsp_on_handback(uv_timer_t *h)
+{
+    dsp_jobs_kick(h->data, DSP_JOBS_HANDBACK);
+}
+
 static void dsp_on_lease(uv_timer_t *h)
 {
     dsp_owned_renew_tasks(h->data);
@@ -88,6 +99,7 @@ static void dsp_on_tick(uv_timer_t *h)
 {
     dsp *d = h->data;
 
+    dsp_events_retry(d);
     if (dsp_chunk_tick(d)) {
         /* libuv re-armed the timer from the loop time before this tick, which
          * a chunk move (tens of ms) leaves stale, so the next tick would
@@ -115,6 +127,7 @@ static void dsp_on_signal(uv_signal_t *h, int signum)
     uv_timer_stop(&d->t_scan);
     uv_timer_stop(&d->t_poll);
     uv_timer_stop(&d->t_sweep);
+    uv_timer_stop(&d->t_handback);
     dsp_timer_stop(d);
     uv_timer_stop(&d->t_lease);
     uv_timer_stop(&d->t_shard);
@@ -125,6 +138,7 @@ static void dsp_close_all(dsp *d)
     uv_close((uv_handle_t *)&d->t_scan, NULL);
     uv_close((uv_handle_t *)&d->t_poll, NULL);
     uv_close((uv_handle_t *)&d->t_sweep, NULL);
+    uv_close((uv_handle_t *)&d->t_handback, NULL);
     dsp_timer_close(d);
     uv_close((uv_handle_t *)&d->t_lease, NULL);
     uv_close((uv_handle_t *)&d->t_shard, NULL);
@@ -144,7 +158,7 @@ static int dsp_modules_new(dsp *d)
 {
     return dsp_owned_new(d) < 0 || dsp_report_new(d) < 0 || dsp_mirror_new(d) < 0 ||
                    dsp_reconcile_new(d) < 0 || dsp_scan_new(d) < 0 || dsp_sweep_new(d) < 0 ||
-                   dsp_jobs_new(d) < 0 || dsp_timer_new(d) < 0
+                   dsp_jobs_new(d) < 0 || dsp_timer_new(d) < 0 || dsp_dlog_new(d) < 0
                ? -1
                : 0;
 }
@@ -184,10 +198,12 @@ int dsp_run(const hr_config *cfg)
     pthread_mutex_init(&d->health_mu, NULL);
     atomic_init(&d->stopping, false);
     d->loop = uv_default_loop();
-    if (cfg->dispatcher.api.ntokens == 0 && !cfg->dispatcher.api.insecure) {
+    if (cfg->dispatcher.api.ntokens == 0 && !hr_config_jwt_on(cfg) &&
+        !cfg->dispatcher.api.insecure) {
         fprintf(stderr,
-                "%s: dispatcher.api.tokens is empty; configure at least one bearer "
-                "token, or set dispatcher.api.insecure: true (development only)\n",
+                "%s: dispatcher.api.tokens is empty and dispatcher.api.jwt is off; configure "
+                "at least one bootstrap admin token or a JWK Set, or set "
+                "dispatcher.api.insecure: true (development only)\n",
                 cfg->path);
         rc = 2;
         goto done;
@@ -202,7 +218,7 @@ int dsp_run(const hr_config *cfg)
                       &(dsp_kafka_hooks){
                           .ctx = d, .delivered = dsp_chunk_delivered, .down = dsp_on_kafka_down},
                       &d->kafka, err, sizeof err) < 0 ||
-        dsp_api_routes_start(d, err, sizeof err) < 0) {
+        dsp_events_start(d, err, sizeof err) < 0 || dsp_api_routes_start(d, err, sizeof err) < 0) {
         hr_log_error("startup_failed", "error=%s", err);
         goto done;
     }
@@ -210,6 +226,7 @@ int dsp_run(const hr_config *cfg)
     dsp_every(d, &d->t_scan, dsp_on_scan, (uint64_t)cfg->dispatcher.scan_interval_ms);
     dsp_every(d, &d->t_poll, dsp_on_poll, (uint64_t)cfg->dispatcher.poller_interval_ms);
     dsp_every(d, &d->t_sweep, dsp_on_sweep, (uint64_t)cfg->dispatcher.sweep_interval_ms);
+    dsp_every(d, &d->t_handback, dsp_on_handback, DSP_HANDBACK_MS);
     dsp_timer_start(d);
     dsp_every(d, &d->t_lease, dsp_on_lease, (uint64_t)cfg->dispatcher.lease_s * 1000 / 3);
     dsp_every(d, &d->t_tick, dsp_on_tick, DSP_TICK_MS);
@@ -230,6 +247,7 @@ int dsp_run(const hr_config *cfg)
     rc = 0;
 done:
     dsp_api_stop(d);
+    dsp_events_stop(d);
     dsp_owned_free(d);
     dsp_report_free(d);
     dsp_jobs_free(d);
@@ -238,6 +256,7 @@ done:
     dsp_reconcile_free(d);
     dsp_mirror_free(d);
     dsp_timer_free(d);
+    dsp_dlog_free(d);
     dsp_conn_close(&d->loop_conn);
     dsp_kafka_free(d->kafka);
     dsp_metrics_free(&d->met);

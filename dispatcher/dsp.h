@@ -19,7 +19,8 @@
  *   - one background job at a time runs on libuv's thread pool (dsp_jobs.c):
  *     scanner + prepare (dsp_scan.c), DB poller (dsp_poll.c), sweeper
  *     (dsp_sweep.c), control transitions (dsp_control.c), the address sync
- *     (dsp_mirror.c; the reconciliation runs them too).  It owns the job's
+ *     (dsp_mirror.c; the reconciliation runs them too), the delivery log's
+ *     partitions (dsp_dlog.c, under a lease in MySQL).  It owns the job's
  *     connections (d->jobs), d->scan (its memory of what it put into the
  *     timer) and d->sweep (the cursors), and fills the job's claimed
  *     tasks, which the loop thread takes over in the job's after-work
@@ -30,9 +31,17 @@
  *   - the HTTP API (dsp_api*.c) runs on libmicrohttpd's pool threads.  It
  *     never touches the loop's or the job's connections: it has its own
  *     pool (guarded by its pool_mu, one connection pair per request in
- *     flight).  It reads the health flags under health_mu.
+ *     flight).  It reads the health flags under health_mu.  Its auth hook
+ *     reads the callers' identities (dsp_auth.c: the API tokens' cache and
+ *     its connection under tokens_mu, the JWK Set under jwks_mu).
+ *   - one thread runs the API's jobs (dsp_api_job.c: recover), in the
+ *     order queued, with connections of its own; the request threads only
+ *     queue them (under its mu).
  *   - metric handles (d->met) are looked up at start-up and updated
  *     lock-free from any thread.
+ *   - the events publisher (d->events, hr_evpub) has its own thread for
+ *     Kafka's delivery reports; the API's threads, the background job
+ *     and the loop publish (thread-safe), the API's wait for them.
  *
  * Modules call only modules of lower layers, listed below one line per
  * layer, bottom first (the modules of a line call none of each other;
@@ -40,10 +49,10 @@
  * higher one it is given a hook (dsp_kafka's delivery reports, dsp_owned's
  * lease kinds).
  * Layers (checked by scripts/check-graph):
- *   dsp_seams dsp_metrics dsp_kafka dsp_console dsp_api_parse
+ *   dsp_seams dsp_metrics dsp_kafka dsp_console dsp_api_parse dsp_auth
  *   dsp
- *   dsp_conn
- *   dsp_store dsp_mirror dsp_pace dsp_drop dsp_report
+ *   dsp_conn dsp_api_job dsp_events
+ *   dsp_store dsp_mirror dsp_pace dsp_drop dsp_report dsp_dlog dsp_engage
  *   dsp_owned
  *   dsp_wait dsp_ahead dsp_shard
  *   dsp_reconcile
@@ -52,7 +61,8 @@
  *   dsp_poll
  *   dsp_jobs dsp_api
  *   dsp_api_view
- *   dsp_api_task dsp_api_subs dsp_api_addr dsp_api_users dsp_unsub
+ *   dsp_api_task dsp_api_subs dsp_api_addr dsp_api_admin dsp_api_track dsp_api_stats dsp_api_hooks
+ *   dsp_api_users dsp_unsub
  *   dsp_api_ops
  *   dsp_api_routes
  *   dispatcher
@@ -96,7 +106,7 @@ typedef struct dsp {
     const hr_config *cfg;
     char owner[192]; /* "<instance>/<pid>" */
     uv_loop_t *loop;
-    uv_timer_t t_scan, t_poll, t_sweep, t_lease, t_tick, t_shard;
+    uv_timer_t t_scan, t_poll, t_sweep, t_handback, t_lease, t_tick, t_shard;
     uv_signal_t sig_term, sig_int;
     atomic_bool stopping;
     bool finished;
@@ -119,7 +129,9 @@ typedef struct dsp {
     struct dsp_scan *scan;           /* dsp_scan.c: the scanner's memory */
     struct dsp_sweep *sweep;         /* dsp_sweep.c: the sweeper's cursors */
     struct dsp_jobs *jobs;           /* dsp_jobs.c: the background job */
+    struct dsp_dlog *dlog;           /* dsp_dlog.c: the delivery log's upkeep */
     struct dsp_api *api;             /* dsp_api.c: the HTTP server */
+    struct dsp_events *events;       /* dsp_events.c: the events publisher, NULL when off */
 } dsp;
 
 #endif

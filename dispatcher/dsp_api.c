@@ -6,11 +6,15 @@
  * probe.
  *
  * Every /v1 route has the auth hook dsp_api_auth, which hr_httpd runs on
- * the headers before any body is read: an admin bearer token, whenever
- * tokens are configured (constant-time, hr_httpd_bearer_ok; without tokens
- * the API only starts when api.insecure is set, on a loopback address, and
- * serves only requests whose Host is loopback), or on the pull a client
- * token for the uid of the path (hr_ctoken.h).  Only the routes marked
+ * the headers before any body is read: the bearer token names a caller
+ * and a role (dsp_auth.h: a bootstrap token, an API token, a JWT) and the
+ * route's role must be at most the caller's (docs/api.md "Operators and
+ * roles"), or on the pull a client token for the uid of the path
+ * (hr_ctoken.h).  Without bootstrap tokens and JWTs the API only starts
+ * when api.insecure is set, on a loopback address, and serves as the admin
+ * "insecure" only requests whose Host is loopback.  The caller's name and
+ * role go on the request for the handlers' audit rows
+ * (dsp_api_audit).  Only the routes marked
  * `body` take one (JSON, up to api.max_body_bytes); HEAD is served on the
  * open routes only, since a GET of /v1 may act (the pull's ?ack=1).
  * Every route goes through
@@ -21,7 +25,8 @@
  * before they change anything, so an error answer never leaves a change
  * behind.  The server owns its struct dsp_api: the pool (guarded by
  * pool_mu), the hr_httpd routes built from the table, each route's
- * context and the probes' server. */
+ * context, the probes' server, the callers' identities (dsp_auth) and the
+ * runner of the API's jobs (dsp_api_job). */
 #include "dsp_api.h"
 
 #include <inttypes.h>
@@ -31,15 +36,20 @@
 #include <time.h>
 
 #include "dsp_api_parse.h"
+#include "dsp_auth.h"
 #include "dsp_conn.h"
 #include "hr_ctoken.h"
+#include "hr_insecure.h"
 #include "hr_log.h"
 #include "hr_parse.h"
+
+#define DSP_API_ACTION 160 /* "METHOD PATTERN" of a route */
 
 /* What a route's hr_httpd context points to. */
 typedef struct dsp_api_slot {
     dsp_api *a;
     const dsp_api_route *rt;
+    char action[DSP_API_ACTION]; /* "POST /v1/tasks/{id}/pause" */
 } dsp_api_slot;
 
 struct dsp_api {
@@ -50,6 +60,9 @@ struct dsp_api {
     hr_httpd_ready ready;
     dsp_api_slot *slots;    /* one per route */
     hr_httpd_route *routes; /* what hr_httpd serves */
+    size_t nroutes;
+    dsp_auth *auth;
+    dsp_api_job_runner *runner;
     pthread_mutex_t pool_mu;
     pthread_cond_t pool_cv;
     dsp_api_conn *pool;
@@ -139,6 +152,82 @@ int64_t dsp_api_subscriptions(dsp_api_conn *ac, int64_t id)
     return n;
 }
 
+/* ---- who, and the audit log ------------------------------------------------- */
+
+void dsp_api_who(const hr_httpd_req *req, hr_audit_who *who)
+{
+    const char *client = hr_httpd_header(req, "X-Herald-Client");
+    char peer[HR_HTTPD_PEER];
+
+    memset(who, 0, sizeof *who);
+    snprintf(who->actor, sizeof who->actor, "%s", req->auth_name);
+    who->role = (hr_role)req->auth_role;
+    who->via = client != NULL && strcmp(client, "console") == 0 ? HR_AUDIT_CONSOLE : HR_AUDIT_API;
+    hr_httpd_peer(req, peer, sizeof peer);
+    snprintf(who->peer, sizeof who->peer, "%s", peer);
+}
+
+bool dsp_api_audit(dsp_api_conn *ac, const hr_httpd_req *req, int64_t task_id, const char *target,
+                   const cJSON *before, const cJSON *after, hr_httpd_resp *resp)
+{
+    hr_audit_who who;
+    char err[512];
+
+    dsp_api_who(req, &who);
+    if (hr_audit_write(ac->m,
+                       &(hr_audit){.who = &who,
+                                   .action = ac->action,
+                                   .task_id = task_id,
+                                   .target = target,
+                                   .before = before,
+                                   .after = after},
+                       err, sizeof err) == 0)
+        return true;
+    dsp_api_backend_error(resp, "mysql (audit log)", err);
+    return false;
+}
+
+bool dsp_api_begin(dsp_api_conn *ac, hr_httpd_resp *resp)
+{
+    char err[512];
+
+    if (hr_mysql_begin(ac->m, err, sizeof err) == 0)
+        return true;
+    dsp_api_backend_error(resp, "mysql", err);
+    return false;
+}
+
+bool dsp_api_commit(dsp_api_conn *ac, hr_httpd_resp *resp)
+{
+    char err[512];
+
+    if (hr_mysql_commit(ac->m, err, sizeof err) == 0)
+        return true;
+    dsp_api_backend_error(resp, "mysql", err);
+    return false;
+}
+
+void dsp_api_tokens_changed(dsp *d)
+{
+    dsp_auth_forget(d->api->auth);
+}
+
+dsp_api_job_runner *dsp_api_runner(dsp *d)
+{
+    return d->api->runner;
+}
+
+cJSON *dsp_api_allowed(dsp *d, hr_role role)
+{
+    const dsp_api *a = d->api;
+    cJSON *arr = cJSON_CreateArray();
+
+    for (size_t i = 0; arr != NULL && i < a->nroutes; i++)
+        if (a->slots[i].rt->fn != NULL && !a->slots[i].rt->public && a->slots[i].rt->role <= role)
+            cJSON_AddItemToArray(arr, cJSON_CreateString(a->slots[i].action));
+    return arr;
+}
+
 /* ---- serving -------------------------------------------------------------- */
 
 static dsp_api_conn *dsp_api_acquire(dsp_api *a, const char **what, char *errstr, size_t errlen)
@@ -198,34 +287,22 @@ static bool dsp_api_refuse(const dsp_api_slot *slot, hr_httpd_resp *resp, int st
     return false;
 }
 
-/* The auth hook of every /v1 route (hr_httpd runs it on the headers, before
- * the body is read).  An admin token (whenever tokens are configured) may
- * call anything.  A client token (hr_ctoken.h, when client keys are
- * configured) may call only a client route, for its own uid: the uid goes
- * into req->auth_id for the handler.  Anything else is 401, or 403 for a
- * valid client token out of its place. */
-static bool dsp_api_auth(void *ctx, hr_httpd_req *req, hr_httpd_resp *resp)
+/* A client token (hr_ctoken.h) on SLOT's route: let in only on a client
+ * route, for the uid of its path, which goes into req->auth_id. */
+static bool dsp_api_client(const dsp_api_slot *slot, const char *token, hr_httpd_req *req,
+                           hr_httpd_resp *resp)
 {
-    const dsp_api_slot *slot = ctx;
     const hr_config *cfg = slot->a->d->cfg;
-    const char *token = hr_httpd_bearer(req), *param;
-    char err[128];
+    const char *param;
+    char err[200];
     int64_t uid, want;
 
-    /* Insecure mode: a page whose name was re-pointed at 127.0.0.1 sends
-     * its own Host (DNS rebinding). */
-    if (cfg->dispatcher.api.ntokens == 0)
-        return hr_httpd_host_is_loopback(req) ||
-               dsp_api_refuse(slot, resp, 403, "forbidden",
-                              "without tokens the API serves only requests to a loopback host "
-                              "(Host: 127.0.0.1, localhost or [::1])");
-    if (hr_httpd_bearer_ok(req, cfg->dispatcher.api.tokens, cfg->dispatcher.api.ntokens))
-        return true;
-    if (token == NULL || cfg->dispatcher.api.nclient_keys == 0 || !hr_ctoken_is_client(token))
+    if (cfg->dispatcher.api.nclient_keys == 0)
         return dsp_api_refuse(slot, resp, 401, "unauthorized",
                               "a valid 'Authorization: Bearer TOKEN' header is required");
     if (hr_ctoken_verify(token, cfg->dispatcher.api.client_keys, cfg->dispatcher.api.nclient_keys,
-                         (int64_t)time(NULL), &uid, err, sizeof err) != 0)
+                         (int64_t)time(NULL), cfg->dispatcher.api.client_token_max_ttl_s, &uid, err,
+                         sizeof err) != 0)
         return dsp_api_refuse(slot, resp, 401, "unauthorized", err);
     param = hr_httpd_param(req, "uid");
     if (!slot->rt->client || param == NULL || hr_parse_uid(param, strlen(param), &want) < 0 ||
@@ -234,6 +311,57 @@ static bool dsp_api_auth(void *ctx, hr_httpd_req *req, hr_httpd_resp *resp)
                               "a client token may only call its own uid's reminders and "
                               "preferences");
     req->auth_id = uid;
+    snprintf(req->auth_name, sizeof req->auth_name, "client:%" PRId64, uid);
+    return true;
+}
+
+/* The auth hook of every /v1 route (hr_httpd runs it on the headers, before
+ * the body is read): who the bearer token names (dsp_auth.h, or a client
+ * token), then whether that caller's role reaches the route's.  401 for a
+ * token that names nobody, 403 for a caller out of its place, 503 when the
+ * API tokens cannot be read. */
+static bool dsp_api_auth(void *ctx, hr_httpd_req *req, hr_httpd_resp *resp)
+{
+    const dsp_api_slot *slot = ctx;
+    const hr_config *cfg = slot->a->d->cfg;
+    const char *token = hr_httpd_bearer(req);
+    dsp_auth_who who;
+    char err[300], why[400];
+
+    /* Insecure mode: a page whose name was re-pointed at 127.0.0.1 sends
+     * its own Host (DNS rebinding). */
+    if (cfg->dispatcher.api.ntokens == 0 && !hr_config_jwt_on(cfg)) {
+        if (!hr_httpd_host_is_loopback(req))
+            return dsp_api_refuse(slot, resp, 403, "forbidden",
+                                  "without tokens the API serves only requests to a loopback "
+                                  "host (Host: 127.0.0.1, localhost or [::1])");
+        snprintf(req->auth_name, sizeof req->auth_name, "insecure");
+        req->auth_role = HR_ROLE_ADMIN;
+        return true;
+    }
+    if (token == NULL)
+        return dsp_api_refuse(slot, resp, 401, "unauthorized",
+                              "a valid 'Authorization: Bearer TOKEN' header is required");
+    if (hr_ctoken_is_client(token))
+        return dsp_api_client(slot, token, req, resp);
+    switch (dsp_auth_identify(slot->a->auth, token, &who, err, sizeof err)) {
+    case 0:
+        break;
+    case DSP_AUTH_UNAVAILABLE:
+        hr_log_warn("api_backend_error", "backend=%s error=%s", "mysql (api tokens)", err);
+        return dsp_api_refuse(slot, resp, 503, "unavailable", err);
+    case DSP_AUTH_NO_ROLE:
+        return dsp_api_refuse(slot, resp, 403, "forbidden", err);
+    default:
+        return dsp_api_refuse(slot, resp, 401, "unauthorized", err);
+    }
+    if (who.role < slot->rt->role) {
+        snprintf(why, sizeof why, "%s has the role %s; %s needs %s", who.name,
+                 hr_role_name(who.role), slot->action, hr_role_name(slot->rt->role));
+        return dsp_api_refuse(slot, resp, 403, "forbidden", why);
+    }
+    snprintf(req->auth_name, sizeof req->auth_name, "%s", who.name);
+    req->auth_role = who.role;
     return true;
 }
 
@@ -250,6 +378,7 @@ static void dsp_api_serve(void *ctx, const hr_httpd_req *req, hr_httpd_resp *res
     } else if ((ac = dsp_api_acquire(a, &what, err, sizeof err)) == NULL) {
         dsp_api_backend_error(resp, what, err);
     } else {
+        ac->action = slot->action;
         slot->rt->fn(a->d, ac, req, resp);
         dsp_api_release(a, ac);
     }
@@ -274,6 +403,13 @@ static bool dsp_api_ready(void *ctx, hr_buf *out)
     return all;
 }
 
+/* A startup warning per insecure setting (hr_insecure.h). */
+static void dsp_api_warn_insecure(void *ctx, const char *setting, const char *detail)
+{
+    (void)ctx;
+    hr_log_warn("insecure_setting", "setting=%s detail=%s", setting, detail);
+}
+
 int dsp_api_start(dsp *d, const dsp_api_route *routes, size_t n, char *errstr, size_t errlen)
 {
     const hr_config *cfg = d->cfg;
@@ -292,14 +428,24 @@ int dsp_api_start(dsp *d, const dsp_api_route *routes, size_t n, char *errstr, s
     if (a->pool == NULL || a->slots == NULL || a->routes == NULL)
         goto oom;
     a->ready = (hr_httpd_ready){dsp_api_ready, d};
+    a->nroutes = n;
+    hr_insecure_each(cfg, dsp_api_warn_insecure, NULL);
+    if (hr_insecure_gauge(cfg, d->met.reg, errstr, errlen) != 0 ||
+        dsp_auth_new(cfg, &a->auth, errstr, errlen) != 0 ||
+        dsp_api_job_start(d, &a->runner, errstr, errlen) != 0) {
+        dsp_api_stop(d);
+        return -1;
+    }
     for (size_t i = 0; i < n; i++) {
-        a->slots[i] = (dsp_api_slot){a, &routes[i]};
+        a->slots[i] = (dsp_api_slot){a, &routes[i], ""};
+        snprintf(a->slots[i].action, sizeof a->slots[i].action, "%s %s", routes[i].method,
+                 routes[i].pattern);
         a->routes[i] =
             (hr_httpd_route){routes[i].method,
                              routes[i].pattern,
                              dsp_api_serve,
                              &a->slots[i],
-                             routes[i].fn != NULL && !routes[i].anyone ? dsp_api_auth : NULL,
+                             routes[i].fn != NULL && !routes[i].public ? dsp_api_auth : NULL,
                              .max_body = routes[i].body ? (size_t)cfg->dispatcher.api.max_body_bytes
                                                         : routes[i].form,
                              .head = routes[i].fn == NULL,
@@ -337,6 +483,9 @@ void dsp_api_stop(dsp *d)
         return;
     hr_httpd_stop(a->probes);
     hr_httpd_stop(a->h);
+    /* No request queues a job any more. */
+    dsp_api_job_stop(a->runner);
+    dsp_auth_free(a->auth);
     for (i = 0; a->pool != NULL && i < a->npool; i++) {
         hr_mysql_free(a->pool[i].m);
         hr_redis_free(a->pool[i].r);

@@ -14,7 +14,10 @@
 #include <stdint.h>
 
 #include "dsp.h"
+#include "dsp_api_job.h"
+#include "hr_audit.h"
 #include "hr_httpd.h"
+#include "hr_role.h"
 #include "hr_task.h"
 
 typedef struct dsp_api dsp_api;
@@ -23,25 +26,26 @@ typedef struct dsp_api_conn {
     hr_mysql *m;
     hr_redis *r;
     bool busy;
+    const char *action; /* the request's route, "POST /v1/tasks/{id}/pause": its audit action */
 } dsp_api_conn;
 
 /* A /v1 handler: D is read only (its cfg and owner). */
 typedef void (*dsp_api_fn)(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
 
 /* A row of the route table: a /v1 route (FN, behind the auth hook and with
- * a connection pair), an open one (OPEN: no token, no connection, no
- * context; GET and HEAD), or one anyone may call that gets a connection
- * pair (FN with ANYONE).  The pattern is the route label of
- * herald_api_requests_total. */
+ * a connection pair), a public one (FN and PUBLIC: a connection pair, no
+ * auth hook — the handler checks what the request carries itself, as the
+ * tracking links' signatures or an unsubscribe token), or an open one
+ * (OPEN: no token, no connection, no context; GET and HEAD).  The pattern
+ * is the route label of herald_api_requests_total. */
 typedef struct dsp_api_route {
     const char *method, *pattern;
     dsp_api_fn fn;
-    bool client; /* a client token may call it, for the {uid} of its path */
-    bool body;   /* takes a JSON body of up to dispatcher.api.max_body_bytes */
+    hr_role role; /* the least role that may call it; HR_ROLE_NONE only for an open route */
+    bool client;  /* a client token may call it, for the {uid} of its path */
+    bool body;    /* takes a JSON body of up to dispatcher.api.max_body_bytes */
+    bool public;  /* FN without the auth hook (role HR_ROLE_NONE) */
     hr_httpd_handler open;
-    /* FN without the auth hook: anyone may call it, and the handler checks
-     * the capability its path carries (an unsubscribe token) */
-    bool anyone;
     size_t form; /* takes an HTML form of at most this many bytes (not JSON) */
 } dsp_api_route;
 
@@ -71,5 +75,34 @@ void dsp_api_backend_error(hr_httpd_resp *resp, const char *what, const char *er
 bool dsp_api_load_task(dsp_api_conn *ac, int64_t id, hr_httpd_resp *resp, hr_task **t);
 /* COUNT(push_subscription) of task ID, or -1 when MySQL does not answer. */
 int64_t dsp_api_subscriptions(dsp_api_conn *ac, int64_t id);
+
+/* ---- who, and the audit log ------------------------------------------------- */
+
+/* The request's caller as the audit log names it: the name and role the
+ * auth hook found, the client's address, and via "console" when the web
+ * console sent it (it says X-Herald-Client: console). */
+void dsp_api_who(const hr_httpd_req *req, hr_audit_who *who);
+/* The audit row of the change this request made, on ac->m and inside the
+ * handler's transaction (hr_audit.h): action ac->action, task TASK_ID (0:
+ * none), TARGET, the fields BEFORE and AFTER.  true, or false after
+ * answering 503 (the caller rolls its change back). */
+bool dsp_api_audit(dsp_api_conn *ac, const hr_httpd_req *req, int64_t task_id, const char *target,
+                   const cJSON *before, const cJSON *after, hr_httpd_resp *resp);
+/* A transaction on ac->m for a change and its audit row: true, or false
+ * after answering 503 (begin, commit; a failed commit has rolled back). */
+bool dsp_api_begin(dsp_api_conn *ac, hr_httpd_resp *resp);
+bool dsp_api_commit(dsp_api_conn *ac, hr_httpd_resp *resp);
+
+/* ---- what the server holds for the handlers ---------------------------------- */
+
+/* A token was created or revoked here: the next lookup reads the store
+ * (dsp_auth_forget). */
+void dsp_api_tokens_changed(dsp *d);
+/* The runner of the API's jobs (dsp_api_job.h). */
+dsp_api_job_runner *dsp_api_runner(dsp *d);
+/* The routes (METHOD PATTERN strings) ROLE may call, as a JSON array: what
+ * GET /v1/me tells the console, so it shows no button the caller cannot
+ * use. */
+cJSON *dsp_api_allowed(dsp *d, hr_role role);
 
 #endif

@@ -10,7 +10,8 @@
  *   (an empty list removes them all), in one MySQL transaction.
  * - DELETE /v1/users/{uid}/addresses?platform=&app=&address=: removes one.
  * Every address is checked (hr_addr_check) before anything is written; the
- * body is capped by dispatcher.api.max_body_bytes like every request. */
+ * body is capped by dispatcher.api.max_body_bytes like every request.  A
+ * change goes with its audit row in one transaction (hr_addr_audit.h). */
 #include "dsp_api_addr.h"
 
 #include <inttypes.h>
@@ -19,6 +20,7 @@
 #include <string.h>
 
 #include "dsp_api_parse.h"
+#include "hr_addr_audit.h"
 
 #define DSP_API_ADDR_STORE "address book"
 
@@ -59,6 +61,23 @@ static void dsp_api_addr_error(int rc, const char *err, hr_httpd_resp *resp)
         dsp_api_backend_error(resp, DSP_API_ADDR_STORE, err);
 }
 
+/* KIND on UID's addresses with its audit row (hr_addr_audit.h).  The
+ * hr_addr code (>= 0), or a negative one after answering. */
+static int dsp_api_addr_apply(dsp_api_conn *ac, const hr_httpd_req *req, int64_t uid,
+                              hr_addr_audit_kind kind, const hr_addr *list, size_t n,
+                              hr_httpd_resp *resp)
+{
+    hr_audit_who who;
+    char err[1024];
+    int rc;
+
+    dsp_api_who(req, &who);
+    rc = hr_addr_audit_change(ac->m, ac->r, uid, kind, list, n, &who, ac->action, err, sizeof err);
+    if (rc < 0)
+        dsp_api_addr_error(rc, err, resp);
+    return rc;
+}
+
 void dsp_api_addr_get(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     int64_t uid;
@@ -84,11 +103,9 @@ void dsp_api_addr_add(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_http
         hr_httpd_error(resp, 400, code, "%s", err);
         goto done;
     }
-    rc = hr_addr_add(ac->m, ac->r, uid, in.platform, in.app, in.address, err, sizeof err);
-    if (rc < 0) {
-        dsp_api_addr_error(rc, err, resp);
+    rc = dsp_api_addr_apply(ac, req, uid, HR_ADDR_AUDIT_ADD, &in, 1, resp);
+    if (rc < 0)
         goto done;
-    }
     o = cJSON_CreateObject();
     cJSON_AddBoolToObject(o, "added", rc == 1);
     dsp_api_addr_reply(ac, uid, rc == 1 ? 201 : 200, o, resp);
@@ -113,11 +130,9 @@ void dsp_api_addr_put(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_http
         hr_httpd_error(resp, 400, code, "%s", err);
         goto done;
     }
-    rc = hr_addr_replace(ac->m, ac->r, uid, list, n, err, sizeof err);
-    if (rc < 0) {
-        dsp_api_addr_error(rc, err, resp);
+    rc = dsp_api_addr_apply(ac, req, uid, HR_ADDR_AUDIT_REPLACE, list, n, resp);
+    if (rc < 0)
         goto done;
-    }
     dsp_api_addr_reply(ac, uid, 200, NULL, resp);
 done:
     free(list);
@@ -129,7 +144,7 @@ void dsp_api_addr_del(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_http
     const char *platform = hr_httpd_query(req, "platform"),
                *address = hr_httpd_query(req, "address"), *app = hr_httpd_query(req, "app");
     hr_addr_platform p;
-    char err[1024];
+    hr_addr gone;
     int64_t uid;
     cJSON *o;
     int rc;
@@ -143,11 +158,10 @@ void dsp_api_addr_del(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_http
                        "?app= for fcm and apns); PUT an empty list to remove every address");
         return;
     }
-    rc = hr_addr_remove(ac->m, ac->r, uid, p, app != NULL ? app : "", address, err, sizeof err);
-    if (rc < 0) {
-        dsp_api_addr_error(rc, err, resp);
+    gone = (hr_addr){.platform = p, .app = app != NULL ? app : "", .address = address};
+    rc = dsp_api_addr_apply(ac, req, uid, HR_ADDR_AUDIT_REMOVE, &gone, 1, resp);
+    if (rc < 0)
         return;
-    }
     o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "deleted", rc);
     dsp_api_addr_reply(ac, uid, 200, o, resp);

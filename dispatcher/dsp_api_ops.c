@@ -13,9 +13,9 @@
  *   missed or served twice; one present throughout is served.
  * - POST /v1/tasks/{id}/redrive and /recover: common/hr_redrive.c and
  *   common/hr_recover.c, the code of `heraldctl redrive|recover`.  Recover
- *   may hold its request thread (and a pooled connection pair) up to about
- *   90 s: it waits for the workers' last reports (HR_RECOVER_QUIET_MAX_MS)
- *   and for the prepare lock.
+ *   waits up to about 90 s (the workers' last reports, the prepare lock),
+ *   so it runs as a job (dsp_api_job.h): its refusals that need no wait
+ *   are answered at once (409), else 202 with the job.
  * - GET /v1/tasks/{id}/subscribers/count: push_subscription rows and the
  *   subs set's size (recipients not chunked yet).
  * - POST /v1/render and GET /v1/tasks/{id}/render?uid=: the title, body and
@@ -287,6 +287,7 @@ done:
 
 void dsp_api_ops_redrive(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
+    hr_audit_who who;
     hr_task *t = NULL;
     hr_redrive_result res;
     int64_t id;
@@ -304,9 +305,18 @@ void dsp_api_ops_redrive(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
         hr_log_info("api_task_redriven", "task=%" PRId64 " recipients=%" PRId64 " chunks=%" PRId64,
                     id, res.moved, res.chunks);
         o = cJSON_CreateObject();
-        dsp_api_add_id(o, "task_id", id);
         cJSON_AddNumberToObject(o, "redriven", (double)res.moved);
         cJSON_AddNumberToObject(o, "chunks", (double)res.chunks);
+        /* Redis moves and several statements: the row comes after them.
+         * The redrive is done, so a row that fails is logged, not
+         * answered (a client's retry would redrive nothing). */
+        dsp_api_who(req, &who);
+        if (hr_audit_write(
+                ac->m, &(hr_audit){.who = &who, .action = ac->action, .task_id = id, .after = o},
+                err, sizeof err) != 0)
+            hr_log_error("audit_write_failed", "action=%s task=%" PRId64 " error=%s", ac->action,
+                         id, err);
+        dsp_api_add_id(o, "task_id", id);
         dsp_api_reply(resp, 200, o);
         break;
     default:
@@ -317,44 +327,50 @@ void dsp_api_ops_redrive(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
 
 void dsp_api_ops_recover(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
+    hr_audit_who who;
     hr_task *t = NULL;
-    hr_recover_result res;
-    int64_t id;
-    char err[1024], token[256];
-    cJSON *o;
+    int64_t id, job;
+    char err[1024], target[40];
+    cJSON *o = NULL;
 
     if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_load_task(ac, id, resp, &t))
         return;
-    snprintf(token, sizeof token, "%s/api", d->owner);
-    const hr_recover_opts opts = {.token = token,
-                                  .lease_ms = d->cfg->worker.lease_ms,
-                                  .now_ms = hr_clock_now_ms(),
-                                  .cfg = d->cfg};
-    switch (hr_recover(ac->m, ac->r, t, &opts, &res, err, sizeof err)) {
-    case HR_RECOVER_REFUSED:
-        hr_httpd_error(resp, 409, "wrong_state", "%s", err);
+    /* What needs no wait is answered now; the rest runs as a job. */
+    switch (hr_recover_check(ac->m, t, hr_clock_now_ms(),
+                             d->cfg->dispatcher.delivery_retention_days, err, sizeof err)) {
+    case 0:
         break;
     case HR_RECOVER_BUSY:
         hr_httpd_error(resp, 409, "busy", "%s", err);
-        break;
-    case 0:
-        hr_log_info("api_task_recovered", "task=%" PRId64 " subs=%" PRId64 " state=%s", id,
-                    res.subs, hr_state_name(res.state));
-        o = cJSON_CreateObject();
-        dsp_api_add_id(o, "task_id", id);
-        cJSON_AddNumberToObject(o, "subs", (double)res.subs);
-        cJSON_AddNumberToObject(o, "undelivered", (double)res.undelivered);
-        cJSON_AddNumberToObject(o, "dropped_chunks", (double)res.dropped_chunks);
-        cJSON_AddNumberToObject(o, "dropped_leases", (double)res.dropped_leases);
-        cJSON_AddNumberToObject(o, "seq", (double)res.seq);
-        cJSON_AddStringToObject(o, "state", hr_state_name(res.state));
-        cJSON_AddBoolToObject(o, "books_reloaded", res.books_reloaded);
-        cJSON_AddNumberToObject(o, "book_uids", (double)res.book_uids);
-        dsp_api_reply(resp, 200, o);
-        break;
+        goto done;
+    case HR_RECOVER_REFUSED:
+        hr_httpd_error(resp, 409, "wrong_state", "%s", err);
+        goto done;
     default:
-        dsp_api_backend_error(resp, "redis or mysql", err);
+        dsp_api_backend_error(resp, "mysql", err);
+        goto done;
     }
+    dsp_api_who(req, &who);
+    if (dsp_api_job_recover(dsp_api_runner(d), ac->r, id, &who, &job, err, sizeof err) != 0) {
+        dsp_api_backend_error(resp, "redis or the job queue", err);
+        goto done;
+    }
+    o = cJSON_CreateObject();
+    dsp_api_add_id(o, "job", job);
+    snprintf(target, sizeof target, "job %" PRId64, job);
+    /* The request is audited now (the job writes its end): a queued job
+     * whose row fails is still run, and the failure answered and logged. */
+    if (!dsp_api_audit(ac, req, id, target, NULL, o, resp))
+        goto done;
+    dsp_api_add_id(o, "task_id", id);
+    cJSON_AddStringToObject(o, "state", "queued");
+    snprintf(target, sizeof target, "/v1/jobs/%" PRId64, job);
+    cJSON_AddStringToObject(o, "status_url", target);
+    hr_httpd_resp_header(resp, "Location", target);
+    dsp_api_reply(resp, 202, o);
+    o = NULL;
+done:
+    cJSON_Delete(o);
     hr_task_free(t);
 }
 

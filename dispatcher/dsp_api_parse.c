@@ -77,7 +77,7 @@ int dsp_api_parse_json(const char *body, size_t len, cJSON **out, const char **c
 
 void dsp_api_time(int64_t ms, char *buf, size_t len)
 {
-    hr_parse_format_time(ms, buf, len);
+    hr_parse_time_format(ms, buf, len);
 }
 
 int dsp_api_parse_time(const cJSON *v, const char *what, int64_t *ms, char *errstr, size_t errlen)

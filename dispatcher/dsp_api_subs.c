@@ -16,7 +16,8 @@
  *   attribute, else UTC) the uid is subscribed to, title and body
  *   rendered (uid, task.*, payload.*, user.* from P user:<uid>).  ack=1
  *   moves the uid from subs to pulled (pull_ack.lua, on the uid's shard) and,
- *   when it moved, writes a `pulled` push_delivery row and pulled + 1 (the
+ *   when it moved, writes a `pulled` push_delivery row (in the task's day,
+ *   hr_dlog.h: a pulled task is frozen, so due_at no longer moves) and pulled + 1 (the
  *   shard row's, and push_task's sum, for a task of several shards).  A caller
  *   with a client token (req->auth_id, set by dsp_api_auth) is limited to
  *   dispatcher.api.pull_per_minute pulls a minute (hr_ratelimit). */
@@ -28,11 +29,14 @@
 #include <string.h>
 
 #include "dsp_api_parse.h"
+#include "dsp_engage.h"
 #include "dsp_pace.h"
 #include "dsp_store.h"
+#include "hr_batch.h"
 #include "hr_civil.h"
 #include "hr_clock.h"
 #include "hr_consent.h"
+#include "hr_dlog.h"
 #include "hr_finish.h"
 #include "hr_keys.h"
 #include "hr_log.h"
@@ -82,12 +86,11 @@ static void dsp_api_subs_readmit(dsp *d, dsp_api_conn *ac, int64_t id)
 
 void dsp_api_subs_add(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
-    cJSON *j = NULL, *o;
-    int64_t *uids = NULL, added;
-    char **ids = NULL, *sql = NULL, err[1024];
+    cJSON *j = NULL, *o, *after = NULL;
+    int64_t *uids = NULL, *rows = NULL, added;
+    char **ids = NULL, err[1024];
     const char *code;
-    hr_mysql_param *p = NULL;
-    size_t n = 0, i, off;
+    size_t n = 0, i;
     int64_t id;
     uint64_t inserted = 0;
     unsigned errnum = 0;
@@ -104,20 +107,27 @@ void dsp_api_subs_add(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_http
         goto done;
 
     ids = calloc(n, sizeof *ids);
-    p = calloc(2 * n, sizeof *p);
-    sql = malloc(64 + n * 8);
-    if (ids == NULL || p == NULL || sql == NULL)
+    rows = malloc(2 * n * sizeof *rows);
+    if (ids == NULL || rows == NULL)
         goto oom;
-    off = (size_t)sprintf(sql, "INSERT IGNORE INTO push_subscription (task_id, uid) VALUES ");
     for (i = 0; i < n; i++) {
         if ((ids[i] = malloc(24)) == NULL)
             goto oom;
         snprintf(ids[i], 24, "%" PRId64, uids[i]);
-        p[2 * i] = HR_P_I64(id);
-        p[2 * i + 1] = HR_P_I64(uids[i]);
-        off += (size_t)sprintf(sql + off, i ? ",(?,?)" : "(?,?)");
+        rows[2 * i] = id;
+        rows[2 * i + 1] = uids[i];
     }
-    if (hr_mysql_exec(ac->m, sql, p, 2 * n, &inserted, NULL, &errnum, err, sizeof err) < 0) {
+    if (!dsp_api_begin(ac, resp))
+        goto done;
+    /* The uids as one JSON_TABLE parameter: one statement whatever their
+     * number (a VALUES list of 2 placeholders a row passed MariaDB's
+     * 65,535 past 32,767 uids and failed for ever), atomic as before. */
+    if (hr_batch_exec(ac->m,
+                      "INSERT IGNORE INTO push_subscription (task_id, uid) "
+                      "SELECT j.task_id, j.uid FROM JSON_TABLE(?, '$[*]' COLUMNS ("
+                      "task_id BIGINT UNSIGNED PATH '$[0]', uid BIGINT UNSIGNED PATH '$[1]')) j",
+                      &(hr_batch){rows, n, 2}, NULL, 0, &inserted, &errnum, err, sizeof err) < 0) {
+        hr_mysql_rollback(ac->m);
         /* The guard trigger: the task was claimed after our state check.
          * The statement is atomic, so none of the uids was stored. */
         if (errnum == HR_MYSQL_ER_SIGNAL)
@@ -126,6 +136,17 @@ void dsp_api_subs_add(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_http
             dsp_api_backend_error(resp, "mysql", err);
         goto done;
     }
+    /* The audit row names the counts, not the uids (up to max_ids). */
+    after = cJSON_CreateObject();
+    cJSON_AddNumberToObject(after, "received", (double)n);
+    cJSON_AddNumberToObject(after, "added", (double)inserted);
+    if (!dsp_api_audit(ac, req, id, NULL, NULL, after, resp)) {
+        hr_mysql_rollback(ac->m);
+        goto done;
+    }
+    if (!dsp_api_commit(ac, resp))
+        goto done;
+    /* Redis after the commit: a set never holds a uid MySQL does not. */
     if (hr_subs_add_sharded(ac->r, id, shards, (const char **)ids, n, &added, err, sizeof err) <
         0) {
         /* MySQL has them: the scanner's refill adds them before due. */
@@ -150,8 +171,8 @@ done:
         free(ids[i]);
     free(ids);
     free(uids);
-    free(p);
-    free(sql);
+    free(rows);
+    cJSON_Delete(after);
     cJSON_Delete(j);
 }
 
@@ -159,24 +180,38 @@ void dsp_api_subs_del(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_http
 {
     int64_t id, uid;
     uint64_t deleted = 0;
-    char err[512], key[256], uid_s[24];
+    char err[512], key[256], uid_s[24], target[40];
     redisReply *reply;
-    cJSON *o;
+    cJSON *o, *before = NULL;
     int shards = 1;
 
     (void)d;
     if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_id(req, "uid", resp, &uid) ||
-        !dsp_api_sub_task(ac, id, resp, &shards))
+        !dsp_api_sub_task(ac, id, resp, &shards) || !dsp_api_begin(ac, resp))
         return;
     {
         const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(uid)};
 
         if (hr_mysql_exec(ac->m, "DELETE FROM push_subscription WHERE task_id = ? AND uid = ?", p,
                           2, &deleted, NULL, NULL, err, sizeof err) < 0) {
+            hr_mysql_rollback(ac->m);
             dsp_api_backend_error(resp, "mysql", err);
             return;
         }
     }
+    snprintf(target, sizeof target, "uid %" PRId64, uid);
+    before = cJSON_CreateObject();
+    cJSON_AddBoolToObject(before, "subscribed", deleted > 0);
+    o = cJSON_CreateObject();
+    cJSON_AddBoolToObject(o, "subscribed", false);
+    if (!dsp_api_audit(ac, req, id, target, before, o, resp) || !dsp_api_commit(ac, resp)) {
+        hr_mysql_rollback(ac->m);
+        cJSON_Delete(before);
+        cJSON_Delete(o);
+        return;
+    }
+    cJSON_Delete(before);
+    cJSON_Delete(o);
     snprintf(uid_s, sizeof uid_s, "%" PRId64, uid);
     hr_key_shard(hr_redis_prefix(ac->r), key, sizeof key, id, hr_shard_of_str(uid_s, shards),
                  HR_KEY_SUBS);
@@ -320,13 +355,14 @@ done:
 }
 
 /* Moves UID of task T from subs (or the wait set) to pulled, in the uid's
- * shard; true when it moved. */
-static int dsp_api_ack(dsp_api_conn *ac, const hr_task *t, int64_t uid, const char *uid_s,
+ * shard; true when it moved (then its event and its minute of the series
+ * follow: dsp_engage_pulled). */
+static int dsp_api_ack(dsp *d, dsp_api_conn *ac, const hr_task *t, int64_t uid, const char *uid_s,
                        char *errstr, size_t errlen)
 {
     char keys[4][256];
     const char *argv[5] = {keys[0], keys[1], keys[2], keys[3], uid_s};
-    const hr_mysql_param p[] = {HR_P_I64(t->id), HR_P_I64(uid)};
+    const hr_mysql_param p[] = {HR_P_I64(t->id), HR_P_I64(uid), HR_P_I64(hr_dlog_day(t->due_ms))};
     int shard = hr_shard_of_str(uid_s, (int)t->shards);
     int64_t id = t->id;
     redisReply *reply;
@@ -344,16 +380,21 @@ static int dsp_api_ack(dsp_api_conn *ac, const hr_task *t, int64_t uid, const ch
     if (!moved)
         return 0;
     if (hr_mysql_exec(ac->m,
-                      "INSERT INTO push_delivery (task_id, uid, status, at) "
-                      "VALUES (?, ?, 'pulled', UTC_TIMESTAMP(3)) "
+                      "INSERT INTO push_delivery (task_id, uid, status, at, day) "
+                      "VALUES (?, ?, 'pulled', UTC_TIMESTAMP(3), ?) "
                       "ON DUPLICATE KEY UPDATE status = 'pulled', at = VALUES(at)",
-                      p, 2, NULL, NULL, NULL, errstr, errlen) < 0 ||
+                      p, 3, NULL, NULL, NULL, errstr, errlen) < 0 ||
         hr_finish_add(ac->m, id, hr_shard_row((int)t->shards, shard), HR_OUTCOME_PULLED, 1, errstr,
                       errlen) < 0) {
         hr_log_error("pull_count_lost", "task=%" PRId64 " uid=%" PRId64 " error=%s", id, uid,
                      errstr);
         return -1;
     }
+    /* The pull is counted: a late event still goes (it stays queued), a
+     * lost minute of the series only thins the chart. */
+    if (dsp_engage_pulled(d, ac->m, t, (uint64_t)uid, errstr, errlen) < 0)
+        hr_log_warn("pull_event_late", "task=%" PRId64 " uid=%" PRId64 " error=%s", id, uid,
+                    errstr);
     return 1;
 }
 
@@ -512,7 +553,7 @@ void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
         dsp_api_time(t->due_ms, due, sizeof due);
         cJSON_AddStringToObject(r, "due_at", due);
         dsp_api_subs_rendering(r, t, uid_s, user);
-        if (ack && (moved = dsp_api_ack(ac, t, uid, uid_s, err, sizeof err)) < 0) {
+        if (ack && (moved = dsp_api_ack(d, ac, t, uid, uid_s, err, sizeof err)) < 0) {
             dsp_api_backend_error(resp, "redis", err);
             goto done;
         }

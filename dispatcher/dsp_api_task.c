@@ -18,7 +18,28 @@
 #include "hr_log.h"
 #include "hr_state.h"
 
+/* Bytes of title, body and payload one page of GET /v1/tasks carries at
+ * most (but always its first task). */
+#define DSP_API_LIST_BUDGET ((int64_t)4 * 1024 * 1024)
+
 /* ---- POST /v1/tasks, PATCH /v1/tasks/{id} --------------------------------- */
+
+/* The audit row of a task created (BEFORE NULL) or changed: the settings
+ * of BEFORE and AFTER that differ (dsp_api_view_settings).  true, or false
+ * after answering 503. */
+static bool dsp_api_task_audit(dsp_api_conn *ac, const hr_httpd_req *req, int64_t id,
+                               const hr_task *before, const hr_task *after, hr_httpd_resp *resp)
+{
+    cJSON *b = before != NULL ? dsp_api_view_settings(before) : NULL;
+    cJSON *a = dsp_api_view_settings(after);
+    bool ok;
+
+    hr_audit_diff(b, a);
+    ok = dsp_api_audit(ac, req, id, NULL, b, a, resp);
+    cJSON_Delete(b);
+    cJSON_Delete(a);
+    return ok;
+}
 
 static hr_mysql_param dsp_api_p_str(const char *s)
 {
@@ -98,7 +119,7 @@ void dsp_api_task_create(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
     uint64_t id = 0;
     const char *scope;
 
-    if (j == NULL || !dsp_api_task_input(d, j, &in, &scope, resp))
+    if (j == NULL || !dsp_api_task_input(d, j, &in, &scope, resp) || !dsp_api_begin(ac, resp))
         goto done;
     {
         const hr_mysql_param p[] = {
@@ -138,11 +159,18 @@ void dsp_api_task_create(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
                           "?, ?, SEC_TO_TIME(?), SEC_TO_TIME(?), ?, FROM_UNIXTIME(? / 1000), "
                           "FROM_UNIXTIME(? / 1000), ?, ?)",
                           p, sizeof p / sizeof p[0], NULL, &id, NULL, err, sizeof err) < 0) {
+            hr_mysql_rollback(ac->m);
             dsp_api_backend_error(resp, "mysql", err);
             goto done;
         }
     }
-    if (!dsp_api_load_task(ac, (int64_t)id, resp, &t) || !dsp_api_admit(d, ac, resp, &t))
+    /* The row as stored, and its audit row in the same transaction. */
+    if (!dsp_api_load_task(ac, (int64_t)id, resp, &t) ||
+        !dsp_api_task_audit(ac, req, (int64_t)id, NULL, t, resp)) {
+        hr_mysql_rollback(ac->m);
+        goto done;
+    }
+    if (!dsp_api_commit(ac, resp) || !dsp_api_admit(d, ac, resp, &t))
         goto done;
     hr_log_info("api_task_created", "task=%" PRIu64 " name=%s", id, t->name);
     dsp_api_reply(resp, 201, dsp_api_view_task(t));
@@ -150,6 +178,28 @@ done:
     hr_task_free(t);
     free(in.t.payload);
     cJSON_Delete(j);
+}
+
+/* Locks task ID's row for the caller's transaction (SELECT ... FOR UPDATE):
+ * what is read next is what a change will change.  false after answering
+ * 404 or 503. */
+static bool dsp_api_lock_task(dsp_api_conn *ac, int64_t id, hr_httpd_resp *resp)
+{
+    const hr_mysql_param p[] = {HR_P_I64(id)};
+    hr_mysql_rows *rows = NULL;
+    char err[512];
+    bool found;
+
+    if (hr_mysql_query(ac->m, "SELECT id FROM push_task WHERE id = ? FOR UPDATE", p, 1, &rows, err,
+                       sizeof err) != 0) {
+        dsp_api_backend_error(resp, "mysql", err);
+        return false;
+    }
+    found = rows->nrows == 1;
+    hr_mysql_rows_free(rows);
+    if (!found)
+        hr_httpd_error(resp, 404, "not_found", "task %" PRId64 " does not exist", id);
+    return found;
 }
 
 /* 1 when task ID has an explicit freeze_at after DUE_MS (the rule POST
@@ -176,7 +226,7 @@ static int dsp_api_due_before_freeze(dsp_api_conn *ac, int64_t id, int64_t due_m
 void dsp_api_task_patch(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     cJSON *j = NULL;
-    hr_task *t = NULL;
+    hr_task *t = NULL, *changed = NULL;
     dsp_api_input in = {0};
     int64_t id;
     uint64_t affected = 0;
@@ -185,38 +235,41 @@ void dsp_api_task_patch(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_ht
     const char *code;
 
     if (!dsp_api_id(req, "id", resp, &id) || (j = dsp_api_body(req, resp)) == NULL ||
-        !dsp_api_load_task(ac, id, resp, &t))
+        !dsp_api_begin(ac, resp))
         goto done;
+    /* The row locked, so the audit's before is what the UPDATE changes. */
+    if (!dsp_api_lock_task(ac, id, resp) || !dsp_api_load_task(ac, id, resp, &t))
+        goto rollback;
     in.t = *t;
     in.t.payload = NULL;
     if (dsp_api_parse_task(j, true, &in, &code, err, sizeof err) < 0) {
         hr_httpd_error(resp, 400, code, "%s", err);
-        goto done;
+        goto rollback;
     }
     if (in.t.payload == NULL && t->payload != NULL)
         in.t.payload = strdup(t->payload);
     if (hr_task_validate(&in.t, d->cfg, err, sizeof err) < 0) {
         hr_httpd_error(resp, 400, "invalid_task", "%s", err);
-        goto done;
+        goto rollback;
     }
     if (t->state != HR_STATE_SCHEDULED) {
         hr_httpd_error(resp, 409, "wrong_state",
                        "task %" PRId64 " is %s; only a scheduled task changes", id,
                        hr_state_name(t->state));
-        goto done;
+        goto rollback;
     }
     if (in.has_due) {
         int early = dsp_api_due_before_freeze(ac, id, in.t.due_ms, err, sizeof err);
 
         if (early < 0) {
             dsp_api_backend_error(resp, "mysql", err);
-            goto done;
+            goto rollback;
         }
         if (early == 1) {
             hr_httpd_error(resp, 400, "bad_field",
                            "due_at must not be before the task's "
                            "freeze_at (the task would never be in the pull on its day)");
-            goto done;
+            goto rollback;
         }
     }
     {
@@ -243,17 +296,23 @@ void dsp_api_task_patch(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_ht
                 hr_httpd_error(resp, 409, "frozen", "%s", err);
             else
                 dsp_api_backend_error(resp, "mysql", err);
-            goto done;
+            goto rollback;
         }
     }
-    hr_task_free(t);
-    t = NULL;
-    if (!dsp_api_load_task(ac, id, resp, &t) || !dsp_api_admit(d, ac, resp, &t))
+    if (!dsp_api_load_task(ac, id, resp, &changed) ||
+        !dsp_api_task_audit(ac, req, id, t, changed, resp) || !dsp_api_commit(ac, resp))
+        goto rollback;
+    if (!dsp_api_admit(d, ac, resp, &changed))
         goto done;
-    dsp_api_reply(resp, 200, dsp_api_view_task(t));
+    dsp_api_reply(resp, 200, dsp_api_view_task(changed));
+    goto done;
+rollback:
+    /* After a failed commit this only resets the connection's state. */
+    hr_mysql_rollback(ac->m);
 done:
     free(in.t.payload);
     hr_task_free(t);
+    hr_task_free(changed);
     cJSON_Delete(j);
 }
 
@@ -274,15 +333,37 @@ void dsp_api_task_get(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_http
     hr_task_free(t);
 }
 
+/* How many of the N tasks sized SIZES (their title, body and payload, in
+ * page order) one page carries: all that fit DSP_API_LIST_BUDGET bytes
+ * together, and always the first (a single task is served whole, as GET
+ * /v1/tasks/{id} would). */
+static size_t dsp_api_list_fit(const hr_mysql_rows *sizes, size_t n)
+{
+    int64_t used = 0;
+    size_t k;
+
+    for (k = 0; k < n; k++) {
+        used += strtoll(hr_mysql_cell(sizes, k, 1), NULL, 10);
+        if (k > 0 && used > DSP_API_LIST_BUDGET)
+            break;
+    }
+    return k;
+}
+
 /* Newest first, keyset-paged: ?before=ID gives the tasks below ID, and
- * "next" is the before of the next page (null on the last). */
+ * "next" is the before of the next page (null on the last).  A page holds
+ * `limit` tasks, or fewer when their texts would pass the response budget
+ * (dsp_api_list_fit): the sizes are read first (one small row a task),
+ * then only the rows that fit, so a page of large payloads never builds
+ * more than about the budget. */
 void dsp_api_task_list(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     const char *state = hr_httpd_query(req, "state"), *q = hr_httpd_query(req, "q"), *code;
     long limit;
-    int64_t before;
+    int64_t before, last = 0;
     hr_task **tasks = NULL;
-    size_t n = 0, i;
+    hr_mysql_rows *sizes = NULL;
+    size_t n = 0, i, fit = 0;
     cJSON *o, *arr;
     char err[1024];
 
@@ -299,62 +380,99 @@ void dsp_api_task_list(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_htt
                                     HR_P_I64(before),     dsp_api_p_str(q),
                                     dsp_api_p_str(q),     HR_P_I64(limit + 1)};
 
+        if (hr_mysql_query(ac->m,
+                           "SELECT id, LENGTH(title) + LENGTH(body) + COALESCE(LENGTH(payload), 0) "
+                           "FROM push_task WHERE (? IS NULL OR state = ?) AND id < ? "
+                           "AND (? IS NULL OR LOCATE(?, name) > 0) ORDER BY id DESC LIMIT ?",
+                           p, 6, &sizes, err, sizeof err) < 0) {
+            dsp_api_backend_error(resp, "mysql", err);
+            return;
+        }
+    }
+    fit = dsp_api_list_fit(sizes, sizes->nrows < (size_t)limit ? sizes->nrows : (size_t)limit);
+    if (fit > 0)
+        last = strtoll(hr_mysql_cell(sizes, fit - 1, 0), NULL, 10);
+    if (fit > 0) {
+        const hr_mysql_param p[] = {dsp_api_p_str(state),  dsp_api_p_str(state), HR_P_I64(before),
+                                    HR_P_I64(last),        dsp_api_p_str(q),     dsp_api_p_str(q),
+                                    HR_P_I64((int64_t)fit)};
+
         if (dsp_store_tasks(ac->m,
                             "SELECT " HR_TASK_COLUMNS " FROM push_task "
-                            "WHERE (? IS NULL OR state = ?) AND id < ? "
+                            "WHERE (? IS NULL OR state = ?) AND id < ? AND id >= ? "
                             "AND (? IS NULL OR LOCATE(?, name) > 0) ORDER BY id DESC LIMIT ?",
-                            p, 6, &tasks, &n, err, sizeof err) < 0) {
+                            p, 7, &tasks, &n, err, sizeof err) < 0) {
+            hr_mysql_rows_free(sizes);
             dsp_api_backend_error(resp, "mysql", err);
             return;
         }
     }
     o = cJSON_CreateObject();
     arr = cJSON_AddArrayToObject(o, "tasks");
-    for (i = 0; i < n && i < (size_t)limit; i++)
+    for (i = 0; i < n; i++)
         cJSON_AddItemToArray(arr, dsp_api_view_task(tasks[i]));
-    if (n > (size_t)limit)
-        dsp_api_add_id(o, "next", tasks[limit - 1]->id);
+    if (sizes->nrows > fit)
+        dsp_api_add_id(o, "next", last);
     else
         cJSON_AddNullToObject(o, "next");
+    hr_mysql_rows_free(sizes);
     dsp_store_tasks_free(tasks, n);
     dsp_api_reply(resp, 200, o);
 }
 
 /* ---- POST /v1/tasks/{id}/pause|resume|cancel ------------------------------ */
 
-/* The same as an admin's UPDATE push_task SET control = ..., plus the ctl
- * key at once so workers react without waiting for a dispatcher tick; the
- * dispatchers' control scan carries out the state transition. */
+/* The same as an admin's UPDATE push_task SET control = ..., with its audit
+ * row in the same transaction, plus the ctl key at once so workers react
+ * without waiting for a dispatcher tick; the dispatchers' control scan
+ * carries out the state transition. */
 static void dsp_api_task_control(dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp,
                                  hr_control control)
 {
     hr_task *t = NULL;
+    cJSON *before = NULL, *after = NULL;
     char err[512];
     int64_t id;
 
-    if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_load_task(ac, id, resp, &t))
+    if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_begin(ac, resp))
         return;
+    if (!dsp_api_lock_task(ac, id, resp) || !dsp_api_load_task(ac, id, resp, &t))
+        goto rollback;
     if (hr_state_final(t->state)) {
         hr_httpd_error(resp, 409, "finished", "task %" PRId64 " is already %s", id,
                        hr_state_name(t->state));
-        goto done;
+        goto rollback;
     }
-    switch (hr_task_set_control(ac->m, ac->r, id, control, err, sizeof err)) {
-    case -1:
+    if (hr_state_control(ac->m, id, control, err, sizeof err) < 0) {
         dsp_api_backend_error(resp, "mysql", err);
-        goto done;
-    case 1:
-        /* MySQL holds the wish; the next dispatcher scan mirrors it. */
+        goto rollback;
+    }
+    /* Recorded even when it changes nothing (a pause of a paused task):
+     * someone asked for it. */
+    before = cJSON_CreateObject();
+    after = cJSON_CreateObject();
+    cJSON_AddStringToObject(before, "control", hr_control_name(t->control));
+    cJSON_AddStringToObject(after, "control", hr_control_name(control));
+    if (!dsp_api_audit(ac, req, id, NULL, before, after, resp) || !dsp_api_commit(ac, resp))
+        goto rollback;
+    /* The ctl key after the commit: workers never act on a wish MySQL
+     * does not hold.  MySQL holds it now; the next dispatcher scan mirrors
+     * it if this fails. */
+    if (hr_task_set_control(NULL, ac->r, id, control, err, sizeof err) != 0)
         hr_log_warn("api_ctl_key_failed", "task=%" PRId64 " control=%s error=%s", id,
                     hr_control_name(control), err);
-        break;
-    }
-    hr_log_info("api_task_control", "task=%" PRId64 " control=%s", id, hr_control_name(control));
+    hr_log_info("api_task_control", "task=%" PRId64 " control=%s by=%s", id,
+                hr_control_name(control), req->auth_name);
     hr_task_free(t);
     t = NULL;
     if (dsp_api_load_task(ac, id, resp, &t))
         dsp_api_reply(resp, 200, dsp_api_view_task(t));
+    goto done;
+rollback:
+    hr_mysql_rollback(ac->m);
 done:
+    cJSON_Delete(before);
+    cJSON_Delete(after);
     hr_task_free(t);
 }
 

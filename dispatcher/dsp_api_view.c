@@ -22,7 +22,7 @@
 
 /* ---- task JSON ------------------------------------------------------------ */
 
-static void dsp_api_add_time(cJSON *o, const char *name, int64_t ms)
+void dsp_api_add_time(cJSON *o, const char *name, int64_t ms)
 {
     char buf[40];
 
@@ -121,6 +121,17 @@ cJSON *dsp_api_view_task(const hr_task *t)
     cJSON_AddNumberToObject(counters, "expired", (double)t->expired);
     cJSON_AddNumberToObject(counters, "opted_out", (double)t->opted_out);
     cJSON_AddNumberToObject(counters, "suppressed", (double)t->suppressed);
+    return o;
+}
+
+cJSON *dsp_api_view_settings(const hr_task *t)
+{
+    static const char *const herald_s[] = {"id",         "last_warning", "control", "state",
+                                           "last_error", "claimed_by",   "counters"};
+    cJSON *o = dsp_api_view_task(t);
+
+    for (size_t i = 0; o != NULL && i < sizeof herald_s / sizeof herald_s[0]; i++)
+        cJSON_DeleteItemFromObjectCaseSensitive(o, herald_s[i]);
     return o;
 }
 

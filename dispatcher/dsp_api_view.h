@@ -9,8 +9,14 @@
 #include "dsp_api.h"
 #include "hr_task.h"
 
+/* Adds NAME: MS as an RFC 3339 UTC string to O, or null when MS < 0. */
+void dsp_api_add_time(cJSON *o, const char *name, int64_t ms);
 /* Task T's row as a new JSON object (the caller's). */
 cJSON *dsp_api_view_task(const hr_task *t);
+/* The fields of T an admin sets (dsp_api_view_task without its id, state,
+ * control, counters, errors and owner): what the audit log records of a
+ * task created or changed. */
+cJSON *dsp_api_view_settings(const hr_task *t);
 /* Adds "live" and "progress" of task T to O (docs/api.md "Progress"), read
  * with AC's connections; without Redis the progress still comes from
  * MySQL. */

@@ -236,14 +236,20 @@ static void dsp_chunk_expire(dsp *d, dsp_task *dt)
 {
     dsp_conn *conn = &d->loop_conn;
     int64_t dropped = 0, total = 0;
-    int shard = dt->shard != HR_SHARD_NONE ? dt->shard : 0;
+    int shard = dt->shard != HR_SHARD_NONE ? dt->shard : 0, events;
     bool held = false;
+    dsp_events_drop ev;
     char err[512];
 
     /* A shard's chunker expires its own shard: the wait set, subs, unheld
      * chunks and the counter of its row. */
-    if (dsp_drop_shard(conn, dt->id, shard, HR_OUTCOME_EXPIRED, &dropped, &total, &held, err,
-                       sizeof err) < 0) {
+    if ((events = dsp_events_drop_init(d, conn->m, dt->id, HR_OUTCOME_EXPIRED, &ev, err,
+                                       sizeof err)) < 0) {
+        dsp_conn_failed(d, conn, DSP_MYSQL, err);
+        return;
+    }
+    if (dsp_drop_shard(conn, dt->id, shard, HR_OUTCOME_EXPIRED, events ? &ev : NULL, &dropped,
+                       &total, &held, err, sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_REDIS, err);
         return;
     }

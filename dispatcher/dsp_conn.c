@@ -3,8 +3,10 @@
  *
  * Connections are made lazily, so the dispatcher starts (and keeps its
  * signal handling) while a backend is down.  After any failure the thread
- * backs off (100 ms doubling to 5 s) before touching a backend again, so a
- * dead server is retried, never spun on.  Health is one flag per backend
+ * backs off (100 ms doubling to 1 s) before touching a backend again, so a
+ * dead server is retried, never spun on, and one that is back is used
+ * within a second (issue 34: at 5 s the chunker and the sweeper sat out up
+ * to 5 s of a Redis that served again).  Health is one flag per backend
  * shared by every thread: a change is logged once (`mysql_down` with the
  * error, `mysql_up`), not every failed call. */
 #include <time.h>
@@ -14,13 +16,13 @@
 #include "hr_log.h"
 
 #define DSP_BACKOFF_MIN_MS 100
-#define DSP_BACKOFF_MAX_MS 5000
+#define DSP_BACKOFF_MAX_MS 1000
 
 static const char *const dsp_down_events[DSP__BACKENDS] = {"mysql_down", "redis_down",
                                                            "kafka_down"};
 static const char *const dsp_up_events[DSP__BACKENDS] = {"mysql_up", "redis_up", "kafka_up"};
 
-static void dsp_health_set(dsp *d, dsp_backend b, bool down, const char *err)
+static bool dsp_health_set(dsp *d, dsp_backend b, bool down, const char *err)
 {
     bool changed;
 
@@ -30,16 +32,17 @@ static void dsp_health_set(dsp *d, dsp_backend b, bool down, const char *err)
     d->seen[b] = d->seen[b] || !down;
     pthread_mutex_unlock(&d->health_mu);
     if (!changed)
-        return;
+        return false;
     if (down)
         hr_log_error(dsp_down_events[b], "error=%s", err ? err : "");
     else
         hr_log_info(dsp_up_events[b], "recovered=1");
+    return true;
 }
 
-void dsp_health_ok(dsp *d, dsp_backend b)
+bool dsp_health_ok(dsp *d, dsp_backend b)
 {
-    dsp_health_set(d, b, false, NULL);
+    return dsp_health_set(d, b, false, NULL);
 }
 
 void dsp_health_fail(dsp *d, dsp_backend b, const char *err)

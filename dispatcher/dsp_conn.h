@@ -14,8 +14,9 @@ bool dsp_conn_ready(dsp *d, dsp_conn *conn);
 /* A backend call failed: log the state change once, back off. */
 void dsp_conn_failed(dsp *d, dsp_conn *conn, dsp_backend b, const char *err);
 void dsp_conn_close(dsp_conn *conn);
-/* A backend call worked: log a recovery once. */
-void dsp_health_ok(dsp *d, dsp_backend b);
+/* A backend call worked: log a recovery once; true when B was down (this
+ * call saw it recover). */
+bool dsp_health_ok(dsp *d, dsp_backend b);
 void dsp_health_fail(dsp *d, dsp_backend b, const char *err);
 /* Each backend's readiness into OK: not down, and worked at least once
  * (Kafka: not down; an idle producer has nothing to confirm). */

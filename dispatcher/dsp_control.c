@@ -110,12 +110,12 @@ static char *dsp_control_held_key(dsp_conn *conn, char *buf, size_t len)
  * to *DROPPED, and the shard's cancelled counter to *SUM; sets *HELD when a
  * worker held a chunk.  0 or -1. */
 static int dsp_control_cancel_shard(dsp_conn *conn, int64_t id, int shards, int shard,
-                                    int64_t *dropped, int64_t *sum, bool *held, char *errstr,
-                                    size_t errlen)
+                                    dsp_events_drop *ev, int64_t *dropped, int64_t *sum, bool *held,
+                                    char *errstr, size_t errlen)
 {
     int64_t total = 0;
 
-    if (dsp_drop_shard(conn, id, shard, HR_OUTCOME_CANCELLED, dropped, &total, held, errstr,
+    if (dsp_drop_shard(conn, id, shard, HR_OUTCOME_CANCELLED, ev, dropped, &total, held, errstr,
                        errlen) < 0)
         return -1;
     if (hr_finish_count(conn->m, id, hr_shard_row(shards, shard), HR_OUTCOME_CANCELLED, total,
@@ -130,19 +130,23 @@ static int dsp_control_cancel_shard(dsp_conn *conn, int64_t id, int shards, int 
     return 0;
 }
 
-static int dsp_control_cancel(dsp_conn *conn, int64_t id, int shards, char *errstr, size_t errlen)
+static int dsp_control_cancel(dsp *d, dsp_conn *conn, int64_t id, int shards, char *errstr,
+                              size_t errlen)
 {
     char key[256];
     redisReply *reply;
     int64_t dropped = 0, total = 0;
     bool held = false;
-    int moved;
+    dsp_events_drop ev;
+    int moved, events;
 
-    if (hr_task_set_control(NULL, conn->r, id, HR_CONTROL_CANCEL, errstr, errlen) < 0)
+    if (hr_task_set_control(NULL, conn->r, id, HR_CONTROL_CANCEL, errstr, errlen) < 0 ||
+        (events = dsp_events_drop_init(d, conn->m, id, HR_OUTCOME_CANCELLED, &ev, errstr, errlen)) <
+            0)
         return -1;
     for (int k = 0; k < (shards > 1 ? shards : 1); k++)
-        if (dsp_control_cancel_shard(conn, id, shards, k, &dropped, &total, &held, errstr, errlen) <
-            0)
+        if (dsp_control_cancel_shard(conn, id, shards, k, events ? &ev : NULL, &dropped, &total,
+                                     &held, errstr, errlen) < 0)
             return -1;
     if (held) {
         /* The holder cancels its chunk itself, unless it never comes back
@@ -198,9 +202,12 @@ static void dsp_control_held(dsp *d, dsp_conn *conn)
     for (i = 0; i < ids->elements && !atomic_load(&d->stopping); i++) {
         int64_t id = strtoll(ids->element[i]->str, NULL, 10), dropped = 0, total = 0;
         bool held = false, failed = false;
-        int shards = 1;
+        int shards = 1, events;
+        dsp_events_drop ev;
 
-        if (hr_shard_load(conn->m, id, &shards, err, sizeof err) < 0) {
+        if (hr_shard_load(conn->m, id, &shards, err, sizeof err) < 0 ||
+            (events = dsp_events_drop_init(d, conn->m, id, HR_OUTCOME_CANCELLED, &ev, err,
+                                           sizeof err)) < 0) {
             hr_log_warn("control_failed", "task=%" PRId64 " control=cancel error=%s", id, err);
             break;
         }
@@ -208,8 +215,8 @@ static void dsp_control_held(dsp *d, dsp_conn *conn)
             int64_t n = 0, shard_total = 0;
 
             failed =
-                dsp_drop_chunks(conn, id, k, HR_OUTCOME_CANCELLED, &n, &shard_total, &held, err,
-                                sizeof err) < 0 ||
+                dsp_drop_chunks(conn, id, k, HR_OUTCOME_CANCELLED, events ? &ev : NULL, &n,
+                                &shard_total, &held, err, sizeof err) < 0 ||
                 (n > 0 && hr_finish_count(conn->m, id, hr_shard_row(shards, k),
                                           HR_OUTCOME_CANCELLED, shard_total, err, sizeof err) < 0);
             dropped += n;
@@ -326,7 +333,7 @@ void dsp_control_scan(dsp *d, dsp_conn *conn)
                                     hr_mysql_cell(rows, i, 3)[0] == '1',
                                     strtoll(hr_mysql_cell(rows, i, 4), NULL, 10), err, sizeof err);
         else
-            rc = dsp_control_cancel(conn, id, shards, err, sizeof err);
+            rc = dsp_control_cancel(d, conn, id, shards, err, sizeof err);
         if (rc < 0) {
             hr_log_warn("control_failed", "task=%" PRId64 " control=%s error=%s", id, control, err);
             break;

@@ -6,8 +6,8 @@
 
 #include "hr_keys.h"
 
-int dsp_drop_chunks(dsp_conn *conn, int64_t id, int shard, hr_outcome outcome, int64_t *dropped,
-                    int64_t *total, bool *held, char *errstr, size_t errlen)
+int dsp_drop_chunks(dsp_conn *conn, int64_t id, int shard, hr_outcome outcome, dsp_events_drop *ev,
+                    int64_t *dropped, int64_t *total, bool *held, char *errstr, size_t errlen)
 {
     char pending[256];
     redisReply *all;
@@ -23,7 +23,8 @@ int dsp_drop_chunks(dsp_conn *conn, int64_t id, int shard, hr_outcome outcome, i
         int64_t seen = 0;
 
         if (hr_finish_drop(conn->r, id, shard, strtoll(all->element[i]->str, NULL, 10), outcome,
-                           NULL, &n, &seen, errstr, errlen) < 0)
+                           NULL, ev != NULL ? dsp_events_dropped : NULL, ev, &n, &seen, errstr,
+                           errlen) < 0)
             goto done;
         if (seen > *total)
             *total = seen;
@@ -38,18 +39,19 @@ done:
     return rc;
 }
 
-int dsp_drop_shard(dsp_conn *conn, int64_t id, int shard, hr_outcome outcome, int64_t *dropped,
-                   int64_t *total, bool *held, char *errstr, size_t errlen)
+int dsp_drop_shard(dsp_conn *conn, int64_t id, int shard, hr_outcome outcome, dsp_events_drop *ev,
+                   int64_t *dropped, int64_t *total, bool *held, char *errstr, size_t errlen)
 {
+    hr_finish_dropped_fn each = ev != NULL ? dsp_events_dropped : NULL;
     int64_t n;
 
-    if (hr_finish_drop(conn->r, id, shard, HR_FINISH_WAIT, outcome, NULL, &n, total, errstr,
-                       errlen) < 0)
+    if (hr_finish_drop(conn->r, id, shard, HR_FINISH_WAIT, outcome, NULL, each, ev, &n, total,
+                       errstr, errlen) < 0)
         return -1;
     *dropped += n;
-    if (hr_finish_drop(conn->r, id, shard, HR_FINISH_SUBS, outcome, NULL, &n, total, errstr,
-                       errlen) < 0)
+    if (hr_finish_drop(conn->r, id, shard, HR_FINISH_SUBS, outcome, NULL, each, ev, &n, total,
+                       errstr, errlen) < 0)
         return -1;
     *dropped += n;
-    return dsp_drop_chunks(conn, id, shard, outcome, dropped, total, held, errstr, errlen);
+    return dsp_drop_chunks(conn, id, shard, outcome, ev, dropped, total, held, errstr, errlen);
 }

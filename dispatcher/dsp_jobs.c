@@ -5,12 +5,16 @@
  *
  * - scan: the scanner (dsp_scan.c), then the control transitions
  *   (dsp_control.c), the herald_tasks{state} gauge and, every
- *   DSP_MIRROR_SYNC_MS, the books' mirror syncs (dsp_mirror.c); when it returned, the
+ *   DSP_MIRROR_SYNC_MS, the books' mirror syncs (dsp_mirror.c), and when one
+ *   is due the delivery log's upkeep (dsp_dlog.c); when it returned, the
  *   timer pops at once (the scan may have put entries due before its next
  *   wake-up).
- * - poll: the DB poller (dsp_poll.c); the tasks it claimed are owned on
- *   the loop thread in the after-work callback.
- * - sweep: the sweeper and key retirement (dsp_sweep.c). */
+ * - poll: the DB poller (dsp_poll.c); the pending chunks of a task taken
+ *   over are published again (dsp_sweep_takeover); the tasks it claimed
+ *   are owned on the loop thread in the after-work callback.
+ * - sweep: the sweeper and key retirement (dsp_sweep.c).
+ * - handback: the chunks workers handed back, published again
+ *   (dsp_sweep_handbacks), every second. */
 #include "dsp_jobs.h"
 
 #include <stdlib.h>
@@ -19,6 +23,7 @@
 #include "dsp_mirror.h"
 #include "dsp_conn.h"
 #include "dsp_control.h"
+#include "dsp_dlog.h"
 #include "dsp_owned.h"
 #include "dsp_poll.h"
 #include "dsp_scan.h"
@@ -61,7 +66,7 @@ bool dsp_jobs_busy(const dsp *d)
     return d->jobs->busy;
 }
 
-/* herald_tasks{state}: one GROUP BY over the state index. */
+/* herald_tasks{state}: one GROUP BY over the state index, every scan. */
 static void dsp_jobs_count(dsp *d, dsp_conn *conn)
 {
     const hr_mysql_param p[] = {DSP_TOPIC_PARAMS};
@@ -79,6 +84,9 @@ static void dsp_jobs_count(dsp *d, dsp_conn *conn)
     }
     dsp_metrics_tasks(&d->met, rows);
     hr_mysql_rows_free(rows);
+    /* MySQL answers again after a failure (an idle dispatcher reports no
+     * chunk that would say so): mysql_up, and /readyz follows. */
+    dsp_health_ok(d, DSP_MYSQL);
 }
 
 static void dsp_jobs_work(uv_work_t *w)
@@ -93,11 +101,18 @@ static void dsp_jobs_work(uv_work_t *w)
         dsp_control_scan(d, &jobs->conn);
         dsp_jobs_count(d, &jobs->conn);
         dsp_mirror_sync(d, &jobs->conn, true, true);
+        dsp_dlog_run(d, &jobs->conn);
     }
-    if ((jobs->doing & DSP_JOBS_POLL) && !atomic_load(&d->stopping))
+    if ((jobs->doing & DSP_JOBS_POLL) && !atomic_load(&d->stopping)) {
         dsp_poll_run(d, &jobs->conn, &jobs->claimed);
+        for (size_t i = 0; i < jobs->claimed.n; i++)
+            if (jobs->claimed.v[i]->state == HR_STATE_DISPATCHING)
+                dsp_sweep_takeover(d, &jobs->conn, jobs->claimed.v[i]);
+    }
     if ((jobs->doing & DSP_JOBS_SWEEP) && !atomic_load(&d->stopping))
         dsp_sweep_run(d, &jobs->conn);
+    if ((jobs->doing & DSP_JOBS_HANDBACK) && !atomic_load(&d->stopping))
+        dsp_sweep_handbacks(d, &jobs->conn);
 }
 
 static void dsp_jobs_done(uv_work_t *w, int status)

@@ -9,7 +9,7 @@
 
 typedef struct dsp_jobs dsp_jobs;
 
-enum { DSP_JOBS_SCAN = 1, DSP_JOBS_POLL = 2, DSP_JOBS_SWEEP = 4 };
+enum { DSP_JOBS_SCAN = 1, DSP_JOBS_POLL = 2, DSP_JOBS_SWEEP = 4, DSP_JOBS_HANDBACK = 8 };
 
 /* The runner (idle) into d->jobs.  0, or -1 out of memory. */
 int dsp_jobs_new(dsp *d);

@@ -19,11 +19,22 @@ static const double dsp_lag_buckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 
 /* Reconciliation after the claim, seconds. */
 static const double dsp_rc_buckets[] = {0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120};
 
+/* hr_mysql_watch's hook: a MySQL call took a second or more, or the
+ * timeout ended it. */
+static void dsp_metrics_mysql_slow(const hr_mysql_slow *slow)
+{
+    char fields[256];
+    const char *event = hr_mysql_slow_fields(slow, fields, sizeof fields);
+
+    hr_log_warn(event, "%s", fields);
+}
+
 int dsp_metrics_new(dsp_metrics *m, char *errstr, size_t errlen)
 {
     hr_metrics_family *published, *redelivered, *claimed, *lag, *waits, *errors;
     hr_metrics_family *rc_added, *rc_seconds, *unaccounted, *expired;
-    hr_metrics_family *paced, *paced_rate, *warnings;
+    hr_metrics_family *paced, *paced_rate, *warnings, *dlog_ahead, *dlog_dropped;
+    hr_metrics_family *engaged, *refused;
     const hr_metrics_spec specs[] = {
         {&published, "herald_chunks_published_total", "Chunks whose first publish Kafka confirmed",
          HR_METRICS_COUNTER, NULL, NULL, 0},
@@ -63,8 +74,24 @@ int dsp_metrics_new(dsp_metrics *m, char *errstr, size_t errlen)
         {&warnings, "herald_task_warnings_total",
          "Admission control warnings written to last_warning, by kind", HR_METRICS_COUNTER, "kind",
          NULL, 0},
+        {&dlog_ahead, "herald_delivery_partition_days_ahead",
+         "Days after today the delivery log's newest day partition holds (7 when kept up; "
+         "below 0 the new rows go into pmax)",
+         HR_METRICS_GAUGE, NULL, NULL, 0},
+        {&dlog_dropped, "herald_delivery_partitions_dropped_total",
+         "Delivery log partitions this dispatcher dropped for the retention", HR_METRICS_COUNTER,
+         NULL, NULL, 0},
+        {&engaged, "herald_engagement_total",
+         "Opens and clicks reported, by kind and result (counted: a recipient's first; repeat; "
+         "lost: a click redirected while MySQL or Kafka failed)",
+         HR_METRICS_COUNTER, "kind,result", NULL, 0},
+        {&refused, "herald_track_refused_total",
+         "Tracking links refused: malformed, or their signature did not match (a tampered URL)",
+         HR_METRICS_COUNTER, NULL, NULL, 0},
     };
     static const char *const backends[DSP__BACKENDS] = {"mysql", "redis", "kafka"};
+    static const char *const kinds[DSP__ENGAGE_KINDS] = {"opened", "clicked"};
+    static const char *const results[DSP__ENGAGE_RESULTS] = {"counted", "repeat", "lost"};
     size_t i;
 
     m->reg = hr_metrics_new(0);
@@ -87,17 +114,26 @@ int dsp_metrics_new(dsp_metrics *m, char *errstr, size_t errlen)
     m->claimed_takeover = hr_metrics_labels(claimed, "takeover");
     m->paced_tasks = hr_metrics_labels(paced, NULL);
     m->paced_rate = hr_metrics_labels(paced_rate, NULL);
+    m->dlog_days_ahead = hr_metrics_labels(dlog_ahead, NULL);
+    m->dlog_dropped = hr_metrics_labels(dlog_dropped, NULL);
     for (i = 0; i < HR_PACE__WARN_KINDS; i++)
         m->task_warnings[i] = hr_metrics_labels(warnings, hr_pace_warn_name((hr_pace_warn_kind)i));
     for (i = 0; i < DSP__BACKENDS; i++)
         m->backend_errors[i] = hr_metrics_labels(errors, backends[i]);
+    for (i = 0; i < DSP__ENGAGE_KINDS; i++)
+        for (size_t k = 0; k < DSP__ENGAGE_RESULTS; k++)
+            m->engaged[i][k] = hr_metrics_labels(engaged, kinds[i], results[k]);
+    m->track_refused = hr_metrics_labels(refused, NULL);
     for (i = 0; i < HR_STATE__COUNT; i++)
         hr_metrics_set(hr_metrics_labels(m->tasks, hr_state_name((hr_task_state)i)), 0);
-    return 0;
+    /* herald_mysql_call_seconds, _slow_calls_total, _timeouts_total. */
+    return hr_mysql_watch(m->reg, dsp_metrics_mysql_slow, errstr, errlen);
 }
 
 void dsp_metrics_free(dsp_metrics *m)
 {
+    if (m->reg != NULL)
+        hr_mysql_watch(NULL, NULL, NULL, 0);
     hr_metrics_free(m->reg);
     memset(m, 0, sizeof *m);
 }

@@ -13,6 +13,19 @@
  * failed calls herald_backend_errors_total{backend} counts. */
 typedef enum dsp_backend { DSP_MYSQL, DSP_REDIS, DSP_KAFKA, DSP__BACKENDS } dsp_backend;
 
+/* The engagements counted, and what became of a request reporting one. */
+typedef enum dsp_engage_kind {
+    DSP_ENGAGE_OPENED,
+    DSP_ENGAGE_CLICKED,
+    DSP__ENGAGE_KINDS
+} dsp_engage_kind;
+typedef enum dsp_engage_result {
+    DSP_ENGAGE_COUNTED,
+    DSP_ENGAGE_REPEAT,
+    DSP_ENGAGE_LOST,
+    DSP__ENGAGE_RESULTS
+} dsp_engage_result;
+
 /* The dispatcher's metric handles (registered by dsp_metrics_new). */
 typedef struct dsp_metrics {
     hr_metrics *reg;
@@ -27,6 +40,14 @@ typedef struct dsp_metrics {
     /* pacing and admission (dsp_owned.c's gauges, dsp_pace.c's warnings) */
     hr_metrics_child *paced_tasks, *paced_rate;
     hr_metrics_child *task_warnings[HR_PACE__WARN_KINDS];
+    /* the delivery log's partitions (dsp_dlog.c) */
+    hr_metrics_child *dlog_days_ahead, *dlog_dropped;
+    /* engagement (dsp_api_track.c): herald_engagement_total{kind,result}:
+     * counted (a recipient's first), repeat (counted before), lost (a
+     * click redirected while MySQL or Kafka failed); and
+     * herald_track_refused_total: links whose signature did not match */
+    hr_metrics_child *engaged[DSP__ENGAGE_KINDS][DSP__ENGAGE_RESULTS];
+    hr_metrics_child *track_refused;
 } dsp_metrics;
 
 /* Registers the families into a new registry in M.  0, or -1 (ERRSTR). */

@@ -180,8 +180,8 @@ static void dsp_rc_one(dsp *d, dsp_conn *conn, dsp_rc_item *it)
      * rows are written last: a claimable shard is complete. */
     if ((it->result == HR_SUBS_DONE || it->result == HR_SUBS_STARTED) &&
         (dsp_rc_seq(conn, it->id, it->shards, it->err, sizeof it->err) < 0 ||
-         (it->waits && dsp_wait_plan(conn, d->cfg, it->id, hr_clock_now_ms(), &it->parked, it->err,
-                                     sizeof it->err) < 0) ||
+         (it->waits &&
+          dsp_wait_plan(conn, d->cfg, it->id, &it->parked, it->err, sizeof it->err) < 0) ||
          (it->shards > 1 && dsp_shard_rows(conn, it->id, it->shards, it->err, sizeof it->err) < 0)))
         it->result = -1;
     if (it->result < 0)

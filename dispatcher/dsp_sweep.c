@@ -35,10 +35,20 @@
 #define DSP_RETIRE_MAX 100  /* finished tasks whose keys get a TTL, per sweep */
 #define DSP_KEY_RETENTION_MS ((int64_t)7 * 86400 * 1000) /* a finished task's Redis keys */
 
-/* The cursors of the two passes (task ids), background job only. */
+/* After Redis came back from an outage, the pass that publishes again
+ * every pending chunk no worker holds waits this beyond worker.lease_ms:
+ * by then every live holder has renewed its lease, or taken it again
+ * (lease_renew.lua; a renewal every lease_ms / 3, a stalled chunk's retry
+ * every second at most). */
+#define DSP_RECOVER_MARGIN_MS 1000
+
+/* The cursors of the two passes (task ids) and the outage watch,
+ * background job only. */
 struct dsp_sweep {
-    int64_t sweep_after;  /* the sweeper's page */
-    int64_t retire_after; /* the retirement pass's */
+    int64_t sweep_after;   /* the sweeper's page */
+    int64_t retire_after;  /* the retirement pass's */
+    bool redis_lost;       /* the hand-back read failed: Redis away */
+    int64_t recover_at_ms; /* > 0: the pass after an outage is due then */
 };
 
 int dsp_sweep_new(dsp *d)
@@ -53,66 +63,178 @@ void dsp_sweep_free(dsp *d)
     d->sweep = NULL;
 }
 
+/* Republishes chunk SEQ of shard SHARD of task ID if sweep_claim.lua lets
+ * this sweeper (its publish time still AT, no lease held), logged as
+ * chunk_redelivered with last_publish_ms (0: a worker handed it back).  1 when
+ * published, 0 when not (claimed elsewhere, held, or the produce failed:
+ * logged, pending[seq] then says "published now" and the next sweep past
+ * the redelivery timeout tries again). */
+static int dsp_sweep_republish(dsp *d, dsp_conn *conn, int64_t id, int shard, int64_t seq,
+                               int64_t due_ms, const char *at, int64_t now)
+{
+    const char *prefix = hr_redis_prefix(conn->r);
+    char pending[HR_KEY_MAX], lease[HR_KEY_MAX], chunk[HR_KEY_MAX], stats[HR_KEY_MAX];
+    char now_s[24], seq_s[24], err[512];
+    const char *argv[5] = {pending, lease, seq_s, at, now_s};
+    int64_t count;
+
+    snprintf(now_s, sizeof now_s, "%" PRId64, now);
+    snprintf(seq_s, sizeof seq_s, "%" PRId64, seq);
+    hr_key_shard(prefix, pending, sizeof pending, id, shard, HR_KEY_PENDING);
+    hr_key_shard_lease(prefix, lease, sizeof lease, id, shard, seq);
+    if (dsp_reply_int(
+            hr_redis_eval(conn->r, HR_LUA_SWEEP_CLAIM, 2, 5, argv, NULL, err, sizeof err)) != 1)
+        return 0;
+    hr_key_shard_chunk(prefix, chunk, sizeof chunk, id, shard, seq);
+    count = dsp_reply_int(hr_redis_cmdf(conn->r, err, sizeof err, "SCARD %s", chunk));
+    /* The count only sizes the worker's work (it reads the set); a chunk
+     * message must decode, so it never claims more than a chunk may hold. */
+    if (count > HR_TASK_MAX_CHUNK)
+        count = HR_TASK_MAX_CHUNK;
+    if (count < 0 || dsp_kafka_produce(d->kafka,
+                                       &(dsp_kafka_msg){.task = id,
+                                                        .seq = seq,
+                                                        .shard = shard,
+                                                        .count = count,
+                                                        .due_ms = due_ms,
+                                                        .republish = true},
+                                       err, sizeof err) < 0) {
+        hr_log_warn("chunk_redeliver_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s", id, seq,
+                    err);
+        return 0;
+    }
+    hr_metrics_inc(d->met.chunks_redelivered);
+    hr_log_info("chunk_redelivered",
+                "task=%" PRId64 " shard=%d seq=%" PRId64 " count=%" PRId64 " last_publish_ms=%s",
+                id, shard, seq, count, at);
+    hr_key_shard(prefix, stats, sizeof stats, id, shard, HR_KEY_STATS);
+    freeReplyObject(hr_redis_cmdf(conn->r, err, sizeof err, "HINCRBY %s redelivered 1", stats));
+    return 1;
+}
+
 /* dsp_sweep_task for shard SHARD (HR_SHARD_NONE: a task of one set). */
 static int64_t dsp_sweep_shard(dsp *d, dsp_conn *conn, int64_t id, int shard, int64_t due_ms,
                                int64_t now, int64_t stale, int *budget)
 {
-    const char *prefix = hr_redis_prefix(conn->r);
-    char pending[HR_KEY_MAX], lease[HR_KEY_MAX], chunk[HR_KEY_MAX], stats[HR_KEY_MAX];
-    char now_s[24], err[512];
+    char pending[HR_KEY_MAX], err[512];
     redisReply *all;
     int64_t npending;
     size_t i;
 
-    hr_key_shard(prefix, stats, sizeof stats, id, shard, HR_KEY_STATS);
-    hr_key_shard(prefix, pending, sizeof pending, id, shard, HR_KEY_PENDING);
+    hr_key_shard(hr_redis_prefix(conn->r), pending, sizeof pending, id, shard, HR_KEY_PENDING);
     all = hr_redis_cmdf(conn->r, err, sizeof err, "HGETALL %s", pending);
     if (all == NULL) {
         dsp_conn_failed(d, conn, DSP_REDIS, err);
         return -1;
     }
     npending = (int64_t)all->elements / 2;
-    snprintf(now_s, sizeof now_s, "%" PRId64, now);
     for (i = 0; i + 1 < all->elements && *budget > 0; i += 2) {
-        const char *seq = all->element[i]->str, *at = all->element[i + 1]->str;
-        const char *argv[5] = {pending, lease, seq, at, now_s};
-        int64_t count;
+        const char *at = all->element[i + 1]->str;
 
         if (strtoll(at, NULL, 10) > stale)
             continue;
-        hr_key_shard_lease(prefix, lease, sizeof lease, id, shard, strtoll(seq, NULL, 10));
-        if (dsp_reply_int(
-                hr_redis_eval(conn->r, HR_LUA_SWEEP_CLAIM, 2, 5, argv, NULL, err, sizeof err)) != 1)
-            continue;
-        hr_key_shard_chunk(prefix, chunk, sizeof chunk, id, shard, strtoll(seq, NULL, 10));
-        count = dsp_reply_int(hr_redis_cmdf(conn->r, err, sizeof err, "SCARD %s", chunk));
-        /* The count only sizes the worker's work (it reads the set); a
-         * chunk message must decode, so it never claims more than a chunk
-         * may hold. */
-        if (count > HR_TASK_MAX_CHUNK)
-            count = HR_TASK_MAX_CHUNK;
-        if (count < 0 || dsp_kafka_produce(d->kafka,
-                                           &(dsp_kafka_msg){.task = id,
-                                                            .seq = strtoll(seq, NULL, 10),
-                                                            .shard = shard,
-                                                            .count = count,
-                                                            .due_ms = due_ms,
-                                                            .republish = true},
-                                           err, sizeof err) < 0) {
-            /* pending[seq] now says "published now": the next sweep after
-             * the redelivery timeout tries again. */
-            hr_log_warn("chunk_redeliver_failed", "task=%" PRId64 " seq=%s error=%s", id, seq, err);
-            continue;
-        }
-        (*budget)--;
-        hr_metrics_inc(d->met.chunks_redelivered);
-        hr_log_info("chunk_redelivered",
-                    "task=%" PRId64 " shard=%d seq=%s count=%" PRId64 " last_publish_ms=%s", id,
-                    shard, seq, count, at);
-        freeReplyObject(hr_redis_cmdf(conn->r, err, sizeof err, "HINCRBY %s redelivered 1", stats));
+        *budget -= dsp_sweep_republish(d, conn, id, shard, strtoll(all->element[i]->str, NULL, 10),
+                                       due_ms, at, now);
     }
     freeReplyObject(all);
     return npending;
+}
+
+/* Task ID of a hand-back: 1 running and this dispatcher's, 2 running but
+ * another topic's (a test filter), 0 neither (finished: nothing to
+ * publish), -1 on a MySQL error (logged). */
+static int dsp_handback_task(dsp *d, dsp_conn *conn, int64_t id)
+{
+    const hr_mysql_param p[] = {DSP_TOPIC_PARAMS, HR_P_I64(id)};
+    hr_mysql_rows *rows = NULL;
+    char err[512];
+    int rc = 0;
+
+    if (hr_mysql_query(conn->m,
+                       "SELECT state IN ('dispatching', 'dispatched'), "
+                       "(? IS NULL OR topic = ?) FROM push_task WHERE id = ?",
+                       p, 3, &rows, err, sizeof err) < 0) {
+        dsp_conn_failed(d, conn, DSP_MYSQL, err);
+        return -1;
+    }
+    if (rows->nrows == 1 && strcmp(hr_mysql_cell(rows, 0, 0), "1") == 0)
+        rc = strcmp(hr_mysql_cell(rows, 0, 1), "1") == 0 ? 1 : 2;
+    hr_mysql_rows_free(rows);
+    return rc;
+}
+
+/* A hand-back of chunk SEQ that could not be claimed: 2 when it is still
+ * handed back (publish time 0) and so a lease holds it, else 0 (done,
+ * published meanwhile, or unreadable: the sweeper's then). */
+static int dsp_handback_held(dsp_conn *conn, int64_t id, int shard, int64_t seq)
+{
+    char pending[HR_KEY_MAX], err[512];
+    redisReply *at;
+    int rc;
+
+    hr_key_shard(hr_redis_prefix(conn->r), pending, sizeof pending, id, shard, HR_KEY_PENDING);
+    at = hr_redis_cmdf(conn->r, err, sizeof err, "HGET %s %" PRId64, pending, seq);
+    rc = at != NULL && at->type == REDIS_REPLY_STRING && strcmp(at->str, "0") == 0 ? 2 : 0;
+    freeReplyObject(at);
+    return rc;
+}
+
+/* The chunks workers handed back (handback.lua: publish time 0, in the
+ * hand-back set), republished at once: SPOP of a page, then each one's
+ * task looked up and the chunk claimed as the sweeper claims a stale one
+ * (one whose lease another worker holds, a yield's, stays in the set
+ * until that lease is gone or the chunk done).  Every DSP_HANDBACK_MS, so a chunk a worker gave up waits about
+ * a second, not redelivery_timeout_s; one SPOP when there is none. */
+void dsp_sweep_handbacks(dsp *d, dsp_conn *conn)
+{
+    char key[HR_KEY_MAX], err[512];
+    int64_t now = hr_clock_now_ms();
+    bool failed = false;
+    redisReply *page;
+
+    hr_key_handback(hr_redis_prefix(conn->r), key, sizeof key);
+    page = hr_redis_cmdf(conn->r, err, sizeof err, "SPOP %s %d", key, DSP_SWEEP_MAX);
+    if (page == NULL) {
+        d->sweep->redis_lost = true;
+        dsp_conn_failed(d, conn, DSP_REDIS, err);
+        return;
+    }
+    /* Redis answers again after an outage (seen here, or by any other
+     * thread of this dispatcher): a Redis back from an older AOF, or a
+     * promoted replica that missed the last writes, may hold pending
+     * chunks that a worker had closed meanwhile and nobody will open
+     * again; the sweep after the outage publishes them. */
+    if (dsp_health_ok(d, DSP_REDIS) || d->sweep->redis_lost) {
+        d->sweep->redis_lost = false;
+        d->sweep->recover_at_ms = now + d->cfg->worker.lease_ms + DSP_RECOVER_MARGIN_MS;
+    }
+    for (size_t i = 0; page->type == REDIS_REPLY_ARRAY && i < page->elements; i++) {
+        const char *member = page->element[i]->str;
+        int64_t id, seq, due_ms;
+        int shard, rc;
+
+        if (page->element[i]->type != REDIS_REPLY_STRING ||
+            sscanf(member, "%" SCNd64 ":%d:%" SCNd64 ":%" SCNd64, &id, &shard, &seq, &due_ms) !=
+                4) {
+            hr_log_warn("handback_unreadable", "member=%s", member);
+            continue;
+        }
+        /* MySQL away: this one and the rest wait for the next round. */
+        rc = failed ? 2 : dsp_handback_task(d, conn, id);
+        if (rc < 0) {
+            failed = true;
+            rc = 2;
+        }
+        if (rc == 1 && dsp_sweep_republish(d, conn, id, shard, seq, due_ms, "0", now) == 0)
+            rc = dsp_handback_held(conn, id, shard, seq);
+        /* Another topic's, or a chunk whose lease another worker still
+         * holds (a yield): looked at again next time. */
+        if (rc == 2)
+            freeReplyObject(hr_redis_cmdf(conn->r, err, sizeof err, "SADD %s %s", key, member));
+    }
+    freeReplyObject(page);
+    if (d->sweep->recover_at_ms > 0 && now >= d->sweep->recover_at_ms)
+        dsp_sweep_run(d, conn);
 }
 
 int64_t dsp_sweep_task(dsp *d, dsp_conn *conn, int64_t id, int shards, int64_t due_ms, int64_t now,
@@ -130,6 +252,23 @@ int64_t dsp_sweep_task(dsp *d, dsp_conn *conn, int64_t id, int shards, int64_t d
         npending += n;
     }
     return npending;
+}
+
+void dsp_sweep_takeover(dsp *d, dsp_conn *conn, const hr_task *t)
+{
+    int64_t now = hr_clock_now_ms();
+    int budget = DSP_SWEEP_MAX;
+
+    /* A dead owner may have moved a chunk and died before producing it:
+     * nothing else would publish it before redelivery_timeout_s.  Every
+     * pending chunk no worker holds is published again now (stale: now);
+     * one that was in Kafka after all reaches a worker twice, and the
+     * second open finds it leased (chunk_busy) or closed (empty). */
+    dsp_sweep_task(d, conn, t->id, (int)t->shards, t->due_ms > 0 ? t->due_ms : 0, now, now,
+                   &budget);
+    if (budget < DSP_SWEEP_MAX)
+        hr_log_info("takeover_republished", "task=%" PRId64 " chunks=%d", t->id,
+                    DSP_SWEEP_MAX - budget);
 }
 
 int dsp_sweep_retire_keys(dsp_conn *conn, int64_t id, int shards, char *errstr, size_t errlen)
@@ -205,18 +344,21 @@ static int dsp_redispatch(dsp *d, dsp_conn *conn, int64_t id, int64_t left, int6
     return 0;
 }
 
-/* Logs a task hr_finish_task ended; an unaccounted gap is an error and
- * counts in herald_recipients_unaccounted_total. */
+/* Logs a task hr_finish_task ended (cancelled: its control was cancel); an
+ * unaccounted gap is an error and counts in
+ * herald_recipients_unaccounted_total. */
 static void dsp_finished(dsp *d, int64_t id, const hr_finish_result *fin)
 {
     if (fin->unaccounted == 0) {
-        hr_log_info("task_done", "task=%" PRId64 " via=sweeper", id);
+        hr_log_info(fin->state == HR_STATE_CANCELLED ? "task_cancelled" : "task_done",
+                    "task=%" PRId64 " via=sweeper", id);
         return;
     }
     hr_metrics_add(d->met.unaccounted, (uint64_t)fin->unaccounted);
     hr_log_error("task_unaccounted",
-                 "task=%" PRId64 " via=sweeper unaccounted=%" PRId64 " subscriptions=%" PRId64, id,
-                 fin->unaccounted, fin->subscriptions);
+                 "task=%" PRId64 " via=sweeper state=%s unaccounted=%" PRId64
+                 " subscriptions=%" PRId64,
+                 id, hr_state_name(fin->state), fin->unaccounted, fin->subscriptions);
 }
 
 /* The stats the finish of task ID raises MySQL to: its stats hash into
@@ -258,10 +400,14 @@ void dsp_sweep_run(dsp *d, dsp_conn *conn)
     hr_mysql_rows *rows = NULL;
     int64_t now = hr_clock_now_ms();
     int64_t stale_ms = (int64_t)d->cfg->dispatcher.redelivery_timeout_s * 1000;
+    bool recover = d->sweep->recover_at_ms > 0 && now >= d->sweep->recover_at_ms;
     int budget = DSP_SWEEP_MAX;
     char err[512];
     size_t i;
 
+    /* The pass after an outage: every pending chunk no worker holds. */
+    if (recover)
+        stale_ms = 0;
     if (hr_mysql_query(conn->m,
                        "SELECT id, state, CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), "
                        "shards FROM push_task WHERE state IN ('dispatching', 'dispatched') "
@@ -317,9 +463,15 @@ void dsp_sweep_run(dsp *d, dsp_conn *conn)
             hr_log_warn("retire_failed", "task=%" PRId64 " error=%s", id, err);
     }
     /* A page seen to its end that was short: start over next time.  A
-     * sweep cut short by the budget resumes after the last task served. */
-    if (i == rows->nrows && rows->nrows < DSP_SWEEP_PAGE)
+     * sweep cut short by the budget resumes after the last task served
+     * (and the pass after an outage goes on with it). */
+    if (i == rows->nrows && rows->nrows < DSP_SWEEP_PAGE) {
         d->sweep->sweep_after = 0;
+        if (recover) {
+            hr_log_info("sweep_after_outage", "republished=%d", DSP_SWEEP_MAX - budget);
+            d->sweep->recover_at_ms = 0;
+        }
+    }
     if (!atomic_load(&d->stopping))
         dsp_sweep_retire(d, conn);
 done:

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "dsp.h"
+#include "hr_task.h"
 
 #define DSP_SWEEP_MAX 100 /* republishes per sweep */
 
@@ -15,6 +16,12 @@ int dsp_sweep_new(dsp *d);
 void dsp_sweep_free(dsp *d);
 /* One sweep: a page of unfinished tasks, then the retirement pass. */
 void dsp_sweep_run(dsp *d, dsp_conn *conn);
+/* Task T was taken over from a dead owner (the poller claimed it
+ * `dispatching`): its pending chunks no worker holds are published again
+ * at once, not after redelivery_timeout_s (issue 34). */
+void dsp_sweep_takeover(dsp *d, dsp_conn *conn, const hr_task *t);
+/* The chunks workers handed back, republished at once (every second). */
+void dsp_sweep_handbacks(dsp *d, dsp_conn *conn);
 /* Republishes task ID's (every shard's of its SHARDS) pending chunks last
  * published at or before STALE (ms) that no worker holds; *BUDGET bounds
  * the work.  Returns the number of pending chunks, or -1 on a Redis error. */

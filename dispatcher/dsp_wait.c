@@ -229,18 +229,23 @@ done:
     return rc;
 }
 
-int dsp_wait_plan(dsp_conn *conn, const hr_config *cfg, int64_t id, int64_t now, int64_t *parked,
-                  char *errstr, size_t errlen)
+int dsp_wait_plan(dsp_conn *conn, const hr_config *cfg, int64_t id, int64_t *parked, char *errstr,
+                  size_t errlen)
 {
     const char *prefix = hr_redis_prefix(conn->r);
     char subs[HR_KEY_MAX], waves[HR_KEY_MAX];
     dsp_wait_zones zones = {0};
     hr_task *t = NULL;
     redisReply *reply = NULL;
-    int64_t left, rounds;
+    int64_t left, rounds, now;
     int rc = -1;
 
     *parked = 0;
+    /* Redis's clock, as the release's: an instant already past is released
+     * at NOW, and an owner ahead of it stamped its own now, the skew late
+     * by the release's clock (clock-ahead: the first push 19 s late). */
+    if (hr_redis_time_ms(conn->r, &now, errstr, errlen) < 0)
+        return -1;
     rc = hr_task_load(conn->m, id, &t, errstr, errlen);
     if (rc != 0 || !hr_task_waits(t)) {
         rc = rc == 1 ? 0 : rc; /* a vanished row: nothing to plan */
@@ -390,9 +395,17 @@ int64_t dsp_wait_release(dsp_conn *conn, const dsp_task *dt, int64_t now, int64_
     char keys[3][HR_KEY_MAX], now_s[24], max_s[24];
     const char *argv[5] = {keys[0], keys[1], keys[2], now_s, max_s};
     redisReply *reply;
-    int64_t released = -1, upto = now;
+    int64_t released = -1, upto, rnow, skew;
 
-    if (dt->window && dsp_wait_open_bound(conn, dt, now, &upto, errstr, errlen) < 0)
+    /* Redis's clock decides what is due, so that an owner whose host clock
+     * is off releases a wave on time (docs/architecture.md "Clocks"); the
+     * next release instant goes back in the host's clock, which the
+     * chunker sleeps by. */
+    if (hr_redis_time_ms(conn->r, &rnow, errstr, errlen) < 0)
+        return -1;
+    skew = rnow - now;
+    upto = rnow;
+    if (dt->window && dsp_wait_open_bound(conn, dt, rnow, &upto, errstr, errlen) < 0)
         return -1;
     hr_key_shard(prefix, keys[0], sizeof keys[0], dt->id, DSP_WAIT_SHARD(dt), HR_KEY_WAIT);
     hr_key_shard(prefix, keys[1], sizeof keys[1], dt->id, DSP_WAIT_SHARD(dt), HR_KEY_SUBS);
@@ -410,7 +423,7 @@ int64_t dsp_wait_release(dsp_conn *conn, const dsp_task *dt, int64_t now, int64_
         goto done;
     }
     released = reply->element[0]->integer;
-    *next_ms = reply->element[1]->integer;
+    *next_ms = reply->element[1]->integer >= 0 ? reply->element[1]->integer - skew : -1;
     *left = reply->element[2]->integer;
 done:
     freeReplyObject(reply);

@@ -75,16 +75,26 @@ void wk_chunk_users_free(redisReply **users, size_t n)
     free(users);
 }
 
-void wk_chunk_free(wk_chunk *c)
+void wk_chunk_reset(wk_chunk *c)
 {
-    if (c == NULL)
-        return;
     wk_chunk_users_free(c->users, c->members != NULL ? c->members->elements : 0);
     if (c->members != NULL)
         freeReplyObject(c->members);
     free(c->pushes);
     free(c->verdicts);
     hr_addr_list_free(&c->addrs);
+    c->members = NULL;
+    c->users = NULL;
+    c->pushes = NULL;
+    c->verdicts = NULL;
+    c->npushes = c->open = c->unchecked = c->slices = 0;
+}
+
+void wk_chunk_free(wk_chunk *c)
+{
+    if (c == NULL)
+        return;
+    wk_chunk_reset(c);
     wk_chunk_acks_free(&c->acks);
     free(c);
 }
@@ -109,7 +119,12 @@ bool wk_chunk_uid_valid(const char *s)
  * counting it, or -1 with JOB freed. */
 int wk_chunk_submit(wk_redis *rd, wk_chunk *c, wk_redis_job *job)
 {
-    if (wk_redis_submit(rd, job) != 0) {
+    if (c->gated > 0 || !wk_gate_open(c->gate, c->ev_last)) {
+        if (wk_gate_hold(c->gate, c->ev_last, job, &c->gated) != 0) {
+            free(job);
+            return -1;
+        }
+    } else if (wk_redis_submit(rd, job) != 0) {
         free(job);
         return -1;
     }

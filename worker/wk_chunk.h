@@ -20,7 +20,13 @@
  * change while jobs run), so C->jobs counts them and a chunk the lifecycle
  * is done with (GONE) is freed only once that count is 0.  Each job moves
  * its results into the chunk on the loop thread before its hook runs, so
- * the Redis thread never writes a chunk.  Keys are built once at creation
+ * the Redis thread never writes a chunk.
+ *
+ * The events gate (wk_gate.h): with events on, a job submitted while an
+ * event of the chunk's recipients (C->ev_last) is not confirmed waits in
+ * the gate, and so does every job of the chunk after it (a chunk's jobs
+ * keep their order), until the gate lets it through.  A waiting job counts
+ * in C->jobs like one in flight.  Keys are built once at creation
  * ({t<ID>} hash tag on every one; the shard's {t<ID>:s<k>} for a chunk of
  * a sharded task's shard k >= 1, but the control key, which is the
  * task's). */
@@ -35,6 +41,7 @@
 #include "hr_chunkmsg.h"
 #include "hr_finish.h"
 #include "hr_redis.h"
+#include "wk_gate.h"
 #include "wk_push.h"
 #include "wk_redis.h"
 #include "wk_task.h"
@@ -59,6 +66,8 @@ typedef enum wk_chunk_halt {
  *
  * Transitions:
  *   NEW -> OPENING                     a message became the chunk
+ *   NEW -> HANDING_BACK                its task's channel is not configured here
+ *                                      (a chunk with no task: only its keys)
  *   OPENING -> PUSHING                 the open answered: lease held, members read
  *   OPENING -> CLOSING                 ... and the set was empty
  *   OPENING -> LEASE_WAIT -> OPENING   a live foreign lease: the open is tried
@@ -76,7 +85,20 @@ typedef enum wk_chunk_halt {
  *   PUSHING, HELD_x -> YIELDING        its lease was found another's
  *   OPENING..HELD_REVOKE -> ABANDONING shutdown, or a revoke's grace ran out
  *   OPENING..YIELDING -> GONE          an end job answered, or a Redis error
- *                                      dropped the chunk (wk_lifecycle_drop)
+ *                                      that is no failover's dropped the chunk
+ *                                      (wk_lifecycle_drop)
+ *   OPENING..YIELDING -> STALLED       a job failed on a failover (hr_redis_failover):
+ *                                      held, retried with back-off
+ *   STALLED -> OPENING                 from OPENING, LEASE_WAIT or PUSHING: its
+ *                                      acks written, nothing in flight, the rest
+ *                                      read again under the lease it kept
+ *   STALLED -> HELD_x | CLOSING..YIELDING   back to the hold or ending it came from
+ *   STALLED -> HANDING_BACK            worker.stall_max_ms passed, or its partition
+ *                                      was revoked: given up loudly
+ *   HANDING_BACK -> GONE               handed back (handback.lua: the dispatcher
+ *                                      republishes it within a second; tried
+ *                                      again while Redis is away), or the
+ *                                      hand-back failed otherwise (drop)
  * A held chunk starts no request; those running finish and are
  * acknowledged.  An ending chunk's end job runs, the last acknowledgements
  * first; it stays on the lifecycle's list (and counts against
@@ -91,6 +113,10 @@ typedef enum wk_chunk_state {
     WK_CHUNK_HELD_EXPIRE, /* its task's expire_at passed (EXPIRING) */
     WK_CHUNK_HELD_CANCEL, /* its task was cancelled (CANCELLING) */
     WK_CHUNK_HELD_REVOKE, /* its partition is being revoked (ABANDONING) */
+    /* a job failed on a failover: no request starts, the lease is kept
+     * (renewed), the failed acks are back in the buffer, and the step that
+     * failed is tried again with back-off (wk_lifecycle_stall) */
+    WK_CHUNK_STALLED,
     /* ending: its end job runs */
     WK_CHUNK_CLOSING,    /* every recipient settled: chunk_done.lua, row 'done' */
     WK_CHUNK_PARKING,    /* lease released, the rest kept for a resume, row 'parked' */
@@ -103,6 +129,10 @@ typedef enum wk_chunk_state {
     /* its lease is another's: acknowledgements written, the offset stored
      * (the lease's holder does the rest) */
     WK_CHUNK_YIELDING,
+    /* given up after a stall: the buffered acks written if Redis takes them,
+     * the lease released, the chunk marked for the dispatcher to publish at
+     * once (handback.lua), the offset stored */
+    WK_CHUNK_HANDING_BACK,
     WK_CHUNK_GONE, /* off the list; freed once no job points at it */
     WK_CHUNK__STATES
 } wk_chunk_state;
@@ -124,15 +154,19 @@ typedef enum wk_chunk_settled {
     WK_CHUNK__SETTLED
 } wk_chunk_settled;
 
-/* Recipients settled and not yet acknowledged; a flush takes them all. */
+/* Recipients settled and not yet acknowledged; a flush takes them all, and
+ * a flush that failed gives back what it could not write
+ * (wk_chunk_acks_give_back).  The arrays start at an ack batch and grow
+ * while a stall keeps them (at most the chunk's members: each settles once
+ * per open). */
 typedef struct wk_chunk_acks {
     const char **uids[WK_CHUNK_DEAD]; /* per kind acknowledged by ack.lua */
-    size_t n[WK_CHUNK_DEAD];
+    size_t n[WK_CHUNK_DEAD], cap[WK_CHUNK_DEAD];
     struct wk_chunk_dead {
         const char *uid;
         char *reason; /* owned */
     } * dead;         /* failed for good: dead_letter.lua */
-    size_t ndead;
+    size_t ndead, capdead;
     int64_t retried; /* retries spent since the last flush */
 } wk_chunk_acks;
 
@@ -160,7 +194,7 @@ struct wk_chunk {
     hr_chunkmsg msg;
     int32_t partition;
     int64_t offset;
-    wk_task *task;
+    wk_task *task; /* NULL only for a chunk handed back unopened (NEW -> HANDING_BACK) */
     char k_set[HR_KEY_MAX], k_lease[HR_KEY_MAX], k_pending[HR_KEY_MAX];
     char k_stats[HR_KEY_MAX], k_subs[HR_KEY_MAX], k_failed[HR_KEY_MAX], k_ctl[HR_KEY_MAX];
     char k_wait[HR_KEY_MAX], k_waves[HR_KEY_MAX]; /* recipients put off (wait_park.lua) */
@@ -192,7 +226,18 @@ struct wk_chunk {
     int64_t lease_wait_until_ms;
     wk_chunk_counters counters; /* latest stats hash values seen */
     bool counters_new;          /* COUNTERS changed since the worker took them */
-    bool ack_failed;            /* a flush failed: the set still holds delivered recipients */
+    bool ack_failed;            /* the last flush failed: its acks are back in ACKS */
+    /* STALLED / HANDING_BACK (wk_lifecycle_stall): the state the stall came
+     * from and goes back to, since when (monotonic ms), the next try and
+     * the back-off to the one after it. */
+    wk_chunk_state stalled_from;
+    int64_t stall_since_ms, stall_retry_ms;
+    int stall_backoff_ms;
+    /* The events gate: the number of the last event of its recipients (0:
+     * none), the gate (NULL: events off) and its jobs waiting there. */
+    uint64_t ev_last;
+    wk_gate *gate;
+    unsigned gated;
 };
 
 /* A new chunk for MSG with TASK (the reference passes to the chunk's
@@ -206,10 +251,15 @@ void wk_chunk_free(wk_chunk *c);
 
 /* For the job modules (wk_chunk_open, _check, _acks, _end): */
 /* Submits JOB (the start of its allocated struct) for C: 0 with C->jobs
- * counting it, or -1 with JOB freed. */
+ * counting it (in flight, or waiting in the events gate), or -1 with JOB
+ * freed. */
 int wk_chunk_submit(wk_redis *rd, wk_chunk *c, wk_redis_job *job);
 /* Frees the buffers of A and empties it. */
 void wk_chunk_acks_free(wk_chunk_acks *a);
+/* Forgets what C's open read (members, users, pushes, verdicts,
+ * addresses), so that an open may read the chunk again; nothing of it may
+ * be in flight or buffered (the acks point at the members). */
+void wk_chunk_reset(wk_chunk *c);
 /* Frees USERS, the HGETALL replies of a members reply of N elements (NULL
  * = none). */
 void wk_chunk_users_free(redisReply **users, size_t n);
@@ -218,16 +268,23 @@ void wk_chunk_users_free(redisReply **users, size_t n);
  * cancel. */
 wk_chunk_halt wk_chunk_halt_of(const redisReply *reply);
 
-/* Whether C's end job runs (CLOSING .. YIELDING). */
-static inline bool wk_chunk_is_ending(const wk_chunk *c)
+/* Whether STATE is one whose end job runs (CLOSING .. HANDING_BACK). */
+static inline bool wk_chunk_state_ending(wk_chunk_state state)
 {
-    return c->state >= WK_CHUNK_CLOSING && c->state <= WK_CHUNK_YIELDING;
+    return state >= WK_CHUNK_CLOSING && state <= WK_CHUNK_HANDING_BACK;
 }
 
-/* Whether C holds its lease and has members: PUSHING or held. */
+/* Whether C's end job runs. */
+static inline bool wk_chunk_is_ending(const wk_chunk *c)
+{
+    return wk_chunk_state_ending(c->state);
+}
+
+/* Whether C holds its lease: PUSHING, held or STALLED (a stall keeps the
+ * lease it had, and takes it again if it expired meanwhile: lease_renew.lua). */
 static inline bool wk_chunk_is_leased(const wk_chunk *c)
 {
-    return c->state >= WK_CHUNK_PUSHING && c->state <= WK_CHUNK_HELD_REVOKE;
+    return c->state >= WK_CHUNK_PUSHING && c->state <= WK_CHUNK_STALLED;
 }
 
 /* A chunk member is a uid: decimal digits only, 1..INT64_MAX. */

@@ -20,34 +20,74 @@ static const char *const wk_chunk_fields[WK_CHUNK_DEAD] = {
     [WK_CHUNK_SUPPRESSED] = "suppressed",
 };
 
-int wk_chunk_acks_add(wk_chunk_acks *a, size_t cap, wk_chunk_settled how, const char *uid,
-                      const char *reason)
+/* Room for one more element of SIZE bytes in *V (holding N of *CAP):
+ * the first allocation is BATCH, then it doubles.  0 or -1. */
+static int wk_chunk_acks_room(void **v, size_t n, size_t *cap, size_t size, size_t batch)
+{
+    size_t want = *cap == 0 ? batch : 2 * *cap;
+    void *grown;
+
+    if (n < *cap)
+        return 0;
+    if ((grown = realloc(*v, want * size)) == NULL)
+        return -1;
+    *v = grown;
+    *cap = want;
+    return 0;
+}
+
+size_t wk_chunk_acks_held(const wk_chunk_acks *a)
 {
     size_t held = a->ndead;
 
-    /* The buffers hold CAP each; a flush takes them, so the next settled
-     * recipient allocates anew. */
+    for (int k = 0; k < WK_CHUNK_DEAD; k++)
+        held += a->n[k];
+    return held;
+}
+
+int wk_chunk_acks_add(wk_chunk_acks *a, size_t batch, wk_chunk_settled how, const char *uid,
+                      const char *reason)
+{
+
+    /* A flush takes the buffers, so the next settled recipient allocates
+     * anew; they grow past BATCH only while a stall keeps them. */
     if (how == WK_CHUNK_DEAD) {
-        if (a->dead == NULL && (a->dead = calloc(cap, sizeof *a->dead)) == NULL)
+        if (wk_chunk_acks_room((void **)&a->dead, a->ndead, &a->capdead, sizeof *a->dead, batch) !=
+            0)
             return -1;
         a->dead[a->ndead].reason = strdup(reason);
         if (a->dead[a->ndead].reason == NULL)
             return -1;
         a->dead[a->ndead++].uid = uid;
     } else {
-        if (a->uids[how] == NULL && (a->uids[how] = calloc(cap, sizeof *a->uids[how])) == NULL)
+        if (wk_chunk_acks_room((void **)&a->uids[how], a->n[how], &a->cap[how],
+                               sizeof *a->uids[how], batch) != 0)
             return -1;
         a->uids[how][a->n[how]++] = uid;
     }
-    for (int k = 0; k < WK_CHUNK_DEAD; k++)
-        held += a->n[k];
-    return held >= cap;
+    return wk_chunk_acks_held(a) >= batch;
 }
 
 int wk_chunk_ack(wk_chunk *c, wk_chunk_settled how, const char *uid, const char *reason)
 {
     /* One ack batch in all. */
     return wk_chunk_acks_add(&c->acks, c->ack_batch, how, uid, reason);
+}
+
+int wk_chunk_acks_give_back(wk_chunk *c, wk_chunk_acks *from, const bool failed[WK_CHUNK__SETTLED])
+{
+    wk_chunk_acks *a = &c->acks;
+    int rc = 0;
+
+    if (failed[WK_CHUNK_SENT])
+        a->retried += from->retried;
+    for (int k = 0; k < WK_CHUNK_DEAD; k++)
+        for (size_t i = 0; failed[k] && i < from->n[k] && rc == 0; i++)
+            rc = wk_chunk_ack(c, (wk_chunk_settled)k, from->uids[k][i], NULL) < 0 ? -1 : 0;
+    for (size_t i = 0; failed[WK_CHUNK_DEAD] && i < from->ndead && rc == 0; i++)
+        rc = wk_chunk_ack(c, WK_CHUNK_DEAD, from->dead[i].uid, from->dead[i].reason) < 0 ? -1 : 0;
+    wk_chunk_acks_free(from);
+    return rc;
 }
 
 /* Reads REPLY (taken; NULL = the call failed, ERRSTR set) of script ID: an
@@ -181,6 +221,7 @@ void wk_chunk_acks_read(const wk_chunk_acks *a, hr_pipe *pipe, size_t *at, size_
             continue;
         if (avail == 0) {
             snprintf(out->errstr, sizeof out->errstr, "out of memory");
+            out->failed[k] = true;
             out->rc = -1;
             continue;
         }
@@ -188,10 +229,12 @@ void wk_chunk_acks_read(const wk_chunk_acks *a, hr_pipe *pipe, size_t *at, size_
         avail--;
         if (wk_chunk_counted(k == WK_CHUNK_DEAD ? HR_LUA_DEAD_LETTER : HR_LUA_ACK, reply,
                              &out->removed[k], 1, &out->counters, out->errstr,
-                             sizeof out->errstr) == 0)
+                             sizeof out->errstr) == 0) {
             out->counters_new = true;
-        else
+        } else {
+            out->failed[k] = true;
             out->rc = -1;
+        }
     }
 }
 
@@ -203,6 +246,7 @@ void wk_chunk_acks_run(const wk_chunk *c, const wk_chunk_acks *a, hr_redis *r, w
 
     if (pipe == NULL) {
         snprintf(out->errstr, sizeof out->errstr, "out of memory");
+        wk_chunk_acks_calls(a, out->failed);
         out->rc = -1;
         return;
     }
@@ -213,8 +257,9 @@ void wk_chunk_acks_run(const wk_chunk *c, const wk_chunk_acks *a, hr_redis *r, w
     hr_pipe_free(pipe);
 }
 
-/* Loop thread: what a flush answered, into C. */
-void wk_chunk_acked_apply(wk_chunk *c, const wk_chunk_acked *acked)
+/* Loop thread: what a flush of A answered, into C; what it could not
+ * write goes back into C's buffers (A is emptied). */
+void wk_chunk_acked_apply(wk_chunk *c, wk_chunk_acks *a, const wk_chunk_acked *acked)
 {
     c->sent += acked->removed[WK_CHUNK_SENT];
     c->unregistered += acked->removed[WK_CHUNK_UNREGISTERED];
@@ -225,7 +270,12 @@ void wk_chunk_acked_apply(wk_chunk *c, const wk_chunk_acked *acked)
         c->counters = acked->counters;
         c->counters_new = true;
     }
-    if (acked->rc != 0)
+    /* Written again with the next flush (ack.lua and dead_letter.lua count
+     * only the uids still in the set, so a call that ran although its
+     * reply was lost counts nobody twice); out of memory: they stay in
+     * the set, for the chunk's next holder. */
+    c->ack_failed = acked->rc != 0;
+    if (wk_chunk_acks_give_back(c, a, acked->failed) != 0)
         c->ack_failed = true;
 }
 
@@ -259,9 +309,8 @@ static void wk_chunk_flush_done(wk_redis_job *job)
     wk_chunk *c = j->c;
 
     c->jobs--;
-    wk_chunk_acked_apply(c, &j->acked);
+    wk_chunk_acked_apply(c, &j->acks, &j->acked);
     c->hooks->flushed(c, j->acked.rc, j->acked.errstr);
-    wk_chunk_acks_free(&j->acks);
     free(j);
 }
 

@@ -23,8 +23,11 @@
  * (copied) for WK_CHUNK_DEAD: 1 when the buffers reached the ack batch and
  * should be flushed, 0, or -1 when out of memory. */
 int wk_chunk_ack(wk_chunk *c, wk_chunk_settled how, const char *uid, const char *reason);
-/* The same into A, whose buffers hold up to CAP each. */
-int wk_chunk_acks_add(wk_chunk_acks *a, size_t cap, wk_chunk_settled how, const char *uid,
+/* How many recipients A holds, of every kind. */
+size_t wk_chunk_acks_held(const wk_chunk_acks *a);
+/* The same into A, whose buffers start at BATCH each (1 when they hold
+ * BATCH in all). */
+int wk_chunk_acks_add(wk_chunk_acks *a, size_t batch, wk_chunk_settled how, const char *uid,
                       const char *reason);
 
 /* Returns 0, or -1 when the job could not be submitted (out of memory,
@@ -41,6 +44,7 @@ typedef struct wk_chunk_acked {
     int64_t removed[WK_CHUNK__SETTLED]; /* left the set, per kind */
     wk_chunk_counters counters;
     bool counters_new;
+    bool failed[WK_CHUNK__SETTLED]; /* which calls (wk_chunk_acks_calls' order) failed */
     int rc;
     char errstr[256];
 } wk_chunk_acked;
@@ -68,7 +72,13 @@ void wk_chunk_acks_read(const wk_chunk_acks *a, hr_pipe *pipe, size_t *at, size_
                         wk_chunk_acked *out);
 /* Runs the calls of A on R (one round trip). */
 void wk_chunk_acks_run(const wk_chunk *c, const wk_chunk_acks *a, hr_redis *r, wk_chunk_acked *out);
-/* Loop thread: what a flush answered, into C. */
-void wk_chunk_acked_apply(wk_chunk *c, const wk_chunk_acked *acked);
+/* Loop thread: what a flush of A answered, into C; the calls that failed
+ * give their recipients back to C's buffers (A is emptied).  C->ack_failed
+ * says whether any did. */
+void wk_chunk_acked_apply(wk_chunk *c, wk_chunk_acks *a, const wk_chunk_acked *acked);
+/* Puts the recipients of the calls of FROM that FAILED (wk_chunk_acks_calls'
+ * order) back into C's buffers, and frees FROM.  0, or -1 when out of
+ * memory (the rest is lost to the buffers: still in the set). */
+int wk_chunk_acks_give_back(wk_chunk *c, wk_chunk_acks *from, const bool failed[WK_CHUNK__SETTLED]);
 
 #endif

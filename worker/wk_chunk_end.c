@@ -12,6 +12,7 @@
 #include "hr_log.h"
 #include "hr_pipe.h"
 #include "hr_shard.h"
+#include "hr_vec.h"
 #include "wk_chunk_acks.h"
 
 /* ---- end ----------------------------------------------------------------------------- */
@@ -25,9 +26,24 @@ typedef struct wk_chunk_end_job {
     wk_chunk_acks acks;
     wk_chunk_acked acked;
     wk_chunk_ended res;
-    hr_outcomes *stats; /* a sharded task's last chunk: every shard's (res.stats) */
+    hr_outcomes *stats;       /* a sharded task's last chunk: every shard's (res.stats) */
+    HR_VEC(uint64_t) dropped; /* DROP with the events gate on: the uids (res.dropped) */
+    bool dropped_oom;
     char errstr[256];
 } wk_chunk_end_job;
+
+/* A slice of a DROP's uids (hr_finish_drop), kept for their events. */
+static void wk_chunk_end_dropped(void *ctx, const uint64_t *uids, size_t n)
+{
+    wk_chunk_end_job *j = ctx;
+
+    if (hr_vec_reserve(&j->dropped, j->dropped.n + n) != 0) {
+        j->dropped_oom = true;
+        return;
+    }
+    memcpy(j->dropped.v + j->dropped.n, uids, n * sizeof *uids);
+    j->dropped.n += n;
+}
 
 /* CLOSE and RELEASE: the flush's calls, then the scripts, in the round. */
 static int wk_chunk_end_queue(wk_redis_job *job, hr_pipe *pipe)
@@ -88,8 +104,45 @@ static void wk_chunk_end_run(wk_redis_job *job, hr_redis *r)
         return;
     }
     if (hr_finish_drop(r, c->msg.task, c->msg.shard, c->msg.seq, j->outcome, j->owner,
-                       &j->res.res[0], &j->res.res[1], j->errstr, sizeof j->errstr) == 0)
+                       c->gate != NULL ? wk_chunk_end_dropped : NULL, j, &j->res.res[0],
+                       &j->res.res[1], j->errstr, sizeof j->errstr) == 0)
         j->res.rc = 0;
+    if (j->dropped_oom)
+        hr_log_error("events_lost", "task=%" PRId64 " seq=%" PRId64 " reason=out_of_memory",
+                     c->msg.task, c->msg.seq);
+    j->res.dropped = j->dropped.v;
+    j->res.ndropped = j->dropped.n;
+}
+
+/* HANDBACK: the buffered acks, if Redis takes them now (what it does not
+ * is pushed again by the chunk's next holder), then handback.lua (lease
+ * released, the chunk stale for any sweep), then the chunk into the
+ * hand-back set, which may live on another node: its failure leaves the
+ * chunk to the next sweep (sweep_interval_ms) instead of the next second. */
+static void wk_chunk_end_handback_run(wk_redis_job *job, hr_redis *r)
+{
+    wk_chunk_end_job *j = (wk_chunk_end_job *)job;
+    const wk_chunk *c = j->c;
+    const char *argv[] = {c->k_pending, c->k_lease, j->seq, j->owner};
+    char key[HR_KEY_MAX], member[96];
+    redisReply *reply;
+
+    j->res.rc = -1;
+    wk_chunk_acks_run(c, &j->acks, r, &j->acked);
+    reply = hr_redis_eval(r, HR_LUA_HANDBACK, 2, 4, argv, NULL, j->errstr, sizeof j->errstr);
+    if (reply == NULL)
+        return;
+    j->res.res[0] = reply->type == REDIS_REPLY_INTEGER ? reply->integer : 0;
+    freeReplyObject(reply);
+    j->res.rc = 0;
+    if (j->res.res[0] != 1)
+        return;
+    hr_key_handback(hr_redis_prefix(r), key, sizeof key);
+    snprintf(member, sizeof member, "%" PRId64 ":%d:%" PRId64 ":%" PRId64, c->msg.task,
+             wk_chunk_row(c), c->msg.seq, c->msg.due_ms);
+    reply = hr_redis_cmdf(r, j->errstr, sizeof j->errstr, "SADD %s %s", key, member);
+    j->res.res[1] = reply != NULL;
+    freeReplyObject(reply);
 }
 
 /* The close of a sharded task's chunk, which left its shard empty: are
@@ -160,12 +213,12 @@ static void wk_chunk_end_done(wk_redis_job *job)
     wk_chunk *c = j->c;
 
     c->jobs--;
-    wk_chunk_acked_apply(c, &j->acked);
+    wk_chunk_acked_apply(c, &j->acks, &j->acked);
     j->res.ack_failed = c->ack_failed;
     j->res.errstr = j->res.rc != 0 ? j->errstr : j->acked.errstr;
     c->hooks->ended(c, &j->res);
-    wk_chunk_acks_free(&j->acks);
     free(j->stats);
+    hr_vec_free(&j->dropped);
     free(j);
 }
 
@@ -175,6 +228,8 @@ static const wk_redis_ops wk_chunk_end_run_ops = {.run = wk_chunk_end_run,
                                                   .done = wk_chunk_end_done};
 static const wk_redis_ops wk_chunk_end_sharded_ops = {.run = wk_chunk_end_sharded_run,
                                                       .done = wk_chunk_end_done};
+static const wk_redis_ops wk_chunk_end_handback_ops = {.run = wk_chunk_end_handback_run,
+                                                       .done = wk_chunk_end_done};
 
 int wk_chunk_finalize(wk_redis *rd, wk_chunk *c, wk_chunk_ending how, const char *owner)
 {
@@ -183,6 +238,7 @@ int wk_chunk_finalize(wk_redis *rd, wk_chunk *c, wk_chunk_ending how, const char
     if (j == NULL)
         return -1;
     j->job.ops = how == WK_CHUNK_DROP_EXPIRE || how == WK_CHUNK_DROP_CANCEL ? &wk_chunk_end_run_ops
+                 : how == WK_CHUNK_HANDBACK                ? &wk_chunk_end_handback_ops
                  : how == WK_CHUNK_CLOSE && c->msg.sharded ? &wk_chunk_end_sharded_ops
                                                            : &wk_chunk_end_batched_ops;
     j->c = c;

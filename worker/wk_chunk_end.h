@@ -1,8 +1,9 @@
 /* wk_chunk_end: a chunk's end, one job on the worker's Redis thread: the
  * last flush, then chunk_done.lua (close: every recipient settled;
  * lease_release.lua behind it, for a set found not empty),
- * lease_release.lua (abandon, park) or drop_set.lua through
- * hr_finish_drop (cancel, expire).  Its answer comes back through the
+ * lease_release.lua (abandon, park), drop_set.lua through
+ * hr_finish_drop (cancel, expire) or handback.lua (given up after a
+ * stall).  Its answer comes back through the
  * chunk's ended hook (wk_chunk.h). */
 #ifndef WK_CHUNK_END_H
 #define WK_CHUNK_END_H
@@ -20,6 +21,9 @@ typedef enum wk_chunk_ending {
     WK_CHUNK_RELEASE,     /* lease_release.lua: parked, abandoned, yielded */
     WK_CHUNK_DROP_EXPIRE, /* drop_set.lua: what is left counted expired */
     WK_CHUNK_DROP_CANCEL, /* drop_set.lua: what is left counted cancelled */
+    /* handback.lua, then the chunk into the hand-back set: given up after
+     * a stall (issue 34), for the dispatcher to publish at once */
+    WK_CHUNK_HANDBACK,
 } wk_chunk_ending;
 
 /* How an end went (wk_chunk_hooks.ended). */
@@ -27,7 +31,9 @@ typedef struct wk_chunk_ended {
     int rc;          /* 0, or -1 (ERRSTR): the end's script failed */
     bool ack_failed; /* its flush, or an earlier one, failed */
     /* CLOSE: chunk_done.lua's {removed, pending left, subs left};
-     * DROP: {dropped (-1: another holds the lease), the outcome's total}. */
+     * DROP: {dropped (-1: another holds the lease), the outcome's total};
+     * HANDBACK: {handback.lua's answer (1 pending, 0 gone), 1 when the
+     * hand-back set took it (else the sweeper finds it: ERRSTR says why)}. */
     int64_t res[3];
     /* CLOSE of a sharded task's chunk that left its shard empty: res[1]
      * and res[2] are the sums over every shard of the task, so only the
@@ -39,6 +45,10 @@ typedef struct wk_chunk_ended {
      * sweeper ends the task. */
     const hr_outcomes *stats;
     int nstats;
+    /* DROP with the events gate on (C->gate): the uids dropped, each an
+     * event to publish. */
+    const uint64_t *dropped;
+    size_t ndropped;
     const char *errstr;
 } wk_chunk_ended;
 

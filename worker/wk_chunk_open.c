@@ -247,8 +247,10 @@ static void wk_chunk_open_done(wk_redis_job *job)
     if (c->user_error[0] == '\0')
         memcpy(c->user_error, j->cs.user_error, sizeof c->user_error);
     c->deferred += j->cs.deferred;
-    wk_chunk_acked_apply(c, &j->dead); /* a failure fails the open too: C is dropped */
-    wk_chunk_acked_apply(c, &j->cs.acked);
+    /* A failure fails the open too, and the members not written stay in
+     * the set for the open that follows: nothing to give back. */
+    wk_chunk_acked_apply(c, &(wk_chunk_acks){0}, &j->dead);
+    wk_chunk_acked_apply(c, &(wk_chunk_acks){0}, &j->cs.acked);
     j->res.bad_addrs = j->cs.bad_addrs;
     j->res.verdicts = j->cs.verdicts;
     j->res.deferred = j->cs.deferred;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hr_batch.h"
 #include "hr_clock.h"
 #include "hr_finish.h"
 #include "hr_log.h"
@@ -109,49 +110,48 @@ static int wk_chunkrows_write_end(wk_chunkrows *cr, hr_mysql *m, const wk_event 
     return 0;
 }
 
+/* hr_batch_select's match: the waiting end I has its row (every waiting
+ * end of that chunk is offered the answered row). */
+static bool wk_chunkrows_found(void *ctx, size_t i, const hr_mysql_rows *rows, size_t row)
+{
+    bool *found = ctx;
+
+    (void)rows;
+    (void)row;
+    found[i] = true;
+    return false;
+}
+
 /* Writes again the chunk ends of CR->waiting, in their order, whose rows
- * exist now (one SELECT tells which); the others are appended to
- * CR->keep.
+ * exist now (one SELECT over the batch of their task and seq tells which);
+ * the others are appended to CR->keep.
  * 0 or -1. */
 static int wk_chunkrows_write_waiting(wk_chunkrows *cr, hr_mysql *m, char *errstr, size_t errlen)
 {
     size_t n = cr->waiting.n;
     int64_t *cells = NULL;
-    char *keys = NULL;
     bool *found = NULL, missing;
-    hr_mysql_rows *rows = NULL;
     int rc = -1;
 
     if (n == 0)
         return 0;
     cells = calloc(n * 2, sizeof *cells);
     found = calloc(n, sizeof *found);
-    if (cells == NULL || found == NULL)
-        goto oom;
+    if (cells == NULL || found == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        goto done;
+    }
     for (size_t i = 0; i < n; i++) {
         cells[i * 2] = cr->waiting.v[i].ev.task;
         cells[i * 2 + 1] = cr->waiting.v[i].ev.u.chunk.seq;
     }
-    if (hr_mysql_json_ints(cells, n, 2, &keys) < 0)
-        goto oom;
-    {
-        const hr_mysql_param p[] = {HR_P_STR(keys)};
-
-        if (hr_mysql_query(m,
-                           "SELECT DISTINCT c.task_id, c.seq FROM JSON_TABLE(?, '$[*]' COLUMNS "
-                           "(task BIGINT PATH '$[0]', seq BIGINT PATH '$[1]')) j STRAIGHT_JOIN "
-                           "push_chunk c ON c.task_id = j.task AND c.seq = j.seq",
-                           p, 1, &rows, errstr, errlen) != 0)
-            goto done;
-    }
-    for (size_t k = 0; k < rows->nrows; k++) {
-        int64_t task = strtoll(hr_mysql_cell(rows, k, 0), NULL, 10);
-        int64_t seq = strtoll(hr_mysql_cell(rows, k, 1), NULL, 10);
-
-        for (size_t i = 0; i < n; i++)
-            if (cr->waiting.v[i].ev.task == task && cr->waiting.v[i].ev.u.chunk.seq == seq)
-                found[i] = true;
-    }
+    if (hr_batch_select(m,
+                        "SELECT DISTINCT c.task_id, c.seq FROM JSON_TABLE(?, '$[*]' COLUMNS "
+                        "(task BIGINT PATH '$[0]', seq BIGINT PATH '$[1]')) j STRAIGHT_JOIN "
+                        "push_chunk c ON c.task_id = j.task AND c.seq = j.seq",
+                        &(hr_batch){.v = cells, .nrows = n, .ncols = 2}, NULL, 0, 2,
+                        wk_chunkrows_found, found, errstr, errlen) != 0)
+        goto done;
     for (size_t i = 0; i < n; i++) {
         const wk_chunk_wait *cw = &cr->waiting.v[i];
 
@@ -162,12 +162,7 @@ static int wk_chunkrows_write_waiting(wk_chunkrows *cr, hr_mysql *m, char *errst
             wk_chunkrows_keep(cr, &cw->ev, cw->since_ms);
     }
     rc = 0;
-    goto done;
-oom:
-    snprintf(errstr, errlen, "out of memory");
 done:
-    hr_mysql_rows_free(rows);
-    free(keys);
     free(found);
     free(cells);
     return rc;
@@ -214,13 +209,15 @@ static int wk_chunkrows_write_chunks(wk_chunkrows *cr, hr_mysql *m, const wk_eve
         if (rc == 0)
             continue;
         if (fin.unaccounted == 0) {
-            hr_log_info("task_done", "task=%" PRId64, ev->task);
+            hr_log_info(fin.state == HR_STATE_CANCELLED ? "task_cancelled" : "task_done",
+                        "task=%" PRId64, ev->task);
             continue;
         }
         hr_metrics_add(cr->met->unaccounted, (uint64_t)fin.unaccounted);
         hr_log_error("task_unaccounted",
-                     "task=%" PRId64 " via=worker unaccounted=%" PRId64 " subscriptions=%" PRId64,
-                     ev->task, fin.unaccounted, fin.subscriptions);
+                     "task=%" PRId64 " via=worker state=%s unaccounted=%" PRId64
+                     " subscriptions=%" PRId64,
+                     ev->task, hr_state_name(fin.state), fin.unaccounted, fin.subscriptions);
     }
     return 0;
 }

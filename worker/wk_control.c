@@ -102,7 +102,7 @@ int wk_control_read(wk_redis *rd, const int64_t *tasks, size_t n, wk_control_rea
 
 typedef struct wk_control_lease {
     uint64_t id;
-    char key[HR_KEY_MAX];
+    char key[HR_KEY_MAX], pending[HR_KEY_MAX], seq[24];
 } wk_control_lease;
 
 typedef struct wk_control_renew_job {
@@ -121,9 +121,12 @@ static int wk_control_renew_queue(wk_redis_job *job, hr_pipe *pipe)
     wk_control_renew_job *j = (wk_control_renew_job *)job;
 
     for (size_t i = 0; i < j->n; i++) {
-        const char *argv[] = {j->leases[i].key, j->owner, j->ms};
+        /* With the pending hash: a lease gone (expired in an outage)
+         * while the chunk is pending is taken again. */
+        const char *argv[] = {j->leases[i].key, j->leases[i].pending, j->owner, j->ms,
+                              j->leases[i].seq};
 
-        if (hr_pipe_eval(pipe, HR_LUA_LEASE_RENEW, 1, 3, argv, NULL) != 0)
+        if (hr_pipe_eval(pipe, HR_LUA_LEASE_RENEW, 2, 5, argv, NULL) != 0)
             return -1;
     }
     return 0;
@@ -180,6 +183,8 @@ int wk_control_renew(wk_redis *rd, wk_chunk *const *held, size_t n, const char *
     for (size_t i = 0; i < n; i++) {
         j->leases[i].id = held[i]->id;
         memcpy(j->leases[i].key, held[i]->k_lease, sizeof j->leases[i].key);
+        memcpy(j->leases[i].pending, held[i]->k_pending, sizeof j->leases[i].pending);
+        snprintf(j->leases[i].seq, sizeof j->leases[i].seq, "%" PRId64, held[i]->msg.seq);
     }
     if (wk_redis_submit(rd, &j->job) != 0) {
         free(j);

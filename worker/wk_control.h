@@ -29,7 +29,9 @@ typedef void (*wk_control_renew_fn)(void *ctx, const uint64_t *lost, size_t nlos
 int wk_control_read(wk_redis *rd, const int64_t *tasks, size_t n, wk_control_read_fn done,
                     void *ctx);
 /* Renews the leases of HELD[N] (their ids and keys copied) as OWNER for
- * LEASE_MS with lease_renew.lua; a NOSCRIPT is replayed by the pipeline.
+ * LEASE_MS with lease_renew.lua, taking again a lease that is gone (it
+ * expired in an outage the chunk stalled through); a NOSCRIPT is replayed
+ * by the pipeline.
  * 0, or -1 as above. */
 int wk_control_renew(wk_redis *rd, wk_chunk *const *held, size_t n, const char *owner, int lease_ms,
                      wk_control_renew_fn done, void *ctx);

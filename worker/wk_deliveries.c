@@ -6,13 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hr_dlog.h"
 #include "hr_log.h"
 
-#define WK_DELIVERY_COLS 7
+#define WK_DELIVERY_COLS 8
 /* MariaDB refuses a prepared statement of more than 65,535 placeholders
  * (errno 1390): a batch of more rows than this goes in several INSERTs. */
 #define WK_DELIVERY_STMT_ROWS (65535 / WK_DELIVERY_COLS)
-/* The INSERT sizes: the full batch, and each power of two below it (2^13
+/* The INSERT sizes: the full batch, and each power of two below it (2^12
  * is the largest under WK_DELIVERY_STMT_ROWS).  A part batch goes as the
  * powers of two of its size, so the worker prepares at most 15 distinct
  * INSERTs: each holds a MYSQL_BIND per placeholder in libmariadb (about
@@ -35,9 +36,9 @@ struct wk_deliveries {
 static char *wk_deliveries_sql_text(size_t nrows)
 {
     static const char head[] =
-        "INSERT INTO push_delivery (task_id, uid, status, attempts, http_status, latency_ms, at) "
-        "VALUES ";
-    static const char row[] = "(?, ?, ?, ?, ?, ?, FROM_UNIXTIME(? / 1000))";
+        "INSERT INTO push_delivery (task_id, uid, status, attempts, http_status, latency_ms, at, "
+        "day) VALUES ";
+    static const char row[] = "(?, ?, ?, ?, ?, ?, FROM_UNIXTIME(? / 1000), ?)";
     static const char tail[] =
         " ON DUPLICATE KEY UPDATE status = VALUES(status), attempts = VALUES(attempts), "
         "http_status = VALUES(http_status), latency_ms = VALUES(latency_ms), at = VALUES(at)";
@@ -148,6 +149,7 @@ int wk_deliveries_write(wk_deliveries *dl, hr_mysql *m, const wk_event *ring, si
         *p++ = ev->u.outcome.http_status > 0 ? HR_P_I64(ev->u.outcome.http_status) : HR_P_NULL;
         *p++ = HR_P_I64(ev->u.outcome.latency_ms);
         *p++ = HR_P_I64(ev->u.outcome.at_ms);
+        *p++ = HR_P_I64(hr_dlog_day(ev->u.outcome.due_ms));
     }
     for (size_t done = 0, k; done < rows && rc == 0; done += k) {
         const char *sql = wk_deliveries_sql(dl, rows - done, &k);

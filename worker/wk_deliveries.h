@@ -1,7 +1,7 @@
 /* wk_deliveries: the delivery log (push_delivery), written by the reporter
  * thread inside its transaction (wk_reporter).  The outcomes of a batch go
  * as multi-row INSERTs of fixed sizes only: a full batch of reporter_batch
- * rows (at most 9,362, MariaDB's 65,535 placeholders per prepared
+ * rows (at most 8,191, MariaDB's 65,535 placeholders per prepared
  * statement), a part batch as the powers of two of its size, so the
  * reporter's connection prepares at most 15 INSERTs (each holds ~800 bytes
  * of bindings per row in libmariadb).  A batch MySQL refuses for its data

@@ -1,12 +1,16 @@
 /* wk_event: what the loop thread hands the reporter (wk_reporter_push):
- * one recipient's outcome (a push_delivery row), a task's counters (the
- * stats hash's, absolute), a chunk's end (its push_chunk row).  Types
- * only; the reporter, its writers (wk_deliveries, wk_chunkrows) and the
- * lifecycle share them. */
+ * one recipient's outcome (a push_delivery row, and an event of the events
+ * topic when events.enabled), a task's counters (the stats hash's,
+ * absolute), a chunk's end (its push_chunk row).  Types only; the
+ * reporter, its writers (wk_deliveries, wk_chunkrows) and the lifecycle
+ * share them. */
 #ifndef WK_EVENT_H
 #define WK_EVENT_H
 
+#include <stdbool.h>
 #include <stdint.h>
+
+#include "hr_event.h"
 
 /* How a chunk ended: its push_chunk.state (the dispatcher writes the
  * fourth value, 'published'). */
@@ -30,6 +34,10 @@ typedef enum wk_delivery {
     WK_DELIVERY_UNREGISTERED, /* no live address on the channel */
     WK_DELIVERY_OPTED_OUT,    /* the user opted out of the category or channel type */
     WK_DELIVERY_SUPPRESSED,   /* every address on the channel is suppressed */
+    /* Dropped by drop_set.lua with their chunk: an event, no push_delivery
+     * row (the stats hash counts them). */
+    WK_DELIVERY_EXPIRED,
+    WK_DELIVERY_CANCELLED,
 } wk_delivery;
 
 typedef struct wk_event {
@@ -47,6 +55,13 @@ typedef struct wk_event {
             int http_status; /* 0 = none (connection error) */
             int latency_ms;
             int64_t at_ms;
+            /* For the event (events.enabled): the task's channel (the
+             * config's string, which outlives the reporter), its due time,
+             * and the SHA-256 of the address pushed to (hr_event.h). */
+            const char *channel;
+            int64_t due_ms; /* the task's due_at: the row's partition (hr_dlog_day) */
+            bool has_hash;
+            unsigned char hash[HR_EVENT_HASH_LEN];
         } outcome;
         struct {
             /* The stats hash's values (newest wins); -1 = not carried. */

@@ -2,7 +2,7 @@
  * the one place a chunk's state changes (wk_lifecycle_set, after curl's
  * mstate()), and the bookkeeping the lifecycle's files share — the
  * offsets, the counters handed to the reporter, a chunk taken off the
- * list, a chunk dropped on a Redis error.  The rest of the life is in wk_lifecycle_open.c
+ * list, a chunk held.  The rest of the life is in wk_lifecycle_open.c
  * (intake, open), wk_lifecycle_push.c (throttle slices, outcomes,
  * acknowledgements), wk_lifecycle_end.c (the endings, revoke, shutdown)
  * and wk_lifecycle_timers.c (renewal, control, watchdog). */
@@ -28,24 +28,31 @@ static const char *const wk_lifecycle_states[WK_CHUNK__STATES] = {
     [WK_CHUNK_HELD_EXPIRE] = "held_expire",
     [WK_CHUNK_HELD_CANCEL] = "held_cancel",
     [WK_CHUNK_HELD_REVOKE] = "held_revoke",
+    [WK_CHUNK_STALLED] = "stalled",
     [WK_CHUNK_CLOSING] = "closing",
     [WK_CHUNK_PARKING] = "parking",
     [WK_CHUNK_EXPIRING] = "expiring",
     [WK_CHUNK_CANCELLING] = "cancelling",
     [WK_CHUNK_ABANDONING] = "abandoning",
     [WK_CHUNK_YIELDING] = "yielding",
+    [WK_CHUNK_HANDING_BACK] = "handing_back",
     [WK_CHUNK_GONE] = "gone",
 };
 
 #define WK_S(s) (1u << WK_CHUNK_##s)
 /* The held states a halt or a revoke moves a chunk to. */
 #define WK_HELD (WK_S(HELD_PAUSE) | WK_S(HELD_EXPIRE) | WK_S(HELD_CANCEL) | WK_S(HELD_REVOKE))
-/* What every chunk not ending yet may come to: given up, or dropped. */
-#define WK_LEAVE (WK_S(ABANDONING) | WK_S(GONE))
+/* The endings whose job runs (wk_chunk_is_ending) but the hand-back. */
+#define WK_ENDS                                                                             \
+    (WK_S(CLOSING) | WK_S(PARKING) | WK_S(EXPIRING) | WK_S(CANCELLING) | WK_S(ABANDONING) | \
+     WK_S(YIELDING))
+/* What every chunk not ending yet may come to: given up, dropped, or
+ * stalled on a failover. */
+#define WK_LEAVE (WK_S(ABANDONING) | WK_S(GONE) | WK_S(STALLED))
 
 /* The transitions of wk_chunk.h: bit T of [S] when S -> T is one. */
 static const unsigned wk_lifecycle_next[WK_CHUNK__STATES] = {
-    [WK_CHUNK_NEW] = WK_S(OPENING),
+    [WK_CHUNK_NEW] = WK_S(OPENING) | WK_S(HANDING_BACK), /* its task lacks a channel here */
     [WK_CHUNK_OPENING] = WK_S(LEASE_WAIT) | WK_S(PUSHING) | WK_S(CLOSING) | WK_HELD | WK_LEAVE,
     [WK_CHUNK_LEASE_WAIT] = WK_S(OPENING) | WK_HELD | WK_LEAVE,
     [WK_CHUNK_PUSHING] = WK_HELD | WK_S(CLOSING) | WK_S(YIELDING) | WK_LEAVE,
@@ -55,12 +62,16 @@ static const unsigned wk_lifecycle_next[WK_CHUNK__STATES] = {
         WK_S(HELD_CANCEL) | WK_S(HELD_REVOKE) | WK_S(EXPIRING) | WK_S(YIELDING) | WK_LEAVE,
     [WK_CHUNK_HELD_CANCEL] = WK_S(HELD_REVOKE) | WK_S(CANCELLING) | WK_S(YIELDING) | WK_LEAVE,
     [WK_CHUNK_HELD_REVOKE] = WK_S(YIELDING) | WK_LEAVE,
-    [WK_CHUNK_CLOSING] = WK_S(GONE),
-    [WK_CHUNK_PARKING] = WK_S(GONE),
-    [WK_CHUNK_EXPIRING] = WK_S(GONE),
-    [WK_CHUNK_CANCELLING] = WK_S(GONE),
-    [WK_CHUNK_ABANDONING] = WK_S(GONE),
-    [WK_CHUNK_YIELDING] = WK_S(GONE),
+    /* back where it came from, or given up; never dropped: a stall's
+     * failures are failovers */
+    [WK_CHUNK_STALLED] = WK_S(OPENING) | WK_HELD | WK_ENDS | WK_S(HANDING_BACK),
+    [WK_CHUNK_CLOSING] = WK_S(GONE) | WK_S(STALLED),
+    [WK_CHUNK_PARKING] = WK_S(GONE) | WK_S(STALLED),
+    [WK_CHUNK_EXPIRING] = WK_S(GONE) | WK_S(STALLED),
+    [WK_CHUNK_CANCELLING] = WK_S(GONE) | WK_S(STALLED),
+    [WK_CHUNK_ABANDONING] = WK_S(GONE) | WK_S(STALLED),
+    [WK_CHUNK_YIELDING] = WK_S(GONE) | WK_S(STALLED),
+    [WK_CHUNK_HANDING_BACK] = WK_S(GONE),
     [WK_CHUNK_GONE] = 0,
 };
 
@@ -69,9 +80,14 @@ const char *wk_lifecycle_state_name(wk_chunk_state state)
     return wk_lifecycle_states[state];
 }
 
+bool wk_lifecycle_may(wk_chunk_state from, wk_chunk_state to)
+{
+    return (wk_lifecycle_next[from] & (1u << to)) != 0;
+}
+
 void wk_lifecycle_set(wk_chunk *c, wk_chunk_state to, const char *why)
 {
-    if (!(wk_lifecycle_next[c->state] & (1u << to)))
+    if (!wk_lifecycle_may(c->state, to))
         hr_log_error("chunk_state_unexpected",
                      "task=%" PRId64 " seq=%" PRId64 " from=%s to=%s why=%s", c->msg.task,
                      c->msg.seq, wk_lifecycle_states[c->state], wk_lifecycle_states[to], why);
@@ -167,15 +183,25 @@ size_t wk_lifecycle_count(const wk_lifecycle *l, int32_t partition)
     return n;
 }
 
-/* A Redis error: the lease is left to expire and the offset counts as
- * finished; the sweeper republishes the chunk (pending still holds it). */
-void wk_lifecycle_drop(wk_lifecycle *l, wk_chunk *c, const char *why)
+void wk_lifecycle_release(wk_lifecycle *l, bool force)
 {
-    l->stats.errors++;
-    hr_metrics_inc(l->met->backend_errors[WK_BACKEND_REDIS]);
-    atomic_store(&l->met->redis_ok, false);
-    hr_log_error("chunk_dropped", "task=%" PRId64 " seq=%" PRId64 " reason=%s", c->msg.task,
-                 c->msg.seq, why);
-    wk_lifecycle_settle_offset(l, c->partition, c->offset);
-    wk_lifecycle_unlink(l, c, "dropped");
+    if (force)
+        wk_gate_force(&l->gate, l->rd);
+    else if (l->gate.waiting > 0)
+        wk_gate_release(&l->gate, l->rd);
+}
+
+void wk_lifecycle_hold(wk_lifecycle *l, wk_chunk *c)
+{
+    for (size_t i = 0; i < c->npushes; i++) {
+        wk_push *push = &c->pushes[i];
+
+        if (push->state == WK_PUSH_READY || push->state == WK_PUSH_DELAYED) {
+            wk_sender_cancel(l->sender, push);
+            c->open--;
+        }
+    }
+    /* Their slices' verdicts are only counted when they come. */
+    c->open -= c->unchecked;
+    c->unchecked = 0;
 }

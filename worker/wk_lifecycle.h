@@ -11,7 +11,9 @@
  *             park, or drop counted as cancelled or expired
  *   abandon   revoke, shutdown: acks flushed, lease released; lease lost:
  *             the same, yielded to the lease's holder
- *   drop      a Redis error: the lease expires, the sweeper republishes
+ *   stall     a Redis failover: held, retried with back-off, then back to
+ *             where it was, or handed back to the dispatcher
+ *   drop      another Redis error: the lease expires, the sweeper republishes
  * — and, for every message, the offset: wk_offsets says when a finished
  * message lets the partition's offset move, and the store_offset hook
  * stores it.  Every message ends in exactly one of these (a "skip" is an
@@ -24,12 +26,15 @@
  * it alone moves a chunk from state to state (wk_chunk_state in
  * wk_chunk.h, wk_lifecycle_set below).  Its files, by behaviour:
  *   wk_lifecycle.c         the state's one setter; offsets, counters to the
- *                          reporter, unlink, drop
+ *                          reporter, unlink, hold
+ *   wk_lifecycle_stall.c   a failed job: drop, or stall (a failover);
+ *                          the hand-back
  *   wk_lifecycle_open.c    intake, task load, the open and its answer
  *   wk_lifecycle_push.c    throttle slices, the pushes' outcomes, acks
- *   wk_lifecycle_end.c     hold, halt, the endings and their answers,
+ *   wk_lifecycle_end.c     halt, the endings and their answers,
  *                          revoke and shutdown
- *   wk_lifecycle_timers.c  renewal, control read, watchdog, lease waits
+ *   wk_lifecycle_timers.c  renewal, control read, watchdog, lease waits,
+ *                          the stalled chunks' retries
  *
  * The worker drives the lifecycle's timers (wk_lifecycle_renew every
  * lease_ms / 3, wk_lifecycle_control every WK_LIFECYCLE_CTL_MS) and its
@@ -53,6 +58,7 @@
 #include "hr_config.h"
 #include "hr_mysql.h"
 #include "wk_chunk.h"
+#include "wk_gate.h"
 #include "wk_metrics.h"
 #include "wk_offsets.h"
 #include "wk_redis.h"
@@ -99,6 +105,9 @@ typedef struct wk_lifecycle {
      * (a slow Redis gets one renewal and one control read at a time). */
     bool renewing, reading_ctl;
     wk_lifecycle_stats stats;
+    /* The events gate (events.enabled): every chunk's acknowledgements
+     * wait here for their events (wk_gate.h). */
+    wk_gate gate;
 } wk_lifecycle;
 
 /* Sets the lifecycle's own fields; the worker then creates the
@@ -112,6 +121,8 @@ void wk_lifecycle_init(wk_lifecycle *l, const hr_config *cfg, const char *owner,
  * transition wk_chunk.h does not list is made all the same, and logged as
  * an error (chunk_state_unexpected). */
 void wk_lifecycle_set(wk_chunk *c, wk_chunk_state to, const char *why);
+/* Whether FROM -> TO is a transition wk_chunk.h lists. */
+bool wk_lifecycle_may(wk_chunk_state from, wk_chunk_state to);
 /* STATE's name ("pushing"). */
 const char *wk_lifecycle_state_name(wk_chunk_state state);
 /* How many chunks of PARTITION are on the list (a revoke drains until
@@ -130,10 +141,12 @@ bool wk_lifecycle_gone(wk_lifecycle *l, wk_chunk *c);
 /* Takes C off the list (GONE, for WHY): no request of it runs any more, no
  * job of it is waited for (those in flight keep it allocated). */
 void wk_lifecycle_unlink(wk_lifecycle *l, wk_chunk *c, const char *why);
-/* A Redis error: the lease is left to expire and the offset counts as
- * finished; the sweeper republishes the chunk (pending still holds it).
- * Every failed job of a chunk ends here — where a failover is to be
- * waited out instead (issue 34) is this one place. */
-void wk_lifecycle_drop(wk_lifecycle *l, wk_chunk *c, const char *why);
-
+/* No new request of C starts: its pushes not yet started (ready, waiting
+ * for a retry, or for their throttle slice) are taken back; those in
+ * flight finish and are not retried.  A halt's, a revoke's and a stall's. */
+void wk_lifecycle_hold(wk_lifecycle *l, wk_chunk *c);
+/* The events gate moved, or may have (the reporter's confirmed hook, the
+ * control timer): the chunks' jobs it lets through go to Redis.  FORCE
+ * opens it for good (a stop's or revoke's grace ran out). */
+void wk_lifecycle_release(wk_lifecycle *l, bool force);
 #endif

@@ -12,12 +12,18 @@
 #include "hr_clock.h"
 #include "hr_log.h"
 #include "wk_chunk_end.h"
+#include "wk_lifecycle_stall.h"
 
 void wk_lifecycle_end(wk_lifecycle *l, wk_chunk *c, wk_chunk_state to, const char *why)
 {
+    /* A yielded chunk is marked handed back (issue 34): its offset is
+     * stored, so should its lease's holder not finish it (a lease taken
+     * by mistake, a holder that dies), the dispatcher republishes it as
+     * soon as that lease is gone, not redelivery_timeout_s later. */
     wk_chunk_ending how = to == WK_CHUNK_CLOSING      ? WK_CHUNK_CLOSE
                           : to == WK_CHUNK_EXPIRING   ? WK_CHUNK_DROP_EXPIRE
                           : to == WK_CHUNK_CANCELLING ? WK_CHUNK_DROP_CANCEL
+                          : to == WK_CHUNK_YIELDING   ? WK_CHUNK_HANDBACK
                                                       : WK_CHUNK_RELEASE;
 
     if (wk_chunk_is_ending(c))
@@ -26,7 +32,7 @@ void wk_lifecycle_end(wk_lifecycle *l, wk_chunk *c, wk_chunk_state to, const cha
         wk_sender_cancel(l->sender, &c->pushes[i]);
     wk_lifecycle_set(c, to, why);
     if (wk_chunk_finalize(l->rd, c, how, l->owner) != 0)
-        wk_lifecycle_drop(l, c, "the Redis thread took no job");
+        wk_lifecycle_drop(l, c, "the Redis thread took no job", NULL);
 }
 
 /* The end of C, given up (ABANDONING) or yielded to the lease's holder
@@ -54,9 +60,10 @@ static void wk_lifecycle_finished(wk_lifecycle *l, wk_chunk *c, const wk_chunk_e
      * a killed worker's reporter could not write. */
     wk_lifecycle_report_counters(l, c);
     if (res->ack_failed || res->rc != 0) {
-        /* The set still holds what the failed flush was to remove: the
-         * close changed nothing, and the sweeper redelivers the chunk. */
-        wk_lifecycle_drop(l, c, res->ack_failed ? "ack failed" : res->errstr);
+        /* The set still holds what the failed flush was to remove (back
+         * in the buffer): the close changed nothing, and is tried again
+         * after a failover (else the sweeper redelivers the chunk). */
+        wk_lifecycle_drop(l, c, res->ack_failed ? "ack failed" : "close failed", res->errstr);
         return;
     }
     if (res->res[0] < 0) {
@@ -107,6 +114,24 @@ static void wk_lifecycle_finished(wk_lifecycle *l, wk_chunk *c, const wk_chunk_e
     wk_lifecycle_unlink(l, c, "closed");
 }
 
+/* Events on: each recipient C's drop took becomes an event (published
+ * after the drop: see docs/architecture.md "Events" for what a crash in
+ * between costs). */
+static void wk_lifecycle_dropped_events(wk_lifecycle *l, wk_chunk *c, const wk_chunk_ended *res,
+                                        bool expire)
+{
+    wk_event ev = {.kind = WK_EVENT_OUTCOME, .task = c->msg.task, .shard = wk_chunk_row(c)};
+
+    ev.u.outcome.status = expire ? WK_DELIVERY_EXPIRED : WK_DELIVERY_CANCELLED;
+    ev.u.outcome.at_ms = hr_clock_now_ms();
+    ev.u.outcome.channel = c->task->ch->name;
+    ev.u.outcome.due_ms = c->msg.due_ms;
+    for (size_t i = 0; i < res->ndropped; i++) {
+        ev.u.outcome.uid = res->dropped[i];
+        wk_reporter_push(l->reporter, &ev);
+    }
+}
+
 /* The end of C, parked (lease released, the rest stays in the set and
  * pending for the dispatcher to republish on resume) or with the rest
  * dropped, counted as cancelled or expired (drop_set.lua), answered: the
@@ -119,7 +144,7 @@ static void wk_lifecycle_halt_ended(wk_lifecycle *l, wk_chunk *c, const wk_chunk
 
     wk_lifecycle_report_counters(l, c);
     if (res->ack_failed || res->rc != 0) {
-        wk_lifecycle_drop(l, c, res->ack_failed ? "ack failed" : res->errstr);
+        wk_lifecycle_drop(l, c, res->ack_failed ? "ack failed" : "halt failed", res->errstr);
         return;
     }
     if (c->state != WK_CHUNK_PARKING) {
@@ -154,6 +179,7 @@ static void wk_lifecycle_halt_ended(wk_lifecycle *l, wk_chunk *c, const wk_chunk
         }
         if (total > 0)
             wk_reporter_push(l->reporter, &counters);
+        wk_lifecycle_dropped_events(l, c, res, expire);
         ev.u.chunk.state = expire ? WK_CHUNK_END_EXPIRED : WK_CHUNK_END_CANCELLED;
     } else {
         l->stats.parked_chunks++;
@@ -187,28 +213,13 @@ void wk_lifecycle_ended(wk_chunk *c, const wk_chunk_ended *res)
     case WK_CHUNK_CANCELLING:
         wk_lifecycle_halt_ended(l, c, res);
         break;
+    case WK_CHUNK_HANDING_BACK:
+        wk_lifecycle_handed_back(l, c, res->rc, res->res[0], res->res[1] == 1, res->errstr);
+        break;
     default: /* ABANDONING, YIELDING */
         wk_lifecycle_abandoned(l, c, res);
         break;
     }
-}
-
-/* No new request of C starts: its pushes not yet started (ready, waiting
- * for a retry, or for their throttle slice) are taken back; those in
- * flight finish and are not retried. */
-static void wk_lifecycle_hold(wk_lifecycle *l, wk_chunk *c)
-{
-    for (size_t i = 0; i < c->npushes; i++) {
-        wk_push *push = &c->pushes[i];
-
-        if (push->state == WK_PUSH_READY || push->state == WK_PUSH_DELAYED) {
-            wk_sender_cancel(l->sender, push);
-            c->open--;
-        }
-    }
-    /* Their slices' verdicts are only counted when they come. */
-    c->open -= c->unchecked;
-    c->unchecked = 0;
 }
 
 /* Holds C in state TO (for WHY): no request of it starts; once nothing
@@ -274,6 +285,8 @@ size_t wk_lifecycle_revoke(wk_lifecycle *l, int32_t partition)
         /* Abandoned at once when nothing of it is in flight. */
         if (c->partition == partition && c->state < WK_CHUNK_HELD_REVOKE)
             wk_lifecycle_hold_in(l, c, WK_CHUNK_HELD_REVOKE, "revoked");
+        else if (c->partition == partition && c->state == WK_CHUNK_STALLED)
+            wk_lifecycle_hand_back(l, c, "revoked while stalled");
     }
     /* What is left: requests in flight, or an end under way (an abandon
      * writing its acknowledgements, which the next owner must see). */

@@ -38,7 +38,9 @@ void wk_lifecycle_ended(wk_chunk *c, const wk_chunk_ended *res);
  * no new request; those with nothing in flight are abandoned now.
  * Answers how many of its chunks are left (requests in flight, or an end
  * under way: an abandon's acknowledgements and lease release); the revoke
- * drains until wk_lifecycle_count says none is. */
+ * drains until wk_lifecycle_count says none is.  Its stalled chunks are
+ * handed back at once (the partition's next owner may not hold Redis
+ * better, and the dispatcher republishes them within a second). */
 size_t wk_lifecycle_revoke(wk_lifecycle *l, int32_t partition);
 /* Abandons every chunk still held for a revoke, for WHY (the log). */
 void wk_lifecycle_abandon_revoked(wk_lifecycle *l, const char *why);

@@ -14,6 +14,7 @@
 #include "wk_consent.h"
 #include "wk_lifecycle_end.h"
 #include "wk_lifecycle_push.h"
+#include "wk_lifecycle_stall.h"
 
 /* ---- open ---------------------------------------------------------------------- */
 
@@ -77,8 +78,8 @@ static void wk_lifecycle_consent(wk_lifecycle *l, wk_chunk *c, const wk_chunk_op
         default:
             continue;
         }
-        if (l->cfg->worker.delivery_log)
-            wk_lifecycle_outcome(l, c, c->members->element[i]->str, 0, status, &none);
+        if (wk_lifecycle_reports(l))
+            wk_lifecycle_outcome(l, c, c->members->element[i]->str, NULL, status, &none);
     }
     if (c->opted_out > 0 || c->suppressed > 0 || res->deferred > 0) {
         wk_lifecycle_report_counters(l, c);
@@ -97,10 +98,13 @@ void wk_lifecycle_open(wk_lifecycle *l, wk_chunk *c)
     const char *app = NULL;
     bool addressed = wk_sender_addressed(l->sender, c->task->ch_index, &platform, &app);
 
-    wk_lifecycle_set(c, WK_CHUNK_OPENING, c->state == WK_CHUNK_NEW ? "intake" : "lease wait over");
+    wk_lifecycle_set(c, WK_CHUNK_OPENING,
+                     c->state == WK_CHUNK_NEW       ? "intake"
+                     : c->state == WK_CHUNK_STALLED ? "stall over"
+                                                    : "lease wait over");
     if (wk_chunk_open(l->rd, c, l->owner, l->cfg->worker.lease_ms, addressed ? &platform : NULL,
                       app) != 0)
-        wk_lifecycle_drop(l, c, "the Redis thread took no job");
+        wk_lifecycle_drop(l, c, "the Redis thread took no job", NULL);
 }
 
 /* A lease another process holds is usually a worker's that was killed:
@@ -148,7 +152,7 @@ static void wk_lifecycle_opened(wk_chunk *c, const wk_chunk_opened *res)
     if (c->state != WK_CHUNK_OPENING)
         return;
     if (res->rc < 0) {
-        wk_lifecycle_drop(l, c, res->errstr);
+        wk_lifecycle_drop(l, c, "open failed", res->errstr);
         return;
     }
     /* Paused, cancelled or expired before it started (a redelivery after
@@ -203,6 +207,25 @@ static const wk_chunk_hooks wk_lifecycle_chunk_hooks = {.opened = wk_lifecycle_o
                                                         .flushed = wk_lifecycle_flushed,
                                                         .ended = wk_lifecycle_ended};
 
+/* Hands the chunk of MSG back without opening it, WHY in the log (a chunk with no task:
+ * it goes straight to HANDING_BACK, whose job needs only its keys).  0, or
+ * -1 when out of memory (the caller settles the offset; the sweeper
+ * publishes the chunk after redelivery_timeout_s). */
+static int wk_lifecycle_hand_back_message(wk_lifecycle *l, const hr_chunkmsg *msg,
+                                          int32_t partition, int64_t offset, const char *why)
+{
+    wk_chunk *c = wk_chunk_new(wk_redis_prefix(l->rd), msg, partition, offset, NULL,
+                               l->cfg->worker.ack_batch, &wk_lifecycle_chunk_hooks, l);
+
+    if (c == NULL)
+        return -1;
+    c->started_ms = hr_clock_now_ms();
+    TAILQ_INSERT_TAIL(&l->chunks, c, link);
+    l->nchunks++;
+    wk_lifecycle_hand_back(l, c, why);
+    return 0;
+}
+
 /* Starts work on a decoded chunk message; the offset is settled here for
  * every message that does not become a chunk. */
 static void wk_lifecycle_chunk(wk_lifecycle *l, const hr_chunkmsg *msg, int32_t partition,
@@ -218,12 +241,15 @@ static void wk_lifecycle_chunk(wk_lifecycle *l, const hr_chunkmsg *msg, int32_t 
     if (rc != 0) {
         if (rc == WK_TASK_NO_CHANNEL) {
             /* Not the task's fault (a rolling configuration change): the
-             * chunk stays pending and the sweeper publishes it again after
-             * redelivery_timeout_s, for whichever worker then owns its
+             * chunk is handed back, and the dispatcher publishes it again
+             * within a second (issue 34; it used to wait for the sweeper's
+             * redelivery_timeout_s), for whichever worker then owns its
              * partition.  Nothing is pushed, acknowledged or failed here. */
             hr_metrics_inc(l->met->bad[WK_BAD_NO_CHANNEL]);
             hr_log_warn("channel_missing", "task=%" PRId64 " seq=%" PRId64 " error=%s", msg->task,
                         msg->seq, errstr);
+            if (wk_lifecycle_hand_back_message(l, msg, partition, offset, "channel missing") == 0)
+                return;
         } else if (rc == 1) {
             l->stats.unknown_tasks++;
             hr_metrics_inc(l->met->bad[WK_BAD_UNKNOWN_TASK]);
@@ -240,6 +266,12 @@ static void wk_lifecycle_chunk(wk_lifecycle *l, const hr_chunkmsg *msg, int32_t 
             /* Redelivering its chunks would never help: fail the task. */
             if (rc == 2)
                 wk_reporter_fail_task(l->reporter, msg->task, errstr);
+            /* MySQL is away (a restart, a primary's failover): handed
+             * back, the chunk comes again within a second, until MySQL
+             * answers (issue 34: not after redelivery_timeout_s). */
+            else if (wk_lifecycle_hand_back_message(l, msg, partition, offset,
+                                                    "task not loadable") == 0)
+                return;
         }
         wk_lifecycle_settle_offset(l, partition, offset);
         return;
@@ -259,6 +291,7 @@ static void wk_lifecycle_chunk(wk_lifecycle *l, const hr_chunkmsg *msg, int32_t 
         return;
     }
     c->started_ms = hr_clock_now_ms();
+    c->gate = l->cfg->events.enabled ? &l->gate : NULL;
     TAILQ_INSERT_TAIL(&l->chunks, c, link);
     l->nchunks++;
     wk_lifecycle_open(l, c);

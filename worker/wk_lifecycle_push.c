@@ -13,22 +13,44 @@
 #include "wk_chunk_acks.h"
 #include "wk_chunk_check.h"
 #include "wk_lifecycle_end.h"
+#include "wk_lifecycle_stall.h"
 
 /* ---- push outcomes and acknowledgements -------------------------------------- */
 
-void wk_lifecycle_outcome(wk_lifecycle *l, const wk_chunk *c, const char *uid, int attempts,
+void wk_lifecycle_outcome(wk_lifecycle *l, wk_chunk *c, const char *uid, const wk_push *push,
                           wk_delivery status, const wk_push_result *res)
 {
     wk_event ev = {.kind = WK_EVENT_OUTCOME, .task = c->msg.task, .shard = wk_chunk_row(c)};
+    uint64_t num;
 
     /* wk_chunk_open settles only valid uids (1..INT64_MAX). */
     ev.u.outcome.uid = strtoull(uid, NULL, 10);
     ev.u.outcome.status = status;
-    ev.u.outcome.attempts = attempts;
+    ev.u.outcome.attempts = push != NULL ? push->attempts : 0;
     ev.u.outcome.http_status = (int)res->http_status;
     ev.u.outcome.latency_ms = res->latency_ms;
     ev.u.outcome.at_ms = hr_clock_now_ms();
-    wk_reporter_push(l->reporter, &ev);
+    ev.u.outcome.channel = c->task->ch->name;
+    ev.u.outcome.due_ms = c->task->row->due_ms;
+    /* The address the push went to last (an addressed channel walks its
+     * addresses: ADDR is past the last one once it settled). */
+    if (push != NULL && push->naddrs > 0 && push->attempts > 0) {
+        const char *a =
+            push->addrs[push->addr < push->naddrs ? push->addr : push->naddrs - 1].address;
+
+        hr_event_hash(a, strlen(a), ev.u.outcome.hash);
+        ev.u.outcome.has_hash = true;
+    }
+    num = wk_reporter_push(l->reporter, &ev);
+    /* The chunk's acknowledgements from now on wait for this event
+     * (wk_gate.h). */
+    if (num > 0)
+        c->ev_last = num;
+}
+
+bool wk_lifecycle_reports(const wk_lifecycle *l)
+{
+    return l->cfg->worker.delivery_log || l->cfg->events.enabled;
 }
 
 /* A flush of C answered: the counters go to the reporter; a failure drops
@@ -40,11 +62,15 @@ void wk_lifecycle_flushed(wk_chunk *c, int rc, const char *errstr)
     if (wk_lifecycle_gone(l, c))
         return;
     wk_lifecycle_report_counters(l, c);
+    if (c->state == WK_CHUNK_STALLED) {
+        wk_lifecycle_stall_flushed(l, c, rc, errstr);
+        return;
+    }
     if (rc == 0 || wk_chunk_is_ending(c))
         return;
     hr_log_error("ack_failed", "task=%" PRId64 " seq=%" PRId64 " error=%s", c->msg.task, c->msg.seq,
                  errstr);
-    wk_lifecycle_drop(l, c, "ack failed");
+    wk_lifecycle_drop(l, c, "ack failed", errstr);
 }
 
 void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res)
@@ -75,8 +101,8 @@ void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res)
             wk_lifecycle_settled(l, c);
         return;
     }
-    if (l->cfg->worker.delivery_log)
-        wk_lifecycle_outcome(l, c, push->uid, push->attempts, status, res);
+    if (wk_lifecycle_reports(l))
+        wk_lifecycle_outcome(l, c, push->uid, push, status, res);
     switch (status) {
     case WK_DELIVERY_SENT:
         hr_metrics_inc(mc->sent);
@@ -96,7 +122,7 @@ void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res)
         break;
     }
     if (full < 0 || (full == 1 && wk_chunk_flush(l->rd, c) != 0)) {
-        wk_lifecycle_drop(l, c, full < 0 ? "out of memory" : "the Redis thread took no job");
+        wk_lifecycle_drop(l, c, full < 0 ? "out of memory" : "the Redis thread took no job", NULL);
         return;
     }
     if (c->open == 0)
@@ -120,7 +146,7 @@ int wk_lifecycle_throttle(wk_lifecycle *l, wk_chunk *c)
         if (n > c->npushes - first)
             n = c->npushes - first;
         if (wk_chunk_check(l->rd, c, first, n) != 0) {
-            wk_lifecycle_drop(l, c, "the Redis thread took no job");
+            wk_lifecycle_drop(l, c, "the Redis thread took no job", NULL);
             return -1;
         }
     }
@@ -140,16 +166,16 @@ void wk_lifecycle_checked(wk_chunk *c, const wk_chunk_checked *res)
     wk_lifecycle_report_counters(l, c);
     if (res->rc != 0) {
         if (!wk_chunk_is_ending(c))
-            wk_lifecycle_drop(l, c, res->errstr);
+            wk_lifecycle_drop(l, c, "throttle check failed", res->errstr);
         return;
     }
     hr_metrics_add(l->met->chans[c->task->ch_index].throttled, (uint64_t)res->blocked);
     hr_metrics_add(l->met->throttled, (uint64_t)res->blocked);
-    if (l->cfg->worker.delivery_log && res->blocked > 0)
+    if (wk_lifecycle_reports(l) && res->blocked > 0)
         for (size_t i = res->first; i < res->first + res->n; i++)
             if (c->verdicts[i] == HR_THROTTLE_BLOCKED)
-                wk_lifecycle_outcome(l, c, c->pushes[i].uid, c->pushes[i].attempts,
-                                     WK_DELIVERY_THROTTLED, &none);
+                wk_lifecycle_outcome(l, c, c->pushes[i].uid, &c->pushes[i], WK_DELIVERY_THROTTLED,
+                                     &none);
     /* Held or ending meanwhile: these pushes were counted out when it
      * held (wk_lifecycle_hold). */
     if (c->state != WK_CHUNK_PUSHING)

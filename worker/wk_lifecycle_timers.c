@@ -11,9 +11,11 @@
 
 #include "hr_log.h"
 #include "hr_clock.h"
+#include "wk_chunk_acks.h"
 #include "wk_control.h"
 #include "wk_lifecycle_end.h"
 #include "wk_lifecycle_open.h"
+#include "wk_lifecycle_stall.h"
 
 /* The renewal's answer.  The lease expired and may be someone else's now:
  * pushing on would only send duplicates, so the chunk is given up like a
@@ -126,6 +128,9 @@ static void wk_lifecycle_ctl_read(void *ctx, const int64_t *tasks, const wk_chun
         wk_chunk_halt halt = WK_CHUNK_RUN;
 
         next = TAILQ_NEXT(c, link);
+        /* Past halting (and a hand-back may have no task). */
+        if (wk_chunk_is_ending(c))
+            continue;
         for (size_t i = 0; i < n; i++)
             if (tasks[i] == c->msg.task) {
                 halt = halts[i];
@@ -139,10 +144,89 @@ static void wk_lifecycle_ctl_read(void *ctx, const int64_t *tasks, const wk_chun
     }
 }
 
+/* ---- stalls (wk_lifecycle_stall.h) -------------------------------------------- */
+
+/* Leaves STALLED for what C came from, now that nothing of it is in
+ * flight and its acks are written. */
+static void wk_lifecycle_unstall(wk_lifecycle *l, wk_chunk *c)
+{
+    wk_chunk_state from = c->stalled_from;
+
+    hr_log_info("chunk_unstalled", "task=%" PRId64 " seq=%" PRId64 " to=%s stalled_ms=%" PRId64,
+                c->msg.task, c->msg.seq, wk_lifecycle_state_name(from),
+                hr_clock_mono_ms() - c->stall_since_ms);
+    switch (from) {
+    case WK_CHUNK_NEW:
+    case WK_CHUNK_OPENING:
+    case WK_CHUNK_LEASE_WAIT:
+    case WK_CHUNK_PUSHING:
+        /* What is still in the set is read again, under the lease kept. */
+        wk_chunk_reset(c);
+        wk_lifecycle_open(l, c);
+        break;
+    case WK_CHUNK_HELD_PAUSE:
+    case WK_CHUNK_HELD_EXPIRE:
+    case WK_CHUNK_HELD_CANCEL:
+    case WK_CHUNK_HELD_REVOKE:
+        wk_lifecycle_set(c, from, "stall over");
+        wk_lifecycle_settled(l, c);
+        break;
+    default: /* an ending: its end job again */
+        wk_lifecycle_end(l, c, from, "stall over");
+        break;
+    }
+}
+
+/* One stalled chunk at the control timer: given up past the bound, or
+ * tried again when its back-off is over and nothing of it runs. */
+static void wk_lifecycle_stall_tick(wk_lifecycle *l, wk_chunk *c, int64_t now)
+{
+    if (c->state == WK_CHUNK_HANDING_BACK) {
+        if (c->jobs == 0 && now >= c->stall_retry_ms)
+            wk_lifecycle_hand_back_submit(l, c);
+        return;
+    }
+    if (now - c->stall_since_ms >= l->cfg->worker.stall_max_ms) {
+        wk_lifecycle_hand_back(l, c, "stalled past worker.stall_max_ms");
+        return;
+    }
+    /* A flush or an old job in flight, or the back-off not over: later. */
+    if (c->jobs > 0 || now < c->stall_retry_ms)
+        return;
+    if (wk_chunk_state_ending(c->stalled_from)) {
+        /* Its requests were cancelled when it began to end; the end job
+         * writes the buffered acks first. */
+        wk_lifecycle_unstall(l, c);
+        return;
+    }
+    /* Requests still running: their outcomes go into the buffer first. */
+    if (c->open > 0)
+        return;
+    if (wk_chunk_acks_ncalls(&c->acks) > 0) {
+        /* The acks first; the flush's answer unstalls C. */
+        if (wk_chunk_flush(l->rd, c) != 0)
+            wk_lifecycle_drop(l, c, "the Redis thread took no job", NULL);
+        return;
+    }
+    wk_lifecycle_unstall(l, c);
+}
+
+static void wk_lifecycle_stalls(wk_lifecycle *l)
+{
+    int64_t now = hr_clock_mono_ms();
+    wk_chunk *c, *next;
+
+    for (c = TAILQ_FIRST(&l->chunks); c != NULL; c = next) {
+        next = TAILQ_NEXT(c, link);
+        if (c->state == WK_CHUNK_STALLED || c->state == WK_CHUNK_HANDING_BACK)
+            wk_lifecycle_stall_tick(l, c, now); /* may unlink C */
+    }
+}
+
 /* Submits the read of the control key of every task with a chunk (one
  * pipelined GET per task; a PING when there is none, so /readyz's view of
- * Redis stays current), then runs the watchdog and the lease-waiting
- * opens. */
+ * Redis stays current), then runs the watchdog, the lease-waiting opens
+ * and the stalled chunks' retries (wk_lifecycle_stall.c). */
 void wk_lifecycle_control(wk_lifecycle *l)
 {
     int64_t tasks[WK_CHUNK_MAX_OPEN];
@@ -166,4 +250,5 @@ void wk_lifecycle_control(wk_lifecycle *l)
     }
     wk_lifecycle_watchdog(l);
     wk_lifecycle_reopen(l);
+    wk_lifecycle_stalls(l);
 }

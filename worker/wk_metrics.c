@@ -7,9 +7,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hr_insecure.h"
+#include "hr_log.h"
+#include "hr_mysql.h"
+
 /* Reporter transaction time, seconds. */
 static const double wk_metrics_flush_buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                   0.1,   0.25,   0.5,   1,    2.5,   5};
+
+/* hr_mysql_watch's hook: a MySQL call took a second or more, or the
+ * timeout ended it. */
+static void wk_metrics_mysql_slow(const hr_mysql_slow *slow)
+{
+    char fields[256];
+    const char *event = hr_mysql_slow_fields(slow, fields, sizeof fields);
+
+    hr_log_warn(event, "%s", fields);
+}
 
 static double wk_metrics_lag(void *ctx)
 {
@@ -52,7 +66,7 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
     hr_metrics_family *pushes, *latency, *due, *inflight, *retries, *throttled, *waits, *acked;
     hr_metrics_family *redelivered, *bad, *queue, *flush, *lag, *errors, *dropped, *anomalies;
     hr_metrics_family *unaccounted, *pruned, *rows_missing, *deferred;
-    hr_metrics_family *stalled, *stalls;
+    hr_metrics_family *stalled, *stalls, *waits_failover, *handed_back, *forced;
     const hr_metrics_spec specs[] = {
         {&pushes, "herald_pushes_total", "Pushes by channel and outcome", HR_METRICS_COUNTER,
          "channel,outcome", NULL, 0},
@@ -108,6 +122,16 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
         {&stalls, "herald_worker_stalls_total",
          "Times the watchdog found stalled chunks and restarted the sender", HR_METRICS_COUNTER,
          NULL, NULL, 0},
+        {&waits_failover, "herald_chunks_failover_waits_total",
+         "Chunks held through a Redis failover (a call failed; retried with back-off)",
+         HR_METRICS_COUNTER, NULL, NULL, 0},
+        {&handed_back, "herald_chunks_handed_back_total",
+         "Chunks given up and handed back to the dispatcher to publish at once", HR_METRICS_COUNTER,
+         NULL, NULL, 0},
+        {&forced, "herald_events_gate_forced_total",
+         "Chunk Redis jobs (acknowledgements) let through before their events were confirmed "
+         "by Kafka: a stop's or a revoke's grace ran out",
+         HR_METRICS_COUNTER, NULL, NULL, 0},
     };
     static const char *const drop_reasons[WK__DROPS] = {"queue_full", "rejected"};
     static const char *const kinds[WK__ANOMALIES] = {"invalid_uid", "user_hash_error",
@@ -121,7 +145,8 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
         snprintf(errstr, errlen, "out of memory");
         goto fail;
     }
-    if (hr_metrics_register(m->reg, specs, sizeof specs / sizeof specs[0], errstr, errlen) != 0)
+    if (hr_metrics_register(m->reg, specs, sizeof specs / sizeof specs[0], errstr, errlen) != 0 ||
+        hr_insecure_gauge(cfg, m->reg, errstr, errlen) != 0)
         goto fail;
     m->nchans = cfg->nchannels;
     for (size_t i = 0; i < cfg->nchannels; i++) {
@@ -153,6 +178,9 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
     m->kafka_lag = hr_metrics_labels(lag, NULL);
     m->stalled_chunks = hr_metrics_labels(stalled, NULL);
     m->stalls = hr_metrics_labels(stalls, NULL);
+    m->chunks_stalled = hr_metrics_labels(waits_failover, NULL);
+    m->chunks_handed_back = hr_metrics_labels(handed_back, NULL);
+    m->gate_forced = hr_metrics_labels(forced, NULL);
     hr_metrics_gauge_fn(m->kafka_lag, wk_metrics_lag, m);
     for (size_t i = 0; i < WK__BAD_REASONS; i++)
         m->bad[i] = hr_metrics_labels(bad, reasons[i]);
@@ -167,6 +195,9 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
     atomic_init(&m->kafka_ok, true);
     atomic_init(&m->assigned, false);
     atomic_init(&m->kafka_lag_sum, 0);
+    /* herald_mysql_call_seconds, _slow_calls_total, _timeouts_total. */
+    if (hr_mysql_watch(m->reg, wk_metrics_mysql_slow, errstr, errlen) != 0)
+        goto fail;
     return m;
 fail:
     wk_metrics_free(m);
@@ -193,6 +224,8 @@ void wk_metrics_free(wk_metrics *m)
     if (m == NULL)
         return;
     wk_metrics_stop(m);
+    if (m->reg != NULL)
+        hr_mysql_watch(NULL, NULL, NULL, 0);
     hr_metrics_free(m->reg);
     free(m->chans);
     free(m);

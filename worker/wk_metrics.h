@@ -71,6 +71,8 @@ typedef struct wk_metrics {
     hr_metrics_child *chunks_acked, *chunks_redelivered, *reporter_queue, *reporter_flush;
     hr_metrics_child *kafka_lag;
     hr_metrics_child *stalled_chunks, *stalls; /* the worker's pump watchdog */
+    /* issue 34: chunks held through a failover (STALLED), chunks handed back */
+    hr_metrics_child *chunks_stalled, *chunks_handed_back;
     hr_metrics_child *bad[WK__BAD_REASONS];
     hr_metrics_child *backend_errors[WK__BACKENDS];
     hr_metrics_child *reporter_dropped[WK__DROPS];
@@ -78,6 +80,9 @@ typedef struct wk_metrics {
     /* herald_chunk_rows_missing_total: chunk ends given up (wk_reporter.h) */
     hr_metrics_child *chunk_rows_missing;
     hr_metrics_child *anomalies[WK__ANOMALIES];
+    /* herald_events_gate_forced_total: chunk jobs let through before their
+     * events were confirmed (wk_gate.h) */
+    hr_metrics_child *gate_forced;
     atomic_bool redis_ok, mysql_ok, kafka_ok;
     atomic_bool assigned; /* the consumer is subscribed (assigned or waiting) */
     atomic_llong kafka_lag_sum;

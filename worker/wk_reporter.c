@@ -1,7 +1,14 @@
 /* wk_reporter: bounded event ring drained into MySQL by one thread (see
  * wk_reporter.h for the contract and the thread hand-off).  What goes into
  * which table is written by wk_deliveries (push_delivery) and wk_chunkrows
- * (push_chunk); the counters and the task failures are written here. */
+ * (push_chunk); the counters, the task failures and the hand-off of the
+ * events to their publisher (hr_evpub) are written here.
+ *
+ * The events' numbers: wk_reporter_push numbers them in the order the
+ * loop pushed them, the thread publishes them in that order, and records
+ * per round which publisher number its last event got (a lost event gets
+ * the one before it: hr_evpub.h).  When the publisher's watermark passes a
+ * round's number, every event of the round and before is confirmed. */
 #include "wk_reporter.h"
 
 #include <errno.h>
@@ -13,9 +20,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "hr_clock.h"
+#include "hr_evpub.h"
 #include "hr_finish.h"
 #include "hr_log.h"
 #include "hr_clock.h"
+#include "hr_dlog.h"
+#include "hr_stats.h"
 #include "hr_mysql.h"
 #include "hr_state.h"
 #include "hr_vec.h"
@@ -37,6 +48,8 @@
 /* Task failures waiting to be written (each is re-reported by the next
  * chunk of the task when this overflows). */
 #define WK_REPORTER_FAILS 16
+/* At a stop, how long the events still held wait for Kafka. */
+#define WK_REPORTER_STOP_EVENTS_MS 10000
 
 /* Counters of one task not yet written: sent .. retried absolute (-1 =
  * none), cancelled and expired absolute too, the largest seen (see wk_reporter.h). */
@@ -47,7 +60,23 @@ typedef struct wk_task_delta {
 } wk_task_delta;
 
 typedef HR_VEC(wk_task_delta) wk_delta_vec;
+
+/* Recipients of a task that got an outcome in one minute: a row of
+ * push_task_series to add (hr_stats.h). */
+typedef struct wk_series {
+    int64_t task, minute_ms, n;
+    const char *channel; /* the config's */
+    wk_delivery status;
+} wk_series;
+typedef HR_VEC(wk_series) wk_series_vec;
 typedef HR_VEC(wk_event) wk_event_vec;
+
+/* A round of events handed to the publisher: R, the reporter's number of
+ * its last event, and E, the publisher's. */
+typedef struct wk_ev_round {
+    uint64_t r, e;
+} wk_ev_round;
+typedef HR_VEC(wk_ev_round) wk_ev_round_vec;
 
 /* A task the worker cannot push, to be marked failed. */
 typedef struct wk_task_fail {
@@ -70,9 +99,24 @@ struct wk_reporter {
      * so they never wait for room and are never dropped. */
     wk_delta_vec deltas;
     wk_event_vec chunks;
+    wk_series_vec series; /* the outcomes per task and minute, beside the ring too */
     wk_task_fail fails[WK_REPORTER_FAILS]; /* deduplicated by task; full = dropped */
     size_t nfails;
     bool stopping;
+    /* Events (events.enabled): outcomes waiting for the publisher, and the
+     * number the last one pushed got. */
+    wk_event_vec evq;
+    uint64_t ev_pushed;
+    int64_t mysql_retry_ms; /* the thread's: no MySQL write before (a backoff) */
+
+    /* The publisher and what the rounds handed to it wait for (ev_mu,
+     * taken alone: the publisher's thread takes it in the confirmed hook). */
+    hr_evpub *evpub;
+    uint64_t ev_published; /* the thread's: events handed over */
+    pthread_mutex_t ev_mu;
+    wk_ev_round_vec rounds;
+    _Atomic uint64_t ev_confirmed;
+    wk_reporter_hooks hooks;
 
     /* The writers and the connection: the reporter thread's only, so the
      * mutex does not cover them. */
@@ -82,17 +126,6 @@ struct wk_reporter {
     wk_metrics *met;
     bool mysql_down;
 };
-
-static void wk_reporter_deadline(struct timespec *ts, int ms)
-{
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
 
 static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, size_t nd,
                                       char *errstr, size_t errlen)
@@ -130,12 +163,75 @@ static int wk_reporter_write_fails(wk_reporter *rp, const wk_task_fail *f, size_
     return 0;
 }
 
+/* The event type of an outcome. */
+static hr_event_type wk_reporter_event_type(wk_delivery status)
+{
+    static const hr_event_type types[] = {
+        [WK_DELIVERY_SENT] = HR_EVENT_SENT,
+        [WK_DELIVERY_FAILED] = HR_EVENT_FAILED,
+        [WK_DELIVERY_THROTTLED] = HR_EVENT_THROTTLED,
+        [WK_DELIVERY_UNREGISTERED] = HR_EVENT_UNREGISTERED,
+        [WK_DELIVERY_OPTED_OUT] = HR_EVENT_OPTED_OUT,
+        [WK_DELIVERY_SUPPRESSED] = HR_EVENT_SUPPRESSED,
+        [WK_DELIVERY_EXPIRED] = HR_EVENT_EXPIRED,
+        [WK_DELIVERY_CANCELLED] = HR_EVENT_CANCELLED,
+    };
+
+    return types[status];
+}
+
+/* The outcome's name in push_task_series: its event type's. */
+static const char *wk_reporter_outcome_name(wk_delivery status)
+{
+    return hr_event_type_name(wk_reporter_event_type(status));
+}
+
+/* Adds the N per-minute counts S to push_task_series. */
+static int wk_reporter_write_series(wk_reporter *rp, const wk_series *s, size_t n, char *errstr,
+                                    size_t errlen)
+{
+    for (size_t i = 0; i < n; i++) {
+        const hr_stats_add row = {.task = s[i].task,
+                                  .channel = s[i].channel,
+                                  .outcome = wk_reporter_outcome_name(s[i].status),
+                                  .minute_ms = s[i].minute_ms,
+                                  .n = s[i].n};
+
+        if (hr_stats_add_rows(rp->m, &row, 1, errstr, errlen) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Adds N recipients of TASK that got STATUS on CHANNEL in the minute of
+ * AT_MS to rp->series (caller holds the mutex); -1 when out of memory. */
+static int wk_reporter_count(wk_reporter *rp, int64_t task, const char *channel, wk_delivery status,
+                             int64_t at_ms, int64_t n)
+{
+    int64_t minute = at_ms - at_ms % 60000;
+
+    for (size_t i = 0; i < rp->series.n; i++) {
+        wk_series *s = &rp->series.v[i];
+
+        if (s->task == task && s->minute_ms == minute && s->status == status &&
+            s->channel == channel) {
+            s->n += n;
+            return 0;
+        }
+    }
+    return hr_vec_push(
+        &rp->series,
+        ((wk_series){
+            .task = task, .minute_ms = minute, .n = n, .channel = channel, .status = status}));
+}
+
 /* What one transaction writes: the first N ring events and the taken
- * deltas and chunk events. */
+ * deltas, chunk events and series counts. */
 typedef struct wk_batch {
     size_t n;
     wk_delta_vec deltas;
     wk_event_vec chunks;
+    wk_series_vec series;
     wk_task_fail fails[WK_REPORTER_FAILS];
     size_t nfails;
 } wk_batch;
@@ -151,6 +247,7 @@ static int wk_reporter_write(wk_reporter *rp, const wk_batch *b, char *errstr, s
     if ((rp->delivery_log && wk_deliveries_write(rp->deliveries, rp->m, rp->ring, rp->cap, rp->head,
                                                  b->n, errstr, errlen) != 0) ||
         wk_reporter_write_counters(rp, b->deltas.v, b->deltas.n, errstr, errlen) != 0 ||
+        wk_reporter_write_series(rp, b->series.v, b->series.n, errstr, errlen) != 0 ||
         wk_chunkrows_write(rp->chunkrows, rp->m, b->chunks.v, b->chunks.n, errstr, errlen) != 0 ||
         wk_reporter_write_fails(rp, b->fails, b->nfails, errstr, errlen) != 0 ||
         hr_mysql_commit(rp->m, errstr, errlen) != 0) {
@@ -229,8 +326,10 @@ static void wk_reporter_take(wk_reporter *rp, wk_batch *b)
     b->n = rp->count < rp->batch ? rp->count : rp->batch;
     b->deltas = rp->deltas;
     b->chunks = rp->chunks;
+    b->series = rp->series;
     rp->deltas = (wk_delta_vec){0};
     rp->chunks = (wk_event_vec){0};
+    rp->series = (wk_series_vec){0};
     memcpy(b->fails, rp->fails, rp->nfails * sizeof *rp->fails);
     b->nfails = rp->nfails;
     rp->nfails = 0;
@@ -268,24 +367,129 @@ static void wk_reporter_giveback(wk_reporter *rp, wk_batch *b)
     }
     for (size_t i = 0; i < b->nfails; i++)
         wk_reporter_add_fail(rp, b->fails[i].task, b->fails[i].why);
+    for (size_t i = 0; i < b->series.n; i++) {
+        const wk_series *s = &b->series.v[i];
+
+        if (wk_reporter_count(rp, s->task, s->channel, s->status, s->minute_ms, s->n) != 0)
+            hr_log_error("reporter_series_lost", "task=%" PRId64, s->task);
+    }
     hr_vec_free(&b->deltas);
     hr_vec_free(&b->chunks);
+    hr_vec_free(&b->series);
 }
 
 static bool wk_reporter_idle(const wk_reporter *rp)
 {
-    return rp->count == 0 && rp->deltas.n == 0 && rp->chunks.n == 0 && rp->nfails == 0;
+    return rp->count == 0 && rp->deltas.n == 0 && rp->chunks.n == 0 && rp->nfails == 0 &&
+           rp->evq.n == 0 && rp->series.n == 0;
 }
 
-/* Whether the thread waits before its next write (mutex held): for a full
+/* Whether the thread waits before its next round (mutex held): for a full
  * batch or the flush interval, until a stop; after a stop only while
  * nothing but chunk ends waiting for their rows is left, which are written
- * again at the flush interval, not in a busy loop. */
-static bool wk_reporter_should_wait(const wk_reporter *rp)
+ * again at the flush interval, not in a busy loop.  In a MySQL backoff
+ * (BACKOFF) only events end the wait early. */
+static bool wk_reporter_should_wait(const wk_reporter *rp, bool backoff)
 {
+    if (rp->evq.n >= WK_REPORTER_EVENTS)
+        return false;
+    if (backoff)
+        return true;
     if (rp->count >= rp->batch)
         return false;
     return !rp->stopping || (wk_reporter_idle(rp) && wk_chunkrows_waiting(rp->chunkrows) > 0);
+}
+
+/* ---- events -------------------------------------------------------------------- */
+
+/* Every round whose publisher number is up to UPTO is confirmed: the
+ * reporter's watermark moves to the last of them (any thread). */
+static void wk_reporter_ev_advance(wk_reporter *rp, uint64_t upto)
+{
+    uint64_t r = 0;
+    size_t k = 0;
+
+    pthread_mutex_lock(&rp->ev_mu);
+    while (k < rp->rounds.n && rp->rounds.v[k].e <= upto)
+        r = rp->rounds.v[k++].r;
+    if (k > 0) {
+        memmove(rp->rounds.v, rp->rounds.v + k, (rp->rounds.n - k) * sizeof *rp->rounds.v);
+        rp->rounds.n -= k;
+        atomic_store(&rp->ev_confirmed, r);
+    }
+    pthread_mutex_unlock(&rp->ev_mu);
+    if (k > 0 && rp->hooks.confirmed != NULL)
+        rp->hooks.confirmed(rp->hooks.ctx, r);
+}
+
+/* The publisher's watermark moved (its thread). */
+static void wk_reporter_ev_confirmed(void *ctx, uint64_t upto)
+{
+    wk_reporter_ev_advance(ctx, upto);
+}
+
+/* Hands the N outcome events EVS to the publisher, in order (reporter
+ * thread). */
+static void wk_reporter_publish(wk_reporter *rp, const wk_event *evs, size_t n)
+{
+    uint64_t e = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        const wk_event *ev = &evs[i];
+        hr_event out = {.type = wk_reporter_event_type(ev->u.outcome.status),
+                        .task = ev->task,
+                        .uid = ev->u.outcome.uid,
+                        .channel = ev->u.outcome.channel,
+                        .has_hash = ev->u.outcome.has_hash,
+                        .provider_status = ev->u.outcome.http_status,
+                        .attempt = ev->u.outcome.attempts,
+                        .at_ms = ev->u.outcome.at_ms,
+                        .due_ms = ev->u.outcome.due_ms};
+
+        memcpy(out.address_hash, ev->u.outcome.hash, sizeof out.address_hash);
+        e = hr_evpub_publish(rp->evpub, &out);
+    }
+    rp->ev_published += n;
+    pthread_mutex_lock(&rp->ev_mu);
+    if (hr_vec_push(&rp->rounds, ((wk_ev_round){rp->ev_published, e})) != 0) {
+        /* Out of memory: the round is not tracked, so wait for it here
+         * (its events are in the publisher's hands either way). */
+        pthread_mutex_unlock(&rp->ev_mu);
+        hr_evpub_wait(rp->evpub, e, rp->cfg->events.confirm_timeout_ms);
+        atomic_store(&rp->ev_confirmed, rp->ev_published);
+        if (rp->hooks.confirmed != NULL)
+            rp->hooks.confirmed(rp->hooks.ctx, rp->ev_published);
+        return;
+    }
+    pthread_mutex_unlock(&rp->ev_mu);
+    /* Already confirmed (every event of it lost, or the reports were
+     * quick): no report would move the watermark for it. */
+    wk_reporter_ev_advance(rp, hr_evpub_confirmed(rp->evpub));
+}
+
+/* The deadline of the thread's wait (mutex held): the flush interval, or
+ * the end of a MySQL backoff, or events.flush_ms after the first event
+ * that waits, whichever comes first. */
+static void wk_reporter_wait(wk_reporter *rp, bool backoff)
+{
+    int64_t now = hr_clock_mono_ms();
+    int64_t until = backoff ? rp->mysql_retry_ms : now + WK_REPORTER_FLUSH_MS;
+    bool events = false;
+
+    while (wk_reporter_should_wait(rp, backoff)) {
+        struct timespec ts;
+
+        if (rp->evq.n > 0 && !events) {
+            events = true;
+            if (now + rp->cfg->events.flush_ms < until)
+                until = now + rp->cfg->events.flush_ms;
+        }
+        if (hr_clock_mono_ms() >= until)
+            return;
+        hr_clock_deadline(CLOCK_REALTIME, until - hr_clock_mono_ms(), &ts);
+        if (pthread_cond_timedwait(&rp->has_work, &rp->mu, &ts) == ETIMEDOUT && !events)
+            return;
+    }
 }
 
 static void *wk_reporter_main(void *arg)
@@ -296,16 +500,14 @@ static void *wk_reporter_main(void *arg)
     char errstr[512];
 
     for (;;) {
-        struct timespec ts;
-        wk_batch b;
+        wk_batch b = {0};
+        wk_event_vec evs;
+        bool backoff;
 
         pthread_mutex_lock(&rp->mu);
-        if (wk_reporter_should_wait(rp)) {
-            wk_reporter_deadline(&ts, WK_REPORTER_FLUSH_MS);
-            while (wk_reporter_should_wait(rp) &&
-                   pthread_cond_timedwait(&rp->has_work, &rp->mu, &ts) != ETIMEDOUT)
-                ;
-        }
+        backoff = hr_clock_mono_ms() < rp->mysql_retry_ms;
+        wk_reporter_wait(rp, backoff);
+        backoff = hr_clock_mono_ms() < rp->mysql_retry_ms;
         if (rp->stopping && stop_seen_ms < 0)
             stop_seen_ms = hr_clock_now_ms();
         if (rp->stopping && wk_reporter_idle(rp) &&
@@ -315,10 +517,20 @@ static void *wk_reporter_main(void *arg)
             wk_chunkrows_give_up_all(rp->chunkrows);
             break;
         }
-        wk_reporter_take(rp, &b);
+        evs = rp->evq;
+        rp->evq = (wk_event_vec){0};
+        if (!backoff)
+            wk_reporter_take(rp, &b);
         pthread_mutex_unlock(&rp->mu);
-        if (b.n == 0 && b.deltas.n == 0 && b.chunks.n == 0 && b.nfails == 0 &&
-            wk_chunkrows_waiting(rp->chunkrows) == 0)
+        /* Events first, whatever MySQL does. */
+        if (rp->evpub != NULL) {
+            if (evs.n > 0)
+                wk_reporter_publish(rp, evs.v, evs.n);
+            hr_evpub_retry(rp->evpub);
+        }
+        hr_vec_free(&evs);
+        if (backoff || (b.n == 0 && b.deltas.n == 0 && b.chunks.n == 0 && b.nfails == 0 &&
+                        b.series.n == 0 && wk_chunkrows_waiting(rp->chunkrows) == 0))
             continue;
 
         int64_t started_ms = hr_clock_now_ms();
@@ -335,20 +547,19 @@ static void *wk_reporter_main(void *arg)
                 hr_clock_now_ms() - stop_seen_ms > WK_REPORTER_STOP_GIVEUP_MS) {
                 hr_log_error("reporter_events_lost", "outcomes=%zu tasks=%zu chunks=%zu error=%s",
                              rp->count, rp->deltas.n, rp->chunks.n, errstr);
-                rp->count = rp->deltas.n = rp->chunks.n = rp->nfails = 0;
+                rp->count = rp->deltas.n = rp->chunks.n = rp->nfails = rp->series.n = 0;
                 pthread_mutex_unlock(&rp->mu);
                 wk_chunkrows_give_up_all(rp->chunkrows);
                 break;
             }
-            pthread_mutex_unlock(&rp->mu);
-            /* Always wait out the backoff: a full ring must not turn the
-             * retries into a busy loop against a dead server. */
+            /* Always wait out the backoff (events still go meanwhile): a
+             * full ring must not turn the retries into a busy loop against
+             * a dead server. */
             backoff_ms = backoff_ms == 0 ? 100 : backoff_ms * 2;
             if (backoff_ms > WK_REPORTER_BACKOFF_MAX_MS)
                 backoff_ms = WK_REPORTER_BACKOFF_MAX_MS;
-            struct timespec d = {backoff_ms / 1000, (long)(backoff_ms % 1000) * 1000000L};
-
-            nanosleep(&d, NULL);
+            rp->mysql_retry_ms = hr_clock_mono_ms() + backoff_ms;
+            pthread_mutex_unlock(&rp->mu);
             continue;
         }
         hr_metrics_observe(rp->met->reporter_flush, (hr_clock_now_ms() - started_ms) / 1000.0);
@@ -359,6 +570,7 @@ static void *wk_reporter_main(void *arg)
         backoff_ms = 0;
         hr_vec_free(&b.deltas);
         hr_vec_free(&b.chunks);
+        hr_vec_free(&b.series);
         pthread_mutex_lock(&rp->mu);
         rp->count -= b.n;
         /* An empty ring starts again at slot 0: the slots in use stay those
@@ -384,15 +596,23 @@ static double wk_reporter_depth(void *ctx)
 }
 
 int wk_reporter_start(const hr_config *cfg, const char *owner, int64_t row_wait_ms, wk_metrics *met,
-                      wk_reporter **out, char *errstr, size_t errlen)
+                      const wk_reporter_hooks *hooks, wk_reporter **out, char *errstr,
+                      size_t errlen)
 {
     wk_reporter *rp = calloc(1, sizeof *rp);
+    const hr_evpub_hooks evhooks = {.ctx = rp, .confirmed = wk_reporter_ev_confirmed};
 
     *out = NULL;
     if (rp == NULL)
         goto oom;
     rp->cfg = cfg;
     rp->met = met;
+    if (hooks != NULL)
+        rp->hooks = *hooks;
+    pthread_mutex_init(&rp->ev_mu, NULL);
+    if (cfg->events.enabled && (hr_evpub_new(cfg, &evhooks, &rp->evpub, errstr, errlen) != 0 ||
+                                hr_evpub_metrics(rp->evpub, met->reg, errstr, errlen) != 0))
+        goto fail;
     rp->delivery_log = cfg->worker.delivery_log;
     rp->batch = (size_t)cfg->worker.reporter_batch;
     rp->cap = (size_t)cfg->worker.reporter_queue;
@@ -418,6 +638,8 @@ oom:
     snprintf(errstr, errlen, "out of memory");
 fail:
     if (rp != NULL) {
+        hr_evpub_free(rp->evpub, 0, NULL);
+        pthread_mutex_destroy(&rp->ev_mu);
         free(rp->ring);
         wk_deliveries_free(rp->deliveries);
         wk_chunkrows_free(rp->chunkrows);
@@ -426,10 +648,11 @@ fail:
     return -1;
 }
 
-void wk_reporter_push(wk_reporter *rp, const wk_event *ev)
+uint64_t wk_reporter_push(wk_reporter *rp, const wk_event *ev)
 {
     struct timespec ts;
     bool lost = false;
+    uint64_t num = 0;
 
     pthread_mutex_lock(&rp->mu);
     switch (ev->kind) {
@@ -453,7 +676,25 @@ void wk_reporter_push(wk_reporter *rp, const wk_event *ev)
         lost = wk_reporter_add_chunks(rp, ev, 1) != 0;
         break;
     case WK_EVENT_OUTCOME:
-        wk_reporter_deadline(&ts, WK_REPORTER_PUSH_WAIT_MS);
+        lost = wk_reporter_count(rp, ev->task, ev->u.outcome.channel, ev->u.outcome.status,
+                                 ev->u.outcome.at_ms, 1) != 0;
+        if (rp->evpub != NULL) {
+            if (hr_vec_push(&rp->evq, *ev) != 0) {
+                lost = true;
+            } else {
+                num = ++rp->ev_pushed;
+                /* The first event waiting shortens the thread's wait to
+                 * events.flush_ms; a full round wakes it at once. */
+                if (rp->evq.n == 1 || rp->evq.n == WK_REPORTER_EVENTS)
+                    pthread_cond_signal(&rp->has_work);
+            }
+        }
+        /* Dropped recipients have no push_delivery row (the stats hash
+         * counts them). */
+        if (!rp->delivery_log || ev->u.outcome.status == WK_DELIVERY_EXPIRED ||
+            ev->u.outcome.status == WK_DELIVERY_CANCELLED)
+            break;
+        hr_clock_deadline(CLOCK_REALTIME, WK_REPORTER_PUSH_WAIT_MS, &ts);
         while (rp->count == rp->cap &&
                pthread_cond_timedwait(&rp->has_room, &rp->mu, &ts) != ETIMEDOUT)
             ;
@@ -472,6 +713,12 @@ void wk_reporter_push(wk_reporter *rp, const wk_event *ev)
     if (lost)
         hr_log_error("reporter_event_lost", "task=%" PRId64 " kind=%d reason=out_of_memory",
                      ev->task, (int)ev->kind);
+    return num;
+}
+
+uint64_t wk_reporter_events_confirmed(wk_reporter *rp)
+{
+    return atomic_load(&rp->ev_confirmed);
 }
 
 void wk_reporter_fail_task(wk_reporter *rp, int64_t task, const char *why)
@@ -490,6 +737,16 @@ void wk_reporter_stop(wk_reporter *rp)
     pthread_cond_signal(&rp->has_work);
     pthread_mutex_unlock(&rp->mu);
     pthread_join(rp->thread, NULL);
+    if (rp->evpub != NULL) {
+        uint64_t lost = 0;
+
+        hr_evpub_free(rp->evpub, WK_REPORTER_STOP_EVENTS_MS, &lost);
+        if (lost > 0)
+            hr_log_error("events_lost", "count=%" PRIu64 " reason=kafka_unconfirmed_at_stop", lost);
+    }
+    pthread_mutex_destroy(&rp->ev_mu);
+    hr_vec_free(&rp->rounds);
+    hr_vec_free(&rp->evq);
     hr_mysql_free(rp->m);
     pthread_cond_destroy(&rp->has_room);
     pthread_cond_destroy(&rp->has_work);
@@ -499,5 +756,6 @@ void wk_reporter_stop(wk_reporter *rp)
     free(rp->ring);
     hr_vec_free(&rp->deltas);
     hr_vec_free(&rp->chunks);
+    hr_vec_free(&rp->series);
     free(rp);
 }

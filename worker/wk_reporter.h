@@ -8,7 +8,7 @@
  * connection drains everything every 200 ms or when worker.reporter_batch
  * outcomes wait, in one transaction: outcomes become multi-row INSERTs into
  * push_delivery (when worker.delivery_log is on; a full batch in INSERTs
- * of reporter_batch rows, at most 9,362 for MariaDB's 65,535 placeholders
+ * of reporter_batch rows, at most 8,191 for MariaDB's 65,535 placeholders
  * of a prepared statement, a part batch in INSERTs of the powers of two of
  * its size, so at most 15 distinct statements are prepared), counters one UPDATE
  * push_task per task (sent, failed, throttled, retried, unregistered are the stats hash's
@@ -29,6 +29,23 @@
  * dropped (herald_reporter_dropped_total{reason="queue_full"}): the
  * delivery log is optional, and the loop thread must not stall.
  * wk_reporter_stop() writes everything queued before it returns.
+ *
+ * Events (events.enabled; docs/architecture.md "Events"): every outcome is
+ * also an event of the events topic, published from this thread beside the
+ * delivery rows, never per push on the loop: the outcome goes into a list
+ * of its own (never dropped, unlike the ring), which the thread hands to
+ * the publisher (hr_evpub) every round — at once when WK_REPORTER_EVENTS
+ * wait, else after events.flush_ms — whether MySQL answers or not (a
+ * MySQL backoff delays the delivery rows only).  wk_reporter_push numbers
+ * each event (1, 2, ...); wk_reporter_events_confirmed says up to which
+ * number Kafka confirmed them all (acks=all), and the confirmed hook tells
+ * the worker when that moved, on the publisher's thread.  The worker holds a
+ * chunk's acknowledgements until its events are confirmed (wk_chunk.h,
+ * the gate), so a recipient acknowledged in Redis has its event in Kafka:
+ * a killed worker loses no event, and repeats (with the same event id)
+ * only those of the recipients it pushes again.  The list needs no cap:
+ * it holds the events of recipients not yet acknowledged, at most the
+ * open chunks' members.
  *
  * A chunk end can come before its push_chunk row (the dispatcher writes
  * the rows in batches after Kafka confirmed the publishes): wk_chunkrows
@@ -56,22 +73,40 @@
 
 typedef struct wk_reporter wk_reporter;
 
+/* Events waiting that wake the thread at once rather than after
+ * events.flush_ms. */
+#define WK_REPORTER_EVENTS 256
+
+typedef struct wk_reporter_hooks {
+    void *ctx;
+    /* wk_reporter_events_confirmed moved to UPTO; on the publisher's thread
+     * (or the reporter's), must not block (the worker wakes its loop). */
+    void (*confirmed)(void *ctx, uint64_t upto);
+} wk_reporter_hooks;
+
 /* How long a chunk end waits for its push_chunk row, and how many ends wait
  * at most (see above). */
 #define WK_REPORTER_ROW_WAIT_MS (5 * 60 * 1000)
 #define WK_REPORTER_ROW_WAIT_MAX WK_CHUNKROWS_WAIT_MAX
 
-/* Starts the thread.  OWNER (copied) goes into push_chunk.worker; a chunk
- * end whose row is missing is written again for ROW_WAIT_MS.  MET
- * (which must outlive the reporter) gets the flush time, MySQL errors and
- * health, and the queue depth (a gauge callback, so stop the metrics
- * server before the reporter). */
+/* Starts the thread, and the events publisher when events.enabled.  OWNER
+ * (copied) goes into push_chunk.worker; a chunk end whose row is missing is
+ * written again for ROW_WAIT_MS.  MET (which must outlive the reporter)
+ * gets the flush time, MySQL errors and health, the queue depth and the
+ * events' counters (gauge callbacks, so stop the metrics server before the
+ * reporter).  HOOKS is copied (NULL: none). */
 int wk_reporter_start(const hr_config *cfg, const char *owner, int64_t row_wait_ms, wk_metrics *met,
-                      wk_reporter **out, char *errstr, size_t errlen);
+                      const wk_reporter_hooks *hooks, wk_reporter **out, char *errstr,
+                      size_t errlen);
 
-/* Queues a copy of EV; an outcome waits at most 20 ms for ring room and is
- * dropped (counted) after that.  Never blocks longer. */
-void wk_reporter_push(wk_reporter *rp, const wk_event *ev);
+/* Queues a copy of EV; an outcome's push_delivery row waits at most 20 ms
+ * for ring room and is dropped (counted) after that.  Never blocks longer.
+ * An outcome's event number when events are on (else 0). */
+uint64_t wk_reporter_push(wk_reporter *rp, const wk_event *ev);
+
+/* Every event numbered up to this is confirmed by Kafka (or lost, and
+ * counted); any thread. */
+uint64_t wk_reporter_events_confirmed(wk_reporter *rp);
 
 /* Marks TASK 'failed' with last_error WHY (copied) when it is still
  * 'dispatched': a task this worker can never push (unknown channel, bad

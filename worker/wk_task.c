@@ -10,6 +10,7 @@
 #include "hr_clock.h"
 #include "hr_ctoken.h"
 #include "hr_pace.h"
+#include "hr_track.h"
 
 /* The task's rendered title and body are bounded like any template value. */
 #define WK_TASK_TEXT_MAX (64 * 1024)
@@ -141,6 +142,11 @@ int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errst
                                 i == WK_TASK_HTML ? HR_TEMPLATE_HTML : HR_TEMPLATE_RAW,
                                 &wt->mail[i], errstr, errlen) != 0)
                 goto fail;
+        if (wt->mail[WK_TASK_HTML] != NULL && cfg->events.tracking.base_url != NULL &&
+            cfg->events.tracking.base_url[0] != '\0') {
+            wt->track_base = cfg->events.tracking.base_url;
+            wt->track_key = cfg->events.tracking.key;
+        }
     }
     wt->headers = calloc(wt->ch->nheaders ? wt->ch->nheaders : 1, sizeof *wt->headers);
     if (wt->headers == NULL) {
@@ -473,6 +479,22 @@ static int wk_task_unsub_url(const wk_task *wt, const char *uid, hr_buf *out)
     return 0;
 }
 
+/* HTML, rendered for UID, with its links tracked (hr_track_rewrite); left
+ * as it is when the rewrite would pass its cap. */
+static void wk_task_track(const wk_task *wt, const char *uid, hr_buf *html)
+{
+    hr_buf tracked, old;
+
+    hr_buf_init(&tracked, html->max);
+    if (hr_track_rewrite(wt->track_base, wt->track_key, wt->row->id, strtoull(uid, NULL, 10),
+                         html->data, html->len, &tracked) == 0) {
+        old = *html;
+        *html = tracked;
+        tracked = old;
+    }
+    hr_buf_free(&tracked);
+}
+
 int wk_task_render_mail(const wk_task *wt, const char *uid, const redisReply *user,
                         hr_buf out[WK_TASK__MAIL], char *errstr, size_t errlen)
 {
@@ -497,6 +519,8 @@ int wk_task_render_mail(const wk_task *wt, const char *uid, const redisReply *us
     }
     if (wt->unsub_key != NULL && wk_task_unsub_url(wt, uid, &out[WK_TASK_UNSUBSCRIBE]) != 0)
         goto done;
+    if (wt->track_base != NULL && out[WK_TASK_HTML].data != NULL)
+        wk_task_track(wt, uid, &out[WK_TASK_HTML]);
     rc = 0;
 done:
     if (rc != 0)
@@ -571,6 +595,27 @@ int wk_task_render(const wk_task *wt, const char *uid, const redisReply *user, w
     }
     rc = 0;
 done:
+    free(rx.printed);
+    return rc;
+}
+
+int wk_task_render_item(const wk_task *wt, const char *uid, const redisReply *user,
+                        wk_task_out *scratch, hr_buf *out, char *errstr, size_t errlen)
+{
+    wk_render_ctx rx = {.t = wt, .uid = uid, .user = user};
+    int rc = -1;
+
+    rx.title_out = wt->fixed ? &wt->fixed_title : &scratch->title;
+    rx.body_out = wt->fixed ? &wt->fixed_body : &scratch->text;
+    if (!wt->fixed) {
+        hr_buf_reset(&scratch->title);
+        hr_buf_reset(&scratch->text);
+    }
+    if ((wt->fixed || wk_render_texts(&rx, &scratch->title, &scratch->text) == 0) &&
+        hr_template_render(wt->chbody, wk_render_lookup, &rx, out, NULL) == 0)
+        rc = 0;
+    else
+        snprintf(errstr, errlen, "rendering exceeds its size cap");
     free(rx.printed);
     return rc;
 }

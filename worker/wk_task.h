@@ -60,6 +60,10 @@ typedef struct wk_task {
     hr_template **headers;     /* one per channel header value */
     /* smtp channels: subject, text, html, list_unsubscribe (NULL: none) */
     hr_template *mail[WK_TASK__MAIL];
+    /* An smtp channel's HTML part with events.tracking configured: its
+     * links go through the click redirect, and it loads the open pixel
+     * (hr_track.h); the config's strings, NULL = none. */
+    const char *track_base, *track_key;
     struct cJSON *payload; /* NULL when the task has none */
     /* consent (docs/recipients.md): the category's mandatory flag (opt-outs,
      * quiet hours and unsubscribed addresses do not apply), and for an smtp
@@ -74,12 +78,12 @@ typedef struct wk_task {
     char rl_scope[40];         /* "push:task<ID>" */
     char id_text[24];          /* the id in decimal ({{task.id}}, Idempotency-Key) */
     size_t id_len;
-    int64_t tokens;     /* granted by the limiter, not yet spent */
-    int64_t tokens_sec; /* the second they were granted in */
-    int64_t pace_rate;  /* a finish_by's rate in force at the last grant, 0 = none */
+    int64_t tokens;          /* granted by the limiter, not yet spent */
+    int64_t tokens_until_ms; /* monotonic: the end of the window they were granted in */
+    int64_t pace_rate;       /* a finish_by's rate in force at the last grant, 0 = none */
     /* The task's share of its channel's budget (hr_ratelimit_take_share). */
     int weight; /* hr_pace_weight of its priority */
-    int64_t share_tokens, share_sec;
+    int64_t share_tokens, share_until_ms;
     /* Sender state (loop thread; wk_sender): the ready pushes, the place
      * in the channel's round robin while any wait, and until when the
      * task's limiter said no. */
@@ -127,8 +131,10 @@ int wk_task_render_texts(const wk_task *wt, const char *uid, const redisReply *u
 /* Renders the smtp channel's templates for UID into OUT[wk_task_mail]
  * (each reset first; OUT[i].data stays NULL for a template the channel
  * lacks; OUT[WK_TASK_UNSUBSCRIBE] is herald's one-click link for UID,
- * issued now, when the task has an UNSUB_KEY).  0, or -1 with ERRSTR past
- * a buffer's cap. */
+ * issued now, when the task has an UNSUB_KEY), the HTML part with its
+ * tracking links when the task has them (left as rendered, untracked, when
+ * they would not fit under the buffer's cap).  0, or -1 with ERRSTR past a
+ * buffer's cap. */
 int wk_task_render_mail(const wk_task *wt, const char *uid, const redisReply *user,
                         hr_buf out[WK_TASK__MAIL], char *errstr, size_t errlen);
 
@@ -156,5 +162,12 @@ void wk_task_out_free(wk_task_out *out);
  * cap). */
 int wk_task_render(const wk_task *wt, const char *uid, const redisReply *user, wk_task_out *out,
                    char *errstr, size_t errlen);
+
+/* Appends the channel's body rendered for UID to OUT: one recipient's item
+ * of a batched request (the URL and headers are the request's, rendered
+ * once).  SCRATCH's title and text take the task's texts when they are
+ * rendered per recipient.  0, or -1 with ERRSTR past a buffer's cap. */
+int wk_task_render_item(const wk_task *wt, const char *uid, const redisReply *user,
+                        wk_task_out *scratch, hr_buf *out, char *errstr, size_t errlen);
 
 #endif

@@ -17,6 +17,7 @@
 #include "wk_worker.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <librdkafka/rdkafka.h>
@@ -81,9 +82,37 @@ struct wk_worker {
      * unassigned once their chunks are given up or the grace ran out. */
     rd_kafka_topic_partition_list_t *revoking;
     uv_timer_t revoke_grace;
+    /* The events gate moved (the reporter's confirmed hook, on librdkafka's
+     * thread): the loop releases the waiting jobs.  ev_mu orders the hook's
+     * send against the handle's close. */
+    uv_async_t ev_wake;
+    pthread_mutex_t ev_mu;
+    bool ev_wake_open;
 };
 
 static void wk_worker_fetch(wk_worker *w);
+
+/* ---- the events gate ----------------------------------------------------------- */
+
+/* The reporter's confirmed hook (the publisher's thread): the watermark into
+ * the gate, and the loop woken to release what it lets through. */
+static void wk_worker_events_confirmed(void *ctx, uint64_t upto)
+{
+    wk_worker *w = ctx;
+
+    atomic_store(&w->life.gate.confirmed, upto);
+    pthread_mutex_lock(&w->ev_mu);
+    if (w->ev_wake_open)
+        uv_async_send(&w->ev_wake);
+    pthread_mutex_unlock(&w->ev_mu);
+}
+
+static void wk_worker_ev_wake_cb(uv_async_t *h)
+{
+    wk_worker *w = h->data;
+
+    wk_lifecycle_release(&w->life, false);
+}
 
 /* ---- offsets ------------------------------------------------------------ */
 
@@ -242,6 +271,9 @@ static void wk_worker_revoke_grace_cb(uv_timer_t *t)
 
     hr_log_warn("revoke_grace_expired", "in_flight=%zu", wk_sender_in_flight(w->life.sender));
     wk_worker_revoke_finish(w);
+    /* The group waits for no one: the abandons go even with events not yet
+     * confirmed (counted). */
+    wk_lifecycle_release(&w->life, true);
 }
 
 /* The longest a revoke waits for its chunks' running requests: the
@@ -355,6 +387,8 @@ static void wk_worker_ctl_cb(uv_timer_t *t)
     wk_worker *w = t->data;
 
     wk_lifecycle_control(&w->life);
+    /* A job the Redis thread refused waits for the next try. */
+    wk_lifecycle_release(&w->life, false);
 }
 
 static void wk_worker_close_handles(wk_worker *w);
@@ -369,6 +403,9 @@ static void wk_worker_shutdown_now(wk_worker *w)
     w->finished = true;
     wk_lifecycle_abandon_all(&w->life, "shutdown");
     wk_worker_revoke_finish(w);
+    /* The Redis thread closes next: whatever still waits for its events
+     * goes now (counted), or it would never run. */
+    wk_lifecycle_release(&w->life, true);
     err = rd_kafka_commit(w->rk, NULL, 0);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR__NO_OFFSET)
         hr_log_warn("offset_commit_failed", "error=%s", rd_kafka_err2str(err));
@@ -434,6 +471,16 @@ static void wk_worker_signal_cb(uv_signal_t *h, int signum)
     wk_worker_soon(w);
 }
 
+/* The gate's wake-up handle closes; the hook sends nothing after. */
+static void wk_worker_close_ev_wake(wk_worker *w)
+{
+    pthread_mutex_lock(&w->ev_mu);
+    if (w->ev_wake_open)
+        uv_close((uv_handle_t *)&w->ev_wake, NULL);
+    w->ev_wake_open = false;
+    pthread_mutex_unlock(&w->ev_mu);
+}
+
 static void wk_worker_close_handles(wk_worker *w)
 {
     uv_close((uv_handle_t *)&w->sigterm, NULL);
@@ -445,6 +492,7 @@ static void wk_worker_close_handles(wk_worker *w)
     uv_close((uv_handle_t *)&w->revoke_grace, NULL);
     uv_close((uv_handle_t *)&w->idle, NULL);
     uv_close((uv_handle_t *)&w->kpoll, NULL);
+    wk_worker_close_ev_wake(w);
     wk_sender_close(w->life.sender);
     /* The jobs queued (the shutdown's abandons among them) still run;
      * their answers come while the loop runs down (wk_worker_free). */
@@ -458,6 +506,7 @@ int wk_worker_new(const hr_config *cfg, wk_worker **out, char *errstr, size_t er
     wk_worker *w = calloc(1, sizeof *w);
     const wk_lifecycle_hooks hooks = {
         .privdata = w, .store_offset = wk_worker_store, .wake = wk_worker_wake};
+    const wk_reporter_hooks rhooks = {.ctx = w, .confirmed = wk_worker_events_confirmed};
     hr_redis *r = NULL;
 
     *out = NULL;
@@ -474,6 +523,10 @@ int wk_worker_new(const hr_config *cfg, wk_worker **out, char *errstr, size_t er
         free(w);
         return -1;
     }
+    pthread_mutex_init(&w->ev_mu, NULL);
+    uv_async_init(&w->loop, &w->ev_wake, wk_worker_ev_wake_cb);
+    w->ev_wake.data = w;
+    w->ev_wake_open = true;
     if (hr_redis_connect(cfg, &r, errstr, errlen) != 0)
         goto fail;
     /* From here on the connection is the Redis thread's. */
@@ -491,10 +544,11 @@ int wk_worker_new(const hr_config *cfg, wk_worker **out, char *errstr, size_t er
     w->life.met = wk_metrics_new(cfg, errstr, errlen);
     if (w->life.met == NULL)
         goto fail;
+    w->life.gate.forced_jobs = w->life.met->gate_forced;
     if (wk_sender_new(&w->loop, cfg, w->life.rd, w->life.met, wk_lifecycle_push_done, &w->life,
                       &w->life.sender, errstr, errlen) != 0 ||
-        wk_reporter_start(cfg, w->owner, WK_REPORTER_ROW_WAIT_MS, w->life.met, &w->life.reporter,
-                          errstr, errlen) != 0)
+        wk_reporter_start(cfg, w->owner, WK_REPORTER_ROW_WAIT_MS, w->life.met, &rhooks,
+                          &w->life.reporter, errstr, errlen) != 0)
         goto fail;
     w->prune = (wk_prune){.rd = w->life.rd, .mysql = w->life.mysql, .met = w->life.met};
     wk_sender_set_prune(w->life.sender, wk_prune_address, &w->prune);
@@ -624,11 +678,13 @@ void wk_worker_free(wk_worker *w)
         w->finished = true;
         wk_worker_close_handles(w);
     } else if (!w->handles_ready) {
+        wk_worker_close_ev_wake(w);
         if (w->life.sender != NULL)
             wk_sender_close(w->life.sender);
         wk_redis_close(w->life.rd);
     }
     uv_run(&w->loop, UV_RUN_DEFAULT);
+    wk_gate_clear(&w->life.gate);
     /* Every job answered (the loop ran until the Redis thread's wake-up
      * handle closed): the thread has ended. */
     wk_redis_free(w->life.rd);
@@ -653,5 +709,6 @@ void wk_worker_free(wk_worker *w)
     hr_mysql_free(w->life.mysql);
     wk_metrics_free(w->life.met);
     uv_loop_close(&w->loop);
+    pthread_mutex_destroy(&w->ev_mu);
     free(w);
 }

@@ -49,11 +49,13 @@
  * Layers (checked by scripts/check-graph):
  *   wk_offsets wk_inbox wk_metrics wk_redis wk_task wk_event
  *   send/: the send wing (worker/send/wk_sender.h), which may call the line above
+ *   wk_gate: the events gate (its jobs go to wk_redis)
  *   wk_deliveries wk_chunkrows wk_chunk wk_prune
  *   wk_reporter wk_chunk_acks wk_control
  *   wk_consent: an open's recipients read, their consent carried out
  *   wk_chunk_open wk_chunk_check wk_chunk_end
  *   wk_lifecycle
+ *   wk_lifecycle_stall
  *   wk_lifecycle_end
  *   wk_lifecycle_push
  *   wk_lifecycle_open
@@ -74,6 +76,8 @@
  *   wk_prune        a dead address out of both stores
  *   wk_redis        the Redis thread (jobs in, DONE back on the loop)
  *   wk_task         task cache, templates, rendering
+ *   wk_gate         chunk jobs held until their recipients' events are in
+ *                   Kafka (events.enabled)
  *   wk_offsets, wk_inbox, wk_metrics, wk_event: leaves
  * The send wing, worker/send/ (its own layers in send/wk_sender.h), sits
  * between the first two layers: it uses wk_task, wk_redis and wk_metrics,
@@ -83,7 +87,7 @@
  * Threads and lock order (the one place they are written down):
  *   loop      the libuv loop (wk_worker_run): the Kafka consumer and its
  *             rebalance callback, the inbox, every chunk and push, the
- *             sender (curl multi), the task cache, the offsets, the MySQL
+ *             sender (curl multi, HTTP/2 engines), the task cache, the offsets, the MySQL
  *             connection of task loads and prunes, the timers.  It never
  *             calls Redis: it submits jobs to the Redis thread and acts on
  *             their DONE, which runs on the loop (uv_async).
@@ -96,12 +100,18 @@
  *             at it (wk_chunk.jobs).
  *   reporter  wk_reporter (and the writers it calls, wk_deliveries and
  *             wk_chunkrows): its own MySQL connection; events in through
- *             its ring, nothing back.
+ *             its ring, nothing back but the events' watermark (an atomic).
+ *   the events publisher's thread (hr_evpub, polling its producer):
+ *             delivery reports; calls the reporter's confirmed hook, which
+ *             stores the watermark into the gate and wakes the loop
+ *             (uv_async_send under the worker's ev_mu, so never after the
+ *             handle closed).
  *   httpd     libmicrohttpd's threads for /metrics, /healthz, /readyz: read
  *             the metric registry and wk_metrics' atomics only.
  *   librdkafka's own threads, reached only through its API.
  * Locks: wk_redis's mutex (its two job lists) is taken alone, and nothing
- * is called while it is held.  The others: hr_metrics' registry mutex
+ * is called while it is held; so are the reporter's ev_mu and the worker's
+ * ev_mu (the confirmed hook takes the latter after releasing the former).  The others: hr_metrics' registry mutex
  * before a family's (common/hr_metrics.c), and a family's before the
  * reporter's mutex (the queue-depth gauge's callback reads the ring while
  * /metrics renders); the loop takes the reporter's alone. */

@@ -3,12 +3,21 @@
 -- weights, and what one leaves unused going to the others (work-conserving).
 --
 -- KEYS[1]  <prefix>share:{c:<channel>}:tasks   ZSET "<task>:<weight>" -> last ask (ms)
--- KEYS[2]  <prefix>share:{c:<channel>}:<sec>   HASH this second: '_' granted in all,
---          'u<member>' granted to a task, 'r<member>' present when it was refused some
--- KEYS[3]  the same HASH of the second before
--- ARGV[1]  limit (> 0), ARGV[2] want (>= 0), ARGV[3] member "<task>:<weight>",
--- ARGV[4]  now (ms)
--- Returns the grant, 0..want.
+-- KEYS[2]  <prefix>share:{c:<channel>}:0       HASH of an even second, KEYS[3]
+--          <prefix>share:{c:<channel>}:1 of an odd one: 's' the second it
+--          holds, '_' granted in all, 'u<member>' granted to a task,
+--          'r<member>' present when it was refused some
+-- ARGV[1]  limit (> 0), ARGV[2] want (>= 0), ARGV[3] member "<task>:<weight>"
+-- Returns {grant (0..want), the ms to the second's end (how long a refused
+-- caller waits, and how long the units granted are good for)}.
+--
+-- The clock is Redis's (TIME), so every worker draws from the same second
+-- whatever its host's clock says (workers whose clocks differed drew from
+-- different one-second budgets, and the channel's rate limit could be
+-- exceeded; docs/architecture.md "Clocks").  The second decides which of
+-- the two hashes is this second's; the other is the second before only
+-- when its 's' says so (else it counts as empty), and this second's is
+-- emptied when it still holds an older second.
 --
 -- A task is active while it asked in the last 2 s; its share is
 -- limit * weight / (sum of the active weights).  A grant never exceeds what
@@ -21,8 +30,15 @@
 local limit = tonumber(ARGV[1])
 local want = tonumber(ARGV[2])
 local me = ARGV[3]
-local now = tonumber(ARGV[4])
-local cur, prev = KEYS[2], KEYS[3]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local sec = math.floor(now / 1000)
+local cur, prev = KEYS[2 + sec % 2], KEYS[3 - sec % 2]
+if tonumber(redis.call('HGET', cur, 's')) ~= sec then
+  redis.call('DEL', cur)
+  redis.call('HSET', cur, 's', sec)
+end
+local prev_ok = tonumber(redis.call('HGET', prev, 's')) == sec - 1
 
 redis.call('ZADD', KEYS[1], now, me)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - 2000)
@@ -35,7 +51,17 @@ for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
 end
 
 local function num(key, field)
+  if key == prev and not prev_ok then
+    return 0
+  end
   return tonumber(redis.call('HGET', key, field) or '0')
+end
+
+local function refused(key, m)
+  if key == prev and not prev_ok then
+    return false
+  end
+  return redis.call('HEXISTS', key, 'r' .. m) == 1
 end
 
 local free = limit - num(cur, '_')
@@ -46,7 +72,7 @@ if free > 0 then
     if m ~= me then
       local share = limit * w / sum
       local wants = share
-      if redis.call('HEXISTS', cur, 'r' .. m) == 0 and redis.call('HEXISTS', prev, 'r' .. m) == 0 then
+      if not refused(cur, m) and not refused(prev, m) then
         wants = math.min(share, num(prev, 'u' .. m))
       end
       reserve = reserve + math.max(0, wants - num(cur, 'u' .. m))
@@ -64,4 +90,4 @@ if grant < want then
   redis.call('HSET', cur, 'r' .. me, 1)
 end
 redis.call('PEXPIRE', cur, 3000)
-return grant
+return {grant, 1000 - now % 1000}

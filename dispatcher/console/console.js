@@ -1,8 +1,11 @@
 /* herald console (docs/console.md): plain JavaScript, no framework, no build
  * step.  Pages are views of index.html chosen by the URL's hash (#/,
- * #/task/ID, #/new).  Every data call goes to this dispatcher's /v1 API
- * with the token the operator typed in, kept in sessionStorage (this tab
- * only).  Data is put into the page with textContent, never as HTML. */
+ * #/task/ID, #/new, #/audit).  Every data call goes to this dispatcher's
+ * /v1 API with the token the operator typed in, kept in sessionStorage
+ * (this tab only), and says X-Herald-Client: console (the audit log's
+ * "via").  GET /v1/me tells which routes the token's role may call: a
+ * control whose route is not among them is not shown.  Data is put into
+ * the page with textContent, never as HTML. */
 'use strict';
 
 (function () {
@@ -10,6 +13,11 @@
   const LIST_POLL_MS = 2000;
   const TASK_POLL_MS = 1000;
   const CHUNKS_POLL_MS = 2000;
+  const STATS_POLL_MS = 5000;
+  const HOOKS_POLL_MS = 2000;
+  const FUNNEL = ['sent', 'delivered', 'opened', 'clicked'];
+  const SERIES = ['sent', 'failed', 'opened', 'clicked'];
+  const SERIES_DOTS = 120;
   const CHART_SAMPLES = 600; /* ten minutes at one a second */
   const RATE_WINDOW_MS = 10000;
   const UPLOAD_BATCH = 10000; /* the API's max_ids default; halved if the server's is lower */
@@ -19,8 +27,12 @@
   const OUTCOMES = ['sent', 'failed', 'throttled', 'pulled', 'cancelled', 'unregistered',
     'expired', 'opted_out', 'suppressed', 'unaccounted'];
 
+  const AUDIT_PAGE = 50;
+
   const $ = (id) => document.getElementById(id);
-  const views = ['view-login', 'view-list', 'view-task', 'view-new'];
+  const views = ['view-login', 'view-list', 'view-task', 'view-new', 'view-audit', 'view-hooks'];
+  /* The caller (GET /v1/me): name, role and the routes it may call. */
+  let me = null;
   /* Each route change bumps the generation: a timer or an answer of an
    * older page sees it and stops, so no page updates another's view. */
   let generation = 0;
@@ -39,7 +51,7 @@
   }
 
   async function api(method, path, body) {
-    const headers = {};
+    const headers = { 'X-Herald-Client': 'console' };
     const t = token();
     if (t) headers.Authorization = 'Bearer ' + t;
     // Every POST says JSON, a body or not: the dispatcher answers 415 to
@@ -66,6 +78,7 @@
         : { code: 'http_' + res.status, message: text.slice(0, 300) };
       if (res.status === 401) {
         sessionStorage.removeItem(TOKEN_KEY);
+        me = null;
         setTimeout(route, 0);
       }
       throw new ApiError(res.status, err.code, err.message);
@@ -132,9 +145,22 @@
     tick();
   }
 
+  /* Whether the caller may call ROUTE ("POST /v1/tasks/{id}/pause"). */
+  function can(route) {
+    return me !== null && me.routes.includes(route);
+  }
+
+  /* Shows each element marked data-route only to a caller who may call
+   * that route. */
+  function applyRole() {
+    for (const e of document.querySelectorAll('[data-route]')) e.hidden = !can(e.dataset.route);
+    $('whoami').textContent = me === null ? '' : me.name + ' (' + me.role + ')';
+  }
+
   function show(view) {
     for (const v of views) $(v).hidden = v !== view;
     $('logout').hidden = token() === null;
+    applyRole();
   }
 
   function doneOf(c) {
@@ -155,7 +181,7 @@
     sessionStorage.setItem(TOKEN_KEY, $('login-token').value);
     $('login-token').value = '';
     try {
-      await api('GET', '/v1/tasks?limit=1');
+      me = await api('GET', '/v1/me');
       clearError();
       route();
     } catch (e) {
@@ -166,6 +192,7 @@
 
   $('logout').addEventListener('click', () => {
     sessionStorage.removeItem(TOKEN_KEY);
+    me = null;
     location.hash = '#/';
     route();
   });
@@ -316,6 +343,14 @@
       if (gen !== generation) return;
       renderChunks(j);
     }, CHUNKS_POLL_MS);
+    $('funnel-table').tBodies[0].replaceChildren();
+    $('funnel-chart').replaceChildren();
+    $('series-chart').replaceChildren();
+    poll(async (gen) => {
+      const j = await api('GET', '/v1/tasks/' + id + '/stats');
+      if (gen !== generation) return;
+      renderStats(j);
+    }, STATS_POLL_MS);
     loadDeadLetters(id, false).catch(showError);
   }
 
@@ -347,7 +382,8 @@
     $('btn-resume').disabled = finished || (t.state !== 'paused' && t.control !== 'pause');
     $('btn-cancel').disabled = finished;
     if (finished) $('btn-cancel-confirm').hidden = true;
-    $('subs-section').hidden = t.state !== 'scheduled';
+    $('subs-section').hidden = t.state !== 'scheduled' ||
+      !can('POST /v1/tasks/{id}/subscribers');
     renderDetails(t);
     /* A finish_by task's plan (progress.plan) is drawn against done. */
     const planned = p.plan ? p.plan.planned_done_now : null;
@@ -413,6 +449,86 @@
       (last.planned !== null ? ' (planned by now: ' + fmt(last.planned) + ')' : '') +
       ' of ' + fmt(total) + ' over the last ' +
       fmtSecs((t1 - t0) / 1000) + ', sampled every second while this page is open.';
+  }
+
+  function pct(n, of) {
+    return of > 0 ? (100 * n / of).toFixed(1) + ' %' : '–';
+  }
+
+  /* The funnel as bars (one per step, its width the step's share of the
+   * sent) and the table beside it; the per-minute series as lines. */
+  function renderStats(j) {
+    const rows = j.funnel.map((f) => {
+      const tr = row([el('th', f.channel)].concat(FUNNEL.map((k) =>
+        el('td', fmt(f[k]) + (k === 'sent' ? '' : ' (' + pct(f[k], f.sent) + ')'), 'num'))));
+      tr.firstChild.scope = 'row';
+      tr.dataset.channel = f.channel;
+      return tr;
+    });
+    $('funnel-table').tBodies[0].replaceChildren(...rows);
+    const f = j.funnel[0] || {};
+    const W = 420, L = 80, R = 10, BAR = 30, GAP = 10;
+    const top = Math.max(...FUNNEL.map((k) => f[k] || 0), 1);
+    const nodes = [];
+    FUNNEL.forEach((k, i) => {
+      const y = GAP + i * (BAR + GAP);
+      const w = Math.max((W - L - R) * (f[k] || 0) / top, 1);
+      nodes.push(svg('text', { x: 4, y: y + BAR / 2 + 4 }, k));
+      nodes.push(svg('rect', { x: L, y, width: w.toFixed(1), height: BAR, class: 'f-' + k,
+        'data-step': k, 'data-value': String(f[k] || 0) }));
+      /* The count inside a long bar, beside a short one. */
+      const inside = w > 140;
+      nodes.push(svg('text', { x: (inside ? L + 4 : L + w + 4).toFixed(1), y: y + BAR / 2 + 4,
+        class: inside ? 'f-label' : '' },
+      fmt(f[k] || 0) + (k === 'sent' ? '' : ' · ' + pct(f[k] || 0, f.sent))));
+    });
+    $('funnel-chart').replaceChildren(...nodes);
+    $('funnel-cap').textContent = 'Sent ' + fmt(f.sent) + ', delivered ' + fmt(f.delivered) +
+      ' (pulls), opened ' + fmt(f.opened) + ', clicked ' + fmt(f.clicked) + ' (' +
+      pct(f.clicked || 0, f.sent) + ' of the sent).';
+    renderSeries(j.series || []);
+  }
+
+  function renderSeries(series) {
+    const W = 600, H = 160, L = 50, R = 10, T = 10, B = 20;
+    /* One point per minute, the channels added up. */
+    const byMin = new Map();
+    for (const p of series) {
+      const m = byMin.get(p.minute) || { t: Date.parse(p.minute) };
+      for (const k of SERIES) m[k] = (m[k] || 0) + (p[k] || 0);
+      byMin.set(p.minute, m);
+    }
+    const s = Array.from(byMin.values()).sort((a, b) => a.t - b.t);
+    if (s.length === 0) {
+      $('series-chart').replaceChildren(svg('text', { x: L, y: H / 2 }, 'no counts yet'));
+      $('series-cap').textContent = 'Per minute: no counts yet.';
+      return;
+    }
+    const top = Math.max(...s.map((p) => Math.max(...SERIES.map((k) => p[k] || 0))), 1);
+    const t0 = s[0].t, t1 = Math.max(s[s.length - 1].t, t0 + 60000);
+    const x = (t) => (L + (W - L - R) * (t - t0) / (t1 - t0)).toFixed(1);
+    const y = (v) => (H - B - (H - T - B) * v / top).toFixed(1);
+    const nodes = [
+      svg('line', { x1: L, x2: W - R, y1: y(0), y2: y(0), class: 'grid-line' }),
+      svg('text', { x: 4, y: Number(y(top)) + 4 }, fmt(top)),
+      svg('text', { x: 4, y: Number(y(0)) + 4 }, '0'),
+    ];
+    let lx = W - R - 60 * SERIES.length;
+    for (const k of SERIES) {
+      nodes.push(svg('polyline', {
+        class: 's-' + k, 'data-series': k,
+        points: s.map((p) => x(p.t) + ',' + y(p[k] || 0)).join(' '),
+      }));
+      /* A dot per minute, so a campaign of one minute shows too (the last
+       * SERIES_DOTS minutes: a week of them would be thousands of nodes). */
+      for (const p of s.slice(-SERIES_DOTS))
+        nodes.push(svg('circle', { cx: x(p.t), cy: y(p[k] || 0), r: 3, class: 'd-' + k }));
+      nodes.push(svg('text', { x: lx, y: H - 4, class: 'legend-' + k }, '— ' + k));
+      lx += 60;
+    }
+    $('series-chart').replaceChildren(...nodes);
+    $('series-cap').textContent = 'Per minute over ' + s.length + ' minute(s): ' +
+      SERIES.map((k) => k + ' ' + fmt(s.reduce((a, p) => a + (p[k] || 0), 0))).join(', ') + '.';
   }
 
   function renderChunks(j) {
@@ -640,9 +756,136 @@
     }
   });
 
+  /* ---- audit log ----------------------------------------------------------------- */
+
+  /* The filter and page come from the hash (#/audit?task=&actor=&action=&before=). */
+  function showAudit() {
+    show('view-audit');
+    const p = listParams();
+    for (const k of ['task', 'actor', 'action']) $('a-' + k).value = p.get(k) || '';
+    $('audit-newest').disabled = !p.get('before');
+    const gen = generation;
+    const q = new URLSearchParams({ limit: String(AUDIT_PAGE) });
+    for (const k of ['task', 'actor', 'action', 'before']) if (p.get(k)) q.set(k, p.get(k));
+    api('GET', '/v1/audit?' + q.toString()).then((j) => {
+      if (gen !== generation) return;
+      const rows = j.audit.map((a) => {
+        const tr = row([el('td', a.id, 'num'), el('td', a.at), el('td', a.actor),
+          el('td', a.role === null ? '–' : a.role), el('td', a.via), el('td', a.peer),
+          el('td', a.action), el('td', a.task_id === null ? '–' : a.task_id, 'num'),
+          el('td', a.target === null ? '–' : a.target),
+          el('td', a.before === null ? '–' : JSON.stringify(a.before), 'json'),
+          el('td', a.after === null ? '–' : JSON.stringify(a.after), 'json')]);
+        tr.dataset.audit = a.id;
+        return tr;
+      });
+      $('audit-table').tBodies[0].replaceChildren(...rows);
+      $('audit-status').textContent = rows.length === 0 ? 'No change matches.'
+        : rows.length + ' change(s) shown' + (j.next === null ? '; no older ones.' : '.');
+      const older = $('audit-older');
+      older.disabled = j.next === null;
+      older.dataset.next = older.disabled ? '' : String(j.next);
+      clearError();
+    }).catch(showError);
+  }
+
+  $('audit-filter').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const p = new URLSearchParams();
+    for (const k of ['task', 'actor', 'action']) if ($('a-' + k).value) p.set(k, $('a-' + k).value);
+    location.hash = '#/audit?' + p.toString();
+  });
+
+  $('audit-older').addEventListener('click', () => {
+    const p = listParams();
+    p.set('before', $('audit-older').dataset.next);
+    location.hash = '#/audit?' + p.toString();
+  });
+
+  $('audit-newest').addEventListener('click', () => {
+    const p = listParams();
+    p.delete('before');
+    location.hash = '#/audit?' + p.toString();
+  });
+
+  /* ---- event webhooks ------------------------------------------------------------ */
+
+  function showHooks() {
+    show('view-hooks');
+    $('hook-secret').textContent = '';
+    poll(async (gen) => {
+      const j = await api('GET', '/v1/hooks');
+      if (gen !== generation) return;
+      renderHooks(j.hooks);
+      clearError();
+    }, HOOKS_POLL_MS);
+  }
+
+  function hookButton(label, fn, cls) {
+    const b = el('button', label, cls);
+    b.type = 'button';
+    b.addEventListener('click', async () => {
+      try {
+        $('hooks-msg').textContent = await fn();
+        clearError();
+      } catch (e) {
+        showError(e);
+      }
+    });
+    return b;
+  }
+
+  function renderHooks(hooks) {
+    const rows = hooks.map((h) => {
+      const acts = el('span', null, 'row');
+      const on = h.state === 'enabled';
+      acts.append(
+        hookButton(on ? 'Disable' : 'Enable', async () => {
+          await api('PATCH', '/v1/hooks/' + h.id, { state: on ? 'disabled' : 'enabled' });
+          return 'Hook ' + h.id + (on ? ' disabled.' : ' enabled.');
+        }),
+        hookButton('Redrive', async () => {
+          const j = await api('POST', '/v1/hooks/' + h.id + '/redrive');
+          return 'Hook ' + h.id + ': ' + fmt(j.marked) + ' dead letter(s) to deliver again.';
+        }),
+        hookButton('Delete', async () => {
+          await api('DELETE', '/v1/hooks/' + h.id);
+          return 'Hook ' + h.id + ' deleted.';
+        }, 'danger'));
+      const state = el('td', h.state + (h.disabled_reason ? ': ' + h.disabled_reason : ''),
+        'state state-' + (on ? 'done' : 'failed'));
+      const tr = row([el('td', h.id, 'num'), state, el('td', h.url),
+        el('td', h.types.length ? h.types.join(', ') : 'every type'),
+        el('td', fmt(h.dead_letters), 'num'), el('td', h.failing_since || '–'), acts]);
+      tr.dataset.hook = h.id;
+      tr.dataset.state = h.state;
+      return tr;
+    });
+    $('hooks-table').tBodies[0].replaceChildren(...rows);
+    if (hooks.length === 0) $('hooks-msg').textContent = 'No event webhook registered.';
+  }
+
+  $('hook-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const body = { url: $('h-url').value.trim() };
+    const types = $('h-types').value.split(',').map((t) => t.trim()).filter((t) => t);
+    if (types.length) body.types = types;
+    if ($('h-desc').value.trim()) body.description = $('h-desc').value.trim();
+    try {
+      const h = await api('POST', '/v1/hooks', body);
+      $('hook-secret').textContent = 'Hook ' + h.id + ' registered. Its signing secret, ' +
+        'shown only now: ' + h.secret;
+      $('hook-form').reset();
+      clearError();
+    } catch (e) {
+      $('hook-secret').textContent = 'Not registered.';
+      showError(e);
+    }
+  });
+
   /* ---- router -------------------------------------------------------------------- */
 
-  function route() {
+  async function route() {
     generation++;
     for (const t of timers) clearTimeout(t);
     timers = [];
@@ -651,9 +894,21 @@
       showLogin();
       return;
     }
+    if (me === null) {
+      const gen = generation;
+      try {
+        me = await api('GET', '/v1/me');
+      } catch (e) {
+        showError(e);
+        return;
+      }
+      if (gen !== generation) return;
+    }
     const id = shownTaskId();
     if (id !== null) showTask(id);
     else if (h === '#/new') showNew();
+    else if (h === '#/audit' || h.startsWith('#/audit?')) showAudit();
+    else if (h === '#/hooks') showHooks();
     else showList();
   }
 

@@ -7,13 +7,14 @@ own accounting of one task:
               '<uid> <status> <recv_ms>' line per request)
   failed      uids in the task's dead-letter hash (<prefix>{t<ID>}:failed)
   pulled      uids in the task's pulled set (<prefix>{t<ID>}:pulled)
-  lost        subscribers in none of those, minus the throttled and
-              cancelled counts (herald keeps those as counts, not uids)
+  lost        subscribers in none of those, minus the throttled,
+              cancelled, unregistered and expired counts (herald keeps those
+              as counts, not uids)
   duplicates  2xx requests beyond the first for one uid
   strangers   2xx uids that are not subscribers (must be 0)
 
 `accounted` is the task's Redis stats hash (sent, failed, throttled, pulled,
-cancelled); its sum must equal the subscriber count: every recipient is
+cancelled, unregistered, expired); its sum must equal the subscriber count: every recipient is
 counted exactly once however often it was pushed.  The MySQL counters of
 push_task are reported beside it; after a kill -9 they may lag Redis.
 
@@ -21,7 +22,11 @@ Run standalone:  check.py RECORD N_SUBSCRIBERS  (uids 1..N, no Redis side). """
 import collections
 import sys
 
-ACCOUNT_FIELDS = ("sent", "failed", "throttled", "pulled", "cancelled")
+ACCOUNT_FIELDS = ("sent", "failed", "throttled", "pulled", "cancelled", "unregistered",
+                  "expired")
+# Outcomes herald keeps as counts, not uids: a subscriber the sink never saw
+# is not lost when one of them counts it.
+COUNTED_ONLY = ("throttled", "cancelled", "unregistered", "expired")
 
 
 def read_record(path):
@@ -53,7 +58,7 @@ def check(record, subscribers, failed=(), pulled=(), stats=None, mysql=None):
     failed, pulled = set(failed), set(pulled)
     missing = subs - set(ok) - failed - pulled
     stats = stats or {}
-    uncounted = int(stats.get("throttled", 0)) + int(stats.get("cancelled", 0))
+    uncounted = sum(int(stats.get(k, 0)) for k in COUNTED_ONLY)
     res = {
         "subscribers": len(subs),
         "requests": lines,

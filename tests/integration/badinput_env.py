@@ -9,6 +9,7 @@ channels a test needs; Env.start() runs a daemon with its output in a log
 file the test can grep; Env.cleanup() deletes the test's rows and keys.
 Backends are reached through herald_test's clients (Redis and MySQL
 drivers), kcat for raw Kafka messages.  Every wait is bounded."""
+import http.server
 import json
 import os
 import random
@@ -17,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -47,6 +49,73 @@ def finish():
 def q(s):
     """A YAML double-quoted scalar."""
     return json.dumps(s)
+
+
+def job_wait(get, answer, timeout_s=100):
+    """Follows the job of a 202 ANSWER (POST /v1/tasks/{id}/recover) with
+    GET (a function of a path returning (status, JSON)) until it ended:
+    (its last record, the phases seen); ({}, phases) when it did not end in
+    TIMEOUT_S."""
+    phases = []
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        status, j = get("/v1/jobs/%d" % answer["job"])
+        if status == 200:
+            if j.get("phase") not in phases:
+                phases.append(j.get("phase"))
+            if j.get("state") not in ("queued", "running"):
+                return j, phases
+        time.sleep(0.1)
+    return {}, phases
+
+
+class Receiver:
+    """An HTTP/1.1 webhook receiver on loopback for the webhook tests: it
+    records (path, headers, body, when) of every POST and answers
+    ANSWER(path, body) -> (status, body bytes), called under its lock (so
+    ANSWER may keep state)."""
+
+    def __init__(self, answer):
+        self.records = []
+        self.lock = threading.Lock()
+        rec = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                with rec.lock:
+                    rec.records.append((self.path, dict(self.headers), body, time.time()))
+                    code, out = answer(self.path, body)
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self, path):
+        return "http://127.0.0.1:%d/%s" % (self.port, path)
+
+    def by_path(self, path):
+        with self.lock:
+            return [r for r in self.records if r[0] == "/" + path]
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class Raw(str):
+    """A channel value Env.config writes into the YAML as it is (quoted by
+    the caller: a string that starts with { or [ but is no flow mapping)."""
 
 
 def require_seams(dispatcher):
@@ -85,7 +154,7 @@ class Env:
         # config() gives each dispatcher port (env.dsp_port when it runs)
         # one, and wait_ready() and metrics() look it up (probe()).
         self.probe_ports = {}
-        self.token = "tok-%s-%d" % (name, random.randrange(1 << 30))
+        self.token = "tok-%s-%032x" % (name, random.getrandbits(128))
 
     # ---- backends -----------------------------------------------------------
 
@@ -215,7 +284,8 @@ class Env:
             for k, v in keys.items():
                 if isinstance(v, bool):
                     v = "true" if v else "false"
-                raw = isinstance(v, int) or v in ("true", "false") or v.startswith(("{", "["))
+                raw = (isinstance(v, (int, Raw)) or v in ("true", "false") or
+                       v.startswith(("{", "[")))
                 lines.append("    %s: %s" % (k, v if raw else q(v)))
         path = os.path.join(self.dir, "herald-%d.yaml" % random.randrange(1 << 30))
         with open(path, "w") as f:
@@ -316,7 +386,8 @@ class Env:
         # scan of the whole table, which a benchmark's millions of rows make slow.
         ids = ",".join(r[0] for r in self.sql("SELECT id FROM push_task WHERE topic = '%s'"
                                               % self.topic)) or "0"
-        for t in ("push_subscription", "push_delivery", "push_chunk", "push_task_shard"):
+        for t in ("push_subscription", "push_delivery", "push_chunk", "push_task_shard",
+                  "push_engagement", "push_task_series"):
             self.sql("DELETE FROM %s WHERE task_id IN (%s)" % (t, ids))
         self.sql("DELETE FROM push_task WHERE topic = '%s'" % self.topic)
         if not FAILS:

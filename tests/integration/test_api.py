@@ -25,7 +25,7 @@ from badinput_env import (FAILS, Mysql, Redis, Settings, check, free_port,  # no
                           require_seams, stop_popen, wait_until)
 import yaml  # noqa: E402  (after badinput_env, which puts Debian's packages on the path)
 
-TOKEN = "t0k3n-" + str(random.randrange(1 << 30))
+TOKEN = "t0k3n-%032x" % random.getrandbits(128)  # dispatcher.api.tokens: at least 32 bytes
 
 
 # ---- backends -------------------------------------------------------------
@@ -38,9 +38,9 @@ def sql(env, q):
     return env.db.sql(q)
 
 
-def http(env, method, path, body=None, token=TOKEN, raw=None, port=None):
+def http(env, method, path, body=None, token=TOKEN, raw=None, port=None, headers=None):
     """(status, JSON or text) of a request to the API, or to PORT (e.g.
-    env.probe_port for /healthz, /readyz and /metrics)."""
+    env.probe_port for /healthz, /readyz and /metrics), with more HEADERS."""
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
     req = urllib.request.Request("http://127.0.0.1:%d%s" % (port or env.port, path), data=data,
                                  method=method)
@@ -48,6 +48,8 @@ def http(env, method, path, body=None, token=TOKEN, raw=None, port=None):
         req.add_header("Authorization", "Bearer " + token)
     if data is not None or method == "POST":
         req.add_header("Content-Type", "application/json")
+    for k, v in (headers or {}).items():
+        req.add_header(k, v)
     try:
         with urllib.request.urlopen(req, timeout=10) as r:
             text = r.read().decode()

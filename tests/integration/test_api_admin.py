@@ -14,11 +14,12 @@ when HERALD_TEST_CONFIG is unset.  Every wait is bounded."""
 import os
 import subprocess
 import sys
+import time
 from datetime import datetime, timedelta, timezone
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import check, finish, stop_popen  # noqa: E402
+from badinput_env import check, finish, job_wait, stop_popen  # noqa: E402
 from test_api import (TOKEN, cleanup, create, http, key, make_env, serve, sql,  # noqa: E402
                       write_config)
 import yaml  # noqa: E402
@@ -26,10 +27,14 @@ import yaml  # noqa: E402
 
 def test_openapi(env, doc_path):
     """Every served route is in the document and every documented one is
-    served (GET routes answer HEAD: not listed separately)."""
+    served (GET routes answer HEAD: not listed separately), each with the
+    role the server gives it (x-herald-role: viewer, operator, admin or
+    open)."""
     out = subprocess.run([env.dispatcher, "--print-routes"], capture_output=True, text=True,
                          timeout=10)
-    served = {tuple(line.split(" ", 1)) for line in out.stdout.splitlines() if line}
+    roles = {(m, p): r for m, p, r in (line.split(" ") for line in out.stdout.splitlines()
+                                       if line)}
+    served = set(roles)
     with open(doc_path) as f:
         doc = yaml.safe_load(f)
     documented = {(m.upper(), p) for p, ops in doc.get("paths", {}).items()
@@ -44,6 +49,9 @@ def test_openapi(env, doc_path):
         op = doc["paths"][p][m.lower()]
         check("responses" in op and op.get("operationId"), "%s %s has responses and an id"
               % (m, p))
+        check(op.get("x-herald-role") == roles.get((m, p)),
+              "%s %s: x-herald-role %s is the served role %s"
+              % (m, p, op.get("x-herald-role"), roles.get((m, p))))
 
 
 def test_list_paging(env, tag):
@@ -146,12 +154,23 @@ def test_recover_expired(env, t):
           and "expired at" in j["error"]["message"], "recover of an expired task -> 409 (%s)" % j)
 
 
+def get(env):
+    return lambda path: http(env, "GET", path)
+
+
 def test_recover(env, t, done):
     env.r.cmd("DEL", key(env, t, "subs"))
     env.r.cmd("ZREM", env.prefix + "timer", t)
     status, j = http(env, "POST", "/v1/tasks/%d/recover" % t)
-    check(status == 200 and j["task_id"] == t and j["subs"] == 10 and j["state"] == "scheduled",
-          "recover of a scheduled task over HTTP (%s %s)" % (status, j))
+    check(status == 202 and j["task_id"] == t and j["state"] == "queued"
+          and j["status_url"] == "/v1/jobs/%d" % j["job"],
+          "recover over HTTP answers 202 with its job (%s %s)" % (status, j))
+    job, _ = job_wait(get(env), j) if status == 202 else ({}, [])
+    res = job.get("result") or {}
+    check(job.get("state") == "done" and job.get("kind") == "recover" and job["task_id"] == t
+          and res.get("subs") == 10 and res.get("state") == "scheduled"
+          and job.get("actor", "").startswith("bootstrap:"),
+          "the job recovered the scheduled task (%s)" % job)
     check(env.r.cmd("SCARD", key(env, t, "subs")) == 10
           and env.r.cmd("ZSCORE", env.prefix + "timer", t) is not None,
           "subs rebuilt, back in the timer")
@@ -159,6 +178,34 @@ def test_recover(env, t, done):
     status, j = http(env, "POST", "/v1/tasks/%d/recover" % done)
     check(status == 409 and j["error"]["code"] == "wrong_state"
           and "nothing to recover" in j["error"]["message"], "recover of a done task -> 409")
+
+
+def test_recover_job(env, t):
+    """A recover that waits (a claimed task: one lease renewal, then the
+    delivery log standing still) holds no request thread: the API answers
+    202 at once and serves other requests while the job waits; the job's
+    phase says what it waits for.  Before, the POST held its thread the
+    whole time (up to 90 s)."""
+    sql(env, "UPDATE push_task SET state = 'paused' WHERE id = %d" % t)
+    started = time.monotonic()
+    status, j = http(env, "POST", "/v1/tasks/%d/recover" % t)
+    answered = time.monotonic() - started
+    check(status == 202 and answered < 1.0,
+          "recover of a paused task answers 202 in %.2f s (%s %s)" % (answered, status, j))
+    quick = []
+    for _ in range(5):
+        t0 = time.monotonic()
+        s2, _ = http(env, "GET", "/v1/tasks/%d" % t)
+        quick.append((s2, time.monotonic() - t0))
+    job, phases = job_wait(get(env), j) if status == 202 else ({}, [])
+    check(all(s2 == 200 and dt < 1.0 for s2, dt in quick),
+          "the API serves other requests while the job waits (%s)" % quick)
+    check(job.get("state") == "done" and any("workers' last reports" in (p or "") for p in phases)
+          and time.monotonic() - started >= 2.0,
+          "the job waited for the workers' reports, then recovered (%s, phases %s)"
+          % (job.get("state"), phases))
+    status, j = http(env, "GET", "/v1/jobs/999999999")
+    check(status == 404, "an unknown job -> 404 (%s)" % status)
 
 
 def test_render(env, t):
@@ -219,6 +266,7 @@ def main():
         http(env, "POST", "/v1/tasks/%d/subscribers" % rec, {"uids": list(range(1, 11))})
         test_render(env, rec)
         test_recover(env, rec, ids[2])
+        test_recover_job(env, rec)
         test_recover_expired(env, ids[3])
         test_patch_null(env)
     finally:

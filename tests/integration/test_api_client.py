@@ -77,6 +77,20 @@ def test_tokens(env, day):
     out = ctl(env, "token", 7, "--key", "k2")
     status, j = pull(env, 7, out.stdout.strip(), "?date=" + day)
     check(out.returncode == 0 and status == 200, "a token of the second (rotated-in) key works")
+    # dispatcher.api.client_token_max_ttl_s is 2 days here (issue 31,
+    # finding 9): a token valid for longer is refused, and heraldctl issues
+    # none; before, a backend could issue tokens that never ended.
+    status, j = pull(env, 7, herald_token(7, "k1", SECRET1, ttl=3 * 86400), "?date=" + day)
+    check(status == 401 and "client_token_max_ttl_s" in j["error"]["message"],
+          "a token valid for 3 days over a 2-day bound -> 401 (%s %s)" % (status, j))
+    status, _ = pull(env, 7, herald_token(7, "k1", SECRET1, ttl=2 * 86400 - 60), "?date=" + day)
+    check(status == 200, "one within the bound works (%s)" % status)
+    out = ctl(env, "token", 7, "--ttl", "3d")
+    check(out.returncode == 2 and "client_token_max_ttl_s" in out.stderr,
+          "heraldctl token --ttl over the bound -> exit 2 (%s)" % out.stderr.strip()[:120])
+    out = ctl(env, "token", "client", 7, "--ttl", "1h")
+    check(out.returncode == 0 and out.stdout.startswith("hrc1.7."),
+          "heraldctl token client UID is the same as token UID")
     status, j = pull(env, 8, TOKEN, "?date=" + day)
     check(status == 200, "an admin token still pulls any uid")
     status, j = http(env, "GET", "/v1/tasks", token=TOKEN)
@@ -140,7 +154,8 @@ def main():
         f.write(SECRET2 + "\n")
     env.cfg_path = write_config(
         env, base, "{tokens: [%s], client_keys: [{id: k1, secret: %s}, {id: k2, secret_file: %s}],"
-        " pull_per_minute: %d, threads: 4}" % (TOKEN, SECRET1, secret_file, PER_MINUTE))
+        " pull_per_minute: %d, threads: 4, client_token_max_ttl_s: 172800}"
+        % (TOKEN, SECRET1, secret_file, PER_MINUTE))
     proc, log = serve(env, env.cfg_path, "test_api_client_%s.log" % tag)
     status = None
     try:

@@ -18,11 +18,20 @@
    mode) a request whose Host is not loopback is 403 (DNS rebinding).
 7. HEAD of the pull with ?ack=1 is 405 and acknowledges nothing; the GET
    with ?ack=1 does (so the check would see it).
+8. 40,000 uids in one subscriber request (max_ids 50,000) are stored, in
+   MySQL and Redis; before, the INSERT of 80,000 placeholders passed
+   MariaDB's 65,535 and the request answered 503 "try again" for ever.
+9. A page of GET /v1/tasks?limit=1000 over twelve tasks of 1 MB payloads
+   holds no more than its 4 MiB budget (and at least one task), its next
+   continues, and paging serves every task once; before, the page built all
+   of them (12 MB here, hundreds of MB with more).  Insecure mode warns
+   at startup and counts herald_insecure_settings{setting="api_insecure"}.
 
 usage: test_api_hardening.py HERALD_DISPATCHER HERALDCTL
 
 Isolation: its own Redis prefix, task topic and ports.  Exits 77 when
 HERALD_TEST_CONFIG is unset.  Every wait is bounded."""
+import json
 import os
 import resource
 import select
@@ -289,7 +298,7 @@ def test_per_ip(env):
 def test_insecure_host(env, base, tag):
     """Without tokens: served only when Host names a loopback host."""
     saved = env.port, env.probe_port
-    env.port, env.probe_port = port, _ = free_port(), free_port()
+    env.port, env.probe_port = port, probes = free_port(), free_port()
     path = write_config(env, base, "{insecure: true}")
     try:
         proc, log = serve(env, path, "test_api_hardening_insecure_%s.log" % tag)
@@ -305,11 +314,62 @@ def test_insecure_host(env, base, tag):
         status, _, _ = request(port, "POST", "/v1/tasks/1/pause", None,
                                {"Host": "evil.example", "Content-Type": "application/json"})
         check(status == 403, "a rebinding page's POST -> 403 (%s)" % status)
+        status, text, _ = request(probes, "GET", "/metrics")
+        check('herald_insecure_settings{setting="api_insecure"} 1' in text,
+              "insecure mode is counted in herald_insecure_settings")
+        with open(log.name) as f:
+            check("event=insecure_setting setting=api_insecure" in f.read(),
+                  "insecure mode: a startup warning")
     finally:
         stop_popen(proc, 20)
         log.close()
         os.unlink(log.name)
         os.unlink(path)
+
+
+def test_many_uids(env):
+    t = create(env, "many-uids", datetime.now(timezone.utc) + timedelta(days=2))
+    uids = list(range(1, 40001))
+    status, j = http(env, "POST", "/v1/tasks/%d/subscribers" % t, {"uids": uids})
+    check(status == 200 and j.get("added") == 40000,
+          "40,000 uids in one request -> 200, all added (%s %s)" % (status, str(j)[:200]))
+    check(sql(env, "SELECT COUNT(*) FROM push_subscription WHERE task_id=%d" % t) == [["40000"]]
+          and env.r.cmd("SCARD", key(env, t, "subs")) == 40000,
+          "MySQL and Redis hold the 40,000")
+    status, j = http(env, "POST", "/v1/tasks/%d/subscribers" % t, {"uids": uids})
+    check(status == 200 and j.get("added") == 0, "sent again: nothing added (%s)" % status)
+
+
+def test_list_budget(env, tag):
+    marker = "budget%s" % tag
+    blob = "x" * 1000000
+    ids = [create(env, "%s-%d" % (marker, i), datetime.now(timezone.utc) + timedelta(days=2),
+                  payload={"blob": blob}) for i in range(12)]
+    c = HTTPConnection("127.0.0.1", env.port, timeout=30)
+    c.request("GET", "/v1/tasks?q=%s&limit=1000" % marker,
+              headers={"Authorization": "Bearer " + TOKEN})
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    page = json.loads(body) if r.status == 200 else {}
+    n = len(page.get("tasks", []))
+    check(r.status == 200 and 1 <= n <= 5 and page.get("next") is not None
+          and len(body) < 8 * 1024 * 1024,
+          "limit=1000 over 12 tasks of 1 MB: a page of %d task(s), %d bytes, next %s"
+          % (n, len(body), page.get("next")))
+    seen, before, pages = [], None, 0
+    while pages < 20:
+        q = "/v1/tasks?q=%s&limit=1000" % marker + ("&before=%d" % before if before else "")
+        status, j = http(env, "GET", q)
+        if status != 200:
+            break
+        pages += 1
+        seen += [t["id"] for t in j["tasks"]]
+        before = j["next"]
+        if before is None:
+            break
+    check(seen == sorted(ids, reverse=True) and pages >= 3,
+          "paging serves every task once, newest first, in %d pages" % pages)
 
 
 def main():
@@ -323,7 +383,8 @@ def main():
         return 77
     env.cfg_path = write_config(
         env, base, "{tokens: [%s], threads: 4, max_connections: 4096, "
-        "max_connections_per_ip: %d, header_timeout_ms: %d}" % (TOKEN, PER_IP, HEADER_TIMEOUT_MS))
+        "max_connections_per_ip: %d, header_timeout_ms: %d, max_ids: 50000, "
+        "max_body_bytes: 2097152}" % (TOKEN, PER_IP, HEADER_TIMEOUT_MS))
     proc, log = serve(env, env.cfg_path, "test_api_hardening_%s.log" % tag)
     status = None
     try:
@@ -336,6 +397,8 @@ def main():
         test_head(env, 4242)
         test_slow_clients(env)
         test_per_ip(env)
+        test_many_uids(env)
+        test_list_budget(env, tag)
         check(proc.poll() is None, "the dispatcher is still running")
         test_insecure_host(env, base, tag)
     finally:

@@ -4,18 +4,25 @@ workers one at a time).
 
 One herald-dispatcher with the channel, and first only a worker without it:
 that worker skips the task's chunks (`channel_missing`, counted in
-herald_bad_messages_total{reason="no_channel"}) and the task is neither
-failed nor acknowledged.  Then that worker is replaced by one that has the
-channel (the rollout finishing): the sweeper publishes the pending chunks
-again and every subscriber is pushed, the task ends `done`.
+herald_bad_messages_total{reason="no_channel"}) and hands them back (issue
+34), and the task is neither failed nor acknowledged.  Then that worker is
+replaced by one that has the channel (the rollout finishing): the
+dispatcher publishes the handed-back chunks again within a second
+(chunk_redelivered last_publish_ms=0), not after the suite's 20 s
+redelivery timeout, and every subscriber is pushed, the task ends `done`
+within DONE_S of the new worker's start.
 
 Usage: test_channel_gap.py HERALD_DISPATCHER HERALD_WORKER HERALD_SINK"""
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from badinput_env import (Env, check, finish, metric, sink_uids,  # noqa: E402
                           wait_until)
+
+
+DONE_S = 15  # below the suite's redelivery_timeout_s (20)
 
 
 def main():
@@ -30,7 +37,7 @@ def main():
         channel, record = env.start_sink(sink)
         with_channel = env.config({"webhook": channel})
         without = env.config({"other": channel})
-        env.start([dispatcher, "-c", with_channel], "dispatcher.log")
+        dsp = env.start([dispatcher, "-c", with_channel], "dispatcher.log")
         old = env.start([worker, "-c", without], "worker-old.log")
         check(env.wait_ready(env.dsp_port) and env.wait_ready(env.wk_port), "daemons serve")
         uids = range(8000001, 8000501)
@@ -44,7 +51,13 @@ def main():
               "... and the task is not failed, nothing sent (%s)" % row)
         check(env.stop(old) == 0, "the old worker stops")
         env.start([worker, "-c", with_channel], "worker-new.log")
+        started = time.time()
         ok = env.wait_state(t, ("done", "failed"), 90)
+        took = time.time() - started
+        check(took <= DONE_S, "done %.1f s after the new worker started (<= %d s: handed back, "
+              "not waiting for the redelivery timeout)" % (took, DONE_S))
+        check("last_publish_ms=0" in env.log(dsp),
+              "the dispatcher published the handed-back chunks again")
         row = env.task(t, "state, sent, unaccounted, last_error")
         missing = set(uids) - sink_uids(record, uids)
         check(ok and row[0] == "done" and not missing,

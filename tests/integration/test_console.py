@@ -21,7 +21,17 @@ herald-sinks (a fast one, a slow one (--latency-ms) and one answering 400 to
   5. a task whose pushes partly fail (created first, so that it runs while
      the form is filled in): its page lists the dead letters with
      their reasons, Redrive sends them again (the API's answer and the page
-     agree), and the task ends done again with the same failed count.
+     agree), and the task ends done again with the same failed count;
+  6. roles (issue 31): logged in with a viewer's API token the page shows
+     no control the role cannot use (no Pause, Resume, Cancel, Redrive,
+     upload, New task, Audit log) and names the caller; back as the admin,
+     the Audit log page lists the pause and resume of step 4 as made from
+     the console, as GET /v1/audit does.
+  7. the funnel of the finished form's task: opens reported through the API
+     (POST /v1/users/{uid}/events) show in its table and bars, the shares of
+     the sent computed, the per-minute series drawn;
+  8. the event webhooks page: an endpoint registered in its form (the secret
+     shown once), listed, disabled and deleted from its row.
 
 Screenshots go to OUTDIR.  usage: test_console.py HERALD_DISPATCHER HERALD_WORKER
 HERALD_SINK OUTDIR (exit 77 without HERALD_TEST_CONFIG, or when chromium is not
@@ -167,6 +177,7 @@ class Run:
                      % await b.text("#alert")):
             return
         tid = int(tid)
+        self.form_task = tid
         row = env.task(tid, "name, channel, title, chunk_size, state, expire_at IS NOT NULL")
         check(row == [name, "webhook", "Hi #{{uid}}", "500", "scheduled", "1"],
               "task %d in MySQL as typed (%s)" % (tid, row))
@@ -295,6 +306,124 @@ class Run:
         check(env.task(tid, "state, sent") == ["done", str(N_RATE)],
               "MySQL: done, %d sent (%s)" % (N_RATE, env.task(tid, "state, sent")))
         check(set(uids) <= sink_uids(record, uids), "every uid delivered")
+        return tid
+
+    # ---- 6. roles and the audit log -----------------------------------------------------
+
+    async def log_in_as(self, token):
+        b = self.b
+        if not await b.eval("document.getElementById('logout').hidden"):
+            await b.click("#logout")
+        check(await self.visible("view-login"), "logged out: the login form")
+        await b.eval("document.getElementById('login-token').focus()")
+        await b.type_text(token)
+        await b.key("Enter", "Enter", 13)
+        return await self.visible("view-list")
+
+    async def viewer(self, tid):
+        env, b = self.env, self.b
+        name = "console-viewer-" + env.tag
+        status, t = env.http("POST", "/v1/tokens", {"name": name, "role": "viewer",
+                                                     "expires_in": 600})
+        if not check(status == 201, "a viewer's token made (%s)" % status):
+            return
+        check(await self.log_in_as(t["token"]), "a viewer logs in")
+        await b.goto(self.base + "#/task/%d" % tid)
+        check(await self.task_state("done", 10), "the viewer sees the task page")
+        hidden = await b.eval("['btn-pause', 'btn-resume', 'btn-cancel', 'dl-redrive', "
+                              "'subs-section'].map(i => document.getElementById(i).hidden)")
+        nav = await b.eval("['a[href=\"#/new\"]', 'a[href=\"#/audit\"]']"
+                           ".map(q => document.querySelector(q).hidden)")
+        who = await b.text("#whoami")
+        check(hidden == [True] * 5 and nav == [True, True] and who == "token:%s (viewer)" % name,
+              "a viewer sees no control it cannot use (%s %s %r)" % (hidden, nav, who))
+        await self.shot("viewer")
+        check(await self.log_in_as(env.token), "the admin logs in again")
+        await b.goto(self.base + "#/task/%d" % tid)
+        check(await self.task_state("done", 10), "the admin sees the task page")
+        shown = await b.eval("['btn-pause', 'btn-resume', 'btn-cancel', 'dl-redrive']"
+                             ".map(i => !document.getElementById(i).hidden)")
+        check(shown == [True] * 4, "the admin sees every control (%s)" % shown)
+
+    async def audit_page(self, tid):
+        env, b = self.env, self.b
+        await b.goto(self.base + "#/audit?task=%d" % tid)
+        rows = await b.wait("(r => r.length && Array.from(r, x => Array.from(x.cells, "
+                            "c => c.textContent)))(document.querySelectorAll("
+                            "'#audit-table tbody tr'))", 10)
+        status, j = env.http("GET", "/v1/audit?task=%d&limit=50" % tid)
+        api = [(str(a["id"]), a["via"], a["action"]) for a in j.get("audit", [])]
+        page = [(r[0], r[4], r[6]) for r in rows or []]
+        check(page == api and ("console" in {p[1] for p in page})
+              and {"POST /v1/tasks/{id}/pause", "POST /v1/tasks/{id}/resume"}
+              <= {p[2] for p in page},
+              "the Audit log page lists the task's rows as the API does, the pause and "
+              "resume from the console (%s)" % page)
+        await self.shot("audit", full=True)
+
+    # ---- 6. the funnel of a finished campaign ----------------------------------------
+
+    async def funnel(self, tid):
+        env, b = self.env, self.b
+        opened = [10001 + i for i in range(0, N_FORM, 100)]  # 25 of N_FORM
+        for u in opened + opened[:3]:                           # repeats count once
+            status, j = env.http("POST", "/v1/users/%d/events" % u,
+                                 {"task": tid, "type": "opened"})
+            check(status == 200, "the app's open of uid %d (%s %s)" % (u, status, j))
+        await b.goto(self.base + "#/task/%d" % tid)
+        cells = await b.wait("(r => r && Array.from(r.cells).map(c => c.textContent))"
+                             "(document.querySelector('#funnel-table tr[data-channel=webhook]'))",
+                             15)
+        want = [format(N_FORM, ","), "0 (0.0 %)", "%d (1.0 %%)" % len(opened), "0 (0.0 %)"]
+        check(cells is not None and cells[1:] == want,
+              "the funnel table: sent %d, delivered 0, opened %d (1.0 %%), clicked 0 (%s)"
+              % (N_FORM, len(opened), cells))
+        bars = await b.eval("Array.from(document.querySelectorAll('#funnel-chart rect'))"
+                            ".map(r => [r.dataset.step, Number(r.dataset.value), "
+                            "Number(r.getAttribute('width'))])")
+        check(bars and [x[0] for x in bars] == ["sent", "delivered", "opened", "clicked"] and
+              bars[0][1] == N_FORM and bars[2][1] == len(opened) and bars[0][2] > bars[2][2] > 1,
+              "the funnel's bars: one per step, widths in proportion (%s)" % bars)
+        lines = await b.eval("Array.from(document.querySelectorAll('#series-chart polyline'))"
+                             ".map(p => p.dataset.series)")
+        cap = await b.text("#series-cap")
+        check(lines == ["sent", "failed", "opened", "clicked"] and
+              ("sent " + format(N_FORM, ",")) in cap and "opened %d" % len(opened) in cap,
+              "the per-minute series drawn, adding up (%s, %r)" % (lines, cap))
+        await b.eval("document.getElementById('funnel-h').scrollIntoView()")
+        await self.shot("funnel")
+
+    # ---- 7. the event webhooks page -----------------------------------------------------
+
+    async def hooks(self):
+        env, b = self.env, self.b
+        url = "https://hooks.example.com/herald-%s" % env.tag
+        await b.goto(self.base + "#/hooks")
+        check(await self.visible("view-hooks"), "the event webhooks page")
+        await b.fill("#h-url", url)
+        await b.fill("#h-types", "sent, opened")
+        await b.click("#hook-form button[type=submit]")
+        msg = await b.wait("(t => t.includes('signing secret') && t)"
+                           "(document.getElementById('hook-secret').textContent)", 10)
+        hid = int(msg.split()[1]) if msg else 0
+        check(msg and "whsec_" in msg, "registered: its secret shown once (%r)" % msg)
+        row = await b.wait("(r => r && Array.from(r.cells).map(c => c.textContent))"
+                           "(document.querySelector('#hooks-table tr[data-hook=\"%d\"]'))" % hid,
+                           10)
+        check(row and row[2] == url and row[3] == "sent, opened" and
+              row[1].startswith("enabled"), "listed with its URL and types (%s)" % row)
+        await self.shot("hooks")
+        await b.click("#hooks-table tr[data-hook=\"%d\"] button" % hid)
+        ok = await b.wait("(r => r && r.dataset.state === 'disabled')"
+                          "(document.querySelector('#hooks-table tr[data-hook=\"%d\"]'))" % hid,
+                          10)
+        check(ok and env.http("GET", "/v1/hooks/%d" % hid)[1].get("state") == "disabled",
+              "Disable: the row and the API say disabled")
+        await b.click("#hooks-table tr[data-hook=\"%d\"] button.danger" % hid)
+        gone = await b.wait("!document.querySelector('#hooks-table tr[data-hook=\"%d\"]')" % hid,
+                            10)
+        check(gone and env.http("GET", "/v1/hooks/%d" % hid)[0] == 404,
+              "Delete: the row is gone, the API answers 404")
 
     # ---- 5. dead letters and redrive ------------------------------------------------
 
@@ -374,9 +503,15 @@ async def browse(env, out):
         await run.login()
         await run.shot("login-list")
         await run.create_and_upload(env.record)
-        await run.pause_resume()
+        if getattr(run, "form_task", None) is not None:
+            await run.funnel(run.form_task)
+        await run.hooks()
+        paused = await run.pause_resume()
         if dl_task is not None:
             await run.dead_letters(dl_task)
+        if paused is not None:
+            await run.viewer(paused)
+            await run.audit_page(paused)
         await b.goto(run.base + "#/?q=" + env.tag)
         n = await b.wait("(n => n === 3 && n)(document.querySelectorAll("
                          "'#list-table tbody tr[data-state=done]').length)", 15)

@@ -29,7 +29,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, check, finish, wait_until  # noqa: E402
+from badinput_env import Env, check, finish, job_wait, wait_until  # noqa: E402
 
 # A chunk moved just before the window closed is still pushed after it
 # (docs/scheduling.md "Quiet hours"): how late such a push may arrive.
@@ -116,7 +116,9 @@ def test_three_zones(env, record):
     # A recover while paused rebuilds subs from MySQL: the waiting ones must
     # be planned again by the next owner, not pushed from subs at once.
     status, rec = env.http("POST", "/v1/tasks/%d/recover" % t)
-    check(status == 200, "recover of the paused local-time task (%s %s)" % (status, rec))
+    job, _ = job_wait(lambda path: env.http("GET", path), rec) if status == 202 else ({}, [])
+    check(status == 202 and job.get("state") == "done",
+          "recover of the paused local-time task, a job (%s %s %s)" % (status, rec, job))
     env.http("POST", "/v1/tasks/%d/resume" % t)
     resumed = wait_until(lambda: [str(c) for c in env.task(t, "state, claimed_by IS NOT NULL")]
                          == ["dispatching", "1"], 10)

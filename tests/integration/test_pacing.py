@@ -1,7 +1,16 @@
 """test_pacing: finish-by pacing, admission control and the channel budget
 shared by weight (issue 18, parts 3 and 5; docs/scheduling.md), end to end
-against the local stack with one herald-dispatcher, one herald-worker and
-herald-sink.  Two campaigns run at once, on two channels:
+against the local stack with one herald-dispatcher, two herald-workers and
+herald-sink.  The second worker's clock runs 30 s behind the host's
+(the test seam HERALD_TEST_CLOCK_SKEW_MS, as the fault rows' clock-*;
+issue 34): the limiter's windows and the time left to finish_by are
+Redis's, so it draws from the same one-second budgets and paces to the same
+finish_by as the first (with its own clock it drew a second budget of its
+own and saw 30 s more to finish_by: measured under Debian's faketime before
+the fix, the channel carried 200/s of its 100/s and the paced task ended
+30 s late).  Times are the sink's (its record), not push_delivery.at, which
+each worker stamps with its own clock.  Two campaigns run at once, on two
+channels:
 
 1. finish_by from a raw SQL row: 900 recipients due in 4 s with finish_by
    15 s after due_at, on a channel whose rate_limit (200/s) would end them
@@ -33,9 +42,12 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, check, finish, metric, wait_until  # noqa: E402
+from badinput_env import Env, check, finish, free_port, metric, wait_until  # noqa: E402
+from test_backpressure import kafka_topic  # noqa: E402
 
 SPAN_S = 15
+PARTITIONS = 4  # both workers hold chunks
+SKEW_S = -30    # the second worker's clock, behind the host's
 
 
 def ms_of(text):
@@ -49,17 +61,24 @@ def api_time(ms):
         "%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
-def last_delivery_ms(env, task):
-    rows = env.sql("SELECT CAST(ROUND(UNIX_TIMESTAMP(MAX(at)) * 1000) AS SIGNED), COUNT(*) "
-                   "FROM push_delivery WHERE task_id = %d AND status = 'sent'" % task)
-    return int(rows[0][0]), int(rows[0][1])
+def sink_pushes(record, first_uid, n):
+    """The sink's 2xx answers to uids FIRST_UID..FIRST_UID+N-1: [epoch ms], by
+    the sink's clock (the host's), one per uid (its first)."""
+    seen = {}
+    with open(record) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) < 3 or not parts[1].startswith("2"):
+                continue
+            uid = int(parts[0])
+            if first_uid <= uid < first_uid + n and uid not in seen:
+                seen[uid] = int(parts[2])
+    return sorted(seen.values())
 
 
-def per_second(env, task):
-    """{epoch second: pushes delivered in it} of TASK."""
-    rows = env.sql("SELECT FLOOR(UNIX_TIMESTAMP(at)), COUNT(*) FROM push_delivery "
-                   "WHERE task_id = %d AND status = 'sent' GROUP BY 1" % task)
-    return collections.Counter({int(s): int(n) for s, n in rows})
+def per_second(times):
+    """{epoch second: pushes in it} of a list of epoch ms."""
+    return collections.Counter(t // 1000 for t in times)
 
 
 def main():
@@ -69,15 +88,23 @@ def main():
     dispatcher, worker, sink = sys.argv[1:]
     env = Env("pacing")
     try:
-        if not env.create_topic():
-            return 77
-        channel, _ = env.start_sink(sink)
+        if not check(kafka_topic(env, PARTITIONS), "topic with %d partitions" % PARTITIONS):
+            return finish()
+        channel, record = env.start_sink(sink)
         # Room for every chunk at once (30 of 50): a worker shares a budget
         # among the tasks whose chunks it holds (docs/scheduling.md).
         cfg = env.config({"paced": dict(channel, rate_limit=200),
                           "shared": dict(channel, rate_limit=100)},
                          worker_extra=["max_chunks_in_flight: 64"])
-        env.start_daemons(dispatcher, worker, cfg)
+        _, wk1 = env.start_daemons(dispatcher, worker, cfg)
+        wk2_port = free_port()
+        wk2 = env.start([worker, "-c", cfg, "--listen", "127.0.0.1:%d" % wk2_port],
+                        "worker-skewed.log",
+                        env={"HERALD_TEST_CLOCK_SKEW_MS": str(SKEW_S * 1000)})
+        check(env.wait_ready(wk2_port) and
+              wait_until(lambda: all("event=partitions_assigned" in env.log(w)
+                                     for w in (wk1, wk2)), 60, 0.5),
+              "the worker %+d s off serves, both workers hold partitions" % SKEW_S)
 
         # 1. finish_by from a raw SQL row
         paced = env.insert_with_subs(
@@ -137,15 +164,27 @@ def main():
 
         ok = all(env.wait_state(t, "done", 60) for t in (paced, normal, high))
         check(ok, "the three tasks end done")
-        last, sent = last_delivery_ms(env, paced)
-        off = last - finish_ms
-        check(sent == 900 and abs(off) <= SPAN_S * 1000 * 0.05,
+        # Its delivery rows carry its clock: stamped before any push began.
+        skewed = env.sql("SELECT COUNT(*) FROM push_delivery WHERE task_id IN (%d, %d, %d) "
+                         "AND at < FROM_UNIXTIME(%d / 1000) - INTERVAL %d SECOND"
+                         % (paced, normal, high, due_ms, -SKEW_S // 2))
+        check(int(skewed[0][0]) > 0,
+              "the worker %+d s off pushed too (%s of its delivery rows stamped so)"
+              % (SKEW_S, skewed[0][0]))
+        # The sink writes its record every 100 ms.
+        wait_until(lambda: len(sink_pushes(record, 9100001, 900)) == 900 and
+                   len(sink_pushes(record, 9200001, 500)) == 500 and
+                   len(sink_pushes(record, 9300001, 500)) == 500, 5, 0.1)
+        times = sink_pushes(record, 9100001, 900)
+        off = times[-1] - finish_ms if times else 0
+        check(len(times) == 900 and abs(off) <= SPAN_S * 1000 * 0.05,
               "the paced task's last push lands %+d ms from finish_by (span %d s, 5 %% = %d ms)"
               % (off, SPAN_S, SPAN_S * 50))
 
         # 2. the budget shared 2:1 while both ran
-        hs, ns = per_second(env, high), per_second(env, normal)
-        ps = per_second(env, paced)
+        hs = per_second(sink_pushes(record, 9300001, 500))
+        ns = per_second(sink_pushes(record, 9200001, 500))
+        ps = per_second(times)
         print("pushes per second (paced, high, normal):",
               [(s - min(ps), ps[s], hs[s], ns[s]) for s in sorted(set(ps) | set(hs) | set(ns))])
         both = sorted(set(hs) & set(ns))[1:-1]

@@ -1,10 +1,11 @@
 /* The worker's reporter (worker/wk_reporter.c) against the stack's MariaDB:
  * - a batch larger than one prepared statement can bind (65,535
- *   placeholders, 9,362 rows of 7 columns) is written in several INSERTs,
+ *   placeholders, 8,191 rows of 8 columns) is written in several INSERTs,
  *   none refused (MariaDB answers errno 1390 to a statement of more, and
  *   the reporter used to fall back to one INSERT per row: 4x MariaDB's
  *   CPU).  Its log lines go to stderr, which the test reads back from a
- *   file;
+ *   file.  Every row lands in its task's day (push_delivery.day =
+ *   DATE(due_at), the partition key of 013_delivery_partitions.sql);
  * - part batches of many sizes (flushed by the 200 ms timer) prepare at
  *   most 15 distinct INSERTs, not one per size: MariaDB's global
  *   Prepared_stmt_count, read while the reporter still holds its
@@ -88,17 +89,28 @@ static void t_drop(hr_mysql *m, int64_t id)
                      0);
 }
 
-/* Queues outcomes of uids FIRST..LAST of TASK, sent. */
-static void t_push(wk_reporter *rp, int64_t task, int first, int last)
+/* Queues outcomes of uids FIRST..LAST of TASK, sent on CHANNEL (the
+ * worker's outcomes always name their task's channel); the events carry
+ * the task's due_at, as the worker's do. */
+static void t_push(hr_mysql *m, wk_reporter *rp, int64_t task, const char *channel, int first,
+                   int last)
 {
+    int64_t due_ms =
+        t_count(m,
+                "SELECT CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED) FROM push_task "
+                "WHERE id = ?",
+                task);
+
     for (int i = first; i <= last; i++) {
         wk_event ev = {.kind = WK_EVENT_OUTCOME, .task = task};
 
         ev.u.outcome.uid = (uint64_t)i;
+        ev.u.outcome.channel = channel;
         ev.u.outcome.status = WK_DELIVERY_SENT;
         ev.u.outcome.attempts = 1;
         ev.u.outcome.http_status = 200;
         ev.u.outcome.at_ms = itest_now_ms();
+        ev.u.outcome.due_ms = due_ms;
         wk_reporter_push(rp, &ev);
     }
 }
@@ -195,15 +207,20 @@ static void test_reporter_batch_over_placeholder_limit(void **state)
     cfg->worker.reporter_batch = T_BATCH;
     id = t_setup(cfg, &m, &met, "reporter batch");
     t_log_start(&log);
-    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, &rp,
-                                       errstr, sizeof errstr),
+    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, NULL,
+                                       &rp, errstr, sizeof errstr),
                      0);
-    t_push(rp, id, 1, T_ROWS);
+    t_push(m, rp, id, cfg->channels[0].name, 1, T_ROWS);
     wk_reporter_stop(rp);
     assert_int_equal(t_log_end(&log, "delivery_batch_rejected", NULL, NULL, 0), 0);
     assert_int_equal(
         t_count(m, "SELECT COUNT(*) FROM push_delivery WHERE task_id = ? AND status = 'sent'", id),
         T_ROWS);
+    assert_int_equal(t_count(m,
+                             "SELECT COUNT(*) FROM push_delivery d JOIN push_task t "
+                             "ON t.id = d.task_id WHERE d.task_id = ? AND d.day = DATE(t.due_at)",
+                             id),
+                     T_ROWS);
     assert_true(hr_metrics_value(met->reporter_dropped[WK_DROP_QUEUE_FULL]) == 0);
     assert_true(hr_metrics_value(met->reporter_dropped[WK_DROP_REJECTED]) == 0);
     t_drop(m, id);
@@ -225,8 +242,8 @@ static void test_reporter_part_batches_few_statements(void **state)
     (void)state;
     id = t_setup(cfg, &m, &met, "reporter part batches");
     before = t_prepared(m);
-    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, &rp,
-                                       errstr, sizeof errstr),
+    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, NULL,
+                                       &rp, errstr, sizeof errstr),
                      0);
     /* 40 bursts of 40 distinct sizes under the batch (1,000), each
      * flushed alone by the 200 ms timer. */
@@ -234,7 +251,7 @@ static void test_reporter_part_batches_few_statements(void **state)
         int size = 17 + 23 * k;
         struct timespec pause = {0, 300 * 1000000L};
 
-        t_push(rp, id, uid + 1, uid + size);
+        t_push(m, rp, id, cfg->channels[0].name, uid + 1, uid + size);
         uid += size;
         nanosleep(&pause, NULL);
     }
@@ -347,8 +364,8 @@ static void test_reporter_chunk_end_before_row(void **state)
 
     (void)state;
     id = t_setup(cfg, &m, &met, "reporter chunk end before row");
-    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, &rp,
-                                       errstr, sizeof errstr),
+    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, NULL,
+                                       &rp, errstr, sizeof errstr),
                      0);
     t_chunk_end(rp, id, 1, WK_CHUNK_END_DONE, itest_now_ms());
     nanosleep(&later, NULL);
@@ -398,8 +415,8 @@ static void test_reporter_chunk_row_never_appears(void **state)
     t_chunk_row(m, id, 3);
     t_chunk_row(m, id, 4);
     t_log_start(&log);
-    assert_int_equal(wk_reporter_start(cfg, "test-reporter", 300, met, &rp, errstr, sizeof errstr),
-                     0);
+    assert_int_equal(
+        wk_reporter_start(cfg, "test-reporter", 300, met, NULL, &rp, errstr, sizeof errstr), 0);
     t_chunk_end(rp, id, 2, WK_CHUNK_END_DONE, done_ms);
     t_chunk_end(rp, id, 3, WK_CHUNK_END_PARKED, done_ms);
     t_chunk_end(rp, id, 4, WK_CHUNK_END_DONE, done_ms);
@@ -443,8 +460,8 @@ static void test_reporter_chunk_ends_capped(void **state)
 
     (void)state;
     id = t_setup(cfg, &m, &met, "reporter chunk ends capped");
-    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, &rp,
-                                       errstr, sizeof errstr),
+    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, NULL,
+                                       &rp, errstr, sizeof errstr),
                      0);
     for (int64_t seq = first; seq < first + n; seq++)
         t_chunk_end(rp, id, seq, WK_CHUNK_END_DONE, done_ms);

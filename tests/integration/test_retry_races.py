@@ -15,6 +15,10 @@ racing cancels, recover in flight" has one section per scenario.
                  (its reply delayed 4 s) while the two others cancel the rest:
                  MySQL cancelled == subscribers (used to be only the part the
                  first UPDATE through the state guard counted).
+  cancel_swept   the workers cancel the last held chunk before any control
+                 scan carries the cancel out (scans 60 s apart): the sweeper
+                 finds nothing pending and ends the task `cancelled`, not
+                 `done` (the fault row cancel-race at the defaults, seed 11).
   cancel_stopped a worker holding a chunk is SIGSTOPped, the task cancelled,
                  the lease expires, SIGCONT: every recipient ends sent, failed
                  or cancelled (the held chunk used to stay forever).
@@ -24,6 +28,15 @@ racing cancels, recover in flight" has one section per scenario.
                  (its next reply held 3 s by the proxy) heraldctl redrive
                  moves dead letters into a chunk and the done lands after
                  it: the task is reopened and the chunk published.
+  mysql_stall    a dispatcher's MySQL through a proxy that holds every reply
+                 (a black hole: what it held goes through at the end), with
+                 mysql.timeout_s 2: a 1.5 s hold shows as a slow call
+                 (herald_mysql_slow_calls_total, log mysql_slow), an 8 s one
+                 ends the waiting call after the timeout
+                 (herald_mysql_timeouts_total, log mysql_timeout with its
+                 wait), /healthz answers throughout, and the dispatcher
+                 works on afterwards (issue 34: the net-mysql row raised no
+                 metric and no log line; the read timeout was 60 s).
   commit_lost    a worker's MySQL through a proxy that swallows the reply
                  to the COMMIT of the reporter's transaction carrying a
                  chunk's cancel (the transaction committed; the reporter
@@ -37,6 +50,7 @@ reply answers which command; it listens on loopback only."""
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -45,7 +59,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, Settings, check, finish, free_port, wait_until  # noqa: E402
+from badinput_env import Env, Settings, check, finish, free_port, metric, wait_until  # noqa: E402
 
 LUA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "common", "lua")
 
@@ -409,6 +423,56 @@ class T:
               "cancel_race: MySQL cancelled + sent == %d (%s, stats %s)" % (n, c, self.stats(t)))
         check(self.stats(t).get("cancelled") == n, "cancel_race: stats.cancelled == %d" % n)
 
+    # ---- cancel_swept ----------------------------------------------------------------
+
+    def cancel_swept(self):
+        env, n, held = self.env, 300, 100
+        # Subscriptions are only accepted while scheduled (the guard
+        # trigger): the task is made dispatched after they are in.
+        t = env.insert_with_subs("swept", "webhook", range(1, n + 1), due_s=3600,
+                                 chunk_size=held)
+        env.sql("UPDATE push_task SET state = 'dispatched', total = %d, "
+                "started_at = UTC_TIMESTAMP(3), dispatched_at = UTC_TIMESTAMP(3) WHERE id = %d"
+                % (n, t))
+        # Everything sent but one chunk, which a (pretended) worker holds.
+        env.r.cmd("HSET", env.key(t, "stats"), "published", n, "sent", n - held)
+        self.sadd(env.key(t, "chunk:1"), range(n - held + 1, n + 1))
+        env.r.cmd("HSET", env.key(t, "pending"), 1, int(time.time() * 1000))
+        env.r.cmd("SET", env.key(t, "lease:1"), "some-worker", "PX", 60000)
+        env.r.cmd("SET", env.key(t, "seq"), 1)
+        cfg = self.config()
+        with open(cfg) as f:
+            text = f.read()
+        # Its first scan runs at the start, the next one after the test.
+        with open(cfg, "w") as f:
+            f.write(text.replace("scan_interval_ms: 200", "scan_interval_ms: 60000"))
+        dsp = self.start_dispatcher(cfg, "dispatcher-swept.log")
+        try:
+            up = env.wait_ready(env.dsp_port)
+            # The start's scan has run and sweeps (every second) saw the
+            # held chunk pending.
+            time.sleep(2.5)
+            if not check(up and env.task(t, "state")[0] == "dispatched",
+                         "cancel_swept: dispatcher up, the task dispatched with a chunk held"):
+                return
+            # heraldctl cancel: control and the ctl key.  The holder cancels
+            # its chunk at once, as drop_set.lua does.
+            env.sql("UPDATE push_task SET control = 'cancel' WHERE id = %d" % t)
+            env.r.cmd("SET", env.key(t, "ctl"), "cancel")
+            env.r.cmd("DEL", env.key(t, "chunk:1"), env.key(t, "lease:1"))
+            env.r.cmd("HDEL", env.key(t, "pending"), 1)
+            env.r.cmd("HINCRBY", env.key(t, "stats"), "cancelled", held)
+            ok = wait_until(lambda: env.task(t, "state")[0] != "dispatched", 15, 0.2)
+            c = self.counters(t)
+            check(ok and c["state"] == "cancelled" and c["sent"] == n - held and
+                  c["cancelled"] == held,
+                  "cancel_swept: the sweeper's finish ends the task cancelled, sent %d + "
+                  "cancelled %d (%s)" % (n - held, held, c))
+            check(re.search(r"event=task_cancelled task=%d via=sweeper" % t, env.log(dsp)),
+                  "cancel_swept: the sweeper (no control scan) ended it, and says so")
+        finally:
+            env.stop(dsp)
+
     # ---- cancel_stopped --------------------------------------------------------------
 
     def cancel_stopped(self):
@@ -532,6 +596,67 @@ class T:
               % (state, msgs))
 
 
+    # ---- mysql_stall -----------------------------------------------------------------
+
+    def mysql_stall(self):
+        # test_redis_stall imports this file: imported here, not at the top.
+        from test_redis_stall import StallProxy
+        env, timeout_s = self.env, 2
+        proxy = StallProxy(env.my["port"])  # holds MySQL's answers too
+        cfg = self.config(mysql_port=proxy.port)
+        with open(cfg) as f:
+            text = f.read()
+        with open(cfg, "w") as f:
+            f.write(text.replace("mysql: {", "mysql: {timeout_s: %d, " % timeout_s, 1))
+        port = env.dsp_port
+        dsp = self.start_dispatcher(cfg, "dispatcher-stall.log")
+
+        def counter(name):
+            return metric(env.metrics(port), name) or 0
+
+        def healthz_during(seconds):
+            """Holds MySQL's answers SECONDS long; whether /healthz answered
+            (within 1 s) all the while."""
+            ok, end = True, time.monotonic() + seconds
+            proxy.stalled.set()
+            try:
+                while time.monotonic() < end:
+                    t0 = time.monotonic()
+                    ok = ok and env.http("GET", "/healthz", token=None,
+                                         port=env.probe(port))[0] == 200 and \
+                        time.monotonic() - t0 < 1
+                    time.sleep(0.2)
+            finally:
+                proxy.stalled.clear()
+            return ok
+        try:
+            if not check(env.wait_ready(port), "mysql_stall: dispatcher up"):
+                return
+            # The scan (every 200 ms) and the pollers keep a call waiting.
+            check(counter("herald_mysql_slow_calls_total") == 0 and
+                  counter("herald_mysql_timeouts_total") == 0,
+                  "mysql_stall: no slow call before the hold")
+            up = healthz_during(1.5)
+            ok = wait_until(lambda: counter("herald_mysql_slow_calls_total") >= 1, 10, 0.2)
+            check(up and ok and "event=mysql_slow" in env.log(dsp),
+                  "mysql_stall: a 1.5 s hold is a slow call (metric and log), /healthz answered")
+            up = healthz_during(8)
+            ok = wait_until(lambda: counter("herald_mysql_timeouts_total") >= 1, 10, 0.2)
+            waits = [int(m) for m in
+                     re.findall(r"event=mysql_timeout mysql=\S+ ms=(\d+)", env.log(dsp))]
+            check(up and ok and waits and max(waits) < timeout_s * 1000 + 1000,
+                  "mysql_stall: an 8 s hold ends the waiting call after mysql.timeout_s "
+                  "(%d s: waited %s ms), counted and logged, /healthz answered"
+                  % (timeout_s, waits))
+            check("no answer within mysql.timeout_s" in env.log(dsp) and
+                  wait_until(lambda: "event=mysql_up" in env.log(dsp), 20, 0.3) and
+                  dsp.poll() is None,
+                  "mysql_stall: the failure names the timeout (mysql_down), and the "
+                  "dispatcher works on after the hold (mysql_up)")
+        finally:
+            env.stop(dsp)
+            proxy.close()
+
     # ---- commit_lost -----------------------------------------------------------------
 
     def commit_lost(self):
@@ -599,8 +724,8 @@ def main():
         print(__doc__)
         return 2
     bins, wanted = sys.argv[1:5], sys.argv[5:]
-    scenarios = ["redrive", "chunk_move", "cancel_race", "cancel_stopped", "recover",
-                 "redrive_done", "commit_lost"]
+    scenarios = ["redrive", "chunk_move", "cancel_race", "cancel_swept", "cancel_stopped",
+                 "recover", "redrive_done", "mysql_stall", "commit_lost"]
     # The RESP proxy stands in front of one Redis node: on a Redis Cluster
     # every MOVED would send the client past it, to the node itself.
     proxied = {"redrive", "chunk_move", "cancel_race", "redrive_done"}

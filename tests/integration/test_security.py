@@ -8,8 +8,13 @@
    no request reaches the provider unverified); the same url with
    ca_file: <ca.pem> delivers every uid.
 3. Secrets never in logs or metrics: the API token (and a wrong token a
-   client sent) are grepped in the dispatcher's and worker's logs and
-   /metrics after the run.  The shared stack's MySQL password ("herald")
+   client sent, and a token read from a tokens_file) are grepped in the
+   dispatcher's and worker's logs and /metrics after the run.
+4. Insecure settings are never silent (issue 31, finding 4): a channel with
+   tls_verify: false and a tokens_file its group and others may read each
+   give both daemons a startup warning (insecure_setting) and a count in
+   herald_insecure_settings{setting}; the settings not used are 0.  Before,
+   both were accepted without a word.  The shared stack's MySQL password ("herald")
    is not distinctive and its Redis has no password: those parts are
    skipped with a message.
 API auth on by default (no tokens, not insecure -> exit 2) is tested by
@@ -75,8 +80,16 @@ def tls_and_secrets(env, dispatcher, worker):
                             "retry": retry},
             "tls_ca": {"url": provider.url("ok", "https"), "timeout_ms": 3000, "retry": retry,
                        "ca_file": ca},
+            "tls_off": {"url": provider.url("ok", "https"), "timeout_ms": 3000, "retry": retry,
+                        "tls_verify": False},
         }
-        cfg = env.config(channels)
+        # A second bootstrap token in a file anyone may read (mode 0644).
+        file_token = "tok-FILE-SECRET-%032x" % random.getrandbits(128)
+        tokens_file = os.path.join(env.dir, "tokens")
+        with open(tokens_file, "w") as f:
+            f.write(file_token + "\n")
+        os.chmod(tokens_file, 0o644)
+        cfg = env.config(channels, api_extra=", tokens_file: %s" % tokens_file)
         if not env.create_topic():
             return
         dsp = env.start([dispatcher, "-c", cfg], "dispatcher.log")
@@ -87,6 +100,14 @@ def tls_and_secrets(env, dispatcher, worker):
         # API traffic carrying the real token and a wrong one
         status, _ = env.http("GET", "/v1/tasks/%d" % verified)
         check(status == 200, "the API accepts the token")
+        status, _ = env.http("GET", "/v1/tasks/%d" % verified, token=file_token)
+        check(status == 200, "the API accepts the token of the tokens_file")
+        for port, name in ((env.dsp_port, "dispatcher"), (env.wk_port, "worker")):
+            text = env.metrics(port)
+            for setting, want in (("tls_verify", 1), ("secret_file_mode", 1),
+                                  ("require_starttls", 0), ("api_insecure", 0)):
+                line = 'herald_insecure_settings{setting="%s"} %d' % (setting, want)
+                check(line in text, "%s /metrics: %s" % (name, line))
         status, _ = env.http("GET", "/v1/tasks/%d" % verified, token=wrong)
         check(status == 401, "the API refuses a wrong token")
         for t in (unverified, verified):
@@ -109,9 +130,12 @@ def tls_and_secrets(env, dispatcher, worker):
         for p, name in ((wk, "worker log"), (dsp, "dispatcher log")):
             check(env.stop(p) == 0, "%s: clean exit" % name)
             texts[name] = env.log(p)
+            check("event=insecure_setting setting=tls_verify detail=channels.tls_off"
+                  in texts[name] and "event=insecure_setting setting=secret_file_mode" in texts[name],
+                  "%s: a startup warning for each insecure setting" % name)
         for name, text in texts.items():
             check(len(text) > 0, "%s is not empty" % name)
-            for secret in (env.token, wrong):
+            for secret in (env.token, wrong, file_token):
                 check(secret not in text, "%s does not contain %s" % (name, secret[:9] + "..."))
         print("skipped: the stack's MySQL password is not distinctive and its Redis has no "
               "password, so they are not grepped")
@@ -128,7 +152,7 @@ def main():
         print("HERALD_TEST_CONFIG is not set: the stack parts are skipped")
         return finish()
     env = Env("security")
-    env.token = "tok-SECRET-%d" % random.randrange(1 << 30)
+    env.token = "tok-SECRET-%032x" % random.getrandbits(128)
     try:
         tls_and_secrets(env, sys.argv[2], sys.argv[3])
     finally:

@@ -204,6 +204,34 @@ def test_fail_permanent():
         s.stop()
 
 
+def test_batch():
+    """A JSON array is a batch: one result per uid, in order, each decided
+    (and recorded) on its own; the same uids alone get the same answers."""
+    uids = ["b-%d" % i for i in range(200)]
+    s = Sink("--fail-permanent", "10", "--seed", "3")
+    try:
+        c = s.conn()
+        body = json.dumps([{"uid": u, "title": "t"} for u in uids])
+        c.request("POST", "/push", body=body, headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        assert r.status == 200
+        results = json.loads(r.read())["results"]
+        assert len(results) == len(uids)
+        alone = push_all(s, uids)
+        for u, res in zip(uids, results):
+            if alone[u] == 400:
+                assert res == {"status": "error", "error": "invalid_recipient",
+                               "retry": False}, res
+            else:
+                assert res == {"status": "ok"}, res
+        assert any(st == 400 for st in alone.values())
+        c.close()
+    finally:
+        lines = s.stop()
+    assert [u for u, _, _ in lines[:len(uids)]] == uids
+    assert len(lines) == 2 * len(uids)
+
+
 def test_throttle():
     s = Sink("--throttle-ms", "500")
     try:

@@ -16,15 +16,12 @@ HERALD_TEST_CONFIG)"""
 import base64
 import hashlib
 import hmac
-import http.server
 import os
 import sys
-import threading
-import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, check, finish  # noqa: E402
+from badinput_env import Env, Receiver, check, finish  # noqa: E402
 
 N = 6
 SECRETS = ["whsec_" + base64.b64encode(os.urandom(32)).decode(),
@@ -32,48 +29,16 @@ SECRETS = ["whsec_" + base64.b64encode(os.urandom(32)).decode(),
 RETRY = "{max_attempts: 3, backoff_ms: 50, max_backoff_ms: 100}"
 
 
-class Receiver:
-    """Records (path, headers, body, when) of every request; a uid's first
-    request on /flaky is answered 503 (retried by the worker), others 200."""
+def flaky_answer():
+    """The receiver's answers: a uid's first request on /flaky 503 (retried
+    by the worker), every other 200."""
+    seen = set()
 
-    def __init__(self):
-        self.records = []
-        self.lock = threading.Lock()
-        seen = set()
-        rec = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                with rec.lock:
-                    rec.records.append((self.path, dict(self.headers), body, time.time()))
-                    first = (self.path, body) not in seen
-                    seen.add((self.path, body))
-                code = 503 if self.path == "/flaky" and first else 200
-                self.send_response(code)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def url(self, path):
-        return "http://127.0.0.1:%d/%s" % (self.port, path)
-
-    def by_path(self, path):
-        with self.lock:
-            return [r for r in self.records if r[0] == "/" + path]
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+    def answer(path, body):
+        first = (path, body) not in seen
+        seen.add((path, body))
+        return (503 if path == "/flaky" and first else 200), b""
+    return answer
 
 
 def expected_signature(secret, msg_id, ts, body):
@@ -91,7 +56,7 @@ def main():
         print(__doc__)
         return 2
     env = Env("whsign")
-    rx = Receiver()
+    rx = Receiver(flaky_answer())
     try:
         channels = {
             "flaky": {"url": rx.url("flaky"), "retry": RETRY,

@@ -21,11 +21,6 @@ import sys
 import time
 import uuid
 
-import h2.config
-import h2.exceptions
-import h2.connection
-import h2.events
-import h2.settings
 import jwt
 
 import standin
@@ -35,12 +30,6 @@ PAYLOAD_MAX = 4096
 
 
 class State(standin.ProviderState):
-    def __init__(self, args):
-        super().__init__(args)
-        self.max_open = 0
-        self.conns = 0  # connections open now
-        self.max_conns = 0
-
     def check_token(self, auth):
         """None when AUTH is a valid provider token, else the APNs reason."""
         if not auth.startswith("bearer "):
@@ -83,95 +72,21 @@ class State(standin.ProviderState):
             return 410, "Unregistered"
         return 200, None
 
-
-class Connection:
-    def __init__(self, st, reader, writer):
-        self.st, self.reader, self.writer = st, reader, writer
-        cfg = h2.config.H2Configuration(client_side=False, header_encoding="utf-8")
-        self.conn = h2.connection.H2Connection(config=cfg)
-        self.streams = {}
-        self.open = 0
-
-    def flush(self):
-        data = self.conn.data_to_send()
-        if data:
-            self.writer.write(data)
-
-    async def respond(self, sid, headers, body):
-        st = self.st
-        status, reason = st.answer(headers, bytes(body))
-        if st.args.delay_ms > 0:
-            await asyncio.sleep(st.args.delay_ms / 1000)
+    async def respond(self, headers, body):
+        """The handler of standin.Server: the answer, after --delay-ms."""
+        status, reason = self.answer(headers, body)
+        if self.args.delay_ms > 0:
+            await asyncio.sleep(self.args.delay_ms / 1000)
         apns_id = headers.get("apns-id") or str(uuid.uuid4())
-        st.record("request", path=headers.get(":path"), status=status, reason=reason,
-                  headers={k: v for k, v in headers.items() if k.startswith("apns-")},
-                  body=body.decode("utf-8", "replace"))
+        self.record("request", path=headers.get(":path"), status=status, reason=reason,
+                    headers={k: v for k, v in headers.items() if k.startswith("apns-")},
+                    body=body.decode("utf-8", "replace"))
         out = json.dumps({"reason": reason, "timestamp": int(time.time() * 1000)} if status == 410
                          else {"reason": reason}).encode() if reason else b""
-        hdrs = [(":status", str(status)), ("apns-id", apns_id)]
+        hdrs = [("apns-id", apns_id)]
         if out:
             hdrs.append(("content-type", "application/json"))
-        try:
-            self.conn.send_headers(sid, hdrs, end_stream=not out)
-            if out:
-                self.conn.send_data(sid, out, end_stream=True)
-        except h2.exceptions.H2Error:
-            pass  # the client reset the stream meanwhile
-        self.open -= 1
-        self.flush()
-
-    async def run(self):
-        self.conn.initiate_connection()
-        self.conn.update_settings({h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS:
-                                   self.st.args.max_streams})
-        self.flush()
-        while True:
-            data = await self.reader.read(65536)
-            if not data:
-                break
-            for ev in self.conn.receive_data(data):
-                if isinstance(ev, h2.events.RequestReceived):
-                    self.streams[ev.stream_id] = (dict(ev.headers), bytearray())
-                    self.open += 1
-                    if self.open > self.st.max_open:
-                        self.st.max_open = self.open
-                        self.st.record("streams", max_open=self.open)
-                elif isinstance(ev, h2.events.DataReceived):
-                    self.streams[ev.stream_id][1].extend(ev.data)
-                    self.conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
-                elif isinstance(ev, h2.events.StreamEnded):
-                    headers, body = self.streams.pop(ev.stream_id)
-                    asyncio.ensure_future(self.respond(ev.stream_id, headers, body))
-                elif isinstance(ev, h2.events.StreamReset):
-                    if self.streams.pop(ev.stream_id, None) is not None:
-                        self.open -= 1
-                elif isinstance(ev, h2.events.ConnectionTerminated):
-                    self.flush()
-                    self.writer.close()
-                    return
-            self.flush()
-            await self.writer.drain()
-        self.writer.close()
-
-
-async def serve(args):
-    st = State(args)
-    ctx = standin.server_tls(args, alpn=["h2"])
-
-    async def on_client(reader, writer):
-        st.conns += 1
-        if st.conns > st.max_conns:
-            st.max_conns = st.conns
-            st.record("connections", max_open=st.conns)
-        try:
-            await Connection(st, reader, writer).run()
-        finally:
-            st.conns -= 1
-
-    srv = await asyncio.start_server(on_client, args.host, args.port, ssl=ctx)
-    standin.ready(srv.sockets[0].getsockname()[1])
-    async with srv:
-        await srv.serve_forever()
+        return status, hdrs, out
 
 
 def main():
@@ -185,7 +100,8 @@ def main():
     p.add_argument("--delay-ms", type=int, default=0)
     args = p.parse_args()
     standin.exit_after(args.max_seconds)
-    asyncio.run(serve(args))
+    st = State(args)
+    asyncio.run(standin.Server(args, st.record, st.respond, max_streams=args.max_streams).serve())
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ receives, for herald's integration tests.
 
 STARTTLS with --cert/--key (then required before anything else), AUTH
 PLAIN as --user/--password (only over TLS; LOGIN is not offered).  RCPT TO an address in
---unknown answers "550 5.1.1 ... User unknown"; --greylist N answers the
+--unknown answers "550 5.1.1 ... User unknown" (the address is dead), one in --refuse
+"550 5.7.1 ... Message refused" (a permanent failure of this message); --greylist N answers the
 first N transactions "451 4.7.1".  DATA is parsed as a MIME message and must
 have From, To, Subject, Date, Message-ID and MIME-Version 1.0 and a text or
 HTML part that decodes as UTF-8, else "554 5.6.0"; a valid message is
@@ -58,6 +59,7 @@ class Handler:
     def __init__(self, args):
         self.args = args
         self.unknown = {a.lower() for a in (args.unknown or [])}
+        self.refuse = {a.lower() for a in (args.refuse or [])}
         self.greylist_left = args.greylist
         self.record = standin.Recorder(args.record)
 
@@ -65,6 +67,9 @@ class Handler:
         if address.lower() in self.unknown:
             self.record("rcpt_unknown", to=address)
             return f"550 5.1.1 <{address}>: Recipient address rejected: User unknown"
+        if address.lower() in self.refuse:
+            self.record("rcpt_refused", to=address)
+            return f"550 5.7.1 <{address}>: Message refused by policy"
         envelope.rcpt_tos.append(address)
         return "250 OK"
 
@@ -117,6 +122,8 @@ def main():
     p.add_argument("--user", help="require AUTH as this user")
     p.add_argument("--password", default="")
     p.add_argument("--unknown", action="append", help="an address to refuse with 550 5.1.1")
+    p.add_argument("--refuse", action="append",
+                   help="an address to refuse with 550 5.7.1 (a permanent failure)")
     p.add_argument("--greylist", type=int, default=0, help="answer 451 to the first N messages")
     args = p.parse_args()
     standin.exit_after(args.max_seconds)

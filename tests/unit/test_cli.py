@@ -2,6 +2,7 @@
 """test_cli: every binary's --help and --version, and heraldctl's per-command help.
 
 usage: test_cli.py VERSION SOURCE_ROOT HERALD_DISPATCHER HERALD_WORKER HERALDCTL HERALD_SINK
+                   HERALD_HOOKS
 
 No server and no configuration is needed (HERALD_CONFIG is cleared):
   - NAME --help and -h: exit 0, "usage: NAME" on stdout, nothing on stderr;
@@ -40,12 +41,12 @@ def source_options(path):
 
 
 def main(argv):
-    if len(argv) != 7:
+    if len(argv) != 8:
         print(__doc__, file=sys.stderr)
         return 2
     version, root = argv[1], argv[2]
     bins = {"herald-dispatcher": argv[3], "herald-worker": argv[4], "heraldctl": argv[5],
-            "herald-sink": argv[6]}
+            "herald-sink": argv[6], "herald-hooks": argv[7]}
 
     for name, path in bins.items():
         for flag in ("--help", "-h"):
@@ -71,7 +72,7 @@ def main(argv):
           "heraldctl help lists the commands: %s" % " ".join(commands))
     # The source file of each command whose flags are checked.
     sources = {"create": "cmd_create.c", "list": "cmd_list.c", "status": "cmd_status.c",
-               "address": "cmd_address.c"}
+               "address": "cmd_address.c", "hooks": "cmd_hooks.c"}
     for cmd in commands:
         h = run([ctl, "help", cmd])
         check(h.returncode == 0 and h.stdout.startswith("usage: heraldctl [-c CONFIG] " + cmd),

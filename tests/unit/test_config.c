@@ -13,10 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "hr_config.h"
 #include "hr_log.h"
+#include "hr_seams.h"
 
 static const char *fixture_dir;
 static const char *example_path;
@@ -61,6 +63,7 @@ static void assert_defaults(const hr_config *cfg)
     assert_string_equal(cfg->mysql.password, "");
     assert_string_equal(cfg->mysql.database, "herald");
     assert_int_equal(cfg->mysql.connect_timeout_s, 5);
+    assert_int_equal(cfg->mysql.timeout_s, 10);
     assert_false(cfg->mysql.tls.enabled);
     /* Absent or "" (the example) mean none alike. */
     assert_true(cfg->mysql.tls.ca_file == NULL || cfg->mysql.tls.ca_file[0] == '\0');
@@ -99,6 +102,7 @@ static void assert_defaults(const hr_config *cfg)
     assert_int_equal(cfg->dispatcher.sweep_interval_ms, 5000);
     assert_int_equal(cfg->dispatcher.refill_batch, 10000);
     assert_int_equal(cfg->dispatcher.chunks_ahead, 12);
+    assert_int_equal(cfg->dispatcher.delivery_retention_days, 30);
     assert_string_equal(cfg->worker.listen, "127.0.0.1:8081");
     assert_int_equal(cfg->worker.ack_batch, 100);
     assert_true(cfg->worker.delivery_log);
@@ -171,10 +175,10 @@ static void test_example(void **state)
     assert_defaults(cfg);
     hr_config_free(cfg);
 
-    setenv("HERALD_API_TOKEN", "tok-1", 1);
+    setenv("HERALD_API_TOKEN", "tok-1-0123456789abcdef0123456789abcdef", 1);
     cfg = load_ok(example_path);
     assert_int_equal(cfg->dispatcher.api.ntokens, 1);
-    assert_string_equal(cfg->dispatcher.api.tokens[0], "tok-1");
+    assert_string_equal(cfg->dispatcher.api.tokens[0], "tok-1-0123456789abcdef0123456789abcdef");
     hr_config_free(cfg);
     unsetenv("HERALD_API_TOKEN");
 }
@@ -209,6 +213,7 @@ static void test_full(void **state)
     assert_string_equal(cfg->mysql.password, "s3cret");
     assert_string_equal(cfg->mysql.database, "reminders");
     assert_int_equal(cfg->mysql.connect_timeout_s, 9);
+    assert_int_equal(cfg->mysql.timeout_s, 20);
     assert_true(cfg->mysql.tls.enabled);
     assert_string_equal(cfg->mysql.tls.ca_file, "/etc/herald/mysql-ca.pem");
     assert_false(cfg->mysql.tls.verify);
@@ -236,8 +241,8 @@ static void test_full(void **state)
     assert_int_equal(cfg->dispatcher.api.max_connections_per_ip, 9);
     assert_int_equal(cfg->dispatcher.api.header_timeout_ms, 2500);
     assert_int_equal(cfg->dispatcher.api.ntokens, 2);
-    assert_string_equal(cfg->dispatcher.api.tokens[0], "alpha");
-    assert_string_equal(cfg->dispatcher.api.tokens[1], "beta");
+    assert_string_equal(cfg->dispatcher.api.tokens[0], "alpha-0123456789abcdef0123456789abcdef");
+    assert_string_equal(cfg->dispatcher.api.tokens[1], "beta-0123456789abcdef0123456789abcdef0");
     assert_int_equal(cfg->dispatcher.api.max_body_bytes, 2048);
     assert_int_equal(cfg->dispatcher.api.max_ids, 77);
     assert_true(cfg->dispatcher.api.insecure);
@@ -252,6 +257,7 @@ static void test_full(void **state)
     assert_int_equal(cfg->dispatcher.sweep_interval_ms, 2500);
     assert_int_equal(cfg->dispatcher.refill_batch, 500);
     assert_int_equal(cfg->dispatcher.chunks_ahead, 0);
+    assert_int_equal(cfg->dispatcher.delivery_retention_days, 90);
     assert_string_equal(cfg->worker.listen, "[::1]:0");
     assert_int_equal(cfg->worker.ack_batch, 10);
     assert_false(cfg->worker.delivery_log);
@@ -318,8 +324,8 @@ static void test_types(void **state)
     ch = hr_config_channel(cfg, "android");
     assert_int_equal(ch->type, HR_CHANNEL_FCM);
     assert_string_equal(ch->fcm.service_account_file, "/etc/herald/fcm.json");
-    assert_string_equal(ch->url, "http://127.0.0.1:9001");
-    assert_string_equal(ch->fcm.token_uri, "http://127.0.0.1:9001/token");
+    assert_string_equal(ch->url, "https://127.0.0.1:9001");
+    assert_string_equal(ch->fcm.token_uri, "https://127.0.0.1:9001/token");
     assert_int_equal(ch->concurrency, 64);
     assert_int_equal(ch->nheaders, 0);
 
@@ -359,7 +365,7 @@ static void test_env_expansion(void **state)
     fixture(path, sizeof(path), "env.yaml");
     setenv("HERALD_TEST_INSTANCE", "inst-9", 1);
     setenv("HERALD_TEST_PORT", "3307", 1);
-    setenv("HERALD_TEST_SECRET", "s$cr}t", 1);
+    setenv("HERALD_TEST_SECRET", "s$cr}t-0123456789abcdef0123456789ab", 1);
     setenv("HERALD_TEST_EMPTY", "", 1);
     unsetenv("HERALD_TEST_UNSET");
 
@@ -369,14 +375,14 @@ static void test_env_expansion(void **state)
     assert_int_equal(cfg->mysql.port, 3307);
     assert_string_equal(cfg->mysql.user, "pa$s");
     /* $$ -> $, empty with :- -> default, values are not expanded again. */
-    assert_string_equal(cfg->mysql.password, "p$w-s$cr}t-dflt");
+    assert_string_equal(cfg->mysql.password, "p$w-s$cr}t-0123456789abcdef0123456789ab-dflt");
     assert_int_equal(cfg->kafka.nproperties, 1);
-    assert_string_equal(cfg->kafka.properties[0].value, "s$cr}t");
+    assert_string_equal(cfg->kafka.properties[0].value, "s$cr}t-0123456789abcdef0123456789ab");
     assert_int_equal(cfg->dispatcher.api.ntokens, 1);
-    assert_string_equal(cfg->dispatcher.api.tokens[0], "s$cr}t");
+    assert_string_equal(cfg->dispatcher.api.tokens[0], "s$cr}t-0123456789abcdef0123456789ab");
     const hr_channel *ch = hr_config_channel(cfg, "webhook");
     assert_string_equal(ch->url, "http://127.0.0.1:9099/{{uid}}");
-    assert_string_equal(ch->headers[0].value, "Bearer s$cr}t");
+    assert_string_equal(ch->headers[0].value, "Bearer s$cr}t-0123456789abcdef0123456789ab");
     assert_null(ch->ca_file);
     hr_config_free(cfg);
 
@@ -480,7 +486,7 @@ static void test_redis_cluster(void **state)
     hr_config_free(cfg);
     setenv("HERALD_REDIS_CLUSTER", "true", 1);
     assert_int_equal(hr_config_load(path, &cfg, err, sizeof(err)), -1);
-    snprintf(want, sizeof(want), "%s:22:7: redis.db: 3 with redis.cluster true", path);
+    snprintf(want, sizeof(want), "%s:23:7: redis.db: 3 with redis.cluster true", path);
     if (strncmp(err, want, strlen(want)) != 0)
         fail_msg("got %s", err);
     unsetenv("HERALD_REDIS_CLUSTER");
@@ -546,6 +552,114 @@ static void test_buffer(void **state)
     assert_non_null(strstr(err, "nested deeper than"));
 }
 
+/* Writes TEXT into a new temporary file of MODE; its path into PATH. */
+static void secret_file(char *path, size_t len, const char *text, mode_t mode)
+{
+    int fd;
+
+    snprintf(path, len, "/tmp/herald-test-secret-XXXXXX");
+    fd = mkstemp(path);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    assert_int_equal(fchmod(fd, mode), 0);
+    close(fd);
+}
+
+/* Every secret's *_file form: passwords, bootstrap tokens, signing secrets;
+ * a file its group or others may read is noted, one of the owner's is not. */
+static void test_secret_files(void **state)
+{
+    char mysql[64], redis[64], tokens[64], secrets[64], text[1024], err[512];
+    hr_config *cfg = NULL;
+
+    (void)state;
+    secret_file(mysql, sizeof mysql, "my-pass\n", 0600);
+    secret_file(redis, sizeof redis, "redis-pass", 0640);
+    secret_file(tokens, sizeof tokens,
+                "# bootstrap admins\n0123456789abcdef0123456789abcdef-a\n\n"
+                "0123456789abcdef0123456789abcdef-b\r\n",
+                0400);
+    secret_file(secrets, sizeof secrets, "whsec_85nO1HtJpfe2YfAm1LqZpp2EDwbpOKZi\n", 0644);
+    snprintf(text, sizeof text,
+             "mysql: {password_file: %s}\nredis: {password_file: %s}\n"
+             "dispatcher: {api: {tokens: [0123456789abcdef0123456789abcdef-y], "
+             "tokens_file: %s}}\n"
+             "channels:\n  hook: {url: \"http://h/\", signing_secrets_file: %s}\n",
+             mysql, redis, tokens, secrets);
+    assert_int_equal(hr_config_load_buffer("mem", text, strlen(text), &cfg, err, sizeof err), 0);
+    assert_string_equal(cfg->mysql.password, "my-pass");
+    assert_string_equal(cfg->redis.password, "redis-pass");
+    assert_int_equal(cfg->dispatcher.api.ntokens, 3);
+    assert_string_equal(cfg->dispatcher.api.tokens[1], "0123456789abcdef0123456789abcdef-a");
+    assert_string_equal(cfg->dispatcher.api.tokens[2], "0123456789abcdef0123456789abcdef-b");
+    assert_int_equal(hr_config_channel(cfg, "hook")->nsigning_secrets, 1);
+    /* In the order they were read: the channels' first. */
+    assert_int_equal(cfg->nexposed_files, 2);
+    assert_string_equal(cfg->exposed_files[0], secrets);
+    assert_string_equal(cfg->exposed_files[1], redis);
+    hr_config_free(cfg);
+    /* A short token in the file: its line is named, never its text. */
+    unlink(tokens);
+    secret_file(tokens, sizeof tokens, "0123456789abcdef0123456789abcdef-a\nshorty\n", 0600);
+    snprintf(text, sizeof text,
+             "dispatcher: {api: {tokens_file: %s}}\nchannels:\n  hook: {url: \"http://h/\"}\n",
+             tokens);
+    assert_int_equal(hr_config_load_buffer("mem", text, strlen(text), &cfg, err, sizeof err), -1);
+    assert_non_null(strstr(err, "token 2 is 6 bytes"));
+    assert_null(strstr(err, "shorty"));
+    unlink(mysql);
+    unlink(redis);
+    unlink(tokens);
+    unlink(secrets);
+}
+
+/* dispatcher.api.jwt with the unit tests' JWK Set; client tokens' lifetime. */
+static void test_jwt_section(void **state)
+{
+    char text[1024], err[512];
+    hr_config *cfg = NULL;
+
+    (void)state;
+    snprintf(text, sizeof text,
+             "dispatcher:\n  api:\n    client_token_max_ttl_s: 3600\n    jwt:\n"
+             "      jwks_file: %s/../keys/jwks.json\n      issuer: https://id.example.org\n"
+             "      audience: herald\n      leeway_s: 5\n"
+             "channels:\n  hook: {url: \"http://h/\"}\n",
+             fixture_dir);
+    assert_int_equal(hr_config_load_buffer("mem", text, strlen(text), &cfg, err, sizeof err), 0);
+    assert_string_equal(cfg->dispatcher.api.jwt.issuer, "https://id.example.org");
+    assert_string_equal(cfg->dispatcher.api.jwt.role_claim, "herald_role");
+    assert_string_equal(cfg->dispatcher.api.jwt.subject_claim, "sub");
+    assert_int_equal(cfg->dispatcher.api.jwt.leeway_s, 5);
+    assert_int_equal(cfg->dispatcher.api.client_token_max_ttl_s, 3600);
+    hr_config_free(cfg);
+}
+
+/* http:// for an fcm or apns endpoint sends credentials in clear text: only
+ * a build with test seams (the stand-ins) takes it. */
+static void test_provider_http(void **state)
+{
+    static const char *const texts[] = {
+        "channels:\n  a: {type: fcm, service_account_file: /x.json, url: \"http://h\"}\n",
+        "channels:\n  a: {type: fcm, service_account_file: /x.json, "
+        "token_uri: \"http://h/t\"}\n",
+        "channels:\n  a: {type: apns, key_file: /k.p8, key_id: ABC123DEFG, team_id: "
+        "TEAM123456, topic: t, url: \"http://h\"}\n",
+    };
+    hr_config *cfg = NULL;
+    char err[512];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        int rc = hr_config_load_buffer("mem", texts[i], strlen(texts[i]), &cfg, err, sizeof err);
+        assert_int_equal(rc, HR_SEAMS_ON ? 0 : -1);
+        if (!HR_SEAMS_ON)
+            assert_non_null(strstr(err, "clear text; use https://"));
+        hr_config_free(cfg);
+        cfg = NULL;
+    }
+}
+
 typedef struct bad_case {
     const char *file;
     const char *where; /* "line:col" */
@@ -561,7 +675,7 @@ static const bad_case bad_cases[] = {
     {"bad_top_sequence.yaml", "1:1", "the configuration must be a mapping of sections"},
     {"bad_unknown_top.yaml", "1:1",
      "unknown key \"mysqll\" at the top level (expected: instance, log, mysql, redis, kafka, "
-     "dispatcher, worker, recipients, channels)"},
+     "dispatcher, worker, recipients, events, channels)"},
     {"bad_category_dup.yaml", "4:7", "recipients.categories[1].name: \"reminder\" is used twice"},
     {"bad_category_name.yaml", "3:7",
      "recipients.categories[0].name: required, 1..32 of a-z 0-9 _ -"},
@@ -573,8 +687,8 @@ static const bad_case bad_cases[] = {
     {"bad_attributes_max.yaml", "2:25",
      "recipients.attributes_max_bytes: 100000 is out of range (64..65536)"},
     {"bad_unknown_nested.yaml", "3:3",
-     "unknown key \"hostt\" in mysql (expected: host, port, user, password, database, "
-     "connect_timeout_s, tls)"},
+     "unknown key \"hostt\" in mysql (expected: host, port, user, password, password_file, "
+     "database, connect_timeout_s, timeout_s, tls)"},
     {"bad_unknown_channel_key.yaml", "4:30",
      "unknown key \"backof_ms\" in channels.webhook.retry (expected: max_attempts, backoff_ms, "
      "max_backoff_ms)"},
@@ -652,6 +766,11 @@ static const bad_case bad_cases[] = {
     {"bad_smtp_scheme.yaml", "4:10", "channels.mail.url: type smtp takes smtp:// or smtps://"},
     {"bad_webhook_smtp_url.yaml", "3:10",
      "channels.hook.url: type webhook takes http:// or https://"},
+    {"bad_batch_body.yaml", "5:17",
+     "channels.hook.batch_body: must hold {{items}} once and no other {{...}}"},
+    {"bad_batch_url.yaml", "4:12",
+     "channels.hook: a batched channel's url may not name {{uid}} or {{user.*}} (one request "
+     "carries many recipients)"},
     {"bad_smtp_from.yaml", "5:11",
      "channels.mail.from: \"Herald <a@example.com>\" is not an address local@domain"},
     {"bad_smtp_no_part.yaml", "6:11", "channels.mail: a mail needs a text or an html part"},
@@ -666,6 +785,12 @@ static const bad_case bad_cases[] = {
      "channels.hook.signing_secrets: webhook secret must start with \"whsec_\""},
     {"bad_secret_three.yaml", "5:7", "channels.hook.signing_secrets: 3 secrets; at most 2"},
     {"bad_client_keys_three.yaml", "4:7", "dispatcher.api.client_keys: 3 keys; at most 2"},
+    {"bad_track_key_short.yaml", "4:5",
+     "events.tracking: the key is 9 bytes; at least 32 (e.g. openssl rand -hex 32)"},
+    {"bad_track_no_key.yaml", "4:5",
+     "events.tracking: base_url and a key (key or key_file) go together"},
+    {"bad_track_url.yaml", "4:15", "events.tracking.base_url: \"ftp://x\" is no http(s):// URL"},
+    {"bad_hooks_batch.yaml", "4:16", "events.hooks.batch_max: 0 is out of range (1..1000)"},
     {"bad_client_key_short.yaml", "4:9",
      "dispatcher.api.client_keys[0]: the secret of key \"k1\" is 9 bytes; at least 32"},
     {"bad_client_key_dup.yaml", "5:9", "dispatcher.api.client_keys[1].id: \"k1\" is used twice"},
@@ -675,6 +800,16 @@ static const bad_case bad_cases[] = {
      "dispatcher.api.client_keys[0].id: required, 1..32 of A-Z a-z 0-9 _ -"},
     {"bad_client_key_file.yaml", "5:22",
      "dispatcher.api.client_keys[0].secret_file: /nonexistent/herald-client-key: cannot open"},
+    {"bad_token_short.yaml", "3:13",
+     "dispatcher.api.tokens: token 1 is 11 bytes; at least 32 (e.g. openssl rand -hex 32)"},
+    {"bad_tokens_file.yaml", "3:18",
+     "dispatcher.api.tokens_file: /nonexistent/herald-tokens: cannot open"},
+    {"bad_mysql_password_both.yaml", "3:18",
+     "mysql: password and password_file are both set (keep one)"},
+    {"bad_jwt_issuer.yaml", "4:7",
+     "dispatcher.api.jwt: issuer and audience are required with a jwks_file"},
+    {"bad_jwt_jwks.yaml", "4:18",
+     "dispatcher.api.jwt.jwks_file: /nonexistent/herald-jwks.json: cannot open"},
 };
 
 static void test_bad(void **state)
@@ -706,14 +841,15 @@ int main(int argc, char **argv)
     unsetenv("HERALD_TEST_NOT_SET");
 
     enum { NBAD = sizeof(bad_cases) / sizeof(bad_cases[0]) };
-    struct CMUnitTest tests[9 + NBAD] = {
+    struct CMUnitTest tests[12 + NBAD] = {
         cmocka_unit_test(test_minimal),       cmocka_unit_test(test_example),
         cmocka_unit_test(test_full),          cmocka_unit_test(test_env_expansion),
         cmocka_unit_test(test_env_overrides), cmocka_unit_test(test_cannot_open),
         cmocka_unit_test(test_buffer),        cmocka_unit_test(test_types),
-        cmocka_unit_test(test_redis_cluster),
+        cmocka_unit_test(test_redis_cluster), cmocka_unit_test(test_secret_files),
+        cmocka_unit_test(test_jwt_section),   cmocka_unit_test(test_provider_http),
     };
-    size_t n = 9;
+    size_t n = 12;
     for (size_t i = 0; i < NBAD; i++) {
         tests[n].name = bad_cases[i].file;
         tests[n].test_func = test_bad;

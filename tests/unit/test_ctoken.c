@@ -23,7 +23,7 @@ static hr_client_key keys[] = {
 static int verify(const char *token, int64_t now, int64_t *uid)
 {
     char err[128] = "";
-    int rc = hr_ctoken_verify(token, keys, 2, now, uid, err, sizeof err);
+    int rc = hr_ctoken_verify(token, keys, 2, now, 0, uid, err, sizeof err);
     if (rc != 0)
         assert_true(err[0] != '\0');
     return rc;
@@ -58,8 +58,13 @@ static void test_round_trip_and_expiry(void **state)
     /* At the expiry second it is over; the uid is still said (well signed). */
     assert_int_equal(verify(tok, NOW + 60, &uid), HR_CTOKEN_EXPIRED);
     /* Only key k1 configured: a k2 token names an unknown key. */
-    assert_int_equal(hr_ctoken_verify(tok, keys, 1, NOW, &uid, err, sizeof err), -1);
+    assert_int_equal(hr_ctoken_verify(tok, keys, 1, NOW, 0, &uid, err, sizeof err), -1);
     assert_int_equal(uid, 0);
+    /* Valid for 60 s more: over a bound of 59 s, within one of 60 s. */
+    assert_int_equal(hr_ctoken_verify(tok, keys, 2, NOW, 59, &uid, err, sizeof err),
+                     HR_CTOKEN_TOO_LONG);
+    assert_non_null(strstr(err, "client_token_max_ttl_s"));
+    assert_int_equal(hr_ctoken_verify(tok, keys, 2, NOW, 60, &uid, err, sizeof err), 0);
     assert_int_equal(hr_ctoken_issue(&keys[0], 0, NOW, tok, sizeof tok, err, sizeof err), -1);
     assert_int_equal(hr_ctoken_issue(&keys[0], 1, NOW, tok, 20, err, sizeof err), -1);
 }

@@ -83,6 +83,8 @@ static void test_global_keys(void **state)
     assert_string_equal(hr_key_timer(P, buf, sizeof buf), "herald:timer");
     assert_string_equal(hr_key_cancel_held(P, buf, sizeof buf), "herald:cancel_held");
     assert_string_equal(hr_key_redriven(P, buf, sizeof buf), "herald:redriven");
+    assert_string_equal(hr_key_job(P, buf, sizeof buf, 42), "herald:job:42");
+    assert_string_equal(hr_key_job_seq(P, buf, sizeof buf), "herald:job_seq");
     assert_string_equal(hr_key_user(P, buf, sizeof buf, "7"), "herald:user:7");
     assert_string_equal(hr_key_addr(P, buf, sizeof buf, "7"), "herald:addr:7");
     assert_string_equal(hr_key_slowdown(P, buf, sizeof buf, "fcm.eu"), "herald:slow:fcm.eu");
@@ -90,14 +92,11 @@ static void test_global_keys(void **state)
     assert_string_equal(hr_key_user_synced(P, buf, sizeof buf), "herald:user_synced");
     assert_string_equal(hr_key_user_lock(P, buf, sizeof buf), "herald:user_lock");
     assert_string_equal(hr_key_addr_lock(P, buf, sizeof buf), "herald:addr_lock");
-    assert_string_equal(hr_key_ratelimit(P, buf, sizeof buf, "task42", 1700000000),
-                        "herald:rl:task42:1700000000");
-    assert_string_equal(hr_key_pace_rl(P, buf, sizeof buf, 42, "push", 1700000000),
-                        "herald:{t42}:rl:push:1700000000");
+    assert_string_equal(hr_key_ratelimit(P, buf, sizeof buf, "task42"), "herald:rl:task42");
+    assert_string_equal(hr_key_pace_rl(P, buf, sizeof buf, 42, "push"), "herald:{t42}:rl:push");
     assert_string_equal(hr_key_share(P, buf, sizeof buf, "fcm.eu", -1),
                         "herald:share:{c:fcm.eu}:tasks");
-    assert_string_equal(hr_key_share(P, buf, sizeof buf, "fcm.eu", 1700000000),
-                        "herald:share:{c:fcm.eu}:1700000000");
+    assert_string_equal(hr_key_share(P, buf, sizeof buf, "fcm.eu", 1), "herald:share:{c:fcm.eu}:1");
     assert_string_equal(hr_key_throttle(P, buf, sizeof buf, "games", "7", NULL),
                         "herald:thr:games:7");
     assert_string_equal(hr_key_throttle(P, buf, sizeof buf, "games", "7", "chess"),

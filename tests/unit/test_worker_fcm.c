@@ -10,8 +10,10 @@
 #include <cJSON.h>
 #include <cmocka.h>
 
+#include "hr_seams.h"
 #include "key_fixtures.h"
 #include "test_provider.h"
+#include "hr_seams.h"
 #include "wk_fcm.h"
 
 #define NOW 1700000000
@@ -47,7 +49,7 @@ static void test_account(void **state)
 
 static void test_account_rejects(void **state)
 {
-    char err[256], *ec = key_fixtures_read("ec.p8", NULL), *json;
+    char err[256], *ec = key_fixtures_read("ec.p8", NULL), *json, *rsa;
     wk_fcm_account *a = (wk_fcm_account *)1;
     cJSON *o;
 
@@ -72,6 +74,20 @@ static void test_account_rejects(void **state)
     assert_int_equal(wk_fcm_account_parse(json, strlen(json), &a, err, sizeof err), -1);
     assert_non_null(strstr(err, "token_uri"));
     free(json);
+    /* http:// sends the signed assertion in clear text: only a build with
+     * test seams takes it (for the stand-ins). */
+    rsa = key_fixtures_read("rsa.pem", NULL);
+    cJSON_ReplaceItemInObject(o, "private_key", cJSON_CreateString(rsa));
+    cJSON_ReplaceItemInObject(o, "token_uri", cJSON_CreateString("http://127.0.0.1:1/token"));
+    json = cJSON_PrintUnformatted(o);
+    assert_int_equal(wk_fcm_account_parse(json, strlen(json), &a, err, sizeof err),
+                     HR_SEAMS_ON ? 0 : -1);
+    if (!HR_SEAMS_ON)
+        assert_non_null(strstr(err, "https://"));
+    wk_fcm_account_free(a);
+    a = NULL;
+    free(json);
+    free(rsa);
     cJSON_Delete(o);
     free(ec);
 }

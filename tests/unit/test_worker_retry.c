@@ -1,11 +1,15 @@
-/* Unit tests of wk_retry: backoff bounds and the AIMD in-flight cap. */
+/* Unit tests of wk_retry: backoff bounds and the AIMD in-flight cap; and
+ * the Retry-After both transports read (wk_provider_retry_after). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
+#include "wk_provider.h"
 #include "wk_retry.h"
 
 static void test_backoff_ceiling_doubles(void **state)
@@ -106,6 +110,34 @@ static void test_heap_order(void **state)
     wk_retry_heap_free(&h);
 }
 
+/* Retry-After as delta seconds or an HTTP-date, clamped to 0..1 hour. */
+static void test_retry_after(void **state)
+{
+    static const struct {
+        const char *value;
+        long want;
+    } cases[] = {
+        {"5", 5},
+        {" 30\r\n", 30},
+        {"0", 0},
+        {"-3", 0},
+        {"99999", 3600},
+        {"junk", 0},
+        {"", 0},
+        {"Thu, 01 Jan 1970 00:02:00 GMT", 120},
+        {"Thu, 01 Jan 1970 03:00:00 GMT", 3600},
+    };
+
+    (void)state;
+    /* "Now" is the epoch, so a date is the seconds after it. */
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        assert_int_equal(wk_provider_retry_after(cases[i].value, strlen(cases[i].value), 0),
+                         cases[i].want);
+    assert_int_equal(wk_provider_retry_after("Thu, 01 Jan 1970 00:02:00 GMT", 29, 100), 20);
+    /* A date already past asks for no wait. */
+    assert_int_equal(wk_provider_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", 29, time(NULL)), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -114,6 +146,7 @@ int main(void)
         cmocka_unit_test(test_backoff_within_bounds),
         cmocka_unit_test(test_cap_halves_and_grows),
         cmocka_unit_test(test_heap_order),
+        cmocka_unit_test(test_retry_after),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "hr_track.h"
 #include "wk_chunk.h"
 #include "wk_task.h"
 
@@ -197,6 +198,43 @@ static void test_render_mail_html(void **state)
     wk_task_free(task);
 }
 
+/* With events.tracking the html part's links go through the click redirect
+ * and the pixel is added (hr_track.h), signed for the task and the uid;
+ * the text part is left alone. */
+static void test_render_mail_tracked(void **state)
+{
+    fixture *f = *state;
+    wk_task *task;
+    hr_buf out[WK_TASK__MAIL], link;
+    char errstr[512], want[1024];
+    redisReply k = {.type = REDIS_REPLY_STRING, .str = "name", .len = 4};
+    redisReply v = {.type = REDIS_REPLY_STRING, .str = "Ann", .len = 3};
+    redisReply *items[] = {&k, &v};
+    redisReply user = {.type = REDIS_REPLY_ARRAY, .elements = 2, .element = items};
+
+    f->cfg->events.tracking.base_url = strdup("https://h.test");
+    f->cfg->events.tracking.key = strdup("0123456789abcdef0123456789abcdef");
+    task =
+        channel_task(f->cfg, "mail", "T", "see it", "{\"p\":\"<a href='https://x.test/a'>a</a>\"}");
+    for (size_t i = 0; i < WK_TASK__MAIL; i++)
+        hr_buf_init(&out[i], 4096);
+    hr_buf_init(&link, 512);
+    assert_int_equal(wk_task_render_mail(task, "3", &user, out, errstr, sizeof errstr), 0);
+    assert_int_equal(hr_track_token(f->cfg->events.tracking.key, HR_TRACK_CLICKED, 8, 3,
+                                    "https://x.test/a", &link),
+                     0);
+    snprintf(want, sizeof want,
+             "<p>Hi Ann: see it</p><a href='https://h.test/t/c/%s?u=https%%3A%%2F%%2Fx.test%%2Fa'>a"
+             "</a><img src=\"https://h.test/t/o/8.3.",
+             link.data);
+    assert_int_equal(strncmp(out[WK_TASK_HTML].data, want, strlen(want)), 0);
+    assert_string_equal(out[WK_TASK_TEXT].data, "Hi Ann: see it");
+    for (size_t i = 0; i < WK_TASK__MAIL; i++)
+        hr_buf_free(&out[i]);
+    hr_buf_free(&link);
+    wk_task_free(task);
+}
+
 static void test_uid_valid(void **state)
 {
     (void)state;
@@ -219,6 +257,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_render_escapes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_render_fixed_texts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_render_mail_html, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_render_mail_tracked, setup, teardown),
         cmocka_unit_test(test_uid_valid),
     };
 

@@ -3,7 +3,9 @@
  * The signer holds the hr_jwt_key and the current token in an hr_buf it
  * rewrites in place when renewing.  Request fields that end up in a path
  * or a header line are checked against narrow alphabets first, so nothing
- * a task or an address carries can add a header or change the path. */
+ * a task or an address carries can add a header or change the path.  The
+ * request is written with memcpy and the JSON escaper (hr_template.h), not
+ * printf or a cJSON tree: it is built for every push. */
 #include "wk_apns.h"
 
 #include <cJSON.h>
@@ -14,6 +16,7 @@
 #include <string.h>
 
 #include "hr_jwt.h"
+#include "hr_template.h"
 
 #define WK_APNS_ID_LEN 10 /* key and team ids */
 #define WK_APNS_COLLAPSE_MAX 64
@@ -28,16 +31,32 @@ struct wk_apns_signer {
     bool expired; /* APNs said so: renew on the next call */
 };
 
-/* True when S is 1..MAX bytes, each alphanumeric or in EXTRA. */
-static bool wk_apns_chars_ok(const char *s, size_t min, size_t max, const char *extra)
+/* The characters of key and team ids (letters and digits), as bitmaps of
+ * 0..63 and 64..127; with WK_APNS_DOTS those of a bundle id and of a JWT
+ * (base64url and dots). */
+#define WK_APNS_BIT(c) (1ULL << ((c)&63))
+#define WK_APNS_ALNUM_LO (0x3ffULL << '0')
+#define WK_APNS_ALNUM_HI ((0x3ffffffULL << ('A' - 64)) | (0x3ffffffULL << ('a' - 64)))
+#define WK_APNS_DOTS_LO (WK_APNS_BIT('.') | WK_APNS_BIT('-'))
+#define WK_APNS_DOTS_HI WK_APNS_BIT('_')
+
+/* True when S is MIN..MAX bytes, each a letter or digit or, with DOTS, one
+ * of ".-_".  (A bitmap, not isalnum and strchr or strspn per call: the
+ * provider token is checked on every push.) */
+static bool wk_apns_chars_ok(const char *s, size_t min, size_t max, bool dots)
 {
+    uint64_t lo = WK_APNS_ALNUM_LO | (dots ? WK_APNS_DOTS_LO : 0);
+    uint64_t hi = WK_APNS_ALNUM_HI | (dots ? WK_APNS_DOTS_HI : 0);
     size_t n = strlen(s);
 
     if (n < min || n > max)
         return false;
-    for (size_t i = 0; i < n; i++)
-        if (!isalnum((unsigned char)s[i]) && strchr(extra, s[i]) == NULL)
+    for (size_t i = 0; i < n; i++) {
+        unsigned c = (unsigned char)s[i];
+
+        if (c >= 128 || !(((c < 64 ? lo : hi) >> (c & 63)) & 1))
             return false;
+    }
     return true;
 }
 
@@ -48,8 +67,8 @@ int wk_apns_signer_new(const char *p8, size_t len, const char *key_id, const cha
     int rc = -1;
 
     *out = NULL;
-    if (!wk_apns_chars_ok(key_id, WK_APNS_ID_LEN, WK_APNS_ID_LEN, "") ||
-        !wk_apns_chars_ok(team_id, WK_APNS_ID_LEN, WK_APNS_ID_LEN, "")) {
+    if (!wk_apns_chars_ok(key_id, WK_APNS_ID_LEN, WK_APNS_ID_LEN, false) ||
+        !wk_apns_chars_ok(team_id, WK_APNS_ID_LEN, WK_APNS_ID_LEN, false)) {
         snprintf(errstr, errlen, "apns: key id and team id must be %d letters or digits",
                  WK_APNS_ID_LEN);
         goto cleanup;
@@ -122,77 +141,100 @@ static bool wk_apns_uuid_ok(const char *s)
     return true;
 }
 
-/* Appends the header line "NAME: VALUE" to REQ; -1 when it does not fit. */
-static int wk_apns_header(wk_apns_request *req, const char *name, const char *value)
+/* Appends the header line "NAME: VALUE" (VLEN bytes) to REQ; -1 when it
+ * does not fit. */
+static int wk_apns_header(wk_apns_request *req, const char *name, size_t nlen, const char *value,
+                          size_t vlen)
 {
-    int n;
+    char *line = req->header[req->nheaders];
 
-    if (req->nheaders == WK_APNS_MAX_HEADERS)
+    if (req->nheaders == WK_APNS_MAX_HEADERS || nlen + 2 + vlen >= WK_APNS_HEADER_MAX)
         return -1;
-    n = snprintf(req->header[req->nheaders], WK_APNS_HEADER_MAX, "%s: %s", name, value);
-    if (n < 0 || n >= WK_APNS_HEADER_MAX)
-        return -1;
+    memcpy(line, name, nlen);
+    memcpy(line + nlen, ": ", 2);
+    memcpy(line + nlen + 2, value, vlen);
+    line[nlen + 2 + vlen] = '\0';
+    req->name_len[req->nheaders] = nlen;
+    req->line_len[req->nheaders] = nlen + 2 + vlen;
     req->nheaders++;
     return 0;
 }
 
-/* Appends the JSON body of M to BODY. */
+/* wk_apns_header with a NUL-terminated literal NAME and VALUE. */
+#define WK_APNS_HEADER(req, name, value) \
+    wk_apns_header((req), name, sizeof name - 1, (value), strlen(value))
+
+/* Appends a JSON string (quoted, escaped) to BODY. */
+static int wk_apns_str(hr_buf *body, const char *s)
+{
+    return hr_buf_append(body, "\"", 1) != 0 || hr_json_escape_append(body, s, strlen(s)) != 0 ||
+                   hr_buf_append(body, "\"", 1) != 0
+               ? -1
+               : 0;
+}
+
+/* Appends the JSON body of M to BODY: {"aps":{...}} and the payload's
+ * members beside "aps", in the payload's order. */
 static int wk_apns_body(const wk_apns_message *m, hr_buf *body, char *errstr, size_t errlen)
 {
-    cJSON *root = cJSON_CreateObject(), *aps = cJSON_AddObjectToObject(root, "aps"), *alert;
+    static const char alert[] = "{\"aps\":{\"alert\":{",
+                      background[] = "{\"aps\":{\"content-available\":1}";
+    size_t start = body->len;
     const cJSON *item;
-    char *text = NULL;
-    int rc = -1;
+    int rc = 0;
 
-    if (aps == NULL)
-        goto oom;
     if (m->push_type == WK_APNS_BACKGROUND) {
-        if (!cJSON_AddNumberToObject(aps, "content-available", 1))
-            goto oom;
+        rc = hr_buf_append(body, background, sizeof background - 1);
     } else {
-        alert = cJSON_AddObjectToObject(aps, "alert");
-        if (alert == NULL || (m->title && !cJSON_AddStringToObject(alert, "title", m->title)) ||
-            (m->body && !cJSON_AddStringToObject(alert, "body", m->body)))
-            goto oom;
+        rc = hr_buf_append(body, alert, sizeof alert - 1);
+        if (rc == 0 && m->title != NULL)
+            rc = hr_buf_append(body, "\"title\":", 8) != 0 || wk_apns_str(body, m->title) != 0;
+        if (rc == 0 && m->body != NULL)
+            rc = (m->title != NULL && hr_buf_append(body, ",", 1) != 0) ||
+                 hr_buf_append(body, "\"body\":", 7) != 0 || wk_apns_str(body, m->body) != 0;
+        if (rc == 0)
+            rc = hr_buf_append(body, "}}", 2);
     }
     cJSON_ArrayForEach(item, m->payload)
     {
         if (strcmp(item->string, "aps") == 0) {
             snprintf(errstr, errlen, "apns: the payload may not set \"aps\"");
-            goto cleanup;
+            goto fail;
         }
-        if (!cJSON_AddItemToObject(root, item->string, cJSON_Duplicate(item, true)))
-            goto oom;
     }
-    text = cJSON_PrintUnformatted(root);
-    if (text == NULL)
-        goto oom;
-    if (strlen(text) > WK_APNS_PAYLOAD_MAX) {
-        snprintf(errstr, errlen, "apns: payload of %zu bytes, APNs takes %d", strlen(text),
+    /* The payload object printed, its braces dropped: its members. */
+    if (rc == 0 && m->payload != NULL && m->payload->child != NULL) {
+        char text[WK_PROVIDER_JSON_TEXT];
+        long n = wk_provider_json_print(m->payload, text);
+
+        rc = n < 2 || hr_buf_append(body, ",", 1) != 0 ||
+             hr_buf_append(body, text + 1, (size_t)n - 2) != 0;
+    }
+    if (rc == 0)
+        rc = hr_buf_append(body, "}", 1);
+    if (rc != 0) {
+        snprintf(errstr, errlen, "apns: payload over %d bytes", WK_APNS_PAYLOAD_MAX);
+        goto fail;
+    }
+    if (body->len - start > WK_APNS_PAYLOAD_MAX) {
+        snprintf(errstr, errlen, "apns: payload of %zu bytes, APNs takes %d", body->len - start,
                  WK_APNS_PAYLOAD_MAX);
-        goto cleanup;
+        goto fail;
     }
-    if (hr_buf_append(body, text, strlen(text)) != 0) {
-        snprintf(errstr, errlen, "apns: body over the buffer's cap");
-        goto cleanup;
-    }
-    rc = 0;
-    goto cleanup;
-oom:
-    snprintf(errstr, errlen, "apns: out of memory");
-cleanup:
-    free(text);
-    cJSON_Delete(root);
-    return rc;
+    return 0;
+fail:
+    hr_buf_truncate(body, start);
+    return -1;
 }
 
 int wk_apns_request_build(const wk_apns_message *m, const char *provider_token,
                           wk_apns_request *req, hr_buf *body, char *errstr, size_t errlen)
 {
+    static const char bearer[] = "bearer ";
     const char *tok = m->device_token;
-    size_t toklen = tok ? strlen(tok) : 0;
+    size_t toklen = tok ? strlen(tok) : 0, plen;
     bool background = m->push_type == WK_APNS_BACKGROUND;
-    char num[32], bearer[WK_APNS_HEADER_MAX];
+    char num[HR_BUF_I64_MAX], auth[WK_APNS_HEADER_MAX];
 
     req->nheaders = 0;
     if (toklen < 64 || toklen > 200 || toklen % 2 != 0 ||
@@ -200,7 +242,7 @@ int wk_apns_request_build(const wk_apns_message *m, const char *provider_token,
         snprintf(errstr, errlen, "apns: device token is not 64..200 hex digits");
         return -1;
     }
-    if (m->topic == NULL || !wk_apns_chars_ok(m->topic, 1, WK_APNS_TOPIC_MAX, ".-_")) {
+    if (m->topic == NULL || !wk_apns_chars_ok(m->topic, 1, WK_APNS_TOPIC_MAX, true)) {
         snprintf(errstr, errlen, "apns: topic must be a bundle id ([A-Za-z0-9._-], 1..%d)",
                  WK_APNS_TOPIC_MAX);
         return -1;
@@ -219,21 +261,24 @@ int wk_apns_request_build(const wk_apns_message *m, const char *provider_token,
         snprintf(errstr, errlen, "apns: payload is not a JSON object");
         return -1;
     }
-    if (!wk_apns_chars_ok(provider_token, 1, WK_APNS_HEADER_MAX - 32, ".-_")) {
+    if (!wk_apns_chars_ok(provider_token, 1, WK_APNS_HEADER_MAX - 32, true)) {
         snprintf(errstr, errlen, "apns: provider token is not a JWT");
         return -1;
     }
-    snprintf(req->path, sizeof req->path, "/3/device/%s", tok);
-    snprintf(bearer, sizeof bearer, "bearer %s", provider_token);
-    snprintf(num, sizeof num, "%" PRId64, m->ttl_s <= 0 ? (int64_t)0 : m->now_s + m->ttl_s);
+    memcpy(req->path, "/3/device/", 10);
+    memcpy(req->path + 10, tok, toklen + 1);
+    plen = strlen(provider_token);
+    memcpy(auth, bearer, sizeof bearer - 1);
+    memcpy(auth + sizeof bearer - 1, provider_token, plen + 1);
+    hr_buf_i64(m->ttl_s <= 0 ? (int64_t)0 : m->now_s + m->ttl_s, num);
     /* Seven lines at most, each value checked above to fit. */
-    if (wk_apns_header(req, "authorization", bearer) != 0 ||
-        wk_apns_header(req, "apns-topic", m->topic) != 0 ||
-        wk_apns_header(req, "apns-push-type", background ? "background" : "alert") != 0 ||
-        wk_apns_header(req, "apns-priority", m->high_priority && !background ? "10" : "5") != 0 ||
-        (m->ttl_s >= 0 && wk_apns_header(req, "apns-expiration", num) != 0) ||
-        (m->collapse_id && wk_apns_header(req, "apns-collapse-id", m->collapse_id) != 0) ||
-        (m->apns_id && wk_apns_header(req, "apns-id", m->apns_id) != 0)) {
+    if (wk_apns_header(req, "authorization", 13, auth, sizeof bearer - 1 + plen) != 0 ||
+        WK_APNS_HEADER(req, "apns-topic", m->topic) != 0 ||
+        WK_APNS_HEADER(req, "apns-push-type", background ? "background" : "alert") != 0 ||
+        WK_APNS_HEADER(req, "apns-priority", m->high_priority && !background ? "10" : "5") != 0 ||
+        (m->ttl_s >= 0 && WK_APNS_HEADER(req, "apns-expiration", num) != 0) ||
+        (m->collapse_id && WK_APNS_HEADER(req, "apns-collapse-id", m->collapse_id) != 0) ||
+        (m->apns_id && WK_APNS_HEADER(req, "apns-id", m->apns_id) != 0)) {
         snprintf(errstr, errlen, "apns: header too long");
         return -1;
     }

@@ -77,13 +77,18 @@ typedef struct wk_apns_message {
 typedef struct wk_apns_request {
     char path[256];                                       /* /3/device/<token> */
     char header[WK_APNS_MAX_HEADERS][WK_APNS_HEADER_MAX]; /* "name: value" lines */
+    size_t name_len[WK_APNS_MAX_HEADERS];                 /* of each line's name */
+    size_t line_len[WK_APNS_MAX_HEADERS];
     size_t nheaders;
 } wk_apns_request;
 
 /* Fills *REQ for M, signed with PROVIDER_TOKEN (wk_apns_signer_token), and
  * appends the JSON body to BODY.  0, or -1 with ERRSTR (a malformed token,
  * topic, collapse id or apns-id, a payload with "aps", over 4 KiB); BODY is
- * unchanged on failure. */
+ * unchanged on failure.  The sender calls it for every push: it writes the
+ * lines and the JSON itself (no printf, no cJSON tree; the payload, parsed
+ * once per task, is printed into the body), so a warmed-up BODY is all the
+ * memory it needs. */
 int wk_apns_request_build(const wk_apns_message *m, const char *provider_token,
                           wk_apns_request *req, hr_buf *body, char *errstr, size_t errlen);
 

@@ -66,20 +66,13 @@ int wk_chan_init(wk_chan *chan, const hr_channel *ch, wk_redis *rd, wk_metrics *
     TAILQ_INIT(&chan->tasks);
     /* The config's 64-byte channel names fit HR_KEY_MAX. */
     hr_key_slowdown(wk_redis_prefix(rd), chan->k_slow, sizeof chan->k_slow, ch->name);
-    wk_retry_cap_init(&chan->cap, ch->concurrency);
+    /* The cap counts pushes: a batched webhook's request carries up to
+     * ch->batch of them (1 for every other channel). */
+    wk_retry_cap_init(&chan->cap, ch->concurrency * ch->batch);
     if (ch->type == HR_CHANNEL_FCM && wk_fcm_auth_new(ch, &chan->fcm, errstr, errlen) != 0)
         return -1;
-    if (ch->type == HR_CHANNEL_APNS) {
-        if (wk_chan_apns_signer(chan, errstr, errlen) != 0)
-            return -1;
-        /* Slow start: one request per connection until answers come back,
-         * so curl knows each connection's SETTINGS_MAX_CONCURRENT_STREAMS
-         * before it multiplexes (APNs allows one stream until a provider
-         * token was accepted); every delivery widens the cap by one
-         * (wk_retry). */
-        if (ch->apns.connections < chan->cap.cap)
-            chan->cap.cap = ch->apns.connections;
-    }
+    if (ch->type == HR_CHANNEL_APNS && wk_chan_apns_signer(chan, errstr, errlen) != 0)
+        return -1;
     return 0;
 }
 
@@ -191,7 +184,7 @@ typedef struct wk_chan_grant {
     wk_task *wt; /* a reference, put when the answer came */
     wk_budget b;
     bool paced;
-    int64_t limit, want, sec;
+    int64_t limit, want, asked_ms; /* asked_ms: monotonic */
     int64_t granted, wait_ms, rate;
     int rc;
     char errstr[256];
@@ -218,9 +211,11 @@ static void wk_chan_grant_run(hr_redis *r, void *arg)
                                   g->errstr, sizeof g->errstr);
 }
 
-/* The limiter answered: the tokens are WT's for the second they were asked
- * in (a later answer's are dropped: under-use, never overshoot), and the
- * channel runs again. */
+/* The limiter answered: the tokens are WT's until the end of the window
+ * they were counted in, which the script said by Redis's clock (the time
+ * left in it, counted from the ask: the answer's trip only shortens it, so
+ * a token is never spent on top of a later window's budget; under-use,
+ * never overshoot), and the channel runs again. */
 static void wk_chan_grant_done(void *arg)
 {
     wk_chan_grant *g = arg;
@@ -228,8 +223,8 @@ static void wk_chan_grant_done(void *arg)
     wk_task *wt = g->wt;
     bool task = g->b == WK_BUDGET_TASK;
     int64_t *tokens = task ? &wt->tokens : &wt->share_tokens;
-    int64_t *sec = task ? &wt->tokens_sec : &wt->share_sec;
-    int64_t now = hr_clock_now_ms();
+    int64_t *until = task ? &wt->tokens_until_ms : &wt->share_until_ms;
+    int64_t now = hr_clock_now_ms(), mono = hr_clock_mono_ms();
 
     wt->granting[g->b] = false;
     if (g->rc != 0) {
@@ -240,8 +235,10 @@ static void wk_chan_grant_done(void *arg)
     } else {
         if (g->paced)
             wt->pace_rate = g->rate;
-        if (*sec == g->sec && now / 1000 == g->sec)
-            *tokens += g->granted;
+        if (g->granted > 0 && mono < g->asked_ms + g->wait_ms) {
+            *tokens = g->granted;
+            *until = g->asked_ms + g->wait_ms;
+        }
         if (g->granted == 0) {
             hr_metrics_inc(chan->m->ratelimit_waits);
             wt->wait_until_ms = now + (g->wait_ms > 0 ? g->wait_ms : 1);
@@ -261,25 +258,24 @@ static void wk_chan_grant_done(void *arg)
  * job on the Redis thread, one per budget at a time) and waits for it:
  * its answer wakes the channel.  The token is spent (decremented) only
  * when a push starts, so a grant is never lost to a push that could not
- * start.  Tokens belong to the second they were granted in: the limiter
- * counted them against that second's budget, so the ones left when it is
- * over are dropped, never spent on top of a later second's (under-use,
- * never overshoot).  A paced task asks in steps of its rate in force (the
- * last grant's; WK_CHAN_PACED_WANT before the first), which the
- * limiter's script derives. */
+ * start.  Tokens belong to the window (Redis's second) they were granted
+ * in: the limiter counted them against that window's budget, so the ones
+ * left when it is over are dropped, never spent on top of a later one's
+ * (under-use, never overshoot).  A paced task asks in steps of its rate
+ * in force (the last grant's; WK_CHAN_PACED_WANT before the first), which
+ * the limiter's script derives. */
 static bool wk_chan_token(wk_chan *chan, wk_task *wt, wk_budget b, int64_t *wait_ms)
 {
     bool task = b == WK_BUDGET_TASK, paced = task && hr_task_paced(wt->row);
     int64_t limit = task ? wt->rate_limit : chan->cfg->rate_limit;
     int64_t *tokens = task ? &wt->tokens : &wt->share_tokens;
-    int64_t *sec = task ? &wt->tokens_sec : &wt->share_sec;
-    int64_t want, now_sec;
+    int64_t until = task ? wt->tokens_until_ms : wt->share_until_ms;
+    int64_t want, mono = hr_clock_mono_ms();
     wk_chan_grant *g;
 
     if (limit <= 0 && !paced)
         return true;
-    now_sec = hr_clock_now_ms() / 1000;
-    if (*tokens > 0 && *sec != now_sec)
+    if (*tokens > 0 && mono >= until)
         *tokens = 0;
     if (*tokens > 0)
         return true;
@@ -299,8 +295,7 @@ static bool wk_chan_token(wk_chan *chan, wk_task *wt, wk_budget b, int64_t *wait
                              .paced = paced,
                              .limit = limit,
                              .want = want < 1 ? 1 : want,
-                             .sec = now_sec};
-        *sec = now_sec;
+                             .asked_ms = mono};
         /* The grant holds the task as a chunk does, so the cache keeps it
          * until the answer came. */
         wt->refs++;
@@ -539,16 +534,24 @@ wk_chan_step_kind wk_chan_next(wk_chan *chan, int64_t now, wk_chan_step *step)
     return WK_CHAN_START;
 }
 
-wk_chan_verdict wk_chan_take(wk_chan *chan, wk_task *wt, wk_push **pushp, wk_chan_outcome *out)
+/* Takes the first ready push of WT; the tokens go with it, started or
+ * settled. */
+static wk_push *wk_chan_pop(wk_chan *chan, wk_task *wt)
 {
     wk_push *push = TAILQ_FIRST(&wt->ready);
 
-    /* The tokens go with the push, started or settled. */
     if (wt->tokens > 0)
         wt->tokens--;
     if (wt->share_tokens > 0)
         wt->share_tokens--;
     wk_chan_dequeue(chan, push);
+    return push;
+}
+
+wk_chan_verdict wk_chan_take(wk_chan *chan, wk_task *wt, wk_push **pushp, wk_chan_outcome *out)
+{
+    wk_push *push = wk_chan_pop(chan, wt);
+
     /* Round robin: the task goes behind the others. */
     if (wt->queued) {
         TAILQ_REMOVE(&chan->tasks, wt, rr);
@@ -561,6 +564,19 @@ wk_chan_verdict wk_chan_take(wk_chan *chan, wk_task *wt, wk_push **pushp, wk_cha
         return WK_CHAN_SETTLED;
     }
     return WK_CHAN_GO;
+}
+
+size_t wk_chan_take_more(wk_chan *chan, wk_task *wt, wk_push **pushes, size_t max)
+{
+    size_t n = 0;
+    int64_t wait;
+
+    /* A token of each budget at hand for every one (a budget that runs out
+     * asks the limiter for its next grant, as wk_chan_next would). */
+    while (n < max && wt->queued && wk_chan_token(chan, wt, WK_BUDGET_TASK, &wait) &&
+           wk_chan_token(chan, wt, WK_BUDGET_SHARE, &wait))
+        pushes[n++] = wk_chan_pop(chan, wt);
+    return n;
 }
 
 void wk_chan_sent(wk_chan *chan, wk_push *push)
@@ -576,6 +592,7 @@ void wk_chan_ended(wk_chan *chan, wk_push *push)
 {
     push->state = WK_PUSH_IDLE;
     push->xfer = NULL;
+    push->stream = NULL;
     chan->inflight--;
 }
 

@@ -8,7 +8,8 @@
  *     until its wait ends), and a min-heap of the pushes waiting out a
  *     retry backoff (the pushes are owned by their chunk, the channel only
  *     links them);
- *   - the AIMD in-flight cap (wk_retry) and the pause of a slow-down (429,
+ *   - the AIMD in-flight cap (wk_retry; in pushes: a batched webhook's
+ *     request carries up to `batch`) and the pause of a slow-down (429,
  *     or 503 with Retry-After), shared with every worker through Redis
  *     (hr_key_slowdown: written by the worker that got the answer, read
  *     every WK_CHAN_SLOW_POLL_MS while pushes wait);
@@ -33,7 +34,9 @@
  * The sender's calls, and what each answers:
  *   wk_chan_next    what may happen now (wk_chan_step_kind): nothing, wait
  *                   so long, start the fcm token request, settle a push, or
- *                   start the next push of a task (after wk_chan_take)
+ *                   start the next push of a task (after wk_chan_take; a
+ *                   batched webhook's request takes more with
+ *                   wk_chan_take_more)
  *   wk_chan_answer  a request's answer (its wk_provider verdict) as a
  *                   wk_chan_verdict: settled (how), queued again, delayed
  *                   (and an address to prune)
@@ -159,6 +162,11 @@ wk_chan_step_kind wk_chan_next(wk_chan *chan, int64_t now, wk_chan_step *step);
  * tokens are spent and the task goes behind the others.  GO, or SETTLED
  * (OUT) when it has no address on an addressed channel. */
 wk_chan_verdict wk_chan_take(wk_chan *chan, wk_task *task, wk_push **push, wk_chan_outcome *out);
+/* After a START of a batched webhook channel (its `batch`) took the
+ * first push of TASK: takes up to MAX more of its ready pushes into PUSHES
+ * for the same request, as far as the task's tokens go.  Returns how
+ * many. */
+size_t wk_chan_take_more(wk_chan *chan, wk_task *task, wk_push **pushes, size_t max);
 /* PUSH's request was sent: it counts against the cap. */
 void wk_chan_sent(wk_chan *chan, wk_push *push);
 /* PUSH's request ended (answered or aborted): PUSH is IDLE, the cap has

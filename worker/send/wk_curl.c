@@ -13,7 +13,6 @@ struct wk_curl {
     wk_xfer **all;  /* every handle made, up to the channel's concurrency */
     wk_xfer **free; /* stack of idle handles */
     size_t nall, nfree;
-    wk_xfer *extra; /* wk_curl_extra's */
 };
 
 /* A new handle on multi handle MH, its socket callbacks set; NULL when out
@@ -43,12 +42,17 @@ wk_xfer *wk_curl_take(wk_curl *curl)
     return x;
 }
 
+bool wk_curl_can_take(const wk_curl *curl)
+{
+    return curl->nfree > 0 || curl->nall < (size_t)curl->ch->concurrency;
+}
+
 void wk_curl_give(wk_curl *curl, wk_xfer *x)
 {
     curl->free[curl->nfree++] = x;
 }
 
-void wk_curl_remove(wk_curl *curl, wk_xfer *x)
+static void wk_curl_remove(wk_curl *curl, wk_xfer *x)
 {
     (void)curl;
     curl_multi_remove_handle(x->mh->multi, x->easy);
@@ -60,13 +64,6 @@ void wk_curl_release(wk_curl *curl, wk_xfer *x)
     wk_curl_remove(curl, x);
     x->p = NULL;
     wk_curl_give(curl, x);
-}
-
-wk_xfer *wk_curl_extra(wk_curl *curl)
-{
-    if (curl->extra == NULL)
-        curl->extra = wk_curl_make(curl, &curl->multis[0]);
-    return curl->extra;
 }
 
 int wk_curl_add(wk_curl *curl, wk_xfer *x, char *errstr, size_t errlen)
@@ -101,16 +98,14 @@ void wk_curl_action(wk_multi *mh, curl_socket_t fd, int ev_bitmask)
 }
 
 /* The multi handles: one per WK_CURL_MULTI_CONNS of the connections the
- * channel opens (HTTP/1.1 and smtp: one per request in flight; apns: its
- * few multiplexed connections), each limited to its share per host, so an
- * apns channel never opens more than apns.connections (libcurl 7.88 opens a
- * new connection for a request that finds every stream taken, unless the
- * host's limit is reached: then it waits).  One more connection is kept in
- * each cache, for an fcm channel's token host. */
+ * channel opens (one per request in flight: HTTP/1.1 and smtp), each
+ * limited to its share per host (libcurl 7.88 opens a new connection for
+ * an HTTP/2 request that finds every stream taken, unless the host's
+ * limit is reached: then it waits). */
 static int wk_curl_multis(wk_curl *curl)
 {
     const hr_channel *ch = curl->ch;
-    long conns = ch->type == HR_CHANNEL_APNS ? ch->apns.connections : ch->concurrency;
+    long conns = ch->concurrency;
     size_t n = ((size_t)conns + WK_CURL_MULTI_CONNS - 1) / WK_CURL_MULTI_CONNS;
     long share;
 
@@ -130,7 +125,7 @@ static int wk_curl_multis(wk_curl *curl)
             return -1;
         curl_multi_setopt(mh->multi, CURLMOPT_PIPELINING, (long)CURLPIPE_MULTIPLEX);
         curl_multi_setopt(mh->multi, CURLMOPT_MAX_HOST_CONNECTIONS, share);
-        curl_multi_setopt(mh->multi, CURLMOPT_MAXCONNECTS, share + 1);
+        curl_multi_setopt(mh->multi, CURLMOPT_MAXCONNECTS, share);
         if (curl->io.attach(curl->io.data, mh) != 0) {
             curl_multi_cleanup(mh->multi);
             mh->multi = NULL;
@@ -177,8 +172,6 @@ void wk_curl_close(wk_curl *curl)
     for (size_t k = 0; k < curl->nall; k++)
         if (curl->all[k]->running)
             wk_curl_remove(curl, curl->all[k]);
-    if (curl->extra != NULL && curl->extra->running)
-        wk_curl_remove(curl, curl->extra);
     /* Closes cached connections (the adapter's socket callbacks run),
      * while the easy handles that opened them still exist. */
     for (size_t k = 0; k < curl->nmultis; k++) {
@@ -193,8 +186,6 @@ void wk_curl_close(wk_curl *curl)
     for (size_t k = 0; k < curl->nall; k++)
         wk_xfer_free(curl->all[k]);
     curl->nall = curl->nfree = 0;
-    wk_xfer_free(curl->extra);
-    curl->extra = NULL;
 }
 
 void wk_curl_free(wk_curl *curl)

@@ -60,7 +60,7 @@ typedef struct wk_curl_io {
 typedef struct wk_curl_hooks {
     void *ctx;
     /* X's transfer ended with curl result RC; X is still on its multi
-     * handle (wk_curl_release or wk_curl_remove takes it off).  Runs after
+     * handle (wk_curl_release takes it off).  Runs after
      * curl_multi_socket_action returned, never inside a curl callback. */
     void (*finished)(void *ctx, wk_xfer *x, CURLcode rc);
     /* Every transfer a socket or timer event finished was handed over. */
@@ -76,20 +76,16 @@ int wk_curl_new(const hr_channel *ch, const wk_curl_io *io, const wk_curl_hooks 
 /* An idle handle of the pool (made when none is idle and fewer than the
  * channel's concurrency exist), or NULL. */
 wk_xfer *wk_curl_take(wk_curl *curl);
+/* Whether wk_curl_take would find or make a handle (a batched channel's
+ * cap counts pushes, so its handles may all be busy first). */
+bool wk_curl_can_take(const wk_curl *curl);
 /* Puts X, taken and not added, back into the pool. */
 void wk_curl_give(wk_curl *curl, wk_xfer *x);
 /* Takes X off its multi handle and back into the pool (X->p cleared). */
 void wk_curl_release(wk_curl *curl, wk_xfer *x);
 
-/* A handle of the transport outside the pool (an fcm channel's token
- * request), on its first multi handle; NULL when out of memory.  Freed
- * with the transport. */
-wk_xfer *wk_curl_extra(wk_curl *curl);
-
 /* Adds X (its request built) to its multi handle: 0, or -1 with ERRSTR. */
 int wk_curl_add(wk_curl *curl, wk_xfer *x, char *errstr, size_t errlen);
-/* Takes X off its multi handle (an extra handle's transfer ended). */
-void wk_curl_remove(wk_curl *curl, wk_xfer *x);
 
 /* The adapter's: socket FD of MH (CURL_SOCKET_TIMEOUT: its timer) is ready
  * for EV_BITMASK (CURL_CSELECT_*); the transfers that finished are handed

@@ -1,10 +1,14 @@
 /* wk_fcm: FCM HTTP v1 requests and answers as pure functions.
  *
- * JSON in and out goes through cJSON: the service account and the token
- * response are parsed with cJSON_ParseWithLength, the JWT claims and the
- * message are built as cJSON trees and printed once into the caller's
- * capped hr_buf.  Nothing here does I/O, keeps state or logs. */
+ * JSON in goes through cJSON: the service account and the token response
+ * are parsed with cJSON_ParseWithLength; the JWT claims (once an hour) are
+ * a cJSON tree printed into the caller's capped hr_buf.  The message,
+ * built for every push, is written into the caller's buffer directly (the
+ * JSON escaper of hr_template.h, the task's payload printed without
+ * allocating), so a push builds no tree and allocates nothing.  Nothing
+ * here does I/O, keeps state or logs. */
 #include "wk_fcm.h"
+#include "hr_seams.h"
 #include "hr_template.h"
 
 #include <inttypes.h>
@@ -48,9 +52,11 @@ int wk_fcm_account_parse(const char *json, size_t len, wk_fcm_account **out, cha
             goto cleanup;
         }
     }
+    /* http:// would send the signed assertion in clear text: only the
+     * tests' stand-ins (a build with test seams) may listen so. */
     if (strncmp(wk_fcm_str(root, "token_uri"), "https://", 8) != 0 &&
-        strncmp(wk_fcm_str(root, "token_uri"), "http://", 7) != 0) {
-        snprintf(errstr, errlen, "service account: token_uri is not an http(s) URL");
+        (!HR_SEAMS_ON || strncmp(wk_fcm_str(root, "token_uri"), "http://", 7) != 0)) {
+        snprintf(errstr, errlen, "service account: token_uri is not an https:// URL");
         goto cleanup;
     }
     a = calloc(1, sizeof *a);
@@ -218,102 +224,129 @@ static bool wk_fcm_reserved_key(const char *k)
            strncmp(k, "gcm", 3) == 0;
 }
 
-/* Adds PAYLOAD's members to DATA, each value as a string: strings as they
- * are, anything else as its JSON text. */
-static int wk_fcm_add_data(cJSON *data, const cJSON *payload, char *errstr, size_t errlen)
+/* Appends a JSON string (quoted, escaped) of the LEN bytes at S to OUT. */
+static int wk_fcm_str_append(hr_buf *out, const char *s, size_t len)
+{
+    return hr_buf_append(out, "\"", 1) != 0 || hr_json_escape_append(out, s, len) != 0 ||
+                   hr_buf_append(out, "\"", 1) != 0
+               ? -1
+               : 0;
+}
+
+/* Appends the literal LIT to OUT. */
+#define WK_FCM_LIT(out, lit) hr_buf_append((out), lit, sizeof lit - 1)
+
+/* Appends ,"KEY":"VALUE" to OUT. */
+static int wk_fcm_member(hr_buf *out, const char *key, const char *value)
+{
+    return WK_FCM_LIT(out, ",") != 0 || wk_fcm_str_append(out, key, strlen(key)) != 0 ||
+                   WK_FCM_LIT(out, ":") != 0 || wk_fcm_str_append(out, value, strlen(value)) != 0
+               ? -1
+               : 0;
+}
+
+/* Appends ,"data":{...} to OUT: PAYLOAD's members, each value a string
+ * (strings as they are, anything else as its JSON text). */
+static int wk_fcm_data(const cJSON *payload, hr_buf *out, char *errstr, size_t errlen)
 {
     const cJSON *item;
+    bool first = true;
 
+    if (WK_FCM_LIT(out, ",\"data\":{") != 0)
+        goto cap;
     cJSON_ArrayForEach(item, payload)
     {
-        char *text = NULL;
-        bool ok;
+        char text[WK_PROVIDER_JSON_TEXT];
+        const char *v = item->valuestring;
+        long n;
 
         if (wk_fcm_reserved_key(item->string)) {
             snprintf(errstr, errlen, "fcm message: payload key \"%s\" is reserved by FCM",
                      item->string);
             return -1;
         }
-        if (!cJSON_IsString(item) && (text = cJSON_PrintUnformatted(item)) == NULL)
-            ok = false;
-        else
-            ok = cJSON_AddStringToObject(data, item->string, text ? text : item->valuestring) !=
-                 NULL;
-        free(text);
-        if (!ok) {
-            snprintf(errstr, errlen, "fcm message: out of memory");
-            return -1;
+        if (cJSON_IsString(item)) {
+            n = (long)strlen(v);
+        } else {
+            v = text;
+            if ((n = wk_provider_json_print(item, text)) < 0)
+                goto cap;
         }
+        if ((!first && WK_FCM_LIT(out, ",") != 0) ||
+            wk_fcm_str_append(out, item->string, strlen(item->string)) != 0 ||
+            WK_FCM_LIT(out, ":") != 0 || wk_fcm_str_append(out, v, (size_t)n) != 0)
+            goto cap;
+        first = false;
     }
-    return 0;
+    if (WK_FCM_LIT(out, "}") == 0)
+        return 0;
+cap:
+    snprintf(errstr, errlen, "fcm message: over the buffer's cap");
+    return -1;
 }
 
 int wk_fcm_message_build(const wk_fcm_message *m, hr_buf *out, char *errstr, size_t errlen)
 {
-    cJSON *root = cJSON_CreateObject(), *msg, *n, *android, *headers, *data;
+    size_t start = out->len;
     char num[32];
-    int rc = -1;
+    bool ttl = m->ttl_s >= 0, collapse = m->collapse_key != NULL;
+    const char *prio = m->high_priority ? "HIGH" : "NORMAL";
 
     if (m->token == NULL || m->token[0] == '\0') {
         snprintf(errstr, errlen, "fcm message: no device token");
-        goto cleanup;
+        return -1;
     }
     if (m->ttl_s < -1 || m->ttl_s > WK_FCM_TTL_MAX_S) {
         snprintf(errstr, errlen, "fcm message: ttl %d s outside 0..%d", m->ttl_s, WK_FCM_TTL_MAX_S);
-        goto cleanup;
+        return -1;
     }
-    if (m->collapse_key != NULL && strlen(m->collapse_key) > WK_FCM_COLLAPSE_MAX) {
+    if (collapse && strlen(m->collapse_key) > WK_FCM_COLLAPSE_MAX) {
         snprintf(errstr, errlen, "fcm message: collapse key over %d bytes", WK_FCM_COLLAPSE_MAX);
-        goto cleanup;
+        return -1;
     }
     if (m->payload != NULL && !cJSON_IsObject(m->payload)) {
         snprintf(errstr, errlen, "fcm message: payload is not a JSON object");
-        goto cleanup;
+        return -1;
     }
-    msg = cJSON_AddObjectToObject(root, "message");
-    if (msg == NULL || !cJSON_AddStringToObject(msg, "token", m->token))
-        goto oom;
+    if (WK_FCM_LIT(out, "{\"message\":{\"token\":") != 0 ||
+        wk_fcm_str_append(out, m->token, strlen(m->token)) != 0)
+        goto cap;
     if (m->title != NULL || m->body != NULL) {
-        n = cJSON_AddObjectToObject(msg, "notification");
-        if (n == NULL || (m->title && !cJSON_AddStringToObject(n, "title", m->title)) ||
-            (m->body && !cJSON_AddStringToObject(n, "body", m->body)))
-            goto oom;
+        if (WK_FCM_LIT(out, ",\"notification\":{") != 0 ||
+            (m->title != NULL && (WK_FCM_LIT(out, "\"title\":") != 0 ||
+                                  wk_fcm_str_append(out, m->title, strlen(m->title)) != 0)) ||
+            (m->body != NULL && ((m->title != NULL && WK_FCM_LIT(out, ",") != 0) ||
+                                 WK_FCM_LIT(out, "\"body\":") != 0 ||
+                                 wk_fcm_str_append(out, m->body, strlen(m->body)) != 0)) ||
+            WK_FCM_LIT(out, "}") != 0)
+            goto cap;
     }
-    if (m->payload != NULL && m->payload->child != NULL) {
-        data = cJSON_AddObjectToObject(msg, "data");
-        if (data == NULL)
-            goto oom;
-        if (wk_fcm_add_data(data, m->payload, errstr, errlen) != 0)
-            goto cleanup;
-    }
-    android = cJSON_AddObjectToObject(msg, "android");
-    if (android == NULL ||
-        !cJSON_AddStringToObject(android, "priority", m->high_priority ? "HIGH" : "NORMAL"))
-        goto oom;
-    headers = cJSON_AddObjectToObject(cJSON_AddObjectToObject(msg, "apns"), "headers");
-    if (headers == NULL ||
-        !cJSON_AddStringToObject(headers, "apns-priority", m->high_priority ? "10" : "5"))
-        goto oom;
-    if (m->ttl_s >= 0) {
-        /* Android: a duration "<s>s"; APNs: an absolute expiry, 0 = now or never. */
+    if (m->payload != NULL && m->payload->child != NULL &&
+        wk_fcm_data(m->payload, out, errstr, errlen) != 0)
+        goto fail;
+    /* Android: a duration "<s>s"; APNs: an absolute expiry, 0 = now or never. */
+    if (WK_FCM_LIT(out, ",\"android\":{\"priority\":") != 0 ||
+        wk_fcm_str_append(out, prio, strlen(prio)) != 0)
+        goto cap;
+    if (ttl)
         snprintf(num, sizeof num, "%ds", m->ttl_s);
-        if (!cJSON_AddStringToObject(android, "ttl", num))
-            goto oom;
+    if ((ttl && wk_fcm_member(out, "ttl", num) != 0) ||
+        (collapse && wk_fcm_member(out, "collapse_key", m->collapse_key) != 0) ||
+        WK_FCM_LIT(out, "},\"apns\":{\"headers\":{\"apns-priority\":") != 0 ||
+        wk_fcm_str_append(out, m->high_priority ? "10" : "5", m->high_priority ? 2 : 1) != 0)
+        goto cap;
+    if (ttl)
         snprintf(num, sizeof num, "%" PRId64, m->ttl_s == 0 ? (int64_t)0 : m->now_s + m->ttl_s);
-        if (!cJSON_AddStringToObject(headers, "apns-expiration", num))
-            goto oom;
-    }
-    if (m->collapse_key != NULL &&
-        (!cJSON_AddStringToObject(android, "collapse_key", m->collapse_key) ||
-         !cJSON_AddStringToObject(headers, "apns-collapse-id", m->collapse_key)))
-        goto oom;
-    rc = wk_fcm_print(root, "fcm message", out, errstr, errlen);
-    goto cleanup;
-oom:
-    snprintf(errstr, errlen, "fcm message: out of memory");
-cleanup:
-    cJSON_Delete(root);
-    return rc;
+    if ((ttl && wk_fcm_member(out, "apns-expiration", num) != 0) ||
+        (collapse && wk_fcm_member(out, "apns-collapse-id", m->collapse_key) != 0) ||
+        WK_FCM_LIT(out, "}}}}") != 0)
+        goto cap;
+    return 0;
+cap:
+    snprintf(errstr, errlen, "fcm message: over the buffer's cap");
+fail:
+    hr_buf_truncate(out, start);
+    return -1;
 }
 
 /* The FCM error code of an error body: details[].errorCode of the FcmError

@@ -115,12 +115,18 @@ const char *wk_fcm_auth_token(wk_fcm_auth *a, int64_t now_ms, uint64_t *gen, boo
     return a->token.access_token;
 }
 
-int wk_fcm_auth_request(wk_fcm_auth *a, int64_t now_ms, wk_xfer *x, char *errstr, size_t errlen)
+const char *wk_fcm_auth_token_uri(const wk_fcm_auth *a)
+{
+    return a->account->token_uri;
+}
+
+int wk_fcm_auth_request(wk_fcm_auth *a, int64_t now_ms, const hr_buf **form, char *errstr,
+                        size_t errlen)
 {
     hr_buf_reset(&a->form);
     a->running = true;
-    if (wk_fcm_token_request(a->account, now_ms / 1000, &a->form, errstr, errlen) != 0 ||
-        wk_xfer_prepare_form(x, a->account->token_uri, &a->form, errstr, errlen) != 0) {
+    *form = &a->form;
+    if (wk_fcm_token_request(a->account, now_ms / 1000, &a->form, errstr, errlen) != 0) {
         char why[256];
 
         snprintf(why, sizeof why, "%s", errstr);

@@ -3,10 +3,11 @@
  * messages:send URL, and the one OAuth2 access token every request of the
  * channel shares, with the state of its refresh.
  *
- * The token request itself is a transfer the sender runs on its own curl
- * multi handle like any push (never blocking the loop): wk_fcm_auth says
- * when one is due and builds it, the sender starts it, and hands the
- * answer back.  A token is used until it expires and refreshed from its
+ * The token request itself is a request the sender runs on the channel's
+ * HTTP/2 transport like any push (never blocking the loop): wk_fcm_auth
+ * says when one is due and builds its form body, the sender starts it
+ * (a POST to the token URI), and hands the answer back.  A token is used
+ * until it expires and refreshed from its
  * refresh time on (wk_fcm: 5 minutes before expiry), so sends go on while
  * the refresh runs.  A failed request (bad credentials, the endpoint down)
  * is logged once per failure with the endpoint's error and tried again
@@ -20,8 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hr_buf.h"
 #include "hr_config.h"
-#include "wk_xfer.h"
 
 typedef struct wk_fcm_auth wk_fcm_auth;
 
@@ -43,10 +44,16 @@ const char *wk_fcm_auth_project(const wk_fcm_auth *a);
 const char *wk_fcm_auth_token(wk_fcm_auth *a, int64_t now_ms, uint64_t *gen, bool *request,
                               int64_t *wake_ms);
 
-/* Builds the token request on X (a handle of the channel); the request
- * counts as running until wk_fcm_auth_done.  0, or -1 with ERRSTR (then
- * treated as a failed request). */
-int wk_fcm_auth_request(wk_fcm_auth *a, int64_t now_ms, wk_xfer *x, char *errstr, size_t errlen);
+/* The URL the token request is POSTed to: the account's token_uri, or
+ * the channel's override. */
+const char *wk_fcm_auth_token_uri(const wk_fcm_auth *a);
+
+/* Builds the token request's form body (application/x-www-form-urlencoded)
+ * into *FORM, valid until the next call; the request counts as running
+ * until wk_fcm_auth_done.  0, or -1 with ERRSTR (then treated as a failed
+ * request). */
+int wk_fcm_auth_request(wk_fcm_auth *a, int64_t now_ms, const hr_buf **form, char *errstr,
+                        size_t errlen);
 
 /* The token request ended: STATUS (0 = no answer, ERRSTR_IN the transport
  * error) and the LEN bytes of BODY.  0 when a token was taken, -1 with

@@ -182,6 +182,7 @@ void wk_h2_conf_init(wk_h2_conf *conf)
 {
     memset(conf, 0, sizeof *conf);
     conf->port = 443;
+    conf->tls_verify = true;
     conf->connections = 1;
     conf->max_streams = 1000;
     conf->connect_timeout_ms = 10000;
@@ -927,9 +928,10 @@ static wk_h2_err wk_h2_conn_connect(wk_h2_conn *conn, const struct sockaddr *sa,
     uv_unref((uv_handle_t *)&conn->poll);
     conn->ssl = SSL_new(h2->ctx);
     if (conn->ssl == NULL || SSL_set_fd(conn->ssl, conn->fd) != 1 ||
-        (!h2->literal && (SSL_set_tlsext_host_name(conn->ssl, h2->host) != 1 ||
-                          SSL_set1_host(conn->ssl, h2->host) != 1)) ||
-        (h2->literal && X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(conn->ssl), h2->host) != 1)) {
+        (!h2->literal && SSL_set_tlsext_host_name(conn->ssl, h2->host) != 1) ||
+        (h2->conf.tls_verify && !h2->literal && SSL_set1_host(conn->ssl, h2->host) != 1) ||
+        (h2->conf.tls_verify && h2->literal &&
+         X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(conn->ssl), h2->host) != 1)) {
         snprintf(msg, len, "TLS set-up failed");
         return WK_H2_E_TLS;
     }
@@ -1200,8 +1202,8 @@ static void wk_h2_handle_closed(uv_handle_t *handle)
 }
 
 /* The TLS context: TLS 1.2 or later, ALPN h2, the peer verified against
- * CA_FILE (or the system's store).  NULL with ERRSTR. */
-static SSL_CTX *wk_h2_tls_new(const char *ca_file, char *errstr, size_t errlen)
+ * CA_FILE (or the system's store) unless not VERIFY.  NULL with ERRSTR. */
+static SSL_CTX *wk_h2_tls_new(const char *ca_file, bool verify, char *errstr, size_t errlen)
 {
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
     static const unsigned char alpn[] = {2, 'h', '2'};
@@ -1211,7 +1213,7 @@ static SSL_CTX *wk_h2_tls_new(const char *ca_file, char *errstr, size_t errlen)
         return NULL;
     }
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+    SSL_CTX_set_verify(ctx, verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
     /* Writes may be partial and retried from a moved buffer (the output
      * buffer can grow between two tries); reads take what the socket has. */
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
@@ -1291,7 +1293,7 @@ int wk_h2_new(uv_loop_t *loop, const wk_h2_conf *conf, wk_h2 **out, char *errstr
     TAILQ_INIT(&h2->live);
     TAILQ_INIT(&h2->free);
     wk_h2_mem_init(&h2->mem);
-    h2->ctx = wk_h2_tls_new(h2->ca_file, errstr, errlen);
+    h2->ctx = wk_h2_tls_new(h2->ca_file, conf->tls_verify, errstr, errlen);
     if (h2->ctx == NULL)
         goto fail;
     if (nghttp2_session_callbacks_new(&h2->cbs) != 0 || nghttp2_option_new(&h2->opt) != 0) {

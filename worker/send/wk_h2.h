@@ -4,7 +4,8 @@
  *
  * It keeps up to conf.connections long-lived TLS connections (ALPN "h2",
  * TLS 1.2 or later, the peer's certificate verified against conf.ca_file
- * or the system's store, its name or IP checked), opened when requests
+ * or the system's store, its name or IP checked, unless conf.tls_verify is
+ * off), opened when requests
  * wait and reopened with a jittered exponential back-off after a failure.
  * Requests wait in one FIFO queue and start on the least loaded ready
  * connection that has a stream to spare: a connection is ready once the
@@ -82,6 +83,7 @@ typedef struct wk_h2_conf {
     const char *host;       /* DNS name or IP literal (also the certificate name) */
     int port;               /* 1..65535 (default 443) */
     const char *ca_file;    /* PEM CAs to verify the peer with; NULL: the system's */
+    bool tls_verify;        /* false: the peer's certificate is not checked (default true) */
     int connections;        /* 1..WK_H2_CONNECTIONS_MAX (default 1) */
     uint32_t max_streams;   /* per connection, under the peer's limit (default 1000) */
     int connect_timeout_ms; /* TCP, TLS and the first SETTINGS (default 10,000) */

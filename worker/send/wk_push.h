@@ -39,15 +39,16 @@ typedef struct wk_push {
     bool any_failed; /* an address failed for good (reason in .failure) */
     char failure[128];
     wk_push_state state;
-    int attempts;         /* requests sent */
-    int firsts;           /* of those, an address's first: the rest are retries */
-    int addr_attempts;    /* requests to the current address */
-    int slowdowns;        /* of those, answered "slow down" (429, 503 + Retry-After)
+    int attempts;             /* requests sent */
+    int firsts;               /* of those, an address's first: the rest are retries */
+    int addr_attempts;        /* requests to the current address */
+    int slowdowns;            /* of those, answered "slow down" (429, 503 + Retry-After)
                                * or "refresh the token": not counted against
                                * retry.max_attempts */
-    uint64_t token_gen;   /* fcm: the access token's generation sent */
-    wk_retry_node delay;  /* DELAYED until delay.due_ms, in the channel's heap */
-    struct wk_xfer *xfer; /* INFLIGHT on this handle */
+    uint64_t token_gen;       /* fcm: the access token's generation sent */
+    wk_retry_node delay;      /* DELAYED until delay.due_ms, in the channel's heap */
+    struct wk_xfer *xfer;     /* INFLIGHT on this curl handle (webhook, smtp)... */
+    struct wk_stream *stream; /* ...or this HTTP/2 stream (apns, fcm) */
 } wk_push;
 
 typedef struct wk_push_list wk_push_list; /* wk_task.h */

@@ -1,10 +1,11 @@
 /* wk_sender: the send wing's front (see wk_sender.h).  Read top-down: a
  * channel's timers and how a verdict is carried out, starting a push and
- * the fcm token request, a run of the channels, the transport's finished
- * transfers, then set-up and the public calls. */
+ * the fcm token request, a run of the channels, the transports' finished
+ * requests, then set-up and the public calls. */
 #include "wk_sender.h"
 
 #include <curl/curl.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/random.h>
@@ -15,17 +16,21 @@
 #include "wk_chan.h"
 #include "wk_curl.h"
 #include "wk_curl_uv.h"
+#include "wk_h2send.h"
 #include "wk_xfer.h"
 
-/* A channel as the sender runs it. */
+/* A channel as the sender runs it: on one transport, libcurl (a webhook,
+ * an smtp channel) or HTTP/2 (apns, fcm). */
 typedef struct wk_sender_chan {
     wk_sender *s;
-    wk_chan chan;     /* its decisions */
-    wk_curl *curl;    /* its transport */
-    uv_timer_t wake;  /* the end of a pause, of a rate-limit wait or of a token back-off */
-    uv_timer_t retry; /* the earliest delayed push */
-    wk_xfer *auth_x;  /* fcm: the token request's handle (not in the pool) */
-    bool auth_busy;   /* it runs */
+    wk_chan chan;       /* its decisions */
+    wk_curl *curl;      /* its transport: webhook, smtp */
+    wk_h2send *h2;      /* its transport: apns, fcm */
+    uv_timer_t wake;    /* the end of a pause, of a rate-limit wait or of a token back-off */
+    uv_timer_t retry;   /* the earliest delayed push */
+    wk_stream *auth_sx; /* fcm: the token request's stream (not in the pool) */
+    bool auth_busy;     /* it runs */
+    wk_xfer *settling;  /* a batched request whose pushes are being settled */
 } wk_sender_chan;
 
 struct wk_sender {
@@ -94,40 +99,62 @@ static void wk_sender_act(wk_sender_chan *sc, wk_push *push, wk_chan_verdict ver
         wk_sender_arm_retry(sc);
 }
 
+/* PUSH's request (started at START_MS; TRANSPORT_ERROR: no answer came)
+ * was answered V with HTTP status CODE: the channel says what that means,
+ * and the sender does it. */
+static void wk_sender_answered(wk_sender_chan *sc, wk_push *push, const wk_provider_result *v,
+                               long code, int64_t start_ms, bool transport_error)
+{
+    wk_sender *s = sc->s;
+    int64_t now = hr_clock_now_ms();
+    wk_chan_outcome out = {.res = {.latency_ms = (int)(now - start_ms), .http_status = code}};
+    wk_chan_verdict verdict;
+
+    hr_metrics_observe(s->m->chans[sc - s->chans].latency, out.res.latency_ms / 1000.0);
+    if (transport_error)
+        hr_metrics_inc(s->m->backend_errors[WK_BACKEND_HTTP]);
+    verdict = wk_chan_answer(&sc->chan, push, v, now, &s->rnd, &out);
+    wk_sender_act(sc, push, verdict, &out);
+}
+
 /* ---- starting requests ----------------------------------------------------- */
 
-/* Builds PUSH's next request on X: the webhook's, the messages:send of its
- * current address with the channel's access token, the APNs request
- * signed with the provider token, or the mail.  0, or -1 with ERRSTR. */
+/* Builds PUSH's next request on X: the webhook's, or the mail.  0, or -1
+ * with ERRSTR. */
 static int wk_sender_prepare(wk_sender_chan *sc, wk_xfer *x, wk_push *push, char *errstr,
                              size_t errlen)
 {
-    const wk_chan *chan = &sc->chan;
-    const hr_channel *ch = chan->cfg;
+    const hr_channel *ch = sc->chan.cfg;
     size_t stripped = 0;
+
+    if (ch->type == HR_CHANNEL_SMTP)
+        return wk_xfer_prepare_smtp(x, ch, push->task, push->uid, push->user,
+                                    push->addrs[push->addr].address, errstr, errlen);
+    if (wk_xfer_prepare(x, ch, push->task, push->uid, push->user, &stripped, errstr, errlen) != 0)
+        return -1;
+    if (stripped > 0)
+        hr_metrics_add(sc->s->m->anomalies[WK_ANOMALY_HEADER_STRIPPED], (uint64_t)stripped);
+    return 0;
+}
+
+/* Builds PUSH's next request on SX: the APNs request signed with the
+ * provider token, or the messages:send of its current address with the
+ * channel's access token.  0, or -1 with ERRSTR. */
+static int wk_sender_prepare_h2(wk_sender_chan *sc, wk_stream *sx, wk_push *push, char *errstr,
+                                size_t errlen)
+{
+    const wk_chan *chan = &sc->chan;
+    const char *token, *address = push->addrs[push->addr].address;
     uint64_t gen;
     bool request;
     int64_t wake;
-    const char *token;
 
     if (chan->apns != NULL) {
         token = wk_apns_signer_token(chan->apns, hr_clock_now_ms() / 1000, errstr, errlen);
         if (token == NULL)
             return -1;
-        return wk_xfer_prepare_apns(x, ch, ch->url != NULL ? ch->url : WK_APNS_BASE_URL, token,
-                                    push->task, push->uid, push->user,
-                                    push->addrs[push->addr].address, errstr, errlen);
-    }
-    if (ch->type == HR_CHANNEL_SMTP)
-        return wk_xfer_prepare_smtp(x, ch, push->task, push->uid, push->user,
-                                    push->addrs[push->addr].address, errstr, errlen);
-    if (chan->fcm == NULL) {
-        if (wk_xfer_prepare(x, ch, push->task, push->uid, push->user, &stripped, errstr, errlen) !=
-            0)
-            return -1;
-        if (stripped > 0)
-            hr_metrics_add(sc->s->m->anomalies[WK_ANOMALY_HEADER_STRIPPED], (uint64_t)stripped);
-        return 0;
+        return wk_stream_prepare_apns(sx, chan->cfg, wk_h2send_path(sc->h2), token, push->task,
+                                      push->uid, push->user, address, errstr, errlen);
     }
     /* The channel lets an fcm push start only with a token at hand. */
     token = wk_fcm_auth_token(chan->fcm, hr_clock_now_ms(), &gen, &request, &wake);
@@ -136,91 +163,187 @@ static int wk_sender_prepare(wk_sender_chan *sc, wk_xfer *x, wk_push *push, char
         return -1;
     }
     push->token_gen = gen;
-    return wk_xfer_prepare_fcm(x, wk_fcm_auth_send_url(chan->fcm), token, push->task, push->uid,
-                               push->user, push->addrs[push->addr].address, errstr, errlen);
+    return wk_stream_prepare_fcm(sx, wk_h2send_path(sc->h2), token, push->task, push->uid,
+                                 push->user, address, errstr, errlen);
+}
+
+/* PUSH's request went out (on X or SX): it counts as in flight. */
+static void wk_sender_sent(wk_sender_chan *sc, wk_push *push)
+{
+    wk_sender *s = sc->s;
+
+    wk_chan_sent(&sc->chan, push);
+    s->inflight++;
+    hr_metrics_set(s->m->inflight, (double)s->inflight);
+}
+
+/* PUSH's request ended, or was aborted, its handle back in the pool: PUSH
+ * is idle. */
+static void wk_sender_ended(wk_sender_chan *sc, wk_push *push)
+{
+    wk_sender *s = sc->s;
+
+    wk_chan_ended(&sc->chan, push);
+    s->inflight--;
+    hr_metrics_set(s->m->inflight, (double)s->inflight);
+}
+
+/* Builds and starts PUSH's request on a handle of SC's transport: 0, or -1
+ * with ERRSTR (the handle is back in the pool). */
+static int wk_sender_request(wk_sender_chan *sc, wk_xfer *x, wk_stream *sx, wk_push *push,
+                             char *errstr, size_t errlen)
+{
+    if (sx != NULL) {
+        if (wk_sender_prepare_h2(sc, sx, push, errstr, errlen) == 0) {
+            sx->p = push;
+            if (wk_h2send_add(sc->h2, sx, false, errstr, errlen) == 0) {
+                push->stream = sx;
+                return 0;
+            }
+        }
+        wk_h2send_give(sc->h2, sx);
+        return -1;
+    }
+    if (wk_sender_prepare(sc, x, push, errstr, errlen) == 0) {
+        x->p = push;
+        if (wk_curl_add(sc->curl, x, errstr, errlen) == 0) {
+            push->xfer = x;
+            return 0;
+        }
+        x->p = NULL;
+    }
+    wk_curl_give(sc->curl, x);
+    return -1;
+}
+
+/* Settles every push of X's batched request, each with its own result
+ * from A (PER_PUSH) or with ALL, in order.  A push cancelled meanwhile
+ * (also by a done callback of this loop: wk_sender_batch_drop) is
+ * skipped; the caller puts X back into the pool afterwards. */
+static void wk_sender_batch_settle(wk_sender_chan *sc, wk_xfer *x, bool per_push,
+                                   wk_batch_answer *a, const wk_provider_result *all, long code,
+                                   bool transport_error)
+{
+    wk_provider_result v;
+
+    sc->settling = x;
+    for (size_t i = 0; i < x->npushes; i++) {
+        wk_push *push = x->pushes[i];
+
+        if (per_push)
+            wk_batch_answer_next(a, &v);
+        else
+            v = *all;
+        if (push == NULL)
+            continue;
+        x->pushes[i] = NULL;
+        wk_sender_ended(sc, push);
+        wk_sender_answered(sc, push, &v, code, x->start_ms, transport_error);
+    }
+    sc->settling = NULL;
+    x->npushes = 0;
+}
+
+/* Starts a batched request on X for PUSH, the first of task WT, and as
+ * many more of WT's ready pushes as the channel's batch and the task's
+ * tokens allow.  One that cannot be rendered or added fails every push of
+ * it for good (settled as a request that failed, so a cancel from a done
+ * callback finds them where it looks). */
+static void wk_sender_start_batch(wk_sender_chan *sc, wk_xfer *x, wk_task *wt, wk_push *push)
+{
+    const hr_channel *ch = sc->chan.cfg;
+    size_t n, stripped = 0;
+    wk_provider_result failed;
+    char errstr[256];
+    int rc;
+
+    x->pushes[0] = push;
+    n = 1 + wk_chan_take_more(&sc->chan, wt, x->pushes + 1, (size_t)ch->batch - 1);
+    x->npushes = n;
+    rc = wk_xfer_prepare_batch(x, ch, wt, x->pushes, n, &stripped, errstr, sizeof errstr);
+    if (rc == 0)
+        rc = wk_curl_add(sc->curl, x, errstr, sizeof errstr);
+    if (stripped > 0)
+        hr_metrics_add(sc->s->m->anomalies[WK_ANOMALY_HEADER_STRIPPED], (uint64_t)stripped);
+    for (size_t i = 0; i < n; i++) {
+        x->pushes[i]->xfer = x;
+        wk_sender_sent(sc, x->pushes[i]);
+    }
+    if (rc == 0)
+        return;
+    wk_provider_set(&failed, WK_VERDICT_FAILED, 0, NULL);
+    snprintf(failed.reason, sizeof failed.reason, "%.120s", errstr);
+    x->start_ms = hr_clock_now_ms();
+    wk_sender_batch_settle(sc, x, false, NULL, &failed, 0, false);
+    wk_curl_give(sc->curl, x);
 }
 
 /* Starts the next push of task WT on a free handle; false when no handle
  * could be had (the channel waits WK_CHAN_RETRY_MS). */
 static bool wk_sender_start(wk_sender_chan *sc, wk_task *wt)
 {
-    wk_sender *s = sc->s;
-    wk_xfer *x = wk_curl_take(sc->curl);
+    wk_stream *sx = sc->h2 != NULL ? wk_h2send_take(sc->h2) : NULL;
+    wk_xfer *x = sc->curl != NULL ? wk_curl_take(sc->curl) : NULL;
     wk_chan_outcome out;
     wk_chan_verdict verdict;
     wk_push *push;
     char errstr[256];
 
-    if (x == NULL) {
-        hr_log_error("curl_handle_error", "channel=%s", sc->chan.cfg->name);
+    if (x == NULL && sx == NULL) {
+        hr_log_error("request_handle_error", "channel=%s", sc->chan.cfg->name);
         wk_sender_wake_in(sc, WK_CHAN_RETRY_MS);
         return false;
     }
     if (wk_chan_take(&sc->chan, wt, &push, &out) == WK_CHAN_SETTLED) {
-        wk_curl_give(sc->curl, x);
+        if (sx != NULL)
+            wk_h2send_give(sc->h2, sx);
+        else
+            wk_curl_give(sc->curl, x);
         wk_sender_act(sc, push, WK_CHAN_SETTLED, &out);
         return true;
     }
-    if (wk_sender_prepare(sc, x, push, errstr, sizeof errstr) == 0) {
-        x->p = push;
-        if (wk_curl_add(sc->curl, x, errstr, sizeof errstr) == 0) {
-            push->xfer = x;
-            wk_chan_sent(&sc->chan, push);
-            s->inflight++;
-            hr_metrics_set(s->m->inflight, (double)s->inflight);
-            return true;
-        }
-        x->p = NULL;
+    if (sc->chan.cfg->batch > 1) {
+        wk_sender_start_batch(sc, x, wt, push);
+        return true;
+    }
+    if (wk_sender_request(sc, x, sx, push, errstr, sizeof errstr) == 0) {
+        wk_sender_sent(sc, push);
+        return true;
     }
     /* Not rendered, or not added: the address fails for good. */
-    wk_curl_give(sc->curl, x);
     out.res = (wk_push_result){.delivered = false};
     verdict = wk_chan_unsent(&sc->chan, push, errstr, &out);
     wk_sender_act(sc, push, verdict, &out);
     return true;
 }
 
-/* X's request ended, or was aborted: X back into the pool, PUSH idle. */
-static void wk_sender_release(wk_sender_chan *sc, wk_xfer *x)
-{
-    wk_sender *s = sc->s;
-    wk_push *push = x->p;
-
-    wk_curl_release(sc->curl, x);
-    wk_chan_ended(&sc->chan, push);
-    s->inflight--;
-    hr_metrics_set(s->m->inflight, (double)s->inflight);
-}
-
-/* Starts the fcm channel's token request on its own handle. */
+/* Starts the fcm channel's token request on its own stream. */
 static void wk_sender_auth_start(wk_sender_chan *sc, int64_t now)
 {
+    const hr_buf *form;
     char errstr[256], why[256];
 
-    if (wk_fcm_auth_request(sc->chan.fcm, now, sc->auth_x, errstr, sizeof errstr) != 0)
+    if (wk_fcm_auth_request(sc->chan.fcm, now, &form, errstr, sizeof errstr) != 0)
         return; /* logged, back-off set */
-    if (wk_curl_add(sc->curl, sc->auth_x, why, sizeof why) != 0) {
+    if (wk_stream_prepare_form(sc->auth_sx, wk_h2send_token_path(sc->h2), form, why, sizeof why) !=
+            0 ||
+        wk_h2send_add(sc->h2, sc->auth_sx, true, why, sizeof why) != 0) {
         wk_fcm_auth_done(sc->chan.fcm, now, 0, NULL, 0, why, errstr, sizeof errstr);
         return;
     }
     sc->auth_busy = true;
 }
 
-/* The token request ended with curl result RC. */
-static void wk_sender_auth_finished(wk_sender_chan *sc, CURLcode rc)
+/* The token request ended: its answer is in SX. */
+static void wk_sender_auth_finished(wk_sender_chan *sc, const wk_stream *sx)
 {
-    wk_xfer *x = sc->auth_x;
-    char errstr[256], why[CURL_ERROR_SIZE + 8] = "";
-    long code = 0;
+    char errstr[256], why[WK_STREAM_MSG_MAX + 32] = "";
 
-    wk_curl_remove(sc->curl, x);
     sc->auth_busy = false;
-    if (rc == CURLE_OK)
-        curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
-    else
-        snprintf(why, sizeof why, "curl: %s", x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
-    if (wk_fcm_auth_done(sc->chan.fcm, hr_clock_now_ms(), code, x->resp.data, x->resp.len, why,
-                         errstr, sizeof errstr) != 0)
+    if (sx->err != WK_H2_OK)
+        snprintf(why, sizeof why, "h2 %s: %s", wk_h2_err_names[sx->err], sx->msg);
+    if (wk_fcm_auth_done(sc->chan.fcm, hr_clock_now_ms(), sx->err == WK_H2_OK ? sx->status : 0,
+                         sx->resp.data, sx->resp.len, why, errstr, sizeof errstr) != 0)
         hr_metrics_inc(sc->s->m->backend_errors[WK_BACKEND_HTTP]);
 }
 
@@ -236,7 +359,9 @@ static void wk_sender_run_chan(wk_sender_chan *sc)
 
     wk_chan_tick(&sc->chan, now);
     wk_sender_arm_retry(sc);
-    while (!s->draining) {
+    /* A batched channel's cap counts pushes: with every handle busy, the
+     * end of a request runs the channel again. */
+    while (!s->draining && (sc->curl == NULL || wk_curl_can_take(sc->curl))) {
         switch (wk_chan_next(&sc->chan, now, &step)) {
         case WK_CHAN_IDLE:
             return;
@@ -282,38 +407,89 @@ static void wk_sender_woken(void *ctx)
     wk_sender_run(sc->s);
 }
 
-/* ---- the transport's reports ---------------------------------------------- */
+/* ---- the transports' reports ------------------------------------------------ */
+
+/* X's batched request ended with curl result RC and HTTP status CODE:
+ * each of its pushes is settled with its own result. */
+static void wk_sender_batch_finished(wk_sender_chan *sc, wk_xfer *x, CURLcode rc, long code)
+{
+    const hr_channel *ch = sc->chan.cfg;
+    wk_provider_result all;
+    wk_batch_answer a;
+    bool per_push = wk_xfer_batch_verdict(ch, x, rc, code, &all, &a);
+
+    if (per_push && a.results == NULL)
+        hr_log_warn("batch_answer_bad", "channel=%s status=%ld recipients=%zu error=\"%s\"",
+                    ch->name, code, x->npushes, a.error);
+    wk_sender_batch_settle(sc, x, per_push, &a, &all, code, rc != CURLE_OK);
+    wk_batch_answer_free(&a);
+    wk_curl_release(sc->curl, x);
+}
+
+/* Cancels PUSH, one of the pushes of X's batched request: the request
+ * goes on for the others, and is aborted when none is left (unless they
+ * are being settled). */
+static void wk_sender_batch_drop(wk_sender_chan *sc, wk_xfer *x, wk_push *push)
+{
+    size_t live = 0;
+
+    for (size_t i = 0; i < x->npushes; i++) {
+        if (x->pushes[i] == push)
+            x->pushes[i] = NULL;
+        else if (x->pushes[i] != NULL)
+            live++;
+    }
+    wk_sender_ended(sc, push);
+    if (live == 0 && sc->settling != x) {
+        x->npushes = 0;
+        wk_curl_release(sc->curl, x);
+    }
+}
 
 /* wk_curl_hooks.finished: X's request ended with curl result RC. */
 static void wk_sender_finished(void *ctx, wk_xfer *x, CURLcode rc)
 {
     wk_sender_chan *sc = ctx;
-    wk_sender *s = sc->s;
     const hr_channel *ch = sc->chan.cfg;
     wk_push *push = x->p;
-    int64_t now = hr_clock_now_ms();
-    wk_chan_outcome out = {.res = {.latency_ms = (int)(now - x->start_ms)}};
-    wk_chan_verdict verdict;
+    int64_t start_ms = x->start_ms;
     wk_provider_result v;
     long code = 0;
 
-    if (x == sc->auth_x) {
-        wk_sender_auth_finished(sc, rc);
-        return;
-    }
     if (rc == CURLE_OK || ch->type == HR_CHANNEL_SMTP)
         curl_easy_getinfo(x->easy, CURLINFO_RESPONSE_CODE, &code);
+    if (x->npushes > 0) {
+        wk_sender_batch_finished(sc, x, rc, code);
+        return;
+    }
     wk_xfer_verdict(ch, x, rc, code, &v);
-    wk_sender_release(sc, x);
-    out.res.http_status = code;
-    hr_metrics_observe(s->m->chans[sc - s->chans].latency, out.res.latency_ms / 1000.0);
-    if (rc != CURLE_OK)
-        hr_metrics_inc(s->m->backend_errors[WK_BACKEND_HTTP]);
-    verdict = wk_chan_answer(&sc->chan, push, &v, now, &s->rnd, &out);
-    wk_sender_act(sc, push, verdict, &out);
+    wk_curl_release(sc->curl, x);
+    wk_sender_ended(sc, push);
+    wk_sender_answered(sc, push, &v, code, start_ms, rc != CURLE_OK);
 }
 
-/* wk_curl_hooks.drained: every finished transfer was handed over. */
+/* wk_h2send_hooks.finished: SX's request ended (its answer in SX). */
+static void wk_sender_h2_finished(void *ctx, wk_stream *sx)
+{
+    wk_sender_chan *sc = ctx;
+    wk_push *push = sx->p;
+    int64_t start_ms = sx->start_ms;
+    bool transport_error = sx->err != WK_H2_OK;
+    long code = sx->status;
+    wk_provider_result v;
+
+    if (sx == sc->auth_sx) {
+        wk_sender_auth_finished(sc, sx);
+        return;
+    }
+    wk_stream_verdict(sc->chan.cfg, sx, &v);
+    wk_h2send_give(sc->h2, sx);
+    wk_sender_ended(sc, push);
+    wk_sender_answered(sc, push, &v, code, start_ms, transport_error);
+}
+
+/* wk_curl_hooks.drained, wk_h2send_hooks.drained: every finished request
+ * was handed over. */
 static void wk_sender_drained(void *ctx)
 {
     wk_sender_chan *sc = ctx;
@@ -323,28 +499,53 @@ static void wk_sender_drained(void *ctx)
 
 /* ---- set-up and the public calls ------------------------------------------- */
 
-/* Sets up channel I of S: its decisions, its transport, its timers, an fcm
- * channel's token handle. */
+/* Channel I's transport: HTTP/2 for apns (the channel's URL, else
+ * Apple's) and fcm (the messages:send URL, and the token URI), its
+ * stream for the token requests; libcurl for the others. */
+static int wk_sender_transport(wk_sender *s, size_t i, char *errstr, size_t errlen)
+{
+    wk_sender_chan *sc = &s->chans[i];
+    const hr_channel *ch = &s->cfg->channels[i];
+    const wk_curl_hooks curl_hooks = {
+        .ctx = sc, .finished = wk_sender_finished, .drained = wk_sender_drained};
+    const wk_h2send_hooks h2_hooks = {
+        .ctx = sc, .finished = wk_sender_h2_finished, .drained = wk_sender_drained};
+    char detail[256];
+
+    if (ch->type == HR_CHANNEL_APNS) {
+        if (wk_h2send_new(s->loop, ch, ch->url != NULL ? ch->url : WK_APNS_BASE_URL, NULL,
+                          &h2_hooks, &sc->h2, detail, sizeof detail) == 0)
+            return 0;
+    } else if (ch->type == HR_CHANNEL_FCM) {
+        if (wk_h2send_new(s->loop, ch, wk_fcm_auth_send_url(sc->chan.fcm),
+                          wk_fcm_auth_token_uri(sc->chan.fcm), &h2_hooks, &sc->h2, detail,
+                          sizeof detail) == 0) {
+            if ((sc->auth_sx = wk_h2send_extra(sc->h2)) != NULL)
+                return 0;
+            snprintf(detail, sizeof detail, "out of memory");
+        }
+    } else if (wk_curl_new(ch, wk_curl_uv_io(s->uv), &curl_hooks, &sc->curl, detail,
+                           sizeof detail) == 0) {
+        return 0;
+    }
+    snprintf(errstr, errlen, "channel %s: %s", ch->name, detail);
+    return -1;
+}
+
+/* Sets up channel I of S: its decisions, its transport, its timers. */
 static int wk_sender_chan_init(wk_sender *s, size_t i, wk_redis *rd, char *errstr, size_t errlen)
 {
     wk_sender_chan *sc = &s->chans[i];
     const hr_channel *ch = &s->cfg->channels[i];
-    const wk_curl_hooks hooks = {
-        .ctx = sc, .finished = wk_sender_finished, .drained = wk_sender_drained};
 
     sc->s = s;
     uv_timer_init(s->loop, &sc->wake);
     uv_timer_init(s->loop, &sc->retry);
     sc->wake.data = sc->retry.data = sc;
     s->nchans++;
-    if (wk_curl_new(ch, wk_curl_uv_io(s->uv), &hooks, &sc->curl, errstr, errlen) != 0 ||
-        wk_chan_init(&sc->chan, ch, rd, s->m, wk_sender_woken, sc, errstr, errlen) != 0)
+    if (wk_chan_init(&sc->chan, ch, rd, s->m, wk_sender_woken, sc, errstr, errlen) != 0)
         return -1;
-    if (ch->type == HR_CHANNEL_FCM && (sc->auth_x = wk_curl_extra(sc->curl)) == NULL) {
-        snprintf(errstr, errlen, "out of memory");
-        return -1;
-    }
-    return 0;
+    return wk_sender_transport(s, i, errstr, errlen);
 }
 
 int wk_sender_new(uv_loop_t *loop, const hr_config *cfg, wk_redis *rd, wk_metrics *m,
@@ -396,6 +597,7 @@ void wk_sender_set_prune(wk_sender *s, wk_sender_prune_fn prune, void *ctx)
 void wk_sender_submit(wk_sender *s, wk_push *push)
 {
     push->xfer = NULL;
+    push->stream = NULL;
     wk_chan_submit(&s->chans[push->task->ch_index].chan, push);
 }
 
@@ -408,12 +610,21 @@ void wk_sender_cancel(wk_sender *s, wk_push *push)
 {
     wk_sender_chan *sc = &s->chans[push->task->ch_index];
 
-    if (push->state == WK_PUSH_INFLIGHT)
-        wk_sender_release(sc, push->xfer);
-    else
+    if (push->state == WK_PUSH_INFLIGHT && push->stream != NULL) {
+        wk_h2send_cancel(sc->h2, push->stream);
+        wk_h2send_give(sc->h2, push->stream);
+        wk_sender_ended(sc, push);
+    } else if (push->state == WK_PUSH_INFLIGHT && push->xfer->npushes > 0) {
+        wk_sender_batch_drop(sc, push->xfer, push);
+    } else if (push->state == WK_PUSH_INFLIGHT) {
+        wk_curl_release(sc->curl, push->xfer);
+        wk_sender_ended(sc, push);
+    } else {
         wk_chan_cancel(&sc->chan, push);
+    }
     push->state = WK_PUSH_IDLE;
     push->xfer = NULL;
+    push->stream = NULL;
 }
 
 bool wk_sender_stuck(const wk_sender *s, size_t ch_index)
@@ -447,7 +658,8 @@ void wk_sender_close(wk_sender *s)
 
         wk_chan_close(&sc->chan);
         wk_curl_close(sc->curl);
-        sc->auth_x = NULL;
+        wk_h2send_close(sc->h2);
+        sc->auth_sx = NULL;
         sc->auth_busy = false;
         uv_close((uv_handle_t *)&sc->wake, NULL);
         uv_close((uv_handle_t *)&sc->retry, NULL);
@@ -461,6 +673,7 @@ void wk_sender_free(wk_sender *s)
         return;
     for (size_t i = 0; i < s->nchans; i++) {
         wk_curl_free(s->chans[i].curl);
+        wk_h2send_free(s->chans[i].h2);
         wk_chan_free(&s->chans[i].chan);
     }
     free(s->chans);

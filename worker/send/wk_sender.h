@@ -5,28 +5,31 @@
  *
  * Per configured channel the sender holds the channel's decisions
  * (wk_chan: queues, retry heap, in-flight cap, slow-down, rate-limit
- * tokens, credentials), the transport its requests run on (wk_curl: curl
- * multi handles and a pool of easy handles, hooked into the libuv loop by
- * the adapter wk_curl_uv), and two timers (the end of a wait, the earliest
- * retry).  Running a channel is a loop of questions to wk_chan — what may
- * happen now: start the next push of a task (a handle taken, the request
- * built from the push with the channel's credentials and added), settle a
- * push, start the fcm token request, or wait — and every finished request
- * goes the other way: the transport hands it over, its provider module
- * classifies the answer (wk_xfer_verdict: a wk_provider verdict), and
- * wk_chan_answer says what it means for the push (settled, queued again,
- * delayed; an address to prune), which the sender carries out.  A second
- * transport (an HTTP/2 client of the wing's own, wk_h2, for apns and fcm)
- * takes the same place as wk_curl: a channel would run on one or the
- * other, its requests built for it, its answers classified by the same
- * provider modules, and wk_chan would not change.
- *
+ * tokens, credentials), the transport its requests run on, and two timers
+ * (the end of a wait, the earliest retry).  There are two transports, and
+ * a channel runs on one: libcurl (wk_curl: curl multi handles and a pool
+ * of easy handles, wk_xfer, hooked into the libuv loop by the adapter
+ * wk_curl_uv) for webhooks (HTTP/1.1, or HTTP/2 with `http2`) and smtp;
+ * HTTP/2 on libnghttp2 (wk_h2send: the engine wk_h2 on the loop, a pool
+ * of streams, wk_stream) for apns and fcm, the fcm token requests
+ * included.  Running a channel is a loop of questions to wk_chan — what
+ * may happen now: start the next push of a task (a handle taken, the
+ * request built from the push with the channel's credentials and added),
+ * settle a push, start the fcm token request, or wait — and every
+ * finished request goes the other way: the transport hands it over, its
+ * provider module classifies the answer (wk_xfer_verdict,
+ * wk_stream_verdict: a wk_provider verdict), and wk_chan_answer says what
+ * it means for the push (settled, queued again, delayed; an address to
+ * prune), which the sender carries out.  wk_chan does not know which
+ * transport a channel runs on.
+
  * When a push is settled — delivered, failed for good, unregistered, or
  * held (not tried again because its hold flag is set, or its task is past
  * expire_at) — the done callback is called once with the result and the
  * push is no longer linked anywhere.  The callback runs after
- * curl_multi_socket_action returned, never inside a curl callback, or from
- * a run of the channels; it may cancel other pushes and submit new ones:
+ * curl_multi_socket_action returned (never inside a curl callback), from
+ * the HTTP/2 transport's check handle (never inside nghttp2), or from a
+ * run of the channels; it may cancel other pushes and submit new ones:
  * the channels are asked again after every callback, and a run requested
  * while one runs is folded into it.  Nothing but a finished request, a
  * timer, a job's answer or wk_sender_kick() runs the channels: whoever
@@ -36,9 +39,9 @@
  * Layers (checked by scripts/check-graph):
  *   wk_provider wk_retry wk_h2_mem
  *   wk_h2
- *   wk_push wk_fcm wk_apns wk_smtp
- *   wk_xfer
- *   wk_fcm_auth wk_curl
+ *   wk_push wk_fcm wk_apns wk_smtp wk_batch
+ *   wk_xfer wk_stream
+ *   wk_fcm_auth wk_curl wk_h2send
  *   wk_chan wk_curl_uv
  *   wk_sender
  *

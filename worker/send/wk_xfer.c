@@ -10,28 +10,29 @@
 #include <time.h>
 
 #include <openssl/crypto.h>
-
+#include <openssl/evp.h>
 #include <openssl/sha.h>
 
 #include "hr_addr.h"
-#include "wk_apns.h"
 #include "hr_clock.h"
-#include "wk_fcm.h"
+#include "wk_push.h"
 #include "wk_smtp.h"
 
 #define WK_XFER_BODY_MAX (256 * 1024)
 /* A string literal and its length, for wk_xfer_header_add. */
 #define WK_XFER_LIT(s) s, sizeof s - 1
-/* Header lines a request adds to its channel's: an APNs request's, or a
- * webhook's Idempotency-Key and three signature headers, and "Expect:". */
-#define WK_XFER_OWN_HEADERS (WK_APNS_MAX_HEADERS + 6)
-/* A Retry-After beyond this is read as this, before the channel's own
- * bound (retry.max_backoff_ms) applies. */
-#define WK_XFER_RETRY_AFTER_MAX_S 3600
+/* Header lines a request adds to its channel's: a webhook's
+ * Idempotency-Key and three signature headers, and "Expect:". */
+#define WK_XFER_OWN_HEADERS 5
+#define WK_XFER_ID_MAX 96 /* "herald-<task>-<uid or batch key>" */
+/* A batched request's body cap, and its answer's: room for every
+ * recipient's item and result. */
+#define WK_XFER_BATCH_BODY_MAX (8 * 1024 * 1024)
+#define WK_XFER_BATCH_RESULT 256
 
-/* A webhook's response body is not read; a provider's is kept up to
- * WK_PROVIDER_BODY_MAX (what the provider modules parse), the rest
- * dropped. */
+/* A webhook's response body is not read, but a batched one's (its
+ * per-recipient results), up to the buffer's cap; the rest is dropped (and
+ * the answer then garbled). */
 static size_t wk_xfer_write(char *ptr, size_t size, size_t nmemb, void *userdata)
 {
     wk_xfer *x = userdata;
@@ -100,32 +101,9 @@ static size_t wk_xfer_header(char *buf, size_t size, size_t nitems, void *userda
     size_t n = size * nitems;
     static const char name[] = "retry-after:";
 
-    if (n > sizeof name - 1 && strncasecmp(buf, name, sizeof name - 1) == 0) {
-        char tmp[64];
-        size_t len = n - (sizeof name - 1);
-        char *end;
-        long v;
-
-        if (len >= sizeof tmp)
-            len = sizeof tmp - 1;
-        memcpy(tmp, buf + sizeof name - 1, len);
-        tmp[len] = '\0';
-        errno = 0;
-        v = strtol(tmp, &end, 10);
-        /* Delta seconds, or an HTTP-date (curl_getdate reads RFC 1123 and
-         * its older forms): what is left until then.  Clamped here, so no
-         * overflow later. */
-        if (end == tmp) {
-            time_t at = curl_getdate(tmp, NULL);
-
-            v = at > 0 ? (long)(at - time(NULL)) : 0;
-        }
-        if (v < 0)
-            v = 0;
-        else if (errno == ERANGE || v > WK_XFER_RETRY_AFTER_MAX_S)
-            v = WK_XFER_RETRY_AFTER_MAX_S;
-        x->retry_after_s = v;
-    }
+    if (n > sizeof name - 1 && strncasecmp(buf, name, sizeof name - 1) == 0)
+        x->retry_after_s = wk_provider_retry_after(buf + sizeof name - 1, n - (sizeof name - 1),
+                                                   hr_clock_now_ms() / 1000);
     return n;
 }
 
@@ -143,6 +121,18 @@ wk_xfer *wk_xfer_new(const hr_channel *ch)
     }
     wk_task_out_init(&x->req);
     hr_buf_init(&x->resp, WK_PROVIDER_BODY_MAX);
+    if (ch->batch > 1) {
+        /* A batch's answer is read (one result per recipient), its body
+         * holds every recipient's item. */
+        x->keep_resp = true;
+        hr_buf_init(&x->resp, WK_PROVIDER_BODY_MAX + (size_t)ch->batch * WK_XFER_BATCH_RESULT);
+        hr_buf_init(&x->req.body, WK_XFER_BATCH_BODY_MAX);
+        x->pushes = calloc((size_t)ch->batch, sizeof *x->pushes);
+        if (x->pushes == NULL) {
+            wk_xfer_free(x);
+            return NULL;
+        }
+    }
     x->hcap = ch->nheaders + WK_XFER_OWN_HEADERS;
     x->hnodes = calloc(x->hcap, sizeof *x->hnodes);
     if (x->hnodes == NULL) {
@@ -151,7 +141,6 @@ wk_xfer *wk_xfer_new(const hr_channel *ch)
     }
     for (size_t i = 0; i < WK_TASK__MAIL; i++)
         hr_buf_init(&x->mail[i], WK_XFER_BODY_MAX);
-    x->keep_resp = ch->type == HR_CHANNEL_FCM || ch->type == HR_CHANNEL_APNS;
     /* hr_config checked every secret: a failure here is not expected, and
      * a handle that cannot sign is not made. */
     for (size_t i = 0; i < ch->nsigning_secrets; i++) {
@@ -174,10 +163,10 @@ wk_xfer *wk_xfer_new(const hr_channel *ch)
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     if (ch->type == HR_CHANNEL_SMTP)
         wk_xfer_smtp_setup(x, ch);
-    /* APNs is HTTP/2 only: requests multiplexed as streams (PIPEWAIT: on
-     * a connection already open rather than a new one, within the
+    /* A webhook over HTTP/2: requests multiplexed as streams (PIPEWAIT:
+     * on a connection already open rather than a new one, within the
      * server's SETTINGS_MAX_CONCURRENT_STREAMS, which curl honours). */
-    if (ch->http2 || ch->type == HR_CHANNEL_APNS) {
+    if (ch->http2) {
         bool tls = ch->url == NULL || strncasecmp(ch->url, "https:", 6) == 0;
 
         curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
@@ -207,6 +196,7 @@ void wk_xfer_free(wk_xfer *x)
         return;
     curl_easy_cleanup(x->easy);
     free(x->hnodes);
+    free(x->pushes);
     wk_task_out_free(&x->req);
     hr_buf_free(&x->resp);
     for (size_t i = 0; i < WK_TASK__MAIL; i++)
@@ -234,26 +224,32 @@ static int wk_xfer_header_add(wk_xfer *x, const char *a, size_t alen, const char
     return 0;
 }
 
-/* The Idempotency-Key and, with secrets, the Standard Webhooks headers
- * over the rendered body (see wk_xfer.h). */
-static int wk_xfer_sign(wk_xfer *x, const wk_task *task, const char *uid, char *errstr,
-                        size_t errlen)
+/* The Idempotency-Key of TASK and WHAT (a uid, or a batch's "b<hash>") into
+ * ID: "herald-<task>-<what>", the id at most 20 digits, WHAT cut at 64
+ * bytes; its length. */
+static size_t wk_xfer_id(const wk_task *task, const char *what, char id[WK_XFER_ID_MAX])
 {
     static const char prefix[] = "herald-";
-    hr_buf *h = &x->req.headers;
-    char id[96];
-    size_t n = sizeof prefix - 1, ulen = strnlen(uid, 64), before;
-    int64_t now_s = hr_clock_now_ms() / 1000;
+    size_t n = sizeof prefix - 1, wlen = strnlen(what, 64);
 
-    /* "herald-<task>-<uid>": the id is at most 20 digits, the uid is cut
-     * at 64 bytes. */
     memcpy(id, prefix, n);
     memcpy(id + n, task->id_text, task->id_len);
     n += task->id_len;
     id[n++] = '-';
-    memcpy(id + n, uid, ulen);
-    n += ulen;
+    memcpy(id + n, what, wlen);
+    n += wlen;
     id[n] = '\0';
+    return n;
+}
+
+/* The Idempotency-Key ID (N bytes) and, with secrets, the Standard
+ * Webhooks headers over the rendered body (see wk_xfer.h). */
+static int wk_xfer_sign(wk_xfer *x, const char *id, size_t n, char *errstr, size_t errlen)
+{
+    hr_buf *h = &x->req.headers;
+    size_t before;
+    int64_t now_s = hr_clock_now_ms() / 1000;
+
     if (wk_xfer_header_add(x, WK_XFER_LIT("Idempotency-Key: "), id, n, errstr, errlen) < 0)
         return -1;
     if (x->nsecrets == 0)
@@ -311,110 +307,79 @@ static int wk_xfer_arm(wk_xfer *x, bool get, char *errstr, size_t errlen)
 int wk_xfer_prepare(wk_xfer *x, const hr_channel *ch, const wk_task *task, const char *uid,
                     const redisReply *user, size_t *stripped, char *errstr, size_t errlen)
 {
+    char id[WK_XFER_ID_MAX];
+
     errstr[0] = '\0';
     if (wk_task_render(task, uid, user, &x->req, errstr, errlen) != 0)
         return -1;
     *stripped = x->req.stripped;
-    if (wk_xfer_sign(x, task, uid, errstr, errlen) < 0)
+    if (wk_xfer_sign(x, id, wk_xfer_id(task, uid, id), errstr, errlen) < 0)
         return -1;
     return wk_xfer_arm(x, strcasecmp(ch->method, "GET") == 0, errstr, errlen);
 }
 
-/* URL into X's URL buffer, NUL-terminated; -1 with ERRSTR past its cap. */
-static int wk_xfer_set_url(wk_xfer *x, const char *url, char *errstr, size_t errlen)
+/* A batch's part of its Idempotency-Key into OUT: "b" and 16 hex digits of
+ * the SHA-256 of its N recipients' uids in order, so the same recipients
+ * sent again (a retry of the whole request, a redelivered chunk cut the
+ * same way) repeat it.  0, or -1 when the digest failed (out of memory):
+ * a key shared by two batches would let a receiver drop one of them. */
+static int wk_xfer_batch_key(struct wk_push *const *pushes, size_t n, char out[18])
 {
-    hr_buf_reset(&x->req.url);
-    hr_buf_reset(&x->req.headers);
-    x->req.nheaders = 0;
-    if (hr_buf_append(&x->req.url, url, strlen(url)) != 0) {
-        snprintf(errstr, errlen, "URL exceeds its size cap");
+    static const char hex[] = "0123456789abcdef";
+    unsigned char d[EVP_MAX_MD_SIZE];
+    EVP_MD_CTX *sha = EVP_MD_CTX_new();
+    bool ok = sha != NULL && EVP_DigestInit_ex(sha, EVP_sha256(), NULL) == 1;
+
+    for (size_t i = 0; ok && i < n; i++)
+        ok = EVP_DigestUpdate(sha, pushes[i]->uid, strlen(pushes[i]->uid) + 1) == 1;
+    ok = ok && EVP_DigestFinal_ex(sha, d, NULL) == 1;
+    EVP_MD_CTX_free(sha);
+    if (!ok)
         return -1;
+    out[0] = 'b';
+    for (size_t i = 0; i < 8; i++) {
+        out[1 + 2 * i] = hex[d[i] >> 4];
+        out[2 + 2 * i] = hex[d[i] & 15];
     }
+    out[17] = '\0';
     return 0;
 }
 
-int wk_xfer_prepare_fcm(wk_xfer *x, const char *url, const char *bearer, const wk_task *task,
-                        const char *uid, const redisReply *user, const char *device_token,
-                        char *errstr, size_t errlen)
+int wk_xfer_prepare_batch(wk_xfer *x, const hr_channel *ch, const wk_task *task,
+                          struct wk_push *const *pushes, size_t n, size_t *stripped, char *errstr,
+                          size_t errlen)
 {
-    wk_fcm_message m = {.token = device_token,
-                        .payload = task->payload,
-                        .ttl_s = (int)task->row->ttl_s,
-                        .collapse_key = task->row->collapse_key,
-                        .high_priority = task->row->priority == HR_PRIORITY_HIGH,
-                        .now_s = hr_clock_now_ms() / 1000};
+    const char *items = strstr(ch->batch_body, HR_CHANNEL_BATCH_ITEMS);
+    const char *after = items + sizeof HR_CHANNEL_BATCH_ITEMS - 1;
+    hr_buf *body = &x->req.body;
+    char id[WK_XFER_ID_MAX], key[18];
 
-    if (wk_xfer_set_url(x, url, errstr, errlen) != 0 ||
-        wk_task_render_texts(task, uid, user, &x->req.title, &x->req.text, errstr, errlen) != 0)
+    errstr[0] = '\0';
+    /* URL and headers name no recipient (hr_config): rendered once. */
+    if (wk_task_render(task, pushes[0]->uid, pushes[0]->user, &x->req, errstr, errlen) != 0)
         return -1;
-    m.title = x->req.title.data ? x->req.title.data : "";
-    m.body = x->req.text.data ? x->req.text.data : "";
-    hr_buf_reset(&x->req.body);
-    if (wk_fcm_message_build(&m, &x->req.body, errstr, errlen) != 0 ||
-        wk_xfer_header_add(x, WK_XFER_LIT("Authorization: Bearer "), bearer, strlen(bearer), errstr,
-                           errlen) < 0 ||
-        wk_xfer_header_add(x, WK_XFER_LIT("Content-Type: application/json"), NULL, 0, errstr,
-                           errlen) < 0)
-        return -1;
-    return wk_xfer_arm(x, false, errstr, errlen);
-}
-
-/* The apns-id of (TASK, UID, DEVICE): SHA-256 of them as a version 8
- * UUID (RFC 9562: custom), so a re-sent push repeats it. */
-static void wk_xfer_apns_id(int64_t task, const char *uid, const char *device, char out[37])
-{
-    unsigned char d[SHA256_DIGEST_LENGTH];
-    char text[512];
-    int n = snprintf(text, sizeof text, "%" PRId64 ".%s.%s", task, uid, device);
-
-    SHA256((const unsigned char *)text, (size_t)(n < (int)sizeof text ? n : (int)sizeof text - 1),
-           d);
-    d[6] = (unsigned char)((d[6] & 0x0f) | 0x80); /* version 8 */
-    d[8] = (unsigned char)((d[8] & 0x3f) | 0x80); /* variant 10 */
-    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", d[0],
-             d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10], d[11], d[12], d[13],
-             d[14], d[15]);
-}
-
-int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *ch, const char *base_url,
-                         const char *provider_token, const wk_task *task, const char *uid,
-                         const redisReply *user, const char *device_token, char *errstr,
-                         size_t errlen)
-{
-    wk_apns_request req;
-    char apns_id[37];
-    wk_apns_message m = {
-        .device_token = device_token,
-        .topic = ch->apns.topic,
-        .push_type = ch->apns.push_type == HR_APNS_BACKGROUND ? WK_APNS_BACKGROUND : WK_APNS_ALERT,
-        .payload = task->payload,
-        .ttl_s = (int)task->row->ttl_s,
-        .collapse_id = task->row->collapse_key,
-        .apns_id = apns_id,
-        .high_priority = ch->apns.high_priority && task->row->priority == HR_PRIORITY_HIGH,
-        .now_s = hr_clock_now_ms() / 1000};
-
-    wk_xfer_apns_id(task->row->id, uid, device_token, apns_id);
-    if (wk_task_render_texts(task, uid, user, &x->req.title, &x->req.text, errstr, errlen) != 0)
-        return -1;
-    m.title = x->req.title.data ? x->req.title.data : "";
-    m.body = x->req.text.data ? x->req.text.data : "";
-    hr_buf_reset(&x->req.body);
-    if (wk_apns_request_build(&m, provider_token, &req, &x->req.body, errstr, errlen) != 0 ||
-        wk_xfer_set_url(x, base_url, errstr, errlen) != 0)
-        return -1;
-    if (hr_buf_append(&x->req.url, req.path, strlen(req.path)) != 0) {
-        snprintf(errstr, errlen, "URL exceeds its size cap");
+    *stripped = x->req.stripped;
+    hr_buf_reset(body);
+    if (hr_buf_append(body, ch->batch_body, (size_t)(items - ch->batch_body)) != 0)
+        goto cap;
+    for (size_t i = 0; i < n; i++) {
+        if ((i > 0 && hr_buf_append(body, ",", 1) != 0) ||
+            wk_task_render_item(task, pushes[i]->uid, pushes[i]->user, &x->req, body, errstr,
+                                errlen) != 0)
+            goto cap;
+    }
+    if (hr_buf_append(body, after, strlen(after)) != 0)
+        goto cap;
+    if (wk_xfer_batch_key(pushes, n, key) != 0) {
+        snprintf(errstr, errlen, "batch key: SHA-256 failed");
         return -1;
     }
-    for (size_t i = 0; i < req.nheaders; i++)
-        if (wk_xfer_header_add(x, req.header[i], strlen(req.header[i]), NULL, 0, errstr, errlen) <
-            0)
-            return -1;
-    if (wk_xfer_header_add(x, WK_XFER_LIT("Content-Type: application/json"), NULL, 0, errstr,
-                           errlen) < 0)
+    if (wk_xfer_sign(x, id, wk_xfer_id(task, key, id), errstr, errlen) < 0)
         return -1;
     return wk_xfer_arm(x, false, errstr, errlen);
+cap:
+    snprintf(errstr, errlen, "batch of %zu over the request body's cap", n);
+    return -1;
 }
 
 int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, const char *uid,
@@ -466,22 +431,6 @@ int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, 
     return 0;
 }
 
-int wk_xfer_prepare_form(wk_xfer *x, const char *url, const hr_buf *body, char *errstr,
-                         size_t errlen)
-{
-    hr_buf_reset(&x->req.body);
-    if (wk_xfer_set_url(x, url, errstr, errlen) != 0)
-        return -1;
-    if (hr_buf_append(&x->req.body, body->data ? body->data : "", body->len) != 0) {
-        snprintf(errstr, errlen, "token request exceeds its size cap");
-        return -1;
-    }
-    if (wk_xfer_header_add(x, WK_XFER_LIT("Content-Type: application/x-www-form-urlencoded"), NULL,
-                           0, errstr, errlen) < 0)
-        return -1;
-    return wk_xfer_arm(x, false, errstr, errlen);
-}
-
 static bool wk_xfer_success(const hr_channel *ch, long code)
 {
     for (size_t i = 0; i < ch->nsuccess; i++)
@@ -502,14 +451,6 @@ void wk_xfer_verdict(const hr_channel *ch, const wk_xfer *x, CURLcode rc, long c
                  x->errbuf[0] ? x->errbuf : curl_easy_strerror(rc));
         return;
     }
-    if (ch->type == HR_CHANNEL_FCM) {
-        wk_fcm_classify(code, body, x->resp.len, x->retry_after_s, out);
-        return;
-    }
-    if (ch->type == HR_CHANNEL_APNS) {
-        wk_apns_classify(code, body, x->resp.len, x->retry_after_s, out);
-        return;
-    }
     if (ch->type == HR_CHANNEL_SMTP) {
         wk_smtp_classify(code, body, out);
         return;
@@ -521,4 +462,17 @@ void wk_xfer_verdict(const hr_channel *ch, const wk_xfer *x, CURLcode rc, long c
         wk_provider_classify_http(code, x->retry_after_s, NULL, out);
     }
     wk_provider_reason(out, "http ", code, NULL);
+}
+
+bool wk_xfer_batch_verdict(const hr_channel *ch, const wk_xfer *x, CURLcode rc, long code,
+                           wk_provider_result *all, wk_batch_answer *a)
+{
+    *a = (wk_batch_answer){0};
+    if (rc != CURLE_OK || !wk_xfer_success(ch, code)) {
+        wk_xfer_verdict(ch, x, rc, code, all);
+        return false;
+    }
+    /* The cap cut the body: garbled, as a truncated JSON text is. */
+    wk_batch_answer_read(a, x->resp.data, x->resp.len, x->npushes);
+    return true;
 }

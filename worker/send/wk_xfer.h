@@ -1,20 +1,19 @@
-/* wk_xfer: one HTTP request of a push — a libcurl easy handle kept
- * configured for its channel between requests (so the connection is
- * reused), the request built from the push (URL, body and headers
- * rendered by the task's templates into buffers capped at creation, plus
- * an Idempotency-Key stable per task and recipient, "herald-<task>-<uid>",
- * so a redelivered chunk can be deduplicated by the receiver; with the
- * channel's signing_secrets, the same value is the Standard Webhooks
- * webhook-id and webhook-timestamp / webhook-signature (hr_sign) sign the
- * body as sent, a new timestamp on every attempt); for an fcm channel the
- * messages:send request of one device token (wk_fcm) or the OAuth token
- * request; for an smtp channel one mail over SMTP (STARTTLS or smtps,
- * AUTH, the connection kept for the next mail); the Retry-After header
- * and (provider channels) the first
- * WK_PROVIDER_BODY_MAX bytes of the body read from the response, and the
- * response classified into a wk_verdict for the sender (wk_sender), which
- * acts on it.  The handles are the curl transport's (wk_curl): it pools
- * them and runs them on its multi handles. */
+/* wk_xfer: one request of a push on the curl transport — a libcurl easy
+ * handle kept configured for its channel between requests (so the
+ * connection is reused), and the request built from the push: for a
+ * webhook channel the URL, body and headers rendered by the task's
+ * templates into buffers capped at creation, plus an Idempotency-Key
+ * stable per task and recipient, "herald-<task>-<uid>", so a redelivered
+ * chunk can be deduplicated by the receiver; with the channel's
+ * signing_secrets, the same value is the Standard Webhooks webhook-id and
+ * webhook-timestamp / webhook-signature (hr_sign) sign the body as sent, a
+ * new timestamp on every attempt; for an smtp channel one mail over SMTP
+ * (STARTTLS or smtps, AUTH, the connection kept for the next mail).  The
+ * Retry-After header is read from the response, and the response
+ * classified into a wk_verdict for the sender (wk_sender), which acts on
+ * it.  The handles are the curl transport's (wk_curl): it pools them and
+ * runs them on its multi handles.  (apns and fcm channels run on HTTP/2:
+ * wk_stream, wk_h2send.) */
 #ifndef WK_XFER_H
 #define WK_XFER_H
 
@@ -26,6 +25,7 @@
 #include "hr_config.h"
 #include "hr_sign.h"
 #include "hr_buf.h"
+#include "wk_batch.h"
 #include "wk_provider.h"
 #include "wk_task.h"
 
@@ -37,10 +37,15 @@ typedef struct wk_xfer {
     struct wk_multi *mh; /* the multi handle it runs on (set by its transport, wk_curl) */
     bool running;        /* on its multi handle (wk_curl) */
     struct wk_push *p;   /* the push it carries (the sender's); NULL while idle */
+    /* A batched webhook's request: the pushes it carries in the request's
+     * order (the sender's; a cancelled one NULL), up to the channel's
+     * batch; npushes 0 otherwise. */
+    struct wk_push **pushes;
+    size_t npushes;
     /* The request: URL, body (an smtp channel's message), header lines
      * (each NUL-terminated), the task's title and body rendered. */
     wk_task_out req;
-    hr_buf resp; /* the response body (provider channels), capped */
+    hr_buf resp; /* smtp: the relay's last refusal; the response body when kept, capped */
     bool keep_resp;
     hr_buf mail[WK_TASK__MAIL]; /* smtp: the channel's templates rendered */
     size_t upload_off;          /* smtp: how much of BODY (the message) curl has read */
@@ -68,23 +73,15 @@ void wk_xfer_free(wk_xfer *x);
 int wk_xfer_prepare(wk_xfer *x, const hr_channel *ch, const wk_task *task, const char *uid,
                     const redisReply *user, size_t *stripped, char *errstr, size_t errlen);
 
-/* Builds on X the messages:send request to URL (wk_fcm_send_url) with
- * the OAuth BEARER token for DEVICE_TOKEN: the message from TASK's title
- * and body rendered for UID and its payload (wk_fcm_message_build).  0, or
- * -1 with ERRSTR. */
-int wk_xfer_prepare_fcm(wk_xfer *x, const char *url, const char *bearer, const wk_task *task,
-                        const char *uid, const redisReply *user, const char *device_token,
-                        char *errstr, size_t errlen);
-
-/* Builds on X the APNs request of CH (an apns channel) to DEVICE_TOKEN
- * at BASE_URL, signed with PROVIDER_TOKEN: alert text from TASK's title
- * and body rendered for UID, its payload, and apns-id, the idempotency
- * key: a UUID derived from (task, uid, device token), the same on every
- * retry and redelivery.  0, or -1 with ERRSTR. */
-int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *ch, const char *base_url,
-                         const char *provider_token, const wk_task *task, const char *uid,
-                         const redisReply *user, const char *device_token, char *errstr,
-                         size_t errlen);
+/* Builds on X the batched request of TASK for the N pushes PUSHES (a
+ * webhook channel CH with batch > 1): URL and headers rendered once, the
+ * body CH->batch_body around each push's body rendered for its recipient,
+ * comma-separated in the pushes' order; Idempotency-Key (and the
+ * signature's webhook-id) "herald-<task>-b<hash of the uids>".  0, or -1
+ * with ERRSTR. */
+int wk_xfer_prepare_batch(wk_xfer *x, const hr_channel *ch, const wk_task *task,
+                          struct wk_push *const *pushes, size_t n, size_t *stripped, char *errstr,
+                          size_t errlen);
 
 /* Builds on X the mail of CH (an smtp channel) to the address TO: the
  * MIME message (wk_smtp) from the channel's subject / text / html /
@@ -94,18 +91,22 @@ int wk_xfer_prepare_apns(wk_xfer *x, const hr_channel *ch, const char *base_url,
 int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, const char *uid,
                          const redisReply *user, const char *to, char *errstr, size_t errlen);
 
-/* Builds on X a POST of the form BODY (application/x-www-form-urlencoded)
- * to URL: the OAuth token request.  0, or -1 with ERRSTR. */
-int wk_xfer_prepare_form(wk_xfer *x, const char *url, const hr_buf *body, char *errstr,
-                         size_t errlen);
-
 /* What a request of channel CH on X that ended with curl result RC and
  * CODE (the HTTP status when RC is CURLE_OK; an SMTP channel's last reply
  * code, also on failure) means: *OUT gets the verdict, the
- * Retry-After and a reason ("http <code>" for a webhook, the provider's
- * "<code> <error>" otherwise, "curl: ..." for a transport error, which is
+ * Retry-After and a reason ("http <code>" for a webhook, the relay's
+ * reply for smtp, "curl: ..." for a transport error, which is
  * retried). */
 void wk_xfer_verdict(const hr_channel *ch, const wk_xfer *x, CURLcode rc, long code,
                      wk_provider_result *out);
+
+/* What the answer to X's batched request (X->npushes recipients; curl
+ * result RC, HTTP status CODE) means: true when the receiver took the
+ * request, *A then holds its answer per recipient (wk_batch_answer_next
+ * for each in order; garbled when A->results is NULL); false when *ALL
+ * applies to every recipient (a transport error, a status not in
+ * success).  wk_batch_answer_free(A) in either case. */
+bool wk_xfer_batch_verdict(const hr_channel *ch, const wk_xfer *x, CURLcode rc, long code,
+                           wk_provider_result *all, wk_batch_answer *a);
 
 #endif
