@@ -5,7 +5,8 @@
  * worker's prune removes a member directly.  This file holds the values
  * (platform names, lists, checks, the member format) and that one write
  * path; the admin's writes and the import are hr_addr_store.c's, the
- * worker's fetch and prune hr_addr_fetch.c's, the sync hr_addr_sync.c's. */
+ * worker's fetch and prune hr_addr_fetch.c's; the sync is hr_mirror.c's, given
+ * the book's statements and this rewrite (hr_addr_mirror). */
 #include "hr_addr_int.h"
 
 #include <ctype.h>
@@ -24,6 +25,27 @@ static const char *const hr_addr_names[HR_ADDR__COUNT] = {
     [HR_ADDR_EMAIL] = "email",
     [HR_ADDR_WEBHOOK] = "webhook",
 };
+
+static const char *const hr_addr_supp_names[HR_ADDR_SUPP__COUNT] = {
+    [HR_ADDR_SUPP_UNSUBSCRIBED] = "unsubscribed",
+    [HR_ADDR_SUPP_COMPLAINED] = "complained",
+    [HR_ADDR_SUPP_BOUNCED] = "bounced",
+};
+
+const char *hr_addr_supp_name(hr_addr_supp s)
+{
+    return (unsigned)s < HR_ADDR_SUPP__COUNT ? hr_addr_supp_names[s] : NULL;
+}
+
+int hr_addr_supp_parse(const char *s, hr_addr_supp *out)
+{
+    for (int i = HR_ADDR_SUPP_NONE + 1; i < HR_ADDR_SUPP__COUNT; i++)
+        if (strcmp(s, hr_addr_supp_names[i]) == 0) {
+            *out = (hr_addr_supp)i;
+            return 0;
+        }
+    return -1;
+}
 
 const char *hr_addr_platform_name(hr_addr_platform p)
 {
@@ -100,7 +122,9 @@ cJSON *hr_addr_list_json(const hr_addr_list *l)
         if (cJSON_AddStringToObject(o, "platform", hr_addr_platform_name(l->a.v[i].platform)) ==
                 NULL ||
             cJSON_AddStringToObject(o, "app", l->a.v[i].app) == NULL ||
-            cJSON_AddStringToObject(o, "address", l->a.v[i].address) == NULL)
+            cJSON_AddStringToObject(o, "address", l->a.v[i].address) == NULL ||
+            (l->a.v[i].supp != HR_ADDR_SUPP_NONE &&
+             cJSON_AddStringToObject(o, "suppressed", hr_addr_supp_name(l->a.v[i].supp)) == NULL))
             goto fail;
     }
     return a;
@@ -224,21 +248,22 @@ int hr_addr_check(hr_addr_platform p, const char *app, const char *address, char
 }
 
 char *hr_addr_member(char *buf, size_t len, hr_addr_platform p, const char *app,
-                     const char *address)
+                     const char *address, hr_addr_supp supp)
 {
-    const char *name = hr_addr_platform_name(p);
+    const char *name = hr_addr_platform_name(p), *reason = hr_addr_supp_name(supp);
     int n;
 
     if (name == NULL)
         return NULL;
-    n = snprintf(buf, len, "%s %s %s", name, app, address);
+    n = reason != NULL ? snprintf(buf, len, "%s %s %s %s", name, app, address, reason)
+                       : snprintf(buf, len, "%s %s %s", name, app, address);
     return n >= 0 && (size_t)n < len ? buf : NULL;
 }
 
 int hr_addr_parse_member(hr_addr_list *l, const char *member, size_t len, hr_addr *out)
 {
     char buf[HR_ADDR_MEMBER_MAX + 1], err[8];
-    char *app, *address;
+    char *app, *address, *reason;
 
     if (len > HR_ADDR_MEMBER_MAX || memchr(member, '\0', len) != NULL)
         return -1;
@@ -250,6 +275,14 @@ int hr_addr_parse_member(hr_addr_list *l, const char *member, size_t len, hr_add
         return -1;
     *app++ = '\0';
     *address++ = '\0';
+    /* No address holds a space: a fourth field is a suppression's reason. */
+    reason = strchr(address, ' ');
+    out->supp = HR_ADDR_SUPP_NONE;
+    if (reason != NULL) {
+        *reason++ = '\0';
+        if (hr_addr_supp_parse(reason, &out->supp) != 0)
+            return -1;
+    }
     if (hr_addr_platform_parse(buf, &out->platform) != 0 ||
         hr_addr_check(out->platform, app, address, err, sizeof err) != 0)
         return -1;
@@ -258,23 +291,19 @@ int hr_addr_parse_member(hr_addr_list *l, const char *member, size_t len, hr_add
     return out->address != NULL ? 0 : -1;
 }
 
-int hr_addr_cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-
-    return (x > y) - (x < y);
-}
-
 /* The push_address rows of the N distinct UIDS (sorted), in (uid,
- * platform, app, address) order: columns uid, platform, app, address.
+ * platform, app, address) order: columns uid, platform, app, address and
+ * the suppression's reason (NULL: not suppressed).
  * The statement is HEAD, one '?' per uid, TAIL: only marks are added to
  * its text, every value is a parameter. */
 int hr_addr_select(hr_mysql *m, const int64_t *uids, size_t n, hr_mysql_rows **rows, char *errstr,
                    size_t errlen)
 {
-    static const char head[] = "SELECT uid, platform, app, address FROM push_address "
-                               "WHERE uid IN (",
-                      tail[] = ") ORDER BY uid, platform, app, address";
+    static const char head[] = "SELECT a.uid, a.platform, a.app, a.address, s.reason "
+                               "FROM push_address a LEFT JOIN push_suppression s "
+                               "ON s.platform = a.platform AND s.app = a.app "
+                               "AND s.address = a.address WHERE a.uid IN (",
+                      tail[] = ") ORDER BY a.uid, a.platform, a.app, a.address";
     hr_mysql_param *p = malloc(n * sizeof *p);
     char *sql = malloc(sizeof head + 2 * n + sizeof tail), *at;
     int rc = -1;
@@ -299,24 +328,12 @@ done:
     return rc;
 }
 
-/* Sorts the N uids at UIDS and drops repeats; the new count. */
-size_t hr_addr_uniq(int64_t *uids, size_t n)
-{
-    size_t k = 0;
-
-    qsort(uids, n, sizeof *uids, hr_addr_cmp_i64);
-    for (size_t i = 0; i < n; i++)
-        if (k == 0 || uids[k - 1] != uids[i])
-            uids[k++] = uids[i];
-    return k;
-}
-
 /* Rewrites the Redis sets of the N uids at UIDS (sorted in place, repeats
  * dropped) from the rows MySQL holds: one SELECT, one pipelined round
  * trip of addr_set.lua.  Rows hr_addr_check refuses are left out and
  * counted in RES (may be NULL).  0 or -1. */
-int hr_addr_rewrite(hr_mysql *m, hr_redis *r, int64_t *uids, size_t n, hr_addr_sync_result *res,
-                    char *errstr, size_t errlen)
+int hr_addr_rewrite(hr_mysql *m, hr_redis *r, int64_t *uids, size_t n, const void *ctx,
+                    hr_mirror_result *res, char *errstr, size_t errlen)
 {
     hr_mysql_rows *rows = NULL;
     hr_addr_list arena = {0};
@@ -325,7 +342,8 @@ int hr_addr_rewrite(hr_mysql *m, hr_redis *r, int64_t *uids, size_t n, hr_addr_s
     size_t row = 0;
     int rc = -1;
 
-    n = hr_addr_uniq(uids, n);
+    (void)ctx; /* the address book's checks need no configuration */
+    n = hr_mirror_uniq(uids, n);
     if (n == 0)
         return 0;
     if (hr_addr_select(m, uids, n, &rows, errstr, errlen) != 0)
@@ -343,17 +361,20 @@ int hr_addr_rewrite(hr_mysql *m, hr_redis *r, int64_t *uids, size_t n, hr_addr_s
         for (; row < rows->nrows && strtoll(hr_mysql_cell(rows, row, 0), NULL, 10) == uids[i];
              row++) {
             const char *app = hr_mysql_cell(rows, row, 2), *address = hr_mysql_cell(rows, row, 3);
+            const char *reason = hr_mysql_cell(rows, row, 4);
             char member[HR_ADDR_MEMBER_MAX + 1], why[128] = "platform: not one of the four";
+            hr_addr_supp supp = HR_ADDR_SUPP_NONE;
             hr_addr_platform p;
 
             if (hr_addr_platform_parse(hr_mysql_cell(rows, row, 1), &p) != 0 ||
                 hr_addr_check(p, app, address, why, sizeof why) != 0) {
-                if (res != NULL && res->refused++ == 0)
-                    snprintf(res->first_refused, sizeof res->first_refused, "uid=%s %.100s", uid_s,
-                             why);
+                hr_mirror_refused(res, uids[i], why);
                 continue;
             }
-            hr_addr_member(member, sizeof member, p, app, address);
+            /* An ENUM column holds one of the three reasons. */
+            if (reason != NULL)
+                hr_addr_supp_parse(reason, &supp);
+            hr_addr_member(member, sizeof member, p, app, address, supp);
             if ((argv[argc] = hr_addr_dup(&arena, member, strlen(member))) == NULL)
                 goto oom;
             argc++;
@@ -365,16 +386,7 @@ int hr_addr_rewrite(hr_mysql *m, hr_redis *r, int64_t *uids, size_t n, hr_addr_s
             res->stored += argc - 1;
         }
     }
-    if (hr_pipe_exec(pipe, errstr, errlen) != 0)
-        goto done;
-    for (size_t i = 0; i < n; i++) {
-        redisReply *reply = hr_pipe_reply(pipe, i, errstr, errlen);
-
-        if (reply == NULL)
-            goto done;
-        freeReplyObject(reply);
-    }
-    rc = 0;
+    rc = hr_pipe_exec_all(pipe, errstr, errlen);
     goto done;
 oom:
     snprintf(errstr, errlen, "out of memory");
@@ -388,5 +400,14 @@ done:
 
 int hr_addr_rewrite_one(hr_mysql *m, hr_redis *r, int64_t uid, char *errstr, size_t errlen)
 {
-    return hr_addr_rewrite(m, r, &uid, 1, NULL, errstr, errlen);
+    return hr_addr_rewrite(m, r, &uid, 1, NULL, NULL, errstr, errlen);
 }
+
+const hr_mirror hr_addr_mirror = {
+    .name = "address",
+    HR_MIRROR_TABLES("push_address"),
+    .all_sql = "SELECT DISTINCT uid, uid FROM push_address WHERE uid > ? ORDER BY uid LIMIT ?",
+    .lock_key = hr_key_addr_lock,
+    .synced_key = hr_key_addr_synced,
+    .rewrite = hr_addr_rewrite,
+};

@@ -11,9 +11,10 @@
  * Every write here changes MySQL first, then rewrites the uid's set from
  * the rows MySQL holds (addr_set.lua), so a failed Redis step leaves
  * nothing the next sync would not repair.  Writes made with raw SQL reach
- * Redis through hr_addr_sync: triggers record the changed uids with the
- * address epoch; the sync rewrites those uids' sets, or every uid's when
- * Redis lost its synced mark (herald:addr_synced).  The dispatcher runs it
+ * Redis through the book's mirror (hr_addr_mirror, hr_mirror.h):
+ * triggers record the changed uids with the address epoch; the sync
+ * rewrites those uids' sets, or every uid's when Redis lost its synced mark
+ * (herald:addr_synced).  The dispatcher runs it
  * at every task claim and periodically.  hr_addr_prune is the worker's
  * exception: a dead token goes from both stores without a rewrite.
  *
@@ -28,6 +29,7 @@
 
 #include <cJSON.h>
 
+#include "hr_mirror.h"
 #include "hr_mysql.h"
 #include "hr_redis.h"
 #include "hr_vec.h"
@@ -35,9 +37,10 @@
 #define HR_ADDR_APP_MAX 255     /* push_address.app */
 #define HR_ADDR_ADDRESS_MAX 512 /* push_address.address */
 #define HR_ADDR_PER_UID_MAX 64  /* addresses one uid may hold (API, heraldctl, import) */
-#define HR_ADDR_FETCH_BATCH 500 /* uids per pipelined round trip of hr_addr_fetch */
-/* Longest Redis member: platform, two spaces, app, address. */
-#define HR_ADDR_MEMBER_MAX (8 + 2 + HR_ADDR_APP_MAX + HR_ADDR_ADDRESS_MAX)
+#define HR_ADDR_FETCH_BATCH 500 /* uids per pipelined round trip of a read or rewrite */
+/* Longest Redis member: platform, two spaces, app, address, a space and
+ * the longest suppression reason. */
+#define HR_ADDR_MEMBER_MAX (8 + 2 + HR_ADDR_APP_MAX + HR_ADDR_ADDRESS_MAX + 1 + 12)
 
 /* The address kinds of the channel types (push_address.platform). */
 typedef enum hr_addr_platform {
@@ -48,18 +51,29 @@ typedef enum hr_addr_platform {
     HR_ADDR__COUNT
 } hr_addr_platform;
 
+/* Why an address is on the suppression list (push_suppression.reason,
+ * 015_suppression.sql); HR_ADDR_SUPP_NONE: it is not. */
+typedef enum hr_addr_supp {
+    HR_ADDR_SUPP_NONE,
+    HR_ADDR_SUPP_UNSUBSCRIBED, /* the address asked to leave: mandatory categories still go */
+    HR_ADDR_SUPP_COMPLAINED,   /* a spam report */
+    HR_ADDR_SUPP_BOUNCED,      /* a hard bounce */
+    HR_ADDR_SUPP__COUNT
+} hr_addr_supp;
+
 #define HR_ADDR_EINVAL -2 /* hr_addr_check refused the address (ERRSTR says why) */
 #define HR_ADDR_EFULL -3  /* the uid holds HR_ADDR_PER_UID_MAX addresses already */
 
 /* One address.  APP and ADDRESS point into the list's arena (or the
- * caller's strings for an input).  IDX: for hr_addr_fetch, the index of
- * the uid in the UIDS asked; otherwise 0. */
+ * caller's strings for an input).  IDX: for hr_addr_take, the index its
+ * caller gave (the worker's: the member's in its chunk); otherwise 0. */
 typedef struct hr_addr {
     int64_t uid;
     hr_addr_platform platform;
     const char *app;
     const char *address;
     size_t idx;
+    hr_addr_supp supp; /* on the suppression list (read from Redis or MySQL) */
 } hr_addr;
 
 /* A list of addresses with the storage of their strings.  Zero-initialise;
@@ -71,6 +85,12 @@ typedef struct hr_addr_list {
 } hr_addr_list;
 
 void hr_addr_list_free(hr_addr_list *l);
+
+/* "unsubscribed", "complained", "bounced"; NULL for NONE and anything
+ * else. */
+const char *hr_addr_supp_name(hr_addr_supp s);
+/* The reason named S (not NONE).  0, or -1. */
+int hr_addr_supp_parse(const char *s, hr_addr_supp *out);
 
 /* "fcm", "apns", "email", "webhook"; NULL for anything else. */
 const char *hr_addr_platform_name(hr_addr_platform p);
@@ -89,16 +109,20 @@ int hr_addr_platform_parse(const char *s, hr_addr_platform *out);
 int hr_addr_check(hr_addr_platform p, const char *app, const char *address, char *errstr,
                   size_t errlen);
 
-/* The Redis member of an address into BUF ("<platform> <app> <address>");
- * BUF, or NULL when it does not fit LEN. */
+/* The Redis member of an address into BUF ("<platform> <app> <address>",
+ * and " <reason>" when SUPP is not NONE: a suppressed address, which an
+ * older worker's parse refuses and so never pushes to); BUF, or NULL when
+ * it does not fit LEN. */
 char *hr_addr_member(char *buf, size_t len, hr_addr_platform p, const char *app,
-                     const char *address);
-/* The reverse: splits MEMBER (LEN bytes) into OUT's fields, the strings
- * copied into L's arena (OUT is not appended).  0, or -1 when MEMBER is
- * not a member hr_addr_check accepts (or out of memory). */
+                     const char *address, hr_addr_supp supp);
+/* The reverse: splits MEMBER (LEN bytes) into OUT's fields (supp
+ * included), the strings copied into L's arena (OUT is not appended).  0,
+ * or -1 when MEMBER is not a member hr_addr_check accepts (or out of
+ * memory). */
 int hr_addr_parse_member(hr_addr_list *l, const char *member, size_t len, hr_addr *out);
 
-/* L as a JSON array of {"platform", "app", "address"} (the caller's, freed
+/* L as a JSON array of {"platform", "app", "address"} and "suppressed":
+ * the reason, for an address on the suppression list (the caller's, freed
  * with cJSON_Delete); NULL when out of memory. */
 cJSON *hr_addr_list_json(const hr_addr_list *l);
 
@@ -122,7 +146,7 @@ int hr_addr_remove(hr_mysql *m, hr_redis *r, int64_t uid, hr_addr_platform p, co
 int hr_addr_replace(hr_mysql *m, hr_redis *r, int64_t uid, const hr_addr *list, size_t n,
                     char *errstr, size_t errlen);
 /* UID's addresses as MySQL holds them (platform, app, address order),
- * appended to OUT.  0 or -1. */
+ * with their suppression, appended to OUT.  0 or -1. */
 int hr_addr_list_uid(hr_mysql *m, int64_t uid, hr_addr_list *out, char *errstr, size_t errlen);
 
 /* What hr_addr_import did with its rows. */
@@ -140,16 +164,14 @@ typedef struct hr_addr_import_result {
 int hr_addr_import(hr_mysql *m, hr_redis *r, const hr_addr *rows, size_t n,
                    hr_addr_import_result *res, char *errstr, size_t errlen);
 
-/* The worker's read: the addresses on platform P (and app APP; NULL = any
- * app) of the N uids UIDS (decimal strings, e.g. a chunk's members), read
- * from Redis with one pipelined SMEMBERS per uid, HR_ADDR_FETCH_BATCH uids
- * per round trip.  Appended to OUT with IDX = the uid's index in UIDS;
- * the addresses of one uid are contiguous, uids in the order of UIDS; a
- * uid with no address on P has no entry.  A member that does not parse
- * (written by hand into Redis) is skipped and counted in *BAD (may be
- * NULL).  0, or -1 when Redis failed (OUT then holds what was read). */
-int hr_addr_fetch(hr_redis *r, const char *const *uids, size_t n, hr_addr_platform p,
-                  const char *app, hr_addr_list *out, size_t *bad, char *errstr, size_t errlen);
+/* The addresses on platform P (and app APP; NULL = any) of the SMEMBERS
+ * REPLY of uid UID appended to OUT with IDX; members that do not parse are
+ * counted in *BAD; for a caller that reads the sets in a pipeline of its
+ * own (the worker's open reads them HR_ADDR_FETCH_BATCH uids per round
+ * trip, beside the profiles: worker/wk_consent.c).  0, or -1 out of
+ * memory. */
+int hr_addr_take(hr_addr_list *out, const redisReply *reply, int64_t uid, size_t idx,
+                 hr_addr_platform p, const char *app, size_t *bad);
 
 /* Removes one dead address (a provider answered it is unregistered) from
  * both stores: Redis first (the next fetch no longer sees it), then MySQL.
@@ -161,28 +183,30 @@ int hr_addr_prune(hr_mysql *m, hr_redis *r, const hr_addr *a, char *errstr, size
 int hr_addr_unlist(hr_redis *r, const hr_addr *a, char *errstr, size_t errlen);
 int hr_addr_forget(hr_mysql *m, const hr_addr *a, char *errstr, size_t errlen);
 
-/* What one hr_addr_sync did. */
-typedef struct hr_addr_sync_result {
-    bool full;               /* Redis had no synced mark: every uid was reloaded */
-    int64_t uids;            /* uid sets rewritten */
-    int64_t stored;          /* addresses written to Redis */
-    int64_t refused;         /* rows hr_addr_check refuses (raw SQL): not in Redis */
-    char first_refused[160]; /* "uid=<uid> <reason>" of the first, or "" */
-} hr_addr_sync_result;
+/* ---- the suppression list (015_suppression.sql) ---------------------------- */
 
-#define HR_ADDR_SYNC_BUSY \
-    1 /* another sync holds the lock, or a writer's open
-                               transaction held the epoch for a second */
+/* Puts an address on the suppression list for REASON (not NONE; checked
+ * with hr_addr_check first), NOTE (may be NULL, at most 255 bytes) kept
+ * beside it, then rewrites the sets of the uids that hold it.  1 added, 0
+ * updated, HR_ADDR_EINVAL, or -1. */
+int hr_addr_suppress(hr_mysql *m, hr_redis *r, hr_addr_platform p, const char *app,
+                     const char *address, hr_addr_supp reason, const char *note, char *errstr,
+                     size_t errlen);
+/* Takes an address off the list, then rewrites its uids' sets.  1
+ * removed, 0 it was not on it, or -1. */
+int hr_addr_unsuppress(hr_mysql *m, hr_redis *r, hr_addr_platform p, const char *app,
+                       const char *address, char *errstr, size_t errlen);
+/* The suppressed addresses of platform P and app APP as a JSON array of
+ * {"platform", "app", "address", "reason", "note", "created_at"}: the one
+ * of ADDRESS when it is not NULL, else at most LIMIT (1..1000) in address
+ * order after AFTER (NULL = from the start), *MORE (may be NULL) true when
+ * more follow.  NULL (ERRSTR) on a MySQL error. */
+cJSON *hr_addr_suppressions(hr_mysql *m, hr_addr_platform p, const char *app, const char *address,
+                            const char *after, int limit, bool *more, char *errstr, size_t errlen);
 
-/* Brings Redis up to date with push_address: bumps the address epoch,
- * then rewrites the sets of the uids changed in the epochs Redis has not
- * seen (every uid when herald:addr_synced is missing), BATCH uids per
- * MySQL page and pipelined round trip, then records the new epoch (the
- * mark expires after a day without a sync) and drops change rows older
- * than a week.  A full reload also rewrites the uids of every change row
- * kept, so a uid emptied meanwhile loses its stale set.  TOKEN names the caller in the sync
- * lock.  0, HR_ADDR_SYNC_BUSY, or -1 (ERRSTR). */
-int hr_addr_sync(hr_mysql *m, hr_redis *r, const char *token, int batch, hr_addr_sync_result *res,
-                 char *errstr, size_t errlen);
+/* The address book's mirror (hr_mirror.h): its sync, hr_mirror_sync(&hr_addr_mirror, ...),
+ * rewrites herald:addr:<uid> from push_address; the mark is
+ * herald:addr_synced, the lock herald:addr_lock. */
+extern const hr_mirror hr_addr_mirror;
 
 #endif

@@ -1,6 +1,7 @@
-/* hr_addr_fetch: the worker's side of the address book: a chunk's
- * addresses read from Redis in pipelined batches, and a dead address
- * pruned from both stores (see hr_addr.h). */
+/* hr_addr_fetch: the worker's side of the address book: the addresses of
+ * the address sets it read (worker/wk_consent.c pipelines the SMEMBERS with
+ * the profile hashes), and a dead address pruned from both stores (see
+ * hr_addr.h). */
 #include "hr_addr_int.h"
 
 #include <inttypes.h>
@@ -10,70 +11,22 @@
 
 #include "hr_pipe.h"
 
-int hr_addr_fetch(hr_redis *r, const char *const *uids, size_t n, hr_addr_platform p,
-                  const char *app, hr_addr_list *out, size_t *bad, char *errstr, size_t errlen)
+int hr_addr_take(hr_addr_list *out, const redisReply *reply, int64_t uid, size_t idx,
+                 hr_addr_platform p, const char *app, size_t *bad)
 {
-    hr_pipe *pipe = hr_pipe_new(r);
-    size_t nbad = 0;
-    int rc = -1;
+    for (size_t e = 0; reply->type == REDIS_REPLY_ARRAY && e < reply->elements; e++) {
+        const redisReply *m = reply->element[e];
+        hr_addr a = {.uid = uid, .idx = idx};
 
-    if (pipe == NULL) {
-        snprintf(errstr, errlen, "out of memory");
-        return -1;
-    }
-    for (size_t at = 0; at < n; at += HR_ADDR_FETCH_BATCH) {
-        size_t k = n - at < HR_ADDR_FETCH_BATCH ? n - at : HR_ADDR_FETCH_BATCH;
-
-        hr_pipe_reset(pipe);
-        for (size_t i = 0; i < k; i++) {
-            char key[HR_KEY_MAX];
-            const char *argv[] = {"SMEMBERS", key};
-
-            /* A uid too long for a key is no uid: it reads nothing. */
-            if (hr_key_addr(hr_redis_prefix(r), key, sizeof key, uids[at + i]) == NULL)
-                key[0] = '\0';
-            if (hr_pipe_cmd(pipe, 2, argv, NULL) != 0) {
-                snprintf(errstr, errlen, "out of memory");
-                goto done;
-            }
+        if (m->type != REDIS_REPLY_STRING || hr_addr_parse_member(out, m->str, m->len, &a) != 0) {
+            (*bad)++;
+            continue;
         }
-        if (hr_pipe_exec(pipe, errstr, errlen) != 0)
-            goto done;
-        for (size_t i = 0; i < k; i++) {
-            redisReply *reply = hr_pipe_reply(pipe, i, errstr, errlen);
-            int64_t uid = strtoll(uids[at + i], NULL, 10);
-
-            /* The batch was read whole, so no reply is an error reply for
-             * this uid alone (WRONGTYPE: a key written by hand). */
-            if (reply == NULL) {
-                nbad++;
-                continue;
-            }
-            for (size_t e = 0; reply->type == REDIS_REPLY_ARRAY && e < reply->elements; e++) {
-                const redisReply *m = reply->element[e];
-                hr_addr a = {.uid = uid, .idx = at + i};
-
-                if (m->type != REDIS_REPLY_STRING ||
-                    hr_addr_parse_member(out, m->str, m->len, &a) != 0) {
-                    nbad++;
-                    continue;
-                }
-                if (a.platform == p && (app == NULL || strcmp(a.app, app) == 0) &&
-                    hr_vec_push(&out->a, a) != 0) {
-                    freeReplyObject(reply);
-                    snprintf(errstr, errlen, "out of memory");
-                    goto done;
-                }
-            }
-            freeReplyObject(reply);
-        }
+        if (a.platform == p && (app == NULL || strcmp(a.app, app) == 0) &&
+            hr_vec_push(&out->a, a) != 0)
+            return -1;
     }
-    rc = 0;
-done:
-    if (bad != NULL)
-        *bad = nbad;
-    hr_pipe_free(pipe);
-    return rc;
+    return 0;
 }
 
 int hr_addr_unlist(hr_redis *r, const hr_addr *a, char *errstr, size_t errlen)
@@ -82,7 +35,7 @@ int hr_addr_unlist(hr_redis *r, const hr_addr *a, char *errstr, size_t errlen)
     redisReply *reply;
 
     snprintf(uid_s, sizeof uid_s, "%" PRId64, a->uid);
-    if (hr_addr_member(member, sizeof member, a->platform, a->app, a->address) == NULL) {
+    if (hr_addr_member(member, sizeof member, a->platform, a->app, a->address, a->supp) == NULL) {
         snprintf(errstr, errlen, "address too long");
         return -1;
     }

@@ -1,5 +1,5 @@
 /* hr_addr_int: what the address book's files share and nobody else sees
- * (hr_addr.c, hr_addr_store.c, hr_addr_fetch.c, hr_addr_sync.c). */
+ * (hr_addr.c, hr_addr_store.c, hr_addr_fetch.c, hr_mirror.c). */
 #ifndef HR_ADDR_INT_H
 #define HR_ADDR_INT_H
 
@@ -9,19 +9,15 @@
 #define HR_ADDR_PARAMS(uid, p, app, address) \
     HR_P_I64(uid), HR_P_STR(hr_addr_platform_name(p)), HR_P_STR(app), HR_P_STR(address)
 
-/* qsort order of int64_t. */
-int hr_addr_cmp_i64(const void *a, const void *b);
 /* The push_address rows of the N distinct UIDS (sorted), in (uid,
  * platform, app, address) order.  0 or -1. */
 int hr_addr_select(hr_mysql *m, const int64_t *uids, size_t n, hr_mysql_rows **rows, char *errstr,
                    size_t errlen);
-/* Sorts the N uids at UIDS and drops repeats; the new count. */
-size_t hr_addr_uniq(int64_t *uids, size_t n);
 /* The one path that writes a uid's Redis set: the sets of the N uids at
  * UIDS (sorted in place, repeats dropped) rewritten from the rows MySQL
  * holds; refused rows counted in RES (may be NULL).  0 or -1. */
-int hr_addr_rewrite(hr_mysql *m, hr_redis *r, int64_t *uids, size_t n, hr_addr_sync_result *res,
-                    char *errstr, size_t errlen);
+int hr_addr_rewrite(hr_mysql *m, hr_redis *r, int64_t *uids, size_t n, const void *ctx,
+                    hr_mirror_result *res, char *errstr, size_t errlen);
 /* hr_addr_rewrite of one UID. */
 int hr_addr_rewrite_one(hr_mysql *m, hr_redis *r, int64_t uid, char *errstr, size_t errlen);
 

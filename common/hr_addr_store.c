@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hr_parse.h"
+
 #define HR_ADDR_SQL_BATCH 500 /* rows per multi-row INSERT of the import */
 
 int hr_addr_add(hr_mysql *m, hr_redis *r, int64_t uid, hr_addr_platform p, const char *app,
@@ -120,8 +122,10 @@ int hr_addr_list_uid(hr_mysql *m, int64_t uid, hr_addr_list *out, char *errstr, 
         hr_addr a = {
             .uid = uid, .app = hr_mysql_cell(rows, i, 2), .address = hr_mysql_cell(rows, i, 3)};
 
-        /* An ENUM column holds one of the four names. */
+        /* ENUM columns hold one of their names. */
         hr_addr_platform_parse(hr_mysql_cell(rows, i, 1), &a.platform);
+        if (hr_mysql_cell(rows, i, 4) != NULL)
+            hr_addr_supp_parse(hr_mysql_cell(rows, i, 4), &a.supp);
         rc = hr_addr_list_push(out, &a);
     }
     hr_mysql_rows_free(rows);
@@ -132,7 +136,8 @@ int hr_addr_list_uid(hr_mysql *m, int64_t uid, hr_addr_list *out, char *errstr, 
 
 static int hr_addr_cmp_uid(const void *a, const void *b)
 {
-    return hr_addr_cmp_i64(&(*(const hr_addr *const *)a)->uid, &(*(const hr_addr *const *)b)->uid);
+    return hr_mirror_cmp_i64(&(*(const hr_addr *const *)a)->uid,
+                             &(*(const hr_addr *const *)b)->uid);
 }
 
 static bool hr_addr_same(const hr_addr *a, hr_addr_platform p, const char *app, const char *address)
@@ -202,7 +207,7 @@ int hr_addr_import(hr_mysql *m, hr_redis *r, const hr_addr *rows, size_t n,
         goto done;
     }
     qsort(by_uid, n, sizeof *by_uid, hr_addr_cmp_uid);
-    nuids = hr_addr_uniq(uids, n);
+    nuids = hr_mirror_uniq(uids, n);
     if (hr_mysql_begin(m, errstr, errlen) != 0)
         goto done;
     /* What the uids hold now (under the transaction's snapshot), so that
@@ -249,7 +254,7 @@ int hr_addr_import(hr_mysql *m, hr_redis *r, const hr_addr *rows, size_t n,
     for (size_t at = 0; at < nuids && rc == 0; at += HR_ADDR_FETCH_BATCH)
         rc = hr_addr_rewrite(m, r, uids + at,
                              nuids - at < HR_ADDR_FETCH_BATCH ? nuids - at : HR_ADDR_FETCH_BATCH,
-                             NULL, errstr, errlen);
+                             NULL, NULL, errstr, errlen);
     goto done;
 fail:
     hr_mysql_rollback(m);
@@ -259,4 +264,162 @@ done:
     free(ins);
     free(by_uid);
     return rc;
+}
+
+/* Rewrites the sets of every uid holding the address P/APP/ADDRESS (its
+ * suppression changed).  0 or -1. */
+static int hr_addr_rewrite_holders(hr_mysql *m, hr_redis *r, hr_addr_platform p, const char *app,
+                                   const char *address, char *errstr, size_t errlen)
+{
+    const hr_mysql_param pa[] = {HR_P_STR(hr_addr_platform_name(p)), HR_P_STR(app),
+                                 HR_P_STR(address)};
+    hr_mysql_rows *rows = NULL;
+    int64_t *uids = NULL;
+    int rc = -1;
+
+    if (hr_mysql_query(m,
+                       "SELECT uid FROM push_address WHERE platform = ? AND app = ? "
+                       "AND address = ?",
+                       pa, 3, &rows, errstr, errlen) != 0)
+        return -1;
+    uids = malloc((rows->nrows ? rows->nrows : 1) * sizeof *uids);
+    if (uids == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < rows->nrows; i++)
+        uids[i] = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
+    rc = 0;
+    for (size_t at = 0; at < rows->nrows && rc == 0; at += HR_ADDR_FETCH_BATCH)
+        rc = hr_addr_rewrite(m, r, uids + at,
+                             rows->nrows - at < HR_ADDR_FETCH_BATCH ? rows->nrows - at
+                                                                    : HR_ADDR_FETCH_BATCH,
+                             NULL, NULL, errstr, errlen);
+done:
+    free(uids);
+    hr_mysql_rows_free(rows);
+    return rc;
+}
+
+int hr_addr_suppress(hr_mysql *m, hr_redis *r, hr_addr_platform p, const char *app,
+                     const char *address, hr_addr_supp reason, const char *note, char *errstr,
+                     size_t errlen)
+{
+    const char *name = hr_addr_supp_name(reason);
+    uint64_t affected = 0;
+    int rc;
+
+    rc = hr_addr_check(p, app, address, errstr, errlen);
+    if (rc != 0)
+        return rc;
+    if (name == NULL) {
+        snprintf(errstr, errlen, "reason: must be unsubscribed, complained or bounced");
+        return HR_ADDR_EINVAL;
+    }
+    if (note != NULL && strlen(note) > 255) {
+        snprintf(errstr, errlen, "note: at most 255 bytes");
+        return HR_ADDR_EINVAL;
+    }
+    {
+        const hr_mysql_param pi[] = {HR_P_STR(hr_addr_platform_name(p)), HR_P_STR(app),
+                                     HR_P_STR(address), HR_P_STR(name),
+                                     note != NULL ? HR_P_STR(note) : HR_P_NULL};
+
+        if (hr_mysql_exec(m,
+                          "INSERT INTO push_suppression (platform, app, address, reason, note) "
+                          "VALUES (?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE reason = VALUES(reason), "
+                          "note = VALUES(note)",
+                          pi, 5, &affected, NULL, NULL, errstr, errlen) != 0)
+            return -1;
+    }
+    if (hr_addr_rewrite_holders(m, r, p, app, address, errstr, errlen) != 0)
+        return -1;
+    return affected == 1 ? 1 : 0;
+}
+
+int hr_addr_unsuppress(hr_mysql *m, hr_redis *r, hr_addr_platform p, const char *app,
+                       const char *address, char *errstr, size_t errlen)
+{
+    const hr_mysql_param pd[] = {HR_P_STR(hr_addr_platform_name(p)), HR_P_STR(app),
+                                 HR_P_STR(address)};
+    uint64_t affected = 0;
+
+    if (hr_addr_platform_name(p) == NULL) {
+        snprintf(errstr, errlen, "platform: must be fcm, apns, email or webhook");
+        return HR_ADDR_EINVAL;
+    }
+    if (hr_mysql_exec(m,
+                      "DELETE FROM push_suppression WHERE platform = ? AND app = ? AND address = ?",
+                      pd, 3, &affected, NULL, NULL, errstr, errlen) != 0)
+        return -1;
+    if (hr_addr_rewrite_holders(m, r, p, app, address, errstr, errlen) != 0)
+        return -1;
+    return affected > 0 ? 1 : 0;
+}
+
+cJSON *hr_addr_suppressions(hr_mysql *m, hr_addr_platform p, const char *app, const char *address,
+                            const char *after, int limit, bool *more, char *errstr, size_t errlen)
+{
+    const char *pname = hr_addr_platform_name(p);
+    const hr_mysql_param pone[] = {HR_P_STR(pname ? pname : ""), HR_P_STR(app),
+                                   HR_P_STR(address ? address : "")};
+    const hr_mysql_param ppage[] = {HR_P_STR(pname ? pname : ""), HR_P_STR(app),
+                                    HR_P_STR(after ? after : ""), HR_P_I64(limit + 1)};
+    hr_mysql_rows *rows = NULL;
+    cJSON *a = NULL;
+    size_t n;
+
+    if (more != NULL)
+        *more = false;
+    if (address != NULL ? hr_mysql_query(m,
+                                         "SELECT platform, app, address, reason, note, "
+                                         "CAST(ROUND(UNIX_TIMESTAMP(created_at) * 1000) AS SIGNED) "
+                                         "FROM push_suppression WHERE platform = ? AND app = ? "
+                                         "AND address = ?",
+                                         pone, 3, &rows, errstr, errlen)
+                        : hr_mysql_query(m,
+                                         "SELECT platform, app, address, reason, note, "
+                                         "CAST(ROUND(UNIX_TIMESTAMP(created_at) * 1000) AS SIGNED) "
+                                         "FROM push_suppression WHERE platform = ? AND app = ? "
+                                         "AND address > ? ORDER BY address LIMIT ?",
+                                         ppage, 4, &rows, errstr, errlen))
+        return NULL;
+    n = rows->nrows;
+    if (address == NULL && n > (size_t)limit) {
+        n = (size_t)limit;
+        if (more != NULL)
+            *more = true;
+    }
+    a = cJSON_CreateArray();
+    for (size_t i = 0; a != NULL && i < n; i++) {
+        static const char *const names[] = {"platform", "app",  "address",
+                                            "reason",   "note", "created_at"};
+        cJSON *o = cJSON_CreateObject();
+
+        if (o == NULL || !cJSON_AddItemToArray(a, o)) {
+            cJSON_Delete(o);
+            cJSON_Delete(a);
+            a = NULL;
+            break;
+        }
+        for (size_t c = 0; c < 6; c++) {
+            const char *v = hr_mysql_cell(rows, i, c);
+            char at[32];
+
+            if (c == 5 && v != NULL) { /* created_at, as every time of the API */
+                hr_parse_time_format(strtoll(v, NULL, 10), at, sizeof at);
+                v = at;
+            }
+            if (v != NULL ? cJSON_AddStringToObject(o, names[c], v) == NULL
+                          : cJSON_AddNullToObject(o, names[c]) == NULL) {
+                cJSON_Delete(a);
+                a = NULL;
+                break;
+            }
+        }
+    }
+    if (a == NULL)
+        snprintf(errstr, errlen, "out of memory");
+    hr_mysql_rows_free(rows);
+    return a;
 }

@@ -71,6 +71,9 @@ static int cfg_choose_format(void *field, const char *text)
 static int cfg_apply_client_keys(const cfg_ctx *ctx, const cfg_key *k, void *base,
                                  const cfg_node *node, const char *path);
 static void cfg_client_key_clear(void *item);
+static int cfg_apply_categories(const cfg_ctx *ctx, const cfg_key *k, void *base,
+                                const cfg_node *node, const char *path);
+static void cfg_category_clear(void *item);
 
 static const cfg_key cfg_log_keys[] = {
     K_CHOICE("level", hr_config, log.level, "info", cfg_choose_level, "debug, info, warn, error"),
@@ -193,6 +196,29 @@ static const cfg_key cfg_worker_keys[] = {
     K_END,
 };
 
+static const cfg_key cfg_category_keys[] = {
+    K_STR("name", hr_category, name, 1, NULL),
+    K_BOOL("mandatory", hr_category, mandatory, false),
+    K_END,
+};
+
+static const cfg_key cfg_unsubscribe_keys[] = {
+    K_CHECKED("public_url", hr_config, recipients.unsubscribe.public_url, NULL,
+              cfg_check_public_url),
+    K_LONG("token_ttl_s", hr_config, recipients.unsubscribe.token_ttl_s, 3600, 63072000, 15552000),
+    K_RECORDS("keys", hr_config, recipients.unsubscribe.keys, recipients.unsubscribe.nkeys,
+              hr_client_key, cfg_apply_client_keys, cfg_client_key_clear),
+    K_END,
+};
+
+static const cfg_key cfg_recipients_keys[] = {
+    K_RECORDS("categories", hr_config, recipients.categories, recipients.ncategories, hr_category,
+              cfg_apply_categories, cfg_category_clear),
+    K_LONG("attributes_max_bytes", hr_config, recipients.attributes_max_bytes, 64, 65536, 4096),
+    K_SECTION("unsubscribe", cfg_unsubscribe_keys),
+    K_END,
+};
+
 static const cfg_key cfg_tracking_keys[] = {
     K_STR("base_url", hr_config, events.tracking.base_url, 0, NULL),
     K_STR("key", hr_config, events.tracking.key, 1, NULL),
@@ -239,6 +265,7 @@ static const cfg_key cfg_top_keys[] = {
     K_SECTION("kafka", cfg_kafka_keys),
     K_SECTION("dispatcher", cfg_dispatcher_keys),
     K_SECTION("worker", cfg_worker_keys),
+    K_SECTION("recipients", cfg_recipients_keys),
     K_SECTION("events", cfg_events_keys),
     K_RECORDS("channels", hr_config, channels, nchannels, hr_channel, cfg_apply_channels,
               cfg_channel_clear),
@@ -281,6 +308,89 @@ static void cfg_client_key_clear(void *item)
     cfg_clear(cfg_client_key_keys, item);
 }
 
+/* The start of a list of records: NODE a sequence of at most MAX items
+ * (WHAT names them in the message), *ITEMS its N + 1 zeroed records of
+ * SIZE bytes.  1 to fill them, 0 for a null node (none), -1 after the
+ * error. */
+static int cfg_records_alloc(const cfg_ctx *ctx, const cfg_node *node, const char *path, size_t max,
+                             const char *what, size_t size, void **items)
+{
+    if (cfg_node_is_null(node))
+        return 0;
+    if (node->type != CFG_SEQ)
+        return cfg_err(ctx, node->line, node->col, "%s: expected a sequence, got %s", path,
+                       cfg_node_kind(node));
+    if (node->items.n > max) {
+        const char *note = strchr(what, ' ');
+        int wlen = note != NULL ? (int)(note - what) : (int)strlen(what);
+
+        return cfg_err(ctx, node->line, node->col, "%s: %zu %.*s; at most %zu%s", path,
+                       node->items.n, wlen, what, max, note != NULL ? note : "");
+    }
+    *items = calloc(node->items.n + 1, size);
+    if (*items == NULL)
+        return cfg_err(ctx, node->line, node->col, "out of memory");
+    return 1;
+}
+
+static void cfg_category_clear(void *item)
+{
+    cfg_clear(cfg_category_keys, item);
+}
+
+/* recipients.categories: 0..HR_CATEGORIES_MAX mappings {name, mandatory},
+ * names of [a-z0-9_-] (they are stored in ascii columns and written in
+ * the unsubscribe links), unique. */
+static int cfg_apply_categories(const cfg_ctx *ctx, const cfg_key *k, void *base,
+                                const cfg_node *node, const char *path)
+{
+    hr_category **cats = CFG_FIELD(base, k);
+    size_t *count = CFG_COUNT(base, k);
+    char where[CFG_WHY];
+    int rc = cfg_records_alloc(ctx, node, path, HR_CATEGORIES_MAX, "categories", sizeof(**cats),
+                               (void **)cats);
+
+    if (rc <= 0)
+        return rc;
+    for (size_t i = 0; i < node->items.n; i++) {
+        const cfg_node *item = node->items.v[i];
+        hr_category *cat = &(*cats)[i];
+        size_t n;
+        snprintf(where, sizeof(where), "%.150s[%zu]", path, i);
+        (*count)++;
+        if (item->type != CFG_MAP)
+            return cfg_err(ctx, item->line, item->col,
+                           "%s: expected a mapping {name, mandatory}, got %s", where,
+                           cfg_node_kind(item));
+        if (cfg_apply_map(ctx, cfg_category_keys, cat, item, where) < 0)
+            return -1;
+        n = cat->name != NULL ? strlen(cat->name) : 0;
+        if (n == 0 || n > HR_CATEGORY_NAME_MAX ||
+            strspn(cat->name, "abcdefghijklmnopqrstuvwxyz0123456789_-") != n)
+            return cfg_err(ctx, item->line, item->col, "%s.name: required, 1..%d of a-z 0-9 _ -",
+                           where, HR_CATEGORY_NAME_MAX);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp((*cats)[j].name, cat->name) == 0)
+                return cfg_err(ctx, item->line, item->col, "%s.name: \"%s\" is used twice", where,
+                               cat->name);
+    }
+    return 0;
+}
+
+/* No categories in the file: the one push_task.category defaults to. */
+static int cfg_default_categories(hr_config *cfg)
+{
+    if (cfg->recipients.ncategories > 0)
+        return 0;
+    free(cfg->recipients.categories);
+    cfg->recipients.categories = calloc(2, sizeof(*cfg->recipients.categories));
+    if (cfg->recipients.categories == NULL ||
+        (cfg->recipients.categories[0].name = strdup(HR_CATEGORY_DEFAULT)) == NULL)
+        return -1;
+    cfg->recipients.ncategories = 1;
+    return 0;
+}
+
 static bool cfg_key_id_ok(const char *id)
 {
     size_t n = strlen(id);
@@ -297,19 +407,12 @@ static int cfg_apply_client_keys(const cfg_ctx *ctx, const cfg_key *k, void *bas
     hr_client_key **keys = CFG_FIELD(base, k);
     size_t *count = CFG_COUNT(base, k);
     char where[CFG_WHY];
+    int rc = cfg_records_alloc(ctx, node, path, HR_CLIENT_KEYS_MAX,
+                               "keys (the current one and the one being rotated out)",
+                               sizeof(**keys), (void **)keys);
 
-    if (cfg_node_is_null(node))
-        return 0;
-    if (node->type != CFG_SEQ)
-        return cfg_err(ctx, node->line, node->col, "%s: expected a sequence, got %s", path,
-                       cfg_node_kind(node));
-    if (node->items.n > HR_CLIENT_KEYS_MAX)
-        return cfg_err(ctx, node->line, node->col,
-                       "%s: %zu keys; at most %d (the current one and the one being rotated out)",
-                       path, node->items.n, HR_CLIENT_KEYS_MAX);
-    *keys = calloc(node->items.n + 1, sizeof(**keys));
-    if (*keys == NULL)
-        return cfg_err(ctx, node->line, node->col, "out of memory");
+    if (rc <= 0)
+        return rc;
     for (size_t i = 0; i < node->items.n; i++) {
         const cfg_node *item = node->items.v[i];
         hr_client_key *key = &(*keys)[i];
@@ -625,7 +728,7 @@ int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_con
                 "no channels: add a \"channels:\" section with at least one channel");
         goto out;
     }
-    if (cfg_set_instance(cfg) < 0) {
+    if (cfg_set_instance(cfg) < 0 || cfg_default_categories(cfg) < 0) {
         cfg_err(&ctx, 1, 1, "out of memory");
         goto out;
     }
@@ -668,6 +771,16 @@ int hr_config_load(const char *path, hr_config **out, char *errstr, size_t errle
     rc = hr_config_load_buffer(path, text, len, out, errstr, errlen);
     free(text);
     return rc;
+}
+
+const hr_category *hr_config_category(const hr_config *cfg, const char *name)
+{
+    if (cfg == NULL || name == NULL)
+        return NULL;
+    for (size_t i = 0; i < cfg->recipients.ncategories; i++)
+        if (strcmp(cfg->recipients.categories[i].name, name) == 0)
+            return &cfg->recipients.categories[i];
+    return NULL;
 }
 
 bool hr_config_jwt_on(const hr_config *cfg)

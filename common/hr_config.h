@@ -38,6 +38,17 @@ typedef struct hr_client_key {
     char *secret_file; /* read into secret at load, then NULL */
 } hr_client_key;
 
+/* Recipients (docs/recipients.md): the categories a task may have. */
+#define HR_CATEGORIES_MAX 64
+#define HR_CATEGORY_NAME_MAX 32        /* push_task.category, push_user_pref.category */
+#define HR_CATEGORY_DEFAULT "reminder" /* push_task.category's default */
+
+/* One of recipients.categories: {name, mandatory}. */
+typedef struct hr_category {
+    char *name;     /* 1..HR_CATEGORY_NAME_MAX of [a-z0-9_-], unique */
+    bool mandatory; /* opt-outs, quiet hours and unsubscribed addresses do not apply */
+} hr_category;
+
 typedef struct hr_config {
     char *path;     /* the file as given, for messages */
     char *instance; /* default: $HOSTNAME, else the host name */
@@ -155,6 +166,23 @@ typedef struct hr_config {
         int shutdown_grace_ms; /* 1000..600000, default 25000 */
     } worker;
 
+    struct {
+        /* the categories tasks may have; none in the file = one, "reminder" */
+        hr_category *categories;
+        size_t ncategories;
+        long attributes_max_bytes; /* a profile's attributes as JSON text, 64..65536, 4096 */
+        struct {
+            /* https://host[:port][/path] where /u/{token} reaches a dispatcher;
+             * NULL = the smtp channels' List-Unsubscribe is their own
+             * list_unsubscribe template, if any */
+            char *public_url;
+            long token_ttl_s; /* how long a link works, 3600..63072000, 15552000 (180 days) */
+            /* 0..2 signing keys, the first signs: rotated like client_keys */
+            hr_client_key *keys;
+            size_t nkeys;
+        } unsubscribe;
+    } recipients;
+
     /* The events topic (docs/architecture.md "Events"): every outcome and
      * engagement published to Kafka, the tracking links of e-mail, and
      * herald-hooks, the daemon that delivers them to signed webhooks. */
@@ -208,6 +236,9 @@ int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_con
                           char *errstr, size_t errlen);
 
 void hr_config_free(hr_config *cfg);
+
+/* The category called NAME, or NULL (not declared). */
+const hr_category *hr_config_category(const hr_config *cfg, const char *name);
 
 /* Whether the API takes JWTs (dispatcher.api.jwt.jwks_file is set). */
 bool hr_config_jwt_on(const hr_config *cfg);

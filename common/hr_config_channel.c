@@ -49,6 +49,17 @@ const char *hr_channel_type_name(hr_channel_type t)
     return cfg_channel_type_names[t];
 }
 
+int hr_channel_type_parse(const char *s, hr_channel_type *out)
+{
+    int i = cfg_choice(s, cfg_channel_type_names,
+                       sizeof(cfg_channel_type_names) / sizeof(cfg_channel_type_names[0]));
+
+    if (i < 0)
+        return -1;
+    *out = (hr_channel_type)i;
+    return 0;
+}
+
 static int cfg_choose_channel_type(void *field, const char *text)
 {
     int i = cfg_choice(text, cfg_channel_type_names,

@@ -98,6 +98,8 @@ typedef struct hr_channel {
 
 /* The name of type T as written in the file ("webhook", "fcm", ...). */
 const char *hr_channel_type_name(hr_channel_type t);
+/* The type named S.  0, or -1. */
+int hr_channel_type_parse(const char *s, hr_channel_type *out);
 
 struct cfg_ctx;
 struct cfg_key;

@@ -277,6 +277,30 @@ int cfg_check_unsubscribe(const char *text, char *errstr, size_t errlen)
     return cfg_check_template("list_unsubscribe", text, errstr, errlen);
 }
 
+/* recipients.unsubscribe.public_url: https (RFC 8058 one-click links must
+ * be), a host, no query, fragment or trailing slash (the link appends
+ * "/u/<token>"), printable ASCII without quotes or angle brackets (it is
+ * written into a mail header between < and >). */
+int cfg_check_public_url(const char *text, char *errstr, size_t errlen)
+{
+    size_t n = strlen(text);
+
+    if (strncmp(text, "https://", 8) != 0 || n <= 8 || n > 200 || text[8] == '/' ||
+        text[n - 1] == '/' || strpbrk(text, "?#\"<> ") != NULL) {
+        snprintf(errstr, errlen,
+                 "\"%.64s\" is not an https://host[:port][/path] URL without a query, a "
+                 "fragment or a trailing slash",
+                 text);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)text[i] < 0x21 || (unsigned char)text[i] > 0x7e) {
+            snprintf(errstr, errlen, "public_url: only printable ASCII");
+            return -1;
+        }
+    return 0;
+}
+
 /* ---- choices: a name in the file -> its index ----------------------- */
 
 /* The index of TEXT among the N NAMES, or -1: what every choice of the

@@ -25,6 +25,7 @@ int cfg_check_secret(const char *text, char *errstr, size_t errlen);
 int cfg_check_mailbox(const char *text, char *errstr, size_t errlen);
 int cfg_check_apple_id(const char *text, char *errstr, size_t errlen);
 int cfg_check_unsubscribe(const char *text, char *errstr, size_t errlen);
+int cfg_check_public_url(const char *text, char *errstr, size_t errlen);
 
 /* The index of TEXT among the N NAMES, or -1: what every choice of the
  * tables (cfg_key.choose) maps to its enum or bool. */

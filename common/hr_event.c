@@ -25,6 +25,8 @@ static const struct {
     [HR_EVENT_CANCELLED] = {"cancelled", HR_EVENT_OUTCOME},
     [HR_EVENT_OPENED] = {"opened", HR_EVENT_ENGAGEMENT},
     [HR_EVENT_CLICKED] = {"clicked", HR_EVENT_ENGAGEMENT},
+    [HR_EVENT_OPTED_OUT] = {"opted_out", HR_EVENT_OUTCOME},
+    [HR_EVENT_SUPPRESSED] = {"suppressed", HR_EVENT_OUTCOME},
 };
 
 const char *hr_event_type_name(hr_event_type type)

@@ -1,7 +1,7 @@
 /* hr_event: the event of the events topic (events.topic, default
  * herald.events), schemas/kafka/event.v1.json: one recipient's outcome of
  * a task (sent, failed, throttled, unregistered, expired, pulled,
- * cancelled) or an engagement (opened, clicked), as the worker's reporter,
+ * cancelled, opted_out, suppressed) or an engagement (opened, clicked), as the worker's reporter,
  * the dispatcher's drops, its pull and its tracking routes publish it
  * (hr_evpub.h) and the webhook daemon (hooks/) reads it.
  *
@@ -12,9 +12,9 @@
  *          "address_hash":"<64 hex>"|null,"provider_status":250|null,
  *          "attempt":1,"at_ms":...,"due_ms":...|null,"url":null}
  *
- * The type is a string from an open set: a new outcome (issue 28's
- * opted_out, suppressed) is a new row of the type table below and a new
- * value on the wire, never a new field; consumers pass types they do not
+ * The type is a string from an open set: a new outcome (as issue 28's
+ * opted_out and suppressed were) is a new row of the type table below and
+ * a new value on the wire, never a new field; consumers pass types they do not
  * know through (the webhook daemon's filters name types as strings).  The
  * kind says which family a type belongs to, so a consumer that counts
  * outcomes counts a type it has never seen in the right column.
@@ -59,6 +59,8 @@ typedef enum hr_event_type {
     HR_EVENT_CANCELLED,
     HR_EVENT_OPENED,
     HR_EVENT_CLICKED,
+    HR_EVENT_OPTED_OUT,  /* the user opted out of the category or channel type */
+    HR_EVENT_SUPPRESSED, /* every address of the channel is on the suppression list */
     HR_EVENT__TYPES
 } hr_event_type;
 

@@ -16,14 +16,15 @@
 
 /* The stats hash's fields an HMGET reads, in the order of the reply. */
 static const char *const hr_finish_stats_fields[] = {
-    "sent", "failed", "throttled", "pulled", "cancelled", "retried", "unregistered", "expired"};
+    "sent",    "failed",       "throttled", "pulled",    "cancelled",
+    "retried", "unregistered", "expired",   "opted_out", "suppressed"};
 #define HR_FINISH_STATS_N (sizeof hr_finish_stats_fields / sizeof *hr_finish_stats_fields)
 
 int hr_finish_stats_reply(redisReply *reply, hr_outcomes *out)
 {
-    int64_t *fields[HR_FINISH_STATS_N] = {&out->sent,         &out->failed,    &out->throttled,
-                                          &out->pulled,       &out->cancelled, &out->retried,
-                                          &out->unregistered, &out->expired};
+    int64_t *fields[HR_FINISH_STATS_N] = {
+        &out->sent,    &out->failed,       &out->throttled, &out->pulled,    &out->cancelled,
+        &out->retried, &out->unregistered, &out->expired,   &out->opted_out, &out->suppressed};
 
     if (reply == NULL)
         return -1;
@@ -60,13 +61,17 @@ int hr_finish_read_stats(hr_redis *r, int64_t id, int shard, hr_outcomes *out, c
     return rc;
 }
 
-/* STATS' counters into P[0..8), in hr_outcomes order. */
+/* The counters of hr_outcomes, so many parameters. */
+#define HR_FINISH_NCOUNTERS 10
+
+/* STATS' counters into P[0..HR_FINISH_NCOUNTERS). */
 static void hr_finish_raise_params(const hr_outcomes *stats, hr_mysql_param *p)
 {
-    const int64_t v[8] = {stats->sent,      stats->failed,  stats->throttled,    stats->pulled,
-                          stats->cancelled, stats->retried, stats->unregistered, stats->expired};
+    const int64_t v[HR_FINISH_NCOUNTERS] = {
+        stats->sent,    stats->failed,       stats->throttled, stats->pulled,    stats->cancelled,
+        stats->retried, stats->unregistered, stats->expired,   stats->opted_out, stats->suppressed};
 
-    for (size_t i = 0; i < 8; i++)
+    for (size_t i = 0; i < HR_FINISH_NCOUNTERS; i++)
         p[i] = HR_P_I64(v[i]);
 }
 
@@ -82,7 +87,7 @@ int hr_finish_raise_batch(hr_mysql *m, const hr_finish_raise_row *rows, size_t n
                           size_t errlen)
 {
     const hr_finish_raise_row **by_id = calloc(n + 1, sizeof *by_id);
-    int64_t *cells = calloc(n * 9 + 1, sizeof *cells);
+    int64_t *cells = calloc(n * 11 + 1, sizeof *cells);
     int rc = -1;
 
     if (by_id == NULL || cells == NULL) {
@@ -96,10 +101,11 @@ int hr_finish_raise_batch(hr_mysql *m, const hr_finish_raise_row *rows, size_t n
     qsort(by_id, n, sizeof *by_id, hr_finish_raise_cmp);
     for (size_t i = 0; i < n; i++) {
         const hr_outcomes *o = &by_id[i]->stats;
-        const int64_t row[9] = {by_id[i]->id, o->sent,    o->failed,       o->throttled, o->pulled,
-                                o->cancelled, o->retried, o->unregistered, o->expired};
+        const int64_t row[11] = {by_id[i]->id, o->sent,      o->failed,    o->throttled,
+                                 o->pulled,    o->cancelled, o->retried,   o->unregistered,
+                                 o->expired,   o->opted_out, o->suppressed};
 
-        memcpy(cells + 9 * i, row, sizeof row);
+        memcpy(cells + 11 * i, row, sizeof row);
     }
     rc = n == 0 ? 0
                 : hr_batch_exec(m,
@@ -107,7 +113,8 @@ int hr_finish_raise_batch(hr_mysql *m, const hr_finish_raise_row *rows, size_t n
                                 "sent BIGINT PATH '$[1]', failed BIGINT PATH '$[2]', "
                                 "throttled BIGINT PATH '$[3]', pulled BIGINT PATH '$[4]', "
                                 "cancelled BIGINT PATH '$[5]', retried BIGINT PATH '$[6]', "
-                                "unregistered BIGINT PATH '$[7]', expired BIGINT PATH '$[8]')) j "
+                                "unregistered BIGINT PATH '$[7]', expired BIGINT PATH '$[8]', "
+                                "opted_out BIGINT PATH '$[9]', suppressed BIGINT PATH '$[10]')) j "
                                 "STRAIGHT_JOIN push_task t ON t.id = j.task "
                                 "SET t.sent = GREATEST(t.sent, j.sent), "
                                 "t.failed = GREATEST(t.failed, j.failed), "
@@ -116,8 +123,10 @@ int hr_finish_raise_batch(hr_mysql *m, const hr_finish_raise_row *rows, size_t n
                                 "t.cancelled = GREATEST(t.cancelled, j.cancelled), "
                                 "t.retried = GREATEST(t.retried, j.retried), "
                                 "t.unregistered = GREATEST(t.unregistered, j.unregistered), "
-                                "t.expired = GREATEST(t.expired, j.expired)",
-                                &(hr_batch){cells, n, 9}, NULL, 0, NULL, NULL, errstr, errlen);
+                                "t.expired = GREATEST(t.expired, j.expired), "
+                                "t.opted_out = GREATEST(t.opted_out, j.opted_out), "
+                                "t.suppressed = GREATEST(t.suppressed, j.suppressed)",
+                                &(hr_batch){cells, n, 11}, NULL, 0, NULL, NULL, errstr, errlen);
 done:
     free(cells);
     free(by_id);
@@ -151,7 +160,8 @@ static int hr_finish_sum(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
         "UPDATE push_task t, (SELECT COALESCE(SUM(sent), 0) sent, COALESCE(SUM(failed), 0) failed, "
         "COALESCE(SUM(throttled), 0) throttled, COALESCE(SUM(pulled), 0) pulled, "
         "COALESCE(SUM(cancelled), 0) cancelled, COALESCE(SUM(retried), 0) retried, "
-        "COALESCE(SUM(unregistered), 0) unregistered, COALESCE(SUM(expired), 0) expired "
+        "COALESCE(SUM(unregistered), 0) unregistered, COALESCE(SUM(expired), 0) expired, "
+        "COALESCE(SUM(opted_out), 0) opted_out, COALESCE(SUM(suppressed), 0) suppressed "
         "FROM push_task_shard WHERE task_id = ?) s "
         "SET t.sent = GREATEST(t.sent, s.sent), t.failed = GREATEST(t.failed, s.failed), "
         "t.throttled = GREATEST(t.throttled, s.throttled), "
@@ -159,7 +169,9 @@ static int hr_finish_sum(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
         "t.cancelled = GREATEST(t.cancelled, s.cancelled), "
         "t.retried = GREATEST(t.retried, s.retried), "
         "t.unregistered = GREATEST(t.unregistered, s.unregistered), "
-        "t.expired = GREATEST(t.expired, s.expired) WHERE t.id = ?",
+        "t.expired = GREATEST(t.expired, s.expired), "
+        "t.opted_out = GREATEST(t.opted_out, s.opted_out), "
+        "t.suppressed = GREATEST(t.suppressed, s.suppressed) WHERE t.id = ?",
         p, 2, NULL, NULL, NULL, errstr, errlen);
 }
 
@@ -173,12 +185,14 @@ static int hr_finish_sum(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
     "cancelled = GREATEST(cancelled, VALUES(cancelled)), "                             \
     "retried = GREATEST(retried, VALUES(retried)), "                                   \
     "unregistered = GREATEST(unregistered, VALUES(unregistered)), "                    \
-    "expired = GREATEST(expired, VALUES(expired))"
+    "expired = GREATEST(expired, VALUES(expired)), "                                   \
+    "opted_out = GREATEST(opted_out, VALUES(opted_out)), "                             \
+    "suppressed = GREATEST(suppressed, VALUES(suppressed))"
 
 int hr_finish_raise_shard(hr_mysql *m, int64_t id, int shard, const hr_outcomes *stats,
                           char *errstr, size_t errlen)
 {
-    hr_mysql_param p[10];
+    hr_mysql_param p[HR_FINISH_NCOUNTERS + 2];
 
     if (shard == HR_SHARD_NONE)
         return hr_finish_raise_batch(m, &(hr_finish_raise_row){id, *stats}, 1, errstr, errlen);
@@ -191,11 +205,13 @@ int hr_finish_raise_shard(hr_mysql *m, int64_t id, int shard, const hr_outcomes 
     if (hr_finish_lock_task(m, id, errstr, errlen) < 0 ||
         hr_mysql_exec(m,
                       "INSERT INTO push_task_shard (task_id, shard, state, sent, failed, "
-                      "throttled, pulled, cancelled, retried, unregistered, expired) "
+                      "throttled, pulled, cancelled, retried, unregistered, expired, opted_out, "
+                      "suppressed) "
                       "VALUES (?, ?, 'waiting', GREATEST(?, 0), GREATEST(?, 0), GREATEST(?, 0), "
                       "GREATEST(?, 0), GREATEST(?, 0), GREATEST(?, 0), GREATEST(?, 0), "
-                      "GREATEST(?, 0)) ON DUPLICATE KEY UPDATE " HR_FINISH_RAISE_DUP,
-                      p, 10, NULL, NULL, NULL, errstr, errlen) < 0)
+                      "GREATEST(?, 0), GREATEST(?, 0), GREATEST(?, 0)) "
+                      "ON DUPLICATE KEY UPDATE " HR_FINISH_RAISE_DUP,
+                      p, HR_FINISH_NCOUNTERS + 2, NULL, NULL, NULL, errstr, errlen) < 0)
         return -1;
     return hr_finish_sum(m, id, errstr, errlen);
 }

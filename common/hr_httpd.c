@@ -323,6 +323,26 @@ static bool hr_httpd_is_json(struct MHD_Connection *conn)
            (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t');
 }
 
+/* True when the Content-Type header is an HTML form's. */
+static bool hr_httpd_is_form(struct MHD_Connection *conn)
+{
+    static const char *const types[] = {"application/x-www-form-urlencoded", "multipart/form-data"};
+    const char *ct =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+
+    if (ct == NULL)
+        return false;
+    ct += strspn(ct, " \t");
+    for (size_t i = 0; i < sizeof types / sizeof *types; i++) {
+        size_t n = strlen(types[i]);
+
+        if (strncasecmp(ct, types[i], n) == 0 &&
+            (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ' || ct[n] == '\t'))
+            return true;
+    }
+    return false;
+}
+
 /* The checks of a request's body announcement against the matched route,
  * on the headers alone: MHD_YES to read the body, else the refusal queued. */
 static enum MHD_Result hr_httpd_check_body(hr_httpd_conn *hc, struct MHD_Connection *conn,
@@ -340,10 +360,12 @@ static enum MHD_Result hr_httpd_check_body(hr_httpd_conn *hc, struct MHD_Connect
         return hr_httpd_send_error(conn, MHD_HTTP_CONTENT_TOO_LARGE, "body_too_large", NULL,
                                    "%s takes no request body", hc->route->route.pattern);
     if ((length > 0 || te != NULL || strcmp(method, MHD_HTTP_METHOD_POST) == 0) &&
-        !hr_httpd_is_json(conn))
-        return hr_httpd_send_error(conn, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type",
-                                   NULL, "%s",
-                                   "the request must say Content-Type: application/json");
+        !(hc->route->route.form ? hr_httpd_is_form(conn) : hr_httpd_is_json(conn)))
+        return hr_httpd_send_error(
+            conn, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type", NULL, "%s",
+            hc->route->route.form ? "the request must say Content-Type: "
+                                    "application/x-www-form-urlencoded or multipart/form-data"
+                                  : "the request must say Content-Type: application/json");
     if (length > max) {
         snprintf(limit, sizeof limit, "%zu", max);
         return hr_httpd_send_error(conn, MHD_HTTP_CONTENT_TOO_LARGE, "body_too_large", NULL,

@@ -14,7 +14,9 @@
  * max_body (a Content-Length over it, or any body on a route without one,
  * is 413), and a body, or any POST, must say Content-Type:
  * application/json (415 otherwise: a web page can send a POST of another
- * type, or none, to any origin without a CORS preflight).  A body without
+ * type, or none, to any origin without a CORS preflight) — or, on a route
+ * marked `form` (whose handler checks a capability in its path, never a
+ * cookie or a header a browser adds), an HTML form's type.  A body without
  * a Content-Length (chunked) is dropped as it arrives once over max_body
  * and answered 413; only then does the handler run, on the whole body.
  * HEAD is answered only on GET routes that declare it (`head`: the route
@@ -88,6 +90,10 @@ typedef struct hr_httpd_route {
     hr_httpd_auth auth; /* NULL: open */
     size_t max_body;    /* the largest body taken (application/json); 0: none at all */
     bool head;          /* a GET without side effects: HEAD runs it too; else HEAD is 405 */
+    /* the body is an HTML form (application/x-www-form-urlencoded or
+     * multipart/form-data, as a mail client's RFC 8058 one-click POST or a
+     * form of the page itself), not JSON */
+    bool form;
 } hr_httpd_route;
 
 /* What one server holds open and for how long it waits for headers. */

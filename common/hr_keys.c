@@ -175,6 +175,16 @@ char *hr_key_user(const char *prefix, char *buf, size_t len, const char *uid)
     return hr_key_fit(buf, len, snprintf(buf, len, "%suser:%s", prefix, uid));
 }
 
+char *hr_key_user_synced(const char *prefix, char *buf, size_t len)
+{
+    return hr_key_fit(buf, len, snprintf(buf, len, "%suser_synced", prefix));
+}
+
+char *hr_key_user_lock(const char *prefix, char *buf, size_t len)
+{
+    return hr_key_fit(buf, len, snprintf(buf, len, "%suser_lock", prefix));
+}
+
 char *hr_key_addr(const char *prefix, char *buf, size_t len, const char *uid)
 {
     return hr_key_fit(buf, len, snprintf(buf, len, "%saddr:%s", prefix, uid));

@@ -87,12 +87,18 @@ char *hr_key_redriven(const char *prefix, char *buf, size_t len);
  * counter its ids come from. */
 char *hr_key_job(const char *prefix, char *buf, size_t len, int64_t id);
 char *hr_key_job_seq(const char *prefix, char *buf, size_t len);
-/* "herald:user:<uid>": HASH of a recipient's attributes. */
+/* "herald:user:<uid>": HASH of a recipient's profile and preferences
+ * (hr_user.h), the mirror of push_user and push_user_pref. */
 char *hr_key_user(const char *prefix, char *buf, size_t len, const char *uid);
+/* "herald:user_synced": the profile change epoch Redis holds everything
+ * before; missing = reload every profile (hr_user_mirror). */
+char *hr_key_user_synced(const char *prefix, char *buf, size_t len);
+/* "herald:user_lock": STRING, the owner of the running profile sync. */
+char *hr_key_user_lock(const char *prefix, char *buf, size_t len);
 /* "herald:addr:<uid>": SET of a recipient's addresses (hr_addr.h). */
 char *hr_key_addr(const char *prefix, char *buf, size_t len, const char *uid);
 /* "herald:addr_synced": the address change epoch Redis holds everything
- * before; missing = reload every address (hr_addr_sync). */
+ * before; missing = reload every address (hr_mirror). */
 char *hr_key_addr_synced(const char *prefix, char *buf, size_t len);
 /* "herald:addr_lock": STRING, the owner of the running address sync. */
 char *hr_key_addr_lock(const char *prefix, char *buf, size_t len);

@@ -341,6 +341,20 @@ int hr_pipe_exec(hr_pipe *pipe, char *errstr, size_t errlen)
     return hr_pipe_recv(pipe, errstr, errlen);
 }
 
+int hr_pipe_exec_all(hr_pipe *pipe, char *errstr, size_t errlen)
+{
+    if (hr_pipe_exec(pipe, errstr, errlen) != 0)
+        return -1;
+    for (size_t i = 0; i < pipe->q.n; i++) {
+        redisReply *reply = hr_pipe_reply(pipe, i, errstr, errlen);
+
+        if (reply == NULL)
+            return -1;
+        freeReplyObject(reply);
+    }
+    return 0;
+}
+
 redisReply *hr_pipe_reply(hr_pipe *pipe, size_t i, char *errstr, size_t errlen)
 {
     hr_pipe_entry *e;

@@ -62,6 +62,11 @@ int hr_pipe_recv(hr_pipe *pipe, char *errstr, size_t errlen);
 /* hr_pipe_send() then hr_pipe_recv(). */
 int hr_pipe_exec(hr_pipe *pipe, char *errstr, size_t errlen);
 
+/* hr_pipe_exec() for writes whose answers only say whether they ran: 0
+ * when every queued command answered without an error, else -1 with the
+ * first failure in ERRSTR.  The replies are consumed. */
+int hr_pipe_exec_all(hr_pipe *pipe, char *errstr, size_t errlen);
+
 /* The reply of queued command I (0-based), handed over (free it with
  * freeReplyObject); NULL with ERRSTR for an error reply, a command that
  * has no reply (connection failed, not sent) or one already taken. */

@@ -4,10 +4,16 @@
 #include <stddef.h>
 
 static const char *const hr_progress_names[HR__OUTCOMES] = {
-    [HR_OUTCOME_SENT] = "sent",           [HR_OUTCOME_FAILED] = "failed",
-    [HR_OUTCOME_THROTTLED] = "throttled", [HR_OUTCOME_PULLED] = "pulled",
-    [HR_OUTCOME_CANCELLED] = "cancelled", [HR_OUTCOME_UNREGISTERED] = "unregistered",
-    [HR_OUTCOME_EXPIRED] = "expired",     [HR_OUTCOME_UNACCOUNTED] = "unaccounted",
+    [HR_OUTCOME_SENT] = "sent",
+    [HR_OUTCOME_FAILED] = "failed",
+    [HR_OUTCOME_THROTTLED] = "throttled",
+    [HR_OUTCOME_PULLED] = "pulled",
+    [HR_OUTCOME_CANCELLED] = "cancelled",
+    [HR_OUTCOME_UNREGISTERED] = "unregistered",
+    [HR_OUTCOME_EXPIRED] = "expired",
+    [HR_OUTCOME_OPTED_OUT] = "opted_out",
+    [HR_OUTCOME_SUPPRESSED] = "suppressed",
+    [HR_OUTCOME_UNACCOUNTED] = "unaccounted",
 };
 
 int64_t hr_progress_merge(int64_t mysql, int64_t live)

@@ -7,7 +7,9 @@
  *   sent, failed (dead letter), throttled, pulled, cancelled, unregistered
  *   (no live address on the task's channel: every one the provider called
  *   dead was pruned, or there was none), expired (not pushed by the task's
- *   expire_at)
+ *   expire_at), opted_out (the user opted out of the task's category or
+ *   channel type), suppressed (every address of the uid on the channel is
+ *   on the suppression list; docs/recipients.md)
  * and, only for a finished task, `unaccounted`: subscriptions no counter
  * settled (a recipient lost with Redis, a task that failed before
  * chunking, for a moment after a cancel what a worker is still
@@ -39,7 +41,9 @@ typedef enum hr_outcome {
     HR_OUTCOME_PULLED,
     HR_OUTCOME_CANCELLED,
     HR_OUTCOME_UNREGISTERED,
-    HR_OUTCOME_EXPIRED, /* not pushed by the task's expire_at */
+    HR_OUTCOME_EXPIRED,    /* not pushed by the task's expire_at */
+    HR_OUTCOME_OPTED_OUT,  /* the user opted out (016_categories.sql) */
+    HR_OUTCOME_SUPPRESSED, /* every address suppressed (015_suppression.sql) */
     HR_OUTCOME_UNACCOUNTED,
     HR__OUTCOMES
 } hr_outcome;
@@ -49,10 +53,11 @@ typedef enum hr_outcome {
  * value stands). */
 typedef struct hr_outcomes {
     int64_t sent, failed, throttled, pulled, cancelled, retried, unregistered;
-    int64_t expired; /* expiry (009_expiry.sql) */
+    int64_t expired;               /* expiry (009_expiry.sql) */
+    int64_t opted_out, suppressed; /* consent (016_categories.sql) */
 } hr_outcomes;
 
-#define HR_OUTCOMES_UNKNOWN ((hr_outcomes){-1, -1, -1, -1, -1, -1, -1, -1})
+#define HR_OUTCOMES_UNKNOWN ((hr_outcomes){-1, -1, -1, -1, -1, -1, -1, -1, -1, -1})
 
 typedef struct hr_progress_in {
     /* the settled outcomes (not unaccounted), best known: hr_progress_merge */

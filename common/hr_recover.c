@@ -20,12 +20,14 @@
  *      runs meanwhile.
  *   1. The stale working keys go: subs, seq, pending, every chunk:* and
  *      lease:* of the task (pulled, failed and stats stay: what survived of
- *      them is still true).  The outcome counters sent, failed, throttled and unregistered
+ *      them is still true).  The outcome counters sent, failed, throttled, unregistered,
+ *      opted_out and suppressed
  *      become the delivery log's counts, in MySQL and in the stats hash, the
  *      very recipients the refill leaves out (recover_log_counts); the
  *      others are raised back to MySQL's, which workers only ever raise.
  *   2. subs = push_subscription minus the recipients push_delivery shows
- *      as sent/failed/throttled/unregistered/pulled, minus the pulled set: hr_subs_refill
+ *      as sent/failed/throttled/unregistered/opted_out/suppressed/pulled, minus the pulled
+ *      set: hr_subs_refill
  *      (the dispatcher's refill, excluding delivered recipients).  A refill
  *      cut short (seq appeared, lock lost) is an error.
  *   3. seq is set to the highest push_chunk seq, so new chunks never reuse a
@@ -37,6 +39,10 @@
  *      hash's `published` restarts from the same number (the rebuilt
  *      chunks' first publishes add to both), or progress and status would
  *      count the recipients republished twice.
+ *   The books the pushes read — the recipients' profiles (consent,
+ *      zones) and the address book — are synced before the refill
+ *      (hr_mirror_sync; a Redis that lost them lost their marks too, and
+ *      every uid is reloaded), so the rebuilt set is pushed with them.
  *   4. A dispatched task becomes `dispatching` with no owner and an
  *      expired lease, so a dispatcher's poller takes it over
  *      and chunks the rebuilt set; a scheduled one goes back into the timer;
@@ -53,12 +59,14 @@
 
 #include <unistd.h>
 
+#include "hr_addr.h"
 #include "hr_dlog.h"
 #include "hr_finish.h"
 #include "hr_keys.h"
 #include "hr_shard.h"
 #include "hr_state.h"
 #include "hr_subs.h"
+#include "hr_user.h"
 
 #define HR_RECOVER_BATCH 10000
 #define HR_RECOVER_LOCK_MS 120000
@@ -119,6 +127,8 @@ static int hr_recover_log_read(hr_mysql *m, int64_t id, int64_t day, int shards,
                          : strcmp(status, "pulled") == 0       ? &c->pulled
                          : strcmp(status, "cancelled") == 0    ? &c->cancelled
                          : strcmp(status, "unregistered") == 0 ? &c->unregistered
+                         : strcmp(status, "opted_out") == 0    ? &c->opted_out
+                         : strcmp(status, "suppressed") == 0   ? &c->suppressed
                                                                : NULL;
 
         if (field != NULL)
@@ -152,7 +162,8 @@ static int hr_recover_reset_published(hr_redis *r, int64_t id, int shards, const
 /* Sets T's outcome counters, in T and in MySQL, from the delivery log's
  * counts PER[0..SHARDS) (one row per recipient, its last outcome).  The
  * rebuilt set is the subscriptions minus the recipients the log shows as
- * sent, failed, unregistered or throttled, so exactly those are counted: a
+ * sent, failed, unregistered, throttled, opted_out or suppressed, so
+ * exactly those are counted: a
  * recipient a worker acknowledged in Redis but had not logged yet (its
  * reporter stopped or behind, a row dropped from a full queue) goes back
  * into the set and is counted when it is pushed again, and one logged but
@@ -167,7 +178,7 @@ static int hr_recover_log_counts(hr_mysql *m, hr_task *t, int shards, const hr_o
 {
     int64_t pulled = 0, cancelled = 0;
 
-    t->sent = t->failed = t->throttled = t->unregistered = 0;
+    t->sent = t->failed = t->throttled = t->unregistered = t->opted_out = t->suppressed = 0;
     for (int k = 0; k < shards; k++) {
         const hr_mysql_param ps[] = {HR_P_I64(t->id),
                                      HR_P_I64(k),
@@ -175,6 +186,8 @@ static int hr_recover_log_counts(hr_mysql *m, hr_task *t, int shards, const hr_o
                                      HR_P_I64(per[k].failed),
                                      HR_P_I64(per[k].throttled),
                                      HR_P_I64(per[k].unregistered),
+                                     HR_P_I64(per[k].opted_out),
+                                     HR_P_I64(per[k].suppressed),
                                      HR_P_I64(per[k].pulled),
                                      HR_P_I64(per[k].cancelled)};
 
@@ -182,6 +195,8 @@ static int hr_recover_log_counts(hr_mysql *m, hr_task *t, int shards, const hr_o
         t->failed += per[k].failed;
         t->throttled += per[k].throttled;
         t->unregistered += per[k].unregistered;
+        t->opted_out += per[k].opted_out;
+        t->suppressed += per[k].suppressed;
         pulled += per[k].pulled;
         cancelled += per[k].cancelled;
         /* A row the reconciliation has not written yet (a scheduled task)
@@ -189,13 +204,14 @@ static int hr_recover_log_counts(hr_mysql *m, hr_task *t, int shards, const hr_o
         if (shards > 1 &&
             hr_mysql_exec(m,
                           "INSERT INTO push_task_shard (task_id, shard, state, sent, failed, "
-                          "throttled, unregistered, pulled, cancelled) "
-                          "VALUES (?, ?, 'waiting', ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE "
-                          "sent = VALUES(sent), failed = VALUES(failed), "
+                          "throttled, unregistered, opted_out, suppressed, pulled, cancelled) "
+                          "VALUES (?, ?, 'waiting', ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY "
+                          "UPDATE sent = VALUES(sent), failed = VALUES(failed), "
                           "throttled = VALUES(throttled), unregistered = VALUES(unregistered), "
+                          "opted_out = VALUES(opted_out), suppressed = VALUES(suppressed), "
                           "pulled = GREATEST(pulled, VALUES(pulled)), "
                           "cancelled = GREATEST(cancelled, VALUES(cancelled))",
-                          ps, 8, NULL, NULL, NULL, errstr, errlen) < 0)
+                          ps, 10, NULL, NULL, NULL, errstr, errlen) < 0)
             return -1;
     }
     if (pulled > t->pulled)
@@ -203,21 +219,23 @@ static int hr_recover_log_counts(hr_mysql *m, hr_task *t, int shards, const hr_o
     if (cancelled > t->cancelled)
         t->cancelled = cancelled;
     {
-        const hr_mysql_param pu[] = {HR_P_I64(t->sent),      HR_P_I64(t->failed),
-                                     HR_P_I64(t->throttled), HR_P_I64(t->unregistered),
-                                     HR_P_I64(t->pulled),    HR_P_I64(t->cancelled),
-                                     HR_P_I64(t->id)};
+        const hr_mysql_param pu[] = {
+            HR_P_I64(t->sent),         HR_P_I64(t->failed),    HR_P_I64(t->throttled),
+            HR_P_I64(t->unregistered), HR_P_I64(t->opted_out), HR_P_I64(t->suppressed),
+            HR_P_I64(t->pulled),       HR_P_I64(t->cancelled), HR_P_I64(t->id)};
 
         return hr_mysql_exec(m,
                              "UPDATE push_task SET sent = ?, failed = ?, throttled = ?, "
-                             "unregistered = ?, pulled = GREATEST(pulled, ?), "
-                             "cancelled = GREATEST(cancelled, ?) WHERE id = ?",
-                             pu, 7, NULL, NULL, NULL, errstr, errlen);
+                             "unregistered = ?, opted_out = ?, suppressed = ?, "
+                             "pulled = GREATEST(pulled, ?), cancelled = GREATEST(cancelled, ?) "
+                             "WHERE id = ?",
+                             pu, 9, NULL, NULL, NULL, errstr, errlen);
     }
 }
 
 /* Writes C's counters into the stats hash of shard SHARD of task ID: sent,
- * failed, throttled and unregistered as they are (hr_recover_log_counts),
+ * failed, throttled, unregistered, opted_out and suppressed as they are
+ * (hr_recover_log_counts),
  * the others only raised (workers write the hash's counters to MySQL with
  * GREATEST, so a hash lost with Redis must not restart them from 0). */
 static int hr_recover_restore_stats(hr_redis *r, int64_t id, int shard, const hr_outcomes *c,
@@ -229,6 +247,7 @@ static int hr_recover_restore_stats(hr_redis *r, int64_t id, int shard, const hr
         bool exact;
     } counters[] = {{"sent", c->sent, true},           {"failed", c->failed, true},
                     {"throttled", c->throttled, true}, {"unregistered", c->unregistered, true},
+                    {"opted_out", c->opted_out, true}, {"suppressed", c->suppressed, true},
                     {"retried", c->retried, false},    {"pulled", c->pulled, false},
                     {"cancelled", c->cancelled, false}};
     redisReply *reply;
@@ -367,6 +386,26 @@ static int hr_recover_mark_synced(hr_mysql *m, hr_redis *r, int64_t id, char *er
     return reply != NULL ? 0 : -1;
 }
 
+/* Syncs the books the pushes read (profiles, addresses) into OUT's
+ * counts; one a dispatcher syncs at the moment (busy) is synced by it.
+ * 0 or -1. */
+static int hr_recover_books(hr_mysql *m, hr_redis *r, const hr_recover_opts *o,
+                            hr_recover_result *out, char *errstr, size_t errlen)
+{
+    const hr_mirror *books[] = {&hr_user_mirror, &hr_addr_mirror};
+
+    for (size_t i = 0; i < sizeof books / sizeof *books; i++) {
+        hr_mirror_result res;
+
+        if (hr_mirror_sync(books[i], m, r, o->token, HR_RECOVER_BATCH, o->cfg, &res, errstr,
+                           errlen) < 0)
+            return -1;
+        out->book_uids += res.uids;
+        out->books_reloaded = out->books_reloaded || res.full;
+    }
+    return 0;
+}
+
 int hr_recover_check(hr_mysql *m, const hr_task *t, int64_t now_ms, int retention_days,
                      char *errstr, size_t errlen)
 {
@@ -489,6 +528,8 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
      * task's partition, which every read below is pruned to. */
     if (claimed && hr_dlog_settle(m, id, day, errstr, errlen) < 0)
         goto done;
+    if (hr_recover_books(m, r, o, out, errstr, errlen) < 0)
+        goto done;
     /* The wait set and its waves go too (local time, send windows): the
      * refill puts every undelivered recipient back into subs, and the next
      * owner's reconciliation plans them again (dsp_wait.c).  Left in
@@ -579,6 +620,8 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
                                .failed = t.failed,
                                .throttled = t.throttled,
                                .unregistered = t.unregistered,
+                               .opted_out = t.opted_out,
+                               .suppressed = t.suppressed,
                                .retried = t.retried,
                                .pulled = t.pulled,
                                .cancelled = t.cancelled};

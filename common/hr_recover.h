@@ -33,9 +33,10 @@ enum {
 };
 
 typedef struct hr_recover_opts {
-    const char *token; /* the prepare lock's holder, e.g. "heraldctl/<pid>" */
-    int lease_ms;      /* worker.lease_ms */
-    int64_t now_ms;    /* the caller's clock (UTC ms): a task past its expire_at is refused */
+    const char *token;    /* the prepare lock's holder, e.g. "heraldctl/<pid>" */
+    int lease_ms;         /* worker.lease_ms */
+    int64_t now_ms;       /* the caller's clock (UTC ms): a task past its expire_at is refused */
+    const hr_config *cfg; /* the profiles' checks (the books' sync, hr_user.h) */
     /* dispatcher.delivery_retention_days: a task due before today - this
      * many days is refused, its delivery rows dropped or about to be
      * (hr_dlog_ready) */
@@ -55,6 +56,8 @@ typedef struct hr_recover_result {
     int64_t dropped_chunks; /* chunk:* sets deleted */
     int64_t dropped_leases; /* lease:* keys deleted */
     int64_t seq;            /* seq restarts from here (0 for a scheduled task) */
+    int64_t book_uids;      /* profile and address keys the books' syncs rewrote */
+    bool books_reloaded;    /* a book had lost its synced mark: every uid reloaded */
     hr_task_state state;    /* the task's state afterwards */
 } hr_recover_result;
 

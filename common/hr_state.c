@@ -162,9 +162,10 @@ int hr_state_redispatch(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
 
 /* The subscriptions that task row t's outcome counters do not account for,
  * of j.subs. */
-#define HR_STATE_GAP                                                               \
-    "GREATEST(0, CAST(j.subs AS SIGNED) - CAST(t.sent + t.failed + t.throttled + " \
-    "t.pulled + t.cancelled + t.unregistered + t.expired AS SIGNED))"
+#define HR_STATE_GAP                                                                    \
+    "GREATEST(0, CAST(j.subs AS SIGNED) - CAST(t.sent + t.failed + t.throttled + "      \
+    "t.pulled + t.cancelled + t.unregistered + t.expired + t.opted_out + t.suppressed " \
+    "AS SIGNED))"
 
 int hr_state_lock_dispatched(hr_mysql *m, const int64_t *ids, size_t n, bool *locked, char *errstr,
                              size_t errlen)
@@ -206,7 +207,8 @@ int hr_state_finish(hr_mysql *m, const int64_t *rows, size_t n, uint64_t *moved,
         ", ' of ', j.subs, "
         "' subscriptions have no outcome (sent ', t.sent, ', failed ', t.failed, "
         "', throttled ', t.throttled, ', pulled ', t.pulled, ', cancelled ', t.cancelled, "
-        "', unregistered ', t.unregistered, ', expired ', t.expired, '): the working state "
+        "', unregistered ', t.unregistered, ', expired ', t.expired, ', opted_out ', t.opted_out, "
+        "', suppressed ', t.suppressed, '): the working state "
         "in Redis lost them; heraldctl recover ', t.id, ' pushes them'), t.last_error), "
         "t.unaccounted = " HR_STATE_GAP ", t.total = LEAST(t.total, j.subs), "
         "t.finished_at = UTC_TIMESTAMP(3) WHERE t.state = 'dispatched'",
@@ -282,11 +284,14 @@ int hr_state_redrive(hr_mysql *m, int64_t id, int64_t moved, char *errstr, size_
 
 int hr_state_recover(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
 {
+    /* MariaDB assigns left to right: last_error must read the old state
+     * (after state it read 'dispatching', and a recovered task kept its
+     * "subscriptions have no outcome" error to its done). */
     return hr_state_move_id(m,
-                            "UPDATE push_task SET state = 'dispatching', claimed_by = NULL, "
+                            "UPDATE push_task SET last_error = IF(state = 'failed', NULL, "
+                            "last_error), state = 'dispatching', claimed_by = NULL, "
                             "lease_until = UTC_TIMESTAMP(3) - INTERVAL 1 SECOND, "
                             "dispatched_at = NULL, finished_at = NULL, "
-                            "last_error = IF(state = 'failed', NULL, last_error), "
                             "unaccounted = 0 WHERE id = ? "
                             "AND (state IN ('dispatching', 'dispatched') "
                             "OR (state = 'failed' AND unaccounted > 0))",

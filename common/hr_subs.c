@@ -81,7 +81,7 @@ static const char *const hr_subs_sql[] = {
                             "AND s.uid > ? AND NOT EXISTS (SELECT 1 FROM push_delivery d "
                             "WHERE d.task_id = s.task_id AND d.day = ? AND d.uid = s.uid AND "
                             "d.status IN ('sent', 'failed', 'throttled', 'pulled', "
-                            "'unregistered')) ORDER BY s.uid LIMIT ?",
+                            "'unregistered', 'opted_out', 'suppressed')) ORDER BY s.uid LIMIT ?",
     /* The (task_id, epoch) index holds uid too (InnoDB appends the primary
      * key), so this is one range read in (epoch, uid) order. */
     [HR_SUBS_EPOCHS] = "SELECT uid, epoch FROM push_subscription WHERE task_id = ? "

@@ -73,6 +73,10 @@ enum {
     COL_FINISH_BY,
     COL_LAST_WARNING,
     COL_SHARDS,
+    /* recipients (016_categories.sql) */
+    COL_CATEGORY,
+    COL_OPTED_OUT,
+    COL_SUPPRESSED,
     COL__COUNT
 };
 
@@ -184,6 +188,9 @@ static const task_col task_cols[] = {
     TC(COL_FINISH_BY, TC_INT_NULL, finish_ms),
     TC(COL_LAST_WARNING, TC_STR, last_warning),
     TC(COL_SHARDS, TC_INT, shards),
+    TC(COL_CATEGORY, TC_STR, category),
+    TC(COL_OPTED_OUT, TC_INT, opted_out),
+    TC(COL_SUPPRESSED, TC_INT, suppressed),
 };
 #undef TC
 
@@ -332,6 +339,7 @@ void hr_task_defaults(hr_task *t)
                    .body = "",
                    .chunk_size = 5000,
                    .shards = 1,
+                   .category = HR_CATEGORY_DEFAULT,
                    .control = HR_CONTROL_RUN,
                    .state = HR_STATE_SCHEDULED,
                    .due_ms = -1,
@@ -342,6 +350,28 @@ void hr_task_defaults(hr_task *t)
                    .finish_ms = -1,
                    .window_start_s = -1,
                    .window_end_s = -1};
+}
+
+void hr_task_outcome_counts(const hr_task *t, int64_t out[HR_OUTCOME_UNACCOUNTED])
+{
+    const int64_t v[HR_OUTCOME_UNACCOUNTED] = {
+        [HR_OUTCOME_SENT] = t->sent,
+        [HR_OUTCOME_FAILED] = t->failed,
+        [HR_OUTCOME_THROTTLED] = t->throttled,
+        [HR_OUTCOME_PULLED] = t->pulled,
+        [HR_OUTCOME_CANCELLED] = t->cancelled,
+        [HR_OUTCOME_UNREGISTERED] = t->unregistered,
+        [HR_OUTCOME_EXPIRED] = t->expired,
+        [HR_OUTCOME_OPTED_OUT] = t->opted_out,
+        [HR_OUTCOME_SUPPRESSED] = t->suppressed,
+    };
+
+    memcpy(out, v, sizeof v);
+}
+
+const char *hr_task_category(const hr_task *t)
+{
+    return t->category != NULL ? t->category : HR_CATEGORY_DEFAULT;
 }
 
 bool hr_task_paced(const hr_task *t)
@@ -503,6 +533,12 @@ int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_
         snprintf(errstr, errlen, "priority must be high or normal");
         return -1;
     }
+    if (hr_config_category(cfg, hr_task_category(t)) == NULL) {
+        snprintf(errstr, errlen,
+                 "category \"%.32s\" is not one of recipients.categories in the configuration",
+                 hr_task_category(t));
+        return -1;
+    }
     if (task_check_local(t, errstr, errlen) < 0)
         return -1;
     if (hr_task_paced(t) && t->finish_ms <= t->due_ms) {
@@ -561,5 +597,6 @@ void hr_task_free(hr_task *t)
     free(t->default_tz);
     free(t->window_tz);
     free(t->last_warning);
+    free(t->category);
     free(t);
 }

@@ -27,7 +27,8 @@
     "total, sent, failed, throttled, pulled, cancelled, retried, unregistered, "                 \
     "ttl_s, collapse_key, priority, " HR_TASK_LOCAL_COLUMNS ", " /* expiry (009_expiry.sql) */   \
     "CAST(ROUND(UNIX_TIMESTAMP(expire_at) * 1000) AS SIGNED), expired" HR_TASK_COLUMNS_PACING    \
-    ", shards" /* sharded tasks (010_shards.sql) */
+    ", shards"                          /* sharded tasks (010_shards.sql) */                     \
+    ", category, opted_out, suppressed" /* recipients (016_categories.sql) */
 
 /* Pacing and admission control (schemas/mysql/007_pacing.sql): finish_by,
  * last_warning. */
@@ -93,6 +94,9 @@ typedef struct hr_task {
     /* sharded tasks (010_shards.sql): subscriber sets the task is split
      * over; < 2 (a zeroed task too) = one, the task's own keys */
     int64_t shards;
+    /* recipients (016_categories.sql, docs/recipients.md) */
+    char *category;                /* one of recipients.categories; NULL (zeroed) = "reminder" */
+    int64_t opted_out, suppressed; /* the consent outcomes' counters */
 } hr_task;
 
 /* Fills T with what a new task is when nothing else is given (the API's
@@ -109,6 +113,13 @@ int64_t hr_task_first_due_ms(const hr_task *t);
 
 /* Whether recipients of T go through the wait set (local_time or a window). */
 bool hr_task_waits(const hr_task *t);
+
+/* T's MySQL outcome counters in hr_outcome order (sent .. suppressed, not
+ * unaccounted): what a report merges with the live stats hash. */
+void hr_task_outcome_counts(const hr_task *t, int64_t out[HR_OUTCOME_UNACCOUNTED]);
+
+/* T's category ("reminder" for a zeroed task). */
+const char *hr_task_category(const hr_task *t);
 
 /* Builds a task from row ROW of a result selected with HR_TASK_COLUMNS. */
 int hr_task_from_row(const hr_mysql_rows *rows, size_t row, hr_task **out, char *errstr,
@@ -138,7 +149,8 @@ bool hr_task_paced(const hr_task *t);
  * line, a known priority, local_time 0 or 1, default_tz / window_tz NULL or a
  * zone hr_tz loads, window_start / window_end both NULL or two different
  * times of day, expire_at and finish_by NULL or after due_at, shards 1..256 and 1 with
- * local_time, a window or finish_by, title/body and the channel's
+ * local_time, a window or finish_by, a category recipients.categories declares,
+ * title/body and the channel's
  * templates compile.  ERRSTR gets the
  * first problem in words an admin understands, e.g.
  * "chunk_size 0 is outside 1..100000". */

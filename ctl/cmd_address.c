@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "ctl_cmd.h"
+#include "ctl_fmt.h"
 #include "hr_addr.h"
 #include "hr_addr_audit.h"
 #include "hr_parse.h"
@@ -223,7 +224,8 @@ static int ctl_addr_import(ctl_ctx *ctx, int argc, char **argv)
     hr_mysql *m;
     hr_redis *r;
     FILE *in;
-    int rc = CTL_EXIT_FAIL;
+    size_t n;
+    int got, rc = CTL_EXIT_FAIL;
 
     if (argc != 2)
         return ctl_usage(ctx, "import needs one FILE (or - for stdin)");
@@ -232,24 +234,14 @@ static int ctl_addr_import(ctl_ctx *ctx, int argc, char **argv)
     in = strcmp(argv[1], "-") == 0 ? stdin : fopen(argv[1], "r");
     if (in == NULL)
         return ctl_fail("address import: cannot open %s", argv[1]);
-    while (fgets(line, sizeof line, in) != NULL) {
-        size_t n = strlen(line);
+    while ((got = ctl_fmt_read_line(in, line, sizeof line, &n)) != 0) {
         hr_addr a;
 
         c.lines++;
-        if (n > 0 && line[n - 1] == '\n')
-            line[--n] = '\0';
-        else if (!feof(in)) {
-            int ch;
-
-            /* Too long for any valid line: skip the rest of it. */
-            while ((ch = fgetc(in)) != EOF && ch != '\n')
-                ;
+        if (got == CTL_FMT_LINE_LONG) {
             ctl_addr_refuse(&c, c.lines, "longer than any valid line");
             continue;
         }
-        if (n > 0 && line[n - 1] == '\r')
-            line[--n] = '\0';
         /* Blank lines, comments and a header line are no addresses. */
         if (n == 0 || line[0] == '#' ||
             (c.lines == 1 && strcmp(line, "uid,platform,app,address") == 0))

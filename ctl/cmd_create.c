@@ -27,16 +27,19 @@
 /* sharded tasks (docs/architecture.md "Sharded tasks") */
 #define CREATE_COLS_SHARDS ", shards"
 #define CREATE_VALS_SHARDS ", ?"
+/* recipients (docs/recipients.md) */
+#define CREATE_COLS_RECIPIENTS ", category"
+#define CREATE_VALS_RECIPIENTS ", ?"
 
 #define CREATE_INSERT                                                                        \
     "INSERT INTO push_task (name, topic, channel, title, body, payload, due_at, freeze_at, " \
     "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "            \
     "throttle_key, throttle_mode, ttl_s, collapse_key, priority, "                           \
     "local_time, default_tz, window_start, window_end, window_tz" CREATE_COLS_EXPIRY         \
-        CREATE_COLS_PACING CREATE_COLS_SHARDS ") "                                           \
+        CREATE_COLS_PACING CREATE_COLS_SHARDS CREATE_COLS_RECIPIENTS ") "                    \
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "                         \
     "?, ?, SEC_TO_TIME(?), SEC_TO_TIME(?), ?" CREATE_VALS_EXPIRY CREATE_VALS_PACING          \
-        CREATE_VALS_SHARDS ")"
+        CREATE_VALS_SHARDS CREATE_VALS_RECIPIENTS ")"
 
 /* Every flag of create_options[], for `heraldctl help create`. */
 const char ctl_create_flags[] =
@@ -61,6 +64,8 @@ const char ctl_create_flags[] =
     "  --ttl D              how long a provider keeps an undelivered push: 0s, 1h, 7d\n"
     "                       (whole seconds, at most 28d; default: the provider's)\n"
     "  --collapse-key K     a newer push with K replaces an undelivered one (fcm, apns)\n"
+    "  --category C         one of recipients.categories (default reminder): opt-outs and\n"
+    "                       quiet hours apply unless it is mandatory (docs/recipients.md)\n"
     "  --priority P         high (default) or normal (fcm, apns; the task's weight in\n"
     "                       its channel's rate_limit: high 2, normal 1)\n"
     "  --finish-by TIME     pace the task to end by then (docs/scheduling.md)\n"
@@ -113,6 +118,8 @@ enum {
     /* sharded tasks */
     OPT_SHARDS,
     OPT_EXPECTED,
+    /* recipients */
+    OPT_CATEGORY,
 };
 
 static const struct option create_options[] = {
@@ -135,6 +142,7 @@ static const struct option create_options[] = {
     {"ttl", required_argument, NULL, OPT_TTL},
     {"collapse-key", required_argument, NULL, OPT_COLLAPSE_KEY},
     {"priority", required_argument, NULL, OPT_PRIORITY},
+    {"category", required_argument, NULL, OPT_CATEGORY},
     {"finish-by", required_argument, NULL, OPT_FINISH_BY},
     {"finish-in", required_argument, NULL, OPT_FINISH_IN},
     {"quiet", no_argument, NULL, OPT_QUIET},
@@ -288,6 +296,9 @@ static int create_parse(const ctl_ctx *ctx, int argc, char **argv, create_args *
             if (hr_priority_parse(optarg, &a->t.priority) < 0)
                 return ctl_usage(ctx, "--priority: \"%s\" is not high or normal", optarg);
             break;
+        case OPT_CATEGORY:
+            a->t.category = optarg; /* hr_task_validate checks it against the config */
+            break;
         case OPT_FINISH_BY:
             if (ctl_fmt_parse_time("--finish-by", optarg, &a->t.finish_ms, errstr, sizeof errstr) <
                 0)
@@ -432,6 +443,8 @@ int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
         hr_task_paced(&a.t) ? HR_P_STR(finish) : HR_P_NULL,
         /* sharded tasks */
         HR_P_I64(a.t.shards),
+        /* recipients */
+        HR_P_STR(hr_task_category(&a.t)),
     };
     /* The row and its audit row (the flags it was made from) together. */
     if (hr_mysql_begin(m, errstr, sizeof errstr) < 0)

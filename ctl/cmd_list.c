@@ -43,17 +43,20 @@ enum {
     LIST_CANCELLED,
     LIST_RETRIED,
     LIST_EXPIRED,
+    LIST_OPTED_OUT,
+    LIST_SUPPRESSED,
     LIST_NCOLS
 };
 
 #define LIST_SELECT                                                                        \
     "SELECT id, name, state, CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), "       \
     "topic, channel, control, CAST(ROUND(UNIX_TIMESTAMP(finished_at) * 1000) AS SIGNED), " \
-    "last_error, total, sent, failed, throttled, pulled, cancelled, retried, expired "     \
-    "FROM push_task "
+    "last_error, total, sent, failed, throttled, pulled, cancelled, retried, expired, "    \
+    "opted_out, suppressed FROM push_task "
 
-static const char *const list_counters[] = {"total",  "sent",      "failed",  "throttled",
-                                            "pulled", "cancelled", "retried", "expired"};
+static const char *const list_counters[] = {"total",     "sent",      "failed",  "throttled",
+                                            "pulled",    "cancelled", "retried", "expired",
+                                            "opted_out", "suppressed"};
 
 static int64_t list_int(const hr_mysql_rows *rows, size_t row, size_t col)
 {
@@ -64,23 +67,27 @@ static int64_t list_int(const hr_mysql_rows *rows, size_t row, size_t col)
 
 static void list_table(const hr_mysql_rows *rows)
 {
-    char name[LIST_CELL_MAX], error[LIST_CELL_MAX], due[40], n[7][32];
+    char name[LIST_CELL_MAX], error[LIST_CELL_MAX], due[40], n[9][32];
 
-    printf("%8s  %s  %-11s  %-19s  %11s  %11s  %9s  %9s  %9s  %9s  %9s  %s\n", "ID",
+    printf("%8s  %s  %-11s  %-19s  %11s  %11s  %9s  %9s  %9s  %9s  %9s  %9s  %10s  %s\n", "ID",
            ctl_fmt_cell("NAME", LIST_NAME_WIDTH, true, name, sizeof name), "STATE", "DUE (UTC)",
-           "TOTAL", "SENT", "FAILED", "THROTTLED", "PULLED", "CANCELLED", "EXPIRED", "LAST ERROR");
+           "TOTAL", "SENT", "FAILED", "THROTTLED", "PULLED", "CANCELLED", "EXPIRED", "OPTED OUT",
+           "SUPPRESSED", "LAST ERROR");
     for (size_t i = 0; i < rows->nrows; i++) {
         for (int c = 0; c < 6; c++)
             ctl_fmt_count(list_int(rows, i, LIST_TOTAL + (size_t)c), n[c], sizeof n[c]);
         ctl_fmt_count(list_int(rows, i, LIST_EXPIRED), n[6], sizeof n[6]);
+        ctl_fmt_count(list_int(rows, i, LIST_OPTED_OUT), n[7], sizeof n[7]);
+        ctl_fmt_count(list_int(rows, i, LIST_SUPPRESSED), n[8], sizeof n[8]);
         /* Seconds are enough to tell tasks apart in a list. */
         ctl_fmt_time_sql(list_int(rows, i, LIST_DUE_MS), due, sizeof due);
         due[19] = '\0';
-        printf("%8s  %s  %-11s  %-19s  %11s  %11s  %9s  %9s  %9s  %9s  %9s  %s\n",
+        printf("%8s  %s  %-11s  %-19s  %11s  %11s  %9s  %9s  %9s  %9s  %9s  %9s  %10s  %s\n",
                hr_mysql_cell(rows, i, LIST_ID),
                ctl_fmt_cell(hr_mysql_cell(rows, i, LIST_NAME), LIST_NAME_WIDTH, true, name,
                             sizeof name),
                hr_mysql_cell(rows, i, LIST_STATE), due, n[0], n[1], n[2], n[3], n[4], n[5], n[6],
+               n[7], n[8],
                ctl_fmt_cell(hr_mysql_cell(rows, i, LIST_LAST_ERROR), LIST_ERROR_WIDTH, false, error,
                             sizeof error));
     }

@@ -37,6 +37,7 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     const hr_recover_opts o = {.token = token,
                                .lease_ms = ctx->cfg->worker.lease_ms,
                                .now_ms = hr_clock_now_ms(),
+                               .cfg = ctx->cfg,
                                .retention_days = ctx->cfg->dispatcher.delivery_retention_days,
                                .waiting = cmd_recover_waiting};
     if (hr_recover(m, r, t, &o, &res, errstr, sizeof errstr) != 0) {
@@ -44,9 +45,10 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
         goto done;
     }
     printf("task %" PRId64 ": recovered subs=%" PRId64 " (undelivered subscriptions=%" PRId64
-           ") dropped_chunks=%" PRId64 " dropped_leases=%" PRId64 " seq=%" PRId64 " state=%s\n",
+           ") dropped_chunks=%" PRId64 " dropped_leases=%" PRId64 " seq=%" PRId64
+           " state=%s books=%s book_uids=%" PRId64 "\n",
            t->id, res.subs, res.undelivered, res.dropped_chunks, res.dropped_leases, res.seq,
-           hr_state_name(res.state));
+           hr_state_name(res.state), res.books_reloaded ? "reloaded" : "synced", res.book_uids);
     /* Redis and several statements: the audit row comes after them. */
     after = cJSON_CreateObject();
     cJSON_AddNumberToObject(after, "subs", (double)res.subs);
@@ -54,6 +56,7 @@ int ctl_cmd_recover(ctl_ctx *ctx, int argc, char **argv)
     cJSON_AddNumberToObject(after, "dropped_chunks", (double)res.dropped_chunks);
     cJSON_AddNumberToObject(after, "seq", (double)res.seq);
     cJSON_AddStringToObject(after, "state", hr_state_name(res.state));
+    cJSON_AddNumberToObject(after, "book_uids", (double)res.book_uids);
     if (ctl_audit(ctx, m, NULL, t->id, NULL, NULL, after) != 0)
         rc = CTL_EXIT_FAIL;
 done:

@@ -163,9 +163,9 @@ static int status_sample_take(hr_mysql *m, hr_redis *r, int64_t task, status_sam
                               s->subs >= 0 && s->waiting > 0 ? s->subs + s->waiting : s->subs,
                           .finished = hr_state_final(t->state)};
     {
-        const int64_t mysql[HR_OUTCOME_UNACCOUNTED] = {
-            t->sent, t->failed, t->throttled, t->pulled, t->cancelled, t->unregistered, t->expired};
+        int64_t mysql[HR_OUTCOME_UNACCOUNTED];
 
+        hr_task_outcome_counts(t, mysql);
         for (int o = 0; o < HR_OUTCOME_UNACCOUNTED; o++)
             in.outcome[o] = hr_progress_merge(mysql[o], s->live[o]);
     }

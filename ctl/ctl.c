@@ -109,6 +109,39 @@ static const ctl_command ctl_commands[] = {
      "                             for fcm and apns, empty for email and webhook)\n"
      "  --json                     ls: one JSON array of {platform, app, address}\n",
      ctl_cmd_address},
+    {"user", "the recipients' profiles and preferences (docs/recipients.md)",
+     "get UID [--json] | set UID [FLAGS] | rm UID | opt-out|opt-in UID CATEGORY CHANNEL |\n"
+     "                 import FILE|- [--format csv|jsonl] | link UID CATEGORY CHANNEL",
+     "  get UID                    the profile, its quiet hours and opt-outs (--json: the\n"
+     "                             API's profile object with opt_out)\n"
+     "  set UID                    change the profile (created when there is none):\n"
+     "    --tz ZONE                  an IANA zone (local-time sends, quiet hours)\n"
+     "    --locale TAG               a language tag such as de-DE\n"
+     "    --quiet HH:MM-HH:MM|none   the user's own quiet hours, in its zone\n"
+     "    --attr KEY=VALUE           a template attribute (user.KEY); KEY= removes it\n"
+     "    --json OBJECT              any profile fields, as the API's PATCH\n"
+     "  rm UID                     the profile and its preferences\n"
+     "  opt-out UID CAT CHANNEL    the uid receives nothing of CAT by channels of type\n"
+     "                             CHANNEL (webhook, fcm, apns, smtp); '*' for every one\n"
+     "  opt-in UID CAT CHANNEL     remove that opt-out\n"
+     "  import FILE                profiles in bulk, each row a whole profile: CSV with a\n"
+     "                             header uid,tz,locale,quiet_start,quiet_end,<attr>...\n"
+     "                             or JSON Lines of profile objects with a uid (--format,\n"
+     "                             else by the .jsonl extension); progress on stderr;\n"
+     "                             refused lines reported, exit 1 (safe to run again)\n"
+     "  link UID CAT CHANNEL       the one-click unsubscribe link a mail would carry\n",
+     ctl_cmd_user},
+    {"suppression", "the suppression list: addresses never sent to",
+     "add PLATFORM ADDRESS REASON [--app APP] [--note N] | rm PLATFORM ADDRESS [--app APP] |\n"
+     "                 ls PLATFORM [ADDRESS] [--app APP]",
+     "  add PLATFORM ADDRESS REASON  suppress an address: REASON unsubscribed (mandatory\n"
+     "                             categories still go), complained or bounced\n"
+     "  rm PLATFORM ADDRESS        take it off the list\n"
+     "  ls PLATFORM [ADDRESS]      the suppressed addresses of the platform (and app), or one\n"
+     "  PLATFORM                   fcm, apns, email or webhook\n"
+     "  --app APP                  the FCM project id or APNs bundle topic\n"
+     "  --note N                   a note kept with it (at most 255 bytes)\n",
+     ctl_cmd_suppression},
     {"hooks", "event webhooks: register, list, enable, disable, remove, dead letters, redrive",
      "add URL [--types T,..] [--description D] [--secret S] | ls [--json] | "
      "enable|disable|rm|dead|redrive ID",

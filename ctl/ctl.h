@@ -18,15 +18,16 @@
  * calls them, not the other way round.
  *
  * A module calls and includes only modules on its own line or below, and
- * calls nothing but common/ outside ctl/.  The commands take two lines
+ * calls nothing but common/ outside ctl/.  The commands take several lines
  * only to fit 100 columns: none calls another.  A new module goes on a
  * line.
  * Layers (checked by scripts/check-graph):
  *   ctl_ctx ctl_fmt: the context and the helpers every command uses; formats
  *   ctl_cmd: the commands' prototypes
  *   cmd_address cmd_control cmd_create cmd_import cmd_list: the commands, one a file,
- *   cmd_audit cmd_hooks cmd_migrate cmd_purge: on three lines
+ *   cmd_audit cmd_hooks cmd_migrate cmd_purge: on four lines
  *   cmd_recover cmd_redrive cmd_status cmd_token: for the width
+ *   cmd_suppression cmd_user
  *   ctl: the command table, the global options, dispatch
  */
 #ifndef CTL_H

@@ -21,6 +21,8 @@ int ctl_cmd_redrive(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_purge(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_address(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_token(ctl_ctx *ctx, int argc, char **argv);
+int ctl_cmd_user(ctl_ctx *ctx, int argc, char **argv);
+int ctl_cmd_suppression(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_audit(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_hooks(ctl_ctx *ctx, int argc, char **argv);
 

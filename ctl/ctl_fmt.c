@@ -301,3 +301,22 @@ char *ctl_fmt_cell(const char *s, int width, bool pad, char *buf, size_t len)
     buf[o] = '\0';
     return buf;
 }
+
+int ctl_fmt_read_line(FILE *in, char *line, size_t cap, size_t *n)
+{
+    if (fgets(line, (int)cap, in) == NULL)
+        return 0;
+    *n = strlen(line);
+    if (*n > 0 && line[*n - 1] == '\n') {
+        line[--*n] = '\0';
+    } else if (!feof(in)) {
+        int ch;
+
+        while ((ch = fgetc(in)) != EOF && ch != '\n')
+            ;
+        return CTL_FMT_LINE_LONG;
+    }
+    if (*n > 0 && line[*n - 1] == '\r')
+        line[--*n] = '\0';
+    return 1;
+}

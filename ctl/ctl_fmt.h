@@ -8,6 +8,7 @@
 #define CTL_FMT_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,5 +52,11 @@ int ctl_fmt_cp_width(uint32_t cp);
 
 /* "[########------------]" of WIDTH cells for FRAC (clamped to 0..1). */
 char *ctl_fmt_bar(double frac, int width, char *buf, size_t len);
+
+/* The next line of IN into LINE (CAP bytes), without its newline and a
+ * CR before it, *N its length: 1, or 0 at the end of IN, or
+ * CTL_FMT_LINE_LONG when it did not fit (the rest of it is skipped). */
+#define CTL_FMT_LINE_LONG 2
+int ctl_fmt_read_line(FILE *in, char *line, size_t cap, size_t *n);
 
 #endif

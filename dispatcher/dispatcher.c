@@ -34,8 +34,8 @@
 #include <unistd.h>
 
 #include "dsp.h"
-#include "dsp_addr.h"
 #include "dsp_dlog.h"
+#include "dsp_mirror.h"
 #include "dsp_api.h"
 #include "dsp_api_routes.h"
 #include "dsp_chunk.h"
@@ -156,7 +156,7 @@ static void dsp_on_kafka_down(void *ctx, const char *reason)
 /* Every module's state, empty.  0, or -1 out of memory. */
 static int dsp_modules_new(dsp *d)
 {
-    return dsp_owned_new(d) < 0 || dsp_report_new(d) < 0 || dsp_addr_new(d) < 0 ||
+    return dsp_owned_new(d) < 0 || dsp_report_new(d) < 0 || dsp_mirror_new(d) < 0 ||
                    dsp_reconcile_new(d) < 0 || dsp_scan_new(d) < 0 || dsp_sweep_new(d) < 0 ||
                    dsp_jobs_new(d) < 0 || dsp_timer_new(d) < 0 || dsp_dlog_new(d) < 0
                ? -1
@@ -254,7 +254,7 @@ done:
     dsp_scan_free(d);
     dsp_sweep_free(d);
     dsp_reconcile_free(d);
-    dsp_addr_free(d);
+    dsp_mirror_free(d);
     dsp_timer_free(d);
     dsp_dlog_free(d);
     dsp_conn_close(&d->loop_conn);

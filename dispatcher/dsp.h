@@ -19,7 +19,7 @@
  *   - one background job at a time runs on libuv's thread pool (dsp_jobs.c):
  *     scanner + prepare (dsp_scan.c), DB poller (dsp_poll.c), sweeper
  *     (dsp_sweep.c), control transitions (dsp_control.c), the address sync
- *     (dsp_addr.c; the reconciliation runs one too), the delivery log's
+ *     (dsp_mirror.c; the reconciliation runs them too), the delivery log's
  *     partitions (dsp_dlog.c, under a lease in MySQL).  It owns the job's
  *     connections (d->jobs), d->scan (its memory of what it put into the
  *     timer) and d->sweep (the cursors), and fills the job's claimed
@@ -27,7 +27,7 @@
  *     callback (libuv orders the two, so no lock is needed).
  *   - both produce to Kafka (rd_kafka_producev is thread-safe).
  *   - the health flags (down, seen) are shared and guarded by health_mu;
- *     d->stopping is atomic; d->addr's last sync time is atomic.
+ *     d->stopping is atomic; d->mirror's last sync time is atomic.
  *   - the HTTP API (dsp_api*.c) runs on libmicrohttpd's pool threads.  It
  *     never touches the loop's or the job's connections: it has its own
  *     pool (guarded by its pool_mu, one connection pair per request in
@@ -52,7 +52,7 @@
  *   dsp_seams dsp_metrics dsp_kafka dsp_console dsp_api_parse dsp_auth
  *   dsp
  *   dsp_conn dsp_api_job dsp_events
- *   dsp_store dsp_addr dsp_pace dsp_drop dsp_report dsp_dlog dsp_engage
+ *   dsp_store dsp_mirror dsp_pace dsp_drop dsp_report dsp_dlog dsp_engage
  *   dsp_owned
  *   dsp_wait dsp_ahead dsp_shard
  *   dsp_reconcile
@@ -62,6 +62,7 @@
  *   dsp_jobs dsp_api
  *   dsp_api_view
  *   dsp_api_task dsp_api_subs dsp_api_addr dsp_api_admin dsp_api_track dsp_api_stats dsp_api_hooks
+ *   dsp_api_users dsp_unsub
  *   dsp_api_ops
  *   dsp_api_routes
  *   dispatcher
@@ -122,7 +123,7 @@ typedef struct dsp {
     struct dsp_kafka *kafka;         /* dsp_kafka.c: the producer */
     struct dsp_owned *owned;         /* dsp_owned.c: the owned tasks */
     struct dsp_report_queue *report; /* dsp_report.c: confirmed publishes */
-    struct dsp_addr *addr;           /* dsp_addr.c: the last address sync */
+    struct dsp_mirror *mirror;       /* dsp_mirror.c: the last mirror sync */
     struct dsp_reconcile *rc;        /* dsp_reconcile.c: queue and jobs */
     struct dsp_timer *timer;         /* dsp_timer.c: the pop's wake-up */
     struct dsp_scan *scan;           /* dsp_scan.c: the scanner's memory */

@@ -308,7 +308,8 @@ static bool dsp_api_client(const dsp_api_slot *slot, const char *token, hr_httpd
     if (!slot->rt->client || param == NULL || hr_parse_uid(param, strlen(param), &want) < 0 ||
         want != uid)
         return dsp_api_refuse(slot, resp, 403, "forbidden",
-                              "a client token may only pull its own uid's reminders");
+                              "a client token may only call its own uid's reminders and "
+                              "preferences");
     req->auth_id = uid;
     snprintf(req->auth_name, sizeof req->auth_name, "client:%" PRId64, uid);
     return true;
@@ -439,14 +440,16 @@ int dsp_api_start(dsp *d, const dsp_api_route *routes, size_t n, char *errstr, s
         a->slots[i] = (dsp_api_slot){a, &routes[i], ""};
         snprintf(a->slots[i].action, sizeof a->slots[i].action, "%s %s", routes[i].method,
                  routes[i].pattern);
-        a->routes[i] = (hr_httpd_route){
-            routes[i].method,
-            routes[i].pattern,
-            dsp_api_serve,
-            &a->slots[i],
-            routes[i].fn != NULL && !routes[i].public ? dsp_api_auth : NULL,
-            .max_body = routes[i].body ? (size_t)cfg->dispatcher.api.max_body_bytes : 0,
-            .head = routes[i].fn == NULL};
+        a->routes[i] =
+            (hr_httpd_route){routes[i].method,
+                             routes[i].pattern,
+                             dsp_api_serve,
+                             &a->slots[i],
+                             routes[i].fn != NULL && !routes[i].public ? dsp_api_auth : NULL,
+                             .max_body = routes[i].body ? (size_t)cfg->dispatcher.api.max_body_bytes
+                                                        : routes[i].form,
+                             .head = routes[i].fn == NULL,
+                             .form = routes[i].form > 0};
     }
     hr_httpd_probe_routes(a->probe_routes, d->met.reg, &a->ready);
     const hr_httpd_limits limits = {cfg->dispatcher.api.threads,

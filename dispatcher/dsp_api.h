@@ -35,9 +35,9 @@ typedef void (*dsp_api_fn)(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr
 /* A row of the route table: a /v1 route (FN, behind the auth hook and with
  * a connection pair), a public one (FN and PUBLIC: a connection pair, no
  * auth hook — the handler checks what the request carries itself, as the
- * tracking links' signatures), or an open one (OPEN: no token, no
- * connection, no context; GET and HEAD).  The pattern is the route label
- * of herald_api_requests_total. */
+ * tracking links' signatures or an unsubscribe token), or an open one
+ * (OPEN: no token, no connection, no context; GET and HEAD).  The pattern
+ * is the route label of herald_api_requests_total. */
 typedef struct dsp_api_route {
     const char *method, *pattern;
     dsp_api_fn fn;
@@ -46,6 +46,7 @@ typedef struct dsp_api_route {
     bool body;    /* takes a JSON body of up to dispatcher.api.max_body_bytes */
     bool public;  /* FN without the auth hook (role HR_ROLE_NONE) */
     hr_httpd_handler open;
+    size_t form; /* takes an HTML form of at most this many bytes (not JSON) */
 } dsp_api_route;
 
 /* Serves ROUTES[N] (which must outlive the server) on dispatcher.listen,

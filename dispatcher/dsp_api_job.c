@@ -149,6 +149,8 @@ static cJSON *dsp_api_job_result(const hr_recover_result *res, int64_t task)
     cJSON_AddNumberToObject(o, "dropped_leases", (double)res->dropped_leases);
     cJSON_AddNumberToObject(o, "seq", (double)res->seq);
     cJSON_AddStringToObject(o, "state", hr_state_name(res->state));
+    cJSON_AddBoolToObject(o, "books_reloaded", res->books_reloaded);
+    cJSON_AddNumberToObject(o, "book_uids", (double)res->book_uids);
     return o;
 }
 
@@ -179,6 +181,7 @@ static void dsp_api_job_run(dsp_api_job_runner *runner, const dsp_api_job_item *
     opts = (hr_recover_opts){.token = token,
                              .lease_ms = d->cfg->worker.lease_ms,
                              .now_ms = hr_clock_now_ms(),
+                             .cfg = d->cfg,
                              .retention_days = d->cfg->dispatcher.delivery_retention_days,
                              .waiting = dsp_api_job_waiting,
                              .ctx = &w,

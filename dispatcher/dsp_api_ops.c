@@ -407,7 +407,7 @@ void dsp_api_ops_subs_count(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
 /* ---- dry-run render ------------------------------------------------------------- */
 
 /* Answers the rendering of T for UID. */
-static void dsp_api_render_reply(dsp_api_conn *ac, const hr_task *t, int64_t uid,
+static void dsp_api_render_reply(dsp *d, dsp_api_conn *ac, const hr_task *t, int64_t uid,
                                  hr_httpd_resp *resp)
 {
     redisReply *user;
@@ -415,7 +415,7 @@ static void dsp_api_render_reply(dsp_api_conn *ac, const hr_task *t, int64_t uid
     cJSON *o;
 
     snprintf(uid_s, sizeof uid_s, "%" PRId64, uid);
-    if ((user = dsp_api_subs_user(ac, uid_s, err, sizeof err)) == NULL) {
+    if ((user = dsp_api_subs_user(ac, d->cfg, uid_s, err, sizeof err)) == NULL) {
         dsp_api_backend_error(resp, "redis", err);
         return;
     }
@@ -445,7 +445,7 @@ void dsp_api_ops_render_new(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
     if (!dsp_api_task_input(d, j, &in, &scope, resp))
         goto done;
     in.t.id = 0; /* not stored: task.id renders as 0 */
-    dsp_api_render_reply(ac, &in.t, uid, resp);
+    dsp_api_render_reply(d, ac, &in.t, uid, resp);
 done:
     free(in.t.payload);
     cJSON_Delete(uid_j);
@@ -459,7 +459,6 @@ void dsp_api_ops_render_task(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, 
     char err[256];
     int64_t id, uid;
 
-    (void)d;
     if (!dsp_api_id(req, "id", resp, &id))
         return;
     if (dsp_api_parse_id(hr_httpd_query(req, "uid"), "uid", &uid, &code, err, sizeof err) < 0) {
@@ -468,6 +467,6 @@ void dsp_api_ops_render_task(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, 
     }
     if (!dsp_api_load_task(ac, id, resp, &t))
         return;
-    dsp_api_render_reply(ac, t, uid, resp);
+    dsp_api_render_reply(d, ac, t, uid, resp);
     hr_task_free(t);
 }

@@ -162,6 +162,8 @@ static const struct dsp_api_field {
      * expected_recipients; fixed once the task has a subscriber */
     {"shards", DSP_F_INT, 0, false, false, false},
     {"expected_recipients", DSP_F_INT, 0, false, false, false},
+    /* recipients (docs/recipients.md): one of recipients.categories */
+    {"category", DSP_F_STR, HR_CATEGORY_NAME_MAX, false, true, false},
 };
 
 /* Checks V against field FD; 0, or -1 with the refusal. */
@@ -322,6 +324,8 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
             in->expire_in_s = (int64_t)v->valuedouble;
         } else if (strcmp(fd->name, "finish_by") == 0) {
             in->t.finish_ms = ms;
+        } else if (strcmp(fd->name, "category") == 0) {
+            in->t.category = v->valuestring;
         } else if (strcmp(fd->name, "shards") == 0) {
             in->t.shards = (int64_t)v->valuedouble;
         } else if (strcmp(fd->name, "expected_recipients") == 0) {

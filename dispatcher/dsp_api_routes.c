@@ -9,8 +9,10 @@
  * reads what the console shows (tasks, chunks, dead letters, counts, jobs,
  * itself); an operator also acts on campaigns (pause, resume, cancel,
  * redrive, recover, subscribers) and reads and writes what names a person
- * (addresses, user attributes through a render, the pull); an admin also
- * creates and changes tasks and manages tokens and reads the audit log. */
+ * (addresses, profiles and preferences, the suppression list's entries,
+ * user attributes through a render, the pull); an admin also creates and
+ * changes tasks, takes an address off the suppression list, manages tokens
+ * and reads the audit log. */
 #include "dsp_api_routes.h"
 
 #include "dsp_api.h"
@@ -21,8 +23,10 @@
 #include "dsp_api_stats.h"
 #include "dsp_api_subs.h"
 #include "dsp_api_task.h"
+#include "dsp_api_users.h"
 #include "dsp_api_track.h"
 #include "dsp_console.h"
+#include "dsp_unsub.h"
 
 /* A route behind the auth hook for ROLE and above, without a body and
  * with a JSON one; an open one. */
@@ -35,7 +39,8 @@
         .method = method_, .pattern = pattern_, .fn = fn_, .role = HR_ROLE_##role_, .body = true \
     }
 /* A route without the auth hook whose handler checks the request itself
- * (the tracking links' signatures) and gets a connection pair. */
+ * (the tracking links' signatures, an unsubscribe token) and gets a
+ * connection pair. */
 #define DSP_API_PUBLIC(method_, pattern_, fn_)                            \
     {                                                                     \
         .method = method_, .pattern = pattern_, .fn = fn_, .public = true \
@@ -86,6 +91,34 @@ static const dsp_api_route dsp_api_routes[] = {
     DSP_API_V1_BODY("POST", "/v1/users/{uid}/addresses", dsp_api_addr_add, OPERATOR),
     DSP_API_V1_BODY("PUT", "/v1/users/{uid}/addresses", dsp_api_addr_put, OPERATOR),
     DSP_API_V1("DELETE", "/v1/users/{uid}/addresses", dsp_api_addr_del, OPERATOR),
+    /* recipients (docs/recipients.md): a profile and its preferences name a
+     * person, as addresses do; taking an address off the suppression list
+     * undoes a complaint or a bounce, an admin's call */
+    DSP_API_V1("GET", "/v1/users/{uid}", dsp_api_users_get, OPERATOR),
+    DSP_API_V1_BODY("PUT", "/v1/users/{uid}", dsp_api_users_put, OPERATOR),
+    DSP_API_V1_BODY("PATCH", "/v1/users/{uid}", dsp_api_users_patch, OPERATOR),
+    DSP_API_V1("DELETE", "/v1/users/{uid}", dsp_api_users_del, OPERATOR),
+    {.method = "GET",
+     .pattern = "/v1/users/{uid}/preferences",
+     .fn = dsp_api_prefs_get,
+     .role = HR_ROLE_OPERATOR,
+     .client = true},
+    {.method = "PUT",
+     .pattern = "/v1/users/{uid}/preferences",
+     .fn = dsp_api_prefs_put,
+     .role = HR_ROLE_OPERATOR,
+     .client = true,
+     .body = true},
+    DSP_API_V1("GET", "/v1/suppressions", dsp_api_supp_list, OPERATOR),
+    DSP_API_V1_BODY("POST", "/v1/suppressions", dsp_api_supp_add, OPERATOR),
+    DSP_API_V1("DELETE", "/v1/suppressions", dsp_api_supp_del, ADMIN),
+    /* one-click unsubscribe: the token in the path is the capability */
+    DSP_API_PUBLIC("GET", "/u/{token}", dsp_unsub_get),
+    {.method = "POST",
+     .pattern = "/u/{token}",
+     .fn = dsp_unsub_post,
+     .public = true,
+     .form = DSP_UNSUB_MAX_BODY},
     DSP_API_V1("GET", "/v1/jobs/{id}", dsp_api_admin_job, VIEWER),
     DSP_API_V1("GET", "/v1/tokens", dsp_api_admin_tokens, ADMIN),
     DSP_API_V1_BODY("POST", "/v1/tokens", dsp_api_admin_token_create, ADMIN),

@@ -22,6 +22,8 @@ static void dsp_api_stats_outcomes(cJSON *o, const hr_task *t)
              {"throttled", t->throttled},
              {"unregistered", t->unregistered},
              {"expired", t->expired},
+             {"opted_out", t->opted_out},
+             {"suppressed", t->suppressed},
              {"pulled", t->pulled},
              {"cancelled", t->cancelled},
              {"retried", t->retried}};

@@ -35,15 +35,19 @@
 #include "hr_batch.h"
 #include "hr_civil.h"
 #include "hr_clock.h"
+#include "hr_consent.h"
 #include "hr_dlog.h"
 #include "hr_finish.h"
+#include "hr_keys.h"
 #include "hr_log.h"
+#include "hr_pipe.h"
 #include "hr_ratelimit.h"
 #include "hr_shard.h"
 #include "hr_state.h"
 #include "hr_subs.h"
 #include "hr_template.h"
 #include "hr_tz.h"
+#include "hr_user.h"
 
 #define DSP_API_RENDER_MAX ((size_t)1 << 20)
 
@@ -315,12 +319,39 @@ void dsp_api_subs_rendering(cJSON *o, const hr_task *t, const char *uid_s, const
                           vars.payload != NULL ? (cJSON *)vars.payload : cJSON_CreateNull());
 }
 
-redisReply *dsp_api_subs_user(dsp_api_conn *ac, const char *uid_s, char *errstr, size_t errlen)
+redisReply *dsp_api_subs_user(dsp_api_conn *ac, const hr_config *cfg, const char *uid_s,
+                              char *errstr, size_t errlen)
 {
-    char key[HR_KEY_MAX];
+    char key[HR_KEY_MAX], mark[HR_KEY_MAX];
+    const char *get[] = {"HGETALL", hr_key_user(hr_redis_prefix(ac->r), key, sizeof key, uid_s)};
+    const char *has[] = {"EXISTS", hr_key_user_synced(hr_redis_prefix(ac->r), mark, sizeof mark)};
+    hr_pipe *pipe = hr_pipe_new(ac->r);
+    redisReply *user = NULL, *synced = NULL;
+    int64_t uid = strtoll(uid_s, NULL, 10);
 
-    return hr_redis_cmdf(ac->r, errstr, errlen, "HGETALL %s",
-                         hr_key_user(hr_redis_prefix(ac->r), key, sizeof key, uid_s));
+    if (pipe == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return NULL;
+    }
+    if (hr_pipe_cmd(pipe, 2, get, NULL) < 0 || hr_pipe_cmd(pipe, 2, has, NULL) < 0 ||
+        hr_pipe_exec(pipe, errstr, errlen) < 0 ||
+        (user = hr_pipe_reply(pipe, 0, errstr, errlen)) == NULL ||
+        (synced = hr_pipe_reply(pipe, 1, errstr, errlen)) == NULL)
+        goto done;
+    /* No hash and no synced mark: Redis may have lost the profile (the
+     * book's sync reloads it soon); read it from MySQL now rather than
+     * answer without its zone and opt-outs. */
+    if (user->type == REDIS_REPLY_ARRAY && user->elements == 0 &&
+        synced->type == REDIS_REPLY_INTEGER && synced->integer == 0) {
+        freeReplyObject(user);
+        user = NULL;
+        if (hr_user_rewrite(ac->m, ac->r, &uid, 1, cfg, NULL, errstr, errlen) == 0)
+            user = hr_redis_cmdf(ac->r, errstr, errlen, "HGETALL %s", key);
+    }
+done:
+    freeReplyObject(synced);
+    hr_pipe_free(pipe);
+    return user;
 }
 
 /* Moves UID of task T from subs (or the wait set) to pulled, in the uid's
@@ -437,6 +468,18 @@ static void dsp_api_pull_day(const char *date_q, int64_t day_ms, const redisRepl
     snprintf(day_s, 11, "%04d-%02d-%02d", y, m, d);
 }
 
+/* Whether the profile USER (an HGETALL reply) opted out of task T's
+ * category by T's channel type; a mandatory category never is. */
+static bool dsp_api_pull_opted_out(const hr_config *cfg, const hr_task *t, const redisReply *user)
+{
+    const hr_category *cat = hr_config_category(cfg, hr_task_category(t));
+    const hr_channel *ch = hr_config_channel(cfg, t->channel);
+
+    return (cat == NULL || !cat->mandatory) &&
+           hr_consent_opted_out(dsp_api_attr(user, HR_USER_F_OPTOUT), hr_task_category(t),
+                                ch != NULL ? hr_channel_type_name(ch->type) : "*");
+}
+
 void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     const char *code, *date_q = hr_httpd_query(req, "date"), *zone;
@@ -460,7 +503,7 @@ void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
     }
     /* The attributes give the zone of the day and the templates' user.*. */
     snprintf(uid_s, sizeof uid_s, "%" PRId64, uid);
-    user = dsp_api_subs_user(ac, uid_s, err, sizeof err);
+    user = dsp_api_subs_user(ac, d->cfg, uid_s, err, sizeof err);
     if (user == NULL) {
         dsp_api_backend_error(resp, "redis", err);
         return;
@@ -492,10 +535,16 @@ void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
     arr = cJSON_AddArrayToObject(o, "reminders");
     for (i = 0; i < n; i++) {
         const hr_task *t = tasks[i];
-        cJSON *r = cJSON_CreateObject();
+        cJSON *r;
         char due[40];
         int moved = 0;
 
+        /* The user's opt-outs hold for the pull as for a push
+         * (docs/recipients.md): a category it left, by any channel or by
+         * the task's channel type, is not returned. */
+        if (dsp_api_pull_opted_out(d->cfg, t, user))
+            continue;
+        r = cJSON_CreateObject();
         cJSON_AddItemToArray(arr, r);
         dsp_api_add_id(r, "task_id", t->id);
         cJSON_AddStringToObject(r, "name", t->name);

@@ -17,7 +17,10 @@ void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
  * an HGETALL reply or NULL) and "payload" of task T to O, as the pull
  * serves them. */
 void dsp_api_subs_rendering(cJSON *o, const hr_task *t, const char *uid_s, const redisReply *user);
-/* HGETALL of the uid's attribute hash (herald:user:<uid>); NULL with ERRSTR. */
-redisReply *dsp_api_subs_user(dsp_api_conn *ac, const char *uid_s, char *errstr, size_t errlen);
+/* HGETALL of the uid's profile hash (herald:user:<uid>), refilled from
+ * MySQL first when Redis lost the profile book (no synced mark); NULL with
+ * ERRSTR. */
+redisReply *dsp_api_subs_user(dsp_api_conn *ac, const hr_config *cfg, const char *uid_s,
+                              char *errstr, size_t errlen);
 
 #endif

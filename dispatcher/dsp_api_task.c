@@ -140,7 +140,9 @@ void dsp_api_task_create(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
             /* pacing */
             dsp_api_p_finish(&in.t),
             /* sharded tasks */
-            HR_P_I64(in.t.shards)};
+            HR_P_I64(in.t.shards),
+            /* recipients */
+            HR_P_STR(hr_task_category(&in.t))};
 
         if (hr_mysql_exec(ac->m,
                           "INSERT INTO push_task (name, topic, channel, title, body, payload, "
@@ -150,11 +152,12 @@ void dsp_api_task_create(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
                           "local_time, default_tz, window_start, window_end, window_tz, "
                           /* expiry */ "expire_at, "
                           /* pacing */ "finish_by, "
-                          /* sharded tasks */ "shards) "
+                          /* sharded tasks */ "shards, "
+                          /* recipients */ "category) "
                           "VALUES (?, ?, ?, ?, ?, ?, FROM_UNIXTIME(? / 1000), "
                           "FROM_UNIXTIME(? / 1000), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
                           "?, ?, SEC_TO_TIME(?), SEC_TO_TIME(?), ?, FROM_UNIXTIME(? / 1000), "
-                          "FROM_UNIXTIME(? / 1000), ?)",
+                          "FROM_UNIXTIME(? / 1000), ?, ?)",
                           p, sizeof p / sizeof p[0], NULL, &id, NULL, err, sizeof err) < 0) {
             hr_mysql_rollback(ac->m);
             dsp_api_backend_error(resp, "mysql", err);

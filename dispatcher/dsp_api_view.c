@@ -100,6 +100,7 @@ cJSON *dsp_api_view_task(const hr_task *t)
         cJSON_AddNullToObject(o, "ttl");
     dsp_api_add_str(o, "collapse_key", t->collapse_key);
     dsp_api_add_str(o, "priority", hr_priority_name(t->priority));
+    dsp_api_add_str(o, "category", hr_task_category(t));
     dsp_api_add_local(o, t);
     /* pacing and admission (docs/scheduling.md) */
     dsp_api_add_time(o, "finish_by", hr_task_paced(t) ? t->finish_ms : -1);
@@ -118,6 +119,8 @@ cJSON *dsp_api_view_task(const hr_task *t)
     cJSON_AddNumberToObject(counters, "retried", (double)t->retried);
     cJSON_AddNumberToObject(counters, "unregistered", (double)t->unregistered);
     cJSON_AddNumberToObject(counters, "expired", (double)t->expired);
+    cJSON_AddNumberToObject(counters, "opted_out", (double)t->opted_out);
+    cJSON_AddNumberToObject(counters, "suppressed", (double)t->suppressed);
     return o;
 }
 
@@ -253,8 +256,7 @@ void dsp_api_view_live(dsp_api_conn *ac, const hr_task *t, cJSON *o)
     char err[256];
     hr_shard_stats stats = {0}; /* summed over the shards; empty without Redis */
     cJSON *live = cJSON_AddObjectToObject(o, "live"), *st, *progress, *oc;
-    const int64_t mysql[HR_OUTCOME_UNACCOUNTED] = {
-        t->sent, t->failed, t->throttled, t->pulled, t->cancelled, t->unregistered, t->expired};
+    int64_t mysql[HR_OUTCOME_UNACCOUNTED];
     hr_progress_in in = {.subscriptions = dsp_api_subscriptions(ac, t->id),
                          .subs_left = -1,
                          .finished = hr_state_final(t->state)};
@@ -275,6 +277,7 @@ void dsp_api_view_live(dsp_api_conn *ac, const hr_task *t, cJSON *o)
         for (i = 0; i < stats.n; i++)
             cJSON_AddNumberToObject(st, stats.v[i].name, (double)stats.v[i].value);
     }
+    hr_task_outcome_counts(t, mysql);
     for (i = 0; i < HR_OUTCOME_UNACCOUNTED; i++)
         in.outcome[i] =
             hr_progress_merge(mysql[i], hr_shard_stats_get(&stats, hr_progress_outcome_name(i)));

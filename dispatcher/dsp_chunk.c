@@ -263,6 +263,30 @@ typedef struct dsp_move {
     int64_t n, seq;
 } dsp_move;
 
+/* DT's subs ran out: true when nothing waits in its wait set either (the
+ * task is finished), false with DT->next_ms at the next release (never
+ * past its expire_at, where what waits counts expired).  A task that
+ * plans no wait set is looked at too: recipients a worker put off to their
+ * own quiet hours' end wait there (worker/wk_consent.h), and from then on
+ * the chunker releases them like any wave.  *FAILED on a Redis error. */
+static bool dsp_chunk_drained(dsp *d, dsp_task *dt, int64_t now, bool *failed, char *errstr,
+                              size_t errlen)
+{
+    if (!dt->waits) {
+        if (dsp_chunk_release(d, dt, now, 0, errstr, errlen) < 0) {
+            *failed = true;
+            return false;
+        }
+        dt->waits = dt->wait_left > 0;
+    }
+    if (dt->wait_left == 0)
+        return true;
+    dt->next_ms = dt->wait_next_ms;
+    if (dt->expire_ms > 0 && dt->next_ms > dt->expire_ms)
+        dt->next_ms = dt->expire_ms;
+    return false;
+}
+
 /* CMD on the key KIND of each of the N moves' tasks (their shard's, for a
  * shard), one round trip; the replies stay in PIPE.  0, or -1 out of
  * memory (ERRSTR).
@@ -332,8 +356,12 @@ static bool dsp_chunk_may(dsp *d, dsp_task *dt, int64_t now, dsp_move *mv, bool 
         dsp_chunk_expire(d, dt);
         return false;
     }
-    if (dt->waits && now < dt->wait_next_ms)
-        return false; /* nothing released before then (dsp_chunk_release) */
+    if (dt->waits && now < dt->wait_next_ms) {
+        /* nothing released before then (dsp_chunk_release) */
+        dt->next_ms = dt->expire_ms > 0 && dt->expire_ms < dt->wait_next_ms ? dt->expire_ms
+                                                                            : dt->wait_next_ms;
+        return false;
+    }
     /* Enough chunks wait for a worker (dsp_ahead.c). */
     switch (dsp_ahead(d, dt, errstr, errlen)) {
     case 0:
@@ -415,20 +443,26 @@ static bool dsp_chunk_moved(dsp *d, const dsp_move *mv, int64_t moved, int64_t n
 {
     dsp_task *dt = mv->dt;
     char err[512];
+    bool failed = false;
 
     if (moved == 0) {
         /* Not finished while recipients wait for their instant. */
-        dt->subs_empty = !dt->waits || dt->wait_left == 0;
-        if (!dt->subs_empty)
-            dt->next_ms = dt->wait_next_ms;
+        dt->subs_empty = dsp_chunk_drained(d, dt, now, &failed, err, sizeof err);
+        if (failed)
+            dsp_conn_failed(d, &d->loop_conn, DSP_REDIS, err);
         return false;
     }
     dt->chunks++;
     /* Fewer than asked for: subs ran empty (nothing adds to it once seq
      * exists but the wait set's releases, which wait_left counts), so a
      * task of one chunk ends without another GET ctl, INCR and empty move. */
-    if (moved < mv->n && !dt->waits)
-        dt->subs_empty = true;
+    if (moved < mv->n && !dt->waits) {
+        dt->subs_empty = dsp_chunk_drained(d, dt, now, &failed, err, sizeof err);
+        /* The chunk moved all the same: produce it; the next tick looks
+         * at the wait set again. */
+        if (failed)
+            dsp_conn_failed(d, &d->loop_conn, DSP_REDIS, err);
+    }
     dsp_seams_moved();
     if (dsp_kafka_produce(d->kafka,
                           &(dsp_kafka_msg){.task = dt->id,

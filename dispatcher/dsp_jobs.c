@@ -5,8 +5,8 @@
  *
  * - scan: the scanner (dsp_scan.c), then the control transitions
  *   (dsp_control.c), the herald_tasks{state} gauge and, every
- *   DSP_ADDR_SYNC_MS, the address sync (dsp_addr.c), and when one is due
- *   the delivery log's upkeep (dsp_dlog.c); when it returned, the
+ *   DSP_MIRROR_SYNC_MS, the books' mirror syncs (dsp_mirror.c), and when one
+ *   is due the delivery log's upkeep (dsp_dlog.c); when it returned, the
  *   timer pops at once (the scan may have put entries due before its next
  *   wake-up).
  * - poll: the DB poller (dsp_poll.c); the pending chunks of a task taken
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp_addr.h"
+#include "dsp_mirror.h"
 #include "dsp_conn.h"
 #include "dsp_control.h"
 #include "dsp_dlog.h"
@@ -100,7 +100,7 @@ static void dsp_jobs_work(uv_work_t *w)
         dsp_scan_run(d, &jobs->conn);
         dsp_control_scan(d, &jobs->conn);
         dsp_jobs_count(d, &jobs->conn);
-        dsp_addr_sync(d, &jobs->conn, true);
+        dsp_mirror_sync(d, &jobs->conn, true, true);
         dsp_dlog_run(d, &jobs->conn);
     }
     if ((jobs->doing & DSP_JOBS_POLL) && !atomic_load(&d->stopping)) {

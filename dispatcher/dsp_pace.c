@@ -112,7 +112,7 @@ static int dsp_pace_others(hr_mysql *m, const hr_task *t, int64_t *ids, int *sha
             m,
             "SELECT id, CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), "
             "GREATEST(0, total - sent - failed - throttled - pulled - cancelled - unregistered "
-            "- expired), "
+            "- expired - opted_out - suppressed), "
             "rate_limit, priority, "
             "COALESCE(CAST(ROUND(UNIX_TIMESTAMP(finish_by) * 1000) AS SIGNED), -1), shards "
             "FROM push_task WHERE channel = ? AND id <> ? AND due_at IS NOT NULL "
@@ -160,7 +160,8 @@ int dsp_pace_admit(dsp *d, hr_mysql *m, hr_redis *r, const hr_task *t, int64_t n
     finish[0] = -1; /* its own finish_by is what the estimate is checked against */
     loads[0] = (hr_pace_load){.due_ms = t->due_ms,
                               .size = t->total - t->sent - t->failed - t->throttled - t->pulled -
-                                      t->cancelled - t->unregistered - t->expired,
+                                      t->cancelled - t->unregistered - t->expired - t->opted_out -
+                                      t->suppressed,
                               .cap = t->rate_limit,
                               .weight = hr_pace_weight(t->priority)};
     n = dsp_pace_others(m, t, ids + 1, shards + 1, finish + 1, loads + 1, HR_PACE_MAX_LOADS - 1,

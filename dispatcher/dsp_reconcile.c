@@ -15,8 +15,9 @@
  * "Sharded tasks") it does so for every shard, and writes the shard rows
  * other dispatchers claim.
  *
- * The address book is synced first (dsp_addr.c), so the first chunk's
- * workers read addresses as fresh as the subscribers.  A local-time or
+ * The books are synced first (dsp_mirror.c: the profiles, and the address
+ * book for an addressed channel), so the first chunk's workers read
+ * consent and addresses as fresh as the subscribers.  A local-time or
  * windowed task's recipients are then parked by release instant
  * (dsp_wait_plan), once per task.
  *
@@ -43,7 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dsp_addr.h"
+#include "dsp_mirror.h"
 #include "dsp_conn.h"
 #include "dsp_shard.h"
 #include "dsp_wait.h"
@@ -224,12 +225,13 @@ done:
 }
 
 /* What follows a sync that made the N items ITS' sets complete (or found
- * their chunking started): seq checked, the wait set planned, a sharded
+ * their chunking started): seq checked, the wait set planned (CFG: the
+ * recipients' profiles, for their zones), a sharded
  * task's rows written.  The plan runs once the set is complete and seq
  * exists (no refill can add to subs any more), before the first chunk.  A
  * sharded task's rows are written last: a claimable shard is complete.
  * An item that fails gets result -1 and its error. */
-static void dsp_rc_after(dsp_conn *conn, dsp_rc_item **its, size_t n)
+static void dsp_rc_after(dsp_conn *conn, const hr_config *cfg, dsp_rc_item **its, size_t n)
 {
     char err[256];
     size_t i, k = 0;
@@ -247,7 +249,8 @@ static void dsp_rc_after(dsp_conn *conn, dsp_rc_item **its, size_t n)
     for (i = 0; i < k; i++) {
         dsp_rc_item *it = its[i];
 
-        if ((it->waits && dsp_wait_plan(conn, it->id, &it->parked, it->err, sizeof it->err) < 0) ||
+        if ((it->waits &&
+             dsp_wait_plan(conn, cfg, it->id, &it->parked, it->err, sizeof it->err) < 0) ||
             (it->shards > 1 &&
              dsp_shard_rows(conn, it->id, it->shards, it->err, sizeof it->err) < 0))
             it->result = -1;
@@ -299,12 +302,13 @@ static void dsp_rc_work(uv_work_t *w)
     int64_t start = hr_clock_now_ms();
     size_t i;
 
-    /* Addresses first, once for the batch: the campaigns' chunks read them
-     * from Redis.  Not for webhook channels, which push to no address. */
+    /* The books first, once for the batch: the campaigns' chunks read the
+     * profiles (consent) and addresses from Redis, and the plans the
+     * zones.  Addresses not for webhook channels, which push to none. */
     for (i = 0; i < job->n && !job->items[i].addressed; i++)
         ;
-    if (i < job->n && dsp_conn_ready(job->d, &job->conn))
-        dsp_addr_sync(job->d, &job->conn, false);
+    if (dsp_conn_ready(job->d, &job->conn))
+        dsp_mirror_sync(job->d, &job->conn, false, i < job->n);
     /* After a failure the connection backs off: a later job tries the
      * tasks again. */
     if (!dsp_conn_ready(job->d, &job->conn)) {
@@ -318,7 +322,7 @@ static void dsp_rc_work(uv_work_t *w)
     dsp_rc_sync(job, &o);
     for (i = 0; i < job->n; i++)
         its[i] = &job->items[i];
-    dsp_rc_after(&job->conn, its, job->n);
+    dsp_rc_after(&job->conn, job->d->cfg, its, job->n);
     for (i = 0; i < job->n; i++) {
         job->items[i].ms = hr_clock_now_ms() - start;
         if (job->items[i].result < 0)

@@ -267,15 +267,20 @@ int dsp_shard_rows(dsp_conn *conn, int64_t id, int shards, char *errstr, size_t 
     if (hr_mysql_exec(conn->m, sql, p, 2 * (size_t)shards, NULL, NULL, NULL, errstr, errlen) < 0)
         goto done;
     /* A chunked shard with recipients again (a resume, a recover, Redis
-     * rewound) is chunked again. */
+     * rewound, recipients a worker put off to their quiet hours' end) is
+     * chunked again. */
     for (int k = 0; k < shards; k++) {
         const hr_mysql_param pu[] = {HR_P_I64(id), HR_P_I64(k)};
         int64_t left = dsp_reply_int(hr_redis_cmdf(
             conn->r, errstr, errlen, "SCARD %s",
             hr_key_shard(hr_redis_prefix(conn->r), key, sizeof key, id, k, HR_KEY_SUBS)));
+        int64_t waiting = dsp_reply_int(hr_redis_cmdf(
+            conn->r, errstr, errlen, "ZCARD %s",
+            hr_key_shard(hr_redis_prefix(conn->r), key, sizeof key, id, k, HR_KEY_WAIT)));
 
-        if (left < 0)
+        if (left < 0 || waiting < 0)
             goto done;
+        left += waiting;
         if (left > 0 && hr_mysql_exec(conn->m,
                                       "UPDATE push_task_shard SET state = 'ready', "
                                       "claimed_by = NULL, lease_until = NULL "

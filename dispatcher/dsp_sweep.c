@@ -384,9 +384,10 @@ done:
     hr_mysql_rows_free(rows);
 }
 
-/* A `dispatched` task with LEFT recipients in subs becomes `dispatching`
- * with no owner and an expired lease, which a poller takes over.  0 or -1. */
-static int dsp_redispatch(dsp *d, dsp_conn *conn, int64_t id, int64_t left)
+/* A `dispatched` task with LEFT recipients in subs and WAITING in its wait
+ * set becomes `dispatching` with no owner and an expired lease, which a
+ * poller takes over.  0 or -1. */
+static int dsp_redispatch(dsp *d, dsp_conn *conn, int64_t id, int64_t left, int64_t waiting)
 {
     char err[512];
     int rc = hr_state_redispatch(conn->m, id, err, sizeof err);
@@ -396,8 +397,9 @@ static int dsp_redispatch(dsp *d, dsp_conn *conn, int64_t id, int64_t left)
         return -1;
     }
     if (rc == 1)
-        hr_log_warn("task_redispatched", "task=%" PRId64 " reason=subs_not_empty left=%" PRId64, id,
-                    left);
+        hr_log_warn("task_redispatched",
+                    "task=%" PRId64 " reason=%s left=%" PRId64 " waiting=%" PRId64, id,
+                    left > 0 ? "subs_not_empty" : "waiting", left, waiting);
     return 0;
 }
 
@@ -443,12 +445,15 @@ static int dsp_sweep_shard_stats(dsp *d, dsp_conn *conn, int64_t id, int shards)
     return 0;
 }
 
-/* The N dispatched tasks ROWS with nothing pending: each's subs counted
- * (every shard) and the stats hash of a task of one set read, in one
- * round trip, into ITEMS (what hr_finish_tasks raises MySQL to); a task
- * whose subs holds recipients again (Redis came back from an AOF older
- * than the owner's last chunk moves) goes back to the pollers, and a task
- * of several shards has its shard rows raised.  *NITEMS gets the tasks to
+/* The N dispatched tasks ROWS with nothing pending: each's subs and wait
+ * set counted (every shard) and the stats hash of a task of one set read,
+ * in one round trip, into ITEMS (what hr_finish_tasks raises MySQL to); a
+ * task whose subs holds recipients again (Redis came back from an AOF
+ * older than the owner's last chunk moves) or whose wait set does (a
+ * worker put recipients off to their quiet hours' end after the owner let
+ * the task go, docs/recipients.md) goes back to the pollers, which chunk
+ * or release the rest, and a task of several shards has its shard rows
+ * raised.  *NITEMS gets the tasks to
  * finish.  0 or -1 (logged). */
 static int dsp_sweep_ready(dsp *d, dsp_conn *conn, dsp_sweep_row *const *rows, size_t n,
                            hr_finish_item *items, size_t *nitems)
@@ -463,10 +468,13 @@ static int dsp_sweep_ready(dsp *d, dsp_conn *conn, dsp_sweep_row *const *rows, s
         goto oom;
     for (i = 0; i < n; i++) {
         for (int k = 0; k < (rows[i]->shards > 1 ? rows[i]->shards : 1); k++) {
-            const char *argv[] = {"SCARD", key};
+            const char *scard[] = {"SCARD", key}, *zcard[] = {"ZCARD", key};
 
             hr_key_shard(hr_redis_prefix(conn->r), key, sizeof key, rows[i]->id, k, HR_KEY_SUBS);
-            if (hr_pipe_cmd(pipe, 2, argv, NULL) < 0)
+            if (hr_pipe_cmd(pipe, 2, scard, NULL) < 0)
+                goto oom;
+            hr_key_shard(hr_redis_prefix(conn->r), key, sizeof key, rows[i]->id, k, HR_KEY_WAIT);
+            if (hr_pipe_cmd(pipe, 2, zcard, NULL) < 0)
                 goto oom;
         }
         if (rows[i]->shards < 2 &&
@@ -477,23 +485,25 @@ static int dsp_sweep_ready(dsp *d, dsp_conn *conn, dsp_sweep_row *const *rows, s
         goto redis_failed;
     for (i = 0; i < n; i++) {
         hr_finish_item *it = &items[*nitems];
-        int64_t left = 0;
+        int64_t left = 0, waiting = 0;
 
         *it = (hr_finish_item){.id = rows[i]->id, .stats = HR_OUTCOMES_UNKNOWN};
         for (int k = 0; k < (rows[i]->shards > 1 ? rows[i]->shards : 1); k++) {
-            int64_t one = dsp_reply_int(hr_pipe_reply(pipe, at++, err, sizeof err));
+            int64_t one = dsp_reply_int(hr_pipe_reply(pipe, at++, err, sizeof err)),
+                    held = dsp_reply_int(hr_pipe_reply(pipe, at++, err, sizeof err));
 
-            if (one < 0)
+            if (one < 0 || held < 0)
                 goto redis_failed;
             left += one;
+            waiting += held;
         }
         if (rows[i]->shards < 2 &&
             hr_finish_stats_reply(hr_pipe_reply(pipe, at++, err, sizeof err), &it->stats) < 0)
             goto redis_failed;
-        if (left > 0) {
+        if (left + waiting > 0) {
             /* `dispatched` with recipients left and no owner: hand the
-             * task to the pollers, which chunk the rest. */
-            if (dsp_redispatch(d, conn, rows[i]->id, left) < 0)
+             * task to the pollers, which chunk (or release) the rest. */
+            if (dsp_redispatch(d, conn, rows[i]->id, left, waiting) < 0)
                 goto done;
             continue;
         }

@@ -5,7 +5,9 @@
  * - Plan (the reconciliation job, dsp_reconcile.c, once the set is
  *   complete and before the first chunk): every recipient in subs moves to
  *   the wait ZSET scored with its release instant (hr_release_at, its zone
- *   from the `tz` attribute of its user hash, read in pipelined batches),
+ *   from the `tz` field of its profile hash, read in pipelined batches; a
+ *   uid whose hash Redis lost while MySQL holds a zone for it gets that
+ *   zone, and its hash rewritten, before the plan — never the default),
  *   through wait_park.lua; each distinct instant is a wave, recorded in the
  *   waves hash with the window's close and a zone to compute the next
  *   opening from.  A "planned" mark ends the plan, so a later owner (a
@@ -32,14 +34,20 @@
 #include <string.h>
 
 #include "dsp_conn.h"
+#include "hr_batch.h"
 #include "hr_keys.h"
 #include "hr_log.h"
 #include "hr_pipe.h"
 #include "hr_release.h"
+#include "hr_shard.h"
 #include "hr_tz.h"
+#include "hr_user.h"
 #include "hr_vec.h"
 
 #define DSP_WAIT_BATCH 1000
+/* The shard whose wait set a chunker releases: a sharded task's shards each
+ * hold the recipients their workers put off (wk_consent.h). */
+#define DSP_WAIT_SHARD(dt) ((dt)->shard != HR_SHARD_NONE ? (dt)->shard : 0)
 #define DSP_WAIT_WAVE_VALUE 96 /* "<close ms> <zone>" */
 
 /* The release and close of the recipients whose `tz` attribute is ATTR
@@ -85,22 +93,81 @@ static void dsp_wait_wave_value(const dsp_wait_zone *zone, char *buf, size_t len
              zone->close_ms == HR_RELEASE_NEVER ? (int64_t)-1 : zone->close_ms, zone->name);
 }
 
-/* One batch of the plan: the zones of the uids in MEMBERS, then the park. */
-static int dsp_wait_park(dsp_conn *conn, const hr_task *t, const redisReply *members,
-                         dsp_wait_zones *zones, int64_t now, int64_t *parked, char *errstr,
-                         size_t errlen)
+/* What the refill of a batch's missing profiles found: the zones of the
+ * batch's uids MISSING (their indices in the batch: AT), copied into TZ. */
+typedef struct dsp_wait_refill {
+    const size_t *at;
+    char (*tz)[HR_TZ_NAME_MAX + 1];
+    int64_t *found; /* the uids MySQL gave a zone, for their rewrite */
+    size_t nfound;
+} dsp_wait_refill;
+
+static bool dsp_wait_refilled(void *ctx, size_t i, const hr_mysql_rows *rows, size_t row)
+{
+    dsp_wait_refill *rf = ctx;
+
+    snprintf(rf->tz[rf->at[i]], sizeof rf->tz[0], "%s", hr_mysql_cell(rows, row, 1));
+    rf->found[rf->nfound++] = strtoll(hr_mysql_cell(rows, row, 0), NULL, 10);
+    return true;
+}
+
+/* The N members at MISSING (indices into MEMBERS) have no zone in Redis:
+ * those whose profile MySQL holds with one (Redis lost the hash, and the
+ * profiles' sync has not rebuilt it yet) get it into TZ, and their hashes
+ * are rewritten, so the plan never puts them in the default zone.  0 or
+ * -1. */
+static int dsp_wait_refill_zones(dsp_conn *conn, const hr_config *cfg, const redisReply *members,
+                                 const size_t *missing, size_t n, char (*tz)[HR_TZ_NAME_MAX + 1],
+                                 char *errstr, size_t errlen)
+{
+    int64_t *uids = calloc(n, sizeof *uids), *found = calloc(n, sizeof *found);
+    dsp_wait_refill rf = {.at = missing, .tz = tz, .found = found};
+    int rc = -1;
+
+    if (uids == NULL || found == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++)
+        uids[i] = strtoll(members->element[missing[i]]->str, NULL, 10);
+    if (hr_batch_select(conn->m,
+                        "SELECT u.uid, u.tz FROM JSON_TABLE(?, '$[*]' COLUMNS (uid BIGINT PATH "
+                        "'$')) j STRAIGHT_JOIN push_user u ON u.uid = j.uid "
+                        "WHERE u.tz IS NOT NULL",
+                        &(hr_batch){uids, n, 1}, NULL, 0, 1, dsp_wait_refilled, &rf, errstr,
+                        errlen) < 0)
+        goto done;
+    rc = rf.nfound > 0
+             ? hr_user_rewrite(conn->m, conn->r, found, rf.nfound, cfg, NULL, errstr, errlen)
+             : 0;
+    if (rf.nfound > 0 && rc == 0)
+        hr_log_info("plan_profiles_refilled", "uids=%zu", rf.nfound);
+done:
+    free(found);
+    free(uids);
+    return rc;
+}
+
+/* One batch of the plan: the zones of the uids in MEMBERS (from their
+ * profile hashes, or MySQL for a hash Redis lost), then the park. */
+static int dsp_wait_park(dsp_conn *conn, const hr_config *cfg, const hr_task *t,
+                         const redisReply *members, dsp_wait_zones *zones, int64_t now,
+                         int64_t *parked, char *errstr, size_t errlen)
 {
     const char *prefix = hr_redis_prefix(conn->r);
     char keys[3][HR_KEY_MAX], (*vals)[2][DSP_WAIT_WAVE_VALUE] = NULL;
+    char(*tz)[HR_TZ_NAME_MAX + 1] = NULL;
     const char **argv = NULL;
     hr_pipe *pipe = hr_pipe_new(conn->r);
     redisReply *reply = NULL;
-    size_t n = members->elements, i;
+    size_t n = members->elements, i, *missing = NULL, nmissing = 0;
     int rc = -1;
 
     argv = calloc(3 + 3 * n, sizeof *argv);
     vals = calloc(n, sizeof *vals);
-    if (pipe == NULL || argv == NULL || vals == NULL) {
+    tz = calloc(n, sizeof *tz);
+    missing = calloc(n, sizeof *missing);
+    if (pipe == NULL || argv == NULL || vals == NULL || tz == NULL || missing == NULL) {
         snprintf(errstr, errlen, "out of memory");
         goto done;
     }
@@ -116,6 +183,18 @@ static int dsp_wait_park(dsp_conn *conn, const hr_task *t, const redisReply *mem
     }
     if (hr_pipe_exec(pipe, errstr, errlen) < 0)
         goto done;
+    for (i = 0; i < n; i++) {
+        redisReply *got = hr_pipe_reply(pipe, i, errstr, errlen);
+
+        if (got != NULL && got->type == REDIS_REPLY_STRING)
+            snprintf(tz[i], sizeof tz[i], "%s", got->str);
+        else
+            missing[nmissing++] = i;
+        freeReplyObject(got);
+    }
+    if (nmissing > 0 &&
+        dsp_wait_refill_zones(conn, cfg, members, missing, nmissing, tz, errstr, errlen) < 0)
+        goto done;
     hr_key_task(prefix, keys[0], sizeof keys[0], t->id, HR_KEY_SUBS);
     hr_key_task(prefix, keys[1], sizeof keys[1], t->id, HR_KEY_WAIT);
     hr_key_task(prefix, keys[2], sizeof keys[2], t->id, HR_KEY_WAVES);
@@ -123,13 +202,10 @@ static int dsp_wait_park(dsp_conn *conn, const hr_task *t, const redisReply *mem
     argv[1] = keys[1];
     argv[2] = keys[2];
     for (i = 0; i < n; i++) {
-        redisReply *tz = hr_pipe_reply(pipe, i, errstr, errlen);
-        const char *user_tz = tz != NULL && tz->type == REDIS_REPLY_STRING ? tz->str : NULL;
         dsp_wait_zone zone;
-        int zrc = dsp_wait_zone_get(zones, t, user_tz, now, &zone, errstr, errlen);
 
-        freeReplyObject(tz);
-        if (zrc < 0)
+        if (dsp_wait_zone_get(zones, t, tz[i][0] != '\0' ? tz[i] : NULL, now, &zone, errstr,
+                              errlen) < 0)
             goto done;
         snprintf(vals[i][0], sizeof vals[i][0], "%" PRId64, zone.release_ms);
         dsp_wait_wave_value(&zone, vals[i][1], sizeof vals[i][1]);
@@ -146,12 +222,15 @@ static int dsp_wait_park(dsp_conn *conn, const hr_task *t, const redisReply *mem
 done:
     freeReplyObject(reply);
     hr_pipe_free(pipe);
+    free(missing);
+    free(tz);
     free(vals);
     free(argv);
     return rc;
 }
 
-int dsp_wait_plan(dsp_conn *conn, int64_t id, int64_t *parked, char *errstr, size_t errlen)
+int dsp_wait_plan(dsp_conn *conn, const hr_config *cfg, int64_t id, int64_t *parked, char *errstr,
+                  size_t errlen)
 {
     const char *prefix = hr_redis_prefix(conn->r);
     char subs[HR_KEY_MAX], waves[HR_KEY_MAX];
@@ -191,7 +270,7 @@ int dsp_wait_plan(dsp_conn *conn, int64_t id, int64_t *parked, char *errstr, siz
             goto done;
         if (reply->type != REDIS_REPLY_ARRAY || reply->elements == 0)
             break;
-        if (dsp_wait_park(conn, t, reply, &zones, now, parked, errstr, errlen) < 0)
+        if (dsp_wait_park(conn, cfg, t, reply, &zones, now, parked, errstr, errlen) < 0)
             goto done;
         freeReplyObject(reply);
         reply = NULL;
@@ -235,8 +314,8 @@ static int dsp_wait_defer_wave(dsp_conn *conn, const dsp_task *dt, int64_t relea
     if (hr_release_at(&t, zone, close, &next.release_ms, &next.close_ms, errstr, errlen) < 0)
         return -1;
     snprintf(next.name, sizeof next.name, "%s", zone);
-    hr_key_task(prefix, wait, sizeof wait, dt->id, HR_KEY_WAIT);
-    hr_key_task(prefix, waves, sizeof waves, dt->id, HR_KEY_WAVES);
+    hr_key_shard(prefix, wait, sizeof wait, dt->id, DSP_WAIT_SHARD(dt), HR_KEY_WAIT);
+    hr_key_shard(prefix, waves, sizeof waves, dt->id, DSP_WAIT_SHARD(dt), HR_KEY_WAVES);
     snprintf(old_s, sizeof old_s, "%" PRId64, release);
     snprintf(new_s, sizeof new_s, "%" PRId64, next.release_ms);
     snprintf(max_s, sizeof max_s, "%d", DSP_WAIT_BATCH);
@@ -269,8 +348,8 @@ static int dsp_wait_open_bound(dsp_conn *conn, const dsp_task *dt, int64_t now, 
     int rc = -1;
 
     *upto = now;
-    hr_key_task(prefix, wait, sizeof wait, dt->id, HR_KEY_WAIT);
-    hr_key_task(prefix, waves, sizeof waves, dt->id, HR_KEY_WAVES);
+    hr_key_shard(prefix, wait, sizeof wait, dt->id, DSP_WAIT_SHARD(dt), HR_KEY_WAIT);
+    hr_key_shard(prefix, waves, sizeof waves, dt->id, DSP_WAIT_SHARD(dt), HR_KEY_WAVES);
     /* Each round moves a closed wave past NOW, so the next round sees a
      * later one; the bound only guards against a Redis that keeps
      * answering the same wave. */
@@ -328,9 +407,9 @@ int64_t dsp_wait_release(dsp_conn *conn, const dsp_task *dt, int64_t now, int64_
     upto = rnow;
     if (dt->window && dsp_wait_open_bound(conn, dt, rnow, &upto, errstr, errlen) < 0)
         return -1;
-    hr_key_task(prefix, keys[0], sizeof keys[0], dt->id, HR_KEY_WAIT);
-    hr_key_task(prefix, keys[1], sizeof keys[1], dt->id, HR_KEY_SUBS);
-    hr_key_task(prefix, keys[2], sizeof keys[2], dt->id, HR_KEY_WAVES);
+    hr_key_shard(prefix, keys[0], sizeof keys[0], dt->id, DSP_WAIT_SHARD(dt), HR_KEY_WAIT);
+    hr_key_shard(prefix, keys[1], sizeof keys[1], dt->id, DSP_WAIT_SHARD(dt), HR_KEY_SUBS);
+    hr_key_shard(prefix, keys[2], sizeof keys[2], dt->id, DSP_WAIT_SHARD(dt), HR_KEY_WAVES);
     snprintf(now_s, sizeof now_s, "%" PRId64, upto);
     snprintf(max_s, sizeof max_s, "%" PRId64, max);
     reply = hr_redis_eval(conn->r, HR_LUA_WAIT_RELEASE, 3, 5, argv, NULL, errstr, errlen);

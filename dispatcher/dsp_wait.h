@@ -12,9 +12,11 @@
 
 /* Reconciliation job: parks task ID's recipients in its wait set by
  * release instant, once (a local-time or windowed task; others untouched);
+ * profiles Redis lost are refilled from MySQL first (CFG: their checks);
  * what is already past, by Redis's clock (TIME), is released at once.
  * *PARKED gets how many.  0 or -1 (ERRSTR). */
-int dsp_wait_plan(dsp_conn *conn, int64_t id, int64_t *parked, char *errstr, size_t errlen);
+int dsp_wait_plan(dsp_conn *conn, const hr_config *cfg, int64_t id, int64_t *parked, char *errstr,
+                  size_t errlen);
 /* Loop thread, chunker: puts off the waves of DT whose window closed, then
  * releases up to MAX due recipients from the wait set into subs, "due" by
  * Redis's clock (TIME).  The number released, or -1 (ERRSTR); *NEXT_MS gets

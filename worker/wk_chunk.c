@@ -42,6 +42,8 @@ wk_chunk *wk_chunk_new(const char *prefix, const hr_chunkmsg *msg, int32_t parti
     hr_key_shard(prefix, c->k_stats, sizeof c->k_stats, msg->task, msg->shard, HR_KEY_STATS);
     hr_key_shard(prefix, c->k_subs, sizeof c->k_subs, msg->task, msg->shard, HR_KEY_SUBS);
     hr_key_shard(prefix, c->k_failed, sizeof c->k_failed, msg->task, msg->shard, HR_KEY_FAILED);
+    hr_key_shard(prefix, c->k_wait, sizeof c->k_wait, msg->task, msg->shard, HR_KEY_WAIT);
+    hr_key_shard(prefix, c->k_waves, sizeof c->k_waves, msg->task, msg->shard, HR_KEY_WAVES);
     hr_key_task(prefix, c->k_ctl, sizeof c->k_ctl, msg->task, HR_KEY_CTL);
     return c;
 }
@@ -56,8 +58,8 @@ void wk_chunk_acks_free(wk_chunk_acks *a)
 {
     for (size_t i = 0; i < a->ndead; i++)
         free(a->dead[i].reason);
-    free(a->sent);
-    free(a->unregs);
+    for (int k = 0; k < WK_CHUNK_DEAD; k++)
+        free(a->uids[k]);
     free(a->dead);
     memset(a, 0, sizeof *a);
 }

@@ -139,8 +139,20 @@ typedef enum wk_chunk_state {
 
 /* The stats hash's counters as a script left them (absolute values). */
 typedef struct wk_chunk_counters {
-    int64_t sent, failed, throttled, retried, unregistered;
+    int64_t sent, failed, throttled, retried, unregistered, opted_out, suppressed;
 } wk_chunk_counters;
+
+/* What a settled recipient is acknowledged as: the first kinds by ack.lua,
+ * each under the stats field of its name (wk_chunk_acks.c), the last by
+ * dead_letter.lua with a reason. */
+typedef enum wk_chunk_settled {
+    WK_CHUNK_SENT,         /* delivered */
+    WK_CHUNK_UNREGISTERED, /* no live address */
+    WK_CHUNK_OPTED_OUT,    /* the user opted out (docs/recipients.md) */
+    WK_CHUNK_SUPPRESSED,   /* every address suppressed */
+    WK_CHUNK_DEAD,         /* failed for good */
+    WK_CHUNK__SETTLED
+} wk_chunk_settled;
 
 /* Recipients settled and not yet acknowledged; a flush takes them all, and
  * a flush that failed gives back what it could not write
@@ -148,10 +160,8 @@ typedef struct wk_chunk_counters {
  * while a stall keeps them (at most the chunk's members: each settles once
  * per open). */
 typedef struct wk_chunk_acks {
-    const char **sent; /* delivered: ack.lua under 'sent' */
-    size_t nsent, capsent;
-    const char **unregs; /* no live address: ack.lua under 'unregistered' */
-    size_t nunregs, capunregs;
+    const char **uids[WK_CHUNK_DEAD]; /* per kind acknowledged by ack.lua */
+    size_t n[WK_CHUNK_DEAD], cap[WK_CHUNK_DEAD];
     struct wk_chunk_dead {
         const char *uid;
         char *reason; /* owned */
@@ -187,12 +197,13 @@ struct wk_chunk {
     wk_task *task; /* NULL only for a chunk handed back unopened (NEW -> HANDING_BACK) */
     char k_set[HR_KEY_MAX], k_lease[HR_KEY_MAX], k_pending[HR_KEY_MAX];
     char k_stats[HR_KEY_MAX], k_subs[HR_KEY_MAX], k_failed[HR_KEY_MAX], k_ctl[HR_KEY_MAX];
-    wk_chunk_state state; /* the lifecycle's (wk_lifecycle_set) */
-    const char *why;      /* why it went into STATE (static), for the log */
-    bool held;            /* the pushes' hold flag: STATE is held or ending */
-    unsigned jobs;        /* jobs in flight that point at the chunk */
-    redisReply *members;  /* SMEMBERS reply */
-    redisReply **users;   /* per member, or NULL when not needed */
+    char k_wait[HR_KEY_MAX], k_waves[HR_KEY_MAX]; /* recipients put off (wait_park.lua) */
+    wk_chunk_state state;                         /* the lifecycle's (wk_lifecycle_set) */
+    const char *why;                              /* why it went into STATE (static), for the log */
+    bool held;           /* the pushes' hold flag: STATE is held or ending */
+    unsigned jobs;       /* jobs in flight that point at the chunk */
+    redisReply *members; /* SMEMBERS reply */
+    redisReply **users;  /* per member, or NULL when not needed */
     wk_push *pushes;
     uint8_t *verdicts; /* hr_throttle_verdict per push, NULL = not throttled */
     size_t npushes;
@@ -202,8 +213,9 @@ struct wk_chunk {
     wk_chunk_acks acks;
     size_t ack_batch;
     hr_addr_list addrs; /* addressed channels: the members' addresses on it */
-    int64_t sent, failed, retried, throttled,
-        unregistered;              /* totals, for the chunk_done log line */
+    int64_t sent, failed, retried, throttled, unregistered, opted_out,
+        suppressed;                /* totals, for the chunk_done log line */
+    int64_t deferred;              /* put off to their quiet hours' end at open */
     int64_t invalid;               /* members dead-lettered as "invalid uid" at open */
     int64_t user_errors;           /* HGETALL error replies (the user got no attributes) */
     char user_error[160];          /* the first of them, for the log */

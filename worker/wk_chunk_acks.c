@@ -12,8 +12,16 @@
 
 /* ---- acknowledgements -------------------------------------------------------- */
 
+/* The stats field each kind ack.lua writes is counted under. */
+static const char *const wk_chunk_fields[WK_CHUNK_DEAD] = {
+    [WK_CHUNK_SENT] = "sent",
+    [WK_CHUNK_UNREGISTERED] = "unregistered",
+    [WK_CHUNK_OPTED_OUT] = "opted_out",
+    [WK_CHUNK_SUPPRESSED] = "suppressed",
+};
+
 /* Room for one more element of SIZE bytes in *V (holding N of *CAP):
- * the first allocation is an ack batch, then it doubles.  0 or -1. */
+ * the first allocation is BATCH, then it doubles.  0 or -1. */
 static int wk_chunk_acks_room(void **v, size_t n, size_t *cap, size_t size, size_t batch)
 {
     size_t want = *cap == 0 ? batch : 2 * *cap;
@@ -28,51 +36,55 @@ static int wk_chunk_acks_room(void **v, size_t n, size_t *cap, size_t size, size
     return 0;
 }
 
-int wk_chunk_ack(wk_chunk *c, wk_chunk_settled how, const char *uid, const char *reason)
+size_t wk_chunk_acks_held(const wk_chunk_acks *a)
 {
-    wk_chunk_acks *a = &c->acks;
+    size_t held = a->ndead;
+
+    for (int k = 0; k < WK_CHUNK_DEAD; k++)
+        held += a->n[k];
+    return held;
+}
+
+int wk_chunk_acks_add(wk_chunk_acks *a, size_t batch, wk_chunk_settled how, const char *uid,
+                      const char *reason)
+{
 
     /* A flush takes the buffers, so the next settled recipient allocates
-     * anew; they grow past the batch only while a stall keeps them. */
-    switch (how) {
-    case WK_CHUNK_SENT:
-        if (wk_chunk_acks_room((void **)&a->sent, a->nsent, &a->capsent, sizeof *a->sent,
-                               c->ack_batch) != 0)
-            return -1;
-        a->sent[a->nsent++] = uid;
-        break;
-    case WK_CHUNK_UNREGISTERED:
-        if (wk_chunk_acks_room((void **)&a->unregs, a->nunregs, &a->capunregs, sizeof *a->unregs,
-                               c->ack_batch) != 0)
-            return -1;
-        a->unregs[a->nunregs++] = uid;
-        break;
-    case WK_CHUNK_DEAD:
-        if (wk_chunk_acks_room((void **)&a->dead, a->ndead, &a->capdead, sizeof *a->dead,
-                               c->ack_batch) != 0)
+     * anew; they grow past BATCH only while a stall keeps them. */
+    if (how == WK_CHUNK_DEAD) {
+        if (wk_chunk_acks_room((void **)&a->dead, a->ndead, &a->capdead, sizeof *a->dead, batch) !=
+            0)
             return -1;
         a->dead[a->ndead].reason = strdup(reason);
         if (a->dead[a->ndead].reason == NULL)
             return -1;
         a->dead[a->ndead++].uid = uid;
-        break;
+    } else {
+        if (wk_chunk_acks_room((void **)&a->uids[how], a->n[how], &a->cap[how],
+                               sizeof *a->uids[how], batch) != 0)
+            return -1;
+        a->uids[how][a->n[how]++] = uid;
     }
-    return a->nsent + a->nunregs + a->ndead >= c->ack_batch;
+    return wk_chunk_acks_held(a) >= batch;
 }
 
-int wk_chunk_acks_give_back(wk_chunk *c, wk_chunk_acks *from, const bool failed[3])
+int wk_chunk_ack(wk_chunk *c, wk_chunk_settled how, const char *uid, const char *reason)
+{
+    /* One ack batch in all. */
+    return wk_chunk_acks_add(&c->acks, c->ack_batch, how, uid, reason);
+}
+
+int wk_chunk_acks_give_back(wk_chunk *c, wk_chunk_acks *from, const bool failed[WK_CHUNK__SETTLED])
 {
     wk_chunk_acks *a = &c->acks;
     int rc = 0;
 
-    if (failed[0]) {
-        for (size_t i = 0; i < from->nsent && rc == 0; i++)
-            rc = wk_chunk_ack(c, WK_CHUNK_SENT, from->sent[i], NULL) < 0 ? -1 : 0;
+    if (failed[WK_CHUNK_SENT])
         a->retried += from->retried;
-    }
-    for (size_t i = 0; failed[1] && i < from->nunregs && rc == 0; i++)
-        rc = wk_chunk_ack(c, WK_CHUNK_UNREGISTERED, from->unregs[i], NULL) < 0 ? -1 : 0;
-    for (size_t i = 0; failed[2] && i < from->ndead && rc == 0; i++)
+    for (int k = 0; k < WK_CHUNK_DEAD; k++)
+        for (size_t i = 0; failed[k] && i < from->n[k] && rc == 0; i++)
+            rc = wk_chunk_ack(c, (wk_chunk_settled)k, from->uids[k][i], NULL) < 0 ? -1 : 0;
+    for (size_t i = 0; failed[WK_CHUNK_DEAD] && i < from->ndead && rc == 0; i++)
         rc = wk_chunk_ack(c, WK_CHUNK_DEAD, from->dead[i].uid, from->dead[i].reason) < 0 ? -1 : 0;
     wk_chunk_acks_free(from);
     return rc;
@@ -84,13 +96,13 @@ int wk_chunk_acks_give_back(wk_chunk *c, wk_chunk_acks *from, const bool failed[
 int wk_chunk_counted(hr_lua_id id, redisReply *reply, int64_t *out, size_t n,
                      wk_chunk_counters *counters, char *errstr, size_t errlen)
 {
-    int64_t v[8];
+    int64_t v[16];
     int rc = -1;
 
     if (reply == NULL)
         return -1;
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != n + WK_CHUNK_NCOUNTERS ||
-        n + WK_CHUNK_NCOUNTERS > 8) {
+        n + WK_CHUNK_NCOUNTERS > 16) {
         snprintf(errstr, errlen, "script %d: unexpected reply", (int)id);
         goto done;
     }
@@ -106,7 +118,9 @@ int wk_chunk_counted(hr_lua_id id, redisReply *reply, int64_t *out, size_t n,
                                     .failed = v[n + 1],
                                     .throttled = v[n + 2],
                                     .retried = v[n + 3],
-                                    .unregistered = v[n + 4]};
+                                    .unregistered = v[n + 4],
+                                    .opted_out = v[n + 5],
+                                    .suppressed = v[n + 6]};
     rc = 0;
 done:
     freeReplyObject(reply);
@@ -157,27 +171,37 @@ static int wk_chunk_dead_queue(const wk_chunk *c, hr_pipe *pipe, const struct wk
     return rc;
 }
 
-/* The calls a flush of A makes, in this order: ack.lua (sent and
- * retries), ack.lua (unregistered), dead_letter.lua. */
-void wk_chunk_acks_calls(const wk_chunk_acks *a, bool calls[3])
+void wk_chunk_acks_calls(const wk_chunk_acks *a, bool calls[WK_CHUNK__SETTLED])
 {
-    calls[0] = a->nsent > 0 || a->retried > 0;
-    calls[1] = a->nunregs > 0;
-    calls[2] = a->ndead > 0;
+    for (int k = 0; k < WK_CHUNK_DEAD; k++)
+        calls[k] = a->n[k] > 0 || (k == WK_CHUNK_SENT && a->retried > 0);
+    calls[WK_CHUNK_DEAD] = a->ndead > 0;
+}
+
+size_t wk_chunk_acks_ncalls(const wk_chunk_acks *a)
+{
+    bool calls[WK_CHUNK__SETTLED];
+    size_t n = 0;
+
+    wk_chunk_acks_calls(a, calls);
+    for (int k = 0; k < WK_CHUNK__SETTLED; k++)
+        n += calls[k];
+    return n;
 }
 
 /* Queues the calls of A on PIPE.  0, or -1 when out of memory (the calls
  * queued so far stay queued). */
 int wk_chunk_acks_queue(const wk_chunk *c, const wk_chunk_acks *a, hr_pipe *pipe)
 {
-    bool calls[3];
+    bool calls[WK_CHUNK__SETTLED];
 
     wk_chunk_acks_calls(a, calls);
-    if (calls[0] && wk_chunk_ack_queue(c, pipe, "sent", a->retried, a->sent, a->nsent) != 0)
-        return -1;
-    if (calls[1] && wk_chunk_ack_queue(c, pipe, "unregistered", 0, a->unregs, a->nunregs) != 0)
-        return -1;
-    if (calls[2] && wk_chunk_dead_queue(c, pipe, a->dead, a->ndead) != 0)
+    for (int k = 0; k < WK_CHUNK_DEAD; k++)
+        if (calls[k] &&
+            wk_chunk_ack_queue(c, pipe, wk_chunk_fields[k], k == WK_CHUNK_SENT ? a->retried : 0,
+                               a->uids[k], a->n[k]) != 0)
+            return -1;
+    if (calls[WK_CHUNK_DEAD] && wk_chunk_dead_queue(c, pipe, a->dead, a->ndead) != 0)
         return -1;
     return 0;
 }
@@ -187,11 +211,10 @@ int wk_chunk_acks_queue(const wk_chunk *c, const wk_chunk_acks *a, hr_pipe *pipe
 void wk_chunk_acks_read(const wk_chunk_acks *a, hr_pipe *pipe, size_t *at, size_t avail,
                         wk_chunk_acked *out)
 {
-    static const hr_lua_id ids[3] = {HR_LUA_ACK, HR_LUA_ACK, HR_LUA_DEAD_LETTER};
-    bool calls[3];
+    bool calls[WK_CHUNK__SETTLED];
 
     wk_chunk_acks_calls(a, calls);
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < WK_CHUNK__SETTLED; k++) {
         redisReply *reply;
 
         if (!calls[k])
@@ -204,7 +227,8 @@ void wk_chunk_acks_read(const wk_chunk_acks *a, hr_pipe *pipe, size_t *at, size_
         }
         reply = hr_pipe_reply(pipe, (*at)++, out->errstr, sizeof out->errstr);
         avail--;
-        if (wk_chunk_counted(ids[k], reply, &out->removed[k], 1, &out->counters, out->errstr,
+        if (wk_chunk_counted(k == WK_CHUNK_DEAD ? HR_LUA_DEAD_LETTER : HR_LUA_ACK, reply,
+                             &out->removed[k], 1, &out->counters, out->errstr,
                              sizeof out->errstr) == 0) {
             out->counters_new = true;
         } else {
@@ -237,9 +261,11 @@ void wk_chunk_acks_run(const wk_chunk *c, const wk_chunk_acks *a, hr_redis *r, w
  * write goes back into C's buffers (A is emptied). */
 void wk_chunk_acked_apply(wk_chunk *c, wk_chunk_acks *a, const wk_chunk_acked *acked)
 {
-    c->sent += acked->removed[0];
-    c->unregistered += acked->removed[1];
-    c->failed += acked->removed[2];
+    c->sent += acked->removed[WK_CHUNK_SENT];
+    c->unregistered += acked->removed[WK_CHUNK_UNREGISTERED];
+    c->opted_out += acked->removed[WK_CHUNK_OPTED_OUT];
+    c->suppressed += acked->removed[WK_CHUNK_SUPPRESSED];
+    c->failed += acked->removed[WK_CHUNK_DEAD];
     if (acked->counters_new) {
         c->counters = acked->counters;
         c->counters_new = true;
@@ -294,10 +320,8 @@ static const wk_redis_ops wk_chunk_flush_ops = {
 int wk_chunk_flush(wk_redis *rd, wk_chunk *c)
 {
     wk_chunk_flush_job *j;
-    bool calls[3];
 
-    wk_chunk_acks_calls(&c->acks, calls);
-    if (!calls[0] && !calls[1] && !calls[2])
+    if (wk_chunk_acks_ncalls(&c->acks) == 0)
         return 0;
     if ((j = calloc(1, sizeof *j)) == NULL)
         return -1;

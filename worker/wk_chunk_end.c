@@ -51,11 +51,11 @@ static int wk_chunk_end_queue(wk_redis_job *job, hr_pipe *pipe)
     wk_chunk_end_job *j = (wk_chunk_end_job *)job;
     const wk_chunk *c = j->c;
     const char *close[] = {c->k_set,  c->k_lease, c->k_pending, c->k_stats,
-                           c->k_subs, j->seq,     j->owner};
+                           c->k_subs, c->k_wait,  j->seq,       j->owner};
     const char *release[] = {c->k_lease, j->owner};
 
     if (wk_chunk_acks_queue(c, &j->acks, pipe) != 0 ||
-        (j->how == WK_CHUNK_CLOSE && hr_pipe_eval(pipe, HR_LUA_CHUNK_DONE, 5, 7, close, NULL) != 0))
+        (j->how == WK_CHUNK_CLOSE && hr_pipe_eval(pipe, HR_LUA_CHUNK_DONE, 6, 8, close, NULL) != 0))
         return -1;
     /* Behind a close, for a set found not empty (members appeared after
      * the read, or an ack failed): the sweeper redelivers the chunk, and
@@ -67,12 +67,9 @@ static int wk_chunk_end_queue(wk_redis_job *job, hr_pipe *pipe)
 static void wk_chunk_end_read(wk_redis_job *job, hr_pipe *pipe)
 {
     wk_chunk_end_job *j = (wk_chunk_end_job *)job;
-    size_t at = job->first, calls = job->count, acks;
-    bool flags[3];
+    size_t at = job->first, calls = job->count, acks = wk_chunk_acks_ncalls(&j->acks);
     redisReply *reply;
 
-    wk_chunk_acks_calls(&j->acks, flags);
-    acks = (size_t)flags[0] + (size_t)flags[1] + (size_t)flags[2];
     wk_chunk_acks_read(&j->acks, pipe, &at, calls < acks ? calls : acks, &j->acked);
     calls = calls < acks ? 0 : calls - acks;
     j->res.rc = -1;
@@ -156,13 +153,17 @@ static void wk_chunk_end_task_left(wk_chunk_end_job *j, hr_redis *r)
 {
     const wk_chunk *c = j->c;
     int shards = (int)c->task->row->shards;
-    int64_t pending, subs;
+    int64_t pending, subs, waiting;
 
+    /* Not chunked yet: subs, and the recipients put off in a wait set. */
     if (hr_shard_sum(r, c->msg.task, shards, "HLEN", HR_KEY_PENDING, &pending, j->errstr,
                      sizeof j->errstr) != 0 ||
         hr_shard_sum(r, c->msg.task, shards, "SCARD", HR_KEY_SUBS, &subs, j->errstr,
+                     sizeof j->errstr) != 0 ||
+        hr_shard_sum(r, c->msg.task, shards, "ZCARD", HR_KEY_WAIT, &waiting, j->errstr,
                      sizeof j->errstr) != 0)
         goto unknown;
+    subs += waiting;
     j->res.res[1] = pending;
     j->res.res[2] = subs;
     if (pending != 0 || subs != 0)

@@ -11,6 +11,7 @@
 #include "hr_clock.h"
 #include "hr_pipe.h"
 #include "wk_chunk_acks.h"
+#include "wk_consent.h"
 
 /* ---- open ----------------------------------------------------------------------- */
 
@@ -25,14 +26,11 @@ typedef struct wk_chunk_open_job {
     wk_chunk_opened res;
     /* moved into the chunk by DONE */
     redisReply *members;
-    redisReply **users;
+    wk_consent cs; /* users, addresses, the consent verdicts (wk_consent.h) */
     wk_push *pushes;
     size_t npushes;
-    hr_addr_list addrs;
     int64_t invalid;
     wk_chunk_acked dead; /* the invalid members' dead_letter.lua */
-    int64_t user_errors;
-    char user_error[160];
     char errstr[512];
 } wk_chunk_open_job;
 
@@ -169,113 +167,12 @@ oom:
     return -1;
 }
 
-/* HGETALL user:<uid> of every member, pipelined, into J->users. */
-static int wk_chunk_fetch_users(wk_chunk_open_job *j, hr_redis *r)
-{
-    char key[HR_KEY_MAX];
-    size_t n = j->members->elements;
-    hr_pipe *pipe = hr_pipe_new(r);
-    int rc = -1;
-
-    j->users = calloc(n, sizeof *j->users);
-    if (j->users == NULL || pipe == NULL) {
-        snprintf(j->errstr, sizeof j->errstr, "out of memory");
-        goto done;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const char *argv[] = {"HGETALL", key};
-
-        /* Only a member that is no uid (dead-lettered, never pushed) can
-         * be too long for a key: its HGETALL then reads nothing. */
-        if (hr_key_user(hr_redis_prefix(r), key, sizeof key, j->members->element[i]->str) == NULL)
-            key[0] = '\0';
-        if (hr_pipe_cmd(pipe, 2, argv, NULL) != 0) {
-            snprintf(j->errstr, sizeof j->errstr, "out of memory");
-            goto done;
-        }
-    }
-    if (hr_pipe_exec(pipe, j->errstr, sizeof j->errstr) != 0)
-        goto done;
-    for (size_t i = 0; i < n; i++) {
-        char detail[256];
-
-        j->users[i] = hr_pipe_reply(pipe, i, detail, sizeof detail);
-        if (j->users[i] != NULL)
-            continue;
-        /* An error reply for this user alone (WRONGTYPE: not a hash): the
-         * recipient gets no attributes, the chunk goes on. */
-        j->user_errors++;
-        if (j->user_error[0] == '\0')
-            snprintf(j->user_error, sizeof j->user_error, "uid=%.40s error=%.100s",
-                     j->members->element[i]->str, detail);
-    }
-    rc = 0;
-done:
-    hr_pipe_free(pipe);
-    return rc;
-}
-
-/* The addresses of J's pushes on its platform; each push gets its own
- * (none: it will be settled unregistered). */
-static int wk_chunk_fetch_addrs(wk_chunk_open_job *j, hr_redis *r)
-{
-    const char **uids;
-    size_t k = 0;
-    char key[HR_KEY_MAX];
-    redisReply *reply;
-    bool synced;
-
-    /* Without the synced mark Redis lost the address book (a flush, a
-     * restart without its AOF) and the dispatchers' sync has not rebuilt
-     * it yet: an empty set would read as "no address" and the recipient
-     * would be counted unregistered though MySQL holds its addresses.  The
-     * chunk waits for the sync instead (the lifecycle drops it, the sweeper
-     * publishes it again). */
-    reply = hr_redis_cmdf(r, j->errstr, sizeof j->errstr, "EXISTS %s",
-                          hr_key_addr_synced(hr_redis_prefix(r), key, sizeof key));
-    if (reply == NULL)
-        return -1;
-    synced = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
-    freeReplyObject(reply);
-    if (!synced) {
-        snprintf(j->errstr, sizeof j->errstr,
-                 "the address book is not in Redis (no %s): waiting for the "
-                 "dispatchers' address sync",
-                 key);
-        return -1;
-    }
-    uids = calloc(j->npushes ? j->npushes : 1, sizeof *uids);
-    if (uids == NULL) {
-        snprintf(j->errstr, sizeof j->errstr, "out of memory");
-        return -1;
-    }
-    for (size_t i = 0; i < j->npushes; i++)
-        uids[i] = j->pushes[i].uid;
-    if (hr_addr_fetch(r, uids, j->npushes, j->platform, j->app, &j->addrs, &j->res.bad_addrs,
-                      j->errstr, sizeof j->errstr) != 0) {
-        free(uids);
-        return -1;
-    }
-    free(uids);
-    /* A uid's addresses are contiguous, in the order of the pushes. */
-    for (size_t i = 0; i < j->npushes; i++) {
-        wk_push *push = &j->pushes[i];
-
-        push->addrs = k < j->addrs.a.n ? &j->addrs.a.v[k] : NULL;
-        while (k < j->addrs.a.n && j->addrs.a.v[k].idx == i) {
-            push->naddrs++;
-            k++;
-        }
-        if (push->naddrs == 0)
-            push->addrs = NULL;
-    }
-    return 0;
-}
-
-/* One push per valid member. */
+/* One push per member the consent lets through, with its addresses on an
+ * addressed channel (none: it will be settled unregistered). */
 static int wk_chunk_make_pushes(wk_chunk_open_job *j)
 {
     wk_chunk *c = j->c;
+    const wk_consent *cs = &j->cs;
 
     j->pushes = calloc(j->members->elements, sizeof *j->pushes);
     if (j->pushes == NULL) {
@@ -283,18 +180,21 @@ static int wk_chunk_make_pushes(wk_chunk_open_job *j)
         return -1;
     }
     for (size_t i = 0; i < j->members->elements; i++) {
-        const redisReply *m = j->members->element[i];
         wk_push *push;
 
-        if (m->type != REDIS_REPLY_STRING || !wk_chunk_uid_valid(m->str))
+        if (cs->verdicts[i] != WK_CONSENT_PUSH)
             continue;
         push = &j->pushes[j->npushes++];
         push->owner = c;
         push->task = c->task;
-        push->uid = m->str;
-        push->user = j->users != NULL ? j->users[i] : NULL;
+        push->uid = j->members->element[i]->str;
+        push->user = cs->full_users ? cs->users[i] : NULL;
         push->hold = &c->held;
         push->state = WK_PUSH_IDLE;
+        if (cs->addr_n != NULL && cs->addr_n[i] > 0) {
+            push->addrs = &cs->addrs.a.v[cs->addr_first[i]];
+            push->naddrs = cs->addr_n[i];
+        }
     }
     return 0;
 }
@@ -311,8 +211,11 @@ static void wk_chunk_open_run(wk_redis_job *job, hr_redis *r)
         hr_task_expired(c->task->row, hr_clock_now_ms()))
         return;
     if (wk_chunk_drop_invalid(j, r) != 0 ||
-        (c->task->uses_user && wk_chunk_fetch_users(j, r) != 0) || wk_chunk_make_pushes(j) != 0 ||
-        (j->addressed && wk_chunk_fetch_addrs(j, r) != 0))
+        wk_consent_read(&j->cs, r, c, j->members, j->addressed ? &j->platform : NULL, j->app,
+                        j->errstr, sizeof j->errstr) != 0 ||
+        wk_consent_decide(&j->cs, r, c, j->members, hr_clock_now_ms(), j->errstr,
+                          sizeof j->errstr) != 0 ||
+        wk_chunk_make_pushes(j) != 0)
         j->res.rc = -1;
 }
 
@@ -320,35 +223,43 @@ static void wk_chunk_open_done(wk_redis_job *job)
 {
     wk_chunk_open_job *j = (wk_chunk_open_job *)job;
     wk_chunk *c = j->c;
+    size_t n = j->members != NULL ? j->members->elements : 0;
 
     c->jobs--;
     /* Only one open runs at a time, and a busy or failed one left the
      * chunk's members empty: nothing of C is overwritten. */
     if (j->members != NULL && c->members == NULL) {
         c->members = j->members;
-        c->users = j->users;
+        /* The templates read the whole hashes; the consent fields alone
+         * are not kept. */
+        c->users = j->cs.full_users ? j->cs.users : NULL;
         c->pushes = j->pushes;
         c->npushes = j->npushes;
-        c->addrs = j->addrs;
+        c->addrs = j->cs.addrs;
         j->members = NULL;
-        j->users = NULL;
+        if (j->cs.full_users)
+            j->cs.users = NULL;
         j->pushes = NULL;
-        memset(&j->addrs, 0, sizeof j->addrs);
+        memset(&j->cs.addrs, 0, sizeof j->cs.addrs);
     }
     c->invalid += j->invalid;
-    c->user_errors += j->user_errors;
+    c->user_errors += j->cs.user_errors;
     if (c->user_error[0] == '\0')
-        memcpy(c->user_error, j->user_error, sizeof c->user_error);
-    /* A failure fails the open too, and the invalid members stay in the
-     * set for the open that follows: nothing to give back. */
+        memcpy(c->user_error, j->cs.user_error, sizeof c->user_error);
+    c->deferred += j->cs.deferred;
+    /* A failure fails the open too, and the members not written stay in
+     * the set for the open that follows: nothing to give back. */
     wk_chunk_acked_apply(c, &(wk_chunk_acks){0}, &j->dead);
+    wk_chunk_acked_apply(c, &(wk_chunk_acks){0}, &j->cs.acked);
+    j->res.bad_addrs = j->cs.bad_addrs;
+    j->res.verdicts = j->cs.verdicts;
+    j->res.deferred = j->cs.deferred;
     j->res.errstr = j->errstr;
     c->hooks->opened(c, &j->res);
-    wk_chunk_users_free(j->users, j->members != NULL ? j->members->elements : 0);
+    wk_consent_free(&j->cs, n);
     if (j->members != NULL)
         freeReplyObject(j->members);
     free(j->pushes);
-    hr_addr_list_free(&j->addrs);
     free(j);
 }
 

@@ -1,8 +1,8 @@
 /* wk_chunk_open: a chunk's open, one job on the worker's Redis thread:
  * in one round trip GET ctl, SET lease NX PX, SMEMBERS; then, as needed,
- * the invalid members dead-lettered, pipelined HGETALLs (user.*), the
- * addresses (fcm, apns, smtp channels).  Its answer comes back through
- * the chunk's opened hook (wk_chunk.h). */
+ * the invalid members dead-lettered, the members' profile hashes and
+ * addresses read and their consent carried out (wk_consent.h).  Its answer
+ * comes back through the chunk's opened hook (wk_chunk.h). */
 #ifndef WK_CHUNK_OPEN_H
 #define WK_CHUNK_OPEN_H
 
@@ -17,6 +17,12 @@ typedef struct wk_chunk_opened {
     int rc;             /* a wk_chunk_open_result, or -1 (ERRSTR) */
     wk_chunk_halt halt; /* what the control key said */
     size_t bad_addrs;   /* address members that do not parse */
+    /* The consent's verdict of each member of C->members (a
+     * wk_consent_verdict; NULL when the open read no members), valid
+     * during the hook: the opted out and suppressed ones were acknowledged
+     * as such, DEFERRED of them put off to their quiet hours' end. */
+    const uint8_t *verdicts;
+    int64_t deferred;
     const char *errstr;
 } wk_chunk_opened;
 
@@ -32,12 +38,15 @@ typedef enum wk_chunk_open_result {
  * the members; when the lease is ours, the control key says run and the
  * task is not expired, also: members that are not valid uids are
  * dead-lettered ("invalid uid", counted in C->invalid and C->failed) and
- * get no push; the user hashes are read when the task uses user.* (an
- * error reply — not a hash — leaves that recipient without attributes:
- * C->user_errors); with PLATFORM not NULL, the pushes' addresses on it (and
- * APP) from the address book (hr_addr_fetch), or an error when Redis lacks
- * the book's synced mark (it lost the book: the chunk must wait for the
- * dispatchers' sync rather than count its recipients unregistered). */
+ * get no push; the profile hashes are read when the task uses user.* or
+ * its category is not mandatory (an error reply — not a hash — leaves that
+ * recipient without attributes: C->user_errors); with PLATFORM not NULL,
+ * the members' addresses on it (and APP); then the consent: opted out and
+ * suppressed members are acknowledged as such, those in their quiet hours
+ * put back into the wait set, and the others get a push (wk_consent.h).
+ * An error when Redis lacks a book's synced mark (it lost the book: the
+ * chunk must wait for the dispatchers' sync rather than push to opted-out
+ * users or count its recipients unregistered). */
 int wk_chunk_open(wk_redis *rd, wk_chunk *c, const char *owner, int lease_ms,
                   const hr_addr_platform *platform, const char *app);
 

@@ -89,10 +89,9 @@ static bool wk_deliveries_transient(unsigned err)
 
 /* push_delivery.status per wk_delivery. */
 static const char *const wk_deliveries_status[] = {
-    [WK_DELIVERY_SENT] = "sent",
-    [WK_DELIVERY_FAILED] = "failed",
-    [WK_DELIVERY_THROTTLED] = "throttled",
-    [WK_DELIVERY_UNREGISTERED] = "unregistered",
+    [WK_DELIVERY_SENT] = "sent",           [WK_DELIVERY_FAILED] = "failed",
+    [WK_DELIVERY_THROTTLED] = "throttled", [WK_DELIVERY_UNREGISTERED] = "unregistered",
+    [WK_DELIVERY_OPTED_OUT] = "opted_out", [WK_DELIVERY_SUPPRESSED] = "suppressed",
 };
 
 /* One INSERT of K rows (params P); when MySQL refuses their data, the

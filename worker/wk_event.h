@@ -32,6 +32,8 @@ typedef enum wk_delivery {
     WK_DELIVERY_FAILED,
     WK_DELIVERY_THROTTLED,    /* blocked by the throttle, never pushed */
     WK_DELIVERY_UNREGISTERED, /* no live address on the channel */
+    WK_DELIVERY_OPTED_OUT,    /* the user opted out of the category or channel type */
+    WK_DELIVERY_SUPPRESSED,   /* every address on the channel is suppressed */
     /* Dropped by drop_set.lua with their chunk: an event, no push_delivery
      * row (the stats hash counts them). */
     WK_DELIVERY_EXPIRED,
@@ -63,7 +65,7 @@ typedef struct wk_event {
         } outcome;
         struct {
             /* The stats hash's values (newest wins); -1 = not carried. */
-            int64_t sent, failed, throttled, retried, unregistered;
+            int64_t sent, failed, throttled, retried, unregistered, opted_out, suppressed;
             int64_t cancelled; /* the stats hash's; the largest wins, 0 = none */
             int64_t expired;   /* likewise */
         } counters;
@@ -72,7 +74,7 @@ typedef struct wk_event {
             int64_t seq;
             int64_t done_ms;
             int64_t pending_left; /* HLEN pending after the close */
-            int64_t subs_left;    /* SCARD subs */
+            int64_t subs_left;    /* SCARD subs + ZCARD wait: not chunked yet */
         } chunk;
     } u;
 } wk_event;

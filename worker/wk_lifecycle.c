@@ -135,6 +135,8 @@ void wk_lifecycle_report_counters(wk_lifecycle *l, wk_chunk *c)
     ev.u.counters.throttled = c->counters.throttled;
     ev.u.counters.retried = c->counters.retried;
     ev.u.counters.unregistered = c->counters.unregistered;
+    ev.u.counters.opted_out = c->counters.opted_out;
+    ev.u.counters.suppressed = c->counters.suppressed;
     wk_reporter_push(l->reporter, &ev);
     c->counters_new = false;
 }

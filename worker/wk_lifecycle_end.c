@@ -84,6 +84,8 @@ static void wk_lifecycle_finished(wk_lifecycle *l, wk_chunk *c, const wk_chunk_e
             shard.u.counters.throttled = o->throttled;
             shard.u.counters.retried = o->retried;
             shard.u.counters.unregistered = o->unregistered;
+            shard.u.counters.opted_out = o->opted_out;
+            shard.u.counters.suppressed = o->suppressed;
             shard.u.counters.cancelled = o->cancelled;
             shard.u.counters.expired = o->expired;
             wk_reporter_push(l->reporter, &shard);
@@ -102,10 +104,12 @@ static void wk_lifecycle_finished(wk_lifecycle *l, wk_chunk *c, const wk_chunk_e
                     c->msg.task, c->msg.seq, c->key_missing);
     hr_log_info("chunk_done",
                 "task=%" PRId64 " seq=%" PRId64 " recipients=%zu sent=%" PRId64 " failed=%" PRId64
-                " throttled=%" PRId64 " unregistered=%" PRId64 " retried=%" PRId64
+                " throttled=%" PRId64 " unregistered=%" PRId64 " opted_out=%" PRId64
+                " suppressed=%" PRId64 " deferred=%" PRId64 " retried=%" PRId64
                 " duration_ms=%" PRId64 " pending_left=%" PRId64,
                 c->msg.task, c->msg.seq, c->npushes, c->sent, c->failed, c->throttled,
-                c->unregistered, c->retried, hr_clock_now_ms() - c->started_ms, res->res[1]);
+                c->unregistered, c->opted_out, c->suppressed, c->deferred, c->retried,
+                hr_clock_now_ms() - c->started_ms, res->res[1]);
     wk_lifecycle_settle_offset(l, c->partition, c->offset);
     wk_lifecycle_unlink(l, c, "closed");
 }
@@ -146,12 +150,16 @@ static void wk_lifecycle_halt_ended(wk_lifecycle *l, wk_chunk *c, const wk_chunk
     if (c->state != WK_CHUNK_PARKING) {
         /* Only the outcome's counter (the stats hash's): sent .. retried
          * are not carried (-1). */
-        wk_event counters = {
-            .kind = WK_EVENT_COUNTERS,
-            .task = c->msg.task,
-            .shard = wk_chunk_row(c),
-            .u.counters = {
-                .sent = -1, .failed = -1, .throttled = -1, .retried = -1, .unregistered = -1}};
+        wk_event counters = {.kind = WK_EVENT_COUNTERS,
+                             .task = c->msg.task,
+                             .shard = wk_chunk_row(c),
+                             .u.counters = {.sent = -1,
+                                            .failed = -1,
+                                            .throttled = -1,
+                                            .retried = -1,
+                                            .unregistered = -1,
+                                            .opted_out = -1,
+                                            .suppressed = -1}};
         int64_t total = res->res[1];
 
         dropped = res->res[0];

@@ -11,6 +11,7 @@
 #include "hr_log.h"
 #include "hr_chunkmsg.h"
 #include "wk_chunk_open.h"
+#include "wk_consent.h"
 #include "wk_lifecycle_end.h"
 #include "wk_lifecycle_push.h"
 #include "wk_lifecycle_stall.h"
@@ -47,6 +48,46 @@ static void wk_lifecycle_open_anomalies(wk_lifecycle *l, wk_chunk *c, size_t bad
     if (bad_addrs > 0)
         hr_log_warn("address_unreadable", "task=%" PRId64 " seq=%" PRId64 " count=%zu", c->msg.task,
                     c->msg.seq, bad_addrs);
+}
+
+/* What the open's consent did (wk_consent.h): the opted out and suppressed
+ * members were acknowledged as such (counted per channel, one delivery-log
+ * row each), the deferred ones went back to the wait set. */
+static void wk_lifecycle_consent(wk_lifecycle *l, wk_chunk *c, const wk_chunk_opened *res)
+{
+    static const wk_push_result none = {.delivered = false};
+    wk_metrics_chan *mc = &l->met->chans[c->task->ch_index];
+
+    if (res->verdicts == NULL)
+        return;
+    for (size_t i = 0; i < c->members->elements; i++) {
+        wk_delivery status;
+
+        switch (res->verdicts[i]) {
+        case WK_CONSENT_OPTED_OUT:
+            hr_metrics_inc(mc->opted_out);
+            status = WK_DELIVERY_OPTED_OUT;
+            break;
+        case WK_CONSENT_SUPPRESSED:
+            hr_metrics_inc(mc->suppressed);
+            status = WK_DELIVERY_SUPPRESSED;
+            break;
+        case WK_CONSENT_DEFER:
+            hr_metrics_inc(mc->deferred);
+            continue;
+        default:
+            continue;
+        }
+        if (wk_lifecycle_reports(l))
+            wk_lifecycle_outcome(l, c, c->members->element[i]->str, NULL, status, &none);
+    }
+    if (c->opted_out > 0 || c->suppressed > 0 || res->deferred > 0) {
+        wk_lifecycle_report_counters(l, c);
+        hr_log_debug("chunk_consent",
+                     "task=%" PRId64 " seq=%" PRId64 " opted_out=%" PRId64 " suppressed=%" PRId64
+                     " deferred=%" PRId64,
+                     c->msg.task, c->msg.seq, c->opted_out, c->suppressed, res->deferred);
+    }
 }
 
 /* Submits C's open: control key, lease, members (and, for a channel that
@@ -138,9 +179,10 @@ static void wk_lifecycle_opened(wk_chunk *c, const wk_chunk_opened *res)
     c->opened_ms = now;
     c->open = c->npushes;
     /* Fewer members than published: a redelivery, partly acknowledged. */
-    if ((int64_t)c->npushes + c->invalid < msg->count)
+    if ((int64_t)c->npushes + c->invalid + c->opted_out + c->suppressed + c->deferred < msg->count)
         hr_metrics_inc(l->met->chunks_redelivered);
     wk_lifecycle_open_anomalies(l, c, res->bad_addrs);
+    wk_lifecycle_consent(l, c, res);
     hr_log_info("chunk_start",
                 "task=%" PRId64 " seq=%" PRId64 " recipients=%zu partition=%" PRId32
                 " offset=%" PRId64 " open_ms=%" PRId64 " published_ms_ago=%" PRId64,

@@ -17,16 +17,16 @@
 
 /* ---- push outcomes and acknowledgements -------------------------------------- */
 
-static void wk_lifecycle_outcome(wk_lifecycle *l, wk_chunk *c, const wk_push *push,
-                                 wk_delivery status, const wk_push_result *res)
+void wk_lifecycle_outcome(wk_lifecycle *l, wk_chunk *c, const char *uid, const wk_push *push,
+                          wk_delivery status, const wk_push_result *res)
 {
     wk_event ev = {.kind = WK_EVENT_OUTCOME, .task = c->msg.task, .shard = wk_chunk_row(c)};
     uint64_t num;
 
-    /* wk_chunk_open pushes only valid uids (1..INT64_MAX). */
-    ev.u.outcome.uid = strtoull(push->uid, NULL, 10);
+    /* wk_chunk_open settles only valid uids (1..INT64_MAX). */
+    ev.u.outcome.uid = strtoull(uid, NULL, 10);
     ev.u.outcome.status = status;
-    ev.u.outcome.attempts = push->attempts;
+    ev.u.outcome.attempts = push != NULL ? push->attempts : 0;
     ev.u.outcome.http_status = (int)res->http_status;
     ev.u.outcome.latency_ms = res->latency_ms;
     ev.u.outcome.at_ms = hr_clock_now_ms();
@@ -34,7 +34,7 @@ static void wk_lifecycle_outcome(wk_lifecycle *l, wk_chunk *c, const wk_push *pu
     ev.u.outcome.due_ms = c->task->row->due_ms;
     /* The address the push went to last (an addressed channel walks its
      * addresses: ADDR is past the last one once it settled). */
-    if (push->naddrs > 0 && push->attempts > 0) {
+    if (push != NULL && push->naddrs > 0 && push->attempts > 0) {
         const char *a =
             push->addrs[push->addr < push->naddrs ? push->addr : push->naddrs - 1].address;
 
@@ -48,8 +48,7 @@ static void wk_lifecycle_outcome(wk_lifecycle *l, wk_chunk *c, const wk_push *pu
         c->ev_last = num;
 }
 
-/* Whether outcomes go to the reporter: a push_delivery row, an event. */
-static bool wk_lifecycle_reports(const wk_lifecycle *l)
+bool wk_lifecycle_reports(const wk_lifecycle *l)
 {
     return l->cfg->worker.delivery_log || l->cfg->events.enabled;
 }
@@ -103,7 +102,7 @@ void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res)
         return;
     }
     if (wk_lifecycle_reports(l))
-        wk_lifecycle_outcome(l, c, push, status, res);
+        wk_lifecycle_outcome(l, c, push->uid, push, status, res);
     switch (status) {
     case WK_DELIVERY_SENT:
         hr_metrics_inc(mc->sent);
@@ -175,7 +174,8 @@ void wk_lifecycle_checked(wk_chunk *c, const wk_chunk_checked *res)
     if (wk_lifecycle_reports(l) && res->blocked > 0)
         for (size_t i = res->first; i < res->first + res->n; i++)
             if (c->verdicts[i] == HR_THROTTLE_BLOCKED)
-                wk_lifecycle_outcome(l, c, &c->pushes[i], WK_DELIVERY_THROTTLED, &none);
+                wk_lifecycle_outcome(l, c, c->pushes[i].uid, &c->pushes[i], WK_DELIVERY_THROTTLED,
+                                     &none);
     /* Held or ending meanwhile: these pushes were counted out when it
      * held (wk_lifecycle_hold). */
     if (c->state != WK_CHUNK_PUSHING)

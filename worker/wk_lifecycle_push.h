@@ -9,6 +9,15 @@
 #include "wk_chunk_check.h"
 #include "wk_lifecycle.h"
 
+/* Whether outcomes go to the reporter: a delivery log, or events. */
+bool wk_lifecycle_reports(const wk_lifecycle *l);
+/* Hands the reporter C's recipient UID's outcome STATUS (a delivery-log
+ * row, an event): PUSH's attempts and last address, NULL for an outcome
+ * decided before any push (no attempt, no address); RES the last answer's
+ * status and latency.  C's acknowledgements from then on wait for the
+ * event (wk_gate.h). */
+void wk_lifecycle_outcome(wk_lifecycle *l, wk_chunk *c, const char *uid, const wk_push *push,
+                          wk_delivery status, const wk_push_result *res);
 /* The sender's done callback (CTX is the lifecycle). */
 void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res);
 /* Checks C's pushes through the throttle in slices (the first one small),

@@ -107,7 +107,7 @@ void wk_lifecycle_hand_back(wk_lifecycle *l, wk_chunk *c, const char *why)
                  "task=%" PRId64 " seq=%" PRId64 " reason=%s stalled_ms=%" PRId64 " unacked=%zu",
                  c->msg.task, c->msg.seq, why,
                  c->state == WK_CHUNK_STALLED ? now - c->stall_since_ms : 0,
-                 c->acks.nsent + c->acks.nunregs + c->acks.ndead);
+                 wk_chunk_acks_held(&c->acks));
     c->stall_backoff_ms = WK_STALL_MIN_MS;
     wk_lifecycle_set(c, WK_CHUNK_HANDING_BACK, why);
     wk_lifecycle_hand_back_submit(l, c);

@@ -202,7 +202,7 @@ static void wk_lifecycle_stall_tick(wk_lifecycle *l, wk_chunk *c, int64_t now)
     /* Requests still running: their outcomes go into the buffer first. */
     if (c->open > 0)
         return;
-    if (c->acks.nsent + c->acks.nunregs + c->acks.ndead > 0 || c->acks.retried > 0) {
+    if (wk_chunk_acks_ncalls(&c->acks) > 0) {
         /* The acks first; the flush's answer unstalls C. */
         if (wk_chunk_flush(l->rd, c) != 0)
             wk_lifecycle_drop(l, c, "the Redis thread took no job", NULL);

@@ -65,7 +65,7 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
     wk_metrics *m = calloc(1, sizeof *m);
     hr_metrics_family *pushes, *latency, *due, *inflight, *retries, *throttled, *waits, *acked;
     hr_metrics_family *redelivered, *bad, *queue, *flush, *lag, *errors, *dropped, *anomalies;
-    hr_metrics_family *unaccounted, *pruned, *rows_missing;
+    hr_metrics_family *unaccounted, *pruned, *rows_missing, *deferred;
     hr_metrics_family *stalled, *stalls, *waits_failover, *handed_back, *forced;
     const hr_metrics_spec specs[] = {
         {&pushes, "herald_pushes_total", "Pushes by channel and outcome", HR_METRICS_COUNTER,
@@ -105,6 +105,9 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
         {&unaccounted, "herald_recipients_unaccounted_total",
          "Subscriptions with no outcome when their task finished (the task is failed)",
          HR_METRICS_COUNTER, NULL, NULL, 0},
+        {&deferred, "herald_recipients_deferred_total",
+         "Recipients put off to the end of their own quiet hours (docs/recipients.md)",
+         HR_METRICS_COUNTER, "channel", NULL, 0},
         {&pruned, "herald_addresses_pruned_total",
          "Addresses a provider called dead, removed from MySQL and Redis, by channel",
          HR_METRICS_COUNTER, "channel", NULL, 0},
@@ -154,9 +157,12 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
         m->chans[i].throttled = hr_metrics_labels(pushes, name, "throttled");
         m->chans[i].retried = hr_metrics_labels(pushes, name, "retried");
         m->chans[i].unregistered = hr_metrics_labels(pushes, name, "unregistered");
+        m->chans[i].opted_out = hr_metrics_labels(pushes, name, "opted_out");
+        m->chans[i].suppressed = hr_metrics_labels(pushes, name, "suppressed");
         m->chans[i].expired = hr_metrics_labels(pushes, name, "expired");
         m->chans[i].latency = hr_metrics_labels(latency, name);
         m->chans[i].pruned = hr_metrics_labels(pruned, name);
+        m->chans[i].deferred = hr_metrics_labels(deferred, name);
     }
     m->due_to_delivery = hr_metrics_labels(due, NULL);
     m->inflight = hr_metrics_labels(inflight, NULL);

@@ -57,6 +57,8 @@ typedef enum wk_anomaly {
  * herald_addresses_pruned_total of one channel. */
 typedef struct wk_metrics_chan {
     hr_metrics_child *sent, *failed, *throttled, *retried, *unregistered, *latency;
+    hr_metrics_child *opted_out, *suppressed; /* consent (docs/recipients.md) */
+    hr_metrics_child *deferred;               /* put off to the recipient's quiet hours' end */
     hr_metrics_child *expired; /* recipients a worker dropped at their task's expire_at */
     hr_metrics_child *pruned;  /* dead addresses removed from both stores */
 } wk_metrics_chan;

@@ -54,7 +54,8 @@
 /* Counters of one task not yet written: sent .. retried absolute (-1 =
  * none), cancelled and expired absolute too, the largest seen (see wk_reporter.h). */
 typedef struct wk_task_delta {
-    int64_t task, sent, failed, throttled, retried, unregistered, cancelled, expired;
+    int64_t task, sent, failed, throttled, retried, unregistered, opted_out, suppressed;
+    int64_t cancelled, expired;
     int shard; /* HR_SHARD_NONE, or the shard of a sharded task */
 } wk_task_delta;
 
@@ -146,7 +147,9 @@ static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, s
                                     .cancelled = d[k].cancelled,
                                     .retried = d[k].retried,
                                     .unregistered = d[k].unregistered,
-                                    .expired = d[k].expired};
+                                    .expired = d[k].expired,
+                                    .opted_out = d[k].opted_out,
+                                    .suppressed = d[k].suppressed};
 
         /* A sharded task's shard row, then push_task the rows' sum; the
          * tasks of one set all in one statement. */
@@ -183,6 +186,8 @@ static hr_event_type wk_reporter_event_type(wk_delivery status)
         [WK_DELIVERY_FAILED] = HR_EVENT_FAILED,
         [WK_DELIVERY_THROTTLED] = HR_EVENT_THROTTLED,
         [WK_DELIVERY_UNREGISTERED] = HR_EVENT_UNREGISTERED,
+        [WK_DELIVERY_OPTED_OUT] = HR_EVENT_OPTED_OUT,
+        [WK_DELIVERY_SUPPRESSED] = HR_EVENT_SUPPRESSED,
         [WK_DELIVERY_EXPIRED] = HR_EVENT_EXPIRED,
         [WK_DELIVERY_CANCELLED] = HR_EVENT_CANCELLED,
     };
@@ -300,7 +305,9 @@ static int wk_reporter_merge(wk_reporter *rp, const wk_task_delta *d, bool older
                                                                        .failed = -1,
                                                                        .throttled = -1,
                                                                        .retried = -1,
-                                                                       .unregistered = -1})) != 0)
+                                                                       .unregistered = -1,
+                                                                       .opted_out = -1,
+                                                                       .suppressed = -1})) != 0)
         return -1;
     e = &rp->deltas.v[k];
     lo = older ? *d : *e;
@@ -310,6 +317,8 @@ static int wk_reporter_merge(wk_reporter *rp, const wk_task_delta *d, bool older
     e->throttled = wk_reporter_newest(lo.throttled, hi.throttled);
     e->retried = wk_reporter_newest(lo.retried, hi.retried);
     e->unregistered = wk_reporter_newest(lo.unregistered, hi.unregistered);
+    e->opted_out = wk_reporter_newest(lo.opted_out, hi.opted_out);
+    e->suppressed = wk_reporter_newest(lo.suppressed, hi.suppressed);
     e->cancelled = lo.cancelled > hi.cancelled ? lo.cancelled : hi.cancelled;
     e->expired = lo.expired > hi.expired ? lo.expired : hi.expired;
     return 0;
@@ -670,6 +679,8 @@ uint64_t wk_reporter_push(wk_reporter *rp, const wk_event *ev)
                            .throttled = ev->u.counters.throttled,
                            .retried = ev->u.counters.retried,
                            .unregistered = ev->u.counters.unregistered,
+                           .opted_out = ev->u.counters.opted_out,
+                           .suppressed = ev->u.counters.suppressed,
                            .cancelled = ev->u.counters.cancelled,
                            .expired = ev->u.counters.expired};
 

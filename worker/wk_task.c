@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hr_clock.h"
+#include "hr_ctoken.h"
 #include "hr_pace.h"
 #include "hr_track.h"
 
@@ -109,6 +111,13 @@ int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errst
         goto fail;
     wt->ch = hr_config_channel(cfg, row->channel);
     wt->ch_index = (size_t)(wt->ch - cfg->channels);
+    /* hr_task_validate refused a category the configuration lacks. */
+    wt->mandatory = hr_config_category(cfg, hr_task_category(row))->mandatory;
+    if (wt->ch->type == HR_CHANNEL_SMTP && wt->ch->smtp.list_unsubscribe == NULL &&
+        cfg->recipients.unsubscribe.public_url != NULL && cfg->recipients.unsubscribe.nkeys > 0) {
+        wt->unsub_base = cfg->recipients.unsubscribe.public_url;
+        wt->unsub_key = &cfg->recipients.unsubscribe.keys[0];
+    }
     /* Title and body are rendered raw: the channel template escapes them
      * when it inserts them. */
     if (wk_task_compile("title", row->title, HR_TEMPLATE_RAW, &wt->title, errstr, errlen) != 0 ||
@@ -524,6 +533,25 @@ int wk_task_render_texts(const wk_task *wt, const char *uid, const redisReply *u
     return rc;
 }
 
+/* OUT = herald's one-click link for UID: <public_url>/u/<token>, the token
+ * of UID, the task's category and the smtp channel type, issued now
+ * (docs/recipients.md).  0 or -1. */
+static int wk_task_unsub_url(const wk_task *wt, const char *uid, hr_buf *out)
+{
+    hr_utoken u = {.uid = strtoll(uid, NULL, 10), .iat_s = hr_clock_now_ms() / 1000};
+    char token[HR_UTOKEN_MAX], err[128];
+
+    snprintf(u.category, sizeof u.category, "%s", hr_task_category(wt->row));
+    snprintf(u.channel, sizeof u.channel, "%s", hr_channel_type_name(wt->ch->type));
+    hr_buf_reset(out);
+    if (hr_ctoken_unsub_issue(wt->unsub_key, &u, token, sizeof token, err, sizeof err) != 0 ||
+        hr_buf_append(out, wt->unsub_base, strlen(wt->unsub_base)) != 0 ||
+        hr_buf_append(out, "/u/", 3) != 0 || hr_buf_append(out, token, strlen(token) + 1) != 0)
+        return -1;
+    out->len--;
+    return 0;
+}
+
 /* HTML, rendered for UID, with its links tracked (hr_track_rewrite); left
  * as it is when the rewrite would pass its cap. */
 static void wk_task_track(const wk_task *wt, const char *uid, hr_buf *html)
@@ -562,6 +590,8 @@ int wk_task_render_mail(const wk_task *wt, const char *uid, const redisReply *us
         if (wt->mail[i] != NULL)
             out[i].len--;
     }
+    if (wt->unsub_key != NULL && wk_task_unsub_url(wt, uid, &out[WK_TASK_UNSUBSCRIBE]) != 0)
+        goto done;
     if (wt->track_base != NULL && out[WK_TASK_HTML].data != NULL)
         wk_task_track(wt, uid, &out[WK_TASK_HTML]);
     rc = 0;

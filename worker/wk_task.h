@@ -65,7 +65,14 @@ typedef struct wk_task {
      * links go through the click redirect, and it loads the open pixel
      * (hr_track.h); the config's strings, NULL = none. */
     const char *track_base, *track_key;
-    struct cJSON *payload;     /* NULL when the task has none */
+    struct cJSON *payload; /* NULL when the task has none */
+    /* consent (docs/recipients.md): the category's mandatory flag (opt-outs,
+     * quiet hours and unsubscribed addresses do not apply), and for an smtp
+     * channel without a list_unsubscribe of its own herald's one-click
+     * link: recipients.unsubscribe's public_url and signing key (NULL: none) */
+    bool mandatory;
+    const char *unsub_base;
+    const hr_client_key *unsub_key;
     bool uses_user;            /* some template or the throttle_key names user.* */
     hr_throttle_rule throttle; /* limit 0 = the task does not throttle */
     int64_t rate_limit;        /* effective pushes/s for the task, 0 = none */
@@ -133,9 +140,11 @@ int wk_task_render_texts(const wk_task *wt, const char *uid, const redisReply *u
 
 /* Renders the smtp channel's templates for UID into OUT[wk_task_mail]
  * (each reset first; OUT[i].data stays NULL for a template the channel
- * lacks), the HTML part with its tracking links when the task has them
- * (left as rendered, untracked, when they would not fit under the
- * buffer's cap).  0, or -1 with ERRSTR past a buffer's cap. */
+ * lacks; OUT[WK_TASK_UNSUBSCRIBE] is herald's one-click link for UID,
+ * issued now, when the task has an UNSUB_KEY), the HTML part with its
+ * tracking links when the task has them (left as rendered, untracked, when
+ * they would not fit under the buffer's cap).  0, or -1 with ERRSTR past a
+ * buffer's cap. */
 int wk_task_render_mail(const wk_task *wt, const char *uid, const redisReply *user,
                         hr_buf out[WK_TASK__MAIL], char *errstr, size_t errlen);
 

@@ -52,6 +52,7 @@
  *   wk_gate: the events gate (its jobs go to wk_redis)
  *   wk_deliveries wk_chunkrows wk_chunk wk_prune
  *   wk_reporter wk_chunk_acks wk_control
+ *   wk_consent: an open's recipients read, their consent carried out
  *   wk_chunk_open wk_chunk_check wk_chunk_end
  *   wk_lifecycle
  *   wk_lifecycle_stall

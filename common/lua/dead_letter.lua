@@ -4,8 +4,8 @@
 -- ARGV[1], ARGV[2] uid and reason, ARGV[3], ARGV[4] the next, ...
 -- Each is recorded and counted only when the uid was still in the set (a
 -- recipient another worker already settled is left alone).  Returns
--- {removed, sent, failed, throttled, retried, unregistered}: how many were
--- recorded, then the stats hash's counters after this call, as ack.lua.
+-- {removed, sent, failed, throttled, retried, unregistered, opted_out,
+-- suppressed}: how many were recorded, then the stats hash's counters after this call, as ack.lua.
 local removed = 0
 for i = 1, #ARGV - 1, 2 do
   if redis.call('SREM', KEYS[1], ARGV[i]) == 1 then
@@ -17,6 +17,6 @@ if removed > 0 then
   redis.call('HINCRBY', KEYS[3], 'failed', removed)
 end
 local s = redis.call('HMGET', KEYS[3], 'sent', 'failed', 'throttled', 'retried',
-                     'unregistered')
+                     'unregistered', 'opted_out', 'suppressed')
 return {removed, tonumber(s[1]) or 0, tonumber(s[2]) or 0, tonumber(s[3]) or 0,
-        tonumber(s[4]) or 0, tonumber(s[5]) or 0}
+        tonumber(s[4]) or 0, tonumber(s[5]) or 0, tonumber(s[6]) or 0, tonumber(s[7]) or 0}

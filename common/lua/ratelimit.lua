@@ -43,11 +43,11 @@ local finish = 0
 if paced then
   finish = tonumber(ARGV[4])
   local v = redis.call('HMGET', KEYS[2], 'published', 'sent', 'failed', 'throttled', 'cancelled',
-                       'unregistered', 'expired', 'planned_rate')
+                       'unregistered', 'expired', 'opted_out', 'suppressed', 'planned_rate')
   rate = limit
   if finish > now then
     local settled = 0
-    for i = 2, 7 do
+    for i = 2, 9 do
       settled = settled + (tonumber(v[i]) or 0)
     end
     local left = redis.call('SCARD', KEYS[3]) + redis.call('ZCARD', KEYS[4]) +
@@ -57,7 +57,7 @@ if paced then
       rate = limit
     end
   end
-  if tonumber(v[8]) ~= rate then
+  if tonumber(v[10]) ~= rate then
     redis.call('HSET', KEYS[2], 'planned_rate', rate)
   end
   if rate == 0 then

@@ -1,10 +1,13 @@
 -- wait_park: the owner's plan of a local-time or windowed task moves
 -- recipients from subs into the wait set, each scored with its release
 -- instant, and records each wave (release instant -> "<close ms> <zone>")
--- the first time it is seen.  A recipient is always in exactly one of subs
--- or wait: it is added to wait only if this call took it out of subs, so a
--- re-run after a lost reply, or a uid a pull took meanwhile, changes nothing.
--- KEYS[1] subs, KEYS[2] wait, KEYS[3] waves (same {t<ID>} tag)
+-- the first time it is seen.  A worker puts recipients off the same way,
+-- from its chunk's set: those in their own quiet hours wait for the hours'
+-- end (docs/recipients.md), and the owner releases them like any wave.  A
+-- recipient is always in exactly one of the sets: it is added to wait only
+-- if this call took it out of KEYS[1], so a re-run after a lost reply, or a
+-- uid a pull or another worker took meanwhile, changes nothing.
+-- KEYS[1] subs or a chunk set, KEYS[2] wait, KEYS[3] waves (same tag)
 -- ARGV triples: release ms, uid, wave value
 -- Returns the number parked.
 local n = 0

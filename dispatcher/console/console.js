@@ -25,7 +25,7 @@
   const UID_MAX = 9223372036854775807n;
   const FINISHED = ['done', 'cancelled', 'failed'];
   const OUTCOMES = ['sent', 'failed', 'throttled', 'pulled', 'cancelled', 'unregistered',
-    'expired', 'unaccounted'];
+    'expired', 'opted_out', 'suppressed', 'unaccounted'];
 
   const AUDIT_PAGE = 50;
 
@@ -165,7 +165,8 @@
 
   function doneOf(c) {
     return (c.sent || 0) + (c.failed || 0) + (c.throttled || 0) + (c.pulled || 0) +
-      (c.cancelled || 0) + (c.unregistered || 0) + (c.expired || 0);
+      (c.cancelled || 0) + (c.unregistered || 0) + (c.expired || 0) + (c.opted_out || 0) +
+      (c.suppressed || 0);
   }
 
   /* ---- login ------------------------------------------------------------ */
@@ -395,7 +396,7 @@
   function renderDetails(t) {
     const dl = $('task-details');
     const items = [];
-    for (const k of ['channel', 'topic', 'due_at', 'freeze_at', 'finish_by', 'expire_at',
+    for (const k of ['channel', 'category', 'topic', 'due_at', 'freeze_at', 'finish_by', 'expire_at',
       'last_warning', 'local_time',
       'default_tz', 'window_start', 'window_end', 'window_tz', 'rate_limit', 'chunk_size',
       'title', 'body', 'last_error', 'claimed_by']) {

@@ -370,6 +370,14 @@ class Env:
             lambda: self.http("GET", "/healthz", token=None, port=self.probe(port))[0] == 200,
             timeout_s, 0.2)
 
+    def drop_users(self, lo, hi):
+        """Deletes the profiles of uids LO..HI, then the change rows their
+        writes logged: every later test's dispatcher (a Redis prefix of its
+        own, so no synced mark) reloads the profile book in full, which
+        rewrites every uid of the change rows kept for a week."""
+        self.sql("DELETE FROM push_user WHERE uid BETWEEN %d AND %d" % (lo, hi))
+        self.sql("DELETE FROM push_user_change WHERE uid BETWEEN %d AND %d" % (lo, hi))
+
     def cleanup(self):
         for p in self.procs:
             self.stop(p)

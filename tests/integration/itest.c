@@ -154,6 +154,20 @@ int itest_create_topic(const hr_config *cfg)
     return 0;
 }
 
+int itest_profiles_synced(hr_redis *r)
+{
+    char key[HR_KEY_MAX], err[256];
+    redisReply *reply = hr_redis_cmdf(r, err, sizeof err, "SET %s 1 EX 86400",
+                                      hr_key_user_synced(hr_redis_prefix(r), key, sizeof key));
+
+    if (reply == NULL) {
+        fprintf(stderr, "itest: %s: %s\n", key, err);
+        return -1;
+    }
+    freeReplyObject(reply);
+    return 0;
+}
+
 int itest_redis_setup(hr_config **cfg, hr_redis **rd)
 {
     char errstr[512];

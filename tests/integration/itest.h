@@ -57,6 +57,12 @@ bool itest_wait_until(bool (*fn)(void *ctx), void *ctx, int timeout_ms);
 /* Creates cfg->kafka.topic with 12 partitions (exists = fine), waiting at
  * most 30 s.  0, or -1 after printing the reason. */
 int itest_create_topic(const hr_config *cfg);
+
+/* Marks the recipients' profile book as synced in R's prefix (the mark a
+ * dispatcher's sync sets; docs/recipients.md): a test that runs workers
+ * without a dispatcher pushes with an empty book instead of waiting for a
+ * sync that never comes.  0, or -1 after printing the reason. */
+int itest_profiles_synced(hr_redis *r);
 /* Deletes every Redis key under cfg->redis.prefix (SCAN + DEL, at most
  * 10,000 SCAN rounds).  Returns the number deleted or -1 after printing. */
 long itest_redis_cleanup(const hr_config *cfg);

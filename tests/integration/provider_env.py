@@ -89,7 +89,10 @@ def addresses_left(env, uids):
 
 
 def drop_addresses(env, lo, hi):
+    """Deletes the addresses of uids LO..HI and the change rows they logged
+    (as Env.drop_users, for the address book's full reloads)."""
     env.sql("DELETE FROM push_address WHERE uid BETWEEN %d AND %d" % (lo, hi))
+    env.sql("DELETE FROM push_address_change WHERE uid BETWEEN %d AND %d" % (lo, hi))
 
 
 def open_env(name, doc, modules="jwt, cryptography, h2"):

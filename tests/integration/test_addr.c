@@ -1,6 +1,6 @@
 /* test_addr: the address book's dual storage against the stack's MariaDB
  * and Redis — add/remove/replace through hr_addr, rows an admin inserts
- * and deletes with raw SQL reaching Redis through hr_addr_sync, a Redis
+ * and deletes with raw SQL reaching Redis through the address mirror (hr_mirror_sync), a Redis
  * that lost everything refilled by the next sync, the worker's fetch of a
  * 5,000-uid chunk and its prune, and the import's caps.
  *
@@ -21,6 +21,7 @@
 
 #include "hr_addr.h"
 #include "hr_migrate.h"
+#include "hr_pipe.h"
 #include "itest.h"
 
 #define APNS_TOKEN "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"
@@ -87,13 +88,13 @@ static char *members(int64_t uid, char *buf, size_t len)
 }
 
 /* A sync; another test's open transaction may hold the address epoch for
- * a second (HR_ADDR_SYNC_BUSY), so a few tries. */
-static void sync_ok(hr_addr_sync_result *res)
+ * a second (HR_MIRROR_BUSY), so a few tries. */
+static void sync_ok(hr_mirror_result *res)
 {
-    int rc = HR_ADDR_SYNC_BUSY;
+    int rc = HR_MIRROR_BUSY;
 
-    for (int i = 0; i < 10 && rc == HR_ADDR_SYNC_BUSY; i++)
-        rc = hr_addr_sync(db, rd, "test", 100, res, errstr, sizeof errstr);
+    for (int i = 0; i < 10 && rc == HR_MIRROR_BUSY; i++)
+        rc = hr_mirror_sync(&hr_addr_mirror, db, rd, "test", 100, NULL, res, errstr, sizeof errstr);
     if (rc != 0)
         fail_msg("sync: %d %s", rc, errstr);
 }
@@ -154,7 +155,7 @@ static void test_add_remove(void **state)
  * row hr_addr_check refuses, then a sync. */
 static void test_raw_sql(void **state)
 {
-    hr_addr_sync_result res;
+    hr_mirror_result res;
     char buf[4096];
     int64_t u1 = base + 10, u2 = base + 11, u3 = base + 12;
 
@@ -185,7 +186,7 @@ static void test_raw_sql(void **state)
  * reloads every address, and a uid emptied meanwhile stays empty. */
 static void test_flush_refill(void **state)
 {
-    hr_addr_sync_result res;
+    hr_mirror_result res;
     char buf[4096];
     int64_t u1 = base + 20, u2 = base + 21;
 
@@ -215,6 +216,41 @@ static void test_flush_refill(void **state)
     assert_true(res.full);
     assert_string_equal(members(u1, buf, sizeof buf), "email  x@example.org");
     assert_string_equal(members(u2, buf, sizeof buf), "");
+}
+
+/* The worker's read of N uids' address sets (one pipeline, as its open
+ * does beside the profiles), their fcm addresses (of APP; NULL = any) taken
+ * with hr_addr_take into OUT; *BAD counts what does not parse.  0 or -1. */
+static int fetch(char **uids, size_t n, const char *app, hr_addr_list *out, size_t *bad)
+{
+    hr_pipe *pipe = hr_pipe_new(rd);
+    int rc = -1;
+
+    *bad = 0;
+    for (size_t i = 0; pipe != NULL && i < n; i++) {
+        char key[HR_KEY_MAX];
+        const char *argv[] = {"SMEMBERS",
+                              hr_key_addr(hr_redis_prefix(rd), key, sizeof key, uids[i])};
+
+        if (hr_pipe_cmd(pipe, 2, argv, NULL) != 0)
+            goto done;
+    }
+    if (pipe == NULL || hr_pipe_exec(pipe, errstr, sizeof errstr) != 0)
+        goto done;
+    for (size_t i = 0; i < n; i++) {
+        redisReply *reply = hr_pipe_reply(pipe, i, errstr, sizeof errstr);
+
+        if (reply == NULL ||
+            hr_addr_take(out, reply, strtoll(uids[i], NULL, 10), i, HR_ADDR_FCM, app, bad) != 0) {
+            freeReplyObject(reply);
+            goto done;
+        }
+        freeReplyObject(reply);
+    }
+    rc = 0;
+done:
+    hr_pipe_free(pipe);
+    return rc;
 }
 
 /* A chunk of 5,000 uids, every third with addresses on two platforms:
@@ -259,9 +295,7 @@ static void test_fetch_prune(void **state)
         assert_non_null(reply);
         freeReplyObject(reply);
     }
-    assert_int_equal(hr_addr_fetch(rd, (const char *const *)uids, CHUNK, HR_ADDR_FCM, NULL, &got,
-                                   &bad, errstr, sizeof errstr),
-                     0);
+    assert_int_equal(fetch(uids, CHUNK, NULL, &got, &bad), 0);
     assert_int_equal(bad, 1);
     /* Every third uid: tok1, plus tok2 for the odd ones. */
     assert_int_equal(got.a.n, (CHUNK + 2) / 3 + (CHUNK + 2) / 6);
@@ -272,9 +306,7 @@ static void test_fetch_prune(void **state)
         assert_int_equal(got.a.v[i].uid, strtoll(uids[got.a.v[i].idx], NULL, 10));
     }
     hr_addr_list_free(&got);
-    assert_int_equal(hr_addr_fetch(rd, (const char *const *)uids, CHUNK, HR_ADDR_FCM, "p2", &got,
-                                   NULL, errstr, sizeof errstr),
-                     0);
+    assert_int_equal(fetch(uids, CHUNK, "p2", &got, &bad), 0);
     assert_int_equal(got.a.n, (CHUNK + 2) / 6);
     assert_string_equal(got.a.v[0].address, "tok2");
     /* The provider said tok2 of the first is dead. */

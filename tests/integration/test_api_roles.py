@@ -95,6 +95,15 @@ WANT = {
     ("DELETE", "/v1/hooks/{id}"): "admin",
     ("GET", "/v1/hooks/{id}/dead-letters"): "operator",
     ("POST", "/v1/hooks/{id}/redrive"): "operator",
+    ("GET", "/v1/users/{uid}"): "operator",
+    ("PUT", "/v1/users/{uid}"): "operator",
+    ("PATCH", "/v1/users/{uid}"): "operator",
+    ("DELETE", "/v1/users/{uid}"): "operator",
+    ("GET", "/v1/users/{uid}/preferences"): "operator",
+    ("PUT", "/v1/users/{uid}/preferences"): "operator",
+    ("GET", "/v1/suppressions"): "operator",
+    ("POST", "/v1/suppressions"): "operator",
+    ("DELETE", "/v1/suppressions"): "admin",
 }
 
 
@@ -193,6 +202,13 @@ def call(env, method, pattern, token):
     empty bodies that fail validation."""
     path = pattern.replace("{id}", str(MISSING)).replace("{uid}", "1")
     body = {} if method in ("POST", "PUT", "PATCH") else None
+    if pattern.startswith("/v1/users/{uid}") and not pattern.endswith(("/reminders", "/events",
+                                                                       "/addresses")):
+        # A profile or its preferences: a uid nobody has and a bad value
+        # (an empty profile would be one).
+        path = pattern.replace("{uid}", str(MISSING))
+        body = {"tz": 1} if pattern.endswith("{uid}") else {"opt_out": 1}
+        body = body if method in ("PUT", "PATCH") else None
     if method == "POST" and not (pattern.endswith("/tasks") or pattern.endswith("/render")
                                  or pattern.endswith("/subscribers")
                                  or pattern.endswith("/tokens")

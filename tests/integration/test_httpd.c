@@ -150,12 +150,12 @@ static int setup(void **state)
     fx->readiness = (hr_httpd_ready){readiness, fx};
     /* A local table: the server keeps its own compiled copy. */
     hr_httpd_route routes[] = {
-        {"GET", "/v1/tasks/{id}", echo_task, fx, NULL, 0, false},
-        {"POST", "/v1/tasks/{id}", echo_task, fx, NULL, MAX_BODY, false},
-        {"DELETE", "/v1/tasks/{id}/subscribers/{uid}", echo_sub, fx, NULL, 0, false},
-        {"GET", "/auth", auth, NULL, NULL, 0, true},
-        {"POST", "/guarded", guarded, fx, guard, MAX_BODY, false},
-        {"GET", "/act", act, fx, NULL, 0, false},
+        {"GET", "/v1/tasks/{id}", echo_task, fx, NULL, 0, false, false},
+        {"POST", "/v1/tasks/{id}", echo_task, fx, NULL, MAX_BODY, false, false},
+        {"DELETE", "/v1/tasks/{id}/subscribers/{uid}", echo_sub, fx, NULL, 0, false, false},
+        {"GET", "/auth", auth, NULL, NULL, 0, true, false},
+        {"POST", "/guarded", guarded, fx, guard, MAX_BODY, false, false},
+        {"GET", "/act", act, fx, NULL, 0, false, false},
         {0},
         {0},
         {0},
@@ -783,7 +783,8 @@ static hr_httpd *limits_server(fixture *fx, hr_httpd_limits limits, hr_httpd_rou
 {
     hr_httpd *h = NULL;
     char err[256];
-    routes[0] = (hr_httpd_route){"POST", "/v1/tasks/{id}", echo_task, fx, NULL, MAX_BODY, false};
+    routes[0] =
+        (hr_httpd_route){"POST", "/v1/tasks/{id}", echo_task, fx, NULL, MAX_BODY, false, false};
     hr_httpd_probe_routes(&routes[1], fx->reg, &fx->readiness);
     if (hr_httpd_start("127.0.0.1:0", &limits, routes, 1 + HR_HTTPD_NPROBES, &h, err, sizeof err) !=
         0)
@@ -1003,9 +1004,11 @@ static void test_start_errors(void **state)
     fixture *fx = *state;
     hr_httpd *h = NULL;
     char err[256];
-    const hr_httpd_route good[] = {{"GET", "/healthz", hr_httpd_healthz, NULL, NULL, 0, true}};
-    const hr_httpd_route bad[] = {{"GET", "/v1/{id", hr_httpd_healthz, NULL, NULL, 0, true}};
-    const hr_httpd_route relative[] = {{"GET", "healthz", hr_httpd_healthz, NULL, NULL, 0, true}};
+    const hr_httpd_route good[] = {
+        {"GET", "/healthz", hr_httpd_healthz, NULL, NULL, 0, true, false}};
+    const hr_httpd_route bad[] = {{"GET", "/v1/{id", hr_httpd_healthz, NULL, NULL, 0, true, false}};
+    const hr_httpd_route relative[] = {
+        {"GET", "healthz", hr_httpd_healthz, NULL, NULL, 0, true, false}};
     char taken[64];
     snprintf(taken, sizeof taken, "127.0.0.1:%d", fx->port);
     const hr_httpd_limits one = {1, 64, 8, 1000};

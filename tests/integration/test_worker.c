@@ -130,6 +130,7 @@ static void t_start(t_run *run, const char *const *extra)
     assert_int_equal(itest_write_config(run->cfg, run->cfg_path, sizeof run->cfg_path), 0);
     assert_int_equal(hr_mysql_connect(run->cfg, &run->m, errstr, sizeof errstr), 0);
     assert_int_equal(hr_redis_connect(run->cfg, &run->r, errstr, sizeof errstr), 0);
+    assert_int_equal(itest_profiles_synced(run->r), 0);
 
     snprintf(run->record, sizeof run->record, "/tmp/herald-test-worker-%d-%d.record", getpid(),
              t_scenario);

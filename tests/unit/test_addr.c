@@ -80,18 +80,31 @@ static void test_member(void **state)
     hr_addr a;
 
     (void)state;
-    assert_string_equal(hr_addr_member(buf, sizeof buf, HR_ADDR_EMAIL, "", "a@b.c"),
-                        "email  a@b.c");
+    assert_string_equal(
+        hr_addr_member(buf, sizeof buf, HR_ADDR_EMAIL, "", "a@b.c", HR_ADDR_SUPP_NONE),
+        "email  a@b.c");
     assert_int_equal(hr_addr_parse_member(&l, buf, strlen(buf), &a), 0);
     assert_int_equal(a.platform, HR_ADDR_EMAIL);
     assert_string_equal(a.app, "");
     assert_string_equal(a.address, "a@b.c");
-    assert_string_equal(hr_addr_member(buf, sizeof buf, HR_ADDR_APNS, "com.x", APNS_TOKEN),
-                        "apns com.x " APNS_TOKEN);
+    assert_string_equal(
+        hr_addr_member(buf, sizeof buf, HR_ADDR_APNS, "com.x", APNS_TOKEN, HR_ADDR_SUPP_NONE),
+        "apns com.x " APNS_TOKEN);
     assert_int_equal(hr_addr_parse_member(&l, buf, strlen(buf), &a), 0);
     assert_int_equal(a.platform, HR_ADDR_APNS);
     assert_string_equal(a.app, "com.x");
-    assert_null(hr_addr_member(buf, 8, HR_ADDR_EMAIL, "", "a@b.c"));
+    assert_null(hr_addr_member(buf, 8, HR_ADDR_EMAIL, "", "a@b.c", HR_ADDR_SUPP_NONE));
+    /* A suppressed address carries its reason as a fourth field. */
+    assert_string_equal(
+        hr_addr_member(buf, sizeof buf, HR_ADDR_EMAIL, "", "a@b.c", HR_ADDR_SUPP_BOUNCED),
+        "email  a@b.c bounced");
+    assert_int_equal(hr_addr_parse_member(&l, buf, strlen(buf), &a), 0);
+    assert_int_equal(a.supp, HR_ADDR_SUPP_BOUNCED);
+    assert_string_equal(a.address, "a@b.c");
+    assert_int_equal(hr_addr_parse_member(&l, "email  a@b.c unsubscribed", 25, &a), 0);
+    assert_int_equal(a.supp, HR_ADDR_SUPP_UNSUBSCRIBED);
+    assert_int_equal(hr_addr_parse_member(&l, "email  a@b.c x", 14, &a), -1);
+    assert_int_equal(hr_addr_parse_member(&l, "email  a@b.c bounced x", 22, &a), -1);
     /* Malformed members: no separators, unknown platform, invalid fields,
      * an embedded NUL. */
     assert_int_equal(hr_addr_parse_member(&l, "fcm", 3, &a), -1);

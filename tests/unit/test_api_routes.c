@@ -3,9 +3,10 @@
  * decide its role here and in schemas/openapi.yaml), or a role other than
  * the one written here fails.  The roles (docs/api.md "Operators and
  * roles"): viewers read what the console shows; operators also act on
- * campaigns and on what names a person (addresses, user attributes, the
- * pull); admins also create and change tasks, manage tokens and read the
- * audit log.  Integration tests call every route with a token of each role
+ * campaigns and on what names a person (addresses, profiles and
+ * preferences, suppressions, user attributes, the pull); admins also create
+ * and change tasks, take an address off the suppression list, manage tokens
+ * and read the audit log.  Integration tests call every route with a token of each role
  * (tests/integration/test_api_roles.py). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -56,6 +57,17 @@ static const struct {
     {"POST", "/v1/tokens", HR_ROLE_ADMIN},
     {"DELETE", "/v1/tokens/{id}", HR_ROLE_ADMIN},
     {"GET", "/v1/audit", HR_ROLE_ADMIN},
+    {"GET", "/v1/users/{uid}", HR_ROLE_OPERATOR},
+    {"PUT", "/v1/users/{uid}", HR_ROLE_OPERATOR},
+    {"PATCH", "/v1/users/{uid}", HR_ROLE_OPERATOR},
+    {"DELETE", "/v1/users/{uid}", HR_ROLE_OPERATOR},
+    {"GET", "/v1/users/{uid}/preferences", HR_ROLE_OPERATOR},
+    {"PUT", "/v1/users/{uid}/preferences", HR_ROLE_OPERATOR},
+    {"GET", "/v1/suppressions", HR_ROLE_OPERATOR},
+    {"POST", "/v1/suppressions", HR_ROLE_OPERATOR},
+    {"DELETE", "/v1/suppressions", HR_ROLE_ADMIN},
+    {"GET", "/u/{token}", HR_ROLE_NONE},
+    {"POST", "/u/{token}", HR_ROLE_NONE},
     {"POST", "/v1/hooks", HR_ROLE_ADMIN},
     {"GET", "/v1/hooks", HR_ROLE_OPERATOR},
     {"GET", "/v1/hooks/{id}", HR_ROLE_OPERATOR},
@@ -93,9 +105,11 @@ static void test_every_route_has_its_role(void **state)
             fail_msg("%s %s: role %s, want %s", rt[i].method, rt[i].pattern,
                      rt[i].fn == NULL || rt[i].public ? "open" : hr_role_name(rt[i].role),
                      want[j].role == HR_ROLE_NONE ? "open" : hr_role_name(want[j].role));
-        /* Only the pull and the app's events take a client token. */
+        /* Only the pull, the app's events and the preferences take a
+         * client token. */
         assert_true(rt[i].client == (strcmp(rt[i].pattern, "/v1/users/{uid}/reminders") == 0 ||
-                                     strcmp(rt[i].pattern, "/v1/users/{uid}/events") == 0));
+                                     strcmp(rt[i].pattern, "/v1/users/{uid}/events") == 0 ||
+                                     strcmp(rt[i].pattern, "/v1/users/{uid}/preferences") == 0));
     }
     /* And every route of the table above is served. */
     for (j = 0; j < NWANT; j++) {

@@ -47,6 +47,14 @@ static hr_config *load_ok(const char *path)
 /* Every default from hr_config.h, as the minimal file and the example give them. */
 static void assert_defaults(const hr_config *cfg)
 {
+    /* recipients: the one category tasks default to, no herald links */
+    assert_int_equal(cfg->recipients.ncategories, 1);
+    assert_string_equal(cfg->recipients.categories[0].name, "reminder");
+    assert_false(cfg->recipients.categories[0].mandatory);
+    assert_int_equal(cfg->recipients.attributes_max_bytes, 4096);
+    assert_null(cfg->recipients.unsubscribe.public_url);
+    assert_int_equal(cfg->recipients.unsubscribe.token_ttl_s, 15552000);
+    assert_int_equal(cfg->recipients.unsubscribe.nkeys, 0);
     assert_int_equal(cfg->log.level, HR_LOG_INFO);
     assert_int_equal(cfg->log.format, HR_LOG_FORMAT_LOGFMT);
     assert_string_equal(cfg->mysql.host, "127.0.0.1");
@@ -184,6 +192,19 @@ static void test_full(void **state)
     hr_config *cfg = load_ok(path);
 
     assert_string_equal(cfg->instance, "node-7");
+    assert_int_equal(cfg->recipients.ncategories, 3);
+    assert_string_equal(cfg->recipients.categories[2].name, "security");
+    assert_true(cfg->recipients.categories[2].mandatory);
+    assert_false(cfg->recipients.categories[1].mandatory);
+    assert_non_null(hr_config_category(cfg, "marketing"));
+    assert_null(hr_config_category(cfg, "promo"));
+    assert_int_equal(cfg->recipients.attributes_max_bytes, 2048);
+    assert_string_equal(cfg->recipients.unsubscribe.public_url, "https://push.example.com/h");
+    assert_int_equal(cfg->recipients.unsubscribe.token_ttl_s, 86400);
+    assert_int_equal(cfg->recipients.unsubscribe.nkeys, 2);
+    assert_string_equal(cfg->recipients.unsubscribe.keys[1].id, "u1");
+    assert_string_equal(cfg->recipients.unsubscribe.keys[0].secret,
+                        "0123456789abcdef0123456789abcdef-u2");
     assert_int_equal(cfg->log.level, HR_LOG_DEBUG);
     assert_int_equal(cfg->log.format, HR_LOG_FORMAT_JSON);
     assert_string_equal(cfg->mysql.host, "db.internal");
@@ -654,7 +675,17 @@ static const bad_case bad_cases[] = {
     {"bad_top_sequence.yaml", "1:1", "the configuration must be a mapping of sections"},
     {"bad_unknown_top.yaml", "1:1",
      "unknown key \"mysqll\" at the top level (expected: instance, log, mysql, redis, kafka, "
-     "dispatcher, worker, events, channels)"},
+     "dispatcher, worker, recipients, events, channels)"},
+    {"bad_category_dup.yaml", "4:7", "recipients.categories[1].name: \"reminder\" is used twice"},
+    {"bad_category_name.yaml", "3:7",
+     "recipients.categories[0].name: required, 1..32 of a-z 0-9 _ -"},
+    {"bad_public_url.yaml", "3:17",
+     "recipients.unsubscribe.public_url: \"http://push.example.com\" is not an "
+     "https://host[:port][/path] URL without a query, a fragment or a trailing slash"},
+    {"bad_unsub_key_short.yaml", "4:9",
+     "recipients.unsubscribe.keys[0]: the secret of key \"u1\" is 5 bytes; at least 32"},
+    {"bad_attributes_max.yaml", "2:25",
+     "recipients.attributes_max_bytes: 100000 is out of range (64..65536)"},
     {"bad_unknown_nested.yaml", "3:3",
      "unknown key \"hostt\" in mysql (expected: host, port, user, password, password_file, "
      "database, connect_timeout_s, timeout_s, tls)"},

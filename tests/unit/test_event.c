@@ -98,7 +98,10 @@ static void test_types(void **state)
         assert_int_equal(hr_event_type_parse(name, strlen(name), &t), 0);
         assert_int_equal(t, i);
     }
-    assert_int_equal(hr_event_type_parse("opted_out", 9, &t), -1);
+    assert_int_equal(hr_event_type_parse("opted_outx", 10, &t), -1);
+    assert_int_equal(hr_event_type_parse("opted_out", 9, &t), 0);
+    assert_int_equal(t, HR_EVENT_OPTED_OUT);
+    assert_int_equal(hr_event_type_kind(HR_EVENT_SUPPRESSED), HR_EVENT_OUTCOME);
     assert_int_equal(hr_event_type_parse("sentx", 4, &t), 0); /* the length counts */
     assert_int_equal(t, HR_EVENT_SENT);
     assert_null(hr_event_type_name(HR_EVENT__TYPES));

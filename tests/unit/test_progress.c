@@ -474,6 +474,22 @@ static void test_cases(void **state)
     assert_true(pr.ratio == 0.6);
     assert_int_equal(hr_progress_merge(5, -1), 5);
     assert_int_equal(hr_progress_merge(5, 9), 9);
+    /* consent (docs/recipients.md): opted out and suppressed recipients are
+     * settled outcomes; a finished task with them and the sent is done */
+    assert_string_equal(hr_progress_outcome_name(HR_OUTCOME_OPTED_OUT), "opted_out");
+    assert_string_equal(hr_progress_outcome_name(HR_OUTCOME_SUPPRESSED), "suppressed");
+    assert_string_equal(hr_progress_outcome_name(HR_OUTCOME_UNACCOUNTED), "unaccounted");
+    in = (hr_progress_in){
+        .outcome =
+            {[HR_OUTCOME_SENT] = 70, [HR_OUTCOME_OPTED_OUT] = 20, [HR_OUTCOME_SUPPRESSED] = 5},
+        .subscriptions = 100,
+        .finished = true};
+    hr_progress_compute(&in, &pr);
+    assert_int_equal(pr.done, 100);
+    assert_int_equal(pr.outcome[HR_OUTCOME_UNACCOUNTED], 5);
+    in.outcome[HR_OUTCOME_SUPPRESSED] = 10;
+    hr_progress_compute(&in, &pr);
+    assert_int_equal(pr.outcome[HR_OUTCOME_UNACCOUNTED], 0);
 }
 
 int main(void)

@@ -265,7 +265,9 @@ static int task_row_cells(const char *state, const char *control, const char *tt
                      /* pacing */
                      "1700000060000", "channel webhook is overbooked",
                      /* sharded tasks */
-                     "4"};
+                     "4",
+                     /* recipients: category, opted_out, suppressed */
+                     "marketing", "3", "2"};
     hr_mysql_rows rows = {.nrows = 1, .ncols = sizeof cells / sizeof cells[0], .cells = cells};
 
     return hr_task_from_row(&rows, 0, out, errstr, errlen);

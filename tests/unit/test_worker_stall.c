@@ -116,7 +116,7 @@ static void test_failed_flush_keeps_acks(void **state)
     static const char *const uids[] = {"1", "2", "3", "4", "5", "6", "7"};
     wk_chunk *c = new_chunk(2);
     wk_chunk_acks taken;
-    wk_chunk_acked acked = {.rc = -1, .failed = {true, false, true}};
+    wk_chunk_acked acked = {.rc = -1, .failed = {[WK_CHUNK_SENT] = true, [WK_CHUNK_DEAD] = true}};
 
     (void)state;
     assert_non_null(c);
@@ -132,30 +132,31 @@ static void test_failed_flush_keeps_acks(void **state)
     assert_int_equal(wk_chunk_ack(c, WK_CHUNK_SENT, uids[4], NULL), 0);
     /* ... and the flush's sent and dead-letter calls failed, its
      * unregistered one ran: those two come back, beside the new one. */
-    acked.removed[1] = 1;
+    acked.removed[WK_CHUNK_UNREGISTERED] = 1;
     wk_chunk_acked_apply(c, &taken, &acked);
     assert_true(c->ack_failed);
     assert_int_equal(c->unregistered, 1);
-    assert_int_equal(c->acks.nsent, 3);
-    assert_string_equal(c->acks.sent[0], "5");
-    assert_string_equal(c->acks.sent[1], "1");
-    assert_string_equal(c->acks.sent[2], "2");
-    assert_true(c->acks.capsent >= 3);
-    assert_int_equal(c->acks.nunregs, 0);
+    assert_int_equal(c->acks.n[WK_CHUNK_SENT], 3);
+    assert_string_equal(c->acks.uids[WK_CHUNK_SENT][0], "5");
+    assert_string_equal(c->acks.uids[WK_CHUNK_SENT][1], "1");
+    assert_string_equal(c->acks.uids[WK_CHUNK_SENT][2], "2");
+    assert_true(c->acks.cap[WK_CHUNK_SENT] >= 3);
+    assert_int_equal(c->acks.n[WK_CHUNK_UNREGISTERED], 0);
     assert_int_equal(c->acks.ndead, 1);
     assert_string_equal(c->acks.dead[0].uid, "4");
     assert_string_equal(c->acks.dead[0].reason, "400 bad request");
     assert_int_equal(c->acks.retried, 4);
-    assert_null(taken.sent);
-    assert_int_equal(taken.nsent, 0);
+    assert_null(taken.uids[WK_CHUNK_SENT]);
+    assert_int_equal(taken.n[WK_CHUNK_SENT], 0);
     /* A flush that succeeded clears the flag and gives nothing back. */
     taken = c->acks;
     memset(&c->acks, 0, sizeof c->acks);
-    wk_chunk_acked_apply(c, &taken, &(wk_chunk_acked){.removed = {3, 0, 1}});
+    wk_chunk_acked_apply(c, &taken,
+                         &(wk_chunk_acked){.removed = {[WK_CHUNK_SENT] = 3, [WK_CHUNK_DEAD] = 1}});
     assert_false(c->ack_failed);
     assert_int_equal(c->sent, 3);
     assert_int_equal(c->failed, 1);
-    assert_int_equal(c->acks.nsent + c->acks.nunregs + c->acks.ndead, 0);
+    assert_int_equal(wk_chunk_acks_held(&c->acks), 0);
     wk_chunk_free(c);
 }
 
