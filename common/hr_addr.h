@@ -196,6 +196,11 @@ int hr_addr_suppress(hr_mysql *m, hr_redis *r, hr_addr_platform p, const char *a
  * removed, 0 it was not on it, or -1. */
 int hr_addr_unsuppress(hr_mysql *m, hr_redis *r, hr_addr_platform p, const char *app,
                        const char *address, char *errstr, size_t errlen);
+/* Rewrites the sets of every uid holding the address P/APP/ADDRESS from
+ * MySQL (its suppression changed, or a change of it was rolled back).  0
+ * or -1. */
+int hr_addr_rewrite_holders(hr_mysql *m, hr_redis *r, hr_addr_platform p, const char *app,
+                            const char *address, char *errstr, size_t errlen);
 /* The suppressed addresses of platform P and app APP as a JSON array of
  * {"platform", "app", "address", "reason", "note", "created_at"}: the one
  * of ADDRESS when it is not NULL, else at most LIMIT (1..1000) in address

@@ -74,3 +74,77 @@ done:
     cJSON_Delete(after);
     return rc;
 }
+
+/* ---- the suppression list -------------------------------------------------- */
+
+/* The arg of a suppression's change. */
+typedef struct hr_addr_audit_supp {
+    hr_redis *r;
+    bool suppress;
+    hr_addr_platform p;
+    const char *app, *address, *note;
+    hr_addr_supp reason;
+} hr_addr_audit_supp;
+
+/* {"reason", "note"} of the address on the list, or NULL when it is not. */
+static int hr_addr_audit_supp_side(hr_mysql *m, void *arg, cJSON **out, char *errstr, size_t errlen)
+{
+    const hr_addr_audit_supp *x = arg;
+    cJSON *list = hr_addr_suppressions(m, x->p, x->app, x->address, NULL, 1, NULL, errstr, errlen);
+    cJSON *row;
+
+    *out = NULL;
+    if (list == NULL)
+        return -1;
+    if ((row = cJSON_DetachItemFromArray(list, 0)) != NULL) {
+        static const char *const gone[] = {"platform", "app", "address", "created_at"};
+
+        /* The target names the address; the time is the row's own. */
+        for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
+            cJSON_DeleteItemFromObjectCaseSensitive(row, gone[i]);
+        *out = row;
+    }
+    cJSON_Delete(list);
+    return 0;
+}
+
+static int hr_addr_audit_supp_apply(hr_mysql *m, hr_audit_change *c, cJSON *note, char *errstr,
+                                    size_t errlen)
+{
+    const hr_addr_audit_supp *x = c->arg;
+
+    (void)note;
+    return x->suppress ? hr_addr_suppress(m, x->r, x->p, x->app, x->address, x->reason, x->note,
+                                          errstr, errlen)
+                       : hr_addr_unsuppress(m, x->r, x->p, x->app, x->address, errstr, errlen);
+}
+
+static int hr_addr_audit_supp_restore(hr_mysql *m, void *arg, char *errstr, size_t errlen)
+{
+    const hr_addr_audit_supp *x = arg;
+
+    return hr_addr_rewrite_holders(m, x->r, x->p, x->app, x->address, errstr, errlen);
+}
+
+int hr_addr_audit_suppression(hr_mysql *m, hr_redis *r, bool suppress, hr_addr_platform p,
+                              const char *app, const char *address, hr_addr_supp reason,
+                              const char *note, const hr_audit_who *who, const char *action,
+                              char *errstr, size_t errlen)
+{
+    hr_addr_audit_supp x = {.r = r,
+                            .suppress = suppress,
+                            .p = p,
+                            .app = app,
+                            .address = address,
+                            .note = note,
+                            .reason = reason};
+    hr_audit_change c = {.side = hr_addr_audit_supp_side,
+                         .apply = hr_addr_audit_supp_apply,
+                         .restore = hr_addr_audit_supp_restore,
+                         .arg = &x};
+    const char *name = hr_addr_platform_name(p);
+
+    snprintf(c.target, sizeof c.target, "suppression %s/%.40s/%.120s", name != NULL ? name : "?",
+             app, address);
+    return hr_audit_apply(m, &c, who, action, errstr, errlen);
+}

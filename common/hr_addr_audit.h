@@ -5,10 +5,12 @@
  * that transaction, so when it does not commit (the audit row or the
  * commit failed) the set is written again from the addresses of before,
  * in a transaction of their own: Redis never keeps a change MySQL
- * refused. */
+ * refused.  A change of the suppression list goes the same way
+ * (hr_addr_audit_suppression). */
 #ifndef HR_ADDR_AUDIT_H
 #define HR_ADDR_AUDIT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,5 +31,18 @@ typedef enum hr_addr_audit_kind {
 int hr_addr_audit_change(hr_mysql *m, hr_redis *r, int64_t uid, hr_addr_audit_kind kind,
                          const hr_addr *list, size_t n, const hr_audit_who *who, const char *action,
                          char *errstr, size_t errlen);
+
+/* hr_addr_suppress (SUPPRESS) or hr_addr_unsuppress of the address
+ * P/APP/ADDRESS, audited as ACTION by WHO in one transaction
+ * (hr_audit_apply): target "suppression <platform>/<app>/<address>",
+ * before and after its {"reason", "note"} (null when it is not on the
+ * list); the sets of the uids holding it rewritten from MySQL again when
+ * the row or the commit failed.  A call that changes nothing writes no
+ * row.  The hr_addr function's code (>= 0), HR_ADDR_EINVAL, or -1 with
+ * ERRSTR (nothing changed). */
+int hr_addr_audit_suppression(hr_mysql *m, hr_redis *r, bool suppress, hr_addr_platform p,
+                              const char *app, const char *address, hr_addr_supp reason,
+                              const char *note, const hr_audit_who *who, const char *action,
+                              char *errstr, size_t errlen);
 
 #endif

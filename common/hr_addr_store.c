@@ -266,10 +266,8 @@ done:
     return rc;
 }
 
-/* Rewrites the sets of every uid holding the address P/APP/ADDRESS (its
- * suppression changed).  0 or -1. */
-static int hr_addr_rewrite_holders(hr_mysql *m, hr_redis *r, hr_addr_platform p, const char *app,
-                                   const char *address, char *errstr, size_t errlen)
+int hr_addr_rewrite_holders(hr_mysql *m, hr_redis *r, hr_addr_platform p, const char *app,
+                            const char *address, char *errstr, size_t errlen)
 {
     const hr_mysql_param pa[] = {HR_P_STR(hr_addr_platform_name(p)), HR_P_STR(app),
                                  HR_P_STR(address)};

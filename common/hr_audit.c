@@ -7,6 +7,7 @@
 
 #include <inttypes.h>
 #include <pwd.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +176,73 @@ void hr_audit_diff(cJSON *before, cJSON *after)
             cJSON_DeleteItemFromObjectCaseSensitive(before, b->string);
         }
     }
+}
+
+/* Whether SIDE says nothing: none, or an object with no member left. */
+static bool hr_audit_empty(const cJSON *side)
+{
+    return side == NULL || side->child == NULL;
+}
+
+int hr_audit_apply(hr_mysql *m, hr_audit_change *c, const hr_audit_who *who, const char *action,
+                   char *errstr, size_t errlen)
+{
+    cJSON *before = NULL, *after = NULL, *note = cJSON_CreateObject(), *item;
+    char err[256];
+    size_t len;
+    int rc;
+
+    if (note == NULL) {
+        snprintf(errstr, errlen, "audit: out of memory");
+        return -1;
+    }
+    if (hr_mysql_begin(m, errstr, errlen) != 0) {
+        cJSON_Delete(note);
+        return -1;
+    }
+    if (c->side(m, c->arg, &before, errstr, errlen) != 0) {
+        rc = -1;
+        goto rollback;
+    }
+    if ((rc = c->apply(m, c, note, errstr, errlen)) < 0)
+        goto rollback;
+    if (c->side(m, c->arg, &after, errstr, errlen) != 0)
+        goto failed;
+    hr_audit_diff(before, after);
+    if (note->child != NULL && after == NULL && (after = cJSON_CreateObject()) == NULL)
+        goto oom;
+    while ((item = note->child) != NULL)
+        cJSON_AddItemToObject(after, item->string, cJSON_DetachItemViaPointer(note, item));
+    if ((!hr_audit_empty(before) || !hr_audit_empty(after)) &&
+        hr_audit_write(m,
+                       &(hr_audit){.who = who,
+                                   .action = action,
+                                   .target = c->target[0] != '\0' ? c->target : NULL,
+                                   .before = before,
+                                   .after = after},
+                       errstr, errlen) != 0)
+        goto failed;
+    if (hr_mysql_commit(m, errstr, errlen) != 0)
+        goto failed;
+    goto done;
+oom:
+    snprintf(errstr, errlen, "audit: out of memory");
+failed:
+    rc = -1;
+    hr_mysql_rollback(m);
+    /* The copy was rewritten from the change MySQL just dropped. */
+    if (c->restore != NULL && c->restore(m, c->arg, err, sizeof err) != 0) {
+        len = strnlen(errstr, errlen);
+        snprintf(errstr + len, errlen - len, "; and the copy could not be restored: %s", err);
+    }
+    goto done;
+rollback:
+    hr_mysql_rollback(m);
+done:
+    cJSON_Delete(before);
+    cJSON_Delete(after);
+    cJSON_Delete(note);
+    return rc;
 }
 
 /* ---- reading ----------------------------------------------------------- */

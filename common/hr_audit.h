@@ -30,6 +30,7 @@
 
 #define HR_AUDIT_ACTOR 200        /* bytes of push_audit.actor */
 #define HR_AUDIT_PEER 300         /* bytes of push_audit.peer */
+#define HR_AUDIT_TARGET 200       /* bytes of push_audit.target */
 #define HR_AUDIT_JSON_MAX 16384   /* bytes of one side, before or after */
 #define HR_AUDIT_VALUE_MAX 2048   /* bytes of one member's value within it */
 #define HR_AUDIT_LIST_MAX 200     /* rows of one page of hr_audit_list */
@@ -70,6 +71,32 @@ typedef struct hr_audit {
 /* Writes A's row on M (in the caller's transaction, if one is open).  0,
  * or -1 with ERRSTR: the caller rolls the change back. */
 int hr_audit_write(hr_mysql *m, const hr_audit *a, char *errstr, size_t errlen);
+
+/* A change of one object and its audit row in one transaction, run by
+ * hr_audit_apply.  SIDE reads the object's fields as they are (*OUT NULL:
+ * there is none); APPLY makes the change and returns its code (>= 0), or
+ * a negative one with ERRSTR when it refused or failed (nothing changed),
+ * and may add to NOTE what it did beyond the fields (how many it marked),
+ * which goes into the row's after; RESTORE (NULL: none) rewrites a copy
+ * kept outside MySQL (a Redis key) from what MySQL holds, after the
+ * transaction rolled back.  ARG is theirs; TARGET names the object in the
+ * row (APPLY may fill it, for an object it creates). */
+typedef struct hr_audit_change {
+    int (*side)(hr_mysql *m, void *arg, cJSON **out, char *errstr, size_t errlen);
+    int (*apply)(hr_mysql *m, struct hr_audit_change *c, cJSON *note, char *errstr, size_t errlen);
+    int (*restore)(hr_mysql *m, void *arg, char *errstr, size_t errlen);
+    void *arg;
+    char target[HR_AUDIT_TARGET];
+} hr_audit_change;
+
+/* C in one transaction on M: the object's fields before, the change, its
+ * fields after, and, when they differ (or NOTE holds something), the row
+ * of WHO doing ACTION with what changed (hr_audit_diff).  A change that
+ * changed nothing writes no row.  APPLY's code, or -1 with ERRSTR when the
+ * row or the commit failed: the transaction rolled back and RESTORE ran
+ * (its failure appended to ERRSTR). */
+int hr_audit_apply(hr_mysql *m, hr_audit_change *c, const hr_audit_who *who, const char *action,
+                   char *errstr, size_t errlen);
 
 /* Removes from objects BEFORE and AFTER every member both hold with equal
  * values, so that what is left is what changed (a member only one holds

@@ -10,7 +10,10 @@
  *   rm ID                    deletes it and its dead letters
  *   dead ID [--limit N]      its dead letters, oldest first
  *   redrive ID               marks its dead letters: herald-hooks delivers them
- *                            again once the endpoint is enabled */
+ *                            again once the endpoint is enabled
+ *
+ * A change writes its audit row ("heraldctl hooks <verb>") in its own
+ * transaction (hr_hooks_audit.h); the secret is never in it. */
 #include <cjson/cJSON.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -20,7 +23,7 @@
 
 #include "ctl_cmd.h"
 #include "ctl_fmt.h"
-#include "hr_hooks.h"
+#include "hr_hooks_audit.h"
 
 #define CTL_HOOKS_TYPES 64
 
@@ -74,7 +77,8 @@ static int ctl_hooks_add(ctl_ctx *ctx, int argc, char **argv)
     snprintf(h.url, sizeof h.url, "%s", argv[optind]);
     if (ctl_mysql(ctx, &m) < 0)
         return CTL_EXIT_FAIL;
-    if (hr_hooks_create(m, &h, errstr, sizeof errstr) < 0)
+    if (hr_hooks_audit_create(m, &h, ctl_who(ctx), "heraldctl hooks add", errstr, sizeof errstr) <
+        0)
         return ctl_fail("hooks add: %s", errstr);
     printf("hook %" PRId64 "\nsecret %s\n", h.id, h.secret);
     return CTL_EXIT_OK;
@@ -140,23 +144,25 @@ static int ctl_hooks_id(const ctl_ctx *ctx, int argc, char **argv, int64_t *id)
 static int ctl_hooks_change(ctl_ctx *ctx, int argc, char **argv)
 {
     const char *verb = argv[0];
+    const hr_audit_who *who = ctl_who(ctx);
     hr_mysql *m;
     int64_t id, marked = 0;
-    char errstr[512];
+    char errstr[512], action[40];
     int rc = ctl_hooks_id(ctx, argc, argv, &id);
 
     if (rc != CTL_EXIT_OK)
         return rc;
     if (ctl_mysql(ctx, &m) < 0)
         return CTL_EXIT_FAIL;
+    snprintf(action, sizeof action, "heraldctl hooks %s", verb);
     if (strcmp(verb, "rm") == 0) {
-        rc = hr_hooks_delete(m, id, errstr, sizeof errstr);
+        rc = hr_hooks_audit_delete(m, id, who, action, errstr, sizeof errstr);
     } else if (strcmp(verb, "redrive") == 0) {
-        rc = hr_hooks_redrive(m, id, &marked, errstr, sizeof errstr);
+        rc = hr_hooks_audit_redrive(m, id, &marked, who, action, errstr, sizeof errstr);
     } else {
         const hr_hook_update u = {.enabled = strcmp(verb, "enable") == 0};
 
-        rc = hr_hooks_update(m, id, &u, errstr, sizeof errstr);
+        rc = hr_hooks_audit_update(m, id, &u, who, action, errstr, sizeof errstr);
     }
     if (rc < 0)
         return ctl_fail("hooks %s: %s", verb, errstr);

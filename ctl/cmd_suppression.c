@@ -4,14 +4,17 @@
  *
  *   add PLATFORM ADDRESS REASON [--app APP] [--note N]
  *   rm PLATFORM ADDRESS [--app APP]
- *   ls PLATFORM [ADDRESS] [--app APP]   one JSON object a line */
+ *   ls PLATFORM [ADDRESS] [--app APP]   one JSON object a line
+ *
+ * add and rm write their audit row ("heraldctl suppression add|rm") in
+ * the change's transaction (hr_addr_audit_suppression). */
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ctl_cmd.h"
-#include "hr_addr.h"
+#include "hr_addr_audit.h"
 
 #define CTL_SUPP_PAGE 1000 /* addresses per query of ls */
 
@@ -47,7 +50,7 @@ int ctl_cmd_suppression(ctl_ctx *ctx, int argc, char **argv)
     hr_addr_supp reason;
     hr_mysql *m;
     hr_redis *r;
-    char errstr[512], *after = NULL;
+    char errstr[512], action[40], *after = NULL;
     int opt, nargs, rc;
 
     optind = 0;
@@ -93,9 +96,10 @@ int ctl_cmd_suppression(ctl_ctx *ctx, int argc, char **argv)
         free(after);
         return CTL_EXIT_OK;
     }
-    rc = strcmp(sub, "add") == 0
-             ? hr_addr_suppress(m, r, p, app, argv[1], reason, note, errstr, sizeof errstr)
-             : hr_addr_unsuppress(m, r, p, app, argv[1], errstr, sizeof errstr);
+    snprintf(action, sizeof action, "heraldctl suppression %s", sub);
+    rc = hr_addr_audit_suppression(m, r, strcmp(sub, "add") == 0, p, app, argv[1],
+                                   strcmp(sub, "add") == 0 ? reason : HR_ADDR_SUPP_NONE, note,
+                                   ctl_who(ctx), action, errstr, sizeof errstr);
     if (rc == HR_ADDR_EINVAL)
         return ctl_usage(ctx, "%s", errstr);
     if (rc < 0)

@@ -21,7 +21,10 @@
  * then a count); the others go in batches of CTL_USER_BATCH, one MySQL
  * transaction and pipelined Redis round trips each (hr_user_import).
  * Progress (rows, rows/s) on stderr every second; exit 1 when a row was
- * refused.  Running it again is safe. */
+ * refused.  Running it again is safe.
+ *
+ * set, rm, opt-out and opt-in write their audit row ("heraldctl user
+ * <verb>") in the change's transaction (hr_user_audit.h). */
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -34,7 +37,7 @@
 #include "hr_clock.h"
 #include "hr_ctoken.h"
 #include "hr_parse.h"
-#include "hr_user.h"
+#include "hr_user_audit.h"
 
 #define CTL_USER_BATCH 5000
 #define CTL_USER_REPORT_MAX 20
@@ -231,7 +234,8 @@ static int ctl_user_set(ctl_ctx *ctx, int argc, char **argv)
     if ((given != NULL &&
          (rc = hr_user_from_json(given, ctx->cfg, true, &u, errstr, sizeof errstr)) != 0) ||
         (rc = hr_user_from_json(patch, ctx->cfg, true, &u, errstr, sizeof errstr)) != 0 ||
-        (rc = hr_user_put(m, r, &u, ctx->cfg, errstr, sizeof errstr)) < 0) {
+        (rc = hr_user_audit_put(m, r, &u, ctx->cfg, ctl_who(ctx), "heraldctl user set", errstr,
+                                sizeof errstr)) < 0) {
         rc = rc == HR_USER_EINVAL ? ctl_usage(ctx, "%s", errstr) : ctl_fail("user set: %s", errstr);
         goto done;
     }
@@ -258,7 +262,8 @@ static int ctl_user_rm(ctl_ctx *ctx, int argc, char **argv)
         return rc;
     if (ctl_mysql(ctx, &m) < 0 || ctl_redis(ctx, &r) < 0)
         return CTL_EXIT_FAIL;
-    rc = hr_user_delete(m, r, uid, errstr, sizeof errstr);
+    rc = hr_user_audit_delete(m, r, uid, ctx->cfg, ctl_who(ctx), "heraldctl user rm", errstr,
+                              sizeof errstr);
     if (rc < 0)
         return ctl_fail("user rm: %s", errstr);
     printf("%s\n", rc == 1 ? "removed" : "not present");
@@ -271,7 +276,7 @@ static int ctl_user_opt(ctl_ctx *ctx, bool out, int argc, char **argv)
     hr_user_prefs p = {0}, keep = {0};
     hr_mysql *m;
     hr_redis *r;
-    char errstr[512];
+    char errstr[512], action[40];
     int64_t uid;
     size_t before;
     int rc;
@@ -302,7 +307,9 @@ static int ctl_user_opt(ctl_ctx *ctx, bool out, int argc, char **argv)
         rc = rc == HR_USER_EINVAL ? ctl_usage(ctx, "%s", errstr) : ctl_fail("%s", errstr);
         goto done;
     }
-    rc = hr_user_prefs_put(m, r, uid, &keep, HR_USER_SRC_ADMIN, ctx->cfg, errstr, sizeof errstr);
+    snprintf(action, sizeof action, "heraldctl user %s", argv[0]);
+    rc = hr_user_audit_prefs_put(m, r, uid, &keep, HR_USER_SRC_ADMIN, ctx->cfg, ctl_who(ctx),
+                                 action, errstr, sizeof errstr);
     if (rc != 0) {
         rc = ctl_fail("user %s: %s", argv[0], errstr);
         goto done;

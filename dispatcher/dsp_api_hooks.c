@@ -1,6 +1,7 @@
 /* dsp_api_hooks: the event webhooks' handlers (see dsp_api_hooks.h).  A
  * body is checked whole before anything is written; the secret is shown
- * once, in the answer that created it. */
+ * once, in the answer that created it.  A change goes with its audit row
+ * in one transaction (hr_hooks_audit.h), which never holds the secret. */
 #include "dsp_api_hooks.h"
 
 #include <inttypes.h>
@@ -9,7 +10,7 @@
 #include <string.h>
 
 #include "dsp_api_view.h"
-#include "hr_hooks.h"
+#include "hr_hooks_audit.h"
 
 #define DSP_API_HOOKS_DEAD_DEFAULT 100
 #define DSP_API_HOOKS_DEAD_MAX 1000
@@ -122,6 +123,7 @@ void dsp_api_hooks_create(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_
 {
     static const char *const known[] = {"url", "types", "description", "secret", NULL};
     hr_hook h = {0};
+    hr_audit_who who;
     cJSON *j;
     bool set;
     char err[512];
@@ -139,7 +141,8 @@ void dsp_api_hooks_create(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_
         hr_httpd_error(resp, 400, "invalid", "%s", h.url[0] == '\0' ? "url is required" : err);
         goto done;
     }
-    if (hr_hooks_create(ac->m, &h, err, sizeof err) < 0) {
+    dsp_api_who(req, &who);
+    if (hr_hooks_audit_create(ac->m, &h, &who, ac->action, err, sizeof err) < 0) {
         /* A secret that does not parse is the caller's. */
         if (h.secret[0] != '\0' && strncmp(h.secret, "whsec_", 6) != 0)
             hr_httpd_error(resp, 400, "invalid", "secret: %s", err);
@@ -215,6 +218,7 @@ void dsp_api_hooks_patch(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
     char state[16] = "", err[512];
     bool has_url, has_types, has_desc, has_state;
     hr_hook_update u = {.enabled = -1};
+    hr_audit_who who;
     hr_hook h;
     cJSON *j = NULL;
 
@@ -239,7 +243,8 @@ void dsp_api_hooks_patch(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
     u.types = has_types ? types : NULL;
     u.description = has_desc ? desc : NULL;
     u.enabled = has_state ? strcmp(state, "enabled") == 0 : -1;
-    if (hr_hooks_update(ac->m, h.id, &u, err, sizeof err) != 0 ||
+    dsp_api_who(req, &who);
+    if (hr_hooks_audit_update(ac->m, h.id, &u, &who, ac->action, err, sizeof err) != 0 ||
         hr_hooks_get(ac->m, h.id, &h, err, sizeof err) != 0) {
         dsp_api_backend_error(resp, "mysql", err);
         goto done;
@@ -251,13 +256,15 @@ done:
 
 void dsp_api_hooks_delete(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
+    hr_audit_who who;
     hr_hook h;
     char err[512];
 
     (void)d;
     if (!dsp_api_hooks_load(ac, req, resp, &h))
         return;
-    if (hr_hooks_delete(ac->m, h.id, err, sizeof err) < 0) {
+    dsp_api_who(req, &who);
+    if (hr_hooks_audit_delete(ac->m, h.id, &who, ac->action, err, sizeof err) < 0) {
         dsp_api_backend_error(resp, "mysql", err);
         return;
     }
@@ -315,6 +322,7 @@ void dsp_api_hooks_dead(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_ht
 void dsp_api_hooks_redrive(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     int64_t id, marked = 0;
+    hr_audit_who who;
     char err[512];
     cJSON *o;
     int rc;
@@ -322,7 +330,8 @@ void dsp_api_hooks_redrive(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr
     (void)d;
     if (!dsp_api_id(req, "id", resp, &id))
         return;
-    if ((rc = hr_hooks_redrive(ac->m, id, &marked, err, sizeof err)) < 0) {
+    dsp_api_who(req, &who);
+    if ((rc = hr_hooks_audit_redrive(ac->m, id, &marked, &who, ac->action, err, sizeof err)) < 0) {
         dsp_api_backend_error(resp, "mysql", err);
         return;
     }

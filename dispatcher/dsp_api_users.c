@@ -16,7 +16,9 @@
  *   (a page), POST /v1/suppressions {"platform", "app", "address",
  *   "reason", "note"}, DELETE /v1/suppressions?platform=&app=&address=.
  * Everything is checked before anything is written: a refusal (400)
- * changes nothing. */
+ * changes nothing.  A change goes with its audit row in one transaction
+ * (hr_user_audit.h, hr_addr_audit.h); a client token's change is the
+ * actor "client:<uid>" the auth hook names. */
 #include "dsp_api_users.h"
 
 #include <inttypes.h>
@@ -24,8 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hr_addr.h"
-#include "hr_user.h"
+#include "hr_addr_audit.h"
+#include "hr_user_audit.h"
 
 #define DSP_API_USERS_PAGE 100      /* suppressions per page by default */
 #define DSP_API_USERS_PAGE_MAX 1000 /* and at most */
@@ -68,15 +70,17 @@ void dsp_api_users_get(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_htt
 void dsp_api_users_put(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     hr_user u = {0};
+    hr_audit_who who;
     cJSON *j = NULL;
     char err[512];
     int rc;
 
     if (!dsp_api_id(req, "uid", resp, &u.uid) || (j = dsp_api_body(req, resp)) == NULL)
         goto done;
+    dsp_api_who(req, &who);
     rc = hr_user_from_json(j, d->cfg, false, &u, err, sizeof err);
     if (rc == 0)
-        rc = hr_user_put(ac->m, ac->r, &u, d->cfg, err, sizeof err);
+        rc = hr_user_audit_put(ac->m, ac->r, &u, d->cfg, &who, ac->action, err, sizeof err);
     if (rc < 0) {
         dsp_api_users_error(rc, "invalid_user", err, resp);
         goto done;
@@ -94,6 +98,7 @@ done:
 void dsp_api_users_patch(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     hr_user u = {0};
+    hr_audit_who who;
     cJSON *j = NULL;
     char err[512];
     int64_t uid;
@@ -101,7 +106,8 @@ void dsp_api_users_patch(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
 
     if (!dsp_api_id(req, "uid", resp, &uid) || (j = dsp_api_body(req, resp)) == NULL)
         goto done;
-    rc = hr_user_patch(ac->m, ac->r, uid, j, d->cfg, &u, err, sizeof err);
+    dsp_api_who(req, &who);
+    rc = hr_user_audit_patch(ac->m, ac->r, uid, j, d->cfg, &u, &who, ac->action, err, sizeof err);
     if (rc == 1)
         hr_httpd_error(resp, 404, "not_found",
                        "uid %" PRId64 " has no profile: PUT one (PATCH changes an existing one)",
@@ -117,15 +123,16 @@ done:
 
 void dsp_api_users_del(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
+    hr_audit_who who;
     char err[512];
     int64_t uid;
     cJSON *o;
     int rc;
 
-    (void)d;
     if (!dsp_api_id(req, "uid", resp, &uid))
         return;
-    rc = hr_user_delete(ac->m, ac->r, uid, err, sizeof err);
+    dsp_api_who(req, &who);
+    rc = hr_user_audit_delete(ac->m, ac->r, uid, d->cfg, &who, ac->action, err, sizeof err);
     if (rc < 0) {
         dsp_api_backend_error(resp, "mysql", err);
         return;
@@ -161,6 +168,7 @@ void dsp_api_prefs_get(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_htt
 void dsp_api_prefs_put(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     hr_user_prefs p = {0};
+    hr_audit_who who;
     cJSON *j = NULL;
     char err[512];
     int64_t uid;
@@ -168,14 +176,15 @@ void dsp_api_prefs_put(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_htt
 
     if (!dsp_api_id(req, "uid", resp, &uid) || (j = dsp_api_body(req, resp)) == NULL)
         goto done;
+    dsp_api_who(req, &who);
     /* A field left out is kept: the current preferences first. */
     rc = hr_user_prefs_get(ac->m, uid, &p, err, sizeof err);
     if (rc == 0)
         rc = hr_user_prefs_from_json(j, d->cfg, &p, err, sizeof err);
     if (rc == 0)
-        rc = hr_user_prefs_put(ac->m, ac->r, uid, &p,
-                               req->auth_id == uid ? HR_USER_SRC_APP : HR_USER_SRC_ADMIN, d->cfg,
-                               err, sizeof err);
+        rc = hr_user_audit_prefs_put(ac->m, ac->r, uid, &p,
+                                     req->auth_id == uid ? HR_USER_SRC_APP : HR_USER_SRC_ADMIN,
+                                     d->cfg, &who, ac->action, err, sizeof err);
     if (rc < 0) {
         dsp_api_users_error(rc, "invalid_preferences", err, resp);
         goto done;
@@ -255,6 +264,7 @@ void dsp_api_supp_add(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_http
     cJSON *j = dsp_api_body(req, resp), *f, *o;
     hr_addr_platform p;
     hr_addr_supp reason;
+    hr_audit_who who;
     char err[512];
     int rc;
 
@@ -282,8 +292,9 @@ void dsp_api_supp_add(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_http
                        "complained, bounced) are required");
         goto done;
     }
-    rc = hr_addr_suppress(ac->m, ac->r, p, v[1] != NULL ? v[1] : "", v[2], reason, v[4], err,
-                          sizeof err);
+    dsp_api_who(req, &who);
+    rc = hr_addr_audit_suppression(ac->m, ac->r, true, p, v[1] != NULL ? v[1] : "", v[2], reason,
+                                   v[4], &who, ac->action, err, sizeof err);
     if (rc < 0) {
         dsp_api_users_error(rc, "invalid_suppression", err, resp);
         goto done;
@@ -303,6 +314,7 @@ void dsp_api_supp_del(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_http
 {
     const char *app, *address = hr_httpd_query(req, "address");
     hr_addr_platform p;
+    hr_audit_who who;
     char err[512];
     cJSON *o;
     int rc;
@@ -314,7 +326,9 @@ void dsp_api_supp_del(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_http
         hr_httpd_error(resp, 400, "bad_query", "?address= is required");
         return;
     }
-    rc = hr_addr_unsuppress(ac->m, ac->r, p, app, address, err, sizeof err);
+    dsp_api_who(req, &who);
+    rc = hr_addr_audit_suppression(ac->m, ac->r, false, p, app, address, HR_ADDR_SUPP_NONE, NULL,
+                                   &who, ac->action, err, sizeof err);
     if (rc < 0) {
         dsp_api_users_error(rc, "invalid_suppression", err, resp);
         return;

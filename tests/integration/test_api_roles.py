@@ -11,7 +11,9 @@ herald-dispatcher and heraldctl:
    fails it.
 2. The audit log: each mutating call (create, PATCH, pause, resume, cancel,
    subscribers added and removed, an address added, replaced and removed,
-   redrive, recover, a token made and revoked; heraldctl pause) leaves one
+   redrive, recover, a token made and revoked, an event webhook made,
+   changed and deleted, a profile put, a suppression added and removed;
+   heraldctl pause, hooks add, suppression add) leaves one
    row naming who (token:<name>, its role), how (api, console, cli), from
    where, what (the route, the task, the target) and the fields before and
    after; a refused or failed call leaves none.  Rows are append-only:
@@ -368,6 +370,97 @@ def test_audit_rows(env, callers, op, admin):
     return tid
 
 
+def rows_of(env, action, target):
+    """How many audit rows ACTION on TARGET left."""
+    return int(sql(env, "SELECT COUNT(*) FROM push_audit WHERE action = '%s' AND target = '%s'"
+                   % (action, target.replace("'", "''")))[0][0])
+
+
+def one_row(env, what, action, target, actor, role, via="api", before=None, after=None,
+            secret=None):
+    """Exactly one row of ACTION on TARGET, by ACTOR, with the fields
+    BEFORE (exactly) and AFTER (these members), and SECRET nowhere in it."""
+    n = rows_of(env, action, target)
+    row = last_row(env, action=action, actor=actor)
+    text = json.dumps(row)
+    check(n == 1 and row.get("target") == target and row.get("actor") == actor
+          and row.get("role") == role and row.get("via") == via
+          and (before is None or row.get("before") == before)
+          and (after is None or all(row.get("after", {}).get(k) == v for k, v in after.items()))
+          and (secret is None or (secret not in text and "whsec_" not in text)),
+          "audit: %s: one row (%d; %s)" % (what, n, text[:400]))
+    return row
+
+
+def test_audit_recipients_hooks(env, callers, op, admin):
+    """The event webhooks and the recipients' changes (issue 31's holes):
+    one row each, by the right actor, the hook's secret in none."""
+    op_name, adm_name = "token:" + callers["operator"][2], "token:" + callers["admin"][2]
+    url = "http://127.0.0.1:9/audited-%d" % os.getpid()
+    status, h = request(env, "POST", "/v1/hooks", admin, {"url": url, "description": "audited"})
+    check(status == 201 and h.get("secret", "").startswith("whsec_"),
+          "POST /v1/hooks makes a hook (%s)" % status)
+    target, secret = "hook %s" % h.get("id"), h.get("secret", "?")
+    one_row(env, "a hook made", "POST /v1/hooks", target, adm_name, "admin", before=None,
+            after={"url": url, "description": "audited", "state": "enabled", "secret": "set"},
+            secret=secret)
+    status, _ = request(env, "PATCH", "/v1/hooks/%s" % h.get("id"), admin,
+                        {"state": "disabled", "description": "audited 2"})
+    one_row(env, "a hook changed: the changed fields only", "PATCH /v1/hooks/{id}", target,
+            adm_name, "admin", before={"state": "enabled", "description": "audited"},
+            after={"state": "disabled", "description": "audited 2"}, secret=secret)
+    status, _ = request(env, "PATCH", "/v1/hooks/%s" % h.get("id"), admin, {"url": "ftp://x"})
+    check(status == 400 and rows_of(env, "PATCH /v1/hooks/{id}", target) == 1,
+          "a refused hook PATCH (400) writes no row")
+    status, _ = request(env, "DELETE", "/v1/hooks/%s" % h.get("id"), admin)
+    row = one_row(env, "a hook deleted", "DELETE /v1/hooks/{id}", target, adm_name, "admin",
+                  secret=secret)
+    check(status == 204 and row.get("after") is None and row.get("before", {}).get("url") == url,
+          "audit: a hook deleted: before is the hook, after null (%s)" % json.dumps(row)[:300])
+    out = ctl(env, "hooks", "add", url + "/cli")
+    made = dict(line.split(" ", 1) for line in out.stdout.splitlines() if " " in line)
+    cli = "hook %s" % made.get("hook")
+    row = last_row(env, action="heraldctl hooks add")
+    check(out.returncode == 0 and rows_of(env, "heraldctl hooks add", cli) == 1
+          and row.get("actor", "").startswith("cli:") and row.get("via") == "cli"
+          and row.get("after", {}).get("secret") == "set"
+          and made.get("secret", "?") not in json.dumps(row),
+          "audit: heraldctl hooks add: one row, no secret (%s)" % json.dumps(row)[:300])
+    ctl(env, "hooks", "rm", made.get("hook", "0"))
+    check(rows_of(env, "heraldctl hooks rm", cli) == 1, "audit: heraldctl hooks rm: one row")
+    # A profile: before null (none), after its fields; a PUT of the same
+    # profile changes nothing and writes no row.
+    uid = 910000000 + os.getpid()
+    prof = {"tz": "Europe/Paris", "locale": "fr", "attributes": {"name": "Ann"}}
+    status, _ = request(env, "PUT", "/v1/users/%d" % uid, op, prof)
+    one_row(env, "a profile put", "PUT /v1/users/{uid}", "uid %d" % uid, op_name, "operator",
+            before=None, after={"tz": "Europe/Paris", "locale": "fr",
+                                "attributes": {"name": "Ann"}, "opt_out": []})
+    check(status == 201, "PUT /v1/users/{uid} still answers 201 (%s)" % status)
+    request(env, "PUT", "/v1/users/%d" % uid, op, prof)
+    check(rows_of(env, "PUT /v1/users/{uid}", "uid %d" % uid) == 1,
+          "a PUT that changes nothing writes no row")
+    # The suppression list.
+    addr = "audited-%d@example.org" % os.getpid()
+    supp = "suppression email//" + addr
+    status, _ = request(env, "POST", "/v1/suppressions", op,
+                        {"platform": "email", "address": addr, "reason": "complained"})
+    one_row(env, "a suppression added", "POST /v1/suppressions", supp, op_name, "operator",
+            before=None, after={"reason": "complained"})
+    status, _ = request(env, "DELETE", "/v1/suppressions?platform=email&address=%s"
+                        % urllib.request.quote(addr), admin)
+    row = one_row(env, "a suppression removed", "DELETE /v1/suppressions", supp, adm_name,
+                  "admin", before={"reason": "complained", "note": None})
+    check(status == 200 and row.get("after") is None,
+          "audit: a suppression removed: after null (%s)" % json.dumps(row)[:300])
+    out = ctl(env, "suppression", "add", "email", addr, "bounced")
+    row = last_row(env, action="heraldctl suppression add")
+    check(out.returncode == 0 and rows_of(env, "heraldctl suppression add", supp) == 1
+          and row.get("via") == "cli" and row.get("after", {}).get("reason") == "bounced",
+          "audit: heraldctl suppression add: one row (%s)" % json.dumps(row)[:300])
+    ctl(env, "suppression", "rm", "email", addr)
+
+
 def test_append_only(env, tag):
     for q, what in (("UPDATE push_audit SET actor = 'x' ORDER BY id DESC LIMIT 1", "UPDATE"),
                     ("DELETE FROM push_audit ORDER BY id DESC LIMIT 1", "DELETE"),
@@ -497,6 +590,7 @@ def main():
         test_me(env, callers)
         test_roles(env, table, {k: v[:2] for k, v in callers.items() if " " in k}, tag)
         test_audit_rows(env, callers, callers["operator"][1], callers["admin"][1])
+        test_audit_recipients_hooks(env, callers, callers["operator"][1], callers["admin"][1])
         test_append_only(env, tag)
         secrets.append(test_revocation(env, tag))
         test_jwt(env, keys)
