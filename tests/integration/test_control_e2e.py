@@ -432,8 +432,9 @@ def numbers_agree(e, t, n, what):
           "numbers %s: API outcomes equal MySQL's counters" % what)
     want = "100.0%%  %s of %s" % ("{:,}".format(n), "{:,}".format(n))
     line = ("outcomes  sent %s failed %s throttled 0 pulled 0 cancelled %s unregistered 0 "
-            "expired 0 unaccounted 0" % ("{:,}".format(c["sent"]), "{:,}".format(c["failed"]),
-                               "{:,}".format(c["cancelled"])))
+            "expired 0 opted_out 0 suppressed 0 unaccounted 0"
+            % ("{:,}".format(c["sent"]), "{:,}".format(c["failed"]),
+               "{:,}".format(c["cancelled"])))
     check(out.returncode == 0 and want in out.stdout and line in out.stdout,
           "numbers %s: heraldctl status shows %r and %r (%s)"
           % (what, want, line, out.stdout.strip()[-400:]))
