@@ -17,10 +17,10 @@ typedef enum hr_hooks_audit_kind {
 /* The arg of the change. */
 typedef struct hr_hooks_audit_arg {
     hr_hooks_audit_kind kind;
-    int64_t id;                /* 0 until a creation made it */
-    hr_hook *h;                /* CREATE's */
-    const hr_hook_update *u;   /* UPDATE's */
-    int64_t marked;            /* REDRIVE's */
+    int64_t id;              /* 0 until a creation made it */
+    hr_hook *h;              /* CREATE's */
+    const hr_hook_update *u; /* UPDATE's */
+    int64_t marked;          /* REDRIVE's */
 } hr_hooks_audit_arg;
 
 /* {"url", "types", "description", "state"} of the endpoint, or NULL when
@@ -85,8 +85,7 @@ static int hr_hooks_audit_apply(hr_mysql *m, hr_audit_change *c, cJSON *note, ch
 static int hr_hooks_audit_run(hr_mysql *m, hr_hooks_audit_arg *x, const hr_audit_who *who,
                               const char *action, char *errstr, size_t errlen)
 {
-    hr_audit_change c = {
-        .side = hr_hooks_audit_side, .apply = hr_hooks_audit_apply, .arg = x};
+    hr_audit_change c = {.side = hr_hooks_audit_side, .apply = hr_hooks_audit_apply, .arg = x};
 
     if (x->id != 0)
         snprintf(c.target, sizeof c.target, "hook %" PRId64, x->id);
@@ -101,9 +100,8 @@ int hr_hooks_audit_create(hr_mysql *m, hr_hook *h, const hr_audit_who *who, cons
     return hr_hooks_audit_run(m, &x, who, action, errstr, errlen);
 }
 
-int hr_hooks_audit_update(hr_mysql *m, int64_t id, const hr_hook_update *u,
-                          const hr_audit_who *who, const char *action, char *errstr,
-                          size_t errlen)
+int hr_hooks_audit_update(hr_mysql *m, int64_t id, const hr_hook_update *u, const hr_audit_who *who,
+                          const char *action, char *errstr, size_t errlen)
 {
     hr_hooks_audit_arg x = {.kind = HR_HOOKS_AUDIT_UPDATE, .id = id, .u = u};
 

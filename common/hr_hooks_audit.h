@@ -21,9 +21,8 @@
 int hr_hooks_audit_create(hr_mysql *m, hr_hook *h, const hr_audit_who *who, const char *action,
                           char *errstr, size_t errlen);
 /* hr_hooks_update. */
-int hr_hooks_audit_update(hr_mysql *m, int64_t id, const hr_hook_update *u,
-                          const hr_audit_who *who, const char *action, char *errstr,
-                          size_t errlen);
+int hr_hooks_audit_update(hr_mysql *m, int64_t id, const hr_hook_update *u, const hr_audit_who *who,
+                          const char *action, char *errstr, size_t errlen);
 /* hr_hooks_delete. */
 int hr_hooks_audit_delete(hr_mysql *m, int64_t id, const hr_audit_who *who, const char *action,
                           char *errstr, size_t errlen);

@@ -21,11 +21,11 @@ typedef struct hr_user_audit_arg {
     hr_redis *r;
     const hr_config *cfg;
     int64_t uid;
-    const hr_user *u;        /* PUT's */
-    const cJSON *patch;      /* PATCH's */
-    hr_user *out;            /* PATCH's */
-    const hr_user_prefs *p;  /* PREFS's */
-    hr_user_source source;   /* PREFS's */
+    const hr_user *u;       /* PUT's */
+    const cJSON *patch;     /* PATCH's */
+    hr_user *out;           /* PATCH's */
+    const hr_user_prefs *p; /* PREFS's */
+    hr_user_source source;  /* PREFS's */
 } hr_user_audit_arg;
 
 /* The profile's fields and its opt-outs, or NULL when the uid has no
@@ -53,7 +53,8 @@ static int hr_user_audit_side(hr_mysql *m, void *arg, cJSON **out, char *errstr,
         goto done;
     }
     cJSON_DeleteItemFromObjectCaseSensitive(*out, "uid");
-    cJSON_AddItemToObject(*out, "opt_out", cJSON_DetachItemFromObjectCaseSensitive(prefs, "opt_out"));
+    cJSON_AddItemToObject(*out, "opt_out",
+                          cJSON_DetachItemFromObjectCaseSensitive(prefs, "opt_out"));
     rc = 0;
 done:
     if (rc != 0) {
@@ -134,12 +135,8 @@ int hr_user_audit_prefs_put(hr_mysql *m, hr_redis *r, int64_t uid, const hr_user
                             hr_user_source source, const hr_config *cfg, const hr_audit_who *who,
                             const char *action, char *errstr, size_t errlen)
 {
-    hr_user_audit_arg x = {.kind = HR_USER_AUDIT_PREFS,
-                           .r = r,
-                           .cfg = cfg,
-                           .uid = uid,
-                           .p = p,
-                           .source = source};
+    hr_user_audit_arg x = {
+        .kind = HR_USER_AUDIT_PREFS, .r = r, .cfg = cfg, .uid = uid, .p = p, .source = source};
 
     return hr_user_audit_run(m, &x, who, action, errstr, errlen);
 }

@@ -30,8 +30,7 @@ int hr_user_audit_patch(hr_mysql *m, hr_redis *r, int64_t uid, const cJSON *patc
                         const char *action, char *errstr, size_t errlen);
 /* hr_user_delete. */
 int hr_user_audit_delete(hr_mysql *m, hr_redis *r, int64_t uid, const hr_config *cfg,
-                         const hr_audit_who *who, const char *action, char *errstr,
-                         size_t errlen);
+                         const hr_audit_who *who, const char *action, char *errstr, size_t errlen);
 /* hr_user_prefs_put. */
 int hr_user_audit_prefs_put(hr_mysql *m, hr_redis *r, int64_t uid, const hr_user_prefs *p,
                             hr_user_source source, const hr_config *cfg, const hr_audit_who *who,
