@@ -20,7 +20,9 @@ typedef struct wk_chunk_opened {
     /* The consent's verdict of each member of C->members (a
      * wk_consent_verdict; NULL when the open read no members), valid
      * during the hook: the opted out and suppressed ones were acknowledged
-     * as such, DEFERRED of them put off to their quiet hours' end. */
+     * as such (with the events gate, C->gate, they were not: the loop
+     * acknowledges them behind their events), DEFERRED of them put off to
+     * their quiet hours' end. */
     const uint8_t *verdicts;
     int64_t deferred;
     const char *errstr;
@@ -42,7 +44,8 @@ typedef enum wk_chunk_open_result {
  * its category is not mandatory (an error reply — not a hash — leaves that
  * recipient without attributes: C->user_errors); with PLATFORM not NULL,
  * the members' addresses on it (and APP); then the consent: opted out and
- * suppressed members are acknowledged as such, those in their quiet hours
+ * suppressed members are acknowledged as such (not with the events gate:
+ * wk_consent.h), those in their quiet hours
  * put back into the wait set, and the others get a push (wk_consent.h).
  * An error when Redis lacks a book's synced mark (it lost the book: the
  * chunk must wait for the dispatchers' sync rather than push to opted-out

@@ -291,7 +291,9 @@ int wk_consent_decide(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redi
         if ((v = wk_consent_verdict_of(cs, c, i, qs, now_ms, &quiet, errstr, errlen)) < 0)
             goto done;
         cs->verdicts[i] = (uint8_t)v;
-        if ((v == WK_CONSENT_OPTED_OUT || v == WK_CONSENT_SUPPRESSED) &&
+        /* With the events gate the loop acknowledges them, behind their
+         * events (wk_lifecycle_consent). */
+        if ((v == WK_CONSENT_OPTED_OUT || v == WK_CONSENT_SUPPRESSED) && c->gate == NULL &&
             wk_chunk_acks_add(&a, n,
                               v == WK_CONSENT_OPTED_OUT ? WK_CHUNK_OPTED_OUT : WK_CHUNK_SUPPRESSED,
                               uid, NULL) < 0)

@@ -16,7 +16,12 @@
  * acknowledged under their outcome (ack.lua), members in their quiet hours
  * go back to the task's (shard's) wait set scored with their release
  * (wait_park.lua: out of the chunk set and into the wait set at once), in
- * one round trip; the dispatcher releases them like a wave.  A suppressed
+ * one round trip; the dispatcher releases them like a wave.  With the
+ * events gate (C->gate, events on) the opted out and suppressed are not
+ * acknowledged here: their events are not even produced yet, so the loop
+ * reports them and acknowledges them behind their events like the pushes
+ * (wk_lifecycle_consent), lest a worker killed in between lose the events
+ * of recipients no longer in the set.  A suppressed
  * address is left out of the member's addresses.  What the open then
  * pushes is the members whose verdict is WK_CONSENT_PUSH.
  *
@@ -38,8 +43,8 @@
 typedef enum wk_consent_verdict {
     WK_CONSENT_PUSH = 0,   /* pushed */
     WK_CONSENT_SKIP,       /* not a uid (dead-lettered as such) */
-    WK_CONSENT_OPTED_OUT,  /* acknowledged as opted_out */
-    WK_CONSENT_SUPPRESSED, /* acknowledged as suppressed */
+    WK_CONSENT_OPTED_OUT,  /* settled as opted_out */
+    WK_CONSENT_SUPPRESSED, /* settled as suppressed */
     WK_CONSENT_DEFER,      /* back in the wait set until its quiet hours end */
 } wk_consent_verdict;
 
@@ -55,7 +60,7 @@ typedef struct wk_consent {
     char user_error[160]; /* the first of them */
     /* decided */
     uint8_t *verdicts;    /* wk_consent_verdict per member */
-    int64_t opted_out;    /* members acknowledged as such by this open */
+    int64_t opted_out;    /* members acknowledged as such by this open (none with C->gate) */
     int64_t suppressed;   /* likewise */
     int64_t deferred;     /* members put off to their quiet hours' end */
     wk_chunk_acked acked; /* what the acknowledgements answered */
@@ -68,9 +73,9 @@ typedef struct wk_consent {
 int wk_consent_read(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redisReply *members,
                     const hr_addr_platform *platform, const char *app, char *errstr, size_t errlen);
 
-/* The verdicts at NOW_MS, and the acknowledgements and deferrals they make
- * (one round trip, none when every member is pushed).  0, or -1 with
- * ERRSTR. */
+/* The verdicts at NOW_MS, and the acknowledgements (not with C->gate) and
+ * deferrals they make (one round trip, none when there are none).  0, or
+ * -1 with ERRSTR. */
 int wk_consent_decide(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redisReply *members,
                       int64_t now_ms, char *errstr, size_t errlen);
 

@@ -10,6 +10,7 @@
 #include "hr_clock.h"
 #include "hr_log.h"
 #include "hr_chunkmsg.h"
+#include "wk_chunk_acks.h"
 #include "wk_chunk_open.h"
 #include "wk_consent.h"
 #include "wk_lifecycle_end.h"
@@ -50,27 +51,44 @@ static void wk_lifecycle_open_anomalies(wk_lifecycle *l, wk_chunk *c, size_t bad
                     c->msg.seq, bad_addrs);
 }
 
-/* What the open's consent did (wk_consent.h): the opted out and suppressed
- * members were acknowledged as such (counted per channel, one delivery-log
- * row each), the deferred ones went back to the wait set. */
-static void wk_lifecycle_consent(wk_lifecycle *l, wk_chunk *c, const wk_chunk_opened *res)
+/* What the open's consent decided (wk_consent.h): the opted out and
+ * suppressed members are counted per channel and reported (an event and a
+ * delivery-log row each), the deferred ones went back to the wait set.
+ * Without the events gate the open acknowledged them already; with it
+ * (C->gate), their acknowledgements are buffered here, each behind its
+ * event (wk_lifecycle_outcome moves C->ev_last), and flushed like the
+ * pushes' (ack.lua under their stats fields, counting only uids still in
+ * the set): a worker killed before Kafka confirmed the events leaves them
+ * in the set, and the chunk's next holder reports them again.  The chunk's
+ * end job comes after those flushes (its jobs keep their order).  Returns
+ * how many members were opted out or suppressed, or -1 when C was
+ * dropped (not to be touched). */
+static int64_t wk_lifecycle_consent(wk_lifecycle *l, wk_chunk *c, const wk_chunk_opened *res)
 {
     static const wk_push_result none = {.delivered = false};
     wk_metrics_chan *mc = &l->met->chans[c->task->ch_index];
+    int64_t opted_out = 0, suppressed = 0;
+    int full = 0;
 
     if (res->verdicts == NULL)
-        return;
+        return 0;
     for (size_t i = 0; i < c->members->elements; i++) {
+        const char *uid = c->members->element[i]->str;
         wk_delivery status;
+        wk_chunk_settled how;
 
         switch (res->verdicts[i]) {
         case WK_CONSENT_OPTED_OUT:
             hr_metrics_inc(mc->opted_out);
+            opted_out++;
             status = WK_DELIVERY_OPTED_OUT;
+            how = WK_CHUNK_OPTED_OUT;
             break;
         case WK_CONSENT_SUPPRESSED:
             hr_metrics_inc(mc->suppressed);
+            suppressed++;
             status = WK_DELIVERY_SUPPRESSED;
+            how = WK_CHUNK_SUPPRESSED;
             break;
         case WK_CONSENT_DEFER:
             hr_metrics_inc(mc->deferred);
@@ -79,15 +97,24 @@ static void wk_lifecycle_consent(wk_lifecycle *l, wk_chunk *c, const wk_chunk_op
             continue;
         }
         if (wk_lifecycle_reports(l))
-            wk_lifecycle_outcome(l, c, c->members->element[i]->str, NULL, status, &none);
+            wk_lifecycle_outcome(l, c, uid, NULL, status, &none);
+        if (c->gate != NULL && (full = wk_chunk_ack(c, how, uid, NULL)) != 0 &&
+            (full < 0 || wk_chunk_flush(l->rd, c) != 0))
+            goto dropped;
     }
-    if (c->opted_out > 0 || c->suppressed > 0 || res->deferred > 0) {
+    if (c->gate != NULL && wk_chunk_flush(l->rd, c) != 0)
+        goto dropped;
+    if (opted_out > 0 || suppressed > 0 || res->deferred > 0) {
         wk_lifecycle_report_counters(l, c);
         hr_log_debug("chunk_consent",
                      "task=%" PRId64 " seq=%" PRId64 " opted_out=%" PRId64 " suppressed=%" PRId64
                      " deferred=%" PRId64,
-                     c->msg.task, c->msg.seq, c->opted_out, c->suppressed, res->deferred);
+                     c->msg.task, c->msg.seq, opted_out, suppressed, res->deferred);
     }
+    return opted_out + suppressed;
+dropped:
+    wk_lifecycle_drop(l, c, full < 0 ? "out of memory" : "the Redis thread took no job", NULL);
+    return -1;
 }
 
 /* Submits C's open: control key, lease, members (and, for a channel that
@@ -143,7 +170,7 @@ static void wk_lifecycle_opened(wk_chunk *c, const wk_chunk_opened *res)
     wk_lifecycle *l = c->ctx;
     const hr_chunkmsg *msg = &c->msg;
     wk_chunk_halt halt = res->halt;
-    int64_t now = hr_clock_now_ms();
+    int64_t now = hr_clock_now_ms(), consented;
 
     if (wk_lifecycle_gone(l, c))
         return;
@@ -178,11 +205,12 @@ static void wk_lifecycle_opened(wk_chunk *c, const wk_chunk_opened *res)
     wk_lifecycle_set(c, WK_CHUNK_PUSHING, "opened");
     c->opened_ms = now;
     c->open = c->npushes;
-    /* Fewer members than published: a redelivery, partly acknowledged. */
-    if ((int64_t)c->npushes + c->invalid + c->opted_out + c->suppressed + c->deferred < msg->count)
-        hr_metrics_inc(l->met->chunks_redelivered);
     wk_lifecycle_open_anomalies(l, c, res->bad_addrs);
-    wk_lifecycle_consent(l, c, res);
+    if ((consented = wk_lifecycle_consent(l, c, res)) < 0)
+        return;
+    /* Fewer members than published: a redelivery, partly acknowledged. */
+    if ((int64_t)c->npushes + c->invalid + consented + c->deferred < msg->count)
+        hr_metrics_inc(l->met->chunks_redelivered);
     hr_log_info("chunk_start",
                 "task=%" PRId64 " seq=%" PRId64 " recipients=%zu partition=%" PRId32
                 " offset=%" PRId64 " open_ms=%" PRId64 " published_ms_ago=%" PRId64,

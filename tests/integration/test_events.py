@@ -10,7 +10,9 @@ own, e-mail tracking on:
     (no address; an address the relay calls dead), failed (an address the
     relay refuses for good) and pulled (a pull before due) recipients; C is
     cancelled before its push, D wakes up past its expire_at; B (webhook)
-    is opened by its app (POST /v1/users/{uid}/events);
+    is opened by its app (POST /v1/users/{uid}/events); E (smtp) has an
+    opted-out and a suppressed recipient, whose acknowledgements the worker
+    writes behind their events (wk_lifecycle_consent);
   - the events topic holds exactly one outcome event per recipient and
     task, its types counting what push_task counts, each value valid
     against schemas/kafka/event.v1.json's required fields;
@@ -169,6 +171,7 @@ def main():
     C = list(range(base + 100, base + 110))        # task C, cancelled
     D = list(range(base + 200, base + 208))        # task D, expired
     B = list(range(base + 300, base + 305))        # task B, opened by its app
+    E = [base + 400, base + 401]                   # task E: opted out, suppressed
     standin = None
     receivers = Receivers()
     try:
@@ -179,6 +182,8 @@ def main():
         mail = {u: ["u%d@example.org" % u] for u in U[:25]}
         mail[U[27]] = [dead_addr]
         mail[U[28]] = [refused_addr]
+        for u in E:
+            mail[u] = ["e%d@example.org" % u]
         add_addresses(env, "email", "", mail)
         sink_port = free_port()
         env.start(sink_argv(sink, sink_port, os.path.join(env.dir, "sink.record")), "sink.log")
@@ -226,6 +231,20 @@ def main():
         check(status == 200 and "secret" not in json.dumps(j),
               "GET /v1/hooks lists them without secrets")
 
+        # E[0] opts out of e-mail, E[1]'s address is suppressed.
+        status, _ = env.http("PUT", "/v1/users/%d" % E[0], body={"tz": "UTC"})
+        check(status in (200, 201), "E[0]'s profile (%s)" % status)
+        status, _ = env.http("PUT", "/v1/users/%d/preferences" % E[0],
+                             body={"opt_out": [{"channel": "smtp"}]})
+        check(status == 200, "E[0] opts out of smtp (%s)" % status)
+        status, _ = env.http("POST", "/v1/suppressions", body={
+            "platform": "email", "address": "e%d@example.org" % E[1], "reason": "bounced"})
+        check(status in (200, 201), "E[1]'s address suppressed (%s)" % status)
+        check(wait_until(lambda: env.r.cmd("SMEMBERS", "%saddr:%d" % (env.prefix, E[1]))
+                         == ["email  e%d@example.org bounced" % E[1]], 20, 0.2),
+              "the suppression in Redis")
+        e = env.insert_with_subs("consent", "mail", E, due_s=2)
+
         # T0 pushes U[0..2] under the throttle rule A shares.
         thr = {"throttle_scope": "'evt%s'" % env.tag, "throttle_limit": 1,
                "throttle_window_s": 3600}
@@ -252,7 +271,7 @@ def main():
               "C's subscribers in Redis")
         status, _ = env.http("POST", "/v1/tasks/%d/cancel" % c)
         check(status in (200, 202), "C cancelled (%s)" % status)
-        for t, want in ((a, "done"), (b, "done"), (c, "cancelled"), (d, "done")):
+        for t, want in ((a, "done"), (b, "done"), (c, "cancelled"), (d, "done"), (e, "done")):
             check(env.wait_state(t, want, 90), "task %d %s (%s)" % (t, want, env.task(t)))
         # B's app opens: two uids, one twice; an unknown task or uid is refused.
         for u in (B[0], B[1], B[1]):
@@ -305,8 +324,12 @@ def main():
         check((int(sent), int(thr_n), int(unreg), int(failed), int(pulled)) == (22, 3, 3, 1, 1),
               "A: sent 22 throttled 3 unregistered 3 failed 1 pulled 1 (%s %s %s %s %s)"
               % (sent, thr_n, unreg, failed, pulled))
+        check([int(v) for v in env.task(e, "opted_out, suppressed, unaccounted")] == [1, 1, 0],
+              "E: opted_out 1 suppressed 1, each counted once (%s)"
+              % env.task(e, "opted_out, suppressed, unaccounted"))
         want = {t0: {"sent": 3}, a: dict(want_a, opened=5, clicked=5), b: {"sent": 5, "opened": 2},
-                c: {"cancelled": len(C)}, d: {"expired": len(D)}}
+                c: {"cancelled": len(C)}, d: {"expired": len(D)},
+                e: {"opted_out": 1, "suppressed": 1}}
 
         # The events topic: exactly one outcome per recipient, the counts.
         def topic_counts():
@@ -390,7 +413,10 @@ def main():
         receivers.shutdown()
         if standin is not None:
             standin.stop()
-        drop_addresses(env, base, base + 400)
+        drop_addresses(env, base, base + 410)
+        env.drop_users(base + 400, base + 410)
+        env.sql("DELETE FROM push_suppression WHERE address IN ('e%d@example.org', "
+                "'e%d@example.org')" % (E[0], E[1]))
         env.sql("DELETE FROM push_hook_dead WHERE hook_id IN (SELECT id FROM push_hook WHERE "
                 "url LIKE 'http://127.0.0.1:%d/%%')" % receivers.server_address[1])
         env.sql("DELETE FROM push_hook WHERE url LIKE 'http://127.0.0.1:%d/%%'"
