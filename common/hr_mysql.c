@@ -35,9 +35,9 @@
  * retries after its own back-off), and the session's row lock waits end
  * first (innodb_lock_wait_timeout below the timeout), so that a lock wait
  * fails as the server's lock-wait error rather than as a dropped
- * connection.  hr_mysql_watch times every call for the daemon's metrics
- * and hands slow ones to a hook the daemon logs with (the watch: atomics,
- * written once before the daemon's threads start). */
+ * connection.  Every call is handed to hr_mysql_watch_note
+ * (hr_mysql_watch.c: the metrics and the slow hook); that module never
+ * calls back here. */
 #include "hr_mysql.h"
 
 #include <errmsg.h>
@@ -46,7 +46,6 @@
 #include <mysqld_error.h>
 #include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -137,12 +136,12 @@ static bool hr_mysql_timed_out(const hr_mysql *m, unsigned err, int64_t ms)
 }
 
 /* A call of M (SQL) that began at START (monotonic ms) and ended with RC
- * and ERR: timed for the watch; a timeout's ERRSTR says so.  Whether the
+ * and ERR: handed to the watch; a timeout's ERRSTR says so.  Whether the
  * timeout ended it. */
 static bool hr_mysql_note(const hr_mysql *m, const char *sql, int64_t start, int rc, unsigned err,
                           char *errstr, size_t errlen)
 {
-    int64_t now = hr_clock_mono_ms(), ms = now - start, last;
+    int64_t ms = hr_clock_mono_ms() - start;
     bool timed_out = rc != 0 && hr_mysql_timed_out(m, err, ms);
 
     if (timed_out && errstr != NULL && errlen > 0) {
@@ -151,31 +150,7 @@ static bool hr_mysql_note(const hr_mysql *m, const char *sql, int64_t start, int
         snprintf(errstr + len, errlen - len, " (no answer within mysql.timeout_s = %u s)",
                  m->timeout_s);
     }
-    if (!atomic_load(&hr_mysql_watched.on))
-        return timed_out;
-    hr_metrics_observe(hr_mysql_watched.seconds, (double)ms / 1000.0);
-    if (ms < HR_MYSQL_SLOW_MS && !timed_out)
-        return timed_out;
-    hr_metrics_inc(hr_mysql_watched.slow);
-    if (timed_out)
-        hr_metrics_inc(hr_mysql_watched.timeouts);
-    if (hr_mysql_watched.hook == NULL)
-        return timed_out;
-    /* One hook call a second at most: a stalled server makes every thread's
-     * calls slow at once. */
-    last = atomic_load(&hr_mysql_watched.hooked_ms);
-    if ((last != 0 && now - last < 1000) ||
-        !atomic_compare_exchange_strong(&hr_mysql_watched.hooked_ms, &last, now)) {
-        atomic_fetch_add(&hr_mysql_watched.suppressed, 1);
-        return timed_out;
-    }
-    hr_mysql_watched.hook(
-        &(hr_mysql_slow){.sql = sql,
-                         .host = m->host,
-                         .port = m->port,
-                         .ms = ms,
-                         .timed_out = timed_out,
-                         .suppressed = atomic_exchange(&hr_mysql_watched.suppressed, 0)});
+    hr_mysql_watch_note(sql, m->host, m->port, ms, timed_out);
     return timed_out;
 }
 

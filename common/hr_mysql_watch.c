@@ -1,15 +1,32 @@
-/* hr_mysql_watch: the MySQL calls' latency, slow calls and timeouts (see hr_mysql_watch.h). */
+/* hr_mysql_watch: how long MySQL calls take, for the daemon's metrics.
+ *
+ * hr_mysql times each call and hands it here (hr_mysql_watch_note) with
+ * what this needs of the connection (the server, whether the timeout
+ * ended it), so the watch knows nothing of hr_mysql and calls nothing in
+ * it.  Its state is process-wide: written by hr_mysql_watch before the
+ * daemon's threads start (ON stored last), read by every thread after;
+ * the slow hook's rate limit and its count of suppressed calls are
+ * atomics, as several threads meet a stalled server at once. */
 #include "hr_mysql_watch.h"
 
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 
+#include "hr_clock.h"
+
 /* Call latency, seconds: up to the timeout's range. */
 static const double hr_mysql_seconds_buckets[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5,
                                                   1,     2,     5,    10,   30,  60};
 
-struct hr_mysql_watched hr_mysql_watched;
+/* The watch (hr_mysql_watch): ON is stored last, after the rest. */
+static struct {
+    atomic_bool on;
+    hr_metrics_child *seconds, *slow, *timeouts;
+    hr_mysql_slow_fn hook;
+    atomic_int_fast64_t hooked_ms;   /* monotonic: the last hook call */
+    atomic_uint_fast64_t suppressed; /* slow calls since, not handed over */
+} hr_mysql_watched;
 
 int hr_mysql_watch(hr_metrics *reg, hr_mysql_slow_fn slow, char *errstr, size_t errlen)
 {
@@ -48,3 +65,35 @@ const char *hr_mysql_slow_fields(const hr_mysql_slow *slow, char *buf, size_t le
     return slow->timed_out ? "mysql_timeout" : "mysql_slow";
 }
 
+void hr_mysql_watch_note(const char *sql, const char *host, unsigned port, int64_t ms,
+                         bool timed_out)
+{
+    int64_t now, last;
+
+    if (!atomic_load(&hr_mysql_watched.on))
+        return;
+    hr_metrics_observe(hr_mysql_watched.seconds, (double)ms / 1000.0);
+    if (ms < HR_MYSQL_SLOW_MS && !timed_out)
+        return;
+    hr_metrics_inc(hr_mysql_watched.slow);
+    if (timed_out)
+        hr_metrics_inc(hr_mysql_watched.timeouts);
+    if (hr_mysql_watched.hook == NULL)
+        return;
+    /* One hook call a second at most: a stalled server makes every thread's
+     * calls slow at once. */
+    now = hr_clock_mono_ms();
+    last = atomic_load(&hr_mysql_watched.hooked_ms);
+    if ((last != 0 && now - last < 1000) ||
+        !atomic_compare_exchange_strong(&hr_mysql_watched.hooked_ms, &last, now)) {
+        atomic_fetch_add(&hr_mysql_watched.suppressed, 1);
+        return;
+    }
+    hr_mysql_watched.hook(
+        &(hr_mysql_slow){.sql = sql,
+                         .host = host,
+                         .port = port,
+                         .ms = ms,
+                         .timed_out = timed_out,
+                         .suppressed = atomic_exchange(&hr_mysql_watched.suppressed, 0)});
+}

@@ -4,7 +4,6 @@
 #ifndef HR_MYSQL_WATCH_H
 #define HR_MYSQL_WATCH_H
 
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -40,14 +39,11 @@ const char *hr_mysql_slow_fields(const hr_mysql_slow *slow, char *buf, size_t le
  * (ERRSTR: the families could not be registered). */
 int hr_mysql_watch(hr_metrics *reg, hr_mysql_slow_fn slow, char *errstr, size_t errlen);
 
-/* The watch (hr_mysql_watch): ON is stored last, after the rest. */
-struct hr_mysql_watched {
-    atomic_bool on;
-    hr_metrics_child *seconds, *slow, *timeouts;
-    hr_mysql_slow_fn hook;
-    atomic_int_fast64_t hooked_ms;   /* monotonic: the last hook call */
-    atomic_uint_fast64_t suppressed; /* slow calls since, not handed over */
-};
-extern struct hr_mysql_watched hr_mysql_watched;
+/* A MySQL call of SQL to HOST:PORT that took MS, TIMED_OUT when the
+ * timeout ended it: timed, counted, and handed to the slow hook when it
+ * is slow (nothing while no watch is on).  hr_mysql calls it for every
+ * call; the watch never calls hr_mysql. */
+void hr_mysql_watch_note(const char *sql, const char *host, unsigned port, int64_t ms,
+                         bool timed_out);
 
 #endif

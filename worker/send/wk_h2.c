@@ -23,7 +23,15 @@
  * an output buffer -> SSL_write, so a burst of requests is one TLS record
  * and one write.  Whoever frees: the engine frees its connections (a
  * connection's memory once its handles closed) and the pool; the engine
- * itself goes once its own and its connections' handles closed. */
+ * itself goes once its own and its connections' handles closed.
+ *
+ * Files, bottom up (no circle): wk_h2_types.h (the public types),
+ * wk_h2_data.h (the structs above), wk_h2_req.c (the pool, a request's
+ * head, its outcomes), wk_h2_stream.c (a request on a stream, nghttp2's
+ * callbacks), wk_h2_conn.c (opening, I/O, closing connections), and this
+ * file: the public API, scheduling (the pump, the timer) and the engine's
+ * life.  The lower files call this one only through h2->up (the pump and
+ * the engine's release), which wk_h2_new sets. */
 #include "wk_h2.h"
 
 #include <arpa/inet.h>
@@ -46,6 +54,8 @@ const char *const wk_h2_err_names[WK_H2__ERR_COUNT] = {
     "closed", "refused", "too_big", "protocol", "shutdown",
 };
 
+static void wk_h2_pump(wk_h2 *h2);
+static void wk_h2_release(wk_h2 *h2);
 static void wk_h2_timer_cb(uv_timer_t *timer);
 
 void wk_h2_conf_init(wk_h2_conf *conf)
@@ -99,7 +109,7 @@ static void wk_h2_arm(wk_h2 *h2)
  * connections in free slots while requests wait, writes what the sessions
  * have to send, and arms the timer.  Runs again (a few times at most)
  * while what it did asked for more (a stream closed on a failed write). */
-void wk_h2_pump(wk_h2 *h2)
+static void wk_h2_pump(wk_h2 *h2)
 {
     for (int pass = 0; pass < 4 && !h2->freeing; pass++) {
         h2->pump_due = false;
@@ -117,7 +127,7 @@ void wk_h2_pump(wk_h2 *h2)
             wk_h2_req *req = TAILQ_FIRST(&h2->queue);
             TAILQ_REMOVE(&h2->queue, req, link);
             h2->queued--;
-            wk_h2_conn_start(best, req);
+            wk_h2_stream_start(best, req);
         }
         if (!TAILQ_EMPTY(&h2->queue)) {
             uint64_t now = wk_h2_now(h2);
@@ -134,11 +144,6 @@ void wk_h2_pump(wk_h2 *h2)
         uv_prepare_stop(&h2->prepare);
     if (!h2->freeing)
         wk_h2_arm(h2);
-}
-
-void wk_h2_prepare_cb(uv_prepare_t *prepare)
-{
-    wk_h2_pump(prepare->data);
 }
 
 /* Expired requests fail (a started one's stream is reset), connection
@@ -176,7 +181,7 @@ static void wk_h2_timer_cb(uv_timer_t *timer)
 
 /* ---------------------------------------------------------------- the engine */
 
-void wk_h2_release(wk_h2 *h2)
+static void wk_h2_release(wk_h2 *h2)
 {
     if (!h2->freeing || h2->handles > 0 || !TAILQ_EMPTY(&h2->conns))
         return;
@@ -225,6 +230,7 @@ int wk_h2_new(uv_loop_t *loop, const wk_h2_conf *conf, wk_h2 **out, char *errstr
         return -1;
     }
     h2->loop = loop;
+    h2->up = (wk_h2_up){.pump = wk_h2_pump, .release = wk_h2_release};
     h2->conf = *conf;
     snprintf(h2->host, sizeof h2->host, "%s", conf->host);
     h2->conf.host = h2->host;

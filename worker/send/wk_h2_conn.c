@@ -1,4 +1,4 @@
-/* wk_h2_conn: the engine's connections (see wk_h2.c). */
+/* wk_h2_conn: see wk_h2_conn.h; the engine's data is described in wk_h2.c. */
 #include "wk_h2_conn.h"
 
 #include <errno.h>
@@ -319,7 +319,7 @@ static void wk_h2_conn_resolved(uv_getaddrinfo_t *gai, int status, struct addrin
     uv_freeaddrinfo(res);
     if (err != WK_H2_OK)
         wk_h2_conn_close(conn, err, msg);
-    wk_h2_pump(h2);
+    h2->up.pump(h2);
 }
 
 /* Opens a connection in slot I. */
@@ -412,7 +412,7 @@ static void wk_h2_conn_poll_cb(uv_poll_t *poll, int status, int events)
     }
     if (err != WK_H2_OK)
         wk_h2_conn_close(conn, err, msg);
-    wk_h2_pump(h2);
+    h2->up.pump(h2);
 }
 
 /* Flushes every connection with a session; closes those that fail and the
@@ -446,7 +446,7 @@ static void wk_h2_conn_release(wk_h2_conn *conn)
     TAILQ_REMOVE(&h2->conns, conn, link);
     hr_buf_free(&conn->out);
     free(conn);
-    wk_h2_release(h2);
+    h2->up.release(h2);
 }
 
 /* The TLS context: TLS 1.2 or later, ALPN h2, the peer verified against

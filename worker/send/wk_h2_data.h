@@ -99,6 +99,14 @@ typedef struct wk_h2_slot {
     int backoff_ms;    /* the last back-off, 0 after a success */
 } wk_h2_slot;
 
+/* What the lower files (wk_h2_req, wk_h2_stream, wk_h2_conn) call the
+ * engine (wk_h2.c) back through: they never call it by name, so the
+ * files' graph has no circle.  Set by wk_h2_new. */
+typedef struct wk_h2_up {
+    void (*pump)(wk_h2 *h2);    /* start what waits, write, arm the timer */
+    void (*release)(wk_h2 *h2); /* free the engine when it is freed and nothing is left */
+} wk_h2_up;
+
 struct wk_h2 {
     uv_loop_t *loop;
     wk_h2_conf conf; /* strings point into the engine's own copies below */
@@ -118,7 +126,8 @@ struct wk_h2 {
     uv_prepare_t prepare;
     int handles; /* the engine's own uv handles not yet closed */
     bool freeing;
-    bool pump_due; /* the prepare runs wk_h2_pump */
+    bool pump_due; /* the prepare runs up.pump */
+    wk_h2_up up;
     uint64_t rand;
     wk_h2_slot slot[WK_H2_CONNECTIONS_MAX];
     TAILQ_HEAD(, wk_h2_conn) conns;
@@ -141,10 +150,5 @@ static inline void wk_h2_conn_set_state(wk_h2_conn *conn, wk_h2_conn_state state
     if (state == WK_H2_CONN_READY)
         conn->was_ready = true;
 }
-
-/* In wk_h2.c. */
-void wk_h2_pump(wk_h2 *h2);
-void wk_h2_prepare_cb(uv_prepare_t *prepare);
-void wk_h2_release(wk_h2 *h2);
 
 #endif

@@ -1,4 +1,4 @@
-/* wk_h2_req: the engine's requests (see wk_h2.c). */
+/* wk_h2_req: see wk_h2_req.h; the engine's data is described in wk_h2.c. */
 #include "wk_h2_req.h"
 
 #include <stdio.h>
@@ -65,8 +65,7 @@ void wk_h2_req_fail(wk_h2_req *req, wk_h2_err err, const char *msg)
 /* Hands REQ's outcome to its caller (ERR, MSG and UNPROCESSED when ERR is
  * not WK_H2_OK); REQ leaves the queue or live list, then goes back to the
  * pool unless its stream is still open (it becomes an ORPHAN). */
-void wk_h2_req_done(wk_h2 *h2, wk_h2_req *req, wk_h2_err err, const char *msg,
-                           bool unprocessed)
+void wk_h2_req_done(wk_h2 *h2, wk_h2_req *req, wk_h2_err err, const char *msg, bool unprocessed)
 {
     wk_h2_response resp = {.err = err, .msg = err == WK_H2_OK ? "" : msg};
     wk_h2_done_cb *done = req->done;
@@ -119,12 +118,19 @@ void wk_h2_req_requeue(wk_h2 *h2, wk_h2_req *req, const char *why)
     h2->st.requeued++;
 }
 
-/* Asks for wk_h2_pump before the loop next waits. */
+static void wk_h2_pump_due(uv_prepare_t *prepare)
+{
+    wk_h2 *h2 = prepare->data;
+
+    h2->up.pump(h2);
+}
+
+/* Asks for the engine's pump before the loop next waits. */
 void wk_h2_pump_later(wk_h2 *h2)
 {
     if (!h2->pump_due && !h2->freeing) {
         h2->pump_due = true;
-        uv_prepare_start(&h2->prepare, wk_h2_prepare_cb);
+        uv_prepare_start(&h2->prepare, wk_h2_pump_due);
     }
 }
 
@@ -179,8 +185,8 @@ static bool wk_h2_name_ok(const char *s, size_t n)
  * not one the engine made) with NUL, CR or LF.  nghttp2 does not check
  * what it sends, and a peer answers a bad header by closing the
  * connection, with every other stream on it. */
-int wk_h2_req_nv(wk_h2_req *req, char **p, const wk_h2_nv *h, bool copy_name,
-                        bool check_value, char *errstr, size_t errlen)
+int wk_h2_req_nv(wk_h2_req *req, char **p, const wk_h2_nv *h, bool copy_name, bool check_value,
+                 char *errstr, size_t errlen)
 {
     char *end = req->head + sizeof req->head;
     nghttp2_nv *nv = &req->nv[req->nnv];

@@ -1,4 +1,4 @@
-/* wk_h2_stream: the engine's streams (see wk_h2.c). */
+/* wk_h2_stream: see wk_h2_stream.h; the engine's data is described in wk_h2.c. */
 #include "wk_h2_stream.h"
 
 #include <stdio.h>
@@ -254,7 +254,7 @@ static ssize_t wk_h2_read_body(nghttp2_session *sess, int32_t stream_id, uint8_t
 
 /* Leaves the slot (a new connection may open there) and takes no new
  * streams. */
-void wk_h2_conn_drain(wk_h2_conn *conn)
+static void wk_h2_conn_drain(wk_h2_conn *conn)
 {
     if (conn->slot >= 0) {
         conn->h2->slot[conn->slot].conn = NULL;
@@ -264,7 +264,7 @@ void wk_h2_conn_drain(wk_h2_conn *conn)
 }
 
 /* Starts REQ on CONN (ready, with a stream to spare). */
-void wk_h2_conn_start(wk_h2_conn *conn, wk_h2_req *req)
+void wk_h2_stream_start(wk_h2_conn *conn, wk_h2_req *req)
 {
     nghttp2_data_provider prd = {.source.ptr = req, .read_callback = wk_h2_read_body};
     int32_t id = nghttp2_submit_request(conn->sess, NULL, req->nv, req->nnv,

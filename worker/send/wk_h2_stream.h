@@ -11,8 +11,9 @@
 #include "wk_h2_data.h"
 
 void wk_h2_slot_backoff(wk_h2 *h2, int i);
-void wk_h2_conn_drain(wk_h2_conn *conn);
-void wk_h2_conn_start(wk_h2_conn *conn, wk_h2_req *req);
+/* Starts REQ on a new stream of CONN (ready, with a stream to spare);
+ * REQ is requeued or done when no stream can be had. */
+void wk_h2_stream_start(wk_h2_conn *conn, wk_h2_req *req);
 /* Sets the stream callbacks on CBS, the sessions' shared table. */
 void wk_h2_stream_callbacks(nghttp2_session_callbacks *cbs);
 

@@ -33,7 +33,6 @@ typedef enum wk_h2_err {
     WK_H2__ERR_COUNT
 } wk_h2_err;
 
-
 /* What the engine needs; wk_h2_conf_init fills in the defaults. */
 typedef struct wk_h2_conf {
     const char *host;       /* DNS name or IP literal (also the certificate name) */
