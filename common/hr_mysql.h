@@ -19,6 +19,7 @@
 
 #include "hr_config.h"
 #include "hr_metrics.h"
+#include "hr_mysql_rows.h"
 
 typedef struct hr_mysql hr_mysql;
 
@@ -42,13 +43,6 @@ typedef struct hr_mysql_param {
 #define HR_P_STRN(s, n) ((hr_mysql_param){.type = HR_MYSQL_STR, .str = (s), .len = (n)})
 #define HR_P_NULL ((hr_mysql_param){.type = HR_MYSQL_NULL})
 
-/* A fully fetched result: nrows x ncols cells, row-major. */
-typedef struct hr_mysql_rows {
-    size_t nrows, ncols;
-    char **cells; /* NULL pointer = SQL NULL */
-    char **names; /* column names */
-} hr_mysql_rows;
-
 int hr_mysql_connect(const hr_config *cfg, hr_mysql **out, char *errstr, size_t errlen);
 void hr_mysql_free(hr_mysql *m);
 
@@ -71,8 +65,6 @@ int hr_mysql_exec(hr_mysql *m, const char *sql, const hr_mysql_param *params, si
 /* Prepared statement with a result set, fetched whole into *OUT. */
 int hr_mysql_query(hr_mysql *m, const char *sql, const hr_mysql_param *params, size_t nparams,
                    hr_mysql_rows **out, char *errstr, size_t errlen);
-void hr_mysql_rows_free(hr_mysql_rows *rows);
-const char *hr_mysql_cell(const hr_mysql_rows *rows, size_t row, size_t col);
 
 /* Plain statement without parameters, for DDL and migration files (which may
  * hold several statements and trigger bodies). */
