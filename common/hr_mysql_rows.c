@@ -41,7 +41,7 @@ static char *hr_mysql_cell_dup(MYSQL_STMT *stmt, unsigned col, const char *buf, 
 
 /* Fetches the whole result of an executed STMT into a new hr_mysql_rows. */
 int hr_mysql_rows_fetch(MYSQL_STMT *stmt, hr_mysql_rows **out, unsigned *err, char *errstr,
-                              size_t errlen)
+                        size_t errlen)
 {
     hr_mysql_rows *rows = calloc(1, sizeof *rows);
     MYSQL_RES *meta = NULL;
@@ -112,7 +112,7 @@ int hr_mysql_rows_fetch(MYSQL_STMT *stmt, hr_mysql_rows **out, unsigned *err, ch
             *cell = hr_mysql_cell_dup(stmt, c, (const char *)binds[c].buffer, lens[c]);
             if (!*cell) {
                 snprintf(errstr, errlen, "mysql: cannot fetch column %s of %lu bytes",
-                                rows->names[c], lens[c]);
+                         rows->names[c], lens[c]);
                 goto out;
             }
         }
@@ -158,4 +158,3 @@ const char *hr_mysql_cell(const hr_mysql_rows *rows, size_t row, size_t col)
         return NULL;
     return rows->cells[row * rows->ncols + col];
 }
-

@@ -21,7 +21,7 @@ const char *hr_mysql_cell(const hr_mysql_rows *rows, size_t row, size_t col);
 
 /* Fetches the whole result of an executed STMT into a new *OUT; *ERR gets
  * the server error of a failed fetch.  0, or -1 with ERRSTR. */
-int hr_mysql_rows_fetch(struct st_mysql_stmt *stmt, hr_mysql_rows **out, unsigned *err, char *errstr,
-                       size_t errlen);
+int hr_mysql_rows_fetch(struct st_mysql_stmt *stmt, hr_mysql_rows **out, unsigned *err,
+                        char *errstr, size_t errlen);
 
 #endif
