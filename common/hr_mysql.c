@@ -14,9 +14,8 @@
  * state that a reconnect would lose: an open transaction or the migration
  * lock.  Inside those the error goes to the caller, who rolls back.
  *
- * Result cells are fetched as strings: each column is bound to a
- * HR_MYSQL_CELL_BUF buffer, and a longer value (a MEDIUMTEXT payload) is
- * fetched again whole with mysql_stmt_fetch_column.
+ * Result cells are fetched as strings, a result set whole
+ * (hr_mysql_rows.c).
  *
  * With mysql.tls.enabled every connection is TLS or fails.  The server's
  * certificate chain and host name are verified against ca_file (or the
@@ -35,9 +34,9 @@
  * retries after its own back-off), and the session's row lock waits end
  * first (innodb_lock_wait_timeout below the timeout), so that a lock wait
  * fails as the server's lock-wait error rather than as a dropped
- * connection.  hr_mysql_watch times every call for the daemon's metrics
- * and hands slow ones to a hook the daemon logs with (the watch: atomics,
- * written once before the daemon's threads start). */
+ * connection.  Every call is handed to hr_mysql_watch_note
+ * (hr_mysql_watch.c: the metrics and the slow hook); that module never
+ * calls back here. */
 #include "hr_mysql.h"
 
 #include <errmsg.h>
@@ -46,11 +45,12 @@
 #include <mysqld_error.h>
 #include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "hr_clock.h"
+#include "hr_mysql_rows.h"
+#include "hr_mysql_watch.h"
 #include "hr_vec.h"
 
 #define HR_MYSQL_STMT_CACHE 32
@@ -63,7 +63,6 @@
  * of a worker's 17 MB in the soak. */
 #define HR_MYSQL_BIG_PARAMS 1024
 #define HR_MYSQL_BIG_IDLE_MS 60000
-#define HR_MYSQL_CELL_BUF 256
 /* A failed call that took this close to the timeout was ended by it. */
 #define HR_MYSQL_TIMEOUT_SLACK_MS 100
 
@@ -73,19 +72,6 @@ static const char hr_mysql_session_fmt[] =
     "SET time_zone = '+00:00', SESSION sql_mode = 'STRICT_ALL_TABLES,NO_ZERO_IN_DATE,"
     "NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION', "
     "SESSION innodb_lock_wait_timeout = LEAST(@@innodb_lock_wait_timeout, %u)";
-
-/* Call latency, seconds: up to the timeout's range. */
-static const double hr_mysql_seconds_buckets[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5,
-                                                  1,     2,     5,    10,   30,  60};
-
-/* The watch (hr_mysql_watch): ON is stored last, after the rest. */
-static struct {
-    atomic_bool on;
-    hr_metrics_child *seconds, *slow, *timeouts;
-    hr_mysql_slow_fn hook;
-    atomic_int_fast64_t hooked_ms;   /* monotonic: the last hook call */
-    atomic_uint_fast64_t suppressed; /* slow calls since, not handed over */
-} hr_mysql_watched;
 
 typedef struct hr_mysql_cached {
     char *sql;
@@ -142,43 +128,6 @@ static bool hr_mysql_gone(unsigned err)
     return err == CR_SERVER_GONE_ERROR || err == CR_SERVER_LOST;
 }
 
-int hr_mysql_watch(hr_metrics *reg, hr_mysql_slow_fn slow, char *errstr, size_t errlen)
-{
-    hr_metrics_family *seconds, *slow_calls, *timeouts;
-    const hr_metrics_spec specs[] = {
-        {&seconds, "herald_mysql_call_seconds",
-         "MySQL calls (statements, BEGIN, COMMIT; each attempt), by how long they took",
-         HR_METRICS_HISTOGRAM, NULL, HR_METRICS_BUCKETS(hr_mysql_seconds_buckets)},
-        {&slow_calls, "herald_mysql_slow_calls_total",
-         "MySQL calls that took a second or more (those the timeout ended included)",
-         HR_METRICS_COUNTER, NULL, NULL, 0},
-        {&timeouts, "herald_mysql_timeouts_total",
-         "MySQL calls that mysql.timeout_s ended (the server did not answer in time)",
-         HR_METRICS_COUNTER, NULL, NULL, 0},
-    };
-
-    atomic_store(&hr_mysql_watched.on, false);
-    if (reg == NULL)
-        return 0;
-    if (hr_metrics_register(reg, specs, sizeof specs / sizeof specs[0], errstr, errlen) < 0)
-        return -1;
-    hr_mysql_watched.seconds = hr_metrics_labels(seconds, NULL);
-    hr_mysql_watched.slow = hr_metrics_labels(slow_calls, NULL);
-    hr_mysql_watched.timeouts = hr_metrics_labels(timeouts, NULL);
-    hr_mysql_watched.hook = slow;
-    atomic_store(&hr_mysql_watched.hooked_ms, 0);
-    atomic_store(&hr_mysql_watched.suppressed, 0);
-    atomic_store(&hr_mysql_watched.on, true);
-    return 0;
-}
-
-const char *hr_mysql_slow_fields(const hr_mysql_slow *slow, char *buf, size_t len)
-{
-    snprintf(buf, len, "mysql=%s:%u ms=%" PRId64 " suppressed=%" PRIu64 " sql=%.80s", slow->host,
-             slow->port, slow->ms, (uint64_t)slow->suppressed, slow->sql);
-    return slow->timed_out ? "mysql_timeout" : "mysql_slow";
-}
-
 /* Whether a call that failed with ERR after MS was ended by M's timeout. */
 static bool hr_mysql_timed_out(const hr_mysql *m, unsigned err, int64_t ms)
 {
@@ -186,12 +135,12 @@ static bool hr_mysql_timed_out(const hr_mysql *m, unsigned err, int64_t ms)
 }
 
 /* A call of M (SQL) that began at START (monotonic ms) and ended with RC
- * and ERR: timed for the watch; a timeout's ERRSTR says so.  Whether the
+ * and ERR: handed to the watch; a timeout's ERRSTR says so.  Whether the
  * timeout ended it. */
 static bool hr_mysql_note(const hr_mysql *m, const char *sql, int64_t start, int rc, unsigned err,
                           char *errstr, size_t errlen)
 {
-    int64_t now = hr_clock_mono_ms(), ms = now - start, last;
+    int64_t ms = hr_clock_mono_ms() - start;
     bool timed_out = rc != 0 && hr_mysql_timed_out(m, err, ms);
 
     if (timed_out && errstr != NULL && errlen > 0) {
@@ -200,31 +149,7 @@ static bool hr_mysql_note(const hr_mysql *m, const char *sql, int64_t start, int
         snprintf(errstr + len, errlen - len, " (no answer within mysql.timeout_s = %u s)",
                  m->timeout_s);
     }
-    if (!atomic_load(&hr_mysql_watched.on))
-        return timed_out;
-    hr_metrics_observe(hr_mysql_watched.seconds, (double)ms / 1000.0);
-    if (ms < HR_MYSQL_SLOW_MS && !timed_out)
-        return timed_out;
-    hr_metrics_inc(hr_mysql_watched.slow);
-    if (timed_out)
-        hr_metrics_inc(hr_mysql_watched.timeouts);
-    if (hr_mysql_watched.hook == NULL)
-        return timed_out;
-    /* One hook call a second at most: a stalled server makes every thread's
-     * calls slow at once. */
-    last = atomic_load(&hr_mysql_watched.hooked_ms);
-    if ((last != 0 && now - last < 1000) ||
-        !atomic_compare_exchange_strong(&hr_mysql_watched.hooked_ms, &last, now)) {
-        atomic_fetch_add(&hr_mysql_watched.suppressed, 1);
-        return timed_out;
-    }
-    hr_mysql_watched.hook(
-        &(hr_mysql_slow){.sql = sql,
-                         .host = m->host,
-                         .port = m->port,
-                         .ms = ms,
-                         .timed_out = timed_out,
-                         .suppressed = atomic_exchange(&hr_mysql_watched.suppressed, 0)});
+    hr_mysql_watch_note(sql, m->host, m->port, ms, timed_out);
     return timed_out;
 }
 
@@ -523,129 +448,6 @@ static int hr_mysql_bind_params(hr_mysql *m, MYSQL_STMT *stmt, const hr_mysql_pa
     return 0;
 }
 
-/* Copies the current row's column COL into a new string; a value longer
- * than the bound buffer is fetched again whole. */
-static char *hr_mysql_cell_dup(MYSQL_STMT *stmt, unsigned col, const char *buf, unsigned long len)
-{
-    char *cell = malloc((size_t)len + 1);
-
-    if (!cell)
-        return NULL;
-    if (len <= HR_MYSQL_CELL_BUF) {
-        memcpy(cell, buf, len);
-    } else {
-        unsigned long got = 0;
-        MYSQL_BIND b = {.buffer_type = MYSQL_TYPE_STRING,
-                        .buffer = cell,
-                        .buffer_length = len + 1,
-                        .length = &got};
-        if (mysql_stmt_fetch_column(stmt, &b, col, 0) != 0 || got != len) {
-            free(cell);
-            return NULL;
-        }
-    }
-    cell[len] = '\0';
-    return cell;
-}
-
-/* Fetches the whole result of an executed STMT into a new hr_mysql_rows. */
-static int hr_mysql_fetch_all(MYSQL_STMT *stmt, hr_mysql_rows **out, unsigned *err, char *errstr,
-                              size_t errlen)
-{
-    hr_mysql_rows *rows = calloc(1, sizeof *rows);
-    MYSQL_RES *meta = NULL;
-    MYSQL_BIND *binds = NULL;
-    char *bufs = NULL;
-    unsigned long *lens = NULL;
-    my_bool *nulls = NULL, *truncs = NULL;
-    unsigned ncols = mysql_stmt_field_count(stmt);
-    MYSQL_FIELD *fields;
-    int rc = -1;
-
-    if (!rows)
-        goto oom;
-    if (ncols == 0) {
-        *out = rows;
-        return 0;
-    }
-    meta = mysql_stmt_result_metadata(stmt);
-    if (!meta || mysql_stmt_store_result(stmt) != 0) {
-        *err = mysql_stmt_errno(stmt);
-        hr_mysql_seterr(errstr, errlen, "%s", mysql_stmt_error(stmt));
-        goto out;
-    }
-    fields = mysql_fetch_fields(meta);
-    rows->ncols = ncols;
-    rows->nrows = (size_t)mysql_stmt_num_rows(stmt);
-    rows->names = calloc(ncols, sizeof *rows->names);
-    if (rows->nrows > SIZE_MAX / ncols / sizeof *rows->cells)
-        goto oom;
-    rows->cells = calloc(rows->nrows * ncols + 1, sizeof *rows->cells);
-    binds = calloc(ncols, sizeof *binds);
-    bufs = malloc((size_t)ncols * HR_MYSQL_CELL_BUF);
-    lens = calloc(ncols, sizeof *lens);
-    nulls = calloc(ncols, sizeof *nulls);
-    truncs = calloc(ncols, sizeof *truncs);
-    if (!rows->names || !rows->cells || !binds || !bufs || !lens || !nulls || !truncs)
-        goto oom;
-    for (unsigned c = 0; c < ncols; c++) {
-        rows->names[c] = strdup(fields[c].name ? fields[c].name : "");
-        if (!rows->names[c])
-            goto oom;
-        binds[c] = (MYSQL_BIND){.buffer_type = MYSQL_TYPE_STRING,
-                                .buffer = bufs + (size_t)c * HR_MYSQL_CELL_BUF,
-                                .buffer_length = HR_MYSQL_CELL_BUF,
-                                .length = &lens[c],
-                                .is_null = &nulls[c],
-                                .error = &truncs[c]};
-    }
-    if (mysql_stmt_bind_result(stmt, binds) != 0) {
-        hr_mysql_seterr(errstr, errlen, "%s", mysql_stmt_error(stmt));
-        goto out;
-    }
-    for (size_t r = 0; r < rows->nrows; r++) {
-        int f = mysql_stmt_fetch(stmt);
-        if (f == MYSQL_NO_DATA) {
-            rows->nrows = r;
-            break;
-        }
-        if (f != 0 && f != MYSQL_DATA_TRUNCATED) {
-            *err = mysql_stmt_errno(stmt);
-            hr_mysql_seterr(errstr, errlen, "%s", mysql_stmt_error(stmt));
-            goto out;
-        }
-        for (unsigned c = 0; c < ncols; c++) {
-            char **cell = &rows->cells[r * ncols + c];
-            if (nulls[c])
-                continue;
-            *cell = hr_mysql_cell_dup(stmt, c, (const char *)binds[c].buffer, lens[c]);
-            if (!*cell) {
-                hr_mysql_seterr(errstr, errlen, "mysql: cannot fetch column %s of %lu bytes",
-                                rows->names[c], lens[c]);
-                goto out;
-            }
-        }
-    }
-    *out = rows;
-    rows = NULL;
-    rc = 0;
-    goto out;
-
-oom:
-    hr_mysql_seterr(errstr, errlen, "mysql: out of memory");
-out:
-    mysql_stmt_free_result(stmt);
-    if (meta)
-        mysql_free_result(meta);
-    free(binds);
-    free(bufs);
-    free(lens);
-    free(nulls);
-    free(truncs);
-    hr_mysql_rows_free(rows);
-    return rc;
-}
-
 /* One attempt at a prepared statement.  With ROWS the result set is
  * fetched, otherwise any result set is discarded. */
 static int hr_mysql_stmt_once(hr_mysql *m, const char *sql, const hr_mysql_param *params,
@@ -669,7 +471,7 @@ static int hr_mysql_stmt_once(hr_mysql *m, const char *sql, const hr_mysql_param
         return -1;
     }
     if (rows)
-        return hr_mysql_fetch_all(stmt, rows, err, errstr, errlen);
+        return hr_mysql_rows_fetch(stmt, rows, err, errstr, errlen);
     if (affected)
         *affected = (uint64_t)mysql_stmt_affected_rows(stmt);
     if (insert_id)
@@ -755,28 +557,6 @@ int hr_mysql_query(hr_mysql *m, const char *sql, const hr_mysql_param *params, s
 {
     *out = NULL;
     return hr_mysql_stmt(m, sql, params, nparams, out, NULL, NULL, NULL, errstr, errlen);
-}
-
-void hr_mysql_rows_free(hr_mysql_rows *rows)
-{
-    if (!rows)
-        return;
-    if (rows->cells)
-        for (size_t i = 0; i < rows->nrows * rows->ncols; i++)
-            free(rows->cells[i]);
-    if (rows->names)
-        for (size_t c = 0; c < rows->ncols; c++)
-            free(rows->names[c]);
-    free(rows->cells);
-    free(rows->names);
-    free(rows);
-}
-
-const char *hr_mysql_cell(const hr_mysql_rows *rows, size_t row, size_t col)
-{
-    if (!rows || row >= rows->nrows || col >= rows->ncols)
-        return NULL;
-    return rows->cells[row * rows->ncols + col];
 }
 
 /* One attempt at a text-protocol script, timed (hr_mysql_note).  *NTH gets

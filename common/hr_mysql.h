@@ -19,6 +19,7 @@
 
 #include "hr_config.h"
 #include "hr_metrics.h"
+#include "hr_mysql_rows.h"
 
 typedef struct hr_mysql hr_mysql;
 
@@ -42,13 +43,6 @@ typedef struct hr_mysql_param {
 #define HR_P_STRN(s, n) ((hr_mysql_param){.type = HR_MYSQL_STR, .str = (s), .len = (n)})
 #define HR_P_NULL ((hr_mysql_param){.type = HR_MYSQL_NULL})
 
-/* A fully fetched result: nrows x ncols cells, row-major. */
-typedef struct hr_mysql_rows {
-    size_t nrows, ncols;
-    char **cells; /* NULL pointer = SQL NULL */
-    char **names; /* column names */
-} hr_mysql_rows;
-
 int hr_mysql_connect(const hr_config *cfg, hr_mysql **out, char *errstr, size_t errlen);
 void hr_mysql_free(hr_mysql *m);
 
@@ -71,8 +65,6 @@ int hr_mysql_exec(hr_mysql *m, const char *sql, const hr_mysql_param *params, si
 /* Prepared statement with a result set, fetched whole into *OUT. */
 int hr_mysql_query(hr_mysql *m, const char *sql, const hr_mysql_param *params, size_t nparams,
                    hr_mysql_rows **out, char *errstr, size_t errlen);
-void hr_mysql_rows_free(hr_mysql_rows *rows);
-const char *hr_mysql_cell(const hr_mysql_rows *rows, size_t row, size_t col);
 
 /* Plain statement without parameters, for DDL and migration files (which may
  * hold several statements and trigger bodies). */
@@ -97,34 +89,5 @@ bool hr_mysql_deadlocked(const hr_mysql *m);
  * finds the server gone is then not run again on a new connection, whose
  * session would not hold the lock. */
 void hr_mysql_set_locked(hr_mysql *m, bool locked);
-
-/* A call of at least HR_MYSQL_SLOW_MS, or one the read/write timeout
- * (mysql.timeout_s) ended, as handed to the slow hook of hr_mysql_watch. */
-#define HR_MYSQL_SLOW_MS 1000
-typedef struct hr_mysql_slow {
-    const char *sql;  /* the statement's text (values are parameters, never in it) */
-    const char *host; /* the server */
-    unsigned port;
-    int64_t ms;          /* how long it took */
-    bool timed_out;      /* the timeout ended it: it failed, the connection dropped */
-    uint64_t suppressed; /* slow calls since the last hook call that were not handed over */
-} hr_mysql_slow;
-typedef void (*hr_mysql_slow_fn)(const hr_mysql_slow *slow);
-/* SLOW as log fields ("mysql=H:P ms=N suppressed=N sql=<its first 80
- * bytes>") into BUF; the event is "mysql_timeout" or "mysql_slow"
- * (returned). */
-const char *hr_mysql_slow_fields(const hr_mysql_slow *slow, char *buf, size_t len);
-
-/* Process-wide, at start-up before the daemon's threads run: every MySQL
- * call after it (a statement, BEGIN, COMMIT; each attempt) is timed into
- * REG's histogram herald_mysql_call_seconds, one of HR_MYSQL_SLOW_MS or
- * more counts in herald_mysql_slow_calls_total, one the timeout ended in
- * herald_mysql_timeouts_total, and SLOW (may be NULL) is called for a slow
- * one, from the calling thread, at most once a second (the others are
- * counted in the next call's suppressed): the daemon logs it, so that a
- * MySQL that answers slowly or not at all shows.  REG NULL ends the watch
- * (before REG is freed, once the daemon's threads are done).  0, or -1
- * (ERRSTR: the families could not be registered). */
-int hr_mysql_watch(hr_metrics *reg, hr_mysql_slow_fn slow, char *errstr, size_t errlen);
 
 #endif

@@ -11,6 +11,7 @@
 
 #include "dsp_metrics.h"
 #include "hr_log.h"
+#include "hr_mysql_watch.h"
 #include "hr_state.h"
 
 /* Claim lag: due time to claim, seconds. */

@@ -10,6 +10,7 @@
 #include "hr_insecure.h"
 #include "hr_log.h"
 #include "hr_mysql.h"
+#include "hr_mysql_watch.h"
 
 /* Reporter transaction time, seconds. */
 static const double wk_metrics_flush_buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,

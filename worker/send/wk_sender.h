@@ -37,7 +37,11 @@
  * afterwards.
  *
  * Layers (checked by scripts/check-graph):
- *   wk_provider wk_retry wk_h2_mem
+ *   wk_provider wk_retry wk_h2_mem wk_h2_types
+ *   wk_h2_data: the HTTP/2 engine's structs
+ *   wk_h2_req: its requests
+ *   wk_h2_stream: its streams (nghttp2's callbacks)
+ *   wk_h2_conn: its connections (they reach wk_h2 through h2->up)
  *   wk_h2
  *   wk_push wk_fcm wk_apns wk_smtp wk_batch
  *   wk_xfer wk_stream
