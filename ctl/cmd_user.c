@@ -375,24 +375,65 @@ static void ctl_user_progress(ctl_user_counts *c, bool final)
             c->rows, c->refused, ms > 0 ? (double)c->rows * 1000.0 / (double)ms : 0.0);
 }
 
-/* Imports the N profiles of BATCH and clears them.  0 or -1 (printed). */
+/* The Redis hashes of the N profiles of BATCH rewritten from MySQL, after
+ * their batch was rolled back (hr_user_import had written them). */
+static void ctl_user_restore(hr_mysql *m, hr_redis *r, const hr_user *batch, size_t n,
+                             const hr_config *cfg)
+{
+    int64_t *uids = malloc((n ? n : 1) * sizeof *uids);
+    char errstr[512];
+
+    for (size_t i = 0; uids != NULL && i < n; i++)
+        uids[i] = batch[i].uid;
+    if (uids == NULL || hr_user_rewrite(m, r, uids, n, cfg, NULL, errstr, sizeof errstr) != 0)
+        ctl_fail("user import: the batch's Redis hashes may hold what MySQL rolled back: the "
+                 "dispatcher's mirror rewrites them from MySQL (%s)",
+                 uids == NULL ? "out of memory" : errstr);
+    free(uids);
+}
+
+/* Imports the N profiles of BATCH and clears them: each batch with its
+ * audit row (the counts, not the profiles) in one transaction, the import's
+ * own a savepoint inside it.  0 or -1 (printed). */
 static int ctl_user_flush(ctl_ctx *ctx, hr_mysql *m, hr_redis *r, hr_user *batch, size_t *n,
                           ctl_user_counts *c)
 {
     hr_user_import_result res;
-    char errstr[512];
+    char errstr[512] = "";
+    cJSON *after = NULL;
     int rc = 0;
 
-    if (*n > 0 && hr_user_import(m, r, batch, *n, ctx->cfg, &res, errstr, sizeof errstr) != 0) {
-        ctl_fail("user import: %s (the rows before this batch were imported; run the import "
-                 "again)",
-                 errstr);
-        rc = -1;
-    } else if (*n > 0) {
-        c->total.created += res.created;
-        c->total.replaced += res.replaced;
-        c->rows += *n;
+    if (*n > 0) {
+        bool ok = hr_mysql_begin(m, errstr, sizeof errstr) == 0;
+
+        if (ok && hr_user_import(m, r, batch, *n, ctx->cfg, &res, errstr, sizeof errstr) != 0)
+            ok = false;
+        if (ok) {
+            after = cJSON_CreateObject();
+            cJSON_AddNumberToObject(after, "received", (double)*n);
+            cJSON_AddNumberToObject(after, "created", (double)res.created);
+            cJSON_AddNumberToObject(after, "replaced", (double)res.replaced);
+            if (ctl_audit(ctx, m, "heraldctl user import", 0, NULL, NULL, after) != 0) {
+                snprintf(errstr, sizeof errstr, "the batch's audit row was not written");
+                ok = false;
+            }
+        }
+        if (ok && hr_mysql_commit(m, errstr, sizeof errstr) != 0)
+            ok = false;
+        if (!ok) {
+            hr_mysql_rollback(m);
+            ctl_user_restore(m, r, batch, *n, ctx->cfg);
+            ctl_fail("user import: %s (the rows before this batch were imported; run the import "
+                     "again)",
+                     errstr);
+            rc = -1;
+        } else {
+            c->total.created += res.created;
+            c->total.replaced += res.replaced;
+            c->rows += *n;
+        }
     }
+    cJSON_Delete(after);
     for (size_t i = 0; i < *n; i++)
         hr_user_clear(&batch[i]);
     *n = 0;

@@ -179,6 +179,12 @@ def test_profiles_cli(c):
     rc, out, err = c.heraldctl("user", "import", "--format", "jsonl", "-",
                                stdin="\n".join(jl) + "\n")
     check(rc == 0 and "created 501," in out, "import JSON Lines: 501 created (%s %s)" % (out, err))
+    audit = env.sql("SELECT after_json FROM push_audit WHERE action = 'heraldctl user import' "
+                    "ORDER BY id DESC LIMIT 1")
+    row = json.loads(audit[0][0]) if audit else {}
+    check(sorted(row) == ["created", "received", "replaced"] and row["received"] == 501 and
+          row["created"] + row["replaced"] == 501,
+          "the import's batch has its audit row, the counts only (%s)" % audit)
     check(env.sql("SELECT tz FROM push_user WHERE uid = %d" % big) == [["UTC"]] and
           c.hash(big).get("tz") == "UTC", "a uid past 2^53 imported exactly")
     env.sql("DELETE FROM push_user WHERE uid = %d" % big)
