@@ -80,6 +80,22 @@ int ctl_cmd_purge(ctl_ctx *ctx, int argc, char **argv)
         return CTL_EXIT_FAIL;
     if (hr_purge(m, r, &o, &res, errstr, sizeof errstr) < 0)
         return ctl_fail("purge: %s (what is done stays done; run it again to finish)", errstr);
+    /* Many statements in batches, so the row comes after them, as a
+     * redrive's: a row that then fails is said, the purge being done. */
+    if (!o.dry_run && res.tasks > 0) {
+        cJSON *after = cJSON_CreateObject();
+        int arc;
+
+        cJSON_AddStringToObject(after, "finished_before",
+                                ctl_fmt_time_iso(o.before_ms, when, sizeof when));
+        cJSON_AddNumberToObject(after, "tasks", (double)res.tasks);
+        cJSON_AddNumberToObject(after, "subscriptions", (double)res.subscriptions);
+        cJSON_AddNumberToObject(after, "deliveries", (double)res.deliveries);
+        arc = ctl_audit(ctx, m, NULL, 0, NULL, NULL, after);
+        cJSON_Delete(after);
+        if (arc != 0)
+            return CTL_EXIT_FAIL;
+    }
     printf("%s %" PRId64 " tasks finished before %s", o.dry_run ? "would purge" : "purged",
            res.tasks, ctl_fmt_time_iso(o.before_ms, when, sizeof when));
     if (res.resumed > 0)

@@ -39,6 +39,7 @@ the other tests share in `herald`.
 
 Usage: test_delivery_log.py HERALD_DISPATCHER HERALDCTL"""
 import datetime
+import json
 import os
 import re
 import subprocess
@@ -359,6 +360,12 @@ class T:
         check(after[left][0] == 0 and int(self.one("SELECT COUNT(*) FROM push_purge")) == 0
               and "1 of them left by a purge cut short" in out.stdout,
               "5. the purge cut short earlier is finished first")
+        row = self.one("SELECT after_json FROM push_audit WHERE action = 'heraldctl purge' "
+                       "ORDER BY id DESC LIMIT 1")
+        got = json.loads(row) if row else {}
+        check(got.get("tasks", 0) >= 2 and got.get("subscriptions", 0) >= 2000
+              and str(got.get("finished_before")).startswith(cutoff),
+              "5. the purge has its audit row, with its counts (%s)" % row)
 
 
 def main():
