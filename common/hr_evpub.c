@@ -295,12 +295,12 @@ void hr_evpub_retry(hr_evpub *p)
         uint64_t seq, uid;
         char *value;
         size_t len;
-    } *todo = NULL;
+    } *again = NULL;
     size_t n = 0;
 
     pthread_mutex_lock(&p->mu);
     if (p->nretry > 0 && now - p->retry_ms >= EVPUB_RETRY_MS &&
-        (todo = calloc(p->nretry, sizeof *todo)) != NULL) {
+        (again = calloc(p->nretry, sizeof *again)) != NULL) {
         p->retry_ms = now;
         for (size_t i = 0; i < p->count && n < p->nretry; i++) {
             evpub_slot *s = &p->slots[(p->head + i) % p->cap];
@@ -308,10 +308,10 @@ void hr_evpub_retry(hr_evpub *p)
             if (s->state != EVPUB_RETRY)
                 continue;
             s->state = EVPUB_HELD;
-            todo[n].seq = p->base + i;
-            todo[n].uid = s->uid;
-            todo[n].value = s->value;
-            todo[n].len = s->len;
+            again[n].seq = p->base + i;
+            again[n].uid = s->uid;
+            again[n].value = s->value;
+            again[n].len = s->len;
             n++;
         }
         p->nretry -= n;
@@ -319,9 +319,9 @@ void hr_evpub_retry(hr_evpub *p)
     }
     pthread_mutex_unlock(&p->mu);
     for (size_t i = 0; i < n; i++)
-        if (!evpub_produce(p, todo[i].seq, todo[i].uid, todo[i].value, todo[i].len))
-            evpub_refused(p, todo[i].seq);
-    free(todo);
+        if (!evpub_produce(p, again[i].seq, again[i].uid, again[i].value, again[i].len))
+            evpub_refused(p, again[i].seq);
+    free(again);
 }
 
 void hr_evpub_stats_get(hr_evpub *p, hr_evpub_stats *out)
