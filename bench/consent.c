@@ -166,7 +166,7 @@ static int bench_case_run(const hr_config *cfg, hr_redis *r, const bench_case *b
     row->chunk_size = 5000;
     row->due_ms = 1;
     row->priority = HR_PRIORITY_HIGH;
-    if (wk_task_build(cfg, row, &wt, errstr, errlen) != 0)
+    if (wk_task_build(cfg, row, NULL, &wt, errstr, errlen) != 0)
         return -1;
     addressed = wt->ch->type == HR_CHANNEL_SMTP;
     c = wk_chunk_new(hr_redis_prefix(r), &msg, 0, 0, wt, 100, NULL, NULL);

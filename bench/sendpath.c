@@ -147,7 +147,7 @@ int main(int argc, char **argv)
     row->lease_until_ms = row->ttl_s = row->finish_ms = row->expire_ms = -1;
     row->chunk_size = (int64_t)b.chunk;
     /* wk_task_build takes ROW over, built or not. */
-    opt = wk_task_build(cfg, row, &b.wt, errstr, sizeof errstr);
+    opt = wk_task_build(cfg, row, NULL, &b.wt, errstr, sizeof errstr);
     row = NULL;
     if (opt != 0)
         goto fail;

@@ -53,9 +53,7 @@ static bool hr_user_key_ok(const char *k)
            strcmp(k, HR_USER_F_LOCALE) != 0;
 }
 
-/* A BCP 47-like tag: 2..8 letters, then '-'-separated groups of 1..8
- * letters or digits, 2..HR_USER_LOCALE_MAX bytes in all. */
-static bool hr_user_locale_ok(const char *s)
+bool hr_user_locale_valid(const char *s)
 {
     size_t n = strlen(s), lead = strspn(s, HR_USER_LETTERS);
     const char *p = s + lead;
@@ -84,7 +82,7 @@ int hr_user_check(const hr_user *u, const hr_config *cfg, char *errstr, size_t e
         snprintf(errstr, errlen, "tz \"%.64s\": %s", u->tz, detail);
         return HR_USER_EINVAL;
     }
-    if (u->locale != NULL && !hr_user_locale_ok(u->locale)) {
+    if (u->locale != NULL && !hr_user_locale_valid(u->locale)) {
         snprintf(errstr, errlen, "locale \"%.40s\": not a language tag such as de-DE", u->locale);
         return HR_USER_EINVAL;
     }

@@ -100,6 +100,11 @@ void hr_user_prefs_clear(hr_user_prefs *p);
 /* "push_user_pref.source" names: "admin", "app", "unsubscribe". */
 const char *hr_user_source_name(hr_user_source s);
 
+/* Whether S is a BCP 47-like tag: 2..8 letters, then '-'-separated groups
+ * of 1..8 letters or digits, 2..HR_USER_LOCALE_MAX bytes in all (a
+ * profile's locale, a task variant's). */
+bool hr_user_locale_valid(const char *s);
+
 /* The checks of a profile: TZ a zone hr_tz loads, LOCALE a BCP 47-like tag
  * (letters, digits and '-', 2..35 bytes, starting with 2..8 letters),
  * ATTRIBUTES an object with valid keys whose JSON text is at most

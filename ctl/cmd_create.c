@@ -8,15 +8,20 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ctl_cmd.h"
 #include "hr_clock.h"
+#include "hr_config_file.h"
 #include "hr_parse.h"
 #include "ctl_fmt.h"
 #include "hr_shard.h"
 #include "hr_task.h"
 #include "hr_tz.h"
+#include "hr_variant.h"
+
+#define CREATE_VARIANTS_FILE_MAX (4 * 1024 * 1024) /* --variants FILE */
 
 /* expiry (009_expiry.sql): its columns, after the others. */
 #define CREATE_COLS_EXPIRY ", expire_at"
@@ -82,6 +87,10 @@ const char ctl_create_flags[] =
     "                       chunked by any dispatcher (docs/architecture.md)\n"
     "  --expected-recipients N\n"
     "                       or N / 250,000 shards, rounded up\n"
+    "  --variant L=JSON     content for recipients whose locale is L (or falls back to\n"
+    "                       it: pt-BR, then pt): a JSON object of title, body, payload,\n"
+    "                       subject, text, html (docs/api.md \"Variants\"); repeatable\n"
+    "  --variants FILE      or a JSON array of them, each with \"locale\" (- for stdin)\n"
     "  --quiet              print only the new id\n";
 
 enum {
@@ -120,6 +129,9 @@ enum {
     OPT_EXPECTED,
     /* recipients */
     OPT_CATEGORY,
+    /* per-locale variants */
+    OPT_VARIANT,
+    OPT_VARIANTS,
 };
 
 static const struct option create_options[] = {
@@ -154,6 +166,8 @@ static const struct option create_options[] = {
     {"expire-in", required_argument, NULL, OPT_EXPIRE_IN},
     {"shards", required_argument, NULL, OPT_SHARDS},
     {"expected-recipients", required_argument, NULL, OPT_EXPECTED},
+    {"variant", required_argument, NULL, OPT_VARIANT},
+    {"variants", required_argument, NULL, OPT_VARIANTS},
     {NULL, 0, NULL, 0},
 };
 
@@ -165,7 +179,59 @@ typedef struct create_args {
     bool due_given, quiet, shards_given;
     int64_t expire_in_ms; /* --expire-in, -1 = not given: resolved against the due time */
     int64_t finish_in_ms; /* --finish-in, -1 = not given */
+    cJSON *variants;      /* --variant / --variants: the API's array (owned) */
 } create_args;
+
+/* --variant "L=JSON" appended to A's variants.  0, or -1 with ERRSTR. */
+static int create_variant(create_args *a, const char *arg, char *errstr, size_t errlen)
+{
+    const char *eq = strchr(arg, '=');
+    char locale[HR_VARIANT_KEY_MAX + 1];
+    cJSON *o;
+
+    if (eq == NULL || eq == arg || (size_t)(eq - arg) > HR_VARIANT_KEY_MAX) {
+        snprintf(errstr, errlen, "--variant: \"%.60s\" is not LOCALE=JSON", arg);
+        return -1;
+    }
+    memcpy(locale, arg, (size_t)(eq - arg));
+    locale[eq - arg] = '\0';
+    if ((o = cJSON_Parse(eq + 1)) == NULL || !cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        snprintf(errstr, errlen, "--variant %s: the value is not a JSON object", locale);
+        return -1;
+    }
+    if (cJSON_AddStringToObject(o, "locale", locale) == NULL ||
+        !cJSON_AddItemToArray(a->variants, o)) {
+        cJSON_Delete(o);
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+/* --variants FILE: its array's members appended to A's variants.  0, or -1
+ * with ERRSTR. */
+static int create_variants_file(create_args *a, const char *path, char *errstr, size_t errlen)
+{
+    char *text = NULL;
+    size_t len = 0;
+    cJSON *arr, *m;
+
+    if (hr_config_read_file(strcmp(path, "-") == 0 ? "/dev/stdin" : path, CREATE_VARIANTS_FILE_MAX,
+                            &text, &len, errstr, errlen) != 0)
+        return -1;
+    arr = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!cJSON_IsArray(arr)) {
+        cJSON_Delete(arr);
+        snprintf(errstr, errlen, "--variants %s: not a JSON array", path);
+        return -1;
+    }
+    while ((m = cJSON_DetachItemFromArray(arr, 0)) != NULL)
+        cJSON_AddItemToArray(a->variants, m);
+    cJSON_Delete(arr);
+    return 0;
+}
 
 /* A duration flag FLAG that must be whole seconds into *SECONDS (capped at
  * INT32_MAX; the range is hr_task_validate's).  0, or -1 with ERRSTR. */
@@ -337,6 +403,14 @@ static int create_parse(const ctl_ctx *ctx, int argc, char **argv, create_args *
                 return ctl_usage(ctx, "%s", errstr);
             }
             break;
+        case OPT_VARIANT:
+        case OPT_VARIANTS:
+            if (a->variants == NULL && (a->variants = cJSON_CreateArray()) == NULL)
+                return ctl_fail("out of memory");
+            if ((opt == OPT_VARIANT ? create_variant(a, optarg, errstr, sizeof errstr)
+                                    : create_variants_file(a, optarg, errstr, sizeof errstr)) != 0)
+                return ctl_usage(ctx, "%s", errstr);
+            break;
         case OPT_SHARDS:
         case OPT_EXPECTED:
             if (a->shards_given)
@@ -391,66 +465,91 @@ static hr_mysql_param create_str_or_null(const char *s)
     return s != NULL ? HR_P_STR(s) : HR_P_NULL;
 }
 
+static int create_insert(ctl_ctx *ctx, int argc, char **argv, const create_args *a,
+                         hr_variant_set *vs);
+
 int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
 {
     create_args a = {0};
+    hr_variant_set vs = {0};
+    char errstr[512];
+    int rc;
+
+    rc = create_parse(ctx, argc, argv, &a);
+    if (rc == CTL_EXIT_OK && a.variants != NULL &&
+        hr_variant_from_json(a.variants, &vs, errstr, sizeof errstr) != 0)
+        rc = ctl_fail("task refused: %s", errstr);
+    if (rc == CTL_EXIT_OK)
+        rc = create_insert(ctx, argc, argv, &a, &vs);
+    hr_variant_set_clear(&vs);
+    cJSON_Delete(a.variants);
+    return rc;
+}
+
+/* Checks A (the task) and VS (its variants) and writes them with their
+ * audit row. */
+static int create_insert(ctl_ctx *ctx, int argc, char **argv, const create_args *a,
+                         hr_variant_set *vs)
+{
     char errstr[512], due[40], freeze[40], expire[40], finish[40];
     hr_mysql *m;
     uint64_t id = 0;
     cJSON *after;
     int rc;
 
-    rc = create_parse(ctx, argc, argv, &a);
-    if (rc != CTL_EXIT_OK)
-        return rc;
-    if (hr_task_validate(&a.t, ctx->cfg, errstr, sizeof errstr) < 0)
+    if (hr_task_validate(&a->t, ctx->cfg, errstr, sizeof errstr) < 0 ||
+        hr_variant_check(vs, &a->t, ctx->cfg, errstr, sizeof errstr) != 0)
         return ctl_fail("task refused: %s", errstr);
     if (ctl_mysql(ctx, &m) < 0)
         return CTL_EXIT_FAIL;
 
-    ctl_fmt_time_sql(a.t.due_ms, due, sizeof due);
-    ctl_fmt_time_sql(a.freeze_ms, freeze, sizeof freeze);
-    ctl_fmt_time_sql(a.t.expire_ms, expire, sizeof expire);
-    ctl_fmt_time_sql(a.t.finish_ms, finish, sizeof finish);
+    ctl_fmt_time_sql(a->t.due_ms, due, sizeof due);
+    ctl_fmt_time_sql(a->freeze_ms, freeze, sizeof freeze);
+    ctl_fmt_time_sql(a->t.expire_ms, expire, sizeof expire);
+    ctl_fmt_time_sql(a->t.finish_ms, finish, sizeof finish);
     hr_mysql_param p[] = {
-        HR_P_STR(a.t.name),
-        HR_P_STR(a.t.topic),
-        HR_P_STR(a.t.channel),
-        HR_P_STR(a.t.title),
-        HR_P_STR(a.t.body),
-        create_str_or_null(a.t.payload),
+        HR_P_STR(a->t.name),
+        HR_P_STR(a->t.topic),
+        HR_P_STR(a->t.channel),
+        HR_P_STR(a->t.title),
+        HR_P_STR(a->t.body),
+        create_str_or_null(a->t.payload),
         HR_P_STR(due),
-        a.freeze_ms >= 0 ? HR_P_STR(freeze) : HR_P_NULL,
-        HR_P_I64(a.t.rate_limit),
-        HR_P_I64(a.t.chunk_size),
-        HR_P_I64(a.t.throttle_limit),
-        HR_P_I64(a.t.throttle_window_s),
-        create_str_or_null(a.scope),
-        create_str_or_null(a.t.throttle_key),
-        create_str_or_null(a.t.throttle_mode),
-        a.t.ttl_s >= 0 ? HR_P_I64(a.t.ttl_s) : HR_P_NULL,
-        create_str_or_null(a.t.collapse_key),
-        HR_P_STR(hr_priority_name(a.t.priority)),
+        a->freeze_ms >= 0 ? HR_P_STR(freeze) : HR_P_NULL,
+        HR_P_I64(a->t.rate_limit),
+        HR_P_I64(a->t.chunk_size),
+        HR_P_I64(a->t.throttle_limit),
+        HR_P_I64(a->t.throttle_window_s),
+        create_str_or_null(a->scope),
+        create_str_or_null(a->t.throttle_key),
+        create_str_or_null(a->t.throttle_mode),
+        a->t.ttl_s >= 0 ? HR_P_I64(a->t.ttl_s) : HR_P_NULL,
+        create_str_or_null(a->t.collapse_key),
+        HR_P_STR(hr_priority_name(a->t.priority)),
         /* local time and send windows */
-        HR_P_I64(a.t.local_time),
-        create_str_or_null(a.t.default_tz),
-        a.t.window ? HR_P_I64(a.t.window_start_s) : HR_P_NULL,
-        a.t.window ? HR_P_I64(a.t.window_end_s) : HR_P_NULL,
-        create_str_or_null(a.t.window_tz),
+        HR_P_I64(a->t.local_time),
+        create_str_or_null(a->t.default_tz),
+        a->t.window ? HR_P_I64(a->t.window_start_s) : HR_P_NULL,
+        a->t.window ? HR_P_I64(a->t.window_end_s) : HR_P_NULL,
+        create_str_or_null(a->t.window_tz),
         /* expiry */
-        a.t.expire_ms >= 0 ? HR_P_STR(expire) : HR_P_NULL,
+        a->t.expire_ms >= 0 ? HR_P_STR(expire) : HR_P_NULL,
         /* pacing */
-        hr_task_paced(&a.t) ? HR_P_STR(finish) : HR_P_NULL,
+        hr_task_paced(&a->t) ? HR_P_STR(finish) : HR_P_NULL,
         /* sharded tasks */
-        HR_P_I64(a.t.shards),
+        HR_P_I64(a->t.shards),
         /* recipients */
-        HR_P_STR(hr_task_category(&a.t)),
+        HR_P_STR(hr_task_category(&a->t)),
     };
     /* The row and its audit row (the flags it was made from) together. */
     if (hr_mysql_begin(m, errstr, sizeof errstr) < 0)
         return ctl_fail("create: %s", errstr);
     if (hr_mysql_exec(m, CREATE_INSERT, p, sizeof p / sizeof p[0], NULL, &id, NULL, errstr,
                       sizeof errstr) < 0) {
+        hr_mysql_rollback(m);
+        return ctl_fail("create: %s", errstr);
+    }
+    if (hr_variant_insert(m, (int64_t)id, vs, errstr, sizeof errstr) != 0) {
         hr_mysql_rollback(m);
         return ctl_fail("create: %s", errstr);
     }
@@ -464,10 +563,10 @@ int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
     if (hr_mysql_commit(m, errstr, sizeof errstr) < 0)
         return ctl_fail("create: %s", errstr);
 
-    if (a.quiet)
+    if (a->quiet)
         printf("%" PRIu64 "\n", id);
     else
         printf("created task %" PRIu64 " due %s\n", id,
-               ctl_fmt_time_iso(a.t.due_ms, due, sizeof due));
+               ctl_fmt_time_iso(a->t.due_ms, due, sizeof due));
     return CTL_EXIT_OK;
 }

@@ -30,6 +30,7 @@
 #include "hr_shard.h"
 #include "hr_state.h"
 #include "hr_stats.h"
+#include "hr_variant.h"
 #include "hr_task.h"
 
 #define STATUS_BAR_WIDTH 24
@@ -51,8 +52,37 @@ typedef struct status_sample {
     int64_t done, total;
     int64_t mono_ms;
     hr_stats_funnel funnel;
-    bool has_funnel; /* read (the report's; MySQL answered) */
+    bool has_funnel;    /* read (the report's; MySQL answered) */
+    char variants[512]; /* "<key> sent N failed N; ..." of push_task_variant_count, "" = none */
 } status_sample;
+
+/* The counts per variant of TASK into S->variants (left "" when there are
+ * none or MySQL did not answer: the rest still shows). */
+static void status_variants(hr_mysql *m, int64_t task, status_sample *s)
+{
+    cJSON *counts = NULL, *v, *o;
+    char errstr[256];
+    size_t off = 0;
+
+    s->variants[0] = '\0';
+    if (hr_variant_counts(m, task, &counts, errstr, sizeof errstr) != 0)
+        return;
+    cJSON_ArrayForEach(v, counts)
+    {
+        off += (size_t)snprintf(s->variants + off, sizeof s->variants - off, "%s%s",
+                                off > 0 ? "; " : "", v->string);
+        cJSON_ArrayForEach(o, v)
+        {
+            if (off >= sizeof s->variants)
+                break;
+            off += (size_t)snprintf(s->variants + off, sizeof s->variants - off, " %s %.0f",
+                                    o->string, o->valuedouble);
+        }
+        if (off >= sizeof s->variants)
+            break;
+    }
+    cJSON_Delete(counts);
+}
 
 static void status_stats(status_sample *s, const hr_shard_stats *st)
 {
@@ -155,6 +185,7 @@ static int status_sample_take(hr_mysql *m, hr_redis *r, int64_t task, status_sam
         status_shards(m, task, s);
     /* Without the series (a database before 017) the rest still shows. */
     s->has_funnel = hr_stats_funnel_load(m, t, &s->funnel, errstr, errlen) == 0;
+    status_variants(m, task, s);
     s->subscriptions = known >= 0 ? known : status_subscriptions(m, task);
     in = (hr_progress_in){.subscriptions = s->subscriptions,
                           .published = hr_progress_merge(t->total, s->published),
@@ -286,6 +317,8 @@ static void status_report(const status_sample *s, double rate)
         ctl_fmt_count(t->expired, n[8], sizeof n[8]));
     if (s->has_funnel)
         status_funnel(&s->funnel);
+    if (s->variants[0] != '\0')
+        printf("  variants  %s\n", s->variants);
     if (s->subs >= 0)
         printf("  redis     subs left %s  pending chunks %s  stats %s\n",
                ctl_fmt_count(s->subs, n[0], sizeof n[0]),

@@ -17,6 +17,7 @@
 #include "hr_clock.h"
 #include "hr_log.h"
 #include "hr_state.h"
+#include "hr_variant.h"
 
 /* Bytes of title, body and payload one page of GET /v1/tasks carries at
  * most (but always its first task). */
@@ -110,16 +111,70 @@ bool dsp_api_task_input(dsp *d, const cJSON *j, dsp_api_input *in, const char **
     return true;
 }
 
+/* The task T's per-locale variants VJ (NULL: none) into VS, checked with
+ * the task's own content against the channel's limits (hr_variant_check).
+ * false after answering 400. */
+static bool dsp_api_task_variants(dsp *d, const cJSON *vj, const hr_task *t, hr_variant_set *vs,
+                                  hr_httpd_resp *resp)
+{
+    char err[1024];
+    int rc = vj != NULL ? hr_variant_from_json(vj, vs, err, sizeof err) : 0;
+
+    if (rc == 0)
+        rc = hr_variant_check(vs, t, d->cfg, err, sizeof err);
+    if (rc == -1) {
+        hr_httpd_error(resp, 503, "unavailable", "%s", err);
+        return false;
+    }
+    if (rc != 0) {
+        /* Without variants only the task's own content was refused. */
+        hr_httpd_error(resp, 400, vj != NULL ? "invalid_variant" : "invalid_task", "%s", err);
+        return false;
+    }
+    return true;
+}
+
+/* Adds T's variants and the counts per variant (none: neither) to O, the
+ * task's view.  false after answering 503. */
+static bool dsp_api_task_view_variants(dsp_api_conn *ac, const hr_task *t, cJSON *o,
+                                       hr_httpd_resp *resp)
+{
+    hr_variant_set vs = {0};
+    cJSON *counts = NULL;
+    char err[512];
+
+    if (hr_variant_load(ac->m, t->id, &vs, err, sizeof err) != 0 ||
+        hr_variant_counts(ac->m, t->id, &counts, err, sizeof err) != 0) {
+        hr_variant_set_clear(&vs);
+        dsp_api_backend_error(resp, "mysql", err);
+        return false;
+    }
+    if (vs.n > 0 || counts->child != NULL) {
+        cJSON_AddItemToObject(o, "variants", hr_variant_to_json(&vs));
+        cJSON_AddItemToObject(o, "variant_counts", counts);
+    } else {
+        cJSON_Delete(counts);
+    }
+    hr_variant_set_clear(&vs);
+    return true;
+}
+
 void dsp_api_task_create(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
-    cJSON *j = dsp_api_body(req, resp);
+    cJSON *j = dsp_api_body(req, resp), *vj = NULL, *o;
     dsp_api_input in = {0};
+    hr_variant_set vs = {0};
     hr_task *t = NULL;
     char err[1024];
     uint64_t id = 0;
     const char *scope;
 
-    if (j == NULL || !dsp_api_task_input(d, j, &in, &scope, resp) || !dsp_api_begin(ac, resp))
+    /* variants are rows of their own (push_task_variant): the rest is the
+     * task's body. */
+    if (j != NULL)
+        vj = cJSON_DetachItemFromObjectCaseSensitive(j, "variants");
+    if (j == NULL || !dsp_api_task_input(d, j, &in, &scope, resp) ||
+        !dsp_api_task_variants(d, vj, &in.t, &vs, resp) || !dsp_api_begin(ac, resp))
         goto done;
     {
         const hr_mysql_param p[] = {
@@ -164,6 +219,11 @@ void dsp_api_task_create(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
             goto done;
         }
     }
+    if (hr_variant_insert(ac->m, (int64_t)id, &vs, err, sizeof err) != 0) {
+        hr_mysql_rollback(ac->m);
+        dsp_api_backend_error(resp, "mysql", err);
+        goto done;
+    }
     /* The row as stored, and its audit row in the same transaction. */
     if (!dsp_api_load_task(ac, (int64_t)id, resp, &t) ||
         !dsp_api_task_audit(ac, req, (int64_t)id, NULL, t, resp)) {
@@ -172,11 +232,16 @@ void dsp_api_task_create(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
     }
     if (!dsp_api_commit(ac, resp) || !dsp_api_admit(d, ac, resp, &t))
         goto done;
-    hr_log_info("api_task_created", "task=%" PRIu64 " name=%s", id, t->name);
-    dsp_api_reply(resp, 201, dsp_api_view_task(t));
+    hr_log_info("api_task_created", "task=%" PRIu64 " name=%s variants=%zu", id, t->name, vs.n);
+    o = dsp_api_view_task(t);
+    if (vs.n > 0)
+        cJSON_AddItemToObject(o, "variants", hr_variant_to_json(&vs));
+    dsp_api_reply(resp, 201, o);
 done:
     hr_task_free(t);
+    hr_variant_set_clear(&vs);
     free(in.t.payload);
+    cJSON_Delete(vj);
     cJSON_Delete(j);
 }
 
@@ -329,7 +394,10 @@ void dsp_api_task_get(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_http
         return;
     o = dsp_api_view_task(t);
     dsp_api_view_live(ac, t, o);
-    dsp_api_reply(resp, 200, o);
+    if (dsp_api_task_view_variants(ac, t, o, resp))
+        dsp_api_reply(resp, 200, o);
+    else
+        cJSON_Delete(o);
     hr_task_free(t);
 }
 

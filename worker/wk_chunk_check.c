@@ -37,8 +37,9 @@ static int wk_chunk_throttle_keys(wk_chunk_check_job *j, hr_redis *r,
         const char *value = NULL;
 
         if (row->throttle_key != NULL) {
-            value = hr_throttle_value(row->throttle_key, c->task->payload, push->user, vbuf,
-                                      sizeof vbuf);
+            value = hr_throttle_value(row->throttle_key,
+                                      wk_task_content(c->task, push->variant)->payload, push->user,
+                                      vbuf, sizeof vbuf);
             if (value == NULL)
                 j->res.key_missing++;
         }

@@ -66,14 +66,15 @@ static int wk_consent_queue(const wk_consent *cs, hr_pipe *pipe, const char *pre
 {
     char ukey[HR_KEY_MAX], akey[HR_KEY_MAX];
     const char *hgetall[] = {"HGETALL", ukey};
-    const char *hmget[] = {"HMGET", ukey, HR_USER_F_TZ, HR_USER_F_QUIET, HR_USER_F_OPTOUT};
+    const char *hmget[] = {"HMGET",         ukey, HR_USER_F_TZ, HR_USER_F_QUIET, HR_USER_F_OPTOUT,
+                           HR_USER_F_LOCALE};
     const char *smembers[] = {"SMEMBERS", akey};
 
     /* A valid uid always fits a key. */
     hr_key_user(prefix, ukey, sizeof ukey, uid);
     hr_key_addr(prefix, akey, sizeof akey, uid);
     if (user && (cs->full_users ? hr_pipe_cmd(pipe, 2, hgetall, NULL)
-                                : hr_pipe_cmd(pipe, 5, hmget, NULL)) != 0)
+                                : hr_pipe_cmd(pipe, 6, hmget, NULL)) != 0)
         return -1;
     return addressed ? hr_pipe_cmd(pipe, 2, smembers, NULL) : 0;
 }
@@ -82,7 +83,8 @@ int wk_consent_read(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redisR
                     const hr_addr_platform *platform, const char *app, char *errstr, size_t errlen)
 {
     const wk_task *wt = c->task;
-    bool user = wt->uses_user || !wt->mandatory;
+    /* Per-locale variants pick by the profile's locale. */
+    bool user = wt->uses_user || !wt->mandatory || wt->variants.n > 0;
     size_t n = members->elements;
     hr_pipe *pipe = NULL;
     int rc = -1;
@@ -99,7 +101,8 @@ int wk_consent_read(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redisR
             cs->verdicts[i] = WK_CONSENT_SKIP;
     if (!user && platform == NULL)
         return 0;
-    if (wk_consent_marks(r, platform != NULL, !wt->mandatory, errstr, errlen) != 0)
+    if (wk_consent_marks(r, platform != NULL, !wt->mandatory || wt->variants.n > 0, errstr,
+                         errlen) != 0)
         return -1;
     if ((pipe = hr_pipe_new(r)) == NULL)
         goto oom;
@@ -157,20 +160,21 @@ done:
 
 /* The consent fields of a member's profile reply (NULL: absent). */
 typedef struct wk_consent_fields {
-    const char *tz, *quiet, *optout;
+    const char *tz, *quiet, *optout, *locale;
 } wk_consent_fields;
 
 static wk_consent_fields wk_consent_fields_of(const wk_consent *cs, const redisReply *u)
 {
     wk_consent_fields f = {0};
-    const char **slot[3] = {&f.tz, &f.quiet, &f.optout};
-    static const char *const names[3] = {HR_USER_F_TZ, HR_USER_F_QUIET, HR_USER_F_OPTOUT};
+    const char **slot[4] = {&f.tz, &f.quiet, &f.optout, &f.locale};
+    static const char *const names[4] = {HR_USER_F_TZ, HR_USER_F_QUIET, HR_USER_F_OPTOUT,
+                                         HR_USER_F_LOCALE};
 
     if (u == NULL || u->type != REDIS_REPLY_ARRAY)
         return f;
     if (!cs->full_users) {
-        /* HMGET: the three values in order */
-        for (size_t k = 0; k < 3 && k < u->elements; k++)
+        /* HMGET: the four values in order */
+        for (size_t k = 0; k < 4 && k < u->elements; k++)
             if (u->element[k]->type == REDIS_REPLY_STRING)
                 *slot[k] = u->element[k]->str;
         return f;
@@ -180,11 +184,16 @@ static wk_consent_fields wk_consent_fields_of(const wk_consent *cs, const redisR
 
         if (k->type != REDIS_REPLY_STRING || v->type != REDIS_REPLY_STRING)
             continue;
-        for (size_t s = 0; s < 3; s++)
+        for (size_t s = 0; s < 4; s++)
             if (strcmp(k->str, names[s]) == 0)
                 *slot[s] = v->str;
     }
     return f;
+}
+
+const char *wk_consent_locale(const wk_consent *cs, size_t i)
+{
+    return wk_consent_fields_of(cs, cs->users != NULL ? cs->users[i] : NULL).locale;
 }
 
 /* One remembered quiet-hours verdict. */

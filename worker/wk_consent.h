@@ -4,8 +4,9 @@
  *
  * The read: one pipelined round trip per HR_ADDR_FETCH_BATCH members, each
  * member's profile hash (HGETALL user:<uid> when the task's templates use
- * user.*, else HMGET of the three consent fields, and nothing for a
- * mandatory category) beside its addresses (SMEMBERS addr:<uid>, for an
+ * user.*, else HMGET of the three consent fields and the locale, which
+ * picks a task's per-locale variant; nothing for a mandatory category of a
+ * task without variants) beside its addresses (SMEMBERS addr:<uid>, for an
  * addressed channel), so the per-push check costs no round trip of its
  * own.  Before the first batch, the books' synced marks: a Redis that lost
  * the profiles or the address book (no mark) would read as "no opt-out",
@@ -78,6 +79,10 @@ int wk_consent_read(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redisR
  * -1 with ERRSTR. */
 int wk_consent_decide(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redisReply *members,
                       int64_t now_ms, char *errstr, size_t errlen);
+
+/* Member I's profile locale as read (NULL: none, or not read): what picks
+ * its content among the task's per-locale variants (wk_task_variant). */
+const char *wk_consent_locale(const wk_consent *cs, size_t i);
 
 /* Frees what CS holds for a members reply of N elements; the pointers a
  * caller moved out (and set to NULL) are left alone. */

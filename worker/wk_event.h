@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "hr_event.h"
+#include "hr_variant.h"
 
 /* How a chunk ended: its push_chunk.state (the dispatcher writes the
  * fourth value, 'published'). */
@@ -62,6 +63,10 @@ typedef struct wk_event {
             int64_t due_ms; /* the task's due_at: the row's partition (hr_dlog_day) */
             bool has_hash;
             unsigned char hash[HR_EVENT_HASH_LEN];
+            /* A task with per-locale variants: the key of the content the
+             * recipient got (HR_VARIANT_DEFAULT: the task's own), counted
+             * in push_task_variant_count; "" otherwise. */
+            char variant[HR_VARIANT_KEY_MAX + 1];
         } outcome;
         struct {
             /* The stats hash's values (newest wins); -1 = not carried. */

@@ -32,6 +32,9 @@ void wk_lifecycle_outcome(wk_lifecycle *l, wk_chunk *c, const char *uid, const w
     ev.u.outcome.at_ms = hr_clock_now_ms();
     ev.u.outcome.channel = c->task->ch->name;
     ev.u.outcome.due_ms = c->task->row->due_ms;
+    if (push != NULL && c->task->variants.n > 0)
+        snprintf(ev.u.outcome.variant, sizeof ev.u.outcome.variant, "%s",
+                 wk_task_content(c->task, push->variant)->key);
     /* The address the push went to last (an addressed channel walks its
      * addresses: ADDR is past the last one once it settled). */
     if (push != NULL && push->naddrs > 0 && push->attempts > 0) {

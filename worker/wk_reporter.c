@@ -67,6 +67,9 @@ typedef struct wk_series {
     int64_t task, minute_ms, n;
     const char *channel; /* the config's */
     wk_delivery status;
+    /* the outcome event's variant: also a row of push_task_variant_count
+     * to add when not "" */
+    char variant[HR_VARIANT_KEY_MAX + 1];
 } wk_series;
 typedef HR_VEC(wk_series) wk_series_vec;
 typedef HR_VEC(wk_event) wk_event_vec;
@@ -211,33 +214,37 @@ static int wk_reporter_write_series(wk_reporter *rp, const wk_series *s, size_t 
                                   .outcome = wk_reporter_outcome_name(s[i].status),
                                   .minute_ms = s[i].minute_ms,
                                   .n = s[i].n};
+        const hr_variant_count vc = {
+            .task = s[i].task, .key = s[i].variant, .outcome = row.outcome, .n = s[i].n};
 
-        if (hr_stats_add_rows(rp->m, &row, 1, errstr, errlen) != 0)
+        if (hr_stats_add_rows(rp->m, &row, 1, errstr, errlen) != 0 ||
+            (s[i].variant[0] != '\0' && hr_variant_count_add(rp->m, &vc, 1, errstr, errlen) != 0))
             return -1;
     }
     return 0;
 }
 
 /* Adds N recipients of TASK that got STATUS on CHANNEL in the minute of
- * AT_MS to rp->series (caller holds the mutex); -1 when out of memory. */
+ * AT_MS, with content VARIANT ("" for a task without variants), to
+ * rp->series (caller holds the mutex); -1 when out of memory. */
 static int wk_reporter_count(wk_reporter *rp, int64_t task, const char *channel, wk_delivery status,
-                             int64_t at_ms, int64_t n)
+                             int64_t at_ms, const char *variant, int64_t n)
 {
     int64_t minute = at_ms - at_ms % 60000;
+    wk_series add = {
+        .task = task, .minute_ms = minute, .n = n, .channel = channel, .status = status};
 
     for (size_t i = 0; i < rp->series.n; i++) {
         wk_series *s = &rp->series.v[i];
 
         if (s->task == task && s->minute_ms == minute && s->status == status &&
-            s->channel == channel) {
+            s->channel == channel && strcmp(s->variant, variant) == 0) {
             s->n += n;
             return 0;
         }
     }
-    return hr_vec_push(
-        &rp->series,
-        ((wk_series){
-            .task = task, .minute_ms = minute, .n = n, .channel = channel, .status = status}));
+    snprintf(add.variant, sizeof add.variant, "%s", variant);
+    return hr_vec_push(&rp->series, add);
 }
 
 /* What one transaction writes: the first N ring events and the taken
@@ -385,7 +392,8 @@ static void wk_reporter_giveback(wk_reporter *rp, wk_batch *b)
     for (size_t i = 0; i < b->series.n; i++) {
         const wk_series *s = &b->series.v[i];
 
-        if (wk_reporter_count(rp, s->task, s->channel, s->status, s->minute_ms, s->n) != 0)
+        if (wk_reporter_count(rp, s->task, s->channel, s->status, s->minute_ms, s->variant, s->n) !=
+            0)
             hr_log_error("reporter_series_lost", "task=%" PRId64, s->task);
     }
     hr_vec_free(&b->deltas);
@@ -692,7 +700,7 @@ uint64_t wk_reporter_push(wk_reporter *rp, const wk_event *ev)
         break;
     case WK_EVENT_OUTCOME:
         lost = wk_reporter_count(rp, ev->task, ev->u.outcome.channel, ev->u.outcome.status,
-                                 ev->u.outcome.at_ms, 1) != 0;
+                                 ev->u.outcome.at_ms, ev->u.outcome.variant, 1) != 0;
         if (rp->evpub != NULL) {
             if (hr_vec_push(&rp->evq, *ev) != 0) {
                 lost = true;

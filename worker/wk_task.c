@@ -43,15 +43,26 @@ int wk_task_cache_new(const hr_config *cfg, wk_task_cache **out)
     return 0;
 }
 
+static void wk_content_clear(wk_content *c)
+{
+    hr_template_free(c->title);
+    hr_template_free(c->body);
+    hr_buf_free(&c->fixed_title);
+    hr_buf_free(&c->fixed_body);
+    cJSON_Delete(c->payload);
+    for (size_t i = 0; i < WK_TASK_UNSUBSCRIBE; i++)
+        hr_template_free(c->mail[i]);
+}
+
 void wk_task_free(wk_task *wt)
 {
     if (wt == NULL)
         return;
     hr_task_free(wt->row);
-    hr_template_free(wt->title);
-    hr_template_free(wt->body);
-    hr_buf_free(&wt->fixed_title);
-    hr_buf_free(&wt->fixed_body);
+    for (size_t i = 0; i < wt->ncontent; i++)
+        wk_content_clear(&wt->content[i]);
+    free(wt->content);
+    hr_variant_set_clear(&wt->variants);
     hr_template_free(wt->url);
     hr_template_free(wt->chbody);
     if (wt->headers != NULL)
@@ -60,7 +71,6 @@ void wk_task_free(wk_task *wt)
     free(wt->headers);
     for (size_t i = 0; i < WK_TASK__MAIL; i++)
         hr_template_free(wt->mail[i]);
-    cJSON_Delete(wt->payload);
     free(wt);
 }
 
@@ -86,19 +96,96 @@ static int wk_task_compile(const char *what, const char *src, hr_template_escape
     return 0;
 }
 
-static void wk_task_fix_texts(wk_task *wt); /* with the rendering, below */
+static void wk_task_fix_texts(wk_task *wt, wk_content *c); /* with the rendering, below */
 
-int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errstr, size_t errlen)
+/* Compiles content C of WT from TITLE, BODY, PAYLOAD (an object's text or
+ * NULL) and, for a variant, MAIL (its subject, text, html; NULL each: the
+ * channel's).  0, or -1 with ERRSTR. */
+static int wk_content_build(wk_task *wt, wk_content *c, const char *title, const char *body,
+                            const char *payload, const char *const *mail, char *errstr,
+                            size_t errlen)
+{
+    /* Title and body are rendered raw: the channel template escapes them
+     * when it inserts them. */
+    if (wk_task_compile("title", title, HR_TEMPLATE_RAW, &c->title, errstr, errlen) != 0 ||
+        wk_task_compile("body", body, HR_TEMPLATE_RAW, &c->body, errstr, errlen) != 0)
+        return -1;
+    if (payload != NULL && (c->payload = cJSON_Parse(payload)) == NULL) {
+        snprintf(errstr, errlen, "payload is not JSON");
+        return -1;
+    }
+    for (size_t i = 0; mail != NULL && i < WK_TASK_UNSUBSCRIBE; i++)
+        if (mail[i] != NULL &&
+            wk_task_compile("mail", mail[i], i == WK_TASK_HTML ? HR_TEMPLATE_HTML : HR_TEMPLATE_RAW,
+                            &c->mail[i], errstr, errlen) != 0)
+            return -1;
+    wt->uses_user =
+        wt->uses_user || hr_template_uses_user(c->title) || hr_template_uses_user(c->body);
+    for (size_t i = 0; i < WK_TASK_UNSUBSCRIBE; i++)
+        wt->uses_user = wt->uses_user || (c->mail[i] != NULL && hr_template_uses_user(c->mail[i]));
+    wk_task_fix_texts(wt, c);
+    return 0;
+}
+
+/* The task's own content and its variants' (wt->variants, checked).  0,
+ * or -1 with ERRSTR. */
+static int wk_task_contents(wk_task *wt, char *errstr, size_t errlen)
+{
+    const hr_task *row = wt->row;
+    char detail[512];
+
+    wt->content = calloc(1 + wt->variants.n, sizeof *wt->content);
+    if (wt->content == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
+    wt->ncontent = 1 + wt->variants.n;
+    wt->content[0].key = HR_VARIANT_DEFAULT;
+    if (wk_content_build(wt, &wt->content[0], row->title, row->body, row->payload, NULL, errstr,
+                         errlen) != 0)
+        return -1;
+    for (size_t i = 0; i < wt->variants.n; i++) {
+        const hr_variant *v = &wt->variants.v[i];
+        const char *mail[WK_TASK_UNSUBSCRIBE] = {v->subject, v->text, v->html};
+
+        wt->content[1 + i].key = v->key;
+        if (wk_content_build(wt, &wt->content[1 + i], v->title ? v->title : row->title,
+                             v->body ? v->body : row->body, v->payload ? v->payload : row->payload,
+                             mail, detail, sizeof detail) != 0) {
+            snprintf(errstr, errlen, "variant %s: %s", v->key, detail);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+unsigned wk_task_variant(const wk_task *wt, const char *locale)
+{
+    return (unsigned)(hr_variant_pick(&wt->variants, locale) + 1);
+}
+
+const wk_content *wk_task_content(const wk_task *wt, unsigned variant)
+{
+    return &wt->content[variant < wt->ncontent ? variant : 0];
+}
+
+int wk_task_build(const hr_config *cfg, hr_task *row, hr_variant_set *variants, wk_task **out,
+                  char *errstr, size_t errlen)
 {
     wk_task *wt = calloc(1, sizeof *wt);
 
     *out = NULL;
     if (wt == NULL) {
         hr_task_free(row);
+        hr_variant_set_clear(variants);
         snprintf(errstr, errlen, "out of memory");
         return 2;
     }
     wt->row = row;
+    if (variants != NULL) {
+        wt->variants = *variants;
+        *variants = (hr_variant_set){0};
+    }
     /* During a rolling configuration change one worker may lack a channel
      * the others have: that is no fault of the task. */
     if (row->channel != NULL && hr_config_channel(cfg, row->channel) == NULL) {
@@ -107,7 +194,8 @@ int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errst
         wk_task_free(wt);
         return WK_TASK_NO_CHANNEL;
     }
-    if (hr_task_validate(row, cfg, errstr, errlen) != 0)
+    if (hr_task_validate(row, cfg, errstr, errlen) != 0 ||
+        hr_variant_check(&wt->variants, row, cfg, errstr, errlen) != 0)
         goto fail;
     wt->ch = hr_config_channel(cfg, row->channel);
     wt->ch_index = (size_t)(wt->ch - cfg->channels);
@@ -118,11 +206,7 @@ int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errst
         wt->unsub_base = cfg->recipients.unsubscribe.public_url;
         wt->unsub_key = &cfg->recipients.unsubscribe.keys[0];
     }
-    /* Title and body are rendered raw: the channel template escapes them
-     * when it inserts them. */
-    if (wk_task_compile("title", row->title, HR_TEMPLATE_RAW, &wt->title, errstr, errlen) != 0 ||
-        wk_task_compile("body", row->body, HR_TEMPLATE_RAW, &wt->body, errstr, errlen) != 0 ||
-        /* Values in the URL are percent-encoded: a payload or user
+    if (/* Values in the URL are percent-encoded: a payload or user
          * attribute cannot change the path or add query parameters. */
         wk_task_compile("channel url", wt->ch->url, HR_TEMPLATE_URL, &wt->url, errstr, errlen) !=
             0 ||
@@ -157,22 +241,19 @@ int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errst
         if (wk_task_compile("channel header", wt->ch->headers[i].value, HR_TEMPLATE_RAW,
                             &wt->headers[i], errstr, errlen) != 0)
             goto fail;
-    if (row->payload != NULL && (wt->payload = cJSON_Parse(row->payload)) == NULL) {
-        snprintf(errstr, errlen, "payload is not JSON");
+    if (wk_task_contents(wt, errstr, errlen) != 0)
         goto fail;
-    }
     if (hr_throttle_rule_from_task(row, wt->ch, &wt->throttle, errstr, errlen) != 0)
         goto fail;
     /* A throttle_key value may come from the user hash (payload first). */
-    wt->uses_user = hr_template_uses_user(wt->title) || hr_template_uses_user(wt->body) ||
-                    hr_template_uses_user(wt->url) || hr_template_uses_user(wt->chbody) ||
+    wt->uses_user = wt->uses_user || hr_template_uses_user(wt->url) ||
+                    hr_template_uses_user(wt->chbody) ||
                     (wt->throttle.limit > 0 && row->throttle_key != NULL);
     for (size_t i = 0; i < wt->ch->nheaders; i++)
         wt->uses_user = wt->uses_user || hr_template_uses_user(wt->headers[i]);
     for (size_t i = 0; i < WK_TASK__MAIL; i++)
         wt->uses_user =
             wt->uses_user || (wt->mail[i] != NULL && hr_template_uses_user(wt->mail[i]));
-    wk_task_fix_texts(wt);
     wt->rate_limit = row->rate_limit > 0 ? row->rate_limit : wt->ch->rate_limit;
     snprintf(wt->rl_scope, sizeof wt->rl_scope, "push:task%" PRId64, row->id);
     wt->id_len = (size_t)snprintf(wt->id_text, sizeof wt->id_text, "%" PRId64, row->id);
@@ -255,14 +336,22 @@ static int wk_task_insert(wk_task_cache *tc, wk_task *wt, int64_t now_ms)
     return 0;
 }
 
-/* Builds ROW (taken over) into the cache, or remembers why it cannot be
- * pushed.  0, or as wk_task_build, or -1 (ERRSTR) when the cache is full. */
-static int wk_task_add(wk_task_cache *tc, hr_task *row, int64_t now_ms, wk_task **out, char *errstr,
-                       size_t errlen)
+/* Builds ROW (taken over) and its variants (read on M) into the cache, or
+ * remembers why it cannot be pushed.  0, or as wk_task_build, or -1
+ * (ERRSTR) when the variants' read failed or the cache is full. */
+static int wk_task_add(wk_task_cache *tc, hr_mysql *m, hr_task *row, int64_t now_ms, wk_task **out,
+                       char *errstr, size_t errlen)
 {
     int64_t id = row->id;
+    hr_variant_set vs = {0};
     wk_task *wt;
-    int rc = wk_task_build(tc->cfg, row, &wt, errstr, errlen);
+    int rc;
+
+    if (hr_variant_load(m, id, &vs, errstr, errlen) != 0) {
+        hr_task_free(row);
+        return -1;
+    }
+    rc = wk_task_build(tc->cfg, row, &vs, &wt, errstr, errlen);
 
     if (rc != 0) {
         wk_task_neg_add(tc, id, rc, errstr, now_ms);
@@ -315,7 +404,7 @@ int wk_task_get(wk_task_cache *tc, hr_mysql *m, int64_t id, int64_t now_ms, wk_t
     }
     if (rc != 0)
         return rc;
-    rc = wk_task_add(tc, row, now_ms, &wt, errstr, errlen);
+    rc = wk_task_add(tc, m, row, now_ms, &wt, errstr, errlen);
     if (rc != 0)
         return rc;
     wt->refs = 1;
@@ -347,7 +436,7 @@ void wk_task_prefetch(wk_task_cache *tc, hr_mysql *m, const int64_t *ids, size_t
     if (k < 2 || hr_task_load_many(m, want, k, &rows, &nrows, errstr, sizeof errstr) != 0)
         return;
     for (i = 0; i < nrows; i++)
-        wk_task_add(tc, rows[i], now_ms, &wt, errstr, sizeof errstr);
+        wk_task_add(tc, m, rows[i], now_ms, &wt, errstr, sizeof errstr);
     free(rows);
 }
 
@@ -361,6 +450,7 @@ void wk_task_put(wk_task_cache *tc, wk_task *wt)
 /* Everything a lookup needs for one recipient. */
 typedef struct wk_render_ctx {
     const wk_task *t;
+    const wk_content *c; /* the recipient's content */
     const char *uid;
     const redisReply *user;
     hr_buf title, body;                 /* the task's, rendered first ... */
@@ -371,7 +461,7 @@ typedef struct wk_render_ctx {
 
 static const char *wk_render_payload(wk_render_ctx *rx, const char *name, size_t *len)
 {
-    const cJSON *item = rx->t->payload;
+    const cJSON *item = rx->c->payload;
     char part[128];
 
     /* FIELD may be a dotted path into nested objects. */
@@ -486,8 +576,8 @@ static size_t wk_task_strip_ctl(hr_buf *line, size_t from)
  * C->title_out and C->body_out point at). */
 static int wk_render_texts(wk_render_ctx *rx, hr_buf *title, hr_buf *body)
 {
-    if (hr_template_render(rx->t->title, wk_render_lookup, rx, title, NULL) != 0 ||
-        hr_template_render(rx->t->body, wk_render_lookup, rx, body, NULL) != 0)
+    if (hr_template_render(rx->c->title, wk_render_lookup, rx, title, NULL) != 0 ||
+        hr_template_render(rx->c->body, wk_render_lookup, rx, body, NULL) != 0)
         return -1;
     return 0;
 }
@@ -495,37 +585,39 @@ static int wk_render_texts(wk_render_ctx *rx, hr_buf *title, hr_buf *body)
 /* Renders title and body once when they are the same for every recipient
  * (no uid, no user.*); when that fails (a size cap) they are rendered per
  * push, which reports the failure there. */
-static void wk_task_fix_texts(wk_task *wt)
+static void wk_task_fix_texts(wk_task *wt, wk_content *c)
 {
-    wk_render_ctx rx = {.t = wt, .uid = ""};
+    wk_render_ctx rx = {.t = wt, .c = c, .uid = ""};
 
-    if (hr_template_uses(wt->title, HR_TVAR_UID) || hr_template_uses_user(wt->title) ||
-        hr_template_uses(wt->body, HR_TVAR_UID) || hr_template_uses_user(wt->body))
+    if (hr_template_uses(c->title, HR_TVAR_UID) || hr_template_uses_user(c->title) ||
+        hr_template_uses(c->body, HR_TVAR_UID) || hr_template_uses_user(c->body))
         return;
-    hr_buf_init(&wt->fixed_title, WK_TASK_TEXT_MAX);
-    hr_buf_init(&wt->fixed_body, WK_TASK_TEXT_MAX);
-    rx.title_out = &wt->fixed_title;
-    rx.body_out = &wt->fixed_body;
-    wt->fixed = wk_render_texts(&rx, &wt->fixed_title, &wt->fixed_body) == 0;
+    hr_buf_init(&c->fixed_title, WK_TASK_TEXT_MAX);
+    hr_buf_init(&c->fixed_body, WK_TASK_TEXT_MAX);
+    rx.title_out = &c->fixed_title;
+    rx.body_out = &c->fixed_body;
+    c->fixed = wk_render_texts(&rx, &c->fixed_title, &c->fixed_body) == 0;
     free(rx.printed);
 }
 
-int wk_task_render_texts(const wk_task *wt, const char *uid, const redisReply *user, hr_buf *title,
-                         hr_buf *body, char *errstr, size_t errlen)
+int wk_task_render_texts(const wk_task *wt, unsigned variant, const char *uid,
+                         const redisReply *user, hr_buf *title, hr_buf *body, char *errstr,
+                         size_t errlen)
 {
-    wk_render_ctx rx = {.t = wt, .uid = uid, .user = user};
+    const wk_content *c = wk_task_content(wt, variant);
+    wk_render_ctx rx = {.t = wt, .c = c, .uid = uid, .user = user};
     int rc = 0;
 
     hr_buf_reset(title);
     hr_buf_reset(body);
     rx.title_out = title;
     rx.body_out = body;
-    if (!wt->fixed)
+    if (!c->fixed)
         rc = wk_render_texts(&rx, title, body);
-    else if (hr_buf_append(title, wt->fixed_title.data ? wt->fixed_title.data : "",
-                           wt->fixed_title.len) != 0 ||
-             hr_buf_append(body, wt->fixed_body.data ? wt->fixed_body.data : "",
-                           wt->fixed_body.len) != 0)
+    else if (hr_buf_append(title, c->fixed_title.data ? c->fixed_title.data : "",
+                           c->fixed_title.len) != 0 ||
+             hr_buf_append(body, c->fixed_body.data ? c->fixed_body.data : "", c->fixed_body.len) !=
+                 0)
         rc = -1;
     free(rx.printed);
     if (rc != 0)
@@ -568,26 +660,31 @@ static void wk_task_track(const wk_task *wt, const char *uid, hr_buf *html)
     hr_buf_free(&tracked);
 }
 
-int wk_task_render_mail(const wk_task *wt, const char *uid, const redisReply *user,
-                        hr_buf out[WK_TASK__MAIL], char *errstr, size_t errlen)
+int wk_task_render_mail(const wk_task *wt, unsigned variant, const char *uid,
+                        const redisReply *user, hr_buf out[WK_TASK__MAIL], char *errstr,
+                        size_t errlen)
 {
-    wk_render_ctx rx = {.t = wt, .uid = uid, .user = user};
+    const wk_content *c = wk_task_content(wt, variant);
+    wk_render_ctx rx = {.t = wt, .c = c, .uid = uid, .user = user};
     int rc = -1;
 
     hr_buf_init(&rx.title, WK_TASK_TEXT_MAX);
     hr_buf_init(&rx.body, WK_TASK_TEXT_MAX);
-    rx.title_out = wt->fixed ? &wt->fixed_title : &rx.title;
-    rx.body_out = wt->fixed ? &wt->fixed_body : &rx.body;
-    if (!wt->fixed && wk_render_texts(&rx, &rx.title, &rx.body) != 0)
+    rx.title_out = c->fixed ? &c->fixed_title : &rx.title;
+    rx.body_out = c->fixed ? &c->fixed_body : &rx.body;
+    if (!c->fixed && wk_render_texts(&rx, &rx.title, &rx.body) != 0)
         goto done;
     for (size_t i = 0; i < WK_TASK__MAIL; i++) {
+        /* The variant's subject, text or html in place of the channel's. */
+        const hr_template *tm =
+            i < WK_TASK_UNSUBSCRIBE && c->mail[i] != NULL ? c->mail[i] : wt->mail[i];
+
         hr_buf_reset(&out[i]);
         /* An empty rendering still gets its terminator: "" is a value. */
-        if (wt->mail[i] != NULL &&
-            (hr_template_render(wt->mail[i], wk_render_lookup, &rx, &out[i], NULL) != 0 ||
-             hr_buf_append(&out[i], "", 1) != 0))
+        if (tm != NULL && (hr_template_render(tm, wk_render_lookup, &rx, &out[i], NULL) != 0 ||
+                           hr_buf_append(&out[i], "", 1) != 0))
             goto done;
-        if (wt->mail[i] != NULL)
+        if (tm != NULL)
             out[i].len--;
     }
     if (wt->unsub_key != NULL && wk_task_unsub_url(wt, uid, &out[WK_TASK_UNSUBSCRIBE]) != 0)
@@ -623,23 +720,24 @@ void wk_task_out_free(wk_task_out *out)
     hr_buf_free(&out->text);
 }
 
-int wk_task_render(const wk_task *wt, const char *uid, const redisReply *user, wk_task_out *out,
-                   char *errstr, size_t errlen)
+int wk_task_render(const wk_task *wt, unsigned variant, const char *uid, const redisReply *user,
+                   wk_task_out *out, char *errstr, size_t errlen)
 {
-    wk_render_ctx rx = {.t = wt, .uid = uid, .user = user};
+    const wk_content *c = wk_task_content(wt, variant);
+    wk_render_ctx rx = {.t = wt, .c = c, .uid = uid, .user = user};
     int rc = -1;
 
     hr_buf_reset(&out->url);
     hr_buf_reset(&out->body);
     hr_buf_reset(&out->headers);
     out->nheaders = out->stripped = 0;
-    rx.title_out = wt->fixed ? &wt->fixed_title : &out->title;
-    rx.body_out = wt->fixed ? &wt->fixed_body : &out->text;
-    if (!wt->fixed) {
+    rx.title_out = c->fixed ? &c->fixed_title : &out->title;
+    rx.body_out = c->fixed ? &c->fixed_body : &out->text;
+    if (!c->fixed) {
         hr_buf_reset(&out->title);
         hr_buf_reset(&out->text);
     }
-    if ((!wt->fixed && wk_render_texts(&rx, &out->title, &out->text) != 0) ||
+    if ((!c->fixed && wk_render_texts(&rx, &out->title, &out->text) != 0) ||
         hr_template_render(wt->url, wk_render_lookup, &rx, &out->url, NULL) != 0 ||
         hr_template_render(wt->chbody, wk_render_lookup, &rx, &out->body, NULL) != 0 ||
         hr_buf_append(&out->url, "", 1) != 0) {
@@ -672,19 +770,21 @@ done:
     return rc;
 }
 
-int wk_task_render_item(const wk_task *wt, const char *uid, const redisReply *user,
-                        wk_task_out *scratch, hr_buf *out, char *errstr, size_t errlen)
+int wk_task_render_item(const wk_task *wt, unsigned variant, const char *uid,
+                        const redisReply *user, wk_task_out *scratch, hr_buf *out, char *errstr,
+                        size_t errlen)
 {
-    wk_render_ctx rx = {.t = wt, .uid = uid, .user = user};
+    const wk_content *c = wk_task_content(wt, variant);
+    wk_render_ctx rx = {.t = wt, .c = c, .uid = uid, .user = user};
     int rc = -1;
 
-    rx.title_out = wt->fixed ? &wt->fixed_title : &scratch->title;
-    rx.body_out = wt->fixed ? &wt->fixed_body : &scratch->text;
-    if (!wt->fixed) {
+    rx.title_out = c->fixed ? &c->fixed_title : &scratch->title;
+    rx.body_out = c->fixed ? &c->fixed_body : &scratch->text;
+    if (!c->fixed) {
         hr_buf_reset(&scratch->title);
         hr_buf_reset(&scratch->text);
     }
-    if ((wt->fixed || wk_render_texts(&rx, &scratch->title, &scratch->text) == 0) &&
+    if ((c->fixed || wk_render_texts(&rx, &scratch->title, &scratch->text) == 0) &&
         hr_template_render(wt->chbody, wk_render_lookup, &rx, out, NULL) == 0)
         rc = 0;
     else

@@ -31,6 +31,7 @@
 #include "hr_task.h"
 #include "hr_template.h"
 #include "hr_throttle.h"
+#include "hr_variant.h"
 
 #define WK_TASK_CACHE_SLOTS 128
 #define WK_TASK_PREFETCH_MAX 64 /* tasks per wk_task_prefetch: half the cache */
@@ -48,15 +49,31 @@ typedef enum wk_task_mail {
     WK_TASK__MAIL
 } wk_task_mail;
 
-typedef struct wk_task {
-    hr_task *row;
-    const hr_channel *ch;
-    size_t ch_index;           /* position in cfg->channels */
-    hr_template *title, *body; /* the task's own, rendered raw */
+/* One content a recipient may get (hr_variant.h): the task's own
+ * (wk_task.content[0]) or a per-locale variant's, each field compiled from
+ * the variant's value or, where the variant has none, the task's. */
+typedef struct wk_content {
+    const char *key;           /* HR_VARIANT_DEFAULT, or the variant's key (its locale) */
+    hr_template *title, *body; /* rendered raw */
     /* When title and body name no uid or user.* field they are the same for
      * every recipient: rendered once, at build (fixed). */
     bool fixed;
     hr_buf fixed_title, fixed_body;
+    struct cJSON *payload; /* NULL when there is none */
+    /* smtp channels: the variant's subject, text, html; NULL = the
+     * channel's (wk_task.mail) */
+    hr_template *mail[WK_TASK_UNSUBSCRIBE];
+} wk_content;
+
+typedef struct wk_task {
+    hr_task *row;
+    const hr_channel *ch;
+    size_t ch_index; /* position in cfg->channels */
+    /* content[0] the task's own, content[1 + i] variants.v[i]'s; a push
+     * carries the index it got (wk_push.variant, wk_task_variant) */
+    wk_content *content;
+    size_t ncontent;
+    hr_variant_set variants;
     hr_template *url, *chbody; /* the channel's */
     hr_template **headers;     /* one per channel header value */
     /* smtp channels: subject, text, html, list_unsubscribe (NULL: none) */
@@ -65,7 +82,6 @@ typedef struct wk_task {
      * links go through the click redirect, and it loads the open pixel
      * (hr_track.h); the config's strings, NULL = none. */
     const char *track_base, *track_key;
-    struct cJSON *payload; /* NULL when the task has none */
     /* consent (docs/recipients.md): the category's mandatory flag (opt-outs,
      * quiet hours and unsubscribed addresses do not apply), and for an smtp
      * channel without a list_unsubscribe of its own herald's one-click
@@ -126,17 +142,30 @@ void wk_task_put(wk_task_cache *tc, wk_task *wt);
  * wk_task_get would; a failed load leaves everything to wk_task_get. */
 void wk_task_prefetch(wk_task_cache *tc, hr_mysql *m, const int64_t *ids, size_t n, int64_t now_ms);
 
-/* Builds a task from ROW (always taken over): 0, WK_TASK_NO_CHANNEL, or 2
- * with ERRSTR when it cannot be pushed.  wk_task_get uses it; tests call it directly. */
-int wk_task_build(const hr_config *cfg, hr_task *row, wk_task **out, char *errstr, size_t errlen);
+/* Builds a task from ROW and its VARIANTS (both always taken over;
+ * VARIANTS NULL: none): 0, WK_TASK_NO_CHANNEL, or 2 with ERRSTR when it
+ * cannot be pushed (a bad variant too, hr_variant_check).  wk_task_get uses
+ * it; tests call it directly. */
+int wk_task_build(const hr_config *cfg, hr_task *row, hr_variant_set *variants, wk_task **out,
+                  char *errstr, size_t errlen);
+
+/* The content index (wk_task.content) a recipient whose profile's locale
+ * is LOCALE (NULL: none) gets: hr_variant_pick's variant + 1, or 0. */
+unsigned wk_task_variant(const wk_task *wt, const char *locale);
+/* Content VARIANT of WT (content[0] for an index past the last). */
+const wk_content *wk_task_content(const wk_task *wt, unsigned variant);
 /* Frees a task built by wk_task_build.  Accepts NULL. */
 void wk_task_free(wk_task *wt);
+
+/* The render functions below render content VARIANT (wk_task_variant) of
+ * the task for one recipient. */
 
 /* Renders the task's title and body for UID (raw: a provider module
  * escapes them) into TITLE and BODY (reset first).  0, or -1 with ERRSTR
  * past a buffer's cap. */
-int wk_task_render_texts(const wk_task *wt, const char *uid, const redisReply *user, hr_buf *title,
-                         hr_buf *body, char *errstr, size_t errlen);
+int wk_task_render_texts(const wk_task *wt, unsigned variant, const char *uid,
+                         const redisReply *user, hr_buf *title, hr_buf *body, char *errstr,
+                         size_t errlen);
 
 /* Renders the smtp channel's templates for UID into OUT[wk_task_mail]
  * (each reset first; OUT[i].data stays NULL for a template the channel
@@ -145,8 +174,9 @@ int wk_task_render_texts(const wk_task *wt, const char *uid, const redisReply *u
  * tracking links when the task has them (left as rendered, untracked, when
  * they would not fit under the buffer's cap).  0, or -1 with ERRSTR past a
  * buffer's cap. */
-int wk_task_render_mail(const wk_task *wt, const char *uid, const redisReply *user,
-                        hr_buf out[WK_TASK__MAIL], char *errstr, size_t errlen);
+int wk_task_render_mail(const wk_task *wt, unsigned variant, const char *uid,
+                        const redisReply *user, hr_buf out[WK_TASK__MAIL], char *errstr,
+                        size_t errlen);
 
 /* Where wk_task_render writes one push's request.  Its owner keeps it
  * from one push to the next (wk_xfer), so once the buffers have grown,
@@ -170,14 +200,15 @@ void wk_task_out_free(wk_task_out *out);
  * 0x7f) are removed from rendered header values (header injection) and
  * counted in OUT->stripped.  0, or -1 with ERRSTR (a value past a buffer's
  * cap). */
-int wk_task_render(const wk_task *wt, const char *uid, const redisReply *user, wk_task_out *out,
-                   char *errstr, size_t errlen);
+int wk_task_render(const wk_task *wt, unsigned variant, const char *uid, const redisReply *user,
+                   wk_task_out *out, char *errstr, size_t errlen);
 
 /* Appends the channel's body rendered for UID to OUT: one recipient's item
  * of a batched request (the URL and headers are the request's, rendered
  * once).  SCRATCH's title and text take the task's texts when they are
  * rendered per recipient.  0, or -1 with ERRSTR past a buffer's cap. */
-int wk_task_render_item(const wk_task *wt, const char *uid, const redisReply *user,
-                        wk_task_out *scratch, hr_buf *out, char *errstr, size_t errlen);
+int wk_task_render_item(const wk_task *wt, unsigned variant, const char *uid,
+                        const redisReply *user, wk_task_out *scratch, hr_buf *out, char *errstr,
+                        size_t errlen);
 
 #endif

@@ -268,7 +268,8 @@ static void t_run_start(t_run *run, int port, int concurrency, bool signed_, int
         row->body = strdup("");
         row->lease_until_ms = row->ttl_s = row->finish_ms = row->expire_ms = -1;
         row->chunk_size = n;
-        assert_int_equal(wk_task_build(run->cfg, row, &run->tasks[i], errstr, sizeof errstr), 0);
+        assert_int_equal(wk_task_build(run->cfg, row, NULL, &run->tasks[i], errstr, sizeof errstr),
+                         0);
     }
     run->n = n;
     run->pushes = calloc((size_t)n, sizeof *run->pushes);

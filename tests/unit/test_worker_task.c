@@ -69,7 +69,7 @@ static int setup(void **state)
     row->freeze_ms = 0;
     row->chunk_size = 100;
     row->lease_until_ms = -1;
-    assert_int_equal(wk_task_build(f->cfg, row, &f->task, errstr, sizeof errstr), 0);
+    assert_int_equal(wk_task_build(f->cfg, row, NULL, &f->task, errstr, sizeof errstr), 0);
     *state = f;
     return 0;
 }
@@ -94,7 +94,7 @@ static void test_render_escapes(void **state)
     for (int round = 0; round < 2; round++) {
         /* The second render into the same buffers gives the same request,
          * nothing of the first left over. */
-        assert_int_equal(wk_task_render(f->task, "42", NULL, &out, errstr, sizeof errstr), 0);
+        assert_int_equal(wk_task_render(f->task, 0, "42", NULL, &out, errstr, sizeof errstr), 0);
         assert_string_equal(out.url.data, "http://127.0.0.1/push/42?p=a%2Fb%3Fc%3Dd%26e");
         assert_int_equal(out.nheaders, 1);
         /* One line and its NUL: "X-Value: v=xX-Evil: 1;" */
@@ -114,7 +114,7 @@ static void assert_rendered(const wk_task *task, const char *uid, const char *wa
     char errstr[256];
 
     wk_task_out_init(&out);
-    assert_int_equal(wk_task_render(task, uid, NULL, &out, errstr, sizeof errstr), 0);
+    assert_int_equal(wk_task_render(task, 0, uid, NULL, &out, errstr, sizeof errstr), 0);
     assert_string_equal(out.body.data, want);
     wk_task_out_free(&out);
 }
@@ -137,7 +137,7 @@ static wk_task *channel_task(const hr_config *cfg, const char *channel, const ch
     row->payload = strdup(payload);
     row->chunk_size = 100;
     row->lease_until_ms = -1;
-    assert_int_equal(wk_task_build(cfg, row, &task, errstr, sizeof errstr), 0);
+    assert_int_equal(wk_task_build(cfg, row, NULL, &task, errstr, sizeof errstr), 0);
     return task;
 }
 
@@ -154,13 +154,13 @@ static void test_render_fixed_texts(void **state)
     wk_task *per_uid = titled_task(f->cfg, "Hi {{uid}}", "{{payload.p}}");
     wk_task *per_user = titled_task(f->cfg, "Hi", "{{user.name}}");
 
-    assert_true(fixed->fixed);
+    assert_true(fixed->content[0].fixed);
     assert_rendered(fixed, "1", "Hi t8|pv Hi t8|1");
     assert_rendered(fixed, "2", "Hi t8|pv Hi t8|2");
-    assert_false(per_uid->fixed);
+    assert_false(per_uid->content[0].fixed);
     assert_rendered(per_uid, "5", "Hi 5|pv|5");
     assert_rendered(per_uid, "6", "Hi 6|pv|6");
-    assert_false(per_user->fixed);
+    assert_false(per_user->content[0].fixed);
     assert_rendered(per_user, "7", "Hi||7");
     wk_task_free(fixed);
     wk_task_free(per_uid);
@@ -184,7 +184,7 @@ static void test_render_mail_html(void **state)
 
     for (size_t i = 0; i < WK_TASK__MAIL; i++)
         hr_buf_init(&out[i], 4096);
-    assert_int_equal(wk_task_render_mail(task, "3", &user, out, errstr, sizeof errstr), 0);
+    assert_int_equal(wk_task_render_mail(task, 0, "3", &user, out, errstr, sizeof errstr), 0);
     assert_string_equal(out[WK_TASK_HTML].data,
                         "<p>Hi &lt;a href=&quot;https://evil.example/&quot;&gt;Your account is "
                         "locked&lt;/a&gt;: from &lt;a href=&quot;https://evil.example/&quot;&gt;"
@@ -219,7 +219,7 @@ static void test_render_mail_tracked(void **state)
     for (size_t i = 0; i < WK_TASK__MAIL; i++)
         hr_buf_init(&out[i], 4096);
     hr_buf_init(&link, 512);
-    assert_int_equal(wk_task_render_mail(task, "3", &user, out, errstr, sizeof errstr), 0);
+    assert_int_equal(wk_task_render_mail(task, 0, "3", &user, out, errstr, sizeof errstr), 0);
     assert_int_equal(hr_track_token(f->cfg->events.tracking.key, HR_TRACK_CLICKED, 8, 3,
                                     "https://x.test/a", &link),
                      0);

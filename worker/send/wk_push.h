@@ -29,6 +29,7 @@ typedef struct wk_push {
     wk_task *task;
     const char *uid;        /* owned by the chunk */
     const redisReply *user; /* HGETALL reply, or NULL */
+    unsigned variant;       /* the content it gets (wk_task_variant): 0 the task's own */
     const bool *hold;       /* when *hold: no further attempt (owner halting) */
     /* An addressed channel (fcm): the uid's addresses on it (owned by the
      * chunk), pushed one after the other; none: the uid is unregistered. */

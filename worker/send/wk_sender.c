@@ -128,9 +128,10 @@ static int wk_sender_prepare(wk_sender_chan *sc, wk_xfer *x, wk_push *push, char
     size_t stripped = 0;
 
     if (ch->type == HR_CHANNEL_SMTP)
-        return wk_xfer_prepare_smtp(x, ch, push->task, push->uid, push->user,
+        return wk_xfer_prepare_smtp(x, ch, push->task, push->variant, push->uid, push->user,
                                     push->addrs[push->addr].address, errstr, errlen);
-    if (wk_xfer_prepare(x, ch, push->task, push->uid, push->user, &stripped, errstr, errlen) != 0)
+    if (wk_xfer_prepare(x, ch, push->task, push->variant, push->uid, push->user, &stripped, errstr,
+                        errlen) != 0)
         return -1;
     if (stripped > 0)
         hr_metrics_add(sc->s->m->anomalies[WK_ANOMALY_HEADER_STRIPPED], (uint64_t)stripped);
@@ -154,7 +155,8 @@ static int wk_sender_prepare_h2(wk_sender_chan *sc, wk_stream *sx, wk_push *push
         if (token == NULL)
             return -1;
         return wk_stream_prepare_apns(sx, chan->cfg, wk_h2send_path(sc->h2), token, push->task,
-                                      push->uid, push->user, address, errstr, errlen);
+                                      push->variant, push->uid, push->user, address, errstr,
+                                      errlen);
     }
     /* The channel lets an fcm push start only with a token at hand. */
     token = wk_fcm_auth_token(chan->fcm, hr_clock_now_ms(), &gen, &request, &wake);
@@ -163,8 +165,8 @@ static int wk_sender_prepare_h2(wk_sender_chan *sc, wk_stream *sx, wk_push *push
         return -1;
     }
     push->token_gen = gen;
-    return wk_stream_prepare_fcm(sx, wk_h2send_path(sc->h2), token, push->task, push->uid,
-                                 push->user, address, errstr, errlen);
+    return wk_stream_prepare_fcm(sx, wk_h2send_path(sc->h2), token, push->task, push->variant,
+                                 push->uid, push->user, address, errstr, errlen);
 }
 
 /* PUSH's request went out (on X or SX): it counts as in flight. */

@@ -78,11 +78,11 @@ static int wk_stream_path(wk_stream *sx, const char *prefix, const char *path, s
 }
 
 /* The title and body of TASK rendered for UID into SX; the message's. */
-static int wk_stream_texts(wk_stream *sx, const wk_task *task, const char *uid,
+static int wk_stream_texts(wk_stream *sx, const wk_task *task, unsigned variant, const char *uid,
                            const redisReply *user, const char **title, const char **body,
                            char *errstr, size_t errlen)
 {
-    if (wk_task_render_texts(task, uid, user, &sx->title, &sx->text, errstr, errlen) != 0)
+    if (wk_task_render_texts(task, variant, uid, user, &sx->title, &sx->text, errstr, errlen) != 0)
         return -1;
     *title = sx->title.data ? sx->title.data : "";
     *body = sx->text.data ? sx->text.data : "";
@@ -136,16 +136,16 @@ static void wk_stream_arm(wk_stream *sx)
 }
 
 int wk_stream_prepare_apns(wk_stream *sx, const hr_channel *ch, const char *prefix,
-                           const char *provider_token, const wk_task *task, const char *uid,
-                           const redisReply *user, const char *device_token, char *errstr,
-                           size_t errlen)
+                           const char *provider_token, const wk_task *task, unsigned variant,
+                           const char *uid, const redisReply *user, const char *device_token,
+                           char *errstr, size_t errlen)
 {
     wk_apns_request *req = &sx->apns;
     wk_apns_message m = {
         .device_token = device_token,
         .topic = ch->apns.topic,
         .push_type = ch->apns.push_type == HR_APNS_BACKGROUND ? WK_APNS_BACKGROUND : WK_APNS_ALERT,
-        .payload = task->payload,
+        .payload = wk_task_content(task, variant)->payload,
         .ttl_s = (int)task->row->ttl_s,
         .collapse_id = task->row->collapse_key,
         .apns_id = sx->apns_id,
@@ -157,7 +157,7 @@ int wk_stream_prepare_apns(wk_stream *sx, const hr_channel *ch, const char *pref
         return -1;
     }
     hr_buf_reset(&sx->body);
-    if (wk_stream_texts(sx, task, uid, user, &m.title, &m.body, errstr, errlen) != 0 ||
+    if (wk_stream_texts(sx, task, variant, uid, user, &m.title, &m.body, errstr, errlen) != 0 ||
         wk_apns_request_build(&m, provider_token, req, &sx->body, errstr, errlen) != 0 ||
         wk_stream_path(sx, prefix, req->path, strlen(req->path), errstr, errlen) != 0)
         return -1;
@@ -175,11 +175,11 @@ int wk_stream_prepare_apns(wk_stream *sx, const hr_channel *ch, const char *pref
 }
 
 int wk_stream_prepare_fcm(wk_stream *sx, const char *path, const char *bearer, const wk_task *task,
-                          const char *uid, const redisReply *user, const char *device_token,
-                          char *errstr, size_t errlen)
+                          unsigned variant, const char *uid, const redisReply *user,
+                          const char *device_token, char *errstr, size_t errlen)
 {
     wk_fcm_message m = {.token = device_token,
-                        .payload = task->payload,
+                        .payload = wk_task_content(task, variant)->payload,
                         .ttl_s = (int)task->row->ttl_s,
                         .collapse_key = task->row->collapse_key,
                         .high_priority = task->row->priority == HR_PRIORITY_HIGH,
@@ -188,7 +188,7 @@ int wk_stream_prepare_fcm(wk_stream *sx, const char *path, const char *bearer, c
     hr_buf_reset(&sx->body);
     hr_buf_reset(&sx->auth);
     if (wk_stream_path(sx, "", path, strlen(path), errstr, errlen) != 0 ||
-        wk_stream_texts(sx, task, uid, user, &m.title, &m.body, errstr, errlen) != 0 ||
+        wk_stream_texts(sx, task, variant, uid, user, &m.title, &m.body, errstr, errlen) != 0 ||
         wk_fcm_message_build(&m, &sx->body, errstr, errlen) != 0)
         return -1;
     if (hr_buf_append(&sx->auth, WK_STREAM_LIT("Bearer ")) != 0 ||

@@ -304,13 +304,14 @@ static int wk_xfer_arm(wk_xfer *x, bool get, char *errstr, size_t errlen)
     return 0;
 }
 
-int wk_xfer_prepare(wk_xfer *x, const hr_channel *ch, const wk_task *task, const char *uid,
-                    const redisReply *user, size_t *stripped, char *errstr, size_t errlen)
+int wk_xfer_prepare(wk_xfer *x, const hr_channel *ch, const wk_task *task, unsigned variant,
+                    const char *uid, const redisReply *user, size_t *stripped, char *errstr,
+                    size_t errlen)
 {
     char id[WK_XFER_ID_MAX];
 
     errstr[0] = '\0';
-    if (wk_task_render(task, uid, user, &x->req, errstr, errlen) != 0)
+    if (wk_task_render(task, variant, uid, user, &x->req, errstr, errlen) != 0)
         return -1;
     *stripped = x->req.stripped;
     if (wk_xfer_sign(x, id, wk_xfer_id(task, uid, id), errstr, errlen) < 0)
@@ -356,7 +357,8 @@ int wk_xfer_prepare_batch(wk_xfer *x, const hr_channel *ch, const wk_task *task,
 
     errstr[0] = '\0';
     /* URL and headers name no recipient (hr_config): rendered once. */
-    if (wk_task_render(task, pushes[0]->uid, pushes[0]->user, &x->req, errstr, errlen) != 0)
+    if (wk_task_render(task, pushes[0]->variant, pushes[0]->uid, pushes[0]->user, &x->req, errstr,
+                       errlen) != 0)
         return -1;
     *stripped = x->req.stripped;
     hr_buf_reset(body);
@@ -364,8 +366,8 @@ int wk_xfer_prepare_batch(wk_xfer *x, const hr_channel *ch, const wk_task *task,
         goto cap;
     for (size_t i = 0; i < n; i++) {
         if ((i > 0 && hr_buf_append(body, ",", 1) != 0) ||
-            wk_task_render_item(task, pushes[i]->uid, pushes[i]->user, &x->req, body, errstr,
-                                errlen) != 0)
+            wk_task_render_item(task, pushes[i]->variant, pushes[i]->uid, pushes[i]->user, &x->req,
+                                body, errstr, errlen) != 0)
             goto cap;
     }
     if (hr_buf_append(body, after, strlen(after)) != 0)
@@ -382,8 +384,9 @@ cap:
     return -1;
 }
 
-int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, const char *uid,
-                         const redisReply *user, const char *to, char *errstr, size_t errlen)
+int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, unsigned variant,
+                         const char *uid, const redisReply *user, const char *to, char *errstr,
+                         size_t errlen)
 {
     unsigned char d[SHA256_DIGEST_LENGTH];
     char id[128], rcpt[HR_ADDR_ADDRESS_MAX + 3];
@@ -395,7 +398,7 @@ int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, 
                       .message_id = id,
                       .now_s = hr_clock_now_ms() / 1000};
 
-    if (wk_task_render_mail(task, uid, user, x->mail, errstr, errlen) != 0)
+    if (wk_task_render_mail(task, variant, uid, user, x->mail, errstr, errlen) != 0)
         return -1;
     SHA256((const unsigned char *)to, strlen(to), d);
     snprintf(id, sizeof id, "herald.%" PRId64 ".%.40s.%02x%02x%02x%02x%02x%02x", task->row->id, uid,

@@ -67,11 +67,12 @@ wk_xfer *wk_xfer_new(const hr_channel *ch);
 void wk_xfer_free(wk_xfer *x);
 
 /* Builds on X (not yet added to a multi handle) the request of TASK for
- * UID with the recipient's USER hash (or NULL): *STRIPPED gets how many
+ * UID (its content VARIANT, wk_task_variant) with the recipient's USER hash (or NULL): *STRIPPED gets how many
  * rendered headers were dropped as unsafe.  0, or -1 with ERRSTR when it
  * cannot be rendered. */
-int wk_xfer_prepare(wk_xfer *x, const hr_channel *ch, const wk_task *task, const char *uid,
-                    const redisReply *user, size_t *stripped, char *errstr, size_t errlen);
+int wk_xfer_prepare(wk_xfer *x, const hr_channel *ch, const wk_task *task, unsigned variant,
+                    const char *uid, const redisReply *user, size_t *stripped, char *errstr,
+                    size_t errlen);
 
 /* Builds on X the batched request of TASK for the N pushes PUSHES (a
  * webhook channel CH with batch > 1): URL and headers rendered once, the
@@ -88,8 +89,9 @@ int wk_xfer_prepare_batch(wk_xfer *x, const hr_channel *ch, const wk_task *task,
  * list_unsubscribe templates rendered for UID, its Message-ID derived
  * from (task, uid, address) so a re-sent mail repeats it.  0, or -1 with
  * ERRSTR. */
-int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, const char *uid,
-                         const redisReply *user, const char *to, char *errstr, size_t errlen);
+int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, unsigned variant,
+                         const char *uid, const redisReply *user, const char *to, char *errstr,
+                         size_t errlen);
 
 /* What a request of channel CH on X that ended with curl result RC and
  * CODE (the HTTP status when RC is CURLE_OK; an SMTP channel's last reply

@@ -1,0 +1,409 @@
+/* hr_variant: a task's per-locale variants (see hr_variant.h). */
+#include "hr_variant.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "hr_template.h"
+#include "hr_user.h"
+
+/* The content fields, in push_task_variant's column order after vkey. */
+enum { HR_VF_TITLE, HR_VF_BODY, HR_VF_PAYLOAD, HR_VF_SUBJECT, HR_VF_TEXT, HR_VF_HTML, HR_VF__N };
+
+static const char *const hr_variant_fields[HR_VF__N] = {"title",   "body", "payload",
+                                                        "subject", "text", "html"};
+
+static char **hr_variant_field(hr_variant *v, int f)
+{
+    char **slots[HR_VF__N] = {&v->title, &v->body, &v->payload, &v->subject, &v->text, &v->html};
+
+    return slots[f];
+}
+
+static const char *hr_variant_cfield(const hr_variant *v, int f)
+{
+    return *hr_variant_field((hr_variant *)v, f);
+}
+
+void hr_variant_set_clear(hr_variant_set *s)
+{
+    if (s == NULL)
+        return;
+    for (size_t i = 0; i < s->n; i++) {
+        free(s->v[i].key);
+        for (int f = 0; f < HR_VF__N; f++)
+            free(*hr_variant_field(&s->v[i], f));
+    }
+    free(s->v);
+    s->v = NULL;
+    s->n = 0;
+}
+
+/* Member M of the array as variant V.  0, HR_VARIANT_EINVAL or -1. */
+static int hr_variant_member(const cJSON *m, size_t at, hr_variant *v, char *errstr, size_t errlen)
+{
+    const cJSON *f;
+
+    if (!cJSON_IsObject(m)) {
+        snprintf(errstr, errlen, "variants[%zu]: not an object", at);
+        return HR_VARIANT_EINVAL;
+    }
+    cJSON_ArrayForEach(f, m)
+    {
+        int k;
+
+        if (strcmp(f->string, "locale") == 0) {
+            if (!cJSON_IsString(f)) {
+                snprintf(errstr, errlen, "variants[%zu].locale: not a string", at);
+                return HR_VARIANT_EINVAL;
+            }
+            if ((v->key = strdup(f->valuestring)) == NULL)
+                return -1;
+            continue;
+        }
+        for (k = 0; k < HR_VF__N && strcmp(f->string, hr_variant_fields[k]) != 0; k++)
+            ;
+        if (k == HR_VF__N) {
+            snprintf(errstr, errlen,
+                     "variants[%zu]: unknown field \"%.40s\" (locale, title, body, payload, "
+                     "subject, text, html)",
+                     at, f->string);
+            return HR_VARIANT_EINVAL;
+        }
+        if (cJSON_IsNull(f))
+            continue;
+        if (k == HR_VF_PAYLOAD ? !cJSON_IsObject(f) : !cJSON_IsString(f)) {
+            snprintf(errstr, errlen, "variants[%zu].%s: not %s", at, f->string,
+                     k == HR_VF_PAYLOAD ? "a JSON object" : "a string");
+            return HR_VARIANT_EINVAL;
+        }
+        *hr_variant_field(v, k) =
+            k == HR_VF_PAYLOAD ? cJSON_PrintUnformatted(f) : strdup(f->valuestring);
+        if (*hr_variant_field(v, k) == NULL)
+            return -1;
+    }
+    if (v->key == NULL) {
+        snprintf(errstr, errlen, "variants[%zu]: locale is missing", at);
+        return HR_VARIANT_EINVAL;
+    }
+    return 0;
+}
+
+int hr_variant_from_json(const cJSON *j, hr_variant_set *out, char *errstr, size_t errlen)
+{
+    int n = cJSON_GetArraySize(j), rc;
+
+    hr_variant_set_clear(out);
+    if (!cJSON_IsArray(j)) {
+        snprintf(errstr, errlen, "variants: not an array");
+        return HR_VARIANT_EINVAL;
+    }
+    if (n > HR_VARIANT_MAX) {
+        snprintf(errstr, errlen, "variants: %d are more than %d", n, HR_VARIANT_MAX);
+        return HR_VARIANT_EINVAL;
+    }
+    if (n > 0 && (out->v = calloc((size_t)n, sizeof *out->v)) == NULL)
+        goto oom;
+    for (const cJSON *m = j->child; m != NULL; m = m->next) {
+        rc = hr_variant_member(m, out->n, &out->v[out->n], errstr, errlen);
+        out->n++;
+        if (rc == -1)
+            goto oom;
+        if (rc != 0) {
+            hr_variant_set_clear(out);
+            return rc;
+        }
+    }
+    return 0;
+oom:
+    hr_variant_set_clear(out);
+    snprintf(errstr, errlen, "out of memory");
+    return -1;
+}
+
+/* The JSON text of the message TITLE, BODY and PAYLOAD (an object's text,
+ * or NULL) make on a push channel: its length in bytes, or -1 when
+ * PAYLOAD does not parse or memory ran out. */
+static long hr_variant_message_len(const char *title, const char *body, const char *payload)
+{
+    cJSON *o = payload != NULL ? cJSON_Parse(payload) : cJSON_CreateObject();
+    char *text;
+    long n = -1;
+
+    if (o == NULL || !cJSON_IsObject(o) ||
+        cJSON_AddStringToObject(o, "title", title ? title : "") == NULL ||
+        cJSON_AddStringToObject(o, "body", body ? body : "") == NULL)
+        goto done;
+    if ((text = cJSON_PrintUnformatted(o)) != NULL) {
+        n = (long)strlen(text);
+        free(text);
+    }
+done:
+    cJSON_Delete(o);
+    return n;
+}
+
+/* Whether the content NAME (the task's or a variant's) fits a push
+ * channel's message.  0 or HR_VARIANT_EINVAL. */
+static int hr_variant_fits(const hr_channel *ch, const char *name, const char *title,
+                           const char *body, const char *payload, char *errstr, size_t errlen)
+{
+    long n;
+
+    if (ch->type != HR_CHANNEL_APNS && ch->type != HR_CHANNEL_FCM)
+        return 0;
+    n = hr_variant_message_len(title, body, payload);
+    if (n < 0) {
+        snprintf(errstr, errlen, "%s: payload is not a JSON object", name);
+        return HR_VARIANT_EINVAL;
+    }
+    if (n > HR_VARIANT_PUSH_MAX) {
+        snprintf(errstr, errlen,
+                 "%s: title, body and payload take %ld bytes, over %s's limit of %d bytes per "
+                 "message",
+                 name, n, ch->type == HR_CHANNEL_APNS ? "APNs" : "FCM", HR_VARIANT_PUSH_MAX);
+        return HR_VARIANT_EINVAL;
+    }
+    return 0;
+}
+
+/* Whether SRC compiles as a template.  0 or HR_VARIANT_EINVAL. */
+static int hr_variant_compiles(const char *key, const char *field, const char *src, char *errstr,
+                               size_t errlen)
+{
+    hr_template *t = NULL;
+    char detail[200];
+
+    if (src == NULL)
+        return 0;
+    if (hr_template_compile(src, strlen(src), false, &t, detail, sizeof detail) != 0) {
+        snprintf(errstr, errlen, "variant %s: %s template: %s", key, field, detail);
+        return HR_VARIANT_EINVAL;
+    }
+    hr_template_free(t);
+    return 0;
+}
+
+int hr_variant_check(const hr_variant_set *s, const hr_task *t, const hr_config *cfg, char *errstr,
+                     size_t errlen)
+{
+    const hr_channel *ch = hr_config_channel(cfg, t->channel);
+    char name[64];
+    int rc;
+
+    if (ch == NULL) {
+        snprintf(errstr, errlen, "unknown channel \"%.64s\"", t->channel ? t->channel : "");
+        return HR_VARIANT_EINVAL;
+    }
+    if (s->n > HR_VARIANT_MAX) {
+        snprintf(errstr, errlen, "%zu variants are more than %d", s->n, HR_VARIANT_MAX);
+        return HR_VARIANT_EINVAL;
+    }
+    if ((rc = hr_variant_fits(ch, "the task's content", t->title, t->body, t->payload, errstr,
+                              errlen)) != 0)
+        return rc;
+    for (size_t i = 0; i < s->n; i++) {
+        const hr_variant *v = &s->v[i];
+
+        if (!hr_user_locale_valid(v->key) || strcasecmp(v->key, HR_VARIANT_DEFAULT) == 0) {
+            snprintf(errstr, errlen,
+                     "variant locale \"%.40s\": not a language tag such as pt-BR (and not "
+                     "\"default\")",
+                     v->key);
+            return HR_VARIANT_EINVAL;
+        }
+        for (size_t k = 0; k < i; k++)
+            if (strcasecmp(s->v[k].key, v->key) == 0) {
+                snprintf(errstr, errlen, "variant locale \"%s\" appears twice", v->key);
+                return HR_VARIANT_EINVAL;
+            }
+        for (int f = 0; f < HR_VF__N; f++)
+            if (f != HR_VF_PAYLOAD &&
+                (rc = hr_variant_compiles(v->key, hr_variant_fields[f], hr_variant_cfield(v, f),
+                                          errstr, errlen)) != 0)
+                return rc;
+        if (ch->type != HR_CHANNEL_SMTP &&
+            (v->subject != NULL || v->text != NULL || v->html != NULL)) {
+            snprintf(errstr, errlen,
+                     "variant %s: subject, text and html are for smtp channels; \"%s\" is %s",
+                     v->key, ch->name, hr_channel_type_name(ch->type));
+            return HR_VARIANT_EINVAL;
+        }
+        snprintf(name, sizeof name, "variant %s", v->key);
+        if (v->payload != NULL && hr_variant_message_len(NULL, NULL, v->payload) < 0) {
+            snprintf(errstr, errlen, "%s: payload is not a JSON object", name);
+            return HR_VARIANT_EINVAL;
+        }
+        if ((rc = hr_variant_fits(ch, name, v->title ? v->title : t->title,
+                                  v->body ? v->body : t->body,
+                                  v->payload ? v->payload : t->payload, errstr, errlen)) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+static hr_mysql_param hr_variant_p(const char *s)
+{
+    return s != NULL ? HR_P_STR(s) : HR_P_NULL;
+}
+
+int hr_variant_insert(hr_mysql *m, int64_t task, hr_variant_set *s, char *errstr, size_t errlen)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        hr_variant *v = &s->v[i];
+        const hr_mysql_param p[] = {HR_P_I64(task),          HR_P_STR(v->key),
+                                    hr_variant_p(v->title),  hr_variant_p(v->body),
+                                    hr_variant_p(v->payload), hr_variant_p(v->subject),
+                                    hr_variant_p(v->text),   hr_variant_p(v->html)};
+        uint64_t id = 0;
+
+        if (hr_mysql_exec(m,
+                          "INSERT INTO push_task_variant (task_id, vkey, title, body, payload, "
+                          "subject, text, html) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                          p, sizeof p / sizeof p[0], NULL, &id, NULL, errstr, errlen) < 0)
+            return -1;
+        v->id = (int64_t)id;
+    }
+    return 0;
+}
+
+int hr_variant_load(hr_mysql *m, int64_t task, hr_variant_set *out, char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(task)};
+    hr_mysql_rows *rows = NULL;
+    int rc = -1;
+
+    hr_variant_set_clear(out);
+    if (hr_mysql_query(m,
+                       "SELECT id, vkey, title, body, payload, subject, text, html "
+                       "FROM push_task_variant WHERE task_id = ? ORDER BY vkey",
+                       p, 1, &rows, errstr, errlen) < 0)
+        return -1;
+    if (rows->nrows > 0 && (out->v = calloc(rows->nrows, sizeof *out->v)) == NULL)
+        goto oom;
+    for (size_t r = 0; r < rows->nrows; r++) {
+        hr_variant *v = &out->v[out->n++];
+
+        v->id = strtoll(hr_mysql_cell(rows, r, 0), NULL, 10);
+        if ((v->key = strdup(hr_mysql_cell(rows, r, 1))) == NULL)
+            goto oom;
+        for (int f = 0; f < HR_VF__N; f++) {
+            const char *cell = hr_mysql_cell(rows, r, (size_t)(2 + f));
+
+            if (cell != NULL && (*hr_variant_field(v, f) = strdup(cell)) == NULL)
+                goto oom;
+        }
+    }
+    rc = 0;
+    goto done;
+oom:
+    snprintf(errstr, errlen, "out of memory");
+    hr_variant_set_clear(out);
+done:
+    hr_mysql_rows_free(rows);
+    return rc;
+}
+
+int hr_variant_pick(const hr_variant_set *s, const char *locale)
+{
+    char tag[HR_USER_LOCALE_MAX + 1];
+    size_t len;
+
+    if (locale == NULL || s->n == 0 || (len = strlen(locale)) > HR_USER_LOCALE_MAX)
+        return -1;
+    memcpy(tag, locale, len + 1);
+    /* pt-BR, then pt: each round cuts the last subtag. */
+    for (;;) {
+        char *dash;
+
+        for (size_t i = 0; i < s->n; i++)
+            if (strcasecmp(s->v[i].key, tag) == 0)
+                return (int)i;
+        if ((dash = strrchr(tag, '-')) == NULL)
+            return -1;
+        *dash = '\0';
+    }
+}
+
+cJSON *hr_variant_to_json(const hr_variant_set *s)
+{
+    cJSON *a = cJSON_CreateArray();
+
+    for (size_t i = 0; a != NULL && i < s->n; i++) {
+        const hr_variant *v = &s->v[i];
+        cJSON *o = cJSON_CreateObject();
+
+        if (o == NULL || !cJSON_AddItemToArray(a, o) ||
+            cJSON_AddStringToObject(o, "locale", v->key) == NULL)
+            goto oom;
+        for (int f = 0; f < HR_VF__N; f++) {
+            const char *val = hr_variant_cfield(v, f);
+            cJSON *item;
+
+            if (val == NULL)
+                continue;
+            item = f == HR_VF_PAYLOAD ? cJSON_Parse(val) : cJSON_CreateString(val);
+            if (item == NULL || !cJSON_AddItemToObject(o, hr_variant_fields[f], item)) {
+                cJSON_Delete(item);
+                goto oom;
+            }
+        }
+    }
+    return a;
+oom:
+    cJSON_Delete(a);
+    return NULL;
+}
+
+int hr_variant_counts(hr_mysql *m, int64_t task, cJSON **out, char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(task)};
+    hr_mysql_rows *rows = NULL;
+    cJSON *o = cJSON_CreateObject();
+
+    *out = NULL;
+    if (o == NULL ||
+        hr_mysql_query(m,
+                       "SELECT vkey, outcome, CAST(n AS SIGNED) FROM push_task_variant_count "
+                       "WHERE task_id = ? ORDER BY vkey, outcome",
+                       p, 1, &rows, errstr, errlen) < 0) {
+        cJSON_Delete(o);
+        return -1;
+    }
+    for (size_t r = 0; r < rows->nrows; r++) {
+        const char *key = hr_mysql_cell(rows, r, 0);
+        cJSON *k = cJSON_GetObjectItemCaseSensitive(o, key);
+
+        if ((k == NULL && (k = cJSON_AddObjectToObject(o, key)) == NULL) ||
+            cJSON_AddNumberToObject(k, hr_mysql_cell(rows, r, 1),
+                                    (double)strtoll(hr_mysql_cell(rows, r, 2), NULL, 10)) ==
+                NULL) {
+            snprintf(errstr, errlen, "out of memory");
+            cJSON_Delete(o);
+            hr_mysql_rows_free(rows);
+            return -1;
+        }
+    }
+    hr_mysql_rows_free(rows);
+    *out = o;
+    return 0;
+}
+
+int hr_variant_count_add(hr_mysql *m, const hr_variant_count *rows, size_t n, char *errstr,
+                         size_t errlen)
+{
+    for (size_t i = 0; i < n; i++) {
+        const hr_mysql_param p[] = {HR_P_I64(rows[i].task), HR_P_STR(rows[i].key),
+                                    HR_P_STR(rows[i].outcome), HR_P_I64(rows[i].n)};
+
+        if (hr_mysql_exec(m,
+                          "INSERT INTO push_task_variant_count (task_id, vkey, outcome, n) "
+                          "VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE n = n + VALUES(n)",
+                          p, 4, NULL, NULL, NULL, errstr, errlen) < 0)
+            return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,95 @@
+/* hr_variant: a task's per-locale variants of its content
+ * (push_task_variant, schemas/mysql/022_variants.sql; docs/api.md
+ * "Variants"): read from the API's and heraldctl's JSON, checked, written
+ * and loaded, the variant a recipient's locale picks, and the counts per
+ * variant (push_task_variant_count) read for the task's view.
+ *
+ * The task's own title, body and payload are the default; a variant's NULL
+ * field takes the task's (title, body, payload) or the channel's (subject,
+ * text, html).  A recipient's locale picks the variant whose key is the
+ * locale, else the one of the locale cut at its last '-' (pt-BR, then pt),
+ * and so on; none: the default.  Keys compare case-insensitively, as BCP 47
+ * tags do.
+ *
+ * No logging, no threads of its own; errors are -1 (HR_VARIANT_EINVAL for
+ * a value the checks refuse) with ERRSTR. */
+#ifndef HR_VARIANT_H
+#define HR_VARIANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cJSON.h>
+
+#include "hr_config.h"
+#include "hr_mysql.h"
+#include "hr_task.h"
+
+#define HR_VARIANT_MAX 64               /* variants per task */
+#define HR_VARIANT_KEY_MAX 35           /* a key: a language tag (HR_USER_LOCALE_MAX) */
+#define HR_VARIANT_DEFAULT "default"    /* the counts' name of the task's own content */
+#define HR_VARIANT_PUSH_MAX 4096        /* APNs' payload and FCM's message limit, bytes */
+#define HR_VARIANT_EINVAL -2
+
+/* One variant: KEY (its locale) and the content fields, NULL = inherited. */
+typedef struct hr_variant {
+    int64_t id; /* push_task_variant.id; 0 before it is written */
+    char *key;
+    char *title, *body, *payload, *subject, *text, *html;
+} hr_variant;
+
+/* A task's variants.  Zero-initialise; hr_variant_set_clear frees. */
+typedef struct hr_variant_set {
+    hr_variant *v;
+    size_t n;
+} hr_variant_set;
+
+void hr_variant_set_clear(hr_variant_set *s);
+
+/* The variants of the JSON array J ([{"locale", "title", "body",
+ * "payload", "subject", "text", "html"}, ...]; "payload" an object) into
+ * OUT (cleared first).  0, or HR_VARIANT_EINVAL naming the first bad
+ * member, or -1 when out of memory. */
+int hr_variant_from_json(const cJSON *j, hr_variant_set *out, char *errstr, size_t errlen);
+
+/* The checks of S for task T: at most HR_VARIANT_MAX, each key a language
+ * tag (hr_user_locale_valid) and not "default", no key twice (case
+ * ignored), the templates compile, a payload a JSON object, subject / text
+ * / html only on an smtp channel, and on an apns or fcm channel the
+ * message of the task's own content and of each variant (title, body and
+ * payload as written, before rendering) within HR_VARIANT_PUSH_MAX bytes.
+ * 0 or HR_VARIANT_EINVAL. */
+int hr_variant_check(const hr_variant_set *s, const hr_task *t, const hr_config *cfg, char *errstr,
+                     size_t errlen);
+
+/* Writes S as task TASK's variants (in the caller's transaction); the ids
+ * into S.  0 or -1. */
+int hr_variant_insert(hr_mysql *m, int64_t task, hr_variant_set *s, char *errstr, size_t errlen);
+
+/* Task TASK's variants, in key order, into OUT (cleared first).  0 or -1. */
+int hr_variant_load(hr_mysql *m, int64_t task, hr_variant_set *out, char *errstr, size_t errlen);
+
+/* The variant LOCALE picks in S: its index, or -1 for the task's own
+ * content (LOCALE NULL, or nothing matches). */
+int hr_variant_pick(const hr_variant_set *s, const char *locale);
+
+/* S as the JSON array hr_variant_from_json reads (keys as "locale"). */
+cJSON *hr_variant_to_json(const hr_variant_set *s);
+
+/* Task TASK's counts per variant: {"default": {"sent": n, ...}, "<key>":
+ * {...}} into *OUT.  0 or -1. */
+int hr_variant_counts(hr_mysql *m, int64_t task, cJSON **out, char *errstr, size_t errlen);
+
+/* One tally for push_task_variant_count. */
+typedef struct hr_variant_count {
+    int64_t task;
+    const char *key; /* HR_VARIANT_DEFAULT for the task's own */
+    const char *outcome;
+    int64_t n;
+} hr_variant_count;
+
+/* Adds the N tallies ROWS (upserts, in the caller's transaction).  0 or -1. */
+int hr_variant_count_add(hr_mysql *m, const hr_variant_count *rows, size_t n, char *errstr,
+                         size_t errlen);
+
+#endif
