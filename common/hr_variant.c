@@ -238,8 +238,8 @@ int hr_variant_check(const hr_variant_set *s, const hr_task *t, const hr_config 
             return HR_VARIANT_EINVAL;
         }
         if ((rc = hr_variant_fits(ch, name, v->title ? v->title : t->title,
-                                  v->body ? v->body : t->body,
-                                  v->payload ? v->payload : t->payload, errstr, errlen)) != 0)
+                                  v->body ? v->body : t->body, v->payload ? v->payload : t->payload,
+                                  errstr, errlen)) != 0)
             return rc;
     }
     return 0;
@@ -254,10 +254,10 @@ int hr_variant_insert(hr_mysql *m, int64_t task, hr_variant_set *s, char *errstr
 {
     for (size_t i = 0; i < s->n; i++) {
         hr_variant *v = &s->v[i];
-        const hr_mysql_param p[] = {HR_P_I64(task),          HR_P_STR(v->key),
-                                    hr_variant_p(v->title),  hr_variant_p(v->body),
+        const hr_mysql_param p[] = {HR_P_I64(task),           HR_P_STR(v->key),
+                                    hr_variant_p(v->title),   hr_variant_p(v->body),
                                     hr_variant_p(v->payload), hr_variant_p(v->subject),
-                                    hr_variant_p(v->text),   hr_variant_p(v->html)};
+                                    hr_variant_p(v->text),    hr_variant_p(v->html)};
         uint64_t id = 0;
 
         if (hr_mysql_exec(m,
@@ -379,8 +379,7 @@ int hr_variant_counts(hr_mysql *m, int64_t task, cJSON **out, char *errstr, size
 
         if ((k == NULL && (k = cJSON_AddObjectToObject(o, key)) == NULL) ||
             cJSON_AddNumberToObject(k, hr_mysql_cell(rows, r, 1),
-                                    (double)strtoll(hr_mysql_cell(rows, r, 2), NULL, 10)) ==
-                NULL) {
+                                    (double)strtoll(hr_mysql_cell(rows, r, 2), NULL, 10)) == NULL) {
             snprintf(errstr, errlen, "out of memory");
             cJSON_Delete(o);
             hr_mysql_rows_free(rows);

@@ -25,10 +25,10 @@
 #include "hr_mysql.h"
 #include "hr_task.h"
 
-#define HR_VARIANT_MAX 64               /* variants per task */
-#define HR_VARIANT_KEY_MAX 35           /* a key: a language tag (HR_USER_LOCALE_MAX) */
-#define HR_VARIANT_DEFAULT "default"    /* the counts' name of the task's own content */
-#define HR_VARIANT_PUSH_MAX 4096        /* APNs' payload and FCM's message limit, bytes */
+#define HR_VARIANT_MAX 64            /* variants per task */
+#define HR_VARIANT_KEY_MAX 35        /* a key: a language tag (HR_USER_LOCALE_MAX) */
+#define HR_VARIANT_DEFAULT "default" /* the counts' name of the task's own content */
+#define HR_VARIANT_PUSH_MAX 4096     /* APNs' payload and FCM's message limit, bytes */
 #define HR_VARIANT_EINVAL -2
 
 /* One variant: KEY (its locale) and the content fields, NULL = inherited. */

@@ -406,9 +406,10 @@ void dsp_api_ops_subs_count(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
 
 /* ---- dry-run render ------------------------------------------------------------- */
 
-/* Answers the rendering of T for UID. */
-static void dsp_api_render_reply(dsp *d, dsp_api_conn *ac, const hr_task *t, int64_t uid,
-                                 hr_httpd_resp *resp)
+/* Answers the rendering of T (with its variants VS, NULL: none) for UID:
+ * the content the uid's locale picks. */
+static void dsp_api_render_reply(dsp *d, dsp_api_conn *ac, const hr_task *t,
+                                 const hr_variant_set *vs, int64_t uid, hr_httpd_resp *resp)
 {
     redisReply *user;
     char uid_s[24], err[512];
@@ -421,20 +422,24 @@ static void dsp_api_render_reply(dsp *d, dsp_api_conn *ac, const hr_task *t, int
     }
     o = cJSON_CreateObject();
     dsp_api_add_id(o, "uid", uid);
-    dsp_api_subs_rendering(o, t, uid_s, user);
+    dsp_api_subs_rendering(o, t, vs, uid_s, user);
     freeReplyObject(user);
     dsp_api_reply(resp, 200, o);
 }
 
 void dsp_api_ops_render_new(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
-    cJSON *j = dsp_api_body(req, resp), *uid_j = NULL;
+    cJSON *j = dsp_api_body(req, resp), *uid_j = NULL, *vj = NULL;
     dsp_api_input in = {0};
+    hr_variant_set vs = {0};
     const char *scope;
+    char err[1024];
     int64_t uid;
+    int rc;
 
     if (j == NULL)
         return;
+    vj = cJSON_DetachItemFromObjectCaseSensitive(j, "variants");
     /* uid is the render's own member; the rest is a task body. */
     uid_j = cJSON_DetachItemFromObjectCaseSensitive(j, "uid");
     if (uid_j == NULL || hr_parse_json_uid(uid_j, &uid) < 0) {
@@ -444,16 +449,28 @@ void dsp_api_ops_render_new(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
     }
     if (!dsp_api_task_input(d, j, &in, &scope, resp))
         goto done;
+    /* The variants a create would take, checked alike. */
+    rc = vj != NULL ? hr_variant_from_json(vj, &vs, err, sizeof err) : 0;
+    if (rc == 0)
+        rc = hr_variant_check(&vs, &in.t, d->cfg, err, sizeof err);
+    if (rc != 0) {
+        hr_httpd_error(resp, rc == -1 ? 503 : 400, rc == -1 ? "unavailable" : "invalid_variant",
+                       "%s", err);
+        goto done;
+    }
     in.t.id = 0; /* not stored: task.id renders as 0 */
-    dsp_api_render_reply(d, ac, &in.t, uid, resp);
+    dsp_api_render_reply(d, ac, &in.t, &vs, uid, resp);
 done:
+    hr_variant_set_clear(&vs);
     free(in.t.payload);
     cJSON_Delete(uid_j);
+    cJSON_Delete(vj);
     cJSON_Delete(j);
 }
 
 void dsp_api_ops_render_task(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
+    hr_variant_set vs = {0};
     hr_task *t = NULL;
     const char *code;
     char err[256];
@@ -467,6 +484,10 @@ void dsp_api_ops_render_task(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, 
     }
     if (!dsp_api_load_task(ac, id, resp, &t))
         return;
-    dsp_api_render_reply(d, ac, t, uid, resp);
+    if (hr_variant_load(ac->m, id, &vs, err, sizeof err) != 0)
+        dsp_api_backend_error(resp, "mysql", err);
+    else
+        dsp_api_render_reply(d, ac, t, &vs, uid, resp);
+    hr_variant_set_clear(&vs);
     hr_task_free(t);
 }

@@ -307,14 +307,28 @@ static cJSON *dsp_api_render(const char *src, dsp_api_vars *vars)
     return s != NULL ? s : cJSON_CreateNull();
 }
 
-void dsp_api_subs_rendering(cJSON *o, const hr_task *t, const char *uid_s, const redisReply *user)
+static const char *dsp_api_attr(const redisReply *user, const char *name);
+
+void dsp_api_subs_rendering(cJSON *o, const hr_task *t, const hr_variant_set *vs, const char *uid_s,
+                            const redisReply *user)
 {
     dsp_api_vars vars = {.uid = uid_s, .t = t, .user = user};
+    const char *title = t->title, *body = t->body, *payload = t->payload;
+    int v = -1;
 
+    if (vs != NULL && vs->n > 0) {
+        v = hr_variant_pick(vs, user != NULL ? dsp_api_attr(user, HR_USER_F_LOCALE) : NULL);
+        if (v >= 0) {
+            title = vs->v[v].title != NULL ? vs->v[v].title : title;
+            body = vs->v[v].body != NULL ? vs->v[v].body : body;
+            payload = vs->v[v].payload != NULL ? vs->v[v].payload : payload;
+        }
+        cJSON_AddStringToObject(o, "variant", v >= 0 ? vs->v[v].key : HR_VARIANT_DEFAULT);
+    }
     snprintf(vars.id, sizeof vars.id, "%" PRId64, t->id);
-    vars.payload = t->payload != NULL ? cJSON_Parse(t->payload) : NULL;
-    cJSON_AddItemToObject(o, "title", dsp_api_render(t->title, &vars));
-    cJSON_AddItemToObject(o, "body", dsp_api_render(t->body, &vars));
+    vars.payload = payload != NULL ? cJSON_Parse(payload) : NULL;
+    cJSON_AddItemToObject(o, "title", dsp_api_render(title, &vars));
+    cJSON_AddItemToObject(o, "body", dsp_api_render(body, &vars));
     cJSON_AddItemToObject(o, "payload",
                           vars.payload != NULL ? (cJSON *)vars.payload : cJSON_CreateNull());
 }
@@ -552,7 +566,7 @@ void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
         cJSON_AddStringToObject(r, "channel", t->channel);
         dsp_api_time(t->due_ms, due, sizeof due);
         cJSON_AddStringToObject(r, "due_at", due);
-        dsp_api_subs_rendering(r, t, uid_s, user);
+        dsp_api_subs_rendering(r, t, NULL, uid_s, user);
         if (ack && (moved = dsp_api_ack(d, ac, t, uid, uid_s, err, sizeof err)) < 0) {
             dsp_api_backend_error(resp, "redis", err);
             goto done;

@@ -7,6 +7,7 @@
 #include <cJSON.h>
 
 #include "dsp_api.h"
+#include "hr_variant.h"
 
 /* POST /v1/tasks/{id}/subscribers, DELETE /v1/tasks/{id}/subscribers/{uid} */
 void dsp_api_subs_add(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
@@ -15,8 +16,10 @@ void dsp_api_subs_del(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_http
 void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp);
 /* Adds "title", "body" (rendered for uid UID_S with the attributes of USER,
  * an HGETALL reply or NULL) and "payload" of task T to O, as the pull
- * serves them. */
-void dsp_api_subs_rendering(cJSON *o, const hr_task *t, const char *uid_s, const redisReply *user);
+ * serves them; with per-locale variants VS (NULL: none) the content the
+ * user's locale picks, and "variant" naming it (hr_variant.h). */
+void dsp_api_subs_rendering(cJSON *o, const hr_task *t, const hr_variant_set *vs, const char *uid_s,
+                            const redisReply *user);
 /* HGETALL of the uid's profile hash (herald:user:<uid>), refilled from
  * MySQL first when Redis lost the profile book (no synced mark); NULL with
  * ERRSTR. */

@@ -9,7 +9,9 @@ and a webhook receiver on loopback:
      created by the API with its variants in the body: each recipient
      receives the title, body and payload of its locale's variant; the
      counts per variant in GET /v1/tasks/{id} (variant_counts) and
-     `heraldctl status` add up to the sent;
+     `heraldctl status` add up to the sent; the dry-run render (GET
+     /v1/tasks/{id}/render, POST /v1/render with variants) picks the
+     uid's variant;
   2. the same with the variants written by raw SQL into push_task_variant
      before the task is due;
   3. `heraldctl create --variant L=JSON` writes the rows, a bad one is
@@ -111,6 +113,19 @@ def test_api_campaign(env, rx, ctl, cfg, uids):
     check(st == 200 and sorted(v["locale"] for v in got.get("variants", [])) ==
           ["de", "pt", "pt-BR"] and got["variants"][0].get("title") is not None,
           "GET shows the variants (%s)" % got.get("variants"))
+    # dry-run render per locale: the stored task's, and a body's
+    for k in (0, 1, 2, 3, 4):
+        u = uids[k]
+        st, r = env.http("GET", "/v1/tasks/%d/render?uid=%d" % (task, u))
+        want = expected(KINDS[k][1], u)
+        check(st == 200 and r.get("variant") == KINDS[k][1] and (r.get("title"), r.get("body"))
+              == want, "render uid of %s: variant %s, %s (%s %s)"
+              % (KINDS[k][0], KINDS[k][1], want, st, r))
+    st, r = env.http("POST", "/v1/render", {
+        "uid": uids[1], "name": "r", "channel": "hooka", "due_at": iso(time.time() + 60),
+        "title": TITLE, "body": BODY, "payload": PAYLOAD, "variants": VARIANTS})
+    check(st == 200 and r.get("variant") == "pt" and r.get("title") == "Olá PT %d" % uids[1],
+          "POST /v1/render with variants renders the pt-PT uid's fallback (%s %s)" % (st, r))
     check_campaign(env, rx, "a", task, uids, "API campaign")
     out = subprocess.run([ctl, "-c", cfg, "status", str(task)], capture_output=True, text=True,
                          timeout=60)
