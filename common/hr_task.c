@@ -13,6 +13,8 @@
  * dispatcher copies that text into push_task.last_error. */
 #include "hr_task.h"
 
+#include "hr_rich.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -77,6 +79,7 @@ enum {
     COL_CATEGORY,
     COL_OPTED_OUT,
     COL_SUPPRESSED,
+    COL_RICH, /* 023_rich.sql */
     COL__COUNT
 };
 
@@ -191,6 +194,7 @@ static const task_col task_cols[] = {
     TC(COL_CATEGORY, TC_STR, category),
     TC(COL_OPTED_OUT, TC_INT, opted_out),
     TC(COL_SUPPRESSED, TC_INT, suppressed),
+    TC(COL_RICH, TC_STR, rich),
 };
 #undef TC
 
@@ -479,6 +483,7 @@ int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_
     const hr_channel *ch;
     char what[160];
     cJSON *payload;
+    hr_rich rich;
     size_t i;
 
     if (t->channel == NULL || (ch = hr_config_channel(cfg, t->channel)) == NULL) {
@@ -541,6 +546,8 @@ int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_
     }
     if (task_check_local(t, errstr, errlen) < 0)
         return -1;
+    if (hr_rich_parse(t->rich, &rich, errstr, errlen) != 0)
+        return -1;
     if (hr_task_paced(t) && t->finish_ms <= t->due_ms) {
         snprintf(errstr, errlen, "finish_by must be after due_at");
         return -1;
@@ -598,5 +605,6 @@ void hr_task_free(hr_task *t)
     free(t->window_tz);
     free(t->last_warning);
     free(t->category);
+    free(t->rich);
     free(t);
 }

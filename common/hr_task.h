@@ -28,7 +28,8 @@
     "ttl_s, collapse_key, priority, " HR_TASK_LOCAL_COLUMNS ", " /* expiry (009_expiry.sql) */   \
     "CAST(ROUND(UNIX_TIMESTAMP(expire_at) * 1000) AS SIGNED), expired" HR_TASK_COLUMNS_PACING    \
     ", shards"                          /* sharded tasks (010_shards.sql) */                     \
-    ", category, opted_out, suppressed" /* recipients (016_categories.sql) */
+    ", category, opted_out, suppressed" /* recipients (016_categories.sql) */                    \
+    ", rich"                            /* rich and silent pushes (023_rich.sql) */
 
 /* Pacing and admission control (schemas/mysql/007_pacing.sql): finish_by,
  * last_warning. */
@@ -97,6 +98,9 @@ typedef struct hr_task {
     /* recipients (016_categories.sql, docs/recipients.md) */
     char *category;                /* one of recipients.categories; NULL (zeroed) = "reminder" */
     int64_t opted_out, suppressed; /* the consent outcomes' counters */
+    /* rich and silent pushes (023_rich.sql): a JSON object hr_rich_parse
+     * reads, NULL = a plain push */
+    char *rich;
 } hr_task;
 
 /* Fills T with what a new task is when nothing else is given (the API's

@@ -126,7 +126,8 @@ oom:
 
 /* The JSON text of the message TITLE, BODY and PAYLOAD (an object's text,
  * or NULL) make on a push channel: its length in bytes, or -1 when
- * PAYLOAD does not parse or memory ran out. */
+ * PAYLOAD does not parse or memory ran out.  (The caller adds the rich
+ * options' text: image, buttons and the rest travel in the same message.) */
 static long hr_variant_message_len(const char *title, const char *body, const char *payload)
 {
     cJSON *o = payload != NULL ? cJSON_Parse(payload) : cJSON_CreateObject();
@@ -149,7 +150,8 @@ done:
 /* Whether the content NAME (the task's or a variant's) fits a push
  * channel's message.  0 or HR_VARIANT_EINVAL. */
 static int hr_variant_fits(const hr_channel *ch, const char *name, const char *title,
-                           const char *body, const char *payload, char *errstr, size_t errlen)
+                           const char *body, const char *payload, const char *rich, char *errstr,
+                           size_t errlen)
 {
     long n;
 
@@ -160,10 +162,11 @@ static int hr_variant_fits(const hr_channel *ch, const char *name, const char *t
         snprintf(errstr, errlen, "%s: payload is not a JSON object", name);
         return HR_VARIANT_EINVAL;
     }
+    n += rich != NULL ? (long)strlen(rich) : 0;
     if (n > HR_VARIANT_PUSH_MAX) {
         snprintf(errstr, errlen,
-                 "%s: title, body and payload take %ld bytes, over %s's limit of %d bytes per "
-                 "message",
+                 "%s: title, body, payload and rich options take %ld bytes, over %s's limit of "
+                 "%d bytes per message",
                  name, n, ch->type == HR_CHANNEL_APNS ? "APNs" : "FCM", HR_VARIANT_PUSH_MAX);
         return HR_VARIANT_EINVAL;
     }
@@ -202,8 +205,8 @@ int hr_variant_check(const hr_variant_set *s, const hr_task *t, const hr_config 
         snprintf(errstr, errlen, "%zu variants are more than %d", s->n, HR_VARIANT_MAX);
         return HR_VARIANT_EINVAL;
     }
-    if ((rc = hr_variant_fits(ch, "the task's content", t->title, t->body, t->payload, errstr,
-                              errlen)) != 0)
+    if ((rc = hr_variant_fits(ch, "the task's content", t->title, t->body, t->payload, t->rich,
+                              errstr, errlen)) != 0)
         return rc;
     for (size_t i = 0; i < s->n; i++) {
         const hr_variant *v = &s->v[i];
@@ -239,7 +242,7 @@ int hr_variant_check(const hr_variant_set *s, const hr_task *t, const hr_config 
         }
         if ((rc = hr_variant_fits(ch, name, v->title ? v->title : t->title,
                                   v->body ? v->body : t->body, v->payload ? v->payload : t->payload,
-                                  errstr, errlen)) != 0)
+                                  t->rich, errstr, errlen)) != 0)
             return rc;
     }
     return 0;

@@ -35,16 +35,19 @@
 /* recipients (docs/recipients.md) */
 #define CREATE_COLS_RECIPIENTS ", category"
 #define CREATE_VALS_RECIPIENTS ", ?"
+/* rich and silent pushes (docs/providers.md) */
+#define CREATE_COLS_RICH ", rich"
+#define CREATE_VALS_RICH ", ?"
 
 #define CREATE_INSERT                                                                        \
     "INSERT INTO push_task (name, topic, channel, title, body, payload, due_at, freeze_at, " \
     "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "            \
     "throttle_key, throttle_mode, ttl_s, collapse_key, priority, "                           \
     "local_time, default_tz, window_start, window_end, window_tz" CREATE_COLS_EXPIRY         \
-        CREATE_COLS_PACING CREATE_COLS_SHARDS CREATE_COLS_RECIPIENTS ") "                    \
+        CREATE_COLS_PACING CREATE_COLS_SHARDS CREATE_COLS_RECIPIENTS CREATE_COLS_RICH ") "   \
     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "                         \
     "?, ?, SEC_TO_TIME(?), SEC_TO_TIME(?), ?" CREATE_VALS_EXPIRY CREATE_VALS_PACING          \
-        CREATE_VALS_SHARDS CREATE_VALS_RECIPIENTS ")"
+        CREATE_VALS_SHARDS CREATE_VALS_RECIPIENTS CREATE_VALS_RICH ")"
 
 /* Every flag of create_options[], for `heraldctl help create`. */
 const char ctl_create_flags[] =
@@ -87,6 +90,8 @@ const char ctl_create_flags[] =
     "                       chunked by any dispatcher (docs/architecture.md)\n"
     "  --expected-recipients N\n"
     "                       or N / 250,000 shards, rounded up\n"
+    "  --rich JSON          image, buttons, sound, badge, thread, category,\n"
+    "                       mutable_content, silent (docs/providers.md)\n"
     "  --variant L=JSON     content for recipients whose locale is L (or falls back to\n"
     "                       it: pt-BR, then pt): a JSON object of title, body, payload,\n"
     "                       subject, text, html (docs/api.md \"Variants\"); repeatable\n"
@@ -132,6 +137,8 @@ enum {
     /* per-locale variants */
     OPT_VARIANT,
     OPT_VARIANTS,
+    /* rich and silent pushes */
+    OPT_RICH,
 };
 
 static const struct option create_options[] = {
@@ -168,6 +175,7 @@ static const struct option create_options[] = {
     {"expected-recipients", required_argument, NULL, OPT_EXPECTED},
     {"variant", required_argument, NULL, OPT_VARIANT},
     {"variants", required_argument, NULL, OPT_VARIANTS},
+    {"rich", required_argument, NULL, OPT_RICH},
     {NULL, 0, NULL, 0},
 };
 
@@ -403,6 +411,9 @@ static int create_parse(const ctl_ctx *ctx, int argc, char **argv, create_args *
                 return ctl_usage(ctx, "%s", errstr);
             }
             break;
+        case OPT_RICH:
+            a->t.rich = optarg; /* hr_task_validate reads it */
+            break;
         case OPT_VARIANT:
         case OPT_VARIANTS:
             if (a->variants == NULL && (a->variants = cJSON_CreateArray()) == NULL)
@@ -540,6 +551,8 @@ static int create_insert(ctl_ctx *ctx, int argc, char **argv, const create_args 
         HR_P_I64(a->t.shards),
         /* recipients */
         HR_P_STR(hr_task_category(&a->t)),
+        /* rich and silent pushes */
+        create_str_or_null(a->t.rich),
     };
     /* The row and its audit row (the flags it was made from) together. */
     if (hr_mysql_begin(m, errstr, sizeof errstr) < 0)

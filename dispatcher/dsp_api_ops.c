@@ -463,6 +463,7 @@ void dsp_api_ops_render_new(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
 done:
     hr_variant_set_clear(&vs);
     free(in.t.payload);
+    free(in.t.rich);
     cJSON_Delete(uid_j);
     cJSON_Delete(vj);
     cJSON_Delete(j);

@@ -164,6 +164,8 @@ static const struct dsp_api_field {
     {"expected_recipients", DSP_F_INT, 0, false, false, false},
     /* recipients (docs/recipients.md): one of recipients.categories */
     {"category", DSP_F_STR, HR_CATEGORY_NAME_MAX, false, true, false},
+    /* rich and silent pushes (docs/providers.md), checked by hr_task_validate */
+    {"rich", DSP_F_OBJ, 0, false, false, false},
 };
 
 /* Checks V against field FD; 0, or -1 with the refusal. */
@@ -283,6 +285,9 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
             free(in->t.payload);
             hr_parse_json_exact((cJSON *)v);
             in->t.payload = cJSON_PrintUnformatted(v);
+        } else if (strcmp(fd->name, "rich") == 0) {
+            free(in->t.rich);
+            in->t.rich = cJSON_PrintUnformatted(v);
         } else if (strcmp(fd->name, "due_at") == 0) {
             in->t.due_ms = ms;
             in->has_due = true;

@@ -197,7 +197,9 @@ void dsp_api_task_create(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
             /* sharded tasks */
             HR_P_I64(in.t.shards),
             /* recipients */
-            HR_P_STR(hr_task_category(&in.t))};
+            HR_P_STR(hr_task_category(&in.t)),
+            /* rich and silent pushes */
+            dsp_api_p_str(in.t.rich)};
 
         if (hr_mysql_exec(ac->m,
                           "INSERT INTO push_task (name, topic, channel, title, body, payload, "
@@ -208,11 +210,12 @@ void dsp_api_task_create(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
                           /* expiry */ "expire_at, "
                           /* pacing */ "finish_by, "
                           /* sharded tasks */ "shards, "
-                          /* recipients */ "category) "
+                          /* recipients */ "category, "
+                          /* rich and silent pushes */ "rich) "
                           "VALUES (?, ?, ?, ?, ?, ?, FROM_UNIXTIME(? / 1000), "
                           "FROM_UNIXTIME(? / 1000), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
                           "?, ?, SEC_TO_TIME(?), SEC_TO_TIME(?), ?, FROM_UNIXTIME(? / 1000), "
-                          "FROM_UNIXTIME(? / 1000), ?, ?)",
+                          "FROM_UNIXTIME(? / 1000), ?, ?, ?)",
                           p, sizeof p / sizeof p[0], NULL, &id, NULL, err, sizeof err) < 0) {
             hr_mysql_rollback(ac->m);
             dsp_api_backend_error(resp, "mysql", err);
@@ -241,6 +244,7 @@ done:
     hr_task_free(t);
     hr_variant_set_clear(&vs);
     free(in.t.payload);
+    free(in.t.rich);
     cJSON_Delete(vj);
     cJSON_Delete(j);
 }

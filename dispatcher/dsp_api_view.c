@@ -83,6 +83,8 @@ cJSON *dsp_api_view_task(const hr_task *t)
         cJSON_Delete(payload);
         cJSON_AddNullToObject(o, "payload");
     }
+    if (t->rich == NULL || !cJSON_AddItemToObject(o, "rich", cJSON_Parse(t->rich)))
+        cJSON_AddNullToObject(o, "rich");
     dsp_api_add_time(o, "due_at", t->due_ms);
     dsp_api_add_time(o, "freeze_at", t->freeze_ms);
     dsp_api_add_time(o, "expire_at", t->expire_ms > 0 ? t->expire_ms : -1);

@@ -241,8 +241,10 @@ int wk_task_build(const hr_config *cfg, hr_task *row, hr_variant_set *variants, 
         if (wk_task_compile("channel header", wt->ch->headers[i].value, HR_TEMPLATE_RAW,
                             &wt->headers[i], errstr, errlen) != 0)
             goto fail;
-    if (wk_task_contents(wt, errstr, errlen) != 0)
+    if (wk_task_contents(wt, errstr, errlen) != 0 ||
+        hr_rich_parse(row->rich, &wt->rich, errstr, errlen) != 0)
         goto fail;
+    wt->has_rich = hr_rich_any(&wt->rich);
     if (hr_throttle_rule_from_task(row, wt->ch, &wt->throttle, errstr, errlen) != 0)
         goto fail;
     /* A throttle_key value may come from the user hash (payload first). */
@@ -531,6 +533,12 @@ static const char *wk_render_lookup(void *ctx, hr_tvar_kind kind, const char *na
         if (strcmp(name, "topic") == 0 && row->topic != NULL) {
             *len = strlen(row->topic);
             return row->topic;
+        }
+        /* A webhook's mapping of the rich options: the object's JSON text
+         * ({{raw task.rich}} in a JSON body), "null" without them. */
+        if (strcmp(name, "rich") == 0) {
+            *len = row->rich != NULL ? strlen(row->rich) : 4;
+            return row->rich != NULL ? row->rich : "null";
         }
         return NULL;
     case HR_TVAR_PAYLOAD:

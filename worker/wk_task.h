@@ -28,6 +28,7 @@
 
 #include "hr_config.h"
 #include "hr_mysql.h"
+#include "hr_rich.h"
 #include "hr_task.h"
 #include "hr_template.h"
 #include "hr_throttle.h"
@@ -74,6 +75,10 @@ typedef struct wk_task {
     wk_content *content;
     size_t ncontent;
     hr_variant_set variants;
+    /* rich and silent options (push_task.rich, hr_rich.h), checked by
+     * hr_task_validate; has_rich: any set */
+    hr_rich rich;
+    bool has_rich;
     hr_template *url, *chbody; /* the channel's */
     hr_template **headers;     /* one per channel header value */
     /* smtp channels: subject, text, html, list_unsubscribe (NULL: none) */

@@ -387,7 +387,8 @@ class Env:
         ids = ",".join(r[0] for r in self.sql("SELECT id FROM push_task WHERE topic = '%s'"
                                               % self.topic)) or "0"
         for t in ("push_subscription", "push_delivery", "push_chunk", "push_task_shard",
-                  "push_engagement", "push_task_series"):
+                  "push_engagement", "push_task_series", "push_task_variant",
+                  "push_task_variant_count"):
             self.sql("DELETE FROM %s WHERE task_id IN (%s)" % (t, ids))
         self.sql("DELETE FROM push_task WHERE topic = '%s'" % self.topic)
         if not FAILS:

@@ -198,7 +198,7 @@ def test_bad_variants(env):
          "FCM's limit of 4096 bytes"),
         ("fcm: a variant's body over 4 KiB",
          {"channel": "fcm", "variants": [{"locale": "de", "body": big}]},
-         "variant de: title, body and payload take"),
+         "variant de: title, body, payload and rich options take"),
     ]
     before = env.sql("SELECT COUNT(*) FROM push_task WHERE topic = '%s'" % env.topic)
     for what, extra, words in cases:

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "hr_config.h"
+#include "hr_rich.h"
 #include "hr_task.h"
 
 static const char config_yaml[] = "channels:\n"
@@ -267,7 +268,9 @@ static int task_row_cells(const char *state, const char *control, const char *tt
                      /* sharded tasks */
                      "4",
                      /* recipients: category, opted_out, suppressed */
-                     "marketing", "3", "2"};
+                     "marketing", "3", "2",
+                     /* rich and silent pushes */
+                     "{\"silent\": true}"};
     hr_mysql_rows rows = {.nrows = 1, .ncols = sizeof cells / sizeof cells[0], .cells = cells};
 
     return hr_task_from_row(&rows, 0, out, errstr, errlen);
@@ -277,6 +280,41 @@ static int task_row(const char *state, const char *control, hr_task **out, char 
                     size_t errlen)
 {
     return task_row_cells(state, control, NULL, NULL, "high", out, errstr, errlen);
+}
+
+/* Rich and silent options (hr_rich.h): what parses, what is refused. */
+static void test_rich(void **state)
+{
+    hr_rich r;
+    char err[256];
+
+    (void)state;
+    assert_int_equal(hr_rich_parse(NULL, &r, err, sizeof err), 0);
+    assert_false(hr_rich_any(&r));
+    assert_int_equal(hr_rich_parse("{\"image\": \"https://x.example/a.png\", \"badge\": 0, "
+                                   "\"buttons\": [{\"id\": \"ok\", \"title\": \"OK\"}], "
+                                   "\"thread\": \"t\", \"mutable_content\": true}",
+                                   &r, err, sizeof err),
+                     0);
+    assert_true(hr_rich_any(&r));
+    assert_string_equal(r.image, "https://x.example/a.png");
+    assert_int_equal(r.badge, 0);
+    assert_int_equal(r.nbuttons, 1);
+    assert_string_equal(r.buttons[0].title, "OK");
+    assert_true(r.mutable_content);
+    assert_false(r.silent);
+    assert_int_equal(hr_rich_parse("{\"silent\": true, \"thread\": \"s\"}", &r, err, sizeof err),
+                     0);
+    assert_true(r.silent);
+    assert_int_equal(hr_rich_parse("{\"silent\": true, \"badge\": 1}", &r, err, sizeof err), -1);
+    assert_non_null(strstr(err, "shows nothing"));
+    assert_int_equal(
+        hr_rich_parse("{\"buttons\": [{\"id\": \"a b\", \"title\": \"x\"}]}", &r, err, sizeof err),
+        -1);
+    assert_non_null(strstr(err, "rich.buttons[0]"));
+    assert_int_equal(hr_rich_parse("{\"badge\": 1.5}", &r, err, sizeof err), -1);
+    assert_int_equal(hr_rich_parse("[1]", &r, err, sizeof err), -1);
+    assert_int_equal(hr_rich_parse("{\"sound\": \"a\\nb\"}", &r, err, sizeof err), -1);
 }
 
 static void test_from_row_enums(void **state)
@@ -296,6 +334,7 @@ static void test_from_row_enums(void **state)
     assert_int_equal(t->finish_ms, 1700000060000);
     assert_string_equal(t->last_warning, "channel webhook is overbooked");
     assert_int_equal(t->shards, 4);
+    assert_string_equal(t->rich, "{\"silent\": true}");
     hr_task_free(t);
     assert_int_equal(task_row_cells("done", "run", "-1", "x", "urgent", &t, err, sizeof err), 0);
     assert_int_equal(t->ttl_s, -2); /* a written -1 is not NULL */
@@ -412,7 +451,7 @@ int main(void)
         cmocka_unit_test(test_push_options),    cmocka_unit_test(test_from_row_enums),
         cmocka_unit_test(test_expiry),          cmocka_unit_test(test_local_time),
         cmocka_unit_test(test_finish_by),       cmocka_unit_test(test_shards),
-        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_defaults),        cmocka_unit_test(test_rich),
     };
     return cmocka_run_group_tests(tests, task_setup, task_teardown);
 }

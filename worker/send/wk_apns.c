@@ -173,6 +173,55 @@ static int wk_apns_str(hr_buf *body, const char *s)
                : 0;
 }
 
+/* Appends ,"KEY":"VALUE" to BODY when VALUE is set (not ""). */
+static int wk_apns_opt(hr_buf *body, const char *key, const char *value)
+{
+    if (value[0] == '\0')
+        return 0;
+    return hr_buf_append(body, ",", 1) != 0 || wk_apns_str(body, key) != 0 ||
+                   hr_buf_append(body, ":", 1) != 0 || wk_apns_str(body, value) != 0
+               ? -1
+               : 0;
+}
+
+/* Appends the rich options of an alert inside "aps" (R's sound, badge,
+ * thread-id, category, mutable-content), then, after "aps" is closed by
+ * the caller, the top-level image and buttons (wk_apns_rich_top). */
+static int wk_apns_rich_aps(hr_buf *body, const hr_rich *r)
+{
+    char num[HR_BUF_I64_MAX];
+
+    if (r == NULL)
+        return 0;
+    if (wk_apns_opt(body, "sound", r->sound) != 0 ||
+        (r->badge >= 0 && (hr_buf_append(body, ",\"badge\":", 9) != 0 ||
+                           hr_buf_append(body, num, hr_buf_i64(r->badge, num)) != 0)) ||
+        wk_apns_opt(body, "thread-id", r->thread) != 0 ||
+        wk_apns_opt(body, "category", r->category) != 0)
+        return -1;
+    /* An image needs the app's service extension, which only a mutable
+     * push wakes. */
+    if ((r->mutable_content || r->image[0] != '\0') &&
+        hr_buf_append(body, ",\"mutable-content\":1", 20) != 0)
+        return -1;
+    return 0;
+}
+
+static int wk_apns_rich_top(hr_buf *body, const hr_rich *r)
+{
+    if (r == NULL)
+        return 0;
+    if (wk_apns_opt(body, "image", r->image) != 0)
+        return -1;
+    for (size_t i = 0; i < r->nbuttons; i++)
+        if (hr_buf_append(body, i == 0 ? ",\"buttons\":[" : ",", i == 0 ? 12 : 1) != 0 ||
+            hr_buf_append(body, "{\"id\":", 6) != 0 || wk_apns_str(body, r->buttons[i].id) != 0 ||
+            hr_buf_append(body, ",\"title\":", 9) != 0 ||
+            wk_apns_str(body, r->buttons[i].title) != 0 || hr_buf_append(body, "}", 1) != 0)
+            return -1;
+    return r->nbuttons > 0 ? hr_buf_append(body, "]", 1) : 0;
+}
+
 /* Appends the JSON body of M to BODY: {"aps":{...}} and the payload's
  * members beside "aps", in the payload's order. */
 static int wk_apns_body(const wk_apns_message *m, hr_buf *body, char *errstr, size_t errlen)
@@ -193,7 +242,8 @@ static int wk_apns_body(const wk_apns_message *m, hr_buf *body, char *errstr, si
             rc = (m->title != NULL && hr_buf_append(body, ",", 1) != 0) ||
                  hr_buf_append(body, "\"body\":", 7) != 0 || wk_apns_str(body, m->body) != 0;
         if (rc == 0)
-            rc = hr_buf_append(body, "}}", 2);
+            rc = hr_buf_append(body, "}", 1) != 0 || wk_apns_rich_aps(body, m->rich) != 0 ||
+                 hr_buf_append(body, "}", 1) != 0 || wk_apns_rich_top(body, m->rich) != 0;
     }
     cJSON_ArrayForEach(item, m->payload)
     {

@@ -11,8 +11,10 @@
  *   - the request: path /3/device/<hex token>, headers authorization,
  *     apns-topic, apns-push-type, apns-priority, apns-expiration,
  *     apns-collapse-id and apns-id (the idempotency key), and the JSON
- *     body: {"aps":{"alert":{"title","body"}}} (or content-available for a
- *     background push) plus the payload's members at the top level;
+ *     body: {"aps":{"alert":{"title","body"}, and the rich options:
+ *     "sound", "badge", "thread-id", "category", "mutable-content"}} (or
+ *     content-available for a background push) plus the rich image and
+ *     buttons and the payload's members at the top level;
  *   - the answer: 200 delivered; 410 Unregistered or 400 BadDeviceToken ->
  *     unregistered (prune the token); 403 ExpiredProviderToken -> refresh
  *     the token and retry; 429 -> slow down; 500 / 503 -> retry; anything
@@ -27,6 +29,7 @@
 #include <stdint.h>
 
 #include "hr_buf.h"
+#include "hr_rich.h"
 #include "wk_provider.h"
 
 struct cJSON;
@@ -72,6 +75,12 @@ typedef struct wk_apns_message {
     const char *apns_id;         /* NULL or a UUID (8-4-4-4-12 hex): the idempotency key */
     bool high_priority;          /* apns-priority 10, else 5 */
     int64_t now_s;
+    /* rich options (NULL: none): aps.sound, badge, thread-id, category,
+     * mutable-content (also for an image); the image's URL and the buttons
+     * at the top level ("image", "buttons": [{"id","title"}]) for the app's
+     * notification service extension.  A silent one is sent as
+     * WK_APNS_BACKGROUND by the caller. */
+    const hr_rich *rich;
 } wk_apns_message;
 
 typedef struct wk_apns_request {

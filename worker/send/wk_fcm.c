@@ -245,9 +245,47 @@ static int wk_fcm_member(hr_buf *out, const char *key, const char *value)
                : 0;
 }
 
-/* Appends ,"data":{...} to OUT: PAYLOAD's members, each value a string
- * (strings as they are, anything else as its JSON text). */
-static int wk_fcm_data(const cJSON *payload, hr_buf *out, char *errstr, size_t errlen)
+/* Appends ,"KEY":"VALUE" to OUT when VALUE is set (not ""). */
+static int wk_fcm_opt(hr_buf *out, const char *key, const char *value)
+{
+    return value[0] == '\0' ? 0 : wk_fcm_member(out, key, value);
+}
+
+/* The rich buttons as the text of [{"id","title"},...] into TEXT (the
+ * data member's value).  0, or -1 past its size. */
+static int wk_fcm_buttons_text(const hr_rich *r, hr_buf *text)
+{
+    for (size_t i = 0; i < r->nbuttons; i++)
+        if (hr_buf_append(text, i == 0 ? "[" : ",", 1) != 0 || WK_FCM_LIT(text, "{\"id\":") != 0 ||
+            wk_fcm_str_append(text, r->buttons[i].id, strlen(r->buttons[i].id)) != 0 ||
+            WK_FCM_LIT(text, ",\"title\":") != 0 ||
+            wk_fcm_str_append(text, r->buttons[i].title, strlen(r->buttons[i].title)) != 0 ||
+            WK_FCM_LIT(text, "}") != 0)
+            return -1;
+    return WK_FCM_LIT(text, "]");
+}
+
+/* Appends ,"buttons":"<R's buttons as JSON text>" to OUT (inside "data"). */
+static int wk_fcm_buttons(const hr_rich *r, bool first, hr_buf *out)
+{
+    hr_buf text;
+    int rc;
+
+    hr_buf_init(&text, WK_PROVIDER_JSON_TEXT);
+    rc = wk_fcm_buttons_text(r, &text) != 0 || (!first && WK_FCM_LIT(out, ",") != 0) ||
+                 WK_FCM_LIT(out, "\"buttons\":") != 0 ||
+                 wk_fcm_str_append(out, text.data, text.len) != 0
+             ? -1
+             : 0;
+    hr_buf_free(&text);
+    return rc;
+}
+
+/* Appends ,"data":{...} to OUT: PAYLOAD's members (PAYLOAD may be NULL),
+ * each value a string (strings as they are, anything else as its JSON
+ * text), and RICH's buttons (NULL: none). */
+static int wk_fcm_data(const cJSON *payload, const hr_rich *rich, hr_buf *out, char *errstr,
+                       size_t errlen)
 {
     const cJSON *item;
     bool first = true;
@@ -278,6 +316,8 @@ static int wk_fcm_data(const cJSON *payload, hr_buf *out, char *errstr, size_t e
             goto cap;
         first = false;
     }
+    if (rich != NULL && rich->nbuttons > 0 && wk_fcm_buttons(rich, first, out) != 0)
+        goto cap;
     if (WK_FCM_LIT(out, "}") == 0)
         return 0;
 cap:
@@ -285,8 +325,58 @@ cap:
     return -1;
 }
 
+/* Appends ,"notification":{sound, tag, notification_count} inside
+ * "android" for R's options (nothing without them). */
+static int wk_fcm_android_rich(const hr_rich *r, hr_buf *out)
+{
+    char num[HR_BUF_I64_MAX];
+    size_t mark;
+
+    if (r == NULL || r->silent || (r->sound[0] == '\0' && r->thread[0] == '\0' && r->badge < 0))
+        return 0;
+    /* Each member starts with a comma: the first one's is dropped. */
+    if (WK_FCM_LIT(out, ",\"notification\":{") != 0)
+        return -1;
+    mark = out->len;
+    if (wk_fcm_opt(out, "sound", r->sound) != 0 || wk_fcm_opt(out, "tag", r->thread) != 0 ||
+        (r->badge >= 0 && (WK_FCM_LIT(out, ",\"notification_count\":") != 0 ||
+                           hr_buf_append(out, num, hr_buf_i64(r->badge, num)) != 0)))
+        return -1;
+    memmove(out->data + mark, out->data + mark + 1, out->len - mark - 1);
+    out->len--;
+    return WK_FCM_LIT(out, "}");
+}
+
+/* Appends ,"payload":{"aps":{...}},"fcm_options":{"image"} inside "apns"
+ * for R's options: what an iOS device reached through FCM shows (nothing
+ * without them; a silent push: content-available). */
+static int wk_fcm_apns_rich(const hr_rich *r, hr_buf *out)
+{
+    char num[HR_BUF_I64_MAX];
+
+    if (r == NULL || !hr_rich_any(r))
+        return 0;
+    if (r->silent)
+        return WK_FCM_LIT(out, ",\"payload\":{\"aps\":{\"content-available\":1}}");
+    if (WK_FCM_LIT(out, ",\"payload\":{\"aps\":{\"mutable-content\":") != 0 ||
+        hr_buf_append(out, r->mutable_content || r->image[0] != '\0' ? "1" : "0", 1) != 0 ||
+        wk_fcm_opt(out, "sound", r->sound) != 0 || wk_fcm_opt(out, "thread-id", r->thread) != 0 ||
+        wk_fcm_opt(out, "category", r->category) != 0 ||
+        (r->badge >= 0 && (WK_FCM_LIT(out, ",\"badge\":") != 0 ||
+                           hr_buf_append(out, num, hr_buf_i64(r->badge, num)) != 0)) ||
+        WK_FCM_LIT(out, "}}") != 0)
+        return -1;
+    if (r->image[0] != '\0' &&
+        (WK_FCM_LIT(out, ",\"fcm_options\":{\"image\":") != 0 ||
+         wk_fcm_str_append(out, r->image, strlen(r->image)) != 0 || WK_FCM_LIT(out, "}") != 0))
+        return -1;
+    return 0;
+}
+
 int wk_fcm_message_build(const wk_fcm_message *m, hr_buf *out, char *errstr, size_t errlen)
 {
+    const hr_rich *r = m->rich;
+    bool silent = r != NULL && r->silent;
     size_t start = out->len;
     char num[32];
     bool ttl = m->ttl_s >= 0, collapse = m->collapse_key != NULL;
@@ -311,18 +401,19 @@ int wk_fcm_message_build(const wk_fcm_message *m, hr_buf *out, char *errstr, siz
     if (WK_FCM_LIT(out, "{\"message\":{\"token\":") != 0 ||
         wk_fcm_str_append(out, m->token, strlen(m->token)) != 0)
         goto cap;
-    if (m->title != NULL || m->body != NULL) {
+    /* A silent push is a data message: no notification block. */
+    if (!silent && (m->title != NULL || m->body != NULL)) {
         if (WK_FCM_LIT(out, ",\"notification\":{") != 0 ||
             (m->title != NULL && (WK_FCM_LIT(out, "\"title\":") != 0 ||
                                   wk_fcm_str_append(out, m->title, strlen(m->title)) != 0)) ||
             (m->body != NULL && ((m->title != NULL && WK_FCM_LIT(out, ",") != 0) ||
                                  WK_FCM_LIT(out, "\"body\":") != 0 ||
                                  wk_fcm_str_append(out, m->body, strlen(m->body)) != 0)) ||
-            WK_FCM_LIT(out, "}") != 0)
+            (r != NULL && wk_fcm_opt(out, "image", r->image) != 0) || WK_FCM_LIT(out, "}") != 0)
             goto cap;
     }
-    if (m->payload != NULL && m->payload->child != NULL &&
-        wk_fcm_data(m->payload, out, errstr, errlen) != 0)
+    if (((m->payload != NULL && m->payload->child != NULL) || (r != NULL && r->nbuttons > 0)) &&
+        wk_fcm_data(m->payload, r, out, errstr, errlen) != 0)
         goto fail;
     /* Android: a duration "<s>s"; APNs: an absolute expiry, 0 = now or never. */
     if (WK_FCM_LIT(out, ",\"android\":{\"priority\":") != 0 ||
@@ -332,14 +423,17 @@ int wk_fcm_message_build(const wk_fcm_message *m, hr_buf *out, char *errstr, siz
         snprintf(num, sizeof num, "%ds", m->ttl_s);
     if ((ttl && wk_fcm_member(out, "ttl", num) != 0) ||
         (collapse && wk_fcm_member(out, "collapse_key", m->collapse_key) != 0) ||
+        wk_fcm_android_rich(r, out) != 0 ||
         WK_FCM_LIT(out, "},\"apns\":{\"headers\":{\"apns-priority\":") != 0 ||
-        wk_fcm_str_append(out, m->high_priority ? "10" : "5", m->high_priority ? 2 : 1) != 0)
+        wk_fcm_str_append(out, m->high_priority && !silent ? "10" : "5",
+                          m->high_priority && !silent ? 2 : 1) != 0)
         goto cap;
     if (ttl)
         snprintf(num, sizeof num, "%" PRId64, m->ttl_s == 0 ? (int64_t)0 : m->now_s + m->ttl_s);
     if ((ttl && wk_fcm_member(out, "apns-expiration", num) != 0) ||
         (collapse && wk_fcm_member(out, "apns-collapse-id", m->collapse_key) != 0) ||
-        WK_FCM_LIT(out, "}}}}") != 0)
+        (silent && wk_fcm_member(out, "apns-push-type", "background") != 0) ||
+        WK_FCM_LIT(out, "}") != 0 || wk_fcm_apns_rich(r, out) != 0 || WK_FCM_LIT(out, "}}}") != 0)
         goto cap;
     return 0;
 cap:

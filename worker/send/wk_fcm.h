@@ -26,6 +26,7 @@
 
 #include "hr_jwt.h"
 #include "hr_buf.h"
+#include "hr_rich.h"
 #include "wk_provider.h"
 
 struct cJSON;
@@ -83,6 +84,13 @@ typedef struct wk_fcm_message {
     const char *collapse_key;    /* NULL: none; at most 64 bytes (APNs' limit) */
     bool high_priority;          /* android HIGH / apns-priority 10, else NORMAL / 5 */
     int64_t now_s;               /* for apns-expiration, an absolute time */
+    /* rich options (NULL: none): notification.image; android.notification
+     * sound, tag (the thread), notification_count (the badge); the apns
+     * block's aps sound, badge, thread-id, category, mutable-content (also
+     * for an image) and fcm_options.image; the buttons as data "buttons"
+     * (a JSON array's text: FCM's data values are strings).  A silent one
+     * is a data message: no notification block at all. */
+    const hr_rich *rich;
 } wk_fcm_message;
 
 /* Appends the messages:send request body for M to OUT.  0, or -1 with

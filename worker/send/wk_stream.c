@@ -141,16 +141,19 @@ int wk_stream_prepare_apns(wk_stream *sx, const hr_channel *ch, const char *pref
                            char *errstr, size_t errlen)
 {
     wk_apns_request *req = &sx->apns;
-    wk_apns_message m = {
-        .device_token = device_token,
-        .topic = ch->apns.topic,
-        .push_type = ch->apns.push_type == HR_APNS_BACKGROUND ? WK_APNS_BACKGROUND : WK_APNS_ALERT,
-        .payload = wk_task_content(task, variant)->payload,
-        .ttl_s = (int)task->row->ttl_s,
-        .collapse_id = task->row->collapse_key,
-        .apns_id = sx->apns_id,
-        .high_priority = ch->apns.high_priority && task->row->priority == HR_PRIORITY_HIGH,
-        .now_s = hr_clock_now_ms() / 1000};
+    wk_apns_message m = {.device_token = device_token,
+                         .topic = ch->apns.topic,
+                         .push_type = ch->apns.push_type == HR_APNS_BACKGROUND || task->rich.silent
+                                          ? WK_APNS_BACKGROUND
+                                          : WK_APNS_ALERT,
+                         .payload = wk_task_content(task, variant)->payload,
+                         .ttl_s = (int)task->row->ttl_s,
+                         .collapse_id = task->row->collapse_key,
+                         .apns_id = sx->apns_id,
+                         .high_priority =
+                             ch->apns.high_priority && task->row->priority == HR_PRIORITY_HIGH,
+                         .now_s = hr_clock_now_ms() / 1000,
+                         .rich = task->has_rich ? &task->rich : NULL};
 
     if (wk_stream_apns_id(sx, task->row->id, uid, device_token, sx->apns_id) != 0) {
         snprintf(errstr, errlen, "apns-id: SHA-256 failed");
@@ -183,7 +186,8 @@ int wk_stream_prepare_fcm(wk_stream *sx, const char *path, const char *bearer, c
                         .ttl_s = (int)task->row->ttl_s,
                         .collapse_key = task->row->collapse_key,
                         .high_priority = task->row->priority == HR_PRIORITY_HIGH,
-                        .now_s = hr_clock_now_ms() / 1000};
+                        .now_s = hr_clock_now_ms() / 1000,
+                        .rich = task->has_rich ? &task->rich : NULL};
 
     hr_buf_reset(&sx->body);
     hr_buf_reset(&sx->auth);
