@@ -48,8 +48,7 @@ static int hr_rich_buttons(const cJSON *m, hr_rich *out, char *errstr, size_t er
             hr_rich_str(id, "buttons[].id", btn->id, sizeof btn->id, errstr, errlen) != 0 ||
             hr_rich_str(title, "buttons[].title", btn->title, sizeof btn->title, errstr, errlen) !=
                 0 ||
-            strspn(btn->id,
-                   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
+            strspn(btn->id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-") !=
                 strlen(btn->id)) {
             snprintf(errstr, errlen,
                      "rich.buttons[%zu]: {\"id\": [A-Za-z0-9_.-]{1,%d}, \"title\": 1..%d bytes}",

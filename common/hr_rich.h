@@ -1,5 +1,5 @@
 /* hr_rich: a task's rich and silent push options (push_task.rich,
- * schemas/mysql/023_rich.sql; docs/providers.md "Rich and silent pushes"),
+ * schemas/mysql/023_rich_split.sql; docs/providers.md "Rich and silent pushes"),
  * read from the JSON object the API, heraldctl and raw SQL write, and
  * checked: the image, up to HR_RICH_BUTTONS_MAX action buttons, sound,
  * badge, thread (group), mutable-content, an APNs category, and silent

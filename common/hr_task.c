@@ -79,7 +79,7 @@ enum {
     COL_CATEGORY,
     COL_OPTED_OUT,
     COL_SUPPRESSED,
-    COL_RICH, /* 023_rich.sql */
+    COL_RICH, /* 023_rich_split.sql */
     COL__COUNT
 };
 

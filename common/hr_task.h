@@ -29,7 +29,7 @@
     "CAST(ROUND(UNIX_TIMESTAMP(expire_at) * 1000) AS SIGNED), expired" HR_TASK_COLUMNS_PACING    \
     ", shards"                          /* sharded tasks (010_shards.sql) */                     \
     ", category, opted_out, suppressed" /* recipients (016_categories.sql) */                    \
-    ", rich"                            /* rich and silent pushes (023_rich.sql) */
+    ", rich"                            /* rich and silent pushes (023_rich_split.sql) */
 
 /* Pacing and admission control (schemas/mysql/007_pacing.sql): finish_by,
  * last_warning. */
@@ -98,7 +98,7 @@ typedef struct hr_task {
     /* recipients (016_categories.sql, docs/recipients.md) */
     char *category;                /* one of recipients.categories; NULL (zeroed) = "reminder" */
     int64_t opted_out, suppressed; /* the consent outcomes' counters */
-    /* rich and silent pushes (023_rich.sql): a JSON object hr_rich_parse
+    /* rich and silent pushes (023_rich_split.sql): a JSON object hr_rich_parse
      * reads, NULL = a plain push */
     char *rich;
 } hr_task;

@@ -55,21 +55,33 @@ static int hr_variant_member(const cJSON *m, size_t at, hr_variant *v, char *err
     {
         int k;
 
-        if (strcmp(f->string, "locale") == 0) {
-            if (!cJSON_IsString(f)) {
-                snprintf(errstr, errlen, "variants[%zu].locale: not a string", at);
+        if (strcmp(f->string, "locale") == 0 || strcmp(f->string, "name") == 0) {
+            if (!cJSON_IsString(f) || v->key != NULL) {
+                snprintf(errstr, errlen, "variants[%zu]: one locale or name, a string", at);
                 return HR_VARIANT_EINVAL;
             }
             if ((v->key = strdup(f->valuestring)) == NULL)
                 return -1;
+            /* a name is an arm's: -1 until its split is read */
+            if (strcmp(f->string, "name") == 0 && v->split == 0)
+                v->split = -1;
+            continue;
+        }
+        if (strcmp(f->string, "split") == 0) {
+            if (!cJSON_IsNumber(f) || f->valuedouble < 1 || f->valuedouble > 100 ||
+                f->valuedouble != (double)(int)f->valuedouble) {
+                snprintf(errstr, errlen, "variants[%zu].split: an integer percentage 1..100", at);
+                return HR_VARIANT_EINVAL;
+            }
+            v->split = (int)f->valuedouble;
             continue;
         }
         for (k = 0; k < HR_VF__N && strcmp(f->string, hr_variant_fields[k]) != 0; k++)
             ;
         if (k == HR_VF__N) {
             snprintf(errstr, errlen,
-                     "variants[%zu]: unknown field \"%.40s\" (locale, title, body, payload, "
-                     "subject, text, html)",
+                     "variants[%zu]: unknown field \"%.40s\" (locale, or name and split; title, "
+                     "body, payload, subject, text, html)",
                      at, f->string);
             return HR_VARIANT_EINVAL;
         }
@@ -86,10 +98,27 @@ static int hr_variant_member(const cJSON *m, size_t at, hr_variant *v, char *err
             return -1;
     }
     if (v->key == NULL) {
-        snprintf(errstr, errlen, "variants[%zu]: locale is missing", at);
+        snprintf(errstr, errlen, "variants[%zu]: locale (or name and split) is missing", at);
+        return HR_VARIANT_EINVAL;
+    }
+    if (v->split != 0 && (v->split < 0 || cJSON_GetObjectItemCaseSensitive(m, "locale") != NULL)) {
+        snprintf(errstr, errlen, "variants[%zu]: an A/B arm has a name and a split, no locale", at);
         return HR_VARIANT_EINVAL;
     }
     return 0;
+}
+
+static int hr_variant_cmp(const void *a, const void *b)
+{
+    return strcasecmp(((const hr_variant *)a)->key, ((const hr_variant *)b)->key);
+}
+
+/* S in key order (strcasecmp), whoever read it: an A/B arm's buckets
+ * follow the order, which must be the same in every process. */
+static void hr_variant_sort(hr_variant_set *s)
+{
+    if (s->n > 1)
+        qsort(s->v, s->n, sizeof *s->v, hr_variant_cmp);
 }
 
 int hr_variant_from_json(const cJSON *j, hr_variant_set *out, char *errstr, size_t errlen)
@@ -117,6 +146,7 @@ int hr_variant_from_json(const cJSON *j, hr_variant_set *out, char *errstr, size
             return rc;
         }
     }
+    hr_variant_sort(out);
     return 0;
 oom:
     hr_variant_set_clear(out);
@@ -190,6 +220,44 @@ static int hr_variant_compiles(const char *key, const char *field, const char *s
     return 0;
 }
 
+bool hr_variant_is_split(const hr_variant_set *s)
+{
+    return s->n > 0 && s->v[0].split > 0;
+}
+
+/* The A/B arms' rules: all arms or none, names [A-Za-z0-9_-]{1,35}, the
+ * splits summing to at most 100.  0 or HR_VARIANT_EINVAL. */
+static int hr_variant_check_split(const hr_variant_set *s, char *errstr, size_t errlen)
+{
+    int sum = 0;
+
+    for (size_t i = 0; i < s->n; i++) {
+        const hr_variant *v = &s->v[i];
+        size_t n = strlen(v->key);
+
+        if ((v->split > 0) != hr_variant_is_split(s)) {
+            snprintf(errstr, errlen,
+                     "variants: locale variants and A/B arms (name, split) do not mix in a task");
+            return HR_VARIANT_EINVAL;
+        }
+        if (v->split <= 0)
+            continue;
+        if (n < 1 || n > HR_VARIANT_KEY_MAX ||
+            strspn(v->key, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+                n) {
+            snprintf(errstr, errlen, "variant name \"%.40s\": [A-Za-z0-9_-], 1..%d bytes", v->key,
+                     HR_VARIANT_KEY_MAX);
+            return HR_VARIANT_EINVAL;
+        }
+        sum += v->split;
+    }
+    if (sum > 100) {
+        snprintf(errstr, errlen, "variants: the splits add up to %d%%, over 100%%", sum);
+        return HR_VARIANT_EINVAL;
+    }
+    return 0;
+}
+
 int hr_variant_check(const hr_variant_set *s, const hr_task *t, const hr_config *cfg, char *errstr,
                      size_t errlen)
 {
@@ -206,12 +274,15 @@ int hr_variant_check(const hr_variant_set *s, const hr_task *t, const hr_config 
         return HR_VARIANT_EINVAL;
     }
     if ((rc = hr_variant_fits(ch, "the task's content", t->title, t->body, t->payload, t->rich,
-                              errstr, errlen)) != 0)
+                              errstr, errlen)) != 0 ||
+        (rc = hr_variant_check_split(s, errstr, errlen)) != 0)
         return rc;
     for (size_t i = 0; i < s->n; i++) {
         const hr_variant *v = &s->v[i];
 
-        if (!hr_user_locale_valid(v->key) || strcasecmp(v->key, HR_VARIANT_DEFAULT) == 0) {
+        if (v->split > 0
+                ? strcasecmp(v->key, HR_VARIANT_DEFAULT) == 0
+                : !hr_user_locale_valid(v->key) || strcasecmp(v->key, HR_VARIANT_DEFAULT) == 0) {
             snprintf(errstr, errlen,
                      "variant locale \"%.40s\": not a language tag such as pt-BR (and not "
                      "\"default\")",
@@ -257,15 +328,17 @@ int hr_variant_insert(hr_mysql *m, int64_t task, hr_variant_set *s, char *errstr
 {
     for (size_t i = 0; i < s->n; i++) {
         hr_variant *v = &s->v[i];
-        const hr_mysql_param p[] = {HR_P_I64(task),           HR_P_STR(v->key),
-                                    hr_variant_p(v->title),   hr_variant_p(v->body),
-                                    hr_variant_p(v->payload), hr_variant_p(v->subject),
-                                    hr_variant_p(v->text),    hr_variant_p(v->html)};
+        const hr_mysql_param p[] = {
+            HR_P_I64(task),           v->split > 0 ? HR_P_I64(v->split) : HR_P_NULL,
+            HR_P_STR(v->key),         hr_variant_p(v->title),
+            hr_variant_p(v->body),    hr_variant_p(v->payload),
+            hr_variant_p(v->subject), hr_variant_p(v->text),
+            hr_variant_p(v->html)};
         uint64_t id = 0;
 
         if (hr_mysql_exec(m,
-                          "INSERT INTO push_task_variant (task_id, vkey, title, body, payload, "
-                          "subject, text, html) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                          "INSERT INTO push_task_variant (task_id, split, vkey, title, body, "
+                          "payload, subject, text, html) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                           p, sizeof p / sizeof p[0], NULL, &id, NULL, errstr, errlen) < 0)
             return -1;
         v->id = (int64_t)id;
@@ -281,8 +354,9 @@ int hr_variant_load(hr_mysql *m, int64_t task, hr_variant_set *out, char *errstr
 
     hr_variant_set_clear(out);
     if (hr_mysql_query(m,
-                       "SELECT id, vkey, title, body, payload, subject, text, html "
-                       "FROM push_task_variant WHERE task_id = ? ORDER BY vkey",
+                       "SELECT id, vkey, title, body, payload, subject, text, html, "
+                       "COALESCE(split, 0) FROM push_task_variant WHERE task_id = ? "
+                       "ORDER BY vkey",
                        p, 1, &rows, errstr, errlen) < 0)
         return -1;
     if (rows->nrows > 0 && (out->v = calloc(rows->nrows, sizeof *out->v)) == NULL)
@@ -291,6 +365,7 @@ int hr_variant_load(hr_mysql *m, int64_t task, hr_variant_set *out, char *errstr
         hr_variant *v = &out->v[out->n++];
 
         v->id = strtoll(hr_mysql_cell(rows, r, 0), NULL, 10);
+        v->split = (int)strtol(hr_mysql_cell(rows, r, 2 + HR_VF__N), NULL, 10);
         if ((v->key = strdup(hr_mysql_cell(rows, r, 1))) == NULL)
             goto oom;
         for (int f = 0; f < HR_VF__N; f++) {
@@ -300,6 +375,7 @@ int hr_variant_load(hr_mysql *m, int64_t task, hr_variant_set *out, char *errstr
                 goto oom;
         }
     }
+    hr_variant_sort(out);
     rc = 0;
     goto done;
 oom:
@@ -310,11 +386,30 @@ done:
     return rc;
 }
 
-int hr_variant_pick(const hr_variant_set *s, const char *locale)
+unsigned hr_variant_bucket(int64_t task, uint64_t uid)
+{
+    /* SplitMix64's finalizer over both: every bit of each moves the bucket. */
+    uint64_t z = (uint64_t)task * 0x9E3779B97F4A7C15ULL ^ uid;
+
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    return (unsigned)(z % 10000);
+}
+
+int hr_variant_pick(const hr_variant_set *s, int64_t task, uint64_t uid, const char *locale)
 {
     char tag[HR_USER_LOCALE_MAX + 1];
     size_t len;
 
+    if (hr_variant_is_split(s)) {
+        unsigned bucket = hr_variant_bucket(task, uid), upto = 0;
+
+        for (size_t i = 0; i < s->n; i++)
+            if (bucket < (upto += 100 * (unsigned)s->v[i].split))
+                return (int)i;
+        return -1;
+    }
     if (locale == NULL || s->n == 0 || (len = strlen(locale)) > HR_USER_LOCALE_MAX)
         return -1;
     memcpy(tag, locale, len + 1);
@@ -340,7 +435,8 @@ cJSON *hr_variant_to_json(const hr_variant_set *s)
         cJSON *o = cJSON_CreateObject();
 
         if (o == NULL || !cJSON_AddItemToArray(a, o) ||
-            cJSON_AddStringToObject(o, "locale", v->key) == NULL)
+            cJSON_AddStringToObject(o, v->split > 0 ? "name" : "locale", v->key) == NULL ||
+            (v->split > 0 && cJSON_AddNumberToObject(o, "split", v->split) == NULL))
             goto oom;
         for (int f = 0; f < HR_VF__N; f++) {
             const char *val = hr_variant_cfield(v, f);

@@ -11,11 +11,19 @@
  * and so on; none: the default.  Keys compare case-insensitively, as BCP 47
  * tags do.
  *
+ * A/B tests: a task's variants may instead be arms with split percentages
+ * (SPLIT 1..100, their sum at most 100; the rest gets the task's own
+ * content, arm "default").  A recipient's arm is a hash of (task, uid)
+ * (hr_variant_bucket), so every worker, a redelivered chunk and the
+ * dry-run render give a uid the same arm.  A task has locale variants or
+ * arms, not both.
+ *
  * No logging, no threads of its own; errors are -1 (HR_VARIANT_EINVAL for
  * a value the checks refuse) with ERRSTR. */
 #ifndef HR_VARIANT_H
 #define HR_VARIANT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -34,7 +42,8 @@
 /* One variant: KEY (its locale) and the content fields, NULL = inherited. */
 typedef struct hr_variant {
     int64_t id; /* push_task_variant.id; 0 before it is written */
-    char *key;
+    int split;  /* an A/B arm's percentage 1..100; 0: a locale variant */
+    char *key;  /* the locale, or the arm's name */
     char *title, *body, *payload, *subject, *text, *html;
 } hr_variant;
 
@@ -46,15 +55,17 @@ typedef struct hr_variant_set {
 
 void hr_variant_set_clear(hr_variant_set *s);
 
-/* The variants of the JSON array J ([{"locale", "title", "body",
- * "payload", "subject", "text", "html"}, ...]; "payload" an object) into
+/* The variants (in key order, strcasecmp) of the JSON array J ([{"locale", "title", "body",
+ * "payload", "subject", "text", "html"}, ...], or arms {"name", "split",
+ * ...}; "payload" an object) into
  * OUT (cleared first).  0, or HR_VARIANT_EINVAL naming the first bad
  * member, or -1 when out of memory. */
 int hr_variant_from_json(const cJSON *j, hr_variant_set *out, char *errstr, size_t errlen);
 
 /* The checks of S for task T: at most HR_VARIANT_MAX, each key a language
- * tag (hr_user_locale_valid) and not "default", no key twice (case
- * ignored), the templates compile, a payload a JSON object, subject / text
+ * tag (hr_user_locale_valid), or for arms [A-Za-z0-9_-]{1,35} with splits
+ * summing to at most 100 and no locale variant beside them, and not
+ * "default", no key twice (case ignored), the templates compile, a payload a JSON object, subject / text
  * / html only on an smtp channel, and on an apns or fcm channel the
  * message of the task's own content and of each variant (title, body and
  * payload as written, before rendering) within HR_VARIANT_PUSH_MAX bytes.
@@ -66,12 +77,22 @@ int hr_variant_check(const hr_variant_set *s, const hr_task *t, const hr_config 
  * into S.  0 or -1. */
 int hr_variant_insert(hr_mysql *m, int64_t task, hr_variant_set *s, char *errstr, size_t errlen);
 
-/* Task TASK's variants, in key order, into OUT (cleared first).  0 or -1. */
+/* Task TASK's variants, in key order (strcasecmp, as hr_variant_from_json
+ * leaves them), into OUT (cleared first).  0 or -1. */
 int hr_variant_load(hr_mysql *m, int64_t task, hr_variant_set *out, char *errstr, size_t errlen);
 
-/* The variant LOCALE picks in S: its index, or -1 for the task's own
- * content (LOCALE NULL, or nothing matches). */
-int hr_variant_pick(const hr_variant_set *s, const char *locale);
+/* Whether S is an A/B test (its variants are arms). */
+bool hr_variant_is_split(const hr_variant_set *s);
+
+/* Recipient UID's bucket 0..9999 in task TASK's A/B test: a hash of both
+ * (SplitMix64), uniform, the same everywhere. */
+unsigned hr_variant_bucket(int64_t task, uint64_t uid);
+
+/* The variant of recipient UID of task TASK in S: the arm its bucket falls
+ * in (arms in key order, each SPLIT percent of the buckets), or the variant
+ * its LOCALE picks; -1 for the task's own content (LOCALE NULL, nothing
+ * matches, or a bucket past the splits). */
+int hr_variant_pick(const hr_variant_set *s, int64_t task, uint64_t uid, const char *locale);
 
 /* S as the JSON array hr_variant_from_json reads (keys as "locale"). */
 cJSON *hr_variant_to_json(const hr_variant_set *s);

@@ -317,7 +317,8 @@ void dsp_api_subs_rendering(cJSON *o, const hr_task *t, const hr_variant_set *vs
     int v = -1;
 
     if (vs != NULL && vs->n > 0) {
-        v = hr_variant_pick(vs, user != NULL ? dsp_api_attr(user, HR_USER_F_LOCALE) : NULL);
+        v = hr_variant_pick(vs, t->id, strtoull(uid_s, NULL, 10),
+                            user != NULL ? dsp_api_attr(user, HR_USER_F_LOCALE) : NULL);
         if (v >= 0) {
             title = vs->v[v].title != NULL ? vs->v[v].title : title;
             body = vs->v[v].body != NULL ? vs->v[v].body : body;

@@ -189,7 +189,7 @@ static int wk_chunk_make_pushes(wk_chunk_open_job *j)
         push->task = c->task;
         push->uid = j->members->element[i]->str;
         push->user = cs->full_users ? cs->users[i] : NULL;
-        push->variant = wk_task_variant(c->task, wk_consent_locale(cs, i));
+        push->variant = wk_task_variant(c->task, push->uid, wk_consent_locale(cs, i));
         push->hold = &c->held;
         push->state = WK_PUSH_IDLE;
         if (cs->addr_n != NULL && cs->addr_n[i] > 0) {

@@ -159,9 +159,12 @@ static int wk_task_contents(wk_task *wt, char *errstr, size_t errlen)
     return 0;
 }
 
-unsigned wk_task_variant(const wk_task *wt, const char *locale)
+unsigned wk_task_variant(const wk_task *wt, const char *uid, const char *locale)
 {
-    return (unsigned)(hr_variant_pick(&wt->variants, locale) + 1);
+    if (wt->variants.n == 0)
+        return 0;
+    return (unsigned)(hr_variant_pick(&wt->variants, wt->row->id, strtoull(uid, NULL, 10), locale) +
+                      1);
 }
 
 const wk_content *wk_task_content(const wk_task *wt, unsigned variant)

@@ -154,9 +154,10 @@ void wk_task_prefetch(wk_task_cache *tc, hr_mysql *m, const int64_t *ids, size_t
 int wk_task_build(const hr_config *cfg, hr_task *row, hr_variant_set *variants, wk_task **out,
                   char *errstr, size_t errlen);
 
-/* The content index (wk_task.content) a recipient whose profile's locale
- * is LOCALE (NULL: none) gets: hr_variant_pick's variant + 1, or 0. */
-unsigned wk_task_variant(const wk_task *wt, const char *locale);
+/* The content index (wk_task.content) recipient UID (a valid uid) whose
+ * profile's locale is LOCALE (NULL: none) gets: hr_variant_pick's variant
+ * (its A/B arm, or its locale's) + 1, or 0. */
+unsigned wk_task_variant(const wk_task *wt, const char *uid, const char *locale);
 /* Content VARIANT of WT (content[0] for an index past the last). */
 const wk_content *wk_task_content(const wk_task *wt, unsigned variant);
 /* Frees a task built by wk_task_build.  Accepts NULL. */

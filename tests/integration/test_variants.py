@@ -103,7 +103,8 @@ def test_api_campaign(env, rx, ctl, cfg, uids):
         "due_at": iso(time.time() + 4), "title": TITLE, "body": BODY, "payload": PAYLOAD,
         "variants": VARIANTS})
     check(st == 201 and [v["locale"] for v in body.get("variants", [])] ==
-          ["pt-BR", "pt", "de"], "POST /v1/tasks with 3 variants: 201 (%s %s)" % (st, body))
+          ["de", "pt", "pt-BR"], "POST /v1/tasks with 3 variants: 201, in key order (%s %s)"
+          % (st, body))
     if st != 201:
         return
     task = body["id"]

@@ -8,3 +8,10 @@
 ALTER TABLE push_task
   ADD COLUMN IF NOT EXISTS rich TEXT NULL DEFAULT NULL
     COMMENT 'JSON: image, buttons, sound, badge, thread, category, mutable_content, silent';
+
+-- A/B tests (docs/api.md "A/B tests"): a variant row with a split is an arm
+-- of the task's test, split percent of its recipients (by a hash of task
+-- and uid), vkey its name; NULL: a per-locale variant (022_variants.sql).
+ALTER TABLE push_task_variant
+  ADD COLUMN IF NOT EXISTS split TINYINT UNSIGNED NULL DEFAULT NULL
+    COMMENT 'an A/B arm''s percentage 1..100; NULL = a locale variant' AFTER task_id;
