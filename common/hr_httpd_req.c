@@ -86,4 +86,3 @@ bool hr_httpd_bearer_ok(const hr_httpd_req *req, char *const *tokens, size_t nto
     }
     return ok;
 }
-
