@@ -61,8 +61,8 @@ void cfg_category_clear(void *item)
 /* recipients.categories: 0..HR_CATEGORIES_MAX mappings {name, mandatory},
  * names of [a-z0-9_-] (they are stored in ascii columns and written in
  * the unsubscribe links), unique. */
-int cfg_apply_categories(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                         const cfg_node *node, const char *path)
+int cfg_apply_categories(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node,
+                         const char *path)
 {
     hr_category **cats = CFG_FIELD(base, k);
     size_t *count = CFG_COUNT(base, k);
@@ -119,8 +119,8 @@ static bool cfg_key_id_ok(const char *id)
 /* dispatcher.api.client_keys: 0..HR_CLIENT_KEYS_MAX mappings {id, secret}
  * or {id, secret_file}; ids unique, secrets long enough.  A message names
  * the key by its id and place, never the secret. */
-int cfg_apply_client_keys(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                          const cfg_node *node, const char *path)
+int cfg_apply_client_keys(const cfg_ctx *ctx, const cfg_key *k, void *base, const cfg_node *node,
+                          const char *path)
 {
     hr_client_key **keys = CFG_FIELD(base, k);
     size_t *count = CFG_COUNT(base, k);
@@ -170,4 +170,3 @@ int cfg_apply_client_keys(const cfg_ctx *ctx, const cfg_key *k, void *base,
     }
     return 0;
 }
-
