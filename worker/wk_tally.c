@@ -23,7 +23,8 @@ int wk_tally_merge(wk_tally *t, const wk_task_delta *d, bool older)
     wk_task_delta *e, lo, hi;
     size_t k;
 
-    for (k = 0; k < t->deltas.n && (t->deltas.v[k].task != d->task || t->deltas.v[k].shard != d->shard);
+    for (k = 0;
+         k < t->deltas.n && (t->deltas.v[k].task != d->task || t->deltas.v[k].shard != d->shard);
          k++)
         ;
     if (k == t->deltas.n && hr_vec_push(&t->deltas, ((wk_task_delta){.task = d->task,

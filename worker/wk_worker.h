@@ -60,11 +60,13 @@
  *   wk_lifecycle_push
  *   wk_lifecycle_open
  *   wk_lifecycle_timers
+ *   wk_revoke: a revoke drained before the partitions go
  *   wk_worker
  *
  * What each owns:
- *   wk_worker       Kafka consumer, inbox, pause/resume, revoke drain, the
- *                   loop's handles and timers, shutdown
+ *   wk_worker       Kafka consumer, inbox, pause/resume, the loop's handles
+ *                   and timers, shutdown
+ *   wk_revoke       a revoke's partitions drained, then unassigned
  *   wk_lifecycle*   a chunk from intake to offset store; the chunk's state
  *                   (wk_chunk_state) changes only in wk_lifecycle.c
  *   wk_chunk*       one chunk and its Redis jobs (open, throttle slices,
