@@ -95,7 +95,8 @@ const char ctl_create_flags[] =
     "  --variant L=JSON     content for recipients whose locale is L (or falls back to\n"
     "                       it: pt-BR, then pt): a JSON object of title, body, payload,\n"
     "                       subject, text, html (docs/api.md \"Variants\"); repeatable\n"
-    "  --variants FILE      or a JSON array of them, each with \"locale\" (- for stdin)\n"
+    "  --variants FILE      or a JSON array of them, each with \"locale\", or A/B arms\n"
+    "                       with \"name\" and \"split\" (docs/api.md; - for stdin)\n"
     "  --quiet              print only the new id\n";
 
 enum {

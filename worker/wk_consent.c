@@ -83,8 +83,10 @@ int wk_consent_read(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redisR
                     const hr_addr_platform *platform, const char *app, char *errstr, size_t errlen)
 {
     const wk_task *wt = c->task;
-    /* Per-locale variants pick by the profile's locale. */
-    bool user = wt->uses_user || !wt->mandatory || wt->variants.n > 0;
+    /* Per-locale variants pick by the profile's locale (A/B arms by the
+     * uid alone). */
+    bool locales = wt->variants.n > 0 && !hr_variant_is_split(&wt->variants);
+    bool user = wt->uses_user || !wt->mandatory || locales;
     size_t n = members->elements;
     hr_pipe *pipe = NULL;
     int rc = -1;
@@ -101,8 +103,7 @@ int wk_consent_read(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redisR
             cs->verdicts[i] = WK_CONSENT_SKIP;
     if (!user && platform == NULL)
         return 0;
-    if (wk_consent_marks(r, platform != NULL, !wt->mandatory || wt->variants.n > 0, errstr,
-                         errlen) != 0)
+    if (wk_consent_marks(r, platform != NULL, !wt->mandatory || locales, errstr, errlen) != 0)
         return -1;
     if ((pipe = hr_pipe_new(r)) == NULL)
         goto oom;

@@ -6,7 +6,7 @@
  * member's profile hash (HGETALL user:<uid> when the task's templates use
  * user.*, else HMGET of the three consent fields and the locale, which
  * picks a task's per-locale variant; nothing for a mandatory category of a
- * task without variants) beside its addresses (SMEMBERS addr:<uid>, for an
+ * task without per-locale variants) beside its addresses (SMEMBERS addr:<uid>, for an
  * addressed channel), so the per-push check costs no round trip of its
  * own.  Before the first batch, the books' synced marks: a Redis that lost
  * the profiles or the address book (no mark) would read as "no opt-out",
