@@ -231,6 +231,7 @@ static const cfg_key cfg_hooks_keys[] = {
     K_STR("group", hr_config, events.hooks.group, 1, "herald-hooks"),
     K_INT("batch_max", hr_config, events.hooks.batch_max, 1, 1000, 100),
     K_INT("batch_ms", hr_config, events.hooks.batch_ms, 1, 60000, 1000),
+    K_INT("inflight_max", hr_config, events.hooks.inflight_max, 1, 64, 4),
     K_INT("timeout_ms", hr_config, events.hooks.timeout_ms, 100, 120000, 10000),
     K_INT("retry_backoff_ms", hr_config, events.hooks.retry_backoff_ms, 10, 3600000, 1000),
     K_INT("retry_max_backoff_ms", hr_config, events.hooks.retry_max_backoff_ms, 10, 3600000, 60000),

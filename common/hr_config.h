@@ -201,11 +201,12 @@ typedef struct hr_config {
             char *key_file; /* read into key at load, then NULL */
         } tracking;
         struct {
-            char *listen;   /* herald-hooks' /healthz, /readyz, /metrics; default 127.0.0.1:8083 */
-            char *group;    /* its consumer group, default herald-hooks */
-            int batch_max;  /* events per delivery, 1..1000, default 100 */
-            int batch_ms;   /* a partial batch waits at most, 1..60000, default 1000 */
-            int timeout_ms; /* per request, 100..120000, default 10000 */
+            char *listen;  /* herald-hooks' /healthz, /readyz, /metrics; default 127.0.0.1:8083 */
+            char *group;   /* its consumer group, default herald-hooks */
+            int batch_max; /* events per delivery, 1..1000, default 100 */
+            int batch_ms;  /* a partial batch waits at most, 1..60000, default 1000 */
+            int inflight_max; /* deliveries in flight per endpoint (uid lanes), 1..64, default 4 */
+            int timeout_ms;   /* per request, 100..120000, default 10000 */
             int retry_backoff_ms;     /* first backoff, 10..3600000, default 1000 */
             int retry_max_backoff_ms; /* cap, default 60000 */
             int retry_for_ms; /* a batch is retried this long, then dead-lettered; default 600000 */

@@ -13,8 +13,11 @@
  * hook_disabled, herald_hook_disabled_total; the alert
  * HeraldEventHookDisabled watches herald_hooks_disabled) and its queue
  * dead-lettered; a disabled endpoint's events are dead-lettered as they
- * come, and so are those beyond events.hooks.queue_max of an enabled one,
+ * come, and so are those beyond events.hooks.queue_max of a failing one,
  * each endpoint keeping at most dead_letter_max (then dropped, counted).
+ * A healthy endpoint's queue never overflows: the loop reads no more
+ * events than the fullest one has room for (hk_endpoints_room), so Kafka
+ * holds what a slower endpoint has not taken yet.
  * Dead letters marked for a redrive are claimed and delivered (oldest
  * first, a batch at a time) while the endpoint is enabled and idle.
  *
@@ -59,6 +62,11 @@ void hk_endpoints_dispatch(hk_endpoints *es, hk_event *ev, int64_t read_ms);
 /* Starts the deliveries that are due on HTTP, and dead-letters what must
  * be. */
 void hk_endpoints_pump(hk_endpoints *es, hk_http *http, int64_t now_ms);
+/* How many events may be read (NOW_MS) before a lane of an endpoint that
+ * holds the reading back (enabled, not failing for retry_for_ms) holds its
+ * share of events.hooks.queue_max: 0 = none now; SIZE_MAX when no
+ * endpoint bounds it. */
+size_t hk_endpoints_room(const hk_endpoints *es, int64_t now_ms);
 /* Whether push_hook was read at least once: before, an event read would
  * have no endpoint and be finished without being delivered. */
 bool hk_endpoints_loaded(const hk_endpoints *es);
