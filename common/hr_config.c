@@ -249,6 +249,7 @@ static const cfg_key cfg_events_keys[] = {
     K_STR("topic", hr_config, events.topic, 1, "herald.events"),
     K_INT("flush_ms", hr_config, events.flush_ms, 1, 1000, 10),
     K_INT("queue_max", hr_config, events.queue_max, 1000, 10000000, 1000000),
+    K_INT("linger_ms", hr_config, events.linger_ms, 0, 1000, 20),
     K_INT("confirm_timeout_ms", hr_config, events.confirm_timeout_ms, 100, 60000, 5000),
     K_SECTION("tracking", cfg_tracking_keys),
     K_SECTION("hooks", cfg_hooks_keys),

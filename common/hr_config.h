@@ -191,6 +191,7 @@ typedef struct hr_config {
         char *topic;   /* default herald.events */
         int flush_ms;  /* the reporter's longest wait with events pending, 1..1000, default 10 */
         int queue_max; /* events not yet confirmed, per process, 1000..10000000, default 1000000 */
+        int linger_ms; /* the events producer's linger.ms, 0..1000, default 20 */
         int confirm_timeout_ms; /* a request that publishes waits this long, 100..60000, default 5000 */
         struct {
             /* The dispatcher's public base URL ("https://herald.example.com"):
