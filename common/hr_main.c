@@ -20,6 +20,9 @@ static const struct option hr_main_opts[] = {
 };
 #define HR_MAIN_NOPTS (sizeof hr_main_opts / sizeof hr_main_opts[0])
 
+/* A spec's optional text: NULL stands for none. */
+#define HR_MAIN_STR(s) ((s) != NULL ? (s) : "")
+
 void hr_main_usage(const hr_main_spec *spec, FILE *out)
 {
     fprintf(out,
@@ -34,8 +37,8 @@ void hr_main_usage(const hr_main_spec *spec, FILE *out)
             "\n"
             "Exit status: 0 after %s, 1 on a startup failure, 2 on a bad\n"
             "command line or configuration.\n",
-            spec->name, spec->synopsis, spec->about, spec->options_mid, spec->options_end,
-            spec->stopped);
+            spec->name, HR_MAIN_STR(spec->synopsis), spec->about, HR_MAIN_STR(spec->options_mid),
+            HR_MAIN_STR(spec->options_end), spec->stopped);
 }
 
 /* A bad command line: WHAT (may be NULL: getopt said it) and the usage on
@@ -64,7 +67,7 @@ int hr_main_start(const hr_main_spec *spec, int argc, char **argv, hr_config **c
             abort();
         opts[n++] = spec->extra[i];
     }
-    snprintf(shortopts, sizeof shortopts, "c:hV%s", spec->extra_short ? spec->extra_short : "");
+    snprintf(shortopts, sizeof shortopts, "c:hV%s", HR_MAIN_STR(spec->extra_short));
     while ((opt = getopt_long(argc, argv, shortopts, opts, NULL)) != -1) {
         switch (opt) {
         case 'c':

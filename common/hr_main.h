@@ -21,14 +21,14 @@
 typedef struct hr_main_spec {
     const char *name;     /* "herald-worker": usage, --version, messages */
     const char *version;  /* HR_VERSION, the daemon's compile-time version */
-    const char *synopsis; /* the usage line after "[-c CONFIG]", "" or " [...]" */
+    const char *synopsis; /* the usage line after "[-c CONFIG]": " [...]" or NULL */
     const char *about;    /* what the daemon does, whole lines */
-    /* help lines of the daemon's options, whole lines ("" for none):
+    /* help lines of the daemon's options, whole lines (NULL for none):
      * OPTIONS_MID stand after -c, OPTIONS_END after -V */
     const char *options_mid, *options_end;
     const char *stopped; /* how a clean exit comes: "0 after <STOPPED>, ..." */
     /* the daemon's own options (getopt_long's, NULL-terminated; may be
-     * NULL) and their short letters for getopt ("l:"; may be "") */
+     * NULL) and their short letters for getopt ("l:"; may be NULL) */
     const struct option *extra;
     const char *extra_short;
     /* Called for each of those with getopt's value and argument (NULL for

@@ -34,14 +34,11 @@ int main(int argc, char **argv)
     const hr_main_spec spec = {
         .name = "herald-dispatcher",
         .version = HR_VERSION,
-        .synopsis = "",
         .about = "Turns due push tasks into Kafka chunk messages and serves the HTTP API.\n",
-        .options_mid = "",
         .options_end =
             "      --print-routes   print the HTTP API's routes (METHOD PATTERN) and exit\n",
         .stopped = "SIGTERM/SIGINT",
         .extra = extra,
-        .extra_short = "",
         .option = dsp_main_option,
         .version_note = DSP_SEAMS_ON ? "test seams: on" : NULL,
     };

@@ -14,11 +14,8 @@ int main(int argc, char **argv)
     const hr_main_spec spec = {
         .name = "herald-hooks",
         .version = HR_VERSION,
-        .synopsis = "",
         .about = "Delivers the events topic (events.topic) to the event webhooks registered in\n"
                  "push_hook, batched and signed (Standard Webhooks).\n",
-        .options_mid = "",
-        .options_end = "",
         .stopped = "SIGTERM/SIGINT",
     };
     hr_config *cfg = NULL;

@@ -50,7 +50,6 @@ int main(int argc, char **argv)
         .synopsis = " [--listen HOST:PORT]",
         .about = "Consumes chunk messages from Kafka and pushes their recipients.\n",
         .options_mid = "  -l, --listen ADDR    metrics endpoint, overrides worker.listen\n",
-        .options_end = "",
         .stopped = "a clean stop",
         .extra = extra,
         .extra_short = "l:",
