@@ -243,19 +243,21 @@ class Env:
     # ---- config and daemons ---------------------------------------------------
 
     def config(self, channels, tokens=None, insecure=False, extra_top="", api_extra="",
-               worker_extra=()):
+               worker_extra=(), redis_port=None):
         """Writes a complete herald.yaml; CHANNELS maps a name to a dict of
         channel keys (strings and numbers, emitted as YAML flow values);
-        WORKER_EXTRA are more "key: value" lines of the worker section.
-        Returns its path."""
+        WORKER_EXTRA are more "key: value" lines of the worker section;
+        REDIS_PORT a port Redis is reached through instead of the stack's
+        (a test's proxy).  Returns its path."""
         tokens = [self.token] if tokens is None else tokens
+        redis_port = self.redis_port if redis_port is None else redis_port
         lines = [
             "instance: %s" % q("badinput-" + self.name),
             "log: {level: info, format: logfmt}",
             "mysql: {host: %s, port: %s, user: %s, password: %s, database: %s}"
             % (self.my["host"], self.my["port"], q(self.my["user"]), q(self.my["password"]),
                q(self.my["database"])),
-            "redis: %s" % self.stack.redis_flow(self.prefix, self.redis_port),
+            "redis: %s" % self.stack.redis_flow(self.prefix, redis_port),
             "kafka: {brokers: %s, topic: %s, group: %s, properties: {}}"
             % (q(self.brokers), q(self.kafka_topic), q(self.group)),
             "dispatcher:",

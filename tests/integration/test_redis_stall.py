@@ -23,7 +23,6 @@ usage: test_redis_stall.py HERALD_DISPATCHER HERALD_WORKER   (exit 77
 without HERALD_TEST_CONFIG)"""
 import http.server
 import os
-import socket
 import sys
 import threading
 import time
@@ -56,9 +55,6 @@ class StallProxy(LoopbackProxy):
         threading.Thread(target=self._c2s, args=(cli, up), daemon=True).start()
         threading.Thread(target=self._s2c, args=(cli, up), daemon=True).start()
 
-    def _commands(self, buf):
-        return b""  # nothing is parsed: every command passes
-
     def _s2c(self, cli, up):
         try:
             while True:
@@ -70,11 +66,7 @@ class StallProxy(LoopbackProxy):
                 cli.sendall(data)
         except OSError:
             pass
-        for sock in (up, cli):
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        self.shut(up, cli)
 
     def stall(self, seconds):
         """Holds Redis's answers for SECONDS from now; returns (start, end)."""
@@ -121,6 +113,12 @@ class Receiver:
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
+    def channels(self, concurrency):
+        """A config's channels: "hook", posting to this receiver the body
+        it reads the uid from."""
+        return {"hook": {"url": "http://127.0.0.1:%d/push" % self.port,
+                         "concurrency": concurrency, "body": "uid={{uid}}"}}
+
     def count(self):
         with self.lock:
             return len(self.times)
@@ -142,16 +140,9 @@ def main():
     rx = Receiver()
     proxy = StallProxy(env.redis_port)
     try:
-        channels = {"hook": {"url": "http://127.0.0.1:%d/push" % rx.port,
-                             "concurrency": CONCURRENCY,
-                             "body": "uid={{uid}}"}}
+        channels = rx.channels(CONCURRENCY)
         dsp_cfg = env.config(channels)
-        direct = env.redis_port
-        env.redis_port = proxy.port
-        try:
-            wk_cfg = env.config(channels)
-        finally:
-            env.redis_port = direct
+        wk_cfg = env.config(channels, redis_port=proxy.port)
         dsp = env.start([sys.argv[1], "-c", dsp_cfg], "dispatcher.log")
         wk = env.start([sys.argv[2], "-c", wk_cfg], "worker.log")
         if not check(env.wait_ready(env.dsp_port) and env.wait_ready(env.wk_port),
