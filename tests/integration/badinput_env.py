@@ -27,7 +27,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
                                 "lib"))
 from herald_test.clients import Mysql, MysqlError, Redis, RedisError  # noqa: E402,F401
 from herald_test.procs import free_port, stop_popen, wait_until  # noqa: E402,F401
-from herald_test.sink import sink_argv, sink_uids  # noqa: E402,F401
+from herald_test.recipients import recipients_yaml  # noqa: E402,F401
+from herald_test.sink import sink_argv, sink_times, sink_uids  # noqa: E402,F401
 from herald_test.stack import Settings  # noqa: E402,F401
 
 FAILS = []
@@ -396,6 +397,16 @@ class Env:
             shutil.rmtree(self.dir, ignore_errors=True)
         else:
             print("logs kept in " + self.dir)
+
+
+def wall(ts):
+    """TS (epoch s) as a UTC 'YYYY-MM-DD HH:MM:SS.mmm' for SQL."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts)) + ".%03d" % (int(ts * 1000) % 1000)
+
+
+def hms(ts):
+    """HH:MM:SS of epoch seconds TS in UTC (a quiet hours' or window's bound)."""
+    return time.strftime("%H:%M:%S", time.gmtime(ts))
 
 
 def metric(text, name, labels=""):
