@@ -92,9 +92,8 @@ int hr_main_start(const hr_main_spec *spec, int argc, char **argv, hr_config **c
         }
     }
     if (optind != argc) {
-        fprintf(stderr, "%s: unexpected argument '%s'\n", spec->name, argv[optind]);
-        hr_main_usage(spec, stderr);
-        return 2;
+        snprintf(err, sizeof err, "unexpected argument '%s'", argv[optind]);
+        return hr_main_bad(spec, err);
     }
     if (path == NULL || path[0] == '\0')
         return hr_main_bad(spec, "no configuration: give -c CONFIG or set HERALD_CONFIG");
