@@ -21,7 +21,6 @@ proxy.
 
 usage: test_redis_stall.py HERALD_DISPATCHER HERALD_WORKER   (exit 77
 without HERALD_TEST_CONFIG)"""
-import http.server
 import os
 import sys
 import threading
@@ -29,7 +28,7 @@ import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, check, finish, wait_until  # noqa: E402
+from badinput_env import Env, PostServer, check, finish, wait_until  # noqa: E402
 from test_retry_races import LoopbackProxy  # noqa: E402
 
 N = 2400
@@ -84,34 +83,20 @@ class Receiver:
     def __init__(self):
         self.times, self.uids = [], []
         self.lock = threading.Lock()
-        rx = self
+        self.http = PostServer(self._post)
+        self.port = self.http.port
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                with rx.lock:
-                    rx.times.append(time.time())
-                    try:
-                        rx.uids.append(int(body.decode().partition("uid=")[2]))
-                    except ValueError:
-                        rx.uids.append(-1)
-                time.sleep(RESPONSE_S)
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        class Server(http.server.ThreadingHTTPServer):
-            daemon_threads = True
-            request_queue_size = 64
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def _post(self, req, body):
+        with self.lock:
+            self.times.append(time.time())
+            try:
+                self.uids.append(int(body.decode().partition("uid=")[2]))
+            except ValueError:
+                self.uids.append(-1)
+        time.sleep(RESPONSE_S)
+        req.send_response(200)
+        req.send_header("Content-Length", "0")
+        req.end_headers()
 
     def channels(self, concurrency):
         """A config's channels: "hook", posting to this receiver the body
@@ -128,8 +113,7 @@ class Receiver:
             return sum(1 for t in self.times if t0 <= t < t1)
 
     def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.stop()
 
 
 def main():

@@ -7,9 +7,11 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from herald_test import procs  # noqa: E402
+from herald_test.receiver import PostServer  # noqa: E402
 from herald_test.recipients import recipients_yaml  # noqa: E402
 from herald_test.sink import sink_times, sink_uids  # noqa: E402
 from herald_test.stack import Settings, StackMissing  # noqa: E402
@@ -144,6 +146,29 @@ class TestSink(unittest.TestCase):
                 f.write("1 500 4\n1 200 5\n2 204 6\n1 200 8\n3 200\nbad\n")
             self.assertEqual(sink_times(path), {1: 5, 2: 6})
             self.assertEqual(sink_times(os.path.join(d, "none")), {})
+
+
+class TestPostServer(unittest.TestCase):
+    def test_post_answered(self):
+        got = []
+
+        def post(req, body):
+            got.append((req.path, body))
+            req.send_response(202)
+            req.send_header("Content-Length", "2")
+            req.end_headers()
+            req.wfile.write(b"ok")
+
+        srv = PostServer(post, queue=8)
+        try:
+            req = urllib.request.Request("http://127.0.0.1:%d/push" % srv.port, data=b"uid=7",
+                                         method="POST")
+            with urllib.request.urlopen(req, timeout=5) as r:
+                self.assertEqual((r.status, r.read()), (202, b"ok"))
+            self.assertEqual(got, [("/push", b"uid=7")])
+            self.assertEqual(srv.server.request_queue_size, 8)
+        finally:
+            srv.stop()
 
 
 class TestRecipients(unittest.TestCase):
