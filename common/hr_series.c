@@ -116,7 +116,7 @@ static int hr_series_exdates(const char *exdate, int64_t **out, size_t *n, char 
         /* icaltime_from_string accepts a date alone too; an EXDATE of a
          * series is a date-time, the wall time of one occurrence. */
         t = len == 15 || (len == 16 && one[15] == 'Z') ? icaltime_from_string(one)
-                                                         : icaltime_null_time();
+                                                       : icaltime_null_time();
         if (icaltime_is_null_time(t) || !icaltime_is_valid_time(t))
             goto bad;
         if (*n == cap) {
@@ -134,8 +134,7 @@ static int hr_series_exdates(const char *exdate, int64_t **out, size_t *n, char 
             p++;
         continue;
     bad:
-        snprintf(errstr, errlen, "exdate \"%.*s\" is not a date-time YYYYMMDDTHHMMSS", (int)len,
-                 p);
+        snprintf(errstr, errlen, "exdate \"%.*s\" is not a date-time YYYYMMDDTHHMMSS", (int)len, p);
         return -1;
     }
     return 0;
@@ -165,11 +164,10 @@ int hr_series_expand(const char *rrule, int64_t dtstart_wall_ms, const char *exd
                  rrule, icalerror_strerror(icalerrno));
         goto done;
     }
-    if (rule.freq < ICAL_DAILY_RECURRENCE &&
-        (rule.by_month[0] != ICAL_RECURRENCE_ARRAY_MAX ||
-         rule.by_month_day[0] != ICAL_RECURRENCE_ARRAY_MAX ||
-         rule.by_year_day[0] != ICAL_RECURRENCE_ARRAY_MAX ||
-         rule.by_week_no[0] != ICAL_RECURRENCE_ARRAY_MAX)) {
+    if (rule.freq < ICAL_DAILY_RECURRENCE && (rule.by_month[0] != ICAL_RECURRENCE_ARRAY_MAX ||
+                                              rule.by_month_day[0] != ICAL_RECURRENCE_ARRAY_MAX ||
+                                              rule.by_year_day[0] != ICAL_RECURRENCE_ARRAY_MAX ||
+                                              rule.by_week_no[0] != ICAL_RECURRENCE_ARRAY_MAX)) {
         /* libical 3.0.16 walks such a rule step by step inside one
          * icalrecur_iterator_next, for minutes when no day matches
          * (FREQ=HOURLY;BYMONTH=2;BYMONTHDAY=30), beyond any bound of ours. */
@@ -261,8 +259,8 @@ int hr_series_validate(const hr_series *s, const hr_config *cfg, char *errstr, s
                  (long long)s->expire_after_s);
         return -1;
     }
-    if (hr_series_expand(s->rrule, s->dtstart_wall_ms, s->exdate, INT64_MIN, 1, &first, &n,
-                         errstr, errlen) < 0)
+    if (hr_series_expand(s->rrule, s->dtstart_wall_ms, s->exdate, INT64_MIN, 1, &first, &n, errstr,
+                         errlen) < 0)
         return -1;
     if (hr_series_due_ms(s, s->dtstart_wall_ms, &due, errstr, errlen) < 0)
         return -1;
@@ -272,18 +270,18 @@ int hr_series_validate(const hr_series *s, const hr_config *cfg, char *errstr, s
 
 /* The template in HR_TASK_COLUMNS' order (common/hr_task.h): a series'
  * columns where it has them, a new task's values where not. */
-#define HR_SERIES_TEMPLATE_COLUMNS                                                           \
-    "id, name, topic, channel, title, body, payload, NULL, NULL, "                           \
-    "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "            \
-    "throttle_key, throttle_mode, 'run', 'scheduled', NULL, NULL, NULL, "                    \
-    "0, 0, 0, 0, 0, 0, 0, 0, "                                                               \
-    "ttl_s, collapse_key, priority, local_time, NULL, TIME_TO_SEC(window_start), "             \
+#define HR_SERIES_TEMPLATE_COLUMNS                                                 \
+    "id, name, topic, channel, title, body, payload, NULL, NULL, "                 \
+    "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "  \
+    "throttle_key, throttle_mode, 'run', 'scheduled', NULL, NULL, NULL, "          \
+    "0, 0, 0, 0, 0, 0, 0, 0, "                                                     \
+    "ttl_s, collapse_key, priority, local_time, NULL, TIME_TO_SEC(window_start), " \
     "TIME_TO_SEC(window_end), window_tz, NULL, 0, NULL, NULL, 1, category, 0, 0"
 
-#define HR_SERIES_OWN_COLUMNS                                                                \
-    "COALESCE(expire_after_s, -1), rrule, "                                                  \
-    "CAST(UNIX_TIMESTAMP(dtstart) AS SIGNED) * 1000, tz, exdate, local_time, catch_up, "     \
-    "COALESCE(lead_s, -1), state, "                                                          \
+#define HR_SERIES_OWN_COLUMNS                                                            \
+    "COALESCE(expire_after_s, -1), rrule, "                                              \
+    "CAST(UNIX_TIMESTAMP(dtstart) AS SIGNED) * 1000, tz, exdate, local_time, catch_up, " \
+    "COALESCE(lead_s, -1), state, "                                                      \
     "COALESCE(CAST(UNIX_TIMESTAMP(next_at) AS SIGNED) * 1000, -1), occurrences"
 
 static int hr_series_dup(const char *s, char **out)
@@ -306,8 +304,8 @@ int hr_series_load(hr_mysql *m, int64_t id, hr_series **out, char *errstr, size_
     int rc = -1;
 
     *out = NULL;
-    if (hr_mysql_query(m, "SELECT " HR_SERIES_TEMPLATE_COLUMNS " FROM push_series WHERE id = ?",
-                       p, 1, &rows, errstr, errlen) < 0)
+    if (hr_mysql_query(m, "SELECT " HR_SERIES_TEMPLATE_COLUMNS " FROM push_series WHERE id = ?", p,
+                       1, &rows, errstr, errlen) < 0)
         goto done;
     if (rows->nrows == 0) {
         rc = 1;

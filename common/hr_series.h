@@ -51,7 +51,7 @@ typedef enum hr_series_catch_up {
 
 typedef struct hr_series {
     int64_t id;
-    hr_task *tmpl; /* the template (owned); due_ms -1 */
+    hr_task *tmpl;          /* the template (owned); due_ms -1 */
     int64_t expire_after_s; /* -1 = never */
     char *rrule;
     int64_t dtstart_wall_ms;

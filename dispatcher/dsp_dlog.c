@@ -285,7 +285,7 @@ void dsp_dlog_run(dsp *d, dsp_conn *conn)
         return;
     if (dsp_dlog_parts(conn, &parts, &n, err, sizeof err) < 0 ||
         (rc = dsp_store_job_lease(d, conn->m, HR_DLOG_JOB, DSP_DLOG_EVERY_MS / 1000, err,
-                                   sizeof err)) < 0) {
+                                  sizeof err)) < 0) {
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
         goto done;
     }

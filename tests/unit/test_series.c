@@ -142,9 +142,9 @@ static void test_refused(void **state)
     (void)state;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         err[0] = '\0';
-        assert_int_equal(
-            hr_series_expand(bad[i], W(2027, 1, 1, 0, 0, 0), NULL, INT64_MIN, 1, o, &n, err, sizeof err),
-            -1);
+        assert_int_equal(hr_series_expand(bad[i], W(2027, 1, 1, 0, 0, 0), NULL, INT64_MIN, 1, o, &n,
+                                          err, sizeof err),
+                         -1);
         assert_non_null(strstr(err, "is not an RFC 5545 recurrence rule"));
     }
     assert_int_equal(hr_series_expand("FREQ=DAILY", W(2027, 1, 1, 0, 0, 0), "2027-01-02", INT64_MIN,
@@ -152,15 +152,13 @@ static void test_refused(void **state)
                      -1);
     assert_non_null(strstr(err, "exdate \"2027-01-02\""));
     /* A rule libical would walk for minutes inside one step: refused. */
-    assert_int_equal(hr_series_expand("FREQ=HOURLY;BYMONTH=2;BYMONTHDAY=30",
-                                      W(2027, 1, 1, 0, 0, 0), NULL, INT64_MIN, 1, o, &n, err,
-                                      sizeof err),
+    assert_int_equal(hr_series_expand("FREQ=HOURLY;BYMONTH=2;BYMONTHDAY=30", W(2027, 1, 1, 0, 0, 0),
+                                      NULL, INT64_MIN, 1, o, &n, err, sizeof err),
                      -1);
     assert_non_null(strstr(err, "need FREQ=DAILY or longer"));
     /* One whose days never come (no Feb 30): ends, no occurrence. */
-    assert_int_equal(hr_series_expand("FREQ=DAILY;BYMONTH=2;BYMONTHDAY=30",
-                                      W(2027, 1, 1, 0, 0, 0), NULL, INT64_MIN, 1, o, &n, err,
-                                      sizeof err),
+    assert_int_equal(hr_series_expand("FREQ=DAILY;BYMONTH=2;BYMONTHDAY=30", W(2027, 1, 1, 0, 0, 0),
+                                      NULL, INT64_MIN, 1, o, &n, err, sizeof err),
                      0);
     assert_int_equal(n, 0);
 }
@@ -168,12 +166,9 @@ static void test_refused(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_weekly_across_dst),
-        cmocka_unit_test(test_gap_and_overlap),
-        cmocka_unit_test(test_month_end_and_leap_day),
-        cmocka_unit_test(test_exdate_count_until),
-        cmocka_unit_test(test_window_started_mid_rule),
-        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_weekly_across_dst),       cmocka_unit_test(test_gap_and_overlap),
+        cmocka_unit_test(test_month_end_and_leap_day),  cmocka_unit_test(test_exdate_count_until),
+        cmocka_unit_test(test_window_started_mid_rule), cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
