@@ -247,9 +247,12 @@ int hr_series_validate(const hr_series *s, const hr_config *cfg, char *errstr, s
     int64_t first, due;
     size_t n;
     hr_task t;
+    char why[256];
 
-    if (hr_tz_check(s->tz, errstr, errlen) < 0)
+    if (hr_tz_check(s->tz, why, sizeof why) < 0) {
+        snprintf(errstr, errlen, "tz \"%s\": %s", s->tz, why);
         return -1;
+    }
     if (s->lead_s < -1 || s->lead_s > 31 * 86400) {
         snprintf(errstr, errlen, "lead_s %lld is outside 0..2678400", (long long)s->lead_s);
         return -1;

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "dsp_conn.h"
+#include "dsp_seams.h"
 #include "dsp_store.h"
 #include "hr_clock.h"
 #include "hr_log.h"
@@ -64,8 +65,9 @@ static int dsp_series_write(hr_mysql *m, const hr_series *s, int64_t wall_ms, in
         w->existed++;
     } else {
         w->written++;
-        hr_log_info("series_occurrence", "series=%" PRId64 " task=%" PRIu64 " due_ms=%" PRId64
-                    " wall_ms=%" PRId64, s->id, id, due_ms, wall_ms);
+        hr_log_info("series_occurrence",
+                    "series=%" PRId64 " task=%" PRIu64 " due_ms=%" PRId64 " wall_ms=%" PRId64,
+                    s->id, id, due_ms, wall_ms);
     }
     return 0;
 }
@@ -85,8 +87,8 @@ static int dsp_series_walk_one(dsp *d, hr_mysql *m, const hr_series *s, int64_t 
         int64_t occ[DSP_SERIES_BATCH];
         size_t n = 0, i;
 
-        if (hr_series_expand(s->rrule, s->dtstart_wall_ms, s->exdate, after, DSP_SERIES_BATCH,
-                             occ, &n, errstr, errlen) < 0)
+        if (hr_series_expand(s->rrule, s->dtstart_wall_ms, s->exdate, after, DSP_SERIES_BATCH, occ,
+                             &n, errstr, errlen) < 0)
             return 1;
         for (i = 0; i < n; i++) {
             int64_t due, first;
@@ -156,9 +158,10 @@ static int dsp_series_one(dsp *d, hr_mysql *m, int64_t id, int64_t now_ms, char 
         goto fail;
     if (rc == 1 || s->state != HR_SERIES_ACTIVE)
         goto commit; /* deleted, or changed since the list was read */
-    rc = hr_series_validate(s, d->cfg, why, sizeof why);
-    if (rc == 0)
-        rc = dsp_series_walk_one(d, m, s, now_ms, &w, why, sizeof why);
+    /* A refusal of the validation is the series' (1), not the database's. */
+    rc = hr_series_validate(s, d->cfg, why, sizeof why) < 0
+             ? 1
+             : dsp_series_walk_one(d, m, s, now_ms, &w, why, sizeof why);
     if (rc < 0) {
         snprintf(errstr, errlen, "%s", why);
         goto fail;
@@ -183,9 +186,8 @@ static int dsp_series_one(dsp *d, hr_mysql *m, int64_t id, int64_t now_ms, char 
                           p, 4, NULL, NULL, NULL, errstr, errlen) < 0)
             goto fail;
         if (w.skipped > 0)
-            hr_log_warn("series_missed",
-                        "series=%" PRId64 " skipped=%" PRId64 " catch_up=%s", id, w.skipped,
-                        hr_series_catch_up_name(s->catch_up));
+            hr_log_warn("series_missed", "series=%" PRId64 " skipped=%" PRId64 " catch_up=%s", id,
+                        w.skipped, hr_series_catch_up_name(s->catch_up));
         if (w.ended)
             hr_log_info("series_ended", "series=%" PRId64 " occurrences=%" PRId64, id,
                         s->occurrences + w.written);
@@ -206,14 +208,19 @@ void dsp_series_run(dsp *d, dsp_conn *conn)
     dsp_series *ser = d->series;
     int64_t now = hr_clock_now_ms();
     const hr_mysql_param p[] = {HR_P_I64(now), HR_P_I64(d->cfg->dispatcher.series_lead_s),
-                                HR_P_I64(HR_STATE_EAST_MAX_S), HR_P_I64(DSP_SERIES_PER_PASS)};
+                                HR_P_I64(HR_STATE_EAST_MAX_S), DSP_TOPIC_PARAMS,
+                                HR_P_I64(DSP_SERIES_PER_PASS)};
     hr_mysql_rows *rows = NULL;
-    char err[512];
+    char err[512], job[128];
     int rc;
 
     if (atomic_load(&d->stopping))
         return;
-    rc = dsp_store_job_lease(d, conn->m, DSP_SERIES_JOB, DSP_SERIES_LEASE_S, err, sizeof err);
+    /* Under the topic seam each test's dispatchers have a lease of their
+     * own, as they see only their own series. */
+    snprintf(job, sizeof job, "%s%s%s", DSP_SERIES_JOB, dsp_seams_topic() ? ":" : "",
+             dsp_seams_topic() ? dsp_seams_topic() : "");
+    rc = dsp_store_job_lease(d, conn->m, job, DSP_SERIES_LEASE_S, err, sizeof err);
     if (rc < 0) {
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
         return;
@@ -226,8 +233,8 @@ void dsp_series_run(dsp *d, dsp_conn *conn)
     if (hr_mysql_query(conn->m,
                        "SELECT id FROM push_series WHERE state = 'active' AND (next_at IS NULL OR "
                        "next_at <= FROM_UNIXTIME(? / 1000) + INTERVAL (COALESCE(lead_s, ?) + ?) "
-                       "SECOND) ORDER BY id LIMIT ?",
-                       p, 4, &rows, err, sizeof err) < 0) {
+                       "SECOND) AND (? IS NULL OR topic = ?) ORDER BY id LIMIT ?",
+                       p, 6, &rows, err, sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
         return;
     }
