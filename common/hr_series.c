@@ -359,6 +359,103 @@ done:
     return rc;
 }
 
+static hr_mysql_param hr_series_p_str(const char *s)
+{
+    return s != NULL ? HR_P_STR(s) : HR_P_NULL;
+}
+
+static hr_mysql_param hr_series_p_ge0(int64_t v)
+{
+    return v >= 0 ? HR_P_I64(v) : HR_P_NULL;
+}
+
+int hr_series_insert(hr_mysql *m, const hr_series *s, int64_t *id, char *errstr, size_t errlen)
+{
+    const hr_task *t = s->tmpl;
+    const hr_mysql_param p[] = {
+        HR_P_STR(t->name), HR_P_STR(t->topic), HR_P_STR(t->channel), HR_P_STR(hr_task_category(t)),
+        HR_P_STR(t->title), HR_P_STR(t->body), hr_series_p_str(t->payload), HR_P_I64(t->rate_limit),
+        HR_P_I64(t->chunk_size), HR_P_I64(t->throttle_limit), HR_P_I64(t->throttle_window_s),
+        hr_series_p_str(t->throttle_scope), hr_series_p_str(t->throttle_key),
+        hr_series_p_str(t->throttle_mode), hr_series_p_ge0(t->ttl_s),
+        hr_series_p_str(t->collapse_key), HR_P_STR(hr_priority_name(t->priority)),
+        hr_series_p_ge0(t->window_start_s), hr_series_p_ge0(t->window_end_s),
+        hr_series_p_str(t->window_tz), hr_series_p_ge0(s->expire_after_s),
+        /* the recurrence */
+        HR_P_STR(s->rrule), HR_P_I64(s->dtstart_wall_ms), HR_P_STR(s->tz),
+        hr_series_p_str(s->exdate), HR_P_I64(s->local_time ? 1 : 0),
+        HR_P_STR(hr_series_catch_up_name(s->catch_up)), hr_series_p_ge0(s->lead_s)};
+    uint64_t newid = 0;
+
+    if (hr_mysql_exec(m,
+                      "INSERT INTO push_series (name, topic, channel, category, title, body, "
+                      "payload, rate_limit, chunk_size, throttle_limit, throttle_window_s, "
+                      "throttle_scope, throttle_key, throttle_mode, ttl_s, collapse_key, "
+                      "priority, window_start, window_end, window_tz, expire_after_s, rrule, "
+                      "dtstart, tz, exdate, local_time, catch_up, lead_s) VALUES (?, ?, ?, ?, "
+                      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, SEC_TO_TIME(?), SEC_TO_TIME(?), ?, "
+                      "?, ?, FROM_UNIXTIME(? / 1000), ?, ?, ?, ?, ?)",
+                      p, sizeof p / sizeof p[0], NULL, &newid, NULL, errstr, errlen) < 0)
+        return -1;
+    *id = (int64_t)newid;
+    return 0;
+}
+
+int hr_series_set_state(hr_mysql *m, int64_t id, hr_series_state to, hr_series_state *from,
+                        char *errstr, size_t errlen)
+{
+    /* The states each change starts from (bit per hr_series_state). */
+    static const unsigned starts[HR_SERIES_STATE_COUNT] = {
+        [HR_SERIES_ACTIVE] = 1u << HR_SERIES_PAUSED | 1u << HR_SERIES_FAILED,
+        [HR_SERIES_PAUSED] = 1u << HR_SERIES_ACTIVE,
+        [HR_SERIES_ENDED] =
+            1u << HR_SERIES_ACTIVE | 1u << HR_SERIES_PAUSED | 1u << HR_SERIES_FAILED,
+    };
+    const hr_mysql_param pid[] = {HR_P_I64(id)};
+    const hr_mysql_param p[] = {HR_P_STR(hr_series_state_name(to)), HR_P_I64(id)};
+    hr_mysql_rows *rows = NULL;
+    int rc = -1;
+
+    if (hr_mysql_query(m, "SELECT state FROM push_series WHERE id = ? FOR UPDATE", pid, 1, &rows,
+                       errstr, errlen) < 0)
+        return -1;
+    if (rows->nrows == 0) {
+        rc = 1;
+    } else if (hr_series_state_parse(hr_mysql_cell(rows, 0, 0), from) < 0 ||
+               (unsigned)to >= HR_SERIES_STATE_COUNT || !(starts[to] & 1u << *from)) {
+        rc = 2;
+    } else {
+        rc = hr_mysql_exec(m, "UPDATE push_series SET state = ?, last_error = NULL WHERE id = ?", p,
+                           2, NULL, NULL, NULL, errstr, errlen);
+    }
+    hr_mysql_rows_free(rows);
+    return rc;
+}
+
+int hr_series_list(hr_mysql *m, int64_t after, int64_t limit, hr_mysql_rows **out, char *errstr,
+                   size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(after), HR_P_I64(limit)};
+
+    return hr_mysql_query(
+        m, "SELECT " HR_SERIES_LIST_COLUMNS " FROM push_series WHERE id > ? ORDER BY id LIMIT ?", p,
+        2, out, errstr, errlen);
+}
+
+int hr_series_next(const hr_series *s, size_t n, int64_t *wall, int64_t *due, size_t *got,
+                   char *errstr, size_t errlen)
+{
+    int64_t from = s->next_wall_ms >= 0 ? s->next_wall_ms : s->dtstart_wall_ms;
+
+    if (hr_series_expand(s->rrule, s->dtstart_wall_ms, s->exdate, from - 1000, n, wall, got, errstr,
+                         errlen) < 0)
+        return -1;
+    for (size_t i = 0; i < *got; i++)
+        if (hr_series_due_ms(s, wall[i], &due[i], errstr, errlen) < 0)
+            return -1;
+    return 0;
+}
+
 void hr_series_free(hr_series *s)
 {
     if (s == NULL)

@@ -99,6 +99,36 @@ int hr_series_validate(const hr_series *s, const hr_config *cfg, char *errstr, s
  * error or a row whose enums or times cannot be read. */
 int hr_series_load(hr_mysql *m, int64_t id, hr_series **out, char *errstr, size_t errlen);
 
+/* Writes S (template and recurrence; its bookkeeping starts empty) as a
+ * new push_series row, *ID its id.  The caller validates S first
+ * (hr_series_validate) and owns the transaction.  0 or -1. */
+int hr_series_insert(hr_mysql *m, const hr_series *s, int64_t *id, char *errstr, size_t errlen);
+
+/* An admin's change of series ID's state: pause (from active), resume
+ * (from paused, or failed after the row was fixed: last_error cleared),
+ * end (from active, paused or failed).  0 done, 1 no such series, 2 the
+ * series is in a state the change does not start from (*FROM says which),
+ * -1 on a database error.  Occurrences already written are tasks: they are
+ * paused or cancelled as tasks. */
+int hr_series_set_state(hr_mysql *m, int64_t id, hr_series_state to, hr_series_state *from,
+                        char *errstr, size_t errlen);
+
+/* The select list of hr_series_list's rows, in this order. */
+#define HR_SERIES_LIST_COLUMNS                                                        \
+    "id, name, state, rrule, DATE_FORMAT(dtstart, '%Y-%m-%d %H:%i:%s'), tz, "         \
+    "local_time, catch_up, COALESCE(DATE_FORMAT(next_at, '%Y-%m-%d %H:%i:%s'), ''), " \
+    "occurrences, COALESCE(last_error, '')"
+
+/* Up to LIMIT series with id > AFTER, by id (HR_SERIES_LIST_COLUMNS). */
+int hr_series_list(hr_mysql *m, int64_t after, int64_t limit, hr_mysql_rows **out, char *errstr,
+                   size_t errlen);
+
+/* The next N occurrences of S not yet written (from next_at, or DTSTART
+ * when it was never walked): wall times into WALL, due instants into DUE
+ * (hr_series_due_ms), *GOT how many (fewer: the rule ends).  0 or -1. */
+int hr_series_next(const hr_series *s, size_t n, int64_t *wall, int64_t *due, size_t *got,
+                   char *errstr, size_t errlen);
+
 void hr_series_free(hr_series *s);
 
 /* Wall ms of civil time Y-M-D HH:MM:SS, and back. */
