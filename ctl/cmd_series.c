@@ -33,14 +33,22 @@
 static int ctl_series_parse(ctl_ctx *ctx, int argc, char **argv, hr_series *s, hr_task *t)
 {
     static const struct option options[] = {
-        {"name", required_argument, NULL, 'n'},   {"channel", required_argument, NULL, 'c'},
-        {"rrule", required_argument, NULL, 'r'},  {"dtstart", required_argument, NULL, 's'},
-        {"tz", required_argument, NULL, 'z'},     {"local-time", no_argument, NULL, 'l'},
-        {"exdate", required_argument, NULL, 'x'}, {"catch-up", required_argument, NULL, 'u'},
-        {"lead", required_argument, NULL, 'L'},   {"expire-after", required_argument, NULL, 'e'},
-        {"topic", required_argument, NULL, 'T'},  {"title", required_argument, NULL, 't'},
-        {"body", required_argument, NULL, 'b'},   {"payload", required_argument, NULL, 'p'},
-        {"category", required_argument, NULL, 'C'}, {"priority", required_argument, NULL, 'P'},
+        {"name", required_argument, NULL, 'n'},
+        {"channel", required_argument, NULL, 'c'},
+        {"rrule", required_argument, NULL, 'r'},
+        {"dtstart", required_argument, NULL, 's'},
+        {"tz", required_argument, NULL, 'z'},
+        {"local-time", no_argument, NULL, 'l'},
+        {"exdate", required_argument, NULL, 'x'},
+        {"catch-up", required_argument, NULL, 'u'},
+        {"lead", required_argument, NULL, 'L'},
+        {"expire-after", required_argument, NULL, 'e'},
+        {"topic", required_argument, NULL, 'T'},
+        {"title", required_argument, NULL, 't'},
+        {"body", required_argument, NULL, 'b'},
+        {"payload", required_argument, NULL, 'p'},
+        {"category", required_argument, NULL, 'C'},
+        {"priority", required_argument, NULL, 'P'},
         {NULL, 0, NULL, 0},
     };
     char errstr[256];
@@ -50,17 +58,39 @@ static int ctl_series_parse(ctl_ctx *ctx, int argc, char **argv, hr_series *s, h
     optind = 0;
     while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
         switch (opt) {
-        case 'n': t->name = optarg; break;
-        case 'c': t->channel = optarg; break;
-        case 'r': s->rrule = optarg; break;
-        case 'z': s->tz = optarg; break;
-        case 'l': s->local_time = true; break;
-        case 'x': s->exdate = optarg; break;
-        case 'T': t->topic = optarg; break;
-        case 't': t->title = optarg; break;
-        case 'b': t->body = optarg; break;
-        case 'p': t->payload = optarg; break;
-        case 'C': t->category = optarg; break;
+        case 'n':
+            t->name = optarg;
+            break;
+        case 'c':
+            t->channel = optarg;
+            break;
+        case 'r':
+            s->rrule = optarg;
+            break;
+        case 'z':
+            s->tz = optarg;
+            break;
+        case 'l':
+            s->local_time = true;
+            break;
+        case 'x':
+            s->exdate = optarg;
+            break;
+        case 'T':
+            t->topic = optarg;
+            break;
+        case 't':
+            t->title = optarg;
+            break;
+        case 'b':
+            t->body = optarg;
+            break;
+        case 'p':
+            t->payload = optarg;
+            break;
+        case 'C':
+            t->category = optarg;
+            break;
         case 's':
             if (ctl_fmt_parse_time("--dtstart", optarg, &s->dtstart_wall_ms, errstr,
                                    sizeof errstr) < 0)
@@ -81,7 +111,8 @@ static int ctl_series_parse(ctl_ctx *ctx, int argc, char **argv, hr_series *s, h
                 return ctl_usage(ctx, "%s", errstr);
             *(opt == 'L' ? &s->lead_s : &s->expire_after_s) = ms / 1000;
             break;
-        default: return ctl_usage(ctx, NULL);
+        default:
+            return ctl_usage(ctx, NULL);
         }
     }
     if (optind != argc || t->name == NULL || t->channel == NULL || s->rrule == NULL ||
@@ -232,8 +263,7 @@ static int ctl_series_next(ctl_ctx *ctx, int argc, char **argv)
         rc = ctl_fail("series %" PRId64 ": %s", id, errstr);
     for (size_t i = 0; rc == 0 && i < got; i++)
         printf("%s %s\t%s\n", ctl_fmt_time_sql(wall[i], a, sizeof a), s->tz,
-               s->local_time ? "in each recipient's zone"
-                             : ctl_fmt_time_iso(due[i], b, sizeof b));
+               s->local_time ? "in each recipient's zone" : ctl_fmt_time_iso(due[i], b, sizeof b));
     if (rc == 0 && got < (size_t)count)
         printf("(no more: the rule ends)\n");
     hr_series_free(s);
