@@ -369,6 +369,18 @@ static hr_mysql_param hr_series_p_ge0(int64_t v)
     return v >= 0 ? HR_P_I64(v) : HR_P_NULL;
 }
 
+void hr_series_defaults(hr_series *s, hr_task *t)
+{
+    hr_task_defaults(t);
+    *s = (hr_series){.tmpl = t,
+                     .tz = "UTC",
+                     .catch_up = HR_CATCH_UP_LATEST,
+                     .lead_s = -1,
+                     .expire_after_s = -1,
+                     .next_wall_ms = -1,
+                     .dtstart_wall_ms = INT64_MIN};
+}
+
 int hr_series_insert(hr_mysql *m, const hr_series *s, int64_t *id, char *errstr, size_t errlen)
 {
     const hr_task *t = s->tmpl;

@@ -99,6 +99,12 @@ int hr_series_validate(const hr_series *s, const hr_config *cfg, char *errstr, s
  * error or a row whose enums or times cannot be read. */
 int hr_series_load(hr_mysql *m, int64_t id, hr_series **out, char *errstr, size_t errlen);
 
+/* Fills S with what a new series is when nothing else is given (the API's
+ * POST /v1/series and `heraldctl series create` start from it): template T
+ * (hr_task_defaults: static strings, never freed), zone UTC, catch_up
+ * latest, the dispatcher's lead, no expiry, DTSTART unset (INT64_MIN). */
+void hr_series_defaults(hr_series *s, hr_task *t);
+
 /* Writes S (template and recurrence; its bookkeeping starts empty) as a
  * new push_series row, *ID its id.  The caller validates S first
  * (hr_series_validate) and owns the transaction.  0 or -1. */

@@ -125,20 +125,14 @@ static int ctl_series_parse(ctl_ctx *ctx, int argc, char **argv, hr_series *s, h
 static int ctl_series_create(ctl_ctx *ctx, int argc, char **argv)
 {
     hr_task t;
-    hr_series s = {.tmpl = &t,
-                   .tz = "UTC",
-                   .catch_up = HR_CATCH_UP_LATEST,
-                   .lead_s = -1,
-                   .expire_after_s = -1,
-                   .next_wall_ms = -1,
-                   .dtstart_wall_ms = INT64_MIN};
+    hr_series s;
     char errstr[512], target[40];
     hr_mysql *m;
     int64_t id = 0;
     cJSON *after;
     int rc;
 
-    hr_task_defaults(&t);
+    hr_series_defaults(&s, &t);
     rc = ctl_series_parse(ctx, argc, argv, &s, &t);
     if (rc != CTL_EXIT_OK)
         return rc;

@@ -16,7 +16,11 @@ herald-sink.  Series are raw SQL rows of push_series.
   4. a bad rule (and a bad zone) written by hand: the series becomes `failed`
      with last_error naming it; the dispatcher keeps serving;
   5. a local-time series: its occurrence is a local-time task (local_time 1,
-     default_tz the series' zone, due_at the wall time).
+     default_tz the series' zone, due_at the wall time);
+  6. the API: "every weekday at 09:00 in each recipient's zone, until
+     2027-06-30" created, read with its next occurrences, listed, paused,
+     resumed and ended (a second end is 409), each change with its audit
+     row; a bad rule is 400 naming it.
 
 Usage: test_series.py HERALD_DISPATCHER HERALD_WORKER HERALD_SINK"""
 import os
@@ -161,6 +165,36 @@ def test_local_time(env):
           "a local-time task of the series' zone at the wall time (%s)" % (row,))
 
 
+def test_api(env):
+    body = {"name": "standup", "channel": "webhook", "topic": env.topic, "title": "standup",
+            "rrule": "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR;UNTIL=20270630T235959",
+            "dtstart": "2027-06-25 09:00:00", "tz": "Europe/Berlin", "local_time": True}
+    status, made = env.http("POST", "/v1/series", body)
+    check(status == 201 and made.get("state") == "active", "POST /v1/series (%s %s)"
+          % (status, made))
+    sid = made["id"]
+    walls = [n["wall"] for n in made["next"]]
+    check(walls == ["2027-06-25T09:00:00.000", "2027-06-28T09:00:00.000",
+                    "2027-06-29T09:00:00.000", "2027-06-30T09:00:00.000"] and made["ends"],
+          "weekdays at 09:00 until 2027-06-30, then no more (%s)" % walls)
+    status, got = env.http("GET", "/v1/series/%d/next?count=2" % sid)
+    check(status == 200 and len(got["next"]) == 2 and got["next"][0]["due_at"] is None,
+          "GET next: 2, local time has no single instant (%s)" % (got,))
+    status, page = env.http("GET", "/v1/series")
+    check(status == 200 and any(x["id"] == sid for x in page["series"]), "GET /v1/series")
+    for verb, want in (("pause", 200), ("resume", 200), ("end", 200), ("end", 409)):
+        status, got = env.http("POST", "/v1/series/%d/%s" % (sid, verb))
+        check(status == want, "POST %s: %d (%s)" % (verb, status, got))
+    audits = env.sql("SELECT action FROM push_audit WHERE target = 'series %d' ORDER BY id" % sid)
+    check([a[0] for a in audits] == ["POST /v1/series", "POST /v1/series/{id}/pause",
+                                     "POST /v1/series/{id}/resume", "POST /v1/series/{id}/end"],
+          "an audit row per change (%s)" % audits)
+    status, got = env.http("POST", "/v1/series", dict(body, rrule="FREQ=SOMETIMES"))
+    check(status == 400 and "FREQ=SOMETIMES" in str(got), "a bad rule: 400 (%s)" % (got,))
+    status, got = env.http("GET", "/v1/series/999999999")
+    check(status == 404, "an unknown series: 404")
+
+
 def main():
     if len(sys.argv) != 4:
         print(__doc__)
@@ -185,6 +219,7 @@ def main():
         dsps.append(env.start([dispatcher, "-c", cfg2], "dispatcher2.log"))
         env.start([worker, "-c", cfg], "worker.log")
         check(env.wait_ready(env.dsp_port) and env.wait_ready(env.wk_port), "daemons serve")
+        test_api(env)
         test_exactly_once(env, record)
         test_catch_up(env)
         test_bad_rows(env)
