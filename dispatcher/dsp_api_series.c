@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "dsp_api_view.h"
+#include "hr_httpd_req.h"
 #include "hr_parse.h"
 #include "hr_series.h"
 
