@@ -108,7 +108,11 @@ static int dsp_series_walk_one(dsp *d, hr_mysql *m, const hr_series *s, int64_t 
             }
             after = occ[i];
             w->next_wall_ms = occ[i] + 1000;
-            if (first < now_ms - DSP_SERIES_LATE_MS && s->catch_up != HR_CATCH_UP_ALL) {
+            /* Missed: even the last zone reached it (a local-time
+             * occurrence written late still reaches the zones ahead). */
+            if ((s->local_time ? due + DSP_SERIES_WEST_MAX_S * 1000LL : due) <
+                    now_ms - DSP_SERIES_LATE_MS &&
+                s->catch_up != HR_CATCH_UP_ALL) {
                 if (s->catch_up == HR_CATCH_UP_LATEST) {
                     w->skipped += cand_wall >= 0;
                     cand_wall = occ[i];

@@ -13,8 +13,9 @@
  * between the insert and the commit of next_at) find the first row.
  *
  * An occurrence is missed when its time (for a local-time series, the
- * earliest instant any zone reaches it) is more than DSP_SERIES_LATE_MS
- * past and it was never written (the dispatchers were down, the series
+ * last instant any zone reaches it: a late local-time task still reaches
+ * the zones ahead) is more than DSP_SERIES_LATE_MS past and it was never
+ * written (the dispatchers were down, the series
  * paused): push_series.catch_up says what happens to the missed ones —
  * none skips them, latest writes only the last, all writes each.  A rule,
  * zone or template that is refused makes the series failed with
@@ -29,6 +30,8 @@
 #define DSP_SERIES_LEASE_S 10
 /* An occurrence this late and never written is missed (catch_up). */
 #define DSP_SERIES_LATE_MS 5000
+/* A wall time's last instant anywhere: UTC-12, the zone furthest west. */
+#define DSP_SERIES_WEST_MAX_S 43200
 /* Series looked at per pass, and occurrences walked per series per pass
  * (written or skipped); the rest waits for the next pass. */
 #define DSP_SERIES_PER_PASS 500
