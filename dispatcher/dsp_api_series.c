@@ -184,7 +184,7 @@ void dsp_api_series_create(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr
     hr_task t;
     hr_series s;
     hr_series *made = NULL;
-    char *payload = NULL, err[512], target[40];
+    char *payload = NULL, err[512] = "the series vanished after its insert", target[40];
 
     hr_series_defaults(&s, &t);
     if (j == NULL || !dsp_api_series_parse(j, &s, &t, &payload, resp))
