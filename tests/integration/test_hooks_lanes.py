@@ -22,7 +22,6 @@ usage: test_hooks_lanes.py HERALD_HOOKS HERALDCTL
 import base64
 import hashlib
 import hmac
-import http.server
 import json
 import os
 import random
@@ -36,6 +35,7 @@ sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from badinput_env import Env, check, finish, free_port, metric, wait_until  # noqa
+from herald_test.receiver import PostServer  # noqa
 
 TYPES = ("sent", "delivered", "opened", "clicked")
 UIDS = 300
@@ -45,14 +45,13 @@ DELAY_S = 0.03
 FAIL_EVERY = 5
 
 
-class Receiver(http.server.ThreadingHTTPServer):
-    """One webhook receiver: checks each delivery's signature, fails every
-    FAIL_EVERY-th request, records the accepted events in arrival order and
-    the most requests it had in flight at once."""
-    daemon_threads = True
+class Receiver:
+    """One webhook receiver (herald_test.receiver.PostServer): checks each
+    delivery's signature, fails every FAIL_EVERY-th request, records the
+    accepted events in arrival order and the most requests it had in flight
+    at once."""
 
     def __init__(self):
-        super().__init__(("127.0.0.1", 0), Handler)
         self.lock = threading.Lock()
         self.secret = ""
         self.requests = 0
@@ -61,46 +60,38 @@ class Receiver(http.server.ThreadingHTTPServer):
         self.inflight = 0
         self.most_inflight = 0
         self.events = []  # (uid, type, id), accepted deliveries only
-        threading.Thread(target=self.serve_forever, daemon=True).start()
+        self.server = PostServer(self.post)
 
     def url(self):
-        return "http://127.0.0.1:%d/hook" % self.server_address[1]
+        return "http://127.0.0.1:%d/hook" % self.server.port
 
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-    def do_POST(self):
-        srv = self.server
-        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        wid, ts = self.headers.get("webhook-id", ""), self.headers.get("webhook-timestamp", "")
-        key = base64.b64decode(srv.secret[len("whsec_"):])
+    def post(self, req, body):
+        wid, ts = req.headers.get("webhook-id", ""), req.headers.get("webhook-timestamp", "")
+        key = base64.b64decode(self.secret[len("whsec_"):])
         want = "v1," + base64.b64encode(hmac.new(key, b"%s.%s.%s" % (
             wid.encode(), ts.encode(), body), hashlib.sha256).digest()).decode()
-        with srv.lock:
-            srv.inflight += 1
-            srv.most_inflight = max(srv.most_inflight, srv.inflight)
-            srv.requests += 1
-            n = srv.requests
+        with self.lock:
+            self.inflight += 1
+            self.most_inflight = max(self.most_inflight, self.inflight)
+            self.requests += 1
+            n = self.requests
         # Outside the lock: the requests of other lanes overlap this one.
         time.sleep(DELAY_S)
-        with srv.lock:
-            srv.inflight -= 1
-            if want not in self.headers.get("webhook-signature", "").split():
-                srv.bad_signatures += 1
-                return self.answer(401)
-            if n % FAIL_EVERY == 0:
-                srv.failed += 1
-                return self.answer(503)
-            for ev in json.loads(body)["data"]["events"]:
-                srv.events.append((ev["uid"], ev["type"], ev["id"]))
-        self.answer(204)
-
-    def answer(self, status):
-        self.send_response(status)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
+        with self.lock:
+            self.inflight -= 1
+            if want not in req.headers.get("webhook-signature", "").split():
+                self.bad_signatures += 1
+                status = 401
+            elif n % FAIL_EVERY == 0:
+                self.failed += 1
+                status = 503
+            else:
+                for ev in json.loads(body)["data"]["events"]:
+                    self.events.append((ev["uid"], ev["type"], ev["id"]))
+                status = 204
+        req.send_response(status)
+        req.send_header("Content-Length", "0")
+        req.end_headers()
 
 
 def main():
@@ -188,7 +179,7 @@ def main():
         check(int(dead[0][0]) == 0, "no push_hook_dead row (%s)" % dead[0][0])
         check(env.stop(hk) == 0, "herald-hooks stops cleanly")
     finally:
-        receiver.shutdown()
+        receiver.server.stop()
         if hook is not None:
             env.sql("DELETE FROM push_hook_dead WHERE hook_id = %d" % hook)
             env.sql("DELETE FROM push_hook WHERE id = %d" % hook)
