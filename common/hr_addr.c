@@ -16,14 +16,13 @@
 #include <string.h>
 
 #include "hr_pipe.h"
+#include "hr_wpsub.h"
 
 #define HR_ADDR_BLOCK 65536 /* arena block size */
 
 static const char *const hr_addr_names[HR_ADDR__COUNT] = {
-    [HR_ADDR_FCM] = "fcm",
-    [HR_ADDR_APNS] = "apns",
-    [HR_ADDR_EMAIL] = "email",
-    [HR_ADDR_WEBHOOK] = "webhook",
+    [HR_ADDR_FCM] = "fcm",         [HR_ADDR_APNS] = "apns",       [HR_ADDR_EMAIL] = "email",
+    [HR_ADDR_WEBHOOK] = "webhook", [HR_ADDR_WEBPUSH] = "webpush",
 };
 
 static const char *const hr_addr_supp_names[HR_ADDR_SUPP__COUNT] = {
@@ -198,9 +197,10 @@ int hr_addr_check(hr_addr_platform p, const char *app, const char *address, char
 {
     size_t alen = strlen(app), n = strlen(address);
     const char *bad = NULL;
+    hr_wpsub ws;
 
     if (hr_addr_platform_name(p) == NULL) {
-        snprintf(errstr, errlen, "platform: must be fcm, apns, email or webhook");
+        snprintf(errstr, errlen, "platform: must be fcm, apns, email, webhook or webpush");
         return HR_ADDR_EINVAL;
     }
     if (n == 0 || n > HR_ADDR_ADDRESS_MAX) {
@@ -236,6 +236,12 @@ int hr_addr_check(hr_addr_platform p, const char *app, const char *address, char
             bad = "app: must be empty for a webhook address";
         else if (!hr_addr_url(address))
             bad = "address: a webhook address is an http:// or https:// URL without spaces";
+        break;
+    case HR_ADDR_WEBPUSH:
+        if (alen != 0)
+            bad = "app: must be empty for a webpush address";
+        else if (hr_wpsub_parse(address, &ws, errstr, errlen) != 0)
+            return HR_ADDR_EINVAL;
         break;
     default:
         break;

@@ -81,7 +81,8 @@ static int ctl_addr_change(ctl_ctx *ctx, bool add, int argc, char **argv)
     if (rc != CTL_EXIT_OK)
         return rc;
     if (hr_addr_platform_parse(args[1], &p) != 0)
-        return ctl_usage(ctx, "PLATFORM must be fcm, apns, email or webhook, not '%s'", args[1]);
+        return ctl_usage(ctx, "PLATFORM must be fcm, apns, email, webhook or webpush, not '%s'",
+                         args[1]);
     if (ctl_mysql(ctx, &m) < 0 || ctl_redis(ctx, &r) < 0)
         return CTL_EXIT_FAIL;
     one = (hr_addr){.uid = uid, .platform = p, .app = app, .address = args[2]};
@@ -167,7 +168,7 @@ static int ctl_addr_parse_line(char *line, hr_addr *a, char *why, size_t len)
         return -1;
     }
     if (hr_addr_platform_parse(f[1], &a->platform) != 0) {
-        snprintf(why, len, "platform '%.40s' is not fcm, apns, email or webhook", f[1]);
+        snprintf(why, len, "platform '%.40s' is not fcm, apns, email, webhook or webpush", f[1]);
         return -1;
     }
     return hr_addr_check(a->platform, a->app, a->address, why, len) == 0 ? 0 : -1;

@@ -436,7 +436,7 @@ int dsp_api_parse_address(const cJSON *j, const char *what, hr_addr *out, const 
             *field = v->valuestring;
         else if (hr_addr_platform_parse(v->valuestring, &out->platform) != 0)
             return dsp_api_refuse(code, "invalid_address", errstr, errlen,
-                                  "%s%splatform must be fcm, apns, email or webhook", what,
+                                  "%s%splatform must be fcm, apns, email, webhook or webpush", what,
                                   *what ? "." : "");
     }
     if (out->platform == HR_ADDR__COUNT || out->address == NULL)

@@ -13,6 +13,12 @@
 
 #define APNS_TOKEN "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"
 
+/* RFC 8291 Appendix A's user agent keys. */
+#define WEBPUSH_SUB                                                                           \
+    "https://push.example.net/wpush/v2/abc#"                                                  \
+    "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4" \
+    ".BTBZMqHH6r4Tts7J_aSIgg"
+
 static int check(hr_addr_platform p, const char *app, const char *address)
 {
     char err[256];
@@ -51,6 +57,11 @@ static void test_check(void **state)
     assert_int_equal(check(HR_ADDR_WEBHOOK, "", "https://"), HR_ADDR_EINVAL);
     assert_int_equal(check(HR_ADDR_WEBHOOK, "", "https://a b"), HR_ADDR_EINVAL);
     assert_int_equal(check(HR_ADDR_WEBHOOK, "app", "https://a"), HR_ADDR_EINVAL);
+    assert_int_equal(check(HR_ADDR_WEBPUSH, "", WEBPUSH_SUB), 0);
+    assert_int_equal(check(HR_ADDR_WEBPUSH, "x", WEBPUSH_SUB), HR_ADDR_EINVAL);
+    assert_int_equal(check(HR_ADDR_WEBPUSH, "", "https://push.example.net/x"), HR_ADDR_EINVAL);
+    assert_int_equal(check(HR_ADDR_WEBPUSH, "", "https://push.example.net/x#AAAA.BBBB"),
+                     HR_ADDR_EINVAL);
     assert_int_equal(check(HR_ADDR__COUNT, "", "x"), HR_ADDR_EINVAL);
     memset(long_addr, 'a', sizeof long_addr - 1);
     long_addr[sizeof long_addr - 1] = '\0';
