@@ -34,20 +34,21 @@ static bool hr_wpsub_key(const char *s, size_t n, unsigned char *out, size_t len
 /* Checks the parts of a subscription (ENDPOINT of ELEN bytes, the keys'
  * texts P256DH and AUTH of PLEN and ALEN bytes) into *OUT. */
 static int hr_wpsub_check(const char *endpoint, size_t elen, const char *p256dh, size_t plen,
-                          const char *auth, size_t alen, hr_wpsub *out, char *errstr,
-                          size_t errlen)
+                          const char *auth, size_t alen, hr_wpsub *out, char *errstr, size_t errlen)
 {
     EVP_PKEY *pkey = NULL;
     char why[160];
 
     if (!hr_wpsub_endpoint_ok(endpoint, elen)) {
-        snprintf(errstr, errlen, "endpoint: a web push endpoint is an https:// URL with a host "
-                                 "and no spaces");
+        snprintf(errstr, errlen,
+                 "endpoint: a web push endpoint is an https:// URL with a host "
+                 "and no spaces");
         return -1;
     }
     if (!hr_wpsub_key(p256dh, plen, out->p256dh, sizeof out->p256dh) || out->p256dh[0] != 0x04) {
-        snprintf(errstr, errlen, "keys.p256dh: not a base64url uncompressed P-256 point "
-                                 "(65 bytes)");
+        snprintf(errstr, errlen,
+                 "keys.p256dh: not a base64url uncompressed P-256 point "
+                 "(65 bytes)");
         return -1;
     }
     if (!hr_wpsub_key(auth, alen, out->auth, sizeof out->auth)) {
@@ -70,8 +71,9 @@ int hr_wpsub_parse(const char *address, hr_wpsub *out, char *errstr, size_t errl
 
     dot = hash != NULL ? strchr(hash + 1, '.') : NULL;
     if (dot == NULL) {
-        snprintf(errstr, errlen, "address: a webpush address is <endpoint>#<p256dh>.<auth> "
-                                 "(or give the PushSubscription JSON)");
+        snprintf(errstr, errlen,
+                 "address: a webpush address is <endpoint>#<p256dh>.<auth> "
+                 "(or give the PushSubscription JSON)");
         return -1;
     }
     return hr_wpsub_check(address, (size_t)(hash - address), hash + 1, (size_t)(dot - hash - 1),
@@ -88,8 +90,9 @@ int hr_wpsub_from_json(const cJSON *sub, hr_buf *out, char *errstr, size_t errle
     hr_wpsub ws;
 
     if (!cJSON_IsString(endpoint) || !cJSON_IsString(p256dh) || !cJSON_IsString(auth)) {
-        snprintf(errstr, errlen, "a PushSubscription has the strings endpoint, keys.p256dh and "
-                                 "keys.auth");
+        snprintf(errstr, errlen,
+                 "a PushSubscription has the strings endpoint, keys.p256dh and "
+                 "keys.auth");
         return -1;
     }
     elen = strlen(endpoint->valuestring);

@@ -23,7 +23,7 @@
 #include "hr_buf.h"
 #include "hr_jwt.h"
 
-#define HR_WPSUB_AUTH 16                   /* bytes of the auth secret */
+#define HR_WPSUB_AUTH 16                     /* bytes of the auth secret */
 #define HR_WPSUB_KEYS_TEXT (1 + 87 + 1 + 22) /* "#<p256dh>.<auth>" */
 
 /* A subscription split: ENDPOINT points into the address it was parsed

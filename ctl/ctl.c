@@ -105,6 +105,8 @@ static const ctl_command ctl_commands[] = {
      "                             imported in batches of 5000; exit 1 when a line was\n"
      "                             refused (safe to run again)\n"
      "  PLATFORM                   fcm, apns, email, webhook, webpush\n"
+     "  ADDRESS                    webpush: <endpoint>#<p256dh>.<auth>, or the browser's\n"
+     "                             PushSubscription JSON (add, rm)\n"
      "  --app APP                  the FCM project id or the APNs bundle topic (required\n"
      "                             for fcm and apns, empty for email, webhook, webpush)\n"
      "  --json                     ls: one JSON array of {platform, app, address}\n",

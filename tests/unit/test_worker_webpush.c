@@ -30,13 +30,13 @@
 #define NOW 1700000000
 
 /* RFC 8291 Appendix A. */
-#define RFC_UA_PUBLIC                                                                              \
+#define RFC_UA_PUBLIC \
     "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4"
 #define RFC_UA_PRIVATE "q1dXpw3UpT5VOmu_cf_v6ih07Aems3njxI-JWgLcM94"
 #define RFC_AUTH "BTBZMqHH6r4Tts7J_aSIgg"
-#define RFC_BODY                                                                                   \
+#define RFC_BODY                                                                                  \
     "DGv6ra1nlYgDCS1FRnbzlwAAEABBBP4z9KsN6nGRTbVYI_c7VJSPQTBtkgcy27mlmlMoZIIgDll6e3vCYLocInmYWAm" \
-    "S6TlzAC8wEqKK6PBru3jl7A_yl95bQpu6cVPTpK4Mqgkf1CXztLVBSt2Ks3oZwbuwXPXLWyouBWLVWGNWQexSgSxsj_"  \
+    "S6TlzAC8wEqKK6PBru3jl7A_yl95bQpu6cVPTpK4Mqgkf1CXztLVBSt2Ks3oZwbuwXPXLWyouBWLVWGNWQexSgSxsj_" \
     "Qulcy4a-fN"
 #define RFC_PLAIN "When I grow up, I want to be a watermelon"
 
@@ -126,9 +126,8 @@ static long decrypt(const unsigned char *body, size_t n, const char *ua_public_b
     hkdf(body, 16, ikm, 32, (const unsigned char *)"Content-Encoding: nonce", 24, nonce, 12);
     c = EVP_CIPHER_CTX_new();
     assert_int_equal(EVP_DecryptInit_ex(c, EVP_aes_128_gcm(), NULL, cek, nonce), 1);
-    assert_int_equal(EVP_DecryptUpdate(c, out, &len, body + WK_ECE_HEADER,
-                                       (int)(n - WK_ECE_HEADER - 16)),
-                     1);
+    assert_int_equal(
+        EVP_DecryptUpdate(c, out, &len, body + WK_ECE_HEADER, (int)(n - WK_ECE_HEADER - 16)), 1);
     assert_int_equal(EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, 16, (void *)(body + n - 16)), 1);
     plen = EVP_DecryptFinal_ex(c, out + len, &fin) == 1 ? len + fin : -1;
     EVP_CIPHER_CTX_free(c);
@@ -170,18 +169,18 @@ static void test_encrypt_round_trip(void **state)
     assert_int_equal(sub.endpoint_len, strlen(ENDPOINT));
     assert_int_equal(wk_ece_encrypt(e, &sub, msg, strlen(msg), &out, err, sizeof err), 0);
     assert_int_equal(out.len, WK_ECE_HEADER + strlen(msg) + 1 + WK_ECE_TAG);
-    assert_int_equal(decrypt((unsigned char *)out.data, out.len, RFC_UA_PUBLIC, RFC_UA_PRIVATE,
-                             RFC_AUTH, plain),
-                     strlen(msg));
+    assert_int_equal(
+        decrypt((unsigned char *)out.data, out.len, RFC_UA_PUBLIC, RFC_UA_PRIVATE, RFC_AUTH, plain),
+        strlen(msg));
     assert_memory_equal(plain, msg, strlen(msg));
     /* A new key pair and salt for every message. */
     assert_int_equal(wk_ece_encrypt(e, &sub, msg, strlen(msg), &again, err, sizeof err), 0);
     assert_memory_not_equal(out.data, again.data, WK_ECE_HEADER);
     /* One flipped byte of ciphertext: the tag no longer matches. */
     out.data[WK_ECE_HEADER + 3] ^= 1;
-    assert_int_equal(decrypt((unsigned char *)out.data, out.len, RFC_UA_PUBLIC, RFC_UA_PRIVATE,
-                             RFC_AUTH, plain),
-                     -1);
+    assert_int_equal(
+        decrypt((unsigned char *)out.data, out.len, RFC_UA_PUBLIC, RFC_UA_PRIVATE, RFC_AUTH, plain),
+        -1);
     hr_buf_free(&out);
     hr_buf_free(&again);
     wk_ece_free(e);
@@ -217,9 +216,9 @@ static void test_wpsub(void **state)
         "https://a.example/x#"
         "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw8"
         "." RFC_AUTH;
-    cJSON *j = cJSON_Parse("{\"endpoint\":\"" ENDPOINT "\",\"expirationTime\":null,"
-                           "\"keys\":{\"p256dh\":\"" RFC_UA_PUBLIC "\",\"auth\":\"" RFC_AUTH
-                           "\"}}");
+    cJSON *j =
+        cJSON_Parse("{\"endpoint\":\"" ENDPOINT "\",\"expirationTime\":null,"
+                    "\"keys\":{\"p256dh\":\"" RFC_UA_PUBLIC "\",\"auth\":\"" RFC_AUTH "\"}}");
     hr_wpsub sub;
     hr_buf out;
     char err[256];
@@ -230,19 +229,19 @@ static void test_wpsub(void **state)
     assert_string_equal(out.data, ADDRESS);
     assert_int_equal(hr_wpsub_parse(off_curve, &sub, err, sizeof err), -1);
     assert_non_null(strstr(err, "keys.p256dh"));
-    assert_int_equal(hr_wpsub_parse("http://a.example/x#" RFC_UA_PUBLIC "." RFC_AUTH, &sub, err,
-                                    sizeof err),
-                     -1);
+    assert_int_equal(
+        hr_wpsub_parse("http://a.example/x#" RFC_UA_PUBLIC "." RFC_AUTH, &sub, err, sizeof err),
+        -1);
     assert_non_null(strstr(err, "https://"));
-    assert_int_equal(hr_wpsub_parse(ENDPOINT "#" RFC_UA_PUBLIC ".BTBZMqHH6r4Tts7J_aSI", &sub, err,
-                                    sizeof err),
-                     -1);
+    assert_int_equal(
+        hr_wpsub_parse(ENDPOINT "#" RFC_UA_PUBLIC ".BTBZMqHH6r4Tts7J_aSI", &sub, err, sizeof err),
+        -1);
     assert_non_null(strstr(err, "keys.auth"));
     assert_int_equal(hr_wpsub_parse(ENDPOINT, &sub, err, sizeof err), -1);
     assert_non_null(strstr(err, "<endpoint>#<p256dh>.<auth>"));
     cJSON_Delete(j);
-    j = cJSON_Parse("{\"endpoint\":\"" ENDPOINT "\",\"keys\":{\"p256dh\":\"AAAA\",\"auth\":\"" RFC_AUTH
-                    "\"}}");
+    j = cJSON_Parse("{\"endpoint\":\"" ENDPOINT
+                    "\",\"keys\":{\"p256dh\":\"AAAA\",\"auth\":\"" RFC_AUTH "\"}}");
     hr_buf_reset(&out);
     assert_int_equal(hr_wpsub_from_json(j, &out, err, sizeof err), -1);
     assert_int_equal(out.len, 0);
@@ -344,8 +343,9 @@ static void test_topic_and_plaintext(void **state)
     /* Not a topic as written (a space, a dot): a digest of it, the same
      * every time. */
     assert_int_equal(wk_webpush_topic("daily digest v1.2", topic), WK_WEBPUSH_TOPIC_MAX);
-    assert_int_equal(strspn(topic, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"),
-                     WK_WEBPUSH_TOPIC_MAX);
+    assert_int_equal(
+        strspn(topic, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"),
+        WK_WEBPUSH_TOPIC_MAX);
     hr_buf_init(&out, 256);
     assert_int_equal(wk_webpush_plaintext("Hi \"you\"", "line\n2", payload, &out), 0);
     assert_string_equal(out.data, "{\"title\":\"Hi \\\"you\\\"\",\"body\":\"line\\n2\","
@@ -387,10 +387,14 @@ static void test_classify(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rfc_vector_decrypts), cmocka_unit_test(test_encrypt_round_trip),
-        cmocka_unit_test(test_encrypt_limits),      cmocka_unit_test(test_wpsub),
-        cmocka_unit_test(test_vapid),               cmocka_unit_test(test_vapid_rejects),
-        cmocka_unit_test(test_topic_and_plaintext), cmocka_unit_test(test_classify),
+        cmocka_unit_test(test_rfc_vector_decrypts),
+        cmocka_unit_test(test_encrypt_round_trip),
+        cmocka_unit_test(test_encrypt_limits),
+        cmocka_unit_test(test_wpsub),
+        cmocka_unit_test(test_vapid),
+        cmocka_unit_test(test_vapid_rejects),
+        cmocka_unit_test(test_topic_and_plaintext),
+        cmocka_unit_test(test_classify),
     };
 
     key_fixtures_dir = argc > 1 ? argv[1] : "keys";

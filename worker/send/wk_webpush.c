@@ -35,8 +35,8 @@ struct wk_webpush {
     uint64_t nsigned;
 };
 
-int wk_webpush_new(const char *pem, size_t len, const char *subject, wk_webpush **out,
-                   char *errstr, size_t errlen)
+int wk_webpush_new(const char *pem, size_t len, const char *subject, wk_webpush **out, char *errstr,
+                   size_t errlen)
 {
     wk_webpush *wp = calloc(1, sizeof *wp);
     unsigned char point[HR_JWT_P256_POINT];
@@ -192,8 +192,7 @@ size_t wk_webpush_topic(const char *collapse_key, char out[WK_WEBPUSH_TOPIC_MAX 
 static int wk_webpush_member(hr_buf *out, const char *name, size_t nlen, const char *s)
 {
     return hr_buf_append(out, name, nlen) != 0 || hr_buf_append(out, "\"", 1) != 0 ||
-                   hr_json_escape_append(out, s, strlen(s)) != 0 ||
-                   hr_buf_append(out, "\"", 1) != 0
+                   hr_json_escape_append(out, s, strlen(s)) != 0 || hr_buf_append(out, "\"", 1) != 0
                ? -1
                : 0;
 }
@@ -209,8 +208,8 @@ int wk_webpush_plaintext(const char *title, const char *body, const cJSON *paylo
         return -1;
     if (wk_webpush_member(out, t, sizeof t - 1, title) != 0 ||
         wk_webpush_member(out, b, sizeof b - 1, body) != 0 ||
-        (payload != NULL && (hr_buf_append(out, d, sizeof d - 1) != 0 ||
-                             hr_buf_append(out, text, (size_t)n) != 0)) ||
+        (payload != NULL &&
+         (hr_buf_append(out, d, sizeof d - 1) != 0 || hr_buf_append(out, text, (size_t)n) != 0)) ||
         hr_buf_append(out, "}", 1) != 0) {
         hr_buf_truncate(out, before);
         return -1;

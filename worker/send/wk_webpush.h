@@ -34,19 +34,19 @@
 
 struct cJSON;
 
-#define WK_WEBPUSH_ORIGINS 32               /* VAPID tokens kept */
-#define WK_WEBPUSH_VAPID_TTL_S (12 * 3600)  /* RFC 8292: exp within 24 hours */
-#define WK_WEBPUSH_TTL_DEFAULT 2419200      /* 28 days, when the task sets no ttl_s */
-#define WK_WEBPUSH_TOPIC_MAX 32             /* RFC 8030 section 5.4 */
-#define WK_WEBPUSH_AUTH_MAX 1024            /* the Authorization value */
+#define WK_WEBPUSH_ORIGINS 32              /* VAPID tokens kept */
+#define WK_WEBPUSH_VAPID_TTL_S (12 * 3600) /* RFC 8292: exp within 24 hours */
+#define WK_WEBPUSH_TTL_DEFAULT 2419200     /* 28 days, when the task sets no ttl_s */
+#define WK_WEBPUSH_TOPIC_MAX 32            /* RFC 8030 section 5.4 */
+#define WK_WEBPUSH_AUTH_MAX 1024           /* the Authorization value */
 
 typedef struct wk_webpush wk_webpush;
 
 /* A provider for the VAPID key in the LEN bytes of PEM at PEM (P-256) and
  * SUBJECT (mailto: or https:, checked by the configuration).  0, or -1
  * with ERRSTR. */
-int wk_webpush_new(const char *pem, size_t len, const char *subject, wk_webpush **out,
-                   char *errstr, size_t errlen);
+int wk_webpush_new(const char *pem, size_t len, const char *subject, wk_webpush **out, char *errstr,
+                   size_t errlen);
 void wk_webpush_free(wk_webpush *wp);
 
 /* The Authorization value for a request to ENDPOINT (ELEN bytes, an
