@@ -32,9 +32,11 @@ static bool hr_wpsub_key(const char *s, size_t n, unsigned char *out, size_t len
 }
 
 /* Checks the parts of a subscription (ENDPOINT of ELEN bytes, the keys'
- * texts P256DH and AUTH of PLEN and ALEN bytes) into *OUT. */
+ * texts P256DH and AUTH of PLEN and ALEN bytes) into *OUT; with CURVE,
+ * that the p256dh point is on P-256 too. */
 static int hr_wpsub_check(const char *endpoint, size_t elen, const char *p256dh, size_t plen,
-                          const char *auth, size_t alen, hr_wpsub *out, char *errstr, size_t errlen)
+                          const char *auth, size_t alen, bool curve, hr_wpsub *out, char *errstr,
+                          size_t errlen)
 {
     EVP_PKEY *pkey = NULL;
     char why[160];
@@ -55,7 +57,7 @@ static int hr_wpsub_check(const char *endpoint, size_t elen, const char *p256dh,
         snprintf(errstr, errlen, "keys.auth: not a base64url secret of %d bytes", HR_WPSUB_AUTH);
         return -1;
     }
-    if (hr_jwt_p256_point(out->p256dh, &pkey, why, sizeof why) != 0) {
+    if (curve && hr_jwt_p256_point(out->p256dh, &pkey, why, sizeof why) != 0) {
         snprintf(errstr, errlen, "keys.p256dh: not a point on P-256");
         return -1;
     }
@@ -65,7 +67,10 @@ static int hr_wpsub_check(const char *endpoint, size_t elen, const char *p256dh,
     return 0;
 }
 
-int hr_wpsub_parse(const char *address, hr_wpsub *out, char *errstr, size_t errlen)
+/* hr_wpsub_parse and hr_wpsub_split: CURVE says whether to check the
+ * point. */
+static int hr_wpsub_read(const char *address, bool curve, hr_wpsub *out, char *errstr,
+                         size_t errlen)
 {
     const char *hash = strrchr(address, '#'), *dot;
 
@@ -77,7 +82,17 @@ int hr_wpsub_parse(const char *address, hr_wpsub *out, char *errstr, size_t errl
         return -1;
     }
     return hr_wpsub_check(address, (size_t)(hash - address), hash + 1, (size_t)(dot - hash - 1),
-                          dot + 1, strlen(dot + 1), out, errstr, errlen);
+                          dot + 1, strlen(dot + 1), curve, out, errstr, errlen);
+}
+
+int hr_wpsub_parse(const char *address, hr_wpsub *out, char *errstr, size_t errlen)
+{
+    return hr_wpsub_read(address, true, out, errstr, errlen);
+}
+
+int hr_wpsub_split(const char *address, hr_wpsub *out, char *errstr, size_t errlen)
+{
+    return hr_wpsub_read(address, false, out, errstr, errlen);
 }
 
 int hr_wpsub_from_json(const cJSON *sub, hr_buf *out, char *errstr, size_t errlen)
@@ -99,7 +114,7 @@ int hr_wpsub_from_json(const cJSON *sub, hr_buf *out, char *errstr, size_t errle
     plen = strlen(p256dh->valuestring);
     alen = strlen(auth->valuestring);
     if (hr_wpsub_check(endpoint->valuestring, elen, p256dh->valuestring, plen, auth->valuestring,
-                       alen, &ws, errstr, errlen) != 0)
+                       alen, true, &ws, errstr, errlen) != 0)
         return -1;
     if (hr_buf_append(out, endpoint->valuestring, elen) != 0 || hr_buf_append(out, "#", 1) != 0 ||
         hr_buf_append(out, p256dh->valuestring, plen) != 0 || hr_buf_append(out, ".", 1) != 0 ||

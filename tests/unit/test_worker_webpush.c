@@ -220,6 +220,7 @@ static void test_wpsub(void **state)
         cJSON_Parse("{\"endpoint\":\"" ENDPOINT "\",\"expirationTime\":null,"
                     "\"keys\":{\"p256dh\":\"" RFC_UA_PUBLIC "\",\"auth\":\"" RFC_AUTH "\"}}");
     hr_wpsub sub;
+    wk_ece *e = NULL;
     hr_buf out;
     char err[256];
 
@@ -227,8 +228,15 @@ static void test_wpsub(void **state)
     hr_buf_init(&out, 1024);
     assert_int_equal(hr_wpsub_from_json(j, &out, err, sizeof err), 0);
     assert_string_equal(out.data, ADDRESS);
+    hr_buf_reset(&out);
     assert_int_equal(hr_wpsub_parse(off_curve, &sub, err, sizeof err), -1);
     assert_non_null(strstr(err, "keys.p256dh"));
+    /* The worker's split leaves the point to OpenSSL at encryption. */
+    assert_int_equal(hr_wpsub_split(off_curve, &sub, err, sizeof err), 0);
+    assert_int_equal(wk_ece_new(&e, err, sizeof err), 0);
+    assert_int_equal(wk_ece_encrypt(e, &sub, "x", 1, &out, err, sizeof err), -1);
+    assert_int_equal(out.len, 0);
+    wk_ece_free(e);
     assert_int_equal(
         hr_wpsub_parse("http://a.example/x#" RFC_UA_PUBLIC "." RFC_AUTH, &sub, err, sizeof err),
         -1);

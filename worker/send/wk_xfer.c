@@ -451,7 +451,7 @@ int wk_xfer_prepare_webpush(wk_xfer *x, wk_webpush *wp, wk_ece *ece, const wk_ta
     hr_wpsub sub;
 
     errstr[0] = '\0';
-    if (hr_wpsub_parse(address, &sub, errstr, errlen) != 0 ||
+    if (hr_wpsub_split(address, &sub, errstr, errlen) != 0 ||
         wk_task_render_texts(task, uid, user, &x->req.title, &x->req.text, errstr, errlen) != 0)
         return -1;
     hr_buf_reset(&x->plain);
