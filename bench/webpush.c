@@ -260,8 +260,8 @@ int main(int argc, char **argv)
     }
     if (hr_config_read_file(b.push->ch->webpush.vapid_key_file, BENCH_KEY_MAX, &pem, &len, errstr,
                             sizeof errstr) != 0 ||
-        wk_webpush_new(pem, len, b.push->ch->webpush.vapid_subject, &b.wp, errstr,
-                       sizeof errstr) != 0 ||
+        wk_webpush_new(pem, len, b.push->ch->webpush.vapid_subject, &b.wp, errstr, sizeof errstr) !=
+            0 ||
         wk_ece_new(&b.ece, errstr, sizeof errstr) != 0 ||
         bench_subscriptions(&b, errstr, sizeof errstr) != 0)
         goto fail;
