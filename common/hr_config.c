@@ -68,13 +68,6 @@ static int cfg_choose_format(void *field, const char *text)
 
 /* ---- the tables ----------------------------------------------------- */
 
-static int cfg_apply_client_keys(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                                 const cfg_node *node, const char *path);
-static void cfg_client_key_clear(void *item);
-static int cfg_apply_categories(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                                const cfg_node *node, const char *path);
-static void cfg_category_clear(void *item);
-
 static const cfg_key cfg_log_keys[] = {
     K_CHOICE("level", hr_config, log.level, "info", cfg_choose_level, "debug, info, warn, error"),
     K_CHOICE("format", hr_config, log.format, "logfmt", cfg_choose_format, "logfmt, json"),
@@ -125,13 +118,6 @@ static const cfg_key cfg_kafka_keys[] = {
     K_STR("topic", hr_config, kafka.topic, 1, "herald.chunks"),
     K_STR("group", hr_config, kafka.group, 1, "herald-workers"),
     K_KVMAP("properties", hr_config, kafka.properties, kafka.nproperties, NULL),
-    K_END,
-};
-
-static const cfg_key cfg_client_key_keys[] = {
-    K_STR("id", hr_client_key, id, 1, NULL),
-    K_STR("secret", hr_client_key, secret, 1, NULL),
-    K_STR("secret_file", hr_client_key, secret_file, 1, NULL),
     K_END,
 };
 
@@ -193,12 +179,6 @@ static const cfg_key cfg_worker_keys[] = {
     K_INT("lease_ms", hr_config, worker.lease_ms, 1000, 600000, 6000),
     K_INT("stall_max_ms", hr_config, worker.stall_max_ms, 1000, 600000, 30000),
     K_INT("shutdown_grace_ms", hr_config, worker.shutdown_grace_ms, 1000, 600000, 25000),
-    K_END,
-};
-
-static const cfg_key cfg_category_keys[] = {
-    K_STR("name", hr_category, name, 1, NULL),
-    K_BOOL("mandatory", hr_category, mandatory, false),
     K_END,
 };
 
@@ -301,156 +281,6 @@ void hr_config_free(hr_config *cfg)
     cfg_clear(cfg_top_keys, cfg);
     free(cfg->path);
     free(cfg);
-}
-
-static void cfg_client_key_clear(void *item)
-{
-    cfg_clear(cfg_client_key_keys, item);
-}
-
-/* The start of a list of records: NODE a sequence of at most MAX items
- * (WHAT names them in the message), *ITEMS its N + 1 zeroed records of
- * SIZE bytes.  1 to fill them, 0 for a null node (none), -1 after the
- * error. */
-static int cfg_records_alloc(const cfg_ctx *ctx, const cfg_node *node, const char *path, size_t max,
-                             const char *what, size_t size, void **items)
-{
-    if (cfg_node_is_null(node))
-        return 0;
-    if (node->type != CFG_SEQ)
-        return cfg_err(ctx, node->line, node->col, "%s: expected a sequence, got %s", path,
-                       cfg_node_kind(node));
-    if (node->items.n > max) {
-        const char *note = strchr(what, ' ');
-        int wlen = note != NULL ? (int)(note - what) : (int)strlen(what);
-
-        return cfg_err(ctx, node->line, node->col, "%s: %zu %.*s; at most %zu%s", path,
-                       node->items.n, wlen, what, max, note != NULL ? note : "");
-    }
-    *items = calloc(node->items.n + 1, size);
-    if (*items == NULL)
-        return cfg_err(ctx, node->line, node->col, "out of memory");
-    return 1;
-}
-
-static void cfg_category_clear(void *item)
-{
-    cfg_clear(cfg_category_keys, item);
-}
-
-/* recipients.categories: 0..HR_CATEGORIES_MAX mappings {name, mandatory},
- * names of [a-z0-9_-] (they are stored in ascii columns and written in
- * the unsubscribe links), unique. */
-static int cfg_apply_categories(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                                const cfg_node *node, const char *path)
-{
-    hr_category **cats = CFG_FIELD(base, k);
-    size_t *count = CFG_COUNT(base, k);
-    char where[CFG_WHY];
-    int rc = cfg_records_alloc(ctx, node, path, HR_CATEGORIES_MAX, "categories", sizeof(**cats),
-                               (void **)cats);
-
-    if (rc <= 0)
-        return rc;
-    for (size_t i = 0; i < node->items.n; i++) {
-        const cfg_node *item = node->items.v[i];
-        hr_category *cat = &(*cats)[i];
-        size_t n;
-        snprintf(where, sizeof(where), "%.150s[%zu]", path, i);
-        (*count)++;
-        if (item->type != CFG_MAP)
-            return cfg_err(ctx, item->line, item->col,
-                           "%s: expected a mapping {name, mandatory}, got %s", where,
-                           cfg_node_kind(item));
-        if (cfg_apply_map(ctx, cfg_category_keys, cat, item, where) < 0)
-            return -1;
-        n = cat->name != NULL ? strlen(cat->name) : 0;
-        if (n == 0 || n > HR_CATEGORY_NAME_MAX ||
-            strspn(cat->name, "abcdefghijklmnopqrstuvwxyz0123456789_-") != n)
-            return cfg_err(ctx, item->line, item->col, "%s.name: required, 1..%d of a-z 0-9 _ -",
-                           where, HR_CATEGORY_NAME_MAX);
-        for (size_t j = 0; j < i; j++)
-            if (strcmp((*cats)[j].name, cat->name) == 0)
-                return cfg_err(ctx, item->line, item->col, "%s.name: \"%s\" is used twice", where,
-                               cat->name);
-    }
-    return 0;
-}
-
-/* No categories in the file: the one push_task.category defaults to. */
-static int cfg_default_categories(hr_config *cfg)
-{
-    if (cfg->recipients.ncategories > 0)
-        return 0;
-    free(cfg->recipients.categories);
-    cfg->recipients.categories = calloc(2, sizeof(*cfg->recipients.categories));
-    if (cfg->recipients.categories == NULL ||
-        (cfg->recipients.categories[0].name = strdup(HR_CATEGORY_DEFAULT)) == NULL)
-        return -1;
-    cfg->recipients.ncategories = 1;
-    return 0;
-}
-
-static bool cfg_key_id_ok(const char *id)
-{
-    size_t n = strlen(id);
-    return n >= 1 && n <= 32 &&
-           strspn(id, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") == n;
-}
-
-/* dispatcher.api.client_keys: 0..HR_CLIENT_KEYS_MAX mappings {id, secret}
- * or {id, secret_file}; ids unique, secrets long enough.  A message names
- * the key by its id and place, never the secret. */
-static int cfg_apply_client_keys(const cfg_ctx *ctx, const cfg_key *k, void *base,
-                                 const cfg_node *node, const char *path)
-{
-    hr_client_key **keys = CFG_FIELD(base, k);
-    size_t *count = CFG_COUNT(base, k);
-    char where[CFG_WHY];
-    int rc = cfg_records_alloc(ctx, node, path, HR_CLIENT_KEYS_MAX,
-                               "keys (the current one and the one being rotated out)",
-                               sizeof(**keys), (void **)keys);
-
-    if (rc <= 0)
-        return rc;
-    for (size_t i = 0; i < node->items.n; i++) {
-        const cfg_node *item = node->items.v[i];
-        hr_client_key *key = &(*keys)[i];
-        snprintf(where, sizeof(where), "%.150s[%zu]", path, i);
-        (*count)++;
-        if (item->type != CFG_MAP)
-            return cfg_err(ctx, item->line, item->col,
-                           "%s: expected a mapping {id, secret}, got %s", where,
-                           cfg_node_kind(item));
-        if (cfg_apply_map(ctx, cfg_client_key_keys, key, item, where) < 0)
-            return -1;
-        if (key->id == NULL || !cfg_key_id_ok(key->id))
-            return cfg_err(ctx, item->line, item->col, "%s.id: required, 1..32 of A-Z a-z 0-9 _ -",
-                           where);
-        for (size_t j = 0; j < i; j++)
-            if (strcmp((*keys)[j].id, key->id) == 0)
-                return cfg_err(ctx, item->line, item->col, "%s.id: \"%s\" is used twice", where,
-                               key->id);
-        if ((key->secret == NULL) == (key->secret_file == NULL))
-            return cfg_err(ctx, item->line, item->col,
-                           "%s: give exactly one of secret and secret_file", where);
-        if (key->secret_file != NULL) {
-            char at_path[CFG_WHY];
-
-            snprintf(at_path, sizeof(at_path), "%.200s.secret_file", where);
-            if (cfg_read_secret_file(ctx, cfg_map_get(item, "secret_file"), at_path,
-                                     key->secret_file, &key->secret) < 0)
-                return -1;
-            free(key->secret_file);
-            key->secret_file = NULL;
-        }
-        if (strlen(key->secret) < HR_CLIENT_SECRET_MIN)
-            return cfg_err(ctx, item->line, item->col,
-                           "%s: the secret of key \"%s\" is %zu bytes; at least %d (e.g. "
-                           "openssl rand -hex 32)",
-                           where, key->id, strlen(key->secret), HR_CLIENT_SECRET_MIN);
-    }
-    return 0;
 }
 
 /* instance: the file's value, else $HOSTNAME, else gethostname(). */
@@ -730,7 +560,8 @@ int hr_config_load_buffer(const char *name, const char *text, size_t len, hr_con
                 "no channels: add a \"channels:\" section with at least one channel");
         goto out;
     }
-    if (cfg_set_instance(cfg) < 0 || cfg_default_categories(cfg) < 0) {
+    if (cfg_set_instance(cfg) < 0 ||
+        cfg_default_categories(&cfg->recipients.categories, &cfg->recipients.ncategories) < 0) {
         cfg_err(&ctx, 1, 1, "out of memory");
         goto out;
     }

@@ -23,31 +23,12 @@
 
 #include "hr_config_channel.h"
 #include "hr_config_file.h"
+#include "hr_config_records.h"
 #include "hr_kv.h"
 #include "hr_log.h"
 
-#define HR_CLIENT_KEYS_MAX 2
-#define HR_CLIENT_SECRET_MIN 32 /* bytes: an HMAC-SHA256 key of a guessable size is no key */
 #define HR_API_TOKEN_MIN 32 /* bytes of a dispatcher.api.tokens entry (e.g. openssl rand -hex 32) */
 #define HR_TRACK_KEY_MIN 32 /* bytes of events.tracking.key, for the same reason */
-
-/* One key of dispatcher.api.client_keys: {id, secret | secret_file}. */
-typedef struct hr_client_key {
-    char *id;          /* 1..32 of [A-Za-z0-9_-], unique */
-    char *secret;      /* at least HR_CLIENT_SECRET_MIN bytes */
-    char *secret_file; /* read into secret at load, then NULL */
-} hr_client_key;
-
-/* Recipients (docs/recipients.md): the categories a task may have. */
-#define HR_CATEGORIES_MAX 64
-#define HR_CATEGORY_NAME_MAX 32        /* push_task.category, push_user_pref.category */
-#define HR_CATEGORY_DEFAULT "reminder" /* push_task.category's default */
-
-/* One of recipients.categories: {name, mandatory}. */
-typedef struct hr_category {
-    char *name;     /* 1..HR_CATEGORY_NAME_MAX of [a-z0-9_-], unique */
-    bool mandatory; /* opt-outs, quiet hours and unsubscribed addresses do not apply */
-} hr_category;
 
 typedef struct hr_config {
     char *path;     /* the file as given, for messages */

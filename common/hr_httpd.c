@@ -32,7 +32,6 @@
  * has been reused. */
 #include "hr_httpd.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -48,7 +47,6 @@
 #include <sys/socket.h>
 
 #include "hr_clock.h"
-#include "hr_parse.h"
 #include "hr_template.h" /* hr_json_escape_append */
 
 #define HR_HTTPD_MAX_SEGS 32
@@ -702,116 +700,4 @@ void hr_httpd_stop(hr_httpd *h)
 int hr_httpd_port(const hr_httpd *h)
 {
     return h->port;
-}
-
-/* ---- request accessors ------------------------------------------------- */
-
-const char *hr_httpd_param(const hr_httpd_req *req, const char *name)
-{
-    for (size_t i = 0; i < req->nparams; i++) {
-        if (strcmp(req->param_names[i], name) == 0)
-            return req->param_values[i];
-    }
-    return NULL;
-}
-
-const char *hr_httpd_query(const hr_httpd_req *req, const char *name)
-{
-    return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
-}
-
-const char *hr_httpd_header(const hr_httpd_req *req, const char *name)
-{
-    return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
-}
-
-/* Equal in time that depends only on the lengths, never on the bytes. */
-static bool hr_httpd_ct_equal(const char *given, size_t glen, const char *want, size_t wlen)
-{
-    volatile unsigned char diff = glen != wlen;
-    for (size_t i = 0; i < wlen; i++)
-        diff |= (unsigned char)((i < glen ? given[i] : 0) ^ want[i]);
-    return diff == 0;
-}
-
-void hr_httpd_peer(const hr_httpd_req *req, char *buf, size_t len)
-{
-    const union MHD_ConnectionInfo *ci =
-        req->conn != NULL ? MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS)
-                          : NULL;
-    const struct sockaddr *sa = ci != NULL ? ci->client_addr : NULL;
-
-    snprintf(buf, len, "unknown");
-    if (sa != NULL && sa->sa_family == AF_INET)
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, buf,
-                  (socklen_t)len);
-    else if (sa != NULL && sa->sa_family == AF_INET6)
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, buf,
-                  (socklen_t)len);
-}
-
-bool hr_httpd_host_is_loopback(const hr_httpd_req *req)
-{
-    return hr_parse_loopback(hr_httpd_header(req, MHD_HTTP_HEADER_HOST));
-}
-
-const char *hr_httpd_bearer(const hr_httpd_req *req)
-{
-    const char *auth = hr_httpd_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (auth == NULL || strncasecmp(auth, "Bearer ", 7) != 0)
-        return NULL;
-    const char *token = auth + 7;
-    token += strspn(token, " ");
-    return token[0] != '\0' ? token : NULL;
-}
-
-bool hr_httpd_bearer_ok(const hr_httpd_req *req, char *const *tokens, size_t ntokens)
-{
-    const char *token = hr_httpd_bearer(req);
-    if (token == NULL)
-        return false;
-    size_t len = strlen(token);
-    bool ok = false;
-    for (size_t i = 0; i < ntokens; i++) {
-        size_t wlen = tokens[i] != NULL ? strlen(tokens[i]) : 0;
-        /* An empty token never matches: it would admit any empty header. */
-        ok |= wlen > 0 && hr_httpd_ct_equal(token, len, tokens[i], wlen);
-    }
-    return ok;
-}
-
-/* ---- built-in handlers ------------------------------------------------- */
-
-void hr_httpd_probe_routes(hr_httpd_route *routes, hr_metrics *reg, hr_httpd_ready *ready)
-{
-    routes[0] = (hr_httpd_route){"GET", "/metrics", hr_httpd_metrics, reg, .head = true};
-    routes[1] = (hr_httpd_route){"GET", "/healthz", hr_httpd_healthz, NULL, .head = true};
-    routes[2] = (hr_httpd_route){"GET", "/readyz", hr_httpd_readyz, ready, .head = true};
-}
-
-void hr_httpd_metrics(void *ctx, const hr_httpd_req *req, hr_httpd_resp *resp)
-{
-    (void)req;
-    if (hr_metrics_render(ctx, &resp->body) != 0) {
-        hr_httpd_error(resp, MHD_HTTP_INTERNAL_SERVER_ERROR, "metrics_too_large",
-                       "the rendering is over %zu bytes", HR_HTTPD_MAX_RESPONSE);
-        return;
-    }
-    resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
-}
-
-void hr_httpd_healthz(void *ctx, const hr_httpd_req *req, hr_httpd_resp *resp)
-{
-    (void)ctx;
-    (void)req;
-    resp->content_type = "text/plain; charset=utf-8";
-    hr_buf_append(&resp->body, "ok\n", 3);
-}
-
-void hr_httpd_readyz(void *ctx, const hr_httpd_req *req, hr_httpd_resp *resp)
-{
-    (void)req;
-    const hr_httpd_ready *ready = ctx;
-    bool ok = ready->fn(ready->ctx, &resp->body);
-    resp->status = ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE;
 }

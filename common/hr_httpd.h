@@ -31,10 +31,10 @@
  * on a server of their own (HR_HTTPD_PROBE_LIMITS), so clients filling the
  * API's connections never make a liveness probe fail.
  *
- * Built-in handlers serve /metrics (ctx: an hr_metrics registry), /healthz
- * and /readyz (ctx: an hr_httpd_ready); put them in the route table like
- * any other.  The route table and the contexts it points to must outlive
- * the server; the patterns are compiled at start. */
+ * What a handler reads of its request is hr_httpd_req.h's; the probes'
+ * handlers (/metrics, /healthz, /readyz) are hr_httpd_probe.h's.  The route
+ * table and the contexts it points to must outlive the server; the patterns
+ * are compiled at start. */
 #ifndef HR_HTTPD_H
 #define HR_HTTPD_H
 
@@ -42,7 +42,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "hr_metrics.h"
 #include "hr_buf.h"
 
 typedef struct hr_httpd hr_httpd;
@@ -108,15 +107,6 @@ typedef struct hr_httpd_limits {
  * Prometheus replicas are its only clients. */
 #define HR_HTTPD_PROBE_LIMITS ((hr_httpd_limits){2, 64, 16, 5000})
 
-/* Readiness for /readyz: FN appends a JSON object of checks to OUT
- * (e.g. {"mysql":"ok","kafka":"no assignment yet"}) and returns true when
- * the daemon is ready (200), false otherwise (503).  Called on any pool
- * thread. */
-typedef struct hr_httpd_ready {
-    bool (*fn)(void *ctx, hr_buf *out);
-    void *ctx;
-} hr_httpd_ready;
-
 /* Serves ROUTES on LISTEN ("host:port", "[v6]:port"; port 0 = any free one,
  * see hr_httpd_port) within LIMITS. */
 int hr_httpd_start(const char *listen, const hr_httpd_limits *limits, const hr_httpd_route *routes,
@@ -126,16 +116,6 @@ void hr_httpd_stop(hr_httpd *h);
 /* The bound port. */
 int hr_httpd_port(const hr_httpd *h);
 
-/* The value of path param NAME, query argument NAME (decoded) or header
- * NAME (case-insensitive), or NULL when absent. */
-const char *hr_httpd_param(const hr_httpd_req *req, const char *name);
-const char *hr_httpd_query(const hr_httpd_req *req, const char *name);
-const char *hr_httpd_header(const hr_httpd_req *req, const char *name);
-
-/* The client's address ("127.0.0.1", "::1"; no port) into BUF
- * (HR_HTTPD_PEER bytes); "unknown" when libmicrohttpd does not say. */
-void hr_httpd_peer(const hr_httpd_req *req, char *buf, size_t len);
-
 /* Adds a response header (copied).  0, or -1 when full or out of memory. */
 int hr_httpd_resp_header(hr_httpd_resp *resp, const char *name, const char *value);
 
@@ -143,29 +123,5 @@ int hr_httpd_resp_header(hr_httpd_resp *resp, const char *name, const char *valu
  * -1 when even that did not fit (the status is set anyway). */
 int hr_httpd_error(hr_httpd_resp *resp, int status, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
-
-/* True when the Authorization header is "Bearer T" for one of TOKENS.  The
- * comparison takes the same time whichever bytes differ, and every token is
- * compared, so timing tells nothing of the tokens' contents. */
-bool hr_httpd_bearer_ok(const hr_httpd_req *req, char *const *tokens, size_t ntokens);
-/* The token of an "Authorization: Bearer T" header, or NULL (no header,
- * another scheme, an empty token). */
-const char *hr_httpd_bearer(const hr_httpd_req *req);
-/* True when the request's Host header names a loopback host (localhost,
- * 127.0.0.0/8, [::1], with or without a port).  A server without
- * authentication checks it so that a web page whose name an attacker
- * re-points at 127.0.0.1 (DNS rebinding) is not served. */
-bool hr_httpd_host_is_loopback(const hr_httpd_req *req);
-
-/* Fills ROUTES[0..HR_HTTPD_NPROBES) with GET (and HEAD) /metrics of REG,
- * /healthz and /readyz of READY: a probe server's whole table. */
-#define HR_HTTPD_NPROBES 3
-void hr_httpd_probe_routes(hr_httpd_route *routes, hr_metrics *reg, hr_httpd_ready *ready);
-
-/* Built-in handlers. */
-void hr_httpd_metrics(void *ctx /* hr_metrics * */, const hr_httpd_req *req, hr_httpd_resp *resp);
-void hr_httpd_healthz(void *ctx /* unused */, const hr_httpd_req *req, hr_httpd_resp *resp);
-void hr_httpd_readyz(void *ctx /* hr_httpd_ready * */, const hr_httpd_req *req,
-                     hr_httpd_resp *resp);
 
 #endif

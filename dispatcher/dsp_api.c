@@ -39,6 +39,8 @@
 #include "dsp_auth.h"
 #include "dsp_conn.h"
 #include "hr_ctoken.h"
+#include "hr_httpd_probe.h"
+#include "hr_httpd_req.h"
 #include "hr_insecure.h"
 #include "hr_log.h"
 #include "hr_parse.h"

@@ -21,6 +21,7 @@
 
 #include "dsp_api_parse.h"
 #include "hr_addr_audit.h"
+#include "hr_httpd_req.h"
 
 #define DSP_API_ADDR_STORE "address book"
 

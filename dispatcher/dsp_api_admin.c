@@ -23,6 +23,7 @@
 #include "dsp_api_parse.h"
 #include "hr_apitoken.h"
 #include "hr_clock.h"
+#include "hr_httpd_req.h"
 #include "hr_log.h"
 #include "hr_parse.h"
 

@@ -11,6 +11,7 @@
 
 #include "dsp_api_view.h"
 #include "hr_hooks_audit.h"
+#include "hr_httpd_req.h"
 
 #define DSP_API_HOOKS_DEAD_DEFAULT 100
 #define DSP_API_HOOKS_DEAD_MAX 1000

@@ -33,6 +33,7 @@
 #include "dsp_api_subs.h"
 #include "dsp_api_task.h"
 #include "hr_clock.h"
+#include "hr_httpd_req.h"
 #include "hr_log.h"
 #include "hr_parse.h"
 #include "hr_pipe.h"

@@ -27,6 +27,7 @@
 #include "dsp_api_track.h"
 #include "dsp_console.h"
 #include "dsp_unsub.h"
+#include "hr_httpd_probe.h"
 
 /* A route behind the auth hook for ROLE and above, without a body and
  * with a JSON one; an open one. */

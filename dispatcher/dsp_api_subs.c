@@ -38,6 +38,7 @@
 #include "hr_consent.h"
 #include "hr_dlog.h"
 #include "hr_finish.h"
+#include "hr_httpd_req.h"
 #include "hr_keys.h"
 #include "hr_log.h"
 #include "hr_pipe.h"

@@ -15,6 +15,7 @@
 #include "dsp_pace.h"
 #include "dsp_store.h"
 #include "hr_clock.h"
+#include "hr_httpd_req.h"
 #include "hr_log.h"
 #include "hr_state.h"
 

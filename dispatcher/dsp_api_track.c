@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "dsp_engage.h"
+#include "hr_httpd_req.h"
 #include "hr_log.h"
 #include "hr_parse.h"
 #include "hr_track.h"

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "hr_addr_audit.h"
+#include "hr_httpd_req.h"
 #include "hr_user_audit.h"
 
 #define DSP_API_USERS_PAGE 100      /* suppressions per page by default */

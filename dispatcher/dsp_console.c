@@ -13,6 +13,7 @@
 
 #include "dsp_console.h"
 #include "dsp_console_files.h"
+#include "hr_httpd_req.h"
 
 #define DSP_CONSOLE_CSP \
     "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"

@@ -55,6 +55,7 @@
 #include "hr_pipe.h"
 #include "hr_shard.h"
 #include "hr_subs.h"
+#include "hr_subs_batch.h"
 #include "hr_vec.h"
 
 /* One task's reconciliation: asked for by the chunker, its outcome written

@@ -33,6 +33,7 @@
 
 #include "hr_consent.h"
 #include "hr_ctoken.h"
+#include "hr_httpd_req.h"
 #include "hr_log.h"
 #include "hr_parse.h"
 #include "hr_user.h"

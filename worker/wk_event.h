@@ -79,4 +79,21 @@ typedef struct wk_event {
     } u;
 } wk_event;
 
+/* The event type of an outcome. */
+static inline hr_event_type wk_delivery_event_type(wk_delivery status)
+{
+    static const hr_event_type types[] = {
+        [WK_DELIVERY_SENT] = HR_EVENT_SENT,
+        [WK_DELIVERY_FAILED] = HR_EVENT_FAILED,
+        [WK_DELIVERY_THROTTLED] = HR_EVENT_THROTTLED,
+        [WK_DELIVERY_UNREGISTERED] = HR_EVENT_UNREGISTERED,
+        [WK_DELIVERY_OPTED_OUT] = HR_EVENT_OPTED_OUT,
+        [WK_DELIVERY_SUPPRESSED] = HR_EVENT_SUPPRESSED,
+        [WK_DELIVERY_EXPIRED] = HR_EVENT_EXPIRED,
+        [WK_DELIVERY_CANCELLED] = HR_EVENT_CANCELLED,
+    };
+
+    return types[status];
+}
+
 #endif

@@ -20,6 +20,7 @@
 
 #include "hr_config.h"
 #include "hr_httpd.h"
+#include "hr_httpd_probe.h"
 #include "hr_metrics.h"
 
 typedef enum wk_backend {

@@ -1,8 +1,9 @@
 /* wk_reporter: bounded event ring drained into MySQL by one thread (see
  * wk_reporter.h for the contract and the thread hand-off).  What goes into
- * which table is written by wk_deliveries (push_delivery) and wk_chunkrows
- * (push_chunk); the counters, the task failures and the hand-off of the
- * events to their publisher (hr_evpub) are written here.
+ * which table is written by wk_deliveries (push_delivery), wk_chunkrows
+ * (push_chunk) and wk_tally (the counters, the per-minute series, the task
+ * failures); the transaction and the hand-off of the events to their
+ * publisher (hr_evpub) are here.
  *
  * The events' numbers: wk_reporter_push numbers them in the order the
  * loop pushed them, the thread publishes them in that order, and records
@@ -20,18 +21,15 @@
 #include <string.h>
 #include <time.h>
 
-#include "hr_clock.h"
 #include "hr_evpub.h"
-#include "hr_finish.h"
 #include "hr_log.h"
 #include "hr_clock.h"
 #include "hr_dlog.h"
-#include "hr_stats.h"
 #include "hr_mysql.h"
-#include "hr_state.h"
 #include "hr_vec.h"
 #include "wk_chunkrows.h"
 #include "wk_deliveries.h"
+#include "wk_tally.h"
 
 #define WK_REPORTER_FLUSH_MS 200
 #define WK_REPORTER_BACKOFF_MAX_MS 5000
@@ -45,30 +43,9 @@
  * dispatcher writes its rows every 10 ms tick, so a row that is not there
  * after this is late for another reason (see wk_chunkrows.h). */
 #define WK_REPORTER_STOP_ROW_WAIT_MS 2000
-/* Task failures waiting to be written (each is re-reported by the next
- * chunk of the task when this overflows). */
-#define WK_REPORTER_FAILS 16
 /* At a stop, how long the events still held wait for Kafka. */
 #define WK_REPORTER_STOP_EVENTS_MS 10000
 
-/* Counters of one task not yet written: sent .. retried absolute (-1 =
- * none), cancelled and expired absolute too, the largest seen (see wk_reporter.h). */
-typedef struct wk_task_delta {
-    int64_t task, sent, failed, throttled, retried, unregistered, opted_out, suppressed;
-    int64_t cancelled, expired;
-    int shard; /* HR_SHARD_NONE, or the shard of a sharded task */
-} wk_task_delta;
-
-typedef HR_VEC(wk_task_delta) wk_delta_vec;
-
-/* Recipients of a task that got an outcome in one minute: a row of
- * push_task_series to add (hr_stats.h). */
-typedef struct wk_series {
-    int64_t task, minute_ms, n;
-    const char *channel; /* the config's */
-    wk_delivery status;
-} wk_series;
-typedef HR_VEC(wk_series) wk_series_vec;
 typedef HR_VEC(wk_event) wk_event_vec;
 
 /* A round of events handed to the publisher: R, the reporter's number of
@@ -77,12 +54,6 @@ typedef struct wk_ev_round {
     uint64_t r, e;
 } wk_ev_round;
 typedef HR_VEC(wk_ev_round) wk_ev_round_vec;
-
-/* A task the worker cannot push, to be marked failed. */
-typedef struct wk_task_fail {
-    int64_t task;
-    char why[256];
-} wk_task_fail;
 
 struct wk_reporter {
     const hr_config *cfg;
@@ -97,11 +68,8 @@ struct wk_reporter {
     size_t cap, head, count;
     /* Counters per task and chunk events wait here, not in the ring,
      * so they never wait for room and are never dropped. */
-    wk_delta_vec deltas;
     wk_event_vec chunks;
-    wk_series_vec series; /* the outcomes per task and minute, beside the ring too */
-    wk_task_fail fails[WK_REPORTER_FAILS]; /* deduplicated by task; full = dropped */
-    size_t nfails;
+    wk_tally tally; /* the counters, the outcomes per minute and the failures */
     bool stopping;
     /* Events (events.enabled): outcomes waiting for the publisher, and the
      * number the last one pushed got. */
@@ -127,128 +95,12 @@ struct wk_reporter {
     bool mysql_down;
 };
 
-static int wk_reporter_write_counters(wk_reporter *rp, const wk_task_delta *d, size_t nd,
-                                      char *errstr, size_t errlen)
-{
-    hr_finish_raise_row *rows = calloc(nd + 1, sizeof *rows);
-    size_t n = 0;
-    int rc = -1;
-
-    if (rows == NULL) {
-        snprintf(errstr, errlen, "out of memory");
-        return -1;
-    }
-    for (size_t k = 0; k < nd; k++) {
-        /* The worker does not count pulls: -1 leaves pulled as it is. */
-        const hr_outcomes raised = {.sent = d[k].sent,
-                                    .failed = d[k].failed,
-                                    .throttled = d[k].throttled,
-                                    .pulled = -1,
-                                    .cancelled = d[k].cancelled,
-                                    .retried = d[k].retried,
-                                    .unregistered = d[k].unregistered,
-                                    .expired = d[k].expired,
-                                    .opted_out = d[k].opted_out,
-                                    .suppressed = d[k].suppressed};
-
-        /* A sharded task's shard row, then push_task the rows' sum; the
-         * tasks of one set all in one statement. */
-        if (d[k].shard == HR_SHARD_NONE)
-            rows[n++] = (hr_finish_raise_row){d[k].task, raised};
-        else if (hr_finish_raise_shard(rp->m, d[k].task, d[k].shard, &raised, errstr, errlen) != 0)
-            goto done;
-    }
-    rc = hr_finish_raise_batch(rp->m, rows, n, errstr, errlen);
-done:
-    free(rows);
-    return rc;
-}
-
-static int wk_reporter_write_fails(wk_reporter *rp, const wk_task_fail *f, size_t n, char *errstr,
-                                   size_t errlen)
-{
-    for (size_t i = 0; i < n; i++) {
-        int moved = hr_state_fail(rp->m, f[i].task, HR_STATE_DISPATCHED, f[i].why, errstr, errlen);
-
-        if (moved < 0)
-            return -1;
-        if (moved > 0)
-            hr_log_warn("task_failed", "task=%" PRId64 " error=%s", f[i].task, f[i].why);
-    }
-    return 0;
-}
-
-/* The event type of an outcome. */
-static hr_event_type wk_reporter_event_type(wk_delivery status)
-{
-    static const hr_event_type types[] = {
-        [WK_DELIVERY_SENT] = HR_EVENT_SENT,
-        [WK_DELIVERY_FAILED] = HR_EVENT_FAILED,
-        [WK_DELIVERY_THROTTLED] = HR_EVENT_THROTTLED,
-        [WK_DELIVERY_UNREGISTERED] = HR_EVENT_UNREGISTERED,
-        [WK_DELIVERY_OPTED_OUT] = HR_EVENT_OPTED_OUT,
-        [WK_DELIVERY_SUPPRESSED] = HR_EVENT_SUPPRESSED,
-        [WK_DELIVERY_EXPIRED] = HR_EVENT_EXPIRED,
-        [WK_DELIVERY_CANCELLED] = HR_EVENT_CANCELLED,
-    };
-
-    return types[status];
-}
-
-/* The outcome's name in push_task_series: its event type's. */
-static const char *wk_reporter_outcome_name(wk_delivery status)
-{
-    return hr_event_type_name(wk_reporter_event_type(status));
-}
-
-/* Adds the N per-minute counts S to push_task_series. */
-static int wk_reporter_write_series(wk_reporter *rp, const wk_series *s, size_t n, char *errstr,
-                                    size_t errlen)
-{
-    for (size_t i = 0; i < n; i++) {
-        const hr_stats_add row = {.task = s[i].task,
-                                  .channel = s[i].channel,
-                                  .outcome = wk_reporter_outcome_name(s[i].status),
-                                  .minute_ms = s[i].minute_ms,
-                                  .n = s[i].n};
-
-        if (hr_stats_add_rows(rp->m, &row, 1, errstr, errlen) != 0)
-            return -1;
-    }
-    return 0;
-}
-
-/* Adds N recipients of TASK that got STATUS on CHANNEL in the minute of
- * AT_MS to rp->series (caller holds the mutex); -1 when out of memory. */
-static int wk_reporter_count(wk_reporter *rp, int64_t task, const char *channel, wk_delivery status,
-                             int64_t at_ms, int64_t n)
-{
-    int64_t minute = at_ms - at_ms % 60000;
-
-    for (size_t i = 0; i < rp->series.n; i++) {
-        wk_series *s = &rp->series.v[i];
-
-        if (s->task == task && s->minute_ms == minute && s->status == status &&
-            s->channel == channel) {
-            s->n += n;
-            return 0;
-        }
-    }
-    return hr_vec_push(
-        &rp->series,
-        ((wk_series){
-            .task = task, .minute_ms = minute, .n = n, .channel = channel, .status = status}));
-}
-
 /* What one transaction writes: the first N ring events and the taken
- * deltas, chunk events and series counts. */
+ * tally and chunk events. */
 typedef struct wk_batch {
     size_t n;
-    wk_delta_vec deltas;
     wk_event_vec chunks;
-    wk_series_vec series;
-    wk_task_fail fails[WK_REPORTER_FAILS];
-    size_t nfails;
+    wk_tally tally;
 } wk_batch;
 
 /* Writes batch B and the chunk ends waiting for their rows in one
@@ -261,10 +113,10 @@ static int wk_reporter_write(wk_reporter *rp, const wk_batch *b, char *errstr, s
         goto fail;
     if ((rp->delivery_log && wk_deliveries_write(rp->deliveries, rp->m, rp->ring, rp->cap, rp->head,
                                                  b->n, errstr, errlen) != 0) ||
-        wk_reporter_write_counters(rp, b->deltas.v, b->deltas.n, errstr, errlen) != 0 ||
-        wk_reporter_write_series(rp, b->series.v, b->series.n, errstr, errlen) != 0 ||
+        wk_tally_write_counters(&b->tally, rp->m, errstr, errlen) != 0 ||
+        wk_tally_write_series(&b->tally, rp->m, errstr, errlen) != 0 ||
         wk_chunkrows_write(rp->chunkrows, rp->m, b->chunks.v, b->chunks.n, errstr, errlen) != 0 ||
-        wk_reporter_write_fails(rp, b->fails, b->nfails, errstr, errlen) != 0 ||
+        wk_tally_write_fails(&b->tally, rp->m, errstr, errlen) != 0 ||
         hr_mysql_commit(rp->m, errstr, errlen) != 0) {
         hr_mysql_rollback(rp->m);
         goto fail;
@@ -280,50 +132,6 @@ fail:
     return -1;
 }
 
-/* The absolute value NEWER unless it is none (-1), then OLDER. */
-static int64_t wk_reporter_newest(int64_t older, int64_t newer)
-{
-    return newer >= 0 ? newer : older;
-}
-
-/* Adds the counters of task D into rp->deltas (caller holds the mutex):
- * D's absolute values replace the kept ones, unless D is OLDER (a failed
- * batch given back), whose values only fill in what nothing newer set;
- * -1 when out of memory. */
-static int wk_reporter_merge(wk_reporter *rp, const wk_task_delta *d, bool older)
-{
-    wk_task_delta *e, lo, hi;
-    size_t k;
-
-    for (k = 0;
-         k < rp->deltas.n && (rp->deltas.v[k].task != d->task || rp->deltas.v[k].shard != d->shard);
-         k++)
-        ;
-    if (k == rp->deltas.n && hr_vec_push(&rp->deltas, ((wk_task_delta){.task = d->task,
-                                                                       .shard = d->shard,
-                                                                       .sent = -1,
-                                                                       .failed = -1,
-                                                                       .throttled = -1,
-                                                                       .retried = -1,
-                                                                       .unregistered = -1,
-                                                                       .opted_out = -1,
-                                                                       .suppressed = -1})) != 0)
-        return -1;
-    e = &rp->deltas.v[k];
-    lo = older ? *d : *e;
-    hi = older ? *e : *d;
-    e->sent = wk_reporter_newest(lo.sent, hi.sent);
-    e->failed = wk_reporter_newest(lo.failed, hi.failed);
-    e->throttled = wk_reporter_newest(lo.throttled, hi.throttled);
-    e->retried = wk_reporter_newest(lo.retried, hi.retried);
-    e->unregistered = wk_reporter_newest(lo.unregistered, hi.unregistered);
-    e->opted_out = wk_reporter_newest(lo.opted_out, hi.opted_out);
-    e->suppressed = wk_reporter_newest(lo.suppressed, hi.suppressed);
-    e->cancelled = lo.cancelled > hi.cancelled ? lo.cancelled : hi.cancelled;
-    e->expired = lo.expired > hi.expired ? lo.expired : hi.expired;
-    return 0;
-}
-
 /* Appends N chunk events to rp->chunks (caller holds the mutex). */
 static int wk_reporter_add_chunks(wk_reporter *rp, const wk_event *evs, size_t n)
 {
@@ -335,32 +143,14 @@ static int wk_reporter_add_chunks(wk_reporter *rp, const wk_event *evs, size_t n
 }
 
 /* Takes the next batch (caller holds the mutex): ring events stay in the
- * ring until written, deltas and chunk events move to B. */
+ * ring until written, the tally and the chunk events move to B. */
 static void wk_reporter_take(wk_reporter *rp, wk_batch *b)
 {
     b->n = rp->count < rp->batch ? rp->count : rp->batch;
-    b->deltas = rp->deltas;
     b->chunks = rp->chunks;
-    b->series = rp->series;
-    rp->deltas = (wk_delta_vec){0};
+    b->tally = rp->tally;
     rp->chunks = (wk_event_vec){0};
-    rp->series = (wk_series_vec){0};
-    memcpy(b->fails, rp->fails, rp->nfails * sizeof *rp->fails);
-    b->nfails = rp->nfails;
-    rp->nfails = 0;
-}
-
-/* Queues the failure of TASK unless it is queued already (mutex held). */
-static void wk_reporter_add_fail(wk_reporter *rp, int64_t task, const char *why)
-{
-    for (size_t i = 0; i < rp->nfails; i++)
-        if (rp->fails[i].task == task)
-            return;
-    if (rp->nfails == WK_REPORTER_FAILS)
-        return;
-    rp->fails[rp->nfails].task = task;
-    snprintf(rp->fails[rp->nfails].why, sizeof rp->fails[rp->nfails].why, "%s", why);
-    rp->nfails++;
+    rp->tally = (wk_tally){0};
 }
 
 /* A failed batch goes back (caller holds the mutex): its counters are
@@ -368,9 +158,7 @@ static void wk_reporter_add_fail(wk_reporter *rp, int64_t task, const char *why)
  * keep their order. */
 static void wk_reporter_giveback(wk_reporter *rp, wk_batch *b)
 {
-    for (size_t k = 0; k < b->deltas.n; k++)
-        if (wk_reporter_merge(rp, &b->deltas.v[k], true) != 0)
-            hr_log_error("reporter_counters_lost", "task=%" PRId64, b->deltas.v[k].task);
+    wk_tally_giveback(&rp->tally, &b->tally);
     if (b->chunks.n > 0) {
         wk_event_vec newer = rp->chunks;
 
@@ -380,23 +168,12 @@ static void wk_reporter_giveback(wk_reporter *rp, wk_batch *b)
             hr_log_error("reporter_chunks_lost", "count=%zu", newer.n);
         hr_vec_free(&newer);
     }
-    for (size_t i = 0; i < b->nfails; i++)
-        wk_reporter_add_fail(rp, b->fails[i].task, b->fails[i].why);
-    for (size_t i = 0; i < b->series.n; i++) {
-        const wk_series *s = &b->series.v[i];
-
-        if (wk_reporter_count(rp, s->task, s->channel, s->status, s->minute_ms, s->n) != 0)
-            hr_log_error("reporter_series_lost", "task=%" PRId64, s->task);
-    }
-    hr_vec_free(&b->deltas);
     hr_vec_free(&b->chunks);
-    hr_vec_free(&b->series);
 }
 
 static bool wk_reporter_idle(const wk_reporter *rp)
 {
-    return rp->count == 0 && rp->deltas.n == 0 && rp->chunks.n == 0 && rp->nfails == 0 &&
-           rp->evq.n == 0 && rp->series.n == 0;
+    return rp->count == 0 && rp->chunks.n == 0 && wk_tally_empty(&rp->tally) && rp->evq.n == 0;
 }
 
 /* Whether the thread waits before its next round (mutex held): for a full
@@ -451,7 +228,7 @@ static void wk_reporter_publish(wk_reporter *rp, const wk_event *evs, size_t n)
 
     for (size_t i = 0; i < n; i++) {
         const wk_event *ev = &evs[i];
-        hr_event out = {.type = wk_reporter_event_type(ev->u.outcome.status),
+        hr_event out = {.type = wk_delivery_event_type(ev->u.outcome.status),
                         .task = ev->task,
                         .uid = ev->u.outcome.uid,
                         .channel = ev->u.outcome.channel,
@@ -544,8 +321,8 @@ static void *wk_reporter_main(void *arg)
             hr_evpub_retry(rp->evpub);
         }
         hr_vec_free(&evs);
-        if (backoff || (b.n == 0 && b.deltas.n == 0 && b.chunks.n == 0 && b.nfails == 0 &&
-                        b.series.n == 0 && wk_chunkrows_waiting(rp->chunkrows) == 0))
+        if (backoff || (b.n == 0 && b.chunks.n == 0 && wk_tally_empty(&b.tally) &&
+                        wk_chunkrows_waiting(rp->chunkrows) == 0))
             continue;
 
         int64_t started_ms = hr_clock_now_ms();
@@ -561,8 +338,9 @@ static void *wk_reporter_main(void *arg)
             if (stop_seen_ms >= 0 &&
                 hr_clock_now_ms() - stop_seen_ms > WK_REPORTER_STOP_GIVEUP_MS) {
                 hr_log_error("reporter_events_lost", "outcomes=%zu tasks=%zu chunks=%zu error=%s",
-                             rp->count, rp->deltas.n, rp->chunks.n, errstr);
-                rp->count = rp->deltas.n = rp->chunks.n = rp->nfails = rp->series.n = 0;
+                             rp->count, rp->tally.deltas.n, rp->chunks.n, errstr);
+                rp->count = rp->chunks.n = 0;
+                wk_tally_clear(&rp->tally);
                 pthread_mutex_unlock(&rp->mu);
                 wk_chunkrows_give_up_all(rp->chunkrows);
                 break;
@@ -583,9 +361,8 @@ static void *wk_reporter_main(void *arg)
             hr_log_info("reporter_mysql_up", "queued=%zu", b.n);
         rp->mysql_down = false;
         backoff_ms = 0;
-        hr_vec_free(&b.deltas);
         hr_vec_free(&b.chunks);
-        hr_vec_free(&b.series);
+        wk_tally_clear(&b.tally);
         pthread_mutex_lock(&rp->mu);
         rp->count -= b.n;
         /* An empty ring starts again at slot 0: the slots in use stay those
@@ -684,15 +461,15 @@ uint64_t wk_reporter_push(wk_reporter *rp, const wk_event *ev)
                            .cancelled = ev->u.counters.cancelled,
                            .expired = ev->u.counters.expired};
 
-        lost = wk_reporter_merge(rp, &d, false) != 0;
+        lost = wk_tally_merge(&rp->tally, &d, false) != 0;
         break;
     }
     case WK_EVENT_CHUNK_DONE:
         lost = wk_reporter_add_chunks(rp, ev, 1) != 0;
         break;
     case WK_EVENT_OUTCOME:
-        lost = wk_reporter_count(rp, ev->task, ev->u.outcome.channel, ev->u.outcome.status,
-                                 ev->u.outcome.at_ms, 1) != 0;
+        lost = wk_tally_count(&rp->tally, ev->task, ev->u.outcome.channel, ev->u.outcome.status,
+                              ev->u.outcome.at_ms, 1) != 0;
         if (rp->evpub != NULL) {
             if (hr_vec_push(&rp->evq, *ev) != 0) {
                 lost = true;
@@ -739,7 +516,7 @@ uint64_t wk_reporter_events_confirmed(wk_reporter *rp)
 void wk_reporter_fail_task(wk_reporter *rp, int64_t task, const char *why)
 {
     pthread_mutex_lock(&rp->mu);
-    wk_reporter_add_fail(rp, task, why);
+    wk_tally_add_fail(&rp->tally, task, why);
     pthread_mutex_unlock(&rp->mu);
 }
 
@@ -769,8 +546,7 @@ void wk_reporter_stop(wk_reporter *rp)
     wk_deliveries_free(rp->deliveries);
     wk_chunkrows_free(rp->chunkrows);
     free(rp->ring);
-    hr_vec_free(&rp->deltas);
     hr_vec_free(&rp->chunks);
-    hr_vec_free(&rp->series);
+    wk_tally_clear(&rp->tally);
     free(rp);
 }

@@ -45,13 +45,12 @@
 #include "wk_prune.h"
 #include "wk_redis.h"
 #include "wk_reporter.h"
+#include "wk_revoke.h"
 #include "wk_sender.h"
 #include "wk_task.h"
 
 #define WK_WORKER_KICK_MS 250
 #define WK_WORKER_CLOSE_TIMEOUT_MS 10000
-/* A revoke waits at most this for its chunks' running requests. */
-#define WK_WORKER_REVOKE_GRACE_MAX_MS 4000
 /* The inbox's caps (wk_inbox.h): chunk messages are about 100 bytes, so
  * the count binds first (well under a MiB with the entries); the byte cap
  * bounds a topic that carries big messages. */
@@ -77,11 +76,8 @@ struct wk_worker {
     bool stopping, finished;
     /* Messages received and not started yet (max_chunks_in_flight open). */
     wk_inbox *inbox;
-    bool paused; /* the assignment is paused: the inbox is full */
-    /* A revoke being drained (wk_worker_revoke): the revoked partitions,
-     * unassigned once their chunks are given up or the grace ran out. */
-    rd_kafka_topic_partition_list_t *revoking;
-    uv_timer_t revoke_grace;
+    bool paused;      /* the assignment is paused: the inbox is full */
+    wk_revoke revoke; /* a revoke being drained */
     /* The events gate moved (the reporter's confirmed hook, on librdkafka's
      * thread): the loop releases the waiting jobs.  ev_mu orders the hook's
      * send against the handle's close. */
@@ -134,26 +130,6 @@ static void wk_worker_store(void *privdata, int32_t partition, int64_t offset)
     rd_kafka_topic_partition_list_destroy(l);
 }
 
-/* True when PARTITION is in the revoke being drained. */
-static bool wk_worker_revoking(const wk_worker *w, int32_t partition)
-{
-    if (w->revoking == NULL)
-        return false;
-    for (int i = 0; i < w->revoking->cnt; i++)
-        if (w->revoking->elems[i].partition == partition)
-            return true;
-    return false;
-}
-
-/* True while a chunk of the revoke being drained is still on the list. */
-static bool wk_worker_draining(const wk_worker *w)
-{
-    for (int i = 0; i < w->revoking->cnt; i++)
-        if (wk_lifecycle_count(&w->life, w->revoking->elems[i].partition) > 0)
-            return true;
-    return false;
-}
-
 static void wk_worker_soon(wk_worker *w);
 
 /* The lifecycle's wake hook. */
@@ -172,7 +148,7 @@ static void wk_worker_message(wk_worker *w, const rd_kafka_message_t *m)
         return;
     }
     /* Fetched before the revoke paused it: the next owner consumes it. */
-    if (wk_worker_revoking(w, m->partition))
+    if (wk_revoke_has(&w->revoke, m->partition))
         return;
     /* Out of memory: a later message's offset will be stored past this
      * one, so, like a chunk the lifecycle cannot allocate, it is pushed by
@@ -235,8 +211,8 @@ static void wk_worker_fetch(wk_worker *w)
         wk_worker_start_queued(w);
         pause = w->paused ? !wk_inbox_low(w->inbox) : wk_inbox_full(w->inbox);
         /* While a revoke drains, the assignment's pause flags are the
-         * revoke's (wk_worker_revoke). */
-        if (pause != w->paused && w->revoking == NULL)
+         * revoke's (wk_revoke). */
+        if (pause != w->paused && !wk_revoke_active(&w->revoke))
             wk_worker_pause(w, pause);
         m = rd_kafka_consumer_poll(w->rk, 0);
         if (m == NULL)
@@ -246,99 +222,12 @@ static void wk_worker_fetch(wk_worker *w)
     }
 }
 
-/* Ends the revoke being drained: what is left of its chunks is abandoned
- * (requests still running are aborted: those recipients may be pushed
- * again by the next owner), the partitions' unsettled messages are
- * forgotten (consumed again by the next owner) and the assignment is
- * dropped, which lets the group's rebalance go on. */
-static void wk_worker_revoke_finish(wk_worker *w)
+/* The revoke's unassigned hook. */
+static void wk_worker_unassigned(void *ctx)
 {
-    rd_kafka_topic_partition_list_t *parts = w->revoking;
-    rd_kafka_resp_err_t err;
+    wk_worker *w = ctx;
 
-    if (parts == NULL)
-        return;
-    w->revoking = NULL;
-    uv_timer_stop(&w->revoke_grace);
-    wk_lifecycle_abandon_revoked(&w->life, "revoke grace expired");
-    for (int i = 0; i < parts->cnt; i++)
-        wk_lifecycle_forget(&w->life, parts->elems[i].partition);
-    hr_log_info("partitions_revoked", "count=%d", parts->cnt);
-    err = rd_kafka_assign(w->rk, NULL);
-    if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
-        hr_log_warn("unassign_failed", "error=%s", rd_kafka_err2str(err));
-    rd_kafka_topic_partition_list_destroy(parts);
     w->paused = false;
-}
-
-static void wk_worker_revoke_grace_cb(uv_timer_t *t)
-{
-    wk_worker *w = t->data;
-
-    hr_log_warn("revoke_grace_expired", "in_flight=%zu", wk_sender_in_flight(w->life.sender));
-    wk_worker_revoke_finish(w);
-    /* The group waits for no one: the abandons go even with events not yet
-     * confirmed (counted). */
-    wk_lifecycle_release(&w->life, true);
-}
-
-/* The longest a revoke waits for its chunks' running requests: the
- * slowest channel's request timeout and a second for the answers, at most
- * WK_WORKER_REVOKE_GRACE_MAX_MS — the whole group waits in the rebalance
- * meanwhile, and librdkafka wants the unassign well within the session
- * timeout (6 s). */
-static uint64_t wk_worker_revoke_grace_ms(const wk_worker *w)
-{
-    int ms = 0;
-
-    for (size_t i = 0; i < w->cfg->nchannels; i++)
-        if (w->cfg->channels[i].timeout_ms > ms)
-            ms = w->cfg->channels[i].timeout_ms;
-    ms += 1000;
-    return (uint64_t)(ms < WK_WORKER_REVOKE_GRACE_MAX_MS ? ms : WK_WORKER_REVOKE_GRACE_MAX_MS);
-}
-
-/* A revoke (eager protocol: every partition, on every scale event).
- * Giving the chunks up at once would abort requests the provider already
- * received, and the next owner would push those recipients again.  So the
- * revoke is drained: the revoked partitions are paused and their messages
- * no longer started, their chunks start no new request (held), the running
- * ones finish and are acknowledged, then each chunk is given up (lease
- * released, the rest stays in the set, offset not stored) and, once none
- * is left, the partitions are unassigned — librdkafka waits for that call
- * (the other members wait in the rebalance, at most max.poll.interval.ms),
- * and the worker keeps polling meanwhile.  Bounded by the slowest
- * channel's timeout_ms + 1 s, at most 4 s.  A planned scale event thus
- * duplicates nothing. */
-static void wk_worker_revoke(wk_worker *w, rd_kafka_topic_partition_list_t *parts)
-{
-    size_t draining = 0;
-
-    if (w->revoking != NULL) /* not expected: librdkafka waits for the unassign */
-        wk_worker_revoke_finish(w);
-    for (int i = 0; i < parts->cnt; i++) {
-        /* Never begun: the next owner consumes them from the stored offset. */
-        size_t queued = wk_inbox_drop(w->inbox, parts->elems[i].partition);
-
-        if (queued > 0)
-            hr_log_info("partition_queued_dropped", "partition=%" PRId32 " messages=%zu",
-                        parts->elems[i].partition, queued);
-    }
-    w->revoking = rd_kafka_topic_partition_list_copy(parts);
-    if (w->revoking == NULL) {
-        rd_kafka_assign(w->rk, NULL);
-        return;
-    }
-    rd_kafka_pause_partitions(w->rk, parts);
-    for (int i = 0; i < parts->cnt; i++)
-        draining += wk_lifecycle_revoke(&w->life, parts->elems[i].partition);
-    if (draining == 0 || w->stopping) {
-        wk_worker_revoke_finish(w);
-        return;
-    }
-    hr_log_info("revoke_draining", "partitions=%d chunks=%zu in_flight=%zu", parts->cnt, draining,
-                wk_sender_in_flight(w->life.sender));
-    uv_timer_start(&w->revoke_grace, wk_worker_revoke_grace_cb, wk_worker_revoke_grace_ms(w), 0);
 }
 
 static void wk_worker_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
@@ -359,7 +248,7 @@ static void wk_worker_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     }
     if (err != RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS)
         hr_log_error("rebalance_error", "error=%s", rd_kafka_err2str(err));
-    wk_worker_revoke(w, parts);
+    wk_revoke_start(&w->revoke, parts, w->stopping);
 }
 
 /* ---- loop callbacks ------------------------------------------------------------ */
@@ -408,7 +297,7 @@ static void wk_worker_shutdown_now(wk_worker *w)
         return;
     w->finished = true;
     wk_lifecycle_abandon_all(&w->life, "shutdown");
-    wk_worker_revoke_finish(w);
+    wk_revoke_finish(&w->revoke);
     /* The Redis thread closes next: whatever still waits for its events
      * goes now (counted), or it would never run. */
     wk_lifecycle_release(&w->life, true);
@@ -433,8 +322,7 @@ static void wk_worker_idle_cb(uv_idle_t *h)
             wk_worker_shutdown_now(w);
         return;
     }
-    if (w->revoking != NULL && !wk_worker_draining(w))
-        wk_worker_revoke_finish(w);
+    wk_revoke_check(&w->revoke);
     /* A chunk that left (finished, abandoned, dropped, halted) may have
      * freed sender slots by cancelling its requests; no transfer or timer
      * would start the other chunks' waiting pushes. */
@@ -495,7 +383,7 @@ static void wk_worker_close_handles(wk_worker *w)
     uv_close((uv_handle_t *)&w->renew, NULL);
     uv_close((uv_handle_t *)&w->grace, NULL);
     uv_close((uv_handle_t *)&w->ctl, NULL);
-    uv_close((uv_handle_t *)&w->revoke_grace, NULL);
+    wk_revoke_close(&w->revoke);
     uv_close((uv_handle_t *)&w->idle, NULL);
     uv_close((uv_handle_t *)&w->kpoll, NULL);
     wk_worker_close_ev_wake(w);
@@ -638,12 +526,13 @@ static int wk_worker_setup(wk_worker *w, char *errstr, size_t errlen)
     uv_timer_init(&w->loop, &w->renew);
     uv_timer_init(&w->loop, &w->grace);
     uv_timer_init(&w->loop, &w->ctl);
-    uv_timer_init(&w->loop, &w->revoke_grace);
+    wk_revoke_init(&w->revoke, &w->loop, w->rk, w->cfg, &w->life, w->inbox,
+                   &(wk_revoke_hooks){.ctx = w, .unassigned = wk_worker_unassigned});
     uv_idle_init(&w->loop, &w->idle);
     uv_poll_init(&w->loop, &w->kpoll, w->kpipe[0]);
     w->handles_ready = true;
     w->sigterm.data = w->sigint.data = w;
-    w->kick.data = w->renew.data = w->grace.data = w->ctl.data = w->revoke_grace.data = w;
+    w->kick.data = w->renew.data = w->grace.data = w->ctl.data = w;
     w->idle.data = w->kpoll.data = w;
     uv_signal_start(&w->sigterm, wk_worker_signal_cb, SIGTERM);
     uv_signal_start(&w->sigint, wk_worker_signal_cb, SIGINT);
@@ -707,8 +596,7 @@ void wk_worker_free(wk_worker *w)
         close(w->kpipe[0]);
     if (w->kpipe[1] >= 0)
         close(w->kpipe[1]);
-    if (w->revoking != NULL)
-        rd_kafka_topic_partition_list_destroy(w->revoking);
+    wk_revoke_clear(&w->revoke);
     wk_inbox_free(w->inbox);
     wk_offsets_free(w->life.offsets);
     wk_task_cache_free(w->life.tasks);

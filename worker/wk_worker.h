@@ -50,7 +50,7 @@
  *   wk_offsets wk_inbox wk_metrics wk_redis wk_task wk_event
  *   send/: the send wing (worker/send/wk_sender.h), which may call the line above
  *   wk_gate: the events gate (its jobs go to wk_redis)
- *   wk_deliveries wk_chunkrows wk_chunk wk_prune
+ *   wk_deliveries wk_chunkrows wk_tally wk_chunk wk_prune
  *   wk_reporter wk_chunk_acks wk_control
  *   wk_consent: an open's recipients read, their consent carried out
  *   wk_chunk_open wk_chunk_check wk_chunk_end
@@ -60,19 +60,22 @@
  *   wk_lifecycle_push
  *   wk_lifecycle_open
  *   wk_lifecycle_timers
+ *   wk_revoke: a revoke drained before the partitions go
  *   wk_worker
  *
  * What each owns:
- *   wk_worker       Kafka consumer, inbox, pause/resume, revoke drain, the
- *                   loop's handles and timers, shutdown
+ *   wk_worker       Kafka consumer, inbox, pause/resume, the loop's handles
+ *                   and timers, shutdown
+ *   wk_revoke       a revoke's partitions drained, then unassigned
  *   wk_lifecycle*   a chunk from intake to offset store; the chunk's state
  *                   (wk_chunk_state) changes only in wk_lifecycle.c
  *   wk_chunk*       one chunk and its Redis jobs (open, throttle slices,
  *                   acknowledgements, end), which report and decide nothing
  *   wk_control      control-key reads and lease renewals (batched jobs)
- *   wk_reporter     the MySQL writer thread: ring, counters, task failures;
- *                   push_delivery rows are wk_deliveries', push_chunk rows
- *                   wk_chunkrows'
+ *   wk_reporter     the MySQL writer thread: the ring, the transaction, the
+ *                   events' hand-off; push_delivery rows are wk_deliveries',
+ *                   push_chunk rows wk_chunkrows', the counters, series and
+ *                   task failures wk_tally's
  *   wk_prune        a dead address out of both stores
  *   wk_redis        the Redis thread (jobs in, DONE back on the loop)
  *   wk_task         task cache, templates, rendering

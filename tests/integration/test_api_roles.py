@@ -37,6 +37,7 @@ import hashlib
 import hmac
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -598,6 +599,7 @@ def main():
         status = stop_popen(proc, 20)
         log.close()
         cleanup(env)
+        shutil.rmtree(tmp, ignore_errors=True)
     check(status == 0, "dispatcher exits 0 on SIGTERM")
     with open(os.path.join(tempfile.gettempdir(), "test_api_roles_%s.log" % tag)) as f:
         text = f.read()

@@ -35,6 +35,8 @@
 
 #include "hr_clock.h"
 #include "hr_httpd.h"
+#include "hr_httpd_probe.h"
+#include "hr_httpd_req.h"
 #include "hr_metrics.h"
 
 #define MAX_BODY 4096

@@ -1,0 +1,28 @@
+/* hr_subs_int: what hr_subs shares with hr_subs_batch (the batched sync
+ * of many claimed tasks) and nobody else. */
+#ifndef HR_SUBS_INT_H
+#define HR_SUBS_INT_H
+
+#include <hiredis/hiredis.h>
+#include <stdint.h>
+
+#include "hr_subs.h"
+
+/* Which rows a fill reads, by keyset pages.  The uid-ordered queries select
+ * uid only; the epoch-ordered one selects uid, epoch (its cursor is both). */
+typedef enum hr_subs_pages { HR_SUBS_ALL, HR_SUBS_UNDELIVERED, HR_SUBS_EPOCHS } hr_subs_pages;
+
+/* An integer reply of refill_add.lua or lease_renew.lua (freed): its
+ * value; -1 for any other answer (refill_add's "chunking started"); -2
+ * when there is no reply (ERRSTR). */
+int64_t hr_subs_reply_added(redisReply *reply);
+
+/* Adds the rows PAGES selects (for HR_SUBS_EPOCHS those of epochs
+ * FROM..UPTO-1) to the sets of task ID's SHARDS shards, holding the prepare
+ * lock that the caller took (renewed before every batch).  An
+ * hr_subs_result, or -1 (ERRSTR). */
+int hr_subs_fill(hr_mysql *m, hr_redis *r, int64_t id, int shards, const hr_subs_refill_opts *o,
+                 hr_subs_pages pages, int64_t from, int64_t upto, int64_t *added, int64_t *seen,
+                 char *errstr, size_t errlen);
+
+#endif
