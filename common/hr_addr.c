@@ -192,8 +192,11 @@ static bool hr_addr_url(const char *s)
     return true;
 }
 
-int hr_addr_check(hr_addr_platform p, const char *app, const char *address, char *errstr,
-                  size_t errlen)
+/* hr_addr_check, and hr_addr_parse_member's reading of a member: with
+ * CURVE a webpush address's p256dh point is checked on P-256 as well (see
+ * hr_addr_parse_member for why a member's is not). */
+static int hr_addr_check_as(hr_addr_platform p, const char *app, const char *address, bool curve,
+                            char *errstr, size_t errlen)
 {
     size_t alen = strlen(app), n = strlen(address);
     const char *bad = NULL;
@@ -240,7 +243,7 @@ int hr_addr_check(hr_addr_platform p, const char *app, const char *address, char
     case HR_ADDR_WEBPUSH:
         if (alen != 0)
             bad = "app: must be empty for a webpush address";
-        else if (hr_wpsub_parse(address, &ws, errstr, errlen) != 0)
+        else if ((curve ? hr_wpsub_parse : hr_wpsub_split)(address, &ws, errstr, errlen) != 0)
             return HR_ADDR_EINVAL;
         break;
     default:
@@ -251,6 +254,12 @@ int hr_addr_check(hr_addr_platform p, const char *app, const char *address, char
         return HR_ADDR_EINVAL;
     }
     return 0;
+}
+
+int hr_addr_check(hr_addr_platform p, const char *app, const char *address, char *errstr,
+                  size_t errlen)
+{
+    return hr_addr_check_as(p, app, address, true, errstr, errlen);
 }
 
 char *hr_addr_member(char *buf, size_t len, hr_addr_platform p, const char *app,
@@ -290,7 +299,7 @@ int hr_addr_parse_member(hr_addr_list *l, const char *member, size_t len, hr_add
             return -1;
     }
     if (hr_addr_platform_parse(buf, &out->platform) != 0 ||
-        hr_addr_check(out->platform, app, address, err, sizeof err) != 0)
+        hr_addr_check_as(out->platform, app, address, false, err, sizeof err) != 0)
         return -1;
     out->app = hr_addr_dup(l, app, strlen(app));
     out->address = out->app != NULL ? hr_addr_dup(l, address, strlen(address)) : NULL;

@@ -120,7 +120,11 @@ char *hr_addr_member(char *buf, size_t len, hr_addr_platform p, const char *app,
 /* The reverse: splits MEMBER (LEN bytes) into OUT's fields (supp
  * included), the strings copied into L's arena (OUT is not appended).  0,
  * or -1 when MEMBER is not a member hr_addr_check accepts (or out of
- * memory). */
+ * memory) — except a webpush address's p256dh point, not checked on the
+ * curve here: every write path and the sync checked it before it reached
+ * Redis, the worker reads members for every push (the check is an EC point
+ * decode, about 15 us), and OpenSSL checks the point again when the push is
+ * encrypted, which fails that one push loudly (hr_wpsub_split). */
 int hr_addr_parse_member(hr_addr_list *l, const char *member, size_t len, hr_addr *out);
 
 /* L as a JSON array of {"platform", "app", "address"} and "suppressed":

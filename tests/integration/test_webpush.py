@@ -37,7 +37,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import check, finish  # noqa: E402
+from badinput_env import check, finish, metric  # noqa: E402
 from provider_env import (KEYS, PROVIDERS, Standin, add_addresses, addresses_left,  # noqa: E402
                           close_env, end_campaign, make_ca, open_env, run_campaign)
 
@@ -162,6 +162,9 @@ def main():
         check(left == kept and in_redis == kept,
               "the 410 subscriptions pruned from MySQL and Redis, the others kept (%d, %d)"
               % (len(left ^ kept), len(in_redis ^ kept)))
+        check(metric(env.metrics(env.wk_port), "herald_addresses_pruned_total",
+                     '{channel="browser"}') == len(gone),
+              "metrics: %d subscriptions pruned, counted with the channel" % len(gone))
         end_campaign(env, wk, dsp, "browser", 2)
     finally:
         close_env(env, standin, base, base + N)
