@@ -12,8 +12,8 @@
  *   encrypt            wk_ece_encrypt alone
  *   keygen_ecdh        of that, a new P-256 key pair and the ECDH with the
  *                      subscription's key (OpenSSL's EVP calls wk_ece
- *                      makes): the part RFC 8291 does not let a sender
- *                      keep from one message to the next
+ *                      makes): the part RFC 8291 has a sender make anew
+ *                      for every message
  *   vapid_sign         a VAPID token signed for every push, as it would be
  *                      without the per-origin cache
  *   vapid_kept         the kept token looked up (what a push pays)

@@ -14,7 +14,7 @@
  * One record: a push message fits in it (RFC 8291 section 4 asks push
  * services to take 4096 bytes of body, so the plaintext is at most
  * WK_ECE_PLAIN_MAX).  The key pair and the salt are new for every message
- * (RFC 8291 section 3.1: key pairs are not reused); what is kept in a
+ * (as RFC 8291 has the sender make them); what is kept in a
  * wk_ece between messages is what OpenSSL would otherwise fetch again for
  * each one: the HKDF and AES-128-GCM implementations and the P-256 key
  * generation context.  A wk_ece belongs to one thread (the worker's

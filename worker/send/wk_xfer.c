@@ -169,11 +169,11 @@ wk_xfer *wk_xfer_new(const hr_channel *ch)
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     if (ch->type == HR_CHANNEL_SMTP)
         wk_xfer_smtp_setup(x, ch);
-    /* A webhook over HTTP/2: requests multiplexed as streams (PIPEWAIT:
-     * on a connection already open rather than a new one, within the
-     * server's SETTINGS_MAX_CONCURRENT_STREAMS, which curl honours). */
-    /* A web push goes to the push services' https:// endpoints: HTTP/2
-     * when ALPN offers it (FCM, Mozilla and Apple do). */
+    /* A webhook over HTTP/2, and every web push (to https:// endpoints:
+     * HTTP/2 when the push service's ALPN offers it, else HTTP/1.1):
+     * requests multiplexed as streams (PIPEWAIT: on a connection already
+     * open rather than a new one, within the server's
+     * SETTINGS_MAX_CONCURRENT_STREAMS, which curl honours). */
     if (ch->http2 || ch->type == HR_CHANNEL_WEBPUSH) {
         bool tls = ch->url == NULL || strncasecmp(ch->url, "https:", 6) == 0;
 
