@@ -413,11 +413,6 @@ done:
     return rc;
 }
 
-int hr_addr_rewrite_one(hr_mysql *m, hr_redis *r, int64_t uid, char *errstr, size_t errlen)
-{
-    return hr_addr_rewrite(m, r, &uid, 1, NULL, NULL, errstr, errlen);
-}
-
 const hr_mirror hr_addr_mirror = {
     .name = "address",
     HR_MIRROR_TABLES("push_address"),

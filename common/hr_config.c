@@ -166,6 +166,7 @@ static const cfg_key cfg_dispatcher_keys[] = {
     K_INT("refill_batch", hr_config, dispatcher.refill_batch, 100, 100000, 10000),
     K_INT("chunks_ahead", hr_config, dispatcher.chunks_ahead, 0, 100000, 12),
     K_INT("delivery_retention_days", hr_config, dispatcher.delivery_retention_days, 1, 3650, 30),
+    K_INT("series_lead_s", hr_config, dispatcher.series_lead_s, 0, 2678400, 600),
     K_END,
 };
 

@@ -129,6 +129,7 @@ typedef struct hr_config {
         int refill_batch;            /* ids per refill round trip, 100..100000, default 10000 */
         int chunks_ahead;            /* chunks ahead of the workers, 0 (none)..100000, default 12 */
         int delivery_retention_days; /* delivery log partitions kept, 1..3650, default 30 */
+        int series_lead_s; /* a series' occurrence written this long before due, default 600 */
     } dispatcher;
 
     struct {

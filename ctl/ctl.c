@@ -159,6 +159,28 @@ static const ctl_command ctl_commands[] = {
      "  dead ID [--limit N]        its dead letters, oldest first (default 100)\n"
      "  redrive ID                 deliver its dead letters again (once it is enabled)\n",
      ctl_cmd_hooks},
+    {"series", "reminders that repeat: create, list, show, next occurrences, pause, resume, end",
+     "create --name N --channel C --rrule R --dtstart TIME [OPTIONS] | list [--json] |\n"
+     "                 show ID | next ID [--count N] | pause|resume|end ID",
+     "  create                     a series: its occurrences become tasks (docs/scheduling.md)\n"
+     "  --rrule R                  an RFC 5545 RRULE value, e.g. 'FREQ=WEEKLY;BYDAY=MO,TU,WE,\n"
+     "                             TH,FR;UNTIL=20270630T235959'\n"
+     "  --dtstart TIME             the first occurrence, 'YYYY-MM-DD HH:MM:SS', wall time in --tz\n"
+     "  --tz Z                     its zone (default UTC); with --local-time the zone of\n"
+     "                             recipients without one\n"
+     "  --local-time               each occurrence at the wall time in each recipient's zone\n"
+     "  --exdate LIST              wall times skipped, YYYYMMDDTHHMMSS,...\n"
+     "  --catch-up P               occurrences missed while no dispatcher ran: none, latest\n"
+     "                             (default) or all\n"
+     "  --lead D                   written as a task D before due (default\n"
+     "                             dispatcher.series_lead_s)\n"
+     "  --expire-after D           an occurrence expires D after its due time\n"
+     "  --topic, --title, --body, --payload, --category, --priority  as for create\n"
+     "  list                       every series: id, state, name, next, occurrences, rule\n"
+     "  show ID                    one series and its next 5 occurrences\n"
+     "  next ID [--count N]        its next N occurrences (at most 100)\n"
+     "  pause ID | resume ID | end ID  no new occurrences / again / for good\n",
+     ctl_cmd_series},
 };
 
 #define CTL_NCOMMANDS (sizeof ctl_commands / sizeof ctl_commands[0])

@@ -64,6 +64,23 @@ class Standin:
         self.proc.wait(10)
 
 
+def smtp_standin(env, ca, password, args=(), **fields):
+    """smtp_standin.py over TLS from CA, asking user herald for PASSWORD
+    (ARGS: its other options), and the smtp channel that reaches it (the
+    password in a file of ENV's directory); FIELDS are the channel's other
+    keys.  Returns (the Standin, the channel's dict)."""
+    standin = Standin(env, "smtp_standin.py", ca,
+                      ["--user", "herald", "--password", password] + list(args))
+    pw = os.path.join(env.dir, "smtp-password")
+    with open(pw, "w") as f:
+        f.write(password + "\n")
+    channel = {"type": "smtp", "url": "smtp://127.0.0.1:%d" % standin.port,
+               "username": "herald", "password_file": pw, "ca_file": ca["ca.pem"],
+               "from": "noreply@herald.test"}
+    channel.update(fields)
+    return standin, channel
+
+
 def add_addresses(env, platform, app, tokens):
     """TOKENS ({uid: [address]}) into push_address and the uids' Redis sets,
     as the address book holds them."""
