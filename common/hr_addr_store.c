@@ -60,7 +60,7 @@ int hr_addr_remove(hr_mysql *m, hr_redis *r, int64_t uid, hr_addr_platform p, co
     uint64_t affected = 0;
 
     if (hr_addr_platform_name(p) == NULL) {
-        snprintf(errstr, errlen, "platform: must be fcm, apns, email or webhook");
+        snprintf(errstr, errlen, "platform: must be fcm, apns, email, webhook or webpush");
         return HR_ADDR_EINVAL;
     }
     if (hr_mysql_exec(m,
@@ -336,7 +336,7 @@ int hr_addr_unsuppress(hr_mysql *m, hr_redis *r, hr_addr_platform p, const char 
     uint64_t affected = 0;
 
     if (hr_addr_platform_name(p) == NULL) {
-        snprintf(errstr, errlen, "platform: must be fcm, apns, email or webhook");
+        snprintf(errstr, errlen, "platform: must be fcm, apns, email, webhook or webpush");
         return HR_ADDR_EINVAL;
     }
     if (hr_mysql_exec(m,

@@ -456,6 +456,8 @@ static int cfg_note_key_files(const cfg_ctx *ctx, const hr_config *cfg)
             rc |= cfg_note_secret(ctx, ch->fcm.service_account_file);
         if (ch->apns.key_file != NULL)
             rc |= cfg_note_secret(ctx, ch->apns.key_file);
+        if (ch->webpush.vapid_key_file != NULL)
+            rc |= cfg_note_secret(ctx, ch->webpush.vapid_key_file);
     }
     return rc != 0 ? cfg_err(ctx, 1, 1, "out of memory") : 0;
 }

@@ -104,9 +104,11 @@ static const ctl_command ctl_commands[] = {
      "                             refused lines are reported on stderr and the others\n"
      "                             imported in batches of 5000; exit 1 when a line was\n"
      "                             refused (safe to run again)\n"
-     "  PLATFORM                   fcm, apns, email or webhook\n"
+     "  PLATFORM                   fcm, apns, email, webhook, webpush\n"
+     "  ADDRESS                    webpush: <endpoint>#<p256dh>.<auth>, or the browser's\n"
+     "                             PushSubscription JSON (add, rm)\n"
      "  --app APP                  the FCM project id or the APNs bundle topic (required\n"
-     "                             for fcm and apns, empty for email and webhook)\n"
+     "                             for fcm and apns, empty for email, webhook, webpush)\n"
      "  --json                     ls: one JSON array of {platform, app, address}\n",
      ctl_cmd_address},
     {"user", "the recipients' profiles and preferences (docs/recipients.md)",
@@ -138,7 +140,7 @@ static const ctl_command ctl_commands[] = {
      "                             categories still go), complained or bounced\n"
      "  rm PLATFORM ADDRESS        take it off the list\n"
      "  ls PLATFORM [ADDRESS]      the suppressed addresses of the platform (and app), or one\n"
-     "  PLATFORM                   fcm, apns, email or webhook\n"
+     "  PLATFORM                   fcm, apns, email, webhook, webpush\n"
      "  --app APP                  the FCM project id or APNs bundle topic\n"
      "  --note N                   a note kept with it (at most 255 bytes)\n",
      ctl_cmd_suppression},
