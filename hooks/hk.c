@@ -126,8 +126,6 @@ static void hk_kafka_error(rd_kafka_t *rk, int err, const char *reason, void *op
 static int hk_consumer(hk *h, char *errstr, size_t errlen)
 {
     rd_kafka_conf_t *conf = hr_kafka_conf_new(h->cfg, HR_KAFKA_CONSUMER, errstr, errlen);
-    rd_kafka_topic_partition_list_t *topics;
-    rd_kafka_resp_err_t err;
 
     if (conf == NULL)
         return -1;
@@ -146,15 +144,7 @@ static int hk_consumer(hk *h, char *errstr, size_t errlen)
         return -1;
     }
     rd_kafka_poll_set_consumer(h->rk);
-    topics = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(topics, h->cfg->events.topic, RD_KAFKA_PARTITION_UA);
-    err = rd_kafka_subscribe(h->rk, topics);
-    rd_kafka_topic_partition_list_destroy(topics);
-    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        snprintf(errstr, errlen, "subscribe %s: %s", h->cfg->events.topic, rd_kafka_err2str(err));
-        return -1;
-    }
-    return 0;
+    return hr_kafka_subscribe(h->rk, h->cfg->events.topic, errstr, errlen);
 }
 
 /* One record: an event for the endpoints, a repeat, or no event. */
