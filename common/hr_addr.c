@@ -16,14 +16,13 @@
 #include <string.h>
 
 #include "hr_pipe.h"
+#include "hr_wpsub.h"
 
 #define HR_ADDR_BLOCK 65536 /* arena block size */
 
 static const char *const hr_addr_names[HR_ADDR__COUNT] = {
-    [HR_ADDR_FCM] = "fcm",
-    [HR_ADDR_APNS] = "apns",
-    [HR_ADDR_EMAIL] = "email",
-    [HR_ADDR_WEBHOOK] = "webhook",
+    [HR_ADDR_FCM] = "fcm",         [HR_ADDR_APNS] = "apns",       [HR_ADDR_EMAIL] = "email",
+    [HR_ADDR_WEBHOOK] = "webhook", [HR_ADDR_WEBPUSH] = "webpush",
 };
 
 static const char *const hr_addr_supp_names[HR_ADDR_SUPP__COUNT] = {
@@ -193,14 +192,18 @@ static bool hr_addr_url(const char *s)
     return true;
 }
 
-int hr_addr_check(hr_addr_platform p, const char *app, const char *address, char *errstr,
-                  size_t errlen)
+/* hr_addr_check, and hr_addr_parse_member's reading of a member: with
+ * CURVE a webpush address's p256dh point is checked on P-256 as well (see
+ * hr_addr_parse_member for why a member's is not). */
+static int hr_addr_check_as(hr_addr_platform p, const char *app, const char *address, bool curve,
+                            char *errstr, size_t errlen)
 {
     size_t alen = strlen(app), n = strlen(address);
     const char *bad = NULL;
+    hr_wpsub ws;
 
     if (hr_addr_platform_name(p) == NULL) {
-        snprintf(errstr, errlen, "platform: must be fcm, apns, email or webhook");
+        snprintf(errstr, errlen, "platform: must be fcm, apns, email, webhook or webpush");
         return HR_ADDR_EINVAL;
     }
     if (n == 0 || n > HR_ADDR_ADDRESS_MAX) {
@@ -237,6 +240,12 @@ int hr_addr_check(hr_addr_platform p, const char *app, const char *address, char
         else if (!hr_addr_url(address))
             bad = "address: a webhook address is an http:// or https:// URL without spaces";
         break;
+    case HR_ADDR_WEBPUSH:
+        if (alen != 0)
+            bad = "app: must be empty for a webpush address";
+        else if ((curve ? hr_wpsub_parse : hr_wpsub_split)(address, &ws, errstr, errlen) != 0)
+            return HR_ADDR_EINVAL;
+        break;
     default:
         break;
     }
@@ -245,6 +254,12 @@ int hr_addr_check(hr_addr_platform p, const char *app, const char *address, char
         return HR_ADDR_EINVAL;
     }
     return 0;
+}
+
+int hr_addr_check(hr_addr_platform p, const char *app, const char *address, char *errstr,
+                  size_t errlen)
+{
+    return hr_addr_check_as(p, app, address, true, errstr, errlen);
 }
 
 char *hr_addr_member(char *buf, size_t len, hr_addr_platform p, const char *app,
@@ -284,7 +299,7 @@ int hr_addr_parse_member(hr_addr_list *l, const char *member, size_t len, hr_add
             return -1;
     }
     if (hr_addr_platform_parse(buf, &out->platform) != 0 ||
-        hr_addr_check(out->platform, app, address, err, sizeof err) != 0)
+        hr_addr_check_as(out->platform, app, address, false, err, sizeof err) != 0)
         return -1;
     out->app = hr_addr_dup(l, app, strlen(app));
     out->address = out->app != NULL ? hr_addr_dup(l, address, strlen(address)) : NULL;
@@ -396,11 +411,6 @@ done:
     hr_addr_list_free(&arena);
     hr_mysql_rows_free(rows);
     return rc;
-}
-
-int hr_addr_rewrite_one(hr_mysql *m, hr_redis *r, int64_t uid, char *errstr, size_t errlen)
-{
-    return hr_addr_rewrite(m, r, &uid, 1, NULL, NULL, errstr, errlen);
 }
 
 const hr_mirror hr_addr_mirror = {

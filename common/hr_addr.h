@@ -48,6 +48,7 @@ typedef enum hr_addr_platform {
     HR_ADDR_APNS,    /* APNs device token (hex); app = bundle topic */
     HR_ADDR_EMAIL,   /* an email address; app = '' */
     HR_ADDR_WEBHOOK, /* an http(s) URL; app = '' */
+    HR_ADDR_WEBPUSH, /* a web push subscription (hr_wpsub.h); app = '' */
     HR_ADDR__COUNT
 } hr_addr_platform;
 
@@ -92,7 +93,7 @@ const char *hr_addr_supp_name(hr_addr_supp s);
 /* The reason named S (not NONE).  0, or -1. */
 int hr_addr_supp_parse(const char *s, hr_addr_supp *out);
 
-/* "fcm", "apns", "email", "webhook"; NULL for anything else. */
+/* "fcm", "apns", "email", "webhook", "webpush"; NULL for anything else. */
 const char *hr_addr_platform_name(hr_addr_platform p);
 /* The platform named S.  0, or -1. */
 int hr_addr_platform_parse(const char *s, hr_addr_platform *out);
@@ -104,7 +105,8 @@ int hr_addr_platform_parse(const char *s, hr_addr_platform *out);
  * quote, parenthesis, comma, angle bracket or backslash in the local
  * part; domain labels of letters, digits and inner '-'; at most 254
  * bytes); webhook — app '' and an http:// or https:// URL with a host and
- * no space or control character.  Every address 1..HR_ADDR_ADDRESS_MAX
+ * no space or control character; webpush — app '' and a subscription
+ * <endpoint>#<p256dh>.<auth> (hr_wpsub_parse).  Every address 1..HR_ADDR_ADDRESS_MAX
  * bytes.  0, or HR_ADDR_EINVAL with ERRSTR naming the field. */
 int hr_addr_check(hr_addr_platform p, const char *app, const char *address, char *errstr,
                   size_t errlen);
@@ -118,7 +120,11 @@ char *hr_addr_member(char *buf, size_t len, hr_addr_platform p, const char *app,
 /* The reverse: splits MEMBER (LEN bytes) into OUT's fields (supp
  * included), the strings copied into L's arena (OUT is not appended).  0,
  * or -1 when MEMBER is not a member hr_addr_check accepts (or out of
- * memory). */
+ * memory) — except a webpush address's p256dh point, not checked on the
+ * curve here: every write path and the sync checked it before it reached
+ * Redis, the worker reads members for every push (the check is an EC point
+ * decode, about 15 us), and OpenSSL checks the point again when the push is
+ * encrypted, which fails that one push loudly (hr_wpsub_split). */
 int hr_addr_parse_member(hr_addr_list *l, const char *member, size_t len, hr_addr *out);
 
 /* L as a JSON array of {"platform", "app", "address"} and "suppressed":

@@ -18,7 +18,5 @@ int hr_addr_select(hr_mysql *m, const int64_t *uids, size_t n, hr_mysql_rows **r
  * holds; refused rows counted in RES (may be NULL).  0 or -1. */
 int hr_addr_rewrite(hr_mysql *m, hr_redis *r, int64_t *uids, size_t n, const void *ctx,
                     hr_mirror_result *res, char *errstr, size_t errlen);
-/* hr_addr_rewrite of one UID. */
-int hr_addr_rewrite_one(hr_mysql *m, hr_redis *r, int64_t uid, char *errstr, size_t errlen);
 
 #endif

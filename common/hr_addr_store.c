@@ -50,7 +50,7 @@ int hr_addr_add(hr_mysql *m, hr_redis *r, int64_t uid, hr_addr_platform p, const
     } else {
         rc = 1;
     }
-    return hr_addr_rewrite_one(m, r, uid, errstr, errlen) == 0 ? rc : -1;
+    return hr_mirror_rewrite_one(&hr_addr_mirror, m, r, uid, NULL, errstr, errlen) == 0 ? rc : -1;
 }
 
 int hr_addr_remove(hr_mysql *m, hr_redis *r, int64_t uid, hr_addr_platform p, const char *app,
@@ -60,7 +60,7 @@ int hr_addr_remove(hr_mysql *m, hr_redis *r, int64_t uid, hr_addr_platform p, co
     uint64_t affected = 0;
 
     if (hr_addr_platform_name(p) == NULL) {
-        snprintf(errstr, errlen, "platform: must be fcm, apns, email or webhook");
+        snprintf(errstr, errlen, "platform: must be fcm, apns, email, webhook or webpush");
         return HR_ADDR_EINVAL;
     }
     if (hr_mysql_exec(m,
@@ -68,7 +68,7 @@ int hr_addr_remove(hr_mysql *m, hr_redis *r, int64_t uid, hr_addr_platform p, co
                       "AND address = ?",
                       pd, 4, &affected, NULL, NULL, errstr, errlen) != 0)
         return -1;
-    if (hr_addr_rewrite_one(m, r, uid, errstr, errlen) != 0)
+    if (hr_mirror_rewrite_one(&hr_addr_mirror, m, r, uid, NULL, errstr, errlen) != 0)
         return -1;
     return affected > 0 ? 1 : 0;
 }
@@ -105,7 +105,7 @@ int hr_addr_replace(hr_mysql *m, hr_redis *r, int64_t uid, const hr_addr *list, 
     }
     if (hr_mysql_commit(m, errstr, errlen) != 0)
         goto fail;
-    return hr_addr_rewrite_one(m, r, uid, errstr, errlen);
+    return hr_mirror_rewrite_one(&hr_addr_mirror, m, r, uid, NULL, errstr, errlen);
 fail:
     hr_mysql_rollback(m);
     return -1;
@@ -250,11 +250,8 @@ int hr_addr_import(hr_mysql *m, hr_redis *r, const hr_addr *rows, size_t n,
         goto fail;
     /* A row another writer inserted meanwhile was ignored: it exists. */
     res->existed += nins - res->added;
-    rc = 0;
-    for (size_t at = 0; at < nuids && rc == 0; at += HR_ADDR_FETCH_BATCH)
-        rc = hr_addr_rewrite(m, r, uids + at,
-                             nuids - at < HR_ADDR_FETCH_BATCH ? nuids - at : HR_ADDR_FETCH_BATCH,
-                             NULL, NULL, errstr, errlen);
+    rc = hr_mirror_rewrite(&hr_addr_mirror, m, r, uids, nuids, HR_ADDR_FETCH_BATCH, NULL, errstr,
+                           errlen);
     goto done;
 fail:
     hr_mysql_rollback(m);
@@ -287,12 +284,8 @@ int hr_addr_rewrite_holders(hr_mysql *m, hr_redis *r, hr_addr_platform p, const 
     }
     for (size_t i = 0; i < rows->nrows; i++)
         uids[i] = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
-    rc = 0;
-    for (size_t at = 0; at < rows->nrows && rc == 0; at += HR_ADDR_FETCH_BATCH)
-        rc = hr_addr_rewrite(m, r, uids + at,
-                             rows->nrows - at < HR_ADDR_FETCH_BATCH ? rows->nrows - at
-                                                                    : HR_ADDR_FETCH_BATCH,
-                             NULL, NULL, errstr, errlen);
+    rc = hr_mirror_rewrite(&hr_addr_mirror, m, r, uids, rows->nrows, HR_ADDR_FETCH_BATCH, NULL,
+                           errstr, errlen);
 done:
     free(uids);
     hr_mysql_rows_free(rows);
@@ -343,7 +336,7 @@ int hr_addr_unsuppress(hr_mysql *m, hr_redis *r, hr_addr_platform p, const char 
     uint64_t affected = 0;
 
     if (hr_addr_platform_name(p) == NULL) {
-        snprintf(errstr, errlen, "platform: must be fcm, apns, email or webhook");
+        snprintf(errstr, errlen, "platform: must be fcm, apns, email, webhook or webpush");
         return HR_ADDR_EINVAL;
     }
     if (hr_mysql_exec(m,

@@ -166,6 +166,7 @@ static const cfg_key cfg_dispatcher_keys[] = {
     K_INT("refill_batch", hr_config, dispatcher.refill_batch, 100, 100000, 10000),
     K_INT("chunks_ahead", hr_config, dispatcher.chunks_ahead, 0, 100000, 12),
     K_INT("delivery_retention_days", hr_config, dispatcher.delivery_retention_days, 1, 3650, 30),
+    K_INT("series_lead_s", hr_config, dispatcher.series_lead_s, 0, 2678400, 600),
     K_END,
 };
 
@@ -211,6 +212,7 @@ static const cfg_key cfg_hooks_keys[] = {
     K_STR("group", hr_config, events.hooks.group, 1, "herald-hooks"),
     K_INT("batch_max", hr_config, events.hooks.batch_max, 1, 1000, 100),
     K_INT("batch_ms", hr_config, events.hooks.batch_ms, 1, 60000, 1000),
+    K_INT("inflight_max", hr_config, events.hooks.inflight_max, 1, 64, 4),
     K_INT("timeout_ms", hr_config, events.hooks.timeout_ms, 100, 120000, 10000),
     K_INT("retry_backoff_ms", hr_config, events.hooks.retry_backoff_ms, 10, 3600000, 1000),
     K_INT("retry_max_backoff_ms", hr_config, events.hooks.retry_max_backoff_ms, 10, 3600000, 60000),
@@ -228,6 +230,7 @@ static const cfg_key cfg_events_keys[] = {
     K_STR("topic", hr_config, events.topic, 1, "herald.events"),
     K_INT("flush_ms", hr_config, events.flush_ms, 1, 1000, 10),
     K_INT("queue_max", hr_config, events.queue_max, 1000, 10000000, 1000000),
+    K_INT("linger_ms", hr_config, events.linger_ms, 0, 1000, 20),
     K_INT("confirm_timeout_ms", hr_config, events.confirm_timeout_ms, 100, 60000, 5000),
     K_SECTION("tracking", cfg_tracking_keys),
     K_SECTION("hooks", cfg_hooks_keys),
@@ -453,6 +456,8 @@ static int cfg_note_key_files(const cfg_ctx *ctx, const hr_config *cfg)
             rc |= cfg_note_secret(ctx, ch->fcm.service_account_file);
         if (ch->apns.key_file != NULL)
             rc |= cfg_note_secret(ctx, ch->apns.key_file);
+        if (ch->webpush.vapid_key_file != NULL)
+            rc |= cfg_note_secret(ctx, ch->webpush.vapid_key_file);
     }
     return rc != 0 ? cfg_err(ctx, 1, 1, "out of memory") : 0;
 }

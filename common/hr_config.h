@@ -129,6 +129,7 @@ typedef struct hr_config {
         int refill_batch;            /* ids per refill round trip, 100..100000, default 10000 */
         int chunks_ahead;            /* chunks ahead of the workers, 0 (none)..100000, default 12 */
         int delivery_retention_days; /* delivery log partitions kept, 1..3650, default 30 */
+        int series_lead_s; /* a series' occurrence written this long before due, default 600 */
     } dispatcher;
 
     struct {
@@ -172,6 +173,7 @@ typedef struct hr_config {
         char *topic;   /* default herald.events */
         int flush_ms;  /* the reporter's longest wait with events pending, 1..1000, default 10 */
         int queue_max; /* events not yet confirmed, per process, 1000..10000000, default 1000000 */
+        int linger_ms; /* the events producer's linger.ms, 0..1000, default 20 */
         int confirm_timeout_ms; /* a request that publishes waits this long, 100..60000, default 5000 */
         struct {
             /* The dispatcher's public base URL ("https://herald.example.com"):
@@ -182,11 +184,12 @@ typedef struct hr_config {
             char *key_file; /* read into key at load, then NULL */
         } tracking;
         struct {
-            char *listen;   /* herald-hooks' /healthz, /readyz, /metrics; default 127.0.0.1:8083 */
-            char *group;    /* its consumer group, default herald-hooks */
-            int batch_max;  /* events per delivery, 1..1000, default 100 */
-            int batch_ms;   /* a partial batch waits at most, 1..60000, default 1000 */
-            int timeout_ms; /* per request, 100..120000, default 10000 */
+            char *listen;  /* herald-hooks' /healthz, /readyz, /metrics; default 127.0.0.1:8083 */
+            char *group;   /* its consumer group, default herald-hooks */
+            int batch_max; /* events per delivery, 1..1000, default 100 */
+            int batch_ms;  /* a partial batch waits at most, 1..60000, default 1000 */
+            int inflight_max; /* deliveries in flight per endpoint (uid lanes), 1..64, default 4 */
+            int timeout_ms;   /* per request, 100..120000, default 10000 */
             int retry_backoff_ms;     /* first backoff, 10..3600000, default 1000 */
             int retry_max_backoff_ms; /* cap, default 60000 */
             int retry_for_ms; /* a batch is retried this long, then dead-lettered; default 600000 */

@@ -38,10 +38,8 @@ static int cfg_choose_throttle(void *field, const char *text)
 }
 
 static const char *const cfg_channel_type_names[] = {
-    [HR_CHANNEL_WEBHOOK] = "webhook",
-    [HR_CHANNEL_FCM] = "fcm",
-    [HR_CHANNEL_APNS] = "apns",
-    [HR_CHANNEL_SMTP] = "smtp",
+    [HR_CHANNEL_WEBHOOK] = "webhook", [HR_CHANNEL_FCM] = "fcm",         [HR_CHANNEL_APNS] = "apns",
+    [HR_CHANNEL_SMTP] = "smtp",       [HR_CHANNEL_WEBPUSH] = "webpush",
 };
 
 const char *hr_channel_type_name(hr_channel_type t)
@@ -143,6 +141,24 @@ static int cfg_batch_check(const cfg_ctx *ctx, const hr_channel *ch, const cfg_n
     return 0;
 }
 
+/* A VAPID subject (RFC 8292 section 2.1): how the push service reaches
+ * the sender, a mailto: or an https: URI, on one line without spaces. */
+static int cfg_check_vapid_subject(const char *text, char *errstr, size_t errlen)
+{
+    size_t skip = strncasecmp(text, "mailto:", 7) == 0    ? 7
+                  : strncasecmp(text, "https://", 8) == 0 ? 8
+                                                          : 0;
+
+    for (const char *c = text; skip > 0 && *c != '\0'; c++)
+        if ((unsigned char)*c <= ' ' || (unsigned char)*c >= 0x7f)
+            skip = 0;
+    if (skip == 0 || text[skip] == '\0') {
+        snprintf(errstr, errlen, "must be a mailto: or https:// URI without spaces");
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- the tables ----------------------------------------------------- */
 
 static const char cfg_default_body[] =
@@ -160,7 +176,7 @@ static const cfg_key cfg_retry_keys[] = {
  * empty one) means "the default". */
 static const cfg_key cfg_channel_keys[] = {
     K_CHOICE("type", hr_channel, type, "webhook", cfg_choose_channel_type,
-             "webhook, fcm, apns, smtp"),
+             "webhook, fcm, apns, smtp, webpush"),
     K_CHECKED("url", hr_channel, url, NULL, cfg_check_url),
     K_CHECKED("method", hr_channel, method, "POST", cfg_check_method),
     K_KVMAP("headers", hr_channel, headers, nheaders, cfg_check_header),
@@ -215,6 +231,8 @@ static const cfg_key cfg_channel_keys[] = {
     K_CHECKED("html", hr_channel, smtp.html, NULL, cfg_check_mail_template),
     K_CHECKED("list_unsubscribe", hr_channel, smtp.list_unsubscribe, NULL, cfg_check_unsubscribe),
     K_BOOL("require_starttls", hr_channel, smtp.require_starttls, true),
+    K_CHECKED("vapid_key_file", hr_channel, webpush.vapid_key_file, NULL, NULL),
+    K_CHECKED("vapid_subject", hr_channel, webpush.vapid_subject, NULL, cfg_check_vapid_subject),
     K_END,
 };
 
@@ -253,6 +271,8 @@ static const struct {
     {"html", HR_CHANNEL_SMTP},
     {"list_unsubscribe", HR_CHANNEL_SMTP},
     {"require_starttls", HR_CHANNEL_SMTP},
+    {"vapid_key_file", HR_CHANNEL_WEBPUSH},
+    {"vapid_subject", HR_CHANNEL_WEBPUSH},
 };
 
 /* Per type, the keys it cannot do without (url is checked on its own). */
@@ -266,6 +286,8 @@ static const struct {
     {HR_CHANNEL_APNS, "team_id"},
     {HR_CHANNEL_APNS, "topic"},
     {HR_CHANNEL_SMTP, "from"},
+    {HR_CHANNEL_WEBPUSH, "vapid_key_file"},
+    {HR_CHANNEL_WEBPUSH, "vapid_subject"},
 };
 
 void cfg_channel_clear(void *item)
@@ -331,6 +353,11 @@ static int cfg_channel_type_check(const cfg_ctx *ctx, hr_channel *ch, const cfg_
                            cfg_type_required[j].key, type);
     if (ch->url == NULL && (ch->type == HR_CHANNEL_WEBHOOK || ch->type == HR_CHANNEL_SMTP))
         return cfg_err(ctx, name->line, name->col, "channels.%s: missing required key \"url\"",
+                       ch->name);
+    if (ch->url != NULL && ch->type == HR_CHANNEL_WEBPUSH)
+        return cfg_err(ctx, url->line, url->col,
+                       "channels.%s.url: type webpush takes no url (each subscription names "
+                       "its endpoint)",
                        ch->name);
     if (ch->url != NULL) {
         bool smtp = strncasecmp(ch->url, "smtp", 4) == 0;

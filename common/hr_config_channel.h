@@ -23,6 +23,7 @@ typedef enum hr_channel_type {
     HR_CHANNEL_FCM = 1,     /* Firebase Cloud Messaging HTTP v1 */
     HR_CHANNEL_APNS = 2,    /* Apple Push Notification service over HTTP/2 */
     HR_CHANNEL_SMTP = 3,    /* e-mail through an SMTP relay */
+    HR_CHANNEL_WEBPUSH = 4, /* web push (RFC 8030, 8291, 8292) to browsers' subscriptions */
 } hr_channel_type;
 
 typedef enum hr_apns_push { HR_APNS_ALERT = 0, HR_APNS_BACKGROUND = 1 } hr_apns_push;
@@ -30,14 +31,15 @@ typedef enum hr_apns_push { HR_APNS_ALERT = 0, HR_APNS_BACKGROUND = 1 } hr_apns_
 #define HR_CHANNEL_BATCH_MAX 1000          /* recipients per batched request */
 #define HR_CHANNEL_BATCH_ITEMS "{{items}}" /* where batch_body takes the items */
 
-/* Keys marked (webhook), (fcm), (apns) or (smtp) belong to that type: a
+/* Keys marked (webhook), (fcm), (apns), (smtp) or (webpush) belong to that type: a
  * channel of another type that writes them is refused. */
 typedef struct hr_channel {
     char *name;           /* map key under channels: */
-    hr_channel_type type; /* type: webhook (default) | fcm | apns | smtp */
+    hr_channel_type type; /* type: webhook (default) | fcm | apns | smtp | webpush */
     /* webhook: http(s):// absolute URL, template allowed, required;
      * fcm / apns: http(s):// base URL without templates, NULL = the
-     * provider's; smtp: smtp:// (STARTTLS) or smtps:// relay, required */
+     * provider's; smtp: smtp:// (STARTTLS) or smtps:// relay, required;
+     * webpush: none (each subscription names its endpoint) */
     char *url;
     char *method;   /* (webhook) GET POST PUT PATCH; default POST */
     hr_kv *headers; /* values may be templates */
@@ -94,6 +96,10 @@ typedef struct hr_channel {
         char *list_unsubscribe; /* https:// or mailto: template; NULL = no header */
         bool require_starttls;  /* smtp://: refuse a relay without STARTTLS, default true */
     } smtp;
+    struct {
+        char *vapid_key_file; /* the VAPID signing key (PEM, P-256), required */
+        char *vapid_subject;  /* the VAPID "sub": a mailto: or https: URI, required */
+    } webpush;
 } hr_channel;
 
 /* The name of type T as written in the file ("webhook", "fcm", ...). */

@@ -158,7 +158,7 @@ int hr_evpub_new(const hr_config *cfg, const hr_evpub_hooks *hooks, hr_evpub **o
 {
     hr_evpub *p = calloc(1, sizeof *p);
     rd_kafka_conf_t *conf = NULL;
-    char rkerr[512], max[24];
+    char rkerr[512], max[24], linger[24];
 
     *out = NULL;
     if (p == NULL || (p->slots = calloc(EVPUB_FIRST_CAP, sizeof *p->slots)) == NULL) {
@@ -177,10 +177,16 @@ int hr_evpub_new(const hr_config *cfg, const hr_evpub_hooks *hooks, hr_evpub **o
     if ((conf = hr_kafka_conf_new(cfg, HR_KAFKA_PRODUCER, errstr, errlen)) == NULL)
         goto fail;
     /* librdkafka's own queue holds what we hold at most, so a full local
-     * queue is never the reason an event waits. */
+     * queue is never the reason an event waits.  linger.ms: events come a
+     * few per partition and ms from each worker; the chunks' 1 ms would send
+     * a request (and wake librdkafka's broker thread) for about every event,
+     * events.linger_ms (20) gathers a batch per partition, and only holds a
+     * chunk's acknowledgements that much longer. */
     snprintf(max, sizeof max, "%d", cfg->events.queue_max);
+    snprintf(linger, sizeof linger, "%d", cfg->events.linger_ms);
     if (rd_kafka_conf_set(conf, "queue.buffering.max.messages", max, rkerr, sizeof rkerr) !=
-        RD_KAFKA_CONF_OK) {
+            RD_KAFKA_CONF_OK ||
+        rd_kafka_conf_set(conf, "linger.ms", linger, rkerr, sizeof rkerr) != RD_KAFKA_CONF_OK) {
         snprintf(errstr, errlen, "kafka: %s", rkerr);
         goto fail;
     }

@@ -304,9 +304,8 @@ done:
 static int hr_jwt_jwk_ec(const cJSON *jwk, hr_jwt_key *k, char *errstr, size_t errlen)
 {
     const cJSON *crv = cJSON_GetObjectItemCaseSensitive(jwk, "crv");
-    unsigned char point[1 + 2 * HR_JWT_ES256_HALF];
+    unsigned char point[HR_JWT_P256_POINT];
     size_t xlen, ylen;
-    OSSL_PARAM params[3];
 
     if (!cJSON_IsString(crv) || strcmp(crv->valuestring, "P-256") != 0) {
         snprintf(errstr, errlen, "jwk: an EC key must be on crv P-256 (ES256)");
@@ -321,11 +320,39 @@ static int hr_jwt_jwk_ec(const cJSON *jwk, hr_jwt_key *k, char *errstr, size_t e
         snprintf(errstr, errlen, "jwk: x and y of a P-256 key are 32 bytes each");
         return -1;
     }
+    return hr_jwt_p256_point(point, &k->pkey, errstr, errlen);
+}
+
+int hr_jwt_p256_point(const unsigned char point[HR_JWT_P256_POINT], EVP_PKEY **out, char *errstr,
+                      size_t errlen)
+{
+    OSSL_PARAM params[3];
+    hr_jwt_key k = {0};
+
+    *out = NULL;
     params[0] = OSSL_PARAM_construct_utf8_string(OSSL_PKEY_PARAM_GROUP_NAME,
                                                  (char *)SN_X9_62_prime256v1, 0);
-    params[1] = OSSL_PARAM_construct_octet_string(OSSL_PKEY_PARAM_PUB_KEY, point, sizeof point);
+    params[1] = OSSL_PARAM_construct_octet_string(OSSL_PKEY_PARAM_PUB_KEY, (void *)point,
+                                                  HR_JWT_P256_POINT);
     params[2] = OSSL_PARAM_construct_end();
-    return hr_jwt_key_fromdata(k, "EC", params, errstr, errlen);
+    if (hr_jwt_key_fromdata(&k, "EC", params, errstr, errlen) != 0)
+        return -1;
+    *out = k.pkey;
+    return 0;
+}
+
+int hr_jwt_key_point(const hr_jwt_key *k, unsigned char out[HR_JWT_P256_POINT])
+{
+    size_t n = 0;
+
+    if (k->alg != HR_JWT_ES256 ||
+        EVP_PKEY_get_octet_string_param(k->pkey, OSSL_PKEY_PARAM_ENCODED_PUBLIC_KEY, out,
+                                        HR_JWT_P256_POINT, &n) != 1 ||
+        n != HR_JWT_P256_POINT || out[0] != 0x04) {
+        ERR_clear_error();
+        return -1;
+    }
+    return 0;
 }
 
 int hr_jwt_key_from_jwk(const cJSON *jwk, hr_jwt_key **out, char *errstr, size_t errlen)

@@ -49,6 +49,17 @@ int hr_jwt_key_from_jwk(const cJSON *jwk, hr_jwt_key **out, char *errstr, size_t
 /* Checks SIG (SIGLEN bytes as JWS writes them: RS256 PKCS #1 v1.5, ES256
  * the 64-byte R||S) over the LEN bytes at DATA under K's algorithm.  0 when
  * it is K's signature, -1 otherwise (ERRSTR). */
+/* The uncompressed form of a P-256 point: 04 || x || y. */
+#define HR_JWT_P256_POINT 65
+typedef struct evp_pkey_st EVP_PKEY;
+/* The P-256 public key whose point is POINT (uncompressed), checked to lie
+ * on the curve: 0 and *OUT (the caller's, EVP_PKEY_free), or -1 with
+ * ERRSTR.  Web push reads a subscription's p256dh key with it. */
+int hr_jwt_p256_point(const unsigned char point[HR_JWT_P256_POINT], EVP_PKEY **out, char *errstr,
+                      size_t errlen);
+/* The public point of K, an ES256 key, into OUT (uncompressed): web
+ * push's VAPID "k".  0, or -1 for another key. */
+int hr_jwt_key_point(const hr_jwt_key *k, unsigned char out[HR_JWT_P256_POINT]);
 int hr_jwt_verify(const hr_jwt_key *k, const char *data, size_t len, const unsigned char *sig,
                   size_t siglen, char *errstr, size_t errlen);
 

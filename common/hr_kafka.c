@@ -165,3 +165,18 @@ out:
         rd_kafka_destroy(rk);
     return rc;
 }
+
+int hr_kafka_subscribe(rd_kafka_t *rk, const char *topic, char *errstr, size_t errlen)
+{
+    rd_kafka_topic_partition_list_t *topics = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_resp_err_t err;
+
+    rd_kafka_topic_partition_list_add(topics, topic, RD_KAFKA_PARTITION_UA);
+    err = rd_kafka_subscribe(rk, topics);
+    rd_kafka_topic_partition_list_destroy(topics);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        snprintf(errstr, errlen, "subscribe %s: %s", topic, rd_kafka_err2str(err));
+        return -1;
+    }
+    return 0;
+}

@@ -22,6 +22,10 @@ typedef enum hr_kafka_role { HR_KAFKA_PRODUCER, HR_KAFKA_CONSUMER } hr_kafka_rol
 rd_kafka_conf_t *hr_kafka_conf_new(const hr_config *cfg, hr_kafka_role role, char *errstr,
                                    size_t errlen);
 
+/* Subscribes consumer RK to TOPIC alone.  0, or -1 (ERRSTR names the
+ * topic and librdkafka's error). */
+int hr_kafka_subscribe(rd_kafka_t *rk, const char *topic, char *errstr, size_t errlen);
+
 /* Creates TOPIC with PARTITIONS partitions (replication factor RF, -1 = the
  * broker's default) unless it exists; waits up to TIMEOUT_MS. */
 int hr_kafka_ensure_topic(const hr_config *cfg, const char *topic, int partitions, int rf,

@@ -150,6 +150,22 @@ static int hr_mirror_pages(const hr_mirror *mr, hr_mysql *m, hr_redis *r, const 
     }
 }
 
+int hr_mirror_rewrite(const hr_mirror *mr, hr_mysql *m, hr_redis *r, int64_t *uids, size_t n,
+                      size_t batch, const void *ctx, char *errstr, size_t errlen)
+{
+    for (size_t at = 0; at < n; at += batch)
+        if (mr->rewrite(m, r, uids + at, n - at < batch ? n - at : batch, ctx, NULL, errstr,
+                        errlen) != 0)
+            return -1;
+    return 0;
+}
+
+int hr_mirror_rewrite_one(const hr_mirror *mr, hr_mysql *m, hr_redis *r, int64_t uid,
+                          const void *ctx, char *errstr, size_t errlen)
+{
+    return mr->rewrite(m, r, &uid, 1, ctx, NULL, errstr, errlen);
+}
+
 int hr_mirror_sync(const hr_mirror *mr, hr_mysql *m, hr_redis *r, const char *token, int batch,
                    const void *ctx, hr_mirror_result *res, char *errstr, size_t errlen)
 {

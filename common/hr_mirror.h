@@ -91,6 +91,17 @@ typedef struct hr_mirror {
 int hr_mirror_sync(const hr_mirror *mr, hr_mysql *m, hr_redis *r, const char *token, int batch,
                    const void *ctx, hr_mirror_result *res, char *errstr, size_t errlen);
 
+/* Rewrites the Redis keys of the N uids at UIDS (reordered: see the
+ * rewrite) through book MR's rewrite, BATCH uids a call, after a write
+ * through herald changed them; CTX goes to the rewrite.  Stops at the
+ * first failure.  0 or -1 (ERRSTR). */
+int hr_mirror_rewrite(const hr_mirror *mr, hr_mysql *m, hr_redis *r, int64_t *uids, size_t n,
+                      size_t batch, const void *ctx, char *errstr, size_t errlen);
+
+/* hr_mirror_rewrite of the one UID. */
+int hr_mirror_rewrite_one(const hr_mirror *mr, hr_mysql *m, hr_redis *r, int64_t uid,
+                          const void *ctx, char *errstr, size_t errlen);
+
 /* Whether Redis holds book MR's synced mark: 1 yes, 0 no (a reader must
  * not take a missing key for an empty one), -1 on a Redis error. */
 int hr_mirror_synced(const hr_mirror *mr, hr_redis *r, char *errstr, size_t errlen);

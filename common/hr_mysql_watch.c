@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 #include "hr_clock.h"
+#include "hr_log.h"
 
 /* Call latency, seconds: up to the timeout's range. */
 static const double hr_mysql_seconds_buckets[] = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5,
@@ -58,11 +59,11 @@ int hr_mysql_watch(hr_metrics *reg, hr_mysql_slow_fn slow, char *errstr, size_t 
     return 0;
 }
 
-const char *hr_mysql_slow_fields(const hr_mysql_slow *slow, char *buf, size_t len)
+void hr_mysql_slow_log(const hr_mysql_slow *slow)
 {
-    snprintf(buf, len, "mysql=%s:%u ms=%" PRId64 " suppressed=%" PRIu64 " sql=%.80s", slow->host,
-             slow->port, slow->ms, (uint64_t)slow->suppressed, slow->sql);
-    return slow->timed_out ? "mysql_timeout" : "mysql_slow";
+    hr_log_warn(slow->timed_out ? "mysql_timeout" : "mysql_slow",
+                "mysql=%s:%u ms=%" PRId64 " suppressed=%" PRIu64 " sql=%.80s", slow->host,
+                slow->port, slow->ms, (uint64_t)slow->suppressed, slow->sql);
 }
 
 void hr_mysql_watch_note(const char *sql, const char *host, unsigned port, int64_t ms,

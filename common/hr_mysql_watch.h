@@ -22,10 +22,11 @@ typedef struct hr_mysql_slow {
     uint64_t suppressed; /* slow calls since the last hook call that were not handed over */
 } hr_mysql_slow;
 typedef void (*hr_mysql_slow_fn)(const hr_mysql_slow *slow);
-/* SLOW as log fields ("mysql=H:P ms=N suppressed=N sql=<its first 80
- * bytes>") into BUF; the event is "mysql_timeout" or "mysql_slow"
- * (returned). */
-const char *hr_mysql_slow_fields(const hr_mysql_slow *slow, char *buf, size_t len);
+/* The daemons' slow hook: SLOW as one warning line, event "mysql_timeout"
+ * or "mysql_slow", fields "mysql=H:P ms=N suppressed=N sql=<its first 80
+ * bytes>".  A daemon passes it to hr_mysql_watch (the watch itself never
+ * logs). */
+void hr_mysql_slow_log(const hr_mysql_slow *slow);
 
 /* Process-wide, at start-up before the daemon's threads run: every MySQL
  * call after it (a statement, BEGIN, COMMIT; each attempt) is timed into

@@ -48,20 +48,29 @@ redisReply *hr_redis_exec(hr_redis *r, const char *cmd, size_t len, int script, 
                            errlen);
 }
 
-static redisReply *hr_redis_exec_argv(hr_redis *r, int argc, const char **argv,
-                                      const size_t *argvlen, char *errstr, size_t errlen)
+/* Runs CMD of LEN bytes as hiredis formatted it, then frees it; LEN < 0
+ * (the format failed) answers NULL with WHY. */
+static redisReply *hr_redis_exec_formatted(hr_redis *r, char *cmd, int len, const char *why,
+                                           char *errstr, size_t errlen)
 {
-    char *cmd = NULL;
-    int len = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
     redisReply *reply;
 
     if (len < 0) {
-        snprintf(errstr, errlen, "out of memory");
+        snprintf(errstr, errlen, "%s", why);
         return NULL;
     }
     reply = hr_redis_exec(r, cmd, (size_t)len, -1, errstr, errlen);
     redisFreeCommand(cmd);
     return reply;
+}
+
+static redisReply *hr_redis_exec_argv(hr_redis *r, int argc, const char **argv,
+                                      const size_t *argvlen, char *errstr, size_t errlen)
+{
+    char *cmd = NULL;
+    int len = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
+
+    return hr_redis_exec_formatted(r, cmd, len, "out of memory", errstr, errlen);
 }
 
 /* The SHA1 (hex) of every embedded script, as SCRIPT LOAD answers it. */
@@ -181,15 +190,10 @@ redisReply *hr_redis_vcmdf(hr_redis *r, char *errstr, size_t errlen, const char 
 {
     char *cmd = NULL;
     int len = redisvFormatCommand(&cmd, fmt, ap);
-    redisReply *reply;
 
-    if (len < 0) {
-        snprintf(errstr, errlen, "bad command format or out of memory");
-        return NULL;
-    }
-    reply = hr_redis_exec(r, cmd, (size_t)len, -1, errstr, errlen);
-    redisFreeCommand(cmd);
-    return hr_redis_check(reply, errstr, errlen);
+    return hr_redis_check(
+        hr_redis_exec_formatted(r, cmd, len, "bad command format or out of memory", errstr, errlen),
+        errstr, errlen);
 }
 
 redisReply *hr_redis_cmdf(hr_redis *r, char *errstr, size_t errlen, const char *fmt, ...)

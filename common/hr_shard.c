@@ -7,8 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "hr_pipe.h"
-
 uint32_t hr_shard_crc32(const void *data, size_t len)
 {
     const unsigned char *p = data;
@@ -180,6 +178,43 @@ int hr_shard_sum(hr_redis *r, int64_t id, int shards, const char *cmd, hr_key_ki
 {
     *out = 0;
     return hr_shard_each(r, id, shards, cmd, kind, hr_shard_add_int, out, errstr, errlen);
+}
+
+int hr_shard_counts_queue(hr_pipe *pipe, const char *prefix, int64_t id, int shards,
+                          const hr_shard_count *counts, size_t n)
+{
+    char key[HR_KEY_MAX];
+
+    for (int k = 0; k < (shards > 1 ? shards : 1); k++)
+        for (size_t j = 0; j < n; j++) {
+            const char *argv[] = {counts[j].cmd, key};
+
+            hr_key_shard(prefix, key, sizeof key, id, k, counts[j].kind);
+            if (hr_pipe_cmd(pipe, 2, argv, NULL) < 0)
+                return -1;
+        }
+    return 0;
+}
+
+int hr_shard_counts_read(hr_pipe *pipe, size_t *at, int shards, size_t n, int64_t *sums,
+                         char *errstr, size_t errlen)
+{
+    for (size_t j = 0; j < n; j++)
+        sums[j] = 0;
+    for (int k = 0; k < (shards > 1 ? shards : 1); k++)
+        for (size_t j = 0; j < n; j++) {
+            redisReply *reply = hr_pipe_reply(pipe, (*at)++, errstr, errlen);
+            int ok = reply != NULL && reply->type == REDIS_REPLY_INTEGER;
+
+            if (ok)
+                sums[j] += reply->integer;
+            else if (reply != NULL)
+                snprintf(errstr, errlen, "a shard count's reply is not an integer");
+            freeReplyObject(reply);
+            if (!ok)
+                return -1;
+        }
+    return 0;
 }
 
 /* Adds the fields of a stats hash (an HGETALL REPLY) to *CTX, an

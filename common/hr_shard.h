@@ -20,6 +20,7 @@
 
 #include "hr_keys.h"
 #include "hr_mysql.h"
+#include "hr_pipe.h"
 #include "hr_redis.h"
 #include "hr_vec.h"
 
@@ -64,6 +65,25 @@ int hr_shard_load(hr_mysql *m, int64_t id, int *shards, char *errstr, size_t err
  * shard of task ID, summed into *OUT.  0 or -1 (ERRSTR). */
 int hr_shard_sum(hr_redis *r, int64_t id, int shards, const char *cmd, hr_key_kind kind,
                  int64_t *out, char *errstr, size_t errlen);
+
+/* A count taken on every shard of a task: CMD (SCARD, ZCARD, HLEN) on the
+ * shard's key of KIND. */
+typedef struct hr_shard_count {
+    const char *cmd;
+    hr_key_kind kind;
+} hr_shard_count;
+
+/* Queues on PIPE, for each shard of task ID (SHARDS, 1 when fewer) in
+ * order, the N counts of COUNTS in order, keys under PREFIX: one part of a
+ * caller's round trip.  0, or -1 when out of memory. */
+int hr_shard_counts_queue(hr_pipe *pipe, const char *prefix, int64_t id, int shards,
+                          const hr_shard_count *counts, size_t n);
+/* Reads back, from PIPE's reply *AT on (*AT moved past them), what
+ * hr_shard_counts_queue queued for a task of SHARDS: SUMS[j] the sum of
+ * count j over the shards.  0, or -1 (ERRSTR: no reply, or one not an
+ * integer). */
+int hr_shard_counts_read(hr_pipe *pipe, size_t *at, int shards, size_t n, int64_t *sums,
+                         char *errstr, size_t errlen);
 
 /* A task's stats hashes summed field by field. */
 typedef struct hr_shard_stat {

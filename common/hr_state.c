@@ -22,8 +22,7 @@ static const char *const hr_state_names[HR_STATE__COUNT] = {
 static const char *const hr_control_names[HR_CONTROL__COUNT] = {
     [HR_CONTROL_RUN] = "run", [HR_CONTROL_PAUSE] = "pause", [HR_CONTROL_CANCEL] = "cancel"};
 
-/* The index of NAME in NAMES[N], or -1. */
-static int hr_state_lookup(const char *const *names, int n, const char *name)
+int hr_state_lookup(const char *const *names, int n, const char *name)
 {
     for (int i = 0; name != NULL && i < n; i++)
         if (strcmp(names[i], name) == 0)

@@ -53,6 +53,10 @@ typedef enum hr_control {
 } hr_control;
 
 /* "scheduled", "dispatching", ...; "?" for a value out of range. */
+/* The index of NAME in the name table NAMES[N], or -1: what every enum's
+ * parse shares (also hr_series' states). */
+int hr_state_lookup(const char *const *names, int n, const char *name);
+
 const char *hr_state_name(hr_task_state s);
 /* 0 and *OUT for a state's name, -1 for anything else (NULL included). */
 int hr_state_parse(const char *name, hr_task_state *out);

@@ -323,6 +323,70 @@ int hr_task_set_control(hr_mysql *m, hr_redis *r, int64_t id, hr_control control
     return 0;
 }
 
+static hr_mysql_param hr_task_p_str(const char *s)
+{
+    return s != NULL ? HR_P_STR(s) : HR_P_NULL;
+}
+
+/* A time (ms, or a window's seconds of the day); below NONE_BELOW is the
+ * column's NULL (-1, or for expire_at any value <= 0: a zeroed task has
+ * none). */
+static hr_mysql_param hr_task_p_ms(int64_t ms, int64_t none_below)
+{
+    return ms >= none_below ? HR_P_I64(ms) : HR_P_NULL;
+}
+
+int hr_task_insert(hr_mysql *m, const hr_task *t, const char *scope, int64_t freeze_ms,
+                   int64_t series_id, uint64_t *id, bool *existed, char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {
+        HR_P_STR(t->name), HR_P_STR(t->topic), HR_P_STR(t->channel), HR_P_STR(t->title),
+        HR_P_STR(t->body), hr_task_p_str(t->payload), HR_P_I64(t->due_ms),
+        hr_task_p_ms(freeze_ms, 0), HR_P_I64(t->rate_limit), HR_P_I64(t->chunk_size),
+        HR_P_I64(t->throttle_limit), HR_P_I64(t->throttle_window_s), hr_task_p_str(scope),
+        hr_task_p_str(t->throttle_key), hr_task_p_str(t->throttle_mode),
+        t->ttl_s >= 0 ? HR_P_I64(t->ttl_s) : HR_P_NULL, hr_task_p_str(t->collapse_key),
+        HR_P_STR(hr_priority_name(t->priority)),
+        /* local time and send windows */
+        HR_P_I64(t->local_time), hr_task_p_str(t->default_tz), hr_task_p_ms(t->window_start_s, 0),
+        hr_task_p_ms(t->window_end_s, 0), hr_task_p_str(t->window_tz),
+        /* expiry */
+        hr_task_p_ms(t->expire_ms, 1),
+        /* pacing */
+        hr_task_paced(t) ? HR_P_I64(t->finish_ms) : HR_P_NULL,
+        /* sharded tasks */
+        HR_P_I64(t->shards),
+        /* recipients */
+        HR_P_STR(hr_task_category(t)),
+        /* series (019_series.sql) */
+        series_id > 0 ? HR_P_I64(series_id) : HR_P_NULL,
+        series_id > 0 ? HR_P_I64(t->due_ms) : HR_P_NULL,
+        /* rich and silent pushes (023_rich_split.sql) */
+        t->rich != NULL ? HR_P_STR(t->rich) : HR_P_NULL};
+    uint64_t affected = 0;
+
+    /* The ON DUPLICATE clause can only fire for an occurrence (NULL
+     * series_id never collides); LAST_INSERT_ID(id) hands back the row
+     * that was there, and changes nothing, so AFFECTED is 0. */
+    if (hr_mysql_exec(m,
+                      "INSERT INTO push_task (name, topic, channel, title, body, payload, "
+                      "due_at, freeze_at, rate_limit, chunk_size, throttle_limit, "
+                      "throttle_window_s, throttle_scope, throttle_key, throttle_mode, "
+                      "ttl_s, collapse_key, priority, "
+                      "local_time, default_tz, window_start, window_end, window_tz, "
+                      "expire_at, finish_by, shards, category, series_id, occurrence_at, rich) "
+                      "VALUES (?, ?, ?, ?, ?, ?, FROM_UNIXTIME(? / 1000), "
+                      "FROM_UNIXTIME(? / 1000), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+                      "?, ?, SEC_TO_TIME(?), SEC_TO_TIME(?), ?, FROM_UNIXTIME(? / 1000), "
+                      "FROM_UNIXTIME(? / 1000), ?, ?, ?, FROM_UNIXTIME(? / 1000), ?) "
+                      "ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)",
+                      p, sizeof p / sizeof p[0], &affected, id, NULL, errstr, errlen) < 0)
+        return -1;
+    if (existed != NULL)
+        *existed = affected == 0;
+    return 0;
+}
+
 int hr_priority_parse(const char *s, hr_priority *out)
 {
     if (s != NULL && strcmp(s, "high") == 0)

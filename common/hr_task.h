@@ -138,6 +138,17 @@ int hr_task_load(hr_mysql *m, int64_t id, hr_task **out, char *errstr, size_t er
 int hr_task_load_many(hr_mysql *m, const int64_t *ids, size_t n, hr_task ***out, size_t *nout,
                       char *errstr, size_t errlen);
 
+/* Writes T as a new push_task row: what POST /v1/tasks, `heraldctl create`
+ * and a series' occurrence (dispatcher/dsp_series.c) share.  SCOPE is the
+ * throttle_scope column (NULL = the topic), FREEZE_MS the freeze_at column
+ * (-1 = NULL: 00:00 UTC of the due day).  SERIES_ID > 0 makes the row an
+ * occurrence of that series at T's due time (occurrence_at = due_at): a
+ * second write of the same occurrence writes nothing and answers the first
+ * row's id with *EXISTED true (the unique key of 019_series.sql).  The
+ * caller validates T first and owns the transaction.  0 or -1 (ERRSTR). */
+int hr_task_insert(hr_mysql *m, const hr_task *t, const char *scope, int64_t freeze_ms,
+                   int64_t series_id, uint64_t *id, bool *existed, char *errstr, size_t errlen);
+
 /* "high" / "normal" into *OUT; -1 for anything else (*OUT HR_PRIORITY_BAD). */
 int hr_priority_parse(const char *s, hr_priority *out);
 const char *hr_priority_name(hr_priority p);

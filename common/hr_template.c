@@ -146,6 +146,10 @@ fail:
     return -1;
 }
 
+/* The characters JSON escapes with one letter, and that letter. */
+static const char hr_json_brief[] = "\"\\\n\r\t\b\f";
+static const char hr_json_brief_letter[] = "\"\\nrtbf";
+
 int hr_json_escape_append(hr_buf *out, const char *s, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
@@ -167,45 +171,19 @@ int hr_json_escape_append(hr_buf *out, const char *s, size_t n)
         }
         if (hr_buf_append(out, s + run, i - run) != 0)
             goto fail;
-        char esc[6];
-        const char *rep = esc;
+        char esc[6] = {'\\'};
+        const char *rep = esc, *brief = memchr(hr_json_brief, c, sizeof hr_json_brief - 1);
         size_t rlen = 2;
-        esc[0] = '\\';
-        switch (c) {
-        case '"':
-            esc[1] = '"';
-            break;
-        case '\\':
-            esc[1] = '\\';
-            break;
-        case '\n':
-            esc[1] = 'n';
-            break;
-        case '\r':
-            esc[1] = 'r';
-            break;
-        case '\t':
-            esc[1] = 't';
-            break;
-        case '\b':
-            esc[1] = 'b';
-            break;
-        case '\f':
-            esc[1] = 'f';
-            break;
-        default:
-            if (c < 0x20) {
-                esc[1] = 'u';
-                esc[2] = '0';
-                esc[3] = '0';
-                esc[4] = hex[c >> 4];
-                esc[5] = hex[c & 0xF];
-                rlen = 6;
-            } else {
-                rep = "\xEF\xBF\xBD"; /* U+FFFD for a byte that is not UTF-8 */
-                rlen = 3;
-            }
-            break;
+        if (brief != NULL) {
+            esc[1] = hr_json_brief_letter[brief - hr_json_brief];
+        } else if (c < 0x20) {
+            memcpy(esc + 1, "u00", 3);
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 0xF];
+            rlen = 6;
+        } else {
+            rep = "\xEF\xBF\xBD"; /* U+FFFD for a byte that is not UTF-8 */
+            rlen = 3;
         }
         if (hr_buf_append(out, rep, rlen) != 0)
             goto fail;

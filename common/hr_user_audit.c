@@ -89,7 +89,7 @@ static int hr_user_audit_restore(hr_mysql *m, void *arg, char *errstr, size_t er
 {
     hr_user_audit_arg *x = arg;
 
-    return hr_user_rewrite(m, x->r, &x->uid, 1, x->cfg, NULL, errstr, errlen);
+    return hr_mirror_rewrite_one(&hr_user_mirror, m, x->r, x->uid, x->cfg, errstr, errlen);
 }
 
 /* X's change audited as ACTION by WHO. */

@@ -283,13 +283,6 @@ done:
     return rc;
 }
 
-/* The hash of one UID rewritten. */
-static int hr_user_rewrite_one(hr_mysql *m, hr_redis *r, int64_t uid, const hr_config *cfg,
-                               char *errstr, size_t errlen)
-{
-    return hr_user_rewrite(m, r, &uid, 1, cfg, NULL, errstr, errlen);
-}
-
 const hr_mirror hr_user_mirror = {
     .name = "user",
     HR_MIRROR_TABLES("push_user"),
@@ -357,7 +350,7 @@ int hr_user_put(hr_mysql *m, hr_redis *r, const hr_user *u, const hr_config *cfg
     if (rc != 0)
         return rc;
     if (hr_user_upsert(m, u, &affected, errstr, errlen) != 0 ||
-        hr_user_rewrite_one(m, r, u->uid, cfg, errstr, errlen) != 0)
+        hr_mirror_rewrite_one(&hr_user_mirror, m, r, u->uid, cfg, errstr, errlen) != 0)
         return -1;
     return affected == 1 ? 1 : 0;
 }
@@ -395,7 +388,7 @@ int hr_user_patch(hr_mysql *m, hr_redis *r, int64_t uid, const cJSON *patch, con
     /* The times MySQL gave it. */
     if (hr_user_get(m, uid, out, errstr, errlen) != 0)
         return -1;
-    return hr_user_rewrite_one(m, r, uid, cfg, errstr, errlen);
+    return hr_mirror_rewrite_one(&hr_user_mirror, m, r, uid, cfg, errstr, errlen);
 fail:
     hr_mysql_rollback(m);
     hr_mysql_rows_free(rows);
@@ -410,7 +403,7 @@ int hr_user_delete(hr_mysql *m, hr_redis *r, int64_t uid, char *errstr, size_t e
     /* The preferences go with it (ON DELETE CASCADE). */
     if (hr_mysql_exec(m, "DELETE FROM push_user WHERE uid = ?", p, 1, &affected, NULL, NULL, errstr,
                       errlen) != 0 ||
-        hr_user_rewrite_one(m, r, uid, NULL, errstr, errlen) != 0)
+        hr_mirror_rewrite_one(&hr_user_mirror, m, r, uid, NULL, errstr, errlen) != 0)
         return -1;
     return affected > 0 ? 1 : 0;
 }
@@ -533,7 +526,7 @@ int hr_user_prefs_put(hr_mysql *m, hr_redis *r, int64_t uid, const hr_user_prefs
             goto done;
         }
     }
-    rc = hr_user_rewrite_one(m, r, uid, cfg, errstr, errlen);
+    rc = hr_mirror_rewrite_one(&hr_user_mirror, m, r, uid, cfg, errstr, errlen);
 done:
     free(list);
     return rc;
@@ -563,7 +556,7 @@ int hr_user_opt_out(hr_mysql *m, hr_redis *r, int64_t uid, const char *category,
         hr_mysql_rollback(m);
         return -1;
     }
-    if (hr_user_rewrite_one(m, r, uid, cfg, errstr, errlen) != 0)
+    if (hr_mirror_rewrite_one(&hr_user_mirror, m, r, uid, cfg, errstr, errlen) != 0)
         return -1;
     return affected > 0 ? 1 : 0;
 }
@@ -668,11 +661,8 @@ int hr_user_import(hr_mysql *m, hr_redis *r, const hr_user *users, size_t n, con
             goto fail;
     if (hr_mysql_commit(m, errstr, errlen) != 0)
         goto fail;
-    rc = 0;
-    for (size_t at = 0; at < k && rc == 0; at += HR_USER_IMPORT_BATCH)
-        rc = hr_user_rewrite(m, r, uids + at,
-                             k - at < HR_USER_IMPORT_BATCH ? k - at : HR_USER_IMPORT_BATCH, cfg,
-                             NULL, errstr, errlen);
+    rc = hr_mirror_rewrite(&hr_user_mirror, m, r, uids, k, HR_USER_IMPORT_BATCH, cfg, errstr,
+                           errlen);
     goto done;
 fail:
     hr_mysql_rollback(m);

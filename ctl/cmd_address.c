@@ -3,6 +3,8 @@
  *
  *   add UID PLATFORM ADDRESS [--app APP]   one address (idempotent)
  *   rm  UID PLATFORM ADDRESS [--app APP]   one address
+ *     (a webpush ADDRESS may be the browser's PushSubscription JSON,
+ *     turned into its address with hr_wpsub_from_json)
  *   ls  UID [--json]                       the uid's addresses (MySQL)
  *   import FILE|-                          CSV lines uid,platform,app,address
  *
@@ -24,6 +26,7 @@
 #include "hr_addr.h"
 #include "hr_addr_audit.h"
 #include "hr_parse.h"
+#include "hr_wpsub.h"
 
 #define CTL_ADDR_BATCH 5000
 #define CTL_ADDR_REPORT_MAX 20
@@ -64,6 +67,23 @@ static int ctl_addr_args(const ctl_ctx *ctx, int argc, char **argv, int allowed,
     return CTL_EXIT_OK;
 }
 
+/* A webpush ADDRESS written as the browser's PushSubscription JSON ('{'
+ * first) into OUT as its address; OUT stays empty for any other. */
+static int ctl_addr_subscription(ctl_ctx *ctx, hr_addr_platform p, const char *address, hr_buf *out)
+{
+    char why[256];
+    cJSON *j;
+    int rc;
+
+    if (p != HR_ADDR_WEBPUSH || address[0] != '{')
+        return CTL_EXIT_OK;
+    if ((j = cJSON_Parse(address)) == NULL)
+        return ctl_usage(ctx, "ADDRESS: not a PushSubscription JSON object");
+    rc = hr_wpsub_from_json(j, out, why, sizeof why);
+    cJSON_Delete(j);
+    return rc == 0 ? CTL_EXIT_OK : ctl_usage(ctx, "ADDRESS: %s", why);
+}
+
 /* add / rm: ARGV = {"add"|"rm", UID, PLATFORM, ADDRESS} after the flags. */
 static int ctl_addr_change(ctl_ctx *ctx, bool add, int argc, char **argv)
 {
@@ -76,18 +96,30 @@ static int ctl_addr_change(ctl_ctx *ctx, bool add, int argc, char **argv)
     bool json = false;
     int64_t uid;
     int rc;
+    hr_buf sub;
 
     rc = ctl_addr_args(ctx, argc, argv, 'a', 3, "UID PLATFORM ADDRESS", &app, &json, &args, &uid);
     if (rc != CTL_EXIT_OK)
         return rc;
     if (hr_addr_platform_parse(args[1], &p) != 0)
-        return ctl_usage(ctx, "PLATFORM must be fcm, apns, email or webhook, not '%s'", args[1]);
-    if (ctl_mysql(ctx, &m) < 0 || ctl_redis(ctx, &r) < 0)
+        return ctl_usage(ctx, "PLATFORM must be fcm, apns, email, webhook or webpush, not '%s'",
+                         args[1]);
+    hr_buf_init(&sub, HR_ADDR_ADDRESS_MAX);
+    rc = ctl_addr_subscription(ctx, p, args[2], &sub);
+    if (rc != CTL_EXIT_OK) {
+        hr_buf_free(&sub);
+        return rc;
+    }
+    if (ctl_mysql(ctx, &m) < 0 || ctl_redis(ctx, &r) < 0) {
+        hr_buf_free(&sub);
         return CTL_EXIT_FAIL;
-    one = (hr_addr){.uid = uid, .platform = p, .app = app, .address = args[2]};
+    }
+    one = (hr_addr){
+        .uid = uid, .platform = p, .app = app, .address = sub.len > 0 ? sub.data : args[2]};
     rc = hr_addr_audit_change(m, r, uid, add ? HR_ADDR_AUDIT_ADD : HR_ADDR_AUDIT_REMOVE, &one, 1,
                               ctl_who(ctx), add ? "heraldctl address add" : "heraldctl address rm",
                               errstr, sizeof errstr);
+    hr_buf_free(&sub);
     if (rc == HR_ADDR_EINVAL)
         return ctl_usage(ctx, "%s", errstr);
     if (rc < 0)
@@ -167,7 +199,7 @@ static int ctl_addr_parse_line(char *line, hr_addr *a, char *why, size_t len)
         return -1;
     }
     if (hr_addr_platform_parse(f[1], &a->platform) != 0) {
-        snprintf(why, len, "platform '%.40s' is not fcm, apns, email or webhook", f[1]);
+        snprintf(why, len, "platform '%.40s' is not fcm, apns, email, webhook or webpush", f[1]);
         return -1;
     }
     return hr_addr_check(a->platform, a->app, a->address, why, len) == 0 ? 0 : -1;

@@ -23,32 +23,6 @@
 
 #define CREATE_VARIANTS_FILE_MAX (4 * 1024 * 1024) /* --variants FILE */
 
-/* expiry (009_expiry.sql): its columns, after the others. */
-#define CREATE_COLS_EXPIRY ", expire_at"
-#define CREATE_VALS_EXPIRY ", ?"
-/* pacing (docs/scheduling.md) */
-#define CREATE_COLS_PACING ", finish_by"
-#define CREATE_VALS_PACING ", ?"
-/* sharded tasks (docs/architecture.md "Sharded tasks") */
-#define CREATE_COLS_SHARDS ", shards"
-#define CREATE_VALS_SHARDS ", ?"
-/* recipients (docs/recipients.md) */
-#define CREATE_COLS_RECIPIENTS ", category"
-#define CREATE_VALS_RECIPIENTS ", ?"
-/* rich and silent pushes (docs/providers.md) */
-#define CREATE_COLS_RICH ", rich"
-#define CREATE_VALS_RICH ", ?"
-
-#define CREATE_INSERT                                                                        \
-    "INSERT INTO push_task (name, topic, channel, title, body, payload, due_at, freeze_at, " \
-    "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "            \
-    "throttle_key, throttle_mode, ttl_s, collapse_key, priority, "                           \
-    "local_time, default_tz, window_start, window_end, window_tz" CREATE_COLS_EXPIRY         \
-        CREATE_COLS_PACING CREATE_COLS_SHARDS CREATE_COLS_RECIPIENTS CREATE_COLS_RICH ") "   \
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "                         \
-    "?, ?, SEC_TO_TIME(?), SEC_TO_TIME(?), ?" CREATE_VALS_EXPIRY CREATE_VALS_PACING          \
-        CREATE_VALS_SHARDS CREATE_VALS_RECIPIENTS CREATE_VALS_RICH ")"
-
 /* Every flag of create_options[], for `heraldctl help create`. */
 const char ctl_create_flags[] =
     "  --name N             required; shown in lists\n"
@@ -472,11 +446,6 @@ static int create_parse(const ctl_ctx *ctx, int argc, char **argv, create_args *
     return CTL_EXIT_OK;
 }
 
-static hr_mysql_param create_str_or_null(const char *s)
-{
-    return s != NULL ? HR_P_STR(s) : HR_P_NULL;
-}
-
 static int create_insert(ctl_ctx *ctx, int argc, char **argv, const create_args *a,
                          hr_variant_set *vs);
 
@@ -503,7 +472,7 @@ int ctl_cmd_create(ctl_ctx *ctx, int argc, char **argv)
 static int create_insert(ctl_ctx *ctx, int argc, char **argv, const create_args *a,
                          hr_variant_set *vs)
 {
-    char errstr[512], due[40], freeze[40], expire[40], finish[40];
+    char errstr[512], due[40];
     hr_mysql *m;
     uint64_t id = 0;
     cJSON *after;
@@ -515,51 +484,10 @@ static int create_insert(ctl_ctx *ctx, int argc, char **argv, const create_args 
     if (ctl_mysql(ctx, &m) < 0)
         return CTL_EXIT_FAIL;
 
-    ctl_fmt_time_sql(a->t.due_ms, due, sizeof due);
-    ctl_fmt_time_sql(a->freeze_ms, freeze, sizeof freeze);
-    ctl_fmt_time_sql(a->t.expire_ms, expire, sizeof expire);
-    ctl_fmt_time_sql(a->t.finish_ms, finish, sizeof finish);
-    hr_mysql_param p[] = {
-        HR_P_STR(a->t.name),
-        HR_P_STR(a->t.topic),
-        HR_P_STR(a->t.channel),
-        HR_P_STR(a->t.title),
-        HR_P_STR(a->t.body),
-        create_str_or_null(a->t.payload),
-        HR_P_STR(due),
-        a->freeze_ms >= 0 ? HR_P_STR(freeze) : HR_P_NULL,
-        HR_P_I64(a->t.rate_limit),
-        HR_P_I64(a->t.chunk_size),
-        HR_P_I64(a->t.throttle_limit),
-        HR_P_I64(a->t.throttle_window_s),
-        create_str_or_null(a->scope),
-        create_str_or_null(a->t.throttle_key),
-        create_str_or_null(a->t.throttle_mode),
-        a->t.ttl_s >= 0 ? HR_P_I64(a->t.ttl_s) : HR_P_NULL,
-        create_str_or_null(a->t.collapse_key),
-        HR_P_STR(hr_priority_name(a->t.priority)),
-        /* local time and send windows */
-        HR_P_I64(a->t.local_time),
-        create_str_or_null(a->t.default_tz),
-        a->t.window ? HR_P_I64(a->t.window_start_s) : HR_P_NULL,
-        a->t.window ? HR_P_I64(a->t.window_end_s) : HR_P_NULL,
-        create_str_or_null(a->t.window_tz),
-        /* expiry */
-        a->t.expire_ms >= 0 ? HR_P_STR(expire) : HR_P_NULL,
-        /* pacing */
-        hr_task_paced(&a->t) ? HR_P_STR(finish) : HR_P_NULL,
-        /* sharded tasks */
-        HR_P_I64(a->t.shards),
-        /* recipients */
-        HR_P_STR(hr_task_category(&a->t)),
-        /* rich and silent pushes */
-        create_str_or_null(a->t.rich),
-    };
     /* The row and its audit row (the flags it was made from) together. */
     if (hr_mysql_begin(m, errstr, sizeof errstr) < 0)
         return ctl_fail("create: %s", errstr);
-    if (hr_mysql_exec(m, CREATE_INSERT, p, sizeof p / sizeof p[0], NULL, &id, NULL, errstr,
-                      sizeof errstr) < 0) {
+    if (hr_task_insert(m, &a->t, a->scope, a->freeze_ms, 0, &id, NULL, errstr, sizeof errstr) < 0) {
         hr_mysql_rollback(m);
         return ctl_fail("create: %s", errstr);
     }

@@ -72,7 +72,8 @@ int ctl_cmd_suppression(ctl_ctx *ctx, int argc, char **argv)
         (strcmp(sub, "ls") == 0 && (nargs < 1 || nargs > 2)))
         return ctl_usage(ctx, "wrong arguments for %s", sub);
     if (hr_addr_platform_parse(argv[0], &p) != 0)
-        return ctl_usage(ctx, "PLATFORM must be fcm, apns, email or webhook, not '%s'", argv[0]);
+        return ctl_usage(ctx, "PLATFORM must be fcm, apns, email, webhook or webpush, not '%s'",
+                         argv[0]);
     if (strcmp(sub, "add") == 0 && hr_addr_supp_parse(argv[2], &reason) != 0)
         return ctl_usage(ctx, "REASON must be unsubscribed, complained or bounced, not '%s'",
                          argv[2]);

@@ -104,9 +104,11 @@ static const ctl_command ctl_commands[] = {
      "                             refused lines are reported on stderr and the others\n"
      "                             imported in batches of 5000; exit 1 when a line was\n"
      "                             refused (safe to run again)\n"
-     "  PLATFORM                   fcm, apns, email or webhook\n"
+     "  PLATFORM                   fcm, apns, email, webhook, webpush\n"
+     "  ADDRESS                    webpush: <endpoint>#<p256dh>.<auth>, or the browser's\n"
+     "                             PushSubscription JSON (add, rm)\n"
      "  --app APP                  the FCM project id or the APNs bundle topic (required\n"
-     "                             for fcm and apns, empty for email and webhook)\n"
+     "                             for fcm and apns, empty for email, webhook, webpush)\n"
      "  --json                     ls: one JSON array of {platform, app, address}\n",
      ctl_cmd_address},
     {"user", "the recipients' profiles and preferences (docs/recipients.md)",
@@ -138,7 +140,7 @@ static const ctl_command ctl_commands[] = {
      "                             categories still go), complained or bounced\n"
      "  rm PLATFORM ADDRESS        take it off the list\n"
      "  ls PLATFORM [ADDRESS]      the suppressed addresses of the platform (and app), or one\n"
-     "  PLATFORM                   fcm, apns, email or webhook\n"
+     "  PLATFORM                   fcm, apns, email, webhook, webpush\n"
      "  --app APP                  the FCM project id or APNs bundle topic\n"
      "  --note N                   a note kept with it (at most 255 bytes)\n",
      ctl_cmd_suppression},
@@ -157,6 +159,28 @@ static const ctl_command ctl_commands[] = {
      "  dead ID [--limit N]        its dead letters, oldest first (default 100)\n"
      "  redrive ID                 deliver its dead letters again (once it is enabled)\n",
      ctl_cmd_hooks},
+    {"series", "reminders that repeat: create, list, show, next occurrences, pause, resume, end",
+     "create --name N --channel C --rrule R --dtstart TIME [OPTIONS] | list [--json] |\n"
+     "                 show ID | next ID [--count N] | pause|resume|end ID",
+     "  create                     a series: its occurrences become tasks (docs/scheduling.md)\n"
+     "  --rrule R                  an RFC 5545 RRULE value, e.g. 'FREQ=WEEKLY;BYDAY=MO,TU,WE,\n"
+     "                             TH,FR;UNTIL=20270630T235959'\n"
+     "  --dtstart TIME             the first occurrence, 'YYYY-MM-DD HH:MM:SS', wall time in --tz\n"
+     "  --tz Z                     its zone (default UTC); with --local-time the zone of\n"
+     "                             recipients without one\n"
+     "  --local-time               each occurrence at the wall time in each recipient's zone\n"
+     "  --exdate LIST              wall times skipped, YYYYMMDDTHHMMSS,...\n"
+     "  --catch-up P               occurrences missed while no dispatcher ran: none, latest\n"
+     "                             (default) or all\n"
+     "  --lead D                   written as a task D before due (default\n"
+     "                             dispatcher.series_lead_s)\n"
+     "  --expire-after D           an occurrence expires D after its due time\n"
+     "  --topic, --title, --body, --payload, --category, --priority  as for create\n"
+     "  list                       every series: id, state, name, next, occurrences, rule\n"
+     "  show ID                    one series and its next 5 occurrences\n"
+     "  next ID [--count N]        its next N occurrences (at most 100)\n"
+     "  pause ID | resume ID | end ID  no new occurrences / again / for good\n",
+     ctl_cmd_series},
 };
 
 #define CTL_NCOMMANDS (sizeof ctl_commands / sizeof ctl_commands[0])

@@ -27,7 +27,7 @@
  *   cmd_address cmd_control cmd_create cmd_import cmd_list: the commands, one a file,
  *   cmd_audit cmd_hooks cmd_migrate cmd_purge: on four lines
  *   cmd_recover cmd_redrive cmd_status cmd_token: for the width
- *   cmd_suppression cmd_user
+ *   cmd_series cmd_suppression cmd_user
  *   ctl: the command table, the global options, dispatch
  */
 #ifndef CTL_H

@@ -25,5 +25,6 @@ int ctl_cmd_user(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_suppression(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_audit(ctl_ctx *ctx, int argc, char **argv);
 int ctl_cmd_hooks(ctl_ctx *ctx, int argc, char **argv);
+int ctl_cmd_series(ctl_ctx *ctx, int argc, char **argv);
 
 #endif

@@ -35,6 +35,7 @@
 
 #include "dsp.h"
 #include "dsp_dlog.h"
+#include "dsp_series.h"
 #include "dsp_mirror.h"
 #include "dsp_api.h"
 #include "dsp_api_routes.h"
@@ -158,7 +159,8 @@ static int dsp_modules_new(dsp *d)
 {
     return dsp_owned_new(d) < 0 || dsp_report_new(d) < 0 || dsp_mirror_new(d) < 0 ||
                    dsp_reconcile_new(d) < 0 || dsp_scan_new(d) < 0 || dsp_sweep_new(d) < 0 ||
-                   dsp_jobs_new(d) < 0 || dsp_timer_new(d) < 0 || dsp_dlog_new(d) < 0
+                   dsp_jobs_new(d) < 0 || dsp_timer_new(d) < 0 || dsp_dlog_new(d) < 0 ||
+                   dsp_series_new(d) < 0
                ? -1
                : 0;
 }
@@ -257,6 +259,7 @@ done:
     dsp_mirror_free(d);
     dsp_timer_free(d);
     dsp_dlog_free(d);
+    dsp_series_free(d);
     dsp_conn_close(&d->loop_conn);
     dsp_kafka_free(d->kafka);
     dsp_metrics_free(&d->met);

@@ -52,7 +52,7 @@
  *   dsp_seams dsp_metrics dsp_kafka dsp_console dsp_api_parse dsp_auth
  *   dsp
  *   dsp_conn dsp_api_job dsp_events
- *   dsp_store dsp_mirror dsp_pace dsp_drop dsp_report dsp_dlog dsp_engage
+ *   dsp_store dsp_mirror dsp_pace dsp_drop dsp_report dsp_dlog dsp_engage dsp_series
  *   dsp_owned
  *   dsp_wait dsp_ahead dsp_shard
  *   dsp_reconcile
@@ -62,6 +62,7 @@
  *   dsp_jobs dsp_api
  *   dsp_api_view
  *   dsp_api_task dsp_api_subs dsp_api_addr dsp_api_admin dsp_api_track dsp_api_stats dsp_api_hooks
+ *   dsp_api_series
  *   dsp_api_users dsp_unsub
  *   dsp_api_ops
  *   dsp_api_routes
@@ -130,6 +131,7 @@ typedef struct dsp {
     struct dsp_sweep *sweep;         /* dsp_sweep.c: the sweeper's cursors */
     struct dsp_jobs *jobs;           /* dsp_jobs.c: the background job */
     struct dsp_dlog *dlog;           /* dsp_dlog.c: the delivery log's upkeep */
+    struct dsp_series *series;       /* dsp_series.c: series' occurrences */
     struct dsp_api *api;             /* dsp_api.c: the HTTP server */
     struct dsp_events *events;       /* dsp_events.c: the events publisher, NULL when off */
 } dsp;

@@ -21,6 +21,7 @@
 #include "hr_state.h"
 #include "hr_template.h" /* hr_utf8_valid */
 #include "hr_tz.h"
+#include "hr_wpsub.h"
 
 #define DSP_API_LIST_MAX 1000
 #define DSP_API_LIST_DEFAULT 100
@@ -414,10 +415,39 @@ int dsp_api_parse_uids(const cJSON *j, int max_ids, int64_t **uids_out, size_t *
 
 /* ---- addresses ------------------------------------------------------------ */
 
-int dsp_api_parse_address(const cJSON *j, const char *what, hr_addr *out, const char **code,
-                          char *errstr, size_t errlen)
+/* A webpush address given as the browser's PushSubscription JSON SUB:
+ * its address (hr_wpsub.h) added to J as "address" (J holds it from then
+ * on, so OUT's strings still point into J). */
+static int dsp_api_parse_subscription(cJSON *j, const cJSON *sub, const char *what, hr_addr *out,
+                                      const char **code, char *errstr, size_t errlen)
 {
-    const cJSON *v;
+    hr_buf text;
+    const cJSON *added;
+    char why[200];
+    int rc;
+
+    if (out->platform != HR_ADDR_WEBPUSH || out->address != NULL || !cJSON_IsObject(sub))
+        return dsp_api_refuse(code, "bad_field", errstr, errlen,
+                              "%s%ssubscription (a PushSubscription object) is for platform "
+                              "webpush, instead of address",
+                              what, *what ? "." : "");
+    hr_buf_init(&text, HR_ADDR_ADDRESS_MAX);
+    rc = hr_wpsub_from_json(sub, &text, why, sizeof why);
+    added = rc == 0 ? cJSON_AddStringToObject(j, "address", text.data) : NULL;
+    hr_buf_free(&text);
+    if (rc != 0)
+        return dsp_api_refuse(code, "invalid_address", errstr, errlen, "%s%ssubscription: %s", what,
+                              *what ? "." : "", why);
+    if (added == NULL)
+        return dsp_api_refuse(code, "bad_field", errstr, errlen, "out of memory");
+    out->address = added->valuestring;
+    return 0;
+}
+
+int dsp_api_parse_address(cJSON *j, const char *what, hr_addr *out, const char **code, char *errstr,
+                          size_t errlen)
+{
+    const cJSON *v, *sub = NULL;
     char why[200];
     int rc;
 
@@ -430,10 +460,14 @@ int dsp_api_parse_address(const cJSON *j, const char *what, hr_addr *out, const 
                              : strcmp(v->string, "address") == 0 ? &out->address
                                                                  : NULL;
 
+        if (strcmp(v->string, "subscription") == 0) {
+            sub = v;
+            continue;
+        }
         if (strcmp(v->string, "platform") != 0 && field == NULL)
             return dsp_api_refuse(code, "unknown_field", errstr, errlen,
-                                  "unknown field '%s%s%s' (platform, app, address)", what,
-                                  *what ? "." : "", v->string);
+                                  "unknown field '%s%s%s' (platform, app, address, subscription)",
+                                  what, *what ? "." : "", v->string);
         if (!cJSON_IsString(v))
             return dsp_api_refuse(code, "bad_field", errstr, errlen, "%s%s%s must be a string",
                                   what, *what ? "." : "", v->string);
@@ -441,9 +475,11 @@ int dsp_api_parse_address(const cJSON *j, const char *what, hr_addr *out, const 
             *field = v->valuestring;
         else if (hr_addr_platform_parse(v->valuestring, &out->platform) != 0)
             return dsp_api_refuse(code, "invalid_address", errstr, errlen,
-                                  "%s%splatform must be fcm, apns, email or webhook", what,
+                                  "%s%splatform must be fcm, apns, email, webhook or webpush", what,
                                   *what ? "." : "");
     }
+    if (sub != NULL && dsp_api_parse_subscription(j, sub, what, out, code, errstr, errlen) < 0)
+        return -1;
     if (out->platform == HR_ADDR__COUNT || out->address == NULL)
         return dsp_api_refuse(code, "missing_field", errstr, errlen,
                               "%s%splatform and address are required", what, *what ? " " : "");
@@ -454,10 +490,10 @@ int dsp_api_parse_address(const cJSON *j, const char *what, hr_addr *out, const 
     return 0;
 }
 
-int dsp_api_parse_addresses(const cJSON *j, hr_addr **out, size_t *n, const char **code,
-                            char *errstr, size_t errlen)
+int dsp_api_parse_addresses(cJSON *j, hr_addr **out, size_t *n, const char **code, char *errstr,
+                            size_t errlen)
 {
-    const cJSON *list = cJSON_GetObjectItemCaseSensitive(j, "addresses"), *v;
+    cJSON *list = cJSON_GetObjectItemCaseSensitive(j, "addresses"), *v;
     size_t i = 0, count;
     hr_addr *a;
 

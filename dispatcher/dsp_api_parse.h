@@ -51,14 +51,17 @@ int dsp_api_parse_uids(const cJSON *j, int max_ids, int64_t **uids, size_t *n, c
                        char *errstr, size_t errlen);
 /* One address {"platform", "app" (default ""), "address"} into *OUT (its
  * strings point into J), checked with hr_addr_check (invalid_address);
- * WHAT names it in messages ("" for a whole body, "addresses[2]"). */
-int dsp_api_parse_address(const cJSON *j, const char *what, hr_addr *out, const char **code,
-                          char *errstr, size_t errlen);
+ * WHAT names it in messages ("" for a whole body, "addresses[2]").  A
+ * webpush address may come as "subscription": the browser's
+ * PushSubscription object instead of "address" (hr_wpsub_from_json; its
+ * address is added to J). */
+int dsp_api_parse_address(cJSON *j, const char *what, hr_addr *out, const char **code, char *errstr,
+                          size_t errlen);
 /* Body J of PUT .../addresses: {"addresses": [...]}, 0..HR_ADDR_PER_UID_MAX
  * addresses of dsp_api_parse_address into *OUT (malloc'd, the caller frees
  * it; NULL when none) of *N. */
-int dsp_api_parse_addresses(const cJSON *j, hr_addr **out, size_t *n, const char **code,
-                            char *errstr, size_t errlen);
+int dsp_api_parse_addresses(cJSON *j, hr_addr **out, size_t *n, const char **code, char *errstr,
+                            size_t errlen);
 /* GET /v1/tasks ?state= and ?limit= (NULL: absent) into *LIMIT. */
 int dsp_api_parse_list(const char *state, const char *limit_s, long *limit, const char **code,
                        char *errstr, size_t errlen);

@@ -20,6 +20,7 @@
 #include "dsp_api_admin.h"
 #include "dsp_api_hooks.h"
 #include "dsp_api_ops.h"
+#include "dsp_api_series.h"
 #include "dsp_api_stats.h"
 #include "dsp_api_subs.h"
 #include "dsp_api_task.h"
@@ -132,6 +133,13 @@ static const dsp_api_route dsp_api_routes[] = {
     DSP_API_V1("DELETE", "/v1/hooks/{id}", dsp_api_hooks_delete, ADMIN),
     DSP_API_V1("GET", "/v1/hooks/{id}/dead-letters", dsp_api_hooks_dead, OPERATOR),
     DSP_API_V1("POST", "/v1/hooks/{id}/redrive", dsp_api_hooks_redrive, OPERATOR),
+    DSP_API_V1_BODY("POST", "/v1/series", dsp_api_series_create, OPERATOR),
+    DSP_API_V1("GET", "/v1/series", dsp_api_series_list, VIEWER),
+    DSP_API_V1("GET", "/v1/series/{id}", dsp_api_series_get, VIEWER),
+    DSP_API_V1("GET", "/v1/series/{id}/next", dsp_api_series_next, VIEWER),
+    DSP_API_V1("POST", "/v1/series/{id}/pause", dsp_api_series_pause, OPERATOR),
+    DSP_API_V1("POST", "/v1/series/{id}/resume", dsp_api_series_resume, OPERATOR),
+    DSP_API_V1("POST", "/v1/series/{id}/end", dsp_api_series_end, OPERATOR),
 };
 
 #define DSP_API_NROUTES (sizeof dsp_api_routes / sizeof dsp_api_routes[0])

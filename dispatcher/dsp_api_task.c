@@ -84,12 +84,6 @@ static hr_mysql_param dsp_api_p_ttl(int64_t ttl_s)
     return ttl_s >= 0 ? HR_P_I64(ttl_s) : HR_P_NULL;
 }
 
-/* expiry: expire_ms <= 0 is the column's NULL (never). */
-static hr_mysql_param dsp_api_p_expire(int64_t expire_ms)
-{
-    return expire_ms > 0 ? HR_P_I64(expire_ms) : HR_P_NULL;
-}
-
 bool dsp_api_task_input(dsp *d, const cJSON *j, dsp_api_input *in, const char **scope,
                         hr_httpd_resp *resp)
 {
@@ -177,51 +171,11 @@ void dsp_api_task_create(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
     if (j == NULL || !dsp_api_task_input(d, j, &in, &scope, resp) ||
         !dsp_api_task_variants(d, vj, &in.t, &vs, resp) || !dsp_api_begin(ac, resp))
         goto done;
-    {
-        const hr_mysql_param p[] = {
-            HR_P_STR(in.t.name), HR_P_STR(in.t.topic), HR_P_STR(in.t.channel), HR_P_STR(in.t.title),
-            HR_P_STR(in.t.body), dsp_api_p_str(in.t.payload), HR_P_I64(in.t.due_ms),
-            in.has_freeze ? HR_P_I64(in.t.freeze_ms) : HR_P_NULL, HR_P_I64(in.t.rate_limit),
-            HR_P_I64(in.t.chunk_size), HR_P_I64(in.t.throttle_limit),
-            HR_P_I64(in.t.throttle_window_s), dsp_api_p_str(scope),
-            dsp_api_p_str(in.t.throttle_key), dsp_api_p_str(in.t.throttle_mode),
-            dsp_api_p_ttl(in.t.ttl_s), dsp_api_p_str(in.t.collapse_key),
-            HR_P_STR(hr_priority_name(in.t.priority)),
-            /* local time and send windows */
-            HR_P_I64(in.t.local_time), dsp_api_p_str(in.t.default_tz),
-            dsp_api_p_tod(in.t.window_start_s), dsp_api_p_tod(in.t.window_end_s),
-            dsp_api_p_str(in.t.window_tz),
-            /* expiry */
-            dsp_api_p_expire(in.t.expire_ms),
-            /* pacing */
-            dsp_api_p_finish(&in.t),
-            /* sharded tasks */
-            HR_P_I64(in.t.shards),
-            /* recipients */
-            HR_P_STR(hr_task_category(&in.t)),
-            /* rich and silent pushes */
-            dsp_api_p_str(in.t.rich)};
-
-        if (hr_mysql_exec(ac->m,
-                          "INSERT INTO push_task (name, topic, channel, title, body, payload, "
-                          "due_at, freeze_at, rate_limit, chunk_size, throttle_limit, "
-                          "throttle_window_s, throttle_scope, throttle_key, throttle_mode, "
-                          "ttl_s, collapse_key, priority, "
-                          "local_time, default_tz, window_start, window_end, window_tz, "
-                          /* expiry */ "expire_at, "
-                          /* pacing */ "finish_by, "
-                          /* sharded tasks */ "shards, "
-                          /* recipients */ "category, "
-                          /* rich and silent pushes */ "rich) "
-                          "VALUES (?, ?, ?, ?, ?, ?, FROM_UNIXTIME(? / 1000), "
-                          "FROM_UNIXTIME(? / 1000), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                          "?, ?, SEC_TO_TIME(?), SEC_TO_TIME(?), ?, FROM_UNIXTIME(? / 1000), "
-                          "FROM_UNIXTIME(? / 1000), ?, ?, ?)",
-                          p, sizeof p / sizeof p[0], NULL, &id, NULL, err, sizeof err) < 0) {
-            hr_mysql_rollback(ac->m);
-            dsp_api_backend_error(resp, "mysql", err);
-            goto done;
-        }
+    if (hr_task_insert(ac->m, &in.t, scope, in.has_freeze ? in.t.freeze_ms : -1, 0, &id, NULL, err,
+                       sizeof err) < 0) {
+        hr_mysql_rollback(ac->m);
+        dsp_api_backend_error(resp, "mysql", err);
+        goto done;
     }
     if (hr_variant_insert(ac->m, (int64_t)id, &vs, err, sizeof err) != 0) {
         hr_mysql_rollback(ac->m);

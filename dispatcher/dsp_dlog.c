@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "dsp_conn.h"
+#include "dsp_store.h"
 #include "hr_clock.h"
 #include "hr_dlog.h"
 #include "hr_log.h"
@@ -98,32 +99,6 @@ static int dsp_dlog_parts(dsp_conn *conn, dsp_dlog_part **parts, size_t *n, char
     }
     hr_mysql_rows_free(rows);
     return 0;
-}
-
-/* Takes or extends the lease for d->owner: 1 ours, 0 another's, -1. */
-static int dsp_dlog_lease(dsp *d, dsp_conn *conn, char *errstr, size_t errlen)
-{
-    const hr_mysql_param p[] = {HR_P_STR(HR_DLOG_JOB), HR_P_STR(d->owner),
-                                HR_P_I64(DSP_DLOG_EVERY_MS / 1000)};
-    const hr_mysql_param q[] = {HR_P_STR(HR_DLOG_JOB)};
-    hr_mysql_rows *rows = NULL;
-    int rc;
-
-    /* owner is assigned first, so lease_until's IF sees the new owner. */
-    if (hr_mysql_exec(conn->m,
-                      "INSERT INTO push_job (name, owner, lease_until) "
-                      "VALUES (?, ?, UTC_TIMESTAMP(3) + INTERVAL ? SECOND) "
-                      "ON DUPLICATE KEY UPDATE "
-                      "owner = IF(lease_until < UTC_TIMESTAMP(3) OR owner = VALUES(owner), "
-                      "VALUES(owner), owner), "
-                      "lease_until = IF(owner = VALUES(owner), VALUES(lease_until), lease_until)",
-                      p, 3, NULL, NULL, NULL, errstr, errlen) < 0 ||
-        hr_mysql_query(conn->m, "SELECT owner FROM push_job WHERE name = ?", q, 1, &rows, errstr,
-                       errlen) < 0)
-        return -1;
-    rc = rows->nrows == 1 && strcmp(hr_mysql_cell(rows, 0, 0), d->owner) == 0;
-    hr_mysql_rows_free(rows);
-    return rc;
 }
 
 /* Runs one partition ALTER (SQL); false after logging why it failed. */
@@ -309,7 +284,8 @@ void dsp_dlog_run(dsp *d, dsp_conn *conn)
     if (hr_clock_mono_ms() < dl->next_mono_ms || atomic_load(&d->stopping))
         return;
     if (dsp_dlog_parts(conn, &parts, &n, err, sizeof err) < 0 ||
-        (rc = dsp_dlog_lease(d, conn, err, sizeof err)) < 0) {
+        (rc = dsp_store_job_lease(d, conn->m, HR_DLOG_JOB, DSP_DLOG_EVERY_MS / 1000, err,
+                                  sizeof err)) < 0) {
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
         goto done;
     }

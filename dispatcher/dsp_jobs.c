@@ -3,7 +3,7 @@
  * the timers ask for work (DSP_JOBS_*) and a request made while a job runs
  * is served by the next one.
  *
- * - scan: the scanner (dsp_scan.c), then the control transitions
+ * - scan: the series' occurrences (dsp_series.c), the scanner (dsp_scan.c), then the control transitions
  *   (dsp_control.c), the herald_tasks{state} gauge and, every
  *   DSP_MIRROR_SYNC_MS, the books' mirror syncs (dsp_mirror.c), and when one
  *   is due the delivery log's upkeep (dsp_dlog.c); when it returned, the
@@ -27,6 +27,7 @@
 #include "dsp_owned.h"
 #include "dsp_poll.h"
 #include "dsp_scan.h"
+#include "dsp_series.h"
 #include "dsp_sweep.h"
 #include "dsp_timer.h"
 #include "hr_state.h"
@@ -97,6 +98,7 @@ static void dsp_jobs_work(uv_work_t *w)
     if (!dsp_conn_ready(d, &jobs->conn))
         return;
     if (jobs->doing & DSP_JOBS_SCAN) {
+        dsp_series_run(d, &jobs->conn); /* occurrences first: scanned in this pass */
         dsp_scan_run(d, &jobs->conn);
         dsp_control_scan(d, &jobs->conn);
         dsp_jobs_count(d, &jobs->conn);

@@ -20,16 +20,6 @@ static const double dsp_lag_buckets[] = {0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 
 /* Reconciliation after the claim, seconds. */
 static const double dsp_rc_buckets[] = {0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120};
 
-/* hr_mysql_watch's hook: a MySQL call took a second or more, or the
- * timeout ended it. */
-static void dsp_metrics_mysql_slow(const hr_mysql_slow *slow)
-{
-    char fields[256];
-    const char *event = hr_mysql_slow_fields(slow, fields, sizeof fields);
-
-    hr_log_warn(event, "%s", fields);
-}
-
 int dsp_metrics_new(dsp_metrics *m, char *errstr, size_t errlen)
 {
     hr_metrics_family *published, *redelivered, *claimed, *lag, *waits, *errors;
@@ -128,7 +118,7 @@ int dsp_metrics_new(dsp_metrics *m, char *errstr, size_t errlen)
     for (i = 0; i < HR_STATE__COUNT; i++)
         hr_metrics_set(hr_metrics_labels(m->tasks, hr_state_name((hr_task_state)i)), 0);
     /* herald_mysql_call_seconds, _slow_calls_total, _timeouts_total. */
-    return hr_mysql_watch(m->reg, dsp_metrics_mysql_slow, errstr, errlen);
+    return hr_mysql_watch(m->reg, hr_mysql_slow_log, errstr, errlen);
 }
 
 void dsp_metrics_free(dsp_metrics *m)

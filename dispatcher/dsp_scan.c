@@ -43,6 +43,7 @@
 #include "hr_keys.h"
 #include "hr_log.h"
 #include "hr_pipe.h"
+#include "hr_shard.h"
 #include "hr_subs.h"
 
 #define DSP_ADMIT_BUDGET_MS 250 /* admission estimates per scan (time) */
@@ -75,6 +76,9 @@ static int dsp_scan_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* What a task has in Redis, every shard's: its subs and pulled sets. */
+static const hr_shard_count dsp_have_counts[] = {{"SCARD", HR_KEY_SUBS}, {"SCARD", HR_KEY_PULLED}};
+
 /* The Redis counts of N tasks (SCARD subs + SCARD pulled, of every shard of
  * a sharded task) into C[i].have, and whether the task's synced mark is
  * there into C[i].synced, one pipelined round trip.  0 or -1 (ERRSTR). */
@@ -83,6 +87,7 @@ static int dsp_prepare_have(dsp_conn *conn, hr_task *const *tasks, size_t n, dsp
 {
     hr_pipe *pipe = hr_pipe_new(conn->r);
     char key[HR_KEY_MAX];
+    int64_t sums[2];
     size_t i, at = 0;
     int rc = -1;
 
@@ -96,16 +101,9 @@ static int dsp_prepare_have(dsp_conn *conn, hr_task *const *tasks, size_t n, dsp
         hr_key_task(hr_redis_prefix(conn->r), key, sizeof key, tasks[i]->id, HR_KEY_SYNCED);
         if (hr_pipe_cmd(pipe, 2, synced, NULL) < 0)
             goto oom;
-        for (int k = 0; k < (tasks[i]->shards > 1 ? (int)tasks[i]->shards : 1); k++) {
-            const char *subs[] = {"SCARD", key}, *pulled[] = {"SCARD", key};
-
-            hr_key_shard(hr_redis_prefix(conn->r), key, sizeof key, tasks[i]->id, k, HR_KEY_SUBS);
-            if (hr_pipe_cmd(pipe, 2, subs, NULL) < 0)
-                goto oom;
-            hr_key_shard(hr_redis_prefix(conn->r), key, sizeof key, tasks[i]->id, k, HR_KEY_PULLED);
-            if (hr_pipe_cmd(pipe, 2, pulled, NULL) < 0)
-                goto oom;
-        }
+        if (hr_shard_counts_queue(pipe, hr_redis_prefix(conn->r), tasks[i]->id,
+                                  (int)tasks[i]->shards, dsp_have_counts, 2) < 0)
+            goto oom;
     }
     if (hr_pipe_exec(pipe, errstr, errlen) < 0)
         goto done;
@@ -115,15 +113,9 @@ static int dsp_prepare_have(dsp_conn *conn, hr_task *const *tasks, size_t n, dsp
         if (synced < 0)
             goto done;
         c[i].synced = synced > 0;
-        c[i].have = 0;
-        for (int k = 0; k < (tasks[i]->shards > 1 ? (int)tasks[i]->shards : 1); k++) {
-            int64_t a = dsp_reply_int(hr_pipe_reply(pipe, at++, errstr, errlen));
-            int64_t b = dsp_reply_int(hr_pipe_reply(pipe, at++, errstr, errlen));
-
-            if (a < 0 || b < 0)
-                goto done;
-            c[i].have += a + b;
-        }
+        if (hr_shard_counts_read(pipe, &at, (int)tasks[i]->shards, 2, sums, errstr, errlen) < 0)
+            goto done;
+        c[i].have = sums[0] + sums[1];
     }
     rc = 0;
     goto done;

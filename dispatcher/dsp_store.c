@@ -144,3 +144,28 @@ int64_t dsp_store_rate_limit(const dsp *d, const hr_task *t)
     ch = hr_config_channel(d->cfg, t->channel);
     return ch != NULL ? ch->rate_limit : 0;
 }
+
+int dsp_store_job_lease(dsp *d, hr_mysql *m, const char *job, int lease_s, char *errstr,
+                        size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_STR(job), HR_P_STR(d->owner), HR_P_I64(lease_s)};
+    const hr_mysql_param q[] = {HR_P_STR(job)};
+    hr_mysql_rows *rows = NULL;
+    int rc;
+
+    /* owner is assigned first, so lease_until's IF sees the new owner. */
+    if (hr_mysql_exec(m,
+                      "INSERT INTO push_job (name, owner, lease_until) "
+                      "VALUES (?, ?, UTC_TIMESTAMP(3) + INTERVAL ? SECOND) "
+                      "ON DUPLICATE KEY UPDATE "
+                      "owner = IF(lease_until < UTC_TIMESTAMP(3) OR owner = VALUES(owner), "
+                      "VALUES(owner), owner), "
+                      "lease_until = IF(owner = VALUES(owner), VALUES(lease_until), lease_until)",
+                      p, 3, NULL, NULL, NULL, errstr, errlen) < 0 ||
+        hr_mysql_query(m, "SELECT owner FROM push_job WHERE name = ?", q, 1, &rows, errstr,
+                       errlen) < 0)
+        return -1;
+    rc = rows->nrows == 1 && strcmp(hr_mysql_cell(rows, 0, 0), d->owner) == 0;
+    hr_mysql_rows_free(rows);
+    return rc;
+}

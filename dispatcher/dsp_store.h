@@ -1,6 +1,8 @@
 /* dsp_store: the dispatcher's MySQL statements on task rows that the
  * scanner, poller, timer, lease renewal and API share: loading rows,
- * validating them, the conditional claims. */
+ * validating them, the conditional claims; and the lease of a push_job row
+ * (one dispatcher at a time does a job: the delivery log's upkeep, the
+ * series' occurrences). */
 #ifndef DSP_STORE_H
 #define DSP_STORE_H
 
@@ -36,5 +38,11 @@ void dsp_store_tasks_free(hr_task **tasks, size_t n);
 bool dsp_store_check(dsp *d, hr_mysql *m, const hr_task *t);
 /* The task's effective rate limit: its own, else its channel's. */
 int64_t dsp_store_rate_limit(const dsp *d, const hr_task *t);
+
+/* Takes or extends, for LEASE_S seconds on the database's clock, the
+ * lease of push_job row JOB for d->owner (an expired lease is taken over).
+ * 1 ours, 0 another's, -1. */
+int dsp_store_job_lease(dsp *d, hr_mysql *m, const char *job, int lease_s, char *errstr,
+                        size_t errlen);
 
 #endif

@@ -445,6 +445,10 @@ static int dsp_sweep_shard_stats(dsp *d, dsp_conn *conn, int64_t id, int shards)
     return 0;
 }
 
+/* What a task has left in Redis, every shard's: recipients not yet in a
+ * chunk (subs), and those put off to their quiet hours' end (wait). */
+static const hr_shard_count dsp_ready_counts[] = {{"SCARD", HR_KEY_SUBS}, {"ZCARD", HR_KEY_WAIT}};
+
 /* The N dispatched tasks ROWS with nothing pending: each's subs and wait
  * set counted (every shard) and the stats hash of a task of one set read,
  * in one round trip, into ITEMS (what hr_finish_tasks raises MySQL to); a
@@ -459,7 +463,7 @@ static int dsp_sweep_ready(dsp *d, dsp_conn *conn, dsp_sweep_row *const *rows, s
                            hr_finish_item *items, size_t *nitems)
 {
     hr_pipe *pipe = hr_pipe_new(conn->r);
-    char key[HR_KEY_MAX], err[512];
+    char err[512];
     size_t i, at = 0;
     int rc = -1;
 
@@ -467,16 +471,9 @@ static int dsp_sweep_ready(dsp *d, dsp_conn *conn, dsp_sweep_row *const *rows, s
     if (pipe == NULL)
         goto oom;
     for (i = 0; i < n; i++) {
-        for (int k = 0; k < (rows[i]->shards > 1 ? rows[i]->shards : 1); k++) {
-            const char *scard[] = {"SCARD", key}, *zcard[] = {"ZCARD", key};
-
-            hr_key_shard(hr_redis_prefix(conn->r), key, sizeof key, rows[i]->id, k, HR_KEY_SUBS);
-            if (hr_pipe_cmd(pipe, 2, scard, NULL) < 0)
-                goto oom;
-            hr_key_shard(hr_redis_prefix(conn->r), key, sizeof key, rows[i]->id, k, HR_KEY_WAIT);
-            if (hr_pipe_cmd(pipe, 2, zcard, NULL) < 0)
-                goto oom;
-        }
+        if (hr_shard_counts_queue(pipe, hr_redis_prefix(conn->r), rows[i]->id, rows[i]->shards,
+                                  dsp_ready_counts, 2) < 0)
+            goto oom;
         if (rows[i]->shards < 2 &&
             hr_finish_stats_queue(pipe, hr_redis_prefix(conn->r), rows[i]->id, 0) < 0)
             goto oom;
@@ -485,25 +482,18 @@ static int dsp_sweep_ready(dsp *d, dsp_conn *conn, dsp_sweep_row *const *rows, s
         goto redis_failed;
     for (i = 0; i < n; i++) {
         hr_finish_item *it = &items[*nitems];
-        int64_t left = 0, waiting = 0;
+        int64_t left_waiting[2];
 
         *it = (hr_finish_item){.id = rows[i]->id, .stats = HR_OUTCOMES_UNKNOWN};
-        for (int k = 0; k < (rows[i]->shards > 1 ? rows[i]->shards : 1); k++) {
-            int64_t one = dsp_reply_int(hr_pipe_reply(pipe, at++, err, sizeof err)),
-                    held = dsp_reply_int(hr_pipe_reply(pipe, at++, err, sizeof err));
-
-            if (one < 0 || held < 0)
-                goto redis_failed;
-            left += one;
-            waiting += held;
-        }
+        if (hr_shard_counts_read(pipe, &at, rows[i]->shards, 2, left_waiting, err, sizeof err) < 0)
+            goto redis_failed;
         if (rows[i]->shards < 2 &&
             hr_finish_stats_reply(hr_pipe_reply(pipe, at++, err, sizeof err), &it->stats) < 0)
             goto redis_failed;
-        if (left + waiting > 0) {
+        if (left_waiting[0] + left_waiting[1] > 0) {
             /* `dispatched` with recipients left and no owner: hand the
              * task to the pollers, which chunk (or release) the rest. */
-            if (dsp_redispatch(d, conn, rows[i]->id, left, waiting) < 0)
+            if (dsp_redispatch(d, conn, rows[i]->id, left_waiting[0], left_waiting[1]) < 0)
                 goto done;
             continue;
         }

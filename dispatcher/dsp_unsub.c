@@ -157,6 +157,8 @@ static const char *dsp_unsub_label(hr_channel_type t)
         return "push (Android)";
     case HR_CHANNEL_APNS:
         return "push (Apple)";
+    case HR_CHANNEL_WEBPUSH:
+        return "push (browser)";
     default:
         return "webhook";
     }

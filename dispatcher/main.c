@@ -5,83 +5,48 @@
  *   herald-dispatcher --print-routes       (the API's route table, exit 0)
  *
  * Exit codes: 0 after SIGTERM/SIGINT, 1 on a startup failure, 2 on a bad
- * command line or configuration (printed as "file:line:col: message"). */
-#include <getopt.h>
+ * command line or configuration (printed as "file:line:col: message";
+ * the command line is hr_main's). */
 #include <stdio.h>
-#include <stdlib.h>
-#include <unistd.h>
 
 #include "dispatcher.h"
 #include "dsp_api_routes.h"
 #include "dsp_seams.h"
-#include "hr_log.h"
+#include "hr_main.h"
 
-/* On stdout for --help, on stderr after a bad command line. */
-static void usage(FILE *out)
+/* --print-routes: the route table on stdout, then exit 0. */
+static int dsp_main_option(void *ctx, int val, const char *arg)
 {
-    fprintf(out, "usage: herald-dispatcher [-c CONFIG]\n"
-                 "Turns due push tasks into Kafka chunk messages and serves the HTTP API.\n"
-                 "\n"
-                 "  -c, --config CONFIG  configuration file (default: $HERALD_CONFIG)\n"
-                 "  -h, --help           show this help\n"
-                 "  -V, --version        show the version\n"
-                 "      --print-routes   print the HTTP API's routes (METHOD PATTERN) and exit\n"
-                 "\n"
-                 "Exit status: 0 after SIGTERM/SIGINT, 1 on a startup failure, 2 on a bad\n"
-                 "command line or configuration.\n");
+    (void)ctx;
+    (void)arg;
+    if (val != 'R')
+        return -1;
+    dsp_api_routes_print(stdout);
+    return 1;
 }
 
 int main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"config", required_argument, NULL, 'c'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
+    static const struct option extra[] = {
         {"print-routes", no_argument, NULL, 'R'},
         {NULL, 0, NULL, 0},
     };
-    const char *path = getenv("HERALD_CONFIG");
+    const hr_main_spec spec = {
+        .name = "herald-dispatcher",
+        .version = HR_VERSION,
+        .about = "Turns due push tasks into Kafka chunk messages and serves the HTTP API.\n",
+        .options_end =
+            "      --print-routes   print the HTTP API's routes (METHOD PATTERN) and exit\n",
+        .stopped = "SIGTERM/SIGINT",
+        .extra = extra,
+        .option = dsp_main_option,
+        .version_note = DSP_SEAMS_ON ? "test seams: on" : NULL,
+    };
     hr_config *cfg = NULL;
-    char err[1024];
-    int opt, rc;
+    int rc = hr_main_start(&spec, argc, argv, &cfg);
 
-    while ((opt = getopt_long(argc, argv, "c:hV", longopts, NULL)) != -1) {
-        switch (opt) {
-        case 'c':
-            path = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        case 'V':
-            printf("herald-dispatcher %s\n", HR_VERSION);
-            if (DSP_SEAMS_ON)
-                printf("test seams: on\n");
-            return 0;
-        case 'R':
-            dsp_api_routes_print(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (optind != argc) {
-        fprintf(stderr, "herald-dispatcher: unexpected argument '%s'\n", argv[optind]);
-        usage(stderr);
-        return 2;
-    }
-    if (path == NULL || path[0] == '\0') {
-        fprintf(stderr, "herald-dispatcher: no configuration: give -c CONFIG or set "
-                        "HERALD_CONFIG\n");
-        usage(stderr);
-        return 2;
-    }
-    if (hr_config_load(path, &cfg, err, sizeof err) < 0) {
-        fprintf(stderr, "%s\n", err);
-        return 2;
-    }
-    hr_log_setup(cfg->log.level, cfg->log.format, cfg->instance);
+    if (rc >= 0)
+        return rc;
     rc = dsp_run(cfg);
     hr_config_free(cfg);
     return rc;

@@ -37,6 +37,7 @@ typedef struct hk {
     hk_http *http;
     int32_t assigned[HK_MAX_PARTITIONS];
     size_t nassigned;
+    bool paused; /* the assigned partitions' fetching, while no room */
 } hk;
 
 static volatile sig_atomic_t hk_stop;
@@ -63,6 +64,29 @@ static void hk_store_offsets(hk *h)
     rd_kafka_topic_partition_list_destroy(l);
 }
 
+/* Pauses (PAUSE) or resumes fetching the assigned partitions.  Paused,
+ * the loop still polls (a consumer that stops polling leaves its group
+ * after max.poll.interval.ms) and librdkafka drops what it had fetched
+ * ahead; resumed, it fetches again from the first record not read. */
+static void hk_pause(hk *h, bool pause)
+{
+    rd_kafka_topic_partition_list_t *l;
+    rd_kafka_resp_err_t err;
+
+    if (pause == h->paused || h->nassigned == 0)
+        return;
+    l = rd_kafka_topic_partition_list_new((int)h->nassigned);
+    for (size_t i = 0; i < h->nassigned; i++)
+        rd_kafka_topic_partition_list_add(l, h->cfg->events.topic, h->assigned[i]);
+    err = pause ? rd_kafka_pause_partitions(h->rk, l) : rd_kafka_resume_partitions(h->rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        hr_log_warn("kafka_pause_failed", "pause=%d error=%s", pause, rd_kafka_err2str(err));
+        return;
+    }
+    h->paused = pause;
+}
+
 static void hk_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
@@ -72,6 +96,8 @@ static void hk_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         h->nassigned = 0;
         for (int i = 0; i < parts->cnt && h->nassigned < HK_MAX_PARTITIONS; i++)
             h->assigned[h->nassigned++] = parts->elems[i].partition;
+        /* A new assignment fetches: the next round pauses it if need be. */
+        h->paused = false;
         hr_log_info("partitions_assigned", "count=%d", parts->cnt);
         rd_kafka_assign(rk, parts);
         return;
@@ -100,8 +126,6 @@ static void hk_kafka_error(rd_kafka_t *rk, int err, const char *reason, void *op
 static int hk_consumer(hk *h, char *errstr, size_t errlen)
 {
     rd_kafka_conf_t *conf = hr_kafka_conf_new(h->cfg, HR_KAFKA_CONSUMER, errstr, errlen);
-    rd_kafka_topic_partition_list_t *topics;
-    rd_kafka_resp_err_t err;
 
     if (conf == NULL)
         return -1;
@@ -120,15 +144,7 @@ static int hk_consumer(hk *h, char *errstr, size_t errlen)
         return -1;
     }
     rd_kafka_poll_set_consumer(h->rk);
-    topics = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(topics, h->cfg->events.topic, RD_KAFKA_PARTITION_UA);
-    err = rd_kafka_subscribe(h->rk, topics);
-    rd_kafka_topic_partition_list_destroy(topics);
-    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        snprintf(errstr, errlen, "subscribe %s: %s", h->cfg->events.topic, rd_kafka_err2str(err));
-        return -1;
-    }
-    return 0;
+    return hr_kafka_subscribe(h->rk, h->cfg->events.topic, errstr, errlen);
 }
 
 /* One record: an event for the endpoints, a repeat, or no event. */
@@ -158,11 +174,13 @@ static void hk_record(hk *h, const rd_kafka_message_t *msg, int64_t now_ms)
     hk_offsets_put(h->offsets, ev);
 }
 
-/* One round: endpoints re-read when due, records read (unless stopping),
- * deliveries started, the network waited on, offsets stored. */
+/* One round: endpoints re-read when due, records read (unless stopping; no
+ * more than the endpoints have room for), deliveries started, the network
+ * waited on, offsets stored. */
 static void hk_round(hk *h, bool reading)
 {
     int64_t now = hr_clock_now_ms();
+    size_t room;
     char err[512];
 
     if (hk_endpoints_reload(h->endpoints, now, err, sizeof err) < 0) {
@@ -171,7 +189,13 @@ static void hk_round(hk *h, bool reading)
     } else if (!atomic_exchange(&h->met->mysql_ok, true)) {
         hr_log_info("mysql_up", "owner=%s", h->owner);
     }
-    for (int i = 0; reading && hk_endpoints_loaded(h->endpoints) && i < HK_READ_PER_ROUND; i++) {
+    room = hk_endpoints_room(h->endpoints, now);
+    hk_pause(h, room == 0);
+    /* Paused, one poll still goes (it serves the group; a record fetched
+     * before the pause may come and is queued all the same). */
+    for (size_t i = 0; reading && hk_endpoints_loaded(h->endpoints) && i < HK_READ_PER_ROUND &&
+                       (i == 0 || i < room);
+         i++) {
         rd_kafka_message_t *msg = rd_kafka_consumer_poll(h->rk, 0);
 
         if (msg == NULL)

@@ -9,7 +9,10 @@
  * deliveries that are due (curl multi: hk_http), re-reads the endpoints
  * from MySQL every events.hooks.reload_ms, and stores each partition's
  * offset up to its first event not yet finished by every endpoint (the
- * consumer auto-commits what is stored).  A crash re-reads what was not
+ * consumer auto-commits what is stored).  It reads no more records than
+ * the endpoints have room for (hk_endpoints_room) and pauses the assigned
+ * partitions while there is none, so Kafka, not a dead letter, holds what
+ * a slower endpoint has not taken yet.  A crash re-reads what was not
  * finished: at least once per endpoint; the receiver deduplicates on the
  * event id (the window here catches the repeats the publishers make).
  * SIGTERM/SIGINT: stop reading, let the deliveries in flight answer and

@@ -1,13 +1,16 @@
-/* hk_endpoint: the endpoints, their queues and deliveries (see
- * hk_endpoint.h).  An endpoint's queue is an array used from HEAD on
- * (compacted when half of it is consumed); its batch in flight is the
- * first NBATCH events of the queue, or, for a redrive, the claimed dead
- * letters in REDRIVE.  An endpoint whose row disappeared while a delivery
- * was in flight is unlinked and freed by that delivery's answer. */
+/* hk_endpoint: the endpoints, their lanes and deliveries (see
+ * hk_endpoint.h).  An endpoint has events.hooks.inflight_max lanes of
+ * queued events and one more for its redrives.  A lane's queue is an array
+ * used from HEAD on (compacted when half of it is consumed); its batch in
+ * flight is the first NBATCH events of the queue, or, on the redrive lane,
+ * the endpoint's claimed dead letters in REDRIVE.  An endpoint whose row
+ * disappeared while deliveries were in flight is unlinked and freed by the
+ * last one's answer. */
 #include "hk_endpoint.h"
 
 #include <inttypes.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +29,19 @@
 /* A request body: batch_max events of at most HR_EVENT_MAX_BYTES. */
 #define HK_ENDPOINT_BODY_MAX(batch) ((size_t)(batch) * (HR_EVENT_MAX_BYTES + 1) + 256)
 
+/* One lane: its FIFO and its batch (in flight, or waiting to go again).
+ * The HTTP client's context is the lane. */
+typedef struct hk_lane {
+    struct hk_endpoint *e;
+    HR_VEC(hk_event *) queue; /* unused on the redrive lane */
+    size_t head;
+    bool inflight;
+    size_t nbatch;        /* events of the queue in its batch (0: none, or a redrive) */
+    int64_t first_try_ms; /* the batch's first attempt, 0 = none yet */
+    int64_t next_try_ms;  /* not before (a back-off) */
+    int64_t backoff_ms;
+} hk_lane;
+
 typedef struct hk_endpoint {
     struct hk_endpoints *es;
     int64_t id;
@@ -35,20 +51,15 @@ typedef struct hk_endpoint {
     hr_sign_secret secret;
     bool secret_ok; /* the row's secret parses (logged once when not) */
     bool enabled;
-    bool gone; /* its row disappeared: freed when its delivery answers */
-    bool seen; /* in the last reload */
-    HR_VEC(hk_event *) queue;
-    size_t head;
-    /* the delivery in flight, or the batch to send again */
-    bool inflight;
-    size_t nbatch;              /* events of the queue in it (0: a redrive, or none) */
-    HR_VEC(hk_event *) redrive; /* claimed dead letters in it */
-    int64_t first_try_ms;       /* the batch's first attempt, 0 = none yet */
-    int64_t next_try_ms;        /* not before (a back-off) */
-    int64_t backoff_ms;
-    int64_t failing_since_ms; /* 0 = healthy */
-    int64_t next_claim_ms;    /* dead letters looked for again then */
-    int64_t dead;             /* its dead letters (counted, plus buried since) */
+    bool gone;      /* its row disappeared: freed when its last delivery answers */
+    bool seen;      /* in the last reload */
+    hk_lane *lanes; /* NLANES by uid, then the redrive lane */
+    size_t nlanes;
+    size_t inflight;            /* deliveries in flight, every lane */
+    HR_VEC(hk_event *) redrive; /* claimed dead letters, the redrive lane's batch */
+    int64_t failing_since_ms;   /* 0 = healthy */
+    int64_t next_claim_ms;      /* dead letters looked for again then */
+    int64_t dead;               /* its dead letters (counted, plus buried since) */
     char last_error[256];
 } hk_endpoint;
 
@@ -63,23 +74,63 @@ struct hk_endpoints {
     bool loaded; /* push_hook was read once: events may be taken */
 };
 
-static size_t hk_endpoint_waiting(const hk_endpoint *e)
+static size_t hk_lane_waiting(const hk_lane *l)
 {
-    return e->queue.n - e->head;
+    return l->queue.n - l->head;
 }
 
-/* Drops the first N events of E's queue, putting each. */
-static void hk_endpoint_pop(hk_endpoint *e, size_t n)
+static size_t hk_endpoint_waiting(const hk_endpoint *e)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < e->nlanes; i++)
+        n += hk_lane_waiting(&e->lanes[i]);
+    return n;
+}
+
+static hk_lane *hk_endpoint_redrive_lane(hk_endpoint *e)
+{
+    return &e->lanes[e->nlanes];
+}
+
+/* A lane's share of events.hooks.queue_max. */
+static size_t hk_lane_max(const hk_endpoint *e)
+{
+    return ((size_t)e->es->cfg->events.hooks.queue_max + e->nlanes - 1) / e->nlanes;
+}
+
+/* A lane's batch retried as it was, or none: a fresh start. */
+static void hk_lane_reset(hk_lane *l)
+{
+    l->first_try_ms = l->next_try_ms = l->backoff_ms = 0;
+}
+
+/* Whether E holds the reading back when a lane is full (NOW_MS): an
+ * endpoint that delivers (enabled, its secret usable) and has not been
+ * failing for retry_for_ms — a receiver down for a while (a deploy) or
+ * refusing now and then gets its events late, not as dead letters.  One
+ * failing longer (its batches are given up by then anyway) would stall
+ * every other endpoint until it is disabled: its overflow is dead-lettered
+ * instead. */
+static bool hk_endpoint_holds_back(const hk_endpoint *e, int64_t now_ms)
+{
+    return e->enabled && e->secret_ok &&
+           (e->failing_since_ms == 0 ||
+            now_ms - e->failing_since_ms < e->es->cfg->events.hooks.retry_for_ms);
+}
+
+/* Drops the first N events of L's queue, putting each. */
+static void hk_lane_pop(hk_lane *l, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        hk_offsets_put(e->es->offsets, e->queue.v[e->head + i]);
-    e->head += n;
-    if (e->head == e->queue.n) {
-        e->queue.n = e->head = 0;
-    } else if (e->head > e->queue.n / 2) {
-        memmove(e->queue.v, e->queue.v + e->head, (e->queue.n - e->head) * sizeof *e->queue.v);
-        e->queue.n -= e->head;
-        e->head = 0;
+        hk_offsets_put(l->e->es->offsets, l->queue.v[l->head + i]);
+    l->head += n;
+    if (l->head == l->queue.n) {
+        l->queue.n = l->head = 0;
+    } else if (l->head > l->queue.n / 2) {
+        memmove(l->queue.v, l->queue.v + l->head, (l->queue.n - l->head) * sizeof *l->queue.v);
+        l->queue.n -= l->head;
+        l->head = 0;
     }
 }
 
@@ -95,8 +146,11 @@ static void hk_endpoint_free(hk_endpoint *e)
 {
     if (e == NULL)
         return;
-    hk_endpoint_pop(e, hk_endpoint_waiting(e));
-    hr_vec_free(&e->queue);
+    for (size_t i = 0; e->lanes != NULL && i < e->nlanes; i++) {
+        hk_lane_pop(&e->lanes[i], hk_lane_waiting(&e->lanes[i]));
+        hr_vec_free(&e->lanes[i].queue);
+    }
+    free(e->lanes);
     hk_endpoint_redrive_clear(e);
     hr_vec_free(&e->redrive);
     for (size_t i = 0; i < e->ntypes; i++)
@@ -198,8 +252,9 @@ static int hk_endpoint_apply(hk_endpoint *e, const hk_store_hook *h)
     }
     /* Enabled again by an operator: a fresh start. */
     if (h->enabled && !e->enabled) {
-        e->failing_since_ms = e->first_try_ms = e->next_try_ms = e->backoff_ms = 0;
-        e->next_claim_ms = 0;
+        for (size_t i = 0; i <= e->nlanes; i++)
+            hk_lane_reset(&e->lanes[i]);
+        e->failing_since_ms = e->next_claim_ms = 0;
     }
     e->enabled = h->enabled;
     if (h->dead >= 0)
@@ -228,12 +283,21 @@ int hk_endpoints_reload(hk_endpoints *es, int64_t now_ms, char *errstr, size_t e
         hk_endpoint *e = hk_endpoints_find(es, hooks[i].id);
 
         if (e == NULL) {
-            if ((e = calloc(1, sizeof *e)) == NULL || hr_vec_push(&es->v, e) != 0) {
+            size_t nlanes = (size_t)es->cfg->events.hooks.inflight_max;
+
+            if ((e = calloc(1, sizeof *e)) == NULL ||
+                (e->lanes = calloc(nlanes + 1, sizeof *e->lanes)) == NULL ||
+                hr_vec_push(&es->v, e) != 0) {
+                if (e != NULL)
+                    free(e->lanes);
                 free(e);
                 break;
             }
             e->es = es;
             e->id = hooks[i].id;
+            e->nlanes = nlanes;
+            for (size_t j = 0; j <= nlanes; j++)
+                e->lanes[j].e = e;
             hr_log_info("hook_added", "hook=%" PRId64 " url=%s types=%s", e->id, hooks[i].url,
                         hooks[i].types[0] != '\0' ? hooks[i].types : "*");
         }
@@ -254,7 +318,7 @@ int hk_endpoints_reload(hk_endpoints *es, int64_t now_ms, char *errstr, size_t e
         }
         hr_log_info("hook_removed", "hook=%" PRId64 " events_dropped=%zu", e->id,
                     hk_endpoint_waiting(e));
-        if (e->inflight)
+        if (e->inflight > 0)
             e->gone = true;
         else
             hk_endpoint_free(e);
@@ -270,18 +334,21 @@ void hk_endpoints_dispatch(hk_endpoints *es, hk_event *ev, int64_t read_ms)
     for (size_t i = 0; i < es->v.n; i++) {
         hk_endpoint *e = es->v.v[i];
 
-        if (!hk_endpoint_wants(e, ev->type) || hr_vec_push(&e->queue, ev) != 0)
+        /* One uid, one lane: its events stay in order. */
+        if (!hk_endpoint_wants(e, ev->type) ||
+            hr_vec_push(&e->lanes[ev->uid % e->nlanes].queue, ev) != 0)
             continue;
         ev->refs++;
     }
 }
 
-/* Dead-letters the N events of E's queue from index AT (HEAD or beyond)
+/* Dead-letters the N events of L's queue from index AT (HEAD or beyond)
  * with WHY, and drops them from the queue: those over the endpoint's
  * dead_letter_max are dropped instead (counted).  0, or -1 when MySQL
  * failed (nothing changed: they stay queued). */
-static int hk_endpoint_bury(hk_endpoint *e, size_t at, size_t n, const char *why)
+static int hk_lane_bury(hk_lane *l, size_t at, size_t n, const char *why)
 {
+    hk_endpoint *e = l->e;
     hk_endpoints *es = e->es;
     int64_t room = es->cfg->events.hooks.dead_letter_max - e->dead;
     size_t keep = room <= 0 ? 0 : (int64_t)n < room ? n : (size_t)room;
@@ -291,7 +358,7 @@ static int hk_endpoint_bury(hk_endpoint *e, size_t at, size_t n, const char *why
     if (keep > 0 && rows == NULL)
         return -1;
     for (size_t i = 0; i < keep; i++) {
-        const hk_event *ev = e->queue.v[at + i];
+        const hk_event *ev = l->queue.v[at + i];
 
         rows[i] = (hk_store_dead){ev->id, ev->uid, ev->value, ev->len};
     }
@@ -311,11 +378,11 @@ static int hk_endpoint_bury(hk_endpoint *e, size_t at, size_t n, const char *why
     }
     /* Out of the queue: the first N from AT. */
     for (size_t i = 0; i < n; i++)
-        hk_offsets_put(es->offsets, e->queue.v[at + i]);
-    memmove(e->queue.v + at, e->queue.v + at + n, (e->queue.n - at - n) * sizeof *e->queue.v);
-    e->queue.n -= n;
-    if (e->queue.n == e->head)
-        e->queue.n = e->head = 0;
+        hk_offsets_put(es->offsets, l->queue.v[at + i]);
+    memmove(l->queue.v + at, l->queue.v + at + n, (l->queue.n - at - n) * sizeof *l->queue.v);
+    l->queue.n -= n;
+    if (l->queue.n == l->head)
+        l->queue.n = l->head = 0;
     return 0;
 }
 
@@ -342,83 +409,104 @@ static void hk_endpoint_disable(hk_endpoint *e, int64_t now_ms)
     }
 }
 
-void hk_endpoints_answered(void *ctx, const hk_http_result *res)
+/* L's batch answered 2xx. */
+static void hk_lane_delivered(hk_lane *l, int64_t now_ms)
 {
-    hk_endpoint *e = ctx;
+    hk_endpoint *e = l->e;
     hk_endpoints *es = e->es;
-    int64_t now = hr_clock_now_ms();
-    const hr_config *cfg = es->cfg;
-    bool ok = res->status >= 200 && res->status <= 299;
-    size_t n = e->nbatch + e->redrive.n;
     char err[512];
 
-    e->inflight = false;
-    hr_metrics_inc(ok ? es->met->requests_ok : es->met->requests_failed);
-    hr_metrics_observe(es->met->latency, res->seconds);
-    if (e->gone) {
-        /* Its row was deleted meanwhile. */
-        hk_endpoint_free(e);
-        return;
-    }
-    if (ok) {
-        if (e->redrive.n > 0) {
-            int64_t *ids = calloc(e->redrive.n, sizeof *ids);
+    if (l == hk_endpoint_redrive_lane(e)) {
+        int64_t *ids = calloc(e->redrive.n, sizeof *ids);
 
-            for (size_t i = 0; ids != NULL && i < e->redrive.n; i++)
-                ids[i] = e->redrive.v[i]->dead_id;
-            /* Not deleted: the claim runs out, and they go once more. */
-            if (ids == NULL || hk_store_redriven(es->m, ids, e->redrive.n, err, sizeof err) < 0)
-                hr_log_warn("hook_redrive_delete_failed", "hook=%" PRId64 " error=%s", e->id,
-                            ids == NULL ? "out of memory" : err);
-            else
-                e->dead -= (int64_t)e->redrive.n;
-            free(ids);
-            hr_metrics_add(es->met->redriven, e->redrive.n);
-            hk_endpoint_redrive_clear(e);
-        } else {
-            hr_metrics_add(es->met->delivered, e->nbatch);
-            hk_endpoint_pop(e, e->nbatch);
-        }
-        e->nbatch = 0;
-        e->first_try_ms = e->next_try_ms = e->backoff_ms = 0;
-        if (e->failing_since_ms > 0) {
-            hr_log_info("hook_recovered", "hook=%" PRId64 " failed_for_ms=%" PRId64, e->id,
-                        now - e->failing_since_ms);
-            if (hk_store_failing(es->m, e->id, false, err, sizeof err) < 0)
-                hr_log_warn("hook_state_failed", "hook=%" PRId64 " error=%s", e->id, err);
-            e->failing_since_ms = 0;
-        }
-        return;
+        for (size_t i = 0; ids != NULL && i < e->redrive.n; i++)
+            ids[i] = e->redrive.v[i]->dead_id;
+        /* Not deleted: the claim runs out, and they go once more. */
+        if (ids == NULL || hk_store_redriven(es->m, ids, e->redrive.n, err, sizeof err) < 0)
+            hr_log_warn("hook_redrive_delete_failed", "hook=%" PRId64 " error=%s", e->id,
+                        ids == NULL ? "out of memory" : err);
+        else
+            e->dead -= (int64_t)e->redrive.n;
+        free(ids);
+        hr_metrics_add(es->met->redriven, e->redrive.n);
+        hk_endpoint_redrive_clear(e);
+    } else {
+        hr_metrics_add(es->met->delivered, l->nbatch);
+        hk_lane_pop(l, l->nbatch);
     }
+    l->nbatch = 0;
+    hk_lane_reset(l);
+    if (e->failing_since_ms > 0) {
+        hr_log_info("hook_recovered", "hook=%" PRId64 " failed_for_ms=%" PRId64, e->id,
+                    now_ms - e->failing_since_ms);
+        if (hk_store_failing(es->m, e->id, false, err, sizeof err) < 0)
+            hr_log_warn("hook_state_failed", "hook=%" PRId64 " error=%s", e->id, err);
+        e->failing_since_ms = 0;
+    }
+}
+
+/* L's batch failed (RES): backed off, given up after retry_for_ms, the
+ * endpoint disabled after disable_after_ms without a success. */
+static void hk_lane_failed(hk_lane *l, const hk_http_result *res, int64_t now_ms)
+{
+    hk_endpoint *e = l->e;
+    hk_endpoints *es = e->es;
+    const hr_config *cfg = es->cfg;
+    char err[512];
+
     if (res->status > 0)
         snprintf(e->last_error, sizeof e->last_error, "HTTP %ld: %.200s", res->status, res->err);
     else
         snprintf(e->last_error, sizeof e->last_error, "%s", res->err);
     if (e->failing_since_ms == 0) {
-        e->failing_since_ms = now;
-        hr_log_warn("hook_failing", "hook=%" PRId64 " events=%zu error=%s", e->id, n,
+        e->failing_since_ms = now_ms;
+        hr_log_warn("hook_failing", "hook=%" PRId64 " events=%zu error=%s", e->id,
+                    l->nbatch + (l == hk_endpoint_redrive_lane(e) ? e->redrive.n : 0),
                     e->last_error);
         if (hk_store_failing(es->m, e->id, true, err, sizeof err) < 0)
             hr_log_warn("hook_state_failed", "hook=%" PRId64 " error=%s", e->id, err);
     }
-    e->backoff_ms = e->backoff_ms == 0 ? cfg->events.hooks.retry_backoff_ms : e->backoff_ms * 2;
-    if (e->backoff_ms > cfg->events.hooks.retry_max_backoff_ms)
-        e->backoff_ms = cfg->events.hooks.retry_max_backoff_ms;
-    e->next_try_ms = now + e->backoff_ms;
-    if (e->redrive.n > 0) {
+    l->backoff_ms = l->backoff_ms == 0 ? cfg->events.hooks.retry_backoff_ms : l->backoff_ms * 2;
+    if (l->backoff_ms > cfg->events.hooks.retry_max_backoff_ms)
+        l->backoff_ms = cfg->events.hooks.retry_max_backoff_ms;
+    l->next_try_ms = now_ms + l->backoff_ms;
+    if (l == hk_endpoint_redrive_lane(e)) {
         /* The dead letters stay; their claim runs out and they come back. */
         hk_endpoint_redrive_clear(e);
-        e->next_claim_ms = now + HK_ENDPOINT_CLAIM_MS;
-        e->first_try_ms = 0;
-    } else if (now - e->first_try_ms >= cfg->events.hooks.retry_for_ms &&
-               hk_endpoint_bury(e, e->head, e->nbatch, e->last_error) == 0) {
+        e->next_claim_ms = now_ms + HK_ENDPOINT_CLAIM_MS;
+        l->first_try_ms = 0;
+    } else if (now_ms - l->first_try_ms >= cfg->events.hooks.retry_for_ms &&
+               hk_lane_bury(l, l->head, l->nbatch, e->last_error) == 0) {
         hr_log_warn("hook_batch_dead_lettered", "hook=%" PRId64 " events=%zu error=%s", e->id,
-                    e->nbatch, e->last_error);
-        e->nbatch = 0;
-        e->first_try_ms = 0;
+                    l->nbatch, e->last_error);
+        l->nbatch = 0;
+        l->first_try_ms = 0;
     }
-    if (now - e->failing_since_ms >= cfg->events.hooks.disable_after_ms)
-        hk_endpoint_disable(e, now);
+    if (now_ms - e->failing_since_ms >= cfg->events.hooks.disable_after_ms)
+        hk_endpoint_disable(e, now_ms);
+}
+
+void hk_endpoints_answered(void *ctx, const hk_http_result *res)
+{
+    hk_lane *l = ctx;
+    hk_endpoint *e = l->e;
+    hk_endpoints *es = e->es;
+    bool ok = res->status >= 200 && res->status <= 299;
+
+    l->inflight = false;
+    e->inflight--;
+    hr_metrics_inc(ok ? es->met->requests_ok : es->met->requests_failed);
+    hr_metrics_observe(es->met->latency, res->seconds);
+    if (e->gone) {
+        /* Its row was deleted meanwhile: freed with its last delivery. */
+        if (e->inflight == 0)
+            hk_endpoint_free(e);
+        return;
+    }
+    if (ok)
+        hk_lane_delivered(l, hr_clock_now_ms());
+    else
+        hk_lane_failed(l, res, hr_clock_now_ms());
 }
 
 /* Claims a batch of E's dead letters marked for a redrive, into
@@ -454,13 +542,15 @@ static bool hk_endpoint_claim(hk_endpoint *e, int64_t now_ms)
     return e->redrive.n > 0;
 }
 
-/* Starts E's delivery of its batch (the queue's first events, or the
- * claimed dead letters). */
-static void hk_endpoint_send(hk_endpoint *e, hk_http *http, int64_t now_ms)
+/* Starts L's delivery of its batch (its queue's first events, or, on the
+ * redrive lane, the claimed dead letters). */
+static void hk_lane_send(hk_lane *l, hk_http *http, int64_t now_ms)
 {
+    hk_endpoint *e = l->e;
     const hr_config *cfg = e->es->cfg;
-    hk_event *const *evs = e->redrive.n > 0 ? e->redrive.v : e->queue.v + e->head;
-    size_t n = e->redrive.n > 0 ? e->redrive.n : e->nbatch;
+    bool redrive = l == hk_endpoint_redrive_lane(e);
+    hk_event *const *evs = redrive ? e->redrive.v : l->queue.v + l->head;
+    size_t n = redrive ? e->redrive.n : l->nbatch;
     char headers[HK_BODY_HEADERS][HK_BODY_HEADER_MAX], err[256];
     const char *hv[HK_BODY_HEADERS];
     hr_buf body;
@@ -470,68 +560,115 @@ static void hk_endpoint_send(hk_endpoint *e, hk_http *http, int64_t now_ms)
         hk_body_headers(e->id, evs[0], n, &e->secret, &body, now_ms / 1000, headers, err,
                         sizeof err) < 0) {
         hr_log_error("hook_body_failed", "hook=%" PRId64 " events=%zu", e->id, n);
-        e->next_try_ms = now_ms + cfg->events.hooks.retry_max_backoff_ms;
+        l->next_try_ms = now_ms + cfg->events.hooks.retry_max_backoff_ms;
         goto done;
     }
     for (size_t i = 0; i < HK_BODY_HEADERS; i++)
         hv[i] = headers[i];
     if (hk_http_post(http, e->url, hv, HK_BODY_HEADERS, body.data, body.len,
-                     cfg->events.hooks.timeout_ms, e) < 0) {
-        e->next_try_ms = now_ms + cfg->events.hooks.retry_backoff_ms;
+                     cfg->events.hooks.timeout_ms, l) < 0) {
+        l->next_try_ms = now_ms + cfg->events.hooks.retry_backoff_ms;
         goto done;
     }
-    e->inflight = true;
-    if (e->first_try_ms == 0)
-        e->first_try_ms = now_ms;
+    l->inflight = true;
+    e->inflight++;
+    if (l->first_try_ms == 0)
+        l->first_try_ms = now_ms;
 done:
     hr_buf_free(&body);
 }
 
+/* Starts L's next delivery when one is due: its batch to send again, or a
+ * new one of batch_max events or of those that waited batch_ms. */
+static void hk_lane_pump(hk_lane *l, hk_http *http, int64_t now_ms)
+{
+    const hr_config *cfg = l->e->es->cfg;
+    size_t waiting = hk_lane_waiting(l), max = (size_t)cfg->events.hooks.batch_max;
+
+    if (l->inflight || now_ms < l->next_try_ms)
+        return;
+    if (l->nbatch == 0) {
+        if (waiting < max &&
+            (waiting == 0 || now_ms - l->queue.v[l->head]->read_ms < cfg->events.hooks.batch_ms))
+            return;
+        l->nbatch = waiting < max ? waiting : max;
+    }
+    hk_lane_send(l, http, now_ms);
+}
+
+/* Dead-letters what E must not hold: every event of a disabled endpoint,
+ * and what is over a lane's share of queue_max on an endpoint that does
+ * not hold the reading back (a healthy one's lanes are bounded by the
+ * reading, hk_endpoints_room).  Never a batch in flight, nor one that
+ * waits to be sent again. */
+static void hk_endpoint_shed(hk_endpoint *e, int64_t now_ms)
+{
+    for (size_t i = 0; i < e->nlanes; i++) {
+        hk_lane *l = &e->lanes[i];
+        size_t keep = hk_lane_max(e) > l->nbatch ? hk_lane_max(e) : l->nbatch;
+
+        if (l->inflight)
+            continue;
+        if (!e->enabled) {
+            l->nbatch = 0;
+            l->first_try_ms = 0;
+            if (hk_lane_waiting(l) > 0)
+                hk_lane_bury(l, l->head, hk_lane_waiting(l), "endpoint disabled");
+        } else if (!hk_endpoint_holds_back(e, now_ms) && hk_lane_waiting(l) > keep) {
+            hk_lane_bury(l, l->head + keep, hk_lane_waiting(l) - keep, "endpoint queue full");
+        }
+    }
+}
+
 void hk_endpoints_pump(hk_endpoints *es, hk_http *http, int64_t now_ms)
 {
-    const hr_config *cfg = es->cfg;
     size_t queued = 0;
 
     for (size_t i = 0; i < es->v.n; i++) {
         hk_endpoint *e = es->v.v[i];
+        hk_lane *redrive = hk_endpoint_redrive_lane(e);
+        size_t waiting;
 
-        queued += hk_endpoint_waiting(e);
-        if (e->inflight)
+        hk_endpoint_shed(e, now_ms);
+        waiting = hk_endpoint_waiting(e);
+        queued += waiting;
+        if (!e->enabled || !e->secret_ok)
             continue;
-        /* Disabled: what it has goes to its dead letters; enabled: what is
-         * over its queue's bound, the newest. */
-        if (!e->enabled) {
-            e->nbatch = 0;
-            e->first_try_ms = 0;
-            if (hk_endpoint_waiting(e) > 0)
-                hk_endpoint_bury(e, e->head, hk_endpoint_waiting(e), "endpoint disabled");
+        for (size_t j = 0; j < e->nlanes; j++)
+            hk_lane_pump(&e->lanes[j], http, now_ms);
+        /* The dead letters marked for a redrive, claimed once every lane
+         * is idle (they arrive after the events read since, as
+         * documented); a claimed batch whose request could not start goes
+         * again as it was. */
+        if (redrive->inflight || now_ms < redrive->next_try_ms)
             continue;
-        }
-        /* (never into a batch that waits to be sent again) */
-        size_t keep = (size_t)cfg->events.hooks.queue_max > e->nbatch
-                          ? (size_t)cfg->events.hooks.queue_max
-                          : e->nbatch;
-
-        if (hk_endpoint_waiting(e) > keep)
-            hk_endpoint_bury(e, e->head + keep, hk_endpoint_waiting(e) - keep,
-                             "endpoint queue full");
-        if (!e->secret_ok || now_ms < e->next_try_ms)
-            continue;
-        /* A new batch: batch_max events, or those of batch_ms; with none
-         * waiting, the dead letters marked for a redrive.  A batch that
-         * failed goes again as it was. */
-        if (e->nbatch == 0 && e->redrive.n == 0) {
-            size_t waiting = hk_endpoint_waiting(e), max = (size_t)cfg->events.hooks.batch_max;
-
-            if (waiting >= max || (waiting > 0 && now_ms - e->queue.v[e->head]->read_ms >=
-                                                      cfg->events.hooks.batch_ms))
-                e->nbatch = waiting < max ? waiting : max;
-            else if (waiting > 0 || !hk_endpoint_claim(e, now_ms))
-                continue;
-        }
-        hk_endpoint_send(e, http, now_ms);
+        if (e->redrive.n > 0 || (waiting == 0 && e->inflight == 0 && hk_endpoint_claim(e, now_ms)))
+            hk_lane_send(redrive, http, now_ms);
     }
     hr_metrics_set(es->met->queued, (double)queued);
+}
+
+size_t hk_endpoints_room(const hk_endpoints *es, int64_t now_ms)
+{
+    size_t room = SIZE_MAX;
+
+    /* Each lane's room: the events read may all be one lane's. */
+    for (size_t i = 0; i < es->v.n; i++) {
+        const hk_endpoint *e = es->v.v[i];
+        size_t max = hk_lane_max(e);
+
+        if (!hk_endpoint_holds_back(e, now_ms))
+            continue;
+        for (size_t j = 0; j < e->nlanes; j++) {
+            size_t waiting = hk_lane_waiting(&e->lanes[j]);
+
+            if (waiting >= max)
+                return 0;
+            if (max - waiting < room)
+                room = max - waiting;
+        }
+    }
+    return room;
 }
 
 bool hk_endpoints_loaded(const hk_endpoints *es)

@@ -4,73 +4,25 @@
  *   herald-hooks --help | --version   (on stdout, exit 0)
  *
  * Exit codes: 0 after SIGTERM/SIGINT, 1 on a startup failure, 2 on a bad
- * command line or configuration (printed as "file:line:col: message"). */
-#include <getopt.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <unistd.h>
-
+ * command line or configuration (printed as "file:line:col: message";
+ * the command line is hr_main's). */
 #include "hk.h"
-#include "hr_log.h"
-
-static void usage(FILE *out)
-{
-    fprintf(out, "usage: herald-hooks [-c CONFIG]\n"
-                 "Delivers the events topic (events.topic) to the event webhooks registered in\n"
-                 "push_hook, batched and signed (Standard Webhooks).\n"
-                 "\n"
-                 "  -c, --config CONFIG  configuration file (default: $HERALD_CONFIG)\n"
-                 "  -h, --help           show this help\n"
-                 "  -V, --version        show the version\n"
-                 "\n"
-                 "Exit status: 0 after SIGTERM/SIGINT, 1 on a startup failure, 2 on a bad\n"
-                 "command line or configuration.\n");
-}
+#include "hr_main.h"
 
 int main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"config", required_argument, NULL, 'c'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0},
+    const hr_main_spec spec = {
+        .name = "herald-hooks",
+        .version = HR_VERSION,
+        .about = "Delivers the events topic (events.topic) to the event webhooks registered in\n"
+                 "push_hook, batched and signed (Standard Webhooks).\n",
+        .stopped = "SIGTERM/SIGINT",
     };
-    const char *path = getenv("HERALD_CONFIG");
     hr_config *cfg = NULL;
-    char err[1024];
-    int opt, rc;
+    int rc = hr_main_start(&spec, argc, argv, &cfg);
 
-    while ((opt = getopt_long(argc, argv, "c:hV", longopts, NULL)) != -1) {
-        switch (opt) {
-        case 'c':
-            path = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        case 'V':
-            printf("herald-hooks %s\n", HR_VERSION);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (optind != argc) {
-        fprintf(stderr, "herald-hooks: unexpected argument '%s'\n", argv[optind]);
-        usage(stderr);
-        return 2;
-    }
-    if (path == NULL || path[0] == '\0') {
-        fprintf(stderr, "herald-hooks: no configuration: give -c CONFIG or set HERALD_CONFIG\n");
-        usage(stderr);
-        return 2;
-    }
-    if (hr_config_load(path, &cfg, err, sizeof err) < 0) {
-        fprintf(stderr, "%s\n", err);
-        return 2;
-    }
-    hr_log_setup(cfg->log.level, cfg->log.format, cfg->instance);
+    if (rc >= 0)
+        return rc;
     rc = hk_run(cfg);
     hr_config_free(cfg);
     return rc;

@@ -4,19 +4,18 @@
  * the config path defaults to $HERALD_CONFIG, --listen overrides
  * worker.listen (the metrics endpoint) so two workers can share a host.
  * Exit status: 0 after a clean stop, 1 on a startup failure (including a
- * listen address in use), 2 on a bad command line or configuration. */
+ * listen address in use), 2 on a bad command line or configuration (the
+ * command line is hr_main's). */
 #include <curl/curl.h>
-#include <getopt.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "hr_config.h"
 #include "hr_insecure.h"
 #include "hr_log.h"
+#include "hr_main.h"
 #include "wk_worker.h"
 
 /* One startup warning per insecure setting (hr_insecure.h); the gauge is
@@ -27,71 +26,44 @@ static void warn_insecure(void *ctx, const char *setting, const char *detail)
     hr_log_warn("insecure_setting", "setting=%s detail=%s", setting, detail);
 }
 
-/* On stdout for --help, on stderr after a bad command line. */
-static void usage(FILE *out)
+/* --listen ADDR: kept in CTX (a const char *) until the config is loaded. */
+static int wk_main_option(void *ctx, int val, const char *arg)
 {
-    fprintf(out, "usage: herald-worker [-c CONFIG] [--listen HOST:PORT]\n"
-                 "Consumes chunk messages from Kafka and pushes their recipients.\n"
-                 "\n"
-                 "  -c, --config CONFIG  configuration file (default: $HERALD_CONFIG)\n"
-                 "  -l, --listen ADDR    metrics endpoint, overrides worker.listen\n"
-                 "  -h, --help           show this help\n"
-                 "  -V, --version        show the version\n"
-                 "\n"
-                 "Exit status: 0 after a clean stop, 1 on a startup failure, 2 on a bad\n"
-                 "command line or configuration.\n");
+    if (val != 'l')
+        return -1;
+    *(const char **)ctx = arg;
+    return 0;
 }
 
 #define WK_MMAP_THRESHOLD (128 * 1024) /* glibc's default, kept fixed (main) */
 
 int main(int argc, char **argv)
 {
-    static const struct option longopts[] = {
-        {"config", required_argument, NULL, 'c'},
+    static const struct option extra[] = {
         {"listen", required_argument, NULL, 'l'},
-        {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
-    const char *path = getenv("HERALD_CONFIG"), *listen = NULL;
+    const char *listen = NULL;
+    const hr_main_spec spec = {
+        .name = "herald-worker",
+        .version = HR_VERSION,
+        .synopsis = " [--listen HOST:PORT]",
+        .about = "Consumes chunk messages from Kafka and pushes their recipients.\n",
+        .options_mid = "  -l, --listen ADDR    metrics endpoint, overrides worker.listen\n",
+        .stopped = "a clean stop",
+        .extra = extra,
+        .extra_short = "l:",
+        .option = wk_main_option,
+        .ctx = &listen,
+    };
     hr_config *cfg = NULL;
     wk_worker *w = NULL;
     char errstr[1024];
-    int opt, rc = 1;
+    int rc = hr_main_start(&spec, argc, argv, &cfg);
 
-    while ((opt = getopt_long(argc, argv, "c:l:hV", longopts, NULL)) != -1) {
-        switch (opt) {
-        case 'c':
-            path = optarg;
-            break;
-        case 'l':
-            listen = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        case 'V':
-            printf("herald-worker %s\n", HR_VERSION);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
-    }
-    if (optind != argc) {
-        fprintf(stderr, "herald-worker: unexpected argument '%s'\n", argv[optind]);
-        usage(stderr);
-        return 2;
-    }
-    if (path == NULL || *path == '\0') {
-        fprintf(stderr, "herald-worker: no configuration: give -c CONFIG or set HERALD_CONFIG\n");
-        usage(stderr);
-        return 2;
-    }
-    if (hr_config_load(path, &cfg, errstr, sizeof errstr) != 0) {
-        fprintf(stderr, "%s\n", errstr);
-        return 2;
-    }
+    if (rc >= 0)
+        return rc;
+    rc = 1;
     if (listen != NULL) {
         char *copy = strdup(listen);
 
@@ -103,7 +75,6 @@ int main(int argc, char **argv)
         free(cfg->worker.listen);
         cfg->worker.listen = copy;
     }
-    hr_log_setup(cfg->log.level, cfg->log.format, cfg->instance);
     hr_insecure_each(cfg, warn_insecure, NULL);
     /* Blocks of 128 KiB or more always come from mmap and go back to the
      * system when freed.  glibc raises that threshold each time such a block

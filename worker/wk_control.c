@@ -46,12 +46,8 @@ static void wk_control_read_read(wk_redis_job *job, hr_pipe *pipe)
     size_t n = j->n > 0 ? j->n : 1;
 
     for (size_t i = 0; i < n; i++) {
-        redisReply *reply = NULL;
+        redisReply *reply = wk_redis_job_reply(job, pipe, i, j->errstr, sizeof j->errstr);
 
-        if (i < job->count)
-            reply = hr_pipe_reply(pipe, job->first + i, j->errstr, sizeof j->errstr);
-        else
-            snprintf(j->errstr, sizeof j->errstr, "out of memory");
         if (reply == NULL) {
             j->failed = true;
             continue;
@@ -137,12 +133,8 @@ static void wk_control_renew_read(wk_redis_job *job, hr_pipe *pipe)
     wk_control_renew_job *j = (wk_control_renew_job *)job;
 
     for (size_t i = 0; i < j->n; i++) {
-        redisReply *reply = NULL;
+        redisReply *reply = wk_redis_job_reply(job, pipe, i, j->errstr, sizeof j->errstr);
 
-        if (i < job->count)
-            reply = hr_pipe_reply(pipe, job->first + i, j->errstr, sizeof j->errstr);
-        else
-            snprintf(j->errstr, sizeof j->errstr, "out of memory");
         if (reply == NULL) {
             j->failed++;
             continue;

@@ -8,23 +8,12 @@
 #include <string.h>
 
 #include "hr_insecure.h"
-#include "hr_log.h"
 #include "hr_mysql.h"
 #include "hr_mysql_watch.h"
 
 /* Reporter transaction time, seconds. */
 static const double wk_metrics_flush_buckets[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
                                                   0.1,   0.25,   0.5,   1,    2.5,   5};
-
-/* hr_mysql_watch's hook: a MySQL call took a second or more, or the
- * timeout ended it. */
-static void wk_metrics_mysql_slow(const hr_mysql_slow *slow)
-{
-    char fields[256];
-    const char *event = hr_mysql_slow_fields(slow, fields, sizeof fields);
-
-    hr_log_warn(event, "%s", fields);
-}
 
 static double wk_metrics_lag(void *ctx)
 {
@@ -197,7 +186,7 @@ wk_metrics *wk_metrics_new(const hr_config *cfg, char *errstr, size_t errlen)
     atomic_init(&m->assigned, false);
     atomic_init(&m->kafka_lag_sum, 0);
     /* herald_mysql_call_seconds, _slow_calls_total, _timeouts_total. */
-    if (hr_mysql_watch(m->reg, wk_metrics_mysql_slow, errstr, errlen) != 0)
+    if (hr_mysql_watch(m->reg, hr_mysql_slow_log, errstr, errlen) != 0)
         goto fail;
     return m;
 fail:

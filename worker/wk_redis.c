@@ -187,6 +187,16 @@ const char *wk_redis_prefix(const wk_redis *rd)
     return hr_redis_prefix(rd->r);
 }
 
+redisReply *wk_redis_job_reply(const wk_redis_job *job, hr_pipe *pipe, size_t i, char *errstr,
+                               size_t errlen)
+{
+    if (i >= job->count) {
+        snprintf(errstr, errlen, "out of memory");
+        return NULL;
+    }
+    return hr_pipe_reply(pipe, job->first + i, errstr, errlen);
+}
+
 int wk_redis_submit(wk_redis *rd, wk_redis_job *job)
 {
     if (rd->closing || rd->pending >= WK_REDIS_QUEUE_MAX)

@@ -94,6 +94,12 @@ int wk_redis_submit(wk_redis *rd, wk_redis_job *job);
 /* Jobs submitted whose DONE has not run yet. */
 size_t wk_redis_pending(const wk_redis *rd);
 
+/* For a batched job's READ: the reply of its command I (the caller frees
+ * it), or NULL with ERRSTR (the command got no reply, or QUEUE ran out of
+ * memory before it: "out of memory"). */
+redisReply *wk_redis_job_reply(const wk_redis_job *job, hr_pipe *pipe, size_t i, char *errstr,
+                               size_t errlen);
+
 /* The two jobs most callers need, allocated and freed here:
  *
  * wk_redis_call: RUN(R, ARG) on the Redis thread, then DONE(ARG) on the

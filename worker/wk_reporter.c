@@ -16,10 +16,13 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hr_evpub.h"
 #include "hr_log.h"
@@ -38,6 +41,8 @@
 /* How long wk_reporter_push waits for ring room before it drops an outcome
  * row: the loop thread must keep renewing leases and polling Kafka. */
 #define WK_REPORTER_PUSH_WAIT_MS 20
+/* Batches of ring slots whose pages stay resident when the ring empties. */
+#define WK_REPORTER_RING_KEEP 2
 /* After a stop request, how long chunk ends still waiting for their
  * push_chunk row are written again before they are given up: the
  * dispatcher writes its rows every 10 ms tick, so a row that is not there
@@ -66,6 +71,7 @@ struct wk_reporter {
     pthread_cond_t has_room;
     wk_event *ring; /* outcome events only */
     size_t cap, head, count;
+    size_t touched; /* slots written since the ring's pages were last given back */
     /* Counters per task and chunk events wait here, not in the ring,
      * so they never wait for room and are never dropped. */
     wk_event_vec chunks;
@@ -169,6 +175,26 @@ static void wk_reporter_giveback(wk_reporter *rp, wk_batch *b)
         hr_vec_free(&newer);
     }
     hr_vec_free(&b->chunks);
+}
+
+/* Once the ring is empty (mutex held), gives the pages of its slots past
+ * WK_REPORTER_RING_KEEP batches back to the kernel: a backlog (MySQL down
+ * for a while) wrote them, and they would stay resident for the process's
+ * life, a step in its RSS after each outage (tests/faults/soak).  The
+ * slots hold nothing then, so their pages may come back zero-filled; the
+ * first batches' pages, which a steady flow uses, are kept. */
+static void wk_reporter_give_back_ring(wk_reporter *rp)
+{
+    size_t keep = WK_REPORTER_RING_KEEP * rp->batch;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), from, to;
+
+    if (rp->count != 0 || rp->touched <= keep)
+        return;
+    from = ((uintptr_t)(rp->ring + keep) + page - 1) & ~(page - 1);
+    to = (uintptr_t)(rp->ring + rp->touched) & ~(page - 1);
+    if (to > from && madvise((void *)from, to - from, MADV_DONTNEED) != 0)
+        hr_log_warn("reporter_madvise_failed", "error=%s", strerror(errno));
+    rp->touched = keep;
 }
 
 static bool wk_reporter_idle(const wk_reporter *rp)
@@ -369,6 +395,7 @@ static void *wk_reporter_main(void *arg)
          * of the largest backlog, so the pages the ring touches (its RSS)
          * follow how far MySQL fell behind, not how many pushes were made. */
         rp->head = rp->count == 0 ? 0 : (rp->head + b.n) % rp->cap;
+        wk_reporter_give_back_ring(rp);
         pthread_cond_broadcast(&rp->has_room);
         pthread_mutex_unlock(&rp->mu);
     }
@@ -445,6 +472,7 @@ uint64_t wk_reporter_push(wk_reporter *rp, const wk_event *ev)
     struct timespec ts;
     bool lost = false;
     uint64_t num = 0;
+    size_t slot;
 
     pthread_mutex_lock(&rp->mu);
     switch (ev->kind) {
@@ -495,8 +523,11 @@ uint64_t wk_reporter_push(wk_reporter *rp, const wk_event *ev)
             hr_metrics_inc(rp->met->reporter_dropped[WK_DROP_QUEUE_FULL]);
             break;
         }
-        rp->ring[(rp->head + rp->count) % rp->cap] = *ev;
+        slot = (rp->head + rp->count) % rp->cap;
+        rp->ring[slot] = *ev;
         rp->count++;
+        if (slot >= rp->touched)
+            rp->touched = slot + 1;
         if (rp->count >= rp->batch)
             pthread_cond_signal(&rp->has_work);
         break;

@@ -484,8 +484,6 @@ static void wk_worker_error_cb(rd_kafka_t *rk, int err, const char *reason, void
 static int wk_worker_setup(wk_worker *w, char *errstr, size_t errlen)
 {
     rd_kafka_conf_t *conf = hr_kafka_conf_new(w->cfg, HR_KAFKA_CONSUMER, errstr, errlen);
-    rd_kafka_topic_partition_list_t *topics;
-    rd_kafka_resp_err_t err;
 
     if (conf == NULL)
         return -1;
@@ -510,14 +508,8 @@ static int wk_worker_setup(wk_worker *w, char *errstr, size_t errlen)
         return -1;
     }
     rd_kafka_queue_io_event_enable(w->kq, w->kpipe[1], "1", 1);
-    topics = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(topics, w->cfg->kafka.topic, RD_KAFKA_PARTITION_UA);
-    err = rd_kafka_subscribe(w->rk, topics);
-    rd_kafka_topic_partition_list_destroy(topics);
-    if (err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        snprintf(errstr, errlen, "subscribe %s: %s", w->cfg->kafka.topic, rd_kafka_err2str(err));
+    if (hr_kafka_subscribe(w->rk, w->cfg->kafka.topic, errstr, errlen) != 0)
         return -1;
-    }
     atomic_store(&w->life.met->assigned, true);
 
     uv_signal_init(&w->loop, &w->sigterm);

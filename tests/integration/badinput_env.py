@@ -9,7 +9,6 @@ channels a test needs; Env.start() runs a daemon with its output in a log
 file the test can grep; Env.cleanup() deletes the test's rows and keys.
 Backends are reached through herald_test's clients (Redis and MySQL
 drivers), kcat for raw Kafka messages.  Every wait is bounded."""
-import http.server
 import json
 import os
 import random
@@ -27,7 +26,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
                                 "lib"))
 from herald_test.clients import Mysql, MysqlError, Redis, RedisError  # noqa: E402,F401
 from herald_test.procs import free_port, stop_popen, wait_until  # noqa: E402,F401
-from herald_test.sink import sink_argv, sink_uids  # noqa: E402,F401
+from herald_test.receiver import PostServer  # noqa: E402,F401
+from herald_test.recipients import recipients_yaml  # noqa: E402,F401
+from herald_test.sink import sink_argv, sink_times, sink_uids  # noqa: E402,F401
 from herald_test.stack import Settings  # noqa: E402,F401
 
 FAILS = []
@@ -78,28 +79,18 @@ class Receiver:
     def __init__(self, answer):
         self.records = []
         self.lock = threading.Lock()
-        rec = self
+        self.answer = answer
+        self.http = PostServer(self._post)
+        self.port = self.http.port
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                with rec.lock:
-                    rec.records.append((self.path, dict(self.headers), body, time.time()))
-                    code, out = answer(self.path, body)
-                self.send_response(code)
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def _post(self, req, body):
+        with self.lock:
+            self.records.append((req.path, dict(req.headers), body, time.time()))
+            code, out = self.answer(req.path, body)
+        req.send_response(code)
+        req.send_header("Content-Length", str(len(out)))
+        req.end_headers()
+        req.wfile.write(out)
 
     def url(self, path):
         return "http://127.0.0.1:%d/%s" % (self.port, path)
@@ -109,8 +100,7 @@ class Receiver:
             return [r for r in self.records if r[0] == "/" + path]
 
     def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.stop()
 
 
 class Raw(str):
@@ -243,19 +233,21 @@ class Env:
     # ---- config and daemons ---------------------------------------------------
 
     def config(self, channels, tokens=None, insecure=False, extra_top="", api_extra="",
-               worker_extra=()):
+               worker_extra=(), redis_port=None):
         """Writes a complete herald.yaml; CHANNELS maps a name to a dict of
         channel keys (strings and numbers, emitted as YAML flow values);
-        WORKER_EXTRA are more "key: value" lines of the worker section.
-        Returns its path."""
+        WORKER_EXTRA are more "key: value" lines of the worker section;
+        REDIS_PORT a port Redis is reached through instead of the stack's
+        (a test's proxy).  Returns its path."""
         tokens = [self.token] if tokens is None else tokens
+        redis_port = self.redis_port if redis_port is None else redis_port
         lines = [
             "instance: %s" % q("badinput-" + self.name),
             "log: {level: info, format: logfmt}",
             "mysql: {host: %s, port: %s, user: %s, password: %s, database: %s}"
             % (self.my["host"], self.my["port"], q(self.my["user"]), q(self.my["password"]),
                q(self.my["database"])),
-            "redis: %s" % self.stack.redis_flow(self.prefix, self.redis_port),
+            "redis: %s" % self.stack.redis_flow(self.prefix, redis_port),
             "kafka: {brokers: %s, topic: %s, group: %s, properties: {}}"
             % (q(self.brokers), q(self.kafka_topic), q(self.group)),
             "dispatcher:",
@@ -395,6 +387,16 @@ class Env:
             shutil.rmtree(self.dir, ignore_errors=True)
         else:
             print("logs kept in " + self.dir)
+
+
+def wall(ts):
+    """TS (epoch s) as a UTC 'YYYY-MM-DD HH:MM:SS.mmm' for SQL."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts)) + ".%03d" % (int(ts * 1000) % 1000)
+
+
+def hms(ts):
+    """HH:MM:SS of epoch seconds TS in UTC (a quiet hours' or window's bound)."""
+    return time.strftime("%H:%M:%S", time.gmtime(ts))
 
 
 def metric(text, name, labels=""):

@@ -35,13 +35,13 @@ def make_ca(directory):
 
 class Standin:
     """tests/providers/SCRIPT over TLS from CA with ARGS, its events
-    recorded in ENV's directory; killed by stop()."""
+    recorded in ENV's directory, run by PYTHON; killed by stop()."""
 
-    def __init__(self, env, script, ca, args):
+    def __init__(self, env, script, ca, args, python=DEBIAN_PYTHON):
         self.record = os.path.join(env.dir, script + ".jsonl")
         log = open(os.path.join(env.dir, script + ".log"), "ab")
         self.proc = subprocess.Popen(
-            [DEBIAN_PYTHON, os.path.join(PROVIDERS, script), "--max-seconds", "170",
+            [python, os.path.join(PROVIDERS, script), "--max-seconds", "170",
              "--record", self.record, "--cert", ca["server.pem"], "--key", ca["server.key"]]
             + args, stdout=subprocess.PIPE, stderr=log, text=True)
         log.close()
@@ -62,6 +62,23 @@ class Standin:
     def stop(self):
         self.proc.kill()
         self.proc.wait(10)
+
+
+def smtp_standin(env, ca, password, args=(), **fields):
+    """smtp_standin.py over TLS from CA, asking user herald for PASSWORD
+    (ARGS: its other options), and the smtp channel that reaches it (the
+    password in a file of ENV's directory); FIELDS are the channel's other
+    keys.  Returns (the Standin, the channel's dict)."""
+    standin = Standin(env, "smtp_standin.py", ca,
+                      ["--user", "herald", "--password", password] + list(args))
+    pw = os.path.join(env.dir, "smtp-password")
+    with open(pw, "w") as f:
+        f.write(password + "\n")
+    channel = {"type": "smtp", "url": "smtp://127.0.0.1:%d" % standin.port,
+               "username": "herald", "password_file": pw, "ca_file": ca["ca.pem"],
+               "from": "noreply@herald.test"}
+    channel.update(fields)
+    return standin, channel
 
 
 def add_addresses(env, platform, app, tokens):
@@ -108,16 +125,17 @@ def open_env(name, doc, modules="jwt, cryptography, h2"):
     return Env(name)
 
 
-def run_campaign(env, channels, channel, uids, title, body):
+def run_campaign(env, channels, channel, uids, title, body, **cols):
     """Writes the config of CHANNELS, starts a dispatcher and a worker and
-    runs one campaign of TITLE / BODY (SQL literals) to UIDS on CHANNEL to
-    its end.  (dispatcher, worker, task id, (sent, failed, unregistered)),
-    or None without kcat."""
+    runs one campaign of TITLE / BODY (SQL literals; COLS: more columns of
+    the task) to UIDS on CHANNEL to its end.  (dispatcher, worker, task
+    id, (sent, failed, unregistered)), or None without kcat."""
     cfg = env.config(channels)
     if not env.create_topic():
         return None
     dsp, wk = env.start_daemons(sys.argv[1], sys.argv[2], cfg)
-    t = env.insert_with_subs(channel + "-campaign", channel, uids, title=title, body=body)
+    t = env.insert_with_subs(channel + "-campaign", channel, uids, title=title, body=body,
+                             **cols)
     check(env.wait_state(t, "done", 90), "campaign done (%s)" % (env.task(t),))
     _, sent, failed, unreg = env.task(t, "state, sent, failed, unregistered")
     return dsp, wk, t, (int(sent), int(failed), int(unreg))

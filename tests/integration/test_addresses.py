@@ -25,6 +25,15 @@ from test_api import TOKEN, ctl, http, make_env, serve, sql, write_config  # noq
 
 APNS = "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"
 SYNC_WAIT_S = 20  # the dispatcher syncs every 5 s
+# A web push subscription (RFC 8291 Appendix A's user agent keys), as the
+# browser's PushSubscription and as the address book writes it.
+WP_ENDPOINT = "https://push.example.net/wpush/v2/abc"
+WP_P256DH = "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4"
+WP_AUTH = "BTBZMqHH6r4Tts7J_aSIgg"
+WP_SUB = {"endpoint": WP_ENDPOINT, "expirationTime": None,
+          "keys": {"p256dh": WP_P256DH, "auth": WP_AUTH}}
+WP_ADDRESS = "%s#%s.%s" % (WP_ENDPOINT, WP_P256DH, WP_AUTH)
+WP_OFF_CURVE = WP_P256DH[:-1] + "8"  # the same x with another y: not on P-256
 
 
 def members(env, uid):
@@ -166,6 +175,43 @@ def test_ctl(env):
         os.unlink(name)
 
 
+def test_webpush(env):
+    """A webpush subscription through the three doors: the PushSubscription
+    JSON (API, heraldctl) or its address; bad keys refused at each."""
+    u = env.base + 20
+    status, _ = http(env, "POST", path(u), {"platform": "webpush", "subscription": WP_SUB})
+    check(status == 201 and members(env, u) == ["webpush  " + WP_ADDRESS],
+          "API: a PushSubscription is stored as its address (%s)" % (members(env, u),))
+    status, _ = http(env, "POST", path(u), {"platform": "webpush", "address": WP_ADDRESS})
+    check(status == 200, "API: the same subscription as an address is already present")
+    bad_keys = dict(WP_SUB, keys={"p256dh": WP_OFF_CURVE, "auth": WP_AUTH})
+    for what, body, code, words in [
+            ("off-curve p256dh", {"platform": "webpush", "subscription": bad_keys},
+             "invalid_address", "keys.p256dh"),
+            ("short auth", {"platform": "webpush", "subscription": dict(
+                WP_SUB, keys={"p256dh": WP_P256DH, "auth": "AAAA"})}, "invalid_address",
+             "keys.auth"),
+            ("http endpoint", {"platform": "webpush", "address": WP_ADDRESS.replace(
+                "https://", "http://")}, "invalid_address", "https://"),
+            ("subscription on email", {"platform": "email", "subscription": WP_SUB},
+             "bad_field", "platform webpush")]:
+        status, j = http(env, "POST", path(u), body)
+        check(status == 400 and j["error"]["code"] == code and words in j["error"]["message"],
+              "API refuses a %s: 400 %s (%s %s)" % (what, code, status, json.dumps(j)[:200]))
+    r = ctl(env, "address", "rm", u, "webpush", json.dumps(WP_SUB))
+    check(r.returncode == 0 and r.stdout == "removed\n" and members(env, u) == [],
+          "ctl address rm takes the PushSubscription JSON (%s)" % r.stderr)
+    r = ctl(env, "address", "add", u, "webpush", json.dumps(bad_keys))
+    check(r.returncode == 2 and "keys.p256dh" in r.stderr,
+          "ctl refuses an off-curve p256dh (exit 2: %s)" % r.stderr.strip())
+    sql(env, "INSERT INTO push_address (uid, platform, app, address) VALUES "
+        "(%d, 'webpush', '', '%s'), (%d, 'webpush', '', '%s#%s.%s')"
+        % (u, WP_ADDRESS, u + 1, WP_ENDPOINT, WP_OFF_CURVE, WP_AUTH))
+    check(wait_until(lambda: members(env, u) == ["webpush  " + WP_ADDRESS], SYNC_WAIT_S),
+          "raw SQL: a webpush row reaches redis through the sync")
+    check(members(env, u + 1) == [], "raw SQL: a row with an off-curve key stays out of redis")
+
+
 def test_raw_sql(env):
     u1, u2, u3 = env.base + 10, env.base + 11, env.base + 12
     sql(env, "INSERT INTO push_address (uid, platform, app, address) VALUES "
@@ -198,6 +244,7 @@ def main():
         test_api(env)
         test_api_errors(env)
         test_ctl(env)
+        test_webpush(env)
         test_raw_sql(env)
     finally:
         status = stop_popen(proc, 20)

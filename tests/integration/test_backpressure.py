@@ -13,7 +13,6 @@ partitions, so both hold chunks) to a receiver that answers one request
 usage: test_backpressure.py HERALD_DISPATCHER HERALD_WORKER   (exit 77
 without HERALD_TEST_CONFIG)"""
 import email.utils
-import http.server
 import os
 import subprocess
 import sys
@@ -22,7 +21,7 @@ import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, check, finish, free_port, wait_until  # noqa: E402
+from badinput_env import Env, PostServer, check, finish, free_port, wait_until  # noqa: E402
 
 N = 400
 PAUSE_S = 3
@@ -37,46 +36,31 @@ class Receiver:
     def __init__(self, trigger):
         self.times = []
         self.t429 = None
+        self.trigger = trigger
         self.lock = threading.Lock()
-        rx = self
+        # a burst of new connections must not overflow the accept queue: a
+        # dropped SYN comes back a second later, and would look like a
+        # request sent during the pause
+        self.http = PostServer(self._post, queue=256)
+        self.port = self.http.port
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self):
-                self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                now = time.time()
-                with rx.lock:
-                    rx.times.append(now)
-                    slow = len(rx.times) == trigger
-                    if slow:
-                        rx.t429 = now
-                if slow:
-                    self.send_response(429)
-                    self.send_header("Retry-After",
-                                     email.utils.formatdate(now + PAUSE_S + 1, usegmt=True))
-                else:
-                    self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        class Server(http.server.ThreadingHTTPServer):
-            daemon_threads = True
-            # a burst of new connections must not overflow the accept
-            # queue: a dropped SYN comes back a second later, and would
-            # look like a request sent during the pause
-            request_queue_size = 256
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def _post(self, req, body):
+        now = time.time()
+        with self.lock:
+            self.times.append(now)
+            slow = len(self.times) == self.trigger
+            if slow:
+                self.t429 = now
+        if slow:
+            req.send_response(429)
+            req.send_header("Retry-After", email.utils.formatdate(now + PAUSE_S + 1, usegmt=True))
+        else:
+            req.send_response(200)
+        req.send_header("Content-Length", "0")
+        req.end_headers()
 
     def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.stop()
 
 
 def kafka_topic(env, partitions):

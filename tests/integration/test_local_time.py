@@ -29,34 +29,12 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, check, finish, job_wait, wait_until  # noqa: E402
+from badinput_env import (Env, check, finish, hms, job_wait, sink_times, wait_until,  # noqa: E402
+                          wall)
 
 # A chunk moved just before the window closed is still pushed after it
 # (docs/scheduling.md "Quiet hours"): how late such a push may arrive.
 IN_FLIGHT_MS = 1500
-
-
-def record_times(path):
-    """{uid: first recv_ms} of the sink's 2xx answers."""
-    got = {}
-    try:
-        with open(path) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 3 and parts[1].startswith("2"):
-                    got.setdefault(int(parts[0]), int(parts[2]))
-    except OSError:
-        pass
-    return got
-
-
-def wall(ts):
-    """ts (epoch s) as a UTC 'YYYY-MM-DD HH:MM:SS.mmm' for SQL."""
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts)) + ".%03d" % (int(ts * 1000) % 1000)
-
-
-def tod(ts):
-    return time.strftime("%H:%M:%S", time.gmtime(ts))
 
 
 def set_zone(env, uids, zone):
@@ -75,8 +53,8 @@ def test_three_zones(env, record):
     t = env.insert_task("local", "webhook", due="'%s'" % wall(due), local_time=1,
                         default_tz="'UTC'", chunk_size=20,
                         _subs=",".join("(@t,%d)" % u for u in berlin + kolkata + utc + ny))
-    ok = wait_until(lambda: set(berlin + kolkata + utc) <= set(record_times(record)), 20)
-    times = record_times(record)
+    ok = wait_until(lambda: set(berlin + kolkata + utc) <= set(sink_times(record)), 20)
+    times = sink_times(record)
     check(ok, "Berlin, Kolkata and UTC recipients pushed (%d of %d)"
           % (len(set(berlin + kolkata + utc) & set(times)), 120))
     early = [u for u in berlin + kolkata if u in times and times[u] > due * 1000]
@@ -128,7 +106,7 @@ def test_three_zones(env, record):
           "pause, recover and resume keep the 40 waiting at their instant (%s)"
           % (env.task(t, "state"),))
     time.sleep(1)
-    check(not set(ny) & set(record_times(record)),
+    check(not set(ny) & set(sink_times(record)),
           "after the recover New York recipients are still not pushed early")
     status, _ = env.http("POST", "/v1/tasks/%d/cancel" % t)
     ok = env.wait_state(t, "cancelled", 15)
@@ -204,10 +182,10 @@ def test_window_closes(env, record):
     opens = closes + 4
     # The window is open all day except [closes, opens): it wraps midnight.
     t = env.insert_task("window", "webhook", due="UTC_TIMESTAMP(3)", rate_limit=40, chunk_size=10,
-                        window_start="'%s'" % tod(opens), window_end="'%s'" % tod(closes),
+                        window_start="'%s'" % hms(opens), window_end="'%s'" % hms(closes),
                         window_tz="'UTC'", _subs=",".join("(@t,%d)" % u for u in uids))
     ok = env.wait_state(t, ("done", "failed", "cancelled"), 30)
-    times = record_times(record)
+    times = sink_times(record)
     row = env.task(t, "state, sent, last_error")
     check(ok and row[0] == "done" and int(row[1]) == len(uids),
           "the windowed task ends done with all %d sent (%s)" % (len(uids), row))
@@ -215,7 +193,7 @@ def test_window_closes(env, record):
     check(len(got) == len(uids), "every recipient pushed (%d of %d)" % (len(got), len(uids)))
     inside = [ms for ms in got if closes * 1000 + IN_FLIGHT_MS <= ms < opens * 1000]
     check(not inside, "no push while the window is closed [%s, %s) (%d were)"
-          % (tod(closes), tod(opens), len(inside)))
+          % (hms(closes), hms(opens), len(inside)))
     before = sum(1 for ms in got if ms < closes * 1000 + IN_FLIGHT_MS)
     after = sum(1 for ms in got if ms >= opens * 1000)
     check(0 < before < len(uids) and after > 0,
@@ -223,7 +201,7 @@ def test_window_closes(env, record):
     waves = env.r.cmd("HGETALL", env.key(t, "waves"))
     fields = dict(zip(waves[0::2], waves[1::2]))
     check(str(opens * 1000) in fields,
-          "the rest became a wave at the reopening %s (%s)" % (tod(opens), sorted(fields)))
+          "the rest became a wave at the reopening %s (%s)" % (hms(opens), sorted(fields)))
     print("window: %.1f s" % (time.time() - start), flush=True)
 
 
@@ -244,7 +222,7 @@ def test_expiry_while_waiting(env, record):
           "UTC's 20 sent, New York's 20 waiting counted expired at expire_at, done (%s)"
           % (row,))
     check(time.time() - start < 15, "done within seconds of expire_at, not at the release")
-    check(not set(ny) & set(record_times(record)), "no New York recipient pushed")
+    check(not set(ny) & set(sink_times(record)), "no New York recipient pushed")
     print("expiry while waiting: %.1f s" % (time.time() - start), flush=True)
 
 

@@ -28,22 +28,13 @@ import urllib.parse
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, check, finish, wait_until  # noqa: E402
+from badinput_env import Env, check, finish, recipients_yaml, wait_until  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "lib"))
 from herald_test.browser import Browser, BrowserError, chromium_path  # noqa: E402
 
-RECIPIENTS = """recipients:
-  categories:
-    - {name: reminder}
-    - {name: marketing}
-    - {name: security, mandatory: true}
-  unsubscribe:
-    public_url: https://herald.test
-    keys:
-      - {id: p1, secret: "prefs-page-test-key-0123456789abcdef"}
-"""
+RECIPIENTS = recipients_yaml([("p1", "prefs-page-test-key-0123456789abcdef")])
 
 
 async def run(env, ctl, cfg, out, uid):

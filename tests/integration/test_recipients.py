@@ -34,48 +34,15 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, check, finish, metric, wait_until  # noqa: E402
+from badinput_env import (Env, check, finish, hms, metric, recipients_yaml,  # noqa: E402
+                          sink_times, wait_until, wall)
 
 UNSUB_KEYS = {"k2": "recipients-test-key-two-0123456789abcdef",
               "k1": "recipients-test-key-one-0123456789abcdef"}
-RECIPIENTS = """recipients:
-  categories:
-    - {name: reminder}
-    - {name: marketing}
-    - {name: security, mandatory: true}
-  attributes_max_bytes: 512
-  unsubscribe:
-    public_url: https://herald.test
-    token_ttl_s: 3600
-    keys:
-      - {id: k2, secret: "%s"}
-      - {id: k1, secret: "%s"}
-""" % (UNSUB_KEYS["k2"], UNSUB_KEYS["k1"])
+RECIPIENTS = recipients_yaml([("k2", UNSUB_KEYS["k2"]), ("k1", UNSUB_KEYS["k1"])],
+                             token_ttl_s=3600, attributes_max_bytes=512)
 CLIENT_KEY = "recipients-client-key-0123456789abcdef"
 SYNC_WAIT_S = 15  # the dispatcher's profile sync runs every 5 s
-
-
-def record_times(path):
-    """{uid: first recv_ms} of the sink's 2xx answers."""
-    got = {}
-    try:
-        with open(path) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 3 and parts[1].startswith("2"):
-                    got.setdefault(int(parts[0]), int(parts[2]))
-    except OSError:
-        pass
-    return got
-
-
-def wall(ts):
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ts)) + ".%03d" % (int(ts * 1000) % 1000)
-
-
-def hm(ts):
-    """HH:MM:SS of epoch seconds TS in UTC (a quiet hours' bound)."""
-    return time.strftime("%H:%M:%S", time.gmtime(ts))
 
 
 class Case:
@@ -289,11 +256,11 @@ def test_loss_local_time(c, record):
     t = env.insert_task("local-refill", "hook", due="'%s'" % wall(due), local_time=1,
                         default_tz="'America/New_York'", chunk_size=20,
                         _subs=",".join("(@t,%d)" % u for u in every))
-    check(wait_until(lambda: set(every) <= set(record_times(record)), 30),
+    check(wait_until(lambda: set(every) <= set(sink_times(record)), 30),
           "Berlin, Kolkata and UTC recipients all pushed (%d of %d): their zones came "
-          "from MySQL, not the default" % (len(set(every) & set(record_times(record))),
+          "from MySQL, not the default" % (len(set(every) & set(sink_times(record))),
                                           len(every)))
-    times = record_times(record)
+    times = sink_times(record)
     utc_first = min(times.get(u, 0) for u in zones["UTC"])
     check(utc_first >= due * 1000 - 50,
           "UTC recipients at their instant, not before (%.3f s after due)"
@@ -327,7 +294,7 @@ def test_consent(c, record):
     quiet_end = now + 14
     for u in quiet:
         env.http("PUT", "/v1/users/%d" % u,
-                 {"tz": "UTC", "quiet_hours": {"start": hm(now - 3600), "end": hm(quiet_end)}})
+                 {"tz": "UTC", "quiet_hours": {"start": hms(now - 3600), "end": hms(quiet_end)}})
     everyone = out_mkt + out_hook + out_pair + quiet + plain
     subs = ",".join("(@t,%d)" % u for u in everyone)
     tm = env.insert_task("mkt", "hook", category="'marketing'", chunk_size=15, _subs=subs)

@@ -31,8 +31,8 @@ import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import check, finish, wait_until  # noqa: E402
-from provider_env import Standin, close_env, make_ca, open_env  # noqa: E402
+from badinput_env import check, finish, recipients_yaml, wait_until  # noqa: E402
+from provider_env import close_env, make_ca, open_env, smtp_standin  # noqa: E402
 
 N = int(os.environ.get("HERALD_CAMPAIGN_N", "10000"))
 # The waits grow with N: the stand-in relay (Python) takes the mails at
@@ -90,26 +90,11 @@ def main():
     t0 = time.time()
     try:
         ca = make_ca(env.dir)
-        standin = Standin(env, "smtp_standin.py", ca, ["--user", "herald", "--password", PASSWORD,
-                                                       "--max-seconds", str(int(1200 * SCALE))])
-        pw = os.path.join(env.dir, "smtp-password")
-        with open(pw, "w") as f:
-            f.write(PASSWORD + "\n")
-        channels = {"mail": {"type": "smtp", "url": "smtp://127.0.0.1:%d" % standin.port,
-                             "username": "herald", "password_file": pw, "ca_file": ca["ca.pem"],
-                             "from": "noreply@herald.test", "subject": "News: {{title}}",
-                             "text": "Hello {{user.name}}", "concurrency": 16}}
-        recipients = """recipients:
-  categories:
-    - {name: reminder}
-    - {name: marketing}
-    - {name: security, mandatory: true}
-  unsubscribe:
-    public_url: https://herald.test
-    keys:
-      - {id: c1, secret: "%s"}
-""" % KEY
-        cfg = env.config(channels, extra_top=recipients)
+        standin, mail_channel = smtp_standin(env, ca, PASSWORD,
+                                             ["--max-seconds", str(int(1200 * SCALE))],
+                                             subject="News: {{title}}",
+                                             text="Hello {{user.name}}", concurrency=16)
+        cfg = env.config({"mail": mail_channel}, extra_top=recipients_yaml([("c1", KEY)]))
         if not env.create_topic():
             return 77
         # The quiet-hours users' hours end a while into the campaign: their

@@ -22,7 +22,6 @@ here may wait for the sweeper.
 usage: test_redis_failover.py HERALD_DISPATCHER HERALD_WORKER   (exit 77
 without HERALD_TEST_CONFIG)"""
 import os
-import socket
 import sys
 import threading
 import time
@@ -57,20 +56,14 @@ class OutageProxy(LoopbackProxy):
         threading.Thread(target=self._c2s, args=(cli, up), daemon=True).start()
         threading.Thread(target=self._c2s, args=(up, cli), daemon=True).start()
 
-    def _commands(self, buf):
-        return b""  # nothing is parsed: every command passes
-
     def _drop_all(self):
         """Closes the listener (shutdown() first: a bare close() leaves it
         listening while the accept thread waits in it) and every
         connection."""
         with self.lock:
             socks, self.socks = [self.srv] + self.socks, []
+        self.shut(*socks)
         for sock in socks:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             sock.close()
 
     def outage(self, seconds):
@@ -78,11 +71,7 @@ class OutageProxy(LoopbackProxy):
         start = time.time()
         self._drop_all()
         time.sleep(seconds)
-        self.srv = socket.socket()
-        self.srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.srv.bind(("127.0.0.1", self.port))
-        self.srv.listen(64)
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.listen(self.port)
         return start, time.time()
 
     def close(self):
@@ -143,9 +132,7 @@ def main():
     rx = Receiver()
     proxy = OutageProxy(env.redis_port)
     try:
-        channels = {"hook": {"url": "http://127.0.0.1:%d/push" % rx.port,
-                             "concurrency": CONCURRENCY,
-                             "body": "uid={{uid}}"}}
+        channels = rx.channels(CONCURRENCY)
 
         def shipped(path):
             """The shipped redelivery timeout and lease (the suite's own are
@@ -157,13 +144,9 @@ def main():
             return path
 
         dsp_cfg = shipped(env.config(channels))
-        direct = env.redis_port
-        env.redis_port = proxy.port
-        try:
-            held_cfg = shipped(env.config(channels))
-            back_cfg = shipped(env.config(channels, worker_extra=["stall_max_ms: 1000"]))
-        finally:
-            env.redis_port = direct
+        held_cfg = shipped(env.config(channels, redis_port=proxy.port))
+        back_cfg = shipped(env.config(channels, worker_extra=["stall_max_ms: 1000"],
+                                      redis_port=proxy.port))
         dsp = env.start([sys.argv[1], "-c", dsp_cfg], "dispatcher.log")
         for name, cfg, handed_back in (("held", held_cfg, False), ("handed back", back_cfg, True)):
             wk = env.start([sys.argv[2], "-c", cfg], "worker-%s.log" % name.replace(" ", "-"))

@@ -21,16 +21,14 @@ proxy.
 
 usage: test_redis_stall.py HERALD_DISPATCHER HERALD_WORKER   (exit 77
 without HERALD_TEST_CONFIG)"""
-import http.server
 import os
-import socket
 import sys
 import threading
 import time
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, check, finish, wait_until  # noqa: E402
+from badinput_env import Env, PostServer, check, finish, wait_until  # noqa: E402
 from test_retry_races import LoopbackProxy  # noqa: E402
 
 N = 2400
@@ -56,9 +54,6 @@ class StallProxy(LoopbackProxy):
         threading.Thread(target=self._c2s, args=(cli, up), daemon=True).start()
         threading.Thread(target=self._s2c, args=(cli, up), daemon=True).start()
 
-    def _commands(self, buf):
-        return b""  # nothing is parsed: every command passes
-
     def _s2c(self, cli, up):
         try:
             while True:
@@ -70,11 +65,7 @@ class StallProxy(LoopbackProxy):
                 cli.sendall(data)
         except OSError:
             pass
-        for sock in (up, cli):
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        self.shut(up, cli)
 
     def stall(self, seconds):
         """Holds Redis's answers for SECONDS from now; returns (start, end)."""
@@ -92,34 +83,26 @@ class Receiver:
     def __init__(self):
         self.times, self.uids = [], []
         self.lock = threading.Lock()
-        rx = self
+        self.http = PostServer(self._post)
+        self.port = self.http.port
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def _post(self, req, body):
+        with self.lock:
+            self.times.append(time.time())
+            try:
+                self.uids.append(int(body.decode().partition("uid=")[2]))
+            except ValueError:
+                self.uids.append(-1)
+        time.sleep(RESPONSE_S)
+        req.send_response(200)
+        req.send_header("Content-Length", "0")
+        req.end_headers()
 
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                with rx.lock:
-                    rx.times.append(time.time())
-                    try:
-                        rx.uids.append(int(body.decode().partition("uid=")[2]))
-                    except ValueError:
-                        rx.uids.append(-1)
-                time.sleep(RESPONSE_S)
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        class Server(http.server.ThreadingHTTPServer):
-            daemon_threads = True
-            request_queue_size = 64
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def channels(self, concurrency):
+        """A config's channels: "hook", posting to this receiver the body
+        it reads the uid from."""
+        return {"hook": {"url": "http://127.0.0.1:%d/push" % self.port,
+                         "concurrency": concurrency, "body": "uid={{uid}}"}}
 
     def count(self):
         with self.lock:
@@ -130,8 +113,7 @@ class Receiver:
             return sum(1 for t in self.times if t0 <= t < t1)
 
     def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.stop()
 
 
 def main():
@@ -142,16 +124,9 @@ def main():
     rx = Receiver()
     proxy = StallProxy(env.redis_port)
     try:
-        channels = {"hook": {"url": "http://127.0.0.1:%d/push" % rx.port,
-                             "concurrency": CONCURRENCY,
-                             "body": "uid={{uid}}"}}
+        channels = rx.channels(CONCURRENCY)
         dsp_cfg = env.config(channels)
-        direct = env.redis_port
-        env.redis_port = proxy.port
-        try:
-            wk_cfg = env.config(channels)
-        finally:
-            env.redis_port = direct
+        wk_cfg = env.config(channels, redis_port=proxy.port)
         dsp = env.start([sys.argv[1], "-c", dsp_cfg], "dispatcher.log")
         wk = env.start([sys.argv[2], "-c", wk_cfg], "worker.log")
         if not check(env.wait_ready(env.dsp_port) and env.wait_ready(env.wk_port),

@@ -108,12 +108,17 @@ class LoopbackProxy:
         self.upstream_port = upstream_port
         self.fired = threading.Event()
         self.lock = threading.Lock()
+        self.port = self.listen(0)
+
+    def listen(self, port):
+        """Listens on PORT (0: any free one) and accepts in a thread of its
+        own; returns the port."""
         self.srv = socket.socket()
         self.srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.srv.bind(("127.0.0.1", 0))
+        self.srv.bind(("127.0.0.1", port))
         self.srv.listen(64)
-        self.port = self.srv.getsockname()[1]
         threading.Thread(target=self._accept, daemon=True).start()
+        return self.srv.getsockname()[1]
 
     def _accept(self):
         while True:
@@ -127,9 +132,19 @@ class LoopbackProxy:
         raise NotImplementedError
 
     def _commands(self, buf, *state):
-        """Reads the client's commands at the start of BUF (the subclass's
-        parser); returns the incomplete rest."""
-        raise NotImplementedError
+        """Reads the client's commands at the start of BUF (a subclass's
+        parser); returns the incomplete rest.  Here nothing is parsed:
+        every command passes."""
+        return b""
+
+    @staticmethod
+    def shut(*socks):
+        """Shuts SOCKS down both ways, those already gone too."""
+        for sock in socks:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def _c2s(self, cli, up, *state):
         """Client to server: every byte passes; _commands sees the commands."""
@@ -143,11 +158,7 @@ class LoopbackProxy:
                 up.sendall(data)
         except OSError:
             pass
-        for sock in (up, cli):
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
+        self.shut(up, cli)
 
     def fire_once(self, picked):
         """True for the first PICKED command of all connections (then
@@ -285,14 +296,9 @@ class T:
 
     def config(self, redis_port=None, channels=None, lease_ms=None, mysql_port=None):
         env = self.env
-        saved = env.redis_port
         env.dsp_port = free_port()  # one config per dispatcher: its own port
-        if redis_port is not None:
-            env.redis_port = redis_port
-        try:
-            path = env.config(channels or {"webhook": {"url": "http://127.0.0.1:9/push"}})
-        finally:
-            env.redis_port = saved
+        path = env.config(channels or {"webhook": {"url": "http://127.0.0.1:9/push"}},
+                          redis_port=redis_port)
         text = open(path).read()
         if lease_ms is not None:
             text = text.replace("lease_ms: 20000", "lease_ms: %d" % lease_ms)

@@ -21,8 +21,8 @@ import sys
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from badinput_env import check, finish  # noqa: E402
-from provider_env import (Standin, add_addresses, addresses_left, close_env,  # noqa: E402
-                          end_campaign, make_ca, open_env, run_campaign)
+from provider_env import (add_addresses, addresses_left, close_env, end_campaign,  # noqa: E402
+                          make_ca, open_env, run_campaign, smtp_standin)
 
 N = 12
 PASSWORD = "s3cret-%d" % random.randrange(1 << 30)
@@ -41,22 +41,12 @@ def main():
     standin = None
     try:
         ca = make_ca(env.dir)
-        standin = Standin(env, "smtp_standin.py", ca,
-                          ["--user", "herald", "--password", PASSWORD, "--unknown", unknown,
-                           "--greylist", "2"])
-        pw = os.path.join(env.dir, "smtp-password")
-        with open(pw, "w") as f:
-            f.write(PASSWORD + "\n")
-        channels = {
-            "mail": {"type": "smtp", "url": "smtp://127.0.0.1:%d" % standin.port,
-                     "username": "herald", "password_file": pw, "ca_file": ca["ca.pem"],
-                     "from": "noreply@herald.test", "from_name": "Herald Rappel",
-                     "subject": "Rappel : {{title}}", "text": "Texte : {{body}}",
-                     "html": "<p>{{body}}</p>",
-                     "list_unsubscribe": "https://herald.test/unsub/{{uid}}",
-                     "concurrency": 4,
-                     "retry": "{max_attempts: 4, backoff_ms: 50, max_backoff_ms: 500}"},
-        }
+        standin, mail_channel = smtp_standin(
+            env, ca, PASSWORD, ["--unknown", unknown, "--greylist", "2"],
+            from_name="Herald Rappel", subject="Rappel : {{title}}", text="Texte : {{body}}",
+            html="<p>{{body}}</p>", list_unsubscribe="https://herald.test/unsub/{{uid}}",
+            concurrency=4, retry="{max_attempts: 4, backoff_ms: 50, max_backoff_ms: 500}")
+        channels = {"mail": mail_channel}
         add_addresses(env, "email", "", mail)
         ran = run_campaign(env, channels, "mail", uids, "'réunion ✓'", "'bonjour {{uid}}'")
         if ran is None:

@@ -7,10 +7,13 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from herald_test import procs  # noqa: E402
-from herald_test.sink import sink_uids  # noqa: E402
+from herald_test.receiver import PostServer  # noqa: E402
+from herald_test.recipients import recipients_yaml  # noqa: E402
+from herald_test.sink import sink_times, sink_uids  # noqa: E402
 from herald_test.stack import Settings, StackMissing  # noqa: E402
 
 
@@ -134,6 +137,53 @@ class TestSink(unittest.TestCase):
                 f.write("1 200 5\n2 500 6\n3 204 7\n1 200 8\nbad\n")
             self.assertEqual(sink_uids(path), {1, 3})
             self.assertEqual(sink_uids(os.path.join(d, "none")), set())
+
+    def test_sink_times(self):
+        # the first 2xx answer's time per uid; failures and short lines skipped
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "record")
+            with open(path, "w") as f:
+                f.write("1 500 4\n1 200 5\n2 204 6\n1 200 8\n3 200\nbad\n")
+            self.assertEqual(sink_times(path), {1: 5, 2: 6})
+            self.assertEqual(sink_times(os.path.join(d, "none")), {})
+
+
+class TestPostServer(unittest.TestCase):
+    def test_post_answered(self):
+        got = []
+
+        def post(req, body):
+            got.append((req.path, body))
+            req.send_response(202)
+            req.send_header("Content-Length", "2")
+            req.end_headers()
+            req.wfile.write(b"ok")
+
+        srv = PostServer(post, queue=8)
+        try:
+            req = urllib.request.Request("http://127.0.0.1:%d/push" % srv.port, data=b"uid=7",
+                                         method="POST")
+            with urllib.request.urlopen(req, timeout=5) as r:
+                self.assertEqual((r.status, r.read()), (202, b"ok"))
+            self.assertEqual(got, [("/push", b"uid=7")])
+            self.assertEqual(srv.server.request_queue_size, 8)
+        finally:
+            srv.stop()
+
+
+class TestRecipients(unittest.TestCase):
+    def test_yaml(self):
+        self.assertEqual(
+            recipients_yaml([("k2", "s2"), ("k1", "s1")], token_ttl_s=3600,
+                            attributes_max_bytes=512),
+            "recipients:\n  categories:\n    - {name: reminder}\n    - {name: marketing}\n"
+            "    - {name: security, mandatory: true}\n  attributes_max_bytes: 512\n"
+            "  unsubscribe:\n    public_url: https://herald.test\n    token_ttl_s: 3600\n"
+            "    keys:\n      - {id: k2, secret: \"s2\"}\n      - {id: k1, secret: \"s1\"}\n")
+        plain = recipients_yaml([("p1", "s")])
+        self.assertNotIn("token_ttl_s", plain)
+        self.assertNotIn("attributes_max_bytes", plain)
+        self.assertTrue(plain.endswith('    keys:\n      - {id: p1, secret: "s"}\n'))
 
 
 if __name__ == "__main__":

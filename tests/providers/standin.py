@@ -254,7 +254,8 @@ class Server:
     SETTINGS_MAX_CONCURRENT_STREAMS = MAX_STREAMS; HTTP/1.1 as well when
     HTTP1 (chosen by ALPN over TLS; plain text without --cert).  Records
     the most streams ever open on one connection ("streams") and the most
-    connections open at once ("connections")."""
+    connections open at once ("connections").  PORT: where it listens,
+    once it does."""
 
     def __init__(self, args, record, handler, max_streams=1000, http1=False):
         self.args, self.record, self.handler = args, record, handler
@@ -262,6 +263,7 @@ class Server:
         self.max_open = 0
         self.conns = 0  # open now
         self.max_conns = 0
+        self.port = None
 
     async def on_client(self, reader, writer):
         self.conns += 1
@@ -283,7 +285,8 @@ class Server:
     async def serve(self):
         ctx = server_tls(self.args, alpn=["h2", "http/1.1"] if self.http1 else ["h2"])
         srv = await asyncio.start_server(self.on_client, self.args.host, self.args.port, ssl=ctx)
-        ready(srv.sockets[0].getsockname()[1])
+        self.port = srv.sockets[0].getsockname()[1]
+        ready(self.port)
         async with srv:
             await srv.serve_forever()
 

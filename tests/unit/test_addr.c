@@ -13,6 +13,18 @@
 
 #define APNS_TOKEN "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"
 
+/* RFC 8291 Appendix A's user agent keys. */
+#define WEBPUSH_SUB                                                                           \
+    "https://push.example.net/wpush/v2/abc#"                                                  \
+    "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4" \
+    ".BTBZMqHH6r4Tts7J_aSIgg"
+
+/* The same x with another y: not on P-256. */
+#define WEBPUSH_OFF_CURVE                                                                     \
+    "https://push.example.net/wpush/v2/abc#"                                                  \
+    "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw8" \
+    ".BTBZMqHH6r4Tts7J_aSIgg"
+
 static int check(hr_addr_platform p, const char *app, const char *address)
 {
     char err[256];
@@ -51,6 +63,11 @@ static void test_check(void **state)
     assert_int_equal(check(HR_ADDR_WEBHOOK, "", "https://"), HR_ADDR_EINVAL);
     assert_int_equal(check(HR_ADDR_WEBHOOK, "", "https://a b"), HR_ADDR_EINVAL);
     assert_int_equal(check(HR_ADDR_WEBHOOK, "app", "https://a"), HR_ADDR_EINVAL);
+    assert_int_equal(check(HR_ADDR_WEBPUSH, "", WEBPUSH_SUB), 0);
+    assert_int_equal(check(HR_ADDR_WEBPUSH, "x", WEBPUSH_SUB), HR_ADDR_EINVAL);
+    assert_int_equal(check(HR_ADDR_WEBPUSH, "", "https://push.example.net/x"), HR_ADDR_EINVAL);
+    assert_int_equal(check(HR_ADDR_WEBPUSH, "", "https://push.example.net/x#AAAA.BBBB"),
+                     HR_ADDR_EINVAL);
     assert_int_equal(check(HR_ADDR__COUNT, "", "x"), HR_ADDR_EINVAL);
     memset(long_addr, 'a', sizeof long_addr - 1);
     long_addr[sizeof long_addr - 1] = '\0';
@@ -103,6 +120,18 @@ static void test_member(void **state)
     assert_string_equal(a.address, "a@b.c");
     assert_int_equal(hr_addr_parse_member(&l, "email  a@b.c unsubscribed", 25, &a), 0);
     assert_int_equal(a.supp, HR_ADDR_SUPP_UNSUBSCRIBED);
+    /* A webpush member: split without the point's curve check (OpenSSL
+     * makes it at encryption), its form checked all the same. */
+    assert_int_equal(hr_addr_parse_member(&l, "webpush  " WEBPUSH_SUB, 9 + strlen(WEBPUSH_SUB), &a),
+                     0);
+    assert_int_equal(a.platform, HR_ADDR_WEBPUSH);
+    assert_string_equal(a.address, WEBPUSH_SUB);
+    assert_int_equal(check(HR_ADDR_WEBPUSH, "", WEBPUSH_OFF_CURVE), HR_ADDR_EINVAL);
+    assert_int_equal(
+        hr_addr_parse_member(&l, "webpush  " WEBPUSH_OFF_CURVE, 9 + strlen(WEBPUSH_OFF_CURVE), &a),
+        0);
+    assert_int_equal(hr_addr_parse_member(&l, "webpush  https://a.example/x#AAAA.BBBB", 38, &a),
+                     -1);
     assert_int_equal(hr_addr_parse_member(&l, "email  a@b.c x", 14, &a), -1);
     assert_int_equal(hr_addr_parse_member(&l, "email  a@b.c bounced x", 22, &a), -1);
     /* Malformed members: no separators, unknown platform, invalid fields,

@@ -75,6 +75,13 @@ static const struct {
     {"DELETE", "/v1/hooks/{id}", HR_ROLE_ADMIN},
     {"GET", "/v1/hooks/{id}/dead-letters", HR_ROLE_OPERATOR},
     {"POST", "/v1/hooks/{id}/redrive", HR_ROLE_OPERATOR},
+    {"POST", "/v1/series", HR_ROLE_OPERATOR},
+    {"GET", "/v1/series", HR_ROLE_VIEWER},
+    {"GET", "/v1/series/{id}", HR_ROLE_VIEWER},
+    {"GET", "/v1/series/{id}/next", HR_ROLE_VIEWER},
+    {"POST", "/v1/series/{id}/pause", HR_ROLE_OPERATOR},
+    {"POST", "/v1/series/{id}/resume", HR_ROLE_OPERATOR},
+    {"POST", "/v1/series/{id}/end", HR_ROLE_OPERATOR},
 };
 
 #define NWANT (sizeof want / sizeof want[0])

@@ -341,6 +341,14 @@ static void test_types(void **state)
     assert_int_equal(ch->apns.connections, 4);
     assert_string_equal(ch->ca_file, "/etc/herald/test-ca.pem");
 
+    ch = hr_config_channel(cfg, "browser");
+    assert_int_equal(ch->type, HR_CHANNEL_WEBPUSH);
+    assert_null(ch->url);
+    assert_string_equal(ch->webpush.vapid_key_file, "/etc/herald/vapid.pem");
+    assert_string_equal(ch->webpush.vapid_subject, "mailto:ops@example.com");
+    assert_true(ch->tls_verify);
+    assert_int_equal(ch->concurrency, 32);
+
     ch = hr_config_channel(cfg, "mail");
     assert_int_equal(ch->type, HR_CHANNEL_SMTP);
     assert_string_equal(ch->url, "smtps://relay.example.com:465");
@@ -752,7 +760,7 @@ static const bad_case bad_cases[] = {
     {"bad_alias.yaml", "4:9", "aliases (*hook) are not supported"},
     {"bad_two_documents.yaml", "3:1", "only one YAML document is allowed"},
     {"bad_type.yaml", "3:11",
-     "channels.push.type: unknown value \"gcm\" (expected: webhook, fcm, apns, smtp)"},
+     "channels.push.type: unknown value \"gcm\" (expected: webhook, fcm, apns, smtp, webpush)"},
     {"bad_type_key.yaml", "5:5",
      "channels.push.method: only for type webhook channels (this "
      "one is fcm)"},
@@ -763,6 +771,12 @@ static const bad_case bad_cases[] = {
     {"bad_apns_url_template.yaml", "4:10", "channels.ios.url: not a template for type apns"},
     {"bad_push_type.yaml", "8:16",
      "channels.ios.push_type: unknown value \"voip\" (expected: alert, background)"},
+    {"bad_webpush_subject.yaml", "5:20",
+     "channels.web.vapid_subject: must be a mailto: or https:// URI without spaces"},
+    {"bad_webpush_url.yaml", "4:10",
+     "channels.web.url: type webpush takes no url (each subscription names its endpoint)"},
+    {"bad_webpush_missing.yaml", "2:3",
+     "channels.web: missing required key \"vapid_subject\" (type webpush)"},
     {"bad_smtp_scheme.yaml", "4:10", "channels.mail.url: type smtp takes smtp:// or smtps://"},
     {"bad_webhook_smtp_url.yaml", "3:10",
      "channels.hook.url: type webhook takes http:// or https://"},

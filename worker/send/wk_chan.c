@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "hr_clock.h"
 #include "hr_log.h"
 #include "hr_ratelimit.h"
@@ -55,6 +57,30 @@ static int wk_chan_apns_signer(wk_chan *chan, char *errstr, size_t errlen)
     return rc;
 }
 
+/* A webpush channel's VAPID key (its key file) and encryption. */
+static int wk_chan_webpush(wk_chan *chan, char *errstr, size_t errlen)
+{
+    const hr_channel *ch = chan->cfg;
+    char detail[256];
+    char *pem = NULL;
+    size_t len = 0;
+    int rc = -1;
+
+    if (hr_config_read_file(ch->webpush.vapid_key_file, WK_CHAN_KEY_FILE_MAX, &pem, &len, detail,
+                            sizeof detail) != 0 ||
+        wk_webpush_new(pem, len, ch->webpush.vapid_subject, &chan->webpush, detail,
+                       sizeof detail) != 0)
+        snprintf(errstr, errlen, "channel %s: vapid_key_file %s", ch->name, detail);
+    else if (wk_ece_new(&chan->ece, detail, sizeof detail) != 0)
+        snprintf(errstr, errlen, "channel %s: %s", ch->name, detail);
+    else
+        rc = 0;
+    if (pem != NULL)
+        OPENSSL_cleanse(pem, len);
+    free(pem);
+    return rc;
+}
+
 int wk_chan_init(wk_chan *chan, const hr_channel *ch, wk_redis *rd, wk_metrics *m,
                  void (*wake)(void *ctx), void *ctx, char *errstr, size_t errlen)
 {
@@ -73,6 +99,8 @@ int wk_chan_init(wk_chan *chan, const hr_channel *ch, wk_redis *rd, wk_metrics *
         return -1;
     if (ch->type == HR_CHANNEL_APNS && wk_chan_apns_signer(chan, errstr, errlen) != 0)
         return -1;
+    if (ch->type == HR_CHANNEL_WEBPUSH && wk_chan_webpush(chan, errstr, errlen) != 0)
+        return -1;
     return 0;
 }
 
@@ -87,6 +115,10 @@ void wk_chan_free(wk_chan *chan)
     chan->fcm = NULL;
     wk_apns_signer_free(chan->apns);
     chan->apns = NULL;
+    wk_webpush_free(chan->webpush);
+    chan->webpush = NULL;
+    wk_ece_free(chan->ece);
+    chan->ece = NULL;
     wk_retry_heap_free(&chan->delayed);
 }
 
@@ -102,8 +134,8 @@ bool wk_chan_addressed(const wk_chan *chan, hr_addr_platform *platform, const ch
         *app = chan->cfg->apns.topic;
         return true;
     }
-    if (chan->cfg->type == HR_CHANNEL_SMTP) {
-        *platform = HR_ADDR_EMAIL;
+    if (chan->cfg->type == HR_CHANNEL_SMTP || chan->cfg->type == HR_CHANNEL_WEBPUSH) {
+        *platform = chan->cfg->type == HR_CHANNEL_SMTP ? HR_ADDR_EMAIL : HR_ADDR_WEBPUSH;
         *app = "";
         return true;
     }

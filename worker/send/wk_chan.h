@@ -20,8 +20,9 @@
  *     its push is taken (a grant is never thrown away);
  *   - its provider's credentials: an fcm channel's account and shared
  *     access token (wk_fcm_auth; no push starts without an unexpired
- *     token), an apns channel's provider-token signer (wk_apns).
- * A push to an addressed channel (fcm, apns, smtp) walks the uid's
+ *     token), an apns channel's provider-token signer (wk_apns), a webpush
+ *     channel's VAPID tokens (wk_webpush) and its encryption (wk_ece).
+ * A push to an addressed channel (fcm, apns, smtp, webpush) walks the uid's
  * addresses (given by its chunk) one request after the other, each with
  * its own retry budget: an address the provider calls dead is handed back
  * for pruning; the push is delivered when one address took it, failed
@@ -54,6 +55,7 @@
 #include "hr_addr.h"
 #include "hr_config.h"
 #include "wk_apns.h"
+#include "wk_ece.h"
 #include "wk_fcm_auth.h"
 #include "wk_metrics.h"
 #include "wk_provider.h"
@@ -61,6 +63,7 @@
 #include "wk_redis.h"
 #include "wk_retry.h"
 #include "wk_task.h"
+#include "wk_webpush.h"
 
 /* A limiter error (Redis down), or no handle to start on: try again after
  * this. */
@@ -82,6 +85,8 @@ typedef struct wk_chan {
     int64_t paused_until_ms;
     wk_fcm_auth *fcm;        /* fcm channels: the account and the shared access token */
     wk_apns_signer *apns;    /* apns channels: the provider token's signer */
+    wk_webpush *webpush;     /* webpush channels: the VAPID key and tokens... */
+    wk_ece *ece;             /* ...and the payload's encryption */
     char k_slow[HR_KEY_MAX]; /* the channel's cluster-wide slow-down (hr_key_slowdown) */
     int64_t slow_checked_ms; /* when it was last read */
     bool slow_reading;       /* a read is on its way (the Redis thread) */
@@ -125,7 +130,7 @@ typedef struct wk_chan_step {
 } wk_chan_step;
 
 /* Sets CHAN up for channel CH: its credentials (an fcm channel's service
- * account, an apns channel's key file), cap and slow-down key.  RD gets
+ * account, an apns channel's key file, a webpush channel's VAPID key), cap and slow-down key.  RD gets
  * its jobs, M its metrics; WAKE(CTX) runs when a job answered.  0, or -1
  * with ERRSTR ("channel NAME: ..."); wk_chan_free accepts the half-made
  * channel. */
@@ -137,7 +142,8 @@ void wk_chan_close(wk_chan *chan);
 void wk_chan_free(wk_chan *chan);
 
 /* Whether CHAN pushes to addresses from the address book, and which:
- * *PLATFORM and *APP (the fcm project, the apns topic).  False for a
+ * *PLATFORM and *APP (the fcm project, the apns topic; '' for email and
+ * webpush).  False for a
  * webhook. */
 bool wk_chan_addressed(const wk_chan *chan, hr_addr_platform *platform, const char **app);
 

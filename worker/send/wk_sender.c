@@ -20,7 +20,7 @@
 #include "wk_xfer.h"
 
 /* A channel as the sender runs it: on one transport, libcurl (a webhook,
- * an smtp channel) or HTTP/2 (apns, fcm). */
+ * an smtp or a webpush channel) or HTTP/2 (apns, fcm). */
 typedef struct wk_sender_chan {
     wk_sender *s;
     wk_chan chan;       /* its decisions */
@@ -119,7 +119,8 @@ static void wk_sender_answered(wk_sender_chan *sc, wk_push *push, const wk_provi
 
 /* ---- starting requests ----------------------------------------------------- */
 
-/* Builds PUSH's next request on X: the webhook's, or the mail.  0, or -1
+/* Builds PUSH's next request on X: the webhook's, the mail, or the web
+ * push.  0, or -1
  * with ERRSTR. */
 static int wk_sender_prepare(wk_sender_chan *sc, wk_xfer *x, wk_push *push, char *errstr,
                              size_t errlen)
@@ -130,6 +131,10 @@ static int wk_sender_prepare(wk_sender_chan *sc, wk_xfer *x, wk_push *push, char
     if (ch->type == HR_CHANNEL_SMTP)
         return wk_xfer_prepare_smtp(x, ch, push->task, push->variant, push->uid, push->user,
                                     push->addrs[push->addr].address, errstr, errlen);
+    if (ch->type == HR_CHANNEL_WEBPUSH)
+        return wk_xfer_prepare_webpush(x, sc->chan.webpush, sc->chan.ece, push->task, push->variant,
+                                       push->uid, push->user, push->addrs[push->addr].address,
+                                       errstr, errlen);
     if (wk_xfer_prepare(x, ch, push->task, push->variant, push->uid, push->user, &stripped, errstr,
                         errlen) != 0)
         return -1;

@@ -43,7 +43,7 @@
  *   wk_h2_stream: its streams (nghttp2's callbacks)
  *   wk_h2_conn: its connections (they reach wk_h2 through h2->up)
  *   wk_h2
- *   wk_push wk_fcm wk_apns wk_smtp wk_batch
+ *   wk_push wk_fcm wk_apns wk_smtp wk_batch wk_ece wk_webpush
  *   wk_xfer wk_stream
  *   wk_fcm_auth wk_curl wk_h2send
  *   wk_chan wk_curl_uv

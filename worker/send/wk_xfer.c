@@ -15,6 +15,7 @@
 
 #include "hr_addr.h"
 #include "hr_clock.h"
+#include "hr_wpsub.h"
 #include "wk_push.h"
 #include "wk_smtp.h"
 
@@ -24,6 +25,9 @@
 /* Header lines a request adds to its channel's: a webhook's
  * Idempotency-Key and three signature headers, and "Expect:". */
 #define WK_XFER_OWN_HEADERS 5
+/* A web push's: Authorization, TTL, Urgency, Topic, Content-Encoding,
+ * Content-Type and "Expect:". */
+#define WK_XFER_WEBPUSH_HEADERS 7
 #define WK_XFER_ID_MAX 96 /* "herald-<task>-<uid or batch key>" */
 /* A batched request's body cap, and its answer's: room for every
  * recipient's item and result. */
@@ -133,7 +137,9 @@ wk_xfer *wk_xfer_new(const hr_channel *ch)
             return NULL;
         }
     }
-    x->hcap = ch->nheaders + WK_XFER_OWN_HEADERS;
+    x->hcap = ch->nheaders +
+              (ch->type == HR_CHANNEL_WEBPUSH ? WK_XFER_WEBPUSH_HEADERS : WK_XFER_OWN_HEADERS);
+    hr_buf_init(&x->plain, WK_ECE_PLAIN_MAX);
     x->hnodes = calloc(x->hcap, sizeof *x->hnodes);
     if (x->hnodes == NULL) {
         wk_xfer_free(x);
@@ -163,10 +169,12 @@ wk_xfer *wk_xfer_new(const hr_channel *ch)
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     if (ch->type == HR_CHANNEL_SMTP)
         wk_xfer_smtp_setup(x, ch);
-    /* A webhook over HTTP/2: requests multiplexed as streams (PIPEWAIT:
-     * on a connection already open rather than a new one, within the
-     * server's SETTINGS_MAX_CONCURRENT_STREAMS, which curl honours). */
-    if (ch->http2) {
+    /* A webhook over HTTP/2, and every web push (to https:// endpoints:
+     * HTTP/2 when the push service's ALPN offers it, else HTTP/1.1):
+     * requests multiplexed as streams (PIPEWAIT: on a connection already
+     * open rather than a new one, within the server's
+     * SETTINGS_MAX_CONCURRENT_STREAMS, which curl honours). */
+    if (ch->http2 || ch->type == HR_CHANNEL_WEBPUSH) {
         bool tls = ch->url == NULL || strncasecmp(ch->url, "https:", 6) == 0;
 
         curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
@@ -202,6 +210,7 @@ void wk_xfer_free(wk_xfer *x)
     for (size_t i = 0; i < WK_TASK__MAIL; i++)
         hr_buf_free(&x->mail[i]);
     curl_slist_free_all(x->rcpt);
+    hr_buf_free(&x->plain);
     OPENSSL_cleanse(x->secrets, sizeof x->secrets);
     free(x);
 }
@@ -434,6 +443,58 @@ int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, 
     return 0;
 }
 
+int wk_xfer_prepare_webpush(wk_xfer *x, wk_webpush *wp, wk_ece *ece, const wk_task *task,
+                            unsigned variant, const char *uid, const redisReply *user,
+                            const char *address, char *errstr, size_t errlen)
+{
+    char num[HR_BUF_I64_MAX], topic[WK_WEBPUSH_TOPIC_MAX + 1];
+    const char *urgency = task->row->priority == HR_PRIORITY_HIGH ? "high" : "normal", *auth;
+    int64_t ttl = task->row->ttl_s >= 0 ? task->row->ttl_s : WK_WEBPUSH_TTL_DEFAULT;
+    size_t alen = 0;
+    hr_wpsub sub;
+
+    errstr[0] = '\0';
+    if (hr_wpsub_split(address, &sub, errstr, errlen) != 0 ||
+        wk_task_render_texts(task, variant, uid, user, &x->req.title, &x->req.text, errstr,
+                             errlen) != 0)
+        return -1;
+    hr_buf_reset(&x->plain);
+    if (wk_webpush_plaintext(x->req.title.data ? x->req.title.data : "",
+                             x->req.text.data ? x->req.text.data : "",
+                             wk_task_content(task, variant)->payload, &x->plain) != 0) {
+        snprintf(errstr, errlen, "webpush: message over %d bytes", WK_ECE_PLAIN_MAX);
+        return -1;
+    }
+    hr_buf_reset(&x->req.url);
+    hr_buf_reset(&x->req.body);
+    hr_buf_reset(&x->req.headers);
+    x->req.nheaders = 0;
+    if (hr_buf_append(&x->req.url, sub.endpoint, sub.endpoint_len) != 0) {
+        snprintf(errstr, errlen, "webpush: endpoint over the URL's cap");
+        return -1;
+    }
+    auth = wk_webpush_auth(wp, sub.endpoint, sub.endpoint_len, hr_clock_now_ms() / 1000, &alen,
+                           errstr, errlen);
+    if (auth == NULL ||
+        wk_ece_encrypt(ece, &sub, x->plain.data, x->plain.len, &x->req.body, errstr, errlen) != 0)
+        return -1;
+    if (wk_xfer_header_add(x, WK_XFER_LIT("Authorization: "), auth, alen, errstr, errlen) < 0 ||
+        wk_xfer_header_add(x, WK_XFER_LIT("TTL: "), num, hr_buf_i64(ttl, num), errstr, errlen) <
+            0 ||
+        wk_xfer_header_add(x, WK_XFER_LIT("Urgency: "), urgency, strlen(urgency), errstr, errlen) <
+            0 ||
+        (task->row->collapse_key != NULL &&
+         wk_xfer_header_add(x, WK_XFER_LIT("Topic: "), topic,
+                            wk_webpush_topic(task->row->collapse_key, topic), errstr,
+                            errlen) < 0) ||
+        wk_xfer_header_add(x, WK_XFER_LIT("Content-Encoding: aes128gcm"), NULL, 0, errstr, errlen) <
+            0 ||
+        wk_xfer_header_add(x, WK_XFER_LIT("Content-Type: application/octet-stream"), NULL, 0,
+                           errstr, errlen) < 0)
+        return -1;
+    return wk_xfer_arm(x, false, errstr, errlen);
+}
+
 static bool wk_xfer_success(const hr_channel *ch, long code)
 {
     for (size_t i = 0; i < ch->nsuccess; i++)
@@ -456,6 +517,10 @@ void wk_xfer_verdict(const hr_channel *ch, const wk_xfer *x, CURLcode rc, long c
     }
     if (ch->type == HR_CHANNEL_SMTP) {
         wk_smtp_classify(code, body, out);
+        return;
+    }
+    if (ch->type == HR_CHANNEL_WEBPUSH) {
+        wk_webpush_classify(code, x->retry_after_s, out);
         return;
     }
     if (wk_xfer_success(ch, code)) {

@@ -8,7 +8,10 @@
  * signing_secrets, the same value is the Standard Webhooks webhook-id and
  * webhook-timestamp / webhook-signature (hr_sign) sign the body as sent, a
  * new timestamp on every attempt; for an smtp channel one mail over SMTP
- * (STARTTLS or smtps, AUTH, the connection kept for the next mail).  The
+ * (STARTTLS or smtps, AUTH, the connection kept for the next mail); for a
+ * webpush channel the POST of the message encrypted to the subscription
+ * (wk_ece) with its VAPID, TTL, Urgency and Topic headers (wk_webpush), on
+ * HTTP/2 when the push service offers it (ALPN), HTTP/1.1 otherwise.  The
  * Retry-After header is read from the response, and the response
  * classified into a wk_verdict for the sender (wk_sender), which acts on
  * it.  The handles are the curl transport's (wk_curl): it pools them and
@@ -26,8 +29,10 @@
 #include "hr_sign.h"
 #include "hr_buf.h"
 #include "wk_batch.h"
+#include "wk_ece.h"
 #include "wk_provider.h"
 #include "wk_task.h"
+#include "wk_webpush.h"
 
 struct wk_multi; /* wk_curl.h */
 struct wk_push;  /* wk_push.h */
@@ -50,6 +55,7 @@ typedef struct wk_xfer {
     hr_buf mail[WK_TASK__MAIL]; /* smtp: the channel's templates rendered */
     size_t upload_off;          /* smtp: how much of BODY (the message) curl has read */
     struct curl_slist *rcpt;    /* smtp: the one RCPT TO */
+    hr_buf plain;               /* webpush: the message before encryption */
     hr_sign_secret secrets[HR_SIGN_MAX_SECRETS]; /* the channel's, parsed once */
     size_t nsecrets;
     /* The header list handed to curl: nodes over req.headers' lines, made
@@ -92,6 +98,16 @@ int wk_xfer_prepare_batch(wk_xfer *x, const hr_channel *ch, const wk_task *task,
 int wk_xfer_prepare_smtp(wk_xfer *x, const hr_channel *ch, const wk_task *task, unsigned variant,
                          const char *uid, const redisReply *user, const char *to, char *errstr,
                          size_t errlen);
+
+/* Builds on X the web push of TASK to the subscription ADDRESS (a
+ * webpush address, hr_wpsub.h) for UID (its content VARIANT,
+ * wk_task_variant): the plaintext
+ * (wk_webpush_plaintext) encrypted with ECE, the headers with WP's VAPID
+ * token for the endpoint's origin.  0, or -1 with ERRSTR (a message over
+ * WK_ECE_PLAIN_MAX bytes, a subscription that does not parse). */
+int wk_xfer_prepare_webpush(wk_xfer *x, wk_webpush *wp, wk_ece *ece, const wk_task *task,
+                            unsigned variant, const char *uid, const redisReply *user,
+                            const char *address, char *errstr, size_t errlen);
 
 /* What a request of channel CH on X that ended with curl result RC and
  * CODE (the HTTP status when RC is CURLE_OK; an SMTP channel's last reply

@@ -6,7 +6,9 @@ tests/faults/run, the Python integration tests).
   procs     processes with a log file (SIGTERM, then SIGKILL, bounded),
             free ports, bounded waits
   clients   Redis and MySQL through the packaged drivers, heraldctl
-  sink      herald-sink: start it, read its --record file
+  sink      herald-sink: start it, read its --record file (uids, times)
+  recipients  the recipients section of issue 28's tests (categories, keys)
+  receiver  an HTTP server on loopback that hands each POST to a test's answer
   certs     a test CA and certificates signed by it (openssl)
 
 Third-party modules are Debian bookworm's (deploy/local/packages.txt:

@@ -22,14 +22,27 @@ def sink_uids(path, want=(), timeout_s=5.0):
         time.sleep(0.1)
 
 
+def sink_times(path):
+    """{uid: recv_ms of its first 2xx answer} as the record shows them."""
+    got = {}
+    for parts in _answered(path):
+        if len(parts) >= 3:
+            got.setdefault(int(parts[0]), int(parts[2]))
+    return got
+
+
 def _read_uids(path):
-    got = set()
+    return {int(parts[0]) for parts in _answered(path)}
+
+
+def _answered(path):
+    """The record's lines answered with a 2xx, split (none when the file
+    is not there yet)."""
     try:
         with open(path) as f:
             for line in f:
                 parts = line.split()
                 if len(parts) >= 2 and parts[1].startswith("2"):
-                    got.add(int(parts[0]))
+                    yield parts
     except OSError:
         pass
-    return got

@@ -1,0 +1,332 @@
+/* cmd_series: `heraldctl series create|list|show|next|pause|resume|end` —
+ * reminders that repeat (common/hr_series.h; docs/scheduling.md "Series").
+ *
+ *   create --name N --channel C --rrule R --dtstart 'YYYY-MM-DD HH:MM:SS'
+ *          [--tz Z] [--local-time] [--exdate LIST] [--catch-up P] [--lead D]
+ *          [--expire-after D] [--topic T] [--title T] [--body B]
+ *          [--payload JSON] [--category C] [--priority P]
+ *                              checked as the dispatcher will (the rule by
+ *                              libical, the zone, an occurrence as a task),
+ *                              then written; prints its id
+ *   list [--json]              every series: id, state, next, occurrences, rule
+ *   show ID                    one series and its next 5 occurrences
+ *   next ID [--count N]        its next N occurrences (wall time, due instant)
+ *   pause|resume|end ID        an admin's change (hr_series_set_state)
+ *
+ * A change writes its audit row (target "series <id>") in its transaction.
+ * Subscribing to a series is not built yet (docs/architecture.md
+ * "Series"): an occurrence takes subscribers as any task does. */
+#include <cjson/cJSON.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl_cmd.h"
+#include "ctl_fmt.h"
+#include "hr_series.h"
+
+#define CTL_SERIES_NEXT_MAX 100
+
+/* create's options into S (whose template is T). */
+static int ctl_series_parse(ctl_ctx *ctx, int argc, char **argv, hr_series *s, hr_task *t)
+{
+    static const struct option options[] = {
+        {"name", required_argument, NULL, 'n'},
+        {"channel", required_argument, NULL, 'c'},
+        {"rrule", required_argument, NULL, 'r'},
+        {"dtstart", required_argument, NULL, 's'},
+        {"tz", required_argument, NULL, 'z'},
+        {"local-time", no_argument, NULL, 'l'},
+        {"exdate", required_argument, NULL, 'x'},
+        {"catch-up", required_argument, NULL, 'u'},
+        {"lead", required_argument, NULL, 'L'},
+        {"expire-after", required_argument, NULL, 'e'},
+        {"topic", required_argument, NULL, 'T'},
+        {"title", required_argument, NULL, 't'},
+        {"body", required_argument, NULL, 'b'},
+        {"payload", required_argument, NULL, 'p'},
+        {"category", required_argument, NULL, 'C'},
+        {"priority", required_argument, NULL, 'P'},
+        {NULL, 0, NULL, 0},
+    };
+    char errstr[256];
+    int64_t ms;
+    int opt;
+
+    optind = 0;
+    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+        switch (opt) {
+        case 'n':
+            t->name = optarg;
+            break;
+        case 'c':
+            t->channel = optarg;
+            break;
+        case 'r':
+            s->rrule = optarg;
+            break;
+        case 'z':
+            s->tz = optarg;
+            break;
+        case 'l':
+            s->local_time = true;
+            break;
+        case 'x':
+            s->exdate = optarg;
+            break;
+        case 'T':
+            t->topic = optarg;
+            break;
+        case 't':
+            t->title = optarg;
+            break;
+        case 'b':
+            t->body = optarg;
+            break;
+        case 'p':
+            t->payload = optarg;
+            break;
+        case 'C':
+            t->category = optarg;
+            break;
+        case 's':
+            if (ctl_fmt_parse_time("--dtstart", optarg, &s->dtstart_wall_ms, errstr,
+                                   sizeof errstr) < 0)
+                return ctl_usage(ctx, "%s", errstr);
+            break;
+        case 'u':
+            if (hr_series_catch_up_parse(optarg, &s->catch_up) < 0)
+                return ctl_usage(ctx, "--catch-up: none, latest or all");
+            break;
+        case 'P':
+            if (hr_priority_parse(optarg, &t->priority) < 0)
+                return ctl_usage(ctx, "--priority: high or normal");
+            break;
+        case 'L':
+        case 'e':
+            if (ctl_fmt_parse_duration(opt == 'L' ? "--lead" : "--expire-after", optarg, &ms,
+                                       errstr, sizeof errstr) < 0)
+                return ctl_usage(ctx, "%s", errstr);
+            *(opt == 'L' ? &s->lead_s : &s->expire_after_s) = ms / 1000;
+            break;
+        default:
+            return ctl_usage(ctx, NULL);
+        }
+    }
+    if (optind != argc || t->name == NULL || t->channel == NULL || s->rrule == NULL ||
+        s->dtstart_wall_ms == INT64_MIN)
+        return ctl_usage(ctx, "create needs --name, --channel, --rrule and --dtstart");
+    t->throttle_scope = t->topic; /* what a loaded template has */
+    return CTL_EXIT_OK;
+}
+
+static int ctl_series_create(ctl_ctx *ctx, int argc, char **argv)
+{
+    hr_task t;
+    hr_series s;
+    char errstr[512], target[40];
+    hr_mysql *m;
+    int64_t id = 0;
+    cJSON *after;
+    int rc;
+
+    hr_series_defaults(&s, &t);
+    rc = ctl_series_parse(ctx, argc, argv, &s, &t);
+    if (rc != CTL_EXIT_OK)
+        return rc;
+    if (hr_series_validate(&s, ctx->cfg, errstr, sizeof errstr) < 0)
+        return ctl_fail("series refused: %s", errstr);
+    if (ctl_mysql(ctx, &m) < 0)
+        return CTL_EXIT_FAIL;
+    if (hr_mysql_begin(m, errstr, sizeof errstr) < 0 ||
+        hr_series_insert(m, &s, &id, errstr, sizeof errstr) < 0) {
+        hr_mysql_rollback(m);
+        return ctl_fail("series create: %s", errstr);
+    }
+    snprintf(target, sizeof target, "series %" PRId64, id);
+    after = ctl_args_json(argc, argv);
+    rc = ctl_audit(ctx, m, "heraldctl series create", 0, target, NULL, after);
+    cJSON_Delete(after);
+    if (rc != 0) {
+        hr_mysql_rollback(m);
+        return CTL_EXIT_FAIL;
+    }
+    if (hr_mysql_commit(m, errstr, sizeof errstr) < 0)
+        return ctl_fail("series create: %s", errstr);
+    printf("created series %" PRId64 "\n", id);
+    return CTL_EXIT_OK;
+}
+
+static int ctl_series_list(ctl_ctx *ctx, int argc, char **argv)
+{
+    bool json = argc == 2 && strcmp(argv[1], "--json") == 0;
+    hr_mysql_rows *rows = NULL;
+    int64_t after = 0;
+    char errstr[512];
+    bool first = true;
+    hr_mysql *m;
+
+    if (argc > 2 || (argc == 2 && !json))
+        return ctl_usage(ctx, "list takes --json only");
+    if (ctl_mysql(ctx, &m) < 0)
+        return CTL_EXIT_FAIL;
+    printf("%s", json ? "[" : "");
+    do {
+        hr_mysql_rows_free(rows);
+        rows = NULL;
+        if (hr_series_list(m, after, 1000, &rows, errstr, sizeof errstr) < 0)
+            return ctl_fail("series list: %s", errstr);
+        for (size_t i = 0; i < rows->nrows; i++) {
+            const char *c[11];
+
+            for (size_t k = 0; k < 11; k++)
+                c[k] = hr_mysql_cell(rows, i, k);
+            after = strtoll(c[0], NULL, 10);
+            if (json) {
+                cJSON *o = cJSON_CreateObject();
+                char *text;
+
+                cJSON_AddNumberToObject(o, "id", (double)after);
+                cJSON_AddStringToObject(o, "name", c[1]);
+                cJSON_AddStringToObject(o, "state", c[2]);
+                cJSON_AddStringToObject(o, "rrule", c[3]);
+                cJSON_AddStringToObject(o, "dtstart", c[4]);
+                cJSON_AddStringToObject(o, "tz", c[5]);
+                cJSON_AddBoolToObject(o, "local_time", strcmp(c[6], "1") == 0);
+                cJSON_AddStringToObject(o, "catch_up", c[7]);
+                cJSON_AddStringToObject(o, "next_at", c[8]);
+                cJSON_AddNumberToObject(o, "occurrences", strtod(c[9], NULL));
+                cJSON_AddStringToObject(o, "last_error", c[10]);
+                text = cJSON_PrintUnformatted(o);
+                printf("%s%s", first ? "" : ",", text ? text : "{}");
+                first = false;
+                free(text);
+                cJSON_Delete(o);
+            } else {
+                printf("%s\t%s\t%s\t%s\t%s occurrences\t%s %s%s\t%s%s%s\n", c[0], c[2], c[1],
+                       c[8][0] ? c[8] : "-", c[9], c[3], c[5],
+                       strcmp(c[6], "1") == 0 ? " (each recipient's zone)" : "", c[7],
+                       c[10][0] ? "\t" : "", c[10]);
+            }
+        }
+    } while (rows->nrows == 1000);
+    hr_mysql_rows_free(rows);
+    printf("%s", json ? "]\n" : "");
+    return CTL_EXIT_OK;
+}
+
+/* show ID, next ID [--count N]: the series' next occurrences. */
+static int ctl_series_next(ctl_ctx *ctx, int argc, char **argv)
+{
+    static const struct option options[] = {{"count", required_argument, NULL, 'n'},
+                                            {NULL, 0, NULL, 0}};
+    bool show = strcmp(argv[0], "show") == 0;
+    int64_t id, count = 5, wall[CTL_SERIES_NEXT_MAX], due[CTL_SERIES_NEXT_MAX];
+    char errstr[512], a[40], b[40];
+    hr_series *s = NULL;
+    hr_mysql *m;
+    size_t got = 0;
+    int opt, rc;
+
+    optind = 0;
+    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1)
+        if (show || opt != 'n' ||
+            ctl_fmt_parse_int("--count", optarg, 1, CTL_SERIES_NEXT_MAX, &count, errstr,
+                              sizeof errstr) < 0)
+            return ctl_usage(ctx, "%s", opt == 'n' && !show ? errstr : "unknown option");
+    if (argc - optind != 1 ||
+        ctl_fmt_parse_int("ID", argv[optind], 1, INT64_MAX, &id, errstr, sizeof errstr) < 0)
+        return ctl_usage(ctx, "%s needs ID", argv[0]);
+    if (ctl_mysql(ctx, &m) < 0)
+        return CTL_EXIT_FAIL;
+    rc = hr_series_load(m, id, &s, errstr, sizeof errstr);
+    if (rc != 0)
+        return rc == 1 ? ctl_fail("series %" PRId64 " does not exist", id)
+                       : ctl_fail("series %s: %s", argv[0], errstr);
+    if (show)
+        printf("series %" PRId64 " %s: %s, channel %s, %s from %s in %s%s, catch_up %s, "
+               "%" PRId64 " occurrences written\n",
+               id, s->tmpl->name, hr_series_state_name(s->state), s->tmpl->channel, s->rrule,
+               ctl_fmt_time_sql(s->dtstart_wall_ms, a, sizeof a), s->tz,
+               s->local_time ? " (each recipient's zone)" : "",
+               hr_series_catch_up_name(s->catch_up), s->occurrences);
+    rc = hr_series_next(s, (size_t)count, wall, due, &got, errstr, sizeof errstr);
+    if (rc < 0)
+        rc = ctl_fail("series %" PRId64 ": %s", id, errstr);
+    for (size_t i = 0; rc == 0 && i < got; i++)
+        printf("%s %s\t%s\n", ctl_fmt_time_sql(wall[i], a, sizeof a), s->tz,
+               s->local_time ? "in each recipient's zone" : ctl_fmt_time_iso(due[i], b, sizeof b));
+    if (rc == 0 && got < (size_t)count)
+        printf("(no more: the rule ends)\n");
+    hr_series_free(s);
+    return rc == 0 ? CTL_EXIT_OK : CTL_EXIT_FAIL;
+}
+
+/* pause, resume, end: ARGV = {verb, ID}. */
+static int ctl_series_change(ctl_ctx *ctx, int argc, char **argv)
+{
+    const char *verb = argv[0];
+    hr_series_state to = strcmp(verb, "pause") == 0    ? HR_SERIES_PAUSED
+                         : strcmp(verb, "resume") == 0 ? HR_SERIES_ACTIVE
+                                                       : HR_SERIES_ENDED;
+    hr_series_state from = HR_SERIES_ACTIVE;
+    char errstr[512], target[40], action[40];
+    cJSON *before, *after;
+    hr_mysql *m;
+    int64_t id;
+    int rc;
+
+    if (argc != 2 || ctl_fmt_parse_int("ID", argv[1], 1, INT64_MAX, &id, errstr, sizeof errstr) < 0)
+        return ctl_usage(ctx, "%s needs ID", verb);
+    if (ctl_mysql(ctx, &m) < 0)
+        return CTL_EXIT_FAIL;
+    if (hr_mysql_begin(m, errstr, sizeof errstr) < 0)
+        return ctl_fail("series %s: %s", verb, errstr);
+    rc = hr_series_set_state(m, id, to, &from, errstr, sizeof errstr);
+    if (rc != 0) {
+        hr_mysql_rollback(m);
+        if (rc == 1)
+            return ctl_fail("series %" PRId64 " does not exist", id);
+        if (rc == 2)
+            return ctl_fail("series %" PRId64 " is %s: it cannot %s", id,
+                            hr_series_state_name(from), verb);
+        return ctl_fail("series %s: %s", verb, errstr);
+    }
+    snprintf(target, sizeof target, "series %" PRId64, id);
+    snprintf(action, sizeof action, "heraldctl series %s", verb);
+    before = cJSON_CreateObject();
+    after = cJSON_CreateObject();
+    cJSON_AddStringToObject(before, "state", hr_series_state_name(from));
+    cJSON_AddStringToObject(after, "state", hr_series_state_name(to));
+    rc = ctl_audit(ctx, m, action, 0, target, before, after);
+    cJSON_Delete(before);
+    cJSON_Delete(after);
+    if (rc != 0) {
+        hr_mysql_rollback(m);
+        return CTL_EXIT_FAIL;
+    }
+    if (hr_mysql_commit(m, errstr, sizeof errstr) < 0)
+        return ctl_fail("series %s: %s", verb, errstr);
+    printf("series %" PRId64 " %s\n", id, hr_series_state_name(to));
+    return CTL_EXIT_OK;
+}
+
+int ctl_cmd_series(ctl_ctx *ctx, int argc, char **argv)
+{
+    const char *verb = argc >= 2 ? argv[1] : "";
+
+    if (strcmp(verb, "create") == 0)
+        return ctl_series_create(ctx, argc - 1, argv + 1);
+    if (strcmp(verb, "list") == 0)
+        return ctl_series_list(ctx, argc - 1, argv + 1);
+    if (strcmp(verb, "show") == 0 || strcmp(verb, "next") == 0)
+        return ctl_series_next(ctx, argc - 1, argv + 1);
+    if (strcmp(verb, "pause") == 0 || strcmp(verb, "resume") == 0 || strcmp(verb, "end") == 0)
+        return ctl_series_change(ctx, argc - 1, argv + 1);
+    return ctl_usage(ctx,
+                     argc < 2 ? "expected create, list, show, next, pause, resume or end"
+                              : "unknown subcommand '%s'",
+                     verb);
+}

@@ -1,0 +1,174 @@
+/* test_series: hr_series_expand (libical) and hr_series_due_ms (hr_tz)
+ * against hand-checked cases: a weekly rule across Europe/Berlin's spring
+ * change, a daily 02:30 through Berlin's gap, a daily 01:30 through New
+ * York's autumn overlap, the 31st of the month, a leap day, EXDATE (COUNT
+ * counts it, RFC 5545), UNTIL, "every weekday until 2027-06-30", the
+ * window started mid-rule (a SECONDLY rule), and rules refused with a
+ * message naming them.  Expected instants checked with Python's zoneinfo. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <string.h>
+
+#include "hr_series.h"
+
+#define W hr_series_wall_ms
+
+static size_t expand(const char *rrule, int64_t start, const char *exdate, int64_t after,
+                     int64_t *out, size_t max)
+{
+    char err[256] = "";
+    size_t n = 99;
+
+    assert_int_equal(hr_series_expand(rrule, start, exdate, after, max, out, &n, err, sizeof err),
+                     0);
+    return n;
+}
+
+static int64_t due(const char *tz, bool local_time, int64_t wall)
+{
+    hr_series s = {.tz = (char *)tz, .local_time = local_time};
+    char err[128] = "";
+    int64_t ms = -1;
+
+    assert_int_equal(hr_series_due_ms(&s, wall, &ms, err, sizeof err), 0);
+    return ms;
+}
+
+static void test_weekly_across_dst(void **state)
+{
+    int64_t o[3];
+
+    (void)state;
+    /* Mondays 09:00 in Berlin: CET (+1) before 2027-03-28, CEST (+2) after. */
+    assert_int_equal(expand("FREQ=WEEKLY;BYDAY=MO", W(2027, 3, 22, 9, 0, 0), NULL, INT64_MIN, o, 3),
+                     3);
+    assert_int_equal(o[1], W(2027, 3, 29, 9, 0, 0));
+    assert_int_equal(due("Europe/Berlin", false, o[0]), W(2027, 3, 22, 8, 0, 0));
+    assert_int_equal(due("Europe/Berlin", false, o[1]), W(2027, 3, 29, 7, 0, 0));
+    /* A local-time series keeps the wall time: each recipient's zone reads it. */
+    assert_int_equal(due("Europe/Berlin", true, o[1]), W(2027, 3, 29, 9, 0, 0));
+}
+
+static void test_gap_and_overlap(void **state)
+{
+    int64_t o[3];
+
+    (void)state;
+    /* Daily 02:30 in Berlin: 2027-03-28 02:30 does not exist; sent right
+     * after the jump (01:30Z, = 03:30 CEST), never skipped. */
+    assert_int_equal(expand("FREQ=DAILY;COUNT=3", W(2027, 3, 27, 2, 30, 0), NULL, INT64_MIN, o, 3),
+                     3);
+    assert_int_equal(due("Europe/Berlin", false, o[0]), W(2027, 3, 27, 1, 30, 0));
+    assert_int_equal(due("Europe/Berlin", false, o[1]), W(2027, 3, 28, 1, 30, 0));
+    assert_int_equal(due("Europe/Berlin", false, o[2]), W(2027, 3, 29, 0, 30, 0));
+    /* Daily 01:30 in New York: 2027-11-07 01:30 happens twice; the first
+     * (EDT, 05:30Z) is taken, once. */
+    assert_int_equal(expand("FREQ=DAILY;COUNT=3", W(2027, 11, 6, 1, 30, 0), NULL, INT64_MIN, o, 3),
+                     3);
+    assert_int_equal(due("America/New_York", false, o[0]), W(2027, 11, 6, 5, 30, 0));
+    assert_int_equal(due("America/New_York", false, o[1]), W(2027, 11, 7, 5, 30, 0));
+    assert_int_equal(due("America/New_York", false, o[2]), W(2027, 11, 8, 6, 30, 0));
+}
+
+static void test_month_end_and_leap_day(void **state)
+{
+    int64_t o[4];
+
+    (void)state;
+    /* The 31st: months without one have no occurrence (RFC 5545). */
+    assert_int_equal(expand("FREQ=MONTHLY;BYMONTHDAY=31;COUNT=3", W(2027, 1, 31, 10, 0, 0), NULL,
+                            INT64_MIN, o, 4),
+                     3);
+    assert_int_equal(o[1], W(2027, 3, 31, 10, 0, 0));
+    assert_int_equal(o[2], W(2027, 5, 31, 10, 0, 0));
+    /* Feb 29 comes every four years. */
+    assert_int_equal(expand("FREQ=YEARLY;BYMONTH=2;BYMONTHDAY=29;COUNT=2", W(2028, 2, 29, 8, 0, 0),
+                            NULL, INT64_MIN, o, 4),
+                     2);
+    assert_int_equal(o[1], W(2032, 2, 29, 8, 0, 0));
+}
+
+static void test_exdate_count_until(void **state)
+{
+    int64_t o[8];
+
+    (void)state;
+    /* COUNT=4 counts the excluded 2nd occurrence: three are left. */
+    assert_int_equal(expand("FREQ=DAILY;COUNT=4", W(2027, 1, 1, 9, 0, 0),
+                            "20270102T090000,20270110T090000", INT64_MIN, o, 8),
+                     3);
+    assert_int_equal(o[0], W(2027, 1, 1, 9, 0, 0));
+    assert_int_equal(o[1], W(2027, 1, 3, 9, 0, 0));
+    assert_int_equal(o[2], W(2027, 1, 4, 9, 0, 0));
+    /* Every weekday at 09:00 until 2027-06-30: Fri 25, Mon 28 .. Wed 30. */
+    assert_int_equal(expand("FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR;UNTIL=20270630T235959",
+                            W(2027, 6, 25, 9, 0, 0), NULL, INT64_MIN, o, 8),
+                     4);
+    assert_int_equal(o[1], W(2027, 6, 28, 9, 0, 0));
+    assert_int_equal(o[3], W(2027, 6, 30, 9, 0, 0));
+    /* After a given time only (COUNT: walked from DTSTART). */
+    assert_int_equal(
+        expand("FREQ=DAILY;COUNT=4", W(2027, 1, 1, 9, 0, 0), NULL, W(2027, 1, 2, 9, 0, 0), o, 8),
+        2);
+    assert_int_equal(o[0], W(2027, 1, 3, 9, 0, 0));
+}
+
+static void test_window_started_mid_rule(void **state)
+{
+    int64_t o[2];
+
+    (void)state;
+    /* No COUNT: the iterator starts at the window (a year of 15 s steps
+     * would exceed HR_SERIES_STEPS_MAX if walked). */
+    assert_int_equal(expand("FREQ=SECONDLY;INTERVAL=15", W(2026, 1, 1, 0, 0, 0), NULL,
+                            W(2026, 11, 29, 12, 0, 7), o, 2),
+                     2);
+    assert_int_equal(o[0], W(2026, 11, 29, 12, 0, 15));
+    assert_int_equal(o[1], W(2026, 11, 29, 12, 0, 30));
+}
+
+static void test_refused(void **state)
+{
+    const char *bad[] = {"FREQ=SOMETIMES", "BOGUS", "", "FREQ=DAILY;INTERVAL=0",
+                         "FREQ=DAILY;BYDAY=XX"};
+    char err[256];
+    int64_t o[1];
+    size_t n;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        assert_int_equal(hr_series_expand(bad[i], W(2027, 1, 1, 0, 0, 0), NULL, INT64_MIN, 1, o, &n,
+                                          err, sizeof err),
+                         -1);
+        assert_non_null(strstr(err, "is not an RFC 5545 recurrence rule"));
+    }
+    assert_int_equal(hr_series_expand("FREQ=DAILY", W(2027, 1, 1, 0, 0, 0), "2027-01-02", INT64_MIN,
+                                      1, o, &n, err, sizeof err),
+                     -1);
+    assert_non_null(strstr(err, "exdate \"2027-01-02\""));
+    /* A rule libical would walk for minutes inside one step: refused. */
+    assert_int_equal(hr_series_expand("FREQ=HOURLY;BYMONTH=2;BYMONTHDAY=30", W(2027, 1, 1, 0, 0, 0),
+                                      NULL, INT64_MIN, 1, o, &n, err, sizeof err),
+                     -1);
+    assert_non_null(strstr(err, "need FREQ=DAILY or longer"));
+    /* One whose days never come (no Feb 30): ends, no occurrence. */
+    assert_int_equal(hr_series_expand("FREQ=DAILY;BYMONTH=2;BYMONTHDAY=30", W(2027, 1, 1, 0, 0, 0),
+                                      NULL, INT64_MIN, 1, o, &n, err, sizeof err),
+                     0);
+    assert_int_equal(n, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_weekly_across_dst),       cmocka_unit_test(test_gap_and_overlap),
+        cmocka_unit_test(test_month_end_and_leap_day),  cmocka_unit_test(test_exdate_count_until),
+        cmocka_unit_test(test_window_started_mid_rule), cmocka_unit_test(test_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
