@@ -65,6 +65,7 @@
 #include "wk_reporter.h"
 #include "wk_sender.h"
 #include "wk_task.h"
+#include "wk_task_cache.h"
 
 /* Control keys are re-read this often while chunks are open, so a pause
  * or cancel stops new requests well within 2 s. */

@@ -16,6 +16,7 @@
 #include "wk_lifecycle_end.h"
 #include "wk_lifecycle_push.h"
 #include "wk_lifecycle_stall.h"
+#include "wk_task_cache.h"
 
 /* ---- open ---------------------------------------------------------------------- */
 

@@ -48,6 +48,7 @@
 #include "wk_revoke.h"
 #include "wk_sender.h"
 #include "wk_task.h"
+#include "wk_task_cache.h"
 
 #define WK_WORKER_KICK_MS 250
 #define WK_WORKER_CLOSE_TIMEOUT_MS 10000

@@ -50,6 +50,7 @@
  *   wk_offsets wk_inbox wk_metrics wk_redis wk_task wk_event
  *   send/: the send wing (worker/send/wk_sender.h), which may call the line above
  *   wk_gate: the events gate (its jobs go to wk_redis)
+ *   wk_task_cache: the tasks by id, reference counted
  *   wk_deliveries wk_chunkrows wk_tally wk_chunk wk_prune
  *   wk_reporter wk_chunk_acks wk_control
  *   wk_consent: an open's recipients read, their consent carried out
@@ -78,7 +79,8 @@
  *                   task failures wk_tally's
  *   wk_prune        a dead address out of both stores
  *   wk_redis        the Redis thread (jobs in, DONE back on the loop)
- *   wk_task         task cache, templates, rendering
+ *   wk_task         a task's templates and rendering
+ *   wk_task_cache   the tasks by id (loaded, reused, prefetched, negative)
  *   wk_gate         chunk jobs held until their recipients' events are in
  *                   Kafka (events.enabled)
  *   wk_offsets, wk_inbox, wk_metrics, wk_event: leaves
