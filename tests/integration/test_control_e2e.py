@@ -63,6 +63,7 @@ class E2E:
         self.record = os.path.join(env.dir, "sink.record")
         self.flaky_port = free_port()
         self.flaky_record = os.path.join(env.dir, "flaky.record")
+        self.due_ms = {}  # task -> its due time (task())
         self.stack_env = os.path.join(os.path.dirname(os.environ["HERALD_TEST_CONFIG"]), "env")
 
     # ---- Kafka topic (12 partitions: the auto-created one has 1) -------------
@@ -148,7 +149,9 @@ class E2E:
         40,000 ids took 4.8 s, at load 14 60,000 took 11.4 s), and imports
         UIDS; returns its id."""
         busy = max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
-        t = self.create(name, now_ms() + int(due_in_s * busy * 1000), freeze_ms, **extra)
+        due = now_ms() + int(due_in_s * busy * 1000)
+        t = self.create(name, due, freeze_ms, **extra)
+        self.due_ms[t] = due
         self.import_uids(t, uids)
         late = int(self.env.task(t, "TIMESTAMPDIFF(MICROSECOND, due_at, UTC_TIMESTAMP(3)) "
                                     "DIV 1000")[0])
@@ -193,6 +196,11 @@ class E2E:
                     got[u] = got.get(u, 0) + 1
         return got
 
+    def after_due(self, task, timeout_s):
+        """TIMEOUT_S counted from TASK's due time (task() stretched it by
+        the load), for a wait that starts before the task is due."""
+        return timeout_s + max(0.0, (self.due_ms.get(task, 0) - now_ms()) / 1000)
+
     def wait_received(self, uids, count, timeout_s):
         """Waits until COUNT distinct uids of UIDS reached the sink."""
         return wait_until(lambda: len(self.received(uids)) >= count, timeout_s, 0.25)
@@ -234,7 +242,7 @@ def report_uids(name, got, uids, skip=()):
 def scenario_pause(e):
     env, uids = e.env, range(10_000_001, 10_000_001 + N_PAUSE)
     t = e.task("pause", 4 + N_PAUSE / 10000, N_PAUSE, uids)
-    check(e.wait_received(uids, N_PAUSE // 4, 60), "pause: a quarter delivered")
+    check(e.wait_received(uids, N_PAUSE // 4, e.after_due(t, 60)), "pause: a quarter delivered")
     before = len(e.received(uids))
     t0 = time.time()
     status, j = env.http("POST", "/v1/tasks/%d/pause" % t)
@@ -265,7 +273,8 @@ def scenario_pause(e):
 def scenario_cancel(e):
     env, uids = e.env, range(20_000_001, 20_000_001 + N_CANCEL)
     t = e.task("cancel", 4 + N_CANCEL / 10000, N_CANCEL, uids)
-    check(e.wait_received(uids, N_CANCEL // 4, 60), "cancel: a quarter delivered")
+    check(e.wait_received(uids, N_CANCEL // 4, e.after_due(t, 60)),
+          "cancel: a quarter delivered")
     t0 = time.time()
     status, _ = env.http("POST", "/v1/tasks/%d/cancel" % t)
     check(status == 200, "cancel: API 200")
@@ -354,7 +363,8 @@ def scenario_loss_before_due(e):
 def scenario_loss_mid(e):
     env, uids = e.env, range(50_000_001, 50_000_001 + N_LOSS_MID)
     t = e.task("loss-mid", 4 + N_LOSS_MID / 10000, N_LOSS_MID, uids)
-    check(e.wait_received(uids, N_LOSS_MID // 3, 60), "loss mid: a third delivered")
+    check(e.wait_received(uids, N_LOSS_MID // 3, e.after_due(t, 60)),
+          "loss mid: a third delivered")
     t0 = time.time()
     out = e.ctl("pause", t)
     check(out.returncode == 0, "loss mid: heraldctl pause (%s)" % out.stderr.strip())
