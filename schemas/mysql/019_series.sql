@@ -62,16 +62,6 @@ CREATE TABLE IF NOT EXISTS push_series (
   KEY push_series_state (state)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
--- The subscribers of a series, once per series (docs/architecture.md
--- "Series"): not copied per occurrence.
-CREATE TABLE IF NOT EXISTS push_series_subscription (
-  series_id  BIGINT UNSIGNED NOT NULL,
-  uid        BIGINT UNSIGNED NOT NULL,
-  created_at DATETIME(3)     NOT NULL DEFAULT CURRENT_TIMESTAMP(3),
-  PRIMARY KEY (series_id, uid),
-  KEY push_series_subscription_uid (uid)
-) ENGINE=InnoDB;
-
 -- An occurrence is an ordinary task with these two set: the unique key makes
 -- a second write of the same occurrence (two dispatchers, a crash between
 -- the insert and the bookkeeping, a retried insert) find the first one.
