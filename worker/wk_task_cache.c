@@ -40,7 +40,6 @@ void wk_task_cache_free(wk_task_cache *tc)
     free(tc);
 }
 
-
 /* The unexpired negative entry of ID, or NULL. */
 static const wk_task_neg *wk_task_neg_find(const wk_task_cache *tc, int64_t id, int64_t now_ms)
 {

@@ -29,7 +29,6 @@ int wk_task_cache_new(const hr_config *cfg, wk_task_cache **out);
 /* Frees every entry; none may be referenced any more.  Accepts NULL. */
 void wk_task_cache_free(wk_task_cache *tc);
 
-
 /* Returns 0 with a referenced *OUT, 1 when no such task exists, 2 when the
  * task cannot be pushed (ERRSTR says why: bad template, bad payload),
  * WK_TASK_NO_CHANNEL, -1 on a database error.  Answers 1, 2 and
