@@ -463,8 +463,7 @@ void dsp_api_ops_render_new(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
     dsp_api_render_reply(d, ac, &in.t, &vs, uid, resp);
 done:
     hr_variant_set_clear(&vs);
-    free(in.t.payload);
-    free(in.t.rich);
+    dsp_api_input_clear(&in);
     cJSON_Delete(uid_j);
     cJSON_Delete(vj);
     cJSON_Delete(j);

@@ -241,6 +241,13 @@ static void dsp_api_parse_local(const char *name, const cJSON *v, int64_t ms, hr
     t->window = t->window_start_s >= 0 || t->window_end_s >= 0;
 }
 
+void dsp_api_input_clear(dsp_api_input *in)
+{
+    free(in->t.payload);
+    free(in->t.rich);
+    in->t.payload = in->t.rich = NULL;
+}
+
 int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char **code,
                        char *errstr, size_t errlen)
 {

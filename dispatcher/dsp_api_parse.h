@@ -40,6 +40,9 @@ typedef struct dsp_api_input {
  * checked against the config: that is hr_task_validate's job. */
 int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char **code,
                        char *errstr, size_t errlen);
+/* Frees what dsp_api_parse_task allocated into IN (the payload and rich
+ * texts it printed); the other strings point into the request's JSON. */
+void dsp_api_input_clear(dsp_api_input *in);
 /* A time string of hr_parse_time (RFC 3339 UTC, a real calendar time) or
  * epoch ms, 1970..9999, into *MS; 0, or -1 with ERRSTR naming WHAT. */
 int dsp_api_parse_time(const cJSON *v, const char *what, int64_t *ms, char *errstr, size_t errlen);

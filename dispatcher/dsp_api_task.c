@@ -198,8 +198,7 @@ void dsp_api_task_create(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
 done:
     hr_task_free(t);
     hr_variant_set_clear(&vs);
-    free(in.t.payload);
-    free(in.t.rich);
+    dsp_api_input_clear(&in);
     cJSON_Delete(vj);
     cJSON_Delete(j);
 }
@@ -265,13 +264,16 @@ void dsp_api_task_patch(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_ht
     if (!dsp_api_lock_task(ac, id, resp) || !dsp_api_load_task(ac, id, resp, &t))
         goto rollback;
     in.t = *t;
-    in.t.payload = NULL;
+    /* IN owns its printed texts (dsp_api_input_clear); T keeps its own. */
+    in.t.payload = in.t.rich = NULL;
     if (dsp_api_parse_task(j, true, &in, &code, err, sizeof err) < 0) {
         hr_httpd_error(resp, 400, code, "%s", err);
         goto rollback;
     }
     if (in.t.payload == NULL && t->payload != NULL)
         in.t.payload = strdup(t->payload);
+    if (in.t.rich == NULL && t->rich != NULL)
+        in.t.rich = strdup(t->rich);
     if (hr_task_validate(&in.t, d->cfg, err, sizeof err) < 0) {
         hr_httpd_error(resp, 400, "invalid_task", "%s", err);
         goto rollback;
@@ -334,7 +336,7 @@ rollback:
     /* After a failed commit this only resets the connection's state. */
     hr_mysql_rollback(ac->m);
 done:
-    free(in.t.payload);
+    dsp_api_input_clear(&in);
     hr_task_free(t);
     hr_task_free(changed);
     cJSON_Delete(j);

@@ -169,7 +169,7 @@ static void fa_task(const char *body, size_t len, bool patch)
         hr_task_validate(&in.t, fa_config(), err, sizeof err);
     }
 done:
-    free(in.t.payload);
+    dsp_api_input_clear(&in);
     cJSON_Delete(j);
 }
 
