@@ -37,6 +37,20 @@ typedef enum wk_end {
 
 /* ---- set-up ------------------------------------------------------------- */
 
+/* A channel's private key file (at most WK_CHAN_KEY_FILE_MAX bytes) into
+ * *KEY, *LEN; wk_chan_key_free wipes and frees it. */
+static int wk_chan_key_read(const char *path, char **key, size_t *len, char *detail, size_t dlen)
+{
+    return hr_config_read_file(path, WK_CHAN_KEY_FILE_MAX, key, len, detail, dlen);
+}
+
+static void wk_chan_key_free(char *key, size_t len)
+{
+    if (key != NULL)
+        OPENSSL_cleanse(key, len);
+    free(key);
+}
+
 /* An apns channel's signer from its .p8 key file. */
 static int wk_chan_apns_signer(wk_chan *chan, char *errstr, size_t errlen)
 {
@@ -46,14 +60,13 @@ static int wk_chan_apns_signer(wk_chan *chan, char *errstr, size_t errlen)
     size_t len = 0;
     int rc = -1;
 
-    if (hr_config_read_file(ch->apns.key_file, WK_CHAN_KEY_FILE_MAX, &p8, &len, detail,
-                            sizeof detail) != 0 ||
+    if (wk_chan_key_read(ch->apns.key_file, &p8, &len, detail, sizeof detail) != 0 ||
         wk_apns_signer_new(p8, len, ch->apns.key_id, ch->apns.team_id, &chan->apns, detail,
                            sizeof detail) != 0)
         snprintf(errstr, errlen, "channel %s: key_file %s", ch->name, detail);
     else
         rc = 0;
-    free(p8);
+    wk_chan_key_free(p8, len);
     return rc;
 }
 
@@ -66,8 +79,7 @@ static int wk_chan_webpush(wk_chan *chan, char *errstr, size_t errlen)
     size_t len = 0;
     int rc = -1;
 
-    if (hr_config_read_file(ch->webpush.vapid_key_file, WK_CHAN_KEY_FILE_MAX, &pem, &len, detail,
-                            sizeof detail) != 0 ||
+    if (wk_chan_key_read(ch->webpush.vapid_key_file, &pem, &len, detail, sizeof detail) != 0 ||
         wk_webpush_new(pem, len, ch->webpush.vapid_subject, &chan->webpush, detail,
                        sizeof detail) != 0)
         snprintf(errstr, errlen, "channel %s: vapid_key_file %s", ch->name, detail);
@@ -75,9 +87,7 @@ static int wk_chan_webpush(wk_chan *chan, char *errstr, size_t errlen)
         snprintf(errstr, errlen, "channel %s: %s", ch->name, detail);
     else
         rc = 0;
-    if (pem != NULL)
-        OPENSSL_cleanse(pem, len);
-    free(pem);
+    wk_chan_key_free(pem, len);
     return rc;
 }
 
