@@ -183,21 +183,29 @@ static int hr_variant_fits(const hr_channel *ch, const char *name, const char *t
                            const char *body, const char *payload, const char *rich, char *errstr,
                            size_t errlen)
 {
-    long n;
+    bool webpush = ch->type == HR_CHANNEL_WEBPUSH;
+    long n, max = webpush ? HR_VARIANT_WEBPUSH_MAX : HR_VARIANT_PUSH_MAX;
 
-    if (ch->type != HR_CHANNEL_APNS && ch->type != HR_CHANNEL_FCM)
+    if (ch->type != HR_CHANNEL_APNS && ch->type != HR_CHANNEL_FCM && !webpush)
         return 0;
     n = hr_variant_message_len(title, body, payload);
     if (n < 0) {
         snprintf(errstr, errlen, "%s: payload is not a JSON object", name);
         return HR_VARIANT_EINVAL;
     }
-    n += rich != NULL ? (long)strlen(rich) : 0;
-    if (n > HR_VARIANT_PUSH_MAX) {
+    /* Web push carries no rich options; its payload is nested as "data"
+     * ({"title","body","data":{...}}: 9 bytes more than the members
+     * side by side, at most). */
+    n += webpush ? 9 : rich != NULL ? (long)strlen(rich) : 0;
+    if (n > max) {
         snprintf(errstr, errlen,
-                 "%s: title, body, payload and rich options take %ld bytes, over %s's limit of "
-                 "%d bytes per message",
-                 name, n, ch->type == HR_CHANNEL_APNS ? "APNs" : "FCM", HR_VARIANT_PUSH_MAX);
+                 "%s: title, body, payload%s take %ld bytes, over %s's limit of %ld bytes per "
+                 "message",
+                 name, webpush ? "" : " and rich options", n,
+                 webpush                       ? "web push"
+                 : ch->type == HR_CHANNEL_APNS ? "APNs"
+                                               : "FCM",
+                 max);
         return HR_VARIANT_EINVAL;
     }
     return 0;

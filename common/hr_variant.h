@@ -37,6 +37,10 @@
 #define HR_VARIANT_KEY_MAX 35        /* a key: a language tag (HR_USER_LOCALE_MAX) */
 #define HR_VARIANT_DEFAULT "default" /* the counts' name of the task's own content */
 #define HR_VARIANT_PUSH_MAX 4096     /* APNs' payload and FCM's message limit, bytes */
+/* A web push message's plaintext: one RFC 8291 record of 4096 bytes less
+ * its header (86), tag (16) and delimiter (1); worker/send/wk_ece.h's
+ * WK_ECE_PLAIN_MAX, which asserts it. */
+#define HR_VARIANT_WEBPUSH_MAX 3993
 #define HR_VARIANT_EINVAL -2
 
 /* One variant: KEY (its locale) and the content fields, NULL = inherited. */

@@ -31,6 +31,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -66,6 +67,23 @@ def venv_python():
     except subprocess.TimeoutExpired:
         return None
     return out.stdout.strip() if out.returncode == 0 else None
+
+
+def check_create_limit(env):
+    """A task whose message cannot fit one web push record is refused at
+    create time, naming the limit, not failed push by push."""
+    base = {"name": "wp-limit", "topic": env.topic, "channel": "browser",
+            "due_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600)),
+            "title": "t"}
+    st, body = env.http("POST", "/v1/tasks", dict(base, body="x" * 4000))
+    err = body.get("error", {}) if isinstance(body, dict) else {}
+    check(st == 400 and err.get("code") == "invalid_task"
+          and "web push's limit of 3993 bytes" in err.get("message", ""),
+          "a 4,000-byte body on web push: 400 naming the limit (%s %s)" % (st, body))
+    st, body = env.http("POST", "/v1/tasks", dict(base, body="x" * 3000))
+    check(st == 201, "a 3,000-byte body on web push is taken (%s %s)" % (st, body))
+    if st == 201:
+        env.sql("DELETE FROM push_task WHERE id = %d" % body["id"])
 
 
 def main():
@@ -165,6 +183,7 @@ def main():
         check(metric(env.metrics(env.wk_port), "herald_addresses_pruned_total",
                      '{channel="browser"}') == len(gone),
               "metrics: %d subscriptions pruned, counted with the channel" % len(gone))
+        check_create_limit(env)
         end_campaign(env, wk, dsp, "browser", 2)
     finally:
         close_env(env, standin, base, base + N)

@@ -15,6 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hr_variant.h"
+
+/* What a task may carry on a web push channel is checked at create time
+ * against the same bound (hr_variant_check). */
+_Static_assert(WK_ECE_PLAIN_MAX == HR_VARIANT_WEBPUSH_MAX, "hr_variant.h's web push limit");
+
 #define WK_ECE_SALT 16
 #define WK_ECE_IKM 32
 #define WK_ECE_CEK 16
