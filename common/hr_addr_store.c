@@ -314,7 +314,7 @@ int hr_addr_suppress(hr_mysql *m, hr_redis *r, hr_addr_platform p, const char *a
     {
         const hr_mysql_param pi[] = {HR_P_STR(hr_addr_platform_name(p)), HR_P_STR(app),
                                      HR_P_STR(address), HR_P_STR(name),
-                                     note != NULL ? HR_P_STR(note) : HR_P_NULL};
+                                     hr_mysql_p_str_or_null(note)};
 
         if (hr_mysql_exec(m,
                           "INSERT INTO push_suppression (platform, app, address, reason, note) "

@@ -142,10 +142,10 @@ int hr_audit_write(hr_mysql *m, const hr_audit *a, char *errstr, size_t errlen)
             HR_P_STR(hr_audit_via_name(who->via)),
             HR_P_STR(a->action),
             a->task_id > 0 ? HR_P_I64(a->task_id) : HR_P_NULL,
-            a->target != NULL ? HR_P_STR(a->target) : HR_P_NULL,
+            hr_mysql_p_str_or_null(a->target),
             HR_P_STR(who->peer),
-            before != NULL ? HR_P_STR(before) : HR_P_NULL,
-            after != NULL ? HR_P_STR(after) : HR_P_NULL,
+            hr_mysql_p_str_or_null(before),
+            hr_mysql_p_str_or_null(after),
         };
 
         if (hr_mysql_exec(m,

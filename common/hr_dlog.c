@@ -182,8 +182,7 @@ int hr_dlog_ready(hr_mysql *m, int64_t id, int64_t due_ms, int retention_days, i
 
 int64_t hr_dlog_settle(hr_mysql *m, int64_t id, int64_t day, char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {day >= 0 ? HR_P_I64(day) : HR_P_NULL, HR_P_I64(id),
-                                HR_P_I64(HR_DLOG_UNSET)};
+    const hr_mysql_param p[] = {hr_mysql_p_i64_or_null(day), HR_P_I64(id), HR_P_I64(HR_DLOG_UNSET)};
     uint64_t moved = 0;
 
     if (day == HR_DLOG_UNSET)
@@ -242,8 +241,7 @@ static int hr_dlog_copy_batch(hr_mysql *m, int64_t task, int64_t uid, int64_t da
     {
         /* INSERT IGNORE: a row written since the rename is newer. */
         const hr_mysql_param p[] = {HR_P_I64(day), HR_P_I64(task), HR_P_I64(uid),
-                                    *last >= 0 ? HR_P_I64(*last) : HR_P_NULL,
-                                    *last >= 0 ? HR_P_I64(*last) : HR_P_NULL};
+                                    hr_mysql_p_i64_or_null(*last), hr_mysql_p_i64_or_null(*last)};
 
         rc = hr_mysql_exec(m,
                            "INSERT IGNORE INTO push_delivery (" HR_DLOG_COLUMNS ", day) "

@@ -191,9 +191,9 @@ int hr_hooks_get(hr_mysql *m, int64_t id, hr_hook *out, char *errstr, size_t err
 int hr_hooks_update(hr_mysql *m, int64_t id, const hr_hook_update *u, char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {
-        u->url != NULL ? HR_P_STR(u->url) : HR_P_NULL,
-        u->types != NULL ? HR_P_STR(u->types) : HR_P_NULL,
-        u->description != NULL ? HR_P_STR(u->description) : HR_P_NULL,
+        hr_mysql_p_str_or_null(u->url),
+        hr_mysql_p_str_or_null(u->types),
+        hr_mysql_p_str_or_null(u->description),
         HR_P_I64(u->enabled),
         HR_P_I64(u->enabled),
         HR_P_I64(u->enabled),

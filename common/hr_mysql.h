@@ -43,6 +43,18 @@ typedef struct hr_mysql_param {
 #define HR_P_STRN(s, n) ((hr_mysql_param){.type = HR_MYSQL_STR, .str = (s), .len = (n)})
 #define HR_P_NULL ((hr_mysql_param){.type = HR_MYSQL_NULL})
 
+/* S, or NULL when S is NULL; V, or NULL when V is negative (the rows' "not
+ * set"). */
+static inline hr_mysql_param hr_mysql_p_str_or_null(const char *s)
+{
+    return s != NULL ? HR_P_STR(s) : HR_P_NULL;
+}
+
+static inline hr_mysql_param hr_mysql_p_i64_or_null(int64_t v)
+{
+    return v >= 0 ? HR_P_I64(v) : HR_P_NULL;
+}
+
 int hr_mysql_connect(const hr_config *cfg, hr_mysql **out, char *errstr, size_t errlen);
 void hr_mysql_free(hr_mysql *m);
 

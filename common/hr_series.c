@@ -360,16 +360,6 @@ done:
     return rc;
 }
 
-static hr_mysql_param hr_series_p_str(const char *s)
-{
-    return s != NULL ? HR_P_STR(s) : HR_P_NULL;
-}
-
-static hr_mysql_param hr_series_p_ge0(int64_t v)
-{
-    return v >= 0 ? HR_P_I64(v) : HR_P_NULL;
-}
-
 void hr_series_defaults(hr_series *s, hr_task *t)
 {
     hr_task_defaults(t);
@@ -387,17 +377,18 @@ int hr_series_insert(hr_mysql *m, const hr_series *s, int64_t *id, char *errstr,
     const hr_task *t = s->tmpl;
     const hr_mysql_param p[] = {
         HR_P_STR(t->name), HR_P_STR(t->topic), HR_P_STR(t->channel), HR_P_STR(hr_task_category(t)),
-        HR_P_STR(t->title), HR_P_STR(t->body), hr_series_p_str(t->payload), HR_P_I64(t->rate_limit),
-        HR_P_I64(t->chunk_size), HR_P_I64(t->throttle_limit), HR_P_I64(t->throttle_window_s),
-        hr_series_p_str(t->throttle_scope), hr_series_p_str(t->throttle_key),
-        hr_series_p_str(t->throttle_mode), hr_series_p_ge0(t->ttl_s),
-        hr_series_p_str(t->collapse_key), HR_P_STR(hr_priority_name(t->priority)),
-        hr_series_p_ge0(t->window_start_s), hr_series_p_ge0(t->window_end_s),
-        hr_series_p_str(t->window_tz), hr_series_p_ge0(s->expire_after_s),
+        HR_P_STR(t->title), HR_P_STR(t->body), hr_mysql_p_str_or_null(t->payload),
+        HR_P_I64(t->rate_limit), HR_P_I64(t->chunk_size), HR_P_I64(t->throttle_limit),
+        HR_P_I64(t->throttle_window_s), hr_mysql_p_str_or_null(t->throttle_scope),
+        hr_mysql_p_str_or_null(t->throttle_key), hr_mysql_p_str_or_null(t->throttle_mode),
+        hr_mysql_p_i64_or_null(t->ttl_s), hr_mysql_p_str_or_null(t->collapse_key),
+        HR_P_STR(hr_priority_name(t->priority)), hr_mysql_p_i64_or_null(t->window_start_s),
+        hr_mysql_p_i64_or_null(t->window_end_s), hr_mysql_p_str_or_null(t->window_tz),
+        hr_mysql_p_i64_or_null(s->expire_after_s),
         /* the recurrence */
         HR_P_STR(s->rrule), HR_P_I64(s->dtstart_wall_ms), HR_P_STR(s->tz),
-        hr_series_p_str(s->exdate), HR_P_I64(s->local_time ? 1 : 0),
-        HR_P_STR(hr_series_catch_up_name(s->catch_up)), hr_series_p_ge0(s->lead_s)};
+        hr_mysql_p_str_or_null(s->exdate), HR_P_I64(s->local_time ? 1 : 0),
+        HR_P_STR(hr_series_catch_up_name(s->catch_up)), hr_mysql_p_i64_or_null(s->lead_s)};
     uint64_t newid = 0;
 
     if (hr_mysql_exec(m,

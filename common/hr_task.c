@@ -323,11 +323,6 @@ int hr_task_set_control(hr_mysql *m, hr_redis *r, int64_t id, hr_control control
     return 0;
 }
 
-static hr_mysql_param hr_task_p_str(const char *s)
-{
-    return s != NULL ? HR_P_STR(s) : HR_P_NULL;
-}
-
 /* A time (ms, or a window's seconds of the day); below NONE_BELOW is the
  * column's NULL (-1, or for expire_at any value <= 0: a zeroed task has
  * none). */
@@ -341,15 +336,16 @@ int hr_task_insert(hr_mysql *m, const hr_task *t, const char *scope, int64_t fre
 {
     const hr_mysql_param p[] = {
         HR_P_STR(t->name), HR_P_STR(t->topic), HR_P_STR(t->channel), HR_P_STR(t->title),
-        HR_P_STR(t->body), hr_task_p_str(t->payload), HR_P_I64(t->due_ms),
+        HR_P_STR(t->body), hr_mysql_p_str_or_null(t->payload), HR_P_I64(t->due_ms),
         hr_task_p_ms(freeze_ms, 0), HR_P_I64(t->rate_limit), HR_P_I64(t->chunk_size),
-        HR_P_I64(t->throttle_limit), HR_P_I64(t->throttle_window_s), hr_task_p_str(scope),
-        hr_task_p_str(t->throttle_key), hr_task_p_str(t->throttle_mode),
-        t->ttl_s >= 0 ? HR_P_I64(t->ttl_s) : HR_P_NULL, hr_task_p_str(t->collapse_key),
+        HR_P_I64(t->throttle_limit), HR_P_I64(t->throttle_window_s), hr_mysql_p_str_or_null(scope),
+        hr_mysql_p_str_or_null(t->throttle_key), hr_mysql_p_str_or_null(t->throttle_mode),
+        hr_mysql_p_i64_or_null(t->ttl_s), hr_mysql_p_str_or_null(t->collapse_key),
         HR_P_STR(hr_priority_name(t->priority)),
         /* local time and send windows */
-        HR_P_I64(t->local_time), hr_task_p_str(t->default_tz), hr_task_p_ms(t->window_start_s, 0),
-        hr_task_p_ms(t->window_end_s, 0), hr_task_p_str(t->window_tz),
+        HR_P_I64(t->local_time), hr_mysql_p_str_or_null(t->default_tz),
+        hr_task_p_ms(t->window_start_s, 0), hr_task_p_ms(t->window_end_s, 0),
+        hr_mysql_p_str_or_null(t->window_tz),
         /* expiry */
         hr_task_p_ms(t->expire_ms, 1),
         /* pacing */
@@ -362,7 +358,7 @@ int hr_task_insert(hr_mysql *m, const hr_task *t, const char *scope, int64_t fre
         series_id > 0 ? HR_P_I64(series_id) : HR_P_NULL,
         series_id > 0 ? HR_P_I64(t->due_ms) : HR_P_NULL,
         /* rich and silent pushes (023_rich_split.sql) */
-        t->rich != NULL ? HR_P_STR(t->rich) : HR_P_NULL};
+        hr_mysql_p_str_or_null(t->rich)};
     uint64_t affected = 0;
 
     /* The ON DUPLICATE clause can only fire for an occurrence (NULL

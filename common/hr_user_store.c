@@ -72,9 +72,9 @@ static int hr_user_params(const hr_user *u, hr_mysql_param p[5], char **text)
     *text = NULL;
     if (u->attributes != NULL && (*text = cJSON_PrintUnformatted(u->attributes)) == NULL)
         return -1;
-    p[0] = u->tz != NULL ? HR_P_STR(u->tz) : HR_P_NULL;
-    p[1] = u->locale != NULL ? HR_P_STR(u->locale) : HR_P_NULL;
-    p[2] = *text != NULL ? HR_P_STR(*text) : HR_P_NULL;
+    p[0] = hr_mysql_p_str_or_null(u->tz);
+    p[1] = hr_mysql_p_str_or_null(u->locale);
+    p[2] = hr_mysql_p_str_or_null(*text);
     p[3] = u->quiet.set ? HR_P_I64(u->quiet.start_s) : HR_P_NULL;
     p[4] = u->quiet.set ? HR_P_I64(u->quiet.end_s) : HR_P_NULL;
     return 0;

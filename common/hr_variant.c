@@ -327,21 +327,19 @@ int hr_variant_check(const hr_variant_set *s, const hr_task *t, const hr_config 
     return 0;
 }
 
-static hr_mysql_param hr_variant_p(const char *s)
-{
-    return s != NULL ? HR_P_STR(s) : HR_P_NULL;
-}
-
 int hr_variant_insert(hr_mysql *m, int64_t task, hr_variant_set *s, char *errstr, size_t errlen)
 {
     for (size_t i = 0; i < s->n; i++) {
         hr_variant *v = &s->v[i];
-        const hr_mysql_param p[] = {
-            HR_P_I64(task),           v->split > 0 ? HR_P_I64(v->split) : HR_P_NULL,
-            HR_P_STR(v->key),         hr_variant_p(v->title),
-            hr_variant_p(v->body),    hr_variant_p(v->payload),
-            hr_variant_p(v->subject), hr_variant_p(v->text),
-            hr_variant_p(v->html)};
+        const hr_mysql_param p[] = {HR_P_I64(task),
+                                    v->split > 0 ? HR_P_I64(v->split) : HR_P_NULL,
+                                    HR_P_STR(v->key),
+                                    hr_mysql_p_str_or_null(v->title),
+                                    hr_mysql_p_str_or_null(v->body),
+                                    hr_mysql_p_str_or_null(v->payload),
+                                    hr_mysql_p_str_or_null(v->subject),
+                                    hr_mysql_p_str_or_null(v->text),
+                                    hr_mysql_p_str_or_null(v->html)};
         uint64_t id = 0;
 
         if (hr_mysql_exec(m,

@@ -43,11 +43,6 @@ static bool dsp_api_task_audit(dsp_api_conn *ac, const hr_httpd_req *req, int64_
     return ok;
 }
 
-static hr_mysql_param dsp_api_p_str(const char *s)
-{
-    return s != NULL ? HR_P_STR(s) : HR_P_NULL;
-}
-
 /* finish_by -1 is the column's NULL (no pacing). */
 static hr_mysql_param dsp_api_p_finish(const hr_task *t)
 {
@@ -70,18 +65,6 @@ static bool dsp_api_admit(dsp *d, dsp_api_conn *ac, hr_httpd_resp *resp, hr_task
     hr_task_free(*t);
     *t = NULL;
     return dsp_api_load_task(ac, id, resp, t);
-}
-
-/* A window bound in seconds of the day; -1 is the column's NULL. */
-static hr_mysql_param dsp_api_p_tod(int64_t secs)
-{
-    return secs >= 0 ? HR_P_I64(secs) : HR_P_NULL;
-}
-
-/* ttl_s -1 is the column's NULL (the provider's default). */
-static hr_mysql_param dsp_api_p_ttl(int64_t ttl_s)
-{
-    return ttl_s >= 0 ? HR_P_I64(ttl_s) : HR_P_NULL;
 }
 
 bool dsp_api_task_input(dsp *d, const cJSON *j, dsp_api_input *in, const char **scope,
@@ -299,16 +282,16 @@ void dsp_api_task_patch(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_ht
         }
     }
     {
-        const hr_mysql_param p[] = {HR_P_STR(in.t.title), HR_P_STR(in.t.body),
-                                    dsp_api_p_str(in.t.payload), HR_P_I64(in.t.due_ms),
-                                    dsp_api_p_ttl(in.t.ttl_s), dsp_api_p_str(in.t.collapse_key),
-                                    HR_P_STR(hr_priority_name(in.t.priority)),
-                                    /* local time and send windows */
-                                    HR_P_I64(in.t.local_time), dsp_api_p_str(in.t.default_tz),
-                                    dsp_api_p_tod(in.t.window_start_s),
-                                    dsp_api_p_tod(in.t.window_end_s), dsp_api_p_str(in.t.window_tz),
-                                    /* pacing */
-                                    dsp_api_p_finish(&in.t), HR_P_I64(id)};
+        const hr_mysql_param p[] = {
+            HR_P_STR(in.t.title), HR_P_STR(in.t.body), hr_mysql_p_str_or_null(in.t.payload),
+            HR_P_I64(in.t.due_ms), hr_mysql_p_i64_or_null(in.t.ttl_s),
+            hr_mysql_p_str_or_null(in.t.collapse_key), HR_P_STR(hr_priority_name(in.t.priority)),
+            /* local time and send windows */
+            HR_P_I64(in.t.local_time), hr_mysql_p_str_or_null(in.t.default_tz),
+            hr_mysql_p_i64_or_null(in.t.window_start_s), hr_mysql_p_i64_or_null(in.t.window_end_s),
+            hr_mysql_p_str_or_null(in.t.window_tz),
+            /* pacing */
+            dsp_api_p_finish(&in.t), HR_P_I64(id)};
 
         if (hr_mysql_exec(ac->m,
                           "UPDATE push_task SET title = ?, body = ?, payload = ?, "
@@ -405,9 +388,9 @@ void dsp_api_task_list(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_htt
     }
     {
         /* One more than asked tells whether a next page exists. */
-        const hr_mysql_param p[] = {dsp_api_p_str(state), dsp_api_p_str(state),
-                                    HR_P_I64(before),     dsp_api_p_str(q),
-                                    dsp_api_p_str(q),     HR_P_I64(limit + 1)};
+        const hr_mysql_param p[] = {
+            hr_mysql_p_str_or_null(state), hr_mysql_p_str_or_null(state), HR_P_I64(before),
+            hr_mysql_p_str_or_null(q),     hr_mysql_p_str_or_null(q),     HR_P_I64(limit + 1)};
 
         if (hr_mysql_query(ac->m,
                            "SELECT id, LENGTH(title) + LENGTH(body) + COALESCE(LENGTH(payload), 0) "
@@ -422,8 +405,12 @@ void dsp_api_task_list(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_htt
     if (fit > 0)
         last = strtoll(hr_mysql_cell(sizes, fit - 1, 0), NULL, 10);
     if (fit > 0) {
-        const hr_mysql_param p[] = {dsp_api_p_str(state),  dsp_api_p_str(state), HR_P_I64(before),
-                                    HR_P_I64(last),        dsp_api_p_str(q),     dsp_api_p_str(q),
+        const hr_mysql_param p[] = {hr_mysql_p_str_or_null(state),
+                                    hr_mysql_p_str_or_null(state),
+                                    HR_P_I64(before),
+                                    HR_P_I64(last),
+                                    hr_mysql_p_str_or_null(q),
+                                    hr_mysql_p_str_or_null(q),
                                     HR_P_I64((int64_t)fit)};
 
         if (dsp_store_tasks(ac->m,
