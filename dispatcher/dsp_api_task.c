@@ -105,8 +105,11 @@ static bool dsp_api_task_variants(dsp *d, const cJSON *vj, const hr_task *t, hr_
         return false;
     }
     if (rc != 0) {
-        /* Without variants only the task's own content was refused. */
-        hr_httpd_error(resp, 400, vj != NULL ? "invalid_variant" : "invalid_task", "%s", err);
+        /* Without variants (nor a winner step) only the task's own content
+         * was refused. */
+        hr_httpd_error(resp, 400,
+                       vj != NULL || t->ab_sample_pct > 0 ? "invalid_variant" : "invalid_task",
+                       "%s", err);
         return false;
     }
     return true;

@@ -141,9 +141,9 @@ static void test_ab_json(void **state)
 
     (void)state;
     hr_task_defaults(&t);
-    assert_int_equal(ab_parse("{\"sample_pct\": 20, \"wait_s\": 5, \"metric\": \"open\"}", &t, err,
-                              sizeof err),
-                     0);
+    assert_int_equal(
+        ab_parse("{\"sample_pct\": 20, \"wait_s\": 5, \"metric\": \"open\"}", &t, err, sizeof err),
+        0);
     assert_int_equal(t.ab_sample_pct, 20);
     assert_int_equal(t.ab_wait_s, 5);
     assert_string_equal(t.ab_metric, "open");
@@ -166,9 +166,9 @@ static void test_ab_json(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_winner_metric), cmocka_unit_test(test_winner_ties),
+        cmocka_unit_test(test_winner_metric),  cmocka_unit_test(test_winner_ties),
         cmocka_unit_test(test_winner_no_data), cmocka_unit_test(test_sampled),
-        cmocka_unit_test(test_ab_pick),       cmocka_unit_test(test_ab_json),
+        cmocka_unit_test(test_ab_pick),        cmocka_unit_test(test_ab_json),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
