@@ -50,11 +50,6 @@ def arm(task, uid):
     return "A" if bucket(task, uid) < 5000 else "B"
 
 
-def iso(ts):
-    return datetime.datetime.fromtimestamp(ts, datetime.timezone.utc).strftime(
-        "%Y-%m-%dT%H:%M:%S.000Z")
-
-
 def pushes(rx):
     """{uid: [title, ...]} of every push received."""
     got = {}
