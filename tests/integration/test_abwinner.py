@@ -16,7 +16,13 @@ herald-worker and a webhook receiver that records every push:
      each, the sample its arm's; every recipient is in exactly one outcome
      (400 delivery rows, sent 400, the counts per variant adding up to 400),
      the task done; heraldctl status prints the winner;
-  3. bad requests 400 JSON: sample_pct 0, 100 and not an integer, a bad
+  3. a dispatcher killed (SIGKILL) while the step waits, a new one
+     started: it takes the task over, keeps the sample's end as written
+     (ab_sampled_at once), and with nothing opened or clicked the pick
+     falls back to the delivered rate, all equal: the first arm, A (arms
+     A 40 %, B 40 %, default 20 % of the sample); the rest got A's content
+     once each, every recipient in one outcome;
+  4. bad requests 400 JSON: sample_pct 0, 100 and not an integer, a bad
      metric, a winner step without arms (none, or locale variants), with
      local_time, an unknown field in ab.
 
@@ -103,6 +109,9 @@ def test_winner(env, rx, ctl, cfg, uids):
           v.get("variant_counts", {}).get("B", {}).get("opened") == len(opened),
           "waiting until decide_at %s, B's opens counted per arm (%s)"
           % (v["ab"].get("decide_at"), v.get("variant_counts")))
+    st, r = env.http("GET", "/v1/tasks/%d/render?uid=%d" % (task, rest[0]))
+    check(st == 200 and r.get("held") is True and r.get("variant") is None and
+          r.get("title") is None, "the render of a held uid says held (%s %s)" % (st, r))
     time.sleep(2)
     check(len(pushes(rx)) == len(sample), "nobody outside the sample pushed while waiting (%d)"
           % len(pushes(rx)))
@@ -115,6 +124,9 @@ def test_winner(env, rx, ctl, cfg, uids):
           figures.get("B", {}).get("opened") == len(opened) and
           figures.get("A", {}).get("opened") == 0 and ab.get("decided_at") is not None,
           "winner B by open, with the per-arm figures (%s)" % ab)
+    st, r = env.http("GET", "/v1/tasks/%d/render?uid=%d" % (task, rest[0]))
+    check(st == 200 and r.get("variant") == "B" and r.get("title") == "B %d" % rest[0],
+          "the render of a uid of the rest names the winner (%s %s)" % (st, r))
     got = pushes(rx)
     wrong = [(u, got.get(u)) for u in rest if got.get(u) != ["B %d" % u]]
     check(not wrong, "every recipient outside the sample got B's content once (%d wrong: %s)"
@@ -141,6 +153,44 @@ def test_winner(env, rx, ctl, cfg, uids):
     line = [x for x in out.stdout.splitlines() if x.strip().startswith("ab ")]
     check(out.returncode == 0 and line and "phase done" in line[0] and
           "winner B by open" in line[0], "heraldctl status shows the winner (%s)" % line)
+
+
+def test_takeover(env, rx, argv, cfg, dsp, uids):
+    arms = [{"name": "A", "split": 40, "title": "A {{uid}}"},
+            {"name": "B", "split": 40, "title": "B {{uid}}"}]
+    st, body = env.http("POST", "/v1/tasks", {
+        "name": "ab-takeover", "channel": "ab2", "topic": env.topic,
+        "due_at": iso(time.time() + 2), "title": "default {{uid}}", "body": "b",
+        "variants": arms, "ab": {"sample_pct": PCT, "wait_s": 5, "metric": "click"}})
+    check(st == 201, "takeover: task created (%s %s)" % (st, body))
+    if st != 201:
+        return dsp
+    task = body["id"]
+    st, _ = env.http("POST", "/v1/tasks/%d/subscribers" % task, {"uids": uids})
+    sample = [u for u in uids if sampled(task, u)]
+    check(wait_until(lambda: view(env, task).get("ab", {}).get("phase") == "waiting", 60, 0.2),
+          "takeover: the sample is over, waiting (%s)" % view(env, task).get("ab"))
+    before = view(env, task)["ab"]["sampled_at"]
+    dsp.kill()
+    dsp.wait()
+    dsp = env.start([argv[1], "-c", cfg], "dispatcher2.log")
+    check(env.wait_state(task, "done", 90), "takeover: done under the new dispatcher (%s)"
+          % (env.task(task, "state, claimed_by, sent, last_error"),))
+    ab = view(env, task).get("ab") or {}
+    print("the taken-over task's ab view: %s" % json.dumps(ab))
+    check(ab.get("sampled_at") == before and ab.get("winner") == "A",
+          "takeover: the sample's end kept (%s, was %s), no clicks: winner A by the fallback "
+          "(%s)" % (ab.get("sampled_at"), before, ab.get("figures")))
+    got = {}
+    for _, _, b, _ in rx.by_path("ab2"):
+        doc = json.loads(b)
+        got.setdefault(int(doc["uid"]), []).append(doc["title"])
+    wrong = [(u, got.get(u)) for u in uids if u not in sample and got.get(u) != ["A %d" % u]]
+    dl = env.deliveries(task)
+    check(not wrong and set(got) == set(uids) and set(dl) == set(uids),
+          "takeover: the rest got A's content once each, every recipient delivered (%d wrong: "
+          "%s; %d delivery rows)" % (len(wrong), wrong[:3], len(dl)))
+    return dsp
 
 
 def test_bad(env):
@@ -179,13 +229,20 @@ def main():
     rx = Receiver(lambda path, body: (200, b"{}"))
     base = 9_000_000_000 + random.randrange(1 << 30) * 1000
     try:
-        channels = {"ab": {"url": rx.url("ab"), "concurrency": 8}}
+        channels = {"ab": {"url": rx.url("ab"), "concurrency": 8},
+                    "ab2": {"url": rx.url("ab2"), "concurrency": 8}}
         cfg = env.config(channels)
+        # A dead dispatcher's tasks are taken over after its lease.
+        with open(cfg) as f:
+            text = f.read()
+        with open(cfg, "w") as f:
+            f.write(text.replace("dispatcher:\n", "dispatcher:\n  lease_s: 3\n", 1))
         if not env.create_topic():
             return 77
         dsp, wk = env.start_daemons(sys.argv[1], sys.argv[2], cfg)
         test_bad(env)
         test_winner(env, rx, sys.argv[3], cfg, [base + k for k in range(N)])
+        dsp = test_takeover(env, rx, sys.argv, cfg, dsp, [base + N + k for k in range(200)])
         check(env.stop(wk) == 0, "worker stops cleanly")
         check(env.stop(dsp) == 0, "dispatcher stops cleanly")
     finally:
