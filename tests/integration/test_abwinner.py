@@ -22,7 +22,9 @@ herald-worker and a webhook receiver that records every push:
      falls back to the delivered rate, all equal: the first arm, A (arms
      A 40 %, B 40 %, default 20 % of the sample); the rest got A's content
      once each, every recipient in one outcome;
-  4. bad requests 400 JSON: sample_pct 0, 100 and not an integer, a bad
+  4. heraldctl create --ab writes the columns (wait_s and metric defaulted
+     as documented), refuses a winner step without arms and bad JSON;
+  5. bad requests 400 JSON: sample_pct 0, 100 and not an integer, a bad
      metric, a winner step without arms (none, or locale variants), with
      local_time, an unknown field in ab.
 
@@ -193,6 +195,33 @@ def test_takeover(env, rx, argv, cfg, dsp, uids):
     return dsp
 
 
+def test_ctl(env, ctl, cfg):
+    path = os.path.join(env.dir, "arms.json")
+    with open(path, "w") as f:
+        json.dump(ARMS, f)
+
+    def run(*args):
+        return subprocess.run([ctl, "-c", cfg, "create", "--name", "ab-ctl", "--channel", "ab",
+                               "--topic", env.topic, "--due-in", "1h", "--title", "t",
+                               "--quiet"] + list(args), capture_output=True, text=True,
+                              timeout=60)
+    out = run("--variants", path, "--ab", '{"sample_pct": 10, "metric": "delivered"}')
+    task = int(out.stdout.strip() or 0) if out.returncode == 0 else 0
+    row = env.task(task, "ab_sample_pct, ab_wait_s, ab_metric, ab_winner") if task else None
+    check(row is not None and [str(x) for x in row] == ["10", "3600", "delivered", "NULL"],
+          "heraldctl create --ab writes the columns (%s %s %s)" % (out.returncode, row,
+                                                                  out.stderr.strip()))
+    out = run("--ab", '{"sample_pct": 10}')
+    check(out.returncode != 0 and "needs A/B arms" in out.stderr,
+          "heraldctl create --ab without arms refused (%s)" % out.stderr.strip())
+    out = run("--variants", path, "--ab", "ten")
+    check(out.returncode != 0 and "--ab: not JSON" in out.stderr,
+          "heraldctl create --ab with bad JSON refused (%s)" % out.stderr.strip())
+    if task:
+        env.sql("DELETE FROM push_task_variant WHERE task_id = %d" % task)
+        env.sql("DELETE FROM push_task WHERE id = %d" % task)
+
+
 def test_bad(env):
     base = {"name": "ab-bad", "channel": "ab", "topic": env.topic,
             "due_at": iso(time.time() + 3600), "title": "t", "body": "b", "variants": ARMS}
@@ -241,6 +270,7 @@ def main():
             return 77
         dsp, wk = env.start_daemons(sys.argv[1], sys.argv[2], cfg)
         test_bad(env)
+        test_ctl(env, sys.argv[3], cfg)
         test_winner(env, rx, sys.argv[3], cfg, [base + k for k in range(N)])
         dsp = test_takeover(env, rx, sys.argv, cfg, dsp, [base + N + k for k in range(200)])
         check(env.stop(wk) == 0, "worker stops cleanly")
