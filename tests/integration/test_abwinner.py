@@ -4,7 +4,7 @@
 herald-worker and a webhook receiver that records every push:
 
   1. a task of 400 recipients with arms A 50 %, B 50 % and
-     "ab": {"sample_pct": 25, "wait_s": 8, "metric": "open"}: only the
+     "ab": {"sample_pct": 25, "wait_s": 10, "metric": "open"}: only the
      sample (the recipients the test computes with the same hash,
      SplitMix64 of (~task, uid) % 10000 < 2500) is pushed, each with its
      arm; the task's view says "sampling" then "waiting" with a decide_at,
@@ -44,7 +44,7 @@ from test_abtest import MASK, bucket, iso  # noqa: E402  (hr_variant_bucket, the
 
 N = 400
 PCT = 25
-WAIT_S = 8
+WAIT_S = 10  # the checks while it waits take a few seconds under load
 ARMS = [{"name": "A", "split": 50, "title": "A {{uid}}"},
         {"name": "B", "split": 50, "title": "B {{uid}}"}]
 
