@@ -35,31 +35,10 @@ import time
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from badinput_env import Env, Receiver, check, finish, wait_until  # noqa: E402
-from provider_env import KEYS  # noqa: E402
+from variants_env import (BAD_VARIANTS, BODY, KINDS, PAYLOAD, TITLE, VARIANTS,  # noqa: E402
+                          channels, expected, start_with_profiles, variant_rows, want_counts)
 
 N = 300
-SYNC_WAIT_S = 15  # the dispatcher's profile sync runs every 5 s
-# recipient k's profile locale (None: no profile) and the variant it gets
-KINDS = [("pt-BR", "pt-BR"), ("pt-PT", "pt"), ("de-AT", "de"), ("fr-FR", "default"),
-         (None, "default")]
-VARIANTS = [
-    {"locale": "pt-BR", "title": "Olá {{uid}}", "body": "corpo {{payload.tag}}",
-     "payload": {"tag": "br"}},
-    {"locale": "pt", "title": "Olá PT {{uid}}"},  # body and payload: the task's
-    {"locale": "de", "title": "Hallo {{uid}}", "body": "Text {{payload.tag}}",
-     "payload": {"tag": "de"}},
-]
-TITLE, BODY, PAYLOAD = "Hello {{uid}}", "text {{payload.tag}}", {"tag": "en"}
-
-
-def expected(variant, uid):
-    """(title, body) the recipient UID of VARIANT must receive."""
-    if variant == "default":
-        return ("Hello %d" % uid, "text en")
-    v = next(x for x in VARIANTS if x["locale"] == variant)
-    tag = v.get("payload", PAYLOAD)["tag"]
-    title = v.get("title", TITLE).replace("{{uid}}", str(uid))
-    return (title, v.get("body", BODY).replace("{{payload.tag}}", tag))
 
 
 def iso(ts):
@@ -84,10 +63,7 @@ def check_campaign(env, rx, path, task, uids, what):
     check(len(got) == N and not wrong,
           "%s: each of %d recipients got its locale's variant (%d received, wrong %s)"
           % (what, N, len(got), wrong[:3]))
-    want = {}
-    for k in range(N):
-        want[KINDS[k % 5][1]] = want.get(KINDS[k % 5][1], 0) + 1
-    want = {v: {"sent": n} for v, n in want.items()}
+    want = want_counts(N, "sent")
     counts = {}
 
     def counted():
@@ -137,13 +113,7 @@ def test_api_campaign(env, rx, ctl, cfg, uids):
 
 
 def test_sql_campaign(env, rx, uids):
-    rows = []
-    for v in VARIANTS:
-        cols = ["@t", "'%s'" % v["locale"]]
-        for f in ("title", "body"):
-            cols.append("'%s'" % v[f] if f in v else "NULL")
-        cols.append("'%s'" % json.dumps(v["payload"]) if "payload" in v else "NULL")
-        rows.append("(%s)" % ", ".join(cols))
+    rows = variant_rows("@t")
     stmt = ("BEGIN; INSERT INTO push_task (name, topic, channel, title, body, payload, due_at) "
             "VALUES ('variants-sql', '%s', 'hookb', '%s', '%s', '%s', "
             "UTC_TIMESTAMP(3) + INTERVAL 4 SECOND); SET @t = LAST_INSERT_ID(); "
@@ -184,17 +154,7 @@ def test_bad_variants(env):
     base = {"name": "variants-bad", "channel": "hooka", "topic": env.topic,
             "due_at": iso(time.time() + 3600), "title": "t", "body": "b"}
     big = "x" * 5000
-    cases = [
-        ("not a language tag", {"variants": [{"locale": "p", "title": "x"}]}, "language tag"),
-        ("'default' as a locale", {"variants": [{"locale": "default"}]}, "language tag"),
-        ("a locale twice", {"variants": [{"locale": "de"}, {"locale": "DE"}]}, "appears twice"),
-        ("unknown field", {"variants": [{"locale": "de", "colour": "red"}]}, "unknown field"),
-        ("not an array", {"variants": {"locale": "de"}}, "not an array"),
-        ("payload not an object", {"variants": [{"locale": "de", "payload": [1]}]},
-         "JSON object"),
-        ("subject on a webhook", {"variants": [{"locale": "de", "subject": "s"}]},
-         "smtp channels"),
-        ("a bad template", {"variants": [{"locale": "de", "title": "{{oops"}]}, "template"),
+    cases = [(what, {"variants": v}, words) for what, v, words in BAD_VARIANTS] + [
         ("fcm: the task's payload over 4 KiB", {"channel": "fcm", "payload": {"p": big}},
          "FCM's limit of 4096 bytes"),
         ("fcm: a variant's body over 4 KiB",
@@ -230,20 +190,10 @@ def main():
     base = 7_000_000_000 + random.randrange(1 << 30) * 1_000
     uids = [base + k for k in range(N)]
     try:
-        channels = {"hooka": {"url": rx.url("a")}, "hookb": {"url": rx.url("b")},
-                    "fcm": {"type": "fcm", "url": "https://127.0.0.1:9",
-                            "service_account_file": os.path.join(KEYS, "service_account.json"),
-                            "token_uri": "https://127.0.0.1:9/token"}}
-        cfg = env.config(channels)
+        cfg = env.config(channels(rx))
         if not env.create_topic():
             return 77
-        env.sql("INSERT INTO push_user (uid, locale) VALUES %s" % ",".join(
-            "(%d, '%s')" % (u, KINDS[k % 5][0]) for k, u in enumerate(uids)
-            if KINDS[k % 5][0] is not None))
-        dsp, wk = env.start_daemons(sys.argv[1], sys.argv[2], cfg)
-        last = uids[N - 3]  # a de-AT profile: the last one written
-        check(wait_until(lambda: env.r.cmd("HGET", "%suser:%d" % (env.prefix, last), "locale")
-                         == "de-AT", SYNC_WAIT_S, 0.3), "the profiles reach Redis (sync)")
+        dsp, wk = start_with_profiles(env, sys.argv[1], sys.argv[2], cfg, uids)
         test_bad_variants(env)
         test_ctl(env, ctl, cfg)
         test_api_campaign(env, rx, ctl, cfg, uids)
