@@ -16,7 +16,10 @@ and a webhook receiver on loopback:
      before the task is due;
   3. `heraldctl create --variant L=JSON` writes the rows, a bad one is
      refused with nothing written;
-  4. bad variants and over-limit content answered 400 at create time with
+  4. the pull (GET /v1/users/{uid}/reminders?ack=1) of a frozen task with
+     variants serves each uid its locale's variant (the same fallbacks) and
+     counts the acknowledged pulls per variant (variant_counts "pulled");
+  5. bad variants and over-limit content answered 400 at create time with
      nothing written: a locale that is no language tag, "default", a
      locale twice (case ignored), an unknown field, subject on a webhook
      channel, and on an fcm channel a payload or a variant's text past
@@ -27,16 +30,16 @@ usage: test_variants.py HERALD_DISPATCHER HERALD_WORKER HERALDCTL
 import datetime
 import json
 import os
-import random
 import subprocess
 import sys
 import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, Receiver, check, finish, wait_until  # noqa: E402
+from badinput_env import check, wait_until  # noqa: E402
+import variants_env  # noqa: E402
 from variants_env import (BAD_VARIANTS, BODY, KINDS, PAYLOAD, TITLE, VARIANTS,  # noqa: E402
-                          channels, expected, start_with_profiles, variant_rows, want_counts)
+                          expected, variant_rows, want_counts)
 
 N = 300
 
@@ -180,33 +183,43 @@ def test_bad_variants(env):
         env.sql("DELETE FROM push_task WHERE id = %d" % body["id"])
 
 
-def main():
-    if len(sys.argv) != 4:
-        print(__doc__)
-        return 2
-    ctl = sys.argv.pop()
-    env = Env("variants")
-    rx = Receiver(lambda path, body: (200, b"{}"))
-    base = 7_000_000_000 + random.randrange(1 << 30) * 1_000
-    uids = [base + k for k in range(N)]
-    try:
-        cfg = env.config(channels(rx))
-        if not env.create_topic():
-            return 77
-        dsp, wk = start_with_profiles(env, sys.argv[1], sys.argv[2], cfg, uids)
-        test_bad_variants(env)
-        test_ctl(env, ctl, cfg)
-        test_api_campaign(env, rx, ctl, cfg, uids)
-        test_sql_campaign(env, rx, uids)
-        check(env.stop(wk) == 0, "worker stops cleanly")
-        check(env.stop(dsp) == 0, "dispatcher stops cleanly")
-    finally:
-        rx.stop()
-        env.sql("DELETE FROM push_user WHERE uid BETWEEN %d AND %d" % (base, base + N),
-                strict=False)
-        env.cleanup()
-    return finish()
+def test_pull(env, uids):
+    """The pull (GET /v1/users/{uid}/reminders) serves each uid its locale's
+    variant, with the push's fallback chain, and counts an acknowledged pull
+    per variant."""
+    now = time.time()
+    st, body = env.http("POST", "/v1/tasks", {
+        "name": "variants-pull", "channel": "hooka", "topic": env.topic,
+        "due_at": iso(now + 7200), "freeze_at": iso(now - 300), "title": TITLE, "body": BODY,
+        "payload": PAYLOAD, "variants": VARIANTS})
+    check(st == 201, "a frozen task with variants (%s %s)" % (st, body))
+    if st != 201:
+        return
+    task = body["id"]
+    st, _ = env.http("POST", "/v1/tasks/%d/subscribers" % task, {"uids": uids[:10]})
+    check(st == 200, "subscribers of the pulled task (%s)" % st)
+    day = datetime.datetime.fromtimestamp(now + 7200, datetime.timezone.utc).strftime("%Y-%m-%d")
+    for k, u in enumerate(uids[:10]):
+        st, got = env.http("GET", "/v1/users/%d/reminders?date=%s&ack=1" % (u, day))
+        r = [x for x in got.get("reminders", []) if x["task_id"] == task] if st == 200 else []
+        want = expected(KINDS[k % 5][1], u)
+        check(r and r[0].get("variant") == KINDS[k % 5][1] and
+              (r[0].get("title"), r[0].get("body")) == want and r[0].get("acked") is True,
+              "pull of a %s profile: variant %s, %s, acked (%s %s)"
+              % (KINDS[k % 5][0], KINDS[k % 5][1], want, st, r))
+    want = want_counts(10, "pulled")
+    st, got = env.http("GET", "/v1/tasks/%d" % task)
+    check(st == 200 and got.get("variant_counts") == want,
+          "acknowledged pulls counted per variant %s (%s)" % (want, got.get("variant_counts")))
+
+
+def tests(env, rx, ctl, cfg, uids):
+    test_bad_variants(env)
+    test_ctl(env, ctl, cfg)
+    test_api_campaign(env, rx, ctl, cfg, uids)
+    test_sql_campaign(env, rx, uids)
+    test_pull(env, uids)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(variants_env.main(__doc__, "variants", 7_000_000_000, N, tests))

@@ -4,8 +4,10 @@ the content each recipient must receive, the channels, raw SQL rows of
 variants, and the bad variants every create refuses."""
 import json
 import os
+import random
+import sys
 
-from badinput_env import check, wait_until
+from badinput_env import Env, Receiver, check, finish, wait_until
 from provider_env import KEYS
 
 SYNC_WAIT_S = 15  # the dispatcher's profile sync runs every 5 s
@@ -88,3 +90,35 @@ BAD_VARIANTS = [
     ("subject on a webhook", [{"locale": "de", "subject": "s"}], "smtp channels"),
     ("a bad template", [{"locale": "de", "title": "{{oops"}], "template"),
 ]
+
+
+def main(doc, name, uid_base, n, tests):
+    """A variant test's main: argv HERALD_DISPATCHER HERALD_WORKER HERALDCTL
+    (DOC printed otherwise), an Env NAME, a webhook receiver, N uids from
+    UID_BASE (plus a random offset) with profiles, the daemons; then
+    TESTS(env, rx, ctl, cfg, uids), the daemons stopped, everything of the
+    test deleted.  The exit status: 2 usage, 77 no Kafka topic, else
+    finish()'s."""
+    if len(sys.argv) != 4:
+        print(doc)
+        return 2
+    dispatcher, worker, ctl = sys.argv[1:]
+    env = Env(name)
+    rx = Receiver(lambda path, body: (200, b"{}"))
+    base = uid_base + random.randrange(1 << 30) * 1_000
+    uids = [base + k for k in range(n)]
+    try:
+        cfg = env.config(channels(rx))
+        if not env.create_topic():
+            return 77
+        dsp, wk = start_with_profiles(env, dispatcher, worker, cfg, uids)
+        tests(env, rx, ctl, cfg, uids)
+        check(env.stop(wk) == 0, "worker stops cleanly")
+        check(env.stop(dsp) == 0, "dispatcher stops cleanly")
+    finally:
+        rx.stop()
+        env.drop_users(base, base + n)
+        env.sql("DELETE FROM push_job WHERE name = 'series:%s'" % env.topic, strict=False)
+        env.cleanup()
+        env.sql("DELETE FROM push_series WHERE topic = '%s'" % env.topic, strict=False)
+    return finish()
