@@ -14,7 +14,9 @@
  * - GET /v1/users/{uid}/reminders?date=YYYY-MM-DD[&ack=1]: the unfinished,
  *   frozen, unexpired tasks due that day (in the zone of the uid's `tz`
  *   attribute, else UTC) the uid is subscribed to, title and body
- *   rendered (uid, task.*, payload.*, user.* from P user:<uid>).  ack=1
+ *   rendered (uid, task.*, payload.*, user.* from P user:<uid>) from the
+ *   variant the uid's profile locale picks, as a push's (hr_variant_pick;
+ *   an acked pull counted for it in push_task_variant_count).  ack=1
  *   moves the uid from subs to pulled (pull_ack.lua, on the uid's shard) and,
  *   when it moved, writes a `pulled` push_delivery row (in the task's day,
  *   hr_dlog.h: a pulled task is frozen, so due_at no longer moves) and pulled + 1 (the
@@ -36,8 +38,8 @@
 #include "hr_civil.h"
 #include "hr_clock.h"
 #include "hr_consent.h"
-#include "hr_event.h"
 #include "hr_dlog.h"
+#include "hr_event.h"
 #include "hr_finish.h"
 #include "hr_httpd_req.h"
 #include "hr_keys.h"
