@@ -11,7 +11,8 @@
  *                              the variants as a task's), then written;
  *                              prints its id
  *   list [--json]              every series: id, state, next, occurrences, rule
- *   show ID                    one series and its next 5 occurrences
+ *   show ID                    one series (its variants' keys) and its next 5
+ *                              occurrences
  *   next ID [--count N]        its next N occurrences (wall time, due instant)
  *   pause|resume|end ID        an admin's change (hr_series_set_state)
  *
@@ -279,6 +280,9 @@ static int ctl_series_next(ctl_ctx *ctx, int argc, char **argv)
                ctl_fmt_time_sql(s->dtstart_wall_ms, a, sizeof a), s->tz,
                s->local_time ? " (each recipient's zone)" : "",
                hr_series_catch_up_name(s->catch_up), s->occurrences);
+    for (size_t i = 0; show && i < s->variants.n; i++)
+        printf("%s%s%s", i == 0 ? "variants " : ", ", s->variants.v[i].key,
+               i + 1 == s->variants.n ? "\n" : "");
     rc = hr_series_next(s, (size_t)count, wall, due, &got, errstr, sizeof errstr);
     if (rc < 0)
         rc = ctl_fail("series %" PRId64 ": %s", id, errstr);

@@ -20,7 +20,8 @@ one herald-dispatcher, one herald-worker and a webhook receiver on loopback:
      its occurrence carries the rows' variants to its recipients; a raw row
      that is no language tag fails its series with last_error naming it;
   4. `heraldctl series create --variant L=JSON` writes push_series_variant
-     rows; a locale twice is refused with nothing written;
+     rows, `series show` lists them; a locale twice is refused with nothing
+     written;
   5. bad variants of POST /v1/series answered 400 invalid_variant with
      nothing written: no language tag, "default", a locale twice, an
      unknown field, not an array, subject on a webhook channel, a bad
@@ -189,6 +190,10 @@ def test_ctl(env, ctl, cfg):
           [["de", "Hallo", "NULL"], ["pt-BR", "NULL", "corpo"]],
           "heraldctl series create --variant writes the rows (%s %s %s)"
           % (out.returncode, rows, out.stderr))
+    show = subprocess.run([ctl, "-c", cfg, "series", "show", str(sid)], capture_output=True,
+                          text=True, timeout=60) if sid else None
+    check(show is not None and "variants de, pt-BR\n" in show.stdout,
+          "heraldctl series show lists the variants (%s)" % (show.stdout if show else None))
     before = env.sql("SELECT COUNT(*) FROM push_series WHERE topic = '%s'" % env.topic)
     out = run("--variant", 'de={"title": "a"}', "--variant", 'DE={"title": "b"}')
     check(out.returncode != 0 and "appears twice" in out.stderr and
