@@ -135,7 +135,10 @@ def test_winner(env, rx, ctl, cfg, uids):
           % (len(wrong), wrong[:3]))
     wrong = [(u, got.get(u)) for u in sample if got.get(u) != ["%s %d" % (arm(task, u), u)]]
     check(not wrong, "the sample kept its arms (%s)" % wrong[:3])
-    dl = env.deliveries(task)
+    # `done` can come from the sweeper before the reporter's last delivery
+    # rows: they are waited for, bounded.
+    dl = {}
+    wait_until(lambda: dl.update(env.deliveries(task)) or len(dl) == N, 30, 0.3)
     row = env.task(task, "state, sent, failed, total")
     counts = {}
 
@@ -188,7 +191,8 @@ def test_takeover(env, rx, argv, cfg, dsp, uids):
         doc = json.loads(b)
         got.setdefault(int(doc["uid"]), []).append(doc["title"])
     wrong = [(u, got.get(u)) for u in uids if u not in sample and got.get(u) != ["A %d" % u]]
-    dl = env.deliveries(task)
+    dl = {}
+    wait_until(lambda: dl.update(env.deliveries(task)) or len(dl) == len(uids), 30, 0.3)
     check(not wrong and set(got) == set(uids) and set(dl) == set(uids),
           "takeover: the rest got A's content once each, every recipient delivered (%d wrong: "
           "%s; %d delivery rows)" % (len(wrong), wrong[:3], len(dl)))
