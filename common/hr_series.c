@@ -236,6 +236,7 @@ void hr_series_occurrence(const hr_series *s, int64_t due_ms, hr_task *t)
     *t = *s->tmpl;
     t->id = 0;
     t->due_ms = due_ms;
+    t->last_error = NULL;
     t->freeze_ms = -1;
     t->local_time = s->local_time ? 1 : 0;
     t->default_tz = s->local_time ? s->tz : NULL;
@@ -276,11 +277,13 @@ int hr_series_validate(const hr_series *s, const hr_config *cfg, char *errstr, s
 }
 
 /* The template in HR_TASK_COLUMNS' order (common/hr_task.h): a series'
- * columns where it has them, a new task's values where not. */
+ * columns where it has them, a new task's values where not.  last_error is
+ * the series' own (GET /v1/series/{id} shows it); hr_series_occurrence
+ * drops it, so an occurrence starts without one. */
 #define HR_SERIES_TEMPLATE_COLUMNS                                                 \
     "id, name, topic, channel, title, body, payload, NULL, NULL, "                 \
     "rate_limit, chunk_size, throttle_limit, throttle_window_s, throttle_scope, "  \
-    "throttle_key, throttle_mode, 'run', 'scheduled', NULL, NULL, NULL, "          \
+    "throttle_key, throttle_mode, 'run', 'scheduled', last_error, NULL, NULL, "    \
     "0, 0, 0, 0, 0, 0, 0, 0, "                                                     \
     "ttl_s, collapse_key, priority, local_time, NULL, TIME_TO_SEC(window_start), " \
     "TIME_TO_SEC(window_end), window_tz, NULL, 0, NULL, NULL, 1, category, 0, 0, " \

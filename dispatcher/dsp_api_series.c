@@ -165,6 +165,8 @@ static cJSON *dsp_api_series_view(const hr_series *s, size_t n)
     if (s->lead_s >= 0)
         dsp_api_add_id(o, "lead_s", s->lead_s);
     dsp_api_add_id(o, "occurrences", s->occurrences);
+    cJSON_AddStringToObject(o, "last_error",
+                            s->tmpl->last_error != NULL ? s->tmpl->last_error : "");
     next = cJSON_AddArrayToObject(o, "next");
     if (hr_series_next(s, n, wall, due, &got, err, sizeof err) < 0)
         cJSON_AddStringToObject(o, "next_error", err);

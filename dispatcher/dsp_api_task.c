@@ -386,7 +386,8 @@ static size_t dsp_api_list_fit(const hr_mysql_rows *sizes, size_t n)
 }
 
 /* Newest first, keyset-paged: ?before=ID gives the tasks below ID, and
- * "next" is the before of the next page (null on the last).  A page holds
+ * "next" is the before of the next page (null on the last); ?series=ID keeps
+ * only that series' occurrences (the console's series page).  A page holds
  * `limit` tasks, or fewer when their texts would pass the response budget
  * (dsp_api_list_fit): the sizes are read first (one small row a task),
  * then only the rows that fit, so a page of large payloads never builds
@@ -394,8 +395,9 @@ static size_t dsp_api_list_fit(const hr_mysql_rows *sizes, size_t n)
 void dsp_api_task_list(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     const char *state = hr_httpd_query(req, "state"), *q = hr_httpd_query(req, "q"), *code;
+    const char *series_s = hr_httpd_query(req, "series");
     long limit;
-    int64_t before, last = 0;
+    int64_t before, last = 0, series = 0;
     hr_task **tasks = NULL;
     hr_mysql_rows *sizes = NULL;
     size_t n = 0, i, fit = 0;
@@ -405,21 +407,29 @@ void dsp_api_task_list(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_htt
     (void)d;
     if (dsp_api_parse_list(state, hr_httpd_query(req, "limit"), &limit, &code, err, sizeof err) <
             0 ||
-        dsp_api_parse_page(hr_httpd_query(req, "before"), q, &before, &code, err, sizeof err) < 0) {
+        dsp_api_parse_page(hr_httpd_query(req, "before"), q, &before, &code, err, sizeof err) < 0 ||
+        (series_s != NULL &&
+         dsp_api_parse_id(series_s, "series", &series, &code, err, sizeof err) < 0)) {
         hr_httpd_error(resp, 400, code, "%s", err);
         return;
     }
     {
         /* One more than asked tells whether a next page exists. */
-        const hr_mysql_param p[] = {
-            hr_mysql_p_str_or_null(state), hr_mysql_p_str_or_null(state), HR_P_I64(before),
-            hr_mysql_p_str_or_null(q),     hr_mysql_p_str_or_null(q),     HR_P_I64(limit + 1)};
+        const hr_mysql_param p[] = {hr_mysql_p_str_or_null(state),
+                                    hr_mysql_p_str_or_null(state),
+                                    HR_P_I64(before),
+                                    hr_mysql_p_str_or_null(q),
+                                    hr_mysql_p_str_or_null(q),
+                                    HR_P_I64(series),
+                                    HR_P_I64(series),
+                                    HR_P_I64(limit + 1)};
 
         if (hr_mysql_query(ac->m,
                            "SELECT id, LENGTH(title) + LENGTH(body) + COALESCE(LENGTH(payload), 0) "
                            "FROM push_task WHERE (? IS NULL OR state = ?) AND id < ? "
-                           "AND (? IS NULL OR LOCATE(?, name) > 0) ORDER BY id DESC LIMIT ?",
-                           p, 6, &sizes, err, sizeof err) < 0) {
+                           "AND (? IS NULL OR LOCATE(?, name) > 0) "
+                           "AND (? = 0 OR series_id = ?) ORDER BY id DESC LIMIT ?",
+                           p, 8, &sizes, err, sizeof err) < 0) {
             dsp_api_backend_error(resp, "mysql", err);
             return;
         }
@@ -434,13 +444,16 @@ void dsp_api_task_list(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_htt
                                     HR_P_I64(last),
                                     hr_mysql_p_str_or_null(q),
                                     hr_mysql_p_str_or_null(q),
+                                    HR_P_I64(series),
+                                    HR_P_I64(series),
                                     HR_P_I64((int64_t)fit)};
 
         if (dsp_store_tasks(ac->m,
                             "SELECT " HR_TASK_COLUMNS " FROM push_task "
                             "WHERE (? IS NULL OR state = ?) AND id < ? AND id >= ? "
-                            "AND (? IS NULL OR LOCATE(?, name) > 0) ORDER BY id DESC LIMIT ?",
-                            p, 7, &tasks, &n, err, sizeof err) < 0) {
+                            "AND (? IS NULL OR LOCATE(?, name) > 0) "
+                            "AND (? = 0 OR series_id = ?) ORDER BY id DESC LIMIT ?",
+                            p, 9, &tasks, &n, err, sizeof err) < 0) {
             hr_mysql_rows_free(sizes);
             dsp_api_backend_error(resp, "mysql", err);
             return;
