@@ -1,6 +1,6 @@
 /* herald console (docs/console.md): plain JavaScript, no framework, no build
  * step.  Pages are views of index.html chosen by the URL's hash (#/,
- * #/task/ID, #/new, #/audit).  Every data call goes to this dispatcher's
+ * #/task/ID, #/new, #/audit, #/hooks, #/series, #/series/ID).  Every data call goes to this dispatcher's
  * /v1 API with the token the operator typed in, kept in sessionStorage
  * (this tab only), and says X-Herald-Client: console (the audit log's
  * "via").  GET /v1/me tells which routes the token's role may call: a
@@ -15,6 +15,9 @@
   const CHUNKS_POLL_MS = 2000;
   const STATS_POLL_MS = 5000;
   const HOOKS_POLL_MS = 2000;
+  const SERIES_POLL_MS = 2000;
+  const SERIES_NEXT = 10;  /* next occurrences shown (GET /v1/series/{id}/next?count=) */
+  const SERIES_TASKS = 20; /* occurrences written shown, newest first */
   const FUNNEL = ['sent', 'delivered', 'opened', 'clicked'];
   const SERIES = ['sent', 'failed', 'opened', 'clicked'];
   const SERIES_DOTS = 120;
@@ -30,7 +33,8 @@
   const AUDIT_PAGE = 50;
 
   const $ = (id) => document.getElementById(id);
-  const views = ['view-login', 'view-list', 'view-task', 'view-new', 'view-audit', 'view-hooks'];
+  const views = ['view-login', 'view-list', 'view-task', 'view-new', 'view-audit', 'view-hooks',
+    'view-series', 'view-one-series'];
   /* The caller (GET /v1/me): name, role and the routes it may call. */
   let me = null;
   /* Each route change bumps the generation: a timer or an answer of an
@@ -397,19 +401,23 @@
     renderChart(p.total || 0);
   }
 
-  function renderDetails(t) {
-    const dl = $('task-details');
+  /* The members KEYS of O that are set, as the terms of the dl ID (an
+   * object as JSON text; local_time only when true). */
+  function renderDl(id, o, keys) {
     const items = [];
-    for (const k of ['channel', 'category', 'topic', 'due_at', 'freeze_at', 'finish_by', 'expire_at',
-      'last_warning', 'local_time',
-      'default_tz', 'window_start', 'window_end', 'window_tz', 'rate_limit', 'chunk_size',
-      'title', 'body', 'last_error', 'claimed_by']) {
-      if (k === 'local_time' && t[k] === false) continue;
-      if (t[k] === null || t[k] === undefined || t[k] === '') continue;
-      items.push(el('dt', k), el('dd', t[k]));
+    for (const k of keys) {
+      if (k === 'local_time' && o[k] === false) continue;
+      if (o[k] === null || o[k] === undefined || o[k] === '') continue;
+      items.push(el('dt', k), el('dd', typeof o[k] === 'object' ? JSON.stringify(o[k]) : o[k]));
     }
-    if (t.payload) items.push(el('dt', 'payload'), el('dd', JSON.stringify(t.payload)));
-    dl.replaceChildren(...items);
+    $(id).replaceChildren(...items);
+  }
+
+  function renderDetails(t) {
+    renderDl('task-details', t, ['channel', 'category', 'topic', 'due_at', 'freeze_at',
+      'finish_by', 'expire_at', 'last_warning', 'local_time',
+      'default_tz', 'window_start', 'window_end', 'window_tz', 'rate_limit', 'chunk_size',
+      'title', 'body', 'last_error', 'claimed_by', 'payload']);
   }
 
   /* The task's variants (GET /v1/tasks/{id}: variants, variant_counts), the
@@ -614,30 +622,41 @@
     return m ? m[1] : null;
   }
 
-  async function control(action) {
-    const id = shownTaskId();
-    $('task-msg').textContent = action + ' requested…';
+  /* POST PATH/ACTION (a task's or a series' pause, resume, cancel, end),
+   * saying in the status line MSG what was asked and, on success, what
+   * SAID makes of the answer. */
+  async function control(path, action, msg, said) {
+    $(msg).textContent = action + ' requested…';
     try {
-      const t = await api('POST', '/v1/tasks/' + id + '/' + action);
-      $('task-msg').textContent = action + ': accepted (state ' + t.state + ', control ' +
-        t.control + ').';
+      const j = await api('POST', path + '/' + action);
+      $(msg).textContent = action + ': accepted (' + said(j) + ').';
       clearError();
     } catch (e) {
-      $('task-msg').textContent = action + ' refused.';
+      $(msg).textContent = action + ' refused.';
       showError(e);
     }
   }
 
-  $('btn-pause').addEventListener('click', () => control('pause'));
-  $('btn-resume').addEventListener('click', () => control('resume'));
-  $('btn-cancel').addEventListener('click', () => {
-    $('btn-cancel-confirm').hidden = false;
-    $('btn-cancel-confirm').focus();
-  });
-  $('btn-cancel-confirm').addEventListener('click', () => {
-    $('btn-cancel-confirm').hidden = true;
-    control('cancel');
-  });
+  function taskControl(action) {
+    control('/v1/tasks/' + shownTaskId(), action, 'task-msg',
+      (t) => 'state ' + t.state + ', control ' + t.control);
+  }
+
+  /* BTN asks for a second click on CONFIRM, which calls FN. */
+  function confirmed(btn, confirm, fn) {
+    $(btn).addEventListener('click', () => {
+      $(confirm).hidden = false;
+      $(confirm).focus();
+    });
+    $(confirm).addEventListener('click', () => {
+      $(confirm).hidden = true;
+      fn();
+    });
+  }
+
+  $('btn-pause').addEventListener('click', () => taskControl('pause'));
+  $('btn-resume').addEventListener('click', () => taskControl('resume'));
+  confirmed('btn-cancel', 'btn-cancel-confirm', () => taskControl('cancel'));
   $('dl-reload').addEventListener('click', () => loadDeadLetters(shownTaskId(), false)
     .catch(showError));
   $('dl-more').addEventListener('click', () => loadDeadLetters(shownTaskId(), true)
@@ -930,6 +949,108 @@
     }
   });
 
+  /* ---- series ---------------------------------------------------------------------- */
+
+  /* The list's page comes from the hash (#/series?after=ID: the series above ID). */
+  function showSeriesList() {
+    show('view-series');
+    const after = listParams().get('after');
+    $('sr-first').disabled = !after;
+    poll(async (gen) => {
+      const j = await api('GET', '/v1/series' + (after ? '?after=' + encodeURIComponent(after) : ''));
+      if (gen !== generation) return;
+      const rows = j.series.map((s) => {
+        const link = el('a', s.name);
+        link.href = '#/series/' + s.id;
+        const tr = row([el('td', s.id, 'num'), link, el('td', s.state, 'state state-' + s.state),
+          el('td', s.rrule), el('td', s.tz + (s.local_time ? ' (each recipient\'s)' : '')),
+          el('td', s.next_at || '–'), el('td', fmt(s.occurrences), 'num'),
+          el('td', s.last_error || '–')]);
+        tr.dataset.series = s.id;
+        tr.dataset.state = s.state;
+        return tr;
+      });
+      $('sr-table').tBodies[0].replaceChildren(...rows);
+      const more = j.next_after !== undefined && j.next_after !== null;
+      $('sr-status').textContent = rows.length === 0 ? 'No series.'
+        : rows.length + ' series shown' + (more ? '; more with Next.' : '.');
+      $('sr-next').disabled = !more;
+      $('sr-next').dataset.next = more ? String(j.next_after) : '';
+      clearError();
+    }, SERIES_POLL_MS);
+  }
+
+  $('sr-next').addEventListener('click', () => {
+    location.hash = '#/series?after=' + $('sr-next').dataset.next;
+  });
+  $('sr-first').addEventListener('click', () => {
+    location.hash = '#/series';
+  });
+
+  function shownSeriesId() {
+    const m = /^#\/series\/(\d+)$/.exec(location.hash);
+    return m ? m[1] : null;
+  }
+
+  function showSeries(id) {
+    show('view-one-series');
+    $('one-series-h').textContent = 'Series ' + id;
+    for (const m of ['os-msg', 'os-next-status', 'os-tasks-status']) $(m).textContent = '';
+    for (const t of ['os-next', 'os-tasks']) $(t).tBodies[0].replaceChildren();
+    $('os-details').replaceChildren();
+    $('os-end-confirm').hidden = true;
+    poll(async (gen) => {
+      const s = await api('GET', '/v1/series/' + id + '/next?count=' + SERIES_NEXT);
+      if (gen !== generation) return;
+      renderOneSeries(s);
+      clearError();
+    }, SERIES_POLL_MS);
+    poll(async (gen) => {
+      const q = new URLSearchParams({ series: id, limit: String(SERIES_TASKS) });
+      const j = await api('GET', '/v1/tasks?' + q.toString());
+      if (gen !== generation) return;
+      const rows = j.tasks.map((t) => {
+        const link = el('a', 'Task ' + t.id);
+        link.href = '#/task/' + t.id;
+        const tr = row([link, el('td', t.state, 'state state-' + t.state), el('td', t.due_at)]);
+        tr.dataset.task = t.id;
+        return tr;
+      });
+      $('os-tasks').tBodies[0].replaceChildren(...rows);
+      $('os-tasks-status').textContent = rows.length === 0 ? 'None written yet.'
+        : rows.length + ' occurrence task(s) shown' + (j.next === null ? '.' : '; older ones exist.');
+    }, SERIES_POLL_MS);
+  }
+
+  function renderOneSeries(s) {
+    $('one-series-h').textContent = 'Series ' + s.id + ': ' + s.name;
+    const st = $('os-state');
+    st.textContent = s.state;
+    st.className = 'state state-' + s.state;
+    /* The states each change starts from (docs/api.md "Series"). */
+    $('os-pause').disabled = s.state !== 'active';
+    $('os-resume').disabled = s.state !== 'paused' && s.state !== 'failed';
+    $('os-end').disabled = s.state === 'ended';
+    if (s.state === 'ended') $('os-end-confirm').hidden = true;
+    const rows = s.next.map((o) => row([el('td', o.wall),
+      el('td', o.due_at === null ? 'each recipient\'s zone' : o.due_at)]));
+    $('os-next').tBodies[0].replaceChildren(...rows);
+    $('os-next-status').textContent = s.next_error ? 'Not expandable: ' + s.next_error
+      : rows.length === 0 ? 'No more occurrences.'
+        : 'The next ' + rows.length + ' not yet written' + (s.ends ? '; the rule ends after them.' : '.');
+    renderDl('os-details', s, ['channel', 'topic', 'title', 'body', 'rrule',
+      'dtstart', 'tz', 'local_time', 'exdate', 'catch_up', 'lead_s', 'occurrences', 'last_error',
+      'variants']);
+  }
+
+  function seriesControl(action) {
+    control('/v1/series/' + shownSeriesId(), action, 'os-msg', (s) => 'state ' + s.state);
+  }
+
+  $('os-pause').addEventListener('click', () => seriesControl('pause'));
+  $('os-resume').addEventListener('click', () => seriesControl('resume'));
+  confirmed('os-end', 'os-end-confirm', () => seriesControl('end'));
+
   /* ---- router -------------------------------------------------------------------- */
 
   async function route() {
@@ -952,7 +1073,10 @@
       if (gen !== generation) return;
     }
     const id = shownTaskId();
+    const sid = shownSeriesId();
     if (id !== null) showTask(id);
+    else if (sid !== null) showSeries(sid);
+    else if (h === '#/series' || h.startsWith('#/series?')) showSeriesList();
     else if (h === '#/new') showNew();
     else if (h === '#/audit' || h.startsWith('#/audit?')) showAudit();
     else if (h === '#/hooks') showHooks();

@@ -36,7 +36,12 @@ herald-sinks (a fast one, a slow one (--latency-ms) and one answering 400 to
      to profiles in de-AT, pt-BR and none: its page's variants table shows
      each variant's title and its recipients sent per variant, as
      GET /v1/tasks/{id}'s variant_counts; an A/B test with a winner step:
-     the page's line names the winner the API names.
+     the page's line names the winner the API names;
+ 10. the series view (issue 29): a daily series made through the API is
+     listed with its rule; its page shows the next occurrences the API
+     does and links the occurrence the dispatcher wrote (within its lead)
+     to its task page; Pause, then End (two clicks), and the API reports
+     the series paused, then ended.
 
 Screenshots go to OUTDIR.  usage: test_console.py HERALD_DISPATCHER HERALD_WORKER
 HERALD_SINK OUTDIR (exit 77 without HERALD_TEST_CONFIG, or when chromium is not
@@ -486,6 +491,64 @@ class Run:
         check(gone and env.http("GET", "/v1/hooks/%d" % hid)[0] == 404,
               "Delete: the row is gone, the API answers 404")
 
+    # ---- 10. the series view -------------------------------------------------------------
+
+    async def series(self):
+        env, b = self.env, self.b
+        name, rule = "console-series-" + env.tag, "FREQ=DAILY;COUNT=30"
+        # The first occurrence within the dispatcher's lead (600 s): written at once.
+        start = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(time.time() + 300))
+        status, s = env.http("POST", "/v1/series", {
+            "name": name, "channel": "webhook", "topic": env.topic, "title": "daily",
+            "rrule": rule, "dtstart": start})
+        if not check(status == 201, "series created (%s %s)" % (status, s)):
+            return
+        sid = s["id"]
+        await b.click("header nav a[href='#/series']")
+        check(await self.visible("view-series"), "the Series link opens the series list")
+        row = await b.wait("(r => r && Array.from(r.cells).map(c => c.textContent))"
+                           "(document.querySelector('#sr-table tr[data-series=\"%d\"]'))" % sid,
+                           10)
+        check(row and row[1] == name and row[2] == "active" and row[3] == rule and
+              row[4] == "UTC", "the list shows the series, active, its rule and zone (%s)" % row)
+        await b.click("#sr-table tr[data-series=\"%d\"] a" % sid)
+        check(await self.visible("view-one-series"), "its name opens the series page")
+        deadline, occ = time.monotonic() + 30, []
+        while not occ and time.monotonic() < deadline:
+            status, j = env.http("GET", "/v1/tasks?series=%d" % sid)
+            occ = j["tasks"] if status == 200 else []
+            await asyncio.sleep(0.5)
+        if not check(len(occ) == 1, "the dispatcher wrote the first occurrence (%s)" % occ):
+            return
+        link = await b.wait("(a => a && a.getAttribute('href'))"
+                            "(document.querySelector('#os-tasks tbody a'))", 10)
+        check(link == "#/task/%d" % occ[0]["id"],
+              "the occurrence written links to its task page (%s)" % link)
+        status, j = env.http("GET", "/v1/series/%d/next?count=10" % sid)
+        want = [o["wall"] for o in j.get("next", [])]
+        shown = await b.wait("(w => JSON.stringify(w) === %s && w)(Array.from("
+                             "document.querySelectorAll('#os-next tbody tr'), "
+                             "r => r.cells[0].textContent))"
+                             % json.dumps(json.dumps(want, separators=(",", ":"))), 10)
+        check(len(want) == 10 and shown == want,
+              "the page shows the next 10 occurrences the API does (%s...)" % want[:2])
+        await self.shot("series")
+        await b.click("#os-pause")
+        ok = await b.wait("document.getElementById('os-state').textContent === 'paused'", 10)
+        status, j = env.http("GET", "/v1/series/%d" % sid)
+        check(ok and status == 200 and j["state"] == "paused",
+              "Pause: the page and the API say paused (%s, %s)" % (await b.text("#os-msg"),
+                                                                   j.get("state")))
+        check(await b.eval("document.getElementById('os-pause').disabled && "
+                           "!document.getElementById('os-resume').disabled"),
+              "while paused Pause is disabled and Resume enabled")
+        await b.click("#os-end")
+        await b.click("#os-end-confirm")
+        ok = await b.wait("document.getElementById('os-state').textContent === 'ended'", 10)
+        status, j = env.http("GET", "/v1/series/%d" % sid)
+        check(ok and j.get("state") == "ended", "End… then Confirm: the API says ended")
+        env.http("POST", "/v1/tasks/%d/cancel" % occ[0]["id"])
+
     # ---- 5. dead letters and redrive ------------------------------------------------
 
     async def dead_letters(self, tid):
@@ -588,6 +651,7 @@ async def browse(env, out):
                          "'#list-table tbody tr[data-state=done]').length)", 15)
         check(n == 3, "the list shows the run's 3 tasks done")
         await run.shot("list")
+        await run.series()
         check(not b.errors, "no JavaScript error or exception in the page (%s)" % b.errors[:3])
     finally:
         await b.close()
