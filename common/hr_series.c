@@ -248,6 +248,7 @@ int hr_series_validate(const hr_series *s, const hr_config *cfg, char *errstr, s
     size_t n;
     hr_task t;
     char why[256];
+    int rc;
 
     if (hr_tz_check(s->tz, why, sizeof why) < 0) {
         snprintf(errstr, errlen, "tz \"%s\": %s", s->tz, why);
@@ -268,7 +269,10 @@ int hr_series_validate(const hr_series *s, const hr_config *cfg, char *errstr, s
     if (hr_series_due_ms(s, s->dtstart_wall_ms, &due, errstr, errlen) < 0)
         return -1;
     hr_series_occurrence(s, due, &t);
-    return hr_task_validate(&t, cfg, errstr, errlen);
+    if (hr_task_validate(&t, cfg, errstr, errlen) < 0)
+        return -1;
+    rc = hr_variant_check(&s->variants, &t, cfg, errstr, errlen);
+    return rc == 0 ? 0 : rc == HR_VARIANT_EINVAL && s->variants.n > 0 ? HR_VARIANT_EINVAL : -1;
 }
 
 /* The template in HR_TASK_COLUMNS' order (common/hr_task.h): a series'
@@ -338,6 +342,8 @@ int hr_series_load(hr_mysql *m, int64_t id, hr_series **out, char *errstr, size_
     s->lead_s = hr_series_int(hr_mysql_cell(rows, 0, 7));
     s->next_wall_ms = hr_series_int(hr_mysql_cell(rows, 0, 9));
     s->occurrences = hr_series_int(hr_mysql_cell(rows, 0, 10));
+    if (hr_variant_series_load(m, id, &s->variants, errstr, errlen) != 0)
+        goto done;
     if (hr_series_dup(hr_mysql_cell(rows, 0, 1), &s->rrule) < 0 ||
         hr_series_dup(hr_mysql_cell(rows, 0, 3), &s->tz) < 0 ||
         hr_series_dup(hr_mysql_cell(rows, 0, 4), &s->exdate) < 0)
@@ -372,7 +378,7 @@ void hr_series_defaults(hr_series *s, hr_task *t)
                      .dtstart_wall_ms = INT64_MIN};
 }
 
-int hr_series_insert(hr_mysql *m, const hr_series *s, int64_t *id, char *errstr, size_t errlen)
+int hr_series_insert(hr_mysql *m, hr_series *s, int64_t *id, char *errstr, size_t errlen)
 {
     const hr_task *t = s->tmpl;
     const hr_mysql_param p[] = {
@@ -402,7 +408,7 @@ int hr_series_insert(hr_mysql *m, const hr_series *s, int64_t *id, char *errstr,
                       p, sizeof p / sizeof p[0], NULL, &newid, NULL, errstr, errlen) < 0)
         return -1;
     *id = (int64_t)newid;
-    return 0;
+    return hr_variant_series_insert(m, *id, &s->variants, errstr, errlen);
 }
 
 int hr_series_set_state(hr_mysql *m, int64_t id, hr_series_state to, hr_series_state *from,
@@ -465,6 +471,7 @@ void hr_series_free(hr_series *s)
     if (s == NULL)
         return;
     hr_task_free(s->tmpl);
+    hr_variant_set_clear(&s->variants);
     free(s->rrule);
     free(s->tz);
     free(s->exdate);

@@ -24,6 +24,7 @@
 
 #include "hr_mysql.h"
 #include "hr_task.h"
+#include "hr_variant.h"
 
 /* push_series.state */
 typedef enum hr_series_state {
@@ -51,8 +52,9 @@ typedef enum hr_series_catch_up {
 
 typedef struct hr_series {
     int64_t id;
-    hr_task *tmpl;          /* the template (owned); due_ms -1 */
-    int64_t expire_after_s; /* -1 = never */
+    hr_task *tmpl;           /* the template (owned); due_ms -1 */
+    hr_variant_set variants; /* per-locale content (owned), copied to each occurrence */
+    int64_t expire_after_s;  /* -1 = never */
     char *rrule;
     int64_t dtstart_wall_ms;
     char *tz;
@@ -92,10 +94,13 @@ int hr_series_due_ms(const hr_series *s, int64_t wall_ms, int64_t *due_ms, char 
 void hr_series_occurrence(const hr_series *s, int64_t due_ms, hr_task *t);
 
 /* Checks S's rule, zone and template (hr_task_validate of an occurrence at
- * its dtstart).  The message names what is wrong. */
+ * its dtstart), and the template's content and S's variants against the
+ * channel (hr_variant_check of that occurrence).  0, -1, or
+ * HR_VARIANT_EINVAL when S has variants and the content check refused
+ * them.  The message names what is wrong. */
 int hr_series_validate(const hr_series *s, const hr_config *cfg, char *errstr, size_t errlen);
 
-/* Loads series ID.  0 and *OUT, 1 when there is none, -1 on a database
+/* Loads series ID with its variants.  0 and *OUT, 1 when there is none, -1 on a database
  * error or a row whose enums or times cannot be read. */
 int hr_series_load(hr_mysql *m, int64_t id, hr_series **out, char *errstr, size_t errlen);
 
@@ -105,10 +110,11 @@ int hr_series_load(hr_mysql *m, int64_t id, hr_series **out, char *errstr, size_
  * latest, the dispatcher's lead, no expiry, DTSTART unset (INT64_MIN). */
 void hr_series_defaults(hr_series *s, hr_task *t);
 
-/* Writes S (template and recurrence; its bookkeeping starts empty) as a
- * new push_series row, *ID its id.  The caller validates S first
+/* Writes S (template, recurrence and variants; its bookkeeping starts
+ * empty) as a new push_series row and its push_series_variant rows, *ID
+ * its id.  The caller validates S first
  * (hr_series_validate) and owns the transaction.  0 or -1. */
-int hr_series_insert(hr_mysql *m, const hr_series *s, int64_t *id, char *errstr, size_t errlen);
+int hr_series_insert(hr_mysql *m, hr_series *s, int64_t *id, char *errstr, size_t errlen);
 
 /* An admin's change of series ID's state: pause (from active), resume
  * (from paused, or failed after the row was fixed: last_error cleared),

@@ -327,11 +327,31 @@ int hr_variant_check(const hr_variant_set *s, const hr_task *t, const hr_config 
     return 0;
 }
 
-int hr_variant_insert(hr_mysql *m, int64_t task, hr_variant_set *s, char *errstr, size_t errlen)
+/* The statements of a set of variants keyed by a task (push_task_variant)
+ * or by a series (push_series_variant, 025_series_variants.sql). */
+typedef struct hr_variant_sql {
+    const char *insert, *load;
+} hr_variant_sql;
+
+#define HR_VARIANT_SQL(table, owner)                                                           \
+    {                                                                                          \
+        "INSERT INTO " table " (" owner ", split, vkey, title, body, payload, subject, text, " \
+        "html) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",                                            \
+            "SELECT id, vkey, title, body, payload, subject, text, html, COALESCE(split, 0) "  \
+            "FROM " table " WHERE " owner " = ? ORDER BY vkey"                                 \
+    }
+
+static const hr_variant_sql hr_variant_of_task = HR_VARIANT_SQL("push_task_variant", "task_id");
+static const hr_variant_sql hr_variant_of_series =
+    HR_VARIANT_SQL("push_series_variant", "series_id");
+
+/* Writes S as OWNER's variants with SQL's statements; the ids into S. */
+static int hr_variant_insert_as(const hr_variant_sql *sql, hr_mysql *m, int64_t owner,
+                                hr_variant_set *s, char *errstr, size_t errlen)
 {
     for (size_t i = 0; i < s->n; i++) {
         hr_variant *v = &s->v[i];
-        const hr_mysql_param p[] = {HR_P_I64(task),
+        const hr_mysql_param p[] = {HR_P_I64(owner),
                                     v->split > 0 ? HR_P_I64(v->split) : HR_P_NULL,
                                     HR_P_STR(v->key),
                                     hr_mysql_p_str_or_null(v->title),
@@ -342,28 +362,24 @@ int hr_variant_insert(hr_mysql *m, int64_t task, hr_variant_set *s, char *errstr
                                     hr_mysql_p_str_or_null(v->html)};
         uint64_t id = 0;
 
-        if (hr_mysql_exec(m,
-                          "INSERT INTO push_task_variant (task_id, split, vkey, title, body, "
-                          "payload, subject, text, html) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                          p, sizeof p / sizeof p[0], NULL, &id, NULL, errstr, errlen) < 0)
+        if (hr_mysql_exec(m, sql->insert, p, sizeof p / sizeof p[0], NULL, &id, NULL, errstr,
+                          errlen) < 0)
             return -1;
         v->id = (int64_t)id;
     }
     return 0;
 }
 
-int hr_variant_load(hr_mysql *m, int64_t task, hr_variant_set *out, char *errstr, size_t errlen)
+/* OWNER's variants read with SQL's statements into OUT (cleared first). */
+static int hr_variant_load_as(const hr_variant_sql *sql, hr_mysql *m, int64_t owner,
+                              hr_variant_set *out, char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(task)};
+    const hr_mysql_param p[] = {HR_P_I64(owner)};
     hr_mysql_rows *rows = NULL;
     int rc = -1;
 
     hr_variant_set_clear(out);
-    if (hr_mysql_query(m,
-                       "SELECT id, vkey, title, body, payload, subject, text, html, "
-                       "COALESCE(split, 0) FROM push_task_variant WHERE task_id = ? "
-                       "ORDER BY vkey",
-                       p, 1, &rows, errstr, errlen) < 0)
+    if (hr_mysql_query(m, sql->load, p, 1, &rows, errstr, errlen) < 0)
         return -1;
     if (rows->nrows > 0 && (out->v = calloc(rows->nrows, sizeof *out->v)) == NULL)
         goto oom;
@@ -390,6 +406,42 @@ oom:
 done:
     hr_mysql_rows_free(rows);
     return rc;
+}
+
+int hr_variant_insert(hr_mysql *m, int64_t task, hr_variant_set *s, char *errstr, size_t errlen)
+{
+    return hr_variant_insert_as(&hr_variant_of_task, m, task, s, errstr, errlen);
+}
+
+int hr_variant_load(hr_mysql *m, int64_t task, hr_variant_set *out, char *errstr, size_t errlen)
+{
+    return hr_variant_load_as(&hr_variant_of_task, m, task, out, errstr, errlen);
+}
+
+int hr_variant_series_insert(hr_mysql *m, int64_t series, hr_variant_set *s, char *errstr,
+                             size_t errlen)
+{
+    return hr_variant_insert_as(&hr_variant_of_series, m, series, s, errstr, errlen);
+}
+
+int hr_variant_series_load(hr_mysql *m, int64_t series, hr_variant_set *out, char *errstr,
+                           size_t errlen)
+{
+    return hr_variant_load_as(&hr_variant_of_series, m, series, out, errstr, errlen);
+}
+
+int hr_variant_series_copy(hr_mysql *m, int64_t series, int64_t task, char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(task), HR_P_I64(series)};
+
+    return hr_mysql_exec(m,
+                         "INSERT INTO push_task_variant (task_id, split, vkey, title, body, "
+                         "payload, subject, text, html) SELECT ?, split, vkey, title, body, "
+                         "payload, subject, text, html FROM push_series_variant WHERE "
+                         "series_id = ?",
+                         p, 2, NULL, NULL, NULL, errstr, errlen) < 0
+               ? -1
+               : 0;
 }
 
 unsigned hr_variant_bucket(int64_t task, uint64_t uid)

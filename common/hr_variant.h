@@ -1,6 +1,7 @@
 /* hr_variant: a task's per-locale variants of its content
  * (push_task_variant, schemas/mysql/022_variants.sql; docs/api.md
- * "Variants"): read from the API's and heraldctl's JSON, checked, written
+ * "Variants") and a series' (push_series_variant, 025_series_variants.sql,
+ * copied to each occurrence): read from the API's and heraldctl's JSON, checked, written
  * and loaded, the variant a recipient's locale picks, and the counts per
  * variant (push_task_variant_count) read for the task's view.
  *
@@ -84,6 +85,17 @@ int hr_variant_insert(hr_mysql *m, int64_t task, hr_variant_set *s, char *errstr
 /* Task TASK's variants, in key order (strcasecmp, as hr_variant_from_json
  * leaves them), into OUT (cleared first).  0 or -1. */
 int hr_variant_load(hr_mysql *m, int64_t task, hr_variant_set *out, char *errstr, size_t errlen);
+
+/* The same for series SERIES's variants (push_series_variant,
+ * 025_series_variants.sql). */
+int hr_variant_series_insert(hr_mysql *m, int64_t series, hr_variant_set *s, char *errstr,
+                             size_t errlen);
+int hr_variant_series_load(hr_mysql *m, int64_t series, hr_variant_set *out, char *errstr,
+                           size_t errlen);
+
+/* Copies series SERIES's variants to its occurrence TASK (in the caller's
+ * transaction, the one of the occurrence's insert).  0 or -1. */
+int hr_variant_series_copy(hr_mysql *m, int64_t series, int64_t task, char *errstr, size_t errlen);
 
 /* Whether S is an A/B test (its variants are arms). */
 bool hr_variant_is_split(const hr_variant_set *s);

@@ -16,12 +16,11 @@
 #include "hr_config_file.h"
 #include "hr_parse.h"
 #include "ctl_fmt.h"
+#include "ctl_variant.h"
 #include "hr_shard.h"
 #include "hr_task.h"
 #include "hr_tz.h"
 #include "hr_variant.h"
-
-#define CREATE_VARIANTS_FILE_MAX (4 * 1024 * 1024) /* --variants FILE */
 
 /* Every flag of create_options[], for `heraldctl help create`. */
 const char ctl_create_flags[] =
@@ -164,57 +163,6 @@ typedef struct create_args {
     int64_t finish_in_ms; /* --finish-in, -1 = not given */
     cJSON *variants;      /* --variant / --variants: the API's array (owned) */
 } create_args;
-
-/* --variant "L=JSON" appended to A's variants.  0, or -1 with ERRSTR. */
-static int create_variant(create_args *a, const char *arg, char *errstr, size_t errlen)
-{
-    const char *eq = strchr(arg, '=');
-    char locale[HR_VARIANT_KEY_MAX + 1];
-    cJSON *o;
-
-    if (eq == NULL || eq == arg || (size_t)(eq - arg) > HR_VARIANT_KEY_MAX) {
-        snprintf(errstr, errlen, "--variant: \"%.60s\" is not LOCALE=JSON", arg);
-        return -1;
-    }
-    memcpy(locale, arg, (size_t)(eq - arg));
-    locale[eq - arg] = '\0';
-    if ((o = cJSON_Parse(eq + 1)) == NULL || !cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        snprintf(errstr, errlen, "--variant %s: the value is not a JSON object", locale);
-        return -1;
-    }
-    if (cJSON_AddStringToObject(o, "locale", locale) == NULL ||
-        !cJSON_AddItemToArray(a->variants, o)) {
-        cJSON_Delete(o);
-        snprintf(errstr, errlen, "out of memory");
-        return -1;
-    }
-    return 0;
-}
-
-/* --variants FILE: its array's members appended to A's variants.  0, or -1
- * with ERRSTR. */
-static int create_variants_file(create_args *a, const char *path, char *errstr, size_t errlen)
-{
-    char *text = NULL;
-    size_t len = 0;
-    cJSON *arr, *m;
-
-    if (hr_config_read_file(strcmp(path, "-") == 0 ? "/dev/stdin" : path, CREATE_VARIANTS_FILE_MAX,
-                            &text, &len, errstr, errlen) != 0)
-        return -1;
-    arr = cJSON_ParseWithLength(text, len);
-    free(text);
-    if (!cJSON_IsArray(arr)) {
-        cJSON_Delete(arr);
-        snprintf(errstr, errlen, "--variants %s: not a JSON array", path);
-        return -1;
-    }
-    while ((m = cJSON_DetachItemFromArray(arr, 0)) != NULL)
-        cJSON_AddItemToArray(a->variants, m);
-    cJSON_Delete(arr);
-    return 0;
-}
 
 /* A duration flag FLAG that must be whole seconds into *SECONDS (capped at
  * INT32_MAX; the range is hr_task_validate's).  0, or -1 with ERRSTR. */
@@ -393,8 +341,9 @@ static int create_parse(const ctl_ctx *ctx, int argc, char **argv, create_args *
         case OPT_VARIANTS:
             if (a->variants == NULL && (a->variants = cJSON_CreateArray()) == NULL)
                 return ctl_fail("out of memory");
-            if ((opt == OPT_VARIANT ? create_variant(a, optarg, errstr, sizeof errstr)
-                                    : create_variants_file(a, optarg, errstr, sizeof errstr)) != 0)
+            if ((opt == OPT_VARIANT
+                     ? ctl_variant_arg(a->variants, optarg, errstr, sizeof errstr)
+                     : ctl_variant_file(a->variants, optarg, errstr, sizeof errstr)) != 0)
                 return ctl_usage(ctx, "%s", errstr);
             break;
         case OPT_SHARDS:

@@ -5,11 +5,14 @@
  *          [--tz Z] [--local-time] [--exdate LIST] [--catch-up P] [--lead D]
  *          [--expire-after D] [--topic T] [--title T] [--body B]
  *          [--payload JSON] [--category C] [--priority P]
+ *          [--variant L=JSON]... [--variants FILE]
  *                              checked as the dispatcher will (the rule by
- *                              libical, the zone, an occurrence as a task),
- *                              then written; prints its id
+ *                              libical, the zone, an occurrence as a task,
+ *                              the variants as a task's), then written;
+ *                              prints its id
  *   list [--json]              every series: id, state, next, occurrences, rule
- *   show ID                    one series and its next 5 occurrences
+ *   show ID                    one series (its variants' keys) and its next 5
+ *                              occurrences
  *   next ID [--count N]        its next N occurrences (wall time, due instant)
  *   pause|resume|end ID        an admin's change (hr_series_set_state)
  *
@@ -25,12 +28,16 @@
 
 #include "ctl_cmd.h"
 #include "ctl_fmt.h"
+#include "ctl_variant.h"
 #include "hr_series.h"
 
 #define CTL_SERIES_NEXT_MAX 100
 
-/* create's options into S (whose template is T). */
-static int ctl_series_parse(ctl_ctx *ctx, int argc, char **argv, hr_series *s, hr_task *t)
+/* create's options into S (whose template is T); --variant and
+ * --variants into *VARIANTS (the API's array, created when first given;
+ * the caller deletes it). */
+static int ctl_series_parse(ctl_ctx *ctx, int argc, char **argv, hr_series *s, hr_task *t,
+                            cJSON **variants)
 {
     static const struct option options[] = {
         {"name", required_argument, NULL, 'n'},
@@ -49,6 +56,8 @@ static int ctl_series_parse(ctl_ctx *ctx, int argc, char **argv, hr_series *s, h
         {"payload", required_argument, NULL, 'p'},
         {"category", required_argument, NULL, 'C'},
         {"priority", required_argument, NULL, 'P'},
+        {"variant", required_argument, NULL, 'v'},
+        {"variants", required_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     char errstr[256];
@@ -111,6 +120,14 @@ static int ctl_series_parse(ctl_ctx *ctx, int argc, char **argv, hr_series *s, h
                 return ctl_usage(ctx, "%s", errstr);
             *(opt == 'L' ? &s->lead_s : &s->expire_after_s) = ms / 1000;
             break;
+        case 'v':
+        case 'V':
+            if (*variants == NULL && (*variants = cJSON_CreateArray()) == NULL)
+                return ctl_fail("out of memory");
+            if ((opt == 'v' ? ctl_variant_arg(*variants, optarg, errstr, sizeof errstr)
+                            : ctl_variant_file(*variants, optarg, errstr, sizeof errstr)) != 0)
+                return ctl_usage(ctx, "%s", errstr);
+            break;
         default:
             return ctl_usage(ctx, NULL);
         }
@@ -129,21 +146,26 @@ static int ctl_series_create(ctl_ctx *ctx, int argc, char **argv)
     char errstr[512], target[40];
     hr_mysql *m;
     int64_t id = 0;
-    cJSON *after;
+    cJSON *after, *variants = NULL;
     int rc;
 
     hr_series_defaults(&s, &t);
-    rc = ctl_series_parse(ctx, argc, argv, &s, &t);
+    rc = ctl_series_parse(ctx, argc, argv, &s, &t, &variants);
+    if (rc == CTL_EXIT_OK && variants != NULL &&
+        hr_variant_from_json(variants, &s.variants, errstr, sizeof errstr) != 0)
+        rc = ctl_fail("series refused: %s", errstr);
+    cJSON_Delete(variants);
+    if (rc == CTL_EXIT_OK && hr_series_validate(&s, ctx->cfg, errstr, sizeof errstr) < 0)
+        rc = ctl_fail("series refused: %s", errstr);
+    if (rc == CTL_EXIT_OK && ctl_mysql(ctx, &m) < 0)
+        rc = CTL_EXIT_FAIL;
     if (rc != CTL_EXIT_OK)
-        return rc;
-    if (hr_series_validate(&s, ctx->cfg, errstr, sizeof errstr) < 0)
-        return ctl_fail("series refused: %s", errstr);
-    if (ctl_mysql(ctx, &m) < 0)
-        return CTL_EXIT_FAIL;
+        goto done;
     if (hr_mysql_begin(m, errstr, sizeof errstr) < 0 ||
         hr_series_insert(m, &s, &id, errstr, sizeof errstr) < 0) {
         hr_mysql_rollback(m);
-        return ctl_fail("series create: %s", errstr);
+        rc = ctl_fail("series create: %s", errstr);
+        goto done;
     }
     snprintf(target, sizeof target, "series %" PRId64, id);
     after = ctl_args_json(argc, argv);
@@ -151,12 +173,18 @@ static int ctl_series_create(ctl_ctx *ctx, int argc, char **argv)
     cJSON_Delete(after);
     if (rc != 0) {
         hr_mysql_rollback(m);
-        return CTL_EXIT_FAIL;
+        rc = CTL_EXIT_FAIL;
+        goto done;
     }
-    if (hr_mysql_commit(m, errstr, sizeof errstr) < 0)
-        return ctl_fail("series create: %s", errstr);
+    if (hr_mysql_commit(m, errstr, sizeof errstr) < 0) {
+        rc = ctl_fail("series create: %s", errstr);
+        goto done;
+    }
     printf("created series %" PRId64 "\n", id);
-    return CTL_EXIT_OK;
+    rc = CTL_EXIT_OK;
+done:
+    hr_variant_set_clear(&s.variants);
+    return rc;
 }
 
 static int ctl_series_list(ctl_ctx *ctx, int argc, char **argv)
@@ -252,6 +280,9 @@ static int ctl_series_next(ctl_ctx *ctx, int argc, char **argv)
                ctl_fmt_time_sql(s->dtstart_wall_ms, a, sizeof a), s->tz,
                s->local_time ? " (each recipient's zone)" : "",
                hr_series_catch_up_name(s->catch_up), s->occurrences);
+    for (size_t i = 0; show && i < s->variants.n; i++)
+        printf("%s%s%s", i == 0 ? "variants " : ", ", s->variants.v[i].key,
+               i + 1 == s->variants.n ? "\n" : "");
     rc = hr_series_next(s, (size_t)count, wall, due, &got, errstr, sizeof errstr);
     if (rc < 0)
         rc = ctl_fail("series %" PRId64 ": %s", id, errstr);

@@ -176,8 +176,11 @@ static const ctl_command ctl_commands[] = {
      "                             dispatcher.series_lead_s)\n"
      "  --expire-after D           an occurrence expires D after its due time\n"
      "  --topic, --title, --body, --payload, --category, --priority  as for create\n"
+     "  --variant L=JSON, --variants FILE  per-locale content as for create, copied to\n"
+     "                             each occurrence\n"
      "  list                       every series: id, state, name, next, occurrences, rule\n"
-     "  show ID                    one series and its next 5 occurrences\n"
+     "  show ID                    one series (its variants' locales) and its next 5\n"
+     "                             occurrences\n"
      "  next ID [--count N]        its next N occurrences (at most 100)\n"
      "  pause ID | resume ID | end ID  no new occurrences / again / for good\n",
      ctl_cmd_series},

@@ -56,9 +56,9 @@ static bool dsp_api_series_parse(const cJSON *j, hr_series *s, hr_task *t, char 
                                  hr_httpd_resp *resp)
 {
     static const char *const known[] = {
-        "name",     "channel",  "rrule",  "dtstart",        "tz",      "local_time",
-        "exdate",   "topic",    "title",  "body",           "payload", "category",
-        "priority", "catch_up", "lead_s", "expire_after_s", NULL};
+        "name",     "channel",  "rrule",  "dtstart",        "tz",       "local_time",
+        "exdate",   "topic",    "title",  "body",           "payload",  "category",
+        "priority", "catch_up", "lead_s", "expire_after_s", "variants", NULL};
     const cJSON *it, *v;
     char *dtstart = NULL, *catch_up = NULL, *priority = NULL, err[256];
 
@@ -119,6 +119,11 @@ static bool dsp_api_series_parse(const cJSON *j, hr_series *s, hr_task *t, char 
         hr_httpd_error(resp, 500, "internal", "out of memory");
         return false;
     }
+    v = cJSON_GetObjectItemCaseSensitive(j, "variants");
+    if (v != NULL && hr_variant_from_json(v, &s->variants, err, sizeof err) != 0) {
+        hr_httpd_error(resp, 400, "invalid_variant", "%s", err);
+        return false;
+    }
     t->throttle_scope = t->topic; /* what a loaded template has */
     return true;
 }
@@ -175,6 +180,8 @@ static cJSON *dsp_api_series_view(const hr_series *s, size_t n)
         cJSON_AddItemToArray(next, e);
     }
     cJSON_AddBoolToObject(o, "ends", got < n);
+    if (s->variants.n > 0)
+        cJSON_AddItemToObject(o, "variants", hr_variant_to_json(&s->variants));
     return o;
 }
 
@@ -185,12 +192,14 @@ void dsp_api_series_create(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr
     hr_series s;
     hr_series *made = NULL;
     char *payload = NULL, err[512] = "the series vanished after its insert", target[40];
+    int rc;
 
     hr_series_defaults(&s, &t);
     if (j == NULL || !dsp_api_series_parse(j, &s, &t, &payload, resp))
         goto done;
-    if (hr_series_validate(&s, d->cfg, err, sizeof err) < 0) {
-        hr_httpd_error(resp, 400, "invalid_series", "%s", err);
+    if ((rc = hr_series_validate(&s, d->cfg, err, sizeof err)) < 0) {
+        hr_httpd_error(resp, 400, rc == HR_VARIANT_EINVAL ? "invalid_variant" : "invalid_series",
+                       "%s", err);
         goto done;
     }
     if (!dsp_api_begin(ac, resp))
@@ -211,6 +220,7 @@ void dsp_api_series_create(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr
         dsp_api_reply(resp, 201, dsp_api_series_view(made, 5));
 done:
     hr_series_free(made);
+    hr_variant_set_clear(&s.variants);
     cJSON_Delete(after);
     cJSON_free(payload);
     cJSON_Delete(j);

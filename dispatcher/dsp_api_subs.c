@@ -14,7 +14,9 @@
  * - GET /v1/users/{uid}/reminders?date=YYYY-MM-DD[&ack=1]: the unfinished,
  *   frozen, unexpired tasks due that day (in the zone of the uid's `tz`
  *   attribute, else UTC) the uid is subscribed to, title and body
- *   rendered (uid, task.*, payload.*, user.* from P user:<uid>).  ack=1
+ *   rendered (uid, task.*, payload.*, user.* from P user:<uid>) from the
+ *   variant the uid's profile locale picks, as a push's (hr_variant_pick;
+ *   an acked pull counted for it in push_task_variant_count).  ack=1
  *   moves the uid from subs to pulled (pull_ack.lua, on the uid's shard) and,
  *   when it moved, writes a `pulled` push_delivery row (in the task's day,
  *   hr_dlog.h: a pulled task is frozen, so due_at no longer moves) and pulled + 1 (the
@@ -37,6 +39,7 @@
 #include "hr_clock.h"
 #include "hr_consent.h"
 #include "hr_dlog.h"
+#include "hr_event.h"
 #include "hr_finish.h"
 #include "hr_httpd_req.h"
 #include "hr_keys.h"
@@ -310,11 +313,11 @@ static cJSON *dsp_api_render(const char *src, dsp_api_vars *vars)
 
 static const char *dsp_api_attr(const redisReply *user, const char *name);
 
-void dsp_api_subs_rendering(cJSON *o, const hr_task *t, const hr_variant_set *vs, const char *uid_s,
-                            const redisReply *user)
+const char *dsp_api_subs_rendering(cJSON *o, const hr_task *t, const hr_variant_set *vs,
+                                   const char *uid_s, const redisReply *user)
 {
     dsp_api_vars vars = {.uid = uid_s, .t = t, .user = user};
-    const char *title = t->title, *body = t->body, *payload = t->payload;
+    const char *title = t->title, *body = t->body, *payload = t->payload, *key = NULL;
     int v = -1;
 
     if (vs != NULL && vs->n > 0) {
@@ -325,7 +328,8 @@ void dsp_api_subs_rendering(cJSON *o, const hr_task *t, const hr_variant_set *vs
             body = vs->v[v].body != NULL ? vs->v[v].body : body;
             payload = vs->v[v].payload != NULL ? vs->v[v].payload : payload;
         }
-        cJSON_AddStringToObject(o, "variant", v >= 0 ? vs->v[v].key : HR_VARIANT_DEFAULT);
+        key = v >= 0 ? vs->v[v].key : HR_VARIANT_DEFAULT;
+        cJSON_AddStringToObject(o, "variant", key);
     }
     snprintf(vars.id, sizeof vars.id, "%" PRId64, t->id);
     vars.payload = payload != NULL ? cJSON_Parse(payload) : NULL;
@@ -333,6 +337,7 @@ void dsp_api_subs_rendering(cJSON *o, const hr_task *t, const hr_variant_set *vs
     cJSON_AddItemToObject(o, "body", dsp_api_render(body, &vars));
     cJSON_AddItemToObject(o, "payload",
                           vars.payload != NULL ? (cJSON *)vars.payload : cJSON_CreateNull());
+    return key;
 }
 
 redisReply *dsp_api_subs_user(dsp_api_conn *ac, const hr_config *cfg, const char *uid_s,
@@ -372,9 +377,10 @@ done:
 
 /* Moves UID of task T from subs (or the wait set) to pulled, in the uid's
  * shard; true when it moved (then its event and its minute of the series
- * follow: dsp_engage_pulled). */
+ * follow: dsp_engage_pulled), counted for variant VARIANT (NULL: T has no
+ * variants) as the workers count a push's (push_task_variant_count). */
 static int dsp_api_ack(dsp *d, dsp_api_conn *ac, const hr_task *t, int64_t uid, const char *uid_s,
-                       char *errstr, size_t errlen)
+                       const char *variant, char *errstr, size_t errlen)
 {
     char keys[4][256];
     const char *argv[5] = {keys[0], keys[1], keys[2], keys[3], uid_s};
@@ -401,7 +407,14 @@ static int dsp_api_ack(dsp *d, dsp_api_conn *ac, const hr_task *t, int64_t uid, 
                       "ON DUPLICATE KEY UPDATE status = 'pulled', at = VALUES(at)",
                       p, 3, NULL, NULL, NULL, errstr, errlen) < 0 ||
         hr_finish_add(ac->m, id, hr_shard_row((int)t->shards, shard), HR_OUTCOME_PULLED, 1, errstr,
-                      errlen) < 0) {
+                      errlen) < 0 ||
+        (variant != NULL &&
+         hr_variant_count_add(ac->m,
+                              &(hr_variant_count){.task = id,
+                                                  .key = variant,
+                                                  .outcome = hr_event_type_name(HR_EVENT_PULLED),
+                                                  .n = 1},
+                              1, errstr, errlen) < 0)) {
         hr_log_error("pull_count_lost", "task=%" PRId64 " uid=%" PRId64 " error=%s", id, uid,
                      errstr);
         return -1;
@@ -501,6 +514,7 @@ void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
     const char *code, *date_q = hr_httpd_query(req, "date"), *zone;
     bool ack;
     hr_task **tasks = NULL;
+    hr_variant_set vs = {0}; /* the current task's */
     redisReply *user = NULL;
     size_t n = 0, i;
     int64_t uid, day, start, end, now_ms = hr_clock_now_ms();
@@ -551,6 +565,7 @@ void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
     arr = cJSON_AddArrayToObject(o, "reminders");
     for (i = 0; i < n; i++) {
         const hr_task *t = tasks[i];
+        const char *variant;
         cJSON *r;
         char due[40];
         int moved = 0;
@@ -568,8 +583,13 @@ void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
         cJSON_AddStringToObject(r, "channel", t->channel);
         dsp_api_time(t->due_ms, due, sizeof due);
         cJSON_AddStringToObject(r, "due_at", due);
-        dsp_api_subs_rendering(r, t, NULL, uid_s, user);
-        if (ack && (moved = dsp_api_ack(d, ac, t, uid, uid_s, err, sizeof err)) < 0) {
+        /* The content of the uid's locale, as a push would carry it. */
+        if (hr_variant_load(ac->m, t->id, &vs, err, sizeof err) != 0) {
+            dsp_api_backend_error(resp, "mysql", err);
+            goto done;
+        }
+        variant = dsp_api_subs_rendering(r, t, &vs, uid_s, user);
+        if (ack && (moved = dsp_api_ack(d, ac, t, uid, uid_s, variant, err, sizeof err)) < 0) {
             dsp_api_backend_error(resp, "redis", err);
             goto done;
         }
@@ -579,6 +599,7 @@ void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
     dsp_api_reply(resp, 200, o);
     o = NULL;
 done:
+    hr_variant_set_clear(&vs);
     cJSON_Delete(o);
     freeReplyObject(user);
     dsp_store_tasks_free(tasks, n);

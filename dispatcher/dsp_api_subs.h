@@ -17,9 +17,10 @@ void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
 /* Adds "title", "body" (rendered for uid UID_S with the attributes of USER,
  * an HGETALL reply or NULL) and "payload" of task T to O, as the pull
  * serves them; with per-locale variants VS (NULL: none) the content the
- * user's locale picks, and "variant" naming it (hr_variant.h). */
-void dsp_api_subs_rendering(cJSON *o, const hr_task *t, const hr_variant_set *vs, const char *uid_s,
-                            const redisReply *user);
+ * user's locale picks, and "variant" naming it (hr_variant.h).  Returns
+ * that name (VS's key, or HR_VARIANT_DEFAULT), NULL without variants. */
+const char *dsp_api_subs_rendering(cJSON *o, const hr_task *t, const hr_variant_set *vs,
+                                   const char *uid_s, const redisReply *user);
 /* HGETALL of the uid's profile hash (herald:user:<uid>), refilled from
  * MySQL first when Redis lost the profile book (no synced mark); NULL with
  * ERRSTR. */

@@ -49,8 +49,8 @@ void dsp_series_free(dsp *d)
     d->series = NULL;
 }
 
-/* Writes S's occurrence at wall time WALL_MS (due DUE_MS).  0 or -1 (a
- * database error). */
+/* Writes S's occurrence at wall time WALL_MS (due DUE_MS) with S's
+ * variants.  0 or -1 (a database error). */
 static int dsp_series_write(hr_mysql *m, const hr_series *s, int64_t wall_ms, int64_t due_ms,
                             dsp_series_walk *w, char *errstr, size_t errlen)
 {
@@ -62,13 +62,17 @@ static int dsp_series_write(hr_mysql *m, const hr_series *s, int64_t wall_ms, in
     if (hr_task_insert(m, &t, t.throttle_scope, -1, s->id, &id, &existed, errstr, errlen) < 0)
         return -1;
     if (existed) {
-        w->existed++;
-    } else {
-        w->written++;
-        hr_log_info("series_occurrence",
-                    "series=%" PRId64 " task=%" PRIu64 " due_ms=%" PRId64 " wall_ms=%" PRId64,
-                    s->id, id, due_ms, wall_ms);
+        w->existed++; /* its variants were copied with its first write */
+        return 0;
     }
+    /* The series' variants go with the occurrence, in its transaction. */
+    if (s->variants.n > 0 && hr_variant_series_copy(m, s->id, (int64_t)id, errstr, errlen) < 0)
+        return -1;
+    w->written++;
+    hr_log_info("series_occurrence",
+                "series=%" PRId64 " task=%" PRIu64 " due_ms=%" PRId64 " wall_ms=%" PRId64
+                " variants=%zu",
+                s->id, id, due_ms, wall_ms, s->variants.n);
     return 0;
 }
 

@@ -328,6 +328,8 @@
     $('task-h').textContent = 'Task ' + id;
     for (const m of ['task-msg', 'dl-msg', 'subs-msg', 'chunks-summary']) $(m).textContent = '';
     $('task-counters').tBodies[0].replaceChildren();
+    $('task-variants').tBodies[0].replaceChildren();
+    $('task-variants').hidden = true;
     $('chunks-table').tBodies[0].replaceChildren();
     $('task-chart').replaceChildren();
     $('subs-progress').value = 0;
@@ -385,6 +387,7 @@
     $('subs-section').hidden = t.state !== 'scheduled' ||
       !can('POST /v1/tasks/{id}/subscribers');
     renderDetails(t);
+    renderVariants(t);
     /* A finish_by task's plan (progress.plan) is drawn against done. */
     const planned = p.plan ? p.plan.planned_done_now : null;
     chart.push({ t: Date.now(), done: p.done || 0, sent: o.sent || 0, failed: o.failed || 0,
@@ -406,6 +409,29 @@
     }
     if (t.payload) items.push(el('dt', 'payload'), el('dd', JSON.stringify(t.payload)));
     dl.replaceChildren(...items);
+  }
+
+  /* The task's variants (GET /v1/tasks/{id}: variants, variant_counts), the
+   * task's own content first as "default"; blank title or body: the
+   * task's.  Hidden for a task without variants. */
+  function renderVariants(t) {
+    const vs = t.variants || [];
+    const counts = t.variant_counts || {};
+    $('task-variants').hidden = vs.length === 0;
+    const all = [{ key: 'default', title: t.title, body: t.body }].concat(vs.map((v) => ({
+      key: v.name !== undefined ? v.name + ' (' + v.split + ' %)' : v.locale,
+      id: v.name !== undefined ? v.name : v.locale, title: v.title, body: v.body,
+    })));
+    const rows = vs.length === 0 ? [] : all.map((v) => {
+      const c = counts[v.id || v.key] || {};
+      const tr = row([el('th', v.key), v.title || '', v.body || '',
+        el('td', fmt(c.sent || 0), 'num'), el('td', fmt(c.failed || 0), 'num'),
+        el('td', fmt(c.unregistered || 0), 'num'), el('td', fmt(c.pulled || 0), 'num')]);
+      tr.firstChild.scope = 'row';
+      tr.dataset.variant = v.id || v.key;
+      return tr;
+    });
+    $('task-variants').tBodies[0].replaceChildren(...rows);
   }
 
   function svg(tag, attrs, text) {

@@ -382,6 +382,9 @@ class Env:
                   "push_engagement", "push_task_series", "push_task_variant",
                   "push_task_variant_count"):
             self.sql("DELETE FROM %s WHERE task_id IN (%s)" % (t, ids))
+        sids = ",".join(r[0] for r in self.sql("SELECT id FROM push_series WHERE topic = '%s'"
+                                               % self.topic)) or "0"
+        self.sql("DELETE FROM push_series_variant WHERE series_id IN (%s)" % sids)
         self.sql("DELETE FROM push_task WHERE topic = '%s'" % self.topic)
         if not FAILS:
             shutil.rmtree(self.dir, ignore_errors=True)

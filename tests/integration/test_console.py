@@ -31,7 +31,11 @@ herald-sinks (a fast one, a slow one (--latency-ms) and one answering 400 to
      (POST /v1/users/{uid}/events) show in its table and bars, the shares of
      the sent computed, the per-minute series drawn;
   8. the event webhooks page: an endpoint registered in its form (the secret
-     shown once), listed, disabled and deleted from its row.
+     shown once), listed, disabled and deleted from its row;
+  9. per-locale variants (issue 32): a task with a de and a pt variant pushed
+     to profiles in de-AT, pt-BR and none: its page's variants table shows
+     each variant's title and its recipients sent per variant, as
+     GET /v1/tasks/{id}'s variant_counts.
 
 Screenshots go to OUTDIR.  usage: test_console.py HERALD_DISPATCHER HERALD_WORKER
 HERALD_SINK OUTDIR (exit 77 without HERALD_TEST_CONFIG, or when chromium is not
@@ -44,7 +48,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, check, finish, free_port, sink_argv, sink_uids  # noqa: E402
+from badinput_env import (Env, check, finish, free_port, sink_argv, sink_uids,  # noqa: E402
+                          wait_until)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "lib"))
@@ -59,6 +64,9 @@ N_FAIL = 300       # the dead letters' task: about 30 fail for good
 FAIL_PCT = 10
 DL_MARKUP = " <img src=x>"  # shown as text, never parsed as HTML
 DUE_S = 12         # the form's task: time to preview, create and upload
+# the variants' task: uid 50001 + k has profile locale VARIANT_LOCALES[k % 3]
+VARIANT_UIDS = list(range(50001, 50001 + 12))
+VARIANT_LOCALES = ["de-AT", "pt-BR", None]
 
 
 def now_ms():
@@ -393,6 +401,35 @@ class Run:
         await b.eval("document.getElementById('funnel-h').scrollIntoView()")
         await self.shot("funnel")
 
+    # ---- 9. per-locale variants on the task page ----------------------------------------
+
+    async def variants(self):
+        env, b = self.env, self.b
+        last = VARIANT_UIDS[-2]  # a pt-BR profile, the last one written
+        check(wait_until(lambda: env.r.cmd("HGET", "%suser:%d" % (env.prefix, last), "locale")
+                         == "pt-BR", 15, 0.3), "the variants' profiles reach Redis")
+        status, t = env.http("POST", "/v1/tasks", {
+            "name": "console-variants", "channel": "webhook", "topic": env.topic,
+            "due_at": now_ms() + 2000, "title": "Hello", "body": "b",
+            "variants": [{"locale": "de", "title": "Hallo"}, {"locale": "pt", "title": "Olá"}]})
+        if not check(status == 201, "a task with variants created (%s %s)" % (status, t)):
+            return
+        tid = t["id"]
+        status, _ = env.http("POST", "/v1/tasks/%d/subscribers" % tid, {"uids": VARIANT_UIDS})
+        check(status == 200 and env.wait_state(tid, "done", 30), "the variants' task done")
+        want = {"default": {"sent": 4}, "de": {"sent": 4}, "pt": {"sent": 4}}
+        check(wait_until(lambda: env.http("GET", "/v1/tasks/%d" % tid)[1].get("variant_counts")
+                         == want, 15, 0.3), "the API counts per variant %s" % want)
+        await b.goto(self.base + "#/task/%d" % tid)
+        rows = await b.wait("(rs => rs.length === 3 && rs.every(r => r.cells[3].textContent "
+                            "=== '4') && rs.map(r => [r.dataset.variant, r.cells[1].textContent, "
+                            "r.cells[3].textContent]))(Array.from(document.querySelectorAll("
+                            "'#task-variants:not([hidden]) tbody tr')))", 15)
+        check(rows == [["default", "Hello", "4"], ["de", "Hallo", "4"], ["pt", "Olá", "4"]],
+              "the task page's variants table: each variant's title and its sent (%s)" % rows)
+        await b.eval("document.getElementById('task-variants').scrollIntoView()")
+        await self.shot("variants")
+
     # ---- 7. the event webhooks page -----------------------------------------------------
 
     async def hooks(self):
@@ -473,6 +510,14 @@ class Run:
               "the page shows done, %d failed" % failed)
 
 
+def variant_profiles(env):
+    """The profiles of VARIANT_UIDS (written before the browser starts, so
+    the dispatcher's sync has them in Redis by step 9)."""
+    env.sql("INSERT INTO push_user (uid, locale) VALUES %s" % ",".join(
+        "(%d, '%s')" % (u, VARIANT_LOCALES[k % 3]) for k, u in enumerate(VARIANT_UIDS)
+        if VARIANT_LOCALES[k % 3] is not None) + " ON DUPLICATE KEY UPDATE locale = VALUES(locale)")
+
+
 def failing_task(env):
     """The dead letters' task, through the API; its id or None."""
     status, t = env.http("POST", "/v1/tasks", {
@@ -497,6 +542,7 @@ def wait_failed(env, tid, n, timeout_s=30):
 
 async def browse(env, out):
     dl_task = failing_task(env)
+    variant_profiles(env)
     b = await Browser.start(os.path.join(env.dir, "chromium.log"))
     try:
         run = Run(env, b, out)
@@ -506,6 +552,7 @@ async def browse(env, out):
         if getattr(run, "form_task", None) is not None:
             await run.funnel(run.form_task)
         await run.hooks()
+        await run.variants()
         paused = await run.pause_resume()
         if dl_task is not None:
             await run.dead_letters(dl_task)
@@ -560,6 +607,7 @@ def main():
             check(False, "the browser session: %s" % (e or "timed out"))
         print("screenshots in " + out)
     finally:
+        env.drop_users(VARIANT_UIDS[0], VARIANT_UIDS[-1])
         env.cleanup()
     return finish()
 

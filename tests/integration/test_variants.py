@@ -16,7 +16,10 @@ and a webhook receiver on loopback:
      before the task is due;
   3. `heraldctl create --variant L=JSON` writes the rows, a bad one is
      refused with nothing written;
-  4. bad variants and over-limit content answered 400 at create time with
+  4. the pull (GET /v1/users/{uid}/reminders?ack=1) of a frozen task with
+     variants serves each uid its locale's variant (the same fallbacks) and
+     counts the acknowledged pulls per variant (variant_counts "pulled");
+  5. bad variants and over-limit content answered 400 at create time with
      nothing written: a locale that is no language tag, "default", a
      locale twice (case ignored), an unknown field, subject on a webhook
      channel, and on an fcm channel a payload or a variant's text past
@@ -27,39 +30,18 @@ usage: test_variants.py HERALD_DISPATCHER HERALD_WORKER HERALDCTL
 import datetime
 import json
 import os
-import random
 import subprocess
 import sys
 import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from badinput_env import Env, Receiver, check, finish, wait_until  # noqa: E402
-from provider_env import KEYS  # noqa: E402
+from badinput_env import check, wait_until  # noqa: E402
+import variants_env  # noqa: E402
+from variants_env import (BAD_VARIANTS, BODY, KINDS, PAYLOAD, TITLE, VARIANTS,  # noqa: E402
+                          expected, variant_rows, want_counts)
 
 N = 300
-SYNC_WAIT_S = 15  # the dispatcher's profile sync runs every 5 s
-# recipient k's profile locale (None: no profile) and the variant it gets
-KINDS = [("pt-BR", "pt-BR"), ("pt-PT", "pt"), ("de-AT", "de"), ("fr-FR", "default"),
-         (None, "default")]
-VARIANTS = [
-    {"locale": "pt-BR", "title": "Olá {{uid}}", "body": "corpo {{payload.tag}}",
-     "payload": {"tag": "br"}},
-    {"locale": "pt", "title": "Olá PT {{uid}}"},  # body and payload: the task's
-    {"locale": "de", "title": "Hallo {{uid}}", "body": "Text {{payload.tag}}",
-     "payload": {"tag": "de"}},
-]
-TITLE, BODY, PAYLOAD = "Hello {{uid}}", "text {{payload.tag}}", {"tag": "en"}
-
-
-def expected(variant, uid):
-    """(title, body) the recipient UID of VARIANT must receive."""
-    if variant == "default":
-        return ("Hello %d" % uid, "text en")
-    v = next(x for x in VARIANTS if x["locale"] == variant)
-    tag = v.get("payload", PAYLOAD)["tag"]
-    title = v.get("title", TITLE).replace("{{uid}}", str(uid))
-    return (title, v.get("body", BODY).replace("{{payload.tag}}", tag))
 
 
 def iso(ts):
@@ -84,10 +66,7 @@ def check_campaign(env, rx, path, task, uids, what):
     check(len(got) == N and not wrong,
           "%s: each of %d recipients got its locale's variant (%d received, wrong %s)"
           % (what, N, len(got), wrong[:3]))
-    want = {}
-    for k in range(N):
-        want[KINDS[k % 5][1]] = want.get(KINDS[k % 5][1], 0) + 1
-    want = {v: {"sent": n} for v, n in want.items()}
+    want = want_counts(N, "sent")
     counts = {}
 
     def counted():
@@ -137,13 +116,7 @@ def test_api_campaign(env, rx, ctl, cfg, uids):
 
 
 def test_sql_campaign(env, rx, uids):
-    rows = []
-    for v in VARIANTS:
-        cols = ["@t", "'%s'" % v["locale"]]
-        for f in ("title", "body"):
-            cols.append("'%s'" % v[f] if f in v else "NULL")
-        cols.append("'%s'" % json.dumps(v["payload"]) if "payload" in v else "NULL")
-        rows.append("(%s)" % ", ".join(cols))
+    rows = variant_rows("@t")
     stmt = ("BEGIN; INSERT INTO push_task (name, topic, channel, title, body, payload, due_at) "
             "VALUES ('variants-sql', '%s', 'hookb', '%s', '%s', '%s', "
             "UTC_TIMESTAMP(3) + INTERVAL 4 SECOND); SET @t = LAST_INSERT_ID(); "
@@ -184,17 +157,7 @@ def test_bad_variants(env):
     base = {"name": "variants-bad", "channel": "hooka", "topic": env.topic,
             "due_at": iso(time.time() + 3600), "title": "t", "body": "b"}
     big = "x" * 5000
-    cases = [
-        ("not a language tag", {"variants": [{"locale": "p", "title": "x"}]}, "language tag"),
-        ("'default' as a locale", {"variants": [{"locale": "default"}]}, "language tag"),
-        ("a locale twice", {"variants": [{"locale": "de"}, {"locale": "DE"}]}, "appears twice"),
-        ("unknown field", {"variants": [{"locale": "de", "colour": "red"}]}, "unknown field"),
-        ("not an array", {"variants": {"locale": "de"}}, "not an array"),
-        ("payload not an object", {"variants": [{"locale": "de", "payload": [1]}]},
-         "JSON object"),
-        ("subject on a webhook", {"variants": [{"locale": "de", "subject": "s"}]},
-         "smtp channels"),
-        ("a bad template", {"variants": [{"locale": "de", "title": "{{oops"}]}, "template"),
+    cases = [(what, {"variants": v}, words) for what, v, words in BAD_VARIANTS] + [
         ("fcm: the task's payload over 4 KiB", {"channel": "fcm", "payload": {"p": big}},
          "FCM's limit of 4096 bytes"),
         ("fcm: a variant's body over 4 KiB",
@@ -220,43 +183,43 @@ def test_bad_variants(env):
         env.sql("DELETE FROM push_task WHERE id = %d" % body["id"])
 
 
-def main():
-    if len(sys.argv) != 4:
-        print(__doc__)
-        return 2
-    ctl = sys.argv.pop()
-    env = Env("variants")
-    rx = Receiver(lambda path, body: (200, b"{}"))
-    base = 7_000_000_000 + random.randrange(1 << 30) * 1_000
-    uids = [base + k for k in range(N)]
-    try:
-        channels = {"hooka": {"url": rx.url("a")}, "hookb": {"url": rx.url("b")},
-                    "fcm": {"type": "fcm", "url": "https://127.0.0.1:9",
-                            "service_account_file": os.path.join(KEYS, "service_account.json"),
-                            "token_uri": "https://127.0.0.1:9/token"}}
-        cfg = env.config(channels)
-        if not env.create_topic():
-            return 77
-        env.sql("INSERT INTO push_user (uid, locale) VALUES %s" % ",".join(
-            "(%d, '%s')" % (u, KINDS[k % 5][0]) for k, u in enumerate(uids)
-            if KINDS[k % 5][0] is not None))
-        dsp, wk = env.start_daemons(sys.argv[1], sys.argv[2], cfg)
-        last = uids[N - 3]  # a de-AT profile: the last one written
-        check(wait_until(lambda: env.r.cmd("HGET", "%suser:%d" % (env.prefix, last), "locale")
-                         == "de-AT", SYNC_WAIT_S, 0.3), "the profiles reach Redis (sync)")
-        test_bad_variants(env)
-        test_ctl(env, ctl, cfg)
-        test_api_campaign(env, rx, ctl, cfg, uids)
-        test_sql_campaign(env, rx, uids)
-        check(env.stop(wk) == 0, "worker stops cleanly")
-        check(env.stop(dsp) == 0, "dispatcher stops cleanly")
-    finally:
-        rx.stop()
-        env.sql("DELETE FROM push_user WHERE uid BETWEEN %d AND %d" % (base, base + N),
-                strict=False)
-        env.cleanup()
-    return finish()
+def test_pull(env, uids):
+    """The pull (GET /v1/users/{uid}/reminders) serves each uid its locale's
+    variant, with the push's fallback chain, and counts an acknowledged pull
+    per variant."""
+    now = time.time()
+    st, body = env.http("POST", "/v1/tasks", {
+        "name": "variants-pull", "channel": "hooka", "topic": env.topic,
+        "due_at": iso(now + 7200), "freeze_at": iso(now - 300), "title": TITLE, "body": BODY,
+        "payload": PAYLOAD, "variants": VARIANTS})
+    check(st == 201, "a frozen task with variants (%s %s)" % (st, body))
+    if st != 201:
+        return
+    task = body["id"]
+    st, _ = env.http("POST", "/v1/tasks/%d/subscribers" % task, {"uids": uids[:10]})
+    check(st == 200, "subscribers of the pulled task (%s)" % st)
+    day = datetime.datetime.fromtimestamp(now + 7200, datetime.timezone.utc).strftime("%Y-%m-%d")
+    for k, u in enumerate(uids[:10]):
+        st, got = env.http("GET", "/v1/users/%d/reminders?date=%s&ack=1" % (u, day))
+        r = [x for x in got.get("reminders", []) if x["task_id"] == task] if st == 200 else []
+        want = expected(KINDS[k % 5][1], u)
+        check(r and r[0].get("variant") == KINDS[k % 5][1] and
+              (r[0].get("title"), r[0].get("body")) == want and r[0].get("acked") is True,
+              "pull of a %s profile: variant %s, %s, acked (%s %s)"
+              % (KINDS[k % 5][0], KINDS[k % 5][1], want, st, r))
+    want = want_counts(10, "pulled")
+    st, got = env.http("GET", "/v1/tasks/%d" % task)
+    check(st == 200 and got.get("variant_counts") == want,
+          "acknowledged pulls counted per variant %s (%s)" % (want, got.get("variant_counts")))
+
+
+def tests(env, rx, ctl, cfg, uids):
+    test_bad_variants(env)
+    test_ctl(env, ctl, cfg)
+    test_api_campaign(env, rx, ctl, cfg, uids)
+    test_sql_campaign(env, rx, uids)
+    test_pull(env, uids)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(variants_env.main(__doc__, "variants", 7_000_000_000, N, tests))

@@ -4,7 +4,9 @@
  * York's autumn overlap, the 31st of the month, a leap day, EXDATE (COUNT
  * counts it, RFC 5545), UNTIL, "every weekday until 2027-06-30", the
  * window started mid-rule (a SECONDLY rule), and rules refused with a
- * message naming them.  Expected instants checked with Python's zoneinfo. */
+ * message naming them.  Expected instants checked with Python's zoneinfo.
+ * And hr_series_validate of a series with variants: HR_VARIANT_EINVAL for
+ * a variant the task checks refuse, -1 for the series' own faults. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +15,7 @@
 #include <cmocka.h>
 #include <string.h>
 
+#include "hr_config.h"
 #include "hr_series.h"
 
 #define W hr_series_wall_ms
@@ -163,12 +166,47 @@ static void test_refused(void **state)
     assert_int_equal(n, 0);
 }
 
+static void test_validate_variants(void **state)
+{
+    static const char yaml[] = "channels:\n  webhook:\n    url: \"http://127.0.0.1:9/{{uid}}\"\n";
+    hr_config *cfg = NULL;
+    hr_task t;
+    hr_series s;
+    hr_variant v[2] = {{.key = "de", .title = "Hallo"}, {.key = "pt-BR", .body = "corpo"}};
+    char err[512] = "";
+
+    (void)state;
+    assert_int_equal(hr_config_load_buffer("test.yaml", yaml, strlen(yaml), &cfg, err, sizeof err),
+                     0);
+    hr_series_defaults(&s, &t);
+    t.name = "standup";
+    t.channel = "webhook";
+    t.throttle_scope = t.topic;
+    s.rrule = "FREQ=DAILY";
+    s.dtstart_wall_ms = W(2027, 1, 1, 9, 0, 0);
+    s.variants = (hr_variant_set){.v = v, .n = 2};
+    assert_int_equal(hr_series_validate(&s, cfg, err, sizeof err), 0);
+    v[1].subject = "s"; /* subject is an smtp channel's */
+    assert_int_equal(hr_series_validate(&s, cfg, err, sizeof err), HR_VARIANT_EINVAL);
+    assert_non_null(strstr(err, "variant pt-BR: subject, text and html are for smtp channels"));
+    v[1].subject = NULL;
+    v[1].key = "DE"; /* the same locale twice, case ignored */
+    assert_int_equal(hr_series_validate(&s, cfg, err, sizeof err), HR_VARIANT_EINVAL);
+    assert_non_null(strstr(err, "appears twice"));
+    v[1].key = "pt-BR";
+    s.tz = "Mars/Olympus"; /* the series' own fault: -1 with variants too */
+    assert_int_equal(hr_series_validate(&s, cfg, err, sizeof err), -1);
+    assert_non_null(strstr(err, "Mars/Olympus"));
+    hr_config_free(cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_weekly_across_dst),       cmocka_unit_test(test_gap_and_overlap),
         cmocka_unit_test(test_month_end_and_leap_day),  cmocka_unit_test(test_exdate_count_until),
         cmocka_unit_test(test_window_started_mid_rule), cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_validate_variants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
