@@ -20,7 +20,7 @@
 
 static const char config[] = "kafka:\n"
                              "  brokers: 127.0.0.1:1\n"
-                             "  properties: {message.timeout.ms: \"300\"}\n"
+                             "  properties: {message.timeout.ms: \"300\", log_level: \"0\"}\n"
                              "events: {enabled: true, topic: evpub.test}\n"
                              "channels:\n"
                              "  webhook:\n"
