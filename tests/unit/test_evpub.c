@@ -35,9 +35,8 @@ static void test_failed_reports_held_and_retried(void **state)
     uint64_t lost = 0;
 
     (void)state;
-    assert_int_equal(hr_config_load_buffer("evpub.yaml", config, sizeof config - 1, &cfg, err,
-                                           sizeof err),
-                     0);
+    assert_int_equal(
+        hr_config_load_buffer("evpub.yaml", config, sizeof config - 1, &cfg, err, sizeof err), 0);
     assert_int_equal(hr_evpub_new(cfg, NULL, &p, err, sizeof err), 0);
     for (uint64_t uid = 1; uid <= 3; uid++) {
         hr_event ev = {.type = HR_EVENT_SENT, .task = 7, .uid = uid, .channel = "webhook"};
