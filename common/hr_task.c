@@ -80,6 +80,14 @@ enum {
     COL_OPTED_OUT,
     COL_SUPPRESSED,
     COL_RICH, /* 023_rich_split.sql */
+    /* the winner step (024_ab_winner.sql) */
+    COL_AB_SAMPLE,
+    COL_AB_WAIT,
+    COL_AB_METRIC,
+    COL_AB_SAMPLED,
+    COL_AB_WINNER,
+    COL_AB_DECIDED,
+    COL_AB_FIGURES,
     COL__COUNT
 };
 
@@ -195,6 +203,13 @@ static const task_col task_cols[] = {
     TC(COL_OPTED_OUT, TC_INT, opted_out),
     TC(COL_SUPPRESSED, TC_INT, suppressed),
     TC(COL_RICH, TC_STR, rich),
+    TC(COL_AB_SAMPLE, TC_INT_NULL, ab_sample_pct),
+    TC(COL_AB_WAIT, TC_INT_NULL, ab_wait_s),
+    TC(COL_AB_METRIC, TC_STR, ab_metric),
+    TC(COL_AB_SAMPLED, TC_INT_NULL, ab_sampled_ms),
+    TC(COL_AB_WINNER, TC_STR, ab_winner),
+    TC(COL_AB_DECIDED, TC_INT_NULL, ab_decided_ms),
+    TC(COL_AB_FIGURES, TC_STR, ab_figures),
 };
 #undef TC
 
@@ -358,7 +373,11 @@ int hr_task_insert(hr_mysql *m, const hr_task *t, const char *scope, int64_t fre
         series_id > 0 ? HR_P_I64(series_id) : HR_P_NULL,
         series_id > 0 ? HR_P_I64(t->due_ms) : HR_P_NULL,
         /* rich and silent pushes (023_rich_split.sql) */
-        hr_mysql_p_str_or_null(t->rich)};
+        hr_mysql_p_str_or_null(t->rich),
+        /* the winner step (024_ab_winner.sql) */
+        t->ab_sample_pct > 0 ? HR_P_I64(t->ab_sample_pct) : HR_P_NULL,
+        t->ab_sample_pct > 0 ? HR_P_I64(t->ab_wait_s) : HR_P_NULL,
+        t->ab_sample_pct > 0 ? hr_mysql_p_str_or_null(t->ab_metric) : HR_P_NULL};
     uint64_t affected = 0;
 
     /* The ON DUPLICATE clause can only fire for an occurrence (NULL
@@ -370,11 +389,12 @@ int hr_task_insert(hr_mysql *m, const hr_task *t, const char *scope, int64_t fre
                       "throttle_window_s, throttle_scope, throttle_key, throttle_mode, "
                       "ttl_s, collapse_key, priority, "
                       "local_time, default_tz, window_start, window_end, window_tz, "
-                      "expire_at, finish_by, shards, category, series_id, occurrence_at, rich) "
+                      "expire_at, finish_by, shards, category, series_id, occurrence_at, rich, "
+                      "ab_sample_pct, ab_wait_s, ab_metric) "
                       "VALUES (?, ?, ?, ?, ?, ?, FROM_UNIXTIME(? / 1000), "
                       "FROM_UNIXTIME(? / 1000), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
                       "?, ?, SEC_TO_TIME(?), SEC_TO_TIME(?), ?, FROM_UNIXTIME(? / 1000), "
-                      "FROM_UNIXTIME(? / 1000), ?, ?, ?, FROM_UNIXTIME(? / 1000), ?) "
+                      "FROM_UNIXTIME(? / 1000), ?, ?, ?, FROM_UNIXTIME(? / 1000), ?, ?, ?, ?) "
                       "ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)",
                       p, sizeof p / sizeof p[0], &affected, id, NULL, errstr, errlen) < 0)
         return -1;
@@ -413,7 +433,11 @@ void hr_task_defaults(hr_task *t)
                    .expire_ms = -1,
                    .finish_ms = -1,
                    .window_start_s = -1,
-                   .window_end_s = -1};
+                   .window_end_s = -1,
+                   .ab_sample_pct = -1,
+                   .ab_wait_s = -1,
+                   .ab_sampled_ms = -1,
+                   .ab_decided_ms = -1};
 }
 
 void hr_task_outcome_counts(const hr_task *t, int64_t out[HR_OUTCOME_UNACCOUNTED])
@@ -517,12 +541,51 @@ static int task_check_shards(const hr_task *t, char *errstr, size_t errlen)
      * released, so it never needs shards. */
     if (t->shards > 1 && (hr_task_waits(t) || hr_task_paced(t))) {
         snprintf(errstr, errlen,
-                 "shards %" PRId64 " with %s: a sharded task cannot be paced or sent in local "
-                 "time or a send window (use shards 1)",
+                 "shards %" PRId64 " with %s: a sharded task cannot be paced, sent in local "
+                 "time or a send window, or hold an A/B test's rest (use shards 1)",
                  t->shards,
-                 hr_task_paced(t)     ? "finish_by"
-                 : t->local_time == 1 ? "local_time"
-                                      : "a window");
+                 hr_task_paced(t)       ? "finish_by"
+                 : t->local_time == 1   ? "local_time"
+                 : t->ab_sample_pct > 0 ? "ab"
+                                        : "a window");
+        return -1;
+    }
+    return 0;
+}
+
+/* The winner step's own values (024_ab_winner.sql); that the task has arms
+ * is hr_variant_check's.  The rest waits in the wait set on an instant of
+ * its own, which local time's and a window's waves would share: not
+ * together. */
+static int task_check_ab(const hr_task *t, char *errstr, size_t errlen)
+{
+    /* -1: the column's NULL, 0: a zeroed task; neither has the step (the
+     * API refuses a sample_pct of 0 before it gets here). */
+    if (t->ab_sample_pct == -1 || t->ab_sample_pct == 0)
+        return 0;
+    if (t->ab_sample_pct < 1 || t->ab_sample_pct > 99) {
+        snprintf(errstr, errlen,
+                 "ab.sample_pct %" PRId64 " is outside 1..99 (100: no rest to send the "
+                 "winner to; leave ab out)",
+                 t->ab_sample_pct);
+        return -1;
+    }
+    if (t->ab_wait_s < 0 || t->ab_wait_s > HR_TASK_MAX_WINDOW_S) {
+        snprintf(errstr, errlen, "ab.wait_s %" PRId64 " is outside 0..%d (31 days)", t->ab_wait_s,
+                 HR_TASK_MAX_WINDOW_S);
+        return -1;
+    }
+    if (t->ab_metric == NULL ||
+        (strcmp(t->ab_metric, "click") != 0 && strcmp(t->ab_metric, "open") != 0 &&
+         strcmp(t->ab_metric, "delivered") != 0)) {
+        snprintf(errstr, errlen, "ab.metric \"%.20s\" is not click, open or delivered",
+                 t->ab_metric != NULL ? t->ab_metric : "");
+        return -1;
+    }
+    if (t->local_time == 1 || t->window) {
+        snprintf(errstr, errlen,
+                 "ab with %s: an A/B test's winner step is not sent in local time or a window",
+                 t->local_time == 1 ? "local_time" : "a window");
         return -1;
     }
     return 0;
@@ -535,7 +598,7 @@ int64_t hr_task_first_due_ms(const hr_task *t)
 
 bool hr_task_waits(const hr_task *t)
 {
-    return t->local_time == 1 || t->window;
+    return t->local_time == 1 || t->window || t->ab_sample_pct > 0;
 }
 
 int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_t errlen)
@@ -612,7 +675,7 @@ int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_
         snprintf(errstr, errlen, "finish_by must be after due_at");
         return -1;
     }
-    if (task_check_shards(t, errstr, errlen) < 0)
+    if (task_check_shards(t, errstr, errlen) < 0 || task_check_ab(t, errstr, errlen) < 0)
         return -1;
     if (t->payload != NULL) {
         payload = cJSON_Parse(t->payload);
@@ -666,5 +729,8 @@ void hr_task_free(hr_task *t)
     free(t->last_warning);
     free(t->category);
     free(t->rich);
+    free(t->ab_metric);
+    free(t->ab_winner);
+    free(t->ab_figures);
     free(t);
 }

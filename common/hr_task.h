@@ -29,7 +29,14 @@
     "CAST(ROUND(UNIX_TIMESTAMP(expire_at) * 1000) AS SIGNED), expired" HR_TASK_COLUMNS_PACING    \
     ", shards"                          /* sharded tasks (010_shards.sql) */                     \
     ", category, opted_out, suppressed" /* recipients (016_categories.sql) */                    \
-    ", rich"                            /* rich and silent pushes (023_rich_split.sql) */
+    ", rich"                            /* rich and silent pushes (023_rich_split.sql) */        \
+        HR_TASK_COLUMNS_AB
+
+/* An A/B test's winner step (024_ab_winner.sql). */
+#define HR_TASK_COLUMNS_AB                                                     \
+    ", ab_sample_pct, ab_wait_s, ab_metric, "                                  \
+    "CAST(ROUND(UNIX_TIMESTAMP(ab_sampled_at) * 1000) AS SIGNED), ab_winner, " \
+    "CAST(ROUND(UNIX_TIMESTAMP(ab_decided_at) * 1000) AS SIGNED), ab_figures"
 
 /* Pacing and admission control (schemas/mysql/007_pacing.sql): finish_by,
  * last_warning. */
@@ -101,6 +108,14 @@ typedef struct hr_task {
     /* rich and silent pushes (023_rich_split.sql): a JSON object hr_rich_parse
      * reads, NULL = a plain push */
     char *rich;
+    /* an A/B test's winner step (024_ab_winner.sql, common/hr_variant.h):
+     * ab_sample_pct <= 0 (-1 NULL, 0 a zeroed task) = none */
+    int64_t ab_sample_pct, ab_wait_s;
+    char *ab_metric;       /* "click", "open", "delivered" */
+    int64_t ab_sampled_ms; /* the sample's end as the owner saw it; -1 = not yet */
+    char *ab_winner;       /* the winning arm (or "default"); NULL = not picked */
+    int64_t ab_decided_ms; /* -1 = not picked */
+    char *ab_figures;      /* JSON: the per-arm figures the pick read */
 } hr_task;
 
 /* Fills T with what a new task is when nothing else is given (the API's
@@ -115,7 +130,8 @@ void hr_task_defaults(hr_task *t);
  * task the earliest instant any zone reaches its wall time. */
 int64_t hr_task_first_due_ms(const hr_task *t);
 
-/* Whether recipients of T go through the wait set (local_time or a window). */
+/* Whether recipients of T go through the wait set (local_time, a window,
+ * or an A/B test's winner step, whose rest waits for the pick). */
 bool hr_task_waits(const hr_task *t);
 
 /* T's MySQL outcome counters in hr_outcome order (sent .. suppressed, not

@@ -266,6 +266,33 @@ static int hr_variant_check_split(const hr_variant_set *s, char *errstr, size_t 
     return 0;
 }
 
+/* A winner step needs arms, and a winner written by hand must name one of
+ * them (or "default" while the splits leave some to it): a name that is
+ * neither would hold the rest for ever.  0 or HR_VARIANT_EINVAL. */
+static int hr_variant_check_ab(const hr_variant_set *s, const hr_task *t, char *errstr,
+                               size_t errlen)
+{
+    int sum = 0;
+
+    if (t->ab_sample_pct <= 0)
+        return 0;
+    if (!hr_variant_is_split(s)) {
+        snprintf(errstr, errlen, "ab: a winner step needs A/B arms (variants with name and split)");
+        return HR_VARIANT_EINVAL;
+    }
+    if (t->ab_winner == NULL)
+        return 0;
+    for (size_t i = 0; i < s->n; i++) {
+        if (strcasecmp(s->v[i].key, t->ab_winner) == 0)
+            return 0;
+        sum += s->v[i].split;
+    }
+    if (sum < 100 && strcmp(t->ab_winner, HR_VARIANT_DEFAULT) == 0)
+        return 0;
+    snprintf(errstr, errlen, "ab_winner \"%.40s\" is none of the task's arms", t->ab_winner);
+    return HR_VARIANT_EINVAL;
+}
+
 int hr_variant_check(const hr_variant_set *s, const hr_task *t, const hr_config *cfg, char *errstr,
                      size_t errlen)
 {
@@ -283,7 +310,8 @@ int hr_variant_check(const hr_variant_set *s, const hr_task *t, const hr_config 
     }
     if ((rc = hr_variant_fits(ch, "the task's content", t->title, t->body, t->payload, t->rich,
                               errstr, errlen)) != 0 ||
-        (rc = hr_variant_check_split(s, errstr, errlen)) != 0)
+        (rc = hr_variant_check_split(s, errstr, errlen)) != 0 ||
+        (rc = hr_variant_check_ab(s, t, errstr, errlen)) != 0)
         return rc;
     for (size_t i = 0; i < s->n; i++) {
         const hr_variant *v = &s->v[i];
@@ -562,4 +590,283 @@ int hr_variant_count_add(hr_mysql *m, const hr_variant_count *rows, size_t n, ch
             return -1;
     }
     return 0;
+}
+
+/* ---- test then winner ------------------------------------------------------------- */
+
+static const char *const hr_variant_metrics[] = {"click", "open", "delivered"};
+
+int hr_variant_ab_from_json(const cJSON *j, hr_task *t, char *errstr, size_t errlen)
+{
+    const cJSON *f;
+
+    if (!cJSON_IsObject(j)) {
+        snprintf(errstr, errlen, "ab: not an object ({\"sample_pct\", \"wait_s\", \"metric\"})");
+        return HR_VARIANT_EINVAL;
+    }
+    t->ab_sample_pct = 0;
+    t->ab_wait_s = 3600;
+    t->ab_metric = (char *)hr_variant_metrics[0];
+    cJSON_ArrayForEach(f, j)
+    {
+        if (strcmp(f->string, "metric") == 0) {
+            size_t k;
+
+            for (k = 0; k < 3 &&
+                        !(cJSON_IsString(f) && strcmp(f->valuestring, hr_variant_metrics[k]) == 0);
+                 k++)
+                ;
+            if (k == 3) {
+                snprintf(errstr, errlen, "ab.metric: click, open or delivered");
+                return HR_VARIANT_EINVAL;
+            }
+            t->ab_metric = (char *)hr_variant_metrics[k];
+            continue;
+        }
+        if (strcmp(f->string, "sample_pct") != 0 && strcmp(f->string, "wait_s") != 0) {
+            snprintf(errstr, errlen, "ab: unknown field \"%.40s\" (sample_pct, wait_s, metric)",
+                     f->string);
+            return HR_VARIANT_EINVAL;
+        }
+        /* The ranges are hr_task_validate's; here only integers that fit. */
+        if (!cJSON_IsNumber(f) || f->valuedouble != (double)(int64_t)f->valuedouble ||
+            f->valuedouble < -1e9 || f->valuedouble > 1e9) {
+            snprintf(errstr, errlen, "ab.%s: an integer", f->string);
+            return HR_VARIANT_EINVAL;
+        }
+        if (strcmp(f->string, "sample_pct") == 0)
+            t->ab_sample_pct = (int64_t)f->valuedouble;
+        else
+            t->ab_wait_s = (int64_t)f->valuedouble;
+    }
+    if (t->ab_sample_pct < 1 || t->ab_sample_pct > 99) {
+        snprintf(errstr, errlen, "ab.sample_pct %" PRId64 " is outside 1..99", t->ab_sample_pct);
+        return HR_VARIANT_EINVAL;
+    }
+    return 0;
+}
+
+bool hr_variant_sampled(int64_t task, uint64_t uid, int64_t pct)
+{
+    return hr_variant_bucket(~task, uid) < 100 * (uint64_t)pct;
+}
+
+int hr_variant_ab_pick(const hr_variant_set *s, const hr_task *t, uint64_t uid, const char *locale)
+{
+    if (t->ab_sample_pct <= 0 || !hr_variant_is_split(s) ||
+        hr_variant_sampled(t->id, uid, t->ab_sample_pct))
+        return hr_variant_pick(s, t->id, uid, locale);
+    if (t->ab_winner == NULL)
+        return HR_VARIANT_HELD;
+    for (size_t i = 0; i < s->n; i++)
+        if (strcasecmp(s->v[i].key, t->ab_winner) == 0)
+            return (int)i;
+    return -1; /* "default" (hr_variant_check refuses any other name) */
+}
+
+/* A's rate by METRIC (0: click, 1: open, 2: delivered), as a fraction
+ * NUM / DEN, DEN 0 when nothing counts. */
+static void hr_variant_rate(const hr_variant_tally *a, int metric, double *num, double *den)
+{
+    *num = (double)(metric == 0 ? a->clicked : metric == 1 ? a->opened : a->sent);
+    *den = (double)(metric == 2 ? a->sent + a->failed + a->unregistered : a->sent);
+    if (*den <= 0)
+        *num = 0, *den = 1;
+}
+
+/* Compares A's and B's rates by METRIC: > 0 when A's is higher.  The
+ * products are exact below 2^53 (counts up to 90 million each). */
+static int hr_variant_cmp_rate(const hr_variant_tally *a, const hr_variant_tally *b, int metric)
+{
+    double an, ad, bn, bd;
+
+    hr_variant_rate(a, metric, &an, &ad);
+    hr_variant_rate(b, metric, &bn, &bd);
+    return an * bd > bn * ad ? 1 : an * bd < bn * ad ? -1 : 0;
+}
+
+size_t hr_variant_winner(const hr_variant_tally *arms, size_t n, const char *metric)
+{
+    int m = 0;
+    size_t best = 0;
+
+    while (m < 2 && (metric == NULL || strcmp(metric, hr_variant_metrics[m]) != 0))
+        m++;
+    for (size_t i = 1; i < n; i++) {
+        int c = hr_variant_cmp_rate(&arms[i], &arms[best], m);
+
+        /* strictly better only: a tie keeps the earlier arm */
+        if (c > 0 || (c == 0 && m != 2 && hr_variant_cmp_rate(&arms[i], &arms[best], 2) > 0))
+            best = i;
+    }
+    return best;
+}
+
+int hr_variant_ab_state(hr_mysql *m, int64_t id, int64_t mark_ms, int64_t *sampled_ms,
+                        char **winner, char *errstr, size_t errlen)
+{
+    const hr_mysql_param mark[] = {HR_P_I64(mark_ms), HR_P_I64(id)};
+    const hr_mysql_param p[] = {HR_P_I64(id)};
+    hr_mysql_rows *rows = NULL;
+    const char *w;
+
+    *sampled_ms = -1;
+    *winner = NULL;
+    if (mark_ms >= 0 &&
+        hr_mysql_exec(m,
+                      "UPDATE push_task SET ab_sampled_at = FROM_UNIXTIME(? / 1000) "
+                      "WHERE id = ? AND ab_sampled_at IS NULL",
+                      mark, 2, NULL, NULL, NULL, errstr, errlen) < 0)
+        return -1;
+    if (hr_mysql_query(m,
+                       "SELECT CAST(ROUND(UNIX_TIMESTAMP(ab_sampled_at) * 1000) AS SIGNED), "
+                       "ab_winner FROM push_task WHERE id = ?",
+                       p, 1, &rows, errstr, errlen) < 0)
+        return -1;
+    if (rows->nrows == 1) {
+        const char *ms = hr_mysql_cell(rows, 0, 0);
+
+        *sampled_ms = ms != NULL ? strtoll(ms, NULL, 10) : -1;
+        if ((w = hr_mysql_cell(rows, 0, 1)) != NULL && (*winner = strdup(w)) == NULL) {
+            hr_mysql_rows_free(rows);
+            snprintf(errstr, errlen, "out of memory");
+            return -1;
+        }
+    }
+    hr_mysql_rows_free(rows);
+    return 0;
+}
+
+/* The figures of the N arms TL by METRIC as the JSON the row keeps:
+ * {"metric": ..., "arms": {"<key>": {"sent", "failed", "unregistered",
+ * "opened", "clicked", "rate"}}}. */
+static char *hr_variant_figures(const hr_variant_tally *tl, size_t n, const char *metric)
+{
+    cJSON *o = cJSON_CreateObject(), *arms = cJSON_AddObjectToObject(o, "arms");
+    int mi = 0;
+    char *text = NULL;
+
+    while (mi < 2 && strcmp(metric, hr_variant_metrics[mi]) != 0)
+        mi++;
+    if (o == NULL || arms == NULL || cJSON_AddStringToObject(o, "metric", metric) == NULL)
+        goto done;
+    for (size_t i = 0; i < n; i++) {
+        cJSON *a = cJSON_AddObjectToObject(arms, tl[i].key);
+        double num, den;
+
+        hr_variant_rate(&tl[i], mi, &num, &den);
+        if (a == NULL || cJSON_AddNumberToObject(a, "sent", (double)tl[i].sent) == NULL ||
+            cJSON_AddNumberToObject(a, "failed", (double)tl[i].failed) == NULL ||
+            cJSON_AddNumberToObject(a, "unregistered", (double)tl[i].unregistered) == NULL ||
+            cJSON_AddNumberToObject(a, "opened", (double)tl[i].opened) == NULL ||
+            cJSON_AddNumberToObject(a, "clicked", (double)tl[i].clicked) == NULL ||
+            cJSON_AddNumberToObject(a, "rate", num / den) == NULL)
+            goto done;
+    }
+    text = cJSON_PrintUnformatted(o);
+done:
+    cJSON_Delete(o);
+    return text;
+}
+
+/* The tallies of S's arms (key order) and of "default" when the splits
+ * leave some of the sample to it, from push_task_variant_count, into TL
+ * (S->n + 1 slots); the number.  -1 on a query error. */
+static long hr_variant_tallies(hr_mysql *m, int64_t task, const hr_variant_set *s,
+                               hr_variant_tally *tl, char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(task)};
+    hr_mysql_rows *rows = NULL;
+    size_t n = 0;
+    int sum = 0;
+
+    for (size_t i = 0; i < s->n; i++) {
+        tl[n++] = (hr_variant_tally){.key = s->v[i].key};
+        sum += s->v[i].split;
+    }
+    if (sum < 100)
+        tl[n++] = (hr_variant_tally){.key = HR_VARIANT_DEFAULT};
+    if (hr_mysql_query(m,
+                       "SELECT vkey, outcome, CAST(n AS SIGNED) FROM push_task_variant_count "
+                       "WHERE task_id = ?",
+                       p, 1, &rows, errstr, errlen) < 0)
+        return -1;
+    for (size_t r = 0; r < rows->nrows; r++) {
+        const char *key = hr_mysql_cell(rows, r, 0), *outcome = hr_mysql_cell(rows, r, 1);
+        int64_t v = strtoll(hr_mysql_cell(rows, r, 2), NULL, 10);
+
+        for (size_t i = 0; i < n; i++) {
+            hr_variant_tally *a = &tl[i];
+            int64_t *slot = strcmp(outcome, "sent") == 0           ? &a->sent
+                            : strcmp(outcome, "failed") == 0       ? &a->failed
+                            : strcmp(outcome, "unregistered") == 0 ? &a->unregistered
+                            : strcmp(outcome, "opened") == 0       ? &a->opened
+                            : strcmp(outcome, "clicked") == 0      ? &a->clicked
+                                                                   : NULL;
+
+            if (slot != NULL && strcasecmp(a->key, key) == 0)
+                *slot += v;
+        }
+    }
+    hr_mysql_rows_free(rows);
+    return (long)n;
+}
+
+int hr_variant_ab_decide(hr_mysql *m, const hr_task *t, char **winner, char *errstr, size_t errlen)
+{
+    hr_variant_set s = {0};
+    hr_variant_tally *tl = NULL;
+    char *figures = NULL;
+    int64_t sampled;
+    size_t w;
+    long n;
+    int rc = -1;
+
+    *winner = NULL;
+    if (hr_variant_load(m, t->id, &s, errstr, errlen) != 0)
+        return -1;
+    if ((tl = calloc(s.n + 1, sizeof *tl)) == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        goto done;
+    }
+    if ((n = hr_variant_tallies(m, t->id, &s, tl, errstr, errlen)) < 0)
+        goto done;
+    if (n == 0) {
+        snprintf(errstr, errlen, "task %" PRId64 " has a winner step and no arms", t->id);
+        goto done;
+    }
+    w = hr_variant_winner(tl, (size_t)n, t->ab_metric);
+    if ((figures = hr_variant_figures(tl, (size_t)n, t->ab_metric)) == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        goto done;
+    }
+    {
+        const hr_mysql_param p[] = {HR_P_STR(tl[w].key), HR_P_STR(figures), HR_P_I64(t->id)};
+
+        /* Once: a second owner after a crash keeps the first one's. */
+        if (hr_mysql_exec(m,
+                          "UPDATE push_task SET ab_winner = ?, ab_decided_at = NOW(3), "
+                          "ab_figures = ? WHERE id = ? AND ab_winner IS NULL",
+                          p, 3, NULL, NULL, NULL, errstr, errlen) < 0)
+            goto done;
+    }
+    rc = hr_variant_ab_state(m, t->id, -1, &sampled, winner, errstr, errlen);
+    if (rc == 0 && *winner == NULL) {
+        snprintf(errstr, errlen, "task %" PRId64 ": the winner was not written", t->id);
+        rc = -1;
+    }
+done:
+    free(figures);
+    free(tl);
+    hr_variant_set_clear(&s);
+    return rc;
+}
+
+const char *hr_variant_ab_phase(const hr_task *t)
+{
+    if (t->ab_sample_pct <= 0)
+        return NULL;
+    if (t->ab_winner != NULL)
+        return t->state == HR_STATE_DONE ? "done" : "sending_rest";
+    return t->ab_sampled_ms >= 0 ? "waiting" : "sampling";
 }

@@ -19,6 +19,16 @@
  * dry-run render give a uid the same arm.  A task has locale variants or
  * arms, not both.
  *
+ * Test then winner (024_ab_winner.sql, push_task.ab_*): the arms go only to
+ * a sample, ab_sample_pct percent of the recipients by a second hash of
+ * (task, uid) (hr_variant_sampled, independent of the arm's); the rest
+ * waits in the task's wait set (dispatcher/dsp_wait.c) scored
+ * HR_VARIANT_HOLD_MS until the owner (dispatcher/dsp_ab.c) picked the
+ * winner ab_wait_s after the sample's end, by the metric, from the counts
+ * per arm (hr_variant_winner), wrote it once (hr_variant_ab_decide) and
+ * released the rest, which then gets the winner's content
+ * (hr_variant_ab_pick).
+ *
  * No logging, no threads of its own; errors are -1 (HR_VARIANT_EINVAL for
  * a value the checks refuse) with ERRSTR. */
 #ifndef HR_VARIANT_H
@@ -43,6 +53,13 @@
  * WK_ECE_PLAIN_MAX, which asserts it. */
 #define HR_VARIANT_WEBPUSH_MAX 3993
 #define HR_VARIANT_EINVAL -2
+/* hr_variant_ab_pick: a recipient of the held rest while the winner is
+ * not known (not pushed: put back to wait). */
+#define HR_VARIANT_HELD -2
+/* The wait-set score of a winner step's held rest: past any real release
+ * instant (year 33658), exact as a ZSET's double; the pick moves the
+ * rest to 0 (due) with wait_defer.lua. */
+#define HR_VARIANT_HOLD_MS 1000000000000000LL
 
 /* One variant: KEY (its locale) and the content fields, NULL = inherited. */
 typedef struct hr_variant {
@@ -128,5 +145,55 @@ typedef struct hr_variant_count {
 /* Adds the N tallies ROWS (upserts, in the caller's transaction).  0 or -1. */
 int hr_variant_count_add(hr_mysql *m, const hr_variant_count *rows, size_t n, char *errstr,
                          size_t errlen);
+
+/* ---- test then winner ------------------------------------------------------------- */
+
+/* The "ab" object of the API's and heraldctl's JSON ({"sample_pct": 1..99,
+ * "wait_s": 0.., "metric": "click" | "open" | "delivered"}; wait_s
+ * defaults to 3600, metric to "click") into T's ab_sample_pct, ab_wait_s
+ * and ab_metric (a static string).  The ranges are hr_task_validate's;
+ * that T has arms is hr_variant_check's.  0 or HR_VARIANT_EINVAL. */
+int hr_variant_ab_from_json(const cJSON *j, hr_task *t, char *errstr, size_t errlen);
+
+/* Whether recipient UID of task TASK is in the sample of PCT percent: a
+ * hash of (~TASK, UID), so independent of the arm's bucket. */
+bool hr_variant_sampled(int64_t task, uint64_t uid, int64_t pct);
+
+/* The variant of recipient UID of task T (variants S, locale LOCALE): as
+ * hr_variant_pick, but for a task with a winner step a uid outside the
+ * sample gets the winner (its index, -1 for "default"), or
+ * HR_VARIANT_HELD while T->ab_winner is NULL. */
+int hr_variant_ab_pick(const hr_variant_set *s, const hr_task *t, uint64_t uid, const char *locale);
+
+/* One arm's counts, as push_task_variant_count holds them. */
+typedef struct hr_variant_tally {
+    const char *key;
+    int64_t sent, failed, unregistered, opened, clicked;
+} hr_variant_tally;
+
+/* The winner among the N ARMS (in the order that breaks ties: arms in key
+ * order, then "default") by METRIC: the highest click rate (clicked /
+ * sent), open rate (opened / sent) or delivered rate (sent / (sent +
+ * failed + unregistered)); a tie, by the delivered rate; still a tie
+ * (nothing counted at all: the documented fallback), the first.  An arm
+ * with nothing in a rate's denominator has the rate 0. */
+size_t hr_variant_winner(const hr_variant_tally *arms, size_t n, const char *metric);
+
+/* The owner's step on task ID's row: with MARK_MS >= 0 sets ab_sampled_at
+ * to it unless set; then reads ab_sampled_at (*SAMPLED_MS, -1 = NULL) and
+ * ab_winner (*WINNER, malloc'd, NULL = none).  0 or -1. */
+int hr_variant_ab_state(hr_mysql *m, int64_t id, int64_t mark_ms, int64_t *sampled_ms,
+                        char **winner, char *errstr, size_t errlen);
+
+/* Picks task T's winner from its variants and counts and writes it, with
+ * the figures read, unless a winner is written already; *WINNER gets the
+ * row's (malloc'd), whoever wrote it.  0 or -1. */
+int hr_variant_ab_decide(hr_mysql *m, const hr_task *t, char **winner, char *errstr, size_t errlen);
+
+/* The phase of T's winner step, for its views: "sampling" (the arms to the
+ * sample), "waiting" (the sample ended at ab_sampled_ms, the pick is due
+ * ab_wait_s later), "sending_rest" (the winner picked, the rest chunked),
+ * "done"; NULL without a winner step. */
+const char *hr_variant_ab_phase(const hr_task *t);
 
 #endif

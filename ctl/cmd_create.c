@@ -70,6 +70,9 @@ const char ctl_create_flags[] =
     "                       subject, text, html (docs/api.md \"Variants\"); repeatable\n"
     "  --variants FILE      or a JSON array of them, each with \"locale\", or A/B arms\n"
     "                       with \"name\" and \"split\" (docs/api.md; - for stdin)\n"
+    "  --ab JSON            test then winner: the arms to a sample, the winner to the\n"
+    "                       rest: {\"sample_pct\": 1..99, \"wait_s\": N, \"metric\":\n"
+    "                       \"click\" | \"open\" | \"delivered\"} (docs/api.md)\n"
     "  --quiet              print only the new id\n";
 
 enum {
@@ -113,6 +116,8 @@ enum {
     OPT_VARIANTS,
     /* rich and silent pushes */
     OPT_RICH,
+    /* A/B tests' winner step */
+    OPT_AB,
 };
 
 static const struct option create_options[] = {
@@ -150,6 +155,7 @@ static const struct option create_options[] = {
     {"variant", required_argument, NULL, OPT_VARIANT},
     {"variants", required_argument, NULL, OPT_VARIANTS},
     {"rich", required_argument, NULL, OPT_RICH},
+    {"ab", required_argument, NULL, OPT_AB},
     {NULL, 0, NULL, 0},
 };
 
@@ -337,6 +343,15 @@ static int create_parse(const ctl_ctx *ctx, int argc, char **argv, create_args *
         case OPT_RICH:
             a->t.rich = optarg; /* hr_task_validate reads it */
             break;
+        case OPT_AB: {
+            cJSON *ab = cJSON_Parse(optarg);
+            int rc = hr_variant_ab_from_json(ab, &a->t, errstr, sizeof errstr);
+
+            cJSON_Delete(ab);
+            if (rc != 0)
+                return ctl_usage(ctx, "--ab: %s", ab != NULL ? errstr : "not JSON");
+            break;
+        }
         case OPT_VARIANT:
         case OPT_VARIANTS:
             if (a->variants == NULL && (a->variants = cJSON_CreateArray()) == NULL)

@@ -56,6 +56,26 @@ typedef struct status_sample {
     char variants[512]; /* "<key> sent N failed N; ..." of push_task_variant_count, "" = none */
 } status_sample;
 
+/* T's winner step (docs/api.md "Test then winner"): the phase, and what it
+ * waits for or what the pick found. */
+static void status_ab(const hr_task *t)
+{
+    const char *phase = hr_variant_ab_phase(t);
+    char at[40];
+
+    if (phase == NULL)
+        return;
+    printf("  ab        sample %" PRId64 "%%  wait %" PRId64 " s  metric %s  phase %s",
+           t->ab_sample_pct, t->ab_wait_s, t->ab_metric, phase);
+    if (t->ab_winner == NULL && t->ab_sampled_ms >= 0)
+        printf(" until %s",
+               ctl_fmt_time_iso(t->ab_sampled_ms + t->ab_wait_s * 1000, at, sizeof at));
+    if (t->ab_winner != NULL)
+        printf("  winner %s by %s  %s", t->ab_winner, t->ab_metric,
+               t->ab_figures != NULL ? t->ab_figures : "");
+    printf("\n");
+}
+
 /* The counts per variant of TASK into S->variants (left "" when there are
  * none or MySQL did not answer: the rest still shows). */
 static void status_variants(hr_mysql *m, int64_t task, status_sample *s)
@@ -319,6 +339,7 @@ static void status_report(const status_sample *s, double rate)
         status_funnel(&s->funnel);
     if (s->variants[0] != '\0')
         printf("  variants  %s\n", s->variants);
+    status_ab(t);
     if (s->subs >= 0)
         printf("  redis     subs left %s  pending chunks %s  stats %s\n",
                ctl_fmt_count(s->subs, n[0], sizeof n[0]),

@@ -54,7 +54,7 @@
  *   dsp_conn dsp_api_job dsp_events
  *   dsp_store dsp_mirror dsp_pace dsp_drop dsp_report dsp_dlog dsp_engage dsp_series
  *   dsp_owned
- *   dsp_wait dsp_ahead dsp_shard
+ *   dsp_wait dsp_ahead dsp_shard dsp_ab
  *   dsp_reconcile
  *   dsp_timer dsp_chunk dsp_sweep
  *   dsp_control dsp_scan

@@ -321,8 +321,18 @@ const char *dsp_api_subs_rendering(cJSON *o, const hr_task *t, const hr_variant_
     int v = -1;
 
     if (vs != NULL && vs->n > 0) {
-        v = hr_variant_pick(vs, t->id, strtoull(uid_s, NULL, 10),
-                            user != NULL ? dsp_api_attr(user, HR_USER_F_LOCALE) : NULL);
+        v = hr_variant_ab_pick(vs, t, strtoull(uid_s, NULL, 10),
+                               user != NULL ? dsp_api_attr(user, HR_USER_F_LOCALE) : NULL);
+        if (v == HR_VARIANT_HELD) {
+            /* Outside a winner step's sample: its content is the winner's,
+             * not picked yet (a pull of it counts for no variant). */
+            cJSON_AddNullToObject(o, "variant");
+            cJSON_AddTrueToObject(o, "held");
+            cJSON_AddNullToObject(o, "title");
+            cJSON_AddNullToObject(o, "body");
+            cJSON_AddNullToObject(o, "payload");
+            return NULL;
+        }
         if (v >= 0) {
             title = vs->v[v].title != NULL ? vs->v[v].title : title;
             body = vs->v[v].body != NULL ? vs->v[v].body : body;

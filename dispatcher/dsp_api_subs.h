@@ -18,7 +18,9 @@ void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
  * an HGETALL reply or NULL) and "payload" of task T to O, as the pull
  * serves them; with per-locale variants VS (NULL: none) the content the
  * user's locale picks, and "variant" naming it (hr_variant.h).  Returns
- * that name (VS's key, or HR_VARIANT_DEFAULT), NULL without variants. */
+ * that name (VS's key, or HR_VARIANT_DEFAULT), NULL without variants.  A
+ * uid an A/B winner step holds until its pick (hr_variant_ab_pick): "held"
+ * true, "variant", "title", "body" and "payload" null, and NULL. */
 const char *dsp_api_subs_rendering(cJSON *o, const hr_task *t, const hr_variant_set *vs,
                                    const char *uid_s, const redisReply *user);
 /* HGETALL of the uid's profile hash (herald:user:<uid>), refilled from

@@ -105,8 +105,27 @@ static bool dsp_api_task_variants(dsp *d, const cJSON *vj, const hr_task *t, hr_
         return false;
     }
     if (rc != 0) {
-        /* Without variants only the task's own content was refused. */
-        hr_httpd_error(resp, 400, vj != NULL ? "invalid_variant" : "invalid_task", "%s", err);
+        /* Without variants (nor a winner step) only the task's own content
+         * was refused. */
+        hr_httpd_error(resp, 400,
+                       vj != NULL || t->ab_sample_pct > 0 ? "invalid_variant" : "invalid_task",
+                       "%s", err);
+        return false;
+    }
+    return true;
+}
+
+/* The winner step AB (NULL, or JSON null: none) into T, checked as
+ * hr_task_validate checks a row.  false after answering 400. */
+static bool dsp_api_task_ab(dsp *d, const cJSON *ab, hr_task *t, hr_httpd_resp *resp)
+{
+    char err[512];
+
+    if (ab == NULL || cJSON_IsNull(ab))
+        return true;
+    if (hr_variant_ab_from_json(ab, t, err, sizeof err) != 0 ||
+        hr_task_validate(t, d->cfg, err, sizeof err) < 0) {
+        hr_httpd_error(resp, 400, "invalid_variant", "%s", err);
         return false;
     }
     return true;
@@ -139,7 +158,7 @@ static bool dsp_api_task_view_variants(dsp_api_conn *ac, const hr_task *t, cJSON
 
 void dsp_api_task_create(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
-    cJSON *j = dsp_api_body(req, resp), *vj = NULL, *o;
+    cJSON *j = dsp_api_body(req, resp), *vj = NULL, *ab = NULL, *o;
     dsp_api_input in = {0};
     hr_variant_set vs = {0};
     hr_task *t = NULL;
@@ -147,12 +166,15 @@ void dsp_api_task_create(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
     uint64_t id = 0;
     const char *scope;
 
-    /* variants are rows of their own (push_task_variant): the rest is the
-     * task's body. */
-    if (j != NULL)
+    /* variants are rows of their own (push_task_variant), the winner step
+     * (ab) columns hr_variant reads: the rest is the task's body. */
+    if (j != NULL) {
         vj = cJSON_DetachItemFromObjectCaseSensitive(j, "variants");
+        ab = cJSON_DetachItemFromObjectCaseSensitive(j, "ab");
+    }
     if (j == NULL || !dsp_api_task_input(d, j, &in, &scope, resp) ||
-        !dsp_api_task_variants(d, vj, &in.t, &vs, resp) || !dsp_api_begin(ac, resp))
+        !dsp_api_task_ab(d, ab, &in.t, resp) || !dsp_api_task_variants(d, vj, &in.t, &vs, resp) ||
+        !dsp_api_begin(ac, resp))
         goto done;
     if (hr_task_insert(ac->m, &in.t, scope, in.has_freeze ? in.t.freeze_ms : -1, 0, &id, NULL, err,
                        sizeof err) < 0) {
@@ -182,6 +204,7 @@ done:
     hr_task_free(t);
     hr_variant_set_clear(&vs);
     dsp_api_input_clear(&in);
+    cJSON_Delete(ab);
     cJSON_Delete(vj);
     cJSON_Delete(j);
 }

@@ -19,6 +19,7 @@
 #include "hr_shard.h"
 #include "hr_state.h"
 #include "hr_tz.h"
+#include "hr_variant.h"
 
 /* ---- task JSON ------------------------------------------------------------ */
 
@@ -64,6 +65,32 @@ static void dsp_api_add_local(cJSON *o, const hr_task *t)
     dsp_api_add_str(o, "window_tz", t->window_tz);
 }
 
+/* T's winner step (docs/api.md "Test then winner") as its "ab" member:
+ * the settings, the phase and its instants, the winner and the per-arm
+ * figures the pick read.  Nothing without one. */
+static void dsp_api_view_ab(cJSON *o, const hr_task *t)
+{
+    const char *phase = hr_variant_ab_phase(t);
+    cJSON *ab;
+
+    if (phase == NULL || (ab = cJSON_AddObjectToObject(o, "ab")) == NULL)
+        return;
+    cJSON_AddNumberToObject(ab, "sample_pct", (double)t->ab_sample_pct);
+    cJSON_AddNumberToObject(ab, "wait_s", (double)t->ab_wait_s);
+    dsp_api_add_str(ab, "metric", t->ab_metric);
+    cJSON_AddStringToObject(ab, "phase", phase);
+    dsp_api_add_time(ab, "sampled_at", t->ab_sampled_ms);
+    dsp_api_add_time(ab, "decide_at",
+                     t->ab_sampled_ms >= 0 ? t->ab_sampled_ms + t->ab_wait_s * 1000 : -1);
+    if (t->ab_winner != NULL)
+        cJSON_AddStringToObject(ab, "winner", t->ab_winner);
+    else
+        cJSON_AddNullToObject(ab, "winner");
+    dsp_api_add_time(ab, "decided_at", t->ab_decided_ms);
+    if (t->ab_figures == NULL || !cJSON_AddItemToObject(ab, "figures", cJSON_Parse(t->ab_figures)))
+        cJSON_AddNullToObject(ab, "figures");
+}
+
 cJSON *dsp_api_view_task(const hr_task *t)
 {
     cJSON *o = cJSON_CreateObject(), *counters, *payload = NULL;
@@ -85,6 +112,7 @@ cJSON *dsp_api_view_task(const hr_task *t)
     }
     if (t->rich == NULL || !cJSON_AddItemToObject(o, "rich", cJSON_Parse(t->rich)))
         cJSON_AddNullToObject(o, "rich");
+    dsp_api_view_ab(o, t);
     dsp_api_add_time(o, "due_at", t->due_ms);
     dsp_api_add_time(o, "freeze_at", t->freeze_ms);
     dsp_api_add_time(o, "expire_at", t->expire_ms > 0 ? t->expire_ms : -1);

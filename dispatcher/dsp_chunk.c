@@ -42,6 +42,7 @@
 #include "dsp_report.h"
 #include "dsp_shard.h"
 #include "dsp_store.h"
+#include "dsp_ab.h"
 #include "dsp_wait.h"
 #include "hr_clock.h"
 #include "hr_finish.h"
@@ -263,6 +264,19 @@ typedef struct dsp_move {
     int64_t n, seq;
 } dsp_move;
 
+/* When DT's chunker looks at its wait set next: its next release instant,
+ * or while an A/B test's winner step holds the rest, the step's (dsp_ab.c:
+ * it may release the rest now, DT->wait_next_ms 0); never past expire_at,
+ * where what waits counts expired. */
+static void dsp_chunk_next_release(dsp *d, dsp_task *dt, int64_t now)
+{
+    dt->next_ms = dt->wait_next_ms;
+    if (dsp_ab_holds(dt))
+        dsp_ab_step(d, dt, now);
+    if (dt->expire_ms > 0 && dt->next_ms > dt->expire_ms)
+        dt->next_ms = dt->expire_ms;
+}
+
 /* DT's subs ran out: true when nothing waits in its wait set either (the
  * task is finished), false with DT->next_ms at the next release (never
  * past its expire_at, where what waits counts expired).  A task that
@@ -281,9 +295,7 @@ static bool dsp_chunk_drained(dsp *d, dsp_task *dt, int64_t now, bool *failed, c
     }
     if (dt->wait_left == 0)
         return true;
-    dt->next_ms = dt->wait_next_ms;
-    if (dt->expire_ms > 0 && dt->next_ms > dt->expire_ms)
-        dt->next_ms = dt->expire_ms;
+    dsp_chunk_next_release(d, dt, now);
     return false;
 }
 
@@ -358,9 +370,9 @@ static bool dsp_chunk_may(dsp *d, dsp_task *dt, int64_t now, dsp_move *mv, bool 
     }
     if (dt->waits && now < dt->wait_next_ms) {
         /* nothing released before then (dsp_chunk_release) */
-        dt->next_ms = dt->expire_ms > 0 && dt->expire_ms < dt->wait_next_ms ? dt->expire_ms
-                                                                            : dt->wait_next_ms;
-        return false;
+        dsp_chunk_next_release(d, dt, now);
+        if (now < dt->wait_next_ms)
+            return false;
     }
     /* Enough chunks wait for a worker (dsp_ahead.c). */
     switch (dsp_ahead(d, dt, errstr, errlen)) {

@@ -6,6 +6,7 @@
 #include "dsp_events.h"
 #include "hr_clock.h"
 #include "hr_stats.h"
+#include "hr_variant.h"
 
 /* The event of UID's TYPE for task T, happened at AT_MS. */
 static hr_event dsp_engage_event(const hr_task *t, uint64_t uid, hr_event_type type, int64_t at_ms,
@@ -33,6 +34,27 @@ static int dsp_engage_count(hr_mysql *m, const hr_task *t, hr_event_type type, i
     return hr_stats_add_rows(m, &row, 1, errstr, errlen);
 }
 
+/* Adds one to the TYPE count of UID's A/B arm (variants S) of task T, in
+ * push_task_variant_count beside the outcomes, so a winner step's pick
+ * reads engagement per arm: the arm is a function of (task, uid) and the
+ * winner (hr_variant_ab_pick), worked out here, so no push carries it.
+ * Nothing for a task without arms.  0 or -1. */
+static int dsp_engage_count_arm(hr_mysql *m, const hr_task *t, const hr_variant_set *s,
+                                uint64_t uid, hr_event_type type, char *errstr, size_t errlen)
+{
+    int v;
+
+    if (!hr_variant_is_split(s) || (v = hr_variant_ab_pick(s, t, uid, NULL)) == HR_VARIANT_HELD)
+        return 0;
+    return hr_variant_count_add(
+        m,
+        &(hr_variant_count){.task = t->id,
+                            .key = v >= 0 ? s->v[v].key : HR_VARIANT_DEFAULT,
+                            .outcome = hr_event_type_name(type),
+                            .n = 1},
+        1, errstr, errlen);
+}
+
 int dsp_engage_record(dsp *d, hr_mysql *m, const hr_task *t, uint64_t uid, hr_event_type type,
                       const char *url, char *errstr, size_t errlen)
 {
@@ -43,8 +65,10 @@ int dsp_engage_record(dsp *d, hr_mysql *m, const hr_task *t, uint64_t uid, hr_ev
     const hr_mysql_param p[] = {HR_P_I64(t->id), HR_P_STR(kind), HR_P_I64((int64_t)uid),
                                 HR_P_I64(now)};
     hr_mysql_rows *rows = NULL;
+    hr_variant_set vs = {0};
     uint64_t inserted = 0;
     bool seen;
+    int rc = -1;
 
     if (hr_mysql_query(m,
                        "SELECT 1 FROM push_engagement WHERE task_id = ? AND kind = ? AND uid = ?",
@@ -58,18 +82,23 @@ int dsp_engage_record(dsp *d, hr_mysql *m, const hr_task *t, uint64_t uid, hr_ev
         snprintf(errstr, errlen, "the event was not confirmed by Kafka in time");
         return -1;
     }
-    if (hr_mysql_begin(m, errstr, errlen) < 0)
-        return -1;
+    if (hr_variant_load(m, t->id, &vs, errstr, errlen) != 0 ||
+        hr_mysql_begin(m, errstr, errlen) < 0)
+        goto done;
     if (hr_mysql_exec(m,
                       "INSERT IGNORE INTO push_engagement (task_id, kind, uid, at) "
                       "VALUES (?, ?, ?, FROM_UNIXTIME(? / 1000))",
                       p, 4, &inserted, NULL, NULL, errstr, errlen) < 0 ||
-        (inserted == 1 && dsp_engage_count(m, t, type, now, errstr, errlen) < 0) ||
+        (inserted == 1 && (dsp_engage_count(m, t, type, now, errstr, errlen) < 0 ||
+                           dsp_engage_count_arm(m, t, &vs, uid, type, errstr, errlen) < 0)) ||
         hr_mysql_commit(m, errstr, errlen) < 0) {
         hr_mysql_rollback(m);
-        return -1;
+        goto done;
     }
-    return inserted == 1;
+    rc = inserted == 1;
+done:
+    hr_variant_set_clear(&vs);
+    return rc;
 }
 
 int dsp_engage_pulled(dsp *d, hr_mysql *m, const hr_task *t, uint64_t uid, char *errstr,

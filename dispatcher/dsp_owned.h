@@ -49,6 +49,10 @@ typedef struct dsp_task {
     char window_tz[HR_TZ_NAME_MAX + 1];   /* "" = the recipient's zone */
     int64_t wait_next_ms;                 /* the next release instant, or a recheck; 0 = now */
     int64_t wait_left;                    /* members in the wait set after the last release */
+    /* an A/B test's winner step (dsp_ab.c): the rest held until the pick */
+    bool ab;          /* the task has one */
+    bool ab_released; /* this owner moved the held rest to due */
+    int64_t ab_wait_s;
     /* pacing (dsp_owned_gauges) */
     int64_t finish_ms; /* finish_by, -1 = not paced; rate_limit is then the rate in force */
     int64_t cap;       /* the effective rate_limit a paced rate never exceeds; 0 = none */

@@ -21,6 +21,9 @@
  *   whose window is open, after every earlier due wave whose window closed
  *   before it was all released was put off to its next opening
  *   (wait_defer.lua).
+ * - An A/B test's winner step (dsp_ab.c) plans through the same park: its
+ *   sample is due at once, the rest scored HR_VARIANT_HOLD_MS (one wave
+ *   without a window) until the pick moves it to due.
  * A task is not finished while the wait set holds members: the chunker
  * sleeps until the next release instant instead.  Cancel drops the wait set
  * as it drops subs (dsp_control.c), a pull takes a uid out of it
@@ -42,6 +45,7 @@
 #include "hr_shard.h"
 #include "hr_tz.h"
 #include "hr_user.h"
+#include "hr_variant.h"
 #include "hr_vec.h"
 
 #define DSP_WAIT_BATCH 1000
@@ -171,7 +175,8 @@ static int dsp_wait_park(dsp_conn *conn, const hr_config *cfg, const hr_task *t,
         snprintf(errstr, errlen, "out of memory");
         goto done;
     }
-    for (i = 0; i < n; i++) {
+    /* A winner step's release is no zone's: the sample now, the rest held. */
+    for (i = 0; t->ab_sample_pct <= 0 && i < n; i++) {
         char user[HR_KEY_MAX];
         const char *cmd[3] = {"HGET", user, "tz"};
 
@@ -181,9 +186,9 @@ static int dsp_wait_park(dsp_conn *conn, const hr_config *cfg, const hr_task *t,
             goto done;
         }
     }
-    if (hr_pipe_exec(pipe, errstr, errlen) < 0)
+    if (t->ab_sample_pct <= 0 && hr_pipe_exec(pipe, errstr, errlen) < 0)
         goto done;
-    for (i = 0; i < n; i++) {
+    for (i = 0; t->ab_sample_pct <= 0 && i < n; i++) {
         redisReply *got = hr_pipe_reply(pipe, i, errstr, errlen);
 
         if (got != NULL && got->type == REDIS_REPLY_STRING)
@@ -202,10 +207,16 @@ static int dsp_wait_park(dsp_conn *conn, const hr_config *cfg, const hr_task *t,
     argv[1] = keys[1];
     argv[2] = keys[2];
     for (i = 0; i < n; i++) {
-        dsp_wait_zone zone;
+        dsp_wait_zone zone = {.name = "UTC", .close_ms = HR_RELEASE_NEVER};
 
-        if (dsp_wait_zone_get(zones, t, tz[i][0] != '\0' ? tz[i] : NULL, now, &zone, errstr,
-                              errlen) < 0)
+        if (t->ab_sample_pct > 0)
+            zone.release_ms =
+                hr_variant_sampled(t->id, strtoull(members->element[i]->str, NULL, 10),
+                                   t->ab_sample_pct)
+                    ? now
+                    : HR_VARIANT_HOLD_MS;
+        else if (dsp_wait_zone_get(zones, t, tz[i][0] != '\0' ? tz[i] : NULL, now, &zone, errstr,
+                                   errlen) < 0)
             goto done;
         snprintf(vals[i][0], sizeof vals[i][0], "%" PRId64, zone.release_ms);
         dsp_wait_wave_value(&zone, vals[i][1], sizeof vals[i][1]);

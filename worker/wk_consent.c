@@ -209,7 +209,13 @@ typedef struct wk_consent_quiets {
     wk_consent_quiet v[WK_CONSENT_QUIET_CACHE];
     size_t n;
     wk_consent_quiet spare; /* past the cache: worked out each time */
+    wk_consent_quiet held;  /* an A/B winner step's rest reaching us before the winner */
 } wk_consent_quiets;
+
+/* How soon a held recipient (wk_task_held) is released again: the task
+ * entry is reloaded at the next chunk (wk_task_cache.c), so the winner the
+ * owner wrote before releasing the rest is read by then. */
+#define WK_CONSENT_HELD_RETRY_MS 2000
 
 /* Whether a member with the fields F is in its quiet hours at NOW_MS
  * (1, with *OUT's release, close and zone), 0 when not (or its _quiet is
@@ -291,6 +297,9 @@ int wk_consent_decide(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redi
     park[0] = c->k_set;
     park[1] = c->k_wait;
     park[2] = c->k_waves;
+    qs->held = (wk_consent_quiet){.release_ms = now_ms + WK_CONSENT_HELD_RETRY_MS,
+                                  .close_ms = HR_RELEASE_NEVER,
+                                  .zone = "UTC"};
     for (size_t i = 0; i < n; i++) {
         const wk_consent_quiet *quiet = NULL;
         const char *uid = members->element[i]->str;
@@ -298,8 +307,14 @@ int wk_consent_decide(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redi
 
         if (cs->verdicts[i] == WK_CONSENT_SKIP)
             continue;
-        if ((v = wk_consent_verdict_of(cs, c, i, qs, now_ms, &quiet, errstr, errlen)) < 0)
+        /* Held: this entry of the task predates its winner (rare: a chunk
+         * of the sample still held it); back to wait, never the default. */
+        if (wk_task_held(c->task, uid)) {
+            v = WK_CONSENT_DEFER;
+            quiet = &qs->held;
+        } else if ((v = wk_consent_verdict_of(cs, c, i, qs, now_ms, &quiet, errstr, errlen)) < 0) {
             goto done;
+        }
         cs->verdicts[i] = (uint8_t)v;
         /* With the events gate the loop acknowledges them, behind their
          * events (wk_lifecycle_consent). */

@@ -127,10 +127,24 @@ static int wk_task_contents(wk_task *wt, char *errstr, size_t errlen)
 
 unsigned wk_task_variant(const wk_task *wt, const char *uid, const char *locale)
 {
+    int v;
+
     if (wt->variants.n == 0)
         return 0;
-    return (unsigned)(hr_variant_pick(&wt->variants, wt->row->id, strtoull(uid, NULL, 10), locale) +
-                      1);
+    v = hr_variant_ab_pick(&wt->variants, wt->row, strtoull(uid, NULL, 10), locale);
+    return v >= 0 ? (unsigned)v + 1 : 0;
+}
+
+bool wk_task_undecided(const wk_task *wt)
+{
+    return wt->row->ab_sample_pct > 0 && wt->row->ab_winner == NULL;
+}
+
+bool wk_task_held(const wk_task *wt, const char *uid)
+{
+    return wk_task_undecided(wt) &&
+           hr_variant_ab_pick(&wt->variants, wt->row, strtoull(uid, NULL, 10), NULL) ==
+               HR_VARIANT_HELD;
 }
 
 const wk_content *wk_task_content(const wk_task *wt, unsigned variant)

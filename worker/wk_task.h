@@ -119,9 +119,16 @@ int wk_task_build(const hr_config *cfg, hr_task *row, hr_variant_set *variants, 
                   char *errstr, size_t errlen);
 
 /* The content index (wk_task.content) recipient UID (a valid uid) whose
- * profile's locale is LOCALE (NULL: none) gets: hr_variant_pick's variant
- * (its A/B arm, or its locale's) + 1, or 0. */
+ * profile's locale is LOCALE (NULL: none) gets: hr_variant_ab_pick's
+ * variant (its A/B arm, the winner for the rest of a winner step, or its
+ * locale's) + 1, or 0.  Never asked for a held one (wk_task_held). */
 unsigned wk_task_variant(const wk_task *wt, const char *uid, const char *locale);
+/* Whether UID is of the held rest of WT's winner step and WT (as loaded)
+ * knows no winner yet: it must not be pushed. */
+bool wk_task_held(const wk_task *wt, const char *uid);
+/* Whether WT has a winner step whose winner it does not know: the cache
+ * keeps such an entry only while a chunk holds it. */
+bool wk_task_undecided(const wk_task *wt);
 /* Content VARIANT of WT (content[0] for an index past the last). */
 const wk_content *wk_task_content(const wk_task *wt, unsigned variant);
 /* Frees a task built by wk_task_build.  Accepts NULL. */

@@ -70,10 +70,13 @@ static size_t wk_task_find(const wk_task_cache *tc, int64_t id)
 }
 
 /* Whether entry WT may be handed out as it is: a chunk holds it, or it is
- * younger than WK_TASK_TTL_MS. */
+ * younger than WK_TASK_TTL_MS.  A winner step's task without its winner
+ * is read again for every chunk that is not sharing it: the winner is
+ * written before the owner releases the rest, so the rest's chunks read
+ * it (one query per chunk, only until the pick). */
 static bool wk_task_fresh(const wk_task *wt, int64_t now_ms)
 {
-    return wt->refs > 0 || now_ms - wt->loaded_ms < WK_TASK_TTL_MS;
+    return wt->refs > 0 || (now_ms - wt->loaded_ms < WK_TASK_TTL_MS && !wk_task_undecided(wt));
 }
 
 /* The slot a new entry takes: an empty one, else the oldest unreferenced

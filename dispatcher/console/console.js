@@ -330,6 +330,7 @@
     $('task-counters').tBodies[0].replaceChildren();
     $('task-variants').tBodies[0].replaceChildren();
     $('task-variants').hidden = true;
+    $('task-ab').hidden = true;
     $('chunks-table').tBodies[0].replaceChildren();
     $('task-chart').replaceChildren();
     $('subs-progress').value = 0;
@@ -426,12 +427,32 @@
       const c = counts[v.id || v.key] || {};
       const tr = row([el('th', v.key), v.title || '', v.body || '',
         el('td', fmt(c.sent || 0), 'num'), el('td', fmt(c.failed || 0), 'num'),
-        el('td', fmt(c.unregistered || 0), 'num'), el('td', fmt(c.pulled || 0), 'num')]);
+        el('td', fmt(c.unregistered || 0), 'num'), el('td', fmt(c.pulled || 0), 'num'),
+        el('td', fmt(c.opened || 0), 'num'), el('td', fmt(c.clicked || 0), 'num')]);
       tr.firstChild.scope = 'row';
       tr.dataset.variant = v.id || v.key;
       return tr;
     });
     $('task-variants').tBodies[0].replaceChildren(...rows);
+    renderAb(t.ab);
+  }
+
+  /* An A/B test's winner step (GET /v1/tasks/{id}: ab, docs/api.md "Test
+   * then winner"): its phase, when the pick is due, and the winner with the
+   * per-arm rates the pick read. */
+  function renderAb(ab) {
+    $('task-ab').hidden = !ab;
+    if (!ab) return;
+    let text = 'A/B test then winner: sample ' + ab.sample_pct + ' %, metric ' + ab.metric +
+      ', phase ' + ab.phase;
+    if (ab.phase === 'waiting') text += ' until ' + ab.decide_at;
+    if (ab.winner) {
+      const arms = (ab.figures && ab.figures.arms) || {};
+      text += '; winner ' + ab.winner + ' by ' + ab.metric + ' (' + Object.entries(arms)
+        .map(([k, f]) => k + ' ' + (100 * f.rate).toFixed(1) + ' % of ' + fmt(f.sent))
+        .join(', ') + ')';
+    }
+    $('task-ab').textContent = text;
   }
 
   function svg(tag, attrs, text) {

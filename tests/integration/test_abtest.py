@@ -16,8 +16,8 @@ tests") on the real stack, with one herald-dispatcher and herald-worker:
   3. bad splits refused 400 (over 100 % in all, a split of 0, arms mixed
      with locale variants, a name and a locale on one arm).
 
-What is not built (docs/api.md): test-then-winner (a sample first, a wait,
-the winner by clicks / opens / delivered, then the rest).
+Test then winner (a sample first, a wait, the winner by clicks / opens /
+delivered, then the rest) is test_abwinner.py's.
 
 usage: test_abtest.py HERALD_DISPATCHER HERALD_WORKER HERALD_SINK
 (exit 77 without HERALD_TEST_CONFIG)"""

@@ -35,7 +35,8 @@ herald-sinks (a fast one, a slow one (--latency-ms) and one answering 400 to
   9. per-locale variants (issue 32): a task with a de and a pt variant pushed
      to profiles in de-AT, pt-BR and none: its page's variants table shows
      each variant's title and its recipients sent per variant, as
-     GET /v1/tasks/{id}'s variant_counts.
+     GET /v1/tasks/{id}'s variant_counts; an A/B test with a winner step:
+     the page's line names the winner the API names.
 
 Screenshots go to OUTDIR.  usage: test_console.py HERALD_DISPATCHER HERALD_WORKER
 HERALD_SINK OUTDIR (exit 77 without HERALD_TEST_CONFIG, or when chromium is not
@@ -429,6 +430,29 @@ class Run:
               "the task page's variants table: each variant's title and its sent (%s)" % rows)
         await b.eval("document.getElementById('task-variants').scrollIntoView()")
         await self.shot("variants")
+        # An A/B winner step: arms A and B, half of them sampled, picked by
+        # the delivered rate a second after the sample; the page's line
+        # names the winner the API names.
+        status, t = env.http("POST", "/v1/tasks", {
+            "name": "console-abwinner", "channel": "webhook", "topic": env.topic,
+            "due_at": now_ms() + 2000, "title": "Hello", "body": "b",
+            "variants": [{"name": "A", "split": 50, "title": "Aa"},
+                         {"name": "B", "split": 50, "title": "Bb"}],
+            "ab": {"sample_pct": 50, "wait_s": 1, "metric": "delivered"}})
+        if not check(status == 201, "a task with a winner step created (%s %s)" % (status, t)):
+            return
+        tid = t["id"]
+        status, _ = env.http("POST", "/v1/tasks/%d/subscribers" % tid, {"uids": VARIANT_UIDS})
+        check(status == 200 and env.wait_state(tid, "done", 60), "the winner step's task done")
+        winner = (env.http("GET", "/v1/tasks/%d" % tid)[1].get("ab") or {}).get("winner")
+        await b.goto(self.base + "#/task/%d" % tid)
+        line = await b.wait("(p => !p.hidden && p.textContent.includes('winner') && "
+                            "p.textContent)(document.getElementById('task-ab'))", 15)
+        check(winner in ("A", "B") and line and "phase done" in line and
+              ("winner %s by delivered" % winner) in line,
+              "the task page's winner step line names the winner %s (%s)" % (winner, line))
+        await b.eval("document.getElementById('task-ab').scrollIntoView()")
+        await self.shot("abwinner")
 
     # ---- 7. the event webhooks page -----------------------------------------------------
 

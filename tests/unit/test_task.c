@@ -206,6 +206,44 @@ static void test_push_options(void **state)
     expect_invalid(&t, *state, "priority must be high or normal");
 }
 
+/* An A/B test's winner step (024_ab_winner.sql): the ranges a row is held
+ * to (a raw SQL row that breaks one fails the task), and what it does not
+ * go with. */
+static void test_ab(void **state)
+{
+    hr_task t = valid_task();
+    char err[256];
+
+    t.ab_sample_pct = 20;
+    t.ab_wait_s = 60;
+    t.ab_metric = "click";
+    assert_int_equal(hr_task_validate(&t, *state, err, sizeof err), 0);
+    assert_true(hr_task_waits(&t));
+    t.ab_metric = "reply";
+    expect_invalid(&t, *state, "ab.metric \"reply\" is not click, open or delivered");
+    t.ab_metric = NULL;
+    expect_invalid(&t, *state, "ab.metric \"\" is not click");
+    t.ab_metric = "delivered";
+    t.ab_sample_pct = 100;
+    expect_invalid(&t, *state, "ab.sample_pct 100 is outside 1..99");
+    t.ab_sample_pct = -5;
+    expect_invalid(&t, *state, "ab.sample_pct -5 is outside 1..99");
+    t.ab_sample_pct = 20;
+    t.ab_wait_s = -1;
+    expect_invalid(&t, *state, "ab.wait_s -1 is outside 0..2678400");
+    t.ab_wait_s = 0;
+    t.local_time = 1;
+    expect_invalid(&t, *state, "ab with local_time");
+    t.local_time = 0;
+    t.shards = 2;
+    expect_invalid(&t, *state, "shards 2 with ab");
+    t.shards = 1;
+    t.ab_sample_pct = -1; /* the column's NULL: none */
+    t.ab_metric = NULL;
+    assert_int_equal(hr_task_validate(&t, *state, err, sizeof err), 0);
+    assert_false(hr_task_waits(&t));
+}
+
 /* local_time, the zones and the window (008_local_time.sql). */
 static void test_local_time(void **state)
 {
@@ -270,7 +308,10 @@ static int task_row_cells(const char *state, const char *control, const char *tt
                      /* recipients: category, opted_out, suppressed */
                      "marketing", "3", "2",
                      /* rich and silent pushes */
-                     "{\"silent\": true}"};
+                     "{\"silent\": true}",
+                     /* the winner step: sample, wait, metric, sampled, winner, decided,
+                      * figures */
+                     "20", "600", "open", "1700000100000", "B", NULL, NULL};
     hr_mysql_rows rows = {.nrows = 1, .ncols = sizeof cells / sizeof cells[0], .cells = cells};
 
     return hr_task_from_row(&rows, 0, out, errstr, errlen);
@@ -335,6 +376,14 @@ static void test_from_row_enums(void **state)
     assert_string_equal(t->last_warning, "channel webhook is overbooked");
     assert_int_equal(t->shards, 4);
     assert_string_equal(t->rich, "{\"silent\": true}");
+    assert_int_equal(t->ab_sample_pct, 20);
+    assert_int_equal(t->ab_wait_s, 600);
+    assert_string_equal(t->ab_metric, "open");
+    assert_int_equal(t->ab_sampled_ms, 1700000100000);
+    assert_string_equal(t->ab_winner, "B");
+    assert_int_equal(t->ab_decided_ms, -1);
+    assert_null(t->ab_figures);
+    assert_true(hr_task_waits(t)); /* the rest waits in the wait set */
     hr_task_free(t);
     assert_int_equal(task_row_cells("done", "run", "-1", "x", "urgent", &t, err, sizeof err), 0);
     assert_int_equal(t->ttl_s, -2); /* a written -1 is not NULL */
@@ -444,14 +493,23 @@ static void test_defaults(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_valid),           cmocka_unit_test(test_unknown_channel),
-        cmocka_unit_test(test_chunk_size),      cmocka_unit_test(test_due_at_null),
-        cmocka_unit_test(test_negative_limits), cmocka_unit_test(test_throttle_window),
-        cmocka_unit_test(test_payload),         cmocka_unit_test(test_templates),
-        cmocka_unit_test(test_push_options),    cmocka_unit_test(test_from_row_enums),
-        cmocka_unit_test(test_expiry),          cmocka_unit_test(test_local_time),
-        cmocka_unit_test(test_finish_by),       cmocka_unit_test(test_shards),
-        cmocka_unit_test(test_defaults),        cmocka_unit_test(test_rich),
+        cmocka_unit_test(test_valid),
+        cmocka_unit_test(test_unknown_channel),
+        cmocka_unit_test(test_chunk_size),
+        cmocka_unit_test(test_due_at_null),
+        cmocka_unit_test(test_negative_limits),
+        cmocka_unit_test(test_throttle_window),
+        cmocka_unit_test(test_payload),
+        cmocka_unit_test(test_templates),
+        cmocka_unit_test(test_push_options),
+        cmocka_unit_test(test_from_row_enums),
+        cmocka_unit_test(test_expiry),
+        cmocka_unit_test(test_local_time),
+        cmocka_unit_test(test_finish_by),
+        cmocka_unit_test(test_shards),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_rich),
+        cmocka_unit_test(test_ab),
     };
     return cmocka_run_group_tests(tests, task_setup, task_teardown);
 }
