@@ -23,6 +23,7 @@
  * line.
  * Layers (checked by scripts/check-graph):
  *   ctl_ctx ctl_fmt: the context and the helpers every command uses; formats
+ *   ctl_variant: the per-locale variant options of create and series create
  *   ctl_cmd: the commands' prototypes
  *   cmd_address cmd_control cmd_create cmd_import cmd_list: the commands, one a file,
  *   cmd_audit cmd_hooks cmd_migrate cmd_purge: on four lines
