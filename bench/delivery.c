@@ -10,9 +10,15 @@
  *   herald-bench-delivery -c CONFIG TASK N RATE MYSQLD_PID
  *
  * Prints one JSON object: rows pushed, rows the reporter dropped, the
- * wall milliseconds, MariaDB's CPU seconds and CPU microseconds per row.
+ * wall milliseconds, MariaDB's CPU seconds and CPU microseconds per row,
+ * and this process's own CPU (the reporter's thread and, with
+ * events.enabled, the events publisher's and librdkafka's: a worker's
+ * share of an outcome) over the same span, per row.  Run under callgrind
+ * with events on and off, the difference in instructions per row is the
+ * worker's cost of an event (docs/performance.md "Issue 30").
  * The caller owns the task row and deletes its push_delivery rows. */
 #include <inttypes.h>
+#include <sys/resource.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +61,16 @@ static double bench_cpu_s(long pid)
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
+/* This process's utime + stime in seconds, every thread's. */
+static double bench_self_cpu_s(void)
+{
+    struct rusage ru;
+
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
 static void bench_sleep_ms(double ms)
 {
     struct timespec d = {(time_t)(ms / 1000), (long)((ms - (time_t)(ms / 1000) * 1000) * 1e6)};
@@ -72,7 +88,7 @@ int main(int argc, char **argv)
     char errstr[1024];
     int64_t task, n, rate, due_ms;
     long pid;
-    double cpu0, cpu1, t0, ms;
+    double cpu0, cpu1, self0, self1, t0, ms;
     int rc = 2;
 
     if (argc != 7 || strcmp(argv[1], "-c") != 0)
@@ -108,6 +124,7 @@ int main(int argc, char **argv)
         goto fail;
     due_ms = hr_clock_now_ms(); /* the task is due about now: today's partition */
     cpu0 = bench_cpu_s(pid);
+    self0 = bench_self_cpu_s();
     t0 = bench_now_ms();
     for (int64_t i = 0; i < n; i++) {
         struct timespec now;
@@ -131,6 +148,7 @@ int main(int argc, char **argv)
     }
     wk_reporter_stop(rp);
     rp = NULL;
+    self1 = bench_self_cpu_s();
     ms = bench_now_ms() - t0;
     bench_sleep_ms(1000);
     cpu1 = bench_cpu_s(pid);
@@ -139,11 +157,12 @@ int main(int argc, char **argv)
         goto fail;
     }
     printf("{\"rows\": %" PRId64 ", \"dropped\": %.0f, \"wall_ms\": %.0f, \"mysqld_cpu_s\": %.3f, "
-           "\"mysqld_us_per_row\": %.2f}\n",
+           "\"mysqld_us_per_row\": %.2f, \"self_cpu_s\": %.3f, \"self_us_per_row\": %.2f}\n",
            n,
            hr_metrics_value(met->reporter_dropped[WK_DROP_QUEUE_FULL]) +
                hr_metrics_value(met->reporter_dropped[WK_DROP_REJECTED]),
-           ms, cpu1 - cpu0, (cpu1 - cpu0) * 1e6 / (double)n);
+           ms, cpu1 - cpu0, (cpu1 - cpu0) * 1e6 / (double)n, self1 - self0,
+           (self1 - self0) * 1e6 / (double)n);
     rc = 0;
     goto done;
 usage:

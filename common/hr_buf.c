@@ -76,22 +76,57 @@ int hr_buf_append(hr_buf *b, const char *s, size_t n)
     return 0;
 }
 
-/* U in decimal, after a minus sign when MINUS, into OUT; its length. */
+/* U in decimal, after a minus sign when MINUS, into OUT; its length.  Two
+ * digits a division, written in place from the end once the length is
+ * known: the events encoder (hr_event) writes six numbers a push. */
 static size_t hr_buf_digits(uint64_t u, bool minus, char out[HR_BUF_I64_MAX])
 {
-    char digits[HR_BUF_I64_MAX];
-    size_t n = sizeof digits, len;
+    static const char pairs[201] = "00010203040506070809101112131415161718192021222324"
+                                   "25262728293031323334353637383940414243444546474849"
+                                   "50515253545556575859606162636465666768697071727374"
+                                   "75767778798081828384858687888990919293949596979899";
+    static const uint64_t tens[20] = {1u,
+                                      10u,
+                                      100u,
+                                      1000u,
+                                      10000u,
+                                      100000u,
+                                      1000000u,
+                                      10000000u,
+                                      100000000u,
+                                      1000000000u,
+                                      10000000000u,
+                                      100000000000u,
+                                      1000000000000u,
+                                      10000000000000u,
+                                      100000000000000u,
+                                      1000000000000000u,
+                                      10000000000000000u,
+                                      100000000000000000u,
+                                      1000000000000000000u,
+                                      10000000000000000000u};
+    size_t len = 1, n;
 
-    do {
-        digits[--n] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u > 0);
+    while (len < 20 && u >= tens[len])
+        len++;
     if (minus)
-        digits[--n] = '-';
-    len = sizeof digits - n;
-    memcpy(out, digits + n, len);
+        *out++ = '-';
     out[len] = '\0';
-    return len;
+    n = len;
+    while (u >= 100) {
+        unsigned d = (unsigned)(u % 100) * 2;
+
+        u /= 100;
+        out[--n] = pairs[d + 1];
+        out[--n] = pairs[d];
+    }
+    if (u >= 10) {
+        out[--n] = pairs[u * 2 + 1];
+        out[--n] = pairs[u * 2];
+    } else {
+        out[--n] = (char)('0' + u);
+    }
+    return len + (minus ? 1 : 0);
 }
 
 size_t hr_buf_i64(int64_t v, char out[HR_BUF_I64_MAX])

@@ -70,71 +70,109 @@ int hr_event_id(const hr_event *ev, char *out, size_t len)
 
 int hr_event_key(const hr_event *ev, char *out, size_t len)
 {
-    return snprintf(out, len, "%" PRIu64, ev->uid);
+    /* Once per event produced: printf's machinery left out. */
+    if (len < HR_BUF_I64_MAX)
+        return -1;
+    return (int)hr_buf_i64((int64_t)ev->uid, out);
 }
 
-/* Appends the literal L. */
-#define HR_EVENT_LIT(out, l) hr_buf_append((out), (l), sizeof(l) - 1)
+/* Writes the literal L at P; the end. */
+#define HR_EVENT_LIT(p, l) ((char *)memcpy((p), (l), sizeof(l) - 1) + sizeof(l) - 1)
 
-/* Appends ,"NAME": (NAME a literal without escapes). */
-#define HR_EVENT_NAME(out, name) HR_EVENT_LIT((out), ",\"" name "\":")
+/* Writes ,"NAME": (NAME a literal without escapes) at P; the end. */
+#define HR_EVENT_NAME(p, name) HR_EVENT_LIT((p), ",\"" name "\":")
 
-/* Appends the integer V, or null when NULLED.  No snprintf here: the
- * encoder runs once per push. */
-static int hr_event_int(hr_buf *out, int64_t v, bool nulled)
+/* Writes the integer V, or null when NULLED, at P (HR_BUF_I64_MAX bytes of
+ * room); the end. */
+static char *hr_event_int(char *p, int64_t v, bool nulled)
 {
-    return nulled ? HR_EVENT_LIT(out, "null") : hr_buf_append_i64(out, v);
+    return nulled ? HR_EVENT_LIT(p, "null") : p + hr_buf_i64(v, p);
 }
 
 /* Appends S as a JSON string, or null when S is NULL. */
 static int hr_event_str(hr_buf *out, const char *s)
 {
     if (s == NULL)
-        return HR_EVENT_LIT(out, "null");
-    return HR_EVENT_LIT(out, "\"") < 0 || hr_json_escape_append(out, s, strlen(s)) < 0 ||
-                   HR_EVENT_LIT(out, "\"") < 0
+        return hr_buf_append(out, "null", 4);
+    return hr_buf_append(out, "\"", 1) < 0 || hr_json_escape_append(out, s, strlen(s)) < 0 ||
+                   hr_buf_append(out, "\"", 1) < 0
                ? -1
                : 0;
 }
+
+/* The most bytes of an event before its channel's value (the literals' 72,
+ * four integers of at most 20 digits and the last one's NUL, the type's
+ * name twice and the kind's, at most 12 each: 187) and after it (the literals'
+ * 77, four integers and a NUL, the hash's 66: 224), both under this. */
+#define HR_EVENT_PART_MAX 256
+#define HR_EVENT_STR(x) #x
+#define HR_EVENT_XSTR(x) HR_EVENT_STR(x)
 
 int hr_event_encode(const hr_event *ev, hr_buf *out)
 {
     static const char hex[] = "0123456789abcdef";
     const char *type = hr_event_type_name(ev->type), *kind;
-    char hash[2 * HR_EVENT_HASH_LEN + 1];
-    size_t start = out->len;
+    size_t start = out->len, tlen, klen, task_len, uid_len;
+    /* The fields up to the channel's value, then those after it: each
+     * written here and appended at once (the encoder runs once per push on
+     * the worker's reporter thread, where an append per field cost more
+     * than the event's production to Kafka; issue 30's measurement in
+     * docs/performance.md). */
+    char head[HR_EVENT_PART_MAX], tail[HR_EVENT_PART_MAX], *p;
+    char task[HR_BUF_I64_MAX], uid[HR_BUF_I64_MAX]; /* each written twice */
 
     if (type == NULL)
         return -1;
     kind = hr_event_kind_name(hr_event_type_kind(ev->type));
-    for (size_t i = 0; i < HR_EVENT_HASH_LEN; i++) {
-        hash[2 * i] = hex[ev->address_hash[i] >> 4];
-        hash[2 * i + 1] = hex[ev->address_hash[i] & 15];
+    tlen = strlen(type);
+    klen = strlen(kind);
+    task_len = hr_buf_i64(ev->task, task);
+    uid_len = hr_buf_i64((int64_t)ev->uid, uid);
+    /* The id as hr_event_id writes it: TASK-UID-TYPE.  The type and kind
+     * names are the table's, which need no escapes. */
+    p = HR_EVENT_LIT(head, "{\"v\":" HR_EVENT_XSTR(HR_EVENT_VERSION) ",\"id\":\"");
+    p = (char *)memcpy(p, task, task_len) + task_len;
+    *p++ = '-';
+    p = (char *)memcpy(p, uid, uid_len) + uid_len;
+    *p++ = '-';
+    p = (char *)memcpy(p, type, tlen) + tlen;
+    p = HR_EVENT_LIT(p, "\",\"type\":\"");
+    p = (char *)memcpy(p, type, tlen) + tlen;
+    p = HR_EVENT_LIT(p, "\",\"kind\":\"");
+    p = (char *)memcpy(p, kind, klen) + klen;
+    p = HR_EVENT_LIT(p, "\"");
+    p = HR_EVENT_NAME(p, "task");
+    p = (char *)memcpy(p, task, task_len) + task_len;
+    p = hr_event_int(HR_EVENT_NAME(p, "series"), ev->series, ev->series <= 0);
+    p = HR_EVENT_NAME(p, "uid");
+    p = (char *)memcpy(p, uid, uid_len) + uid_len;
+    p = HR_EVENT_NAME(p, "channel");
+    if (hr_buf_append(out, head, (size_t)(p - head)) < 0 || hr_event_str(out, ev->channel) < 0)
+        goto fail;
+    p = HR_EVENT_NAME(tail, "address_hash");
+    if (ev->has_hash) {
+        *p++ = '"';
+        for (size_t i = 0; i < HR_EVENT_HASH_LEN; i++) {
+            *p++ = hex[ev->address_hash[i] >> 4];
+            *p++ = hex[ev->address_hash[i] & 15];
+        }
+        *p++ = '"';
+    } else {
+        p = HR_EVENT_LIT(p, "null");
     }
-    hash[2 * HR_EVENT_HASH_LEN] = '\0';
-    /* The id as hr_event_id writes it: TASK-UID-TYPE. */
-    if (HR_EVENT_LIT(out, "{\"v\":") < 0 || hr_buf_append_i64(out, HR_EVENT_VERSION) < 0 ||
-        HR_EVENT_NAME(out, "id") < 0 || HR_EVENT_LIT(out, "\"") < 0 ||
-        hr_buf_append_i64(out, ev->task) < 0 || HR_EVENT_LIT(out, "-") < 0 ||
-        hr_buf_append_u64(out, ev->uid) < 0 || HR_EVENT_LIT(out, "-") < 0 ||
-        hr_buf_append(out, type, strlen(type)) < 0 || HR_EVENT_LIT(out, "\"") < 0 ||
-        HR_EVENT_NAME(out, "type") < 0 || hr_event_str(out, type) < 0 ||
-        HR_EVENT_NAME(out, "kind") < 0 || hr_event_str(out, kind) < 0 ||
-        HR_EVENT_NAME(out, "task") < 0 || hr_event_int(out, ev->task, false) < 0 ||
-        HR_EVENT_NAME(out, "series") < 0 || hr_event_int(out, ev->series, ev->series <= 0) < 0 ||
-        HR_EVENT_NAME(out, "uid") < 0 || hr_event_int(out, (int64_t)ev->uid, false) < 0 ||
-        HR_EVENT_NAME(out, "channel") < 0 || hr_event_str(out, ev->channel) < 0 ||
-        HR_EVENT_NAME(out, "address_hash") < 0 ||
-        hr_event_str(out, ev->has_hash ? hash : NULL) < 0 ||
-        HR_EVENT_NAME(out, "provider_status") < 0 ||
-        hr_event_int(out, ev->provider_status, ev->provider_status <= 0) < 0 ||
-        HR_EVENT_NAME(out, "attempt") < 0 || hr_event_int(out, ev->attempt, false) < 0 ||
-        HR_EVENT_NAME(out, "at_ms") < 0 || hr_event_int(out, ev->at_ms, false) < 0 ||
-        HR_EVENT_NAME(out, "due_ms") < 0 || hr_event_int(out, ev->due_ms, ev->due_ms <= 0) < 0 ||
-        HR_EVENT_NAME(out, "url") < 0 || hr_event_str(out, ev->url) < 0 ||
-        HR_EVENT_LIT(out, "}") < 0) {
-        hr_buf_truncate(out, start);
-        return -1;
-    }
+    p = hr_event_int(HR_EVENT_NAME(p, "provider_status"), ev->provider_status,
+                     ev->provider_status <= 0);
+    p = hr_event_int(HR_EVENT_NAME(p, "attempt"), ev->attempt, false);
+    p = hr_event_int(HR_EVENT_NAME(p, "at_ms"), ev->at_ms, false);
+    p = hr_event_int(HR_EVENT_NAME(p, "due_ms"), ev->due_ms, ev->due_ms <= 0);
+    p = HR_EVENT_NAME(p, "url");
+    if (ev->url == NULL)
+        p = HR_EVENT_LIT(p, "null}");
+    if (hr_buf_append(out, tail, (size_t)(p - tail)) < 0 ||
+        (ev->url != NULL && (hr_event_str(out, ev->url) < 0 || hr_buf_append(out, "}", 1) < 0)))
+        goto fail;
     return 0;
+fail:
+    hr_buf_truncate(out, start);
+    return -1;
 }

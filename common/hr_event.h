@@ -100,7 +100,8 @@ void hr_event_hash(const char *address, size_t len, unsigned char out[HR_EVENT_H
 /* Writes EV's id ("<task>-<uid>-<type>") into OUT (LEN >= HR_EVENT_ID_MAX);
  * its length. */
 int hr_event_id(const hr_event *ev, char *out, size_t len);
-/* Writes EV's key (the uid in decimal) into OUT (LEN >= 24); its length. */
+/* Writes EV's key (the uid in decimal, at most 19 digits) into OUT; its
+ * length, or -1 when LEN is under HR_BUF_I64_MAX. */
 int hr_event_key(const hr_event *ev, char *out, size_t len);
 /* Appends EV's JSON value to OUT.  0, or -1 past OUT's cap or for a type
  * out of range (OUT unchanged). */

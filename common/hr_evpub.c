@@ -1,15 +1,24 @@
 /* hr_evpub: the events publisher (see hr_evpub.h).
  *
- * Its thread polls the producer (rd_kafka_poll, 100 ms at a time), which
- * serves the delivery reports: librdkafka's own background queue takes no
- * delivery reports.
+ * Its thread polls the producer (rd_kafka_poll), which serves the delivery
+ * reports: librdkafka's own background queue takes no delivery reports.
+ * While events are held it serves them every EVPUB_SERVE_MS without
+ * waiting on the queue, so a report does not wake it: librdkafka sends a
+ * request per partition, and one wake-up per request (12 partitions,
+ * linger.ms 20: up to 600 a second) cost the worker more CPU than the
+ * events themselves (docs/performance.md "Issue 30").  Idle, it waits on the
+ * queue, EVPUB_POLL_MS at a time.
  *
  * The events held are a ring of slots in sequence order, from the oldest
- * not yet confirmed (number BASE, at index HEAD) on; a slot owns its
- * encoded value, which librdkafka produces without copying (it reads our
- * buffer until the report), and is released when the watermark passes it.
- * The ring grows by doubling up to events.queue_max.  A message's opaque is
- * its sequence number, by which the report finds its slot. */
+ * not yet confirmed (number BASE, at index HEAD) on, released when the
+ * watermark passes them.  An event is encoded into one buffer the
+ * publisher reuses and librdkafka copies it into its message (the one
+ * allocation it makes for a message anyway, key included): no allocation
+ * of ours per event.  A slot holds a copy of its value only when it must be
+ * produced again (a failed report gives it back from the message, a full
+ * local queue from the buffer).  The ring grows by doubling up to
+ * events.queue_max.  A message's opaque is its sequence number, by which the
+ * report finds its slot. */
 #include "hr_evpub.h"
 
 #include <errno.h>
@@ -28,8 +37,12 @@
 
 #define EVPUB_FIRST_CAP 1024
 /* The publisher's thread waits this long for delivery reports at a time
- * (and so notices a stop within it). */
+ * when it holds no events (and so notices a stop within it). */
 #define EVPUB_POLL_MS 100
+/* While events are held, it serves their reports this often: a chunk's
+ * acknowledgements wait that much longer at most (events.flush_ms, 10, is
+ * the reporter's own cadence). */
+#define EVPUB_SERVE_MS 10
 /* Events that failed wait at least this long before they go again. */
 #define EVPUB_RETRY_MS 500
 /* The stats the metrics show: published, retried, lost, held. */
@@ -42,7 +55,7 @@ typedef enum evpub_state {
 } evpub_state;
 
 typedef struct evpub_slot {
-    char *value;
+    char *value; /* to produce again (EVPUB_RETRY, and held after it); else NULL */
     size_t len;
     uint64_t uid;
     evpub_state state;
@@ -50,11 +63,20 @@ typedef struct evpub_slot {
 
 struct hr_evpub {
     rd_kafka_t *rk;
+    /* The topic's handle: RD_KAFKA_V_TOPIC would look the name up (a lock
+     * and a reference) for every event. */
+    rd_kafka_topic_t *rkt;
     pthread_t thread;
     atomic_bool stopping;
     const char *topic; /* the config's */
     hr_evpub_hooks hooks;
     size_t max; /* events.queue_max */
+
+    /* The encoding of the event being published, and its mutex: taken
+     * before MU, by publishers only, so the reports' thread never waits
+     * while an event is encoded or produced. */
+    pthread_mutex_t enc_mu;
+    hr_buf enc;
 
     pthread_mutex_t mu;
     pthread_cond_t moved; /* the watermark moved */
@@ -94,26 +116,54 @@ static bool evpub_advance(hr_evpub *p)
     return moved;
 }
 
-/* Produces the value of slot SEQ; false when librdkafka refused it (its
- * queue full, or the handle is closing). */
-static bool evpub_produce(hr_evpub *p, uint64_t seq, uint64_t uid, char *value, size_t len)
+/* Produces VALUE as event SEQ (librdkafka copies it); false when
+ * librdkafka refused it (its queue full, or the handle is closing). */
+static bool evpub_produce(hr_evpub *p, uint64_t seq, uint64_t uid, const char *value, size_t len)
 {
-    char key[24];
-    int klen = snprintf(key, sizeof key, "%llu", (unsigned long long)uid);
+    hr_event ev = {.uid = uid};
+    char key[HR_BUF_I64_MAX];
+    int klen = hr_event_key(&ev, key, sizeof key);
 
-    return rd_kafka_producev(p->rk, RD_KAFKA_V_TOPIC(p->topic), RD_KAFKA_V_KEY(key, (size_t)klen),
-                             RD_KAFKA_V_VALUE(value, len), RD_KAFKA_V_MSGFLAGS(0),
+    return rd_kafka_producev(p->rk, RD_KAFKA_V_RKT(p->rkt), RD_KAFKA_V_KEY(key, (size_t)klen),
+                             RD_KAFKA_V_VALUE((void *)value, len),
+                             RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
                              RD_KAFKA_V_OPAQUE((void *)(uintptr_t)seq),
                              RD_KAFKA_V_END) == RD_KAFKA_RESP_ERR_NO_ERROR;
 }
 
-/* Marks SEQ to be produced again (mutex not held). */
-static void evpub_refused(hr_evpub *p, uint64_t seq)
+/* Slot S (number SEQ) is to be produced again, VALUE (LEN bytes) being its
+ * value when the slot holds none yet (mutex held).  Out of memory for the
+ * copy, the event is lost: counted, and confirmed for whoever waits (the
+ * watermark may move: the answer). */
+static bool evpub_again(hr_evpub *p, evpub_slot *s, const void *value, size_t len)
 {
-    pthread_mutex_lock(&p->mu);
-    evpub_slot_of(p, seq)->state = EVPUB_RETRY;
+    if (s->value == NULL && (s->value = malloc(len)) != NULL) {
+        memcpy(s->value, value, len);
+        s->len = len;
+    }
+    if (s->value == NULL) {
+        s->state = EVPUB_DONE;
+        p->stats.lost++;
+        return evpub_advance(p);
+    }
+    s->state = EVPUB_RETRY;
     p->nretry++;
+    return false;
+}
+
+/* librdkafka refused event SEQ, of value VALUE (LEN bytes): to be
+ * produced again (mutex not held). */
+static void evpub_refused(hr_evpub *p, uint64_t seq, const char *value, size_t len)
+{
+    uint64_t upto;
+    bool moved;
+
+    pthread_mutex_lock(&p->mu);
+    moved = evpub_again(p, evpub_slot_of(p, seq), value, len);
+    upto = p->base - 1;
     pthread_mutex_unlock(&p->mu);
+    if (moved && p->hooks.confirmed != NULL)
+        p->hooks.confirmed(p->hooks.ctx, upto);
 }
 
 /* A delivery report, on the publisher's thread (rd_kafka_poll). */
@@ -133,8 +183,7 @@ static void evpub_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opa
             p->stats.published++;
             moved = evpub_advance(p);
         } else {
-            s->state = EVPUB_RETRY;
-            p->nretry++;
+            moved = evpub_again(p, s, msg->payload, msg->len);
         }
     }
     upto = p->base - 1;
@@ -143,13 +192,30 @@ static void evpub_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *msg, void *opa
         p->hooks.confirmed(p->hooks.ctx, upto);
 }
 
+/* Whether events are still held. */
+static bool evpub_holding(hr_evpub *p)
+{
+    bool holding;
+
+    pthread_mutex_lock(&p->mu);
+    holding = p->count > 0;
+    pthread_mutex_unlock(&p->mu);
+    return holding;
+}
+
 /* The publisher's thread: serves the delivery reports until the stop. */
 static void *evpub_main(void *arg)
 {
     hr_evpub *p = arg;
 
-    while (!atomic_load(&p->stopping))
-        rd_kafka_poll(p->rk, EVPUB_POLL_MS);
+    while (!atomic_load(&p->stopping)) {
+        if (!evpub_holding(p)) {
+            rd_kafka_poll(p->rk, EVPUB_POLL_MS);
+            continue;
+        }
+        usleep(EVPUB_SERVE_MS * 1000);
+        rd_kafka_poll(p->rk, 0);
+    }
     return NULL;
 }
 
@@ -172,6 +238,8 @@ int hr_evpub_new(const hr_config *cfg, const hr_evpub_hooks *hooks, hr_evpub **o
     p->base = 1;
     if (hooks != NULL)
         p->hooks = *hooks;
+    hr_buf_init(&p->enc, HR_EVENT_MAX_BYTES);
+    pthread_mutex_init(&p->enc_mu, NULL);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->moved, NULL);
     if ((conf = hr_kafka_conf_new(cfg, HR_KAFKA_PRODUCER, errstr, errlen)) == NULL)
@@ -197,8 +265,15 @@ int hr_evpub_new(const hr_config *cfg, const hr_evpub_hooks *hooks, hr_evpub **o
         goto fail;
     }
     conf = NULL;
+    if ((p->rkt = rd_kafka_topic_new(p->rk, p->topic, NULL)) == NULL) {
+        snprintf(errstr, errlen, "kafka: topic %s: %s", p->topic,
+                 rd_kafka_err2str(rd_kafka_last_error()));
+        rd_kafka_destroy(p->rk);
+        goto fail;
+    }
     if (pthread_create(&p->thread, NULL, evpub_main, p) != 0) {
         snprintf(errstr, errlen, "cannot start the events publisher's thread");
+        rd_kafka_topic_destroy(p->rkt);
         rd_kafka_destroy(p->rk);
         goto fail;
     }
@@ -209,6 +284,7 @@ fail:
         rd_kafka_conf_destroy(conf);
     pthread_cond_destroy(&p->moved);
     pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->enc_mu);
     free(p->slots);
     free(p);
     return -1;
@@ -234,37 +310,32 @@ static int evpub_grow(hr_evpub *p)
 
 uint64_t hr_evpub_publish(hr_evpub *p, const hr_event *ev)
 {
-    hr_buf b;
-    char *value = NULL;
-    size_t len = 0;
     uint64_t seq;
+    bool encoded;
     evpub_slot *s;
 
-    hr_buf_init(&b, HR_EVENT_MAX_BYTES);
-    if (hr_event_encode(ev, &b) == 0 && b.data != NULL) {
-        value = b.data;
-        len = b.len;
-    } else {
-        hr_buf_free(&b);
-    }
+    pthread_mutex_lock(&p->enc_mu);
+    hr_buf_reset(&p->enc);
+    encoded = hr_event_encode(ev, &p->enc) == 0 && p->enc.data != NULL;
     pthread_mutex_lock(&p->mu);
-    if (value == NULL || (p->count == p->cap && (p->cap == p->max || evpub_grow(p) != 0))) {
+    if (!encoded || (p->count == p->cap && (p->cap == p->max || evpub_grow(p) != 0))) {
         /* Lost, and counted: nobody waits on it, so it takes no number of
          * its own (waiting on the last number waits for those before). */
         p->stats.lost++;
         seq = p->base + p->count - 1;
         pthread_mutex_unlock(&p->mu);
-        free(value);
+        pthread_mutex_unlock(&p->enc_mu);
         return seq;
     }
     seq = p->base + p->count;
     s = &p->slots[(p->head + p->count) % p->cap];
-    *s = (evpub_slot){.value = value, .len = len, .uid = ev->uid, .state = EVPUB_HELD};
+    *s = (evpub_slot){.uid = ev->uid, .state = EVPUB_HELD};
     p->count++;
     pthread_mutex_unlock(&p->mu);
     /* Its report may come before this returns: the slot is in place. */
-    if (!evpub_produce(p, seq, ev->uid, value, len))
-        evpub_refused(p, seq);
+    if (!evpub_produce(p, seq, ev->uid, p->enc.data, p->enc.len))
+        evpub_refused(p, seq, p->enc.data, p->enc.len);
+    pthread_mutex_unlock(&p->enc_mu);
     return seq;
 }
 
@@ -326,7 +397,7 @@ void hr_evpub_retry(hr_evpub *p)
     pthread_mutex_unlock(&p->mu);
     for (size_t i = 0; i < n; i++)
         if (!evpub_produce(p, again[i].seq, again[i].uid, again[i].value, again[i].len))
-            evpub_refused(p, again[i].seq);
+            evpub_refused(p, again[i].seq, again[i].value, again[i].len);
     free(again);
 }
 
@@ -381,17 +452,6 @@ int hr_evpub_metrics(hr_evpub *p, hr_metrics *reg, char *errstr, size_t errlen)
     return 0;
 }
 
-/* Whether events are still held. */
-static bool evpub_holding(hr_evpub *p)
-{
-    bool holding;
-
-    pthread_mutex_lock(&p->mu);
-    holding = p->count > 0;
-    pthread_mutex_unlock(&p->mu);
-    return holding;
-}
-
 void hr_evpub_free(hr_evpub *p, int timeout_ms, uint64_t *lost)
 {
     int64_t until;
@@ -410,6 +470,7 @@ void hr_evpub_free(hr_evpub *p, int timeout_ms, uint64_t *lost)
     pthread_join(p->thread, NULL);
     rd_kafka_purge(p->rk, RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT);
     rd_kafka_poll(p->rk, 0);
+    rd_kafka_topic_destroy(p->rkt);
     rd_kafka_destroy(p->rk);
     pthread_mutex_lock(&p->mu);
     p->stats.lost += p->count;
@@ -420,6 +481,8 @@ void hr_evpub_free(hr_evpub *p, int timeout_ms, uint64_t *lost)
     pthread_mutex_unlock(&p->mu);
     pthread_cond_destroy(&p->moved);
     pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->enc_mu);
+    hr_buf_free(&p->enc);
     free(p->slots);
     free(p);
 }

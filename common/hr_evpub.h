@@ -11,8 +11,9 @@
  * for its one event (hr_evpub_wait).
  *
  * Bounds: at most events.queue_max events are held; an event published
- * beyond that (or one that cannot be encoded) is lost, counted in the
- * stats, and its number counts as confirmed so that nobody waits on it.
+ * beyond that (or one that cannot be encoded, or one to produce again
+ * whose value finds no memory for its copy) is lost, counted in the stats,
+ * and its number counts as confirmed so that nobody waits on it.
  * The worker never gets there (the events it holds are those of recipients
  * not yet acknowledged, at most its open chunks' members).
  *

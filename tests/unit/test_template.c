@@ -1,9 +1,11 @@
 /* Unit tests for common/hr_template.c: compile errors with offsets, every
  * variable kind, JSON escaping, hr_buf caps and rollback. */
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -250,6 +252,24 @@ static void test_append_i64(void **state)
     assert_int_equal(hr_buf_append(&b, " ", 1), 0);
     assert_int_equal(hr_buf_append_i64(&b, INT64_MIN), 0);
     assert_string_equal(b.data, "0 -42 9223372036854775807 -9223372036854775808");
+    hr_buf_free(&b);
+    /* Every length's edges (the digits are written two at a time from
+     * the end of a length counted first), against printf. */
+    for (uint64_t p = 1, k = 0; k < 19; k++, p *= 10)
+        for (int64_t v = (int64_t)p - 1; v <= (int64_t)p + 1; v++) {
+            char want[HR_BUF_I64_MAX], got[HR_BUF_I64_MAX];
+
+            snprintf(want, sizeof want, "%" PRId64, v);
+            assert_int_equal(hr_buf_i64(v, got), strlen(want));
+            assert_string_equal(got, want);
+            snprintf(want, sizeof want, "%" PRId64, -v);
+            assert_int_equal(hr_buf_i64(-v, got), strlen(want));
+            assert_string_equal(got, want);
+        }
+    hr_buf_init(&b, 64);
+    assert_int_equal(hr_buf_append_u64(&b, UINT64_MAX), 0);
+    assert_int_equal(hr_buf_append_u64(&b, 10000000000000000000u), 0);
+    assert_string_equal(b.data, "1844674407370955161510000000000000000000");
     hr_buf_free(&b);
     /* Past the cap: nothing appended, not even the sign. */
     hr_buf_init(&b, 4);
