@@ -520,6 +520,9 @@ class Run:
             await asyncio.sleep(0.5)
         if not check(len(occ) == 1, "the dispatcher wrote the first occurrence (%s)" % occ):
             return
+        status, j = env.http("GET", "/v1/tasks?series=x")
+        check(status == 400 and j["error"]["code"] == "bad_id",
+              "GET /v1/tasks?series=x: 400 bad_id (%s %s)" % (status, j))
         link = await b.wait("(a => a && a.getAttribute('href'))"
                             "(document.querySelector('#os-tasks tbody a'))", 10)
         check(link == "#/task/%d" % occ[0]["id"],
