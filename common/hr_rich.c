@@ -140,3 +140,19 @@ bool hr_rich_any(const hr_rich *r)
     return r->image[0] != '\0' || r->nbuttons > 0 || r->sound[0] != '\0' || r->badge >= 0 ||
            r->thread[0] != '\0' || r->category[0] != '\0' || r->mutable_content || r->silent;
 }
+
+int hr_rich_check_webpush(const hr_rich *r, char *errstr, size_t errlen)
+{
+    const char *what = r->sound[0] != '\0'      ? "sound"
+                       : r->badge >= 0          ? "badge"
+                       : r->category[0] != '\0' ? "category"
+                       : r->mutable_content     ? "mutable_content"
+                       : r->silent              ? "silent"
+                                                : NULL;
+
+    if (what == NULL)
+        return 0;
+    snprintf(errstr, errlen, "rich.%s: web push cannot carry it (image, buttons and thread it can)",
+             what);
+    return -1;
+}

@@ -5,7 +5,8 @@
  * badge, thread (group), mutable-content, an APNs category, and silent
  * (a data-only / background push, which carries none of the visible ones).
  * The providers' payload builders map them per channel type (worker/send/
- * wk_apns.c, wk_fcm.c); webhook templates read the object as {{task.rich}}.
+ * wk_apns.c, wk_fcm.c, wk_webpush.c); webhook templates read the object as
+ * {{task.rich}}.
  *
  * No logging; errors are -1 with ERRSTR. */
 #ifndef HR_RICH_H
@@ -47,5 +48,12 @@ int hr_rich_parse(const char *text, hr_rich *out, char *errstr, size_t errlen);
 
 /* Whether R asks for anything. */
 bool hr_rich_any(const hr_rich *r);
+
+/* Whether a web push can carry R: the Notification API shows an image,
+ * actions and a tag (the service worker passes them to showNotification),
+ * but has no sound, numeric badge, APNs category or mutable-content, and a
+ * push to a userVisibleOnly subscription must show something (no silent
+ * push).  0, or -1 with ERRSTR naming the first option it cannot carry. */
+int hr_rich_check_webpush(const hr_rich *r, char *errstr, size_t errlen);
 
 #endif

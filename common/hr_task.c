@@ -669,7 +669,8 @@ int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_
     }
     if (task_check_local(t, errstr, errlen) < 0)
         return -1;
-    if (hr_rich_parse(t->rich, &rich, errstr, errlen) != 0)
+    if (hr_rich_parse(t->rich, &rich, errstr, errlen) != 0 ||
+        (ch->type == HR_CHANNEL_WEBPUSH && hr_rich_check_webpush(&rich, errstr, errlen) != 0))
         return -1;
     if (hr_task_paced(t) && t->finish_ms <= t->due_ms) {
         snprintf(errstr, errlen, "finish_by must be after due_at");

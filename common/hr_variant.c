@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "hr_rich.h"
 #include "hr_template.h"
 #include "hr_user.h"
 
@@ -193,15 +194,19 @@ static int hr_variant_fits(const hr_channel *ch, const char *name, const char *t
         snprintf(errstr, errlen, "%s: payload is not a JSON object", name);
         return HR_VARIANT_EINVAL;
     }
-    /* Web push carries no rich options; its payload is nested as "data"
-     * ({"title","body","data":{...}}: 9 bytes more than the members
-     * side by side, at most). */
-    n += webpush ? 9 : rich != NULL ? (long)strlen(rich) : 0;
+    /* Web push nests its payload as "data" ({"title","body","data":{...}}:
+     * 9 bytes more than the members side by side, at most) and maps the
+     * rich options it carries beside them (wk_webpush_plaintext: "image",
+     * "actions" of {"action","title"}, "tag"), at most the options' text
+     * plus 4 bytes a button ("action" for "id"). */
+    n += rich == NULL ? (webpush ? 9 : 0)
+         : webpush    ? 9 + (long)strlen(rich) + 4 * HR_RICH_BUTTONS_MAX
+                      : (long)strlen(rich);
     if (n > max) {
         snprintf(errstr, errlen,
                  "%s: title, body, payload%s take %ld bytes, over %s's limit of %ld bytes per "
                  "message",
-                 name, webpush ? "" : " and rich options", n,
+                 name, webpush && rich == NULL ? "" : " and rich options", n,
                  webpush                       ? "web push"
                  : ch->type == HR_CHANNEL_APNS ? "APNs"
                                                : "FCM",

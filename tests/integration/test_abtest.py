@@ -2,7 +2,8 @@
 """test_abtest: A/B tests' deterministic split (issue 32, docs/api.md "A/B
 tests") on the real stack, with one herald-dispatcher and herald-worker:
 
-  1. a campaign of 10,000 recipients to herald-sink with arms A 50 %, B 30 %
+  1. a campaign of 10,000 recipients (HERALD_ABTEST_N: issue 32 asks for
+     100,000 once; docs/api.md has that run) to herald-sink with arms A 50 %, B 30 %
      (the other 20 % get the task's own content, "default"): the counts per
      arm (variant_counts) are within 2 points of the splits and equal,
      recipient for recipient, to the arms the test computes itself with the
@@ -32,7 +33,7 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from badinput_env import Env, Receiver, check, finish, wait_until  # noqa: E402
 
-N = 10000
+N = int(os.environ.get("HERALD_ABTEST_N", "10000"))
 M = 300  # the redelivery campaign
 ARMS = [{"name": "A", "split": 50, "title": "A {{uid}}"},
         {"name": "B", "split": 30, "title": "B {{uid}}"}]
@@ -84,7 +85,7 @@ def test_split(env, uids):
     task = create(env, "ab-split", "sink", uids, 6)
     if not task:
         return
-    check(env.wait_state(task, "done", 90), "split: done (%s)" % (env.task(task),))
+    check(env.wait_state(task, "done", 90 + N // 1000), "split: done (%s)" % (env.task(task),))
     want = {}
     for u in uids:
         want[arm(task, u)] = want.get(arm(task, u), 0) + 1
@@ -95,7 +96,7 @@ def test_split(env, uids):
         got.clear()
         got.update(env.http("GET", "/v1/tasks/%d" % task)[1].get("variant_counts") or {})
         return got == want
-    check(wait_until(counted, 20, 0.3),
+    check(wait_until(counted, 20 + N // 2000, 0.3),
           "split: counts per arm equal the computed arms of (task, uid) (%s vs %s)" % (got, want))
     shares = {k: 100.0 * v["sent"] / N for k, v in got.items()}
     check(all(abs(shares.get(k, 0) - p) <= 2 for k, p in (("A", 50), ("B", 30), ("default", 20))),

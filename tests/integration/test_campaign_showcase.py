@@ -10,7 +10,8 @@ task has locale variants or A/B arms, not both (docs/api.md "A/B tests").
 So the campaign is nine tasks created together, one per channel and locale,
 each with the same settings: two arms A and B (50 % each) whose title and
 body are in the task's language, the winner step {"sample_pct": 50,
-"wait_s": 15, "metric": "open"}, and the same "rich" options.  Each locale's
+"wait_s": 15, "metric": "open"}, and the same "rich" options (on web push
+those it carries: image, buttons, thread).  Each locale's
 audience is read from the profiles (push_user.locale: pt-BR, de-DE, fr-FR).
 Metric open, not click: the only click path is e-mail's tracked link
 (docs/api.md "Opens and clicks"); a push app reports its opens through
@@ -22,7 +23,8 @@ POST /v1/users/{uid}/events.
   2. every web push is decrypted by the stand-in with its subscription's
      private key (http_ece) and its VAPID token verified (py_vapid): none
      undecryptable, none refused; its plaintext is the arm's {title, body}
-     alone (web push carries no rich options, docs/providers.md);
+     with the Notification API's image, actions and tag (docs/providers.md);
+     a web push task asking for a badge is refused (400, naming it);
   3. FCM and APNs pushes carry the rich options: image, buttons, sound,
      badge, thread (APNs: mutable-content for the image);
   4. the app opens half of one arm's sample in each task, never the other
@@ -67,6 +69,12 @@ TEXT = {  # locale: {arm: (title, body)}
 WINNER = {"pt-BR": "B", "de-DE": "A", "fr-FR": "B"}  # the arm whose opens the app reports
 RICH = {"image": "https://cdn.example.com/sale.png", "sound": "chime.caf", "badge": 2,
         "thread": "sale", "buttons": [{"id": "shop", "title": "Shop"}]}
+# What a web push carries (hr_rich_check_webpush refuses the rest).
+RICH_WEB = {k: RICH[k] for k in ("image", "thread", "buttons")}
+
+
+def rich_of(channel):
+    return RICH_WEB if channel == "browser" else RICH
 
 
 def arm(task, uid):
@@ -109,7 +117,10 @@ def rich_ok(channel, doc):
     """Whether the push DOC carries RICH as CHANNEL's provider maps it
     (docs/providers.md "Rich and silent pushes")."""
     if channel == "browser":
-        return set(doc) == {"title", "body"}
+        return (set(doc) == {"title", "body", "image", "actions", "tag"} and
+                doc["image"] == RICH["image"] and doc["tag"] == RICH["thread"] and
+                doc["actions"] == [{"action": b["id"], "title": b["title"]}
+                                   for b in RICH["buttons"]])
     if channel == "android":
         return (doc.get("notification", {}).get("image") == RICH["image"] and
                 json.loads(doc.get("data", {}).get("buttons", "null")) == RICH["buttons"] and
@@ -133,10 +144,10 @@ def create(env, channel, locale, uids):
     st, body = env.http("POST", "/v1/tasks", {
         "name": "showcase-%s-%s" % (channel, locale), "channel": channel, "topic": env.topic,
         "due_at": iso(time.time() + 5), "title": "Sale {{uid}}", "body": "20% off",
-        "variants": arms, "rich": RICH,
+        "variants": arms, "rich": rich_of(channel),
         "ab": {"sample_pct": PCT, "wait_s": WAIT_S, "metric": "open"}})
     ok = (st == 201 and (body.get("ab") or {}).get("phase") == "sampling" and
-          body.get("rich") == RICH)
+          body.get("rich") == rich_of(channel))
     check(ok, "%s %s: POST /v1/tasks with arms, rich and ab: 201, phase sampling (%s %s)"
           % (channel, locale, st, body))
     if not ok:
@@ -149,6 +160,12 @@ def create(env, channel, locale, uids):
 def campaign(env, standins, groups, sid_uid, dev_uid):
     """Steps 1 to 5 of the docstring on the running daemons."""
     tasks = {}  # (channel, locale): (task, uids)
+    st, body = env.http("POST", "/v1/tasks", {
+        "name": "showcase-refused", "channel": "browser", "topic": env.topic,
+        "due_at": iso(time.time() + 5), "title": "t", "body": "b", "rich": RICH})
+    check(st == 400 and "rich.sound: web push cannot carry it" in json.dumps(body),
+          "a web push task asking for a sound and a badge: 400 naming rich.sound (%s %s)"
+          % (st, body))
     for (ch, loc), uids in groups.items():
         t = create(env, ch, loc, uids)
         if t is not None:
@@ -201,7 +218,7 @@ def campaign(env, standins, groups, sid_uid, dev_uid):
               "(%d wrong: %s)" % (ch, loc, WINNER[loc], len(wrong), wrong[:2]))
         bare = [u for u in uids if not all(rich_ok(ch, p[3]) for p in got.get(u, []))]
         check(not bare, "%s %s: every push %s (%d not: %s)"
-              % (ch, loc, "is {title, body} alone" if ch == "browser" else
+              % (ch, loc, "carries image, actions and tag" if ch == "browser" else
                  "carries image, buttons, sound, badge and thread", len(bare),
                  [got[u][0][3] for u in bare[:1]]))
     reqs = standins["browser"].events("request")

@@ -344,6 +344,8 @@ static void test_topic_and_plaintext(void **state)
     char topic[WK_WEBPUSH_TOPIC_MAX + 1];
     cJSON *payload = cJSON_Parse("{\"url\":\"/inbox\",\"n\":3}");
     hr_buf out;
+    hr_rich rich;
+    char err[128];
 
     (void)state;
     assert_int_equal(wk_webpush_topic("news-7_a", topic), 8);
@@ -355,12 +357,35 @@ static void test_topic_and_plaintext(void **state)
         strspn(topic, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"),
         WK_WEBPUSH_TOPIC_MAX);
     hr_buf_init(&out, 256);
-    assert_int_equal(wk_webpush_plaintext("Hi \"you\"", "line\n2", payload, &out), 0);
+    assert_int_equal(wk_webpush_plaintext("Hi \"you\"", "line\n2", payload, NULL, &out), 0);
     assert_string_equal(out.data, "{\"title\":\"Hi \\\"you\\\"\",\"body\":\"line\\n2\","
                                   "\"data\":{\"url\":\"/inbox\",\"n\":3}}");
     hr_buf_reset(&out);
-    assert_int_equal(wk_webpush_plaintext("t", "b", NULL, &out), 0);
+    assert_int_equal(wk_webpush_plaintext("t", "b", NULL, NULL, &out), 0);
     assert_string_equal(out.data, "{\"title\":\"t\",\"body\":\"b\"}");
+    /* The rich options a web push carries, under the Notification API's
+     * names, between the texts and the data. */
+    hr_buf_reset(&out);
+    assert_int_equal(
+        hr_rich_parse("{\"image\":\"https://cdn.example.com/a.png\",\"thread\":\"t-1\","
+                      "\"buttons\":[{\"id\":\"yes\",\"title\":\"Yes \\\"ok\\\"\"},"
+                      "{\"id\":\"no\",\"title\":\"No\"}]}",
+                      &rich, err, sizeof err),
+        0);
+    assert_int_equal(wk_webpush_plaintext("t", "b", payload, &rich, &out), 0);
+    assert_string_equal(
+        out.data, "{\"title\":\"t\",\"body\":\"b\",\"image\":\"https://cdn.example.com/a.png\","
+                  "\"actions\":[{\"action\":\"yes\",\"title\":\"Yes \\\"ok\\\"\"},"
+                  "{\"action\":\"no\",\"title\":\"No\"}],\"tag\":\"t-1\","
+                  "\"data\":{\"url\":\"/inbox\",\"n\":3}}");
+    assert_int_equal(hr_rich_check_webpush(&rich, err, sizeof err), 0);
+    /* What it cannot carry is refused, named. */
+    assert_int_equal(hr_rich_parse("{\"badge\":3}", &rich, err, sizeof err), 0);
+    assert_int_equal(hr_rich_check_webpush(&rich, err, sizeof err), -1);
+    assert_string_equal(err,
+                        "rich.badge: web push cannot carry it (image, buttons and thread it can)");
+    assert_int_equal(hr_rich_parse("{\"silent\":true}", &rich, err, sizeof err), 0);
+    assert_int_equal(hr_rich_check_webpush(&rich, err, sizeof err), -1);
     cJSON_Delete(payload);
     hr_buf_free(&out);
 }

@@ -197,7 +197,26 @@ static int wk_webpush_member(hr_buf *out, const char *name, size_t nlen, const c
                : 0;
 }
 
-int wk_webpush_plaintext(const char *title, const char *body, const cJSON *payload, hr_buf *out)
+/* RICH's image, actions and tag appended to OUT (each after a comma).  0 or -1. */
+static int wk_webpush_rich(hr_buf *out, const hr_rich *rich)
+{
+    static const char img[] = ",\"image\":", tag[] = ",\"tag\":", act[] = "{\"action\":",
+                      ttl[] = ",\"title\":";
+
+    if (rich->image[0] != '\0' && wk_webpush_member(out, img, sizeof img - 1, rich->image) != 0)
+        return -1;
+    for (size_t i = 0; i < rich->nbuttons; i++)
+        if (hr_buf_append(out, i == 0 ? ",\"actions\":[" : ",", i == 0 ? 12 : 1) != 0 ||
+            wk_webpush_member(out, act, sizeof act - 1, rich->buttons[i].id) != 0 ||
+            wk_webpush_member(out, ttl, sizeof ttl - 1, rich->buttons[i].title) != 0 ||
+            hr_buf_append(out, i + 1 == rich->nbuttons ? "}]" : "}",
+                          i + 1 == rich->nbuttons ? 2 : 1) != 0)
+            return -1;
+    return rich->thread[0] != '\0' ? wk_webpush_member(out, tag, sizeof tag - 1, rich->thread) : 0;
+}
+
+int wk_webpush_plaintext(const char *title, const char *body, const cJSON *payload,
+                         const hr_rich *rich, hr_buf *out)
 {
     static const char t[] = "{\"title\":", b[] = ",\"body\":", d[] = ",\"data\":";
     size_t before = out->len;
@@ -208,6 +227,7 @@ int wk_webpush_plaintext(const char *title, const char *body, const cJSON *paylo
         return -1;
     if (wk_webpush_member(out, t, sizeof t - 1, title) != 0 ||
         wk_webpush_member(out, b, sizeof b - 1, body) != 0 ||
+        (rich != NULL && wk_webpush_rich(out, rich) != 0) ||
         (payload != NULL &&
          (hr_buf_append(out, d, sizeof d - 1) != 0 || hr_buf_append(out, text, (size_t)n) != 0)) ||
         hr_buf_append(out, "}", 1) != 0) {

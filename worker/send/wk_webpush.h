@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 #include "hr_buf.h"
+#include "hr_rich.h"
 #include "wk_provider.h"
 
 struct cJSON;
@@ -62,10 +63,14 @@ uint64_t wk_webpush_signed(const wk_webpush *wp);
 size_t wk_webpush_topic(const char *collapse_key, char out[WK_WEBPUSH_TOPIC_MAX + 1]);
 
 /* Appends the plaintext {"title","body","data"} to OUT (PAYLOAD may be
- * NULL).  0, or -1 past OUT's cap or a payload over
- * WK_PROVIDER_JSON_MAX (OUT then unchanged). */
+ * NULL), with RICH's options a web push carries (NULL: none; the rest are
+ * refused at create time, hr_rich_check_webpush) under the names of the
+ * Notification API's options, which the service worker passes to
+ * showNotification: "image", "actions" ([{"action","title"}]), "tag" (the
+ * thread).  0, or -1 past OUT's cap or a payload over WK_PROVIDER_JSON_MAX
+ * (OUT then unchanged). */
 int wk_webpush_plaintext(const char *title, const char *body, const struct cJSON *payload,
-                         hr_buf *out);
+                         const hr_rich *rich, hr_buf *out);
 
 /* Classifies an answer: STATUS, RETRY_AFTER_S (-1: absent). */
 void wk_webpush_classify(long status, long retry_after_s, wk_provider_result *out);

@@ -461,7 +461,8 @@ int wk_xfer_prepare_webpush(wk_xfer *x, wk_webpush *wp, wk_ece *ece, const wk_ta
     hr_buf_reset(&x->plain);
     if (wk_webpush_plaintext(x->req.title.data ? x->req.title.data : "",
                              x->req.text.data ? x->req.text.data : "",
-                             wk_task_content(task, variant)->payload, &x->plain) != 0) {
+                             wk_task_content(task, variant)->payload,
+                             task->has_rich ? &task->rich : NULL, &x->plain) != 0) {
         snprintf(errstr, errlen, "webpush: message over %d bytes", WK_ECE_PLAIN_MAX);
         return -1;
     }
