@@ -15,10 +15,16 @@
  *                              occurrences
  *   next ID [--count N]        its next N occurrences (wall time, due instant)
  *   pause|resume|end ID        an admin's change (hr_series_set_state)
+ *   subscribe ID UID...        subscribes the uids from now (those who
+ *                              left subscribe again; hr_series_subs_add)
+ *   unsubscribe ID UID...      unsubscribes them from now
+ *   subscribers ID [--after UID] [--limit N]
+ *                              the count now, then a page of uids and
+ *                              since when (by uid, 1000 by default)
  *
  * A change writes its audit row (target "series <id>") in its transaction.
- * Subscribing to a series is not built yet (docs/architecture.md
- * "Series"): an occurrence takes subscribers as any task does. */
+ * A series' subscribers receive every occurrence claimed while they are
+ * subscribed (docs/scheduling.md "Subscribers of a series"). */
 #include <cjson/cJSON.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -30,6 +36,7 @@
 #include "ctl_fmt.h"
 #include "ctl_variant.h"
 #include "hr_series.h"
+#include "hr_series_subs.h"
 
 #define CTL_SERIES_NEXT_MAX 100
 
@@ -344,6 +351,111 @@ static int ctl_series_change(ctl_ctx *ctx, int argc, char **argv)
     return CTL_EXIT_OK;
 }
 
+/* subscribe, unsubscribe: ARGV = {verb, ID, UID...}, in one transaction
+ * with one audit row (the counts, not the uids). */
+static int ctl_series_subscribe(ctl_ctx *ctx, int argc, char **argv)
+{
+    const char *verb = argv[0];
+    bool subscribe = strcmp(verb, "subscribe") == 0;
+    char errstr[512], target[40], action[48];
+    int64_t id, *uids = NULL;
+    uint64_t changed = 0;
+    cJSON *after = NULL;
+    hr_mysql *m;
+    int rc = CTL_EXIT_FAIL, found;
+
+    if (argc < 3 || ctl_fmt_parse_int("ID", argv[1], 1, INT64_MAX, &id, errstr, sizeof errstr) < 0)
+        return ctl_usage(ctx, "%s needs ID and at least one UID", verb);
+    if ((uids = calloc((size_t)argc - 2, sizeof *uids)) == NULL)
+        return ctl_fail("out of memory");
+    for (int i = 2; i < argc; i++)
+        if (ctl_fmt_parse_int("UID", argv[i], 1, INT64_MAX, &uids[i - 2], errstr, sizeof errstr) <
+            0) {
+            free(uids);
+            return ctl_usage(ctx, "%s", errstr);
+        }
+    if (ctl_mysql(ctx, &m) < 0)
+        goto done;
+    if (hr_mysql_begin(m, errstr, sizeof errstr) < 0) {
+        ctl_fail("series %s: %s", verb, errstr);
+        goto done;
+    }
+    found = hr_series_subs_check(m, id, errstr, sizeof errstr);
+    if (found == 0 && subscribe)
+        found = hr_series_subs_add(m, id, uids, (size_t)argc - 2, &changed, errstr, sizeof errstr);
+    for (int i = 2; found == 0 && !subscribe && i < argc; i++) {
+        bool was = false;
+
+        found = hr_series_subs_del(m, id, uids[i - 2], &was, errstr, sizeof errstr);
+        changed += was ? 1 : 0;
+    }
+    if (found != 0) {
+        hr_mysql_rollback(m);
+        if (found == 1)
+            ctl_fail("series %" PRId64 " does not exist", id);
+        else
+            ctl_fail("series %s: %s", verb, errstr);
+        goto done;
+    }
+    snprintf(target, sizeof target, "series %" PRId64, id);
+    snprintf(action, sizeof action, "heraldctl series %s", verb);
+    after = cJSON_CreateObject();
+    cJSON_AddNumberToObject(after, "received", argc - 2);
+    cJSON_AddNumberToObject(after, subscribe ? "added" : "removed", (double)changed);
+    if (ctl_audit(ctx, m, action, 0, target, NULL, after) != 0) {
+        hr_mysql_rollback(m);
+        goto done;
+    }
+    if (hr_mysql_commit(m, errstr, sizeof errstr) < 0) {
+        ctl_fail("series %s: %s", verb, errstr);
+        goto done;
+    }
+    printf("series %" PRId64 ": %d uid(s), %" PRIu64 " %s\n", id, argc - 2, changed,
+           subscribe ? "subscribed (new or again)" : "unsubscribed");
+    rc = CTL_EXIT_OK;
+done:
+    cJSON_Delete(after);
+    free(uids);
+    return rc;
+}
+
+/* subscribers ID [--after UID] [--limit N]. */
+static int ctl_series_subscribers(ctl_ctx *ctx, int argc, char **argv)
+{
+    static const struct option options[] = {{"after", required_argument, NULL, 'a'},
+                                            {"limit", required_argument, NULL, 'n'},
+                                            {NULL, 0, NULL, 0}};
+    int64_t id, after = 0, limit = 1000, count = 0;
+    hr_mysql_rows *rows = NULL;
+    char errstr[512];
+    hr_mysql *m;
+    int opt, found;
+
+    optind = 0;
+    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1)
+        if ((opt != 'a' && opt != 'n') ||
+            ctl_fmt_parse_int(opt == 'a' ? "--after" : "--limit", optarg, opt == 'a' ? 0 : 1,
+                              opt == 'a' ? INT64_MAX : HR_SERIES_SUBS_PAGE_MAX,
+                              opt == 'a' ? &after : &limit, errstr, sizeof errstr) < 0)
+            return ctl_usage(ctx, "%s", opt == 'a' || opt == 'n' ? errstr : "unknown option");
+    if (optind != argc - 1 ||
+        ctl_fmt_parse_int("ID", argv[optind], 1, INT64_MAX, &id, errstr, sizeof errstr) < 0)
+        return ctl_usage(ctx, "subscribers needs ID");
+    if (ctl_mysql(ctx, &m) < 0)
+        return CTL_EXIT_FAIL;
+    found = hr_series_subs_check(m, id, errstr, sizeof errstr);
+    if (found == 1)
+        return ctl_fail("series %" PRId64 " does not exist", id);
+    if (found < 0 || hr_series_subs_count(m, id, &count, errstr, sizeof errstr) < 0 ||
+        hr_series_subs_list(m, id, after, limit, &rows, errstr, sizeof errstr) < 0)
+        return ctl_fail("series subscribers: %s", errstr);
+    printf("series %" PRId64 ": %" PRId64 " subscriber(s)\n", id, count);
+    for (size_t i = 0; i < rows->nrows; i++)
+        printf("%s\t%s\n", hr_mysql_cell(rows, i, 0), hr_mysql_cell(rows, i, 1));
+    hr_mysql_rows_free(rows);
+    return CTL_EXIT_OK;
+}
+
 int ctl_cmd_series(ctl_ctx *ctx, int argc, char **argv)
 {
     const char *verb = argc >= 2 ? argv[1] : "";
@@ -356,8 +468,13 @@ int ctl_cmd_series(ctl_ctx *ctx, int argc, char **argv)
         return ctl_series_next(ctx, argc - 1, argv + 1);
     if (strcmp(verb, "pause") == 0 || strcmp(verb, "resume") == 0 || strcmp(verb, "end") == 0)
         return ctl_series_change(ctx, argc - 1, argv + 1);
+    if (strcmp(verb, "subscribe") == 0 || strcmp(verb, "unsubscribe") == 0)
+        return ctl_series_subscribe(ctx, argc - 1, argv + 1);
+    if (strcmp(verb, "subscribers") == 0)
+        return ctl_series_subscribers(ctx, argc - 1, argv + 1);
     return ctl_usage(ctx,
-                     argc < 2 ? "expected create, list, show, next, pause, resume or end"
+                     argc < 2 ? "expected create, list, show, next, pause, resume, end, "
+                                "subscribe, unsubscribe or subscribers"
                               : "unknown subcommand '%s'",
                      verb);
 }
