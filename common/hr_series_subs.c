@@ -48,8 +48,7 @@ int hr_series_subs_add(hr_mysql *m, int64_t id, const int64_t *uids, size_t n, u
     return 0;
 }
 
-int hr_series_subs_del(hr_mysql *m, int64_t id, int64_t uid, bool *was, char *errstr,
-                       size_t errlen)
+int hr_series_subs_del(hr_mysql *m, int64_t id, int64_t uid, bool *was, char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(uid)};
     uint64_t affected = 0;
@@ -79,8 +78,8 @@ int hr_series_subs_count(hr_mysql *m, int64_t id, int64_t *n, char *errstr, size
     return 0;
 }
 
-int hr_series_subs_list(hr_mysql *m, int64_t id, int64_t after, int64_t limit,
-                        hr_mysql_rows **rows, char *errstr, size_t errlen)
+int hr_series_subs_list(hr_mysql *m, int64_t id, int64_t after, int64_t limit, hr_mysql_rows **rows,
+                        char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(after), HR_P_I64(limit)};
 

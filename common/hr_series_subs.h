@@ -42,7 +42,7 @@ int hr_series_subs_count(hr_mysql *m, int64_t id, int64_t *n, char *errstr, size
 /* Up to LIMIT (1..HR_SERIES_SUBS_PAGE_MAX) subscribers of series ID now
  * with a uid above AFTER, by uid, into *ROWS: uid, subscribed_at
  * ('YYYY-MM-DDTHH:MM:SS.mmmZ'). */
-int hr_series_subs_list(hr_mysql *m, int64_t id, int64_t after, int64_t limit,
-                        hr_mysql_rows **rows, char *errstr, size_t errlen);
+int hr_series_subs_list(hr_mysql *m, int64_t id, int64_t after, int64_t limit, hr_mysql_rows **rows,
+                        char *errstr, size_t errlen);
 
 #endif

@@ -25,8 +25,7 @@ static bool dsp_api_series_subs_series(dsp_api_conn *ac, int64_t id, hr_httpd_re
     return rc == 0;
 }
 
-void dsp_api_series_subs_add(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req,
-                             hr_httpd_resp *resp)
+void dsp_api_series_subs_add(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     cJSON *j = NULL, *after = NULL, *o;
     int64_t id, *uids = NULL;
@@ -71,8 +70,7 @@ done:
     cJSON_Delete(j);
 }
 
-void dsp_api_series_subs_del(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req,
-                             hr_httpd_resp *resp)
+void dsp_api_series_subs_del(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     cJSON *before = NULL, *after = NULL, *o;
     char err[512], target[64];
@@ -125,8 +123,7 @@ void dsp_api_series_subs_list(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req,
     if (l != NULL) {
         limit = strtoll(l, &end, 10);
         if (*l == '\0' || *end != '\0' || limit < 1 || limit > HR_SERIES_SUBS_PAGE_MAX) {
-            hr_httpd_error(resp, 400, "bad_query", "limit must be 1..%d",
-                           HR_SERIES_SUBS_PAGE_MAX);
+            hr_httpd_error(resp, 400, "bad_query", "limit must be 1..%d", HR_SERIES_SUBS_PAGE_MAX);
             return;
         }
     }
