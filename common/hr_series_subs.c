@@ -48,19 +48,21 @@ int hr_series_subs_add(hr_mysql *m, int64_t id, const int64_t *uids, size_t n, u
     return 0;
 }
 
-int hr_series_subs_del(hr_mysql *m, int64_t id, int64_t uid, bool *was, char *errstr, size_t errlen)
+int hr_series_subs_del(hr_mysql *m, int64_t id, const int64_t *uids, size_t n, uint64_t *removed,
+                       char *errstr, size_t errlen)
 {
-    const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(uid)};
-    uint64_t affected = 0;
+    const hr_mysql_param p[] = {HR_P_I64(id)};
 
+    *removed = 0;
+    if (n == 0)
+        return 0;
     /* The trigger writes MySQL's time whatever the value set. */
-    if (hr_mysql_exec(m,
-                      "UPDATE push_series_subscription SET unsubscribed_at = UTC_TIMESTAMP(3) "
-                      "WHERE series_id = ? AND uid = ? AND unsubscribed_at IS NULL",
-                      p, 2, &affected, NULL, NULL, errstr, errlen) < 0)
-        return -1;
-    *was = affected > 0;
-    return 0;
+    return hr_batch_exec(m,
+                         "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (uid BIGINT UNSIGNED PATH '$')) j "
+                         "STRAIGHT_JOIN push_series_subscription s ON s.series_id = ? AND s.uid = "
+                         "j.uid SET s.unsubscribed_at = UTC_TIMESTAMP(3) "
+                         "WHERE s.unsubscribed_at IS NULL",
+                         &(hr_batch){uids, n, 1}, p, 1, removed, NULL, errstr, errlen);
 }
 
 int hr_series_subs_count(hr_mysql *m, int64_t id, int64_t *n, char *errstr, size_t errlen)

@@ -31,10 +31,10 @@ int hr_series_subs_check(hr_mysql *m, int64_t id, char *errstr, size_t errlen);
 int hr_series_subs_add(hr_mysql *m, int64_t id, const int64_t *uids, size_t n, uint64_t *added,
                        char *errstr, size_t errlen);
 
-/* Unsubscribes UID from series ID from now; *WAS whether it was
- * subscribed. */
-int hr_series_subs_del(hr_mysql *m, int64_t id, int64_t uid, bool *was, char *errstr,
-                       size_t errlen);
+/* Unsubscribes the N uids UIDS from series ID from now; *REMOVED gets
+ * those that were subscribed. */
+int hr_series_subs_del(hr_mysql *m, int64_t id, const int64_t *uids, size_t n, uint64_t *removed,
+                       char *errstr, size_t errlen);
 
 /* The number of series ID's subscribers now into *N. */
 int hr_series_subs_count(hr_mysql *m, int64_t id, int64_t *n, char *errstr, size_t errlen);

@@ -15,9 +15,12 @@
  *                              occurrences
  *   next ID [--count N]        its next N occurrences (wall time, due instant)
  *   pause|resume|end ID        an admin's change (hr_series_set_state)
- *   subscribe ID UID...        subscribes the uids from now (those who
- *                              left subscribe again; hr_series_subs_add)
- *   unsubscribe ID UID...      unsubscribes them from now
+ *   subscribe ID UID...|--file FILE|-
+ *                              subscribes the uids from now (those who
+ *                              left subscribe again; hr_series_subs_add);
+ *                              a file as `heraldctl import` reads it
+ *   unsubscribe ID UID...|--file FILE|-
+ *                              unsubscribes them from now
  *   subscribers ID [--after UID] [--limit N]
  *                              the count now, then a page of uids and
  *                              since when (by uid, 1000 by default)
@@ -34,11 +37,14 @@
 
 #include "ctl_cmd.h"
 #include "ctl_fmt.h"
+#include "ctl_uids.h"
 #include "ctl_variant.h"
 #include "hr_series.h"
 #include "hr_series_subs.h"
+#include "hr_vec.h"
 
 #define CTL_SERIES_NEXT_MAX 100
+#define CTL_SERIES_SUBS_BATCH 10000 /* uids a transaction of subscribe --file */
 
 /* create's options into S (whose template is T); --variant and
  * --variants into *VARIANTS (the API's array, created when first given;
@@ -351,71 +357,107 @@ static int ctl_series_change(ctl_ctx *ctx, int argc, char **argv)
     return CTL_EXIT_OK;
 }
 
-/* subscribe, unsubscribe: ARGV = {verb, ID, UID...}, in one transaction
- * with one audit row (the counts, not the uids). */
+/* One batch of subscribe (SUBSCRIBE) or unsubscribe of series ID in its
+ * own transaction with its audit row (the counts, not the uids); *CHANGED
+ * adds the uids changed.  0, 1 when the series does not exist, or -1
+ * (printed). */
+static int ctl_series_subs_batch(ctl_ctx *ctx, hr_mysql *m, int64_t id, bool subscribe,
+                                 const int64_t *uids, size_t n, uint64_t *changed)
+{
+    char errstr[512], target[40], action[48];
+    uint64_t got = 0;
+    cJSON *after;
+    int rc;
+
+    if (hr_mysql_begin(m, errstr, sizeof errstr) < 0) {
+        ctl_fail("series: %s", errstr);
+        return -1;
+    }
+    rc = hr_series_subs_check(m, id, errstr, sizeof errstr);
+    if (rc == 0)
+        rc = subscribe ? hr_series_subs_add(m, id, uids, n, &got, errstr, sizeof errstr)
+                       : hr_series_subs_del(m, id, uids, n, &got, errstr, sizeof errstr);
+    if (rc != 0) {
+        hr_mysql_rollback(m);
+        if (rc < 0)
+            ctl_fail("series: %s", errstr);
+        return rc;
+    }
+    snprintf(target, sizeof target, "series %" PRId64, id);
+    snprintf(action, sizeof action, "heraldctl series %s", subscribe ? "subscribe" : "unsubscribe");
+    after = cJSON_CreateObject();
+    cJSON_AddNumberToObject(after, "received", (double)n);
+    cJSON_AddNumberToObject(after, subscribe ? "added" : "removed", (double)got);
+    rc = ctl_audit(ctx, m, action, 0, target, NULL, after);
+    cJSON_Delete(after);
+    if (rc != 0) {
+        hr_mysql_rollback(m);
+        return -1;
+    }
+    if (hr_mysql_commit(m, errstr, sizeof errstr) < 0) {
+        ctl_fail("series: %s", errstr);
+        return -1;
+    }
+    *changed += got;
+    return 0;
+}
+
+/* subscribe, unsubscribe: ARGV = {verb, ID, UID...} or {verb, ID, --file,
+ * FILE|-}.  Every uid is read and checked before anything is written, then
+ * they go in batches of CTL_SERIES_SUBS_BATCH, each in its own
+ * transaction (a long one would hold the series row's shared lock, which
+ * an occurrence's reconciliation waits for); both are idempotent, so a run
+ * that failed half way is run again. */
 static int ctl_series_subscribe(ctl_ctx *ctx, int argc, char **argv)
 {
     const char *verb = argv[0];
     bool subscribe = strcmp(verb, "subscribe") == 0;
-    char errstr[512], target[40], action[48];
-    int64_t id, *uids = NULL;
+    char errstr[512];
+    ctl_uids uids = {0};
     uint64_t changed = 0;
-    cJSON *after = NULL;
+    int64_t id;
     hr_mysql *m;
-    int rc = CTL_EXIT_FAIL, found;
+    int rc = CTL_EXIT_FAIL, got;
 
     if (argc < 3 || ctl_fmt_parse_int("ID", argv[1], 1, INT64_MAX, &id, errstr, sizeof errstr) < 0)
-        return ctl_usage(ctx, "%s needs ID and at least one UID", verb);
-    if ((uids = calloc((size_t)argc - 2, sizeof *uids)) == NULL)
-        return ctl_fail("out of memory");
-    for (int i = 2; i < argc; i++)
-        if (ctl_fmt_parse_int("UID", argv[i], 1, INT64_MAX, &uids[i - 2], errstr, sizeof errstr) <
-            0) {
-            free(uids);
-            return ctl_usage(ctx, "%s", errstr);
+        return ctl_usage(ctx, "%s needs ID and UIDs (or --file FILE)", verb);
+    if (strcmp(argv[2], "--file") == 0) {
+        if (argc != 4)
+            return ctl_usage(ctx, "%s ID --file FILE (or -)", verb);
+        if (ctl_uids_read(argv[3], &uids, errstr, sizeof errstr) < 0) {
+            ctl_fail("series %s: %s (nothing written)", verb, errstr);
+            goto done;
         }
+    } else {
+        for (int i = 2; i < argc; i++) {
+            int64_t v;
+
+            if (ctl_fmt_parse_int("UID", argv[i], 1, INT64_MAX, &v, errstr, sizeof errstr) < 0) {
+                rc = ctl_usage(ctx, "%s", errstr);
+                goto done;
+            }
+            if (hr_vec_push(&uids, v) < 0) {
+                ctl_fail("out of memory");
+                goto done;
+            }
+        }
+    }
     if (ctl_mysql(ctx, &m) < 0)
         goto done;
-    if (hr_mysql_begin(m, errstr, sizeof errstr) < 0) {
-        ctl_fail("series %s: %s", verb, errstr);
-        goto done;
-    }
-    found = hr_series_subs_check(m, id, errstr, sizeof errstr);
-    if (found == 0 && subscribe)
-        found = hr_series_subs_add(m, id, uids, (size_t)argc - 2, &changed, errstr, sizeof errstr);
-    for (int i = 2; found == 0 && !subscribe && i < argc; i++) {
-        bool was = false;
+    for (size_t at = 0; at < uids.n; at += CTL_SERIES_SUBS_BATCH) {
+        size_t n = uids.n - at < CTL_SERIES_SUBS_BATCH ? uids.n - at : CTL_SERIES_SUBS_BATCH;
 
-        found = hr_series_subs_del(m, id, uids[i - 2], &was, errstr, sizeof errstr);
-        changed += was ? 1 : 0;
-    }
-    if (found != 0) {
-        hr_mysql_rollback(m);
-        if (found == 1)
+        got = ctl_series_subs_batch(ctx, m, id, subscribe, uids.v + at, n, &changed);
+        if (got == 1)
             ctl_fail("series %" PRId64 " does not exist", id);
-        else
-            ctl_fail("series %s: %s", verb, errstr);
-        goto done;
+        if (got != 0)
+            goto done;
     }
-    snprintf(target, sizeof target, "series %" PRId64, id);
-    snprintf(action, sizeof action, "heraldctl series %s", verb);
-    after = cJSON_CreateObject();
-    cJSON_AddNumberToObject(after, "received", argc - 2);
-    cJSON_AddNumberToObject(after, subscribe ? "added" : "removed", (double)changed);
-    if (ctl_audit(ctx, m, action, 0, target, NULL, after) != 0) {
-        hr_mysql_rollback(m);
-        goto done;
-    }
-    if (hr_mysql_commit(m, errstr, sizeof errstr) < 0) {
-        ctl_fail("series %s: %s", verb, errstr);
-        goto done;
-    }
-    printf("series %" PRId64 ": %d uid(s), %" PRIu64 " %s\n", id, argc - 2, changed,
+    printf("series %" PRId64 ": %zu uid(s), %" PRIu64 " %s\n", id, uids.n, changed,
            subscribe ? "subscribed (new or again)" : "unsubscribed");
     rc = CTL_EXIT_OK;
 done:
-    cJSON_Delete(after);
-    free(uids);
+    hr_vec_free(&uids);
     return rc;
 }
 

@@ -164,7 +164,7 @@ static const ctl_command ctl_commands[] = {
      "subscribers",
      "create --name N --channel C --rrule R --dtstart TIME [OPTIONS] | list [--json] |\n"
      "                 show ID | next ID [--count N] | pause|resume|end ID |\n"
-     "                 subscribe|unsubscribe ID UID... | subscribers ID [--after UID] "
+     "                 subscribe|unsubscribe ID UID...|--file FILE | subscribers ID [--after UID] "
      "[--limit N]",
      "  create                     a series: its occurrences become tasks (docs/scheduling.md)\n"
      "  --rrule R                  an RFC 5545 RRULE value, e.g. 'FREQ=WEEKLY;BYDAY=MO,TU,WE,\n"
@@ -189,6 +189,8 @@ static const ctl_command ctl_commands[] = {
      "  pause ID | resume ID | end ID  no new occurrences / again / for good\n"
      "  subscribe ID UID...        the uids receive every occurrence claimed from now on\n"
      "  unsubscribe ID UID...      they receive none claimed from now on\n"
+     "  --file FILE                the uids of FILE (- = stdin), one a line, as import reads\n"
+     "                             them, in transactions of 10,000\n"
      "  subscribers ID             the count now and the uids by uid (--after UID, --limit N\n"
      "                             at most 10000, default 1000)\n",
      ctl_cmd_series},

@@ -75,13 +75,13 @@ void dsp_api_series_subs_del(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, 
     cJSON *before = NULL, *after = NULL, *o;
     char err[512], target[64];
     int64_t id, uid;
-    bool was = false;
+    uint64_t was = 0;
 
     (void)d;
     if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_id(req, "uid", resp, &uid) ||
         !dsp_api_series_subs_series(ac, id, resp) || !dsp_api_begin(ac, resp))
         return;
-    if (hr_series_subs_del(ac->m, id, uid, &was, err, sizeof err) < 0) {
+    if (hr_series_subs_del(ac->m, id, &uid, 1, &was, err, sizeof err) < 0) {
         hr_mysql_rollback(ac->m);
         dsp_api_backend_error(resp, "mysql", err);
         return;
@@ -89,7 +89,7 @@ void dsp_api_series_subs_del(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, 
     snprintf(target, sizeof target, "series %" PRId64 " uid %" PRId64, id, uid);
     before = cJSON_CreateObject();
     after = cJSON_CreateObject();
-    cJSON_AddBoolToObject(before, "subscribed", was);
+    cJSON_AddBoolToObject(before, "subscribed", was > 0);
     cJSON_AddBoolToObject(after, "subscribed", false);
     if (!dsp_api_audit(ac, req, 0, target, before, after, resp))
         hr_mysql_rollback(ac->m);
@@ -97,7 +97,7 @@ void dsp_api_series_subs_del(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, 
         o = cJSON_CreateObject();
         dsp_api_add_id(o, "series_id", id);
         dsp_api_add_id(o, "uid", uid);
-        cJSON_AddNumberToObject(o, "deleted", was ? 1 : 0);
+        cJSON_AddNumberToObject(o, "deleted", (double)was);
         dsp_api_reply(resp, 200, o);
     }
     cJSON_Delete(before);

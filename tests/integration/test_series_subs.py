@@ -5,7 +5,8 @@ herald-sink and heraldctl.
   1. the API and heraldctl: POST /v1/series/{id}/subscribers adds (a repeat
      adds nothing), DELETE unsubscribes, POST again subscribes again, GET
      counts and pages; bad uids 400, an unknown series 404, an audit row per
-     change; heraldctl series subscribe|unsubscribe|subscribers the same;
+     change; heraldctl series subscribe|unsubscribe|subscribers the same, a
+     file of uids (--file) too, a bad line refusing the whole file;
      raw SQL: an INSERT for a missing series is refused by the trigger;
   2. three occurrences (FREQ=SECONDLY;INTERVAL=10;COUNT=3) of a series of ten
      subscribers: after the first occurrence's claim one uid unsubscribes and
@@ -97,6 +98,24 @@ def test_api(env, ctl, cfg):
     check(out.returncode == 0 and lines[:1] == ["series %d: 4 subscriber(s)" % sid] and
           [int(x.split()[0]) for x in lines[1:]] == [12, 13, 14, 15],
           "heraldctl series subscribers (%s %s)" % (out.stdout, out.stderr))
+    path = os.path.join(env.dir, "series-uids.txt")
+    with open(path, "w") as f:
+        f.write("# new ones\n16\n\n  17\n14\n")
+    out = run("subscribe", sid, "--file", path)
+    check(out.returncode == 0 and "3 uid(s), 2 subscribed" in out.stdout,
+          "heraldctl series subscribe --file (%s %s)" % (out.stdout, out.stderr))
+    with open(path, "w") as f:
+        f.write("16\n17\n")
+    out = run("unsubscribe", sid, "--file", path)
+    check(out.returncode == 0 and "2 unsubscribed" in out.stdout,
+          "heraldctl series unsubscribe --file (%s %s)" % (out.stdout, out.stderr))
+    with open(path, "w") as f:
+        f.write("18\nx19\n")
+    out = run("subscribe", sid, "--file", path)
+    check(out.returncode != 0 and ":2:" in out.stderr and "nothing written" in out.stderr and
+          env.sql("SELECT COUNT(*) FROM push_series_subscription WHERE series_id = %d AND "
+                  "uid = 18" % sid)[0][0] == "0",
+          "a bad line refuses the whole file (%s)" % (out.stderr,))
     out = run("subscribe", 999999999, 1)
     check(out.returncode != 0 and "does not exist" in out.stderr,
           "heraldctl: an unknown series refused (%s)" % (out.stderr,))
