@@ -44,23 +44,32 @@ int hr_subs_unlock(hr_redis *r, int64_t id, const char *token, char *errstr, siz
     "(" ss ".subscribed_at <= " at " AND (" ss ".unsubscribed_at IS NULL OR " ss \
     ".unsubscribed_at > " at "))"
 
+/* Whether series subscription SS is of the day occurrence T of a drip
+ * takes (push_task.drip_from, drip_until; any day for another series). */
+#define HR_SUBS_DRIP(ss, t)                                                        \
+    "(" t ".drip_from IS NULL OR (" ss ".subscribed_at >= " t ".drip_from AND " ss \
+    ".subscribed_at < " t ".drip_until))"
+
 /* Whether series subscription SS is a recipient of task T (SQL aliases)
  * beside T's own push_subscription rows: T is a claimed occurrence of SS's
  * series, SS was a subscriber at T's claim (started_at, written by MySQL's
- * clock as SS's times are), and T has no push_subscription row of that uid
- * (a uid is one recipient).  The recipients of T are its push_subscription
- * rows plus the rows this selects. */
-#define HR_SUBS_SERIES_TAKEN(ss, t)                                                                \
-    "(" ss ".series_id = " t ".series_id AND " t ".started_at IS NOT NULL AND " HR_SUBS_MEMBER_AT( \
-        ss, t ".started_at") " AND NOT EXISTS (SELECT 1 FROM push_subscription "                   \
-                             "ts WHERE ts.task_id = " t ".id AND ts.uid = " ss ".uid))"
+ * clock as SS's times are), of the day T takes if the series is a drip
+ * (HR_SUBS_DRIP), and T has no push_subscription row of that uid (a uid is
+ * one recipient).  The recipients of T are its push_subscription rows plus
+ * the rows this selects. */
+#define HR_SUBS_SERIES_TAKEN(ss, t)                                                               \
+    "(" ss ".series_id = " t ".series_id AND " t                                                  \
+    ".started_at IS NOT NULL AND " HR_SUBS_MEMBER_AT(ss, t ".started_at") " AND " HR_SUBS_DRIP(   \
+        ss, t) " AND NOT EXISTS "                                                                 \
+               "(SELECT 1 FROM push_subscription ts WHERE ts.task_id = " t ".id AND ts.uid = " ss \
+               ".uid))"
 
 /* Whether series subscription SS is a recipient of occurrence T of its
  * series as far as is known now: a subscriber at T's claim, or, before the
  * claim, now (the pull and the open event ask before and after it). */
-#define HR_SUBS_SERIES_RECIPIENT(ss, t) \
-    "(" ss ".series_id = " t            \
-    ".series_id AND " HR_SUBS_MEMBER_AT(ss, "COALESCE(" t ".started_at, UTC_TIMESTAMP(3))") ")"
+#define HR_SUBS_SERIES_RECIPIENT(ss, t)                           \
+    "(" ss ".series_id = " t ".series_id AND " HR_SUBS_MEMBER_AT( \
+        ss, "COALESCE(" t ".started_at, UTC_TIMESTAMP(3))") " AND " HR_SUBS_DRIP(ss, t) ")"
 
 /* The number of T's recipients (an SQL expression of alias T): its
  * push_subscription rows and the series subscribers it takes. */

@@ -3,7 +3,7 @@
  *
  *   create --name N --channel C --rrule R --dtstart 'YYYY-MM-DD HH:MM:SS'
  *          [--tz Z] [--local-time] [--exdate LIST] [--catch-up P] [--lead D]
- *          [--expire-after D] [--topic T] [--title T] [--body B]
+ *          [--expire-after D] [--drip-days N] [--topic T] [--title T] [--body B]
  *          [--payload JSON] [--category C] [--priority P]
  *          [--variant L=JSON]... [--variants FILE]
  *                              checked as the dispatcher will (the rule by
@@ -53,25 +53,16 @@ static int ctl_series_parse(ctl_ctx *ctx, int argc, char **argv, hr_series *s, h
                             cJSON **variants)
 {
     static const struct option options[] = {
-        {"name", required_argument, NULL, 'n'},
-        {"channel", required_argument, NULL, 'c'},
-        {"rrule", required_argument, NULL, 'r'},
-        {"dtstart", required_argument, NULL, 's'},
-        {"tz", required_argument, NULL, 'z'},
-        {"local-time", no_argument, NULL, 'l'},
-        {"exdate", required_argument, NULL, 'x'},
-        {"catch-up", required_argument, NULL, 'u'},
-        {"lead", required_argument, NULL, 'L'},
-        {"expire-after", required_argument, NULL, 'e'},
-        {"topic", required_argument, NULL, 'T'},
-        {"title", required_argument, NULL, 't'},
-        {"body", required_argument, NULL, 'b'},
-        {"payload", required_argument, NULL, 'p'},
-        {"category", required_argument, NULL, 'C'},
-        {"priority", required_argument, NULL, 'P'},
-        {"variant", required_argument, NULL, 'v'},
-        {"variants", required_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0},
+        {"name", required_argument, NULL, 'n'},      {"channel", required_argument, NULL, 'c'},
+        {"rrule", required_argument, NULL, 'r'},     {"dtstart", required_argument, NULL, 's'},
+        {"tz", required_argument, NULL, 'z'},        {"local-time", no_argument, NULL, 'l'},
+        {"exdate", required_argument, NULL, 'x'},    {"catch-up", required_argument, NULL, 'u'},
+        {"lead", required_argument, NULL, 'L'},      {"expire-after", required_argument, NULL, 'e'},
+        {"drip-days", required_argument, NULL, 'd'}, {"topic", required_argument, NULL, 'T'},
+        {"title", required_argument, NULL, 't'},     {"body", required_argument, NULL, 'b'},
+        {"payload", required_argument, NULL, 'p'},   {"category", required_argument, NULL, 'C'},
+        {"priority", required_argument, NULL, 'P'},  {"variant", required_argument, NULL, 'v'},
+        {"variants", required_argument, NULL, 'V'},  {NULL, 0, NULL, 0},
     };
     char errstr[256];
     int64_t ms;
@@ -125,6 +116,11 @@ static int ctl_series_parse(ctl_ctx *ctx, int argc, char **argv, hr_series *s, h
         case 'P':
             if (hr_priority_parse(optarg, &t->priority) < 0)
                 return ctl_usage(ctx, "--priority: high or normal");
+            break;
+        case 'd':
+            if (ctl_fmt_parse_int("--drip-days", optarg, 0, HR_SERIES_DRIP_DAYS_MAX, &s->drip_days,
+                                  errstr, sizeof errstr) < 0)
+                return ctl_usage(ctx, "%s", errstr);
             break;
         case 'L':
         case 'e':

@@ -179,6 +179,8 @@ static const ctl_command ctl_commands[] = {
      "  --lead D                   written as a task D before due (default\n"
      "                             dispatcher.series_lead_s)\n"
      "  --expire-after D           an occurrence expires D after its due time\n"
+     "  --drip-days N              a drip: each daily occurrence reaches only the subscribers\n"
+     "                             of the day N days before it (FREQ=DAILY, --catch-up all)\n"
      "  --topic, --title, --body, --payload, --category, --priority  as for create\n"
      "  --variant L=JSON, --variants FILE  per-locale content as for create, copied to\n"
      "                             each occurrence\n"

@@ -33,6 +33,21 @@ CREATE TABLE IF NOT EXISTS push_series_subscription (
   KEY push_series_subscription_uid (uid, series_id)
 ) ENGINE=InnoDB;
 
+-- Drips (docs/scheduling.md "Drips"): a series with drip_days is a daily
+-- series whose occurrence of day D takes only the subscribers whose
+-- subscribed_at falls on day D - drip_days in the series' zone ("3 days
+-- after subscribing, at 10:00").  The dispatcher writes that day's bounds,
+-- as instants, on each occurrence it writes (drip_from, drip_until): the
+-- recipients' predicate then needs no zone arithmetic in SQL.
+ALTER TABLE push_series
+  ADD COLUMN IF NOT EXISTS drip_days INT NULL DEFAULT NULL
+    COMMENT 'a drip: an occurrence takes the subscribers of the day this many days before its own; NULL = every subscriber';
+ALTER TABLE push_task
+  ADD COLUMN IF NOT EXISTS drip_from DATETIME(3) NULL DEFAULT NULL
+    COMMENT 'an occurrence of a drip: the subscriptions it takes start at this instant (UTC)',
+  ADD COLUMN IF NOT EXISTS drip_until DATETIME(3) NULL DEFAULT NULL
+    COMMENT 'and end before this one';
+
 DROP TRIGGER IF EXISTS push_series_subscription_guard;
 DROP TRIGGER IF EXISTS push_series_subscription_guard_change;
 

@@ -21,7 +21,13 @@ herald-sink and heraldctl.
      eight series subscribers is claimed and chunked; POST
      /v1/tasks/{id}/recover rebuilds its set from the series' subscribers
      (no push_subscription row to read), and once the worker is back every
-     one of them is pushed and the occurrence is `done`, all accounted.
+     one of them is pushed and the occurrence is `done`, all accounted;
+  4. drips (docs/scheduling.md "Drips"): two daily series in New York's days,
+     +0 and +1 day, the same five subscribers subscribing now: the +0 one
+     reaches the five, the +1 one nobody (they subscribed today, not
+     yesterday), both `done` and accounted, each occurrence's day written as
+     New York's midnights in UTC; a drip's bad rule, catch_up and drip_days
+     refused with 400.
 
 Usage: test_series_subs.py HERALD_DISPATCHER HERALD_WORKER HERALD_SINK HERALDCTL"""
 import datetime
@@ -29,6 +35,7 @@ import os
 import subprocess
 import sys
 import time
+import zoneinfo
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from badinput_env import Env, check, finish, job_wait, sink_uids, wait_until  # noqa: E402
@@ -202,6 +209,59 @@ def test_recover(env, record, worker, cfg, procs):
     check(set(uids) <= sink_uids(record, uids), "the sink got them")
 
 
+def test_drip(env):
+    """Two daily drips of the same subscribers, in New York's days: +0 days
+    takes those who subscribed today (NY), +1 day those of yesterday
+    (none)."""
+    zone = zoneinfo.ZoneInfo("America/New_York")
+    now = datetime.datetime.now(zone)
+    start = (now + datetime.timedelta(seconds=6)).replace(microsecond=0)
+    base = {"channel": "webhook", "topic": env.topic, "title": "{{uid}}", "tz": zone.key,
+            "rrule": "FREQ=DAILY;COUNT=1", "dtstart": start.strftime("%Y-%m-%d %H:%M:%S"),
+            "catch_up": "all", "lead_s": 3}
+    for bad, why in ((dict(rrule="FREQ=WEEKLY;COUNT=1"), "FREQ=DAILY"),
+                     (dict(rrule="FREQ=DAILY;BYDAY=MO"), "FREQ=DAILY"),
+                     (dict(catch_up="latest"), "catch_up must be all"),
+                     (dict(drip_days=3651), "drip_days")):
+        status, j = env.http("POST", "/v1/series", dict(base, name="drip-bad", drip_days=3, **bad)
+                             if "drip_days" not in bad else dict(base, name="drip-bad", **bad))
+        check(status == 400 and why in str(j), "a drip %s: 400 (%s %s)" % (bad, status, j))
+    ids = {}
+    for days in (0, 1):
+        status, j = env.http("POST", "/v1/series", dict(base, name="drip-%d" % days,
+                                                        drip_days=days))
+        check(status == 201 and j.get("drip_days") == days,
+              "a drip of +%d days created (%s %s)" % (days, status, j))
+        ids[days] = j.get("id", 0)
+    uids = list(range(9294001, 9294006))
+    for sid in ids.values():
+        check(subscribe(env, sid, uids)[0] == 200, "series %d: five subscribers today" % sid)
+    check(wait_until(lambda: all(len(occurrences(env, s)) == 1 and occurrences(env, s)[0][2] ==
+                                 "done" for s in ids.values()), 40, 0.3),
+          "both drips' occurrences done (%s)" % ({d: occurrences(env, s) for d, s in ids.items()},))
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    for days, sid in ids.items():
+        occ = occurrences(env, sid)
+        if not occ:
+            continue
+        tid = occ[0][0]
+        want = set(uids) if days == 0 else set()
+        sent, unacc = env.task(tid, "sent, unaccounted")
+        check(delivered(env, tid) == want and int(sent) == len(want) and int(unacc) == 0,
+              "drip +%d: %d of the five pushed, accounted (sent=%s unaccounted=%s)"
+              % (days, len(want), sent, unacc))
+        day = (midnight - datetime.timedelta(days=days)).replace(tzinfo=None)
+        frm = day.replace(tzinfo=zone).astimezone(datetime.timezone.utc)
+        until = (day + datetime.timedelta(days=1)).replace(tzinfo=zone).astimezone(
+            datetime.timezone.utc)
+        got = env.sql("SELECT DATE_FORMAT(drip_from, '%%Y-%%m-%%d %%H:%%i:%%s'), "
+                      "DATE_FORMAT(drip_until, '%%Y-%%m-%%d %%H:%%i:%%s') FROM push_task "
+                      "WHERE id = %d" % tid)[0]
+        check(list(got) == [frm.strftime("%Y-%m-%d %H:%M:%S"), until.strftime("%Y-%m-%d %H:%M:%S")],
+              "drip +%d: the day taken is New York's %s, as UTC instants (%s)"
+              % (days, day.date(), got))
+
+
 def main():
     if len(sys.argv) != 5:
         print(__doc__)
@@ -219,6 +279,7 @@ def main():
         test_api(env, ctl, cfg)
         test_three(env, record)
         test_recover(env, record, worker, cfg, procs)
+        test_drip(env)
     finally:
         env.sql("DELETE FROM push_job WHERE name = 'series:%s'" % env.topic)
         env.sql("DELETE s FROM push_series_subscription s JOIN push_series p ON p.id = "
