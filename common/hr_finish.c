@@ -13,6 +13,7 @@
 #include "hr_parse.h"
 #include "hr_pipe.h"
 #include "hr_state.h"
+#include "hr_subs.h"
 
 /* The stats hash's fields an HMGET reads, in the order of the reply. */
 static const char *const hr_finish_stats_fields[] = {
@@ -440,12 +441,13 @@ int hr_finish_tasks(hr_mysql *m, hr_finish_item *items, size_t n, char *errstr, 
      * rows would hold up the dispatcher that makes them dispatched. */
     if (n == 0)
         goto out;
-    if (hr_batch_select(m,
-                        "SELECT t.id, (SELECT COUNT(*) FROM push_subscription s WHERE s.task_id "
-                        "= t.id) FROM JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$')) j "
-                        "STRAIGHT_JOIN push_task t ON t.id = j.task WHERE t.state = 'dispatched'",
-                        &(hr_batch){ids, n, 1}, NULL, 0, 1, hr_finish_candidate_row, items, errstr,
-                        errlen) < 0)
+    if (hr_batch_select(
+            m,
+            "SELECT t.id, " HR_SUBS_COUNT(
+                "t") " FROM JSON_TABLE(?, '$[*]' "
+                     "COLUMNS (task BIGINT PATH '$')) j "
+                     "STRAIGHT_JOIN push_task t ON t.id = j.task WHERE t.state = 'dispatched'",
+            &(hr_batch){ids, n, 1}, NULL, 0, 1, hr_finish_candidate_row, items, errstr, errlen) < 0)
         goto done;
     for (i = 0; i < n; i++)
         if (items[i].ended) {

@@ -3,7 +3,8 @@
  *
  * `done` means every subscription is accounted for: the outcomes (sent,
  * failed, throttled, pulled, cancelled, unregistered, expired) add up to at least the task's
- * push_subscription rows.  When they do not (Redis lost recipients, a set
+ * recipients (push_subscription rows, and an occurrence's series
+ * subscribers at its claim: HR_SUBS_COUNT).  When they do not (Redis lost recipients, a set
  * was flushed, a bug), the task does not claim success: it becomes
  * `failed` with `unaccounted` = the gap and a last_error that says so, and
  * the caller counts herald_recipients_unaccounted_total.  A recipient
@@ -98,9 +99,10 @@ int hr_finish_count(hr_mysql *m, int64_t id, int shard, hr_outcome outcome, int6
                     char *errstr, size_t errlen);
 
 typedef struct hr_finish_result {
-    int64_t subscriptions; /* push_subscription rows */
-    int64_t unaccounted;   /* 0 when every subscription has an outcome */
-    hr_task_state state;   /* done, failed or cancelled */
+    int64_t
+        subscriptions; /* recipients: push_subscription rows and a series occurrence's series subscribers (HR_SUBS_COUNT) */
+    int64_t unaccounted; /* 0 when every subscription has an outcome */
+    hr_task_state state; /* done, failed or cancelled */
 } hr_finish_result;
 
 /* One task of hr_finish_tasks: its id and stats in, its outcome out. */

@@ -243,6 +243,75 @@ void hr_series_occurrence(const hr_series *s, int64_t due_ms, hr_task *t)
     t->expire_ms = s->expire_after_s >= 0 ? due_ms + s->expire_after_s * 1000 : -1;
 }
 
+int hr_series_drip_window(const hr_series *s, int64_t wall_ms, int64_t *from_ms, int64_t *until_ms,
+                          char *errstr, size_t errlen)
+{
+    int64_t day = hr_civil_floordiv(wall_ms, 86400000) - s->drip_days;
+    int y, mo, d, hh, mi, ss;
+
+    hr_series_wall_fields(day * 86400000, &y, &mo, &d, &hh, &mi, &ss);
+    if (hr_tz_local_to_utc(s->tz, y, mo, d, 0, 0, 0, from_ms, errstr, errlen) < 0)
+        return -1;
+    hr_series_wall_fields((day + 1) * 86400000, &y, &mo, &d, &hh, &mi, &ss);
+    return hr_tz_local_to_utc(s->tz, y, mo, d, 0, 0, 0, until_ms, errstr, errlen);
+}
+
+int hr_series_drip_write(hr_mysql *m, const hr_series *s, int64_t task_id, int64_t wall_ms,
+                         char *errstr, size_t errlen)
+{
+    int64_t from, until;
+
+    if (hr_series_drip_window(s, wall_ms, &from, &until, errstr, errlen) < 0)
+        return -1;
+    {
+        const hr_mysql_param p[] = {HR_P_I64(from), HR_P_I64(until), HR_P_I64(task_id)};
+
+        return hr_mysql_exec(m,
+                             "UPDATE push_task SET drip_from = FROM_UNIXTIME(? / 1000), "
+                             "drip_until = FROM_UNIXTIME(? / 1000) WHERE id = ?",
+                             p, 3, NULL, NULL, NULL, errstr, errlen);
+    }
+}
+
+/* A drip's rule: every day once (FREQ=DAILY, INTERVAL=1, no BY part; COUNT
+ * and UNTIL may end it), so each day's subscribers have their occurrence.
+ * 0, or -1 naming what is wrong. */
+static int hr_series_drip_check(const hr_series *s, char *errstr, size_t errlen)
+{
+    struct icalrecurrencetype r;
+
+    if (s->drip_days > HR_SERIES_DRIP_DAYS_MAX) {
+        snprintf(errstr, errlen, "drip_days %lld is outside 0..%d", (long long)s->drip_days,
+                 HR_SERIES_DRIP_DAYS_MAX);
+        return -1;
+    }
+    icalerror_clear_errno();
+    r = icalrecurrencetype_from_string(s->rrule);
+    if (r.freq != ICAL_DAILY_RECURRENCE || r.interval != 1 ||
+        r.by_second[0] != ICAL_RECURRENCE_ARRAY_MAX ||
+        r.by_minute[0] != ICAL_RECURRENCE_ARRAY_MAX || r.by_hour[0] != ICAL_RECURRENCE_ARRAY_MAX ||
+        r.by_day[0] != ICAL_RECURRENCE_ARRAY_MAX ||
+        r.by_month_day[0] != ICAL_RECURRENCE_ARRAY_MAX ||
+        r.by_year_day[0] != ICAL_RECURRENCE_ARRAY_MAX ||
+        r.by_week_no[0] != ICAL_RECURRENCE_ARRAY_MAX ||
+        r.by_month[0] != ICAL_RECURRENCE_ARRAY_MAX ||
+        r.by_set_pos[0] != ICAL_RECURRENCE_ARRAY_MAX) {
+        snprintf(errstr, errlen,
+                 "a drip (drip_days) needs an occurrence every day: rrule \"%s\" is not "
+                 "FREQ=DAILY without INTERVAL or BY parts (COUNT and UNTIL may end it)",
+                 s->rrule);
+        return -1;
+    }
+    if (s->exdate != NULL || s->catch_up != HR_CATCH_UP_ALL) {
+        snprintf(errstr, errlen, "a drip (drip_days) skips no day: %s",
+                 s->exdate != NULL
+                     ? "exdate would leave that day's subscribers without it"
+                     : "catch_up must be all (a missed day's subscribers would never get it)");
+        return -1;
+    }
+    return 0;
+}
+
 int hr_series_validate(const hr_series *s, const hr_config *cfg, char *errstr, size_t errlen)
 {
     int64_t first, due;
@@ -267,6 +336,12 @@ int hr_series_validate(const hr_series *s, const hr_config *cfg, char *errstr, s
     if (hr_series_expand(s->rrule, s->dtstart_wall_ms, s->exdate, INT64_MIN, 1, &first, &n, errstr,
                          errlen) < 0)
         return -1;
+    if (s->drip_days >= 0 && hr_series_drip_check(s, errstr, errlen) < 0)
+        return -1;
+    if (s->drip_days < -1) {
+        snprintf(errstr, errlen, "drip_days must be 0..%d", HR_SERIES_DRIP_DAYS_MAX);
+        return -1;
+    }
     if (hr_series_due_ms(s, s->dtstart_wall_ms, &due, errstr, errlen) < 0)
         return -1;
     hr_series_occurrence(s, due, &t);
@@ -294,7 +369,8 @@ int hr_series_validate(const hr_series *s, const hr_config *cfg, char *errstr, s
     "COALESCE(expire_after_s, -1), rrule, "                                              \
     "CAST(UNIX_TIMESTAMP(dtstart) AS SIGNED) * 1000, tz, exdate, local_time, catch_up, " \
     "COALESCE(lead_s, -1), state, "                                                      \
-    "COALESCE(CAST(UNIX_TIMESTAMP(next_at) AS SIGNED) * 1000, -1), occurrences"
+    "COALESCE(CAST(UNIX_TIMESTAMP(next_at) AS SIGNED) * 1000, -1), occurrences, "        \
+    "COALESCE(drip_days, -1)"
 
 static int hr_series_dup(const char *s, char **out)
 {
@@ -346,6 +422,7 @@ int hr_series_load(hr_mysql *m, int64_t id, hr_series **out, char *errstr, size_
     s->lead_s = hr_series_int(hr_mysql_cell(rows, 0, 7));
     s->next_wall_ms = hr_series_int(hr_mysql_cell(rows, 0, 9));
     s->occurrences = hr_series_int(hr_mysql_cell(rows, 0, 10));
+    s->drip_days = hr_series_int(hr_mysql_cell(rows, 0, 11));
     if (hr_variant_series_load(m, id, &s->variants, errstr, errlen) != 0)
         goto done;
     if (hr_series_dup(hr_mysql_cell(rows, 0, 1), &s->rrule) < 0 ||
@@ -379,6 +456,7 @@ void hr_series_defaults(hr_series *s, hr_task *t)
                      .lead_s = -1,
                      .expire_after_s = -1,
                      .next_wall_ms = -1,
+                     .drip_days = -1,
                      .dtstart_wall_ms = INT64_MIN};
 }
 
@@ -398,7 +476,8 @@ int hr_series_insert(hr_mysql *m, hr_series *s, int64_t *id, char *errstr, size_
         /* the recurrence */
         HR_P_STR(s->rrule), HR_P_I64(s->dtstart_wall_ms), HR_P_STR(s->tz),
         hr_mysql_p_str_or_null(s->exdate), HR_P_I64(s->local_time ? 1 : 0),
-        HR_P_STR(hr_series_catch_up_name(s->catch_up)), hr_mysql_p_i64_or_null(s->lead_s)};
+        HR_P_STR(hr_series_catch_up_name(s->catch_up)), hr_mysql_p_i64_or_null(s->lead_s),
+        hr_mysql_p_i64_or_null(s->drip_days)};
     uint64_t newid = 0;
 
     if (hr_mysql_exec(m,
@@ -406,9 +485,9 @@ int hr_series_insert(hr_mysql *m, hr_series *s, int64_t *id, char *errstr, size_
                       "payload, rate_limit, chunk_size, throttle_limit, throttle_window_s, "
                       "throttle_scope, throttle_key, throttle_mode, ttl_s, collapse_key, "
                       "priority, window_start, window_end, window_tz, expire_after_s, rrule, "
-                      "dtstart, tz, exdate, local_time, catch_up, lead_s) VALUES (?, ?, ?, ?, "
-                      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, SEC_TO_TIME(?), SEC_TO_TIME(?), ?, "
-                      "?, ?, FROM_UNIXTIME(? / 1000), ?, ?, ?, ?, ?)",
+                      "dtstart, tz, exdate, local_time, catch_up, lead_s, drip_days) VALUES "
+                      "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, SEC_TO_TIME(?), "
+                      "SEC_TO_TIME(?), ?, ?, ?, FROM_UNIXTIME(? / 1000), ?, ?, ?, ?, ?, ?)",
                       p, sizeof p / sizeof p[0], NULL, &newid, NULL, errstr, errlen) < 0)
         return -1;
     *id = (int64_t)newid;

@@ -65,7 +65,12 @@ typedef struct hr_series {
     hr_series_state state;
     int64_t next_wall_ms; /* -1 = NULL: not looked at yet */
     int64_t occurrences;
+    int64_t drip_days; /* a drip: an occurrence takes the subscribers of the day this many
+                          days before its own (in tz); -1 = not a drip */
 } hr_series;
+
+/* The longest a drip waits after the subscription, in days. */
+#define HR_SERIES_DRIP_DAYS_MAX 3650
 
 const char *hr_series_state_name(hr_series_state s);
 int hr_series_state_parse(const char *s, hr_series_state *out);
@@ -93,8 +98,22 @@ int hr_series_due_ms(const hr_series *s, int64_t wall_ms, int64_t *due_ms, char 
  * with S's zone as default_tz, expire_at from expire_after_s. */
 void hr_series_occurrence(const hr_series *s, int64_t due_ms, hr_task *t);
 
+/* The instants [*FROM_MS, *UNTIL_MS) of the day, in S's zone, of the
+ * subscriptions a drip's occurrence at wall time WALL_MS takes: the wall
+ * day drip_days before the occurrence's, midnight to midnight (hr_tz's
+ * rules for a midnight in a gap).  0 or -1. */
+int hr_series_drip_window(const hr_series *s, int64_t wall_ms, int64_t *from_ms, int64_t *until_ms,
+                          char *errstr, size_t errlen);
+
+/* Writes the drip window of occurrence task TASK_ID of drip S at WALL_MS
+ * (push_task.drip_from, drip_until), in the caller's transaction.  0 or
+ * -1. */
+int hr_series_drip_write(hr_mysql *m, const hr_series *s, int64_t task_id, int64_t wall_ms,
+                         char *errstr, size_t errlen);
+
 /* Checks S's rule, zone and template (hr_task_validate of an occurrence at
- * its dtstart), and the template's content and S's variants against the
+ * its dtstart), a drip's rule (daily, every day, once a day) and catch_up
+ * (all: a day skipped would skip that day's subscribers for good), and the template's content and S's variants against the
  * channel (hr_variant_check of that occurrence).  0, -1, or
  * HR_VARIANT_EINVAL when S has variants and the content check refused
  * them.  The message names what is wrong. */

@@ -70,6 +70,11 @@ static int hr_subs_renew(hr_redis *r, int64_t id, const hr_subs_refill_opts *o, 
     return rc;
 }
 
+/* The delivery log's outcomes that settle a recipient (a refill that
+ * excludes the delivered leaves them out). */
+#define HR_SUBS_SETTLED \
+    "('sent', 'failed', 'throttled', 'pulled', 'unregistered', 'opted_out', 'suppressed')"
+
 static const char *const hr_subs_sql[] = {
     [HR_SUBS_ALL] = "SELECT uid FROM push_subscription WHERE task_id = ? AND uid > ? "
                     "ORDER BY uid LIMIT ?",
@@ -77,8 +82,18 @@ static const char *const hr_subs_sql[] = {
     [HR_SUBS_UNDELIVERED] = "SELECT s.uid FROM push_subscription s WHERE s.task_id = ? "
                             "AND s.uid > ? AND NOT EXISTS (SELECT 1 FROM push_delivery d "
                             "WHERE d.task_id = s.task_id AND d.day = ? AND d.uid = s.uid AND "
-                            "d.status IN ('sent', 'failed', 'throttled', 'pulled', "
-                            "'unregistered', 'opted_out', 'suppressed')) ORDER BY s.uid LIMIT ?",
+                            "d.status IN " HR_SUBS_SETTLED ") ORDER BY s.uid LIMIT ?",
+    /* The primary key (series_id, uid): one range read in uid order. */
+    [HR_SUBS_SERIES] = "SELECT s.uid FROM push_task t STRAIGHT_JOIN push_series_subscription s "
+                       "ON " HR_SUBS_SERIES_TAKEN("s", "t") " WHERE t.id = ? AND s.uid > ? "
+                                                            "ORDER BY s.uid LIMIT ?",
+    [HR_SUBS_SERIES_UNDELIVERED] =
+        "SELECT s.uid FROM push_task t STRAIGHT_JOIN "
+        "push_series_subscription s ON " HR_SUBS_SERIES_TAKEN(
+            "s", "t") " WHERE t.id = ? AND s.uid > ? AND NOT EXISTS (SELECT 1 FROM "
+                      "push_delivery d WHERE d.task_id = t.id AND d.day = ? AND "
+                      "d.uid = s.uid AND d.status IN " HR_SUBS_SETTLED ") "
+                      "ORDER BY s.uid LIMIT ?",
     /* The (task_id, epoch) index holds uid too (InnoDB appends the primary
      * key), so this is one range read in (epoch, uid) order. */
     [HR_SUBS_EPOCHS] = "SELECT uid, epoch FROM push_subscription WHERE task_id = ? "
@@ -171,10 +186,9 @@ int hr_subs_fill(hr_mysql *m, hr_redis *r, int64_t id, int shards, const hr_subs
                                      HR_P_I64(o->batch)};
         const hr_mysql_param pe[] = {HR_P_I64(id),    HR_P_I64(epoch), HR_P_I64(last),
                                      HR_P_I64(epoch), HR_P_I64(upto),  HR_P_I64(o->batch)};
-        const hr_mysql_param *p = pages == HR_SUBS_EPOCHS        ? pe
-                                  : pages == HR_SUBS_UNDELIVERED ? pd
-                                                                 : pu;
-        size_t np = pages == HR_SUBS_EPOCHS ? 6 : pages == HR_SUBS_UNDELIVERED ? 4 : 3;
+        bool undelivered = pages == HR_SUBS_UNDELIVERED || pages == HR_SUBS_SERIES_UNDELIVERED;
+        const hr_mysql_param *p = pages == HR_SUBS_EPOCHS ? pe : undelivered ? pd : pu;
+        size_t np = pages == HR_SUBS_EPOCHS ? 6 : undelivered ? 4 : 3;
         int64_t got;
 
         if (o->stop != NULL && atomic_load(o->stop)) {
@@ -250,6 +264,12 @@ int hr_subs_refill(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_op
         rc = hr_subs_fill(m, r, id, shards, o,
                           o->exclude_delivered ? HR_SUBS_UNDELIVERED : HR_SUBS_ALL, 0, 0, &n_added,
                           &n_seen, errstr, errlen);
+    /* A claimed occurrence's series subscribers (none for another task:
+     * the read finds no row). */
+    if (rc == HR_SUBS_DONE)
+        rc = hr_subs_fill(m, r, id, shards, o,
+                          o->exclude_delivered ? HR_SUBS_SERIES_UNDELIVERED : HR_SUBS_SERIES, 0, 0,
+                          &n_added, &n_seen, errstr, errlen);
     return hr_subs_end(r, id, o, rc, n_added, n_seen, added, seen);
 }
 
@@ -279,7 +299,7 @@ static int64_t hr_subs_synced(hr_redis *r, int64_t id, char *errstr, size_t errl
  * scheduled (its owner's reconciliation does the rest), 2 when an open
  * transaction kept the task row locked for a second, or -1. */
 static int hr_subs_epoch_end(hr_mysql *m, int64_t id, bool claimed, int64_t *upto, int *shards,
-                             char *errstr, size_t errlen)
+                             bool *series, char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(id)};
     hr_mysql_rows *rows = NULL;
@@ -301,8 +321,9 @@ static int hr_subs_epoch_end(hr_mysql *m, int64_t id, bool claimed, int64_t *upt
     }
     /* Only a sync bumps the epoch, and syncs of a task hold its prepare
      * lock: the value read is the one just written. */
-    if (hr_mysql_query(m, "SELECT subs_epoch, shards FROM push_task WHERE id = ?", p, 1, &rows,
-                       errstr, errlen) < 0)
+    if (hr_mysql_query(
+            m, "SELECT subs_epoch, shards, series_id IS NOT NULL FROM push_task WHERE id = ?", p, 1,
+            &rows, errstr, errlen) < 0)
         return -1;
     if (rows->nrows != 1) {
         hr_mysql_rows_free(rows);
@@ -310,8 +331,45 @@ static int hr_subs_epoch_end(hr_mysql *m, int64_t id, bool claimed, int64_t *upt
     }
     *upto = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10) + (claimed ? 1 : 0);
     *shards = atoi(hr_mysql_cell(rows, 0, 1));
+    *series = atoi(hr_mysql_cell(rows, 0, 2)) == 1;
     hr_mysql_rows_free(rows);
     return 0;
+}
+
+/* The claimed sync's part for an occurrence of a series: the series
+ * subscribers at its claim (HR_SUBS_SERIES), unless its chunking started in
+ * an earlier ownership (seq exists: that reconciliation added them before
+ * it created seq; a new owner's would find every add refused).  The series
+ * row's lock is taken exclusively first and let go: the triggers of
+ * push_series_subscription take it shared while they write a row's time,
+ * so every row whose time is before the claim is committed and visible.
+ * An hr_subs_result, HR_SUBS_BUSY when an open transaction held the series
+ * row for a second, or -1. */
+static int hr_subs_sync_series(hr_mysql *m, hr_redis *r, int64_t id, int shards,
+                               const hr_subs_refill_opts *o, int64_t *added, int64_t *seen,
+                               char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(id)};
+    char key[256];
+    redisReply *reply;
+    unsigned errnum = 0;
+    bool started;
+
+    reply = hr_redis_cmdf(r, errstr, errlen, "EXISTS %s",
+                          hr_key_shard(hr_redis_prefix(r), key, sizeof key, id, 0, HR_KEY_SEQ));
+    if (reply == NULL)
+        return -1;
+    started = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
+    freeReplyObject(reply);
+    if (started)
+        return HR_SUBS_DONE;
+    if (hr_mysql_exec(m,
+                      "SET STATEMENT innodb_lock_wait_timeout = 1 FOR "
+                      "UPDATE push_series SET id = id WHERE id = "
+                      "(SELECT series_id FROM push_task WHERE id = ?)",
+                      p, 1, NULL, NULL, &errnum, errstr, errlen) < 0)
+        return errnum == HR_MYSQL_ER_LOCK_WAIT_TIMEOUT ? HR_SUBS_BUSY : -1;
+    return hr_subs_fill(m, r, id, shards, o, HR_SUBS_SERIES, 0, 0, added, seen, errstr, errlen);
 }
 
 int hr_subs_sync(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts *o, bool claimed,
@@ -321,6 +379,7 @@ int hr_subs_sync(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts
     int64_t from, upto = 0, n_added = 0, n_seen = 0;
     redisReply *reply;
     int rc, shards = 1;
+    bool series = false;
 
     rc = hr_subs_lock(r, id, o->token, o->lock_ms, errstr, errlen);
     if (rc <= 0)
@@ -330,13 +389,15 @@ int hr_subs_sync(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts
         rc = -1;
         goto done;
     }
-    rc = hr_subs_epoch_end(m, id, claimed, &upto, &shards, errstr, errlen);
+    rc = hr_subs_epoch_end(m, id, claimed, &upto, &shards, &series, errstr, errlen);
     if (rc != 0) {
         rc = rc < 0 ? -1 : rc == 1 ? HR_SUBS_CLAIMED : HR_SUBS_BUSY;
         goto done;
     }
     rc = hr_subs_fill(m, r, id, shards, o, HR_SUBS_EPOCHS, from, upto, &n_added, &n_seen, errstr,
                       errlen);
+    if (rc == HR_SUBS_DONE && claimed && series)
+        rc = hr_subs_sync_series(m, r, id, shards, o, &n_added, &n_seen, errstr, errlen);
     if (rc != HR_SUBS_DONE)
         goto done;
     /* Nothing may be added after this but the set's own progress: the
@@ -358,6 +419,21 @@ int hr_subs_sync(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts
     freeReplyObject(reply);
 done:
     return hr_subs_end(r, id, o, rc, n_added, n_seen, added, seen);
+}
+
+int64_t hr_subs_count(hr_mysql *m, int64_t id, char *errstr, size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(id)};
+    hr_mysql_rows *rows = NULL;
+    int64_t n = -1;
+
+    if (hr_mysql_query(m, "SELECT " HR_SUBS_COUNT("t") " FROM push_task t WHERE t.id = ?", p, 1,
+                       &rows, errstr, errlen) == 0)
+        n = rows->nrows == 1 && hr_mysql_cell(rows, 0, 0) != NULL
+                ? strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10)
+                : 0;
+    hr_mysql_rows_free(rows);
+    return n;
 }
 
 int hr_subs_forget_synced(hr_redis *r, int64_t id, char *errstr, size_t errlen)

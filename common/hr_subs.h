@@ -11,7 +11,16 @@
  * token with an expiry.  The refill holds it for its whole run and renews it
  * before every batch (lease_renew.lua); the dispatcher's first chunk takes
  * it around its INCR of seq.  Once seq exists refill_add.lua refuses to add,
- * so a refill never brings back recipients already moved into chunks. */
+ * so a refill never brings back recipients already moved into chunks.
+ *
+ * An occurrence of a series (docs/architecture.md "Series") has, beside
+ * its own push_subscription rows, the series' subscribers at its claim
+ * (push_series_subscription, 026_series_subscription.sql): no row per
+ * occurrence.  They are added once the task is claimed, never before (an
+ * unsubscribe before the claim must stop the occurrence, and nothing takes
+ * a member out of the set): by the claimed sync, before it creates seq, and
+ * by the refill.  HR_SUBS_SERIES_TAKEN says which they are, for every
+ * statement that reads or counts a task's recipients. */
 #ifndef HR_SUBS_H
 #define HR_SUBS_H
 
@@ -28,6 +37,46 @@
 int hr_subs_lock(hr_redis *r, int64_t id, const char *token, int ms, char *errstr, size_t errlen);
 /* Releases the lock if TOKEN still holds it.  0 or -1. */
 int hr_subs_unlock(hr_redis *r, int64_t id, const char *token, char *errstr, size_t errlen);
+
+/* Whether series subscription SS (an SQL alias) is a subscriber at the
+ * instant AT (an SQL expression). */
+#define HR_SUBS_MEMBER_AT(ss, at)                                                \
+    "(" ss ".subscribed_at <= " at " AND (" ss ".unsubscribed_at IS NULL OR " ss \
+    ".unsubscribed_at > " at "))"
+
+/* Whether series subscription SS is of the day occurrence T of a drip
+ * takes (push_task.drip_from, drip_until; any day for another series). */
+#define HR_SUBS_DRIP(ss, t)                                                        \
+    "(" t ".drip_from IS NULL OR (" ss ".subscribed_at >= " t ".drip_from AND " ss \
+    ".subscribed_at < " t ".drip_until))"
+
+/* Whether series subscription SS is a recipient of task T (SQL aliases)
+ * beside T's own push_subscription rows: T is a claimed occurrence of SS's
+ * series, SS was a subscriber at T's claim (started_at, written by MySQL's
+ * clock as SS's times are), of the day T takes if the series is a drip
+ * (HR_SUBS_DRIP), and T has no push_subscription row of that uid (a uid is
+ * one recipient).  The recipients of T are its push_subscription rows plus
+ * the rows this selects. */
+#define HR_SUBS_SERIES_TAKEN(ss, t)                                                               \
+    "(" ss ".series_id = " t ".series_id AND " t                                                  \
+    ".started_at IS NOT NULL AND " HR_SUBS_MEMBER_AT(ss, t ".started_at") " AND " HR_SUBS_DRIP(   \
+        ss, t) " AND NOT EXISTS "                                                                 \
+               "(SELECT 1 FROM push_subscription ts WHERE ts.task_id = " t ".id AND ts.uid = " ss \
+               ".uid))"
+
+/* Whether series subscription SS is a recipient of occurrence T of its
+ * series as far as is known now: a subscriber at T's claim, or, before the
+ * claim, now (the pull and the open event ask before and after it). */
+#define HR_SUBS_SERIES_RECIPIENT(ss, t)                           \
+    "(" ss ".series_id = " t ".series_id AND " HR_SUBS_MEMBER_AT( \
+        ss, "COALESCE(" t ".started_at, UTC_TIMESTAMP(3))") " AND " HR_SUBS_DRIP(ss, t) ")"
+
+/* The number of T's recipients (an SQL expression of alias T): its
+ * push_subscription rows and the series subscribers it takes. */
+#define HR_SUBS_COUNT(t)                                                                    \
+    "((SELECT COUNT(*) FROM push_subscription cs WHERE cs.task_id = " t ".id) + "           \
+    "(SELECT COUNT(*) FROM push_series_subscription css WHERE " HR_SUBS_SERIES_TAKEN("css", \
+                                                                                     t) "))"
 
 typedef struct hr_subs_refill_opts {
     const char *token;       /* the prepare lock's owner */
@@ -76,6 +125,10 @@ int hr_subs_sync(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts
  * Redis error (ERRSTR).  What import, the API and the refill share. */
 int hr_subs_add_sharded(hr_redis *r, int64_t id, int shards, const char **uids, size_t n,
                         int64_t *added, char *errstr, size_t errlen);
+
+/* The number of task ID's recipients (HR_SUBS_COUNT; 0 for a task that
+ * does not exist), or -1 when MySQL does not answer (ERRSTR). */
+int64_t hr_subs_count(hr_mysql *m, int64_t id, char *errstr, size_t errlen);
 
 /* Drops the synced mark, so that the next sync reads every subscription
  * (the set was seen to hold fewer members than push_subscription rows). */

@@ -114,8 +114,9 @@ static bool hr_subs_epochs_row(void *ctx, size_t i, const hr_mysql_rows *rows, s
      * epoch is read. */
     at->upto = strtoll(hr_mysql_cell(rows, row, 1), NULL, 10) + 1;
     at->want = strtoll(hr_mysql_cell(rows, row, 3), NULL, 10);
-    /* A task of several shards splits its rows by shard: hr_subs_sync. */
-    if (atoi(hr_mysql_cell(rows, row, 2)) > 1)
+    /* A task of several shards splits its rows by shard, an occurrence of
+     * a series takes the series' subscribers too: hr_subs_sync. */
+    if (atoi(hr_mysql_cell(rows, row, 2)) > 1 || atoi(hr_mysql_cell(rows, row, 4)) == 1)
         at->alone = true;
     return true;
 }
@@ -145,7 +146,8 @@ static int hr_subs_b_epochs(hr_mysql *m, hr_subs_batch *b, char *errstr, size_t 
         hr_batch_select(m,
                         "SELECT t.id, t.subs_epoch, t.shards, (SELECT COUNT(*) FROM "
                         "push_subscription s WHERE s.task_id = t.id AND s.epoch >= j.sfrom "
-                        "AND s.epoch <= t.subs_epoch) FROM JSON_TABLE(?, '$[*]' COLUMNS "
+                        "AND s.epoch <= t.subs_epoch), t.series_id IS NOT NULL FROM "
+                        "JSON_TABLE(?, '$[*]' COLUMNS "
                         "(task BIGINT PATH '$[0]', sfrom BIGINT PATH '$[1]')) j "
                         "STRAIGHT_JOIN push_task t ON t.id = j.task",
                         &(hr_batch){cells, k, 2}, NULL, 0, 1, hr_subs_epochs_row,

@@ -9,8 +9,16 @@
 #include "hr_subs.h"
 
 /* Which rows a fill reads, by keyset pages.  The uid-ordered queries select
- * uid only; the epoch-ordered one selects uid, epoch (its cursor is both). */
-typedef enum hr_subs_pages { HR_SUBS_ALL, HR_SUBS_UNDELIVERED, HR_SUBS_EPOCHS } hr_subs_pages;
+ * uid only; the epoch-ordered one selects uid, epoch (its cursor is both).
+ * The SERIES ones read the series subscribers a claimed occurrence takes
+ * (HR_SUBS_SERIES_TAKEN; none for any other task). */
+typedef enum hr_subs_pages {
+    HR_SUBS_ALL,
+    HR_SUBS_UNDELIVERED,
+    HR_SUBS_EPOCHS,
+    HR_SUBS_SERIES,
+    HR_SUBS_SERIES_UNDELIVERED
+} hr_subs_pages;
 
 /* An integer reply of refill_add.lua or lease_renew.lua (freed): its
  * value; -1 for any other answer (refill_add's "chunking started"); -2

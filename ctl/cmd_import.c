@@ -25,7 +25,6 @@
  *
  * Both writes are idempotent, so an import that failed half way is simply
  * run again. */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -35,8 +34,8 @@
 
 #include "ctl_cmd.h"
 #include "ctl_fmt.h"
+#include "ctl_uids.h"
 #include "hr_clock.h"
-#include "hr_parse.h"
 #include "hr_pipe.h"
 #include "hr_shard.h"
 #include "hr_state.h"
@@ -49,8 +48,6 @@
 
 #define IMPORT_INSERT_HEAD "INSERT IGNORE INTO push_subscription (task_id, uid) VALUES "
 #define IMPORT_STATE_SQL "SELECT state FROM push_task WHERE id = ?"
-
-typedef HR_VEC(int64_t) import_ids;
 
 typedef struct import_job {
     hr_mysql *m;
@@ -70,64 +67,6 @@ typedef struct import_job {
     uint64_t added;      /* rows MySQL inserted (the rest were there) */
     ctl_ctx *ctx;        /* for each batch's audit row */
 } import_job;
-
-/* One line's id: hr_parse_uid's, as the API takes it (digits only, no
- * leading zero, 1 .. 2^63-1).  Whitespace around it is allowed.  1 = an id
- * in *OUT, 0 = blank or comment, -1 = bad. */
-static int import_parse_line(char *line, int64_t *out)
-{
-    char *s = line, *end;
-
-    while (*s == ' ' || *s == '\t')
-        s++;
-    end = s + strlen(s);
-    while (end > s && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' ' || end[-1] == '\t'))
-        *--end = '\0';
-    if (*s == '\0' || *s == '#')
-        return 0;
-    return hr_parse_uid(s, (size_t)(end - s), out) == 0 ? 1 : -1;
-}
-
-/* Reads every id of PATH ("-" = stdin) into IDS.  0, or -1 with ERRSTR
- * "file:line: ..." for a bad line. */
-static int import_read(const char *path, import_ids *ids, char *errstr, size_t errlen)
-{
-    bool std = strcmp(path, "-") == 0;
-    const char *name = std ? "<stdin>" : path;
-    FILE *f = std ? stdin : fopen(path, "r");
-    char *line = NULL;
-    size_t cap = 0, lineno = 0;
-    int64_t v;
-    int rc = -1, got;
-
-    if (f == NULL) {
-        snprintf(errstr, errlen, "%s: %s", path, strerror(errno));
-        return -1;
-    }
-    while (getline(&line, &cap, f) >= 0) {
-        lineno++;
-        got = import_parse_line(line, &v);
-        if (got < 0) {
-            snprintf(errstr, errlen, "%s:%zu: \"%.40s\" is not a user id (an integer 1..2^63-1)",
-                     name, lineno, line);
-            goto done;
-        }
-        if (got == 1 && hr_vec_push(ids, v) < 0) {
-            snprintf(errstr, errlen, "%s:%zu: out of memory", name, lineno);
-            goto done;
-        }
-    }
-    if (ferror(f)) {
-        snprintf(errstr, errlen, "%s: %s", name, strerror(errno));
-        goto done;
-    }
-    rc = 0;
-done:
-    free(line);
-    if (!std)
-        fclose(f);
-    return rc;
-}
 
 /* Refuses a task that does not exist or is past `scheduled`: 0 = it is
  * scheduled, 1 = refused, -1 = a database error (ERRSTR either way).
@@ -354,7 +293,7 @@ static void import_job_release(import_job *j)
 int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
 {
     import_job j = {0};
-    import_ids ids = {0};
+    ctl_uids ids = {0};
     char errstr[1024], n1[32], n2[32], n3[32], n4[32];
     int64_t start = hr_clock_mono_ms(), last_draw = 0, elapsed;
     bool tty = isatty(STDERR_FILENO), refused = false;
@@ -375,7 +314,7 @@ int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
         return ctl_fail("import: %s", errstr);
     if (hr_shard_load(j.m, j.task, &j.shards, errstr, sizeof errstr) < 0)
         return ctl_fail("import: %s", errstr);
-    if (import_read(argv[2], &ids, errstr, sizeof errstr) < 0) {
+    if (ctl_uids_read(argv[2], &ids, errstr, sizeof errstr) < 0) {
         ctl_fail("import: %s (nothing imported)", errstr);
         goto done;
     }

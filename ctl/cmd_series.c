@@ -3,7 +3,7 @@
  *
  *   create --name N --channel C --rrule R --dtstart 'YYYY-MM-DD HH:MM:SS'
  *          [--tz Z] [--local-time] [--exdate LIST] [--catch-up P] [--lead D]
- *          [--expire-after D] [--topic T] [--title T] [--body B]
+ *          [--expire-after D] [--drip-days N] [--topic T] [--title T] [--body B]
  *          [--payload JSON] [--category C] [--priority P]
  *          [--variant L=JSON]... [--variants FILE]
  *                              checked as the dispatcher will (the rule by
@@ -15,10 +15,19 @@
  *                              occurrences
  *   next ID [--count N]        its next N occurrences (wall time, due instant)
  *   pause|resume|end ID        an admin's change (hr_series_set_state)
+ *   subscribe ID UID...|--file FILE|-
+ *                              subscribes the uids from now (those who
+ *                              left subscribe again; hr_series_subs_add);
+ *                              a file as `heraldctl import` reads it
+ *   unsubscribe ID UID...|--file FILE|-
+ *                              unsubscribes them from now
+ *   subscribers ID [--after UID] [--limit N]
+ *                              the count now, then a page of uids and
+ *                              since when (by uid, 1000 by default)
  *
  * A change writes its audit row (target "series <id>") in its transaction.
- * Subscribing to a series is not built yet (docs/architecture.md
- * "Series"): an occurrence takes subscribers as any task does. */
+ * A series' subscribers receive every occurrence claimed while they are
+ * subscribed (docs/scheduling.md "Subscribers of a series"). */
 #include <cjson/cJSON.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -28,10 +37,14 @@
 
 #include "ctl_cmd.h"
 #include "ctl_fmt.h"
+#include "ctl_uids.h"
 #include "ctl_variant.h"
 #include "hr_series.h"
+#include "hr_series_subs.h"
+#include "hr_vec.h"
 
 #define CTL_SERIES_NEXT_MAX 100
+#define CTL_SERIES_SUBS_BATCH 10000 /* uids a transaction of subscribe --file */
 
 /* create's options into S (whose template is T); --variant and
  * --variants into *VARIANTS (the API's array, created when first given;
@@ -40,25 +53,16 @@ static int ctl_series_parse(ctl_ctx *ctx, int argc, char **argv, hr_series *s, h
                             cJSON **variants)
 {
     static const struct option options[] = {
-        {"name", required_argument, NULL, 'n'},
-        {"channel", required_argument, NULL, 'c'},
-        {"rrule", required_argument, NULL, 'r'},
-        {"dtstart", required_argument, NULL, 's'},
-        {"tz", required_argument, NULL, 'z'},
-        {"local-time", no_argument, NULL, 'l'},
-        {"exdate", required_argument, NULL, 'x'},
-        {"catch-up", required_argument, NULL, 'u'},
-        {"lead", required_argument, NULL, 'L'},
-        {"expire-after", required_argument, NULL, 'e'},
-        {"topic", required_argument, NULL, 'T'},
-        {"title", required_argument, NULL, 't'},
-        {"body", required_argument, NULL, 'b'},
-        {"payload", required_argument, NULL, 'p'},
-        {"category", required_argument, NULL, 'C'},
-        {"priority", required_argument, NULL, 'P'},
-        {"variant", required_argument, NULL, 'v'},
-        {"variants", required_argument, NULL, 'V'},
-        {NULL, 0, NULL, 0},
+        {"name", required_argument, NULL, 'n'},      {"channel", required_argument, NULL, 'c'},
+        {"rrule", required_argument, NULL, 'r'},     {"dtstart", required_argument, NULL, 's'},
+        {"tz", required_argument, NULL, 'z'},        {"local-time", no_argument, NULL, 'l'},
+        {"exdate", required_argument, NULL, 'x'},    {"catch-up", required_argument, NULL, 'u'},
+        {"lead", required_argument, NULL, 'L'},      {"expire-after", required_argument, NULL, 'e'},
+        {"drip-days", required_argument, NULL, 'd'}, {"topic", required_argument, NULL, 'T'},
+        {"title", required_argument, NULL, 't'},     {"body", required_argument, NULL, 'b'},
+        {"payload", required_argument, NULL, 'p'},   {"category", required_argument, NULL, 'C'},
+        {"priority", required_argument, NULL, 'P'},  {"variant", required_argument, NULL, 'v'},
+        {"variants", required_argument, NULL, 'V'},  {NULL, 0, NULL, 0},
     };
     char errstr[256];
     int64_t ms;
@@ -112,6 +116,11 @@ static int ctl_series_parse(ctl_ctx *ctx, int argc, char **argv, hr_series *s, h
         case 'P':
             if (hr_priority_parse(optarg, &t->priority) < 0)
                 return ctl_usage(ctx, "--priority: high or normal");
+            break;
+        case 'd':
+            if (ctl_fmt_parse_int("--drip-days", optarg, 0, HR_SERIES_DRIP_DAYS_MAX, &s->drip_days,
+                                  errstr, sizeof errstr) < 0)
+                return ctl_usage(ctx, "%s", errstr);
             break;
         case 'L':
         case 'e':
@@ -344,6 +353,147 @@ static int ctl_series_change(ctl_ctx *ctx, int argc, char **argv)
     return CTL_EXIT_OK;
 }
 
+/* One batch of subscribe (SUBSCRIBE) or unsubscribe of series ID in its
+ * own transaction with its audit row (the counts, not the uids); *CHANGED
+ * adds the uids changed.  0, 1 when the series does not exist, or -1
+ * (printed). */
+static int ctl_series_subs_batch(ctl_ctx *ctx, hr_mysql *m, int64_t id, bool subscribe,
+                                 const int64_t *uids, size_t n, uint64_t *changed)
+{
+    char errstr[512], target[40], action[48];
+    uint64_t got = 0;
+    cJSON *after;
+    int rc;
+
+    if (hr_mysql_begin(m, errstr, sizeof errstr) < 0) {
+        ctl_fail("series: %s", errstr);
+        return -1;
+    }
+    rc = hr_series_subs_check(m, id, errstr, sizeof errstr);
+    if (rc == 0)
+        rc = subscribe ? hr_series_subs_add(m, id, uids, n, &got, errstr, sizeof errstr)
+                       : hr_series_subs_del(m, id, uids, n, &got, errstr, sizeof errstr);
+    if (rc != 0) {
+        hr_mysql_rollback(m);
+        if (rc < 0)
+            ctl_fail("series: %s", errstr);
+        return rc;
+    }
+    snprintf(target, sizeof target, "series %" PRId64, id);
+    snprintf(action, sizeof action, "heraldctl series %s", subscribe ? "subscribe" : "unsubscribe");
+    after = cJSON_CreateObject();
+    cJSON_AddNumberToObject(after, "received", (double)n);
+    cJSON_AddNumberToObject(after, subscribe ? "added" : "removed", (double)got);
+    rc = ctl_audit(ctx, m, action, 0, target, NULL, after);
+    cJSON_Delete(after);
+    if (rc != 0) {
+        hr_mysql_rollback(m);
+        return -1;
+    }
+    if (hr_mysql_commit(m, errstr, sizeof errstr) < 0) {
+        ctl_fail("series: %s", errstr);
+        return -1;
+    }
+    *changed += got;
+    return 0;
+}
+
+/* subscribe, unsubscribe: ARGV = {verb, ID, UID...} or {verb, ID, --file,
+ * FILE|-}.  Every uid is read and checked before anything is written, then
+ * they go in batches of CTL_SERIES_SUBS_BATCH, each in its own
+ * transaction (a long one would hold the series row's shared lock, which
+ * an occurrence's reconciliation waits for); both are idempotent, so a run
+ * that failed half way is run again. */
+static int ctl_series_subscribe(ctl_ctx *ctx, int argc, char **argv)
+{
+    const char *verb = argv[0];
+    bool subscribe = strcmp(verb, "subscribe") == 0;
+    char errstr[512];
+    ctl_uids uids = {0};
+    uint64_t changed = 0;
+    int64_t id;
+    hr_mysql *m;
+    int rc = CTL_EXIT_FAIL, got;
+
+    if (argc < 3 || ctl_fmt_parse_int("ID", argv[1], 1, INT64_MAX, &id, errstr, sizeof errstr) < 0)
+        return ctl_usage(ctx, "%s needs ID and UIDs (or --file FILE)", verb);
+    if (strcmp(argv[2], "--file") == 0) {
+        if (argc != 4)
+            return ctl_usage(ctx, "%s ID --file FILE (or -)", verb);
+        if (ctl_uids_read(argv[3], &uids, errstr, sizeof errstr) < 0) {
+            ctl_fail("series %s: %s (nothing written)", verb, errstr);
+            goto done;
+        }
+    } else {
+        for (int i = 2; i < argc; i++) {
+            int64_t v;
+
+            if (ctl_fmt_parse_int("UID", argv[i], 1, INT64_MAX, &v, errstr, sizeof errstr) < 0) {
+                rc = ctl_usage(ctx, "%s", errstr);
+                goto done;
+            }
+            if (hr_vec_push(&uids, v) < 0) {
+                ctl_fail("out of memory");
+                goto done;
+            }
+        }
+    }
+    if (ctl_mysql(ctx, &m) < 0)
+        goto done;
+    for (size_t at = 0; at < uids.n; at += CTL_SERIES_SUBS_BATCH) {
+        size_t n = uids.n - at < CTL_SERIES_SUBS_BATCH ? uids.n - at : CTL_SERIES_SUBS_BATCH;
+
+        got = ctl_series_subs_batch(ctx, m, id, subscribe, uids.v + at, n, &changed);
+        if (got == 1)
+            ctl_fail("series %" PRId64 " does not exist", id);
+        if (got != 0)
+            goto done;
+    }
+    printf("series %" PRId64 ": %zu uid(s), %" PRIu64 " %s\n", id, uids.n, changed,
+           subscribe ? "subscribed (new or again)" : "unsubscribed");
+    rc = CTL_EXIT_OK;
+done:
+    hr_vec_free(&uids);
+    return rc;
+}
+
+/* subscribers ID [--after UID] [--limit N]. */
+static int ctl_series_subscribers(ctl_ctx *ctx, int argc, char **argv)
+{
+    static const struct option options[] = {{"after", required_argument, NULL, 'a'},
+                                            {"limit", required_argument, NULL, 'n'},
+                                            {NULL, 0, NULL, 0}};
+    int64_t id, after = 0, limit = 1000, count = 0;
+    hr_mysql_rows *rows = NULL;
+    char errstr[512];
+    hr_mysql *m;
+    int opt, found;
+
+    optind = 0;
+    while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1)
+        if ((opt != 'a' && opt != 'n') ||
+            ctl_fmt_parse_int(opt == 'a' ? "--after" : "--limit", optarg, opt == 'a' ? 0 : 1,
+                              opt == 'a' ? INT64_MAX : HR_SERIES_SUBS_PAGE_MAX,
+                              opt == 'a' ? &after : &limit, errstr, sizeof errstr) < 0)
+            return ctl_usage(ctx, "%s", opt == 'a' || opt == 'n' ? errstr : "unknown option");
+    if (optind != argc - 1 ||
+        ctl_fmt_parse_int("ID", argv[optind], 1, INT64_MAX, &id, errstr, sizeof errstr) < 0)
+        return ctl_usage(ctx, "subscribers needs ID");
+    if (ctl_mysql(ctx, &m) < 0)
+        return CTL_EXIT_FAIL;
+    found = hr_series_subs_check(m, id, errstr, sizeof errstr);
+    if (found == 1)
+        return ctl_fail("series %" PRId64 " does not exist", id);
+    if (found < 0 || hr_series_subs_count(m, id, &count, errstr, sizeof errstr) < 0 ||
+        hr_series_subs_list(m, id, after, limit, &rows, errstr, sizeof errstr) < 0)
+        return ctl_fail("series subscribers: %s", errstr);
+    printf("series %" PRId64 ": %" PRId64 " subscriber(s)\n", id, count);
+    for (size_t i = 0; i < rows->nrows; i++)
+        printf("%s\t%s\n", hr_mysql_cell(rows, i, 0), hr_mysql_cell(rows, i, 1));
+    hr_mysql_rows_free(rows);
+    return CTL_EXIT_OK;
+}
+
 int ctl_cmd_series(ctl_ctx *ctx, int argc, char **argv)
 {
     const char *verb = argc >= 2 ? argv[1] : "";
@@ -356,8 +506,13 @@ int ctl_cmd_series(ctl_ctx *ctx, int argc, char **argv)
         return ctl_series_next(ctx, argc - 1, argv + 1);
     if (strcmp(verb, "pause") == 0 || strcmp(verb, "resume") == 0 || strcmp(verb, "end") == 0)
         return ctl_series_change(ctx, argc - 1, argv + 1);
+    if (strcmp(verb, "subscribe") == 0 || strcmp(verb, "unsubscribe") == 0)
+        return ctl_series_subscribe(ctx, argc - 1, argv + 1);
+    if (strcmp(verb, "subscribers") == 0)
+        return ctl_series_subscribers(ctx, argc - 1, argv + 1);
     return ctl_usage(ctx,
-                     argc < 2 ? "expected create, list, show, next, pause, resume or end"
+                     argc < 2 ? "expected create, list, show, next, pause, resume, end, "
+                                "subscribe, unsubscribe or subscribers"
                               : "unknown subcommand '%s'",
                      verb);
 }

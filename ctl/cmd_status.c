@@ -29,6 +29,7 @@
 #include "hr_progress.h"
 #include "hr_shard.h"
 #include "hr_state.h"
+#include "hr_subs.h"
 #include "hr_stats.h"
 #include "hr_variant.h"
 #include "hr_task.h"
@@ -145,20 +146,13 @@ static void status_redis(hr_redis *r, const hr_task *t, status_sample *s)
     hr_vec_free(&st);
 }
 
-/* Subscriptions in MySQL: what the scanner will load into Redis. */
+/* The task's recipients in MySQL (hr_subs_count): what the scanner and the
+ * reconciliation load into Redis. */
 static int64_t status_subscriptions(hr_mysql *m, int64_t task)
 {
-    hr_mysql_param p = HR_P_I64(task);
-    hr_mysql_rows *rows = NULL;
     char errstr[256];
-    int64_t n = -1;
 
-    if (hr_mysql_query(m, "SELECT COUNT(*) FROM push_subscription WHERE task_id = ?", &p, 1, &rows,
-                       errstr, sizeof errstr) == 0 &&
-        rows->nrows == 1 && hr_mysql_cell(rows, 0, 0) != NULL)
-        n = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
-    hr_mysql_rows_free(rows);
-    return n;
+    return hr_subs_count(m, task, errstr, sizeof errstr);
 }
 
 /* A sharded task's push_task_shard rows by state into S->shard_rows (left

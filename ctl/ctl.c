@@ -159,9 +159,13 @@ static const ctl_command ctl_commands[] = {
      "  dead ID [--limit N]        its dead letters, oldest first (default 100)\n"
      "  redrive ID                 deliver its dead letters again (once it is enabled)\n",
      ctl_cmd_hooks},
-    {"series", "reminders that repeat: create, list, show, next occurrences, pause, resume, end",
+    {"series",
+     "reminders that repeat: create, list, show, next occurrences, pause, resume, end, "
+     "subscribers",
      "create --name N --channel C --rrule R --dtstart TIME [OPTIONS] | list [--json] |\n"
-     "                 show ID | next ID [--count N] | pause|resume|end ID",
+     "                 show ID | next ID [--count N] | pause|resume|end ID |\n"
+     "                 subscribe|unsubscribe ID UID...|--file FILE | subscribers ID [--after UID] "
+     "[--limit N]",
      "  create                     a series: its occurrences become tasks (docs/scheduling.md)\n"
      "  --rrule R                  an RFC 5545 RRULE value, e.g. 'FREQ=WEEKLY;BYDAY=MO,TU,WE,\n"
      "                             TH,FR;UNTIL=20270630T235959'\n"
@@ -175,6 +179,8 @@ static const ctl_command ctl_commands[] = {
      "  --lead D                   written as a task D before due (default\n"
      "                             dispatcher.series_lead_s)\n"
      "  --expire-after D           an occurrence expires D after its due time\n"
+     "  --drip-days N              a drip: each daily occurrence reaches only the subscribers\n"
+     "                             of the day N days before it (FREQ=DAILY, --catch-up all)\n"
      "  --topic, --title, --body, --payload, --category, --priority  as for create\n"
      "  --variant L=JSON, --variants FILE  per-locale content as for create, copied to\n"
      "                             each occurrence\n"
@@ -182,7 +188,13 @@ static const ctl_command ctl_commands[] = {
      "  show ID                    one series (its variants' locales) and its next 5\n"
      "                             occurrences\n"
      "  next ID [--count N]        its next N occurrences (at most 100)\n"
-     "  pause ID | resume ID | end ID  no new occurrences / again / for good\n",
+     "  pause ID | resume ID | end ID  no new occurrences / again / for good\n"
+     "  subscribe ID UID...        the uids receive every occurrence claimed from now on\n"
+     "  unsubscribe ID UID...      they receive none claimed from now on\n"
+     "  --file FILE                the uids of FILE (- = stdin), one a line, as import reads\n"
+     "                             them, in transactions of 10,000\n"
+     "  subscribers ID             the count now and the uids by uid (--after UID, --limit N\n"
+     "                             at most 10000, default 1000)\n",
      ctl_cmd_series},
 };
 

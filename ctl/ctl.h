@@ -22,7 +22,7 @@
  * only to fit 100 columns: none calls another.  A new module goes on a
  * line.
  * Layers (checked by scripts/check-graph):
- *   ctl_ctx ctl_fmt: the context and the helpers every command uses; formats
+ *   ctl_ctx ctl_fmt ctl_uids: the context and the helpers every command uses; formats; uid files
  *   ctl_variant: the per-locale variant options of create and series create
  *   ctl_cmd: the commands' prototypes
  *   cmd_address cmd_control cmd_create cmd_import cmd_list: the commands, one a file,

@@ -62,7 +62,7 @@
  *   dsp_jobs dsp_api
  *   dsp_api_view
  *   dsp_api_task dsp_api_subs dsp_api_addr dsp_api_admin dsp_api_track dsp_api_stats dsp_api_hooks
- *   dsp_api_series
+ *   dsp_api_series dsp_api_series_subs
  *   dsp_api_users dsp_unsub
  *   dsp_api_ops
  *   dsp_api_routes

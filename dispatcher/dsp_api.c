@@ -44,6 +44,7 @@
 #include "hr_insecure.h"
 #include "hr_log.h"
 #include "hr_parse.h"
+#include "hr_subs.h"
 
 #define DSP_API_ACTION 160 /* "METHOD PATTERN" of a route */
 
@@ -141,17 +142,9 @@ bool dsp_api_load_task(dsp_api_conn *ac, int64_t id, hr_httpd_resp *resp, hr_tas
 
 int64_t dsp_api_subscriptions(dsp_api_conn *ac, int64_t id)
 {
-    const hr_mysql_param p[] = {HR_P_I64(id)};
-    hr_mysql_rows *rows = NULL;
     char err[256];
-    int64_t n = -1;
 
-    if (hr_mysql_query(ac->m, "SELECT COUNT(*) FROM push_subscription WHERE task_id = ?", p, 1,
-                       &rows, err, sizeof err) == 0 &&
-        rows->nrows == 1 && hr_mysql_cell(rows, 0, 0) != NULL)
-        n = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
-    hr_mysql_rows_free(rows);
-    return n;
+    return hr_subs_count(ac->m, id, err, sizeof err);
 }
 
 /* ---- who, and the audit log ------------------------------------------------- */

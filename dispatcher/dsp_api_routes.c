@@ -21,6 +21,7 @@
 #include "dsp_api_hooks.h"
 #include "dsp_api_ops.h"
 #include "dsp_api_series.h"
+#include "dsp_api_series_subs.h"
 #include "dsp_api_stats.h"
 #include "dsp_api_subs.h"
 #include "dsp_api_task.h"
@@ -140,6 +141,9 @@ static const dsp_api_route dsp_api_routes[] = {
     DSP_API_V1("POST", "/v1/series/{id}/pause", dsp_api_series_pause, OPERATOR),
     DSP_API_V1("POST", "/v1/series/{id}/resume", dsp_api_series_resume, OPERATOR),
     DSP_API_V1("POST", "/v1/series/{id}/end", dsp_api_series_end, OPERATOR),
+    DSP_API_V1_BODY("POST", "/v1/series/{id}/subscribers", dsp_api_series_subs_add, OPERATOR),
+    DSP_API_V1("DELETE", "/v1/series/{id}/subscribers/{uid}", dsp_api_series_subs_del, OPERATOR),
+    DSP_API_V1("GET", "/v1/series/{id}/subscribers", dsp_api_series_subs_list, OPERATOR),
 };
 
 #define DSP_API_NROUTES (sizeof dsp_api_routes / sizeof dsp_api_routes[0])

@@ -56,9 +56,9 @@ static bool dsp_api_series_parse(const cJSON *j, hr_series *s, hr_task *t, char 
                                  hr_httpd_resp *resp)
 {
     static const char *const known[] = {
-        "name",     "channel",  "rrule",  "dtstart",        "tz",       "local_time",
-        "exdate",   "topic",    "title",  "body",           "payload",  "category",
-        "priority", "catch_up", "lead_s", "expire_after_s", "variants", NULL};
+        "name",   "channel",        "rrule",    "dtstart",   "tz",       "local_time", "exdate",
+        "topic",  "title",          "body",     "payload",   "category", "priority",   "catch_up",
+        "lead_s", "expire_after_s", "variants", "drip_days", NULL};
     const cJSON *it, *v;
     char *dtstart = NULL, *catch_up = NULL, *priority = NULL, err[256];
 
@@ -86,7 +86,8 @@ static bool dsp_api_series_parse(const cJSON *j, hr_series *s, hr_task *t, char 
         !dsp_api_series_str(j, "priority", &priority, resp) ||
         !dsp_api_series_str(j, "catch_up", &catch_up, resp) ||
         !dsp_api_series_int(j, "lead_s", 2678400, &s->lead_s, resp) ||
-        !dsp_api_series_int(j, "expire_after_s", 2678400, &s->expire_after_s, resp))
+        !dsp_api_series_int(j, "expire_after_s", 2678400, &s->expire_after_s, resp) ||
+        !dsp_api_series_int(j, "drip_days", HR_SERIES_DRIP_DAYS_MAX, &s->drip_days, resp))
         return false;
     if (t->name == NULL || t->channel == NULL || s->rrule == NULL || dtstart == NULL) {
         hr_httpd_error(resp, 400, "invalid", "name, channel, rrule and dtstart are required");
@@ -164,6 +165,8 @@ static cJSON *dsp_api_series_view(const hr_series *s, size_t n)
     cJSON_AddStringToObject(o, "catch_up", hr_series_catch_up_name(s->catch_up));
     if (s->lead_s >= 0)
         dsp_api_add_id(o, "lead_s", s->lead_s);
+    if (s->drip_days >= 0)
+        dsp_api_add_id(o, "drip_days", s->drip_days);
     dsp_api_add_id(o, "occurrences", s->occurrences);
     cJSON_AddStringToObject(o, "last_error",
                             s->tmpl->last_error != NULL ? s->tmpl->last_error : "");

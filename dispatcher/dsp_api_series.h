@@ -7,8 +7,7 @@
  *   POST /v1/series/{id}/pause|resume|end   an operator's change
  *
  * Changes go with their audit row (target "series <id>") in one
- * transaction.  Subscribing to a series is not built (docs/architecture.md
- * "Series"). */
+ * transaction.  A series' subscribers: dsp_api_series_subs.h. */
 #ifndef DSP_API_SERIES_H
 #define DSP_API_SERIES_H
 

@@ -550,20 +550,26 @@ void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
     }
     dsp_api_pull_day(date_q, day, user, now_ms, &start, &end, &zone, day_s);
     {
-        const hr_mysql_param p[] = {HR_P_I64(uid), HR_P_I64(start), HR_P_I64(end)};
+        const hr_mysql_param p[] = {HR_P_I64(uid), HR_P_I64(uid), HR_P_I64(start), HR_P_I64(end)};
 
-        if (dsp_store_tasks(ac->m,
-                            "SELECT " HR_TASK_COLUMNS " FROM push_task WHERE id IN "
-                            "(SELECT task_id FROM push_subscription WHERE uid = ?) "
-                            "AND due_at >= FROM_UNIXTIME(? / 1000) "
-                            "AND due_at < FROM_UNIXTIME(? / 1000) "
-                            "AND state NOT IN ('done', 'cancelled', 'failed') "
-                            "AND COALESCE(freeze_at, CAST(DATE(due_at) AS DATETIME(3))) "
-                            "<= UTC_TIMESTAMP(3) "
-                            /* expiry: a reminder past its expire_at is no use */
-                            "AND (expire_at IS NULL OR expire_at > UTC_TIMESTAMP(3)) "
-                            "ORDER BY due_at, id",
-                            p, 3, &tasks, &n, err, sizeof err) < 0) {
+        /* A task's subscribers, and a series' of its occurrences. */
+        if (dsp_store_tasks(
+                ac->m,
+                "SELECT " HR_TASK_COLUMNS " FROM push_task WHERE (id IN "
+                "(SELECT task_id FROM push_subscription WHERE uid = ?) OR id IN "
+                "(SELECT t2.id FROM push_series_subscription ss STRAIGHT_JOIN "
+                "push_task t2 ON " HR_SUBS_SERIES_RECIPIENT(
+                    "ss", "t2") " WHERE "
+                                "ss.uid = ?)) "
+                                "AND due_at >= FROM_UNIXTIME(? / 1000) "
+                                "AND due_at < FROM_UNIXTIME(? / 1000) "
+                                "AND state NOT IN ('done', 'cancelled', 'failed') "
+                                "AND COALESCE(freeze_at, CAST(DATE(due_at) AS DATETIME(3))) "
+                                "<= UTC_TIMESTAMP(3) "
+                                /* expiry: a reminder past its expire_at is no use */
+                                "AND (expire_at IS NULL OR expire_at > UTC_TIMESTAMP(3)) "
+                                "ORDER BY due_at, id",
+                p, 4, &tasks, &n, err, sizeof err) < 0) {
             dsp_api_backend_error(resp, "mysql", err);
             goto done;
         }
@@ -585,6 +591,16 @@ void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
          * the task's channel type, is not returned. */
         if (dsp_api_pull_opted_out(d->cfg, t, user))
             continue;
+        if (hr_variant_load(ac->m, t->id, &vs, err, sizeof err) != 0) {
+            dsp_api_backend_error(resp, "mysql", err);
+            goto done;
+        }
+        /* A uid an A/B winner step holds until its pick gets the winner's
+         * content by push once it is picked: listing it now would show an
+         * empty reminder, and acknowledging it would pull it for no arm. */
+        if (vs.n > 0 && hr_variant_ab_pick(&vs, t, (uint64_t)uid,
+                                           dsp_api_attr(user, HR_USER_F_LOCALE)) == HR_VARIANT_HELD)
+            continue;
         r = cJSON_CreateObject();
         cJSON_AddItemToArray(arr, r);
         dsp_api_add_id(r, "task_id", t->id);
@@ -594,10 +610,6 @@ void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
         dsp_api_time(t->due_ms, due, sizeof due);
         cJSON_AddStringToObject(r, "due_at", due);
         /* The content of the uid's locale, as a push would carry it. */
-        if (hr_variant_load(ac->m, t->id, &vs, err, sizeof err) != 0) {
-            dsp_api_backend_error(resp, "mysql", err);
-            goto done;
-        }
         variant = dsp_api_subs_rendering(r, t, &vs, uid_s, user);
         if (ack && (moved = dsp_api_ack(d, ac, t, uid, uid_s, variant, err, sizeof err)) < 0) {
             dsp_api_backend_error(resp, "redis", err);

@@ -65,8 +65,11 @@ static int dsp_series_write(hr_mysql *m, const hr_series *s, int64_t wall_ms, in
         w->existed++; /* its variants were copied with its first write */
         return 0;
     }
-    /* The series' variants go with the occurrence, in its transaction. */
+    /* The series' variants and a drip's day of subscriptions go with the
+     * occurrence, in its transaction. */
     if (s->variants.n > 0 && hr_variant_series_copy(m, s->id, (int64_t)id, errstr, errlen) < 0)
+        return -1;
+    if (s->drip_days >= 0 && hr_series_drip_write(m, s, (int64_t)id, wall_ms, errstr, errlen) < 0)
         return -1;
     w->written++;
     hr_log_info("series_occurrence",

@@ -82,6 +82,9 @@ static const struct {
     {"POST", "/v1/series/{id}/pause", HR_ROLE_OPERATOR},
     {"POST", "/v1/series/{id}/resume", HR_ROLE_OPERATOR},
     {"POST", "/v1/series/{id}/end", HR_ROLE_OPERATOR},
+    {"POST", "/v1/series/{id}/subscribers", HR_ROLE_OPERATOR},
+    {"DELETE", "/v1/series/{id}/subscribers/{uid}", HR_ROLE_OPERATOR},
+    {"GET", "/v1/series/{id}/subscribers", HR_ROLE_OPERATOR},
 };
 
 #define NWANT (sizeof want / sizeof want[0])

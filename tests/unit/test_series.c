@@ -6,7 +6,8 @@
  * window started mid-rule (a SECONDLY rule), and rules refused with a
  * message naming them.  Expected instants checked with Python's zoneinfo.
  * And hr_series_validate of a series with variants: HR_VARIANT_EINVAL for
- * a variant the task checks refuse, -1 for the series' own faults. */
+ * a variant the task checks refuse, -1 for the series' own faults.  A
+ * drip's day window across Berlin's DST changes and its refused rules. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -200,13 +201,71 @@ static void test_validate_variants(void **state)
     hr_config_free(cfg);
 }
 
+/* A drip's day of subscriptions: Berlin's 23-hour spring day and 25-hour
+ * autumn day, midnight to midnight as instants; and the rules a drip
+ * refuses. */
+static void test_drip(void **state)
+{
+    static const char yaml[] = "channels:\n  webhook:\n    url: \"http://127.0.0.1:9/{{uid}}\"\n";
+    hr_config *cfg = NULL;
+    hr_series s;
+    hr_task t;
+    int64_t from = 0, until = 0;
+    char err[512] = "";
+
+    (void)state;
+    hr_series_defaults(&s, &t);
+    s.tz = "Europe/Berlin";
+    s.drip_days = 3; /* 2027-03-31 10:00 takes the subscriptions of 2027-03-28 */
+    assert_int_equal(
+        hr_series_drip_window(&s, W(2027, 3, 31, 10, 0, 0), &from, &until, err, sizeof err), 0);
+    assert_int_equal(from, W(2027, 3, 27, 23, 0, 0));
+    assert_int_equal(until, W(2027, 3, 28, 22, 0, 0));
+    s.drip_days = 0;
+    assert_int_equal(
+        hr_series_drip_window(&s, W(2027, 10, 31, 9, 0, 0), &from, &until, err, sizeof err), 0);
+    assert_int_equal(from, W(2027, 10, 30, 22, 0, 0));
+    assert_int_equal(until, W(2027, 10, 31, 23, 0, 0));
+
+    assert_int_equal(hr_config_load_buffer("test.yaml", yaml, strlen(yaml), &cfg, err, sizeof err),
+                     0);
+    t.name = "drip";
+    t.channel = "webhook";
+    t.throttle_scope = t.topic;
+    s.rrule = "FREQ=DAILY;COUNT=30";
+    s.dtstart_wall_ms = W(2027, 1, 1, 10, 0, 0);
+    s.catch_up = HR_CATCH_UP_ALL;
+    s.drip_days = 3;
+    assert_int_equal(hr_series_validate(&s, cfg, err, sizeof err), 0);
+    s.rrule = "FREQ=DAILY;INTERVAL=2";
+    assert_int_equal(hr_series_validate(&s, cfg, err, sizeof err), -1);
+    assert_non_null(strstr(err, "needs an occurrence every day"));
+    s.rrule = "FREQ=DAILY;BYHOUR=10,18";
+    assert_int_equal(hr_series_validate(&s, cfg, err, sizeof err), -1);
+    s.rrule = "FREQ=DAILY";
+    s.exdate = "20270105T100000";
+    assert_int_equal(hr_series_validate(&s, cfg, err, sizeof err), -1);
+    assert_non_null(strstr(err, "exdate"));
+    s.exdate = NULL;
+    s.catch_up = HR_CATCH_UP_LATEST;
+    assert_int_equal(hr_series_validate(&s, cfg, err, sizeof err), -1);
+    assert_non_null(strstr(err, "catch_up must be all"));
+    s.catch_up = HR_CATCH_UP_ALL;
+    s.drip_days = HR_SERIES_DRIP_DAYS_MAX + 1;
+    assert_int_equal(hr_series_validate(&s, cfg, err, sizeof err), -1);
+    s.drip_days = -1; /* not a drip: any rule */
+    s.rrule = "FREQ=WEEKLY";
+    assert_int_equal(hr_series_validate(&s, cfg, err, sizeof err), 0);
+    hr_config_free(cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_weekly_across_dst),       cmocka_unit_test(test_gap_and_overlap),
         cmocka_unit_test(test_month_end_and_leap_day),  cmocka_unit_test(test_exdate_count_until),
         cmocka_unit_test(test_window_started_mid_rule), cmocka_unit_test(test_refused),
-        cmocka_unit_test(test_validate_variants),
+        cmocka_unit_test(test_validate_variants),       cmocka_unit_test(test_drip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
