@@ -16,8 +16,11 @@
  *   attribute, else UTC) the uid is subscribed to, title and body
  *   rendered (uid, task.*, payload.*, user.* from P user:<uid>) from the
  *   variant the uid's profile locale picks, as a push's (hr_variant_pick;
- *   an acked pull counted for it in push_task_variant_count).  ack=1
- *   moves the uid from subs to pulled (pull_ack.lua, on the uid's shard) and,
+ *   an acked pull counted for it in push_task_variant_count); a series'
+ *   subscriber's occurrences too (HR_SUBS_SERIES_RECIPIENT).  ack=1
+ *   moves the uid from subs to pulled (pull_ack.lua, on the uid's shard; one
+ *   the set does not hold yet, a series' subscriber before the claim, goes
+ *   to pulled while chunking has not started) and,
  *   when it moved, writes a `pulled` push_delivery row (in the task's day,
  *   hr_dlog.h: a pulled task is frozen, so due_at no longer moves) and pulled + 1 (the
  *   shard row's, and push_task's sum, for a task of several shards).  A caller
@@ -392,8 +395,8 @@ done:
 static int dsp_api_ack(dsp *d, dsp_api_conn *ac, const hr_task *t, int64_t uid, const char *uid_s,
                        const char *variant, char *errstr, size_t errlen)
 {
-    char keys[4][256];
-    const char *argv[5] = {keys[0], keys[1], keys[2], keys[3], uid_s};
+    char keys[5][256];
+    const char *argv[6] = {keys[0], keys[1], keys[2], keys[3], keys[4], uid_s};
     const hr_mysql_param p[] = {HR_P_I64(t->id), HR_P_I64(uid), HR_P_I64(hr_dlog_day(t->due_ms))};
     int shard = hr_shard_of_str(uid_s, (int)t->shards);
     int64_t id = t->id;
@@ -404,7 +407,8 @@ static int dsp_api_ack(dsp *d, dsp_api_conn *ac, const hr_task *t, int64_t uid, 
     hr_key_shard(hr_redis_prefix(ac->r), keys[1], sizeof keys[1], id, shard, HR_KEY_PULLED);
     hr_key_shard(hr_redis_prefix(ac->r), keys[2], sizeof keys[2], id, shard, HR_KEY_STATS);
     hr_key_shard(hr_redis_prefix(ac->r), keys[3], sizeof keys[3], id, shard, HR_KEY_WAIT);
-    reply = hr_redis_eval(ac->r, HR_LUA_PULL_ACK, 4, 5, argv, NULL, errstr, errlen);
+    hr_key_shard(hr_redis_prefix(ac->r), keys[4], sizeof keys[4], id, shard, HR_KEY_SEQ);
+    reply = hr_redis_eval(ac->r, HR_LUA_PULL_ACK, 5, 6, argv, NULL, errstr, errlen);
     if (reply == NULL)
         return -1;
     moved = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;

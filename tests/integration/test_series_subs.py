@@ -16,7 +16,8 @@ herald-sink and heraldctl.
      0 and its delivery rows exactly those uids; no push_subscription row is
      written for any occurrence; the subscriber count of an occurrence is
      its recipients; the pull lists an occurrence to the newcomer and not to
-     the leaver;
+     the leaver, and the newcomer's acknowledgement before its claim makes it
+     `pulled` for them, not pushed;
   3. recover of an occurrence: the worker is down while an occurrence of
      eight series subscribers is claimed and chunked; POST
      /v1/tasks/{id}/recover rebuilds its set from the series' subscribers
@@ -133,9 +134,10 @@ def test_api(env, ctl, cfg):
     env.sql("UPDATE push_series SET state = 'ended' WHERE id = %d" % sid)
 
 
-def pulled(env, uid):
+def pulled(env, uid, ack=False):
     day = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
-    status, j = env.http("GET", "/v1/users/%d/reminders?date=%s" % (uid, day))
+    status, j = env.http("GET", "/v1/users/%d/reminders?date=%s%s" % (uid, day,
+                                                                    "&ack=1" if ack else ""))
     return {r["task_id"] for r in j.get("reminders", [])} if status == 200 else None
 
 
@@ -156,25 +158,27 @@ def test_three(env, record):
     check(wait_until(lambda: len(occurrences(env, sid)) >= 2, 20, 0.1),
           "the second occurrence written")
     second = occurrences(env, sid)[1][0]
-    seen_new, seen_left = pulled(env, newcomer), pulled(env, leaver)
-    check(seen_new is not None and second in seen_new,
-          "the pull lists the second occurrence to the newcomer (%s)" % (seen_new,))
+    seen_new, seen_left = pulled(env, newcomer, ack=True), pulled(env, leaver)
+    check(seen_new is not None and second in seen_new and not started(env, second),
+          "the pull lists the second occurrence to the newcomer, who acknowledges it before "
+          "its claim (%s)" % (seen_new,))
     check(seen_left is not None and second not in seen_left,
           "the pull does not list it to the leaver (%s)" % (seen_left,))
     check(wait_until(lambda: len(occurrences(env, sid)) == 3 and
                      all(s == "done" for _, _, s in occurrences(env, sid)), 60, 0.3),
           "three occurrences done (%s)" % (occurrences(env, sid),))
-    want = [set([leaver] + stay), set(stay + [newcomer]), set(stay + [newcomer])]
-    for (tid, _, _), uids in zip(occurrences(env, sid), want):
-        sent, unacc, total = env.task(tid, "sent, unaccounted, total")
+    # the newcomer pulled the second: not pushed, counted pulled
+    want = [set([leaver] + stay), set(stay), set(stay + [newcomer])]
+    for (tid, _, _), uids, npulled in zip(occurrences(env, sid), want, (0, 1, 0)):
+        sent, pull, unacc, total = env.task(tid, "sent, pulled, unaccounted, total")
         got = delivered(env, tid)
-        check(got == uids and int(sent) == len(uids) and int(unacc) == 0 and
-              int(total) == len(uids),
-              "task %d: its recipients are the subscribers at its claim, each sent and "
-              "accounted (sent=%s unaccounted=%s total=%s, extra %s, missing %s)"
-              % (tid, sent, unacc, total, sorted(got - uids), sorted(uids - got)))
+        check(got == uids and int(sent) == len(uids) and int(pull) == npulled and
+              int(unacc) == 0 and int(total) == len(uids),
+              "task %d: its recipients are the subscribers at its claim, each sent (or pulled) "
+              "and accounted (sent=%s pulled=%s unaccounted=%s total=%s, extra %s, missing %s)"
+              % (tid, sent, pull, unacc, total, sorted(got - uids), sorted(uids - got)))
         status, j = env.http("GET", "/v1/tasks/%d/subscribers/count" % tid)
-        check(status == 200 and j.get("mysql") == len(uids),
+        check(status == 200 and j.get("mysql") == len(uids) + npulled,
               "task %d: the subscriber count is its recipients (%s)" % (tid, j))
     rows = env.sql("SELECT COUNT(*) FROM push_subscription s JOIN push_task t ON t.id = s.task_id "
                    "WHERE t.series_id = %d" % sid)[0][0]
