@@ -554,26 +554,23 @@ void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
     }
     dsp_api_pull_day(date_q, day, user, now_ms, &start, &end, &zone, day_s);
     {
-        const hr_mysql_param p[] = {HR_P_I64(uid), HR_P_I64(uid), HR_P_I64(start), HR_P_I64(end)};
+        const hr_mysql_param p[] = {HR_P_I64(uid), HR_P_I64(uid), HR_P_I64(uid), HR_P_I64(start),
+                                    HR_P_I64(end)};
 
         /* A task's subscribers, and a series' of its occurrences. */
-        if (dsp_store_tasks(
-                ac->m,
-                "SELECT " HR_TASK_COLUMNS " FROM push_task WHERE (id IN "
-                "(SELECT task_id FROM push_subscription WHERE uid = ?) OR id IN "
-                "(SELECT t2.id FROM push_series_subscription ss STRAIGHT_JOIN "
-                "push_task t2 ON " HR_SUBS_SERIES_RECIPIENT(
-                    "ss", "t2") " WHERE "
-                                "ss.uid = ?)) "
-                                "AND due_at >= FROM_UNIXTIME(? / 1000) "
-                                "AND due_at < FROM_UNIXTIME(? / 1000) "
-                                "AND state NOT IN ('done', 'cancelled', 'failed') "
-                                "AND COALESCE(freeze_at, CAST(DATE(due_at) AS DATETIME(3))) "
-                                "<= UTC_TIMESTAMP(3) "
-                                /* expiry: a reminder past its expire_at is no use */
-                                "AND (expire_at IS NULL OR expire_at > UTC_TIMESTAMP(3)) "
-                                "ORDER BY due_at, id",
-                p, 4, &tasks, &n, err, sizeof err) < 0) {
+        if (dsp_store_tasks(ac->m,
+                            "SELECT " HR_TASK_COLUMNS " FROM push_task WHERE (id IN "
+                            "(SELECT task_id FROM push_subscription WHERE uid = ?) OR id IN "
+                            "(" HR_SUBS_SERIES_TASKS_OF_UID ")) "
+                            "AND due_at >= FROM_UNIXTIME(? / 1000) "
+                            "AND due_at < FROM_UNIXTIME(? / 1000) "
+                            "AND state NOT IN ('done', 'cancelled', 'failed') "
+                            "AND COALESCE(freeze_at, CAST(DATE(due_at) AS DATETIME(3))) "
+                            "<= UTC_TIMESTAMP(3) "
+                            /* expiry: a reminder past its expire_at is no use */
+                            "AND (expire_at IS NULL OR expire_at > UTC_TIMESTAMP(3)) "
+                            "ORDER BY due_at, id",
+                            p, 5, &tasks, &n, err, sizeof err) < 0) {
             dsp_api_backend_error(resp, "mysql", err);
             goto done;
         }

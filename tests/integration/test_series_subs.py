@@ -21,7 +21,9 @@ herald-sink and heraldctl.
   3. recover of an occurrence: the worker is down while an occurrence of
      eight series subscribers is claimed and chunked; POST
      /v1/tasks/{id}/recover rebuilds its set from the series' subscribers
-     (no push_subscription row to read), and once the worker is back every
+     (no push_subscription row to read; one who left and came back after the
+     claim still counts, by the interval push_series_subscription_past
+     kept), and once the worker is back every
      one of them is pushed and the occurrence is `done`, all accounted;
   4. drips (docs/scheduling.md "Drips"): two daily series in New York's days,
      +0 and +1 day, the same five subscribers subscribing now: the +0 one
@@ -198,6 +200,14 @@ def test_recover(env, record, worker, cfg, procs):
     check(wait_until(lambda: occurrences(env, sid) and occurrences(env, sid)[0][2] == "dispatched",
                      30, 0.2), "the occurrence chunked with no worker (%s)" % (occurrences(env, sid),))
     tid = occurrences(env, sid)[0][0]
+    # one of them leaves and comes back while the occurrence runs: still its
+    # recipient by the interval the subscribe again closed
+    status, _ = env.http("DELETE", "/v1/series/%d/subscribers/%d" % (sid, uids[0]))
+    check(status == 200 and subscribe(env, sid, [uids[0]])[0] == 200,
+          "uid %d unsubscribes and subscribes again after the claim" % uids[0])
+    past = env.sql("SELECT COUNT(*) FROM push_series_subscription_past WHERE series_id = %d "
+                   "AND uid = %d" % (sid, uids[0]))[0][0]
+    check(past == "1", "the closed interval is kept (%s)" % past)
     status, j = env.http("POST", "/v1/tasks/%d/recover" % tid)
     job, _ = job_wait(lambda p: env.http("GET", p), j) if status == 202 else ({}, [])
     res = job.get("result") or {}
@@ -286,8 +296,9 @@ def main():
         test_drip(env)
     finally:
         env.sql("DELETE FROM push_job WHERE name = 'series:%s'" % env.topic)
-        env.sql("DELETE s FROM push_series_subscription s JOIN push_series p ON p.id = "
-                "s.series_id WHERE p.topic = '%s'" % env.topic)
+        for table in ("push_series_subscription", "push_series_subscription_past"):
+            env.sql("DELETE s FROM %s s JOIN push_series p ON p.id = s.series_id "
+                    "WHERE p.topic = '%s'" % (table, env.topic))
         env.sql("DELETE FROM push_series WHERE topic = '%s'" % env.topic)
         env.cleanup()
     return finish()
