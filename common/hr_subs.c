@@ -70,30 +70,39 @@ static int hr_subs_renew(hr_redis *r, int64_t id, const hr_subs_refill_opts *o, 
     return rc;
 }
 
-/* The delivery log's outcomes that settle a recipient (a refill that
- * excludes the delivered leaves them out). */
-#define HR_SUBS_SETTLED \
-    "('sent', 'failed', 'throttled', 'pulled', 'unregistered', 'opted_out', 'suppressed')"
+/* "AND" the delivery log shows no outcome that settles recipient UID of
+ * task TASK (SQL expressions; a refill that excludes the delivered leaves
+ * them out); its parameter: the task's push_delivery.day (hr_dlog), the
+ * task's partition alone, not one probe per partition. */
+#define HR_SUBS_NOT_SETTLED(task, uid)                                                        \
+    "AND NOT EXISTS (SELECT 1 FROM push_delivery d WHERE d.task_id = " task " AND d.day = ? " \
+    "AND d.uid = " uid " AND d.status IN ('sent', 'failed', 'throttled', 'pulled', "          \
+    "'unregistered', 'opted_out', 'suppressed'))"
+
+/* A page of the series subscribers task ? takes from TABLE (its rows, or
+ * the past intervals), uid > ?, then EXTRA (a condition, with its
+ * parameters), LIMIT ?. */
+#define HR_SUBS_SERIES_PAGE(table, extra)                                          \
+    "SELECT s.uid FROM push_task t STRAIGHT_JOIN " table                           \
+    " s ON " HR_SUBS_SERIES_TAKEN("s", "t") " WHERE t.id = ? AND s.uid > ? " extra \
+                                            " ORDER BY s.uid LIMIT ?"
 
 static const char *const hr_subs_sql[] = {
     [HR_SUBS_ALL] = "SELECT uid FROM push_subscription WHERE task_id = ? AND uid > ? "
                     "ORDER BY uid LIMIT ?",
     /* d.day: the task's partition alone, not one probe per partition. */
-    [HR_SUBS_UNDELIVERED] = "SELECT s.uid FROM push_subscription s WHERE s.task_id = ? "
-                            "AND s.uid > ? AND NOT EXISTS (SELECT 1 FROM push_delivery d "
-                            "WHERE d.task_id = s.task_id AND d.day = ? AND d.uid = s.uid AND "
-                            "d.status IN " HR_SUBS_SETTLED ") ORDER BY s.uid LIMIT ?",
+    [HR_SUBS_UNDELIVERED] =
+        "SELECT s.uid FROM push_subscription s WHERE s.task_id = ? "
+        "AND s.uid > ? " HR_SUBS_NOT_SETTLED("s.task_id", "s.uid") " ORDER BY s.uid LIMIT ?",
     /* The primary key (series_id, uid): one range read in uid order. */
-    [HR_SUBS_SERIES] = "SELECT s.uid FROM push_task t STRAIGHT_JOIN push_series_subscription s "
-                       "ON " HR_SUBS_SERIES_TAKEN("s", "t") " WHERE t.id = ? AND s.uid > ? "
-                                                            "ORDER BY s.uid LIMIT ?",
+    [HR_SUBS_SERIES] = HR_SUBS_SERIES_PAGE("push_series_subscription", ""),
     [HR_SUBS_SERIES_UNDELIVERED] =
-        "SELECT s.uid FROM push_task t STRAIGHT_JOIN "
-        "push_series_subscription s ON " HR_SUBS_SERIES_TAKEN(
-            "s", "t") " WHERE t.id = ? AND s.uid > ? AND NOT EXISTS (SELECT 1 FROM "
-                      "push_delivery d WHERE d.task_id = t.id AND d.day = ? AND "
-                      "d.uid = s.uid AND d.status IN " HR_SUBS_SETTLED ") "
-                      "ORDER BY s.uid LIMIT ?",
+        HR_SUBS_SERIES_PAGE("push_series_subscription", HR_SUBS_NOT_SETTLED("t.id", "s.uid")),
+    /* (series_id, uid, subscribed_at): at most one interval of a uid is
+     * taken, so uid orders the pages alone. */
+    [HR_SUBS_SERIES_PAST] = HR_SUBS_SERIES_PAGE("push_series_subscription_past", ""),
+    [HR_SUBS_SERIES_PAST_UNDELIVERED] =
+        HR_SUBS_SERIES_PAGE("push_series_subscription_past", HR_SUBS_NOT_SETTLED("t.id", "s.uid")),
     /* The (task_id, epoch) index holds uid too (InnoDB appends the primary
      * key), so this is one range read in (epoch, uid) order. */
     [HR_SUBS_EPOCHS] = "SELECT uid, epoch FROM push_subscription WHERE task_id = ? "
@@ -186,7 +195,8 @@ int hr_subs_fill(hr_mysql *m, hr_redis *r, int64_t id, int shards, const hr_subs
                                      HR_P_I64(o->batch)};
         const hr_mysql_param pe[] = {HR_P_I64(id),    HR_P_I64(epoch), HR_P_I64(last),
                                      HR_P_I64(epoch), HR_P_I64(upto),  HR_P_I64(o->batch)};
-        bool undelivered = pages == HR_SUBS_UNDELIVERED || pages == HR_SUBS_SERIES_UNDELIVERED;
+        bool undelivered = pages == HR_SUBS_UNDELIVERED || pages == HR_SUBS_SERIES_UNDELIVERED ||
+                           pages == HR_SUBS_SERIES_PAST_UNDELIVERED;
         const hr_mysql_param *p = pages == HR_SUBS_EPOCHS ? pe : undelivered ? pd : pu;
         size_t np = pages == HR_SUBS_EPOCHS ? 6 : undelivered ? 4 : 3;
         int64_t got;
@@ -250,6 +260,25 @@ static int hr_subs_end(hr_redis *r, int64_t id, const hr_subs_refill_opts *o, in
     return rc;
 }
 
+/* The series subscribers claimed occurrence ID takes (none for another
+ * task: the reads find no row), by their rows then by their past
+ * intervals, minus the delivered ones with UNDELIVERED.  An hr_subs_result
+ * or -1. */
+static int hr_subs_fill_series(hr_mysql *m, hr_redis *r, int64_t id, int shards,
+                               const hr_subs_refill_opts *o, bool undelivered, int64_t *added,
+                               int64_t *seen, char *errstr, size_t errlen)
+{
+    int rc =
+        hr_subs_fill(m, r, id, shards, o, undelivered ? HR_SUBS_SERIES_UNDELIVERED : HR_SUBS_SERIES,
+                     0, 0, added, seen, errstr, errlen);
+
+    if (rc == HR_SUBS_DONE)
+        rc = hr_subs_fill(m, r, id, shards, o,
+                          undelivered ? HR_SUBS_SERIES_PAST_UNDELIVERED : HR_SUBS_SERIES_PAST, 0, 0,
+                          added, seen, errstr, errlen);
+    return rc;
+}
+
 int hr_subs_refill(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts *o,
                    int64_t *added, int64_t *seen, char *errstr, size_t errlen)
 {
@@ -264,12 +293,9 @@ int hr_subs_refill(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_op
         rc = hr_subs_fill(m, r, id, shards, o,
                           o->exclude_delivered ? HR_SUBS_UNDELIVERED : HR_SUBS_ALL, 0, 0, &n_added,
                           &n_seen, errstr, errlen);
-    /* A claimed occurrence's series subscribers (none for another task:
-     * the read finds no row). */
     if (rc == HR_SUBS_DONE)
-        rc = hr_subs_fill(m, r, id, shards, o,
-                          o->exclude_delivered ? HR_SUBS_SERIES_UNDELIVERED : HR_SUBS_SERIES, 0, 0,
-                          &n_added, &n_seen, errstr, errlen);
+        rc = hr_subs_fill_series(m, r, id, shards, o, o->exclude_delivered, &n_added, &n_seen,
+                                 errstr, errlen);
     return hr_subs_end(r, id, o, rc, n_added, n_seen, added, seen);
 }
 
@@ -369,7 +395,7 @@ static int hr_subs_sync_series(hr_mysql *m, hr_redis *r, int64_t id, int shards,
                       "(SELECT series_id FROM push_task WHERE id = ?)",
                       p, 1, NULL, NULL, &errnum, errstr, errlen) < 0)
         return errnum == HR_MYSQL_ER_LOCK_WAIT_TIMEOUT ? HR_SUBS_BUSY : -1;
-    return hr_subs_fill(m, r, id, shards, o, HR_SUBS_SERIES, 0, 0, added, seen, errstr, errlen);
+    return hr_subs_fill_series(m, r, id, shards, o, false, added, seen, errstr, errlen);
 }
 
 int hr_subs_sync(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_opts *o, bool claimed,

@@ -72,11 +72,25 @@ int hr_subs_unlock(hr_redis *r, int64_t id, const char *token, char *errstr, siz
         ss, "COALESCE(" t ".started_at, UTC_TIMESTAMP(3))") " AND " HR_SUBS_DRIP(ss, t) ")"
 
 /* The number of T's recipients (an SQL expression of alias T): its
- * push_subscription rows and the series subscribers it takes. */
-#define HR_SUBS_COUNT(t)                                                                    \
-    "((SELECT COUNT(*) FROM push_subscription cs WHERE cs.task_id = " t ".id) + "           \
-    "(SELECT COUNT(*) FROM push_series_subscription css WHERE " HR_SUBS_SERIES_TAKEN("css", \
-                                                                                     t) "))"
+ * push_subscription rows and the series subscribers it takes, by their
+ * row or by a past interval of theirs (push_series_subscription_past: a uid
+ * is a subscriber at an instant by at most one of its intervals). */
+#define HR_SUBS_COUNT(t)                                                                          \
+    "((SELECT COUNT(*) FROM push_subscription cs WHERE cs.task_id = " t ".id) + "                 \
+    "(SELECT COUNT(*) FROM push_series_subscription css WHERE " HR_SUBS_SERIES_TAKEN(             \
+        "css",                                                                                    \
+        t) ") + "                                                                                 \
+           "(SELECT COUNT(*) FROM push_series_subscription_past cps WHERE " HR_SUBS_SERIES_TAKEN( \
+               "cps", t) "))"
+
+/* The ids of the occurrences uid ? (given twice) is a series recipient of
+ * (HR_SUBS_SERIES_RECIPIENT), by its subscription or a past interval. */
+#define HR_SUBS_SERIES_TASKS_OF_UID                                                              \
+    "SELECT t2.id FROM push_series_subscription ss STRAIGHT_JOIN push_task t2 "                  \
+    "ON " HR_SUBS_SERIES_RECIPIENT("ss", "t2") " WHERE ss.uid = ? UNION ALL SELECT t2.id FROM "  \
+                                               "push_series_subscription_past ss STRAIGHT_JOIN " \
+                                               "push_task t2 ON " HR_SUBS_SERIES_RECIPIENT(      \
+                                                   "ss", "t2") " WHERE ss.uid = ?"
 
 typedef struct hr_subs_refill_opts {
     const char *token;       /* the prepare lock's owner */

@@ -11,13 +11,16 @@
 /* Which rows a fill reads, by keyset pages.  The uid-ordered queries select
  * uid only; the epoch-ordered one selects uid, epoch (its cursor is both).
  * The SERIES ones read the series subscribers a claimed occurrence takes
- * (HR_SUBS_SERIES_TAKEN; none for any other task). */
+ * (HR_SUBS_SERIES_TAKEN; none for any other task), by their rows or (PAST)
+ * by the past intervals of those who subscribed again since. */
 typedef enum hr_subs_pages {
     HR_SUBS_ALL,
     HR_SUBS_UNDELIVERED,
     HR_SUBS_EPOCHS,
     HR_SUBS_SERIES,
-    HR_SUBS_SERIES_UNDELIVERED
+    HR_SUBS_SERIES_UNDELIVERED,
+    HR_SUBS_SERIES_PAST,
+    HR_SUBS_SERIES_PAST_UNDELIVERED
 } hr_subs_pages;
 
 /* An integer reply of refill_add.lua or lease_renew.lua (freed): its

@@ -16,8 +16,11 @@
  *   attribute, else UTC) the uid is subscribed to, title and body
  *   rendered (uid, task.*, payload.*, user.* from P user:<uid>) from the
  *   variant the uid's profile locale picks, as a push's (hr_variant_pick;
- *   an acked pull counted for it in push_task_variant_count).  ack=1
- *   moves the uid from subs to pulled (pull_ack.lua, on the uid's shard) and,
+ *   an acked pull counted for it in push_task_variant_count); a series'
+ *   subscriber's occurrences too (HR_SUBS_SERIES_RECIPIENT).  ack=1
+ *   moves the uid from subs to pulled (pull_ack.lua, on the uid's shard; one
+ *   the set does not hold yet, a series' subscriber before the claim, goes
+ *   to pulled while chunking has not started) and,
  *   when it moved, writes a `pulled` push_delivery row (in the task's day,
  *   hr_dlog.h: a pulled task is frozen, so due_at no longer moves) and pulled + 1 (the
  *   shard row's, and push_task's sum, for a task of several shards).  A caller
@@ -392,8 +395,8 @@ done:
 static int dsp_api_ack(dsp *d, dsp_api_conn *ac, const hr_task *t, int64_t uid, const char *uid_s,
                        const char *variant, char *errstr, size_t errlen)
 {
-    char keys[4][256];
-    const char *argv[5] = {keys[0], keys[1], keys[2], keys[3], uid_s};
+    char keys[5][256];
+    const char *argv[6] = {keys[0], keys[1], keys[2], keys[3], keys[4], uid_s};
     const hr_mysql_param p[] = {HR_P_I64(t->id), HR_P_I64(uid), HR_P_I64(hr_dlog_day(t->due_ms))};
     int shard = hr_shard_of_str(uid_s, (int)t->shards);
     int64_t id = t->id;
@@ -404,7 +407,8 @@ static int dsp_api_ack(dsp *d, dsp_api_conn *ac, const hr_task *t, int64_t uid, 
     hr_key_shard(hr_redis_prefix(ac->r), keys[1], sizeof keys[1], id, shard, HR_KEY_PULLED);
     hr_key_shard(hr_redis_prefix(ac->r), keys[2], sizeof keys[2], id, shard, HR_KEY_STATS);
     hr_key_shard(hr_redis_prefix(ac->r), keys[3], sizeof keys[3], id, shard, HR_KEY_WAIT);
-    reply = hr_redis_eval(ac->r, HR_LUA_PULL_ACK, 4, 5, argv, NULL, errstr, errlen);
+    hr_key_shard(hr_redis_prefix(ac->r), keys[4], sizeof keys[4], id, shard, HR_KEY_SEQ);
+    reply = hr_redis_eval(ac->r, HR_LUA_PULL_ACK, 5, 6, argv, NULL, errstr, errlen);
     if (reply == NULL)
         return -1;
     moved = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
@@ -550,26 +554,23 @@ void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
     }
     dsp_api_pull_day(date_q, day, user, now_ms, &start, &end, &zone, day_s);
     {
-        const hr_mysql_param p[] = {HR_P_I64(uid), HR_P_I64(uid), HR_P_I64(start), HR_P_I64(end)};
+        const hr_mysql_param p[] = {HR_P_I64(uid), HR_P_I64(uid), HR_P_I64(uid), HR_P_I64(start),
+                                    HR_P_I64(end)};
 
         /* A task's subscribers, and a series' of its occurrences. */
-        if (dsp_store_tasks(
-                ac->m,
-                "SELECT " HR_TASK_COLUMNS " FROM push_task WHERE (id IN "
-                "(SELECT task_id FROM push_subscription WHERE uid = ?) OR id IN "
-                "(SELECT t2.id FROM push_series_subscription ss STRAIGHT_JOIN "
-                "push_task t2 ON " HR_SUBS_SERIES_RECIPIENT(
-                    "ss", "t2") " WHERE "
-                                "ss.uid = ?)) "
-                                "AND due_at >= FROM_UNIXTIME(? / 1000) "
-                                "AND due_at < FROM_UNIXTIME(? / 1000) "
-                                "AND state NOT IN ('done', 'cancelled', 'failed') "
-                                "AND COALESCE(freeze_at, CAST(DATE(due_at) AS DATETIME(3))) "
-                                "<= UTC_TIMESTAMP(3) "
-                                /* expiry: a reminder past its expire_at is no use */
-                                "AND (expire_at IS NULL OR expire_at > UTC_TIMESTAMP(3)) "
-                                "ORDER BY due_at, id",
-                p, 4, &tasks, &n, err, sizeof err) < 0) {
+        if (dsp_store_tasks(ac->m,
+                            "SELECT " HR_TASK_COLUMNS " FROM push_task WHERE (id IN "
+                            "(SELECT task_id FROM push_subscription WHERE uid = ?) OR id IN "
+                            "(" HR_SUBS_SERIES_TASKS_OF_UID ")) "
+                            "AND due_at >= FROM_UNIXTIME(? / 1000) "
+                            "AND due_at < FROM_UNIXTIME(? / 1000) "
+                            "AND state NOT IN ('done', 'cancelled', 'failed') "
+                            "AND COALESCE(freeze_at, CAST(DATE(due_at) AS DATETIME(3))) "
+                            "<= UTC_TIMESTAMP(3) "
+                            /* expiry: a reminder past its expire_at is no use */
+                            "AND (expire_at IS NULL OR expire_at > UTC_TIMESTAMP(3)) "
+                            "ORDER BY due_at, id",
+                            p, 5, &tasks, &n, err, sizeof err) < 0) {
             dsp_api_backend_error(resp, "mysql", err);
             goto done;
         }

@@ -125,15 +125,15 @@ void dsp_api_track_event(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_h
     }
     id = (int64_t)task->valuedouble;
     {
-        const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(uid), HR_P_I64(id), HR_P_I64(uid)};
+        const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(uid), HR_P_I64(uid), HR_P_I64(uid),
+                                    HR_P_I64(id)};
 
         /* A task's subscriber, or a series' of its occurrence. */
         if (hr_mysql_query(ac->m,
                            "SELECT 1 FROM push_subscription WHERE task_id = ? AND uid = ? "
-                           "UNION ALL SELECT 1 FROM push_task t STRAIGHT_JOIN "
-                           "push_series_subscription ss ON " HR_SUBS_SERIES_RECIPIENT(
-                               "ss", "t") " WHERE t.id = ? AND ss.uid = ?",
-                           p, 4, &rows, err, sizeof err) < 0) {
+                           "UNION ALL SELECT 1 FROM (" HR_SUBS_SERIES_TASKS_OF_UID ") x "
+                           "WHERE x.id = ?",
+                           p, 5, &rows, err, sizeof err) < 0) {
             dsp_api_backend_error(resp, "mysql", err);
             goto done;
         }

@@ -33,6 +33,21 @@ CREATE TABLE IF NOT EXISTS push_series_subscription (
   KEY push_series_subscription_uid (uid, series_id)
 ) ENGINE=InnoDB;
 
+-- The intervals a subscribe again closed: the row keeps one interval, so
+-- an occurrence claimed within an earlier one (and still running, or
+-- recovered, or accounted later) finds the uid here.  Written by the
+-- UPDATE trigger below; a uid is a subscriber at an instant by at most one
+-- of its intervals.  Rows whose unsubscribed_at is older than every
+-- unfinished occurrence's claim are no longer read and may be deleted.
+CREATE TABLE IF NOT EXISTS push_series_subscription_past (
+  series_id       BIGINT UNSIGNED NOT NULL,
+  uid             BIGINT UNSIGNED NOT NULL,
+  subscribed_at   DATETIME(3)     NOT NULL,
+  unsubscribed_at DATETIME(3)     NOT NULL,
+  PRIMARY KEY (series_id, uid, subscribed_at),
+  KEY push_series_subscription_past_uid (uid, series_id)
+) ENGINE=InnoDB;
+
 -- Drips (docs/scheduling.md "Drips"): a series with drip_days is a daily
 -- series whose occurrence of day D takes only the subscribers whose
 -- subscribed_at falls on day D - drip_days in the series' zone ("3 days
@@ -75,7 +90,8 @@ BEGIN
 END;
 
 -- An UPDATE that sets unsubscribed_at unsubscribes (now); one that sets it
--- back to NULL subscribes again (subscribed_at = now); anything else keeps
+-- back to NULL subscribes again (subscribed_at = now, the closed interval
+-- kept in push_series_subscription_past); anything else keeps
 -- the times (a subscribe of a subscriber, an unsubscribe of one who left).
 CREATE TRIGGER push_series_subscription_guard_change BEFORE UPDATE ON push_series_subscription
 FOR EACH ROW
@@ -92,6 +108,8 @@ BEGIN
   IF OLD.unsubscribed_at IS NULL AND NEW.unsubscribed_at IS NOT NULL THEN
     SET NEW.subscribed_at = OLD.subscribed_at, NEW.unsubscribed_at = now3;
   ELSEIF OLD.unsubscribed_at IS NOT NULL AND NEW.unsubscribed_at IS NULL THEN
+    INSERT IGNORE INTO push_series_subscription_past (series_id, uid, subscribed_at, unsubscribed_at)
+      VALUES (OLD.series_id, OLD.uid, OLD.subscribed_at, OLD.unsubscribed_at);
     SET NEW.subscribed_at = now3;
   ELSE
     SET NEW.subscribed_at = OLD.subscribed_at, NEW.unsubscribed_at = OLD.unsubscribed_at;

@@ -16,11 +16,14 @@ herald-sink and heraldctl.
      0 and its delivery rows exactly those uids; no push_subscription row is
      written for any occurrence; the subscriber count of an occurrence is
      its recipients; the pull lists an occurrence to the newcomer and not to
-     the leaver;
+     the leaver, and the newcomer's acknowledgement before its claim makes it
+     `pulled` for them, not pushed;
   3. recover of an occurrence: the worker is down while an occurrence of
      eight series subscribers is claimed and chunked; POST
      /v1/tasks/{id}/recover rebuilds its set from the series' subscribers
-     (no push_subscription row to read), and once the worker is back every
+     (no push_subscription row to read; one who left and came back after the
+     claim still counts, by the interval push_series_subscription_past
+     kept), and once the worker is back every
      one of them is pushed and the occurrence is `done`, all accounted;
   4. drips (docs/scheduling.md "Drips"): two daily series in New York's days,
      +0 and +1 day, the same five subscribers subscribing now: the +0 one
@@ -133,9 +136,10 @@ def test_api(env, ctl, cfg):
     env.sql("UPDATE push_series SET state = 'ended' WHERE id = %d" % sid)
 
 
-def pulled(env, uid):
+def pulled(env, uid, ack=False):
     day = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
-    status, j = env.http("GET", "/v1/users/%d/reminders?date=%s" % (uid, day))
+    status, j = env.http("GET", "/v1/users/%d/reminders?date=%s%s" % (uid, day,
+                                                                    "&ack=1" if ack else ""))
     return {r["task_id"] for r in j.get("reminders", [])} if status == 200 else None
 
 
@@ -156,25 +160,27 @@ def test_three(env, record):
     check(wait_until(lambda: len(occurrences(env, sid)) >= 2, 20, 0.1),
           "the second occurrence written")
     second = occurrences(env, sid)[1][0]
-    seen_new, seen_left = pulled(env, newcomer), pulled(env, leaver)
-    check(seen_new is not None and second in seen_new,
-          "the pull lists the second occurrence to the newcomer (%s)" % (seen_new,))
+    seen_new, seen_left = pulled(env, newcomer, ack=True), pulled(env, leaver)
+    check(seen_new is not None and second in seen_new and not started(env, second),
+          "the pull lists the second occurrence to the newcomer, who acknowledges it before "
+          "its claim (%s)" % (seen_new,))
     check(seen_left is not None and second not in seen_left,
           "the pull does not list it to the leaver (%s)" % (seen_left,))
     check(wait_until(lambda: len(occurrences(env, sid)) == 3 and
                      all(s == "done" for _, _, s in occurrences(env, sid)), 60, 0.3),
           "three occurrences done (%s)" % (occurrences(env, sid),))
-    want = [set([leaver] + stay), set(stay + [newcomer]), set(stay + [newcomer])]
-    for (tid, _, _), uids in zip(occurrences(env, sid), want):
-        sent, unacc, total = env.task(tid, "sent, unaccounted, total")
+    # the newcomer pulled the second: not pushed, counted pulled
+    want = [set([leaver] + stay), set(stay), set(stay + [newcomer])]
+    for (tid, _, _), uids, npulled in zip(occurrences(env, sid), want, (0, 1, 0)):
+        sent, pull, unacc, total = env.task(tid, "sent, pulled, unaccounted, total")
         got = delivered(env, tid)
-        check(got == uids and int(sent) == len(uids) and int(unacc) == 0 and
-              int(total) == len(uids),
-              "task %d: its recipients are the subscribers at its claim, each sent and "
-              "accounted (sent=%s unaccounted=%s total=%s, extra %s, missing %s)"
-              % (tid, sent, unacc, total, sorted(got - uids), sorted(uids - got)))
+        check(got == uids and int(sent) == len(uids) and int(pull) == npulled and
+              int(unacc) == 0 and int(total) == len(uids),
+              "task %d: its recipients are the subscribers at its claim, each sent (or pulled) "
+              "and accounted (sent=%s pulled=%s unaccounted=%s total=%s, extra %s, missing %s)"
+              % (tid, sent, pull, unacc, total, sorted(got - uids), sorted(uids - got)))
         status, j = env.http("GET", "/v1/tasks/%d/subscribers/count" % tid)
-        check(status == 200 and j.get("mysql") == len(uids),
+        check(status == 200 and j.get("mysql") == len(uids) + npulled,
               "task %d: the subscriber count is its recipients (%s)" % (tid, j))
     rows = env.sql("SELECT COUNT(*) FROM push_subscription s JOIN push_task t ON t.id = s.task_id "
                    "WHERE t.series_id = %d" % sid)[0][0]
@@ -194,6 +200,14 @@ def test_recover(env, record, worker, cfg, procs):
     check(wait_until(lambda: occurrences(env, sid) and occurrences(env, sid)[0][2] == "dispatched",
                      30, 0.2), "the occurrence chunked with no worker (%s)" % (occurrences(env, sid),))
     tid = occurrences(env, sid)[0][0]
+    # one of them leaves and comes back while the occurrence runs: still its
+    # recipient by the interval the subscribe again closed
+    status, _ = env.http("DELETE", "/v1/series/%d/subscribers/%d" % (sid, uids[0]))
+    check(status == 200 and subscribe(env, sid, [uids[0]])[0] == 200,
+          "uid %d unsubscribes and subscribes again after the claim" % uids[0])
+    past = env.sql("SELECT COUNT(*) FROM push_series_subscription_past WHERE series_id = %d "
+                   "AND uid = %d" % (sid, uids[0]))[0][0]
+    check(past == "1", "the closed interval is kept (%s)" % past)
     status, j = env.http("POST", "/v1/tasks/%d/recover" % tid)
     job, _ = job_wait(lambda p: env.http("GET", p), j) if status == 202 else ({}, [])
     res = job.get("result") or {}
@@ -282,8 +296,9 @@ def main():
         test_drip(env)
     finally:
         env.sql("DELETE FROM push_job WHERE name = 'series:%s'" % env.topic)
-        env.sql("DELETE s FROM push_series_subscription s JOIN push_series p ON p.id = "
-                "s.series_id WHERE p.topic = '%s'" % env.topic)
+        for table in ("push_series_subscription", "push_series_subscription_past"):
+            env.sql("DELETE s FROM %s s JOIN push_series p ON p.id = s.series_id "
+                    "WHERE p.topic = '%s'" % (table, env.topic))
         env.sql("DELETE FROM push_series WHERE topic = '%s'" % env.topic)
         env.cleanup()
     return finish()
