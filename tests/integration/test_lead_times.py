@@ -15,9 +15,12 @@ one herald-worker and herald-sink recording when each push arrived.
      with local_time, a window or shards 2 (400 invalid_task); a negative
      lead by raw SQL (the CHECK constraint); a raw row with event_at and
      local_time fails with last_error.
+  4. heraldctl: create --event-at, import --lead writes the leads; a lead
+     before due_at is refused naming it, nothing written.
 
-Usage: test_lead_times.py HERALD_DISPATCHER HERALD_WORKER HERALD_SINK"""
+Usage: test_lead_times.py HERALD_DISPATCHER HERALD_WORKER HERALD_SINK HERALDCTL"""
 import os
+import subprocess
 import sys
 import time
 
@@ -141,11 +144,38 @@ def test_refusals(env):
           "a raw row with event_at and local_time fails with last_error (%s)" % (row,))
 
 
+def test_cli(env, ctl, cfg):
+    def run(*args, stdin=None):
+        p = subprocess.run([ctl, "-c", cfg] + list(args), input=stdin, capture_output=True,
+                           text=True, timeout=120)
+        return p.returncode, p.stdout.strip(), p.stderr
+
+    rc, out, err = run("create", "--name", "cli-leads", "--channel", "webhook", "--topic",
+                       env.topic, "--due-in", "1h", "--event-at",
+                       wall(time.time() + 7200)[:19], "--quiet")
+    check(rc == 0 and out.isdigit(), "heraldctl create --event-at (%s %s %s)" % (rc, out, err))
+    if rc != 0:
+        return
+    t = int(out)
+    rc, out, err = run("import", str(t), "-", "--lead", "15m", stdin="11\n12\n")
+    rows = env.sql("SELECT uid, lead_s FROM push_subscription WHERE task_id = %d ORDER BY uid"
+                   % t)
+    check(rc == 0 and rows == [["11", "900"], ["12", "900"]],
+          "heraldctl import --lead 15m writes lead_s 900 (%s %s %s)" % (rc, rows, err))
+    rc, out, err = run("import", "--lead", "2h", str(t), "-", stdin="13\n")
+    n = env.sql("SELECT COUNT(*) FROM push_subscription WHERE task_id = %d" % t)[0][0]
+    check(rc != 0 and "before task %d's due_at" % t in err and n == "2",
+          "heraldctl import --lead 2h is refused, nothing written (%s %s %s)" % (rc, n, err))
+    status, body = env.http("GET", "/v1/tasks/%d" % t)
+    check(status == 200 and body.get("event_at") is not None, "the view shows event_at")
+    env.http("POST", "/v1/tasks/%d/cancel" % t)
+
+
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) != 5:
         print(__doc__)
         return 2
-    dispatcher, worker, sink = sys.argv[1:]
+    dispatcher, worker, sink, ctl = sys.argv[1:]
     env = Env("leadtimes")
     try:
         if not env.create_topic():
@@ -154,6 +184,7 @@ def main():
         cfg = env.config({"webhook": dict(channel, concurrency=16)})
         env.start_daemons(dispatcher, worker, cfg)
         test_refusals(env)
+        test_cli(env, ctl, cfg)
         test_waves(env, record)
         test_expiry(env, record)
     finally:
