@@ -319,6 +319,43 @@ done:
     return rc;
 }
 
+/* The plan of a local-time, windowed or A/B task T: every member of SUBS
+ * parked in batches (dsp_wait_park).  0 or -1. */
+static int dsp_wait_plan_zones(dsp_conn *conn, const hr_config *cfg, const hr_task *t,
+                               const char *subs, dsp_wait_zones *zones, int64_t now,
+                               int64_t *parked, char *errstr, size_t errlen)
+{
+    redisReply *reply = NULL;
+    int64_t left, rounds;
+    int rc = -1;
+
+    left = dsp_reply_int(hr_redis_cmdf(conn->r, errstr, errlen, "SCARD %s", subs));
+    if (left < 0)
+        goto done;
+    /* Every batch empties its members from subs (parked, or pulled
+     * meanwhile); the bound only guards against a set that keeps growing. */
+    for (rounds = left / DSP_WAIT_BATCH + 2; rounds > 0; rounds--) {
+        reply = hr_redis_cmdf(conn->r, errstr, errlen, "SRANDMEMBER %s %d", subs, DSP_WAIT_BATCH);
+        if (reply == NULL)
+            goto done;
+        if (reply->type != REDIS_REPLY_ARRAY || reply->elements == 0)
+            break;
+        if (dsp_wait_park(conn, cfg, t, reply, zones, now, parked, errstr, errlen) < 0)
+            goto done;
+        freeReplyObject(reply);
+        reply = NULL;
+    }
+    if (rounds == 0) {
+        snprintf(errstr, errlen, "subs still not empty after %" PRId64 " batches",
+                 left / DSP_WAIT_BATCH + 2);
+        goto done;
+    }
+    rc = 0;
+done:
+    freeReplyObject(reply);
+    return rc;
+}
+
 int dsp_wait_plan(dsp_conn *conn, const hr_config *cfg, int64_t id, int64_t *parked, char *errstr,
                   size_t errlen)
 {
@@ -326,8 +363,7 @@ int dsp_wait_plan(dsp_conn *conn, const hr_config *cfg, int64_t id, int64_t *par
     char subs[HR_KEY_MAX], waves[HR_KEY_MAX];
     dsp_wait_zones zones = {0};
     hr_task *t = NULL;
-    redisReply *reply = NULL;
-    int64_t left, rounds, now, at_claim = 0;
+    int64_t left, now, at_claim = 0;
     int rc = -1;
 
     *parked = 0;
@@ -354,27 +390,8 @@ int dsp_wait_plan(dsp_conn *conn, const hr_config *cfg, int64_t id, int64_t *par
             goto done;
         goto planned;
     }
-    left = dsp_reply_int(hr_redis_cmdf(conn->r, errstr, errlen, "SCARD %s", subs));
-    if (left < 0)
+    if (dsp_wait_plan_zones(conn, cfg, t, subs, &zones, now, parked, errstr, errlen) < 0)
         goto done;
-    /* Every batch empties its members from subs (parked, or pulled
-     * meanwhile); the bound only guards against a set that keeps growing. */
-    for (rounds = left / DSP_WAIT_BATCH + 2; rounds > 0; rounds--) {
-        reply = hr_redis_cmdf(conn->r, errstr, errlen, "SRANDMEMBER %s %d", subs, DSP_WAIT_BATCH);
-        if (reply == NULL)
-            goto done;
-        if (reply->type != REDIS_REPLY_ARRAY || reply->elements == 0)
-            break;
-        if (dsp_wait_park(conn, cfg, t, reply, &zones, now, parked, errstr, errlen) < 0)
-            goto done;
-        freeReplyObject(reply);
-        reply = NULL;
-    }
-    if (rounds == 0) {
-        snprintf(errstr, errlen, "subs still not empty after %" PRId64 " batches",
-                 left / DSP_WAIT_BATCH + 2);
-        goto done;
-    }
 planned:
     rc = dsp_reply_int(hr_redis_cmdf(conn->r, errstr, errlen, "HSET %s planned 1", waves)) < 0 ? -1
                                                                                                : 0;
@@ -383,7 +400,6 @@ planned:
                     "task=%" PRId64 " parked=%" PRId64 " zones=%zu leads_at_claim=%" PRId64, id,
                     *parked, zones.n, at_claim);
 done:
-    freeReplyObject(reply);
     hr_vec_free(&zones);
     hr_task_free(t);
     return rc;
