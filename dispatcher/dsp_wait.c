@@ -385,14 +385,11 @@ int dsp_wait_plan(dsp_conn *conn, const hr_config *cfg, int64_t id, int64_t *par
         rc = left == 1 ? 0 : -1;
         goto done;
     }
-    if (hr_task_leads(t)) { /* hr_task_validate: with none of the others */
-        if (dsp_wait_plan_leads(conn, t, now, parked, &at_claim, errstr, errlen) < 0)
-            goto done;
-        goto planned;
-    }
-    if (dsp_wait_plan_zones(conn, cfg, t, subs, &zones, now, parked, errstr, errlen) < 0)
+    /* hr_task_validate: leads with none of the others */
+    if (hr_task_leads(t)
+            ? dsp_wait_plan_leads(conn, t, now, parked, &at_claim, errstr, errlen) < 0
+            : dsp_wait_plan_zones(conn, cfg, t, subs, &zones, now, parked, errstr, errlen) < 0)
         goto done;
-planned:
     rc = dsp_reply_int(hr_redis_cmdf(conn->r, errstr, errlen, "HSET %s planned 1", waves)) < 0 ? -1
                                                                                                : 0;
     if (rc == 0)

@@ -9,7 +9,9 @@ one herald-worker and herald-sink recording when each push arrived.
      Each group arrives at its own instant (not before it, within
      TOLERANCE_MS after), every subscription is accounted for (done,
      unaccounted 0), and the task's view shows event_at.
-  2. expiry: a wave after expire_at is counted expired, not pushed.
+  2. expiry: a wave after expire_at is counted expired, not pushed; a task
+     whose every subscriber has a lead (subs empty at the claim) waits for
+     its wave, then ends done.
   3. refusals: lead_s on a task without event_at, a lead whose wave is
      before due_at, a negative or fractional lead (400 bad_field); event_at
      with local_time, a window or shards 2 (400 invalid_task); a negative
@@ -101,6 +103,24 @@ def test_expiry(env, record):
     check(not set(late) & set(sink_times(record)), "nobody of the late wave pushed")
 
 
+def test_only_leads(env, record):
+    now_ms = int(time.time() * 1000)
+    wave_ms = now_ms + 6000
+    t = env.insert_task("leads-only", "webhook", due="'%s'" % wall(now_ms / 1000 + 2),
+                        event_at="'%s'" % wall((wave_ms + 3000) / 1000))
+    uids = list(range(7000, 7010))
+    env.sql("INSERT INTO push_subscription (task_id, uid, lead_s) VALUES %s"
+            % ",".join("(%d,%d,3)" % (t, u) for u in uids))
+    ok = env.wait_state(t, ("done", "failed", "cancelled"), 25)
+    times = sink_times(record)
+    got = [times[u] for u in uids if u in times]
+    row = env.task(t, "state, sent, unaccounted")
+    check(ok and row == ["done", "10", "0"] and len(got) == 10
+          and min(got) >= wave_ms - EARLY_MS and max(got) <= wave_ms + TOLERANCE_MS,
+          "only leads: nothing at the claim, all 10 at their wave (%+d..%+d ms), done (%s)"
+          % (((min(got) - wave_ms, max(got) - wave_ms) if got else (0, 0)) + (row,)))
+
+
 def test_refusals(env):
     now_ms = int(time.time() * 1000)
     base = {"name": "leads-api", "channel": "webhook", "topic": env.topic,
@@ -187,6 +207,7 @@ def main():
         test_cli(env, ctl, cfg)
         test_waves(env, record)
         test_expiry(env, record)
+        test_only_leads(env, record)
     finally:
         env.cleanup()
     return finish()
