@@ -657,10 +657,16 @@ int hr_task_lead_check(const hr_task *t, int64_t lead_s, char *errstr, size_t er
         return 0;
     hr_parse_time_format(t->event_ms - lead_s * 1000, at, sizeof at);
     hr_parse_time_format(t->due_ms, due, sizeof due);
-    snprintf(errstr, errlen,
-             "lead_s %" PRId64 " puts the reminder at %s, before task %" PRId64
-             "'s due_at %s (at most %" PRId64 " s: event_at - due_at)",
-             lead_s, at, t->id, due, (t->event_ms - t->due_ms) / 1000);
+    if (t->event_ms < t->due_ms)
+        snprintf(errstr, errlen,
+                 "lead_s %" PRId64 ": task %" PRId64
+                 "'s event_at is before its due_at %s, so no lead can be sent at its time",
+                 lead_s, t->id, due);
+    else
+        snprintf(errstr, errlen,
+                 "lead_s %" PRId64 " puts the reminder at %s, before task %" PRId64
+                 "'s due_at %s (at most %" PRId64 " s: event_at - due_at)",
+                 lead_s, at, t->id, due, (t->event_ms - t->due_ms) / 1000);
     return -1;
 }
 

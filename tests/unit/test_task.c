@@ -267,6 +267,18 @@ static void test_event_leads(void **state)
     assert_int_equal(hr_task_lead_release_ms(&t, -1, due), due);
     /* A wave before the claim (the plan's now) fires at the claim. */
     assert_int_equal(hr_task_lead_release_ms(&t, 90000, due + 1000), due + 1000);
+    /* What the API and import refuse: a wave before due_at. */
+    assert_int_equal(hr_task_lead_check(&t, 86400, err, sizeof err), 0);
+    assert_int_equal(hr_task_lead_check(&t, 86401, err, sizeof err), -1);
+    assert_non_null(
+        strstr(err, "before task 7's due_at 2023-11-14T22:13:20.000Z (at most 86400 s"));
+    t.event_ms = due - 1000;
+    assert_int_equal(hr_task_lead_check(&t, 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "event_at is before its due_at"));
+    t.event_ms = -1;
+    assert_int_equal(hr_task_lead_check(&t, 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "has no event_at"));
+    t.event_ms = event;
     t.local_time = 1;
     expect_invalid(&t, *state, "event_at with local_time");
     t.local_time = 0;
