@@ -605,6 +605,16 @@ void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
          * the task's channel type, is not returned. */
         if (dsp_api_pull_opted_out(d->cfg, t, user))
             continue;
+        if (hr_variant_load(ac->m, t->id, &vs, err, sizeof err) != 0) {
+            dsp_api_backend_error(resp, "mysql", err);
+            goto done;
+        }
+        /* A uid an A/B winner step holds until its pick gets the winner's
+         * content by push once it is picked: listing it now would show an
+         * empty reminder, and acknowledging it would pull it for no arm. */
+        if (vs.n > 0 && hr_variant_ab_pick(&vs, t, (uint64_t)uid,
+                                           dsp_api_attr(user, HR_USER_F_LOCALE)) == HR_VARIANT_HELD)
+            continue;
         r = cJSON_CreateObject();
         cJSON_AddItemToArray(arr, r);
         dsp_api_add_id(r, "task_id", t->id);
@@ -614,10 +624,6 @@ void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
         dsp_api_time(t->due_ms, due, sizeof due);
         cJSON_AddStringToObject(r, "due_at", due);
         /* The content of the uid's locale, as a push would carry it. */
-        if (hr_variant_load(ac->m, t->id, &vs, err, sizeof err) != 0) {
-            dsp_api_backend_error(resp, "mysql", err);
-            goto done;
-        }
         variant = dsp_api_subs_rendering(r, t, &vs, uid_s, user);
         if (ack && (moved = dsp_api_ack(d, ac, t, uid, uid_s, variant, err, sizeof err)) < 0) {
             dsp_api_backend_error(resp, "redis", err);

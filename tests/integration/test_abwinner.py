@@ -114,6 +114,11 @@ def test_winner(env, rx, ctl, cfg, uids):
     st, r = env.http("GET", "/v1/tasks/%d/render?uid=%d" % (task, rest[0]))
     check(st == 200 and r.get("held") is True and r.get("variant") is None and
           r.get("title") is None, "the render of a held uid says held (%s %s)" % (st, r))
+    # The pull does not list a held uid's reminder (it would be empty) nor
+    # acknowledge it: the push brings the winner's content (checked below).
+    st, r = env.http("GET", "/v1/users/%d/reminders?ack=1" % rest[0])
+    check(st == 200 and task not in [x.get("task_id") for x in r.get("reminders", [])],
+          "the pull of a held uid leaves the task out before the pick (%s %s)" % (st, r))
     time.sleep(2)
     check(len(pushes(rx)) == len(sample), "nobody outside the sample pushed while waiting (%d)"
           % len(pushes(rx)))
