@@ -112,6 +112,8 @@ def test_only_leads(env, record):
     env.sql("INSERT INTO push_subscription (task_id, uid, lead_s) VALUES %s"
             % ",".join("(%d,%d,3)" % (t, u) for u in uids))
     ok = env.wait_state(t, ("done", "failed", "cancelled"), 25)
+    # The sink writes its record after it answered: done may come first.
+    wait_until(lambda: set(uids) <= set(sink_times(record)), 10)
     times = sink_times(record)
     got = [times[u] for u in uids if u in times]
     row = env.task(t, "state, sent, unaccounted")
@@ -188,6 +190,9 @@ def test_cli(env, ctl, cfg):
           "heraldctl import --lead 2h is refused, nothing written (%s %s %s)" % (rc, n, err))
     status, body = env.http("GET", "/v1/tasks/%d" % t)
     check(status == 200 and body.get("event_at") is not None, "the view shows event_at")
+    rc, out, err = run("status", str(t))
+    check(rc == 0 and "  event     " + body.get("event_at", "?")[:19] in out,
+          "heraldctl status prints the event (%s)" % out.splitlines()[:6])
     env.http("POST", "/v1/tasks/%d/cancel" % t)
 
 
