@@ -50,19 +50,22 @@ int hr_subs_unlock(hr_redis *r, int64_t id, const char *token, char *errstr, siz
     "(" t ".drip_from IS NULL OR (" ss ".subscribed_at >= " t ".drip_from AND " ss \
     ".subscribed_at < " t ".drip_until))"
 
-/* Whether series subscription SS is a recipient of task T (SQL aliases)
- * beside T's own push_subscription rows: T is a claimed occurrence of SS's
- * series, SS was a subscriber at T's claim (started_at, written by MySQL's
- * clock as SS's times are), of the day T takes if the series is a drip
- * (HR_SUBS_DRIP), and T has no push_subscription row of that uid (a uid is
- * one recipient).  The recipients of T are its push_subscription rows plus
- * the rows this selects. */
-#define HR_SUBS_SERIES_TAKEN(ss, t)                                                               \
-    "(" ss ".series_id = " t ".series_id AND " t                                                  \
-    ".started_at IS NOT NULL AND " HR_SUBS_MEMBER_AT(ss, t ".started_at") " AND " HR_SUBS_DRIP(   \
-        ss, t) " AND NOT EXISTS "                                                                 \
-               "(SELECT 1 FROM push_subscription ts WHERE ts.task_id = " t ".id AND ts.uid = " ss \
-               ".uid))"
+/* Whether series subscription SS was a subscriber of claimed occurrence T
+ * (SQL aliases): T is a claimed occurrence of SS's series, SS a subscriber
+ * at T's claim (started_at, written by MySQL's clock as SS's times are),
+ * of the day T takes if the series is a drip (HR_SUBS_DRIP). */
+#define HR_SUBS_SERIES_MEMBER(ss, t)                                                               \
+    "(" ss ".series_id = " t ".series_id AND " t ".started_at IS NOT NULL AND " HR_SUBS_MEMBER_AT( \
+        ss, t ".started_at") " AND " HR_SUBS_DRIP(ss, t) ")"
+
+/* Whether series subscription SS is a recipient of task T beside T's own
+ * push_subscription rows: HR_SUBS_SERIES_MEMBER, and T has no
+ * push_subscription row of that uid (a uid is one recipient).  The
+ * recipients of T are its push_subscription rows plus the rows this
+ * selects. */
+#define HR_SUBS_SERIES_TAKEN(ss, t)                                                         \
+    "(" HR_SUBS_SERIES_MEMBER(ss, t) " AND NOT EXISTS (SELECT 1 FROM push_subscription ts " \
+                                     "WHERE ts.task_id = " t ".id AND ts.uid = " ss ".uid))"
 
 /* Whether series subscription SS is a recipient of occurrence T of its
  * series as far as is known now: a subscriber at T's claim, or, before the
@@ -72,16 +75,30 @@ int hr_subs_unlock(hr_redis *r, int64_t id, const char *token, char *errstr, siz
         ss, "COALESCE(" t ".started_at, UTC_TIMESTAMP(3))") " AND " HR_SUBS_DRIP(ss, t) ")"
 
 /* The number of T's recipients (an SQL expression of alias T): its
- * push_subscription rows and the series subscribers it takes, by their
- * row or by a past interval of theirs (push_series_subscription_past: a uid
- * is a subscriber at an instant by at most one of its intervals). */
-#define HR_SUBS_COUNT(t)                                                                          \
-    "((SELECT COUNT(*) FROM push_subscription cs WHERE cs.task_id = " t ".id) + "                 \
-    "(SELECT COUNT(*) FROM push_series_subscription css WHERE " HR_SUBS_SERIES_TAKEN(             \
-        "css",                                                                                    \
-        t) ") + "                                                                                 \
-           "(SELECT COUNT(*) FROM push_series_subscription_past cps WHERE " HR_SUBS_SERIES_TAKEN( \
-               "cps", t) "))"
+ * push_subscription rows, plus the series subscribers at its claim by
+ * their row or by a past interval of theirs (push_series_subscription_past:
+ * a uid is a subscriber at an instant by at most one of its intervals),
+ * minus those of them that have a push_subscription row too, counted from
+ * the task's rows (usually none): a probe of push_subscription per series
+ * subscriber made a count of 1,000,000 take 3 s, where this takes 0.4 s. */
+#define HR_SUBS_COUNT(t)                                                                           \
+    "((SELECT COUNT(*) FROM push_subscription cs WHERE cs.task_id = " t ".id) + "                  \
+    "(SELECT COUNT(*) FROM push_series_subscription css WHERE " HR_SUBS_SERIES_MEMBER(             \
+        "css",                                                                                     \
+        t) ") + "                                                                                  \
+           "(SELECT COUNT(*) FROM push_series_subscription_past cps WHERE " HR_SUBS_SERIES_MEMBER( \
+               "cps", t) ") - "                                                                    \
+                         "(SELECT COUNT(*) FROM push_subscription bs STRAIGHT_JOIN "               \
+                         "push_series_subscription bss ON "                                        \
+                         "bss.series_id = " t                                                      \
+                         ".series_id AND bss.uid = bs.uid WHERE bs.task_id = " t                   \
+                         ".id AND " HR_SUBS_SERIES_MEMBER(                                         \
+                             "bss", t) ") - "                                                      \
+                                       "(SELECT COUNT(*) FROM push_subscription bp STRAIGHT_JOIN " \
+                                       "push_series_subscription_past "                            \
+                                       "bps ON bps.series_id = " t                                 \
+                                       ".series_id AND bps.uid = bp.uid WHERE bp.task_id = " t     \
+                                       ".id AND " HR_SUBS_SERIES_MEMBER("bps", t) "))"
 
 /* The ids of the occurrences uid ? (given twice) is a series recipient of
  * (HR_SUBS_SERIES_RECIPIENT), by its subscription or a past interval. */

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "hr_batch.h"
+#include "hr_parse.h"
 #include "hr_shard.h"
 #include "hr_state.h"
 #include "hr_template.h"
@@ -88,6 +89,7 @@ enum {
     COL_AB_WINNER,
     COL_AB_DECIDED,
     COL_AB_FIGURES,
+    COL_EVENT, /* 027_lead_times.sql */
     COL__COUNT
 };
 
@@ -210,6 +212,7 @@ static const task_col task_cols[] = {
     TC(COL_AB_WINNER, TC_STR, ab_winner),
     TC(COL_AB_DECIDED, TC_INT_NULL, ab_decided_ms),
     TC(COL_AB_FIGURES, TC_STR, ab_figures),
+    TC(COL_EVENT, TC_INT_NULL, event_ms),
 };
 #undef TC
 
@@ -377,7 +380,9 @@ int hr_task_insert(hr_mysql *m, const hr_task *t, const char *scope, int64_t fre
         /* the winner step (024_ab_winner.sql) */
         t->ab_sample_pct > 0 ? HR_P_I64(t->ab_sample_pct) : HR_P_NULL,
         t->ab_sample_pct > 0 ? HR_P_I64(t->ab_wait_s) : HR_P_NULL,
-        t->ab_sample_pct > 0 ? hr_mysql_p_str_or_null(t->ab_metric) : HR_P_NULL};
+        t->ab_sample_pct > 0 ? hr_mysql_p_str_or_null(t->ab_metric) : HR_P_NULL,
+        /* lead times (027_lead_times.sql) */
+        hr_task_p_ms(t->event_ms, 1)};
     uint64_t affected = 0;
 
     /* The ON DUPLICATE clause can only fire for an occurrence (NULL
@@ -390,11 +395,12 @@ int hr_task_insert(hr_mysql *m, const hr_task *t, const char *scope, int64_t fre
                       "ttl_s, collapse_key, priority, "
                       "local_time, default_tz, window_start, window_end, window_tz, "
                       "expire_at, finish_by, shards, category, series_id, occurrence_at, rich, "
-                      "ab_sample_pct, ab_wait_s, ab_metric) "
+                      "ab_sample_pct, ab_wait_s, ab_metric, event_at) "
                       "VALUES (?, ?, ?, ?, ?, ?, FROM_UNIXTIME(? / 1000), "
                       "FROM_UNIXTIME(? / 1000), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
                       "?, ?, SEC_TO_TIME(?), SEC_TO_TIME(?), ?, FROM_UNIXTIME(? / 1000), "
-                      "FROM_UNIXTIME(? / 1000), ?, ?, ?, FROM_UNIXTIME(? / 1000), ?, ?, ?, ?) "
+                      "FROM_UNIXTIME(? / 1000), ?, ?, ?, FROM_UNIXTIME(? / 1000), ?, ?, ?, ?, "
+                      "FROM_UNIXTIME(? / 1000)) "
                       "ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)",
                       p, sizeof p / sizeof p[0], &affected, id, NULL, errstr, errlen) < 0)
         return -1;
@@ -437,7 +443,8 @@ void hr_task_defaults(hr_task *t)
                    .ab_sample_pct = -1,
                    .ab_wait_s = -1,
                    .ab_sampled_ms = -1,
-                   .ab_decided_ms = -1};
+                   .ab_decided_ms = -1,
+                   .event_ms = -1};
 }
 
 void hr_task_outcome_counts(const hr_task *t, int64_t out[HR_OUTCOME_UNACCOUNTED])
@@ -539,15 +546,17 @@ static int task_check_shards(const hr_task *t, char *errstr, size_t errlen)
     /* Pacing and the waves read the whole task's state in one script (one
      * slot); a local-time or windowed task's subs only ever holds what was
      * released, so it never needs shards. */
-    if (t->shards > 1 && (hr_task_waits(t) || hr_task_paced(t))) {
+    if (t->shards > 1 && (hr_task_waits(t) || hr_task_paced(t) || hr_task_leads(t))) {
         snprintf(errstr, errlen,
                  "shards %" PRId64 " with %s: a sharded task cannot be paced, sent in local "
-                 "time or a send window, or hold an A/B test's rest (use shards 1)",
+                 "time or a send window, hold an A/B test's rest or have lead times (use "
+                 "shards 1)",
                  t->shards,
                  hr_task_paced(t)       ? "finish_by"
                  : t->local_time == 1   ? "local_time"
                  : t->ab_sample_pct > 0 ? "ab"
-                                        : "a window");
+                 : t->window            ? "a window"
+                                        : "event_at");
         return -1;
     }
     return 0;
@@ -591,6 +600,26 @@ static int task_check_ab(const hr_task *t, char *errstr, size_t errlen)
     return 0;
 }
 
+/* event_at (027_lead_times.sql): its waves are instants counted back from
+ * one event, parked on the wait set that local time's and a window's
+ * zones, and an A/B test's held rest, would share with a meaning of their
+ * own: not together. */
+static int task_check_event(const hr_task *t, char *errstr, size_t errlen)
+{
+    if (!hr_task_leads(t))
+        return 0;
+    if (t->local_time == 1 || t->window || t->ab_sample_pct > 0) {
+        snprintf(errstr, errlen,
+                 "event_at with %s: lead times count back from one instant and are not sent "
+                 "in local time, a send window or an A/B test's winner step",
+                 t->local_time == 1 ? "local_time"
+                 : t->window        ? "a window"
+                                    : "ab");
+        return -1;
+    }
+    return 0;
+}
+
 int64_t hr_task_first_due_ms(const hr_task *t)
 {
     return t->local_time == 1 ? t->due_ms - HR_STATE_EAST_MAX_S * 1000LL : t->due_ms;
@@ -599,6 +628,46 @@ int64_t hr_task_first_due_ms(const hr_task *t)
 bool hr_task_waits(const hr_task *t)
 {
     return t->local_time == 1 || t->window || t->ab_sample_pct > 0;
+}
+
+bool hr_task_leads(const hr_task *t)
+{
+    return t->event_ms > 0;
+}
+
+int64_t hr_task_lead_release_ms(const hr_task *t, int64_t lead_s, int64_t now_ms)
+{
+    int64_t at = hr_task_leads(t) && lead_s >= 0 ? t->event_ms - lead_s * 1000 : t->due_ms;
+
+    return at > now_ms ? at : now_ms;
+}
+
+int hr_task_lead_check(const hr_task *t, int64_t lead_s, char *errstr, size_t errlen)
+{
+    char at[40], due[40];
+
+    if (!hr_task_leads(t)) {
+        snprintf(errstr, errlen,
+                 "lead_s %" PRId64 ": task %" PRId64
+                 " has no event_at to count it back from (set event_at first)",
+                 lead_s, t->id);
+        return -1;
+    }
+    if (t->event_ms - lead_s * 1000 >= t->due_ms)
+        return 0;
+    hr_parse_time_format(t->event_ms - lead_s * 1000, at, sizeof at);
+    hr_parse_time_format(t->due_ms, due, sizeof due);
+    if (t->event_ms < t->due_ms)
+        snprintf(errstr, errlen,
+                 "lead_s %" PRId64 ": task %" PRId64
+                 "'s event_at is before its due_at %s, so no lead can be sent at its time",
+                 lead_s, t->id, due);
+    else
+        snprintf(errstr, errlen,
+                 "lead_s %" PRId64 " puts the reminder at %s, before task %" PRId64
+                 "'s due_at %s (at most %" PRId64 " s: event_at - due_at)",
+                 lead_s, at, t->id, due, (t->event_ms - t->due_ms) / 1000);
+    return -1;
 }
 
 int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_t errlen)
@@ -676,7 +745,8 @@ int hr_task_validate(const hr_task *t, const hr_config *cfg, char *errstr, size_
         snprintf(errstr, errlen, "finish_by must be after due_at");
         return -1;
     }
-    if (task_check_shards(t, errstr, errlen) < 0 || task_check_ab(t, errstr, errlen) < 0)
+    if (task_check_shards(t, errstr, errlen) < 0 || task_check_ab(t, errstr, errlen) < 0 ||
+        task_check_event(t, errstr, errlen) < 0)
         return -1;
     if (t->payload != NULL) {
         payload = cJSON_Parse(t->payload);

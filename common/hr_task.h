@@ -30,7 +30,7 @@
     ", shards"                          /* sharded tasks (010_shards.sql) */                     \
     ", category, opted_out, suppressed" /* recipients (016_categories.sql) */                    \
     ", rich"                            /* rich and silent pushes (023_rich_split.sql) */        \
-        HR_TASK_COLUMNS_AB
+        HR_TASK_COLUMNS_AB ", CAST(ROUND(UNIX_TIMESTAMP(event_at) * 1000) AS SIGNED)" /* 027 */
 
 /* An A/B test's winner step (024_ab_winner.sql). */
 #define HR_TASK_COLUMNS_AB                                                     \
@@ -116,6 +116,10 @@ typedef struct hr_task {
     char *ab_winner;       /* the winning arm (or "default"); NULL = not picked */
     int64_t ab_decided_ms; /* -1 = not picked */
     char *ab_figures;      /* JSON: the per-arm figures the pick read */
+    /* lead times (027_lead_times.sql, docs/scheduling.md "Lead times"):
+     * event_at, the instant subscriptions' lead_s count back from; any
+     * value <= 0 (-1 NULL, 0 a zeroed task) = none */
+    int64_t event_ms;
 } hr_task;
 
 /* Fills T with what a new task is when nothing else is given (the API's
@@ -131,8 +135,26 @@ void hr_task_defaults(hr_task *t);
 int64_t hr_task_first_due_ms(const hr_task *t);
 
 /* Whether recipients of T go through the wait set (local_time, a window,
- * or an A/B test's winner step, whose rest waits for the pick). */
+ * or an A/B test's winner step, whose rest waits for the pick).  A task
+ * with event_at is planned too, but only its recipients with a future
+ * lead wait (hr_task_leads): it is not in this list, so its chunks cost
+ * what a task's without one cost until those waves come. */
 bool hr_task_waits(const hr_task *t);
+
+/* Whether T has an event_at its subscriptions' leads count back from. */
+bool hr_task_leads(const hr_task *t);
+
+/* The release instant of a subscription of T with lead LEAD_S (< 0: none)
+ * planned at NOW_MS: event_at - lead, or NOW_MS when that has passed (a
+ * wave before the claim fires at the claim); due_at for no lead or a task
+ * without event_at.  Pure. */
+int64_t hr_task_lead_release_ms(const hr_task *t, int64_t lead_s, int64_t now_ms);
+
+/* Whether subscriptions with lead LEAD_S (seconds) may be added to T (the
+ * API and `heraldctl import --lead`): T has event_at, and the wave
+ * event_at - lead is not before due_at (raw SQL's such rows are sent at
+ * the claim).  0, or -1 with ERRSTR naming the lead and the times. */
+int hr_task_lead_check(const hr_task *t, int64_t lead_s, char *errstr, size_t errlen);
 
 /* T's MySQL outcome counters in hr_outcome order (sent .. suppressed, not
  * unaccounted): what a report merges with the live stats hash. */

@@ -73,6 +73,8 @@ const char ctl_create_flags[] =
     "  --ab JSON            test then winner: the arms to a sample, the winner to the\n"
     "                       rest: {\"sample_pct\": 1..99, \"wait_s\": N, \"metric\":\n"
     "                       \"click\" | \"open\" | \"delivered\"} (docs/api.md)\n"
+    "  --event-at TIME      the event subscribers' leads count back from (UTC; import\n"
+    "                       --lead, docs/scheduling.md \"Lead times\")\n"
     "  --quiet              print only the new id\n";
 
 enum {
@@ -118,6 +120,8 @@ enum {
     OPT_RICH,
     /* A/B tests' winner step */
     OPT_AB,
+    /* lead times */
+    OPT_EVENT_AT,
 };
 
 static const struct option create_options[] = {
@@ -156,6 +160,7 @@ static const struct option create_options[] = {
     {"variants", required_argument, NULL, OPT_VARIANTS},
     {"rich", required_argument, NULL, OPT_RICH},
     {"ab", required_argument, NULL, OPT_AB},
+    {"event-at", required_argument, NULL, OPT_EVENT_AT},
     {NULL, 0, NULL, 0},
 };
 
@@ -342,6 +347,10 @@ static int create_parse(const ctl_ctx *ctx, int argc, char **argv, create_args *
             break;
         case OPT_RICH:
             a->t.rich = optarg; /* hr_task_validate reads it */
+            break;
+        case OPT_EVENT_AT:
+            if (ctl_fmt_parse_time("--event-at", optarg, &a->t.event_ms, errstr, sizeof errstr) < 0)
+                return ctl_usage(ctx, "%s", errstr);
             break;
         case OPT_AB: {
             cJSON *ab = cJSON_Parse(optarg);

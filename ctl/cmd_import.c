@@ -1,5 +1,7 @@
-/* cmd_import: `heraldctl import TASK FILE|-` — subscribers into a scheduled
- * task, written to both stores (DESIGN.md "dual storage").
+/* cmd_import: `heraldctl import TASK FILE|- [--lead D]` — subscribers into a
+ * scheduled task, written to both stores (DESIGN.md "dual storage"); with
+ * --lead, each subscription is pushed D before the task's event_at
+ * (docs/scheduling.md "Lead times", checked as the API checks lead_s).
  *
  * The whole input is read and checked first (8 bytes an id), so a bad line
  * costs only its message: nothing is written unless every line is good.
@@ -25,6 +27,7 @@
  *
  * Both writes are idempotent, so an import that failed half way is simply
  * run again. */
+#include <getopt.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -39,6 +42,7 @@
 #include "hr_pipe.h"
 #include "hr_shard.h"
 #include "hr_state.h"
+#include "hr_task.h"
 #include "hr_vec.h"
 
 #define IMPORT_BATCH 10000
@@ -46,7 +50,9 @@
 #define IMPORT_PROGRESS_MS 100 /* redraw period of the progress line */
 #define IMPORT_BAR_WIDTH 30
 
-#define IMPORT_INSERT_HEAD "INSERT IGNORE INTO push_subscription (task_id, uid) VALUES "
+#define IMPORT_INSERT_HEAD "INSERT IGNORE INTO push_subscription (task_id, uid, lead_s) VALUES "
+#define IMPORT_ROW "(?,?,?)"
+#define IMPORT_ROW_PARAMS 3
 #define IMPORT_STATE_SQL "SELECT state FROM push_task WHERE id = ?"
 
 typedef struct import_job {
@@ -65,6 +71,7 @@ typedef struct import_job {
     char *txt;           /* IMPORT_BATCH decimal uids, IMPORT_UID_LEN apart */
     size_t sadd_pending; /* refill_add calls sent whose replies are not read yet */
     uint64_t added;      /* rows MySQL inserted (the rest were there) */
+    int64_t lead_s;      /* --lead in seconds; -1 = none (NULL) */
     ctl_ctx *ctx;        /* for each batch's audit row */
 } import_job;
 
@@ -110,14 +117,16 @@ static int import_sql(import_job *j, size_t n)
 
     if (j->sql != NULL && j->sql_rows == n)
         return 0;
-    sql = malloc(head + n * 6 + 1);
+    sql = malloc(head + n * sizeof IMPORT_ROW + 1);
     if (sql == NULL)
         return -1;
     memcpy(sql, IMPORT_INSERT_HEAD, head);
     p = sql + head;
     for (size_t i = 0; i < n; i++) {
-        memcpy(p, i ? ",(?,?)" : "(?,?)", i ? 6 : 5);
-        p += i ? 6 : 5;
+        if (i > 0)
+            *p++ = ',';
+        memcpy(p, IMPORT_ROW, sizeof IMPORT_ROW - 1);
+        p += sizeof IMPORT_ROW - 1;
     }
     *p = '\0';
     free(j->sql);
@@ -200,8 +209,8 @@ static int import_batch_txn(import_job *j, size_t n, uint64_t *affected, char *e
     if (hr_mysql_begin(j->m, errstr, errlen) < 0)
         return -1;
     rc = import_check_task(j->m, j->task, true, errstr, errlen);
-    if (rc == 0 &&
-        hr_mysql_exec(j->m, j->sql, j->params, 2 * n, affected, NULL, &errnum, errstr, errlen) < 0)
+    if (rc == 0 && hr_mysql_exec(j->m, j->sql, j->params, IMPORT_ROW_PARAMS * n, affected, NULL,
+                                 &errnum, errstr, errlen) < 0)
         rc = errnum == HR_MYSQL_ER_SIGNAL ? 1 : -1;
     /* Each batch's audit row in its transaction: the counts, not the ids. */
     if (rc == 0) {
@@ -233,8 +242,9 @@ static int import_batch(import_job *j, const int64_t *uids, size_t n, bool *refu
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
-        j->params[2 * i] = HR_P_I64(j->task);
-        j->params[2 * i + 1] = HR_P_I64(uids[i]);
+        j->params[IMPORT_ROW_PARAMS * i] = HR_P_I64(j->task);
+        j->params[IMPORT_ROW_PARAMS * i + 1] = HR_P_I64(uids[i]);
+        j->params[IMPORT_ROW_PARAMS * i + 2] = j->lead_s >= 0 ? HR_P_I64(j->lead_s) : HR_P_NULL;
     }
     /* The shared lock on the task row meets a dispatcher claiming it (or
      * the API changing it) in an order InnoDB may resolve by rolling this
@@ -268,7 +278,7 @@ static void import_progress(size_t done, size_t total, int64_t elapsed_ms)
 
 static int import_job_init(import_job *j)
 {
-    j->params = malloc(2 * IMPORT_BATCH * sizeof *j->params);
+    j->params = malloc(IMPORT_ROW_PARAMS * IMPORT_BATCH * sizeof *j->params);
     j->argv = malloc((3 + IMPORT_BATCH) * sizeof *j->argv);
     j->uids = malloc(IMPORT_BATCH * sizeof *j->uids);
     j->bounds = malloc(((size_t)j->shards + 1) * sizeof *j->bounds);
@@ -290,16 +300,52 @@ static void import_job_release(import_job *j)
     hr_pipe_free(j->pipe);
 }
 
+static const struct option import_options[] = {
+    {"lead", required_argument, NULL, 'l'},
+    {NULL, 0, NULL, 0},
+};
+
+/* --lead's checks against the task (hr_task_lead_check): 0, or -1 with
+ * ERRSTR. */
+static int import_check_lead(import_job *j, char *errstr, size_t errlen)
+{
+    hr_task *t = NULL;
+    int rc;
+
+    if (j->lead_s < 0)
+        return 0;
+    rc = hr_task_load(j->m, j->task, &t, errstr, errlen);
+    if (rc == 1)
+        snprintf(errstr, errlen, "task %" PRId64 " does not exist", j->task);
+    if (rc == 0)
+        rc = hr_task_lead_check(t, j->lead_s, errstr, errlen);
+    hr_task_free(t);
+    return rc == 0 ? 0 : -1;
+}
+
 int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
 {
-    import_job j = {0};
+    import_job j = {.lead_s = -1};
     ctl_uids ids = {0};
     char errstr[1024], n1[32], n2[32], n3[32], n4[32];
     int64_t start = hr_clock_mono_ms(), last_draw = 0, elapsed;
     bool tty = isatty(STDERR_FILENO), refused = false;
     size_t done = 0;
-    int rc = CTL_EXIT_FAIL;
+    int rc = CTL_EXIT_FAIL, opt;
+    int64_t lead_ms;
 
+    optind = 0;
+    while ((opt = getopt_long(argc, argv, ":", import_options, NULL)) != -1) {
+        if (opt != 'l')
+            return ctl_usage(ctx, "unknown or incomplete option '%s'", argv[optind - 1]);
+        if (ctl_fmt_parse_duration("--lead", optarg, &lead_ms, errstr, sizeof errstr) < 0)
+            return ctl_usage(ctx, "%s", errstr);
+        if (lead_ms % 1000 != 0 || lead_ms / 1000 > INT32_MAX)
+            return ctl_usage(ctx, "--lead %s: whole seconds, at most %d", optarg, INT32_MAX);
+        j.lead_s = lead_ms / 1000;
+    }
+    argc -= optind - 1;
+    argv += optind - 1;
     if (argc < 3)
         return ctl_usage(ctx, "TASK and FILE (or -) are required");
     if (argc > 3)
@@ -310,7 +356,8 @@ int ctl_cmd_import(ctl_ctx *ctx, int argc, char **argv)
     if (ctl_mysql(ctx, &j.m) < 0 || ctl_redis(ctx, &j.r) < 0)
         return CTL_EXIT_FAIL;
     /* Refuse early: no point reading a million lines for a task that is gone. */
-    if (import_check_task(j.m, j.task, false, errstr, sizeof errstr) != 0)
+    if (import_check_task(j.m, j.task, false, errstr, sizeof errstr) != 0 ||
+        import_check_lead(&j, errstr, sizeof errstr) < 0)
         return ctl_fail("import: %s", errstr);
     if (hr_shard_load(j.m, j.task, &j.shards, errstr, sizeof errstr) < 0)
         return ctl_fail("import: %s", errstr);

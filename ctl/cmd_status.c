@@ -307,6 +307,9 @@ static void status_report(const status_sample *s, double rate)
         printf("  shards    %" PRId64 ": %" PRId64 " ready, %" PRId64 " chunking, %" PRId64
                " chunked\n",
                t->shards, s->shard_rows[0], s->shard_rows[1], s->shard_rows[2]);
+    if (hr_task_leads(t))
+        printf("  event     %s (subscribers' leads count back from it)\n",
+               ctl_fmt_time_iso(t->event_ms, due, sizeof due));
     if (t->expire_ms > 0)
         printf("  expires   %s%s\n", ctl_fmt_time_iso(t->expire_ms, due, sizeof due),
                hr_task_expired(t, hr_clock_now_ms()) ? " (past: nothing more is pushed)" : "");

@@ -24,9 +24,11 @@ static const ctl_command ctl_commands[] = {
      "  (no arguments; safe to run twice or concurrently)\n", ctl_cmd_migrate},
     {"create", "create a task from flags; prints its id",
      "--name N --channel C --due-in D|--due-at T [FLAGS]", ctl_create_flags, ctl_cmd_create},
-    {"import", "add subscribers (one id a line) to a scheduled task", "TASK FILE|-",
+    {"import", "add subscribers (one id a line) to a scheduled task", "TASK FILE|- [--lead D]",
      CTL_TASK_ARG "  FILE                 subscriber ids, one decimal uid a line; - reads stdin\n"
-                  "                       (idempotent: run it again after an error)\n",
+                  "                       (idempotent: run it again after an error)\n"
+                  "  --lead D             push them D before the task's --event-at: 15m, 1d\n"
+                  "                       (docs/scheduling.md \"Lead times\")\n",
      ctl_cmd_import},
     {"status", "a task's state, counters, progress and ETA", "TASK [--watch] [--interval D]",
      CTL_TASK_ARG

@@ -159,6 +159,8 @@ static const struct dsp_api_field {
     {"window_tz", DSP_F_ZONE, HR_TZ_NAME_MAX, true, false, false},
     /* pacing (docs/scheduling.md) */
     {"finish_by", DSP_F_TIME, 0, true, false, false},
+    /* lead times (docs/scheduling.md "Lead times"): null clears it */
+    {"event_at", DSP_F_TIME, 0, true, false, true},
     /* sharded tasks (docs/architecture.md): shards, or derived from
      * expected_recipients; fixed once the task has a subscriber */
     {"shards", DSP_F_INT, 0, false, false, false},
@@ -266,11 +268,14 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
             return dsp_api_refuse(
                 code, "unknown_field", errstr, errlen, "unknown field '%s'%s", v->string,
                 fd != NULL ? " (PATCH changes title, body, payload, due_at, ttl, collapse_key, "
-                             "priority, local_time, default_tz, the window and finish_by)"
+                             "priority, local_time, default_tz, the window, finish_by and "
+                             "event_at)"
                            : "");
         if (fd->nullable && cJSON_IsNull(v)) {
             if (strcmp(fd->name, "ttl") == 0)
                 in->t.ttl_s = -1;
+            else if (strcmp(fd->name, "event_at") == 0)
+                in->t.event_ms = -1;
             else
                 in->t.collapse_key = NULL;
             continue;
@@ -337,6 +342,12 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
             in->expire_in_s = (int64_t)v->valuedouble;
         } else if (strcmp(fd->name, "finish_by") == 0) {
             in->t.finish_ms = ms;
+        } else if (strcmp(fd->name, "event_at") == 0) {
+            /* <= 0 is the in-memory "none" (hr_task_leads). */
+            if (ms <= 0)
+                return dsp_api_refuse(code, "bad_field", errstr, errlen,
+                                      "event_at must be after 1970-01-01T00:00:00Z");
+            in->t.event_ms = ms;
         } else if (strcmp(fd->name, "category") == 0) {
             in->t.category = v->valuestring;
         } else if (strcmp(fd->name, "shards") == 0) {
@@ -382,7 +393,7 @@ int dsp_api_parse_task(const cJSON *j, bool patch, dsp_api_input *in, const char
 
 /* ---- subscribers ---------------------------------------------------------- */
 
-int dsp_api_parse_uids(const cJSON *j, int max_ids, int64_t **uids_out, size_t *n,
+int dsp_api_parse_uids(const cJSON *j, int max_ids, int64_t **uids_out, size_t *n, int64_t *lead_s,
                        const char **code, char *errstr, size_t errlen)
 {
     const cJSON *list = cJSON_GetObjectItemCaseSensitive(j, "uids"), *v;
@@ -390,9 +401,19 @@ int dsp_api_parse_uids(const cJSON *j, int max_ids, int64_t **uids_out, size_t *
     int64_t *uids;
 
     *uids_out = NULL;
+    *lead_s = -1;
     cJSON_ArrayForEach(v, j)
     {
-        if (strcmp(v->string, "uids") != 0)
+        if (strcmp(v->string, "lead_s") == 0) {
+            /* push_subscription.lead_s is an INT; after the event is no lead. */
+            if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= INT32_MAX) ||
+                v->valuedouble != (double)(int32_t)v->valuedouble)
+                return dsp_api_refuse(code, "bad_field", errstr, errlen,
+                                      "lead_s must be an integer 0..%d (seconds before the "
+                                      "task's event_at)",
+                                      INT32_MAX);
+            *lead_s = (int64_t)v->valuedouble;
+        } else if (strcmp(v->string, "uids") != 0)
             return dsp_api_refuse(code, "unknown_field", errstr, errlen, "unknown field '%s'",
                                   v->string);
     }

@@ -46,12 +46,13 @@ void dsp_api_input_clear(dsp_api_input *in);
 /* A time string of hr_parse_time (RFC 3339 UTC, a real calendar time) or
  * epoch ms, 1970..9999, into *MS; 0, or -1 with ERRSTR naming WHAT. */
 int dsp_api_parse_time(const cJSON *v, const char *what, int64_t *ms, char *errstr, size_t errlen);
-/* Body J of POST .../subscribers: {"uids": [...]}, 1..MAX_IDS uids in
- * 1..2^63-1, each a JSON integer literal or its decimal string
+/* Body J of POST .../subscribers: {"uids": [...], "lead_s": N}, 1..MAX_IDS
+ * uids in 1..2^63-1, each a JSON integer literal or its decimal string
  * (hr_parse_json_uid: exact, not through a double), into *UIDS (malloc'd,
- * the caller frees it) of *N. */
-int dsp_api_parse_uids(const cJSON *j, int max_ids, int64_t **uids, size_t *n, const char **code,
-                       char *errstr, size_t errlen);
+ * the caller frees it) of *N; the optional lead (0..2^31-1 seconds) into
+ * *LEAD_S, -1 when absent. */
+int dsp_api_parse_uids(const cJSON *j, int max_ids, int64_t **uids, size_t *n, int64_t *lead_s,
+                       const char **code, char *errstr, size_t errlen);
 /* One address {"platform", "app" (default ""), "address"} into *OUT (its
  * strings point into J), checked with hr_addr_check (invalid_address);
  * WHAT names it in messages ("" for a whole body, "addresses[2]").  A

@@ -28,7 +28,7 @@ static bool dsp_api_series_subs_series(dsp_api_conn *ac, int64_t id, hr_httpd_re
 void dsp_api_series_subs_add(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     cJSON *j = NULL, *after = NULL, *o;
-    int64_t id, *uids = NULL;
+    int64_t id, *uids = NULL, lead_s = -1;
     uint64_t added = 0;
     char err[1024], target[40];
     const char *code;
@@ -36,9 +36,17 @@ void dsp_api_series_subs_add(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, 
 
     if (!dsp_api_id(req, "id", resp, &id) || (j = dsp_api_body(req, resp)) == NULL)
         goto done;
-    if (dsp_api_parse_uids(j, d->cfg->dispatcher.api.max_ids, &uids, &n, &code, err, sizeof err) <
-        0) {
+    if (dsp_api_parse_uids(j, d->cfg->dispatcher.api.max_ids, &uids, &n, &lead_s, &code, err,
+                           sizeof err) < 0) {
         hr_httpd_error(resp, 400, code, "%s", err);
+        goto done;
+    }
+    /* A lead time is a task subscription's (its event_at); an occurrence
+     * has its series' time. */
+    if (lead_s >= 0) {
+        hr_httpd_error(resp, 400, "invalid",
+                       "lead_s: a series subscription has no lead time (a task subscription "
+                       "has: POST /v1/tasks/{id}/subscribers)");
         goto done;
     }
     if (!dsp_api_series_subs_series(ac, id, resp) || !dsp_api_begin(ac, resp))

@@ -1,8 +1,11 @@
 /* dsp_api_subs: the API's subscriber and pull endpoints (see dsp_api.c for
  * the server and the rules every handler follows).
  *
- * - POST /v1/tasks/{id}/subscribers {"uids":[...]}: at most api.max_ids
- *   positive integers, all checked before anything is written; then one
+ * - POST /v1/tasks/{id}/subscribers {"uids":[...], "lead_s": N}: at most
+ *   api.max_ids positive integers, all checked before anything is written,
+ *   with an optional lead before the task's event_at (docs/scheduling.md
+ *   "Lead times": 400 without event_at or when the wave would come before
+ *   due_at); then one
  *   multi-row INSERT IGNORE into push_subscription and one refill_add.lua
  *   call per shard (SADD minus pulled, refused once chunking started), so a repeat
  *   changes nothing.  Only while the task is `scheduled`: a claim that
@@ -59,10 +62,15 @@
 #define DSP_API_RENDER_MAX ((size_t)1 << 20)
 
 /* The task of a subscriber change, which must be scheduled; *SHARDS gets
- * its shard count.  false after answering 404/409/503. */
-static bool dsp_api_sub_task(dsp_api_conn *ac, int64_t id, hr_httpd_resp *resp, int *shards)
+ * its shard count.  LEAD_S (>= 0) is the added subscriptions' lead: the
+ * task must have event_at, and the lead's wave must not come before
+ * due_at (the claim; raw SQL's such rows are sent at it).  false after
+ * answering 400/404/409/503. */
+static bool dsp_api_sub_task(dsp_api_conn *ac, int64_t id, int64_t lead_s, hr_httpd_resp *resp,
+                             int *shards)
 {
     hr_task *t = NULL;
+    char err[256];
     bool ok;
 
     if (!dsp_api_load_task(ac, id, resp, &t))
@@ -73,6 +81,10 @@ static bool dsp_api_sub_task(dsp_api_conn *ac, int64_t id, hr_httpd_resp *resp, 
         hr_httpd_error(resp, 409, "wrong_state",
                        "task %" PRId64 " is %s; subscribers change only while it is scheduled", id,
                        hr_state_name(t->state));
+    else if (lead_s >= 0 && hr_task_lead_check(t, lead_s, err, sizeof err) < 0) {
+        ok = false;
+        hr_httpd_error(resp, 400, "bad_field", "%s", err);
+    }
     hr_task_free(t);
     return ok;
 }
@@ -94,7 +106,7 @@ static void dsp_api_subs_readmit(dsp *d, dsp_api_conn *ac, int64_t id)
 void dsp_api_subs_add(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_httpd_resp *resp)
 {
     cJSON *j = NULL, *o, *after = NULL;
-    int64_t *uids = NULL, *rows = NULL, added;
+    int64_t *uids = NULL, *rows = NULL, added, lead_s;
     char **ids = NULL, err[1024];
     const char *code;
     size_t n = 0, i;
@@ -105,35 +117,39 @@ void dsp_api_subs_add(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_http
 
     if (!dsp_api_id(req, "id", resp, &id) || (j = dsp_api_body(req, resp)) == NULL)
         goto done;
-    if (dsp_api_parse_uids(j, d->cfg->dispatcher.api.max_ids, &uids, &n, &code, err, sizeof err) <
-        0) {
+    if (dsp_api_parse_uids(j, d->cfg->dispatcher.api.max_ids, &uids, &n, &lead_s, &code, err,
+                           sizeof err) < 0) {
         hr_httpd_error(resp, 400, code, "%s", err);
         goto done;
     }
-    if (!dsp_api_sub_task(ac, id, resp, &shards))
+    if (!dsp_api_sub_task(ac, id, lead_s, resp, &shards))
         goto done;
 
     ids = calloc(n, sizeof *ids);
-    rows = malloc(2 * n * sizeof *rows);
+    rows = malloc(3 * n * sizeof *rows);
     if (ids == NULL || rows == NULL)
         goto oom;
     for (i = 0; i < n; i++) {
         if ((ids[i] = malloc(24)) == NULL)
             goto oom;
         snprintf(ids[i], 24, "%" PRId64, uids[i]);
-        rows[2 * i] = id;
-        rows[2 * i + 1] = uids[i];
+        rows[3 * i] = id;
+        rows[3 * i + 1] = uids[i];
+        rows[3 * i + 2] = lead_s;
     }
     if (!dsp_api_begin(ac, resp))
         goto done;
     /* The uids as one JSON_TABLE parameter: one statement whatever their
      * number (a VALUES list of 2 placeholders a row passed MariaDB's
-     * 65,535 past 32,767 uids and failed for ever), atomic as before. */
+     * 65,535 past 32,767 uids and failed for ever), atomic as before.
+     * The lead rides in each row (-1: none); a uid already subscribed keeps
+     * its own (INSERT IGNORE). */
     if (hr_batch_exec(ac->m,
-                      "INSERT IGNORE INTO push_subscription (task_id, uid) "
-                      "SELECT j.task_id, j.uid FROM JSON_TABLE(?, '$[*]' COLUMNS ("
-                      "task_id BIGINT UNSIGNED PATH '$[0]', uid BIGINT UNSIGNED PATH '$[1]')) j",
-                      &(hr_batch){rows, n, 2}, NULL, 0, &inserted, &errnum, err, sizeof err) < 0) {
+                      "INSERT IGNORE INTO push_subscription (task_id, uid, lead_s) "
+                      "SELECT j.task_id, j.uid, NULLIF(j.lead_s, -1) FROM JSON_TABLE(?, '$[*]' "
+                      "COLUMNS (task_id BIGINT UNSIGNED PATH '$[0]', uid BIGINT UNSIGNED PATH "
+                      "'$[1]', lead_s INT PATH '$[2]')) j",
+                      &(hr_batch){rows, n, 3}, NULL, 0, &inserted, &errnum, err, sizeof err) < 0) {
         hr_mysql_rollback(ac->m);
         /* The guard trigger: the task was claimed after our state check.
          * The statement is atomic, so none of the uids was stored. */
@@ -147,6 +163,8 @@ void dsp_api_subs_add(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_http
     after = cJSON_CreateObject();
     cJSON_AddNumberToObject(after, "received", (double)n);
     cJSON_AddNumberToObject(after, "added", (double)inserted);
+    if (lead_s >= 0)
+        cJSON_AddNumberToObject(after, "lead_s", (double)lead_s);
     if (!dsp_api_audit(ac, req, id, NULL, NULL, after, resp)) {
         hr_mysql_rollback(ac->m);
         goto done;
@@ -169,6 +187,8 @@ void dsp_api_subs_add(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_http
     dsp_api_add_id(o, "task_id", id);
     cJSON_AddNumberToObject(o, "received", (double)n);
     cJSON_AddNumberToObject(o, "added", (double)inserted);
+    if (lead_s >= 0)
+        cJSON_AddNumberToObject(o, "lead_s", (double)lead_s);
     dsp_api_reply(resp, 200, o);
     goto done;
 oom:
@@ -194,7 +214,7 @@ void dsp_api_subs_del(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_http
 
     (void)d;
     if (!dsp_api_id(req, "id", resp, &id) || !dsp_api_id(req, "uid", resp, &uid) ||
-        !dsp_api_sub_task(ac, id, resp, &shards) || !dsp_api_begin(ac, resp))
+        !dsp_api_sub_task(ac, id, -1, resp, &shards) || !dsp_api_begin(ac, resp))
         return;
     {
         const hr_mysql_param p[] = {HR_P_I64(id), HR_P_I64(uid)};

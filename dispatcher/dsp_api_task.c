@@ -314,16 +314,19 @@ void dsp_api_task_patch(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, hr_ht
             hr_mysql_p_i64_or_null(in.t.window_start_s), hr_mysql_p_i64_or_null(in.t.window_end_s),
             hr_mysql_p_str_or_null(in.t.window_tz),
             /* pacing */
-            dsp_api_p_finish(&in.t), HR_P_I64(id)};
+            dsp_api_p_finish(&in.t),
+            /* lead times */
+            hr_task_leads(&in.t) ? HR_P_I64(in.t.event_ms) : HR_P_NULL, HR_P_I64(id)};
 
         if (hr_mysql_exec(ac->m,
                           "UPDATE push_task SET title = ?, body = ?, payload = ?, "
                           "due_at = FROM_UNIXTIME(? / 1000), ttl_s = ?, collapse_key = ?, "
                           "priority = ?, local_time = ?, default_tz = ?, "
                           "window_start = SEC_TO_TIME(?), window_end = SEC_TO_TIME(?), "
-                          "window_tz = ?, finish_by = FROM_UNIXTIME(? / 1000) "
+                          "window_tz = ?, finish_by = FROM_UNIXTIME(? / 1000), "
+                          "event_at = FROM_UNIXTIME(? / 1000) "
                           "WHERE id = ? AND state = 'scheduled'",
-                          p, 14, &affected, NULL, &sqlerr, err, sizeof err) < 0) {
+                          p, 15, &affected, NULL, &sqlerr, err, sizeof err) < 0) {
             if (sqlerr == HR_MYSQL_ER_SIGNAL) /* the freeze trigger */
                 hr_httpd_error(resp, 409, "frozen", "%s", err);
             else

@@ -116,6 +116,7 @@ cJSON *dsp_api_view_task(const hr_task *t)
     dsp_api_add_time(o, "due_at", t->due_ms);
     dsp_api_add_time(o, "freeze_at", t->freeze_ms);
     dsp_api_add_time(o, "expire_at", t->expire_ms > 0 ? t->expire_ms : -1);
+    dsp_api_add_time(o, "event_at", hr_task_leads(t) ? t->event_ms : -1);
     cJSON_AddNumberToObject(o, "rate_limit", (double)t->rate_limit);
     cJSON_AddNumberToObject(o, "chunk_size", (double)t->chunk_size);
     cJSON_AddNumberToObject(o, "shards", (double)(t->shards > 1 ? t->shards : 1));
@@ -313,7 +314,7 @@ void dsp_api_view_live(dsp_api_conn *ac, const hr_task *t, cJSON *o)
             hr_progress_merge(mysql[i], hr_shard_stats_get(&stats, hr_progress_outcome_name(i)));
     in.published = hr_progress_merge(t->total, hr_shard_stats_get(&stats, "published"));
     progress = cJSON_CreateObject();
-    if (hr_task_waits(t)) {
+    if (hr_task_waits(t) || hr_task_leads(t)) {
         int64_t waiting;
 
         /* Not chunked yet either: the fallback total counts them. */

@@ -166,6 +166,7 @@ static dsp_task *dsp_owned_insert(dsp *d, const hr_task *t, int shard)
     dt->expire_ms = t->expire_ms;
     dt->gen = ++owned->gen_next;
     dt->waits = hr_task_waits(t);
+    dt->leads = hr_task_leads(t);
     dt->ab = t->ab_sample_pct > 0;
     dt->ab_wait_s = t->ab_wait_s;
     dt->window = t->window;

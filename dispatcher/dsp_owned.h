@@ -44,6 +44,7 @@ typedef struct dsp_task {
     bool subs_empty;
     /* local time and send windows (dsp_wait.c) */
     bool waits;                           /* recipients pass through the wait set */
+    bool leads;                           /* event_at: plan the leads' waves (hr_task_leads) */
     bool window;                          /* a send window (below) */
     int64_t window_start_s, window_end_s; /* seconds of the local day */
     char window_tz[HR_TZ_NAME_MAX + 1];   /* "" = the recipient's zone */

@@ -62,7 +62,7 @@
  * by the job. */
 typedef struct dsp_rc_item {
     int64_t id;
-    bool waits;     /* a local-time or windowed task: plan its wait set */
+    bool waits;     /* a local-time, windowed or lead-time task: plan its wait set */
     bool addressed; /* its channel pushes to the address book: sync it first */
     int shards;     /* a sharded task's: seq of each shard, and its rows */
     int result;     /* an hr_subs_result, or -1 */
@@ -437,7 +437,7 @@ bool dsp_reconcile_want(dsp *d, dsp_task *dt)
 {
     if (!dsp_rc_has(d, dt->id) &&
         hr_vec_push(&d->rc->queue, ((dsp_rc_item){.id = dt->id,
-                                                  .waits = dt->waits,
+                                                  .waits = dt->waits || dt->leads,
                                                   .addressed = dt->addressed,
                                                   .shards = dt->shards})) != 0)
         return false;

@@ -21,6 +21,13 @@
  *   whose window is open, after every earlier due wave whose window closed
  *   before it was all released was put off to its next opening
  *   (wait_defer.lua).
+ * - Lead times (docs/scheduling.md "Lead times"): the plan of a task with
+ *   event_at reads the task's subscriptions that carry a lead from MySQL
+ *   (frozen since the claim; a task where few have one reads a page of them,
+ *   not its whole set from Redis) and parks those whose wave event_at -
+ *   lead_s is still ahead, one wave per distinct lead.  The others stay in
+ *   subs and go out at once: its chunks cost what any task's cost until
+ *   subs runs dry, when the chunker finds the wait set (dsp_chunk.c).
  * - An A/B test's winner step (dsp_ab.c) plans through the same park: its
  *   sample is due at once, the rest scored HR_VARIANT_HOLD_MS (one wave
  *   without a window) until the pick moves it to due.
@@ -240,36 +247,88 @@ done:
     return rc;
 }
 
-int dsp_wait_plan(dsp_conn *conn, const hr_config *cfg, int64_t id, int64_t *parked, char *errstr,
-                  size_t errlen)
+/* The lead plan of T (hr_task_leads): pages of its subscriptions with a
+ * lead, by uid, each one whose wave is after NOW parked at it (one wave
+ * without a window: "-1 UTC").  A wave already past stays in subs: sent at
+ * the claim, *AT_CLAIM counts those.  0 or -1. */
+static int dsp_wait_plan_leads(dsp_conn *conn, const hr_task *t, int64_t now, int64_t *parked,
+                               int64_t *at_claim, char *errstr, size_t errlen)
 {
     const char *prefix = hr_redis_prefix(conn->r);
-    char subs[HR_KEY_MAX], waves[HR_KEY_MAX];
-    dsp_wait_zones zones = {0};
-    hr_task *t = NULL;
+    char keys[3][HR_KEY_MAX], (*vals)[2][24] = calloc(DSP_WAIT_BATCH, sizeof *vals);
+    const char **argv = calloc(3 + 3 * DSP_WAIT_BATCH, sizeof *argv);
+    hr_mysql_rows *rows = NULL;
     redisReply *reply = NULL;
-    int64_t left, rounds, now;
+    int64_t after = 0;
     int rc = -1;
 
-    *parked = 0;
-    /* Redis's clock, as the release's: an instant already past is released
-     * at NOW, and an owner ahead of it stamped its own now, the skew late
-     * by the release's clock (clock-ahead: the first push 19 s late). */
-    if (hr_redis_time_ms(conn->r, &now, errstr, errlen) < 0)
-        return -1;
-    rc = hr_task_load(conn->m, id, &t, errstr, errlen);
-    if (rc != 0 || !hr_task_waits(t)) {
-        rc = rc == 1 ? 0 : rc; /* a vanished row: nothing to plan */
+    if (vals == NULL || argv == NULL) {
+        snprintf(errstr, errlen, "out of memory");
         goto done;
     }
-    rc = -1;
-    hr_key_task(prefix, subs, sizeof subs, id, HR_KEY_SUBS);
-    hr_key_task(prefix, waves, sizeof waves, id, HR_KEY_WAVES);
-    left = dsp_reply_int(hr_redis_cmdf(conn->r, errstr, errlen, "HEXISTS %s planned", waves));
-    if (left != 0) {
-        rc = left == 1 ? 0 : -1;
-        goto done;
+    hr_key_task(prefix, keys[0], sizeof keys[0], t->id, HR_KEY_SUBS);
+    hr_key_task(prefix, keys[1], sizeof keys[1], t->id, HR_KEY_WAIT);
+    hr_key_task(prefix, keys[2], sizeof keys[2], t->id, HR_KEY_WAVES);
+    for (int i = 0; i < 3; i++)
+        argv[i] = keys[i];
+    for (;;) {
+        const hr_mysql_param p[] = {HR_P_I64(t->id), HR_P_I64(after), HR_P_I64(DSP_WAIT_BATCH)};
+        size_t n = 0;
+
+        if (hr_mysql_query(conn->m,
+                           "SELECT uid, lead_s FROM push_subscription WHERE task_id = ? AND "
+                           "uid > ? AND lead_s IS NOT NULL ORDER BY uid LIMIT ?",
+                           p, 3, &rows, errstr, errlen) < 0)
+            goto done;
+        for (size_t r = 0; r < rows->nrows; r++) {
+            const char *uid = hr_mysql_cell(rows, r, 0);
+            int64_t at =
+                hr_task_lead_release_ms(t, strtoll(hr_mysql_cell(rows, r, 1), NULL, 10), now);
+
+            after = strtoll(uid, NULL, 10);
+            if (at <= now) {
+                ++*at_claim;
+                continue;
+            }
+            snprintf(vals[n][0], sizeof vals[n][0], "%" PRId64, at);
+            snprintf(vals[n][1], sizeof vals[n][1], "%s", uid);
+            argv[3 + 3 * n] = vals[n][0];
+            argv[4 + 3 * n] = vals[n][1];
+            argv[5 + 3 * n] = "-1 UTC";
+            n++;
+        }
+        if (n > 0) {
+            reply = hr_redis_eval(conn->r, HR_LUA_WAIT_PARK, 3, (int)(3 + 3 * n), argv, NULL,
+                                  errstr, errlen);
+            if (reply == NULL)
+                goto done;
+            *parked += reply->integer;
+            freeReplyObject(reply);
+            reply = NULL;
+        }
+        if (rows->nrows < DSP_WAIT_BATCH)
+            break;
+        hr_mysql_rows_free(rows);
+        rows = NULL;
     }
+    rc = 0;
+done:
+    hr_mysql_rows_free(rows);
+    free(argv);
+    free(vals);
+    return rc;
+}
+
+/* The plan of a local-time, windowed or A/B task T: every member of SUBS
+ * parked in batches (dsp_wait_park).  0 or -1. */
+static int dsp_wait_plan_zones(dsp_conn *conn, const hr_config *cfg, const hr_task *t,
+                               const char *subs, dsp_wait_zones *zones, int64_t now,
+                               int64_t *parked, char *errstr, size_t errlen)
+{
+    redisReply *reply = NULL;
+    int64_t left, rounds;
+    int rc = -1;
+
     left = dsp_reply_int(hr_redis_cmdf(conn->r, errstr, errlen, "SCARD %s", subs));
     if (left < 0)
         goto done;
@@ -281,7 +340,7 @@ int dsp_wait_plan(dsp_conn *conn, const hr_config *cfg, int64_t id, int64_t *par
             goto done;
         if (reply->type != REDIS_REPLY_ARRAY || reply->elements == 0)
             break;
-        if (dsp_wait_park(conn, cfg, t, reply, &zones, now, parked, errstr, errlen) < 0)
+        if (dsp_wait_park(conn, cfg, t, reply, zones, now, parked, errstr, errlen) < 0)
             goto done;
         freeReplyObject(reply);
         reply = NULL;
@@ -291,13 +350,53 @@ int dsp_wait_plan(dsp_conn *conn, const hr_config *cfg, int64_t id, int64_t *par
                  left / DSP_WAIT_BATCH + 2);
         goto done;
     }
+    rc = 0;
+done:
+    freeReplyObject(reply);
+    return rc;
+}
+
+int dsp_wait_plan(dsp_conn *conn, const hr_config *cfg, int64_t id, int64_t *parked, char *errstr,
+                  size_t errlen)
+{
+    const char *prefix = hr_redis_prefix(conn->r);
+    char subs[HR_KEY_MAX], waves[HR_KEY_MAX];
+    dsp_wait_zones zones = {0};
+    hr_task *t = NULL;
+    int64_t left, now, at_claim = 0;
+    int rc = -1;
+
+    *parked = 0;
+    /* Redis's clock, as the release's: an instant already past is released
+     * at NOW, and an owner ahead of it stamped its own now, the skew late
+     * by the release's clock (clock-ahead: the first push 19 s late). */
+    if (hr_redis_time_ms(conn->r, &now, errstr, errlen) < 0)
+        return -1;
+    rc = hr_task_load(conn->m, id, &t, errstr, errlen);
+    if (rc != 0 || (!hr_task_waits(t) && !hr_task_leads(t))) {
+        rc = rc == 1 ? 0 : rc; /* a vanished row: nothing to plan */
+        goto done;
+    }
+    rc = -1;
+    hr_key_task(prefix, subs, sizeof subs, id, HR_KEY_SUBS);
+    hr_key_task(prefix, waves, sizeof waves, id, HR_KEY_WAVES);
+    left = dsp_reply_int(hr_redis_cmdf(conn->r, errstr, errlen, "HEXISTS %s planned", waves));
+    if (left != 0) {
+        rc = left == 1 ? 0 : -1;
+        goto done;
+    }
+    /* hr_task_validate: leads with none of the others */
+    if (hr_task_leads(t)
+            ? dsp_wait_plan_leads(conn, t, now, parked, &at_claim, errstr, errlen) < 0
+            : dsp_wait_plan_zones(conn, cfg, t, subs, &zones, now, parked, errstr, errlen) < 0)
+        goto done;
     rc = dsp_reply_int(hr_redis_cmdf(conn->r, errstr, errlen, "HSET %s planned 1", waves)) < 0 ? -1
                                                                                                : 0;
     if (rc == 0)
-        hr_log_info("task_planned", "task=%" PRId64 " parked=%" PRId64 " zones=%zu", id, *parked,
-                    zones.n);
+        hr_log_info("task_planned",
+                    "task=%" PRId64 " parked=%" PRId64 " zones=%zu leads_at_claim=%" PRId64, id,
+                    *parked, zones.n, at_claim);
 done:
-    freeReplyObject(reply);
     hr_vec_free(&zones);
     hr_task_free(t);
     return rc;

@@ -11,7 +11,9 @@
 #include "dsp_owned.h"
 
 /* Reconciliation job: parks task ID's recipients in its wait set by
- * release instant, once (a local-time or windowed task; others untouched);
+ * release instant, once (a local-time or windowed task, or one with
+ * event_at: only its recipients whose lead's wave is ahead; others
+ * untouched);
  * profiles Redis lost are refilled from MySQL first (CFG: their checks);
  * what is already past, by Redis's clock (TIME), is released at once.
  * *PARKED gets how many.  0 or -1 (ERRSTR). */

@@ -415,7 +415,7 @@
 
   function renderDetails(t) {
     renderDl('task-details', t, ['channel', 'category', 'topic', 'due_at', 'freeze_at',
-      'finish_by', 'expire_at', 'last_warning', 'local_time',
+      'finish_by', 'expire_at', 'event_at', 'last_warning', 'local_time',
       'default_tz', 'window_start', 'window_end', 'window_tz', 'rate_limit', 'chunk_size',
       'title', 'body', 'last_error', 'claimed_by', 'payload']);
   }

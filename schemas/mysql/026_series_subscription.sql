@@ -37,8 +37,9 @@ CREATE TABLE IF NOT EXISTS push_series_subscription (
 -- an occurrence claimed within an earlier one (and still running, or
 -- recovered, or accounted later) finds the uid here.  Written by the
 -- UPDATE trigger below; a uid is a subscriber at an instant by at most one
--- of its intervals.  Rows whose unsubscribed_at is older than every
--- unfinished occurrence's claim are no longer read and may be deleted.
+-- of its intervals.  A row whose unsubscribed_at is older than the claim
+-- of every occurrence of its series still kept (not purged: a finished
+-- one's counts and a failed one's recover read it too) is read no more.
 CREATE TABLE IF NOT EXISTS push_series_subscription_past (
   series_id       BIGINT UNSIGNED NOT NULL,
   uid             BIGINT UNSIGNED NOT NULL,

@@ -187,12 +187,13 @@ static void fa_uids(const char *body, size_t len)
     char err[1024] = "";
     cJSON *j = NULL;
     size_t n = 0, i;
+    int64_t lead_s = -1;
 
     if (dsp_api_parse_json(body, len, &j, &code, err, sizeof err) < 0) {
         fa_refused(code, err, codes);
         return;
     }
-    if (dsp_api_parse_uids(j, FA_MAX_IDS, &list, &n, &code, err, sizeof err) < 0) {
+    if (dsp_api_parse_uids(j, FA_MAX_IDS, &list, &n, &lead_s, &code, err, sizeof err) < 0) {
         fa_refused(code, err, codes);
     } else {
         const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, "uids"), *v;
@@ -200,6 +201,10 @@ static void fa_uids(const char *body, size_t len)
 
         if (n < 1 || n > FA_MAX_IDS || (size_t)cJSON_GetArraySize(arr) != n)
             fa_fail("uid count out of 1..max_ids", NULL);
+        /* A lead is absent or a column's INT, never negative. */
+        if (lead_s < -1 || lead_s > INT32_MAX ||
+            (lead_s == -1) != (cJSON_GetObjectItemCaseSensitive(j, "lead_s") == NULL))
+            fa_fail("lead_s accepted", NULL);
         i = 0;
         cJSON_ArrayForEach(v, arr)
         {

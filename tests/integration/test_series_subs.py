@@ -84,6 +84,8 @@ def test_api(env, ctl, cfg):
     check(status == 400, "uid 0: 400 (%s %s)" % (status, j))
     status, j = env.http("POST", "/v1/series/%d/subscribers" % sid, {"uid": [1]})
     check(status == 400, "no uids member: 400 (%s %s)" % (status, j))
+    status, j = env.http("POST", "/v1/series/%d/subscribers" % sid, {"uids": [1], "lead_s": 60})
+    check(status == 400 and "lead_s" in str(j), "a lead time: 400 (%s %s)" % (status, j))
     status, j = subscribe(env, 999999999, [1])
     check(status == 404, "an unknown series: 404 (%s)" % (j,))
     status, j = env.http("GET", "/v1/series/%d/subscribers?limit=0" % sid)

@@ -244,6 +244,65 @@ static void test_ab(void **state)
     assert_false(hr_task_waits(&t));
 }
 
+/* Lead times (027_lead_times.sql): the release of a subscription's lead,
+ * and what event_at does not go with. */
+static void test_event_leads(void **state)
+{
+    hr_task t = valid_task();
+    char err[256];
+    const int64_t due = t.due_ms, event = due + 86400000;
+
+    /* No event_at: a lead is no lead, everyone at due_at (or now if later). */
+    assert_false(hr_task_leads(&t));
+    assert_int_equal(hr_task_lead_release_ms(&t, 900, due - 5000), due);
+    assert_int_equal(hr_task_lead_release_ms(&t, 900, due + 5000), due + 5000);
+    t.event_ms = event;
+    assert_true(hr_task_leads(&t));
+    assert_false(hr_task_waits(&t));
+    assert_int_equal(hr_task_validate(&t, *state, err, sizeof err), 0);
+    /* 15 minutes and 1 day before; none: due_at. */
+    assert_int_equal(hr_task_lead_release_ms(&t, 900, due), event - 900000);
+    assert_int_equal(hr_task_lead_release_ms(&t, 86400, due), due);
+    assert_int_equal(hr_task_lead_release_ms(&t, 0, due), event);
+    assert_int_equal(hr_task_lead_release_ms(&t, -1, due), due);
+    /* A wave before the claim (the plan's now) fires at the claim. */
+    assert_int_equal(hr_task_lead_release_ms(&t, 90000, due + 1000), due + 1000);
+    /* What the API and import refuse: a wave before due_at. */
+    assert_int_equal(hr_task_lead_check(&t, 86400, err, sizeof err), 0);
+    assert_int_equal(hr_task_lead_check(&t, 86401, err, sizeof err), -1);
+    assert_non_null(
+        strstr(err, "before task 7's due_at 2023-11-14T22:13:20.000Z (at most 86400 s"));
+    t.event_ms = due - 1000;
+    assert_int_equal(hr_task_lead_check(&t, 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "event_at is before its due_at"));
+    t.event_ms = -1;
+    assert_int_equal(hr_task_lead_check(&t, 0, err, sizeof err), -1);
+    assert_non_null(strstr(err, "has no event_at"));
+    t.event_ms = event;
+    t.local_time = 1;
+    expect_invalid(&t, *state, "event_at with local_time");
+    t.local_time = 0;
+    t.window = true;
+    t.window_start_s = 8 * 3600;
+    t.window_end_s = 21 * 3600;
+    expect_invalid(&t, *state, "event_at with a window");
+    t.window = false;
+    t.window_start_s = t.window_end_s = -1;
+    t.ab_sample_pct = 20;
+    t.ab_wait_s = 60;
+    t.ab_metric = "click";
+    expect_invalid(&t, *state, "event_at with ab");
+    t.ab_sample_pct = -1;
+    t.ab_metric = NULL;
+    t.shards = 4;
+    expect_invalid(&t, *state, "shards 4 with event_at");
+    t.shards = 1;
+    t.event_ms = -1; /* the column's NULL */
+    assert_false(hr_task_leads(&t));
+    t.shards = 4;
+    assert_int_equal(hr_task_validate(&t, *state, err, sizeof err), 0);
+}
+
 /* local_time, the zones and the window (008_local_time.sql). */
 static void test_local_time(void **state)
 {
@@ -311,7 +370,9 @@ static int task_row_cells(const char *state, const char *control, const char *tt
                      "{\"silent\": true}",
                      /* the winner step: sample, wait, metric, sampled, winner, decided,
                       * figures */
-                     "20", "600", "open", "1700000100000", "B", NULL, NULL};
+                     "20", "600", "open", "1700000100000", "B", NULL, NULL,
+                     /* lead times: event_at */
+                     "1700000900000"};
     hr_mysql_rows rows = {.nrows = 1, .ncols = sizeof cells / sizeof cells[0], .cells = cells};
 
     return hr_task_from_row(&rows, 0, out, errstr, errlen);
@@ -381,6 +442,7 @@ static void test_from_row_enums(void **state)
     assert_string_equal(t->ab_metric, "open");
     assert_int_equal(t->ab_sampled_ms, 1700000100000);
     assert_string_equal(t->ab_winner, "B");
+    assert_int_equal(t->event_ms, 1700000900000);
     assert_int_equal(t->ab_decided_ms, -1);
     assert_null(t->ab_figures);
     assert_true(hr_task_waits(t)); /* the rest waits in the wait set */
@@ -510,6 +572,7 @@ int main(void)
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_rich),
         cmocka_unit_test(test_ab),
+        cmocka_unit_test(test_event_leads),
     };
     return cmocka_run_group_tests(tests, task_setup, task_teardown);
 }
