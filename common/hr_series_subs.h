@@ -6,7 +6,7 @@
  * an unsubscribe keeps the row with its unsubscribed_at, and a subscribe
  * again keeps the closed interval (push_series_subscription_past, by the
  * trigger), so an occurrence claimed before still knows the uid as its
- * recipient (hr_subs.h, HR_SUBS_SERIES_TAKEN).  The times are MySQL's, written by the table's
+ * recipient (hr_subs.h, HR_SUBS_SERIES_MEMBER).  The times are MySQL's, written by the table's
  * triggers.  Each function runs in the caller's transaction, if any.
  *
  * Functions return 0 or -1 with the reason in ERRSTR. */

@@ -19,8 +19,10 @@
  * occurrence.  They are added once the task is claimed, never before (an
  * unsubscribe before the claim must stop the occurrence, and nothing takes
  * a member out of the set): by the claimed sync, before it creates seq, and
- * by the refill.  HR_SUBS_SERIES_TAKEN says which they are, for every
- * statement that reads or counts a task's recipients. */
+ * by the refill.  HR_SUBS_SERIES_MEMBER says which they are, for every
+ * statement that reads or counts a task's recipients; a uid that also has
+ * a push_subscription row of the task is one recipient (HR_SUBS_COUNT
+ * subtracts it; the set holds it once). */
 #ifndef HR_SUBS_H
 #define HR_SUBS_H
 
@@ -57,15 +59,6 @@ int hr_subs_unlock(hr_redis *r, int64_t id, const char *token, char *errstr, siz
 #define HR_SUBS_SERIES_MEMBER(ss, t)                                                               \
     "(" ss ".series_id = " t ".series_id AND " t ".started_at IS NOT NULL AND " HR_SUBS_MEMBER_AT( \
         ss, t ".started_at") " AND " HR_SUBS_DRIP(ss, t) ")"
-
-/* Whether series subscription SS is a recipient of task T beside T's own
- * push_subscription rows: HR_SUBS_SERIES_MEMBER, and T has no
- * push_subscription row of that uid (a uid is one recipient).  The
- * recipients of T are its push_subscription rows plus the rows this
- * selects. */
-#define HR_SUBS_SERIES_TAKEN(ss, t)                                                         \
-    "(" HR_SUBS_SERIES_MEMBER(ss, t) " AND NOT EXISTS (SELECT 1 FROM push_subscription ts " \
-                                     "WHERE ts.task_id = " t ".id AND ts.uid = " ss ".uid))"
 
 /* Whether series subscription SS is a recipient of occurrence T of its
  * series as far as is known now: a subscriber at T's claim, or, before the

@@ -11,7 +11,7 @@
 /* Which rows a fill reads, by keyset pages.  The uid-ordered queries select
  * uid only; the epoch-ordered one selects uid, epoch (its cursor is both).
  * The SERIES ones read the series subscribers a claimed occurrence takes
- * (HR_SUBS_SERIES_TAKEN; none for any other task), by their rows or (PAST)
+ * (HR_SUBS_SERIES_MEMBER; none for any other task), by their rows or (PAST)
  * by the past intervals of those who subscribed again since. */
 typedef enum hr_subs_pages {
     HR_SUBS_ALL,

@@ -12,7 +12,7 @@
 -- which MySQL alone answers at any later time, so the reconciliation after
 -- the claim, the finish's accounting, recover and the counts read the same
 -- recipients without a row per occurrence (common/hr_subs.h,
--- HR_SUBS_SERIES_TAKEN).
+-- HR_SUBS_SERIES_MEMBER).
 --
 -- The times are MySQL's, set by the triggers below whatever a statement
 -- writes (an admin's raw INSERT needs no time): the time at which the row
