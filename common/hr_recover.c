@@ -77,26 +77,33 @@
 
 /* Step 3's MySQL side, in one transaction: the rows of chunks that were not
  * done go, and total becomes what the delivery log shows as delivered; the
- * chunks cut from the rebuilt set add their sizes again. */
+ * chunks cut from the rebuilt set add their sizes again.  A deadlock with a
+ * reporter's or dispatcher's transaction on the same rows runs it again
+ * from its BEGIN (hr_mysql_deadlocked): the fault matrix's
+ * recover-stopped-holder met one under load and recover stopped there. */
 static int hr_recover_reset_total(hr_mysql *m, int64_t id, int64_t day, char *errstr, size_t errlen)
 {
     const hr_mysql_param p[] = {HR_P_I64(id)};
     const hr_mysql_param p2[] = {HR_P_I64(id), HR_P_I64(day), HR_P_I64(id)};
+    bool deadlocked;
 
-    if (hr_mysql_begin(m, errstr, errlen) < 0)
-        return -1;
-    if (hr_mysql_exec(m, "DELETE FROM push_chunk WHERE task_id = ? AND state <> 'done'", p, 1, NULL,
-                      NULL, NULL, errstr, errlen) < 0 ||
-        hr_mysql_exec(m,
-                      "UPDATE push_task SET total = (SELECT COUNT(*) FROM push_delivery "
-                      "WHERE task_id = ? AND day = ? AND status IN ('sent', 'failed', "
-                      "'throttled')) WHERE id = ?",
-                      p2, 3, NULL, NULL, NULL, errstr, errlen) < 0 ||
-        hr_mysql_commit(m, errstr, errlen) < 0) {
+    for (int n = 0;; n++) {
+        if (hr_mysql_begin(m, errstr, errlen) < 0)
+            return -1;
+        if (hr_mysql_exec(m, "DELETE FROM push_chunk WHERE task_id = ? AND state <> 'done'", p, 1,
+                          NULL, NULL, NULL, errstr, errlen) == 0 &&
+            hr_mysql_exec(m,
+                          "UPDATE push_task SET total = (SELECT COUNT(*) FROM push_delivery "
+                          "WHERE task_id = ? AND day = ? AND status IN ('sent', 'failed', "
+                          "'throttled')) WHERE id = ?",
+                          p2, 3, NULL, NULL, NULL, errstr, errlen) == 0 &&
+            hr_mysql_commit(m, errstr, errlen) == 0)
+            return 0;
+        deadlocked = hr_mysql_deadlocked(m);
         hr_mysql_rollback(m);
-        return -1;
+        if (!deadlocked || n >= HR_MYSQL_DEADLOCK_RETRIES)
+            return -1;
     }
-    return 0;
 }
 
 /* The delivery log's counts of task ID's recipients by last outcome, per
