@@ -3,25 +3,59 @@
 #include "hr_stats.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "hr_batch.h"
+
 int hr_stats_add_rows(hr_mysql *m, const hr_stats_add *rows, size_t n, char *errstr, size_t errlen)
 {
-    for (size_t i = 0; i < n; i++) {
-        const hr_mysql_param p[] = {HR_P_I64(rows[i].task), HR_P_STR(rows[i].channel),
-                                    HR_P_STR(rows[i].outcome), HR_P_I64(rows[i].minute_ms),
-                                    HR_P_I64(rows[i].n)};
+    int64_t *v = malloc((n ? n : 1) * 3 * sizeof *v);
+    bool *done = calloc(n ? n : 1, sizeof *done);
+    int rc = -1;
 
-        if (hr_mysql_exec(m,
-                          "INSERT INTO push_task_series (task_id, channel, outcome, minute, n) "
-                          "VALUES (?, ?, ?, FROM_UNIXTIME(? DIV 1000), ?) "
-                          "ON DUPLICATE KEY UPDATE n = n + VALUES(n)",
-                          p, 5, NULL, NULL, NULL, errstr, errlen) < 0)
-            return -1;
+    if (v == NULL || done == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        goto out;
     }
-    return 0;
+    /* One statement per channel and outcome, its rows (task, minute, n)
+     * one JSON_TABLE parameter: a reporter's round over 1,500 small tasks
+     * wrote 1,500 single-row upserts, most of the MariaDB statements a
+     * small task cost after due.  (A comma join: after a JOIN the ON of
+     * ON DUPLICATE KEY would be read as the join's.) */
+    for (size_t i = 0; i < n; i++) {
+        const hr_mysql_param p[] = {HR_P_STR(rows[i].channel), HR_P_STR(rows[i].outcome)};
+        size_t k = 0;
+
+        if (done[i])
+            continue;
+        for (size_t j = i; j < n; j++) {
+            if (done[j] || strcmp(rows[j].channel, rows[i].channel) != 0 ||
+                strcmp(rows[j].outcome, rows[i].outcome) != 0)
+                continue;
+            done[j] = true;
+            v[3 * k] = rows[j].task;
+            v[3 * k + 1] = rows[j].minute_ms;
+            v[3 * k + 2] = rows[j].n;
+            k++;
+        }
+        if (hr_batch_exec(m,
+                          "INSERT INTO push_task_series (task_id, channel, outcome, minute, n) "
+                          "SELECT j.task, c.channel, c.outcome, FROM_UNIXTIME(j.minute DIV 1000), "
+                          "j.n FROM JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT UNSIGNED PATH "
+                          "'$[0]', minute BIGINT PATH '$[1]', n BIGINT PATH '$[2]')) j "
+                          ", (SELECT ? AS channel, ? AS outcome) c "
+                          "ON DUPLICATE KEY UPDATE n = push_task_series.n + VALUES(n)",
+                          &(hr_batch){v, k, 3}, p, 2, NULL, NULL, errstr, errlen) < 0)
+            goto out;
+    }
+    rc = 0;
+out:
+    free(v);
+    free(done);
+    return rc;
 }
 
 /* Copies the cell (ROW, COL) of ROWS into OUT (HR_STATS_NAME bytes). */

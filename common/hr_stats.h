@@ -34,7 +34,8 @@ typedef struct hr_stats_add {
 } hr_stats_add;
 
 /* Adds the N counts ROWS to push_task_series (upserts, in the caller's
- * transaction if any).  0, or -1 with ERRSTR. */
+ * transaction if any), one statement per channel and outcome among them.
+ * 0, or -1 with ERRSTR. */
 int hr_stats_add_rows(hr_mysql *m, const hr_stats_add *rows, size_t n, char *errstr, size_t errlen);
 
 /* One point of the series. */

@@ -152,22 +152,38 @@ done:
 
 int wk_tally_write_series(const wk_tally *t, hr_mysql *m, char *errstr, size_t errlen)
 {
+    hr_stats_add *rows = malloc((t->series.n ? t->series.n : 1) * sizeof *rows);
+    int rc = -1;
+
+    if (rows == NULL) {
+        snprintf(errstr, errlen, "out of memory");
+        return -1;
+    }
     for (size_t i = 0; i < t->series.n; i++) {
         const wk_series *s = &t->series.v[i];
-        /* The outcome's name in push_task_series: its event type's. */
-        const hr_stats_add row = {.task = s->task,
-                                  .channel = s->channel,
-                                  .outcome = hr_event_type_name(wk_delivery_event_type(s->status)),
-                                  .minute_ms = s->minute_ms,
-                                  .n = s->n};
-        const hr_variant_count vc = {
-            .task = s->task, .key = s->variant, .outcome = row.outcome, .n = s->n};
 
-        if (hr_stats_add_rows(m, &row, 1, errstr, errlen) != 0 ||
-            (s->variant[0] != '\0' && hr_variant_count_add(m, &vc, 1, errstr, errlen) != 0))
-            return -1;
+        /* The outcome's name in push_task_series: its event type's. */
+        rows[i] = (hr_stats_add){.task = s->task,
+                                 .channel = s->channel,
+                                 .outcome = hr_event_type_name(wk_delivery_event_type(s->status)),
+                                 .minute_ms = s->minute_ms,
+                                 .n = s->n};
     }
-    return 0;
+    /* Every task's minutes in a statement per channel and outcome. */
+    if (hr_stats_add_rows(m, rows, t->series.n, errstr, errlen) != 0)
+        goto done;
+    for (size_t i = 0; i < t->series.n; i++) {
+        const wk_series *s = &t->series.v[i];
+        const hr_variant_count vc = {
+            .task = s->task, .key = s->variant, .outcome = rows[i].outcome, .n = s->n};
+
+        if (s->variant[0] != '\0' && hr_variant_count_add(m, &vc, 1, errstr, errlen) != 0)
+            goto done;
+    }
+    rc = 0;
+done:
+    free(rows);
+    return rc;
 }
 
 int wk_tally_write_fails(const wk_tally *t, hr_mysql *m, char *errstr, size_t errlen)
