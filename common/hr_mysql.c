@@ -91,6 +91,7 @@ struct hr_mysql {
     bool in_txn;                       /* between hr_mysql_begin and commit/rollback */
     int depth;                         /* hr_mysql_begin calls not yet ended; > 1: savepoints */
     bool locked;                       /* holds a named lock (hr_mysql_set_locked) */
+    unsigned idle_txn_s;               /* hr_mysql_limit_idle_txn: 0, or the server's limit */
     unsigned last_err;                 /* server error of the last statement, 0 if it ran */
     uint64_t tick;
     HR_VEC(MYSQL_BIND) binds;   /* parameter bindings, reused */
@@ -153,6 +154,16 @@ static bool hr_mysql_note(const hr_mysql *m, const char *sql, int64_t start, int
     return timed_out;
 }
 
+/* Sets CONN's idle_write_transaction_timeout to S seconds.  0 or nonzero
+ * (mysql_error). */
+static int hr_mysql_idle_txn_set(MYSQL *conn, unsigned s)
+{
+    char sql[64];
+    int len = snprintf(sql, sizeof sql, "SET SESSION idle_write_transaction_timeout = %u", s);
+
+    return mysql_real_query(conn, sql, (unsigned long)len);
+}
+
 /* Opens a new MYSQL handle with herald's options and session settings. */
 static MYSQL *hr_mysql_open(const hr_mysql *m, char *errstr, size_t errlen)
 {
@@ -201,6 +212,11 @@ static MYSQL *hr_mysql_open(const hr_mysql *m, char *errstr, size_t errlen)
     if (mysql_real_query(conn, session, (unsigned long)len) != 0) {
         hr_mysql_seterr(errstr, errlen, "mysql %s:%u: session settings: %s", m->host, m->port,
                         mysql_error(conn));
+        goto fail;
+    }
+    if (m->idle_txn_s > 0 && hr_mysql_idle_txn_set(conn, m->idle_txn_s) != 0) {
+        hr_mysql_seterr(errstr, errlen, "mysql %s:%u: idle_write_transaction_timeout: %s", m->host,
+                        m->port, mysql_error(conn));
         goto fail;
     }
     return conn;
@@ -254,6 +270,22 @@ static int hr_mysql_dup_file(const char *path, char **out)
 {
     *out = path != NULL && path[0] != '\0' ? strdup(path) : NULL;
     return path != NULL && path[0] != '\0' && *out == NULL ? -1 : 0;
+}
+
+int hr_mysql_limit_idle_txn(hr_mysql *m, char *errstr, size_t errlen)
+{
+    /* Half the lock wait the other sessions have (the session settings:
+     * a second under timeout_s), so a waiter gets the rows before its own
+     * wait ends. */
+    unsigned wait_s = m->timeout_s > 1 ? m->timeout_s - 1 : 1;
+
+    m->idle_txn_s = wait_s / 2 > 0 ? wait_s / 2 : 1;
+    if (hr_mysql_idle_txn_set(m->conn, m->idle_txn_s) != 0) {
+        hr_mysql_seterr(errstr, errlen, "mysql %s:%u: idle_write_transaction_timeout: %s", m->host,
+                        m->port, mysql_error(m->conn));
+        return -1;
+    }
+    return 0;
 }
 
 int hr_mysql_connect(const hr_config *cfg, hr_mysql **out, char *errstr, size_t errlen)

@@ -56,6 +56,17 @@ static inline hr_mysql_param hr_mysql_p_i64_or_null(int64_t v)
 }
 
 int hr_mysql_connect(const hr_config *cfg, hr_mysql **out, char *errstr, size_t errlen);
+/* The server ends a transaction of this session that stays idle after a
+ * write for half the row lock wait of the session settings (4 s at
+ * mysql.timeout_s 10): it rolls it back and closes the connection, whose
+ * next call then fails as a lost server (so the caller runs its
+ * transaction again on a new connection, as after any lost connection).
+ * For a process that may be frozen between two statements of a
+ * transaction (a SIGSTOP, a paused VM, a long swap-in) while other
+ * sessions need its rows: the worker's reporter held a task's counters
+ * row so through a SIGSTOP, and `heraldctl recover` waited for it past
+ * its lock wait.  Kept on a reconnect.  0, or -1 with ERRSTR. */
+int hr_mysql_limit_idle_txn(hr_mysql *m, char *errstr, size_t errlen);
 void hr_mysql_free(hr_mysql *m);
 
 /* The server's error number for a SIGNAL from a trigger (the freeze and

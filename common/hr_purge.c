@@ -186,6 +186,45 @@ static int hr_purge_resume(hr_mysql *m, hr_redis *r, const hr_purge_opts *o, hr_
     }
 }
 
+/* The closed subscription intervals of series no occurrence can read
+ * (push_series_subscription_past, migration 026): an occurrence's
+ * recipients are the members at its claim, so an interval that ended
+ * before the claim of every occurrence of its series still kept is no
+ * one's (a later claim is later still).  The hour's margin keeps clear of
+ * a claim whose transaction is still open.  Counted into OUT, or deleted
+ * BATCH at a time (each DELETE its own transaction). */
+#define HR_PURGE_PAST_WHERE                                                                   \
+    "WHERE unsubscribed_at < UTC_TIMESTAMP(3) - INTERVAL 1 HOUR AND NOT EXISTS "              \
+    "(SELECT 1 FROM push_task t WHERE t.series_id = push_series_subscription_past.series_id " \
+    "AND t.started_at < push_series_subscription_past.unsubscribed_at)"
+
+static int hr_purge_past(hr_mysql *m, const hr_purge_opts *o, hr_purge_result *out, char *errstr,
+                         size_t errlen)
+{
+    const hr_mysql_param p[] = {HR_P_I64(o->batch)};
+    hr_mysql_rows *rows = NULL;
+    uint64_t affected;
+
+    if (o->dry_run) {
+        if (hr_mysql_query(
+                m, "SELECT COUNT(*) FROM push_series_subscription_past " HR_PURGE_PAST_WHERE, NULL,
+                0, &rows, errstr, errlen) < 0)
+            return -1;
+        out->past_intervals = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
+        hr_mysql_rows_free(rows);
+        return 0;
+    }
+    do {
+        if (hr_mysql_exec(
+                m, "DELETE FROM push_series_subscription_past " HR_PURGE_PAST_WHERE " LIMIT ?", p,
+                1, &affected, NULL, NULL, errstr, errlen) < 0)
+            return -1;
+        out->past_intervals += (int64_t)affected;
+        out->deletes++;
+    } while (affected == (uint64_t)o->batch);
+    return 0;
+}
+
 int hr_purge(hr_mysql *m, hr_redis *r, const hr_purge_opts *o, hr_purge_result *out, char *errstr,
              size_t errlen)
 {
@@ -230,5 +269,5 @@ int hr_purge(hr_mysql *m, hr_redis *r, const hr_purge_opts *o, hr_purge_result *
         }
         hr_mysql_rows_free(rows);
     } while (n == HR_PURGE_PAGE);
-    return 0;
+    return hr_purge_past(m, o, out, errstr, errlen);
 }

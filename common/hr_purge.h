@@ -14,8 +14,11 @@
  * day's partition), each its own transaction, so no lock or undo log grows
  * with the task; its keys after them, and the push_purge row last.  A
  * purge cut short leaves push_purge rows, which the next purge finishes
- * first.  Retention of the delivery log is not this: it drops whole day
- * partitions (hr_dlog.h).
+ * first.  Then the closed subscription intervals of series that no
+ * occurrence left can read (push_series_subscription_past: those that
+ * ended an hour ago or more, before the claim of every occurrence of their
+ * series still kept), in DELETEs of at most BATCH rows.  Retention of the
+ * delivery log is not this: it drops whole day partitions (hr_dlog.h).
  *
  * Connections are the caller's; nothing here logs (O->each tells the
  * caller of every task). */
@@ -54,6 +57,7 @@ typedef struct hr_purge_result {
     int64_t tasks;   /* tasks purged (dry run: found), cut-short ones included */
     int64_t resumed; /* of which a cut-short purge had left */
     int64_t subscriptions, deliveries, chunks, shard_rows, keys, deletes;
+    int64_t past_intervals; /* closed series subscription intervals deleted (dry run: found) */
 } hr_purge_result;
 
 /* Purges as above into *OUT.  0, or -1 on a backend error (ERRSTR): what

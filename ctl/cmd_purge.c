@@ -82,7 +82,7 @@ int ctl_cmd_purge(ctl_ctx *ctx, int argc, char **argv)
         return ctl_fail("purge: %s (what is done stays done; run it again to finish)", errstr);
     /* Many statements in batches, so the row comes after them, as a
      * redrive's: a row that then fails is said, the purge being done. */
-    if (!o.dry_run && res.tasks > 0) {
+    if (!o.dry_run && (res.tasks > 0 || res.past_intervals > 0)) {
         cJSON *after = cJSON_CreateObject();
         int arc;
 
@@ -91,6 +91,7 @@ int ctl_cmd_purge(ctl_ctx *ctx, int argc, char **argv)
         cJSON_AddNumberToObject(after, "tasks", (double)res.tasks);
         cJSON_AddNumberToObject(after, "subscriptions", (double)res.subscriptions);
         cJSON_AddNumberToObject(after, "deliveries", (double)res.deliveries);
+        cJSON_AddNumberToObject(after, "past_intervals", (double)res.past_intervals);
         arc = ctl_audit(ctx, m, NULL, 0, NULL, NULL, after);
         cJSON_Delete(after);
         if (arc != 0)
@@ -101,8 +102,8 @@ int ctl_cmd_purge(ctl_ctx *ctx, int argc, char **argv)
     if (res.resumed > 0)
         printf(" (%" PRId64 " of them left by a purge cut short)", res.resumed);
     printf(": %" PRId64 " subscriptions, %" PRId64 " delivery rows, %" PRId64
-           " chunk rows, %" PRId64 " shard rows",
-           res.subscriptions, res.deliveries, res.chunks, res.shard_rows);
+           " chunk rows, %" PRId64 " shard rows, %" PRId64 " past series subscription intervals",
+           res.subscriptions, res.deliveries, res.chunks, res.shard_rows, res.past_intervals);
     if (!o.dry_run)
         printf(", %" PRId64 " Redis keys; %" PRId64 " DELETEs of at most %d rows", res.keys,
                res.deletes, o.batch);

@@ -223,10 +223,25 @@ bool dsp_owned_add_shard(dsp *d, const hr_task *t, int shard)
 bool dsp_owned_add(dsp *d, const hr_task *t, const char *via)
 {
     bool fresh = strcmp(via, "timer") == 0 || strcmp(via, "poller") == 0;
-    dsp_task *dt;
+    dsp_task *dt = dsp_owned_find(d, t->id, HR_SHARD_NONE);
 
-    if (dsp_owned_find(d, t->id, HR_SHARD_NONE) != NULL)
-        return true;
+    if (dt != NULL) {
+        /* T is as the takeover read it: an owner other than us (none after a
+         * resume) means the entry's ownership ended, though no lease tick
+         * dropped it yet (a pause, a recover and a resume within lease_s/3).
+         * Its plan (lead and local-time waves, A/B holds) and its
+         * reconciliation are of a set a recover may have rebuilt since:
+         * kept, the recipients put back into subs went out at the entry's
+         * next release, later waves' with the first.  So a new ownership
+         * starts, as on another dispatcher.  Any other claim of a task we
+         * own (a retried one) keeps the entry. */
+        if (strcmp(via, "takeover") != 0 ||
+            (t->claimed_by != NULL && strcmp(t->claimed_by, d->owner) == 0))
+            return true;
+        hr_log_info("task_owned_anew", "task=%" PRId64 " reason=taken over from %s", t->id,
+                    t->claimed_by != NULL ? t->claimed_by : "no owner");
+        dsp_owned_drop(d, dt);
+    }
     dt = dsp_owned_insert(d, t, HR_SHARD_NONE);
     if (dt == NULL)
         goto oom;

@@ -97,8 +97,10 @@ dsp_task *dsp_owned_at(dsp *d, size_t i);
 bool dsp_owned_any_shard(const dsp *d);
 
 /* Takes over claimed task T (only read); VIA is timer, poller, takeover or
- * adopt.  An entry it has already counts.  false when out of memory (the
- * caller frees the claim or lets its lease lapse). */
+ * adopt.  An entry it has already counts, but for a takeover from another
+ * owner (or none: a resumed task), which replaces it with a new one.
+ * false when out of memory (the caller frees the claim or lets its lease
+ * lapse). */
 bool dsp_owned_add(dsp *d, const hr_task *t, const char *via);
 /* Chunks shard SHARD of T, claimed by dsp_shard.c; false when out of
  * memory (the caller ends the claim's lease). */

@@ -113,8 +113,13 @@ typedef struct wk_batch {
  * transaction. */
 static int wk_reporter_write(wk_reporter *rp, const wk_batch *b, char *errstr, size_t errlen)
 {
-    if (rp->m == NULL && hr_mysql_connect(rp->cfg, &rp->m, errstr, errlen) != 0)
-        return -1;
+    /* A worker frozen inside this transaction (SIGSTOP, a paused VM) must
+     * not hold the task's counters row from the other workers and from
+     * recover: the server ends the transaction and the batch is written
+     * again when the worker runs (hr_mysql_limit_idle_txn). */
+    if (rp->m == NULL && (hr_mysql_connect(rp->cfg, &rp->m, errstr, errlen) != 0 ||
+                          hr_mysql_limit_idle_txn(rp->m, errstr, errlen) != 0))
+        goto fail;
     if (hr_mysql_begin(rp->m, errstr, errlen) != 0)
         goto fail;
     if ((rp->delivery_log && wk_deliveries_write(rp->deliveries, rp->m, rp->ring, rp->cap, rp->head,

@@ -35,7 +35,10 @@ the other tests share in `herald`.
      and Redis keys, in DELETEs of at most --batch 300 rows (10 for 1,000 +
      1,000 + 3 + 2 rows), a purge cut short earlier is finished, and a task
      finished today, a dispatched one and a paused one with an old
-     finished_at are untouched.
+     finished_at are untouched; the closed subscription intervals of
+     series (push_series_subscription_past) that ended an hour back or more
+     and before the claim of every occurrence still kept go too (the dry
+     run counts those no occurrence reads yet).
 
 Usage: test_delivery_log.py HERALD_DISPATCHER HERALDCTL"""
 import datetime
@@ -325,6 +328,37 @@ class T:
                  "(%d, '%s', 1, UTC_TIMESTAMP(3)); DELETE FROM push_task WHERE id = %d"
                  % (left, left, iso(t(-6)), left))
 
+        # Closed subscription intervals of three series (days back, uid):
+        # `lone` has no occurrence: the one that ended 7 days back goes, the
+        # one that ended 30 minutes back stays (the hour's margin); `kept`'s
+        # occurrence (the dispatched task, claimed 4 days back) keeps the
+        # interval around its claim, not the one that ended before it;
+        # `gone`'s only occurrence is the done task purged here, so its
+        # interval goes too, though a dry run before finds it still read.
+        def series(name):
+            return int(self.sql(
+                "INSERT INTO push_series (name, channel, rrule, dtstart, state) VALUES "
+                "('%s', 'webhook', 'FREQ=DAILY', '2026-01-01 09:00:00', 'ended'); "
+                "SELECT LAST_INSERT_ID()" % name)[0][0])
+
+        lone, kept, gone = series("purge-lone"), series("purge-kept"), series("purge-gone")
+        self.sql("UPDATE push_task SET series_id = %d, occurrence_at = due_at, started_at = "
+                 "UTC_TIMESTAMP(3) - INTERVAL 4 DAY WHERE id = %d; UPDATE push_task SET "
+                 "series_id = %d, occurrence_at = due_at, started_at = UTC_TIMESTAMP(3) - "
+                 "INTERVAL 6 DAY WHERE id = %d" % (kept, running, gone, old))
+        past = [(lone, 1, "8 DAY", "7 DAY"), (lone, 2, "3 HOUR", "30 MINUTE"),
+                (kept, 1, "10 DAY", "5 DAY"), (kept, 2, "6 DAY", "3 DAY"),
+                (gone, 1, "7 DAY", "132 HOUR")]
+        self.sql("INSERT INTO push_series_subscription_past (series_id, uid, subscribed_at, "
+                 "unsubscribed_at) VALUES %s" % ", ".join(
+                     "(%d, %d, UTC_TIMESTAMP(3) - INTERVAL %s, UTC_TIMESTAMP(3) - INTERVAL %s)"
+                     % row for row in past))
+
+        def past_left():
+            return sorted((int(a), int(b)) for a, b in self.sql(
+                "SELECT series_id, uid FROM push_series_subscription_past WHERE series_id IN "
+                "(%d, %d, %d)" % (lone, kept, gone)))
+
         def counts():
             return {task: (int(self.one("SELECT COUNT(*) FROM push_subscription WHERE task_id = "
                                         "%d" % task)), self.rows(task),
@@ -337,11 +371,17 @@ class T:
         check(out.returncode == 0 and counts() == before
               and re.search(r"task %d \(done, finished [^)]*\): would delete 1000 subscriptions, "
                             r"1000 delivery rows, 3 chunk rows, 2 shard rows" % old, out.stdout)
-              and "would purge 2 tasks" in out.stdout,
-              "5. purge --dry-run counts the two finished tasks and changes nothing (%s)"
-              % (out.stdout + out.stderr).strip())
+              and "would purge 2 tasks" in out.stdout
+              and "2 past series subscription intervals" in out.stdout
+              and len(past_left()) == len(past),
+              "5. purge --dry-run counts the two finished tasks and the two intervals no "
+              "occurrence reads, and changes nothing (%s)" % (out.stdout + out.stderr).strip())
         out = self.ctl("purge", "--finished-before", cutoff, "--batch", "300")
         after = counts()
+        check(past_left() == sorted([(lone, 2), (kept, 2)])
+              and "3 past series subscription intervals" in out.stdout,
+              "5. purge deletes the series' closed intervals no occurrence left reads: %s kept "
+              "(%s)" % (past_left(), out.stdout.strip().splitlines()[-1:]))
         check(out.returncode == 0 and after[old] == (0, 0, 0) and after[failed] == (0, 0, 0),
               "5. purge: the done and the failed task finished 5 days back are gone with their "
               "subscriptions and delivery rows (%s; %s)" % (after, out.stderr.strip()))

@@ -12,9 +12,9 @@ one herald-worker and herald-sink recording when each push arrived.
   2. expiry: a wave after expire_at is counted expired, not pushed; a task
      whose every subscriber has a lead (subs empty at the claim) waits for
      its wave, then ends done.
-  2b. pause, recover and resume while a lead's wave waits (60 s ahead: the
-     resumed task's takeover may wait for the paused owner's lease): the
-     wave's recipients are pushed at its instant, not before, once.
+  2b. pause, recover and resume back to back while two leads' waves wait
+     (30 and 60 s ahead): the resumed task is owned anew and both waves
+     planned again, each wave's recipients pushed at its instant, once.
   3. refusals: lead_s on a task without event_at, a lead whose wave is
      before due_at, a negative or fractional lead (400 bad_field); event_at
      with local_time, a window or shards 2 (400 invalid_task); a negative
@@ -128,17 +128,27 @@ def test_only_leads(env, record):
 
 def test_recover(env, record):
     now_ms = int(time.time() * 1000)
-    wave_ms = now_ms + 60000
+    # Two waves ahead, 30 s apart: a resumed task that kept its plan would
+    # send the second one's recipients at the first one's instant.
+    first_ms, wave_ms = now_ms + 30000, now_ms + 60000
     t = env.insert_task("leads-recover", "webhook", due="'%s'" % wall(now_ms / 1000 + 2),
                         event_at="'%s'" % wall((wave_ms + 6000) / 1000))
-    now_uids, lead_uids = list(range(8000, 8010)), list(range(8100, 8110))
+    now_uids, first_uids = list(range(8000, 8010)), list(range(8050, 8060))
+    lead_uids = list(range(8100, 8110))
     env.sql("INSERT INTO push_subscription (task_id, uid, lead_s) VALUES %s"
             % ",".join(["(%d,%d,NULL)" % (t, u) for u in now_uids]
+                       + ["(%d,%d,36)" % (t, u) for u in first_uids]
                        + ["(%d,%d,6)" % (t, u) for u in lead_uids]))
     wait_until(lambda: set(now_uids) <= set(sink_times(record)), 15)
     scores = env.r.cmd("ZRANGE", env.key(t, "wait"), 0, -1, "WITHSCORES")
-    check(len(scores) == 20 and all(int(float(x)) == wave_ms for x in scores[1::2]),
-          "the 10 with a lead wait scored their wave %d (%s)" % (wave_ms, scores[:4]))
+    planned = sorted(int(float(x)) for x in scores[1::2])
+    check(planned == [first_ms] * 10 + [wave_ms] * 10,
+          "the 20 with a lead wait scored their waves %d and %d (%s)"
+          % (first_ms, wave_ms, scores[:4]))
+    # Pause, recover and resume back to back: within the lease tick
+    # (lease_s / 3) of the pause, while the dispatcher still holds the task;
+    # its takeover of the resumed task starts a new ownership
+    # (task_owned_anew), whose reconciliation plans both waves again.
     env.http("POST", "/v1/tasks/%d/pause" % t)
     paused = env.wait_state(t, "paused", 10)
     status, rec = env.http("POST", "/v1/tasks/%d/recover" % t)
@@ -146,34 +156,25 @@ def test_recover(env, record):
     env.http("POST", "/v1/tasks/%d/resume" % t)
     resumed = wait_until(lambda: [str(c) for c in env.task(t, "state, claimed_by IS NOT NULL")]
                          == ["dispatching", "1"], 15)
-    # The next owner's reconciliation plans it again when the resumed task
-    # is claimed anew (task_claimed via=takeover).  Not asserted: when the
-    # recover and the resume come within the lease tick (lease_s / 3) of the
-    # pause, the dispatcher still holds the task (dsp_owned_add keeps its
-    # entry: task_taken_over without task_claimed), no reconciliation runs,
-    # and the recipients the recover put back in subs wait only for the
-    # chunker's in-memory next release, this wave; with two waves the later
-    # one's would go at the first.  Local-time tasks share that path
-    # (docs/scheduling.md "Lead times").
-    wait_until(lambda: env.r.cmd("ZRANGE", env.key(t, "wait"), 0, -1, "WITHSCORES") == scores,
-               max(1.0, wave_ms / 1000 - time.time() - 5))
-    print("recover: the wave %s planned again before it"
-          % ("was" if env.r.cmd("ZRANGE", env.key(t, "wait"), 0, -1, "WITHSCORES") == scores
-             else "was NOT"), flush=True)
+    replanned = wait_until(
+        lambda: env.r.cmd("ZRANGE", env.key(t, "wait"), 0, -1, "WITHSCORES") == scores,
+        max(1.0, first_ms / 1000 - time.time() - 3))
     check(paused and resumed and job.get("state") == "done",
           "pause, recover (a job) and resume (%s)" % job.get("state"))
-    check(not set(lead_uids) & set(sink_times(record)),
-          "nobody of the wave pushed before it, after the recover")
+    check(replanned, "both waves planned again before the first")
+    check(not (set(first_uids) | set(lead_uids)) & set(sink_times(record)),
+          "nobody of the waves pushed before them, after the recover")
     ok = env.wait_state(t, ("done", "failed", "cancelled"),
                         max(1.0, wave_ms / 1000 - time.time() + 20))
-    wait_until(lambda: set(lead_uids) <= set(sink_times(record)), 10)
+    wait_until(lambda: set(first_uids + lead_uids) <= set(sink_times(record)), 10)
     times = sink_times(record)
-    got = [times[u] for u in lead_uids if u in times]
     row = env.task(t, "state, sent, unaccounted")
-    check(ok and row == ["done", "20", "0"] and len(got) == 10
-          and min(got) >= wave_ms - EARLY_MS and max(got) <= wave_ms + TOLERANCE_MS,
-          "after the recover the wave goes at its instant (%+d..%+d ms), 20 sent once, done (%s)"
-          % (((min(got) - wave_ms, max(got) - wave_ms) if got else (0, 0)) + (row,)))
+    check(ok and row == ["done", "30", "0"], "30 sent once, done (%s)" % (row,))
+    for name, uids, at in (("first", first_uids, first_ms), ("second", lead_uids, wave_ms)):
+        got = [times[u] for u in uids if u in times]
+        check(len(got) == 10 and min(got) >= at - EARLY_MS and max(got) <= at + TOLERANCE_MS,
+              "after the recover the %s wave goes at its instant (%+d..%+d ms, %d of 10)"
+              % ((name,) + ((min(got) - at, max(got) - at) if got else (0, 0)) + (len(got),)))
 
 
 def test_refusals(env):

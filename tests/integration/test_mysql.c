@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "hr_batch.h"
+#include "hr_clock.h"
 #include "hr_migrate.h"
 #include "hr_mysql.h"
 #include "itest.h"
@@ -363,6 +364,61 @@ static void test_reconnect(void **state)
     hr_mysql_free(victim);
 }
 
+/* A session limited by hr_mysql_limit_idle_txn that stops between two
+ * statements of a transaction (a frozen worker) loses it to the server:
+ * another session waiting for its row gets it within its own lock wait,
+ * the frozen session's next call fails as a lost connection, and the limit
+ * is set again on the connection that replaces it. */
+static void test_idle_txn_limit(void **state)
+{
+    hr_mysql *frozen = NULL;
+    char errstr[512], table[32], sql[192];
+    unsigned limit = cfg->mysql.timeout_s > 0 ? (unsigned)cfg->mysql.timeout_s : 10;
+    hr_mysql_rows *rows = NULL;
+    uint64_t affected = 0;
+    int64_t t0;
+    char *value;
+
+    (void)state;
+    limit = limit > 1 ? (limit - 1) / 2 : 0;
+    if (limit == 0)
+        limit = 1;
+    snprintf(table, sizeof table, "hrtest_idle_%ld", (long)getpid());
+    snprintf(sql, sizeof sql,
+             "DROP TABLE IF EXISTS %s; CREATE TABLE %s (id INT PRIMARY KEY, n INT)", table, table);
+    assert_int_equal(hr_mysql_script(db, sql, errstr, sizeof errstr), 0);
+    snprintf(sql, sizeof sql, "INSERT INTO %s VALUES (1, 0)", table);
+    exec_ok(sql, NULL, 0, NULL);
+
+    assert_int_equal(hr_mysql_connect(cfg, &frozen, errstr, sizeof errstr), 0);
+    assert_int_equal(hr_mysql_limit_idle_txn(frozen, errstr, sizeof errstr), 0);
+    assert_int_equal(hr_mysql_begin(frozen, errstr, sizeof errstr), 0);
+    snprintf(sql, sizeof sql, "UPDATE %s SET n = n + 1 WHERE id = 1", table);
+    assert_int_equal(hr_mysql_exec(frozen, sql, NULL, 0, NULL, NULL, NULL, errstr, sizeof errstr),
+                     0);
+    /* The frozen session sends nothing more; this one waits for its row. */
+    t0 = hr_clock_mono_ms();
+    snprintf(sql, sizeof sql, "UPDATE %s SET n = n + 10 WHERE id = 1", table);
+    exec_ok(sql, NULL, 0, &affected);
+    assert_int_equal(affected, 1);
+    assert_true(hr_clock_mono_ms() - t0 >= (int64_t)limit * 1000 - 500);
+    snprintf(sql, sizeof sql, "SELECT n FROM %s WHERE id = 1", table);
+    value = query_value(sql, NULL, 0);
+    assert_string_equal(value, "10"); /* the frozen transaction was rolled back */
+    free(value);
+
+    assert_int_equal(hr_mysql_commit(frozen, errstr, sizeof errstr), -1);
+    hr_mysql_rollback(frozen);
+    assert_int_equal(hr_mysql_query(frozen, "SELECT @@session.idle_write_transaction_timeout", NULL,
+                                    0, &rows, errstr, sizeof errstr),
+                     0);
+    assert_int_equal(strtoul(hr_mysql_cell(rows, 0, 0), NULL, 10), limit);
+    hr_mysql_rows_free(rows);
+    hr_mysql_free(frozen);
+    snprintf(sql, sizeof sql, "DROP TABLE %s", table);
+    assert_int_equal(hr_mysql_script(db, sql, errstr, sizeof errstr), 0);
+}
+
 static void test_migrate_idempotent(void **state)
 {
     char errstr[512];
@@ -557,7 +613,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_transaction),    cmocka_unit_test(test_errors),
         cmocka_unit_test(test_reconnect),      cmocka_unit_test(test_migrate_idempotent),
         cmocka_unit_test(test_freeze_trigger), cmocka_unit_test(test_heraldctl),
-        cmocka_unit_test(test_batch),
+        cmocka_unit_test(test_batch),          cmocka_unit_test(test_idle_txn_limit),
     };
 
     if (argc < 2) {
