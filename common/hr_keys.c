@@ -11,7 +11,7 @@ static const char *const hr_key_names[HR_KEY__COUNT] = {
     [HR_KEY_SUBS] = "subs",   [HR_KEY_SEQ] = "seq",       [HR_KEY_PENDING] = "pending",
     [HR_KEY_STATS] = "stats", [HR_KEY_PULLED] = "pulled", [HR_KEY_FAILED] = "failed",
     [HR_KEY_CTL] = "ctl",     [HR_KEY_SYNCED] = "synced", [HR_KEY_PREP] = "prep",
-    [HR_KEY_WAIT] = "wait",   [HR_KEY_WAVES] = "waves",
+    [HR_KEY_WAIT] = "wait",   [HR_KEY_WAVES] = "waves",   [HR_KEY_SERIES] = "series",
 };
 
 /* BUF when snprintf's N says the key fitted, else NULL. */
@@ -21,11 +21,12 @@ static char *hr_key_fit(char *buf, size_t len, int n)
 }
 
 /* Whether KIND is the task's own (one per task, under {t<ID>} whatever
- * the shard): the control mirror and the prepare lock and mark of the
+ * the shard): the control mirror and the prepare lock and marks of the
  * one reconciliation; every other kind is per shard. */
 static bool hr_key_task_level(hr_key_kind kind)
 {
-    return kind == HR_KEY_CTL || kind == HR_KEY_SYNCED || kind == HR_KEY_PREP;
+    return kind == HR_KEY_CTL || kind == HR_KEY_SYNCED || kind == HR_KEY_PREP ||
+           kind == HR_KEY_SERIES;
 }
 
 /* "{t42}" for shard 0 (or a task of one shard), "{t42:s3}" for shard 3:

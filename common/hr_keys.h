@@ -35,6 +35,7 @@ typedef enum hr_key_kind {
     HR_KEY_CTL,     /* STRING: mirror of push_task.control for workers */
     HR_KEY_SYNCED,  /* STRING: subscription epoch last loaded into subs */
     HR_KEY_PREP,    /* STRING: the prepare lock's owner */
+    HR_KEY_SERIES,  /* STRING: MySQL's instant (ms) of the series subscribers in subs */
     /* local time and send windows (docs/scheduling.md) */
     HR_KEY_WAIT,  /* ZSET: uid -> release ms, recipients not yet due */
     HR_KEY_WAVES, /* HASH: <release ms> -> "<close ms> <zone>", released:<ms> -> n, planned */
@@ -44,7 +45,7 @@ typedef enum hr_key_kind {
 /* PREFIX "{t" TASK "}:" and the name of KIND, e.g. "herald:{t42}:subs". */
 char *hr_key_task(const char *prefix, char *buf, size_t len, int64_t task, hr_key_kind kind);
 /* KIND of shard SHARD of TASK, e.g. "herald:{t42:s3}:subs"; the task-level
- * kinds (ctl, synced, prep) are the task's whatever SHARD says. */
+ * kinds (ctl, synced, prep, series) are the task's whatever SHARD says. */
 char *hr_key_shard(const char *prefix, char *buf, size_t len, int64_t task, int shard,
                    hr_key_kind kind);
 /* "herald:{t42:s3}:chunk:<seq>", ":lease:<seq>", ":redrive:<seq>" of shard

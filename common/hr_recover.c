@@ -542,6 +542,14 @@ int hr_recover(hr_mysql *m, hr_redis *r, const hr_task *task, const hr_recover_o
      * owner's reconciliation plans them again (dsp_wait.c).  Left in
      * place, a waiting recipient would be pushed from subs now and again
      * at its release. */
+    /* The mark of an occurrence's fill before its claim goes with the set:
+     * the refill below puts in the series' subscribers only once the task
+     * is claimed, so the claim must read them all again. */
+    reply = hr_redis_cmdf(r, errstr, errlen, "DEL %s",
+                          hr_key_task(prefix, key, sizeof key, id, HR_KEY_SERIES));
+    if (reply == NULL)
+        goto done;
+    freeReplyObject(reply);
     for (int k = 0; k < shards; k++) {
         int64_t n;
 

@@ -16,10 +16,15 @@
  * An occurrence of a series (docs/architecture.md "Series") has, beside
  * its own push_subscription rows, the series' subscribers at its claim
  * (push_series_subscription, 026_series_subscription.sql): no row per
- * occurrence.  They are added once the task is claimed, never before (an
- * unsubscribe before the claim must stop the occurrence, and nothing takes
- * a member out of the set): by the claimed sync, before it creates seq, and
- * by the refill.  HR_SUBS_SERIES_MEMBER says which they are, for every
+ * occurrence.  The syncs before the claim fill the set with the series'
+ * subscribers at an instant of MySQL's clock ({t<ID>}series holds it), the
+ * first one whole, the later ones by the delta: the uids whose
+ * subscription changed since (028_series_changes.sql), each added or taken
+ * out as it is a subscriber then or not.  The claimed sync applies the
+ * delta up to the claim (the whole read when the key is missing) before it
+ * creates seq; the refill (recover) reads them whole.  An unsubscribe
+ * before the claim still stops the occurrence: the claim's delta takes the
+ * uid out.  HR_SUBS_SERIES_MEMBER says which they are, for every
  * statement that reads or counts a task's recipients; a uid that also has
  * a push_subscription row of the task is one recipient (HR_SUBS_COUNT
  * subtracts it; the set holds it once). */
@@ -131,7 +136,8 @@ int hr_subs_refill(hr_mysql *m, hr_redis *r, int64_t id, const hr_subs_refill_op
 
 /* Adds the subscriptions of the epochs the set does not hold yet (see
  * schemas/mysql/003_subscription_guard.sql; all of them when {t<ID>}synced
- * is missing) to the set under the prepare lock, then records the new
+ * is missing) to the set under the prepare lock, then, for an occurrence
+ * of a series, its series' subscribers (above), then records the new
  * synced epoch.  CLAIMED false (the scanner, before the claim): bumps the
  * task's subs_epoch first, and answers HR_SUBS_CLAIMED when the task is no
  * longer scheduled.  CLAIMED true (the owner's reconciliation, after the
@@ -154,8 +160,9 @@ int hr_subs_add_sharded(hr_redis *r, int64_t id, int shards, const char **uids, 
  * does not exist), or -1 when MySQL does not answer (ERRSTR). */
 int64_t hr_subs_count(hr_mysql *m, int64_t id, char *errstr, size_t errlen);
 
-/* Drops the synced mark, so that the next sync reads every subscription
- * (the set was seen to hold fewer members than push_subscription rows). */
+/* Drops the synced mark and the series mark, so that the next sync reads
+ * every subscription and every series subscriber (the set was seen to
+ * hold fewer members than push_subscription rows). */
 int hr_subs_forget_synced(hr_redis *r, int64_t id, char *errstr, size_t errlen);
 
 const char *hr_subs_result_str(int result);

@@ -22,8 +22,8 @@
  *   an acked pull counted for it in push_task_variant_count); a series'
  *   subscriber's occurrences too (HR_SUBS_SERIES_RECIPIENT).  ack=1
  *   moves the uid from subs to pulled (pull_ack.lua, on the uid's shard; one
- *   the set does not hold yet, a series' subscriber before the claim, goes
- *   to pulled while chunking has not started) and,
+ *   the set does not hold yet, a series' subscriber since the set's last
+ *   fill before the claim, goes to pulled while chunking has not started) and,
  *   when it moved, writes a `pulled` push_delivery row (in the task's day,
  *   hr_dlog.h: a pulled task is frozen, so due_at no longer moves) and pulled + 1 (the
  *   shard row's, and push_task's sum, for a task of several shards).  A caller

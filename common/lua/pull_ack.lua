@@ -6,8 +6,8 @@
 -- ARGV[1] uid
 -- A uid still in subs (or wait) moves and counts.  So does one the set does
 -- not hold yet while chunking has not started (seq missing): the caller
--- found it a recipient in MySQL (a series' subscriber, whom the set takes
--- only after the claim; a row whose add to the set failed), and the
+-- found it a recipient in MySQL (a series' subscriber who subscribed since
+-- the set's fill before the claim; a row whose add to the set failed), and the
 -- reconciliation's refill_add skips a pulled uid.  A repeated ack, or one
 -- after the uid was chunked, changes nothing.  Returns 1 when moved, else 0.
 if redis.call('SREM', KEYS[1], ARGV[1]) == 0 and redis.call('ZREM', KEYS[4], ARGV[1]) == 0 then

@@ -25,7 +25,16 @@ herald-sink and heraldctl.
      claim still counts, by the interval push_series_subscription_past
      kept), and once the worker is back every
      one of them is pushed and the occurrence is `done`, all accounted;
-  4. drips (docs/scheduling.md "Drips"): two daily series in New York's days,
+  4. the fill before the claim: an occurrence of 30 series subscribers is
+     filled before its claim (its {t<ID>}series key appears); then, still
+     before the claim, one member unsubscribes, a newcomer subscribes, a
+     member with a push_subscription row of the occurrence unsubscribes and
+     one unsubscribes and subscribes again.  The claim reads only the delta
+     (its reconciliation reads fewer rows than the members) and the
+     recipients are exactly the members at the claim plus the own rows,
+     every one sent, unaccounted 0; the same with the key deleted before
+     the claim, which then reads every member again;
+  5. drips (docs/scheduling.md "Drips"): two daily series in New York's days,
      +0 and +1 day, the same five subscribers subscribing now: the +0 one
      reaches the five, the +1 one nobody (they subscribed today, not
      yesterday), both `done` and accounted, each occurrence's day written as
@@ -35,6 +44,7 @@ herald-sink and heraldctl.
 Usage: test_series_subs.py HERALD_DISPATCHER HERALD_WORKER HERALD_SINK HERALDCTL"""
 import datetime
 import os
+import re
 import subprocess
 import sys
 import time
@@ -225,6 +235,68 @@ def test_recover(env, record, worker, cfg, procs):
     check(set(uids) <= sink_uids(record, uids), "the sink got them")
 
 
+def reconciled(env, proc, tid):
+    """(added, read) of task TID's reconciliation in PROC's log, or None."""
+    m = re.search(r"task_reconciled.*\btask=%d added=(\d+) read=(\d+)" % tid, env.log(proc))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def test_prefill(env, record, procs, drop_key):
+    """An occurrence filled before its claim, then changed before it: the
+    claim applies the delta (or, with DROP_KEY, reads every member again)
+    and the recipients are the members at the claim plus the own rows."""
+    base = 9295000 if not drop_key else 9296000
+    members = list(range(base + 1, base + 31))
+    leaver, own_leaver, again = members[0], members[1], members[2]
+    newcomer, own_only = base + 100, base + 101
+    # a lead under the scanner's recheck (DSP_RECHECK_MS, 10 s): no sync
+    # between the fill and the claim, which applies the changes itself
+    start = int(env.sql("SELECT UNIX_TIMESTAMP(UTC_TIMESTAMP()) + 11")[0][0])
+    sid = insert_series(env, "subs-prefill-%d" % drop_key, "FREQ=SECONDLY;INTERVAL=10;COUNT=1",
+                        "FROM_UNIXTIME(%d)" % start, lead_s=9)
+    check(subscribe(env, sid, members)[0] == 200, "thirty subscribers")
+    check(wait_until(lambda: occurrences(env, sid), 20, 0.1), "the occurrence written")
+    tid = occurrences(env, sid)[0][0]
+    check(wait_until(lambda: env.r.cmd("EXISTS", env.key(tid, "series")) == 1, 10, 0.1) and
+          env.r.cmd("SCARD", env.key(tid, "subs")) == len(members),
+          "task %d: filled before its claim (the series key exists, the set holds the %d)"
+          % (tid, len(members)))
+    # two push_subscription rows of the occurrence by raw SQL: the set's
+    # count stays, so the scanner does not sync again before its recheck
+    # (DSP_RECHECK_MS, 10 s, after the fill: past the claim), and the claim
+    # reads them by their epoch
+    env.sql("INSERT INTO push_subscription (task_id, uid) VALUES (%d, %d), (%d, %d)"
+            % (tid, own_leaver, tid, own_only))
+    for uid in (leaver, own_leaver, again):
+        status, _ = env.http("DELETE", "/v1/series/%d/subscribers/%d" % (sid, uid))
+        check(status == 200, "uid %d unsubscribes before the claim" % uid)
+    check(subscribe(env, sid, [newcomer, again])[0] == 200,
+          "a newcomer subscribes, uid %d again, before the claim" % again)
+    if drop_key:
+        env.r.cmd("DEL", env.key(tid, "series"))
+    check(not started(env, tid), "task %d: every change came before its claim" % tid)
+    check(wait_until(lambda: env.task(tid, "state")[0] == "done", 40, 0.3),
+          "task %d done (%s)" % (tid, env.task(tid)))
+    want = set(members) - {leaver} | {newcomer, own_only}
+    sent, unacc, total = env.task(tid, "sent, unaccounted, total")
+    got = delivered(env, tid)
+    check(got == want and int(sent) == len(want) and int(unacc) == 0 and int(total) == len(want),
+          "task %d: the members at the claim and the own rows, each sent, accounted (sent=%s "
+          "unaccounted=%s total=%s, extra %s, missing %s)"
+          % (tid, sent, unacc, total, sorted(got - want), sorted(want - got)))
+    check(want <= sink_uids(record, sorted(want)) and leaver not in sink_uids(record),
+          "the sink got them, not the leaver")
+    # the claim: the two own rows by their epoch (one new to the set), then
+    # the delta: the newcomer and the one back (by subscribed_at), the two
+    # leavers (by unsubscribed_at); the newcomer added, the leaver taken
+    # out, the leaver with an own row kept.  Without the key: the set
+    # emptied and every recipient read and added again.
+    rec = reconciled(env, procs["dispatcher"], tid)
+    check(rec == ((len(want), len(want)) if drop_key else (2, 6)),
+          "task %d: the claim's reconciliation added and read %s: %s" % (
+              tid, rec, "every recipient again, the key gone" if drop_key else "the delta only"))
+
+
 def test_drip(env):
     """Two daily drips of the same subscribers, in New York's days: +0 days
     takes those who subscribed today (NY), +1 day those of yesterday
@@ -289,12 +361,14 @@ def main():
             return 77
         channel, record = env.start_sink(sink)
         cfg = env.config({"webhook": channel})
-        env.start([dispatcher, "-c", cfg], "dispatcher.log")
-        procs = {"worker": env.start([worker, "-c", cfg], "worker.log")}
+        procs = {"dispatcher": env.start([dispatcher, "-c", cfg], "dispatcher.log"),
+                 "worker": env.start([worker, "-c", cfg], "worker.log")}
         check(env.wait_ready(env.dsp_port) and env.wait_ready(env.wk_port), "daemons serve")
         test_api(env, ctl, cfg)
         test_three(env, record)
         test_recover(env, record, worker, cfg, procs)
+        test_prefill(env, record, procs, drop_key=False)
+        test_prefill(env, record, procs, drop_key=True)
         test_drip(env)
     finally:
         env.sql("DELETE FROM push_job WHERE name = 'series:%s'" % env.topic)

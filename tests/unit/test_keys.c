@@ -24,7 +24,7 @@ static void test_task_keys(void **state)
         {HR_KEY_PULLED, "herald:{t42}:pulled"},   {HR_KEY_FAILED, "herald:{t42}:failed"},
         {HR_KEY_CTL, "herald:{t42}:ctl"},         {HR_KEY_SYNCED, "herald:{t42}:synced"},
         {HR_KEY_PREP, "herald:{t42}:prep"},       {HR_KEY_WAIT, "herald:{t42}:wait"},
-        {HR_KEY_WAVES, "herald:{t42}:waves"},
+        {HR_KEY_WAVES, "herald:{t42}:waves"},     {HR_KEY_SERIES, "herald:{t42}:series"},
     };
     char buf[HR_KEY_MAX];
 
@@ -61,6 +61,8 @@ static void test_shard_keys(void **state)
     assert_string_equal(hr_key_shard(P, buf, sizeof buf, 42, 3, HR_KEY_PREP), "herald:{t42}:prep");
     assert_string_equal(hr_key_shard(P, buf, sizeof buf, 42, 3, HR_KEY_SYNCED),
                         "herald:{t42}:synced");
+    assert_string_equal(hr_key_shard(P, buf, sizeof buf, 42, 3, HR_KEY_SERIES),
+                        "herald:{t42}:series");
     assert_string_equal(hr_key_shard_chunk(P, buf, sizeof buf, 42, 3, 17),
                         "herald:{t42:s3}:chunk:17");
     assert_string_equal(hr_key_shard_lease(P, buf, sizeof buf, 42, 3, 17),
