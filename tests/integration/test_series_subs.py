@@ -279,6 +279,9 @@ def test_prefill(env, record, procs, drop_key):
           "task %d done (%s)" % (tid, env.task(tid)))
     want = set(members) - {leaver} | {newcomer, own_only}
     sent, unacc, total = env.task(tid, "sent, unaccounted, total")
+    # done follows Redis's counts; the workers' reporters write the
+    # delivery rows in their next round (a run read 1 of 31 right after)
+    wait_until(lambda: len(delivered(env, tid)) >= len(want), 30, 0.3)
     got = delivered(env, tid)
     check(got == want and int(sent) == len(want) and int(unacc) == 0 and int(total) == len(want),
           "task %d: the members at the claim and the own rows, each sent, accounted (sent=%s "
