@@ -364,7 +364,8 @@ int hr_series_validate(const hr_series *s, const hr_config *cfg, char *errstr, s
     "TIME_TO_SEC(window_end), window_tz, NULL, 0, NULL, NULL, 1, category, 0, 0, " \
     "NULL" /* rich: a series has no rich options (023_rich_split.sql) */           \
     ", NULL, NULL, NULL, NULL, NULL, NULL, NULL" /* nor a winner step (024) */     \
-    ", NULL"                                     /* nor event_at (027) */
+    ", NULL"                                     /* nor event_at (027) */          \
+    ", 0" /* its variants are push_series_variant's (HR_TASK_COLUMNS_VARIANTS) */
 
 #define HR_SERIES_OWN_COLUMNS                                                            \
     "COALESCE(expire_after_s, -1), rrule, "                                              \

@@ -89,7 +89,8 @@ enum {
     COL_AB_WINNER,
     COL_AB_DECIDED,
     COL_AB_FIGURES,
-    COL_EVENT, /* 027_lead_times.sql */
+    COL_EVENT,    /* 027_lead_times.sql */
+    COL_VARIANTS, /* HR_TASK_COLUMNS_VARIANTS */
     COL__COUNT
 };
 
@@ -213,6 +214,7 @@ static const task_col task_cols[] = {
     TC(COL_AB_DECIDED, TC_INT_NULL, ab_decided_ms),
     TC(COL_AB_FIGURES, TC_STR, ab_figures),
     TC(COL_EVENT, TC_INT_NULL, event_ms),
+    TC(COL_VARIANTS, TC_INT, has_variants),
 };
 #undef TC
 

@@ -30,7 +30,16 @@
     ", shards"                          /* sharded tasks (010_shards.sql) */                     \
     ", category, opted_out, suppressed" /* recipients (016_categories.sql) */                    \
     ", rich"                            /* rich and silent pushes (023_rich_split.sql) */        \
-        HR_TASK_COLUMNS_AB ", CAST(ROUND(UNIX_TIMESTAMP(event_at) * 1000) AS SIGNED)" /* 027 */
+        HR_TASK_COLUMNS_AB ", CAST(ROUND(UNIX_TIMESTAMP(event_at) * 1000) AS SIGNED)" /* 027 */  \
+        HR_TASK_COLUMNS_VARIANTS
+
+/* Whether the task has variants (022_variants.sql): not a column but a
+ * probe of push_task_variant's (task_id, vkey) key, so that a worker
+ * loading a task without variants spends no second statement on them
+ * (docs/performance.md "Issue 33").  A query selecting HR_TASK_COLUMNS
+ * names the table push_task, unaliased. */
+#define HR_TASK_COLUMNS_VARIANTS \
+    ", EXISTS(SELECT 1 FROM push_task_variant v WHERE v.task_id = push_task.id)"
 
 /* An A/B test's winner step (024_ab_winner.sql). */
 #define HR_TASK_COLUMNS_AB                                                     \
@@ -120,6 +129,9 @@ typedef struct hr_task {
      * event_at, the instant subscriptions' lead_s count back from; any
      * value <= 0 (-1 NULL, 0 a zeroed task) = none */
     int64_t event_ms;
+    /* 1 when push_task_variant holds rows of the task (HR_TASK_COLUMNS_VARIANTS);
+     * 0 also for a task not read from a row */
+    int64_t has_variants;
 } hr_task;
 
 /* Fills T with what a new task is when nothing else is given (the API's

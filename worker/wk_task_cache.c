@@ -114,9 +114,11 @@ static int wk_task_insert(wk_task_cache *tc, wk_task *wt, int64_t now_ms)
     return 0;
 }
 
-/* Builds ROW (taken over) and its variants (read on M) into the cache, or
- * remembers why it cannot be pushed.  0, or as wk_task_build, or -1
- * (ERRSTR) when the variants' read failed or the cache is full. */
+/* Builds ROW (taken over) and its variants (read on M, only when the row
+ * says it has some: most tasks have none, and their load stays one
+ * statement) into the cache, or remembers why it cannot be pushed.  0, or
+ * as wk_task_build, or -1 (ERRSTR) when the variants' read failed or the
+ * cache is full. */
 static int wk_task_add(wk_task_cache *tc, hr_mysql *m, hr_task *row, int64_t now_ms, wk_task **out,
                        char *errstr, size_t errlen)
 {
@@ -125,7 +127,7 @@ static int wk_task_add(wk_task_cache *tc, hr_mysql *m, hr_task *row, int64_t now
     wk_task *wt;
     int rc;
 
-    if (hr_variant_load(m, id, &vs, errstr, errlen) != 0) {
+    if (row->has_variants && hr_variant_load(m, id, &vs, errstr, errlen) != 0) {
         hr_task_free(row);
         return -1;
     }

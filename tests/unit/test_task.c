@@ -372,7 +372,9 @@ static int task_row_cells(const char *state, const char *control, const char *tt
                       * figures */
                      "20", "600", "open", "1700000100000", "B", NULL, NULL,
                      /* lead times: event_at */
-                     "1700000900000"};
+                     "1700000900000",
+                     /* has variants */
+                     "1"};
     hr_mysql_rows rows = {.nrows = 1, .ncols = sizeof cells / sizeof cells[0], .cells = cells};
 
     return hr_task_from_row(&rows, 0, out, errstr, errlen);
@@ -443,6 +445,7 @@ static void test_from_row_enums(void **state)
     assert_int_equal(t->ab_sampled_ms, 1700000100000);
     assert_string_equal(t->ab_winner, "B");
     assert_int_equal(t->event_ms, 1700000900000);
+    assert_int_equal(t->has_variants, 1);
     assert_int_equal(t->ab_decided_ms, -1);
     assert_null(t->ab_figures);
     assert_true(hr_task_waits(t)); /* the rest waits in the wait set */
