@@ -22,7 +22,9 @@
  * payload bytes (the worker then pauses the assignment) and low again
  * at half of both or less (the worker resumes).  A message received while full
  * (librdkafka may hand out one it had fetched before the pause) is still
- * queued: the caps are soft by the few messages that were on their way. */
+ * queued: the caps are soft by the few messages that were on their way,
+ * and by the at most WK_TASK_PREFETCH_MAX (64) the worker polls before it
+ * looks at them (wk_worker_fetch). */
 #ifndef WK_INBOX_H
 #define WK_INBOX_H
 

@@ -198,28 +198,40 @@ static void wk_worker_pause(wk_worker *w, bool pause)
         rd_kafka_topic_partition_list_destroy(parts);
 }
 
-/* Starts what the free chunk slots take, then polls the consumer into the
- * inbox.  The consumer is polled even while the assignment is paused (the
- * inbox full): a consumer that is not polled for max.poll.interval.ms
- * leaves the group, and rebalances wait for it.  Paused at the inbox's
- * caps, resumed once it drained to half of them (wk_inbox.h). */
+/* Polls the consumer into the inbox, up to a prefetch's worth of messages
+ * (what librdkafka has queued), then starts what the free chunk slots
+ * take: the messages of many small tasks that arrived together are
+ * started after one statement has loaded their task rows
+ * (wk_lifecycle_prefetch), not each after its own (docs/performance.md
+ * "Issue 33").  The consumer is polled even while the assignment is
+ * paused (the inbox full): a consumer that is not polled for
+ * max.poll.interval.ms leaves the group, and rebalances wait for it.
+ * Paused at the inbox's caps, resumed once it drained to half of them
+ * (wk_inbox.h). */
 static void wk_worker_fetch(wk_worker *w)
 {
-    while (!w->stopping) {
-        bool pause;
-        rd_kafka_message_t *m;
+    bool drained = false;
 
+    while (!w->stopping && !drained) {
+        bool pause;
+        size_t got = 0;
+
+        for (; got < WK_TASK_PREFETCH_MAX; got++) {
+            rd_kafka_message_t *m = rd_kafka_consumer_poll(w->rk, 0);
+
+            if (m == NULL) {
+                drained = true;
+                break;
+            }
+            wk_worker_message(w, m);
+            rd_kafka_message_destroy(m);
+        }
         wk_worker_start_queued(w);
         pause = w->paused ? !wk_inbox_low(w->inbox) : wk_inbox_full(w->inbox);
         /* While a revoke drains, the assignment's pause flags are the
          * revoke's (wk_revoke). */
         if (pause != w->paused && !wk_revoke_active(&w->revoke))
             wk_worker_pause(w, pause);
-        m = rd_kafka_consumer_poll(w->rk, 0);
-        if (m == NULL)
-            break;
-        wk_worker_message(w, m);
-        rd_kafka_message_destroy(m);
     }
 }
 
