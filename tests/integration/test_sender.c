@@ -17,7 +17,9 @@
  *   - the proxy environment, read when the sender is made (wk_proxy): the
  *     server plays the proxy named by http_proxy and gets every request in
  *     absolute form, although the variable was unset before the first
- *     push; HTTP_PROXY alone is not read and a no_proxy host goes direct. */
+ *     push; HTTP_PROXY alone is not read and a no_proxy host goes direct;
+ *     each with a channel URL parsed once (no variable) and one rendered
+ *     per request. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -48,10 +50,11 @@
 #include "wk_sender.h"
 #include "wk_task.h"
 
-#define T_CONNS 64      /* connections the server serves at once */
-#define T_REQ_MAX 8192  /* a request's bytes (head and body) */
-#define T_RECORDS 4096  /* requests recorded */
-#define T_WAIT_MS 30000 /* bound of every campaign */
+#define T_CONNS 64                 /* connections the server serves at once */
+#define T_REQ_MAX 8192             /* a request's bytes (head and body) */
+#define T_RECORDS 4096             /* requests recorded */
+#define T_WAIT_MS 30000            /* bound of every campaign */
+#define T_PATH "/push/{{task.id}}" /* the channel URL's path: rendered per request */
 #define T_SECRET \
     "whsec_"     \
     "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
@@ -217,9 +220,11 @@ static void t_done(void *ctx, wk_push *push, const wk_push_result *res)
         run->delivered++;
 }
 
-/* A config of the test's Redis and one webhook channel to HOST:PORT with
- * CONCURRENCY; SIGNED adds a signing secret and a rendered header. */
-static hr_config *t_config(const char *host, int port, int concurrency, bool signed_)
+/* A config of the test's Redis and one webhook channel to HOST:PORT and
+ * URL_PATH (a template) with CONCURRENCY; SIGNED adds a signing secret and a
+ * rendered header. */
+static hr_config *t_config(const char *host, int port, const char *url_path, int concurrency,
+                           bool signed_)
 {
     hr_config *base = itest_config(), *cfg = NULL;
     char path[] = "/tmp/herald-test-sender-XXXXXX.yaml", yaml[2048], errstr[512];
@@ -230,7 +235,7 @@ static hr_config *t_config(const char *host, int port, int concurrency, bool sig
                    "redis: {host: \"%s\", port: %d, password: \"%s\", prefix: \"%s\"}\n"
                    "channels:\n"
                    "  hook:\n"
-                   "    url: \"http://%s:%d/push/{{task.id}}\"\n"
+                   "    url: \"http://%s:%d%s\"\n"
                    "    body: '{\"uid\":\"{{uid}}\",\"task\":\"{{task.id}}\"}'\n"
                    "    concurrency: %d\n"
                    "    timeout_ms: 5000\n"
@@ -238,7 +243,7 @@ static hr_config *t_config(const char *host, int port, int concurrency, bool sig
                    "%s",
                    base->redis.host, base->redis.port,
                    base->redis.password ? base->redis.password : "", base->redis.prefix, host, port,
-                   concurrency, signed_ ? ", X-Task: \"t{{task.id}}\"" : "",
+                   url_path, concurrency, signed_ ? ", X-Task: \"t{{task.id}}\"" : "",
                    signed_ ? "    signing_secrets: [\"" T_SECRET "\"]\n" : "");
     assert_int_equal(write(fd, yaml, (size_t)len), len);
     close(fd);
@@ -248,14 +253,14 @@ static hr_config *t_config(const char *host, int port, int concurrency, bool sig
     return cfg;
 }
 
-static void t_run_start(t_run *run, const char *host, int port, int concurrency, bool signed_,
-                        int n)
+static void t_run_start(t_run *run, const char *host, int port, const char *path, int concurrency,
+                        bool signed_, int n)
 {
     char errstr[512];
     hr_redis *r = NULL;
 
     memset(run, 0, sizeof *run);
-    run->cfg = t_config(host, port, concurrency, signed_);
+    run->cfg = t_config(host, port, path, concurrency, signed_);
     assert_int_equal(hr_redis_connect(run->cfg, &r, errstr, sizeof errstr), 0);
     run->m = wk_metrics_new(run->cfg, errstr, sizeof errstr);
     assert_non_null(run->m);
@@ -363,7 +368,7 @@ static void test_keepalive_reuse(void **state)
 
     (void)state;
     t_server_start(&sv, false);
-    t_run_start(&run, "127.0.0.1", sv.port, 8, false, 2000);
+    t_run_start(&run, "127.0.0.1", sv.port, T_PATH, 8, false, 2000);
     t_push_all(&run, false);
     /* Every connection served many pushes: the sockets were found again
      * after curl forgot them between transfers. */
@@ -393,7 +398,7 @@ static void test_peer_closes(void **state)
 
     (void)state;
     t_server_start(&sv, true);
-    t_run_start(&run, "127.0.0.1", sv.port, 4, false, 300);
+    t_run_start(&run, "127.0.0.1", sv.port, T_PATH, 4, false, 300);
     t_push_all(&run, false);
     /* A connection per push: each dead idle one was replaced. */
     assert_int_equal(sv.accepted, 300);
@@ -439,7 +444,7 @@ static void test_handle_reuse(void **state)
     t_server_start(&sv, false);
     /* One handle: every push reuses the handle of the push before it,
      * which belonged to the other task. */
-    t_run_start(&run, "127.0.0.1", sv.port, 1, true, 40);
+    t_run_start(&run, "127.0.0.1", sv.port, T_PATH, 1, true, 40);
     t_push_all(&run, true);
     assert_int_equal(sv.nrecords, 40);
     assert_int_equal(sv.accepted, 1);
@@ -483,15 +488,15 @@ static void test_handle_reuse(void **state)
 }
 
 /* 20 pushes of a sender made now (reading the environment the caller set)
- * to HOST:PORT, SV's records FROM.. then each beginning with the request
- * line LINE; the variable UNSET (if not NULL) is unset once the sender is
- * made, before its first push and its first easy handle. */
-static void t_proxy_round(t_server *sv, const char *host, int port, const char *unset, int from,
-                          const char *line)
+ * to HOST:PORT and PATH, SV's records FROM.. then each beginning with the
+ * request line LINE; the variable UNSET (if not NULL) is unset once the
+ * sender is made, before its first push and its first easy handle. */
+static void t_proxy_round(t_server *sv, const char *host, int port, const char *path,
+                          const char *unset, int from, const char *line)
 {
     static t_run run;
 
-    t_run_start(&run, host, port, 2, false, 20);
+    t_run_start(&run, host, port, path, 2, false, 20);
     if (unset != NULL)
         unsetenv(unset);
     t_push_all(&run, false);
@@ -501,6 +506,8 @@ static void t_proxy_round(t_server *sv, const char *host, int port, const char *
     t_run_stop(&run);
 }
 
+/* With a proxy and without, a channel URL that names no variable (parsed
+ * once, CURLOPT_CURLU) and one rendered per request. */
 static void test_proxy_env(void **state)
 {
     static t_server sv;
@@ -512,16 +519,21 @@ static void test_proxy_env(void **state)
      * that went direct would fail. */
     snprintf(proxy, sizeof proxy, "http://127.0.0.1:%d", sv.port);
     setenv("http_proxy", proxy, 1);
-    t_proxy_round(&sv, "herald-proxy-test.invalid", 8080, "http_proxy", 0,
+    t_proxy_round(&sv, "herald-proxy-test.invalid", 8080, "/push/fixed?a=1", "http_proxy", 0,
+                  "POST http://herald-proxy-test.invalid:8080/push/fixed?a=1 HTTP/1.1\r\n");
+    setenv("http_proxy", proxy, 1);
+    t_proxy_round(&sv, "herald-proxy-test.invalid", 8080, T_PATH, "http_proxy", 20,
                   "POST http://herald-proxy-test.invalid:8080/push/71 HTTP/1.1\r\n");
     /* HTTP_PROXY (upper case) is not read for http, as libcurl does not:
      * direct to the server, although the variable names a dead port. */
     setenv("HTTP_PROXY", "http://127.0.0.1:9", 1);
-    t_proxy_round(&sv, "127.0.0.1", sv.port, "HTTP_PROXY", 20, "POST /push/71 HTTP/1.1\r\n");
+    t_proxy_round(&sv, "127.0.0.1", sv.port, "/push/fixed?a=1", "HTTP_PROXY", 40,
+                  "POST /push/fixed?a=1 HTTP/1.1\r\n");
     /* A host in no_proxy goes direct past a dead proxy. */
     setenv("http_proxy", "http://127.0.0.1:9", 1);
     setenv("no_proxy", "localhost,127.0.0.1", 1);
-    t_proxy_round(&sv, "127.0.0.1", sv.port, "http_proxy", 40, "POST /push/71 HTTP/1.1\r\n");
+    t_proxy_round(&sv, "127.0.0.1", sv.port, T_PATH, "http_proxy", 60,
+                  "POST /push/71 HTTP/1.1\r\n");
     unsetenv("no_proxy");
     t_server_stop(&sv);
 }

@@ -12,9 +12,9 @@
 
 #include "wk_proxy.h"
 
-static const char *const t_vars[] = {"http_proxy",  "HTTP_PROXY", "https_proxy", "HTTPS_PROXY",
-                                     "smtp_proxy",  "SMTP_PROXY", "all_proxy",   "ALL_PROXY",
-                                     "no_proxy",    "NO_PROXY"};
+static const char *const t_vars[] = {"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY",
+                                     "smtp_proxy", "SMTP_PROXY", "all_proxy",   "ALL_PROXY",
+                                     "no_proxy",   "NO_PROXY"};
 
 static int t_clean(void **state)
 {
