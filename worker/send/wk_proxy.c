@@ -15,7 +15,9 @@ static const char *wk_proxy_env(const char *name)
     return v != NULL && v[0] != '\0' ? v : NULL;
 }
 
-/* The proxy variable of SCHEME (LEN bytes) by libcurl's order, or NULL. */
+/* The proxy variable of SCHEME (LEN bytes) by libcurl's order, or NULL.
+ * A channel's scheme is one of four short names (hr_config); the name is
+ * cut to fit all the same. */
 static const char *wk_proxy_find(const char *scheme, size_t len)
 {
     char name[32];

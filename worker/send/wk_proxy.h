@@ -5,7 +5,8 @@
  *
  * Why: libcurl reads the variables on every transfer when neither option
  * is set (no_proxy, NO_PROXY, <scheme>_proxy, all_proxy, ALL_PROXY: five
- * getenv a push, about 1,500 instructions; docs/performance.md, issue 33).
+ * getenv a push, each a walk of the whole environment; docs/performance.md,
+ * "Issue 33").
  * Given both options it reads none.  The rules, for the scheme of the
  * channel's URL (http, https, smtp, smtps; a web push endpoint is https):
  *
