@@ -136,8 +136,15 @@ fail:
  * ALNUM, a letter or digit. */
 static bool hr_addr_chars(const char *s, bool alnum, const char *set)
 {
+    /* A bitmap of the characters allowed: every address an open reads is
+     * checked again, a device token's 64 hex digits a strchr each before. */
+    uint64_t ok[4] = {alnum ? 0x3ffULL << '0' : 0,
+                      alnum ? (0x3ffffffULL << ('A' - 64)) | (0x3ffffffULL << ('a' - 64)) : 0};
+
+    for (; *set != '\0'; set++)
+        ok[(unsigned char)*set >> 6] |= 1ULL << ((unsigned char)*set & 63);
     for (; *s != '\0'; s++)
-        if (!(alnum && isalnum((unsigned char)*s)) && strchr(set, *s) == NULL)
+        if (!((ok[(unsigned char)*s >> 6] >> ((unsigned char)*s & 63)) & 1))
             return false;
     return true;
 }

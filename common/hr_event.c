@@ -5,7 +5,9 @@
 #include "hr_event.h"
 
 #include <inttypes.h>
+#include <openssl/evp.h>
 #include <openssl/sha.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -55,9 +57,23 @@ const char *hr_event_kind_name(hr_event_kind kind)
     return kind == HR_EVENT_ENGAGEMENT ? "engagement" : "outcome";
 }
 
+/* SHA-256, fetched once for the process: OpenSSL 3's one-shot SHA256()
+ * looks the algorithm up in its provider store on every call, which was
+ * most of the digest's cost with one outcome hashed per push (OpenSSL
+ * keeps a fetched algorithm until the process ends). */
+static EVP_MD *hr_event_sha256;
+static pthread_once_t hr_event_sha256_once = PTHREAD_ONCE_INIT;
+
+static void hr_event_sha256_fetch(void)
+{
+    hr_event_sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
 void hr_event_hash(const char *address, size_t len, unsigned char out[HR_EVENT_HASH_LEN])
 {
-    SHA256((const unsigned char *)address, len, out);
+    pthread_once(&hr_event_sha256_once, hr_event_sha256_fetch);
+    if (hr_event_sha256 == NULL || EVP_Digest(address, len, out, NULL, hr_event_sha256, NULL) != 1)
+        SHA256((const unsigned char *)address, len, out);
 }
 
 int hr_event_id(const hr_event *ev, char *out, size_t len)

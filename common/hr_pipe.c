@@ -93,7 +93,7 @@ static int hr_pipe_queue(hr_pipe *pipe, char *cmd, int len, int script)
 int hr_pipe_cmd(hr_pipe *pipe, int argc, const char **argv, const size_t *argvlen)
 {
     char *cmd = NULL;
-    int len = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
+    int len = hr_redis_format_argv(argc, argv, argvlen, &cmd);
 
     return hr_pipe_queue(pipe, cmd, len, -1);
 }

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hr_buf.h"
+
 /* SCAN rounds hr_redis_del_matching makes at most. */
 #define HR_REDIS_SCAN_ROUNDS 100000
 
@@ -68,7 +70,7 @@ static redisReply *hr_redis_exec_argv(hr_redis *r, int argc, const char **argv,
                                       const size_t *argvlen, char *errstr, size_t errlen)
 {
     char *cmd = NULL;
-    int len = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
+    int len = hr_redis_format_argv(argc, argv, argvlen, &cmd);
 
     return hr_redis_exec_formatted(r, cmd, len, "out of memory", errstr, errlen);
 }
@@ -207,33 +209,65 @@ redisReply *hr_redis_cmdf(hr_redis *r, char *errstr, size_t errlen, const char *
     return reply;
 }
 
+/* The RESP multi-bulk of the NPRE arguments PRE then the ARGC arguments
+ * ARGV (lengths in PRELEN / ARGVLEN, or strlen when NULL) into *OUT, in
+ * one allocation.  hiredis 0.14's redisFormatCommandArgv writes each
+ * length with sprintf: with a command per recipient (an open's profile and
+ * address reads) that was most of the formatting's cost.  Its length, or
+ * -1 when out of memory. */
+static int hr_redis_format(int npre, const char **pre, const size_t *prelen, int argc,
+                           const char **argv, const size_t *argvlen, char **out)
+{
+    size_t total = 1 + HR_BUF_I64_MAX + 2, at = 0;
+    int n = npre + argc;
+    char *cmd;
+
+    *out = NULL;
+    for (int i = 0; i < n; i++) {
+        const char *a = i < npre ? pre[i] : argv[i - npre];
+        const size_t *al = i < npre ? prelen : argvlen;
+        size_t len = al != NULL ? al[i < npre ? i : i - npre] : strlen(a);
+
+        total += 1 + HR_BUF_I64_MAX + 2 + len + 2;
+    }
+    if ((cmd = malloc(total)) == NULL)
+        return -1;
+    cmd[at++] = '*';
+    at += hr_buf_i64(n, cmd + at);
+    cmd[at++] = '\r';
+    cmd[at++] = '\n';
+    for (int i = 0; i < n; i++) {
+        const char *a = i < npre ? pre[i] : argv[i - npre];
+        const size_t *al = i < npre ? prelen : argvlen;
+        size_t len = al != NULL ? al[i < npre ? i : i - npre] : strlen(a);
+
+        cmd[at++] = '$';
+        at += hr_buf_i64((int64_t)len, cmd + at);
+        cmd[at++] = '\r';
+        cmd[at++] = '\n';
+        memcpy(cmd + at, a, len);
+        at += len;
+        cmd[at++] = '\r';
+        cmd[at++] = '\n';
+    }
+    cmd[at] = '\0';
+    *out = cmd;
+    return (int)at;
+}
+
+int hr_redis_format_argv(int argc, const char **argv, const size_t *argvlen, char **out)
+{
+    return hr_redis_format(0, NULL, NULL, argc, argv, argvlen, out);
+}
+
 int hr_redis_evalsha_format(const hr_redis *r, hr_lua_id id, int nkeys, int argc, const char **argv,
                             const size_t *argvlen, char **out)
 {
-    size_t n = (size_t)argc + 3;
-    void *block = malloc(n * (sizeof(const char *) + sizeof(size_t)));
-    const char **av = block;
-    size_t *al;
-    char nkeys_s[16];
-    int len;
+    char nkeys_s[HR_BUF_I64_MAX];
+    const char *pre[3] = {"EVALSHA", r->sha[id], nkeys_s};
+    size_t prelen[3] = {7, strlen(r->sha[id]), hr_buf_i64(nkeys, nkeys_s)};
 
-    *out = NULL;
-    if (block == NULL)
-        return -1;
-    al = (size_t *)(av + n);
-    snprintf(nkeys_s, sizeof nkeys_s, "%d", nkeys);
-    av[0] = "EVALSHA";
-    av[1] = r->sha[id];
-    av[2] = nkeys_s;
-    for (int i = 0; i < 3; i++)
-        al[i] = strlen(av[i]);
-    for (int i = 0; i < argc; i++) {
-        av[i + 3] = argv[i];
-        al[i + 3] = argvlen != NULL ? argvlen[i] : strlen(argv[i]);
-    }
-    len = redisFormatCommandArgv(out, (int)n, av, al);
-    free(block);
-    return len;
+    return hr_redis_format(3, pre, prelen, argc, argv, argvlen, out);
 }
 
 redisReply *hr_redis_eval(hr_redis *r, hr_lua_id id, int nkeys, int argc, const char **argv,

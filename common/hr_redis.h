@@ -68,6 +68,10 @@ redisReply *hr_redis_eval(hr_redis *r, hr_lua_id id, int nkeys, int argc, const 
 hr_node *hr_redis_route(hr_redis *r, const char *cmd, size_t len, char *errstr, size_t errlen);
 /* The cluster's router, or NULL in single-node mode. */
 hr_cluster *hr_redis_cluster(hr_redis *r);
+/* ARGV (lengths in ARGVLEN, or strlen when NULL) formatted as a command
+ * into *OUT, as redisFormatCommandArgv does (free with redisFreeCommand);
+ * its length, or -1 when out of memory. */
+int hr_redis_format_argv(int argc, const char **argv, const size_t *argvlen, char **out);
 /* "EVALSHA <sha> <nkeys> argv..." formatted into *OUT (free with
  * redisFreeCommand); its length, or -1 when out of memory. */
 int hr_redis_evalsha_format(const hr_redis *r, hr_lua_id id, int nkeys, int argc, const char **argv,

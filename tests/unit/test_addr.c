@@ -47,6 +47,18 @@ static void test_check(void **state)
     assert_int_equal(check(HR_ADDR_APNS, "com.example.app", "abcd"), HR_ADDR_EINVAL);
     assert_int_equal(check(HR_ADDR_APNS, "com.example.app", APNS_TOKEN "0"), HR_ADDR_EINVAL);
     assert_int_equal(check(HR_ADDR_APNS, "", APNS_TOKEN), HR_ADDR_EINVAL);
+    /* the alphabets, character by character (a bitmap since issue 33) */
+    assert_int_equal(check(HR_ADDR_APNS, "com.example.app",
+                           "g40f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"),
+                     HR_ADDR_EINVAL);
+    assert_int_equal(check(HR_ADDR_APNS, "com.example_app", APNS_TOKEN), HR_ADDR_EINVAL);
+    assert_int_equal(check(HR_ADDR_FCM, "proj-1", "aZ09_:.-"), 0);
+    assert_int_equal(check(HR_ADDR_FCM, "proj-1", "tok/en"), HR_ADDR_EINVAL);
+    assert_int_equal(check(HR_ADDR_FCM, "proj-1",
+                           "tok\x80"
+                           "en"),
+                     HR_ADDR_EINVAL);
+    assert_int_equal(check(HR_ADDR_FCM, "proj.1", "token"), HR_ADDR_EINVAL);
     assert_int_equal(check(HR_ADDR_EMAIL, "", "ann+tag@mail.example.org"), 0);
     assert_int_equal(check(HR_ADDR_EMAIL, "", "a@localhost"), 0);
     assert_int_equal(check(HR_ADDR_EMAIL, "x", "a@b.c"), HR_ADDR_EINVAL);

@@ -15,6 +15,7 @@
 
 #include "hr_cluster.h"
 #include "hr_keys.h"
+#include "hr_redis.h"
 #include "hr_slot.h"
 
 static int slot_of(const char *key)
@@ -46,6 +47,40 @@ static int command_slot(int argc, const char **argv)
     slot = hr_slot_of_command(cmd, (size_t)len);
     redisFreeCommand(cmd);
     return slot;
+}
+
+/* hr_redis_format_argv writes the bytes hiredis's formatter writes: C
+ * strings, lengths given (a NUL inside, an empty argument), many
+ * arguments (lengths of two digits and more). */
+static void test_format(void **state)
+{
+    const char *plain[] = {"HMGET", "herald:u:42", "_tz", "_quiet"};
+    const char *bin[] = {"SET", "k\0ey", "", "value"};
+    const size_t binlen[] = {3, 4, 0, 5};
+    const char *many[120];
+    char big[300];
+    struct {
+        int argc;
+        const char **argv;
+        const size_t *len;
+    } cases[] = {{4, plain, NULL}, {4, bin, binlen}, {120, many, NULL}, {1, plain, NULL}};
+
+    (void)state;
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    for (size_t i = 0; i < 120; i++)
+        many[i] = i % 7 == 0 ? big : plain[i % 4];
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char *want = NULL, *got = NULL;
+        int wlen = redisFormatCommandArgv(&want, cases[c].argc, cases[c].argv, cases[c].len);
+        int glen = hr_redis_format_argv(cases[c].argc, cases[c].argv, cases[c].len, &got);
+
+        assert_true(wlen > 0);
+        assert_int_equal(glen, wlen);
+        assert_memory_equal(got, want, (size_t)wlen);
+        redisFreeCommand(want);
+        redisFreeCommand(got);
+    }
 }
 
 static void test_crc16(void **state)
@@ -378,11 +413,12 @@ static void test_answers(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_crc16),        cmocka_unit_test(test_hash_tags),
-        cmocka_unit_test(test_herald_keys),  cmocka_unit_test(test_patterns),
-        cmocka_unit_test(test_command_slot), cmocka_unit_test(test_args),
-        cmocka_unit_test(test_slot_map),     cmocka_unit_test(test_slot_map_bad),
-        cmocka_unit_test(test_seeds),        cmocka_unit_test(test_answers),
+        cmocka_unit_test(test_format),       cmocka_unit_test(test_crc16),
+        cmocka_unit_test(test_hash_tags),    cmocka_unit_test(test_herald_keys),
+        cmocka_unit_test(test_patterns),     cmocka_unit_test(test_command_slot),
+        cmocka_unit_test(test_args),         cmocka_unit_test(test_slot_map),
+        cmocka_unit_test(test_slot_map_bad), cmocka_unit_test(test_seeds),
+        cmocka_unit_test(test_answers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
