@@ -13,7 +13,13 @@
  *     idle sockets do not wake the loop over and over;
  *   - one easy handle reused by two tasks' pushes in turn: every request
  *     carries exactly its own Idempotency-Key, rendered header, signature
- *     headers and body, nothing of the request before it. */
+ *     headers and body, nothing of the request before it;
+ *   - the proxy environment, read when the sender is made (wk_proxy): the
+ *     server plays the proxy named by http_proxy and gets every request in
+ *     absolute form, although the variable was unset before the first
+ *     push; HTTP_PROXY alone is not read and a no_proxy host goes direct;
+ *     each with a channel URL parsed once (no variable) and one rendered
+ *     per request. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -44,10 +50,11 @@
 #include "wk_sender.h"
 #include "wk_task.h"
 
-#define T_CONNS 64      /* connections the server serves at once */
-#define T_REQ_MAX 8192  /* a request's bytes (head and body) */
-#define T_RECORDS 4096  /* requests recorded */
-#define T_WAIT_MS 30000 /* bound of every campaign */
+#define T_CONNS 64                 /* connections the server serves at once */
+#define T_REQ_MAX 8192             /* a request's bytes (head and body) */
+#define T_RECORDS 4096             /* requests recorded */
+#define T_WAIT_MS 30000            /* bound of every campaign */
+#define T_PATH "/push/{{task.id}}" /* the channel URL's path: rendered per request */
 #define T_SECRET \
     "whsec_"     \
     "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
@@ -213,9 +220,11 @@ static void t_done(void *ctx, wk_push *push, const wk_push_result *res)
         run->delivered++;
 }
 
-/* A config of the test's Redis and one webhook channel to PORT with
- * CONCURRENCY; SIGNED adds a signing secret and a rendered header. */
-static hr_config *t_config(int port, int concurrency, bool signed_)
+/* A config of the test's Redis and one webhook channel to HOST:PORT and
+ * URL_PATH (a template) with CONCURRENCY; SIGNED adds a signing secret and a
+ * rendered header. */
+static hr_config *t_config(const char *host, int port, const char *url_path, int concurrency,
+                           bool signed_)
 {
     hr_config *base = itest_config(), *cfg = NULL;
     char path[] = "/tmp/herald-test-sender-XXXXXX.yaml", yaml[2048], errstr[512];
@@ -226,15 +235,15 @@ static hr_config *t_config(int port, int concurrency, bool signed_)
                    "redis: {host: \"%s\", port: %d, password: \"%s\", prefix: \"%s\"}\n"
                    "channels:\n"
                    "  hook:\n"
-                   "    url: \"http://127.0.0.1:%d/push/{{task.id}}\"\n"
+                   "    url: \"http://%s:%d%s\"\n"
                    "    body: '{\"uid\":\"{{uid}}\",\"task\":\"{{task.id}}\"}'\n"
                    "    concurrency: %d\n"
                    "    timeout_ms: 5000\n"
                    "    headers: {Content-Type: application/json%s}\n"
                    "%s",
                    base->redis.host, base->redis.port,
-                   base->redis.password ? base->redis.password : "", base->redis.prefix, port,
-                   concurrency, signed_ ? ", X-Task: \"t{{task.id}}\"" : "",
+                   base->redis.password ? base->redis.password : "", base->redis.prefix, host, port,
+                   url_path, concurrency, signed_ ? ", X-Task: \"t{{task.id}}\"" : "",
                    signed_ ? "    signing_secrets: [\"" T_SECRET "\"]\n" : "");
     assert_int_equal(write(fd, yaml, (size_t)len), len);
     close(fd);
@@ -244,13 +253,14 @@ static hr_config *t_config(int port, int concurrency, bool signed_)
     return cfg;
 }
 
-static void t_run_start(t_run *run, int port, int concurrency, bool signed_, int n)
+static void t_run_start(t_run *run, const char *host, int port, const char *path, int concurrency,
+                        bool signed_, int n)
 {
     char errstr[512];
     hr_redis *r = NULL;
 
     memset(run, 0, sizeof *run);
-    run->cfg = t_config(port, concurrency, signed_);
+    run->cfg = t_config(host, port, path, concurrency, signed_);
     assert_int_equal(hr_redis_connect(run->cfg, &r, errstr, sizeof errstr), 0);
     run->m = wk_metrics_new(run->cfg, errstr, sizeof errstr);
     assert_non_null(run->m);
@@ -358,7 +368,7 @@ static void test_keepalive_reuse(void **state)
 
     (void)state;
     t_server_start(&sv, false);
-    t_run_start(&run, sv.port, 8, false, 2000);
+    t_run_start(&run, "127.0.0.1", sv.port, T_PATH, 8, false, 2000);
     t_push_all(&run, false);
     /* Every connection served many pushes: the sockets were found again
      * after curl forgot them between transfers. */
@@ -388,7 +398,7 @@ static void test_peer_closes(void **state)
 
     (void)state;
     t_server_start(&sv, true);
-    t_run_start(&run, sv.port, 4, false, 300);
+    t_run_start(&run, "127.0.0.1", sv.port, T_PATH, 4, false, 300);
     t_push_all(&run, false);
     /* A connection per push: each dead idle one was replaced. */
     assert_int_equal(sv.accepted, 300);
@@ -434,7 +444,7 @@ static void test_handle_reuse(void **state)
     t_server_start(&sv, false);
     /* One handle: every push reuses the handle of the push before it,
      * which belonged to the other task. */
-    t_run_start(&run, sv.port, 1, true, 40);
+    t_run_start(&run, "127.0.0.1", sv.port, T_PATH, 1, true, 40);
     t_push_all(&run, true);
     assert_int_equal(sv.nrecords, 40);
     assert_int_equal(sv.accepted, 1);
@@ -477,12 +487,64 @@ static void test_handle_reuse(void **state)
     t_server_stop(&sv);
 }
 
+/* 20 pushes of a sender made now (reading the environment the caller set)
+ * to HOST:PORT and PATH, SV's records FROM.. then each beginning with the
+ * request line LINE; the variable UNSET (if not NULL) is unset once the
+ * sender is made, before its first push and its first easy handle. */
+static void t_proxy_round(t_server *sv, const char *host, int port, const char *path,
+                          const char *unset, int from, const char *line)
+{
+    static t_run run;
+
+    t_run_start(&run, host, port, path, 2, false, 20);
+    if (unset != NULL)
+        unsetenv(unset);
+    t_push_all(&run, false);
+    assert_int_equal(sv->nrecords, from + 20);
+    for (int i = from; i < from + 20; i++)
+        assert_memory_equal(sv->records[i], line, strlen(line));
+    t_run_stop(&run);
+}
+
+/* With a proxy and without, a channel URL that names no variable (parsed
+ * once, CURLOPT_CURLU) and one rendered per request. */
+static void test_proxy_env(void **state)
+{
+    static t_server sv;
+    char proxy[64];
+
+    (void)state;
+    t_server_start(&sv, false);
+    /* Through the proxy: the target host does not resolve, so a request
+     * that went direct would fail. */
+    snprintf(proxy, sizeof proxy, "http://127.0.0.1:%d", sv.port);
+    setenv("http_proxy", proxy, 1);
+    t_proxy_round(&sv, "herald-proxy-test.invalid", 8080, "/push/fixed?a=1", "http_proxy", 0,
+                  "POST http://herald-proxy-test.invalid:8080/push/fixed?a=1 HTTP/1.1\r\n");
+    setenv("http_proxy", proxy, 1);
+    t_proxy_round(&sv, "herald-proxy-test.invalid", 8080, T_PATH, "http_proxy", 20,
+                  "POST http://herald-proxy-test.invalid:8080/push/71 HTTP/1.1\r\n");
+    /* HTTP_PROXY (upper case) is not read for http, as libcurl does not:
+     * direct to the server, although the variable names a dead port. */
+    setenv("HTTP_PROXY", "http://127.0.0.1:9", 1);
+    t_proxy_round(&sv, "127.0.0.1", sv.port, "/push/fixed?a=1", "HTTP_PROXY", 40,
+                  "POST /push/fixed?a=1 HTTP/1.1\r\n");
+    /* A host in no_proxy goes direct past a dead proxy. */
+    setenv("http_proxy", "http://127.0.0.1:9", 1);
+    setenv("no_proxy", "localhost,127.0.0.1", 1);
+    t_proxy_round(&sv, "127.0.0.1", sv.port, T_PATH, "http_proxy", 60,
+                  "POST /push/71 HTTP/1.1\r\n");
+    unsetenv("no_proxy");
+    t_server_stop(&sv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keepalive_reuse),
         cmocka_unit_test(test_peer_closes),
         cmocka_unit_test(test_handle_reuse),
+        cmocka_unit_test(test_proxy_env),
     };
     hr_config *probe = itest_config(); /* exits 77 without a stack */
 

@@ -4,10 +4,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "wk_proxy.h"
+
 struct wk_curl {
     const hr_channel *ch;
     wk_curl_io io;
     wk_curl_hooks hooks;
+    wk_proxy px;      /* the environment's proxy for the channel, read once */
     wk_multi *multis; /* handle i runs on multis[i % nmultis] */
     size_t nmultis;
     wk_xfer **all;  /* every handle made, up to the channel's concurrency */
@@ -24,6 +27,7 @@ static wk_xfer *wk_curl_make(wk_curl *curl, wk_multi *mh)
     if (x == NULL)
         return NULL;
     x->mh = mh;
+    wk_proxy_apply(&curl->px, x->easy);
     curl->io.easy(curl->io.data, x->easy);
     return x;
 }
@@ -139,6 +143,8 @@ int wk_curl_new(const hr_channel *ch, const wk_curl_io *io, const wk_curl_hooks 
                 wk_curl **out, char *errstr, size_t errlen)
 {
     wk_curl *curl = calloc(1, sizeof *curl);
+    const char *scheme;
+    size_t slen;
 
     *out = NULL;
     if (curl == NULL) {
@@ -154,6 +160,9 @@ int wk_curl_new(const hr_channel *ch, const wk_curl_io *io, const wk_curl_hooks 
         snprintf(errstr, errlen, "out of memory");
         goto fail;
     }
+    scheme = wk_proxy_scheme(ch->url, &slen);
+    if (wk_proxy_read(&curl->px, scheme, slen, errstr, errlen) != 0)
+        goto fail;
     if (wk_curl_multis(curl) != 0) {
         snprintf(errstr, errlen, "curl_multi_init failed");
         goto fail;
@@ -196,5 +205,6 @@ void wk_curl_free(wk_curl *curl)
     free(curl->multis);
     free(curl->all);
     free(curl->free);
+    wk_proxy_clear(&curl->px);
     free(curl);
 }

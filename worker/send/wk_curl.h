@@ -10,8 +10,10 @@
  * (docs/performance.md, issue 19).  Easy handle i runs on multi handle
  * i % n.  Handles are made when first needed, up to the channel's
  * concurrency, and kept configured between requests, so their connections
- * are reused.  Handle and pool belong to the transport; the push a running
- * handle carries (wk_xfer.p) is the sender's.
+ * are reused; each is given the proxy the environment named when the
+ * transport was made (wk_proxy), so curl reads no variable per transfer.
+ * Handle and pool belong to the transport; the push a running handle
+ * carries (wk_xfer.p) is the sender's.
  *
  * The transport never owns the event loop (hiredis's async.h and its
  * adapters are the model): an adapter (wk_curl_uv, for libuv) fills in a

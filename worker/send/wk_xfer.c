@@ -99,6 +99,23 @@ static void wk_xfer_smtp_setup(wk_xfer *x, const hr_channel *ch)
     }
 }
 
+/* A webhook channel's URL that names no variable renders to itself
+ * (hr_template: literals are never changed): parsed once into X->uh, with
+ * the flags libcurl 7.88 parses a CURLOPT_URL with. */
+static void wk_xfer_url_once(wk_xfer *x, const hr_channel *ch)
+{
+    if (ch->type != HR_CHANNEL_WEBHOOK || ch->url == NULL || strstr(ch->url, "{{") != NULL ||
+        (x->uh = curl_url()) == NULL)
+        return;
+    if (curl_url_set(x->uh, CURLUPART_URL, ch->url,
+                     CURLU_GUESS_SCHEME | CURLU_NON_SUPPORT_SCHEME) != CURLUE_OK) {
+        curl_url_cleanup(x->uh);
+        x->uh = NULL;
+        return;
+    }
+    curl_easy_setopt(x->easy, CURLOPT_CURLU, x->uh);
+}
+
 static size_t wk_xfer_header(char *buf, size_t size, size_t nitems, void *userdata)
 {
     wk_xfer *x = userdata;
@@ -169,6 +186,7 @@ wk_xfer *wk_xfer_new(const hr_channel *ch)
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     if (ch->type == HR_CHANNEL_SMTP)
         wk_xfer_smtp_setup(x, ch);
+    wk_xfer_url_once(x, ch);
     /* A webhook over HTTP/2, and every web push (to https:// endpoints:
      * HTTP/2 when the push service's ALPN offers it, else HTTP/1.1):
      * requests multiplexed as streams (PIPEWAIT: on a connection already
@@ -203,6 +221,7 @@ void wk_xfer_free(wk_xfer *x)
     if (x == NULL)
         return;
     curl_easy_cleanup(x->easy);
+    curl_url_cleanup(x->uh);
     free(x->hnodes);
     free(x->pushes);
     wk_task_out_free(&x->req);
@@ -282,7 +301,7 @@ static int wk_xfer_sign(wk_xfer *x, const char *id, size_t n, char *errstr, size
     return 0;
 }
 
-/* Hands X's URL, body (unless GET) and header lines (plus an empty
+/* Hands X's URL (unless parsed once), body (unless GET) and header lines (plus an empty
  * "Expect:") to curl and resets what a response fills in.  0, or -1 with
  * ERRSTR. */
 static int wk_xfer_arm(wk_xfer *x, bool get, char *errstr, size_t errlen)
@@ -300,7 +319,8 @@ static int wk_xfer_arm(wk_xfer *x, bool get, char *errstr, size_t errlen)
         x->hnodes[i].next = i + 1 < x->req.nheaders ? &x->hnodes[i + 1] : NULL;
         line += strlen(line) + 1;
     }
-    curl_easy_setopt(x->easy, CURLOPT_URL, x->req.url.data);
+    if (x->uh == NULL)
+        curl_easy_setopt(x->easy, CURLOPT_URL, x->req.url.data);
     curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, x->hnodes);
     if (!get) {
         curl_easy_setopt(x->easy, CURLOPT_POSTFIELDSIZE, (long)x->req.body.len);

@@ -63,6 +63,12 @@ typedef struct wk_xfer {
      * allocates no list. */
     struct curl_slist *hnodes;
     size_t hcap;
+    /* The channel's URL parsed once (CURLOPT_CURLU) when it names no
+     * variable, so no request hands curl a URL string to parse again
+     * (about 10,000 instructions a push; docs/performance.md, issue 33);
+     * NULL when the URL is rendered per request (or curl refused it: each
+     * request then reports the error as before). */
+    CURLU *uh;
     char errbuf[CURL_ERROR_SIZE];
     long retry_after_s; /* -1 = header absent */
     int64_t start_ms;
