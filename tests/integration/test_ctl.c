@@ -28,7 +28,10 @@
 #include "itest.h"
 
 #define CTL_TIMEOUT_MS 120000
-#define CTL_OUT_MAX (64 * 1024)
+/* The most a run's stdout or stderr may hold: a listing of a long-lived
+ * stack's tasks (--limit 1000, some 450 bytes a task in --json) is far below
+ * it; past it the test fails rather than read a cut listing. */
+#define CTL_OUT_CAP (16 * 1024 * 1024)
 #define IMPORT_IDS 50000
 
 static hr_config *cfg;
@@ -40,9 +43,9 @@ static char topic[64];
 
 /* What a heraldctl run left behind. */
 typedef struct ctl_run {
-    int rc; /* exit code, -1 if it did not exit normally */
-    char out[CTL_OUT_MAX];
-    char err[CTL_OUT_MAX];
+    int rc;    /* exit code, -1 if it did not exit normally */
+    char *out; /* all of stdout, NUL-terminated; replaced by the next run */
+    char *err; /* all of stderr, likewise */
 } ctl_run;
 
 static int group_setup(void **state)
@@ -86,14 +89,36 @@ static int group_teardown(void **state)
     return 0;
 }
 
-static void slurp(FILE *f, char *buf, size_t len)
+/* The whole of F, a heraldctl run's WHAT (stdout or stderr), as a new
+ * NUL-terminated string; closes F.  Fails the test when it is past
+ * CTL_OUT_CAP. */
+static char *slurp(FILE *f, const char *what)
 {
-    size_t n;
+    long len;
+    char *buf;
 
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    len = ftell(f);
+    assert_true(len >= 0);
+    if (len > CTL_OUT_CAP)
+        fail_msg("heraldctl's %s is %ld bytes, past the test's cap of %d", what, len, CTL_OUT_CAP);
+    buf = malloc((size_t)len + 1);
+    assert_non_null(buf);
     rewind(f);
-    n = fread(buf, 1, len - 1, f);
-    buf[n] = '\0';
+    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
+    buf[len] = '\0';
     fclose(f);
+    return buf;
+}
+
+/* Frees R and what its last run captured; accepts NULL. */
+static void ctl_run_free(ctl_run *r)
+{
+    if (r == NULL)
+        return;
+    free(r->out);
+    free(r->err);
+    free(r);
 }
 
 /* Runs heraldctl -c CONFIG ARGS... (NULL-terminated) with stdin from
@@ -134,8 +159,10 @@ static void run_ctl(ctl_run *r, const char *stdin_path, ...)
         fail_msg("heraldctl %s did not finish in %d ms", argv[3], CTL_TIMEOUT_MS);
     }
     r->rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    slurp(out, r->out, sizeof r->out);
-    slurp(err, r->err, sizeof r->err);
+    free(r->out);
+    free(r->err);
+    r->out = slurp(out, "stdout");
+    r->err = slurp(err, "stderr");
 }
 
 static int64_t scalar(const char *sql, int64_t id)
@@ -200,7 +227,7 @@ static int64_t scard(int64_t id)
 /* A task due in an hour, created through heraldctl --quiet. */
 static int64_t new_task(const char *name)
 {
-    ctl_run *r = malloc(sizeof *r);
+    ctl_run *r = calloc(1, sizeof *r);
     int64_t id;
 
     assert_non_null(r);
@@ -210,13 +237,13 @@ static int64_t new_task(const char *name)
         fail_msg("create: rc %d: %s", r->rc, r->err);
     id = strtoll(r->out, NULL, 10);
     assert_true(id > 0);
-    free(r);
+    ctl_run_free(r);
     return id;
 }
 
 static void test_create_every_flag(void **state)
 {
-    ctl_run *r = malloc(sizeof *r);
+    ctl_run *r = calloc(1, sizeof *r);
     hr_task *t = NULL;
     char errstr[512], want[64];
     int64_t id;
@@ -262,7 +289,7 @@ static void test_create_every_flag(void **state)
     assert_int_equal(r->rc, 0);
     assert_non_null(strstr(r->out, "created task "));
     assert_non_null(strstr(r->out, " due 2031-01-02T03:04:05.000Z"));
-    free(r);
+    ctl_run_free(r);
 }
 
 static void test_create_refuses_bad_input(void **state)
@@ -283,7 +310,7 @@ static void test_create_refuses_bad_input(void **state)
         {2, "--throttle-window", "1500ms", "is not whole seconds"},
         {2, "--bogus", "x", "usage: heraldctl"},
     };
-    ctl_run *r = malloc(sizeof *r);
+    ctl_run *r = calloc(1, sizeof *r);
     int64_t before = tasks_of_topic();
 
     (void)state;
@@ -307,7 +334,7 @@ static void test_create_refuses_bad_input(void **state)
     assert_int_equal(r->rc, 2);
     assert_non_null(strstr(r->err, "--name, --channel and --due-at or --due-in are required"));
     assert_int_equal(tasks_of_topic(), before);
-    free(r);
+    ctl_run_free(r);
 }
 
 /* IMPORT_IDS distinct ids (1..N, some twice) among comments, blank lines,
@@ -329,7 +356,7 @@ static void write_ids(const char *path)
 static void test_import(void **state)
 {
     char path[] = "/tmp/hrtest-ctl-ids-XXXXXX", idtext[32];
-    ctl_run *r = malloc(sizeof *r);
+    ctl_run *r = calloc(1, sizeof *r);
     int64_t id = new_task("import");
     int fd = mkstemp(path);
 
@@ -365,14 +392,14 @@ static void test_import(void **state)
     assert_non_null(strstr(r->out, "0.0%  0 of 50,000"));
     assert_non_null(strstr(r->out, "sent 0  failed 0  throttled 0  pulled 0  cancelled 0"));
     unlink(path);
-    free(r);
+    ctl_run_free(r);
 }
 
 static void test_import_bad_line(void **state)
 {
     static const char *const bad[] = {"12x", "0", "-5", "9223372036854775808", "1 2", "007"};
     char path[] = "/tmp/hrtest-ctl-bad-XXXXXX", idtext[32], want[128];
-    ctl_run *r = malloc(sizeof *r);
+    ctl_run *r = calloc(1, sizeof *r);
     int64_t id = new_task("bad line");
     int fd = mkstemp(path);
 
@@ -395,12 +422,12 @@ static void test_import_bad_line(void **state)
     assert_int_equal(subscriptions(id), 0);
     assert_int_equal(scard(id), 0);
     unlink(path);
-    free(r);
+    ctl_run_free(r);
 }
 
 static void test_import_refused(void **state)
 {
-    ctl_run *r = malloc(sizeof *r);
+    ctl_run *r = calloc(1, sizeof *r);
     int64_t id = new_task("not scheduled");
     char idtext[32];
 
@@ -418,7 +445,7 @@ static void test_import_refused(void **state)
     assert_int_equal(r->rc, 1);
     assert_non_null(strstr(r->err, "does not exist"));
     assert_int_equal(subscriptions(id), 0);
-    free(r);
+    ctl_run_free(r);
 }
 
 /* Runs a Redis command given as a format (through hr_redis, so it is
@@ -450,7 +477,7 @@ static long long redis_ll(const char *fmt, ...)
 static void test_import_after_start(void **state)
 {
     char path[] = "/tmp/hrtest-ctl-late-XXXXXX", idtext[32], key[256];
-    ctl_run *r = malloc(sizeof *r);
+    ctl_run *r = calloc(1, sizeof *r);
     int64_t id = new_task("late import");
     int fd = mkstemp(path);
 
@@ -468,14 +495,14 @@ static void test_import_after_start(void **state)
     assert_int_equal(scard(id), 0);
     assert_int_equal(subscriptions(id), 3);
     unlink(path);
-    free(r);
+    ctl_run_free(r);
 }
 
 /* 5 dead letters of a chunk_size-2 task: redrive makes chunks of 2, 2 and
  * 1 (never one chunk over chunk_size), all pending, the hash empty. */
 static void test_redrive_slices(void **state)
 {
-    ctl_run *r = malloc(sizeof *r);
+    ctl_run *r = calloc(1, sizeof *r);
     int64_t id = new_task("redrive slices");
     char idtext[32], failed[HR_KEY_MAX], stats[HR_KEY_MAX], seqkey[HR_KEY_MAX];
     char pending[HR_KEY_MAX], chunk[HR_KEY_MAX];
@@ -509,14 +536,14 @@ static void test_redrive_slices(void **state)
     assert_int_equal(nchunks, 3);
     assert_int_equal(redis_ll("EXISTS %s", failed), 0);
     assert_int_equal(redis_ll("HGET %s failed", stats), 0);
-    free(r);
+    ctl_run_free(r);
 }
 
 /* recover refuses a task a dispatcher is chunking (it would INCR seq while
  * recover rebuilds), and one whose prepare lock another party holds. */
 static void test_recover_refused(void **state)
 {
-    ctl_run *r = malloc(sizeof *r);
+    ctl_run *r = calloc(1, sizeof *r);
     int64_t id = new_task("recover refused");
     char idtext[32], prep[HR_KEY_MAX];
 
@@ -533,12 +560,12 @@ static void test_recover_refused(void **state)
     run_ctl(r, NULL, "recover", idtext, NULL);
     if (r->rc != 1 || strstr(r->err, "pause it first") == NULL)
         fail_msg("recover of a dispatching task: rc %d: %s", r->rc, r->err);
-    free(r);
+    ctl_run_free(r);
 }
 
 static void test_status_watch_and_list(void **state)
 {
-    ctl_run *r = malloc(sizeof *r);
+    ctl_run *r = calloc(1, sizeof *r);
     int64_t id = new_task("finished one");
     char idtext[32], name[64];
 
@@ -578,7 +605,7 @@ static void test_status_watch_and_list(void **state)
     assert_null(strstr(r->out, "finished one"));
     run_ctl(r, NULL, "list", "--state", "bogus", NULL);
     assert_int_equal(r->rc, 2);
-    free(r);
+    ctl_run_free(r);
 }
 
 /* The terminal columns of the first LEN bytes of S, which must be valid
@@ -646,7 +673,7 @@ static void list_line(const char *out, int64_t id, char *line, size_t len)
  * shows its throttled count and last error; --json carries every counter. */
 static void test_list_utf8_and_json(void **state)
 {
-    ctl_run *r = malloc(sizeof *r);
+    ctl_run *r = calloc(1, sizeof *r);
     int64_t ids[3] = {new_task(CJK_NAME), new_task(EMOJI_NAME), new_task("short ascii")};
     char line[1024];
     const char *hdr_state, *hdr_error;
@@ -748,7 +775,7 @@ static void test_list_utf8_and_json(void **state)
     }
     cJSON_Delete(arr);
     assert_int_equal(nfound, 3);
-    free(r);
+    ctl_run_free(r);
 }
 
 int main(int argc, char **argv)
