@@ -6,6 +6,9 @@
 #include <sys/queue.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+
+#include "hr_proxy.h"
 
 typedef struct hk_http_req {
     TAILQ_ENTRY(hk_http_req) link;
@@ -22,18 +25,24 @@ struct hk_http {
     hk_http_done_fn done;
     TAILQ_HEAD(, hk_http_req) reqs; /* in flight */
     size_t running;
+    hr_proxy http_px, https_px; /* the environment's, for http:// and https:// URLs */
 };
 
 hk_http *hk_http_new(hk_http_done_fn done)
 {
     hk_http *h = calloc(1, sizeof *h);
+    char errstr[64];
 
-    if (h == NULL || (h->multi = curl_multi_init()) == NULL) {
-        free(h);
+    if (h == NULL)
+        return NULL;
+    TAILQ_INIT(&h->reqs);
+    h->done = done;
+    if ((h->multi = curl_multi_init()) == NULL ||
+        hr_proxy_read(&h->http_px, "http", 4, errstr, sizeof errstr) != 0 ||
+        hr_proxy_read(&h->https_px, "https", 5, errstr, sizeof errstr) != 0) {
+        hk_http_free(h);
         return NULL;
     }
-    h->done = done;
-    TAILQ_INIT(&h->reqs);
     return h;
 }
 
@@ -54,7 +63,19 @@ void hk_http_free(hk_http *h)
     while (!TAILQ_EMPTY(&h->reqs))
         hk_http_req_free(h, TAILQ_FIRST(&h->reqs));
     curl_multi_cleanup(h->multi);
+    hr_proxy_clear(&h->http_px);
+    hr_proxy_clear(&h->https_px);
     free(h);
+}
+
+/* The proxy of URL's scheme: an endpoint's URL is http:// or https://
+ * (hr_hooks checks it when it is stored). */
+static const hr_proxy *hk_http_proxy(const hk_http *h, const char *url)
+{
+    size_t len;
+    const char *scheme = hr_proxy_scheme(url, &len);
+
+    return len == 4 && strncasecmp(scheme, "http", 4) == 0 ? &h->http_px : &h->https_px;
 }
 
 /* The first HK_HTTP_ANSWER_MAX - 1 bytes of the answer; the rest is read
@@ -87,6 +108,7 @@ int hk_http_post(hk_http *h, const char *url, const char *const *headers, size_t
     r->ctx = ctx;
     curl_easy_setopt(r->easy, CURLOPT_URL, url);
     curl_easy_setopt(r->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+    hr_proxy_apply(hk_http_proxy(h, url), r->easy);
     curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->headers);
     curl_easy_setopt(r->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
     curl_easy_setopt(r->easy, CURLOPT_COPYPOSTFIELDS, body);

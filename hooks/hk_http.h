@@ -4,7 +4,10 @@
  * its own timeout, verifies TLS (the system's trust store), follows no
  * redirect (a webhook that moved must be re-registered, not followed to
  * wherever a 30x points) and reads at most HK_HTTP_ANSWER_MAX bytes of the
- * answer (kept for the error message). */
+ * answer (kept for the error message).  The proxy is the environment's,
+ * read once by hk_http_new for each of the two schemes (hr_proxy) and set
+ * on every request, so curl reads no proxy variable per delivery: a
+ * changed environment needs a restart. */
 #ifndef HK_HTTP_H
 #define HK_HTTP_H
 
@@ -23,7 +26,7 @@ typedef struct hk_http_result {
 
 typedef void (*hk_http_done_fn)(void *ctx, const hk_http_result *res);
 
-/* NULL when out of memory. */
+/* Reads the proxy environment; NULL when out of memory. */
 hk_http *hk_http_new(hk_http_done_fn done);
 /* Stops every request (no callback) and frees.  Accepts NULL. */
 void hk_http_free(hk_http *h);

@@ -138,6 +138,7 @@ class Env:
         self.r = Redis.of(self.stack)
         self.db = Mysql.of(self.stack)
         self.procs = []
+        self.hooks = []  # event webhooks registered by hook_add, deleted by cleanup
         self.dsp_port = free_port()
         self.wk_port = free_port()
         # A dispatcher's probes and /metrics are on a listener of their own:
@@ -284,6 +285,32 @@ class Env:
             f.write("\n".join(lines) + "\n" + extra_top)
         return path
 
+    def hooks_config(self, port, hooks_keys):
+        """A herald.yaml for herald-hooks alone (no dispatcher or worker
+        runs): the events topic is the test's own (kafka_topic), the consumer
+        group the test's, the probes on 127.0.0.1:PORT; HOOKS_KEYS are more
+        events.hooks keys as YAML flow text ("batch_max: 10, ...").  Returns
+        its path."""
+        return self.config({"webhook": {"url": "http://127.0.0.1:9/push"}}, extra_top=(
+            "events:\n"
+            "  enabled: true\n"
+            "  topic: %s\n"
+            "  hooks: {listen: \"127.0.0.1:%d\", group: \"herald-test-hooks-%s\", %s}\n"
+            % (self.kafka_topic, port, self.tag, hooks_keys)))
+
+    def hook_add(self, ctl, cfg, url):
+        """Registers URL as an event webhook with heraldctl CTL and config
+        CFG (cleanup deletes it and its dead letters); (its id, its secret),
+        or None when heraldctl refused (a failed check)."""
+        out = subprocess.run([ctl, "-c", cfg, "hooks", "add", url], capture_output=True,
+                             text=True, timeout=30)
+        words = out.stdout.split()
+        if not check(out.returncode == 0 and len(words) == 4,
+                     "heraldctl hooks add %s (%s)" % (url, out.stdout + out.stderr)):
+            return None
+        self.hooks.append(int(words[1]))
+        return int(words[1]), words[3]
+
     def start(self, argv, logname, env=None):
         """Starts a daemon with stdout+stderr in DIR/LOGNAME; returns the Popen."""
         if os.path.basename(argv[0]) == "herald-dispatcher":
@@ -374,6 +401,9 @@ class Env:
         for p in self.procs:
             self.stop(p)
         self.r.unlink_pattern(self.prefix + "*")
+        for hook in self.hooks:
+            self.sql("DELETE FROM push_hook_dead WHERE hook_id = %d" % hook)
+            self.sql("DELETE FROM push_hook WHERE id = %d" % hook)
         # A literal id list: MariaDB runs DELETE ... IN (SELECT ...) as a
         # scan of the whole table, which a benchmark's millions of rows make slow.
         ids = ",".join(r[0] for r in self.sql("SELECT id FROM push_task WHERE topic = '%s'"

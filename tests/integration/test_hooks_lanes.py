@@ -107,17 +107,12 @@ def main():
     task = 900_000_000 + random.randrange(1 << 20)
     uids = list(range(base, base + UIDS))
     receiver = Receiver()
-    hook = None
     try:
         hooks_port = free_port()
-        cfg = env.config({"webhook": {"url": "http://127.0.0.1:9/push"}}, extra_top=(
-            "events:\n"
-            "  enabled: true\n"
-            "  topic: %s\n"
-            "  hooks: {listen: \"127.0.0.1:%d\", group: \"herald-test-hooks-%s\", "
+        cfg = env.hooks_config(hooks_port, (
             "batch_max: 10, batch_ms: 50, inflight_max: %d, queue_max: %d, "
             "retry_backoff_ms: 20, retry_max_backoff_ms: 100, retry_for_ms: 600000, "
-            "reload_ms: 200}\n" % (env.kafka_topic, hooks_port, env.tag, LANES, QUEUE_MAX)))
+            "reload_ms: 200" % (LANES, QUEUE_MAX)))
         if not env.create_topic():
             return 77
         # Every event before herald-hooks starts: it finds twelve times
@@ -132,12 +127,7 @@ def main():
                               "\t"], input="\n".join(lines) + "\n", capture_output=True,
                              text=True, timeout=60)
         check(out.returncode == 0, "%d events produced (%s)" % (len(lines), out.stderr.strip()))
-        added = subprocess.run([ctl, "-c", cfg, "hooks", "add", receiver.url()],
-                               capture_output=True, text=True, timeout=30)
-        words = added.stdout.split()
-        check(added.returncode == 0 and len(words) == 4, "heraldctl hooks add (%s)"
-              % (added.stdout + added.stderr))
-        hook, receiver.secret = int(words[1]), words[3]
+        hook, receiver.secret = env.hook_add(ctl, cfg, receiver.url())
         hk = env.start([hooks_bin, "-c", cfg], "hooks.log")
         check(env.wait_ready(hooks_port), "herald-hooks serves its probes")
 
@@ -180,9 +170,6 @@ def main():
         check(env.stop(hk) == 0, "herald-hooks stops cleanly")
     finally:
         receiver.server.stop()
-        if hook is not None:
-            env.sql("DELETE FROM push_hook_dead WHERE hook_id = %d" % hook)
-            env.sql("DELETE FROM push_hook WHERE id = %d" % hook)
         env.cleanup()
     return finish()
 

@@ -14,7 +14,7 @@
  *   - one easy handle reused by two tasks' pushes in turn: every request
  *     carries exactly its own Idempotency-Key, rendered header, signature
  *     headers and body, nothing of the request before it;
- *   - the proxy environment, read when the sender is made (wk_proxy): the
+ *   - the proxy environment, read when the sender is made (hr_proxy): the
  *     server plays the proxy named by http_proxy and gets every request in
  *     absolute form, although the variable was unset before the first
  *     push; HTTP_PROXY alone is not read and a no_proxy host goes direct;

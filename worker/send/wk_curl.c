@@ -4,13 +4,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "wk_proxy.h"
+#include "hr_proxy.h"
 
 struct wk_curl {
     const hr_channel *ch;
     wk_curl_io io;
     wk_curl_hooks hooks;
-    wk_proxy px;      /* the environment's proxy for the channel, read once */
+    hr_proxy px;      /* the environment's proxy for the channel, read once */
     wk_multi *multis; /* handle i runs on multis[i % nmultis] */
     size_t nmultis;
     wk_xfer **all;  /* every handle made, up to the channel's concurrency */
@@ -27,7 +27,7 @@ static wk_xfer *wk_curl_make(wk_curl *curl, wk_multi *mh)
     if (x == NULL)
         return NULL;
     x->mh = mh;
-    wk_proxy_apply(&curl->px, x->easy);
+    hr_proxy_apply(&curl->px, x->easy);
     curl->io.easy(curl->io.data, x->easy);
     return x;
 }
@@ -160,8 +160,8 @@ int wk_curl_new(const hr_channel *ch, const wk_curl_io *io, const wk_curl_hooks 
         snprintf(errstr, errlen, "out of memory");
         goto fail;
     }
-    scheme = wk_proxy_scheme(ch->url, &slen);
-    if (wk_proxy_read(&curl->px, scheme, slen, errstr, errlen) != 0)
+    scheme = hr_proxy_scheme(ch->url, &slen);
+    if (hr_proxy_read(&curl->px, scheme, slen, errstr, errlen) != 0)
         goto fail;
     if (wk_curl_multis(curl) != 0) {
         snprintf(errstr, errlen, "curl_multi_init failed");
@@ -205,6 +205,6 @@ void wk_curl_free(wk_curl *curl)
     free(curl->multis);
     free(curl->all);
     free(curl->free);
-    wk_proxy_clear(&curl->px);
+    hr_proxy_clear(&curl->px);
     free(curl);
 }

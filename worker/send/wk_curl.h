@@ -11,7 +11,7 @@
  * i % n.  Handles are made when first needed, up to the channel's
  * concurrency, and kept configured between requests, so their connections
  * are reused; each is given the proxy the environment named when the
- * transport was made (wk_proxy), so curl reads no variable per transfer.
+ * transport was made (hr_proxy), so curl reads no variable per transfer.
  * Handle and pool belong to the transport; the push a running handle
  * carries (wk_xfer.p) is the sender's.
  *

@@ -37,7 +37,7 @@
  * afterwards.
  *
  * Layers (checked by scripts/check-graph):
- *   wk_provider wk_retry wk_proxy wk_h2_mem wk_h2_types
+ *   wk_provider wk_retry wk_h2_mem wk_h2_types
  *   wk_h2_data: the HTTP/2 engine's structs
  *   wk_h2_req: its requests
  *   wk_h2_stream: its streams (nghttp2's callbacks)

@@ -1,14 +1,16 @@
-/* wk_proxy: the HTTP proxy a channel's curl handles go through, read from
- * the environment once, when the channel's transport is made (wk_curl), by
- * the rules libcurl 7.88 applies when it reads the variables itself, and
- * handed to every handle as CURLOPT_PROXY and CURLOPT_NOPROXY.
+/* hr_proxy: the HTTP proxy a daemon's curl handles go through, read from
+ * the environment once, when the transport is made, by the rules libcurl
+ * 7.88 applies when it reads the variables itself, and handed to every
+ * handle as CURLOPT_PROXY and CURLOPT_NOPROXY.  Its users: the worker's
+ * webhook and smtp channels (wk_curl, one read per channel) and
+ * herald-hooks' deliveries (hk_http, one read per scheme, http and https).
  *
  * Why: libcurl reads the variables on every transfer when neither option
  * is set (no_proxy, NO_PROXY, <scheme>_proxy, all_proxy, ALL_PROXY: five
- * getenv a push, each a walk of the whole environment; docs/performance.md,
- * "Issue 33").
+ * getenv a request, each a walk of the whole environment;
+ * docs/performance.md, "Issue 33").
  * Given both options it reads none.  The rules, for the scheme of the
- * channel's URL (http, https, smtp, smtps; a web push endpoint is https):
+ * request's URL (http, https, smtp, smtps; a web push endpoint is https):
  *
  *   - the proxy is <scheme>_proxy in lower case; if that is unset or empty,
  *     <SCHEME>_PROXY in upper case, except for http (libcurl never reads
@@ -19,31 +21,31 @@
  *     before);
  *   - a variable set to "" counts as unset; no proxy found is "" (no proxy).
  *
- * A running worker therefore does not see a changed environment, as with
- * any daemon's settings: restart it.  The strings are the struct's (copies
+ * A running daemon therefore does not see a changed environment, as with
+ * any of its settings: restart it.  The strings are the struct's (copies
  * of the environment's); curl copies them again into each handle. */
-#ifndef WK_PROXY_H
-#define WK_PROXY_H
+#ifndef HR_PROXY_H
+#define HR_PROXY_H
 
 #include <curl/curl.h>
 #include <stddef.h>
 
-typedef struct wk_proxy {
+typedef struct hr_proxy {
     char *proxy;   /* "" = none */
     char *noproxy; /* "" = none */
-} wk_proxy;
+} hr_proxy;
 
 /* Fills PX from the environment for the URL scheme SCHEME (its LEN bytes,
  * any case).  0, or -1 with ERRSTR when out of memory (PX then holds
  * nothing to free). */
-int wk_proxy_read(wk_proxy *px, const char *scheme, size_t len, char *errstr, size_t errlen);
+int hr_proxy_read(hr_proxy *px, const char *scheme, size_t len, char *errstr, size_t errlen);
 /* The scheme of URL (the bytes before "://"; LEN gets their count), or of a
  * channel without a URL, a web push channel's: "https". */
-const char *wk_proxy_scheme(const char *url, size_t *len);
+const char *hr_proxy_scheme(const char *url, size_t *len);
 /* Sets PX on EASY as CURLOPT_PROXY and CURLOPT_NOPROXY: from then on curl
  * reads no proxy variable for it. */
-void wk_proxy_apply(const wk_proxy *px, CURL *easy);
+void hr_proxy_apply(const hr_proxy *px, CURL *easy);
 /* Frees PX's strings; PX may be NULL or zeroed. */
-void wk_proxy_clear(wk_proxy *px);
+void hr_proxy_clear(hr_proxy *px);
 
 #endif

@@ -1,4 +1,4 @@
-/* Unit tests of wk_proxy: the proxy variables read once by libcurl 7.88's
+/* Unit tests of hr_proxy: the proxy variables read once by libcurl 7.88's
  * rules (lower case first, never HTTP_PROXY, all_proxy last, "" = unset),
  * and the scheme of a channel's URL. */
 #include <setjmp.h>
@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "wk_proxy.h"
+#include "hr_proxy.h"
 
 static const char *const t_vars[] = {"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY",
                                      "smtp_proxy", "SMTP_PROXY", "all_proxy",   "ALL_PROXY",
@@ -28,13 +28,13 @@ static int t_clean(void **state)
  * WANT_NO. */
 static void t_expect(const char *scheme, const char *want, const char *want_no)
 {
-    wk_proxy px = {0};
+    hr_proxy px = {0};
     char errstr[64];
 
-    assert_int_equal(wk_proxy_read(&px, scheme, strlen(scheme), errstr, sizeof errstr), 0);
+    assert_int_equal(hr_proxy_read(&px, scheme, strlen(scheme), errstr, sizeof errstr), 0);
     assert_string_equal(px.proxy, want);
     assert_string_equal(px.noproxy, want_no);
-    wk_proxy_clear(&px);
+    hr_proxy_clear(&px);
 }
 
 static void test_none(void **state)
@@ -112,18 +112,18 @@ static void test_no_proxy(void **state)
  * value. */
 static void test_read_once(void **state)
 {
-    wk_proxy px = {0};
+    hr_proxy px = {0};
     char errstr[64];
 
     (void)state;
     setenv("http_proxy", "http://p1:3128", 1);
-    assert_int_equal(wk_proxy_read(&px, "http", 4, errstr, sizeof errstr), 0);
+    assert_int_equal(hr_proxy_read(&px, "http", 4, errstr, sizeof errstr), 0);
     setenv("http_proxy", "http://p9:3128", 1);
     assert_string_equal(px.proxy, "http://p1:3128");
-    wk_proxy_clear(&px);
+    hr_proxy_clear(&px);
     assert_null(px.proxy);
-    wk_proxy_clear(&px);
-    wk_proxy_clear(NULL);
+    hr_proxy_clear(&px);
+    hr_proxy_clear(NULL);
 }
 
 static void test_scheme(void **state)
@@ -132,17 +132,17 @@ static void test_scheme(void **state)
     const char *s;
 
     (void)state;
-    s = wk_proxy_scheme("https://api.example/push/{{uid}}", &len);
+    s = hr_proxy_scheme("https://api.example/push/{{uid}}", &len);
     assert_int_equal(len, 5);
     assert_memory_equal(s, "https", 5);
-    s = wk_proxy_scheme("HTTP://127.0.0.1:8080/", &len);
+    s = hr_proxy_scheme("HTTP://127.0.0.1:8080/", &len);
     assert_int_equal(len, 4);
     assert_memory_equal(s, "HTTP", 4);
-    s = wk_proxy_scheme("smtps://mail.example:465", &len);
+    s = hr_proxy_scheme("smtps://mail.example:465", &len);
     assert_int_equal(len, 5);
     assert_memory_equal(s, "smtps", 5);
     /* A web push channel has no URL: its endpoints are https://. */
-    s = wk_proxy_scheme(NULL, &len);
+    s = hr_proxy_scheme(NULL, &len);
     assert_int_equal(len, 5);
     assert_memory_equal(s, "https", 5);
 }
