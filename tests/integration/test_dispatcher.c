@@ -897,6 +897,50 @@ static void test_claim_batch_insert_race(void **state)
 /* Whether the dispatcher under test carries the test seams this suite
  * relies on (the topic filter, the crash after a move): its --version says
  * so when built with -Dtest_seams=true. */
+/* Redis's count of SCARD calls so far (INFO commandstats). */
+static int64_t scard_calls(void)
+{
+    redisReply *r = hr_redis_cmdf(rd, errstr, sizeof errstr, "INFO commandstats");
+    const char *at;
+    int64_t n = 0;
+
+    assert_non_null(r);
+    at = r->type == REDIS_REPLY_STRING ? strstr(r->str, "cmdstat_scard:calls=") : NULL;
+    if (at != NULL)
+        n = strtoll(at + strlen("cmdstat_scard:calls="), NULL, 10);
+    freeReplyObject(r);
+    return n;
+}
+
+/* 60 tasks of one channel due together, admitted by one scan: each
+ * estimate sizes the other 59 too, but the scan reads each subscriber set
+ * once (dsp_pace.c's memo).  Read per estimate, the first scan's admissions
+ * alone took 60 x 60 SCARDs; what remains is the scans' own count of each
+ * task's subs and pulled sets (2 a task every 200 ms) and one per task for
+ * admission. */
+static void test_admit_sizes_once(void **state)
+{
+    enum { N = 60 };
+    int64_t due = itest_now_ms() + 8000, tasks[N], before, spent;
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < N; i++) {
+        tasks[i] = task_insert(due, 5000, 0);
+        subs_add(tasks[i], 1, 10, true, false);
+    }
+    before = scard_calls();
+    dispatcher_start(0, NULL);
+    for (i = 0; i < N; i++)
+        assert_true(itest_wait_until(timer_has, &tasks[i], 5000));
+    usleep(1000 * 1000); /* the first scan's admissions are done */
+    spent = scard_calls() - before;
+    dispatcher_stop(0);
+    assert_true(itest_now_ms() < due); /* every estimate was before due */
+    printf("# %lld SCARDs for %d tasks' scans and admissions\n", (long long)spent, N);
+    assert_true(spent < N * N);
+}
+
 static bool dispatcher_has_seams(void)
 {
     FILE *f = popen(HERALD_DISPATCHER " --version", "r");
@@ -927,6 +971,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_claim_batch_bad_row, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_claim_batch_insert_race, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_chunks_ahead, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_admit_sizes_once, case_setup, case_teardown),
     };
     rd_kafka_conf_t *conf;
     rd_kafka_topic_partition_list_t *topics;
