@@ -941,6 +941,66 @@ static void test_admit_sizes_once(void **state)
     assert_true(spent < N * N);
 }
 
+/* Makes TASK `dispatched` by OWNER (NULL: none recorded) AGO_S seconds
+ * ago, nothing pending and nothing left: what a sweeper ends. */
+static void dispatched_by(int64_t task, const char *owner, int ago_s)
+{
+    const hr_mysql_param p[] = {owner ? HR_P_STR(owner) : HR_P_NULL, HR_P_I64(ago_s),
+                                HR_P_I64(task)};
+
+    sql_exec("UPDATE push_task SET state = 'dispatched', claimed_by = ?, "
+             "started_at = UTC_TIMESTAMP(3), "
+             "dispatched_at = UTC_TIMESTAMP(3) - INTERVAL ? SECOND WHERE id = ?",
+             p, 3);
+}
+
+static bool done_reached(void *ctx)
+{
+    char st[32];
+
+    return strcmp(task_state(*(const int64_t *)ctx, st, sizeof st), "done") == 0;
+}
+
+/* Milliseconds from TASK's dispatched_at to its finished_at. */
+static int64_t done_after_ms(int64_t task)
+{
+    const hr_mysql_param p[] = {HR_P_I64(task)};
+
+    return sql_int("SELECT TIMESTAMPDIFF(MICROSECOND, dispatched_at, finished_at) DIV 1000 "
+                   "FROM push_task WHERE id = ?",
+                   p, 1);
+}
+
+/* A `dispatched` task another dispatcher made so is that one's sweeper's
+ * for two sweep intervals (500 ms here): this sweeper leaves it meanwhile,
+ * then ends it, the safety net for an owner that died.  Its own tasks,
+ * those with no owner recorded and those dispatched that long ago it ends
+ * at its next sweep. */
+static void test_sweep_owner(void **state)
+{
+    int64_t later = itest_now_ms() + 3600 * 1000, mine = task_insert(later, 100, 0);
+    int64_t other = task_insert(later, 100, 0), old = task_insert(later, 100, 0);
+    int64_t none = task_insert(later, 100, 0), grace = 2 * cfg->dispatcher.sweep_interval_ms;
+    char owner[256];
+
+    (void)state;
+    dispatcher_start(0, NULL);
+    snprintf(owner, sizeof owner, "%s/%d", cfg->instance, (int)pids[0]);
+    dispatched_by(mine, owner, 0);
+    dispatched_by(other, "elsewhere/1", 0);
+    dispatched_by(old, "elsewhere/1", 2 * (int)grace / 1000 + 1);
+    dispatched_by(none, NULL, 0);
+    assert_true(itest_wait_until(done_reached, &mine, 10000));
+    assert_true(itest_wait_until(done_reached, &old, 5000));
+    assert_true(itest_wait_until(done_reached, &none, 5000));
+    assert_true(itest_wait_until(done_reached, &other, 10000));
+    printf("# done after dispatched: own %lld ms, another's %lld ms\n",
+           (long long)done_after_ms(mine), (long long)done_after_ms(other));
+    assert_true(done_after_ms(other) >= grace);
+    assert_int_equal(log_count(0, "task_done", other), 1);
+    dispatcher_stop(0);
+}
+
 static bool dispatcher_has_seams(void)
 {
     FILE *f = popen(HERALD_DISPATCHER " --version", "r");
@@ -972,6 +1032,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_claim_batch_insert_race, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_chunks_ahead, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_admit_sizes_once, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_owner, case_setup, case_teardown),
     };
     rd_kafka_conf_t *conf;
     rd_kafka_topic_partition_list_t *topics;
