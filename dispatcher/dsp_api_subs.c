@@ -97,8 +97,8 @@ static void dsp_api_subs_readmit(dsp *d, dsp_api_conn *ac, int64_t id)
     char err[512];
     int rc = hr_task_load(ac->m, id, &t, err, sizeof err);
 
-    if (rc < 0 ||
-        (rc == 0 && dsp_pace_admit(d, ac->m, ac->r, t, hr_clock_now_ms(), err, sizeof err) < 0))
+    if (rc < 0 || (rc == 0 && dsp_pace_admit(d, ac->m, ac->r, NULL, t, hr_clock_now_ms(), err,
+                                             sizeof err) < 0))
         hr_log_warn("admission_failed", "task=%" PRId64 " error=%s", id, err);
     hr_task_free(t);
 }

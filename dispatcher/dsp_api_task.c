@@ -58,7 +58,7 @@ static bool dsp_api_admit(dsp *d, dsp_api_conn *ac, hr_httpd_resp *resp, hr_task
     int64_t id = (*t)->id;
     char err[512];
 
-    if (dsp_pace_admit(d, ac->m, ac->r, *t, hr_clock_now_ms(), err, sizeof err) < 0) {
+    if (dsp_pace_admit(d, ac->m, ac->r, NULL, *t, hr_clock_now_ms(), err, sizeof err) < 0) {
         hr_log_warn("admission_failed", "task=%" PRId64 " error=%s", id, err);
         return true;
     }

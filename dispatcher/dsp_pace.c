@@ -19,10 +19,23 @@
  * `throughput`) and the other unfinished tasks of the channel due within
  * the hour before or HR_PACE_WINDOW_MS after it, sized alike; its text goes
  * to push_task.last_warning when it changed, and the first warning of a
- * task is counted in herald_task_warnings_total{kind}.  A warning never holds the task. */
+ * task is counted in herald_task_warnings_total{kind}.  A warning never holds the task.
+ *
+ * Sizes read once per scan (dsp_pace_memo): the scanner estimates a page
+ * of tasks in a row, and each estimate sized up to 64 tasks of the same
+ * channel, mostly the same ones: with 1,500 small tasks due together that
+ * was 65 SCARDs an estimate, 13,680 of them in the second after due alone.
+ * The scan's memo keeps each task's subscriber count (every shard's SCARD
+ * summed) from the first estimate that read it, so one scan SCARDs a set
+ * once; it lives for one scan's admissions (DSP_ADMIT_BUDGET_MS), so a
+ * count is at most that old, and the next scan reads it again (a set that
+ * grew meanwhile is estimated as the API's or the next scan's estimate
+ * sees it).  The API's estimates (one task each, on their own threads)
+ * read every size themselves, as before. */
 #include "dsp_pace.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,18 +60,53 @@ static int64_t dsp_pace_capacity(const hr_channel *ch)
     return limit > 0 ? limit : tp;
 }
 
+/* A scan's memo: task id -> its subscriber sets' size, open addressing
+ * (ids are > 0; 0 marks a free slot).  Full at DSP_PACE_MEMO_FULL entries:
+ * further sizes are read and not kept. */
+#define DSP_PACE_MEMO_SLOTS 8192 /* a power of two */
+#define DSP_PACE_MEMO_FULL (DSP_PACE_MEMO_SLOTS / 4 * 3)
+
+struct dsp_pace_memo {
+    int64_t ids[DSP_PACE_MEMO_SLOTS];
+    int64_t sizes[DSP_PACE_MEMO_SLOTS];
+    size_t n;
+};
+
+dsp_pace_memo *dsp_pace_memo_new(void)
+{
+    return calloc(1, sizeof(dsp_pace_memo));
+}
+
+void dsp_pace_memo_free(dsp_pace_memo *memo)
+{
+    free(memo);
+}
+
+/* The slot of ID in MEMO: its own, or the free one it would take. */
+static size_t dsp_pace_memo_slot(const dsp_pace_memo *memo, int64_t id)
+{
+    size_t at = (size_t)((uint64_t)id * 0x9E3779B97F4A7C15u >> 51) & (DSP_PACE_MEMO_SLOTS - 1);
+
+    while (memo->ids[at] != 0 && memo->ids[at] != id)
+        at = (at + 1) & (DSP_PACE_MEMO_SLOTS - 1);
+    return at;
+}
+
 /* Sizes LOADS[0..N) of tasks IDS (of SHARDS shards each): the recipients
  * not chunked yet (SCARD subs of every shard, which the API fills at once
  * and the scanner's prepare before due) plus what each already had
  * (published and not settled: the load's size as the caller set it).
  * O(shards) per task on Redis, where a COUNT of push_subscription would
- * read every row of a large campaign.  0, or -1. */
-static int dsp_pace_sizes(hr_redis *r, const int64_t *ids, const int *shards, hr_pace_load *loads,
-                          size_t n, char *errstr, size_t errlen)
+ * read every row of a large campaign; the tasks MEMO (NULL = none) knows
+ * are not read again, the others are read in one round trip and kept
+ * there.  0, or -1. */
+static int dsp_pace_sizes(hr_redis *r, dsp_pace_memo *memo, const int64_t *ids, const int *shards,
+                          hr_pace_load *loads, size_t n, char *errstr, size_t errlen)
 {
     hr_pipe *pipe = hr_pipe_new(r);
     char key[HR_KEY_MAX];
-    size_t at = 0;
+    bool read[HR_PACE_MAX_LOADS] = {false};
+    size_t at = 0, nread = 0;
     int rc = -1;
 
     if (pipe == NULL) {
@@ -66,6 +114,14 @@ static int dsp_pace_sizes(hr_redis *r, const int64_t *ids, const int *shards, hr
         return -1;
     }
     for (size_t i = 0; i < n; i++) {
+        size_t slot = memo != NULL ? dsp_pace_memo_slot(memo, ids[i]) : 0;
+
+        if (memo != NULL && memo->ids[slot] == ids[i]) {
+            loads[i].size += memo->sizes[slot];
+            continue;
+        }
+        read[i] = true;
+        nread++;
         for (int k = 0; k < (shards[i] > 1 ? shards[i] : 1); k++) {
             const char *argv[] = {"SCARD", key};
 
@@ -76,17 +132,31 @@ static int dsp_pace_sizes(hr_redis *r, const int64_t *ids, const int *shards, hr
             }
         }
     }
-    if (hr_pipe_exec(pipe, errstr, errlen) < 0)
+    if (nread > 0 && hr_pipe_exec(pipe, errstr, errlen) < 0)
         goto done;
     for (size_t i = 0; i < n; i++) {
+        int64_t size = 0;
+        size_t slot;
+
+        if (!read[i])
+            continue;
         for (int k = 0; k < (shards[i] > 1 ? shards[i] : 1); k++) {
             redisReply *reply = hr_pipe_reply(pipe, at++, errstr, errlen);
 
             if (reply == NULL)
                 goto done;
             if (reply->type == REDIS_REPLY_INTEGER)
-                loads[i].size += reply->integer;
+                size += reply->integer;
             freeReplyObject(reply);
+        }
+        loads[i].size += size;
+        if (memo == NULL || memo->n >= DSP_PACE_MEMO_FULL)
+            continue;
+        slot = dsp_pace_memo_slot(memo, ids[i]);
+        if (memo->ids[slot] == 0) { /* an id twice in IDS is kept once */
+            memo->ids[slot] = ids[i];
+            memo->sizes[slot] = size;
+            memo->n++;
         }
     }
     rc = 0;
@@ -139,8 +209,8 @@ static int dsp_pace_others(hr_mysql *m, const hr_task *t, int64_t *ids, int *sha
     return (int)n;
 }
 
-int dsp_pace_admit(dsp *d, hr_mysql *m, hr_redis *r, const hr_task *t, int64_t now, char *errstr,
-                   size_t errlen)
+int dsp_pace_admit(dsp *d, hr_mysql *m, hr_redis *r, dsp_pace_memo *memo, const hr_task *t,
+                   int64_t now, char *errstr, size_t errlen)
 {
     const hr_channel *ch = hr_config_channel(d->cfg, t->channel);
     int64_t capacity = ch != NULL ? dsp_pace_capacity(ch) : 0;
@@ -166,7 +236,7 @@ int dsp_pace_admit(dsp *d, hr_mysql *m, hr_redis *r, const hr_task *t, int64_t n
                               .weight = hr_pace_weight(t->priority)};
     n = dsp_pace_others(m, t, ids + 1, shards + 1, finish + 1, loads + 1, HR_PACE_MAX_LOADS - 1,
                         errstr, errlen);
-    if (n < 0 || dsp_pace_sizes(r, ids, shards, loads, (size_t)n + 1, errstr, errlen) < 0)
+    if (n < 0 || dsp_pace_sizes(r, memo, ids, shards, loads, (size_t)n + 1, errstr, errlen) < 0)
         return -1;
     for (int i = 0; i <= n; i++) {
         if (loads[i].size < 0)

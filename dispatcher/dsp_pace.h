@@ -10,10 +10,20 @@
 #include "dsp.h"
 #include "hr_task.h"
 
+/* The subscriber counts one scan's estimates share (dsp_pace.c says
+ * why), by task id; its owner's thread only. */
+typedef struct dsp_pace_memo dsp_pace_memo;
+
+/* An empty memo, or NULL out of memory; the free accepts NULL. */
+dsp_pace_memo *dsp_pace_memo_new(void);
+void dsp_pace_memo_free(dsp_pace_memo *memo);
+
 /* Estimates task T as of NOW on its channel (with M and R) and writes its
  * last_warning (NULL when nothing is to warn about); a task's first
- * warning is counted and logged.  0, or -1 on a backend error. */
-int dsp_pace_admit(dsp *d, hr_mysql *m, hr_redis *r, const hr_task *t, int64_t now, char *errstr,
-                   size_t errlen);
+ * warning is counted and logged.  The tasks' sizes MEMO holds are taken
+ * from it, the others read and put there (NULL: every size read).  0, or
+ * -1 on a backend error. */
+int dsp_pace_admit(dsp *d, hr_mysql *m, hr_redis *r, dsp_pace_memo *memo, const hr_task *t,
+                   int64_t now, char *errstr, size_t errlen);
 
 #endif

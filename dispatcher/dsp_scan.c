@@ -23,7 +23,8 @@
  *
  * - Admission control (dsp_pace.c) for every task first seen, and again
  *   every DSP_RECHECK_MS, after the page is in the timer and within
- *   DSP_ADMIT_BUDGET_MS per scan.
+ *   DSP_ADMIT_BUDGET_MS per scan; the scan's estimates share one memo of
+ *   the sizes they read (each subscriber set counted once a scan).
  *
  * Every query is restricted to the test topic filter (dsp_seams.h), if
  * any. */
@@ -366,6 +367,7 @@ void dsp_scan_run(dsp *d, dsp_conn *conn)
     hr_task **tasks = NULL;
     dsp_scan_entry *next = NULL;
     dsp_prep_count *c = NULL;
+    dsp_pace_memo *memo = NULL;
     size_t n = 0, nnext = 0, i;
     int64_t now = hr_clock_now_ms(), admit_end;
     bool complete;
@@ -414,7 +416,9 @@ void dsp_scan_run(dsp *d, dsp_conn *conn)
      * soonest due first: an estimate reads the channel's other tasks, and
      * with a thousand new tasks the estimates took the scan twenty seconds
      * (load 13), the timer entries waiting behind them.  The rest are
-     * estimated by the next scans. */
+     * estimated by the next scans.  Their sizes are read once for the
+     * scan (the memo; without one, out of memory, each estimate reads its
+     * own). */
     admit_end = hr_clock_now_ms() + DSP_ADMIT_BUDGET_MS;
     for (i = 0; i < nnext && hr_clock_now_ms() < admit_end; i++) {
         dsp_scan_entry *e = &next[i];
@@ -424,7 +428,9 @@ void dsp_scan_run(dsp *d, dsp_conn *conn)
         if (e->due_ms < 0 || (e->admitted_ms > 0 && now - e->admitted_ms < DSP_RECHECK_MS))
             continue; /* not prepared, or estimated lately */
         e->admitted_ms = now;
-        if (dsp_pace_admit(d, conn->m, conn->r, tasks[i], now, err, sizeof err) < 0)
+        if (memo == NULL)
+            memo = dsp_pace_memo_new();
+        if (dsp_pace_admit(d, conn->m, conn->r, memo, tasks[i], now, err, sizeof err) < 0)
             hr_log_warn("admission_failed", "task=%" PRId64 " error=%s", tasks[i]->id, err);
     }
     /* Remembered by id, as the next scan and dsp_scan_forget look them up
@@ -439,6 +445,7 @@ void dsp_scan_run(dsp *d, dsp_conn *conn)
     d->scan->n = nnext;
     next = NULL;
 done:
+    dsp_pace_memo_free(memo);
     free(c);
     free(next);
     dsp_store_tasks_free(tasks, n);

@@ -8,7 +8,14 @@
  *   `dispatched` tasks with nothing pending (hr_finish: `done` only when
  *   every subscription is accounted for; one whose subs holds recipients
  *   again, after Redis came back from an older AOF, goes back to the
- *   pollers); one page of tasks per sweep from a cursor.
+ *   pollers); one page of tasks per sweep from a cursor.  A `dispatched`
+ *   task another dispatcher made so is that one's sweeper's for
+ *   DSP_SWEEP_OWNER_SWEEPS of its sweeps (DSP_SWEEP_OWNER_SQL): every
+ *   dispatcher swept every task, so with two each small task's pending,
+ *   subs, wait and stats were read twice and its finish tried twice
+ *   (issue 33).  After that, or when no owner is recorded, any sweeper
+ *   takes it: a task whose owner died or restarted (a new owner id) still
+ *   ends, a few sweeps later.
  * - Retirement: finished tasks' keys get the retention expiry
  *   (dsp_sweep_retire_keys), after each sweep and when a task ends here or is
  *   cancelled (dsp_control.c).
@@ -553,6 +560,18 @@ done:
     return rc;
 }
 
+/* The tasks a sweeper looks at: every `dispatching` one (its chunks'
+ * republish), and the `dispatched` ones this dispatcher made so (params:
+ * its owner), those without an owner (a row written by hand) and those
+ * dispatched DSP_SWEEP_OWNER_SWEEPS sweep intervals ago or more (params:
+ * that in µs; their owner's sweeper had that long to end them, and the
+ * workers' reporters end most before: the safety net for an owner that
+ * died). */
+#define DSP_SWEEP_OWNER_SWEEPS 2
+#define DSP_SWEEP_OWNER_SQL                                                                    \
+    "(state = 'dispatching' OR claimed_by IS NULL OR claimed_by = ? OR dispatched_at IS NULL " \
+    "OR dispatched_at <= UTC_TIMESTAMP(3) - INTERVAL ? MICROSECOND)"
+
 /* One page of unfinished tasks per sweep, by id from the cursor kept in
  * d->sweep (back to the start after a short page), so that every task is
  * swept however many there are.  The page's Redis reads go in a round
@@ -561,8 +580,10 @@ done:
  * Redis and MariaDB while they were being pushed. */
 void dsp_sweep_run(dsp *d, dsp_conn *conn)
 {
-    const hr_mysql_param p[] = {HR_P_I64(d->sweep->sweep_after), DSP_TOPIC_PARAMS,
-                                HR_P_I64(DSP_SWEEP_PAGE)};
+    const hr_mysql_param p[] = {
+        HR_P_I64(d->sweep->sweep_after), DSP_TOPIC_PARAMS, HR_P_STR(d->owner),
+        HR_P_I64((int64_t)DSP_SWEEP_OWNER_SWEEPS * d->cfg->dispatcher.sweep_interval_ms * 1000),
+        HR_P_I64(DSP_SWEEP_PAGE)};
     hr_mysql_rows *rows = NULL;
     dsp_sweep_row *page = NULL, **ready = NULL;
     hr_finish_item *items = NULL;
@@ -580,8 +601,9 @@ void dsp_sweep_run(dsp *d, dsp_conn *conn)
     if (hr_mysql_query(conn->m,
                        "SELECT id, state, CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), "
                        "shards FROM push_task WHERE state IN ('dispatching', 'dispatched') "
-                       "AND id > ? AND (? IS NULL OR topic = ?) ORDER BY id LIMIT ?",
-                       p, 4, &rows, err, sizeof err) < 0) {
+                       "AND id > ? AND (? IS NULL OR topic = ?) AND " DSP_SWEEP_OWNER_SQL
+                       " ORDER BY id LIMIT ?",
+                       p, 6, &rows, err, sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
         return;
     }

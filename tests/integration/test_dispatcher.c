@@ -897,6 +897,110 @@ static void test_claim_batch_insert_race(void **state)
 /* Whether the dispatcher under test carries the test seams this suite
  * relies on (the topic filter, the crash after a move): its --version says
  * so when built with -Dtest_seams=true. */
+/* Redis's count of SCARD calls so far (INFO commandstats). */
+static int64_t scard_calls(void)
+{
+    redisReply *r = hr_redis_cmdf(rd, errstr, sizeof errstr, "INFO commandstats");
+    const char *at;
+    int64_t n = 0;
+
+    assert_non_null(r);
+    at = r->type == REDIS_REPLY_STRING ? strstr(r->str, "cmdstat_scard:calls=") : NULL;
+    if (at != NULL)
+        n = strtoll(at + strlen("cmdstat_scard:calls="), NULL, 10);
+    freeReplyObject(r);
+    return n;
+}
+
+/* 60 tasks of one channel due together, admitted by one scan: each
+ * estimate sizes the other 59 too, but the scan reads each subscriber set
+ * once (dsp_pace.c's memo).  Read per estimate, the first scan's admissions
+ * alone took 60 x 60 SCARDs; what remains is the scans' own count of each
+ * task's subs and pulled sets (2 a task every 200 ms) and one per task for
+ * admission. */
+static void test_admit_sizes_once(void **state)
+{
+    enum { N = 60 };
+    int64_t due = itest_now_ms() + 8000, tasks[N], before, spent;
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < N; i++) {
+        tasks[i] = task_insert(due, 5000, 0);
+        subs_add(tasks[i], 1, 10, true, false);
+    }
+    before = scard_calls();
+    dispatcher_start(0, NULL);
+    for (i = 0; i < N; i++)
+        assert_true(itest_wait_until(timer_has, &tasks[i], 5000));
+    usleep(1000 * 1000); /* the first scan's admissions are done */
+    spent = scard_calls() - before;
+    dispatcher_stop(0);
+    assert_true(itest_now_ms() < due); /* every estimate was before due */
+    printf("# %lld SCARDs for %d tasks' scans and admissions\n", (long long)spent, N);
+    assert_true(spent < N * N);
+}
+
+/* Makes TASK `dispatched` by OWNER (NULL: none recorded) AGO_S seconds
+ * ago, nothing pending and nothing left: what a sweeper ends. */
+static void dispatched_by(int64_t task, const char *owner, int ago_s)
+{
+    const hr_mysql_param p[] = {owner ? HR_P_STR(owner) : HR_P_NULL, HR_P_I64(ago_s),
+                                HR_P_I64(task)};
+
+    sql_exec("UPDATE push_task SET state = 'dispatched', claimed_by = ?, "
+             "started_at = UTC_TIMESTAMP(3), "
+             "dispatched_at = UTC_TIMESTAMP(3) - INTERVAL ? SECOND WHERE id = ?",
+             p, 3);
+}
+
+static bool done_reached(void *ctx)
+{
+    char st[32];
+
+    return strcmp(task_state(*(const int64_t *)ctx, st, sizeof st), "done") == 0;
+}
+
+/* Milliseconds from TASK's dispatched_at to its finished_at. */
+static int64_t done_after_ms(int64_t task)
+{
+    const hr_mysql_param p[] = {HR_P_I64(task)};
+
+    return sql_int("SELECT TIMESTAMPDIFF(MICROSECOND, dispatched_at, finished_at) DIV 1000 "
+                   "FROM push_task WHERE id = ?",
+                   p, 1);
+}
+
+/* A `dispatched` task another dispatcher made so is that one's sweeper's
+ * for two sweep intervals (500 ms here): this sweeper leaves it meanwhile,
+ * then ends it, the safety net for an owner that died.  Its own tasks,
+ * those with no owner recorded and those dispatched that long ago it ends
+ * at its next sweep. */
+static void test_sweep_owner(void **state)
+{
+    int64_t later = itest_now_ms() + 3600 * 1000, mine = task_insert(later, 100, 0);
+    int64_t other = task_insert(later, 100, 0), old = task_insert(later, 100, 0);
+    int64_t none = task_insert(later, 100, 0), grace = 2 * cfg->dispatcher.sweep_interval_ms;
+    char owner[256];
+
+    (void)state;
+    dispatcher_start(0, NULL);
+    snprintf(owner, sizeof owner, "%s/%d", cfg->instance, (int)pids[0]);
+    dispatched_by(mine, owner, 0);
+    dispatched_by(other, "elsewhere/1", 0);
+    dispatched_by(old, "elsewhere/1", 2 * (int)grace / 1000 + 1);
+    dispatched_by(none, NULL, 0);
+    assert_true(itest_wait_until(done_reached, &mine, 10000));
+    assert_true(itest_wait_until(done_reached, &old, 5000));
+    assert_true(itest_wait_until(done_reached, &none, 5000));
+    assert_true(itest_wait_until(done_reached, &other, 10000));
+    printf("# done after dispatched: own %lld ms, another's %lld ms\n",
+           (long long)done_after_ms(mine), (long long)done_after_ms(other));
+    assert_true(done_after_ms(other) >= grace);
+    assert_int_equal(log_count(0, "task_done", other), 1);
+    dispatcher_stop(0);
+}
+
 static bool dispatcher_has_seams(void)
 {
     FILE *f = popen(HERALD_DISPATCHER " --version", "r");
@@ -927,6 +1031,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_claim_batch_bad_row, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_claim_batch_insert_race, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_chunks_ahead, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_admit_sizes_once, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_owner, case_setup, case_teardown),
     };
     rd_kafka_conf_t *conf;
     rd_kafka_topic_partition_list_t *topics;
