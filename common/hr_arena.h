@@ -9,8 +9,9 @@
  *
  * Ownership: the arena owns every reply built in it and every reply handed
  * to hr_arena_adopt(); none of them may be passed to freeReplyObject.  The
- * replies stay valid until hr_arena_free().  An arena belongs to one
- * thread, like the hr_redis it reads from. */
+ * replies stay valid until hr_arena_free().  One thread at a time uses an
+ * arena: the one whose hr_redis reads into it, then whoever it is handed
+ * to with its replies (a chunk's open hands them to the chunk's loop). */
 #ifndef HR_ARENA_H
 #define HR_ARENA_H
 
