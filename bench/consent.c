@@ -187,7 +187,7 @@ static int bench_case_run(const hr_config *cfg, hr_redis *r, const bench_case *b
         if (wk_consent_read(&cs, r, c, members, addressed ? &platform : NULL, "", errstr, errlen) !=
                 0 ||
             wk_consent_decide(&cs, r, c, members, 1800000000000LL, errstr, errlen) != 0) {
-            wk_consent_free(&cs, members->elements);
+            wk_consent_free(&cs);
             goto done;
         }
         cpu[k] = bench_ms(CLOCK_THREAD_CPUTIME_ID) - c0;
@@ -199,7 +199,7 @@ static int bench_case_run(const hr_config *cfg, hr_redis *r, const bench_case *b
         out->opted_out = (double)cs.opted_out;
         out->suppressed = (double)cs.suppressed;
         out->deferred = (double)cs.deferred;
-        wk_consent_free(&cs, members->elements);
+        wk_consent_free(&cs);
     }
     qsort(cpu, (size_t)rounds, sizeof *cpu, bench_cmp);
     qsort(wall, (size_t)rounds, sizeof *wall, bench_cmp);

@@ -8,6 +8,7 @@
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -60,19 +61,49 @@ const char *hr_event_kind_name(hr_event_kind kind)
 /* SHA-256, fetched once for the process: OpenSSL 3's one-shot SHA256()
  * looks the algorithm up in its provider store on every call, which was
  * most of the digest's cost with one outcome hashed per push (OpenSSL
- * keeps a fetched algorithm until the process ends). */
+ * keeps a fetched algorithm until the process ends).  Each thread that
+ * hashes keeps one digest context (EVP_Digest makes and frees one per
+ * call), freed when the thread ends by the key's destructor. */
 static EVP_MD *hr_event_sha256;
+static pthread_key_t hr_event_ctx_key;
+static bool hr_event_ctx_keyed;
 static pthread_once_t hr_event_sha256_once = PTHREAD_ONCE_INIT;
+
+static void hr_event_ctx_free(void *ctx)
+{
+    EVP_MD_CTX_free(ctx);
+}
 
 static void hr_event_sha256_fetch(void)
 {
     hr_event_sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
+    hr_event_ctx_keyed = pthread_key_create(&hr_event_ctx_key, hr_event_ctx_free) == 0;
+}
+
+/* The calling thread's digest context, made on its first call; NULL when
+ * out of memory. */
+static EVP_MD_CTX *hr_event_ctx(void)
+{
+    EVP_MD_CTX *ctx;
+
+    if (!hr_event_ctx_keyed)
+        return NULL;
+    if ((ctx = pthread_getspecific(hr_event_ctx_key)) == NULL && (ctx = EVP_MD_CTX_new()) != NULL &&
+        pthread_setspecific(hr_event_ctx_key, ctx) != 0) {
+        EVP_MD_CTX_free(ctx);
+        ctx = NULL;
+    }
+    return ctx;
 }
 
 void hr_event_hash(const char *address, size_t len, unsigned char out[HR_EVENT_HASH_LEN])
 {
+    EVP_MD_CTX *ctx;
+
     pthread_once(&hr_event_sha256_once, hr_event_sha256_fetch);
-    if (hr_event_sha256 == NULL || EVP_Digest(address, len, out, NULL, hr_event_sha256, NULL) != 1)
+    ctx = hr_event_sha256 != NULL ? hr_event_ctx() : NULL;
+    if (ctx == NULL || EVP_DigestInit_ex2(ctx, hr_event_sha256, NULL) != 1 ||
+        EVP_DigestUpdate(ctx, address, len) != 1 || EVP_DigestFinal_ex(ctx, out, NULL) != 1)
         SHA256((const unsigned char *)address, len, out);
 }
 

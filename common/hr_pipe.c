@@ -12,12 +12,19 @@
  * flushed; replies are read back in queue order, each from its entry's
  * node, which answers its own commands in the order they were written.
  * A node whose connection breaks loses the replies of its entries not read
- * yet; the other nodes' entries are still read. */
+ * yet; the other nodes' entries are still read.
+ *
+ * With an arena (hr_pipe_set_arena) the node's reader builds each reply
+ * in it for the read alone (its own functions are put back after), and a
+ * reply got another way (a redirection followed, a command sent again) is
+ * adopted by it: every reply of the pipeline is then the arena's, and
+ * none is freed here. */
 #include "hr_pipe.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "hr_arena.h"
 #include "hr_vec.h"
 
 typedef enum hr_pipe_state {
@@ -43,7 +50,8 @@ struct hr_pipe {
     hr_redis *r;
     HR_VEC(hr_pipe_entry) q;
     size_t sent, received;
-    char err[256]; /* why the entries without a reply have none */
+    hr_arena *arena; /* where replies are built (not owned), or NULL */
+    char err[256];   /* why the entries without a reply have none */
 };
 
 hr_pipe *hr_pipe_new(hr_redis *r)
@@ -57,11 +65,33 @@ hr_pipe *hr_pipe_new(hr_redis *r)
     return pipe;
 }
 
+void hr_pipe_set_arena(hr_pipe *pipe, hr_arena *arena)
+{
+    pipe->arena = arena;
+}
+
+/* Frees REPLY unless PIPE's arena owns it. */
+static void hr_pipe_drop(hr_pipe *pipe, redisReply *reply)
+{
+    if (pipe->arena == NULL)
+        freeReplyObject(reply);
+}
+
+/* REPLY, got outside the reader (NULL: none), made PIPE's arena's when
+ * it has one; NULL with PIPE->err when out of memory. */
+static redisReply *hr_pipe_keep(hr_pipe *pipe, redisReply *reply)
+{
+    if (pipe->arena == NULL || hr_arena_adopt(pipe->arena, reply) == 0)
+        return reply;
+    snprintf(pipe->err, sizeof pipe->err, "out of memory");
+    return NULL;
+}
+
 void hr_pipe_reset(hr_pipe *pipe)
 {
     for (size_t i = 0; i < pipe->q.n; i++) {
         redisFreeCommand(pipe->q.v[i].cmd);
-        freeReplyObject(pipe->q.v[i].reply);
+        hr_pipe_drop(pipe, pipe->q.v[i].reply);
     }
     pipe->q.n = 0;
     pipe->sent = pipe->received = 0;
@@ -218,12 +248,34 @@ again:
     return 0;
 }
 
+/* Reads the next reply of context C, in PIPE's arena when it has one.
+ * REDIS_OK or REDIS_ERR, as redisGetReply. */
+static int hr_pipe_get(hr_pipe *pipe, redisContext *c, void **reply)
+{
+    redisReplyObjectFunctions *fn = c->reader->fn;
+    void *privdata = c->reader->privdata;
+    int rc;
+
+    if (pipe->arena == NULL)
+        return redisGetReply(c, reply);
+    c->reader->fn = hr_arena_functions();
+    c->reader->privdata = pipe->arena;
+    rc = redisGetReply(c, reply);
+    /* A reply half read when the connection failed is the arena's: the
+     * reader, which frees what it holds with its own functions, must not
+     * see it (the context is dead, and read no more). */
+    c->reader->reply = NULL;
+    c->reader->fn = fn;
+    c->reader->privdata = privdata;
+    return rc;
+}
+
 /* Reads the reply of entry E from its node. */
 static void hr_pipe_read(hr_pipe *pipe, hr_pipe_entry *e)
 {
     void *reply = NULL;
 
-    if (hr_pipe_dead(e->node) || redisGetReply(hr_node_context(e->node), &reply) != REDIS_OK) {
+    if (hr_pipe_dead(e->node) || hr_pipe_get(pipe, hr_node_context(e->node), &reply) != REDIS_OK) {
         hr_pipe_node_failed(pipe, e->node);
         e->state = HR_PIPE_LOST;
         return;
@@ -255,7 +307,7 @@ static int hr_pipe_replay_node(hr_pipe *pipe, hr_node *node, size_t from, size_t
             snprintf(pipe->err, sizeof pipe->err, "out of memory");
             break;
         }
-        freeReplyObject(e->reply);
+        hr_pipe_drop(pipe, e->reply);
         e->reply = NULL;
         e->state = HR_PIPE_SENT;
         n++;
@@ -294,7 +346,9 @@ static int hr_pipe_replay(hr_pipe *pipe, size_t from, size_t to)
  * CLUSTERDOWN — are sent again one by one through hr_cluster_exec(), which
  * follows the redirections.  They then run after the rest of the batch.
  * They share one deadline: a cluster that stays down costs the batch one
- * redis.timeout_ms, not one per command. */
+ * redis.timeout_ms, not one per command.  An arena's reply cannot be handed
+ * over to hr_cluster_exec(): the command then goes again from the map (a
+ * redirection is answered again, and followed). */
 static void hr_pipe_redirect(hr_pipe *pipe, hr_cluster *cl, size_t from, size_t to)
 {
     int64_t deadline = hr_cluster_deadline(cl);
@@ -308,8 +362,10 @@ static void hr_pipe_redirect(hr_pipe *pipe, hr_cluster *cl, size_t from, size_t 
             (e->state != HR_PIPE_READ ||
              hr_cluster_parse_answer(e->reply, &slot, host, sizeof host, &port) == HR_CLUSTER_RAN))
             continue;
-        e->reply = hr_cluster_exec(cl, e->cmd, e->len, e->script, e->reply, e->node, deadline,
-                                   pipe->err, sizeof pipe->err);
+        e->reply =
+            hr_pipe_keep(pipe, hr_cluster_exec(cl, e->cmd, e->len, e->script,
+                                               pipe->arena == NULL ? e->reply : NULL, e->node,
+                                               deadline, pipe->err, sizeof pipe->err));
         e->state = e->reply != NULL ? HR_PIPE_READ : HR_PIPE_LOST;
     }
 }
@@ -350,9 +406,19 @@ int hr_pipe_exec_all(hr_pipe *pipe, char *errstr, size_t errlen)
 
         if (reply == NULL)
             return -1;
-        freeReplyObject(reply);
+        hr_pipe_drop(pipe, reply);
     }
     return 0;
+}
+
+/* REPLY as hr_redis_check() has it, except that an error reply of PIPE's
+ * arena is left to the arena. */
+static redisReply *hr_pipe_check(hr_pipe *pipe, redisReply *reply, char *errstr, size_t errlen)
+{
+    if (pipe->arena == NULL || reply == NULL || reply->type != REDIS_REPLY_ERROR)
+        return hr_redis_check(reply, errstr, errlen);
+    snprintf(errstr, errlen, "%s", reply->str);
+    return NULL;
 }
 
 redisReply *hr_pipe_reply(hr_pipe *pipe, size_t i, char *errstr, size_t errlen)
@@ -376,16 +442,21 @@ redisReply *hr_pipe_reply(hr_pipe *pipe, size_t i, char *errstr, size_t errlen)
     reply = e->reply;
     e->reply = NULL;
     e->taken = true;
-    return hr_redis_check(reply, errstr, errlen);
+    return hr_pipe_check(pipe, reply, errstr, errlen);
 }
 
 redisReply *hr_pipe_reply_retry(hr_pipe *pipe, size_t i, char *errstr, size_t errlen)
 {
     hr_pipe_entry *e = i < pipe->q.n ? &pipe->q.v[i] : NULL;
+    redisReply *reply;
 
     if (e == NULL || e->taken || (e->state != HR_PIPE_LOST && e->state != HR_PIPE_UNSENT))
         return hr_pipe_reply(pipe, i, errstr, errlen);
     e->taken = true;
-    return hr_redis_check(hr_redis_exec(pipe->r, e->cmd, e->len, e->script, errstr, errlen), errstr,
-                          errlen);
+    reply = hr_redis_exec(pipe->r, e->cmd, e->len, e->script, errstr, errlen);
+    if (pipe->arena != NULL && hr_arena_adopt(pipe->arena, reply) != 0) {
+        snprintf(errstr, errlen, "out of memory");
+        return NULL;
+    }
+    return hr_pipe_check(pipe, reply, errstr, errlen);
 }

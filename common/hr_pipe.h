@@ -24,12 +24,18 @@
  * Redis; no other call on the same hr_redis in between), then
  * hr_pipe_reply() for each queued command in any order, then
  * hr_pipe_reset() to queue the next batch.  A pipeline belongs to the
- * thread that owns its hr_redis. */
+ * thread that owns its hr_redis.
+ *
+ * Replies are the caller's to free with freeReplyObject, unless the
+ * pipeline has an arena (hr_pipe_set_arena): then every reply it reads is
+ * built in the arena and stays the arena's (hr_arena.h), valid until the
+ * arena is freed, past hr_pipe_reset() and hr_pipe_free(). */
 #ifndef HR_PIPE_H
 #define HR_PIPE_H
 
 #include <stddef.h>
 
+#include "hr_arena.h"
 #include "hr_redis.h"
 
 typedef struct hr_pipe hr_pipe;
@@ -38,8 +44,13 @@ typedef struct hr_pipe hr_pipe;
 hr_pipe *hr_pipe_new(hr_redis *r);
 /* Frees queued commands and unclaimed replies; NULL is fine. */
 void hr_pipe_free(hr_pipe *pipe);
-/* Empties PIPE for the next batch (replies not taken are freed). */
+/* Empties PIPE for the next batch (replies not taken are freed, unless
+ * they are an arena's). */
 void hr_pipe_reset(hr_pipe *pipe);
+/* Builds the replies read from now on in ARENA (not owned; NULL: back to
+ * hiredis's own allocations), which owns them: hr_pipe_reply's replies are
+ * then never passed to freeReplyObject. */
+void hr_pipe_set_arena(hr_pipe *pipe, hr_arena *arena);
 
 /* Queues one command (argv form; ARGVLEN may be NULL for C strings).  The
  * arguments are copied.  0, or -1 when out of memory. */
@@ -68,7 +79,7 @@ int hr_pipe_exec(hr_pipe *pipe, char *errstr, size_t errlen);
 int hr_pipe_exec_all(hr_pipe *pipe, char *errstr, size_t errlen);
 
 /* The reply of queued command I (0-based), handed over (free it with
- * freeReplyObject); NULL with ERRSTR for an error reply, a command that
+ * freeReplyObject; with an arena, the arena's); NULL with ERRSTR for an error reply, a command that
  * has no reply (connection failed, not sent) or one already taken. */
 redisReply *hr_pipe_reply(hr_pipe *pipe, size_t i, char *errstr, size_t errlen);
 /* The same, except that a command the batch brought no reply for (its

@@ -64,20 +64,10 @@ void wk_chunk_acks_free(wk_chunk_acks *a)
     memset(a, 0, sizeof *a);
 }
 
-/* The users of a members reply of N elements (NULL = none). */
-void wk_chunk_users_free(redisReply **users, size_t n)
-{
-    if (users == NULL)
-        return;
-    for (size_t i = 0; i < n; i++)
-        if (users[i] != NULL)
-            freeReplyObject(users[i]);
-    free(users);
-}
-
 void wk_chunk_reset(wk_chunk *c)
 {
-    wk_chunk_users_free(c->users, c->members != NULL ? c->members->elements : 0);
+    free(c->users);
+    hr_arena_free(c->users_arena);
     if (c->members != NULL)
         freeReplyObject(c->members);
     free(c->pushes);
@@ -85,6 +75,7 @@ void wk_chunk_reset(wk_chunk *c)
     hr_addr_list_free(&c->addrs);
     c->members = NULL;
     c->users = NULL;
+    c->users_arena = NULL;
     c->pushes = NULL;
     c->verdicts = NULL;
     c->npushes = c->open = c->unchecked = c->slices = 0;

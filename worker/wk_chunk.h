@@ -38,6 +38,7 @@
 #include <sys/queue.h>
 
 #include "hr_addr.h"
+#include "hr_arena.h"
 #include "hr_chunkmsg.h"
 #include "hr_finish.h"
 #include "hr_redis.h"
@@ -200,10 +201,11 @@ struct wk_chunk {
     char k_wait[HR_KEY_MAX], k_waves[HR_KEY_MAX]; /* recipients put off (wait_park.lua) */
     wk_chunk_state state;                         /* the lifecycle's (wk_lifecycle_set) */
     const char *why;                              /* why it went into STATE (static), for the log */
-    bool held;           /* the pushes' hold flag: STATE is held or ending */
-    unsigned jobs;       /* jobs in flight that point at the chunk */
-    redisReply *members; /* SMEMBERS reply */
-    redisReply **users;  /* per member, or NULL when not needed */
+    bool held;             /* the pushes' hold flag: STATE is held or ending */
+    unsigned jobs;         /* jobs in flight that point at the chunk */
+    redisReply *members;   /* SMEMBERS reply */
+    redisReply **users;    /* per member, or NULL when not needed */
+    hr_arena *users_arena; /* owns USERS' replies (wk_consent.h) */
     wk_push *pushes;
     uint8_t *verdicts; /* hr_throttle_verdict per push, NULL = not throttled */
     size_t npushes;
@@ -260,9 +262,6 @@ void wk_chunk_acks_free(wk_chunk_acks *a);
  * addresses), so that an open may read the chunk again; nothing of it may
  * be in flight or buffered (the acks point at the members). */
 void wk_chunk_reset(wk_chunk *c);
-/* Frees USERS, the HGETALL replies of a members reply of N elements (NULL
- * = none). */
-void wk_chunk_users_free(redisReply **users, size_t n);
 
 /* What a GET of a task's control key (REPLY) says: run unless pause or
  * cancel. */

@@ -224,7 +224,6 @@ static void wk_chunk_open_done(wk_redis_job *job)
 {
     wk_chunk_open_job *j = (wk_chunk_open_job *)job;
     wk_chunk *c = j->c;
-    size_t n = j->members != NULL ? j->members->elements : 0;
 
     c->jobs--;
     /* Only one open runs at a time, and a busy or failed one left the
@@ -234,12 +233,15 @@ static void wk_chunk_open_done(wk_redis_job *job)
         /* The templates read the whole hashes; the consent fields alone
          * are not kept. */
         c->users = j->cs.full_users ? j->cs.users : NULL;
+        c->users_arena = j->cs.full_users ? j->cs.arena : NULL;
         c->pushes = j->pushes;
         c->npushes = j->npushes;
         c->addrs = j->cs.addrs;
         j->members = NULL;
-        if (j->cs.full_users)
+        if (j->cs.full_users) {
             j->cs.users = NULL;
+            j->cs.arena = NULL;
+        }
         j->pushes = NULL;
         memset(&j->cs.addrs, 0, sizeof j->cs.addrs);
     }
@@ -257,7 +259,7 @@ static void wk_chunk_open_done(wk_redis_job *job)
     j->res.deferred = j->cs.deferred;
     j->res.errstr = j->errstr;
     c->hooks->opened(c, &j->res);
-    wk_consent_free(&j->cs, n);
+    wk_consent_free(&j->cs);
     if (j->members != NULL)
         freeReplyObject(j->members);
     free(j->pushes);

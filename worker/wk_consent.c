@@ -93,7 +93,8 @@ int wk_consent_read(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redisR
 
     cs->full_users = wt->uses_user;
     cs->verdicts = calloc(n ? n : 1, sizeof *cs->verdicts);
-    if (cs->verdicts == NULL || (user && (cs->users = calloc(n, sizeof *cs->users)) == NULL) ||
+    if (cs->verdicts == NULL || (cs->arena = hr_arena_new()) == NULL ||
+        (user && (cs->users = calloc(n, sizeof *cs->users)) == NULL) ||
         (platform != NULL && ((cs->addr_first = calloc(n, sizeof *cs->addr_first)) == NULL ||
                               (cs->addr_n = calloc(n, sizeof *cs->addr_n)) == NULL)))
         goto oom;
@@ -107,6 +108,7 @@ int wk_consent_read(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redisR
         return -1;
     if ((pipe = hr_pipe_new(r)) == NULL)
         goto oom;
+    hr_pipe_set_arena(pipe, cs->arena);
     for (size_t at = 0; at < n; at += HR_ADDR_FETCH_BATCH) {
         size_t end = n - at < HR_ADDR_FETCH_BATCH ? n : at + HR_ADDR_FETCH_BATCH, q = 0;
 
@@ -141,7 +143,6 @@ int wk_consent_read(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redisR
                 else
                     taken = hr_addr_take(&cs->addrs, reply, strtoll(uid, NULL, 10), i, *platform,
                                          app, &cs->bad_addrs);
-                freeReplyObject(reply);
                 if (taken != 0)
                     goto oom;
                 cs->addr_n[i] = cs->addrs.a.n - cs->addr_first[i];
@@ -375,9 +376,10 @@ done:
     return rc;
 }
 
-void wk_consent_free(wk_consent *cs, size_t n)
+void wk_consent_free(wk_consent *cs)
 {
-    wk_chunk_users_free(cs->users, n);
+    free(cs->users);
+    hr_arena_free(cs->arena);
     hr_addr_list_free(&cs->addrs);
     free(cs->addr_first);
     free(cs->addr_n);

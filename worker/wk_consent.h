@@ -26,8 +26,12 @@
  * address is left out of the member's addresses.  What the open then
  * pushes is the members whose verdict is WK_CONSENT_PUSH.
  *
+ * The read's replies are built in one arena (hr_arena.h): a batch costs a
+ * few allocations, not a handful per member, and they are freed at once.
+ *
  * Ownership: a wk_consent belongs to the open job until its done moves the
- * users, addresses and verdicts into the chunk. */
+ * users (with the arena that holds them), addresses and verdicts into the
+ * chunk. */
 #ifndef WK_CONSENT_H
 #define WK_CONSENT_H
 
@@ -36,6 +40,7 @@
 #include <stdint.h>
 
 #include "hr_addr.h"
+#include "hr_arena.h"
 #include "hr_redis.h"
 #include "wk_chunk.h"
 #include "wk_chunk_acks.h"
@@ -52,6 +57,7 @@ typedef enum wk_consent_verdict {
 typedef struct wk_consent {
     /* read */
     redisReply **users;   /* per member (NULL = not read): HGETALL, or HMGET when !full_users */
+    hr_arena *arena;      /* owns the replies read: USERS' and the addresses' */
     bool full_users;      /* USERS are the whole hashes (templates read them) */
     hr_addr_list addrs;   /* the members' addresses on the channel, by member (idx) */
     size_t *addr_first;   /* per member: its first address in ADDRS and how many */
@@ -84,8 +90,8 @@ int wk_consent_decide(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redi
  * its content among the task's per-locale variants (wk_task_variant). */
 const char *wk_consent_locale(const wk_consent *cs, size_t i);
 
-/* Frees what CS holds for a members reply of N elements; the pointers a
- * caller moved out (and set to NULL) are left alone. */
-void wk_consent_free(wk_consent *cs, size_t n);
+/* Frees what CS holds; the pointers a caller moved out (and set to NULL)
+ * are left alone. */
+void wk_consent_free(wk_consent *cs);
 
 #endif

@@ -9,7 +9,8 @@
  *   - scripts run on every node, and a NOSCRIPT after SCRIPT FLUSH on every
  *     master is reloaded (single calls and pipelines, each run once);
  *   - SCAN with a tag goes to one node, without one walks every master;
- *   - a slot migration: ASK mid-migration (single calls and a pipeline),
+ *   - a slot migration: ASK mid-migration (single calls, a pipeline, and
+ *     one whose replies are built in an arena),
  *     then one MOVED after SETSLOT NODE and the new owner used from then on;
  *   - AUTH: a wrong or missing password is refused at connect, and a seed
  *     that is not a cluster is refused;
@@ -650,6 +651,37 @@ static long long moved_count(int i)
     return n < 0 ? 0 : n;
 }
 
+/* GET K1 and K2, then SET K3 v3 when K3 is not NULL, in one pipeline
+ * whose replies are built in ARENA (NULL: hiredis's own, freed here); the
+ * GETs answer v1 and v2. */
+static void pipe_migrating(hr_arena *arena, const char *k1, const char *k2, const char *k3)
+{
+    static const char *const want[] = {"v1", "v2"};
+    const char *g1[] = {"GET", k1}, *g2[] = {"GET", k2}, *s3[] = {"SET", k3, "v3"};
+    hr_pipe *pipe = hr_pipe_new(rc);
+    size_t n = k3 != NULL ? 3 : 2;
+
+    assert_non_null(pipe);
+    hr_pipe_set_arena(pipe, arena);
+    assert_int_equal(hr_pipe_cmd(pipe, 2, g1, NULL), 0);
+    assert_int_equal(hr_pipe_cmd(pipe, 2, g2, NULL), 0);
+    if (k3 != NULL)
+        assert_int_equal(hr_pipe_cmd(pipe, 3, s3, NULL), 0);
+    if (hr_pipe_exec(pipe, errstr, sizeof errstr) != 0)
+        fail_msg("pipe: %s", errstr);
+    for (size_t i = 0; i < n; i++) {
+        redisReply *reply = hr_pipe_reply(pipe, i, errstr, sizeof errstr);
+
+        if (reply == NULL)
+            fail_msg("command %zu: %s", i, errstr);
+        if (i < 2)
+            assert_string_equal(reply->str, want[i]);
+        if (arena == NULL)
+            freeReplyObject(reply);
+    }
+    hr_pipe_free(pipe);
+}
+
 /* A slot migrated between masters: ASK while it moves (single calls and
  * a pipeline, a new key created on the target), then after SETSLOT NODE one
  * MOVED and the new owner from then on. */
@@ -658,7 +690,7 @@ static void test_migration(void **state)
     const char *k1 = "hc:{mig}:a", *k2 = "hc:{mig}:b", *k3 = "hc:{mig}:c";
     int slot = hr_slot_of_key("mig", 3), src, dst, m[3];
     char src_id[64], dst_id[64];
-    hr_pipe *pipe;
+    hr_arena *arena;
 
     (void)state;
     ok_reply(hr_redis_cmdf(rc, errstr, sizeof errstr, "SET %s v1", k1));
@@ -676,30 +708,14 @@ static void test_migration(void **state)
     /* k1 is on the target now: the source answers ASK */
     assert_get(k1, "v1");
     assert_get(k2, "v2");
-    pipe = hr_pipe_new(rc);
-    {
-        const char *g1[] = {"GET", k1}, *g2[] = {"GET", k2}, *s3[] = {"SET", k3, "v3"};
-        redisReply *reply;
-
-        assert_int_equal(hr_pipe_cmd(pipe, 2, g1, NULL), 0);
-        assert_int_equal(hr_pipe_cmd(pipe, 2, g2, NULL), 0);
-        assert_int_equal(hr_pipe_cmd(pipe, 3, s3, NULL), 0);
-        if (hr_pipe_exec(pipe, errstr, sizeof errstr) != 0)
-            fail_msg("pipe: %s", errstr);
-        reply = hr_pipe_reply(pipe, 0, errstr, sizeof errstr);
-        assert_non_null(reply);
-        assert_string_equal(reply->str, "v1");
-        freeReplyObject(reply);
-        reply = hr_pipe_reply(pipe, 1, errstr, sizeof errstr);
-        assert_non_null(reply);
-        assert_string_equal(reply->str, "v2");
-        freeReplyObject(reply);
-        reply = hr_pipe_reply(pipe, 2, errstr, sizeof errstr);
-        if (reply == NULL)
-            fail_msg("SET k3: %s", errstr);
-        freeReplyObject(reply);
-    }
-    hr_pipe_free(pipe);
+    pipe_migrating(NULL, k1, k2, k3);
+    /* the same reads with an arena (hr_pipe_set_arena): the ASK answer is
+     * the arena's, so the read goes again from the map and is redirected
+     * again; both replies are the arena's, freed with it */
+    arena = hr_arena_new();
+    assert_non_null(arena);
+    pipe_migrating(arena, k1, k2, NULL);
+    hr_arena_free(arena);
     /* the new key went to the target (which takes it after ASKING only) */
     ok_reply(on_node(dst, "ASKING"));
     assert_int_equal(reply_int(on_node(dst, "EXISTS %s", k3)), 1);

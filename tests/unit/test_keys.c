@@ -89,6 +89,11 @@ static void test_global_keys(void **state)
     assert_string_equal(hr_key_job_seq(P, buf, sizeof buf), "herald:job_seq");
     assert_string_equal(hr_key_user(P, buf, sizeof buf, "7"), "herald:user:7");
     assert_string_equal(hr_key_addr(P, buf, sizeof buf, "7"), "herald:addr:7");
+    /* the per-uid keys are joined by hand: exactly full fits, one byte
+     * short does not ("herald:user:7" is 13 bytes and its NUL) */
+    assert_string_equal(hr_key_user(P, buf, 14, "7"), "herald:user:7");
+    assert_null(hr_key_user(P, buf, 13, "7"));
+    assert_null(hr_key_addr(P, buf, 10, "7"));
     assert_string_equal(hr_key_slowdown(P, buf, sizeof buf, "fcm.eu"), "herald:slow:fcm.eu");
     assert_string_equal(hr_key_addr_synced(P, buf, sizeof buf), "herald:addr_synced");
     assert_string_equal(hr_key_user_synced(P, buf, sizeof buf), "herald:user_synced");

@@ -312,11 +312,12 @@ static bool wk_chan_token(wk_chan *chan, wk_task *wt, wk_budget b, int64_t *wait
     int64_t limit = task ? wt->rate_limit : chan->cfg->rate_limit;
     int64_t *tokens = task ? &wt->tokens : &wt->share_tokens;
     int64_t until = task ? wt->tokens_until_ms : wt->share_until_ms;
-    int64_t want, mono = hr_clock_mono_ms();
+    int64_t want, mono;
     wk_chan_grant *g;
 
     if (limit <= 0 && !paced)
         return true;
+    mono = hr_clock_mono_ms();
     if (*tokens > 0 && mono >= until)
         *tokens = 0;
     if (*tokens > 0)

@@ -143,11 +143,12 @@ static int wk_sender_prepare(wk_sender_chan *sc, wk_xfer *x, wk_push *push, char
     return 0;
 }
 
-/* Builds PUSH's next request on SX: the APNs request signed with the
- * provider token, or the messages:send of its current address with the
- * channel's access token.  0, or -1 with ERRSTR. */
-static int wk_sender_prepare_h2(wk_sender_chan *sc, wk_stream *sx, wk_push *push, char *errstr,
-                                size_t errlen)
+/* Builds PUSH's next request on SX at NOW (wall clock ms): the APNs
+ * request signed with the provider token, or the messages:send of its
+ * current address with the channel's access token.  0, or -1 with
+ * ERRSTR. */
+static int wk_sender_prepare_h2(wk_sender_chan *sc, wk_stream *sx, wk_push *push, int64_t now,
+                                char *errstr, size_t errlen)
 {
     const wk_chan *chan = &sc->chan;
     const char *token, *address = push->addrs[push->addr].address;
@@ -156,22 +157,22 @@ static int wk_sender_prepare_h2(wk_sender_chan *sc, wk_stream *sx, wk_push *push
     int64_t wake;
 
     if (chan->apns != NULL) {
-        token = wk_apns_signer_token(chan->apns, hr_clock_now_ms() / 1000, errstr, errlen);
+        token = wk_apns_signer_token(chan->apns, now / 1000, errstr, errlen);
         if (token == NULL)
             return -1;
         return wk_stream_prepare_apns(sx, chan->cfg, wk_h2send_path(sc->h2), token, push->task,
-                                      push->variant, push->uid, push->user, address, errstr,
+                                      push->variant, push->uid, push->user, address, now, errstr,
                                       errlen);
     }
     /* The channel lets an fcm push start only with a token at hand. */
-    token = wk_fcm_auth_token(chan->fcm, hr_clock_now_ms(), &gen, &request, &wake);
+    token = wk_fcm_auth_token(chan->fcm, now, &gen, &request, &wake);
     if (token == NULL) {
         snprintf(errstr, errlen, "no access token");
         return -1;
     }
     push->token_gen = gen;
     return wk_stream_prepare_fcm(sx, wk_h2send_path(sc->h2), token, push->task, push->variant,
-                                 push->uid, push->user, address, errstr, errlen);
+                                 push->uid, push->user, address, now, errstr, errlen);
 }
 
 /* PUSH's request went out (on X or SX): it counts as in flight. */
@@ -195,13 +196,13 @@ static void wk_sender_ended(wk_sender_chan *sc, wk_push *push)
     hr_metrics_set(s->m->inflight, (double)s->inflight);
 }
 
-/* Builds and starts PUSH's request on a handle of SC's transport: 0, or -1
- * with ERRSTR (the handle is back in the pool). */
+/* Builds and starts PUSH's request on a handle of SC's transport at NOW
+ * (wall clock ms): 0, or -1 with ERRSTR (the handle is back in the pool). */
 static int wk_sender_request(wk_sender_chan *sc, wk_xfer *x, wk_stream *sx, wk_push *push,
-                             char *errstr, size_t errlen)
+                             int64_t now, char *errstr, size_t errlen)
 {
     if (sx != NULL) {
-        if (wk_sender_prepare_h2(sc, sx, push, errstr, errlen) == 0) {
+        if (wk_sender_prepare_h2(sc, sx, push, now, errstr, errlen) == 0) {
             sx->p = push;
             if (wk_h2send_add(sc->h2, sx, false, errstr, errlen) == 0) {
                 push->stream = sx;
@@ -285,9 +286,10 @@ static void wk_sender_start_batch(wk_sender_chan *sc, wk_xfer *x, wk_task *wt, w
     wk_curl_give(sc->curl, x);
 }
 
-/* Starts the next push of task WT on a free handle; false when no handle
- * could be had (the channel waits WK_CHAN_RETRY_MS). */
-static bool wk_sender_start(wk_sender_chan *sc, wk_task *wt)
+/* Starts the next push of task WT on a free handle at NOW (the channel
+ * run's wall clock ms); false when no handle could be had (the channel
+ * waits WK_CHAN_RETRY_MS). */
+static bool wk_sender_start(wk_sender_chan *sc, wk_task *wt, int64_t now)
 {
     wk_stream *sx = sc->h2 != NULL ? wk_h2send_take(sc->h2) : NULL;
     wk_xfer *x = sc->curl != NULL ? wk_curl_take(sc->curl) : NULL;
@@ -313,7 +315,7 @@ static bool wk_sender_start(wk_sender_chan *sc, wk_task *wt)
         wk_sender_start_batch(sc, x, wt, push);
         return true;
     }
-    if (wk_sender_request(sc, x, sx, push, errstr, sizeof errstr) == 0) {
+    if (wk_sender_request(sc, x, sx, push, now, errstr, sizeof errstr) == 0) {
         wk_sender_sent(sc, push);
         return true;
     }
@@ -382,7 +384,7 @@ static void wk_sender_run_chan(wk_sender_chan *sc)
             wk_sender_act(sc, step.push, WK_CHAN_SETTLED, &step.out);
             break;
         case WK_CHAN_START:
-            if (!wk_sender_start(sc, step.task))
+            if (!wk_sender_start(sc, step.task, now))
                 return;
             break;
         }

@@ -124,21 +124,22 @@ static int wk_stream_apns_id(wk_stream *sx, int64_t task, const char *uid, const
     return 0;
 }
 
-/* Readies SX for the submission: what a response fills in is reset. */
-static void wk_stream_arm(wk_stream *sx)
+/* Readies SX for the submission at NOW_MS (wall clock): what a response
+ * fills in is reset. */
+static void wk_stream_arm(wk_stream *sx, int64_t now_ms)
 {
     sx->status = 0;
     sx->err = WK_H2_OK;
     sx->msg[0] = '\0';
     sx->retry_after_s = -1;
     hr_buf_reset(&sx->resp);
-    sx->start_ms = hr_clock_now_ms();
+    sx->start_ms = now_ms;
 }
 
 int wk_stream_prepare_apns(wk_stream *sx, const hr_channel *ch, const char *prefix,
                            const char *provider_token, const wk_task *task, unsigned variant,
                            const char *uid, const redisReply *user, const char *device_token,
-                           char *errstr, size_t errlen)
+                           int64_t now_ms, char *errstr, size_t errlen)
 {
     wk_apns_request *req = &sx->apns;
     wk_apns_message m = {.device_token = device_token,
@@ -152,7 +153,7 @@ int wk_stream_prepare_apns(wk_stream *sx, const hr_channel *ch, const char *pref
                          .apns_id = sx->apns_id,
                          .high_priority =
                              ch->apns.high_priority && task->row->priority == HR_PRIORITY_HIGH,
-                         .now_s = hr_clock_now_ms() / 1000,
+                         .now_s = now_ms / 1000,
                          .rich = task->has_rich ? &task->rich : NULL};
 
     if (wk_stream_apns_id(sx, task->row->id, uid, device_token, sx->apns_id) != 0) {
@@ -173,20 +174,20 @@ int wk_stream_prepare_apns(wk_stream *sx, const hr_channel *ch, const char *pref
                      nlen == 7 && memcmp(line, "apns-id", 7) == 0);
     }
     wk_stream_nv(sx, WK_STREAM_LIT("content-type"), WK_STREAM_LIT("application/json"), false);
-    wk_stream_arm(sx);
+    wk_stream_arm(sx, now_ms);
     return 0;
 }
 
 int wk_stream_prepare_fcm(wk_stream *sx, const char *path, const char *bearer, const wk_task *task,
                           unsigned variant, const char *uid, const redisReply *user,
-                          const char *device_token, char *errstr, size_t errlen)
+                          const char *device_token, int64_t now_ms, char *errstr, size_t errlen)
 {
     wk_fcm_message m = {.token = device_token,
                         .payload = wk_task_content(task, variant)->payload,
                         .ttl_s = (int)task->row->ttl_s,
                         .collapse_key = task->row->collapse_key,
                         .high_priority = task->row->priority == HR_PRIORITY_HIGH,
-                        .now_s = hr_clock_now_ms() / 1000,
+                        .now_s = now_ms / 1000,
                         .rich = task->has_rich ? &task->rich : NULL};
 
     hr_buf_reset(&sx->body);
@@ -202,7 +203,7 @@ int wk_stream_prepare_fcm(wk_stream *sx, const char *path, const char *bearer, c
     }
     wk_stream_nv(sx, WK_STREAM_LIT("authorization"), sx->auth.data, sx->auth.len, false);
     wk_stream_nv(sx, WK_STREAM_LIT("content-type"), WK_STREAM_LIT("application/json"), false);
-    wk_stream_arm(sx);
+    wk_stream_arm(sx, now_ms);
     return 0;
 }
 
@@ -218,7 +219,7 @@ int wk_stream_prepare_form(wk_stream *sx, const char *path, const hr_buf *form, 
     }
     wk_stream_nv(sx, WK_STREAM_LIT("content-type"),
                  WK_STREAM_LIT("application/x-www-form-urlencoded"), false);
-    wk_stream_arm(sx);
+    wk_stream_arm(sx, hr_clock_now_ms());
     return 0;
 }
 

@@ -74,18 +74,22 @@ void wk_stream_free(wk_stream *sx);
 /* Builds on SX the APNs request of CH (an apns channel) to DEVICE_TOKEN,
  * its path under PREFIX (the channel URL's path, "" for none), signed with
  * PROVIDER_TOKEN: the alert text from TASK's title and body rendered for
- * UID (content VARIANT, wk_task_variant), its payload, and the apns-id.  0, or -1 with ERRSTR. */
+ * UID (content VARIANT, wk_task_variant), its payload, and the apns-id.
+ * NOW_MS (wall clock; the sender's run reads it once for all the requests
+ * it starts) is the request's start, for its latency, and the base of its
+ * expiration.  0, or -1 with ERRSTR. */
 int wk_stream_prepare_apns(wk_stream *sx, const hr_channel *ch, const char *prefix,
                            const char *provider_token, const wk_task *task, unsigned variant,
                            const char *uid, const redisReply *user, const char *device_token,
-                           char *errstr, size_t errlen);
+                           int64_t now_ms, char *errstr, size_t errlen);
 
 /* Builds on SX the messages:send request to PATH with the OAuth BEARER
  * token for DEVICE_TOKEN: the message from TASK's title and body rendered
- * for UID and its payload (wk_fcm_message_build).  0, or -1 with ERRSTR. */
+ * for UID and its payload (wk_fcm_message_build); NOW_MS as
+ * wk_stream_prepare_apns's.  0, or -1 with ERRSTR. */
 int wk_stream_prepare_fcm(wk_stream *sx, const char *path, const char *bearer, const wk_task *task,
                           unsigned variant, const char *uid, const redisReply *user,
-                          const char *device_token, char *errstr, size_t errlen);
+                          const char *device_token, int64_t now_ms, char *errstr, size_t errlen);
 
 /* Builds on SX a POST of the form FORM (application/x-www-form-urlencoded)
  * to PATH: an fcm channel's token request.  0, or -1 with ERRSTR. */
