@@ -894,9 +894,6 @@ static void test_claim_batch_insert_race(void **state)
     dispatcher_stop(0);
 }
 
-/* Whether the dispatcher under test carries the test seams this suite
- * relies on (the topic filter, the crash after a move): its --version says
- * so when built with -Dtest_seams=true. */
 /* Redis's count of SCARD calls so far (INFO commandstats). */
 static int64_t scard_calls(void)
 {
@@ -1001,6 +998,9 @@ static void test_sweep_owner(void **state)
     dispatcher_stop(0);
 }
 
+/* Whether the dispatcher under test carries the test seams this suite
+ * relies on (the topic filter, the crash after a move): its --version says
+ * so when built with -Dtest_seams=true. */
 static bool dispatcher_has_seams(void)
 {
     FILE *f = popen(HERALD_DISPATCHER " --version", "r");
