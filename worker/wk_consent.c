@@ -93,8 +93,7 @@ int wk_consent_read(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redisR
 
     cs->full_users = wt->uses_user;
     cs->verdicts = calloc(n ? n : 1, sizeof *cs->verdicts);
-    if (cs->verdicts == NULL || (cs->arena = hr_arena_new()) == NULL ||
-        (user && (cs->users = calloc(n, sizeof *cs->users)) == NULL) ||
+    if (cs->verdicts == NULL || (user && (cs->users = calloc(n, sizeof *cs->users)) == NULL) ||
         (platform != NULL && ((cs->addr_first = calloc(n, sizeof *cs->addr_first)) == NULL ||
                               (cs->addr_n = calloc(n, sizeof *cs->addr_n)) == NULL)))
         goto oom;
@@ -106,7 +105,8 @@ int wk_consent_read(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redisR
         return 0;
     if (wk_consent_marks(r, platform != NULL, !wt->mandatory || locales, errstr, errlen) != 0)
         return -1;
-    if ((pipe = hr_pipe_new(r)) == NULL)
+    /* Made only for a read: a chunk that reads nothing allocates none. */
+    if ((cs->arena = hr_arena_new()) == NULL || (pipe = hr_pipe_new(r)) == NULL)
         goto oom;
     hr_pipe_set_arena(pipe, cs->arena);
     for (size_t at = 0; at < n; at += HR_ADDR_FETCH_BATCH) {

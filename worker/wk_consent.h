@@ -57,7 +57,7 @@ typedef enum wk_consent_verdict {
 typedef struct wk_consent {
     /* read */
     redisReply **users;   /* per member (NULL = not read): HGETALL, or HMGET when !full_users */
-    hr_arena *arena;      /* owns the replies read: USERS' and the addresses' */
+    hr_arena *arena;      /* owns the replies read: USERS' and the addresses' (NULL: none read) */
     bool full_users;      /* USERS are the whole hashes (templates read them) */
     hr_addr_list addrs;   /* the members' addresses on the channel, by member (idx) */
     size_t *addr_first;   /* per member: its first address in ADDRS and how many */
