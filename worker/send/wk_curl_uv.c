@@ -88,6 +88,14 @@ static void wk_curl_uv_sock_close(wk_curl_uv *uv, wk_sock *ss)
     wk_curl_uv_release(uv, ss);
 }
 
+/* Stops SS's poll: no wake-up until it is watched again. */
+static void wk_curl_uv_quiet(wk_sock *ss)
+{
+    if (ss->inited)
+        uv_poll_stop(&ss->poll);
+    ss->events = 0;
+}
+
 static void wk_curl_uv_poll_cb(uv_poll_t *poll, int status, int events)
 {
     wk_sock *ss = poll->data;
@@ -97,8 +105,7 @@ static void wk_curl_uv_poll_cb(uv_poll_t *poll, int status, int events)
         /* No transfer waits on it: curl checks the connection before it
          * uses it again.  Stopped, so a closed peer does not wake the loop
          * again and again. */
-        uv_poll_stop(&ss->poll);
-        ss->events = 0;
+        wk_curl_uv_quiet(ss);
         return;
     }
     if (status < 0)
@@ -125,16 +132,26 @@ static int wk_curl_uv_watch(wk_sock *ss, int events)
 static void wk_curl_uv_sock_remove(wk_curl_uv *uv, wk_sock *ss)
 {
     ss->assigned = false;
-    if (ss->closing || !ss->owned || !ss->connected) {
+    if (ss->closing || !ss->owned) {
         wk_curl_uv_sock_close(uv, ss);
         return;
     }
     /* Idle in curl's cache: registered for readable only, so a peer's
-     * close is seen without a wake-up per writable socket. */
+     * close is seen without a wake-up per writable socket.  One curl has
+     * not yet waited on for reading (libcurl 7.88 may let go of a new
+     * connection's socket between its connect and its first request) is
+     * only stopped, as a connection that never answered has no close to
+     * report.  Both stay ours in the table until curl closes them: a
+     * socket dropped from it here would come back unowned, and get a poll
+     * made and closed again for every transfer on its connection. */
     ss->idle = true;
-    if (wk_curl_uv_watch(ss, UV_READABLE) != 0)
+    if (!ss->connected)
+        wk_curl_uv_quiet(ss);
+    else if (wk_curl_uv_watch(ss, UV_READABLE) != 0) {
         wk_curl_uv_sock_close(uv, ss);
-    else
+        return;
+    }
+    if (ss->inited)
         uv_unref((uv_handle_t *)&ss->poll);
 }
 
