@@ -2,7 +2,8 @@
 """bench/throttle_lua.py: Redis CPU per call of throttle.lua variants
 (issue 19; docs/performance.md, docs/throttle.md "Cost").
 
-    bench/throttle_lua.py [--n N] [--keys K] [--node-bytes B] [--aof] SCRIPT.lua [SCRIPT.lua ...]
+    bench/throttle_lua.py [--n N] [--keys K] [--node-bytes B] [--aof] [--callgrind] [--plain]
+                          SCRIPT.lua [SCRIPT.lua ...]
 
 For each script it starts a private redis-server (no persistence unless
 --aof, which sets appendfsync everysec as the local stack does;
@@ -23,8 +24,18 @@ older one to compare, e.g.
 `bench/throttle_lua.py --keys 1 <(git show 1288c18:common/lua/throttle.lua)` against
 `bench/throttle_lua.py common/lua/throttle.lua`.
 Each variant runs on its own fresh server, one after the other: run the
-pair twice, A B A B, on a busy machine."""
+pair twice, A B A B, on a busy machine.
+
+--callgrind runs the server under valgrind's callgrind and reports, per
+pass, the instructions the server executed per recipient instead of its
+CPU: the same count on a busy machine as on an idle one (give --n 20000:
+callgrind is some 50 times slower).  --plain sends each recipient's first
+step, SET key <task>:<ms> NX PX window GET, as a plain command (ms from one
+TIME per round trip) and the script only for the keys that answered
+something else than nil: the shape issue 33 measured and left (docs/throttle.md
+"Cost")."""
 import argparse
+import glob
 import os
 import shutil
 import subprocess
@@ -56,13 +67,28 @@ def aof_size(r):
     return info.get("aof_current_size") if info.get("aof_enabled") else None
 
 
-def calls(r, sha, keys, task, per_call):
+def plain_sets(r, batch, task):
+    """The keys of BATCH whose SET NX PX GET, sent as plain commands in one
+    round trip, found the key there (--plain); the others passed (verdict 1)."""
+    sec, usec = r.time()
+    stamp = "%s:%d" % (task, sec * 1000 + usec // 1000)
+    pipe = r.pipeline(transaction=False)
+    for key in batch:
+        pipe.execute_command("SET", key, stamp, "NX", "PX", WINDOW_MS, "GET")
+    return [k for k, v in zip(batch, pipe.execute(raise_on_error=False)) if v is not None]
+
+
+def calls(r, sha, keys, task, per_call, plain):
     """Every key once, PER_CALL keys per call, pipelined BATCH keys per
     round trip; the verdicts' counts."""
     verdicts = {0: 0, 1: 0, 2: 0}
     for i in range(0, len(keys), BATCH):
         pipe = r.pipeline(transaction=False)
         batch = keys[i:i + BATCH]
+        if plain:
+            rest = plain_sets(r, batch, task)
+            verdicts[1] += len(batch) - len(rest)
+            batch = rest
         sizes = []
         for j in range(0, len(batch), per_call):
             group = batch[j:j + per_call]
@@ -83,6 +109,28 @@ def calls(r, sha, keys, task, per_call):
     return verdicts
 
 
+class Callgrind:
+    """The server's instructions (callgrind's Ir) since the last mark."""
+
+    def __init__(self, pid, out_dir):
+        self.pid, self.out_dir = pid, out_dir
+
+    def mark(self):
+        subprocess.run(["callgrind_control", "-z", str(self.pid)], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=True)
+
+    def since(self):
+        before = set(glob.glob(os.path.join(self.out_dir, "cg.*")))
+        subprocess.run(["callgrind_control", "-d", str(self.pid)], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, check=True)
+        (dump,) = set(glob.glob(os.path.join(self.out_dir, "cg.*"))) - before
+        with open(dump) as f:
+            for line in f:
+                if line.startswith(("summary:", "totals:")):
+                    return int(line.split()[1])
+        raise RuntimeError("no totals in " + dump)
+
+
 def run(path, a):
     with open(path) as f:
         source = f.read()
@@ -90,11 +138,15 @@ def run(path, a):
     argv = ["redis-server", "--port", str(PORT), "--bind", "127.0.0.1", "--dir", work,
             "--save", "", "--appendonly", "yes" if a.aof else "no",
             "--appendfsync", "everysec", "--stream-node-max-bytes", str(a.node_bytes)]
+    if a.callgrind:
+        argv = ["valgrind", "--tool=callgrind",
+                "--callgrind-out-file=" + os.path.join(work, "cg.%p")] + argv
     srv = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cg = Callgrind(srv.pid, work) if a.callgrind else None
     out = {"script": path}
     try:
         r = redis.Redis(host="127.0.0.1", port=PORT, socket_timeout=60)
-        for _ in range(100):
+        for _ in range(600 if a.callgrind else 100):
             try:
                 r.ping()
                 break
@@ -105,11 +157,16 @@ def run(path, a):
         base_mem = r.info("memory")["used_memory"]
         for name, task in (("fresh", 1), ("again", 1), ("second task", 2)):
             c0, t0, f0 = cpu_s(srv.pid), time.time(), aof_size(r)
-            verdicts = calls(r, sha, keys, task, a.keys)
+            if cg:
+                cg.mark()
+            verdicts = calls(r, sha, keys, task, a.keys, a.plain)
+            ir = cg.since() if cg else None
             c1, t1, f1 = cpu_s(srv.pid), time.time(), aof_size(r)
             out[name] = {"cpu_us_per_recipient": round((c1 - c0) * 1e6 / a.n, 2),
                          "wall_us_per_recipient": round((t1 - t0) * 1e6 / a.n, 2),
                          "verdicts": verdicts}
+            if ir is not None:
+                out[name]["instructions_per_recipient"] = round(ir / a.n)
             if f0 is not None:
                 out[name]["aof_bytes_per_recipient"] = round((f1 - f0) / a.n, 1)
             if name == "fresh":
@@ -131,11 +188,14 @@ def main():
     ap.add_argument("--keys", type=int, default=100)
     ap.add_argument("--node-bytes", type=int, default=4096)
     ap.add_argument("--aof", action="store_true")
+    ap.add_argument("--callgrind", action="store_true")
+    ap.add_argument("--plain", action="store_true")
     a = ap.parse_args()
     with open("/proc/loadavg") as f:
-        print("load %s; n %d, %d keys per call, stream-node-max-bytes %d, aof %s"
-              % (f.read().split()[0], a.n, a.keys, a.node_bytes,
-                 "everysec" if a.aof else "off"))
+        print("load %s; n %d, %d keys per call%s, stream-node-max-bytes %d, aof %s%s"
+              % (f.read().split()[0], a.n, a.keys,
+                 ", first step as a plain SET" if a.plain else "", a.node_bytes,
+                 "everysec" if a.aof else "off", ", under callgrind" if a.callgrind else ""))
     for path in a.scripts:
         res = run(path, a)
         print("%s: bytes/window %s (MEMORY USAGE %s, with 2 entries %s)"
@@ -143,10 +203,12 @@ def main():
                  res["memory_usage_two"]))
         for name in ("fresh", "again", "second task"):
             p = res[name]
-            print("  %-12s Redis CPU %6.2f us/recipient, wall %6.2f us/recipient, verdicts %s%s"
+            print("  %-12s Redis CPU %6.2f us/recipient, wall %6.2f us/recipient, verdicts %s%s%s"
                   % (name, p["cpu_us_per_recipient"], p["wall_us_per_recipient"], p["verdicts"],
                      ", AOF %s bytes/recipient" % p["aof_bytes_per_recipient"]
-                     if "aof_bytes_per_recipient" in p else ""))
+                     if "aof_bytes_per_recipient" in p else "",
+                     ", %d instructions/recipient" % p["instructions_per_recipient"]
+                     if "instructions_per_recipient" in p else ""))
     return 0
 
 

@@ -539,6 +539,20 @@ static void test_bounds(void **state)
     assert_int_equal(window_passes(key), 1);
 }
 
+/* RES answered VERDICT with a count of 1, and window KEY holds one pass, of
+ * TASK; that pass's ms. */
+static int64_t assert_one_pass(const char *key, hr_throttle_result res, hr_throttle_verdict verdict,
+                               int64_t task)
+{
+    int64_t tasks[4], ts[4];
+
+    assert_int_equal(res.verdict, verdict);
+    assert_int_equal(res.count, 1);
+    assert_int_equal(window_read(key, tasks, ts, 4), 1);
+    assert_int_equal(tasks[0], task);
+    return ts[0];
+}
+
 /* A window holding one pass is a string "<task>:<ms>" with that pass's
  * expiry; another task's pass inside the window makes it the sorted set of
  * both, and a string whose pass left the window (a longer window's expiry)
@@ -549,7 +563,7 @@ static void test_string_window(void **state)
     hr_throttle_rule rule = {3, 60000, 1, HR_THROTTLE_ENFORCE};
     hr_throttle_rule single = {1, 60000, 1, HR_THROTTLE_ENFORCE};
     char key[HR_THROTTLE_KEY_MAX], type[32];
-    int64_t tasks[4], ts[4], now;
+    int64_t tasks[4], ts[4], now, first;
     hr_throttle_result res;
     long long pttl;
 
@@ -561,6 +575,7 @@ static void test_string_window(void **state)
     assert_int_equal(window_read(key, tasks, ts, 4), 1);
     assert_int_equal(tasks[0], 1);
     assert_int_equal(ts[0], res.now_ms);
+    first = res.now_ms;
     pttl = cmd_int("PTTL", key);
     assert_true(pttl > 50000 && pttl <= 60000);
     /* The same task: counted already, still the string. */
@@ -568,13 +583,18 @@ static void test_string_window(void **state)
     assert_int_equal(res.verdict, HR_THROTTLE_PASS);
     assert_int_equal(res.count, 1);
     assert_string_equal(key_type(key, type, sizeof type), "string");
-    /* Another task: the sorted set of both, and the expiry of the newest. */
+    /* Another task: the sorted set of both, the string's pass at its own
+     * ms, and the expiry of the newest. */
     rule.task = 2;
     res = check1(rd, key, &rule);
     assert_int_equal(res.verdict, HR_THROTTLE_PASS);
     assert_int_equal(res.count, 2);
     assert_string_equal(key_type(key, type, sizeof type), "zset");
     assert_int_equal(window_read(key, tasks, ts, 4), 2);
+    assert_int_equal(tasks[0], 1);
+    assert_int_equal(ts[0], first);
+    assert_int_equal(tasks[1], 2);
+    assert_int_equal(ts[1], res.now_ms);
     pttl = cmd_int("PTTL", key);
     assert_true(pttl > 50000 && pttl <= 60000);
 
@@ -582,11 +602,7 @@ static void test_string_window(void **state)
     make_key(key, "str", "2", NULL);
     assert_int_equal(check1(rd, key, &single).verdict, HR_THROTTLE_PASS);
     single.task = 2;
-    res = check1(rd, key, &single);
-    assert_int_equal(res.verdict, HR_THROTTLE_BLOCKED);
-    assert_int_equal(res.count, 1);
-    assert_int_equal(window_read(key, tasks, ts, 4), 1);
-    assert_int_equal(tasks[0], 1);
+    assert_one_pass(key, check1(rd, key, &single), HR_THROTTLE_BLOCKED, 1);
 
     /* A pass 100 s old kept by a 500 s expiry: out of this 60 s window. */
     make_key(key, "str", "3", NULL);
@@ -594,17 +610,24 @@ static void test_string_window(void **state)
         fail_msg("TIME: %s", errstr);
     freeReplyObject(hr_redis_cmdf(rd, errstr, sizeof errstr, "SET %s 7:%" PRId64 " PX 500000", key,
                                   now - 100000));
-    res = check1(rd, key, &single);
-    assert_int_equal(res.verdict, HR_THROTTLE_PASS);
-    assert_int_equal(res.count, 1);
-    assert_int_equal(window_read(key, tasks, ts, 4), 1);
-    assert_int_equal(tasks[0], 2);
+    assert_one_pass(key, check1(rd, key, &single), HR_THROTTLE_PASS, 2);
     assert_true(cmd_int("PTTL", key) <= 60000);
     /* Not a pass at all: replaced, never an error. */
     freeReplyObject(hr_redis_cmdf(rd, errstr, sizeof errstr, "SET %s junk", key));
     res = check1(rd, key, &single);
     assert_int_equal(res.verdict, HR_THROTTLE_PASS);
     assert_int_equal(window_read(key, tasks, ts, 4), 1);
+
+    /* A task id of many digits read whole from the string: its own pass
+     * 10 s ago is counted, not another task's (with limit 1 that would
+     * throttle), and nothing is written. */
+    make_key(key, "str", "4", NULL);
+    freeReplyObject(hr_redis_cmdf(rd, errstr, sizeof errstr, "SET %s 1234567:%" PRId64 " PX 50000",
+                                  key, now - 10000));
+    single.task = 1234567;
+    assert_int_equal(assert_one_pass(key, check1(rd, key, &single), HR_THROTTLE_PASS, 1234567),
+                     now - 10000);
+    assert_true(cmd_int("PTTL", key) <= 50000);
 }
 
 /* A window a worker from before issue 19 wrote (a stream: entry id = the
