@@ -66,7 +66,7 @@ static void wk_lifecycle_open_anomalies(wk_lifecycle *l, wk_chunk *c, size_t bad
  * dropped (not to be touched). */
 static int64_t wk_lifecycle_consent(wk_lifecycle *l, wk_chunk *c, const wk_chunk_opened *res)
 {
-    static const wk_push_result none = {.delivered = false};
+    const wk_push_result none = {.delivered = false, .at_ms = hr_clock_now_ms()};
     wk_metrics_chan *mc = &l->met->chans[c->task->ch_index];
     int64_t opted_out = 0, suppressed = 0;
     int full = 0;
