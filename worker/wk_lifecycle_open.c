@@ -323,6 +323,9 @@ static void wk_lifecycle_chunk(wk_lifecycle *l, const hr_chunkmsg *msg, int32_t 
     c->gate = l->cfg->events.enabled ? &l->gate : NULL;
     TAILQ_INSERT_TAIL(&l->chunks, c, link);
     l->nchunks++;
+    /* The channel's connections open while the Redis thread reads the
+     * chunk's recipients (about 100 ms for 5,000), not after. */
+    wk_sender_warm(l->sender, c->task->ch_index);
     wk_lifecycle_open(l, c);
 }
 

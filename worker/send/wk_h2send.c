@@ -148,6 +148,11 @@ const char *wk_h2send_token_path(const wk_h2send *hs)
 
 /* ---- requests ---------------------------------------------------------------- */
 
+void wk_h2send_warm(wk_h2send *hs)
+{
+    wk_h2_warm(hs->main.h2);
+}
+
 int wk_h2send_add(wk_h2send *hs, wk_stream *sx, bool token, char *errstr, size_t errlen)
 {
     wk_h2 *h2 = token ? hs->token.h2 : hs->main.h2;

@@ -646,6 +646,14 @@ void wk_sender_cancel(wk_sender *s, wk_push *push)
     push->stream = NULL;
 }
 
+void wk_sender_warm(wk_sender *s, size_t ch_index)
+{
+    wk_sender_chan *sc = &s->chans[ch_index];
+
+    if (sc->h2 != NULL && !s->draining)
+        wk_h2send_warm(sc->h2);
+}
+
 bool wk_sender_stuck(const wk_sender *s, size_t ch_index)
 {
     const wk_sender_chan *sc = &s->chans[ch_index];
