@@ -66,7 +66,7 @@ static void wk_lifecycle_open_anomalies(wk_lifecycle *l, wk_chunk *c, size_t bad
  * dropped (not to be touched). */
 static int64_t wk_lifecycle_consent(wk_lifecycle *l, wk_chunk *c, const wk_chunk_opened *res)
 {
-    static const wk_push_result none = {.delivered = false};
+    const wk_push_result none = {.delivered = false, .at_ms = hr_clock_now_ms()};
     wk_metrics_chan *mc = &l->met->chans[c->task->ch_index];
     int64_t opted_out = 0, suppressed = 0;
     int full = 0;
@@ -323,6 +323,9 @@ static void wk_lifecycle_chunk(wk_lifecycle *l, const hr_chunkmsg *msg, int32_t 
     c->gate = l->cfg->events.enabled ? &l->gate : NULL;
     TAILQ_INSERT_TAIL(&l->chunks, c, link);
     l->nchunks++;
+    /* The channel's connections open while the Redis thread reads the
+     * chunk's recipients (about 100 ms for 5,000), not after. */
+    wk_sender_warm(l->sender, c->task->ch_index);
     wk_lifecycle_open(l, c);
 }
 

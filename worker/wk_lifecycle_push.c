@@ -29,7 +29,7 @@ void wk_lifecycle_outcome(wk_lifecycle *l, wk_chunk *c, const char *uid, const w
     ev.u.outcome.attempts = push != NULL ? push->attempts : 0;
     ev.u.outcome.http_status = (int)res->http_status;
     ev.u.outcome.latency_ms = res->latency_ms;
-    ev.u.outcome.at_ms = hr_clock_now_ms();
+    ev.u.outcome.at_ms = res->at_ms;
     ev.u.outcome.channel = c->task->ch->name;
     ev.u.outcome.due_ms = c->task->row->due_ms;
     if (push != NULL && c->task->variants.n > 0)
@@ -98,7 +98,7 @@ void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res)
         /* The sender refused to start a push of an expired task
          * (wk_chan_next; a retry due past expire_at waited until then):
          * the rest of the chunk expires with it. */
-        if (c->state == WK_CHUNK_PUSHING && hr_task_expired(c->task->row, hr_clock_now_ms()))
+        if (c->state == WK_CHUNK_PUSHING && hr_task_expired(c->task->row, res->at_ms))
             wk_lifecycle_halt(l, c, WK_CHUNK_EXPIRE);
         else if (c->open == 0)
             wk_lifecycle_settled(l, c);
@@ -109,8 +109,7 @@ void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res)
     switch (status) {
     case WK_DELIVERY_SENT:
         hr_metrics_inc(mc->sent);
-        hr_metrics_observe(l->met->due_to_delivery,
-                           (double)(hr_clock_now_ms() - c->msg.due_ms) / 1000.0);
+        hr_metrics_observe(l->met->due_to_delivery, (double)(res->at_ms - c->msg.due_ms) / 1000.0);
         full = wk_chunk_ack(c, WK_CHUNK_SENT, push->uid, NULL);
         break;
     case WK_DELIVERY_UNREGISTERED:
@@ -160,7 +159,7 @@ int wk_lifecycle_throttle(wk_lifecycle *l, wk_chunk *c)
  * throttled and are reported; the others are pushed. */
 void wk_lifecycle_checked(wk_chunk *c, const wk_chunk_checked *res)
 {
-    static const wk_push_result none = {.delivered = false};
+    const wk_push_result none = {.delivered = false, .at_ms = hr_clock_now_ms()};
     wk_lifecycle *l = c->ctx;
     size_t submitted = 0;
 

@@ -519,7 +519,10 @@ uint64_t wk_reporter_push(wk_reporter *rp, const wk_event *ev)
         if (!rp->delivery_log || ev->u.outcome.status == WK_DELIVERY_EXPIRED ||
             ev->u.outcome.status == WK_DELIVERY_CANCELLED)
             break;
-        hr_clock_deadline(CLOCK_REALTIME, WK_REPORTER_PUSH_WAIT_MS, &ts);
+        /* The wait's deadline is read only when there is a wait: not
+         * once per push. */
+        if (rp->count == rp->cap)
+            hr_clock_deadline(CLOCK_REALTIME, WK_REPORTER_PUSH_WAIT_MS, &ts);
         while (rp->count == rp->cap &&
                pthread_cond_timedwait(&rp->has_room, &rp->mu, &ts) != ETIMEDOUT)
             ;

@@ -421,6 +421,39 @@ static void test_nghttpd_load(void **state)
     t_run_free(&r);
 }
 
+/* wk_h2_warm opens every connection with no request waiting, and the
+ * requests that follow use them: no connection is opened for them. */
+static void test_warm(void **state)
+{
+    wk_h2_conf conf;
+    wk_h2_stats st;
+    uv_timer_t guard;
+    t_run r;
+
+    (void)state;
+    t_conf(&conf, env.nghttpd.port);
+    conf.connections = 2;
+    t_run_init(&r, &conf, 10);
+    wk_h2_warm(r.h2);
+    uv_timer_init(&r.loop, &guard);
+    uv_timer_start(&guard, t_deadline, T_WAIT_MS, 0);
+    do
+        wk_h2_stats_get(r.h2, &st);
+    while (st.ready_connections < 2 && uv_run(&r.loop, UV_RUN_ONCE) != 0 &&
+           uv_is_active((uv_handle_t *)&guard));
+    uv_close((uv_handle_t *)&guard, NULL);
+    assert_int_equal(st.connects, 2);
+    assert_int_equal(st.ready_connections, 2);
+    assert_int_equal(r.done, 0);
+    for (size_t i = 0; i < 10; i++)
+        t_submit(&r, i, "/ok");
+    t_wait(&r, 10);
+    assert_int_equal(r.ok, 10);
+    wk_h2_stats_get(r.h2, &st);
+    assert_int_equal(st.connects, 2);
+    t_run_free(&r);
+}
+
 static void test_statuses(void **state)
 {
     static const int codes[] = {200, 400, 403, 410, 429, 500, 503};
@@ -779,6 +812,7 @@ int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nghttpd_load),
+        cmocka_unit_test(test_warm),
         cmocka_unit_test(test_statuses),
         cmocka_unit_test(test_goaway_under_load),
         cmocka_unit_test(test_resets),

@@ -105,6 +105,16 @@ static void wk_h2_arm(wk_h2 *h2)
 
 /* ---------------------------------------------------------------- the pump */
 
+/* Opens a connection in each free slot whose back-off is over. */
+static void wk_h2_open_slots(wk_h2 *h2)
+{
+    uint64_t now = wk_h2_now(h2);
+
+    for (int i = 0; i < h2->conf.connections; i++)
+        if (h2->slot[i].conn == NULL && h2->slot[i].retry_at <= now)
+            wk_h2_slot_open(h2, i);
+}
+
 /* Starts queued requests on the least loaded ready connections, opens
  * connections in free slots while requests wait, writes what the sessions
  * have to send, and arms the timer.  Runs again (a few times at most)
@@ -129,13 +139,8 @@ static void wk_h2_pump(wk_h2 *h2)
             h2->queued--;
             wk_h2_stream_start(best, req);
         }
-        if (!TAILQ_EMPTY(&h2->queue)) {
-            uint64_t now = wk_h2_now(h2);
-            for (int i = 0; i < h2->conf.connections; i++) {
-                if (h2->slot[i].conn == NULL && h2->slot[i].retry_at <= now)
-                    wk_h2_slot_open(h2, i);
-            }
-        }
+        if (!TAILQ_EMPTY(&h2->queue))
+            wk_h2_open_slots(h2);
         wk_h2_flush_all(h2);
         if (!h2->pump_due)
             break;
@@ -292,6 +297,15 @@ fail:
     h2->freeing = true;
     wk_h2_release(h2);
     return -1;
+}
+
+void wk_h2_warm(wk_h2 *h2)
+{
+    if (h2->freeing)
+        return;
+    wk_h2_open_slots(h2);
+    /* The connection attempts' deadlines. */
+    wk_h2_arm(h2);
 }
 
 void wk_h2_free(wk_h2 *h2)

@@ -55,6 +55,12 @@ extern const char *const wk_h2_err_names[WK_H2__ERR_COUNT];
  * unreadable). */
 int wk_h2_new(uv_loop_t *loop, const wk_h2_conf *conf, wk_h2 **out, char *errstr, size_t errlen);
 
+/* Opens a connection in every free slot not backing off, with no request
+ * waiting: what a caller does when requests will follow soon, so that they
+ * do not wait for the TCP and TLS handshakes and the SETTINGS.  A slot
+ * whose connection fails backs off as on a request's behalf. */
+void wk_h2_warm(wk_h2 *h2);
+
 /* Fails every request not yet done with WK_H2_E_SHUTDOWN (their callbacks
  * run here), closes the connections and frees the engine once the loop
  * has run the handles' close callbacks: run the loop after it.  NULL is

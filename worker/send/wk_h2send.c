@@ -50,15 +50,19 @@ struct wk_h2send {
 /* ---- finished streams ---------------------------------------------------- */
 
 /* The check handle: after the loop's I/O callbacks, every stream that
- * finished is handed over, in order, then the drain is reported. */
+ * finished is handed over, in order, then the drain is reported.  The
+ * streams of one pass share one clock read: their answers came in the
+ * same loop iteration's I/O. */
 static void wk_h2send_check_cb(uv_check_t *check)
 {
     wk_h2send *hs = check->data;
+    int64_t now = hr_clock_now_ms();
     wk_stream *sx;
 
     while (!hs->closed && (sx = TAILQ_FIRST(&hs->done)) != NULL) {
         TAILQ_REMOVE(&hs->done, sx, done_link);
         sx->done = false;
+        sx->end_ms = now;
         hs->hooks.finished(hs->hooks.ctx, sx);
     }
     if (hs->closed)
@@ -143,6 +147,11 @@ const char *wk_h2send_token_path(const wk_h2send *hs)
 }
 
 /* ---- requests ---------------------------------------------------------------- */
+
+void wk_h2send_warm(wk_h2send *hs)
+{
+    wk_h2_warm(hs->main.h2);
+}
 
 int wk_h2send_add(wk_h2send *hs, wk_stream *sx, bool token, char *errstr, size_t errlen)
 {

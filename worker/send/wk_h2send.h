@@ -72,6 +72,10 @@ void wk_h2send_give(wk_h2send *hs, wk_stream *sx);
  * out of memory.  Freed with the transport. */
 wk_stream *wk_h2send_extra(wk_h2send *hs);
 
+/* Opens the connections of URL's engine ahead of the requests
+ * (wk_h2_warm); the token's engine opens when its request comes. */
+void wk_h2send_warm(wk_h2send *hs);
+
 /* Submits SX's request (built) to the engine of URL, or with TOKEN, of
  * TOKEN_URL: 0, or -1 with ERRSTR (SX not running). */
 int wk_h2send_add(wk_h2send *hs, wk_stream *sx, bool token, char *errstr, size_t errlen);

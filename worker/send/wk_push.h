@@ -61,6 +61,8 @@ typedef struct wk_push_result {
     int latency_ms;     /* of the last request */
     const char *reason; /* why it failed for good; valid during the callback */
     bool held;          /* not delivered, not tried again because of *hold */
+    int64_t at_ms;      /* when it settled (wall clock ms): the answer's time, else the
+                         * settle's; what the outcome is logged and timed at */
 } wk_push_result;
 
 #endif

@@ -81,7 +81,16 @@ static void wk_sender_arm_retry(wk_sender_chan *sc)
 
 static void wk_sender_settle(wk_sender *s, wk_push *push, const wk_push_result *res)
 {
+    wk_push_result stamped;
+
     push->state = WK_PUSH_IDLE;
+    /* An answer carries its time; a push settled without one (none
+     * started, a hold, no address) is stamped now. */
+    if (res->at_ms == 0) {
+        stamped = *res;
+        stamped.at_ms = hr_clock_now_ms();
+        res = &stamped;
+    }
     s->done(s->ctx, push, res);
 }
 
@@ -100,14 +109,14 @@ static void wk_sender_act(wk_sender_chan *sc, wk_push *push, wk_chan_verdict ver
 }
 
 /* PUSH's request (started at START_MS; TRANSPORT_ERROR: no answer came)
- * was answered V with HTTP status CODE: the channel says what that means,
- * and the sender does it. */
+ * was answered V with HTTP status CODE at NOW (wall clock ms): the channel
+ * says what that means, and the sender does it. */
 static void wk_sender_answered(wk_sender_chan *sc, wk_push *push, const wk_provider_result *v,
-                               long code, int64_t start_ms, bool transport_error)
+                               long code, int64_t start_ms, int64_t now, bool transport_error)
 {
     wk_sender *s = sc->s;
-    int64_t now = hr_clock_now_ms();
-    wk_chan_outcome out = {.res = {.latency_ms = (int)(now - start_ms), .http_status = code}};
+    wk_chan_outcome out = {
+        .res = {.latency_ms = (int)(now - start_ms), .http_status = code, .at_ms = now}};
     wk_chan_verdict verdict;
 
     hr_metrics_observe(s->m->chans[sc - s->chans].latency, out.res.latency_ms / 1000.0);
@@ -233,6 +242,7 @@ static void wk_sender_batch_settle(wk_sender_chan *sc, wk_xfer *x, bool per_push
                                    bool transport_error)
 {
     wk_provider_result v;
+    int64_t now = hr_clock_now_ms(); /* the request's answer, for each of its pushes */
 
     sc->settling = x;
     for (size_t i = 0; i < x->npushes; i++) {
@@ -246,7 +256,7 @@ static void wk_sender_batch_settle(wk_sender_chan *sc, wk_xfer *x, bool per_push
             continue;
         x->pushes[i] = NULL;
         wk_sender_ended(sc, push);
-        wk_sender_answered(sc, push, &v, code, x->start_ms, transport_error);
+        wk_sender_answered(sc, push, &v, code, x->start_ms, now, transport_error);
     }
     sc->settling = NULL;
     x->npushes = 0;
@@ -474,7 +484,7 @@ static void wk_sender_finished(void *ctx, wk_xfer *x, CURLcode rc)
     wk_xfer_verdict(ch, x, rc, code, &v);
     wk_curl_release(sc->curl, x);
     wk_sender_ended(sc, push);
-    wk_sender_answered(sc, push, &v, code, start_ms, rc != CURLE_OK);
+    wk_sender_answered(sc, push, &v, code, start_ms, hr_clock_now_ms(), rc != CURLE_OK);
 }
 
 /* wk_h2send_hooks.finished: SX's request ended (its answer in SX). */
@@ -494,7 +504,7 @@ static void wk_sender_h2_finished(void *ctx, wk_stream *sx)
     wk_stream_verdict(sc->chan.cfg, sx, &v);
     wk_h2send_give(sc->h2, sx);
     wk_sender_ended(sc, push);
-    wk_sender_answered(sc, push, &v, code, start_ms, transport_error);
+    wk_sender_answered(sc, push, &v, code, start_ms, sx->end_ms, transport_error);
 }
 
 /* wk_curl_hooks.drained, wk_h2send_hooks.drained: every finished request
@@ -634,6 +644,14 @@ void wk_sender_cancel(wk_sender *s, wk_push *push)
     push->state = WK_PUSH_IDLE;
     push->xfer = NULL;
     push->stream = NULL;
+}
+
+void wk_sender_warm(wk_sender *s, size_t ch_index)
+{
+    wk_sender_chan *sc = &s->chans[ch_index];
+
+    if (sc->h2 != NULL && !s->draining)
+        wk_h2send_warm(sc->h2);
 }
 
 bool wk_sender_stuck(const wk_sender *s, size_t ch_index)

@@ -93,6 +93,10 @@ void wk_sender_set_prune(wk_sender *s, wk_sender_prune_fn prune, void *ctx);
 void wk_sender_submit(wk_sender *s, wk_push *push);
 /* Starts what the queues, caps, pauses and rate limits allow. */
 void wk_sender_kick(wk_sender *s);
+/* Channel CH_INDEX's pushes will come soon (a chunk of it is opening): an
+ * HTTP/2 channel opens its connections now (wk_h2send_warm), so that the
+ * first requests do not wait for the handshakes; the others do nothing. */
+void wk_sender_warm(wk_sender *s, size_t ch_index);
 /* Unlinks PUSH wherever it is (an in-flight request is aborted); no callback.
  * PUSH is IDLE afterwards. */
 void wk_sender_cancel(wk_sender *s, wk_push *push);

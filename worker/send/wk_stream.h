@@ -60,8 +60,9 @@ typedef struct wk_stream {
     hr_buf title, text; /* the task's title and body rendered for the recipient */
     int64_t start_ms;
     /* The answer (wk_h2send copies it from the engine's callback). */
-    int status;    /* 0: no response (err says why) */
-    wk_h2_err err; /* WK_H2_OK: a complete response */
+    int64_t end_ms; /* when it was handed over (wall clock ms, one read per hand-over pass) */
+    int status;     /* 0: no response (err says why) */
+    wk_h2_err err;  /* WK_H2_OK: a complete response */
     char msg[WK_STREAM_MSG_MAX];
     long retry_after_s; /* -1: no Retry-After */
     hr_buf resp;        /* the response body, capped */
