@@ -87,7 +87,7 @@ static void dsp_on_handback(uv_timer_t *h)
 
 static void dsp_on_lease(uv_timer_t *h)
 {
-    dsp_owned_renew_tasks(h->data);
+    dsp_owned_renew_tasks(h->data, dsp_jobs_busy(h->data));
     dsp_shard_renew(h->data);
 }
 

@@ -42,7 +42,17 @@ struct dsp_owned {
     size_t nshards;    /* entries that are claimed shards */
     uint64_t gen_next; /* dsp_task.gen of the next entry */
     uint64_t renewals; /* dsp_task.renewed of the last renewal */
+    bool strays_wait;  /* this renewal leaves strays (dsp_owned_renew_tasks) */
+    int stray_waits;   /* renewals in a row that left strays */
 };
+
+/* A task row of ours with no entry, seen while the background job runs, may
+ * be that run's claim (its takeover or poller claim joins the table only
+ * when the run ends): adopted then, the task's ownership started twice, the
+ * run's entry replacing the adopted one (task_owned_anew).  Such a row
+ * waits for a renewal outside a run, at most this many in a row: a claim
+ * that was really lost is adopted one lease_s later at most. */
+#define DSP_OWNED_STRAY_WAITS 3
 
 static size_t dsp_owned_bucket(const dsp_owned *owned, int64_t id)
 {
@@ -305,10 +315,15 @@ void dsp_owned_renew(dsp *d, const dsp_owned_lease *lease)
     for (j = 0; lease->stray != NULL && j < rows->nrows; j++) {
         const char *shard = hr_mysql_cell(rows, j, 1), *running = hr_mysql_cell(rows, j, 2);
 
-        if (running != NULL && strcmp(running, "1") == 0 &&
+        if (running == NULL || strcmp(running, "1") != 0 ||
             dsp_owned_find(d, strtoll(hr_mysql_cell(rows, j, 0), NULL, 10),
-                           shard != NULL ? atoi(shard) : HR_SHARD_NONE) == NULL)
-            lease->stray(d, rows, j);
+                           shard != NULL ? atoi(shard) : HR_SHARD_NONE) != NULL)
+            continue;
+        if (owned->strays_wait) {
+            owned->stray_waits++;
+            break;
+        }
+        lease->stray(d, rows, j);
     }
     hr_mysql_rows_free(rows);
 }
@@ -376,9 +391,16 @@ static const dsp_owned_lease dsp_owned_tasks = {
     .stray = dsp_owned_adopt,
 };
 
-void dsp_owned_renew_tasks(dsp *d)
+void dsp_owned_renew_tasks(dsp *d, bool claiming)
 {
+    dsp_owned *owned = d->owned;
+    int waits = owned->stray_waits;
+
+    owned->strays_wait = claiming && waits < DSP_OWNED_STRAY_WAITS;
     dsp_owned_renew(d, &dsp_owned_tasks);
+    owned->strays_wait = false;
+    if (owned->stray_waits == waits) /* none waited this time */
+        owned->stray_waits = 0;
 }
 
 void dsp_owned_gauges(dsp *d)

@@ -112,8 +112,11 @@ void dsp_owned_drop(dsp *d, dsp_task *dt);
  * (see dsp_owned_lease). */
 void dsp_owned_renew(dsp *d, const dsp_owned_lease *lease);
 /* dsp_owned_renew of the tasks and coordinators; a running task claimed
- * under our name that we do not own is adopted, or its lease ended. */
-void dsp_owned_renew_tasks(dsp *d);
+ * under our name that we do not own is adopted, or its lease ended.
+ * CLAIMING: the background job runs, and may have claimed tasks it has not
+ * handed over yet (dsp_jobs_done): such rows are left for a later renewal,
+ * at most DSP_OWNED_STRAY_WAITS in a row. */
+void dsp_owned_renew_tasks(dsp *d, bool claiming);
 
 /* herald_paced_tasks / herald_paced_rate from the entries with a
  * finish_by (called when one's rate or the table changed). */
