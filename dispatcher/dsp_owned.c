@@ -42,8 +42,7 @@ struct dsp_owned {
     size_t nshards;    /* entries that are claimed shards */
     uint64_t gen_next; /* dsp_task.gen of the next entry */
     uint64_t renewals; /* dsp_task.renewed of the last renewal */
-    bool strays_wait;  /* this renewal leaves strays (dsp_owned_renew_tasks) */
-    int stray_waits;   /* renewals in a row that left strays */
+    int stray_waits;   /* task renewals in a row that held strays back */
 };
 
 /* A task row of ours with no entry, seen while the background job runs, may
@@ -271,7 +270,7 @@ oom:
     return false;
 }
 
-void dsp_owned_renew(dsp *d, const dsp_owned_lease *lease)
+bool dsp_owned_renew(dsp *d, const dsp_owned_lease *lease, bool hold_strays)
 {
     dsp_owned *owned = d->owned;
     dsp_conn *conn = &d->loop_conn;
@@ -281,13 +280,14 @@ void dsp_owned_renew(dsp *d, const dsp_owned_lease *lease)
     uint64_t round = ++owned->renewals;
     char err[512];
     size_t i, j;
+    bool held = false;
 
     if (!dsp_conn_ready(d, conn))
-        return;
+        return false;
     if (hr_mysql_exec(conn->m, lease->renew_sql, pr, 2, NULL, NULL, NULL, err, sizeof err) < 0 ||
         hr_mysql_query(conn->m, lease->read_sql, ps, 1, &rows, err, sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
-        return;
+        return false;
     }
     /* The rows we hold: their entries are renewed, or stopped. */
     for (j = 0; j < rows->nrows; j++) {
@@ -319,13 +319,14 @@ void dsp_owned_renew(dsp *d, const dsp_owned_lease *lease)
             dsp_owned_find(d, strtoll(hr_mysql_cell(rows, j, 0), NULL, 10),
                            shard != NULL ? atoi(shard) : HR_SHARD_NONE) != NULL)
             continue;
-        if (owned->strays_wait) {
-            owned->stray_waits++;
+        if (hold_strays) {
+            held = true;
             break;
         }
         lease->stray(d, rows, j);
     }
     hr_mysql_rows_free(rows);
+    return held;
 }
 
 static void dsp_owned_task_lost(dsp *d, const dsp_task *dt)
@@ -394,13 +395,9 @@ static const dsp_owned_lease dsp_owned_tasks = {
 void dsp_owned_renew_tasks(dsp *d, bool claiming)
 {
     dsp_owned *owned = d->owned;
-    int waits = owned->stray_waits;
+    bool hold = claiming && owned->stray_waits < DSP_OWNED_STRAY_WAITS;
 
-    owned->strays_wait = claiming && waits < DSP_OWNED_STRAY_WAITS;
-    dsp_owned_renew(d, &dsp_owned_tasks);
-    owned->strays_wait = false;
-    if (owned->stray_waits == waits) /* none waited this time */
-        owned->stray_waits = 0;
+    owned->stray_waits = dsp_owned_renew(d, &dsp_owned_tasks, hold) ? owned->stray_waits + 1 : 0;
 }
 
 void dsp_owned_gauges(dsp *d)

@@ -109,8 +109,9 @@ bool dsp_owned_add_shard(dsp *d, const hr_task *t, int shard);
 void dsp_owned_drop(dsp *d, dsp_task *dt);
 
 /* Renews the leases of kind LEASE and drops the entries lost or stopped
- * (see dsp_owned_lease). */
-void dsp_owned_renew(dsp *d, const dsp_owned_lease *lease);
+ * (see dsp_owned_lease).  HOLD_STRAYS: the rows of ours with no entry are
+ * left as they are this time; true when there was one. */
+bool dsp_owned_renew(dsp *d, const dsp_owned_lease *lease, bool hold_strays);
 /* dsp_owned_renew of the tasks and coordinators; a running task claimed
  * under our name that we do not own is adopted, or its lease ended.
  * CLAIMING: the background job runs, and may have claimed tasks it has not

@@ -179,7 +179,7 @@ void dsp_shard_renew(dsp *d)
 {
     /* Nothing to renew without a shard entry (the usual case). */
     if (dsp_owned_any_shard(d))
-        dsp_owned_renew(d, &dsp_shard_lease);
+        dsp_owned_renew(d, &dsp_shard_lease, false);
 }
 
 void dsp_shard_chunked(dsp *d, dsp_task *dt)
