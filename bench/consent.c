@@ -184,8 +184,8 @@ static int bench_case_run(const hr_config *cfg, hr_redis *r, const bench_case *b
         bench_round_trips = 0;
         c0 = bench_ms(CLOCK_THREAD_CPUTIME_ID);
         w0 = bench_ms(CLOCK_MONOTONIC);
-        if (wk_consent_read(&cs, r, c, members, addressed ? &platform : NULL, "", errstr, errlen) !=
-                0 ||
+        if (wk_consent_read(&cs, r, c, members, 0, members->elements, addressed ? &platform : NULL,
+                            "", errstr, errlen) != 0 ||
             wk_consent_decide(&cs, r, c, members, 1800000000000LL, errstr, errlen) != 0) {
             wk_consent_free(&cs);
             goto done;

@@ -66,19 +66,20 @@ void wk_chunk_acks_free(wk_chunk_acks *a)
 
 void wk_chunk_reset(wk_chunk *c)
 {
-    free(c->users);
-    hr_arena_free(c->users_arena);
+    for (size_t i = 0; i < c->nparts; i++) {
+        hr_arena_free(c->parts[i].arena);
+        hr_addr_list_free(&c->parts[i].addrs);
+    }
+    free(c->parts);
     if (c->members != NULL)
         freeReplyObject(c->members);
     free(c->pushes);
     free(c->verdicts);
-    hr_addr_list_free(&c->addrs);
     c->members = NULL;
-    c->users = NULL;
-    c->users_arena = NULL;
+    c->parts = NULL;
     c->pushes = NULL;
     c->verdicts = NULL;
-    c->npushes = c->open = c->unchecked = c->slices = 0;
+    c->nparts = c->npushes = c->open = c->unchecked = c->unread = c->slices = 0;
 }
 
 void wk_chunk_free(wk_chunk *c)

@@ -3,9 +3,10 @@
  * A wk_chunk is created by the lifecycle for a chunk message, holds its
  * task (a wk_task reference the lifecycle takes and puts), the lease, the
  * members read from the chunk set (the SMEMBERS reply owns the uid strings
- * every push points at), the HGETALL replies of the recipients when the
- * task's templates use user.*, one wk_push per member, and the recipients
- * settled but not yet acknowledged.
+ * every push points at), per part of the open's read (wk_chunk_open.h)
+ * the HGETALL replies of the recipients when the task's templates use
+ * user.* and their addresses, one wk_push per member read, and the
+ * recipients settled but not yet acknowledged.
  *
  * Every Redis operation is a job on the worker's Redis thread (wk_redis),
  * each in a module of its own: wk_chunk_open (lease, members, user hashes,
@@ -171,6 +172,14 @@ typedef struct wk_chunk_acks {
     int64_t retried; /* retries spent since the last flush */
 } wk_chunk_acks;
 
+/* What one part of an open's read keeps for its pushes (wk_chunk_open.h):
+ * the arena of the users' hashes when the templates read them (NULL
+ * otherwise), and the members' addresses on the channel. */
+typedef struct wk_chunk_part {
+    hr_arena *arena;
+    hr_addr_list addrs;
+} wk_chunk_part;
+
 typedef struct wk_chunk wk_chunk;
 
 /* The answers of a chunk's jobs, on the loop thread (C->jobs already
@@ -181,7 +190,8 @@ struct wk_chunk_checked;
 struct wk_chunk_ended;
 
 typedef struct wk_chunk_hooks {
-    void (*opened)(wk_chunk *c, const struct wk_chunk_opened *res);
+    void (*opened)(wk_chunk *c, const struct wk_chunk_opened *res); /* the open: its first part */
+    void (*read)(wk_chunk *c, const struct wk_chunk_opened *res);   /* each part after it */
     void (*checked)(wk_chunk *c, const struct wk_chunk_checked *res);
     void (*flushed)(wk_chunk *c, int rc, const char *errstr);
     void (*ended)(wk_chunk *c, const struct wk_chunk_ended *res);
@@ -201,20 +211,20 @@ struct wk_chunk {
     char k_wait[HR_KEY_MAX], k_waves[HR_KEY_MAX]; /* recipients put off (wait_park.lua) */
     wk_chunk_state state;                         /* the lifecycle's (wk_lifecycle_set) */
     const char *why;                              /* why it went into STATE (static), for the log */
-    bool held;             /* the pushes' hold flag: STATE is held or ending */
-    unsigned jobs;         /* jobs in flight that point at the chunk */
-    redisReply *members;   /* SMEMBERS reply */
-    redisReply **users;    /* per member, or NULL when not needed */
-    hr_arena *users_arena; /* owns USERS' replies (wk_consent.h) */
-    wk_push *pushes;
+    bool held;            /* the pushes' hold flag: STATE is held or ending */
+    unsigned jobs;        /* jobs in flight that point at the chunk */
+    redisReply *members;  /* SMEMBERS reply */
+    wk_chunk_part *parts; /* one per part of the open's read: what its pushes point at */
+    size_t nparts;
+    wk_push *pushes;   /* room for one per member; the first NPUSHES made (in the parts read) */
     uint8_t *verdicts; /* hr_throttle_verdict per push, NULL = not throttled */
     size_t npushes;
-    size_t open;      /* pushes not yet settled */
+    size_t open;      /* pushes not yet settled, and the members not read yet (UNREAD) */
     size_t unchecked; /* of those, waiting for their throttle slice (not submitted) */
+    size_t unread;    /* members whose part of the open's read has not answered */
     size_t slices;    /* throttle slices in flight */
     wk_chunk_acks acks;
     size_t ack_batch;
-    hr_addr_list addrs; /* addressed channels: the members' addresses on it */
     int64_t sent, failed, retried, throttled, unregistered, opted_out,
         suppressed;                /* totals, for the chunk_done log line */
     int64_t deferred;              /* put off to their quiet hours' end at open */

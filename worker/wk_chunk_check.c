@@ -170,7 +170,10 @@ int wk_chunk_check(wk_redis *rd, wk_chunk *c, size_t first, size_t n)
     wk_chunk_check_job *j;
     uint8_t *verdicts;
 
-    if (c->verdicts == NULL && (c->verdicts = calloc(c->npushes ? c->npushes : 1, 1)) == NULL)
+    /* Room for a push per member: the parts of the open's read add theirs
+     * (wk_chunk_open.h). */
+    if (c->verdicts == NULL &&
+        (c->verdicts = calloc(c->members->elements ? c->members->elements : 1, 1)) == NULL)
         return -1;
     if ((j = calloc(1, sizeof *j)) == NULL)
         return -1;

@@ -1,5 +1,5 @@
-/* wk_chunk_open: a chunk's open, a job on the Redis thread (see
- * wk_chunk_open.h). */
+/* wk_chunk_open: a chunk's open and the later parts of its read, jobs on
+ * the Redis thread (see wk_chunk_open.h). */
 #include "wk_chunk_open.h"
 
 #include <inttypes.h>
@@ -18,6 +18,7 @@
 typedef struct wk_chunk_open_job {
     wk_redis_job job;
     wk_chunk *c;
+    bool open; /* the open (lease, members, first part), or a later part */
     char owner[160];
     int lease_ms;
     bool addressed;
@@ -25,11 +26,11 @@ typedef struct wk_chunk_open_job {
     const char *app; /* the channel's configuration: stays */
     wk_chunk_opened res;
     /* moved into the chunk by DONE */
-    redisReply *members;
-    wk_consent cs; /* users, addresses, the consent verdicts (wk_consent.h) */
-    wk_push *pushes;
+    redisReply *members;  /* the open's */
+    wk_chunk_part *parts; /* the open's: room for every part's */
+    wk_consent cs;        /* users, addresses, the consent verdicts (wk_consent.h) */
+    wk_push *pushes;      /* the open's: room for every member; a part's: its own */
     size_t npushes;
-    int64_t invalid;
     wk_chunk_acked dead; /* the invalid members' dead_letter.lua */
     char errstr[512];
 } wk_chunk_open_job;
@@ -152,7 +153,7 @@ static int wk_chunk_drop_invalid(wk_chunk_open_job *j, hr_redis *r)
         if ((a.dead[a.ndead++].reason = strdup("invalid uid")) == NULL)
             goto oom;
     }
-    j->invalid = (int64_t)a.ndead;
+    j->res.invalid = (int64_t)a.ndead;
     if (a.ndead == 0)
         return 0;
     wk_chunk_acks_run(j->c, &a, r, &j->dead);
@@ -167,57 +168,117 @@ oom:
     return -1;
 }
 
-/* One push per member the consent lets through, with its addresses on an
- * addressed channel (none: it will be settled unregistered). */
-static int wk_chunk_make_pushes(wk_chunk_open_job *j)
+/* One push per member read that the consent lets through, with its
+ * addresses on an addressed channel (none: it will be settled
+ * unregistered), into J->pushes (the open's has room for them all). */
+static int wk_chunk_make_pushes(wk_chunk_open_job *j, const redisReply *members)
 {
     wk_chunk *c = j->c;
     const wk_consent *cs = &j->cs;
 
-    j->pushes = calloc(j->members->elements, sizeof *j->pushes);
-    if (j->pushes == NULL) {
+    if (j->pushes == NULL && (j->pushes = calloc(cs->n ? cs->n : 1, sizeof *j->pushes)) == NULL) {
         snprintf(j->errstr, sizeof j->errstr, "out of memory");
         return -1;
     }
-    for (size_t i = 0; i < j->members->elements; i++) {
+    for (size_t k = 0; k < cs->n; k++) {
         wk_push *push;
 
-        if (cs->verdicts[i] != WK_CONSENT_PUSH)
+        if (cs->verdicts[k] != WK_CONSENT_PUSH)
             continue;
         push = &j->pushes[j->npushes++];
         push->owner = c;
         push->task = c->task;
-        push->uid = j->members->element[i]->str;
-        push->user = cs->full_users ? cs->users[i] : NULL;
-        push->variant = wk_task_variant(c->task, push->uid, wk_consent_locale(cs, i));
+        push->uid = members->element[cs->from + k]->str;
+        push->user = cs->full_users ? cs->users[k] : NULL;
+        push->variant = wk_task_variant(c->task, push->uid, wk_consent_locale(cs, k));
         push->hold = &c->held;
         push->state = WK_PUSH_IDLE;
-        if (cs->addr_n != NULL && cs->addr_n[i] > 0) {
-            push->addrs = &cs->addrs.a.v[cs->addr_first[i]];
-            push->naddrs = cs->addr_n[i];
+        if (cs->addr_n != NULL && cs->addr_n[k] > 0) {
+            push->addrs = &cs->addrs.a.v[cs->addr_first[k]];
+            push->naddrs = cs->addr_n[k];
         }
     }
     return 0;
+}
+
+size_t wk_chunk_parts(size_t n)
+{
+    return n <= WK_CHUNK_FIRST_PART
+               ? 1
+               : 1 + (n - WK_CHUNK_FIRST_PART + HR_ADDR_FETCH_BATCH - 1) / HR_ADDR_FETCH_BATCH;
+}
+
+void wk_chunk_part_range(size_t n, size_t i, size_t *from, size_t *to)
+{
+    *from = i == 0 ? 0 : WK_CHUNK_FIRST_PART + (i - 1) * HR_ADDR_FETCH_BATCH;
+    *to = i == 0 ? WK_CHUNK_FIRST_PART : *from + HR_ADDR_FETCH_BATCH;
+    if (*to > n)
+        *to = n;
+}
+
+/* The open before its first part's read: lease and members, the invalid
+ * members dead-lettered, room for every member's push and every part's
+ * addresses.  0 when the first part is to be read. */
+static int wk_chunk_open_start(wk_chunk_open_job *j, hr_redis *r)
+{
+    const wk_chunk *c = j->c;
+    size_t n;
+
+    j->res.rc = wk_chunk_open_lease(j, r);
+    /* Halted, expired, busy or empty: the lifecycle needs no more. */
+    if (j->res.rc != WK_CHUNK_STARTED || j->res.halt != WK_CHUNK_RUN ||
+        hr_task_expired(c->task->row, hr_clock_now_ms()))
+        return -1;
+    n = j->members->elements;
+    if (wk_chunk_drop_invalid(j, r) != 0)
+        goto failed;
+    if ((j->parts = calloc(wk_chunk_parts(n), sizeof *j->parts)) == NULL ||
+        (j->pushes = calloc(n, sizeof *j->pushes)) == NULL) {
+        snprintf(j->errstr, sizeof j->errstr, "out of memory");
+        goto failed;
+    }
+    wk_chunk_part_range(n, 0, &j->res.from, &j->res.to);
+    return 0;
+failed:
+    j->res.rc = -1;
+    return -1;
 }
 
 static void wk_chunk_open_run(wk_redis_job *job, hr_redis *r)
 {
     wk_chunk_open_job *j = (wk_chunk_open_job *)job;
     const wk_chunk *c = j->c;
-    int rc = wk_chunk_open_lease(j, r);
+    const redisReply *members;
 
-    j->res.rc = rc;
-    /* Halted, expired, busy or empty: the lifecycle needs no more. */
-    if (rc != WK_CHUNK_STARTED || j->res.halt != WK_CHUNK_RUN ||
-        hr_task_expired(c->task->row, hr_clock_now_ms()))
+    if (j->open && wk_chunk_open_start(j, r) != 0)
         return;
-    if (wk_chunk_drop_invalid(j, r) != 0 ||
-        wk_consent_read(&j->cs, r, c, j->members, j->addressed ? &j->platform : NULL, j->app,
-                        j->errstr, sizeof j->errstr) != 0 ||
-        wk_consent_decide(&j->cs, r, c, j->members, hr_clock_now_ms(), j->errstr,
-                          sizeof j->errstr) != 0 ||
-        wk_chunk_make_pushes(j) != 0)
+    members = j->open ? j->members : c->members;
+    if (wk_consent_read(&j->cs, r, c, members, j->res.from, j->res.to,
+                        j->addressed ? &j->platform : NULL, j->app, j->errstr,
+                        sizeof j->errstr) != 0 ||
+        wk_consent_decide(&j->cs, r, c, members, hr_clock_now_ms(), j->errstr, sizeof j->errstr) !=
+            0 ||
+        wk_chunk_make_pushes(j, members) != 0)
         j->res.rc = -1;
+}
+
+/* Moves what the part read into C: its pushes after C's, what they point
+ * at into C's parts. */
+static void wk_chunk_open_keep(wk_chunk *c, wk_chunk_open_job *j)
+{
+    if (j->open) {
+        c->npushes = j->npushes; /* made in place */
+    } else {
+        memcpy(c->pushes + c->npushes, j->pushes, j->npushes * sizeof *j->pushes);
+        c->npushes += j->npushes;
+    }
+    /* The templates read the whole hashes; the consent fields alone are
+     * not kept. */
+    c->parts[c->nparts].arena = j->cs.full_users ? j->cs.arena : NULL;
+    c->parts[c->nparts++].addrs = j->cs.addrs;
+    if (j->cs.full_users)
+        j->cs.arena = NULL;
+    memset(&j->cs.addrs, 0, sizeof j->cs.addrs);
 }
 
 static void wk_chunk_open_done(wk_redis_job *job)
@@ -226,26 +287,22 @@ static void wk_chunk_open_done(wk_redis_job *job)
     wk_chunk *c = j->c;
 
     c->jobs--;
-    /* Only one open runs at a time, and a busy or failed one left the
-     * chunk's members empty: nothing of C is overwritten. */
-    if (j->members != NULL && c->members == NULL) {
+    /* Only one open runs at a time, a busy or failed one left the chunk's
+     * members empty, and its later parts run only after it answered and
+     * before a reset (the chunk's jobs are done first): nothing of C is
+     * overwritten. */
+    if (j->open && j->members != NULL && c->members == NULL && j->res.rc == WK_CHUNK_STARTED) {
         c->members = j->members;
-        /* The templates read the whole hashes; the consent fields alone
-         * are not kept. */
-        c->users = j->cs.full_users ? j->cs.users : NULL;
-        c->users_arena = j->cs.full_users ? j->cs.arena : NULL;
+        c->parts = j->parts;
         c->pushes = j->pushes;
-        c->npushes = j->npushes;
-        c->addrs = j->cs.addrs;
         j->members = NULL;
-        if (j->cs.full_users) {
-            j->cs.users = NULL;
-            j->cs.arena = NULL;
-        }
+        j->parts = NULL;
         j->pushes = NULL;
-        memset(&j->cs.addrs, 0, sizeof j->cs.addrs);
     }
-    c->invalid += j->invalid;
+    if (j->res.rc == WK_CHUNK_STARTED && j->cs.verdicts != NULL && c->parts != NULL)
+        wk_chunk_open_keep(c, j);
+    j->res.npushes = j->npushes;
+    c->invalid += j->res.invalid;
     c->user_errors += j->cs.user_errors;
     if (c->user_error[0] == '\0')
         memcpy(c->user_error, j->cs.user_error, sizeof c->user_error);
@@ -255,13 +312,19 @@ static void wk_chunk_open_done(wk_redis_job *job)
     wk_chunk_acked_apply(c, &(wk_chunk_acks){0}, &j->dead);
     wk_chunk_acked_apply(c, &(wk_chunk_acks){0}, &j->cs.acked);
     j->res.bad_addrs = j->cs.bad_addrs;
+    j->res.user_errors = j->cs.user_errors;
+    j->res.user_error = j->cs.user_error;
     j->res.verdicts = j->cs.verdicts;
     j->res.deferred = j->cs.deferred;
     j->res.errstr = j->errstr;
-    c->hooks->opened(c, &j->res);
+    if (j->open)
+        c->hooks->opened(c, &j->res);
+    else
+        c->hooks->read(c, &j->res);
     wk_consent_free(&j->cs);
     if (j->members != NULL)
         freeReplyObject(j->members);
+    free(j->parts);
     free(j->pushes);
     free(j);
 }
@@ -269,21 +332,46 @@ static void wk_chunk_open_done(wk_redis_job *job)
 static const wk_redis_ops wk_chunk_open_ops = {.run = wk_chunk_open_run,
                                                .done = wk_chunk_open_done};
 
-int wk_chunk_open(wk_redis *rd, wk_chunk *c, const char *owner, int lease_ms,
-                  const hr_addr_platform *platform, const char *app)
+/* A job for C (NULL when out of memory); PLATFORM and APP as
+ * wk_chunk_open's. */
+static wk_chunk_open_job *wk_chunk_open_job_new(wk_chunk *c, const hr_addr_platform *platform,
+                                                const char *app)
 {
     wk_chunk_open_job *j = calloc(1, sizeof *j);
 
     if (j == NULL)
-        return -1;
+        return NULL;
     j->job.ops = &wk_chunk_open_ops;
     j->c = c;
-    snprintf(j->owner, sizeof j->owner, "%s", owner);
-    j->lease_ms = lease_ms;
     if (platform != NULL) {
         j->addressed = true;
         j->platform = *platform;
         j->app = app;
     }
+    return j;
+}
+
+int wk_chunk_open(wk_redis *rd, wk_chunk *c, const char *owner, int lease_ms,
+                  const hr_addr_platform *platform, const char *app)
+{
+    wk_chunk_open_job *j = wk_chunk_open_job_new(c, platform, app);
+
+    if (j == NULL)
+        return -1;
+    j->open = true;
+    snprintf(j->owner, sizeof j->owner, "%s", owner);
+    j->lease_ms = lease_ms;
+    return wk_chunk_submit(rd, c, &j->job);
+}
+
+int wk_chunk_read(wk_redis *rd, wk_chunk *c, size_t from, size_t to,
+                  const hr_addr_platform *platform, const char *app)
+{
+    wk_chunk_open_job *j = wk_chunk_open_job_new(c, platform, app);
+
+    if (j == NULL)
+        return -1;
+    j->res.from = from;
+    j->res.to = to;
     return wk_chunk_submit(rd, c, &j->job);
 }

@@ -80,30 +80,36 @@ static int wk_consent_queue(const wk_consent *cs, hr_pipe *pipe, const char *pre
 }
 
 int wk_consent_read(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redisReply *members,
-                    const hr_addr_platform *platform, const char *app, char *errstr, size_t errlen)
+                    size_t from, size_t to, const hr_addr_platform *platform, const char *app,
+                    char *errstr, size_t errlen)
 {
     const wk_task *wt = c->task;
     /* Per-locale variants pick by the profile's locale (A/B arms by the
      * uid alone). */
     bool locales = wt->variants.n > 0 && !hr_variant_is_split(&wt->variants);
     bool user = wt->uses_user || !wt->mandatory || locales;
-    size_t n = members->elements;
+    size_t n = to - from;
     hr_pipe *pipe = NULL;
     int rc = -1;
 
+    cs->from = from;
+    cs->n = n;
     cs->full_users = wt->uses_user;
     cs->verdicts = calloc(n ? n : 1, sizeof *cs->verdicts);
-    if (cs->verdicts == NULL || (user && (cs->users = calloc(n, sizeof *cs->users)) == NULL) ||
-        (platform != NULL && ((cs->addr_first = calloc(n, sizeof *cs->addr_first)) == NULL ||
-                              (cs->addr_n = calloc(n, sizeof *cs->addr_n)) == NULL)))
+    if (cs->verdicts == NULL ||
+        (user && (cs->users = calloc(n ? n : 1, sizeof *cs->users)) == NULL) ||
+        (platform != NULL &&
+         ((cs->addr_first = calloc(n ? n : 1, sizeof *cs->addr_first)) == NULL ||
+          (cs->addr_n = calloc(n ? n : 1, sizeof *cs->addr_n)) == NULL)))
         goto oom;
-    for (size_t i = 0; i < n; i++)
-        if (members->element[i]->type != REDIS_REPLY_STRING ||
-            !wk_chunk_uid_valid(members->element[i]->str))
-            cs->verdicts[i] = WK_CONSENT_SKIP;
+    for (size_t k = 0; k < n; k++)
+        if (members->element[from + k]->type != REDIS_REPLY_STRING ||
+            !wk_chunk_uid_valid(members->element[from + k]->str))
+            cs->verdicts[k] = WK_CONSENT_SKIP;
     if (!user && platform == NULL)
         return 0;
-    if (wk_consent_marks(r, platform != NULL, !wt->mandatory || locales, errstr, errlen) != 0)
+    if (from == 0 &&
+        wk_consent_marks(r, platform != NULL, !wt->mandatory || locales, errstr, errlen) != 0)
         return -1;
     /* Made only for a read: a chunk that reads nothing allocates none. */
     if ((cs->arena = hr_arena_new()) == NULL || (pipe = hr_pipe_new(r)) == NULL)
@@ -113,23 +119,23 @@ int wk_consent_read(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redisR
         size_t end = n - at < HR_ADDR_FETCH_BATCH ? n : at + HR_ADDR_FETCH_BATCH, q = 0;
 
         hr_pipe_reset(pipe);
-        for (size_t i = at; i < end; i++)
-            if (cs->verdicts[i] != WK_CONSENT_SKIP &&
-                wk_consent_queue(cs, pipe, hr_redis_prefix(r), members->element[i]->str, user,
-                                 platform != NULL) != 0)
+        for (size_t k = at; k < end; k++)
+            if (cs->verdicts[k] != WK_CONSENT_SKIP &&
+                wk_consent_queue(cs, pipe, hr_redis_prefix(r), members->element[from + k]->str,
+                                 user, platform != NULL) != 0)
                 goto oom;
         if (hr_pipe_exec(pipe, errstr, errlen) != 0)
             goto done;
-        for (size_t i = at; i < end; i++) {
-            const char *uid = members->element[i]->str;
+        for (size_t k = at; k < end; k++) {
+            const char *uid = members->element[from + k]->str;
             char detail[256];
 
-            if (cs->verdicts[i] == WK_CONSENT_SKIP)
+            if (cs->verdicts[k] == WK_CONSENT_SKIP)
                 continue;
             /* The batch was read whole: an error reply concerns this key
              * alone (WRONGTYPE: written by hand), and the member goes on
              * without it. */
-            if (user && (cs->users[i] = hr_pipe_reply(pipe, q++, detail, sizeof detail)) == NULL &&
+            if (user && (cs->users[k] = hr_pipe_reply(pipe, q++, detail, sizeof detail)) == NULL &&
                 cs->user_errors++ == 0)
                 snprintf(cs->user_error, sizeof cs->user_error, "uid=%.40s error=%.100s", uid,
                          detail);
@@ -137,15 +143,15 @@ int wk_consent_read(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redisR
                 redisReply *reply = hr_pipe_reply(pipe, q++, detail, sizeof detail);
                 int taken = 0;
 
-                cs->addr_first[i] = cs->addrs.a.n;
+                cs->addr_first[k] = cs->addrs.a.n;
                 if (reply == NULL)
                     cs->bad_addrs++;
                 else
-                    taken = hr_addr_take(&cs->addrs, reply, strtoll(uid, NULL, 10), i, *platform,
-                                         app, &cs->bad_addrs);
+                    taken = hr_addr_take(&cs->addrs, reply, strtoll(uid, NULL, 10), from + k,
+                                         *platform, app, &cs->bad_addrs);
                 if (taken != 0)
                     goto oom;
-                cs->addr_n[i] = cs->addrs.a.n - cs->addr_first[i];
+                cs->addr_n[k] = cs->addrs.a.n - cs->addr_first[k];
             }
         }
     }
@@ -193,9 +199,9 @@ static wk_consent_fields wk_consent_fields_of(const wk_consent *cs, const redisR
     return f;
 }
 
-const char *wk_consent_locale(const wk_consent *cs, size_t i)
+const char *wk_consent_locale(const wk_consent *cs, size_t k)
 {
-    return wk_consent_fields_of(cs, cs->users != NULL ? cs->users[i] : NULL).locale;
+    return wk_consent_fields_of(cs, cs->users != NULL ? cs->users[k] : NULL).locale;
 }
 
 /* One remembered quiet-hours verdict. */
@@ -253,26 +259,26 @@ static int wk_consent_quiet_of(wk_consent_quiets *qs, const hr_task *t, const wk
     return e->defer;
 }
 
-/* The member I's verdict at NOW_MS; a deferral's release, close and zone
- * into *QUIET.  -1 (ERRSTR) when a zone does not load. */
-static int wk_consent_verdict_of(wk_consent *cs, const wk_chunk *c, size_t i, wk_consent_quiets *qs,
+/* The member CS->from + K's verdict at NOW_MS; a deferral's release, close
+ * and zone into *QUIET.  -1 (ERRSTR) when a zone does not load. */
+static int wk_consent_verdict_of(wk_consent *cs, const wk_chunk *c, size_t k, wk_consent_quiets *qs,
                                  int64_t now_ms, const wk_consent_quiet **quiet, char *errstr,
                                  size_t errlen)
 {
     const wk_task *wt = c->task;
-    wk_consent_fields f = wk_consent_fields_of(cs, cs->users != NULL ? cs->users[i] : NULL);
+    wk_consent_fields f = wk_consent_fields_of(cs, cs->users != NULL ? cs->users[k] : NULL);
     int rc;
 
     if (!wt->mandatory && hr_consent_opted_out(f.optout, hr_task_category(wt->row),
                                                hr_channel_type_name(wt->ch->type)))
         return WK_CONSENT_OPTED_OUT;
-    if (cs->addr_n != NULL && cs->addr_n[i] > 0) {
+    if (cs->addr_n != NULL && cs->addr_n[k] > 0) {
         size_t keep =
-            hr_consent_addresses(&cs->addrs.a.v[cs->addr_first[i]], cs->addr_n[i], wt->mandatory);
+            hr_consent_addresses(&cs->addrs.a.v[cs->addr_first[k]], cs->addr_n[k], wt->mandatory);
 
         if (keep == 0)
             return WK_CONSENT_SUPPRESSED;
-        cs->addr_n[i] = keep;
+        cs->addr_n[k] = keep;
     }
     if (wt->mandatory || f.quiet == NULL)
         return WK_CONSENT_PUSH;
@@ -283,7 +289,7 @@ static int wk_consent_verdict_of(wk_consent *cs, const wk_chunk *c, size_t i, wk
 int wk_consent_decide(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redisReply *members,
                       int64_t now_ms, char *errstr, size_t errlen)
 {
-    size_t n = members->elements, ndefer = 0, at = 0;
+    size_t n = cs->n, ndefer = 0, at = 0;
     wk_consent_quiets *qs = NULL;
     wk_chunk_acks a = {0};
     const char **park = NULL;
@@ -301,22 +307,22 @@ int wk_consent_decide(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redi
     qs->held = (wk_consent_quiet){.release_ms = now_ms + WK_CONSENT_HELD_RETRY_MS,
                                   .close_ms = HR_RELEASE_NEVER,
                                   .zone = "UTC"};
-    for (size_t i = 0; i < n; i++) {
+    for (size_t k = 0; k < n; k++) {
         const wk_consent_quiet *quiet = NULL;
-        const char *uid = members->element[i]->str;
+        const char *uid = members->element[cs->from + k]->str;
         int v;
 
-        if (cs->verdicts[i] == WK_CONSENT_SKIP)
+        if (cs->verdicts[k] == WK_CONSENT_SKIP)
             continue;
         /* Held: this entry of the task predates its winner (rare: a chunk
          * of the sample still held it); back to wait, never the default. */
         if (wk_task_held(c->task, uid)) {
             v = WK_CONSENT_DEFER;
             quiet = &qs->held;
-        } else if ((v = wk_consent_verdict_of(cs, c, i, qs, now_ms, &quiet, errstr, errlen)) < 0) {
+        } else if ((v = wk_consent_verdict_of(cs, c, k, qs, now_ms, &quiet, errstr, errlen)) < 0) {
             goto done;
         }
-        cs->verdicts[i] = (uint8_t)v;
+        cs->verdicts[k] = (uint8_t)v;
         /* With the events gate the loop acknowledges them, behind their
          * events (wk_lifecycle_consent). */
         if ((v == WK_CONSENT_OPTED_OUT || v == WK_CONSENT_SUPPRESSED) && c->gate == NULL &&

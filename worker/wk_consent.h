@@ -29,9 +29,13 @@
  * The read's replies are built in one arena (hr_arena.h): a batch costs a
  * few allocations, not a handful per member, and they are freed at once.
  *
- * Ownership: a wk_consent belongs to the open job until its done moves the
- * users (with the arena that holds them), addresses and verdicts into the
- * chunk. */
+ * A wk_consent covers the members FROM..FROM+N-1 of the chunk's set (an
+ * open reads its members in parts, wk_chunk_open.h); its per-member
+ * arrays are indexed from FROM.
+ *
+ * Ownership: a wk_consent belongs to its read job until the job's done
+ * moves the arena (when the pushes keep the users it holds) and the
+ * addresses into the chunk. */
 #ifndef WK_CONSENT_H
 #define WK_CONSENT_H
 
@@ -55,6 +59,7 @@ typedef enum wk_consent_verdict {
 } wk_consent_verdict;
 
 typedef struct wk_consent {
+    size_t from, n; /* the members read: FROM..FROM+N-1 of the set */
     /* read */
     redisReply **users;   /* per member (NULL = not read): HGETALL, or HMGET when !full_users */
     hr_arena *arena;      /* owns the replies read: USERS' and the addresses' (NULL: none read) */
@@ -73,22 +78,25 @@ typedef struct wk_consent {
     wk_chunk_acked acked; /* what the acknowledgements answered */
 } wk_consent;
 
-/* The read of C's members (MEMBERS, the SMEMBERS reply): users when C's
- * task uses user.* or its category is not mandatory, addresses on
- * PLATFORM (and APP) when PLATFORM is not NULL.  0, or -1 with ERRSTR
- * (Redis failed, a book not in Redis, out of memory). */
+/* The read of C's members FROM..TO-1 (MEMBERS, the SMEMBERS reply): users
+ * when C's task uses user.* or its category is not mandatory, addresses on
+ * PLATFORM (and APP) when PLATFORM is not NULL; the books' marks are
+ * checked at the first part (FROM 0).  0, or -1 with ERRSTR (Redis failed,
+ * a book not in Redis, out of memory). */
 int wk_consent_read(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redisReply *members,
-                    const hr_addr_platform *platform, const char *app, char *errstr, size_t errlen);
+                    size_t from, size_t to, const hr_addr_platform *platform, const char *app,
+                    char *errstr, size_t errlen);
 
-/* The verdicts at NOW_MS, and the acknowledgements (not with C->gate) and
- * deferrals they make (one round trip, none when there are none).  0, or
- * -1 with ERRSTR. */
+/* The verdicts at NOW_MS of the members read, and the acknowledgements
+ * (not with C->gate) and deferrals they make (one round trip, none when
+ * there are none).  0, or -1 with ERRSTR. */
 int wk_consent_decide(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redisReply *members,
                       int64_t now_ms, char *errstr, size_t errlen);
 
-/* Member I's profile locale as read (NULL: none, or not read): what picks
- * its content among the task's per-locale variants (wk_task_variant). */
-const char *wk_consent_locale(const wk_consent *cs, size_t i);
+/* Member CS->from + K's profile locale as read (NULL: none, or not read):
+ * what picks its content among the task's per-locale variants
+ * (wk_task_variant). */
+const char *wk_consent_locale(const wk_consent *cs, size_t k);
 
 /* Frees what CS holds; the pointers a caller moved out (and set to NULL)
  * are left alone. */

@@ -201,7 +201,9 @@ void wk_lifecycle_hold(wk_lifecycle *l, wk_chunk *c)
             c->open--;
         }
     }
-    /* Their slices' verdicts are only counted when they come. */
-    c->open -= c->unchecked;
-    c->unchecked = 0;
+    /* Their slices' verdicts are only counted when they come; the members
+     * not read yet get no push (wk_lifecycle_read: the set keeps them for
+     * the ending). */
+    c->open -= c->unchecked + c->unread;
+    c->unchecked = c->unread = 0;
 }

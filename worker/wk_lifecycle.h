@@ -143,7 +143,8 @@ bool wk_lifecycle_gone(wk_lifecycle *l, wk_chunk *c);
  * job of it is waited for (those in flight keep it allocated). */
 void wk_lifecycle_unlink(wk_lifecycle *l, wk_chunk *c, const char *why);
 /* No new request of C starts: its pushes not yet started (ready, waiting
- * for a retry, or for their throttle slice) are taken back; those in
+ * for a retry, or for their throttle slice) are taken back, the members
+ * whose part of the open's read has not answered will get none; those in
  * flight finish and are not retried.  A halt's, a revoke's and a stall's. */
 void wk_lifecycle_hold(wk_lifecycle *l, wk_chunk *c);
 /* The events gate moved, or may have (the reporter's confirmed hook, the

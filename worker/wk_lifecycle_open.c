@@ -30,41 +30,41 @@ static bool wk_lifecycle_active(const wk_lifecycle *l, const hr_chunkmsg *msg)
     return false;
 }
 
-/* Reports what the open worked around: invalid uids (dead-lettered,
- * counted failed), user hashes that answered an error, address members
- * that do not parse. */
-static void wk_lifecycle_open_anomalies(wk_lifecycle *l, wk_chunk *c, size_t bad_addrs)
+/* Reports what a part of the open's read (RES) worked around: invalid
+ * uids (the open's: dead-lettered, counted failed), user hashes that
+ * answered an error, address members that do not parse. */
+static void wk_lifecycle_open_anomalies(wk_lifecycle *l, wk_chunk *c, const wk_chunk_opened *res)
 {
-    if (c->invalid > 0) {
+    if (res->invalid > 0) {
         wk_lifecycle_report_counters(l, c);
-        hr_metrics_add(l->met->chans[c->task->ch_index].failed, (uint64_t)c->invalid);
-        hr_metrics_add(l->met->anomalies[WK_ANOMALY_INVALID_UID], (uint64_t)c->invalid);
+        hr_metrics_add(l->met->chans[c->task->ch_index].failed, (uint64_t)res->invalid);
+        hr_metrics_add(l->met->anomalies[WK_ANOMALY_INVALID_UID], (uint64_t)res->invalid);
         hr_log_warn("invalid_uids", "task=%" PRId64 " seq=%" PRId64 " count=%" PRId64, c->msg.task,
-                    c->msg.seq, c->invalid);
+                    c->msg.seq, res->invalid);
     }
-    if (c->user_errors > 0) {
-        hr_metrics_add(l->met->anomalies[WK_ANOMALY_USER_HASH], (uint64_t)c->user_errors);
+    if (res->user_errors > 0) {
+        hr_metrics_add(l->met->anomalies[WK_ANOMALY_USER_HASH], (uint64_t)res->user_errors);
         hr_log_warn("user_hash_error", "task=%" PRId64 " seq=%" PRId64 " count=%" PRId64 " %s",
-                    c->msg.task, c->msg.seq, c->user_errors, c->user_error);
+                    c->msg.task, c->msg.seq, res->user_errors, res->user_error);
     }
-    if (bad_addrs > 0)
+    if (res->bad_addrs > 0)
         hr_log_warn("address_unreadable", "task=%" PRId64 " seq=%" PRId64 " count=%zu", c->msg.task,
-                    c->msg.seq, bad_addrs);
+                    c->msg.seq, res->bad_addrs);
 }
 
-/* What the open's consent decided (wk_consent.h): the opted out and
- * suppressed members are counted per channel and reported (an event and a
- * delivery-log row each), the deferred ones went back to the wait set.
+/* What the consent decided of a part of the open's read (wk_consent.h):
+ * the opted out and suppressed members are counted per channel and
+ * reported (an event and a delivery-log row each), the deferred ones went
+ * back to the wait set.
  * Without the events gate the open acknowledged them already; with it
  * (C->gate), their acknowledgements are buffered here, each behind its
  * event (wk_lifecycle_outcome moves C->ev_last), and flushed like the
  * pushes' (ack.lua under their stats fields, counting only uids still in
  * the set): a worker killed before Kafka confirmed the events leaves them
  * in the set, and the chunk's next holder reports them again.  The chunk's
- * end job comes after those flushes (its jobs keep their order).  Returns
- * how many members were opted out or suppressed, or -1 when C was
- * dropped (not to be touched). */
-static int64_t wk_lifecycle_consent(wk_lifecycle *l, wk_chunk *c, const wk_chunk_opened *res)
+ * end job comes after those flushes (its jobs keep their order).  0, or
+ * -1 when C was dropped (not to be touched). */
+static int wk_lifecycle_consent(wk_lifecycle *l, wk_chunk *c, const wk_chunk_opened *res)
 {
     const wk_push_result none = {.delivered = false, .at_ms = hr_clock_now_ms()};
     wk_metrics_chan *mc = &l->met->chans[c->task->ch_index];
@@ -73,12 +73,12 @@ static int64_t wk_lifecycle_consent(wk_lifecycle *l, wk_chunk *c, const wk_chunk
 
     if (res->verdicts == NULL)
         return 0;
-    for (size_t i = 0; i < c->members->elements; i++) {
-        const char *uid = c->members->element[i]->str;
+    for (size_t k = 0; k < res->to - res->from; k++) {
+        const char *uid = c->members->element[res->from + k]->str;
         wk_delivery status;
         wk_chunk_settled how;
 
-        switch (res->verdicts[i]) {
+        switch (res->verdicts[k]) {
         case WK_CONSENT_OPTED_OUT:
             hr_metrics_inc(mc->opted_out);
             opted_out++;
@@ -112,7 +112,7 @@ static int64_t wk_lifecycle_consent(wk_lifecycle *l, wk_chunk *c, const wk_chunk
                      " deferred=%" PRId64,
                      c->msg.task, c->msg.seq, opted_out, suppressed, res->deferred);
     }
-    return opted_out + suppressed;
+    return 0;
 dropped:
     wk_lifecycle_drop(l, c, full < 0 ? "out of memory" : "the Redis thread took no job", NULL);
     return -1;
@@ -163,15 +163,61 @@ static void wk_lifecycle_busy(wk_lifecycle *l, wk_chunk *c)
     wk_lifecycle_unlink(l, c, "busy");
 }
 
+/* What a part of C's open read (RES) comes to: its anomalies reported,
+ * its consent's outcomes (wk_lifecycle_consent), its pushes counted open
+ * and handed to the throttle's slices or queued on the sender (the caller
+ * kicks it).  0, or -1 when C was dropped. */
+static int wk_lifecycle_take(wk_lifecycle *l, wk_chunk *c, const wk_chunk_opened *res)
+{
+    size_t first = c->npushes - res->npushes;
+
+    wk_lifecycle_open_anomalies(l, c, res);
+    if (wk_lifecycle_consent(l, c, res) != 0)
+        return -1;
+    c->open += res->npushes;
+    if (res->npushes == 0)
+        return 0;
+    if (c->task->throttle.limit > 0)
+        return wk_lifecycle_throttle(l, c, first, res->npushes);
+    for (size_t i = first; i < c->npushes; i++)
+        wk_sender_submit(l->sender, &c->pushes[i]);
+    return 0;
+}
+
+/* Submits the read of opened C's members after the open's first part, one
+ * job per part, all at once: the Redis thread reads them back to back
+ * (behind the first part's throttle slices) while the sender pushes.  0,
+ * or -1 when C was dropped. */
+static int wk_lifecycle_read_rest(wk_lifecycle *l, wk_chunk *c)
+{
+    hr_addr_platform platform;
+    const char *app = NULL;
+    bool addressed = wk_sender_addressed(l->sender, c->task->ch_index, &platform, &app);
+    size_t n = c->members->elements;
+
+    for (size_t i = 1; i < wk_chunk_parts(n); i++) {
+        size_t from, to;
+
+        wk_chunk_part_range(n, i, &from, &to);
+        if (wk_chunk_read(l->rd, c, from, to, addressed ? &platform : NULL, app) != 0) {
+            wk_lifecycle_drop(l, c, "the Redis thread took no job", NULL);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* C's open answered: halt it (the control key, expire_at), wait for a
- * foreign lease, close an empty set, or start its pushes — at once, or
- * slice by slice as the throttle lets them through. */
+ * foreign lease, close an empty set, or start the pushes of its first
+ * part — at once, or slice by slice as the throttle lets them through —
+ * and read the rest of its members. */
 static void wk_lifecycle_opened(wk_chunk *c, const wk_chunk_opened *res)
 {
     wk_lifecycle *l = c->ctx;
     const hr_chunkmsg *msg = &c->msg;
     wk_chunk_halt halt = res->halt;
-    int64_t now = hr_clock_now_ms(), consented;
+    int64_t now = hr_clock_now_ms();
+    size_t n;
 
     if (wk_lifecycle_gone(l, c))
         return;
@@ -205,33 +251,73 @@ static void wk_lifecycle_opened(wk_chunk *c, const wk_chunk_opened *res)
     }
     wk_lifecycle_set(c, WK_CHUNK_PUSHING, "opened");
     c->opened_ms = now;
-    c->open = c->npushes;
-    wk_lifecycle_open_anomalies(l, c, res->bad_addrs);
-    if ((consented = wk_lifecycle_consent(l, c, res)) < 0)
-        return;
+    n = c->members->elements;
+    /* Until their parts answer, the members not read yet keep C open. */
+    c->unread = n - res->to;
+    c->open = c->unread;
     /* Fewer members than published: a redelivery, partly acknowledged. */
-    if ((int64_t)c->npushes + c->invalid + consented + c->deferred < msg->count)
+    if ((int64_t)n < msg->count)
         hr_metrics_inc(l->met->chunks_redelivered);
+    /* The rest's reads go before the first part's outcomes, whose events
+     * would hold every job of C behind them in the events gate; but after
+     * a throttled chunk's first slices, which would otherwise wait for the
+     * whole read. */
+    if (c->task->throttle.limit > 0
+            ? wk_lifecycle_take(l, c, res) != 0 || wk_lifecycle_read_rest(l, c) != 0
+            : wk_lifecycle_read_rest(l, c) != 0 || wk_lifecycle_take(l, c, res) != 0)
+        return;
     hr_log_info("chunk_start",
-                "task=%" PRId64 " seq=%" PRId64 " recipients=%zu partition=%" PRId32
-                " offset=%" PRId64 " open_ms=%" PRId64 " published_ms_ago=%" PRId64,
-                msg->task, msg->seq, c->npushes, c->partition, c->offset, now - c->started_ms,
-                now - msg->published_ms);
+                "task=%" PRId64 " seq=%" PRId64 " recipients=%zu members=%zu read=%zu"
+                " partition=%" PRId32 " offset=%" PRId64 " open_ms=%" PRId64
+                " published_ms_ago=%" PRId64,
+                msg->task, msg->seq, c->npushes, n, res->to, c->partition, c->offset,
+                now - c->started_ms, now - msg->published_ms);
     if (c->open == 0) {
         wk_lifecycle_end(l, c, WK_CHUNK_CLOSING, "nobody to push");
         return;
     }
-    if (c->task->throttle.limit > 0) {
-        wk_lifecycle_throttle(l, c);
+    /* May settle pushes, even finish or drop C: C is not touched after. */
+    wk_sender_kick(l->sender);
+}
+
+/* A later part of C's open answered: its pushes go, and with the last
+ * part every member of C is read (chunk_read: how many of its pushes had
+ * settled by then), so C may be settled. */
+static void wk_lifecycle_read(wk_chunk *c, const wk_chunk_opened *res)
+{
+    wk_lifecycle *l = c->ctx;
+
+    if (wk_lifecycle_gone(l, c))
+        return;
+    /* Held, stalled or ending meanwhile: its members were counted out
+     * when it held (wk_lifecycle_hold) and get no push; those the consent
+     * did not settle in Redis stay in the set for its ending. */
+    if (c->state != WK_CHUNK_PUSHING)
+        return;
+    if (res->rc < 0) {
+        wk_lifecycle_drop(l, c, "read failed", res->errstr);
         return;
     }
-    for (size_t i = 0; i < c->npushes; i++)
-        wk_sender_submit(l->sender, &c->pushes[i]);
+    c->unread -= res->to - res->from;
+    c->open -= res->to - res->from;
+    if (wk_lifecycle_take(l, c, res) != 0)
+        return;
+    if (c->unread == 0)
+        hr_log_info("chunk_read",
+                    "task=%" PRId64 " seq=%" PRId64 " recipients=%zu members=%zu settled=%zu"
+                    " read_ms=%" PRId64,
+                    c->msg.task, c->msg.seq, c->npushes, c->members->elements, c->npushes - c->open,
+                    hr_clock_now_ms() - c->opened_ms);
+    if (c->open == 0) {
+        wk_lifecycle_settled(l, c);
+        return;
+    }
     /* May settle pushes, even finish or drop C: C is not touched after. */
     wk_sender_kick(l->sender);
 }
 
 static const wk_chunk_hooks wk_lifecycle_chunk_hooks = {.opened = wk_lifecycle_opened,
+                                                        .read = wk_lifecycle_read,
                                                         .checked = wk_lifecycle_checked,
                                                         .flushed = wk_lifecycle_flushed,
                                                         .ended = wk_lifecycle_ended};

@@ -135,19 +135,19 @@ void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res)
 
 /* ---- throttle ------------------------------------------------------------------ */
 
-/* Checks C's pushes through the throttle in slices (the first one small),
- * all submitted at once: the Redis thread runs them back to back, and the
- * pushes of a slice start as soon as its verdicts are back.  0, or -1 when
- * C was dropped. */
-int wk_lifecycle_throttle(wk_lifecycle *l, wk_chunk *c)
+/* Checks C's pushes FIRST..FIRST+N-1 through the throttle in slices (the
+ * chunk's first one small), all submitted at once: the Redis thread runs
+ * them back to back, and the pushes of a slice start as soon as its
+ * verdicts are back.  0, or -1 when C was dropped. */
+int wk_lifecycle_throttle(wk_lifecycle *l, wk_chunk *c, size_t first, size_t n)
 {
-    size_t first = 0, n = WK_CHUNK_FIRST_SLICE;
+    size_t end = first + n, slice = first == 0 ? WK_CHUNK_FIRST_SLICE : HR_THROTTLE_PIPE_MAX;
 
-    c->unchecked = c->npushes;
-    for (; first < c->npushes; first += n, n = HR_THROTTLE_PIPE_MAX) {
-        if (n > c->npushes - first)
-            n = c->npushes - first;
-        if (wk_chunk_check(l->rd, c, first, n) != 0) {
+    c->unchecked += n;
+    for (; first < end; first += slice, slice = HR_THROTTLE_PIPE_MAX) {
+        if (slice > end - first)
+            slice = end - first;
+        if (wk_chunk_check(l->rd, c, first, slice) != 0) {
             wk_lifecycle_drop(l, c, "the Redis thread took no job", NULL);
             return -1;
         }

@@ -20,9 +20,10 @@ void wk_lifecycle_outcome(wk_lifecycle *l, wk_chunk *c, const char *uid, const w
                           wk_delivery status, const wk_push_result *res);
 /* The sender's done callback (CTX is the lifecycle). */
 void wk_lifecycle_push_done(void *ctx, wk_push *push, const wk_push_result *res);
-/* Checks C's pushes through the throttle in slices (the first one small),
- * all submitted at once: 0, or -1 when C was dropped. */
-int wk_lifecycle_throttle(wk_lifecycle *l, wk_chunk *c);
+/* Checks C's pushes FIRST..FIRST+N-1 (those a part of the open's read
+ * made) through the throttle in slices (the chunk's first one small), all
+ * submitted at once: 0, or -1 when C was dropped. */
+int wk_lifecycle_throttle(wk_lifecycle *l, wk_chunk *c, size_t first, size_t n);
 /* The chunk's checked hook: a throttle slice answered. */
 void wk_lifecycle_checked(wk_chunk *c, const wk_chunk_checked *res);
 /* The chunk's flushed hook: a flush answered. */

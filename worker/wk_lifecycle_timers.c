@@ -81,7 +81,7 @@ static void wk_lifecycle_watchdog(wk_lifecycle *l)
     if (l->stopping)
         return;
     TAILQ_FOREACH(c, &l->chunks, link)
-    if (c->state == WK_CHUNK_PUSHING && c->open > c->unchecked &&
+    if (c->state == WK_CHUNK_PUSHING && c->open > c->unchecked + c->unread &&
         wk_sender_stuck(l->sender, c->task->ch_index))
         stalled++;
     hr_metrics_set(l->met->stalled_chunks, (double)stalled);

@@ -1503,6 +1503,76 @@ static void test_bad_members(void **state)
     t_finish(&run);
 }
 
+/* The line number (from 1) of worker I's first log line holding NEEDLE, 0
+ * when none does. */
+static int t_log_line(const t_run *run, int i, const char *needle)
+{
+    char line[4096];
+    FILE *f = fopen(run->worker_log[i], "r");
+    int n = 0, at = 0;
+
+    if (f == NULL)
+        return 0;
+    while (at == 0 && fgets(line, sizeof line, f) != NULL) {
+        n++;
+        if (strstr(line, needle) != NULL)
+            at = n;
+    }
+    fclose(f);
+    return at;
+}
+
+/* A chunk of 1,202 members (two of them not uids) is read in parts
+ * (worker/wk_chunk_open.h): its first pushes are handed to the sender once
+ * the open's first 100 members are read (chunk_start read=100), before the
+ * last part's read answered (chunk_read, after it in the log), and every
+ * member is still accounted for once: 1,200 sent, 2 dead-lettered, one
+ * close. */
+static void test_open_in_parts(void **state)
+{
+    char key[256], errstr[512];
+    redisReply *reply;
+    static t_run run;
+    t_record rec;
+    int start, read;
+
+    (void)state;
+    t_start(&run, NULL);
+    t_create_task(&run, "worker open in parts");
+    t_fill_chunk(&run, 1, 9300001, 1200);
+    hr_key_chunk(hr_redis_prefix(run.r), key, sizeof key, run.task, 1);
+    reply = hr_redis_cmdf(run.r, errstr, sizeof errstr, "SADD %s abc -5", key);
+    assert_non_null(reply);
+    freeReplyObject(reply);
+    t_spawn_worker(&run, 0);
+    t_wait_assigned(&run, 1);
+    t_produce_chunk(&run, run.task, 1, 1202);
+    assert_true(itest_wait_until(t_task_done, &run, T_WAIT_DONE_MS));
+    t_stop_worker(&run, 0);
+    t_stop_sink(&run);
+
+    t_read_record(&run, 9300001, &rec);
+    assert_int_equal(rec.missing, 0);
+    assert_int_equal(rec.duplicates, 0);
+    assert_int_equal(rec.successes, 1200);
+    t_record_free(&rec);
+    assert_int_equal(t_stat(&run, "sent"), 1200);
+    assert_int_equal(t_stat(&run, "failed"), 2);
+    assert_int_equal(t_stat(&run, "chunks_done"), 1);
+    assert_int_equal(t_sql_int(&run, "SELECT sent FROM push_task WHERE id = ?"), 1200);
+    assert_int_equal(t_sql_int(&run, "SELECT COUNT(*) FROM push_delivery WHERE task_id = ? "
+                                     "AND status = 'sent'"),
+                     1200);
+    start = t_log_line(&run, 0, "members=1202 read=100 ");
+    read = t_log_line(&run, 0, "event=chunk_read ");
+    assert_true(start > 0);
+    assert_true(read > start);
+    assert_int_equal(t_log_grep(&run, 0, "recipients=1200 members=1202 settled="), 1);
+    assert_int_equal(t_log_count(&run, 0, "chunk_start"), 1);
+    assert_int_equal(t_log_count(&run, 0, "chunk_dropped"), 0);
+    t_finish(&run);
+}
+
 static bool t_log_twice(void *ctx)
 {
     const t_wait_log *w = ctx;
@@ -1677,6 +1747,7 @@ int main(void)
         cmocka_unit_test_teardown(test_metrics_scrape, t_teardown),
         cmocka_unit_test_teardown(test_full_keeps_polling, t_teardown),
         cmocka_unit_test_teardown(test_bad_members, t_teardown),
+        cmocka_unit_test_teardown(test_open_in_parts, t_teardown),
         cmocka_unit_test_teardown(test_cancel_foreign_lease, t_teardown),
         cmocka_unit_test_teardown(test_abandon_keeps_others, t_teardown),
         cmocka_unit_test_teardown(test_dead_holder_lease, t_teardown),
