@@ -17,9 +17,9 @@
  *   takes it: a task whose owner died or restarted (a new owner id) still
  *   ends, a few sweeps later.
  * - Retirement: finished tasks' keys get the retention expiry
- *   (dsp_sweep_retire_keys) when a task ends here or is cancelled
- *   (dsp_control.c), and after each sweep in a pass that reads each finish
- *   once, in the order of finished_at (dsp_sweep_retire).
+ *   (dsp_sweep_retire_keys) after each sweep, in a pass that reads each
+ *   finish once in the order of finished_at (dsp_sweep_retire), and at
+ *   once when a task is cancelled (dsp_control.c).
  *
  * Every query is restricted to the test topic filter (dsp_seams.h), if
  * any. */
@@ -380,7 +380,8 @@ done:
  * One that does (a client stalled between the two) is read when the
  * cursor starts from a day ago again, every DSP_RETIRE_REWIND_MS.  A task
  * that finishes again (reopened, redriven, recovered) has a later
- * finished_at and is read again.  DSP_RETIRE_MAX per sweep. */
+ * finished_at and is read again.  DSP_RETIRE_MAX per sweep, a range read of
+ * the index on finished_at (029_task_finished.sql) in its order. */
 static void dsp_sweep_retire(dsp *d, dsp_conn *conn)
 {
     struct dsp_sweep *sw = d->sweep;
@@ -408,7 +409,7 @@ static void dsp_sweep_retire(dsp *d, dsp_conn *conn)
                        "WHERE state IN ('done', 'cancelled', 'failed') "
                        "AND finished_at > UTC_TIMESTAMP(3) - INTERVAL 1 DAY "
                        "AND finished_at <= UTC_TIMESTAMP(3) - INTERVAL ? SECOND "
-                       "AND (finished_at > ? OR (finished_at = ? AND id > ?)) "
+                       "AND finished_at >= ? AND (finished_at > ? OR id > ?) "
                        "AND (? IS NULL OR topic = ?) ORDER BY finished_at, id LIMIT ?",
                        p, 7, &rows, err, sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
@@ -558,45 +559,25 @@ done:
     return rc;
 }
 
-/* Ends the N tasks ITEMS (hr_finish_tasks, in a transaction of its own),
- * logs each ended and gives its keys the retention expiry.  0 or -1
- * (logged). */
-static int dsp_sweep_finish(dsp *d, dsp_conn *conn, hr_finish_item *items, size_t n,
-                            dsp_sweep_row *const *rows)
+/* Ends the N tasks ITEMS (hr_finish_tasks, in a transaction of its own)
+ * and logs each ended.  Their keys get the retention expiry from the
+ * retirement pass, as a worker's report's do: given here too, it was given
+ * twice.  0 or -1 (logged). */
+static int dsp_sweep_finish(dsp *d, dsp_conn *conn, hr_finish_item *items, size_t n)
 {
-    int64_t *ids = calloc(n + 1, sizeof *ids);
-    int *shards = calloc(n + 1, sizeof *shards);
-    size_t i, j, k = 0;
     char err[512];
-    int rc = -1;
 
-    if (ids == NULL || shards == NULL) {
-        hr_log_error("sweep_failed", "error=out of memory");
-        goto done;
-    }
     if (hr_mysql_begin(conn->m, err, sizeof err) < 0 ||
         hr_finish_tasks(conn->m, items, n, err, sizeof err) < 0 ||
         hr_mysql_commit(conn->m, err, sizeof err) < 0) {
         hr_mysql_rollback(conn->m);
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
-        goto done;
+        return -1;
     }
-    for (i = 0; i < n; i++) {
-        if (!items[i].ended)
-            continue;
-        dsp_finished(d, items[i].id, &items[i].fin);
-        for (j = 0; rows[j]->id != items[i].id; j++)
-            ;
-        ids[k] = items[i].id;
-        shards[k++] = rows[j]->shards;
-    }
-    if (k > 0 && dsp_sweep_retire_keys(conn, ids, shards, k, err, sizeof err) < 0)
-        hr_log_warn("retire_failed", "tasks=%zu error=%s", k, err);
-    rc = 0;
-done:
-    free(ids);
-    free(shards);
-    return rc;
+    for (size_t i = 0; i < n; i++)
+        if (items[i].ended)
+            dsp_finished(d, items[i].id, &items[i].fin);
+    return 0;
 }
 
 /* The tasks a sweeper looks at: every `dispatching` one (its chunks'
@@ -678,7 +659,7 @@ void dsp_sweep_run(dsp *d, dsp_conn *conn)
             ready[nready++] = &page[i];
     }
     if (atomic_load(&d->stopping) || dsp_sweep_ready(d, conn, ready, nready, items, &nitems) < 0 ||
-        (nitems > 0 && dsp_sweep_finish(d, conn, items, nitems, ready) < 0))
+        (nitems > 0 && dsp_sweep_finish(d, conn, items, nitems) < 0))
         goto done;
     /* A page seen to its end that was short: start over next time.  A
      * sweep cut short by the budget resumes after the last task served
