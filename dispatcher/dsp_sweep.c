@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dsp_conn.h"
 #include "dsp_kafka.h"
@@ -43,9 +44,10 @@
 #define DSP_SWEEP_PAGE 1000 /* tasks per sweep */
 #define DSP_RETIRE_MAX 100  /* finished tasks whose keys get a TTL, per sweep */
 #define DSP_KEY_RETENTION_MS ((int64_t)7 * 86400 * 1000) /* a finished task's Redis keys */
-/* The retirement pass starts again from a day ago this often: the catch
- * for a finish committed later than the pass's margin allows (a client
- * stalled between its finish statement and its commit). */
+/* The retirement pass's cursor goes back twice this far this often: the
+ * catch for a finish committed later than the pass's margin allows (a
+ * client stalled between its finish statement and its commit), read again
+ * by at most two such rewinds.  At start the pass reads from a day ago. */
 #define DSP_RETIRE_REWIND_MS ((int64_t)3600 * 1000)
 #define DSP_RETIRE_START "1000-01-01 00:00:00.000" /* before any finish */
 
@@ -378,7 +380,8 @@ done:
  * a live client has run that statement (its lock wait ends before the
  * timeout) and its commit within that, so none commits behind the cursor.
  * One that does (a client stalled between the two) is read when the
- * cursor starts from a day ago again, every DSP_RETIRE_REWIND_MS.  A task
+ * cursor goes back 2 x DSP_RETIRE_REWIND_MS, every DSP_RETIRE_REWIND_MS
+ * (so a finish is read at most three times).  A task
  * that finishes again (reopened, redriven, recovered) has a later
  * finished_at and is read again.  DSP_RETIRE_MAX per sweep, a range read of
  * the index on finished_at (029_task_finished.sql) in its order. */
@@ -392,9 +395,22 @@ static void dsp_sweep_retire(dsp *d, dsp_conn *conn)
     char err[512];
     size_t i;
 
-    if (sw->retire_rewound_ms == 0 || now - sw->retire_rewound_ms >= DSP_RETIRE_REWIND_MS) {
+    if (sw->retire_rewound_ms == 0) {
         snprintf(sw->retire_at, sizeof sw->retire_at, "%s", DSP_RETIRE_START);
-        sw->retire_id = 0;
+        sw->retire_rewound_ms = now;
+    } else if (now - sw->retire_rewound_ms >= DSP_RETIRE_REWIND_MS) {
+        time_t back = (time_t)((hr_clock_now_ms() - 2 * DSP_RETIRE_REWIND_MS) / 1000);
+        char at[sizeof sw->retire_at];
+        struct tm tm;
+
+        /* Back only: a cursor still behind (a day's backlog after the
+         * start) keeps its place.  Both read as MariaDB prints DATETIME(3). */
+        gmtime_r(&back, &tm);
+        strftime(at, sizeof at, "%Y-%m-%d %H:%M:%S.000", &tm);
+        if (strcmp(at, sw->retire_at) < 0) {
+            memcpy(sw->retire_at, at, sizeof at);
+            sw->retire_id = 0;
+        }
         sw->retire_rewound_ms = now;
     }
     const hr_mysql_param p[] = {HR_P_I64((int64_t)2 * d->cfg->mysql.timeout_s),
