@@ -17,8 +17,9 @@
  *   takes it: a task whose owner died or restarted (a new owner id) still
  *   ends, a few sweeps later.
  * - Retirement: finished tasks' keys get the retention expiry
- *   (dsp_sweep_retire_keys), after each sweep and when a task ends here or is
- *   cancelled (dsp_control.c).
+ *   (dsp_sweep_retire_keys) after each sweep, in a pass that reads each
+ *   finish once in the order of finished_at (dsp_sweep_retire), and at
+ *   once when a task is cancelled (dsp_control.c).
  *
  * Every query is restricted to the test topic filter (dsp_seams.h), if
  * any. */
@@ -28,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dsp_conn.h"
 #include "dsp_kafka.h"
@@ -42,6 +44,12 @@
 #define DSP_SWEEP_PAGE 1000 /* tasks per sweep */
 #define DSP_RETIRE_MAX 100  /* finished tasks whose keys get a TTL, per sweep */
 #define DSP_KEY_RETENTION_MS ((int64_t)7 * 86400 * 1000) /* a finished task's Redis keys */
+/* The retirement pass's cursor goes back twice this far this often: the
+ * catch for a finish committed later than the pass's margin allows (a
+ * client stalled between its finish statement and its commit), read again
+ * by at most two such rewinds.  At start the pass reads from a day ago. */
+#define DSP_RETIRE_REWIND_MS ((int64_t)3600 * 1000)
+#define DSP_RETIRE_START "1000-01-01 00:00:00.000" /* before any finish */
 
 /* After Redis came back from an outage, the pass that publishes again
  * every pending chunk no worker holds waits this beyond worker.lease_ms:
@@ -53,8 +61,13 @@
 /* The cursors of the two passes (task ids) and the outage watch,
  * background job only. */
 struct dsp_sweep {
-    int64_t sweep_after;   /* the sweeper's page */
-    int64_t retire_after;  /* the retirement pass's */
+    int64_t sweep_after; /* the sweeper's page */
+    /* The retirement pass's: the last finish it read (finished_at as
+     * MariaDB prints it, DSP_RETIRE_START before the first; then its id),
+     * and when (monotonic) it last started from a day ago. */
+    char retire_at[32];
+    int64_t retire_id;
+    int64_t retire_rewound_ms;
     bool redis_lost;       /* the hand-back read failed: Redis away */
     int64_t recover_at_ms; /* > 0: the pass after an outage is due then */
 };
@@ -357,24 +370,64 @@ done:
 }
 
 /* The tasks that finished within the last day (done through a worker's
- * report, cancelled, failed): their keys get the retention expiry.  Pages
- * by id with a cursor, DSP_RETIRE_MAX per sweep. */
+ * report, cancelled, failed): their keys get the retention expiry, each
+ * finish once.  The pass pages by (finished_at, id) from a cursor that
+ * stays where it got to: paging by id and starting over after a short
+ * page gave every task finished within the day its expiry again at every
+ * wrap, 12 PEXPIREs a task each time on each dispatcher (with 1,500 tasks
+ * a day, a wrap every 15 sweeps; issue 33).  A finish is read once it is
+ * 2 x mysql.timeout_s old: its finished_at is its statement's start, and
+ * a live client has run that statement (its lock wait ends before the
+ * timeout) and its commit within that, so none commits behind the cursor.
+ * One that does (a client stalled between the two) is read when the
+ * cursor goes back 2 x DSP_RETIRE_REWIND_MS, every DSP_RETIRE_REWIND_MS
+ * (so a finish is read at most three times).  A task
+ * that finishes again (reopened, redriven, recovered) has a later
+ * finished_at and is read again.  DSP_RETIRE_MAX per sweep, a range read of
+ * the index on finished_at (029_task_finished.sql) in its order. */
 static void dsp_sweep_retire(dsp *d, dsp_conn *conn)
 {
-    const hr_mysql_param p[] = {HR_P_I64(d->sweep->retire_after), DSP_TOPIC_PARAMS,
-                                HR_P_I64(DSP_RETIRE_MAX)};
+    struct dsp_sweep *sw = d->sweep;
+    int64_t now = hr_clock_mono_ms();
     int64_t ids[DSP_RETIRE_MAX];
     int shards[DSP_RETIRE_MAX];
     hr_mysql_rows *rows = NULL;
     char err[512];
     size_t i;
 
+    if (sw->retire_rewound_ms == 0) {
+        snprintf(sw->retire_at, sizeof sw->retire_at, "%s", DSP_RETIRE_START);
+        sw->retire_rewound_ms = now;
+    } else if (now - sw->retire_rewound_ms >= DSP_RETIRE_REWIND_MS) {
+        time_t back = (time_t)((hr_clock_now_ms() - 2 * DSP_RETIRE_REWIND_MS) / 1000);
+        char at[sizeof sw->retire_at];
+        struct tm tm;
+
+        /* Back only: a cursor still behind (a day's backlog after the
+         * start) keeps its place.  Both read as MariaDB prints DATETIME(3). */
+        gmtime_r(&back, &tm);
+        strftime(at, sizeof at, "%Y-%m-%d %H:%M:%S.000", &tm);
+        if (strcmp(at, sw->retire_at) < 0) {
+            memcpy(sw->retire_at, at, sizeof at);
+            sw->retire_id = 0;
+        }
+        sw->retire_rewound_ms = now;
+    }
+    const hr_mysql_param p[] = {HR_P_I64((int64_t)2 * d->cfg->mysql.timeout_s),
+                                HR_P_STR(sw->retire_at),
+                                HR_P_STR(sw->retire_at),
+                                HR_P_I64(sw->retire_id),
+                                DSP_TOPIC_PARAMS,
+                                HR_P_I64(DSP_RETIRE_MAX)};
+
     if (hr_mysql_query(conn->m,
-                       "SELECT id, shards FROM push_task "
+                       "SELECT id, shards, CAST(finished_at AS CHAR) FROM push_task "
                        "WHERE state IN ('done', 'cancelled', 'failed') "
-                       "AND finished_at > UTC_TIMESTAMP(3) - INTERVAL 1 DAY AND id > ? "
-                       "AND (? IS NULL OR topic = ?) ORDER BY id LIMIT ?",
-                       p, 4, &rows, err, sizeof err) < 0) {
+                       "AND finished_at > UTC_TIMESTAMP(3) - INTERVAL 1 DAY "
+                       "AND finished_at <= UTC_TIMESTAMP(3) - INTERVAL ? SECOND "
+                       "AND finished_at >= ? AND (finished_at > ? OR id > ?) "
+                       "AND (? IS NULL OR topic = ?) ORDER BY finished_at, id LIMIT ?",
+                       p, 7, &rows, err, sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
         return;
     }
@@ -386,7 +439,10 @@ static void dsp_sweep_retire(dsp *d, dsp_conn *conn)
         dsp_conn_failed(d, conn, DSP_REDIS, err);
         goto done;
     }
-    d->sweep->retire_after = rows->nrows < DSP_RETIRE_MAX ? 0 : ids[i - 1];
+    if (i > 0) {
+        snprintf(sw->retire_at, sizeof sw->retire_at, "%s", hr_mysql_cell(rows, i - 1, 2));
+        sw->retire_id = ids[i - 1];
+    }
 done:
     hr_mysql_rows_free(rows);
 }
@@ -519,45 +575,25 @@ done:
     return rc;
 }
 
-/* Ends the N tasks ITEMS (hr_finish_tasks, in a transaction of its own),
- * logs each ended and gives its keys the retention expiry.  0 or -1
- * (logged). */
-static int dsp_sweep_finish(dsp *d, dsp_conn *conn, hr_finish_item *items, size_t n,
-                            dsp_sweep_row *const *rows)
+/* Ends the N tasks ITEMS (hr_finish_tasks, in a transaction of its own)
+ * and logs each ended.  Their keys get the retention expiry from the
+ * retirement pass, as a worker's report's do: given here too, it was given
+ * twice.  0 or -1 (logged). */
+static int dsp_sweep_finish(dsp *d, dsp_conn *conn, hr_finish_item *items, size_t n)
 {
-    int64_t *ids = calloc(n + 1, sizeof *ids);
-    int *shards = calloc(n + 1, sizeof *shards);
-    size_t i, j, k = 0;
     char err[512];
-    int rc = -1;
 
-    if (ids == NULL || shards == NULL) {
-        hr_log_error("sweep_failed", "error=out of memory");
-        goto done;
-    }
     if (hr_mysql_begin(conn->m, err, sizeof err) < 0 ||
         hr_finish_tasks(conn->m, items, n, err, sizeof err) < 0 ||
         hr_mysql_commit(conn->m, err, sizeof err) < 0) {
         hr_mysql_rollback(conn->m);
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
-        goto done;
+        return -1;
     }
-    for (i = 0; i < n; i++) {
-        if (!items[i].ended)
-            continue;
-        dsp_finished(d, items[i].id, &items[i].fin);
-        for (j = 0; rows[j]->id != items[i].id; j++)
-            ;
-        ids[k] = items[i].id;
-        shards[k++] = rows[j]->shards;
-    }
-    if (k > 0 && dsp_sweep_retire_keys(conn, ids, shards, k, err, sizeof err) < 0)
-        hr_log_warn("retire_failed", "tasks=%zu error=%s", k, err);
-    rc = 0;
-done:
-    free(ids);
-    free(shards);
-    return rc;
+    for (size_t i = 0; i < n; i++)
+        if (items[i].ended)
+            dsp_finished(d, items[i].id, &items[i].fin);
+    return 0;
 }
 
 /* The tasks a sweeper looks at: every `dispatching` one (its chunks'
@@ -639,7 +675,7 @@ void dsp_sweep_run(dsp *d, dsp_conn *conn)
             ready[nready++] = &page[i];
     }
     if (atomic_load(&d->stopping) || dsp_sweep_ready(d, conn, ready, nready, items, &nitems) < 0 ||
-        (nitems > 0 && dsp_sweep_finish(d, conn, items, nitems, ready) < 0))
+        (nitems > 0 && dsp_sweep_finish(d, conn, items, nitems) < 0))
         goto done;
     /* A page seen to its end that was short: start over next time.  A
      * sweep cut short by the budget resumes after the last task served
