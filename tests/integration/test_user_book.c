@@ -1,0 +1,218 @@
+/* test_user_book: the profile book's state in Redis (herald:user_book,
+ * hr_keys.h) against the stack's MariaDB and Redis — the count of rewrites
+ * that every write of a profile hash makes first, book_empty.lua recording
+ * an empty book only at the count it was given, and the profile sync
+ * (hr_mirror_sync) recording it when push_user is empty and not when a
+ * profile exists, so that a worker leaves out its per-recipient reads only
+ * when none can answer anything.
+ *
+ * Redis keys live under the test's own prefix; its push_user rows use uids
+ * of a range of its own (UID0 + pid), deleted at the end.  Other tests may
+ * hold profiles meanwhile: the sync's empty case is checked only when
+ * push_user held none of theirs before and after it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hr_migrate.h"
+#include "hr_user.h"
+#include "itest.h"
+
+static hr_config *cfg;
+static hr_redis *rd;
+static hr_mysql *db;
+static int64_t base;
+static char errstr[512];
+
+static int setup(void **state)
+{
+    int applied;
+
+    (void)state;
+    if (itest_redis_setup(&cfg, &rd) != 0)
+        return -1;
+    if (hr_mysql_connect(cfg, &db, errstr, sizeof errstr) != 0 ||
+        hr_migrate_apply(db, hr_sql_files, HR_SQL__COUNT, &applied, errstr, sizeof errstr) != 0) {
+        fprintf(stderr, "test_user_book: %s\n", errstr);
+        return -1;
+    }
+    base = 8100000000000000000LL + (int64_t)getpid() * 100000;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (db != NULL && hr_mysql_exec(db, "DELETE FROM push_user WHERE uid BETWEEN ? AND ?",
+                                    (hr_mysql_param[]){HR_P_I64(base), HR_P_I64(base + 99999)}, 2,
+                                    NULL, NULL, NULL, errstr, sizeof errstr) != 0)
+        fprintf(stderr, "test_user_book: cleanup: %s\n", errstr);
+    hr_mysql_free(db);
+    db = NULL;
+    itest_redis_teardown(cfg, rd);
+    return 0;
+}
+
+static void sql_ok(const char *sql, const hr_mysql_param *p, size_t n)
+{
+    if (hr_mysql_exec(db, sql, p, n, NULL, NULL, NULL, errstr, sizeof errstr) != 0)
+        fail_msg("%s: %s", sql, errstr);
+}
+
+/* HMGET of the book's state, as the worker reads it. */
+static redisReply *book(void)
+{
+    char key[HR_KEY_MAX];
+    redisReply *reply = hr_redis_cmdf(rd, errstr, sizeof errstr, "HMGET %s writes empty",
+                                      hr_key_user_book(hr_redis_prefix(rd), key, sizeof key));
+
+    if (reply == NULL)
+        fail_msg("HMGET: %s", errstr);
+    return reply;
+}
+
+/* The state's "writes" (0: none). */
+static long long writes(void)
+{
+    redisReply *reply = book();
+    long long n = reply->element[0]->type == REDIS_REPLY_STRING ? atoll(reply->element[0]->str) : 0;
+
+    freeReplyObject(reply);
+    return n;
+}
+
+static bool empty(void)
+{
+    redisReply *reply = book();
+    bool e = hr_user_book_empty(reply);
+
+    freeReplyObject(reply);
+    return e;
+}
+
+/* Whether push_user holds no row at all. */
+static bool table_empty(void)
+{
+    hr_mysql_rows *rows = NULL;
+    bool e;
+
+    if (hr_mysql_query(db, "SELECT NOT EXISTS (SELECT 1 FROM push_user)", NULL, 0, &rows, errstr,
+                       sizeof errstr) != 0)
+        fail_msg("SELECT: %s", errstr);
+    e = strcmp(hr_mysql_cell(rows, 0, 0), "1") == 0;
+    hr_mysql_rows_free(rows);
+    return e;
+}
+
+/* A profile sync; another test's open transaction may hold the epoch for
+ * a second (HR_MIRROR_BUSY), so a few tries. */
+static void sync_ok(void)
+{
+    hr_mirror_result res;
+    int rc = HR_MIRROR_BUSY;
+
+    for (int i = 0; i < 10 && rc == HR_MIRROR_BUSY; i++)
+        rc = hr_mirror_sync(&hr_user_mirror, db, rd, "test", 100, cfg, &res, errstr,
+                            sizeof errstr);
+    if (rc != 0)
+        fail_msg("sync: %d %s", rc, errstr);
+}
+
+/* book_empty.lua with the count COUNT: 1 recorded, 0 not. */
+static long long record_empty(const char *count)
+{
+    char key[HR_KEY_MAX];
+    const char *argv[2] = {hr_key_user_book(hr_redis_prefix(rd), key, sizeof key), count};
+    redisReply *reply = hr_redis_eval(rd, HR_LUA_BOOK_EMPTY, 1, 2, argv, NULL, errstr,
+                                      sizeof errstr);
+    long long v;
+
+    if (reply == NULL || reply->type != REDIS_REPLY_INTEGER)
+        fail_msg("book_empty: %s", reply == NULL ? errstr : "not an integer");
+    v = reply->integer;
+    freeReplyObject(reply);
+    return v;
+}
+
+/* Every rewrite counts itself before it writes; an empty book is recorded
+ * only at the count there is. */
+static void test_counts(void **state)
+{
+    int64_t uid = base + 1;
+
+    (void)state;
+    assert_int_equal(writes(), 0);
+    assert_false(empty());
+    /* nobody rewrote anything: empty at 0 */
+    assert_int_equal(record_empty("0"), 1);
+    assert_true(empty());
+    /* a rewrite, even of a uid without a profile, makes the state stale */
+    assert_int_equal(hr_user_rewrite(db, rd, &uid, 1, cfg, NULL, errstr, sizeof errstr), 0);
+    assert_int_equal(writes(), 1);
+    assert_false(empty());
+    /* a sync that read the count before that rewrite records nothing */
+    assert_int_equal(record_empty("0"), 0);
+    assert_false(empty());
+    assert_int_equal(record_empty("1"), 1);
+    assert_true(empty());
+}
+
+/* The sync: a profile in MySQL keeps the state from saying empty, and a
+ * profile written through herald (hr_user_rewrite) ends it. */
+static void test_sync(void **state)
+{
+    int64_t uid = base + 2;
+    bool before;
+
+    (void)state;
+    sql_ok("INSERT INTO push_user (uid, tz) VALUES (?, 'Europe/Paris')",
+           (hr_mysql_param[]){HR_P_I64(uid)}, 1);
+    sync_ok();
+    assert_false(empty());
+    sync_ok();
+    assert_false(empty());
+    /* The sync that rewrites the deleted uid's hash began a rewrite after
+     * it read the count: the next one, with nothing to rewrite, records. */
+    sql_ok("DELETE FROM push_user WHERE uid = ?", (hr_mysql_param[]){HR_P_I64(uid)}, 1);
+    sync_ok();
+    assert_false(empty());
+    before = table_empty();
+    sync_ok();
+    if (before && table_empty()) {
+        assert_true(empty());
+    } else {
+        assert_false(empty());
+        fprintf(stderr, "test_user_book: other tests' profiles in push_user: the sync's "
+                        "empty case not checked this run\n");
+    }
+    sql_ok("INSERT INTO push_user (uid, tz) VALUES (?, 'Europe/Paris')",
+           (hr_mysql_param[]){HR_P_I64(uid)}, 1);
+    assert_int_equal(hr_mirror_rewrite_one(&hr_user_mirror, db, rd, uid, cfg, errstr,
+                                           sizeof errstr),
+                     0);
+    assert_false(empty());
+    sync_ok();
+    assert_false(empty());
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_counts),
+        cmocka_unit_test(test_sync),
+    };
+
+    if (getenv("HERALD_TEST_CONFIG") == NULL || *getenv("HERALD_TEST_CONFIG") == '\0') {
+        fprintf(stderr, "test_user_book: HERALD_TEST_CONFIG is not set -- skipping\n");
+        return 77;
+    }
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
