@@ -3,8 +3,9 @@
  * that every write of a profile hash makes first, book_empty.lua recording
  * an empty book only at the count it was given, and the profile sync
  * (hr_mirror_sync) recording it when push_user is empty and not when a
- * profile exists, so that a worker leaves out its per-recipient reads only
- * when none can answer anything.
+ * profile exists, and a worker's open (wk_consent_read) leaving out its
+ * per-recipient reads while the state says empty, reading them again, an
+ * opt-out honoured, once a rewrite has counted itself.
  *
  * Redis keys live under the test's own prefix; its push_user rows use uids
  * of a range of its own (UID0 + pid), deleted at the end.  Other tests may
@@ -23,8 +24,12 @@
 #include <unistd.h>
 
 #include "hr_migrate.h"
+#include "hr_pipe.h"
 #include "hr_user.h"
 #include "itest.h"
+#include "wk_chunk.h"
+#include "wk_consent.h"
+#include "wk_task.h"
 
 static hr_config *cfg;
 static hr_redis *rd;
@@ -120,8 +125,7 @@ static void sync_ok(void)
     int rc = HR_MIRROR_BUSY;
 
     for (int i = 0; i < 10 && rc == HR_MIRROR_BUSY; i++)
-        rc = hr_mirror_sync(&hr_user_mirror, db, rd, "test", 100, cfg, &res, errstr,
-                            sizeof errstr);
+        rc = hr_mirror_sync(&hr_user_mirror, db, rd, "test", 100, cfg, &res, errstr, sizeof errstr);
     if (rc != 0)
         fail_msg("sync: %d %s", rc, errstr);
 }
@@ -131,8 +135,8 @@ static long long record_empty(const char *count)
 {
     char key[HR_KEY_MAX];
     const char *argv[2] = {hr_key_user_book(hr_redis_prefix(rd), key, sizeof key), count};
-    redisReply *reply = hr_redis_eval(rd, HR_LUA_BOOK_EMPTY, 1, 2, argv, NULL, errstr,
-                                      sizeof errstr);
+    redisReply *reply =
+        hr_redis_eval(rd, HR_LUA_BOOK_EMPTY, 1, 2, argv, NULL, errstr, sizeof errstr);
     long long v;
 
     if (reply == NULL || reply->type != REDIS_REPLY_INTEGER)
@@ -195,12 +199,95 @@ static void test_sync(void **state)
     }
     sql_ok("INSERT INTO push_user (uid, tz) VALUES (?, 'Europe/Paris')",
            (hr_mysql_param[]){HR_P_I64(uid)}, 1);
-    assert_int_equal(hr_mirror_rewrite_one(&hr_user_mirror, db, rd, uid, cfg, errstr,
-                                           sizeof errstr),
-                     0);
+    assert_int_equal(
+        hr_mirror_rewrite_one(&hr_user_mirror, db, rd, uid, cfg, errstr, sizeof errstr), 0);
     assert_false(empty());
     sync_ok();
     assert_false(empty());
+}
+
+/* Runs the Redis command ARGV (ARGC words), its reply dropped. */
+static void redis_ok(int argc, const char **argv)
+{
+    redisReply *reply = hr_redis_cmd(rd, errstr, sizeof errstr, argc, argv, NULL);
+
+    if (reply == NULL || reply->type == REDIS_REPLY_ERROR)
+        fail_msg("%s: %s", argv[0], reply != NULL ? reply->str : errstr);
+    freeReplyObject(reply);
+}
+
+/* A chunk's open of the members of C's set: whether it read the
+ * profiles, and member OPTED's verdict into *VERDICT (-1: not a member). */
+static bool open_reads(const wk_chunk *c, const char *opted, int *verdict)
+{
+    wk_consent cs = {0};
+    const char *sort[] = {"SORT", c->k_set, "ALPHA"};
+    redisReply *members = hr_redis_cmd(rd, errstr, sizeof errstr, 3, sort, NULL);
+    bool read;
+
+    if (members == NULL || members->type != REDIS_REPLY_ARRAY)
+        fail_msg("SORT: %s", errstr);
+    if (wk_consent_read(&cs, rd, c, members, NULL, "", errstr, sizeof errstr) != 0 ||
+        wk_consent_decide(&cs, rd, c, members, 1800000000000LL, errstr, sizeof errstr) != 0)
+        fail_msg("open: %s", errstr);
+    read = cs.users != NULL;
+    *verdict = -1;
+    for (size_t i = 0; i < members->elements; i++)
+        if (strcmp(members->element[i]->str, opted) == 0)
+            *verdict = cs.verdicts[i];
+    wk_consent_free(&cs);
+    freeReplyObject(members);
+    return read;
+}
+
+/* The worker's side: no read while the state says empty (the member's
+ * hash, there against the state's word, left unread), then a rewrite's
+ * count and the reads again, its opt-out honoured. */
+static void test_open(void **state)
+{
+    char synced[HR_KEY_MAX], bkey[HR_KEY_MAX], ukey[HR_KEY_MAX], a[24], b[24];
+    hr_task *row = calloc(1, sizeof *row);
+    hr_chunkmsg msg = {.task = 7700000002, .seq = 1, .count = 2};
+    wk_task *wt = NULL;
+    wk_chunk *c;
+    int verdict;
+
+    (void)state;
+    snprintf(a, sizeof a, "%" PRId64, base + 11);
+    snprintf(b, sizeof b, "%" PRId64, base + 12);
+    assert_non_null(row);
+    row->channel = strdup("webhook");
+    row->category = strdup("reminder");
+    row->id = msg.task;
+    row->chunk_size = 5000;
+    row->due_ms = 1;
+    row->priority = HR_PRIORITY_HIGH;
+    assert_int_equal(wk_task_build(cfg, row, NULL, &wt, errstr, sizeof errstr), 0);
+    assert_false(wt->mandatory);
+    c = wk_chunk_new(hr_redis_prefix(rd), &msg, 0, 0, wt, 100, NULL, NULL);
+    assert_non_null(c);
+    hr_key_user_synced(hr_redis_prefix(rd), synced, sizeof synced);
+    hr_key_user_book(hr_redis_prefix(rd), bkey, sizeof bkey);
+    hr_key_user(hr_redis_prefix(rd), ukey, sizeof ukey, a);
+    redis_ok(3, (const char *[]){"SET", synced, "1"});
+    redis_ok(3, (const char *[]){"DEL", bkey, ukey});
+    redis_ok(4, (const char *[]){"SADD", c->k_set, a, b});
+    /* no state: the profiles are read */
+    assert_true(open_reads(c, a, &verdict));
+    assert_int_equal(verdict, WK_CONSENT_PUSH);
+    /* empty at the count there is: nothing read, everyone pushed */
+    redis_ok(6, (const char *[]){"HSET", bkey, "writes", "4", "empty", "4"});
+    redis_ok(4, (const char *[]){"HSET", ukey, HR_USER_F_OPTOUT, "reminder/*"});
+    assert_false(open_reads(c, a, &verdict));
+    assert_int_equal(verdict, WK_CONSENT_PUSH);
+    /* a rewrite counted itself: read again, the opt-out honoured */
+    redis_ok(4, (const char *[]){"HINCRBY", bkey, "writes", "1"});
+    assert_true(open_reads(c, a, &verdict));
+    assert_int_equal(verdict, WK_CONSENT_OPTED_OUT);
+    redis_ok(5, (const char *[]){"DEL", c->k_set, c->k_wait, c->k_waves, c->k_stats});
+    c->task = NULL;
+    wk_chunk_free(c);
+    wk_task_free(wt);
 }
 
 int main(void)
@@ -208,6 +295,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_counts),
         cmocka_unit_test(test_sync),
+        cmocka_unit_test(test_open),
     };
 
     if (getenv("HERALD_TEST_CONFIG") == NULL || *getenv("HERALD_TEST_CONFIG") == '\0') {
