@@ -23,7 +23,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "hr_migrate.h"
 #include "hr_pipe.h"
 #include "hr_user.h"
 #include "itest.h"
@@ -39,30 +38,16 @@ static char errstr[512];
 
 static int setup(void **state)
 {
-    int applied;
-
     (void)state;
-    if (itest_redis_setup(&cfg, &rd) != 0)
-        return -1;
-    if (hr_mysql_connect(cfg, &db, errstr, sizeof errstr) != 0 ||
-        hr_migrate_apply(db, hr_sql_files, HR_SQL__COUNT, &applied, errstr, sizeof errstr) != 0) {
-        fprintf(stderr, "test_user_book: %s\n", errstr);
-        return -1;
-    }
     base = 8100000000000000000LL + (int64_t)getpid() * 100000;
-    return 0;
+    return itest_stores_setup(&cfg, &rd, &db);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    if (db != NULL && hr_mysql_exec(db, "DELETE FROM push_user WHERE uid BETWEEN ? AND ?",
-                                    (hr_mysql_param[]){HR_P_I64(base), HR_P_I64(base + 99999)}, 2,
-                                    NULL, NULL, NULL, errstr, sizeof errstr) != 0)
-        fprintf(stderr, "test_user_book: cleanup: %s\n", errstr);
-    hr_mysql_free(db);
+    itest_stores_teardown(cfg, rd, db, "push_user", base, base + 99999);
     db = NULL;
-    itest_redis_teardown(cfg, rd);
     return 0;
 }
 
@@ -106,15 +91,10 @@ static bool empty(void)
 /* Whether push_user holds no row at all. */
 static bool table_empty(void)
 {
-    hr_mysql_rows *rows = NULL;
-    bool e;
+    int64_t e = itest_sql_i64(db, "SELECT NOT EXISTS (SELECT 1 FROM push_user)", 0);
 
-    if (hr_mysql_query(db, "SELECT NOT EXISTS (SELECT 1 FROM push_user)", NULL, 0, &rows, errstr,
-                       sizeof errstr) != 0)
-        fail_msg("SELECT: %s", errstr);
-    e = strcmp(hr_mysql_cell(rows, 0, 0), "1") == 0;
-    hr_mysql_rows_free(rows);
-    return e;
+    assert_in_range(e, 0, 1);
+    return e == 1;
 }
 
 /* A profile sync; another test's open transaction may hold the epoch for
