@@ -202,6 +202,11 @@ char *hr_key_user_lock(const char *prefix, char *buf, size_t len)
     return hr_key_fit(buf, len, snprintf(buf, len, "%suser_lock", prefix));
 }
 
+char *hr_key_user_book(const char *prefix, char *buf, size_t len)
+{
+    return hr_key_fit(buf, len, snprintf(buf, len, "%suser_book", prefix));
+}
+
 char *hr_key_addr(const char *prefix, char *buf, size_t len, const char *uid)
 {
     return hr_key_join(buf, len, prefix, "addr:", uid);

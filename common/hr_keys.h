@@ -96,6 +96,11 @@ char *hr_key_user(const char *prefix, char *buf, size_t len, const char *uid);
 char *hr_key_user_synced(const char *prefix, char *buf, size_t len);
 /* "herald:user_lock": STRING, the owner of the running profile sync. */
 char *hr_key_user_lock(const char *prefix, char *buf, size_t len);
+/* "herald:user_book": HASH of the book's state, that a worker may leave
+ * out every profile read: "writes", the rewrites of profile hashes begun
+ * (hr_user_rewrite), and "empty", the count of them at which a sync found
+ * no profile in MySQL (book_empty.lua; hr_user_book_empty). */
+char *hr_key_user_book(const char *prefix, char *buf, size_t len);
 /* "herald:addr:<uid>": SET of a recipient's addresses (hr_addr.h). */
 char *hr_key_addr(const char *prefix, char *buf, size_t len, const char *uid);
 /* "herald:addr_synced": the address change epoch Redis holds everything

@@ -166,11 +166,50 @@ int hr_mirror_rewrite_one(const hr_mirror *mr, hr_mysql *m, hr_redis *r, int64_t
     return mr->rewrite(m, r, &uid, 1, ctx, NULL, errstr, errlen);
 }
 
+/* The book's state's count of rewrites begun into WRITES ("0": none). */
+static int hr_mirror_writes(const hr_mirror *mr, hr_redis *r, char *writes, size_t len,
+                            char *errstr, size_t errlen)
+{
+    char key[HR_KEY_MAX];
+    redisReply *reply = hr_redis_cmdf(r, errstr, errlen, "HGET %s writes",
+                                      mr->state_key(hr_redis_prefix(r), key, sizeof key));
+
+    if (reply == NULL)
+        return -1;
+    snprintf(writes, len, "%s", reply->type == REDIS_REPLY_STRING ? reply->str : "0");
+    freeReplyObject(reply);
+    return 0;
+}
+
+/* Step 6: when MySQL holds nothing of the book, book_empty.lua records it
+ * at the count WRITES read before. */
+static int hr_mirror_empty(const hr_mirror *mr, hr_mysql *m, hr_redis *r, const char *writes,
+                           char *errstr, size_t errlen)
+{
+    char key[HR_KEY_MAX];
+    const char *argv[2] = {mr->state_key(hr_redis_prefix(r), key, sizeof key), writes};
+    hr_mysql_rows *rows = NULL;
+    redisReply *reply;
+    bool empty;
+
+    if (hr_mysql_query(m, mr->empty_sql, NULL, 0, &rows, errstr, errlen) != 0)
+        return -1;
+    empty = rows->nrows == 1 && strcmp(hr_mysql_cell(rows, 0, 0), "1") == 0;
+    hr_mysql_rows_free(rows);
+    if (!empty)
+        return 0;
+    reply = hr_redis_eval(r, HR_LUA_BOOK_EMPTY, 1, 2, argv, NULL, errstr, errlen);
+    if (reply == NULL)
+        return -1;
+    freeReplyObject(reply);
+    return 0;
+}
+
 int hr_mirror_sync(const hr_mirror *mr, hr_mysql *m, hr_redis *r, const char *token, int batch,
                    const void *ctx, hr_mirror_result *res, char *errstr, size_t errlen)
 {
     int64_t from = 0, upto = 0, *uids = NULL;
-    char key[HR_KEY_MAX], upto_s[24], e2[128];
+    char key[HR_KEY_MAX], upto_s[24], e2[128], writes[24];
     redisReply *reply;
     int rc;
 
@@ -185,6 +224,8 @@ int hr_mirror_sync(const hr_mirror *mr, hr_mysql *m, hr_redis *r, const char *to
         goto done;
     }
     if ((rc = hr_mirror_mark(mr, r, &from, errstr, errlen)) != 0 ||
+        (mr->state_key != NULL &&
+         (rc = hr_mirror_writes(mr, r, writes, sizeof writes, errstr, errlen)) != 0) ||
         (rc = hr_mirror_bump(mr, m, &upto, errstr, errlen)) != 0)
         goto done;
     res->full = from <= 0;
@@ -210,6 +251,8 @@ int hr_mirror_sync(const hr_mirror *mr, hr_mysql *m, hr_redis *r, const char *to
     /* Not the rows below UPTO: a database may serve several Redis (a
      * staging copy, the tests' prefixes), each with its own mark. */
     rc = hr_mysql_exec(m, mr->prune_sql, NULL, 0, NULL, NULL, NULL, errstr, errlen);
+    if (rc == 0 && mr->state_key != NULL)
+        rc = hr_mirror_empty(mr, m, r, writes, errstr, errlen);
 done:
     free(uids);
     {

@@ -19,7 +19,11 @@
  *      change row kept (a uid emptied meanwhile loses a stale key);
  *   5. records the new epoch as the mark (a day's expiry) and drops change
  *      rows older than a week (not those below the mark: one database may
- *      serve several Redis, e.g. the tests' prefixes).
+ *      serve several Redis, e.g. the tests' prefixes);
+ *   6. for a book with a state key (the profiles'), records there that
+ *      MySQL held nothing, unless a rewrite began since step 1 read the
+ *      state's count of them (book_empty.lua): readers then know no key of
+ *      the book exists without asking per uid.
  *
  * A book says what differs in an hr_mirror: its statements (table names
  * cannot be parameters), its two keys, and the rewrite of a page of uids,
@@ -64,6 +68,11 @@ typedef struct hr_mirror {
     const char *prune_sql;
     char *(*lock_key)(const char *prefix, char *buf, size_t len);
     char *(*synced_key)(const char *prefix, char *buf, size_t len);
+    /* Optional (NULL: neither): the key of the book's state (a HASH:
+     * "writes", which the book's rewrite increments before it writes,
+     * and "empty"), and SELECT 1 when the book holds nothing, else 0. */
+    char *(*state_key)(const char *prefix, char *buf, size_t len);
+    const char *empty_sql;
     /* Rewrites the Redis keys of the N uids at UIDS (sorted in place,
      * repeats dropped) from MySQL; CTX is what the sync was given (the
      * book's checks may need it); refused rows counted in RES (may be

@@ -191,6 +191,12 @@ int hr_user_import(hr_mysql *m, hr_redis *r, const hr_user *users, size_t n, con
  * attributes' cap); mark herald:user_synced, lock herald:user_lock. */
 extern const hr_mirror hr_user_mirror;
 
+/* Whether REPLY, that of HMGET herald:user_book writes empty, says that no
+ * profile hash exists: a sync found MySQL's book empty and no rewrite
+ * began since (hr_mirror.h, step 6).  A reply of any other shape (a Redis
+ * of an older herald has no state) says false: read the profiles. */
+bool hr_user_book_empty(const redisReply *reply);
+
 /* The one path that writes the hashes: the N uids at UIDS (sorted in
  * place, repeats dropped) rewritten from MySQL; CTX is the hr_config.
  * Refused values are left out and counted in RES (may be NULL).  0 or

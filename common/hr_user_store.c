@@ -220,6 +220,17 @@ int hr_user_rewrite(hr_mysql *m, hr_redis *r, int64_t *uids, size_t n, const voi
     if (n == 0)
         return 0;
     {
+        char key[HR_KEY_MAX];
+        redisReply *reply = hr_redis_cmdf(r, errstr, errlen, "HINCRBY %s writes 1",
+                                          hr_key_user_book(hr_redis_prefix(r), key, sizeof key));
+
+        /* Counted, and answered, before any hash is written: a worker that
+         * read the book empty at the count before reads profiles again. */
+        if (reply == NULL)
+            return -1;
+        freeReplyObject(reply);
+    }
+    {
         const hr_batch b = {uids, n, 1};
 
         if (hr_batch_query(m,
@@ -290,8 +301,23 @@ const hr_mirror hr_user_mirror = {
     .all_sql = "SELECT uid, uid FROM push_user WHERE uid > ? ORDER BY uid LIMIT ?",
     .lock_key = hr_key_user_lock,
     .synced_key = hr_key_user_synced,
+    /* every preference row has its profile row, as above */
+    .state_key = hr_key_user_book,
+    .empty_sql = "SELECT NOT EXISTS (SELECT 1 FROM push_user)",
     .rewrite = hr_user_rewrite,
 };
+
+bool hr_user_book_empty(const redisReply *reply)
+{
+    const redisReply *writes, *empty;
+
+    if (reply == NULL || reply->type != REDIS_REPLY_ARRAY || reply->elements != 2)
+        return false;
+    writes = reply->element[0];
+    empty = reply->element[1];
+    return empty->type == REDIS_REPLY_STRING &&
+           strcmp(empty->str, writes->type == REDIS_REPLY_STRING ? writes->str : "0") == 0;
+}
 
 /* ---- profiles ------------------------------------------------------------------- */
 

@@ -80,6 +80,7 @@ void wk_chunk_reset(wk_chunk *c)
     c->pushes = NULL;
     c->verdicts = NULL;
     c->nparts = c->npushes = c->open = c->unchecked = c->unread = c->slices = 0;
+    c->no_profiles = false;
 }
 
 void wk_chunk_free(wk_chunk *c)

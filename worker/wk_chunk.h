@@ -222,6 +222,7 @@ struct wk_chunk {
     size_t open;      /* pushes not yet settled, and the members not read yet (UNREAD) */
     size_t unchecked; /* of those, waiting for their throttle slice (not submitted) */
     size_t unread;    /* members whose part of the open's read has not answered */
+    bool no_profiles; /* the open found no profile exists: its later parts read none */
     size_t slices;    /* throttle slices in flight */
     wk_chunk_acks acks;
     size_t ack_batch;

@@ -295,6 +295,7 @@ static void wk_chunk_open_done(wk_redis_job *job)
         c->members = j->members;
         c->parts = j->parts;
         c->pushes = j->pushes;
+        c->no_profiles = j->cs.no_profiles;
         j->members = NULL;
         j->parts = NULL;
         j->pushes = NULL;

@@ -21,23 +21,31 @@
 
 /* ---- the read ------------------------------------------------------------------ */
 
-/* Whether both books the read needs are in Redis (their synced marks). */
-static int wk_consent_marks(hr_redis *r, bool addresses, bool users, char *errstr, size_t errlen)
+/* Whether both books the read needs are in Redis (their synced marks);
+ * with USERS, whether the profile book is known to be empty (*NO_PROFILES:
+ * no profile hash exists, hr_user_book_empty). */
+static int wk_consent_marks(hr_redis *r, bool addresses, bool users, bool *no_profiles,
+                            char *errstr, size_t errlen)
 {
-    char akey[HR_KEY_MAX], ukey[HR_KEY_MAX];
+    char akey[HR_KEY_MAX], ukey[HR_KEY_MAX], bkey[HR_KEY_MAX];
     const char *aargv[] = {"EXISTS", hr_key_addr_synced(hr_redis_prefix(r), akey, sizeof akey)};
     const char *uargv[] = {"EXISTS", hr_key_user_synced(hr_redis_prefix(r), ukey, sizeof ukey)};
+    const char *bargv[] = {"HMGET", hr_key_user_book(hr_redis_prefix(r), bkey, sizeof bkey),
+                           "writes", "empty"};
+    size_t marks = (size_t)addresses + (size_t)users;
     hr_pipe *pipe = hr_pipe_new(r);
     int rc = -1;
 
+    *no_profiles = false;
     if (pipe == NULL || (addresses && hr_pipe_cmd(pipe, 2, aargv, NULL) != 0) ||
-        (users && hr_pipe_cmd(pipe, 2, uargv, NULL) != 0)) {
+        (users &&
+         (hr_pipe_cmd(pipe, 2, uargv, NULL) != 0 || hr_pipe_cmd(pipe, 4, bargv, NULL) != 0))) {
         snprintf(errstr, errlen, "out of memory");
         goto done;
     }
     if (hr_pipe_exec(pipe, errstr, errlen) != 0)
         goto done;
-    for (size_t i = 0; i < hr_pipe_count(pipe); i++) {
+    for (size_t i = 0; i < marks; i++) {
         redisReply *reply = hr_pipe_reply(pipe, i, errstr, errlen);
         bool synced = reply != NULL && reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
 
@@ -52,6 +60,12 @@ static int wk_consent_marks(hr_redis *r, bool addresses, bool users, char *errst
                      addresses && i == 0 ? akey : ukey);
             goto done;
         }
+    }
+    if (users) {
+        redisReply *reply = hr_pipe_reply(pipe, marks, errstr, errlen);
+
+        *no_profiles = hr_user_book_empty(reply);
+        freeReplyObject(reply);
     }
     rc = 0;
 done:
@@ -96,11 +110,7 @@ int wk_consent_read(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redisR
     cs->n = n;
     cs->full_users = wt->uses_user;
     cs->verdicts = calloc(n ? n : 1, sizeof *cs->verdicts);
-    if (cs->verdicts == NULL ||
-        (user && (cs->users = calloc(n ? n : 1, sizeof *cs->users)) == NULL) ||
-        (platform != NULL &&
-         ((cs->addr_first = calloc(n ? n : 1, sizeof *cs->addr_first)) == NULL ||
-          (cs->addr_n = calloc(n ? n : 1, sizeof *cs->addr_n)) == NULL)))
+    if (cs->verdicts == NULL)
         goto oom;
     for (size_t k = 0; k < n; k++)
         if (members->element[from + k]->type != REDIS_REPLY_STRING ||
@@ -108,9 +118,28 @@ int wk_consent_read(wk_consent *cs, hr_redis *r, const wk_chunk *c, const redisR
             cs->verdicts[k] = WK_CONSENT_SKIP;
     if (!user && platform == NULL)
         return 0;
-    if (from == 0 &&
-        wk_consent_marks(r, platform != NULL, !wt->mandatory || locales, errstr, errlen) != 0)
-        return -1;
+    /* The marks once an open, with its first part; the later parts go by
+     * what it found (the open's done kept it in C before submitting them). */
+    if (from == 0) {
+        if (wk_consent_marks(r, platform != NULL, !wt->mandatory || locales, &cs->no_profiles,
+                             errstr, errlen) != 0)
+            return -1;
+    } else {
+        cs->no_profiles = c->no_profiles;
+    }
+    /* With no profile anywhere each HMGET would answer nothing, as no read
+     * does: the verdicts and locales are those of an absent profile.  (A
+     * template's HGETALL is still made: its empty answer is what it
+     * renders.) */
+    if (cs->no_profiles && !wt->uses_user)
+        user = false;
+    if (!user && platform == NULL)
+        return 0;
+    if ((user && (cs->users = calloc(n ? n : 1, sizeof *cs->users)) == NULL) ||
+        (platform != NULL &&
+         ((cs->addr_first = calloc(n ? n : 1, sizeof *cs->addr_first)) == NULL ||
+          (cs->addr_n = calloc(n ? n : 1, sizeof *cs->addr_n)) == NULL)))
+        goto oom;
     /* Made only for a read: a chunk that reads nothing allocates none. */
     if ((cs->arena = hr_arena_new()) == NULL || (pipe = hr_pipe_new(r)) == NULL)
         goto oom;

@@ -64,6 +64,7 @@ typedef struct wk_consent {
     redisReply **users;   /* per member (NULL = not read): HGETALL, or HMGET when !full_users */
     hr_arena *arena;      /* owns the replies read: USERS' and the addresses' (NULL: none read) */
     bool full_users;      /* USERS are the whole hashes (templates read them) */
+    bool no_profiles;     /* the open's marks: no profile hash exists (hr_user_book_empty) */
     hr_addr_list addrs;   /* the members' addresses on the channel, by member (idx) */
     size_t *addr_first;   /* per member: its first address in ADDRS and how many */
     size_t *addr_n;       /* (after the verdicts, those not suppressed) */

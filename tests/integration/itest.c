@@ -21,6 +21,7 @@
 
 #include "hr_kafka.h"
 #include "hr_log.h"
+#include "hr_migrate.h"
 #include "hr_redis.h"
 
 #define ITEST_TOPIC_PARTITIONS 12
@@ -185,6 +186,50 @@ void itest_redis_teardown(hr_config *cfg, hr_redis *rd)
     hr_redis_free(rd);
     itest_redis_cleanup(cfg);
     hr_config_free(cfg);
+}
+
+int itest_stores_setup(hr_config **cfg, hr_redis **rd, hr_mysql **db)
+{
+    char errstr[512];
+    int applied;
+
+    if (itest_redis_setup(cfg, rd) != 0)
+        return -1;
+    if (hr_mysql_connect(*cfg, db, errstr, sizeof errstr) != 0 ||
+        hr_migrate_apply(*db, hr_sql_files, HR_SQL__COUNT, &applied, errstr, sizeof errstr) != 0) {
+        fprintf(stderr, "itest: mysql: %s\n", errstr);
+        return -1;
+    }
+    return 0;
+}
+
+void itest_stores_teardown(hr_config *cfg, hr_redis *rd, hr_mysql *db, const char *table,
+                           int64_t first, int64_t last)
+{
+    char errstr[512], sql[128];
+
+    snprintf(sql, sizeof sql, "DELETE FROM %s WHERE uid BETWEEN ? AND ?", table);
+    if (db != NULL && hr_mysql_exec(db, sql, (hr_mysql_param[]){HR_P_I64(first), HR_P_I64(last)}, 2,
+                                    NULL, NULL, NULL, errstr, sizeof errstr) != 0)
+        fprintf(stderr, "itest: cleanup of %s: %s\n", table, errstr);
+    hr_mysql_free(db);
+    itest_redis_teardown(cfg, rd);
+}
+
+int64_t itest_sql_i64(hr_mysql *db, const char *sql, size_t col)
+{
+    char errstr[512];
+    hr_mysql_rows *rows = NULL;
+    int64_t n = -1;
+
+    if (hr_mysql_query(db, sql, NULL, 0, &rows, errstr, sizeof errstr) != 0)
+        fprintf(stderr, "itest: %s: %s\n", sql, errstr);
+    else if (rows->nrows < 1 || hr_mysql_cell(rows, 0, col) == NULL)
+        fprintf(stderr, "itest: %s: no row\n", sql);
+    else
+        n = strtoll(hr_mysql_cell(rows, 0, col), NULL, 10);
+    hr_mysql_rows_free(rows);
+    return n;
 }
 
 long itest_redis_cleanup(const hr_config *cfg)

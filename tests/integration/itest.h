@@ -28,6 +28,7 @@
 #include <sys/types.h>
 
 #include "hr_config.h"
+#include "hr_mysql.h"
 #include "hr_redis.h"
 
 /* $HERALD_TEST_CONFIG made unique for this process; the caller owns it
@@ -73,6 +74,18 @@ long itest_redis_cleanup(const hr_config *cfg);
  * deletes the prefix's keys. */
 int itest_redis_setup(hr_config **cfg, hr_redis **rd);
 void itest_redis_teardown(hr_config *cfg, hr_redis *rd);
+
+/* itest_redis_setup, then *DB connected to the stack's MariaDB with the
+ * migrations applied (the shared database's schema, idempotently): the
+ * setup of a test of both stores.  0, or -1 after printing. */
+int itest_stores_setup(hr_config **cfg, hr_redis **rd, hr_mysql **db);
+/* Deletes DB's rows of TABLE whose uid is in FIRST..LAST (a test's range),
+ * frees DB and tears the Redis side down (itest_redis_teardown). */
+void itest_stores_teardown(hr_config *cfg, hr_redis *rd, hr_mysql *db, const char *table,
+                           int64_t first, int64_t last);
+/* Column COL of the first row of SQL's answer on DB, as an integer; -1
+ * after printing when the query fails or answers no such cell. */
+int64_t itest_sql_i64(hr_mysql *db, const char *sql, size_t col);
 
 /* Writes CFG as a complete herald.yaml into a new temporary file whose
  * path goes to PATH (the caller unlinks it).  0, or -1 after printing.

@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include "hr_addr.h"
-#include "hr_migrate.h"
 #include "hr_pipe.h"
 #include "itest.h"
 
@@ -35,30 +34,16 @@ static char errstr[512];
 
 static int setup(void **state)
 {
-    int applied;
-
     (void)state;
-    if (itest_redis_setup(&cfg, &rd) != 0)
-        return -1;
-    if (hr_mysql_connect(cfg, &db, errstr, sizeof errstr) != 0 ||
-        hr_migrate_apply(db, hr_sql_files, HR_SQL__COUNT, &applied, errstr, sizeof errstr) != 0) {
-        fprintf(stderr, "test_addr: %s\n", errstr);
-        return -1;
-    }
     base = 8000000000000000000LL + (int64_t)getpid() * 100000;
-    return 0;
+    return itest_stores_setup(&cfg, &rd, &db);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    if (db != NULL && hr_mysql_exec(db, "DELETE FROM push_address WHERE uid BETWEEN ? AND ?",
-                                    (hr_mysql_param[]){HR_P_I64(base), HR_P_I64(base + 99999)}, 2,
-                                    NULL, NULL, NULL, errstr, sizeof errstr) != 0)
-        fprintf(stderr, "test_addr: cleanup: %s\n", errstr);
-    hr_mysql_free(db);
+    itest_stores_teardown(cfg, rd, db, "push_address", base, base + 99999);
     db = NULL;
-    itest_redis_teardown(cfg, rd);
     return 0;
 }
 

@@ -24,6 +24,7 @@
 #include "hr_kafka.h"
 #include "hr_mysql.h"
 #include "hr_redis.h"
+#include "hr_subs.h"
 #include "itest.h"
 
 #define MAX_DISPATCHERS 2
@@ -1016,6 +1017,29 @@ static bool dispatcher_has_seams(void)
     return on;
 }
 
+/* This connection's Handler_read_next so far (SHOW SESSION STATUS). */
+static int64_t rows_read(void)
+{
+    int64_t n = itest_sql_i64(db, "SHOW SESSION STATUS LIKE 'Handler_read_next'", 1);
+
+    assert_true(n >= 0);
+    return n;
+}
+
+/* The count of a task of no series (the finish's, heraldctl status's)
+ * reads each of its subscriptions once: the series terms' scans of the
+ * task's rows are not run. */
+static void test_count_reads(void **state)
+{
+    int64_t task = task_insert(itest_now_ms() + 3600000, 5000, 0), before;
+
+    (void)state;
+    subs_add(task, 1, 3000, false, true);
+    before = rows_read();
+    assert_int_equal(hr_subs_count(db, task, errstr, sizeof errstr), 3000);
+    assert_in_range(rows_read() - before, 3000, 3010);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1033,6 +1057,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_chunks_ahead, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_admit_sizes_once, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_sweep_owner, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_count_reads, case_setup, case_teardown),
     };
     rd_kafka_conf_t *conf;
     rd_kafka_topic_partition_list_t *topics;

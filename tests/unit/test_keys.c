@@ -98,6 +98,7 @@ static void test_global_keys(void **state)
     assert_string_equal(hr_key_addr_synced(P, buf, sizeof buf), "herald:addr_synced");
     assert_string_equal(hr_key_user_synced(P, buf, sizeof buf), "herald:user_synced");
     assert_string_equal(hr_key_user_lock(P, buf, sizeof buf), "herald:user_lock");
+    assert_string_equal(hr_key_user_book(P, buf, sizeof buf), "herald:user_book");
     assert_string_equal(hr_key_addr_lock(P, buf, sizeof buf), "herald:addr_lock");
     assert_string_equal(hr_key_ratelimit(P, buf, sizeof buf, "task42"), "herald:rl:task42");
     assert_string_equal(hr_key_pace_rl(P, buf, sizeof buf, 42, "push"), "herald:{t42}:rl:push");

@@ -1,7 +1,8 @@
 /* test_user: the values of the recipients' profiles and preferences
  * (hr_user.h): the checks (zone, locale, attribute keys and size, quiet
  * hours), the JSON forms of PUT and PATCH (attributes merged, null
- * removing), the preferences' entries and their wildcards. */
+ * removing), the preferences' entries and their wildcards, and what the
+ * book's state in Redis says of its profiles (hr_user_book_empty). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -191,12 +192,59 @@ static void test_prefs(void **state)
     hr_user_prefs_clear(&p);
 }
 
+/* HMGET herald:user_book writes empty's answer: "writes" WRITES and
+ * "empty" EMPTY (NULL: a nil). */
+static void book_reply(redisReply *reply, redisReply *fields[2], redisReply field[2],
+                       const char *writes, const char *empty)
+{
+    const char *v[2] = {writes, empty};
+
+    for (int i = 0; i < 2; i++) {
+        memset(&field[i], 0, sizeof field[i]);
+        field[i].type = v[i] != NULL ? REDIS_REPLY_STRING : REDIS_REPLY_NIL;
+        field[i].str = (char *)v[i];
+        field[i].len = v[i] != NULL ? strlen(v[i]) : 0;
+        fields[i] = &field[i];
+    }
+    memset(reply, 0, sizeof *reply);
+    reply->type = REDIS_REPLY_ARRAY;
+    reply->elements = 2;
+    reply->element = fields;
+}
+
+static void test_book_empty(void **state)
+{
+    redisReply reply, *fields[2], field[2];
+
+    (void)state;
+    /* a sync found MySQL empty at the count of rewrites there is now */
+    book_reply(&reply, fields, field, "7", "7");
+    assert_true(hr_user_book_empty(&reply));
+    book_reply(&reply, fields, field, NULL, "0");
+    assert_true(hr_user_book_empty(&reply));
+    /* a rewrite began since: a profile may exist */
+    book_reply(&reply, fields, field, "8", "7");
+    assert_false(hr_user_book_empty(&reply));
+    book_reply(&reply, fields, field, "1", "0");
+    assert_false(hr_user_book_empty(&reply));
+    /* no state (a Redis an older herald wrote, or no sync found it empty
+     * yet), or an answer of another shape: read the profiles */
+    book_reply(&reply, fields, field, "3", NULL);
+    assert_false(hr_user_book_empty(&reply));
+    book_reply(&reply, fields, field, NULL, NULL);
+    assert_false(hr_user_book_empty(&reply));
+    reply.elements = 1;
+    assert_false(hr_user_book_empty(&reply));
+    assert_false(hr_user_book_empty(NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_profile_checks),
         cmocka_unit_test(test_put_and_patch),
         cmocka_unit_test(test_prefs),
+        cmocka_unit_test(test_book_empty),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
