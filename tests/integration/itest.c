@@ -232,6 +232,16 @@ int64_t itest_sql_i64(hr_mysql *db, const char *sql, size_t col)
     return n;
 }
 
+int itest_sql_exec(hr_mysql *db, const char *sql, const hr_mysql_param *p, size_t n)
+{
+    char errstr[512];
+
+    if (hr_mysql_exec(db, sql, p, n, NULL, NULL, NULL, errstr, sizeof errstr) == 0)
+        return 0;
+    fprintf(stderr, "itest: %s: %s\n", sql, errstr);
+    return -1;
+}
+
 long itest_redis_cleanup(const hr_config *cfg)
 {
     char errstr[512], pattern[256], cursor[32] = "0";

@@ -86,6 +86,9 @@ void itest_stores_teardown(hr_config *cfg, hr_redis *rd, hr_mysql *db, const cha
 /* Column COL of the first row of SQL's answer on DB, as an integer; -1
  * after printing when the query fails or answers no such cell. */
 int64_t itest_sql_i64(hr_mysql *db, const char *sql, size_t col);
+/* Runs the statement SQL with its N parameters P on DB.  0, or -1 after
+ * printing. */
+int itest_sql_exec(hr_mysql *db, const char *sql, const hr_mysql_param *p, size_t n);
 
 /* Writes CFG as a complete herald.yaml into a new temporary file whose
  * path goes to PATH (the caller unlinks it).  0, or -1 after printing.

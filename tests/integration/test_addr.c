@@ -47,12 +47,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static void sql_ok(const char *sql, const hr_mysql_param *p, size_t n)
-{
-    if (hr_mysql_exec(db, sql, p, n, NULL, NULL, NULL, errstr, sizeof errstr) != 0)
-        fail_msg("%s: %s", sql, errstr);
-}
-
 /* The members of UID's Redis set, sorted, joined by '|'. */
 static char *members(int64_t uid, char *buf, size_t len)
 {
@@ -147,9 +141,13 @@ static void test_raw_sql(void **state)
     (void)state;
     sync_ok(&res);
     assert_true(res.full);
-    sql_ok("INSERT INTO push_address (uid, platform, app, address) VALUES (?, 'email', '', "
-           "'raw@example.org'), (?, 'fcm', 'p', 'gone'), (?, 'fcm', 'p', 'bad token')",
-           (hr_mysql_param[]){HR_P_I64(u1), HR_P_I64(u2), HR_P_I64(u3)}, 3);
+    assert_int_equal(
+        itest_sql_exec(
+            db,
+            "INSERT INTO push_address (uid, platform, app, address) VALUES (?, 'email', '', "
+            "'raw@example.org'), (?, 'fcm', 'p', 'gone'), (?, 'fcm', 'p', 'bad token')",
+            (hr_mysql_param[]){HR_P_I64(u1), HR_P_I64(u2), HR_P_I64(u3)}, 3),
+        0);
     sync_ok(&res);
     assert_false(res.full);
     /* Other tests share the database: their changes may be synced too. */
@@ -158,9 +156,13 @@ static void test_raw_sql(void **state)
     assert_string_equal(members(u1, buf, sizeof buf), "email  raw@example.org");
     assert_string_equal(members(u2, buf, sizeof buf), "fcm p gone");
     assert_string_equal(members(u3, buf, sizeof buf), "");
-    sql_ok("DELETE FROM push_address WHERE uid = ?", (hr_mysql_param[]){HR_P_I64(u2)}, 1);
-    sql_ok("UPDATE push_address SET address = 'new@example.org' WHERE uid = ?",
-           (hr_mysql_param[]){HR_P_I64(u1)}, 1);
+    assert_int_equal(itest_sql_exec(db, "DELETE FROM push_address WHERE uid = ?",
+                                    (hr_mysql_param[]){HR_P_I64(u2)}, 1),
+                     0);
+    assert_int_equal(
+        itest_sql_exec(db, "UPDATE push_address SET address = 'new@example.org' WHERE uid = ?",
+                       (hr_mysql_param[]){HR_P_I64(u1)}, 1),
+        0);
     sync_ok(&res);
     assert_true(res.uids >= 2);
     assert_string_equal(members(u1, buf, sizeof buf), "email  new@example.org");
@@ -184,7 +186,9 @@ static void test_flush_refill(void **state)
     assert_true(itest_redis_cleanup(cfg) >= 2);
     /* Redis came back with u2's set only (an older snapshot) and u2 lost
      * its address meanwhile. */
-    sql_ok("DELETE FROM push_address WHERE uid = ?", (hr_mysql_param[]){HR_P_I64(u2)}, 1);
+    assert_int_equal(itest_sql_exec(db, "DELETE FROM push_address WHERE uid = ?",
+                                    (hr_mysql_param[]){HR_P_I64(u2)}, 1),
+                     0);
     {
         char key[HR_KEY_MAX], uid_s[24];
         redisReply *reply;

@@ -51,12 +51,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static void sql_ok(const char *sql, const hr_mysql_param *p, size_t n)
-{
-    if (hr_mysql_exec(db, sql, p, n, NULL, NULL, NULL, errstr, sizeof errstr) != 0)
-        fail_msg("%s: %s", sql, errstr);
-}
-
 /* HMGET of the book's state, as the worker reads it. */
 static redisReply *book(void)
 {
@@ -157,15 +151,19 @@ static void test_sync(void **state)
     bool before;
 
     (void)state;
-    sql_ok("INSERT INTO push_user (uid, tz) VALUES (?, 'Europe/Paris')",
-           (hr_mysql_param[]){HR_P_I64(uid)}, 1);
+    assert_int_equal(itest_sql_exec(db,
+                                    "INSERT INTO push_user (uid, tz) VALUES (?, 'Europe/Paris')",
+                                    (hr_mysql_param[]){HR_P_I64(uid)}, 1),
+                     0);
     sync_ok();
     assert_false(empty());
     sync_ok();
     assert_false(empty());
     /* The sync that rewrites the deleted uid's hash began a rewrite after
      * it read the count: the next one, with nothing to rewrite, records. */
-    sql_ok("DELETE FROM push_user WHERE uid = ?", (hr_mysql_param[]){HR_P_I64(uid)}, 1);
+    assert_int_equal(itest_sql_exec(db, "DELETE FROM push_user WHERE uid = ?",
+                                    (hr_mysql_param[]){HR_P_I64(uid)}, 1),
+                     0);
     sync_ok();
     assert_false(empty());
     before = table_empty();
@@ -177,8 +175,10 @@ static void test_sync(void **state)
         fprintf(stderr, "test_user_book: other tests' profiles in push_user: the sync's "
                         "empty case not checked this run\n");
     }
-    sql_ok("INSERT INTO push_user (uid, tz) VALUES (?, 'Europe/Paris')",
-           (hr_mysql_param[]){HR_P_I64(uid)}, 1);
+    assert_int_equal(itest_sql_exec(db,
+                                    "INSERT INTO push_user (uid, tz) VALUES (?, 'Europe/Paris')",
+                                    (hr_mysql_param[]){HR_P_I64(uid)}, 1),
+                     0);
     assert_int_equal(
         hr_mirror_rewrite_one(&hr_user_mirror, db, rd, uid, cfg, errstr, sizeof errstr), 0);
     assert_false(empty());
