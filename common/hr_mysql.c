@@ -48,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "hr_civil.h"
 #include "hr_clock.h"
 #include "hr_mysql_rows.h"
 #include "hr_mysql_watch.h"
@@ -96,6 +97,8 @@ struct hr_mysql {
     uint64_t tick;
     HR_VEC(MYSQL_BIND) binds;   /* parameter bindings, reused */
     HR_VEC(unsigned long) lens; /* their lengths */
+    HR_VEC(MYSQL_TIME) times;   /* the HR_MYSQL_TIME_MS values, by parameter */
+    HR_VEC(char) inds;          /* an array binding's NULL indicators, by column */
     hr_mysql_cached cache[HR_MYSQL_STMT_CACHE];
     size_t ncache;
 };
@@ -346,6 +349,8 @@ void hr_mysql_free(hr_mysql *m)
     free(m->tls_key);
     hr_vec_free(&m->binds);
     hr_vec_free(&m->lens);
+    hr_vec_free(&m->times);
+    hr_vec_free(&m->inds);
     free(m);
 }
 
@@ -371,6 +376,7 @@ static void hr_mysql_cache_trim(hr_mysql *m, const MYSQL_STMT *keep, int64_t now
     if (!big && m->binds.cap > HR_MYSQL_BIG_PARAMS) {
         hr_vec_free(&m->binds);
         hr_vec_free(&m->lens);
+        hr_vec_free(&m->times);
     }
 }
 
@@ -427,6 +433,23 @@ static MYSQL_STMT *hr_mysql_prepare(hr_mysql *m, const char *sql, unsigned *err,
     return stmt;
 }
 
+/* UTC ms since the epoch MS as a DATETIME into *T. */
+static void hr_mysql_time_ms(int64_t ms, MYSQL_TIME *t)
+{
+    int64_t days = hr_civil_floordiv(ms, 86400000), in_day = ms - days * 86400000;
+    int y, mo, d;
+
+    hr_civil_date(days, &y, &mo, &d);
+    *t = (MYSQL_TIME){.year = (unsigned)y,
+                      .month = (unsigned)mo,
+                      .day = (unsigned)d,
+                      .hour = (unsigned)(in_day / 3600000),
+                      .minute = (unsigned)(in_day / 60000 % 60),
+                      .second = (unsigned)(in_day / 1000 % 60),
+                      .second_part = (unsigned long)(in_day % 1000) * 1000,
+                      .time_type = MYSQL_TIMESTAMP_DATETIME};
+}
+
 /* Binds PARAMS to STMT.  libmariadb keeps pointers into the MYSQL_BIND
  * array (lengths) until the execute, so the arrays belong to M and are
  * reused by every statement. */
@@ -460,6 +483,15 @@ static int hr_mysql_bind_params(hr_mysql *m, MYSQL_STMT *stmt, const hr_mysql_pa
             b->buffer_type = MYSQL_TYPE_DOUBLE;
             b->buffer = (void *)&params[i].dbl;
             break;
+        case HR_MYSQL_TIME_MS:
+            if (hr_vec_reserve(&m->times, nparams) != 0) {
+                hr_mysql_seterr(errstr, errlen, "mysql: out of memory");
+                return -1;
+            }
+            hr_mysql_time_ms(params[i].i64, &m->times.v[i]);
+            b->buffer_type = MYSQL_TYPE_DATETIME;
+            b->buffer = &m->times.v[i];
+            break;
         case HR_MYSQL_STR:
             b->buffer_type = MYSQL_TYPE_STRING;
             b->buffer = (void *)(params[i].str ? params[i].str : "");
@@ -480,19 +512,162 @@ static int hr_mysql_bind_params(hr_mysql *m, MYSQL_STMT *stmt, const hr_mysql_pa
     return 0;
 }
 
+/* Whether M's server takes MariaDB's array binding (libmariadb's
+ * MARIADB_STMT_BULK_SUPPORTED, from the public capability getters). */
+static bool hr_mysql_bulk_supported(hr_mysql *m)
+{
+    unsigned long caps = 0, ext = 0;
+
+    if (mariadb_get_infov(m->conn, MARIADB_CONNECTION_SERVER_CAPABILITIES, &caps) != 0 ||
+        mariadb_get_infov(m->conn, MARIADB_CONNECTION_EXTENDED_SERVER_CAPABILITIES, &ext) != 0)
+        return false;
+    return !(caps & CLIENT_MYSQL) && (ext & (MARIADB_CLIENT_STMT_BULK_OPERATIONS >> 32)) != 0;
+}
+
+/* STMT back to one row an execute (the cache hands it to hr_mysql_exec). */
+static void hr_mysql_unbind_rows(MYSQL_STMT *stmt)
+{
+    unsigned int one = 0;
+
+    mysql_stmt_attr_set(stmt, STMT_ATTR_ARRAY_SIZE, &one);
+    mysql_stmt_attr_set(stmt, STMT_ATTR_CB_PARAM, NULL);
+    mysql_stmt_attr_set(stmt, STMT_ATTR_CB_USER_DATA, NULL);
+}
+
+/* The rows of an array binding (hr_mysql_exec_rows), as its callback
+ * reads them. */
+typedef struct hr_mysql_bulk {
+    hr_mysql *m;
+    const hr_mysql_param *params; /* nrows x ncols, row after row */
+    size_t ncols;
+} hr_mysql_bulk;
+
+/* libmariadb's callback before it sends row ROW of an array binding: points
+ * BINDS (its copy of the MYSQL_BINDs, whose length and indicator point
+ * into M's arrays) at the row's values. */
+static my_bool hr_mysql_bulk_row(void *data, MYSQL_BIND *binds, unsigned int row)
+{
+    const hr_mysql_bulk *bulk = data;
+    const hr_mysql_param *p = bulk->params + (size_t)row * bulk->ncols;
+
+    for (size_t i = 0; i < bulk->ncols; i++) {
+        MYSQL_BIND *b = &binds[i];
+
+        *b->u.indicator = p[i].type == HR_MYSQL_NULL ? STMT_INDICATOR_NULL : STMT_INDICATOR_NONE;
+        switch (p[i].type) {
+        case HR_MYSQL_NULL:
+            break;
+        case HR_MYSQL_I64:
+            b->buffer = (void *)&p[i].i64;
+            break;
+        case HR_MYSQL_DOUBLE:
+            b->buffer = (void *)&p[i].dbl;
+            break;
+        case HR_MYSQL_TIME_MS:
+            hr_mysql_time_ms(p[i].i64, b->buffer);
+            break;
+        case HR_MYSQL_STR:
+            b->buffer = (void *)(p[i].str ? p[i].str : "");
+            *b->length = p[i].str ? (unsigned long)p[i].len : 0;
+            break;
+        }
+    }
+    return 0;
+}
+
+/* Binds the rows of BULK (NROWS of them) to STMT for one execute: a
+ * column's type is that of its first value that is not NULL, and every
+ * other value of it must have that type or be NULL. */
+static int hr_mysql_bind_rows(hr_mysql_bulk *bulk, MYSQL_STMT *stmt, size_t nrows, char *errstr,
+                              size_t errlen)
+{
+    static const enum enum_field_types types[] = {
+        [HR_MYSQL_NULL] = MYSQL_TYPE_NULL,        [HR_MYSQL_I64] = MYSQL_TYPE_LONGLONG,
+        [HR_MYSQL_STR] = MYSQL_TYPE_STRING,       [HR_MYSQL_DOUBLE] = MYSQL_TYPE_DOUBLE,
+        [HR_MYSQL_TIME_MS] = MYSQL_TYPE_DATETIME,
+    };
+    hr_mysql *m = bulk->m;
+    size_t ncols = bulk->ncols;
+    unsigned int size = (unsigned int)nrows;
+
+    if (mysql_stmt_param_count(stmt) != ncols) {
+        hr_mysql_seterr(errstr, errlen, "statement takes %lu parameters, %zu given a row",
+                        mysql_stmt_param_count(stmt), ncols);
+        return -1;
+    }
+    if (hr_vec_reserve(&m->binds, ncols) != 0 || hr_vec_reserve(&m->lens, ncols) != 0 ||
+        hr_vec_reserve(&m->times, ncols) != 0 || hr_vec_reserve(&m->inds, ncols) != 0) {
+        hr_mysql_seterr(errstr, errlen, "mysql: out of memory");
+        return -1;
+    }
+    memset(m->binds.v, 0, ncols * sizeof *m->binds.v);
+    for (size_t i = 0; i < ncols; i++) {
+        hr_mysql_type type = HR_MYSQL_NULL;
+        MYSQL_BIND *b = &m->binds.v[i];
+
+        for (size_t r = 0; r < nrows; r++) {
+            hr_mysql_type t = bulk->params[r * ncols + i].type;
+
+            if (t == HR_MYSQL_NULL || t == type)
+                continue;
+            if (type != HR_MYSQL_NULL || (unsigned)t >= sizeof types / sizeof types[0]) {
+                hr_mysql_seterr(errstr, errlen, "parameter %zu has types %d and %d in one batch",
+                                i + 1, (int)type, (int)t);
+                return -1;
+            }
+            type = t;
+        }
+        b->buffer_type = types[type];
+        b->buffer = type == HR_MYSQL_TIME_MS ? (void *)&m->times.v[i] : NULL;
+        b->length = &m->lens.v[i];
+        b->u.indicator = &m->inds.v[i];
+    }
+    if (mysql_stmt_attr_set(stmt, STMT_ATTR_ARRAY_SIZE, &size) != 0 ||
+        mysql_stmt_attr_set(stmt, STMT_ATTR_CB_USER_DATA, bulk) != 0 ||
+        mysql_stmt_attr_set(stmt, STMT_ATTR_CB_PARAM, (const void *)hr_mysql_bulk_row) != 0 ||
+        mysql_stmt_bind_param(stmt, m->binds.v) != 0) {
+        hr_mysql_seterr(errstr, errlen, "%s", mysql_stmt_error(stmt));
+        hr_mysql_unbind_rows(stmt);
+        return -1;
+    }
+    return 0;
+}
+
 /* One attempt at a prepared statement.  With ROWS the result set is
  * fetched, otherwise any result set is discarded. */
 static int hr_mysql_stmt_once(hr_mysql *m, const char *sql, const hr_mysql_param *params,
-                              size_t nparams, hr_mysql_rows **rows, uint64_t *affected,
-                              uint64_t *insert_id, unsigned *err, char *errstr, size_t errlen)
+                              size_t nparams, size_t nrows, hr_mysql_rows **rows,
+                              uint64_t *affected, uint64_t *insert_id, unsigned *err, char *errstr,
+                              size_t errlen)
 {
     MYSQL_STMT *stmt = hr_mysql_prepare(m, sql, err, errstr, errlen);
+    hr_mysql_bulk bulk = {m, params, nparams};
+    int rc;
 
     if (!stmt)
         return -1;
-    if (hr_mysql_bind_params(m, stmt, params, nparams, errstr, errlen) != 0)
+    if (nrows > 1 && !hr_mysql_bulk_supported(m)) {
+        /* A server (or a proxy) without MariaDB's array binding: a row an
+         * execute, the same rows written at a round trip each. */
+        uint64_t sum = 0, one = 0;
+
+        for (size_t r = 0; r < nrows; r++) {
+            if (hr_mysql_stmt_once(m, sql, params + r * nparams, nparams, 1, NULL, &one, NULL, err,
+                                   errstr, errlen) != 0)
+                return -1;
+            sum += one;
+        }
+        if (affected)
+            *affected = sum;
+        return 0;
+    }
+    if (nrows > 1 ? hr_mysql_bind_rows(&bulk, stmt, nrows, errstr, errlen) != 0
+                  : hr_mysql_bind_params(m, stmt, params, nparams, errstr, errlen) != 0)
         return -1;
-    if (mysql_stmt_execute(stmt) != 0) {
+    rc = mysql_stmt_execute(stmt);
+    if (nrows > 1)
+        hr_mysql_unbind_rows(stmt);
+    if (rc != 0) {
         *err = mysql_stmt_errno(stmt);
         hr_mysql_seterr(errstr, errlen, "%s", mysql_stmt_error(stmt));
         /* Server errors (a SIGNAL, a duplicate key) leave the statement
@@ -519,13 +694,13 @@ static int hr_mysql_stmt_once(hr_mysql *m, const char *sql, const hr_mysql_param
 /* hr_mysql_stmt_once, timed (hr_mysql_note); *TIMED_OUT (may be NULL)
  * says whether the timeout ended it. */
 static int hr_mysql_stmt_timed(hr_mysql *m, const char *sql, const hr_mysql_param *params,
-                               size_t nparams, hr_mysql_rows **rows, uint64_t *affected,
-                               uint64_t *insert_id, unsigned *err, bool *timed_out, char *errstr,
-                               size_t errlen)
+                               size_t nparams, size_t nrows, hr_mysql_rows **rows,
+                               uint64_t *affected, uint64_t *insert_id, unsigned *err,
+                               bool *timed_out, char *errstr, size_t errlen)
 {
     int64_t start = hr_clock_mono_ms();
-    int rc =
-        hr_mysql_stmt_once(m, sql, params, nparams, rows, affected, insert_id, err, errstr, errlen);
+    int rc = hr_mysql_stmt_once(m, sql, params, nparams, nrows, rows, affected, insert_id, err,
+                                errstr, errlen);
 
     bool ended = hr_mysql_note(m, sql, start, rc, *err, errstr, errlen);
 
@@ -535,12 +710,12 @@ static int hr_mysql_stmt_timed(hr_mysql *m, const char *sql, const hr_mysql_para
 }
 
 static int hr_mysql_stmt(hr_mysql *m, const char *sql, const hr_mysql_param *params, size_t nparams,
-                         hr_mysql_rows **rows, uint64_t *affected, uint64_t *insert_id,
-                         unsigned *errno_out, char *errstr, size_t errlen)
+                         size_t nrows, hr_mysql_rows **rows, uint64_t *affected,
+                         uint64_t *insert_id, unsigned *errno_out, char *errstr, size_t errlen)
 {
     unsigned err = 0;
     bool timed_out = false;
-    int rc = hr_mysql_stmt_timed(m, sql, params, nparams, rows, affected, insert_id, &err,
+    int rc = hr_mysql_stmt_timed(m, sql, params, nparams, nrows, rows, affected, insert_id, &err,
                                  &timed_out, errstr, errlen);
 
     /* ER_NEED_REPREPARE: the statement did not run, so even inside a
@@ -552,8 +727,8 @@ static int hr_mysql_stmt(hr_mysql *m, const char *sql, const hr_mysql_param *par
         (rc != 0 && hr_mysql_gone(err) && !timed_out && !m->in_txn && !m->locked &&
          hr_mysql_reconnect(m, errstr, errlen) == 0)) {
         err = 0;
-        rc = hr_mysql_stmt_timed(m, sql, params, nparams, rows, affected, insert_id, &err, NULL,
-                                 errstr, errlen);
+        rc = hr_mysql_stmt_timed(m, sql, params, nparams, nrows, rows, affected, insert_id, &err,
+                                 NULL, errstr, errlen);
     }
     /* A deadlock rolled the statement back whole; outside a transaction
      * nothing else was undone, so running it again is running it once.
@@ -562,8 +737,8 @@ static int hr_mysql_stmt(hr_mysql *m, const char *sql, const hr_mysql_param *par
     for (int n = 0;
          rc != 0 && err == ER_LOCK_DEADLOCK && !m->in_txn && n < HR_MYSQL_DEADLOCK_RETRIES; n++) {
         err = 0;
-        rc = hr_mysql_stmt_timed(m, sql, params, nparams, rows, affected, insert_id, &err, NULL,
-                                 errstr, errlen);
+        rc = hr_mysql_stmt_timed(m, sql, params, nparams, nrows, rows, affected, insert_id, &err,
+                                 NULL, errstr, errlen);
     }
     m->last_err = rc == 0 ? 0 : err;
     if (errno_out)
@@ -580,7 +755,15 @@ int hr_mysql_exec(hr_mysql *m, const char *sql, const hr_mysql_param *params, si
                   uint64_t *affected, uint64_t *insert_id, unsigned *errno_out, char *errstr,
                   size_t errlen)
 {
-    return hr_mysql_stmt(m, sql, params, nparams, NULL, affected, insert_id, errno_out, errstr,
+    return hr_mysql_stmt(m, sql, params, nparams, 1, NULL, affected, insert_id, errno_out, errstr,
+                         errlen);
+}
+
+int hr_mysql_exec_rows(hr_mysql *m, const char *sql, const hr_mysql_param *params, size_t ncols,
+                       size_t nrows, uint64_t *affected, unsigned *errno_out, char *errstr,
+                       size_t errlen)
+{
+    return hr_mysql_stmt(m, sql, params, ncols, nrows, NULL, affected, NULL, errno_out, errstr,
                          errlen);
 }
 
@@ -588,7 +771,7 @@ int hr_mysql_query(hr_mysql *m, const char *sql, const hr_mysql_param *params, s
                    hr_mysql_rows **out, char *errstr, size_t errlen)
 {
     *out = NULL;
-    return hr_mysql_stmt(m, sql, params, nparams, out, NULL, NULL, NULL, errstr, errlen);
+    return hr_mysql_stmt(m, sql, params, nparams, 1, out, NULL, NULL, NULL, errstr, errlen);
 }
 
 /* One attempt at a text-protocol script, timed (hr_mysql_note).  *NTH gets

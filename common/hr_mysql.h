@@ -27,7 +27,12 @@ typedef enum hr_mysql_type {
     HR_MYSQL_NULL,
     HR_MYSQL_I64,
     HR_MYSQL_STR,
-    HR_MYSQL_DOUBLE
+    HR_MYSQL_DOUBLE,
+    /* i64 is UTC ms since the epoch, bound as a DATETIME with milliseconds:
+     * the server stores it without evaluating an expression per row (the
+     * session's time_zone is '+00:00', so it means the same instant as
+     * FROM_UNIXTIME(ms / 1000)). */
+    HR_MYSQL_TIME_MS
 } hr_mysql_type;
 
 typedef struct hr_mysql_param {
@@ -42,6 +47,7 @@ typedef struct hr_mysql_param {
 #define HR_P_STR(s) ((hr_mysql_param){.type = HR_MYSQL_STR, .str = (s), .len = strlen(s)})
 #define HR_P_STRN(s, n) ((hr_mysql_param){.type = HR_MYSQL_STR, .str = (s), .len = (n)})
 #define HR_P_NULL ((hr_mysql_param){.type = HR_MYSQL_NULL})
+#define HR_P_TIME_MS(v) ((hr_mysql_param){.type = HR_MYSQL_TIME_MS, .i64 = (int64_t)(v)})
 
 /* S, or NULL when S is NULL; V, or NULL when V is negative (the rows' "not
  * set"). */
@@ -84,6 +90,21 @@ void hr_mysql_free(hr_mysql *m);
 int hr_mysql_exec(hr_mysql *m, const char *sql, const hr_mysql_param *params, size_t nparams,
                   uint64_t *affected, uint64_t *insert_id, unsigned *errno_out, char *errstr,
                   size_t errlen);
+
+/* SQL, a statement of NCOLS parameters without a result set, run for each
+ * of the NROWS rows of PARAMS (NROWS x NCOLS, row after row) in one round
+ * trip: MariaDB's array binding, where the server runs the statement once
+ * and reads each row's NCOLS parameters in turn, so an INSERT of many rows
+ * costs it no statement of NROWS x NCOLS placeholders (their setup and
+ * cleanup a row each; at most 65,535).  A column's values share a type
+ * (or are NULL).  All rows or none, like one statement; *AFFECTED (may be
+ * NULL) is the sum.  A server without array binding (MySQL; a proxy that
+ * does not pass MariaDB's capability) gets one execute a row instead, which
+ * may stop after some rows (a transaction of the caller's undoes them).
+ * Returns as hr_mysql_exec. */
+int hr_mysql_exec_rows(hr_mysql *m, const char *sql, const hr_mysql_param *params, size_t ncols,
+                       size_t nrows, uint64_t *affected, unsigned *errno_out, char *errstr,
+                       size_t errlen);
 
 /* Prepared statement with a result set, fetched whole into *OUT. */
 int hr_mysql_query(hr_mysql *m, const char *sql, const hr_mysql_param *params, size_t nparams,

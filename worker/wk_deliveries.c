@@ -10,73 +10,27 @@
 #include "hr_log.h"
 
 #define WK_DELIVERY_COLS 8
-/* MariaDB refuses a prepared statement of more than 65,535 placeholders
- * (errno 1390): a batch of more rows than this goes in several INSERTs. */
-#define WK_DELIVERY_STMT_ROWS (65535 / WK_DELIVERY_COLS)
-/* The INSERT sizes: the full batch, and each power of two below it (2^12
- * is the largest under WK_DELIVERY_STMT_ROWS).  A part batch goes as the
- * powers of two of its size, so the worker prepares at most 15 distinct
- * INSERTs: each holds a MYSQL_BIND per placeholder in libmariadb (about
- * 800 bytes a row) and a prepared statement in MariaDB, and one per
- * part-batch size made the worker's RSS grow with the campaign (up to 32
- * cached statements, ~26 MiB at the default batch of 1,000). */
-#define WK_DELIVERY_POW2 14
-#define WK_DELIVERY_SIZES (WK_DELIVERY_POW2 + 1)
+
+/* The one INSERT: a batch runs it once per row in one array-bound execute
+ * (hr_mysql_exec_rows), and the row-by-row retry once per row. */
+static const char wk_deliveries_sql[] =
+    "INSERT INTO push_delivery (task_id, uid, status, attempts, http_status, latency_ms, at, day) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE status = VALUES(status), "
+    "attempts = VALUES(attempts), http_status = VALUES(http_status), "
+    "latency_ms = VALUES(latency_ms), at = VALUES(at)";
+
+/* An outcome of a batch, for the order the rows are sent in. */
+typedef struct wk_deliveries_row {
+    int64_t task;
+    uint64_t uid;
+    size_t slot; /* the event's ring slot: the order of two outcomes of one recipient */
+} wk_deliveries_row;
 
 struct wk_deliveries {
     wk_metrics *met;
-    size_t full; /* rows of a full INSERT: the batch, at most WK_DELIVERY_STMT_ROWS */
-    /* INSERT texts, built when first used: [i] 2^i rows, [POW2] full rows;
-     * [0], one row, is also the row-by-row retry's. */
-    char *sqls[WK_DELIVERY_SIZES];
-    hr_mysql_param *params; /* a batch's */
+    hr_mysql_param *params;   /* a batch's, row after row */
+    wk_deliveries_row *order; /* a batch's outcomes, sorted */
 };
-
-/* Builds the INSERT for NROWS rows (malloc'ed). */
-static char *wk_deliveries_sql_text(size_t nrows)
-{
-    static const char head[] =
-        "INSERT INTO push_delivery (task_id, uid, status, attempts, http_status, latency_ms, at, "
-        "day) VALUES ";
-    static const char row[] = "(?, ?, ?, ?, ?, ?, FROM_UNIXTIME(? / 1000), ?)";
-    static const char tail[] =
-        " ON DUPLICATE KEY UPDATE status = VALUES(status), attempts = VALUES(attempts), "
-        "http_status = VALUES(http_status), latency_ms = VALUES(latency_ms), at = VALUES(at)";
-    size_t len = sizeof head + nrows * (sizeof row + 1) + sizeof tail;
-    char *sql = malloc(len), *p;
-
-    if (sql == NULL)
-        return NULL;
-    p = sql;
-    memcpy(p, head, sizeof head - 1);
-    p += sizeof head - 1;
-    for (size_t i = 0; i < nrows; i++) {
-        if (i > 0)
-            *p++ = ',';
-        memcpy(p, row, sizeof row - 1);
-        p += sizeof row - 1;
-    }
-    memcpy(p, tail, sizeof tail);
-    return sql;
-}
-
-/* The next INSERT of a batch with LEFT rows to go: *NROWS gets its rows,
- * DL->full or the largest power of two up to LEFT.  NULL when out of
- * memory. */
-static const char *wk_deliveries_sql(wk_deliveries *dl, size_t left, size_t *nrows)
-{
-    size_t i = WK_DELIVERY_POW2;
-
-    *nrows = dl->full;
-    if (left < dl->full) {
-        for (i = 0; (size_t)2 << i <= left; i++)
-            ;
-        *nrows = (size_t)1 << i;
-    }
-    if (dl->sqls[i] == NULL)
-        dl->sqls[i] = wk_deliveries_sql_text(*nrows);
-    return dl->sqls[i];
-}
 
 /* Server errors that say the connection (or the transaction) is gone, so
  * the whole batch is retried: connection refused / lost / gone away,
@@ -94,15 +48,16 @@ static const char *const wk_deliveries_status[] = {
     [WK_DELIVERY_OPTED_OUT] = "opted_out", [WK_DELIVERY_SUPPRESSED] = "suppressed",
 };
 
-/* One INSERT of K rows (params P); when MySQL refuses their data, the
+/* The K rows of PARAMS in one execute; when MySQL refuses their data, the
  * rows one by one. */
-static int wk_deliveries_insert(wk_deliveries *dl, hr_mysql *m, const char *sql,
-                                hr_mysql_param *params, size_t k, char *errstr, size_t errlen)
+static int wk_deliveries_insert(wk_deliveries *dl, hr_mysql *m, const hr_mysql_param *params,
+                                size_t k, char *errstr, size_t errlen)
 {
-    hr_mysql_param *p;
+    const hr_mysql_param *p;
     unsigned err = 0;
 
-    if (hr_mysql_exec(m, sql, params, k * WK_DELIVERY_COLS, NULL, NULL, &err, errstr, errlen) == 0)
+    if (hr_mysql_exec_rows(m, wk_deliveries_sql, params, WK_DELIVERY_COLS, k, NULL, &err, errstr,
+                           errlen) == 0)
         return 0;
     if (wk_deliveries_transient(err))
         return -1;
@@ -112,8 +67,8 @@ static int wk_deliveries_insert(wk_deliveries *dl, hr_mysql *m, const char *sql,
     hr_log_warn("delivery_batch_rejected", "rows=%zu errno=%u error=%s", k, err, errstr);
     for (size_t i = 0; i < k; i++) {
         p = params + i * WK_DELIVERY_COLS;
-        if (hr_mysql_exec(m, dl->sqls[0], p, WK_DELIVERY_COLS, NULL, NULL, &err, errstr, errlen) ==
-            0)
+        if (hr_mysql_exec(m, wk_deliveries_sql, p, WK_DELIVERY_COLS, NULL, NULL, &err, errstr,
+                          errlen) == 0)
             continue;
         if (wk_deliveries_transient(err))
             return -1;
@@ -124,44 +79,50 @@ static int wk_deliveries_insert(wk_deliveries *dl, hr_mysql *m, const char *sql,
     return 0;
 }
 
+/* By key, then by arrival: a later outcome of the same recipient stays
+ * later, so its row is the one that remains. */
+static int wk_deliveries_cmp(const void *a, const void *b)
+{
+    const wk_deliveries_row *x = a, *y = b;
+
+    if (x->task != y->task)
+        return x->task < y->task ? -1 : 1;
+    if (x->uid != y->uid)
+        return x->uid < y->uid ? -1 : 1;
+    return x->slot < y->slot ? -1 : x->slot > y->slot;
+}
+
 int wk_deliveries_write(wk_deliveries *dl, hr_mysql *m, const wk_event *ring, size_t cap,
                         size_t head, size_t n, char *errstr, size_t errlen)
 {
-    size_t rows = 0;
-
-    for (size_t i = 0; i < n; i++)
-        if (ring[(head + i) % cap].kind == WK_EVENT_OUTCOME)
-            rows++;
-    if (rows == 0)
-        return 0;
     hr_mysql_param *p = dl->params;
-    int rc = 0;
+    size_t rows = 0;
 
     for (size_t i = 0; i < n; i++) {
         const wk_event *ev = &ring[(head + i) % cap];
 
-        if (ev->kind != WK_EVENT_OUTCOME)
-            continue;
+        if (ev->kind == WK_EVENT_OUTCOME)
+            dl->order[rows++] = (wk_deliveries_row){ev->task, ev->u.outcome.uid, i};
+    }
+    if (rows == 0)
+        return 0;
+    /* In key order, each row's B-tree descent goes where the previous one
+     * went (the pages stay in the CPU's caches) rather than to a random
+     * leaf of the task's range. */
+    qsort(dl->order, rows, sizeof *dl->order, wk_deliveries_cmp);
+    for (size_t i = 0; i < rows; i++) {
+        const wk_event *ev = &ring[(head + dl->order[i].slot) % cap];
+
         *p++ = HR_P_I64(ev->task);
         *p++ = HR_P_I64((int64_t)ev->u.outcome.uid);
         *p++ = HR_P_STR(wk_deliveries_status[ev->u.outcome.status]);
         *p++ = HR_P_I64(ev->u.outcome.attempts);
         *p++ = ev->u.outcome.http_status > 0 ? HR_P_I64(ev->u.outcome.http_status) : HR_P_NULL;
         *p++ = HR_P_I64(ev->u.outcome.latency_ms);
-        *p++ = HR_P_I64(ev->u.outcome.at_ms);
+        *p++ = HR_P_TIME_MS(ev->u.outcome.at_ms);
         *p++ = HR_P_I64(hr_dlog_day(ev->u.outcome.due_ms));
     }
-    for (size_t done = 0, k; done < rows && rc == 0; done += k) {
-        const char *sql = wk_deliveries_sql(dl, rows - done, &k);
-
-        if (sql == NULL) {
-            snprintf(errstr, errlen, "out of memory");
-            return -1;
-        }
-        rc = wk_deliveries_insert(dl, m, sql, dl->params + done * WK_DELIVERY_COLS, k, errstr,
-                                  errlen);
-    }
-    return rc;
+    return wk_deliveries_insert(dl, m, dl->params, rows, errstr, errlen);
 }
 
 wk_deliveries *wk_deliveries_new(size_t batch, wk_metrics *met)
@@ -171,10 +132,9 @@ wk_deliveries *wk_deliveries_new(size_t batch, wk_metrics *met)
     if (dl == NULL)
         return NULL;
     dl->met = met;
-    dl->full = batch < WK_DELIVERY_STMT_ROWS ? batch : WK_DELIVERY_STMT_ROWS;
     dl->params = calloc(batch * WK_DELIVERY_COLS, sizeof *dl->params);
-    dl->sqls[0] = wk_deliveries_sql_text(1);
-    if (dl->params == NULL || dl->sqls[0] == NULL) {
+    dl->order = calloc(batch, sizeof *dl->order);
+    if (dl->params == NULL || dl->order == NULL) {
         wk_deliveries_free(dl);
         return NULL;
     }
@@ -185,8 +145,7 @@ void wk_deliveries_free(wk_deliveries *dl)
 {
     if (dl == NULL)
         return;
-    for (size_t i = 0; i < WK_DELIVERY_SIZES; i++)
-        free(dl->sqls[i]);
     free(dl->params);
+    free(dl->order);
     free(dl);
 }

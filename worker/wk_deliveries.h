@@ -1,10 +1,11 @@
 /* wk_deliveries: the delivery log (push_delivery), written by the reporter
  * thread inside its transaction (wk_reporter).  The outcomes of a batch go
- * as multi-row INSERTs of fixed sizes only: a full batch of reporter_batch
- * rows (at most 8,191, MariaDB's 65,535 placeholders per prepared
- * statement), a part batch as the powers of two of its size, so the
- * reporter's connection prepares at most 15 INSERTs (each holds ~800 bytes
- * of bindings per row in libmariadb).  A batch MySQL refuses for its data
+ * as one execute of a one-row upsert bound to all of them (MariaDB's array
+ * binding, hr_mysql_exec_rows): the server runs the INSERT once and reads
+ * each row's 8 parameters in turn, where a multi-row INSERT of 8 x rows
+ * placeholders cost it their setup and cleanup per execute (and a
+ * statement per batch size, at most 65,535 placeholders).  `at` goes as a
+ * DATETIME (no FROM_UNIXTIME a row).  A batch MySQL refuses for its data
  * (not a connection, deadlock or lock-wait error) goes again row by row,
  * and a row refused again is logged (delivery_row_dropped), counted
  * (herald_reporter_dropped_total{reason="rejected"}) and dropped.

@@ -181,6 +181,99 @@ static void test_roundtrip(void **state)
 
 /* More distinct statements than the cache holds, each run repeatedly, and
  * many rows in one result. */
+/* HR_P_TIME_MS is the instant FROM_UNIXTIME(ms / 1000) gives in the
+ * session's UTC, to the millisecond: a leap day, the last ms of a day, and
+ * an instant before 1970 (floor, not truncation, of the day). */
+static void test_time_ms(void **state)
+{
+    static const int64_t ms[] = {1709251199999, 1709164800123, 1764547200000, -86399001};
+    static const char *const text[] = {"2024-02-29 23:59:59.999", "2024-02-29 00:00:00.123",
+                                       "2025-12-01 00:00:00.000", "1969-12-31 00:00:00.999"};
+    hr_mysql_rows *rows;
+
+    (void)state;
+    for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+        rows = query_ok("SELECT DATE_FORMAT(CAST(? AS DATETIME(3)), '%Y-%m-%d %H:%i:%s.%f')",
+                        (hr_mysql_param[]){HR_P_TIME_MS(ms[i])}, 1);
+        assert_int_equal(rows->nrows, 1);
+        /* %f is microseconds: the ms and three zeros. */
+        assert_memory_equal(hr_mysql_cell(rows, 0, 0), text[i], strlen(text[i]));
+        assert_string_equal(hr_mysql_cell(rows, 0, 0) + strlen(text[i]), "000");
+        hr_mysql_rows_free(rows);
+    }
+    rows = query_ok("SELECT CAST(? AS DATETIME(3)) = FROM_UNIXTIME(? / 1000)",
+                    (hr_mysql_param[]){HR_P_TIME_MS(ms[0]), HR_P_I64(ms[0])}, 2);
+    assert_string_equal(hr_mysql_cell(rows, 0, 0), "1");
+    hr_mysql_rows_free(rows);
+}
+
+/* hr_mysql_exec_rows: each row's values, NULLs among a column's others,
+ * an upsert of a key twice in one batch (the later row wins), a refused
+ * row failing the whole batch, and a column of two types refused before
+ * anything is sent; the statement, cached, still runs with one row. */
+static void test_exec_rows(void **state)
+{
+    static const char sql[] = "INSERT INTO hrtest_rt (id, s, big, d, n) VALUES (?, ?, ?, ?, ?) "
+                              "ON DUPLICATE KEY UPDATE s = VALUES(s), big = VALUES(big)";
+    const hr_mysql_param p[3][5] = {
+        {HR_P_I64(1), HR_P_STR("one"), HR_P_I64(10), HR_P_TIME_MS(1709164800123), HR_P_NULL},
+        {HR_P_I64(2), HR_P_NULL, HR_P_I64(-20), HR_P_NULL, HR_P_STR("b")},
+        {HR_P_I64(1), HR_P_STR("uno"), HR_P_NULL, HR_P_TIME_MS(0), HR_P_STR("c")},
+    };
+    const hr_mysql_param bad[2][5] = {
+        {HR_P_I64(3), HR_P_STR("x"), HR_P_I64(1), HR_P_NULL, HR_P_NULL},
+        {HR_P_I64(4), HR_P_STR("y"), HR_P_I64(1), HR_P_NULL, HR_P_STR("far too long for ten")},
+    };
+    const hr_mysql_param mixed[2][5] = {
+        {HR_P_I64(5), HR_P_STR("x"), HR_P_I64(1), HR_P_NULL, HR_P_NULL},
+        {HR_P_I64(6), HR_P_I64(7), HR_P_I64(1), HR_P_NULL, HR_P_NULL},
+    };
+    char errstr[512] = "";
+    uint64_t affected = 0;
+    unsigned err = 0;
+    hr_mysql_rows *rows;
+
+    (void)state;
+    assert_int_equal(hr_mysql_script(db,
+                                     "DROP TEMPORARY TABLE IF EXISTS hrtest_rt;"
+                                     "CREATE TEMPORARY TABLE hrtest_rt ("
+                                     " id BIGINT NOT NULL PRIMARY KEY, s VARCHAR(10) NULL,"
+                                     " big BIGINT NULL, d DATETIME(3) NULL, n VARCHAR(10) NULL)",
+                                     errstr, sizeof errstr),
+                     0);
+    if (hr_mysql_exec_rows(db, sql, &p[0][0], 5, 3, &affected, NULL, errstr, sizeof errstr) != 0)
+        fail_msg("exec_rows: %s", errstr);
+    /* Two rows inserted (1 each), one updated (2). */
+    assert_int_equal(affected, 4);
+    rows = query_ok("SELECT id, s, big, DATE_FORMAT(d, '%Y-%m-%d %H:%i:%s.%f'), n FROM hrtest_rt "
+                    "ORDER BY id",
+                    NULL, 0);
+    assert_int_equal(rows->nrows, 2);
+    assert_string_equal(hr_mysql_cell(rows, 0, 1), "uno");
+    assert_null(hr_mysql_cell(rows, 0, 2));
+    /* The update leaves d and n as the first row had them. */
+    assert_string_equal(hr_mysql_cell(rows, 0, 3), "2024-02-29 00:00:00.123000");
+    assert_null(hr_mysql_cell(rows, 0, 4));
+    assert_null(hr_mysql_cell(rows, 1, 1));
+    assert_string_equal(hr_mysql_cell(rows, 1, 2), "-20");
+    assert_null(hr_mysql_cell(rows, 1, 3));
+    assert_string_equal(hr_mysql_cell(rows, 1, 4), "b");
+    hr_mysql_rows_free(rows);
+
+    /* Strict mode refuses the second row's n: neither row stays. */
+    assert_int_equal(
+        hr_mysql_exec_rows(db, sql, &bad[0][0], 5, 2, NULL, &err, errstr, sizeof errstr), -1);
+    assert_int_equal(err, 1406);
+    assert_int_equal(
+        hr_mysql_exec_rows(db, sql, &mixed[0][0], 5, 2, NULL, &err, errstr, sizeof errstr), -1);
+    assert_non_null(strstr(errstr, "parameter 2 has types"));
+    exec_ok(sql, bad[0], 5, &affected);
+    assert_int_equal(affected, 1);
+    rows = query_ok("SELECT GROUP_CONCAT(id ORDER BY id) FROM hrtest_rt", NULL, 0);
+    assert_string_equal(hr_mysql_cell(rows, 0, 0), "1,2,3");
+    hr_mysql_rows_free(rows);
+}
+
 static void test_statement_cache(void **state)
 {
     char sql[64], expect[32];
@@ -614,6 +707,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_reconnect),      cmocka_unit_test(test_migrate_idempotent),
         cmocka_unit_test(test_freeze_trigger), cmocka_unit_test(test_heraldctl),
         cmocka_unit_test(test_batch),          cmocka_unit_test(test_idle_txn_limit),
+        cmocka_unit_test(test_time_ms),        cmocka_unit_test(test_exec_rows),
     };
 
     if (argc < 2) {
