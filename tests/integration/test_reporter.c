@@ -241,6 +241,54 @@ static void test_reporter_batch_over_placeholder_limit(void **state)
     hr_config_free(cfg);
 }
 
+/* A batch with a row MariaDB refuses (latency_ms -1 in an INT UNSIGNED,
+ * strict mode): the array-bound execute fails whole, the rows go again one
+ * by one, the other 99 are written and the refused one is logged and
+ * counted. */
+static void test_reporter_refused_row(void **state)
+{
+    hr_config *cfg = itest_config();
+    hr_mysql *m = NULL;
+    wk_metrics *met;
+    wk_reporter *rp = NULL;
+    wk_event ev;
+    char errstr[512], lines[4096];
+    int64_t id, due_ms;
+    t_log log;
+
+    (void)state;
+    id = t_setup(cfg, &m, &met, "reporter refused row");
+    due_ms = t_due_ms(m, id);
+    t_log_start(&log);
+    assert_int_equal(wk_reporter_start(cfg, "test-reporter", WK_REPORTER_ROW_WAIT_MS, met, NULL,
+                                       &rp, errstr, sizeof errstr),
+                     0);
+    t_push(m, rp, id, cfg->channels[0].name, 1, 50);
+    ev = (wk_event){.kind = WK_EVENT_OUTCOME, .task = id};
+    ev.u.outcome.uid = 51;
+    ev.u.outcome.channel = cfg->channels[0].name;
+    ev.u.outcome.status = WK_DELIVERY_SENT;
+    ev.u.outcome.attempts = 1;
+    ev.u.outcome.latency_ms = -1;
+    ev.u.outcome.at_ms = itest_now_ms();
+    ev.u.outcome.due_ms = due_ms;
+    wk_reporter_push(rp, &ev);
+    t_push(m, rp, id, cfg->channels[0].name, 52, 100);
+    wk_reporter_stop(rp);
+    assert_true(t_log_end(&log, "delivery_", NULL, lines, sizeof lines) >= 2);
+    assert_non_null(strstr(lines, "delivery_batch_rejected"));
+    assert_non_null(strstr(lines, "delivery_row_dropped"));
+    assert_non_null(strstr(lines, "uid=51 "));
+    assert_int_equal(t_count(m, "SELECT COUNT(*) FROM push_delivery WHERE task_id = ?", id), 99);
+    assert_int_equal(
+        t_count(m, "SELECT COUNT(*) FROM push_delivery WHERE task_id = ? AND uid = 51", id), 0);
+    assert_true(hr_metrics_value(met->reporter_dropped[WK_DROP_REJECTED]) == 1);
+    t_drop(m, id);
+    wk_metrics_free(met);
+    hr_mysql_free(m);
+    hr_config_free(cfg);
+}
+
 static void test_reporter_part_batches_few_statements(void **state)
 {
     hr_config *cfg = itest_config();
@@ -517,6 +565,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reporter_batch_over_placeholder_limit),
         cmocka_unit_test(test_reporter_part_batches_few_statements),
+        cmocka_unit_test(test_reporter_refused_row),
         cmocka_unit_test(test_reporter_chunk_end_before_row),
         cmocka_unit_test(test_reporter_chunk_row_never_appears),
         cmocka_unit_test(test_reporter_chunk_ends_capped),
