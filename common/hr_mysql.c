@@ -52,6 +52,7 @@
 #include "hr_clock.h"
 #include "hr_mysql_rows.h"
 #include "hr_mysql_watch.h"
+#include "hr_seams.h"
 #include "hr_vec.h"
 
 #define HR_MYSQL_STMT_CACHE 32
@@ -513,12 +514,15 @@ static int hr_mysql_bind_params(hr_mysql *m, MYSQL_STMT *stmt, const hr_mysql_pa
 }
 
 /* Whether M's server takes MariaDB's array binding (libmariadb's
- * MARIADB_STMT_BULK_SUPPORTED, from the public capability getters). */
+ * MARIADB_STMT_BULK_SUPPORTED, from the public capability getters).  A
+ * build with test seams takes HERALD_TEST_MYSQL_NO_BULK for a server
+ * without it (test_mysql's one-by-one path). */
 static bool hr_mysql_bulk_supported(hr_mysql *m)
 {
     unsigned long caps = 0, ext = 0;
 
-    if (mariadb_get_infov(m->conn, MARIADB_CONNECTION_SERVER_CAPABILITIES, &caps) != 0 ||
+    if ((HR_SEAMS_ON && getenv("HERALD_TEST_MYSQL_NO_BULK") != NULL) ||
+        mariadb_get_infov(m->conn, MARIADB_CONNECTION_SERVER_CAPABILITIES, &caps) != 0 ||
         mariadb_get_infov(m->conn, MARIADB_CONNECTION_EXTENDED_SERVER_CAPABILITIES, &ext) != 0)
         return false;
     return !(caps & CLIENT_MYSQL) && (ext & (MARIADB_CLIENT_STMT_BULK_OPERATIONS >> 32)) != 0;

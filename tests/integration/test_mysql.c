@@ -23,6 +23,7 @@
 #include "hr_clock.h"
 #include "hr_migrate.h"
 #include "hr_mysql.h"
+#include "hr_seams.h"
 #include "itest.h"
 
 #define BIG_TEXT_LEN (100 * 1024)
@@ -211,29 +212,24 @@ static void test_time_ms(void **state)
  * an upsert of a key twice in one batch (the later row wins), a refused
  * row failing the whole batch, and a column of two types refused before
  * anything is sent; the statement, cached, still runs with one row. */
-static void test_exec_rows(void **state)
+static const char exec_rows_sql[] =
+    "INSERT INTO hrtest_rt (id, s, big, d, n) VALUES (?, ?, ?, ?, ?) "
+    "ON DUPLICATE KEY UPDATE s = VALUES(s), big = VALUES(big)";
+
+/* Three rows into a new hrtest_rt through hr_mysql_exec_rows, checked:
+ * each row's values, NULLs among a column's others, and a key upserted
+ * twice (the later row wins). */
+static void exec_rows_three(void)
 {
-    static const char sql[] = "INSERT INTO hrtest_rt (id, s, big, d, n) VALUES (?, ?, ?, ?, ?) "
-                              "ON DUPLICATE KEY UPDATE s = VALUES(s), big = VALUES(big)";
     const hr_mysql_param p[3][5] = {
         {HR_P_I64(1), HR_P_STR("one"), HR_P_I64(10), HR_P_TIME_MS(1709164800123), HR_P_NULL},
         {HR_P_I64(2), HR_P_NULL, HR_P_I64(-20), HR_P_NULL, HR_P_STR("b")},
         {HR_P_I64(1), HR_P_STR("uno"), HR_P_NULL, HR_P_TIME_MS(0), HR_P_STR("c")},
     };
-    const hr_mysql_param bad[2][5] = {
-        {HR_P_I64(3), HR_P_STR("x"), HR_P_I64(1), HR_P_NULL, HR_P_NULL},
-        {HR_P_I64(4), HR_P_STR("y"), HR_P_I64(1), HR_P_NULL, HR_P_STR("far too long for ten")},
-    };
-    const hr_mysql_param mixed[2][5] = {
-        {HR_P_I64(5), HR_P_STR("x"), HR_P_I64(1), HR_P_NULL, HR_P_NULL},
-        {HR_P_I64(6), HR_P_I64(7), HR_P_I64(1), HR_P_NULL, HR_P_NULL},
-    };
     char errstr[512] = "";
     uint64_t affected = 0;
-    unsigned err = 0;
     hr_mysql_rows *rows;
 
-    (void)state;
     assert_int_equal(hr_mysql_script(db,
                                      "DROP TEMPORARY TABLE IF EXISTS hrtest_rt;"
                                      "CREATE TEMPORARY TABLE hrtest_rt ("
@@ -241,7 +237,8 @@ static void test_exec_rows(void **state)
                                      " big BIGINT NULL, d DATETIME(3) NULL, n VARCHAR(10) NULL)",
                                      errstr, sizeof errstr),
                      0);
-    if (hr_mysql_exec_rows(db, sql, &p[0][0], 5, 3, &affected, NULL, errstr, sizeof errstr) != 0)
+    if (hr_mysql_exec_rows(db, exec_rows_sql, &p[0][0], 5, 3, &affected, NULL, errstr,
+                           sizeof errstr) != 0)
         fail_msg("exec_rows: %s", errstr);
     /* Two rows inserted (1 each), one updated (2). */
     assert_int_equal(affected, 4);
@@ -259,15 +256,48 @@ static void test_exec_rows(void **state)
     assert_null(hr_mysql_cell(rows, 1, 3));
     assert_string_equal(hr_mysql_cell(rows, 1, 4), "b");
     hr_mysql_rows_free(rows);
+}
+
+/* Against a server without array binding (the seam), the same rows go one
+ * execute each, with the same result. */
+static void test_exec_rows_one_by_one(void **state)
+{
+    (void)state;
+    if (!HR_SEAMS_ON)
+        skip();
+    setenv("HERALD_TEST_MYSQL_NO_BULK", "1", 1);
+    exec_rows_three();
+    unsetenv("HERALD_TEST_MYSQL_NO_BULK");
+}
+
+static void test_exec_rows(void **state)
+{
+    const hr_mysql_param bad[2][5] = {
+        {HR_P_I64(3), HR_P_STR("x"), HR_P_I64(1), HR_P_NULL, HR_P_NULL},
+        {HR_P_I64(4), HR_P_STR("y"), HR_P_I64(1), HR_P_NULL, HR_P_STR("far too long for ten")},
+    };
+    const hr_mysql_param mixed[2][5] = {
+        {HR_P_I64(5), HR_P_STR("x"), HR_P_I64(1), HR_P_NULL, HR_P_NULL},
+        {HR_P_I64(6), HR_P_I64(7), HR_P_I64(1), HR_P_NULL, HR_P_NULL},
+    };
+    char errstr[512] = "";
+    uint64_t affected = 0;
+    unsigned err = 0;
+    hr_mysql_rows *rows;
+
+    (void)state;
+    exec_rows_three();
 
     /* Strict mode refuses the second row's n: neither row stays. */
     assert_int_equal(
-        hr_mysql_exec_rows(db, sql, &bad[0][0], 5, 2, NULL, &err, errstr, sizeof errstr), -1);
+        hr_mysql_exec_rows(db, exec_rows_sql, &bad[0][0], 5, 2, NULL, &err, errstr, sizeof errstr),
+        -1);
     assert_int_equal(err, 1406);
-    assert_int_equal(
-        hr_mysql_exec_rows(db, sql, &mixed[0][0], 5, 2, NULL, &err, errstr, sizeof errstr), -1);
+    assert_int_equal(hr_mysql_exec_rows(db, exec_rows_sql, &mixed[0][0], 5, 2, NULL, &err, errstr,
+                                        sizeof errstr),
+                     -1);
     assert_non_null(strstr(errstr, "parameter 2 has types"));
-    exec_ok(sql, bad[0], 5, &affected);
+    exec_ok(exec_rows_sql, bad[0], 5, &affected);
     assert_int_equal(affected, 1);
     rows = query_ok("SELECT GROUP_CONCAT(id ORDER BY id) FROM hrtest_rt", NULL, 0);
     assert_string_equal(hr_mysql_cell(rows, 0, 0), "1,2,3");
@@ -702,12 +732,19 @@ static void test_heraldctl(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_roundtrip),      cmocka_unit_test(test_statement_cache),
-        cmocka_unit_test(test_transaction),    cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_reconnect),      cmocka_unit_test(test_migrate_idempotent),
-        cmocka_unit_test(test_freeze_trigger), cmocka_unit_test(test_heraldctl),
-        cmocka_unit_test(test_batch),          cmocka_unit_test(test_idle_txn_limit),
-        cmocka_unit_test(test_time_ms),        cmocka_unit_test(test_exec_rows),
+        cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_statement_cache),
+        cmocka_unit_test(test_transaction),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_reconnect),
+        cmocka_unit_test(test_migrate_idempotent),
+        cmocka_unit_test(test_freeze_trigger),
+        cmocka_unit_test(test_heraldctl),
+        cmocka_unit_test(test_batch),
+        cmocka_unit_test(test_idle_txn_limit),
+        cmocka_unit_test(test_time_ms),
+        cmocka_unit_test(test_exec_rows),
+        cmocka_unit_test(test_exec_rows_one_by_one),
     };
 
     if (argc < 2) {
