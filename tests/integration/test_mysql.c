@@ -6,6 +6,7 @@
  * which is why migrate is only ever expected to be idempotent here.
  *
  * usage: test_mysql HERALDCTL (the built binary, passed by meson) */
+#include <inttypes.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -258,16 +259,39 @@ static void exec_rows_three(void)
     hr_mysql_rows_free(rows);
 }
 
+/* The session's executes of prepared statements so far (this read's own
+ * included). */
+static int64_t stmt_executes(void)
+{
+    char *v = query_value("SELECT VARIABLE_VALUE FROM information_schema.SESSION_STATUS "
+                          "WHERE VARIABLE_NAME = 'COM_STMT_EXECUTE'",
+                          NULL, 0);
+    int64_t n = strtoll(v, NULL, 10);
+
+    free(v);
+    return n;
+}
+
 /* Against a server without array binding (the seam), the same rows go one
- * execute each, with the same result. */
+ * execute each (three, where the array binding is one), with the same
+ * result. */
 static void test_exec_rows_one_by_one(void **state)
 {
+    int64_t before, bulk, one_by_one;
+
     (void)state;
     if (!HR_SEAMS_ON)
         skip();
-    setenv("HERALD_TEST_MYSQL_NO_BULK", "1", 1);
+    before = stmt_executes();
     exec_rows_three();
+    bulk = stmt_executes() - before;
+    setenv("HERALD_TEST_MYSQL_NO_BULK", "1", 1);
+    before = stmt_executes();
+    exec_rows_three();
+    one_by_one = stmt_executes() - before;
     unsetenv("HERALD_TEST_MYSQL_NO_BULK");
+    printf("executes: %" PRId64 " array-bound, %" PRId64 " one by one\n", bulk, one_by_one);
+    assert_int_equal(one_by_one, bulk + 2);
 }
 
 static void test_exec_rows(void **state)
