@@ -282,10 +282,18 @@ static void dsp_chunk_next_release(dsp *d, dsp_task *dt, int64_t now)
  * past its expire_at, where what waits counts expired).  A task that
  * plans no wait set is looked at too: recipients a worker put off to their
  * own quiet hours' end wait there (worker/wk_consent.h), and from then on
- * the chunker releases them like any wave.  *FAILED on a Redis error. */
-static bool dsp_chunk_drained(dsp *d, dsp_task *dt, int64_t now, bool *failed, char *errstr,
-                              size_t errlen)
+ * the chunker releases them like any wave.  WAITING: the size of that
+ * wait set as the tick's batch read it (dsp_chunk_waiting), -1 unread;
+ * only one not empty costs a release's round trips here.  *FAILED on a
+ * Redis error. */
+static bool dsp_chunk_drained(dsp *d, dsp_task *dt, int64_t now, int64_t waiting, bool *failed,
+                              char *errstr, size_t errlen)
 {
+    if (!dt->waits && waiting == 0) {
+        dt->wait_left = 0;
+        dt->wait_next_ms = 0;
+        return true;
+    }
     if (!dt->waits) {
         if (dsp_chunk_release(d, dt, now, 0, errstr, errlen) < 0) {
             *failed = true;
@@ -449,9 +457,41 @@ static int dsp_chunk_move(dsp *d, hr_pipe *pipe, const dsp_move *mv, size_t n, i
     return 0;
 }
 
+/* The wait sets' sizes (ZCARD) of the N moves' tasks that moved fewer
+ * recipients than asked for and plan no wait set, one round trip, into
+ * WAITING (-1 for the others): their subs ran out, and a worker may have
+ * put recipients off into the wait set (dsp_chunk_drained).  Each small
+ * task of one chunk asked this alone, a TIME and a wait_release.lua in
+ * two round trips of the loop, when its only chunk moved (issue 33).
+ * 0, or -1 (ERRSTR). */
+static int dsp_chunk_waiting(dsp *d, hr_pipe *pipe, const dsp_move *mv, const int64_t *moved,
+                             size_t n, int64_t *waiting, char *errstr, size_t errlen)
+{
+    dsp_move ask[DSP_CHUNKS_PER_TICK];
+    size_t i, nask = 0;
+
+    for (i = 0; i < n; i++) {
+        waiting[i] = -1;
+        if (!mv[i].dt->waits && moved[i] < mv[i].n)
+            ask[nask++] = mv[i];
+    }
+    if (nask == 0)
+        return 0;
+    if (dsp_chunk_each(d, pipe, "ZCARD", ask, nask, HR_KEY_WAIT, errstr, errlen) < 0)
+        return -1;
+    for (i = 0, nask = 0; i < n; i++) {
+        if (mv[i].dt->waits || moved[i] >= mv[i].n)
+            continue;
+        if ((waiting[i] = dsp_reply_int(hr_pipe_reply_retry(pipe, nask++, errstr, errlen))) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* What a move of MOVED recipients means for its task: none, subs ran out;
- * else the chunk is produced.  true when a chunk moved. */
-static bool dsp_chunk_moved(dsp *d, const dsp_move *mv, int64_t moved, int64_t now)
+ * else the chunk is produced.  WAITING: its wait set's size if read
+ * (dsp_chunk_waiting), else -1.  true when a chunk moved. */
+static bool dsp_chunk_moved(dsp *d, const dsp_move *mv, int64_t moved, int64_t waiting, int64_t now)
 {
     dsp_task *dt = mv->dt;
     char err[512];
@@ -459,7 +499,7 @@ static bool dsp_chunk_moved(dsp *d, const dsp_move *mv, int64_t moved, int64_t n
 
     if (moved == 0) {
         /* Not finished while recipients wait for their instant. */
-        dt->subs_empty = dsp_chunk_drained(d, dt, now, &failed, err, sizeof err);
+        dt->subs_empty = dsp_chunk_drained(d, dt, now, waiting, &failed, err, sizeof err);
         if (failed)
             dsp_conn_failed(d, &d->loop_conn, DSP_REDIS, err);
         return false;
@@ -469,7 +509,7 @@ static bool dsp_chunk_moved(dsp *d, const dsp_move *mv, int64_t moved, int64_t n
      * exists but the wait set's releases, which wait_left counts), so a
      * task of one chunk ends without another GET ctl, INCR and empty move. */
     if (moved < mv->n && !dt->waits) {
-        dt->subs_empty = dsp_chunk_drained(d, dt, now, &failed, err, sizeof err);
+        dt->subs_empty = dsp_chunk_drained(d, dt, now, waiting, &failed, err, sizeof err);
         /* The chunk moved all the same: produce it; the next tick looks
          * at the wait set again. */
         if (failed)
@@ -507,7 +547,7 @@ static bool dsp_chunk_batch(dsp *d, dsp_task *const *dts, size_t n)
 {
     dsp_conn *conn = &d->loop_conn;
     dsp_move mv[DSP_CHUNKS_PER_TICK];
-    int64_t moved[DSP_CHUNKS_PER_TICK], now = hr_clock_now_ms();
+    int64_t moved[DSP_CHUNKS_PER_TICK], waiting[DSP_CHUNKS_PER_TICK], now = hr_clock_now_ms();
     bool run[DSP_CHUNKS_PER_TICK], any = false, failed = false;
     hr_pipe *pipe = hr_pipe_new(conn->r);
     char err[512];
@@ -537,11 +577,12 @@ static bool dsp_chunk_batch(dsp *d, dsp_task *const *dts, size_t n)
     if (nmv == 0)
         goto done;
     if (dsp_chunk_seqs(d, pipe, mv, nmv, err, sizeof err) < 0 ||
-        dsp_chunk_move(d, pipe, mv, nmv, now, moved, err, sizeof err) < 0)
+        dsp_chunk_move(d, pipe, mv, nmv, now, moved, err, sizeof err) < 0 ||
+        dsp_chunk_waiting(d, pipe, mv, moved, nmv, waiting, err, sizeof err) < 0)
         goto redis_failed;
     dsp_health_ok(d, DSP_REDIS);
     for (i = 0; i < nmv; i++)
-        any |= dsp_chunk_moved(d, &mv[i], moved[i], now);
+        any |= dsp_chunk_moved(d, &mv[i], moved[i], waiting[i], now);
     goto done;
 redis_failed:
     dsp_conn_failed(d, conn, DSP_REDIS, err);

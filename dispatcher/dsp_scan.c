@@ -271,20 +271,27 @@ int dsp_scan_prepare_count(dsp *d, dsp_conn *conn, hr_task *const *tasks, size_t
 /* Takes the timer entries of the last scan's tasks (OLD) that this
  * complete scan (NEXT) no longer returned out of the timer: claimed,
  * paused, cancelled, failed, or postponed beyond the horizon.  Both are
- * sorted by id.  Stops at the first Redis error. */
+ * sorted by id; their ZREMs go DSP_TIMER_DEL_MAX in one (dsp_timer_del).
+ * Out of memory or after a Redis error (logged) the entries stay, as
+ * after a failed ZREM before, and pop at their old due time. */
 static void dsp_scan_forget(dsp *d, dsp_conn *conn, const dsp_scan_entry *old, size_t nold,
                             const dsp_scan_entry *next, size_t nnext)
 {
-    size_t i, j = 0;
+    int64_t *gone = nold > 0 ? malloc(nold * sizeof *gone) : NULL;
+    size_t i, j = 0, ngone = 0;
 
+    if (gone == NULL)
+        return;
     for (i = 0; i < nold; i++) {
         while (j < nnext && next[j].id < old[i].id)
             j++;
         if (old[i].due_ms < 0 || (j < nnext && next[j].id == old[i].id))
             continue;
-        if (dsp_timer_del(d, conn, old[i].id) < 0)
-            return;
+        gone[ngone++] = old[i].id;
     }
+    if (ngone > 0)
+        dsp_timer_del(d, conn, gone, ngone);
+    free(gone);
 }
 
 /* The scan's tasks: pages of DSP_SCAN_MAX, the soonest due first, each

@@ -24,10 +24,11 @@ void dsp_timer_free(dsp *d);
 /* Background job: puts T into the timer and mirrors control=run for
  * workers.  0 or -1. */
 int dsp_timer_add(dsp *d, dsp_conn *conn, const hr_task *t);
-/* Background job: takes task ID's entry out of the timer (claimed, paused,
- * cancelled, failed, or postponed beyond the horizon: a stale entry would
- * pop at the old due time).  0 or -1. */
-int dsp_timer_del(dsp *d, dsp_conn *conn, int64_t id);
+/* Background job: takes the entries of the N tasks IDS out of the timer
+ * (claimed, paused, cancelled, failed, or postponed beyond the horizon: a
+ * stale entry would pop at the old due time), DSP_TIMER_DEL_MAX a ZREM.
+ * 0 or -1. */
+int dsp_timer_del(dsp *d, dsp_conn *conn, const int64_t *ids, size_t n);
 /* Loop thread: pops the due entries now (a scan put entries in). */
 void dsp_timer_wake(dsp *d);
 

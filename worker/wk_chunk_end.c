@@ -45,7 +45,11 @@ static void wk_chunk_end_dropped(void *ctx, const uint64_t *uids, size_t n)
     j->dropped.n += n;
 }
 
-/* CLOSE and RELEASE: the flush's calls, then the scripts, in the round. */
+/* CLOSE and RELEASE: the flush's calls, then the script, in the round.
+ * A close drops the lease itself, also when it finds the set not empty
+ * (chunk_done.lua): a lease_release.lua behind every close found nothing
+ * to drop but in that rare case, one script call more per chunk (issue
+ * 33: a small task is one chunk). */
 static int wk_chunk_end_queue(wk_redis_job *job, hr_pipe *pipe)
 {
     wk_chunk_end_job *j = (wk_chunk_end_job *)job;
@@ -54,13 +58,10 @@ static int wk_chunk_end_queue(wk_redis_job *job, hr_pipe *pipe)
                            c->k_subs, c->k_wait,  j->seq,       j->owner};
     const char *release[] = {c->k_lease, j->owner};
 
-    if (wk_chunk_acks_queue(c, &j->acks, pipe) != 0 ||
-        (j->how == WK_CHUNK_CLOSE && hr_pipe_eval(pipe, HR_LUA_CHUNK_DONE, 6, 8, close, NULL) != 0))
+    if (wk_chunk_acks_queue(c, &j->acks, pipe) != 0)
         return -1;
-    /* Behind a close, for a set found not empty (members appeared after
-     * the read, or an ack failed): the sweeper redelivers the chunk, and
-     * the next holder need not wait out the lease.  After a close that
-     * deleted the lease it finds nothing. */
+    if (j->how == WK_CHUNK_CLOSE)
+        return hr_pipe_eval(pipe, HR_LUA_CHUNK_DONE, 6, 8, close, NULL);
     return hr_pipe_eval(pipe, HR_LUA_LEASE_RELEASE, 1, 2, release, NULL);
 }
 
@@ -73,20 +74,22 @@ static void wk_chunk_end_read(wk_redis_job *job, hr_pipe *pipe)
     wk_chunk_acks_read(&j->acks, pipe, &at, calls < acks ? calls : acks, &j->acked);
     calls = calls < acks ? 0 : calls - acks;
     j->res.rc = -1;
-    if (calls < (j->how == WK_CHUNK_CLOSE ? 2u : 1u)) {
+    if (calls < 1) {
         snprintf(j->errstr, sizeof j->errstr, "out of memory");
         return;
     }
-    if (j->how == WK_CHUNK_CLOSE &&
-        wk_chunk_counted(HR_LUA_CHUNK_DONE, hr_pipe_reply(pipe, at++, j->errstr, sizeof j->errstr),
-                         j->res.res, 3, &j->acked.counters, j->errstr, sizeof j->errstr) != 0)
-        return;
-    if (j->how == WK_CHUNK_CLOSE)
+    if (j->how == WK_CHUNK_CLOSE) {
+        if (wk_chunk_counted(HR_LUA_CHUNK_DONE,
+                             hr_pipe_reply(pipe, at, j->errstr, sizeof j->errstr), j->res.res, 3,
+                             &j->acked.counters, j->errstr, sizeof j->errstr) != 0)
+            return;
         j->acked.counters_new = true;
-    reply = hr_pipe_reply(pipe, at, j->errstr, sizeof j->errstr);
-    if (reply == NULL && j->how == WK_CHUNK_RELEASE)
-        return;
-    freeReplyObject(reply);
+    } else {
+        reply = hr_pipe_reply(pipe, at, j->errstr, sizeof j->errstr);
+        if (reply == NULL)
+            return;
+        freeReplyObject(reply);
+    }
     j->res.rc = 0;
 }
 

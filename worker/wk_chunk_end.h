@@ -1,10 +1,9 @@
 /* wk_chunk_end: a chunk's end, one job on the worker's Redis thread: the
- * last flush, then chunk_done.lua (close: every recipient settled;
- * lease_release.lua behind it, for a set found not empty),
- * lease_release.lua (abandon, park), drop_set.lua through
- * hr_finish_drop (cancel, expire) or handback.lua (given up after a
- * stall).  Its answer comes back through the
- * chunk's ended hook (wk_chunk.h). */
+ * last flush, then chunk_done.lua (close: every recipient settled; it
+ * drops the lease also for a set found not empty), lease_release.lua
+ * (abandon, park), drop_set.lua through hr_finish_drop (cancel, expire)
+ * or handback.lua (given up after a stall).  Its answer comes back
+ * through the chunk's ended hook (wk_chunk.h). */
 #ifndef WK_CHUNK_END_H
 #define WK_CHUNK_END_H
 

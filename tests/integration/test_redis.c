@@ -1,7 +1,7 @@
 /* Integration test of hr_redis and hr_ratelimit against the stack's Redis:
  * SCRIPT LOAD + EVALSHA, the NOSCRIPT fallback, reconnect after the server
- * dropped the connection, the rate limiter under concurrent callers, and
- * pipelining.  Keys live under the test's own prefix (itest_config). */
+ * dropped the connection, the rate limiter under concurrent callers,
+ * chunk_done.lua's lease, and pipelining.  Keys live under the test's own prefix (itest_config). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -54,21 +54,29 @@ static long long cmd_int(hr_redis *r, const char *fmt, const char *arg)
 #define RL_HOUR_MS 3600000
 #define RL_SLACK_MS 100 /* see test_eval_ratelimit */
 
-/* ratelimit.lua directly on a key with one-hour windows: the grant. */
-static long long rl_eval(const char *key, const char *limit, const char *want)
+/* SCRIPT on ARGV (NKEYS keys of ARGC): the first integer of its array
+ * answer of NELEMENTS. */
+static long long eval_first(hr_lua_id script, int nkeys, int argc, const char **argv,
+                            size_t nelements)
 {
-    const char *argv[] = {key, limit, want, "3600000"};
-    redisReply *reply =
-        hr_redis_eval(rd, HR_LUA_RATELIMIT, 1, 4, argv, NULL, errstr, sizeof errstr);
+    redisReply *reply = hr_redis_eval(rd, script, nkeys, argc, argv, NULL, errstr, sizeof errstr);
     long long v;
 
     if (reply == NULL)
         fail_msg("eval: %s", errstr);
     assert_int_equal(reply->type, REDIS_REPLY_ARRAY);
-    assert_int_equal(reply->elements, 3);
+    assert_int_equal(reply->elements, nelements);
     v = reply->element[0]->integer;
     freeReplyObject(reply);
     return v;
+}
+
+/* ratelimit.lua directly on a key with one-hour windows: the grant. */
+static long long rl_eval(const char *key, const char *limit, const char *want)
+{
+    const char *argv[] = {key, limit, want, "3600000"};
+
+    return eval_first(HR_LUA_RATELIMIT, 1, 4, argv, 3);
 }
 
 /* Redis's clock in ms. */
@@ -161,6 +169,55 @@ static void test_eval_ratelimit(void **state)
     /* A Redis error reply comes back as NULL with its text. */
     assert_null(hr_redis_cmdf(rd, errstr, sizeof errstr, "NOSUCHCOMMAND"));
     assert_non_null(strstr(errstr, "unknown command"));
+}
+
+/* chunk_done.lua on task KEYS' chunk 1 as OWNER: its first answer. */
+static long long chunk_done(char keys[6][256], const char *owner)
+{
+    const char *argv[] = {keys[0], keys[1], keys[2], keys[3], keys[4], keys[5], "1", owner};
+
+    return eval_first(HR_LUA_CHUNK_DONE, 6, 8, argv, 10);
+}
+
+/* chunk_done.lua drops the lease when its caller holds it, also when the
+ * set is not empty (the worker sends no lease_release.lua behind a close
+ * any more), and never another holder's. */
+static void test_chunk_done_lease(void **state)
+{
+    (void)state;
+    const char *prefix = hr_redis_prefix(rd);
+    const int64_t task = 990033;
+    char keys[6][256];
+
+    hr_key_shard_chunk(prefix, keys[0], sizeof keys[0], task, 0, 1);
+    hr_key_shard_lease(prefix, keys[1], sizeof keys[1], task, 0, 1);
+    hr_key_shard(prefix, keys[2], sizeof keys[2], task, 0, HR_KEY_PENDING);
+    hr_key_shard(prefix, keys[3], sizeof keys[3], task, 0, HR_KEY_STATS);
+    hr_key_shard(prefix, keys[4], sizeof keys[4], task, 0, HR_KEY_SUBS);
+    hr_key_shard(prefix, keys[5], sizeof keys[5], task, 0, HR_KEY_WAIT);
+    for (int i = 0; i < 6; i++)
+        cmd_int(rd, "DEL %s", keys[i]);
+    cmd_int(rd, "SADD %s 7", keys[0]);
+    cmd_int(rd, "HSET %s 1 0", keys[2]);
+    /* Not empty, another's lease: nothing changes. */
+    freeReplyObject(hr_redis_cmdf(rd, errstr, sizeof errstr, "SET %s other", keys[1]));
+    assert_int_equal(chunk_done(keys, "me"), -1);
+    assert_int_equal(cmd_int(rd, "EXISTS %s", keys[1]), 1);
+    /* Not empty, our lease: dropped, the chunk stays pending. */
+    freeReplyObject(hr_redis_cmdf(rd, errstr, sizeof errstr, "SET %s me", keys[1]));
+    assert_int_equal(chunk_done(keys, "me"), -1);
+    assert_int_equal(cmd_int(rd, "EXISTS %s", keys[1]), 0);
+    assert_int_equal(cmd_int(rd, "HLEN %s", keys[2]), 1);
+    assert_int_equal(cmd_int(rd, "SCARD %s", keys[0]), 1);
+    /* Empty, our lease: closed and dropped; again: closed before. */
+    cmd_int(rd, "DEL %s", keys[0]);
+    freeReplyObject(hr_redis_cmdf(rd, errstr, sizeof errstr, "SET %s me", keys[1]));
+    assert_int_equal(chunk_done(keys, "me"), 1);
+    assert_int_equal(cmd_int(rd, "EXISTS %s", keys[1]), 0);
+    assert_int_equal(cmd_int(rd, "HLEN %s", keys[2]), 0);
+    assert_int_equal(chunk_done(keys, "me"), 0);
+    for (int i = 0; i < 6; i++)
+        cmd_int(rd, "DEL %s", keys[i]);
 }
 
 static void test_noscript_fallback(void **state)
@@ -434,6 +491,7 @@ int main(void)
         cmocka_unit_test(test_itest_config),
         cmocka_unit_test(test_keys_and_time),
         cmocka_unit_test(test_eval_ratelimit),
+        cmocka_unit_test(test_chunk_done_lease),
         cmocka_unit_test(test_noscript_fallback),
         cmocka_unit_test(test_reconnect),
         cmocka_unit_test(test_ratelimit_wait),
