@@ -320,11 +320,14 @@ def test_consent(c, record):
     o = outcomes(env, tr)
     check(o.get("opted_out") == 10 and o.get("sent") == 40,
           "reminder: only the webhook opt-outs hold (%s)" % o)
-    got = {int(u): s for u, s in env.sql("SELECT uid, status FROM push_delivery WHERE task_id = %d"
-                                         % tm)}
-    check(all(got.get(u) == "opted_out" for u in out_mkt + out_hook + out_pair) and
-          all(got.get(u) == "sent" for u in quiet + plain), "push_delivery: one row each, "
-          "opted_out or sent")
+    # The delivery log is written by the workers' reporters in batches, after
+    # the outcomes are counted: a task can be done before its last rows land.
+    def logged():
+        got = {int(u): s for u, s in env.sql("SELECT uid, status FROM push_delivery "
+                                             "WHERE task_id = %d" % tm)}
+        return (all(got.get(u) == "opted_out" for u in out_mkt + out_hook + out_pair) and
+                all(got.get(u) == "sent" for u in quiet + plain))
+    check(wait_until(logged, 10), "push_delivery: one row each, opted_out or sent")
     # The quiet users' pushes of the marketing task came after their quiet
     # hours (the delivery log's time of each push).
     first = env.sql("SELECT MIN(UNIX_TIMESTAMP(at)) FROM push_delivery WHERE task_id = %d AND "
