@@ -184,7 +184,10 @@ static int64_t dsp_grant(dsp *d, dsp_task *dt, int64_t now, bool *failed, char *
     /* The limiter counted the grant against the second it read before its
      * call; when the clock crossed a second meanwhile, the chunk's
      * published_ms could land in the next second on top of that second's
-     * own budget.  Give such a grant up: under-use, never overshoot. */
+     * own budget.  Give such a grant up: under-use, not overshoot.  (The
+     * seq and move round trips after it can still carry the tick's chunk
+     * past a second's end: one chunk a task per second's end, since the
+     * ticks run one after another; test_rate_limit's bound.) */
     if (after / 1000 != now / 1000) {
         dt->next_ms = after;
         return 0;

@@ -507,11 +507,18 @@ static void test_takeover(void **state)
 }
 
 /* rate_limit 2000/s, 20,000 recipients, chunk_size 500: no second (by
- * published_ms) carries more than 2000 recipients. */
+ * published_ms) carries more than 2000 recipients but one chunk, and by the
+ * end of each second no more than 2000 a second have been published but one
+ * chunk.  The grant is counted in the second Redis read (dsp_grant gives up
+ * one whose call crossed a second), but the chunk is stamped at its produce,
+ * after the tick's seq and move round trips: the tick in flight across a
+ * second's end carries its one chunk of this task into the next second's
+ * stamps (a CI run beside other suites saw 1,000 then 2,500).  The ticks run
+ * one after another, so at most that one chunk per second's end. */
 static void test_rate_limit(void **state)
 {
     int64_t due = itest_now_ms() + 500, task = task_insert(due, 500, 2000);
-    int64_t sizes[64], first_s = -1, last_s = 0, per[64] = {0}, first_pub[41] = {0}, seq;
+    int64_t sizes[64], first_s = -1, last_s = 0, per[64] = {0}, first_pub[41] = {0}, seq, sum = 0;
     size_t i;
 
     (void)state;
@@ -546,7 +553,9 @@ static void test_rate_limit(void **state)
     }
     for (i = 0; i <= (size_t)last_s; i++) {
         printf("# second %zu: %lld recipients\n", i, (long long)per[i]);
-        assert_true(per[i] <= 2000);
+        sum += per[i];
+        assert_true(per[i] <= 2000 + 500);
+        assert_true(sum <= 2000 * (int64_t)(i + 1) + 500);
     }
     assert_true(last_s >= 9); /* 20,000 at 2000/s needs ten seconds */
     dispatcher_stop(0);
