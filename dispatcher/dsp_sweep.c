@@ -44,12 +44,6 @@
 #define DSP_SWEEP_PAGE 1000 /* tasks per sweep */
 #define DSP_RETIRE_MAX 100  /* finished tasks whose keys get a TTL, per sweep */
 #define DSP_KEY_RETENTION_MS ((int64_t)7 * 86400 * 1000) /* a finished task's Redis keys */
-/* The retirement pass's cursor goes back twice this far this often: the
- * catch for a finish committed later than the pass's margin allows (a
- * client stalled between its finish statement and its commit), read again
- * by at most two such rewinds.  At start the pass reads from a day ago. */
-#define DSP_RETIRE_REWIND_MS ((int64_t)3600 * 1000)
-#define DSP_RETIRE_START "1000-01-01 00:00:00.000" /* before any finish */
 
 /* After Redis came back from an outage, the pass that publishes again
  * every pending chunk no worker holds waits this beyond worker.lease_ms:
@@ -61,15 +55,10 @@
 /* The cursors of the two passes (task ids) and the outage watch,
  * background job only. */
 struct dsp_sweep {
-    int64_t sweep_after; /* the sweeper's page */
-    /* The retirement pass's: the last finish it read (finished_at as
-     * MariaDB prints it, DSP_RETIRE_START before the first; then its id),
-     * and when (monotonic) it last started from a day ago. */
-    char retire_at[32];
-    int64_t retire_id;
-    int64_t retire_rewound_ms;
-    bool redis_lost;       /* the hand-back read failed: Redis away */
-    int64_t recover_at_ms; /* > 0: the pass after an outage is due then */
+    int64_t sweep_after;      /* the sweeper's page */
+    dsp_retire_cursor retire; /* the retirement pass's */
+    bool redis_lost;          /* the hand-back read failed: Redis away */
+    int64_t recover_at_ms;    /* > 0: the pass after an outage is due then */
 };
 
 int dsp_sweep_new(dsp *d)
@@ -369,6 +358,29 @@ done:
     return rc;
 }
 
+void dsp_retire_cursor_step(dsp_retire_cursor *c, int64_t mono_ms, int64_t wall_ms)
+{
+    if (c->rewound_ms == 0) {
+        snprintf(c->at, sizeof c->at, "%s", DSP_RETIRE_START);
+        c->id = 0;
+        c->rewound_ms = mono_ms;
+    } else if (mono_ms - c->rewound_ms >= DSP_RETIRE_REWIND_MS) {
+        time_t back = (time_t)((wall_ms - 2 * DSP_RETIRE_REWIND_MS) / 1000);
+        char at[sizeof c->at];
+        struct tm tm;
+
+        /* Back only: a cursor still behind (a day's backlog after the
+         * start) keeps its place.  Both read as MariaDB prints DATETIME(3). */
+        gmtime_r(&back, &tm);
+        strftime(at, sizeof at, "%Y-%m-%d %H:%M:%S.000", &tm);
+        if (strcmp(at, c->at) < 0) {
+            memcpy(c->at, at, sizeof at);
+            c->id = 0;
+        }
+        c->rewound_ms = mono_ms;
+    }
+}
+
 /* The tasks that finished within the last day (done through a worker's
  * report, cancelled, failed): their keys get the retention expiry, each
  * finish once.  The pass pages by (finished_at, id) from a cursor that
@@ -388,35 +400,17 @@ done:
 static void dsp_sweep_retire(dsp *d, dsp_conn *conn)
 {
     struct dsp_sweep *sw = d->sweep;
-    int64_t now = hr_clock_mono_ms();
     int64_t ids[DSP_RETIRE_MAX];
     int shards[DSP_RETIRE_MAX];
     hr_mysql_rows *rows = NULL;
     char err[512];
     size_t i;
 
-    if (sw->retire_rewound_ms == 0) {
-        snprintf(sw->retire_at, sizeof sw->retire_at, "%s", DSP_RETIRE_START);
-        sw->retire_rewound_ms = now;
-    } else if (now - sw->retire_rewound_ms >= DSP_RETIRE_REWIND_MS) {
-        time_t back = (time_t)((hr_clock_now_ms() - 2 * DSP_RETIRE_REWIND_MS) / 1000);
-        char at[sizeof sw->retire_at];
-        struct tm tm;
-
-        /* Back only: a cursor still behind (a day's backlog after the
-         * start) keeps its place.  Both read as MariaDB prints DATETIME(3). */
-        gmtime_r(&back, &tm);
-        strftime(at, sizeof at, "%Y-%m-%d %H:%M:%S.000", &tm);
-        if (strcmp(at, sw->retire_at) < 0) {
-            memcpy(sw->retire_at, at, sizeof at);
-            sw->retire_id = 0;
-        }
-        sw->retire_rewound_ms = now;
-    }
+    dsp_retire_cursor_step(&sw->retire, hr_clock_mono_ms(), hr_clock_now_ms());
     const hr_mysql_param p[] = {HR_P_I64((int64_t)2 * d->cfg->mysql.timeout_s),
-                                HR_P_STR(sw->retire_at),
-                                HR_P_STR(sw->retire_at),
-                                HR_P_I64(sw->retire_id),
+                                HR_P_STR(sw->retire.at),
+                                HR_P_STR(sw->retire.at),
+                                HR_P_I64(sw->retire.id),
                                 DSP_TOPIC_PARAMS,
                                 HR_P_I64(DSP_RETIRE_MAX)};
 
@@ -440,8 +434,8 @@ static void dsp_sweep_retire(dsp *d, dsp_conn *conn)
         goto done;
     }
     if (i > 0) {
-        snprintf(sw->retire_at, sizeof sw->retire_at, "%s", hr_mysql_cell(rows, i - 1, 2));
-        sw->retire_id = ids[i - 1];
+        snprintf(sw->retire.at, sizeof sw->retire.at, "%s", hr_mysql_cell(rows, i - 1, 2));
+        sw->retire.id = ids[i - 1];
     }
 done:
     hr_mysql_rows_free(rows);

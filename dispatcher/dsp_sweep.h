@@ -10,6 +10,22 @@
 #include "hr_task.h"
 
 #define DSP_SWEEP_MAX 100 /* republishes per sweep */
+/* The retirement pass's cursor goes back twice this far this often: the
+ * catch for a finish committed later than the pass's margin allows (a
+ * client stalled between its finish statement and its commit), read again
+ * by at most two such rewinds.  At start the pass reads from a day ago. */
+#define DSP_RETIRE_REWIND_MS ((int64_t)3600 * 1000)
+#define DSP_RETIRE_START "1000-01-01 00:00:00.000" /* before any finish */
+
+/* The retirement pass's cursor: the last finish it read (finished_at as
+ * MariaDB prints DATETIME(3), DSP_RETIRE_START before the first; then its
+ * id), and when (monotonic ms) it last went back; all zero before the
+ * first pass. */
+typedef struct dsp_retire_cursor {
+    char at[32];
+    int64_t id;
+    int64_t rewound_ms;
+} dsp_retire_cursor;
 
 /* The cursors (at the start) into d->sweep.  0, or -1 out of memory. */
 int dsp_sweep_new(dsp *d);
@@ -27,6 +43,11 @@ void dsp_sweep_handbacks(dsp *d, dsp_conn *conn);
  * the work.  Returns the number of pending chunks, or -1 on a Redis error. */
 int64_t dsp_sweep_task(dsp *d, dsp_conn *conn, int64_t id, int shards, int64_t due_ms, int64_t now,
                        int64_t stale, int *budget);
+/* The cursor C before a pass at MONO_MS (monotonic) and WALL_MS (UTC):
+ * set to DSP_RETIRE_START at the first; every DSP_RETIRE_REWIND_MS after,
+ * moved back to 2 x DSP_RETIRE_REWIND_MS before WALL_MS (id 0) unless it
+ * is further back already. */
+void dsp_retire_cursor_step(dsp_retire_cursor *c, int64_t mono_ms, int64_t wall_ms);
 /* Gives the N finished tasks IDS' Redis keys (subs, seq, pending, stats,
  * ctl, pulled, failed, prep, synced; every shard's of their SHARDS[i]) the
  * retention expiry, only where they have none, so a later pass does not
