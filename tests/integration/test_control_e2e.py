@@ -291,6 +291,9 @@ def scenario_cancel(e):
                 and s.get("sent", 0) + s.get("cancelled", 0) == N_CANCEL)
     ok = wait_until(balanced, 15, 0.5)
     c, s = e.counters(t), e.stats(t)
+    # The sink writes its record every 100 ms: the last answers may still
+    # be on their way to the file.
+    wait_until(lambda: len(e.received(uids)) >= int(c["sent"]), 5, 0.25)
     got = e.received(uids)
     print("     cancel: mysql %s; redis stats %s; sink %d distinct uids"
           % (c, s, len(got)), flush=True)
