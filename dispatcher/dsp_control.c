@@ -42,6 +42,7 @@
 
 #include "dsp_conn.h"
 #include "dsp_drop.h"
+#include "dsp_jobs.h"
 #include "dsp_sweep.h"
 #include "hr_clock.h"
 #include "hr_finish.h"
@@ -290,9 +291,11 @@ static void dsp_control_redriven(dsp *d, dsp_conn *conn)
             dsp_conn_failed(d, conn, DSP_MYSQL, err);
             break;
         }
-        if (rc == 1)
+        if (rc == 1) {
             hr_log_info("task_reopened", "task=%" PRId64 " pending=%" PRId64 " reason=redrive", id,
                         npending);
+            dsp_jobs_finished(d);
+        }
     }
     freeReplyObject(ids);
 }
@@ -332,8 +335,8 @@ void dsp_control_scan(dsp *d, dsp_conn *conn)
             rc = dsp_control_resume(d, conn, id, shards, hr_mysql_cell(rows, i, 2)[0] == '1',
                                     hr_mysql_cell(rows, i, 3)[0] == '1',
                                     strtoll(hr_mysql_cell(rows, i, 4), NULL, 10), err, sizeof err);
-        else
-            rc = dsp_control_cancel(d, conn, id, shards, err, sizeof err);
+        else if ((rc = dsp_control_cancel(d, conn, id, shards, err, sizeof err)) >= 0)
+            dsp_jobs_finished(d);
         if (rc < 0) {
             hr_log_warn("control_failed", "task=%" PRId64 " control=%s error=%s", id, control, err);
             break;

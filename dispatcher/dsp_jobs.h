@@ -9,6 +9,10 @@
 
 typedef struct dsp_jobs dsp_jobs;
 
+/* How often a scan also counts the finished tasks for herald_tasks{state}
+ * (dsp_jobs.c). */
+#define DSP_JOBS_FINALS_MS 60000
+
 enum { DSP_JOBS_SCAN = 1, DSP_JOBS_POLL = 2, DSP_JOBS_SWEEP = 4, DSP_JOBS_HANDBACK = 8 };
 
 /* The runner (idle) into d->jobs.  0, or -1 out of memory. */
@@ -19,6 +23,10 @@ void dsp_jobs_free(dsp *d);
 /* Loop thread: asks for background work WHAT (DSP_JOBS_*) and starts the
  * job if idle; a request made while a job runs is served by the next. */
 void dsp_jobs_kick(dsp *d, unsigned what);
+/* Job thread: a task of this job entered or left a finished state (a
+ * control cancel, a redrive), so this scan counts the finished states too
+ * (DSP_JOBS_FINALS_MS). */
+void dsp_jobs_finished(dsp *d);
 /* Whether a job is running (shutdown waits for it). */
 bool dsp_jobs_busy(const dsp *d);
 

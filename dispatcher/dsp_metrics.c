@@ -129,7 +129,7 @@ void dsp_metrics_free(dsp_metrics *m)
     memset(m, 0, sizeof *m);
 }
 
-void dsp_metrics_tasks(dsp_metrics *m, const hr_mysql_rows *rows)
+void dsp_metrics_tasks(dsp_metrics *m, const hr_mysql_rows *rows, bool finals)
 {
     double count[HR_STATE__COUNT] = {0};
     hr_task_state s;
@@ -142,5 +142,6 @@ void dsp_metrics_tasks(dsp_metrics *m, const hr_mysql_rows *rows)
             hr_log_warn("task_state_unknown", "state=%s", hr_mysql_cell(rows, i, 0));
     }
     for (i = 0; i < HR_STATE__COUNT; i++)
-        hr_metrics_set(hr_metrics_labels(m->tasks, hr_state_name((hr_task_state)i)), count[i]);
+        if (hr_state_final((hr_task_state)i) == finals)
+            hr_metrics_set(hr_metrics_labels(m->tasks, hr_state_name((hr_task_state)i)), count[i]);
 }

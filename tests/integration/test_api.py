@@ -11,6 +11,7 @@ import copy
 import json
 import os
 import random
+import re
 import socket
 import subprocess
 import sys
@@ -332,6 +333,20 @@ def test_metrics(env):
           and "herald_claim_lag_seconds_bucket" in text, "dispatcher families exported")
     check(wait_until(lambda: http(env, "GET", "/readyz", token=None, port=env.probe_port)[0]
                      == 200, 15), "ready")
+    # herald_tasks{state} against MySQL, every state: the unfinished ones are
+    # counted every scan, the finished ones once a minute and in the scan
+    # after a control cancel (test_control cancelled one), so both agree
+    # within a few scans.
+    def counts():
+        text = http(env, "GET", "/metrics", token=None, port=env.probe_port)[1]
+        gauge = {m.group(1): int(float(m.group(2))) for m in
+                 re.finditer(r'^herald_tasks\{state="(\w+)"\} (\S+)$', text, re.M)}
+        rows = dict(sql(env, "SELECT state, COUNT(*) FROM push_task WHERE topic = '%s' "
+                        "GROUP BY state" % env.topic))
+        return gauge, {s: int(rows.get(s, 0)) for s in gauge}
+    check(wait_until(lambda: (lambda g, m: len(g) == 7 and g == m)(*counts()), 10)
+          and counts()[1]["cancelled"] >= 1,
+          "herald_tasks{state} = MySQL's count of each state (%s)" % (counts(),))
 
 
 def test_recover(env, sched):
