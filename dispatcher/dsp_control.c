@@ -42,7 +42,6 @@
 
 #include "dsp_conn.h"
 #include "dsp_drop.h"
-#include "dsp_jobs.h"
 #include "dsp_sweep.h"
 #include "hr_clock.h"
 #include "hr_finish.h"
@@ -250,19 +249,20 @@ static void dsp_control_held(dsp *d, dsp_conn *conn)
  * so is one such a finish made failed with unaccounted recipients (it read
  * MySQL's failed counter after the redrive lowered it: with shards, a
  * worker's last report raises only its own shard's row back); one whose
- * pending hash is empty leaves the set. */
-static void dsp_control_redriven(dsp *d, dsp_conn *conn)
+ * pending hash is empty leaves the set.  The number of tasks reopened. */
+static int dsp_control_redriven(dsp *d, dsp_conn *conn)
 {
     char key[256], err[512];
     redisReply *ids, *reply;
     size_t i;
+    int reopened = 0;
 
     ids =
         hr_redis_cmdf(conn->r, err, sizeof err, "SRANDMEMBER %s %d",
                       hr_key_redriven(hr_redis_prefix(conn->r), key, sizeof key), DSP_CONTROL_MAX);
     if (ids == NULL) {
         dsp_conn_failed(d, conn, DSP_REDIS, err);
-        return;
+        return 0;
     }
     for (i = 0; i < ids->elements && !atomic_load(&d->stopping); i++) {
         int64_t id = strtoll(ids->element[i]->str, NULL, 10), npending;
@@ -294,21 +294,23 @@ static void dsp_control_redriven(dsp *d, dsp_conn *conn)
         if (rc == 1) {
             hr_log_info("task_reopened", "task=%" PRId64 " pending=%" PRId64 " reason=redrive", id,
                         npending);
-            dsp_jobs_finished(d);
+            reopened++;
         }
     }
     freeReplyObject(ids);
+    return reopened;
 }
 
-void dsp_control_scan(dsp *d, dsp_conn *conn)
+bool dsp_control_scan(dsp *d, dsp_conn *conn)
 {
+    bool finished = false;
     const hr_mysql_param p[] = {DSP_TOPIC_PARAMS, HR_P_I64(DSP_CONTROL_MAX)};
     hr_mysql_rows *rows = NULL;
     char err[512];
     size_t i;
 
     if (atomic_load(&d->stopping))
-        return;
+        return false;
     if (hr_mysql_query(conn->m,
                        "SELECT id, control, started_at IS NOT NULL, dispatched_at IS NOT NULL, "
                        "COALESCE(CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), 0), shards "
@@ -320,7 +322,7 @@ void dsp_control_scan(dsp *d, dsp_conn *conn)
                        "AND (? IS NULL OR topic = ?) ORDER BY id LIMIT ?",
                        p, 3, &rows, err, sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
-        return;
+        return false;
     }
     for (i = 0; i < rows->nrows && !atomic_load(&d->stopping); i++) {
         int64_t id = strtoll(hr_mysql_cell(rows, i, 0), NULL, 10);
@@ -336,7 +338,7 @@ void dsp_control_scan(dsp *d, dsp_conn *conn)
                                     hr_mysql_cell(rows, i, 3)[0] == '1',
                                     strtoll(hr_mysql_cell(rows, i, 4), NULL, 10), err, sizeof err);
         else if ((rc = dsp_control_cancel(d, conn, id, shards, err, sizeof err)) >= 0)
-            dsp_jobs_finished(d);
+            finished = true;
         if (rc < 0) {
             hr_log_warn("control_failed", "task=%" PRId64 " control=%s error=%s", id, control, err);
             break;
@@ -344,5 +346,5 @@ void dsp_control_scan(dsp *d, dsp_conn *conn)
     }
     hr_mysql_rows_free(rows);
     dsp_control_held(d, conn);
-    dsp_control_redriven(d, conn);
+    return dsp_control_redriven(d, conn) > 0 || finished;
 }

@@ -4,9 +4,12 @@
 #ifndef DSP_CONTROL_H
 #define DSP_CONTROL_H
 
+#include <stdbool.h>
+
 #include "dsp.h"
 
-/* One round of control transitions (at most DSP_CONTROL_MAX of each kind). */
-void dsp_control_scan(dsp *d, dsp_conn *conn);
+/* One round of control transitions (at most DSP_CONTROL_MAX of each kind).
+ * Whether a task entered or left a finished state (a cancel, a redrive). */
+bool dsp_control_scan(dsp *d, dsp_conn *conn);
 
 #endif

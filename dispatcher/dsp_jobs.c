@@ -65,11 +65,6 @@ void dsp_jobs_free(dsp *d)
     d->jobs = NULL;
 }
 
-void dsp_jobs_finished(dsp *d)
-{
-    d->jobs->finals_ms = 0;
-}
-
 bool dsp_jobs_busy(const dsp *d)
 {
     return d->jobs->busy;
@@ -121,7 +116,9 @@ static void dsp_jobs_work(uv_work_t *w)
     if (jobs->doing & DSP_JOBS_SCAN) {
         dsp_series_run(d, &jobs->conn); /* occurrences first: scanned in this pass */
         dsp_scan_run(d, &jobs->conn);
-        dsp_control_scan(d, &jobs->conn);
+        /* A cancel or redrive changed the finished states: count them. */
+        if (dsp_control_scan(d, &jobs->conn))
+            jobs->finals_ms = 0;
         dsp_jobs_count(d, &jobs->conn);
         dsp_mirror_sync(d, &jobs->conn, true, true);
         dsp_dlog_run(d, &jobs->conn);

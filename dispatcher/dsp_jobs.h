@@ -23,10 +23,6 @@ void dsp_jobs_free(dsp *d);
 /* Loop thread: asks for background work WHAT (DSP_JOBS_*) and starts the
  * job if idle; a request made while a job runs is served by the next. */
 void dsp_jobs_kick(dsp *d, unsigned what);
-/* Job thread: a task of this job entered or left a finished state (a
- * control cancel, a redrive), so this scan counts the finished states too
- * (DSP_JOBS_FINALS_MS). */
-void dsp_jobs_finished(dsp *d);
 /* Whether a job is running (shutdown waits for it). */
 bool dsp_jobs_busy(const dsp *d);
 
