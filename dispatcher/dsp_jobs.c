@@ -70,37 +70,48 @@ bool dsp_jobs_busy(const dsp *d)
     return d->jobs->busy;
 }
 
-/* herald_tasks{state}.  The unfinished states every scan: a range of the
- * state index, one entry per task not yet finished.  The finished ones
- * (done, cancelled, failed) keep every task until `heraldctl purge` takes
- * it, so their count reads the whole history (0.32 s of MariaDB at 300,000
- * tasks, docs/performance.md): once every DSP_JOBS_FINALS_MS, not every
- * second.  The alert on failed tasks compares an hour apart. */
-static void dsp_jobs_count(dsp *d, dsp_conn *conn)
+/* herald_tasks{state} of the finished states (FINALS) or of the others:
+ * one GROUP BY over the state index's range of them.  0, or -1 when MySQL
+ * failed (reported). */
+static int dsp_jobs_count_states(dsp *d, dsp_conn *conn, bool finals)
 {
-    static const char *const sql[2] = {
-        "SELECT state, COUNT(*) FROM push_task WHERE state IN "
-        "('scheduled', 'dispatching', 'dispatched', 'paused') AND (? IS NULL OR topic = ?) "
-        "GROUP BY state",
-        "SELECT state, COUNT(*) FROM push_task WHERE state IN ('done', 'cancelled', 'failed') "
-        "AND (? IS NULL OR topic = ?) GROUP BY state"};
     const hr_mysql_param p[] = {DSP_TOPIC_PARAMS};
-    int64_t now = hr_clock_now_ms();
-    bool finals = now - d->jobs->finals_ms >= DSP_JOBS_FINALS_MS;
+    hr_mysql_rows *rows = NULL;
     char err[512];
 
-    for (int f = 0; f <= (int)finals && !atomic_load(&d->stopping); f++) {
-        hr_mysql_rows *rows = NULL;
-
-        if (hr_mysql_query(conn->m, sql[f], p, 2, &rows, err, sizeof err) < 0) {
-            dsp_conn_failed(d, conn, DSP_MYSQL, err);
-            return;
-        }
-        dsp_metrics_tasks(&d->met, rows, f == 1);
-        hr_mysql_rows_free(rows);
+    if (hr_mysql_query(conn->m,
+                       finals ? "SELECT state, COUNT(*) FROM push_task WHERE state IN "
+                                "('done', 'cancelled', 'failed') AND (? IS NULL OR topic = ?) "
+                                "GROUP BY state"
+                              : "SELECT state, COUNT(*) FROM push_task WHERE state IN "
+                                "('scheduled', 'dispatching', 'dispatched', 'paused') "
+                                "AND (? IS NULL OR topic = ?) GROUP BY state",
+                       p, 2, &rows, err, sizeof err) < 0) {
+        dsp_conn_failed(d, conn, DSP_MYSQL, err);
+        return -1;
     }
-    if (finals)
+    dsp_metrics_tasks(&d->met, rows, finals);
+    hr_mysql_rows_free(rows);
+    return 0;
+}
+
+/* herald_tasks{state}.  The unfinished states every scan: one entry of the
+ * state index per task not yet finished.  The finished ones (done,
+ * cancelled, failed) keep every task until `heraldctl purge` takes it, so
+ * their count reads the whole history (0.32 s of MariaDB at 300,000 tasks,
+ * docs/performance.md): once every DSP_JOBS_FINALS_MS, not every second.
+ * The alert on failed tasks compares an hour apart. */
+static void dsp_jobs_count(dsp *d, dsp_conn *conn)
+{
+    int64_t now = hr_clock_now_ms();
+
+    if (atomic_load(&d->stopping) || dsp_jobs_count_states(d, conn, false) < 0)
+        return;
+    if (now - d->jobs->finals_ms >= DSP_JOBS_FINALS_MS) {
+        if (dsp_jobs_count_states(d, conn, true) < 0)
+            return;
         d->jobs->finals_ms = now;
+    }
     /* MySQL answers again after a failure (an idle dispatcher reports no
      * chunk that would say so): mysql_up, and /readyz follows. */
     dsp_health_ok(d, DSP_MYSQL);

@@ -338,14 +338,18 @@ def test_metrics(env):
     # after a control cancel (test_control cancelled one), so both agree
     # within a few scans.
     def counts():
+        """(the gauge by state, MySQL's count of the same states)"""
         text = http(env, "GET", "/metrics", token=None, port=env.probe_port)[1]
         gauge = {m.group(1): int(float(m.group(2))) for m in
                  re.finditer(r'^herald_tasks\{state="(\w+)"\} (\S+)$', text, re.M)}
         rows = dict(sql(env, "SELECT state, COUNT(*) FROM push_task WHERE topic = '%s' "
                         "GROUP BY state" % env.topic))
         return gauge, {s: int(rows.get(s, 0)) for s in gauge}
-    check(wait_until(lambda: (lambda g, m: len(g) == 7 and g == m)(*counts()), 10)
-          and counts()[1]["cancelled"] >= 1,
+
+    def agree():
+        gauge, mysql = counts()
+        return len(gauge) == 7 and gauge == mysql
+    check(wait_until(agree, 10) and counts()[1]["cancelled"] >= 1,
           "herald_tasks{state} = MySQL's count of each state (%s)" % (counts(),))
 
 
