@@ -618,7 +618,9 @@ static uint64_t insert_task(const char *suffix, const char *freeze_expr)
     return id;
 }
 
-static void expect_frozen(uint64_t id, const char *set)
+/* An UPDATE of task ID setting SET, refused by the guard trigger with a
+ * message holding NEEDLE. */
+static void expect_refused(uint64_t id, const char *set, const char *needle)
 {
     char sql[256], errstr[512] = "";
     unsigned err = 0;
@@ -628,43 +630,74 @@ static void expect_frozen(uint64_t id, const char *set)
                                    errstr, sizeof errstr),
                      -1);
     assert_int_equal(err, 1644);
-    if (!strstr(errstr, "is frozen"))
-        fail_msg("unexpected freeze message: %s", errstr);
+    if (!strstr(errstr, needle))
+        fail_msg("expected \"%s\" in the refusal: %s", needle, errstr);
 }
 
-static void test_freeze_trigger(void **state)
+/* An UPDATE of task ID setting SET, which the guard trigger lets through. */
+static void set_task(uint64_t id, const char *set)
+{
+    char sql[256];
+    uint64_t affected = 0;
+
+    snprintf(sql, sizeof sql, "UPDATE push_task SET %s WHERE id = ?", set);
+    exec_ok(sql, (hr_mysql_param[]){HR_P_I64(id)}, 1, &affected);
+    assert_int_equal(affected, 1);
+}
+
+/* push_task's guard trigger (030_task_guard.sql): the freeze rule and the
+ * fixed shards. */
+static void test_task_guard(void **state)
 {
     uint64_t past = insert_task("past", "UTC_TIMESTAMP(3) - INTERVAL 1 HOUR");
     uint64_t dueday = insert_task("dueday", "NULL");
     uint64_t future = insert_task("future", "UTC_TIMESTAMP(3) + INTERVAL 1 DAY");
-    uint64_t affected = 0;
     char *value;
 
     (void)state;
-    expect_frozen(past, "title = 'x'");
-    expect_frozen(past, "title = 'x'"); /* the cached statement survives the SIGNAL */
-    expect_frozen(past, "title = 'hello '");
-    expect_frozen(past, "body = 'other'");
-    expect_frozen(past, "payload = NULL");
-    expect_frozen(past, "due_at = due_at + INTERVAL 1 DAY");
-    expect_frozen(dueday, "title = 'x'");
+    expect_refused(past, "title = 'x'", "is frozen");
+    expect_refused(past, "title = 'x'", "is frozen"); /* the cached statement survives the SIGNAL */
+    expect_refused(past, "title = 'hello '", "is frozen");
+    expect_refused(past, "body = 'other'", "is frozen");
+    expect_refused(past, "payload = NULL", "is frozen");
+    expect_refused(past, "due_at = due_at + INTERVAL 1 DAY", "is frozen");
+    expect_refused(dueday, "title = 'x'", "is frozen");
 
-    exec_ok("UPDATE push_task SET state = 'dispatching', sent = sent + 5, control = 'pause',"
-            " last_error = 'e' WHERE id = ?",
-            (hr_mysql_param[]){HR_P_I64(past)}, 1, &affected);
-    assert_int_equal(affected, 1);
+    set_task(past, "state = 'dispatching', sent = sent + 5, control = 'pause', last_error = 'e'");
     value = query_value("SELECT CONCAT(state, ',', sent, ',', control, ',', title) FROM push_task"
                         " WHERE id = ?",
                         (hr_mysql_param[]){HR_P_I64(past)}, 1);
     assert_string_equal(value, "dispatching,5,pause,hello");
     free(value);
 
-    exec_ok("UPDATE push_task SET title = 'changed' WHERE id = ?",
-            (hr_mysql_param[]){HR_P_I64(future)}, 1, &affected);
-    assert_int_equal(affected, 1);
+    set_task(future, "title = 'changed'");
     value = query_value("SELECT title FROM push_task WHERE id = ?",
                         (hr_mysql_param[]){HR_P_I64(future)}, 1);
     assert_string_equal(value, "changed");
+    free(value);
+
+    /* The shards rule, fixed before the first subscriber. */
+    set_task(future, "shards = 2");
+    exec_ok("INSERT INTO push_subscription (task_id, uid) VALUES (?, 7)",
+            (hr_mysql_param[]){HR_P_I64(future)}, 1, NULL);
+    expect_refused(future, "shards = 3", "has subscriptions: shards can no longer change");
+    exec_ok("DELETE FROM push_subscription WHERE task_id = ?", (hr_mysql_param[]){HR_P_I64(future)},
+            1, NULL);
+    set_task(future, "state = 'dispatching'");
+    expect_refused(future, "shards = 4", "is dispatching: shards can no longer change");
+    /* Both rules broken: the freeze answers, as its trigger fired first. */
+    expect_refused(past, "shards = 4, title = 'x'", "is frozen");
+    value = query_value("SELECT CONCAT(shards, ',', title) FROM push_task WHERE id = ?",
+                        (hr_mysql_param[]){HR_P_I64(past)}, 1);
+    assert_string_equal(value, "1,hello");
+    free(value);
+    /* One trigger (030) where 002 and 010 each had theirs. */
+    value = query_value("SELECT GROUP_CONCAT(TRIGGER_NAME) FROM information_schema.TRIGGERS"
+                        " WHERE EVENT_OBJECT_SCHEMA = DATABASE()"
+                        " AND EVENT_OBJECT_TABLE = 'push_task' AND ACTION_TIMING = 'BEFORE'"
+                        " AND EVENT_MANIPULATION = 'UPDATE'",
+                        NULL, 0);
+    assert_string_equal(value, "push_task_guard");
     free(value);
 }
 
@@ -762,7 +795,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_reconnect),
         cmocka_unit_test(test_migrate_idempotent),
-        cmocka_unit_test(test_freeze_trigger),
+        cmocka_unit_test(test_task_guard),
         cmocka_unit_test(test_heraldctl),
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_idle_txn_limit),
