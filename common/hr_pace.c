@@ -38,6 +38,33 @@ int64_t hr_pace_planned_done(int64_t total, int64_t due_ms, int64_t finish_ms, i
     return (int64_t)((double)total * (double)(now_ms - due_ms) / (double)(finish_ms - due_ms));
 }
 
+size_t hr_pace_neighbours(const hr_pace_row *rows, size_t n, int64_t id, int64_t due_ms,
+                          size_t *pick, size_t max)
+{
+    size_t lo = 0, hi = n, k = 0;
+
+    /* The first row due no later than a window after DUE_MS (the rows are
+     * latest first): with thousands of tasks of a channel read once, an
+     * estimate starts where its window does. */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (rows[mid].load.due_ms > due_ms + HR_PACE_WINDOW_MS)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    for (size_t i = lo; i < n && k < max; i++) {
+        /* A scheduled task due over the lookback before it will not run
+         * with it; a running one earlier still may. */
+        if (rows[i].id == id ||
+            (rows[i].scheduled && rows[i].load.due_ms < due_ms - HR_PACE_LOOKBACK_MS))
+            continue;
+        pick[k++] = i;
+    }
+    return k;
+}
+
 /* The water-filling of CAPACITY (> 0) over the ACTIVE tasks into RATE:
  * shares by weight, a task capped below its share keeps its cap and the
  * rest is shared again (what share.lua converges to). */

@@ -26,6 +26,10 @@
 
 #define HR_PACE_WINDOW_MS 60000 /* admission: tasks due this close share a budget */
 #define HR_PACE_MAX_LOADS 64    /* admission: tasks simulated (the nearest due) */
+/* Admission: scheduled tasks due this long before the estimated one may
+ * still run with it (a late claim); running ones count whatever their due
+ * time. */
+#define HR_PACE_LOOKBACK_MS ((int64_t)3600 * 1000)
 
 /* A task's weight in its channel's budget: high 2, normal 1. */
 int hr_pace_weight(hr_priority p);
@@ -48,6 +52,25 @@ typedef struct hr_pace_load {
     int64_t cap;  /* its own pushes/s (rate_limit), 0 = none */
     int64_t weight;
 } hr_pace_load;
+
+/* A task that may share the estimated one's budget, as read from its row. */
+typedef struct hr_pace_row {
+    int64_t id;
+    hr_pace_load load; /* size: published and not settled (its set's size comes on top) */
+    int64_t finish_ms; /* finish_by, -1 = none */
+    int shards;
+    bool scheduled; /* else running (dispatching or dispatched) */
+} hr_pace_row;
+
+/* Which of ROWS[0..N) (sorted by due time, the latest first) share the
+ * budget of task ID due at DUE_MS: every other one due at most
+ * HR_PACE_WINDOW_MS after it, a scheduled one only when due at most
+ * HR_PACE_LOOKBACK_MS before it.  The first MAX of them (the latest due)
+ * go into PICK as indices of ROWS; returns their count.  Whether a scan
+ * reads a channel's rows once for all of its estimates or an estimate its
+ * own, the same rows are picked (dsp_pace.c). */
+size_t hr_pace_neighbours(const hr_pace_row *rows, size_t n, int64_t id, int64_t due_ms,
+                          size_t *pick, size_t max);
 
 typedef struct hr_pace_estimate {
     int64_t finish_ms; /* when LOADS[0] ends; -1 = not known (no budget, no cap) */

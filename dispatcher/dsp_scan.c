@@ -376,7 +376,7 @@ void dsp_scan_run(dsp *d, dsp_conn *conn)
     dsp_prep_count *c = NULL;
     dsp_pace_memo *memo = NULL;
     size_t n = 0, nnext = 0, i;
-    int64_t now = hr_clock_now_ms(), admit_end;
+    int64_t now = hr_clock_now_ms(), admit_end, first_due = -1, last_due = -1;
     bool complete;
     char err[512];
 
@@ -423,9 +423,15 @@ void dsp_scan_run(dsp *d, dsp_conn *conn)
      * soonest due first: an estimate reads the channel's other tasks, and
      * with a thousand new tasks the estimates took the scan twenty seconds
      * (load 13), the timer entries waiting behind them.  The rest are
-     * estimated by the next scans.  Their sizes are read once for the
-     * scan (the memo; without one, out of memory, each estimate reads its
-     * own). */
+     * estimated by the next scans.  Their sizes and their channels' rows
+     * are read once for the scan (the memo, for the due times of the
+     * page; without one, out of memory, each estimate reads its own). */
+    for (i = 0; i < nnext; i++) {
+        if (tasks[i]->due_ms >= 0 && (first_due < 0 || tasks[i]->due_ms < first_due))
+            first_due = tasks[i]->due_ms;
+        if (tasks[i]->due_ms > last_due)
+            last_due = tasks[i]->due_ms;
+    }
     admit_end = hr_clock_now_ms() + DSP_ADMIT_BUDGET_MS;
     for (i = 0; i < nnext && hr_clock_now_ms() < admit_end; i++) {
         dsp_scan_entry *e = &next[i];
@@ -436,7 +442,7 @@ void dsp_scan_run(dsp *d, dsp_conn *conn)
             continue; /* not prepared, or estimated lately */
         e->admitted_ms = now;
         if (memo == NULL)
-            memo = dsp_pace_memo_new();
+            memo = dsp_pace_memo_new(first_due, last_due);
         if (dsp_pace_admit(d, conn->m, conn->r, memo, tasks[i], now, err, sizeof err) < 0)
             hr_log_warn("admission_failed", "task=%" PRId64 " error=%s", tasks[i]->id, err);
     }

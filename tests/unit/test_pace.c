@@ -2,7 +2,8 @@
  * simulated campaign that re-derives it as herald does, ending within 5 %
  * of finish_by), the plan line, the admission estimator (alone, two tasks
  * sharing a budget by weight, a capped task leaving its share to the
- * other, tasks that do not overlap, no budget) and the warning text. */
+ * other, tasks that do not overlap, no budget), the warning text and the
+ * choice of an estimate's neighbours among a channel's rows. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -192,6 +193,52 @@ static void test_warning(void **state)
     assert_string_equal(hr_pace_warn_name(HR_PACE_WARN_FINISH_BY), "finish_by");
 }
 
+/* A channel's rows, the latest due first (as dsp_pace reads them): task 9
+ * is being estimated, due at T0. */
+static const hr_pace_row channel_rows[] = {
+    {.id = 1, .load.due_ms = T0 + HR_PACE_WINDOW_MS + 1, .scheduled = true}, /* after the window */
+    {.id = 2, .load.due_ms = T0 + HR_PACE_WINDOW_MS, .scheduled = true},     /* its last ms */
+    {.id = 9, .load.due_ms = T0, .scheduled = true},                         /* itself */
+    {.id = 3, .load.due_ms = T0, .scheduled = true},
+    {.id = 4,
+     .load.due_ms = T0 - HR_PACE_LOOKBACK_MS,
+     .scheduled = true}, /* the lookback's first ms */
+    {.id = 5, .load.due_ms = T0 - HR_PACE_LOOKBACK_MS - 1, .scheduled = true}, /* before it */
+    {.id = 6,
+     .load.due_ms = T0 - HR_PACE_LOOKBACK_MS - 1,
+     .scheduled = false}, /* running: counts */
+};
+
+static void test_neighbours(void **state)
+{
+    size_t n = sizeof channel_rows / sizeof *channel_rows, pick[8], k;
+
+    (void)state;
+    k = hr_pace_neighbours(channel_rows, n, 9, T0, pick, 8);
+    assert_int_equal(k, 4);
+    assert_int_equal(channel_rows[pick[0]].id, 2);
+    assert_int_equal(channel_rows[pick[1]].id, 3);
+    assert_int_equal(channel_rows[pick[2]].id, 4);
+    assert_int_equal(channel_rows[pick[3]].id, 6);
+    /* at most MAX, the latest due first */
+    k = hr_pace_neighbours(channel_rows, n, 9, T0, pick, 2);
+    assert_int_equal(k, 2);
+    assert_int_equal(channel_rows[pick[1]].id, 3);
+    /* another task's view of the same rows: task 3, a window later, sees 1
+     * and 9 but no longer 4 */
+    k = hr_pace_neighbours(channel_rows, n, 3, T0 + 1, pick, 8);
+    assert_int_equal(k, 4);
+    assert_int_equal(channel_rows[pick[0]].id, 1);
+    assert_int_equal(channel_rows[pick[1]].id, 2);
+    assert_int_equal(channel_rows[pick[2]].id, 9);
+    assert_int_equal(channel_rows[pick[3]].id, 6);
+    /* every row due after its window (running ones too), and no rows */
+    assert_int_equal(hr_pace_neighbours(channel_rows, n, 9,
+                                        T0 - HR_PACE_LOOKBACK_MS - 2 - HR_PACE_WINDOW_MS, pick, 8),
+                     0);
+    assert_int_equal(hr_pace_neighbours(channel_rows, 0, 9, T0, pick, 8), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -204,6 +251,7 @@ int main(void)
         cmocka_unit_test(test_estimate_capped),
         cmocka_unit_test(test_estimate_sequence),
         cmocka_unit_test(test_warning),
+        cmocka_unit_test(test_neighbours),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
