@@ -30,6 +30,7 @@ import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
+from herald_test import procs  # noqa: E402
 from herald_test.clients import Mysql  # noqa: E402
 from herald_test.stack import Settings  # noqa: E402
 
@@ -62,12 +63,6 @@ VARIANTS = {
 }
 
 
-def cpu_ticks(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
-
-
 def drop_triggers(db):
     for (name,) in db.sql("SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE "
                           "EVENT_OBJECT_SCHEMA = DATABASE() AND EVENT_OBJECT_TABLE = '%s'"
@@ -84,7 +79,6 @@ def main():
     settings = Settings.load(HOME)
     db = Mysql.of(settings)
     pid = settings.pids()["mariadb"]
-    hz = os.sysconf("SC_CLK_TCK")
     db.sql("DROP TABLE IF EXISTS {t}; CREATE TABLE {t} LIKE push_task; "
            "INSERT INTO {t} (name, channel, title, body, payload, due_at) "
            "SELECT CONCAT('bench-', seq), 'webhook', 'A reminder', "
@@ -102,9 +96,9 @@ def main():
                 drop_triggers(db)
                 for stmt in create:
                     db.sql(stmt)
-                before = cpu_ticks(pid)
+                before = procs.cpu_of(pid)
                 db.sql(update * a.passes)
-                us = (cpu_ticks(pid) - before) * 1e6 / hz / (a.rows * a.passes)
+                us = (procs.cpu_of(pid) - before) * 1e6 / (a.rows * a.passes)
                 per_row[name].append(round(us, 2))
                 print("round %d %-5s %.1f us of MariaDB's CPU a row update" % (r + 1, name, us),
                       flush=True)

@@ -57,18 +57,12 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "tests", "lib"))
 import herald_test  # noqa: E402,F401  (Debian's dist-packages on sys.path)
+from herald_test import procs  # noqa: E402
 import redis  # noqa: E402
 
 PORT = 16379 + int(os.environ.get("HERALD_PORT_OFFSET") or 0) + 20
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 LIMIT = 5
 BATCH = 1000
-
-
-def cpu_s(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 def aof_size(r):
@@ -127,10 +121,10 @@ def expiry(r, pid, n):
     """Redis CPU and AOF bytes per window while its active expiry deletes
     the N windows (--expire: after the passes, until expired_keys reaches N,
     at most 10 minutes)."""
-    c0, t0, f0 = cpu_s(pid), time.time(), aof_size(r)
+    c0, t0, f0 = procs.cpu_of(pid), time.time(), aof_size(r)
     while r.info("stats")["expired_keys"] < n and time.time() < t0 + 600:
         time.sleep(0.2)
-    c1, t1, f1 = cpu_s(pid), time.time(), aof_size(r)
+    c1, t1, f1 = procs.cpu_of(pid), time.time(), aof_size(r)
     return {"cpu_us_per_window": round((c1 - c0) * 1e6 / n, 2), "wall_s": round(t1 - t0, 1),
             "expired": r.info("stats")["expired_keys"],
             "aof_bytes_per_window": None if f0 is None else round((f1 - f0) / n, 1)}
@@ -185,12 +179,12 @@ def run(path, a):
         base_mem = r.info("memory")["used_memory"]
         for name, task in (("fresh", 1), ("again", 1), ("second task", 2))[:a.passes]:
             r.config_resetstat()
-            c0, t0, f0 = cpu_s(srv.pid), time.time(), aof_size(r)
+            c0, t0, f0 = procs.cpu_of(srv.pid), time.time(), aof_size(r)
             if cg:
                 cg.mark()
             verdicts = calls(r, sha, keys, task, a)
             ir = cg.since() if cg else None
-            c1, t1, f1 = cpu_s(srv.pid), time.time(), aof_size(r)
+            c1, t1, f1 = procs.cpu_of(srv.pid), time.time(), aof_size(r)
             stats = r.info("commandstats")
             forks = r.info("stats")
             out[name] = {"cpu_us_per_recipient": round((c1 - c0) * 1e6 / a.n, 2),

@@ -23,6 +23,17 @@ def wait_until(fn, timeout_s, step=0.1):
         time.sleep(step)
 
 
+def cpu_of(pid):
+    """utime + stime of process PID in seconds, None when it is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        # utime and stime are fields 14 and 15 of stat; [0] here is field 3.
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def free_port():
     """A loopback port the kernel says is free now."""
     with socket.socket() as s:
