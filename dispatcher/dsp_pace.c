@@ -289,9 +289,9 @@ static const dsp_pace_channel *dsp_pace_memo_channel(dsp_pace_memo *memo, hr_mys
 }
 
 /* Loads [1..] of the estimate of T, their ids, shards and finish_by (-1 =
- * none): the channel's other unfinished tasks sharing its budget
- * (hr_pace_neighbours), from MEMO's rows of the channel when it keeps
- * them, else read for T alone.  The count, or -1. */
+ * none): the channel's other unfinished tasks sharing its budget, at most
+ * MAX (< HR_PACE_MAX_LOADS; hr_pace_neighbours), from MEMO's rows of the
+ * channel when it keeps them, else read for T alone.  The count, or -1. */
 static int dsp_pace_others(hr_mysql *m, dsp_pace_memo *memo, const hr_task *t, int64_t *ids,
                            int *shards, int64_t *finish, hr_pace_load *loads, size_t max,
                            char *errstr, size_t errlen)
@@ -303,8 +303,6 @@ static int dsp_pace_others(hr_mysql *m, dsp_pace_memo *memo, const hr_task *t, i
     bool failed = false;
     int nrows;
 
-    if (max > HR_PACE_MAX_LOADS)
-        max = HR_PACE_MAX_LOADS;
     if (memo != NULL && t->due_ms >= memo->first_due_ms && t->due_ms <= memo->last_due_ms)
         c = dsp_pace_memo_channel(memo, m, t->channel, &failed, errstr, errlen);
     if (failed)
