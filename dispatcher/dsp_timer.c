@@ -293,8 +293,21 @@ static void dsp_timer_arm(dsp *d, int64_t next_ms)
 void dsp_timer_on(uv_timer_t *h)
 {
     dsp *d = h->data;
+    int64_t next = dsp_timer_pop(d);
 
-    dsp_timer_arm(d, dsp_timer_pop(d));
+    /* More is due: pop again 1 ms after the loop's time now, not at 0.
+     * libuv 1.44 runs a timer re-armed at 0 from its own callback again
+     * in the same pass, before any I/O: with 1,500 small tasks due together
+     * each dispatcher claimed all of its share (about 80 ms) while the
+     * reconciliations it had started finished unheard and the chunker and
+     * the delivery reports waited, so no first push left before the last
+     * claim.  The 1 ms lets the loop serve them between pops (as the
+     * chunker's tick does, dispatcher.c). */
+    if (next == 0) {
+        uv_update_time(h->loop);
+        next = 1;
+    }
+    dsp_timer_arm(d, next);
 }
 
 void dsp_timer_wake(dsp *d)
