@@ -438,7 +438,9 @@ int hr_finish_tasks(hr_mysql *m, hr_finish_item *items, size_t n, char *errstr, 
     /* The dispatched ones and their subscriptions, without a lock: most
      * tasks a reporter asks about are not dispatched yet (their last
      * chunk closed before the dispatcher's report), and a lock on their
-     * rows would hold up the dispatcher that makes them dispatched. */
+     * rows would hold up the dispatcher that makes them dispatched.  By
+     * the primary key, as hr_state_lock_dispatched: through the state
+     * index it read every dispatched task. */
     if (n == 0)
         goto out;
     if (hr_batch_select(
@@ -446,7 +448,8 @@ int hr_finish_tasks(hr_mysql *m, hr_finish_item *items, size_t n, char *errstr, 
             "SELECT t.id, " HR_SUBS_COUNT(
                 "t") " FROM JSON_TABLE(?, '$[*]' "
                      "COLUMNS (task BIGINT PATH '$')) j "
-                     "STRAIGHT_JOIN push_task t ON t.id = j.task WHERE t.state = 'dispatched'",
+                     "STRAIGHT_JOIN push_task t FORCE INDEX (PRIMARY) ON t.id = j.task "
+                     "WHERE t.state = 'dispatched'",
             &(hr_batch){ids, n, 1}, NULL, 0, 1, hr_finish_candidate_row, items, errstr, errlen) < 0)
         goto done;
     for (i = 0; i < n; i++)

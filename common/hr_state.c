@@ -172,9 +172,14 @@ int hr_state_lock_dispatched(hr_mysql *m, const int64_t *ids, size_t n, bool *lo
     memset(locked, 0, n * sizeof *locked);
     if (n == 0)
         return 0;
+    /* By the primary key, forced: with few tasks dispatched when MariaDB
+     * plans it, it reads the covering state index instead, and locks every
+     * dispatched task's entry in due order, the other reporters' batches
+     * too, which deadlocked them (docs/performance.md "Two reporters
+     * deadlocked on the state index"). */
     return hr_batch_select(m,
                            "SELECT t.id FROM JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$')) "
-                           "j STRAIGHT_JOIN push_task t ON t.id = j.task "
+                           "j STRAIGHT_JOIN push_task t FORCE INDEX (PRIMARY) ON t.id = j.task "
                            "WHERE t.state = 'dispatched' FOR UPDATE",
                            &(hr_batch){ids, n, 1}, NULL, 0, 1, hr_batch_mark, locked, errstr,
                            errlen);

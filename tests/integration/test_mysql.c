@@ -25,6 +25,7 @@
 #include "hr_migrate.h"
 #include "hr_mysql.h"
 #include "hr_seams.h"
+#include "hr_state.h"
 #include "itest.h"
 
 #define BIG_TEXT_LEN (100 * 1024)
@@ -741,6 +742,42 @@ static int run_ctl(char **output, ...)
     return WEXITSTATUS(status);
 }
 
+/* Two reporters lock the dispatched tasks of their own batches at once
+ * (hr_state_lock_dispatched): neither waits for the other.  Read through
+ * the state index (the plan MariaDB chose for the covering SELECT while
+ * few tasks were dispatched), the lock took every dispatched task's entry
+ * in due order, so two reporters waited for each other's batches and
+ * deadlocked, and a dispatcher's statement behind them waited 10 s. */
+static void test_lock_dispatched(void **state)
+{
+    int64_t mine[2], other;
+    bool locked[2] = {false, false};
+    hr_mysql *second = NULL;
+    char errstr[512];
+
+    (void)state;
+    mine[0] = (int64_t)insert_task("lock-a", "UTC_TIMESTAMP(3) + INTERVAL 1 DAY");
+    mine[1] = (int64_t)insert_task("lock-b", "UTC_TIMESTAMP(3) + INTERVAL 1 DAY");
+    other = (int64_t)insert_task("lock-c", "UTC_TIMESTAMP(3) + INTERVAL 1 DAY");
+    for (int i = 0; i < 2; i++)
+        set_task((uint64_t)mine[i], "state = 'dispatched'");
+    set_task((uint64_t)other, "state = 'dispatched'");
+    assert_int_equal(hr_mysql_connect(cfg, &second, errstr, sizeof errstr), 0);
+    assert_int_equal(hr_mysql_script(second, "SET SESSION innodb_lock_wait_timeout = 1", errstr,
+                                     sizeof errstr),
+                     0);
+    assert_int_equal(hr_mysql_begin(db, errstr, sizeof errstr), 0);
+    assert_int_equal(hr_state_lock_dispatched(db, mine, 2, locked, errstr, sizeof errstr), 0);
+    assert_true(locked[0] && locked[1]);
+    assert_int_equal(hr_mysql_begin(second, errstr, sizeof errstr), 0);
+    if (hr_state_lock_dispatched(second, &other, 1, locked, errstr, sizeof errstr) != 0)
+        fail_msg("the other batch's lock waited for this one's: %s", errstr);
+    assert_true(locked[0]);
+    hr_mysql_rollback(second);
+    hr_mysql_rollback(db);
+    hr_mysql_free(second);
+}
+
 static void test_heraldctl(void **state)
 {
     const char *config = getenv("HERALD_TEST_CONFIG");
@@ -796,6 +833,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_reconnect),
         cmocka_unit_test(test_migrate_idempotent),
         cmocka_unit_test(test_task_guard),
+        cmocka_unit_test(test_lock_dispatched),
         cmocka_unit_test(test_heraldctl),
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_idle_txn_limit),
