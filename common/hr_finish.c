@@ -443,14 +443,14 @@ int hr_finish_tasks(hr_mysql *m, hr_finish_item *items, size_t n, char *errstr, 
      * index it read every dispatched task. */
     if (n == 0)
         goto out;
-    if (hr_batch_select(
-            m,
-            "SELECT t.id, " HR_SUBS_COUNT(
-                "t") " FROM JSON_TABLE(?, '$[*]' "
-                     "COLUMNS (task BIGINT PATH '$')) j "
-                     "STRAIGHT_JOIN push_task t FORCE INDEX (PRIMARY) ON t.id = j.task "
-                     "WHERE t.state = 'dispatched'",
-            &(hr_batch){ids, n, 1}, NULL, 0, 1, hr_finish_candidate_row, items, errstr, errlen) < 0)
+    if (hr_batch_select(m,
+                        "SELECT t.id, " HR_SUBS_COUNT(
+                            "t") " FROM JSON_TABLE(?, '$[*]' "
+                                 "COLUMNS (task BIGINT PATH '$')) j "
+                                 "STRAIGHT_JOIN push_task t FORCE INDEX (PRIMARY) ON t.id = j.task "
+                                 "WHERE t.state = 'dispatched'",
+                        &(hr_batch){ids, n, 1}, NULL, 0, 1, hr_finish_candidate_row, items, errstr,
+                        errlen) < 0)
         goto done;
     for (i = 0; i < n; i++)
         if (items[i].ended) {

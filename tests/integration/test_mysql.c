@@ -763,9 +763,9 @@ static void test_lock_dispatched(void **state)
         set_task((uint64_t)mine[i], "state = 'dispatched'");
     set_task((uint64_t)other, "state = 'dispatched'");
     assert_int_equal(hr_mysql_connect(cfg, &second, errstr, sizeof errstr), 0);
-    assert_int_equal(hr_mysql_script(second, "SET SESSION innodb_lock_wait_timeout = 1", errstr,
-                                     sizeof errstr),
-                     0);
+    assert_int_equal(
+        hr_mysql_script(second, "SET SESSION innodb_lock_wait_timeout = 1", errstr, sizeof errstr),
+        0);
     assert_int_equal(hr_mysql_begin(db, errstr, sizeof errstr), 0);
     assert_int_equal(hr_state_lock_dispatched(db, mine, 2, locked, errstr, sizeof errstr), 0);
     assert_true(locked[0] && locked[1]);
@@ -826,20 +826,13 @@ static void test_heraldctl(void **state)
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_roundtrip),
-        cmocka_unit_test(test_statement_cache),
-        cmocka_unit_test(test_transaction),
-        cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_reconnect),
-        cmocka_unit_test(test_migrate_idempotent),
-        cmocka_unit_test(test_task_guard),
-        cmocka_unit_test(test_lock_dispatched),
-        cmocka_unit_test(test_heraldctl),
-        cmocka_unit_test(test_batch),
-        cmocka_unit_test(test_idle_txn_limit),
-        cmocka_unit_test(test_time_ms),
-        cmocka_unit_test(test_exec_rows),
-        cmocka_unit_test(test_exec_rows_one_by_one),
+        cmocka_unit_test(test_roundtrip),      cmocka_unit_test(test_statement_cache),
+        cmocka_unit_test(test_transaction),    cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_reconnect),      cmocka_unit_test(test_migrate_idempotent),
+        cmocka_unit_test(test_task_guard),     cmocka_unit_test(test_lock_dispatched),
+        cmocka_unit_test(test_heraldctl),      cmocka_unit_test(test_batch),
+        cmocka_unit_test(test_idle_txn_limit), cmocka_unit_test(test_time_ms),
+        cmocka_unit_test(test_exec_rows),      cmocka_unit_test(test_exec_rows_one_by_one),
     };
 
     if (argc < 2) {
