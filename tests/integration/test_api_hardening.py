@@ -276,17 +276,24 @@ def test_slow_clients(env):
 
 
 def test_per_ip(env):
-    socks = []
+    socks, t0 = [], time.monotonic()
     try:
         for _ in range(PER_IP + 1):
             s = socket.socket()
             s.bind(("127.0.0.99", 0))
             s.connect(("127.0.0.1", env.port))
             socks.append(s)
-        ok = wait_until(lambda: socks[-1].fileno() in closed(socks[-1:]), 5, 0.1)
-        first = closed(socks[:-1])
-        check(ok and not first, "the %dth connection from one address is closed at once, the "
-              "first %d are kept (%d of them closed)" % (PER_IP + 1, PER_IP, len(first)))
+        # Which one is refused is not the connect order: libmicrohttpd's pool
+        # threads accept side by side and the one that counts last is refused, so
+        # on a loaded machine that may be the 64th (CI on 2026-12-01).  What
+        # holds is the count: one of the 65 closed at once, 64 kept, checked
+        # before the header deadline closes the idle rest.
+        wait_until(lambda: closed(socks), 5, 0.1)
+        time.sleep(0.3)
+        gone = closed(socks)
+        check(len(gone) == 1 and time.monotonic() - t0 < HEADER_TIMEOUT_MS / 1000.0,
+              "of %d connections from one address one is closed at once and %d are kept (%d "
+              "closed)" % (PER_IP + 1, PER_IP, len(gone)))
         status, _ = raw(env.port, b"GET /v1/tasks HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                         b"Authorization: Bearer " + TOKEN.encode() + b"\r\n\r\n", "127.0.0.98")
         check(status == 200, "another address is served meanwhile (%s)" % status)
