@@ -12,7 +12,7 @@
    addresses, under the per-address limit of 64) while /healthz on the
    probe listener answers within 100 ms every time; they are all held,
    then all closed by the header deadline although each keeps trickling a
-   byte; the 65th connection from one address is closed at once.
+   byte; of 65 connections from one address one is closed at once.
 6. A POST whose Content-Type is not application/json (or absent, with or
    without a body) is 415 and changes nothing; without tokens (insecure
    mode) a request whose Host is not loopback is 403 (DNS rebinding).
