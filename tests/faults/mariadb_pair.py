@@ -24,15 +24,9 @@ import subprocess
 import time
 
 from faultproxy import FaultProxy
+from herald_test.procs import free_port
 
 START_TIMEOUT_S = 60
-
-
-def _free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:
@@ -43,7 +37,7 @@ class Server:
         self.data = os.path.join(base, name)
         self.sock = os.path.join(base, name + ".sock")
         self.log = os.path.join(base, name + ".log")
-        self.port = _free_port()
+        self.port = free_port()
         self.p = None
 
     def start(self):

@@ -385,9 +385,24 @@ class Env:
         return text if status == 200 else ""
 
     def wait_ready(self, port, timeout_s=20):
-        return wait_until(
+        ready = wait_until(
             lambda: self.http("GET", "/healthz", token=None, port=self.probe(port))[0] == 200,
             timeout_s, 0.2)
+        if not ready:
+            self.say_exited()
+        return ready
+
+    def say_exited(self):
+        """Prints the last lines of every daemon of this test that has exited,
+        so a failed start says why (a port taken, a bad config)."""
+        for p in self.procs:
+            if p.poll() is None:
+                continue
+            with open(p.logpath, errors="replace") as f:
+                tail = f.readlines()[-5:]
+            print("     %s exited with status %d; the end of %s:\n%s"
+                  % (os.path.basename(p.args[0]), p.returncode, p.logpath,
+                     "".join("       " + line for line in tail)), end="", flush=True)
 
     def drop_users(self, lo, hi):
         """Deletes the profiles of uids LO..HI, then the change rows their

@@ -92,6 +92,11 @@ class TestPorts(unittest.TestCase):
             s.listen(1)
             self.assertTrue(procs.port_open(port))
 
+    def test_free_port_never_twice(self):
+        # bind(0) alone repeated a port about 128 times in 2,000 calls here.
+        ports = [procs.free_port() for _ in range(2000)]
+        self.assertEqual(len(set(ports)), len(ports))
+
     def test_wait_until_bounded(self):
         t0 = time.monotonic()
         self.assertFalse(procs.wait_until(lambda: False, 0.3, 0.05))

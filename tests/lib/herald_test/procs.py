@@ -34,11 +34,27 @@ def cpu_of(pid):
         return None
 
 
+# Ports free_port() handed out in this process.  The kernel picks bind(0)'s
+# port at random and forgets it on close, so two calls before the first
+# daemon binds can return the same port: CI saw a test's third dispatcher
+# fail with "Address already in use" on the second one's API port, handed
+# out 11 ms apart (bind(0) repeated a port 128 times in 2,000 calls here).
+_handed_out = set()
+FREE_PORT_TRIES = 100
+
+
 def free_port():
-    """A loopback port the kernel says is free now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port the kernel says is free now and that this process has
+    not handed out before."""
+    for _ in range(FREE_PORT_TRIES):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
+    raise OSError("no loopback port left that this process has not handed out "
+                  "in %d tries" % FREE_PORT_TRIES)
 
 
 def port_open(port, timeout_s=0.5):
