@@ -143,3 +143,10 @@ class Proc:
     def log_has(self, event):
         """Whether the log has a logfmt line of EVENT."""
         return ("event=%s " % event) in self.text()
+
+
+if __name__ == "__main__":
+    # python3 tests/lib/herald_test/procs.py N: N distinct free ports on one
+    # line, for shell scripts (one process, so none is handed out twice).
+    import sys
+    print(" ".join(str(free_port()) for _ in range(int(sys.argv[1]))))
