@@ -2,10 +2,12 @@
 
 A Proc is one program with its output appended to a log file; stop() sends
 SIGTERM and SIGKILLs after a bounded wait, so no test hangs on a process."""
+import fcntl
 import os
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 
 STOP_TIMEOUT_S = 30
@@ -34,27 +36,56 @@ def cpu_of(pid):
         return None
 
 
-# Ports free_port() handed out in this process.  The kernel picks bind(0)'s
-# port at random and forgets it on close, so two calls before the first
-# daemon binds can return the same port: CI saw a test's third dispatcher
-# fail with "Address already in use" on the second one's API port, handed
-# out 11 ms apart (bind(0) repeated a port 128 times in 2,000 calls here).
-_handed_out = set()
+# The ports free_port() handed out in the last PORT_HOLD_S, by any process
+# of this user: "<port> <unix time>" lines in one file, rewritten under an
+# flock.  The kernel picks bind(0)'s port at random and forgets it on close,
+# so two calls before the first daemon binds can return the same port: CI
+# saw a test's third dispatcher fail with "Address already in use" on the
+# second one's API port, handed out 11 ms apart (bind(0) repeated a port 128
+# times in 2,000 calls here).  Tests run side by side (meson's two, the
+# cluster step beside the fault matrix), so one process's memory is not
+# enough.  A port is bound well within the hold; after it the kernel no
+# longer hands out a port whose daemon still runs.
+PORT_REGISTRY = os.path.join(tempfile.gettempdir(), "herald-ports-%d" % os.getuid())
+PORT_HOLD_S = 300
 FREE_PORT_TRIES = 100
 
 
+def _claim(port):
+    """Whether PORT was free to claim (no claim in the last PORT_HOLD_S);
+    claims it if so."""
+    with open(PORT_REGISTRY, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.seek(0)
+        now = time.time()
+        held = {}
+        for line in f:
+            fields = line.split()
+            try:
+                if len(fields) == 2 and now - float(fields[1]) < PORT_HOLD_S:
+                    held[int(fields[0])] = fields[1]
+            except ValueError:
+                pass  # a torn or foreign line: dropped with the rewrite
+        if port in held:
+            return False
+        held[port] = "%.3f" % now
+        f.seek(0)
+        f.truncate()
+        f.write("".join("%d %s\n" % kv for kv in held.items()))
+        return True
+
+
 def free_port():
-    """A loopback port the kernel says is free now and that this process has
-    not handed out before."""
+    """A loopback port the kernel says is free now and that no process of
+    this user has been handed in the last PORT_HOLD_S."""
     for _ in range(FREE_PORT_TRIES):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        if port not in _handed_out:
-            _handed_out.add(port)
+        if _claim(port):
             return port
-    raise OSError("no loopback port left that this process has not handed out "
-                  "in %d tries" % FREE_PORT_TRIES)
+    raise OSError("no loopback port unclaimed in %s in %d tries"
+                  % (PORT_REGISTRY, FREE_PORT_TRIES))
 
 
 def port_open(port, timeout_s=0.5):
@@ -146,7 +177,7 @@ class Proc:
 
 
 if __name__ == "__main__":
-    # python3 tests/lib/herald_test/procs.py N: N distinct free ports on one
-    # line, for shell scripts (one process, so none is handed out twice).
+    # python3 tests/lib/herald_test/procs.py N: N free ports on one line, for
+    # shell scripts.
     import sys
     print(" ".join(str(free_port()) for _ in range(int(sys.argv[1]))))
