@@ -54,7 +54,13 @@ FREE_PORT_TRIES = 100
 def _claim(port):
     """Whether PORT was free to claim (no claim in the last PORT_HOLD_S);
     claims it if so."""
-    with open(PORT_REGISTRY, "a+") as f:
+    # Not followed if a link, and ours: another user's file in the temp dir
+    # is neither truncated nor trusted.
+    fd = os.open(PORT_REGISTRY, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_APPEND, 0o600)
+    if os.fstat(fd).st_uid != os.getuid():
+        os.close(fd)
+        raise OSError("%s belongs to another user" % PORT_REGISTRY)
+    with open(fd, "a+") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         f.seek(0)
         now = time.time()
