@@ -41,11 +41,13 @@ def cpu_of(pid):
 # flock.  The kernel picks bind(0)'s port at random and forgets it on close,
 # so two calls before the first daemon binds can return the same port: CI
 # saw a test's third dispatcher fail with "Address already in use" on the
-# second one's API port, handed out 11 ms apart (bind(0) repeated a port 128
-# times in 2,000 calls here).  Tests run side by side (meson's two, the
-# cluster step beside the fault matrix), so one process's memory is not
-# enough.  A port is bound well within the hold; after it the kernel no
-# longer hands out a port whose daemon still runs.
+# second one's API port 11 ms after that one started.  bind(0) draws from
+# the odd ports of 32768-60999 (connect() takes the even ones first), 14,116
+# ports: n calls repeat about n * n / 28,232 of them, 140 in 2,000.  Tests
+# run side by side (meson's two, the cluster step beside the fault matrix),
+# so one process's memory is not enough.  A port is bound well within the
+# hold; after it the kernel no longer hands out a port whose daemon still
+# runs.
 PORT_REGISTRY = os.path.join(tempfile.gettempdir(), "herald-ports-%d" % os.getuid())
 PORT_HOLD_S = 300
 FREE_PORT_TRIES = 100
