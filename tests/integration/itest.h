@@ -45,10 +45,10 @@ void itest_set_str(char **field, const char *value);
 int64_t itest_now_ms(void);
 
 /* N distinct loopback TCP ports free now into PORTS, for servers a test
- * spawns: each bound to port 0 and read back, all closed at the end (as
- * herald_test.procs.free_port does, N at once so they differ), so the
- * kernel picks ports no stack and no other test listens on.  Exits 1 after
- * printing when a socket cannot be bound. */
+ * spawns, from `python3 tests/lib/herald_test/procs.py N`: the kernel picks
+ * them (bind to port 0), and the registry all test processes share keeps
+ * any other test from being handed one of them for a few minutes.  Exits 1
+ * after printing when the helper fails. */
 void itest_free_ports(int *ports, size_t n);
 
 /* Calls FN(CTX) every 20 ms until it returns true (→ true) or TIMEOUT_MS
