@@ -111,6 +111,24 @@ int hr_subs_unlock(hr_redis *r, int64_t id, const char *token, char *errstr, siz
                                                "push_task t2 ON " HR_SUBS_SERIES_RECIPIENT(      \
                                                    "ss", "t2") " WHERE ss.uid = ?"
 
+/* The FROM and WHERE of the pull (GET /v1/users/{uid}/reminders): the
+ * unfinished, frozen, unexpired tasks due in [?, ?) (ms) that uid ? (given
+ * three times, before the two instants) subscribes to, its own
+ * subscriptions and its series' occurrences (a task reached both ways
+ * once: UNION), in due order.  The uid's task ids are read first, by its
+ * indexes, and joined to push_task by its key (STRAIGHT_JOIN), so a pull
+ * reads the uid's history, not everyone's: written as `id IN (…) OR id IN
+ * (…)`, MariaDB read every row of push_task and ran both lists for each
+ * (docs/performance.md, "The pull and the task history"). */
+#define HR_SUBS_PULL_TASKS_FROM                                                       \
+    " FROM (SELECT task_id AS tid FROM push_subscription WHERE uid = ? "              \
+    "UNION (" HR_SUBS_SERIES_TASKS_OF_UID ")) u STRAIGHT_JOIN push_task "             \
+    "ON push_task.id = u.tid "                                                        \
+    "WHERE due_at >= FROM_UNIXTIME(? / 1000) AND due_at < FROM_UNIXTIME(? / 1000) "   \
+    "AND state NOT IN ('done', 'cancelled', 'failed') "                               \
+    "AND COALESCE(freeze_at, CAST(DATE(due_at) AS DATETIME(3))) <= UTC_TIMESTAMP(3) " \
+    "AND (expire_at IS NULL OR expire_at > UTC_TIMESTAMP(3)) ORDER BY due_at, id"
+
 typedef struct hr_subs_refill_opts {
     const char *token;       /* the prepare lock's owner */
     int lock_ms;             /* its expiry, renewed every batch */

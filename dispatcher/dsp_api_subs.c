@@ -578,19 +578,8 @@ void dsp_api_subs_reminders(dsp *d, dsp_api_conn *ac, const hr_httpd_req *req, h
                                     HR_P_I64(end)};
 
         /* A task's subscribers, and a series' of its occurrences. */
-        if (dsp_store_tasks(ac->m,
-                            "SELECT " HR_TASK_COLUMNS " FROM push_task WHERE (id IN "
-                            "(SELECT task_id FROM push_subscription WHERE uid = ?) OR id IN "
-                            "(" HR_SUBS_SERIES_TASKS_OF_UID ")) "
-                            "AND due_at >= FROM_UNIXTIME(? / 1000) "
-                            "AND due_at < FROM_UNIXTIME(? / 1000) "
-                            "AND state NOT IN ('done', 'cancelled', 'failed') "
-                            "AND COALESCE(freeze_at, CAST(DATE(due_at) AS DATETIME(3))) "
-                            "<= UTC_TIMESTAMP(3) "
-                            /* expiry: a reminder past its expire_at is no use */
-                            "AND (expire_at IS NULL OR expire_at > UTC_TIMESTAMP(3)) "
-                            "ORDER BY due_at, id",
-                            p, 5, &tasks, &n, err, sizeof err) < 0) {
+        if (dsp_store_tasks(ac->m, "SELECT " HR_TASK_COLUMNS HR_SUBS_PULL_TASKS_FROM, p, 5, &tasks,
+                            &n, err, sizeof err) < 0) {
             dsp_api_backend_error(resp, "mysql", err);
             goto done;
         }

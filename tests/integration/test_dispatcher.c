@@ -1049,6 +1049,59 @@ static void test_count_reads(void **state)
     assert_in_range(rows_read() - before, 3000, 3010);
 }
 
+/* Rows MariaDB read on the test's connection so far, by any access. */
+static int64_t rows_read_any(void)
+{
+    return rows_read() + itest_sql_i64(db, "SHOW SESSION STATUS LIKE 'Handler_read_rnd_next'", 1) +
+           itest_sql_i64(db, "SHOW SESSION STATUS LIKE 'Handler_read_key'", 1);
+}
+
+/* The pull's tasks of a uid (HR_SUBS_PULL_TASKS_FROM) are read from its
+ * subscriptions, not from a scan of every task: 500 finished tasks of
+ * history beside them add no read; a cancelled task the uid subscribes to
+ * is not returned. */
+static void test_pull_reads(void **state)
+{
+    int64_t due = itest_now_ms() + 3600000, uid = 7000000000000 + (int64_t)getpid(), live, gone;
+    int64_t before, read;
+    const hr_mysql_param hist[] = {HR_P_STR(task_topic)};
+    const hr_mysql_param pull[] = {HR_P_I64(uid), HR_P_I64(uid), HR_P_I64(uid),
+                                   HR_P_I64(due - 43200000), HR_P_I64(due + 43200000)};
+    hr_mysql_rows *rows = NULL;
+
+    (void)state;
+    live = task_insert(due, 5000, 0);
+    gone = task_insert(due + 60000, 5000, 0);
+    subs_add(live, uid, 1, false, true);
+    subs_add(gone, uid, 1, false, true);
+    {
+        const hr_mysql_param p[] = {HR_P_I64(live), HR_P_I64(gone)};
+
+        sql_exec("UPDATE push_task SET freeze_at = UTC_TIMESTAMP(3) - INTERVAL 1 MINUTE "
+                 "WHERE id IN (?, ?)",
+                 p, 2);
+    }
+    {
+        const hr_mysql_param p[] = {HR_P_I64(gone)};
+
+        sql_exec("UPDATE push_task SET state = 'cancelled' WHERE id = ?", p, 1);
+    }
+    sql_exec("INSERT INTO push_task (name, topic, channel, due_at, state) SELECT 'history', ?, "
+             "'webhook', UTC_TIMESTAMP(3) - INTERVAL seq HOUR, 'done' FROM seq_1_to_500",
+             hist, 1);
+    before = rows_read_any();
+    if (hr_mysql_query(db, "SELECT push_task.id" HR_SUBS_PULL_TASKS_FROM, pull, 5, &rows, errstr,
+                       sizeof errstr) != 0)
+        fail_msg("the pull's statement: %s", errstr);
+    read = rows_read_any() - before;
+    assert_int_equal(rows->nrows, 1);
+    assert_int_equal(strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10), live);
+    hr_mysql_rows_free(rows);
+    /* Two subscriptions, their two tasks by key and the derived tables'
+     * rows; a scan of push_task reads 500 and more. */
+    assert_in_range(read, 1, 50);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1067,6 +1120,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_admit_sizes_once, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_sweep_owner, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_count_reads, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_pull_reads, case_setup, case_teardown),
     };
     rd_kafka_conf_t *conf;
     rd_kafka_topic_partition_list_t *topics;
