@@ -311,16 +311,7 @@ bool dsp_control_scan(dsp *d, dsp_conn *conn)
 
     if (atomic_load(&d->stopping))
         return false;
-    if (hr_mysql_query(conn->m,
-                       "SELECT id, control, started_at IS NOT NULL, dispatched_at IS NOT NULL, "
-                       "COALESCE(CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), 0), shards "
-                       "FROM push_task WHERE ((control = 'pause' AND state IN "
-                       "('scheduled', 'dispatching', 'dispatched')) "
-                       "OR (control = 'run' AND state = 'paused') "
-                       "OR (control = 'cancel' AND state IN "
-                       "('scheduled', 'dispatching', 'dispatched', 'paused'))) "
-                       "AND (? IS NULL OR topic = ?) ORDER BY id LIMIT ?",
-                       p, 3, &rows, err, sizeof err) < 0) {
+    if (hr_mysql_query(conn->m, DSP_CONTROL_SCAN_SQL, p, 3, &rows, err, sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
         return false;
     }

@@ -8,6 +8,22 @@
 
 #include "dsp.h"
 
+/* The tasks whose control column asks for a transition (params: the topic
+ * twice, the limit).  Read by the state index's range of the unfinished
+ * tasks (FORCE INDEX): left to itself, MariaDB walked the primary key for
+ * the ORDER BY id LIMIT once a few thousand tasks were unfinished, and so
+ * read every finished task too on every scan (docs/performance.md "The
+ * dispatcher's scans and the task history"). */
+#define DSP_CONTROL_SCAN_SQL                                                                   \
+    "SELECT id, control, started_at IS NOT NULL, dispatched_at IS NOT NULL, "                  \
+    "COALESCE(CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), 0), shards "               \
+    "FROM push_task FORCE INDEX (push_task_state_due) WHERE ((control = 'pause' AND state IN " \
+    "('scheduled', 'dispatching', 'dispatched')) "                                             \
+    "OR (control = 'run' AND state = 'paused') "                                               \
+    "OR (control = 'cancel' AND state IN "                                                     \
+    "('scheduled', 'dispatching', 'dispatched', 'paused'))) "                                  \
+    "AND (? IS NULL OR topic = ?) ORDER BY id LIMIT ?"
+
 /* One round of control transitions (at most DSP_CONTROL_MAX of each kind).
  * Whether a task entered or left a finished state (a cancel, a redrive). */
 bool dsp_control_scan(dsp *d, dsp_conn *conn);

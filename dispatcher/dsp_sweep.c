@@ -41,8 +41,7 @@
 #include "hr_shard.h"
 #include "hr_state.h"
 
-#define DSP_SWEEP_PAGE 1000 /* tasks per sweep */
-#define DSP_RETIRE_MAX 100  /* finished tasks whose keys get a TTL, per sweep */
+#define DSP_RETIRE_MAX 100 /* finished tasks whose keys get a TTL, per sweep */
 #define DSP_KEY_RETENTION_MS ((int64_t)7 * 86400 * 1000) /* a finished task's Redis keys */
 
 /* After Redis came back from an outage, the pass that publishes again
@@ -590,18 +589,6 @@ static int dsp_sweep_finish(dsp *d, dsp_conn *conn, hr_finish_item *items, size_
     return 0;
 }
 
-/* The tasks a sweeper looks at: every `dispatching` one (its chunks'
- * republish), and the `dispatched` ones this dispatcher made so (params:
- * its owner), those without an owner (a row written by hand) and those
- * dispatched DSP_SWEEP_OWNER_SWEEPS sweep intervals ago or more (params:
- * that in µs; their owner's sweeper had that long to end them, and the
- * workers' reporters end most before: the safety net for an owner that
- * died). */
-#define DSP_SWEEP_OWNER_SWEEPS 2
-#define DSP_SWEEP_OWNER_SQL                                                                    \
-    "(state = 'dispatching' OR claimed_by IS NULL OR claimed_by = ? OR dispatched_at IS NULL " \
-    "OR dispatched_at <= UTC_TIMESTAMP(3) - INTERVAL ? MICROSECOND)"
-
 /* One page of unfinished tasks per sweep, by id from the cursor kept in
  * d->sweep (back to the start after a short page), so that every task is
  * swept however many there are.  The page's Redis reads go in a round
@@ -628,12 +615,7 @@ void dsp_sweep_run(dsp *d, dsp_conn *conn)
     /* The pass after an outage: every pending chunk no worker holds. */
     if (recover)
         stale_ms = 0;
-    if (hr_mysql_query(conn->m,
-                       "SELECT id, state, CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), "
-                       "shards FROM push_task WHERE state IN ('dispatching', 'dispatched') "
-                       "AND id > ? AND (? IS NULL OR topic = ?) AND " DSP_SWEEP_OWNER_SQL
-                       " ORDER BY id LIMIT ?",
-                       p, 6, &rows, err, sizeof err) < 0) {
+    if (hr_mysql_query(conn->m, DSP_SWEEP_PAGE_SQL, p, 6, &rows, err, sizeof err) < 0) {
         dsp_conn_failed(d, conn, DSP_MYSQL, err);
         return;
     }

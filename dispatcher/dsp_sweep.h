@@ -9,7 +9,33 @@
 #include "dsp.h"
 #include "hr_task.h"
 
-#define DSP_SWEEP_MAX 100 /* republishes per sweep */
+#define DSP_SWEEP_MAX 100   /* republishes per sweep */
+#define DSP_SWEEP_PAGE 1000 /* tasks per sweep */
+/* The tasks a sweeper looks at: every `dispatching` one (its chunks'
+ * republish), and the `dispatched` ones this dispatcher made so (params:
+ * its owner), those without an owner (a row written by hand) and those
+ * dispatched DSP_SWEEP_OWNER_SWEEPS sweep intervals ago or more (params:
+ * that in µs; their owner's sweeper had that long to end them, and the
+ * workers' reporters end most before: the safety net for an owner that
+ * died). */
+#define DSP_SWEEP_OWNER_SWEEPS 2
+#define DSP_SWEEP_OWNER_SQL                                                                    \
+    "(state = 'dispatching' OR claimed_by IS NULL OR claimed_by = ? OR dispatched_at IS NULL " \
+    "OR dispatched_at <= UTC_TIMESTAMP(3) - INTERVAL ? MICROSECOND)"
+
+/* A page of them from a cursor (params: the cursor, the topic twice, the
+ * owner, the µs above, the limit).  Read by the state index's range of the
+ * dispatching and dispatched tasks (FORCE INDEX): left to itself, MariaDB
+ * walked the primary key from the cursor for the ORDER BY id LIMIT once a
+ * few thousand tasks were in flight, and so read every finished task
+ * before them on every sweep from the start (docs/performance.md "The
+ * dispatcher's scans and the task history"). */
+#define DSP_SWEEP_PAGE_SQL                                                                  \
+    "SELECT id, state, CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), shards "       \
+    "FROM push_task FORCE INDEX (push_task_state_due) "                                     \
+    "WHERE state IN ('dispatching', 'dispatched') AND id > ? AND (? IS NULL OR topic = ?) " \
+    "AND " DSP_SWEEP_OWNER_SQL " ORDER BY id LIMIT ?"
+
 /* The retirement pass's cursor goes back twice this far this often: the
  * catch for a finish committed later than the pass's margin allows (a
  * client stalled between its finish statement and its commit), read again

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <inttypes.h>
 #include <librdkafka/rdkafka.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "dsp_control.h"
+#include "dsp_sweep.h"
 #include "hr_chunkmsg.h"
 #include "hr_kafka.h"
 #include "hr_mysql.h"
@@ -1102,6 +1105,59 @@ static void test_pull_reads(void **state)
     assert_in_range(read, 1, 50);
 }
 
+/* Rows read by STATEMENT (params P, NP), which must succeed. */
+static int64_t reads_of(const char *sql, const hr_mysql_param *p, size_t np)
+{
+    int64_t before = rows_read_any();
+    hr_mysql_rows *rows = NULL;
+
+    if (hr_mysql_query(db, sql, p, np, &rows, errstr, sizeof errstr) != 0)
+        fail_msg("%s: %s", sql, errstr);
+    hr_mysql_rows_free(rows);
+    return rows_read_any() - before;
+}
+
+/* The dispatcher's periodic reads of push_task, the control scan
+ * (DSP_CONTROL_SCAN_SQL) and the sweep's page (DSP_SWEEP_PAGE_SQL), follow
+ * the unfinished tasks, not the history: beside 3,000 finished tasks, with
+ * 600 scheduled and 600 dispatched ones of the case's topic (enough for
+ * MariaDB to prefer the primary key for their ORDER BY id LIMIT), each
+ * reads at most the stack's unfinished tasks and a few rows more. */
+static void test_scan_reads(void **state)
+{
+    const hr_mysql_param topic[] = {HR_P_STR(task_topic)};
+    const hr_mysql_param pc[] = {HR_P_STR(task_topic), HR_P_STR(task_topic), HR_P_I64(100)};
+    const hr_mysql_param ps[] = {HR_P_I64(0),          HR_P_STR(task_topic),
+                                 HR_P_STR(task_topic), HR_P_STR("test-scan-reads"),
+                                 HR_P_I64(60000000),   HR_P_I64(1000)};
+    int64_t unfinished, control, sweep;
+
+    (void)state;
+    sql_exec("INSERT INTO push_task (name, topic, channel, due_at, state) SELECT 'history', ?, "
+             "'webhook', UTC_TIMESTAMP(3) - INTERVAL seq HOUR, 'done' FROM seq_1_to_3000",
+             topic, 1);
+    sql_exec("INSERT INTO push_task (name, topic, channel, due_at) SELECT 'ahead', ?, 'webhook', "
+             "UTC_TIMESTAMP(3) + INTERVAL 30 DAY + INTERVAL seq MINUTE FROM seq_1_to_1200",
+             topic, 1);
+    sql_exec("UPDATE push_task SET state = 'dispatched', claimed_by = 'test-scan-reads-other', "
+             "dispatched_at = UTC_TIMESTAMP(3) WHERE topic = ? AND name = 'ahead' "
+             "ORDER BY id LIMIT 600",
+             topic, 1);
+    reads_of("ANALYZE TABLE push_task", NULL, 0);
+    unfinished = itest_sql_i64(db,
+                               "SELECT COUNT(*) FROM push_task WHERE state IN ('scheduled', "
+                               "'dispatching', 'dispatched', 'paused')",
+                               0);
+    control = reads_of(DSP_CONTROL_SCAN_SQL, pc, 3);
+    sweep = reads_of(DSP_SWEEP_PAGE_SQL, ps, 6);
+    /* Finished: no dispatcher of another suite sees them unfinished. */
+    sql_exec("UPDATE push_task SET state = 'done' WHERE topic = ? AND name = 'ahead'", topic, 1);
+    if (control > unfinished + 10 || sweep > unfinished + 10)
+        fail_msg("the control scan read %" PRId64 " rows, the sweep's page %" PRId64
+                 ", with %" PRId64 " tasks unfinished",
+                 control, sweep, unfinished);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1121,6 +1177,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sweep_owner, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_count_reads, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_pull_reads, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_scan_reads, case_setup, case_teardown),
     };
     rd_kafka_conf_t *conf;
     rd_kafka_topic_partition_list_t *topics;
