@@ -1060,13 +1060,15 @@ static int64_t rows_read_any(void)
 }
 
 /* The pull's tasks of a uid (HR_SUBS_PULL_TASKS_FROM) are read from its
- * subscriptions, not from a scan of every task: 500 finished tasks of
- * history beside them add no read; a cancelled task the uid subscribes to
- * is not returned. */
+ * subscriptions and its series' occurrences, not from a scan of every
+ * task: 500 finished tasks of history beside them add no read.  A
+ * cancelled task the uid subscribes to is not returned; an occurrence it
+ * reaches only by its series is; one it reaches both ways is returned
+ * once. */
 static void test_pull_reads(void **state)
 {
     int64_t due = itest_now_ms() + 3600000, uid = 7000000000000 + (int64_t)getpid(), live, gone;
-    int64_t before, read;
+    int64_t occ, series, before, read;
     const hr_mysql_param hist[] = {HR_P_STR(task_topic)};
     const hr_mysql_param pull[] = {HR_P_I64(uid), HR_P_I64(uid), HR_P_I64(uid),
                                    HR_P_I64(due - 43200000), HR_P_I64(due + 43200000)};
@@ -1089,6 +1091,31 @@ static void test_pull_reads(void **state)
 
         sql_exec("UPDATE push_task SET state = 'cancelled' WHERE id = ?", p, 1);
     }
+    /* An ended series (no scanner writes occurrences of it) whose two
+     * occurrences are LIVE and OCC, the uid subscribed to it. */
+    {
+        uint64_t id = 0;
+
+        if (hr_mysql_exec(db,
+                          "INSERT INTO push_series (name, topic, channel, rrule, dtstart, state) "
+                          "VALUES ('itest pull', ?, 'webhook', 'FREQ=DAILY', UTC_TIMESTAMP(), "
+                          "'ended')",
+                          hist, 1, NULL, &id, NULL, errstr, sizeof errstr) != 0)
+            fail_msg("insert series: %s", errstr);
+        series = (int64_t)id;
+    }
+    occ = task_insert(due + 120000, 5000, 0);
+    {
+        const hr_mysql_param p[] = {HR_P_I64(series), HR_P_I64(live), HR_P_I64(occ),
+                                    HR_P_I64(series), HR_P_I64(uid)};
+
+        sql_exec("UPDATE push_task SET series_id = ?, occurrence_at = due_at, "
+                 "freeze_at = UTC_TIMESTAMP(3) - INTERVAL 1 MINUTE WHERE id IN (?, ?)",
+                 p, 3);
+        sql_exec("INSERT INTO push_series_subscription (series_id, uid, subscribed_at) "
+                 "VALUES (?, ?, UTC_TIMESTAMP(3) - INTERVAL 1 HOUR)",
+                 p + 3, 2);
+    }
     sql_exec("INSERT INTO push_task (name, topic, channel, due_at, state) SELECT 'history', ?, "
              "'webhook', UTC_TIMESTAMP(3) - INTERVAL seq HOUR, 'done' FROM seq_1_to_500",
              hist, 1);
@@ -1097,11 +1124,13 @@ static void test_pull_reads(void **state)
                        sizeof errstr) != 0)
         fail_msg("the pull's statement: %s", errstr);
     read = rows_read_any() - before;
-    assert_int_equal(rows->nrows, 1);
+    assert_int_equal(rows->nrows, 2);
     assert_int_equal(strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10), live);
+    assert_int_equal(strtoll(hr_mysql_cell(rows, 1, 0), NULL, 10), occ);
     hr_mysql_rows_free(rows);
-    /* Two subscriptions, their two tasks by key and the derived tables'
-     * rows; a scan of push_task reads 500 and more. */
+    /* Two subscriptions, a series subscription and its occurrences, their
+     * tasks by key and the derived tables' rows; a scan of push_task
+     * reads 500 and more. */
     assert_in_range(read, 1, 50);
 }
 
