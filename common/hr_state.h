@@ -32,6 +32,18 @@
 #define HR_STATE_EAST_MAX_S 50400 /* UTC+14 (Pacific/Kiritimati) */
 #define HR_STATE_FIRST_DUE_SQL "(due_at - INTERVAL (local_time * 50400) SECOND)"
 
+/* HR_STATE_FIRST_DUE_SQL CMP T for a valid task (local_time 0 or 1; the
+ * validation fails any other), written as one range of due_at per
+ * local_time value: with state and control fixed before it, the index
+ * push_task_state_control_due (state, control, local_time, due_at;
+ * 031_task_due_scan.sql) reads only the tasks it matches, where the
+ * expression made MariaDB read every scheduled task's row.  T is an SQL
+ * expression pasted twice (its parameters are bound twice); OR_NULL is
+ * "due_at IS NULL OR " to match a NULL due_at too, else "". */
+#define HR_STATE_DUE_BY_SQL(cmp, t, or_null)                                                   \
+    "((local_time = 0 AND (" or_null "due_at " cmp " " t ")) OR (local_time = 1 AND (" or_null \
+    "due_at " cmp " " t " + INTERVAL 50400 SECOND)))"
+
 /* push_task.state, in the order of its ENUM in schemas/mysql/001_tables.sql. */
 typedef enum hr_task_state {
     HR_STATE_SCHEDULED,

@@ -10,8 +10,10 @@
 typedef struct dsp_jobs dsp_jobs;
 
 /* How often a scan also counts the finished tasks for herald_tasks{state}
- * (dsp_jobs.c). */
+ * (dsp_jobs.c), and the scheduled ones once they were more than
+ * DSP_JOBS_SCHEDULED_EACH_SCAN at the last count (below, every scan). */
 #define DSP_JOBS_FINALS_MS 60000
+#define DSP_JOBS_SCHEDULED_EACH_SCAN 10000
 
 enum { DSP_JOBS_SCAN = 1, DSP_JOBS_POLL = 2, DSP_JOBS_SWEEP = 4, DSP_JOBS_HANDBACK = 8 };
 

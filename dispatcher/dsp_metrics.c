@@ -129,19 +129,22 @@ void dsp_metrics_free(dsp_metrics *m)
     memset(m, 0, sizeof *m);
 }
 
-void dsp_metrics_tasks(dsp_metrics *m, const hr_mysql_rows *rows, bool finals)
+void dsp_metrics_tasks(dsp_metrics *m, const hr_mysql_rows *rows, unsigned states, int64_t *total)
 {
     double count[HR_STATE__COUNT] = {0};
     hr_task_state s;
     size_t i;
 
+    *total = 0;
     for (i = 0; i < rows->nrows; i++) {
-        if (hr_state_parse(hr_mysql_cell(rows, i, 0), &s) == 0)
+        if (hr_state_parse(hr_mysql_cell(rows, i, 0), &s) == 0) {
             count[s] = strtod(hr_mysql_cell(rows, i, 1), NULL);
-        else
+            *total += (int64_t)count[s];
+        } else {
             hr_log_warn("task_state_unknown", "state=%s", hr_mysql_cell(rows, i, 0));
+        }
     }
     for (i = 0; i < HR_STATE__COUNT; i++)
-        if (hr_state_final((hr_task_state)i) == finals)
+        if (states & (1u << i))
             hr_metrics_set(hr_metrics_labels(m->tasks, hr_state_name((hr_task_state)i)), count[i]);
 }

@@ -53,9 +53,9 @@ typedef struct dsp_metrics {
 /* Registers the families into a new registry in M.  0, or -1 (ERRSTR). */
 int dsp_metrics_new(dsp_metrics *m, char *errstr, size_t errlen);
 void dsp_metrics_free(dsp_metrics *m);
-/* Sets herald_tasks{state} of the finished states (FINALS) or of the
- * others from a "state, count" result of them (a state not in it becomes
- * 0). */
-void dsp_metrics_tasks(dsp_metrics *m, const hr_mysql_rows *rows, bool finals);
+/* Sets herald_tasks{state} of the states in STATES (bits 1u << state) from
+ * a "state, count" result of them (a state of STATES not in it becomes 0);
+ * the count of them all into *TOTAL. */
+void dsp_metrics_tasks(dsp_metrics *m, const hr_mysql_rows *rows, unsigned states, int64_t *total);
 
 #endif

@@ -32,6 +32,7 @@ static void dsp_poll_claimed_add(dsp_poll_claimed *claimed, hr_task *t)
 void dsp_poll_run(dsp *d, dsp_conn *conn, dsp_poll_claimed *claimed)
 {
     const hr_mysql_param ps[] = {HR_P_I64((int64_t)d->cfg->dispatcher.poller_grace_ms * 1000),
+                                 HR_P_I64((int64_t)d->cfg->dispatcher.poller_grace_ms * 1000),
                                  DSP_TOPIC_PARAMS, HR_P_I64(DSP_POLL_MAX)};
     const hr_mysql_param pt[] = {DSP_TOPIC_PARAMS, HR_P_I64(DSP_POLL_MAX)};
     dsp_scan_entry e[DSP_POLL_MAX];
@@ -41,13 +42,7 @@ void dsp_poll_run(dsp *d, dsp_conn *conn, dsp_poll_claimed *claimed)
     char err[512];
     int rc;
 
-    if (dsp_store_tasks(conn->m,
-                        "SELECT " HR_TASK_COLUMNS " FROM push_task "
-                        "WHERE state = 'scheduled' AND control = 'run' "
-                        "AND " HR_STATE_FIRST_DUE_SQL
-                        " < UTC_TIMESTAMP(3) - INTERVAL ? MICROSECOND "
-                        "AND (? IS NULL OR topic = ?) ORDER BY due_at LIMIT ?",
-                        ps, 4, &tasks, &n, err, sizeof err) < 0)
+    if (dsp_store_tasks(conn->m, DSP_POLL_OVERDUE_SQL, ps, 5, &tasks, &n, err, sizeof err) < 0)
         goto failed;
     /* The valid ones to the front, then prepared: the scanner may never
      * have seen one (its timer entry was lost before it was put there), and

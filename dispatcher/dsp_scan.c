@@ -316,6 +316,7 @@ static int dsp_scan_read(dsp *d, dsp_conn *conn, hr_task ***out, size_t *nout, b
         int64_t after_id = n > 0 ? tasks[n - 1]->id : 0;
         bool null_due = n > 0 && tasks[n - 1]->due_ms < 0;
         const hr_mysql_param p[] = {HR_P_I64(d->cfg->dispatcher.horizon_s),
+                                    HR_P_I64(d->cfg->dispatcher.horizon_s),
                                     DSP_TOPIC_PARAMS,
                                     HR_P_I64(n > 0),
                                     HR_P_I64(null_due),
@@ -327,17 +328,7 @@ static int dsp_scan_read(dsp *d, dsp_conn *conn, hr_task ***out, size_t *nout, b
         hr_task **grown;
         bool full;
 
-        if (dsp_store_tasks(conn->m,
-                            "SELECT " HR_TASK_COLUMNS " FROM push_task "
-                            "WHERE state = 'scheduled' AND control = 'run' AND (due_at IS NULL "
-                            "OR " HR_STATE_FIRST_DUE_SQL
-                            " <= UTC_TIMESTAMP(3) + INTERVAL ? SECOND) "
-                            "AND (? IS NULL OR topic = ?) "
-                            "AND (? = 0 OR (due_at IS NULL AND ? AND id > ?) "
-                            "OR (due_at IS NOT NULL AND (? OR (" HR_STATE_FIRST_DUE_SQL
-                            ", id) > (FROM_UNIXTIME(? / 1000), ?)))) "
-                            "ORDER BY " HR_STATE_FIRST_DUE_SQL ", id LIMIT ?",
-                            p, 10, &page, &got, err, sizeof err) < 0) {
+        if (dsp_store_tasks(conn->m, DSP_SCAN_PAGE_SQL, p, 11, &page, &got, err, sizeof err) < 0) {
             dsp_conn_failed(d, conn, DSP_MYSQL, err);
             goto fail;
         }

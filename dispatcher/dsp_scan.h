@@ -9,11 +9,31 @@
 #include <stdint.h>
 
 #include "dsp.h"
+#include "hr_state.h"
 #include "hr_task.h"
 
 #define DSP_SCAN_MAX 1000    /* tasks per page of a scan */
 #define DSP_SCAN_PAGES 5     /* pages per scan, while they are full */
 #define DSP_RECHECK_MS 10000 /* recount a prepared task's subscribers */
+
+/* A page of the scan (dsp_scan.c): the scheduled tasks to run whose first
+ * due instant comes within the horizon (the horizon in s, twice:
+ * HR_STATE_DUE_BY_SQL), soonest first, after the cursor (topic filter
+ * twice; whether there is a cursor; its due_at is NULL; its id; again NULL;
+ * its first due in ms; its id), at most LIMIT.  A NULL due_at and a
+ * local_time other than 0 or 1 are read to be failed by the validation.
+ * The index is named: MariaDB's own choice read every scheduled task's row
+ * (docs/performance.md "Reminders scheduled ahead"). */
+#define DSP_SCAN_PAGE_SQL                                                                  \
+    "SELECT " HR_TASK_COLUMNS " FROM push_task FORCE INDEX (push_task_state_control_due) " \
+    "WHERE state = 'scheduled' AND control = 'run' AND (" HR_STATE_DUE_BY_SQL(             \
+        "<=", "UTC_TIMESTAMP(3) + INTERVAL ? SECOND",                                      \
+        "due_at IS NULL OR ") " OR local_time < 0 OR local_time > 1) "                     \
+                              "AND (? IS NULL OR topic = ?) "                              \
+                              "AND (? = 0 OR (due_at IS NULL AND ? AND id > ?) "           \
+                              "OR (due_at IS NOT NULL AND (? OR (" HR_STATE_FIRST_DUE_SQL  \
+                              ", id) > (FROM_UNIXTIME(? / 1000), ?)))) "                   \
+                              "ORDER BY " HR_STATE_FIRST_DUE_SQL ", id LIMIT ?"
 
 /* The scanner's memory of one task in the horizon. */
 typedef struct dsp_scan_entry {

@@ -22,6 +22,8 @@
 #include <unistd.h>
 
 #include "dsp_control.h"
+#include "dsp_poll.h"
+#include "dsp_scan.h"
 #include "dsp_sweep.h"
 #include "hr_chunkmsg.h"
 #include "hr_kafka.h"
@@ -574,6 +576,8 @@ static void test_bad_rows_and_raw_sql(void **state)
         "chunk_size = 0",
         "chunk_size = 100001",
         "due_at = NULL",
+        "local_time = 3",
+        "local_time = 3, due_at = UTC_TIMESTAMP(3) + INTERVAL 30 DAY",
         "throttle_limit = 5, throttle_window_s = 0",
         "throttle_limit = 5, throttle_window_s = 2678401",
         "rate_limit = -1",
@@ -1052,11 +1056,15 @@ static void test_count_reads(void **state)
     assert_in_range(rows_read() - before, 3000, 3010);
 }
 
-/* Rows MariaDB read on the test's connection so far, by any access. */
+/* Rows MariaDB read on the test's connection so far, by any access, with
+ * the index entries an index condition (ICP) looked at and passed over
+ * inside InnoDB: Handler_read_next counts only those it handed on. */
 static int64_t rows_read_any(void)
 {
     return rows_read() + itest_sql_i64(db, "SHOW SESSION STATUS LIKE 'Handler_read_rnd_next'", 1) +
-           itest_sql_i64(db, "SHOW SESSION STATUS LIKE 'Handler_read_key'", 1);
+           itest_sql_i64(db, "SHOW SESSION STATUS LIKE 'Handler_read_key'", 1) +
+           itest_sql_i64(db, "SHOW SESSION STATUS LIKE 'Handler_icp_attempts'", 1) -
+           itest_sql_i64(db, "SHOW SESSION STATUS LIKE 'Handler_icp_match'", 1);
 }
 
 /* The pull's tasks of a uid (HR_SUBS_PULL_TASKS_FROM) are read from its
@@ -1146,45 +1154,131 @@ static int64_t reads_of(const char *sql, const hr_mysql_param *p, size_t np)
     return rows_read_any() - before;
 }
 
-/* The dispatcher's periodic reads of push_task, the control scan
- * (DSP_CONTROL_SCAN_SQL) and the sweep's page (DSP_SWEEP_PAGE_SQL), follow
- * the unfinished tasks, not the history: beside 3,000 finished tasks, with
- * 600 scheduled and 600 dispatched ones of the case's topic (enough for
- * MariaDB to prefer the primary key for their ORDER BY id LIMIT), each
- * reads at most the stack's unfinished tasks and a few rows more. */
+/* The ids a statement returned (its first column), as "id id ..." into
+ * OUT, and the rows MariaDB read for it. */
+static int64_t reads_and_ids(const char *sql, const hr_mysql_param *p, size_t np, char *out,
+                             size_t outlen)
+{
+    int64_t before = rows_read_any();
+    hr_mysql_rows *rows = NULL;
+    size_t used = 0;
+
+    if (hr_mysql_query(db, sql, p, np, &rows, errstr, sizeof errstr) != 0)
+        fail_msg("%s: %s", sql, errstr);
+    out[0] = '\0';
+    for (size_t i = 0; i < rows->nrows && used < outlen; i++)
+        used += (size_t)snprintf(out + used, outlen - used, "%s%s", i > 0 ? " " : "",
+                                 hr_mysql_cell(rows, i, 0));
+    hr_mysql_rows_free(rows);
+    return rows_read_any() - before;
+}
+
+/* One task of the case's topic due at now + AT_S seconds, LOCAL_TIME. */
+static int64_t task_ahead(int64_t at_s, int local_time)
+{
+    const hr_mysql_param p[] = {HR_P_STR(task_topic), HR_P_I64(at_s), HR_P_I64(local_time)};
+
+    sql_exec("INSERT INTO push_task (name, topic, channel, due_at, local_time) VALUES ('window', "
+             "?, 'webhook', UTC_TIMESTAMP(3) + INTERVAL ? SECOND, ?)",
+             p, 3);
+    return itest_sql_i64(db, "SELECT LAST_INSERT_ID()", 0);
+}
+
+/* The dispatcher's periodic reads of push_task follow the tasks they act
+ * on, not the history nor the tasks scheduled far ahead: beside 3,000
+ * finished tasks, with 600 scheduled 60 days ahead and 600 dispatched ones
+ * of the case's topic (enough for MariaDB to prefer the primary key for an
+ * ORDER BY id LIMIT), the sweep's page (DSP_SWEEP_PAGE_SQL) reads at most
+ * the stack's unfinished tasks and a few rows more, the control scan
+ * (DSP_CONTROL_SCAN_SQL) at most the tasks a control asks to move and a few
+ * more.  The scan's page (DSP_SCAN_PAGE_SQL) and the poller's
+ * (DSP_POLL_OVERDUE_SQL), asked for the tasks due within 40 days, return
+ * the two whose first due instant is within (a task due at 40 days
+ * less an hour; a local_time one due at 40 days and 10 hours, first due 14
+ * hours before) and not the two after it (due at 40 days and 10 hours; a
+ * local_time one at 40 days and 20 hours), and read at most the stack's
+ * scheduled tasks within and a few more: with HR_STATE_FIRST_DUE_SQL in
+ * the condition each read every scheduled task's row. */
 static void test_scan_reads(void **state)
 {
+    const int64_t within_s = 40 * 86400;
     const hr_mysql_param topic[] = {HR_P_STR(task_topic)};
     const hr_mysql_param pc[] = {HR_P_STR(task_topic), HR_P_STR(task_topic), HR_P_I64(100)};
     const hr_mysql_param ps[] = {HR_P_I64(0),          HR_P_STR(task_topic),
                                  HR_P_STR(task_topic), HR_P_STR("test-scan-reads"),
                                  HR_P_I64(60000000),   HR_P_I64(1000)};
-    int64_t unfinished, control, sweep;
+    const hr_mysql_param pn[] = {HR_P_I64(within_s),   HR_P_I64(within_s), HR_P_STR(task_topic),
+                                 HR_P_STR(task_topic), HR_P_I64(0),        HR_P_I64(0),
+                                 HR_P_I64(0),          HR_P_I64(0),        HR_P_I64(0),
+                                 HR_P_I64(0),          HR_P_I64(1000)};
+    const hr_mysql_param pp[] = {HR_P_I64(-within_s * 1000000), HR_P_I64(-within_s * 1000000),
+                                 HR_P_STR(task_topic), HR_P_STR(task_topic), HR_P_I64(100)};
+    const hr_mysql_param pw[] = {HR_P_I64(within_s)};
+    int64_t unfinished, acting, within, control, sweep, scan, poll, a, b;
+    char want_scan[64], want_poll[64], got_scan[256], got_poll[256];
 
     (void)state;
     sql_exec("INSERT INTO push_task (name, topic, channel, due_at, state) SELECT 'history', ?, "
              "'webhook', UTC_TIMESTAMP(3) - INTERVAL seq HOUR, 'done' FROM seq_1_to_3000",
              topic, 1);
     sql_exec("INSERT INTO push_task (name, topic, channel, due_at) SELECT 'ahead', ?, 'webhook', "
-             "UTC_TIMESTAMP(3) + INTERVAL 30 DAY + INTERVAL seq MINUTE FROM seq_1_to_1200",
+             "UTC_TIMESTAMP(3) + INTERVAL 60 DAY + INTERVAL seq MINUTE FROM seq_1_to_1200",
              topic, 1);
     sql_exec("UPDATE push_task SET state = 'dispatched', claimed_by = 'test-scan-reads-other', "
              "dispatched_at = UTC_TIMESTAMP(3) WHERE topic = ? AND name = 'ahead' "
              "ORDER BY id LIMIT 600",
              topic, 1);
+    a = task_ahead(within_s - 3600, 0);
+    b = task_ahead(within_s + 36000, 1);
+    task_ahead(within_s + 36000, 0);
+    task_ahead(within_s + 72000, 1);
+    /* The scan's soonest first due first, the poller's soonest due_at. */
+    snprintf(want_scan, sizeof want_scan, "%" PRId64 " %" PRId64, b, a);
+    snprintf(want_poll, sizeof want_poll, "%" PRId64 " %" PRId64, a, b);
     reads_of("ANALYZE TABLE push_task", NULL, 0);
     unfinished = itest_sql_i64(db,
                                "SELECT COUNT(*) FROM push_task WHERE state IN ('scheduled', "
                                "'dispatching', 'dispatched', 'paused')",
                                0);
+    acting = itest_sql_i64(db,
+                           "SELECT COUNT(*) FROM push_task WHERE state IN ('scheduled', "
+                           "'dispatching', 'dispatched', 'paused') "
+                           "AND (control <> 'run' OR state = 'paused')",
+                           0);
+    {
+        hr_mysql_rows *rows = NULL;
+
+        if (hr_mysql_query(db,
+                           "SELECT COUNT(*) FROM push_task WHERE state = 'scheduled' "
+                           "AND " HR_STATE_FIRST_DUE_SQL " <= UTC_TIMESTAMP(3) + INTERVAL ? "
+                           "SECOND + INTERVAL 1 HOUR",
+                           pw, 1, &rows, errstr, sizeof errstr) != 0)
+            fail_msg("%s", errstr);
+        within = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
+        hr_mysql_rows_free(rows);
+    }
     control = reads_of(DSP_CONTROL_SCAN_SQL, pc, 3);
     sweep = reads_of(DSP_SWEEP_PAGE_SQL, ps, 6);
+    scan = reads_and_ids(DSP_SCAN_PAGE_SQL, pn, 11, got_scan, sizeof got_scan);
+    poll = reads_and_ids(DSP_POLL_OVERDUE_SQL, pp, 5, got_poll, sizeof got_poll);
     /* Finished: no dispatcher of another suite sees them unfinished. */
-    sql_exec("UPDATE push_task SET state = 'done' WHERE topic = ? AND name = 'ahead'", topic, 1);
-    if (control > unfinished + 10 || sweep > unfinished + 10)
-        fail_msg("the control scan read %" PRId64 " rows, the sweep's page %" PRId64
-                 ", with %" PRId64 " tasks unfinished",
-                 control, sweep, unfinished);
+    sql_exec("UPDATE push_task SET state = 'done' WHERE topic = ? AND name IN ('ahead', 'window')",
+             topic, 1);
+    printf("# reads: control %" PRId64 " (%" PRId64 " to act on), sweep %" PRId64 " (%" PRId64
+           " unfinished), scan %" PRId64 " and poll %" PRId64 " (%" PRId64 " within)\n",
+           control, acting, sweep, unfinished, scan, poll, within);
+    if (control > acting + 10 || sweep > unfinished + 10)
+        fail_msg("the control scan read %" PRId64 " rows with %" PRId64
+                 " to act on, the sweep's page %" PRId64 " with %" PRId64 " tasks unfinished",
+                 control, acting, sweep, unfinished);
+    if (strcmp(got_scan, want_scan) != 0 || strcmp(got_poll, want_poll) != 0)
+        fail_msg("due within 40 days: the scan returned [%s] (want [%s]), the poller [%s] (want "
+                 "[%s])",
+                 got_scan, want_scan, got_poll, want_poll);
+    if (scan > within + 20 || poll > within + 20)
+        fail_msg("the scan read %" PRId64 " rows, the poller %" PRId64 ", with %" PRId64
+                 " scheduled tasks due within",
+                 scan, poll, within);
 }
 
 int main(void)

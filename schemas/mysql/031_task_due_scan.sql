@@ -1,0 +1,22 @@
+-- The dispatcher's scans of push_task as range reads of the tasks they act
+-- on (dispatcher/dsp_scan.h, dsp_poll.h, dsp_control.h; docs/performance.md
+-- "Reminders scheduled ahead").
+--
+-- Why: the scanner (every scan_interval_ms, 1 s) and the DB poller ask for
+-- the scheduled tasks whose first due instant (due_at, or due_at - 14 h for
+-- a local_time task: HR_STATE_FIRST_DUE_SQL) has come or comes within the
+-- horizon, and push_task_state_due (state, due_at) cannot range on that
+-- expression: each read every scheduled task's row.  The control scan
+-- (pause, resume, cancel to act on) read every unfinished task's index
+-- entry.  With 1,000,000 reminders scheduled 30 days ahead an idle
+-- dispatcher kept MariaDB at 0.93 of a core, the scanner's statement took
+-- 2.0 s, the control scan's 2.0 s.  With this index the scanner's and the
+-- poller's conditions are written per local_time value (HR_STATE_DUE_BY_SQL),
+-- each a range of due_at, and the control scan's are ranges of
+-- (state, control): each reads the tasks it returns.
+--
+-- The cost: a task's state changes (its claim, its dispatch, its finish)
+-- move its entry here as in push_task_state_due.  Added in place, without
+-- locking the table (1.7 s for 1,000,000 rows on the bench stack).
+ALTER TABLE push_task
+  ADD INDEX IF NOT EXISTS push_task_state_control_due (state, control, local_time, due_at);
