@@ -1,17 +1,13 @@
 """Unit tests of the fault matrix's stall measure for worker-kill
-(tests/faults/run kill_stall), on logs written here: no stack needed.
+(tests/faults/stall.py kill_stall), on logs written here: no stack needed.
 Run: python3 tests/faults/test_stall.py"""
-import importlib.machinery
-import importlib.util
 import os
+import sys
 import tempfile
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-_loader = importlib.machinery.SourceFileLoader("faults_run", os.path.join(HERE, "run"))
-_spec = importlib.util.spec_from_loader("faults_run", _loader)
-run = importlib.util.module_from_spec(_spec)
-_loader.exec_module(run)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import stall as run  # noqa: E402
 
 
 class Proc:
