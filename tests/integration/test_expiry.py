@@ -91,15 +91,19 @@ def main():
         # 5. the crashed holder's chunk, redelivered after expire_at.
         crash_uids = list(range(9500001, 9500031))
         # Subscriptions are only taken while scheduled (the guard trigger):
-        # held by control=pause until the row says what a dispatcher wrote.
+        # held under a topic no dispatcher serves until the row says what a
+        # dispatcher wrote.  Not by control=pause: a control scan between
+        # the two statements pauses the task and sets its ctl key, which
+        # the UPDATE below would leave saying pause, and the worker parks
+        # the chunk for good (CI, Redis Cluster run, 2026-12-03).
         crash = env.insert_task("expire-crash", "webhook",
                                 due="UTC_TIMESTAMP(3) - INTERVAL 20 SECOND",
                                 expire_at="UTC_TIMESTAMP(3) - INTERVAL 10 SECOND",
-                                control="'pause'",
+                                topic="'%s_held'" % env.topic,
                                 _subs=",".join("(@t,%d)" % u for u in crash_uids))
-        env.sql("UPDATE push_task SET state = 'dispatched', control = 'run', "
+        env.sql("UPDATE push_task SET state = 'dispatched', topic = '%s', "
                 "started_at = UTC_TIMESTAMP(3), dispatched_at = UTC_TIMESTAMP(3) "
-                "WHERE id = %d" % crash)
+                "WHERE id = %d" % (env.topic, crash))
         env.r.cmd("SADD", env.key(crash, "chunk:1"), *crash_uids)
         env.r.cmd("HSET", env.key(crash, "pending"), 1, str(int(time.time() * 1000)))
         env.r.cmd("SET", env.key(crash, "seq"), 1)
