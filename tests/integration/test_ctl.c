@@ -121,6 +121,15 @@ static void ctl_run_free(ctl_run *r)
     free(r);
 }
 
+/* Fails, printing what heraldctl wrote, unless its stdout in R holds
+ * WANT: a bare strstr assertion left a failure that did not repeat
+ * unexplained. */
+static void assert_out(const ctl_run *r, const char *want)
+{
+    if (strstr(r->out, want) == NULL)
+        fail_msg("heraldctl's output lacks \"%s\":\n%s", want, r->out);
+}
+
 /* Runs heraldctl -c CONFIG ARGS... (NULL-terminated) with stdin from
  * STDIN_PATH (NULL = /dev/null). */
 static void run_ctl(ctl_run *r, const char *stdin_path, ...)
@@ -287,8 +296,8 @@ static void test_create_every_flag(void **state)
     run_ctl(r, NULL, "create", "--name", "plain", "--channel", cfg->channels[0].name, "--topic",
             topic, "--due-at", "2031-01-02T03:04:05Z", NULL);
     assert_int_equal(r->rc, 0);
-    assert_non_null(strstr(r->out, "created task "));
-    assert_non_null(strstr(r->out, " due 2031-01-02T03:04:05.000Z"));
+    assert_out(r, "created task ");
+    assert_out(r, " due 2031-01-02T03:04:05.000Z");
     ctl_run_free(r);
 }
 
@@ -370,8 +379,8 @@ static void test_import(void **state)
     run_ctl(r, NULL, "import", idtext, path, NULL);
     if (r->rc != 0)
         fail_msg("import: rc %d: %s", r->rc, r->err);
-    assert_non_null(strstr(r->out, "imported 50,050 ids into task"));
-    assert_non_null(strstr(r->out, "50,000 new, 50 duplicates"));
+    assert_out(r, "imported 50,050 ids into task");
+    assert_out(r, "50,000 new, 50 duplicates");
     assert_int_equal(subscriptions(id), IMPORT_IDS);
     assert_int_equal(scard(id), IMPORT_IDS);
 
@@ -379,7 +388,7 @@ static void test_import(void **state)
     run_ctl(r, path, "import", idtext, "-", NULL);
     if (r->rc != 0)
         fail_msg("re-import: rc %d: %s", r->rc, r->err);
-    assert_non_null(strstr(r->out, "0 new, 50,050 duplicates"));
+    assert_out(r, "0 new, 50,050 duplicates");
     assert_int_equal(subscriptions(id), IMPORT_IDS);
     assert_int_equal(scard(id), IMPORT_IDS);
 
@@ -387,10 +396,10 @@ static void test_import(void **state)
     run_ctl(r, NULL, "status", idtext, NULL);
     if (r->rc != 0)
         fail_msg("status: rc %d: %s", r->rc, r->err);
-    assert_non_null(strstr(r->out, ": scheduled"));
-    assert_non_null(strstr(r->out, "subs left 50,000"));
-    assert_non_null(strstr(r->out, "0.0%  0 of 50,000"));
-    assert_non_null(strstr(r->out, "sent 0  failed 0  throttled 0  pulled 0  cancelled 0"));
+    assert_out(r, ": scheduled");
+    assert_out(r, "subs left 50,000");
+    assert_out(r, "0.0%  0 of 50,000");
+    assert_out(r, "sent 0  failed 0  throttled 0  pulled 0  cancelled 0");
     unlink(path);
     ctl_run_free(r);
 }
@@ -581,15 +590,15 @@ static void test_status_watch_and_list(void **state)
     run_ctl(r, NULL, "status", idtext, "--watch", "--interval", "100ms", NULL);
     if (r->rc != 0)
         fail_msg("status --watch: rc %d: %s", r->rc, r->err);
-    assert_non_null(strstr(r->out, "100.0%  100/100  sent 90 failed 4 throttled 3"));
-    assert_non_null(strstr(r->out, "total 100  sent 90  failed 4  throttled 3  pulled 2  "
-                                   "cancelled 1  retried 7"));
+    assert_out(r, "100.0%  100/100  sent 90 failed 4 throttled 3");
+    assert_out(r, "total 100  sent 90  failed 4  throttled 3  pulled 2  "
+                  "cancelled 1  retried 7");
 
     exec_id("UPDATE push_task SET state = 'failed', last_error = 'broken on purpose' WHERE id = ?",
             id);
     run_ctl(r, NULL, "status", idtext, "--watch", NULL);
     assert_int_equal(r->rc, 1);
-    assert_non_null(strstr(r->out, "error     broken on purpose"));
+    assert_out(r, "error     broken on purpose");
 
     run_ctl(r, NULL, "status", "999999999999", NULL);
     assert_int_equal(r->rc, 1);
@@ -597,9 +606,9 @@ static void test_status_watch_and_list(void **state)
 
     run_ctl(r, NULL, "list", "--state", "failed", "--limit", "1000", NULL);
     assert_int_equal(r->rc, 0);
-    assert_non_null(strstr(r->out, "finished one"));
+    assert_out(r, "finished one");
     snprintf(name, sizeof name, "\n%8s  finished one", idtext);
-    assert_non_null(strstr(r->out, name));
+    assert_out(r, name);
     run_ctl(r, NULL, "list", "--state", "scheduled", "--limit", "1000", NULL);
     assert_int_equal(r->rc, 0);
     assert_null(strstr(r->out, "finished one"));
@@ -699,10 +708,10 @@ static void test_list_utf8_and_json(void **state)
     hdr_error = strstr(r->out, "LAST ERROR");
     assert_non_null(hdr_state);
     assert_non_null(hdr_error);
-    assert_non_null(strstr(r->out, "THROTTLED"));
-    assert_non_null(strstr(r->out, "PULLED"));
-    assert_non_null(strstr(r->out, "CANCELLED"));
-    assert_non_null(strstr(r->out, "EXPIRED"));
+    assert_out(r, "THROTTLED");
+    assert_out(r, "PULLED");
+    assert_out(r, "CANCELLED");
+    assert_out(r, "EXPIRED");
     state_col = columns(r->out, (size_t)(hdr_state - r->out));
     error_col = columns(r->out, (size_t)(hdr_error - r->out));
     for (int i = 0; i < 3; i++) {
