@@ -217,20 +217,7 @@ static int dsp_pace_read(hr_mysql *m, const char *channel, int64_t exclude, int6
     hr_mysql_rows *res = NULL;
     size_t n = 0;
 
-    if (hr_mysql_query(
-            m,
-            "SELECT id, CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), "
-            "GREATEST(0, total - sent - failed - throttled - pulled - cancelled - unregistered "
-            "- expired - opted_out - suppressed), "
-            "rate_limit, priority, "
-            "COALESCE(CAST(ROUND(UNIX_TIMESTAMP(finish_by) * 1000) AS SIGNED), -1), shards, "
-            "state = 'scheduled' "
-            "FROM push_task WHERE channel = ? AND id <> ? AND due_at IS NOT NULL "
-            "AND control = 'run' AND due_at <= FROM_UNIXTIME(? / 1000) "
-            "AND (state IN ('dispatching', 'dispatched') OR "
-            "(state = 'scheduled' AND due_at >= FROM_UNIXTIME(? / 1000))) "
-            "ORDER BY due_at DESC, id DESC LIMIT ?",
-            p, 5, &res, errstr, errlen) < 0)
+    if (hr_mysql_query(m, DSP_PACE_READ_SQL, p, 5, &res, errstr, errlen) < 0)
         return -1;
     for (size_t i = 0; i < res->nrows && n < max; i++, n++) {
         hr_pace_row *row = &rows[n];

@@ -10,6 +10,26 @@
 #include "dsp.h"
 #include "hr_task.h"
 
+/* A channel's unfinished tasks that may share a budget (params: the
+ * channel, a task id to leave out, the latest due_at in ms, the earliest
+ * due_at of a scheduled one in ms, the limit), the latest due first.
+ * local_time IN (0, 1) (the values a valid row has) lets the scheduled
+ * ones be read as ranges of due_at on push_task_state_control_due, whose
+ * third column it is (032_task_state_due_drop.sql): without it each read
+ * every scheduled task's index entry (test_scan_reads). */
+#define DSP_PACE_READ_SQL                                                                 \
+    "SELECT id, CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), "                   \
+    "GREATEST(0, total - sent - failed - throttled - pulled - cancelled - unregistered "  \
+    "- expired - opted_out - suppressed), "                                               \
+    "rate_limit, priority, "                                                              \
+    "COALESCE(CAST(ROUND(UNIX_TIMESTAMP(finish_by) * 1000) AS SIGNED), -1), shards, "     \
+    "state = 'scheduled' "                                                                \
+    "FROM push_task WHERE channel = ? AND id <> ? AND due_at IS NOT NULL "                \
+    "AND control = 'run' AND local_time IN (0, 1) AND due_at <= FROM_UNIXTIME(? / 1000) " \
+    "AND (state IN ('dispatching', 'dispatched') OR "                                     \
+    "(state = 'scheduled' AND due_at >= FROM_UNIXTIME(? / 1000))) "                       \
+    "ORDER BY due_at DESC, id DESC LIMIT ?"
+
 /* What one scan's estimates share (dsp_pace.c says why): the subscriber
  * counts by task id, and the rows of the channels' tasks; its owner's
  * thread only. */

@@ -32,7 +32,7 @@
  * dispatcher's scans and the task history"). */
 #define DSP_SWEEP_PAGE_SQL                                                                  \
     "SELECT id, state, CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), shards "       \
-    "FROM push_task FORCE INDEX (push_task_state_due) "                                     \
+    "FROM push_task FORCE INDEX (push_task_state_control_due) "                             \
     "WHERE state IN ('dispatching', 'dispatched') AND id > ? AND (? IS NULL OR topic = ?) " \
     "AND " DSP_SWEEP_OWNER_SQL " ORDER BY id LIMIT ?"
 

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "dsp_control.h"
+#include "dsp_pace.h"
 #include "dsp_poll.h"
 #include "dsp_scan.h"
 #include "dsp_sweep.h"
@@ -1221,7 +1222,14 @@ static void test_scan_reads(void **state)
     const hr_mysql_param pp[] = {HR_P_I64(-within_s * 1000000), HR_P_I64(-within_s * 1000000),
                                  HR_P_STR(task_topic), HR_P_STR(task_topic), HR_P_I64(100)};
     const hr_mysql_param pw[] = {HR_P_I64(within_s)};
-    int64_t unfinished, acting, within, control, sweep, scan, poll, a, b;
+    /* The pacing's neighbours of a task due 60 days and 645 minutes ahead:
+     * the scheduled 'ahead' tasks due 640 to 650 minutes after 60 days,
+     * and every task in flight. */
+    const int64_t day60 = itest_now_ms() + (int64_t)60 * 86400 * 1000;
+    const hr_mysql_param pa[] = {HR_P_STR("webhook"), HR_P_I64(0), HR_P_I64(day60 + 650 * 60000),
+                                 HR_P_I64(day60 + 640 * 60000), HR_P_I64(100000)};
+    int64_t unfinished, acting, within, control, sweep, scan, poll, a, b, inflight, paced;
+    int64_t pace, pace_scheduled = 0, paced_returned = 0;
     char want_scan[64], want_poll[64], got_scan[256], got_poll[256];
 
     (void)state;
@@ -1264,6 +1272,36 @@ static void test_scan_reads(void **state)
         within = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
         hr_mysql_rows_free(rows);
     }
+    inflight = itest_sql_i64(db,
+                             "SELECT COUNT(*) FROM push_task WHERE state IN ('dispatching', "
+                             "'dispatched')",
+                             0);
+    {
+        hr_mysql_rows *rows = NULL;
+
+        if (hr_mysql_query(db,
+                           "SELECT COUNT(*) FROM push_task WHERE channel = ? AND state = "
+                           "'scheduled' AND control = 'run' AND due_at >= FROM_UNIXTIME(? / 1000) "
+                           "AND due_at <= FROM_UNIXTIME(? / 1000)",
+                           (const hr_mysql_param[]){pa[0], pa[3], pa[2]}, 3, &rows, errstr,
+                           sizeof errstr) != 0)
+            fail_msg("%s", errstr);
+        paced = strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10);
+        hr_mysql_rows_free(rows);
+    }
+    {
+        int64_t before = rows_read_any();
+        hr_mysql_rows *rows = NULL;
+
+        if (hr_mysql_query(db, DSP_PACE_READ_SQL, pa, 5, &rows, errstr, sizeof errstr) != 0)
+            fail_msg("the pacing's read: %s", errstr);
+        pace = rows_read_any() - before;
+        for (size_t i = 0; i < rows->nrows; i++)
+            if (strcmp(hr_mysql_cell(rows, i, 7), "1") == 0)
+                pace_scheduled++;
+        paced_returned = (int64_t)rows->nrows;
+        hr_mysql_rows_free(rows);
+    }
     control = reads_of(DSP_CONTROL_SCAN_SQL, pc, 3);
     sweep = reads_of(DSP_SWEEP_PAGE_SQL, ps, 6);
     scan = reads_and_ids(DSP_SCAN_PAGE_SQL, pn, 11, got_scan, sizeof got_scan);
@@ -1274,6 +1312,13 @@ static void test_scan_reads(void **state)
     printf("# reads: control %" PRId64 " (%" PRId64 " to act on), sweep %" PRId64 " (%" PRId64
            " unfinished), scan %" PRId64 " and poll %" PRId64 " (%" PRId64 " within)\n",
            control, acting, sweep, unfinished, scan, poll, within);
+    printf("# reads: pace %" PRId64 " (%" PRId64 " returned, %" PRId64 " scheduled of %" PRId64
+           " in its window, %" PRId64 " in flight)\n",
+           pace, paced_returned, pace_scheduled, paced, inflight);
+    if (pace_scheduled != paced || paced < 9 || pace > inflight + paced + 20)
+        fail_msg("the pacing's read returned %" PRId64 " scheduled tasks of %" PRId64
+                 " in its window, reading %" PRId64 " rows with %" PRId64 " tasks in flight",
+                 pace_scheduled, paced, pace, inflight);
     if (control > acting + 10 || sweep > unfinished + 10)
         fail_msg("the control scan read %" PRId64 " rows with %" PRId64
                  " to act on, the sweep's page %" PRId64 " with %" PRId64 " tasks unfinished",
