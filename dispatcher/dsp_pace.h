@@ -15,8 +15,9 @@
  * due_at of a scheduled one in ms, the limit), the latest due first.
  * local_time IN (0, 1) (the values a valid row has) lets the scheduled
  * ones be read as ranges of due_at on push_task_state_control_due, whose
- * third column it is (032_task_state_due_drop.sql): without it each read
- * every scheduled task's index entry (test_scan_reads). */
+ * third column it is: the release after this one drops
+ * push_task_state_due (docs/operations.md, section 5), and without it
+ * this read took every scheduled task's index entry (test_scan_reads). */
 #define DSP_PACE_READ_SQL                                                                 \
     "SELECT id, CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), "                   \
     "GREATEST(0, total - sent - failed - throttled - pulled - cancelled - unregistered "  \
