@@ -13,11 +13,12 @@
 /* A channel's unfinished tasks that may share a budget (params: the
  * channel, a task id to leave out, the latest due_at in ms, the earliest
  * due_at of a scheduled one in ms, the limit), the latest due first.
- * local_time IN (0, 1) (the values a valid row has) lets the scheduled
- * ones be read as ranges of due_at on push_task_state_control_due, whose
- * third column it is: the release after this one drops
- * push_task_state_due (docs/operations.md, section 5), and without it
- * this read took every scheduled task's index entry (test_scan_reads). */
+ * Read by ranges of push_task_state_control_due, named as the scanner's
+ * statements name it: local_time IN (0, 1) (the values a valid row has,
+ * the index's third column) makes the scheduled ones ranges of due_at;
+ * without it this read took every scheduled task's index entry
+ * (test_scan_reads).  push_task_state_due, which served it before, is the
+ * next release's to drop (docs/operations.md, section 5). */
 #define DSP_PACE_READ_SQL                                                                 \
     "SELECT id, CAST(ROUND(UNIX_TIMESTAMP(due_at) * 1000) AS SIGNED), "                   \
     "GREATEST(0, total - sent - failed - throttled - pulled - cancelled - unregistered "  \
@@ -25,7 +26,8 @@
     "rate_limit, priority, "                                                              \
     "COALESCE(CAST(ROUND(UNIX_TIMESTAMP(finish_by) * 1000) AS SIGNED), -1), shards, "     \
     "state = 'scheduled' "                                                                \
-    "FROM push_task WHERE channel = ? AND id <> ? AND due_at IS NOT NULL "                \
+    "FROM push_task FORCE INDEX (push_task_state_control_due) "                           \
+    "WHERE channel = ? AND id <> ? AND due_at IS NOT NULL "                               \
     "AND control = 'run' AND local_time IN (0, 1) AND due_at <= FROM_UNIXTIME(? / 1000) " \
     "AND (state IN ('dispatching', 'dispatched') OR "                                     \
     "(state = 'scheduled' AND due_at >= FROM_UNIXTIME(? / 1000))) "                       \
