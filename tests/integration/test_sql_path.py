@@ -98,7 +98,14 @@ def test_import_racing_claim(env, ctl, cfg):
          "UPDATE push_task SET state = 'dispatching', claimed_by = 'test', "
          "started_at = UTC_TIMESTAMP(3) WHERE id = %d; COMMIT;" % (t, t)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    time.sleep(0.5)
+    # The import starts once the claim holds the row (its session sleeps
+    # with the lock), not after a fixed 0.5 s: on a loaded machine the
+    # client took longer to start, and the import's first batch of 10,000
+    # went in before the lock (CI, 2026-12-03).
+    check(wait_until(lambda: int(env.sql(
+        "SELECT COUNT(*) FROM information_schema.PROCESSLIST "
+        "WHERE INFO LIKE 'SELECT SLEEP(2)%'")[0][0]) > 0, 10, 0.05),
+        "the racing claim holds the task row")
     out = subprocess.run([ctl, "-c", cfg, "import", str(t), path], capture_output=True,
                          text=True, timeout=60)
     claim.wait(timeout=30)
