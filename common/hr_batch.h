@@ -7,7 +7,15 @@
  * placeholders would prepare one per size.  The match sorts an index of
  * the batch by its key columns once and looks each answered row up in it,
  * so a batch of N rows answered by M costs O((N + M) log N), where the
- * loops it replaced compared every answered row with every batch row. */
+ * loops it replaced compared every answered row with every batch row.
+ *
+ * A statement joins the table to the JSON_TABLE with FORCE INDEX (PRIMARY)
+ * (or the key it looks rows up by): JSON_TABLE has no row estimate, and on
+ * a table of a few rows MariaDB scans the table instead, so an UPDATE locks
+ * every row it reads.  An admin's transaction still inserting one task's
+ * subscriptions (the guard trigger share-locks that task's row) then held
+ * back every other task's totals, counters and finish until it ended
+ * (test_sql_path, "a task due beside it", on a fresh stack). */
 #ifndef HR_BATCH_H
 #define HR_BATCH_H
 

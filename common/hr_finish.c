@@ -116,7 +116,7 @@ int hr_finish_raise_batch(hr_mysql *m, const hr_finish_raise_row *rows, size_t n
                                 "cancelled BIGINT PATH '$[5]', retried BIGINT PATH '$[6]', "
                                 "unregistered BIGINT PATH '$[7]', expired BIGINT PATH '$[8]', "
                                 "opted_out BIGINT PATH '$[9]', suppressed BIGINT PATH '$[10]')) j "
-                                "STRAIGHT_JOIN push_task t ON t.id = j.task "
+                                "STRAIGHT_JOIN push_task t FORCE INDEX (PRIMARY) ON t.id = j.task "
                                 "SET t.sent = GREATEST(t.sent, j.sent), "
                                 "t.failed = GREATEST(t.failed, j.failed), "
                                 "t.throttled = GREATEST(t.throttled, j.throttled), "
@@ -482,12 +482,13 @@ int hr_finish_tasks(hr_mysql *m, hr_finish_item *items, size_t n, char *errstr, 
             raise[nraise++] = raise[i];
     if (hr_finish_raise_batch(m, raise, nraise, errstr, errlen) < 0 ||
         hr_state_finish(m, pairs, k, &moved, errstr, errlen) < 0 ||
-        (k > 0 && hr_batch_select(
-                      m,
-                      "SELECT t.id, t.unaccounted, t.state FROM JSON_TABLE(?, '$[*]' COLUMNS (task "
-                      "BIGINT PATH '$')) j STRAIGHT_JOIN push_task t ON t.id = j.task",
-                      &(hr_batch){ids, k, 1}, NULL, 0, 1, hr_finish_gap_row,
-                      &(hr_finish_gaps){items, at}, errstr, errlen) < 0))
+        (k > 0 &&
+         hr_batch_select(
+             m,
+             "SELECT t.id, t.unaccounted, t.state FROM JSON_TABLE(?, '$[*]' COLUMNS (task "
+             "BIGINT PATH '$')) j STRAIGHT_JOIN push_task t FORCE INDEX (PRIMARY) ON t.id = j.task",
+             &(hr_batch){ids, k, 1}, NULL, 0, 1, hr_finish_gap_row, &(hr_finish_gaps){items, at},
+             errstr, errlen) < 0))
         goto done;
 out:
     rc = 0;

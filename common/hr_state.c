@@ -124,7 +124,7 @@ int hr_state_claim_batch(hr_mysql *m, const int64_t *ids, size_t n, const char *
     rc = hr_batch_exec(m,
                        "SET STATEMENT innodb_lock_wait_timeout = 1 FOR "
                        "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (claim_id BIGINT PATH '$')) j "
-                       "STRAIGHT_JOIN push_task t ON t.id = j.claim_id "
+                       "STRAIGHT_JOIN push_task t FORCE INDEX (PRIMARY) ON t.id = j.claim_id "
                        "SET t.state = 'dispatching', t.claimed_by = ?, "
                        "t.lease_until = UTC_TIMESTAMP(3) + INTERVAL ? SECOND, "
                        "t.started_at = COALESCE(t.started_at, UTC_TIMESTAMP(3)) "
@@ -143,7 +143,7 @@ int hr_state_dispatched(hr_mysql *m, const int64_t *ids, size_t n, const char *o
     *moved = 0;
     return hr_batch_exec(m,
                          "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (task_id BIGINT PATH '$')) j "
-                         "STRAIGHT_JOIN push_task t ON t.id = j.task_id "
+                         "STRAIGHT_JOIN push_task t FORCE INDEX (PRIMARY) ON t.id = j.task_id "
                          "SET t.state = 'dispatched', t.dispatched_at = UTC_TIMESTAMP(3) "
                          "WHERE t.state = 'dispatching' AND t.claimed_by = ?",
                          &(hr_batch){ids, n, 1}, p, 1, moved, NULL, errstr, errlen);
@@ -204,7 +204,7 @@ int hr_state_finish(hr_mysql *m, const int64_t *rows, size_t n, uint64_t *moved,
     return hr_batch_exec(
         m,
         "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$[0]', subs BIGINT PATH '$[1]')) j "
-        "STRAIGHT_JOIN push_task t ON t.id = j.task "
+        "STRAIGHT_JOIN push_task t FORCE INDEX (PRIMARY) ON t.id = j.task "
         "SET t.state = IF(t.control = 'cancel', 'cancelled', "
         "IF(" HR_STATE_GAP " > 0, 'failed', 'done')), "
         "t.last_error = IF(t.control <> 'cancel' AND " HR_STATE_GAP " > 0, CONCAT(" HR_STATE_GAP

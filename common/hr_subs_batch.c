@@ -158,7 +158,7 @@ static int hr_subs_b_epochs(hr_mysql *m, hr_subs_batch *b, char *errstr, size_t 
                         "t.series_id IS NOT NULL FROM "
                         "JSON_TABLE(?, '$[*]' COLUMNS "
                         "(task BIGINT PATH '$[0]', sfrom BIGINT PATH '$[1]')) j "
-                        "STRAIGHT_JOIN push_task t ON t.id = j.task",
+                        "STRAIGHT_JOIN push_task t FORCE INDEX (PRIMARY) ON t.id = j.task",
                         &(hr_batch){cells, k, 2}, NULL, 0, 1, hr_subs_epochs_row,
                         &(hr_subs_epochs){b, at, found}, errstr, errlen) < 0)
         goto done;

@@ -303,10 +303,11 @@ int hr_task_load_many(hr_mysql *m, const int64_t *ids, size_t n, hr_task ***out,
 
     *out = NULL;
     *nout = 0;
-    if (hr_batch_query(m,
-                       "SELECT " HR_TASK_COLUMNS " FROM JSON_TABLE(?, '$[*]' COLUMNS (want BIGINT "
-                       "PATH '$')) j STRAIGHT_JOIN push_task ON push_task.id = j.want",
-                       &(hr_batch){ids, n, 1}, NULL, 0, &rows, errstr, errlen) < 0)
+    if (hr_batch_query(
+            m,
+            "SELECT " HR_TASK_COLUMNS " FROM JSON_TABLE(?, '$[*]' COLUMNS (want BIGINT "
+            "PATH '$')) j STRAIGHT_JOIN push_task FORCE INDEX (PRIMARY) ON push_task.id = j.want",
+            &(hr_batch){ids, n, 1}, NULL, 0, &rows, errstr, errlen) < 0)
         goto done;
     if ((tasks = calloc(rows->nrows + 1, sizeof *tasks)) == NULL) {
         snprintf(errstr, errlen, "out of memory");

@@ -136,7 +136,8 @@ static int dsp_report_totals(hr_mysql *m, const dsp_report_sum *sum, size_t n, c
     /* One row per task in the list, so each total grows once. */
     rc = hr_batch_exec(m,
                        "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$[0]', "
-                       "size BIGINT PATH '$[1]')) j STRAIGHT_JOIN push_task t ON t.id = j.task "
+                       "size BIGINT PATH '$[1]')) j STRAIGHT_JOIN push_task t FORCE INDEX "
+                       "(PRIMARY) ON t.id = j.task "
                        "SET t.total = t.total + j.size",
                        &(hr_batch){cells, rows, 2}, NULL, 0, NULL, NULL, errstr, errlen);
     free(cells);

@@ -108,12 +108,12 @@ static int wk_chunkrows_exist(hr_mysql *m, const int64_t *cells, size_t n, size_
                               bool *found, char *errstr, size_t errlen)
 {
     memset(found, 0, n * sizeof *found);
-    return hr_batch_select(m,
-                           "SELECT DISTINCT c.task_id, c.seq FROM JSON_TABLE(?, '$[*]' COLUMNS "
-                           "(task BIGINT PATH '$[0]', seq BIGINT PATH '$[1]')) j STRAIGHT_JOIN "
-                           "push_chunk c ON c.task_id = j.task AND c.seq = j.seq",
-                           &(hr_batch){cells, n, ncols}, NULL, 0, 2, hr_batch_mark, found, errstr,
-                           errlen);
+    return hr_batch_select(
+        m,
+        "SELECT DISTINCT c.task_id, c.seq FROM JSON_TABLE(?, '$[*]' COLUMNS "
+        "(task BIGINT PATH '$[0]', seq BIGINT PATH '$[1]')) j STRAIGHT_JOIN "
+        "push_chunk c FORCE INDEX (PRIMARY) ON c.task_id = j.task AND c.seq = j.seq",
+        &(hr_batch){cells, n, ncols}, NULL, 0, 2, hr_batch_mark, found, errstr, errlen);
 }
 
 /* Writes the N chunk ends EVS (in their order; end I waits since
@@ -171,7 +171,8 @@ static int wk_chunkrows_write_ends(wk_chunkrows *cr, hr_mysql *m, const wk_event
     if (hr_batch_exec(m,
                       "UPDATE JSON_TABLE(?, '$[*]' COLUMNS (task BIGINT PATH '$[0]', seq BIGINT "
                       "PATH '$[1]', state INT PATH '$[2]', done_ms BIGINT PATH '$[3]')) j "
-                      "STRAIGHT_JOIN push_chunk c ON c.task_id = j.task AND c.seq = j.seq "
+                      "STRAIGHT_JOIN push_chunk c FORCE INDEX (PRIMARY) ON c.task_id = j.task AND "
+                      "c.seq = j.seq "
                       "SET c.state = ELT(j.state + 1, 'done', 'parked', 'cancelled', 'expired'), "
                       "c.done_at = FROM_UNIXTIME(j.done_ms / 1000), c.worker = ? "
                       "WHERE c.state <> 'done'",
