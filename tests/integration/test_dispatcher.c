@@ -1068,6 +1068,23 @@ static int64_t rows_read_any(void)
            itest_sql_i64(db, "SHOW SESSION STATUS LIKE 'Handler_icp_match'", 1);
 }
 
+/* Rows read by STATEMENT (params P, NP), which must succeed; its result
+ * in *ROWS (the caller frees it) unless ROWS is NULL. */
+static int64_t reads_of(const char *sql, const hr_mysql_param *p, size_t np, hr_mysql_rows **rows)
+{
+    int64_t before = rows_read_any(), read;
+    hr_mysql_rows *got = NULL;
+
+    if (hr_mysql_query(db, sql, p, np, &got, errstr, sizeof errstr) != 0)
+        fail_msg("%s: %s", sql, errstr);
+    read = rows_read_any() - before;
+    if (rows != NULL)
+        *rows = got;
+    else
+        hr_mysql_rows_free(got);
+    return read;
+}
+
 /* The pull's tasks of a uid (HR_SUBS_PULL_TASKS_FROM) are read from its
  * subscriptions and its series' occurrences, not from a scan of every
  * task: 500 finished tasks of history beside them add no read.  A
@@ -1077,7 +1094,7 @@ static int64_t rows_read_any(void)
 static void test_pull_reads(void **state)
 {
     int64_t due = itest_now_ms() + 3600000, uid = 7000000000000 + (int64_t)getpid(), live, gone;
-    int64_t occ, series, before, read;
+    int64_t occ, series, read;
     const hr_mysql_param hist[] = {HR_P_STR(task_topic)};
     const hr_mysql_param pull[] = {HR_P_I64(uid), HR_P_I64(uid), HR_P_I64(uid),
                                    HR_P_I64(due - 43200000), HR_P_I64(due + 43200000)};
@@ -1128,11 +1145,7 @@ static void test_pull_reads(void **state)
     sql_exec("INSERT INTO push_task (name, topic, channel, due_at, state) SELECT 'history', ?, "
              "'webhook', UTC_TIMESTAMP(3) - INTERVAL seq HOUR, 'done' FROM seq_1_to_500",
              hist, 1);
-    before = rows_read_any();
-    if (hr_mysql_query(db, "SELECT push_task.id" HR_SUBS_PULL_TASKS_FROM, pull, 5, &rows, errstr,
-                       sizeof errstr) != 0)
-        fail_msg("the pull's statement: %s", errstr);
-    read = rows_read_any() - before;
+    read = reads_of("SELECT push_task.id" HR_SUBS_PULL_TASKS_FROM, pull, 5, &rows);
     assert_int_equal(rows->nrows, 2);
     assert_int_equal(strtoll(hr_mysql_cell(rows, 0, 0), NULL, 10), live);
     assert_int_equal(strtoll(hr_mysql_cell(rows, 1, 0), NULL, 10), occ);
@@ -1150,35 +1163,21 @@ static void test_pull_reads(void **state)
     }
 }
 
-/* Rows read by STATEMENT (params P, NP), which must succeed. */
-static int64_t reads_of(const char *sql, const hr_mysql_param *p, size_t np)
-{
-    int64_t before = rows_read_any();
-    hr_mysql_rows *rows = NULL;
-
-    if (hr_mysql_query(db, sql, p, np, &rows, errstr, sizeof errstr) != 0)
-        fail_msg("%s: %s", sql, errstr);
-    hr_mysql_rows_free(rows);
-    return rows_read_any() - before;
-}
-
 /* The ids a statement returned (its first column), as "id id ..." into
  * OUT, and the rows MariaDB read for it. */
 static int64_t reads_and_ids(const char *sql, const hr_mysql_param *p, size_t np, char *out,
                              size_t outlen)
 {
-    int64_t before = rows_read_any();
     hr_mysql_rows *rows = NULL;
+    int64_t read = reads_of(sql, p, np, &rows);
     size_t used = 0;
 
-    if (hr_mysql_query(db, sql, p, np, &rows, errstr, sizeof errstr) != 0)
-        fail_msg("%s: %s", sql, errstr);
     out[0] = '\0';
     for (size_t i = 0; i < rows->nrows && used < outlen; i++)
         used += (size_t)snprintf(out + used, outlen - used, "%s%s", i > 0 ? " " : "",
                                  hr_mysql_cell(rows, i, 0));
     hr_mysql_rows_free(rows);
-    return rows_read_any() - before;
+    return read;
 }
 
 /* One task of the case's topic due at now + AT_S seconds, LOCAL_TIME. */
@@ -1250,7 +1249,7 @@ static void test_scan_reads(void **state)
     /* The scan's soonest first due first, the poller's soonest due_at. */
     snprintf(want_scan, sizeof want_scan, "%" PRId64 " %" PRId64, b, a);
     snprintf(want_poll, sizeof want_poll, "%" PRId64 " %" PRId64, a, b);
-    reads_of("ANALYZE TABLE push_task", NULL, 0);
+    reads_of("ANALYZE TABLE push_task", NULL, 0, NULL);
     unfinished = itest_sql_i64(db,
                                "SELECT COUNT(*) FROM push_task WHERE state IN ('scheduled', "
                                "'dispatching', 'dispatched', 'paused')",
@@ -1290,20 +1289,17 @@ static void test_scan_reads(void **state)
         hr_mysql_rows_free(rows);
     }
     {
-        int64_t before = rows_read_any();
         hr_mysql_rows *rows = NULL;
 
-        if (hr_mysql_query(db, DSP_PACE_READ_SQL, pa, 5, &rows, errstr, sizeof errstr) != 0)
-            fail_msg("the pacing's read: %s", errstr);
-        pace = rows_read_any() - before;
+        pace = reads_of(DSP_PACE_READ_SQL, pa, 5, &rows);
         for (size_t i = 0; i < rows->nrows; i++)
             if (strcmp(hr_mysql_cell(rows, i, 7), "1") == 0)
                 pace_scheduled++;
         paced_returned = (int64_t)rows->nrows;
         hr_mysql_rows_free(rows);
     }
-    control = reads_of(DSP_CONTROL_SCAN_SQL, pc, 3);
-    sweep = reads_of(DSP_SWEEP_PAGE_SQL, ps, 6);
+    control = reads_of(DSP_CONTROL_SCAN_SQL, pc, 3, NULL);
+    sweep = reads_of(DSP_SWEEP_PAGE_SQL, ps, 6, NULL);
     scan = reads_and_ids(DSP_SCAN_PAGE_SQL, pn, 11, got_scan, sizeof got_scan);
     poll = reads_and_ids(DSP_POLL_OVERDUE_SQL, pp, 5, got_poll, sizeof got_poll);
     /* Finished: no dispatcher of another suite sees them unfinished. */
