@@ -106,6 +106,11 @@ static void hk_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
      * the rest is the next owner's to read again.  The events still queued
      * here are delivered all the same (a receiver may see them twice). */
     hk_store_offsets(h);
+    /* Resumed while still assigned: librdkafka keeps a partition's pause
+     * flag across an unassign, and the next assignment, which starts with
+     * h->paused false, would never fetch a partition paused here (the
+     * worker's revoke does the same, worker/wk_revoke.h). */
+    hk_pause(h, false);
     for (size_t i = 0; i < h->nassigned; i++)
         hk_offsets_forget(h->offsets, h->assigned[i]);
     h->nassigned = 0;

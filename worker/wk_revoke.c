@@ -52,6 +52,11 @@ void wk_revoke_finish(wk_revoke *rv)
     for (int i = 0; i < parts->cnt; i++)
         wk_lifecycle_forget(rv->life, parts->elems[i].partition);
     hr_log_info("partitions_revoked", "count=%d", parts->cnt);
+    /* Paused by wk_revoke_start (and perhaps by the worker's full inbox):
+     * resumed while still assigned (wk_revoke.h says why). */
+    err = rd_kafka_resume_partitions(rv->rk, parts);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+        hr_log_warn("resume_failed", "error=%s", rd_kafka_err2str(err));
     err = rd_kafka_assign(rv->rk, NULL);
     if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
         hr_log_warn("unassign_failed", "error=%s", rd_kafka_err2str(err));
@@ -92,7 +97,7 @@ static uint64_t wk_revoke_grace_ms(const wk_revoke *rv)
     return (uint64_t)(ms < WK_REVOKE_GRACE_MAX_MS ? ms : WK_REVOKE_GRACE_MAX_MS);
 }
 
-void wk_revoke_start(wk_revoke *rv, const rd_kafka_topic_partition_list_t *parts, bool stopping)
+void wk_revoke_start(wk_revoke *rv, rd_kafka_topic_partition_list_t *parts, bool stopping)
 {
     size_t draining = 0;
 
@@ -108,7 +113,10 @@ void wk_revoke_start(wk_revoke *rv, const rd_kafka_topic_partition_list_t *parts
     }
     rv->parts = rd_kafka_topic_partition_list_copy(parts);
     if (rv->parts == NULL) {
+        /* Out of memory: no drain, but no pause flag left behind either. */
+        rd_kafka_resume_partitions(rv->rk, parts);
         rd_kafka_assign(rv->rk, NULL);
+        rv->hooks.unassigned(rv->hooks.ctx);
         return;
     }
     rd_kafka_pause_partitions(rv->rk, rv->parts);

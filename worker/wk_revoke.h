@@ -8,7 +8,14 @@
  * in the set, offset not stored) and, once none is left, the partitions are
  * unassigned — librdkafka waits for that call (the other members wait in
  * the rebalance, at most max.poll.interval.ms), and the worker keeps
- * polling meanwhile.  Bounded by the slowest channel's timeout_ms + 1 s, at
+ * polling meanwhile.  They are resumed just before the unassign, so that
+ * the next assignment starts unpaused with no resume of its own: librdkafka
+ * keeps a partition's pause flag across an unassign, and a resume right
+ * after an assign (2.0.2 bumps the partition's fetch version even when it
+ * is not paused, librdkafka issues 4686 and 5591) can leave a partition
+ * never fetched: CI's recover-stopped-holder row on 2026-12-03 saw one
+ * partition of a worker unread from its assign on, its chunks and their
+ * redeliveries never started (3,328 recipients left, task dispatched).  Bounded by the slowest channel's timeout_ms + 1 s, at
  * most WK_REVOKE_GRACE_MAX_MS.  A planned scale event thus duplicates
  * nothing.
  *
@@ -51,7 +58,7 @@ void wk_revoke_init(wk_revoke *rv, uv_loop_t *loop, rd_kafka_t *rk, const hr_con
                     wk_lifecycle *life, wk_inbox *inbox, const wk_revoke_hooks *hooks);
 /* Starts draining PARTS (the rebalance callback's list, copied); at once
  * finished when nothing drains or STOPPING. */
-void wk_revoke_start(wk_revoke *rv, const rd_kafka_topic_partition_list_t *parts, bool stopping);
+void wk_revoke_start(wk_revoke *rv, rd_kafka_topic_partition_list_t *parts, bool stopping);
 /* Ends the revoke being drained, if any: what is left of its chunks is
  * abandoned (requests still running are aborted: those recipients may be
  * pushed again by the next owner), the partitions' unsettled messages are

@@ -248,15 +248,13 @@ static void wk_worker_rebalance(rd_kafka_t *rk, rd_kafka_resp_err_t err,
 {
     wk_worker *w = opaque;
 
-    /* A new assignment starts unpaused; the next fetch pauses it if full.
-     * librdkafka keeps a partition's pause flag across a revoke and a new
-     * assign, so partitions paused before a rebalance are resumed
-     * explicitly: otherwise they would never be fetched again. */
+    /* A new assignment starts unpaused (the revoke resumed what was paused
+     * before it unassigned: wk_revoke.h); the next fetch pauses it if the
+     * inbox is full. */
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         w->paused = false;
         hr_log_info("partitions_assigned", "count=%d", parts->cnt);
         rd_kafka_assign(rk, parts);
-        rd_kafka_resume_partitions(rk, parts);
         return;
     }
     if (err != RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS)
