@@ -39,10 +39,24 @@ static bool wk_revoke_draining(const wk_revoke *rv)
     return false;
 }
 
+/* Unassigns PARTS (every assigned partition: the eager protocol revokes
+ * them all), resumed first while still assigned: paused by wk_revoke_start
+ * or by the worker's full inbox (wk_revoke.h says why). */
+static void wk_revoke_unassign(wk_revoke *rv, rd_kafka_topic_partition_list_t *parts)
+{
+    rd_kafka_resp_err_t err = rd_kafka_resume_partitions(rv->rk, parts);
+
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+        hr_log_warn("resume_failed", "error=%s", rd_kafka_err2str(err));
+    err = rd_kafka_assign(rv->rk, NULL);
+    if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+        hr_log_warn("unassign_failed", "error=%s", rd_kafka_err2str(err));
+    rv->hooks.unassigned(rv->hooks.ctx);
+}
+
 void wk_revoke_finish(wk_revoke *rv)
 {
     rd_kafka_topic_partition_list_t *parts = rv->parts;
-    rd_kafka_resp_err_t err;
 
     if (parts == NULL)
         return;
@@ -52,16 +66,8 @@ void wk_revoke_finish(wk_revoke *rv)
     for (int i = 0; i < parts->cnt; i++)
         wk_lifecycle_forget(rv->life, parts->elems[i].partition);
     hr_log_info("partitions_revoked", "count=%d", parts->cnt);
-    /* Paused by wk_revoke_start (and perhaps by the worker's full inbox):
-     * resumed while still assigned (wk_revoke.h says why). */
-    err = rd_kafka_resume_partitions(rv->rk, parts);
-    if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
-        hr_log_warn("resume_failed", "error=%s", rd_kafka_err2str(err));
-    err = rd_kafka_assign(rv->rk, NULL);
-    if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
-        hr_log_warn("unassign_failed", "error=%s", rd_kafka_err2str(err));
+    wk_revoke_unassign(rv, parts);
     rd_kafka_topic_partition_list_destroy(parts);
-    rv->hooks.unassigned(rv->hooks.ctx);
 }
 
 void wk_revoke_check(wk_revoke *rv)
@@ -114,9 +120,7 @@ void wk_revoke_start(wk_revoke *rv, rd_kafka_topic_partition_list_t *parts, bool
     rv->parts = rd_kafka_topic_partition_list_copy(parts);
     if (rv->parts == NULL) {
         /* Out of memory: no drain, but no pause flag left behind either. */
-        rd_kafka_resume_partitions(rv->rk, parts);
-        rd_kafka_assign(rv->rk, NULL);
-        rv->hooks.unassigned(rv->hooks.ctx);
+        wk_revoke_unassign(rv, parts);
         return;
     }
     rd_kafka_pause_partitions(rv->rk, rv->parts);
