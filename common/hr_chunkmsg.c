@@ -58,9 +58,11 @@ int hr_chunkmsg_encode(const hr_chunkmsg *msg, char *buf, size_t len)
     return n < 0 || (size_t)n >= len ? -1 : n;
 }
 
-int hr_chunkmsg_key(const hr_chunkmsg *msg, char *buf, size_t len)
+int hr_chunkmsg_key(const hr_chunkmsg *msg, bool redelivery, char *buf, size_t len)
 {
-    int n = snprintf(buf, len, "%" PRId64 ":%" PRId64, msg->task, msg->seq);
+    int n = redelivery ? snprintf(buf, len, "%" PRId64 ":%" PRId64 ":%" PRId64, msg->task, msg->seq,
+                                  msg->published_ms)
+                       : snprintf(buf, len, "%" PRId64 ":%" PRId64, msg->task, msg->seq);
 
     return n < 0 || (size_t)n >= len ? -1 : n;
 }

@@ -115,7 +115,7 @@ int dsp_kafka_produce(dsp_kafka *kafka, dsp_kafka_msg *msg, char *errstr, size_t
                       .sharded = msg->shard != HR_SHARD_NONE,
                       .shard = msg->shard != HR_SHARD_NONE ? msg->shard : 0};
     char key[64], value[HR_CHUNKMSG_MAX_BYTES];
-    int klen = hr_chunkmsg_key(&cm, key, sizeof key);
+    int klen = hr_chunkmsg_key(&cm, msg->republish, key, sizeof key);
     int vlen = hr_chunkmsg_encode(&cm, value, sizeof value);
     dsp_kafka_msg *om;
     rd_kafka_resp_err_t err;

@@ -33,7 +33,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fprintf(stderr, "fuzz_chunkmsg: round trip changed the message: %.*s\n", n, buf);
         abort();
     }
-    if (hr_chunkmsg_key(&msg, key, sizeof key) < 0) {
+    if (hr_chunkmsg_key(&msg, false, key, sizeof key) < 0 ||
+        hr_chunkmsg_key(&msg, true, key, sizeof key) < 0) {
         fprintf(stderr, "fuzz_chunkmsg: key does not fit in %zu bytes\n", sizeof key);
         abort();
     }

@@ -50,6 +50,7 @@ static int ncase;
 /* Every chunk message read so far from the test's topic. */
 static hr_chunkmsg msgs[MAX_MSGS];
 static char msg_keys[MAX_MSGS][64];
+static int32_t msg_parts[MAX_MSGS];
 static size_t nmsgs;
 
 static int64_t sql_int(const char *sql, const hr_mysql_param *p, size_t np)
@@ -224,6 +225,7 @@ static size_t consume_for(int64_t task, size_t want, int timeout_ms)
                 fail_msg("bad chunk message: %s", why);
             snprintf(msg_keys[nmsgs], sizeof msg_keys[nmsgs], "%.*s", (int)m->key_len,
                      (const char *)m->key);
+            msg_parts[nmsgs] = m->partition;
             nmsgs++;
         }
         rd_kafka_message_destroy(m);
@@ -268,20 +270,48 @@ static int64_t check_chunks(int64_t task, int64_t first, int64_t n, int64_t *siz
     return nseq;
 }
 
-/* How many of TASK's seqs 1..MAX_SEQ have a message so far. */
-static size_t distinct_seqs(int64_t task, int64_t max_seq)
+/* How many of TASK's seqs 1..MAX_SEQ have COPIES messages so far. */
+static size_t seqs_with(int64_t task, int64_t max_seq, unsigned copies)
 {
-    unsigned char seen[128] = {0};
+    unsigned seen[128] = {0};
     size_t i, n = 0;
 
     assert_true(max_seq < 128);
-    for (i = 0; i < nmsgs; i++) {
-        if (msgs[i].task != task || msgs[i].seq > max_seq || seen[msgs[i].seq])
-            continue;
-        seen[msgs[i].seq] = 1;
-        n++;
-    }
+    for (i = 0; i < nmsgs; i++)
+        if (msgs[i].task == task && msgs[i].seq <= max_seq && ++seen[msgs[i].seq] == copies)
+            n++;
     return n;
+}
+
+/* Reads the topic until each of TASK's seqs 1..MAX_SEQ has COPIES messages,
+ * for at most TIMEOUT_MS; fails the case if one has not. */
+static void consume_copies(int64_t task, int64_t max_seq, unsigned copies, int timeout_ms)
+{
+    for (int64_t end = itest_now_ms() + timeout_ms;
+         seqs_with(task, max_seq, copies) < (size_t)max_seq && itest_now_ms() < end;)
+        consume_for(task, SIZE_MAX, 200);
+    assert_int_equal(seqs_with(task, max_seq, copies), max_seq);
+}
+
+/* The first publish of each of TASK's chunks 1..MAX_SEQ (every message's
+ * seq must be in range): FIRST[seq] its index in msgs[] (-1: none yet); the
+ * sweeper republishes chunks that no worker took (there are none here)
+ * after redelivery_timeout_s. */
+static void first_publishes(int64_t task, int64_t max_seq, ssize_t *first)
+{
+    size_t i;
+
+    for (int64_t seq = 1; seq <= max_seq; seq++)
+        first[seq] = -1;
+    for (i = 0; i < nmsgs; i++) {
+        int64_t seq = msgs[i].seq;
+
+        if (msgs[i].task != task)
+            continue;
+        assert_true(seq >= 1 && seq <= max_seq);
+        if (first[seq] < 0 || msgs[i].published_ms < msgs[first[seq]].published_ms)
+            first[seq] = (ssize_t)i;
+    }
 }
 
 static size_t log_count(int i, const char *event, int64_t task)
@@ -525,6 +555,7 @@ static void test_rate_limit(void **state)
 {
     int64_t due = itest_now_ms() + 500, task = task_insert(due, 500, 2000);
     int64_t sizes[64], first_s = -1, last_s = 0, per[64] = {0}, first_pub[41] = {0}, seq, sum = 0;
+    ssize_t first[41];
     size_t i;
 
     (void)state;
@@ -532,20 +563,11 @@ static void test_rate_limit(void **state)
     dispatcher_start(0, NULL);
     wait_state(task, "dispatched", 30000);
     assert_int_equal(check_chunks(task, 1, 20000, sizes, 64), 41);
-    for (i = 0; i < 75 && distinct_seqs(task, 40) < 40; i++)
-        consume_for(task, SIZE_MAX, 200);
-    assert_int_equal(distinct_seqs(task, 40), 40);
-    /* The first publish of each chunk; the sweeper republishes chunks that
-     * no worker took (there are none here) after redelivery_timeout_s. */
-    for (i = 0; i < nmsgs; i++) {
-        if (msgs[i].task != task)
-            continue;
-        assert_true(msgs[i].seq >= 1 && msgs[i].seq <= 40);
-        if (first_pub[msgs[i].seq] == 0 || msgs[i].published_ms < first_pub[msgs[i].seq])
-            first_pub[msgs[i].seq] = msgs[i].published_ms;
-    }
+    consume_copies(task, 40, 1, 15000);
+    first_publishes(task, 40, first);
     for (seq = 1; seq <= 40; seq++) {
-        assert_true(first_pub[seq] > 0);
+        assert_true(first[seq] >= 0);
+        first_pub[seq] = msgs[first[seq]].published_ms;
         if (first_s < 0 || first_pub[seq] / 1000 < first_s)
             first_s = first_pub[seq] / 1000;
     }
@@ -564,6 +586,51 @@ static void test_rate_limit(void **state)
         assert_true(sum <= 2000 * (int64_t)(i + 1) + 500);
     }
     assert_true(last_s >= 9); /* 20,000 at 2000/s needs ten seconds */
+    dispatcher_stop(0);
+}
+
+/* A redelivery is keyed apart from its chunk's first publish (its publish
+ * time appended), so the partitioner places it afresh: a chunk whose first
+ * copy sits on a partition no consumer fetches is not redelivered to that
+ * partition for ever.  No worker runs here, so the sweeper redelivers every
+ * chunk after redelivery_timeout_s (2 s).  With the first publish's key on
+ * every copy, as before, every copy of a chunk landed on one partition. */
+static void test_redelivery_moves(void **state)
+{
+    int64_t due = itest_now_ms() + 500, task = task_insert(due, 500, 0), sizes[16];
+    ssize_t first[9];
+    int64_t seq;
+    size_t i, moved = 0, copies = 0;
+
+    (void)state;
+    subs_add(task, 1, 3900, true, false);
+    dispatcher_start(0, NULL);
+    wait_state(task, "dispatched", 30000);
+    assert_int_equal(check_chunks(task, 1, 3900, sizes, 16), 8);
+    consume_copies(task, 8, 2, 20000);
+    first_publishes(task, 8, first);
+    for (i = 0; i < nmsgs; i++) {
+        char key[64];
+
+        if (msgs[i].task != task)
+            continue;
+        seq = msgs[i].seq;
+        if ((ssize_t)i == first[seq]) {
+            snprintf(key, sizeof key, "%lld:%lld", (long long)task, (long long)seq);
+        } else {
+            snprintf(key, sizeof key, "%lld:%lld:%lld", (long long)task, (long long)seq,
+                     (long long)msgs[i].published_ms);
+            copies++;
+            moved += msg_parts[i] != msg_parts[first[seq]];
+        }
+        assert_string_equal(msg_keys[i], key);
+    }
+    /* Each copy leaves its first partition with chance 11/12 (12 partitions):
+     * none of at least 8 doing so has odds below 1e-8. */
+    printf("# %zu redeliveries, %zu on another partition than their first publish\n", copies,
+           moved);
+    assert_true(copies >= 8);
+    assert_true(moved > 0);
     dispatcher_stop(0);
 }
 
@@ -1338,6 +1405,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_two_dispatchers, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_takeover, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_rate_limit, case_setup, case_teardown),
+        cmocka_unit_test_setup_teardown(test_redelivery_moves, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_bad_rows_and_raw_sql, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_orphan_adopted, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_postponed, case_setup, case_teardown),

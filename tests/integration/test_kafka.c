@@ -101,7 +101,7 @@ static void test_produce(void **state)
         hr_chunkmsg msg = {
             .task = 1, .seq = i + 1, .count = i, .due_ms = 0, .published_ms = itest_now_ms()};
         char key[64], value[HR_CHUNKMSG_MAX_BYTES];
-        int klen = hr_chunkmsg_key(&msg, key, sizeof key);
+        int klen = hr_chunkmsg_key(&msg, false, key, sizeof key);
         int vlen = hr_chunkmsg_encode(&msg, value, sizeof value);
         rd_kafka_resp_err_t err = rd_kafka_producev(
             rk, RD_KAFKA_V_TOPIC(cfg->kafka.topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),

@@ -375,7 +375,7 @@ static void t_produce_chunk(const t_run *run, int64_t task, int64_t seq, int64_t
     char key[64], value[HR_CHUNKMSG_MAX_BYTES];
     int n;
 
-    assert_true(hr_chunkmsg_key(&msg, key, sizeof key) > 0);
+    assert_true(hr_chunkmsg_key(&msg, false, key, sizeof key) > 0);
     n = hr_chunkmsg_encode(&msg, value, sizeof value);
     assert_true(n > 0);
     t_produce_raw(run, key, value, (size_t)n);

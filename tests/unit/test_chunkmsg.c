@@ -78,7 +78,7 @@ static void test_encode_short_buffer(void **state)
     char buf[16];
 
     assert_int_equal(hr_chunkmsg_encode(&in, buf, sizeof buf), -1);
-    assert_int_equal(hr_chunkmsg_key(&in, buf, 3), -1);
+    assert_int_equal(hr_chunkmsg_key(&in, false, buf, 3), -1);
 }
 
 static void test_key(void **state)
@@ -87,8 +87,21 @@ static void test_key(void **state)
     const hr_chunkmsg in = {.task = 42, .seq = 17};
     char buf[64];
 
-    assert_int_equal(hr_chunkmsg_key(&in, buf, sizeof buf), 5);
+    assert_int_equal(hr_chunkmsg_key(&in, false, buf, sizeof buf), 5);
     assert_string_equal(buf, "42:17");
+}
+
+/* A redelivery's key carries its publish time, so two copies of one chunk
+ * hash apart; one that does not fit is refused like any other key. */
+static void test_redelivery_key(void **state)
+{
+    (void)state;
+    const hr_chunkmsg in = {.task = 42, .seq = 17, .published_ms = 1764800000123};
+    char buf[64];
+
+    assert_int_equal(hr_chunkmsg_key(&in, true, buf, sizeof buf), 19);
+    assert_string_equal(buf, "42:17:1764800000123");
+    assert_int_equal(hr_chunkmsg_key(&in, true, buf, 19), -1);
 }
 
 static void test_whitespace_and_order(void **state)
@@ -209,15 +222,11 @@ static void test_binary(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_shard),
-        cmocka_unit_test(test_encode_short_buffer),
-        cmocka_unit_test(test_key),
-        cmocka_unit_test(test_whitespace_and_order),
-        cmocka_unit_test(test_length_bounds),
-        cmocka_unit_test(test_bad_messages),
-        cmocka_unit_test(test_oversized),
-        cmocka_unit_test(test_binary),
+        cmocka_unit_test(test_round_trip),          cmocka_unit_test(test_shard),
+        cmocka_unit_test(test_encode_short_buffer), cmocka_unit_test(test_key),
+        cmocka_unit_test(test_redelivery_key),      cmocka_unit_test(test_whitespace_and_order),
+        cmocka_unit_test(test_length_bounds),       cmocka_unit_test(test_bad_messages),
+        cmocka_unit_test(test_oversized),           cmocka_unit_test(test_binary),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
