@@ -154,6 +154,47 @@ int itest_create_topic(const hr_config *cfg)
     return 0;
 }
 
+rd_kafka_t *itest_consumer_join(const hr_config *cfg, int timeout_ms)
+{
+    char errstr[512];
+    rd_kafka_conf_t *conf = hr_kafka_conf_new(cfg, HR_KAFKA_CONSUMER, errstr, sizeof errstr);
+    rd_kafka_t *rk =
+        conf != NULL ? rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr) : NULL;
+    rd_kafka_topic_partition_list_t *topics;
+    rd_kafka_resp_err_t err;
+
+    if (rk == NULL) {
+        if (conf != NULL)
+            rd_kafka_conf_destroy(conf);
+        fprintf(stderr, "itest: consumer: %s\n", errstr);
+        return NULL;
+    }
+    rd_kafka_poll_set_consumer(rk);
+    topics = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(topics, cfg->kafka.topic, RD_KAFKA_PARTITION_UA);
+    err = rd_kafka_subscribe(rk, topics);
+    rd_kafka_topic_partition_list_destroy(topics);
+    for (int64_t end = itest_now_ms() + timeout_ms;
+         err == RD_KAFKA_RESP_ERR_NO_ERROR && itest_now_ms() < end;) {
+        rd_kafka_topic_partition_list_t *parts = NULL;
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+        bool assigned;
+
+        if (m != NULL)
+            rd_kafka_message_destroy(m);
+        assigned = rd_kafka_assignment(rk, &parts) == RD_KAFKA_RESP_ERR_NO_ERROR && parts->cnt > 0;
+        if (parts != NULL)
+            rd_kafka_topic_partition_list_destroy(parts);
+        if (assigned)
+            return rk;
+    }
+    fprintf(stderr, "itest: consumer of %s: %s\n", cfg->kafka.topic,
+            err != RD_KAFKA_RESP_ERR_NO_ERROR ? rd_kafka_err2str(err) : "no partitions in time");
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+    return NULL;
+}
+
 int itest_profiles_synced(hr_redis *r)
 {
     char key[HR_KEY_MAX], err[256];

@@ -27,6 +27,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <librdkafka/rdkafka.h>
+
 #include "hr_config.h"
 #include "hr_mysql.h"
 #include "hr_redis.h"
@@ -58,6 +60,11 @@ bool itest_wait_until(bool (*fn)(void *ctx), void *ctx, int timeout_ms);
 /* Creates cfg->kafka.topic with 12 partitions (exists = fine), waiting at
  * most 30 s.  0, or -1 after printing the reason. */
 int itest_create_topic(const hr_config *cfg);
+
+/* A consumer of cfg's group subscribed to cfg->kafka.topic, returned once
+ * the group assigned it partitions (at most TIMEOUT_MS; the messages its
+ * polls met meanwhile are dropped).  NULL after printing the reason. */
+rd_kafka_t *itest_consumer_join(const hr_config *cfg, int timeout_ms);
 
 /* Marks the recipients' profile book as synced in R's prefix (the mark a
  * dispatcher's sync sets; docs/recipients.md): a test that runs workers

@@ -1418,8 +1418,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pull_reads, case_setup, case_teardown),
         cmocka_unit_test_setup_teardown(test_scan_reads, case_setup, case_teardown),
     };
-    rd_kafka_conf_t *conf;
-    rd_kafka_topic_partition_list_t *topics;
     int rc;
 
     if (!dispatcher_has_seams()) {
@@ -1447,34 +1445,12 @@ int main(void)
         fprintf(stderr, "connect: %s\n", errstr);
         return 1;
     }
-    conf = hr_kafka_conf_new(cfg, HR_KAFKA_CONSUMER, errstr, sizeof errstr);
-    consumer = conf ? rd_kafka_new(RD_KAFKA_CONSUMER, conf, errstr, sizeof errstr) : NULL;
-    if (consumer == NULL) {
-        fprintf(stderr, "consumer: %s\n", errstr);
-        return 1;
-    }
-    rd_kafka_poll_set_consumer(consumer);
-    topics = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(topics, cfg->kafka.topic, RD_KAFKA_PARTITION_UA);
-    rd_kafka_subscribe(consumer, topics);
-    rd_kafka_topic_partition_list_destroy(topics);
     /* The group's first assignment before any test counts messages: on
      * three loaded brokers the join outlasted the first tests' waits.  The
-     * run's topic is new, so the polls here drop no message. */
-    for (int64_t end = itest_now_ms() + 60000; itest_now_ms() < end;) {
-        rd_kafka_topic_partition_list_t *parts = NULL;
-        rd_kafka_message_t *m = rd_kafka_consumer_poll(consumer, 100);
-        bool assigned;
-
-        if (m != NULL)
-            rd_kafka_message_destroy(m);
-        assigned =
-            rd_kafka_assignment(consumer, &parts) == RD_KAFKA_RESP_ERR_NO_ERROR && parts->cnt > 0;
-        if (parts != NULL)
-            rd_kafka_topic_partition_list_destroy(parts);
-        if (assigned)
-            break;
-    }
+     * run's topic is new, so the polls of the join drop no message. */
+    consumer = itest_consumer_join(cfg, 60000);
+    if (consumer == NULL)
+        return 1;
 
     rc = cmocka_run_group_tests(tests, NULL, NULL);
 

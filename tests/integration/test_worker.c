@@ -63,6 +63,9 @@ static int t_scenario;
  * scenario's t_run is static: a failed assertion leaves the test's frame
  * (longjmp) before t_teardown reads it. */
 static t_run *t_current;
+/* test_e2e_stuck_member's consumer, closed by t_teardown if the case
+ * failed: left in the group it would drop the next scenarios' chunks. */
+static rd_kafka_t *t_stuck;
 
 static const char *t_env(const char *name)
 {
@@ -253,6 +256,11 @@ static void t_finish(t_run *run)
 static int t_teardown(void **state)
 {
     (void)state;
+    if (t_stuck != NULL) {
+        rd_kafka_consumer_close(t_stuck);
+        rd_kafka_destroy(t_stuck);
+        t_stuck = NULL;
+    }
     if (t_current == NULL)
         return 0;
     for (int i = 0; i < T_MAX_WORKERS; i++)
@@ -901,84 +909,198 @@ static bool t_e2e_done(void *ctx)
     return t_stat(run, "chunks_done") == 20 && t_task_done(ctx);
 }
 
-/* End to end with herald-dispatcher (HERALD_DISPATCHER_BIN): a scheduled
- * task of 100,000 subscribers due in 2 s, one dispatcher, two workers →
- * the sink got every uid exactly once, Redis and MySQL agree, task done. */
-static void test_e2e_dispatcher_100k(void **state)
+#define T_E2E_DISPATCHER_LOG "/tmp/herald-test-worker-e2e-dispatcher.log"
+
+/* An end-to-end scenario's start: skipped without HERALD_DISPATCHER_BIN,
+ * else t_start and two workers with their partitions. */
+static void t_e2e_start(t_run *run)
 {
     const char *bin = getenv("HERALD_DISPATCHER_BIN");
-    char topic[64], listen[64], key[256], errstr[512], nums[1000][24];
-    const char *argv[1002];
-    char *dargv[4];
-    static t_run run;
-    t_record rec;
-    pid_t dispatcher;
-    uint64_t id = 0;
-    int status = 0;
 
-    (void)state;
     if (bin == NULL || *bin == '\0')
         skip();
-    t_start(&run, NULL);
-    snprintf(topic, sizeof topic, "worker-e2e-%d", getpid());
-    hr_mysql_param p[] = {HR_P_STR(topic), HR_P_I64(itest_now_ms() + 2000)};
+    t_start(run, NULL);
+    t_spawn_worker(run, 0);
+    t_spawn_worker(run, 1);
+    t_wait_assigned(run, 2);
+}
 
-    assert_int_equal(hr_mysql_exec(run.m,
+/* A scheduled task of TOTAL subscribers (uids FIRST..), CHUNK_SIZE a
+ * chunk, due in 2 s, and herald-dispatcher (HERALD_DISPATCHER_BIN) started
+ * on run->cfg (written again, with an API port of its own) to dispatch it;
+ * its pid.  The task's id goes to run->task. */
+static pid_t t_e2e_dispatch(t_run *run, int64_t total, int64_t first, int chunk_size)
+{
+    char topic[64], listen[64], key[256], errstr[512], nums[1000][24];
+    const char *argv[1002];
+    char *dargv[] = {(char *)t_env("HERALD_DISPATCHER_BIN"), "-c", run->cfg_path, NULL};
+    uint64_t id = 0;
+    pid_t dispatcher;
+
+    snprintf(topic, sizeof topic, "worker-e2e-%d-%d", getpid(), t_scenario);
+    hr_mysql_param p[] = {HR_P_STR(topic), HR_P_I64(itest_now_ms() + 2000), HR_P_I64(chunk_size)};
+
+    assert_int_equal(hr_mysql_exec(run->m,
                                    "INSERT INTO push_task (name, topic, channel, title, body, "
-                                   "due_at, freeze_at) VALUES ('worker e2e', ?, 'webhook', 'Hi', "
-                                   "'hello {{uid}}', FROM_UNIXTIME(? / 1000), NULL)",
-                                   p, 2, NULL, &id, NULL, errstr, sizeof errstr),
+                                   "due_at, freeze_at, chunk_size) VALUES ('worker e2e', ?, "
+                                   "'webhook', 'Hi', 'hello {{uid}}', FROM_UNIXTIME(? / 1000), "
+                                   "NULL, ?)",
+                                   p, 3, NULL, &id, NULL, errstr, sizeof errstr),
                      0);
-    run.task = (int64_t)id;
-    run.total = 100000;
-    hr_key_task(hr_redis_prefix(run.r), key, sizeof key, run.task, HR_KEY_SUBS);
+    run->task = (int64_t)id;
+    run->total = total;
+    hr_key_task(hr_redis_prefix(run->r), key, sizeof key, run->task, HR_KEY_SUBS);
     argv[0] = "SADD";
     argv[1] = key;
-    for (int64_t i = 0; i < run.total; i += 1000) {
+    for (int64_t i = 0; i < total; i += 1000) {
+        int n = total - i < 1000 ? (int)(total - i) : 1000;
         redisReply *reply;
 
-        for (int j = 0; j < 1000; j++) {
-            snprintf(nums[j], sizeof nums[j], "%" PRId64, 8000001 + i + j);
+        for (int j = 0; j < n; j++) {
+            snprintf(nums[j], sizeof nums[j], "%" PRId64, first + i + j);
             argv[2 + j] = nums[j];
         }
-        reply = hr_redis_cmd(run.r, errstr, sizeof errstr, 1002, argv, NULL);
+        reply = hr_redis_cmd(run->r, errstr, sizeof errstr, 2 + n, argv, NULL);
         assert_non_null(reply);
         freeReplyObject(reply);
     }
-    t_spawn_worker(&run, 0);
-    t_spawn_worker(&run, 1);
-    t_wait_assigned(&run, 2);
-
-    /* The dispatcher serves its API on a port of its own. */
-    snprintf(listen, sizeof listen, "127.0.0.1:%d", run.ports[T_PORT_DSP]);
-    itest_set_str(&run.cfg->dispatcher.listen, listen);
-    unlink(run.cfg_path);
-    assert_int_equal(itest_write_config(run.cfg, run.cfg_path, sizeof run.cfg_path), 0);
-    dargv[0] = (char *)bin;
-    dargv[1] = "-c";
-    dargv[2] = run.cfg_path;
-    dargv[3] = NULL;
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", run->ports[T_PORT_DSP]);
+    itest_set_str(&run->cfg->dispatcher.listen, listen);
+    unlink(run->cfg_path);
+    assert_int_equal(itest_write_config(run->cfg, run->cfg_path, sizeof run->cfg_path), 0);
     setenv("HERALD_TEST_TASK_TOPIC", topic, 1);
-    dispatcher = itest_spawn(dargv, "/tmp/herald-test-worker-e2e-dispatcher.log");
+    dispatcher = itest_spawn(dargv, T_E2E_DISPATCHER_LOG);
     unsetenv("HERALD_TEST_TASK_TOPIC");
     assert_true(dispatcher > 0);
-    assert_true(itest_wait_until(t_e2e_done, &run, 180000));
+    return dispatcher;
+}
+
+/* Stops t_e2e_dispatch's dispatcher, then the workers and the sink. */
+static void t_e2e_stop(t_run *run, pid_t dispatcher)
+{
+    int status = 0;
+
     itest_kill(dispatcher, SIGTERM);
     assert_int_equal(itest_wait_exit(dispatcher, 15000, &status), 0);
-    unlink("/tmp/herald-test-worker-e2e-dispatcher.log");
-    t_stop_worker(&run, 0);
-    t_stop_worker(&run, 1);
-    t_stop_sink(&run);
+    unlink(T_E2E_DISPATCHER_LOG);
+    t_stop_worker(run, 0);
+    t_stop_worker(run, 1);
+    t_stop_sink(run);
+}
 
-    t_read_record(&run, 8000001, &rec);
+/* The sink got each of run->total uids from FIRST on exactly once, and the
+ * stats hash and the task row say every one was sent. */
+static void t_e2e_check(t_run *run, int64_t first)
+{
+    t_record rec;
+
+    t_read_record(run, first, &rec);
     assert_int_equal(rec.missing, 0);
     assert_int_equal(rec.duplicates, 0);
-    assert_int_equal(t_stat(&run, "sent"), 100000);
-    assert_int_equal(t_sql_int(&run, "SELECT sent FROM push_task WHERE id = ?"), 100000);
+    t_record_free(&rec);
+    assert_int_equal(t_stat(run, "sent"), run->total);
+    assert_int_equal(t_sql_int(run, "SELECT sent FROM push_task WHERE id = ?"), run->total);
+}
+
+/* End to end with herald-dispatcher: a scheduled task of 100,000
+ * subscribers due in 2 s, one dispatcher, two workers → the sink got every
+ * uid exactly once, Redis and MySQL agree, task done. */
+static void test_e2e_dispatcher_100k(void **state)
+{
+    static t_run run;
+    pid_t dispatcher;
+
+    (void)state;
+    t_e2e_start(&run);
+    dispatcher = t_e2e_dispatch(&run, 100000, 8000001, 5000);
+    assert_true(itest_wait_until(t_e2e_done, &run, 180000));
+    t_e2e_stop(&run, dispatcher);
+    t_e2e_check(&run, 8000001);
     assert_int_equal(t_sql_int(&run, "SELECT COUNT(*) FROM push_chunk WHERE task_id = ? "
                                      "AND state = 'done'"),
                      20);
-    t_record_free(&rec);
+    t_finish(&run);
+}
+
+/* Every worker I < N logged partitions_assigned at least TIMES times. */
+static void t_wait_assigned_times(const t_run *run, int n, int times)
+{
+    for (int64_t end = itest_now_ms() + 60000; itest_now_ms() < end; usleep(100 * 1000)) {
+        int i = 0;
+
+        while (i < n && t_log_count(run, i, "partitions_assigned") >= times)
+            i++;
+        if (i == n)
+            return;
+    }
+    fail_msg("the workers were not assigned %d times within 60 s", times);
+}
+
+/* A member of the workers' group (t_stuck) that takes its share of the
+ * partitions and works none of it: it reads and drops every message, as a
+ * worker whose fetch of a partition never resumed held that partition
+ * without reading it (docs/reliability.md "A partition nobody reads").
+ * Returned once it has partitions. */
+static rd_kafka_t *t_stuck_member(const t_run *run)
+{
+    t_stuck = itest_consumer_join(run->cfg, 60000);
+    assert_non_null(t_stuck);
+    return t_stuck;
+}
+
+/* Polls the stuck member for up to TIMEOUT_MS until run->task is done; the
+ * number of run->task's chunk messages it read and dropped. */
+static int t_stuck_until_done(t_run *run, rd_kafka_t *stuck, int timeout_ms)
+{
+    int dropped = 0;
+
+    for (int64_t end = itest_now_ms() + timeout_ms; itest_now_ms() < end;) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(stuck, 100);
+        hr_chunkmsg msg;
+        char why[256];
+
+        if (m != NULL && m->err == RD_KAFKA_RESP_ERR_NO_ERROR &&
+            hr_chunkmsg_decode(m->payload, m->len, &msg, why, sizeof why) == 0 &&
+            msg.task == run->task)
+            dropped++;
+        if (m != NULL)
+            rd_kafka_message_destroy(m);
+        if (t_task_done(run))
+            return dropped;
+    }
+    fail_msg("task %" PRId64 " not done within %d ms (%d of its messages dropped)", run->task,
+             timeout_ms, dropped);
+    return dropped;
+}
+
+/* A third member of the group holds a third of the partitions and never
+ * works them; 40 chunks of 500 are published over all twelve.  The sweeper
+ * (redelivery_timeout_s 2) republishes the chunks it dropped, each under a
+ * key of its own, so they reach the two workers: every uid pushed once, the
+ * task done.  With a redelivery keyed like its first publish, every copy
+ * went back to the member that drops it, and the task never ended. */
+static void test_e2e_stuck_member(void **state)
+{
+    static t_run run;
+    rd_kafka_t *stuck;
+    pid_t dispatcher;
+    int dropped;
+
+    (void)state;
+    t_e2e_start(&run);
+    run.cfg->dispatcher.redelivery_timeout_s = 2; /* written by t_e2e_dispatch */
+    run.cfg->dispatcher.sweep_interval_ms = 500;
+    stuck = t_stuck_member(&run);
+    t_wait_assigned_times(&run, 2, 2);
+    dispatcher = t_e2e_dispatch(&run, 20000, 9500001, 500);
+    dropped = t_stuck_until_done(&run, stuck, 120000);
+    printf("# the stuck member dropped %d chunk messages of the task\n", dropped);
+    assert_true(dropped > 0);
+    rd_kafka_consumer_close(stuck);
+    rd_kafka_destroy(stuck);
+    t_stuck = NULL;
+    t_e2e_stop(&run, dispatcher);
+    t_e2e_check(&run, 9500001);
     t_finish(&run);
 }
 
@@ -1740,6 +1862,7 @@ int main(void)
         cmocka_unit_test_teardown(test_rate_limited_task_no_head_of_line, t_teardown),
         cmocka_unit_test_teardown(test_sigterm_drains, t_teardown),
         cmocka_unit_test_teardown(test_e2e_dispatcher_100k, t_teardown),
+        cmocka_unit_test_teardown(test_e2e_stuck_member, t_teardown),
         cmocka_unit_test_teardown(test_throttle_enforce, t_teardown),
         cmocka_unit_test_teardown(test_throttle_shadow, t_teardown),
         cmocka_unit_test_teardown(test_ctl_pause_parks, t_teardown),
