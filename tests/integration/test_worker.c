@@ -52,6 +52,7 @@ typedef struct t_run {
     char sink_log[256];
     char worker_log[T_MAX_WORKERS][256];
     pid_t sink, workers[T_MAX_WORKERS];
+    pid_t dispatcher;   /* an end-to-end scenario's (t_e2e_dispatch) */
     int ports[T_PORTS]; /* T_PORT_SINK, T_PORT_DSP, then each worker's metrics */
     int64_t task;
     int64_t total;
@@ -271,6 +272,10 @@ static int t_teardown(void **state)
     if (t_current->sink > 0) {
         itest_kill(t_current->sink, SIGKILL);
         itest_wait_exit(t_current->sink, 5000, NULL);
+    }
+    if (t_current->dispatcher > 0) {
+        itest_kill(t_current->dispatcher, SIGKILL);
+        itest_wait_exit(t_current->dispatcher, 5000, NULL);
     }
     /* A failed scenario keeps its logs for a look, and says where. */
     fprintf(stderr, "scenario failed; logs kept: %s %s %s\n", t_current->sink_log,
@@ -927,15 +932,15 @@ static void t_e2e_start(t_run *run)
 
 /* A scheduled task of TOTAL subscribers (uids FIRST..), CHUNK_SIZE a
  * chunk, due in 2 s, and herald-dispatcher (HERALD_DISPATCHER_BIN) started
- * on run->cfg (written again, with an API port of its own) to dispatch it;
- * its pid.  The task's id goes to run->task. */
-static pid_t t_e2e_dispatch(t_run *run, int64_t total, int64_t first, int chunk_size)
+ * on run->cfg (written again, with an API port of its own) to dispatch it
+ * (its pid in run->dispatcher, which t_teardown kills if the case fails).
+ * The task's id goes to run->task. */
+static void t_e2e_dispatch(t_run *run, int64_t total, int64_t first, int chunk_size)
 {
     char topic[64], listen[64], key[256], errstr[512], nums[1000][24];
     const char *argv[1002];
     char *dargv[] = {(char *)t_env("HERALD_DISPATCHER_BIN"), "-c", run->cfg_path, NULL};
     uint64_t id = 0;
-    pid_t dispatcher;
 
     snprintf(topic, sizeof topic, "worker-e2e-%d-%d", getpid(), t_scenario);
     hr_mysql_param p[] = {HR_P_STR(topic), HR_P_I64(itest_now_ms() + 2000), HR_P_I64(chunk_size)};
@@ -969,19 +974,19 @@ static pid_t t_e2e_dispatch(t_run *run, int64_t total, int64_t first, int chunk_
     unlink(run->cfg_path);
     assert_int_equal(itest_write_config(run->cfg, run->cfg_path, sizeof run->cfg_path), 0);
     setenv("HERALD_TEST_TASK_TOPIC", topic, 1);
-    dispatcher = itest_spawn(dargv, T_E2E_DISPATCHER_LOG);
+    run->dispatcher = itest_spawn(dargv, T_E2E_DISPATCHER_LOG);
     unsetenv("HERALD_TEST_TASK_TOPIC");
-    assert_true(dispatcher > 0);
-    return dispatcher;
+    assert_true(run->dispatcher > 0);
 }
 
 /* Stops t_e2e_dispatch's dispatcher, then the workers and the sink. */
-static void t_e2e_stop(t_run *run, pid_t dispatcher)
+static void t_e2e_stop(t_run *run)
 {
     int status = 0;
 
-    itest_kill(dispatcher, SIGTERM);
-    assert_int_equal(itest_wait_exit(dispatcher, 15000, &status), 0);
+    itest_kill(run->dispatcher, SIGTERM);
+    assert_int_equal(itest_wait_exit(run->dispatcher, 15000, &status), 0);
+    run->dispatcher = 0;
     unlink(T_E2E_DISPATCHER_LOG);
     t_stop_worker(run, 0);
     t_stop_worker(run, 1);
@@ -1008,13 +1013,12 @@ static void t_e2e_check(t_run *run, int64_t first)
 static void test_e2e_dispatcher_100k(void **state)
 {
     static t_run run;
-    pid_t dispatcher;
 
     (void)state;
     t_e2e_start(&run);
-    dispatcher = t_e2e_dispatch(&run, 100000, 8000001, 5000);
+    t_e2e_dispatch(&run, 100000, 8000001, 5000);
     assert_true(itest_wait_until(t_e2e_done, &run, 180000));
-    t_e2e_stop(&run, dispatcher);
+    t_e2e_stop(&run);
     t_e2e_check(&run, 8000001);
     assert_int_equal(t_sql_int(&run, "SELECT COUNT(*) FROM push_chunk WHERE task_id = ? "
                                      "AND state = 'done'"),
@@ -1083,7 +1087,6 @@ static void test_e2e_stuck_member(void **state)
 {
     static t_run run;
     rd_kafka_t *stuck;
-    pid_t dispatcher;
     int dropped;
 
     (void)state;
@@ -1092,14 +1095,14 @@ static void test_e2e_stuck_member(void **state)
     run.cfg->dispatcher.sweep_interval_ms = 500;
     stuck = t_stuck_member(&run);
     t_wait_assigned_times(&run, 2, 2);
-    dispatcher = t_e2e_dispatch(&run, 20000, 9500001, 500);
+    t_e2e_dispatch(&run, 20000, 9500001, 500);
     dropped = t_stuck_until_done(&run, stuck, 120000);
     printf("# the stuck member dropped %d chunk messages of the task\n", dropped);
     assert_true(dropped > 0);
     rd_kafka_consumer_close(stuck);
     rd_kafka_destroy(stuck);
     t_stuck = NULL;
-    t_e2e_stop(&run, dispatcher);
+    t_e2e_stop(&run);
     t_e2e_check(&run, 9500001);
     t_finish(&run);
 }
